@@ -1,0 +1,120 @@
+//! Identifiers and epochs.
+//!
+//! Names chosen by operators (worker, master, framework ids) are strings;
+//! values that must be unique per process (incarnations, instance ids) are
+//! 64-bit numbers the runtime draws from OS entropy and passes in.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+macro_rules! string_id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        pub struct $name(pub String);
+
+        impl $name {
+            /// Builds the id from anything string-like.
+            pub fn new(s: impl Into<String>) -> Self {
+                Self(s.into())
+            }
+            /// The id as a string slice.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(s: &str) -> Self {
+                Self(s.to_owned())
+            }
+        }
+    };
+}
+
+macro_rules! number_id {
+    ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
+        $(#[$doc])*
+        #[derive(
+            Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+        )]
+        pub struct $name(pub u64);
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, concat!($prefix, "{:x}"), self.0)
+            }
+        }
+    };
+}
+
+string_id!(
+    /// A worker's stable id (`--id`, or generated once and kept in its work dir).
+    WorkerId
+);
+string_id!(
+    /// A master's stable id (`--id`).
+    MasterId
+);
+string_id!(
+    /// A framework (application) id, assigned by the master on first SUBSCRIBE
+    /// or chosen by the submitter.
+    FrameworkId
+);
+string_id!(
+    /// An executor id, unique within the cluster's lifetime.
+    ExecutorId
+);
+string_id!(
+    /// A network address as `host:port`, as configured or advertised.
+    Addr
+);
+
+number_id!(
+    /// One run of a worker process: fresh for every process start, drawn by the
+    /// runtime from OS entropy. Two registrations with the same worker id and
+    /// the same incarnation are the same process; a different incarnation is a
+    /// restarted (or impostor) process.
+    Incarnation,
+    "inc-"
+);
+number_id!(
+    /// A transport connection, numbered by the runtime that accepted or opened it.
+    ConnId,
+    "conn-"
+);
+number_id!(
+    /// One run of a subscriber process (Mesos' scheduler instance).
+    InstanceId,
+    "inst-"
+);
+
+/// A leadership term. Strictly increases across leaderships and is made
+/// durable before a leader acts (DESIGN rule 4); every master message carries
+/// it and receivers ignore lower epochs.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct Epoch(pub u64);
+
+impl Epoch {
+    /// The epoch before any leadership.
+    pub const ZERO: Epoch = Epoch(0);
+
+    /// The next epoch.
+    pub fn next(self) -> Epoch {
+        Epoch(self.0.saturating_add(1))
+    }
+}
+
+impl fmt::Display for Epoch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "epoch {}", self.0)
+    }
+}

@@ -1,0 +1,39 @@
+//! # regent-core
+//!
+//! The pure heart of regent, a fault-tolerant cluster manager. Every piece of
+//! protocol logic lives here as a sans-IO state machine with the same shape:
+//!
+//! ```text
+//! Config, Event, Action, Timer, the machine, then
+//! fn new(config: Config) -> Self
+//! fn handle(&mut self, now: Millis, event: Event) -> Vec<Action>
+//! ```
+//!
+//! The crate performs no I/O: no sockets, files, clocks, threads or global
+//! randomness. Time is an argument, randomness comes from a seed in `Config`,
+//! and anything unique per process (incarnations, GUIDs) is passed in by the
+//! runtime. The runtimes (`regent-std`, `regent-smol`) execute the actions.
+//!
+//! Modules:
+//! * [`time`], [`ids`]: the vocabulary (caller-given time, identifiers, epochs).
+//! * [`protocol`]: every message that crosses the wire.
+//! * [`codec`]: length-prefixed postcard frames, the incremental [`codec::Decoder`].
+//! * [`worker`]: the worker machine (registration, failover, heartbeats).
+//! * [`master`]: the master machine (leadership lifecycle, worker registry).
+//! * [`store`]: the records a master makes durable.
+#![warn(missing_docs)]
+
+pub mod codec;
+pub mod elector;
+pub mod ids;
+pub mod master;
+pub mod protocol;
+pub mod rng;
+pub mod store;
+#[cfg(feature = "testkit")]
+pub mod testkit;
+pub mod time;
+pub mod worker;
+
+pub use ids::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, WorkerId};
+pub use time::Millis;

@@ -1,0 +1,300 @@
+//! The leader's worker registry: registration, heartbeats, the DEAD sweep.
+
+use super::{Action, Master, Timer};
+use crate::ids::{ConnId, Epoch, Incarnation, WorkerId};
+use crate::protocol::{Message, RegisterWorker};
+use crate::store::{Record, RecordKey, WorkerRecord, WriteId};
+use crate::time::Millis;
+use rustc_hash::FxHashMap;
+
+/// How many replaced incarnations of one worker id are remembered, so a
+/// replaced process that keeps talking is told to shut down instead of
+/// replacing its successor in turn.
+const RETIRED_KEPT: usize = 8;
+
+/// Where a registered worker is in its life at this leader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkerState {
+    /// Registration received; its record is being persisted.
+    Registering,
+    /// Registered and heard from within `worker_timeout`.
+    Alive,
+    /// Silent for `worker_timeout`; its record is deleted.
+    Dead,
+}
+
+/// One worker in the leader's registry.
+#[derive(Clone, Debug)]
+pub struct WorkerEntry {
+    /// The worker's id.
+    pub id: WorkerId,
+    /// The incarnation registered.
+    pub incarnation: Incarnation,
+    /// Cores offered.
+    pub cores: u32,
+    /// Memory offered, in MiB.
+    pub memory_mb: u64,
+    /// Where it is in its life.
+    pub state: WorkerState,
+    /// When it was last heard from.
+    pub last_seen: Millis,
+    /// The connection it talks on, if any.
+    pub conn: Option<ConnId>,
+    /// Its record is durable.
+    pub durable: bool,
+    /// Incarnations of this id that were replaced by a newer one.
+    pub retired: Vec<Incarnation>,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Registry {
+    entries: FxHashMap<WorkerId, WorkerEntry>,
+    /// Writes in flight: which (worker, incarnation) each one makes durable.
+    pending: FxHashMap<WriteId, (WorkerId, Incarnation)>,
+}
+
+impl Registry {
+    pub(super) fn sorted(&self) -> Vec<&WorkerEntry> {
+        let mut v: Vec<&WorkerEntry> = self.entries.values().collect();
+        v.sort_by(|a, b| a.id.cmp(&b.id));
+        v
+    }
+
+    pub(super) fn unbind(&mut self, worker: &WorkerId, conn: ConnId) {
+        if let Some(e) = self.entries.get_mut(worker) {
+            if e.conn == Some(conn) {
+                e.conn = None;
+            }
+        }
+    }
+}
+
+impl Master {
+    fn registered_msg(&self, duplicate: bool) -> Message {
+        Message::Registered {
+            epoch: self.epoch,
+            heartbeat_interval: self.config.heartbeat_interval,
+            duplicate,
+            masters: self.known_masters(),
+        }
+    }
+
+    /// Binds `conn` to `worker`, unbinding the worker's previous connection.
+    fn bind(&mut self, conn: ConnId, worker: &WorkerId) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.worker = Some(worker.clone());
+        }
+    }
+
+    pub(super) fn register_worker(
+        &mut self,
+        now: Millis,
+        conn: ConnId,
+        reg: RegisterWorker,
+        out: &mut Vec<Action>,
+    ) {
+        let id = reg.worker.clone();
+        if let Some(entry) = self.workers.entries.get(&id) {
+            if entry.retired.contains(&reg.incarnation) {
+                let msg = shutdown_msg(self.epoch, &id, reg.incarnation, entry.incarnation);
+                out.push(Action::Send { conn, msg });
+                out.push(Action::Close {
+                    conn,
+                    reason: format!("replaced incarnation of worker {id}"),
+                });
+                self.conns.remove(&conn);
+                return;
+            }
+        }
+        self.bind(conn, &id);
+        let same = self
+            .workers
+            .entries
+            .get(&id)
+            .map(|e| e.incarnation == reg.incarnation);
+        match same {
+            Some(true) => {
+                let entry = self.workers.entries.get_mut(&id).expect("checked");
+                let old_conn = entry.conn.replace(conn);
+                entry.last_seen = now;
+                if let Some(old) = old_conn.filter(|c| *c != conn) {
+                    if let Some(c) = self.conns.get_mut(&old) {
+                        c.worker = None;
+                    }
+                }
+                match entry.state {
+                    WorkerState::Alive => {
+                        // The same process again (a retry or a blip): acknowledge
+                        // idempotently, never an error (SPARK-23191).
+                        out.push(Action::Send {
+                            conn,
+                            msg: self.registered_msg(true),
+                        });
+                    }
+                    // The acknowledgement follows `Persisted`, on the latest conn.
+                    WorkerState::Registering => {}
+                    WorkerState::Dead => {
+                        entry.state = WorkerState::Registering;
+                        entry.durable = false;
+                        self.persist_worker(&id, out);
+                    }
+                }
+            }
+            Some(false) => {
+                let old = self.workers.entries.remove(&id).expect("checked");
+                if let Some(old_conn) = old.conn.filter(|c| *c != conn) {
+                    let msg = shutdown_msg(self.epoch, &id, old.incarnation, reg.incarnation);
+                    out.push(Action::Send {
+                        conn: old_conn,
+                        msg,
+                    });
+                    out.push(Action::Close {
+                        conn: old_conn,
+                        reason: format!("worker {id} re-registered with a new incarnation"),
+                    });
+                    self.conns.remove(&old_conn);
+                }
+                let mut retired = old.retired;
+                retired.push(old.incarnation);
+                if retired.len() > RETIRED_KEPT {
+                    retired.remove(0);
+                }
+                self.insert_registering(now, conn, reg, retired, out);
+            }
+            None => self.insert_registering(now, conn, reg, Vec::new(), out),
+        }
+    }
+
+    fn insert_registering(
+        &mut self,
+        now: Millis,
+        conn: ConnId,
+        reg: RegisterWorker,
+        retired: Vec<Incarnation>,
+        out: &mut Vec<Action>,
+    ) {
+        let id = reg.worker.clone();
+        self.workers.entries.insert(
+            id.clone(),
+            WorkerEntry {
+                id: reg.worker,
+                incarnation: reg.incarnation,
+                cores: reg.cores,
+                memory_mb: reg.memory_mb,
+                state: WorkerState::Registering,
+                last_seen: now,
+                conn: Some(conn),
+                durable: false,
+                retired,
+            },
+        );
+        self.persist_worker(&id, out);
+    }
+
+    fn persist_worker(&mut self, id: &WorkerId, out: &mut Vec<Action>) {
+        let write = self.next_write();
+        let e = &self.workers.entries[id];
+        let record = Record::Worker(WorkerRecord {
+            id: e.id.clone(),
+            incarnation: e.incarnation,
+            cores: e.cores,
+            memory_mb: e.memory_mb,
+        });
+        self.workers
+            .pending
+            .insert(write, (id.clone(), e.incarnation));
+        out.push(Action::Persist { write, record });
+    }
+
+    pub(super) fn on_persisted(&mut self, now: Millis, write: WriteId, out: &mut Vec<Action>) {
+        let Some((id, incarnation)) = self.workers.pending.remove(&write) else {
+            return;
+        };
+        let reply = match self.workers.entries.get_mut(&id) {
+            Some(e) if e.incarnation == incarnation && e.state == WorkerState::Registering => {
+                e.state = WorkerState::Alive;
+                e.durable = true;
+                e.last_seen = now;
+                e.conn
+            }
+            _ => None,
+        };
+        if let Some(conn) = reply {
+            out.push(Action::Send {
+                conn,
+                msg: self.registered_msg(false),
+            });
+        }
+    }
+
+    pub(super) fn worker_heartbeat(
+        &mut self,
+        now: Millis,
+        conn: ConnId,
+        incarnation: Incarnation,
+        out: &mut Vec<Action>,
+    ) {
+        let epoch = self.epoch;
+        let bound = self.conns.get(&conn).and_then(|c| c.worker.as_ref());
+        let entry = bound.and_then(|w| self.workers.entries.get_mut(w));
+        match entry {
+            Some(e) if e.incarnation == incarnation && e.state == WorkerState::Alive => {
+                e.last_seen = now;
+                out.push(Action::Send {
+                    conn,
+                    msg: Message::HeartbeatAck { epoch },
+                });
+            }
+            Some(e) if e.retired.contains(&incarnation) => {
+                let msg = shutdown_msg(epoch, &e.id, incarnation, e.incarnation);
+                out.push(Action::Send { conn, msg });
+            }
+            // Registering: the acknowledgement is on its way; stay quiet.
+            Some(e) if e.incarnation == incarnation && e.state == WorkerState::Registering => {
+                e.last_seen = now;
+            }
+            // Unknown on this connection, dead, or another incarnation.
+            _ => out.push(Action::Send {
+                conn,
+                msg: Message::ReconnectWorker { epoch },
+            }),
+        }
+    }
+
+    pub(super) fn sweep(&mut self, now: Millis, out: &mut Vec<Action>) {
+        let timeout = self.config.worker_timeout;
+        let mut dead: Vec<(WorkerId, Incarnation)> = self
+            .workers
+            .entries
+            .values()
+            .filter(|e| e.state == WorkerState::Alive && now.since(e.last_seen) > timeout)
+            .map(|e| (e.id.clone(), e.incarnation))
+            .collect();
+        dead.sort();
+        for (id, incarnation) in dead {
+            if let Some(e) = self.workers.entries.get_mut(&id) {
+                e.state = WorkerState::Dead;
+                e.durable = false;
+            }
+            let write = self.next_write();
+            out.push(Action::Unpersist {
+                write,
+                key: RecordKey::Worker(id),
+                incarnation: Some(incarnation),
+            });
+        }
+        out.push(Action::SetTimer {
+            timer: Timer::Sweep,
+            at: now + self.config.sweep_interval(),
+        });
+    }
+}
+
+fn shutdown_msg(epoch: Epoch, id: &WorkerId, old: Incarnation, new: Incarnation) -> Message {
+    Message::Shutdown {
+        epoch,
+        reason: format!(
+            "worker id {id} conflict: incarnation {old} was replaced by incarnation {new}"
+        ),
+    }
+}

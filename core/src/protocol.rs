@@ -1,0 +1,243 @@
+//! Every message that crosses the wire.
+//!
+//! A connection starts with [`Hello`] from the side that dialled and a
+//! [`HelloReply`] from the master; after that either side sends any
+//! [`Message`]. Every message a master sends carries its [`Epoch`]; receivers
+//! ignore messages whose epoch is lower than the highest they have seen.
+//!
+//! The encoding is postcard (see [`crate::codec`]). Variants are only ever
+//! appended: the golden frames in `fixtures/wire/` pin the encoding of every
+//! existing variant, and changing one is a [`PROTOCOL_VERSION`] bump.
+
+use crate::ids::{Addr, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, WorkerId};
+use crate::time::Millis;
+use serde::{Deserialize, Serialize};
+
+/// The protocol version this build speaks. A `Hello` with another version is
+/// refused with [`crate::codec::DecodeError::UnsupportedVersion`].
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// What kind of node is speaking.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Role {
+    /// A master (leader or standby).
+    Master,
+    /// A worker offering cores and memory.
+    Worker,
+    /// A framework's subscriber.
+    Subscriber,
+    /// An operator tool (status, kill, remove-worker).
+    Client,
+}
+
+/// The first frame on every connection, sent by the side that dialled.
+///
+/// `version` must stay the first field: the decoder reads it before the rest,
+/// so a peer speaking another version gets a precise error, not "malformed".
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    /// The sender's [`PROTOCOL_VERSION`].
+    pub version: u16,
+    /// The cluster this peer belongs to; a peer of another cluster is refused.
+    pub cluster: String,
+    /// What the sender is.
+    pub role: Role,
+    /// The sender's node identity (worker id, master id, framework name...).
+    pub node: String,
+}
+
+/// Where the leader is, as far as the sender knows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaderHint {
+    /// The leader's master id.
+    pub id: MasterId,
+    /// The address workers and subscribers dial.
+    pub addr: Addr,
+    /// The epoch the hint is about (at least the leader's election floor).
+    pub epoch: Epoch,
+}
+
+/// The master's answer to [`Hello`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HelloReply {
+    /// Always [`Role::Master`] today; kept so the format can grow.
+    pub role: Role,
+    /// The answering master's id.
+    pub master: MasterId,
+    /// `true` when the answering master is the acting leader: this reply then
+    /// proves leadership at `epoch`.
+    pub leading: bool,
+    /// The answering master's epoch (its own when leading, else the highest it
+    /// knows of).
+    pub epoch: Epoch,
+    /// The leader, as far as this master knows.
+    pub leader: Option<LeaderHint>,
+    /// Every master address this master knows of (discovery, seed 002).
+    pub masters: Vec<Addr>,
+}
+
+/// What a worker knows about one executor it runs or ran.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutorReport {
+    /// The executor.
+    pub id: ExecutorId,
+    /// The framework it belongs to.
+    pub framework: FrameworkId,
+    /// Cores it holds.
+    pub cores: u32,
+    /// Memory it holds, in MiB.
+    pub memory_mb: u64,
+    /// Where it is in its life.
+    pub state: ExecutorState,
+}
+
+/// The life of an executor process.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ExecutorState {
+    /// Asked to start, not yet confirmed running.
+    Launching,
+    /// The process runs.
+    Running,
+    /// The process exited by itself with this code.
+    Exited {
+        /// Exit status (a signal number is reported as `128 + signal`).
+        code: i32,
+    },
+    /// The process could not be started or died abnormally.
+    Failed {
+        /// What went wrong.
+        reason: String,
+    },
+    /// Killed on request.
+    Killed,
+    /// Its worker was lost; the executor's fate is unknown.
+    Lost,
+}
+
+impl ExecutorState {
+    /// `true` for states an executor never leaves.
+    pub fn is_terminal(&self) -> bool {
+        !matches!(self, ExecutorState::Launching | ExecutorState::Running)
+    }
+}
+
+/// A worker's registration, and also its full state report after a failover
+/// (resources and every executor in one message).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegisterWorker {
+    /// The worker's stable id.
+    pub worker: WorkerId,
+    /// This process's incarnation.
+    pub incarnation: Incarnation,
+    /// Cores offered.
+    pub cores: u32,
+    /// Memory offered, in MiB.
+    pub memory_mb: u64,
+    /// Executors running, and terminal ones the master has not acknowledged.
+    pub executors: Vec<ExecutorReport>,
+    /// The highest epoch the worker has seen.
+    pub epoch_seen: Epoch,
+}
+
+/// Every message of the protocol. Append new variants at the end only.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Message {
+    /// First frame on a connection (must stay variant 0).
+    Hello(Hello),
+    /// The master's answer to `Hello`.
+    HelloReply(HelloReply),
+    /// Worker → master: register, or report full state after a failover.
+    RegisterWorker(RegisterWorker),
+    /// Worker → master: liveness. The connection identifies the worker.
+    WorkerHeartbeat {
+        /// The sending process's incarnation.
+        incarnation: Incarnation,
+    },
+    /// Master → worker: the registration is durable.
+    Registered {
+        /// The leader's epoch.
+        epoch: Epoch,
+        /// How often the worker must heartbeat.
+        heartbeat_interval: Millis,
+        /// `true` when this repeats an earlier acknowledgement of the same
+        /// incarnation (harmless, never a reason to exit).
+        duplicate: bool,
+        /// Every master address the leader knows of.
+        masters: Vec<Addr>,
+    },
+    /// Master → worker: this master is not the leader.
+    NotLeader {
+        /// The highest epoch this master knows of.
+        epoch: Epoch,
+        /// Where the leader is, if known.
+        leader: Option<LeaderHint>,
+    },
+    /// Master → worker: heartbeat received.
+    HeartbeatAck {
+        /// The leader's epoch.
+        epoch: Epoch,
+    },
+    /// Master → worker: you are not (or no longer) in my registry; register again.
+    ReconnectWorker {
+        /// The leader's epoch.
+        epoch: Epoch,
+    },
+    /// Master → worker: this process must stop (another incarnation owns its id).
+    Shutdown {
+        /// The leader's epoch.
+        epoch: Epoch,
+        /// Why, naming the conflict.
+        reason: String,
+    },
+    /// Master → worker/subscriber: a new leader at `epoch`; follow it and
+    /// report your full state.
+    MasterChanged {
+        /// The new leader's epoch.
+        epoch: Epoch,
+        /// The new leader.
+        leader: LeaderHint,
+        /// Every master address the new leader knows of.
+        masters: Vec<Addr>,
+    },
+    /// Master → anyone: the leader's coordination session is in doubt; retry.
+    LeaderSuspended {
+        /// The suspended leader's epoch.
+        epoch: Epoch,
+    },
+}
+
+impl Message {
+    /// The epoch a master stamped on this message, if it is a master message.
+    pub fn master_epoch(&self) -> Option<Epoch> {
+        match self {
+            Message::HelloReply(r) => Some(r.epoch),
+            Message::Registered { epoch, .. }
+            | Message::NotLeader { epoch, .. }
+            | Message::HeartbeatAck { epoch }
+            | Message::ReconnectWorker { epoch }
+            | Message::Shutdown { epoch, .. }
+            | Message::MasterChanged { epoch, .. }
+            | Message::LeaderSuspended { epoch } => Some(*epoch),
+            Message::Hello(_) | Message::RegisterWorker(_) | Message::WorkerHeartbeat { .. } => {
+                None
+            }
+        }
+    }
+
+    /// A short name for logs and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Message::Hello(_) => "Hello",
+            Message::HelloReply(_) => "HelloReply",
+            Message::RegisterWorker(_) => "RegisterWorker",
+            Message::WorkerHeartbeat { .. } => "WorkerHeartbeat",
+            Message::Registered { .. } => "Registered",
+            Message::NotLeader { .. } => "NotLeader",
+            Message::HeartbeatAck { .. } => "HeartbeatAck",
+            Message::ReconnectWorker { .. } => "ReconnectWorker",
+            Message::Shutdown { .. } => "Shutdown",
+            Message::MasterChanged { .. } => "MasterChanged",
+            Message::LeaderSuspended { .. } => "LeaderSuspended",
+        }
+    }
+}

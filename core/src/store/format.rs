@@ -1,0 +1,1 @@
+//! The on-disk record format. (Being written: see issue 4.)

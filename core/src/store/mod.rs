@@ -1,0 +1,87 @@
+//! The records a master makes durable, and their on-disk format.
+//!
+//! A leader persists a [`Record`] per worker, per framework (with its executor
+//! requests) and one for its epoch. The runtime executes
+//! `Persist`/`Unpersist` actions against a store (filesystem or ZooKeeper) and
+//! feeds back `Persisted` (or a failure, which costs the leadership: DESIGN
+//! rule 8). Writes to one key are applied in order; a delete of a worker
+//! record is conditional on the incarnation it names.
+
+pub mod format;
+
+use crate::ids::{Epoch, FrameworkId, Incarnation, WorkerId};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Identifies one write the machine asked for; echoed back in `Persisted`.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct WriteId(pub u64);
+
+/// The key a record is stored under.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum RecordKey {
+    /// The current epoch (one per store).
+    Epoch,
+    /// A registered worker.
+    Worker(WorkerId),
+    /// A framework and its executor requests.
+    Framework(FrameworkId),
+}
+
+impl fmt::Display for RecordKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecordKey::Epoch => f.write_str("epoch"),
+            RecordKey::Worker(w) => write!(f, "worker/{w}"),
+            RecordKey::Framework(fw) => write!(f, "framework/{fw}"),
+        }
+    }
+}
+
+/// A registered worker, as much as a new leader needs to recover it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerRecord {
+    /// The worker's id.
+    pub id: WorkerId,
+    /// The incarnation that registered.
+    pub incarnation: Incarnation,
+    /// Cores offered.
+    pub cores: u32,
+    /// Memory offered, in MiB.
+    pub memory_mb: u64,
+}
+
+/// A framework and what it asked for. Filled in by the subscriber work.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrameworkRecord {
+    /// The framework's id.
+    pub id: FrameworkId,
+    /// Its display name.
+    pub name: String,
+    /// How long it may stay disconnected before it is torn down, in ms.
+    pub failover_timeout_ms: u64,
+}
+
+/// One durable record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Record {
+    /// The epoch of the latest leadership.
+    Epoch(Epoch),
+    /// A worker.
+    Worker(WorkerRecord),
+    /// A framework.
+    Framework(FrameworkRecord),
+}
+
+impl Record {
+    /// The key this record is stored under.
+    pub fn key(&self) -> RecordKey {
+        match self {
+            Record::Epoch(_) => RecordKey::Epoch,
+            Record::Worker(w) => RecordKey::Worker(w.id.clone()),
+            Record::Framework(f) => RecordKey::Framework(f.id.clone()),
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! A pure ZooKeeper model. (Being written: see issue 4.)

@@ -1,0 +1,657 @@
+//! The worker machine: registration, failover, heartbeats.
+//!
+//! A worker keeps a connection to every master it knows (configured, plus any
+//! a master advertises) and *follows* the master that proves leadership at the
+//! highest epoch, by a leading [`HelloReply`](crate::protocol::HelloReply), a
+//! `MasterChanged` or a `Registered`. It then talks registration and
+//! heartbeats with that master only:
+//!
+//! * before its first registration succeeds it retries at a jittered interval,
+//!   then at a prolonged one, and finally gives up with [`Action::Exit`]
+//!   naming every master it tried; a retry goes to the followed master once
+//!   one is known (SPARK-16190), to every connected master otherwise;
+//! * once registered it re-registers only with the master it follows
+//!   (SPARK-4592), never blindly with every master, and never exits for lack
+//!   of a master: it reconnects with capped backoff;
+//! * a master message with an epoch lower than the highest seen is ignored,
+//!   which fences a recovered old leader (the caveat the SPARK-4592 fix left
+//!   open);
+//! * a missing heartbeat acknowledgement for `heartbeat_timeout_factor`
+//!   heartbeat intervals marks the connection dead (half-open connections are
+//!   detected here, not by a runtime timer).
+
+use crate::ids::{Addr, Epoch, ExecutorId, Incarnation, WorkerId};
+use crate::protocol::{ExecutorReport, Hello, Message, RegisterWorker, Role, PROTOCOL_VERSION};
+use crate::rng::Jitter;
+use crate::time::Millis;
+use std::collections::BTreeMap;
+
+/// Worker configuration. Defaults are documented on each field.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The cluster name sent in `Hello`.
+    pub cluster: String,
+    /// This worker's stable id.
+    pub id: WorkerId,
+    /// This process's incarnation, fresh per process (from OS entropy).
+    pub incarnation: Incarnation,
+    /// The configured masters.
+    pub masters: Vec<Addr>,
+    /// Cores offered.
+    pub cores: u32,
+    /// Memory offered, in MiB.
+    pub memory_mb: u64,
+    /// Seed of the jitter generator.
+    pub seed: u64,
+    /// Base interval between first-registration attempts, jittered to
+    /// 50%–150%. Default 1 s.
+    pub initial_retry_interval: Millis,
+    /// Attempts made at the initial interval. Default 6.
+    pub initial_retries: u32,
+    /// Base interval after the initial attempts, jittered to 50%–150%.
+    /// Default 10 s.
+    pub prolonged_retry_interval: Millis,
+    /// Attempts before giving up on a first registration. Default 16
+    /// (about 6 s + 10 × 10 s ≈ 2 minutes).
+    pub total_retries: u32,
+    /// Smallest reconnect delay. Default 100 ms.
+    pub reconnect_min: Millis,
+    /// Largest reconnect delay (the cap of the exponential backoff).
+    /// Default 2 s.
+    pub reconnect_max: Millis,
+    /// The followed master's connection is dead after this many heartbeat
+    /// intervals without an acknowledgement. Default 4.
+    pub heartbeat_timeout_factor: u64,
+}
+
+impl Config {
+    /// A configuration with the documented defaults.
+    pub fn new(
+        cluster: impl Into<String>,
+        id: WorkerId,
+        incarnation: Incarnation,
+        masters: Vec<Addr>,
+        cores: u32,
+        memory_mb: u64,
+    ) -> Self {
+        Config {
+            cluster: cluster.into(),
+            id,
+            incarnation,
+            masters,
+            cores,
+            memory_mb,
+            seed: incarnation.0,
+            initial_retry_interval: Millis(1_000),
+            initial_retries: 6,
+            prolonged_retry_interval: Millis(10_000),
+            total_retries: 16,
+            reconnect_min: Millis(100),
+            reconnect_max: Millis(2_000),
+            heartbeat_timeout_factor: 4,
+        }
+    }
+}
+
+/// What happens to a worker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The process started: connect to every configured master.
+    Start,
+    /// The connection to `master` is open (nothing sent yet).
+    Connected {
+        /// The master dialled.
+        master: Addr,
+    },
+    /// Dialling `master` failed.
+    ConnectFailed {
+        /// The master dialled.
+        master: Addr,
+    },
+    /// The connection to `master` closed.
+    Disconnected {
+        /// The master whose connection closed.
+        master: Addr,
+    },
+    /// A message arrived from `from`.
+    Message {
+        /// The master that sent it.
+        from: Addr,
+        /// The message.
+        msg: Message,
+    },
+    /// A deadline set by [`Action::SetTimer`] passed.
+    Timer(Timer),
+}
+
+/// What the runtime must do, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Open a connection to `master`, then feed `Connected` or `ConnectFailed`.
+    /// At most one connection per master: the runtime keeps none open for it
+    /// when this is emitted.
+    Connect {
+        /// Where to dial.
+        master: Addr,
+    },
+    /// Send `msg` on the connection to `to` (drop it if that connection is gone).
+    Send {
+        /// The master.
+        to: Addr,
+        /// The message.
+        msg: Message,
+    },
+    /// Close the connection to `master` without feeding `Disconnected` back.
+    Close {
+        /// The master.
+        master: Addr,
+        /// Why, for the log.
+        reason: String,
+    },
+    /// Feed `Event::Timer(timer)` at `at` (replaces an earlier deadline of the
+    /// same timer).
+    SetTimer {
+        /// Which timer.
+        timer: Timer,
+        /// When.
+        at: Millis,
+    },
+    /// Forget the deadline of `timer`.
+    CancelTimer {
+        /// Which timer.
+        timer: Timer,
+    },
+    /// Stop the process (after stopping its executors) with an error naming
+    /// `reason`. The machine ignores every later event.
+    Exit {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The worker's named deadlines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Timer {
+    /// Registration retry (first registration, or re-registration).
+    Registration,
+    /// Send a heartbeat and check for a missing acknowledgement.
+    Heartbeat,
+    /// Redial masters whose connection is down.
+    Reconnect,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LinkState {
+    Down,
+    Connecting,
+    Open,
+}
+
+#[derive(Clone, Debug)]
+struct Link {
+    state: LinkState,
+    backoff: Millis,
+    retry_at: Millis,
+}
+
+/// What a worker shows an observer (tests, status pages).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerStatus {
+    /// The master followed, if any.
+    pub active: Option<Addr>,
+    /// The highest epoch seen.
+    pub max_epoch: Epoch,
+    /// Registered with the followed master right now.
+    pub registered: bool,
+    /// Registered at least once in this process's life.
+    pub ever_registered: bool,
+    /// Exited (the machine ignores further events).
+    pub exited: bool,
+}
+
+/// The worker machine.
+#[derive(Debug)]
+pub struct Worker {
+    config: Config,
+    jitter: Jitter,
+    links: BTreeMap<Addr, Link>,
+    active: Option<Addr>,
+    max_epoch: Epoch,
+    registered: bool,
+    ever_registered: bool,
+    attempts: u32,
+    retry_backoff: Millis,
+    heartbeat_interval: Option<Millis>,
+    last_ack: Millis,
+    exited: bool,
+    executors: BTreeMap<ExecutorId, ExecutorReport>,
+}
+
+impl Worker {
+    /// A worker that has not started yet; feed [`Event::Start`].
+    pub fn new(config: Config) -> Self {
+        let jitter = Jitter::new(config.seed);
+        let mut links = BTreeMap::new();
+        for m in &config.masters {
+            links.insert(
+                m.clone(),
+                Link {
+                    state: LinkState::Down,
+                    backoff: config.reconnect_min,
+                    retry_at: Millis::ZERO,
+                },
+            );
+        }
+        Worker {
+            retry_backoff: config.reconnect_min,
+            config,
+            jitter,
+            links,
+            active: None,
+            max_epoch: Epoch::ZERO,
+            registered: false,
+            ever_registered: false,
+            attempts: 0,
+            heartbeat_interval: None,
+            last_ack: Millis::ZERO,
+            exited: false,
+            executors: BTreeMap::new(),
+        }
+    }
+
+    /// What the worker shows an observer.
+    pub fn status(&self) -> WorkerStatus {
+        WorkerStatus {
+            active: self.active.clone(),
+            max_epoch: self.max_epoch,
+            registered: self.registered,
+            ever_registered: self.ever_registered,
+            exited: self.exited,
+        }
+    }
+
+    /// The worker's configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Every master the worker knows of.
+    pub fn known_masters(&self) -> impl Iterator<Item = &Addr> {
+        self.links.keys()
+    }
+
+    /// Handles one event at time `now`.
+    #[must_use]
+    pub fn handle(&mut self, now: Millis, event: Event) -> Vec<Action> {
+        let mut out = Vec::new();
+        if self.exited {
+            return out;
+        }
+        match event {
+            Event::Start => self.on_start(now, &mut out),
+            Event::Connected { master } => self.on_connected(master, &mut out),
+            Event::ConnectFailed { master } | Event::Disconnected { master } => {
+                self.on_link_down(now, &master, &mut out)
+            }
+            Event::Message { from, msg } => self.on_message(now, from, msg, &mut out),
+            Event::Timer(Timer::Registration) => self.on_registration_timer(now, &mut out),
+            Event::Timer(Timer::Heartbeat) => self.on_heartbeat_timer(now, &mut out),
+            Event::Timer(Timer::Reconnect) => self.on_reconnect_timer(now, &mut out),
+        }
+        out
+    }
+
+    fn on_start(&mut self, now: Millis, out: &mut Vec<Action>) {
+        for (addr, link) in self.links.iter_mut() {
+            if link.state == LinkState::Down {
+                link.state = LinkState::Connecting;
+                out.push(Action::Connect {
+                    master: addr.clone(),
+                });
+            }
+        }
+        let at = now
+            + self
+                .jitter
+                .scale(self.config.initial_retry_interval, 50, 150);
+        out.push(Action::SetTimer {
+            timer: Timer::Registration,
+            at,
+        });
+    }
+
+    fn on_connected(&mut self, master: Addr, out: &mut Vec<Action>) {
+        let Some(link) = self.links.get_mut(&master) else {
+            return;
+        };
+        link.state = LinkState::Open;
+        link.backoff = self.config.reconnect_min;
+        out.push(Action::Send {
+            to: master,
+            msg: Message::Hello(Hello {
+                version: PROTOCOL_VERSION,
+                cluster: self.config.cluster.clone(),
+                role: Role::Worker,
+                node: self.config.id.0.clone(),
+            }),
+        });
+    }
+
+    fn on_link_down(&mut self, now: Millis, master: &Addr, out: &mut Vec<Action>) {
+        let Some(link) = self.links.get_mut(master) else {
+            return;
+        };
+        if link.state == LinkState::Down {
+            return;
+        }
+        link.state = LinkState::Down;
+        link.retry_at = now + self.jitter.scale(link.backoff, 50, 100);
+        link.backoff = (link.backoff.times(2)).min(self.config.reconnect_max);
+        if self.active.as_ref() == Some(master) && self.registered {
+            // Lost the followed master: re-register with it (and only it)
+            // once it is back, unless another master proves a newer epoch.
+            self.registered = false;
+            out.push(Action::CancelTimer {
+                timer: Timer::Heartbeat,
+            });
+            self.arm_reregistration(now, out);
+        }
+        self.arm_reconnect(out);
+    }
+
+    fn arm_reconnect(&self, out: &mut Vec<Action>) {
+        let next = self
+            .links
+            .values()
+            .filter(|l| l.state == LinkState::Down)
+            .map(|l| l.retry_at)
+            .min();
+        if let Some(at) = next {
+            out.push(Action::SetTimer {
+                timer: Timer::Reconnect,
+                at,
+            });
+        }
+    }
+
+    fn on_reconnect_timer(&mut self, now: Millis, out: &mut Vec<Action>) {
+        for (addr, link) in self.links.iter_mut() {
+            if link.state == LinkState::Down && link.retry_at <= now {
+                link.state = LinkState::Connecting;
+                out.push(Action::Connect {
+                    master: addr.clone(),
+                });
+            }
+        }
+        self.arm_reconnect(out);
+    }
+
+    fn learn_masters(&mut self, masters: &[Addr], out: &mut Vec<Action>) {
+        for m in masters {
+            if !self.links.contains_key(m) {
+                self.links.insert(
+                    m.clone(),
+                    Link {
+                        state: LinkState::Connecting,
+                        backoff: self.config.reconnect_min,
+                        retry_at: Millis::ZERO,
+                    },
+                );
+                out.push(Action::Connect { master: m.clone() });
+            }
+        }
+    }
+
+    fn register_msg(&self) -> Message {
+        Message::RegisterWorker(RegisterWorker {
+            worker: self.config.id.clone(),
+            incarnation: self.config.incarnation,
+            cores: self.config.cores,
+            memory_mb: self.config.memory_mb,
+            executors: self.executors.values().cloned().collect(),
+            epoch_seen: self.max_epoch,
+        })
+    }
+
+    /// Follows `master`, which proved leadership at `epoch` (>= max_epoch),
+    /// and reports the full state to it unless already registered there.
+    fn follow(&mut self, now: Millis, master: Addr, epoch: Epoch, out: &mut Vec<Action>) {
+        let switching = self.active.as_ref() != Some(&master) || epoch > self.max_epoch;
+        self.max_epoch = epoch;
+        if !switching && self.registered {
+            return;
+        }
+        if switching {
+            self.registered = false;
+            out.push(Action::CancelTimer {
+                timer: Timer::Heartbeat,
+            });
+        }
+        self.active = Some(master.clone());
+        out.push(Action::Send {
+            to: master,
+            msg: self.register_msg(),
+        });
+        // Pending retries aimed at the old master are void: restart the clock.
+        if self.ever_registered {
+            self.retry_backoff = self.config.reconnect_min;
+            self.arm_reregistration(now, out);
+        } else {
+            let at = now + self.jitter.scale(self.retry_interval(), 50, 150);
+            out.push(Action::SetTimer {
+                timer: Timer::Registration,
+                at,
+            });
+        }
+    }
+
+    fn retry_interval(&self) -> Millis {
+        if self.attempts < self.config.initial_retries {
+            self.config.initial_retry_interval
+        } else {
+            self.config.prolonged_retry_interval
+        }
+    }
+
+    fn arm_reregistration(&mut self, now: Millis, out: &mut Vec<Action>) {
+        let at = now + self.jitter.scale(self.retry_backoff, 50, 150);
+        self.retry_backoff = self
+            .retry_backoff
+            .times(2)
+            .min(self.config.reconnect_max.times(5));
+        out.push(Action::SetTimer {
+            timer: Timer::Registration,
+            at,
+        });
+    }
+
+    fn on_message(&mut self, now: Millis, from: Addr, msg: Message, out: &mut Vec<Action>) {
+        if !self.links.contains_key(&from) {
+            return;
+        }
+        if let Some(epoch) = msg.master_epoch() {
+            if epoch < self.max_epoch {
+                // Fenced: a deposed or recovered-old leader (DESIGN rule 4).
+                return;
+            }
+        }
+        match msg {
+            Message::HelloReply(reply) => {
+                self.learn_masters(&reply.masters, out);
+                if reply.leading {
+                    if reply.epoch > self.max_epoch
+                        || self.active.is_none()
+                        || self.active.as_ref() == Some(&from)
+                    {
+                        self.follow(now, from, reply.epoch, out);
+                    }
+                } else if let Some(hint) = reply.leader {
+                    self.learn_masters(&[hint.addr], out);
+                }
+            }
+            Message::MasterChanged { epoch, masters, .. } => {
+                self.learn_masters(&masters, out);
+                self.follow(now, from, epoch, out);
+            }
+            Message::Registered {
+                epoch,
+                heartbeat_interval,
+                masters,
+                ..
+            } => {
+                if epoch == self.max_epoch && self.active.as_ref() != Some(&from) {
+                    return; // not the master we follow, and proves nothing newer
+                }
+                self.learn_masters(&masters, out);
+                self.max_epoch = epoch;
+                self.active = Some(from);
+                let first_ack_here = !self.registered;
+                self.registered = true;
+                self.ever_registered = true;
+                self.attempts = 0;
+                self.retry_backoff = self.config.reconnect_min;
+                self.heartbeat_interval = Some(heartbeat_interval);
+                self.last_ack = now;
+                if first_ack_here {
+                    out.push(Action::CancelTimer {
+                        timer: Timer::Registration,
+                    });
+                    out.push(Action::SetTimer {
+                        timer: Timer::Heartbeat,
+                        at: now + heartbeat_interval,
+                    });
+                }
+            }
+            Message::HeartbeatAck { .. } => {
+                if self.active.as_ref() == Some(&from) {
+                    self.last_ack = now;
+                }
+            }
+            Message::ReconnectWorker { epoch } => {
+                if self.active.as_ref() == Some(&from) || epoch > self.max_epoch {
+                    self.registered = false;
+                    self.active = None;
+                    self.follow(now, from, epoch, out);
+                }
+            }
+            Message::Shutdown { reason, .. } => {
+                self.exited = true;
+                out.push(Action::Exit {
+                    reason: format!("master {from} told this worker to shut down: {reason}"),
+                });
+            }
+            Message::NotLeader { leader, .. } => {
+                if let Some(hint) = leader {
+                    self.learn_masters(&[hint.addr], out);
+                }
+            }
+            // Retryable: the registration timer tries again.
+            Message::LeaderSuspended { .. } => {}
+            // Not for a worker: ignored.
+            Message::Hello(_) | Message::RegisterWorker(_) | Message::WorkerHeartbeat { .. } => {}
+        }
+    }
+
+    fn open_links(&self) -> impl Iterator<Item = &Addr> {
+        self.links
+            .iter()
+            .filter(|(_, l)| l.state == LinkState::Open)
+            .map(|(a, _)| a)
+    }
+
+    fn link_open(&self, addr: &Addr) -> bool {
+        self.links
+            .get(addr)
+            .is_some_and(|l| l.state == LinkState::Open)
+    }
+
+    fn on_registration_timer(&mut self, now: Millis, out: &mut Vec<Action>) {
+        if self.registered {
+            return;
+        }
+        if self.ever_registered {
+            // Re-registration: only ever with the followed master (SPARK-4592).
+            if let Some(active) = self.active.clone() {
+                if self.link_open(&active) {
+                    out.push(Action::Send {
+                        to: active,
+                        msg: self.register_msg(),
+                    });
+                }
+            }
+            self.arm_reregistration(now, out);
+            return;
+        }
+        self.attempts += 1;
+        if self.attempts > self.config.total_retries {
+            let tried: Vec<&str> = self.links.keys().map(|a| a.as_str()).collect();
+            self.exited = true;
+            out.push(Action::Exit {
+                reason: format!(
+                    "could not register with any master after {} attempts; tried: {}",
+                    self.config.total_retries,
+                    tried.join(", ")
+                ),
+            });
+            return;
+        }
+        match self.active.clone() {
+            // A master proved leadership: retry with it only (SPARK-16190).
+            Some(active) => {
+                if self.link_open(&active) {
+                    out.push(Action::Send {
+                        to: active,
+                        msg: self.register_msg(),
+                    });
+                }
+            }
+            // Still bootstrapping: every connected master (standbys answer
+            // NotLeader with a hint); down ones are redialled by Reconnect.
+            None => {
+                let msg = self.register_msg();
+                for addr in self.open_links() {
+                    out.push(Action::Send {
+                        to: addr.clone(),
+                        msg: msg.clone(),
+                    });
+                }
+            }
+        }
+        let at = now + self.jitter.scale(self.retry_interval(), 50, 150);
+        out.push(Action::SetTimer {
+            timer: Timer::Registration,
+            at,
+        });
+    }
+
+    fn on_heartbeat_timer(&mut self, now: Millis, out: &mut Vec<Action>) {
+        let (Some(active), Some(interval)) = (self.active.clone(), self.heartbeat_interval) else {
+            return;
+        };
+        if !self.registered || !self.link_open(&active) {
+            return;
+        }
+        let limit = interval.times(self.config.heartbeat_timeout_factor);
+        if now.since(self.last_ack) > limit {
+            out.push(Action::Close {
+                master: active.clone(),
+                reason: format!(
+                    "no heartbeat acknowledgement for {}",
+                    now.since(self.last_ack)
+                ),
+            });
+            self.on_link_down(now, &active, out);
+            return;
+        }
+        out.push(Action::Send {
+            to: active,
+            msg: Message::WorkerHeartbeat {
+                incarnation: self.config.incarnation,
+            },
+        });
+        out.push(Action::SetTimer {
+            timer: Timer::Heartbeat,
+            at: now + interval,
+        });
+    }
+}

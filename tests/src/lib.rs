@@ -1,0 +1,1 @@
+//! Cross-crate property and simulation suites for regent.
