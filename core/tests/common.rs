@@ -1,0 +1,159 @@
+//! Helpers shared by the scenario tests: build machines, pick actions apart.
+#![allow(dead_code)]
+
+use regent_core::master::{self, Master};
+use regent_core::protocol::{Hello, Message, Role, PROTOCOL_VERSION};
+use regent_core::worker::{self, Worker};
+use regent_core::{Addr, ConnId, Epoch, Incarnation, MasterId, Millis, WorkerId};
+
+pub const CLUSTER: &str = "test";
+
+pub fn addr(s: &str) -> Addr {
+    Addr::new(s)
+}
+
+pub fn master(name: &str) -> Master {
+    Master::new(master::Config::new(MasterId::new(name), addr(name)))
+}
+
+pub fn worker_cfg(id: &str, inc: u64, masters: &[&str]) -> worker::Config {
+    worker::Config::new(
+        CLUSTER,
+        WorkerId::new(id),
+        Incarnation(inc),
+        masters.iter().map(|m| addr(m)).collect(),
+        4,
+        4096,
+    )
+}
+
+pub fn worker(id: &str, inc: u64, masters: &[&str]) -> Worker {
+    Worker::new(worker_cfg(id, inc, masters))
+}
+
+pub fn hello(role: Role, node: &str) -> Message {
+    Message::Hello(Hello {
+        version: PROTOCOL_VERSION,
+        cluster: CLUSTER.into(),
+        role,
+        node: node.into(),
+    })
+}
+
+/// Messages the worker sends, as (to, message).
+pub fn w_sends(actions: &[worker::Action]) -> Vec<(Addr, Message)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            worker::Action::Send { to, msg } => Some((to.clone(), msg.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Registrations the worker sends, by destination.
+pub fn w_registrations(actions: &[worker::Action]) -> Vec<Addr> {
+    w_sends(actions)
+        .into_iter()
+        .filter(|(_, m)| matches!(m, Message::RegisterWorker(_)))
+        .map(|(a, _)| a)
+        .collect()
+}
+
+pub fn w_exit(actions: &[worker::Action]) -> Option<String> {
+    actions.iter().find_map(|a| match a {
+        worker::Action::Exit { reason } => Some(reason.clone()),
+        _ => None,
+    })
+}
+
+/// The one message the worker sends to `to` (panics unless exactly one).
+pub fn only_send_to(actions: &[worker::Action], to: &str) -> Message {
+    let v: Vec<Message> = w_sends(actions)
+        .into_iter()
+        .filter(|(a, _)| a.as_str() == to)
+        .map(|(_, m)| m)
+        .collect();
+    assert_eq!(
+        v.len(),
+        1,
+        "expected exactly one message to {to}, got {v:?}"
+    );
+    v.into_iter().next().unwrap()
+}
+
+/// Messages the master sends, as (conn, message).
+pub fn m_sends(actions: &[master::Action]) -> Vec<(ConnId, Message)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            master::Action::Send { conn, msg } => Some((*conn, msg.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Feeds every `Persist`/`Unpersist` of `actions` back as `Persisted` and
+/// returns the actions that produced.
+pub fn persist_all(m: &mut Master, now: Millis, actions: &[master::Action]) -> Vec<master::Action> {
+    let mut out = Vec::new();
+    for a in actions {
+        if let master::Action::Persist { write, .. } | master::Action::Unpersist { write, .. } = a {
+            out.extend(m.handle(now, master::Event::Persisted { write: *write }));
+        }
+    }
+    out
+}
+
+/// Connects `conn` to `m` and says Hello as a worker; returns the reply.
+pub fn connect_worker(m: &mut Master, now: Millis, conn: u64, node: &str) -> Message {
+    let _ = m.handle(now, master::Event::Connected { conn: ConnId(conn) });
+    let out = m.handle(
+        now,
+        master::Event::Message {
+            conn: ConnId(conn),
+            msg: hello(Role::Worker, node),
+        },
+    );
+    let sends = m_sends(&out);
+    assert_eq!(sends.len(), 1);
+    sends[0].1.clone()
+}
+
+/// Delivers a worker message to a master on `conn`, persisting synchronously.
+pub fn deliver_to_master(
+    m: &mut Master,
+    now: Millis,
+    conn: u64,
+    msg: Message,
+) -> Vec<(ConnId, Message)> {
+    let out = m.handle(
+        now,
+        master::Event::Message {
+            conn: ConnId(conn),
+            msg,
+        },
+    );
+    let mut sends = m_sends(&out);
+    sends.extend(m_sends(&persist_all(m, now, &out)));
+    sends
+}
+
+pub fn elect(m: &mut Master, now: Millis, epoch: u64) -> Vec<master::Action> {
+    m.handle(
+        now,
+        master::Event::Elected {
+            epoch: Epoch(epoch),
+        },
+    )
+}
+
+pub fn from(w: &mut Worker, now: Millis, master: &str, msg: Message) -> Vec<worker::Action> {
+    w.handle(
+        now,
+        worker::Event::Message {
+            from: addr(master),
+            msg,
+        },
+    )
+}
