@@ -1,0 +1,400 @@
+//! The frame codec: round trips, hostile input, and golden frames that pin
+//! the wire format.
+
+use quickcheck::{Arbitrary, Gen, QuickCheck};
+use regent_core::codec::{self, DecodeError, Decoder, DecoderConfig};
+use regent_core::protocol::*;
+use regent_core::{Addr, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, Millis, WorkerId};
+use std::path::PathBuf;
+
+fn s(g: &mut Gen) -> String {
+    let n = usize::arbitrary(g) % 12;
+    (0..n).map(|_| char::arbitrary(g)).collect()
+}
+
+fn hint(g: &mut Gen) -> LeaderHint {
+    LeaderHint {
+        id: MasterId(s(g)),
+        addr: Addr(s(g)),
+        epoch: Epoch(u64::arbitrary(g)),
+    }
+}
+
+fn role(g: &mut Gen) -> Role {
+    *g.choose(&[Role::Master, Role::Worker, Role::Subscriber, Role::Client])
+        .unwrap()
+}
+
+fn addrs(g: &mut Gen) -> Vec<Addr> {
+    (0..usize::arbitrary(g) % 4).map(|_| Addr(s(g))).collect()
+}
+
+fn exec_state(g: &mut Gen) -> ExecutorState {
+    match u8::arbitrary(g) % 6 {
+        0 => ExecutorState::Launching,
+        1 => ExecutorState::Running,
+        2 => ExecutorState::Exited {
+            code: i32::arbitrary(g),
+        },
+        3 => ExecutorState::Failed { reason: s(g) },
+        4 => ExecutorState::Killed,
+        _ => ExecutorState::Lost,
+    }
+}
+
+/// Number of `Message` variants; a new variant must be added to `arb` and
+/// to `golden_samples`.
+const VARIANTS: u8 = 11;
+
+#[derive(Clone, Debug)]
+struct Arb(Message);
+
+impl Arbitrary for Arb {
+    fn arbitrary(g: &mut Gen) -> Self {
+        let e = |g: &mut Gen| Epoch(u64::arbitrary(g));
+        Arb(match u8::arbitrary(g) % VARIANTS {
+            0 => Message::Hello(Hello {
+                version: u16::arbitrary(g),
+                cluster: s(g),
+                role: role(g),
+                node: s(g),
+            }),
+            1 => Message::HelloReply(HelloReply {
+                role: role(g),
+                master: MasterId(s(g)),
+                leading: bool::arbitrary(g),
+                epoch: e(g),
+                leader: if bool::arbitrary(g) {
+                    Some(hint(g))
+                } else {
+                    None
+                },
+                masters: addrs(g),
+            }),
+            2 => Message::RegisterWorker(RegisterWorker {
+                worker: WorkerId(s(g)),
+                incarnation: Incarnation(u64::arbitrary(g)),
+                cores: u32::arbitrary(g),
+                memory_mb: u64::arbitrary(g),
+                executors: (0..usize::arbitrary(g) % 3)
+                    .map(|_| ExecutorReport {
+                        id: ExecutorId(s(g)),
+                        framework: FrameworkId(s(g)),
+                        cores: u32::arbitrary(g),
+                        memory_mb: u64::arbitrary(g),
+                        state: exec_state(g),
+                    })
+                    .collect(),
+                epoch_seen: e(g),
+            }),
+            3 => Message::WorkerHeartbeat {
+                incarnation: Incarnation(u64::arbitrary(g)),
+            },
+            4 => Message::Registered {
+                epoch: e(g),
+                heartbeat_interval: Millis(u64::arbitrary(g)),
+                duplicate: bool::arbitrary(g),
+                masters: addrs(g),
+            },
+            5 => Message::NotLeader {
+                epoch: e(g),
+                leader: if bool::arbitrary(g) {
+                    Some(hint(g))
+                } else {
+                    None
+                },
+            },
+            6 => Message::HeartbeatAck { epoch: e(g) },
+            7 => Message::ReconnectWorker { epoch: e(g) },
+            8 => Message::Shutdown {
+                epoch: e(g),
+                reason: s(g),
+            },
+            9 => Message::MasterChanged {
+                epoch: e(g),
+                leader: hint(g),
+                masters: addrs(g),
+            },
+            _ => Message::LeaderSuspended { epoch: e(g) },
+        })
+    }
+}
+
+fn decode_all(bytes: &[u8], cuts: &[usize]) -> Result<Vec<Message>, DecodeError> {
+    let mut d = Decoder::new(DecoderConfig::default());
+    let mut out = Vec::new();
+    let mut at = 0;
+    let mut points: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
+    points.sort();
+    points.push(bytes.len());
+    for p in points {
+        d.feed(&bytes[at..p])?;
+        at = p;
+        while let Some(m) = d.next_message()? {
+            out.push(m);
+        }
+    }
+    Ok(out)
+}
+
+#[test]
+fn every_message_round_trips_through_any_chunking() {
+    fn prop(msgs: Vec<Arb>, cuts: Vec<usize>) -> bool {
+        let msgs: Vec<Message> = msgs
+            .into_iter()
+            .map(|a| a.0)
+            // A Hello of another version is refused by design (tested below).
+            .filter(|m| !matches!(m, Message::Hello(h) if h.version != PROTOCOL_VERSION))
+            .collect();
+        let mut bytes = Vec::new();
+        for m in &msgs {
+            codec::encode_into(m, &mut bytes);
+        }
+        decode_all(&bytes, &cuts)
+            .map(|got| got == msgs)
+            .unwrap_or(false)
+    }
+    QuickCheck::new()
+        .tests(2_000)
+        .quickcheck(prop as fn(Vec<Arb>, Vec<usize>) -> bool);
+}
+
+#[test]
+fn decoder_never_panics_on_arbitrary_bytes() {
+    fn prop(bytes: Vec<u8>, cuts: Vec<usize>) -> bool {
+        let _ = decode_all(&bytes, &cuts);
+        true
+    }
+    QuickCheck::new()
+        .tests(5_000)
+        .quickcheck(prop as fn(Vec<u8>, Vec<usize>) -> bool);
+    // Also with plausible prefixes: valid frames with corrupted bodies.
+    fn corrupt(m: Arb, flips: Vec<(usize, u8)>) -> bool {
+        let mut bytes = codec::encode(&m.0);
+        for (i, x) in flips {
+            let n = bytes.len();
+            bytes[4 + i % (n - 4).max(1)] ^= x;
+        }
+        let _ = decode_all(&bytes, &[3, 7]);
+        true
+    }
+    QuickCheck::new()
+        .tests(5_000)
+        .quickcheck(corrupt as fn(Arb, Vec<(usize, u8)>) -> bool);
+}
+
+#[test]
+fn oversized_length_prefix_is_rejected_before_buffering_the_body() {
+    let mut d = Decoder::new(DecoderConfig {
+        max_frame: 1024,
+        cluster: None,
+    });
+    // 4 GiB announced: refused as soon as the prefix is complete.
+    assert_eq!(d.feed(&[0xff, 0xff]), Ok(()));
+    let err = d.feed(&[0xff, 0xff]).unwrap_err();
+    assert_eq!(
+        err,
+        DecodeError::FrameTooLarge {
+            len: u64::from(u32::MAX),
+            max: 1024
+        }
+    );
+    assert!(err.to_string().contains("4294967295") && err.to_string().contains("1024"));
+    assert_eq!(d.buffered(), 0, "nothing kept for the refused frame");
+    // The decoder stays failed: the connection must be closed.
+    assert!(d.feed(&[0; 8]).is_err());
+    assert!(d.next_message().is_err());
+    // A frame exactly at the limit is fine.
+    let mut d = Decoder::new(DecoderConfig {
+        max_frame: 1024,
+        cluster: None,
+    });
+    let mut f = 1024u32.to_be_bytes().to_vec();
+    f.extend(std::iter::repeat_n(0x7fu8, 1024));
+    d.feed(&f).unwrap();
+    assert!(matches!(
+        d.next_message(),
+        Err(DecodeError::Malformed { len: 1024, .. })
+    ));
+}
+
+#[test]
+fn malformed_unsupported_version_and_wrong_cluster_are_named() {
+    let cfg = DecoderConfig {
+        max_frame: 1 << 16,
+        cluster: Some("prod".into()),
+    };
+    let hello = |version, cluster: &str| {
+        codec::encode(&Message::Hello(Hello {
+            version,
+            cluster: cluster.into(),
+            role: Role::Worker,
+            node: "w".into(),
+        }))
+    };
+    let mut d = Decoder::new(cfg.clone());
+    d.feed(&hello(9, "prod")).unwrap();
+    let e = d.next_message().unwrap_err();
+    assert_eq!(
+        e,
+        DecodeError::UnsupportedVersion {
+            got: 9,
+            supported: PROTOCOL_VERSION
+        }
+    );
+    assert!(e.to_string().contains("version 9"));
+    let mut d = Decoder::new(cfg.clone());
+    d.feed(&hello(PROTOCOL_VERSION, "staging")).unwrap();
+    let e = d.next_message().unwrap_err();
+    assert!(
+        matches!(&e, DecodeError::WrongCluster { got, expected } if got == "staging" && expected == "prod")
+    );
+    assert!(e.to_string().contains("staging") && e.to_string().contains("prod"));
+    let mut d = Decoder::new(cfg.clone());
+    d.feed(&hello(PROTOCOL_VERSION, "prod")).unwrap();
+    assert!(matches!(d.next_message(), Ok(Some(Message::Hello(_)))));
+    let mut d = Decoder::new(cfg.clone());
+    d.feed(&[0, 0, 0, 3, 200, 1, 2]).unwrap();
+    let e = d.next_message().unwrap_err();
+    assert!(matches!(e, DecodeError::Malformed { len: 3, .. }), "{e}");
+    // Trailing bytes inside a frame are malformed too.
+    let mut f = codec::encode(&Message::HeartbeatAck { epoch: Epoch(1) });
+    f.push(0);
+    let n = (f.len() - 4) as u32;
+    f[..4].copy_from_slice(&n.to_be_bytes());
+    let mut d = Decoder::new(cfg);
+    d.feed(&f).unwrap();
+    let e = d.next_message().unwrap_err();
+    assert!(e.to_string().contains("trailing"), "{e}");
+}
+
+/// One fixed sample of every message variant, named for its golden file.
+fn golden_samples() -> Vec<(&'static str, Message)> {
+    let hint = LeaderHint {
+        id: MasterId::new("m1"),
+        addr: Addr::new("10.0.0.1:7077"),
+        epoch: Epoch(42),
+    };
+    let masters = vec![Addr::new("10.0.0.1:7077"), Addr::new("10.0.0.2:7077")];
+    vec![
+        (
+            "hello",
+            Message::Hello(Hello {
+                version: PROTOCOL_VERSION,
+                cluster: "regent".into(),
+                role: Role::Worker,
+                node: "w1".into(),
+            }),
+        ),
+        (
+            "hello_reply",
+            Message::HelloReply(HelloReply {
+                role: Role::Master,
+                master: MasterId::new("m1"),
+                leading: true,
+                epoch: Epoch(42),
+                leader: Some(hint.clone()),
+                masters: masters.clone(),
+            }),
+        ),
+        (
+            "register_worker",
+            Message::RegisterWorker(RegisterWorker {
+                worker: WorkerId::new("w1"),
+                incarnation: Incarnation(0xdead_beef),
+                cores: 8,
+                memory_mb: 16_384,
+                executors: vec![ExecutorReport {
+                    id: ExecutorId::new("e1"),
+                    framework: FrameworkId::new("f1"),
+                    cores: 2,
+                    memory_mb: 512,
+                    state: ExecutorState::Exited { code: 3 },
+                }],
+                epoch_seen: Epoch(41),
+            }),
+        ),
+        (
+            "worker_heartbeat",
+            Message::WorkerHeartbeat {
+                incarnation: Incarnation(0xdead_beef),
+            },
+        ),
+        (
+            "registered",
+            Message::Registered {
+                epoch: Epoch(42),
+                heartbeat_interval: Millis(1_000),
+                duplicate: true,
+                masters: masters.clone(),
+            },
+        ),
+        (
+            "not_leader",
+            Message::NotLeader {
+                epoch: Epoch(42),
+                leader: Some(hint.clone()),
+            },
+        ),
+        ("heartbeat_ack", Message::HeartbeatAck { epoch: Epoch(42) }),
+        (
+            "reconnect_worker",
+            Message::ReconnectWorker { epoch: Epoch(42) },
+        ),
+        (
+            "shutdown",
+            Message::Shutdown {
+                epoch: Epoch(42),
+                reason: "worker id w1 conflict".into(),
+            },
+        ),
+        (
+            "master_changed",
+            Message::MasterChanged {
+                epoch: Epoch(43),
+                leader: hint,
+                masters,
+            },
+        ),
+        (
+            "leader_suspended",
+            Message::LeaderSuspended { epoch: Epoch(42) },
+        ),
+    ]
+}
+
+#[test]
+fn golden_frames_pin_the_wire_format() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/wire");
+    let bless = std::env::var_os("REGENT_BLESS").is_some();
+    let samples = golden_samples();
+    assert_eq!(
+        samples.len(),
+        VARIANTS as usize,
+        "every variant has a golden frame"
+    );
+    for (name, msg) in samples {
+        let path = dir.join(format!("{name}.bin"));
+        let frame = codec::encode(&msg);
+        if bless {
+            std::fs::write(&path, &frame).unwrap();
+        }
+        let golden = std::fs::read(&path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (run with REGENT_BLESS=1 to create)",
+                path.display()
+            )
+        });
+        assert_eq!(
+            frame, golden,
+            "{name}: the encoding changed; that needs a PROTOCOL_VERSION bump"
+        );
+        let mut d = Decoder::new(DecoderConfig::default());
+        d.feed(&golden).unwrap();
+        assert_eq!(
+            d.next_message().unwrap(),
+            Some(msg),
+            "{name}: golden frame decodes"
+        );
+    }
+}
