@@ -21,7 +21,9 @@
 //!   detected here, not by a runtime timer).
 
 use crate::ids::{Addr, Epoch, ExecutorId, Incarnation, WorkerId};
-use crate::protocol::{ExecutorReport, Hello, Message, RegisterWorker, Role, PROTOCOL_VERSION};
+use crate::protocol::{
+    ExecutorReport, Hello, LeaderHint, Message, RegisterWorker, Role, PROTOCOL_VERSION,
+};
 use crate::rng::Jitter;
 use crate::time::Millis;
 use std::collections::BTreeMap;
@@ -326,15 +328,34 @@ impl Worker {
         };
         link.state = LinkState::Open;
         link.backoff = self.config.reconnect_min;
-        out.push(Action::Send {
-            to: master,
+        out.push(self.hello(master));
+    }
+
+    /// A `Hello` to `to`: the first frame on a connection, and also the
+    /// leadership probe (the reply says whether `to` leads, at which epoch).
+    fn hello(&self, to: Addr) -> Action {
+        Action::Send {
+            to,
             msg: Message::Hello(Hello {
                 version: PROTOCOL_VERSION,
                 cluster: self.config.cluster.clone(),
                 role: Role::Worker,
                 node: self.config.id.0.clone(),
             }),
-        });
+        }
+    }
+
+    /// Follows up a leader hint: a hint newer than anything seen is only a
+    /// rumour, so ask the hinted master itself (a `Hello` reply proves it).
+    fn chase_hint(&mut self, hint: LeaderHint, out: &mut Vec<Action>) {
+        if hint.epoch <= self.max_epoch && self.active.is_some() {
+            return;
+        }
+        if self.link_open(&hint.addr) {
+            out.push(self.hello(hint.addr));
+        } else {
+            self.learn_masters(&[hint.addr], out);
+        }
     }
 
     fn on_link_down(&mut self, now: Millis, master: &Addr, out: &mut Vec<Action>) {
@@ -485,8 +506,18 @@ impl Worker {
                     {
                         self.follow(now, from, reply.epoch, out);
                     }
-                } else if let Some(hint) = reply.leader {
-                    self.learn_masters(&[hint.addr], out);
+                } else {
+                    if self.active.as_ref() == Some(&from) && self.registered {
+                        // The master we follow no longer leads.
+                        self.registered = false;
+                        out.push(Action::CancelTimer {
+                            timer: Timer::Heartbeat,
+                        });
+                        self.arm_reregistration(now, out);
+                    }
+                    if let Some(hint) = reply.leader {
+                        self.chase_hint(hint, out);
+                    }
                 }
             }
             Message::MasterChanged { epoch, masters, .. } => {
@@ -541,8 +572,15 @@ impl Worker {
                 });
             }
             Message::NotLeader { leader, .. } => {
+                if self.active.as_ref() == Some(&from) && self.registered {
+                    self.registered = false;
+                    out.push(Action::CancelTimer {
+                        timer: Timer::Heartbeat,
+                    });
+                    self.arm_reregistration(now, out);
+                }
                 if let Some(hint) = leader {
-                    self.learn_masters(&[hint.addr], out);
+                    self.chase_hint(hint, out);
                 }
             }
             // Retryable: the registration timer tries again.
