@@ -586,7 +586,7 @@ impl Worker {
             // Retryable: the registration timer tries again.
             Message::LeaderSuspended { .. } => {}
             // Not for a worker: ignored.
-            Message::Hello(_) | Message::RegisterWorker(_) | Message::WorkerHeartbeat { .. } => {}
+            _ => {}
         }
     }
 

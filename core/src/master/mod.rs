@@ -344,15 +344,9 @@ impl Master {
                     self.worker_heartbeat(now, conn, incarnation, out);
                 }
             }
-            // Master-to-peer messages sent to a master: refused, never fatal.
-            Message::HelloReply(_)
-            | Message::Registered { .. }
-            | Message::NotLeader { .. }
-            | Message::HeartbeatAck { .. }
-            | Message::ReconnectWorker { .. }
-            | Message::Shutdown { .. }
-            | Message::MasterChanged { .. }
-            | Message::LeaderSuspended { .. } => {
+            // Anything else (master-to-peer messages, messages of roles this
+            // master does not serve yet): refused and counted, never fatal.
+            _ => {
                 self.metrics.rejected += 1;
             }
         }
