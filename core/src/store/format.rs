@@ -93,6 +93,8 @@ pub enum Damage {
     /// The checksum matches but the payload is not one whole record (written
     /// by an incompatible build without a version bump).
     Malformed {
+        /// The payload length.
+        len: usize,
         /// What postcard found wrong.
         detail: String,
     },
@@ -139,7 +141,9 @@ impl fmt::Display for Damage {
                 f,
                 "CRC mismatch: stored {stored:#010x}, computed {computed:#010x}"
             ),
-            Damage::Malformed { detail } => write!(f, "malformed payload: {detail}"),
+            Damage::Malformed { len, detail } => {
+                write!(f, "malformed payload of {len} bytes: {detail}")
+            }
             Damage::WrongKey { stored_as, found } => {
                 write!(f, "stored as {stored_as:?} but holds the record of {found}")
             }
@@ -250,12 +254,15 @@ pub fn decode(bytes: &[u8]) -> Result<Record, Damage> {
     if stored != computed {
         return Err(Damage::CrcMismatch { stored, computed });
     }
+    let len = len as usize;
     match postcard::take_from_bytes::<Record>(&bytes[HEADER_LEN..body_end]) {
         Ok((record, [])) => Ok(record),
         Ok((_, rest)) => Err(Damage::Malformed {
+            len,
             detail: format!("{} bytes left over after the record", rest.len()),
         }),
         Err(e) => Err(Damage::Malformed {
+            len,
             detail: e.to_string(),
         }),
     }
@@ -402,6 +409,7 @@ mod tests {
         assert_eq!(
             decode(&img),
             Err(Damage::Malformed {
+                len: payload.len(),
                 detail: "1 bytes left over after the record".into()
             })
         );

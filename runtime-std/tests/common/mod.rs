@@ -1,0 +1,298 @@
+//! Helpers shared by the store tests: sample records, the fixture generator,
+//! and running this test binary as a child process.
+#![allow(dead_code)]
+
+use regent_core::store::format::{self, Damage, FORMAT_VERSION, HEADER_LEN, MAGIC};
+use regent_core::store::{FrameworkRecord, Record, RecordKey, WorkerRecord};
+use regent_core::{Epoch, FrameworkId, Incarnation, WorkerId};
+use regent_std::store::names::record_file_name;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// `fixtures/store/` in the repository.
+pub fn fixtures_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/store")
+}
+
+pub fn worker(id: &str, inc: u64) -> Record {
+    Record::Worker(WorkerRecord {
+        id: WorkerId::new(id),
+        incarnation: Incarnation(inc),
+        cores: 8,
+        memory_mb: 16384,
+    })
+}
+
+pub fn framework(id: &str, name: &str) -> Record {
+    Record::Framework(FrameworkRecord {
+        id: FrameworkId::new(id),
+        name: name.into(),
+        failover_timeout_ms: 60_000,
+    })
+}
+
+/// The records of the valid fixture store, in key order.
+pub fn valid_records() -> Vec<Record> {
+    let mut v = vec![
+        Record::Epoch(Epoch(42)),
+        worker("worker-1", 0x1111),
+        worker("rack 2/worker-7", 0x2222),
+        framework("fw-1", "analytics"),
+    ];
+    v.sort_by_key(Record::key);
+    v
+}
+
+/// Writes `record`'s image under its own file name in `dir`.
+pub fn put_image(dir: &Path, record: &Record) -> PathBuf {
+    let path = dir.join(record_file_name(&record.key()));
+    fs::write(&path, format::encode(record)).unwrap();
+    path
+}
+
+/// An image with a valid header and CRC around an arbitrary payload.
+pub fn image_with_payload(payload: &[u8]) -> Vec<u8> {
+    let mut img = MAGIC.to_vec();
+    img.extend_from_slice(&FORMAT_VERSION.to_be_bytes());
+    img.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    img.extend_from_slice(payload);
+    let crc = crc32c(&img);
+    img.extend_from_slice(&crc.to_be_bytes());
+    img
+}
+
+/// CRC32C, computed here independently of the crate under test.
+pub fn crc32c(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0x82F6_3B78
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// One fixture case: a store directory and what loading it must give.
+pub struct Case {
+    /// Directory name under `fixtures/store/`.
+    pub name: &'static str,
+    /// Files in it.
+    pub files: Vec<(String, Vec<u8>)>,
+    /// `Ok(records, stray temp file names)` or the damaged files with the
+    /// exact damage.
+    pub expect: Result<(Vec<Record>, Vec<String>), Vec<(String, Damage)>>,
+}
+
+/// The fixture cases, generated from the format as it is. The committed
+/// files must equal these byte for byte.
+pub fn cases() -> Vec<Case> {
+    let epoch = Record::Epoch(Epoch(42));
+    let w1 = worker("worker-1", 0x1111);
+    let w1_name = record_file_name(&w1.key());
+    let w1_img = format::encode(&w1);
+    let file = |r: &Record| (record_file_name(&r.key()), format::encode(r));
+    let mut cases = Vec::new();
+
+    cases.push(Case {
+        name: "valid",
+        files: valid_records().iter().map(file).collect(),
+        expect: Ok((valid_records(), vec![])),
+    });
+
+    let cut = 20;
+    cases.push(Case {
+        name: "truncated",
+        files: vec![file(&epoch), (w1_name.clone(), w1_img[..cut].to_vec())],
+        expect: Err(vec![(
+            w1_name.clone(),
+            Damage::Truncated {
+                len: cut,
+                expected: w1_img.len(),
+                in_header: false,
+            },
+        )]),
+    });
+
+    let mut flipped = w1_img.clone();
+    flipped[HEADER_LEN + 4] ^= 0x08;
+    let stored = u32::from_be_bytes(flipped[flipped.len() - 4..].try_into().unwrap());
+    cases.push(Case {
+        name: "flipped-bit",
+        files: vec![file(&epoch), (w1_name.clone(), flipped.clone())],
+        expect: Err(vec![(
+            w1_name.clone(),
+            Damage::CrcMismatch {
+                stored,
+                computed: crc32c(&flipped[..flipped.len() - 4]),
+            },
+        )]),
+    });
+
+    let mut v2 = w1_img.clone();
+    v2[4..6].copy_from_slice(&2u16.to_be_bytes());
+    cases.push(Case {
+        name: "unknown-version",
+        files: vec![file(&epoch), (w1_name.clone(), v2)],
+        expect: Err(vec![(
+            w1_name.clone(),
+            Damage::UnknownVersion {
+                version: 2,
+                supported: FORMAT_VERSION,
+            },
+        )]),
+    });
+
+    let mut magic = w1_img.clone();
+    magic[..4].copy_from_slice(b"SPRK");
+    cases.push(Case {
+        name: "bad-magic",
+        files: vec![file(&epoch), (w1_name.clone(), magic)],
+        expect: Err(vec![(
+            w1_name.clone(),
+            Damage::BadMagic {
+                found: b"SPRK".to_vec(),
+            },
+        )]),
+    });
+
+    // Variant 7 of Record does not exist; the CRC is right.
+    cases.push(Case {
+        name: "malformed-payload",
+        files: vec![
+            file(&epoch),
+            (w1_name.clone(), image_with_payload(&[7, 1, 2])),
+        ],
+        expect: Err(vec![(
+            w1_name.clone(),
+            Damage::Malformed {
+                len: 3,
+                detail: "Serde Deserialization Error".into(),
+            },
+        )]),
+    });
+
+    cases.push(Case {
+        name: "wrong-key",
+        files: vec![file(&epoch), ("w-worker-2.rec".into(), w1_img.clone())],
+        expect: Err(vec![(
+            "w-worker-2.rec".into(),
+            Damage::WrongKey {
+                stored_as: "w-worker-2.rec".into(),
+                found: "worker/worker-1".into(),
+            },
+        )]),
+    });
+
+    // A crash while writing a new version of worker-1 (half written), and a
+    // crash after a whole new framework image was written but before it was
+    // renamed: neither is trusted; the committed records load.
+    let newer = format::encode(&worker("worker-1", 0x9999));
+    let fw2 = framework("fw-2", "never committed");
+    let mut files: Vec<_> = valid_records().iter().map(file).collect();
+    files.push((format!("{w1_name}.tmp"), newer[..newer.len() / 2].to_vec()));
+    files.push((
+        format!("{}.tmp", record_file_name(&fw2.key())),
+        format::encode(&fw2),
+    ));
+    cases.push(Case {
+        name: "stray-temp",
+        files,
+        expect: Ok((
+            valid_records(),
+            vec![format!("{w1_name}.tmp"), "f-fw-2.rec.tmp".into()],
+        )),
+    });
+
+    // Two damaged files at once: both are named.
+    let mut two = w1_img.clone();
+    two.push(0);
+    let mut files: Vec<_> = vec![file(&epoch), (w1_name.clone(), two)];
+    files.push(("f-fw-1.rec".into(), Vec::new()));
+    cases.push(Case {
+        name: "two-damaged",
+        files,
+        expect: Err(vec![
+            (
+                "f-fw-1.rec".into(),
+                Damage::Truncated {
+                    len: 0,
+                    expected: HEADER_LEN,
+                    in_header: true,
+                },
+            ),
+            (
+                w1_name.clone(),
+                Damage::TrailingBytes {
+                    len: w1_img.len() + 1,
+                    expected: w1_img.len(),
+                },
+            ),
+        ]),
+    });
+    cases
+}
+
+/// Writes every case under `root` (replacing what is there).
+pub fn write_fixtures(root: &Path) {
+    for case in cases() {
+        let dir = root.join(case.name);
+        if dir.exists() {
+            fs::remove_dir_all(&dir).unwrap();
+        }
+        fs::create_dir_all(&dir).unwrap();
+        for (name, bytes) in &case.files {
+            fs::write(dir.join(name), bytes).unwrap();
+        }
+    }
+}
+
+/// Copies a fixture case into a fresh temporary directory (tests never open
+/// the committed fixtures in place: opening writes the LOCK file).
+pub fn copy_case(name: &str) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    for entry in fs::read_dir(fixtures_root().join(name)).unwrap() {
+        let entry = entry.unwrap();
+        fs::copy(entry.path(), tmp.path().join(entry.file_name())).unwrap();
+    }
+    tmp
+}
+
+/// The sorted file names in `dir`.
+pub fn file_names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Runs the ignored test `name` of this test binary as a child process with
+/// `env` set, stdout piped.
+pub fn spawn_child(name: &str, env: &[(&str, &str)]) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        name,
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.spawn().unwrap()
+}
+
+/// The key of a record, for assertions.
+pub fn key(r: &Record) -> RecordKey {
+    r.key()
+}
