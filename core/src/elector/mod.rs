@@ -1,2 +1,935 @@
 //! The elector machine: the ZooKeeper leader-election recipe, pure.
-//! (Being written: see issue 4.)
+//!
+//! The elector asks the runtime for coordination operations ([`ZkOp`], each
+//! with a [`RequestId`]) and for sessions, and is fed their results, watch
+//! notifications and session events. It reports who leads
+//! ([`Action::LeaderIs`]) and whether this process does
+//! ([`Action::Elected`], [`Action::Suspended`], [`Action::Resumed`],
+//! [`Action::Revoked`]).
+//!
+//! The recipe:
+//!
+//! * the candidate node is an ephemeral-sequential child of
+//!   `<root>/election/`, named in Curator's protected mode
+//!   ([`CandidateName`]) and holding the master's id and address
+//!   ([`CandidateData`]); the lowest sequence leads; every other candidate
+//!   watches its predecessor (to know when to lead) and the leader (to report
+//!   `LeaderIs` when it changes);
+//! * every (re)connection starts a *round*: `Sync`, `GetChildren`, then adopt
+//!   the node carrying this session's protected token, or create one. A
+//!   `ConnectionLoss` on create therefore never leads to a blind second
+//!   create (AURORA-1061, CURATOR-45, CURATOR-202); if more than one node
+//!   carries the token the lowest is kept and the rest deleted; nodes left by
+//!   an *abandoned* session of this process are deleted; only session expiry
+//!   (or abandoning the session) discards the node;
+//! * on disconnect a leader is *suspended*: it stops acting but keeps its
+//!   node; reconnecting within the session resumes leadership without a new
+//!   election, once the round has confirmed that its node still leads;
+//! * the leader holds a *lease*: [`Config::lease_len`] counted from the send
+//!   time of its last acknowledged request (or from asking for the session).
+//!   The server cannot have expired the session before the negotiated
+//!   timeout has passed since it last heard from us, and it heard from us no
+//!   earlier than we sent. The lease is checked on every `handle`; when it
+//!   runs out the elector reports `Revoked`, closes the session and joins
+//!   again with a new session and a new node. While connected and idle the
+//!   elector sends a cheap `Exists` on its own node every third of the
+//!   session timeout to keep the lease fresh.
+
+mod name;
+mod ops;
+#[cfg(all(test, feature = "testkit"))]
+mod tests;
+
+pub use name::{CandidateData, CandidateName};
+pub use ops::{
+    CreateMode, MultiOp, RequestId, SessionId, Stat, WatchEvent, WatchKind, ZkError, ZkOp, ZkReply,
+    ZkResult,
+};
+
+use crate::ids::{Addr, Epoch, MasterId};
+use crate::rng::Jitter;
+use crate::time::Millis;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Elector configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The cluster's root path, e.g. `/regent/prod`; candidates live under
+    /// `<root>/election/`. Missing parents are created (persistent, empty).
+    pub root: String,
+    /// Fresh for this process, from OS entropy (the protected-mode token).
+    pub guid: u64,
+    /// This master's id (candidate data).
+    pub id: MasterId,
+    /// This master's advertised address (candidate data).
+    pub addr: Addr,
+    /// Seed of the jitter generator (keep-alive spacing).
+    pub seed: u64,
+    /// The session timeout asked for; the server clamps it (by default into
+    /// [2, 20] × tickTime) and the elector uses the negotiated one.
+    /// Default 10 s.
+    pub session_timeout: Millis,
+    /// The smallest lease safety margin. Default 200 ms. See
+    /// [`Config::lease_len`].
+    pub lease_margin_min: Millis,
+    /// Delay before retrying a round after an unexpected error (e.g. the
+    /// election path was deleted under us). Default 1 s.
+    pub retry_interval: Millis,
+    /// Test-only: treat a create that got `ConnectionLoss` like the old
+    /// twitter-commons library did (forget it and create again after
+    /// reconnecting, recognising only the node a create reply named). This
+    /// re-introduces AURORA-1061; never set it outside tests.
+    #[doc(hidden)]
+    pub unsafe_no_adopt_after_connection_loss: bool,
+}
+
+impl Config {
+    /// A configuration with the documented defaults; the seed is the GUID.
+    pub fn new(root: impl Into<String>, guid: u64, id: MasterId, addr: Addr) -> Self {
+        Config {
+            root: root.into(),
+            guid,
+            id,
+            addr,
+            seed: guid,
+            session_timeout: Millis(10_000),
+            lease_margin_min: Millis(200),
+            retry_interval: Millis(1_000),
+            unsafe_no_adopt_after_connection_loss: false,
+        }
+    }
+
+    /// `<root>/election`.
+    pub fn election_path(&self) -> String {
+        format!("{}/election", self.root.trim_end_matches('/'))
+    }
+
+    /// The lease for a negotiated session timeout `t`:
+    /// `t - max(t / 3, lease_margin_min)`.
+    ///
+    /// Why a margin at all: the lease starts at a send time we know, and
+    /// the server's expiry clock starts at a receive time no earlier, so
+    /// `t` alone would already be safe with perfect clocks. The margin
+    /// absorbs clock-rate differences between us and the server, the time
+    /// the runtime needs to act on `Revoked` (stop talking to workers)
+    /// before a standby can see our node vanish, and a process paused right
+    /// after a lease check. A third of the timeout matches the client's own
+    /// ping cadence, so a leader that stops hearing the server is revoked
+    /// after about two missed pings.
+    pub fn lease_len(&self, t: Millis) -> Millis {
+        t - Millis((t.0 / 3).max(self.lease_margin_min.0))
+    }
+
+    fn path_prefixes(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut acc = String::new();
+        for part in self.election_path().split('/').filter(|p| !p.is_empty()) {
+            acc.push('/');
+            acc.push_str(part);
+            out.push(acc.clone());
+        }
+        out
+    }
+}
+
+/// What happens to an elector.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The process starts: the elector asks for a session.
+    Start,
+    /// The session `session` is connected, with the negotiated `timeout`.
+    /// Fed after [`Action::NewSession`] and after every automatic reconnect
+    /// of the same session.
+    SessionConnected {
+        /// The session.
+        session: SessionId,
+        /// The negotiated session timeout.
+        timeout: Millis,
+    },
+    /// The connection of `session` dropped; the client reconnects by itself.
+    Disconnected {
+        /// The session.
+        session: SessionId,
+    },
+    /// The server expired `session`; its ephemeral nodes are gone.
+    Expired {
+        /// The session.
+        session: SessionId,
+    },
+    /// The answer to [`Action::Request`] `req`.
+    Reply {
+        /// The request.
+        req: RequestId,
+        /// What it came to.
+        result: ZkResult,
+    },
+    /// A watch left by `session` fired.
+    Watch {
+        /// The session that left it.
+        session: SessionId,
+        /// What fired.
+        event: WatchEvent,
+    },
+    /// A deadline set by [`Action::SetTimer`] passed.
+    Timer(Timer),
+    /// Give up for good (DESIGN rule 8): close the session and ignore every
+    /// later event.
+    Shutdown,
+}
+
+/// What the runtime must do, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Open a new session asking for `timeout`, then feed
+    /// `SessionConnected`. Any earlier session was closed by a preceding
+    /// [`Action::CloseSession`] or is expired; never feed events of it again.
+    NewSession {
+        /// The timeout to ask for.
+        timeout: Millis,
+    },
+    /// Close `session` (its ephemeral nodes go at once if the close reaches
+    /// the server) and forget it: feed no more events of it.
+    CloseSession {
+        /// The session.
+        session: SessionId,
+    },
+    /// Send `op` on `session`, then feed `Reply { req, .. }`. If the
+    /// connection is down, feed `Err(ConnectionLoss)`; if `session` is not
+    /// the current session any more, drop it.
+    Request {
+        /// The session to send on.
+        session: SessionId,
+        /// Echoed in the reply.
+        req: RequestId,
+        /// The operation.
+        op: ZkOp,
+    },
+    /// Feed `Event::Timer(timer)` at `at` (replaces an earlier deadline).
+    SetTimer {
+        /// Which timer.
+        timer: Timer,
+        /// When.
+        at: Millis,
+    },
+    /// Forget the deadline of `timer`.
+    CancelTimer {
+        /// Which timer.
+        timer: Timer,
+    },
+    /// The leader this elector sees changed (possibly to itself). `floor` is
+    /// an epoch the leader's epoch is at least (its sequence + 1).
+    LeaderIs {
+        /// The leader's master id.
+        id: MasterId,
+        /// The leader's address.
+        addr: Addr,
+        /// The epoch floor.
+        floor: Epoch,
+    },
+    /// This process leads. Feed the master `Elected`; it must make an epoch
+    /// of at least `floor` durable before acting (DESIGN rule 4).
+    Elected {
+        /// The epoch floor.
+        floor: Epoch,
+    },
+    /// The session is in doubt: stop acting as leader, keep state.
+    Suspended,
+    /// The session is back and this process still leads: act again.
+    Resumed,
+    /// Leadership is lost: stop acting as leader (the elector joins again).
+    Revoked,
+}
+
+/// The elector's named deadlines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Timer {
+    /// Send the keep-alive (an `Exists` on the own node) if idle.
+    Ping,
+    /// The leader's lease may have run out: check it.
+    Lease,
+    /// Retry a round after an unexpected error.
+    Retry,
+}
+
+/// What an elector shows an observer (tests, status pages).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ElectorStatus {
+    /// Elected (possibly suspended).
+    pub leader: bool,
+    /// Elected but suspended.
+    pub suspended: bool,
+    /// Elected, not suspended, lease valid at the time asked.
+    pub acting: bool,
+    /// The current session, if connected or reconnecting.
+    pub session: Option<SessionId>,
+    /// The own candidate node's name, if known.
+    pub node: Option<String>,
+    /// The end of the lease (meaningful while leader).
+    pub lease_until: Millis,
+    /// Connected, nothing in flight for the current round, node known.
+    pub settled: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Session {
+    None,
+    Opening { asked_at: Millis },
+    Up { id: SessionId, timeout: Millis },
+    Down { id: SessionId, timeout: Millis },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// Waiting for a session, a reconnect or the retry timer.
+    Waiting,
+    EnsurePath(usize),
+    Sync,
+    List,
+    Create,
+    Settled,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Purpose {
+    EnsurePath(usize),
+    Sync,
+    List,
+    Create,
+    Delete,
+    Watch(String),
+    Ping,
+}
+
+#[derive(Clone, Debug)]
+struct Pending {
+    purpose: Purpose,
+    round: u64,
+    session: SessionId,
+    sent_at: Millis,
+}
+
+/// The elector machine.
+#[derive(Debug)]
+pub struct Elector {
+    config: Config,
+    jitter: Jitter,
+    election: String,
+    stopped: bool,
+    session: Session,
+    generation: u64,
+    round: u64,
+    step: Step,
+    next_req: u64,
+    pending: BTreeMap<RequestId, Pending>,
+    paths_ensured: bool,
+    /// Own node: (name, sequence).
+    node: Option<(String, u64)>,
+    create_in_doubt: bool,
+    leader: bool,
+    suspended: bool,
+    lease_from: Millis,
+    watching: BTreeSet<String>,
+    leader_node: Option<String>,
+    reported: Option<(MasterId, Addr, Epoch)>,
+}
+
+impl Elector {
+    /// An elector that has not started; feed [`Event::Start`].
+    pub fn new(config: Config) -> Self {
+        Elector {
+            jitter: Jitter::new(config.seed),
+            election: config.election_path(),
+            config,
+            stopped: false,
+            session: Session::None,
+            generation: 0,
+            round: 0,
+            step: Step::Waiting,
+            next_req: 0,
+            pending: BTreeMap::new(),
+            paths_ensured: false,
+            node: None,
+            create_in_doubt: false,
+            leader: false,
+            suspended: false,
+            lease_from: Millis::ZERO,
+            watching: BTreeSet::new(),
+            leader_node: None,
+            reported: None,
+        }
+    }
+
+    /// The elector's configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Elected, not suspended and the lease still valid at `now`.
+    pub fn is_acting(&self, now: Millis) -> bool {
+        self.leader && !self.suspended && now < self.lease_end()
+    }
+
+    /// The full path of the own candidate node, if known.
+    pub fn node_path(&self) -> Option<String> {
+        self.node
+            .as_ref()
+            .map(|(n, _)| format!("{}/{}", self.election, n))
+    }
+
+    /// A check that fences a leader's writes by its election node: put it
+    /// first in a [`ZkOp::Multi`] so the write fails once the node is gone.
+    pub fn fence(&self) -> Option<MultiOp> {
+        if !self.leader {
+            return None;
+        }
+        self.node_path()
+            .map(|path| MultiOp::Check { path, version: 0 })
+    }
+
+    /// What the elector shows an observer at `now`.
+    pub fn status(&self, now: Millis) -> ElectorStatus {
+        let session = match self.session {
+            Session::Up { id, .. } | Session::Down { id, .. } => Some(id),
+            _ => None,
+        };
+        let in_flight = self.pending.values().any(|p| {
+            p.round == self.round && !matches!(p.purpose, Purpose::Ping | Purpose::Delete)
+        });
+        ElectorStatus {
+            leader: self.leader,
+            suspended: self.suspended,
+            acting: self.is_acting(now),
+            session,
+            node: self.node.as_ref().map(|(n, _)| n.clone()),
+            lease_until: self.lease_end(),
+            settled: matches!(self.session, Session::Up { .. })
+                && self.step == Step::Settled
+                && !in_flight
+                && self.node.is_some(),
+        }
+    }
+
+    /// Handles one event at time `now`.
+    #[must_use]
+    pub fn handle(&mut self, now: Millis, event: Event) -> Vec<Action> {
+        let mut out = Vec::new();
+        if self.stopped {
+            return out;
+        }
+        // A paused process must not act on a lease it no longer holds
+        // (DESIGN rule 2): check before anything else.
+        self.check_lease(now, &mut out);
+        match event {
+            Event::Start => {
+                if self.session == Session::None {
+                    self.ask_session(now, &mut out);
+                }
+            }
+            Event::SessionConnected { session, timeout } => {
+                self.on_connected(now, session, timeout, &mut out)
+            }
+            Event::Disconnected { session } => self.on_disconnected(session, &mut out),
+            Event::Expired { session } => {
+                if self.current_session() == Some(session) {
+                    self.abandon(now, false, &mut out);
+                }
+            }
+            Event::Reply { req, result } => self.on_reply(now, req, result, &mut out),
+            Event::Watch { session, event } => {
+                if matches!(self.session, Session::Up { id, .. } if id == session)
+                    && self.step == Step::Settled
+                {
+                    let name = event.path.rsplit('/').next().unwrap_or_default();
+                    if self.watching.contains(name) {
+                        self.relist(now, &mut out);
+                    }
+                }
+            }
+            Event::Timer(Timer::Ping) => self.on_ping_timer(now, &mut out),
+            Event::Timer(Timer::Lease) => {
+                if self.leader {
+                    out.push(Action::SetTimer {
+                        timer: Timer::Lease,
+                        at: self.lease_end(),
+                    });
+                }
+            }
+            Event::Timer(Timer::Retry) => {
+                if matches!(self.session, Session::Up { .. }) && self.step == Step::Waiting {
+                    self.start_round(now, &mut out);
+                }
+            }
+            Event::Shutdown => {
+                if self.leader {
+                    out.push(Action::Revoked);
+                }
+                self.leader = false;
+                self.suspended = false;
+                if let Some(id) = self.current_session() {
+                    out.push(Action::CloseSession { session: id });
+                }
+                for timer in [Timer::Ping, Timer::Lease, Timer::Retry] {
+                    out.push(Action::CancelTimer { timer });
+                }
+                self.session = Session::None;
+                self.stopped = true;
+            }
+        }
+        out
+    }
+
+    fn current_session(&self) -> Option<SessionId> {
+        match self.session {
+            Session::Up { id, .. } | Session::Down { id, .. } => Some(id),
+            _ => None,
+        }
+    }
+
+    fn timeout(&self) -> Millis {
+        match self.session {
+            Session::Up { timeout, .. } | Session::Down { timeout, .. } => timeout,
+            _ => self.config.session_timeout,
+        }
+    }
+
+    fn lease_end(&self) -> Millis {
+        self.lease_from + self.config.lease_len(self.timeout())
+    }
+
+    fn check_lease(&mut self, now: Millis, out: &mut Vec<Action>) {
+        if self.leader && now >= self.lease_end() {
+            self.abandon(now, true, out);
+        }
+    }
+
+    fn ask_session(&mut self, now: Millis, out: &mut Vec<Action>) {
+        self.session = Session::Opening { asked_at: now };
+        out.push(Action::NewSession {
+            timeout: self.config.session_timeout,
+        });
+    }
+
+    /// Gives up the current session and its node and joins again with a new
+    /// session (`close`: the session may still be alive, close it).
+    fn abandon(&mut self, now: Millis, close: bool, out: &mut Vec<Action>) {
+        if self.leader {
+            out.push(Action::Revoked);
+        }
+        if close {
+            if let Some(id) = self.current_session() {
+                out.push(Action::CloseSession { session: id });
+            }
+        }
+        self.leader = false;
+        self.suspended = false;
+        self.generation += 1;
+        self.round += 1;
+        self.step = Step::Waiting;
+        self.node = None;
+        self.create_in_doubt = false;
+        self.pending.clear();
+        self.watching.clear();
+        out.push(Action::CancelTimer { timer: Timer::Ping });
+        out.push(Action::CancelTimer {
+            timer: Timer::Lease,
+        });
+        self.ask_session(now, out);
+    }
+
+    fn on_connected(
+        &mut self,
+        now: Millis,
+        session: SessionId,
+        timeout: Millis,
+        out: &mut Vec<Action>,
+    ) {
+        match self.session {
+            Session::None => return,
+            Session::Opening { asked_at } => {
+                // The server created the session after we asked for it.
+                self.lease_from = asked_at;
+            }
+            Session::Up { id, .. } | Session::Down { id, .. } if id == session => {}
+            Session::Up { .. } | Session::Down { .. } => {
+                // The runtime replaced the session: the old node is gone as
+                // far as we can tell, and the new session earns its lease
+                // only by acknowledged requests.
+                if self.leader {
+                    out.push(Action::Revoked);
+                }
+                self.leader = false;
+                self.suspended = false;
+                self.generation += 1;
+                self.node = None;
+                self.create_in_doubt = false;
+                self.pending.clear();
+                self.lease_from = Millis::ZERO;
+            }
+        }
+        // Requests of an earlier connection can no longer be answered (the
+        // client failed them with ConnectionLoss, or will).
+        self.pending.clear();
+        self.session = Session::Up {
+            id: session,
+            timeout,
+        };
+        self.start_round(now, out);
+    }
+
+    fn on_disconnected(&mut self, session: SessionId, out: &mut Vec<Action>) {
+        let Session::Up { id, timeout } = self.session else {
+            return;
+        };
+        if id != session {
+            return;
+        }
+        self.session = Session::Down { id, timeout };
+        self.connection_lost(out);
+    }
+
+    /// The connection is gone (or a request said so): every create in
+    /// flight is in doubt, a leader is suspended, the round is over.
+    fn connection_lost(&mut self, out: &mut Vec<Action>) {
+        if self
+            .pending
+            .values()
+            .any(|p| p.purpose == Purpose::Create && p.round == self.round)
+        {
+            self.create_in_doubt = true;
+        }
+        if self.leader && !self.suspended {
+            self.suspended = true;
+            out.push(Action::Suspended);
+            out.push(Action::SetTimer {
+                timer: Timer::Lease,
+                at: self.lease_end(),
+            });
+        }
+        self.round += 1;
+        self.step = Step::Waiting;
+        self.watching.clear();
+    }
+
+    fn send(&mut self, now: Millis, purpose: Purpose, op: ZkOp, out: &mut Vec<Action>) {
+        let Session::Up { id, .. } = self.session else {
+            return;
+        };
+        let req = RequestId(self.next_req);
+        self.next_req += 1;
+        self.pending.insert(
+            req,
+            Pending {
+                purpose,
+                round: self.round,
+                session: id,
+                sent_at: now,
+            },
+        );
+        out.push(Action::Request {
+            session: id,
+            req,
+            op,
+        });
+    }
+
+    fn start_round(&mut self, now: Millis, out: &mut Vec<Action>) {
+        self.round += 1;
+        self.watching.clear();
+        let interval = self.jitter.scale(Millis(self.timeout().0 / 3), 80, 100);
+        out.push(Action::SetTimer {
+            timer: Timer::Ping,
+            at: now + interval,
+        });
+        if self.paths_ensured {
+            self.step = Step::Sync;
+            let path = self.election.clone();
+            self.send(now, Purpose::Sync, ZkOp::Sync { path }, out);
+        } else {
+            self.ensure_path(now, 0, out);
+        }
+    }
+
+    fn ensure_path(&mut self, now: Millis, i: usize, out: &mut Vec<Action>) {
+        let prefixes = self.config.path_prefixes();
+        let Some(path) = prefixes.get(i).cloned() else {
+            self.paths_ensured = true;
+            self.step = Step::Sync;
+            let path = self.election.clone();
+            self.send(now, Purpose::Sync, ZkOp::Sync { path }, out);
+            return;
+        };
+        self.step = Step::EnsurePath(i);
+        let op = ZkOp::Create {
+            path,
+            data: Vec::new(),
+            mode: CreateMode::Persistent,
+        };
+        self.send(now, Purpose::EnsurePath(i), op, out);
+    }
+
+    fn relist(&mut self, now: Millis, out: &mut Vec<Action>) {
+        self.round += 1;
+        self.watching.clear();
+        self.step = Step::List;
+        let path = self.election.clone();
+        self.send(
+            now,
+            Purpose::List,
+            ZkOp::GetChildren { path, watch: false },
+            out,
+        );
+    }
+
+    fn retry_later(&mut self, now: Millis, out: &mut Vec<Action>) {
+        self.round += 1;
+        self.step = Step::Waiting;
+        self.watching.clear();
+        out.push(Action::SetTimer {
+            timer: Timer::Retry,
+            at: now + self.config.retry_interval,
+        });
+    }
+
+    fn on_reply(&mut self, now: Millis, req: RequestId, result: ZkResult, out: &mut Vec<Action>) {
+        let Some(p) = self.pending.remove(&req) else {
+            return;
+        };
+        let current = self.current_session() == Some(p.session);
+        if !current {
+            return;
+        }
+        match result {
+            Err(ZkError::ConnectionLoss) => {
+                if p.purpose == Purpose::Create {
+                    self.create_in_doubt = true;
+                }
+                if p.round == self.round {
+                    self.connection_lost(out);
+                }
+                return;
+            }
+            Err(ZkError::SessionExpired) => {
+                self.abandon(now, false, out);
+                return;
+            }
+            _ => {
+                // The server answered, so it heard from us no earlier than
+                // we sent: the session lives at least until then + timeout.
+                self.lease_from = self.lease_from.max(p.sent_at);
+            }
+        }
+        if p.round != self.round || !matches!(self.session, Session::Up { .. }) {
+            return;
+        }
+        match (p.purpose, result) {
+            (Purpose::EnsurePath(i), Ok(_) | Err(ZkError::NodeExists)) => {
+                self.ensure_path(now, i + 1, out)
+            }
+            (Purpose::EnsurePath(_), Err(_)) => self.retry_later(now, out),
+            (Purpose::Sync, Ok(_)) => self.relist(now, out),
+            (Purpose::List, Ok(ZkReply::Children(children))) => {
+                self.on_children(now, children, out)
+            }
+            (Purpose::Sync | Purpose::List, _) => {
+                // The election path vanished (or worse): rebuild it later.
+                self.paths_ensured = false;
+                self.retry_later(now, out);
+            }
+            (Purpose::Create, Ok(ZkReply::Created { path })) => {
+                let name = path.rsplit('/').next().unwrap_or_default().to_owned();
+                if let Some(c) = CandidateName::parse(&name) {
+                    self.node = Some((name, c.seq));
+                }
+                self.create_in_doubt = false;
+                self.relist(now, out);
+            }
+            (Purpose::Create, _) => {
+                self.paths_ensured = false;
+                self.retry_later(now, out);
+            }
+            (Purpose::Delete, _) => {}
+            (Purpose::Watch(name), Ok(ZkReply::Data { data, .. })) => {
+                if self.leader_node.as_deref() == Some(name.as_str()) {
+                    if let (Some(d), Some(c)) =
+                        (CandidateData::decode(&data), CandidateName::parse(&name))
+                    {
+                        self.report(d.id, d.addr, Epoch(c.seq + 1), out);
+                    }
+                }
+            }
+            (Purpose::Watch(_), _) => {
+                // The watched node is gone already: look again.
+                if self.step == Step::Settled {
+                    self.relist(now, out);
+                }
+            }
+            (Purpose::Ping, Ok(ZkReply::Stat(None))) => {
+                if self.step == Step::Settled {
+                    self.relist(now, out);
+                }
+            }
+            (Purpose::Ping, _) => {}
+        }
+    }
+
+    fn report(&mut self, id: MasterId, addr: Addr, floor: Epoch, out: &mut Vec<Action>) {
+        let seen = (id, addr, floor);
+        if self.reported.as_ref() != Some(&seen) {
+            out.push(Action::LeaderIs {
+                id: seen.0.clone(),
+                addr: seen.1.clone(),
+                floor,
+            });
+            self.reported = Some(seen);
+        }
+    }
+
+    fn on_children(&mut self, now: Millis, children: Vec<String>, out: &mut Vec<Action>) {
+        let knob = self.config.unsafe_no_adopt_after_connection_loss;
+        let mut parsed: Vec<(CandidateName, String)> = children
+            .into_iter()
+            .filter_map(|c| CandidateName::parse(&c).map(|n| (n, c)))
+            .collect();
+        parsed.sort_by(|a, b| (a.0.seq, &a.1).cmp(&(b.0.seq, &b.1)));
+        let mut deletes: BTreeSet<String> = BTreeSet::new();
+        let mut mine: Option<(String, u64)> = None;
+        for (c, name) in &parsed {
+            let is_mine = if knob {
+                self.node.as_ref().is_some_and(|(n, _)| n == name)
+            } else {
+                c.guid == self.config.guid && c.generation == self.generation
+            };
+            if is_mine {
+                if mine.is_none() {
+                    mine = Some((name.clone(), c.seq));
+                } else {
+                    // A duplicate of this session (a create retried by a
+                    // lower layer): keep the lowest.
+                    deletes.insert(name.clone());
+                }
+            } else if !knob && c.guid == self.config.guid {
+                // Left by a session this process abandoned.
+                deletes.insert(name.clone());
+            }
+        }
+        for name in &deletes {
+            let path = format!("{}/{}", self.election, name);
+            self.send(
+                now,
+                Purpose::Delete,
+                ZkOp::Delete {
+                    path,
+                    version: None,
+                },
+                out,
+            );
+        }
+        let Some((my_name, my_seq)) = mine else {
+            if self.node.is_some() && self.leader {
+                // Our node was deleted under us: someone else may lead now.
+                self.leader = false;
+                self.suspended = false;
+                out.push(Action::Revoked);
+                out.push(Action::CancelTimer {
+                    timer: Timer::Lease,
+                });
+            }
+            self.node = None;
+            self.create_in_doubt = false;
+            self.step = Step::Create;
+            let data = CandidateData {
+                id: self.config.id.clone(),
+                addr: self.config.addr.clone(),
+            }
+            .encode();
+            let path = format!(
+                "{}/{}",
+                self.election,
+                CandidateName::prefix(self.config.guid, self.generation)
+            );
+            let op = ZkOp::Create {
+                path,
+                data,
+                mode: CreateMode::EphemeralSequential,
+            };
+            self.send(now, Purpose::Create, op, out);
+            return;
+        };
+        self.node = Some((my_name.clone(), my_seq));
+        self.create_in_doubt = false;
+        let candidates: Vec<&String> = parsed
+            .iter()
+            .map(|(_, n)| n)
+            .filter(|n| !deletes.contains(*n))
+            .collect();
+        let idx = candidates
+            .iter()
+            .position(|n| **n == my_name)
+            .expect("own node is among the candidates: it was found in the same list");
+        self.step = Step::Settled;
+        if idx == 0 {
+            self.leader_node = Some(my_name);
+            let floor = Epoch(my_seq + 1);
+            self.report(self.config.id.clone(), self.config.addr.clone(), floor, out);
+            if !self.leader {
+                self.leader = true;
+                self.suspended = false;
+                out.push(Action::Elected { floor });
+                out.push(Action::SetTimer {
+                    timer: Timer::Lease,
+                    at: self.lease_end(),
+                });
+            } else if self.suspended {
+                self.suspended = false;
+                out.push(Action::Resumed);
+                out.push(Action::SetTimer {
+                    timer: Timer::Lease,
+                    at: self.lease_end(),
+                });
+            }
+            return;
+        }
+        if self.leader {
+            // A lower candidate than our node cannot appear (sequences only
+            // grow), unless our node was replaced; either way we no longer
+            // lead.
+            self.leader = false;
+            self.suspended = false;
+            out.push(Action::Revoked);
+        }
+        let leader = candidates[0].clone();
+        let pred = candidates[idx - 1].clone();
+        self.leader_node = Some(leader.clone());
+        let mut targets = vec![leader];
+        if pred != targets[0] {
+            targets.push(pred);
+        }
+        for t in targets {
+            self.watching.insert(t.clone());
+            let path = format!("{}/{}", self.election, t);
+            self.send(
+                now,
+                Purpose::Watch(t),
+                ZkOp::GetData { path, watch: true },
+                out,
+            );
+        }
+    }
+
+    fn on_ping_timer(&mut self, now: Millis, out: &mut Vec<Action>) {
+        if !matches!(self.session, Session::Up { .. }) {
+            return;
+        }
+        let idle = !self.pending.values().any(|p| p.round == self.round);
+        if idle {
+            if let Some(path) = self.node_path() {
+                self.send(now, Purpose::Ping, ZkOp::Exists { path, watch: false }, out);
+            }
+        }
+        let interval = self.jitter.scale(Millis(self.timeout().0 / 3), 80, 100);
+        out.push(Action::SetTimer {
+            timer: Timer::Ping,
+            at: now + interval,
+        });
+    }
+}

@@ -1,0 +1,388 @@
+//! Elector scenarios, driven through the ZooKeeper model (`testkit::zk`).
+
+use super::*;
+use crate::testkit::zk::Sim;
+
+fn is_candidate_create(op: &ZkOp) -> bool {
+    matches!(
+        op,
+        ZkOp::Create {
+            mode: CreateMode::EphemeralSequential,
+            ..
+        }
+    )
+}
+
+fn candidate_creates(sim: &Sim, i: usize) -> usize {
+    sim.members[i]
+        .sent
+        .iter()
+        .filter(|(_, _, op)| is_candidate_create(op))
+        .count()
+}
+
+fn elected_count(sim: &Sim, i: usize) -> usize {
+    sim.members[i]
+        .leadership_outcomes()
+        .iter()
+        .filter(|a| matches!(a, Action::Elected { .. }))
+        .count()
+}
+
+fn token(sim: &Sim, i: usize) -> String {
+    format!("_c_{:016x}.", sim.members[i].elector.config().guid)
+}
+
+/// Paths member `i` left a watch on.
+fn watched(sim: &Sim, i: usize) -> Vec<String> {
+    sim.members[i]
+        .sent
+        .iter()
+        .filter_map(|(_, _, op)| match op {
+            ZkOp::GetData { path, watch: true } | ZkOp::Exists { path, watch: true } => {
+                Some(path.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Advances in ticks, checking at most one elector acts at every step.
+fn advance_checked(sim: &mut Sim, dur: Millis) {
+    let end = sim.now + dur;
+    while sim.now < end {
+        sim.tick();
+        assert!(sim.acting().len() <= 1, "two leaders at {}", sim.now);
+    }
+}
+
+#[test]
+fn aurora_1061_connection_loss_during_create_keeps_one_candidate() {
+    let mut sim = Sim::new(3, |_| {});
+    sim.lose_next_reply(0, is_candidate_create);
+    sim.start();
+    advance_checked(&mut sim, Millis(1_000));
+    // The create was applied although member 0 saw ConnectionLoss ...
+    assert_eq!(candidate_creates(&sim, 0), 1, "no blind second create");
+    // ... and after reconnecting it adopted that node.
+    assert_eq!(sim.candidates().len(), 3);
+    assert_eq!(sim.nodes_of(0).len(), 1);
+    let node = sim.members[0].elector.node_path();
+    assert_eq!(node.as_ref(), sim.nodes_of(0).first());
+    // The round after reconnecting: Sync, then list, then watches or
+    // leadership; never a create.
+    let ops: Vec<&ZkOp> = sim.members[0].sent.iter().map(|(_, _, op)| op).collect();
+    let create_at = ops.iter().position(|op| is_candidate_create(op)).unwrap();
+    assert!(matches!(ops[create_at + 1], ZkOp::Sync { .. }), "{ops:?}");
+    assert!(matches!(ops[create_at + 2], ZkOp::GetChildren { .. }));
+    // Member 0 created first, so it leads, once; nobody else was elected.
+    assert_eq!(sim.acting(), vec![0]);
+    assert_eq!(elected_count(&sim, 0), 1);
+    assert_eq!(elected_count(&sim, 1) + elected_count(&sim, 2), 0);
+    // Everyone agrees who leads.
+    for i in 0..3 {
+        let last = sim.members[i]
+            .leadership_outcomes()
+            .into_iter()
+            .rev()
+            .find_map(|a| match a {
+                Action::LeaderIs { id, .. } => Some(id),
+                _ => None,
+            });
+        assert_eq!(last, Some(MasterId::new("m0")), "member {i}");
+    }
+}
+
+#[test]
+fn aurora_1061_knob_reproduces_the_deadlock() {
+    let mut sim = Sim::new(3, |c| c.unsafe_no_adopt_after_connection_loss = true);
+    sim.lose_next_reply(0, is_candidate_create);
+    sim.start();
+    sim.advance(Millis(3_000));
+    // The old behaviour: a second node for the same live session, the first
+    // one (the lowest) leads in everyone's eyes, and member 0 waits on it.
+    assert_eq!(candidate_creates(&sim, 0), 2);
+    assert_eq!(sim.nodes_of(0).len(), 2);
+    assert_eq!(sim.candidates().len(), 4);
+    assert!(sim.acting().is_empty(), "deadlock: nobody leads");
+    let lowest = format!("{}/{}", sim.election_path(), sim.candidates()[0]);
+    assert!(sim.nodes_of(0).contains(&lowest));
+    assert!(watched(&sim, 0).contains(&lowest), "waits on itself");
+}
+
+#[test]
+fn curator_202_reconnect_same_session_adopts_node() {
+    let mut sim = Sim::new(2, |_| {});
+    sim.start();
+    sim.advance(Millis(200));
+    assert_eq!(sim.acting(), vec![0]);
+    // Member 1 loses its node on a rejoin (its node is deleted under it by
+    // an operator) and the create's reply is lost.
+    sim.lose_next_reply(1, is_candidate_create);
+    let node1 = sim.members[1].elector.node_path().unwrap();
+    let session = sim.members[1].session.unwrap();
+    let s0 = sim.members[0].session.unwrap();
+    let deleted = sim.zk.execute(
+        sim.now,
+        s0,
+        &ZkOp::Delete {
+            path: node1.clone(),
+            version: None,
+        },
+    );
+    assert_eq!(deleted, Ok(ZkReply::Deleted));
+    // Member 1's keep-alive finds its node gone, it creates again, the reply
+    // is lost, it reconnects with the same session and adopts.
+    advance_checked(&mut sim, Millis(2_000));
+    assert_eq!(sim.members[1].session, Some(session), "same session");
+    assert_eq!(candidate_creates(&sim, 1), 2, "one create per lost node");
+    assert_eq!(sim.nodes_of(1).len(), 1);
+    assert_ne!(sim.nodes_of(1)[0], node1);
+    assert_eq!(
+        sim.members[1].elector.node_path().as_ref(),
+        sim.nodes_of(1).first()
+    );
+    assert_eq!(sim.candidates().len(), 2);
+    assert_eq!(sim.acting(), vec![0]);
+    let new_sessions = sim.members[1]
+        .outcomes
+        .iter()
+        .filter(|(_, a)| matches!(a, Action::NewSession { .. }))
+        .count();
+    assert_eq!(new_sessions, 1);
+}
+
+#[test]
+fn suspension_without_abdication() {
+    let mut sim = Sim::new(2, |_| {});
+    sim.start();
+    sim.advance(Millis(200));
+    assert_eq!(sim.acting(), vec![0]);
+    let node = sim.members[0].elector.node_path();
+    let session = sim.members[0].session;
+    let before = sim.members[0].leadership_outcomes().len();
+    sim.disconnect(0, Millis(600));
+    sim.pump();
+    assert_eq!(
+        sim.members[0].leadership_outcomes()[before..],
+        [Action::Suspended]
+    );
+    assert!(sim.acting().is_empty(), "a suspended leader does not act");
+    assert!(sim.members[0].elector.status(sim.now).leader);
+    advance_checked(&mut sim, Millis(1_000));
+    assert_eq!(
+        sim.members[0].leadership_outcomes()[before..],
+        [Action::Suspended, Action::Resumed]
+    );
+    assert_eq!(sim.acting(), vec![0]);
+    assert_eq!(sim.members[0].elector.node_path(), node, "same node");
+    assert_eq!(sim.members[0].session, session, "same session");
+    assert_eq!(candidate_creates(&sim, 0), 1);
+    assert_eq!(elected_count(&sim, 1), 0);
+    // And it stays leader while idle: the keep-alive renews the lease.
+    advance_checked(&mut sim, Millis(10_000));
+    assert_eq!(sim.acting(), vec![0]);
+}
+
+#[test]
+fn lease_expiry_while_paused_then_revoked_and_rejoined_with_new_node() {
+    let mut sim = Sim::new(2, |_| {});
+    sim.start();
+    sim.advance(Millis(200));
+    assert_eq!(sim.acting(), vec![0]);
+    let old_session = sim.members[0].session.unwrap();
+    let old_node = sim.members[0].elector.node_path().unwrap();
+    let lease_until = sim.members[0].elector.status(sim.now).lease_until;
+    // 2 s negotiated: lease 2000 - 666 = 1334 ms from the last ack.
+    sim.pause(0, Millis(1_700));
+    let wake = sim.now + Millis(1_700);
+    while sim.now + sim.step < wake {
+        sim.tick();
+        assert_eq!(sim.members[0].elector.is_acting(sim.now), sim.now < lease_until);
+        assert_eq!(elected_count(&sim, 1), 0);
+    }
+    // The server has not expired the paused leader's session yet: the
+    // lease ran out before the server could.
+    assert!(sim.zk.is_alive(old_session));
+    assert!(sim.acting().is_empty());
+    let before = sim.members[0].outcomes.len();
+    advance_checked(&mut sim, Millis(500));
+    let after: Vec<Action> = sim.members[0].outcomes[before..]
+        .iter()
+        .map(|(_, a)| a.clone())
+        .collect();
+    assert_eq!(
+        after[..3],
+        [
+            Action::Revoked,
+            Action::CloseSession {
+                session: old_session
+            },
+            Action::NewSession {
+                timeout: Millis(2_000)
+            }
+        ]
+    );
+    assert!(!sim.zk.is_alive(old_session));
+    assert_eq!(sim.acting(), vec![1]);
+    assert_eq!(elected_count(&sim, 1), 1);
+    let new_node = sim.members[0].elector.node_path().unwrap();
+    assert_ne!(new_node, old_node);
+    assert!(new_node.contains(&format!("{}1-n_", token(&sim, 0))), "{new_node}");
+    assert_eq!(sim.nodes_of(0), vec![new_node]);
+    assert_eq!(sim.candidates().len(), 2);
+}
+
+#[test]
+fn expiry_then_recreate() {
+    let mut sim = Sim::new(2, |_| {});
+    sim.start();
+    sim.advance(Millis(200));
+    assert_eq!(sim.acting(), vec![0]);
+    let old_session = sim.members[0].session.unwrap();
+    let old_node = sim.members[0].elector.node_path().unwrap();
+    sim.expire(0);
+    advance_checked(&mut sim, Millis(1_000));
+    let outs = sim.members[0].leadership_outcomes();
+    assert!(outs.contains(&Action::Revoked));
+    assert!(sim.members[0]
+        .outcomes
+        .iter()
+        .any(|(_, a)| *a == Action::NewSession { timeout: Millis(2_000) }));
+    assert_ne!(sim.members[0].session, Some(old_session));
+    assert_eq!(sim.nodes_of(0).len(), 1);
+    assert_ne!(sim.members[0].elector.node_path().unwrap(), old_node);
+    assert_eq!(candidate_creates(&sim, 0), 2);
+    assert_eq!(sim.candidates().len(), 2);
+    assert_eq!(sim.acting(), vec![1]);
+    // Member 0 now sees member 1 as leader.
+    let last = outs.iter().rev().find_map(|a| match a {
+        Action::LeaderIs { id, .. } => Some(id.clone()),
+        _ => None,
+    });
+    assert_eq!(last, Some(MasterId::new("m1")));
+}
+
+#[test]
+fn predecessor_deleted_while_disconnected_then_leads_after_reconnect() {
+    let mut sim = Sim::new(2, |_| {});
+    sim.start();
+    sim.advance(Millis(200));
+    assert_eq!(sim.acting(), vec![0]);
+    let session = sim.members[1].session;
+    let node = sim.members[1].elector.node_path();
+    sim.disconnect(1, Millis(800));
+    sim.pump();
+    // While member 1 is away, the leader goes; the notification is lost
+    // with the connection (the sim drops notifications and watches of a
+    // disconnected session).
+    sim.shutdown(0);
+    assert_eq!(sim.candidates().len(), 1);
+    sim.advance(Millis(300));
+    assert!(sim.acting().is_empty());
+    advance_checked(&mut sim, Millis(1_000));
+    assert_eq!(sim.acting(), vec![1]);
+    assert_eq!(sim.members[1].session, session, "same session");
+    assert_eq!(sim.members[1].elector.node_path(), node, "same node");
+    assert_eq!(candidate_creates(&sim, 1), 1);
+}
+
+/// Runs a fault-heavy scenario and returns whether any elector ever left a
+/// watch on a node carrying its own protected token.
+fn waits_on_itself(knob: bool) -> bool {
+    let mut sim = Sim::new(3, |c| c.unsafe_no_adopt_after_connection_loss = knob);
+    sim.lose_next_reply(0, is_candidate_create);
+    sim.lose_next_reply(2, is_candidate_create);
+    sim.start();
+    sim.advance(Millis(500));
+    sim.disconnect(1, Millis(300));
+    sim.lose_next_reply(1, |op| matches!(op, ZkOp::Sync { .. }));
+    sim.advance(Millis(1_000));
+    sim.expire(0);
+    sim.advance(Millis(3_000));
+    (0..3).any(|i| {
+        let t = token(&sim, i);
+        watched(&sim, i).iter().any(|p| p.contains(&t))
+    })
+}
+
+#[test]
+fn leader_never_waits_on_its_own_node() {
+    assert!(!waits_on_itself(false));
+    // The check can fail: the old behaviour does wait on itself.
+    assert!(waits_on_itself(true));
+    // And the elector that would have waited leads instead.
+    let mut sim = Sim::new(2, |_| {});
+    sim.lose_next_reply(0, is_candidate_create);
+    sim.start();
+    sim.advance(Millis(1_000));
+    assert_eq!(sim.acting(), vec![0]);
+    assert!(watched(&sim, 0).is_empty(), "the leader watches nothing");
+}
+
+#[test]
+fn duplicate_nodes_of_one_session_are_pruned_to_the_lowest() {
+    let mut sim = Sim::new(1, |_| {});
+    sim.start();
+    sim.advance(Millis(200));
+    let s = sim.members[0].session.unwrap();
+    let node = sim.members[0].elector.node_path().unwrap();
+    // A lower layer retried the create behind our back: two nodes.
+    let prefix = node.trim_end_matches(|c: char| c.is_ascii_digit()).to_owned();
+    let dup = sim.zk.execute(
+        sim.now,
+        s,
+        &ZkOp::Create {
+            path: prefix,
+            data: vec![],
+            mode: CreateMode::EphemeralSequential,
+        },
+    );
+    assert!(dup.is_ok());
+    assert_eq!(sim.nodes_of(0).len(), 2);
+    sim.disconnect(0, Millis(50));
+    sim.advance(Millis(300));
+    assert_eq!(sim.nodes_of(0), vec![node.clone()]);
+    assert_eq!(sim.members[0].elector.node_path(), Some(node));
+    assert_eq!(sim.acting(), vec![0]);
+}
+
+#[test]
+fn fence_checks_the_leaders_node() {
+    let mut sim = Sim::new(2, |_| {});
+    sim.start();
+    sim.advance(Millis(200));
+    let fence = sim.members[0].elector.fence().unwrap();
+    assert!(sim.members[1].elector.fence().is_none());
+    let s0 = sim.members[0].session.unwrap();
+    let write = ZkOp::Multi(vec![
+        fence.clone(),
+        ZkOp::Create {
+            path: "/regent/epoch".into(),
+            data: vec![1],
+            mode: CreateMode::Persistent,
+        }
+        .into_multi(),
+    ]);
+    assert!(sim.zk.execute(sim.now, s0, &write).is_ok());
+    sim.expire(0);
+    let s1 = sim.members[1].session.unwrap();
+    let write = ZkOp::Multi(vec![
+        fence,
+        MultiOp::SetData {
+            path: "/regent/epoch".into(),
+            data: vec![2],
+            version: Some(0),
+        },
+    ]);
+    assert_eq!(sim.zk.execute(sim.now, s1, &write), Err(ZkError::NoNode));
+}
+
+impl ZkOp {
+    fn into_multi(self) -> MultiOp {
+        match self {
+            ZkOp::Create { path, data, mode } => MultiOp::Create { path, data, mode },
+            other => panic!("not a multi op: {other:?}"),
+        }
+    }
+}
