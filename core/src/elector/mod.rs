@@ -371,9 +371,7 @@ impl Elector {
 
     /// The full path of the own candidate node, if known.
     pub fn node_path(&self) -> Option<String> {
-        self.node
-            .as_ref()
-            .map(|(n, _)| format!("{}/{}", self.election, n))
+        self.node.as_ref().map(|(n, _)| format!("{}/{}", self.election, n))
     }
 
     /// A check that fences a leader's writes by its election node: put it
@@ -382,8 +380,7 @@ impl Elector {
         if !self.leader {
             return None;
         }
-        self.node_path()
-            .map(|path| MultiOp::Check { path, version: 0 })
+        self.node_path().map(|path| MultiOp::Check { path, version: 0 })
     }
 
     /// What the elector shows an observer at `now`.
@@ -448,10 +445,7 @@ impl Elector {
             Event::Timer(Timer::Ping) => self.on_ping_timer(now, &mut out),
             Event::Timer(Timer::Lease) => {
                 if self.leader {
-                    out.push(Action::SetTimer {
-                        timer: Timer::Lease,
-                        at: self.lease_end(),
-                    });
+                    out.push(Action::SetTimer { timer: Timer::Lease, at: self.lease_end() });
                 }
             }
             Event::Timer(Timer::Retry) => {
@@ -504,9 +498,7 @@ impl Elector {
 
     fn ask_session(&mut self, now: Millis, out: &mut Vec<Action>) {
         self.session = Session::Opening { asked_at: now };
-        out.push(Action::NewSession {
-            timeout: self.config.session_timeout,
-        });
+        out.push(Action::NewSession { timeout: self.config.session_timeout });
     }
 
     /// Gives up the current session and its node and joins again with a new
@@ -530,9 +522,7 @@ impl Elector {
         self.pending.clear();
         self.watching.clear();
         out.push(Action::CancelTimer { timer: Timer::Ping });
-        out.push(Action::CancelTimer {
-            timer: Timer::Lease,
-        });
+        out.push(Action::CancelTimer { timer: Timer::Lease });
         self.ask_session(now, out);
     }
 
@@ -569,10 +559,7 @@ impl Elector {
         // Requests of an earlier connection can no longer be answered (the
         // client failed them with ConnectionLoss, or will).
         self.pending.clear();
-        self.session = Session::Up {
-            id: session,
-            timeout,
-        };
+        self.session = Session::Up { id: session, timeout };
         self.start_round(now, out);
     }
 
@@ -590,20 +577,13 @@ impl Elector {
     /// The connection is gone (or a request said so): every create in
     /// flight is in doubt, a leader is suspended, the round is over.
     fn connection_lost(&mut self, out: &mut Vec<Action>) {
-        if self
-            .pending
-            .values()
-            .any(|p| p.purpose == Purpose::Create && p.round == self.round)
-        {
+        if self.pending.values().any(|p| p.purpose == Purpose::Create && p.round == self.round) {
             self.create_in_doubt = true;
         }
         if self.leader && !self.suspended {
             self.suspended = true;
             out.push(Action::Suspended);
-            out.push(Action::SetTimer {
-                timer: Timer::Lease,
-                at: self.lease_end(),
-            });
+            out.push(Action::SetTimer { timer: Timer::Lease, at: self.lease_end() });
         }
         self.round += 1;
         self.step = Step::Waiting;
@@ -616,30 +596,15 @@ impl Elector {
         };
         let req = RequestId(self.next_req);
         self.next_req += 1;
-        self.pending.insert(
-            req,
-            Pending {
-                purpose,
-                round: self.round,
-                session: id,
-                sent_at: now,
-            },
-        );
-        out.push(Action::Request {
-            session: id,
-            req,
-            op,
-        });
+        self.pending.insert(req, Pending { purpose, round: self.round, session: id, sent_at: now });
+        out.push(Action::Request { session: id, req, op });
     }
 
     fn start_round(&mut self, now: Millis, out: &mut Vec<Action>) {
         self.round += 1;
         self.watching.clear();
         let interval = self.jitter.scale(Millis(self.timeout().0 / 3), 80, 100);
-        out.push(Action::SetTimer {
-            timer: Timer::Ping,
-            at: now + interval,
-        });
+        out.push(Action::SetTimer { timer: Timer::Ping, at: now + interval });
         if self.paths_ensured {
             self.step = Step::Sync;
             let path = self.election.clone();
@@ -659,11 +624,7 @@ impl Elector {
             return;
         };
         self.step = Step::EnsurePath(i);
-        let op = ZkOp::Create {
-            path,
-            data: Vec::new(),
-            mode: CreateMode::Persistent,
-        };
+        let op = ZkOp::Create { path, data: Vec::new(), mode: CreateMode::Persistent };
         self.send(now, Purpose::EnsurePath(i), op, out);
     }
 
@@ -672,22 +633,14 @@ impl Elector {
         self.watching.clear();
         self.step = Step::List;
         let path = self.election.clone();
-        self.send(
-            now,
-            Purpose::List,
-            ZkOp::GetChildren { path, watch: false },
-            out,
-        );
+        self.send(now, Purpose::List, ZkOp::GetChildren { path, watch: false }, out);
     }
 
     fn retry_later(&mut self, now: Millis, out: &mut Vec<Action>) {
         self.round += 1;
         self.step = Step::Waiting;
         self.watching.clear();
-        out.push(Action::SetTimer {
-            timer: Timer::Retry,
-            at: now + self.config.retry_interval,
-        });
+        out.push(Action::SetTimer { timer: Timer::Retry, at: now + self.config.retry_interval });
     }
 
     fn on_reply(&mut self, now: Millis, req: RequestId, result: ZkResult, out: &mut Vec<Action>) {
@@ -775,21 +728,15 @@ impl Elector {
     fn report(&mut self, id: MasterId, addr: Addr, floor: Epoch, out: &mut Vec<Action>) {
         let seen = (id, addr, floor);
         if self.reported.as_ref() != Some(&seen) {
-            out.push(Action::LeaderIs {
-                id: seen.0.clone(),
-                addr: seen.1.clone(),
-                floor,
-            });
+            out.push(Action::LeaderIs { id: seen.0.clone(), addr: seen.1.clone(), floor });
             self.reported = Some(seen);
         }
     }
 
     fn on_children(&mut self, now: Millis, children: Vec<String>, out: &mut Vec<Action>) {
         let knob = self.config.unsafe_no_adopt_after_connection_loss;
-        let mut parsed: Vec<(CandidateName, String)> = children
-            .into_iter()
-            .filter_map(|c| CandidateName::parse(&c).map(|n| (n, c)))
-            .collect();
+        let mut parsed: Vec<(CandidateName, String)> =
+            children.into_iter().filter_map(|c| CandidateName::parse(&c).map(|n| (n, c))).collect();
         parsed.sort_by(|a, b| (a.0.seq, &a.1).cmp(&(b.0.seq, &b.1)));
         let mut deletes: BTreeSet<String> = BTreeSet::new();
         let mut mine: Option<(String, u64)> = None;
@@ -814,15 +761,7 @@ impl Elector {
         }
         for name in &deletes {
             let path = format!("{}/{}", self.election, name);
-            self.send(
-                now,
-                Purpose::Delete,
-                ZkOp::Delete {
-                    path,
-                    version: None,
-                },
-                out,
-            );
+            self.send(now, Purpose::Delete, ZkOp::Delete { path, version: None }, out);
         }
         let Some((my_name, my_seq)) = mine else {
             if self.node.is_some() && self.leader {
@@ -830,38 +769,26 @@ impl Elector {
                 self.leader = false;
                 self.suspended = false;
                 out.push(Action::Revoked);
-                out.push(Action::CancelTimer {
-                    timer: Timer::Lease,
-                });
+                out.push(Action::CancelTimer { timer: Timer::Lease });
             }
             self.node = None;
             self.create_in_doubt = false;
             self.step = Step::Create;
-            let data = CandidateData {
-                id: self.config.id.clone(),
-                addr: self.config.addr.clone(),
-            }
-            .encode();
+            let data = CandidateData { id: self.config.id.clone(), addr: self.config.addr.clone() }
+                .encode();
             let path = format!(
                 "{}/{}",
                 self.election,
                 CandidateName::prefix(self.config.guid, self.generation)
             );
-            let op = ZkOp::Create {
-                path,
-                data,
-                mode: CreateMode::EphemeralSequential,
-            };
+            let op = ZkOp::Create { path, data, mode: CreateMode::EphemeralSequential };
             self.send(now, Purpose::Create, op, out);
             return;
         };
         self.node = Some((my_name.clone(), my_seq));
         self.create_in_doubt = false;
-        let candidates: Vec<&String> = parsed
-            .iter()
-            .map(|(_, n)| n)
-            .filter(|n| !deletes.contains(*n))
-            .collect();
+        let candidates: Vec<&String> =
+            parsed.iter().map(|(_, n)| n).filter(|n| !deletes.contains(*n)).collect();
         let idx = candidates
             .iter()
             .position(|n| **n == my_name)
@@ -875,17 +802,11 @@ impl Elector {
                 self.leader = true;
                 self.suspended = false;
                 out.push(Action::Elected { floor });
-                out.push(Action::SetTimer {
-                    timer: Timer::Lease,
-                    at: self.lease_end(),
-                });
+                out.push(Action::SetTimer { timer: Timer::Lease, at: self.lease_end() });
             } else if self.suspended {
                 self.suspended = false;
                 out.push(Action::Resumed);
-                out.push(Action::SetTimer {
-                    timer: Timer::Lease,
-                    at: self.lease_end(),
-                });
+                out.push(Action::SetTimer { timer: Timer::Lease, at: self.lease_end() });
             }
             return;
         }
@@ -907,12 +828,7 @@ impl Elector {
         for t in targets {
             self.watching.insert(t.clone());
             let path = format!("{}/{}", self.election, t);
-            self.send(
-                now,
-                Purpose::Watch(t),
-                ZkOp::GetData { path, watch: true },
-                out,
-            );
+            self.send(now, Purpose::Watch(t), ZkOp::GetData { path, watch: true }, out);
         }
     }
 
@@ -927,9 +843,6 @@ impl Elector {
             }
         }
         let interval = self.jitter.scale(Millis(self.timeout().0 / 3), 80, 100);
-        out.push(Action::SetTimer {
-            timer: Timer::Ping,
-            at: now + interval,
-        });
+        out.push(Action::SetTimer { timer: Timer::Ping, at: now + interval });
     }
 }

@@ -52,11 +52,7 @@ impl CandidateName {
 
     /// The full child name.
     pub fn to_name(self) -> String {
-        format!(
-            "{}{:010}",
-            Self::prefix(self.guid, self.generation),
-            self.seq
-        )
+        format!("{}{:010}", Self::prefix(self.guid, self.generation), self.seq)
     }
 }
 
@@ -90,11 +86,7 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_reject_junk() {
-        let n = CandidateName {
-            guid: 0xdead_beef,
-            generation: 3,
-            seq: 42,
-        };
+        let n = CandidateName { guid: 0xdead_beef, generation: 3, seq: 42 };
         let s = n.to_name();
         assert_eq!(s, "_c_00000000deadbeef.3-n_0000000042");
         assert_eq!(CandidateName::parse(&s), Some(n));
@@ -106,10 +98,7 @@ mod tests {
         ] {
             assert_eq!(CandidateName::parse(junk), None, "{junk}");
         }
-        let d = CandidateData {
-            id: MasterId::new("m1"),
-            addr: Addr::new("10.0.0.1:5050"),
-        };
+        let d = CandidateData { id: MasterId::new("m1"), addr: Addr::new("10.0.0.1:5050") };
         assert_eq!(CandidateData::decode(&d.encode()), Some(d));
         assert_eq!(CandidateData::decode(&[0xff]), None);
     }

@@ -42,18 +42,12 @@ pub enum CreateMode {
 impl CreateMode {
     /// Whether the node goes with its session.
     pub fn is_ephemeral(self) -> bool {
-        matches!(
-            self,
-            CreateMode::Ephemeral | CreateMode::EphemeralSequential
-        )
+        matches!(self, CreateMode::Ephemeral | CreateMode::EphemeralSequential)
     }
 
     /// Whether the server appends a sequence number.
     pub fn is_sequential(self) -> bool {
-        matches!(
-            self,
-            CreateMode::PersistentSequential | CreateMode::EphemeralSequential
-        )
+        matches!(self, CreateMode::PersistentSequential | CreateMode::EphemeralSequential)
     }
 }
 

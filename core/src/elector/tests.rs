@@ -4,21 +4,11 @@ use super::*;
 use crate::testkit::zk::Sim;
 
 fn is_candidate_create(op: &ZkOp) -> bool {
-    matches!(
-        op,
-        ZkOp::Create {
-            mode: CreateMode::EphemeralSequential,
-            ..
-        }
-    )
+    matches!(op, ZkOp::Create { mode: CreateMode::EphemeralSequential, .. })
 }
 
 fn candidate_creates(sim: &Sim, i: usize) -> usize {
-    sim.members[i]
-        .sent
-        .iter()
-        .filter(|(_, _, op)| is_candidate_create(op))
-        .count()
+    sim.members[i].sent.iter().filter(|(_, _, op)| is_candidate_create(op)).count()
 }
 
 fn elected_count(sim: &Sim, i: usize) -> usize {
@@ -81,14 +71,10 @@ fn aurora_1061_connection_loss_during_create_keeps_one_candidate() {
     assert_eq!(elected_count(&sim, 1) + elected_count(&sim, 2), 0);
     // Everyone agrees who leads.
     for i in 0..3 {
-        let last = sim.members[i]
-            .leadership_outcomes()
-            .into_iter()
-            .rev()
-            .find_map(|a| match a {
-                Action::LeaderIs { id, .. } => Some(id),
-                _ => None,
-            });
+        let last = sim.members[i].leadership_outcomes().into_iter().rev().find_map(|a| match a {
+            Action::LeaderIs { id, .. } => Some(id),
+            _ => None,
+        });
         assert_eq!(last, Some(MasterId::new("m0")), "member {i}");
     }
 }
@@ -122,14 +108,7 @@ fn curator_202_reconnect_same_session_adopts_node() {
     let node1 = sim.members[1].elector.node_path().unwrap();
     let session = sim.members[1].session.unwrap();
     let s0 = sim.members[0].session.unwrap();
-    let deleted = sim.zk.execute(
-        sim.now,
-        s0,
-        &ZkOp::Delete {
-            path: node1.clone(),
-            version: None,
-        },
-    );
+    let deleted = sim.zk.execute(sim.now, s0, &ZkOp::Delete { path: node1.clone(), version: None });
     assert_eq!(deleted, Ok(ZkReply::Deleted));
     // Member 1's keep-alive finds its node gone, it creates again, the reply
     // is lost, it reconnects with the same session and adopts.
@@ -138,10 +117,7 @@ fn curator_202_reconnect_same_session_adopts_node() {
     assert_eq!(candidate_creates(&sim, 1), 2, "one create per lost node");
     assert_eq!(sim.nodes_of(1).len(), 1);
     assert_ne!(sim.nodes_of(1)[0], node1);
-    assert_eq!(
-        sim.members[1].elector.node_path().as_ref(),
-        sim.nodes_of(1).first()
-    );
+    assert_eq!(sim.members[1].elector.node_path().as_ref(), sim.nodes_of(1).first());
     assert_eq!(sim.candidates().len(), 2);
     assert_eq!(sim.acting(), vec![0]);
     let new_sessions = sim.members[1]
@@ -163,10 +139,7 @@ fn suspension_without_abdication() {
     let before = sim.members[0].leadership_outcomes().len();
     sim.disconnect(0, Millis(600));
     sim.pump();
-    assert_eq!(
-        sim.members[0].leadership_outcomes()[before..],
-        [Action::Suspended]
-    );
+    assert_eq!(sim.members[0].leadership_outcomes()[before..], [Action::Suspended]);
     assert!(sim.acting().is_empty(), "a suspended leader does not act");
     assert!(sim.members[0].elector.status(sim.now).leader);
     advance_checked(&mut sim, Millis(1_000));
@@ -207,20 +180,14 @@ fn lease_expiry_while_paused_then_revoked_and_rejoined_with_new_node() {
     assert!(sim.acting().is_empty());
     let before = sim.members[0].outcomes.len();
     advance_checked(&mut sim, Millis(500));
-    let after: Vec<Action> = sim.members[0].outcomes[before..]
-        .iter()
-        .map(|(_, a)| a.clone())
-        .collect();
+    let after: Vec<Action> =
+        sim.members[0].outcomes[before..].iter().map(|(_, a)| a.clone()).collect();
     assert_eq!(
         after[..3],
         [
             Action::Revoked,
-            Action::CloseSession {
-                session: old_session
-            },
-            Action::NewSession {
-                timeout: Millis(2_000)
-            }
+            Action::CloseSession { session: old_session },
+            Action::NewSession { timeout: Millis(2_000) }
         ]
     );
     assert!(!sim.zk.is_alive(old_session));
@@ -239,28 +206,33 @@ fn expiry_then_recreate() {
     sim.start();
     sim.advance(Millis(200));
     assert_eq!(sim.acting(), vec![0]);
-    let old_session = sim.members[0].session.unwrap();
-    let old_node = sim.members[0].elector.node_path().unwrap();
-    sim.expire(0);
-    advance_checked(&mut sim, Millis(1_000));
-    let outs = sim.members[0].leadership_outcomes();
-    assert!(outs.contains(&Action::Revoked));
-    assert!(sim.members[0]
-        .outcomes
-        .iter()
-        .any(|(_, a)| *a == Action::NewSession { timeout: Millis(2_000) }));
-    assert_ne!(sim.members[0].session, Some(old_session));
-    assert_eq!(sim.nodes_of(0).len(), 1);
-    assert_ne!(sim.members[0].elector.node_path().unwrap(), old_node);
-    assert_eq!(candidate_creates(&sim, 0), 2);
+    // The standby is cut off until the server expires its session.
+    let old_session = sim.members[1].session.unwrap();
+    let old_node = sim.members[1].elector.node_path().unwrap();
+    sim.expire(1);
+    advance_checked(&mut sim, Millis(1_900));
+    assert!(sim.zk.is_alive(old_session), "not yet: the server waits");
     assert_eq!(sim.candidates().len(), 2);
-    assert_eq!(sim.acting(), vec![1]);
-    // Member 0 now sees member 1 as leader.
-    let last = outs.iter().rev().find_map(|a| match a {
-        Action::LeaderIs { id, .. } => Some(id.clone()),
-        _ => None,
-    });
-    assert_eq!(last, Some(MasterId::new("m1")));
+    let before = sim.members[1].outcomes.len();
+    advance_checked(&mut sim, Millis(500));
+    assert!(!sim.zk.is_alive(old_session));
+    // On reconnect the client learns of the expiry; the elector asks for a
+    // new session and creates a new node (generation 1).
+    assert_eq!(
+        sim.members[1].outcomes[before].1,
+        Action::NewSession {
+            timeout: Millis(2_000)
+        }
+    );
+    assert_ne!(sim.members[1].session, Some(old_session));
+    let new_node = sim.members[1].elector.node_path().unwrap();
+    assert_ne!(new_node, old_node);
+    assert!(new_node.contains(&format!("{}1-n_", token(&sim, 1))), "{new_node}");
+    assert_eq!(sim.nodes_of(1), vec![new_node]);
+    assert_eq!(candidate_creates(&sim, 1), 2);
+    assert_eq!(sim.candidates().len(), 2);
+    assert_eq!(sim.acting(), vec![0]);
+    assert_eq!(elected_count(&sim, 1), 0);
 }
 
 #[test]
@@ -332,11 +304,7 @@ fn duplicate_nodes_of_one_session_are_pruned_to_the_lowest() {
     let dup = sim.zk.execute(
         sim.now,
         s,
-        &ZkOp::Create {
-            path: prefix,
-            data: vec![],
-            mode: CreateMode::EphemeralSequential,
-        },
+        &ZkOp::Create { path: prefix, data: vec![], mode: CreateMode::EphemeralSequential },
     );
     assert!(dup.is_ok());
     assert_eq!(sim.nodes_of(0).len(), 2);
@@ -357,23 +325,15 @@ fn fence_checks_the_leaders_node() {
     let s0 = sim.members[0].session.unwrap();
     let write = ZkOp::Multi(vec![
         fence.clone(),
-        ZkOp::Create {
-            path: "/regent/epoch".into(),
-            data: vec![1],
-            mode: CreateMode::Persistent,
-        }
-        .into_multi(),
+        ZkOp::Create { path: "/regent/epoch".into(), data: vec![1], mode: CreateMode::Persistent }
+            .into_multi(),
     ]);
     assert!(sim.zk.execute(sim.now, s0, &write).is_ok());
-    sim.expire(0);
+    sim.zk.expire(s0);
     let s1 = sim.members[1].session.unwrap();
     let write = ZkOp::Multi(vec![
         fence,
-        MultiOp::SetData {
-            path: "/regent/epoch".into(),
-            data: vec![2],
-            version: Some(0),
-        },
+        MultiOp::SetData { path: "/regent/epoch".into(), data: vec![2], version: Some(0) },
     ]);
     assert_eq!(sim.zk.execute(sim.now, s1, &write), Err(ZkError::NoNode));
 }
