@@ -9,7 +9,9 @@
 //! appended: the golden frames in `fixtures/wire/` pin the encoding of every
 //! existing variant, and changing one is a [`PROTOCOL_VERSION`] bump.
 
-use crate::ids::{Addr, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, WorkerId};
+use crate::ids::{
+    Addr, Epoch, ExecutorId, FrameworkId, Incarnation, InstanceId, MasterId, WorkerId,
+};
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
 
@@ -139,6 +141,62 @@ pub struct RegisterWorker {
     pub epoch_seen: Epoch,
 }
 
+/// A framework's SUBSCRIBE (Mesos semantics, seed 001): the master always
+/// accepts it and closes any older connection of the same framework after
+/// sending it [`Message::FrameworkError`]. A subscriber closes its own old
+/// connection before it sends a new SUBSCRIBE.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subscribe {
+    /// The framework id, once a `Subscribed` assigned it (or chosen by the
+    /// submitter); `None` on a framework's very first subscription.
+    pub framework: Option<FrameworkId>,
+    /// The framework's human-readable name.
+    pub name: String,
+    /// This subscriber process (fresh per process start): a SUBSCRIBE from
+    /// another instance of the same framework is a failover to that instance.
+    pub instance: InstanceId,
+    /// Grows with every SUBSCRIBE this instance sends (from 1), so a master
+    /// (and a log reader) can tell attempts apart.
+    pub attempt: u64,
+    /// How long the master keeps the framework's executors after its
+    /// subscriber disconnected, waiting for it to resubscribe.
+    pub failover_timeout: Millis,
+}
+
+/// A declarative executor group: "group `group` = `slots` slots of
+/// (`command`, `env`, `cores`, `memory_mb`)". Declaring the same group again
+/// is idempotent: the master adopts executors already running for its slots.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupSpec {
+    /// The group's name, unique within the framework.
+    pub group: String,
+    /// How many executors (slots `0..slots`) the group wants running.
+    pub slots: u32,
+    /// Program and arguments of every executor of the group.
+    pub command: Vec<String>,
+    /// Environment variables of every executor, in order.
+    pub env: Vec<(String, String)>,
+    /// Cores each executor holds.
+    pub cores: u32,
+    /// Memory each executor holds, in MiB.
+    pub memory_mb: u64,
+}
+
+/// What a master tells a subscriber about one executor of its framework.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutorInfo {
+    /// The executor.
+    pub id: ExecutorId,
+    /// The group it belongs to.
+    pub group: String,
+    /// Its slot within the group.
+    pub slot: u32,
+    /// The worker it was placed on, if placed.
+    pub worker: Option<WorkerId>,
+    /// Where it is in its life.
+    pub state: ExecutorState,
+}
+
 /// Every message of the protocol. Append new variants at the end only.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Message {
@@ -204,6 +262,129 @@ pub enum Message {
         /// The suspended leader's epoch.
         epoch: Epoch,
     },
+    /// Subscriber → master: subscribe the framework (first frame after `Hello`).
+    Subscribe(Subscribe),
+    /// Subscriber → master: declare (or re-declare, idempotently) an executor
+    /// group. Answered by `RequestAccepted` or `RequestRefused`.
+    DeclareGroup {
+        /// The subscriber's request id (increasing per subscriber process).
+        request: u64,
+        /// The group wanted.
+        spec: GroupSpec,
+    },
+    /// Subscriber → master: kill one executor of the framework.
+    KillExecutor {
+        /// The subscriber's request id.
+        request: u64,
+        /// The executor to kill.
+        executor: ExecutorId,
+    },
+    /// Subscriber → master: remove the framework and kill all its executors.
+    Teardown {
+        /// The subscriber's request id.
+        request: u64,
+    },
+    /// Master → subscriber: the subscription is durable and live.
+    Subscribed {
+        /// The leader's epoch.
+        epoch: Epoch,
+        /// The framework's id (assigned now on a first subscription).
+        framework: FrameworkId,
+        /// How often the master sends `FrameworkHeartbeat`.
+        heartbeat_interval: Millis,
+        /// Snapshot of every executor of the framework the master knows of.
+        executors: Vec<ExecutorInfo>,
+    },
+    /// Master → subscriber: liveness of the subscription's connection.
+    FrameworkHeartbeat {
+        /// The leader's epoch.
+        epoch: Epoch,
+    },
+    /// Master → subscriber: Mesos' ERROR event; the master closes the
+    /// connection after it.
+    FrameworkError {
+        /// The leader's epoch.
+        epoch: Epoch,
+        /// What went wrong.
+        message: String,
+        /// Set when the framework failed over to another subscriber instance:
+        /// the receiving instance must stop for good.
+        failed_over_to: Option<InstanceId>,
+    },
+    /// Master → subscriber: the request is durable and in effect.
+    RequestAccepted {
+        /// The leader's epoch.
+        epoch: Epoch,
+        /// The subscriber's request id.
+        request: u64,
+    },
+    /// Master → subscriber: the request was refused.
+    RequestRefused {
+        /// The leader's epoch.
+        epoch: Epoch,
+        /// The subscriber's request id.
+        request: u64,
+        /// Why.
+        reason: String,
+    },
+    /// Master → subscriber: an executor of the framework changed.
+    ExecutorUpdate {
+        /// The leader's epoch.
+        epoch: Epoch,
+        /// The executor as it is now.
+        info: ExecutorInfo,
+    },
+    /// Master → subscriber: a slot of a group cannot be filled (no worker
+    /// fits, or its executors keep failing).
+    SlotFailed {
+        /// The leader's epoch.
+        epoch: Epoch,
+        /// The group.
+        group: String,
+        /// The slot.
+        slot: u32,
+        /// Why.
+        reason: String,
+    },
+    /// Master → worker: start an executor process.
+    LaunchExecutor {
+        /// The leader's epoch.
+        epoch: Epoch,
+        /// The executor to start.
+        executor: ExecutorId,
+        /// The framework it belongs to.
+        framework: FrameworkId,
+        /// Program and arguments.
+        command: Vec<String>,
+        /// Environment variables, in order.
+        env: Vec<(String, String)>,
+        /// Cores it holds.
+        cores: u32,
+        /// Memory it holds, in MiB.
+        memory_mb: u64,
+    },
+    /// Master → worker: kill an executor process.
+    KillExecutorOnWorker {
+        /// The leader's epoch.
+        epoch: Epoch,
+        /// The executor to kill.
+        executor: ExecutorId,
+    },
+    /// Worker → master: an executor's state changed. A terminal state is
+    /// repeated (also in `RegisterWorker`) until `ExecutorStatusAck`.
+    ExecutorStatus {
+        /// The sending process's incarnation.
+        incarnation: Incarnation,
+        /// The executor's state.
+        report: ExecutorReport,
+    },
+    /// Master → worker: the executor's terminal state is recorded; forget it.
+    ExecutorStatusAck {
+        /// The leader's epoch.
+        epoch: Epoch,
+        /// The executor.
+        executor: ExecutorId,
+    },
 }
 
 impl Message {
@@ -217,10 +398,25 @@ impl Message {
             | Message::ReconnectWorker { epoch }
             | Message::Shutdown { epoch, .. }
             | Message::MasterChanged { epoch, .. }
-            | Message::LeaderSuspended { epoch } => Some(*epoch),
-            Message::Hello(_) | Message::RegisterWorker(_) | Message::WorkerHeartbeat { .. } => {
-                None
-            }
+            | Message::LeaderSuspended { epoch }
+            | Message::Subscribed { epoch, .. }
+            | Message::FrameworkHeartbeat { epoch }
+            | Message::FrameworkError { epoch, .. }
+            | Message::RequestAccepted { epoch, .. }
+            | Message::RequestRefused { epoch, .. }
+            | Message::ExecutorUpdate { epoch, .. }
+            | Message::SlotFailed { epoch, .. }
+            | Message::LaunchExecutor { epoch, .. }
+            | Message::KillExecutorOnWorker { epoch, .. }
+            | Message::ExecutorStatusAck { epoch, .. } => Some(*epoch),
+            Message::Hello(_)
+            | Message::RegisterWorker(_)
+            | Message::WorkerHeartbeat { .. }
+            | Message::Subscribe(_)
+            | Message::DeclareGroup { .. }
+            | Message::KillExecutor { .. }
+            | Message::Teardown { .. }
+            | Message::ExecutorStatus { .. } => None,
         }
     }
 
@@ -238,6 +434,21 @@ impl Message {
             Message::Shutdown { .. } => "Shutdown",
             Message::MasterChanged { .. } => "MasterChanged",
             Message::LeaderSuspended { .. } => "LeaderSuspended",
+            Message::Subscribe(_) => "Subscribe",
+            Message::DeclareGroup { .. } => "DeclareGroup",
+            Message::KillExecutor { .. } => "KillExecutor",
+            Message::Teardown { .. } => "Teardown",
+            Message::Subscribed { .. } => "Subscribed",
+            Message::FrameworkHeartbeat { .. } => "FrameworkHeartbeat",
+            Message::FrameworkError { .. } => "FrameworkError",
+            Message::RequestAccepted { .. } => "RequestAccepted",
+            Message::RequestRefused { .. } => "RequestRefused",
+            Message::ExecutorUpdate { .. } => "ExecutorUpdate",
+            Message::SlotFailed { .. } => "SlotFailed",
+            Message::LaunchExecutor { .. } => "LaunchExecutor",
+            Message::KillExecutorOnWorker { .. } => "KillExecutorOnWorker",
+            Message::ExecutorStatus { .. } => "ExecutorStatus",
+            Message::ExecutorStatusAck { .. } => "ExecutorStatusAck",
         }
     }
 }

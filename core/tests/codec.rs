@@ -3,6 +3,7 @@
 
 use quickcheck::{Arbitrary, Gen, QuickCheck};
 use regent_core::codec::{self, DecodeError, Decoder, DecoderConfig};
+use regent_core::ids::InstanceId;
 use regent_core::protocol::*;
 use regent_core::{Addr, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, Millis, WorkerId};
 use std::path::PathBuf;
@@ -13,16 +14,11 @@ fn s(g: &mut Gen) -> String {
 }
 
 fn hint(g: &mut Gen) -> LeaderHint {
-    LeaderHint {
-        id: MasterId(s(g)),
-        addr: Addr(s(g)),
-        epoch: Epoch(u64::arbitrary(g)),
-    }
+    LeaderHint { id: MasterId(s(g)), addr: Addr(s(g)), epoch: Epoch(u64::arbitrary(g)) }
 }
 
 fn role(g: &mut Gen) -> Role {
-    *g.choose(&[Role::Master, Role::Worker, Role::Subscriber, Role::Client])
-        .unwrap()
+    *g.choose(&[Role::Master, Role::Worker, Role::Subscriber, Role::Client]).unwrap()
 }
 
 fn addrs(g: &mut Gen) -> Vec<Addr> {
@@ -33,18 +29,44 @@ fn exec_state(g: &mut Gen) -> ExecutorState {
     match u8::arbitrary(g) % 6 {
         0 => ExecutorState::Launching,
         1 => ExecutorState::Running,
-        2 => ExecutorState::Exited {
-            code: i32::arbitrary(g),
-        },
+        2 => ExecutorState::Exited { code: i32::arbitrary(g) },
         3 => ExecutorState::Failed { reason: s(g) },
         4 => ExecutorState::Killed,
         _ => ExecutorState::Lost,
     }
 }
 
+fn strings(g: &mut Gen) -> Vec<String> {
+    (0..usize::arbitrary(g) % 4).map(|_| s(g)).collect()
+}
+
+fn env(g: &mut Gen) -> Vec<(String, String)> {
+    (0..usize::arbitrary(g) % 3).map(|_| (s(g), s(g))).collect()
+}
+
+fn exec_info(g: &mut Gen) -> ExecutorInfo {
+    ExecutorInfo {
+        id: ExecutorId(s(g)),
+        group: s(g),
+        slot: u32::arbitrary(g),
+        worker: if bool::arbitrary(g) { Some(WorkerId(s(g))) } else { None },
+        state: exec_state(g),
+    }
+}
+
+fn exec_report(g: &mut Gen) -> ExecutorReport {
+    ExecutorReport {
+        id: ExecutorId(s(g)),
+        framework: FrameworkId(s(g)),
+        cores: u32::arbitrary(g),
+        memory_mb: u64::arbitrary(g),
+        state: exec_state(g),
+    }
+}
+
 /// Number of `Message` variants; a new variant must be added to `arb` and
 /// to `golden_samples`.
-const VARIANTS: u8 = 11;
+const VARIANTS: u8 = 26;
 
 #[derive(Clone, Debug)]
 struct Arb(Message);
@@ -64,11 +86,7 @@ impl Arbitrary for Arb {
                 master: MasterId(s(g)),
                 leading: bool::arbitrary(g),
                 epoch: e(g),
-                leader: if bool::arbitrary(g) {
-                    Some(hint(g))
-                } else {
-                    None
-                },
+                leader: if bool::arbitrary(g) { Some(hint(g)) } else { None },
                 masters: addrs(g),
             }),
             2 => Message::RegisterWorker(RegisterWorker {
@@ -87,9 +105,7 @@ impl Arbitrary for Arb {
                     .collect(),
                 epoch_seen: e(g),
             }),
-            3 => Message::WorkerHeartbeat {
-                incarnation: Incarnation(u64::arbitrary(g)),
-            },
+            3 => Message::WorkerHeartbeat { incarnation: Incarnation(u64::arbitrary(g)) },
             4 => Message::Registered {
                 epoch: e(g),
                 heartbeat_interval: Millis(u64::arbitrary(g)),
@@ -98,24 +114,73 @@ impl Arbitrary for Arb {
             },
             5 => Message::NotLeader {
                 epoch: e(g),
-                leader: if bool::arbitrary(g) {
-                    Some(hint(g))
+                leader: if bool::arbitrary(g) { Some(hint(g)) } else { None },
+            },
+            6 => Message::HeartbeatAck { epoch: e(g) },
+            7 => Message::ReconnectWorker { epoch: e(g) },
+            8 => Message::Shutdown { epoch: e(g), reason: s(g) },
+            9 => Message::MasterChanged { epoch: e(g), leader: hint(g), masters: addrs(g) },
+            10 => Message::LeaderSuspended { epoch: e(g) },
+            11 => Message::Subscribe(Subscribe {
+                framework: if bool::arbitrary(g) { Some(FrameworkId(s(g))) } else { None },
+                name: s(g),
+                instance: InstanceId(u64::arbitrary(g)),
+                attempt: u64::arbitrary(g),
+                failover_timeout: Millis(u64::arbitrary(g)),
+            }),
+            12 => Message::DeclareGroup {
+                request: u64::arbitrary(g),
+                spec: GroupSpec {
+                    group: s(g),
+                    slots: u32::arbitrary(g),
+                    command: strings(g),
+                    env: env(g),
+                    cores: u32::arbitrary(g),
+                    memory_mb: u64::arbitrary(g),
+                },
+            },
+            13 => Message::KillExecutor { request: u64::arbitrary(g), executor: ExecutorId(s(g)) },
+            14 => Message::Teardown { request: u64::arbitrary(g) },
+            15 => Message::Subscribed {
+                epoch: e(g),
+                framework: FrameworkId(s(g)),
+                heartbeat_interval: Millis(u64::arbitrary(g)),
+                executors: (0..usize::arbitrary(g) % 3).map(|_| exec_info(g)).collect(),
+            },
+            16 => Message::FrameworkHeartbeat { epoch: e(g) },
+            17 => Message::FrameworkError {
+                epoch: e(g),
+                message: s(g),
+                failed_over_to: if bool::arbitrary(g) {
+                    Some(InstanceId(u64::arbitrary(g)))
                 } else {
                     None
                 },
             },
-            6 => Message::HeartbeatAck { epoch: e(g) },
-            7 => Message::ReconnectWorker { epoch: e(g) },
-            8 => Message::Shutdown {
+            18 => Message::RequestAccepted { epoch: e(g), request: u64::arbitrary(g) },
+            19 => Message::RequestRefused { epoch: e(g), request: u64::arbitrary(g), reason: s(g) },
+            20 => Message::ExecutorUpdate { epoch: e(g), info: exec_info(g) },
+            21 => Message::SlotFailed {
                 epoch: e(g),
+                group: s(g),
+                slot: u32::arbitrary(g),
                 reason: s(g),
             },
-            9 => Message::MasterChanged {
+            22 => Message::LaunchExecutor {
                 epoch: e(g),
-                leader: hint(g),
-                masters: addrs(g),
+                executor: ExecutorId(s(g)),
+                framework: FrameworkId(s(g)),
+                command: strings(g),
+                env: env(g),
+                cores: u32::arbitrary(g),
+                memory_mb: u64::arbitrary(g),
             },
-            _ => Message::LeaderSuspended { epoch: e(g) },
+            23 => Message::KillExecutorOnWorker { epoch: e(g), executor: ExecutorId(s(g)) },
+            24 => Message::ExecutorStatus {
+                incarnation: Incarnation(u64::arbitrary(g)),
+                report: exec_report(g),
+            },
+            _ => Message::ExecutorStatusAck { epoch: e(g), executor: ExecutorId(s(g)) },
         })
     }
 }
@@ -150,13 +215,9 @@ fn every_message_round_trips_through_any_chunking() {
         for m in &msgs {
             codec::encode_into(m, &mut bytes);
         }
-        decode_all(&bytes, &cuts)
-            .map(|got| got == msgs)
-            .unwrap_or(false)
+        decode_all(&bytes, &cuts).map(|got| got == msgs).unwrap_or(false)
     }
-    QuickCheck::new()
-        .tests(2_000)
-        .quickcheck(prop as fn(Vec<Arb>, Vec<usize>) -> bool);
+    QuickCheck::new().tests(2_000).quickcheck(prop as fn(Vec<Arb>, Vec<usize>) -> bool);
 }
 
 #[test]
@@ -165,9 +226,7 @@ fn decoder_never_panics_on_arbitrary_bytes() {
         let _ = decode_all(&bytes, &cuts);
         true
     }
-    QuickCheck::new()
-        .tests(5_000)
-        .quickcheck(prop as fn(Vec<u8>, Vec<usize>) -> bool);
+    QuickCheck::new().tests(5_000).quickcheck(prop as fn(Vec<u8>, Vec<usize>) -> bool);
     // Also with plausible prefixes: valid frames with corrupted bodies.
     fn corrupt(m: Arb, flips: Vec<(usize, u8)>) -> bool {
         let mut bytes = codec::encode(&m.0);
@@ -178,52 +237,32 @@ fn decoder_never_panics_on_arbitrary_bytes() {
         let _ = decode_all(&bytes, &[3, 7]);
         true
     }
-    QuickCheck::new()
-        .tests(5_000)
-        .quickcheck(corrupt as fn(Arb, Vec<(usize, u8)>) -> bool);
+    QuickCheck::new().tests(5_000).quickcheck(corrupt as fn(Arb, Vec<(usize, u8)>) -> bool);
 }
 
 #[test]
 fn oversized_length_prefix_is_rejected_before_buffering_the_body() {
-    let mut d = Decoder::new(DecoderConfig {
-        max_frame: 1024,
-        cluster: None,
-    });
+    let mut d = Decoder::new(DecoderConfig { max_frame: 1024, cluster: None });
     // 4 GiB announced: refused as soon as the prefix is complete.
     assert_eq!(d.feed(&[0xff, 0xff]), Ok(()));
     let err = d.feed(&[0xff, 0xff]).unwrap_err();
-    assert_eq!(
-        err,
-        DecodeError::FrameTooLarge {
-            len: u64::from(u32::MAX),
-            max: 1024
-        }
-    );
+    assert_eq!(err, DecodeError::FrameTooLarge { len: u64::from(u32::MAX), max: 1024 });
     assert!(err.to_string().contains("4294967295") && err.to_string().contains("1024"));
     assert_eq!(d.buffered(), 0, "nothing kept for the refused frame");
     // The decoder stays failed: the connection must be closed.
     assert!(d.feed(&[0; 8]).is_err());
     assert!(d.next_message().is_err());
     // A frame exactly at the limit is fine.
-    let mut d = Decoder::new(DecoderConfig {
-        max_frame: 1024,
-        cluster: None,
-    });
+    let mut d = Decoder::new(DecoderConfig { max_frame: 1024, cluster: None });
     let mut f = 1024u32.to_be_bytes().to_vec();
     f.extend(std::iter::repeat_n(0x7fu8, 1024));
     d.feed(&f).unwrap();
-    assert!(matches!(
-        d.next_message(),
-        Err(DecodeError::Malformed { len: 1024, .. })
-    ));
+    assert!(matches!(d.next_message(), Err(DecodeError::Malformed { len: 1024, .. })));
 }
 
 #[test]
 fn malformed_unsupported_version_and_wrong_cluster_are_named() {
-    let cfg = DecoderConfig {
-        max_frame: 1 << 16,
-        cluster: Some("prod".into()),
-    };
+    let cfg = DecoderConfig { max_frame: 1 << 16, cluster: Some("prod".into()) };
     let hello = |version, cluster: &str| {
         codec::encode(&Message::Hello(Hello {
             version,
@@ -235,13 +274,7 @@ fn malformed_unsupported_version_and_wrong_cluster_are_named() {
     let mut d = Decoder::new(cfg.clone());
     d.feed(&hello(9, "prod")).unwrap();
     let e = d.next_message().unwrap_err();
-    assert_eq!(
-        e,
-        DecodeError::UnsupportedVersion {
-            got: 9,
-            supported: PROTOCOL_VERSION
-        }
-    );
+    assert_eq!(e, DecodeError::UnsupportedVersion { got: 9, supported: PROTOCOL_VERSION });
     assert!(e.to_string().contains("version 9"));
     let mut d = Decoder::new(cfg.clone());
     d.feed(&hello(PROTOCOL_VERSION, "staging")).unwrap();
@@ -268,14 +301,29 @@ fn malformed_unsupported_version_and_wrong_cluster_are_named() {
     assert!(e.to_string().contains("trailing"), "{e}");
 }
 
+fn group_spec() -> GroupSpec {
+    GroupSpec {
+        group: "web".into(),
+        slots: 2,
+        command: vec!["/usr/bin/server".into(), "--port=8080".into()],
+        env: vec![("RUST_LOG".into(), "info".into())],
+        cores: 2,
+        memory_mb: 512,
+    }
+}
+
 /// One fixed sample of every message variant, named for its golden file.
 fn golden_samples() -> Vec<(&'static str, Message)> {
-    let hint = LeaderHint {
-        id: MasterId::new("m1"),
-        addr: Addr::new("10.0.0.1:7077"),
-        epoch: Epoch(42),
-    };
+    let hint =
+        LeaderHint { id: MasterId::new("m1"), addr: Addr::new("10.0.0.1:7077"), epoch: Epoch(42) };
     let masters = vec![Addr::new("10.0.0.1:7077"), Addr::new("10.0.0.2:7077")];
+    let exec_info = ExecutorInfo {
+        id: ExecutorId::new("e1"),
+        group: "web".into(),
+        slot: 0,
+        worker: Some(WorkerId::new("w1")),
+        state: ExecutorState::Running,
+    };
     vec![
         (
             "hello",
@@ -314,12 +362,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 epoch_seen: Epoch(41),
             }),
         ),
-        (
-            "worker_heartbeat",
-            Message::WorkerHeartbeat {
-                incarnation: Incarnation(0xdead_beef),
-            },
-        ),
+        ("worker_heartbeat", Message::WorkerHeartbeat { incarnation: Incarnation(0xdead_beef) }),
         (
             "registered",
             Message::Registered {
@@ -329,36 +372,115 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 masters: masters.clone(),
             },
         ),
-        (
-            "not_leader",
-            Message::NotLeader {
-                epoch: Epoch(42),
-                leader: Some(hint.clone()),
-            },
-        ),
+        ("not_leader", Message::NotLeader { epoch: Epoch(42), leader: Some(hint.clone()) }),
         ("heartbeat_ack", Message::HeartbeatAck { epoch: Epoch(42) }),
-        (
-            "reconnect_worker",
-            Message::ReconnectWorker { epoch: Epoch(42) },
-        ),
+        ("reconnect_worker", Message::ReconnectWorker { epoch: Epoch(42) }),
         (
             "shutdown",
-            Message::Shutdown {
+            Message::Shutdown { epoch: Epoch(42), reason: "worker id w1 conflict".into() },
+        ),
+        ("master_changed", Message::MasterChanged { epoch: Epoch(43), leader: hint, masters }),
+        ("leader_suspended", Message::LeaderSuspended { epoch: Epoch(42) }),
+        (
+            "subscribe",
+            Message::Subscribe(Subscribe {
+                framework: Some(FrameworkId::new("f1")),
+                name: "analytics".into(),
+                instance: InstanceId(0x5eed),
+                attempt: 3,
+                failover_timeout: Millis(60_000),
+            }),
+        ),
+        ("declare_group", Message::DeclareGroup { request: 7, spec: group_spec() }),
+        ("kill_executor", Message::KillExecutor { request: 8, executor: ExecutorId::new("e1") }),
+        ("teardown", Message::Teardown { request: 9 }),
+        (
+            "subscribed",
+            Message::Subscribed {
                 epoch: Epoch(42),
-                reason: "worker id w1 conflict".into(),
+                framework: FrameworkId::new("f1"),
+                heartbeat_interval: Millis(1_000),
+                executors: vec![
+                    exec_info.clone(),
+                    ExecutorInfo {
+                        id: ExecutorId::new("e2"),
+                        group: "web".into(),
+                        slot: 1,
+                        worker: None,
+                        state: ExecutorState::Launching,
+                    },
+                ],
+            },
+        ),
+        ("framework_heartbeat", Message::FrameworkHeartbeat { epoch: Epoch(42) }),
+        (
+            "framework_error",
+            Message::FrameworkError {
+                epoch: Epoch(42),
+                message: "framework f1 failed over".into(),
+                failed_over_to: Some(InstanceId(0xbeef)),
+            },
+        ),
+        ("request_accepted", Message::RequestAccepted { epoch: Epoch(42), request: 7 }),
+        (
+            "request_refused",
+            Message::RequestRefused {
+                epoch: Epoch(42),
+                request: 8,
+                reason: "no such executor e9".into(),
             },
         ),
         (
-            "master_changed",
-            Message::MasterChanged {
-                epoch: Epoch(43),
-                leader: hint,
-                masters,
+            "executor_update",
+            Message::ExecutorUpdate {
+                epoch: Epoch(42),
+                info: ExecutorInfo {
+                    state: ExecutorState::Failed { reason: "exec format error".into() },
+                    ..exec_info
+                },
             },
         ),
         (
-            "leader_suspended",
-            Message::LeaderSuspended { epoch: Epoch(42) },
+            "slot_failed",
+            Message::SlotFailed {
+                epoch: Epoch(42),
+                group: "web".into(),
+                slot: 1,
+                reason: "no worker has 2 cores and 512 MiB free".into(),
+            },
+        ),
+        (
+            "launch_executor",
+            Message::LaunchExecutor {
+                epoch: Epoch(42),
+                executor: ExecutorId::new("e1"),
+                framework: FrameworkId::new("f1"),
+                command: group_spec().command,
+                env: group_spec().env,
+                cores: 2,
+                memory_mb: 512,
+            },
+        ),
+        (
+            "kill_executor_on_worker",
+            Message::KillExecutorOnWorker { epoch: Epoch(42), executor: ExecutorId::new("e1") },
+        ),
+        (
+            "executor_status",
+            Message::ExecutorStatus {
+                incarnation: Incarnation(0xdead_beef),
+                report: ExecutorReport {
+                    id: ExecutorId::new("e1"),
+                    framework: FrameworkId::new("f1"),
+                    cores: 2,
+                    memory_mb: 512,
+                    state: ExecutorState::Killed,
+                },
+            },
+        ),
+        (
+            "executor_status_ack",
+            Message::ExecutorStatusAck { epoch: Epoch(42), executor: ExecutorId::new("e1") },
         ),
     ]
 }
@@ -368,11 +490,7 @@ fn golden_frames_pin_the_wire_format() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/wire");
     let bless = std::env::var_os("REGENT_BLESS").is_some();
     let samples = golden_samples();
-    assert_eq!(
-        samples.len(),
-        VARIANTS as usize,
-        "every variant has a golden frame"
-    );
+    assert_eq!(samples.len(), VARIANTS as usize, "every variant has a golden frame");
     for (name, msg) in samples {
         let path = dir.join(format!("{name}.bin"));
         let frame = codec::encode(&msg);
@@ -380,10 +498,7 @@ fn golden_frames_pin_the_wire_format() {
             std::fs::write(&path, &frame).unwrap();
         }
         let golden = std::fs::read(&path).unwrap_or_else(|e| {
-            panic!(
-                "{}: {e} (run with REGENT_BLESS=1 to create)",
-                path.display()
-            )
+            panic!("{}: {e} (run with REGENT_BLESS=1 to create)", path.display())
         });
         assert_eq!(
             frame, golden,
@@ -391,10 +506,6 @@ fn golden_frames_pin_the_wire_format() {
         );
         let mut d = Decoder::new(DecoderConfig::default());
         d.feed(&golden).unwrap();
-        assert_eq!(
-            d.next_message().unwrap(),
-            Some(msg),
-            "{name}: golden frame decodes"
-        );
+        assert_eq!(d.next_message().unwrap(), Some(msg), "{name}: golden frame decodes");
     }
 }
