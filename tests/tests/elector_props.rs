@@ -4,7 +4,8 @@
 //!
 //! * an elector that has settled never has two candidate nodes in its live
 //!   session (AURORA-1061);
-//! * at most one elector acts as leader (elected, not suspended, lease valid);
+//! * at most one elector acts as leader (elected, not suspended, lease valid),
+//!   and none acts once it has seen its connection drop;
 //! * after the faults stop, one leader is elected within bounded model time
 //!   and every elector reports it in `LeaderIs`.
 
@@ -28,15 +29,9 @@ enum Lost {
 impl Lost {
     fn filter(self) -> OpFilter {
         match self {
-            Lost::Create => |op| {
-                matches!(
-                    op,
-                    ZkOp::Create {
-                        mode: CreateMode::EphemeralSequential,
-                        ..
-                    }
-                )
-            },
+            Lost::Create => {
+                |op| matches!(op, ZkOp::Create { mode: CreateMode::EphemeralSequential, .. })
+            }
             Lost::Sync => |op| matches!(op, ZkOp::Sync { .. }),
             Lost::List => |op| matches!(op, ZkOp::GetChildren { .. }),
             Lost::Any => |_| true,
@@ -80,8 +75,7 @@ impl Arbitrary for Scenario {
                     3 | 4 => Fault::Disconnect(who, 10 + below(g, 3_000)),
                     5 => Fault::LoseReply(
                         who,
-                        *g.choose(&[Lost::Create, Lost::Sync, Lost::List, Lost::Any])
-                            .unwrap(),
+                        *g.choose(&[Lost::Create, Lost::Sync, Lost::List, Lost::Any]).unwrap(),
                     ),
                     6 => Fault::LoseReply(who, Lost::Create),
                     7 => Fault::Expire(who),
@@ -123,6 +117,9 @@ fn check(sim: &Sim) -> Result<(), String> {
         return Err(format!("at {}: several leaders act: {acting:?}", sim.now));
     }
     for (i, m) in sim.members.iter().enumerate() {
+        if m.elector.is_acting(sim.now) && !m.is_connected() && !m.is_paused(sim.now) {
+            return Err(format!("at {}: member {i} acts while disconnected", sim.now));
+        }
         if !m.elector.status(sim.now).settled {
             continue;
         }
@@ -196,11 +193,7 @@ fn run(s: &Scenario, knob: bool) -> Result<(), String> {
         }
     }
     if sim.candidates().len() != s.n {
-        return Err(format!(
-            "{} members but candidates {:?}",
-            s.n,
-            sim.candidates()
-        ));
+        return Err(format!("{} members but candidates {:?}", s.n, sim.candidates()));
     }
     Ok(())
 }
@@ -221,24 +214,18 @@ fn prop_with_knob(s: Scenario) -> TestResult {
 
 #[test]
 fn electors_are_safe_and_live_under_faults() {
-    QuickCheck::new()
-        .tests(1_500)
-        .quickcheck(prop_safe_and_live as fn(Scenario) -> TestResult);
+    QuickCheck::new().tests(1_500).quickcheck(prop_safe_and_live as fn(Scenario) -> TestResult);
 }
 
 #[test]
 fn knob_reintroduces_aurora_1061_and_the_property_catches_it() {
     // A fixed scenario: member 0's first create is applied, its reply lost.
-    let s = Scenario {
-        n: 3,
-        faults: vec![Fault::LoseReply(0, Lost::Create), Fault::Advance(100)],
-    };
+    let s = Scenario { n: 3, faults: vec![Fault::LoseReply(0, Lost::Create), Fault::Advance(100)] };
     assert_eq!(run(&s, false), Ok(()));
     let err = run(&s, true).unwrap_err();
     assert!(err.contains("nodes in one session"), "{err}");
     // And generated faults find it too.
-    let found = QuickCheck::new()
-        .tests(300)
-        .quicktest(prop_with_knob as fn(Scenario) -> TestResult);
+    let found =
+        QuickCheck::new().tests(300).quicktest(prop_with_knob as fn(Scenario) -> TestResult);
     assert!(found.is_err(), "the knob's bug went unnoticed");
 }

@@ -218,12 +218,7 @@ fn expiry_then_recreate() {
     assert!(!sim.zk.is_alive(old_session));
     // On reconnect the client learns of the expiry; the elector asks for a
     // new session and creates a new node (generation 1).
-    assert_eq!(
-        sim.members[1].outcomes[before].1,
-        Action::NewSession {
-            timeout: Millis(2_000)
-        }
-    );
+    assert_eq!(sim.members[1].outcomes[before].1, Action::NewSession { timeout: Millis(2_000) });
     assert_ne!(sim.members[1].session, Some(old_session));
     let new_node = sim.members[1].elector.node_path().unwrap();
     assert_ne!(new_node, old_node);

@@ -662,11 +662,7 @@ impl Sim {
     /// unrealistic instant kill.)
     pub fn expire(&mut self, i: usize) {
         if let Some(s) = self.members[i].session {
-            let timeout = self
-                .zk
-                .sessions
-                .get(&s)
-                .map_or(Millis::ZERO, |st| st.timeout);
+            let timeout = self.zk.sessions.get(&s).map_or(Millis::ZERO, |st| st.timeout);
             self.disconnect(i, timeout + self.reconnect_delay);
         }
     }
@@ -710,12 +706,10 @@ impl Sim {
             }
             let session = self.members[i].session;
             match (self.members[i].link, session) {
-                (Link::Up, Some(s)) => {
-                    if !self.zk.touch(now, s) {
-                        // The server dropped the expired session's
-                        // connection; the client learns on reconnect.
-                        self.disconnect(i, self.reconnect_delay);
-                    }
+                (Link::Up, Some(s)) if !self.zk.touch(now, s) => {
+                    // The server dropped the expired session's connection;
+                    // the client learns on reconnect.
+                    self.disconnect(i, self.reconnect_delay);
                 }
                 (Link::Down { until }, _) if until <= now => {
                     let m = &mut self.members[i];
