@@ -217,7 +217,9 @@ pub enum Action {
         timer: Timer,
     },
     /// The leader this elector sees changed (possibly to itself). `floor` is
-    /// an epoch the leader's epoch is at least (its sequence + 1).
+    /// an epoch the leader's epoch is at least (its sequence + 1). It is a
+    /// floor, not the epoch: sequences restart if the election path is
+    /// deleted, so the master still takes the max with its durable epoch.
     LeaderIs {
         /// The leader's master id.
         id: MasterId,
@@ -658,6 +660,13 @@ impl Elector {
                 }
                 if p.round == self.round {
                     self.connection_lost(out);
+                    // Normally `Disconnected` follows and the reconnect
+                    // starts the next round; should the connection survive
+                    // after all, retry the round.
+                    out.push(Action::SetTimer {
+                        timer: Timer::Retry,
+                        at: now + self.config.retry_interval,
+                    });
                 }
                 return;
             }
