@@ -57,9 +57,7 @@ fn committed_fixtures_load_as_expected() {
                 want.sort();
                 assert_eq!(got, want, "stray temp files of {}", case.name);
                 // The strays are gone; only records and the lock remain.
-                assert!(file_names(tmp.path())
-                    .iter()
-                    .all(|n| n == "LOCK" || n.ends_with(".rec")));
+                assert!(file_names(tmp.path()).iter().all(|n| n == "LOCK" || n.ends_with(".rec")));
             }
             (Err(damaged), Err(StoreError::Damaged { dir, errors })) => {
                 assert_eq!(dir, tmp.path());
@@ -89,13 +87,7 @@ fn damage_messages_name_the_file_and_the_fault() {
     let err = FsStore::open(tmp.path(), "t").unwrap_err();
     let msg = err.to_string();
     let file = tmp.path().join("w-worker-1.rec");
-    assert!(
-        msg.contains(&format!(
-            "record {}: truncated at byte 20 of ",
-            file.display()
-        )),
-        "{msg}"
-    );
+    assert!(msg.contains(&format!("record {}: truncated at byte 20 of ", file.display())), "{msg}");
     let tmp = copy_case("flipped-bit");
     let msg = FsStore::open(tmp.path(), "t").unwrap_err().to_string();
     assert!(msg.contains("w-worker-1.rec: CRC mismatch"), "{msg}");

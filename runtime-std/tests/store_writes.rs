@@ -33,17 +33,9 @@ fn committed_records_survive_reopen() {
     let tmp = tempfile::tempdir().unwrap();
     let (mut store, loaded) = FsStore::open(tmp.path(), "m1").unwrap();
     assert!(loaded.records.is_empty() && loaded.warnings.is_empty());
-    let recs = [
-        Record::Epoch(Epoch(3)),
-        worker("a", 1),
-        worker("b/../c", 2),
-        framework("fw", "x"),
-    ];
-    let batch = recs
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (WriteId(i as u64), Op::Put(r.clone())))
-        .collect();
+    let recs = [Record::Epoch(Epoch(3)), worker("a", 1), worker("b/../c", 2), framework("fw", "x")];
+    let batch =
+        recs.iter().enumerate().map(|(i, r)| (WriteId(i as u64), Op::Put(r.clone()))).collect();
     let done = store.commit(batch).unwrap();
     assert_eq!(
         done.iter().map(|c| c.id).collect::<Vec<_>>(),
@@ -67,13 +59,7 @@ fn writes_to_one_key_keep_their_order_within_and_across_batches() {
         .commit(vec![
             (WriteId(1), Op::Put(worker("w", 1))),
             (WriteId(2), Op::Put(worker("w", 2))),
-            (
-                WriteId(3),
-                Op::Delete {
-                    key: wkey("w"),
-                    incarnation: Some(Incarnation(1)),
-                },
-            ),
+            (WriteId(3), Op::Delete { key: wkey("w"), incarnation: Some(Incarnation(1)) }),
         ])
         .unwrap();
     assert_eq!(
@@ -81,30 +67,20 @@ fn writes_to_one_key_keep_their_order_within_and_across_batches() {
         vec![
             Outcome::Stored,
             Outcome::Stored,
-            Outcome::IncarnationMismatch {
-                stored: Some(Incarnation(2))
-            }
+            Outcome::IncarnationMismatch { stored: Some(Incarnation(2)) }
         ]
     );
     // Put, delete, put again in one batch: the final put stands.
     store
         .commit(vec![
             (WriteId(4), Op::Put(worker("v", 1))),
-            (
-                WriteId(5),
-                Op::Delete {
-                    key: wkey("v"),
-                    incarnation: Some(Incarnation(1)),
-                },
-            ),
+            (WriteId(5), Op::Delete { key: wkey("v"), incarnation: Some(Incarnation(1)) }),
             (WriteId(6), Op::Put(worker("v", 3))),
         ])
         .unwrap();
     // Across batches.
     for inc in 3..20 {
-        store
-            .commit(vec![(WriteId(inc), Op::Put(worker("w", inc)))])
-            .unwrap();
+        store.commit(vec![(WriteId(inc), Op::Put(worker("w", inc)))]).unwrap();
     }
     drop(store);
     assert_eq!(reopen(tmp.path()), vec![worker("v", 3), worker("w", 19)]);
@@ -120,54 +96,36 @@ fn conditional_delete_ignores_a_mismatched_incarnation() {
             (WriteId(2), Op::Put(framework("fw", "x"))),
         ])
         .unwrap();
-    let del = |key: RecordKey, inc: Option<u64>| Op::Delete {
-        key,
-        incarnation: inc.map(Incarnation),
-    };
+    let del =
+        |key: RecordKey, inc: Option<u64>| Op::Delete { key, incarnation: inc.map(Incarnation) };
     let done = store
         .commit(vec![
             (WriteId(3), del(wkey("w"), Some(4))),
-            (
-                WriteId(4),
-                del(RecordKey::Framework(FrameworkId::new("fw")), Some(5)),
-            ),
+            (WriteId(4), del(RecordKey::Framework(FrameworkId::new("fw")), Some(5))),
         ])
         .unwrap();
     assert_eq!(
         outcomes(&done),
         vec![
-            Outcome::IncarnationMismatch {
-                stored: Some(Incarnation(5))
-            },
+            Outcome::IncarnationMismatch { stored: Some(Incarnation(5)) },
             Outcome::IncarnationMismatch { stored: None }
         ]
     );
     drop(store);
-    assert_eq!(
-        reopen(tmp.path()),
-        vec![worker("w", 5), framework("fw", "x")]
-    );
+    assert_eq!(reopen(tmp.path()), vec![worker("w", 5), framework("fw", "x")]);
 
     let (mut store, _) = FsStore::open(tmp.path(), "m1").unwrap();
     let done = store
         .commit(vec![
             (WriteId(5), del(wkey("w"), Some(5))),
             (WriteId(6), del(wkey("w"), Some(5))),
-            (
-                WriteId(7),
-                del(RecordKey::Framework(FrameworkId::new("fw")), None),
-            ),
+            (WriteId(7), del(RecordKey::Framework(FrameworkId::new("fw")), None)),
             (WriteId(8), del(wkey("never"), None)),
         ])
         .unwrap();
     assert_eq!(
         outcomes(&done),
-        vec![
-            Outcome::Deleted,
-            Outcome::AlreadyAbsent,
-            Outcome::Deleted,
-            Outcome::AlreadyAbsent
-        ]
+        vec![Outcome::Deleted, Outcome::AlreadyAbsent, Outcome::Deleted, Outcome::AlreadyAbsent]
     );
     drop(store);
     assert_eq!(reopen(tmp.path()), vec![]);
@@ -178,13 +136,9 @@ fn conditional_delete_ignores_a_mismatched_incarnation() {
 fn a_failed_fsync_is_fatal_and_never_retried() {
     let tmp = tempfile::tempdir().unwrap();
     let (mut store, _) = FsStore::open(tmp.path(), "m1").unwrap();
-    store
-        .commit(vec![(WriteId(1), Op::Put(worker("w", 1)))])
-        .unwrap();
+    store.commit(vec![(WriteId(1), Op::Put(worker("w", 1)))]).unwrap();
     store.inject_fsync_failure();
-    let err = store
-        .commit(vec![(WriteId(2), Op::Put(worker("w", 2)))])
-        .unwrap_err();
+    let err = store.commit(vec![(WriteId(2), Op::Put(worker("w", 2)))]).unwrap_err();
     assert!(err.is_fatal());
     match &err {
         StoreError::Fatal { path, action, .. } => {
@@ -195,9 +149,7 @@ fn a_failed_fsync_is_fatal_and_never_retried() {
     }
     assert!(store.is_failed());
     // Later batches are refused without touching the disk.
-    let err = store
-        .commit(vec![(WriteId(3), Op::Put(worker("x", 1)))])
-        .unwrap_err();
+    let err = store.commit(vec![(WriteId(3), Op::Put(worker("x", 1)))]).unwrap_err();
     assert!(matches!(err, StoreError::Unusable { .. }), "{err:?}");
     assert!(err.to_string().contains("injected fsync failure"));
     assert!(!tmp.path().join("w-x.rec").exists());
@@ -205,10 +157,8 @@ fn a_failed_fsync_is_fatal_and_never_retried() {
     // The committed version is intact; the unsynced temp file is not trusted.
     let (_, loaded) = FsStore::open(tmp.path(), "m2").unwrap();
     assert_eq!(loaded.records, vec![worker("w", 1)]);
-    assert!(
-        matches!(&loaded.warnings[..], [Warning::StrayTemp { path, .. }]
-        if path.ends_with("w-w.rec.tmp"))
-    );
+    assert!(matches!(&loaded.warnings[..], [Warning::StrayTemp { path, .. }]
+        if path.ends_with("w-w.rec.tmp")));
 }
 
 #[test]
@@ -216,18 +166,10 @@ fn a_failed_directory_fsync_is_fatal_too() {
     let tmp = tempfile::tempdir().unwrap();
     let (mut store, _) = FsStore::open(tmp.path(), "m1").unwrap();
     // A delete fsyncs only the directory.
-    store
-        .commit(vec![(WriteId(1), Op::Put(worker("w", 1)))])
-        .unwrap();
+    store.commit(vec![(WriteId(1), Op::Put(worker("w", 1)))]).unwrap();
     store.inject_fsync_failure();
     let err = store
-        .commit(vec![(
-            WriteId(2),
-            Op::Delete {
-                key: wkey("w"),
-                incarnation: None,
-            },
-        )])
+        .commit(vec![(WriteId(2), Op::Delete { key: wkey("w"), incarnation: None })])
         .unwrap_err();
     assert!(matches!(&err, StoreError::Fatal { path, action: "fsync", .. } if path == tmp.path()));
 }
@@ -256,20 +198,13 @@ fn stray_temp_files_are_never_trusted_and_committed_records_never_lost() {
     fs::write(tmp.path().join("notes.txt"), b"operator's notes").unwrap();
     let (_, loaded) = FsStore::open(tmp.path(), "m2").unwrap();
     assert_eq!(loaded.records, vec![worker("w", 1), framework("fw", "x")]);
-    let strays = loaded
-        .warnings
-        .iter()
-        .filter(|w| matches!(w, Warning::StrayTemp { .. }))
-        .count();
+    let strays = loaded.warnings.iter().filter(|w| matches!(w, Warning::StrayTemp { .. })).count();
     assert_eq!(strays, 3);
     assert!(loaded
         .warnings
         .iter()
         .any(|w| matches!(w, Warning::UnknownFile { path } if path.ends_with("notes.txt"))));
-    assert_eq!(
-        file_names(tmp.path()),
-        vec!["LOCK", "f-fw.rec", "notes.txt", "w-w.rec"]
-    );
+    assert_eq!(file_names(tmp.path()), vec!["LOCK", "f-fw.rec", "notes.txt", "w-w.rec"]);
 }
 
 #[test]
@@ -295,20 +230,14 @@ fn a_record_truncated_at_every_offset_fails_the_load_naming_it() {
         }
     }
     fs::write(&path, &full).unwrap();
-    assert_eq!(
-        reopen(tmp.path()),
-        vec![Record::Epoch(Epoch(9)), rec.clone()]
-    );
+    assert_eq!(reopen(tmp.path()), vec![Record::Epoch(Epoch(9)), rec.clone()]);
     // And every single flipped bit.
     for bit in 0..full.len() * 8 {
         let mut bad = full.clone();
         bad[bit / 8] ^= 1 << (bit % 8);
         fs::write(&path, &bad).unwrap();
         assert!(
-            matches!(
-                FsStore::open(tmp.path(), "t"),
-                Err(StoreError::Damaged { .. })
-            ),
+            matches!(FsStore::open(tmp.path(), "t"), Err(StoreError::Damaged { .. })),
             "bit {bit}"
         );
     }
@@ -323,9 +252,7 @@ fn writer_thread_group_commits_and_reports_in_order() {
     let n = 500u64;
     for i in 0..n {
         // Twenty keys, each written many times in order.
-        writer
-            .submit(WriteId(i), Op::Put(worker(&format!("w{}", i % 20), i)))
-            .unwrap();
+        writer.submit(WriteId(i), Op::Put(worker(&format!("w{}", i % 20), i))).unwrap();
     }
     let mut seen = Vec::new();
     let mut batches = 0;
@@ -339,10 +266,7 @@ fn writer_thread_group_commits_and_reports_in_order() {
         }
     }
     assert_eq!(seen, (0..n).map(WriteId).collect::<Vec<_>>());
-    assert!(
-        batches < n,
-        "no group commit: {batches} batches for {n} writes"
-    );
+    assert!(batches < n, "no group commit: {batches} batches for {n} writes");
     let store = writer.close().unwrap();
     assert!(!store.is_failed());
     drop(store);
@@ -398,14 +322,8 @@ impl Arbitrary for History {
                 let inc = u64::from(pick(g, 3));
                 let op = match pick(g, 6) {
                     0 | 1 => Op::Put(worker(&w, inc)),
-                    2 => Op::Delete {
-                        key: wkey(&w),
-                        incarnation: Some(Incarnation(inc)),
-                    },
-                    3 => Op::Delete {
-                        key: wkey(&w),
-                        incarnation: None,
-                    },
+                    2 => Op::Delete { key: wkey(&w), incarnation: Some(Incarnation(inc)) },
+                    3 => Op::Delete { key: wkey(&w), incarnation: None },
                     4 => Op::Put(framework("f", &format!("n{inc}"))),
                     _ => Op::Put(Record::Epoch(Epoch(inc))),
                 };
@@ -462,7 +380,5 @@ fn prop_store_matches_a_model_and_survives_reopen() {
         drop(store);
         reopen(tmp.path()) == model.into_values().collect::<Vec<_>>()
     }
-    QuickCheck::new()
-        .tests(40)
-        .quickcheck(prop as fn(History) -> bool);
+    QuickCheck::new().tests(40).quickcheck(prop as fn(History) -> bool);
 }

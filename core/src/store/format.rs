@@ -110,24 +110,18 @@ pub enum Damage {
 impl fmt::Display for Damage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Damage::Truncated {
-                len,
-                expected,
-                in_header: true,
-            } => write!(
-                f,
-                "truncated at byte {len} of at least {expected} (inside the header)"
-            ),
+            Damage::Truncated { len, expected, in_header: true } => {
+                write!(f, "truncated at byte {len} of at least {expected} (inside the header)")
+            }
             Damage::Truncated { len, expected, .. } => {
                 write!(f, "truncated at byte {len} of {expected}")
             }
             Damage::BadMagic { found } => {
                 write!(f, "bad magic {found:02x?} (expected {MAGIC:02x?})")
             }
-            Damage::UnknownVersion { version, supported } => write!(
-                f,
-                "unknown format version {version} (this build reads version {supported})"
-            ),
+            Damage::UnknownVersion { version, supported } => {
+                write!(f, "unknown format version {version} (this build reads version {supported})")
+            }
             Damage::TooLarge { len, max } => write!(
                 f,
                 "header announces a payload of {len} bytes, more than the maximum of {max}"
@@ -137,10 +131,9 @@ impl fmt::Display for Damage {
                 "{} trailing bytes: image is {len} bytes, header accounts for {expected}",
                 len - expected
             ),
-            Damage::CrcMismatch { stored, computed } => write!(
-                f,
-                "CRC mismatch: stored {stored:#010x}, computed {computed:#010x}"
-            ),
+            Damage::CrcMismatch { stored, computed } => {
+                write!(f, "CRC mismatch: stored {stored:#010x}, computed {computed:#010x}")
+            }
             Damage::Malformed { len, detail } => {
                 write!(f, "malformed payload of {len} bytes: {detail}")
             }
@@ -183,10 +176,7 @@ pub fn encode_into(record: &Record, out: &mut Vec<u8>) {
     let payload = grown.len() - start - HEADER_LEN;
     // Records are small (ids, names, numbers); one beyond MAX_PAYLOAD would be
     // a bug in the caller, and writing it would make it unreadable.
-    assert!(
-        payload <= MAX_PAYLOAD as usize,
-        "record of {payload} bytes exceeds MAX_PAYLOAD"
-    );
+    assert!(payload <= MAX_PAYLOAD as usize, "record of {payload} bytes exceeds MAX_PAYLOAD");
     grown[start + 6..start + HEADER_LEN].copy_from_slice(&(payload as u32).to_be_bytes());
     let crc = crc32c::crc32c(&grown[start..]);
     grown.extend_from_slice(&crc.to_be_bytes());
@@ -205,41 +195,25 @@ pub fn decode(bytes: &[u8]) -> Result<Record, Damage> {
     let n = bytes.len();
     let magic_seen = n.min(MAGIC.len());
     if bytes[..magic_seen] != MAGIC[..magic_seen] {
-        return Err(Damage::BadMagic {
-            found: bytes[..magic_seen].to_vec(),
-        });
+        return Err(Damage::BadMagic { found: bytes[..magic_seen].to_vec() });
     }
     if n >= 6 {
         let version = u16::from_be_bytes([bytes[4], bytes[5]]);
         if version != FORMAT_VERSION {
-            return Err(Damage::UnknownVersion {
-                version,
-                supported: FORMAT_VERSION,
-            });
+            return Err(Damage::UnknownVersion { version, supported: FORMAT_VERSION });
         }
     }
     if n < HEADER_LEN {
-        return Err(Damage::Truncated {
-            len: n,
-            expected: HEADER_LEN,
-            in_header: true,
-        });
+        return Err(Damage::Truncated { len: n, expected: HEADER_LEN, in_header: true });
     }
     let len = u32::from_be_bytes([bytes[6], bytes[7], bytes[8], bytes[9]]);
     if len > MAX_PAYLOAD {
-        return Err(Damage::TooLarge {
-            len,
-            max: MAX_PAYLOAD,
-        });
+        return Err(Damage::TooLarge { len, max: MAX_PAYLOAD });
     }
     let body_end = HEADER_LEN + len as usize;
     let expected = body_end + CRC_LEN;
     if n < expected {
-        return Err(Damage::Truncated {
-            len: n,
-            expected,
-            in_header: false,
-        });
+        return Err(Damage::Truncated { len: n, expected, in_header: false });
     }
     if n > expected {
         return Err(Damage::TrailingBytes { len: n, expected });
@@ -261,20 +235,14 @@ pub fn decode(bytes: &[u8]) -> Result<Record, Damage> {
             len,
             detail: format!("{} bytes left over after the record", rest.len()),
         }),
-        Err(e) => Err(Damage::Malformed {
-            len,
-            detail: e.to_string(),
-        }),
+        Err(e) => Err(Damage::Malformed { len, detail: e.to_string() }),
     }
 }
 
 /// Decodes one whole image, naming the record (a file or node path) in the
 /// error.
 pub fn decode_named(record: &str, bytes: &[u8]) -> Result<Record, RecordError> {
-    decode(bytes).map_err(|damage| RecordError {
-        record: record.to_owned(),
-        damage,
-    })
+    decode(bytes).map_err(|damage| RecordError { record: record.to_owned(), damage })
 }
 
 #[cfg(test)]
@@ -319,17 +287,9 @@ mod tests {
         for cut in 0..img.len() {
             let got = decode(&img[..cut]);
             let want = if cut < HEADER_LEN {
-                Damage::Truncated {
-                    len: cut,
-                    expected: HEADER_LEN,
-                    in_header: true,
-                }
+                Damage::Truncated { len: cut, expected: HEADER_LEN, in_header: true }
             } else {
-                Damage::Truncated {
-                    len: cut,
-                    expected: img.len(),
-                    in_header: false,
-                }
+                Damage::Truncated { len: cut, expected: img.len(), in_header: false }
             };
             assert_eq!(got, Err(want), "cut at {cut}");
         }
@@ -347,42 +307,22 @@ mod tests {
         let mut img = encode(&worker());
         img[4..6].copy_from_slice(&2u16.to_be_bytes());
         let err = decode(&img).unwrap_err();
-        assert_eq!(
-            err,
-            Damage::UnknownVersion {
-                version: 2,
-                supported: 1
-            }
-        );
-        assert_eq!(
-            err.to_string(),
-            "unknown format version 2 (this build reads version 1)"
-        );
+        assert_eq!(err, Damage::UnknownVersion { version: 2, supported: 1 });
+        assert_eq!(err.to_string(), "unknown format version 2 (this build reads version 1)");
     }
 
     #[test]
     fn bad_magic_and_oversized_length_and_trailing_bytes() {
         let mut img = encode(&worker());
         img[0] = b'X';
-        assert_eq!(
-            decode(&img),
-            Err(Damage::BadMagic {
-                found: b"XGNT".to_vec()
-            })
-        );
+        assert_eq!(decode(&img), Err(Damage::BadMagic { found: b"XGNT".to_vec() }));
         let mut img = encode(&worker());
         img[6..10].copy_from_slice(&(MAX_PAYLOAD + 1).to_be_bytes());
         assert!(matches!(decode(&img), Err(Damage::TooLarge { .. })));
         let mut img = encode(&worker());
         let n = img.len();
         img.push(0);
-        assert_eq!(
-            decode(&img),
-            Err(Damage::TrailingBytes {
-                len: n + 1,
-                expected: n
-            })
-        );
+        assert_eq!(decode(&img), Err(Damage::TrailingBytes { len: n + 1, expected: n }));
     }
 
     #[test]
@@ -421,10 +361,7 @@ mod tests {
         let err = decode_named("/var/lib/regent/w-worker-1.rec", &img[..12]).unwrap_err();
         assert_eq!(
             err.to_string(),
-            format!(
-                "record /var/lib/regent/w-worker-1.rec: truncated at byte 12 of {}",
-                img.len()
-            )
+            format!("record /var/lib/regent/w-worker-1.rec: truncated at byte 12 of {}", img.len())
         );
     }
 
@@ -470,9 +407,7 @@ mod tests {
                 decode(&bad).is_err()
             })
         }
-        QuickCheck::new()
-            .tests(50)
-            .quickcheck(prop as fn(AnyRecord) -> bool);
+        QuickCheck::new().tests(50).quickcheck(prop as fn(AnyRecord) -> bool);
     }
 
     #[test]

@@ -55,8 +55,7 @@ impl DirLock {
             Err(e) => return Err(io_err("flock", e.into())),
         }
         file.set_len(0).map_err(|e| io_err("truncate", e))?;
-        file.seek(SeekFrom::Start(0))
-            .map_err(|e| io_err("seek", e))?;
+        file.seek(SeekFrom::Start(0)).map_err(|e| io_err("seek", e))?;
         file.write_all(holder.as_bytes())
             .and_then(|()| file.write_all(b"\n"))
             .map_err(|e| io_err("write", e))?;

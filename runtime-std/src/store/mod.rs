@@ -199,18 +199,11 @@ impl StoreError {
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StoreError::Locked { dir, holder } => write!(
-                f,
-                "store {} is locked by another master: {holder}",
-                dir.display()
-            ),
+            StoreError::Locked { dir, holder } => {
+                write!(f, "store {} is locked by another master: {holder}", dir.display())
+            }
             StoreError::Damaged { dir, errors } => {
-                write!(
-                    f,
-                    "store {} has {} damaged record(s): ",
-                    dir.display(),
-                    errors.len()
-                )?;
+                write!(f, "store {} has {} damaged record(s): ", dir.display(), errors.len())?;
                 for (i, e) in errors.iter().enumerate() {
                     if i > 0 {
                         f.write_str("; ")?;
@@ -219,16 +212,10 @@ impl fmt::Display for StoreError {
                 }
                 Ok(())
             }
-            StoreError::Io {
-                path,
-                action,
-                source,
-            } => write!(f, "store: {action} {} failed: {source}", path.display()),
-            StoreError::Fatal {
-                path,
-                action,
-                source,
-            } => write!(
+            StoreError::Io { path, action, source } => {
+                write!(f, "store: {action} {} failed: {source}", path.display())
+            }
+            StoreError::Fatal { path, action, source } => write!(
                 f,
                 "store: {action} {} failed: {source} (fatal: nothing more can be made durable)",
                 path.display()
@@ -304,32 +291,15 @@ impl FsStore {
         }
         let holder = format!("pid {} owner {owner}", std::process::id());
         let lock = DirLock::acquire(&dir, &holder).map_err(|e| match e {
-            LockError::Held(holder) => StoreError::Locked {
-                dir: dir.clone(),
-                holder,
-            },
-            LockError::Io(path, action, source) => StoreError::Io {
-                path,
-                action,
-                source,
-            },
+            LockError::Held(holder) => StoreError::Locked { dir: dir.clone(), holder },
+            LockError::Io(path, action, source) => StoreError::Io { path, action, source },
         })?;
         let dir_handle = File::open(&dir).map_err(|e| io(&dir, "open directory", e))?;
         let loaded = load(&dir)?;
-        if loaded
-            .warnings
-            .iter()
-            .any(|w| matches!(w, Warning::StrayTemp { .. }))
-        {
-            dir_handle
-                .sync_all()
-                .map_err(|e| io(&dir, "fsync directory", e))?;
+        if loaded.warnings.iter().any(|w| matches!(w, Warning::StrayTemp { .. })) {
+            dir_handle.sync_all().map_err(|e| io(&dir, "fsync directory", e))?;
         }
-        let stored = loaded
-            .records
-            .iter()
-            .map(|r| (r.key(), incarnation_of(r)))
-            .collect();
+        let stored = loaded.records.iter().map(|r| (r.key(), incarnation_of(r))).collect();
         let store = FsStore {
             dir,
             dir_handle,
@@ -379,9 +349,7 @@ impl FsStore {
     /// fatal ([`StoreError::is_fatal`]) and the store refuses later batches.
     pub fn commit(&mut self, batch: Vec<(WriteId, Op)>) -> Result<Vec<Completion>, StoreError> {
         if let Some(cause) = &self.failed {
-            return Err(StoreError::Unusable {
-                cause: cause.clone(),
-            });
+            return Err(StoreError::Unusable { cause: cause.clone() });
         }
         // Decide every write against the state as it will be after the writes
         // before it, then write only each key's final state.
@@ -401,9 +369,7 @@ impl FsStore {
                 }
                 Op::Delete { key, incarnation } => {
                     let slot = overlay.get(&key).copied().unwrap_or_else(|| {
-                        self.stored
-                            .get(&key)
-                            .map_or(Slot::Absent, |i| Slot::Present(*i))
+                        self.stored.get(&key).map_or(Slot::Absent, |i| Slot::Present(*i))
                     });
                     match slot {
                         Slot::Absent => Outcome::AlreadyAbsent,
@@ -469,8 +435,7 @@ impl FsStore {
             .truncate(true)
             .open(&tmp)
             .map_err(|e| fatal(&tmp, "create", e))?;
-        file.write_all(&self.buf)
-            .map_err(|e| fatal(&tmp, "write", e))?;
+        file.write_all(&self.buf).map_err(|e| fatal(&tmp, "write", e))?;
         sync(&file, &tmp, &mut self.fail_next_fsync)?;
         drop(file);
         fs::rename(&tmp, &path).map_err(|e| fatal(&tmp, "rename", e))
@@ -482,11 +447,7 @@ impl FsStore {
             Ok(()) => Ok(()),
             // Already gone (removed by hand): the goal is reached.
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(StoreError::Fatal {
-                path,
-                action: "remove",
-                source: e,
-            }),
+            Err(e) => Err(StoreError::Fatal { path, action: "remove", source: e }),
         }
     }
 }
@@ -498,20 +459,13 @@ fn sync(file: &File, path: &Path, inject: &mut bool) -> Result<(), StoreError> {
     } else {
         file.sync_all()
     };
-    result.map_err(|source| StoreError::Fatal {
-        path: path.to_path_buf(),
-        action: "fsync",
-        source,
-    })
+    result.map_err(|source| StoreError::Fatal { path: path.to_path_buf(), action: "fsync", source })
 }
 
 /// Reads every record in `dir`, removing stray temporary files.
 fn load(dir: &Path) -> Result<Loaded, StoreError> {
-    let io = |path: &Path, action, source| StoreError::Io {
-        path: path.to_path_buf(),
-        action,
-        source,
-    };
+    let io =
+        |path: &Path, action, source| StoreError::Io { path: path.to_path_buf(), action, source };
     let mut entries = Vec::new();
     for entry in fs::read_dir(dir).map_err(|e| io(dir, "read directory", e))? {
         let entry = entry.map_err(|e| io(dir, "read directory", e))?;
@@ -532,10 +486,7 @@ fn load(dir: &Path) -> Result<Loaded, StoreError> {
         if name == LOCK_FILE {
             continue;
         }
-        let is_file = entry
-            .file_type()
-            .map_err(|e| io(&path, "stat", e))?
-            .is_file();
+        let is_file = entry.file_type().map_err(|e| io(&path, "stat", e))?.is_file();
         if name.ends_with(TEMP_SUFFIX) && is_file {
             let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
             fs::remove_file(&path).map_err(|e| io(&path, "remove stray temporary file", e))?;
@@ -574,10 +525,7 @@ fn load(dir: &Path) -> Result<Loaded, StoreError> {
     }
     if !errors.is_empty() {
         errors.sort_by(|a, b| a.record.cmp(&b.record));
-        let err = StoreError::Damaged {
-            dir: dir.to_path_buf(),
-            errors,
-        };
+        let err = StoreError::Damaged { dir: dir.to_path_buf(), errors };
         tracing::error!(error = %err, "recovery store is damaged");
         return Err(err);
     }

@@ -102,10 +102,7 @@ where
     let thread = std::thread::Builder::new()
         .name("regent-store".into())
         .spawn(move || run(store, rx, on_event))?;
-    Ok(WriterHandle {
-        tx: Some(tx),
-        thread: Some(thread),
-    })
+    Ok(WriterHandle { tx: Some(tx), thread: Some(thread) })
 }
 
 fn run<F>(mut store: FsStore, rx: Receiver<Vec<(WriteId, Op)>>, mut on_event: F) -> FsStore

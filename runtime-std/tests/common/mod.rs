@@ -68,15 +68,15 @@ pub fn crc32c(bytes: &[u8]) -> u32 {
     for &b in bytes {
         crc ^= u32::from(b);
         for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0x82F6_3B78
-            } else {
-                crc >> 1
-            };
+            crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82F6_3B78 } else { crc >> 1 };
         }
     }
     !crc
 }
+
+/// What loading a fixture must give: the records and the stray temp files
+/// removed, or every damaged file with its exact damage.
+pub type Expect = Result<(Vec<Record>, Vec<String>), Vec<(String, Damage)>>;
 
 /// One fixture case: a store directory and what loading it must give.
 pub struct Case {
@@ -84,9 +84,8 @@ pub struct Case {
     pub name: &'static str,
     /// Files in it.
     pub files: Vec<(String, Vec<u8>)>,
-    /// `Ok(records, stray temp file names)` or the damaged files with the
-    /// exact damage.
-    pub expect: Result<(Vec<Record>, Vec<String>), Vec<(String, Damage)>>,
+    /// What loading it must give.
+    pub expect: Expect,
 }
 
 /// The fixture cases, generated from the format as it is. The committed
@@ -111,11 +110,7 @@ pub fn cases() -> Vec<Case> {
         files: vec![file(&epoch), (w1_name.clone(), w1_img[..cut].to_vec())],
         expect: Err(vec![(
             w1_name.clone(),
-            Damage::Truncated {
-                len: cut,
-                expected: w1_img.len(),
-                in_header: false,
-            },
+            Damage::Truncated { len: cut, expected: w1_img.len(), in_header: false },
         )]),
     });
 
@@ -127,10 +122,7 @@ pub fn cases() -> Vec<Case> {
         files: vec![file(&epoch), (w1_name.clone(), flipped.clone())],
         expect: Err(vec![(
             w1_name.clone(),
-            Damage::CrcMismatch {
-                stored,
-                computed: crc32c(&flipped[..flipped.len() - 4]),
-            },
+            Damage::CrcMismatch { stored, computed: crc32c(&flipped[..flipped.len() - 4]) },
         )]),
     });
 
@@ -141,10 +133,7 @@ pub fn cases() -> Vec<Case> {
         files: vec![file(&epoch), (w1_name.clone(), v2)],
         expect: Err(vec![(
             w1_name.clone(),
-            Damage::UnknownVersion {
-                version: 2,
-                supported: FORMAT_VERSION,
-            },
+            Damage::UnknownVersion { version: 2, supported: FORMAT_VERSION },
         )]),
     });
 
@@ -153,27 +142,16 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "bad-magic",
         files: vec![file(&epoch), (w1_name.clone(), magic)],
-        expect: Err(vec![(
-            w1_name.clone(),
-            Damage::BadMagic {
-                found: b"SPRK".to_vec(),
-            },
-        )]),
+        expect: Err(vec![(w1_name.clone(), Damage::BadMagic { found: b"SPRK".to_vec() })]),
     });
 
     // Variant 7 of Record does not exist; the CRC is right.
     cases.push(Case {
         name: "malformed-payload",
-        files: vec![
-            file(&epoch),
-            (w1_name.clone(), image_with_payload(&[7, 1, 2])),
-        ],
+        files: vec![file(&epoch), (w1_name.clone(), image_with_payload(&[7, 1, 2]))],
         expect: Err(vec![(
             w1_name.clone(),
-            Damage::Malformed {
-                len: 3,
-                detail: "Serde Deserialization Error".into(),
-            },
+            Damage::Malformed { len: 3, detail: "Serde Deserialization Error".into() },
         )]),
     });
 
@@ -196,17 +174,11 @@ pub fn cases() -> Vec<Case> {
     let fw2 = framework("fw-2", "never committed");
     let mut files: Vec<_> = valid_records().iter().map(file).collect();
     files.push((format!("{w1_name}.tmp"), newer[..newer.len() / 2].to_vec()));
-    files.push((
-        format!("{}.tmp", record_file_name(&fw2.key())),
-        format::encode(&fw2),
-    ));
+    files.push((format!("{}.tmp", record_file_name(&fw2.key())), format::encode(&fw2)));
     cases.push(Case {
         name: "stray-temp",
         files,
-        expect: Ok((
-            valid_records(),
-            vec![format!("{w1_name}.tmp"), "f-fw-2.rec.tmp".into()],
-        )),
+        expect: Ok((valid_records(), vec![format!("{w1_name}.tmp"), "f-fw-2.rec.tmp".into()])),
     });
 
     // Two damaged files at once: both are named.
@@ -220,18 +192,11 @@ pub fn cases() -> Vec<Case> {
         expect: Err(vec![
             (
                 "f-fw-1.rec".into(),
-                Damage::Truncated {
-                    len: 0,
-                    expected: HEADER_LEN,
-                    in_header: true,
-                },
+                Damage::Truncated { len: 0, expected: HEADER_LEN, in_header: true },
             ),
             (
                 w1_name.clone(),
-                Damage::TrailingBytes {
-                    len: w1_img.len() + 1,
-                    expected: w1_img.len(),
-                },
+                Damage::TrailingBytes { len: w1_img.len() + 1, expected: w1_img.len() },
             ),
         ]),
     });
@@ -265,10 +230,8 @@ pub fn copy_case(name: &str) -> tempfile::TempDir {
 
 /// The sorted file names in `dir`.
 pub fn file_names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
+    let mut v: Vec<String> =
+        fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     v.sort();
     v
 }
@@ -277,15 +240,9 @@ pub fn file_names(dir: &Path) -> Vec<String> {
 /// `env` set, stdout piped.
 pub fn spawn_child(name: &str, env: &[(&str, &str)]) -> Child {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        name,
-        "--exact",
-        "--ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .stdout(Stdio::piped())
-    .stderr(Stdio::null());
+    cmd.args([name, "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
     for (k, v) in env {
         cmd.env(k, v);
     }
