@@ -382,3 +382,26 @@ fn prop_store_matches_a_model_and_survives_reopen() {
     }
     QuickCheck::new().tests(40).quickcheck(prop as fn(History) -> bool);
 }
+
+#[test]
+fn a_large_store_loads_every_record_and_names_damage_with_parallel_readers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut want: Vec<Record> = (0..3000).map(|i| worker(&format!("w{i:05}"), i)).collect();
+    for r in &want {
+        put_image(tmp.path(), r);
+    }
+    want.sort_by_key(Record::key);
+    assert_eq!(reopen(tmp.path()), want);
+    let damaged = [tmp.path().join("w-w00017.rec"), tmp.path().join("w-w02999.rec")];
+    for path in &damaged {
+        fs::write(path, b"RGNT").unwrap();
+    }
+    match FsStore::open(tmp.path(), "t") {
+        Err(StoreError::Damaged { errors, .. }) => {
+            let named: Vec<_> = errors.iter().map(|e| e.record.clone()).collect();
+            let want: Vec<_> = damaged.iter().map(|p| p.display().to_string()).collect();
+            assert_eq!(named, want);
+        }
+        other => panic!("expected Damaged, got {:?}", other.map(|r| r.1)),
+    }
+}
