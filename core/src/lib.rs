@@ -30,6 +30,7 @@ pub mod master;
 pub mod protocol;
 pub mod rng;
 pub mod store;
+pub mod subscriber;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 pub mod time;
