@@ -153,7 +153,9 @@ pub enum Event {
     Declare(GroupSpec),
     /// Command: kill one executor of the framework.
     Kill(ExecutorId),
-    /// Command: remove the framework and all its executors, then stop.
+    /// Command: remove the framework and all its executors. The remembered
+    /// declarations are forgotten at once; when the master accepts, the
+    /// subscriber closes its connection and emits [`Action::Exit`].
     Teardown,
 }
 
@@ -652,6 +654,9 @@ impl Subscriber {
     // ----- master messages -----------------------------------------------------
 
     fn on_message(&mut self, now: Millis, from: Addr, msg: Message, out: &mut Vec<Action>) {
+        if !self.started {
+            return; // no connection yet: nothing can be for us
+        }
         let on_conn = self.conn.as_ref().is_some_and(|c| c.master == from);
         let epoch = msg.master_epoch();
         let stale = epoch.is_some_and(|e| e < self.max_epoch);
