@@ -938,6 +938,8 @@ fn never_subscribes_while_an_older_connection_is_open() {
         let mut open: Vec<Addr> = Vec::new();
         let mut t = 0u64;
         let mut exited = false;
+        let mut last_attempt = 0u64;
+        let mut framework: Option<FrameworkId> = None;
         let steps = std::iter::once(None).chain(steps.into_iter().map(Some));
         for st in steps {
             // Deliveries are biased toward the master of the current
@@ -1008,6 +1010,15 @@ fn never_subscribes_while_an_older_connection_is_open() {
                     {
                         return false
                     }
+                    // Attempts strictly grow; a framework id, once assigned,
+                    // is carried by every later SUBSCRIBE.
+                    Action::Send { msg: Message::Subscribe(sub), .. } => {
+                        if sub.attempt <= last_attempt || sub.framework != framework {
+                            return false;
+                        }
+                        last_attempt = sub.attempt;
+                    }
+                    Action::Subscribed { framework: f, .. } => framework = Some(f),
                     Action::Exit { .. } => exited = true,
                     _ => {}
                 }
