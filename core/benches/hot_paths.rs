@@ -10,9 +10,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 fn frames_per_second() -> f64 {
-    let msg = Message::WorkerHeartbeat {
-        incarnation: Incarnation(0x1234_5678_9abc),
-    };
+    let msg = Message::WorkerHeartbeat { incarnation: Incarnation(0x1234_5678_9abc) };
     let mut decoder = Decoder::new(DecoderConfig::default());
     let mut buf = Vec::with_capacity(64);
     let n = 5_000_000u64;
@@ -28,7 +26,12 @@ fn frames_per_second() -> f64 {
 
 fn heartbeats_per_second(workers: u64) -> f64 {
     let mut m = Master::new(master::Config::new(MasterId::new("m"), Addr::new("m:1")));
-    let _ = m.handle(Millis(0), master::Event::Elected { epoch: Epoch(1) });
+    let _ = m.handle(Millis(0), master::Event::Elected { floor: Epoch(1), clock: 0 });
+    for a in m.handle(Millis(0), master::Event::Loaded { records: vec![] }) {
+        if let master::Action::Persist { write, .. } = a {
+            let _ = m.handle(Millis(0), master::Event::Persisted { write });
+        }
+    }
     for i in 0..workers {
         let conn = ConnId(i);
         let _ = m.handle(Millis(0), master::Event::Connected { conn });
@@ -38,13 +41,7 @@ fn heartbeats_per_second(workers: u64) -> f64 {
             role: Role::Worker,
             node: format!("w{i}"),
         };
-        let _ = m.handle(
-            Millis(0),
-            master::Event::Message {
-                conn,
-                msg: Message::Hello(hello),
-            },
-        );
+        let _ = m.handle(Millis(0), master::Event::Message { conn, msg: Message::Hello(hello) });
         let reg = RegisterWorker {
             worker: WorkerId(format!("w{i}")),
             incarnation: Incarnation(i),
@@ -53,13 +50,9 @@ fn heartbeats_per_second(workers: u64) -> f64 {
             executors: vec![],
             epoch_seen: Epoch(0),
         };
-        for a in m.handle(
-            Millis(0),
-            master::Event::Message {
-                conn,
-                msg: Message::RegisterWorker(reg),
-            },
-        ) {
+        for a in
+            m.handle(Millis(0), master::Event::Message { conn, msg: Message::RegisterWorker(reg) })
+        {
             if let master::Action::Persist { write, .. } = a {
                 let _ = m.handle(Millis(0), master::Event::Persisted { write });
             }
@@ -74,17 +67,12 @@ fn heartbeats_per_second(workers: u64) -> f64 {
             Millis(1 + k / 1_000_000),
             master::Event::Message {
                 conn: ConnId(i),
-                msg: Message::WorkerHeartbeat {
-                    incarnation: Incarnation(i),
-                },
+                msg: Message::WorkerHeartbeat { incarnation: Incarnation(i) },
             },
         );
         debug_assert!(matches!(
             out[..],
-            [master::Action::Send {
-                msg: Message::HeartbeatAck { .. },
-                ..
-            }]
+            [master::Action::Send { msg: Message::HeartbeatAck { .. }, .. }]
         ));
         black_box(out);
     }

@@ -63,10 +63,7 @@ impl fmt::Display for DecodeError {
                 "unsupported protocol version {got} (this build speaks version {supported})"
             ),
             DecodeError::WrongCluster { got, expected } => {
-                write!(
-                    f,
-                    "peer belongs to cluster {got:?}, expected cluster {expected:?}"
-                )
+                write!(f, "peer belongs to cluster {got:?}, expected cluster {expected:?}")
             }
         }
     }
@@ -105,10 +102,7 @@ pub struct DecoderConfig {
 
 impl Default for DecoderConfig {
     fn default() -> Self {
-        DecoderConfig {
-            max_frame: DEFAULT_MAX_FRAME,
-            cluster: None,
-        }
+        DecoderConfig { max_frame: DEFAULT_MAX_FRAME, cluster: None }
     }
 }
 
@@ -125,12 +119,7 @@ pub struct Decoder {
 impl Decoder {
     /// A decoder with the given limits.
     pub fn new(config: DecoderConfig) -> Self {
-        Decoder {
-            config,
-            buf: Vec::new(),
-            start: 0,
-            failed: None,
-        }
+        Decoder { config, buf: Vec::new(), start: 0, failed: None }
     }
 
     /// Appends received bytes. Fails at once when a complete length prefix
@@ -223,12 +212,7 @@ pub fn decode_body(body: &[u8], config: &DecoderConfig) -> Result<Message, Decod
                 detail: format!("{} trailing bytes after the message", rest.len()),
             })
         }
-        Err(e) => {
-            return Err(DecodeError::Malformed {
-                len: body.len(),
-                detail: e.to_string(),
-            })
-        }
+        Err(e) => return Err(DecodeError::Malformed { len: body.len(), detail: e.to_string() }),
     };
     if let (Message::Hello(h), Some(expected)) = (&msg, &config.cluster) {
         if &h.cluster != expected {

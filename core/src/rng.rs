@@ -15,11 +15,7 @@ impl Jitter {
 
     /// `base` scaled by a uniform factor in `[lo_pct, hi_pct]` percent.
     pub fn scale(&mut self, base: Millis, lo_pct: u64, hi_pct: u64) -> Millis {
-        let pct = if hi_pct > lo_pct {
-            self.0.u64(lo_pct..=hi_pct)
-        } else {
-            lo_pct
-        };
+        let pct = if hi_pct > lo_pct { self.0.u64(lo_pct..=hi_pct) } else { lo_pct };
         Millis(base.0.saturating_mul(pct) / 100)
     }
 

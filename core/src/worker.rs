@@ -227,6 +227,8 @@ pub struct Worker {
     last_ack: Millis,
     exited: bool,
     executors: BTreeMap<ExecutorId, ExecutorReport>,
+    /// The highest hinted epoch each master was probed for.
+    probed: BTreeMap<Addr, Epoch>,
 }
 
 impl Worker {
@@ -258,6 +260,7 @@ impl Worker {
             last_ack: Millis::ZERO,
             exited: false,
             executors: BTreeMap::new(),
+            probed: BTreeMap::new(),
         }
     }
 
@@ -307,19 +310,11 @@ impl Worker {
         for (addr, link) in self.links.iter_mut() {
             if link.state == LinkState::Down {
                 link.state = LinkState::Connecting;
-                out.push(Action::Connect {
-                    master: addr.clone(),
-                });
+                out.push(Action::Connect { master: addr.clone() });
             }
         }
-        let at = now
-            + self
-                .jitter
-                .scale(self.config.initial_retry_interval, 50, 150);
-        out.push(Action::SetTimer {
-            timer: Timer::Registration,
-            at,
-        });
+        let at = now + self.jitter.scale(self.config.initial_retry_interval, 50, 150);
+        out.push(Action::SetTimer { timer: Timer::Registration, at });
     }
 
     fn on_connected(&mut self, master: Addr, out: &mut Vec<Action>) {
@@ -351,6 +346,12 @@ impl Worker {
         if hint.epoch <= self.max_epoch && self.active.is_some() {
             return;
         }
+        // One probe per master and hinted epoch: two masters pointing at
+        // each other must not make the worker ping-pong.
+        if self.probed.get(&hint.addr).is_some_and(|e| *e >= hint.epoch) {
+            return;
+        }
+        self.probed.insert(hint.addr.clone(), hint.epoch);
         if self.link_open(&hint.addr) {
             out.push(self.hello(hint.addr));
         } else {
@@ -372,26 +373,17 @@ impl Worker {
             // Lost the followed master: re-register with it (and only it)
             // once it is back, unless another master proves a newer epoch.
             self.registered = false;
-            out.push(Action::CancelTimer {
-                timer: Timer::Heartbeat,
-            });
+            out.push(Action::CancelTimer { timer: Timer::Heartbeat });
             self.arm_reregistration(now, out);
         }
         self.arm_reconnect(out);
     }
 
     fn arm_reconnect(&self, out: &mut Vec<Action>) {
-        let next = self
-            .links
-            .values()
-            .filter(|l| l.state == LinkState::Down)
-            .map(|l| l.retry_at)
-            .min();
+        let next =
+            self.links.values().filter(|l| l.state == LinkState::Down).map(|l| l.retry_at).min();
         if let Some(at) = next {
-            out.push(Action::SetTimer {
-                timer: Timer::Reconnect,
-                at,
-            });
+            out.push(Action::SetTimer { timer: Timer::Reconnect, at });
         }
     }
 
@@ -399,9 +391,7 @@ impl Worker {
         for (addr, link) in self.links.iter_mut() {
             if link.state == LinkState::Down && link.retry_at <= now {
                 link.state = LinkState::Connecting;
-                out.push(Action::Connect {
-                    master: addr.clone(),
-                });
+                out.push(Action::Connect { master: addr.clone() });
             }
         }
         self.arm_reconnect(out);
@@ -444,25 +434,17 @@ impl Worker {
         }
         if switching {
             self.registered = false;
-            out.push(Action::CancelTimer {
-                timer: Timer::Heartbeat,
-            });
+            out.push(Action::CancelTimer { timer: Timer::Heartbeat });
         }
         self.active = Some(master.clone());
-        out.push(Action::Send {
-            to: master,
-            msg: self.register_msg(),
-        });
+        out.push(Action::Send { to: master, msg: self.register_msg() });
         // Pending retries aimed at the old master are void: restart the clock.
         if self.ever_registered {
             self.retry_backoff = self.config.reconnect_min;
             self.arm_reregistration(now, out);
         } else {
             let at = now + self.jitter.scale(self.retry_interval(), 50, 150);
-            out.push(Action::SetTimer {
-                timer: Timer::Registration,
-                at,
-            });
+            out.push(Action::SetTimer { timer: Timer::Registration, at });
         }
     }
 
@@ -476,14 +458,8 @@ impl Worker {
 
     fn arm_reregistration(&mut self, now: Millis, out: &mut Vec<Action>) {
         let at = now + self.jitter.scale(self.retry_backoff, 50, 150);
-        self.retry_backoff = self
-            .retry_backoff
-            .times(2)
-            .min(self.config.reconnect_max.times(5));
-        out.push(Action::SetTimer {
-            timer: Timer::Registration,
-            at,
-        });
+        self.retry_backoff = self.retry_backoff.times(2).min(self.config.reconnect_max.times(5));
+        out.push(Action::SetTimer { timer: Timer::Registration, at });
     }
 
     fn on_message(&mut self, now: Millis, from: Addr, msg: Message, out: &mut Vec<Action>) {
@@ -507,14 +483,7 @@ impl Worker {
                         self.follow(now, from, reply.epoch, out);
                     }
                 } else {
-                    if self.active.as_ref() == Some(&from) && self.registered {
-                        // The master we follow no longer leads.
-                        self.registered = false;
-                        out.push(Action::CancelTimer {
-                            timer: Timer::Heartbeat,
-                        });
-                        self.arm_reregistration(now, out);
-                    }
+                    self.followed_master_stepped_down(now, &from, out);
                     if let Some(hint) = reply.leader {
                         self.chase_hint(hint, out);
                     }
@@ -524,12 +493,7 @@ impl Worker {
                 self.learn_masters(&masters, out);
                 self.follow(now, from, epoch, out);
             }
-            Message::Registered {
-                epoch,
-                heartbeat_interval,
-                masters,
-                ..
-            } => {
+            Message::Registered { epoch, heartbeat_interval, masters, .. } => {
                 if epoch == self.max_epoch && self.active.as_ref() != Some(&from) {
                     return; // not the master we follow, and proves nothing newer
                 }
@@ -544,26 +508,22 @@ impl Worker {
                 self.heartbeat_interval = Some(heartbeat_interval);
                 self.last_ack = now;
                 if first_ack_here {
-                    out.push(Action::CancelTimer {
-                        timer: Timer::Registration,
-                    });
+                    out.push(Action::CancelTimer { timer: Timer::Registration });
                     out.push(Action::SetTimer {
                         timer: Timer::Heartbeat,
                         at: now + heartbeat_interval,
                     });
                 }
             }
-            Message::HeartbeatAck { .. } => {
-                if self.active.as_ref() == Some(&from) {
-                    self.last_ack = now;
-                }
+            Message::HeartbeatAck { .. } if self.active.as_ref() == Some(&from) => {
+                self.last_ack = now;
             }
-            Message::ReconnectWorker { epoch } => {
-                if self.active.as_ref() == Some(&from) || epoch > self.max_epoch {
-                    self.registered = false;
-                    self.active = None;
-                    self.follow(now, from, epoch, out);
-                }
+            Message::ReconnectWorker { epoch }
+                if self.active.as_ref() == Some(&from) || epoch > self.max_epoch =>
+            {
+                self.registered = false;
+                self.active = None;
+                self.follow(now, from, epoch, out);
             }
             Message::Shutdown { reason, .. } => {
                 self.exited = true;
@@ -572,13 +532,7 @@ impl Worker {
                 });
             }
             Message::NotLeader { leader, .. } => {
-                if self.active.as_ref() == Some(&from) && self.registered {
-                    self.registered = false;
-                    out.push(Action::CancelTimer {
-                        timer: Timer::Heartbeat,
-                    });
-                    self.arm_reregistration(now, out);
-                }
+                self.followed_master_stepped_down(now, &from, out);
                 if let Some(hint) = leader {
                     self.chase_hint(hint, out);
                 }
@@ -590,31 +544,50 @@ impl Worker {
         }
     }
 
+    /// `from` says it does not lead. If it is the master followed, stop
+    /// counting on it: a registered worker re-registers (with it, or with a
+    /// master that proves a newer epoch); a worker still bootstrapping knows
+    /// no leader any more, so its retries go to every master again.
+    fn followed_master_stepped_down(&mut self, now: Millis, from: &Addr, out: &mut Vec<Action>) {
+        if self.active.as_ref() != Some(from) {
+            return;
+        }
+        if self.registered {
+            self.registered = false;
+            out.push(Action::CancelTimer { timer: Timer::Heartbeat });
+            self.arm_reregistration(now, out);
+        } else if !self.ever_registered {
+            self.active = None;
+        }
+    }
+
     fn open_links(&self) -> impl Iterator<Item = &Addr> {
-        self.links
-            .iter()
-            .filter(|(_, l)| l.state == LinkState::Open)
-            .map(|(a, _)| a)
+        self.links.iter().filter(|(_, l)| l.state == LinkState::Open).map(|(a, _)| a)
     }
 
     fn link_open(&self, addr: &Addr) -> bool {
-        self.links
-            .get(addr)
-            .is_some_and(|l| l.state == LinkState::Open)
+        self.links.get(addr).is_some_and(|l| l.state == LinkState::Open)
     }
 
     fn on_registration_timer(&mut self, now: Millis, out: &mut Vec<Action>) {
         if self.registered {
             return;
         }
+        // Each retry may chase every hint once more.
+        self.probed.clear();
         if self.ever_registered {
             // Re-registration: only ever with the followed master (SPARK-4592).
-            if let Some(active) = self.active.clone() {
-                if self.link_open(&active) {
-                    out.push(Action::Send {
-                        to: active,
-                        msg: self.register_msg(),
-                    });
+            // While it is unreachable, probe the others with `Hello` (never a
+            // registration): a new leader's reply proves its epoch.
+            match self.active.clone() {
+                Some(active) if self.link_open(&active) => {
+                    out.push(Action::Send { to: active, msg: self.register_msg() });
+                }
+                _ => {
+                    let probes: Vec<Addr> = self.open_links().cloned().collect();
+                    for addr in probes {
+                        out.push(self.hello(addr));
+                    }
                 }
             }
             self.arm_reregistration(now, out);
@@ -637,10 +610,7 @@ impl Worker {
             // A master proved leadership: retry with it only (SPARK-16190).
             Some(active) => {
                 if self.link_open(&active) {
-                    out.push(Action::Send {
-                        to: active,
-                        msg: self.register_msg(),
-                    });
+                    out.push(Action::Send { to: active, msg: self.register_msg() });
                 }
             }
             // Still bootstrapping: every connected master (standbys answer
@@ -648,18 +618,12 @@ impl Worker {
             None => {
                 let msg = self.register_msg();
                 for addr in self.open_links() {
-                    out.push(Action::Send {
-                        to: addr.clone(),
-                        msg: msg.clone(),
-                    });
+                    out.push(Action::Send { to: addr.clone(), msg: msg.clone() });
                 }
             }
         }
         let at = now + self.jitter.scale(self.retry_interval(), 50, 150);
-        out.push(Action::SetTimer {
-            timer: Timer::Registration,
-            at,
-        });
+        out.push(Action::SetTimer { timer: Timer::Registration, at });
     }
 
     fn on_heartbeat_timer(&mut self, now: Millis, out: &mut Vec<Action>) {
@@ -673,23 +637,15 @@ impl Worker {
         if now.since(self.last_ack) > limit {
             out.push(Action::Close {
                 master: active.clone(),
-                reason: format!(
-                    "no heartbeat acknowledgement for {}",
-                    now.since(self.last_ack)
-                ),
+                reason: format!("no heartbeat acknowledgement for {}", now.since(self.last_ack)),
             });
             self.on_link_down(now, &active, out);
             return;
         }
         out.push(Action::Send {
             to: active,
-            msg: Message::WorkerHeartbeat {
-                incarnation: self.config.incarnation,
-            },
+            msg: Message::WorkerHeartbeat { incarnation: self.config.incarnation },
         });
-        out.push(Action::SetTimer {
-            timer: Timer::Heartbeat,
-            at: now + interval,
-        });
+        out.push(Action::SetTimer { timer: Timer::Heartbeat, at: now + interval });
     }
 }

@@ -69,16 +69,9 @@ pub fn w_exit(actions: &[worker::Action]) -> Option<String> {
 
 /// The one message the worker sends to `to` (panics unless exactly one).
 pub fn only_send_to(actions: &[worker::Action], to: &str) -> Message {
-    let v: Vec<Message> = w_sends(actions)
-        .into_iter()
-        .filter(|(a, _)| a.as_str() == to)
-        .map(|(_, m)| m)
-        .collect();
-    assert_eq!(
-        v.len(),
-        1,
-        "expected exactly one message to {to}, got {v:?}"
-    );
+    let v: Vec<Message> =
+        w_sends(actions).into_iter().filter(|(a, _)| a.as_str() == to).map(|(_, m)| m).collect();
+    assert_eq!(v.len(), 1, "expected exactly one message to {to}, got {v:?}");
     v.into_iter().next().unwrap()
 }
 
@@ -108,13 +101,8 @@ pub fn persist_all(m: &mut Master, now: Millis, actions: &[master::Action]) -> V
 /// Connects `conn` to `m` and says Hello as a worker; returns the reply.
 pub fn connect_worker(m: &mut Master, now: Millis, conn: u64, node: &str) -> Message {
     let _ = m.handle(now, master::Event::Connected { conn: ConnId(conn) });
-    let out = m.handle(
-        now,
-        master::Event::Message {
-            conn: ConnId(conn),
-            msg: hello(Role::Worker, node),
-        },
-    );
+    let out = m
+        .handle(now, master::Event::Message { conn: ConnId(conn), msg: hello(Role::Worker, node) });
     let sends = m_sends(&out);
     assert_eq!(sends.len(), 1);
     sends[0].1.clone()
@@ -127,33 +115,22 @@ pub fn deliver_to_master(
     conn: u64,
     msg: Message,
 ) -> Vec<(ConnId, Message)> {
-    let out = m.handle(
-        now,
-        master::Event::Message {
-            conn: ConnId(conn),
-            msg,
-        },
-    );
+    let out = m.handle(now, master::Event::Message { conn: ConnId(conn), msg });
     let mut sends = m_sends(&out);
     sends.extend(m_sends(&persist_all(m, now, &out)));
     sends
 }
 
+/// Elects `m` with an empty store at elector floor `epoch`, feeding the
+/// load and the epoch write back; returns the actions once it acts.
 pub fn elect(m: &mut Master, now: Millis, epoch: u64) -> Vec<master::Action> {
-    m.handle(
-        now,
-        master::Event::Elected {
-            epoch: Epoch(epoch),
-        },
-    )
+    let out = m.handle(now, master::Event::Elected { floor: Epoch(epoch), clock: 0 });
+    assert_eq!(out, vec![master::Action::LoadRecords]);
+    let out = m.handle(now, master::Event::Loaded { records: vec![] });
+    assert!(m_sends(&out).is_empty(), "nothing is sent before the epoch is durable");
+    persist_all(m, now, &out)
 }
 
 pub fn from(w: &mut Worker, now: Millis, master: &str, msg: Message) -> Vec<worker::Action> {
-    w.handle(
-        now,
-        worker::Event::Message {
-            from: addr(master),
-            msg,
-        },
-    )
+    w.handle(now, worker::Event::Message { from: addr(master), msg })
 }

@@ -13,11 +13,8 @@ const T0: Millis = Millis(0);
 
 /// Brings a worker up against leader `a` (epoch 1) and standby `b`, registered
 /// with `a` on conn 1 (`b` holds conn 2). Returns (a, b, worker).
-fn registered_with_a() -> (
-    regent_core::master::Master,
-    regent_core::master::Master,
-    regent_core::worker::Worker,
-) {
+fn registered_with_a(
+) -> (regent_core::master::Master, regent_core::master::Master, regent_core::worker::Worker) {
     let mut a = master("a");
     let mut b = master("b");
     let _ = elect(&mut a, T0, 1);
@@ -25,14 +22,8 @@ fn registered_with_a() -> (
     let out = w.handle(T0, worker::Event::Start);
     assert!(out.contains(&worker::Action::Connect { master: addr("a") }));
     assert!(out.contains(&worker::Action::Connect { master: addr("b") }));
-    let hello_a = only_send_to(
-        &w.handle(T0, worker::Event::Connected { master: addr("a") }),
-        "a",
-    );
-    let hello_b = only_send_to(
-        &w.handle(T0, worker::Event::Connected { master: addr("b") }),
-        "b",
-    );
+    let hello_a = only_send_to(&w.handle(T0, worker::Event::Connected { master: addr("a") }), "a");
+    let hello_b = only_send_to(&w.handle(T0, worker::Event::Connected { master: addr("b") }), "b");
     assert!(matches!(hello_a, Message::Hello(_)) && matches!(hello_b, Message::Hello(_)));
     let reply_a = connect_worker(&mut a, T0, 1, "w1");
     let reply_b = connect_worker(&mut b, T0, 2, "w1");
@@ -46,34 +37,16 @@ fn registered_with_a() -> (
         "a standby's Hello reply must not draw a registration"
     );
     // Registered only after Persisted (DESIGN rule 3).
-    let acts = a.handle(
-        T0,
-        master::Event::Message {
-            conn: ConnId(1),
-            msg: reg,
-        },
-    );
-    assert!(
-        m_sends(&acts).is_empty(),
-        "no acknowledgement before the record is durable"
-    );
+    let acts = a.handle(T0, master::Event::Message { conn: ConnId(1), msg: reg });
+    assert!(m_sends(&acts).is_empty(), "no acknowledgement before the record is durable");
     assert!(matches!(acts[..], [master::Action::Persist { .. }]));
     let acked = m_sends(&persist_all(&mut a, T0, &acts));
     assert!(matches!(
         &acked[..],
-        [(
-            ConnId(1),
-            Message::Registered {
-                duplicate: false,
-                epoch: Epoch(1),
-                ..
-            }
-        )]
+        [(ConnId(1), Message::Registered { duplicate: false, epoch: Epoch(1), .. })]
     ));
     let out = from(&mut w, T0, "a", acked[0].1.clone());
-    assert!(out.contains(&worker::Action::CancelTimer {
-        timer: Timer::Registration
-    }));
+    assert!(out.contains(&worker::Action::CancelTimer { timer: Timer::Registration }));
     assert!(w.status().registered);
     (a, b, w)
 }
@@ -99,45 +72,21 @@ fn spark_4592_failover_registers_once() {
     let acts = elect(&mut b, t, 2);
     let changed = m_sends(&acts);
     assert_eq!(changed.len(), 1);
-    assert!(matches!(
-        &changed[0],
-        (
-            ConnId(2),
-            Message::MasterChanged {
-                epoch: Epoch(2),
-                ..
-            }
-        )
-    ));
+    assert!(matches!(&changed[0], (ConnId(2), Message::MasterChanged { epoch: Epoch(2), .. })));
     let out = from(&mut w, t, "b", changed[0].1.clone());
-    assert_eq!(
-        w_registrations(&out),
-        vec![addr("b")],
-        "exactly one registration, with B"
-    );
+    assert_eq!(w_registrations(&out), vec![addr("b")], "exactly one registration, with B");
     let reg = only_send_to(&out, "b");
     match &reg {
         Message::RegisterWorker(r) => {
             assert_eq!(r.epoch_seen, Epoch(2));
-            assert_eq!(
-                (r.cores, r.memory_mb),
-                (4, 4096),
-                "full state in one message"
-            );
+            assert_eq!((r.cores, r.memory_mb), (4, 4096), "full state in one message");
         }
         other => panic!("unexpected {other:?}"),
     }
     let replies = deliver_to_master(&mut b, t, 2, reg);
     assert!(matches!(
         &replies[..],
-        [(
-            ConnId(2),
-            Message::Registered {
-                duplicate: false,
-                epoch: Epoch(2),
-                ..
-            }
-        )]
+        [(ConnId(2), Message::Registered { duplicate: false, epoch: Epoch(2), .. })]
     ));
     let out = from(&mut w, t, "b", replies[0].1.clone());
     assert!(w_exit(&out).is_none());
@@ -167,15 +116,8 @@ fn spark_16190_first_retry_only_active_master() {
     assert_eq!(w_registrations(&out), vec![addr("a")]);
     // Every retry from now on goes to A only, including the very first one.
     for i in 0..3 {
-        let out = w.handle(
-            Millis(2_000 + i * 1_000),
-            worker::Event::Timer(Timer::Registration),
-        );
-        assert_eq!(
-            w_registrations(&out),
-            vec![addr("a")],
-            "retry {i} went elsewhere: {out:?}"
-        );
+        let out = w.handle(Millis(2_000 + i * 1_000), worker::Event::Timer(Timer::Registration));
+        assert_eq!(w_registrations(&out), vec![addr("a")], "retry {i} went elsewhere: {out:?}");
     }
 }
 
@@ -205,26 +147,16 @@ fn spark_4592_caveat_b_fails_a_recovers_fenced_by_epoch() {
         },
         Message::HeartbeatAck { epoch: Epoch(1) },
         Message::ReconnectWorker { epoch: Epoch(1) },
-        Message::Shutdown {
-            epoch: Epoch(1),
-            reason: "stale".into(),
-        },
+        Message::Shutdown { epoch: Epoch(1), reason: "stale".into() },
         Message::MasterChanged {
             epoch: Epoch(1),
-            leader: LeaderHint {
-                id: MasterId::new("a"),
-                addr: addr("a"),
-                epoch: Epoch(1),
-            },
+            leader: LeaderHint { id: MasterId::new("a"), addr: addr("a"), epoch: Epoch(1) },
             masters: vec![],
         },
     ];
     for msg in stale {
         let out = from(&mut w, t, "a", msg.clone());
-        assert!(
-            out.is_empty(),
-            "{msg:?} from a deposed leader must be ignored, got {out:?}"
-        );
+        assert!(out.is_empty(), "{msg:?} from a deposed leader must be ignored, got {out:?}");
     }
     assert_eq!(w.status().max_epoch, Epoch(2));
     assert_eq!(w.status().active, Some(addr("b")));
@@ -238,27 +170,11 @@ fn spark_4592_caveat_b_fails_a_recovers_fenced_by_epoch() {
     let replies = deliver_to_master(&mut a, t, 4, reg.clone());
     assert!(matches!(
         &replies[..],
-        [(
-            _,
-            Message::Registered {
-                duplicate: false,
-                epoch: Epoch(3),
-                ..
-            }
-        )]
+        [(_, Message::Registered { duplicate: false, epoch: Epoch(3), .. })]
     ));
     // Even a delayed duplicate of that registration is harmless.
     let replies = deliver_to_master(&mut a, t, 4, reg);
-    assert!(matches!(
-        &replies[..],
-        [(
-            _,
-            Message::Registered {
-                duplicate: true,
-                ..
-            }
-        )]
-    ));
+    assert!(matches!(&replies[..], [(_, Message::Registered { duplicate: true, .. })]));
     let out = from(&mut w, t, "a", replies[0].1.clone());
     assert!(w_exit(&out).is_none());
     assert_eq!(a.workers().len(), 1);
@@ -280,27 +196,10 @@ fn spark_23191_blip_reregister_same_master_idempotent() {
     let out = from(&mut w, t, "a", reply);
     let reg = only_send_to(&out, "a");
     // Same incarnation, same master: acknowledged at once, no new write.
-    let acts = a.handle(
-        t,
-        master::Event::Message {
-            conn: ConnId(9),
-            msg: reg.clone(),
-        },
-    );
-    assert!(!acts
-        .iter()
-        .any(|a| matches!(a, master::Action::Persist { .. })));
+    let acts = a.handle(t, master::Event::Message { conn: ConnId(9), msg: reg.clone() });
+    assert!(!acts.iter().any(|a| matches!(a, master::Action::Persist { .. })));
     let sends = m_sends(&acts);
-    assert!(matches!(
-        &sends[..],
-        [(
-            ConnId(9),
-            Message::Registered {
-                duplicate: true,
-                ..
-            }
-        )]
-    ));
+    assert!(matches!(&sends[..], [(ConnId(9), Message::Registered { duplicate: true, .. })]));
     let out = from(&mut w, t, "a", sends[0].1.clone());
     assert!(w_exit(&out).is_none());
     assert!(w.status().registered);
@@ -317,25 +216,15 @@ fn unknown_worker_heartbeat_asks_to_register_again() {
         T0,
         master::Event::Message {
             conn: ConnId(1),
-            msg: Message::WorkerHeartbeat {
-                incarnation: Incarnation(7),
-            },
+            msg: Message::WorkerHeartbeat { incarnation: Incarnation(7) },
         },
     );
-    assert_eq!(
-        m_sends(&out),
-        vec![(ConnId(1), Message::ReconnectWorker { epoch: Epoch(4) })]
-    );
+    assert_eq!(m_sends(&out), vec![(ConnId(1), Message::ReconnectWorker { epoch: Epoch(4) })]);
     // The worker, following that master, registers again.
     let mut w = worker("w1", 7, &["a"]);
     let _ = w.handle(T0, worker::Event::Start);
     let _ = w.handle(T0, worker::Event::Connected { master: addr("a") });
-    let out = from(
-        &mut w,
-        T0,
-        "a",
-        Message::ReconnectWorker { epoch: Epoch(4) },
-    );
+    let out = from(&mut w, T0, "a", Message::ReconnectWorker { epoch: Epoch(4) });
     assert_eq!(w_registrations(&out), vec![addr("a")]);
 }
 
@@ -358,25 +247,12 @@ fn id_conflict_between_two_incarnations() {
         })
     };
     let _ = deliver_to_master(&mut a, T0, 1, reg(&old));
-    let acts = a.handle(
-        T0,
-        master::Event::Message {
-            conn: ConnId(2),
-            msg: reg(&new),
-        },
-    );
+    let acts = a.handle(T0, master::Event::Message { conn: ConnId(2), msg: reg(&new) });
     // The old process is told why, and its connection closed; the new one persisted.
     match &acts[..] {
-        [master::Action::Send {
-            conn: ConnId(1),
-            msg: Message::Shutdown { reason, .. },
-        }, master::Action::Close {
-            conn: ConnId(1), ..
-        }, master::Action::Persist { .. }] => {
-            assert!(
-                reason.contains("w1") && reason.contains("conflict"),
-                "{reason}"
-            );
+        [master::Action::Send { conn: ConnId(1), msg: Message::Shutdown { reason, .. } }, master::Action::Close { conn: ConnId(1), .. }, master::Action::Persist { .. }] =>
+        {
+            assert!(reason.contains("w1") && reason.contains("conflict"), "{reason}");
             assert!(
                 reason.contains(&Incarnation(100).to_string())
                     && reason.contains(&Incarnation(200).to_string())
@@ -387,24 +263,12 @@ fn id_conflict_between_two_incarnations() {
     let _ = persist_all(&mut a, T0, &acts);
     // The old incarnation comes back: refused, never replacing its successor.
     let _ = connect_worker(&mut a, T0, 3, "w1");
-    let acts = a.handle(
-        T0,
-        master::Event::Message {
-            conn: ConnId(3),
-            msg: reg(&old),
-        },
-    );
+    let acts = a.handle(T0, master::Event::Message { conn: ConnId(3), msg: reg(&old) });
     assert!(matches!(
         &acts[..],
         [
-            master::Action::Send {
-                conn: ConnId(3),
-                msg: Message::Shutdown { .. }
-            },
-            master::Action::Close {
-                conn: ConnId(3),
-                ..
-            }
+            master::Action::Send { conn: ConnId(3), msg: Message::Shutdown { .. } },
+            master::Action::Close { conn: ConnId(3), .. }
         ]
     ));
     assert_eq!(a.workers().len(), 1);
@@ -417,10 +281,7 @@ fn id_conflict_between_two_incarnations() {
         &mut w,
         T0,
         "a",
-        Message::Shutdown {
-            epoch: Epoch(1),
-            reason: "worker id w1 conflict".into(),
-        },
+        Message::Shutdown { epoch: Epoch(1), reason: "worker id w1 conflict".into() },
     );
     assert!(w_exit(&out).unwrap().contains("conflict"));
 }
@@ -431,15 +292,10 @@ fn gives_up_before_first_registration_naming_the_masters() {
     let cfg = w.config().clone();
     let out = w.handle(T0, worker::Event::Start);
     let mut now = T0;
-    let mut next = match out.iter().find(|a| {
-        matches!(
-            a,
-            worker::Action::SetTimer {
-                timer: Timer::Registration,
-                ..
-            }
-        )
-    }) {
+    let mut next = match out
+        .iter()
+        .find(|a| matches!(a, worker::Action::SetTimer { timer: Timer::Registration, .. }))
+    {
         Some(worker::Action::SetTimer { at, .. }) => *at,
         _ => panic!("no registration timer"),
     };
@@ -461,22 +317,14 @@ fn gives_up_before_first_registration_naming_the_masters() {
         let out = w.handle(now, worker::Event::Timer(Timer::Registration));
         if attempt == cfg.total_retries + 1 {
             let reason = w_exit(&out).expect("gives up after the last attempt");
-            assert!(
-                reason.contains("m1:7077") && reason.contains("m2:7077"),
-                "{reason}"
-            );
+            assert!(reason.contains("m1:7077") && reason.contains("m2:7077"), "{reason}");
             return;
         }
         assert!(w_exit(&out).is_none(), "exited early at attempt {attempt}");
-        next = match out.iter().find(|a| {
-            matches!(
-                a,
-                worker::Action::SetTimer {
-                    timer: Timer::Registration,
-                    ..
-                }
-            )
-        }) {
+        next = match out
+            .iter()
+            .find(|a| matches!(a, worker::Action::SetTimer { timer: Timer::Registration, .. }))
+        {
             Some(worker::Action::SetTimer { at, .. }) => *at,
             _ => panic!("no next registration timer at attempt {attempt}"),
         };
@@ -499,16 +347,9 @@ fn never_gives_up_after_first_registration() {
                 out.extend(w.handle(now, worker::Event::ConnectFailed { master: addr(m) }));
             }
         }
-        assert!(
-            w_exit(&out).is_none(),
-            "a registered worker never exits for lack of a master"
-        );
+        assert!(w_exit(&out).is_none(), "a registered worker never exits for lack of a master");
         for a in &out {
-            if let worker::Action::SetTimer {
-                timer: Timer::Reconnect,
-                at,
-            } = a
-            {
+            if let worker::Action::SetTimer { timer: Timer::Reconnect, at } = a {
                 assert!(at.since(now) <= max, "reconnect backoff is capped");
             }
         }
@@ -530,26 +371,17 @@ fn missing_heartbeat_ack_marks_connection_dead() {
         {
             closed = true;
             assert!(!w.status().registered);
-            assert!(out.iter().any(|a| matches!(
-                a,
-                worker::Action::SetTimer {
-                    timer: Timer::Reconnect,
-                    ..
-                }
-            )));
+            assert!(out
+                .iter()
+                .any(|a| matches!(a, worker::Action::SetTimer { timer: Timer::Reconnect, .. })));
             break;
         }
         assert!(matches!(
             only_send_to(&out, "a"),
-            Message::WorkerHeartbeat {
-                incarnation: Incarnation(7)
-            }
+            Message::WorkerHeartbeat { incarnation: Incarnation(7) }
         ));
     }
-    assert!(
-        closed,
-        "a half-open connection is detected without a runtime timer"
-    );
+    assert!(closed, "a half-open connection is detected without a runtime timer");
     assert!(now.0 > 4 * interval.0, "not before the configured factor");
 }
 
@@ -558,43 +390,24 @@ fn sweep_marks_silent_worker_dead_and_unpersists_by_incarnation() {
     let (mut a, _b, _w) = registered_with_a();
     let timeout = Millis(10_000);
     let out = a.handle(Millis(5_000), master::Event::Timer(master::Timer::Sweep));
-    assert!(!out
+    assert!(!out.iter().any(|x| matches!(x, master::Action::Unpersist { .. })));
+    let out = a.handle(timeout + Millis(1), master::Event::Timer(master::Timer::Sweep));
+    assert!(out
         .iter()
-        .any(|x| matches!(x, master::Action::Unpersist { .. })));
-    let out = a.handle(
-        timeout + Millis(1),
-        master::Event::Timer(master::Timer::Sweep),
-    );
-    assert!(out.iter().any(|x| matches!(
-        x,
-        master::Action::Unpersist {
-            incarnation: Some(Incarnation(7)),
-            ..
-        }
-    )));
+        .any(|x| matches!(x, master::Action::Unpersist { incarnation: Some(Incarnation(7)), .. })));
     assert_eq!(a.workers()[0].state, WorkerState::Dead);
     // A repeated sweep does not delete twice.
-    let out = a.handle(
-        timeout + Millis(2),
-        master::Event::Timer(master::Timer::Sweep),
-    );
-    assert!(!out
-        .iter()
-        .any(|x| matches!(x, master::Action::Unpersist { .. })));
+    let out = a.handle(timeout + Millis(2), master::Event::Timer(master::Timer::Sweep));
+    assert!(!out.iter().any(|x| matches!(x, master::Action::Unpersist { .. })));
     // Its heartbeat now asks it to register again.
     let out = a.handle(
         timeout + Millis(3),
         master::Event::Message {
             conn: ConnId(1),
-            msg: Message::WorkerHeartbeat {
-                incarnation: Incarnation(7),
-            },
+            msg: Message::WorkerHeartbeat { incarnation: Incarnation(7) },
         },
     );
-    assert!(matches!(
-        &m_sends(&out)[..],
-        [(_, Message::ReconnectWorker { .. })]
-    ));
+    assert!(matches!(&m_sends(&out)[..], [(_, Message::ReconnectWorker { .. })]));
 }
 
 #[test]
@@ -610,13 +423,8 @@ fn standby_answers_not_leader_with_hint_and_pushes_master_changed_when_elected()
     );
     let _ = connect_worker(&mut b, T0, 1, "w1");
     let _ = b.handle(T0, master::Event::Connected { conn: ConnId(2) });
-    let _ = b.handle(
-        T0,
-        master::Event::Message {
-            conn: ConnId(2),
-            msg: hello(Role::Client, "ops"),
-        },
-    );
+    let _ =
+        b.handle(T0, master::Event::Message { conn: ConnId(2), msg: hello(Role::Client, "ops") });
     let reg = Message::RegisterWorker(regent_core::protocol::RegisterWorker {
         worker: "w1".into(),
         incarnation: Incarnation(1),
@@ -625,39 +433,16 @@ fn standby_answers_not_leader_with_hint_and_pushes_master_changed_when_elected()
         executors: vec![],
         epoch_seen: Epoch(0),
     });
-    let out = b.handle(
-        T0,
-        master::Event::Message {
-            conn: ConnId(1),
-            msg: reg,
-        },
-    );
+    let out = b.handle(T0, master::Event::Message { conn: ConnId(1), msg: reg });
     match &m_sends(&out)[..] {
-        [(
-            ConnId(1),
-            Message::NotLeader {
-                epoch: Epoch(5),
-                leader: Some(h),
-            },
-        )] => assert_eq!(h.addr, addr("a")),
+        [(ConnId(1), Message::NotLeader { epoch: Epoch(5), leader: Some(h) })] => {
+            assert_eq!(h.addr, addr("a"))
+        }
         other => panic!("unexpected {other:?}"),
     }
     let out = elect(&mut b, T0, 6);
     let sends = m_sends(&out);
-    assert_eq!(
-        sends.len(),
-        1,
-        "MasterChanged goes to workers only: {sends:?}"
-    );
-    assert!(matches!(
-        &sends[0],
-        (
-            ConnId(1),
-            Message::MasterChanged {
-                epoch: Epoch(6),
-                ..
-            }
-        )
-    ));
+    assert_eq!(sends.len(), 1, "MasterChanged goes to workers only: {sends:?}");
+    assert!(matches!(&sends[0], (ConnId(1), Message::MasterChanged { epoch: Epoch(6), .. })));
     assert_eq!(b.status(), master::Status::Alive);
 }

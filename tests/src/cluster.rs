@@ -6,6 +6,7 @@
 
 use regent_core::master::{self, Master};
 use regent_core::protocol::Message;
+use regent_core::store::{Record, RecordKey};
 use regent_core::worker::{self, Worker};
 use regent_core::{Addr, ConnId, Epoch, Incarnation, MasterId, Millis, WorkerId};
 use std::collections::{BTreeMap, BTreeSet};
@@ -38,22 +39,11 @@ pub enum Step {
 
 #[derive(Clone, Debug)]
 enum Packet {
-    ToMaster {
-        m: usize,
-        w: usize,
-        conn: ConnId,
-        msg: Message,
-    },
-    ToWorker {
-        w: usize,
-        m: usize,
-        conn: ConnId,
-        msg: Message,
-    },
-    Persisted {
-        m: usize,
-        write: regent_core::store::WriteId,
-    },
+    ToMaster { m: usize, w: usize, conn: ConnId, msg: Message },
+    ToWorker { w: usize, m: usize, conn: ConnId, msg: Message },
+    Persisted { m: usize, write: regent_core::store::WriteId },
+    Loaded { m: usize },
+    PersistFailed { m: usize, write: regent_core::store::WriteId },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -88,7 +78,10 @@ pub struct Cluster {
     next_epoch: u64,
     /// Which master each epoch was given to.
     pub epoch_owner: BTreeMap<Epoch, usize>,
-    leaders: BTreeSet<usize>,
+    /// Masters told they lead, with the epoch floor they were given.
+    leaders: BTreeMap<usize, Epoch>,
+    /// The recovery store, shared by the masters as in ZooKeeper mode.
+    pub store: BTreeMap<RecordKey, Record>,
     /// Exits seen, by worker.
     pub exits: Vec<(usize, String)>,
     /// Per worker: the highest epoch at which a delivered message proved
@@ -108,12 +101,7 @@ impl Cluster {
     /// every master.
     pub fn new(n_masters: usize, n_workers: usize, seed: u64) -> Self {
         let masters = (0..n_masters)
-            .map(|i| {
-                Master::new(master::Config::new(
-                    MasterId(format!("m{i}")),
-                    master_addr(i),
-                ))
-            })
+            .map(|i| Master::new(master::Config::new(MasterId(format!("m{i}")), master_addr(i))))
             .collect();
         let addrs: Vec<Addr> = (0..n_masters).map(master_addr).collect();
         let workers = (0..n_workers)
@@ -141,7 +129,8 @@ impl Cluster {
             next_conn: 1,
             next_epoch: 1,
             epoch_owner: BTreeMap::new(),
-            leaders: BTreeSet::new(),
+            leaders: BTreeMap::new(),
+            store: BTreeMap::new(),
             exits: Vec::new(),
             proven: vec![Epoch::ZERO; n_workers],
             acks: BTreeMap::new(),
@@ -154,10 +143,7 @@ impl Cluster {
 
     /// The newest leader, if one is acting.
     pub fn leader(&self) -> Option<usize> {
-        self.leaders
-            .iter()
-            .copied()
-            .max_by_key(|m| self.masters[*m].epoch())
+        self.leaders.iter().max_by_key(|(_, e)| **e).map(|(m, _)| *m)
     }
 
     /// Runs one schedule step.
@@ -174,7 +160,12 @@ impl Cluster {
                 // store answers `PersistFailed`, which is another fault).
                 if !self.inflight.is_empty() {
                     let i = i % self.inflight.len();
-                    if !matches!(self.inflight[i], Packet::Persisted { .. }) {
+                    if !matches!(
+                        self.inflight[i],
+                        Packet::Persisted { .. }
+                            | Packet::Loaded { .. }
+                            | Packet::PersistFailed { .. }
+                    ) {
                         self.inflight.remove(i);
                     }
                 }
@@ -182,7 +173,12 @@ impl Cluster {
             Step::Duplicate(i) => {
                 if !self.inflight.is_empty() {
                     let p = self.inflight[i % self.inflight.len()].clone();
-                    if !matches!(p, Packet::Persisted { .. }) {
+                    if !matches!(
+                        p,
+                        Packet::Persisted { .. }
+                            | Packet::Loaded { .. }
+                            | Packet::PersistFailed { .. }
+                    ) {
                         self.inflight.push(p);
                     }
                 }
@@ -190,14 +186,13 @@ impl Cluster {
             Step::Tick(ms) => self.advance(Millis(u64::from(ms))),
             Step::Elect(m) => {
                 let m = m % self.masters.len();
-                for old in std::mem::take(&mut self.leaders) {
+                for old in std::mem::take(&mut self.leaders).into_keys() {
                     self.master_event(old, master::Event::Revoked);
                 }
                 self.elect(m);
             }
             Step::ElectLate(m) => {
                 let m = m % self.masters.len();
-                self.leaders.remove(&m);
                 self.elect(m);
             }
             Step::RevokeStale => self.revoke_stale(),
@@ -216,13 +211,13 @@ impl Cluster {
     }
 
     fn elect(&mut self, m: usize) {
-        if self.leaders.contains(&m) {
+        if self.leaders.contains_key(&m) {
             self.master_event(m, master::Event::Revoked);
         }
         let epoch = Epoch(self.next_epoch);
         self.next_epoch += 1;
         self.epoch_owner.insert(epoch, m);
-        self.leaders.insert(m);
+        self.leaders.insert(m, epoch);
         let hint = regent_core::protocol::LeaderHint {
             id: MasterId(format!("m{m}")),
             addr: master_addr(m),
@@ -233,18 +228,14 @@ impl Cluster {
                 self.master_event(other, master::Event::LeaderIs(hint.clone()));
             }
         }
-        self.master_event(m, master::Event::Elected { epoch });
+        self.master_event(m, master::Event::Elected { floor: epoch, clock: 0 });
     }
 
     /// Revokes every leader but the newest.
     pub fn revoke_stale(&mut self) {
         let newest = self.leader();
-        let stale: Vec<usize> = self
-            .leaders
-            .iter()
-            .copied()
-            .filter(|m| Some(*m) != newest)
-            .collect();
+        let stale: Vec<usize> =
+            self.leaders.keys().copied().filter(|m| Some(*m) != newest).collect();
         for m in stale {
             self.leaders.remove(&m);
             self.master_event(m, master::Event::Revoked);
@@ -296,12 +287,7 @@ impl Cluster {
     fn disconnect(&mut self, w: usize, m: usize) {
         if let Some(conn) = self.conns.remove(&(w, m)) {
             self.master_event(m, master::Event::Disconnected { conn });
-            self.worker_event(
-                w,
-                worker::Event::Disconnected {
-                    master: master_addr(m),
-                },
-            );
+            self.worker_event(w, worker::Event::Disconnected { master: master_addr(m) });
         }
     }
 
@@ -324,17 +310,19 @@ impl Cluster {
                     if let Some(e) = proof {
                         self.proven[w] = self.proven[w].max(e);
                     }
-                    self.worker_event(
-                        w,
-                        worker::Event::Message {
-                            from: master_addr(m),
-                            msg,
-                        },
-                    );
+                    self.worker_event(w, worker::Event::Message { from: master_addr(m), msg });
                 }
             }
             Packet::Persisted { m, write } => {
                 self.master_event(m, master::Event::Persisted { write })
+            }
+            Packet::PersistFailed { m, write } => {
+                let reason = "fenced: not the newest leader".to_string();
+                self.master_event(m, master::Event::PersistFailed { write, reason })
+            }
+            Packet::Loaded { m } => {
+                let records = self.store.values().cloned().collect();
+                self.master_event(m, master::Event::Loaded { records });
             }
         }
     }
@@ -344,10 +332,7 @@ impl Cluster {
     }
 
     fn worker_of_conn(&self, m: usize, conn: ConnId) -> Option<usize> {
-        self.conns
-            .iter()
-            .find(|((_, mm), c)| *mm == m && **c == conn)
-            .map(|((w, _), _)| *w)
+        self.conns.iter().find(|((_, mm), c)| *mm == m && **c == conn).map(|((w, _), _)| *w)
     }
 
     fn master_event(&mut self, m: usize, e: master::Event) {
@@ -357,12 +342,7 @@ impl Cluster {
             match a {
                 master::Action::Send { conn, msg } => {
                     if let Some(w) = self.worker_of_conn(m, conn) {
-                        if let Message::Registered {
-                            epoch,
-                            duplicate: false,
-                            ..
-                        } = &msg
-                        {
+                        if let Message::Registered { epoch, duplicate: false, .. } = &msg {
                             let wk = &self.workers[w];
                             let key = (m, *epoch, wk.config().id.clone(), wk.config().incarnation);
                             *self.acks.entry(key).or_default() += 1;
@@ -375,15 +355,33 @@ impl Cluster {
                         self.conns.remove(&(w, m));
                         self.worker_event(
                             w,
-                            worker::Event::Disconnected {
-                                master: master_addr(m),
-                            },
+                            worker::Event::Disconnected { master: master_addr(m) },
                         );
                     }
                 }
-                master::Action::Persist { write, .. } | master::Action::Unpersist { write, .. } => {
+                // Writes are fenced by leadership, as ZooKeeper's multi with
+                // a version check on the writer's election node does.
+                master::Action::Persist { write, .. } | master::Action::Unpersist { write, .. }
+                    if self.leader() != Some(m) =>
+                {
+                    self.inflight.push(Packet::PersistFailed { m, write });
+                }
+                master::Action::Persist { write, record } => {
+                    self.store.insert(record.key(), record);
                     self.inflight.push(Packet::Persisted { m, write });
                 }
+                master::Action::Unpersist { write, key, incarnation } => {
+                    let matches = match (self.store.get(&key), incarnation) {
+                        (Some(Record::Worker(w)), Some(inc)) => w.incarnation == inc,
+                        (Some(_), _) => true,
+                        (None, _) => false,
+                    };
+                    if matches {
+                        self.store.remove(&key);
+                    }
+                    self.inflight.push(Packet::Persisted { m, write });
+                }
+                master::Action::LoadRecords => self.inflight.push(Packet::Loaded { m }),
                 master::Action::SetTimer { timer, at } => {
                     self.timers.insert(TimerKey::Master(m, timer), at);
                 }
@@ -416,12 +414,7 @@ impl Cluster {
                 worker::Action::Send { to, msg } => {
                     let m = Self::master_index(&to);
                     if let Some(conn) = self.conns.get(&(w, m)) {
-                        self.inflight.push(Packet::ToMaster {
-                            m,
-                            w,
-                            conn: *conn,
-                            msg,
-                        });
+                        self.inflight.push(Packet::ToMaster { m, w, conn: *conn, msg });
                     }
                 }
                 worker::Action::Close { master, .. } => {
@@ -495,10 +488,7 @@ impl Cluster {
     /// registered with exactly the leader.
     pub fn check_settled(&self) -> Result<(), Violation> {
         let Some(l) = self.leader() else {
-            return Err(Violation {
-                invariant: "settled",
-                detail: "no leader".into(),
-            });
+            return Err(Violation { invariant: "settled", detail: "no leader".into() });
         };
         let leader = &self.masters[l];
         for (i, w) in self.workers.iter().enumerate() {

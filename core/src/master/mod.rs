@@ -12,6 +12,7 @@
 //!   incarnation of a worker id replaces the old one, which is told to shut
 //!   down; a sweep timer marks silent workers DEAD and un-persists them.
 
+mod leadership;
 mod workers;
 
 use crate::ids::{Addr, ConnId, Epoch, Incarnation, MasterId, WorkerId};
@@ -34,6 +35,13 @@ pub struct Config {
     pub heartbeat_interval: Millis,
     /// A worker silent this long is DEAD. Default 10 s.
     pub worker_timeout: Millis,
+    /// How long a new leader waits for recovered workers to report.
+    /// Default: the worker timeout.
+    pub recovery_timeout: Millis,
+    /// When recovery times out and more than this share (percent) of the
+    /// recovered workers have not reported, none of them is removed: they
+    /// stay UNKNOWN (Mesos' `recovery_agent_removal_limit`). Default 50.
+    pub recovery_removal_limit_pct: u8,
 }
 
 impl Config {
@@ -44,6 +52,8 @@ impl Config {
             addr,
             heartbeat_interval: Millis(1_000),
             worker_timeout: Millis(10_000),
+            recovery_timeout: Millis(10_000),
+            recovery_removal_limit_pct: 50,
         }
     }
 
@@ -74,13 +84,36 @@ pub enum Event {
     },
     /// A deadline set by [`Action::SetTimer`] passed.
     Timer(Timer),
-    /// This master leads at `epoch` (already durable).
+    /// The elector made this master leader. The master loads its records,
+    /// picks its epoch as `max(last durable epoch + 1, floor, clock)` (DESIGN
+    /// rule 4) and makes it durable before it acts.
     Elected {
-        /// The leadership's epoch.
-        epoch: Epoch,
+        /// The epoch floor from the elector.
+        floor: Epoch,
+        /// Wall-clock milliseconds (the runtime's clock term; 0 to omit).
+        clock: u64,
     },
+    /// The records asked for by [`Action::LoadRecords`].
+    Loaded {
+        /// Every record in the store.
+        records: Vec<Record>,
+    },
+    /// [`Action::LoadRecords`] failed (a damaged store): leadership is given up.
+    LoadFailed {
+        /// What the store said, naming the damaged record.
+        reason: String,
+    },
+    /// The coordination session is in doubt: stop acting, keep leadership.
+    Suspended,
+    /// The coordination session is back within its lease.
+    Resumed,
     /// Leadership is lost.
     Revoked,
+    /// Operator command: forget a worker left UNKNOWN (or DEAD).
+    RemoveWorker {
+        /// The worker.
+        worker: WorkerId,
+    },
     /// The elector sees `hint` as the leader (possibly this master).
     LeaderIs(LeaderHint),
     /// The write `write` is durable.
@@ -133,6 +166,8 @@ pub enum Action {
         /// The incarnation the delete is conditional on.
         incarnation: Option<Incarnation>,
     },
+    /// Read every record of the store, then feed `Loaded` (or `LoadFailed`).
+    LoadRecords,
     /// Feed `Event::Timer(timer)` at `at` (replaces an earlier deadline).
     SetTimer {
         /// Which timer.
@@ -153,14 +188,40 @@ pub enum Action {
 pub enum Timer {
     /// Mark workers silent for `worker_timeout` DEAD.
     Sweep,
+    /// End of the recovery window.
+    Recovery,
 }
 
 /// The leadership lifecycle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {
-    /// Not leading.
+    /// Not leading (also while an elected master loads its records and
+    /// makes its epoch durable: it does not act yet).
     Standby,
+    /// Leading; waiting for recovered workers to report.
+    Recovering,
     /// Leading and acting.
+    Alive,
+    /// Leading, but the coordination session is in doubt: no placement, no
+    /// store writes, no DEAD sweep; registrations get `LeaderSuspended`.
+    Suspended,
+}
+
+/// Where the leadership is, internally.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Phase {
+    Standby,
+    /// Elected; records requested.
+    Loading {
+        floor: Epoch,
+        clock: u64,
+    },
+    /// Epoch chosen; its write is in flight.
+    PersistingEpoch {
+        write: WriteId,
+        records: Vec<Record>,
+    },
+    Recovering,
     Alive,
 }
 
@@ -171,6 +232,8 @@ pub struct Metrics {
     pub messages: u64,
     /// Messages refused as unexpected for their sender or state.
     pub rejected: u64,
+    /// Workers left UNKNOWN by the recovery removal limit.
+    pub unknown_workers: u64,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -184,13 +247,16 @@ struct Conn {
 #[derive(Debug)]
 pub struct Master {
     config: Config,
-    status: Status,
+    phase: Phase,
+    suspended: bool,
     epoch: Epoch,
     leader: Option<LeaderHint>,
     masters: BTreeSet<Addr>,
     conns: FxHashMap<ConnId, Conn>,
     workers: workers::Registry,
     next_write: u64,
+    /// Write ids up to this one belong to earlier leaderships.
+    leadership_writes_after: u64,
     metrics: Metrics,
 }
 
@@ -201,20 +267,39 @@ impl Master {
         masters.insert(config.addr.clone());
         Master {
             config,
-            status: Status::Standby,
+            phase: Phase::Standby,
+            suspended: false,
             epoch: Epoch::ZERO,
             leader: None,
             masters,
             conns: FxHashMap::default(),
             workers: workers::Registry::default(),
             next_write: 0,
+            leadership_writes_after: 0,
             metrics: Metrics::default(),
         }
     }
 
     /// Where the master is in its lifecycle.
     pub fn status(&self) -> Status {
-        self.status
+        match self.phase {
+            _ if self.suspended => Status::Suspended,
+            Phase::Standby | Phase::Loading { .. } | Phase::PersistingEpoch { .. } => {
+                Status::Standby
+            }
+            Phase::Recovering => Status::Recovering,
+            Phase::Alive => Status::Alive,
+        }
+    }
+
+    /// Leading and able to act (recovering or alive, not suspended).
+    fn acting(&self) -> bool {
+        !self.suspended && matches!(self.phase, Phase::Recovering | Phase::Alive)
+    }
+
+    /// Holding leadership at all (possibly suspended or still loading).
+    fn holds_leadership(&self) -> bool {
+        self.phase != Phase::Standby
     }
 
     /// The current (or last known) epoch.
@@ -257,26 +342,38 @@ impl Master {
                 self.on_message(now, conn, msg, &mut out);
             }
             Event::Timer(Timer::Sweep) => {
-                if self.status == Status::Alive {
+                if self.phase == Phase::Alive && !self.suspended {
                     self.sweep(now, &mut out);
                 }
             }
-            Event::Elected { epoch } => self.on_elected(now, epoch, &mut out),
+            Event::Timer(Timer::Recovery) => self.on_recovery_timeout(now, &mut out),
+            Event::Elected { floor, clock } => self.on_elected(floor, clock, &mut out),
+            Event::Loaded { records } => self.on_loaded(records, &mut out),
+            Event::LoadFailed { reason } => {
+                if self.holds_leadership() {
+                    self.abdicate(format!("cannot load the recovery store: {reason}"), &mut out);
+                }
+            }
+            Event::Suspended => self.on_suspended(),
+            Event::Resumed => self.on_resumed(now),
             Event::Revoked => self.step_down(&mut out),
+            Event::RemoveWorker { worker } => self.remove_worker(&worker, &mut out),
             Event::LeaderIs(hint) => {
                 self.masters.insert(hint.addr.clone());
-                if hint.epoch > self.epoch && self.status == Status::Standby {
+                if hint.epoch > self.epoch && !self.holds_leadership() {
                     self.epoch = hint.epoch;
                 }
                 self.leader = Some(hint);
             }
-            Event::Persisted { write } => self.on_persisted(now, write, &mut out),
+            Event::Persisted { write } => {
+                if !self.on_epoch_persisted(now, write, &mut out) {
+                    self.on_persisted(now, write, &mut out);
+                }
+            }
             Event::PersistFailed { write, reason } => {
-                if self.status != Status::Standby {
-                    out.push(Action::Abdicate {
-                        reason: format!("store write {} failed: {reason}", write.0),
-                    });
-                    self.step_down(&mut out);
+                // A write of an earlier leadership failing is old news.
+                if self.holds_leadership() && write.0 > self.leadership_writes_after {
+                    self.abdicate(format!("store write {} failed: {reason}", write.0), &mut out);
                 }
             }
         }
@@ -284,15 +381,11 @@ impl Master {
     }
 
     fn self_hint(&self) -> LeaderHint {
-        LeaderHint {
-            id: self.config.id.clone(),
-            addr: self.config.addr.clone(),
-            epoch: self.epoch,
-        }
+        LeaderHint { id: self.config.id.clone(), addr: self.config.addr.clone(), epoch: self.epoch }
     }
 
     fn leader_hint(&self) -> Option<LeaderHint> {
-        if self.status == Status::Alive {
+        if self.acting() {
             Some(self.self_hint())
         } else {
             self.leader.clone().filter(|l| l.id != self.config.id)
@@ -309,10 +402,8 @@ impl Master {
     }
 
     fn on_message(&mut self, now: Millis, conn: ConnId, msg: Message, out: &mut Vec<Action>) {
-        if !self.conns.contains_key(&conn) {
-            // A runtime that forgot `Connected`: adopt the connection.
-            self.conns.insert(conn, Conn::default());
-        }
+        // A runtime that forgot `Connected`: adopt the connection.
+        self.conns.entry(conn).or_default();
         match msg {
             Message::Hello(hello) => {
                 let c = self.conns.get_mut(&conn).expect("inserted above");
@@ -323,7 +414,7 @@ impl Master {
                     msg: Message::HelloReply(HelloReply {
                         role: Role::Master,
                         master: self.config.id.clone(),
-                        leading: self.status == Status::Alive,
+                        leading: self.acting(),
                         epoch: self.epoch,
                         leader: self.leader_hint(),
                         masters: self.known_masters(),
@@ -331,17 +422,20 @@ impl Master {
                 });
             }
             Message::RegisterWorker(reg) => {
-                if self.status != Status::Alive {
-                    out.push(self.not_leader(conn));
-                } else {
+                if self.acting() {
                     self.register_worker(now, conn, reg, out);
+                    self.maybe_finish_recovery(now, out);
+                } else {
+                    out.push(self.refusal(conn));
                 }
             }
             Message::WorkerHeartbeat { incarnation } => {
-                if self.status != Status::Alive {
-                    out.push(self.not_leader(conn));
-                } else {
+                // A suspended leader still accepts heartbeats: its workers
+                // must not think it gone while it may yet resume.
+                if self.acting() || (self.suspended && self.holds_leadership()) {
                     self.worker_heartbeat(now, conn, incarnation, out);
+                } else {
+                    out.push(self.refusal(conn));
                 }
             }
             // Anything else (master-to-peer messages, messages of roles this
@@ -352,60 +446,37 @@ impl Master {
         }
     }
 
+    /// The answer to a request this master cannot act on right now.
+    fn refusal(&self, conn: ConnId) -> Action {
+        if self.suspended && self.holds_leadership() {
+            return Action::Send { conn, msg: Message::LeaderSuspended { epoch: self.epoch } };
+        }
+        self.not_leader(conn)
+    }
+
     fn not_leader(&self, conn: ConnId) -> Action {
         Action::Send {
             conn,
-            msg: Message::NotLeader {
-                epoch: self.epoch,
-                leader: self.leader_hint(),
-            },
+            msg: Message::NotLeader { epoch: self.epoch, leader: self.leader_hint() },
         }
     }
 
-    fn on_elected(&mut self, now: Millis, epoch: Epoch, out: &mut Vec<Action>) {
-        if self.status == Status::Alive && epoch <= self.epoch {
-            return; // a repeated notification
-        }
-        self.status = Status::Alive;
-        self.epoch = epoch.max(self.epoch);
-        self.leader = Some(self.self_hint());
-        let changed = Message::MasterChanged {
-            epoch: self.epoch,
-            leader: self.self_hint(),
-            masters: self.known_masters(),
-        };
-        let mut worker_conns: Vec<ConnId> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.role == Some(Role::Worker))
-            .map(|(id, _)| *id)
-            .collect();
-        worker_conns.sort();
-        for conn in worker_conns {
-            out.push(Action::Send {
-                conn,
-                msg: changed.clone(),
-            });
-        }
-        out.push(Action::SetTimer {
-            timer: Timer::Sweep,
-            at: now + self.config.sweep_interval(),
-        });
+    fn abdicate(&mut self, reason: String, out: &mut Vec<Action>) {
+        out.push(Action::Abdicate { reason });
+        self.step_down(out);
     }
 
     fn step_down(&mut self, out: &mut Vec<Action>) {
-        if self.status == Status::Standby {
+        if !self.holds_leadership() {
             return;
         }
-        self.status = Status::Standby;
+        self.phase = Phase::Standby;
+        self.suspended = false;
         self.workers = workers::Registry::default();
         let mut conns: Vec<ConnId> = self.conns.keys().copied().collect();
         conns.sort();
         for conn in conns {
-            out.push(Action::Close {
-                conn,
-                reason: "leadership revoked".into(),
-            });
+            out.push(Action::Close { conn, reason: "leadership revoked".into() });
         }
         self.conns.clear();
     }

@@ -21,6 +21,10 @@ pub enum WorkerState {
     Alive,
     /// Silent for `worker_timeout`; its record is deleted.
     Dead,
+    /// Recovered from the store by a new leader and not heard from yet; or
+    /// left so by the recovery removal limit. Excluded from placement and
+    /// never removed by the DEAD sweep.
+    Unknown,
 }
 
 /// One worker in the leader's registry.
@@ -44,6 +48,8 @@ pub struct WorkerEntry {
     pub durable: bool,
     /// Incarnations of this id that were replaced by a newer one.
     pub retired: Vec<Incarnation>,
+    /// Recovered from the store by this leader.
+    pub recovered: bool,
 }
 
 #[derive(Debug, Default)]
@@ -58,6 +64,54 @@ impl Registry {
         let mut v: Vec<&WorkerEntry> = self.entries.values().collect();
         v.sort_by(|a, b| a.id.cmp(&b.id));
         v
+    }
+
+    pub(super) fn insert_recovered(&mut self, r: WorkerRecord, now: Millis) {
+        self.entries.insert(
+            r.id.clone(),
+            WorkerEntry {
+                id: r.id,
+                incarnation: r.incarnation,
+                cores: r.cores,
+                memory_mb: r.memory_mb,
+                state: WorkerState::Unknown,
+                last_seen: now,
+                conn: None,
+                durable: true,
+                retired: Vec::new(),
+                recovered: true,
+            },
+        );
+    }
+
+    pub(super) fn count(&self, state: WorkerState) -> usize {
+        self.entries.values().filter(|e| e.state == state).count()
+    }
+
+    pub(super) fn recovered_count(&self) -> usize {
+        self.entries.values().filter(|e| e.recovered).count()
+    }
+
+    pub(super) fn ids_in(&self, state: WorkerState) -> Vec<WorkerId> {
+        let mut v: Vec<WorkerId> =
+            self.entries.values().filter(|e| e.state == state).map(|e| e.id.clone()).collect();
+        v.sort();
+        v
+    }
+
+    pub(super) fn refresh_all(&mut self, now: Millis) {
+        for e in self.entries.values_mut() {
+            e.last_seen = now;
+        }
+    }
+
+    pub(super) fn remove_if_not_alive(&mut self, id: &WorkerId) -> Option<WorkerEntry> {
+        match self.entries.get(id) {
+            Some(e) if matches!(e.state, WorkerState::Unknown | WorkerState::Dead) => {
+                self.entries.remove(id)
+            }
+            _ => None,
+        }
     }
 
     pub(super) fn unbind(&mut self, worker: &WorkerId, conn: ConnId) {
@@ -107,11 +161,7 @@ impl Master {
             }
         }
         self.bind(conn, &id);
-        let same = self
-            .workers
-            .entries
-            .get(&id)
-            .map(|e| e.incarnation == reg.incarnation);
+        let same = self.workers.entries.get(&id).map(|e| e.incarnation == reg.incarnation);
         match same {
             Some(true) => {
                 let entry = self.workers.entries.get_mut(&id).expect("checked");
@@ -126,13 +176,15 @@ impl Master {
                     WorkerState::Alive => {
                         // The same process again (a retry or a blip): acknowledge
                         // idempotently, never an error (SPARK-23191).
-                        out.push(Action::Send {
-                            conn,
-                            msg: self.registered_msg(true),
-                        });
+                        out.push(Action::Send { conn, msg: self.registered_msg(true) });
                     }
                     // The acknowledgement follows `Persisted`, on the latest conn.
                     WorkerState::Registering => {}
+                    // A recovered worker reports: its record is durable already.
+                    WorkerState::Unknown => {
+                        entry.state = WorkerState::Alive;
+                        out.push(Action::Send { conn, msg: self.registered_msg(false) });
+                    }
                     WorkerState::Dead => {
                         entry.state = WorkerState::Registering;
                         entry.durable = false;
@@ -144,10 +196,7 @@ impl Master {
                 let old = self.workers.entries.remove(&id).expect("checked");
                 if let Some(old_conn) = old.conn.filter(|c| *c != conn) {
                     let msg = shutdown_msg(self.epoch, &id, old.incarnation, reg.incarnation);
-                    out.push(Action::Send {
-                        conn: old_conn,
-                        msg,
-                    });
+                    out.push(Action::Send { conn: old_conn, msg });
                     out.push(Action::Close {
                         conn: old_conn,
                         reason: format!("worker {id} re-registered with a new incarnation"),
@@ -186,6 +235,7 @@ impl Master {
                 conn: Some(conn),
                 durable: false,
                 retired,
+                recovered: false,
             },
         );
         self.persist_worker(&id, out);
@@ -200,9 +250,7 @@ impl Master {
             cores: e.cores,
             memory_mb: e.memory_mb,
         });
-        self.workers
-            .pending
-            .insert(write, (id.clone(), e.incarnation));
+        self.workers.pending.insert(write, (id.clone(), e.incarnation));
         out.push(Action::Persist { write, record });
     }
 
@@ -220,10 +268,7 @@ impl Master {
             _ => None,
         };
         if let Some(conn) = reply {
-            out.push(Action::Send {
-                conn,
-                msg: self.registered_msg(false),
-            });
+            out.push(Action::Send { conn, msg: self.registered_msg(false) });
         }
     }
 
@@ -240,10 +285,7 @@ impl Master {
         match entry {
             Some(e) if e.incarnation == incarnation && e.state == WorkerState::Alive => {
                 e.last_seen = now;
-                out.push(Action::Send {
-                    conn,
-                    msg: Message::HeartbeatAck { epoch },
-                });
+                out.push(Action::Send { conn, msg: Message::HeartbeatAck { epoch } });
             }
             Some(e) if e.retired.contains(&incarnation) => {
                 let msg = shutdown_msg(epoch, &e.id, incarnation, e.incarnation);
@@ -254,11 +296,25 @@ impl Master {
                 e.last_seen = now;
             }
             // Unknown on this connection, dead, or another incarnation.
-            _ => out.push(Action::Send {
-                conn,
-                msg: Message::ReconnectWorker { epoch },
-            }),
+            _ => out.push(Action::Send { conn, msg: Message::ReconnectWorker { epoch } }),
         }
+    }
+
+    /// Marks a worker DEAD and deletes its record (conditional on its
+    /// incarnation).
+    pub(super) fn mark_dead(&mut self, id: &WorkerId, out: &mut Vec<Action>) {
+        let Some(e) = self.workers.entries.get_mut(id) else {
+            return;
+        };
+        e.state = WorkerState::Dead;
+        e.durable = false;
+        let incarnation = e.incarnation;
+        let write = self.next_write();
+        out.push(Action::Unpersist {
+            write,
+            key: RecordKey::Worker(id.clone()),
+            incarnation: Some(incarnation),
+        });
     }
 
     pub(super) fn sweep(&mut self, now: Millis, out: &mut Vec<Action>) {
@@ -283,10 +339,7 @@ impl Master {
                 incarnation: Some(incarnation),
             });
         }
-        out.push(Action::SetTimer {
-            timer: Timer::Sweep,
-            at: now + self.config.sweep_interval(),
-        });
+        out.push(Action::SetTimer { timer: Timer::Sweep, at: now + self.config.sweep_interval() });
     }
 }
 

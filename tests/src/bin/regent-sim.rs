@@ -33,11 +33,7 @@ fn until_all_registered(c: &mut Cluster, leader: usize) -> Millis {
 
 fn report(c: &Cluster, leader: usize) {
     let m = &c.masters[leader];
-    let alive = m
-        .workers()
-        .iter()
-        .filter(|e| e.state == WorkerState::Alive)
-        .count();
+    let alive = m.workers().iter().filter(|e| e.state == WorkerState::Alive).count();
     println!(
         "  m{leader} leads at {}: {} workers in its registry, {} alive, {} worker exits",
         m.epoch(),
@@ -48,10 +44,7 @@ fn report(c: &Cluster, leader: usize) {
 }
 
 fn main() {
-    let seed = std::env::args()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(7);
+    let seed = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(7);
     let mut c = Cluster::new(3, 5, seed);
     println!("regent-sim (seed {seed}): 3 masters, 5 workers");
     c.step(&Step::Elect(0));

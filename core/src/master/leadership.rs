@@ -1,0 +1,156 @@
+//! The leadership lifecycle: election, epoch, recovery, suspension.
+//!
+//! ```text
+//! STANDBY --Elected--> (LoadRecords) --Loaded--> (Persist epoch) --Persisted-->
+//!   RECOVERING --all recovered workers reported | recovery_timeout--> ALIVE
+//! RECOVERING/ALIVE --Suspended--> SUSPENDED --Resumed--> back where it was
+//! any --Revoked | a failed write or load--> STANDBY (state dropped)
+//! ```
+//!
+//! The epoch is `max(last durable epoch + 1, elector floor, wall clock ms)`
+//! and is durable before the master sends anything as leader (DESIGN rule 4),
+//! so a restart, a wiped store or a change of recovery mode never brings an
+//! epoch below one that workers have already seen.
+
+use super::workers::WorkerState;
+use super::{Action, Master, Phase, Timer};
+use crate::ids::{ConnId, Epoch, WorkerId};
+use crate::protocol::{Message, Role};
+use crate::store::{Record, RecordKey};
+use crate::time::Millis;
+
+impl Master {
+    pub(super) fn on_elected(&mut self, floor: Epoch, clock: u64, out: &mut Vec<Action>) {
+        if self.holds_leadership() {
+            return; // a repeated notification
+        }
+        self.phase = Phase::Loading { floor, clock };
+        self.leadership_writes_after = self.next_write;
+        self.suspended = false;
+        out.push(Action::LoadRecords);
+    }
+
+    pub(super) fn on_loaded(&mut self, records: Vec<Record>, out: &mut Vec<Action>) {
+        let Phase::Loading { floor, clock } = self.phase else {
+            return;
+        };
+        let durable = records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Epoch(e) => Some(*e),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(Epoch::ZERO);
+        let epoch = durable.next().max(floor).max(Epoch(clock));
+        self.epoch = epoch;
+        let write = self.next_write();
+        self.phase = Phase::PersistingEpoch { write, records };
+        out.push(Action::Persist { write, record: Record::Epoch(epoch) });
+    }
+
+    /// Handles `Persisted` for the epoch write; `false` if `write` is another.
+    pub(super) fn on_epoch_persisted(
+        &mut self,
+        now: Millis,
+        write: crate::store::WriteId,
+        out: &mut Vec<Action>,
+    ) -> bool {
+        let records = match &mut self.phase {
+            Phase::PersistingEpoch { write: w, records } if *w == write => std::mem::take(records),
+            _ => return false,
+        };
+        self.phase = Phase::Recovering;
+        self.leader = Some(self.self_hint());
+        for r in records {
+            if let Record::Worker(w) = r {
+                self.workers.insert_recovered(w, now);
+            }
+        }
+        let changed = Message::MasterChanged {
+            epoch: self.epoch,
+            leader: self.self_hint(),
+            masters: self.known_masters(),
+        };
+        let mut worker_conns: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.role == Some(Role::Worker))
+            .map(|(id, _)| *id)
+            .collect();
+        worker_conns.sort();
+        for conn in worker_conns {
+            out.push(Action::Send { conn, msg: changed.clone() });
+        }
+        out.push(Action::SetTimer {
+            timer: Timer::Recovery,
+            at: now + self.config.recovery_timeout,
+        });
+        out.push(Action::SetTimer { timer: Timer::Sweep, at: now + self.config.sweep_interval() });
+        self.maybe_finish_recovery(now, out);
+        true
+    }
+
+    /// Recovery waits on workers only: it ends when none is UNKNOWN.
+    pub(super) fn maybe_finish_recovery(&mut self, _now: Millis, _out: &mut [Action]) {
+        if self.phase == Phase::Recovering && self.workers.count(WorkerState::Unknown) == 0 {
+            self.phase = Phase::Alive;
+        }
+    }
+
+    pub(super) fn on_recovery_timeout(&mut self, now: Millis, out: &mut Vec<Action>) {
+        if self.phase != Phase::Recovering || self.suspended {
+            return;
+        }
+        let silent = self.workers.ids_in(WorkerState::Unknown);
+        let recovered = self.workers.recovered_count().max(1);
+        let share = silent.len() * 100 / recovered;
+        if share > usize::from(self.config.recovery_removal_limit_pct) {
+            // Too many at once to be a few dead machines: more likely a
+            // partition. Keep them UNKNOWN for an operator to judge.
+            self.metrics.unknown_workers = silent.len() as u64;
+        } else {
+            for id in silent {
+                self.mark_dead(&id, out);
+            }
+            self.metrics.unknown_workers = 0;
+        }
+        self.phase = Phase::Alive;
+        let _ = now;
+    }
+
+    pub(super) fn on_suspended(&mut self) {
+        if self.holds_leadership() {
+            self.suspended = true;
+        }
+    }
+
+    pub(super) fn on_resumed(&mut self, now: Millis) {
+        if !self.suspended {
+            return;
+        }
+        self.suspended = false;
+        // Nobody could reach a suspended leader reliably: every worker gets a
+        // fresh `worker_timeout` instead of being declared DEAD for it.
+        self.workers.refresh_all(now);
+    }
+
+    pub(super) fn remove_worker(&mut self, id: &WorkerId, out: &mut Vec<Action>) {
+        if !self.acting() {
+            return;
+        }
+        if let Some(entry) = self.workers.remove_if_not_alive(id) {
+            if entry.state == WorkerState::Unknown {
+                self.metrics.unknown_workers = self.metrics.unknown_workers.saturating_sub(1);
+            }
+            if entry.durable {
+                let write = self.next_write();
+                out.push(Action::Unpersist {
+                    write,
+                    key: RecordKey::Worker(entry.id),
+                    incarnation: Some(entry.incarnation),
+                });
+            }
+        }
+    }
+}
