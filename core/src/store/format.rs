@@ -383,6 +383,25 @@ mod tests {
                     id: FrameworkId(String::arbitrary(g)),
                     name: String::arbitrary(g),
                     failover_timeout_ms: u64::arbitrary(g),
+                    groups: if bool::arbitrary(g) {
+                        vec![]
+                    } else {
+                        vec![crate::store::GroupRecord {
+                            spec: crate::protocol::GroupSpec {
+                                group: String::arbitrary(g),
+                                slots: 2,
+                                command: Vec::arbitrary(g),
+                                env: Vec::arbitrary(g),
+                                cores: u32::arbitrary(g),
+                                memory_mb: u64::arbitrary(g),
+                            },
+                            slots: vec![
+                                crate::store::SlotOutcome::Done,
+                                crate::store::SlotOutcome::Failed { reason: String::arbitrary(g) },
+                            ],
+                            retries_used: u32::arbitrary(g),
+                        }]
+                    },
                 }),
             };
             AnyRecord(r)

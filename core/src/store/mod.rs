@@ -10,6 +10,7 @@
 pub mod format;
 
 use crate::ids::{Epoch, FrameworkId, Incarnation, WorkerId};
+use crate::protocol::GroupSpec;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -53,7 +54,9 @@ pub struct WorkerRecord {
     pub memory_mb: u64,
 }
 
-/// A framework and what it asked for. Filled in by the subscriber work.
+/// A framework and what it asked for: every executor group it declared and
+/// what became of each slot, so that a new leader neither loses a request
+/// nor runs a finished slot again.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FrameworkRecord {
     /// The framework's id.
@@ -62,6 +65,35 @@ pub struct FrameworkRecord {
     pub name: String,
     /// How long it may stay disconnected before it is torn down, in ms.
     pub failover_timeout_ms: u64,
+    /// Its executor groups, in declaration order.
+    pub groups: Vec<GroupRecord>,
+}
+
+/// One declared executor group and the outcome of each of its slots.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupRecord {
+    /// What was declared.
+    pub spec: GroupSpec,
+    /// One entry per slot (`spec.slots` of them).
+    pub slots: Vec<SlotOutcome>,
+    /// Retries used by failed executors of this group.
+    pub retries_used: u32,
+}
+
+/// What became of a slot.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SlotOutcome {
+    /// Still wants (or has) a running executor.
+    Pending,
+    /// Its latest executor exited 0.
+    Done,
+    /// Its executor was killed on the framework's request; not refilled.
+    Killed,
+    /// The group's retry budget ran out on this slot.
+    Failed {
+        /// The last failure.
+        reason: String,
+    },
 }
 
 /// One durable record.

@@ -2,8 +2,11 @@
 //! and running this test binary as a child process.
 #![allow(dead_code)]
 
+use regent_core::protocol::GroupSpec;
 use regent_core::store::format::{self, Damage, FORMAT_VERSION, HEADER_LEN, MAGIC};
-use regent_core::store::{FrameworkRecord, Record, RecordKey, WorkerRecord};
+use regent_core::store::{
+    FrameworkRecord, GroupRecord, Record, RecordKey, SlotOutcome, WorkerRecord,
+};
 use regent_core::{Epoch, FrameworkId, Incarnation, WorkerId};
 use regent_std::store::names::record_file_name;
 use std::fs;
@@ -29,6 +32,18 @@ pub fn framework(id: &str, name: &str) -> Record {
         id: FrameworkId::new(id),
         name: name.into(),
         failover_timeout_ms: 60_000,
+        groups: vec![GroupRecord {
+            spec: GroupSpec {
+                group: "main".into(),
+                slots: 2,
+                command: vec!["/bin/true".into()],
+                env: vec![("K".into(), "V".into())],
+                cores: 1,
+                memory_mb: 256,
+            },
+            slots: vec![SlotOutcome::Done, SlotOutcome::Pending],
+            retries_used: 1,
+        }],
     })
 }
 
