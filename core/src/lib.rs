@@ -18,12 +18,15 @@
 //! * [`time`], [`ids`]: the vocabulary (caller-given time, identifiers, epochs).
 //! * [`protocol`]: every message that crosses the wire.
 //! * [`codec`]: length-prefixed postcard frames, the incremental [`codec::Decoder`].
+//! * [`auth`]: the cluster-secret handshake (HMAC-SHA256 challenge–response) and
+//!   per-frame MACs with per-direction keys and sequence numbers.
 //! * [`worker`]: the worker machine (registration, failover, heartbeats).
 //! * [`master`]: the master machine (leadership lifecycle, worker registry).
 //! * [`store`]: the records a master makes durable.
 #![warn(missing_docs)]
 
 pub mod codec;
+pub mod auth;
 pub mod elector;
 pub mod ids;
 pub mod master;
