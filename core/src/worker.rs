@@ -20,9 +20,10 @@
 //!   heartbeat intervals marks the connection dead (half-open connections are
 //!   detected here, not by a runtime timer).
 
-use crate::ids::{Addr, Epoch, ExecutorId, Incarnation, WorkerId};
+use crate::ids::{Addr, Epoch, ExecutorId, FrameworkId, Incarnation, WorkerId};
 use crate::protocol::{
-    ExecutorReport, Hello, LeaderHint, Message, RegisterWorker, Role, PROTOCOL_VERSION,
+    ExecutorReport, ExecutorState, Hello, LeaderHint, Message, RegisterWorker, Role,
+    PROTOCOL_VERSION,
 };
 use crate::rng::Jitter;
 use crate::time::Millis;
@@ -124,6 +125,17 @@ pub enum Event {
     },
     /// A deadline set by [`Action::SetTimer`] passed.
     Timer(Timer),
+    /// An executor this worker runs changed state (the runtime started it,
+    /// it exited, it was killed, or it could not be started).
+    ExecutorChanged {
+        /// The executor.
+        executor: ExecutorId,
+        /// Its new state.
+        state: ExecutorState,
+    },
+    /// At start-up the runtime found (and killed) an executor its previous
+    /// incarnation left running; the master hears of it.
+    LeftBehind(ExecutorReport),
 }
 
 /// What the runtime must do, in order.
@@ -162,6 +174,28 @@ pub enum Action {
     CancelTimer {
         /// Which timer.
         timer: Timer,
+    },
+    /// Start an executor process, then feed `ExecutorChanged` with
+    /// `Running` (or `Failed`), and later its exit.
+    StartExecutor {
+        /// The executor.
+        executor: ExecutorId,
+        /// Its framework.
+        framework: FrameworkId,
+        /// Program and arguments.
+        command: Vec<String>,
+        /// Environment.
+        env: Vec<(String, String)>,
+        /// Cores it holds (accounted, not enforced).
+        cores: u32,
+        /// Memory it holds in MiB (accounted, not enforced).
+        memory_mb: u64,
+    },
+    /// Kill the executor's whole process group, then feed `ExecutorChanged`
+    /// with `Killed`.
+    KillExecutor {
+        /// The executor.
+        executor: ExecutorId,
     },
     /// Stop the process (after stopping its executors) with an error naming
     /// `reason`. The machine ignores every later event.
@@ -302,6 +336,14 @@ impl Worker {
             Event::Timer(Timer::Registration) => self.on_registration_timer(now, &mut out),
             Event::Timer(Timer::Heartbeat) => self.on_heartbeat_timer(now, &mut out),
             Event::Timer(Timer::Reconnect) => self.on_reconnect_timer(now, &mut out),
+            Event::ExecutorChanged { executor, state } => {
+                self.on_executor_changed(executor, state, &mut out)
+            }
+            Event::LeftBehind(report) => {
+                let id = report.id.clone();
+                self.executors.insert(id.clone(), report);
+                self.report_executor(&id, &mut out);
+            }
         }
         out
     }
@@ -525,6 +567,44 @@ impl Worker {
                 self.active = None;
                 self.follow(now, from, epoch, out);
             }
+            // Only the followed master, at the current epoch (lower epochs
+            // were fenced above), may start or stop executors here.
+            Message::LaunchExecutor {
+                executor, framework, command, env, cores, memory_mb, ..
+            } if self.active.as_ref() == Some(&from)
+                && self.registered
+                && !self.executors.contains_key(&executor) =>
+            {
+                let report = ExecutorReport {
+                    id: executor.clone(),
+                    framework: framework.clone(),
+                    cores,
+                    memory_mb,
+                    state: ExecutorState::Launching,
+                };
+                self.executors.insert(executor.clone(), report);
+                out.push(Action::StartExecutor {
+                    executor,
+                    framework,
+                    command,
+                    env,
+                    cores,
+                    memory_mb,
+                });
+            }
+            Message::KillExecutorOnWorker { executor, .. }
+                if self.active.as_ref() == Some(&from)
+                    && self.executors.get(&executor).is_some_and(|e| !e.state.is_terminal()) =>
+            {
+                out.push(Action::KillExecutor { executor });
+            }
+            // The master recorded the terminal state: it may be forgotten.
+            Message::ExecutorStatusAck { executor, .. }
+                if self.active.as_ref() == Some(&from)
+                    && self.executors.get(&executor).is_some_and(|e| e.state.is_terminal()) =>
+            {
+                self.executors.remove(&executor);
+            }
             Message::Shutdown { reason, .. } => {
                 self.exited = true;
                 out.push(Action::Exit {
@@ -646,6 +726,53 @@ impl Worker {
             to: active,
             msg: Message::WorkerHeartbeat { incarnation: self.config.incarnation },
         });
+        // Terminal states stay until the master acknowledges them: resend
+        // any it has not (it may have been unable to record them).
+        let unacked: Vec<ExecutorId> = self
+            .executors
+            .values()
+            .filter(|e| e.state.is_terminal())
+            .map(|e| e.id.clone())
+            .collect();
+        for id in unacked {
+            self.report_executor(&id, out);
+        }
         out.push(Action::SetTimer { timer: Timer::Heartbeat, at: now + interval });
+    }
+
+    fn on_executor_changed(
+        &mut self,
+        executor: ExecutorId,
+        state: ExecutorState,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(e) = self.executors.get_mut(&executor) else { return };
+        if e.state.is_terminal() || e.state == state {
+            return; // a terminal state is final
+        }
+        e.state = state;
+        self.report_executor(&executor, out);
+    }
+
+    /// Tells the followed master about one executor, if registered with it.
+    fn report_executor(&self, id: &ExecutorId, out: &mut Vec<Action>) {
+        let (Some(active), Some(report)) = (self.active.clone(), self.executors.get(id)) else {
+            return;
+        };
+        if self.registered && self.link_open(&active) {
+            out.push(Action::Send {
+                to: active,
+                msg: Message::ExecutorStatus {
+                    incarnation: self.config.incarnation,
+                    report: report.clone(),
+                },
+            });
+        }
+    }
+
+    /// The executors this worker knows of: running ones and terminal ones
+    /// the master has not acknowledged yet.
+    pub fn executors(&self) -> impl Iterator<Item = &ExecutorReport> {
+        self.executors.values()
     }
 }

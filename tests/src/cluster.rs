@@ -39,11 +39,43 @@ pub enum Step {
 
 #[derive(Clone, Debug)]
 enum Packet {
-    ToMaster { m: usize, w: usize, conn: ConnId, msg: Message },
-    ToWorker { w: usize, m: usize, conn: ConnId, msg: Message },
-    Persisted { m: usize, write: regent_core::store::WriteId },
-    Loaded { m: usize },
-    PersistFailed { m: usize, write: regent_core::store::WriteId },
+    ToMaster {
+        m: usize,
+        w: usize,
+        conn: ConnId,
+        msg: Message,
+    },
+    ToWorker {
+        w: usize,
+        m: usize,
+        conn: ConnId,
+        msg: Message,
+    },
+    Persisted {
+        m: usize,
+        write: regent_core::store::WriteId,
+    },
+    Loaded {
+        m: usize,
+    },
+    /// An executor process of worker `w` changed state.
+    Exec {
+        w: usize,
+        executor: regent_core::ExecutorId,
+        state: regent_core::protocol::ExecutorState,
+    },
+    PersistFailed {
+        m: usize,
+        write: regent_core::store::WriteId,
+    },
+}
+
+impl Packet {
+    /// Network messages can be lost or duplicated; the answers of the store
+    /// and of the worker's own process supervision cannot.
+    fn is_message(&self) -> bool {
+        matches!(self, Packet::ToMaster { .. } | Packet::ToWorker { .. })
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -160,12 +192,7 @@ impl Cluster {
                 // store answers `PersistFailed`, which is another fault).
                 if !self.inflight.is_empty() {
                     let i = i % self.inflight.len();
-                    if !matches!(
-                        self.inflight[i],
-                        Packet::Persisted { .. }
-                            | Packet::Loaded { .. }
-                            | Packet::PersistFailed { .. }
-                    ) {
+                    if self.inflight[i].is_message() {
                         self.inflight.remove(i);
                     }
                 }
@@ -173,12 +200,7 @@ impl Cluster {
             Step::Duplicate(i) => {
                 if !self.inflight.is_empty() {
                     let p = self.inflight[i % self.inflight.len()].clone();
-                    if !matches!(
-                        p,
-                        Packet::Persisted { .. }
-                            | Packet::Loaded { .. }
-                            | Packet::PersistFailed { .. }
-                    ) {
+                    if p.is_message() {
                         self.inflight.push(p);
                     }
                 }
@@ -320,6 +342,9 @@ impl Cluster {
                 let reason = "fenced: not the newest leader".to_string();
                 self.master_event(m, master::Event::PersistFailed { write, reason })
             }
+            Packet::Exec { w, executor, state } => {
+                self.worker_event(w, worker::Event::ExecutorChanged { executor, state })
+            }
             Packet::Loaded { m } => {
                 let records = self.store.values().cloned().collect();
                 self.master_event(m, master::Event::Loaded { records });
@@ -430,6 +455,15 @@ impl Cluster {
                     self.timers.remove(&TimerKey::Worker(w, timer));
                 }
                 worker::Action::Exit { reason } => self.exits.push((w, reason)),
+                // Executors start at once and run until killed.
+                worker::Action::StartExecutor { executor, .. } => {
+                    let state = regent_core::protocol::ExecutorState::Running;
+                    self.inflight.push(Packet::Exec { w, executor, state });
+                }
+                worker::Action::KillExecutor { executor } => {
+                    let state = regent_core::protocol::ExecutorState::Killed;
+                    self.inflight.push(Packet::Exec { w, executor, state });
+                }
             }
         }
     }

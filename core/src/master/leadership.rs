@@ -13,7 +13,7 @@
 //! epoch below one that workers have already seen.
 
 use super::workers::WorkerState;
-use super::{Action, Master, Phase, Timer};
+use super::{Action, FrameworkEntry, Master, Phase, Timer};
 use crate::ids::{ConnId, Epoch, WorkerId};
 use crate::protocol::{Message, Role};
 use crate::store::{Record, RecordKey};
@@ -63,8 +63,12 @@ impl Master {
         self.phase = Phase::Recovering;
         self.leader = Some(self.self_hint());
         for r in records {
-            if let Record::Worker(w) = r {
-                self.workers.insert_recovered(w, now);
+            match r {
+                Record::Worker(w) => self.workers.insert_recovered(w, now),
+                Record::Framework(f) => {
+                    self.frameworks.insert(f.id.clone(), FrameworkEntry::from_record(f));
+                }
+                Record::Epoch(_) => {}
             }
         }
         let changed = Message::MasterChanged {
@@ -87,15 +91,27 @@ impl Master {
             at: now + self.config.recovery_timeout,
         });
         out.push(Action::SetTimer { timer: Timer::Sweep, at: now + self.config.sweep_interval() });
+        out.push(Action::SetTimer {
+            timer: Timer::FrameworkHeartbeat,
+            at: now + self.config.heartbeat_interval,
+        });
         self.maybe_finish_recovery(now, out);
         true
     }
 
     /// Recovery waits on workers only: it ends when none is UNKNOWN.
-    pub(super) fn maybe_finish_recovery(&mut self, _now: Millis, _out: &mut [Action]) {
+    pub(super) fn maybe_finish_recovery(&mut self, now: Millis, out: &mut Vec<Action>) {
         if self.phase == Phase::Recovering && self.workers.count(WorkerState::Unknown) == 0 {
-            self.phase = Phase::Alive;
+            self.become_alive(now, out);
         }
+    }
+
+    /// RECOVERING → ALIVE: frameworks that have not resubscribed start their
+    /// failover clocks now, and placement starts.
+    fn become_alive(&mut self, now: Millis, out: &mut Vec<Action>) {
+        self.phase = Phase::Alive;
+        self.start_failover_clocks(now);
+        self.place(out);
     }
 
     pub(super) fn on_recovery_timeout(&mut self, now: Millis, out: &mut Vec<Action>) {
@@ -115,8 +131,7 @@ impl Master {
             }
             self.metrics.unknown_workers = 0;
         }
-        self.phase = Phase::Alive;
-        let _ = now;
+        self.become_alive(now, out);
     }
 
     pub(super) fn on_suspended(&mut self) {
@@ -125,7 +140,7 @@ impl Master {
         }
     }
 
-    pub(super) fn on_resumed(&mut self, now: Millis) {
+    pub(super) fn on_resumed(&mut self, now: Millis, out: &mut Vec<Action>) {
         if !self.suspended {
             return;
         }
@@ -133,6 +148,7 @@ impl Master {
         // Nobody could reach a suspended leader reliably: every worker gets a
         // fresh `worker_timeout` instead of being declared DEAD for it.
         self.workers.refresh_all(now);
+        self.place(out);
     }
 
     pub(super) fn remove_worker(&mut self, id: &WorkerId, out: &mut Vec<Action>) {

@@ -12,16 +12,20 @@
 //!   incarnation of a worker id replaces the old one, which is told to shut
 //!   down; a sweep timer marks silent workers DEAD and un-persists them.
 
+mod executors;
+mod frameworks;
 mod leadership;
 mod workers;
 
-use crate::ids::{Addr, ConnId, Epoch, Incarnation, MasterId, WorkerId};
+use crate::ids::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, WorkerId};
 use crate::protocol::{HelloReply, LeaderHint, Message, Role};
 use crate::store::{Record, RecordKey, WriteId};
 use crate::time::Millis;
 use rustc_hash::FxHashMap;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
+pub use executors::ExecutorEntry;
+pub use frameworks::{FrameworkEntry, GroupState};
 pub use workers::{WorkerEntry, WorkerState};
 
 /// Master configuration.
@@ -42,6 +46,22 @@ pub struct Config {
     /// recovered workers have not reported, none of them is removed: they
     /// stay UNKNOWN (Mesos' `recovery_agent_removal_limit`). Default 50.
     pub recovery_removal_limit_pct: u8,
+    /// How executors are placed on workers. Default [`Placement::Spread`].
+    pub placement: Placement,
+    /// Failed executors (non-zero exit, failed launch) a group may replace
+    /// before the slot fails (Spark's `spark.deploy.maxExecutorRetries`).
+    /// Default 10.
+    pub max_executor_retries: u32,
+}
+
+/// Executor placement policy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Placement {
+    /// Round robin over the workers with room: spreads load.
+    #[default]
+    Spread,
+    /// The fullest worker that still fits: keeps whole workers free.
+    Pack,
 }
 
 impl Config {
@@ -54,6 +74,8 @@ impl Config {
             worker_timeout: Millis(10_000),
             recovery_timeout: Millis(10_000),
             recovery_removal_limit_pct: 50,
+            placement: Placement::Spread,
+            max_executor_retries: 10,
         }
     }
 
@@ -190,6 +212,21 @@ pub enum Timer {
     Sweep,
     /// End of the recovery window.
     Recovery,
+    /// HEARTBEAT to subscribers; framework failover timeouts.
+    FrameworkHeartbeat,
+}
+
+/// What to do once a write is durable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum AfterWrite {
+    /// Send `Subscribed` on `conn`, if it is still the live subscription.
+    Subscribed { framework: FrameworkId, conn: ConnId },
+    /// Send `RequestAccepted`.
+    Accept { conn: ConnId, request: u64 },
+    /// Acknowledge a worker's executor report.
+    AckReport { worker: WorkerId, executor: ExecutorId },
+    /// Run placement.
+    Place,
 }
 
 /// The leadership lifecycle.
@@ -241,6 +278,7 @@ struct Conn {
     role: Option<Role>,
     node: Option<String>,
     worker: Option<WorkerId>,
+    framework: Option<FrameworkId>,
 }
 
 /// The master machine.
@@ -254,6 +292,11 @@ pub struct Master {
     masters: BTreeSet<Addr>,
     conns: FxHashMap<ConnId, Conn>,
     workers: workers::Registry,
+    frameworks: BTreeMap<FrameworkId, FrameworkEntry>,
+    executors: BTreeMap<ExecutorId, ExecutorEntry>,
+    after_write: FxHashMap<WriteId, Vec<AfterWrite>>,
+    next_launch: u64,
+    spread_cursor: usize,
     next_write: u64,
     /// Write ids up to this one belong to earlier leaderships.
     leadership_writes_after: u64,
@@ -274,6 +317,11 @@ impl Master {
             masters,
             conns: FxHashMap::default(),
             workers: workers::Registry::default(),
+            frameworks: BTreeMap::new(),
+            executors: BTreeMap::new(),
+            after_write: FxHashMap::default(),
+            next_launch: 0,
+            spread_cursor: 0,
             next_write: 0,
             leadership_writes_after: 0,
             metrics: Metrics::default(),
@@ -322,6 +370,17 @@ impl Master {
         self.workers.sorted()
     }
 
+    /// The frameworks, ordered by id.
+    pub fn frameworks(&self) -> impl Iterator<Item = &FrameworkEntry> {
+        self.frameworks.values()
+    }
+
+    /// The executors this leader knows of, ordered by id (terminal ones stay
+    /// until their framework is removed).
+    pub fn executors(&self) -> impl Iterator<Item = &ExecutorEntry> {
+        self.executors.values()
+    }
+
     /// Handles one event at time `now`.
     #[must_use]
     pub fn handle(&mut self, now: Millis, event: Event) -> Vec<Action> {
@@ -335,6 +394,9 @@ impl Master {
                     if let Some(w) = c.worker {
                         self.workers.unbind(&w, conn);
                     }
+                    if let Some(f) = c.framework {
+                        self.framework_disconnected(now, &f, conn);
+                    }
                 }
             }
             Event::Message { conn, msg } => {
@@ -347,6 +409,15 @@ impl Master {
                 }
             }
             Event::Timer(Timer::Recovery) => self.on_recovery_timeout(now, &mut out),
+            Event::Timer(Timer::FrameworkHeartbeat) => {
+                if self.holds_leadership() && !self.suspended {
+                    self.framework_tick(now, &mut out);
+                    out.push(Action::SetTimer {
+                        timer: Timer::FrameworkHeartbeat,
+                        at: now + self.config.heartbeat_interval,
+                    });
+                }
+            }
             Event::Elected { floor, clock } => self.on_elected(floor, clock, &mut out),
             Event::Loaded { records } => self.on_loaded(records, &mut out),
             Event::LoadFailed { reason } => {
@@ -355,7 +426,7 @@ impl Master {
                 }
             }
             Event::Suspended => self.on_suspended(),
-            Event::Resumed => self.on_resumed(now),
+            Event::Resumed => self.on_resumed(now, &mut out),
             Event::Revoked => self.step_down(&mut out),
             Event::RemoveWorker { worker } => self.remove_worker(&worker, &mut out),
             Event::LeaderIs(hint) => {
@@ -366,8 +437,24 @@ impl Master {
                 self.leader = Some(hint);
             }
             Event::Persisted { write } => {
-                if !self.on_epoch_persisted(now, write, &mut out) {
-                    self.on_persisted(now, write, &mut out);
+                if !self.on_epoch_persisted(now, write, &mut out)
+                    && !self.on_persisted(now, write, &mut out)
+                {
+                    for then in self.after_write.remove(&write).unwrap_or_default() {
+                        match then {
+                            AfterWrite::Subscribed { framework, conn } => {
+                                self.on_subscription_durable(&framework, conn, &mut out)
+                            }
+                            AfterWrite::Accept { conn, request } => out.push(Action::Send {
+                                conn,
+                                msg: Message::RequestAccepted { epoch: self.epoch, request },
+                            }),
+                            AfterWrite::AckReport { worker, executor } => {
+                                self.on_report_durable(&worker, &executor, &mut out)
+                            }
+                            AfterWrite::Place => self.place(&mut out),
+                        }
+                    }
                 }
             }
             Event::PersistFailed { write, reason } => {
@@ -423,7 +510,14 @@ impl Master {
             }
             Message::RegisterWorker(reg) => {
                 if self.acting() {
+                    let (worker, incarnation) = (reg.worker.clone(), reg.incarnation);
+                    let reports = reg.executors.clone();
                     self.register_worker(now, conn, reg, out);
+                    if self.workers.is_bound(&worker, incarnation, conn) {
+                        for report in reports {
+                            self.apply_report(&worker, report, out);
+                        }
+                    }
                     self.maybe_finish_recovery(now, out);
                 } else {
                     out.push(self.refusal(conn));
@@ -438,8 +532,35 @@ impl Master {
                     out.push(self.refusal(conn));
                 }
             }
-            // Anything else (master-to-peer messages, messages of roles this
-            // master does not serve yet): refused and counted, never fatal.
+            Message::ExecutorStatus { incarnation, report } => {
+                let bound = self.conns.get(&conn).and_then(|c| c.worker.clone());
+                match bound {
+                    Some(w) if self.acting() && self.workers.is_bound(&w, incarnation, conn) => {
+                        self.apply_report(&w, report, out)
+                    }
+                    // Not now: the worker keeps the report and sends it again.
+                    _ => self.metrics.rejected += 1,
+                }
+            }
+            Message::Subscribe(sub) => {
+                if self.acting() {
+                    self.subscribe(now, conn, sub, out);
+                } else {
+                    out.push(self.refusal(conn));
+                }
+            }
+            Message::DeclareGroup { request, spec } if self.acting() => {
+                self.declare_group(now, conn, request, spec, out)
+            }
+            Message::KillExecutor { request, executor } if self.acting() => {
+                self.kill_request(conn, request, executor, out)
+            }
+            Message::Teardown { request } if self.acting() => self.teardown(conn, request, out),
+            Message::DeclareGroup { .. }
+            | Message::KillExecutor { .. }
+            | Message::Teardown { .. } => out.push(self.refusal(conn)),
+            // Anything else (master-to-peer messages): refused and counted,
+            // never fatal.
             _ => {
                 self.metrics.rejected += 1;
             }
@@ -473,6 +594,9 @@ impl Master {
         self.phase = Phase::Standby;
         self.suspended = false;
         self.workers = workers::Registry::default();
+        self.frameworks.clear();
+        self.executors.clear();
+        self.after_write.clear();
         let mut conns: Vec<ConnId> = self.conns.keys().copied().collect();
         conns.sort();
         for conn in conns {

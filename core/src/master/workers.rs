@@ -50,11 +50,15 @@ pub struct WorkerEntry {
     pub retired: Vec<Incarnation>,
     /// Recovered from the store by this leader.
     pub recovered: bool,
+    /// Cores held by its live executors.
+    pub cores_used: u32,
+    /// Memory held by its live executors, in MiB.
+    pub memory_used_mb: u64,
 }
 
 #[derive(Debug, Default)]
 pub(super) struct Registry {
-    entries: FxHashMap<WorkerId, WorkerEntry>,
+    pub(super) entries: FxHashMap<WorkerId, WorkerEntry>,
     /// Writes in flight: which (worker, incarnation) each one makes durable.
     pending: FxHashMap<WriteId, (WorkerId, Incarnation)>,
 }
@@ -80,6 +84,8 @@ impl Registry {
                 durable: true,
                 retired: Vec::new(),
                 recovered: true,
+                cores_used: 0,
+                memory_used_mb: 0,
             },
         );
     }
@@ -112,6 +118,20 @@ impl Registry {
             }
             _ => None,
         }
+    }
+
+    /// `worker` is registered as `incarnation` and talks on `conn`.
+    pub(super) fn is_bound(
+        &self,
+        worker: &WorkerId,
+        incarnation: Incarnation,
+        conn: ConnId,
+    ) -> bool {
+        self.entries.get(worker).is_some_and(|e| {
+            e.incarnation == incarnation
+                && e.conn == Some(conn)
+                && matches!(e.state, WorkerState::Alive | WorkerState::Registering)
+        })
     }
 
     pub(super) fn unbind(&mut self, worker: &WorkerId, conn: ConnId) {
@@ -193,6 +213,8 @@ impl Master {
                 }
             }
             Some(false) => {
+                // The old incarnation's executors are lost (DESIGN rule 5).
+                self.lose_executors_of(&id, out);
                 let old = self.workers.entries.remove(&id).expect("checked");
                 if let Some(old_conn) = old.conn.filter(|c| *c != conn) {
                     let msg = shutdown_msg(self.epoch, &id, old.incarnation, reg.incarnation);
@@ -236,6 +258,8 @@ impl Master {
                 durable: false,
                 retired,
                 recovered: false,
+                cores_used: 0,
+                memory_used_mb: 0,
             },
         );
         self.persist_worker(&id, out);
@@ -254,9 +278,16 @@ impl Master {
         out.push(Action::Persist { write, record });
     }
 
-    pub(super) fn on_persisted(&mut self, now: Millis, write: WriteId, out: &mut Vec<Action>) {
+    /// Handles `Persisted` for a worker registration; `false` if `write` is
+    /// another kind of write.
+    pub(super) fn on_persisted(
+        &mut self,
+        now: Millis,
+        write: WriteId,
+        out: &mut Vec<Action>,
+    ) -> bool {
         let Some((id, incarnation)) = self.workers.pending.remove(&write) else {
-            return;
+            return false;
         };
         let reply = match self.workers.entries.get_mut(&id) {
             Some(e) if e.incarnation == incarnation && e.state == WorkerState::Registering => {
@@ -269,7 +300,9 @@ impl Master {
         };
         if let Some(conn) = reply {
             out.push(Action::Send { conn, msg: self.registered_msg(false) });
+            self.place(out);
         }
+        true
     }
 
     pub(super) fn worker_heartbeat(
@@ -303,9 +336,11 @@ impl Master {
     /// Marks a worker DEAD and deletes its record (conditional on its
     /// incarnation).
     pub(super) fn mark_dead(&mut self, id: &WorkerId, out: &mut Vec<Action>) {
-        let Some(e) = self.workers.entries.get_mut(id) else {
+        if !self.workers.entries.contains_key(id) {
             return;
-        };
+        }
+        self.lose_executors_of(id, out);
+        let e = self.workers.entries.get_mut(id).expect("checked above");
         e.state = WorkerState::Dead;
         e.durable = false;
         let incarnation = e.incarnation;
@@ -319,25 +354,16 @@ impl Master {
 
     pub(super) fn sweep(&mut self, now: Millis, out: &mut Vec<Action>) {
         let timeout = self.config.worker_timeout;
-        let mut dead: Vec<(WorkerId, Incarnation)> = self
+        let mut dead: Vec<WorkerId> = self
             .workers
             .entries
             .values()
             .filter(|e| e.state == WorkerState::Alive && now.since(e.last_seen) > timeout)
-            .map(|e| (e.id.clone(), e.incarnation))
+            .map(|e| e.id.clone())
             .collect();
         dead.sort();
-        for (id, incarnation) in dead {
-            if let Some(e) = self.workers.entries.get_mut(&id) {
-                e.state = WorkerState::Dead;
-                e.durable = false;
-            }
-            let write = self.next_write();
-            out.push(Action::Unpersist {
-                write,
-                key: RecordKey::Worker(id),
-                incarnation: Some(incarnation),
-            });
+        for id in dead {
+            self.mark_dead(&id, out);
         }
         out.push(Action::SetTimer { timer: Timer::Sweep, at: now + self.config.sweep_interval() });
     }

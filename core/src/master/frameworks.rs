@@ -1,0 +1,383 @@
+//! Subscriptions (Mesos SUBSCRIBE semantics) and framework requests.
+//!
+//! * SUBSCRIBE is always accepted from a new instance; a live subscription of
+//!   another instance gets `FrameworkError { failed_over_to }` and is closed.
+//!   A newer attempt of the *same* instance replaces its older connection
+//!   silently; an older attempt than the one accepted is refused without
+//!   disturbing the newer one (the seed's scenario 5, without a spurious
+//!   failover).
+//! * `Subscribed` follows the durable framework record (DESIGN rule 3).
+//! * Requests are declarative: a group declared again with the same spec is
+//!   accepted again (and adopts the running executors); a different spec for
+//!   an existing group is refused and kills nothing.
+//! * A framework disconnected longer than its `failover_timeout` is removed
+//!   and its executors killed; within it, they keep running.
+
+use super::{Action, AfterWrite, Master, Phase};
+use crate::ids::{ConnId, ExecutorId, FrameworkId, InstanceId};
+use crate::protocol::{ExecutorInfo, GroupSpec, Message, Subscribe};
+use crate::store::{FrameworkRecord, GroupRecord, Record, RecordKey, SlotOutcome};
+use crate::time::Millis;
+
+/// One framework at the leader.
+#[derive(Clone, Debug)]
+pub struct FrameworkEntry {
+    /// Its id.
+    pub id: FrameworkId,
+    /// Its display name.
+    pub name: String,
+    /// How long it may stay disconnected.
+    pub failover_timeout: Millis,
+    /// The instance whose subscription was accepted last.
+    pub instance: Option<InstanceId>,
+    /// The attempt of that instance accepted last.
+    pub attempt: u64,
+    /// The live subscription, if any.
+    pub conn: Option<ConnId>,
+    /// Since when it has had no live subscription (None while connected, or
+    /// while a new leader still recovers).
+    pub disconnected_since: Option<Millis>,
+    /// Its groups, in declaration order.
+    pub groups: Vec<GroupState>,
+}
+
+/// A declared group and its slots at the leader.
+#[derive(Clone, Debug)]
+pub struct GroupState {
+    /// The durable part: spec, slot outcomes, retries used.
+    pub record: GroupRecord,
+    /// The executor currently filling each slot.
+    pub current: Vec<Option<ExecutorId>>,
+}
+
+impl FrameworkEntry {
+    pub(super) fn record(&self) -> Record {
+        Record::Framework(FrameworkRecord {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            failover_timeout_ms: self.failover_timeout.0,
+            groups: self.groups.iter().map(|g| g.record.clone()).collect(),
+        })
+    }
+
+    pub(super) fn from_record(r: FrameworkRecord) -> Self {
+        FrameworkEntry {
+            id: r.id,
+            name: r.name,
+            failover_timeout: Millis(r.failover_timeout_ms),
+            instance: None,
+            attempt: 0,
+            conn: None,
+            disconnected_since: None,
+            groups: r
+                .groups
+                .into_iter()
+                .map(|g| GroupState { current: vec![None; g.slots.len()], record: g })
+                .collect(),
+        }
+    }
+
+    pub(super) fn group_mut(&mut self, name: &str) -> Option<&mut GroupState> {
+        self.groups.iter_mut().find(|g| g.record.spec.group == name)
+    }
+}
+
+impl Master {
+    fn framework_error(&self, message: String, failed_over_to: Option<InstanceId>) -> Message {
+        Message::FrameworkError { epoch: self.epoch, message, failed_over_to }
+    }
+
+    /// Persists the framework's record; `then` runs once it is durable.
+    pub(super) fn persist_framework(
+        &mut self,
+        id: &FrameworkId,
+        then: Vec<AfterWrite>,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(fw) = self.frameworks.get(id) else { return };
+        let record = fw.record();
+        let write = self.next_write();
+        self.after_write.insert(write, then);
+        out.push(Action::Persist { write, record });
+    }
+
+    pub(super) fn subscribe(
+        &mut self,
+        now: Millis,
+        conn: ConnId,
+        sub: Subscribe,
+        out: &mut Vec<Action>,
+    ) {
+        let id = match sub.framework.clone() {
+            Some(id) => id,
+            // A framework's first SUBSCRIBE has no id yet; its retries (and a
+            // retry reaching another leader) must not create a second
+            // framework, so the id derives from the instance.
+            None => FrameworkId(format!("fw-{:016x}", sub.instance.0)),
+        };
+        let fw = self.frameworks.entry(id.clone()).or_insert_with(|| FrameworkEntry {
+            id: id.clone(),
+            name: sub.name.clone(),
+            failover_timeout: sub.failover_timeout,
+            instance: None,
+            attempt: 0,
+            conn: None,
+            disconnected_since: Some(now),
+            groups: Vec::new(),
+        });
+        let same_instance = fw.instance == Some(sub.instance);
+        if same_instance && sub.attempt < fw.attempt {
+            // An older attempt of an instance whose newer attempt is already
+            // accepted (seed scenario 5): refuse it, leave the newer alone.
+            let msg = Message::FrameworkError {
+                epoch: self.epoch,
+                message: format!(
+                    "stale SUBSCRIBE attempt {} of instance {}: attempt {} is already accepted",
+                    sub.attempt, sub.instance, fw.attempt
+                ),
+                failed_over_to: None,
+            };
+            out.push(Action::Send { conn, msg });
+            out.push(Action::Close { conn, reason: "stale SUBSCRIBE attempt".into() });
+            self.conns.remove(&conn);
+            return;
+        }
+        let old_conn = fw.conn.filter(|c| *c != conn);
+        let old_instance = fw.instance;
+        fw.instance = Some(sub.instance);
+        fw.attempt = sub.attempt;
+        fw.conn = Some(conn);
+        fw.disconnected_since = None;
+        fw.name = sub.name;
+        fw.failover_timeout = sub.failover_timeout;
+        if let Some(old) = old_conn {
+            if !same_instance {
+                let msg = self.framework_error(
+                    format!(
+                        "framework {id} failed over to instance {} (this instance: {})",
+                        sub.instance,
+                        old_instance.map(|i| i.to_string()).unwrap_or_default()
+                    ),
+                    Some(sub.instance),
+                );
+                out.push(Action::Send { conn: old, msg });
+            }
+            out.push(Action::Close {
+                conn: old,
+                reason: format!("framework {id} resubscribed on another connection"),
+            });
+            if let Some(c) = self.conns.get_mut(&old) {
+                c.framework = None;
+            }
+        }
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.framework = Some(id.clone());
+        }
+        self.persist_framework(
+            &id,
+            vec![AfterWrite::Subscribed { framework: id.clone(), conn }],
+            out,
+        );
+    }
+
+    pub(super) fn on_subscription_durable(
+        &mut self,
+        framework: &FrameworkId,
+        conn: ConnId,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(fw) = self.frameworks.get(framework) else { return };
+        if fw.conn != Some(conn) {
+            return; // superseded meanwhile
+        }
+        let executors = self.snapshot(framework);
+        out.push(Action::Send {
+            conn,
+            msg: Message::Subscribed {
+                epoch: self.epoch,
+                framework: framework.clone(),
+                heartbeat_interval: self.config.heartbeat_interval,
+                executors,
+            },
+        });
+    }
+
+    /// The framework's executors, as its subscriber sees them.
+    pub(super) fn snapshot(&self, framework: &FrameworkId) -> Vec<ExecutorInfo> {
+        self.executors.values().filter(|e| &e.framework == framework).map(|e| e.info()).collect()
+    }
+
+    /// The framework bound to `conn`, if `conn` is its live subscription.
+    fn subscribed_framework(&self, conn: ConnId) -> Option<FrameworkId> {
+        let id = self.conns.get(&conn)?.framework.clone()?;
+        (self.frameworks.get(&id)?.conn == Some(conn)).then_some(id)
+    }
+
+    fn refuse(&self, conn: ConnId, request: u64, reason: String) -> Action {
+        Action::Send { conn, msg: Message::RequestRefused { epoch: self.epoch, request, reason } }
+    }
+
+    pub(super) fn declare_group(
+        &mut self,
+        now: Millis,
+        conn: ConnId,
+        request: u64,
+        spec: GroupSpec,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(id) = self.subscribed_framework(conn) else {
+            out.push(self.refuse(conn, request, "not subscribed on this connection".into()));
+            return;
+        };
+        if spec.slots == 0 || spec.command.is_empty() {
+            out.push(self.refuse(
+                conn,
+                request,
+                format!("group {:?} needs at least one slot and a command", spec.group),
+            ));
+            return;
+        }
+        let fw = self.frameworks.get_mut(&id).expect("subscribed_framework checked");
+        if let Some(existing) = fw.groups.iter().find(|g| g.record.spec.group == spec.group) {
+            if existing.record.spec == spec {
+                // Declarative and idempotent: the same group again adopts
+                // whatever already runs for it.
+                out.push(Action::Send {
+                    conn,
+                    msg: Message::RequestAccepted { epoch: self.epoch, request },
+                });
+            } else {
+                let reason = format!(
+                    "group {:?} is already declared with a different spec ({} slots of {:?}, {} cores, {} MiB); nothing was changed or killed",
+                    spec.group, existing.record.spec.slots, existing.record.spec.command, existing.record.spec.cores, existing.record.spec.memory_mb
+                );
+                out.push(self.refuse(conn, request, reason));
+            }
+            return;
+        }
+        let slots = spec.slots as usize;
+        fw.groups.push(GroupState {
+            record: GroupRecord { spec, slots: vec![SlotOutcome::Pending; slots], retries_used: 0 },
+            current: vec![None; slots],
+        });
+        let _ = now;
+        self.persist_framework(
+            &id,
+            vec![AfterWrite::Accept { conn, request }, AfterWrite::Place],
+            out,
+        );
+    }
+
+    pub(super) fn kill_request(
+        &mut self,
+        conn: ConnId,
+        request: u64,
+        executor: ExecutorId,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(id) = self.subscribed_framework(conn) else {
+            out.push(self.refuse(conn, request, "not subscribed on this connection".into()));
+            return;
+        };
+        match self.executors.get_mut(&executor) {
+            Some(e) if e.framework == id => {
+                if !e.state.is_terminal() {
+                    e.kill_requested = true;
+                    let worker = e.worker.clone();
+                    self.send_kill(&worker, &executor, out);
+                }
+                out.push(Action::Send {
+                    conn,
+                    msg: Message::RequestAccepted { epoch: self.epoch, request },
+                });
+            }
+            _ => out.push(self.refuse(
+                conn,
+                request,
+                format!("no executor {executor} in framework {id}"),
+            )),
+        }
+    }
+
+    pub(super) fn teardown(&mut self, conn: ConnId, request: u64, out: &mut Vec<Action>) {
+        let Some(id) = self.subscribed_framework(conn) else {
+            out.push(self.refuse(conn, request, "not subscribed on this connection".into()));
+            return;
+        };
+        self.remove_framework(&id, Some(AfterWrite::Accept { conn, request }), out);
+    }
+
+    /// Kills every executor of the framework and deletes its record.
+    pub(super) fn remove_framework(
+        &mut self,
+        id: &FrameworkId,
+        then: Option<AfterWrite>,
+        out: &mut Vec<Action>,
+    ) {
+        if self.frameworks.remove(id).is_none() {
+            return;
+        }
+        let mine: Vec<ExecutorId> =
+            self.executors.values().filter(|e| &e.framework == id).map(|e| e.id.clone()).collect();
+        for ex in mine {
+            if let Some(e) = self.executors.remove(&ex) {
+                if !e.state.is_terminal() {
+                    self.release(&e);
+                    self.send_kill(&e.worker, &ex, out);
+                }
+            }
+        }
+        let write = self.next_write();
+        self.after_write.insert(write, then.into_iter().collect());
+        out.push(Action::Unpersist {
+            write,
+            key: RecordKey::Framework(id.clone()),
+            incarnation: None,
+        });
+    }
+
+    pub(super) fn framework_disconnected(&mut self, now: Millis, id: &FrameworkId, conn: ConnId) {
+        if let Some(fw) = self.frameworks.get_mut(id) {
+            if fw.conn == Some(conn) {
+                fw.conn = None;
+                fw.disconnected_since = Some(now);
+            }
+        }
+    }
+
+    /// HEARTBEAT on every live subscription; remove frameworks past their
+    /// failover timeout.
+    pub(super) fn framework_tick(&mut self, now: Millis, out: &mut Vec<Action>) {
+        let epoch = self.epoch;
+        for fw in self.frameworks.values() {
+            if let Some(conn) = fw.conn {
+                out.push(Action::Send { conn, msg: Message::FrameworkHeartbeat { epoch } });
+            }
+        }
+        if self.phase != Phase::Alive {
+            return;
+        }
+        let expired: Vec<FrameworkId> = self
+            .frameworks
+            .values()
+            .filter(|f| {
+                f.conn.is_none()
+                    && f.disconnected_since.is_some_and(|t| now.since(t) > f.failover_timeout)
+            })
+            .map(|f| f.id.clone())
+            .collect();
+        for id in expired {
+            self.remove_framework(&id, None, out);
+        }
+    }
+
+    /// Frameworks that did not resubscribe during recovery count as
+    /// disconnected from the moment the master becomes ALIVE.
+    pub(super) fn start_failover_clocks(&mut self, now: Millis) {
+        for fw in self.frameworks.values_mut() {
+            if fw.conn.is_none() && fw.disconnected_since.is_none() {
+                fw.disconnected_since = Some(now);
+            }
+        }
+    }
+}
