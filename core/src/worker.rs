@@ -65,6 +65,10 @@ pub struct Config {
     /// The followed master's connection is dead after this many heartbeat
     /// intervals without an acknowledgement. Default 4.
     pub heartbeat_timeout_factor: u64,
+    /// Test-only: accept master messages of any epoch. Exists so the
+    /// simulator can prove it detects the races epoch fencing closes.
+    #[doc(hidden)]
+    pub unsafe_no_epoch_fencing: bool,
 }
 
 impl Config {
@@ -92,6 +96,7 @@ impl Config {
             reconnect_min: Millis(100),
             reconnect_max: Millis(2_000),
             heartbeat_timeout_factor: 4,
+            unsafe_no_epoch_fencing: false,
         }
     }
 }
@@ -509,7 +514,7 @@ impl Worker {
             return;
         }
         if let Some(epoch) = msg.master_epoch() {
-            if epoch < self.max_epoch {
+            if epoch < self.max_epoch && !self.config.unsafe_no_epoch_fencing {
                 // Fenced: a deposed or recovered-old leader (DESIGN rule 4).
                 return;
             }
