@@ -586,7 +586,10 @@ impl Handshake {
     }
 
     /// Feeds one received frame body (without its length prefix). Never
-    /// panics on any input.
+    /// panics on any input. Once the handshake has failed every body gets the
+    /// same error (and no second refusal); a body fed after
+    /// [`Step::Established`] is a misuse and fails the handshake with
+    /// [`AuthError::UnexpectedMessage`] (the session handed out is unaffected).
     pub fn receive(&mut self, body: &[u8]) -> Step {
         if let State::Failed(e) = &self.state {
             return Step::Failed { error: e.clone(), frame: None };
@@ -603,9 +606,13 @@ impl Handshake {
     fn step(&mut self, body: &[u8]) -> Result<Step, (AuthError, Option<RefusalReason>)> {
         if !is_handshake_body(body) {
             // A plain frame where a handshake message belongs: a peer without
-            // a secret if it is a valid message, garbage otherwise.
-            if codec::decode_body(body, &DecoderConfig::default()).is_ok() {
-                return Err((AuthError::PeerHasNoSecret, Some(RefusalReason::SecretRequired)));
+            // a secret if it is a message (of any protocol version), garbage
+            // otherwise.
+            match codec::decode_body(body, &DecoderConfig::default()) {
+                Ok(_) | Err(DecodeError::UnsupportedVersion { .. }) => {
+                    return Err((AuthError::PeerHasNoSecret, Some(RefusalReason::SecretRequired)));
+                }
+                Err(_) => {}
             }
         }
         let msg = Wire::parse(body).map_err(|e| {

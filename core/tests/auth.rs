@@ -370,6 +370,16 @@ fn a_node_without_a_secret_meets_one_with_a_secret() {
     assert_eq!(err, FrameError::PeerRequiresSecret);
     assert!(err.to_string().contains("requires a cluster secret"), "{err}");
 
+    // Also when the plain Hello is of another protocol version.
+    let mut s = Handshake::server(&secret(), NS);
+    let old = Message::Hello(Hello {
+        version: PROTOCOL_VERSION + 1,
+        cluster: "prod".into(),
+        role: Role::Worker,
+        node: "w1".into(),
+    });
+    assert_eq!(failed(s.receive(body(&codec::encode(&old)))).0, AuthError::PeerHasNoSecret);
+
     // Client with a secret, server without: the server names it and refuses.
     let (mut c, nonce) = Handshake::client(&secret(), NC);
     let mut plain = FrameOpener::plain();
