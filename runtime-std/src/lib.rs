@@ -4,8 +4,12 @@
 //!   file per record, `flock`ed for the life of the store) and
 //!   [`store::spawn_writer`], a dedicated writer thread that group-commits
 //!   batches so a runtime never blocks its event loop on fsync.
+//! * [`exec`]: executor process supervision (process groups, output capture,
+//!   exit monitoring, kill with grace, cleanup of groups a crashed worker
+//!   left behind), runtime-agnostic.
 #![warn(missing_docs)]
 
+pub mod exec;
 pub mod store;
 
 pub use store::{

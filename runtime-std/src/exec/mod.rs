@@ -1,0 +1,785 @@
+//! Executor process supervision, shared by every worker runtime.
+//!
+//! A [`Supervisor`] runs each executor as a child process in its own process
+//! group, captures its output to files, waits for it on a thread of its own
+//! and reports every state change as an [`ExecEvent`] through a callback the
+//! runtime supplies (a channel sender, a waker...), so nothing here depends
+//! on an async runtime or on the network: executors keep running while the
+//! worker has no master.
+//!
+//! # Work directory
+//!
+//! ```text
+//! <work_dir>/supervisor.lock          flock held for the supervisor's life
+//! <work_dir>/running/<id>.rec         one durable record per live process group
+//! <work_dir>/executors/<id>/stdout    the executor's output (appended)
+//! <work_dir>/executors/<id>/stderr
+//! ```
+//!
+//! Ids are escaped for file names (see [`names`]). The record of a process
+//! group is written (temp file, fsync, rename, fsync of the directory) before
+//! [`Supervisor::launch`] returns and removed when the executor ends; a new
+//! supervisor over the same directory (after a crash or `kill -9` of the
+//! worker) kills every recorded group that still runs and returns them as
+//! [`LeftBehind`] reports. A recorded group is only killed if its leader's
+//! start time (from `/proc/<pgid>/stat`) is the recorded one, so a recycled
+//! pid is never signalled; a group whose leader is gone but whose members
+//! still run is killed too (Linux never reuses a pid while a process group
+//! of that id exists).
+//!
+//! # Lifecycle and events
+//!
+//! * `launch` → [`ExecutorState::Running`] once the child runs and its group
+//!   is recorded, or [`ExecutorState::Failed`] naming the OS error.
+//! * The child exits by itself → [`ExecutorState::Exited`] with its code
+//!   (`128 + signal` when a signal ended it).
+//! * [`Supervisor::kill`] → SIGTERM to the group, SIGKILL after the grace
+//!   period, then [`ExecutorState::Killed`].
+//!
+//! Events of one executor arrive in that order, from the launching thread
+//! (`Running`, `Failed`) or the executor's waiter thread (terminal states).
+//! When the group leader exits, whatever else still runs in its group is
+//! killed (an executor's helpers do not outlive it); processes that leave
+//! the group (`setsid`) escape, as without cgroups nothing holds them.
+//!
+//! No signal is ever sent to a group after its leader was reaped: the waiter
+//! observes the exit with `waitid(WNOWAIT)` (the zombie keeps the pid), marks
+//! the executor exited under the lock every signaller takes, and only then
+//! reaps it.
+//!
+//! Dropping a `Supervisor` does not kill anything: executors keep running
+//! and their waiter threads keep reporting. Call [`Supervisor::kill_all`] to
+//! stop them on shutdown.
+
+pub mod names;
+pub mod record;
+
+use record::Record;
+use regent_core::protocol::{ExecutorState, Message};
+use regent_core::{ExecutorId, FrameworkId};
+use rustix::fs::{flock, FlockOperation};
+use rustix::process::{
+    kill_process_group, test_kill_process_group, waitid, Pid, Signal, WaitId, WaitIdOptions,
+};
+use std::collections::HashMap;
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write as _};
+use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The name of the lock file in the work directory.
+pub const LOCK_FILE: &str = "supervisor.lock";
+/// How long [`Supervisor::new`] retries a lock that is held.
+const LOCK_RETRY: Duration = Duration::from_millis(500);
+/// The directory of durable process-group records.
+pub const RUNNING_DIR: &str = "running";
+/// The directory of per-executor directories (working directory and logs).
+pub const EXECUTORS_DIR: &str = "executors";
+
+/// Settings of a [`Supervisor`].
+#[derive(Clone, Debug)]
+pub struct SupervisorConfig {
+    /// The worker's work directory (created if missing).
+    pub work_dir: PathBuf,
+    /// How long [`Supervisor::kill`] waits after SIGTERM before SIGKILL.
+    pub kill_grace: Duration,
+    /// How long a new supervisor waits for left-behind groups it killed to
+    /// disappear, and [`Supervisor::kill_all`] waits after SIGKILL.
+    pub reap_timeout: Duration,
+}
+
+impl SupervisorConfig {
+    /// Defaults: 3 s grace, 5 s reap timeout.
+    pub fn new(work_dir: impl Into<PathBuf>) -> Self {
+        SupervisorConfig {
+            work_dir: work_dir.into(),
+            kill_grace: Duration::from_secs(3),
+            reap_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What to run: the contents of [`Message::LaunchExecutor`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecutorSpec {
+    /// The executor id (unique within the cluster's lifetime).
+    pub executor: ExecutorId,
+    /// The framework it belongs to.
+    pub framework: FrameworkId,
+    /// Program and arguments; the program is looked up in `PATH`.
+    pub command: Vec<String>,
+    /// Extra environment variables, in order, on top of the worker's own.
+    pub env: Vec<(String, String)>,
+    /// Cores it holds (passed as `REGENT_CORES`; not enforced).
+    pub cores: u32,
+    /// Memory it holds in MiB (passed as `REGENT_MEMORY_MB`; not enforced).
+    pub memory_mb: u64,
+}
+
+impl ExecutorSpec {
+    /// The spec carried by a `LaunchExecutor` message, `None` for any other.
+    pub fn from_message(message: &Message) -> Option<Self> {
+        match message {
+            Message::LaunchExecutor {
+                executor, framework, command, env, cores, memory_mb, ..
+            } => Some(ExecutorSpec {
+                executor: executor.clone(),
+                framework: framework.clone(),
+                command: command.clone(),
+                env: env.clone(),
+                cores: *cores,
+                memory_mb: *memory_mb,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// A state change of one executor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecEvent {
+    /// The executor.
+    pub executor: ExecutorId,
+    /// Its framework.
+    pub framework: FrameworkId,
+    /// The new state: `Running`, or a terminal `Exited`, `Failed`, `Killed`.
+    pub state: ExecutorState,
+}
+
+/// What [`Supervisor::launch`] did (the same outcome is also delivered as an
+/// [`ExecEvent`], except for `AlreadyRunning`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Launched {
+    /// The child runs and its process group is recorded.
+    Started {
+        /// Its pid, which is also its process group id.
+        pid: u32,
+    },
+    /// An executor with this id runs already (a repeated launch is
+    /// harmless); nothing was started and no event is sent.
+    AlreadyRunning,
+    /// Nothing runs.
+    Failed {
+        /// What went wrong, naming the OS error.
+        reason: String,
+    },
+}
+
+/// A process group a previous supervisor over the same work directory left
+/// behind (its worker crashed or was killed without `kill_all`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeftBehind {
+    /// The executor.
+    pub executor: ExecutorId,
+    /// Its framework.
+    pub framework: FrameworkId,
+    /// The recorded process group id.
+    pub pgid: i32,
+    /// What the new supervisor found.
+    pub outcome: LeftBehindOutcome,
+}
+
+/// What became of a left-behind process group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeftBehindOutcome {
+    /// It still ran and was killed with SIGKILL.
+    Killed,
+    /// It had ended already (or its pid now belongs to another process,
+    /// which was left alone).
+    AlreadyGone,
+}
+
+impl LeftBehind {
+    /// The terminal state to report to the master for it.
+    pub fn state(&self) -> ExecutorState {
+        let reason = match self.outcome {
+            LeftBehindOutcome::Killed => {
+                "left running by a previous worker process; killed on worker restart"
+            }
+            LeftBehindOutcome::AlreadyGone => {
+                "left by a previous worker process; it had ended, its exit status is unknown"
+            }
+        };
+        ExecutorState::Failed { reason: reason.to_owned() }
+    }
+}
+
+/// An executor that runs now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunningExecutor {
+    /// The executor.
+    pub executor: ExecutorId,
+    /// Its framework.
+    pub framework: FrameworkId,
+    /// Its pid (= process group id).
+    pub pid: u32,
+}
+
+/// Why a [`Supervisor`] could not be created.
+#[derive(Debug)]
+pub enum SupervisorError {
+    /// Another supervisor (another worker process) uses the work directory.
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+        /// What the holder wrote into it.
+        holder: String,
+    },
+    /// A file-system operation failed.
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// On which path.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for SupervisorError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SupervisorError::Locked { path, holder } => {
+                write!(f, "work directory is in use: {} is locked by {holder}", path.display())
+            }
+            SupervisorError::Io { what, path, source } => {
+                write!(f, "cannot {what} {}: {source}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for SupervisorError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SupervisorError::Io { source, .. } => Some(source),
+            SupervisorError::Locked { .. } => None,
+        }
+    }
+}
+
+type Sink = Box<dyn Fn(ExecEvent) + Send + Sync>;
+
+/// Supervises the executor processes of one worker. Cheap to share behind an
+/// `Arc`; every method takes `&self`.
+pub struct Supervisor {
+    shared: Arc<Shared>,
+    _lock: File,
+}
+
+impl fmt::Debug for Supervisor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Supervisor")
+            .field("work_dir", &self.shared.config.work_dir)
+            .field("running", &self.running().len())
+            .finish()
+    }
+}
+
+struct Shared {
+    config: SupervisorConfig,
+    running_dir: PathBuf,
+    sink: Sink,
+    executors: Mutex<HashMap<ExecutorId, Arc<Entry>>>,
+}
+
+struct Entry {
+    framework: FrameworkId,
+    pgid: Pid,
+    state: Mutex<EntryState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct EntryState {
+    /// A kill was requested: the terminal state is `Killed`.
+    kill_requested: bool,
+    /// The leader exited (it may not be reaped yet); no signal may be sent.
+    exited: bool,
+    /// The terminal event was delivered and the entry forgotten.
+    finished: bool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these locks cannot leave the data
+    // inconsistent (flags and a map updated in single steps), so poisoning
+    // is ignored.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Supervisor {
+    /// A supervisor over `work_dir` with default settings, and the groups a
+    /// previous supervisor left behind there (already killed). `sink`
+    /// receives every [`ExecEvent`], from several threads; it must not block
+    /// for long.
+    pub fn new(
+        work_dir: impl Into<PathBuf>,
+        sink: impl Fn(ExecEvent) + Send + Sync + 'static,
+    ) -> Result<(Supervisor, Vec<LeftBehind>), SupervisorError> {
+        Self::with_config(SupervisorConfig::new(work_dir), sink)
+    }
+
+    /// [`Supervisor::new`] with explicit settings.
+    pub fn with_config(
+        config: SupervisorConfig,
+        sink: impl Fn(ExecEvent) + Send + Sync + 'static,
+    ) -> Result<(Supervisor, Vec<LeftBehind>), SupervisorError> {
+        let io_err = |what, path: &Path| {
+            let path = path.to_owned();
+            move |source| SupervisorError::Io { what, path, source }
+        };
+        let work = &config.work_dir;
+        let running_dir = work.join(RUNNING_DIR);
+        for dir in [work.clone(), running_dir.clone(), work.join(EXECUTORS_DIR)] {
+            fs::create_dir_all(&dir).map_err(io_err("create directory", &dir))?;
+        }
+        let lock_file = take_lock(&work.join(LOCK_FILE))?;
+        let left = reclaim(&running_dir, config.reap_timeout)
+            .map_err(io_err("reclaim records in", &running_dir))?;
+        let shared = Arc::new(Shared {
+            config,
+            running_dir,
+            sink: Box::new(sink),
+            executors: Mutex::new(HashMap::new()),
+        });
+        Ok((Supervisor { shared, _lock: lock_file }, left))
+    }
+
+    /// The directory an executor runs in and writes `stdout` and `stderr`
+    /// to.
+    pub fn executor_dir(&self, executor: &ExecutorId) -> PathBuf {
+        self.shared.config.work_dir.join(EXECUTORS_DIR).join(names::file_name(executor.as_str()))
+    }
+
+    /// Starts an executor in its own process group, with its output captured
+    /// to files in [`Supervisor::executor_dir`] and the environment variables
+    /// `REGENT_FRAMEWORK_ID`, `REGENT_EXECUTOR_ID`, `REGENT_CORES` and
+    /// `REGENT_MEMORY_MB` set (they override the spec's own). Records the
+    /// group durably before it returns, then reports `Running`; a launch
+    /// that fails is reported as `Failed` and leaves nothing running.
+    pub fn launch(&self, spec: ExecutorSpec) -> Launched {
+        let shared = &self.shared;
+        if lock(&shared.executors).contains_key(&spec.executor) {
+            return Launched::AlreadyRunning;
+        }
+        let dir = self.executor_dir(&spec.executor);
+        let child = match self.spawn(&spec, &dir) {
+            Ok(child) => child,
+            Err(reason) => return self.fail(&spec, reason),
+        };
+        let pid = child.id();
+        let pgid = Pid::from_child(&child);
+        let rec = Record {
+            executor: spec.executor.clone(),
+            framework: spec.framework.clone(),
+            pgid: pgid.as_raw_nonzero().get(),
+            start_time: record::proc_stat(pgid.as_raw_nonzero().get()).map(|s| s.start_time),
+        };
+        if let Err(e) = record::write(&shared.running_dir, &rec) {
+            destroy(child, pgid);
+            let _ = record::remove(&shared.running_dir, &spec.executor);
+            let reason = format!(
+                "cannot record process group {pid} in {}: {e}; the process was killed",
+                shared.running_dir.display()
+            );
+            return self.fail(&spec, reason);
+        }
+        let entry = Arc::new(Entry {
+            framework: spec.framework.clone(),
+            pgid,
+            state: Mutex::new(EntryState::default()),
+            changed: Condvar::new(),
+        });
+        {
+            let mut map = lock(&shared.executors);
+            if map.contains_key(&spec.executor) {
+                // A concurrent launch of the same id won the race; ours is
+                // the duplicate.
+                drop(map);
+                destroy(child, pgid);
+                return Launched::AlreadyRunning;
+            }
+            map.insert(spec.executor.clone(), entry.clone());
+        }
+        tracing::info!(executor = %spec.executor, pid, "executor started");
+        (shared.sink)(ExecEvent {
+            executor: spec.executor.clone(),
+            framework: spec.framework.clone(),
+            state: ExecutorState::Running,
+        });
+        let waiter_shared = shared.clone();
+        let id = spec.executor.clone();
+        let spawned = std::thread::Builder::new().name(format!("regent-exec-{pid}")).spawn({
+            let entry = entry.clone();
+            move || wait_for(&waiter_shared, id, &entry, child)
+        });
+        if let Err(e) = spawned {
+            // The closure (and with it the child) is dropped; the process
+            // still runs unwaited. Kill it and report, as best we can.
+            tracing::error!(executor = %spec.executor, error = %e, "cannot start waiter thread");
+            let _ = kill_process_group(pgid, Signal::KILL);
+            let _ = record::remove(&shared.running_dir, &spec.executor);
+            lock(&shared.executors).remove(&spec.executor);
+            lock(&entry.state).finished = true;
+            (shared.sink)(ExecEvent {
+                executor: spec.executor.clone(),
+                framework: spec.framework.clone(),
+                state: ExecutorState::Failed {
+                    reason: format!("cannot start a thread to wait for the process: {e}"),
+                },
+            });
+        }
+        Launched::Started { pid }
+    }
+
+    fn spawn(&self, spec: &ExecutorSpec, dir: &Path) -> Result<Child, String> {
+        let Some((program, args)) = spec.command.split_first() else {
+            return Err("empty command".to_owned());
+        };
+        for (k, v) in &spec.env {
+            if k.is_empty() || k.contains(['=', '\0']) || v.contains('\0') {
+                return Err(format!("invalid environment variable {k:?}"));
+            }
+        }
+        fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create directory {}: {e}", dir.display()))?;
+        let log = |name: &str| {
+            let path = dir.join(name);
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(|e| format!("cannot open {}: {e}", path.display()))
+        };
+        let (stdout, stderr) = (log("stdout")?, log("stderr")?);
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .env("REGENT_FRAMEWORK_ID", spec.framework.as_str())
+            .env("REGENT_EXECUTOR_ID", spec.executor.as_str())
+            .env("REGENT_CORES", spec.cores.to_string())
+            .env("REGENT_MEMORY_MB", spec.memory_mb.to_string())
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .process_group(0);
+        cmd.spawn().map_err(|e| format!("cannot start {program:?}: {e}"))
+    }
+
+    fn fail(&self, spec: &ExecutorSpec, reason: String) -> Launched {
+        tracing::warn!(executor = %spec.executor, %reason, "executor launch failed");
+        let stderr = self.executor_dir(&spec.executor).join("stderr");
+        if let Ok(mut f) = OpenOptions::new().append(true).open(stderr) {
+            let _ = writeln!(f, "regent: {reason}");
+        }
+        (self.shared.sink)(ExecEvent {
+            executor: spec.executor.clone(),
+            framework: spec.framework.clone(),
+            state: ExecutorState::Failed { reason: reason.clone() },
+        });
+        Launched::Failed { reason }
+    }
+
+    /// Kills an executor: SIGTERM to its whole process group, SIGKILL after
+    /// the grace period if the leader still runs; its terminal state is
+    /// then `Killed`. Returns `false` if no such executor runs. Idempotent:
+    /// a repeated kill while one is under way does nothing more.
+    pub fn kill(&self, executor: &ExecutorId) -> bool {
+        let Some(entry) = lock(&self.shared.executors).get(executor).cloned() else {
+            return false;
+        };
+        if !request_kill(&entry) {
+            return true;
+        }
+        let grace = self.shared.config.kill_grace;
+        let spawned = std::thread::Builder::new().name("regent-exec-kill".to_owned()).spawn({
+            let entry = entry.clone();
+            move || {
+                let deadline = Instant::now() + grace;
+                if !wait_until(&entry, deadline, |s| s.exited) {
+                    signal(&entry, Signal::KILL);
+                }
+            }
+        });
+        if spawned.is_err() {
+            // No thread for the grace period: no grace.
+            signal(&entry, Signal::KILL);
+        }
+        true
+    }
+
+    /// Kills every executor (worker shutdown): SIGTERM to every group,
+    /// SIGKILL to those still running after the grace period, then waits
+    /// (bounded by the reap timeout) until each has been reported. Returns
+    /// the executors that still were not reported when it gave up (normally
+    /// none).
+    pub fn kill_all(&self) -> Vec<ExecutorId> {
+        let entries: Vec<(ExecutorId, Arc<Entry>)> =
+            lock(&self.shared.executors).iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        for (_, e) in &entries {
+            request_kill(e);
+        }
+        let grace_end = Instant::now() + self.shared.config.kill_grace;
+        for (_, e) in &entries {
+            if !wait_until(e, grace_end, |s| s.exited) {
+                signal(e, Signal::KILL);
+            }
+        }
+        let reap_end = Instant::now() + self.shared.config.reap_timeout;
+        entries
+            .into_iter()
+            .filter(|(_, e)| !wait_until(e, reap_end, |s| s.finished))
+            .map(|(id, _)| id)
+            .collect()
+    }
+
+    /// The executors running now.
+    pub fn running(&self) -> Vec<RunningExecutor> {
+        let mut v: Vec<_> = lock(&self.shared.executors)
+            .iter()
+            .map(|(id, e)| RunningExecutor {
+                executor: id.clone(),
+                framework: e.framework.clone(),
+                pid: e.pgid.as_raw_nonzero().get() as u32,
+            })
+            .collect();
+        v.sort_by(|a, b| a.executor.cmp(&b.executor));
+        v
+    }
+}
+
+/// Marks a kill requested and sends SIGTERM to the group; `false` if a kill
+/// was already requested or the leader has exited.
+fn request_kill(entry: &Entry) -> bool {
+    let mut st = lock(&entry.state);
+    if st.kill_requested || st.exited {
+        return false;
+    }
+    st.kill_requested = true;
+    // Under the lock: the leader is not reaped, so the group is ours.
+    let _ = kill_process_group(entry.pgid, Signal::TERM);
+    true
+}
+
+/// Signals the group unless its leader has exited.
+fn signal(entry: &Entry, sig: Signal) {
+    let st = lock(&entry.state);
+    if !st.exited {
+        let _ = kill_process_group(entry.pgid, sig);
+    }
+}
+
+/// Waits until `done` holds or the deadline passes; returns whether it
+/// holds.
+fn wait_until(entry: &Entry, deadline: Instant, done: impl Fn(&EntryState) -> bool) -> bool {
+    let mut st = lock(&entry.state);
+    loop {
+        if done(&st) {
+            return true;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        st = entry.changed.wait_timeout(st, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+    }
+}
+
+/// The waiter thread of one executor.
+fn wait_for(shared: &Shared, id: ExecutorId, entry: &Entry, mut child: Child) {
+    // Wait for the exit without reaping: the zombie keeps the pid, so the
+    // group cannot be recycled while signallers still may use it.
+    loop {
+        match waitid(WaitId::Pid(entry.pgid), WaitIdOptions::EXITED | WaitIdOptions::NOWAIT) {
+            Ok(_) => break,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => {
+                // Cannot happen for our own unreaped child; fall back to a
+                // plain wait below.
+                tracing::error!(executor = %id, error = %e, "waitid failed");
+                break;
+            }
+        }
+    }
+    let killed = {
+        let mut st = lock(&entry.state);
+        st.exited = true;
+        entry.changed.notify_all();
+        st.kill_requested
+    };
+    // The leader is gone; whatever remains of its group goes with it.
+    let _ = kill_process_group(entry.pgid, Signal::KILL);
+    let state = match child.wait() {
+        Ok(_) if killed => ExecutorState::Killed,
+        Ok(status) => ExecutorState::Exited { code: exit_code(status) },
+        Err(e) => ExecutorState::Failed { reason: format!("cannot wait for the process: {e}") },
+    };
+    if let Err(e) = record::remove(&shared.running_dir, &id) {
+        // The record stays; a later supervisor finds the pid gone (or
+        // recycled) and reports it as already gone.
+        tracing::error!(executor = %id, error = %e, "cannot remove executor record");
+    }
+    lock(&shared.executors).remove(&id);
+    tracing::info!(executor = %id, ?state, "executor ended");
+    (shared.sink)(ExecEvent { executor: id, framework: entry.framework.clone(), state });
+    lock(&entry.state).finished = true;
+    entry.changed.notify_all();
+}
+
+/// Kills a just-spawned child's group and reaps it.
+fn destroy(mut child: Child, pgid: Pid) {
+    let _ = kill_process_group(pgid, Signal::KILL);
+    let _ = child.wait();
+}
+
+/// An exit status as a code: the exit code, or `128 + signal`.
+pub fn exit_code(status: ExitStatus) -> i32 {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code,
+        (None, Some(sig)) => 128 + sig,
+        // Neither exited nor signalled: not possible for a waited-for
+        // process; report it as a generic failure code.
+        (None, None) => 255,
+    }
+}
+
+fn take_lock(path: &Path) -> Result<File, SupervisorError> {
+    let io_err = |what| {
+        let path = path.to_owned();
+        move |source| SupervisorError::Io { what, path, source }
+    };
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(io_err("open"))?;
+    // A lock just released may be held a moment longer by a child another
+    // thread of this process is forking (it inherits the descriptor until
+    // its exec closes it): retry briefly before naming a holder.
+    let deadline = Instant::now() + LOCK_RETRY;
+    let mut result = flock(&file, FlockOperation::NonBlockingLockExclusive);
+    while result == Err(rustix::io::Errno::WOULDBLOCK) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+        result = flock(&file, FlockOperation::NonBlockingLockExclusive);
+    }
+    match result {
+        Ok(()) => {}
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
+            let holder = fs::read_to_string(path).unwrap_or_default();
+            let holder = holder.trim();
+            return Err(SupervisorError::Locked {
+                path: path.to_owned(),
+                holder: if holder.is_empty() {
+                    "an unknown process".to_owned()
+                } else {
+                    holder.to_owned()
+                },
+            });
+        }
+        Err(e) => return Err(io_err("lock")(e.into())),
+    }
+    file.set_len(0).map_err(io_err("truncate"))?;
+    writeln!(file, "regent worker pid {}", std::process::id()).map_err(io_err("write"))?;
+    Ok(file)
+}
+
+/// Kills the process groups recorded by a previous supervisor, waits (up to
+/// `timeout`) for them to go, and removes their records.
+fn reclaim(dir: &Path, timeout: Duration) -> io::Result<Vec<LeftBehind>> {
+    let scan = record::scan(dir)?;
+    for path in &scan.torn {
+        tracing::warn!(path = %path.display(), "removing a torn executor record");
+        fs::remove_file(path)?;
+    }
+    for path in &scan.damaged {
+        // Cannot be killed without a pgid; keep it for the operator.
+        let mut aside = path.clone().into_os_string();
+        aside.push(record::CORRUPT_SUFFIX);
+        tracing::error!(
+            path = %path.display(),
+            "damaged executor record; its process group (if any) was not killed"
+        );
+        fs::rename(path, aside)?;
+    }
+    let mut left = Vec::new();
+    let mut killed = Vec::new();
+    for (_, rec) in &scan.records {
+        let outcome = match classify(rec) {
+            Some(pgid) => {
+                let _ = kill_process_group(pgid, Signal::KILL);
+                killed.push(pgid);
+                LeftBehindOutcome::Killed
+            }
+            None => LeftBehindOutcome::AlreadyGone,
+        };
+        tracing::warn!(executor = %rec.executor, pgid = rec.pgid, ?outcome, "executor left behind");
+        left.push(LeftBehind {
+            executor: rec.executor.clone(),
+            framework: rec.framework.clone(),
+            pgid: rec.pgid,
+            outcome,
+        });
+    }
+    let deadline = Instant::now() + timeout;
+    for pgid in killed {
+        while group_alive(pgid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if group_alive(pgid) {
+            tracing::warn!(pgid = pgid.as_raw_nonzero().get(), "killed group has not gone yet");
+        }
+    }
+    for (path, _) in &scan.records {
+        match fs::remove_file(path) {
+            // A waiter thread of a dropped supervisor in this same process
+            // may have removed it as its child died.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            r => r?,
+        }
+    }
+    if !scan.records.is_empty() || !scan.torn.is_empty() || !scan.damaged.is_empty() {
+        record::sync_dir(dir)?;
+    }
+    Ok(left)
+}
+
+/// The group to kill for a record, or `None` if nothing of it is ours any
+/// more.
+fn classify(rec: &Record) -> Option<Pid> {
+    let pgid = Pid::from_raw(rec.pgid)?;
+    match record::proc_stat(rec.pgid) {
+        // The leader lives (or is an unreaped zombie): ours only if it is
+        // the process we started, still leading its group.
+        Some(st) => {
+            let same = rec.start_time.map_or(true, |t| t == st.start_time) && st.pgid == rec.pgid;
+            same.then_some(pgid)
+        }
+        // The leader is gone. Members left in its group are ours: a pid is
+        // not reused while a process group of that id exists. Without /proc
+        // the start time cannot be checked and a live group is taken as ours.
+        None => test_kill_process_group(pgid).is_ok().then_some(pgid),
+    }
+}
+
+/// Whether a process group still has a member that is not a zombie (zombies
+/// left to a non-reaping init count as gone).
+fn group_alive(pgid: Pid) -> bool {
+    if test_kill_process_group(pgid).is_err() {
+        return false;
+    }
+    match record::proc_stat(pgid.as_raw_nonzero().get()) {
+        Some(st) if st.state == 'Z' => {
+            // The leader is a zombie; members may remain, but after SIGKILL
+            // they die promptly. Count the group as gone.
+            false
+        }
+        _ => true,
+    }
+}

@@ -1,0 +1,216 @@
+//! The durable record of running process groups: one small text file per
+//! executor under `<work_dir>/running/`, written atomically (temp file,
+//! fsync, rename, fsync of the directory) and removed when the executor ends.
+//!
+//! Format (one `key=value` per line, ids percent-escaped by
+//! [`super::names::escape`]):
+//!
+//! ```text
+//! regent-executor-record 1
+//! executor=<id>
+//! framework=<id>
+//! pgid=<process group id = pid of the group leader>
+//! start_time=<field 22 of /proc/<pgid>/stat, or - when unknown>
+//! end
+//! ```
+//!
+//! The closing `end` line means a torn file (any prefix of a record) never
+//! parses, so a cut-off number is never taken for a pgid or start time.
+
+use super::names::{escape, file_name, unescape};
+use regent_core::{ExecutorId, FrameworkId};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// The first line of every record file.
+pub const HEADER: &str = "regent-executor-record 1";
+
+/// The extension of a committed record file.
+pub const RECORD_EXT: &str = ".rec";
+
+/// The suffix of a record being written (a crash may leave one behind).
+pub const TEMP_SUFFIX: &str = ".tmp";
+
+/// The suffix a damaged record is renamed to, for the operator.
+pub const CORRUPT_SUFFIX: &str = ".corrupt";
+
+/// One running process group, as recorded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// The executor.
+    pub executor: ExecutorId,
+    /// Its framework.
+    pub framework: FrameworkId,
+    /// The process group (the leader's pid).
+    pub pgid: i32,
+    /// The leader's start time in clock ticks since boot, if known.
+    pub start_time: Option<u64>,
+}
+
+impl Record {
+    /// The file text.
+    pub fn encode(&self) -> String {
+        let start = self.start_time.map_or_else(|| "-".to_owned(), |t| t.to_string());
+        format!(
+            "{HEADER}\nexecutor={}\nframework={}\npgid={}\nstart_time={start}\nend\n",
+            escape(self.executor.as_str()),
+            escape(self.framework.as_str()),
+            self.pgid
+        )
+    }
+
+    /// Parses file text; `None` if it is not a complete record.
+    pub fn decode(text: &str) -> Option<Record> {
+        let body = text.strip_suffix("\nend\n")?;
+        let mut lines = body.lines();
+        if lines.next()? != HEADER {
+            return None;
+        }
+        let (mut executor, mut framework, mut pgid, mut start) = (None, None, None, None);
+        for line in lines {
+            let (k, v) = line.split_once('=')?;
+            match k {
+                "executor" => executor = Some(unescape(v)?),
+                "framework" => framework = Some(unescape(v)?),
+                "pgid" => pgid = Some(v.parse::<i32>().ok().filter(|p| *p > 1)?),
+                "start_time" => start = Some(if v == "-" { None } else { Some(v.parse().ok()?) }),
+                _ => {}
+            }
+        }
+        Some(Record {
+            executor: ExecutorId(executor?),
+            framework: FrameworkId(framework?),
+            pgid: pgid?,
+            start_time: start?,
+        })
+    }
+}
+
+/// The committed file of an executor's record.
+pub fn record_path(dir: &Path, executor: &ExecutorId) -> PathBuf {
+    dir.join(format!("{}{RECORD_EXT}", file_name(executor.as_str())))
+}
+
+/// Writes a record atomically and durably.
+pub fn write(dir: &Path, record: &Record) -> io::Result<()> {
+    let path = record_path(dir, &record.executor);
+    let mut tmp = path.clone().into_os_string();
+    tmp.push(TEMP_SUFFIX);
+    let tmp = PathBuf::from(tmp);
+    let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+    f.write_all(record.encode().as_bytes())?;
+    f.sync_all()?;
+    drop(f);
+    fs::rename(&tmp, &path)?;
+    sync_dir(dir)
+}
+
+/// Removes an executor's record durably (a missing record is not an error).
+pub fn remove(dir: &Path, executor: &ExecutorId) -> io::Result<()> {
+    match fs::remove_file(record_path(dir, executor)) {
+        Ok(()) => sync_dir(dir),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// fsyncs a directory so a rename or unlink in it is durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// What [`scan`] found in the record directory.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// Parsed records, with the file each came from.
+    pub records: Vec<(PathBuf, Record)>,
+    /// Committed records that could not be parsed (left in place).
+    pub damaged: Vec<PathBuf>,
+    /// Unparseable temporary files (a crash mid-write, before any pgid was
+    /// committed).
+    pub torn: Vec<PathBuf>,
+}
+
+/// Reads every record file. A temporary file that parses completely is
+/// taken as a record too: the crash came after it was written but before
+/// its rename, and its process group may still run.
+pub fn scan(dir: &Path) -> io::Result<Scan> {
+    let mut scan = Scan::default();
+    let mut entries: Vec<_> = fs::read_dir(dir)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    entries.sort();
+    for path in entries {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let committed = name.ends_with(RECORD_EXT);
+        let temp = name.ends_with(TEMP_SUFFIX);
+        if !committed && !temp {
+            continue;
+        }
+        let parsed = fs::read_to_string(&path).ok().and_then(|t| Record::decode(&t));
+        match parsed {
+            Some(r) => scan.records.push((path, r)),
+            None if committed => scan.damaged.push(path),
+            None => scan.torn.push(path),
+        }
+    }
+    Ok(scan)
+}
+
+/// A process's start time (clock ticks since boot, field 22 of
+/// `/proc/<pid>/stat`) and process group (field 5); `None` if the process
+/// does not exist or `/proc` is unavailable.
+pub fn proc_stat(pid: i32) -> Option<ProcStat> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may contain spaces
+    // and parentheses: parse after the last ')'.
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3 (state).
+    Some(ProcStat {
+        state: fields.first()?.chars().next()?,
+        pgid: fields.get(2)?.parse().ok()?,
+        start_time: fields.get(19)?.parse().ok()?,
+    })
+}
+
+/// The parts of `/proc/<pid>/stat` the supervisor uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcStat {
+    /// Process state (`R`, `S`, `Z`, ...).
+    pub state: char,
+    /// Process group.
+    pub pgid: i32,
+    /// Start time in clock ticks since boot.
+    pub start_time: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_round_trips() {
+        let r = Record {
+            executor: ExecutorId::new("e 1/x=y"),
+            framework: FrameworkId::new("fw\n2"),
+            pgid: 4242,
+            start_time: Some(123456),
+        };
+        assert_eq!(Record::decode(&r.encode()), Some(r.clone()));
+        let unknown = Record { start_time: None, ..r };
+        assert_eq!(Record::decode(&unknown.encode()), Some(unknown.clone()));
+        // A torn record (any prefix of a complete one) never parses.
+        let text = unknown.encode();
+        for cut in 0..text.len() {
+            assert_eq!(Record::decode(&text[..cut]), None, "cut {cut}");
+        }
+    }
+
+    #[test]
+    fn proc_stat_of_self() {
+        let me = std::process::id() as i32;
+        let st = proc_stat(me).expect("/proc is available on Linux");
+        assert_eq!(st.pgid, rustix::process::getpgrp().as_raw_nonzero().get());
+        assert!(st.start_time > 0);
+    }
+}

@@ -1,0 +1,479 @@
+//! Executor supervision with real processes: exit codes, signals, output
+//! capture, environment, killing whole process groups, failed launches, and
+//! cleanup of groups left behind by a supervisor that was killed with
+//! SIGKILL. Every wait is bounded by a deadline; every process a test starts
+//! is killed before it ends.
+
+use regent_core::protocol::ExecutorState;
+use regent_core::{ExecutorId, FrameworkId};
+use regent_std::exec::{
+    ExecEvent, ExecutorSpec, Launched, LeftBehindOutcome, Supervisor, SupervisorConfig,
+    SupervisorError, RUNNING_DIR,
+};
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::{Duration, Instant};
+
+const DEADLINE: Duration = Duration::from_secs(20);
+
+fn supervisor(dir: &Path) -> (Supervisor, Receiver<ExecEvent>) {
+    supervisor_with(SupervisorConfig::new(dir))
+}
+
+fn supervisor_with(config: SupervisorConfig) -> (Supervisor, Receiver<ExecEvent>) {
+    let (tx, rx) = channel();
+    let (sup, left) = Supervisor::with_config(config, move |e| {
+        let _ = tx.send(e);
+    })
+    .expect("supervisor");
+    assert!(left.is_empty(), "nothing left behind in a fresh dir: {left:?}");
+    (sup, rx)
+}
+
+fn spec(id: &str, command: &[&str]) -> ExecutorSpec {
+    ExecutorSpec {
+        executor: ExecutorId::new(id),
+        framework: FrameworkId::new("fw-1"),
+        command: command.iter().map(|s| s.to_string()).collect(),
+        env: vec![],
+        cores: 2,
+        memory_mb: 512,
+    }
+}
+
+fn sh(id: &str, script: &str) -> ExecutorSpec {
+    spec(id, &["sh", "-c", script])
+}
+
+fn next(rx: &Receiver<ExecEvent>) -> ExecEvent {
+    rx.recv_timeout(DEADLINE).expect("an event within the deadline")
+}
+
+fn expect_state(rx: &Receiver<ExecEvent>, id: &str, state: ExecutorState) {
+    let e = next(rx);
+    assert_eq!(e.executor.as_str(), id, "{e:?}");
+    assert_eq!(e.state, state, "{e:?}");
+}
+
+fn started(l: Launched) -> u32 {
+    match l {
+        Launched::Started { pid } => pid,
+        other => panic!("expected a start, got {other:?}"),
+    }
+}
+
+/// Gone: no such process, or a zombie nobody has reaped yet (an orphan
+/// left to an init that reaps slowly).
+fn is_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(s) => s[s.rfind(')').unwrap() + 1..].trim_start().starts_with('Z'),
+    }
+}
+
+fn wait_gone(pid: u32) {
+    let end = Instant::now() + DEADLINE;
+    while !is_gone(pid) {
+        assert!(Instant::now() < end, "process {pid} still runs");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Reads a pid a script wrote to a file, waiting for it to appear.
+fn read_pid(path: &Path) -> u32 {
+    let end = Instant::now() + DEADLINE;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if let Ok(pid) = text.trim().parse() {
+                return pid;
+            }
+        }
+        assert!(Instant::now() < end, "{} never written", path.display());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn records(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir.join(RUNNING_DIR)).unwrap().map(|e| e.unwrap().path()).collect()
+}
+
+/// Kills a process a test started outside the supervisor.
+fn kill_pid(pid: u32) {
+    if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+    }
+}
+
+#[test]
+fn exit_code_is_reported_and_record_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sup, rx) = supervisor(dir.path());
+    started(sup.launch(sh("e1", "exit 7")));
+    expect_state(&rx, "e1", ExecutorState::Running);
+    expect_state(&rx, "e1", ExecutorState::Exited { code: 7 });
+    assert!(sup.running().is_empty());
+    assert!(records(dir.path()).is_empty(), "record removed at exit");
+    assert!(!sup.kill(&ExecutorId::new("e1")), "nothing left to kill");
+}
+
+#[test]
+fn death_by_signal_is_128_plus_signal() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sup, rx) = supervisor(dir.path());
+    started(sup.launch(sh("e1", "kill -9 $$")));
+    expect_state(&rx, "e1", ExecutorState::Running);
+    expect_state(&rx, "e1", ExecutorState::Exited { code: 128 + 9 });
+}
+
+#[test]
+fn output_is_captured_to_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sup, rx) = supervisor(dir.path());
+    started(sup.launch(sh("e1", "echo to-out; echo to-err >&2")));
+    expect_state(&rx, "e1", ExecutorState::Running);
+    expect_state(&rx, "e1", ExecutorState::Exited { code: 0 });
+    let edir = sup.executor_dir(&ExecutorId::new("e1"));
+    assert_eq!(edir, dir.path().join("executors/e1"));
+    assert_eq!(std::fs::read_to_string(edir.join("stdout")).unwrap(), "to-out\n");
+    assert_eq!(std::fs::read_to_string(edir.join("stderr")).unwrap(), "to-err\n");
+}
+
+#[test]
+fn environment_and_working_directory_are_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sup, rx) = supervisor(dir.path());
+    let mut s = sh(
+        "exec/1 x",
+        "echo \"$REGENT_EXECUTOR_ID|$REGENT_FRAMEWORK_ID|$REGENT_CORES|$REGENT_MEMORY_MB|$FOO\"; pwd",
+    );
+    s.env = vec![("FOO".into(), "bar baz".into()), ("REGENT_CORES".into(), "spoofed".into())];
+    started(sup.launch(s));
+    expect_state(&rx, "exec/1 x", ExecutorState::Running);
+    expect_state(&rx, "exec/1 x", ExecutorState::Exited { code: 0 });
+    let edir = sup.executor_dir(&ExecutorId::new("exec/1 x"));
+    assert_eq!(edir.file_name().unwrap(), "exec%2F1%20x", "id escaped");
+    let out = std::fs::read_to_string(edir.join("stdout")).unwrap();
+    let mut lines = out.lines();
+    assert_eq!(lines.next(), Some("exec/1 x|fw-1|2|512|bar baz"));
+    let pwd = PathBuf::from(lines.next().unwrap());
+    assert_eq!(pwd.canonicalize().unwrap(), edir.canonicalize().unwrap());
+}
+
+#[test]
+fn kill_kills_the_whole_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sup, rx) = supervisor(dir.path());
+    let pid = started(sup.launch(sh("e1", "sleep 1000 & echo $! > grandchild; wait")));
+    expect_state(&rx, "e1", ExecutorState::Running);
+    let id = ExecutorId::new("e1");
+    let grandchild = read_pid(&sup.executor_dir(&id).join("grandchild"));
+    assert!(!is_gone(grandchild));
+    assert_eq!(sup.running().len(), 1);
+    assert!(sup.kill(&id));
+    // A repeated kill is harmless (it may find the executor ended already).
+    sup.kill(&id);
+    expect_state(&rx, "e1", ExecutorState::Killed);
+    wait_gone(pid);
+    wait_gone(grandchild);
+    assert!(records(dir.path()).is_empty());
+    assert!(!sup.kill(&id));
+    assert!(rx.recv_timeout(Duration::from_millis(200)).is_err(), "one Killed only");
+}
+
+#[test]
+fn kill_escalates_to_sigkill_after_the_grace_period() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = SupervisorConfig::new(dir.path());
+    config.kill_grace = Duration::from_millis(300);
+    let (sup, rx) = supervisor_with(config);
+    // Ignored signals are inherited: neither sh nor sleep dies of SIGTERM.
+    let pid =
+        started(sup.launch(sh("e1", "trap '' TERM; sleep 1000 & echo $! > grandchild; wait")));
+    expect_state(&rx, "e1", ExecutorState::Running);
+    let id = ExecutorId::new("e1");
+    let grandchild = read_pid(&sup.executor_dir(&id).join("grandchild"));
+    assert!(sup.kill(&id));
+    expect_state(&rx, "e1", ExecutorState::Killed);
+    wait_gone(pid);
+    wait_gone(grandchild);
+}
+
+#[test]
+fn leader_exit_takes_its_group_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sup, rx) = supervisor(dir.path());
+    started(sup.launch(sh("e1", "sleep 1000 & echo $! > grandchild; exit 3")));
+    expect_state(&rx, "e1", ExecutorState::Running);
+    expect_state(&rx, "e1", ExecutorState::Exited { code: 3 });
+    let grandchild = read_pid(&sup.executor_dir(&ExecutorId::new("e1")).join("grandchild"));
+    wait_gone(grandchild);
+}
+
+#[test]
+fn nonexistent_command_fails_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sup, rx) = supervisor(dir.path());
+    let l = sup.launch(spec("e1", &["regent-no-such-command-xyz", "arg"]));
+    let Launched::Failed { reason } = l else {
+        panic!("expected a failure, got {l:?}");
+    };
+    assert!(reason.contains("regent-no-such-command-xyz"), "{reason}");
+    assert!(reason.contains("No such file or directory"), "{reason}");
+    expect_state(&rx, "e1", ExecutorState::Failed { reason: reason.clone() });
+    assert!(sup.running().is_empty());
+    assert!(records(dir.path()).is_empty());
+    // The reason is in the executor's stderr file too.
+    let err = std::fs::read_to_string(sup.executor_dir(&ExecutorId::new("e1")).join("stderr"));
+    assert!(err.unwrap().contains("regent-no-such-command-xyz"));
+
+    let l = sup.launch(spec("e2", &[]));
+    assert_eq!(l, Launched::Failed { reason: "empty command".into() });
+    expect_state(&rx, "e2", ExecutorState::Failed { reason: "empty command".into() });
+
+    let mut bad_env = spec("e3", &["true"]);
+    bad_env.env = vec![("A=B".into(), "x".into())];
+    assert!(matches!(sup.launch(bad_env), Launched::Failed { .. }));
+    assert!(matches!(next(&rx).state, ExecutorState::Failed { .. }));
+}
+
+#[test]
+fn duplicate_launch_is_harmless() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sup, rx) = supervisor(dir.path());
+    let pid = started(sup.launch(spec("e1", &["sleep", "1000"])));
+    expect_state(&rx, "e1", ExecutorState::Running);
+    assert_eq!(sup.launch(spec("e1", &["sleep", "1000"])), Launched::AlreadyRunning);
+    let running = sup.running();
+    assert_eq!(running.len(), 1);
+    assert_eq!(running[0].pid, pid);
+    // The record names the group while it runs.
+    let recs = records(dir.path());
+    assert_eq!(recs.len(), 1);
+    let text = std::fs::read_to_string(&recs[0]).unwrap();
+    assert!(text.contains(&format!("pgid={pid}\n")), "{text}");
+    assert!(sup.kill_all().is_empty());
+    expect_state(&rx, "e1", ExecutorState::Killed);
+    wait_gone(pid);
+}
+
+#[test]
+fn kill_all_kills_and_reports_every_executor() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = SupervisorConfig::new(dir.path());
+    config.kill_grace = Duration::from_millis(300);
+    let (sup, rx) = supervisor_with(config);
+    let mut pids = vec![];
+    for i in 0..3 {
+        pids.push(started(sup.launch(spec(&format!("e{i}"), &["sleep", "1000"]))));
+        assert_eq!(next(&rx).state, ExecutorState::Running);
+    }
+    pids.push(started(sup.launch(sh("stubborn", "trap '' TERM; sleep 1000 & wait"))));
+    assert_eq!(next(&rx).state, ExecutorState::Running);
+    assert!(sup.kill_all().is_empty(), "everything reported");
+    let mut killed: Vec<String> = (0..4)
+        .map(|_| {
+            let e = rx.try_recv().expect("reported before kill_all returned");
+            assert_eq!(e.state, ExecutorState::Killed);
+            e.executor.0
+        })
+        .collect();
+    killed.sort();
+    assert_eq!(killed, ["e0", "e1", "e2", "stubborn"]);
+    for pid in pids {
+        wait_gone(pid);
+    }
+    assert!(sup.running().is_empty());
+    assert!(records(dir.path()).is_empty());
+}
+
+#[test]
+fn a_second_supervisor_is_locked_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sup, _rx) = supervisor(dir.path());
+    let err = Supervisor::new(dir.path(), |_| {}).unwrap_err();
+    assert!(matches!(err, SupervisorError::Locked { .. }), "{err}");
+    assert!(err.to_string().contains(&std::process::id().to_string()), "{err}");
+}
+
+#[test]
+fn dropping_the_supervisor_leaves_executors_running_for_the_next_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sup, rx) = supervisor(dir.path());
+    let pid = started(sup.launch(spec("e1", &["sleep", "1000"])));
+    expect_state(&rx, "e1", ExecutorState::Running);
+    drop(sup);
+    assert!(!is_gone(pid), "dropping the supervisor killed nothing");
+    let (sup2, left) = Supervisor::new(dir.path(), |_| {}).unwrap();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0].executor.as_str(), "e1");
+    assert_eq!(left[0].framework.as_str(), "fw-1");
+    assert_eq!(left[0].outcome, LeftBehindOutcome::Killed);
+    assert!(matches!(left[0].state(), ExecutorState::Failed { .. }));
+    wait_gone(pid);
+    assert!(records(dir.path()).is_empty());
+    drop(sup2);
+}
+
+/// Not a test by itself: the helper process of
+/// `groups_left_by_a_killed_supervisor_are_killed_and_reported`, which runs
+/// this binary with `REGENT_EXEC_HELPER_DIR` set. It starts a supervisor,
+/// launches an executor with a grandchild, prints their pids and waits to be
+/// killed with SIGKILL.
+#[test]
+fn helper_supervisor_process() {
+    let Ok(dir) = std::env::var("REGENT_EXEC_HELPER_DIR") else {
+        return;
+    };
+    let (sup, _left) = Supervisor::new(&dir, |_| {}).unwrap();
+    let pid = started(sup.launch(sh("left/behind", "sleep 1000 & echo $! > grandchild; wait")));
+    let grandchild =
+        read_pid(&sup.executor_dir(&ExecutorId::new("left/behind")).join("grandchild"));
+    println!("HELPER-PIDS {pid} {grandchild}");
+    // Bounded, in case the parent test dies before killing us.
+    std::thread::sleep(Duration::from_secs(120));
+    sup.kill_all();
+}
+
+#[test]
+fn groups_left_by_a_killed_supervisor_are_killed_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut helper = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "helper_supervisor_process", "--nocapture", "--test-threads=1"])
+        .env("REGENT_EXEC_HELPER_DIR", dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = helper.stdout.take().unwrap();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            // libtest may print "test <name> ... " on the same line first.
+            if let Some(at) = line.find("HELPER-PIDS ") {
+                let rest = &line[at + "HELPER-PIDS ".len()..];
+                let pids: Vec<u32> = rest.split(' ').map(|p| p.parse().unwrap()).collect();
+                let _ = tx.send(pids);
+            }
+        }
+    });
+    let pids = rx.recv_timeout(DEADLINE);
+    helper.kill().unwrap(); // SIGKILL: no cleanup in the helper.
+    helper.wait().unwrap();
+    let Ok(pids) = pids else {
+        // Clean up whatever the helper started before failing.
+        for rec in records(dir.path()) {
+            let text = std::fs::read_to_string(rec).unwrap_or_default();
+            for pgid in text.lines().filter_map(|l| l.strip_prefix("pgid=")) {
+                if let Some(pgid) = pgid.parse().ok().and_then(rustix::process::Pid::from_raw) {
+                    let _ =
+                        rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+                }
+            }
+        }
+        panic!("the helper did not print its executor's pids");
+    };
+    let (leader, grandchild) = (pids[0], pids[1]);
+    assert!(!is_gone(leader) && !is_gone(grandchild), "the executor outlived its worker");
+
+    let (_sup, left) = match Supervisor::new(dir.path(), |_| {}) {
+        Ok(ok) => ok,
+        Err(e) => {
+            kill_pid(leader);
+            kill_pid(grandchild);
+            panic!("{e}");
+        }
+    };
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0].executor.as_str(), "left/behind");
+    assert_eq!(left[0].framework.as_str(), "fw-1");
+    assert_eq!(left[0].pgid, leader as i32);
+    assert_eq!(left[0].outcome, LeftBehindOutcome::Killed);
+    wait_gone(leader);
+    wait_gone(grandchild);
+    assert!(records(dir.path()).is_empty(), "records removed after reclaiming");
+}
+
+/// Starts `sleep 1000` in its own process group, outside any supervisor.
+fn foreign_group_leader() -> std::process::Child {
+    Command::new("sleep").arg("1000").process_group(0).spawn().unwrap()
+}
+
+fn write_record(dir: &Path, name: &str, pgid: u32, start_time: &str) {
+    let running = dir.join(RUNNING_DIR);
+    std::fs::create_dir_all(&running).unwrap();
+    std::fs::write(
+        running.join(format!("{name}.rec")),
+        format!(
+            "regent-executor-record 1\nexecutor={name}\nframework=fw\npgid={pgid}\nstart_time={start_time}\nend\n"
+        ),
+    )
+    .unwrap();
+}
+
+fn start_time(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = s[s.rfind(')').unwrap() + 1..].split_whitespace().collect();
+    fields[19].parse().unwrap()
+}
+
+#[test]
+fn a_recycled_pid_is_never_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut other = foreign_group_leader();
+    let pid = other.id();
+    // A record naming the pid with another start time: the recorded process
+    // ended and the pid now belongs to someone else.
+    write_record(dir.path(), "old", pid, &(start_time(pid) + 1).to_string());
+    let result = Supervisor::new(dir.path(), |_| {});
+    let alive = !is_gone(pid);
+    let _ = other.kill();
+    let _ = other.wait();
+    let (_sup, left) = result.unwrap();
+    assert!(alive, "the recycled pid's process was killed");
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].executor.as_str(), "old");
+    assert_eq!(left[0].outcome, LeftBehindOutcome::AlreadyGone);
+    assert!(records(dir.path()).is_empty());
+}
+
+#[test]
+fn a_matching_start_time_is_killed_and_a_gone_process_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut ours = foreign_group_leader();
+    let pid = ours.id();
+    write_record(dir.path(), "alive", pid, &start_time(pid).to_string());
+    let mut gone = Command::new("true").spawn().unwrap();
+    let gone_pid = gone.id();
+    gone.wait().unwrap();
+    write_record(dir.path(), "gone", gone_pid, "1");
+    let result = Supervisor::new(dir.path(), |_| {});
+    let status = ours.wait().unwrap(); // SIGKILLed by the supervisor, or hangs
+    let (_sup, mut left) = result.unwrap();
+    left.sort_by(|a, b| a.executor.cmp(&b.executor));
+    assert_eq!(left[0].executor.as_str(), "alive");
+    assert_eq!(left[0].outcome, LeftBehindOutcome::Killed);
+    assert_eq!(left[1].executor.as_str(), "gone");
+    assert_eq!(left[1].outcome, LeftBehindOutcome::AlreadyGone);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(9));
+}
+
+#[test]
+fn damaged_and_torn_records_are_set_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = dir.path().join(RUNNING_DIR);
+    std::fs::create_dir_all(&running).unwrap();
+    std::fs::write(running.join("x.rec"), "garbage").unwrap();
+    std::fs::write(running.join("y.rec.tmp"), "regent-executor-record 1\nexecutor=y\npg").unwrap();
+    let (_sup, left) = Supervisor::new(dir.path(), |_| {}).unwrap();
+    assert!(left.is_empty());
+    let mut names: Vec<_> = records(dir.path())
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["x.rec.corrupt"]);
+}
