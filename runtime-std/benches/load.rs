@@ -47,6 +47,7 @@ fn build(dir: &Path, n: usize) {
             id: FrameworkId::new(format!("framework-{i:06}")),
             name: format!("analytics job {i}"),
             failover_timeout_ms: 3_600_000,
+            groups: Vec::new(),
         }));
     }
     for i in 0..n - 1 - frameworks {

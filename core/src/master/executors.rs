@@ -321,8 +321,12 @@ impl Master {
                 if g.current.get(slot) == Some(&Some(e.id.clone())) {
                     g.current[slot] = None;
                     let outcome = match &state {
-                        ExecutorState::Exited { code: 0 } => SlotOutcome::Done,
-                        ExecutorState::Killed if e.kill_requested => SlotOutcome::Killed,
+                        ExecutorState::Exited { code: 0 } => {
+                            SlotOutcome::Done { executor: e.id.clone() }
+                        }
+                        ExecutorState::Killed if e.kill_requested => {
+                            SlotOutcome::Killed { executor: e.id.clone() }
+                        }
                         // Lost, or killed by its worker's shutdown: refill
                         // without using the retry budget.
                         ExecutorState::Lost | ExecutorState::Killed => SlotOutcome::Pending,
@@ -334,7 +338,7 @@ impl Master {
                                     e.id, state, max_retries
                                 );
                                 slot_failed = Some(reason.clone());
-                                SlotOutcome::Failed { reason }
+                                SlotOutcome::Failed { executor: e.id.clone(), reason }
                             } else {
                                 SlotOutcome::Pending
                             }

@@ -204,7 +204,33 @@ impl Master {
 
     /// The framework's executors, as its subscriber sees them.
     pub(super) fn snapshot(&self, framework: &FrameworkId) -> Vec<ExecutorInfo> {
-        self.executors.values().filter(|e| &e.framework == framework).map(|e| e.info()).collect()
+        let mut v: Vec<ExecutorInfo> = self
+            .executors
+            .values()
+            .filter(|e| &e.framework == framework)
+            .map(|e| e.info())
+            .collect();
+        // Finished slots, as the durable record has them: a subscriber that
+        // missed an exit (it was disconnected, or the leader changed) learns
+        // it here.
+        if let Some(fw) = self.frameworks.get(framework) {
+            for g in &fw.groups {
+                for (slot, outcome) in g.record.slots.iter().enumerate() {
+                    if let Some((id, state)) = outcome.finished() {
+                        if !v.iter().any(|e| e.id == id) {
+                            v.push(ExecutorInfo {
+                                id,
+                                group: g.record.spec.group.clone(),
+                                slot: slot as u32,
+                                worker: None,
+                                state,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        v
     }
 
     /// The framework bound to `conn`, if `conn` is its live subscription.

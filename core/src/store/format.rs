@@ -396,8 +396,13 @@ mod tests {
                                 memory_mb: u64::arbitrary(g),
                             },
                             slots: vec![
-                                crate::store::SlotOutcome::Done,
-                                crate::store::SlotOutcome::Failed { reason: String::arbitrary(g) },
+                                crate::store::SlotOutcome::Done {
+                                    executor: crate::ids::ExecutorId(String::arbitrary(g)),
+                                },
+                                crate::store::SlotOutcome::Failed {
+                                    executor: crate::ids::ExecutorId(String::arbitrary(g)),
+                                    reason: String::arbitrary(g),
+                                },
                             ],
                             retries_used: u32::arbitrary(g),
                         }]

@@ -9,8 +9,8 @@
 
 pub mod format;
 
-use crate::ids::{Epoch, FrameworkId, Incarnation, WorkerId};
-use crate::protocol::GroupSpec;
+use crate::ids::{Epoch, ExecutorId, FrameworkId, Incarnation, WorkerId};
+use crate::protocol::{ExecutorState, GroupSpec};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -86,14 +86,39 @@ pub enum SlotOutcome {
     /// Still wants (or has) a running executor.
     Pending,
     /// Its latest executor exited 0.
-    Done,
+    Done {
+        /// That executor.
+        executor: ExecutorId,
+    },
     /// Its executor was killed on the framework's request; not refilled.
-    Killed,
+    Killed {
+        /// That executor.
+        executor: ExecutorId,
+    },
     /// The group's retry budget ran out on this slot.
     Failed {
-        /// The last failure.
+        /// The executor whose failure used up the budget.
+        executor: ExecutorId,
+        /// Its failure.
         reason: String,
     },
+}
+
+impl SlotOutcome {
+    /// The executor a finished slot ended with, and how, as a subscriber
+    /// sees it; `None` while the slot is pending.
+    pub fn finished(&self) -> Option<(ExecutorId, ExecutorState)> {
+        match self {
+            SlotOutcome::Pending => None,
+            SlotOutcome::Done { executor } => {
+                Some((executor.clone(), ExecutorState::Exited { code: 0 }))
+            }
+            SlotOutcome::Killed { executor } => Some((executor.clone(), ExecutorState::Killed)),
+            SlotOutcome::Failed { executor, reason } => {
+                Some((executor.clone(), ExecutorState::Failed { reason: reason.clone() }))
+            }
+        }
+    }
 }
 
 /// One durable record.

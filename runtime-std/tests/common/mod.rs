@@ -41,7 +41,10 @@ pub fn framework(id: &str, name: &str) -> Record {
                 cores: 1,
                 memory_mb: 256,
             },
-            slots: vec![SlotOutcome::Done, SlotOutcome::Pending],
+            slots: vec![
+                SlotOutcome::Done { executor: "fw-1/main#0#1.1".into() },
+                SlotOutcome::Pending,
+            ],
             retries_used: 1,
         }],
     })
