@@ -47,6 +47,11 @@
 //! the executor exited under the lock every signaller takes, and only then
 //! reaps it.
 //!
+//! One window is not covered: a worker killed between the `fork` of a child
+//! and the fsync of its record leaves a group no record names (the record
+//! cannot name a pid before the child exists). A temporary record file that
+//! was written completely but not renamed is still picked up.
+//!
 //! Dropping a `Supervisor` does not kill anything: executors keep running
 //! and their waiter threads keep reporting. Call [`Supervisor::kill_all`] to
 //! stop them on shutdown.
@@ -517,7 +522,8 @@ impl Supervisor {
     /// SIGKILL to those still running after the grace period, then waits
     /// (bounded by the reap timeout) until each has been reported. Returns
     /// the executors that still were not reported when it gave up (normally
-    /// none).
+    /// none). Executors launched while it runs are not included: stop
+    /// launching first.
     pub fn kill_all(&self) -> Vec<ExecutorId> {
         let entries: Vec<(ExecutorId, Arc<Entry>)> =
             lock(&self.shared.executors).iter().map(|(k, v)| (k.clone(), v.clone())).collect();
