@@ -306,7 +306,10 @@ fn dropping_the_supervisor_leaves_executors_running_for_the_next_one() {
     expect_state(&rx, "e1", ExecutorState::Running);
     drop(sup);
     assert!(!is_gone(pid), "dropping the supervisor killed nothing");
-    let (sup2, left) = Supervisor::new(dir.path(), |_| {}).unwrap();
+    let (sup2, left) = Supervisor::new(dir.path(), |_| {}).unwrap_or_else(|e| {
+        kill_pid(pid);
+        panic!("{e}");
+    });
     assert_eq!(left.len(), 1, "{left:?}");
     assert_eq!(left[0].executor.as_str(), "e1");
     assert_eq!(left[0].framework.as_str(), "fw-1");
