@@ -1,0 +1,175 @@
+//! A TCP proxy on loopback in front of a ZooKeeper server that can cut a
+//! connection right after forwarding a create request, before its reply:
+//! the AURORA-1061 situation (the create is applied, the client sees
+//! `ConnectionLoss`, then reconnects with the same session).
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// ZooKeeper op codes of create requests (create, create2).
+const CREATE_OPS: [i32; 2] = [1, 15];
+
+#[derive(Default)]
+struct Shared {
+    trap: Mutex<Option<String>>,
+    fired: AtomicUsize,
+    stop: AtomicBool,
+    conns: Mutex<Vec<TcpStream>>,
+}
+
+/// The proxy; stops accepting and cuts every connection on drop.
+pub struct ZkProxy {
+    port: u16,
+    shared: Arc<Shared>,
+}
+
+impl ZkProxy {
+    /// Listens on a free loopback port and forwards to `upstream`.
+    pub fn start(upstream: String) -> ZkProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let shared = Arc::new(Shared::default());
+        let s = shared.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if s.stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(client) = conn else { continue };
+                let Ok(server) = TcpStream::connect(&upstream) else { continue };
+                let _ = client.set_nodelay(true);
+                let _ = server.set_nodelay(true);
+                {
+                    let mut conns = s.conns.lock().unwrap();
+                    conns.push(client.try_clone().unwrap());
+                    conns.push(server.try_clone().unwrap());
+                }
+                let cut = Arc::new(AtomicBool::new(false));
+                let (c2, s2, cut2) =
+                    (client.try_clone().unwrap(), server.try_clone().unwrap(), cut.clone());
+                std::thread::spawn(move || server_to_client(s2, c2, cut2));
+                let s3 = s.clone();
+                std::thread::spawn(move || client_to_server(client, server, cut, s3));
+            }
+        });
+        ZkProxy { port, shared }
+    }
+
+    /// `127.0.0.1:<port>`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The next create request whose path contains `pattern` is forwarded,
+    /// then both sides of its connection are closed before the reply can
+    /// pass. Fires once.
+    pub fn arm_create_trap(&self, pattern: &str) {
+        *self.shared.trap.lock().unwrap() = Some(pattern.to_owned());
+    }
+
+    /// How many times the trap fired.
+    pub fn fired(&self) -> usize {
+        self.shared.fired.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for ZkProxy {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        for c in self.shared.conns.lock().unwrap().drain(..) {
+            let _ = c.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+fn server_to_client(mut server: TcpStream, mut client: TcpStream, cut: Arc<AtomicBool>) {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let n = match server.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        // Once the trap fired, nothing more reaches the client: the create's
+        // reply is lost.
+        if cut.load(Ordering::SeqCst) || client.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = client.shutdown(Shutdown::Both);
+    let _ = server.shutdown(Shutdown::Both);
+}
+
+/// Forwards whole frames (4-byte length, then the body); the first frame of
+/// a connection is the connect request, every later one starts with xid and
+/// op code.
+fn client_to_server(
+    mut client: TcpStream,
+    mut server: TcpStream,
+    cut: Arc<AtomicBool>,
+    s: Arc<Shared>,
+) {
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    let mut first = true;
+    loop {
+        let n = match client.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        pending.extend_from_slice(&buf[..n]);
+        while pending.len() >= 4 {
+            let len = i32::from_be_bytes(pending[..4].try_into().unwrap()) as usize;
+            if pending.len() < 4 + len {
+                break;
+            }
+            let frame: Vec<u8> = pending.drain(..4 + len).collect();
+            let trapped = !first && is_trapped_create(&frame, &s);
+            first = false;
+            if trapped {
+                cut.store(true, Ordering::SeqCst);
+                let _ = server.write_all(&frame);
+                let _ = server.flush();
+                // Let the server apply it, then close both sides.
+                std::thread::sleep(Duration::from_millis(300));
+                s.fired.fetch_add(1, Ordering::SeqCst);
+                let _ = client.shutdown(Shutdown::Both);
+                let _ = server.shutdown(Shutdown::Both);
+                return;
+            }
+            if server.write_all(&frame).is_err() {
+                return;
+            }
+        }
+    }
+    let _ = client.shutdown(Shutdown::Both);
+    let _ = server.shutdown(Shutdown::Both);
+}
+
+fn is_trapped_create(frame: &[u8], s: &Shared) -> bool {
+    // len(4) xid(4) op(4) path: len(4) bytes
+    if frame.len() < 16 {
+        return false;
+    }
+    let op = i32::from_be_bytes(frame[8..12].try_into().unwrap());
+    if !CREATE_OPS.contains(&op) {
+        return false;
+    }
+    let plen = i32::from_be_bytes(frame[12..16].try_into().unwrap());
+    if plen < 0 || frame.len() < 16 + plen as usize {
+        return false;
+    }
+    let path = String::from_utf8_lossy(&frame[16..16 + plen as usize]).into_owned();
+    let mut trap = s.trap.lock().unwrap();
+    match trap.as_deref() {
+        Some(p) if path.contains(p) => {
+            *trap = None;
+            true
+        }
+        _ => false,
+    }
+}
