@@ -19,18 +19,35 @@ use std::time::{Duration, Instant};
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
-fn supervisor(dir: &Path) -> (Supervisor, Receiver<ExecEvent>) {
+/// A supervisor that kills its executors when the test ends, even when it
+/// fails.
+struct Guarded(Supervisor);
+
+impl std::ops::Deref for Guarded {
+    type Target = Supervisor;
+    fn deref(&self) -> &Supervisor {
+        &self.0
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        self.0.kill_all();
+    }
+}
+
+fn supervisor(dir: &Path) -> (Guarded, Receiver<ExecEvent>) {
     supervisor_with(SupervisorConfig::new(dir))
 }
 
-fn supervisor_with(config: SupervisorConfig) -> (Supervisor, Receiver<ExecEvent>) {
+fn supervisor_with(config: SupervisorConfig) -> (Guarded, Receiver<ExecEvent>) {
     let (tx, rx) = channel();
     let (sup, left) = Supervisor::with_config(config, move |e| {
         let _ = tx.send(e);
     })
     .expect("supervisor");
     assert!(left.is_empty(), "nothing left behind in a fresh dir: {left:?}");
-    (sup, rx)
+    (Guarded(sup), rx)
 }
 
 fn spec(id: &str, command: &[&str]) -> ExecutorSpec {
@@ -301,7 +318,11 @@ fn a_second_supervisor_is_locked_out() {
 #[test]
 fn dropping_the_supervisor_leaves_executors_running_for_the_next_one() {
     let dir = tempfile::tempdir().unwrap();
-    let (sup, rx) = supervisor(dir.path());
+    let (tx, rx) = channel();
+    let (sup, _) = Supervisor::new(dir.path(), move |e| {
+        let _ = tx.send(e);
+    })
+    .unwrap();
     let pid = started(sup.launch(spec("e1", &["sleep", "1000"])));
     expect_state(&rx, "e1", ExecutorState::Running);
     drop(sup);
