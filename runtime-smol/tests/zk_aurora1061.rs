@@ -65,7 +65,7 @@ fn run(adopt: bool) -> (usize, Vec<String>) {
         let again = nodes_of(&observer, &election, guid).await;
         assert_eq!(nodes, again, "stable");
         let s = h.snapshot().await.expect("runs");
-        assert_eq!(s.status.session.is_some(), true);
+        assert!(s.status.session.is_some(), "the session survived the cut");
         h.shutdown().await;
         (proxy.fired(), again)
     })

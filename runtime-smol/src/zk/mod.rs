@@ -33,7 +33,10 @@
 //! the ensemble where that matters); deriving it keeps the cluster secret
 //! itself, which also keys regent's wire MACs, off the ZooKeeper wire and
 //! out of ZooKeeper's logs. Nodes created before a secret was set keep their
-//! open ACLs; parents that already exist are not changed.
+//! open ACLs; parents that already exist are not changed. ZooKeeper checks a
+//! create or delete against the *parent's* ACL, so the protection covers
+//! everything below the first node regent created: let regent create the
+//! cluster's root (e.g. `/regent`) rather than pre-creating it open.
 
 mod backend;
 mod driver;
@@ -41,7 +44,7 @@ pub mod exec;
 mod store;
 
 pub use backend::ZkBackend;
-pub use driver::{run_elector, spawn_elector, Command, ElectorHandle, Outcome};
+pub use driver::{run_elector, spawn_elector, Command, ElectorHandle, Outcome, Snapshot};
 pub use store::{ZkStore, ZkStoreError, JUTE_MAXBUFFER, MAX_RECORD_IMAGE, REQUEST_OVERHEAD};
 
 use sha2::{Digest, Sha256};

@@ -132,11 +132,11 @@ fn client_to_server(
             first = false;
             if trapped {
                 cut.store(true, Ordering::SeqCst);
+                s.fired.fetch_add(1, Ordering::SeqCst);
                 let _ = server.write_all(&frame);
                 let _ = server.flush();
                 // Let the server apply it, then close both sides.
                 std::thread::sleep(Duration::from_millis(300));
-                s.fired.fetch_add(1, Ordering::SeqCst);
                 let _ = client.shutdown(Shutdown::Both);
                 let _ = server.shutdown(Shutdown::Both);
                 return;
