@@ -4,11 +4,16 @@
 //! (instantly durable, acknowledged by a queued `Persisted`), keeps timers and
 //! a virtual clock, and records what the invariants need.
 
+use regent_core::ids::InstanceId;
 use regent_core::master::{self, Master};
 use regent_core::protocol::Message;
-use regent_core::store::{Record, RecordKey};
+use regent_core::protocol::{ExecutorState, GroupSpec};
+use regent_core::store::{Record, RecordKey, SlotOutcome};
+use regent_core::subscriber::{self, Subscriber};
 use regent_core::worker::{self, Worker};
-use regent_core::{Addr, ConnId, Epoch, Incarnation, MasterId, Millis, WorkerId};
+use regent_core::{
+    Addr, ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, Millis, WorkerId,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One step of a schedule.
@@ -35,6 +40,15 @@ pub enum Step {
     /// Cut (or heal) the link between a worker and a master: connects fail
     /// and nothing is delivered.
     TogglePartition(usize, usize),
+    /// Deliver everything in order and run timers for this many ms (a calm
+    /// stretch inside a schedule; partitions stay as they are).
+    Quiet(u16),
+    /// Start a new subscriber instance of this framework (the old one keeps
+    /// running, as a partitioned scheduler would).
+    FailoverSubscriber(usize),
+    /// The executor at this index (over every live executor on every
+    /// worker) exits by itself, with code 0 when the flag says so, else 1.
+    ExitExecutor(usize, bool),
 }
 
 #[derive(Clone, Debug)]
@@ -68,13 +82,31 @@ enum Packet {
         m: usize,
         write: regent_core::store::WriteId,
     },
+    FromSub {
+        m: usize,
+        s: usize,
+        conn: ConnId,
+        msg: Message,
+    },
+    ToSub {
+        s: usize,
+        m: usize,
+        conn: ConnId,
+        msg: Message,
+    },
 }
 
 impl Packet {
     /// Network messages can be lost or duplicated; the answers of the store
     /// and of the worker's own process supervision cannot.
     fn is_message(&self) -> bool {
-        matches!(self, Packet::ToMaster { .. } | Packet::ToWorker { .. })
+        matches!(
+            self,
+            Packet::ToMaster { .. }
+                | Packet::ToWorker { .. }
+                | Packet::FromSub { .. }
+                | Packet::ToSub { .. }
+        )
     }
 }
 
@@ -82,6 +114,25 @@ impl Packet {
 enum TimerKey {
     Master(usize, master::Timer),
     Worker(usize, worker::Timer),
+    Sub(usize, subscriber::Timer),
+}
+
+/// A subscriber process and what its program has been told.
+#[derive(Debug)]
+pub struct SubProc {
+    /// The machine.
+    pub machine: Subscriber,
+    /// Which framework (index) it serves.
+    pub framework: usize,
+    /// The executors as its program sees them (snapshots and updates).
+    pub view: BTreeMap<ExecutorId, ExecutorState>,
+    /// It stopped (told that the framework failed over elsewhere).
+    pub exited: bool,
+}
+
+/// The id of framework `k`.
+pub fn framework_id(k: usize) -> FrameworkId {
+    FrameworkId(format!("f{k}"))
 }
 
 /// A violated invariant, with the step it was seen at.
@@ -119,6 +170,20 @@ pub struct Cluster {
     /// Per worker: the highest epoch at which a delivered message proved
     /// its sender's leadership.
     pub proven: Vec<Epoch>,
+    /// Subscriber processes, oldest first.
+    pub subs: Vec<SubProc>,
+    sub_conns: BTreeMap<(usize, usize), ConnId>,
+    next_instance: u64,
+    /// Violations seen while events were handled (not visible afterwards).
+    pub seen: Vec<Violation>,
+    /// Record every delivery in `trace` (for debugging a failing schedule).
+    pub tracing: bool,
+    /// Deliveries, when `tracing`.
+    pub trace: Vec<String>,
+    /// Executors whose process exit is already on its way.
+    exiting: BTreeSet<ExecutorId>,
+    /// Executors that exited 0 while the newest leader counted them live.
+    pub known_exits: Vec<(FrameworkId, ExecutorId)>,
     /// First-time acknowledgements: (master, epoch, worker id, incarnation) -> count.
     pub acks: BTreeMap<(usize, Epoch, WorkerId, Incarnation), u32>,
 }
@@ -132,6 +197,17 @@ impl Cluster {
     /// `n_masters` standbys and `n_workers` started workers, configured with
     /// every master.
     pub fn new(n_masters: usize, n_workers: usize, seed: u64) -> Self {
+        Self::with_frameworks(n_masters, n_workers, 0, seed)
+    }
+
+    /// Like [`Cluster::new`], plus one subscriber for each of `n_frameworks`
+    /// frameworks, each declaring a group of two one-core executors.
+    pub fn with_frameworks(
+        n_masters: usize,
+        n_workers: usize,
+        n_frameworks: usize,
+        seed: u64,
+    ) -> Self {
         let masters = (0..n_masters)
             .map(|i| Master::new(master::Config::new(MasterId(format!("m{i}")), master_addr(i))))
             .collect();
@@ -165,12 +241,44 @@ impl Cluster {
             store: BTreeMap::new(),
             exits: Vec::new(),
             proven: vec![Epoch::ZERO; n_workers],
+            subs: Vec::new(),
+            sub_conns: BTreeMap::new(),
+            next_instance: 5000,
+            seen: Vec::new(),
+            known_exits: Vec::new(),
+            exiting: BTreeSet::new(),
+            tracing: false,
+            trace: Vec::new(),
             acks: BTreeMap::new(),
         };
         for w in 0..n_workers {
             c.worker_event(w, worker::Event::Start);
         }
+        for k in 0..n_frameworks {
+            c.start_subscriber(k);
+        }
         c
+    }
+
+    fn start_subscriber(&mut self, framework: usize) {
+        let addrs: Vec<Addr> = (0..self.masters.len()).map(master_addr).collect();
+        self.next_instance += 1;
+        let mut cfg = subscriber::Config::new("sim", "app", InstanceId(self.next_instance), addrs);
+        cfg.framework = Some(framework_id(framework));
+        cfg.failover_timeout = Millis(600_000);
+        let machine = Subscriber::new(cfg);
+        self.subs.push(SubProc { machine, framework, view: BTreeMap::new(), exited: false });
+        let s = self.subs.len() - 1;
+        self.sub_event(s, subscriber::Event::Start);
+        let spec = GroupSpec {
+            group: "g".into(),
+            slots: 2,
+            command: vec!["run".into()],
+            env: vec![],
+            cores: 1,
+            memory_mb: 128,
+        };
+        self.sub_event(s, subscriber::Event::Declare(spec));
     }
 
     /// The newest leader, if one is acting.
@@ -188,12 +296,14 @@ impl Cluster {
                 }
             }
             Step::Drop(i) => {
-                // Messages get lost; the store's answers do not (a failing
-                // store answers `PersistFailed`, which is another fault).
+                // A message is lost, and as on TCP its connection breaks with
+                // it. The store's answers are never lost (a failing store
+                // answers `PersistFailed`, which is another fault).
                 if !self.inflight.is_empty() {
                     let i = i % self.inflight.len();
                     if self.inflight[i].is_message() {
-                        self.inflight.remove(i);
+                        let p = self.inflight.remove(i);
+                        self.break_connection(&p);
                     }
                 }
             }
@@ -221,6 +331,43 @@ impl Cluster {
             Step::Disconnect(w, m) => {
                 let (w, m) = (w % self.workers.len(), m % self.masters.len());
                 self.disconnect(w, m);
+            }
+            Step::Quiet(ms) => self.settle(Millis(u64::from(ms))),
+            Step::FailoverSubscriber(k) => {
+                let frameworks: BTreeSet<usize> = self.subs.iter().map(|p| p.framework).collect();
+                if let Some(f) = frameworks.iter().nth(k % frameworks.len().max(1)) {
+                    self.start_subscriber(*f);
+                }
+            }
+            Step::ExitExecutor(i, ok) => {
+                let live: Vec<(usize, ExecutorId, FrameworkId)> = self
+                    .workers
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(w, wk)| {
+                        wk.executors()
+                            .filter(|e| {
+                                e.state == ExecutorState::Running && !self.exiting.contains(&e.id)
+                            })
+                            .map(move |e| (w, e.id.clone(), e.framework.clone()))
+                    })
+                    .collect();
+                if !live.is_empty() {
+                    let (w, executor, framework) = live[i % live.len()].clone();
+                    let counted = self.leader().is_some_and(|l| {
+                        self.masters[l].executors().any(|e| {
+                            e.id == executor
+                                && !e.state.is_terminal()
+                                && e.worker == self.workers[w].config().id
+                        })
+                    });
+                    if ok && counted {
+                        self.known_exits.push((framework, executor.clone()));
+                    }
+                    self.exiting.insert(executor.clone());
+                    let state = ExecutorState::Exited { code: if ok { 0 } else { 1 } };
+                    self.inflight.push(Packet::Exec { w, executor, state });
+                }
             }
             Step::TogglePartition(w, m) => {
                 let (w, m) = (w % self.workers.len(), m % self.masters.len());
@@ -301,6 +448,7 @@ impl Cluster {
             match key {
                 TimerKey::Master(m, t) => self.master_event(m, master::Event::Timer(t)),
                 TimerKey::Worker(w, t) => self.worker_event(w, worker::Event::Timer(t)),
+                TimerKey::Sub(s, t) => self.sub_event(s, subscriber::Event::Timer(t)),
             }
         }
         self.now = end;
@@ -314,6 +462,9 @@ impl Cluster {
     }
 
     fn deliver(&mut self, p: Packet) {
+        if self.tracing {
+            self.trace.push(format!("{} deliver {p:?}", self.now));
+        }
         match p {
             Packet::ToMaster { m, w, conn, msg } => {
                 if self.conns.get(&(w, m)) == Some(&conn) {
@@ -345,6 +496,16 @@ impl Cluster {
             Packet::Exec { w, executor, state } => {
                 self.worker_event(w, worker::Event::ExecutorChanged { executor, state })
             }
+            Packet::FromSub { m, s, conn, msg } => {
+                if self.sub_conns.get(&(s, m)) == Some(&conn) {
+                    self.master_event(m, master::Event::Message { conn, msg });
+                }
+            }
+            Packet::ToSub { s, m, conn, msg } => {
+                if self.sub_conns.get(&(s, m)) == Some(&conn) {
+                    self.sub_event(s, subscriber::Event::Message { from: master_addr(m), msg });
+                }
+            }
             Packet::Loaded { m } => {
                 let records = self.store.values().cloned().collect();
                 self.master_event(m, master::Event::Loaded { records });
@@ -360,11 +521,139 @@ impl Cluster {
         self.conns.iter().find(|((_, mm), c)| *mm == m && **c == conn).map(|((w, _), _)| *w)
     }
 
+    fn break_connection(&mut self, p: &Packet) {
+        match *p {
+            Packet::ToMaster { m, w, conn, .. } | Packet::ToWorker { w, m, conn, .. }
+                if self.conns.get(&(w, m)) == Some(&conn) =>
+            {
+                self.disconnect(w, m);
+            }
+            Packet::FromSub { m, s, conn, .. } | Packet::ToSub { s, m, conn, .. }
+                if self.sub_conns.get(&(s, m)) == Some(&conn) =>
+            {
+                self.sub_conns.remove(&(s, m));
+                self.master_event(m, master::Event::Disconnected { conn });
+                self.sub_event(s, subscriber::Event::Disconnected { master: master_addr(m) });
+            }
+            _ => {}
+        }
+    }
+
+    /// A master closes `conn`: what it sent on it before arrives first.
+    fn flush(&mut self, conn: ConnId) {
+        let (now, later): (Vec<Packet>, Vec<Packet>) = std::mem::take(&mut self.inflight)
+            .into_iter()
+            .partition(|p| matches!(p, Packet::ToWorker { conn: c, .. } | Packet::ToSub { conn: c, .. } if *c == conn));
+        self.inflight = later;
+        for p in now {
+            self.deliver(p);
+        }
+    }
+
+    fn sub_of_conn(&self, m: usize, conn: ConnId) -> Option<usize> {
+        self.sub_conns.iter().find(|((_, mm), c)| *mm == m && **c == conn).map(|((s, _), _)| *s)
+    }
+
+    fn sub_event(&mut self, s: usize, e: subscriber::Event) {
+        if self.subs[s].exited {
+            return;
+        }
+        let now = self.now;
+        let actions = self.subs[s].machine.handle(now, e);
+        for a in actions {
+            match a {
+                subscriber::Action::Connect { master } => {
+                    let m = Self::master_index(&master);
+                    let open: Vec<usize> = self
+                        .sub_conns
+                        .keys()
+                        .filter(|(ss, _)| *ss == s)
+                        .map(|(_, mm)| *mm)
+                        .collect();
+                    if !open.is_empty() {
+                        self.seen.push(Violation {
+                            invariant: "one_subscription",
+                            detail: format!(
+                                "subscriber s{s} connects to m{m} while connected to {open:?}"
+                            ),
+                        });
+                    }
+                    let conn = ConnId(self.next_conn);
+                    self.next_conn += 1;
+                    self.sub_conns.insert((s, m), conn);
+                    self.master_event(m, master::Event::Connected { conn });
+                    self.sub_event(s, subscriber::Event::Connected { master });
+                }
+                subscriber::Action::Send { to, msg } => {
+                    let m = Self::master_index(&to);
+                    if let Some(conn) = self.sub_conns.get(&(s, m)).copied() {
+                        if matches!(msg, Message::Subscribe(_))
+                            && self.sub_conns.keys().filter(|(ss, _)| *ss == s).count() > 1
+                        {
+                            self.seen.push(Violation {
+                                invariant: "one_subscription",
+                                detail: format!(
+                                    "subscriber s{s} sends SUBSCRIBE with two connections open"
+                                ),
+                            });
+                        }
+                        self.inflight.push(Packet::FromSub { m, s, conn, msg });
+                    }
+                }
+                subscriber::Action::Close { master, .. } => {
+                    let m = Self::master_index(&master);
+                    if let Some(conn) = self.sub_conns.remove(&(s, m)) {
+                        self.master_event(m, master::Event::Disconnected { conn });
+                    }
+                }
+                subscriber::Action::SetTimer { timer, at } => {
+                    self.timers.insert(TimerKey::Sub(s, timer), at);
+                }
+                subscriber::Action::CancelTimer { timer } => {
+                    self.timers.remove(&TimerKey::Sub(s, timer));
+                }
+                subscriber::Action::Subscribed { executors, .. } => {
+                    for e in executors {
+                        self.subs[s].view.insert(e.id, e.state);
+                    }
+                }
+                subscriber::Action::ExecutorUpdate(info) => {
+                    self.subs[s].view.insert(info.id, info.state);
+                }
+                subscriber::Action::Exit { .. } => {
+                    self.subs[s].exited = true;
+                    let open: Vec<(usize, usize)> =
+                        self.sub_conns.keys().filter(|(ss, _)| *ss == s).copied().collect();
+                    for key in open {
+                        let conn = self.sub_conns.remove(&key).expect("listed");
+                        self.master_event(key.1, master::Event::Disconnected { conn });
+                    }
+                    return;
+                }
+                subscriber::Action::SlotFailed { .. }
+                | subscriber::Action::RequestAccepted { .. }
+                | subscriber::Action::RequestRefused { .. }
+                | subscriber::Action::Error { .. }
+                | subscriber::Action::Disconnected { .. } => {}
+            }
+        }
+    }
+
     fn master_event(&mut self, m: usize, e: master::Event) {
         let now = self.now;
         let actions = self.masters[m].handle(now, e);
         for a in actions {
             match a {
+                master::Action::Send { conn, msg } if self.sub_of_conn(m, conn).is_some() => {
+                    let s = self.sub_of_conn(m, conn).expect("guarded");
+                    self.inflight.push(Packet::ToSub { s, m, conn, msg });
+                }
+                master::Action::Close { conn, .. } if self.sub_of_conn(m, conn).is_some() => {
+                    self.flush(conn);
+                    let Some(s) = self.sub_of_conn(m, conn) else { continue };
+                    self.sub_conns.remove(&(s, m));
+                    self.sub_event(s, subscriber::Event::Disconnected { master: master_addr(m) });
+                }
                 master::Action::Send { conn, msg } => {
                     if let Some(w) = self.worker_of_conn(m, conn) {
                         if let Message::Registered { epoch, duplicate: false, .. } = &msg {
@@ -376,6 +665,7 @@ impl Cluster {
                     }
                 }
                 master::Action::Close { conn, .. } => {
+                    self.flush(conn);
                     if let Some(w) = self.worker_of_conn(m, conn) {
                         self.conns.remove(&(w, m));
                         self.worker_event(
@@ -470,6 +760,53 @@ impl Cluster {
 
     /// Safety invariants that must hold after every step.
     pub fn check_safety(&self) -> Result<(), Violation> {
+        if let Some(v) = self.seen.first() {
+            return Err(v.clone());
+        }
+        for (i, m) in self.masters.iter().enumerate() {
+            if !matches!(m.status(), master::Status::Alive | master::Status::Recovering) {
+                continue;
+            }
+            for w in m.workers() {
+                if w.cores_used > w.cores || w.memory_used_mb > w.memory_mb {
+                    return Err(Violation {
+                        invariant: "capacity",
+                        detail: format!(
+                            "m{i} placed {}/{} cores, {}/{} MiB on {}",
+                            w.cores_used, w.cores, w.memory_used_mb, w.memory_mb, w.id
+                        ),
+                    });
+                }
+            }
+            let mut conns = BTreeSet::new();
+            for f in m.frameworks() {
+                if let Some(conn) = f.conn {
+                    let owner =
+                        self.sub_of_conn(i, conn).map(|s| framework_id(self.subs[s].framework));
+                    if !conns.insert(conn) || owner.as_ref().is_some_and(|o| *o != f.id) {
+                        return Err(Violation {
+                            invariant: "one_subscription",
+                            detail: format!(
+                                "m{i} binds {conn} to {} but it belongs to {owner:?}",
+                                f.id
+                            ),
+                        });
+                    }
+                }
+            }
+        }
+        let mut running: BTreeMap<&ExecutorId, usize> = BTreeMap::new();
+        for wk in &self.workers {
+            for e in wk.executors().filter(|e| !e.state.is_terminal()) {
+                *running.entry(&e.id).or_default() += 1;
+            }
+        }
+        if let Some((id, n)) = running.iter().find(|(_, n)| **n > 1) {
+            return Err(Violation {
+                invariant: "executor_on_one_worker",
+                detail: format!("{id} runs on {n} workers"),
+            });
+        }
         for (i, m) in self.masters.iter().enumerate() {
             let entries = m.workers();
             let ids: BTreeSet<&WorkerId> = entries.iter().map(|e| &e.id).collect();
@@ -547,6 +884,99 @@ impl Cluster {
                     invariant: "settled",
                     detail: format!("leader m{l} holds w{i} alive {n} times"),
                 });
+            }
+        }
+        // Every executor the leader counts as live runs on exactly its worker.
+        for e in leader.executors().filter(|e| !e.state.is_terminal()) {
+            let on = self
+                .workers
+                .iter()
+                .filter(|w| w.executors().any(|x| x.id == e.id && !x.state.is_terminal()))
+                .map(|w| w.config().id.clone())
+                .collect::<Vec<_>>();
+            if on != vec![e.worker.clone()] {
+                return Err(Violation {
+                    invariant: "executors",
+                    detail: format!(
+                        "leader counts {} live on {}, it runs on {on:?}",
+                        e.id, e.worker
+                    ),
+                });
+            }
+        }
+        // No slot runs two executors once the leader has settled.
+        let mut per_slot: BTreeMap<(FrameworkId, String, u32), Vec<ExecutorId>> = BTreeMap::new();
+        for e in leader.executors().filter(|e| !e.state.is_terminal()) {
+            per_slot
+                .entry((e.framework.clone(), e.group.clone(), e.slot))
+                .or_default()
+                .push(e.id.clone());
+        }
+        let live_on_workers: usize = self
+            .workers
+            .iter()
+            .map(|w| w.executors().filter(|e| !e.state.is_terminal()).count())
+            .sum();
+        let counted: usize = per_slot.values().map(Vec::len).sum();
+        if let Some((slot, ids)) = per_slot.iter().find(|(_, v)| v.len() > 1) {
+            return Err(Violation {
+                invariant: "executors",
+                detail: format!("slot {slot:?} runs {ids:?}"),
+            });
+        }
+        if live_on_workers != counted {
+            return Err(Violation {
+                invariant: "executors",
+                detail: format!(
+                    "{live_on_workers} executors run on workers, the leader counts {counted}"
+                ),
+            });
+        }
+        // Every framework's newest live subscriber is subscribed with the
+        // leader, and no exit reported by a worker was lost.
+        for k in self.subs.iter().map(|p| p.framework).collect::<BTreeSet<_>>() {
+            let Some(p) = self.subs.iter().rev().find(|p| p.framework == k && !p.exited) else {
+                return Err(Violation {
+                    invariant: "settled",
+                    detail: format!("framework f{k} has no live subscriber"),
+                });
+            };
+            let st = p.machine.status();
+            if !st.subscribed || st.master != Some(master_addr(l)) {
+                return Err(Violation {
+                    invariant: "settled",
+                    detail: format!("f{k}'s subscriber is not subscribed with m{l}: {st:?}"),
+                });
+            }
+            for (f, e) in self.known_exits.iter().filter(|(f, _)| *f == framework_id(k)) {
+                // The slot the exit completed is done (by this executor, or
+                // by a replacement that also succeeded), and the program
+                // was told of a success in it.
+                let slot_of = |id: &ExecutorId| id.0.rsplit('#').nth(1).map(str::to_owned);
+                let slot = slot_of(e);
+                let fw = leader.frameworks().find(|x| x.id == *f);
+                let done = fw.and_then(|fw| {
+                    fw.groups.iter().find_map(|g| {
+                        g.record.slots.iter().enumerate().find_map(|(i, o)| match o {
+                            SlotOutcome::Done { executor } if Some(i.to_string()) == slot => {
+                                Some(executor.clone())
+                            }
+                            _ => None,
+                        })
+                    })
+                });
+                let told = done
+                    .as_ref()
+                    .is_some_and(|d| p.view.get(d) == Some(&ExecutorState::Exited { code: 0 }));
+                if !told {
+                    return Err(Violation {
+                        invariant: "exit_not_lost",
+                        detail: format!(
+                            "{e} exited 0; the leader records the slot done by {done:?}; its subscriber sees {:?}",
+                            done.as_ref().and_then(|d| p.view.get(d))
+                        ),
+                    });
+                }
             }
         }
         for (i, m) in self.masters.iter().enumerate() {

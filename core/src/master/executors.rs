@@ -41,6 +41,8 @@ pub struct ExecutorEntry {
     pub memory_mb: u64,
     /// The framework asked for it to be killed.
     pub kill_requested: bool,
+    /// Its terminal state is durable in the framework record.
+    pub recorded: bool,
 }
 
 impl ExecutorEntry {
@@ -208,6 +210,7 @@ impl Master {
             cores: spec.cores,
             memory_mb: spec.memory_mb,
             kill_requested: false,
+            recorded: false,
         };
         self.hold(worker, spec.cores, spec.memory_mb);
         let info = entry.info();
@@ -239,7 +242,20 @@ impl Master {
         let known =
             self.executors.get(&report.id).map(|e| (e.worker == *worker, e.state.is_terminal()));
         match known {
-            Some((true, true)) => self.ack_report(worker, &report.id, out), // already recorded
+            // Already recorded; a process the leader wrote off (LOST) that
+            // turns out to run is killed: its slot has moved on.
+            // Already terminal here.
+            Some((true, true)) => {
+                if !report.state.is_terminal() {
+                    // Written off (LOST) but it runs: its slot has moved on.
+                    self.send_kill(worker, &report.id, out);
+                } else if self.late_success(worker, &report, out) {
+                } else if self.executors.get(&report.id).is_some_and(|e| e.recorded) {
+                    self.ack_report(worker, &report.id, out);
+                }
+                // Otherwise its record is still being written: the
+                // acknowledgement follows that write, never precedes it.
+            }
             Some((true, false)) => self.update_executor(&report.id, report.state, out),
             Some((false, _)) => self.kill_stray(worker, &report, out),
             None => self.adopt_or_kill(worker, report, out),
@@ -267,7 +283,9 @@ impl Master {
                 free.then_some((group, slot, g))
             });
         let Some((group, slot, gi)) = slot_free else {
-            self.kill_stray(worker, &report, out);
+            if !self.late_success(worker, &report, out) {
+                self.kill_stray(worker, &report, out);
+            }
             return;
         };
         let fid = report.framework.clone();
@@ -283,10 +301,60 @@ impl Master {
             cores: report.cores,
             memory_mb: report.memory_mb,
             kill_requested: false,
+            recorded: false,
         };
         self.hold(worker, report.cores, report.memory_mb);
         self.executors.insert(report.id.clone(), entry);
         self.update_executor(&report.id, report.state, out);
+    }
+
+    /// A success reported late — by an executor this leader wrote off or
+    /// never knew, whose pending slot was refilled meanwhile — still
+    /// completes the slot: the work is done, and an exit a worker reported is
+    /// never lost. The redundant replacement is killed. `false` when the
+    /// report is no such success.
+    fn late_success(
+        &mut self,
+        worker: &WorkerId,
+        report: &ExecutorReport,
+        out: &mut Vec<Action>,
+    ) -> bool {
+        if report.state != (ExecutorState::Exited { code: 0 }) {
+            return false;
+        }
+        let Some((group, slot)) = parse_executor_id(&report.framework, &report.id) else {
+            return false;
+        };
+        let Some(g) = self.frameworks.get_mut(&report.framework).and_then(|f| f.group_mut(&group))
+        else {
+            return false;
+        };
+        if g.record.slots.get(slot as usize) != Some(&SlotOutcome::Pending) {
+            return false;
+        }
+        g.record.slots[slot as usize] = SlotOutcome::Done { executor: report.id.clone() };
+        let replaced = g.current[slot as usize].take();
+        if let Some(x) = replaced {
+            if let Some(e) = self.executors.get(&x).cloned() {
+                self.send_kill(&e.worker, &x, out);
+            }
+        }
+        let info = ExecutorInfo {
+            id: report.id.clone(),
+            group,
+            slot,
+            worker: Some(worker.clone()),
+            state: report.state.clone(),
+        };
+        self.tell_framework(
+            &report.framework,
+            Message::ExecutorUpdate { epoch: self.epoch, info },
+            out,
+        );
+        let then =
+            vec![AfterWrite::AckReport { worker: worker.clone(), executor: report.id.clone() }];
+        self.persist_framework(&report.framework.clone(), then, out);
+        true
     }
 
     /// Moves a known, live executor to `state` and settles its slot when the
@@ -372,7 +440,32 @@ impl Master {
         executor: &ExecutorId,
         out: &mut Vec<Action>,
     ) {
+        if let Some(e) = self.executors.get_mut(executor) {
+            e.recorded = true;
+        }
         self.ack_report(worker, executor, out);
+    }
+
+    /// A worker's full report (its registration) is the truth about what it
+    /// runs: an executor the leader placed there that the worker does not
+    /// report never started (its launch was lost with a connection) and is
+    /// LOST; its slot is refilled.
+    pub(super) fn reconcile(
+        &mut self,
+        worker: &WorkerId,
+        reports: &[ExecutorReport],
+        out: &mut Vec<Action>,
+    ) {
+        let missing: Vec<ExecutorId> = self
+            .executors
+            .values()
+            .filter(|e| &e.worker == worker && !e.state.is_terminal())
+            .filter(|e| !reports.iter().any(|r| r.id == e.id))
+            .map(|e| e.id.clone())
+            .collect();
+        for id in missing {
+            self.update_executor(&id, ExecutorState::Lost, out);
+        }
     }
 
     /// Every live executor on `worker` is LOST (the worker is dead or was

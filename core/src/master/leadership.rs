@@ -43,9 +43,10 @@ impl Master {
             .max()
             .unwrap_or(Epoch::ZERO);
         let epoch = durable.next().max(floor).max(Epoch(clock));
-        self.epoch = epoch;
+        // Not yet this master's epoch: nobody may see it before it is durable
+        // (a write that fails would leave peers fenced against the leader).
         let write = self.next_write();
-        self.phase = Phase::PersistingEpoch { write, records };
+        self.phase = Phase::PersistingEpoch { write, epoch, records };
         out.push(Action::Persist { write, record: Record::Epoch(epoch) });
     }
 
@@ -56,10 +57,13 @@ impl Master {
         write: crate::store::WriteId,
         out: &mut Vec<Action>,
     ) -> bool {
-        let records = match &mut self.phase {
-            Phase::PersistingEpoch { write: w, records } if *w == write => std::mem::take(records),
+        let (epoch, records) = match &mut self.phase {
+            Phase::PersistingEpoch { write: w, epoch, records } if *w == write => {
+                (*epoch, std::mem::take(records))
+            }
             _ => return false,
         };
+        self.epoch = epoch;
         self.phase = Phase::Recovering;
         self.leader = Some(self.self_hint());
         for r in records {

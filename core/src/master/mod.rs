@@ -256,6 +256,7 @@ enum Phase {
     /// Epoch chosen; its write is in flight.
     PersistingEpoch {
         write: WriteId,
+        epoch: Epoch,
         records: Vec<Record>,
     },
     Recovering,
@@ -514,6 +515,7 @@ impl Master {
                     let reports = reg.executors.clone();
                     self.register_worker(now, conn, reg, out);
                     if self.workers.is_bound(&worker, incarnation, conn) {
+                        self.reconcile(&worker, &reports, out);
                         for report in reports {
                             self.apply_report(&worker, report, out);
                         }
