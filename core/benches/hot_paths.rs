@@ -3,8 +3,11 @@
 //! second with 10,000 registered workers. Figures go to README.
 
 use regent_core::codec::{self, Decoder, DecoderConfig};
+use regent_core::ids::InstanceId;
 use regent_core::master::{self, Master};
-use regent_core::protocol::{Hello, Message, RegisterWorker, Role, PROTOCOL_VERSION};
+use regent_core::protocol::{
+    GroupSpec, Hello, Message, RegisterWorker, Role, Subscribe, PROTOCOL_VERSION,
+};
 use regent_core::{Addr, ConnId, Epoch, Incarnation, MasterId, Millis, WorkerId};
 use std::hint::black_box;
 use std::time::Instant;
@@ -79,6 +82,85 @@ fn heartbeats_per_second(workers: u64) -> f64 {
     n as f64 / start.elapsed().as_secs_f64()
 }
 
+/// A leader with `workers` registered workers of 16 cores and 64 GiB.
+fn leader_with_workers(workers: u64, placement: master::Placement) -> Master {
+    let mut cfg = master::Config::new(MasterId::new("m"), Addr::new("m:1"));
+    cfg.placement = placement;
+    let mut m = Master::new(cfg);
+    let _ = m.handle(Millis(0), master::Event::Elected { floor: Epoch(1), clock: 0 });
+    for a in m.handle(Millis(0), master::Event::Loaded { records: vec![] }) {
+        if let master::Action::Persist { write, .. } = a {
+            let _ = m.handle(Millis(0), master::Event::Persisted { write });
+        }
+    }
+    for i in 0..workers {
+        let conn = ConnId(i);
+        let _ = m.handle(Millis(0), master::Event::Connected { conn });
+        let reg = RegisterWorker {
+            worker: WorkerId(format!("w{i:05}")),
+            incarnation: Incarnation(i),
+            cores: 16,
+            memory_mb: 65_536,
+            executors: vec![],
+            epoch_seen: Epoch(0),
+        };
+        for a in
+            m.handle(Millis(0), master::Event::Message { conn, msg: Message::RegisterWorker(reg) })
+        {
+            if let master::Action::Persist { write, .. } = a {
+                let _ = m.handle(Millis(0), master::Event::Persisted { write });
+            }
+        }
+    }
+    m
+}
+
+/// Seconds to place `executors` one-core executors over `workers` workers,
+/// from the durable declaration to the last `LaunchExecutor`.
+fn placement_seconds(workers: u64, executors: u32, placement: master::Placement) -> f64 {
+    let mut m = leader_with_workers(workers, placement);
+    let conn = ConnId(1_000_000);
+    let _ = m.handle(Millis(0), master::Event::Connected { conn });
+    let sub = Subscribe {
+        framework: None,
+        name: "bench".into(),
+        instance: InstanceId(1),
+        attempt: 1,
+        failover_timeout: Millis(60_000),
+    };
+    for a in m.handle(Millis(0), master::Event::Message { conn, msg: Message::Subscribe(sub) }) {
+        if let master::Action::Persist { write, .. } = a {
+            let _ = m.handle(Millis(0), master::Event::Persisted { write });
+        }
+    }
+    let spec = GroupSpec {
+        group: "g".into(),
+        slots: executors,
+        command: vec!["/bin/true".into()],
+        env: vec![],
+        cores: 1,
+        memory_mb: 1024,
+    };
+    let out = m.handle(
+        Millis(0),
+        master::Event::Message { conn, msg: Message::DeclareGroup { request: 1, spec } },
+    );
+    let write = match &out[..] {
+        [master::Action::Persist { write, .. }] => *write,
+        other => panic!("unexpected {other:?}"),
+    };
+    let start = Instant::now();
+    let out = m.handle(Millis(0), master::Event::Persisted { write });
+    let elapsed = start.elapsed().as_secs_f64();
+    let launched = out
+        .iter()
+        .filter(|a| matches!(a, master::Action::Send { msg: Message::LaunchExecutor { .. }, .. }))
+        .count();
+    assert_eq!(launched, executors as usize);
+    black_box(out);
+    elapsed
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--test" || a == "--list") {
         return; // `cargo test --all-targets` builds benches; nothing to run there
@@ -91,4 +173,13 @@ fn main() {
         "master: heartbeats handled per second with 10,000 workers: {:.2} M",
         heartbeats_per_second(10_000) / 1e6
     );
+    for (name, policy) in [("spread", master::Placement::Spread), ("pack", master::Placement::Pack)]
+    {
+        let secs = placement_seconds(1_000, 10_000, policy);
+        println!(
+            "master: placing 10,000 executors over 1,000 workers ({name}): {:.1} ms in all, {:.2} us per placement",
+            secs * 1e3,
+            secs * 1e6 / 10_000.0
+        );
+    }
 }
