@@ -385,6 +385,93 @@ pub enum Message {
         /// The executor.
         executor: ExecutorId,
     },
+    /// Operator → any master: describe the cluster as you see it.
+    StateRequest,
+    /// Master → operator: the answer to `StateRequest`.
+    StateReply(Box<ClusterState>),
+    /// Operator → leader: forget a worker left UNKNOWN (or DEAD).
+    RemoveWorker {
+        /// Echoed in the answer.
+        request: u64,
+        /// The worker.
+        worker: WorkerId,
+    },
+    /// Operator → leader: tear a framework down (kill its executors).
+    KillFramework {
+        /// Echoed in the answer.
+        request: u64,
+        /// The framework.
+        framework: FrameworkId,
+    },
+}
+
+/// A master's view of the cluster, for operators (`regent status`, the HTTP
+/// API). A standby reports its status and the leader it knows of, and no
+/// registry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterState {
+    /// The answering master.
+    pub master: MasterId,
+    /// Its status: STANDBY, RECOVERING, ALIVE or SUSPENDED.
+    pub status: String,
+    /// Its epoch (its own when leading, else the highest it knows of).
+    pub epoch: Epoch,
+    /// The leader, as far as it knows.
+    pub leader: Option<LeaderHint>,
+    /// Workers, ordered by id.
+    pub workers: Vec<WorkerView>,
+    /// Frameworks, ordered by id.
+    pub frameworks: Vec<FrameworkView>,
+    /// Executors, ordered by id.
+    pub executors: Vec<ExecutorView>,
+    /// Messages handled since start.
+    pub messages: u64,
+    /// Messages refused since start.
+    pub rejected: u64,
+}
+
+/// One worker in [`ClusterState`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerView {
+    /// Its id.
+    pub id: WorkerId,
+    /// ALIVE, REGISTERING, UNKNOWN or DEAD.
+    pub state: String,
+    /// Cores offered.
+    pub cores: u32,
+    /// Cores held by executors.
+    pub cores_used: u32,
+    /// Memory offered, in MiB.
+    pub memory_mb: u64,
+    /// Memory held by executors, in MiB.
+    pub memory_used_mb: u64,
+}
+
+/// One framework in [`ClusterState`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrameworkView {
+    /// Its id.
+    pub id: FrameworkId,
+    /// Its name.
+    pub name: String,
+    /// ACTIVE (all slots pending or running), FINISHED (every slot done),
+    /// FAILED (a slot failed) or DISCONNECTED.
+    pub state: String,
+    /// It has a live subscription.
+    pub connected: bool,
+}
+
+/// One executor in [`ClusterState`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutorView {
+    /// Its id.
+    pub id: ExecutorId,
+    /// Its framework.
+    pub framework: FrameworkId,
+    /// Its worker, if known.
+    pub worker: Option<WorkerId>,
+    /// Its state.
+    pub state: ExecutorState,
 }
 
 impl Message {
@@ -409,6 +496,7 @@ impl Message {
             | Message::LaunchExecutor { epoch, .. }
             | Message::KillExecutorOnWorker { epoch, .. }
             | Message::ExecutorStatusAck { epoch, .. } => Some(*epoch),
+            Message::StateReply(s) => Some(s.epoch),
             Message::Hello(_)
             | Message::RegisterWorker(_)
             | Message::WorkerHeartbeat { .. }
@@ -416,7 +504,10 @@ impl Message {
             | Message::DeclareGroup { .. }
             | Message::KillExecutor { .. }
             | Message::Teardown { .. }
-            | Message::ExecutorStatus { .. } => None,
+            | Message::ExecutorStatus { .. }
+            | Message::StateRequest
+            | Message::RemoveWorker { .. }
+            | Message::KillFramework { .. } => None,
         }
     }
 
@@ -449,6 +540,10 @@ impl Message {
             Message::KillExecutorOnWorker { .. } => "KillExecutorOnWorker",
             Message::ExecutorStatus { .. } => "ExecutorStatus",
             Message::ExecutorStatusAck { .. } => "ExecutorStatusAck",
+            Message::StateRequest => "StateRequest",
+            Message::StateReply(_) => "StateReply",
+            Message::RemoveWorker { .. } => "RemoveWorker",
+            Message::KillFramework { .. } => "KillFramework",
         }
     }
 }

@@ -66,7 +66,7 @@ fn exec_report(g: &mut Gen) -> ExecutorReport {
 
 /// Number of `Message` variants; a new variant must be added to `arb` and
 /// to `golden_samples`.
-const VARIANTS: u8 = 26;
+const VARIANTS: u8 = 30;
 
 #[derive(Clone, Debug)]
 struct Arb(Message);
@@ -180,7 +180,13 @@ impl Arbitrary for Arb {
                 incarnation: Incarnation(u64::arbitrary(g)),
                 report: exec_report(g),
             },
-            _ => Message::ExecutorStatusAck { epoch: e(g), executor: ExecutorId(s(g)) },
+            25 => Message::ExecutorStatusAck { epoch: e(g), executor: ExecutorId(s(g)) },
+            26 => Message::StateRequest,
+            27 => Message::StateReply(Box::new(cluster_state(g))),
+            28 => Message::RemoveWorker { request: u64::arbitrary(g), worker: WorkerId(s(g)) },
+            _ => {
+                Message::KillFramework { request: u64::arbitrary(g), framework: FrameworkId(s(g)) }
+            }
         })
     }
 }
@@ -482,7 +488,81 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
             "executor_status_ack",
             Message::ExecutorStatusAck { epoch: Epoch(42), executor: ExecutorId::new("e1") },
         ),
+        ("state_request", Message::StateRequest),
+        (
+            "state_reply",
+            Message::StateReply(Box::new(ClusterState {
+                master: MasterId::new("m1"),
+                status: "ALIVE".into(),
+                epoch: Epoch(42),
+                leader: None,
+                workers: vec![WorkerView {
+                    id: WorkerId::new("w1"),
+                    state: "ALIVE".into(),
+                    cores: 8,
+                    cores_used: 2,
+                    memory_mb: 16_384,
+                    memory_used_mb: 512,
+                }],
+                frameworks: vec![FrameworkView {
+                    id: FrameworkId::new("f1"),
+                    name: "app".into(),
+                    state: "ACTIVE".into(),
+                    connected: true,
+                }],
+                executors: vec![ExecutorView {
+                    id: ExecutorId::new("e1"),
+                    framework: FrameworkId::new("f1"),
+                    worker: Some(WorkerId::new("w1")),
+                    state: ExecutorState::Running,
+                }],
+                messages: 1000,
+                rejected: 3,
+            })),
+        ),
+        ("remove_worker", Message::RemoveWorker { request: 7, worker: WorkerId::new("w9") }),
+        (
+            "kill_framework",
+            Message::KillFramework { request: 8, framework: FrameworkId::new("f1") },
+        ),
     ]
+}
+
+fn cluster_state(g: &mut Gen) -> ClusterState {
+    ClusterState {
+        master: MasterId(s(g)),
+        status: s(g),
+        epoch: Epoch(u64::arbitrary(g)),
+        leader: if bool::arbitrary(g) { Some(hint(g)) } else { None },
+        workers: (0..usize::arbitrary(g) % 3)
+            .map(|_| WorkerView {
+                id: WorkerId(s(g)),
+                state: s(g),
+                cores: u32::arbitrary(g),
+                cores_used: u32::arbitrary(g),
+                memory_mb: u64::arbitrary(g),
+                memory_used_mb: u64::arbitrary(g),
+            })
+            .collect(),
+        frameworks: (0..usize::arbitrary(g) % 3)
+            .map(|_| FrameworkView {
+                id: FrameworkId(s(g)),
+                name: s(g),
+                state: s(g),
+                connected: bool::arbitrary(g),
+            })
+            .collect(),
+        executors: (0..usize::arbitrary(g) % 3)
+            .map(|_| ExecutorView {
+                id: ExecutorId(s(g)),
+                framework: FrameworkId(s(g)),
+                worker: if bool::arbitrary(g) { Some(WorkerId(s(g))) } else { None },
+                state: exec_state(g),
+            })
+            .collect(),
+        messages: u64::arbitrary(g),
+        rejected: u64::arbitrary(g),
+    }
 }
 
 #[test]

@@ -262,3 +262,69 @@ fn a_leader_that_cannot_make_state_durable_abdicates() {
     assert!(out.is_empty());
     assert_eq!(m.status(), Status::Alive);
 }
+
+#[test]
+fn operators_remove_unknown_workers_and_read_the_state_from_any_master() {
+    let mut m = master("a");
+    let records = (1..=4).map(worker_record).collect();
+    let _ = elect_over(&mut m, Millis(0), 1, 0, records);
+    let _ = connect_worker(&mut m, Millis(0), 1, "w1");
+    let _ = deliver_to_master(&mut m, Millis(1), 1, register(1));
+    let _ = m.handle(Millis(10_000), master::Event::Timer(master::Timer::Recovery));
+    let _ = m.handle(Millis(10_000), master::Event::Connected { conn: ConnId(9) });
+    let ask = |m: &mut Master, msg| {
+        m_sends(&m.handle(Millis(10_001), master::Event::Message { conn: ConnId(9), msg }))
+    };
+    // An ALIVE worker is not removed, an UNKNOWN one is.
+    let refused = ask(&mut m, Message::RemoveWorker { request: 1, worker: WorkerId::new("w1") });
+    assert!(
+        matches!(&refused[..], [(_, Message::RequestRefused { request: 1, reason, .. })] if reason.contains("Alive"))
+    );
+    let accepted = ask(&mut m, Message::RemoveWorker { request: 2, worker: WorkerId::new("w3") });
+    assert_eq!(
+        accepted,
+        vec![(ConnId(9), Message::RequestAccepted { epoch: Epoch(1), request: 2 })]
+    );
+    let state = match &ask(&mut m, Message::StateRequest)[..] {
+        [(_, Message::StateReply(s))] => s.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(state.status, "ALIVE");
+    let states: Vec<(String, String)> =
+        state.workers.iter().map(|w| (w.id.0.clone(), w.state.clone())).collect();
+    assert_eq!(
+        states,
+        vec![
+            ("w1".into(), "ALIVE".into()),
+            ("w2".into(), "UNKNOWN".into()),
+            ("w4".into(), "UNKNOWN".into())
+        ]
+    );
+    // A standby answers too, naming the leader it knows.
+    let mut b = master("b");
+    let _ = b.handle(
+        Millis(0),
+        master::Event::LeaderIs(regent_core::protocol::LeaderHint {
+            id: "a".into(),
+            addr: addr("a"),
+            epoch: Epoch(1),
+        }),
+    );
+    let _ = b.handle(Millis(0), master::Event::Connected { conn: ConnId(1) });
+    let out =
+        m_sends(&b.handle(
+            Millis(0),
+            master::Event::Message { conn: ConnId(1), msg: Message::StateRequest },
+        ));
+    assert!(
+        matches!(&out[..], [(_, Message::StateReply(s))] if s.status == "STANDBY" && s.leader.as_ref().is_some_and(|l| l.addr == addr("a")))
+    );
+    let out = m_sends(&b.handle(
+        Millis(0),
+        master::Event::Message {
+            conn: ConnId(1),
+            msg: Message::KillFramework { request: 3, framework: "f".into() },
+        },
+    ));
+    assert!(matches!(&out[..], [(_, Message::NotLeader { .. })]));
+}

@@ -155,22 +155,23 @@ impl Master {
         self.place(out);
     }
 
-    pub(super) fn remove_worker(&mut self, id: &WorkerId, out: &mut Vec<Action>) {
+    /// Operator removal of a worker that is not ALIVE; `true` if removed.
+    pub(super) fn remove_worker(&mut self, id: &WorkerId, out: &mut Vec<Action>) -> bool {
         if !self.acting() {
-            return;
+            return false;
         }
-        if let Some(entry) = self.workers.remove_if_not_alive(id) {
-            if entry.state == WorkerState::Unknown {
-                self.metrics.unknown_workers = self.metrics.unknown_workers.saturating_sub(1);
-            }
-            if entry.durable {
-                let write = self.next_write();
-                out.push(Action::Unpersist {
-                    write,
-                    key: RecordKey::Worker(entry.id),
-                    incarnation: Some(entry.incarnation),
-                });
-            }
+        let Some(entry) = self.workers.remove_if_not_alive(id) else { return false };
+        if entry.state == WorkerState::Unknown {
+            self.metrics.unknown_workers = self.metrics.unknown_workers.saturating_sub(1);
         }
+        if entry.durable {
+            let write = self.next_write();
+            out.push(Action::Unpersist {
+                write,
+                key: RecordKey::Worker(entry.id),
+                incarnation: Some(entry.incarnation),
+            });
+        }
+        true
     }
 }

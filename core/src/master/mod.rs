@@ -18,7 +18,10 @@ mod leadership;
 mod workers;
 
 use crate::ids::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, WorkerId};
-use crate::protocol::{HelloReply, LeaderHint, Message, Role};
+use crate::protocol::{
+    ClusterState, ExecutorView, FrameworkView, HelloReply, LeaderHint, Message, Role, WorkerView,
+};
+use crate::store::SlotOutcome;
 use crate::store::{Record, RecordKey, WriteId};
 use crate::time::Millis;
 use rustc_hash::FxHashMap;
@@ -382,6 +385,74 @@ impl Master {
         self.executors.values()
     }
 
+    /// The cluster as this master sees it, for operators.
+    pub fn state(&self) -> ClusterState {
+        let status = match self.status() {
+            Status::Standby => "STANDBY",
+            Status::Recovering => "RECOVERING",
+            Status::Alive => "ALIVE",
+            Status::Suspended => "SUSPENDED",
+        };
+        let workers = self
+            .workers
+            .sorted()
+            .into_iter()
+            .map(|w| WorkerView {
+                id: w.id.clone(),
+                state: format!("{:?}", w.state).to_uppercase(),
+                cores: w.cores,
+                cores_used: w.cores_used,
+                memory_mb: w.memory_mb,
+                memory_used_mb: w.memory_used_mb,
+            })
+            .collect();
+        let frameworks = self
+            .frameworks
+            .values()
+            .map(|f| {
+                let slots = || f.groups.iter().flat_map(|g| g.record.slots.iter());
+                let state = if f.conn.is_none() {
+                    "DISCONNECTED"
+                } else if slots().any(|o| matches!(o, SlotOutcome::Failed { .. })) {
+                    "FAILED"
+                } else if !f.groups.is_empty()
+                    && slots().all(|o| matches!(o, SlotOutcome::Done { .. }))
+                {
+                    "FINISHED"
+                } else {
+                    "ACTIVE"
+                };
+                FrameworkView {
+                    id: f.id.clone(),
+                    name: f.name.clone(),
+                    state: state.into(),
+                    connected: f.conn.is_some(),
+                }
+            })
+            .collect();
+        let executors = self
+            .executors
+            .values()
+            .map(|e| ExecutorView {
+                id: e.id.clone(),
+                framework: e.framework.clone(),
+                worker: Some(e.worker.clone()),
+                state: e.state.clone(),
+            })
+            .collect();
+        ClusterState {
+            master: self.config.id.clone(),
+            status: status.into(),
+            epoch: self.epoch,
+            leader: self.leader_hint(),
+            workers,
+            frameworks,
+            executors,
+            messages: self.metrics.messages,
+            rejected: self.metrics.rejected,
+        }
+    }
+
     /// Handles one event at time `now`.
     #[must_use]
     pub fn handle(&mut self, now: Millis, event: Event) -> Vec<Action> {
@@ -429,7 +500,9 @@ impl Master {
             Event::Suspended => self.on_suspended(),
             Event::Resumed => self.on_resumed(now, &mut out),
             Event::Revoked => self.step_down(&mut out),
-            Event::RemoveWorker { worker } => self.remove_worker(&worker, &mut out),
+            Event::RemoveWorker { worker } => {
+                let _ = self.remove_worker(&worker, &mut out);
+            }
             Event::LeaderIs(hint) => {
                 self.masters.insert(hint.addr.clone());
                 if hint.epoch > self.epoch && !self.holds_leadership() {
@@ -558,9 +631,39 @@ impl Master {
                 self.kill_request(conn, request, executor, out)
             }
             Message::Teardown { request } if self.acting() => self.teardown(conn, request, out),
+            Message::StateRequest => {
+                out.push(Action::Send { conn, msg: Message::StateReply(Box::new(self.state())) })
+            }
+            Message::RemoveWorker { request, worker } if self.acting() => {
+                let msg = if self.remove_worker(&worker, out) {
+                    Message::RequestAccepted { epoch: self.epoch, request }
+                } else {
+                    let reason = match self.workers.entries.get(&worker) {
+                        Some(w) => format!(
+                            "worker {worker} is {:?}: only UNKNOWN or DEAD workers can be removed",
+                            w.state
+                        ),
+                        None => format!("no worker {worker}"),
+                    };
+                    Message::RequestRefused { epoch: self.epoch, request, reason }
+                };
+                out.push(Action::Send { conn, msg });
+            }
+            Message::KillFramework { request, framework } if self.acting() => {
+                if self.frameworks.contains_key(&framework) {
+                    let then = Some(AfterWrite::Accept { conn, request });
+                    self.remove_framework(&framework, then, out);
+                } else {
+                    let reason = format!("no framework {framework}");
+                    let msg = Message::RequestRefused { epoch: self.epoch, request, reason };
+                    out.push(Action::Send { conn, msg });
+                }
+            }
             Message::DeclareGroup { .. }
             | Message::KillExecutor { .. }
-            | Message::Teardown { .. } => out.push(self.refusal(conn)),
+            | Message::Teardown { .. }
+            | Message::RemoveWorker { .. }
+            | Message::KillFramework { .. } => out.push(self.refusal(conn)),
             // Anything else (master-to-peer messages): refused and counted,
             // never fatal.
             _ => {
