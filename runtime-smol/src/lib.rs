@@ -1,11 +1,43 @@
 //! # regent-smol
 //!
-//! The async runtime of regent, on smol and async-io.
+//! The async runtime of regent, on smol and async-io, and the `regent`
+//! binary. Runtimes stay thin: each daemon waits for a frame, a deadline, an
+//! I/O completion or a command, makes one `handle` call on its pure machine
+//! from `regent-core`, and executes every action in order. No protocol
+//! decision lives here.
 //!
 //! Modules:
+//! * [`net`]: TCP connections with the cluster-secret handshake and framing.
+//! * [`master`]: the master daemon (elector or single-master modes, store,
+//!   HTTP).
+//! * [`worker`]: the worker daemon (executors as real processes).
+//! * [`submit`]: the framework side: subscribe, declare, follow progress.
+//! * [`client`]: operator commands (`status`, `kill`, `remove-worker`).
+//! * [`http`]: `/api/state`, `/metrics` and the HTML page.
 //! * [`zk`]: the ZooKeeper backend of the elector (executes its operations
 //!   with `zookeeper-client`), the driver loop [`zk::run_elector`], and the
 //!   fenced record store of ZooKeeper recovery mode.
 #![warn(missing_docs)]
 
+pub mod client;
+pub mod http;
+pub mod master;
+pub mod net;
+pub mod submit;
+pub mod worker;
 pub mod zk;
+
+/// Milliseconds since `start` on the monotonic clock: the `now` every
+/// machine is fed.
+pub fn millis_since(start: std::time::Instant) -> regent_core::Millis {
+    regent_core::Millis(start.elapsed().as_millis() as u64)
+}
+
+/// Wall-clock milliseconds since the Unix epoch (the clock term of a new
+/// leader's epoch, DESIGN rule 4).
+pub fn wall_clock_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
