@@ -144,6 +144,12 @@ impl Secret {
         }
         Ok(Secret(bytes))
     }
+
+    /// The secret's bytes, for a runtime that must derive other credentials
+    /// from it (ZooKeeper digest ACLs). Never log them.
+    pub fn expose(&self) -> &[u8] {
+        &self.0
+    }
 }
 
 impl fmt::Debug for Secret {
