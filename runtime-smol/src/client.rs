@@ -1,1 +1,424 @@
-//! (being written)
+//! Operator commands over the regent protocol: `regent status`,
+//! `regent kill`, `regent remove-worker`.
+//!
+//! Each command dials masters one at a time as a [`Role::Client`]: `Hello`,
+//! then one request, then close. Every step is bounded: [`CONNECT_TIMEOUT`]
+//! to open the TCP connection, then [`ANSWER_TIMEOUT`] for the handshake,
+//! the `HelloReply` and the answer together, per master.
+//!
+//! Finding the leader: a master's `HelloReply` says whether it leads and
+//! where it thinks the leader is; a standby answers a leader-only request
+//! with `NotLeader` and the same hint. A command that needs the leader skips
+//! standbys and dials the hinted address next (hints may name masters not
+//! in the list given, and the `masters` a reply advertises are tried after
+//! the given ones). Nothing is decided here beyond "who do I ask next": the
+//! masters' machines decide what is accepted.
+//!
+//! When no master gives an answer, the error names every master tried and
+//! why each one did not answer.
+
+use crate::http::executor_state_name;
+use crate::net::{spawn_connection, ConnHandle, NetConfig, NetEvent};
+use async_channel::Receiver;
+use regent_core::auth::Side;
+use regent_core::protocol::{
+    ClusterState, ExecutorState, Hello, LeaderHint, Message, Role, PROTOCOL_VERSION,
+};
+use regent_core::{Addr, ConnId, FrameworkId, WorkerId};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long opening the TCP connection to one master may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long one master may take, once connected, to complete the handshake,
+/// answer `Hello` and answer the request.
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The most masters one command dials (given ones, hinted and advertised
+/// ones together), so hints that point at each other cannot loop.
+const MAX_ATTEMPTS: usize = 16;
+
+/// Asks the masters for their view of the cluster.
+///
+/// Without `leader_only`, the first master that answers is used (a standby
+/// reports its status and the leader it knows of, and no registry). With
+/// `leader_only`, standbys are skipped and their leader hints followed, so
+/// the answer comes from the master that leads (in any of its leading
+/// states: RECOVERING, ALIVE or SUSPENDED).
+///
+/// Errors name every master tried and why it did not answer.
+pub async fn fetch_state(
+    masters: &[Addr],
+    net: Arc<NetConfig>,
+    leader_only: bool,
+) -> Result<ClusterState, String> {
+    ask_masters(
+        masters,
+        &net,
+        leader_only,
+        || Message::StateRequest,
+        |msg| match msg {
+            Message::StateReply(state) => Some(*state),
+            _ => None,
+        },
+    )
+    .await
+}
+
+/// Asks the leader to tear framework `framework` down (kill its executors
+/// and forget it). `Ok` once the leader has made that durable; a refusal
+/// (for instance an unknown framework) is `Err` with the leader's reason.
+pub async fn kill_framework(
+    masters: &[Addr],
+    net: Arc<NetConfig>,
+    framework: &str,
+) -> Result<(), String> {
+    let framework = FrameworkId::new(framework);
+    leader_request(masters, &net, move |request| Message::KillFramework {
+        request,
+        framework: framework.clone(),
+    })
+    .await
+}
+
+/// Asks the leader to forget worker `worker` (only a worker left UNKNOWN or
+/// DEAD can be removed). A refusal is `Err` with the leader's reason.
+pub async fn remove_worker(
+    masters: &[Addr],
+    net: Arc<NetConfig>,
+    worker: &str,
+) -> Result<(), String> {
+    let worker = WorkerId::new(worker);
+    leader_request(masters, &net, move |request| Message::RemoveWorker {
+        request,
+        worker: worker.clone(),
+    })
+    .await
+}
+
+/// Renders `state` as a human-readable table: the answering master (status,
+/// epoch, leader, message counters), then workers (id, state, cores
+/// used/total, memory used/total), frameworks and executors.
+pub fn render_table(state: &ClusterState) -> String {
+    let mut out = String::new();
+    let leader = match &state.leader {
+        Some(h) => format!("{} ({}, epoch {})", h.id, h.addr, h.epoch.0),
+        None => "unknown".to_string(),
+    };
+    out.push_str(&table(
+        &["MASTER", "STATUS", "EPOCH", "LEADER", "MESSAGES", "REJECTED"],
+        vec![vec![
+            state.master.to_string(),
+            state.status.clone(),
+            state.epoch.0.to_string(),
+            leader,
+            state.messages.to_string(),
+            state.rejected.to_string(),
+        ]],
+    ));
+
+    out.push_str(&format!("\nWORKERS ({})\n", state.workers.len()));
+    out.push_str(&table(
+        &["ID", "STATE", "CORES (USED/TOTAL)", "MEMORY MiB (USED/TOTAL)"],
+        state
+            .workers
+            .iter()
+            .map(|w| {
+                vec![
+                    w.id.to_string(),
+                    w.state.clone(),
+                    format!("{}/{}", w.cores_used, w.cores),
+                    format!("{}/{}", w.memory_used_mb, w.memory_mb),
+                ]
+            })
+            .collect(),
+    ));
+
+    out.push_str(&format!("\nFRAMEWORKS ({})\n", state.frameworks.len()));
+    out.push_str(&table(
+        &["ID", "NAME", "STATE", "CONNECTED"],
+        state
+            .frameworks
+            .iter()
+            .map(|f| {
+                vec![
+                    f.id.to_string(),
+                    f.name.clone(),
+                    f.state.clone(),
+                    if f.connected { "yes" } else { "no" }.to_string(),
+                ]
+            })
+            .collect(),
+    ));
+
+    out.push_str(&format!("\nEXECUTORS ({})\n", state.executors.len()));
+    out.push_str(&table(
+        &["ID", "FRAMEWORK", "WORKER", "STATE"],
+        state
+            .executors
+            .iter()
+            .map(|e| {
+                let st = match &e.state {
+                    ExecutorState::Exited { code } => format!("EXITED (code {code})"),
+                    ExecutorState::Failed { reason } => format!("FAILED ({reason})"),
+                    other => executor_state_name(other).to_string(),
+                };
+                vec![
+                    e.id.to_string(),
+                    e.framework.to_string(),
+                    e.worker.as_ref().map(|w| w.to_string()).unwrap_or_else(|| "-".into()),
+                    st,
+                ]
+            })
+            .collect(),
+    ));
+    out
+}
+
+/// Left-aligned columns separated by two spaces; control characters in
+/// cells (a newline in a reason, say) are shown as spaces so rows stay rows.
+fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
+    if rows.is_empty() {
+        return "  (none)\n".to_string();
+    }
+    let clean =
+        |s: &str| -> String { s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect() };
+    let rows: Vec<Vec<String>> =
+        rows.into_iter().map(|r| r.iter().map(|c| clean(c)).collect()).collect();
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in &rows {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(cell);
+            } else {
+                s.push_str(cell);
+                let pad = widths[i] - cell.chars().count() + 2;
+                s.push_str(&" ".repeat(pad));
+            }
+        }
+        out.push_str(s.trim_end());
+        out.push('\n');
+    };
+    line(header.to_vec());
+    for row in &rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+/// Sends a leader-only request and reads `RequestAccepted`/`RequestRefused`.
+async fn leader_request(
+    masters: &[Addr],
+    net: &Arc<NetConfig>,
+    make: impl Fn(u64) -> Message,
+) -> Result<(), String> {
+    let request = crate::net::random_u64();
+    let outcome = ask_masters(
+        masters,
+        net,
+        true,
+        || make(request),
+        |msg| match msg {
+            Message::RequestAccepted { request: r, .. } if r == request => Some(Ok(())),
+            Message::RequestRefused { request: r, reason, .. } if r == request => Some(Err(reason)),
+            _ => None,
+        },
+    )
+    .await?;
+    outcome
+}
+
+/// What one master did with the request.
+enum Attempt<T> {
+    /// The answer (which may itself be a refusal).
+    Answered(T),
+    /// Not the leader: try the hinted leader (if any) next.
+    NotLeader { why: String, hint: Option<LeaderHint>, masters: Vec<Addr> },
+    /// Unreachable, silent, closed, or otherwise no answer.
+    Failed(String),
+}
+
+/// Dials masters in turn until one answers `request` with a message that
+/// `answer` accepts. Returns `Err` (naming every master tried) when none
+/// does; `Ok(answer)` otherwise.
+async fn ask_masters<T>(
+    masters: &[Addr],
+    net: &Arc<NetConfig>,
+    leader_only: bool,
+    request: impl Fn() -> Message,
+    answer: impl Fn(Message) -> Option<T>,
+) -> Result<T, String> {
+    let mut queue: VecDeque<Addr> = VecDeque::new();
+    for m in masters {
+        if !queue.contains(m) {
+            queue.push_back(m.clone());
+        }
+    }
+    if queue.is_empty() {
+        return Err("no master address given".to_string());
+    }
+    let mut tried: Vec<(Addr, String)> = Vec::new();
+    let mut next_conn = 0u64;
+    while let Some(addr) = queue.pop_front() {
+        if tried.iter().any(|(a, _)| *a == addr) {
+            continue;
+        }
+        if tried.len() >= MAX_ATTEMPTS {
+            tried.push((addr, format!("not tried: gave up after {MAX_ATTEMPTS} masters")));
+            break;
+        }
+        next_conn += 1;
+        let attempt = ask_one(&addr, ConnId(next_conn), net, leader_only, &request, &answer).await;
+        match attempt {
+            Attempt::Answered(t) => return Ok(t),
+            Attempt::NotLeader { why, hint, masters: advertised } => {
+                if let Some(h) = &hint {
+                    if !tried.iter().any(|(a, _)| *a == h.addr) && h.addr != addr {
+                        queue.retain(|a| *a != h.addr);
+                        queue.push_front(h.addr.clone());
+                    }
+                }
+                for m in advertised {
+                    if !queue.contains(&m) && m != addr {
+                        queue.push_back(m);
+                    }
+                }
+                tracing::debug!(master = %addr, %why, "not the leader");
+                tried.push((addr, why));
+            }
+            Attempt::Failed(why) => {
+                tracing::debug!(master = %addr, %why, "no answer");
+                tried.push((addr, why));
+            }
+        }
+    }
+    let what = if leader_only { "no leading master answered" } else { "no master answered" };
+    let detail: Vec<String> = tried.iter().map(|(a, why)| format!("{a}: {why}")).collect();
+    Err(format!("{what} (tried {}): {}", tried.len(), detail.join("; ")))
+}
+
+/// One connection to one master: connect, `Hello`, request, answer, close.
+async fn ask_one<T>(
+    addr: &Addr,
+    conn: ConnId,
+    net: &Arc<NetConfig>,
+    leader_only: bool,
+    request: &impl Fn() -> Message,
+    answer: &impl Fn(Message) -> Option<T>,
+) -> Attempt<T> {
+    let stream = match deadline(CONNECT_TIMEOUT, async {
+        smol::net::TcpStream::connect(addr.as_str()).await.map_err(|e| e.to_string())
+    })
+    .await
+    {
+        Some(Ok(s)) => s,
+        Some(Err(e)) => return Attempt::Failed(format!("connect failed: {e}")),
+        None => return Attempt::Failed(format!("connect timed out after {CONNECT_TIMEOUT:?}")),
+    };
+    let (events_tx, events) = async_channel::unbounded();
+    let handle = spawn_connection(stream, Side::Client, conn, net.clone(), events_tx);
+    let exchange = exchange(&handle, &events, net, leader_only, request, answer);
+    let attempt = match deadline(ANSWER_TIMEOUT, exchange).await {
+        Some(a) => a,
+        None => Attempt::Failed(format!("no answer within {ANSWER_TIMEOUT:?}")),
+    };
+    handle.close();
+    attempt
+}
+
+async fn exchange<T>(
+    handle: &ConnHandle,
+    events: &Receiver<NetEvent>,
+    net: &NetConfig,
+    leader_only: bool,
+    request: &impl Fn() -> Message,
+    answer: &impl Fn(Message) -> Option<T>,
+) -> Attempt<T> {
+    handle.send(Message::Hello(Hello {
+        version: PROTOCOL_VERSION,
+        cluster: net.cluster.clone(),
+        role: Role::Client,
+        node: client_node_name(),
+    }));
+    let hello = loop {
+        match next_message(events).await {
+            Err(why) => return Attempt::Failed(why),
+            Ok(Message::HelloReply(r)) => break r,
+            Ok(Message::NotLeader { epoch, leader }) => {
+                return not_leader(epoch.0, leader, Vec::new());
+            }
+            Ok(other) => {
+                tracing::debug!(kind = other.kind(), "unexpected message before HelloReply");
+            }
+        }
+    };
+    if leader_only && !hello.leading {
+        return not_leader(hello.epoch.0, hello.leader, hello.masters);
+    }
+    handle.send(request());
+    loop {
+        match next_message(events).await {
+            Err(why) => return Attempt::Failed(why),
+            Ok(Message::NotLeader { epoch, leader }) => {
+                return not_leader(epoch.0, leader, hello.masters);
+            }
+            Ok(Message::LeaderSuspended { epoch }) => {
+                return Attempt::Failed(format!(
+                    "leader at epoch {} is suspended (its coordination session is in doubt); \
+                     retry shortly",
+                    epoch.0
+                ));
+            }
+            Ok(msg) => {
+                let kind = msg.kind();
+                match answer(msg) {
+                    Some(t) => return Attempt::Answered(t),
+                    None => tracing::debug!(kind, "ignoring unrelated message"),
+                }
+            }
+        }
+    }
+}
+
+fn not_leader<T>(epoch: u64, leader: Option<LeaderHint>, masters: Vec<Addr>) -> Attempt<T> {
+    let why = match &leader {
+        Some(h) => format!(
+            "not the leader (epoch {epoch}); leader is {} at {} (epoch {})",
+            h.id, h.addr, h.epoch.0
+        ),
+        None => format!("not the leader (epoch {epoch}); leader unknown"),
+    };
+    Attempt::NotLeader { why, hint: leader, masters }
+}
+
+async fn next_message(events: &Receiver<NetEvent>) -> Result<Message, String> {
+    match events.recv().await {
+        Ok(NetEvent::Message { msg, .. }) => Ok(msg),
+        Ok(NetEvent::Closed { reason, .. }) => Err(format!("connection closed: {reason}")),
+        Err(_) => Err("connection closed".to_string()),
+    }
+}
+
+/// `None` when `d` passes first.
+async fn deadline<T>(d: Duration, f: impl Future<Output = T>) -> Option<T> {
+    smol::future::or(async { Some(f.await) }, async {
+        async_io::Timer::after(d).await;
+        None
+    })
+    .await
+}
+
+/// The node name an operator tool gives in `Hello`, for the masters' logs.
+fn client_node_name() -> String {
+    format!("regent-client-{}", std::process::id())
+}

@@ -1,1 +1,545 @@
-//! (being written)
+//! The HTTP face of every master, leader or standby (`--http ADDR`):
+//!
+//! * `GET /api/state`: the master's view as JSON ([`state_json`], plus
+//!   `rejected_connections`);
+//! * `GET /metrics`: Prometheus text exposition ([`metrics_text`]);
+//! * `GET /`: a small HTML page with the same information ([`html_page`]).
+//!
+//! `HEAD` is answered like `GET` without a body; any other method is
+//! `405 Method Not Allowed`, any other path `404 Not Found`.
+//!
+//! The server is tiny_http on a dedicated thread. It holds no state of its
+//! own: for every request it asks the daemon loop for an [`HttpSnapshot`]
+//! through an [`HttpQuery`] and renders it; when the daemon does not answer
+//! within [`QUERY_TIMEOUT`] the request gets `503 Service Unavailable`. The
+//! thread ends soon after the daemon drops the receiving end of the query
+//! channel.
+//!
+//! Exposure: the pages are read-only but describe the whole cluster. Whether
+//! a non-loopback `--http` address is acceptable is the caller's decision
+//! (see [`crate::net::check_exposure`]); [`serve`] binds what it is given.
+
+use regent_core::protocol::{ClusterState, ExecutorState};
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// How long a request waits for the daemon's snapshot before `503`.
+pub const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How often the server thread checks whether the daemon is gone.
+const POLL_INTERVAL: Duration = Duration::from_millis(500);
+
+/// A request from the HTTP thread to the daemon loop: "send me a snapshot on
+/// `reply`". The daemon answers with one [`HttpSnapshot`] (or drops `reply`,
+/// which the request sees as `503`).
+#[derive(Debug)]
+pub struct HttpQuery {
+    /// Where the daemon sends the snapshot.
+    pub reply: async_channel::Sender<HttpSnapshot>,
+}
+
+/// What the daemon loop answers to an [`HttpQuery`].
+#[derive(Clone, Debug)]
+pub struct HttpSnapshot {
+    /// The master's view (its machine's `state()`).
+    pub state: ClusterState,
+    /// Connections the runtime refused or closed (wrong cluster or secret,
+    /// garbage, oversized frames, too many connections) since start.
+    pub rejected_connections: u64,
+}
+
+/// Binds `addr` and serves on a dedicated thread (see [`serve_on`]). The
+/// error names the address when it cannot be bound.
+pub fn serve(
+    addr: SocketAddr,
+    queries: async_channel::Sender<HttpQuery>,
+) -> Result<std::thread::JoinHandle<()>, String> {
+    let server = bind(addr)?;
+    Ok(serve_on(server, queries))
+}
+
+/// Binds an HTTP server on `addr` (port 0 picks a free port: read it back
+/// with `server.server_addr().to_ip()`). The error names the address.
+pub fn bind(addr: SocketAddr) -> Result<tiny_http::Server, String> {
+    tiny_http::Server::http(addr).map_err(|e| format!("cannot serve HTTP on {addr}: {e}"))
+}
+
+/// Serves requests of `server` on a new thread named `regent-http` until the
+/// receiving end of `queries` is closed.
+pub fn serve_on(
+    server: tiny_http::Server,
+    queries: async_channel::Sender<HttpQuery>,
+) -> std::thread::JoinHandle<()> {
+    let bound = server.server_addr().to_string();
+    tracing::info!(addr = %bound, "HTTP listening");
+    std::thread::Builder::new()
+        .name("regent-http".into())
+        .spawn(move || {
+            while !queries.is_closed() {
+                match server.recv_timeout(POLL_INTERVAL) {
+                    Ok(Some(request)) => respond(request, &queries),
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(addr = %bound, error = %e, "HTTP server failed; stopping");
+                        break;
+                    }
+                }
+            }
+            tracing::debug!(addr = %bound, "HTTP server stopped");
+        })
+        .expect("the OS can start a thread")
+}
+
+/// Which page a path names.
+#[derive(Clone, Copy)]
+enum Page {
+    Html,
+    State,
+    Metrics,
+}
+
+fn respond(request: tiny_http::Request, queries: &async_channel::Sender<HttpQuery>) {
+    let method = request.method().clone();
+    let path = request.url().split(['?', '#']).next().unwrap_or("").to_string();
+    let page = match path.as_str() {
+        "/" | "/index.html" => Some(Page::Html),
+        "/api/state" => Some(Page::State),
+        "/metrics" => Some(Page::Metrics),
+        _ => None,
+    };
+    let response = match (&method, page) {
+        (_, None) => text(404, "not found\n"),
+        (tiny_http::Method::Get | tiny_http::Method::Head, Some(page)) => match snapshot(queries) {
+            Some(snap) => render(page, &snap),
+            None => text(503, "the master did not answer in time; retry\n"),
+        },
+        (_, Some(_)) => {
+            text(405, "method not allowed: use GET\n").with_header(header("Allow", "GET, HEAD"))
+        }
+    };
+    let status = response.status_code().0;
+    tracing::debug!(%method, %path, status, "HTTP request");
+    if let Err(e) = request.respond(response) {
+        tracing::debug!(%path, error = %e, "HTTP response not delivered");
+    }
+}
+
+/// Asks the daemon for a snapshot; `None` after [`QUERY_TIMEOUT`] or when
+/// the daemon is gone.
+fn snapshot(queries: &async_channel::Sender<HttpQuery>) -> Option<HttpSnapshot> {
+    let (tx, rx) = async_channel::bounded(1);
+    smol::block_on(smol::future::or(
+        async {
+            queries.send(HttpQuery { reply: tx }).await.ok()?;
+            rx.recv().await.ok()
+        },
+        async {
+            async_io::Timer::after(QUERY_TIMEOUT).await;
+            None
+        },
+    ))
+}
+
+type Response = tiny_http::Response<std::io::Cursor<Vec<u8>>>;
+
+fn render(page: Page, snap: &HttpSnapshot) -> Response {
+    match page {
+        Page::Html => tiny_http::Response::from_string(html_page(snap))
+            .with_header(header("Content-Type", "text/html; charset=utf-8")),
+        Page::State => {
+            let mut v = state_json(&snap.state);
+            v["rejected_connections"] = json!(snap.rejected_connections);
+            let mut body = serde_json::to_string_pretty(&v).unwrap_or_else(|_| "{}".into());
+            body.push('\n');
+            tiny_http::Response::from_string(body)
+                .with_header(header("Content-Type", "application/json"))
+        }
+        Page::Metrics => tiny_http::Response::from_string(metrics_text(snap))
+            .with_header(header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")),
+    }
+}
+
+fn text(code: u16, body: &str) -> Response {
+    tiny_http::Response::from_string(body)
+        .with_status_code(code)
+        .with_header(header("Content-Type", "text/plain; charset=utf-8"))
+}
+
+fn header(name: &str, value: &str) -> tiny_http::Header {
+    tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes())
+        .expect("static header names and values are valid")
+}
+
+/// The executor state's name as the API shows it: `LAUNCHING`, `RUNNING`,
+/// `EXITED`, `FAILED`, `KILLED` or `LOST`.
+pub fn executor_state_name(state: &ExecutorState) -> &'static str {
+    match state {
+        ExecutorState::Launching => "LAUNCHING",
+        ExecutorState::Running => "RUNNING",
+        ExecutorState::Exited { .. } => "EXITED",
+        ExecutorState::Failed { .. } => "FAILED",
+        ExecutorState::Killed => "KILLED",
+        ExecutorState::Lost => "LOST",
+    }
+}
+
+/// Every executor state name, in life order (metrics list them all).
+const EXECUTOR_STATES: [&str; 6] = ["LAUNCHING", "RUNNING", "EXITED", "FAILED", "KILLED", "LOST"];
+/// Every worker state the master reports (metrics list them all).
+const WORKER_STATES: [&str; 4] = ["REGISTERING", "ALIVE", "UNKNOWN", "DEAD"];
+/// Every master status.
+const MASTER_STATUSES: [&str; 4] = ["STANDBY", "RECOVERING", "ALIVE", "SUSPENDED"];
+
+/// The master's view as JSON (the body of `GET /api/state`, which adds
+/// `rejected_connections`; also `regent status --json`):
+///
+/// ```json
+/// {
+///   "id": "m1", "status": "ALIVE", "epoch": 7,
+///   "leader": "127.0.0.1:5050", "leader_id": "m1", "leader_epoch": 7,
+///   "messages": 120, "rejected_messages": 0,
+///   "workers": [{"id": "w1", "state": "ALIVE", "cores": 8, "cores_used": 2,
+///                "memory_mb": 4096, "memory_used_mb": 512}],
+///   "frameworks": [{"id": "fw-1", "name": "etl", "state": "ACTIVE", "connected": true}],
+///   "executors": [{"id": "e1", "framework_id": "fw-1", "worker_id": "w1",
+///                  "state": "EXITED", "exit_code": 0}]
+/// }
+/// ```
+///
+/// * `status`: STANDBY, RECOVERING, ALIVE or SUSPENDED.
+/// * `leader`: the leader's *address* (what workers dial), or `null` when
+///   this master knows of no leader; `leader_id` and `leader_epoch` give its
+///   id and the hint's epoch (both `null` likewise).
+/// * worker `state`: ALIVE, UNKNOWN or DEAD, and also REGISTERING for a
+///   worker whose registration is still being made durable: shown as the
+///   master reports it, not folded into ALIVE.
+/// * framework `state`: ACTIVE, FINISHED, FAILED or DISCONNECTED.
+/// * executor `state`: one of [`executor_state_name`]'s names; EXITED adds
+///   `exit_code`, FAILED adds `reason`. `worker_id` is `null` when unknown.
+pub fn state_json(s: &ClusterState) -> Value {
+    let workers: Vec<Value> = s
+        .workers
+        .iter()
+        .map(|w| {
+            json!({
+                "id": w.id.as_str(),
+                "state": w.state,
+                "cores": w.cores,
+                "cores_used": w.cores_used,
+                "memory_mb": w.memory_mb,
+                "memory_used_mb": w.memory_used_mb,
+            })
+        })
+        .collect();
+    let frameworks: Vec<Value> = s
+        .frameworks
+        .iter()
+        .map(|f| {
+            json!({
+                "id": f.id.as_str(),
+                "name": f.name,
+                "state": f.state,
+                "connected": f.connected,
+            })
+        })
+        .collect();
+    let executors: Vec<Value> = s
+        .executors
+        .iter()
+        .map(|e| {
+            let mut v = json!({
+                "id": e.id.as_str(),
+                "framework_id": e.framework.as_str(),
+                "worker_id": e.worker.as_ref().map(|w| w.as_str()),
+                "state": executor_state_name(&e.state),
+            });
+            match &e.state {
+                ExecutorState::Exited { code } => v["exit_code"] = json!(code),
+                ExecutorState::Failed { reason } => v["reason"] = json!(reason),
+                _ => {}
+            }
+            v
+        })
+        .collect();
+    json!({
+        "id": s.master.as_str(),
+        "status": s.status,
+        "epoch": s.epoch.0,
+        "leader": s.leader.as_ref().map(|h| h.addr.as_str()),
+        "leader_id": s.leader.as_ref().map(|h| h.id.as_str()),
+        "leader_epoch": s.leader.as_ref().map(|h| h.epoch.0),
+        "messages": s.messages,
+        "rejected_messages": s.rejected,
+        "workers": workers,
+        "frameworks": frameworks,
+        "executors": executors,
+    })
+}
+
+/// The Prometheus text exposition of `GET /metrics` (format 0.0.4): every
+/// family has `# HELP` and `# TYPE`; labelled families list every known
+/// label value (zero when none), so a state that empties still shows.
+///
+/// Families: `regent_master_status{status}` (1 for the current status),
+/// `regent_epoch`, `regent_workers{state}`, `regent_cores_offered`,
+/// `regent_cores_used`, `regent_memory_offered_bytes`,
+/// `regent_memory_used_bytes`, `regent_frameworks`,
+/// `regent_frameworks_connected`, `regent_executors{state}`,
+/// `regent_messages_total`, `regent_rejected_messages_total`,
+/// `regent_rejected_connections_total`.
+pub fn metrics_text(s: &HttpSnapshot) -> String {
+    let st = &s.state;
+    let mut out = String::new();
+    let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(Option<String>, u64)>| {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for (labels, value) in samples {
+            match labels {
+                Some(l) => {
+                    let _ = writeln!(out, "{name}{{{l}}} {value}");
+                }
+                None => {
+                    let _ = writeln!(out, "{name} {value}");
+                }
+            }
+        }
+    };
+    let labelled = |label: &str, known: &[&str], seen: Vec<&str>| -> Vec<(Option<String>, u64)> {
+        let mut names: Vec<String> = known.iter().map(|s| s.to_string()).collect();
+        for s in &seen {
+            if !names.iter().any(|n| n == s) {
+                names.push(s.to_string());
+            }
+        }
+        names
+            .iter()
+            .map(|n| {
+                let count = seen.iter().filter(|s| **s == n).count() as u64;
+                (Some(format!("{label}=\"{}\"", label_escape(n))), count)
+            })
+            .collect()
+    };
+    family(
+        "regent_master_status",
+        "gauge",
+        "Status of this master: 1 for its current status, 0 for the others.",
+        labelled("status", &MASTER_STATUSES, vec![st.status.as_str()]),
+    );
+    family(
+        "regent_epoch",
+        "gauge",
+        "This master's epoch (its own when leading, else the highest it knows of).",
+        vec![(None, st.epoch.0)],
+    );
+    family(
+        "regent_workers",
+        "gauge",
+        "Workers in this master's registry, by state.",
+        labelled("state", &WORKER_STATES, st.workers.iter().map(|w| w.state.as_str()).collect()),
+    );
+    family(
+        "regent_cores_offered",
+        "gauge",
+        "Cores offered by the workers in the registry.",
+        vec![(None, st.workers.iter().map(|w| u64::from(w.cores)).sum())],
+    );
+    family(
+        "regent_cores_used",
+        "gauge",
+        "Cores held by executors on the workers in the registry.",
+        vec![(None, st.workers.iter().map(|w| u64::from(w.cores_used)).sum())],
+    );
+    family(
+        "regent_memory_offered_bytes",
+        "gauge",
+        "Memory offered by the workers in the registry, in bytes.",
+        vec![(None, st.workers.iter().map(|w| w.memory_mb.saturating_mul(1 << 20)).sum())],
+    );
+    family(
+        "regent_memory_used_bytes",
+        "gauge",
+        "Memory held by executors on the workers in the registry, in bytes.",
+        vec![(None, st.workers.iter().map(|w| w.memory_used_mb.saturating_mul(1 << 20)).sum())],
+    );
+    family(
+        "regent_frameworks",
+        "gauge",
+        "Frameworks this master knows of.",
+        vec![(None, st.frameworks.len() as u64)],
+    );
+    family(
+        "regent_frameworks_connected",
+        "gauge",
+        "Frameworks with a live subscription.",
+        vec![(None, st.frameworks.iter().filter(|f| f.connected).count() as u64)],
+    );
+    family(
+        "regent_executors",
+        "gauge",
+        "Executors this master knows of, by state.",
+        labelled(
+            "state",
+            &EXECUTOR_STATES,
+            st.executors.iter().map(|e| executor_state_name(&e.state)).collect(),
+        ),
+    );
+    family(
+        "regent_messages_total",
+        "counter",
+        "Protocol messages handled since this master started.",
+        vec![(None, st.messages)],
+    );
+    family(
+        "regent_rejected_messages_total",
+        "counter",
+        "Protocol messages refused since this master started.",
+        vec![(None, st.rejected)],
+    );
+    family(
+        "regent_rejected_connections_total",
+        "counter",
+        "Connections refused or closed for a bad handshake, cluster, frame or limit.",
+        vec![(None, s.rejected_connections)],
+    );
+    out
+}
+
+/// Escapes a Prometheus label value (`\`, `"`, newline).
+fn label_escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// Escapes text for HTML element content and quoted attribute values.
+pub fn html_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The HTML page of `GET /`: the master (status, epoch, leader, counters),
+/// then workers, frameworks and executors, with links to `/api/state` and
+/// `/metrics`. Every string from the state is escaped; the page refreshes
+/// itself every 5 s.
+pub fn html_page(s: &HttpSnapshot) -> String {
+    let st = &s.state;
+    let e = html_escape;
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">\
+         <meta http-equiv=\"refresh\" content=\"5\">\
+         <title>regent master {id}</title>\
+         <style>body{{font-family:sans-serif;margin:1.5em}}\
+         table{{border-collapse:collapse;margin-bottom:1.5em}}\
+         th,td{{border:1px solid #ccc;padding:.25em .6em;text-align:left}}\
+         th{{background:#eee}}</style></head><body>\n\
+         <h1>regent master {id}</h1>\n",
+        id = e(st.master.as_str()),
+    );
+    let leader = match &st.leader {
+        Some(h) => format!("{} at {} (epoch {})", e(h.id.as_str()), e(h.addr.as_str()), h.epoch.0),
+        None => "unknown".to_string(),
+    };
+    html_table(
+        &mut out,
+        &["Status", "Epoch", "Leader", "Messages", "Rejected messages", "Rejected connections"],
+        vec![vec![
+            e(&st.status),
+            st.epoch.0.to_string(),
+            leader,
+            st.messages.to_string(),
+            st.rejected.to_string(),
+            s.rejected_connections.to_string(),
+        ]],
+    );
+    let _ = writeln!(out, "<h2>Workers ({})</h2>", st.workers.len());
+    html_table(
+        &mut out,
+        &["Id", "State", "Cores used / total", "Memory used / total (MiB)"],
+        st.workers
+            .iter()
+            .map(|w| {
+                vec![
+                    e(w.id.as_str()),
+                    e(&w.state),
+                    format!("{} / {}", w.cores_used, w.cores),
+                    format!("{} / {}", w.memory_used_mb, w.memory_mb),
+                ]
+            })
+            .collect(),
+    );
+    let _ = writeln!(out, "<h2>Frameworks ({})</h2>", st.frameworks.len());
+    html_table(
+        &mut out,
+        &["Id", "Name", "State", "Connected"],
+        st.frameworks
+            .iter()
+            .map(|f| {
+                vec![
+                    e(f.id.as_str()),
+                    e(&f.name),
+                    e(&f.state),
+                    if f.connected { "yes" } else { "no" }.to_string(),
+                ]
+            })
+            .collect(),
+    );
+    let _ = writeln!(out, "<h2>Executors ({})</h2>", st.executors.len());
+    html_table(
+        &mut out,
+        &["Id", "Framework", "Worker", "State"],
+        st.executors
+            .iter()
+            .map(|x| {
+                let state = match &x.state {
+                    ExecutorState::Exited { code } => format!("EXITED (code {code})"),
+                    ExecutorState::Failed { reason } => format!("FAILED ({})", e(reason)),
+                    other => executor_state_name(other).to_string(),
+                };
+                vec![
+                    e(x.id.as_str()),
+                    e(x.framework.as_str()),
+                    x.worker.as_ref().map(|w| e(w.as_str())).unwrap_or_else(|| "-".into()),
+                    state,
+                ]
+            })
+            .collect(),
+    );
+    out.push_str(
+        "<p><a href=\"/api/state\">/api/state</a> &middot; <a href=\"/metrics\">/metrics</a></p>\n\
+         </body></html>\n",
+    );
+    out
+}
+
+/// Appends a table; `rows` must already be escaped.
+fn html_table(out: &mut String, header: &[&str], rows: Vec<Vec<String>>) {
+    if rows.is_empty() {
+        out.push_str("<p>none</p>\n");
+        return;
+    }
+    out.push_str("<table><tr>");
+    for h in header {
+        let _ = write!(out, "<th>{}</th>", html_escape(h));
+    }
+    out.push_str("</tr>\n");
+    for row in rows {
+        out.push_str("<tr>");
+        for cell in row {
+            let _ = write!(out, "<td>{cell}</td>");
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table>\n");
+}

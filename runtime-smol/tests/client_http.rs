@@ -1,0 +1,672 @@
+//! Operator commands (`regent_smol::client`) against fake masters on
+//! loopback, and the HTTP pages (`regent_smol::http`): JSON shape, metrics,
+//! HTML escaping, and the served routes.
+//!
+//! Every wait is bounded; everything listens on 127.0.0.1.
+
+use regent_core::auth::{Secret, Side};
+use regent_core::protocol::{
+    ClusterState, ExecutorState, ExecutorView, FrameworkView, HelloReply, LeaderHint, Message,
+    Role, WorkerView,
+};
+use regent_core::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, MasterId, WorkerId};
+use regent_smol::client::{fetch_state, kill_framework, remove_worker, render_table};
+use regent_smol::http::{self, html_page, metrics_text, state_json, HttpQuery, HttpSnapshot};
+use regent_smol::net::{spawn_connection, NetConfig, NetEvent};
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const CLUSTER: &str = "test-cluster";
+
+fn net() -> Arc<NetConfig> {
+    Arc::new(NetConfig::new(CLUSTER, None))
+}
+
+// ---------------------------------------------------------------------------
+// Hand-built states.
+
+fn leader_hint(id: &str, addr: &str, epoch: u64) -> LeaderHint {
+    LeaderHint { id: MasterId::new(id), addr: Addr::new(addr), epoch: Epoch(epoch) }
+}
+
+fn worker(id: &str, state: &str) -> WorkerView {
+    WorkerView {
+        id: WorkerId::new(id),
+        state: state.into(),
+        cores: 8,
+        cores_used: 3,
+        memory_mb: 4096,
+        memory_used_mb: 1024,
+    }
+}
+
+fn executor(id: &str, worker: Option<&str>, state: ExecutorState) -> ExecutorView {
+    ExecutorView {
+        id: ExecutorId::new(id),
+        framework: FrameworkId::new("fw-1"),
+        worker: worker.map(WorkerId::new),
+        state,
+    }
+}
+
+fn sample_state(master: &str, status: &str, epoch: u64) -> ClusterState {
+    ClusterState {
+        master: MasterId::new(master),
+        status: status.into(),
+        epoch: Epoch(epoch),
+        leader: Some(leader_hint(master, "127.0.0.1:5050", epoch)),
+        workers: vec![
+            worker("w-alive", "ALIVE"),
+            worker("w-dead", "DEAD"),
+            worker("w-reg", "REGISTERING"),
+            worker("w-unknown", "UNKNOWN"),
+        ],
+        frameworks: vec![
+            FrameworkView {
+                id: FrameworkId::new("fw-1"),
+                name: "etl".into(),
+                state: "ACTIVE".into(),
+                connected: true,
+            },
+            FrameworkView {
+                id: FrameworkId::new("fw-2"),
+                name: "batch".into(),
+                state: "DISCONNECTED".into(),
+                connected: false,
+            },
+        ],
+        executors: vec![
+            executor("e1", Some("w-alive"), ExecutorState::Launching),
+            executor("e2", Some("w-alive"), ExecutorState::Running),
+            executor("e3", Some("w-alive"), ExecutorState::Exited { code: 3 }),
+            executor("e4", Some("w-dead"), ExecutorState::Failed { reason: "no such file".into() }),
+            executor("e5", Some("w-alive"), ExecutorState::Killed),
+            executor("e6", None, ExecutorState::Lost),
+        ],
+        messages: 42,
+        rejected: 2,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// JSON, metrics, HTML, table.
+
+#[test]
+fn state_json_has_the_documented_shape_and_state_names() {
+    let v = state_json(&sample_state("m1", "ALIVE", 7));
+    assert_eq!(v["status"], "ALIVE");
+    assert_eq!(v["epoch"], 7);
+    assert_eq!(v["id"], "m1");
+    assert_eq!(v["leader"], "127.0.0.1:5050", "leader is the leader's address");
+    assert_eq!(v["leader_id"], "m1");
+
+    let workers = v["workers"].as_array().expect("workers array");
+    assert_eq!(workers.len(), 4);
+    for w in workers {
+        for key in ["id", "state", "cores", "cores_used", "memory_mb", "memory_used_mb"] {
+            assert!(w.get(key).is_some(), "worker lacks {key}: {w}");
+        }
+    }
+    let states: Vec<&str> = workers.iter().map(|w| w["state"].as_str().unwrap()).collect();
+    assert_eq!(states, ["ALIVE", "DEAD", "REGISTERING", "UNKNOWN"]);
+    assert_eq!(workers[0]["cores"], 8);
+    assert_eq!(workers[0]["cores_used"], 3);
+    assert_eq!(workers[0]["memory_mb"], 4096);
+    assert_eq!(workers[0]["memory_used_mb"], 1024);
+
+    let frameworks = v["frameworks"].as_array().expect("frameworks array");
+    assert_eq!(frameworks[0]["id"], "fw-1");
+    assert_eq!(frameworks[0]["name"], "etl");
+    assert_eq!(frameworks[0]["state"], "ACTIVE");
+    assert_eq!(frameworks[0]["connected"], true);
+    assert_eq!(frameworks[1]["connected"], false);
+
+    let executors = v["executors"].as_array().expect("executors array");
+    let states: Vec<&str> = executors.iter().map(|e| e["state"].as_str().unwrap()).collect();
+    assert_eq!(states, ["LAUNCHING", "RUNNING", "EXITED", "FAILED", "KILLED", "LOST"]);
+    for e in executors {
+        for key in ["id", "framework_id", "worker_id", "state"] {
+            assert!(e.get(key).is_some(), "executor lacks {key}: {e}");
+        }
+        assert_eq!(e["framework_id"], "fw-1");
+    }
+    assert_eq!(executors[0]["worker_id"], "w-alive");
+    assert_eq!(executors[2]["exit_code"], 3);
+    assert!(executors[2].get("reason").is_none());
+    assert_eq!(executors[3]["reason"], "no such file");
+    assert!(executors[3].get("exit_code").is_none());
+    assert!(executors[5]["worker_id"].is_null());
+}
+
+#[test]
+fn state_json_of_a_standby_without_leader_has_null_leader() {
+    let mut s = sample_state("m2", "STANDBY", 3);
+    s.leader = None;
+    s.workers.clear();
+    s.frameworks.clear();
+    s.executors.clear();
+    let v = state_json(&s);
+    assert_eq!(v["status"], "STANDBY");
+    assert!(v["leader"].is_null());
+    assert_eq!(v["workers"].as_array().map(Vec::len), Some(0));
+    assert_eq!(v["frameworks"].as_array().map(Vec::len), Some(0));
+    assert_eq!(v["executors"].as_array().map(Vec::len), Some(0));
+}
+
+#[test]
+fn metrics_text_has_help_type_and_every_family() {
+    let snap = HttpSnapshot { state: sample_state("m1", "ALIVE", 7), rejected_connections: 5 };
+    let text = metrics_text(&snap);
+    let lines: Vec<&str> = text.lines().collect();
+    for expected in [
+        "regent_master_status{status=\"ALIVE\"} 1",
+        "regent_master_status{status=\"STANDBY\"} 0",
+        "regent_master_status{status=\"RECOVERING\"} 0",
+        "regent_master_status{status=\"SUSPENDED\"} 0",
+        "regent_epoch 7",
+        "regent_workers{state=\"ALIVE\"} 1",
+        "regent_workers{state=\"UNKNOWN\"} 1",
+        "regent_workers{state=\"DEAD\"} 1",
+        "regent_workers{state=\"REGISTERING\"} 1",
+        "regent_frameworks 2",
+        "regent_executors{state=\"LAUNCHING\"} 1",
+        "regent_executors{state=\"RUNNING\"} 1",
+        "regent_executors{state=\"EXITED\"} 1",
+        "regent_executors{state=\"FAILED\"} 1",
+        "regent_executors{state=\"KILLED\"} 1",
+        "regent_executors{state=\"LOST\"} 1",
+        "regent_messages_total 42",
+        "regent_rejected_messages_total 2",
+        "regent_rejected_connections_total 5",
+        "# TYPE regent_messages_total counter",
+        "# TYPE regent_epoch gauge",
+    ] {
+        assert!(lines.contains(&expected), "missing line {expected:?} in\n{text}");
+    }
+    // Every sample's family has HELP and TYPE.
+    for line in &lines {
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        let name = line.split(['{', ' ']).next().unwrap();
+        assert!(text.contains(&format!("# HELP {name} ")), "no HELP for {name}");
+        assert!(text.contains(&format!("# TYPE {name} ")), "no TYPE for {name}");
+    }
+
+    // An empty standby still lists every state, at zero.
+    let mut s = sample_state("m2", "STANDBY", 3);
+    s.workers.clear();
+    s.executors.clear();
+    let text = metrics_text(&HttpSnapshot { state: s, rejected_connections: 0 });
+    assert!(text.lines().any(|l| l == "regent_master_status{status=\"STANDBY\"} 1"));
+    assert!(text.lines().any(|l| l == "regent_master_status{status=\"ALIVE\"} 0"));
+    assert!(text.lines().any(|l| l == "regent_executors{state=\"RUNNING\"} 0"));
+    assert!(text.lines().any(|l| l == "regent_workers{state=\"ALIVE\"} 0"));
+}
+
+#[test]
+fn html_page_escapes_every_string() {
+    let evil = "<script>alert('x')</script>&\"";
+    let mut s = sample_state(evil, "ALIVE", 7);
+    s.leader = Some(leader_hint(evil, evil, 7));
+    s.workers[0].id = WorkerId::new(evil);
+    s.workers[0].state = evil.into();
+    s.frameworks[0].id = FrameworkId::new(evil);
+    s.frameworks[0].name = evil.into();
+    s.frameworks[0].state = evil.into();
+    s.executors[0].id = ExecutorId::new(evil);
+    s.executors[0].framework = FrameworkId::new(evil);
+    s.executors[0].worker = Some(WorkerId::new(evil));
+    s.executors[3].state = ExecutorState::Failed { reason: evil.into() };
+    let page = html_page(&HttpSnapshot { state: s, rejected_connections: 0 });
+    assert!(!page.contains("<script"), "unescaped markup in\n{page}");
+    assert!(!page.contains("alert('x')"), "unescaped quote in\n{page}");
+    let escaped = "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;&quot;";
+    // Master id (title and heading), leader id and address, worker id and
+    // state, framework id, name and state, executor id, framework, worker
+    // and failure reason.
+    assert!(page.matches(escaped).count() >= 13, "some string not shown escaped:\n{page}");
+    assert!(page.contains("Workers (4)") && page.contains("Executors (6)"));
+    assert!(page.contains("href=\"/api/state\"") && page.contains("href=\"/metrics\""));
+}
+
+#[test]
+fn render_table_lists_master_workers_frameworks_and_executors() {
+    let table = render_table(&sample_state("m1", "ALIVE", 7));
+    for needle in [
+        "MASTER",
+        "m1",
+        "ALIVE",
+        "127.0.0.1:5050",
+        "WORKERS (4)",
+        "w-unknown",
+        "UNKNOWN",
+        "3/8",
+        "1024/4096",
+        "FRAMEWORKS (2)",
+        "etl",
+        "DISCONNECTED",
+        "EXECUTORS (6)",
+        "EXITED (code 3)",
+        "FAILED (no such file)",
+        "LOST",
+    ] {
+        assert!(table.contains(needle), "{needle:?} missing from\n{table}");
+    }
+    let mut empty = sample_state("m2", "STANDBY", 1);
+    empty.leader = None;
+    empty.workers.clear();
+    let table = render_table(&empty);
+    assert!(table.contains("unknown"), "{table}");
+    assert!(table.contains("WORKERS (0)\n  (none)"), "{table}");
+}
+
+// ---------------------------------------------------------------------------
+// The HTTP server.
+
+/// A plain HTTP/1.0 request; returns (status, head, body).
+fn http_request(addr: std::net::SocketAddr, method: &str, path: &str) -> (u16, String, String) {
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "{method} {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, head.to_string(), body.to_string())
+}
+
+/// Serves on a free loopback port; a thread answers queries with `snap`.
+fn serve_with_daemon(
+    snap: HttpSnapshot,
+) -> (std::net::SocketAddr, async_channel::Sender<()>, std::thread::JoinHandle<()>) {
+    let server = http::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = server.server_addr().to_ip().expect("an IP listener");
+    let (qtx, qrx) = async_channel::unbounded::<HttpQuery>();
+    let handle = http::serve_on(server, qtx);
+    let (stop_tx, stop_rx) = async_channel::bounded::<()>(1);
+    std::thread::spawn(move || {
+        // The daemon loop: answer until told to stop, then drop `qrx`.
+        while stop_rx.try_recv().is_err() {
+            let q = smol::block_on(smol::future::or(async { qrx.recv().await.ok() }, async {
+                async_io::Timer::after(Duration::from_millis(100)).await;
+                None
+            }));
+            if let Some(q) = q {
+                let _ = q.reply.send_blocking(snap.clone());
+            }
+        }
+    });
+    (addr, stop_tx, handle)
+}
+
+fn wait_finished(handle: &std::thread::JoinHandle<()>, bound: Duration) -> bool {
+    let deadline = Instant::now() + bound;
+    while Instant::now() < deadline {
+        if handle.is_finished() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn serve_answers_state_metrics_and_html_404_and_405() {
+    let snap = HttpSnapshot { state: sample_state("m1", "ALIVE", 7), rejected_connections: 5 };
+    let (addr, stop, handle) = serve_with_daemon(snap);
+
+    let (status, head, body) = http_request(addr, "GET", "/api/state");
+    assert_eq!(status, 200, "{head}");
+    assert!(head.to_ascii_lowercase().contains("content-type: application/json"), "{head}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("JSON body");
+    assert_eq!(v["status"], "ALIVE");
+    assert_eq!(v["epoch"], 7);
+    assert_eq!(v["rejected_connections"], 5);
+    assert_eq!(v["workers"].as_array().map(Vec::len), Some(4));
+
+    let (status, _, body) = http_request(addr, "GET", "/api/state?pretty=1");
+    assert_eq!(status, 200);
+    assert!(body.contains("\"executors\""));
+
+    let (status, head, body) = http_request(addr, "GET", "/metrics");
+    assert_eq!(status, 200, "{head}");
+    assert!(head.to_ascii_lowercase().contains("content-type: text/plain"), "{head}");
+    assert!(body.lines().any(|l| l == "regent_master_status{status=\"ALIVE\"} 1"), "{body}");
+    assert!(body.lines().any(|l| l == "regent_rejected_connections_total 5"), "{body}");
+
+    let (status, head, body) = http_request(addr, "GET", "/");
+    assert_eq!(status, 200, "{head}");
+    assert!(head.to_ascii_lowercase().contains("content-type: text/html"), "{head}");
+    assert!(body.contains("<h1>regent master m1</h1>"), "{body}");
+
+    let (status, _, body) = http_request(addr, "HEAD", "/api/state");
+    assert_eq!(status, 200);
+    assert!(body.is_empty(), "HEAD has no body: {body:?}");
+
+    let (status, _, _) = http_request(addr, "GET", "/nope");
+    assert_eq!(status, 404);
+    let (status, head, _) = http_request(addr, "POST", "/api/state");
+    assert_eq!(status, 405, "{head}");
+    assert!(head.to_ascii_lowercase().contains("allow: get, head"), "{head}");
+    let (status, _, _) = http_request(addr, "DELETE", "/");
+    assert_eq!(status, 405);
+
+    // The thread ends once the daemon is gone.
+    stop.send_blocking(()).unwrap();
+    assert!(wait_finished(&handle, Duration::from_secs(10)), "HTTP thread still running");
+}
+
+#[test]
+fn serve_answers_503_when_the_daemon_does_not_answer() {
+    let server = http::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = server.server_addr().to_ip().unwrap();
+    let (qtx, qrx) = async_channel::unbounded::<HttpQuery>();
+    let handle = http::serve_on(server, qtx);
+    let start = Instant::now();
+    let (status, _, body) = http_request(addr, "GET", "/api/state");
+    assert_eq!(status, 503, "{body}");
+    assert!(start.elapsed() < Duration::from_secs(10));
+    // Drain the query left over from the first request.
+    while qrx.try_recv().is_ok() {}
+    // A daemon that drops the reply sender is a 503 too, at once.
+    let answerer = std::thread::spawn({
+        let qrx = qrx.clone();
+        move || {
+            let q = qrx.recv_blocking().unwrap();
+            drop(q.reply);
+        }
+    });
+    let (status, _, _) = http_request(addr, "GET", "/metrics");
+    assert_eq!(status, 503);
+    answerer.join().unwrap();
+    drop(qrx);
+    assert!(wait_finished(&handle, Duration::from_secs(10)), "HTTP thread still running");
+}
+
+#[test]
+fn serve_on_a_taken_address_names_it() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let (qtx, _qrx) = async_channel::unbounded::<HttpQuery>();
+    let err = http::serve(addr, qtx).expect_err("the address is taken");
+    assert!(err.contains(&addr.to_string()), "{err}");
+}
+
+// ---------------------------------------------------------------------------
+// Fake masters.
+
+/// What a fake master answers to one message.
+type Behaviour = Arc<dyn Fn(&Message) -> Vec<Message> + Send + Sync>;
+
+/// A fake master on loopback: each connection gets `behaviour`'s answers;
+/// every message received is recorded.
+struct FakeMaster {
+    addr: Addr,
+    seen: Arc<Mutex<Vec<Message>>>,
+}
+
+impl FakeMaster {
+    fn start(cfg: Arc<NetConfig>, behaviour: Behaviour) -> FakeMaster {
+        static CONN: AtomicU64 = AtomicU64::new(1000);
+        let listener =
+            smol::block_on(smol::net::TcpListener::bind("127.0.0.1:0")).expect("bind loopback");
+        let addr = Addr::new(listener.local_addr().unwrap().to_string());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let seen2 = seen.clone();
+        smol::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (tx, rx) = async_channel::unbounded();
+                let conn = ConnId(CONN.fetch_add(1, Ordering::Relaxed));
+                let handle = spawn_connection(stream, Side::Server, conn, cfg.clone(), tx);
+                let (behaviour, seen) = (behaviour.clone(), seen2.clone());
+                smol::spawn(async move {
+                    while let Ok(NetEvent::Message { msg, .. }) = rx.recv().await {
+                        for reply in behaviour(&msg) {
+                            handle.send(reply);
+                        }
+                        seen.lock().unwrap().push(msg);
+                    }
+                })
+                .detach();
+            }
+        })
+        .detach();
+        FakeMaster { addr, seen }
+    }
+
+    fn seen(&self) -> Vec<Message> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+fn hello_reply(id: &str, leading: bool, epoch: u64, leader: Option<LeaderHint>) -> Message {
+    Message::HelloReply(HelloReply {
+        role: Role::Master,
+        master: MasterId::new(id),
+        leading,
+        epoch: Epoch(epoch),
+        leader,
+        masters: Vec::new(),
+    })
+}
+
+/// A leader: answers Hello, StateRequest, and operator requests with `verdict`
+/// (`None` accepts, `Some(reason)` refuses).
+fn leader(cfg: Arc<NetConfig>, id: &'static str, verdict: Option<&'static str>) -> FakeMaster {
+    FakeMaster::start(
+        cfg,
+        Arc::new(move |msg| match msg {
+            Message::Hello(h) => {
+                assert_eq!(h.role, Role::Client);
+                assert_eq!(h.cluster, CLUSTER);
+                vec![hello_reply(id, true, 9, None)]
+            }
+            Message::StateRequest => {
+                vec![Message::StateReply(Box::new(sample_state(id, "ALIVE", 9)))]
+            }
+            Message::KillFramework { request, .. } | Message::RemoveWorker { request, .. } => {
+                vec![match verdict {
+                    None => Message::RequestAccepted { epoch: Epoch(9), request: *request },
+                    Some(reason) => Message::RequestRefused {
+                        epoch: Epoch(9),
+                        request: *request,
+                        reason: reason.into(),
+                    },
+                }]
+            }
+            _ => vec![],
+        }),
+    )
+}
+
+/// A standby: its HelloReply says it does not lead and carries `hint`; it
+/// answers StateRequest with its own (empty) view and any operator request
+/// with NotLeader.
+fn standby(cfg: Arc<NetConfig>, id: &'static str, hint: Option<LeaderHint>) -> FakeMaster {
+    FakeMaster::start(
+        cfg,
+        Arc::new(move |msg| match msg {
+            Message::Hello(_) => vec![hello_reply(id, false, 9, hint.clone())],
+            Message::StateRequest => {
+                let mut s = sample_state(id, "STANDBY", 9);
+                s.leader = hint.clone();
+                s.workers.clear();
+                s.frameworks.clear();
+                s.executors.clear();
+                vec![Message::StateReply(Box::new(s))]
+            }
+            Message::KillFramework { .. } | Message::RemoveWorker { .. } => {
+                vec![Message::NotLeader { epoch: Epoch(9), leader: hint.clone() }]
+            }
+            _ => vec![],
+        }),
+    )
+}
+
+/// A master that said it leads in its HelloReply but lost leadership before
+/// the request: answers requests with NotLeader and a hint.
+fn deposed(cfg: Arc<NetConfig>, id: &'static str, hint: LeaderHint) -> FakeMaster {
+    FakeMaster::start(
+        cfg,
+        Arc::new(move |msg| match msg {
+            Message::Hello(_) => vec![hello_reply(id, true, 8, None)],
+            Message::StateRequest
+            | Message::KillFramework { .. }
+            | Message::RemoveWorker { .. } => {
+                vec![Message::NotLeader { epoch: Epoch(9), leader: Some(hint.clone()) }]
+            }
+            _ => vec![],
+        }),
+    )
+}
+
+/// A loopback address nothing listens on.
+fn closed_addr() -> Addr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = l.local_addr().unwrap();
+    drop(l);
+    Addr::new(a.to_string())
+}
+
+fn hint_to(m: &FakeMaster, id: &str) -> LeaderHint {
+    leader_hint(id, m.addr.as_str(), 9)
+}
+
+/// Runs `f` with a generous bound (never a timing assertion).
+fn bounded<T>(f: impl std::future::Future<Output = T>) -> T {
+    smol::block_on(smol::future::or(async { f.await }, async {
+        async_io::Timer::after(Duration::from_secs(40)).await;
+        panic!("operation did not finish within 40 s")
+    }))
+}
+
+#[test]
+fn fetch_state_asks_the_first_master_that_answers() {
+    let cfg = net();
+    let l = leader(cfg.clone(), "m1", None);
+    let dead = closed_addr();
+    let state = bounded(fetch_state(&[dead, l.addr.clone()], cfg.clone(), false)).unwrap();
+    assert_eq!(state.master, MasterId::new("m1"));
+    assert_eq!(state.status, "ALIVE");
+    assert_eq!(state.workers.len(), 4);
+    assert!(l.seen().contains(&Message::StateRequest));
+
+    // Without leader_only a standby's own view is an answer.
+    let s = standby(cfg.clone(), "m2", Some(hint_to(&l, "m1")));
+    let state = bounded(fetch_state(std::slice::from_ref(&s.addr), cfg, false)).unwrap();
+    assert_eq!(state.status, "STANDBY");
+    assert_eq!(state.leader.map(|h| h.addr), Some(l.addr.clone()));
+}
+
+#[test]
+fn fetch_state_leader_only_follows_the_standby_hint() {
+    let cfg = net();
+    let l = leader(cfg.clone(), "m1", None);
+    let s = standby(cfg.clone(), "m2", Some(hint_to(&l, "m1")));
+    // Only the standby is given: the hint leads to the leader.
+    let state = bounded(fetch_state(std::slice::from_ref(&s.addr), cfg.clone(), true)).unwrap();
+    assert_eq!(state.master, MasterId::new("m1"));
+    assert_eq!(state.status, "ALIVE");
+    assert!(!s.seen().contains(&Message::StateRequest), "the standby was not asked");
+
+    // A master deposed between HelloReply and the request answers NotLeader;
+    // its hint is followed too.
+    let d = deposed(cfg.clone(), "m3", hint_to(&l, "m1"));
+    let state = bounded(fetch_state(std::slice::from_ref(&d.addr), cfg, true)).unwrap();
+    assert_eq!(state.master, MasterId::new("m1"));
+    assert!(d.seen().contains(&Message::StateRequest));
+}
+
+#[test]
+fn fetch_state_error_names_every_master_tried_and_why() {
+    let cfg = net();
+    let dead = closed_addr();
+    let s = standby(cfg.clone(), "m2", None);
+    let err = bounded(fetch_state(&[dead.clone(), s.addr.clone()], cfg.clone(), true)).unwrap_err();
+    assert!(err.contains(dead.as_str()), "{err}");
+    assert!(err.contains("connect failed"), "{err}");
+    assert!(err.contains(s.addr.as_str()), "{err}");
+    assert!(err.contains("leader unknown"), "{err}");
+
+    // A hint to a dead leader: the hinted address is tried and named too.
+    let dead_leader = closed_addr();
+    let s2 = standby(cfg.clone(), "m4", Some(leader_hint("m9", dead_leader.as_str(), 9)));
+    let err = bounded(fetch_state(std::slice::from_ref(&s2.addr), cfg.clone(), true)).unwrap_err();
+    assert!(err.contains(s2.addr.as_str()) && err.contains(dead_leader.as_str()), "{err}");
+
+    let err = bounded(fetch_state(&[], cfg, false)).unwrap_err();
+    assert!(err.contains("no master"), "{err}");
+}
+
+#[test]
+fn fetch_state_gives_up_on_a_silent_master() {
+    // Accepts the connection and never says a word.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = Addr::new(listener.local_addr().unwrap().to_string());
+    let keep = std::thread::spawn(move || {
+        let (s, _) = listener.accept().unwrap();
+        std::thread::sleep(Duration::from_secs(8));
+        drop(s);
+    });
+    let start = Instant::now();
+    let err = bounded(fetch_state(std::slice::from_ref(&addr), net(), false)).unwrap_err();
+    assert!(err.contains(addr.as_str()) && err.contains("no answer within"), "{err}");
+    assert!(start.elapsed() < Duration::from_secs(30));
+    keep.join().unwrap();
+}
+
+#[test]
+fn fetch_state_over_an_authenticated_connection() {
+    let secret = Secret::new(vec![7u8; 32]).unwrap();
+    let cfg = Arc::new(NetConfig::new(CLUSTER, Some(secret)));
+    let l = leader(cfg.clone(), "m1", None);
+    let state = bounded(fetch_state(std::slice::from_ref(&l.addr), cfg, true)).unwrap();
+    assert_eq!(state.master, MasterId::new("m1"));
+    // Without the secret the master is unreachable, and the error says so.
+    let err = bounded(fetch_state(std::slice::from_ref(&l.addr), net(), false)).unwrap_err();
+    assert!(err.contains(l.addr.as_str()), "{err}");
+}
+
+#[test]
+fn kill_framework_refused_is_an_error_with_the_reason() {
+    let cfg = net();
+    let l = leader(cfg.clone(), "m1", Some("no framework fw-9"));
+    let err = bounded(kill_framework(std::slice::from_ref(&l.addr), cfg, "fw-9")).unwrap_err();
+    assert_eq!(err, "no framework fw-9");
+    assert!(l.seen().iter().any(|m| matches!(
+        m,
+        Message::KillFramework { framework, .. } if framework.as_str() == "fw-9"
+    )));
+}
+
+#[test]
+fn kill_framework_goes_to_the_leader() {
+    let cfg = net();
+    let l = leader(cfg.clone(), "m1", None);
+    let s = standby(cfg.clone(), "m2", Some(hint_to(&l, "m1")));
+    bounded(kill_framework(std::slice::from_ref(&s.addr), cfg, "fw-1")).unwrap();
+    assert!(!s.seen().iter().any(|m| matches!(m, Message::KillFramework { .. })));
+    assert!(l.seen().iter().any(|m| matches!(m, Message::KillFramework { .. })));
+}
+
+#[test]
+fn remove_worker_follows_not_leader_and_reports_refusals() {
+    let cfg = net();
+    let l = leader(cfg.clone(), "m1", None);
+    let d = deposed(cfg.clone(), "m3", hint_to(&l, "m1"));
+    bounded(remove_worker(std::slice::from_ref(&d.addr), cfg.clone(), "w-unknown")).unwrap();
+    assert!(d.seen().iter().any(|m| matches!(m, Message::RemoveWorker { .. })));
+    assert!(l.seen().iter().any(|m| matches!(
+        m,
+        Message::RemoveWorker { worker, .. } if worker.as_str() == "w-unknown"
+    )));
+
+    let refusing = leader(cfg.clone(), "m5", Some("worker w-alive is Alive"));
+    let err =
+        bounded(remove_worker(std::slice::from_ref(&refusing.addr), cfg, "w-alive")).unwrap_err();
+    assert_eq!(err, "worker w-alive is Alive");
+}
