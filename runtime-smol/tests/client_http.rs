@@ -538,7 +538,7 @@ fn hint_to(m: &FakeMaster, id: &str) -> LeaderHint {
 
 /// Runs `f` with a generous bound (never a timing assertion).
 fn bounded<T>(f: impl std::future::Future<Output = T>) -> T {
-    smol::block_on(smol::future::or(async { f.await }, async {
+    smol::block_on(smol::future::or(f, async {
         async_io::Timer::after(Duration::from_secs(40)).await;
         panic!("operation did not finish within 40 s")
     }))
