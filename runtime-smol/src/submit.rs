@@ -742,9 +742,8 @@ impl<W: Write> Report<W> {
             Ok(SubmitOutcome::Interrupted) => match fw {
                 Some(fw) => format!(
                     "interrupted: framework {fw} is left running (its executors are kept for \
-                     {}s without a subscriber); take it over with \
-                     `regent submit --framework-id {fw}` and the same spec",
-                    failover.as_secs()
+                     {failover:?} without a subscriber); take it over with \
+                     `regent submit --framework-id {fw}` and the same spec"
                 ),
                 None => "interrupted before subscribing".into(),
             },
