@@ -45,7 +45,7 @@ use async_channel::{Receiver, Sender};
 use regent_core::auth::Side;
 use regent_core::protocol::{ExecutorReport, ExecutorState};
 use regent_core::worker::{Action, Config, Event, Timer, Worker};
-use regent_core::{Addr, ConnId, Incarnation, WorkerId};
+use regent_core::{Addr, ConnId, ExecutorId, Incarnation, WorkerId};
 use regent_std::exec::{ExecEvent, ExecutorSpec, Launched, LeftBehindOutcome, Supervisor};
 use smol::future;
 use smol::net::TcpStream;
@@ -181,14 +181,15 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
         // Killed (not Failed) also for a group that had ended by itself:
         // its end is the worker's doing or unknown, not the executor's
         // fault, so it must not use the group's retry budget.
-        match lb.outcome {
+        let what = match lb.outcome {
             LeftBehindOutcome::Killed => {
-                tracing::warn!(executor = %lb.executor, pgid = lb.pgid, "killed an executor a previous worker process left running")
+                "killed an executor a previous worker process left running"
             }
             LeftBehindOutcome::AlreadyGone => {
-                tracing::warn!(executor = %lb.executor, pgid = lb.pgid, "an executor of a previous worker process had ended; its exit status is unknown")
+                "an executor of a previous worker process had ended; its exit status is unknown"
             }
-        }
+        };
+        tracing::warn!(executor = %lb.executor, pgid = lb.pgid, "{what}");
         d.feed(Event::LeftBehind(ExecutorReport {
             id: lb.executor,
             framework: lb.framework,
@@ -200,7 +201,7 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
     }
 
     let mut shutdown_open = true;
-    let mut killing: Option<smol::Task<Vec<regent_core::ExecutorId>>> = None;
+    let mut killing: Option<smol::Task<Vec<ExecutorId>>> = None;
     loop {
         if let Some(reason) = d.exit.take() {
             tracing::error!(%reason, "worker exits");
@@ -297,13 +298,13 @@ enum Wake {
     Deadline,
     Shutdown,
     ShutdownClosed,
-    Killed(Vec<regent_core::ExecutorId>),
+    Killed(Vec<ExecutorId>),
 }
 
 /// The outcome of dialling one master.
 struct Dialed {
     master: Addr,
-    result: Result<TcpStream, String>,
+    result: Result<TcpStream, DialError>,
 }
 
 struct Daemon {
@@ -361,7 +362,10 @@ impl Daemon {
                 smol::spawn(async move {
                     let result = future::or(dial(&master, has_secret, insecure), async {
                         async_io::Timer::after(CONNECT_TIMEOUT).await;
-                        Err(format!("timed out after {CONNECT_TIMEOUT:?}"))
+                        Err(DialError {
+                            reason: format!("timed out after {CONNECT_TIMEOUT:?}"),
+                            refused: false,
+                        })
                     })
                     .await;
                     let _ = tx.send(Dialed { master, result }).await;
@@ -394,8 +398,9 @@ impl Daemon {
                 if self.stopping {
                     // kill_all does not cover launches made while it runs.
                     tracing::warn!(%executor, "not starting an executor: the worker is shutting down");
-                    let state =
-                        ExecutorState::Failed { reason: "the worker is shutting down".to_owned() };
+                    // Killed, as if it had been started and stopped with the
+                    // others: the worker's doing, not the executor's fault.
+                    let state = ExecutorState::Killed;
                     self.queue.push_back(Event::ExecutorChanged { executor, state });
                     return;
                 }
@@ -480,13 +485,13 @@ impl Daemon {
                 self.links.insert(master.clone(), handle);
                 self.feed(Event::Connected { master }).await;
             }
-            Err(reason) => {
+            Err(DialError { reason, refused }) => {
                 if self.failing.insert(master.clone()) {
                     tracing::info!(%master, %reason, "cannot connect to master");
                 } else {
                     tracing::debug!(%master, %reason, "cannot connect to master");
                 }
-                if reason.starts_with("refusing") && self.refused.insert(master.clone()) {
+                if refused && self.refused.insert(master.clone()) {
                     tracing::warn!(%master, %reason, "master refused by the exposure check");
                 }
                 self.feed(Event::ConnectFailed { master }).await;
@@ -570,24 +575,35 @@ impl Daemon {
     }
 }
 
+/// Why dialling a master failed.
+struct DialError {
+    reason: String,
+    /// Every address it resolves to was refused by [`check_exposure`].
+    refused: bool,
+}
+
 /// Dials `master`: every resolved address that passes the exposure check,
 /// in order, until one connects.
-async fn dial(master: &Addr, has_secret: bool, insecure: bool) -> Result<TcpStream, String> {
-    let addrs = smol::net::resolve(master.as_str())
-        .await
-        .map_err(|e| format!("cannot resolve {master}: {e}"))?;
-    let mut last = format!("{master} resolves to no address");
+async fn dial(master: &Addr, has_secret: bool, insecure: bool) -> Result<TcpStream, DialError> {
+    let addrs = smol::net::resolve(master.as_str()).await.map_err(|e| DialError {
+        reason: format!("cannot resolve {master}: {e}"),
+        refused: false,
+    })?;
+    let mut err = DialError { reason: format!("{master} resolves to no address"), refused: false };
+    let mut all_refused = !addrs.is_empty();
     for addr in addrs {
-        if let Err(e) = check_exposure(&addr, has_secret, insecure) {
-            last = e;
+        if let Err(reason) = check_exposure(&addr, has_secret, insecure) {
+            err.reason = reason;
             continue;
         }
+        all_refused = false;
         match TcpStream::connect(addr).await {
             Ok(stream) => return Ok(stream),
-            Err(e) => last = format!("cannot connect to {addr}: {e}"),
+            Err(e) => err.reason = format!("cannot connect to {addr}: {e}"),
         }
     }
-    Err(last)
+    err.refused = all_refused;
+    Err(err)
 }
 
 /// Checks the configured masters before anything starts: each must be
