@@ -128,9 +128,10 @@ pub enum SubmitOutcome {
 /// its progress to `out` as plain lines only (no live progress line); the
 /// same as [`run_submit_with_progress`] with `progress = false`.
 ///
-/// `shutdown`: a message on it interrupts the submission
-/// ([`SubmitOutcome::Interrupted`]); a closed channel never does (pass a
-/// receiver whose senders are gone to mean "never interrupted").
+/// `shutdown`: a message on it, or its closing (`Sender::close`, or every
+/// sender dropped), interrupts the submission
+/// ([`SubmitOutcome::Interrupted`]), as `regent`'s Ctrl-C handler closes it.
+/// Keep a sender alive for as long as the submission should run.
 ///
 /// Errors: invalid options, a configured master refused by
 /// [`check_exposure`] (naming the address), a declaration the master
@@ -218,7 +219,6 @@ pub async fn run_submit_with_progress(
     d.feed(Event::Start, None);
     d.feed(Event::Declare(spec), None);
 
-    let mut shutdown_open = true;
     let outcome = loop {
         if let Some(outcome) = d.outcome.take() {
             break outcome;
@@ -230,13 +230,9 @@ pub async fn run_submit_with_progress(
             }),
             future::or(
                 async {
-                    if !shutdown_open {
-                        return future::pending().await;
-                    }
-                    match shutdown.recv().await {
-                        Ok(()) => Wake::Shutdown,
-                        Err(_) => Wake::ShutdownClosed,
-                    }
+                    // A message or a closed channel: both mean stop.
+                    let _ = shutdown.recv().await;
+                    Wake::Shutdown
                 },
                 async {
                     match deadline {
@@ -255,7 +251,6 @@ pub async fn run_submit_with_progress(
             Wake::Dialled(dialled) => d.on_dialled(dialled),
             Wake::Deadline => d.fire_due(),
             Wake::Shutdown => d.outcome = Some(Ok(SubmitOutcome::Interrupted)),
-            Wake::ShutdownClosed => shutdown_open = false,
             // Both senders live in `d`: cannot happen; harmless if it did.
             Wake::Idle => {}
         }
@@ -270,7 +265,6 @@ enum Wake {
     Dialled(Dialled),
     Deadline,
     Shutdown,
-    ShutdownClosed,
     Idle,
 }
 

@@ -461,3 +461,24 @@ fn the_progress_line_appears_only_when_asked_for() {
         assert!(text.ends_with('\n'), "{text:?}");
     });
 }
+
+#[test]
+fn closing_the_shutdown_channel_interrupts_like_ctrl_c() {
+    smol::block_on(async {
+        let fake = Fake::start().await;
+        let out = Out::default();
+        let (stop, shutdown) = async_channel::bounded::<()>(1);
+        let submit = run_submit(options(vec![fake.addr.clone()], 1), out.clone(), shutdown);
+        let master = async {
+            let (h, _) = fake.accept_subscriber().await;
+            fake.subscribe_and_accept(&h, "fw-8", vec![]).await;
+            h.send(update(info("fw-8", 0, 1, ExecutorState::Running)));
+            async_io::Timer::after(Duration::from_millis(100)).await;
+            // What `regent`'s Ctrl-C handler does.
+            stop.close();
+            fake.closed(h.conn).await;
+        };
+        let result = together(submit, master).await;
+        assert_eq!(result, Ok(SubmitOutcome::Interrupted), "{}", out.text());
+    });
+}
