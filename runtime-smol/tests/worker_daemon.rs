@@ -39,7 +39,11 @@ struct FakeMaster {
 }
 
 async fn fake_master(script: Script) -> FakeMaster {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+    fake_master_at("127.0.0.1:0", script).await
+}
+
+async fn fake_master_at(bind: &str, script: Script) -> FakeMaster {
+    let listener = TcpListener::bind(bind).await.expect("bind loopback");
     let addr = Addr::new(listener.local_addr().expect("local addr").to_string());
     let (seen_tx, seen) = async_channel::unbounded();
     let task = smol::spawn(serve(listener, addr.clone(), script, seen_tx));
@@ -399,6 +403,50 @@ fn restart_reports_executor_left_behind_as_killed() {
         assert_eq!(e1[0].framework.as_str(), "f1");
         assert!(records_left(dir.path()).is_empty(), "{:?}", records_left(dir.path()));
         assert_eq!(worker.shutdown().await, Ok(()));
+    });
+}
+
+#[test]
+fn executor_survives_master_loss_and_is_reported_on_reregistration() {
+    smol::block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let master = fake_master(Script {
+            launch: Some(vec!["sleep".into(), "30".into()]),
+            ..Script::default()
+        })
+        .await;
+        let addr = master.addr.clone();
+        let worker = start(options(&addr, dir.path()));
+        let mut log = Vec::new();
+        let first =
+            wait_msg(&master.seen, &mut log, "registration", |m| registration(m).is_some()).await;
+        let first = registration(&first).unwrap().clone();
+        wait_msg(&master.seen, &mut log, "Running", |m| {
+            status_of(m, "e1") == Some(ExecutorState::Running)
+        })
+        .await;
+
+        // The master goes away (its connections close); a new one comes up
+        // at the same address after a while.
+        drop(master);
+        async_io::Timer::after(Duration::from_millis(500)).await;
+        assert_eq!(records_left(dir.path()).len(), 1, "the executor still runs");
+        let master = fake_master_at(addr.as_str(), Script::default()).await;
+        let again =
+            wait_msg(&master.seen, &mut log, "re-registration", |m| registration(m).is_some())
+                .await;
+        let again = registration(&again).unwrap();
+        assert_eq!((&again.worker, again.incarnation), (&first.worker, first.incarnation));
+        let e1: Vec<_> = again.executors.iter().filter(|r| r.id.as_str() == "e1").collect();
+        assert_eq!(e1.len(), 1, "{again:?}");
+        assert_eq!(e1[0].state, ExecutorState::Running);
+        assert_eq!(records_left(dir.path()).len(), 1, "the executor still runs");
+
+        assert_eq!(worker.shutdown().await, Ok(()));
+        wait_msg(&master.seen, &mut log, "Killed", |m| {
+            status_of(m, "e1") == Some(ExecutorState::Killed)
+        })
+        .await;
     });
 }
 
