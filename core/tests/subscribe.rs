@@ -410,6 +410,15 @@ fn exhausted_retry_budget_fails_the_slot_and_tells_the_subscriber() {
         .iter()
         .any(|(c, msg)| *c == ConnId(1) && matches!(msg, Message::SlotFailed { slot: 0, .. })));
     assert!(sends.contains(&(wc, Message::ExecutorStatusAck { epoch: Epoch(1), executor: e2 })));
+    // A subscriber that resubscribes hears of the failed slot again.
+    let sends = subscribe(&mut m, 2, sub_msg(Some(fw.as_str()), 7, 2));
+    assert!(
+        matches!(
+            &sends[..],
+            [(_, Message::Subscribed { .. }), (ConnId(2), Message::SlotFailed { slot: 0, .. })]
+        ),
+        "{sends:?}"
+    );
 }
 
 #[test]

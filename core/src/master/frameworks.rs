@@ -200,6 +200,20 @@ impl Master {
                 executors,
             },
         });
+        // Failed slots are final: say so again, so a subscriber that missed
+        // the original `SlotFailed` does not wait for a retry that never comes.
+        let mut failed = Vec::new();
+        for g in &fw.groups {
+            for (slot, outcome) in g.record.slots.iter().enumerate() {
+                if let SlotOutcome::Failed { reason, .. } = outcome {
+                    failed.push((g.record.spec.group.clone(), slot as u32, reason.clone()));
+                }
+            }
+        }
+        for (group, slot, reason) in failed {
+            let msg = Message::SlotFailed { epoch: self.epoch, group, slot, reason };
+            out.push(Action::Send { conn, msg });
+        }
     }
 
     /// The framework's executors, as its subscriber sees them.
