@@ -104,8 +104,10 @@ pub struct WorkerOptions {
 /// stored. A configured master whose name does not resolve yet is only
 /// warned about: the worker keeps dialling it.
 ///
-/// A closed `shutdown` channel (every sender dropped) is not a shutdown
-/// request; the worker keeps running.
+/// A message on `shutdown` and the channel's closing (`Sender::close`, or
+/// every sender dropped) both request the shutdown: `regent worker` closes
+/// it from its signal handler, and one closed channel stops every worker
+/// that shares it.
 pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(), String> {
     if opts.cluster != opts.net.cluster {
         return Err(format!(
@@ -200,7 +202,6 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
         .await;
     }
 
-    let mut shutdown_open = true;
     let mut killing: Option<smol::Task<Vec<ExecutorId>>> = None;
     loop {
         if let Some(reason) = d.exit.take() {
@@ -210,7 +211,7 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
             return Err(reason);
         }
         let deadline = d.timers.values().min().copied();
-        let listen_shutdown = shutdown_open && killing.is_none();
+        let listen_shutdown = killing.is_none();
         let wake = future::or(
             future::or(
                 async {
@@ -221,10 +222,9 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
                 },
                 async {
                     if listen_shutdown {
-                        match shutdown.recv().await {
-                            Ok(()) => Wake::Shutdown,
-                            Err(_) => Wake::ShutdownClosed,
-                        }
+                        // A message or the channel's closing.
+                        let _ = shutdown.recv().await;
+                        Wake::Shutdown
                     } else {
                         future::pending().await
                     }
@@ -261,10 +261,6 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
             Wake::Exec(ev) => d.on_exec(ev).await,
             Wake::Dialed(dialed) => d.on_dialed(dialed).await,
             Wake::Deadline => d.fire_due().await,
-            Wake::ShutdownClosed => {
-                tracing::debug!("shutdown channel closed; the worker keeps running");
-                shutdown_open = false;
-            }
             Wake::Shutdown => {
                 // Kill on a blocking thread while the loop goes on, so the
                 // reports of executors that die go out as they die and
@@ -297,7 +293,6 @@ enum Wake {
     Dialed(Dialed),
     Deadline,
     Shutdown,
-    ShutdownClosed,
     Killed(Vec<ExecutorId>),
 }
 

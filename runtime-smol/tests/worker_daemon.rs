@@ -347,6 +347,31 @@ fn shutdown_kills_running_executor_and_reports_killed() {
 }
 
 #[test]
+fn closing_the_shutdown_channel_stops_every_worker_sharing_it() {
+    smol::block_on(async {
+        let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+        let master = fake_master(Script::default()).await;
+        let (stop, rx) = async_channel::bounded::<()>(1);
+        let workers: Vec<_> = dirs
+            .iter()
+            .map(|d| smol::spawn(run_worker(options(&master.addr, d.path()), rx.clone())))
+            .collect();
+        let mut log = Vec::new();
+        let mut ids = std::collections::HashSet::new();
+        while ids.len() < 2 {
+            let reg =
+                wait_msg(&master.seen, &mut log, "registrations", |m| registration(m).is_some())
+                    .await;
+            ids.insert(registration(&reg).unwrap().worker.clone());
+        }
+        stop.close();
+        for w in workers {
+            assert_eq!(within("a worker to stop", w).await, Ok(()));
+        }
+    });
+}
+
+#[test]
 fn master_shutdown_makes_worker_exit_naming_the_reason() {
     smol::block_on(async {
         let dir = tempfile::tempdir().unwrap();
@@ -387,7 +412,6 @@ fn restart_reports_executor_left_behind_as_killed() {
         // The worker dies without a shutdown (as with kill -9): its
         // executor keeps running.
         worker.task.cancel().await;
-        drop(worker.stop);
         assert_eq!(records_left(dir.path()).len(), 1);
 
         let worker = start(options(&master.addr, dir.path()));
