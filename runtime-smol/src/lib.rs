@@ -13,6 +13,7 @@
 //! * [`worker`]: the worker daemon (executors as real processes).
 //! * [`submit`]: the framework side: subscribe, declare, follow progress.
 //! * [`client`]: operator commands (`status`, `kill`, `remove-worker`).
+//! * [`demo`]: `regent demo`, the main job in one process.
 //! * [`http`]: `/api/state`, `/metrics` and the HTML page.
 //! * [`zk`]: the ZooKeeper backend of the elector (executes its operations
 //!   with `zookeeper-client`), the driver loop [`zk::run_elector`], and the
@@ -20,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod demo;
 pub mod http;
 pub mod master;
 pub mod net;

@@ -1,2 +1,382 @@
-//! The `regent` command line.
-fn main() {}
+//! `regent`: the command line of the reference daemons.
+//!
+//! Every command takes `--cluster NAME` (default `regent`), `--secret-file F`
+//! and `--insecure`. See `regent --help` and README.md.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use regent_core::auth::Secret;
+use regent_core::Addr;
+use regent_smol::master::{MasterOptions, Recovery};
+use regent_smol::net::NetConfig;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Parser, Debug)]
+#[command(name = "regent", version, about = "A fault-tolerant cluster manager")]
+struct Cli {
+    #[command(flatten)]
+    common: Common,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Debug, Clone)]
+struct Common {
+    /// The cluster's name; peers of another cluster are refused.
+    #[arg(long, global = true, default_value = "regent")]
+    cluster: String,
+    /// A file holding the cluster secret (at least 16 bytes): every
+    /// connection then authenticates and every frame carries a MAC.
+    #[arg(long, global = true, value_name = "F")]
+    secret_file: Option<PathBuf>,
+    /// Allow non-loopback addresses without a secret.
+    #[arg(long, global = true)]
+    insecure: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a master.
+    Master(MasterArgs),
+    /// Run a worker.
+    Worker(WorkerArgs),
+    /// Submit an application: one group of executors running CMD.
+    Submit(SubmitArgs),
+    /// Show the leader's view of the cluster.
+    Status {
+        /// The masters to ask.
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        /// Print the same JSON as `GET /api/state`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Tear a framework down (kill its executors).
+    Kill {
+        /// The masters to ask.
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        /// The framework.
+        framework_id: String,
+    },
+    /// Remove a worker left UNKNOWN by the recovery removal limit.
+    RemoveWorker {
+        /// The masters to ask.
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        /// The worker.
+        worker_id: String,
+    },
+    /// Inspect a filesystem store.
+    Store {
+        #[command(subcommand)]
+        command: StoreCommand,
+    },
+    /// The main job: a master, three workers and an application in one
+    /// process; the master is killed and restarted while executors run.
+    Demo,
+}
+
+#[derive(Subcommand, Debug)]
+enum StoreCommand {
+    /// Verify every record, naming any damaged one.
+    Check {
+        /// The store directory.
+        dir: PathBuf,
+    },
+    /// Print every record.
+    Dump {
+        /// The store directory.
+        dir: PathBuf,
+    },
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum RecoveryMode {
+    None,
+    Filesystem,
+    Zookeeper,
+}
+
+#[derive(Args, Debug)]
+struct MasterArgs {
+    /// This master's id.
+    #[arg(long)]
+    id: String,
+    /// Where workers and subscribers connect.
+    #[arg(long)]
+    listen: SocketAddr,
+    /// Where to serve /api/state, /metrics and the HTML page.
+    #[arg(long)]
+    http: Option<SocketAddr>,
+    /// Where master state survives a crash.
+    #[arg(long, value_enum, default_value = "none")]
+    recovery: RecoveryMode,
+    /// The filesystem store's directory (`--recovery filesystem`).
+    #[arg(long)]
+    store: Option<PathBuf>,
+    /// ZooKeeper servers (`--recovery zookeeper`).
+    #[arg(long, value_delimiter = ',')]
+    zk: Vec<String>,
+    /// The cluster's root node in ZooKeeper.
+    #[arg(long, default_value = "/regent")]
+    zk_root: String,
+    /// The ZooKeeper session timeout to ask for, in ms (the server clamps it
+    /// to [2, 20] x its tickTime).
+    #[arg(long, default_value_t = 4000)]
+    zk_session_timeout: u64,
+    /// A worker silent this long (ms) is DEAD.
+    #[arg(long, default_value_t = 10_000)]
+    worker_timeout: u64,
+    /// How long (ms) a new leader waits for recovered workers; defaults to
+    /// the worker timeout.
+    #[arg(long)]
+    recovery_timeout: Option<u64>,
+    /// How often (ms) workers heartbeat.
+    #[arg(long, default_value_t = 1000)]
+    heartbeat_interval: u64,
+    /// The address advertised to workers and other masters (default: the
+    /// listen address).
+    #[arg(long)]
+    advertise: Option<String>,
+}
+
+#[derive(Args, Debug)]
+struct WorkerArgs {
+    /// The masters, `host:port,...`.
+    #[arg(long, value_delimiter = ',', required = true)]
+    masters: Vec<String>,
+    /// Cores offered (accounted, not enforced).
+    #[arg(long)]
+    cores: u32,
+    /// Memory offered in MiB (accounted, not enforced).
+    #[arg(long)]
+    memory: u64,
+    /// Where executors run and their output is kept.
+    #[arg(long)]
+    work_dir: PathBuf,
+    /// The worker's id (default: generated once and kept in the work dir).
+    #[arg(long)]
+    id: Option<String>,
+}
+
+#[derive(Args, Debug)]
+struct SubmitArgs {
+    /// The masters, `host:port,...`.
+    #[arg(long, value_delimiter = ',', required = true)]
+    masters: Vec<String>,
+    /// The application's name.
+    #[arg(long, default_value = "app")]
+    name: String,
+    /// Resume (take over) this framework.
+    #[arg(long)]
+    framework_id: Option<String>,
+    /// How long (ms) the master keeps the executors while no submit is
+    /// connected.
+    #[arg(long, default_value_t = 60_000)]
+    failover_timeout: u64,
+    /// How many executors (slots).
+    #[arg(long)]
+    executors: u32,
+    /// Cores per executor.
+    #[arg(long)]
+    cores: u32,
+    /// Memory per executor, in MiB.
+    #[arg(long)]
+    memory: u64,
+    /// The command every executor runs.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+fn net_config(common: &Common) -> Result<Arc<NetConfig>, String> {
+    let secret = match &common.secret_file {
+        None => None,
+        Some(path) => {
+            let bytes = std::fs::read(path)
+                .map_err(|e| format!("cannot read the secret file {}: {e}", path.display()))?;
+            let trimmed = bytes.trim_ascii().to_vec();
+            Some(Secret::new(trimmed).map_err(|e| format!("secret file {}: {e}", path.display()))?)
+        }
+    };
+    Ok(Arc::new(NetConfig::new(common.cluster.clone(), secret)))
+}
+
+fn addrs(list: &[String]) -> Vec<Addr> {
+    list.iter().map(|s| Addr(s.trim().to_string())).filter(|a| !a.0.is_empty()).collect()
+}
+
+/// A channel closed by SIGTERM/SIGINT: every daemon's shutdown signal.
+fn shutdown_channel() -> async_channel::Receiver<()> {
+    let (tx, rx) = async_channel::bounded::<()>(1);
+    let _ = ctrlc::set_handler(move || {
+        let _ = tx.try_send(());
+    });
+    rx
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // The demo narrates on stdout; its daemons' logs stay quiet unless asked.
+    let default_level = if matches!(cli.command, Command::Demo) { "warn" } else { "info" };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
+        )
+        .init();
+    match smol::block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("regent: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<ExitCode, String> {
+    let common = cli.common;
+    match cli.command {
+        Command::Master(a) => {
+            let net = net_config(&common)?;
+            let recovery = match a.recovery {
+                RecoveryMode::None => Recovery::None,
+                RecoveryMode::Filesystem => Recovery::Filesystem {
+                    dir: a.store.ok_or("--recovery filesystem needs --store DIR")?,
+                },
+                RecoveryMode::Zookeeper => {
+                    if a.zk.is_empty() {
+                        return Err("--recovery zookeeper needs --zk HOST:PORT,...".into());
+                    }
+                    Recovery::Zookeeper {
+                        hosts: a.zk.join(","),
+                        root: a.zk_root,
+                        session_timeout: Duration::from_millis(a.zk_session_timeout),
+                    }
+                }
+            };
+            let opts = MasterOptions {
+                id: a.id,
+                listen: a.listen,
+                advertise: a.advertise.map(Addr),
+                http: a.http,
+                recovery,
+                worker_timeout: Duration::from_millis(a.worker_timeout),
+                recovery_timeout: a.recovery_timeout.map(Duration::from_millis),
+                heartbeat_interval: Duration::from_millis(a.heartbeat_interval),
+                net,
+                insecure: common.insecure,
+                ready: None,
+            };
+            regent_smol::master::run_master(opts, shutdown_channel()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Worker(a) => {
+            let opts = regent_smol::worker::WorkerOptions {
+                cluster: common.cluster.clone(),
+                masters: addrs(&a.masters),
+                cores: a.cores,
+                memory_mb: a.memory,
+                work_dir: a.work_dir,
+                id: a.id,
+                net: net_config(&common)?,
+                insecure: common.insecure,
+            };
+            regent_smol::worker::run_worker(opts, shutdown_channel()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Submit(a) => {
+            let opts = regent_smol::submit::SubmitOptions {
+                cluster: common.cluster.clone(),
+                masters: addrs(&a.masters),
+                name: a.name,
+                framework_id: a.framework_id,
+                failover_timeout: Duration::from_millis(a.failover_timeout),
+                executors: a.executors,
+                cores: a.cores,
+                memory_mb: a.memory,
+                command: a.command,
+                net: net_config(&common)?,
+                insecure: common.insecure,
+            };
+            use regent_smol::submit::SubmitOutcome;
+            use std::io::IsTerminal;
+            let progress = std::io::stdout().is_terminal();
+            let outcome = regent_smol::submit::run_submit_with_progress(
+                opts,
+                std::io::stdout(),
+                shutdown_channel(),
+                progress,
+            )
+            .await?;
+            match outcome {
+                SubmitOutcome::Succeeded => Ok(ExitCode::SUCCESS),
+                SubmitOutcome::SlotsFailed(reasons) => {
+                    eprintln!("regent: application failed: {}", reasons.join("; "));
+                    Ok(ExitCode::from(2))
+                }
+                SubmitOutcome::FailedOver { to } => {
+                    eprintln!("regent: the framework failed over to another instance ({to}); this submit stops");
+                    Ok(ExitCode::from(3))
+                }
+                SubmitOutcome::Interrupted => {
+                    eprintln!("regent: interrupted; the executors keep running until the failover timeout");
+                    Ok(ExitCode::from(130))
+                }
+            }
+        }
+        Command::Status { masters, json } => {
+            let state = regent_smol::client::fetch_state(&addrs(&masters), net_config(&common)?, true).await?;
+            if json {
+                println!("{}", regent_smol::http::state_json(&state));
+            } else {
+                print!("{}", regent_smol::client::render_table(&state));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Kill { masters, framework_id } => {
+            regent_smol::client::kill_framework(&addrs(&masters), net_config(&common)?, &framework_id).await?;
+            println!("framework {framework_id} torn down");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::RemoveWorker { masters, worker_id } => {
+            regent_smol::client::remove_worker(&addrs(&masters), net_config(&common)?, &worker_id).await?;
+            println!("worker {worker_id} removed");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Store { command } => store_command(command),
+        Command::Demo => regent_smol::demo::run_demo().await.map(|()| ExitCode::SUCCESS),
+    }
+}
+
+fn store_command(command: StoreCommand) -> Result<ExitCode, String> {
+    let (dir, dump) = match command {
+        StoreCommand::Check { dir } => (dir, false),
+        StoreCommand::Dump { dir } => (dir, true),
+    };
+    if !dir.is_dir() {
+        return Err(format!("{} is not a directory", dir.display()));
+    }
+    match regent_std::store::FsStore::open(&dir, "regent store") {
+        Ok((_store, loaded)) => {
+            for w in &loaded.warnings {
+                println!("warning: {w}");
+            }
+            if dump {
+                for r in &loaded.records {
+                    println!("{}: {r:?}", r.key());
+                }
+            }
+            println!("{}: {} records, all intact", dir.display(), loaded.records.len());
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("regent: store {}: {e}", dir.display());
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
