@@ -81,6 +81,13 @@ pub struct Config {
     /// re-introduces AURORA-1061; never set it outside tests.
     #[doc(hidden)]
     pub unsafe_no_adopt_after_connection_loss: bool,
+    /// Test-only: never check the lease. A leader that was paused longer
+    /// than its session keeps acting on the leadership it held before the
+    /// pause until some later event tells it otherwise, and
+    /// [`Elector::is_acting`] ignores the lease. Exists so the whole-cluster
+    /// simulator can prove it detects that; never set it outside tests.
+    #[doc(hidden)]
+    pub unsafe_no_lease_check: bool,
 }
 
 impl Config {
@@ -96,6 +103,7 @@ impl Config {
             lease_margin_min: Millis(200),
             retry_interval: Millis(1_000),
             unsafe_no_adopt_after_connection_loss: false,
+            unsafe_no_lease_check: false,
         }
     }
 
@@ -368,7 +376,9 @@ impl Elector {
 
     /// Elected, not suspended and the lease still valid at `now`.
     pub fn is_acting(&self, now: Millis) -> bool {
-        self.leader && !self.suspended && now < self.lease_end()
+        self.leader
+            && !self.suspended
+            && (self.config.unsafe_no_lease_check || now < self.lease_end())
     }
 
     /// The full path of the own candidate node, if known.
@@ -493,6 +503,9 @@ impl Elector {
     }
 
     fn check_lease(&mut self, now: Millis, out: &mut Vec<Action>) {
+        if self.config.unsafe_no_lease_check {
+            return;
+        }
         if self.leader && now >= self.lease_end() {
             self.abandon(now, true, out);
         }

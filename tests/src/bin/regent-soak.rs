@@ -1,0 +1,132 @@
+//! `regent-soak`: runs the deterministic whole-cluster simulator over a range
+//! of seeds and reports simulated runs per second; on a failure it prints the
+//! seed, the violated invariant, the fault schedule, the last events and a
+//! command that replays it.
+//!
+//! ```text
+//! regent-soak [--seeds N] [--from S] [--threads T] [--datagram]
+//!             [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--keep-going]
+//! regent-soak --replay SEED [same knobs]
+//! ```
+
+use regent_tests::sim::{run_seed, Knobs, SimConfig};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+struct Args {
+    seeds: u64,
+    from: u64,
+    threads: usize,
+    replay: Option<u64>,
+    keep_going: bool,
+    config: SimConfig,
+}
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--keep-going]\n       regent-soak --replay SEED [knobs]"
+    );
+    std::process::exit(2)
+}
+
+fn parse() -> Args {
+    let mut a = Args {
+        seeds: 1_000,
+        from: 0,
+        threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        replay: None,
+        keep_going: false,
+        config: SimConfig::default(),
+    };
+    let mut knobs = Knobs::default();
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let num = |it: &mut dyn Iterator<Item = String>| -> u64 {
+            it.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| usage())
+        };
+        match arg.as_str() {
+            "--seeds" => a.seeds = num(&mut it),
+            "--from" => a.from = num(&mut it),
+            "--threads" => a.threads = num(&mut it).max(1) as usize,
+            "--replay" => a.replay = Some(num(&mut it)),
+            "--keep-going" => a.keep_going = true,
+            "--datagram" => a.config.datagram = true,
+            "--no-epoch-fencing" => knobs.no_epoch_fencing = true,
+            "--no-adopt" => knobs.no_adopt_after_connection_loss = true,
+            "--no-lease-check" => knobs.no_lease_check = true,
+            _ => usage(),
+        }
+    }
+    a.config.knobs = knobs;
+    a
+}
+
+fn main() {
+    let args = parse();
+    if let Some(seed) = args.replay {
+        match run_seed(seed, &args.config) {
+            Ok(stats) => println!("seed {seed} passes: {stats:?}"),
+            Err(f) => {
+                println!("{f}");
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
+    let next = Arc::new(AtomicU64::new(args.from));
+    let end = args.from + args.seeds;
+    let done = Arc::new(AtomicU64::new(0));
+    let events = Arc::new(AtomicU64::new(0));
+    let failures: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let start = Instant::now();
+    let workers: Vec<_> = (0..args.threads)
+        .map(|_| {
+            let (next, done, events, failures) =
+                (next.clone(), done.clone(), events.clone(), failures.clone());
+            let config = args.config.clone();
+            let keep_going = args.keep_going;
+            std::thread::spawn(move || loop {
+                if !keep_going && !failures.lock().expect("no panics").is_empty() {
+                    return;
+                }
+                let seed = next.fetch_add(1, Ordering::Relaxed);
+                if seed >= end {
+                    return;
+                }
+                match run_seed(seed, &config) {
+                    Ok(stats) => {
+                        events.fetch_add(stats.events, Ordering::Relaxed);
+                    }
+                    Err(f) => {
+                        println!("FAILURE\n{f}\n");
+                        failures.lock().expect("no panics").push(seed);
+                    }
+                }
+                let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                if n % 1_000 == 0 {
+                    let secs = start.elapsed().as_secs_f64();
+                    eprintln!("{n} runs, {:.1} runs/s", n as f64 / secs);
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("soak thread");
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let n = done.load(Ordering::Relaxed);
+    let mut failed = failures.lock().expect("no panics").clone();
+    failed.sort_unstable();
+    println!(
+        "{n} runs (seeds {}..{end}) in {secs:.1} s: {:.1} runs/s, {:.0} events/run, {} threads; {} failing seeds {failed:?}",
+        args.from,
+        n as f64 / secs,
+        events.load(Ordering::Relaxed) as f64 / n.max(1) as f64,
+        args.threads,
+        failed.len()
+    );
+    if !failed.is_empty() {
+        std::process::exit(1);
+    }
+}

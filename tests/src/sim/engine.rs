@@ -1,0 +1,1606 @@
+//! The simulator's runtime: processes, network, ZooKeeper client side, store
+//! model, executors, timers and faults, all on one ordered event queue.
+//!
+//! Nothing here decides protocol: like a real runtime it executes the
+//! machines' actions and feeds back what happens. One event is handled per
+//! step; the invariants are checked after every step.
+
+use super::invariants::{self, Obs};
+use super::schedule::{Fault, Schedule};
+use super::{Knobs, RunStats, SimConfig, Violation, TRACE_LEN};
+use regent_core::elector::{
+    self, CandidateName, Elector, RequestId, SessionId, ZkError, ZkOp, ZkResult,
+};
+use regent_core::ids::InstanceId;
+use regent_core::master::{self, Master};
+use regent_core::protocol::{ExecutorReport, ExecutorState, GroupSpec, LeaderHint, Message};
+use regent_core::store::{Record, RecordKey, WriteId};
+use regent_core::subscriber::{self, Subscriber};
+use regent_core::testkit::zk::ZkModel;
+use regent_core::worker::{self, Worker};
+use regent_core::{Addr, ConnId, ExecutorId, FrameworkId, Incarnation, MasterId, Millis};
+use regent_core::{FrameworkId as Fid, WorkerId};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// ZooKeeper root of the simulated cluster.
+const ROOT: &str = "/regent/sim";
+/// Client-library ping and server expiry cadence.
+const ZK_TICK: Millis = Millis(200);
+/// How long a dial across a partition takes to fail.
+const CONNECT_TIMEOUT: Millis = Millis(1_000);
+/// How long a dropped ZooKeeper connection stays down by default.
+const ZK_RECONNECT: Millis = Millis(50);
+
+/// A process of the simulated cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Node {
+    /// Master `i` (address `m<i>`).
+    Master(usize),
+    /// Worker `i` (id `w<i>`).
+    Worker(usize),
+    /// Subscriber `i` (framework name `f<i>`).
+    Sub(usize),
+}
+
+/// The address of master `i`.
+pub fn master_addr(i: usize) -> Addr {
+    Addr(format!("m{i}"))
+}
+
+fn master_index(addr: &Addr) -> Option<usize> {
+    addr.0.strip_prefix('m')?.parse().ok()
+}
+
+/// An input to a process's machine(s).
+#[derive(Clone, Debug)]
+pub(crate) enum Input {
+    Master(master::Event),
+    /// For the elector of generation `.0` of the master process.
+    Elector(u64, elector::Event),
+    Worker(worker::Event),
+    Sub(subscriber::Event),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum TimerKey {
+    Master(master::Timer),
+    Elector(elector::Timer),
+    Worker(worker::Timer),
+    Sub(subscriber::Timer),
+}
+
+#[derive(Clone, Debug)]
+enum StoreOp {
+    Persist { write: WriteId, record: Record },
+    Unpersist { write: WriteId, key: RecordKey, incarnation: Option<Incarnation> },
+    Load,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum ExecWhat {
+    Running,
+    Exit(i32),
+    Killed,
+}
+
+#[derive(Clone, Debug)]
+enum Ev {
+    Input { node: Node, gen: u64, input: Input },
+    ToMaster { conn: ConnId, msg: Message },
+    ToClient { conn: ConnId, msg: Message },
+    MasterSeesClose { conn: ConnId },
+    ClientSeesClose { conn: ConnId },
+    DialDone { conn: ConnId, ok: bool },
+    Timer { node: Node, key: TimerKey, at: Millis, token: u64 },
+    ZkExec { m: usize, link: u64, session: SessionId, req: RequestId, op: ZkOp },
+    ZkLinkUp { m: usize, gen: u64 },
+    ZkTick,
+    Store { m: usize, gen: u64, op: StoreOp },
+    Exec { w: usize, gen: u64, x: ExecutorId, what: ExecWhat },
+    Fault(Fault),
+    Unblock { from: Node, to: Node },
+    Restart(Node),
+    Resume(Node),
+    Heal,
+}
+
+/// One connection between a worker or subscriber and a master.
+#[derive(Clone, Debug)]
+pub(crate) struct Conn {
+    pub(crate) client: Node,
+    pub(crate) m: usize,
+    /// Established (dial completed).
+    pub(crate) open: bool,
+    /// The master's end is closed (it sends and receives nothing more).
+    pub(crate) mclosed: bool,
+    /// The client's end is closed.
+    pub(crate) cclosed: bool,
+    /// Reset: nothing more is sent on it.
+    pub(crate) broken: bool,
+    /// Process generations of both ends when it was dialled.
+    pub(crate) mgen: u64,
+    pub(crate) cgen: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Proc {
+    pub(crate) gen: u64,
+    pub(crate) up: bool,
+    pub(crate) paused_until: Millis,
+    deferred: VecDeque<Input>,
+}
+
+impl Proc {
+    pub(crate) fn paused(&self, now: Millis) -> bool {
+        now < self.paused_until
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct ZkClient {
+    pub(crate) session: Option<SessionId>,
+    pub(crate) link_up: bool,
+    down_until: Millis,
+    link: u64,
+    wants_session: Option<Millis>,
+    inflight: BTreeSet<RequestId>,
+    lose_next: Option<bool>,
+    next_at: Millis,
+}
+
+#[derive(Debug)]
+pub(crate) struct MasterP {
+    pub(crate) p: Proc,
+    pub(crate) master: Master,
+    pub(crate) elector: Elector,
+    pub(crate) egen: u64,
+    guids: u64,
+    pub(crate) zk: ZkClient,
+    store_fail: VecDeque<bool>,
+    store_next: Millis,
+}
+
+#[derive(Debug)]
+pub(crate) struct WorkerP {
+    pub(crate) p: Proc,
+    pub(crate) worker: Worker,
+    pub(crate) exited: Option<String>,
+    left_behind: Vec<ExecutorReport>,
+}
+
+#[derive(Debug)]
+pub(crate) struct SubP {
+    pub(crate) p: Proc,
+    pub(crate) sub: Subscriber,
+    pub(crate) framework: Option<FrameworkId>,
+    pub(crate) exited: Option<String>,
+    /// The executors the program knows of (from `Subscribed` and updates).
+    pub(crate) view: BTreeMap<ExecutorId, ExecutorState>,
+    spec: GroupSpec,
+}
+
+/// The whole simulated cluster.
+#[derive(Debug)]
+pub(crate) struct World {
+    pub(crate) now: Millis,
+    rng: fastrand::Rng,
+    cfg: SimConfig,
+    schedule: Schedule,
+    queue: BTreeMap<(Millis, u64), Ev>,
+    seq: u64,
+    pub(crate) zk: ZkModel,
+    pub(crate) store: BTreeMap<RecordKey, Record>,
+    pub(crate) masters: Vec<MasterP>,
+    pub(crate) workers: Vec<WorkerP>,
+    pub(crate) subs: Vec<SubP>,
+    pub(crate) conns: BTreeMap<ConnId, Conn>,
+    links: BTreeMap<(Node, usize), ConnId>,
+    next_conn: u64,
+    fifo: BTreeMap<(ConnId, bool), Millis>,
+    blocked: BTreeMap<(Node, Node), u32>,
+    timers: BTreeMap<(Node, TimerKey), (Millis, u64)>,
+    next_token: u64,
+    /// Executor processes: running or not, per worker and id.
+    execs: BTreeMap<(usize, ExecutorId), bool>,
+    /// Faults are on until then (network chaos too).
+    pub(crate) heal_at: Millis,
+    pub(crate) healed: bool,
+    pub(crate) obs: Obs,
+    pub(crate) pending: Option<Violation>,
+    trace: Option<VecDeque<String>>,
+    events: u64,
+    executors_started: u64,
+    local: VecDeque<(Node, Input)>,
+}
+
+fn spec_for(s: usize, slots: u32) -> GroupSpec {
+    GroupSpec {
+        group: format!("g{s}"),
+        slots,
+        command: vec!["run".into(), format!("job-{s}")],
+        env: Vec::new(),
+        cores: 1,
+        memory_mb: 256,
+    }
+}
+
+impl World {
+    pub(crate) fn new(seed: u64, cfg: &SimConfig, schedule: &Schedule, trace: bool) -> Self {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let knobs = cfg.knobs;
+        let masters = (0..cfg.masters)
+            .map(|i| MasterP {
+                p: Proc::default(),
+                master: new_master(i),
+                elector: new_elector(i, 0, knobs),
+                egen: 0,
+                guids: 0,
+                zk: ZkClient { link_up: true, ..ZkClient::default() },
+                store_fail: VecDeque::new(),
+                store_next: Millis::ZERO,
+            })
+            .collect();
+        let workers = (0..cfg.workers)
+            .map(|i| WorkerP {
+                p: Proc::default(),
+                worker: new_worker(i, 0, cfg.masters, knobs, seed),
+                exited: None,
+                left_behind: Vec::new(),
+            })
+            .collect();
+        let subs = (0..cfg.subscribers)
+            .map(|i| {
+                let slots = rng.u32(1..=3);
+                SubP {
+                    p: Proc::default(),
+                    sub: new_sub(i, 0, None, cfg.masters, seed),
+                    framework: None,
+                    exited: None,
+                    view: BTreeMap::new(),
+                    spec: spec_for(i, slots),
+                }
+            })
+            .collect();
+        let mut w = World {
+            now: Millis::ZERO,
+            rng,
+            cfg: cfg.clone(),
+            schedule: schedule.clone(),
+            queue: BTreeMap::new(),
+            seq: 0,
+            zk: ZkModel::new(Millis(200)),
+            store: BTreeMap::new(),
+            masters,
+            workers,
+            subs,
+            conns: BTreeMap::new(),
+            links: BTreeMap::new(),
+            next_conn: 1,
+            fifo: BTreeMap::new(),
+            blocked: BTreeMap::new(),
+            timers: BTreeMap::new(),
+            next_token: 0,
+            execs: BTreeMap::new(),
+            heal_at: Millis(u64::from(schedule.end().max(cfg.window_ms)) + 1),
+            healed: false,
+            obs: Obs::default(),
+            pending: None,
+            trace: trace.then(VecDeque::new),
+            events: 0,
+            executors_started: 0,
+            local: VecDeque::new(),
+        };
+        w.obs.init(cfg);
+        for (t, f) in schedule.faults.clone() {
+            w.at(Millis(u64::from(t)), Ev::Fault(f));
+        }
+        let heal_at = w.heal_at;
+        w.at(heal_at, Ev::Heal);
+        w.at(ZK_TICK, Ev::ZkTick);
+        // Start everything, slightly staggered.
+        for i in 0..cfg.masters {
+            let d = Millis(w.rng.u64(0..50));
+            w.at(d, Ev::Restart(Node::Master(i)));
+        }
+        for i in 0..cfg.workers {
+            let d = Millis(w.rng.u64(0..300));
+            w.at(d, Ev::Restart(Node::Worker(i)));
+        }
+        for i in 0..cfg.subscribers {
+            let d = Millis(w.rng.u64(0..300));
+            w.at(d, Ev::Restart(Node::Sub(i)));
+        }
+        w
+    }
+
+    pub(crate) fn take_trace(&mut self) -> Vec<String> {
+        self.trace.take().map(Vec::from).unwrap_or_default()
+    }
+
+    fn at(&mut self, t: Millis, ev: Ev) {
+        self.seq += 1;
+        self.queue.insert((t.max(self.now), self.seq), ev);
+    }
+
+    fn after(&mut self, d: Millis, ev: Ev) {
+        let t = self.now + d;
+        self.at(t, ev);
+    }
+
+    fn log(&mut self, what: impl FnOnce() -> String) {
+        if let Some(t) = self.trace.as_mut() {
+            if t.len() >= TRACE_LEN {
+                t.pop_front();
+            }
+            let mut line = format!("{:>7} {}", self.now.0, what());
+            if line.len() > 400 {
+                let mut cut = 400;
+                while !line.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                line.truncate(cut);
+                line.push('…');
+            }
+            t.push_back(line);
+        }
+    }
+
+    // ----- the run ----------------------------------------------------------
+
+    pub(crate) fn run(&mut self) -> Result<RunStats, Violation> {
+        let deadline = self.heal_at + Millis(u64::from(self.cfg.liveness_bound_ms));
+        let mut next_liveness = self.heal_at + Millis(500);
+        while let Some(((t, _), ev)) = self.queue.pop_first() {
+            if self.healed && t >= next_liveness {
+                self.now = next_liveness;
+                if invariants::liveness::holds(self).is_ok() {
+                    return Ok(RunStats {
+                        events: self.events,
+                        end: self.now,
+                        settled_after: self.now.since(self.heal_at),
+                        leaderships: self.obs.leaderships,
+                        executors_started: self.executors_started,
+                    });
+                }
+                next_liveness = next_liveness + Millis(500);
+                if next_liveness > deadline {
+                    let detail = invariants::liveness::holds(self).err().unwrap_or_default();
+                    return Err(Violation {
+                        invariant: "liveness",
+                        detail: format!(
+                            "not settled {} after the faults ended: {detail}",
+                            self.now.since(self.heal_at)
+                        ),
+                        at: self.now,
+                    });
+                }
+            }
+            self.now = t;
+            self.events += 1;
+            self.step(ev)?;
+        }
+        Err(Violation {
+            invariant: "liveness",
+            detail: "the event queue ran dry".into(),
+            at: self.now,
+        })
+    }
+
+    fn step(&mut self, ev: Ev) -> Result<(), Violation> {
+        match ev {
+            Ev::Input { node, gen, input } => self.deliver(node, gen, input),
+            Ev::ToMaster { conn, msg } => {
+                if let Some(c) = self.conns.get(&conn).filter(|c| !c.mclosed).cloned() {
+                    self.deliver(
+                        Node::Master(c.m),
+                        c.mgen,
+                        Input::Master(master::Event::Message { conn, msg }),
+                    );
+                }
+            }
+            Ev::ToClient { conn, msg } => {
+                if let Some(c) = self.conns.get(&conn).filter(|c| !c.cclosed).cloned() {
+                    let from = master_addr(c.m);
+                    let input = match c.client {
+                        Node::Worker(_) => Input::Worker(worker::Event::Message { from, msg }),
+                        _ => Input::Sub(subscriber::Event::Message { from, msg }),
+                    };
+                    self.deliver(c.client, c.cgen, input);
+                }
+            }
+            Ev::MasterSeesClose { conn } => {
+                if let Some(c) = self.conns.get_mut(&conn).filter(|c| !c.mclosed) {
+                    c.mclosed = true;
+                    let (m, mgen) = (c.m, c.mgen);
+                    self.deliver(
+                        Node::Master(m),
+                        mgen,
+                        Input::Master(master::Event::Disconnected { conn }),
+                    );
+                }
+                self.gc_conn(conn);
+            }
+            Ev::ClientSeesClose { conn } => {
+                if let Some(c) = self.conns.get_mut(&conn).filter(|c| !c.cclosed) {
+                    c.cclosed = true;
+                    let c = c.clone();
+                    let key = (c.client, c.m);
+                    let current = self.links.get(&key).copied();
+                    if current.is_none() || current == Some(conn) {
+                        self.links.remove(&key);
+                        let master = master_addr(c.m);
+                        let input = match c.client {
+                            Node::Worker(_) => {
+                                Input::Worker(worker::Event::Disconnected { master })
+                            }
+                            _ => Input::Sub(subscriber::Event::Disconnected { master }),
+                        };
+                        self.deliver(c.client, c.cgen, input);
+                    }
+                }
+                self.gc_conn(conn);
+            }
+            Ev::DialDone { conn, ok } => self.dial_done(conn, ok),
+            Ev::Timer { node, key, at, token } => {
+                if self.timers.get(&(node, key)) == Some(&(at, token)) {
+                    self.timers.remove(&(node, key));
+                    let gen = self.proc(node).gen;
+                    let input = match key {
+                        TimerKey::Master(t) => Input::Master(master::Event::Timer(t)),
+                        TimerKey::Elector(t) => {
+                            let Node::Master(m) = node else { return Ok(()) };
+                            Input::Elector(self.masters[m].egen, elector::Event::Timer(t))
+                        }
+                        TimerKey::Worker(t) => Input::Worker(worker::Event::Timer(t)),
+                        TimerKey::Sub(t) => Input::Sub(subscriber::Event::Timer(t)),
+                    };
+                    self.deliver(node, gen, input);
+                }
+            }
+            Ev::ZkExec { m, link, session, req, op } => self.zk_exec(m, link, session, req, op),
+            Ev::ZkLinkUp { m, gen } => self.zk_link_up(m, gen),
+            Ev::ZkTick => self.zk_tick(),
+            Ev::Store { m, gen, op } => self.store_apply(m, gen, op),
+            Ev::Exec { w, gen, x, what } => self.exec_event(w, gen, x, what),
+            Ev::Fault(f) => {
+                if !self.healed {
+                    self.log(|| format!("FAULT {f:?}"));
+                    self.apply_fault(f);
+                }
+            }
+            Ev::Unblock { from, to } => {
+                if let Some(n) = self.blocked.get_mut(&(from, to)) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.blocked.remove(&(from, to));
+                    }
+                }
+            }
+            Ev::Restart(node) => self.restart(node),
+            Ev::Resume(node) => {
+                if self.proc(node).up && !self.proc(node).paused(self.now) {
+                    self.log(|| format!("RESUME {node:?}"));
+                    self.check()?;
+                    while let Some(input) = self.proc_mut(node).deferred.pop_front() {
+                        self.handle_input(node, input);
+                        self.check()?;
+                    }
+                }
+            }
+            Ev::Heal => self.heal(),
+        }
+        self.check()
+    }
+
+    fn check(&mut self) -> Result<(), Violation> {
+        if let Some(v) = self.pending.take() {
+            return Err(v);
+        }
+        invariants::check_all(self)
+    }
+
+    // ----- processes --------------------------------------------------------
+
+    pub(crate) fn proc(&self, node: Node) -> &Proc {
+        match node {
+            Node::Master(i) => &self.masters[i].p,
+            Node::Worker(i) => &self.workers[i].p,
+            Node::Sub(i) => &self.subs[i].p,
+        }
+    }
+
+    fn proc_mut(&mut self, node: Node) -> &mut Proc {
+        match node {
+            Node::Master(i) => &mut self.masters[i].p,
+            Node::Worker(i) => &mut self.workers[i].p,
+            Node::Sub(i) => &mut self.subs[i].p,
+        }
+    }
+
+    /// Hands `input` to the process if it is the same run (`gen`) and up;
+    /// a paused process gets it when it resumes.
+    fn deliver(&mut self, node: Node, gen: u64, input: Input) {
+        let now = self.now;
+        let p = self.proc_mut(node);
+        if p.gen != gen || !p.up {
+            return;
+        }
+        if p.paused(now) {
+            p.deferred.push_back(input);
+            return;
+        }
+        self.handle_input(node, input);
+    }
+
+    fn handle_input(&mut self, node: Node, input: Input) {
+        self.local.push_back((node, input));
+        while let Some((node, input)) = self.local.pop_front() {
+            self.log(|| format!("{node:?} <- {input:?}"));
+            match (node, input) {
+                (Node::Master(m), Input::Master(ev)) => {
+                    self.lease_guard(m);
+                    let actions = self.masters[m].master.handle(self.now, ev);
+                    self.master_actions(m, actions);
+                }
+                (Node::Master(m), Input::Elector(egen, ev)) => {
+                    if egen == self.masters[m].egen {
+                        let actions = self.masters[m].elector.handle(self.now, ev);
+                        self.elector_actions(m, actions);
+                    }
+                }
+                (Node::Worker(w), Input::Worker(ev)) => {
+                    let actions = self.workers[w].worker.handle(self.now, ev);
+                    self.worker_actions(w, actions);
+                }
+                (Node::Sub(s), Input::Sub(ev)) => {
+                    let actions = self.subs[s].sub.handle(self.now, ev);
+                    self.sub_actions(s, actions);
+                }
+                _ => unreachable!("inputs are addressed by node kind"),
+            }
+        }
+    }
+
+    /// DESIGN rule 2: before the master handles anything, a leader whose
+    /// lease ran out (e.g. after a pause) is told so by its elector.
+    fn lease_guard(&mut self, m: usize) {
+        let st = self.masters[m].elector.status(self.now);
+        if st.leader && self.now >= st.lease_until {
+            let actions = self.masters[m]
+                .elector
+                .handle(self.now, elector::Event::Timer(elector::Timer::Lease));
+            self.elector_actions(m, actions);
+        }
+    }
+
+    fn set_timer(&mut self, node: Node, key: TimerKey, at: Millis) {
+        self.next_token += 1;
+        let token = self.next_token;
+        self.timers.insert((node, key), (at, token));
+        self.at(at, Ev::Timer { node, key, at, token });
+    }
+
+    fn restart(&mut self, node: Node) {
+        if self.proc(node).up {
+            return;
+        }
+        self.log(|| format!("START {node:?}"));
+        let knobs = self.cfg.knobs;
+        let n_masters = self.cfg.masters;
+        let p = self.proc_mut(node);
+        p.gen += 1;
+        p.up = true;
+        p.paused_until = Millis::ZERO;
+        p.deferred.clear();
+        let gen = p.gen;
+        let seed = self.rng.u64(..);
+        match node {
+            Node::Master(i) => {
+                let mp = &mut self.masters[i];
+                mp.master = new_master(i);
+                mp.guids += 1;
+                mp.egen += 1;
+                mp.elector = new_elector(i, mp.guids, knobs);
+                mp.zk = ZkClient { link_up: true, ..ZkClient::default() };
+                mp.store_fail.clear();
+                let egen = mp.egen;
+                self.local_input(node, Input::Elector(egen, elector::Event::Start));
+            }
+            Node::Worker(i) => {
+                let wp = &mut self.workers[i];
+                wp.worker = new_worker(i, gen, n_masters, knobs, seed);
+                wp.exited = None;
+                let left = std::mem::take(&mut wp.left_behind);
+                let mut inputs = vec![Input::Worker(worker::Event::Start)];
+                for mut r in left {
+                    if !r.state.is_terminal() {
+                        r.state = ExecutorState::Killed;
+                    }
+                    inputs.push(Input::Worker(worker::Event::LeftBehind(r)));
+                }
+                for input in inputs {
+                    self.local_input(node, input);
+                }
+            }
+            Node::Sub(i) => {
+                let sp = &mut self.subs[i];
+                sp.sub = new_sub(i, gen, sp.framework.clone(), n_masters, seed);
+                sp.exited = None;
+                sp.view.clear();
+                let spec = sp.spec.clone();
+                self.local_input(node, Input::Sub(subscriber::Event::Start));
+                self.local_input(node, Input::Sub(subscriber::Event::Declare(spec)));
+            }
+        }
+    }
+
+    fn local_input(&mut self, node: Node, input: Input) {
+        let gen = self.proc(node).gen;
+        self.deliver(node, gen, input);
+    }
+
+    /// The process dies: memory, timers, connections and pending inputs go.
+    fn crash(&mut self, node: Node) {
+        if !self.proc(node).up {
+            return;
+        }
+        let p = self.proc_mut(node);
+        p.up = false;
+        p.gen += 1;
+        p.deferred.clear();
+        p.paused_until = Millis::ZERO;
+        self.timers.retain(|(n, _), _| *n != node);
+        match node {
+            Node::Master(m) => {
+                // The session stays on the server until it expires.
+                let zk = &mut self.masters[m].zk;
+                zk.link += 1;
+                zk.inflight.clear();
+                zk.session = None;
+                let conns: Vec<ConnId> = self
+                    .conns
+                    .iter()
+                    .filter(|(_, c)| c.m == m && c.open)
+                    .map(|(id, _)| *id)
+                    .collect();
+                for conn in conns {
+                    self.master_close(conn);
+                }
+            }
+            Node::Worker(w) => {
+                let wp = &mut self.workers[w];
+                wp.left_behind = wp.worker.executors().cloned().collect();
+                self.execs.retain(|(ww, _), _| *ww != w);
+                self.client_gone(node);
+            }
+            Node::Sub(_) => self.client_gone(node),
+        }
+    }
+
+    fn client_gone(&mut self, node: Node) {
+        let links: Vec<(Node, usize)> =
+            self.links.keys().filter(|(n, _)| *n == node).copied().collect();
+        for key in links {
+            self.client_close(key.0, key.1);
+        }
+    }
+
+    // ----- network ----------------------------------------------------------
+
+    fn chaos(&self) -> u8 {
+        if self.now < self.heal_at {
+            self.schedule.chaos
+        } else {
+            0
+        }
+    }
+
+    fn is_blocked(&self, from: Node, to: Node) -> bool {
+        self.blocked.contains_key(&(from, to))
+    }
+
+    fn send(&mut self, conn: ConnId, to_master: bool, msg: Message) {
+        let Some(c) = self.conns.get(&conn) else { return };
+        if !c.open || c.broken || (to_master && c.cclosed) || (!to_master && c.mclosed) {
+            return;
+        }
+        let (from, to) =
+            if to_master { (c.client, Node::Master(c.m)) } else { (Node::Master(c.m), c.client) };
+        if self.is_blocked(from, to) {
+            return;
+        }
+        let chaos = u32::from(self.chaos());
+        let datagram = self.cfg.datagram;
+        let mut copies = 1;
+        if chaos > 0 {
+            if self.rng.u32(0..100) < chaos * 2 {
+                if !datagram {
+                    // TCP: a lost segment that is never retransmitted
+                    // means the connection broke.
+                    self.reset(conn);
+                }
+                return; // dropped
+            }
+            if datagram && self.rng.u32(0..100) < chaos {
+                copies = 2; // duplicated
+            }
+        }
+        for _ in 0..copies {
+            let mut lat = Millis(self.rng.u64(1..6));
+            let mut reorder = false;
+            if chaos > 0 {
+                if self.rng.u32(0..100) < chaos {
+                    lat = lat + Millis(self.rng.u64(100..3_000)); // a latency spike
+                }
+                reorder = datagram && self.rng.u32(0..100) < chaos * 2;
+            }
+            let mut t = self.now + lat;
+            let last = self.fifo.entry((conn, to_master)).or_insert(Millis::ZERO);
+            if !reorder {
+                t = t.max(*last);
+                *last = t;
+            }
+            let ev = if to_master {
+                Ev::ToMaster { conn, msg: msg.clone() }
+            } else {
+                Ev::ToClient { conn, msg: msg.clone() }
+            };
+            self.at(t, ev);
+        }
+    }
+
+    fn dial(&mut self, client: Node, m: usize) {
+        if m >= self.masters.len() {
+            let master = master_addr(m);
+            let gen = self.proc(client).gen;
+            let input = match client {
+                Node::Worker(_) => Input::Worker(worker::Event::ConnectFailed { master }),
+                _ => Input::Sub(subscriber::Event::ConnectFailed { master }),
+            };
+            self.at(self.now + Millis(1), Ev::Input { node: client, gen, input });
+            return;
+        }
+        if self.links.contains_key(&(client, m)) {
+            self.client_close(client, m);
+        }
+        let conn = ConnId(self.next_conn);
+        self.next_conn += 1;
+        let mn = Node::Master(m);
+        let cgen = self.proc(client).gen;
+        let mgen = self.masters[m].p.gen;
+        self.conns.insert(
+            conn,
+            Conn {
+                client,
+                m,
+                open: false,
+                mclosed: false,
+                cclosed: false,
+                broken: false,
+                mgen,
+                cgen,
+            },
+        );
+        self.links.insert((client, m), conn);
+        if !self.masters[m].p.up {
+            self.after(Millis(1), Ev::DialDone { conn, ok: false });
+        } else if self.is_blocked(client, mn) || self.is_blocked(mn, client) {
+            self.after(CONNECT_TIMEOUT, Ev::DialDone { conn, ok: false });
+        } else {
+            let lat = Millis(self.rng.u64(1..6));
+            self.after(lat, Ev::DialDone { conn, ok: true });
+        }
+    }
+
+    fn dial_done(&mut self, conn: ConnId, ok: bool) {
+        let Some(c) = self.conns.get(&conn).cloned() else { return };
+        if self.links.get(&(c.client, c.m)) != Some(&conn) {
+            self.conns.remove(&conn);
+            return;
+        }
+        let master = master_addr(c.m);
+        let alive = self.masters[c.m].p.up && self.masters[c.m].p.gen == c.mgen;
+        if ok && alive {
+            self.conns.get_mut(&conn).expect("checked").open = true;
+            self.deliver(
+                Node::Master(c.m),
+                c.mgen,
+                Input::Master(master::Event::Connected { conn }),
+            );
+            let input = match c.client {
+                Node::Worker(_) => Input::Worker(worker::Event::Connected { master }),
+                _ => Input::Sub(subscriber::Event::Connected { master }),
+            };
+            self.deliver(c.client, c.cgen, input);
+        } else {
+            self.links.remove(&(c.client, c.m));
+            self.conns.remove(&conn);
+            let input = match c.client {
+                Node::Worker(_) => Input::Worker(worker::Event::ConnectFailed { master }),
+                _ => Input::Sub(subscriber::Event::ConnectFailed { master }),
+            };
+            self.deliver(c.client, c.cgen, input);
+        }
+    }
+
+    /// The client closes its connection to `m` (no `Disconnected` back);
+    /// what it sent before is still delivered.
+    fn client_close(&mut self, client: Node, m: usize) {
+        let Some(conn) = self.links.remove(&(client, m)) else { return };
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        if !c.open {
+            self.conns.remove(&conn);
+            return;
+        }
+        if c.cclosed {
+            return;
+        }
+        c.cclosed = true;
+        let lat = Millis(self.rng.u64(1..6));
+        let t = (self.now + lat).max(self.fifo.get(&(conn, true)).copied().unwrap_or_default());
+        self.at(t, Ev::MasterSeesClose { conn });
+    }
+
+    /// The master closes `conn` (no `Disconnected` back to it); what it sent
+    /// before is still delivered.
+    fn master_close(&mut self, conn: ConnId) {
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        if !c.open || c.mclosed {
+            return;
+        }
+        c.mclosed = true;
+        let key = (c.client, c.m);
+        if self.links.get(&key) == Some(&conn) {
+            self.links.remove(&key);
+        }
+        let lat = Millis(self.rng.u64(1..6));
+        let t = (self.now + lat).max(self.fifo.get(&(conn, false)).copied().unwrap_or_default());
+        self.at(t, Ev::ClientSeesClose { conn });
+    }
+
+    /// The connection breaks under both ends (a reset): each end learns it
+    /// after a latency; nothing more is delivered on it.
+    fn reset(&mut self, conn: ConnId) {
+        let lat = Millis(self.rng.u64(1..6));
+        self.after(lat, Ev::MasterSeesClose { conn });
+        let lat = Millis(self.rng.u64(1..6));
+        self.after(lat, Ev::ClientSeesClose { conn });
+        if let Some(c) = self.conns.get_mut(&conn) {
+            // Sends stop now; the ends are told by the events above.
+            c.broken = true;
+        }
+    }
+
+    fn gc_conn(&mut self, conn: ConnId) {
+        if self.conns.get(&conn).is_some_and(|c| c.mclosed && c.cclosed) {
+            self.conns.remove(&conn);
+            self.fifo.remove(&(conn, true));
+            self.fifo.remove(&(conn, false));
+        }
+    }
+
+    /// A connection breaks under both ends (partition detected, RST).
+    fn block(&mut self, from: Node, to: Node, ms: u32) {
+        *self.blocked.entry((from, to)).or_default() += 1;
+        self.after(Millis(u64::from(ms)), Ev::Unblock { from, to });
+    }
+
+    // ----- master and elector ------------------------------------------------
+
+    fn master_actions(&mut self, m: usize, actions: Vec<master::Action>) {
+        invariants::after_master_handle(self, m, &actions);
+        let gen = self.masters[m].p.gen;
+        for a in actions {
+            match a {
+                master::Action::Send { conn, msg } => {
+                    invariants::on_master_send(self, m, conn, &msg);
+                    self.send(conn, false, msg);
+                }
+                master::Action::Close { conn, .. } => self.master_close(conn),
+                master::Action::Persist { write, record } => {
+                    self.store_op(m, gen, StoreOp::Persist { write, record })
+                }
+                master::Action::Unpersist { write, key, incarnation } => {
+                    self.store_op(m, gen, StoreOp::Unpersist { write, key, incarnation })
+                }
+                master::Action::LoadRecords => self.store_op(m, gen, StoreOp::Load),
+                master::Action::SetTimer { timer, at } => {
+                    self.set_timer(Node::Master(m), TimerKey::Master(timer), at)
+                }
+                master::Action::Abdicate { reason } => {
+                    self.log(|| format!("m{m} abdicates: {reason}"));
+                    // DESIGN rule 8: close the session, then join again as a
+                    // new candidate (a new GUID, as a restarted process).
+                    let actions =
+                        self.masters[m].elector.handle(self.now, elector::Event::Shutdown);
+                    self.elector_actions(m, actions);
+                    let knobs = self.cfg.knobs;
+                    let mp = &mut self.masters[m];
+                    mp.guids += 1;
+                    mp.egen += 1;
+                    mp.elector = new_elector(m, mp.guids, knobs);
+                    mp.zk.inflight.clear();
+                    mp.zk.session = None;
+                    mp.zk.wants_session = None;
+                    let egen = mp.egen;
+                    self.timers.retain(|(n, k), _| {
+                        !(*n == Node::Master(m) && matches!(k, TimerKey::Elector(_)))
+                    });
+                    self.local
+                        .push_back((Node::Master(m), Input::Elector(egen, elector::Event::Start)));
+                }
+            }
+        }
+    }
+
+    fn elector_actions(&mut self, m: usize, actions: Vec<elector::Action>) {
+        let node = Node::Master(m);
+        for a in actions {
+            match a {
+                elector::Action::NewSession { timeout } => {
+                    let zk = &mut self.masters[m].zk;
+                    zk.session = None;
+                    zk.inflight.clear();
+                    zk.wants_session = Some(timeout);
+                    if zk.link_up {
+                        self.zk_open_session(m);
+                    }
+                }
+                elector::Action::CloseSession { session } => {
+                    let zk = &mut self.masters[m].zk;
+                    if zk.session == Some(session) {
+                        let up = zk.link_up;
+                        zk.session = None;
+                        zk.inflight.clear();
+                        if up {
+                            self.zk.close(session);
+                            self.flush_watches();
+                        }
+                    }
+                }
+                elector::Action::Request { session, req, op } => {
+                    let zk = &mut self.masters[m].zk;
+                    if zk.session != Some(session) {
+                        continue;
+                    }
+                    if !zk.link_up {
+                        let egen = self.masters[m].egen;
+                        let ev =
+                            elector::Event::Reply { req, result: Err(ZkError::ConnectionLoss) };
+                        self.local.push_back((node, Input::Elector(egen, ev)));
+                        continue;
+                    }
+                    zk.inflight.insert(req);
+                    let lat = Millis(self.rng.u64(1..4));
+                    let zk = &mut self.masters[m].zk;
+                    let t = (self.now + lat).max(zk.next_at);
+                    zk.next_at = t;
+                    let link = zk.link;
+                    self.at(t, Ev::ZkExec { m, link, session, req, op });
+                }
+                elector::Action::SetTimer { timer, at } => {
+                    self.set_timer(node, TimerKey::Elector(timer), at)
+                }
+                elector::Action::CancelTimer { timer } => {
+                    self.timers.remove(&(node, TimerKey::Elector(timer)));
+                }
+                elector::Action::LeaderIs { id, addr, floor } => {
+                    let ev = master::Event::LeaderIs(LeaderHint { id, addr, epoch: floor });
+                    self.local.push_back((node, Input::Master(ev)));
+                }
+                elector::Action::Elected { floor } => {
+                    let ev = master::Event::Elected { floor, clock: 0 };
+                    self.local.push_back((node, Input::Master(ev)));
+                }
+                elector::Action::Suspended => {
+                    self.local.push_back((node, Input::Master(master::Event::Suspended)))
+                }
+                elector::Action::Resumed => {
+                    self.local.push_back((node, Input::Master(master::Event::Resumed)))
+                }
+                elector::Action::Revoked => {
+                    self.local.push_back((node, Input::Master(master::Event::Revoked)))
+                }
+            }
+        }
+    }
+
+    // ----- ZooKeeper client side -----------------------------------------------
+
+    fn zk_open_session(&mut self, m: usize) {
+        let Some(timeout) = self.masters[m].zk.wants_session.take() else { return };
+        let (s, negotiated) = self.zk.connect(self.now, timeout);
+        self.masters[m].zk.session = Some(s);
+        let egen = self.masters[m].egen;
+        let gen = self.masters[m].p.gen;
+        let ev = elector::Event::SessionConnected { session: s, timeout: negotiated };
+        let lat = Millis(self.rng.u64(1..4));
+        self.after(lat, Ev::Input { node: Node::Master(m), gen, input: Input::Elector(egen, ev) });
+    }
+
+    fn zk_exec(&mut self, m: usize, link: u64, session: SessionId, req: RequestId, op: ZkOp) {
+        let zk = &self.masters[m].zk;
+        if zk.link != link || !zk.link_up || zk.session != Some(session) {
+            return; // failed with ConnectionLoss when the link dropped
+        }
+        let result: ZkResult = self.zk.execute(self.now, session, &op);
+        let lose = match self.masters[m].zk.lose_next {
+            Some(create_only) => !create_only || matches!(op, ZkOp::Create { .. }),
+            None => false,
+        };
+        self.flush_watches();
+        if lose {
+            // Applied, reply lost: the client sees ConnectionLoss.
+            self.masters[m].zk.lose_next = None;
+            self.log(|| format!("m{m} zk reply lost for {op:?}"));
+            self.zk_drop(m, ZK_RECONNECT);
+        } else if result == Err(ZkError::SessionExpired) {
+            self.zk_drop(m, ZK_RECONNECT);
+        } else {
+            self.masters[m].zk.inflight.remove(&req);
+            let egen = self.masters[m].egen;
+            let gen = self.masters[m].p.gen;
+            let ev = elector::Event::Reply { req, result };
+            self.deliver(Node::Master(m), gen, Input::Elector(egen, ev));
+        }
+    }
+
+    /// The master's ZooKeeper connection drops for `down_for`.
+    fn zk_drop(&mut self, m: usize, down_for: Millis) {
+        let until = self.now + down_for;
+        let zk = &mut self.masters[m].zk;
+        zk.down_until = zk.down_until.max(until);
+        if !zk.link_up {
+            return;
+        }
+        zk.link_up = false;
+        zk.link += 1;
+        let failed: Vec<RequestId> = std::mem::take(&mut zk.inflight).into_iter().collect();
+        let session = zk.session;
+        let egen = self.masters[m].egen;
+        let gen = self.masters[m].p.gen;
+        let node = Node::Master(m);
+        for req in failed {
+            let ev = elector::Event::Reply { req, result: Err(ZkError::ConnectionLoss) };
+            self.deliver(node, gen, Input::Elector(egen, ev));
+        }
+        if let Some(s) = session {
+            self.zk.forget_watches(s);
+            self.deliver(
+                node,
+                gen,
+                Input::Elector(egen, elector::Event::Disconnected { session: s }),
+            );
+        }
+        let at = self.masters[m].zk.down_until;
+        self.at(at, Ev::ZkLinkUp { m, gen });
+    }
+
+    fn zk_link_up(&mut self, m: usize, gen: u64) {
+        let mp = &mut self.masters[m];
+        if mp.p.gen != gen || !mp.p.up || mp.zk.link_up {
+            return;
+        }
+        if self.now < mp.zk.down_until {
+            let at = mp.zk.down_until;
+            self.at(at, Ev::ZkLinkUp { m, gen });
+            return;
+        }
+        if mp.p.paused(self.now) {
+            let at = mp.p.paused_until;
+            self.at(at, Ev::ZkLinkUp { m, gen });
+            return;
+        }
+        mp.zk.link_up = true;
+        let egen = mp.egen;
+        let node = Node::Master(m);
+        if let Some(s) = mp.zk.session {
+            match self.zk.resume(self.now, s) {
+                Some(timeout) => {
+                    let ev = elector::Event::SessionConnected { session: s, timeout };
+                    self.deliver(node, gen, Input::Elector(egen, ev));
+                }
+                None => {
+                    self.masters[m].zk.session = None;
+                    self.flush_watches();
+                    self.deliver(
+                        node,
+                        gen,
+                        Input::Elector(egen, elector::Event::Expired { session: s }),
+                    );
+                }
+            }
+        }
+        if self.masters[m].zk.wants_session.is_some() && self.masters[m].zk.link_up {
+            self.zk_open_session(m);
+        }
+    }
+
+    fn zk_tick(&mut self) {
+        self.zk.expire_due(self.now);
+        self.flush_watches();
+        for m in 0..self.masters.len() {
+            let mp = &self.masters[m];
+            if !mp.p.up || mp.p.paused(self.now) || !mp.zk.link_up {
+                continue;
+            }
+            if let Some(s) = mp.zk.session {
+                if !self.zk.touch(self.now, s) {
+                    // The server dropped the expired session's connection.
+                    self.zk_drop(m, ZK_RECONNECT);
+                }
+            }
+        }
+        self.after(ZK_TICK, Ev::ZkTick);
+    }
+
+    fn flush_watches(&mut self) {
+        for m in 0..self.masters.len() {
+            let mp = &self.masters[m];
+            if !mp.p.up || !mp.zk.link_up {
+                continue;
+            }
+            let Some(s) = mp.zk.session else { continue };
+            let (egen, gen) = (mp.egen, mp.p.gen);
+            for event in self.zk.take_notifications(s) {
+                let lat = Millis(self.rng.u64(1..4));
+                let input = Input::Elector(egen, elector::Event::Watch { session: s, event });
+                self.after(lat, Ev::Input { node: Node::Master(m), gen, input });
+            }
+        }
+    }
+
+    /// Whether master `m`'s election node exists, belongs to its session and
+    /// leads: the check a ZooKeeper-mode write carries in its multi.
+    pub(crate) fn fence_ok(&self, m: usize) -> bool {
+        let mp = &self.masters[m];
+        let (Some(path), Some(session)) = (mp.elector.node_path(), mp.zk.session) else {
+            return false;
+        };
+        match self.zk.node(&path) {
+            Some(n) if n.ephemeral_owner == Some(session) => {}
+            _ => return false,
+        }
+        let dir = mp.elector.config().election_path();
+        let lowest = self
+            .zk
+            .children(&dir)
+            .into_iter()
+            .filter_map(|c| CandidateName::parse(&c).map(|n| (n.seq, c)))
+            .min();
+        lowest.is_some_and(|(_, name)| path.ends_with(&format!("/{name}")))
+    }
+
+    // ----- store ------------------------------------------------------------
+
+    fn store_op(&mut self, m: usize, gen: u64, op: StoreOp) {
+        let lat = Millis(self.rng.u64(1..8));
+        let mp = &mut self.masters[m];
+        let t = (self.now + lat).max(mp.store_next);
+        mp.store_next = t;
+        self.at(t, Ev::Store { m, gen, op });
+    }
+
+    fn store_apply(&mut self, m: usize, gen: u64, op: StoreOp) {
+        if self.masters[m].p.gen != gen || !self.masters[m].p.up {
+            return; // the process died before the write left it
+        }
+        let node = Node::Master(m);
+        let link_up = self.masters[m].zk.link_up;
+        let (write, applied_ok) = match op {
+            StoreOp::Load => {
+                let ev = if link_up {
+                    let records: Vec<Record> = self.store.values().cloned().collect();
+                    invariants::on_loaded(self, m, &records);
+                    master::Event::Loaded { records }
+                } else {
+                    master::Event::LoadFailed { reason: "ZooKeeper connection loss".into() }
+                };
+                self.deliver(node, gen, Input::Master(ev));
+                return;
+            }
+            StoreOp::Persist { write, record } => {
+                if !link_up || !self.fence_ok(m) {
+                    (write, Err("fenced: the writer's election node is gone or does not lead"))
+                } else {
+                    match self.masters[m].store_fail.pop_front() {
+                        Some(false) => (write, Err("injected store write failure")),
+                        injected => {
+                            invariants::on_store_write(self, m, &record);
+                            self.store.insert(record.key(), record);
+                            if injected == Some(true) {
+                                (write, Err("applied, but the reply was lost"))
+                            } else {
+                                (write, Ok(()))
+                            }
+                        }
+                    }
+                }
+            }
+            StoreOp::Unpersist { write, key, incarnation } => {
+                if !link_up || !self.fence_ok(m) {
+                    (write, Err("fenced: the writer's election node is gone or does not lead"))
+                } else {
+                    match self.masters[m].store_fail.pop_front() {
+                        Some(false) => (write, Err("injected store write failure")),
+                        injected => {
+                            let matches = match (self.store.get(&key), incarnation) {
+                                (Some(Record::Worker(w)), Some(inc)) => w.incarnation == inc,
+                                (Some(_), _) => true,
+                                (None, _) => false,
+                            };
+                            if matches {
+                                invariants::on_store_delete(self, &key);
+                                self.store.remove(&key);
+                            }
+                            if injected == Some(true) {
+                                (write, Err("applied, but the reply was lost"))
+                            } else {
+                                (write, Ok(()))
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        let ev = match applied_ok {
+            Ok(()) => master::Event::Persisted { write },
+            Err(reason) => master::Event::PersistFailed { write, reason: reason.into() },
+        };
+        self.deliver(node, gen, Input::Master(ev));
+    }
+
+    // ----- workers and executors ---------------------------------------------
+
+    fn worker_actions(&mut self, w: usize, actions: Vec<worker::Action>) {
+        let node = Node::Worker(w);
+        let gen = self.workers[w].p.gen;
+        for a in actions {
+            match a {
+                worker::Action::Connect { master } => {
+                    let m = master_index(&master).unwrap_or(usize::MAX);
+                    self.dial(node, m);
+                }
+                worker::Action::Send { to, msg } => {
+                    let Some(m) = master_index(&to) else { continue };
+                    invariants::on_worker_send(self, w, &msg);
+                    if let Some(conn) = self.links.get(&(node, m)).copied() {
+                        self.send(conn, true, msg);
+                    }
+                }
+                worker::Action::Close { master, .. } => {
+                    if let Some(m) = master_index(&master) {
+                        self.client_close(node, m);
+                    }
+                }
+                worker::Action::SetTimer { timer, at } => {
+                    self.set_timer(node, TimerKey::Worker(timer), at)
+                }
+                worker::Action::CancelTimer { timer } => {
+                    self.timers.remove(&(node, TimerKey::Worker(timer)));
+                }
+                worker::Action::StartExecutor { executor, .. } => {
+                    self.executors_started += 1;
+                    self.execs.insert((w, executor.clone()), true);
+                    let start = Millis(self.rng.u64(5..60));
+                    let run = Millis(self.rng.u64(2_000..40_000));
+                    let code = if self.rng.u8(0..100) < 85 { 0 } else { 1 };
+                    let x = executor;
+                    self.after(start, Ev::Exec { w, gen, x: x.clone(), what: ExecWhat::Running });
+                    self.after(start + run, Ev::Exec { w, gen, x, what: ExecWhat::Exit(code) });
+                }
+                worker::Action::KillExecutor { executor } => {
+                    if let Some(running) = self.execs.get_mut(&(w, executor.clone())) {
+                        if *running {
+                            *running = false;
+                            let lat = Millis(self.rng.u64(1..20));
+                            self.after(
+                                lat,
+                                Ev::Exec { w, gen, x: executor, what: ExecWhat::Killed },
+                            );
+                        }
+                    }
+                }
+                worker::Action::Exit { reason } => {
+                    self.log(|| format!("w{w} EXIT: {reason}"));
+                    invariants::on_worker_exit(self, w, &reason);
+                    self.workers[w].exited = Some(reason);
+                    // The process stops (its executors with it); a
+                    // supervisor starts it again with a new incarnation.
+                    self.crash(node);
+                    let d = Millis(self.rng.u64(500..3_000));
+                    self.after(d, Ev::Restart(node));
+                }
+            }
+        }
+    }
+
+    fn exec_event(&mut self, w: usize, gen: u64, x: ExecutorId, what: ExecWhat) {
+        if self.workers[w].p.gen != gen {
+            return;
+        }
+        let state = match what {
+            ExecWhat::Running => {
+                if self.execs.get(&(w, x.clone())) != Some(&true) {
+                    return;
+                }
+                ExecutorState::Running
+            }
+            ExecWhat::Exit(code) => {
+                match self.execs.get_mut(&(w, x.clone())) {
+                    Some(r) if *r => *r = false,
+                    _ => return,
+                }
+                ExecutorState::Exited { code }
+            }
+            ExecWhat::Killed => ExecutorState::Killed,
+        };
+        let ev = worker::Event::ExecutorChanged { executor: x, state };
+        self.deliver(Node::Worker(w), gen, Input::Worker(ev));
+    }
+
+    // ----- subscribers --------------------------------------------------------
+
+    fn sub_actions(&mut self, s: usize, actions: Vec<subscriber::Action>) {
+        let node = Node::Sub(s);
+        for a in actions {
+            match a {
+                subscriber::Action::Connect { master } => {
+                    let m = master_index(&master).unwrap_or(usize::MAX);
+                    self.dial(node, m);
+                }
+                subscriber::Action::Send { to, msg } => {
+                    let Some(m) = master_index(&to) else { continue };
+                    invariants::on_sub_send(self, s, &msg);
+                    if let Some(conn) = self.links.get(&(node, m)).copied() {
+                        self.send(conn, true, msg);
+                    }
+                }
+                subscriber::Action::Close { master, .. } => {
+                    if let Some(m) = master_index(&master) {
+                        self.client_close(node, m);
+                    }
+                }
+                subscriber::Action::SetTimer { timer, at } => {
+                    self.set_timer(node, TimerKey::Sub(timer), at)
+                }
+                subscriber::Action::CancelTimer { timer } => {
+                    self.timers.remove(&(node, TimerKey::Sub(timer)));
+                }
+                subscriber::Action::Subscribed { framework, executors, .. } => {
+                    let sp = &mut self.subs[s];
+                    sp.framework = Some(framework);
+                    sp.view = executors.into_iter().map(|e| (e.id, e.state)).collect();
+                }
+                subscriber::Action::ExecutorUpdate(info) => {
+                    self.subs[s].view.insert(info.id, info.state);
+                }
+                subscriber::Action::Exit { reason } => {
+                    self.log(|| format!("f{s} EXIT: {reason}"));
+                    invariants::on_sub_exit(self, s, &reason);
+                    self.subs[s].exited = Some(reason);
+                    self.crash(node);
+                }
+                subscriber::Action::SlotFailed { .. }
+                | subscriber::Action::RequestAccepted { .. }
+                | subscriber::Action::RequestRefused { .. }
+                | subscriber::Action::Error { .. }
+                | subscriber::Action::Disconnected { .. } => {}
+            }
+        }
+    }
+
+    // ----- faults -------------------------------------------------------------
+
+    /// The master acting as leader now (else the one holding leadership,
+    /// else `fallback`).
+    fn leader_or(&self, fallback: usize) -> usize {
+        let n = self.masters.len();
+        (0..n)
+            .find(|&m| self.masters[m].p.up && self.masters[m].elector.is_acting(self.now))
+            .or_else(|| {
+                (0..n).find(|&m| {
+                    self.masters[m].p.up
+                        && self.masters[m].master.status() != master::Status::Standby
+                })
+            })
+            .unwrap_or(fallback % n)
+    }
+
+    fn apply_fault(&mut self, f: Fault) {
+        let (nm, nw, ns) = (self.masters.len(), self.workers.len(), self.subs.len());
+        let pick = |leader: bool, m: usize, w: &World| if leader { w.leader_or(m) } else { m % nm };
+        match f {
+            Fault::PartitionWorker { w, m, one_way, ms } => {
+                let (a, b) = (Node::Worker(w % nw), Node::Master(m % nm));
+                self.block(a, b, ms);
+                if !one_way {
+                    self.block(b, a, ms);
+                }
+            }
+            Fault::PartitionSub { s, m, one_way, ms } => {
+                if ns == 0 {
+                    return;
+                }
+                let (a, b) = (Node::Sub(s % ns), Node::Master(m % nm));
+                self.block(b, a, ms);
+                if !one_way {
+                    self.block(a, b, ms);
+                }
+            }
+            Fault::IsolateMaster { m, leader, ms } => {
+                let mn = Node::Master(pick(leader, m, self));
+                let others: Vec<Node> =
+                    (0..nw).map(Node::Worker).chain((0..ns).map(Node::Sub)).collect();
+                for o in others {
+                    self.block(mn, o, ms);
+                    self.block(o, mn, ms);
+                }
+            }
+            Fault::CrashMaster { m, leader, ms } => {
+                let node = Node::Master(pick(leader, m, self));
+                if self.proc(node).up {
+                    self.crash(node);
+                    self.after(Millis(u64::from(ms)), Ev::Restart(node));
+                }
+            }
+            Fault::CrashWorker { w, ms } => {
+                let node = Node::Worker(w % nw);
+                if self.proc(node).up {
+                    self.crash(node);
+                    self.after(Millis(u64::from(ms)), Ev::Restart(node));
+                }
+            }
+            Fault::CrashSub { s, ms } => {
+                if ns == 0 {
+                    return;
+                }
+                let node = Node::Sub(s % ns);
+                if self.proc(node).up {
+                    self.crash(node);
+                    self.after(Millis(u64::from(ms)), Ev::Restart(node));
+                }
+            }
+            Fault::PauseMaster { m, leader, ms } => {
+                let node = Node::Master(pick(leader, m, self));
+                self.pause(node, ms);
+            }
+            Fault::PauseWorker { w, ms } => self.pause(Node::Worker(w % nw), ms),
+            Fault::ZkDisconnect { m, leader, ms } => {
+                let m = pick(leader, m, self);
+                if self.masters[m].p.up {
+                    self.zk_drop(m, Millis(u64::from(ms)));
+                }
+            }
+            Fault::ZkExpire { m, leader } => {
+                let m = pick(leader, m, self);
+                if self.masters[m].p.up {
+                    // Cut off until the server has expired the session.
+                    let timeout = self.masters[m].elector.config().session_timeout;
+                    self.zk_drop(m, Millis(timeout.0.min(4_000)) + Millis(500));
+                }
+            }
+            Fault::ZkLoseReply { m, create_only } => {
+                self.masters[m % nm].zk.lose_next = Some(create_only);
+            }
+            Fault::StoreFail { applied } => {
+                let m = self.leader_or(0);
+                self.masters[m].store_fail.push_back(applied);
+            }
+            Fault::SubKill { s } => {
+                if ns == 0 {
+                    return;
+                }
+                let s = s % ns;
+                let running = self.subs[s]
+                    .view
+                    .iter()
+                    .find(|(_, st)| **st == ExecutorState::Running)
+                    .map(|(id, _)| id.clone());
+                if let Some(x) = running {
+                    self.local_input(Node::Sub(s), Input::Sub(subscriber::Event::Kill(x)));
+                }
+            }
+        }
+    }
+
+    fn pause(&mut self, node: Node, ms: u32) {
+        let until = self.now + Millis(u64::from(ms));
+        let p = self.proc_mut(node);
+        if !p.up {
+            return;
+        }
+        p.paused_until = p.paused_until.max(until);
+        let at = p.paused_until;
+        self.at(at, Ev::Resume(node));
+    }
+
+    /// Ends every fault: partitions heal, pauses end, crashed processes come
+    /// back, ZooKeeper links come up, no injected failures remain.
+    fn heal(&mut self) {
+        self.log(|| "HEAL".into());
+        self.healed = true;
+        self.blocked.clear();
+        for m in 0..self.masters.len() {
+            let mp = &mut self.masters[m];
+            mp.zk.lose_next = None;
+            mp.store_fail.clear();
+            mp.zk.down_until = self.now;
+            let gen = mp.p.gen;
+            if !mp.zk.link_up {
+                self.after(Millis(1), Ev::ZkLinkUp { m, gen });
+            }
+        }
+        let nodes: Vec<Node> = (0..self.masters.len())
+            .map(Node::Master)
+            .chain((0..self.workers.len()).map(Node::Worker))
+            .chain((0..self.subs.len()).map(Node::Sub))
+            .collect();
+        for node in nodes {
+            let now = self.now;
+            let p = self.proc_mut(node);
+            if p.up && p.paused(now) {
+                p.paused_until = now;
+                self.after(Millis(0), Ev::Resume(node));
+            } else if !p.up {
+                let torn_down = matches!(node, Node::Sub(s) if self.subs[s].exited.is_some());
+                if !torn_down {
+                    self.after(Millis(1), Ev::Restart(node));
+                }
+            }
+        }
+    }
+}
+
+fn new_master(i: usize) -> Master {
+    Master::new(master::Config::new(MasterId(format!("m{i}")), master_addr(i)))
+}
+
+fn new_elector(i: usize, guid: u64, knobs: Knobs) -> Elector {
+    let mut c = elector::Config::new(
+        ROOT,
+        ((i as u64 + 1) << 32) | guid,
+        MasterId(format!("m{i}")),
+        master_addr(i),
+    );
+    c.session_timeout = Millis(2_000);
+    c.unsafe_no_adopt_after_connection_loss = knobs.no_adopt_after_connection_loss;
+    c.unsafe_no_lease_check = knobs.no_lease_check;
+    Elector::new(c)
+}
+
+fn new_worker(i: usize, gen: u64, masters: usize, knobs: Knobs, seed: u64) -> Worker {
+    let mut c = worker::Config::new(
+        "sim",
+        WorkerId(format!("w{i}")),
+        Incarnation(((i as u64 + 1) << 32) | gen),
+        (0..masters).map(master_addr).collect(),
+        2 + (i as u32 % 3),
+        2_048,
+    );
+    c.seed = seed;
+    c.unsafe_no_epoch_fencing = knobs.no_epoch_fencing;
+    Worker::new(c)
+}
+
+fn new_sub(i: usize, gen: u64, framework: Option<Fid>, masters: usize, seed: u64) -> Subscriber {
+    let mut c = subscriber::Config::new(
+        "sim",
+        format!("f{i}"),
+        InstanceId(((i as u64 + 1) << 32) | gen),
+        (0..masters).map(master_addr).collect(),
+    );
+    c.framework = framework;
+    c.seed = seed;
+    Subscriber::new(c)
+}
+
+/// Parses `<framework>/<group>#<slot>#<launch>` into its parts.
+pub(crate) fn parse_executor(id: &ExecutorId) -> Option<(FrameworkId, String, usize)> {
+    let (fw, rest) = id.0.split_once('/')?;
+    let mut parts = rest.rsplitn(3, '#');
+    let _launch = parts.next()?;
+    let slot = parts.next()?.parse().ok()?;
+    let group = parts.next()?;
+    Some((FrameworkId(fw.to_owned()), group.to_owned(), slot))
+}

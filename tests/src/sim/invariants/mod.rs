@@ -1,0 +1,188 @@
+//! The invariants, one module per invariant (openraft style). Each module
+//! documents what it checks. State-based invariants are checked after every
+//! simulator step by [`check_all`]; event-based ones are checked when the
+//! event happens (a master sends an acknowledgement, a store write is
+//! applied, a worker exits) from the hooks below. [`liveness`] is checked
+//! separately, once the faults are over.
+
+pub mod conflict_exits;
+pub mod durable_acks;
+pub mod epochs;
+pub mod executor_exits;
+pub mod kills;
+pub mod liveness;
+pub mod registry;
+pub mod resources;
+pub mod single_leader;
+
+use super::engine::{Node, World};
+use super::{SimConfig, Violation};
+use regent_core::master;
+use regent_core::protocol::{ExecutorState, Message};
+use regent_core::store::{Record, RecordKey};
+use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, WorkerId};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What the invariants remember about the run.
+#[derive(Debug, Default)]
+pub(crate) struct Obs {
+    // epochs
+    pub(crate) master_epoch: Vec<(u64, Epoch)>,
+    pub(crate) worker_epoch: Vec<(u64, Epoch)>,
+    pub(crate) sub_epoch: Vec<(u64, Epoch)>,
+    pub(crate) leadership: Vec<Option<(u64, Epoch)>>,
+    pub(crate) max_leadership: Epoch,
+    pub(crate) leaderships: u64,
+    pub(crate) store_epoch: Epoch,
+    // registry
+    pub(crate) acked_new: BTreeSet<(usize, u64, WorkerId, Incarnation)>,
+    // durable acknowledgements
+    pub(crate) acked_workers: BTreeMap<WorkerId, Incarnation>,
+    pub(crate) acked_frameworks: BTreeSet<FrameworkId>,
+    pub(crate) acked_groups: BTreeSet<(FrameworkId, String)>,
+    /// (subscriber, process generation, request id) -> declared group.
+    pub(crate) sub_requests: BTreeMap<(usize, u64, u64), String>,
+    // executors
+    pub(crate) last_report: BTreeMap<(usize, ExecutorId), ExecutorState>,
+    pub(crate) lost: BTreeSet<ExecutorId>,
+    pub(crate) removed_frameworks: BTreeSet<FrameworkId>,
+    pub(crate) kill_requested: BTreeSet<ExecutorId>,
+}
+
+impl Obs {
+    pub(crate) fn init(&mut self, cfg: &SimConfig) {
+        self.master_epoch = vec![(0, Epoch::ZERO); cfg.masters];
+        self.worker_epoch = vec![(0, Epoch::ZERO); cfg.workers];
+        self.sub_epoch = vec![(0, Epoch::ZERO); cfg.subscribers];
+        self.leadership = vec![None; cfg.masters];
+    }
+}
+
+/// The state-based invariants, after every step.
+pub(crate) fn check_all(w: &mut World) -> Result<(), Violation> {
+    let at = w.now;
+    let wrap = |invariant: &'static str| move |detail: String| Violation { invariant, detail, at };
+    single_leader::check(w).map_err(wrap("single_leader"))?;
+    epochs::check(w).map_err(wrap("epochs"))?;
+    registry::check(w).map_err(wrap("registry"))?;
+    resources::check(w).map_err(wrap("resources"))?;
+    Ok(())
+}
+
+/// The client at the other end of `conn`, if it is the live process that
+/// dialled it.
+pub(crate) fn client_of(w: &World, conn: ConnId) -> Option<Node> {
+    let c = w.conns.get(&conn)?;
+    let p = w.proc(c.client);
+    (p.up && p.gen == c.cgen).then_some(c.client)
+}
+
+/// After master `m` handled an event (before its actions run).
+pub(crate) fn after_master_handle(w: &mut World, m: usize, actions: &[master::Action]) {
+    for a in actions {
+        if let master::Action::Unpersist { key: RecordKey::Framework(f), .. } = a {
+            w.obs.removed_frameworks.insert(f.clone());
+        }
+    }
+    let mp = &w.masters[m];
+    if mp.master.status() == master::Status::Standby {
+        return;
+    }
+    for e in mp.master.executors() {
+        if matches!(e.state, ExecutorState::Lost | ExecutorState::Killed) {
+            w.obs.lost.insert(e.id.clone());
+        }
+    }
+    registry::after_master_handle(w, m);
+}
+
+/// Master `m` sends `msg` on `conn`.
+pub(crate) fn on_master_send(w: &mut World, m: usize, conn: ConnId, msg: &Message) {
+    let Some(client) = client_of(w, conn) else { return };
+    let r = match msg {
+        Message::Registered { .. } => registry::on_registered(w, m, client, msg)
+            .and_then(|()| durable_acks::on_registered(w, client, msg)),
+        Message::Subscribed { .. } | Message::RequestAccepted { .. } => {
+            durable_acks::on_sub_ack(w, client, msg)
+        }
+        Message::ExecutorStatusAck { executor, .. } => {
+            executor_exits::on_ack(w, m, client, executor)
+        }
+        Message::KillExecutorOnWorker { executor, .. } => kills::on_kill(w, m, client, executor),
+        _ => Ok(()),
+    };
+    if let Err((invariant, detail)) = r {
+        fail(w, invariant, detail);
+    }
+}
+
+fn fail(w: &mut World, invariant: &'static str, detail: String) {
+    if w.pending.is_none() {
+        w.pending = Some(Violation { invariant, detail, at: w.now });
+    }
+}
+
+/// Worker `i` sends `msg` (reports are remembered).
+pub(crate) fn on_worker_send(w: &mut World, i: usize, msg: &Message) {
+    match msg {
+        Message::ExecutorStatus { report, .. } => {
+            w.obs.last_report.insert((i, report.id.clone()), report.state.clone());
+        }
+        Message::RegisterWorker(reg) => {
+            for r in &reg.executors {
+                w.obs.last_report.insert((i, r.id.clone()), r.state.clone());
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Subscriber `s` sends `msg` (requests are remembered).
+pub(crate) fn on_sub_send(w: &mut World, s: usize, msg: &Message) {
+    let gen = w.subs[s].p.gen;
+    match msg {
+        Message::DeclareGroup { request, spec } => {
+            w.obs.sub_requests.insert((s, gen, *request), spec.group.clone());
+        }
+        Message::KillExecutor { executor, .. } => {
+            w.obs.kill_requested.insert(executor.clone());
+        }
+        _ => {}
+    }
+}
+
+/// Master `m` is handed every record (`Loaded`).
+pub(crate) fn on_loaded(w: &mut World, _m: usize, records: &[Record]) {
+    if let Err(detail) = durable_acks::on_loaded(w, records) {
+        fail(w, "durable_acks", detail);
+    }
+}
+
+/// A write of master `m` is applied to the store.
+pub(crate) fn on_store_write(w: &mut World, _m: usize, record: &Record) {
+    let r = epochs::on_store_write(w, record)
+        .map_err(|d| ("epochs", d))
+        .and_then(|()| durable_acks::on_store_write(w, record).map_err(|d| ("durable_acks", d)));
+    if let Err((invariant, detail)) = r {
+        fail(w, invariant, detail);
+    }
+}
+
+/// A delete is applied to the store.
+pub(crate) fn on_store_delete(w: &mut World, key: &RecordKey) {
+    durable_acks::on_store_delete(w, key);
+}
+
+/// Worker `i` exits with `reason`.
+pub(crate) fn on_worker_exit(w: &mut World, i: usize, reason: &str) {
+    if let Err(detail) = conflict_exits::on_worker_exit(w, i, reason) {
+        fail(w, "conflict_exits", detail);
+    }
+}
+
+/// Subscriber `s` exits with `reason`.
+pub(crate) fn on_sub_exit(w: &mut World, s: usize, reason: &str) {
+    if let Err(detail) = conflict_exits::on_sub_exit(w, s, reason) {
+        fail(w, "conflict_exits", detail);
+    }
+}

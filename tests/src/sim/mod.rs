@@ -1,0 +1,236 @@
+//! The deterministic whole-cluster simulator (regent issue 6).
+//!
+//! N masters (each a [`Master`](regent_core::master::Master) wired by
+//! translation to its own [`Elector`](regent_core::elector::Elector)), M
+//! workers and K subscribers run against the pure ZooKeeper model
+//! ([`ZkModel`](regent_core::testkit::zk::ZkModel)) and a store model (one
+//! map of records, written by the leader, every write fenced by the
+//! writer's election node as ZooKeeper mode does with a multi), with a
+//! virtual clock and a seeded network. Faults come from a [`Schedule`]:
+//! partitions (symmetric and one-way), process crashes and restarts, pauses
+//! longer than a session, ZooKeeper connection loss (also "request applied,
+//! reply lost") and session expiry, store write failures; while faults are
+//! on, the network also drops, duplicates, reorders and delays messages.
+//!
+//! Every invariant in [`invariants`] is checked after every step. Once the
+//! schedule's faults are over everything is healed and liveness is checked:
+//! within a bounded simulated time one leader is ALIVE and every live worker
+//! and subscriber is attached to it.
+//!
+//! The same seed replays the same run exactly: every collection iterated is
+//! ordered, every random draw comes from one `fastrand` generator seeded by
+//! the seed, and time is virtual.
+
+mod engine;
+pub mod invariants;
+pub mod schedule;
+
+pub use schedule::{Fault, Schedule};
+
+use regent_core::Millis;
+
+/// Test-only knobs that remove a protection, for the can-fail tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Knobs {
+    /// `worker::Config::unsafe_no_epoch_fencing`.
+    pub no_epoch_fencing: bool,
+    /// `elector::Config::unsafe_no_adopt_after_connection_loss`.
+    pub no_adopt_after_connection_loss: bool,
+    /// `elector::Config::unsafe_no_lease_check`.
+    pub no_lease_check: bool,
+}
+
+/// How big a run is.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// Masters.
+    pub masters: usize,
+    /// Workers.
+    pub workers: usize,
+    /// Subscribers (each declares one executor group).
+    pub subscribers: usize,
+    /// Faults start within this window (ms of virtual time).
+    pub window_ms: u32,
+    /// How many faults a seed's schedule has.
+    pub faults: usize,
+    /// After the faults end and everything is healed, the cluster must
+    /// settle within this time (ms).
+    pub liveness_bound_ms: u32,
+    /// Protections removed.
+    pub knobs: Knobs,
+    /// The network may also duplicate and reorder messages *within* a
+    /// connection (which TCP never does). Off by default: with it, a lost
+    /// message is silently dropped; without it, a lost message breaks its
+    /// connection, as a TCP segment that is never retransmitted does.
+    pub datagram: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            masters: 3,
+            workers: 3,
+            subscribers: 2,
+            window_ms: 20_000,
+            faults: 8,
+            liveness_bound_ms: 90_000,
+            knobs: Knobs::default(),
+            datagram: false,
+        }
+    }
+}
+
+impl SimConfig {
+    /// The cluster a seed stands for: 2–3 masters, 2–4 workers, 1–2
+    /// subscribers, the rest as `self`.
+    pub fn sized_for(&self, seed: u64) -> SimConfig {
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0x0051_2e5);
+        SimConfig {
+            masters: rng.usize(2..=3),
+            workers: rng.usize(2..=4),
+            subscribers: rng.usize(1..=2),
+            ..self.clone()
+        }
+    }
+}
+
+/// A broken invariant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// Which invariant (its module's name).
+    pub invariant: &'static str,
+    /// What was seen.
+    pub detail: String,
+    /// When (virtual time).
+    pub at: Millis,
+}
+
+/// What a passing run did.
+#[derive(Clone, Debug, Default)]
+pub struct RunStats {
+    /// Events handled.
+    pub events: u64,
+    /// Virtual time at the end.
+    pub end: Millis,
+    /// Virtual time from the heal to a settled cluster.
+    pub settled_after: Millis,
+    /// Leaderships seen (distinct epochs made durable).
+    pub leaderships: u64,
+    /// Executors started by workers.
+    pub executors_started: u64,
+}
+
+/// A failing run: what broke, the schedule, and the end of the trace.
+#[derive(Clone, Debug)]
+pub struct Failure {
+    /// The seed.
+    pub seed: u64,
+    /// The cluster.
+    pub config: SimConfig,
+    /// The schedule run.
+    pub schedule: Schedule,
+    /// What broke.
+    pub violation: Violation,
+    /// The last events before it (at most ~200).
+    pub trace: Vec<String>,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "seed {} ({} masters, {} workers, {} subscribers, knobs {:?}) violated `{}` at {}:",
+            self.seed,
+            self.config.masters,
+            self.config.workers,
+            self.config.subscribers,
+            self.config.knobs,
+            self.violation.invariant,
+            self.violation.at
+        )?;
+        writeln!(f, "  {}", self.violation.detail)?;
+        writeln!(f, "schedule (chaos {}):", self.schedule.chaos)?;
+        for (t, fault) in &self.schedule.faults {
+            writeln!(f, "  {t:>6} ms  {fault:?}")?;
+        }
+        writeln!(f, "last {} events:", self.trace.len())?;
+        for line in &self.trace {
+            writeln!(f, "  {line}")?;
+        }
+        write!(
+            f,
+            "replay: cargo run --release -p regent-tests --bin regent-soak -- --replay {}",
+            self.seed
+        )
+    }
+}
+
+/// How many trace lines a failure keeps.
+pub const TRACE_LEN: usize = 200;
+
+/// Runs `schedule` on the cluster `config` with network and executor
+/// randomness from `seed`. With `trace`, the last [`TRACE_LEN`] events are
+/// kept and returned with a violation.
+pub fn run_schedule(
+    seed: u64,
+    config: &SimConfig,
+    schedule: &Schedule,
+    trace: bool,
+) -> Result<RunStats, (Violation, Vec<String>)> {
+    let mut world = engine::World::new(seed, config, schedule, trace);
+    match world.run() {
+        Ok(stats) => Ok(stats),
+        Err(v) => Err((v, world.take_trace())),
+    }
+}
+
+/// Runs one seed: the cluster size and the fault schedule derive from it.
+/// On failure the seed is replayed with tracing on, to report the trace.
+pub fn run_seed(seed: u64, base: &SimConfig) -> Result<RunStats, Box<Failure>> {
+    let config = base.sized_for(seed);
+    let schedule = Schedule::from_seed(seed, config.window_ms, config.faults);
+    match run_schedule(seed, &config, &schedule, false) {
+        Ok(stats) => Ok(stats),
+        Err((violation, _)) => {
+            let (replayed, trace) = match run_schedule(seed, &config, &schedule, true) {
+                Err((v, t)) => (v, t),
+                Ok(_) => (violation.clone(), vec!["(replay did not fail: nondeterminism!)".into()]),
+            };
+            assert_eq!(replayed, violation, "seed {seed} does not replay deterministically");
+            Err(Box::new(Failure { seed, config, schedule, violation, trace }))
+        }
+    }
+}
+
+/// Shrinks a failing schedule with quickcheck's shrinker: repeatedly takes
+/// the first smaller schedule that still fails (any invariant), until none
+/// does. Returns the minimal schedule and its violation.
+pub fn shrink(
+    seed: u64,
+    config: &SimConfig,
+    schedule: &Schedule,
+    budget: usize,
+) -> (Schedule, Option<Violation>) {
+    use quickcheck::Arbitrary;
+    let mut best = schedule.clone();
+    let mut violation = run_schedule(seed, config, &best, false).err().map(|(v, _)| v);
+    if violation.is_none() {
+        return (best, None);
+    }
+    let mut tries = 0;
+    'outer: loop {
+        for candidate in best.shrink() {
+            tries += 1;
+            if tries > budget {
+                break 'outer;
+            }
+            if let Err((v, _)) = run_schedule(seed, config, &candidate, false) {
+                best = candidate;
+                violation = Some(v);
+                continue 'outer;
+            }
+        }
+        break;
+    }
+    (best, violation)
+}

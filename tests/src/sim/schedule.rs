@@ -1,0 +1,261 @@
+//! Fault schedules: a list of faults at times, generated from a seed (the
+//! soak and the seed suite) or by quickcheck (which can shrink them).
+//!
+//! Node indices in a [`Fault`] are taken modulo the cluster's sizes when the
+//! fault is applied, so any schedule fits any cluster and shrinking never
+//! produces an invalid one.
+
+use quickcheck::{Arbitrary, Gen};
+
+/// One fault.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Cut the network between a worker and a master (`one_way`: only the
+    /// worker → master direction) for `ms`.
+    PartitionWorker {
+        /// The worker.
+        w: usize,
+        /// The master.
+        m: usize,
+        /// Only worker → master traffic is lost.
+        one_way: bool,
+        /// How long.
+        ms: u32,
+    },
+    /// Cut the network between a subscriber and a master for `ms`.
+    PartitionSub {
+        /// The subscriber.
+        s: usize,
+        /// The master.
+        m: usize,
+        /// Only master → subscriber traffic is lost.
+        one_way: bool,
+        /// How long.
+        ms: u32,
+    },
+    /// Cut a master off from every worker and subscriber (not from
+    /// ZooKeeper) for `ms`; `leader` picks the acting leader instead of `m`.
+    IsolateMaster {
+        /// The master (ignored with `leader`).
+        m: usize,
+        /// Target the acting leader.
+        leader: bool,
+        /// How long.
+        ms: u32,
+    },
+    /// Crash a master process; it restarts with fresh machines after `ms`.
+    CrashMaster {
+        /// The master (ignored with `leader`).
+        m: usize,
+        /// Target the acting leader.
+        leader: bool,
+        /// Down time.
+        ms: u32,
+    },
+    /// Crash a worker process; it restarts with a new incarnation after `ms`.
+    CrashWorker {
+        /// The worker.
+        w: usize,
+        /// Down time.
+        ms: u32,
+    },
+    /// Crash a subscriber process; it restarts as a new instance after `ms`.
+    CrashSub {
+        /// The subscriber.
+        s: usize,
+        /// Down time.
+        ms: u32,
+    },
+    /// Pause a master process for `ms` (longer than a session, often).
+    PauseMaster {
+        /// The master (ignored with `leader`).
+        m: usize,
+        /// Target the acting leader.
+        leader: bool,
+        /// How long.
+        ms: u32,
+    },
+    /// Pause a worker process for `ms`.
+    PauseWorker {
+        /// The worker.
+        w: usize,
+        /// How long.
+        ms: u32,
+    },
+    /// Drop a master's ZooKeeper connection for `ms` (the session survives
+    /// if `ms` is shorter than its timeout).
+    ZkDisconnect {
+        /// The master (ignored with `leader`).
+        m: usize,
+        /// Target the acting leader.
+        leader: bool,
+        /// How long.
+        ms: u32,
+    },
+    /// A master's ZooKeeper session expires (its connection stays down until
+    /// the server has expired it).
+    ZkExpire {
+        /// The master (ignored with `leader`).
+        m: usize,
+        /// Target the acting leader.
+        leader: bool,
+    },
+    /// The next ZooKeeper request of a master (`create_only`: the next
+    /// create) is applied but its reply is lost (connection loss).
+    ZkLoseReply {
+        /// The master.
+        m: usize,
+        /// Only a create.
+        create_only: bool,
+    },
+    /// The next store write of the acting leader fails (`applied`: it is
+    /// applied, but the reply is lost).
+    StoreFail {
+        /// The write was applied before the failure.
+        applied: bool,
+    },
+    /// A subscriber asks to kill one executor of its framework it sees
+    /// running.
+    SubKill {
+        /// The subscriber.
+        s: usize,
+    },
+}
+
+/// A fault schedule: faults at times (ms from the start), plus how unreliable
+/// the network is while faults are on (drops, duplicates, reorders, latency
+/// spikes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Schedule {
+    /// Network chaos level, 0 (none) to 3.
+    pub chaos: u8,
+    /// Faults, by time.
+    pub faults: Vec<(u32, Fault)>,
+}
+
+impl Schedule {
+    /// No faults at all.
+    pub fn calm() -> Self {
+        Schedule { chaos: 0, faults: Vec::new() }
+    }
+
+    /// The schedule a seed stands for: `n` faults within `window` ms.
+    pub fn from_seed(seed: u64, window: u32, n: usize) -> Self {
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0x5eed_fa17);
+        let chaos = rng.u8(0..=3);
+        let mut faults: Vec<(u32, Fault)> =
+            (0..n).map(|_| (rng.u32(0..window.max(1)), random_fault(&mut rng))).collect();
+        faults.sort_by_key(|(t, _)| *t);
+        Schedule { chaos, faults }
+    }
+
+    /// The last moment a fault of this schedule is still in effect (start
+    /// plus the longest duration it names).
+    pub fn end(&self) -> u32 {
+        self.faults.iter().map(|(t, f)| t + f.duration()).max().unwrap_or(0)
+    }
+}
+
+impl Fault {
+    /// How long the fault lasts (0 for instantaneous ones).
+    pub fn duration(&self) -> u32 {
+        match self {
+            Fault::PartitionWorker { ms, .. }
+            | Fault::PartitionSub { ms, .. }
+            | Fault::IsolateMaster { ms, .. }
+            | Fault::CrashMaster { ms, .. }
+            | Fault::CrashWorker { ms, .. }
+            | Fault::CrashSub { ms, .. }
+            | Fault::PauseMaster { ms, .. }
+            | Fault::PauseWorker { ms, .. }
+            | Fault::ZkDisconnect { ms, .. } => *ms,
+            Fault::ZkExpire { .. } => 6_000,
+            Fault::ZkLoseReply { .. } | Fault::StoreFail { .. } | Fault::SubKill { .. } => 0,
+        }
+    }
+
+    fn shorter(&self) -> Option<Fault> {
+        let mut f = self.clone();
+        match &mut f {
+            Fault::PartitionWorker { ms, .. }
+            | Fault::PartitionSub { ms, .. }
+            | Fault::IsolateMaster { ms, .. }
+            | Fault::CrashMaster { ms, .. }
+            | Fault::CrashWorker { ms, .. }
+            | Fault::CrashSub { ms, .. }
+            | Fault::PauseMaster { ms, .. }
+            | Fault::PauseWorker { ms, .. }
+            | Fault::ZkDisconnect { ms, .. }
+                if *ms > 200 =>
+            {
+                *ms /= 2;
+                Some(f)
+            }
+            _ => None,
+        }
+    }
+}
+
+fn random_fault(rng: &mut fastrand::Rng) -> Fault {
+    let i = rng.usize(0..8);
+    let j = rng.usize(0..8);
+    let leader = rng.u8(0..3) > 0;
+    match rng.u8(0..100) {
+        0..=11 => {
+            Fault::PartitionWorker { w: i, m: j, one_way: rng.bool(), ms: rng.u32(500..15_000) }
+        }
+        12..=17 => {
+            Fault::PartitionSub { s: i, m: j, one_way: rng.bool(), ms: rng.u32(500..15_000) }
+        }
+        18..=25 => Fault::IsolateMaster { m: i, leader, ms: rng.u32(500..15_000) },
+        26..=35 => Fault::CrashMaster { m: i, leader, ms: rng.u32(100..8_000) },
+        36..=43 => Fault::CrashWorker { w: i, ms: rng.u32(100..8_000) },
+        44..=48 => Fault::CrashSub { s: i, ms: rng.u32(100..8_000) },
+        49..=58 => Fault::PauseMaster { m: i, leader, ms: rng.u32(500..6_000) },
+        59..=63 => Fault::PauseWorker { w: i, ms: rng.u32(500..15_000) },
+        64..=71 => Fault::ZkDisconnect { m: i, leader, ms: rng.u32(100..4_000) },
+        72..=78 => Fault::ZkExpire { m: i, leader },
+        79..=85 => Fault::ZkLoseReply { m: i, create_only: rng.bool() },
+        86..=91 => Fault::StoreFail { applied: rng.bool() },
+        _ => Fault::SubKill { s: i },
+    }
+}
+
+impl Arbitrary for Fault {
+    fn arbitrary(g: &mut Gen) -> Self {
+        let mut rng = fastrand::Rng::with_seed(u64::arbitrary(g));
+        random_fault(&mut rng)
+    }
+
+    fn shrink(&self) -> Box<dyn Iterator<Item = Self>> {
+        Box::new(self.shorter().into_iter())
+    }
+}
+
+impl Arbitrary for Schedule {
+    fn arbitrary(g: &mut Gen) -> Self {
+        let n = usize::arbitrary(g) % 12;
+        let mut faults: Vec<(u32, Fault)> =
+            (0..n).map(|_| (u32::arbitrary(g) % 20_000, Fault::arbitrary(g))).collect();
+        faults.sort_by_key(|(t, _)| *t);
+        Schedule { chaos: u8::arbitrary(g) % 4, faults }
+    }
+
+    fn shrink(&self) -> Box<dyn Iterator<Item = Self>> {
+        let me = self.clone();
+        let calmer = (self.chaos > 0).then(|| Schedule { chaos: 0, ..self.clone() });
+        let me2 = self.clone();
+        let fewer = (0..self.faults.len()).rev().map(move |i| {
+            let mut s = me.clone();
+            s.faults.remove(i);
+            s
+        });
+        let shorter = (0..self.faults.len()).filter_map(move |i| {
+            let f = me2.faults[i].1.shorter()?;
+            let mut s = me2.clone();
+            s.faults[i].1 = f;
+            Some(s)
+        });
+        Box::new(calmer.into_iter().chain(fewer).chain(shorter))
+    }
+}
