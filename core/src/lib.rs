@@ -25,8 +25,8 @@
 //! * [`store`]: the records a master makes durable.
 #![warn(missing_docs)]
 
-pub mod codec;
 pub mod auth;
+pub mod codec;
 pub mod elector;
 pub mod ids;
 pub mod master;

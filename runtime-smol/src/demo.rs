@@ -100,7 +100,12 @@ pub async fn run_demo() -> Result<(), String> {
         alive_workers(s) == 3
     })
     .await?;
-    println!("[{:>6} ms] master {} at {}; 3 workers registered", t0.elapsed().as_millis(), s.status, s.epoch);
+    println!(
+        "[{:>6} ms] master {} at {}; 3 workers registered",
+        t0.elapsed().as_millis(),
+        s.status,
+        s.epoch
+    );
 
     let submit = SubmitOptions {
         cluster: "demo".into(),
@@ -126,7 +131,10 @@ pub async fn run_demo() -> Result<(), String> {
     // The master goes away while the executors run...
     stop_master.close();
     master.await.map_err(|e| format!("demo: the master failed: {e}"))?;
-    println!("[{:>6} ms] master stopped; executors keep running on the workers", t0.elapsed().as_millis());
+    println!(
+        "[{:>6} ms] master stopped; executors keep running on the workers",
+        t0.elapsed().as_millis()
+    );
     async_io::Timer::after(Duration::from_millis(300)).await;
 
     // ...and comes back over the same store.
@@ -136,10 +144,11 @@ pub async fn run_demo() -> Result<(), String> {
         master_options(listen, &store, net.clone()),
         master_shutdown,
     ));
-    let s = wait_for(&masters, &net, Duration::from_secs(30), "recovery with all workers back", |s| {
-        s.status == "ALIVE" && alive_workers(s) == 3
-    })
-    .await?;
+    let s =
+        wait_for(&masters, &net, Duration::from_secs(30), "recovery with all workers back", |s| {
+            s.status == "ALIVE" && alive_workers(s) == 3
+        })
+        .await?;
     let recovery = restarted.elapsed();
     println!(
         "[{:>6} ms] master restarted at {}; ALIVE with all 3 workers re-registered after {} ms",
@@ -148,10 +157,16 @@ pub async fn run_demo() -> Result<(), String> {
         recovery.as_millis()
     );
     if s.workers.len() != 3 {
-        return Err(format!("demo: expected each worker registered exactly once, saw {:?}", s.workers));
+        return Err(format!(
+            "demo: expected each worker registered exactly once, saw {:?}",
+            s.workers
+        ));
     }
     let running = s.executors.iter().filter(|e| e.state == ExecutorState::Running).count();
-    println!("[{:>6} ms] {running} executors still RUNNING after the failover", t0.elapsed().as_millis());
+    println!(
+        "[{:>6} ms] {running} executors still RUNNING after the failover",
+        t0.elapsed().as_millis()
+    );
 
     let outcome = smol::future::or(async { Some(app.await) }, async {
         async_io::Timer::after(Duration::from_secs(60)).await;
@@ -170,6 +185,9 @@ pub async fn run_demo() -> Result<(), String> {
     }
     stop_master.close();
     master.await.map_err(|e| format!("demo: the master failed: {e}"))?;
-    println!("summary: master recovery (restart to ALIVE with every worker) took {} ms", recovery.as_millis());
+    println!(
+        "summary: master recovery (restart to ALIVE with every worker) took {} ms",
+        recovery.as_millis()
+    );
     Ok(())
 }

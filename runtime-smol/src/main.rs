@@ -330,7 +330,9 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             }
         }
         Command::Status { masters, json } => {
-            let state = regent_smol::client::fetch_state(&addrs(&masters), net_config(&common)?, true).await?;
+            let state =
+                regent_smol::client::fetch_state(&addrs(&masters), net_config(&common)?, true)
+                    .await?;
             if json {
                 println!("{}", regent_smol::http::state_json(&state));
             } else {
@@ -339,12 +341,18 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Kill { masters, framework_id } => {
-            regent_smol::client::kill_framework(&addrs(&masters), net_config(&common)?, &framework_id).await?;
+            regent_smol::client::kill_framework(
+                &addrs(&masters),
+                net_config(&common)?,
+                &framework_id,
+            )
+            .await?;
             println!("framework {framework_id} torn down");
             Ok(ExitCode::SUCCESS)
         }
         Command::RemoveWorker { masters, worker_id } => {
-            regent_smol::client::remove_worker(&addrs(&masters), net_config(&common)?, &worker_id).await?;
+            regent_smol::client::remove_worker(&addrs(&masters), net_config(&common)?, &worker_id)
+                .await?;
             println!("worker {worker_id} removed");
             Ok(ExitCode::SUCCESS)
         }

@@ -103,8 +103,9 @@ enum Store {
 /// (Err naming why).
 pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(), String> {
     net::check_exposure(&opts.listen, opts.net.secret.is_some(), opts.insecure)?;
-    let listener =
-        TcpListener::bind(opts.listen).await.map_err(|e| format!("cannot listen on {}: {e}", opts.listen))?;
+    let listener = TcpListener::bind(opts.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", opts.listen))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     let advertise = opts.advertise.clone().unwrap_or_else(|| Addr(bound.to_string()));
     let (tx, rx) = async_channel::unbounded::<Input>();
@@ -146,14 +147,18 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
 
     let mut cfg = master::Config::new(MasterId::new(opts.id.clone()), advertise.clone());
     cfg.worker_timeout = Millis(opts.worker_timeout.as_millis() as u64);
-    cfg.recovery_timeout = Millis(opts.recovery_timeout.unwrap_or(opts.worker_timeout).as_millis() as u64);
+    cfg.recovery_timeout =
+        Millis(opts.recovery_timeout.unwrap_or(opts.worker_timeout).as_millis() as u64);
     cfg.heartbeat_interval = Millis(opts.heartbeat_interval.as_millis() as u64);
 
     let mut elector: Option<ElectorHandle> = None;
     let mut pending: VecDeque<master::Event> = VecDeque::new();
     let store = match &opts.recovery {
         Recovery::None => {
-            pending.push_back(master::Event::Elected { floor: Epoch(0), clock: crate::wall_clock_ms() });
+            pending.push_back(master::Event::Elected {
+                floor: Epoch(0),
+                clock: crate::wall_clock_ms(),
+            });
             Store::Memory
         }
         Recovery::Filesystem { dir } => {
@@ -164,13 +169,20 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
             let sink = tx.clone();
             let writer = regent_std::store::spawn_writer(fs, move |event| {
                 let event = match event {
-                    WriterEvent::Durable(done) => StoreEvent::Durable(done.into_iter().map(|c| c.id).collect()),
-                    WriterEvent::Failed { writes, error } => StoreEvent::Failed { writes, error: error.to_string() },
+                    WriterEvent::Durable(done) => {
+                        StoreEvent::Durable(done.into_iter().map(|c| c.id).collect())
+                    }
+                    WriterEvent::Failed { writes, error } => {
+                        StoreEvent::Failed { writes, error: error.to_string() }
+                    }
                 };
                 let _ = sink.send_blocking(Input::Store(event));
             })
             .map_err(|e| format!("cannot start the store writer: {e}"))?;
-            pending.push_back(master::Event::Elected { floor: Epoch(0), clock: crate::wall_clock_ms() });
+            pending.push_back(master::Event::Elected {
+                floor: Epoch(0),
+                clock: crate::wall_clock_ms(),
+            });
             Store::Files { writer, loaded: loaded.records }
         }
         Recovery::Zookeeper { hosts, root, session_timeout } => {
@@ -252,7 +264,8 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
             Input::Accepted(Ok(stream)) => {
                 let conn = ConnId(d.next_conn);
                 d.next_conn += 1;
-                let handle = net::spawn_connection(stream, Side::Server, conn, d.net.clone(), d.net_sink());
+                let handle =
+                    net::spawn_connection(stream, Side::Server, conn, d.net.clone(), d.net_sink());
                 d.conns.insert(conn, handle);
                 pending.push_back(master::Event::Connected { conn });
             }
@@ -280,15 +293,15 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
                 }
             }
             Input::Elector(outcome) => match outcome {
-                Outcome::LeaderIs { id, addr, floor } => {
-                    pending.push_back(master::Event::LeaderIs(LeaderHint { id, addr, epoch: floor }))
-                }
+                Outcome::LeaderIs { id, addr, floor } => pending
+                    .push_back(master::Event::LeaderIs(LeaderHint { id, addr, epoch: floor })),
                 Outcome::Elected { floor, fence } => {
                     if let Store::Zookeeper { fence: f, .. } = &mut d.store {
                         *f = Some(fence);
                     }
                     tracing::info!(%floor, "elected");
-                    pending.push_back(master::Event::Elected { floor, clock: crate::wall_clock_ms() });
+                    pending
+                        .push_back(master::Event::Elected { floor, clock: crate::wall_clock_ms() });
                 }
                 Outcome::Suspended => pending.push_back(master::Event::Suspended),
                 Outcome::Resumed => pending.push_back(master::Event::Resumed),
@@ -303,14 +316,21 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
                 pending.extend(writes.into_iter().map(|write| master::Event::Persisted { write }))
             }
             Input::Store(StoreEvent::Failed { writes, error }) => pending.extend(
-                writes.into_iter().map(|write| master::Event::PersistFailed { write, reason: error.clone() }),
+                writes
+                    .into_iter()
+                    .map(|write| master::Event::PersistFailed { write, reason: error.clone() }),
             ),
-            Input::Store(StoreEvent::Loaded(Ok(records))) => pending.push_back(master::Event::Loaded { records }),
+            Input::Store(StoreEvent::Loaded(Ok(records))) => {
+                pending.push_back(master::Event::Loaded { records })
+            }
             Input::Store(StoreEvent::Loaded(Err(reason))) => {
                 pending.push_back(master::Event::LoadFailed { reason })
             }
             Input::Http(q) => {
-                let snapshot = HttpSnapshot { state: d.machine.state(), rejected_connections: d.rejected_connections };
+                let snapshot = HttpSnapshot {
+                    state: d.machine.state(),
+                    rejected_connections: d.rejected_connections,
+                };
                 let _ = q.reply.try_send(snapshot);
             }
         }
@@ -397,7 +417,11 @@ impl Daemon {
     }
 
     /// One `handle` call, then every action in order.
-    fn step(&mut self, event: master::Event, pending: &mut VecDeque<master::Event>) -> Result<(), String> {
+    fn step(
+        &mut self,
+        event: master::Event,
+        pending: &mut VecDeque<master::Event>,
+    ) -> Result<(), String> {
         let now = self.now();
         for action in self.machine.handle(now, event) {
             match action {
@@ -413,12 +437,16 @@ impl Daemon {
                         self.closed_by_us.insert(conn);
                     }
                 }
-                master::Action::Persist { write, record } => self.write(write, Op::Put(record), pending),
+                master::Action::Persist { write, record } => {
+                    self.write(write, Op::Put(record), pending)
+                }
                 master::Action::Unpersist { write, key, incarnation } => {
                     self.write(write, Op::Delete { key, incarnation }, pending)
                 }
                 master::Action::LoadRecords => match &mut self.store {
-                    Store::Memory => pending.push_back(master::Event::Loaded { records: Vec::new() }),
+                    Store::Memory => {
+                        pending.push_back(master::Event::Loaded { records: Vec::new() })
+                    }
                     Store::Files { loaded, .. } => {
                         pending.push_back(master::Event::Loaded { records: std::mem::take(loaded) })
                     }

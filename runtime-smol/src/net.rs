@@ -261,8 +261,12 @@ async fn run(
                     return Ok(());
                 }
             }
-            let n = with_deadline(cfg.idle_timeout, "idle connection", read_some(&mut rstream, &mut buf))
-                .await?;
+            let n = with_deadline(
+                cfg.idle_timeout,
+                "idle connection",
+                read_some(&mut rstream, &mut buf),
+            )
+            .await?;
             reader.feed(&buf[..n]).map_err(|e| e.to_string())?;
         }
     };
