@@ -1,6 +1,7 @@
 //! Shared helpers of the ZooKeeper tests.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod zk_proxy;
 pub mod zk_server;
 

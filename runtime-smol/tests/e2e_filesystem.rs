@@ -1,0 +1,131 @@
+//! End-to-end: a filesystem-mode master killed with `kill -9` and restarted
+//! on the same port and store while executors run; `regent store check` on
+//! a damaged store. Real `regent` processes on loopback; outcomes are
+//! asserted within generous bounds, never timings.
+
+mod support;
+
+use std::time::Duration;
+use support::cluster::{
+    alive_with_workers, api_state, executors, pids_with_marker, unique, wait_for, Cluster,
+    MasterSpec,
+};
+
+/// Generous bound for anything to happen.
+const BOUND: Duration = Duration::from_secs(60);
+
+const WORKERS: [&str; 3] = ["w1", "w2", "w3"];
+
+fn fs_master(c: &Cluster) -> MasterSpec {
+    let store = c.path("store");
+    MasterSpec::new("m1", &["--recovery", "filesystem", "--store", store.to_str().unwrap()])
+}
+
+fn state_of(spec: &MasterSpec) -> Result<serde_json::Value, String> {
+    api_state(&spec.http_addr()).ok_or_else(|| format!("{} does not answer /api/state", spec.id))
+}
+
+#[test]
+fn filesystem_master_kill9_restart_keeps_workers_and_completes() {
+    let c = Cluster::new("fs-restart");
+    let spec = fs_master(&c);
+    let masters = vec![spec.addr()];
+    let mut master = c.master(&spec);
+    // One core each: the three executors land one per worker.
+    let mut workers: Vec<_> =
+        WORKERS.iter().map(|id| c.worker(id, &masters, 1, 256, &[])).collect();
+    wait_for(BOUND, "the master ALIVE with its 3 workers", || {
+        alive_with_workers(&state_of(&spec)?, &WORKERS)
+    });
+
+    let marker = unique("fs");
+    // Long enough to outlast the restart by far (the check below wants them
+    // still RUNNING), short enough for the suite.
+    let mut submit = c.submit(
+        "submit",
+        &masters,
+        &["--executors", "3", "--cores", "1", "--memory", "64"],
+        &["sh", "-c", "sleep 8; exit 0", &marker],
+    );
+    let mut ids = wait_for(BOUND, "3 executors RUNNING", || {
+        let s = state_of(&spec)?;
+        let ex = executors(&s);
+        if ex.len() == 3 && ex.iter().all(|(_, st)| st == "RUNNING") {
+            Ok(ex.into_iter().map(|(id, _)| id).collect::<Vec<_>>())
+        } else {
+            Err(format!("executors {ex:?}"))
+        }
+    });
+    ids.sort();
+
+    master.kill9();
+    // The executors do not depend on the master.
+    assert_eq!(
+        pids_with_marker(&marker).len(),
+        3,
+        "the 3 executor shells run while no master does"
+    );
+
+    let _master = c.master(&spec);
+    let state = wait_for(BOUND, "the restarted master ALIVE with its 3 workers, each once", || {
+        let s = state_of(&spec)?;
+        alive_with_workers(&s, &WORKERS).map(|()| s)
+    });
+    let mut after = executors(&state);
+    after.sort();
+    let expected: Vec<(String, String)> =
+        ids.iter().map(|id| (id.clone(), "RUNNING".to_owned())).collect();
+    assert_eq!(
+        after, expected,
+        "the same 3 executors, still RUNNING, in the restarted master's view"
+    );
+    for w in &mut workers {
+        w.assert_running("across the master's restart");
+    }
+
+    let status = submit.wait_exit(BOUND);
+    assert_eq!(status.code(), Some(0), "submit: {}\n{}", submit.stdout(), submit.stderr());
+    let done = state_of(&spec).expect("the master answers");
+    let exited: Vec<_> =
+        executors(&done).into_iter().filter(|(_, st)| st == "EXITED").map(|(id, _)| id).collect();
+    let mut exited = exited;
+    exited.sort();
+    assert_eq!(exited, ids, "the same executors ran to completion (none relaunched)");
+    for w in &mut workers {
+        w.assert_running("by the end of the application");
+    }
+}
+
+#[test]
+fn store_check_names_a_damaged_record() {
+    let c = Cluster::new("store-check");
+    let spec = fs_master(&c);
+    let store = c.path("store");
+    let store_arg = store.to_str().unwrap();
+    {
+        let mut master = c.master(&spec);
+        let _w = c.worker("w1", &[spec.addr()], 1, 128, &[]);
+        wait_for(BOUND, "the worker registered", || alive_with_workers(&state_of(&spec)?, &["w1"]));
+        master.stop(Duration::from_secs(10));
+    }
+
+    let ok = c.run(&["store", "check", store_arg], BOUND);
+    assert!(ok.status.success(), "an intact store checks: {}", String::from_utf8_lossy(&ok.stderr));
+
+    let record = std::fs::read_dir(&store)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("w-w1"))
+        .expect("a record of worker w1 in the store");
+    let mut bytes = std::fs::read(&record).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&record, &bytes).unwrap();
+
+    let out = c.run(&["store", "check", store_arg], BOUND);
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "a damaged store must fail the check: {text}");
+    let name = record.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(text.contains(&name), "the check names the damaged record {name}: {text}");
+}
