@@ -1,0 +1,74 @@
+//! End-to-end: a second `regent submit` with the same framework id takes
+//! the framework over from the first. Real `regent` processes on loopback;
+//! outcomes are asserted within generous bounds, never timings.
+
+mod support;
+
+use std::time::Duration;
+use support::cluster::{alive_with_workers, api_state, executors, wait_for, Cluster, MasterSpec};
+
+/// Generous bound for anything to happen.
+const BOUND: Duration = Duration::from_secs(60);
+
+#[test]
+fn second_submit_with_same_framework_id_takes_over() {
+    let c = Cluster::new("submit-takeover");
+    let spec = MasterSpec::new("m1", &["--recovery", "none"]);
+    let masters = vec![spec.addr()];
+    let _master = c.master(&spec);
+    let mut worker = c.worker("w1", &masters, 2, 512, &[]);
+    let state =
+        || api_state(&spec.http_addr()).ok_or_else(|| "the master does not answer".to_owned());
+    wait_for(BOUND, "the worker ALIVE", || alive_with_workers(&state()?, &["w1"]));
+
+    let framework = "fw-e2e-takeover";
+    let opts = ["--framework-id", framework, "--executors", "1", "--cores", "1", "--memory", "64"];
+    // Long enough to outlast the takeover by far.
+    let cmd = ["sh", "-c", "sleep 8; exit 0"];
+    let mut first = c.submit("submit-1", &masters, &opts, &cmd);
+    let executor = wait_for(BOUND, "the executor RUNNING", || {
+        let ex = executors(&state()?);
+        match ex.as_slice() {
+            [(id, s)] if s == "RUNNING" => Ok(id.clone()),
+            _ => Err(format!("executors {ex:?}")),
+        }
+    });
+
+    let mut second = c.submit("submit-2", &masters, &opts, &cmd);
+    let status = first.wait_exit(BOUND);
+    assert_eq!(
+        status.code(),
+        Some(3),
+        "the first submit stops with code 3:\n{}\n{}",
+        first.stdout(),
+        first.stderr()
+    );
+    assert!(
+        first.stderr().contains("failed over"),
+        "the first submit says it failed over:\n{}",
+        first.stderr()
+    );
+    // Still the one executor, not a new launch.
+    let ex = executors(&state().unwrap());
+    assert_eq!(
+        ex,
+        vec![(executor.clone(), "RUNNING".to_owned())],
+        "the second submit adopted the executor"
+    );
+
+    let status = second.wait_exit(BOUND);
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "the second submit completes:\n{}\n{}",
+        second.stdout(),
+        second.stderr()
+    );
+    let ex = executors(&state().unwrap());
+    assert_eq!(
+        ex,
+        vec![(executor, "EXITED".to_owned())],
+        "the adopted executor ran to completion, alone"
+    );
+    worker.assert_running("at the end");
+}
