@@ -7,9 +7,16 @@
 //! * [`exec`]: executor process supervision (process groups, output capture,
 //!   exit monitoring, kill with grace, cleanup of groups a crashed worker
 //!   left behind), runtime-agnostic.
+//! * [`net`]: connections on blocking sockets (the cluster-secret handshake,
+//!   framing, bounds), one reader and one writer thread per connection.
+//! * [`drivers`]: the master, worker and subscriber machines driven on std
+//!   threads (one thread owns each machine), for embedders and the
+//!   `regent-std` binary. Recovery modes `none` and `filesystem` only.
 #![warn(missing_docs)]
 
+pub mod drivers;
 pub mod exec;
+pub mod net;
 pub mod store;
 
 pub use store::{

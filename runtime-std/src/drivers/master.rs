@@ -1,0 +1,473 @@
+//! The master daemon on std threads: drives `regent_core::master::Master`.
+//!
+//! One thread owns the machine. It waits (`recv_timeout` until the earliest
+//! timer deadline) for an accepted connection, a frame, a store completion,
+//! a state query or shutdown; makes one `handle` call per input; executes
+//! every action in order. In the single-master modes `none` and
+//! `filesystem` this master elects itself at start with
+//! `Elected { floor: Epoch(0), clock: wall ms }` (DESIGN rule 4: the clock
+//! term still moves the epoch forward). Store writes go to the filesystem
+//! store's writer thread ([`crate::store::spawn_writer`]: group commit, fsync
+//! off the machine's thread) or, in `none`, nowhere (acknowledged at once).
+//!
+//! Not here: ZooKeeper recovery (it needs the async ZooKeeper client) and
+//! HTTP; both stay with the smol runtime (`regent master`).
+
+use super::{millis_since, wait_for, wall_clock_ms, Stopper};
+use crate::net::{self, spawn_connection, ConnHandle, NetConfig, NetEvent};
+use crate::store::{FsStore, Op, WriterEvent, WriterHandle};
+use regent_core::auth::Side;
+use regent_core::master::{self, Master};
+use regent_core::protocol::ClusterState;
+use regent_core::store::{Record, WriteId};
+use regent_core::{Addr, ConnId, Epoch, MasterId, Millis};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long connections get to flush their last messages when the master
+/// stops.
+const FLUSH_GRACE: Duration = Duration::from_millis(100);
+
+/// How long [`MasterHandle::state`] waits for the machine's thread.
+const STATE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where master state survives a crash (the single-master modes).
+#[derive(Clone, Debug)]
+pub enum Recovery {
+    /// Nowhere: state lives in memory.
+    None,
+    /// A directory (locked by the running master).
+    Filesystem {
+        /// The store directory.
+        dir: PathBuf,
+    },
+}
+
+/// How to run a master.
+#[derive(Clone, Debug)]
+pub struct MasterConfig {
+    /// This master's id.
+    pub id: String,
+    /// Where workers and subscribers connect (port 0 picks a free port; see
+    /// [`MasterHandle::addr`]).
+    pub listen: SocketAddr,
+    /// The address advertised to peers (default: the bound address).
+    pub advertise: Option<Addr>,
+    /// The recovery mode.
+    pub recovery: Recovery,
+    /// A worker silent this long is DEAD.
+    pub worker_timeout: Duration,
+    /// How long a new leader waits for recovered workers (default: the
+    /// worker timeout).
+    pub recovery_timeout: Option<Duration>,
+    /// How workers heartbeat.
+    pub heartbeat_interval: Duration,
+    /// Connection settings (cluster, secret, limits).
+    pub net: Arc<NetConfig>,
+    /// Allow a non-loopback listen address without a secret.
+    pub insecure: bool,
+}
+
+impl MasterConfig {
+    /// A master with `regent master`'s defaults: recovery `none`, 10 s
+    /// worker timeout, 1 s heartbeats.
+    pub fn new(id: impl Into<String>, listen: SocketAddr, net: Arc<NetConfig>) -> Self {
+        MasterConfig {
+            id: id.into(),
+            listen,
+            advertise: None,
+            recovery: Recovery::None,
+            worker_timeout: Duration::from_secs(10),
+            recovery_timeout: None,
+            heartbeat_interval: Duration::from_secs(1),
+            net,
+            insecure: false,
+        }
+    }
+}
+
+enum Input {
+    Accepted(std::io::Result<TcpStream>),
+    Net(NetEvent),
+    Store(StoreEvent),
+    State(Sender<ClusterState>),
+    Shutdown,
+}
+
+enum StoreEvent {
+    Durable(Vec<WriteId>),
+    Failed { writes: Vec<WriteId>, error: String },
+}
+
+enum Store {
+    Memory,
+    Files { writer: WriterHandle, loaded: Vec<Record> },
+}
+
+/// A running master. Dropping it stops the master (as [`shutdown`]).
+///
+/// [`shutdown`]: MasterHandle::shutdown
+#[derive(Debug)]
+pub struct MasterHandle {
+    addr: SocketAddr,
+    tx: Sender<Input>,
+    thread: Option<JoinHandle<Result<(), String>>>,
+}
+
+impl MasterHandle {
+    /// The address the master listens on (the bound one: with port 0 in
+    /// the configuration, the port picked).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The master's view of the cluster, as `regent status` shows it;
+    /// `None` once the master has stopped.
+    pub fn state(&self) -> Option<ClusterState> {
+        let (tx, rx) = mpsc::channel();
+        self.tx.send(Input::State(tx)).ok()?;
+        rx.recv_timeout(STATE_TIMEOUT).ok()
+    }
+
+    /// A handle that asks the master to stop, usable from another thread.
+    pub fn stopper(&self) -> Stopper {
+        let tx = self.tx.clone();
+        Stopper::new(move || {
+            let _ = tx.send(Input::Shutdown);
+        })
+    }
+
+    /// `true` once the master's thread has ended (shut down or gave up).
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().map_or(true, |t| t.is_finished())
+    }
+
+    /// Stops the master: closes every connection and the store (releasing
+    /// its lock), then returns how the master ended.
+    pub fn shutdown(mut self) -> Result<(), String> {
+        let _ = self.tx.send(Input::Shutdown);
+        self.join()
+    }
+
+    /// Waits until the master stops by itself or through a [`Stopper`]:
+    /// `Ok` after a shutdown, `Err` naming why it gave up leadership
+    /// (DESIGN rule 8).
+    pub fn wait(mut self) -> Result<(), String> {
+        self.join()
+    }
+
+    fn join(&mut self) -> Result<(), String> {
+        match self.thread.take() {
+            None => Ok(()),
+            Some(t) => t.join().unwrap_or_else(|_| Err("the master thread panicked".into())),
+        }
+    }
+}
+
+impl Drop for MasterHandle {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            let _ = self.tx.send(Input::Shutdown);
+            let _ = self.join();
+        }
+    }
+}
+
+/// Starts a master on a thread of its own. Fails at once, naming why, when
+/// the listen address is exposed without a secret (and not `insecure`),
+/// cannot be bound, or the store cannot be opened (locked by another master,
+/// damaged).
+pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
+    net::check_exposure(&cfg.listen, cfg.net.secret.is_some(), cfg.insecure)?;
+    let listener = TcpListener::bind(cfg.listen)
+        .map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    let advertise = cfg.advertise.clone().unwrap_or_else(|| Addr(bound.to_string()));
+    let (tx, rx) = mpsc::channel::<Input>();
+
+    let store = match &cfg.recovery {
+        Recovery::None => Store::Memory,
+        Recovery::Filesystem { dir } => {
+            let (fs, loaded) = FsStore::open(dir, &cfg.id).map_err(|e| e.to_string())?;
+            for w in &loaded.warnings {
+                tracing::warn!(store = %dir.display(), "{w}");
+            }
+            let sink = tx.clone();
+            let writer = crate::store::spawn_writer(fs, move |event| {
+                let event = match event {
+                    WriterEvent::Durable(done) => {
+                        StoreEvent::Durable(done.into_iter().map(|c| c.id).collect())
+                    }
+                    WriterEvent::Failed { writes, error } => {
+                        StoreEvent::Failed { writes, error: error.to_string() }
+                    }
+                };
+                let _ = sink.send(Input::Store(event));
+            })
+            .map_err(|e| format!("cannot start the store writer: {e}"))?;
+            Store::Files { writer, loaded: loaded.records }
+        }
+    };
+    let acceptor = Acceptor::spawn(listener, bound, tx.clone())?;
+
+    let mut mcfg = master::Config::new(MasterId::new(cfg.id.clone()), advertise.clone());
+    mcfg.worker_timeout = Millis(cfg.worker_timeout.as_millis() as u64);
+    mcfg.recovery_timeout =
+        Millis(cfg.recovery_timeout.unwrap_or(cfg.worker_timeout).as_millis() as u64);
+    mcfg.heartbeat_interval = Millis(cfg.heartbeat_interval.as_millis() as u64);
+    tracing::info!(id = %cfg.id, listen = %bound, advertise = %advertise, "master listening");
+
+    let d = Daemon {
+        start: Instant::now(),
+        machine: Master::new(mcfg),
+        net: cfg.net.clone(),
+        tx: tx.clone(),
+        conns: HashMap::new(),
+        closed_by_us: HashSet::new(),
+        next_conn: 1,
+        timers: BTreeMap::new(),
+        store,
+        _acceptor: acceptor,
+    };
+    let thread = std::thread::Builder::new()
+        .name("regent-master".into())
+        .spawn(move || d.run(rx))
+        .map_err(|e| format!("cannot start the master thread: {e}"))?;
+    Ok(MasterHandle { addr: bound, tx, thread: Some(thread) })
+}
+
+/// The accept thread; dropping it stops the thread and closes the listener.
+struct Acceptor {
+    stop: Arc<AtomicBool>,
+    wake: SocketAddr,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Acceptor {
+    fn spawn(listener: TcpListener, bound: SocketAddr, tx: Sender<Input>) -> Result<Self, String> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("regent-accept".into())
+            .spawn(move || loop {
+                let accepted = listener.accept().map(|(s, _)| s);
+                if flag.load(Ordering::SeqCst) {
+                    break;
+                }
+                let failed = accepted.is_err();
+                if tx.send(Input::Accepted(accepted)).is_err() {
+                    break;
+                }
+                if failed {
+                    // E.g. out of file descriptors: do not spin.
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            })
+            .map_err(|e| format!("cannot start the accept thread: {e}"))?;
+        // A wildcard address is woken through loopback.
+        let mut wake = bound;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(match wake {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        Ok(Acceptor { stop, wake, thread: Some(thread) })
+    }
+}
+
+impl Drop for Acceptor {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the blocked accept; if that fails the thread stays parked in
+        // accept, and is not joined (it holds nothing but the listener).
+        if TcpStream::connect_timeout(&self.wake, Duration::from_secs(1)).is_ok() {
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+struct Daemon {
+    start: Instant,
+    machine: Master,
+    net: Arc<NetConfig>,
+    tx: Sender<Input>,
+    conns: HashMap<ConnId, ConnHandle>,
+    closed_by_us: HashSet<ConnId>,
+    next_conn: u64,
+    timers: BTreeMap<master::Timer, Millis>,
+    store: Store,
+    _acceptor: Acceptor,
+}
+
+impl Daemon {
+    fn now(&self) -> Millis {
+        millis_since(self.start)
+    }
+
+    fn run(mut self, rx: Receiver<Input>) -> Result<(), String> {
+        let mut pending: VecDeque<master::Event> = VecDeque::new();
+        pending.push_back(master::Event::Elected { floor: Epoch(0), clock: wall_clock_ms() });
+        let result = self.run_loop(&rx, &mut pending);
+        match &result {
+            Ok(()) => tracing::info!("master stopped"),
+            Err(e) => tracing::error!("master stops: {e}"),
+        }
+        for c in self.conns.values() {
+            c.close();
+        }
+        std::thread::sleep(FLUSH_GRACE);
+        result
+    }
+
+    fn run_loop(
+        &mut self,
+        rx: &Receiver<Input>,
+        pending: &mut VecDeque<master::Event>,
+    ) -> Result<(), String> {
+        loop {
+            while let Some(event) = pending.pop_front() {
+                self.step(event, pending)?;
+            }
+            let input = match wait_for(self.start, self.timers.values().min().copied()) {
+                None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                Some(left) => rx.recv_timeout(left),
+            };
+            let input = match input {
+                Ok(input) => input,
+                Err(RecvTimeoutError::Timeout) => {
+                    let now = self.now();
+                    let due: Vec<master::Timer> =
+                        self.timers.iter().filter(|(_, at)| **at <= now).map(|(t, _)| *t).collect();
+                    for t in due {
+                        self.timers.remove(&t);
+                        pending.push_back(master::Event::Timer(t));
+                    }
+                    continue;
+                }
+                // The daemon holds a sender: cannot happen; stop if it did.
+                Err(RecvTimeoutError::Disconnected) => Input::Shutdown,
+            };
+            match input {
+                Input::Shutdown => {
+                    tracing::info!("shutting down");
+                    return Ok(());
+                }
+                Input::Accepted(Ok(stream)) => {
+                    let conn = ConnId(self.next_conn);
+                    self.next_conn += 1;
+                    let _ = stream.set_nodelay(true);
+                    let tx = self.tx.clone();
+                    match spawn_connection(stream, Side::Server, conn, self.net.clone(), move |e| {
+                        let _ = tx.send(Input::Net(e));
+                    }) {
+                        Ok(handle) => {
+                            self.conns.insert(conn, handle);
+                            pending.push_back(master::Event::Connected { conn });
+                        }
+                        Err(e) => tracing::warn!("cannot start a connection: {e}"),
+                    }
+                }
+                Input::Accepted(Err(e)) => tracing::warn!("accept failed: {e}"),
+                Input::Net(NetEvent::Message { conn, msg }) => {
+                    if self.conns.contains_key(&conn) {
+                        pending.push_back(master::Event::Message { conn, msg });
+                    }
+                }
+                Input::Net(NetEvent::Closed { conn, reason }) => {
+                    if self.closed_by_us.remove(&conn) {
+                        continue;
+                    }
+                    if let Some(h) = self.conns.remove(&conn) {
+                        if net::is_refusal(&reason) {
+                            tracing::warn!(peer = %h.peer, %conn, "connection refused: {reason}");
+                        } else {
+                            tracing::debug!(peer = %h.peer, %conn, "connection closed: {reason}");
+                        }
+                        pending.push_back(master::Event::Disconnected { conn });
+                    }
+                }
+                Input::Store(StoreEvent::Durable(writes)) => pending
+                    .extend(writes.into_iter().map(|write| master::Event::Persisted { write })),
+                Input::Store(StoreEvent::Failed { writes, error }) => pending.extend(
+                    writes
+                        .into_iter()
+                        .map(|write| master::Event::PersistFailed { write, reason: error.clone() }),
+                ),
+                Input::State(reply) => {
+                    let _ = reply.send(self.machine.state());
+                }
+            }
+        }
+    }
+
+    /// One `handle` call, then every action in order.
+    fn step(
+        &mut self,
+        event: master::Event,
+        pending: &mut VecDeque<master::Event>,
+    ) -> Result<(), String> {
+        let now = self.now();
+        for action in self.machine.handle(now, event) {
+            match action {
+                master::Action::Send { conn, msg } => {
+                    if let Some(c) = self.conns.get(&conn) {
+                        c.send(msg);
+                    }
+                }
+                master::Action::Close { conn, reason } => {
+                    if let Some(c) = self.conns.remove(&conn) {
+                        tracing::info!(peer = %c.peer, %conn, "closing: {reason}");
+                        c.close();
+                        self.closed_by_us.insert(conn);
+                    }
+                }
+                master::Action::Persist { write, record } => {
+                    self.write(write, Op::Put(record), pending)
+                }
+                master::Action::Unpersist { write, key, incarnation } => {
+                    self.write(write, Op::Delete { key, incarnation }, pending)
+                }
+                master::Action::LoadRecords => match &mut self.store {
+                    Store::Memory => {
+                        pending.push_back(master::Event::Loaded { records: Vec::new() })
+                    }
+                    Store::Files { loaded, .. } => {
+                        pending.push_back(master::Event::Loaded { records: std::mem::take(loaded) })
+                    }
+                },
+                master::Action::SetTimer { timer, at } => {
+                    self.timers.insert(timer, at);
+                }
+                master::Action::Abdicate { reason } => {
+                    // DESIGN rule 8: a leader that cannot make its state
+                    // durable stops, so a restart takes over.
+                    return Err(format!("giving up leadership: {reason}"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, write: WriteId, op: Op, pending: &mut VecDeque<master::Event>) {
+        match &mut self.store {
+            Store::Memory => pending.push_back(master::Event::Persisted { write }),
+            Store::Files { writer, .. } => {
+                if writer.submit(write, op).is_err() {
+                    pending.push_back(master::Event::PersistFailed {
+                        write,
+                        reason: "the store writer stopped".into(),
+                    });
+                }
+            }
+        }
+    }
+}
