@@ -71,8 +71,8 @@ impl Default for SimConfig {
             masters: 3,
             workers: 3,
             subscribers: 2,
-            window_ms: 20_000,
-            faults: 8,
+            window_ms: 40_000,
+            faults: 14,
             liveness_bound_ms: 90_000,
             knobs: Knobs::default(),
             datagram: false,
@@ -84,7 +84,7 @@ impl SimConfig {
     /// The cluster a seed stands for: 2–3 masters, 2–4 workers, 1–2
     /// subscribers, the rest as `self`.
     pub fn sized_for(&self, seed: u64) -> SimConfig {
-        let mut rng = fastrand::Rng::with_seed(seed ^ 0x0051_2e5);
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0x0005_12e5);
         SimConfig {
             masters: rng.usize(2..=3),
             workers: rng.usize(2..=4),
