@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 use support::cluster::{
-    alive_with_workers, api_state, executors, pids_with_marker, unique, wait_for, Cluster,
+    alive_with_workers, api_state, executors, leaders_with_marker, unique, wait_for, Cluster,
     MasterSpec,
 };
 
@@ -61,7 +61,7 @@ fn filesystem_master_kill9_restart_keeps_workers_and_completes() {
     master.kill9();
     // The executors do not depend on the master.
     assert_eq!(
-        pids_with_marker(&marker).len(),
+        leaders_with_marker(&marker).len(),
         3,
         "the 3 executor shells run while no master does"
     );

@@ -9,7 +9,7 @@ mod support;
 use serde_json::Value;
 use std::time::Duration;
 use support::cluster::{
-    alive_with_workers, api_state, executors, pids_with_marker, unique, wait_for, Cluster,
+    alive_with_workers, api_state, executors, leaders_with_marker, unique, wait_for, Cluster,
     MasterSpec, Proc,
 };
 use support::zk_server::ZkServer;
@@ -128,7 +128,7 @@ fn zookeeper_three_masters_two_leader_kills() {
             "kill {round}: {} -> {} leads; executor shells alive: {}",
             specs[leader].id,
             specs[next].id,
-            pids_with_marker(&marker).len()
+            leaders_with_marker(&marker).len()
         );
         leader = next;
     }

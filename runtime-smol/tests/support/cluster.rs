@@ -521,6 +521,16 @@ pub fn pids_with_marker(marker: &str) -> Vec<u32> {
         .collect()
 }
 
+/// [`pids_with_marker`] restricted to process group leaders: the executor
+/// processes themselves (a shell's child between `fork` and `exec` still
+/// shows the shell's command line, but not its pid as group id).
+pub fn leaders_with_marker(marker: &str) -> Vec<u32> {
+    pids_with_marker(marker)
+        .into_iter()
+        .filter(|&pid| stat_fields(pid).and_then(|f| f.get(2)?.parse::<u32>().ok()) == Some(pid))
+        .collect()
+}
+
 /// Live (non-zombie) members of process group `pgid`.
 pub fn group_members(pgid: u32) -> Vec<u32> {
     all_pids()

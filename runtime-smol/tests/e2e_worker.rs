@@ -1,0 +1,81 @@
+//! End-to-end: a worker killed with `kill -9` leaves its executor running;
+//! restarted over the same work dir, it kills that executor and reports it.
+//! Real `regent` processes on loopback; outcomes are asserted within
+//! generous bounds, never timings.
+
+mod support;
+
+use std::time::Duration;
+use support::cluster::{
+    alive_with_workers, api_state, executors, group_members, leaders_with_marker, pid_alive,
+    recorded_pgids, unique, wait_for, wait_until, Cluster, MasterSpec,
+};
+
+/// Generous bound for anything to happen.
+const BOUND: Duration = Duration::from_secs(60);
+
+#[test]
+fn worker_kill9_restart_kills_left_behind_executors() {
+    let c = Cluster::new("worker-restart");
+    let spec = MasterSpec::new("m1", &["--recovery", "none"]);
+    let masters = vec![spec.addr()];
+    let _master = c.master(&spec);
+    let state =
+        || api_state(&spec.http_addr()).ok_or_else(|| "the master does not answer".to_owned());
+    let mut worker = c.worker("w1", &masters, 1, 256, &[]);
+    wait_for(BOUND, "the worker ALIVE", || alive_with_workers(&state()?, &["w1"]));
+
+    let marker = unique("left-behind");
+    let _submit = c.submit(
+        "submit",
+        &masters,
+        &["--executors", "1", "--cores", "1", "--memory", "64"],
+        &["sh", "-c", "sleep 1000; :", &marker],
+    );
+    let executor = wait_for(BOUND, "the executor RUNNING", || {
+        let ex = executors(&state()?);
+        match ex.as_slice() {
+            [(id, s)] if s == "RUNNING" => Ok(id.clone()),
+            _ => Err(format!("executors {ex:?}")),
+        }
+    });
+    let pgid = wait_for(BOUND, "the executor recorded in the work dir", || {
+        let pgids = recorded_pgids(&c.work_dir("w1"));
+        let leaders = leaders_with_marker(&marker);
+        match (pgids.as_slice(), leaders.as_slice()) {
+            ([pgid], [leader]) if pgid == leader => Ok(*pgid),
+            _ => Err(format!("recorded process groups {pgids:?}, executor shells {leaders:?}")),
+        }
+    });
+
+    worker.kill9();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        leaders_with_marker(&marker),
+        vec![pgid],
+        "the executor outlives its worker's kill -9"
+    );
+    assert!(!group_members(pgid).is_empty(), "the executor's process group still runs");
+
+    let mut worker = c.worker("w1", &masters, 1, 256, &[]);
+    wait_until(BOUND, "the left-behind executor's process group gone", || {
+        group_members(pgid).is_empty() && !pid_alive(pgid)
+    });
+    worker.assert_running("after killing what its predecessor left behind");
+    assert!(
+        worker.stderr().contains("killed an executor a previous worker process left running"),
+        "the restarted worker says what it killed:\n{}",
+        worker.stderr()
+    );
+    // The new incarnation replaces the old one, whose executors the master
+    // reports lost (DESIGN rule 5); the left-behind report says KILLED.
+    // Either way the master no longer counts the executor as running.
+    wait_for(BOUND, "the master sees the left-behind executor ended (LOST or KILLED)", || {
+        let ex = executors(&state()?);
+        match ex.iter().find(|(id, _)| *id == executor) {
+            Some((_, s)) if s == "LOST" || s == "KILLED" => Ok(()),
+            _ => Err(format!("executors {ex:?}")),
+        }
+    });
+    wait_for(BOUND, "the restarted worker ALIVE", || alive_with_workers(&state()?, &["w1"]));
+}
