@@ -57,10 +57,10 @@ pub struct Config {
     /// Attempts before giving up on a first registration. Default 16
     /// (about 6 s + 10 × 10 s ≈ 2 minutes).
     pub total_retries: u32,
-    /// Smallest reconnect delay. Default 100 ms.
+    /// Smallest reconnect delay. Default 50 ms.
     pub reconnect_min: Millis,
     /// Largest reconnect delay (the cap of the exponential backoff).
-    /// Default 2 s.
+    /// Default 1 s (a restarted master is found within about a second).
     pub reconnect_max: Millis,
     /// The followed master's connection is dead after this many heartbeat
     /// intervals without an acknowledgement. Default 4.
@@ -93,8 +93,8 @@ impl Config {
             initial_retries: 6,
             prolonged_retry_interval: Millis(10_000),
             total_retries: 16,
-            reconnect_min: Millis(100),
-            reconnect_max: Millis(2_000),
+            reconnect_min: Millis(50),
+            reconnect_max: Millis(1_000),
             heartbeat_timeout_factor: 4,
             unsafe_no_epoch_fencing: false,
         }
