@@ -149,3 +149,51 @@ fn an_exposed_listen_address_is_refused_without_a_secret() {
     let err = spawn_master(cfg).expect_err("refused");
     assert!(err.contains("--secret-file"), "{err}");
 }
+
+#[test]
+fn an_interrupted_submission_leaves_its_executor_until_the_worker_shuts_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = master(Recovery::None, "127.0.0.1:0");
+    let addr = m.addr().to_string();
+    let w = worker(&addr, dir.path(), "w1");
+    eventually("the worker ALIVE", || alive_workers(&m).len() == 1);
+    let sub = spawn_subscriber(SubscriberConfig {
+        cluster: "regent".into(),
+        masters: vec![Addr::new(&addr)],
+        name: "app".into(),
+        framework_id: Some("fw-interrupt".into()),
+        failover_timeout: Duration::from_secs(30),
+        executors: 1,
+        cores: 1,
+        memory_mb: 64,
+        command: vec!["sleep".into(), "30".into()],
+        net: net(),
+        insecure: false,
+    })
+    .unwrap();
+    let running = |a: &Action| {
+        matches!(a, Action::ExecutorUpdate(i)
+            if i.state == regent_core::protocol::ExecutorState::Running)
+    };
+    let deadline = Instant::now() + BOUND;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let a = sub.events().recv_timeout(left).expect("the executor RUNNING");
+        if running(&a) {
+            break;
+        }
+    }
+    sub.interrupt();
+    assert_eq!(sub.wait(), Ok(SubmitOutcome::Interrupted));
+    let executor_state = || m.state().unwrap().executors.first().map(|e| e.state.clone());
+    assert_eq!(
+        executor_state(),
+        Some(regent_core::protocol::ExecutorState::Running),
+        "the framework is left in place"
+    );
+    assert_eq!(w.shutdown(), Ok(()));
+    eventually("the executor reported KILLED", || {
+        executor_state() == Some(regent_core::protocol::ExecutorState::Killed)
+    });
+    assert_eq!(m.shutdown(), Ok(()));
+}

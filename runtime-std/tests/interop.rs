@@ -214,9 +214,15 @@ fn submit(dir: &Path, rt: Rt, name: &str, master: &str, opts: &[&str], cmd: &[&s
 /// The master's view, asked over the protocol as an operator client
 /// (`None` when it does not answer within a few seconds).
 fn state(master: &str) -> Option<ClusterState> {
+    state_with(master, None)
+}
+
+/// [`state`] with a cluster secret.
+fn state_with(master: &str, secret: Option<&[u8]>) -> Option<ClusterState> {
+    let secret = secret.map(|s| regent_core::auth::Secret::new(s.to_vec()).unwrap());
     let stream = TcpStream::connect_timeout(&master.parse().ok()?, Duration::from_secs(2)).ok()?;
     let (tx, rx) = mpsc::channel();
-    let net = Arc::new(NetConfig::new("regent", None));
+    let net = Arc::new(NetConfig::new("regent", secret));
     let h = spawn_connection(stream, regent_core::auth::Side::Client, ConnId(1), net, move |e| {
         let _ = tx.send(e);
     })
@@ -381,5 +387,44 @@ fn std_submit_takes_over_a_framework_from_a_smol_submit() {
     let s = state(&addr).unwrap();
     assert_eq!(s.executors.len(), 1, "the executor was adopted, not relaunched: {:?}", s.executors);
     assert_eq!(s.executors[0].id, executor);
+    w.assert_running("at the end");
+}
+
+/// The handshake and frame MACs of both runtimes agree: a std master and a
+/// smol worker sharing a secret register, and a peer without it is refused.
+#[test]
+fn a_secret_cluster_mixes_runtimes() {
+    let dir = tempdir("secret");
+    let secret = b"interop-secret-0123456789";
+    let file = dir.path().join("secret");
+    fs::write(&file, secret).unwrap();
+    let file = file.to_str().unwrap();
+    let addr = free_addr();
+    let _m = master(dir.path(), Rt::Std, "m1", &addr, &["--secret-file", file]);
+    let work = dir.path().join("work-w1");
+    let args = [
+        "worker",
+        "--masters",
+        &addr,
+        "--cores",
+        "2",
+        "--memory",
+        "256",
+        "--work-dir",
+        work.to_str().unwrap(),
+        "--id",
+        "w1",
+        "--secret-file",
+        file,
+    ];
+    let mut w = Proc::spawn(dir.path(), "w1", Rt::Smol, &args);
+    wait_for("the smol worker ALIVE at the std master", || {
+        let s = state_with(&addr, Some(secret)).ok_or("no answer")?;
+        match s.workers.as_slice() {
+            [v] if v.id.to_string() == "w1" && v.state == "ALIVE" => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    assert!(state(&addr).is_none(), "a client without the secret gets no answer");
     w.assert_running("at the end");
 }
