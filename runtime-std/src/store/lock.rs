@@ -39,7 +39,18 @@ impl DirLock {
             .truncate(false)
             .open(&path)
             .map_err(|e| io_err("open", e))?;
-        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+        // A lock this process just released can still be held for an instant
+        // by a child forked (by another thread) before it execs: the child
+        // shares the open file until exec closes it. Retry briefly before
+        // calling the lock held by someone else.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
+        let mut attempt = flock(&file, FlockOperation::NonBlockingLockExclusive);
+        while attempt == Err(rustix::io::Errno::WOULDBLOCK) && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            attempt = flock(&file, FlockOperation::NonBlockingLockExclusive);
+        }
+        match attempt {
             Ok(()) => {}
             Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
                 let mut text = String::new();
