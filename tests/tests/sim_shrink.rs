@@ -3,12 +3,7 @@
 //! network chaos), so a failure comes with a minimal schedule.
 
 use quickcheck::{QuickCheck, TestResult};
-use regent_tests::sim::{run_schedule, shrink, Fault, Knobs, Schedule, SimConfig};
-
-/// Invariants with an open, reported bug (see `fixtures/regressions/`):
-/// generated schedules may hit them; every other violation fails the
-/// property.
-const KNOWN_OPEN: &[&str] = &["executor_exits", "conflict_exits"];
+use regent_tests::sim::{known_bug, run_schedule, shrink, Fault, Knobs, Schedule, SimConfig};
 
 #[test]
 fn generated_schedules_keep_every_invariant() {
@@ -16,7 +11,8 @@ fn generated_schedules_keep_every_invariant() {
         let cfg = SimConfig::default().sized_for(seed);
         match run_schedule(seed, &cfg, &schedule, false) {
             Ok(_) => TestResult::passed(),
-            Err((v, _)) if KNOWN_OPEN.contains(&v.invariant) => TestResult::discard(),
+            // An open, reported bug (see `fixtures/regressions/`).
+            Err((v, _)) if known_bug(&v).is_some() => TestResult::discard(),
             Err((v, _)) => TestResult::error(format!("{v:?}")),
         }
     }
