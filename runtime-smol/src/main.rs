@@ -35,6 +35,17 @@ struct Common {
     /// Allow non-loopback addresses without a secret.
     #[arg(long, global = true)]
     insecure: bool,
+    /// Which runtime drives `master`, `worker` and `submit`: `smol` (async,
+    /// every feature) or `std` (blocking threads; recovery none/filesystem,
+    /// no HTTP, no ZooKeeper).
+    #[arg(long, global = true, value_enum, default_value = "smol")]
+    runtime: Runtime,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Runtime {
+    Smol,
+    Std,
 }
 
 #[derive(Subcommand, Debug)]
@@ -209,6 +220,112 @@ fn addrs(list: &[String]) -> Vec<Addr> {
     list.iter().map(|s| Addr(s.trim().to_string())).filter(|a| !a.0.is_empty()).collect()
 }
 
+/// Stops a std-runtime driver on SIGTERM/SIGINT.
+fn stop_on_shutdown(stopper: regent_std::drivers::Stopper) {
+    let rx = shutdown_channel();
+    std::thread::spawn(move || {
+        let _ = smol::block_on(rx.recv());
+        stopper.stop();
+    });
+}
+
+fn submit_exit(outcome: regent_std::drivers::SubmitOutcome) -> ExitCode {
+    use regent_std::drivers::SubmitOutcome as O;
+    match outcome {
+        O::Succeeded => ExitCode::SUCCESS,
+        O::SlotsFailed(reasons) => {
+            eprintln!("regent: application failed: {}", reasons.join("; "));
+            ExitCode::from(2)
+        }
+        O::FailedOver { to } => {
+            eprintln!(
+                "regent: the framework failed over to another instance ({to}); this submit stops"
+            );
+            ExitCode::from(3)
+        }
+        O::Interrupted => {
+            eprintln!("regent: interrupted; the executors keep running until the failover timeout");
+            ExitCode::from(130)
+        }
+    }
+}
+
+async fn run_std(common: &Common, command: Command) -> Result<ExitCode, String> {
+    use regent_std::drivers as d;
+    let net = net_config(common)?;
+    match command {
+        Command::Master(a) => {
+            if a.http.is_some() {
+                return Err("--http needs --runtime smol".into());
+            }
+            let recovery =
+                match a.recovery {
+                    RecoveryMode::None => d::Recovery::None,
+                    RecoveryMode::Filesystem => d::Recovery::Filesystem {
+                        dir: a.store.ok_or("--recovery filesystem needs --store DIR")?,
+                    },
+                    RecoveryMode::Zookeeper => return Err(
+                        "--recovery zookeeper needs --runtime smol (the ZooKeeper client is async)"
+                            .into(),
+                    ),
+                };
+            let mut cfg = d::MasterConfig::new(a.id, a.listen, net);
+            cfg.advertise = a.advertise.map(Addr);
+            cfg.recovery = recovery;
+            cfg.worker_timeout = Duration::from_millis(a.worker_timeout);
+            cfg.recovery_timeout = a.recovery_timeout.map(Duration::from_millis);
+            cfg.heartbeat_interval = Duration::from_millis(a.heartbeat_interval);
+            cfg.insecure = common.insecure;
+            let m = d::spawn_master(cfg)?;
+            stop_on_shutdown(m.stopper());
+            smol::unblock(move || m.wait()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Worker(a) => {
+            let w = d::spawn_worker(d::WorkerConfig {
+                cluster: common.cluster.clone(),
+                masters: addrs(&a.masters),
+                cores: a.cores,
+                memory_mb: a.memory,
+                work_dir: a.work_dir,
+                id: a.id,
+                net,
+                insecure: common.insecure,
+            })?;
+            stop_on_shutdown(w.stopper());
+            smol::unblock(move || w.wait()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Submit(a) => {
+            let s = d::spawn_subscriber(d::SubscriberConfig {
+                cluster: common.cluster.clone(),
+                masters: addrs(&a.masters),
+                name: a.name,
+                framework_id: a.framework_id,
+                failover_timeout: Duration::from_millis(a.failover_timeout),
+                executors: a.executors,
+                cores: a.cores,
+                memory_mb: a.memory,
+                command: a.command,
+                net,
+                insecure: common.insecure,
+            })?;
+            stop_on_shutdown(s.stopper());
+            let outcome = smol::unblock(move || {
+                for ev in s.events().iter() {
+                    if let Some(line) = d::subscriber::describe(&ev) {
+                        println!("{line}");
+                    }
+                }
+                s.wait()
+            })
+            .await?;
+            Ok(submit_exit(outcome))
+        }
+        _ => Err("--runtime std applies to master, worker and submit only".into()),
+    }
+}
+
 /// A channel closed by SIGTERM/SIGINT: every daemon's shutdown signal.
 fn shutdown_channel() -> async_channel::Receiver<()> {
     let (tx, rx) = async_channel::bounded::<()>(1);
@@ -240,6 +357,11 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> Result<ExitCode, String> {
     let common = cli.common;
+    let daemon =
+        matches!(cli.command, Command::Master(_) | Command::Worker(_) | Command::Submit(_));
+    if common.runtime == Runtime::Std && daemon {
+        return run_std(&common, cli.command).await;
+    }
     match cli.command {
         Command::Master(a) => {
             let net = net_config(&common)?;
@@ -313,21 +435,13 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
                 progress,
             )
             .await?;
-            match outcome {
-                SubmitOutcome::Succeeded => Ok(ExitCode::SUCCESS),
-                SubmitOutcome::SlotsFailed(reasons) => {
-                    eprintln!("regent: application failed: {}", reasons.join("; "));
-                    Ok(ExitCode::from(2))
-                }
-                SubmitOutcome::FailedOver { to } => {
-                    eprintln!("regent: the framework failed over to another instance ({to}); this submit stops");
-                    Ok(ExitCode::from(3))
-                }
-                SubmitOutcome::Interrupted => {
-                    eprintln!("regent: interrupted; the executors keep running until the failover timeout");
-                    Ok(ExitCode::from(130))
-                }
-            }
+            use regent_std::drivers::SubmitOutcome as O;
+            Ok(submit_exit(match outcome {
+                SubmitOutcome::Succeeded => O::Succeeded,
+                SubmitOutcome::SlotsFailed(reasons) => O::SlotsFailed(reasons),
+                SubmitOutcome::FailedOver { to } => O::FailedOver { to },
+                SubmitOutcome::Interrupted => O::Interrupted,
+            }))
         }
         Command::Status { masters, json } => {
             let state =

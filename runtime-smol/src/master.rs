@@ -283,7 +283,7 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
                     continue;
                 }
                 if let Some(h) = d.conns.remove(&conn) {
-                    if is_refusal(&reason) {
+                    if net::is_refusal(&reason) {
                         d.rejected_connections += 1;
                         tracing::warn!(peer = %h.peer, %conn, "connection refused: {reason}");
                     } else {
@@ -335,11 +335,6 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
             }
         }
     }
-}
-
-/// A close reason that is a refusal of the peer (rather than a plain close).
-fn is_refusal(reason: &str) -> bool {
-    !(reason == "closed" || reason.starts_with("peer closed") || reason.starts_with("read failed"))
 }
 
 /// The ZooKeeper writer: applies fenced writes one at a time, in order.

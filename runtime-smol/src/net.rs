@@ -12,72 +12,18 @@
 //! connection, with a log line naming the peer and the reason.
 
 use async_channel::{Receiver, Sender};
+// The runtime-independent parts are shared with the blocking runtime.
 use regent_core::auth::{self, FrameReader, Handshake, Secret, Session, Side, Step};
 use regent_core::codec::DecoderConfig;
 use regent_core::protocol::Message;
 use regent_core::ConnId;
+pub use regent_std::net::{
+    check_exposure, is_refusal, nonce, random_u64, NetConfig, NetEvent, Outbound,
+};
 use smol::io::{AsyncReadExt, AsyncWriteExt};
 use smol::net::TcpStream;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// How connections behave.
-#[derive(Debug)]
-pub struct NetConfig {
-    /// This node's cluster; a `Hello` naming another is refused.
-    pub cluster: String,
-    /// The cluster secret: when set, every connection authenticates and
-    /// every frame carries a MAC.
-    pub secret: Option<Secret>,
-    /// The largest frame body accepted.
-    pub max_frame: usize,
-    /// How long the handshake (with a secret) may take.
-    pub handshake_timeout: Duration,
-    /// A connection silent this long is closed.
-    pub idle_timeout: Duration,
-}
-
-impl NetConfig {
-    /// Defaults: 1 MiB frames, 5 s handshake, 60 s idle.
-    pub fn new(cluster: impl Into<String>, secret: Option<Secret>) -> Self {
-        NetConfig {
-            cluster: cluster.into(),
-            secret,
-            max_frame: regent_core::codec::DEFAULT_MAX_FRAME,
-            handshake_timeout: Duration::from_secs(5),
-            idle_timeout: Duration::from_secs(60),
-        }
-    }
-}
-
-/// What connections report to the daemon.
-#[derive(Debug)]
-pub enum NetEvent {
-    /// A whole message arrived.
-    Message {
-        /// The connection.
-        conn: ConnId,
-        /// The message.
-        msg: Message,
-    },
-    /// The connection is gone (closed by either side, or refused).
-    Closed {
-        /// The connection.
-        conn: ConnId,
-        /// Why, for the log.
-        reason: String,
-    },
-}
-
-/// What the daemon asks a connection to do.
-#[derive(Debug)]
-pub enum Outbound {
-    /// Send a message.
-    Message(Message),
-    /// Flush what was sent before, then close.
-    Close,
-}
 
 /// The daemon's end of one connection.
 #[derive(Clone, Debug)]
@@ -98,31 +44,6 @@ impl ConnHandle {
     /// Flushes and closes.
     pub fn close(&self) {
         let _ = self.tx.try_send(Outbound::Close);
-    }
-}
-
-/// 32 bytes from OS entropy.
-pub fn nonce() -> [u8; 32] {
-    let mut n = [0u8; 32];
-    getrandom::fill(&mut n).expect("the OS entropy source is available");
-    n
-}
-
-/// A u64 from OS entropy (incarnations, instance ids, GUIDs).
-pub fn random_u64() -> u64 {
-    u64::from_le_bytes(nonce()[..8].try_into().expect("8 bytes"))
-}
-
-/// Refuses a non-loopback address without a secret unless `insecure`.
-pub fn check_exposure(addr: &SocketAddr, has_secret: bool, insecure: bool) -> Result<(), String> {
-    if addr.ip().is_loopback() || has_secret || insecure {
-        Ok(())
-    } else {
-        Err(format!(
-            "refusing {addr}: it is not a loopback address and no --secret-file is given \
-             (anyone who can reach it could join the cluster); pass --secret-file, or \
-             --insecure to accept the risk"
-        ))
     }
 }
 
