@@ -9,8 +9,8 @@ mod support;
 use serde_json::Value;
 use std::time::Duration;
 use support::cluster::{
-    alive_with_workers, api_state, executors, leaders_with_marker, unique, wait_for, Cluster,
-    MasterSpec, Proc,
+    api_state, executors, leaders_with_marker, sole_alive, unique, wait_for, Cluster, MasterSpec,
+    Proc,
 };
 use support::zk_server::ZkServer;
 
@@ -23,25 +23,7 @@ const WORKERS: [&str; 3] = ["w1", "w2", "w3"];
 /// The one ALIVE master among those still running, with every worker ALIVE
 /// there exactly once: its index and view.
 fn sole_leader(specs: &[MasterSpec], running: &[bool]) -> Result<(usize, Value), String> {
-    let mut seen = Vec::new();
-    let mut leaders = Vec::new();
-    for (i, spec) in specs.iter().enumerate().filter(|(i, _)| running[*i]) {
-        match api_state(&spec.http_addr()) {
-            Some(v) => {
-                seen.push(format!("{}: {}", spec.id, v["status"]));
-                if v["status"] == "ALIVE" {
-                    leaders.push((i, v));
-                }
-            }
-            None => seen.push(format!("{}: no answer", spec.id)),
-        }
-    }
-    if leaders.len() != 1 {
-        return Err(format!("{} ALIVE masters ({})", leaders.len(), seen.join(", ")));
-    }
-    let (i, v) = leaders.pop().unwrap();
-    alive_with_workers(&v, &WORKERS).map_err(|e| format!("{}: {e}", specs[i].id))?;
-    Ok((i, v))
+    sole_alive(specs, running, &WORKERS)
 }
 
 /// The executors of a view, sorted, when each is RUNNING or EXITED (none

@@ -465,6 +465,36 @@ pub fn alive_with_workers(state: &Value, ids: &[&str]) -> Result<(), String> {
     }
 }
 
+/// Among the masters of `specs` still `running`, the one ALIVE master, with
+/// exactly the workers `ids` ALIVE there, each once: its index and view.
+/// `Err` describes what the masters show instead (none or several ALIVE,
+/// workers missing, duplicated or not ALIVE).
+pub fn sole_alive(
+    specs: &[MasterSpec],
+    running: &[bool],
+    ids: &[&str],
+) -> Result<(usize, Value), String> {
+    let mut seen = Vec::new();
+    let mut leaders = Vec::new();
+    for (i, spec) in specs.iter().enumerate().filter(|(i, _)| running[*i]) {
+        match api_state(&spec.http_addr()) {
+            Some(v) => {
+                seen.push(format!("{}: {}", spec.id, v["status"]));
+                if v["status"] == "ALIVE" {
+                    leaders.push((i, v));
+                }
+            }
+            None => seen.push(format!("{}: no answer", spec.id)),
+        }
+    }
+    if leaders.len() != 1 {
+        return Err(format!("{} ALIVE masters ({})", leaders.len(), seen.join(", ")));
+    }
+    let (i, v) = leaders.pop().expect("one leader");
+    alive_with_workers(&v, ids).map_err(|e| format!("{}: {e}", specs[i].id))?;
+    Ok((i, v))
+}
+
 /// Polls `f` every [`POLL`] until it returns `Ok` (returned) or `bound`
 /// passes (panics naming `what` and the last `Err`, the last observation).
 pub fn wait_for<T>(bound: Duration, what: &str, mut f: impl FnMut() -> Result<T, String>) -> T {

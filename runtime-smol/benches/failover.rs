@@ -1,0 +1,249 @@
+//! Failover and footprint figures of the `regent` binary, measured on real
+//! processes on loopback (and a real ZooKeeper server, tickTime 200):
+//!
+//! * ZooKeeper failover after `kill -9` of the leader, for session timeouts
+//!   of 3000 and 4000 ms: from the kill to one master ALIVE with all three
+//!   workers re-registered (every master's `/api/state` polled every 20 ms);
+//! * the same after SIGTERM of the leader (it closes its session);
+//! * filesystem mode: `kill -9` of the master, restart on the same port and
+//!   store, until ALIVE with all three workers (process start included);
+//! * a fresh master's launch to ALIVE (filesystem, empty store);
+//! * the master's RSS (`VmRSS`) idle with three workers registered.
+//!
+//! `cargo bench -p regent-smol --bench failover` (release build; Cargo
+//! passes `--bench`). `REGENT_BENCH_REPS` sets the repetitions (default 5).
+//! Figures, not assertions: the end-to-end suites assert outcomes only.
+
+#[path = "../tests/support/cluster.rs"]
+mod cluster;
+#[path = "../tests/support/zk_server.rs"]
+mod zk_server;
+
+use cluster::{
+    alive_with_workers, api_state, sole_alive, unique, wait_for, Cluster, MasterSpec, Proc,
+};
+use std::time::{Duration, Instant};
+use zk_server::ZkServer;
+
+const WORKERS: [&str; 3] = ["w1", "w2", "w3"];
+/// How often the masters are polled while timing.
+const TIMING_POLL: Duration = Duration::from_millis(20);
+/// Bound for one measured event.
+const BOUND: Duration = Duration::from_secs(60);
+
+/// Polls `f` every [`TIMING_POLL`] from `start`; returns the elapsed time
+/// when it first holds.
+fn time_until(start: Instant, what: &str, mut f: impl FnMut() -> bool) -> Duration {
+    loop {
+        if f() {
+            return start.elapsed();
+        }
+        assert!(start.elapsed() < BOUND, "{what} did not happen within {BOUND:?}");
+        std::thread::sleep(TIMING_POLL);
+    }
+}
+
+/// The `timeout=` of the master's "ZooKeeper session open" log line.
+fn negotiated(p: &Proc) -> String {
+    let log = p.stderr();
+    log.lines()
+        .rev()
+        .filter(|l| l.contains("ZooKeeper session open"))
+        .find_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("timeout=")))
+        .unwrap_or("?")
+        .to_owned()
+}
+
+/// One ZooKeeper failover: three masters, three workers, the leader
+/// stopped (`kill -9`, or SIGTERM when `graceful`). Returns the time from
+/// the signal to a new leader ALIVE with every worker, and the session
+/// timeout the server granted the killed leader.
+fn zk_failover(zk: &ZkServer, session_ms: u64, graceful: bool) -> (Duration, String) {
+    let c = Cluster::new("bench-zk");
+    let root = format!("/{}", unique("bench"));
+    let session = session_ms.to_string();
+    let zk_addr = zk.addr();
+    let args = [
+        "--recovery",
+        "zookeeper",
+        "--zk",
+        &zk_addr,
+        "--zk-root",
+        &root,
+        "--zk-session-timeout",
+        &session,
+    ];
+    let specs: Vec<MasterSpec> =
+        ["m1", "m2", "m3"].iter().map(|id| MasterSpec::new(id, &args)).collect();
+    let masters: Vec<String> = specs.iter().map(MasterSpec::addr).collect();
+    let mut procs: Vec<Proc> = specs.iter().map(|s| c.master(s)).collect();
+    let mut running = vec![true; 3];
+    let _workers: Vec<Proc> =
+        WORKERS.iter().map(|id| c.worker(id, &masters, 1, 256, &[])).collect();
+    let (leader, _) =
+        wait_for(BOUND, "a leader with 3 workers", || sole_alive(&specs, &running, &WORKERS));
+    wait_for(BOUND, "two standbys", || {
+        let standbys = (0..3)
+            .filter(|&i| i != leader)
+            .filter(|&i| api_state(&specs[i].http_addr()).is_some_and(|v| v["status"] == "STANDBY"))
+            .count();
+        if standbys == 2 {
+            Ok(())
+        } else {
+            Err(format!("{standbys} standbys"))
+        }
+    });
+    // Let the standbys settle on their watches.
+    std::thread::sleep(Duration::from_millis(500));
+    let granted = negotiated(&procs[leader]);
+    let start = Instant::now();
+    if graceful {
+        procs[leader].sigterm();
+    } else {
+        procs[leader].kill9();
+    }
+    running[leader] = false;
+    let took = time_until(start, "a new leader with every worker", || {
+        sole_alive(&specs, &running, &WORKERS).is_ok()
+    });
+    (took, granted)
+}
+
+/// One filesystem-mode restart; returns (kill -9 to ALIVE with every
+/// worker, launch of the first master to ALIVE, the master's idle RSS in
+/// kB with three workers).
+fn fs_restart() -> (Duration, Duration, u64) {
+    let c = Cluster::new("bench-fs");
+    let store = c.path("store");
+    let spec =
+        MasterSpec::new("m1", &["--recovery", "filesystem", "--store", store.to_str().unwrap()]);
+    let masters = vec![spec.addr()];
+    let start = Instant::now();
+    let mut master = c.master(&spec);
+    let launch = time_until(start, "the first master ALIVE", || {
+        api_state(&spec.http_addr()).is_some_and(|v| v["status"] == "ALIVE")
+    });
+    let _workers: Vec<Proc> =
+        WORKERS.iter().map(|id| c.worker(id, &masters, 1, 256, &[])).collect();
+    wait_for(BOUND, "3 workers", || {
+        alive_with_workers(&api_state(&spec.http_addr()).ok_or("no answer")?, &WORKERS)
+    });
+    // Idle: a few heartbeats.
+    std::thread::sleep(Duration::from_secs(3));
+    let rss = vm_rss_kb(master.pid());
+    let start = Instant::now();
+    master.kill9();
+    let _master = c.master(&spec);
+    let took = time_until(start, "the restarted master ALIVE with every worker", || {
+        api_state(&spec.http_addr()).is_some_and(|v| alive_with_workers(&v, &WORKERS).is_ok())
+    });
+    (took, launch, rss)
+}
+
+fn vm_rss_kb(pid: u32) -> u64 {
+    let status =
+        std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the master's /proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .expect("a VmRSS line")
+}
+
+/// (min, median, max).
+fn summary(mut xs: Vec<f64>) -> (f64, f64, f64) {
+    xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = xs.len();
+    let median = if n % 2 == 1 { xs[n / 2] } else { (xs[n / 2 - 1] + xs[n / 2]) / 2.0 };
+    (xs[0], median, xs[n - 1])
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn row(name: &str, unit: &str, xs: Vec<f64>, target: &str) {
+    let n = xs.len();
+    let (min, med, max) = summary(xs);
+    println!("{name:<64} {n:>2} {min:>9.0} {med:>9.0} {max:>9.0} {unit:<3}  {target}");
+}
+
+fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        // `cargo test --benches` runs this without `--bench`: nothing to do.
+        println!("failover: run with `cargo bench -p regent-smol --bench failover`");
+        return;
+    }
+    let reps: usize =
+        std::env::var("REGENT_BENCH_REPS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
+    eprintln!("failover bench: {reps} repetitions each, binary {}", cluster::BIN);
+
+    let mut fs = Vec::new();
+    for i in 0..reps {
+        let r = fs_restart();
+        eprintln!(
+            "  filesystem rep {i}: restart {:.0} ms, launch {:.0} ms, RSS {} kB",
+            ms(r.0),
+            ms(r.1),
+            r.2
+        );
+        fs.push(r);
+    }
+
+    let zk = ZkServer::start();
+    let mut zk_rows = Vec::new();
+    for (session, graceful) in [(3000, false), (4000, false), (3000, true)] {
+        let mut xs = Vec::new();
+        let mut granted = Vec::new();
+        for i in 0..reps {
+            let (took, g) = zk_failover(&zk, session, graceful);
+            eprintln!(
+                "  zookeeper {} session {session} rep {i}: {:.0} ms (granted {g})",
+                if graceful { "SIGTERM" } else { "kill -9" },
+                ms(took)
+            );
+            xs.push(ms(took));
+            granted.push(g);
+        }
+        granted.sort();
+        granted.dedup();
+        zk_rows.push((session, graceful, xs, granted.join("/")));
+    }
+
+    println!();
+    println!(
+        "{:<64} {:>2} {:>9} {:>9} {:>9} {:<3}  target",
+        "measurement (ZooKeeper tickTime 200 ms)", "n", "min", "median", "max", ""
+    );
+    for (session, graceful, xs, granted) in zk_rows {
+        let (what, target) = if graceful {
+            ("SIGTERM", "< 500 ms".to_owned())
+        } else {
+            ("kill -9", format!("< {} ms (session + tick + 300)", session + 200 + 300))
+        };
+        row(
+            &format!("ZooKeeper failover after {what} (session {session}, granted {granted})"),
+            "ms",
+            xs,
+            &target,
+        );
+    }
+    row(
+        "filesystem restart after kill -9 (to ALIVE + 3 workers)",
+        "ms",
+        fs.iter().map(|r| ms(r.0)).collect(),
+        "< 300 ms",
+    );
+    row(
+        "master launch to ALIVE (filesystem, empty store)",
+        "ms",
+        fs.iter().map(|r| ms(r.1)).collect(),
+        "",
+    );
+    row(
+        "master RSS idle with 3 workers (VmRSS)",
+        "kB",
+        fs.iter().map(|r| r.2 as f64).collect(),
+        "< 15360 kB (15 MB)",
+    );
+}
