@@ -77,10 +77,12 @@ string_id!(
 );
 
 number_id!(
-    /// One run of a worker process: fresh for every process start, drawn by the
-    /// runtime from OS entropy. Two registrations with the same worker id and
-    /// the same incarnation are the same process; a different incarnation is a
-    /// restarted (or impostor) process.
+    /// One run of a worker process: fresh for every process start. Two
+    /// registrations with the same worker id and incarnation are the same
+    /// process; a larger incarnation is a newer process, which replaces the
+    /// older one, and an older one never replaces a newer one. Runtimes build
+    /// it from the start time and OS entropy (see `time_ordered_id` in
+    /// regent-std).
     Incarnation,
     "inc-"
 );
@@ -90,7 +92,9 @@ number_id!(
     "conn-"
 );
 number_id!(
-    /// One run of a subscriber process (Mesos' scheduler instance).
+    /// One run of a subscriber process (Mesos' scheduler instance). Like an
+    /// [`Incarnation`], larger means newer: a SUBSCRIBE from an older
+    /// instance never takes a framework back from a newer one.
     InstanceId,
     "inst-"
 );

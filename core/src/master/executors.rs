@@ -122,7 +122,7 @@ impl Master {
         }
         let mut needs: Vec<(FrameworkId, usize, u32)> = Vec::new();
         for fw in self.frameworks.values() {
-            for (gi, g) in fw.groups.iter().enumerate() {
+            for (gi, g) in fw.groups.iter().enumerate().filter(|(_, g)| g.durable) {
                 for (slot, outcome) in g.record.slots.iter().enumerate() {
                     if *outcome == SlotOutcome::Pending && g.current[slot].is_none() {
                         needs.push((fw.id.clone(), gi, slot as u32));
@@ -256,7 +256,7 @@ impl Master {
                 // Otherwise its record is still being written: the
                 // acknowledgement follows that write, never precedes it.
             }
-            Some((true, false)) => self.update_executor(&report.id, report.state, out),
+            Some((true, false)) => self.update_executor(&report.id, report.state, true, out),
             Some((false, _)) => self.kill_stray(worker, &report, out),
             None => self.adopt_or_kill(worker, report, out),
         }
@@ -282,7 +282,14 @@ impl Master {
                     && gs.current[slot as usize].is_none();
                 free.then_some((group, slot, g))
             });
+        let fits = self.workers.entries.get(worker).is_some_and(|w| {
+            w.cores_used + report.cores <= w.cores
+                && w.memory_used_mb + report.memory_mb <= w.memory_mb
+        });
+        let slot_free = slot_free.filter(|_| fits || report.state.is_terminal());
         let Some((group, slot, gi)) = slot_free else {
+            // Not adoptable: no such pending slot, or adopting it would put
+            // the worker over its capacity (its slot is refilled elsewhere).
             if !self.late_success(worker, &report, out) {
                 self.kill_stray(worker, &report, out);
             }
@@ -305,7 +312,7 @@ impl Master {
         };
         self.hold(worker, report.cores, report.memory_mb);
         self.executors.insert(report.id.clone(), entry);
-        self.update_executor(&report.id, report.state, out);
+        self.update_executor(&report.id, report.state, true, out);
     }
 
     /// A success reported late — by an executor this leader wrote off or
@@ -348,21 +355,44 @@ impl Master {
         };
         self.tell_framework(
             &report.framework,
-            Message::ExecutorUpdate { epoch: self.epoch, info },
+            Message::ExecutorUpdate { epoch: self.epoch, info: info.clone() },
             out,
         );
-        let then =
-            vec![AfterWrite::AckReport { worker: worker.clone(), executor: report.id.clone() }];
+        // Remember it (terminal, not yet recorded), so a repeated report
+        // waits for the write instead of being acknowledged before it.
+        let entry = self.executors.entry(report.id.clone()).or_insert_with(|| ExecutorEntry {
+            id: report.id.clone(),
+            framework: report.framework.clone(),
+            group: info.group.clone(),
+            slot,
+            worker: worker.clone(),
+            state: report.state.clone(),
+            cores: report.cores,
+            memory_mb: report.memory_mb,
+            kill_requested: false,
+            recorded: false,
+        });
+        entry.state = report.state.clone();
+        entry.recorded = false;
+        let then = vec![AfterWrite::Recorded {
+            executor: report.id.clone(),
+            state: report.state.clone(),
+            ack: Some(worker.clone()),
+        }];
         self.persist_framework(&report.framework.clone(), then, out);
         true
     }
 
     /// Moves a known, live executor to `state` and settles its slot when the
     /// state is terminal.
+    /// `reported`: the worker reported this state (it is acknowledged once
+    /// durable); otherwise the leader decided it (LOST) and nobody is owed an
+    /// acknowledgement.
     pub(super) fn update_executor(
         &mut self,
         id: &ExecutorId,
         state: ExecutorState,
+        reported: bool,
         out: &mut Vec<Action>,
     ) {
         let Some(e) = self.executors.get_mut(id) else { return };
@@ -370,6 +400,7 @@ impl Master {
             return;
         }
         e.state = state.clone();
+        e.recorded = false;
         let e = e.clone();
         self.tell_framework(
             &e.framework,
@@ -423,27 +454,43 @@ impl Master {
             let msg = Message::SlotFailed { epoch, group: e.group.clone(), slot: e.slot, reason };
             self.tell_framework(&e.framework, msg, out);
         }
+        let ack = reported.then(|| e.worker.clone());
         let then = vec![
-            AfterWrite::AckReport { worker: e.worker.clone(), executor: e.id.clone() },
+            AfterWrite::Recorded { executor: e.id.clone(), state: state.clone(), ack },
             AfterWrite::Place,
         ];
         if self.frameworks.contains_key(&e.framework) {
             self.persist_framework(&e.framework.clone(), then, out);
         } else {
-            self.ack_report(&e.worker, &e.id, out);
+            if let Some(x) = self.executors.get_mut(&e.id) {
+                x.recorded = true;
+            }
+            if reported {
+                self.ack_report(&e.worker, &e.id, out);
+            }
         }
     }
 
-    pub(super) fn on_report_durable(
+    /// The write recording `executor` in `state` is durable: if that is
+    /// still its state, it counts as recorded, and the worker that reported
+    /// it (if any) may forget it.
+    pub(super) fn on_recorded(
         &mut self,
-        worker: &WorkerId,
         executor: &ExecutorId,
+        state: &ExecutorState,
+        ack: Option<&WorkerId>,
         out: &mut Vec<Action>,
     ) {
-        if let Some(e) = self.executors.get_mut(executor) {
-            e.recorded = true;
+        let current = match self.executors.get_mut(executor) {
+            Some(e) if &e.state == state => {
+                e.recorded = true;
+                true
+            }
+            _ => false,
+        };
+        if let (true, Some(worker)) = (current, ack) {
+            self.ack_report(worker, executor, out);
         }
-        self.ack_report(worker, executor, out);
     }
 
     /// A worker's full report (its registration) is the truth about what it
@@ -464,7 +511,7 @@ impl Master {
             .map(|e| e.id.clone())
             .collect();
         for id in missing {
-            self.update_executor(&id, ExecutorState::Lost, out);
+            self.update_executor(&id, ExecutorState::Lost, false, out);
         }
     }
 
@@ -478,7 +525,7 @@ impl Master {
             .map(|e| e.id.clone())
             .collect();
         for id in lost {
-            self.update_executor(&id, ExecutorState::Lost, out);
+            self.update_executor(&id, ExecutorState::Lost, false, out);
         }
     }
 }

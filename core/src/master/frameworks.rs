@@ -48,6 +48,9 @@ pub struct GroupState {
     pub record: GroupRecord,
     /// The executor currently filling each slot.
     pub current: Vec<Option<ExecutorId>>,
+    /// The declaration is durable: only then are executors placed for it
+    /// (a new leader must know every group whose executors run).
+    pub durable: bool,
 }
 
 impl FrameworkEntry {
@@ -72,7 +75,11 @@ impl FrameworkEntry {
             groups: r
                 .groups
                 .into_iter()
-                .map(|g| GroupState { current: vec![None; g.slots.len()], record: g })
+                .map(|g| GroupState {
+                    current: vec![None; g.slots.len()],
+                    record: g,
+                    durable: true,
+                })
                 .collect(),
         }
     }
@@ -125,6 +132,23 @@ impl Master {
             disconnected_since: Some(now),
             groups: Vec::new(),
         });
+        if let Some(current) = fw.instance.filter(|cur| sub.instance < *cur) {
+            // Instance ids grow with their process's start time: an older
+            // instance (a SUBSCRIBE sent before a crash and delivered late, or
+            // a scheduler that was superseded) never takes the framework back.
+            let msg = Message::FrameworkError {
+                epoch: self.epoch,
+                message: format!(
+                    "framework {id} failed over to instance {current}; instance {} is older",
+                    sub.instance
+                ),
+                failed_over_to: Some(current),
+            };
+            out.push(Action::Send { conn, msg });
+            out.push(Action::Close { conn, reason: "SUBSCRIBE from a superseded instance".into() });
+            self.conns.remove(&conn);
+            return;
+        }
         let same_instance = fw.instance == Some(sub.instance);
         if same_instance && sub.attempt < fw.attempt {
             // An older attempt of an instance whose newer attempt is already
@@ -279,13 +303,17 @@ impl Master {
         }
         let fw = self.frameworks.get_mut(&id).expect("subscribed_framework checked");
         if let Some(existing) = fw.groups.iter().find(|g| g.record.spec.group == spec.group) {
-            if existing.record.spec == spec {
+            if existing.record.spec == spec && existing.durable {
                 // Declarative and idempotent: the same group again adopts
                 // whatever already runs for it.
                 out.push(Action::Send {
                     conn,
                     msg: Message::RequestAccepted { epoch: self.epoch, request },
                 });
+            } else if existing.record.spec == spec {
+                // Its first write is still in flight: writes to one key are
+                // applied in order, so the acceptance follows this one.
+                self.persist_framework(&id, vec![AfterWrite::Accept { conn, request }], out);
             } else {
                 let reason = format!(
                     "group {:?} is already declared with a different spec ({} slots of {:?}, {} cores, {} MiB); nothing was changed or killed",
@@ -296,16 +324,19 @@ impl Master {
             return;
         }
         let slots = spec.slots as usize;
+        let group = spec.group.clone();
         fw.groups.push(GroupState {
             record: GroupRecord { spec, slots: vec![SlotOutcome::Pending; slots], retries_used: 0 },
             current: vec![None; slots],
+            durable: false,
         });
         let _ = now;
-        self.persist_framework(
-            &id,
-            vec![AfterWrite::Accept { conn, request }, AfterWrite::Place],
-            out,
-        );
+        let then = vec![
+            AfterWrite::GroupDurable { framework: id.clone(), group },
+            AfterWrite::Accept { conn, request },
+            AfterWrite::Place,
+        ];
+        self.persist_framework(&id, then, out);
     }
 
     pub(super) fn kill_request(

@@ -19,7 +19,8 @@ mod workers;
 
 use crate::ids::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, WorkerId};
 use crate::protocol::{
-    ClusterState, ExecutorView, FrameworkView, HelloReply, LeaderHint, Message, Role, WorkerView,
+    ClusterState, ExecutorState, ExecutorView, FrameworkView, HelloReply, LeaderHint, Message,
+    Role, WorkerView,
 };
 use crate::store::SlotOutcome;
 use crate::store::{Record, RecordKey, WriteId};
@@ -226,8 +227,10 @@ enum AfterWrite {
     Subscribed { framework: FrameworkId, conn: ConnId },
     /// Send `RequestAccepted`.
     Accept { conn: ConnId, request: u64 },
-    /// Acknowledge a worker's executor report.
-    AckReport { worker: WorkerId, executor: ExecutorId },
+    /// `executor` in `state` is durable; acknowledge the report of `ack`.
+    Recorded { executor: ExecutorId, state: ExecutorState, ack: Option<WorkerId> },
+    /// A declared group is durable: it may be placed.
+    GroupDurable { framework: FrameworkId, group: String },
     /// Run placement.
     Place,
 }
@@ -523,8 +526,17 @@ impl Master {
                                 conn,
                                 msg: Message::RequestAccepted { epoch: self.epoch, request },
                             }),
-                            AfterWrite::AckReport { worker, executor } => {
-                                self.on_report_durable(&worker, &executor, &mut out)
+                            AfterWrite::Recorded { executor, state, ack } => {
+                                self.on_recorded(&executor, &state, ack.as_ref(), &mut out)
+                            }
+                            AfterWrite::GroupDurable { framework, group } => {
+                                if let Some(g) = self
+                                    .frameworks
+                                    .get_mut(&framework)
+                                    .and_then(|f| f.group_mut(&group))
+                                {
+                                    g.durable = true;
+                                }
                             }
                             AfterWrite::Place => self.place(&mut out),
                         }

@@ -169,7 +169,10 @@ impl Master {
     ) {
         let id = reg.worker.clone();
         if let Some(entry) = self.workers.entries.get(&id) {
-            if entry.retired.contains(&reg.incarnation) {
+            // Incarnations grow with their process's start time: an older one
+            // (a registration sent before a crash and delivered late) never
+            // replaces a newer one.
+            if entry.retired.contains(&reg.incarnation) || reg.incarnation < entry.incarnation {
                 let msg = shutdown_msg(self.epoch, &id, reg.incarnation, entry.incarnation);
                 out.push(Action::Send { conn, msg });
                 out.push(Action::Close {
