@@ -131,6 +131,18 @@ pub fn random_u64() -> u64 {
     u64::from_le_bytes(nonce()[..8].try_into().expect("8 bytes"))
 }
 
+/// An id that grows with the process's start time: wall-clock milliseconds
+/// in the high bits, 16 bits of OS entropy below. Worker incarnations and
+/// subscriber instances are such ids, so the master can tell a newer process
+/// from an older one whose message arrives late.
+pub fn time_ordered_id() -> u64 {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    (ms << 16) | (random_u64() & 0xffff)
+}
+
 /// Refuses a non-loopback address without a secret unless `insecure`.
 pub fn check_exposure(addr: &SocketAddr, has_secret: bool, insecure: bool) -> Result<(), String> {
     if addr.ip().is_loopback() || has_secret || insecure {
