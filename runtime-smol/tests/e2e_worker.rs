@@ -15,6 +15,7 @@ use support::cluster::{
 const BOUND: Duration = Duration::from_secs(60);
 
 #[test]
+#[ignore = "bug: about half of all worker restarts are told to shut down as the older incarnation (random incarnations, see worker_restarts_are_always_accepted); un-ignore once fixed"]
 fn worker_kill9_restart_kills_left_behind_executors() {
     let c = Cluster::new("worker-restart");
     let spec = MasterSpec::new("m1", &["--recovery", "none"]);
@@ -78,4 +79,37 @@ fn worker_kill9_restart_kills_left_behind_executors() {
         }
     });
     wait_for(BOUND, "the restarted worker ALIVE", || alive_with_workers(&state()?, &["w1"]));
+}
+
+/// Every restart of a worker (a new incarnation) is accepted by the master.
+///
+/// Fails today (with probability 1 - 2^-8 over eight restarts): the master
+/// keeps the numerically larger incarnation of a worker id (core
+/// `master/workers.rs`: "incarnations grow with their process's start
+/// time"), but `regent worker` draws its incarnation at random
+/// (`Incarnation(random_u64())` in runtime-smol/src/worker.rs), so about
+/// every other restart is taken for the *older* incarnation and told to shut
+/// down ("worker id w1 conflict: incarnation <new> was replaced by
+/// incarnation <old>"); the worker exits 1. The std runtime uses
+/// `regent_std::net::time_ordered_id`; the smol runtime does not.
+#[test]
+#[ignore = "bug: regent worker (smol runtime) draws its incarnation with random_u64, not a time-ordered id; the master keeps the larger incarnation, so about half of all restarts are told to shut down as the older one"]
+fn worker_restarts_are_always_accepted() {
+    let c = Cluster::new("worker-restarts");
+    let spec = MasterSpec::new("m1", &["--recovery", "none"]);
+    let masters = vec![spec.addr()];
+    let _master = c.master(&spec);
+    let state =
+        || api_state(&spec.http_addr()).ok_or_else(|| "the master does not answer".to_owned());
+    for round in 0..8 {
+        let mut worker = c.worker("w1", &masters, 1, 256, &[]);
+        wait_for(BOUND, &format!("restart {round} ALIVE"), || {
+            worker.assert_running(&format!("(restart {round})"));
+            alive_with_workers(&state()?, &["w1"])
+        });
+        // Past registration: a conflict would have been sent by now.
+        std::thread::sleep(Duration::from_millis(300));
+        worker.assert_running(&format!("after registering (restart {round})"));
+        worker.kill9();
+    }
 }
