@@ -23,6 +23,9 @@
 //! * [`worker`]: the worker machine (registration, failover, heartbeats).
 //! * [`master`]: the master machine (leadership lifecycle, worker registry).
 //! * [`store`]: the records a master makes durable.
+//! * [`progress`]: a submitter's view of one executor group, fed the
+//!   subscriber machine's actions: slot states, completion and
+//!   [`progress::SubmitOutcome`].
 #![warn(missing_docs)]
 
 pub mod auth;
@@ -30,6 +33,7 @@ pub mod codec;
 pub mod elector;
 pub mod ids;
 pub mod master;
+pub mod progress;
 pub mod protocol;
 pub mod rng;
 pub mod store;

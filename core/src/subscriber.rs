@@ -276,6 +276,9 @@ pub enum Action {
     Exit {
         /// Why.
         reason: String,
+        /// The instance the framework failed over to, when that is why the
+        /// machine stops (`None` after a teardown).
+        failed_over_to: Option<InstanceId>,
     },
 }
 
@@ -721,7 +724,7 @@ impl Subscriber {
                             "framework {fw} failed over to instance {other}; this instance {} stops: {message}",
                             self.config.instance
                         );
-                        self.exit(reason, out);
+                        self.exit(reason, Some(other), out);
                     }
                     _ => {
                         out.push(Action::Error { message: message.clone() });
@@ -753,12 +756,12 @@ impl Subscriber {
     }
 
     /// Stops for good: closes the connection, then `Exit`.
-    fn exit(&mut self, reason: String, out: &mut Vec<Action>) {
+    fn exit(&mut self, reason: String, failed_over_to: Option<InstanceId>, out: &mut Vec<Action>) {
         if let Some(conn) = self.conn.take() {
             out.push(Action::Close { master: conn.master, reason: reason.clone() });
         }
         self.exited = true;
-        out.push(Action::Exit { reason });
+        out.push(Action::Exit { reason, failed_over_to });
     }
 
     fn seen(&mut self, now: Millis) {
@@ -861,7 +864,7 @@ impl Subscriber {
                 out.push(Action::RequestAccepted { request, command });
                 if teardown {
                     let fw = self.framework.as_ref().map(|f| f.to_string()).unwrap_or_default();
-                    self.exit(format!("framework {fw} torn down"), out);
+                    self.exit(format!("framework {fw} torn down"), None, out);
                 }
             }
             Message::RequestRefused { request, reason, .. } => {

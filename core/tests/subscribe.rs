@@ -209,7 +209,7 @@ fn mesos_subscribe_partitioned_old_leader_gets_error() {
     let reason = out
         .iter()
         .find_map(|x| match x {
-            subscriber::Action::Exit { reason } => Some(reason.clone()),
+            subscriber::Action::Exit { reason, .. } => Some(reason.clone()),
             _ => None,
         })
         .expect("the old scheduler exits");

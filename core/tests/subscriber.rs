@@ -593,7 +593,10 @@ fn failover_to_another_instance_exits_naming_it() {
         .to_string();
     assert_eq!(
         out,
-        vec![Action::Close { master: addr("a"), reason: reason.clone() }, Action::Exit { reason },]
+        vec![
+            Action::Close { master: addr("a"), reason: reason.clone() },
+            Action::Exit { reason, failed_over_to: Some(InstanceId(0xb)) },
+        ]
     );
     assert!(s.status().exited);
     // Every later event is ignored.
@@ -796,7 +799,7 @@ fn kills_are_queued_until_answered_and_teardown_exits() {
         vec![
             Action::RequestAccepted { request: 3, command: Request::Teardown },
             Action::Close { master: addr("a"), reason: "framework f1 torn down".into() },
-            Action::Exit { reason: "framework f1 torn down".into() },
+            Action::Exit { reason: "framework f1 torn down".into(), failed_over_to: None },
         ]
     );
     assert!(s.status().exited);

@@ -24,7 +24,9 @@
 //!   lines; [`run_submit`] never writes it, so a pipe or a file gets plain
 //!   lines only;
 //! * **completion**, from the latest state of every slot of `main`
-//!   (snapshots in `Subscribed`, then `ExecutorUpdate`s, `SlotFailed`):
+//!   (snapshots in `Subscribed`, then `ExecutorUpdate`s, `SlotFailed`),
+//!   tracked by [`regent_core::progress::GroupProgress`] (the rules the
+//!   blocking `regent_std::drivers::subscriber` shares):
 //!   [`SubmitOutcome::Succeeded`] once every slot has an executor that exited
 //!   0; [`SubmitOutcome::SlotsFailed`] once at least one slot failed and no
 //!   slot can change any more; [`SubmitOutcome::FailedOver`] when the
@@ -36,17 +38,11 @@
 //!   adopts them. Before returning, the daemon closes its connection (flushed)
 //!   and waits briefly for it to end.
 //!
-//! Slot rules (the master's, as seen from here): a slot is *done* when any of
-//! its executors exited 0 (the master completes a slot on a late success
-//! too); it *failed* after a `SlotFailed` (final: the master never reopens a
-//! failed slot, so the failure is remembered across resubscriptions), or
-//! when a snapshot carries the slot's recorded outcome (an entry with no
-//! worker) as failed or killed. Any other ended executor means the master
-//! is retrying the slot. Limitation: a `SlotFailed` sent while this daemon
-//! was not subscribed is not repeated by the master, and a snapshot cannot
-//! tell an exhausted slot from one awaiting a retry while the failed
-//! executor is still in the leader's memory; the daemon then keeps waiting
-//! (interrupt it; the framework stays adoptable).
+//! Slot rules: see [`regent_core::progress`]. Limitation (from there): a
+//! `SlotFailed` sent while this daemon was not subscribed is not repeated
+//! by the master, and a snapshot cannot tell an exhausted slot from one
+//! awaiting a retry; the daemon then keeps waiting (interrupt it; the
+//! framework stays adoptable).
 //!
 //! Security: a master address that is not loopback is refused without a
 //! cluster secret unless `insecure` ([`check_exposure`]) — the configured
@@ -57,9 +53,13 @@ use crate::net::{check_exposure, random_u64, spawn_connection, ConnHandle, NetCo
 use async_channel::{Receiver, Sender};
 use regent_core::auth::Side;
 use regent_core::ids::InstanceId;
-use regent_core::protocol::{ExecutorInfo, ExecutorState, GroupSpec};
-use regent_core::subscriber::{Action, Config, Event, Request, Subscriber, Timer};
+use regent_core::progress::GroupProgress;
+use regent_core::protocol::{ExecutorInfo, ExecutorState};
+use regent_core::subscriber::{Action, Event, Request, Subscriber, Timer};
 use regent_core::{Addr, ConnId, ExecutorId, FrameworkId, Millis};
+use regent_std::drivers::subscriber::{
+    check_configured_masters, check_options, describe, executor_line, machine_config,
+};
 use smol::future;
 use smol::net::TcpStream;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -67,62 +67,20 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The name of the one executor group `regent submit` declares.
-pub const GROUP: &str = "main";
-
-/// How long one dial (resolve and TCP connect) may take.
-pub const DIAL_TIMEOUT: Duration = Duration::from_secs(2);
+pub use regent_std::drivers::subscriber::{DIAL_TIMEOUT, GROUP};
 
 /// How long the daemon waits for its connection to close before returning.
 const CLOSE_WAIT: Duration = Duration::from_secs(1);
 
-/// Everything `regent submit` was asked to do.
-#[derive(Clone, Debug)]
-pub struct SubmitOptions {
-    /// The cluster name sent in `Hello` (must match the masters').
-    pub cluster: String,
-    /// The configured masters, tried in order (more are learned from them).
-    pub masters: Vec<Addr>,
-    /// The framework's human-readable name (`--name`).
-    pub name: String,
-    /// The framework id to resume or take over (`--framework-id`); `None`
-    /// lets the master assign one on the first subscription.
-    pub framework_id: Option<String>,
-    /// How long the master keeps the framework's executors while no
-    /// subscriber is connected (`--failover-timeout`).
-    pub failover_timeout: Duration,
-    /// Slots of the group `main` (`--executors`); at least 1.
-    pub executors: u32,
-    /// Cores per executor (`--cores`).
-    pub cores: u32,
-    /// Memory per executor in MiB (`--memory`).
-    pub memory_mb: u64,
-    /// Program and arguments of every executor (after `--`); not empty.
-    pub command: Vec<String>,
-    /// Connection settings (cluster secret, frame size, timeouts).
-    pub net: Arc<NetConfig>,
-    /// Accept non-loopback masters without a cluster secret (`--insecure`).
-    pub insecure: bool,
-}
+/// Everything `regent submit` was asked to do: the options of the blocking
+/// subscriber driver, the same fields (the cluster, the masters, `--name`,
+/// `--framework-id`, `--failover-timeout`, `--executors`, `--cores`,
+/// `--memory`, the command after `--`, the connection settings and
+/// `--insecure`).
+pub use regent_std::drivers::SubscriberConfig as SubmitOptions;
 
-/// How a submission ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SubmitOutcome {
-    /// Every slot's executor exited 0.
-    Succeeded,
-    /// At least one slot failed for good and no slot can change any more;
-    /// one reason per failed slot (`slot <n>: <why>`).
-    SlotsFailed(Vec<String>),
-    /// Another instance took the framework over; this one stopped.
-    FailedOver {
-        /// The instance the framework now belongs to (as the master named
-        /// it, e.g. `inst-1f2e...`).
-        to: String,
-    },
-    /// The shutdown signal arrived. The framework was left in place: its
-    /// executors keep running within the failover timeout.
-    Interrupted,
-}
+/// How a submission ended (shared with the blocking driver).
+pub use regent_core::progress::SubmitOutcome;
 
 /// Runs a submission until it ends (see the module documentation), writing
 /// its progress to `out` as plain lines only (no live progress line); the
@@ -158,40 +116,14 @@ pub async fn run_submit_with_progress(
     shutdown: Receiver<()>,
     progress: bool,
 ) -> Result<SubmitOutcome, String> {
-    if opts.masters.is_empty() {
-        return Err("no master given (--masters)".into());
-    }
-    if opts.executors == 0 {
-        return Err("--executors must be at least 1".into());
-    }
-    if opts.command.is_empty() {
-        return Err("no command given (after --)".into());
-    }
-    let has_secret = opts.net.secret.is_some();
-    for m in &opts.masters {
-        // An address that does not resolve now is checked again at dial time.
-        if let Ok(addrs) = smol::net::resolve(m.as_str()).await {
-            for a in addrs {
-                check_exposure(&a, has_secret, opts.insecure)
-                    .map_err(|e| format!("master {m}: {e}"))?;
-            }
-        }
-    }
+    check_options(&opts)?;
+    // Resolving blocks: on the blocking pool.
+    let checked = opts.clone();
+    smol::unblock(move || check_configured_masters(&checked)).await?;
 
     let start = Instant::now();
     let instance = InstanceId(random_u64());
-    let mut config =
-        Config::new(opts.cluster.clone(), opts.name.clone(), instance, opts.masters.clone());
-    config.framework = opts.framework_id.clone().map(FrameworkId::new);
-    config.failover_timeout = Millis(opts.failover_timeout.as_millis() as u64);
-    let spec = GroupSpec {
-        group: GROUP.to_owned(),
-        slots: opts.executors,
-        command: opts.command.clone(),
-        env: vec![],
-        cores: opts.cores,
-        memory_mb: opts.memory_mb,
-    };
+    let (config, spec) = machine_config(&opts, instance);
     let (net_tx, net_rx) = async_channel::unbounded();
     let (dial_tx, dial_rx) = async_channel::unbounded();
     let mut d = Daemon {
@@ -209,7 +141,6 @@ pub async fn run_submit_with_progress(
         closing: BTreeSet::new(),
         timers: BTreeMap::new(),
         report: Report::new(out, progress, opts.executors),
-        failed_over_to: None,
         outcome: None,
     };
     d.report.line(&format!(
@@ -296,9 +227,6 @@ struct Daemon<W: Write> {
     closing: BTreeSet<ConnId>,
     timers: BTreeMap<Timer, Millis>,
     report: Report<W>,
-    /// The instance named by a `FrameworkError` on a live connection, in
-    /// case the machine's exit reason does not name it.
-    failed_over_to: Option<String>,
     outcome: Option<Result<SubmitOutcome, String>>,
 }
 
@@ -319,7 +247,7 @@ impl<W: Write> Daemon<W> {
             self.execute(action, context);
         }
         if self.outcome.is_none() {
-            self.outcome = self.report.completion().map(Ok);
+            self.outcome = self.report.outcome();
         }
         self.report.draw_progress();
     }
@@ -348,36 +276,7 @@ impl<W: Write> Daemon<W> {
             Action::CancelTimer { timer } => {
                 self.timers.remove(&timer);
             }
-            Action::Subscribed { framework, master, executors } => {
-                self.report.subscribed(&framework, &master, executors)
-            }
-            Action::ExecutorUpdate(info) => self.report.update(info),
-            Action::SlotFailed { group, slot, reason } => {
-                self.report.slot_failed(&group, slot, &reason)
-            }
-            Action::RequestAccepted { request, command } => self.report.accepted(request, &command),
-            Action::RequestRefused { request, command, reason } => {
-                self.report
-                    .line(&format!("request {request} ({}) refused: {reason}", describe(&command)));
-                if matches!(&command, Request::Declare { group } if group == GROUP) {
-                    // The machine forgot the declaration: nothing more will
-                    // happen for this submission.
-                    self.outcome = Some(Err(format!("the master refused group {GROUP}: {reason}")));
-                }
-            }
-            Action::Error { message } => self.report.line(&format!("master error: {message}")),
-            Action::Disconnected { reason } => match context {
-                Some(c) => self.report.line(&format!("disconnected: {reason} ({c})")),
-                None => self.report.line(&format!("disconnected: {reason}")),
-            },
-            Action::Exit { reason } => {
-                self.report.line(&reason);
-                let to = failed_over_instance(&reason).or_else(|| self.failed_over_to.clone());
-                self.outcome = Some(match to {
-                    Some(to) => Ok(SubmitOutcome::FailedOver { to }),
-                    None => Err(reason),
-                });
-            }
+            app => self.report.observe(&app, context),
         }
     }
 
@@ -434,13 +333,6 @@ impl<W: Write> Daemon<W> {
                 let Some(from) = self.conn_master.get(&conn).cloned() else {
                     return; // a connection we closed: fed nothing more
                 };
-                if let regent_core::protocol::Message::FrameworkError {
-                    failed_over_to: Some(i),
-                    ..
-                } = &msg
-                {
-                    self.failed_over_to = Some(i.to_string());
-                }
                 self.feed(Event::Message { from, msg }, None);
             }
             NetEvent::Closed { conn, reason } => {
@@ -516,74 +408,14 @@ async fn connect(master: &Addr, has_secret: bool, insecure: bool) -> Result<TcpS
     Err(last)
 }
 
-/// The instance named in the subscriber's failover exit reason
-/// (`... failed over to instance <id>; ...`).
-fn failed_over_instance(reason: &str) -> Option<String> {
-    const MARK: &str = "failed over to instance ";
-    let rest = &reason[reason.find(MARK)? + MARK.len()..];
-    let id: String = rest.chars().take_while(|c| !c.is_whitespace() && *c != ';').collect();
-    (!id.is_empty()).then_some(id)
-}
-
-fn describe(command: &Request) -> String {
-    match command {
-        Request::Declare { group } => format!("declare group {group}"),
-        Request::Kill { executor } => format!("kill {executor}"),
-        Request::Teardown => "teardown".into(),
-    }
-}
-
-/// How an executor state is printed.
-fn state_text(state: &ExecutorState) -> String {
-    match state {
-        ExecutorState::Launching => "LAUNCHING".into(),
-        ExecutorState::Running => "RUNNING".into(),
-        ExecutorState::Exited { code } => format!("EXITED {code}"),
-        ExecutorState::Failed { reason } => format!("FAILED: {reason}"),
-        ExecutorState::Killed => "KILLED".into(),
-        ExecutorState::Lost => "LOST".into(),
-    }
-}
-
-/// What is known about one slot of the group.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Slot {
-    /// The latest state of each of the slot's executors.
-    executors: BTreeMap<ExecutorId, ExecutorState>,
-    /// The slot failed for good (a `SlotFailed`, or a recorded failure).
-    failed: Option<String>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum SlotStatus {
-    Done,
-    Failed,
-    Running,
-    /// Not placed yet, or being retried.
-    Waiting,
-}
-
-impl Slot {
-    fn status(&self) -> SlotStatus {
-        if self.executors.values().any(|s| *s == ExecutorState::Exited { code: 0 }) {
-            SlotStatus::Done
-        } else if self.failed.is_some() {
-            SlotStatus::Failed
-        } else if self.executors.values().any(|s| !s.is_terminal()) {
-            SlotStatus::Running
-        } else {
-            SlotStatus::Waiting
-        }
-    }
-}
-
-/// Slot tracking and output.
+/// Slot tracking (a [`GroupProgress`]) and output.
 struct Report<W: Write> {
     out: W,
     progress: bool,
     /// The progress text currently on screen (progress mode only).
     shown: Option<String>,
-    slots: Vec<Slot>,
+    /// The slots of [`GROUP`] and how the submission ends.
+    slots: GroupProgress,
     /// The state last printed for each executor, so a snapshot prints only
     /// what changed.
     printed: HashMap<ExecutorId, ExecutorState>,
@@ -597,11 +429,16 @@ impl<W: Write> Report<W> {
             out,
             progress,
             shown: None,
-            slots: vec![Slot::default(); slots as usize],
+            slots: GroupProgress::new(GROUP, slots),
             printed: HashMap::new(),
             framework: None,
             declared: false,
         }
+    }
+
+    /// How the submission ends, if the machine or the slots say so.
+    fn outcome(&self) -> Option<Result<SubmitOutcome, String>> {
+        self.slots.outcome()
     }
 
     /// Prints one plain line (clearing the progress line first, if shown).
@@ -618,17 +455,9 @@ impl<W: Write> Report<W> {
         if !self.progress {
             return;
         }
-        let (mut running, mut done, mut failed) = (0, 0, 0);
-        for s in &self.slots {
-            match s.status() {
-                SlotStatus::Running => running += 1,
-                SlotStatus::Done => done += 1,
-                SlotStatus::Failed => failed += 1,
-                SlotStatus::Waiting => {}
-            }
-        }
+        let c = self.slots.counts();
         let text =
-            format!("[{running}/{} running, {done} done, {failed} failed]", self.slots.len());
+            format!("[{}/{} running, {} done, {} failed]", c.running, c.slots, c.done, c.failed);
         if self.shown.as_deref() == Some(text.as_str()) {
             return;
         }
@@ -637,98 +466,64 @@ impl<W: Write> Report<W> {
         self.shown = Some(text);
     }
 
-    fn subscribed(&mut self, framework: &FrameworkId, master: &Addr, executors: Vec<ExecutorInfo>) {
-        if self.framework.as_ref() != Some(framework) {
-            self.line(&format!("framework {framework}"));
-            self.framework = Some(framework.clone());
-        }
-        self.line(&format!("subscribed to {master}"));
-        // The snapshot replaces what was known; failures are final.
-        for s in &mut self.slots {
-            s.executors.clear();
-        }
-        for info in executors {
-            if info.worker.is_none() && info.group == GROUP {
-                // The slot's recorded outcome.
-                let reason = match &info.state {
-                    ExecutorState::Failed { reason } => Some(reason.clone()),
-                    ExecutorState::Killed => Some(format!("executor {} was killed", info.id)),
-                    _ => None,
-                };
-                if let (Some(reason), Some(slot)) = (reason, self.slots.get_mut(info.slot as usize))
-                {
-                    slot.failed.get_or_insert(reason);
+    /// Takes in one app-facing action of the machine: tracks the slots and
+    /// prints it. `context` is what the runtime knows about the input (a
+    /// network close reason), shown with a `Disconnected`.
+    fn observe(&mut self, action: &Action, context: Option<&str>) {
+        self.slots.observe(action);
+        match action {
+            Action::Subscribed { framework, master, executors } => {
+                if self.framework.as_ref() != Some(framework) {
+                    self.line(&format!("framework {framework}"));
+                    self.framework = Some(framework.clone());
+                }
+                self.line(&format!("subscribed to {master}"));
+                for info in executors {
+                    self.executor(info);
                 }
             }
-            self.update(info);
-        }
-    }
-
-    fn update(&mut self, info: ExecutorInfo) {
-        if self.printed.get(&info.id) != Some(&info.state) {
-            let on = info.worker.as_ref().map(|w| format!(" on {w}")).unwrap_or_default();
-            self.line(&format!("{} slot {}{on}: {}", info.id, info.slot, state_text(&info.state)));
-            self.printed.insert(info.id.clone(), info.state.clone());
-        }
-        if info.group == GROUP {
-            if let Some(slot) = self.slots.get_mut(info.slot as usize) {
-                slot.executors.insert(info.id, info.state);
-            }
-        }
-    }
-
-    fn slot_failed(&mut self, group: &str, slot: u32, reason: &str) {
-        self.line(&format!("group {group} slot {slot} failed: {reason}"));
-        if group == GROUP {
-            if let Some(s) = self.slots.get_mut(slot as usize) {
-                s.failed = Some(reason.to_owned());
-            }
-        }
-    }
-
-    fn accepted(&mut self, request: u64, command: &Request) {
-        match command {
-            Request::Declare { group } if group == GROUP => {
+            Action::ExecutorUpdate(info) => self.executor(info),
+            Action::RequestAccepted { command: Request::Declare { group }, .. }
+                if group == GROUP =>
+            {
                 if !self.declared {
                     self.declared = true;
-                    self.line(&format!("group {group} accepted ({} slots)", self.slots.len()));
+                    let slots = self.slots.counts().slots;
+                    self.line(&format!("group {group} accepted ({slots} slots)"));
                 }
             }
-            other => self.line(&format!("request {request} ({}) accepted", describe(other))),
+            Action::Disconnected { reason } => match context {
+                Some(c) => self.line(&format!("disconnected: {reason} ({c})")),
+                None => self.line(&format!("disconnected: {reason}")),
+            },
+            other => {
+                if let Some(line) = describe(other) {
+                    self.line(&line);
+                }
+            }
         }
     }
 
-    /// The outcome the slots show, if they show one.
-    fn completion(&self) -> Option<SubmitOutcome> {
-        let statuses: Vec<SlotStatus> = self.slots.iter().map(Slot::status).collect();
-        if statuses.iter().all(|s| *s == SlotStatus::Done) {
-            return Some(SubmitOutcome::Succeeded);
+    /// Prints an executor's state when it changed since last printed.
+    fn executor(&mut self, info: &ExecutorInfo) {
+        if self.printed.get(&info.id) != Some(&info.state) {
+            self.line(&executor_line(info));
+            self.printed.insert(info.id.clone(), info.state.clone());
         }
-        let settled = statuses.iter().all(|s| matches!(s, SlotStatus::Done | SlotStatus::Failed));
-        if !settled {
-            return None;
-        }
-        let reasons = self
-            .slots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.status() == SlotStatus::Failed)
-            .map(|(i, s)| format!("slot {i}: {}", s.failed.as_deref().unwrap_or("failed")))
-            .collect();
-        Some(SubmitOutcome::SlotsFailed(reasons))
     }
 
     /// Clears the progress line and prints the summary of `outcome`.
     fn finish(&mut self, outcome: &Result<SubmitOutcome, String>, failover: Duration) {
         let fw = self.framework.as_ref().map(|f| f.to_string());
+        let slots = self.slots.counts().slots;
         let text = match outcome {
             Ok(SubmitOutcome::Succeeded) => format!(
                 "done: all {} executors of framework {} exited 0",
-                self.slots.len(),
+                slots,
                 fw.unwrap_or_default()
             ),
             Ok(SubmitOutcome::SlotsFailed(reasons)) => {
-                format!("failed: {} of {} slots failed", reasons.len(), self.slots.len())
+                format!("failed: {} of {} slots failed", reasons.len(), slots)
             }
             Ok(SubmitOutcome::FailedOver { to }) => {
                 format!("stopped: the framework now belongs to instance {to}")
@@ -750,6 +545,7 @@ impl<W: Write> Report<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use regent_core::progress::SlotStatus;
     use regent_core::WorkerId;
 
     fn info(id: &str, slot: u32, worker: Option<&str>, state: ExecutorState) -> ExecutorInfo {
@@ -762,47 +558,18 @@ mod tests {
         }
     }
 
-    #[test]
-    fn parses_the_failover_instance_from_the_exit_reason() {
-        let r = "framework fw failed over to instance inst-2a; this instance inst-1 stops: x";
-        assert_eq!(failed_over_instance(r).as_deref(), Some("inst-2a"));
-        assert_eq!(failed_over_instance("framework fw torn down"), None);
-    }
-
-    #[test]
-    fn a_slot_is_done_when_any_executor_exited_zero() {
-        let mut r = Report::new(Vec::new(), false, 2);
-        r.update(info("fw/main#0#1", 0, Some("w1"), ExecutorState::Exited { code: 1 }));
-        r.update(info("fw/main#0#2", 0, Some("w1"), ExecutorState::Exited { code: 0 }));
-        assert_eq!(r.completion(), None);
-        r.update(info("fw/main#1#1", 1, Some("w2"), ExecutorState::Running));
-        assert_eq!(r.completion(), None);
-        r.update(info("fw/main#1#1", 1, Some("w2"), ExecutorState::Exited { code: 0 }));
-        assert_eq!(r.completion(), Some(SubmitOutcome::Succeeded));
-    }
-
-    #[test]
-    fn a_failed_slot_ends_the_run_only_when_nothing_can_change() {
-        let mut r = Report::new(Vec::new(), false, 2);
-        r.update(info("fw/main#1#1", 1, Some("w2"), ExecutorState::Running));
-        r.slot_failed(GROUP, 0, "retries used up");
-        assert_eq!(r.completion(), None);
-        r.update(info("fw/main#1#1", 1, Some("w2"), ExecutorState::Exited { code: 0 }));
-        assert_eq!(
-            r.completion(),
-            Some(SubmitOutcome::SlotsFailed(vec!["slot 0: retries used up".into()]))
-        );
+    fn subscribed(r: &mut Report<Vec<u8>>, executors: Vec<ExecutorInfo>) {
+        let framework = FrameworkId::new("fw");
+        let master = Addr::new("m:1");
+        r.observe(&Action::Subscribed { framework, master, executors }, None);
     }
 
     #[test]
     fn a_snapshot_replaces_executors_and_prints_only_changes() {
         let mut r = Report::new(Vec::new(), false, 2);
-        let fw = FrameworkId::new("fw");
-        let m = Addr::new("m:1");
-        r.subscribed(&fw, &m, vec![info("fw/main#0#1", 0, Some("w1"), ExecutorState::Running)]);
-        r.subscribed(
-            &fw,
-            &m,
+        subscribed(&mut r, vec![info("fw/main#0#1", 0, Some("w1"), ExecutorState::Running)]);
+        subscribed(
+            &mut r,
             vec![
                 info("fw/main#0#1", 0, Some("w1"), ExecutorState::Running),
                 // A recorded failure (no worker) is final.
@@ -812,8 +579,29 @@ mod tests {
         let text = String::from_utf8(r.out.clone()).unwrap();
         assert_eq!(text.matches("fw/main#0#1 slot 0 on w1: RUNNING").count(), 1, "{text}");
         assert_eq!(text.matches("framework fw").count(), 1, "{text}");
-        assert_eq!(r.slots[1].status(), SlotStatus::Failed);
-        assert_eq!(r.slots[0].status(), SlotStatus::Running);
+        assert_eq!(r.slots.slot_status(1), Some(SlotStatus::Failed));
+        assert_eq!(r.slots.slot_status(0), Some(SlotStatus::Running));
+    }
+
+    #[test]
+    fn the_group_is_accepted_once_and_the_outcome_follows_the_slots() {
+        let mut r = Report::new(Vec::new(), false, 1);
+        let accepted = Action::RequestAccepted {
+            request: 1,
+            command: Request::Declare { group: GROUP.into() },
+        };
+        r.observe(&accepted, None);
+        r.observe(&accepted, None);
+        r.observe(&Action::Disconnected { reason: "eof".into() }, Some("reset"));
+        let done = info("fw/main#0#1", 0, Some("w1"), ExecutorState::Exited { code: 0 });
+        r.observe(&Action::ExecutorUpdate(done), None);
+        assert_eq!(r.outcome(), Some(Ok(SubmitOutcome::Succeeded)));
+        let text = String::from_utf8(r.out).unwrap();
+        assert_eq!(
+            text,
+            "group main accepted (1 slots)\ndisconnected: eof (reset)\n\
+             fw/main#0#1 slot 0 on w1: EXITED 0\n"
+        );
     }
 
     #[test]

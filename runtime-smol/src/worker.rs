@@ -43,28 +43,24 @@
 use crate::net::{check_exposure, random_u64, spawn_connection, ConnHandle, NetConfig, NetEvent};
 use async_channel::{Receiver, Sender};
 use regent_core::auth::Side;
-use regent_core::protocol::{ExecutorReport, ExecutorState};
+use regent_core::protocol::ExecutorState;
 use regent_core::worker::{Action, Config, Event, Timer, Worker};
 use regent_core::{Addr, ConnId, ExecutorId, Incarnation, WorkerId};
-use regent_std::exec::{ExecEvent, ExecutorSpec, Launched, LeftBehindOutcome, Supervisor};
+use regent_std::drivers::worker::{
+    check_masters, left_behind_event, load_or_create_id, log_launched, log_status_change, DialLog,
+};
+use regent_std::exec::{ExecEvent, ExecutorSpec, Supervisor};
 use smol::future;
 use smol::net::TcpStream;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::fs;
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The file in the work directory that keeps a generated worker id.
-pub const ID_FILE: &str = "worker-id";
-
-/// How long dialling one master may take (resolution and TCP connect).
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// How long connections get to flush their last messages (executor reports)
-/// when the worker stops.
-pub const FLUSH_GRACE: Duration = Duration::from_millis(500);
+/// The work directory's file that keeps a generated worker id, how long a
+/// dial may take and how long connections get to flush when the worker
+/// stops: the blocking worker's.
+pub use regent_std::drivers::worker::{CONNECT_TIMEOUT, FLUSH_GRACE, ID_FILE};
 
 /// What `regent worker` runs with.
 #[derive(Clone, Debug)]
@@ -115,7 +111,12 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
             opts.cluster, opts.net.cluster
         ));
     }
-    check_masters(&opts.masters, opts.net.secret.is_some(), opts.insecure).await?;
+    {
+        // Resolving blocks: on the blocking pool.
+        let (masters, has_secret) = (opts.masters.clone(), opts.net.secret.is_some());
+        let insecure = opts.insecure;
+        smol::unblock(move || check_masters(&masters, has_secret, insecure)).await?;
+    }
     if opts.id.as_ref().is_some_and(|id| id.trim().is_empty()) {
         return Err("the worker id is empty".to_owned());
     }
@@ -172,34 +173,14 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
         dial_tx,
         exit: None,
         stopping: false,
-        refused: HashSet::new(),
-        failing: HashSet::new(),
+        dial_log: DialLog::default(),
         shown: (None, false),
         queue: VecDeque::new(),
     };
 
     d.feed(Event::Start).await;
     for lb in left_behind {
-        // Killed (not Failed) also for a group that had ended by itself:
-        // its end is the worker's doing or unknown, not the executor's
-        // fault, so it must not use the group's retry budget.
-        let what = match lb.outcome {
-            LeftBehindOutcome::Killed => {
-                "killed an executor a previous worker process left running"
-            }
-            LeftBehindOutcome::AlreadyGone => {
-                "an executor of a previous worker process had ended; its exit status is unknown"
-            }
-        };
-        tracing::warn!(executor = %lb.executor, pgid = lb.pgid, "{what}");
-        d.feed(Event::LeftBehind(ExecutorReport {
-            id: lb.executor,
-            framework: lb.framework,
-            cores: 0,
-            memory_mb: 0,
-            state: ExecutorState::Killed,
-        }))
-        .await;
+        d.feed(left_behind_event(lb)).await;
     }
 
     let mut killing: Option<smol::Task<Vec<ExecutorId>>> = None;
@@ -321,10 +302,8 @@ struct Daemon {
     exit: Option<String>,
     /// Shutting down: executors are being killed, none may start.
     stopping: bool,
-    /// Masters refused by the exposure check (warned about once).
-    refused: HashSet<Addr>,
-    /// Masters whose last dial failed (so a failure is logged at info once).
-    failing: HashSet<Addr>,
+    /// Dial failures, logged once per master.
+    dial_log: DialLog,
     /// The followed master and registration last logged.
     shown: (Option<Addr>, bool),
     /// Inputs produced while executing actions, fed after them.
@@ -405,17 +384,7 @@ impl Daemon {
                 let id = spec.executor.clone();
                 // Blocking (fork, fsync of the record); `Running` or `Failed`
                 // comes back through the sink.
-                match smol::unblock(move || sup.launch(spec)).await {
-                    Launched::Started { pid } => {
-                        tracing::debug!(executor = %id, pid, "executor started")
-                    }
-                    Launched::Failed { reason } => {
-                        tracing::warn!(executor = %id, %reason, "executor launch failed")
-                    }
-                    Launched::AlreadyRunning => {
-                        tracing::warn!(executor = %id, "executor already runs; launch ignored")
-                    }
-                }
+                log_launched(&id, smol::unblock(move || sup.launch(spec)).await);
             }
             Action::KillExecutor { executor } => {
                 tracing::debug!(%executor, "killing executor");
@@ -475,20 +444,13 @@ impl Daemon {
                     self.net_tx.clone(),
                 );
                 tracing::info!(%master, peer = %handle.peer, %conn, "connected to master");
-                self.failing.remove(&master);
+                self.dial_log.connected(&master);
                 self.conns.insert(conn, master.clone());
                 self.links.insert(master.clone(), handle);
                 self.feed(Event::Connected { master }).await;
             }
             Err(DialError { reason, refused }) => {
-                if self.failing.insert(master.clone()) {
-                    tracing::info!(%master, %reason, "cannot connect to master");
-                } else {
-                    tracing::debug!(%master, %reason, "cannot connect to master");
-                }
-                if refused && self.refused.insert(master.clone()) {
-                    tracing::warn!(%master, %reason, "master refused by the exposure check");
-                }
+                self.dial_log.failed(&master, &reason, refused);
                 self.feed(Event::ConnectFailed { master }).await;
             }
         }
@@ -552,21 +514,7 @@ impl Daemon {
 
     /// Logs changes of the followed master and of the registration.
     fn log_status(&mut self) {
-        let st = self.worker.status();
-        let now = (st.active.clone(), st.registered);
-        if now == self.shown {
-            return;
-        }
-        match (&st.active, st.registered) {
-            (Some(m), true) => {
-                tracing::info!(master = %m, epoch = st.max_epoch.0, "registered with master")
-            }
-            (Some(m), false) => {
-                tracing::info!(master = %m, epoch = st.max_epoch.0, "following master; registering")
-            }
-            (None, _) => tracing::info!("no master followed"),
-        }
-        self.shown = now;
+        log_status_change(&self.worker.status(), &mut self.shown);
     }
 }
 
@@ -599,78 +547,4 @@ async fn dial(master: &Addr, has_secret: bool, insecure: bool) -> Result<TcpStre
     }
     err.refused = all_refused;
     Err(err)
-}
-
-/// Checks the configured masters before anything starts: each must be
-/// `host:port`, and none may resolve to a non-loopback address without a
-/// secret unless `insecure`.
-async fn check_masters(masters: &[Addr], has_secret: bool, insecure: bool) -> Result<(), String> {
-    if masters.is_empty() {
-        return Err("no master address given".to_owned());
-    }
-    for m in masters {
-        let ok = m
-            .as_str()
-            .rsplit_once(':')
-            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
-        if !ok {
-            return Err(format!("master address {m:?} is not host:port"));
-        }
-        match smol::net::resolve(m.as_str()).await {
-            Ok(addrs) => {
-                for a in addrs {
-                    check_exposure(&a, has_secret, insecure)
-                        .map_err(|e| format!("master {m}: {e}"))?;
-                }
-            }
-            Err(e) => {
-                tracing::warn!(master = %m, error = %e, "cannot resolve master yet; will keep trying")
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The id kept in `<work_dir>/worker-id`, or a new one written there.
-fn load_or_create_id(work_dir: &Path) -> Result<String, String> {
-    let path = work_dir.join(ID_FILE);
-    match fs::read_to_string(&path) {
-        Ok(s) if !s.trim().is_empty() => return Ok(s.trim().to_owned()),
-        Ok(_) => {
-            tracing::warn!(path = %path.display(), "empty worker id file; generating a new id")
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(format!("cannot read the worker id from {}: {e}", path.display())),
-    }
-    let id = generate_id();
-    let err = |what: &str, e: std::io::Error| format!("cannot {what} {}: {e}", path.display());
-    let tmp = work_dir.join(format!("{ID_FILE}.tmp"));
-    (|| {
-        let mut f = fs::File::create(&tmp)?;
-        writeln!(f, "{id}")?;
-        f.sync_all()?;
-        fs::rename(&tmp, &path)?;
-        fs::File::open(work_dir)?.sync_all()
-    })()
-    .map_err(|e| err("store the worker id in", e))?;
-    tracing::info!(worker = %id, path = %path.display(), "generated the worker id");
-    Ok(id)
-}
-
-/// `worker-<hostname>-<random hex>`: readable, and unique even for two
-/// workers on one host.
-fn generate_id() -> String {
-    let host: String = fs::read_to_string("/proc/sys/kernel/hostname")
-        .or_else(|_| fs::read_to_string("/etc/hostname"))
-        .unwrap_or_default()
-        .trim()
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.')
-        .collect();
-    let suffix = format!("{:08x}", random_u64() as u32);
-    if host.is_empty() {
-        format!("worker-{suffix}")
-    } else {
-        format!("worker-{host}-{suffix}")
-    }
 }

@@ -15,8 +15,9 @@
 //!   `ExecutorUpdate`, `SlotFailed`, `RequestAccepted`, `RequestRefused`,
 //!   `Error`, `Disconnected`, `Exit`) is delivered, in order, on
 //!   [`SubscriberHandle::events`]; [`describe`] renders one as a plain line;
-//! * **outcome** ([`SubscriberHandle::wait`]), by the same slot rules as
-//!   `regent submit`: [`SubmitOutcome::Succeeded`] once every slot has an
+//! * **outcome** ([`SubscriberHandle::wait`]), by the slot rules of
+//!   [`regent_core::progress`] (shared with `regent submit`):
+//!   [`SubmitOutcome::Succeeded`] once every slot has an
 //!   executor that exited 0; [`SubmitOutcome::SlotsFailed`] once a slot
 //!   failed and no slot can change any more; [`SubmitOutcome::FailedOver`]
 //!   when another instance took the framework over;
@@ -29,11 +30,12 @@ use super::{millis_since, spawn_dial, DialError, Stopper};
 use crate::net::{check_exposure, random_u64, spawn_connection, ConnHandle, NetConfig, NetEvent};
 use regent_core::auth::Side;
 use regent_core::ids::InstanceId;
-use regent_core::protocol::{ExecutorInfo, ExecutorState, GroupSpec, Message};
+use regent_core::progress::GroupProgress;
+use regent_core::protocol::{ExecutorInfo, ExecutorState, GroupSpec};
 use regent_core::subscriber::{
     Action, Config, Event, Request, Subscriber, SubscriberStatus, Timer,
 };
-use regent_core::{Addr, ConnId, ExecutorId, FrameworkId, Millis};
+use regent_core::{Addr, ConnId, FrameworkId, Millis};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -79,22 +81,7 @@ pub struct SubscriberConfig {
     pub insecure: bool,
 }
 
-/// How a submission ended (the same cases as `regent submit`'s).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SubmitOutcome {
-    /// Every slot's executor exited 0.
-    Succeeded,
-    /// At least one slot failed for good and no slot can change any more;
-    /// one reason per failed slot (`slot <n>: <why>`).
-    SlotsFailed(Vec<String>),
-    /// Another instance took the framework over; this one stopped.
-    FailedOver {
-        /// The instance the framework now belongs to.
-        to: String,
-    },
-    /// Interrupted; the framework was left in place.
-    Interrupted,
-}
+pub use regent_core::progress::SubmitOutcome;
 
 enum Input {
     Net(NetEvent),
@@ -177,38 +164,10 @@ impl Drop for SubscriberHandle {
 /// Starts a submission on a thread of its own. Fails at once on invalid
 /// options or a configured master refused by [`check_exposure`].
 pub fn spawn_subscriber(cfg: SubscriberConfig) -> Result<SubscriberHandle, String> {
-    if cfg.masters.is_empty() {
-        return Err("no master given (--masters)".into());
-    }
-    if cfg.executors == 0 {
-        return Err("--executors must be at least 1".into());
-    }
-    if cfg.command.is_empty() {
-        return Err("no command given (after --)".into());
-    }
-    let has_secret = cfg.net.secret.is_some();
-    for m in &cfg.masters {
-        // An address that does not resolve now is checked again at dial time.
-        if let Ok(addrs) = m.as_str().to_socket_addrs() {
-            for a in addrs {
-                check_exposure(&a, has_secret, cfg.insecure)
-                    .map_err(|e| format!("master {m}: {e}"))?;
-            }
-        }
-    }
+    check_options(&cfg)?;
+    check_configured_masters(&cfg)?;
     let instance = InstanceId(random_u64());
-    let mut config =
-        Config::new(cfg.cluster.clone(), cfg.name.clone(), instance, cfg.masters.clone());
-    config.framework = cfg.framework_id.clone().map(FrameworkId::new);
-    config.failover_timeout = Millis(cfg.failover_timeout.as_millis() as u64);
-    let spec = GroupSpec {
-        group: GROUP.to_owned(),
-        slots: cfg.executors,
-        command: cfg.command.clone(),
-        env: vec![],
-        cores: cfg.cores,
-        memory_mb: cfg.memory_mb,
-    };
+    let (config, spec) = machine_config(&cfg, instance);
     let (tx, rx) = mpsc::channel();
     let (etx, erx) = mpsc::channel();
     let machine = Subscriber::new(config);
@@ -228,8 +187,7 @@ pub fn spawn_subscriber(cfg: SubscriberConfig) -> Result<SubscriberHandle, Strin
         conn_master: HashMap::new(),
         closing: BTreeSet::new(),
         timers: BTreeMap::new(),
-        slots: Slots::new(cfg.executors),
-        failed_over_to: None,
+        progress: GroupProgress::new(GROUP, cfg.executors),
         outcome: None,
     };
     tracing::info!(
@@ -243,6 +201,55 @@ pub fn spawn_subscriber(cfg: SubscriberConfig) -> Result<SubscriberHandle, Strin
         .spawn(move || d.run(rx, spec))
         .map_err(|e| format!("cannot start the subscriber thread: {e}"))?;
     Ok(SubscriberHandle { instance, tx, events: erx, status, thread: Some(thread) })
+}
+
+/// Checks the options of a submission, before anything is resolved or
+/// dialled (shared with `regent_smol::submit`).
+pub fn check_options(cfg: &SubscriberConfig) -> Result<(), String> {
+    if cfg.masters.is_empty() {
+        return Err("no master given (--masters)".into());
+    }
+    if cfg.executors == 0 {
+        return Err("--executors must be at least 1".into());
+    }
+    if cfg.command.is_empty() {
+        return Err("no command given (after --)".into());
+    }
+    Ok(())
+}
+
+/// Refuses a configured master that resolves to an address refused by
+/// [`check_exposure`], naming it (blocking: it resolves the names). An
+/// address that does not resolve now is checked again at dial time.
+pub fn check_configured_masters(cfg: &SubscriberConfig) -> Result<(), String> {
+    let has_secret = cfg.net.secret.is_some();
+    for m in &cfg.masters {
+        if let Ok(addrs) = m.as_str().to_socket_addrs() {
+            for a in addrs {
+                check_exposure(&a, has_secret, cfg.insecure)
+                    .map_err(|e| format!("master {m}: {e}"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The subscriber machine's configuration for instance `instance`, and the
+/// declaration of [`GROUP`] to feed it after `Start`.
+pub fn machine_config(cfg: &SubscriberConfig, instance: InstanceId) -> (Config, GroupSpec) {
+    let mut config =
+        Config::new(cfg.cluster.clone(), cfg.name.clone(), instance, cfg.masters.clone());
+    config.framework = cfg.framework_id.clone().map(FrameworkId::new);
+    config.failover_timeout = Millis(cfg.failover_timeout.as_millis() as u64);
+    let spec = GroupSpec {
+        group: GROUP.to_owned(),
+        slots: cfg.executors,
+        command: cfg.command.clone(),
+        env: vec![],
+        cores: cfg.cores,
+        memory_mb: cfg.memory_mb,
+    };
+    (config, spec)
 }
 
 struct Daemon {
@@ -264,9 +271,8 @@ struct Daemon {
     /// Connections we closed whose end we have not seen yet.
     closing: BTreeSet<ConnId>,
     timers: BTreeMap<Timer, Millis>,
-    slots: Slots,
-    /// The instance named by a `FrameworkError` on a live connection.
-    failed_over_to: Option<String>,
+    /// The slots of [`GROUP`] and how the submission ends.
+    progress: GroupProgress,
     outcome: Option<Result<SubmitOutcome, String>>,
 }
 
@@ -315,7 +321,7 @@ impl Daemon {
         }
         *self.status.lock().unwrap_or_else(|e| e.into_inner()) = self.machine.status();
         if self.outcome.is_none() {
-            self.outcome = self.slots.completion().map(Ok);
+            self.outcome = self.progress.outcome();
         }
     }
 
@@ -344,30 +350,7 @@ impl Daemon {
                 self.timers.remove(&timer);
             }
             app => {
-                match &app {
-                    Action::Subscribed { executors, .. } => self.slots.subscribed(executors),
-                    Action::ExecutorUpdate(info) => self.slots.update(info),
-                    Action::SlotFailed { group, slot, reason } => {
-                        self.slots.slot_failed(group, *slot, reason)
-                    }
-                    Action::RequestRefused { command, reason, .. } => {
-                        if matches!(command, Request::Declare { group } if group == GROUP) {
-                            // The machine forgot the declaration: nothing
-                            // more will happen for this submission.
-                            self.outcome =
-                                Some(Err(format!("the master refused group {GROUP}: {reason}")));
-                        }
-                    }
-                    Action::Exit { reason } => {
-                        let to =
-                            failed_over_instance(reason).or_else(|| self.failed_over_to.clone());
-                        self.outcome = Some(match to {
-                            Some(to) => Ok(SubmitOutcome::FailedOver { to }),
-                            None => Err(reason.clone()),
-                        });
-                    }
-                    _ => {}
-                }
+                self.progress.observe(&app);
                 if let Some(line) = describe(&app) {
                     tracing::debug!("{line}");
                 }
@@ -437,9 +420,6 @@ impl Daemon {
                 let Some(from) = self.conn_master.get(&conn).cloned() else {
                     return; // a connection we closed: fed nothing more
                 };
-                if let Message::FrameworkError { failed_over_to: Some(i), .. } = &msg {
-                    self.failed_over_to = Some(i.to_string());
-                }
                 self.feed(Event::Message { from, msg });
             }
             NetEvent::Closed { conn, reason } => {
@@ -488,22 +468,9 @@ impl Daemon {
     }
 }
 
-/// The instance named in the subscriber's failover exit reason
-/// (`... failed over to instance <id>; ...`).
-fn failed_over_instance(reason: &str) -> Option<String> {
-    const MARK: &str = "failed over to instance ";
-    let rest = &reason[reason.find(MARK)? + MARK.len()..];
-    let id: String = rest.chars().take_while(|c| !c.is_whitespace() && *c != ';').collect();
-    (!id.is_empty()).then_some(id)
-}
-
 /// One app-facing action as a plain line (`None` for protocol actions).
 pub fn describe(action: &Action) -> Option<String> {
-    let request = |command: &Request| match command {
-        Request::Declare { group } => format!("declare group {group}"),
-        Request::Kill { executor } => format!("kill {executor}"),
-        Request::Teardown => "teardown".into(),
-    };
+    let request = describe_request;
     Some(match action {
         Action::Subscribed { framework, master, executors } => {
             format!(
@@ -511,10 +478,7 @@ pub fn describe(action: &Action) -> Option<String> {
                 executors.len()
             )
         }
-        Action::ExecutorUpdate(info) => {
-            let on = info.worker.as_ref().map(|w| format!(" on {w}")).unwrap_or_default();
-            format!("{} slot {}{on}: {}", info.id, info.slot, state_text(&info.state))
-        }
+        Action::ExecutorUpdate(info) => executor_line(info),
         Action::SlotFailed { group, slot, reason } => {
             format!("group {group} slot {slot} failed: {reason}")
         }
@@ -526,7 +490,7 @@ pub fn describe(action: &Action) -> Option<String> {
         }
         Action::Error { message } => format!("master error: {message}"),
         Action::Disconnected { reason } => format!("disconnected: {reason}"),
-        Action::Exit { reason } => reason.clone(),
+        Action::Exit { reason, .. } => reason.clone(),
         Action::Connect { .. }
         | Action::Send { .. }
         | Action::Close { .. }
@@ -535,7 +499,25 @@ pub fn describe(action: &Action) -> Option<String> {
     })
 }
 
-fn state_text(state: &ExecutorState) -> String {
+/// A request as named in a plain line (`declare group main`, `kill <id>`,
+/// `teardown`).
+pub fn describe_request(command: &Request) -> String {
+    match command {
+        Request::Declare { group } => format!("declare group {group}"),
+        Request::Kill { executor } => format!("kill {executor}"),
+        Request::Teardown => "teardown".into(),
+    }
+}
+
+/// An executor's state as a plain line (`<executor> slot <n> on <worker>:
+/// RUNNING`).
+pub fn executor_line(info: &ExecutorInfo) -> String {
+    let on = info.worker.as_ref().map(|w| format!(" on {w}")).unwrap_or_default();
+    format!("{} slot {}{on}: {}", info.id, info.slot, state_text(&info.state))
+}
+
+/// How an executor state is printed (`RUNNING`, `EXITED 1`, `FAILED: <why>`...).
+pub fn state_text(state: &ExecutorState) -> String {
     match state {
         ExecutorState::Launching => "LAUNCHING".into(),
         ExecutorState::Running => "RUNNING".into(),
@@ -543,160 +525,5 @@ fn state_text(state: &ExecutorState) -> String {
         ExecutorState::Failed { reason } => format!("FAILED: {reason}"),
         ExecutorState::Killed => "KILLED".into(),
         ExecutorState::Lost => "LOST".into(),
-    }
-}
-
-/// What is known about one slot of the group.
-#[derive(Clone, Debug, Default)]
-struct Slot {
-    /// The latest state of each of the slot's executors.
-    executors: BTreeMap<ExecutorId, ExecutorState>,
-    /// The slot failed for good (a `SlotFailed`, or a recorded failure).
-    failed: Option<String>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum SlotStatus {
-    Done,
-    Failed,
-    Running,
-    Waiting,
-}
-
-impl Slot {
-    fn status(&self) -> SlotStatus {
-        if self.executors.values().any(|s| *s == ExecutorState::Exited { code: 0 }) {
-            SlotStatus::Done
-        } else if self.failed.is_some() {
-            SlotStatus::Failed
-        } else if self.executors.values().any(|s| !s.is_terminal()) {
-            SlotStatus::Running
-        } else {
-            SlotStatus::Waiting
-        }
-    }
-}
-
-/// The slots of [`GROUP`] and the completion rule of `regent submit` (the
-/// same rule as `regent_smol::submit`; a candidate for `regent-core`).
-#[derive(Debug)]
-struct Slots(Vec<Slot>);
-
-impl Slots {
-    fn new(n: u32) -> Self {
-        Slots(vec![Slot::default(); n as usize])
-    }
-
-    fn subscribed(&mut self, executors: &[ExecutorInfo]) {
-        // The snapshot replaces what was known; failures are final.
-        for s in &mut self.0 {
-            s.executors.clear();
-        }
-        for info in executors {
-            if info.worker.is_none() && info.group == GROUP {
-                // The slot's recorded outcome.
-                let reason = match &info.state {
-                    ExecutorState::Failed { reason } => Some(reason.clone()),
-                    ExecutorState::Killed => Some(format!("executor {} was killed", info.id)),
-                    _ => None,
-                };
-                if let (Some(reason), Some(slot)) = (reason, self.0.get_mut(info.slot as usize)) {
-                    slot.failed.get_or_insert(reason);
-                }
-            }
-            self.update(info);
-        }
-    }
-
-    fn update(&mut self, info: &ExecutorInfo) {
-        if info.group == GROUP {
-            if let Some(slot) = self.0.get_mut(info.slot as usize) {
-                slot.executors.insert(info.id.clone(), info.state.clone());
-            }
-        }
-    }
-
-    fn slot_failed(&mut self, group: &str, slot: u32, reason: &str) {
-        if group == GROUP {
-            if let Some(s) = self.0.get_mut(slot as usize) {
-                s.failed = Some(reason.to_owned());
-            }
-        }
-    }
-
-    fn completion(&self) -> Option<SubmitOutcome> {
-        let statuses: Vec<SlotStatus> = self.0.iter().map(Slot::status).collect();
-        if statuses.iter().all(|s| *s == SlotStatus::Done) {
-            return Some(SubmitOutcome::Succeeded);
-        }
-        if !statuses.iter().all(|s| matches!(s, SlotStatus::Done | SlotStatus::Failed)) {
-            return None;
-        }
-        let reasons = self
-            .0
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.status() == SlotStatus::Failed)
-            .map(|(i, s)| format!("slot {i}: {}", s.failed.as_deref().unwrap_or("failed")))
-            .collect();
-        Some(SubmitOutcome::SlotsFailed(reasons))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use regent_core::WorkerId;
-
-    fn info(id: &str, slot: u32, worker: Option<&str>, state: ExecutorState) -> ExecutorInfo {
-        ExecutorInfo {
-            id: ExecutorId::new(id),
-            group: GROUP.into(),
-            slot,
-            worker: worker.map(WorkerId::new),
-            state,
-        }
-    }
-
-    #[test]
-    fn parses_the_failover_instance_from_the_exit_reason() {
-        let r = "framework fw failed over to instance inst-2a; this instance inst-1 stops: x";
-        assert_eq!(failed_over_instance(r).as_deref(), Some("inst-2a"));
-        assert_eq!(failed_over_instance("framework fw torn down"), None);
-    }
-
-    #[test]
-    fn a_slot_is_done_when_any_executor_exited_zero() {
-        let mut s = Slots::new(2);
-        s.update(&info("fw/main#0#1", 0, Some("w1"), ExecutorState::Exited { code: 1 }));
-        s.update(&info("fw/main#0#2", 0, Some("w1"), ExecutorState::Exited { code: 0 }));
-        assert_eq!(s.completion(), None);
-        s.update(&info("fw/main#1#1", 1, Some("w2"), ExecutorState::Exited { code: 0 }));
-        assert_eq!(s.completion(), Some(SubmitOutcome::Succeeded));
-    }
-
-    #[test]
-    fn a_failed_slot_ends_the_run_only_when_nothing_can_change() {
-        let mut s = Slots::new(2);
-        s.update(&info("fw/main#1#1", 1, Some("w2"), ExecutorState::Running));
-        s.slot_failed(GROUP, 0, "retries used up");
-        assert_eq!(s.completion(), None);
-        s.update(&info("fw/main#1#1", 1, Some("w2"), ExecutorState::Exited { code: 0 }));
-        assert_eq!(
-            s.completion(),
-            Some(SubmitOutcome::SlotsFailed(vec!["slot 0: retries used up".into()]))
-        );
-    }
-
-    #[test]
-    fn a_recorded_failure_in_a_snapshot_is_final() {
-        let mut s = Slots::new(1);
-        s.subscribed(&[info(
-            "fw/main#0#3",
-            0,
-            None,
-            ExecutorState::Failed { reason: "boom".into() },
-        )]);
-        assert_eq!(s.completion(), Some(SubmitOutcome::SlotsFailed(vec!["slot 0: boom".into()])));
     }
 }

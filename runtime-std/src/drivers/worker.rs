@@ -21,12 +21,12 @@
 //! executor logs beside it (see [`crate::exec`]).
 
 use super::{millis_since, spawn_dial, DialError, Stopper};
-use crate::exec::{ExecEvent, ExecutorSpec, Launched, LeftBehindOutcome, Supervisor};
+use crate::exec::{ExecEvent, ExecutorSpec, Launched, LeftBehind, LeftBehindOutcome, Supervisor};
 use crate::net::{check_exposure, random_u64, spawn_connection, ConnHandle, NetConfig, NetEvent};
 use regent_core::auth::Side;
 use regent_core::protocol::{ExecutorReport, ExecutorState};
 use regent_core::worker::{Action, Config, Event, Timer, Worker, WorkerStatus};
-use regent_core::{Addr, ConnId, Epoch, ExecutorId, Incarnation, WorkerId};
+use regent_core::{Addr, ConnId, ExecutorId, Incarnation, WorkerId};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fs;
 use std::io::Write as _;
@@ -214,8 +214,7 @@ pub fn spawn_worker(cfg: WorkerConfig) -> Result<WorkerHandle, String> {
         tx: tx.clone(),
         exit: None,
         stopping: false,
-        refused: HashSet::new(),
-        failing: HashSet::new(),
+        dial_log: DialLog::default(),
         shown: (None, false),
         queue: VecDeque::new(),
     };
@@ -245,10 +244,8 @@ struct Daemon {
     exit: Option<String>,
     /// Shutting down: executors are being killed, none may start.
     stopping: bool,
-    /// Masters refused by the exposure check (warned about once).
-    refused: HashSet<Addr>,
-    /// Masters whose last dial failed (so a failure is logged at info once).
-    failing: HashSet<Addr>,
+    /// Dial failures, logged once per master.
+    dial_log: DialLog,
     /// The followed master and registration last logged.
     shown: (Option<Addr>, bool),
     /// Inputs produced while executing actions, fed after them.
@@ -256,31 +253,10 @@ struct Daemon {
 }
 
 impl Daemon {
-    fn run(
-        mut self,
-        rx: Receiver<Input>,
-        left_behind: Vec<crate::exec::LeftBehind>,
-    ) -> Result<(), String> {
+    fn run(mut self, rx: Receiver<Input>, left_behind: Vec<LeftBehind>) -> Result<(), String> {
         self.feed(Event::Start);
         for lb in left_behind {
-            // Killed (not Failed): the end is the worker's doing or unknown,
-            // not the executor's fault (the smol worker's rule).
-            let what = match lb.outcome {
-                LeftBehindOutcome::Killed => {
-                    "killed an executor a previous worker process left running"
-                }
-                LeftBehindOutcome::AlreadyGone => {
-                    "an executor of a previous worker process had ended; its exit status is unknown"
-                }
-            };
-            tracing::warn!(executor = %lb.executor, pgid = lb.pgid, "{what}");
-            self.feed(Event::LeftBehind(ExecutorReport {
-                id: lb.executor,
-                framework: lb.framework,
-                cores: 0,
-                memory_mb: 0,
-                state: ExecutorState::Killed,
-            }));
+            self.feed(left_behind_event(lb));
         }
         loop {
             if let Some(reason) = self.exit.take() {
@@ -405,17 +381,7 @@ impl Daemon {
                 let id = spec.executor.clone();
                 // Blocking (fork, fsync of the record), as the smol worker
                 // awaits it; `Running` or `Failed` comes back via the sink.
-                match self.supervisor.launch(spec) {
-                    Launched::Started { pid } => {
-                        tracing::debug!(executor = %id, pid, "executor started")
-                    }
-                    Launched::Failed { reason } => {
-                        tracing::warn!(executor = %id, %reason, "executor launch failed")
-                    }
-                    Launched::AlreadyRunning => {
-                        tracing::warn!(executor = %id, "executor already runs; launch ignored")
-                    }
-                }
+                log_launched(&id, self.supervisor.launch(spec));
             }
             Action::KillExecutor { executor } => {
                 tracing::debug!(%executor, "killing executor");
@@ -476,20 +442,13 @@ impl Daemon {
                         }
                     };
                 tracing::info!(%master, peer = %handle.peer, %conn, "connected to master");
-                self.failing.remove(&master);
+                self.dial_log.connected(&master);
                 self.conns.insert(conn, master.clone());
                 self.links.insert(master.clone(), handle);
                 self.feed(Event::Connected { master });
             }
             Err(DialError { reason, refused }) => {
-                if self.failing.insert(master.clone()) {
-                    tracing::info!(%master, %reason, "cannot connect to master");
-                } else {
-                    tracing::debug!(%master, %reason, "cannot connect to master");
-                }
-                if refused && self.refused.insert(master.clone()) {
-                    tracing::warn!(%master, %reason, "master refused by the exposure check");
-                }
+                self.dial_log.failed(&master, &reason, refused);
                 self.feed(Event::ConnectFailed { master });
             }
         }
@@ -554,22 +513,93 @@ impl Daemon {
     /// master and of the registration.
     fn log_status(&mut self) {
         let st = self.worker.status();
-        let now = (st.active.clone(), st.registered);
-        *self.status.lock().unwrap_or_else(|e| e.into_inner()) = st.clone();
-        if now == self.shown {
-            return;
+        log_status_change(&st, &mut self.shown);
+        *self.status.lock().unwrap_or_else(|e| e.into_inner()) = st;
+    }
+}
+
+/// The event that reports an executor a previous worker process left
+/// behind (logged as a warning): `Killed`, not `Failed`, also for one that
+/// had ended by itself, since its end is the worker's doing or unknown, not
+/// the executor's fault, so it must not use the group's retry budget.
+pub fn left_behind_event(lb: LeftBehind) -> Event {
+    let what = match lb.outcome {
+        LeftBehindOutcome::Killed => "killed an executor a previous worker process left running",
+        LeftBehindOutcome::AlreadyGone => {
+            "an executor of a previous worker process had ended; its exit status is unknown"
         }
-        let epoch: Epoch = st.max_epoch;
-        match (&st.active, st.registered) {
-            (Some(m), true) => {
-                tracing::info!(master = %m, epoch = epoch.0, "registered with master")
-            }
-            (Some(m), false) => {
-                tracing::info!(master = %m, epoch = epoch.0, "following master; registering")
-            }
-            (None, _) => tracing::info!("no master followed"),
+    };
+    tracing::warn!(executor = %lb.executor, pgid = lb.pgid, "{what}");
+    Event::LeftBehind(ExecutorReport {
+        id: lb.executor,
+        framework: lb.framework,
+        cores: 0,
+        memory_mb: 0,
+        state: ExecutorState::Killed,
+    })
+}
+
+/// Logs how a launch went (`Running` or `Failed` itself comes back through
+/// the supervisor's sink).
+pub fn log_launched(executor: &ExecutorId, launched: Launched) {
+    match launched {
+        Launched::Started { pid } => tracing::debug!(%executor, pid, "executor started"),
+        Launched::Failed { reason } => {
+            tracing::warn!(%executor, %reason, "executor launch failed")
         }
-        self.shown = now;
+        Launched::AlreadyRunning => {
+            tracing::warn!(%executor, "executor already runs; launch ignored")
+        }
+    }
+}
+
+/// Logs a change of the followed master or of the registration; `shown` is
+/// what was logged last (updated).
+pub fn log_status_change(st: &WorkerStatus, shown: &mut (Option<Addr>, bool)) {
+    let now = (st.active.clone(), st.registered);
+    if now == *shown {
+        return;
+    }
+    match (&st.active, st.registered) {
+        (Some(m), true) => {
+            tracing::info!(master = %m, epoch = st.max_epoch.0, "registered with master")
+        }
+        (Some(m), false) => {
+            tracing::info!(master = %m, epoch = st.max_epoch.0, "following master; registering")
+        }
+        (None, _) => tracing::info!("no master followed"),
+    }
+    *shown = now;
+}
+
+/// Logs failed dials to masters without flooding: the first failure of a
+/// master in a row at info (later ones at debug), a refusal by the exposure
+/// check once per master as a warning.
+#[derive(Debug, Default)]
+pub struct DialLog {
+    /// Masters refused by the exposure check (warned about once).
+    refused: HashSet<Addr>,
+    /// Masters whose last dial failed.
+    failing: HashSet<Addr>,
+}
+
+impl DialLog {
+    /// A dial to `master` failed; `refused`: every address it resolves to
+    /// was refused by the exposure check.
+    pub fn failed(&mut self, master: &Addr, reason: &str, refused: bool) {
+        if self.failing.insert(master.clone()) {
+            tracing::info!(%master, %reason, "cannot connect to master");
+        } else {
+            tracing::debug!(%master, %reason, "cannot connect to master");
+        }
+        if refused && self.refused.insert(master.clone()) {
+            tracing::warn!(%master, %reason, "master refused by the exposure check");
+        }
+    }
+
+    /// A dial to `master` succeeded: its next failure is news again.
+    pub fn connected(&mut self, master: &Addr) {
+        self.failing.remove(master);
     }
 }
 
@@ -630,6 +660,8 @@ pub fn load_or_create_id(work_dir: &Path) -> Result<String, String> {
     Ok(id)
 }
 
+/// `worker-<hostname>-<random hex>`: readable, and unique even for two
+/// workers on one host.
 fn generate_id() -> String {
     let host: String = fs::read_to_string("/proc/sys/kernel/hostname")
         .or_else(|_| fs::read_to_string("/etc/hostname"))

@@ -1375,7 +1375,7 @@ impl World {
                 subscriber::Action::ExecutorUpdate(info) => {
                     self.subs[s].view.insert(info.id, info.state);
                 }
-                subscriber::Action::Exit { reason } => {
+                subscriber::Action::Exit { reason, .. } => {
                     self.log(|| format!("f{s} EXIT: {reason}"));
                     invariants::on_sub_exit(self, s, &reason);
                     self.subs[s].exited = Some(reason);
