@@ -49,7 +49,7 @@
 //! masters before anything is dialled (an error naming the address), and
 //! every master learned later at dial time (that dial fails, naming it).
 
-use crate::net::{check_exposure, random_u64, spawn_connection, ConnHandle, NetConfig, NetEvent};
+use crate::net::{check_exposure, spawn_connection, ConnHandle, NetConfig, NetEvent};
 use async_channel::{Receiver, Sender};
 use regent_core::auth::Side;
 use regent_core::ids::InstanceId;
@@ -122,7 +122,7 @@ pub async fn run_submit_with_progress(
     smol::unblock(move || check_configured_masters(&checked)).await?;
 
     let start = Instant::now();
-    let instance = InstanceId(random_u64());
+    let instance = InstanceId(regent_std::net::time_ordered_id());
     let (config, spec) = machine_config(&opts, instance);
     let (net_tx, net_rx) = async_channel::unbounded();
     let (dial_tx, dial_rx) = async_channel::unbounded();

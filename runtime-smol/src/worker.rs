@@ -40,7 +40,7 @@
 //! killed with `kill -9`, or crashed) are killed at start and reported to
 //! the master as `Killed`.
 
-use crate::net::{check_exposure, random_u64, spawn_connection, ConnHandle, NetConfig, NetEvent};
+use crate::net::{check_exposure, spawn_connection, ConnHandle, NetConfig, NetEvent};
 use async_channel::{Receiver, Sender};
 use regent_core::auth::Side;
 use regent_core::protocol::ExecutorState;
@@ -138,7 +138,7 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
         None => load_or_create_id(&opts.work_dir)?,
     };
 
-    let incarnation = Incarnation(random_u64());
+    let incarnation = Incarnation(regent_std::net::time_ordered_id());
     let config = Config::new(
         opts.cluster.clone(),
         WorkerId::new(id.clone()),

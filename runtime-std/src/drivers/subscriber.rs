@@ -27,7 +27,7 @@
 //!   same framework id adopts them.
 
 use super::{millis_since, spawn_dial, DialError, Stopper};
-use crate::net::{check_exposure, random_u64, spawn_connection, ConnHandle, NetConfig, NetEvent};
+use crate::net::{check_exposure, spawn_connection, ConnHandle, NetConfig, NetEvent};
 use regent_core::auth::Side;
 use regent_core::ids::InstanceId;
 use regent_core::progress::GroupProgress;
@@ -166,7 +166,7 @@ impl Drop for SubscriberHandle {
 pub fn spawn_subscriber(cfg: SubscriberConfig) -> Result<SubscriberHandle, String> {
     check_options(&cfg)?;
     check_configured_masters(&cfg)?;
-    let instance = InstanceId(random_u64());
+    let instance = InstanceId(crate::net::time_ordered_id());
     let (config, spec) = machine_config(&cfg, instance);
     let (tx, rx) = mpsc::channel();
     let (etx, erx) = mpsc::channel();

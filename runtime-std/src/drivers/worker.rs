@@ -180,7 +180,7 @@ pub fn spawn_worker(cfg: WorkerConfig) -> Result<WorkerHandle, String> {
         Some(id) => id.clone(),
         None => load_or_create_id(&cfg.work_dir)?,
     };
-    let incarnation = Incarnation(random_u64());
+    let incarnation = Incarnation(crate::net::time_ordered_id());
     let config = Config::new(
         cfg.cluster.clone(),
         WorkerId::new(id.clone()),
