@@ -106,7 +106,12 @@ impl Master {
         }
     }
 
-    fn ack_report(&self, worker: &WorkerId, executor: &ExecutorId, out: &mut Vec<Action>) {
+    pub(super) fn ack_report(
+        &self,
+        worker: &WorkerId,
+        executor: &ExecutorId,
+        out: &mut Vec<Action>,
+    ) {
         if let Some(conn) = self.workers.entries.get(worker).and_then(|w| w.conn) {
             out.push(Action::Send {
                 conn,
@@ -264,7 +269,16 @@ impl Master {
 
     fn kill_stray(&mut self, worker: &WorkerId, report: &ExecutorReport, out: &mut Vec<Action>) {
         if report.state.is_terminal() {
-            self.ack_report(worker, &report.id, out);
+            // Nothing to record for it, but its slot may have an outcome
+            // still being written: acknowledge after the framework's record
+            // is durable as it stands (writes to one key keep their order).
+            if self.frameworks.contains_key(&report.framework) {
+                let then =
+                    vec![AfterWrite::Ack { worker: worker.clone(), executor: report.id.clone() }];
+                self.persist_framework(&report.framework.clone(), then, out);
+            } else {
+                self.ack_report(worker, &report.id, out);
+            }
         } else {
             self.send_kill(worker, &report.id, out);
         }

@@ -229,6 +229,8 @@ enum AfterWrite {
     Accept { conn: ConnId, request: u64 },
     /// `executor` in `state` is durable; acknowledge the report of `ack`.
     Recorded { executor: ExecutorId, state: ExecutorState, ack: Option<WorkerId> },
+    /// Acknowledge a worker's report (nothing of it needed recording).
+    Ack { worker: WorkerId, executor: ExecutorId },
     /// A declared group is durable: it may be placed.
     GroupDurable { framework: FrameworkId, group: String },
     /// Run placement.
@@ -528,6 +530,9 @@ impl Master {
                             }),
                             AfterWrite::Recorded { executor, state, ack } => {
                                 self.on_recorded(&executor, &state, ack.as_ref(), &mut out)
+                            }
+                            AfterWrite::Ack { worker, executor } => {
+                                self.ack_report(&worker, &executor, &mut out)
                             }
                             AfterWrite::GroupDurable { framework, group } => {
                                 if let Some(g) = self
