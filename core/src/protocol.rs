@@ -403,6 +403,13 @@ pub enum Message {
         /// The framework.
         framework: FrameworkId,
     },
+    /// Subscriber → master: answers `FrameworkHeartbeat`, so a live
+    /// subscription is never closed as idle (subscribers send nothing else
+    /// while all is well).
+    FrameworkHeartbeatAck {
+        /// The epoch of the heartbeat answered.
+        epoch: Epoch,
+    },
 }
 
 /// A master's view of the cluster, for operators (`regent status`, the HTTP
@@ -507,7 +514,8 @@ impl Message {
             | Message::ExecutorStatus { .. }
             | Message::StateRequest
             | Message::RemoveWorker { .. }
-            | Message::KillFramework { .. } => None,
+            | Message::KillFramework { .. }
+            | Message::FrameworkHeartbeatAck { .. } => None,
         }
     }
 
@@ -544,6 +552,7 @@ impl Message {
             Message::StateReply(_) => "StateReply",
             Message::RemoveWorker { .. } => "RemoveWorker",
             Message::KillFramework { .. } => "KillFramework",
+            Message::FrameworkHeartbeatAck { .. } => "FrameworkHeartbeatAck",
         }
     }
 }

@@ -851,7 +851,15 @@ impl Subscriber {
 
     fn on_subscribed_message(&mut self, msg: Message, out: &mut Vec<Action>) {
         match msg {
-            Message::FrameworkHeartbeat { .. } => {}
+            Message::FrameworkHeartbeat { epoch } => {
+                // Answer, so the master's side of the connection never looks idle.
+                if let Some(master) = self.conn.as_ref().map(|c| c.master.clone()) {
+                    out.push(Action::Send {
+                        to: master,
+                        msg: Message::FrameworkHeartbeatAck { epoch },
+                    });
+                }
+            }
             Message::ExecutorUpdate { info, .. } => out.push(Action::ExecutorUpdate(info)),
             Message::SlotFailed { group, slot, reason, .. } => {
                 out.push(Action::SlotFailed { group, slot, reason })

@@ -66,7 +66,7 @@ fn exec_report(g: &mut Gen) -> ExecutorReport {
 
 /// Number of `Message` variants; a new variant must be added to `arb` and
 /// to `golden_samples`.
-const VARIANTS: u8 = 30;
+const VARIANTS: u8 = 31;
 
 #[derive(Clone, Debug)]
 struct Arb(Message);
@@ -184,9 +184,10 @@ impl Arbitrary for Arb {
             26 => Message::StateRequest,
             27 => Message::StateReply(Box::new(cluster_state(g))),
             28 => Message::RemoveWorker { request: u64::arbitrary(g), worker: WorkerId(s(g)) },
-            _ => {
+            29 => {
                 Message::KillFramework { request: u64::arbitrary(g), framework: FrameworkId(s(g)) }
             }
+            _ => Message::FrameworkHeartbeatAck { epoch: e(g) },
         })
     }
 }
@@ -525,6 +526,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
             "kill_framework",
             Message::KillFramework { request: 8, framework: FrameworkId::new("f1") },
         ),
+        ("framework_heartbeat_ack", Message::FrameworkHeartbeatAck { epoch: Epoch(42) }),
     ]
 }
 

@@ -11,7 +11,6 @@ use support::cluster::{alive_with_workers, api_state, executors, wait_for, Clust
 const BOUND: Duration = Duration::from_secs(60);
 
 #[test]
-#[ignore = "bug: about half of all takeovers are refused as coming from an older instance (random instance ids, see later_submits_always_take_over); un-ignore once fixed"]
 fn second_submit_with_same_framework_id_takes_over() {
     let c = Cluster::new("submit-takeover");
     let spec = MasterSpec::new("m1", &["--recovery", "none"]);
@@ -84,7 +83,6 @@ fn second_submit_with_same_framework_id_takes_over() {
 /// counts it in `rejected_connections`; the submit prints `disconnected:
 /// subscription ... lost` and resubscribes.
 #[test]
-#[ignore = "bug: the master closes an idle-but-healthy subscriber connection after the 60 s read idle timeout (subscribers never send after subscribing), logging it as a refused connection; submit resubscribes every minute"]
 fn idle_subscription_is_not_dropped() {
     let c = Cluster::new("submit-idle");
     let spec = MasterSpec::new("m1", &["--recovery", "none"]);
@@ -124,7 +122,6 @@ fn idle_subscription_is_not_dropped() {
 /// its instance id at random (`InstanceId(random_u64())` in
 /// runtime-smol/src/submit.rs), so about every other takeover is refused.
 #[test]
-#[ignore = "bug: regent submit (smol runtime) draws its instance id with random_u64, not a time-ordered id; the master refuses an instance id lower than the current one, so about half of all takeovers fail"]
 fn later_submits_always_take_over() {
     let c = Cluster::new("submit-takeovers");
     let spec = MasterSpec::new("m1", &["--recovery", "none"]);

@@ -15,7 +15,6 @@ use support::cluster::{
 const BOUND: Duration = Duration::from_secs(60);
 
 #[test]
-#[ignore = "bug: about half of all worker restarts are told to shut down as the older incarnation (random incarnations, see worker_restarts_are_always_accepted); un-ignore once fixed"]
 fn worker_kill9_restart_kills_left_behind_executors() {
     let c = Cluster::new("worker-restart");
     let spec = MasterSpec::new("m1", &["--recovery", "none"]);
@@ -93,7 +92,6 @@ fn worker_kill9_restart_kills_left_behind_executors() {
 /// incarnation <old>"); the worker exits 1. The std runtime uses
 /// `regent_std::net::time_ordered_id`; the smol runtime does not.
 #[test]
-#[ignore = "bug: regent worker (smol runtime) draws its incarnation with random_u64, not a time-ordered id; the master keeps the larger incarnation, so about half of all restarts are told to shut down as the older one"]
 fn worker_restarts_are_always_accepted() {
     let c = Cluster::new("worker-restarts");
     let spec = MasterSpec::new("m1", &["--recovery", "none"]);

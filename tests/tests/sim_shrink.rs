@@ -3,7 +3,7 @@
 //! network chaos), so a failure comes with a minimal schedule.
 
 use quickcheck::{QuickCheck, TestResult};
-use regent_tests::sim::{known_bug, run_schedule, shrink, Fault, Knobs, Schedule, SimConfig};
+use regent_tests::sim::{run_schedule, shrink, Fault, Knobs, Schedule, SimConfig};
 
 #[test]
 fn generated_schedules_keep_every_invariant() {
@@ -12,7 +12,6 @@ fn generated_schedules_keep_every_invariant() {
         match run_schedule(seed, &cfg, &schedule, false) {
             Ok(_) => TestResult::passed(),
             // An open, reported bug (see `fixtures/regressions/`).
-            Err((v, _)) if known_bug(&v).is_some() => TestResult::discard(),
             Err((v, _)) => TestResult::error(format!("{v:?}")),
         }
     }

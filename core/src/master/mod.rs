@@ -648,6 +648,8 @@ impl Master {
                 self.kill_request(conn, request, executor, out)
             }
             Message::Teardown { request } if self.acting() => self.teardown(conn, request, out),
+            // Keeps the subscription's connection alive; nothing to do.
+            Message::FrameworkHeartbeatAck { .. } => {}
             Message::StateRequest => {
                 out.push(Action::Send { conn, msg: Message::StateReply(Box::new(self.state())) })
             }

@@ -234,22 +234,3 @@ pub fn shrink(
     }
     (best, violation)
 }
-
-/// The open bug a violation is an instance of, if it matches one reported
-/// from this simulator (see `fixtures/regressions/`): the tag used in the
-/// fixtures. Seeds shift whenever a machine changes, so the seed suite
-/// recognises these by their shape, not by seed; anything else fails it.
-pub fn known_bug(v: &Violation) -> Option<&'static str> {
-    let d = v.detail.as_str();
-    match v.invariant {
-        "executor_exits" if d.contains("knows the executor as None") && d.contains("Done") => {
-            Some("late-success-dup")
-        }
-        "executor_exits" if d.contains("state: Lost") => Some("lost-ack"),
-        "conflict_exits" if d.contains("failed over to instance") => Some("stale-subscribe"),
-        "conflict_exits" if d.contains("conflict") => Some("stale-register"),
-        "kills" if d.contains("has no group") => Some("untriaged-kills"),
-        "resources" if d.contains("over-allocated") => Some("untriaged-resources"),
-        _ => None,
-    }
-}
