@@ -97,6 +97,16 @@ enum Packet {
 }
 
 impl Packet {
+    /// The ordered stream this packet belongs to: a connection's direction.
+    /// Store answers and process events are each independent.
+    fn stream(&self) -> Option<(ConnId, bool)> {
+        match self {
+            Packet::ToMaster { conn, .. } | Packet::FromSub { conn, .. } => Some((*conn, true)),
+            Packet::ToWorker { conn, .. } | Packet::ToSub { conn, .. } => Some((*conn, false)),
+            _ => None,
+        }
+    }
+
     /// Network messages can be lost or duplicated; the answers of the store
     /// and of the worker's own process supervision cannot.
     fn is_message(&self) -> bool {
@@ -290,8 +300,11 @@ impl Cluster {
     pub fn step(&mut self, step: &Step) {
         match *step {
             Step::Deliver(i) => {
-                if !self.inflight.is_empty() {
-                    let p = self.inflight.remove(i % self.inflight.len());
+                // Any connection may go first, but each delivers in order,
+                // as TCP does.
+                let heads = self.deliverable();
+                if !heads.is_empty() {
+                    let p = self.inflight.remove(heads[i % heads.len()]);
                     self.deliver(p);
                 }
             }
@@ -309,9 +322,12 @@ impl Cluster {
             }
             Step::Duplicate(i) => {
                 if !self.inflight.is_empty() {
-                    let p = self.inflight[i % self.inflight.len()].clone();
+                    let at = i % self.inflight.len();
+                    let p = self.inflight[at].clone();
                     if p.is_message() {
-                        self.inflight.push(p);
+                        // Delivered twice in a row: a duplicate, never a
+                        // stale copy overtaking later frames.
+                        self.inflight.insert(at + 1, p);
                     }
                 }
             }
@@ -521,6 +537,20 @@ impl Cluster {
         self.conns.iter().find(|((_, mm), c)| *mm == m && **c == conn).map(|((w, _), _)| *w)
     }
 
+    /// Indices of the in-flight packets that may be delivered next: the
+    /// first of each connection's direction, and every independent one.
+    fn deliverable(&self) -> Vec<usize> {
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        for (i, p) in self.inflight.iter().enumerate() {
+            match p.stream() {
+                Some(k) if !seen.insert(k) => {}
+                _ => out.push(i),
+            }
+        }
+        out
+    }
+
     fn break_connection(&mut self, p: &Packet) {
         match *p {
             Packet::ToMaster { m, w, conn, .. } | Packet::ToWorker { w, m, conn, .. }
@@ -613,12 +643,21 @@ impl Cluster {
                     self.timers.remove(&TimerKey::Sub(s, timer));
                 }
                 subscriber::Action::Subscribed { executors, .. } => {
+                    let view = &mut self.subs[s].view;
                     for e in executors {
-                        self.subs[s].view.insert(e.id, e.state);
+                        if !view.get(&e.id).is_some_and(|st| st.is_terminal()) {
+                            view.insert(e.id, e.state);
+                        }
                     }
                 }
+                // A terminal state is final for the program: a stale update
+                // (the harness may duplicate and reorder messages, which TCP
+                // never does) does not bring an executor back to life.
                 subscriber::Action::ExecutorUpdate(info) => {
-                    self.subs[s].view.insert(info.id, info.state);
+                    let view = &mut self.subs[s].view;
+                    if !view.get(&info.id).is_some_and(|st| st.is_terminal()) {
+                        view.insert(info.id, info.state);
+                    }
                 }
                 subscriber::Action::Exit { .. } => {
                     self.subs[s].exited = true;
