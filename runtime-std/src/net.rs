@@ -186,7 +186,6 @@ pub fn spawn_connection(
             let result = run(stream, wstream, side, conn, &cfg, &sink, rx, tx, &closing);
             let reason = match result {
                 Ok(()) => "closed".to_string(),
-                Err(_) if closing.load(Ordering::SeqCst) => "closed".to_string(),
                 Err(reason) => reason,
             };
             tracing::debug!(%peer, %conn, %reason, "connection ended");
@@ -355,10 +354,18 @@ fn run(
         let n = read_some(&mut rstream, &mut buf, "idle connection", cfg.idle_timeout)?;
         reader.feed(&buf[..n]).map_err(|e| e.to_string())?;
     })();
+    // Did the writer end the connection first (the daemon closed it, or a
+    // write failed)? Then the read failed because of that: a plain close.
+    // Decided before the reader stops the writer itself, so the reader's own
+    // refusal (wrong cluster, bad frame) is never reported as "closed".
+    let ended_by_writer = closing.load(Ordering::SeqCst);
     // Stop the writer (it may be blocked on its queue) and the socket (it
     // may be blocked writing).
     let _ = rstream.shutdown(Shutdown::Both);
     let _ = stop_writer.send(Outbound::Close);
+    if ended_by_writer {
+        return Ok(());
+    }
     result
 }
 
