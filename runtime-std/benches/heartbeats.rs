@@ -1,5 +1,5 @@
 //! Heartbeats per second one master sustains from 1,000 connected workers:
-//! `regent-std master` (std threads) against `regent master` (smol), both
+//! `regent --runtime std master` (std threads) against `regent master` (smol), both
 //! `--recovery none`, each a process of its own on loopback.
 //!
 //! `cargo bench -p regent-std --bench heartbeats`
@@ -34,14 +34,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const STD_BIN: &str = env!("CARGO_BIN_EXE_regent-std");
-
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-fn smol_bin() -> PathBuf {
-    let profile_dir = Path::new(STD_BIN).parent().expect("the binary's directory");
+/// The `regent` binary (both runtimes), built in this target dir's bench
+/// profile; this bench binary lives in `target/<profile>/deps/`.
+fn regent_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("the bench binary's path");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<bench>");
     let target = profile_dir.parent().expect("the target dir");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
@@ -64,8 +65,9 @@ impl Drop for Master {
     }
 }
 
-fn start_master(bin: &Path, addr: &str) -> Master {
+fn start_master(bin: &Path, runtime: &str, addr: &str) -> Master {
     let child = Command::new(bin)
+        .args(["--runtime", runtime])
         .args(["master", "--id", "bench", "--listen", addr, "--recovery", "none"])
         .args(["--worker-timeout", "600000"])
         .env("RUST_LOG", "warn")
@@ -223,13 +225,13 @@ fn main() {
     let workers = env_or("REGENT_BENCH_WORKERS", 1000) as usize;
     let secs = env_or("REGENT_BENCH_SECS", 5);
     let window = env_or("REGENT_BENCH_WINDOW", 4) as usize;
-    let smol = smol_bin();
+    let bin = regent_bin();
     println!("heartbeats: one master, {workers} workers, recovery none");
-    for (name, bin) in
-        [("regent-std master", PathBuf::from(STD_BIN)), ("regent master (smol)", smol)]
+    for (name, runtime) in
+        [("regent --runtime std master", "std"), ("regent master (smol)", "smol")]
     {
         let addr = free_addr();
-        let _m = start_master(&bin, &addr);
+        let _m = start_master(&bin, runtime, &addr);
         measure(name, &addr, workers, window, secs);
     }
 }

@@ -10,8 +10,8 @@
 //! * [`net`]: connections on blocking sockets (the cluster-secret handshake,
 //!   framing, bounds), one reader and one writer thread per connection.
 //! * [`drivers`]: the master, worker and subscriber machines driven on std
-//!   threads (one thread owns each machine), for embedders and the
-//!   `regent-std` binary. Recovery modes `none` and `filesystem` only.
+//!   threads (one thread owns each machine), for embedders and for
+//!   `regent --runtime std`. Recovery modes `none` and `filesystem` only.
 #![warn(missing_docs)]
 
 pub mod drivers;

@@ -1,4 +1,4 @@
-//! Interop: the std drivers (`regent-std`) and the smol daemons (`regent`)
+//! Interop: the std drivers (`regent --runtime std`) and the smol daemons (`regent`)
 //! in one cluster. Real processes on loopback, free ports, temp dirs,
 //! bounded waits, every process stopped on drop; outcomes are asserted,
 //! never timings.
@@ -21,13 +21,18 @@ use std::time::{Duration, Instant};
 /// Generous bound for anything to happen.
 const BOUND: Duration = Duration::from_secs(60);
 
-const STD_BIN: &str = env!("CARGO_BIN_EXE_regent-std");
+/// `target/<profile>`: this test binary lives in its `deps/`.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>").to_path_buf()
+}
 
-/// The `regent` binary of the same target dir, built on first use.
-fn smol_bin() -> &'static Path {
+/// The `regent` binary of the same target dir, built on first use. Both
+/// runtimes are in it: `--runtime std` selects the blocking drivers.
+fn regent_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let profile_dir = Path::new(STD_BIN).parent().expect("the binary's directory");
+        let profile_dir = profile_dir();
         let target = profile_dir.parent().expect("the target dir");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
@@ -69,10 +74,10 @@ enum Rt {
 }
 
 impl Rt {
-    fn bin(self) -> &'static Path {
+    fn runtime(self) -> &'static str {
         match self {
-            Rt::Smol => smol_bin(),
-            Rt::Std => Path::new(STD_BIN),
+            Rt::Smol => "smol",
+            Rt::Std => "std",
         }
     }
 }
@@ -91,7 +96,8 @@ impl Proc {
     fn spawn(dir: &Path, name: &str, rt: Rt, args: &[&str]) -> Proc {
         let out = dir.join(format!("{name}.stdout"));
         let err = dir.join(format!("{name}.stderr"));
-        let child = Command::new(rt.bin())
+        let child = Command::new(regent_bin())
+            .args(["--runtime", rt.runtime()])
             .args(args)
             .current_dir(dir)
             .env("RUST_LOG", "info")
@@ -101,7 +107,7 @@ impl Proc {
             .stderr(fs::File::create(&err).unwrap())
             .process_group(0)
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", rt.bin().display()));
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", regent_bin().display()));
         Proc { name: name.into(), child, out, err, status: None }
     }
 
