@@ -107,3 +107,8 @@ fn regression_kill_of_an_executor_of_an_unknown_group() {
 fn regression_over_allocation_after_adoption() {
     replay("untriaged-resources");
 }
+
+#[test]
+fn regression_exit_of_a_lost_executor_acknowledged_before_durable() {
+    replay("lost-then-exited-ack");
+}

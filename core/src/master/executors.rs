@@ -255,11 +255,18 @@ impl Master {
                     // Written off (LOST) but it runs: its slot has moved on.
                     self.send_kill(worker, &report.id, out);
                 } else if self.late_success(worker, &report, out) {
-                } else if self.executors.get(&report.id).is_some_and(|e| e.recorded) {
-                    self.ack_report(worker, &report.id, out);
+                } else {
+                    let e = &self.executors[&report.id];
+                    match (e.state == report.state, e.recorded) {
+                        (true, true) => self.ack_report(worker, &report.id, out),
+                        // Its record is still being written: the
+                        // acknowledgement follows that write, never precedes it.
+                        (true, false) => {}
+                        // It ended otherwise than recorded here (say, LOST);
+                        // acknowledge once the framework's record is durable.
+                        (false, _) => self.kill_stray(worker, &report, out),
+                    }
                 }
-                // Otherwise its record is still being written: the
-                // acknowledgement follows that write, never precedes it.
             }
             Some((true, false)) => self.update_executor(&report.id, report.state, true, out),
             Some((false, _)) => self.kill_stray(worker, &report, out),
