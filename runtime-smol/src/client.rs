@@ -316,8 +316,16 @@ async fn ask_one<T>(
     request: &impl Fn() -> Message,
     answer: &impl Fn(Message) -> Option<T>,
 ) -> Attempt<T> {
+    let has_secret = net.secret.is_some();
+    let insecure = net.insecure;
     let stream = match deadline(CONNECT_TIMEOUT, async {
-        smol::net::TcpStream::connect(addr.as_str()).await.map_err(|e| e.to_string())
+        // Refuse a non-loopback master without a secret unless --insecure,
+        // before a single byte goes out.
+        let resolved = smol::net::resolve(addr.as_str()).await.map_err(|e| e.to_string())?;
+        for a in &resolved {
+            crate::net::check_exposure(a, has_secret, insecure)?;
+        }
+        smol::net::TcpStream::connect(&resolved[..]).await.map_err(|e| e.to_string())
     })
     .await
     {

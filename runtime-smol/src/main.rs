@@ -213,7 +213,9 @@ fn net_config(common: &Common) -> Result<Arc<NetConfig>, String> {
             Some(Secret::new(trimmed).map_err(|e| format!("secret file {}: {e}", path.display()))?)
         }
     };
-    Ok(Arc::new(NetConfig::new(common.cluster.clone(), secret)))
+    let mut net = NetConfig::new(common.cluster.clone(), secret);
+    net.insecure = common.insecure;
+    Ok(Arc::new(net))
 }
 
 fn addrs(list: &[String]) -> Vec<Addr> {

@@ -670,3 +670,12 @@ fn remove_worker_follows_not_leader_and_reports_refusals() {
         bounded(remove_worker(std::slice::from_ref(&refusing.addr), cfg, "w-alive")).unwrap_err();
     assert_eq!(err, "worker w-alive is Alive");
 }
+
+#[test]
+fn operator_tools_refuse_a_non_loopback_master_without_a_secret() {
+    // 192.0.2.1 is TEST-NET-1: the refusal happens before any connection.
+    let err = smol::block_on(fetch_state(&[Addr::new("192.0.2.1:7077")], net(), false))
+        .expect_err("refused");
+    assert!(err.contains("192.0.2.1:7077") && err.contains("not a loopback"), "{err}");
+    assert!(err.contains("--insecure") && err.contains("--secret-file"), "{err}");
+}

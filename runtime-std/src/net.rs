@@ -50,6 +50,9 @@ pub struct NetConfig {
     pub handshake_timeout: Duration,
     /// A connection silent this long is closed.
     pub idle_timeout: Duration,
+    /// Allow dialling a non-loopback address without a secret (operator
+    /// tools check this; daemons also take it in their own options).
+    pub insecure: bool,
 }
 
 impl NetConfig {
@@ -62,6 +65,7 @@ impl NetConfig {
             max_frame: regent_core::codec::DEFAULT_MAX_FRAME,
             handshake_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(60),
+            insecure: false,
         }
     }
 }
