@@ -19,7 +19,7 @@ use regent_core::master::{self, Master};
 use regent_core::protocol::LeaderHint;
 use regent_core::store::{Record, WriteId};
 use regent_core::{Addr, ConnId, Epoch, MasterId, Millis};
-use regent_std::store::{FsStore, Op, WriterEvent, WriterHandle};
+use regent_std::store::{LocalStore, Op};
 use smol::net::{TcpListener, TcpStream};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
@@ -87,15 +87,17 @@ enum Input {
     Deadline,
 }
 
+/// Events for the machine from the store (writes done or failed, records
+/// loaded), delivered off the loop.
 enum StoreEvent {
-    Durable(Vec<WriteId>),
-    Failed { writes: Vec<WriteId>, error: String },
+    Events(Vec<master::Event>),
     Loaded(Result<Vec<Record>, String>),
 }
 
 enum Store {
-    Memory,
-    Files { writer: WriterHandle, loaded: Vec<Record> },
+    /// `none` and `filesystem`: shared with the std runtime.
+    Local(LocalStore),
+    /// `zookeeper`: fenced writes, applied in order by one task.
     Zookeeper { store: Arc<ZkStore>, fence: Option<MultiOp>, queue: Sender<(MultiOp, WriteId, Op)> },
 }
 
@@ -159,31 +161,18 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
                 floor: Epoch(0),
                 clock: crate::wall_clock_ms(),
             });
-            Store::Memory
+            Store::Local(LocalStore::Memory)
         }
         Recovery::Filesystem { dir } => {
-            let (fs, loaded) = FsStore::open(dir, &opts.id).map_err(|e| e.to_string())?;
-            for w in &loaded.warnings {
-                tracing::warn!(store = %dir.display(), "{w}");
-            }
             let sink = tx.clone();
-            let writer = regent_std::store::spawn_writer(fs, move |event| {
-                let event = match event {
-                    WriterEvent::Durable(done) => {
-                        StoreEvent::Durable(done.into_iter().map(|c| c.id).collect())
-                    }
-                    WriterEvent::Failed { writes, error } => {
-                        StoreEvent::Failed { writes, error: error.to_string() }
-                    }
-                };
-                let _ = sink.send_blocking(Input::Store(event));
-            })
-            .map_err(|e| format!("cannot start the store writer: {e}"))?;
+            let store = LocalStore::open_files(dir, &opts.id, move |events| {
+                let _ = sink.send_blocking(Input::Store(StoreEvent::Events(events)));
+            })?;
             pending.push_back(master::Event::Elected {
                 floor: Epoch(0),
                 clock: crate::wall_clock_ms(),
             });
-            Store::Files { writer, loaded: loaded.records }
+            Store::Local(store)
         }
         Recovery::Zookeeper { hosts, root, session_timeout } => {
             let mut zkc = ZkConfig::new(hosts.clone());
@@ -312,14 +301,7 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
                     pending.push_back(master::Event::Revoked)
                 }
             },
-            Input::Store(StoreEvent::Durable(writes)) => {
-                pending.extend(writes.into_iter().map(|write| master::Event::Persisted { write }))
-            }
-            Input::Store(StoreEvent::Failed { writes, error }) => pending.extend(
-                writes
-                    .into_iter()
-                    .map(|write| master::Event::PersistFailed { write, reason: error.clone() }),
-            ),
+            Input::Store(StoreEvent::Events(events)) => pending.extend(events),
             Input::Store(StoreEvent::Loaded(Ok(records))) => {
                 pending.push_back(master::Event::Loaded { records })
             }
@@ -343,18 +325,20 @@ fn spawn_zk_writer(store: Arc<ZkStore>, tx: Sender<Input>) -> Sender<(MultiOp, W
     smol::spawn(async move {
         let mut failed: Option<String> = None;
         while let Ok((fence, id, op)) = qrx.recv().await {
+            // A failed write is fatal to the leadership: never retried, and
+            // every later one fails too.
             let event = match &failed {
-                Some(error) => StoreEvent::Failed { writes: vec![id], error: error.clone() },
+                Some(reason) => master::Event::PersistFailed { write: id, reason: reason.clone() },
                 None => match store.commit(&fence, vec![(id, op)]).await {
-                    Ok(_) => StoreEvent::Durable(vec![id]),
+                    Ok(_) => master::Event::Persisted { write: id },
                     Err(e) => {
-                        let error = e.to_string();
-                        failed = Some(error.clone());
-                        StoreEvent::Failed { writes: vec![id], error }
+                        let reason = e.to_string();
+                        failed = Some(reason.clone());
+                        master::Event::PersistFailed { write: id, reason }
                     }
                 },
             };
-            if tx.send(Input::Store(event)).await.is_err() {
+            if tx.send(Input::Store(StoreEvent::Events(vec![event]))).await.is_err() {
                 break;
             }
         }
@@ -439,12 +423,7 @@ impl Daemon {
                     self.write(write, Op::Delete { key, incarnation }, pending)
                 }
                 master::Action::LoadRecords => match &mut self.store {
-                    Store::Memory => {
-                        pending.push_back(master::Event::Loaded { records: Vec::new() })
-                    }
-                    Store::Files { loaded, .. } => {
-                        pending.push_back(master::Event::Loaded { records: std::mem::take(loaded) })
-                    }
+                    Store::Local(local) => pending.push_back(local.load()),
                     Store::Zookeeper { store, .. } => {
                         let (store, tx) = (store.clone(), self.tx.clone());
                         smol::spawn(async move {
@@ -469,15 +448,7 @@ impl Daemon {
 
     fn write(&mut self, write: WriteId, op: Op, pending: &mut VecDeque<master::Event>) {
         match &mut self.store {
-            Store::Memory => pending.push_back(master::Event::Persisted { write }),
-            Store::Files { writer, .. } => {
-                if writer.submit(write, op).is_err() {
-                    pending.push_back(master::Event::PersistFailed {
-                        write,
-                        reason: "the store writer stopped".into(),
-                    });
-                }
-            }
+            Store::Local(local) => pending.extend(local.write(write, op)),
             Store::Zookeeper { fence, queue, .. } => match fence.clone() {
                 Some(f) => {
                     let _ = queue.try_send((f, write, op));

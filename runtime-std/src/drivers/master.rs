@@ -13,13 +13,12 @@
 //! Not here: ZooKeeper recovery (it needs the async ZooKeeper client) and
 //! HTTP; both stay with the smol runtime (`regent master`).
 
-use super::{millis_since, wait_for, wall_clock_ms, Stopper};
+use super::{millis_since, wait_for, wall_clock_ms, DriverThread, Stopper};
 use crate::net::{self, spawn_connection, ConnHandle, NetConfig, NetEvent};
-use crate::store::{FsStore, Op, WriterEvent, WriterHandle};
+use crate::store::{LocalStore, Op};
 use regent_core::auth::Side;
 use regent_core::master::{self, Master};
 use regent_core::protocol::ClusterState;
-use regent_core::store::{Record, WriteId};
 use regent_core::{Addr, ConnId, Epoch, MasterId, Millis};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -95,19 +94,9 @@ impl MasterConfig {
 enum Input {
     Accepted(std::io::Result<TcpStream>),
     Net(NetEvent),
-    Store(StoreEvent),
+    Store(Vec<master::Event>),
     State(Sender<ClusterState>),
     Shutdown,
-}
-
-enum StoreEvent {
-    Durable(Vec<WriteId>),
-    Failed { writes: Vec<WriteId>, error: String },
-}
-
-enum Store {
-    Memory,
-    Files { writer: WriterHandle, loaded: Vec<Record> },
 }
 
 /// A running master. Dropping it stops the master (as [`shutdown`]).
@@ -117,7 +106,7 @@ enum Store {
 pub struct MasterHandle {
     addr: SocketAddr,
     tx: Sender<Input>,
-    thread: Option<JoinHandle<Result<(), String>>>,
+    driver: DriverThread<()>,
 }
 
 impl MasterHandle {
@@ -137,45 +126,26 @@ impl MasterHandle {
 
     /// A handle that asks the master to stop, usable from another thread.
     pub fn stopper(&self) -> Stopper {
-        let tx = self.tx.clone();
-        Stopper::new(move || {
-            let _ = tx.send(Input::Shutdown);
-        })
+        self.driver.stop.clone()
     }
 
     /// `true` once the master's thread has ended (shut down or gave up).
     pub fn is_finished(&self) -> bool {
-        self.thread.as_ref().map_or(true, |t| t.is_finished())
+        self.driver.is_finished()
     }
 
     /// Stops the master: closes every connection and the store (releasing
     /// its lock), then returns how the master ended.
     pub fn shutdown(mut self) -> Result<(), String> {
-        let _ = self.tx.send(Input::Shutdown);
-        self.join()
+        self.driver.stop.stop();
+        self.driver.join().unwrap_or(Ok(()))
     }
 
     /// Waits until the master stops by itself or through a [`Stopper`]:
     /// `Ok` after a shutdown, `Err` naming why it gave up leadership
     /// (DESIGN rule 8).
     pub fn wait(mut self) -> Result<(), String> {
-        self.join()
-    }
-
-    fn join(&mut self) -> Result<(), String> {
-        match self.thread.take() {
-            None => Ok(()),
-            Some(t) => t.join().unwrap_or_else(|_| Err("the master thread panicked".into())),
-        }
-    }
-}
-
-impl Drop for MasterHandle {
-    fn drop(&mut self) {
-        if self.thread.is_some() {
-            let _ = self.tx.send(Input::Shutdown);
-            let _ = self.join();
-        }
+        self.driver.join().unwrap_or(Ok(()))
     }
 }
 
@@ -192,26 +162,12 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
     let (tx, rx) = mpsc::channel::<Input>();
 
     let store = match &cfg.recovery {
-        Recovery::None => Store::Memory,
+        Recovery::None => LocalStore::Memory,
         Recovery::Filesystem { dir } => {
-            let (fs, loaded) = FsStore::open(dir, &cfg.id).map_err(|e| e.to_string())?;
-            for w in &loaded.warnings {
-                tracing::warn!(store = %dir.display(), "{w}");
-            }
             let sink = tx.clone();
-            let writer = crate::store::spawn_writer(fs, move |event| {
-                let event = match event {
-                    WriterEvent::Durable(done) => {
-                        StoreEvent::Durable(done.into_iter().map(|c| c.id).collect())
-                    }
-                    WriterEvent::Failed { writes, error } => {
-                        StoreEvent::Failed { writes, error: error.to_string() }
-                    }
-                };
-                let _ = sink.send(Input::Store(event));
-            })
-            .map_err(|e| format!("cannot start the store writer: {e}"))?;
-            Store::Files { writer, loaded: loaded.records }
+            LocalStore::open_files(dir, &cfg.id, move |events| {
+                let _ = sink.send(Input::Store(events));
+            })?
         }
     };
     let acceptor = Acceptor::spawn(listener, bound, tx.clone())?;
@@ -239,7 +195,11 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
         .name("regent-master".into())
         .spawn(move || d.run(rx))
         .map_err(|e| format!("cannot start the master thread: {e}"))?;
-    Ok(MasterHandle { addr: bound, tx, thread: Some(thread) })
+    let stop_tx = tx.clone();
+    let stop = Stopper::new(move || {
+        let _ = stop_tx.send(Input::Shutdown);
+    });
+    Ok(MasterHandle { addr: bound, tx, driver: DriverThread::new("master", stop, thread) })
 }
 
 /// The accept thread; dropping it stops the thread and closes the listener.
@@ -304,7 +264,7 @@ struct Daemon {
     closed_by_us: HashSet<ConnId>,
     next_conn: u64,
     timers: BTreeMap<master::Timer, Millis>,
-    store: Store,
+    store: LocalStore,
     _acceptor: Acceptor,
 }
 
@@ -395,13 +355,7 @@ impl Daemon {
                         pending.push_back(master::Event::Disconnected { conn });
                     }
                 }
-                Input::Store(StoreEvent::Durable(writes)) => pending
-                    .extend(writes.into_iter().map(|write| master::Event::Persisted { write })),
-                Input::Store(StoreEvent::Failed { writes, error }) => pending.extend(
-                    writes
-                        .into_iter()
-                        .map(|write| master::Event::PersistFailed { write, reason: error.clone() }),
-                ),
+                Input::Store(events) => pending.extend(events),
                 Input::State(reply) => {
                     let _ = reply.send(self.machine.state());
                 }
@@ -431,19 +385,12 @@ impl Daemon {
                     }
                 }
                 master::Action::Persist { write, record } => {
-                    self.write(write, Op::Put(record), pending)
+                    pending.extend(self.store.write(write, Op::Put(record)))
                 }
                 master::Action::Unpersist { write, key, incarnation } => {
-                    self.write(write, Op::Delete { key, incarnation }, pending)
+                    pending.extend(self.store.write(write, Op::Delete { key, incarnation }))
                 }
-                master::Action::LoadRecords => match &mut self.store {
-                    Store::Memory => {
-                        pending.push_back(master::Event::Loaded { records: Vec::new() })
-                    }
-                    Store::Files { loaded, .. } => {
-                        pending.push_back(master::Event::Loaded { records: std::mem::take(loaded) })
-                    }
-                },
+                master::Action::LoadRecords => pending.push_back(self.store.load()),
                 master::Action::SetTimer { timer, at } => {
                     self.timers.insert(timer, at);
                 }
@@ -455,19 +402,5 @@ impl Daemon {
             }
         }
         Ok(())
-    }
-
-    fn write(&mut self, write: WriteId, op: Op, pending: &mut VecDeque<master::Event>) {
-        match &mut self.store {
-            Store::Memory => pending.push_back(master::Event::Persisted { write }),
-            Store::Files { writer, .. } => {
-                if writer.submit(write, op).is_err() {
-                    pending.push_back(master::Event::PersistFailed {
-                        write,
-                        reason: "the store writer stopped".into(),
-                    });
-                }
-            }
-        }
     }
 }

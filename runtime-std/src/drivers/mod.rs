@@ -157,3 +157,41 @@ impl std::fmt::Debug for Stopper {
         f.write_str("Stopper")
     }
 }
+
+/// What every driver handle shares: the driver's thread and how to ask it to
+/// stop. Dropping it stops the driver and waits for it.
+#[derive(Debug)]
+struct DriverThread<T> {
+    what: &'static str,
+    stop: Stopper,
+    thread: Option<std::thread::JoinHandle<Result<T, String>>>,
+}
+
+impl<T> DriverThread<T> {
+    fn new(
+        what: &'static str,
+        stop: Stopper,
+        thread: std::thread::JoinHandle<Result<T, String>>,
+    ) -> Self {
+        DriverThread { what, stop, thread: Some(thread) }
+    }
+
+    fn is_finished(&self) -> bool {
+        self.thread.as_ref().map_or(true, |t| t.is_finished())
+    }
+
+    /// Waits for the driver's end; `None` when it was waited for already.
+    fn join(&mut self) -> Option<Result<T, String>> {
+        let t = self.thread.take()?;
+        Some(t.join().unwrap_or_else(|_| Err(format!("the {} thread panicked", self.what))))
+    }
+}
+
+impl<T> Drop for DriverThread<T> {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            self.stop.stop();
+            let _ = self.join();
+        }
+    }
+}

@@ -26,7 +26,7 @@
 //!   keep running within the failover timeout and a new subscriber with the
 //!   same framework id adopts them.
 
-use super::{millis_since, spawn_dial, DialError, Stopper};
+use super::{millis_since, spawn_dial, DialError, DriverThread, Stopper};
 use crate::net::{check_exposure, spawn_connection, ConnHandle, NetConfig, NetEvent};
 use regent_core::auth::Side;
 use regent_core::ids::InstanceId;
@@ -40,7 +40,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// The name of the one executor group the driver declares.
@@ -94,10 +93,9 @@ enum Input {
 #[derive(Debug)]
 pub struct SubscriberHandle {
     instance: InstanceId,
-    tx: Sender<Input>,
     events: Receiver<Action>,
     status: Arc<Mutex<SubscriberStatus>>,
-    thread: Option<JoinHandle<Result<SubmitOutcome, String>>>,
+    driver: DriverThread<SubmitOutcome>,
 }
 
 impl SubscriberHandle {
@@ -121,43 +119,24 @@ impl SubscriberHandle {
     /// Interrupts the submission ([`SubmitOutcome::Interrupted`]); returns
     /// at once.
     pub fn interrupt(&self) {
-        let _ = self.tx.send(Input::Interrupt);
+        self.driver.stop.stop();
     }
 
     /// A handle that interrupts the submission, usable from another thread.
     pub fn stopper(&self) -> Stopper {
-        let tx = self.tx.clone();
-        Stopper::new(move || {
-            let _ = tx.send(Input::Interrupt);
-        })
+        self.driver.stop.clone()
     }
 
     /// `true` once the driver has ended.
     pub fn is_finished(&self) -> bool {
-        self.thread.as_ref().map_or(true, |t| t.is_finished())
+        self.driver.is_finished()
     }
 
     /// Waits for the outcome. Errors: a declaration the master refused, or
     /// the machine stopping for another reason than a takeover (e.g. an
     /// operator tore the framework down).
     pub fn wait(mut self) -> Result<SubmitOutcome, String> {
-        self.join()
-    }
-
-    fn join(&mut self) -> Result<SubmitOutcome, String> {
-        match self.thread.take() {
-            None => Err("already waited for".into()),
-            Some(t) => t.join().unwrap_or_else(|_| Err("the subscriber thread panicked".into())),
-        }
-    }
-}
-
-impl Drop for SubscriberHandle {
-    fn drop(&mut self) {
-        if self.thread.is_some() {
-            self.interrupt();
-            let _ = self.join();
-        }
+        self.driver.join().unwrap_or_else(|| Err("already waited for".into()))
     }
 }
 
@@ -200,7 +179,12 @@ pub fn spawn_subscriber(cfg: SubscriberConfig) -> Result<SubscriberHandle, Strin
         .name("regent-subscriber".into())
         .spawn(move || d.run(rx, spec))
         .map_err(|e| format!("cannot start the subscriber thread: {e}"))?;
-    Ok(SubscriberHandle { instance, tx, events: erx, status, thread: Some(thread) })
+    let stop_tx = tx;
+    let stop = Stopper::new(move || {
+        let _ = stop_tx.send(Input::Interrupt);
+    });
+    let driver = DriverThread::new("subscriber", stop, thread);
+    Ok(SubscriberHandle { instance, events: erx, status, driver })
 }
 
 /// Checks the options of a submission, before anything is resolved or

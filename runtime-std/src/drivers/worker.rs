@@ -20,7 +20,7 @@
 //! generated id across restarts; the supervisor keeps its lock, records and
 //! executor logs beside it (see [`crate::exec`]).
 
-use super::{millis_since, spawn_dial, DialError, Stopper};
+use super::{millis_since, spawn_dial, DialError, DriverThread, Stopper};
 use crate::exec::{ExecEvent, ExecutorSpec, Launched, LeftBehind, LeftBehindOutcome, Supervisor};
 use crate::net::{check_exposure, random_u64, spawn_connection, ConnHandle, NetConfig, NetEvent};
 use regent_core::auth::Side;
@@ -34,7 +34,6 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// The file in the work directory that keeps a generated worker id.
@@ -88,9 +87,8 @@ enum Input {
 #[derive(Debug)]
 pub struct WorkerHandle {
     id: String,
-    tx: Sender<Input>,
     status: Arc<Mutex<WorkerStatus>>,
-    thread: Option<JoinHandle<Result<(), String>>>,
+    driver: DriverThread<()>,
 }
 
 impl WorkerHandle {
@@ -108,45 +106,26 @@ impl WorkerHandle {
     /// A handle that asks the worker to shut down, usable from another
     /// thread.
     pub fn stopper(&self) -> Stopper {
-        let tx = self.tx.clone();
-        Stopper::new(move || {
-            let _ = tx.send(Input::Shutdown);
-        })
+        self.driver.stop.clone()
     }
 
     /// `true` once the worker's thread has ended.
     pub fn is_finished(&self) -> bool {
-        self.thread.as_ref().map_or(true, |t| t.is_finished())
+        self.driver.is_finished()
     }
 
     /// Shuts the worker down: kills every executor, reports their ends to
     /// the master it follows, gives the connections [`FLUSH_GRACE`] to flush;
     /// then returns how the worker ended.
     pub fn shutdown(mut self) -> Result<(), String> {
-        let _ = self.tx.send(Input::Shutdown);
-        self.join()
+        self.driver.stop.stop();
+        self.driver.join().unwrap_or(Ok(()))
     }
 
     /// Waits until the worker ends: `Ok` after a shutdown, `Err` with the
     /// machine's reason when it exited (e.g. the master told it to stop).
     pub fn wait(mut self) -> Result<(), String> {
-        self.join()
-    }
-
-    fn join(&mut self) -> Result<(), String> {
-        match self.thread.take() {
-            None => Ok(()),
-            Some(t) => t.join().unwrap_or_else(|_| Err("the worker thread panicked".into())),
-        }
-    }
-}
-
-impl Drop for WorkerHandle {
-    fn drop(&mut self) {
-        if self.thread.is_some() {
-            let _ = self.tx.send(Input::Shutdown);
-            let _ = self.join();
-        }
+        self.driver.join().unwrap_or(Ok(()))
     }
 }
 
@@ -222,7 +201,11 @@ pub fn spawn_worker(cfg: WorkerConfig) -> Result<WorkerHandle, String> {
         .name("regent-worker".into())
         .spawn(move || d.run(rx, left_behind))
         .map_err(|e| format!("cannot start the worker thread: {e}"))?;
-    Ok(WorkerHandle { id, tx, status, thread: Some(thread) })
+    let stop_tx = tx;
+    let stop = Stopper::new(move || {
+        let _ = stop_tx.send(Input::Shutdown);
+    });
+    Ok(WorkerHandle { id, status, driver: DriverThread::new("worker", stop, thread) })
 }
 
 struct Daemon {

@@ -27,9 +27,11 @@
 
 pub mod names;
 
+mod local;
 mod lock;
 mod writer;
 
+pub use local::{master_events, LocalStore};
 pub use lock::LOCK_FILE;
 pub use writer::{spawn_writer, WriterEvent, WriterHandle, WriterStopped};
 

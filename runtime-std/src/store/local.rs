@@ -1,0 +1,82 @@
+//! The local recovery store as a master driver uses it, in either runtime:
+//! nowhere (`--recovery none`) or the filesystem store behind its writer
+//! thread (group commit, fsync off the driver's thread). The ZooKeeper store
+//! is the smol runtime's own.
+
+use super::{spawn_writer, FsStore, Op, WriterEvent, WriterHandle};
+use regent_core::master;
+use regent_core::store::{Record, WriteId};
+use std::path::Path;
+
+/// Where a single-master driver keeps its records.
+#[derive(Debug)]
+pub enum LocalStore {
+    /// In memory only: every write is "durable" at once.
+    Memory,
+    /// A filesystem store: writes go to its writer thread.
+    Files {
+        /// The writer thread.
+        writer: WriterHandle,
+        /// The records read at open, handed out once (`LoadRecords`).
+        loaded: Vec<Record>,
+    },
+}
+
+/// The writer thread's report as events for the master machine.
+pub fn master_events(event: WriterEvent) -> Vec<master::Event> {
+    match event {
+        WriterEvent::Durable(done) => {
+            done.into_iter().map(|c| master::Event::Persisted { write: c.id }).collect()
+        }
+        WriterEvent::Failed { writes, error } => {
+            let reason = error.to_string();
+            writes
+                .into_iter()
+                .map(|write| master::Event::PersistFailed { write, reason: reason.clone() })
+                .collect()
+        }
+    }
+}
+
+impl LocalStore {
+    /// Opens the store in `dir` for `owner` (taking its lock; a damaged
+    /// record or another holder is an error naming it; what was ignored is
+    /// logged) and starts its writer. `deliver` receives the machine's
+    /// events for every finished batch, on the writer thread: send them on
+    /// the driver's channel.
+    pub fn open_files(
+        dir: &Path,
+        owner: &str,
+        mut deliver: impl FnMut(Vec<master::Event>) + Send + 'static,
+    ) -> Result<LocalStore, String> {
+        let (fs, loaded) = FsStore::open(dir, owner).map_err(|e| e.to_string())?;
+        for w in &loaded.warnings {
+            tracing::warn!(store = %dir.display(), "{w}");
+        }
+        let writer = spawn_writer(fs, move |event| deliver(master_events(event)))
+            .map_err(|e| format!("cannot start the store writer: {e}"))?;
+        Ok(LocalStore::Files { writer, loaded: loaded.records })
+    }
+
+    /// Executes a `Persist`/`Unpersist`: the event to feed at once, if any
+    /// (in memory it is durable at once; a stopped writer fails it), or
+    /// `None` when the writer thread will answer.
+    pub fn write(&mut self, write: WriteId, op: Op) -> Option<master::Event> {
+        match self {
+            LocalStore::Memory => Some(master::Event::Persisted { write }),
+            LocalStore::Files { writer, .. } => writer.submit(write, op).err().map(|_| {
+                master::Event::PersistFailed { write, reason: "the store writer stopped".into() }
+            }),
+        }
+    }
+
+    /// Answers `LoadRecords` with the records read at open (once).
+    pub fn load(&mut self) -> master::Event {
+        match self {
+            LocalStore::Memory => master::Event::Loaded { records: Vec::new() },
+            LocalStore::Files { loaded, .. } => {
+                master::Event::Loaded { records: std::mem::take(loaded) }
+            }
+        }
+    }
+}
