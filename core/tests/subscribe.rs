@@ -385,15 +385,25 @@ fn exits_use_the_retry_budget_lost_workers_do_not() {
     let l = launches(&sends);
     assert_eq!(l.len(), 1, "the slot is refilled");
     let (wc2, second) = l[0].clone();
-    // Its worker dies: LOST, refilled without using the budget.
-    let worker = m.executors().find(|e| e.id == second).unwrap().worker.clone();
+    // Its worker dies (the other keeps heartbeating): LOST, and refilled on
+    // the other worker without using the budget — with a budget of 1 already
+    // used, charging it would fail the slot instead.
+    let other = if wc2.0 == 100 { 101 } else { 100 };
+    let hb = Message::WorkerHeartbeat { incarnation: regent_core::Incarnation(other) };
+    let _ = deliver_to_master(&mut m, Millis(95_000), other, hb);
     let out = m.handle(Millis(100_000), master::Event::Timer(master::Timer::Sweep));
-    let sends = m_sends(&out);
-    let _ = (wc2, worker);
+    let mut sends = m_sends(&out);
+    sends.extend(m_sends(&persist_all(&mut m, Millis(100_000), &out)));
     assert!(sends.iter().any(|(_, msg)| matches!(msg, Message::ExecutorUpdate { info, .. } if info.id == second && info.state == ExecutorState::Lost)));
-    let _ = persist_all(&mut m, Millis(100_000), &out);
-    // (Both workers went silent in this test, so nothing can be placed.)
-    assert!(m.executors().filter(|e| !e.state.is_terminal()).count() == 0);
+    assert!(
+        !sends.iter().any(|(_, msg)| matches!(msg, Message::SlotFailed { .. })),
+        "LOST must not use the retry budget"
+    );
+    let refill = launches(&sends);
+    assert_eq!(refill.len(), 1, "the slot is refilled");
+    assert_eq!(refill[0].0, ConnId(other), "on the live worker");
+    let g = &m.frameworks().next().unwrap().groups[0];
+    assert_eq!(g.record.retries_used, 1);
 }
 
 #[test]

@@ -283,7 +283,6 @@ impl Master {
 
     pub(super) fn declare_group(
         &mut self,
-        now: Millis,
         conn: ConnId,
         request: u64,
         spec: GroupSpec,
@@ -330,7 +329,6 @@ impl Master {
             current: vec![None; slots],
             durable: false,
         });
-        let _ = now;
         let then = vec![
             AfterWrite::GroupDurable { framework: id.clone(), group },
             AfterWrite::Accept { conn, request },

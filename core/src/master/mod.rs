@@ -642,7 +642,7 @@ impl Master {
                 }
             }
             Message::DeclareGroup { request, spec } if self.acting() => {
-                self.declare_group(now, conn, request, spec, out)
+                self.declare_group(conn, request, spec, out)
             }
             Message::KillExecutor { request, executor } if self.acting() => {
                 self.kill_request(conn, request, executor, out)
