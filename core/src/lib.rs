@@ -23,6 +23,9 @@
 //! * [`worker`]: the worker machine (registration, failover, heartbeats).
 //! * [`master`]: the master machine (leadership lifecycle, worker registry).
 //! * [`store`]: the records a master makes durable.
+//! * [`node`]: each daemon's composition as one pure machine
+//!   ([`node::MasterNode`]: master + elector or self-election, lease, fenced
+//!   store on one session); the runtimes and the simulator drive nodes.
 //! * [`progress`]: a submitter's view of one executor group, fed the
 //!   subscriber machine's actions: slot states, completion and
 //!   [`progress::SubmitOutcome`].
@@ -33,6 +36,7 @@ pub mod codec;
 pub mod elector;
 pub mod ids;
 pub mod master;
+pub mod node;
 pub mod progress;
 pub mod protocol;
 pub mod rng;

@@ -410,6 +410,15 @@ pub enum Message {
         /// The epoch of the heartbeat answered.
         epoch: Epoch,
     },
+    /// Operator → leader: give leadership up on purpose (an operator's
+    /// handoff). In ZooKeeper mode the leader answers `RequestAccepted`,
+    /// closes its coordination session (so a standby leads at once), returns
+    /// to standby and joins the election again as a new candidate. In the
+    /// single-master modes it is refused: there is nobody to hand over to.
+    StepDown {
+        /// Echoed in the answer.
+        request: u64,
+    },
 }
 
 /// A master's view of the cluster, for operators (`regent status`, the HTTP
@@ -515,7 +524,8 @@ impl Message {
             | Message::StateRequest
             | Message::RemoveWorker { .. }
             | Message::KillFramework { .. }
-            | Message::FrameworkHeartbeatAck { .. } => None,
+            | Message::FrameworkHeartbeatAck { .. }
+            | Message::StepDown { .. } => None,
         }
     }
 
@@ -553,6 +563,7 @@ impl Message {
             Message::RemoveWorker { .. } => "RemoveWorker",
             Message::KillFramework { .. } => "KillFramework",
             Message::FrameworkHeartbeatAck { .. } => "FrameworkHeartbeatAck",
+            Message::StepDown { .. } => "StepDown",
         }
     }
 }

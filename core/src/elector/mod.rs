@@ -32,8 +32,15 @@
 //!   earlier than we sent. The lease is checked on every `handle`; when it
 //!   runs out the elector reports `Revoked`, closes the session and joins
 //!   again with a new session and a new node. While connected and idle the
-//!   elector sends a cheap `Exists` on its own node every third of the
-//!   session timeout to keep the lease fresh.
+//!   elector sends a `Sync` followed by an `Exists` on its own node every
+//!   third of the session timeout to keep the lease fresh. Only requests the
+//!   ensemble's quorum must take part in (`Sync` and writes) extend the
+//!   lease: a follower cut off from the quorum can still answer reads from
+//!   its own copy, and a read it answered proves nothing about the session.
+//!
+//! [`Event::Abandon`] gives leadership up on purpose (DESIGN rule 8): the
+//! session is closed in the same step and the elector joins again with a
+//! fresh session and a new candidate node, at the end of the queue.
 
 mod name;
 mod ops;
@@ -42,8 +49,8 @@ mod tests;
 
 pub use name::{CandidateData, CandidateName};
 pub use ops::{
-    CreateMode, MultiOp, RequestId, SessionId, Stat, WatchEvent, WatchKind, ZkError, ZkOp, ZkReply,
-    ZkResult,
+    CreateMode, MultiOp, RequestId, SessionId, Stat, WatchEvent, WatchKind, ZkCommand, ZkError,
+    ZkEvent, ZkOp, ZkReply, ZkResult,
 };
 
 use crate::ids::{Addr, Epoch, MasterId};
@@ -183,6 +190,12 @@ pub enum Event {
     /// Give up for good (DESIGN rule 8): close the session and ignore every
     /// later event.
     Shutdown,
+    /// Give up the current candidacy (leading or not) and join again: the
+    /// session is closed in this step (so a standby can lead at once), and a
+    /// new session and a new candidate node are asked for. A leader that
+    /// cannot act (a fenced write, a damaged store) or an operator's
+    /// step-down uses this (DESIGN rule 8).
+    Abandon,
 }
 
 /// What the runtime must do, in order.
@@ -250,10 +263,51 @@ pub enum Action {
     Revoked,
 }
 
+impl From<ZkEvent> for Event {
+    fn from(e: ZkEvent) -> Event {
+        match e {
+            ZkEvent::SessionConnected { session, timeout } => {
+                Event::SessionConnected { session, timeout }
+            }
+            ZkEvent::Disconnected { session } => Event::Disconnected { session },
+            ZkEvent::Expired { session } => Event::Expired { session },
+            ZkEvent::Reply { req, result } => Event::Reply { req, result },
+            ZkEvent::Watch { session, event } => Event::Watch { session, event },
+        }
+    }
+}
+
+impl Event {
+    /// The coordination-client part of this event, if it is one.
+    pub fn into_zk(self) -> Option<ZkEvent> {
+        Some(match self {
+            Event::SessionConnected { session, timeout } => {
+                ZkEvent::SessionConnected { session, timeout }
+            }
+            Event::Disconnected { session } => ZkEvent::Disconnected { session },
+            Event::Expired { session } => ZkEvent::Expired { session },
+            Event::Reply { req, result } => ZkEvent::Reply { req, result },
+            Event::Watch { session, event } => ZkEvent::Watch { session, event },
+            _ => return None,
+        })
+    }
+}
+
+impl From<ZkCommand> for Action {
+    fn from(c: ZkCommand) -> Action {
+        match c {
+            ZkCommand::NewSession { timeout } => Action::NewSession { timeout },
+            ZkCommand::CloseSession { session } => Action::CloseSession { session },
+            ZkCommand::Request { session, req, op } => Action::Request { session, req, op },
+        }
+    }
+}
+
 /// The elector's named deadlines.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Timer {
-    /// Send the keep-alive (an `Exists` on the own node) if idle.
+    /// Send the keep-alive (a `Sync`, then an `Exists` on the own node) if
+    /// idle.
     Ping,
     /// The leader's lease may have run out: check it.
     Lease,
@@ -307,7 +361,26 @@ enum Purpose {
     Create,
     Delete,
     Watch(String),
+    /// The keep-alive's `Sync`: answered only through the quorum.
+    PingSync,
+    /// The keep-alive's `Exists` on the own node.
     Ping,
+}
+
+impl Purpose {
+    /// Whether a successful reply proves the quorum heard the request (so
+    /// the session lived when it was sent): syncs and writes. Reads may be
+    /// answered by a follower that lost the quorum.
+    fn confirms_session(&self) -> bool {
+        matches!(
+            self,
+            Purpose::EnsurePath(_)
+                | Purpose::Sync
+                | Purpose::Create
+                | Purpose::Delete
+                | Purpose::PingSync
+        )
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -381,6 +454,18 @@ impl Elector {
             && (self.config.unsafe_no_lease_check || now < self.lease_end())
     }
 
+    /// Whether this elector leads but its lease ran out at `now`: the next
+    /// `handle` call (any event) revokes it. A composition checks this
+    /// before it lets anything act on the leadership (DESIGN rule 2).
+    pub fn lease_expired(&self, now: Millis) -> bool {
+        self.leader && !self.config.unsafe_no_lease_check && now >= self.lease_end()
+    }
+
+    /// The current session (connected or reconnecting), if any.
+    pub fn session(&self) -> Option<SessionId> {
+        self.current_session()
+    }
+
     /// The full path of the own candidate node, if known.
     pub fn node_path(&self) -> Option<String> {
         self.node.as_ref().map(|(n, _)| format!("{}/{}", self.election, n))
@@ -402,7 +487,8 @@ impl Elector {
             _ => None,
         };
         let in_flight = self.pending.values().any(|p| {
-            p.round == self.round && !matches!(p.purpose, Purpose::Ping | Purpose::Delete)
+            p.round == self.round
+                && !matches!(p.purpose, Purpose::Ping | Purpose::PingSync | Purpose::Delete)
         });
         ElectorStatus {
             leader: self.leader,
@@ -465,6 +551,11 @@ impl Elector {
             Event::Timer(Timer::Retry) => {
                 if matches!(self.session, Session::Up { .. }) && self.step == Step::Waiting {
                     self.start_round(now, &mut out);
+                }
+            }
+            Event::Abandon => {
+                if self.session != Session::None {
+                    self.abandon(now, true, &mut out);
                 }
             }
             Event::Shutdown => {
@@ -689,11 +780,15 @@ impl Elector {
                 self.abandon(now, false, out);
                 return;
             }
-            _ => {
-                // The server answered, so it heard from us no earlier than
-                // we sent: the session lives at least until then + timeout.
+            Ok(_) | Err(ZkError::NodeExists | ZkError::NoNode | ZkError::BadVersion)
+                if p.purpose.confirms_session() =>
+            {
+                // The quorum answered, so the server heard from us no
+                // earlier than we sent: the session lives at least until
+                // then + timeout.
                 self.lease_from = self.lease_from.max(p.sent_at);
             }
+            _ => {}
         }
         if p.round != self.round || !matches!(self.session, Session::Up { .. }) {
             return;
@@ -745,7 +840,7 @@ impl Elector {
                     self.relist(now, out);
                 }
             }
-            (Purpose::Ping, _) => {}
+            (Purpose::Ping | Purpose::PingSync, _) => {}
         }
     }
 
@@ -863,6 +958,8 @@ impl Elector {
         let idle = !self.pending.values().any(|p| p.round == self.round);
         if idle {
             if let Some(path) = self.node_path() {
+                let sync = ZkOp::Sync { path: self.election.clone() };
+                self.send(now, Purpose::PingSync, sync, out);
                 self.send(now, Purpose::Ping, ZkOp::Exists { path, watch: false }, out);
             }
         }

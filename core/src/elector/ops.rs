@@ -249,3 +249,73 @@ pub struct WatchEvent {
     /// What happened.
     pub kind: WatchKind,
 }
+
+/// What a composition asks of its coordination client: the I/O part of the
+/// elector's actions, shared by everything that talks to ZooKeeper on the
+/// one session of a master (election, lease and store).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ZkCommand {
+    /// Open a new session asking for `timeout`, then feed
+    /// [`ZkEvent::SessionConnected`]. An earlier session was closed by a
+    /// preceding [`ZkCommand::CloseSession`] or is expired: feed no events of
+    /// it again.
+    NewSession {
+        /// The timeout to ask for.
+        timeout: crate::Millis,
+    },
+    /// Close `session` (its ephemeral nodes go at once if the close reaches
+    /// the server) and feed no more events of it.
+    CloseSession {
+        /// The session.
+        session: SessionId,
+    },
+    /// Send `op` on `session` (requests go out in the order of the
+    /// commands), then feed [`ZkEvent::Reply`]. While the connection is down
+    /// answer `Err(ConnectionLoss)`; drop it if `session` is not current.
+    Request {
+        /// The session to send on.
+        session: SessionId,
+        /// Echoed in the reply.
+        req: RequestId,
+        /// The operation.
+        op: ZkOp,
+    },
+}
+
+/// What the coordination client reports: the I/O part of the elector's
+/// events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ZkEvent {
+    /// `session` is connected with the negotiated `timeout` (after
+    /// [`ZkCommand::NewSession`] and after every reconnect within it).
+    SessionConnected {
+        /// The session.
+        session: SessionId,
+        /// The negotiated session timeout.
+        timeout: crate::Millis,
+    },
+    /// The connection of `session` dropped; the client reconnects by itself.
+    Disconnected {
+        /// The session.
+        session: SessionId,
+    },
+    /// The server expired `session`.
+    Expired {
+        /// The session.
+        session: SessionId,
+    },
+    /// The answer to [`ZkCommand::Request`] `req`.
+    Reply {
+        /// The request.
+        req: RequestId,
+        /// What it came to.
+        result: ZkResult,
+    },
+    /// A watch left by `session` fired.
+    Watch {
+        /// The session that left it.
+        session: SessionId,
+        /// What fired.
+        event: WatchEvent,
+    },
+}

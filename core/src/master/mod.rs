@@ -309,6 +309,10 @@ pub struct Master {
     next_write: u64,
     /// Write ids up to this one belong to earlier leaderships.
     leadership_writes_after: u64,
+    /// The deadlines this machine has asked for and not yet seen fire: a
+    /// timer whose condition holds is always among them (see
+    /// [`Master::keep_timers`]).
+    armed: BTreeMap<Timer, Millis>,
     metrics: Metrics,
 }
 
@@ -333,7 +337,66 @@ impl Master {
             spread_cursor: 0,
             next_write: 0,
             leadership_writes_after: 0,
+            armed: BTreeMap::new(),
             metrics: Metrics::default(),
+        }
+    }
+
+    /// Leading past the durable epoch (RECOVERING or ALIVE, suspended or
+    /// not): the phase in which the sweep and framework heartbeats run.
+    pub fn is_leading(&self) -> bool {
+        matches!(self.phase, Phase::Recovering | Phase::Alive)
+    }
+
+    /// Whether the recovery window is open (leading, RECOVERING, possibly
+    /// suspended).
+    pub fn is_recovering(&self) -> bool {
+        self.phase == Phase::Recovering
+    }
+
+    /// The deadlines asked for (by [`Action::SetTimer`]) that have not fired
+    /// yet, as this machine counts them.
+    pub fn armed_timers(&self) -> impl Iterator<Item = (Timer, Millis)> + '_ {
+        self.armed.iter().map(|(t, at)| (*t, *at))
+    }
+
+    /// The timers whose condition holds now: while leading, the sweep and
+    /// the framework heartbeat; while recovering, the recovery deadline.
+    pub fn required_timers(&self) -> Vec<Timer> {
+        let mut t = Vec::new();
+        if self.is_leading() {
+            t.push(Timer::Sweep);
+            t.push(Timer::FrameworkHeartbeat);
+        }
+        if self.is_recovering() {
+            t.push(Timer::Recovery);
+        }
+        t
+    }
+
+    /// Keeps DESIGN's timer rule: a deadline exists whenever its condition
+    /// holds. Every `SetTimer` of this step is recorded; any required timer
+    /// that is not armed (it fired while the master could not act on it,
+    /// e.g. SUSPENDED, or was never set) is armed one interval from now.
+    fn keep_timers(&mut self, now: Millis, out: &mut Vec<Action>) {
+        for a in out.iter() {
+            if let Action::SetTimer { timer, at } = a {
+                self.armed.insert(*timer, *at);
+            }
+        }
+        for timer in self.required_timers() {
+            if self.armed.contains_key(&timer) {
+                continue;
+            }
+            let at = now
+                + match timer {
+                    Timer::Sweep => self.config.sweep_interval(),
+                    // A recovery deadline that passed while suspended: look
+                    // again soon after resuming, not a whole window later.
+                    Timer::FrameworkHeartbeat | Timer::Recovery => self.config.heartbeat_interval,
+                };
+            self.armed.insert(timer, at);
+            out.push(Action::SetTimer { timer, at });
         }
     }
 
@@ -462,6 +525,15 @@ impl Master {
     #[must_use]
     pub fn handle(&mut self, now: Millis, event: Event) -> Vec<Action> {
         let mut out = Vec::new();
+        if let Event::Timer(t) = &event {
+            self.armed.remove(t);
+        }
+        self.dispatch(now, event, &mut out);
+        self.keep_timers(now, &mut out);
+        out
+    }
+
+    fn dispatch(&mut self, now: Millis, event: Event, out: &mut Vec<Action>) {
         match event {
             Event::Connected { conn } => {
                 self.conns.insert(conn, Conn::default());
@@ -478,35 +550,38 @@ impl Master {
             }
             Event::Message { conn, msg } => {
                 self.metrics.messages += 1;
-                self.on_message(now, conn, msg, &mut out);
+                self.on_message(now, conn, msg, out);
             }
             Event::Timer(Timer::Sweep) => {
-                if self.phase == Phase::Alive && !self.suspended {
-                    self.sweep(now, &mut out);
+                // Also while RECOVERING: a worker that re-registered and then
+                // went silent is as dead as in ALIVE. (Workers still UNKNOWN
+                // wait for the recovery deadline.)
+                if self.acting() {
+                    self.sweep(now, out);
                 }
             }
-            Event::Timer(Timer::Recovery) => self.on_recovery_timeout(now, &mut out),
+            Event::Timer(Timer::Recovery) => self.on_recovery_timeout(now, out),
             Event::Timer(Timer::FrameworkHeartbeat) => {
                 if self.holds_leadership() && !self.suspended {
-                    self.framework_tick(now, &mut out);
+                    self.framework_tick(now, out);
                     out.push(Action::SetTimer {
                         timer: Timer::FrameworkHeartbeat,
                         at: now + self.config.heartbeat_interval,
                     });
                 }
             }
-            Event::Elected { floor, clock } => self.on_elected(floor, clock, &mut out),
-            Event::Loaded { records } => self.on_loaded(records, &mut out),
+            Event::Elected { floor, clock } => self.on_elected(floor, clock, out),
+            Event::Loaded { records } => self.on_loaded(records, out),
             Event::LoadFailed { reason } => {
                 if self.holds_leadership() {
-                    self.abdicate(format!("cannot load the recovery store: {reason}"), &mut out);
+                    self.abdicate(format!("cannot load the recovery store: {reason}"), out);
                 }
             }
             Event::Suspended => self.on_suspended(),
-            Event::Resumed => self.on_resumed(now, &mut out),
-            Event::Revoked => self.step_down(&mut out),
+            Event::Resumed => self.on_resumed(now, out),
+            Event::Revoked => self.step_down(out),
             Event::RemoveWorker { worker } => {
-                let _ = self.remove_worker(&worker, &mut out);
+                let _ = self.remove_worker(&worker, out);
             }
             Event::LeaderIs(hint) => {
                 self.masters.insert(hint.addr.clone());
@@ -516,23 +591,23 @@ impl Master {
                 self.leader = Some(hint);
             }
             Event::Persisted { write } => {
-                if !self.on_epoch_persisted(now, write, &mut out)
-                    && !self.on_persisted(now, write, &mut out)
+                if !self.on_epoch_persisted(now, write, out)
+                    && !self.on_persisted(now, write, out)
                 {
                     for then in self.after_write.remove(&write).unwrap_or_default() {
                         match then {
                             AfterWrite::Subscribed { framework, conn } => {
-                                self.on_subscription_durable(&framework, conn, &mut out)
+                                self.on_subscription_durable(&framework, conn, out)
                             }
                             AfterWrite::Accept { conn, request } => out.push(Action::Send {
                                 conn,
                                 msg: Message::RequestAccepted { epoch: self.epoch, request },
                             }),
                             AfterWrite::Recorded { executor, state, ack } => {
-                                self.on_recorded(&executor, &state, ack.as_ref(), &mut out)
+                                self.on_recorded(&executor, &state, ack.as_ref(), out)
                             }
                             AfterWrite::Ack { worker, executor } => {
-                                self.ack_report(&worker, &executor, &mut out)
+                                self.ack_report(&worker, &executor, out)
                             }
                             AfterWrite::GroupDurable { framework, group } => {
                                 if let Some(g) = self
@@ -543,7 +618,7 @@ impl Master {
                                     g.durable = true;
                                 }
                             }
-                            AfterWrite::Place => self.place(&mut out),
+                            AfterWrite::Place => self.place(out),
                         }
                     }
                 }
@@ -551,11 +626,10 @@ impl Master {
             Event::PersistFailed { write, reason } => {
                 // A write of an earlier leadership failing is old news.
                 if self.holds_leadership() && write.0 > self.leadership_writes_after {
-                    self.abdicate(format!("store write {} failed: {reason}", write.0), &mut out);
+                    self.abdicate(format!("store write {} failed: {reason}", write.0), out);
                 }
             }
         }
-        out
     }
 
     fn self_hint(&self) -> LeaderHint {
@@ -717,6 +791,8 @@ impl Master {
         }
         self.phase = Phase::Standby;
         self.suspended = false;
+        // Deadlines still in the runtime's table fire harmlessly in standby.
+        self.armed.clear();
         self.workers = workers::Registry::default();
         self.frameworks.clear();
         self.executors.clear();

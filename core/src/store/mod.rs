@@ -8,6 +8,7 @@
 //! record is conditional on the incarnation it names.
 
 pub mod format;
+pub mod names;
 
 use crate::ids::{Epoch, ExecutorId, FrameworkId, Incarnation, WorkerId};
 use crate::protocol::{ExecutorState, GroupSpec};

@@ -10,9 +10,8 @@
 //! cannot collide. The record inside the file names its key; the loader checks
 //! that the file name is the one its key maps to.
 
+pub use regent_core::store::names::{key_stem, MAX_ESCAPED};
 use regent_core::store::RecordKey;
-use sha2::{Digest, Sha256};
-use std::fmt::Write as _;
 
 /// The extension of a committed record file.
 pub const RECORD_EXT: &str = ".rec";
@@ -20,62 +19,11 @@ pub const RECORD_EXT: &str = ".rec";
 /// The suffix of a temporary file that a crash may leave behind.
 pub const TEMP_SUFFIX: &str = ".tmp";
 
-/// The longest escaped id kept whole in a file name.
-pub const MAX_ESCAPED: usize = 200;
-
-/// How much of an over-long escaped id is kept, for the operator's eyes.
-const SHORT_PREFIX: usize = 100;
-
-/// The file stem (name without [`RECORD_EXT`]) a key is stored under.
-pub fn key_stem(key: &RecordKey) -> String {
-    match key {
-        RecordKey::Epoch => "epoch".to_owned(),
-        RecordKey::Worker(w) => with_prefix("w-", w.as_str()),
-        RecordKey::Framework(f) => with_prefix("f-", f.as_str()),
-    }
-}
-
 /// The name of the committed file for a key.
 pub fn record_file_name(key: &RecordKey) -> String {
     let mut s = key_stem(key);
     s.push_str(RECORD_EXT);
     s
-}
-
-fn with_prefix(prefix: &str, id: &str) -> String {
-    let escaped = escape(id);
-    let mut out = String::with_capacity(prefix.len() + escaped.len().min(MAX_ESCAPED + 40));
-    out.push_str(prefix);
-    if escaped.len() <= MAX_ESCAPED {
-        out.push_str(&escaped);
-    } else {
-        // Cut at an escape boundary: never in the middle of a `%XX`.
-        let mut cut = SHORT_PREFIX;
-        while cut > 0 && escaped.as_bytes()[cut - 1] == b'%'
-            || cut > 1 && escaped.as_bytes()[cut - 2] == b'%'
-        {
-            cut -= 1;
-        }
-        out.push_str(&escaped[..cut]);
-        out.push('~');
-        let digest = Sha256::digest(id.as_bytes());
-        for b in &digest[..16] {
-            let _ = write!(out, "{b:02x}");
-        }
-    }
-    out
-}
-
-fn escape(id: &str) -> String {
-    let mut out = String::with_capacity(id.len());
-    for &b in id.as_bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.') {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -1,0 +1,675 @@
+//! [`MasterNode`]: the master daemon's composition, pure.
+//!
+//! The node owns the [`Master`] machine and its leadership source — the
+//! [`Elector`] over ZooKeeper operations, or single-master self-election
+//! (`--recovery none | filesystem`) — and is the only place they meet
+//! (DESIGN rule 7):
+//!
+//! * **The lease guards every input** (rule 2): before anything reaches the
+//!   master, a leader whose lease ran out (a paused process, a silent
+//!   ensemble) is revoked, so nothing acts on a leadership it no longer
+//!   holds, however late a timer or a frame arrives.
+//! * **One ZooKeeper session** carries election, lease and store: the
+//!   store's requests ([`super::zk_store`]) go out on the elector's session,
+//!   each write fenced by the leader's election node. After a
+//!   `ConnectionLoss` the master is SUSPENDED; once the session is back and
+//!   the elector has confirmed the leadership, the unconfirmed write is sent
+//!   again before any newer one.
+//! * **Losing leadership is not process death** (rule 8): a ZooKeeper-mode
+//!   master that gives leadership up (a fenced write refused, a damaged
+//!   store) closes its session in the same step, returns to STANDBY and
+//!   joins the election again with a fresh session and candidate node. Only
+//!   the single-master modes stop ([`Output::Exit`]) when the store fails.
+//! * **One deadline table** ([`Deadlines`]) holds the master's, the
+//!   elector's and the store's timers; the runtime asks
+//!   [`MasterNode::poll_timeout`] and feeds [`Input::Tick`] when it passes.
+
+use super::zk_store::{StoreOutput, ZkStore};
+use super::Deadlines;
+use crate::elector::{self, Elector, ElectorStatus, RequestId, ZkCommand, ZkEvent};
+use crate::ids::{ConnId, Epoch, Incarnation};
+use crate::master::{self, Master, Status};
+use crate::protocol::{LeaderHint, Message};
+use crate::store::{Record, RecordKey, WriteId};
+use crate::time::Millis;
+use std::collections::{BTreeMap, VecDeque};
+
+/// How long the store waits before resending after a `ConnectionLoss` that
+/// the elector has not (yet) seen as a disconnect.
+const STORE_RETRY: Millis = Millis(100);
+
+/// Where leadership comes from.
+#[derive(Clone, Debug)]
+pub enum Leadership {
+    /// `--recovery none | filesystem`: the only master elects itself at
+    /// [`Input::Start`]; store writes go to the runtime
+    /// ([`Output::Persist`]).
+    Single,
+    /// `--recovery zookeeper`: the elector, with the store under
+    /// `<root>/state/` on the same session.
+    Zookeeper(elector::Config),
+}
+
+/// Master node configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The master machine's settings.
+    pub master: master::Config,
+    /// The leadership source.
+    pub leadership: Leadership,
+    /// Wall-clock milliseconds at `now = 0`: the clock term of every new
+    /// epoch is `clock_base + now` (DESIGN rule 4). 0 leaves the clock term
+    /// out (deterministic tests).
+    pub clock_base: u64,
+}
+
+/// What happens to a master node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// The process starts: join the election (or elect itself).
+    Start,
+    /// A peer connected.
+    Connected {
+        /// The runtime's number for the connection.
+        conn: ConnId,
+    },
+    /// A connection closed (not one the node asked to close).
+    Disconnected {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// A frame arrived.
+    Message {
+        /// The connection.
+        conn: ConnId,
+        /// The message.
+        msg: Message,
+    },
+    /// The deadline from [`MasterNode::poll_timeout`] passed.
+    Tick,
+    /// The coordination client reports (ZooKeeper mode).
+    Zk(ZkEvent),
+    /// The local store answers (single-master modes).
+    Store(StoreResult),
+    /// The operator asks the leader to step down (a local signal; the wire
+    /// has [`Message::StepDown`]).
+    StepDown,
+    /// The process stops: close the session so a standby leads at once.
+    Stop,
+}
+
+/// The local store's answers (single-master modes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreResult {
+    /// The write is durable.
+    Persisted {
+        /// The write.
+        write: WriteId,
+    },
+    /// The write failed (an fsync failed: fatal in filesystem mode).
+    PersistFailed {
+        /// The write.
+        write: WriteId,
+        /// What the store said.
+        reason: String,
+    },
+    /// Every record, answering [`Output::LoadRecords`].
+    Loaded {
+        /// The records.
+        records: Vec<Record>,
+    },
+    /// The store is damaged.
+    LoadFailed {
+        /// What the store said, naming the damaged record.
+        reason: String,
+    },
+}
+
+/// What the runtime must do, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Send `msg` on `conn` (drop it if the connection is gone).
+    Send {
+        /// The connection.
+        conn: ConnId,
+        /// The message.
+        msg: Message,
+    },
+    /// Close `conn` after flushing what was sent before; feed no
+    /// `Disconnected` for it.
+    Close {
+        /// The connection.
+        conn: ConnId,
+        /// Why, for the log.
+        reason: String,
+    },
+    /// Single-master modes: write `record` durably, then feed
+    /// [`StoreResult::Persisted`] (or `PersistFailed`). Writes to one key are
+    /// applied in order; the runtime may batch them.
+    Persist {
+        /// Echoed back.
+        write: WriteId,
+        /// The record.
+        record: Record,
+    },
+    /// Single-master modes: delete the record at `key` if it still names
+    /// `incarnation` (worker keys), then feed [`StoreResult::Persisted`].
+    Unpersist {
+        /// Echoed back.
+        write: WriteId,
+        /// The key.
+        key: RecordKey,
+        /// The incarnation the delete is conditional on.
+        incarnation: Option<Incarnation>,
+    },
+    /// Single-master modes: read every record, then feed
+    /// [`StoreResult::Loaded`] (or `LoadFailed`).
+    LoadRecords,
+    /// ZooKeeper mode: execute on the coordination client.
+    Zk(ZkCommand),
+    /// Stop the process (single-master modes only: the store failed and no
+    /// standby can take over). The runtime prints `reason` and exits non-zero.
+    Exit {
+        /// Why.
+        reason: String,
+    },
+    /// Purely observational: something an operator wants in the log.
+    Note(Note),
+}
+
+/// Leadership changes worth a log line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Note {
+    /// The elector sees a (new) leader.
+    LeaderIs(LeaderHint),
+    /// This master was elected.
+    Elected {
+        /// The elector's floor.
+        floor: Epoch,
+    },
+    /// The coordination session is in doubt: acting stops.
+    Suspended,
+    /// The session is back: acting resumes (and unconfirmed writes are
+    /// resent).
+    Resumed,
+    /// Leadership was lost (lease, session, node).
+    Revoked,
+    /// Leadership was given up; the session is closed and the master joins
+    /// the election again.
+    SteppedDown {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The node's named deadlines: its machines' timers in one table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Timer {
+    /// A master timer.
+    Master(master::Timer),
+    /// An elector timer.
+    Elector(elector::Timer),
+    /// Resend the store's unconfirmed write.
+    StoreRetry,
+}
+
+/// Counters for `/metrics`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Metrics {
+    /// How often the leader this master sees changed (itself included).
+    pub leader_changes: u64,
+    /// How often this master was elected.
+    pub elections: u64,
+    /// How often it gave leadership up on purpose (store failure, step-down).
+    pub step_downs: u64,
+    /// How often it lost leadership (lease, session, node).
+    pub revocations: u64,
+    /// Store writes started again after a `ConnectionLoss`.
+    pub store_resends: u64,
+}
+
+enum Inner {
+    Master(master::Event),
+    Elector(elector::Event),
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Route {
+    Elector(RequestId),
+    Store(u64),
+}
+
+/// The master node (see the module docs).
+#[derive(Debug)]
+pub struct MasterNode {
+    master: Master,
+    elector: Option<Elector>,
+    store: Option<ZkStore>,
+    clock_base: u64,
+    deadlines: Deadlines<Timer>,
+    routes: BTreeMap<RequestId, Route>,
+    next_req: u64,
+    last_leader: Option<LeaderHint>,
+    metrics: Metrics,
+    stopped: bool,
+}
+
+impl MasterNode {
+    /// A node that has not started; feed [`Input::Start`].
+    pub fn new(config: Config) -> Self {
+        let (elector, store) = match config.leadership {
+            Leadership::Single => (None, None),
+            Leadership::Zookeeper(ecfg) => {
+                let store = ZkStore::new(&ecfg.root);
+                (Some(Elector::new(ecfg)), Some(store))
+            }
+        };
+        MasterNode {
+            master: Master::new(config.master),
+            elector,
+            store,
+            clock_base: config.clock_base,
+            deadlines: Deadlines::new(),
+            routes: BTreeMap::new(),
+            next_req: 0,
+            last_leader: None,
+            metrics: Metrics::default(),
+            stopped: false,
+        }
+    }
+
+    /// The master machine (read-only: state, status, registry).
+    pub fn master(&self) -> &Master {
+        &self.master
+    }
+
+    /// The elector's view at `now` (ZooKeeper mode).
+    pub fn elector_status(&self, now: Millis) -> Option<ElectorStatus> {
+        self.elector.as_ref().map(|e| e.status(now))
+    }
+
+    /// The elector (ZooKeeper mode), for observers.
+    pub fn elector(&self) -> Option<&Elector> {
+        self.elector.as_ref()
+    }
+
+    /// Counters.
+    pub fn metrics(&self) -> Metrics {
+        let mut m = self.metrics.clone();
+        m.store_resends = self.store.as_ref().map_or(0, |s| s.resends);
+        m
+    }
+
+    /// Store jobs not yet confirmed (ZooKeeper mode).
+    pub fn store_backlog(&self) -> usize {
+        self.store.as_ref().map_or(0, |s| s.backlog())
+    }
+
+    /// The earliest deadline; feed [`Input::Tick`] once it has passed.
+    pub fn poll_timeout(&self) -> Option<Millis> {
+        if self.stopped {
+            return None;
+        }
+        self.deadlines.next()
+    }
+
+    /// Every deadline the node holds (tests, the timer property).
+    pub fn deadlines(&self) -> &Deadlines<Timer> {
+        &self.deadlines
+    }
+
+    /// Handles one input at time `now`.
+    #[must_use]
+    pub fn handle(&mut self, now: Millis, input: Input) -> Vec<Output> {
+        let mut out = Vec::new();
+        if self.stopped {
+            return out;
+        }
+        let mut queue: VecDeque<Inner> = VecDeque::new();
+        // DESIGN rule 2: a leader whose lease ran out is revoked before
+        // anything else is handled (now is fixed for the whole call).
+        if self.elector.as_ref().is_some_and(|e| e.lease_expired(now)) {
+            queue.push_back(Inner::Elector(elector::Event::Timer(elector::Timer::Lease)));
+            self.run(now, &mut queue, &mut out);
+        }
+        match input {
+            Input::Start => match &self.elector {
+                Some(_) => queue.push_back(Inner::Elector(elector::Event::Start)),
+                None => {
+                    self.metrics.elections += 1;
+                    self.metrics.leader_changes += 1;
+                    out.push(Output::Note(Note::Elected { floor: Epoch::ZERO }));
+                    queue.push_back(Inner::Master(master::Event::Elected {
+                        floor: Epoch::ZERO,
+                        clock: self.clock(now),
+                    }))
+                }
+            },
+            Input::Connected { conn } => {
+                queue.push_back(Inner::Master(master::Event::Connected { conn }))
+            }
+            Input::Disconnected { conn } => {
+                queue.push_back(Inner::Master(master::Event::Disconnected { conn }))
+            }
+            Input::Message { conn, msg: Message::StepDown { request } } => {
+                self.step_down_request(now, conn, request, &mut queue, &mut out)
+            }
+            Input::Message { conn, msg } => {
+                queue.push_back(Inner::Master(master::Event::Message { conn, msg }))
+            }
+            Input::Tick => {
+                for timer in self.deadlines.take_due(now) {
+                    match timer {
+                        Timer::Master(t) => queue.push_back(Inner::Master(master::Event::Timer(t))),
+                        Timer::Elector(t) => {
+                            queue.push_back(Inner::Elector(elector::Event::Timer(t)))
+                        }
+                        Timer::StoreRetry => self.store_resume(&mut queue, &mut out),
+                    }
+                }
+            }
+            Input::Zk(event) => self.on_zk(now, event, &mut queue, &mut out),
+            Input::Store(result) => queue.push_back(Inner::Master(match result {
+                StoreResult::Persisted { write } => master::Event::Persisted { write },
+                StoreResult::PersistFailed { write, reason } => {
+                    master::Event::PersistFailed { write, reason }
+                }
+                StoreResult::Loaded { records } => master::Event::Loaded { records },
+                StoreResult::LoadFailed { reason } => master::Event::LoadFailed { reason },
+            })),
+            Input::StepDown => {
+                if self.elector.is_some() && self.master.status() != Status::Standby {
+                    self.give_up("the operator asked this master to step down".into(), &mut queue, &mut out);
+                }
+            }
+            Input::Stop => {
+                if self.elector.is_some() {
+                    queue.push_back(Inner::Elector(elector::Event::Shutdown));
+                }
+                self.run(now, &mut queue, &mut out);
+                self.stopped = true;
+                return out;
+            }
+        }
+        self.run(now, &mut queue, &mut out);
+        out
+    }
+
+    fn clock(&self, now: Millis) -> u64 {
+        if self.clock_base == 0 {
+            0
+        } else {
+            self.clock_base + now.0
+        }
+    }
+
+    fn step_down_request(
+        &mut self,
+        now: Millis,
+        conn: ConnId,
+        request: u64,
+        queue: &mut VecDeque<Inner>,
+        out: &mut Vec<Output>,
+    ) {
+        let epoch = self.master.epoch();
+        let _ = now;
+        let refuse = |reason: &str| Output::Send {
+            conn,
+            msg: Message::RequestRefused { epoch, request, reason: reason.into() },
+        };
+        if self.elector.is_none() {
+            out.push(refuse(
+                "single-master mode (--recovery none or filesystem): no standby can take over; stop the process instead",
+            ));
+            return;
+        }
+        match self.master.status() {
+            Status::Recovering | Status::Alive | Status::Suspended => {
+                out.push(Output::Send { conn, msg: Message::RequestAccepted { epoch, request } });
+                self.give_up("the operator asked this master to step down".into(), queue, out);
+            }
+            Status::Standby => out.push(refuse("this master is not the leader")),
+        }
+    }
+
+    /// DESIGN rule 8 in ZooKeeper mode: step down, close the session, join
+    /// again as a new candidate.
+    fn give_up(&mut self, reason: String, queue: &mut VecDeque<Inner>, out: &mut Vec<Output>) {
+        self.metrics.step_downs += 1;
+        out.push(Output::Note(Note::SteppedDown { reason }));
+        if let Some(s) = &mut self.store {
+            s.clear();
+        }
+        self.deadlines.cancel(Timer::StoreRetry);
+        queue.push_back(Inner::Master(master::Event::Revoked));
+        queue.push_back(Inner::Elector(elector::Event::Abandon));
+    }
+
+    fn on_zk(
+        &mut self,
+        now: Millis,
+        event: ZkEvent,
+        queue: &mut VecDeque<Inner>,
+        out: &mut Vec<Output>,
+    ) {
+        match event {
+            ZkEvent::Reply { req, result } => match self.routes.remove(&req) {
+                Some(Route::Elector(r)) => {
+                    queue.push_back(Inner::Elector(elector::Event::Reply { req: r, result }))
+                }
+                Some(Route::Store(tag)) => {
+                    let Some(store) = &mut self.store else { return };
+                    let mut so = Vec::new();
+                    let lost = store.on_reply(tag, result, &mut so);
+                    self.store_outputs(so, queue, out);
+                    if lost {
+                        let suspended = self.elector.as_ref().is_some_and(|e| {
+                            let st = e.status(now);
+                            st.suspended || st.session.is_none()
+                        });
+                        // The elector resumes the store when it sees the
+                        // session back; if it saw no disconnect at all,
+                        // retry shortly.
+                        if !suspended {
+                            self.deadlines.set(Timer::StoreRetry, now + STORE_RETRY);
+                        }
+                    }
+                }
+                None => {}
+            },
+            other => queue.push_back(Inner::Elector(other.into())),
+        }
+    }
+
+    fn store_resume(&mut self, queue: &mut VecDeque<Inner>, out: &mut Vec<Output>) {
+        let Some(store) = &mut self.store else { return };
+        let mut so = Vec::new();
+        store.resume(&mut so);
+        self.store_outputs(so, queue, out);
+    }
+
+    fn store_outputs(
+        &mut self,
+        so: Vec<StoreOutput>,
+        queue: &mut VecDeque<Inner>,
+        out: &mut Vec<Output>,
+    ) {
+        let session = self.elector.as_ref().and_then(|e| e.session());
+        for o in so {
+            match o {
+                StoreOutput::Request { tag, op } => {
+                    let Some(session) = session else {
+                        // No session: the request would be dropped; answer
+                        // it as lost so the store waits for the next one.
+                        let store = self.store.as_mut().expect("store outputs need a store");
+                        let mut again = Vec::new();
+                        store.on_reply(
+                            tag,
+                            Err(elector::ZkError::ConnectionLoss),
+                            &mut again,
+                        );
+                        debug_assert!(again.is_empty());
+                        continue;
+                    };
+                    let req = self.alloc(Route::Store(tag));
+                    out.push(Output::Zk(ZkCommand::Request { session, req, op }));
+                }
+                StoreOutput::Done(ev) => queue.push_back(Inner::Master(ev)),
+            }
+        }
+    }
+
+    fn alloc(&mut self, route: Route) -> RequestId {
+        let req = RequestId(self.next_req);
+        self.next_req += 1;
+        self.routes.insert(req, route);
+        req
+    }
+
+    /// Handles queued inner events until none is left.
+    fn run(&mut self, now: Millis, queue: &mut VecDeque<Inner>, out: &mut Vec<Output>) {
+        while let Some(inner) = queue.pop_front() {
+            match inner {
+                Inner::Master(ev) => {
+                    let actions = self.master.handle(now, ev);
+                    self.master_actions(actions, queue, out);
+                }
+                Inner::Elector(ev) => {
+                    let Some(e) = &mut self.elector else { continue };
+                    let actions = e.handle(now, ev);
+                    self.elector_actions(now, actions, queue, out);
+                }
+            }
+        }
+    }
+
+    fn master_actions(
+        &mut self,
+        actions: Vec<master::Action>,
+        queue: &mut VecDeque<Inner>,
+        out: &mut Vec<Output>,
+    ) {
+        for a in actions {
+            match a {
+                master::Action::Send { conn, msg } => out.push(Output::Send { conn, msg }),
+                master::Action::Close { conn, reason } => out.push(Output::Close { conn, reason }),
+                master::Action::SetTimer { timer, at } => {
+                    self.deadlines.set(Timer::Master(timer), at)
+                }
+                master::Action::Persist { write, record } => match &mut self.store {
+                    None => out.push(Output::Persist { write, record }),
+                    Some(s) => {
+                        let mut so = Vec::new();
+                        s.put(write, record, &mut so);
+                        self.store_outputs(so, queue, out);
+                    }
+                },
+                master::Action::Unpersist { write, key, incarnation } => match &mut self.store {
+                    None => out.push(Output::Unpersist { write, key, incarnation }),
+                    Some(s) => {
+                        let mut so = Vec::new();
+                        s.delete(write, key, incarnation, &mut so);
+                        self.store_outputs(so, queue, out);
+                    }
+                },
+                master::Action::LoadRecords => match &mut self.store {
+                    None => out.push(Output::LoadRecords),
+                    Some(s) => {
+                        let mut so = Vec::new();
+                        s.load(&mut so);
+                        self.store_outputs(so, queue, out);
+                    }
+                },
+                master::Action::Abdicate { reason } => {
+                    if self.elector.is_some() {
+                        // The master is in standby already; the session goes
+                        // in this same step.
+                        self.metrics.step_downs += 1;
+                        out.push(Output::Note(Note::SteppedDown { reason }));
+                        if let Some(s) = &mut self.store {
+                            s.clear();
+                        }
+                        self.deadlines.cancel(Timer::StoreRetry);
+                        queue.push_back(Inner::Elector(elector::Event::Abandon));
+                    } else {
+                        out.push(Output::Exit { reason });
+                    }
+                }
+            }
+        }
+    }
+
+    fn elector_actions(
+        &mut self,
+        now: Millis,
+        actions: Vec<elector::Action>,
+        queue: &mut VecDeque<Inner>,
+        out: &mut Vec<Output>,
+    ) {
+        for a in actions {
+            match a {
+                elector::Action::NewSession { timeout } => {
+                    self.routes.clear();
+                    out.push(Output::Zk(ZkCommand::NewSession { timeout }));
+                }
+                elector::Action::CloseSession { session } => {
+                    self.routes.clear();
+                    out.push(Output::Zk(ZkCommand::CloseSession { session }));
+                }
+                elector::Action::Request { session, req, op } => {
+                    let req = self.alloc(Route::Elector(req));
+                    out.push(Output::Zk(ZkCommand::Request { session, req, op }));
+                }
+                elector::Action::SetTimer { timer, at } => {
+                    self.deadlines.set(Timer::Elector(timer), at)
+                }
+                elector::Action::CancelTimer { timer } => {
+                    self.deadlines.cancel(Timer::Elector(timer))
+                }
+                elector::Action::LeaderIs { id, addr, floor } => {
+                    let hint = LeaderHint { id, addr, epoch: floor };
+                    if self.last_leader.as_ref() != Some(&hint) {
+                        self.metrics.leader_changes += 1;
+                        self.last_leader = Some(hint.clone());
+                        out.push(Output::Note(Note::LeaderIs(hint.clone())));
+                    }
+                    queue.push_back(Inner::Master(master::Event::LeaderIs(hint)));
+                }
+                elector::Action::Elected { floor } => {
+                    self.metrics.elections += 1;
+                    out.push(Output::Note(Note::Elected { floor }));
+                    let fence = self.elector.as_ref().and_then(|e| e.fence());
+                    if let Some(s) = &mut self.store {
+                        s.clear();
+                        s.set_fence(fence);
+                    }
+                    queue.push_back(Inner::Master(master::Event::Elected {
+                        floor,
+                        clock: self.clock(now),
+                    }));
+                }
+                elector::Action::Suspended => {
+                    out.push(Output::Note(Note::Suspended));
+                    queue.push_back(Inner::Master(master::Event::Suspended));
+                }
+                elector::Action::Resumed => {
+                    out.push(Output::Note(Note::Resumed));
+                    queue.push_back(Inner::Master(master::Event::Resumed));
+                    self.deadlines.cancel(Timer::StoreRetry);
+                    self.store_resume(queue, out);
+                }
+                elector::Action::Revoked => {
+                    if self.master.status() != Status::Standby {
+                        self.metrics.revocations += 1;
+                        out.push(Output::Note(Note::Revoked));
+                    }
+                    if let Some(s) = &mut self.store {
+                        s.clear();
+                    }
+                    self.deadlines.cancel(Timer::StoreRetry);
+                    queue.push_back(Inner::Master(master::Event::Revoked));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! Nodes: each daemon's composition as one pure machine.
+//!
+//! A daemon is not one machine but a composition: the master with its
+//! leadership source (the [`elector`](crate::elector) over ZooKeeper, or
+//! single-master self-election), its lease and its store fence. That
+//! composition lives here, once, with the same shape as the machines
+//! (`new`, `#[must_use] handle(now, input) -> Vec<Output>`, and
+//! [`MasterNode::poll_timeout`] for the next deadline). Both runtimes and the
+//! simulator drive the same node; a runtime is an I/O pump that executes
+//! outputs and feeds back inputs, and makes no protocol decision.
+//!
+//! * [`master`]: [`MasterNode`], the master daemon's composition.
+//! * [`Deadlines`]: the one deadline table every node keeps.
+
+mod deadlines;
+pub mod master;
+mod zk_store;
+
+pub use deadlines::Deadlines;
+pub use master::MasterNode;
