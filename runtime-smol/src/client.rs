@@ -99,6 +99,14 @@ pub async fn remove_worker(
     .await
 }
 
+/// Asks the leader to give leadership up on purpose (an operator's
+/// handoff): it closes its ZooKeeper session so a standby leads at once,
+/// returns to standby and joins the election again. Refused (`Err` with the
+/// leader's reason) in the single-master modes, where nobody can take over.
+pub async fn step_down(masters: &[Addr], net: Arc<NetConfig>) -> Result<(), String> {
+    leader_request(masters, &net, |request| Message::StepDown { request }).await
+}
+
 /// Renders `state` as a human-readable table: the answering master (status,
 /// epoch, leader, message counters), then workers (id, state, cores
 /// used/total, memory used/total), frameworks and executors.

@@ -48,6 +48,9 @@ pub struct HttpSnapshot {
     /// Connections the runtime refused or closed (wrong cluster or secret,
     /// garbage, oversized frames, too many connections) since start.
     pub rejected_connections: u64,
+    /// The node's leadership counters (leader changes, elections,
+    /// step-downs, revocations, store resends).
+    pub node: regent_core::node::master::Metrics,
 }
 
 /// Binds `addr` and serves on a dedicated thread (see [`serve_on`]). The
@@ -332,6 +335,37 @@ pub fn metrics_text(s: &HttpSnapshot) -> String {
         "gauge",
         "This master's epoch (its own when leading, else the highest it knows of).",
         vec![(None, st.epoch.0)],
+    );
+    let n = &s.node;
+    family(
+        "regent_leader_changes_total",
+        "counter",
+        "How often the leader this master sees changed (itself included).",
+        vec![(None, n.leader_changes)],
+    );
+    family(
+        "regent_elections_total",
+        "counter",
+        "How often this master was elected.",
+        vec![(None, n.elections)],
+    );
+    family(
+        "regent_step_downs_total",
+        "counter",
+        "How often this master gave leadership up on purpose (a store it could not write, an operator's step-down) and rejoined the election.",
+        vec![(None, n.step_downs)],
+    );
+    family(
+        "regent_revocations_total",
+        "counter",
+        "How often this master lost leadership (lease, session or election node gone).",
+        vec![(None, n.revocations)],
+    );
+    family(
+        "regent_store_resends_total",
+        "counter",
+        "Store writes sent again after a ZooKeeper connection loss.",
+        vec![(None, n.store_resends)],
     );
     family(
         "regent_workers",

@@ -8,16 +8,15 @@
 //!
 //! Modules:
 //! * [`net`]: TCP connections with the cluster-secret handshake and framing.
-//! * [`master`]: the master daemon (elector or single-master modes, store,
-//!   HTTP).
+//! * [`master`]: the master daemon, an I/O pump for
+//!   `regent_core::node::MasterNode` (TCP, ZooKeeper, store, HTTP).
 //! * [`worker`]: the worker daemon (executors as real processes).
 //! * [`submit`]: the framework side: subscribe, declare, follow progress.
 //! * [`client`]: operator commands (`status`, `kill`, `remove-worker`).
 //! * [`demo`]: `regent demo`, the main job in one process.
 //! * [`http`]: `/api/state`, `/metrics` and the HTML page.
-//! * [`zk`]: the ZooKeeper backend of the elector (executes its operations
-//!   with `zookeeper-client`), the driver loop [`zk::run_elector`], and the
-//!   fenced record store of ZooKeeper recovery mode.
+//! * [`zk`]: the ZooKeeper client of the master node (sessions and requests
+//!   executed with `zookeeper-client`; no protocol decision).
 #![warn(missing_docs)]
 
 pub mod client;

@@ -81,6 +81,14 @@ enum Command {
         /// The worker.
         worker_id: String,
     },
+    /// Ask the leader to step down: it closes its ZooKeeper session so a
+    /// standby leads at once, stays up as a standby and rejoins the election
+    /// (ZooKeeper mode only; refused by a single-master leader).
+    StepDown {
+        /// The masters to ask.
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+    },
     /// Inspect a filesystem store.
     Store {
         #[command(subcommand)]
@@ -470,6 +478,11 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             regent_smol::client::remove_worker(&addrs(&masters), net_config(&common)?, &worker_id)
                 .await?;
             println!("worker {worker_id} removed");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::StepDown { masters } => {
+            regent_smol::client::step_down(&addrs(&masters), net_config(&common)?).await?;
+            println!("the leader stepped down");
             Ok(ExitCode::SUCCESS)
         }
         Command::Store { command } => store_command(command),

@@ -1,27 +1,29 @@
-//! The master daemon: drives `regent_core::master::Master` over TCP.
+//! The master daemon: an I/O pump for `regent_core::node::MasterNode`.
 //!
-//! One loop owns the machine. It waits for a connection, a frame, an elector
-//! outcome, a store completion, an HTTP query, a deadline or shutdown; makes
-//! one `handle` call; executes every action in order. Leadership comes from
-//! the ZooKeeper elector (`--recovery zookeeper`), or, in the single-master
-//! modes `none` and `filesystem`, this master elects itself at start. Store
-//! writes go to the filesystem store's writer thread (group commit, fsync off
-//! the loop), to ZooKeeper (fenced by the leader's election node), or, in
-//! `none`, nowhere (acknowledged at once; state lives in memory only).
+//! One loop owns the node. It waits for a connection, a frame, a ZooKeeper
+//! event, a store completion, an HTTP query, the node's next deadline or
+//! shutdown; makes one `handle` call; executes every output in order. It
+//! makes no protocol decision: leadership, the lease, the fenced ZooKeeper
+//! store (on the elector's one session) and stepping down all live in the
+//! node. The pump's I/O: TCP connections ([`crate::net`]), the ZooKeeper
+//! client ([`ZkBackend`]: sessions and requests), the filesystem store's
+//! writer thread (group commit, fsync off the loop) or nothing (`none`:
+//! acknowledged at once), HTTP, the clock.
 
 use crate::http::{self, HttpQuery, HttpSnapshot};
 use crate::net::{self, ConnHandle, NetConfig, NetEvent};
-use crate::zk::{self, ElectorHandle, Outcome, ZkConfig, ZkStore};
+use crate::zk::{ZkBackend, ZkConfig};
 use async_channel::{Receiver, Sender};
 use regent_core::auth::Side;
-use regent_core::elector::MultiOp;
-use regent_core::master::{self, Master};
-use regent_core::protocol::LeaderHint;
-use regent_core::store::{Record, WriteId};
-use regent_core::{Addr, ConnId, Epoch, MasterId, Millis};
+use regent_core::master;
+use regent_core::node::master::{
+    Config, Input as NodeInput, Leadership, Note, Output, StoreResult,
+};
+use regent_core::node::MasterNode;
+use regent_core::{Addr, ConnId, MasterId, Millis};
 use regent_std::store::{LocalStore, Op};
 use smol::net::{TcpListener, TcpStream};
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -80,29 +82,20 @@ pub struct MasterOptions {
 enum Input {
     Accepted(std::io::Result<TcpStream>),
     Net(NetEvent),
-    Elector(Outcome),
-    Store(StoreEvent),
+    Store(Vec<StoreResult>),
     Http(HttpQuery),
     Shutdown,
+}
+
+enum Wake {
+    Input(Input),
+    Zk(regent_core::elector::Event),
     Deadline,
 }
 
-/// Events for the machine from the store (writes done or failed, records
-/// loaded), delivered off the loop.
-enum StoreEvent {
-    Events(Vec<master::Event>),
-    Loaded(Result<Vec<Record>, String>),
-}
-
-enum Store {
-    /// `none` and `filesystem`: shared with the std runtime.
-    Local(LocalStore),
-    /// `zookeeper`: fenced writes, applied in order by one task.
-    Zookeeper { store: Arc<ZkStore>, fence: Option<MultiOp>, queue: Sender<(MultiOp, WriteId, Op)> },
-}
-
-/// Runs a master until `shutdown` fires (Ok) or leadership cannot act
-/// (Err naming why).
+/// Runs a master until `shutdown` fires (Ok), or, in the single-master
+/// modes, until the store fails (Err naming why). A ZooKeeper-mode master
+/// never stops on its own: losing leadership returns it to standby.
 pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(), String> {
     net::check_exposure(&opts.listen, opts.net.secret.is_some(), opts.insecure)?;
     let listener = TcpListener::bind(opts.listen)
@@ -147,43 +140,26 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
         .detach();
     }
 
-    let mut cfg = master::Config::new(MasterId::new(opts.id.clone()), advertise.clone());
-    cfg.worker_timeout = Millis(opts.worker_timeout.as_millis() as u64);
-    cfg.recovery_timeout =
+    let mut mcfg = master::Config::new(MasterId::new(opts.id.clone()), advertise.clone());
+    mcfg.worker_timeout = Millis(opts.worker_timeout.as_millis() as u64);
+    mcfg.recovery_timeout =
         Millis(opts.recovery_timeout.unwrap_or(opts.worker_timeout).as_millis() as u64);
-    cfg.heartbeat_interval = Millis(opts.heartbeat_interval.as_millis() as u64);
+    mcfg.heartbeat_interval = Millis(opts.heartbeat_interval.as_millis() as u64);
 
-    let mut elector: Option<ElectorHandle> = None;
-    let mut pending: VecDeque<master::Event> = VecDeque::new();
-    let store = match &opts.recovery {
-        Recovery::None => {
-            pending.push_back(master::Event::Elected {
-                floor: Epoch(0),
-                clock: crate::wall_clock_ms(),
-            });
-            Store::Local(LocalStore::Memory)
-        }
+    let (leadership, local, backend) = match &opts.recovery {
+        Recovery::None => (Leadership::Single, Some(LocalStore::Memory), None),
         Recovery::Filesystem { dir } => {
             let sink = tx.clone();
-            let store = LocalStore::open_files(dir, &opts.id, move |events| {
-                let _ = sink.send_blocking(Input::Store(StoreEvent::Events(events)));
+            let store = LocalStore::open_files(dir, &opts.id, move |results| {
+                let _ = sink.send_blocking(Input::Store(results));
             })?;
-            pending.push_back(master::Event::Elected {
-                floor: Epoch(0),
-                clock: crate::wall_clock_ms(),
-            });
-            Store::Local(store)
+            (Leadership::Single, Some(store), None)
         }
         Recovery::Zookeeper { hosts, root, session_timeout } => {
             let mut zkc = ZkConfig::new(hosts.clone());
             if let Some(secret) = &opts.net.secret {
                 zkc = zkc.with_secret(secret.expose().to_vec());
             }
-            let store = ZkStore::open(&zkc, root, *session_timeout)
-                .await
-                .map_err(|e| format!("cannot open the ZooKeeper store at {hosts}{root}: {e}"))?;
-            let store = Arc::new(store);
-            let queue = spawn_zk_writer(store.clone(), tx.clone());
             let mut ecfg = regent_core::elector::Config::new(
                 root.clone(),
                 net::random_u64(),
@@ -191,19 +167,7 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
                 advertise.clone(),
             );
             ecfg.session_timeout = Millis(session_timeout.as_millis() as u64);
-            let (handle, outcomes, task) = zk::spawn_elector(ecfg, zkc);
-            task.detach();
-            let tx2 = tx.clone();
-            smol::spawn(async move {
-                while let Ok(o) = outcomes.recv().await {
-                    if tx2.send(Input::Elector(o)).await.is_err() {
-                        break;
-                    }
-                }
-            })
-            .detach();
-            elector = Some(handle);
-            Store::Zookeeper { store, fence: None, queue }
+            (Leadership::Zookeeper(ecfg), None, Some(ZkBackend::new(zkc)))
         }
     };
     if let Some(ready) = &opts.ready {
@@ -211,107 +175,89 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
     }
     tracing::info!(id = %opts.id, listen = %bound, advertise = %advertise, "master listening");
 
-    let mut d = Daemon {
-        start: Instant::now(),
-        machine: Master::new(cfg),
+    // The epoch's clock term is wall-clock ms: `clock_base + now`.
+    let start = Instant::now();
+    let clock_base = crate::wall_clock_ms();
+    let node = MasterNode::new(Config { master: mcfg, leadership, clock_base });
+    let mut pump = Pump {
+        start,
+        node,
         net: opts.net.clone(),
         tx: tx.clone(),
         conns: HashMap::new(),
         closed_by_us: HashSet::new(),
         next_conn: 1,
-        timers: BTreeMap::new(),
-        store,
+        local,
+        backend,
         rejected_connections: 0,
+        pending: VecDeque::new(),
     };
+    pump.feed(NodeInput::Start)?;
     loop {
-        while let Some(event) = pending.pop_front() {
-            d.step(event, &mut pending)?;
-        }
-        let input = d.next_input(&rx).await;
-        match input {
-            Input::Shutdown => {
-                tracing::info!("shutting down");
-                if let Some(e) = &elector {
-                    // Closing the session lets a standby take over at once.
-                    e.shutdown().await;
+        match pump.next_wake(&rx).await {
+            Wake::Deadline => pump.feed(NodeInput::Tick)?,
+            Wake::Zk(event) => {
+                if let Some(event) = event.into_zk() {
+                    pump.feed(NodeInput::Zk(event))?;
                 }
-                for c in d.conns.values() {
+            }
+            Wake::Input(Input::Shutdown) => {
+                tracing::info!("shutting down");
+                // Closing the session lets a standby take over at once.
+                let _ = pump.feed(NodeInput::Stop);
+                for c in pump.conns.values() {
                     c.close();
                 }
+                // Let the session close and the last frames reach the wire.
                 async_io::Timer::after(Duration::from_millis(100)).await;
                 return Ok(());
             }
-            Input::Deadline => {
-                let now = d.now();
-                let due: Vec<master::Timer> =
-                    d.timers.iter().filter(|(_, at)| **at <= now).map(|(t, _)| *t).collect();
-                for t in due {
-                    d.timers.remove(&t);
-                    pending.push_back(master::Event::Timer(t));
-                }
+            Wake::Input(Input::Accepted(Ok(stream))) => {
+                let conn = ConnId(pump.next_conn);
+                pump.next_conn += 1;
+                let handle = net::spawn_connection(
+                    stream,
+                    Side::Server,
+                    conn,
+                    pump.net.clone(),
+                    pump.net_sink(),
+                );
+                pump.conns.insert(conn, handle);
+                pump.feed(NodeInput::Connected { conn })?;
             }
-            Input::Accepted(Ok(stream)) => {
-                let conn = ConnId(d.next_conn);
-                d.next_conn += 1;
-                let handle =
-                    net::spawn_connection(stream, Side::Server, conn, d.net.clone(), d.net_sink());
-                d.conns.insert(conn, handle);
-                pending.push_back(master::Event::Connected { conn });
-            }
-            Input::Accepted(Err(e)) => {
+            Wake::Input(Input::Accepted(Err(e))) => {
                 tracing::warn!("accept failed: {e}");
                 async_io::Timer::after(Duration::from_millis(50)).await;
             }
-            Input::Net(NetEvent::Message { conn, msg }) => {
-                if d.conns.contains_key(&conn) {
-                    pending.push_back(master::Event::Message { conn, msg });
+            Wake::Input(Input::Net(NetEvent::Message { conn, msg })) => {
+                if pump.conns.contains_key(&conn) {
+                    pump.feed(NodeInput::Message { conn, msg })?;
                 }
             }
-            Input::Net(NetEvent::Closed { conn, reason }) => {
-                if d.closed_by_us.remove(&conn) {
+            Wake::Input(Input::Net(NetEvent::Closed { conn, reason })) => {
+                if pump.closed_by_us.remove(&conn) {
                     continue;
                 }
-                if let Some(h) = d.conns.remove(&conn) {
+                if let Some(h) = pump.conns.remove(&conn) {
                     if net::is_refusal(&reason) {
-                        d.rejected_connections += 1;
+                        pump.rejected_connections += 1;
                         tracing::warn!(peer = %h.peer, %conn, "connection refused: {reason}");
                     } else {
                         tracing::debug!(peer = %h.peer, %conn, "connection closed: {reason}");
                     }
-                    pending.push_back(master::Event::Disconnected { conn });
+                    pump.feed(NodeInput::Disconnected { conn })?;
                 }
             }
-            Input::Elector(outcome) => match outcome {
-                Outcome::LeaderIs { id, addr, floor } => pending
-                    .push_back(master::Event::LeaderIs(LeaderHint { id, addr, epoch: floor })),
-                Outcome::Elected { floor, fence } => {
-                    if let Store::Zookeeper { fence: f, .. } = &mut d.store {
-                        *f = Some(fence);
-                    }
-                    tracing::info!(%floor, "elected");
-                    pending
-                        .push_back(master::Event::Elected { floor, clock: crate::wall_clock_ms() });
+            Wake::Input(Input::Store(results)) => {
+                for r in results {
+                    pump.feed(NodeInput::Store(r))?;
                 }
-                Outcome::Suspended => pending.push_back(master::Event::Suspended),
-                Outcome::Resumed => pending.push_back(master::Event::Resumed),
-                Outcome::Revoked => {
-                    if let Store::Zookeeper { fence, .. } = &mut d.store {
-                        *fence = None;
-                    }
-                    pending.push_back(master::Event::Revoked)
-                }
-            },
-            Input::Store(StoreEvent::Events(events)) => pending.extend(events),
-            Input::Store(StoreEvent::Loaded(Ok(records))) => {
-                pending.push_back(master::Event::Loaded { records })
             }
-            Input::Store(StoreEvent::Loaded(Err(reason))) => {
-                pending.push_back(master::Event::LoadFailed { reason })
-            }
-            Input::Http(q) => {
+            Wake::Input(Input::Http(q)) => {
                 let snapshot = HttpSnapshot {
-                    state: d.machine.state(),
-                    rejected_connections: d.rejected_connections,
+                    state: pump.node.master().state(),
+                    rejected_connections: pump.rejected_connections,
+                    node: pump.node.metrics(),
                 };
                 let _ = q.reply.try_send(snapshot);
             }
@@ -319,48 +265,26 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
     }
 }
 
-/// The ZooKeeper writer: applies fenced writes one at a time, in order.
-fn spawn_zk_writer(store: Arc<ZkStore>, tx: Sender<Input>) -> Sender<(MultiOp, WriteId, Op)> {
-    let (qtx, qrx) = async_channel::unbounded::<(MultiOp, WriteId, Op)>();
-    smol::spawn(async move {
-        let mut failed: Option<String> = None;
-        while let Ok((fence, id, op)) = qrx.recv().await {
-            // A failed write is fatal to the leadership: never retried, and
-            // every later one fails too.
-            let event = match &failed {
-                Some(reason) => master::Event::PersistFailed { write: id, reason: reason.clone() },
-                None => match store.commit(&fence, vec![(id, op)]).await {
-                    Ok(_) => master::Event::Persisted { write: id },
-                    Err(e) => {
-                        let reason = e.to_string();
-                        failed = Some(reason.clone());
-                        master::Event::PersistFailed { write: id, reason }
-                    }
-                },
-            };
-            if tx.send(Input::Store(StoreEvent::Events(vec![event]))).await.is_err() {
-                break;
-            }
-        }
-    })
-    .detach();
-    qtx
-}
-
-struct Daemon {
+/// The I/O pump around one [`MasterNode`].
+struct Pump {
     start: Instant,
-    machine: Master,
+    node: MasterNode,
     net: Arc<NetConfig>,
     tx: Sender<Input>,
     conns: HashMap<ConnId, ConnHandle>,
     closed_by_us: HashSet<ConnId>,
     next_conn: u64,
-    timers: BTreeMap<master::Timer, Millis>,
-    store: Store,
+    /// The single-master modes' store.
+    local: Option<LocalStore>,
+    /// ZooKeeper mode's client.
+    backend: Option<ZkBackend>,
     rejected_connections: u64,
+    /// Store answers available at once (memory store, a stopped writer),
+    /// fed after the outputs that caused them.
+    pending: VecDeque<StoreResult>,
 }
 
-impl Daemon {
+impl Pump {
     fn now(&self) -> Millis {
         crate::millis_since(self.start)
     }
@@ -379,85 +303,99 @@ impl Daemon {
         ntx
     }
 
-    async fn next_input(&self, rx: &Receiver<Input>) -> Input {
-        let deadline = self.timers.values().min().copied();
-        let recv = async { rx.recv().await.unwrap_or(Input::Shutdown) };
-        match deadline {
-            None => recv.await,
-            Some(at) => {
-                let when = self.start + Duration::from_millis(at.0);
-                smol::future::or(recv, async move {
+    /// Waits for the next input, ZooKeeper event or the node's deadline.
+    async fn next_wake(&mut self, rx: &Receiver<Input>) -> Wake {
+        let deadline = self.node.poll_timeout().map(|at| self.start + Duration::from_millis(at.0));
+        let input = async { Wake::Input(rx.recv().await.unwrap_or(Input::Shutdown)) };
+        let timer = async {
+            match deadline {
+                Some(when) => {
                     async_io::Timer::at(when).await;
-                    Input::Deadline
+                }
+                None => smol::future::pending::<()>().await,
+            }
+            Wake::Deadline
+        };
+        match &mut self.backend {
+            // `next_event` is cancel-safe: losing the race loses nothing.
+            Some(b) => {
+                smol::future::or(smol::future::or(input, timer), async {
+                    Wake::Zk(b.next_event().await)
                 })
                 .await
             }
+            None => smol::future::or(input, timer).await,
         }
     }
 
-    /// One `handle` call, then every action in order.
-    fn step(
-        &mut self,
-        event: master::Event,
-        pending: &mut VecDeque<master::Event>,
-    ) -> Result<(), String> {
+    /// One `handle` call and its outputs, then any store answer that was
+    /// available at once (each its own `handle` call).
+    fn feed(&mut self, input: NodeInput) -> Result<(), String> {
+        self.step(input)?;
+        while let Some(r) = self.pending.pop_front() {
+            self.step(NodeInput::Store(r))?;
+        }
+        Ok(())
+    }
+
+    fn step(&mut self, input: NodeInput) -> Result<(), String> {
         let now = self.now();
-        for action in self.machine.handle(now, event) {
-            match action {
-                master::Action::Send { conn, msg } => {
+        for output in self.node.handle(now, input) {
+            match output {
+                Output::Send { conn, msg } => {
                     if let Some(c) = self.conns.get(&conn) {
                         c.send(msg);
                     }
                 }
-                master::Action::Close { conn, reason } => {
+                Output::Close { conn, reason } => {
                     if let Some(c) = self.conns.remove(&conn) {
                         tracing::info!(peer = %c.peer, %conn, "closing: {reason}");
                         c.close();
                         self.closed_by_us.insert(conn);
                     }
                 }
-                master::Action::Persist { write, record } => {
-                    self.write(write, Op::Put(record), pending)
+                Output::Persist { write, record } => self.write(write, Op::Put(record)),
+                Output::Unpersist { write, key, incarnation } => {
+                    self.write(write, Op::Delete { key, incarnation })
                 }
-                master::Action::Unpersist { write, key, incarnation } => {
-                    self.write(write, Op::Delete { key, incarnation }, pending)
-                }
-                master::Action::LoadRecords => match &mut self.store {
-                    Store::Local(local) => pending.push_back(local.load()),
-                    Store::Zookeeper { store, .. } => {
-                        let (store, tx) = (store.clone(), self.tx.clone());
-                        smol::spawn(async move {
-                            let r = store.load().await.map_err(|e| e.to_string());
-                            let _ = tx.send(Input::Store(StoreEvent::Loaded(r))).await;
-                        })
-                        .detach();
+                Output::LoadRecords => {
+                    if let Some(local) = &mut self.local {
+                        self.pending.push_back(local.load());
                     }
-                },
-                master::Action::SetTimer { timer, at } => {
-                    self.timers.insert(timer, at);
                 }
-                master::Action::Abdicate { reason } => {
-                    // DESIGN rule 8: a leader that cannot make its state
-                    // durable stops, so a standby (or a restart) takes over.
-                    return Err(format!("giving up leadership: {reason}"));
+                Output::Zk(command) => {
+                    if let Some(b) = &mut self.backend {
+                        b.execute(&command.into());
+                    }
                 }
+                Output::Exit { reason } => return Err(format!("giving up leadership: {reason}")),
+                Output::Note(note) => log_note(&note),
             }
         }
         Ok(())
     }
 
-    fn write(&mut self, write: WriteId, op: Op, pending: &mut VecDeque<master::Event>) {
-        match &mut self.store {
-            Store::Local(local) => pending.extend(local.write(write, op)),
-            Store::Zookeeper { fence, queue, .. } => match fence.clone() {
-                Some(f) => {
-                    let _ = queue.try_send((f, write, op));
-                }
-                None => pending.push_back(master::Event::PersistFailed {
-                    write,
-                    reason: "not elected: no election node to fence the write".into(),
-                }),
-            },
+    fn write(&mut self, write: regent_core::store::WriteId, op: Op) {
+        if let Some(local) = &mut self.local {
+            self.pending.extend(local.write(write, op));
+        }
+    }
+}
+
+/// Leadership changes, for the operator's log.
+pub fn log_note(note: &Note) {
+    match note {
+        Note::LeaderIs(h) => {
+            tracing::info!(leader = %h.id, addr = %h.addr, floor = %h.epoch, "leader")
+        }
+        Note::Elected { floor } => tracing::info!(%floor, "elected"),
+        Note::Suspended => tracing::warn!("coordination session in doubt: suspended"),
+        Note::Resumed => tracing::info!("coordination session back: resumed"),
+        Note::Revoked => tracing::warn!("leadership lost: back to standby"),
+        Note::SteppedDown { reason } => {
+            tracing::warn!(
+                "giving up leadership, back to standby and rejoining the election: {reason}"
+            )
         }
     }
 }

@@ -157,7 +157,11 @@ fn state_json_of_a_standby_without_leader_has_null_leader() {
 
 #[test]
 fn metrics_text_has_help_type_and_every_family() {
-    let snap = HttpSnapshot { state: sample_state("m1", "ALIVE", 7), rejected_connections: 5 };
+    let snap = HttpSnapshot {
+        state: sample_state("m1", "ALIVE", 7),
+        rejected_connections: 5,
+        node: Default::default(),
+    };
     let text = metrics_text(&snap);
     let lines: Vec<&str> = text.lines().collect();
     for expected in [
@@ -199,7 +203,8 @@ fn metrics_text_has_help_type_and_every_family() {
     let mut s = sample_state("m2", "STANDBY", 3);
     s.workers.clear();
     s.executors.clear();
-    let text = metrics_text(&HttpSnapshot { state: s, rejected_connections: 0 });
+    let text =
+        metrics_text(&HttpSnapshot { state: s, rejected_connections: 0, node: Default::default() });
     assert!(text.lines().any(|l| l == "regent_master_status{status=\"STANDBY\"} 1"));
     assert!(text.lines().any(|l| l == "regent_master_status{status=\"ALIVE\"} 0"));
     assert!(text.lines().any(|l| l == "regent_executors{state=\"RUNNING\"} 0"));
@@ -220,7 +225,8 @@ fn html_page_escapes_every_string() {
     s.executors[0].framework = FrameworkId::new(evil);
     s.executors[0].worker = Some(WorkerId::new(evil));
     s.executors[3].state = ExecutorState::Failed { reason: evil.into() };
-    let page = html_page(&HttpSnapshot { state: s, rejected_connections: 0 });
+    let page =
+        html_page(&HttpSnapshot { state: s, rejected_connections: 0, node: Default::default() });
     assert!(!page.contains("<script"), "unescaped markup in\n{page}");
     assert!(!page.contains("alert('x')"), "unescaped quote in\n{page}");
     let escaped = "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;&quot;";
@@ -316,7 +322,11 @@ fn wait_finished(handle: &std::thread::JoinHandle<()>, bound: Duration) -> bool 
 
 #[test]
 fn serve_answers_state_metrics_and_html_404_and_405() {
-    let snap = HttpSnapshot { state: sample_state("m1", "ALIVE", 7), rejected_connections: 5 };
+    let snap = HttpSnapshot {
+        state: sample_state("m1", "ALIVE", 7),
+        rejected_connections: 5,
+        node: Default::default(),
+    };
     let (addr, stop, handle) = serve_with_daemon(snap);
 
     let (status, head, body) = http_request(addr, "GET", "/api/state");

@@ -8,8 +8,9 @@
 mod support;
 
 use regent_core::elector::CandidateName;
-use regent_smol::zk::{spawn_elector, Outcome, ZkConfig};
+use regent_smol::zk::ZkConfig;
 use std::time::Duration;
+use support::elector_driver::{spawn_elector, Outcome};
 use support::zk_proxy::ZkProxy;
 use support::zk_server::ZkServer;
 use support::{elector_config, eventually, unique_root, wait_outcome, BOUND};

@@ -5,7 +5,8 @@
 mod support;
 
 use regent_core::{MasterId, Millis};
-use regent_smol::zk::{spawn_elector, Outcome, ZkConfig};
+use regent_smol::zk::ZkConfig;
+use support::elector_driver::{spawn_elector, Outcome};
 use support::zk_server::ZkServer;
 use support::{elector_config, eventually, unique_root, wait_outcome, BOUND};
 

@@ -591,8 +591,7 @@ impl Master {
                 self.leader = Some(hint);
             }
             Event::Persisted { write } => {
-                if !self.on_epoch_persisted(now, write, out)
-                    && !self.on_persisted(now, write, out)
+                if !self.on_epoch_persisted(now, write, out) && !self.on_persisted(now, write, out)
                 {
                     for then in self.after_write.remove(&write).unwrap_or_default() {
                         match then {

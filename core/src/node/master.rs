@@ -379,7 +379,11 @@ impl MasterNode {
             })),
             Input::StepDown => {
                 if self.elector.is_some() && self.master.status() != Status::Standby {
-                    self.give_up("the operator asked this master to step down".into(), &mut queue, &mut out);
+                    self.give_up(
+                        "the operator asked this master to step down".into(),
+                        &mut queue,
+                        &mut out,
+                    );
                 }
             }
             Input::Stop => {
@@ -503,11 +507,7 @@ impl MasterNode {
                         // it as lost so the store waits for the next one.
                         let store = self.store.as_mut().expect("store outputs need a store");
                         let mut again = Vec::new();
-                        store.on_reply(
-                            tag,
-                            Err(elector::ZkError::ConnectionLoss),
-                            &mut again,
-                        );
+                        store.on_reply(tag, Err(elector::ZkError::ConnectionLoss), &mut again);
                         debug_assert!(again.is_empty());
                         continue;
                     };

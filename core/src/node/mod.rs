@@ -18,3 +18,4 @@ mod zk_store;
 
 pub use deadlines::Deadlines;
 pub use master::MasterNode;
+pub use zk_store::{JUTE_MAXBUFFER, MAX_RECORD_IMAGE, REQUEST_OVERHEAD};

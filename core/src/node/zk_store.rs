@@ -153,8 +153,6 @@ impl ZkStore {
         self.paused = false;
     }
 
-    /// Waiting for the session to come back after a `ConnectionLoss`.
-
     /// Jobs not yet confirmed (the one running included).
     pub(crate) fn backlog(&self) -> usize {
         self.jobs.len()
@@ -413,8 +411,11 @@ impl ZkStore {
         match prefixes.get(i) {
             Some(path) => {
                 self.stage = Stage::EnsurePath(i);
-                let op =
-                    ZkOp::Create { path: path.clone(), data: Vec::new(), mode: CreateMode::Persistent };
+                let op = ZkOp::Create {
+                    path: path.clone(),
+                    data: Vec::new(),
+                    mode: CreateMode::Persistent,
+                };
                 self.send(0, op, out);
             }
             None => {

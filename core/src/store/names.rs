@@ -65,4 +65,3 @@ fn escape(id: &str) -> String {
     }
     out
 }
-

@@ -5,13 +5,10 @@
 //!   what happens into elector events (`SessionConnected` with the
 //!   negotiated timeout, `Disconnected`, `Expired`, `Reply`, `Watch`). It
 //!   makes no protocol decision: the elector decides, the backend executes.
-//! * [`run_elector`] is the driver loop: it owns an
-//!   [`Elector`](regent_core::elector::Elector), feeds it the backend's
-//!   events and its timers, executes its actions in order and hands the
-//!   outcomes ([`Outcome`]) to the caller.
-//! * [`ZkStore`] is the recovery store of ZooKeeper mode: regent-core
-//!   records under `<root>/state/`, every write fenced by the leader's
-//!   election node.
+//! * Everything else — the election, the lease, the fenced record store
+//!   under `<root>/state/` — is decided in
+//!   [`MasterNode`](regent_core::node::MasterNode), whose ZooKeeper requests
+//!   all go out on the one session the backend holds.
 //!
 //! # Security: the cluster secret and ACLs
 //!
@@ -39,13 +36,10 @@
 //! cluster's root (e.g. `/regent`) rather than pre-creating it open.
 
 mod backend;
-mod driver;
 pub mod exec;
-mod store;
 
 pub use backend::ZkBackend;
-pub use driver::{run_elector, spawn_elector, Command, ElectorHandle, Outcome, Snapshot};
-pub use store::{ZkStore, ZkStoreError, JUTE_MAXBUFFER, MAX_RECORD_IMAGE, REQUEST_OVERHEAD};
+pub use regent_core::node::{JUTE_MAXBUFFER, MAX_RECORD_IMAGE, REQUEST_OVERHEAD};
 
 use sha2::{Digest, Sha256};
 use std::fmt;

@@ -2,13 +2,14 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod elector_driver;
 pub mod zk_proxy;
 pub mod zk_server;
 
 use async_channel::Receiver;
+use elector_driver::Outcome;
 use regent_core::elector::Config;
 use regent_core::{Addr, MasterId, Millis};
-use regent_smol::zk::Outcome;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 

@@ -1,12 +1,11 @@
-//! The master daemon on std threads: drives `regent_core::master::Master`.
+//! The master daemon on std threads: an I/O pump for
+//! `regent_core::node::MasterNode` in its single-master modes.
 //!
-//! One thread owns the machine. It waits (`recv_timeout` until the earliest
-//! timer deadline) for an accepted connection, a frame, a store completion,
-//! a state query or shutdown; makes one `handle` call per input; executes
-//! every action in order. In the single-master modes `none` and
-//! `filesystem` this master elects itself at start with
-//! `Elected { floor: Epoch(0), clock: wall ms }` (DESIGN rule 4: the clock
-//! term still moves the epoch forward). Store writes go to the filesystem
+//! One thread owns the node. It waits (`recv_timeout` until the node's next
+//! deadline) for an accepted connection, a frame, a store completion, a
+//! state query or shutdown; makes one `handle` call per input; executes
+//! every output in order. The node elects itself at start (its clock term
+//! still moves the epoch forward, DESIGN rule 4). Store writes go to the filesystem
 //! store's writer thread ([`crate::store::spawn_writer`]: group commit, fsync
 //! off the machine's thread) or, in `none`, nowhere (acknowledged at once).
 //!
@@ -17,10 +16,12 @@ use super::{millis_since, wait_for, wall_clock_ms, DriverThread, Stopper};
 use crate::net::{self, spawn_connection, ConnHandle, NetConfig, NetEvent};
 use crate::store::{LocalStore, Op};
 use regent_core::auth::Side;
-use regent_core::master::{self, Master};
+use regent_core::master;
+use regent_core::node::master::{Config, Input as NodeInput, Leadership, Output, StoreResult};
+use regent_core::node::MasterNode;
 use regent_core::protocol::ClusterState;
-use regent_core::{Addr, ConnId, Epoch, MasterId, Millis};
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use regent_core::{Addr, ConnId, MasterId, Millis};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -94,7 +95,7 @@ impl MasterConfig {
 enum Input {
     Accepted(std::io::Result<TcpStream>),
     Net(NetEvent),
-    Store(Vec<master::Event>),
+    Store(Vec<StoreResult>),
     State(Sender<ClusterState>),
     Shutdown,
 }
@@ -179,15 +180,16 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
     mcfg.heartbeat_interval = Millis(cfg.heartbeat_interval.as_millis() as u64);
     tracing::info!(id = %cfg.id, listen = %bound, advertise = %advertise, "master listening");
 
+    let start = Instant::now();
+    let clock_base = wall_clock_ms();
     let d = Daemon {
-        start: Instant::now(),
-        machine: Master::new(mcfg),
+        start,
+        node: MasterNode::new(Config { master: mcfg, leadership: Leadership::Single, clock_base }),
         net: cfg.net.clone(),
         tx: tx.clone(),
         conns: HashMap::new(),
         closed_by_us: HashSet::new(),
         next_conn: 1,
-        timers: BTreeMap::new(),
         store,
         _acceptor: acceptor,
     };
@@ -257,13 +259,12 @@ impl Drop for Acceptor {
 
 struct Daemon {
     start: Instant,
-    machine: Master,
+    node: MasterNode,
     net: Arc<NetConfig>,
     tx: Sender<Input>,
     conns: HashMap<ConnId, ConnHandle>,
     closed_by_us: HashSet<ConnId>,
     next_conn: u64,
-    timers: BTreeMap<master::Timer, Millis>,
     store: LocalStore,
     _acceptor: Acceptor,
 }
@@ -274,8 +275,8 @@ impl Daemon {
     }
 
     fn run(mut self, rx: Receiver<Input>) -> Result<(), String> {
-        let mut pending: VecDeque<master::Event> = VecDeque::new();
-        pending.push_back(master::Event::Elected { floor: Epoch(0), clock: wall_clock_ms() });
+        let mut pending: VecDeque<NodeInput> = VecDeque::new();
+        pending.push_back(NodeInput::Start);
         let result = self.run_loop(&rx, &mut pending);
         match &result {
             Ok(()) => tracing::info!("master stopped"),
@@ -291,26 +292,20 @@ impl Daemon {
     fn run_loop(
         &mut self,
         rx: &Receiver<Input>,
-        pending: &mut VecDeque<master::Event>,
+        pending: &mut VecDeque<NodeInput>,
     ) -> Result<(), String> {
         loop {
             while let Some(event) = pending.pop_front() {
                 self.step(event, pending)?;
             }
-            let input = match wait_for(self.start, self.timers.values().min().copied()) {
+            let input = match wait_for(self.start, self.node.poll_timeout()) {
                 None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
                 Some(left) => rx.recv_timeout(left),
             };
             let input = match input {
                 Ok(input) => input,
                 Err(RecvTimeoutError::Timeout) => {
-                    let now = self.now();
-                    let due: Vec<master::Timer> =
-                        self.timers.iter().filter(|(_, at)| **at <= now).map(|(t, _)| *t).collect();
-                    for t in due {
-                        self.timers.remove(&t);
-                        pending.push_back(master::Event::Timer(t));
-                    }
+                    pending.push_back(NodeInput::Tick);
                     continue;
                 }
                 // The daemon holds a sender: cannot happen; stop if it did.
@@ -331,7 +326,7 @@ impl Daemon {
                     }) {
                         Ok(handle) => {
                             self.conns.insert(conn, handle);
-                            pending.push_back(master::Event::Connected { conn });
+                            pending.push_back(NodeInput::Connected { conn });
                         }
                         Err(e) => tracing::warn!("cannot start a connection: {e}"),
                     }
@@ -339,7 +334,7 @@ impl Daemon {
                 Input::Accepted(Err(e)) => tracing::warn!("accept failed: {e}"),
                 Input::Net(NetEvent::Message { conn, msg }) => {
                     if self.conns.contains_key(&conn) {
-                        pending.push_back(master::Event::Message { conn, msg });
+                        pending.push_back(NodeInput::Message { conn, msg });
                     }
                 }
                 Input::Net(NetEvent::Closed { conn, reason }) => {
@@ -352,53 +347,47 @@ impl Daemon {
                         } else {
                             tracing::debug!(peer = %h.peer, %conn, "connection closed: {reason}");
                         }
-                        pending.push_back(master::Event::Disconnected { conn });
+                        pending.push_back(NodeInput::Disconnected { conn });
                     }
                 }
-                Input::Store(events) => pending.extend(events),
+                Input::Store(results) => pending.extend(results.into_iter().map(NodeInput::Store)),
                 Input::State(reply) => {
-                    let _ = reply.send(self.machine.state());
+                    let _ = reply.send(self.node.master().state());
                 }
             }
         }
     }
 
-    /// One `handle` call, then every action in order.
-    fn step(
-        &mut self,
-        event: master::Event,
-        pending: &mut VecDeque<master::Event>,
-    ) -> Result<(), String> {
+    /// One `handle` call, then every output in order.
+    fn step(&mut self, input: NodeInput, pending: &mut VecDeque<NodeInput>) -> Result<(), String> {
         let now = self.now();
-        for action in self.machine.handle(now, event) {
-            match action {
-                master::Action::Send { conn, msg } => {
+        for output in self.node.handle(now, input) {
+            match output {
+                Output::Send { conn, msg } => {
                     if let Some(c) = self.conns.get(&conn) {
                         c.send(msg);
                     }
                 }
-                master::Action::Close { conn, reason } => {
+                Output::Close { conn, reason } => {
                     if let Some(c) = self.conns.remove(&conn) {
                         tracing::info!(peer = %c.peer, %conn, "closing: {reason}");
                         c.close();
                         self.closed_by_us.insert(conn);
                     }
                 }
-                master::Action::Persist { write, record } => {
-                    pending.extend(self.store.write(write, Op::Put(record)))
+                Output::Persist { write, record } => {
+                    pending.extend(self.store.write(write, Op::Put(record)).map(NodeInput::Store))
                 }
-                master::Action::Unpersist { write, key, incarnation } => {
-                    pending.extend(self.store.write(write, Op::Delete { key, incarnation }))
-                }
-                master::Action::LoadRecords => pending.push_back(self.store.load()),
-                master::Action::SetTimer { timer, at } => {
-                    self.timers.insert(timer, at);
-                }
-                master::Action::Abdicate { reason } => {
-                    // DESIGN rule 8: a leader that cannot make its state
-                    // durable stops, so a restart takes over.
-                    return Err(format!("giving up leadership: {reason}"));
-                }
+                Output::Unpersist { write, key, incarnation } => pending.extend(
+                    self.store.write(write, Op::Delete { key, incarnation }).map(NodeInput::Store),
+                ),
+                Output::LoadRecords => pending.push_back(NodeInput::Store(self.store.load())),
+                // Single-master modes only: no coordination client here.
+                Output::Zk(_) => {}
+                Output::Note(note) => tracing::info!(?note, "leadership"),
+                // DESIGN rule 8, single-master modes: a store that cannot be
+                // written (or read) stops the process, saying why.
+                Output::Exit { reason } => return Err(format!("giving up leadership: {reason}")),
             }
         }
         Ok(())

@@ -4,7 +4,7 @@
 //! is the smol runtime's own.
 
 use super::{spawn_writer, FsStore, Op, WriterEvent, WriterHandle};
-use regent_core::master;
+use regent_core::node::master::StoreResult;
 use regent_core::store::{Record, WriteId};
 use std::path::Path;
 
@@ -22,17 +22,17 @@ pub enum LocalStore {
     },
 }
 
-/// The writer thread's report as events for the master machine.
-pub fn master_events(event: WriterEvent) -> Vec<master::Event> {
+/// The writer thread's report as store results for the master node.
+pub fn store_results(event: WriterEvent) -> Vec<StoreResult> {
     match event {
         WriterEvent::Durable(done) => {
-            done.into_iter().map(|c| master::Event::Persisted { write: c.id }).collect()
+            done.into_iter().map(|c| StoreResult::Persisted { write: c.id }).collect()
         }
         WriterEvent::Failed { writes, error } => {
             let reason = error.to_string();
             writes
                 .into_iter()
-                .map(|write| master::Event::PersistFailed { write, reason: reason.clone() })
+                .map(|write| StoreResult::PersistFailed { write, reason: reason.clone() })
                 .collect()
         }
     }
@@ -47,13 +47,13 @@ impl LocalStore {
     pub fn open_files(
         dir: &Path,
         owner: &str,
-        mut deliver: impl FnMut(Vec<master::Event>) + Send + 'static,
+        mut deliver: impl FnMut(Vec<StoreResult>) + Send + 'static,
     ) -> Result<LocalStore, String> {
         let (fs, loaded) = FsStore::open(dir, owner).map_err(|e| e.to_string())?;
         for w in &loaded.warnings {
             tracing::warn!(store = %dir.display(), "{w}");
         }
-        let writer = spawn_writer(fs, move |event| deliver(master_events(event)))
+        let writer = spawn_writer(fs, move |event| deliver(store_results(event)))
             .map_err(|e| format!("cannot start the store writer: {e}"))?;
         Ok(LocalStore::Files { writer, loaded: loaded.records })
     }
@@ -61,21 +61,21 @@ impl LocalStore {
     /// Executes a `Persist`/`Unpersist`: the event to feed at once, if any
     /// (in memory it is durable at once; a stopped writer fails it), or
     /// `None` when the writer thread will answer.
-    pub fn write(&mut self, write: WriteId, op: Op) -> Option<master::Event> {
+    pub fn write(&mut self, write: WriteId, op: Op) -> Option<StoreResult> {
         match self {
-            LocalStore::Memory => Some(master::Event::Persisted { write }),
+            LocalStore::Memory => Some(StoreResult::Persisted { write }),
             LocalStore::Files { writer, .. } => writer.submit(write, op).err().map(|_| {
-                master::Event::PersistFailed { write, reason: "the store writer stopped".into() }
+                StoreResult::PersistFailed { write, reason: "the store writer stopped".into() }
             }),
         }
     }
 
     /// Answers `LoadRecords` with the records read at open (once).
-    pub fn load(&mut self) -> master::Event {
+    pub fn load(&mut self) -> StoreResult {
         match self {
-            LocalStore::Memory => master::Event::Loaded { records: Vec::new() },
+            LocalStore::Memory => StoreResult::Loaded { records: Vec::new() },
             LocalStore::Files { loaded, .. } => {
-                master::Event::Loaded { records: std::mem::take(loaded) }
+                StoreResult::Loaded { records: std::mem::take(loaded) }
             }
         }
     }

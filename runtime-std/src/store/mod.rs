@@ -31,7 +31,7 @@ mod local;
 mod lock;
 mod writer;
 
-pub use local::{master_events, LocalStore};
+pub use local::{store_results, LocalStore};
 pub use lock::LOCK_FILE;
 pub use writer::{spawn_writer, WriterEvent, WriterHandle, WriterStopped};
 

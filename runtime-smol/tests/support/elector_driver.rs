@@ -1,12 +1,14 @@
-//! The elector's driver loop on smol: one [`Elector`], one [`ZkBackend`],
-//! its timers, and a channel of outcomes.
+//! A test driver for the bare elector on smol: one [`Elector`], one
+//! [`ZkBackend`], its timers, and a channel of outcomes. The daemons do not
+//! use it (they drive `regent_core::node::MasterNode`); the elector suites
+//! use it to exercise the elector alone against a real server.
 
-use super::{ZkBackend, ZkConfig};
 use async_channel::{Receiver, Sender};
 use regent_core::elector::{
     Action, Config, Elector, ElectorStatus, Event, MultiOp, Timer as ElectorTimer,
 };
 use regent_core::{Addr, Epoch, MasterId, Millis};
+use regent_smol::zk::{ZkBackend, ZkConfig};
 use smol::future;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -27,7 +29,7 @@ pub enum Outcome {
     },
     /// This process leads; make an epoch of at least `floor` durable before
     /// acting. `fence` is the check to put first in every store write of
-    /// this leadership (see [`ZkStore`](super::ZkStore)); it stays valid
+    /// this leadership ; it stays valid
     /// until `Revoked`.
     Elected {
         /// The epoch floor.
