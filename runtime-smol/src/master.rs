@@ -254,6 +254,10 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
                 }
             }
             Wake::Input(Input::Http(q)) => {
+                // A handle call at the current time first: a leader whose
+                // lease ran out (a paused process) reports STANDBY, never a
+                // leadership it no longer holds.
+                pump.feed(NodeInput::Tick)?;
                 let snapshot = HttpSnapshot {
                     state: pump.node.master().state(),
                     rejected_connections: pump.rejected_connections,

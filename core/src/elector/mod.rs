@@ -361,6 +361,9 @@ enum Purpose {
     Create,
     Delete,
     Watch(String),
+    /// The leader's `Exists` watch on its own node (never a wait: only a
+    /// leader sets it).
+    WatchSelf,
     /// The keep-alive's `Sync`: answered only through the quorum.
     PingSync,
     /// The keep-alive's `Exists` on the own node.
@@ -835,12 +838,13 @@ impl Elector {
                     self.relist(now, out);
                 }
             }
-            (Purpose::Ping, Ok(ZkReply::Stat(None))) => {
+            (Purpose::WatchSelf, Ok(ZkReply::Stat(Some(_)))) => {}
+            (Purpose::Ping | Purpose::WatchSelf, Ok(ZkReply::Stat(None))) => {
                 if self.step == Step::Settled {
                     self.relist(now, out);
                 }
             }
-            (Purpose::Ping | Purpose::PingSync, _) => {}
+            (Purpose::Ping | Purpose::PingSync | Purpose::WatchSelf, _) => {}
         }
     }
 
@@ -914,7 +918,13 @@ impl Elector {
             .expect("own node is among the candidates: it was found in the same list");
         self.step = Step::Settled;
         if idx == 0 {
-            self.leader_node = Some(my_name);
+            self.leader_node = Some(my_name.clone());
+            // Watch the own node: deleted from outside (a standby taking
+            // over, an operator), the leader learns it at once instead of at
+            // its next keep-alive.
+            self.watching.insert(my_name.clone());
+            let path = format!("{}/{}", self.election, my_name);
+            self.send(now, Purpose::WatchSelf, ZkOp::Exists { path, watch: true }, out);
             let floor = Epoch(my_seq + 1);
             self.report(self.config.id.clone(), self.config.addr.clone(), floor, out);
             if !self.leader {

@@ -23,15 +23,15 @@ fn token(sim: &Sim, i: usize) -> String {
     format!("_c_{:016x}.", sim.members[i].elector.config().guid)
 }
 
-/// Paths member `i` left a watch on.
+/// Paths member `i` waited on: the data watches a candidate leaves on its
+/// predecessor and the leader. (A leader's watch on its own node is an
+/// `Exists` watch, set only once it leads: it waits for nothing.)
 fn watched(sim: &Sim, i: usize) -> Vec<String> {
     sim.members[i]
         .sent
         .iter()
         .filter_map(|(_, _, op)| match op {
-            ZkOp::GetData { path, watch: true } | ZkOp::Exists { path, watch: true } => {
-                Some(path.clone())
-            }
+            ZkOp::GetData { path, watch: true } => Some(path.clone()),
             _ => None,
         })
         .collect()

@@ -1,7 +1,9 @@
 //! A TCP proxy on loopback in front of a ZooKeeper server that can cut a
-//! connection right after forwarding a create request, before its reply:
-//! the AURORA-1061 situation (the create is applied, the client sees
-//! `ConnectionLoss`, then reconnects with the same session).
+//! connection right after forwarding a create request (or a multi, the
+//! shape of every fenced store write), before its reply: the AURORA-1061
+//! situation (the request is applied, the client sees `ConnectionLoss`,
+//! then reconnects with the same session). It can also sever every
+//! connection it carries at once (a cut link; the client reconnects).
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
@@ -13,9 +15,13 @@ use std::time::Duration;
 /// ZooKeeper op codes of create requests (create, create2).
 const CREATE_OPS: [i32; 2] = [1, 15];
 
+/// ZooKeeper's op code of a multi request.
+const MULTI_OP: i32 = 14;
+
 #[derive(Default)]
 struct Shared {
     trap: Mutex<Option<String>>,
+    multi_trap: Mutex<Option<Vec<u8>>>,
     fired: AtomicUsize,
     stop: AtomicBool,
     conns: Mutex<Vec<TcpStream>>,
@@ -69,6 +75,21 @@ impl ZkProxy {
     /// pass. Fires once.
     pub fn arm_create_trap(&self, pattern: &str) {
         *self.shared.trap.lock().unwrap() = Some(pattern.to_owned());
+    }
+
+    /// The next multi request whose bytes contain `pattern` (a store
+    /// write's node path, e.g. `/state/w-w2`) is forwarded, then both sides
+    /// of its connection are closed before the reply can pass. Fires once.
+    pub fn arm_multi_trap(&self, pattern: &str) {
+        *self.shared.multi_trap.lock().unwrap() = Some(pattern.as_bytes().to_vec());
+    }
+
+    /// Cuts every connection carried now (the proxy keeps accepting, so the
+    /// client reconnects, within its session if quick enough).
+    pub fn sever(&self) {
+        for c in self.shared.conns.lock().unwrap().drain(..) {
+            let _ = c.shutdown(Shutdown::Both);
+        }
     }
 
     /// How many times the trap fired.
@@ -156,6 +177,16 @@ fn is_trapped_create(frame: &[u8], s: &Shared) -> bool {
         return false;
     }
     let op = i32::from_be_bytes(frame[8..12].try_into().unwrap());
+    if op == MULTI_OP {
+        let mut trap = s.multi_trap.lock().unwrap();
+        let hit = trap
+            .as_deref()
+            .is_some_and(|p| !p.is_empty() && frame.windows(p.len()).any(|w| w == p));
+        if hit {
+            *trap = None;
+        }
+        return hit;
+    }
     if !CREATE_OPS.contains(&op) {
         return false;
     }

@@ -79,7 +79,7 @@ impl ZkServer {
             &cfg,
             format!(
                 "tickTime=200\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n\
-                 minSessionTimeout=400\nadmin.enableServer=false\n4lw.commands.whitelist=*\n",
+                 minSessionTimeout=400\nmaxSessionTimeout=20000\nadmin.enableServer=false\n4lw.commands.whitelist=*\n",
                 dir.join("data").display()
             ),
         )
