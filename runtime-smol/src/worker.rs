@@ -1,28 +1,22 @@
-//! The worker daemon: one [`regent_core::worker::Worker`] machine, its
-//! connections to the masters, its timers and its executor processes.
+//! The worker daemon: an I/O pump for `regent_core::node::WorkerNode`.
 //!
 //! [`run_worker`] is a thin loop in the shape of every regent runtime: wait
-//! for a network event, an executor state change, a dial result, the
-//! earliest timer deadline or the shutdown signal; make one `handle` call
-//! for that input; execute every action in order; recompute the next
-//! deadline. Which master to follow, when to register, heartbeat, retry or
-//! give up is the machine's business; this module only carries it out.
+//! for a network event, an executor state change, a dial result, the node's
+//! next deadline or the shutdown signal; make one `handle` call for that
+//! input; execute every output in order. Which master to follow, when to
+//! register, heartbeat, retry or give up, which connection is current and
+//! what a shutdown still allows is the node's business; this module only
+//! carries it out:
 //!
-//! What the loop does with each action:
-//!
-//! * `Connect` dials in a task of its own (resolution, the exposure check of
+//! * `Dial` dials in a task of its own (resolution, the exposure check of
 //!   [`check_exposure`] on every resolved address, a [`CONNECT_TIMEOUT`]);
-//!   the result comes back as an input and becomes `Connected` (with a
-//!   connection started by [`spawn_connection`]) or `ConnectFailed`.
-//! * `Send` queues the message on the master's connection (dropped if there
-//!   is none); `Close` flushes and closes it, and later events of that
-//!   connection are ignored (no `Disconnected` is fed for it).
-//! * `SetTimer` / `CancelTimer` edit a table of deadlines; each due timer is
-//!   fed back as `Event::Timer`, one `handle` call each.
+//!   the result comes back as `Dialed`, with a connection started by
+//!   [`spawn_connection`] or the failure.
+//! * `Send` / `Close` act on a running connection.
 //! * `StartExecutor` / `KillExecutor` go to a [`Supervisor`] over the work
 //!   directory; its [`ExecEvent`]s come back as `ExecutorChanged`.
 //! * `Exit` kills every executor and makes [`run_worker`] return the reason
-//!   as its error.
+//!   as its error; `Note`s become log lines.
 //!
 //! Executors keep running while the worker has no master (failover): only
 //! the machine's `KillExecutor`, `Exit` and the shutdown signal stop them.
@@ -43,24 +37,24 @@
 use crate::net::{check_exposure, spawn_connection, ConnHandle, NetConfig, NetEvent};
 use async_channel::{Receiver, Sender};
 use regent_core::auth::Side;
-use regent_core::protocol::ExecutorState;
-use regent_core::worker::{Action, Config, Event, Timer, Worker};
+use regent_core::node::worker::{Config, DialId, DialResult, Input as NodeInput, Output};
+use regent_core::node::WorkerNode;
 use regent_core::{Addr, ConnId, ExecutorId, Incarnation, WorkerId};
-use regent_std::drivers::worker::{
-    check_masters, left_behind_event, load_or_create_id, log_launched, log_status_change, DialLog,
-};
 use regent_std::exec::{ExecEvent, ExecutorSpec, Supervisor};
+use regent_std::host::{
+    check_masters, left_behind_report, load_or_create_id, log_launched, log_worker_note,
+};
 use smol::future;
 use smol::net::TcpStream;
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The work directory's file that keeps a generated worker id, how long a
 /// dial may take and how long connections get to flush when the worker
-/// stops: the blocking worker's.
-pub use regent_std::drivers::worker::{CONNECT_TIMEOUT, FLUSH_GRACE, ID_FILE};
+/// stops: shared with the blocking worker.
+pub use regent_std::host::{CONNECT_TIMEOUT, FLUSH_GRACE, ID_FILE};
 
 /// What `regent worker` runs with.
 #[derive(Clone, Debug)]
@@ -161,26 +155,21 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
     let (dial_tx, dial_rx) = async_channel::unbounded();
     let mut d = Daemon {
         start: Instant::now(),
-        worker: Worker::new(config),
+        node: WorkerNode::new(config),
         supervisor: Arc::new(supervisor),
         net: opts.net.clone(),
         insecure: opts.insecure,
-        timers: BTreeMap::new(),
         conns: HashMap::new(),
-        links: HashMap::new(),
         next_conn: 0,
         net_tx,
         dial_tx,
         exit: None,
-        stopping: false,
-        dial_log: DialLog::default(),
-        shown: (None, false),
         queue: VecDeque::new(),
     };
 
-    d.feed(Event::Start).await;
+    d.feed(NodeInput::Start).await;
     for lb in left_behind {
-        d.feed(left_behind_event(lb)).await;
+        d.feed(NodeInput::LeftBehind(left_behind_report(lb))).await;
     }
 
     let mut killing: Option<smol::Task<Vec<ExecutorId>>> = None;
@@ -191,7 +180,7 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
             d.flush(&net_rx).await;
             return Err(reason);
         }
-        let deadline = d.timers.values().min().copied();
+        let deadline = d.node.poll_timeout().map(|at| d.start + Duration::from_millis(at.0));
         let listen_shutdown = killing.is_none();
         let wake = future::or(
             future::or(
@@ -241,13 +230,13 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
             Wake::Net(ev) => d.on_net(ev).await,
             Wake::Exec(ev) => d.on_exec(ev).await,
             Wake::Dialed(dialed) => d.on_dialed(dialed).await,
-            Wake::Deadline => d.fire_due().await,
+            Wake::Deadline => d.feed(NodeInput::Tick).await,
             Wake::Shutdown => {
                 // Kill on a blocking thread while the loop goes on, so the
                 // reports of executors that die go out as they die and
                 // heartbeats keep the registration alive meanwhile.
                 tracing::info!("shutting down: killing every executor");
-                d.stopping = true;
+                d.feed(NodeInput::Stop).await;
                 let sup = d.supervisor.clone();
                 killing = Some(smol::unblock(move || sup.kill_all()));
             }
@@ -277,64 +266,52 @@ enum Wake {
     Killed(Vec<ExecutorId>),
 }
 
-/// The outcome of dialling one master.
+/// The outcome of one dial.
 struct Dialed {
-    master: Addr,
+    dial: DialId,
     result: Result<TcpStream, DialError>,
 }
 
+/// The I/O pump around one [`WorkerNode`].
 struct Daemon {
     start: Instant,
-    worker: Worker,
+    node: WorkerNode,
     supervisor: Arc<Supervisor>,
     net: Arc<NetConfig>,
     insecure: bool,
-    /// Deadlines of the machine's timers.
-    timers: BTreeMap<Timer, Instant>,
-    /// The master of every current connection.
-    conns: HashMap<ConnId, Addr>,
-    /// The current connection to each master.
-    links: HashMap<Addr, ConnHandle>,
+    /// Every running connection.
+    conns: HashMap<ConnId, ConnHandle>,
     next_conn: u64,
     net_tx: Sender<NetEvent>,
     dial_tx: Sender<Dialed>,
-    /// Set by `Action::Exit`.
+    /// Set by `Output::Exit`.
     exit: Option<String>,
-    /// Shutting down: executors are being killed, none may start.
-    stopping: bool,
-    /// Dial failures, logged once per master.
-    dial_log: DialLog,
-    /// The followed master and registration last logged.
-    shown: (Option<Addr>, bool),
-    /// Inputs produced while executing actions, fed after them.
-    queue: VecDeque<Event>,
+    /// Inputs produced while executing outputs, fed after them.
+    queue: VecDeque<NodeInput>,
 }
 
 impl Daemon {
-    /// One `handle` call, then every action in order; then the same for
-    /// each input an action queued (one call each).
-    async fn feed(&mut self, event: Event) {
-        self.queue.push_back(event);
-        while let Some(event) = self.queue.pop_front() {
-            tracing::trace!(?event, "worker event");
+    /// One `handle` call, then every output in order; then the same for
+    /// each input an output queued (one call each).
+    async fn feed(&mut self, input: NodeInput) {
+        self.queue.push_back(input);
+        while let Some(input) = self.queue.pop_front() {
             let now = crate::millis_since(self.start);
-            let actions = self.worker.handle(now, event);
-            for action in actions {
-                self.execute(action).await;
+            for output in self.node.handle(now, input) {
+                self.execute(output).await;
             }
-            self.log_status();
         }
     }
 
-    async fn execute(&mut self, action: Action) {
-        match action {
-            Action::Connect { master } => {
+    async fn execute(&mut self, output: Output) {
+        match output {
+            Output::Dial { dial, master } => {
                 tracing::debug!(%master, "dialling master");
                 let tx = self.dial_tx.clone();
                 let has_secret = self.net.secret.is_some();
                 let insecure = self.insecure;
                 smol::spawn(async move {
-                    let result = future::or(dial(&master, has_secret, insecure), async {
+                    let result = future::or(dial_master(&master, has_secret, insecure), async {
                         async_io::Timer::after(CONNECT_TIMEOUT).await;
                         Err(DialError {
                             reason: format!("timed out after {CONNECT_TIMEOUT:?}"),
@@ -342,42 +319,22 @@ impl Daemon {
                         })
                     })
                     .await;
-                    let _ = tx.send(Dialed { master, result }).await;
+                    let _ = tx.send(Dialed { dial, result }).await;
                 })
                 .detach();
             }
-            Action::Send { to, msg } => match self.links.get(&to) {
-                Some(h) => {
-                    tracing::debug!(master = %to, kind = msg.kind(), "send");
+            Output::Send { conn, msg } => {
+                if let Some(h) = self.conns.get(&conn) {
+                    tracing::debug!(%conn, kind = msg.kind(), "send");
                     h.send(msg);
                 }
-                None => tracing::debug!(master = %to, kind = msg.kind(), "no connection; dropped"),
-            },
-            Action::Close { master, reason } => {
-                tracing::info!(%master, %reason, "closing the connection to master");
-                if let Some(h) = self.links.remove(&master) {
-                    self.conns.remove(&h.conn);
+            }
+            Output::Close { conn, .. } => {
+                if let Some(h) = self.conns.remove(&conn) {
                     h.close();
                 }
             }
-            Action::SetTimer { timer, at } => {
-                tracing::trace!(?timer, %at, "set timer");
-                self.timers.insert(timer, self.start + Duration::from_millis(at.0));
-            }
-            Action::CancelTimer { timer } => {
-                tracing::trace!(?timer, "cancel timer");
-                self.timers.remove(&timer);
-            }
-            Action::StartExecutor { executor, framework, command, env, cores, memory_mb } => {
-                if self.stopping {
-                    // kill_all does not cover launches made while it runs.
-                    tracing::warn!(%executor, "not starting an executor: the worker is shutting down");
-                    // Killed, as if it had been started and stopped with the
-                    // others: the worker's doing, not the executor's fault.
-                    let state = ExecutorState::Killed;
-                    self.queue.push_back(Event::ExecutorChanged { executor, state });
-                    return;
-                }
+            Output::StartExecutor { executor, framework, command, env, cores, memory_mb } => {
                 tracing::debug!(%executor, %framework, ?command, "starting executor");
                 let spec = ExecutorSpec { executor, framework, command, env, cores, memory_mb };
                 let sup = self.supervisor.clone();
@@ -386,53 +343,44 @@ impl Daemon {
                 // comes back through the sink.
                 log_launched(&id, smol::unblock(move || sup.launch(spec)).await);
             }
-            Action::KillExecutor { executor } => {
+            Output::KillExecutor { executor } => {
                 tracing::debug!(%executor, "killing executor");
                 if !self.supervisor.kill(&executor) {
                     // It ended already; its terminal event is on its way.
                     tracing::debug!(%executor, "executor to kill is not running");
                 }
             }
-            Action::Exit { reason } => {
+            Output::Exit { reason } => {
                 if self.exit.is_none() {
                     self.exit = Some(reason);
                 }
             }
+            Output::Note(note) => log_worker_note(&note),
         }
     }
 
     async fn on_net(&mut self, ev: NetEvent) {
         match ev {
             NetEvent::Message { conn, msg } => {
-                // Messages of a connection the machine closed are ignored.
-                let Some(from) = self.conns.get(&conn).cloned() else { return };
-                tracing::debug!(master = %from, kind = msg.kind(), "received");
-                self.feed(Event::Message { from, msg }).await;
+                tracing::debug!(%conn, kind = msg.kind(), "received");
+                self.feed(NodeInput::Message { conn, msg }).await;
             }
             NetEvent::Closed { conn, reason } => {
-                let Some(master) = self.conns.remove(&conn) else { return };
-                self.links.remove(&master);
-                tracing::info!(%master, %reason, "disconnected from master");
-                self.feed(Event::Disconnected { master }).await;
+                self.conns.remove(&conn);
+                self.feed(NodeInput::Closed { conn, reason }).await;
             }
         }
     }
 
     async fn on_exec(&mut self, ev: ExecEvent) {
         tracing::debug!(executor = %ev.executor, state = ?ev.state, "executor changed");
-        self.feed(Event::ExecutorChanged { executor: ev.executor, state: ev.state }).await;
+        self.feed(NodeInput::ExecutorChanged { executor: ev.executor, state: ev.state }).await;
     }
 
     async fn on_dialed(&mut self, dialed: Dialed) {
-        let Dialed { master, result } = dialed;
-        match result {
+        let Dialed { dial, result } = dialed;
+        let result = match result {
             Ok(stream) => {
-                if let Some(old) = self.links.remove(&master) {
-                    // The machine keeps one connection per master; should an
-                    // old one linger, the new one replaces it silently.
-                    self.conns.remove(&old.conn);
-                    old.close();
-                }
                 let _ = stream.set_nodelay(true);
                 self.next_conn += 1;
                 let conn = ConnId(self.next_conn);
@@ -443,38 +391,17 @@ impl Daemon {
                     self.net.clone(),
                     self.net_tx.clone(),
                 );
-                tracing::info!(%master, peer = %handle.peer, %conn, "connected to master");
-                self.dial_log.connected(&master);
-                self.conns.insert(conn, master.clone());
-                self.links.insert(master.clone(), handle);
-                self.feed(Event::Connected { master }).await;
+                tracing::debug!(peer = %handle.peer, %conn, "connection started");
+                self.conns.insert(conn, handle);
+                DialResult::Connected { conn }
             }
-            Err(DialError { reason, refused }) => {
-                self.dial_log.failed(&master, &reason, refused);
-                self.feed(Event::ConnectFailed { master }).await;
-            }
-        }
-    }
-
-    /// Feeds every due timer, one `handle` call each.
-    async fn fire_due(&mut self) {
-        let now = Instant::now();
-        let due: Vec<Timer> =
-            self.timers.iter().filter(|(_, at)| **at <= now).map(|(t, _)| *t).collect();
-        for timer in due {
-            // An earlier timer's actions may have moved or cancelled it.
-            if self.timers.get(&timer).is_some_and(|at| *at <= now) {
-                self.timers.remove(&timer);
-                self.feed(Event::Timer(timer)).await;
-                if self.exit.is_some() {
-                    return;
-                }
-            }
-        }
+            Err(DialError { reason, refused }) => DialResult::Failed { reason, refused },
+        };
+        self.feed(NodeInput::Dialed { dial, result }).await;
     }
 
     /// Kills every executor (blocking, on a thread) and feeds their last
-    /// states, so the machine reports them where it still can.
+    /// states, so the node reports them where it still can.
     async fn kill_all_and_report(&mut self, exec_rx: &Receiver<ExecEvent>) {
         let sup = self.supervisor.clone();
         let unreported = smol::unblock(move || sup.kill_all()).await;
@@ -490,11 +417,10 @@ impl Daemon {
     /// most [`FLUSH_GRACE`]) until they are closed.
     async fn flush(&mut self, net_rx: &Receiver<NetEvent>) {
         let mut open: HashSet<ConnId> = HashSet::new();
-        for (_, h) in self.links.drain() {
+        for (conn, h) in self.conns.drain() {
             h.close();
-            open.insert(h.conn);
+            open.insert(conn);
         }
-        self.conns.clear();
         let deadline = Instant::now() + FLUSH_GRACE;
         while !open.is_empty() {
             let ev = future::or(async { net_rx.recv().await.ok() }, async {
@@ -511,11 +437,6 @@ impl Daemon {
             }
         }
     }
-
-    /// Logs changes of the followed master and of the registration.
-    fn log_status(&mut self) {
-        log_status_change(&self.worker.status(), &mut self.shown);
-    }
 }
 
 /// Why dialling a master failed.
@@ -527,7 +448,7 @@ struct DialError {
 
 /// Dials `master`: every resolved address that passes the exposure check,
 /// in order, until one connects.
-async fn dial(master: &Addr, has_secret: bool, insecure: bool) -> Result<TcpStream, DialError> {
+async fn dial_master(master: &Addr, has_secret: bool, insecure: bool) -> Result<TcpStream, DialError> {
     let addrs = smol::net::resolve(master.as_str()).await.map_err(|e| DialError {
         reason: format!("cannot resolve {master}: {e}"),
         refused: false,

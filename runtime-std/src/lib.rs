@@ -16,6 +16,7 @@
 
 pub mod drivers;
 pub mod exec;
+pub mod host;
 pub mod net;
 pub mod store;
 

@@ -10,12 +10,16 @@
 //! outputs and feeds back inputs, and makes no protocol decision.
 //!
 //! * [`master`]: [`MasterNode`], the master daemon's composition.
+//! * [`worker`]: [`WorkerNode`], the worker daemon's: the machine, its links
+//!   to the masters and its executor bookkeeping.
 //! * [`Deadlines`]: the one deadline table every node keeps.
 
 mod deadlines;
 pub mod master;
+pub mod worker;
 mod zk_store;
 
 pub use deadlines::Deadlines;
 pub use master::MasterNode;
+pub use worker::WorkerNode;
 pub use zk_store::{JUTE_MAXBUFFER, MAX_RECORD_IMAGE, REQUEST_OVERHEAD};

@@ -1,0 +1,434 @@
+//! [`WorkerNode`]: the worker daemon's composition, pure.
+//!
+//! The node owns the [`Worker`] machine and everything both runtimes used
+//! to keep beside it: which connection belongs to which master, which dial
+//! is current (a dial that was superseded or whose master was dropped
+//! meanwhile is closed when it completes), which connections the worker
+//! closed itself (their later frames and closes are ignored), the machine's
+//! timers in one [`Deadlines`] table, and the shutdown rule (once stopping,
+//! no executor starts: a launch the machine asks for is reported `Killed`,
+//! the worker's doing, not the executor's fault). What an operator sees in
+//! the log comes out as [`Note`]s.
+//!
+//! The runtime dials, runs connections, supervises executor processes,
+//! keeps the clock and catches signals; it feeds what happens and executes
+//! [`Output`]s in order.
+
+use super::Deadlines;
+use crate::ids::{Addr, ConnId, ExecutorId, FrameworkId};
+use crate::protocol::{ExecutorReport, ExecutorState, Message};
+use crate::time::Millis;
+use crate::worker::{self, Worker, WorkerStatus};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Worker node configuration: the machine's.
+pub type Config = worker::Config;
+
+/// Names one dial, echoed in [`Input::Dialed`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DialId(pub u64);
+
+/// How a dial ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DialResult {
+    /// Connected; the runtime runs the connection as `conn` (the handshake
+    /// happens inside it).
+    Connected {
+        /// The runtime's number for the new connection.
+        conn: ConnId,
+    },
+    /// Failed.
+    Failed {
+        /// Why, for the log.
+        reason: String,
+        /// Every address the name resolves to was refused by the exposure
+        /// check (a configuration problem, not a transient one).
+        refused: bool,
+    },
+}
+
+/// What happens to a worker node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// The process starts: dial every configured master.
+    Start,
+    /// At start-up the runtime found (and killed) an executor a previous
+    /// process of this worker left running; the master hears of it.
+    LeftBehind(ExecutorReport),
+    /// A dial asked for by [`Output::Dial`] ended.
+    Dialed {
+        /// The dial.
+        dial: DialId,
+        /// How.
+        result: DialResult,
+    },
+    /// A frame arrived on `conn`.
+    Message {
+        /// The connection.
+        conn: ConnId,
+        /// The message.
+        msg: Message,
+    },
+    /// `conn` closed (by the peer, a failure or a refusal).
+    Closed {
+        /// The connection.
+        conn: ConnId,
+        /// Why, for the log.
+        reason: String,
+    },
+    /// An executor changed state (started, exited, killed, failed to start).
+    ExecutorChanged {
+        /// The executor.
+        executor: ExecutorId,
+        /// Its new state.
+        state: ExecutorState,
+    },
+    /// The deadline from [`WorkerNode::poll_timeout`] passed.
+    Tick,
+    /// Shutdown begins: the runtime kills every executor (feeding their
+    /// ends) while the node keeps reporting; no executor starts any more.
+    Stop,
+}
+
+/// What the runtime must do, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Dial `master` (resolution, the exposure check on every address, a
+    /// timeout), then feed [`Input::Dialed`] with `dial`.
+    Dial {
+        /// Echoed back.
+        dial: DialId,
+        /// Where to dial.
+        master: Addr,
+    },
+    /// Send `msg` on `conn`.
+    Send {
+        /// The connection.
+        conn: ConnId,
+        /// The message.
+        msg: Message,
+    },
+    /// Close `conn` after flushing what was sent; feed nothing more of it.
+    Close {
+        /// The connection.
+        conn: ConnId,
+        /// Why, for the log.
+        reason: String,
+    },
+    /// Start an executor process, then feed `ExecutorChanged` with
+    /// `Running` (or `Failed`), and later its end.
+    StartExecutor {
+        /// The executor.
+        executor: ExecutorId,
+        /// Its framework.
+        framework: FrameworkId,
+        /// Program and arguments.
+        command: Vec<String>,
+        /// Environment.
+        env: Vec<(String, String)>,
+        /// Cores it holds (accounted, not enforced).
+        cores: u32,
+        /// Memory it holds in MiB (accounted, not enforced).
+        memory_mb: u64,
+    },
+    /// Kill the executor's process group, then feed `ExecutorChanged` with
+    /// `Killed`.
+    KillExecutor {
+        /// The executor.
+        executor: ExecutorId,
+    },
+    /// The worker must stop (told to by its master, or it gave up): kill
+    /// every executor, feed their ends, flush the connections, exit with
+    /// `reason` as the error.
+    Exit {
+        /// Why.
+        reason: String,
+    },
+    /// Purely observational: a log line.
+    Note(Note),
+}
+
+/// What an operator sees in the worker's log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Note {
+    /// Connected to `master` as `conn`.
+    Connected {
+        /// The master.
+        master: Addr,
+        /// The connection.
+        conn: ConnId,
+    },
+    /// A dial failed. `first`: the first failure in a row for this master
+    /// (later ones are routine); `refused_first`: the first time the
+    /// exposure check refused it (a configuration problem: warn).
+    DialFailed {
+        /// The master.
+        master: Addr,
+        /// Why.
+        reason: String,
+        /// First failure in a row.
+        first: bool,
+        /// First refusal by the exposure check.
+        refused_first: bool,
+    },
+    /// The connection to `master` closed.
+    Disconnected {
+        /// The master.
+        master: Addr,
+        /// Why.
+        reason: String,
+    },
+    /// The worker closed its connection to `master`.
+    Closing {
+        /// The master.
+        master: Addr,
+        /// Why.
+        reason: String,
+    },
+    /// The followed master or the registration changed.
+    Status(WorkerStatus),
+    /// An executor was not started because the worker is shutting down.
+    NotStarting {
+        /// The executor.
+        executor: ExecutorId,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Link {
+    Dialing(DialId),
+    Open(ConnId),
+}
+
+/// The worker node (see the module docs).
+#[derive(Debug)]
+pub struct WorkerNode {
+    worker: Worker,
+    deadlines: Deadlines<worker::Timer>,
+    links: BTreeMap<Addr, Link>,
+    dials: BTreeMap<DialId, Addr>,
+    conns: BTreeMap<ConnId, Addr>,
+    next_dial: u64,
+    /// Masters whose last dial failed (a failure is news once in a row).
+    failing: BTreeSet<Addr>,
+    /// Masters the exposure check refused (warned about once).
+    refused: BTreeSet<Addr>,
+    stopping: bool,
+    exited: bool,
+    shown: Option<(Option<Addr>, bool)>,
+}
+
+impl WorkerNode {
+    /// A node that has not started; feed [`Input::Start`].
+    pub fn new(config: Config) -> Self {
+        WorkerNode {
+            worker: Worker::new(config),
+            deadlines: Deadlines::new(),
+            links: BTreeMap::new(),
+            dials: BTreeMap::new(),
+            conns: BTreeMap::new(),
+            next_dial: 0,
+            failing: BTreeSet::new(),
+            refused: BTreeSet::new(),
+            stopping: false,
+            exited: false,
+            shown: None,
+        }
+    }
+
+    /// The worker machine (read-only).
+    pub fn worker(&self) -> &Worker {
+        &self.worker
+    }
+
+    /// What the machine shows an observer.
+    pub fn status(&self) -> WorkerStatus {
+        self.worker.status()
+    }
+
+    /// The earliest deadline; feed [`Input::Tick`] once it has passed.
+    pub fn poll_timeout(&self) -> Option<Millis> {
+        self.deadlines.next()
+    }
+
+    /// The master a connection belongs to, if the node still counts it.
+    pub fn master_of(&self, conn: ConnId) -> Option<&Addr> {
+        self.conns.get(&conn)
+    }
+
+    /// Every open connection (what the runtime flushes when it stops).
+    pub fn open_connections(&self) -> Vec<ConnId> {
+        self.conns.keys().copied().collect()
+    }
+
+    /// Handles one input at time `now`.
+    #[must_use]
+    pub fn handle(&mut self, now: Millis, input: Input) -> Vec<Output> {
+        let mut out = Vec::new();
+        let mut events: Vec<worker::Event> = Vec::new();
+        match input {
+            Input::Start => events.push(worker::Event::Start),
+            Input::LeftBehind(report) => events.push(worker::Event::LeftBehind(report)),
+            Input::Dialed { dial, result } => self.on_dialed(dial, result, &mut events, &mut out),
+            Input::Message { conn, msg } => {
+                // Frames of a connection the worker closed are ignored.
+                if let Some(from) = self.conns.get(&conn).cloned() {
+                    events.push(worker::Event::Message { from, msg });
+                }
+            }
+            Input::Closed { conn, reason } => {
+                if let Some(master) = self.conns.remove(&conn) {
+                    if self.links.get(&master) == Some(&Link::Open(conn)) {
+                        self.links.remove(&master);
+                    }
+                    out.push(Output::Note(Note::Disconnected { master: master.clone(), reason }));
+                    events.push(worker::Event::Disconnected { master });
+                }
+            }
+            Input::ExecutorChanged { executor, state } => {
+                events.push(worker::Event::ExecutorChanged { executor, state })
+            }
+            Input::Tick => {
+                for timer in self.deadlines.take_due(now) {
+                    events.push(worker::Event::Timer(timer));
+                }
+            }
+            Input::Stop => self.stopping = true,
+        }
+        // One machine call per event, each one's follow-ups (a launch
+        // refused while stopping) fed right after it.
+        let mut queue: std::collections::VecDeque<worker::Event> = events.into();
+        while let Some(event) = queue.pop_front() {
+            let actions = self.worker.handle(now, event);
+            for a in actions {
+                self.execute(a, &mut queue, &mut out);
+            }
+        }
+        self.note_status(&mut out);
+        out
+    }
+
+    fn on_dialed(
+        &mut self,
+        dial: DialId,
+        result: DialResult,
+        events: &mut Vec<worker::Event>,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(master) = self.dials.remove(&dial) else {
+            // Not a dial of ours: close what it opened.
+            if let DialResult::Connected { conn } = result {
+                out.push(Output::Close { conn, reason: "unknown dial".into() });
+            }
+            return;
+        };
+        let current = self.links.get(&master) == Some(&Link::Dialing(dial));
+        match result {
+            DialResult::Connected { conn } if current => {
+                self.failing.remove(&master);
+                self.links.insert(master.clone(), Link::Open(conn));
+                self.conns.insert(conn, master.clone());
+                out.push(Output::Note(Note::Connected { master: master.clone(), conn }));
+                events.push(worker::Event::Connected { master });
+            }
+            DialResult::Connected { conn } => {
+                // Superseded, or the machine dropped the master meanwhile.
+                out.push(Output::Close { conn, reason: "a superseded dial".into() });
+            }
+            DialResult::Failed { reason, refused } if current => {
+                self.links.remove(&master);
+                let first = self.failing.insert(master.clone());
+                let refused_first = refused && self.refused.insert(master.clone());
+                out.push(Output::Note(Note::DialFailed {
+                    master: master.clone(),
+                    reason,
+                    first,
+                    refused_first,
+                }));
+                events.push(worker::Event::ConnectFailed { master });
+            }
+            DialResult::Failed { .. } => {}
+        }
+    }
+
+    fn execute(
+        &mut self,
+        action: worker::Action,
+        queue: &mut std::collections::VecDeque<worker::Event>,
+        out: &mut Vec<Output>,
+    ) {
+        match action {
+            worker::Action::Connect { master } => {
+                if let Some(Link::Open(conn)) = self.links.remove(&master) {
+                    // One connection per master: a lingering one goes.
+                    self.conns.remove(&conn);
+                    out.push(Output::Close { conn, reason: "replaced by a new dial".into() });
+                }
+                let dial = DialId(self.next_dial);
+                self.next_dial += 1;
+                self.dials.insert(dial, master.clone());
+                self.links.insert(master.clone(), Link::Dialing(dial));
+                out.push(Output::Dial { dial, master });
+            }
+            worker::Action::Send { to, msg } => {
+                // Without a connection the message is dropped: the machine
+                // sends again what matters once connected.
+                if let Some(Link::Open(conn)) = self.links.get(&to) {
+                    out.push(Output::Send { conn: *conn, msg });
+                }
+            }
+            worker::Action::Close { master, reason } => {
+                if let Some(link) = self.links.remove(&master) {
+                    out.push(Output::Note(Note::Closing {
+                        master: master.clone(),
+                        reason: reason.clone(),
+                    }));
+                    if let Link::Open(conn) = link {
+                        self.conns.remove(&conn);
+                        out.push(Output::Close { conn, reason });
+                    }
+                }
+            }
+            worker::Action::SetTimer { timer, at } => self.deadlines.set(timer, at),
+            worker::Action::CancelTimer { timer } => self.deadlines.cancel(timer),
+            worker::Action::StartExecutor { executor, framework, command, env, cores, memory_mb } => {
+                if self.stopping {
+                    // The runtime's kill of every executor does not cover a
+                    // launch made while it runs.
+                    out.push(Output::Note(Note::NotStarting { executor: executor.clone() }));
+                    queue.push_back(worker::Event::ExecutorChanged {
+                        executor,
+                        state: ExecutorState::Killed,
+                    });
+                } else {
+                    out.push(Output::StartExecutor {
+                        executor,
+                        framework,
+                        command,
+                        env,
+                        cores,
+                        memory_mb,
+                    });
+                }
+            }
+            worker::Action::KillExecutor { executor } => {
+                out.push(Output::KillExecutor { executor })
+            }
+            worker::Action::Exit { reason } => {
+                if !self.exited {
+                    self.exited = true;
+                    out.push(Output::Exit { reason });
+                }
+            }
+        }
+    }
+
+    fn note_status(&mut self, out: &mut Vec<Output>) {
+        let st = self.worker.status();
+        let now = (st.active.clone(), st.registered);
+        if self.shown.as_ref() != Some(&now) {
+            self.shown = Some(now);
+            out.push(Output::Note(Note::Status(st)));
+        }
+    }
+}
