@@ -4,8 +4,8 @@
 use regent_core::node::worker::{DialId, DialResult, Input, Note, Output};
 use regent_core::node::WorkerNode;
 use regent_core::protocol::{ExecutorState, HelloReply, Message, Role};
-use regent_core::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, Millis};
 use regent_core::{worker, WorkerId};
+use regent_core::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, Millis};
 
 fn node(masters: &[&str]) -> WorkerNode {
     let cfg = worker::Config::new(
@@ -53,8 +53,10 @@ fn leader_reply(epoch: u64) -> Message {
 fn connected(n: &mut WorkerNode, conn: u64) -> Vec<Output> {
     let out = n.handle(Millis(0), Input::Start);
     let (dial, _) = dials(&out)[0].clone();
-    let out =
-        n.handle(Millis(1), Input::Dialed { dial, result: DialResult::Connected { conn: ConnId(conn) } });
+    let out = n.handle(
+        Millis(1),
+        Input::Dialed { dial, result: DialResult::Connected { conn: ConnId(conn) } },
+    );
     assert!(matches!(sends(&out)[0].1, Message::Hello(_)), "Hello first: {out:?}");
     n.handle(Millis(2), Input::Message { conn: ConnId(conn), msg: leader_reply(5) })
 }

@@ -448,7 +448,11 @@ struct DialError {
 
 /// Dials `master`: every resolved address that passes the exposure check,
 /// in order, until one connects.
-async fn dial_master(master: &Addr, has_secret: bool, insecure: bool) -> Result<TcpStream, DialError> {
+async fn dial_master(
+    master: &Addr,
+    has_secret: bool,
+    insecure: bool,
+) -> Result<TcpStream, DialError> {
     let addrs = smol::net::resolve(master.as_str()).await.map_err(|e| DialError {
         reason: format!("cannot resolve {master}: {e}"),
         refused: false,

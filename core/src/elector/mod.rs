@@ -888,11 +888,12 @@ impl Elector {
         }
         let Some((my_name, my_seq)) = mine else {
             if self.node.is_some() && self.leader {
-                // Our node was deleted under us: someone else may lead now.
-                self.leader = false;
-                self.suspended = false;
-                out.push(Action::Revoked);
-                out.push(Action::CancelTimer { timer: Timer::Lease });
+                // Our node was deleted under us (a standby's fast takeover,
+                // an operator): someone else may lead now. DESIGN rule 8:
+                // give the leadership up with this session and join again
+                // with a fresh one.
+                self.abandon(now, true, out);
+                return;
             }
             self.node = None;
             self.create_in_doubt = false;

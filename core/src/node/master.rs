@@ -364,7 +364,15 @@ impl MasterNode {
                         Timer::Elector(t) => {
                             queue.push_back(Inner::Elector(elector::Event::Timer(t)))
                         }
-                        Timer::StoreRetry => self.store_resume(&mut queue, &mut out),
+                        // For a loss the elector did not see. If it has seen
+                        // one since (suspended), its `Resumed` resumes the
+                        // store once the leadership is confirmed: a
+                        // suspended leader writes nothing.
+                        Timer::StoreRetry => {
+                            if !self.elector.as_ref().is_some_and(|e| e.status(now).suspended) {
+                                self.store_resume(&mut queue, &mut out)
+                            }
+                        }
                     }
                 }
             }

@@ -391,7 +391,14 @@ impl WorkerNode {
             }
             worker::Action::SetTimer { timer, at } => self.deadlines.set(timer, at),
             worker::Action::CancelTimer { timer } => self.deadlines.cancel(timer),
-            worker::Action::StartExecutor { executor, framework, command, env, cores, memory_mb } => {
+            worker::Action::StartExecutor {
+                executor,
+                framework,
+                command,
+                env,
+                cores,
+                memory_mb,
+            } => {
                 if self.stopping {
                     // The runtime's kill of every executor does not cover a
                     // launch made while it runs.

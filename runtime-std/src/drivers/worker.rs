@@ -18,7 +18,9 @@
 
 use super::{millis_since, spawn_dial, DialError, DriverThread, Stopper};
 use crate::exec::{ExecEvent, ExecutorSpec, LeftBehind, Supervisor};
-use crate::host::{check_masters, left_behind_report, load_or_create_id, log_launched, log_worker_note};
+use crate::host::{
+    check_masters, left_behind_report, load_or_create_id, log_launched, log_worker_note,
+};
 use crate::net::{spawn_connection, ConnHandle, NetConfig, NetEvent};
 use regent_core::auth::Side;
 use regent_core::node::worker::{Config, DialId, DialResult, Input as NodeInput, Output};
