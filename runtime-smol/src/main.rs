@@ -239,25 +239,15 @@ fn stop_on_shutdown(stopper: regent_std::drivers::Stopper) {
     });
 }
 
-fn submit_exit(outcome: regent_std::drivers::SubmitOutcome) -> ExitCode {
-    use regent_std::drivers::SubmitOutcome as O;
-    match outcome {
-        O::Succeeded => ExitCode::SUCCESS,
-        O::SlotsFailed(reasons) => {
-            eprintln!("regent: application failed: {}", reasons.join("; "));
-            ExitCode::from(2)
-        }
-        O::FailedOver { to } => {
-            eprintln!(
-                "regent: the framework failed over to another instance ({to}); this submit stops"
-            );
-            ExitCode::from(3)
-        }
-        O::Interrupted => {
-            eprintln!("regent: interrupted; the executors keep running until the failover timeout");
-            ExitCode::from(130)
-        }
+/// The exit code of a submission, as the submit node decides it
+/// (`regent_core::node::submit`: 0 done, 1 error, 2 slots failed, 3 taken
+/// over by another instance, 130 interrupted), with its message on stderr.
+fn submit_exit(outcome: Result<regent_core::progress::SubmitOutcome, String>) -> ExitCode {
+    let exit = regent_core::node::submit::SubmitExit::new(outcome);
+    if let Some(message) = &exit.message {
+        eprintln!("regent: {message}");
     }
+    ExitCode::from(exit.code)
 }
 
 async fn run_std(common: &Common, command: Command) -> Result<ExitCode, String> {
@@ -307,7 +297,9 @@ async fn run_std(common: &Common, command: Command) -> Result<ExitCode, String> 
             Ok(ExitCode::SUCCESS)
         }
         Command::Submit(a) => {
-            let s = d::spawn_subscriber(d::SubscriberConfig {
+            use std::io::IsTerminal;
+            let progress = std::io::stdout().is_terminal();
+            let cfg = d::SubscriberConfig {
                 cluster: common.cluster.clone(),
                 masters: addrs(&a.masters),
                 name: a.name,
@@ -319,17 +311,15 @@ async fn run_std(common: &Common, command: Command) -> Result<ExitCode, String> 
                 command: a.command,
                 net,
                 insecure: common.insecure,
-            })?;
+            };
+            let s = d::spawn_subscriber_with_output(cfg, std::io::stdout(), progress)?;
             stop_on_shutdown(s.stopper());
             let outcome = smol::unblock(move || {
-                for ev in s.events().iter() {
-                    if let Some(line) = d::subscriber::describe(&ev) {
-                        println!("{line}");
-                    }
-                }
+                // Printed by the driver; the events are only drained.
+                for _ in s.events().iter() {}
                 s.wait()
             })
-            .await?;
+            .await;
             Ok(submit_exit(outcome))
         }
         _ => Err("--runtime std applies to master, worker and submit only".into()),
@@ -435,7 +425,6 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
                 net: net_config(&common)?,
                 insecure: common.insecure,
             };
-            use regent_smol::submit::SubmitOutcome;
             use std::io::IsTerminal;
             let progress = std::io::stdout().is_terminal();
             let outcome = regent_smol::submit::run_submit_with_progress(
@@ -444,14 +433,8 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
                 shutdown_channel(),
                 progress,
             )
-            .await?;
-            use regent_std::drivers::SubmitOutcome as O;
-            Ok(submit_exit(match outcome {
-                SubmitOutcome::Succeeded => O::Succeeded,
-                SubmitOutcome::SlotsFailed(reasons) => O::SlotsFailed(reasons),
-                SubmitOutcome::FailedOver { to } => O::FailedOver { to },
-                SubmitOutcome::Interrupted => O::Interrupted,
-            }))
+            .await;
+            Ok(submit_exit(outcome))
         }
         Command::Status { masters, json } => {
             let state =

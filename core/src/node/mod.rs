@@ -12,14 +12,18 @@
 //! * [`master`]: [`MasterNode`], the master daemon's composition.
 //! * [`worker`]: [`WorkerNode`], the worker daemon's: the machine, its links
 //!   to the masters and its executor bookkeeping.
+//! * [`submit`]: [`SubmitNode`], the submitter's: the subscriber, progress
+//!   and what the user is shown.
 //! * [`Deadlines`]: the one deadline table every node keeps.
 
 mod deadlines;
 pub mod master;
+pub mod submit;
 pub mod worker;
 mod zk_store;
 
 pub use deadlines::Deadlines;
 pub use master::MasterNode;
+pub use submit::SubmitNode;
 pub use worker::WorkerNode;
 pub use zk_store::{JUTE_MAXBUFFER, MAX_RECORD_IMAGE, REQUEST_OVERHEAD};

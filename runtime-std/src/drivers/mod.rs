@@ -13,7 +13,8 @@
 //!   async client and stays with the smol runtime; so does HTTP.
 //! * [`worker`]: [`spawn_worker`], executors as real processes through
 //!   [`crate::exec::Supervisor`].
-//! * [`subscriber`]: [`spawn_subscriber`], one framework with one executor
+//! * [`subscriber`]: [`spawn_subscriber`], an I/O pump for
+//!   `regent_core::node::SubmitNode`: one framework with one executor
 //!   group, its app-facing events on a channel and its outcome from
 //!   [`subscriber::SubscriberHandle::wait`].
 
@@ -22,7 +23,10 @@ pub mod subscriber;
 pub mod worker;
 
 pub use master::{spawn_master, MasterConfig, MasterHandle, Recovery};
-pub use subscriber::{spawn_subscriber, SubmitOutcome, SubscriberConfig, SubscriberHandle};
+pub use subscriber::{
+    spawn_subscriber, spawn_subscriber_with_output, SubmitOutcome, SubscriberConfig,
+    SubscriberHandle,
+};
 pub use worker::{spawn_worker, WorkerConfig, WorkerHandle};
 
 use crate::net::check_exposure;

@@ -1,55 +1,60 @@
-//! The subscriber daemon on std threads: one framework with one executor
-//! group, followed to the end. The blocking twin of `regent_smol::submit`.
+//! The subscriber daemon on std threads: an I/O pump for
+//! `regent_core::node::SubmitNode`, one framework with one executor group
+//! followed to the end. The blocking twin of `regent_smol::submit`.
 //!
-//! One thread drives the pure [`Subscriber`] machine: it waits for a frame,
-//! a finished dial, a timer deadline or an interruption; makes one `handle`
-//! call per input; executes every action in order. Finding the leader,
-//! closing before resubscribing, backoff, the heartbeat watchdog,
-//! re-declaring and stopping on a takeover are the machine's.
+//! One thread owns the node. It waits (`recv_timeout` until the node's next
+//! deadline) for a frame, a finished dial or an interruption; makes one
+//! `handle` call per input; executes every output in order: dial (a thread
+//! per dial), send, close, show, exit. Finding the leader, closing before
+//! resubscribing, backoff, the heartbeat watchdog, re-declaring, dial
+//! generations, which connection events count, the progress of the slots,
+//! what the user is shown and how the submission ends are the node's.
 //!
-//! What the driver adds is the embedding program's side:
+//! What the driver adds:
 //!
 //! * **start**: a fresh instance id (OS entropy), `Start`, then `Declare` of
 //!   the group [`GROUP`] (`executors` slots of `command`);
-//! * **events**: every app-facing action of the machine (`Subscribed`,
-//!   `ExecutorUpdate`, `SlotFailed`, `RequestAccepted`, `RequestRefused`,
-//!   `Error`, `Disconnected`, `Exit`) is delivered, in order, on
-//!   [`SubscriberHandle::events`]; [`describe`] renders one as a plain line;
-//! * **outcome** ([`SubscriberHandle::wait`]), by the slot rules of
-//!   [`regent_core::progress`] (shared with `regent submit`):
-//!   [`SubmitOutcome::Succeeded`] once every slot has an
-//!   executor that exited 0; [`SubmitOutcome::SlotsFailed`] once a slot
-//!   failed and no slot can change any more; [`SubmitOutcome::FailedOver`]
-//!   when another instance took the framework over;
-//!   [`SubmitOutcome::Interrupted`] after [`SubscriberHandle::interrupt`].
-//!   The framework is never torn down: after an interruption its executors
-//!   keep running within the failover timeout and a new subscriber with the
-//!   same framework id adopts them.
+//! * **events**: every app-facing action of the subscriber machine
+//!   (`Subscribed`, `ExecutorUpdate`, `SlotFailed`, `RequestAccepted`,
+//!   `RequestRefused`, `Error`, `Disconnected`, `Exit`) is delivered, in
+//!   order, on [`SubscriberHandle::events`]; [`describe`] renders one as a
+//!   plain line;
+//! * **output**: what the node shows, written by a [`Screen`] to the writer
+//!   given to [`spawn_subscriber_with_output`] (the same lines as
+//!   `regent_smol::submit`), and logged at debug level;
+//! * **outcome** ([`SubscriberHandle::wait`]), as the node decides it
+//!   (`regent_core::node::submit`): [`SubmitOutcome::Succeeded`] once every
+//!   slot has an executor that exited 0; [`SubmitOutcome::SlotsFailed`] once
+//!   a slot failed and no slot can change any more;
+//!   [`SubmitOutcome::FailedOver`] when another instance took the framework
+//!   over; [`SubmitOutcome::Interrupted`] after
+//!   [`SubscriberHandle::interrupt`]. The framework is never torn down:
+//!   after an interruption its executors keep running within the failover
+//!   timeout and a new subscriber with the same framework id adopts them.
 
 use super::{millis_since, spawn_dial, DialError, DriverThread, Stopper};
 use crate::net::{check_exposure, spawn_connection, ConnHandle, NetConfig, NetEvent};
 use regent_core::auth::Side;
 use regent_core::ids::InstanceId;
-use regent_core::progress::GroupProgress;
-use regent_core::protocol::{ExecutorInfo, ExecutorState, GroupSpec};
-use regent_core::subscriber::{
-    Action, Config, Event, Request, Subscriber, SubscriberStatus, Timer,
-};
+use regent_core::node::submit::{Config, DialId, Input as NodeInput, Output, Show, SubmitExit};
+use regent_core::node::SubmitNode;
+use regent_core::protocol::GroupSpec;
+use regent_core::subscriber::{self, Action, SubscriberStatus};
 use regent_core::{Addr, ConnId, FrameworkId, Millis};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::HashMap;
+use std::io::Write;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+pub use regent_core::node::submit::{describe, describe_request, executor_line, state_text};
 
 /// The name of the one executor group the driver declares.
 pub const GROUP: &str = "main";
 
 /// How long one dial (resolve and TCP connect) may take.
 pub const DIAL_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// How long the driver waits for its connection to close before it ends.
-const CLOSE_WAIT: Duration = Duration::from_secs(1);
 
 /// What to submit (the flags of `regent submit`).
 #[derive(Clone, Debug)]
@@ -84,7 +89,7 @@ pub use regent_core::progress::SubmitOutcome;
 
 enum Input {
     Net(NetEvent),
-    Dialled { master: Addr, dial: u64, result: Result<TcpStream, DialError> },
+    Dialled { dial: DialId, result: Result<TcpStream, DialError> },
     Interrupt,
 }
 
@@ -140,34 +145,43 @@ impl SubscriberHandle {
     }
 }
 
-/// Starts a submission on a thread of its own. Fails at once on invalid
-/// options or a configured master refused by [`check_exposure`].
+/// Starts a submission on a thread of its own, showing nothing (its lines
+/// go to the debug log; follow it through [`SubscriberHandle::events`]).
+/// Fails at once on invalid options or a configured master refused by
+/// [`check_exposure`].
 pub fn spawn_subscriber(cfg: SubscriberConfig) -> Result<SubscriberHandle, String> {
+    spawn_subscriber_with_output(cfg, std::io::sink(), false)
+}
+
+/// [`spawn_subscriber`], writing what the submission shows to `out` as
+/// plain lines, and with `progress` also a live one-line summary redrawn
+/// with `\r` (pass `true` only when `out` is a terminal). Write errors are
+/// ignored (a closed pipe does not stop the framework).
+pub fn spawn_subscriber_with_output(
+    cfg: SubscriberConfig,
+    out: impl Write + Send + 'static,
+    progress: bool,
+) -> Result<SubscriberHandle, String> {
     check_options(&cfg)?;
     check_configured_masters(&cfg)?;
     let instance = InstanceId(crate::net::time_ordered_id());
-    let (config, spec) = machine_config(&cfg, instance);
+    let (config, spec) = node_config(&cfg, instance);
     let (tx, rx) = mpsc::channel();
     let (etx, erx) = mpsc::channel();
-    let machine = Subscriber::new(config);
-    let status = Arc::new(Mutex::new(machine.status()));
-    let d = Daemon {
-        machine,
+    let node = SubmitNode::new(config);
+    let status = Arc::new(Mutex::new(node.status()));
+    let pump = Pump {
+        node,
         start: Instant::now(),
         status: status.clone(),
         net: cfg.net.clone(),
         insecure: cfg.insecure,
         tx: tx.clone(),
         events: etx,
+        conns: HashMap::new(),
         next_conn: 1,
-        next_dial: 1,
-        dialling: HashMap::new(),
-        live: HashMap::new(),
-        conn_master: HashMap::new(),
-        closing: BTreeSet::new(),
-        timers: BTreeMap::new(),
-        progress: GroupProgress::new(GROUP, cfg.executors),
-        outcome: None,
+        screen: Screen::new(out, progress),
+        exit: None,
     };
     tracing::info!(
         %instance,
@@ -177,7 +191,7 @@ pub fn spawn_subscriber(cfg: SubscriberConfig) -> Result<SubscriberHandle, Strin
     );
     let thread = std::thread::Builder::new()
         .name("regent-subscriber".into())
-        .spawn(move || d.run(rx, spec))
+        .spawn(move || pump.run(rx, spec))
         .map_err(|e| format!("cannot start the subscriber thread: {e}"))?;
     let stop_tx = tx;
     let stop = Stopper::new(move || {
@@ -218,13 +232,20 @@ pub fn check_configured_masters(cfg: &SubscriberConfig) -> Result<(), String> {
     Ok(())
 }
 
-/// The subscriber machine's configuration for instance `instance`, and the
-/// declaration of [`GROUP`] to feed it after `Start`.
-pub fn machine_config(cfg: &SubscriberConfig, instance: InstanceId) -> (Config, GroupSpec) {
-    let mut config =
-        Config::new(cfg.cluster.clone(), cfg.name.clone(), instance, cfg.masters.clone());
-    config.framework = cfg.framework_id.clone().map(FrameworkId::new);
-    config.failover_timeout = Millis(cfg.failover_timeout.as_millis() as u64);
+/// The submit node's configuration for instance `instance`, and the
+/// declaration of [`GROUP`] to feed it after `Start` (shared with
+/// `regent_smol::submit`).
+pub fn node_config(cfg: &SubscriberConfig, instance: InstanceId) -> (Config, GroupSpec) {
+    let mut sub = subscriber::Config::new(
+        cfg.cluster.clone(),
+        cfg.name.clone(),
+        instance,
+        cfg.masters.clone(),
+    );
+    sub.framework = cfg.framework_id.clone().map(FrameworkId::new);
+    sub.failover_timeout = Millis(cfg.failover_timeout.as_millis() as u64);
+    let mut config = Config::new(sub);
+    config.dial_timeout = Millis(DIAL_TIMEOUT.as_millis() as u64);
     let spec = GroupSpec {
         group: GROUP.to_owned(),
         slots: cfg.executors,
@@ -236,278 +257,205 @@ pub fn machine_config(cfg: &SubscriberConfig, instance: InstanceId) -> (Config, 
     (config, spec)
 }
 
-struct Daemon {
-    machine: Subscriber,
+/// Writes what a submit node shows ([`Show`]): plain lines, and on a
+/// terminal the live progress summary redrawn in place. Shared with
+/// `regent_smol::submit`. Write errors are ignored.
+pub struct Screen<W: Write> {
+    out: W,
+    progress: bool,
+    /// The progress text currently drawn (progress mode only).
+    drawn: Option<String>,
+}
+
+impl<W: Write> std::fmt::Debug for Screen<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Screen")
+            .field("progress", &self.progress)
+            .field("drawn", &self.drawn)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<W: Write> Screen<W> {
+    /// Writes to `out`; with `progress` (a terminal) also the live summary.
+    pub fn new(out: W, progress: bool) -> Self {
+        Screen { out, progress, drawn: None }
+    }
+
+    /// Shows one thing: a line (clearing the summary first, if drawn), or
+    /// the summary (progress mode only, when it changed on screen).
+    pub fn show(&mut self, show: &Show) {
+        match show {
+            Show::Line(text) => {
+                if self.drawn.take().is_some() {
+                    let _ = write!(self.out, "\r\x1b[K");
+                }
+                let _ = writeln!(self.out, "{text}");
+            }
+            Show::Progress(text) => {
+                if !self.progress || self.drawn.as_ref() == Some(text) {
+                    return;
+                }
+                let _ = write!(self.out, "\r\x1b[K{text}");
+                self.drawn = Some(text.clone());
+            }
+        }
+        let _ = self.out.flush();
+    }
+
+    /// The writer.
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+}
+
+struct Pump<W: Write> {
+    node: SubmitNode,
     start: Instant,
     status: Arc<Mutex<SubscriberStatus>>,
     net: Arc<NetConfig>,
     insecure: bool,
     tx: Sender<Input>,
     events: Sender<Action>,
+    /// Connections by the number given to the node.
+    conns: HashMap<ConnId, ConnHandle>,
     next_conn: u64,
-    next_dial: u64,
-    /// Dials in progress, by master: the dial's number (a result with
-    /// another number was abandoned by a `Close`).
-    dialling: HashMap<Addr, u64>,
-    /// Open connections the machine knows, by master.
-    live: HashMap<Addr, ConnHandle>,
-    conn_master: HashMap<ConnId, Addr>,
-    /// Connections we closed whose end we have not seen yet.
-    closing: BTreeSet<ConnId>,
-    timers: BTreeMap<Timer, Millis>,
-    /// The slots of [`GROUP`] and how the submission ends.
-    progress: GroupProgress,
-    outcome: Option<Result<SubmitOutcome, String>>,
+    screen: Screen<W>,
+    exit: Option<SubmitExit>,
 }
 
-impl Daemon {
+impl<W: Write> Pump<W> {
     fn run(mut self, rx: Receiver<Input>, spec: GroupSpec) -> Result<SubmitOutcome, String> {
-        self.feed(Event::Start);
-        self.feed(Event::Declare(spec));
-        let outcome = loop {
-            if let Some(outcome) = self.outcome.take() {
-                break outcome;
+        self.feed(NodeInput::Start);
+        self.feed(NodeInput::Declare(spec));
+        let exit = loop {
+            if let Some(exit) = self.exit.take() {
+                break exit;
             }
-            let input = match super::wait_for(self.start, self.timers.values().min().copied()) {
+            let input = match super::wait_for(self.start, self.node.poll_timeout()) {
                 None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
                 Some(left) => rx.recv_timeout(left),
             };
             match input {
-                Ok(Input::Net(ev)) => self.on_net(ev),
-                Ok(Input::Dialled { master, dial, result }) => {
-                    self.on_dialled(master, dial, result)
+                Ok(Input::Net(NetEvent::Message { conn, msg })) => {
+                    self.feed(NodeInput::Message { conn, msg })
                 }
-                Ok(Input::Interrupt) => self.outcome = Some(Ok(SubmitOutcome::Interrupted)),
-                Err(RecvTimeoutError::Timeout) => self.fire_due(),
-                // The daemon holds a sender: cannot happen.
-                Err(RecvTimeoutError::Disconnected) => {
-                    self.outcome = Some(Ok(SubmitOutcome::Interrupted))
+                Ok(Input::Net(NetEvent::Closed { conn, reason })) => {
+                    if self.conns.remove(&conn).is_some() {
+                        tracing::info!(%conn, %reason, "connection closed");
+                    }
+                    self.feed(NodeInput::Closed { conn, reason })
                 }
+                Ok(Input::Dialled { dial, result }) => self.on_dialled(dial, result),
+                Ok(Input::Interrupt) => self.feed(NodeInput::Interrupt),
+                Err(RecvTimeoutError::Timeout) => self.feed(NodeInput::Tick),
+                // The pump holds a sender: cannot happen.
+                Err(RecvTimeoutError::Disconnected) => self.feed(NodeInput::Interrupt),
             }
         };
-        self.close_all(&rx);
-        match &outcome {
+        match &exit.outcome {
             Ok(o) => tracing::info!(outcome = ?o, "submission ended"),
             Err(e) => tracing::warn!("submission ended: {e}"),
         }
-        outcome
+        exit.outcome
     }
 
-    /// One `handle` call and its actions.
-    fn feed(&mut self, event: Event) {
-        if self.outcome.is_some() {
-            return;
-        }
-        tracing::trace!(?event, "subscriber event");
-        let actions = self.machine.handle(millis_since(self.start), event);
-        for action in actions {
-            self.execute(action);
-        }
-        *self.status.lock().unwrap_or_else(|e| e.into_inner()) = self.machine.status();
-        if self.outcome.is_none() {
-            self.outcome = self.progress.outcome();
-        }
-    }
-
-    fn execute(&mut self, action: Action) {
-        tracing::trace!(?action, "subscriber action");
-        match action {
-            Action::Connect { master } => self.dial(master),
-            Action::Send { to, msg } => {
-                if let Some(h) = self.live.get(&to) {
-                    h.send(msg);
+    /// One `handle` call and its outputs, in order.
+    fn feed(&mut self, input: NodeInput) {
+        let now = millis_since(self.start);
+        for output in self.node.handle(now, input) {
+            match output {
+                Output::Dial { dial, master, timeout } => self.dial(dial, master, timeout),
+                Output::Send { conn, msg } => {
+                    if let Some(h) = self.conns.get(&conn) {
+                        h.send(msg);
+                    }
                 }
-            }
-            Action::Close { master, reason } => {
-                tracing::debug!(%master, %reason, "closing");
-                self.dialling.remove(&master);
-                if let Some(h) = self.live.remove(&master) {
-                    self.conn_master.remove(&h.conn);
-                    self.closing.insert(h.conn);
-                    h.close();
+                Output::Close { conn, reason } => {
+                    if let Some(h) = self.conns.remove(&conn) {
+                        tracing::debug!(%conn, peer = %h.peer, %reason, "closing");
+                        h.close();
+                    }
                 }
-            }
-            Action::SetTimer { timer, at } => {
-                self.timers.insert(timer, at);
-            }
-            Action::CancelTimer { timer } => {
-                self.timers.remove(&timer);
-            }
-            app => {
-                self.progress.observe(&app);
-                if let Some(line) = describe(&app) {
-                    tracing::debug!("{line}");
+                Output::Show(show) => {
+                    if let Show::Line(line) = &show {
+                        tracing::debug!("{line}");
+                    }
+                    self.screen.show(&show);
                 }
-                let _ = self.events.send(app);
+                Output::Observed(action) => {
+                    let _ = self.events.send(action);
+                }
+                Output::Exit(exit) => self.exit = Some(exit),
             }
         }
+        *self.status.lock().unwrap_or_else(|e| e.into_inner()) = self.node.status();
     }
 
     /// Starts a dial thread; its result comes back as [`Input::Dialled`].
-    fn dial(&mut self, master: Addr) {
-        let dial = self.next_dial;
-        self.next_dial += 1;
-        self.dialling.insert(master.clone(), dial);
+    fn dial(&mut self, dial: DialId, master: Addr, timeout: Millis) {
         let tx = self.tx.clone();
-        let has_secret = self.net.secret.is_some();
         let started = spawn_dial(
-            master.clone(),
-            has_secret,
+            master,
+            self.net.secret.is_some(),
             self.insecure,
             true,
-            DIAL_TIMEOUT,
-            move |master, result| {
-                let _ = tx.send(Input::Dialled { master, dial, result });
+            Duration::from_millis(timeout.0),
+            move |_, result| {
+                let _ = tx.send(Input::Dialled { dial, result });
             },
         );
         if !started {
-            self.dialling.remove(&master);
-            self.feed(Event::ConnectFailed { master });
+            let err = DialError { reason: "cannot start a dial thread".into(), refused: false };
+            let _ = self.tx.send(Input::Dialled { dial, result: Err(err) });
         }
     }
 
-    fn on_dialled(&mut self, master: Addr, dial: u64, result: Result<TcpStream, DialError>) {
-        if self.dialling.get(&master) != Some(&dial) {
-            return; // abandoned by a Close: the stream (if any) drops here
-        }
-        self.dialling.remove(&master);
+    fn on_dialled(&mut self, dial: DialId, result: Result<TcpStream, DialError>) {
         let stream = match result {
             Ok(s) => s,
-            Err(e) => {
-                tracing::info!(%master, reason = %e.reason, "cannot reach master");
-                self.feed(Event::ConnectFailed { master });
-                return;
-            }
+            Err(e) => return self.feed(NodeInput::Dialled { dial, result: Err(e.reason) }),
         };
         let conn = ConnId(self.next_conn);
         self.next_conn += 1;
         let tx = self.tx.clone();
-        match spawn_connection(stream, Side::Client, conn, self.net.clone(), move |e| {
-            let _ = tx.send(Input::Net(e));
-        }) {
-            Ok(h) => {
-                tracing::debug!(%master, %conn, peer = %h.peer, "connected");
-                self.conn_master.insert(conn, master.clone());
-                self.live.insert(master.clone(), h);
-                self.feed(Event::Connected { master });
-            }
-            Err(e) => {
-                tracing::warn!(%master, "cannot start a connection: {e}");
-                self.feed(Event::ConnectFailed { master });
-            }
-        }
-    }
-
-    fn on_net(&mut self, ev: NetEvent) {
-        match ev {
-            NetEvent::Message { conn, msg } => {
-                let Some(from) = self.conn_master.get(&conn).cloned() else {
-                    return; // a connection we closed: fed nothing more
-                };
-                self.feed(Event::Message { from, msg });
-            }
-            NetEvent::Closed { conn, reason } => {
-                self.closing.remove(&conn);
-                let Some(master) = self.conn_master.remove(&conn) else {
-                    return; // closed by us: the machine knows
-                };
-                tracing::info!(%master, %reason, "connection closed");
-                self.live.remove(&master);
-                self.feed(Event::Disconnected { master });
-            }
-        }
-    }
-
-    /// Feeds every timer whose deadline passed, earliest first.
-    fn fire_due(&mut self) {
-        let now = millis_since(self.start);
-        let mut due: Vec<(Millis, Timer)> =
-            self.timers.iter().filter(|(_, at)| **at <= now).map(|(t, at)| (*at, *t)).collect();
-        due.sort();
-        for (_, timer) in due {
-            self.timers.remove(&timer);
-            self.feed(Event::Timer(timer));
-        }
-    }
-
-    /// Closes every connection (flushing what was queued) and abandons the
-    /// dials, then waits (bounded) until the connections have ended.
-    fn close_all(&mut self, rx: &Receiver<Input>) {
-        self.dialling.clear();
-        for (_, h) in self.live.drain() {
-            self.conn_master.remove(&h.conn);
-            self.closing.insert(h.conn);
-            h.close();
-        }
-        let deadline = Instant::now() + CLOSE_WAIT;
-        while !self.closing.is_empty() {
-            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(Input::Net(NetEvent::Closed { conn, .. })) => {
-                    self.closing.remove(&conn);
+        let result =
+            match spawn_connection(stream, Side::Client, conn, self.net.clone(), move |e| {
+                let _ = tx.send(Input::Net(e));
+            }) {
+                Ok(h) => {
+                    tracing::debug!(%dial, %conn, peer = %h.peer, "connected");
+                    self.conns.insert(conn, h);
+                    Ok(conn)
                 }
-                Ok(_) => {}
-                Err(_) => break,
-            }
-        }
+                Err(e) => Err(format!("cannot start a connection: {e}")),
+            };
+        self.feed(NodeInput::Dialled { dial, result });
     }
 }
 
-/// One app-facing action as a plain line (`None` for protocol actions).
-pub fn describe(action: &Action) -> Option<String> {
-    let request = describe_request;
-    Some(match action {
-        Action::Subscribed { framework, master, executors } => {
-            format!(
-                "framework {framework} subscribed to {master} ({} executors known)",
-                executors.len()
-            )
-        }
-        Action::ExecutorUpdate(info) => executor_line(info),
-        Action::SlotFailed { group, slot, reason } => {
-            format!("group {group} slot {slot} failed: {reason}")
-        }
-        Action::RequestAccepted { request: id, command } => {
-            format!("request {id} ({}) accepted", request(command))
-        }
-        Action::RequestRefused { request: id, command, reason } => {
-            format!("request {id} ({}) refused: {reason}", request(command))
-        }
-        Action::Error { message } => format!("master error: {message}"),
-        Action::Disconnected { reason } => format!("disconnected: {reason}"),
-        Action::Exit { reason, .. } => reason.clone(),
-        Action::Connect { .. }
-        | Action::Send { .. }
-        | Action::Close { .. }
-        | Action::SetTimer { .. }
-        | Action::CancelTimer { .. } => return None,
-    })
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// A request as named in a plain line (`declare group main`, `kill <id>`,
-/// `teardown`).
-pub fn describe_request(command: &Request) -> String {
-    match command {
-        Request::Declare { group } => format!("declare group {group}"),
-        Request::Kill { executor } => format!("kill {executor}"),
-        Request::Teardown => "teardown".into(),
-    }
-}
-
-/// An executor's state as a plain line (`<executor> slot <n> on <worker>:
-/// RUNNING`).
-pub fn executor_line(info: &ExecutorInfo) -> String {
-    let on = info.worker.as_ref().map(|w| format!(" on {w}")).unwrap_or_default();
-    format!("{} slot {}{on}: {}", info.id, info.slot, state_text(&info.state))
-}
-
-/// How an executor state is printed (`RUNNING`, `EXITED 1`, `FAILED: <why>`...).
-pub fn state_text(state: &ExecutorState) -> String {
-    match state {
-        ExecutorState::Launching => "LAUNCHING".into(),
-        ExecutorState::Running => "RUNNING".into(),
-        ExecutorState::Exited { code } => format!("EXITED {code}"),
-        ExecutorState::Failed { reason } => format!("FAILED: {reason}"),
-        ExecutorState::Killed => "KILLED".into(),
-        ExecutorState::Lost => "LOST".into(),
+    #[test]
+    fn progress_is_drawn_only_on_a_terminal_and_cleared_before_lines() {
+        let progress = |t: &str| Show::Progress(t.into());
+        let line = |t: &str| Show::Line(t.into());
+        let mut plain = Screen::new(Vec::new(), false);
+        plain.show(&line("a"));
+        plain.show(&progress("[0/1 running, 0 done, 0 failed]"));
+        plain.show(&line("b"));
+        assert_eq!(plain.into_inner(), b"a\nb\n");
+        let mut tty = Screen::new(Vec::new(), true);
+        tty.show(&progress("[0/1 running, 0 done, 0 failed]"));
+        tty.show(&progress("[0/1 running, 0 done, 0 failed]"));
+        tty.show(&line("a"));
+        tty.show(&progress("[1/1 running, 0 done, 0 failed]"));
+        let text = String::from_utf8(tty.into_inner()).unwrap();
+        assert_eq!(
+            text,
+            "\r\x1b[K[0/1 running, 0 done, 0 failed]\r\x1b[Ka\n\r\x1b[K[1/1 running, 0 done, 0 failed]"
+        );
     }
 }

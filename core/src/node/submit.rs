@@ -1,0 +1,766 @@
+//! [`SubmitNode`]: the submitter's composition, pure.
+//!
+//! `regent submit` is not one machine but a composition: the
+//! [`Subscriber`] machine (finding the leader, one subscription, close before
+//! resubscribe, watchdog, backoff, takeover) and the submission's progress
+//! ([`GroupProgress`] for every declared group), plus the bookkeeping that
+//! joins them to real connections. All of it lives here, once (DESIGN
+//! "Nodes"); a runtime dials, reads, writes, keeps the clock, catches
+//! signals and prints, and decides nothing:
+//!
+//! * **Connections by the runtime's [`ConnId`].** The subscriber names its
+//!   connections by the master's address; the node maps them to the
+//!   runtime's connection numbers, both ways.
+//! * **Dials with generations.** Every [`Output::Dial`] carries a fresh
+//!   [`DialId`]. A result for a dial the subscriber has since abandoned (it
+//!   closed the attempt, or dialled the same master again) is superseded: a
+//!   connection it opened is closed at once ([`Output::Close`]) and nothing
+//!   reaches the subscriber.
+//! * **Connections the node closed stay closed.** After an
+//!   [`Output::Close`], every later event of that connection (a frame
+//!   already in flight, its close) is ignored, so a reply to an abandoned
+//!   attempt never reaches the subscriber.
+//! * **One deadline table** ([`Deadlines`]) holds the subscriber's timers
+//!   and the node's own; the runtime asks [`SubmitNode::poll_timeout`] and
+//!   feeds [`Input::Tick`].
+//! * **What the user sees** ([`Output::Show`]): one plain line per state
+//!   change (the framework id once known, `subscribed to <master>`, each
+//!   executor's state when it changed, `disconnected: ...`, refused
+//!   requests, failed slots, master errors, unreachable masters, the
+//!   takeover notice), a live progress summary, and one closing line naming
+//!   the outcome.
+//! * **How it ends.** Every slot of every declared group done:
+//!   [`SubmitOutcome::Succeeded`]. A slot failed and nothing can change any
+//!   more: [`SubmitOutcome::SlotsFailed`]. Another instance took the
+//!   framework over: [`SubmitOutcome::FailedOver`]. [`Input::Interrupt`]:
+//!   [`SubmitOutcome::Interrupted`] (the framework is never torn down: its
+//!   executors keep running within the failover timeout, and a submitter
+//!   with the same framework id adopts them). A declaration the master
+//!   refused, or the framework torn down by an operator: an error. The node
+//!   then closes every connection, waits for them to end (at most
+//!   [`Config::linger`]) and emits [`Output::Exit`] with the process's exit
+//!   code ([`SubmitExit`]).
+//!
+//! Exit codes (and the message for stderr, [`SubmitExit::message`]):
+//!
+//! | outcome | code | message |
+//! | --- | --- | --- |
+//! | every slot exited 0 | [`EXIT_SUCCEEDED`] (0) | none |
+//! | an error (refused declaration, teardown, bad options) | [`EXIT_ERROR`] (1) | `error: <why>` |
+//! | slots failed | [`EXIT_SLOTS_FAILED`] (2) | `application failed: slot <n>: <why>; ...` |
+//! | taken over by another instance | [`EXIT_FAILED_OVER`] (3) | `the framework failed over to another instance (<instance>); this submit stops` |
+//! | interrupted | [`EXIT_INTERRUPTED`] (130) | `interrupted; the executors keep running until the failover timeout` |
+
+use super::Deadlines;
+use crate::ids::{Addr, ConnId, ExecutorId, FrameworkId};
+use crate::progress::{GroupProgress, ProgressCounts, SubmitOutcome};
+use crate::protocol::{ExecutorInfo, ExecutorState, GroupSpec, Message};
+use crate::subscriber::{self, Action, Event, Request, Subscriber, SubscriberStatus};
+use crate::time::Millis;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+/// Exit code: every slot of every declared group exited 0.
+pub const EXIT_SUCCEEDED: u8 = 0;
+/// Exit code: the submission could not go on (a refused declaration, the
+/// framework torn down, invalid options).
+pub const EXIT_ERROR: u8 = 1;
+/// Exit code: at least one slot failed for good.
+pub const EXIT_SLOTS_FAILED: u8 = 2;
+/// Exit code: another instance took the framework over.
+pub const EXIT_FAILED_OVER: u8 = 3;
+/// Exit code: interrupted (128 + SIGINT); the framework is left running.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// Submit node configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The subscriber machine's settings (masters, framework id, instance,
+    /// failover timeout...).
+    pub subscriber: subscriber::Config,
+    /// How long one dial (resolution and TCP connect) may take; passed to
+    /// the runtime in every [`Output::Dial`]. Default 2 s.
+    pub dial_timeout: Millis,
+    /// Once the submission is over, how long the node waits for the
+    /// connections it closed to end (their last frames flushed) before
+    /// [`Output::Exit`]. Default 1 s.
+    pub linger: Millis,
+}
+
+impl Config {
+    /// A configuration with the documented defaults.
+    pub fn new(subscriber: subscriber::Config) -> Self {
+        Config { subscriber, dial_timeout: Millis::from_secs(2), linger: Millis::from_secs(1) }
+    }
+}
+
+/// The node's number for one dial; echoed back in [`Input::Dialled`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DialId(pub u64);
+
+impl fmt::Display for DialId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "dial-{}", self.0)
+    }
+}
+
+/// What happens to a submit node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// The process starts: find the leader and subscribe.
+    Start,
+    /// Declare (or redeclare) an executor group and follow its slots: the
+    /// submission succeeds once every slot of every declared group is done.
+    /// Remembered and re-sent after every (re)subscription.
+    Declare(GroupSpec),
+    /// A dial from [`Output::Dial`] finished.
+    Dialled {
+        /// The dial, as in [`Output::Dial`].
+        dial: DialId,
+        /// The connection the runtime opened for it (its number, fresh and
+        /// never reused), or why it failed.
+        result: Result<ConnId, String>,
+    },
+    /// A frame arrived on `conn`.
+    Message {
+        /// The connection.
+        conn: ConnId,
+        /// The message.
+        msg: Message,
+    },
+    /// `conn` ended (the peer closed it, it failed, or it finished closing
+    /// after an [`Output::Close`]). Feed every end, closed by us or not.
+    Closed {
+        /// The connection.
+        conn: ConnId,
+        /// Why, as the runtime knows it (shown with a lost subscription).
+        reason: String,
+    },
+    /// The deadline from [`SubmitNode::poll_timeout`] passed.
+    Tick,
+    /// The user interrupts the submission (Ctrl-C, SIGTERM, a stop
+    /// request): it ends with [`SubmitOutcome::Interrupted`]; the framework
+    /// is left in place.
+    Interrupt,
+}
+
+/// What the runtime must do, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Dial `master` within `timeout`: resolve it, refuse it if any address
+    /// it resolves to is exposed without a cluster secret (unless
+    /// `--insecure`), connect (client side of the handshake), give the
+    /// connection a fresh [`ConnId`], then feed [`Input::Dialled`] with
+    /// `Ok(conn)` (and afterwards its frames and its end), or with
+    /// `Err(why)` if any step failed.
+    Dial {
+        /// Echo it in [`Input::Dialled`].
+        dial: DialId,
+        /// Where to dial.
+        master: Addr,
+        /// How long the whole dial may take.
+        timeout: Millis,
+    },
+    /// Send `msg` on `conn` (drop it if the connection is gone).
+    Send {
+        /// The connection.
+        conn: ConnId,
+        /// The message.
+        msg: Message,
+    },
+    /// Close `conn` after flushing what was sent on it before. Keep feeding
+    /// its events (the node ignores them, and waits for its end before
+    /// [`Output::Exit`]).
+    Close {
+        /// The connection.
+        conn: ConnId,
+        /// Why, for the log.
+        reason: String,
+    },
+    /// Show the user something (see [`Show`]).
+    Show(Show),
+    /// Purely observational: an app-facing action of the subscriber
+    /// machine (`Subscribed`, `ExecutorUpdate`, `SlotFailed`,
+    /// `RequestAccepted`, `RequestRefused`, `Error`, `Disconnected`, `Exit`),
+    /// for a program that follows the framework itself. Hand it on or
+    /// ignore it; everything the user sees comes as [`Output::Show`].
+    Observed(Action),
+    /// The submission is over and every connection has ended (or
+    /// [`Config::linger`] passed): stop. A process prints
+    /// [`SubmitExit::message`] on stderr (if any) and exits with
+    /// [`SubmitExit::code`]; a library returns [`SubmitExit::outcome`].
+    /// Nothing follows; the node ignores every later input.
+    Exit(SubmitExit),
+}
+
+/// What the program shows its user.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Show {
+    /// One plain line: print it whole, on a line of its own (on a terminal,
+    /// clear the progress summary first).
+    Line(String),
+    /// The live summary `[<running>/<slots> running, <done> done, <failed>
+    /// failed]`, emitted at the end of every input that showed a line or
+    /// changed it. Draw it in place (`\r`) only when the output is a
+    /// terminal; a pipe or a file gets plain lines only.
+    Progress(String),
+}
+
+/// How a submission ends: its outcome, the process's exit code and what to
+/// say on stderr (see the module docs for the table).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubmitExit {
+    /// How the submission ended; `Err` naming why it could not go on.
+    pub outcome: Result<SubmitOutcome, String>,
+    /// The process's exit code.
+    pub code: u8,
+    /// The line for stderr (to be prefixed with the program's name), when
+    /// the submission did not succeed.
+    pub message: Option<String>,
+}
+
+impl SubmitExit {
+    /// The exit code and message of `outcome` (the table of the module
+    /// docs). Runtimes use it for errors found before a node runs.
+    pub fn new(outcome: Result<SubmitOutcome, String>) -> Self {
+        let (code, message) = match &outcome {
+            Ok(SubmitOutcome::Succeeded) => (EXIT_SUCCEEDED, None),
+            Ok(SubmitOutcome::SlotsFailed(reasons)) => {
+                (EXIT_SLOTS_FAILED, Some(format!("application failed: {}", reasons.join("; "))))
+            }
+            Ok(SubmitOutcome::FailedOver { to }) => (
+                EXIT_FAILED_OVER,
+                Some(format!(
+                    "the framework failed over to another instance ({to}); this submit stops"
+                )),
+            ),
+            Ok(SubmitOutcome::Interrupted) => (
+                EXIT_INTERRUPTED,
+                Some("interrupted; the executors keep running until the failover timeout".into()),
+            ),
+            Err(e) => (EXIT_ERROR, Some(format!("error: {e}"))),
+        };
+        SubmitExit { outcome, code, message }
+    }
+}
+
+/// The node's named deadlines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Timer {
+    /// A subscriber timer.
+    Subscriber(subscriber::Timer),
+    /// The submission is over: stop waiting for connections to end.
+    Linger,
+}
+
+/// The submit node (see the module docs).
+#[derive(Debug)]
+pub struct SubmitNode {
+    subscriber: Subscriber,
+    dial_timeout: Millis,
+    linger: Millis,
+    deadlines: Deadlines<Timer>,
+    next_dial: u64,
+    /// The dial in progress to each master (a result for another dial of
+    /// the same master, or of a master no longer dialled, is superseded).
+    dialling: BTreeMap<Addr, DialId>,
+    /// Open connections the subscriber knows, both ways.
+    conns: BTreeMap<ConnId, Addr>,
+    by_master: BTreeMap<Addr, ConnId>,
+    /// Connections the node closed whose end has not been fed yet.
+    closing: BTreeSet<ConnId>,
+    /// Every declared group, in declaration order.
+    groups: Vec<GroupProgress>,
+    /// Groups whose acceptance was shown.
+    accepted: BTreeSet<String>,
+    /// The state last shown for each executor.
+    shown_executors: BTreeMap<ExecutorId, ExecutorState>,
+    /// The framework id last shown.
+    framework: Option<FrameworkId>,
+    /// Set when the subscriber machine stopped.
+    stopped: Option<Result<SubmitOutcome, String>>,
+    /// The progress summary last emitted.
+    progress: Option<String>,
+    /// A line was shown during the current `handle`.
+    showed_line: bool,
+    /// The submission is over; waiting for connections to end.
+    ending: Option<SubmitExit>,
+    exited: bool,
+}
+
+impl SubmitNode {
+    /// A node that has not started; feed [`Input::Start`] and
+    /// [`Input::Declare`].
+    pub fn new(config: Config) -> Self {
+        SubmitNode {
+            subscriber: Subscriber::new(config.subscriber),
+            dial_timeout: config.dial_timeout,
+            linger: config.linger,
+            deadlines: Deadlines::new(),
+            next_dial: 1,
+            dialling: BTreeMap::new(),
+            conns: BTreeMap::new(),
+            by_master: BTreeMap::new(),
+            closing: BTreeSet::new(),
+            groups: Vec::new(),
+            accepted: BTreeSet::new(),
+            shown_executors: BTreeMap::new(),
+            framework: None,
+            stopped: None,
+            progress: None,
+            showed_line: false,
+            ending: None,
+            exited: false,
+        }
+    }
+
+    /// What the subscriber machine shows an observer.
+    pub fn status(&self) -> SubscriberStatus {
+        self.subscriber.status()
+    }
+
+    /// The subscriber machine (read-only).
+    pub fn subscriber(&self) -> &Subscriber {
+        &self.subscriber
+    }
+
+    /// The declared groups' progress, in declaration order.
+    pub fn groups(&self) -> &[GroupProgress] {
+        &self.groups
+    }
+
+    /// Slot counts summed over every declared group.
+    pub fn counts(&self) -> ProgressCounts {
+        let mut c = ProgressCounts::default();
+        for g in &self.groups {
+            let gc = g.counts();
+            c.slots += gc.slots;
+            c.running += gc.running;
+            c.done += gc.done;
+            c.failed += gc.failed;
+            c.waiting += gc.waiting;
+        }
+        c
+    }
+
+    /// How the submission ends, once decided (before [`Output::Exit`] while
+    /// connections are still closing).
+    pub fn ending(&self) -> Option<&SubmitExit> {
+        self.ending.as_ref()
+    }
+
+    /// `true` once [`Output::Exit`] was emitted.
+    pub fn is_exited(&self) -> bool {
+        self.exited
+    }
+
+    /// The earliest deadline; feed [`Input::Tick`] once it has passed.
+    pub fn poll_timeout(&self) -> Option<Millis> {
+        if self.exited {
+            return None;
+        }
+        self.deadlines.next()
+    }
+
+    /// Every deadline the node holds (tests).
+    pub fn deadlines(&self) -> &Deadlines<Timer> {
+        &self.deadlines
+    }
+
+    /// Handles one input at time `now`.
+    #[must_use]
+    pub fn handle(&mut self, now: Millis, input: Input) -> Vec<Output> {
+        let mut out = Vec::new();
+        if self.exited {
+            return out;
+        }
+        if self.ending.is_some() {
+            self.linger_input(now, input, &mut out);
+            return out;
+        }
+        self.showed_line = false;
+        match input {
+            Input::Start => self.feed(now, Event::Start, None, &mut out),
+            Input::Declare(spec) => {
+                self.line(
+                    format!(
+                        "submitting {} x {:?} ({} cores, {} MiB each) as instance {}",
+                        spec.slots,
+                        spec.command,
+                        spec.cores,
+                        spec.memory_mb,
+                        self.subscriber.config().instance
+                    ),
+                    &mut out,
+                );
+                let progress = GroupProgress::new(spec.group.clone(), spec.slots);
+                match self.groups.iter_mut().find(|g| g.group() == spec.group) {
+                    Some(g) => *g = progress,
+                    None => self.groups.push(progress),
+                }
+                self.feed(now, Event::Declare(spec), None, &mut out);
+            }
+            Input::Dialled { dial, result } => self.on_dialled(now, dial, result, &mut out),
+            Input::Message { conn, msg } => {
+                if let Some(from) = self.conns.get(&conn).cloned() {
+                    self.feed(now, Event::Message { from, msg }, None, &mut out);
+                }
+            }
+            Input::Closed { conn, reason } => {
+                self.closing.remove(&conn);
+                if let Some(master) = self.conns.remove(&conn) {
+                    self.by_master.remove(&master);
+                    self.feed(now, Event::Disconnected { master }, Some(&reason), &mut out);
+                }
+            }
+            Input::Tick => {
+                for timer in self.deadlines.take_due(now) {
+                    match timer {
+                        Timer::Subscriber(t) => self.feed(now, Event::Timer(t), None, &mut out),
+                        Timer::Linger => {} // only set while ending
+                    }
+                }
+            }
+            Input::Interrupt => {
+                self.end(now, Ok(SubmitOutcome::Interrupted), &mut out);
+                return out;
+            }
+        }
+        match self.outcome() {
+            Some(outcome) => self.end(now, outcome, &mut out),
+            None => self.show_progress(&mut out),
+        }
+        out
+    }
+
+    /// One subscriber `handle` call and its actions. `context` is what the
+    /// runtime said about the input (a close reason), shown with a lost
+    /// subscription.
+    fn feed(&mut self, now: Millis, event: Event, context: Option<&str>, out: &mut Vec<Output>) {
+        for action in self.subscriber.handle(now, event) {
+            self.execute(action, context, out);
+        }
+    }
+
+    fn execute(&mut self, action: Action, context: Option<&str>, out: &mut Vec<Output>) {
+        match action {
+            Action::Connect { master } => {
+                let dial = DialId(self.next_dial);
+                self.next_dial += 1;
+                self.dialling.insert(master.clone(), dial);
+                out.push(Output::Dial { dial, master, timeout: self.dial_timeout });
+            }
+            Action::Send { to, msg } => {
+                if let Some(conn) = self.by_master.get(&to) {
+                    out.push(Output::Send { conn: *conn, msg });
+                }
+            }
+            Action::Close { master, reason } => {
+                // A dial in progress is abandoned: its result is superseded.
+                self.dialling.remove(&master);
+                if let Some(conn) = self.by_master.remove(&master) {
+                    self.conns.remove(&conn);
+                    self.close(conn, reason, out);
+                }
+            }
+            Action::SetTimer { timer, at } => self.deadlines.set(Timer::Subscriber(timer), at),
+            Action::CancelTimer { timer } => self.deadlines.cancel(Timer::Subscriber(timer)),
+            app => self.observe(app, context, out),
+        }
+    }
+
+    fn close(&mut self, conn: ConnId, reason: String, out: &mut Vec<Output>) {
+        self.closing.insert(conn);
+        out.push(Output::Close { conn, reason });
+    }
+
+    fn on_dialled(
+        &mut self,
+        now: Millis,
+        dial: DialId,
+        result: Result<ConnId, String>,
+        out: &mut Vec<Output>,
+    ) {
+        let master = self.dialling.iter().find(|(_, d)| **d == dial).map(|(m, _)| m.clone());
+        let Some(master) = master else {
+            // Superseded: the subscriber no longer waits for this dial.
+            if let Ok(conn) = result {
+                self.close(conn, format!("{dial} was abandoned"), out);
+            }
+            return;
+        };
+        self.dialling.remove(&master);
+        match result {
+            Ok(conn) => {
+                // The subscriber closes before it dials again, so no other
+                // connection to this master is open; if one were, it goes.
+                if let Some(old) = self.by_master.insert(master.clone(), conn) {
+                    self.conns.remove(&old);
+                    self.close(old, format!("replaced by a new connection to {master}"), out);
+                }
+                self.conns.insert(conn, master.clone());
+                self.feed(now, Event::Connected { master }, None, out);
+            }
+            Err(reason) => {
+                self.line(format!("cannot reach master {master}: {reason}"), out);
+                self.feed(now, Event::ConnectFailed { master }, None, out);
+            }
+        }
+    }
+
+    /// Takes in one app-facing action: progress, lines, then the action
+    /// itself for observers.
+    fn observe(&mut self, action: Action, context: Option<&str>, out: &mut Vec<Output>) {
+        for g in &mut self.groups {
+            g.observe(&action);
+        }
+        match &action {
+            Action::Subscribed { framework, master, executors } => {
+                if self.framework.as_ref() != Some(framework) {
+                    self.line(format!("framework {framework}"), out);
+                    self.framework = Some(framework.clone());
+                }
+                self.line(format!("subscribed to {master}"), out);
+                for info in executors {
+                    self.executor(info, out);
+                }
+            }
+            Action::ExecutorUpdate(info) => self.executor(info, out),
+            Action::RequestAccepted { command: Request::Declare { group }, .. }
+                if self.groups.iter().any(|g| g.group() == group) =>
+            {
+                if self.accepted.insert(group.clone()) {
+                    let slots = self
+                        .groups
+                        .iter()
+                        .find(|g| g.group() == group)
+                        .map_or(0, |g| g.counts().slots);
+                    self.line(format!("group {group} accepted ({slots} slots)"), out);
+                }
+            }
+            Action::Disconnected { reason } => {
+                let line = match context {
+                    Some(c) => format!("disconnected: {reason} ({c})"),
+                    None => format!("disconnected: {reason}"),
+                };
+                self.line(line, out);
+            }
+            Action::Exit { reason, failed_over_to } => {
+                self.line(reason.clone(), out);
+                self.stopped = Some(match failed_over_to {
+                    Some(to) => Ok(SubmitOutcome::FailedOver { to: to.to_string() }),
+                    None => Err(reason.clone()),
+                });
+            }
+            other => {
+                if let Some(line) = describe(other) {
+                    self.line(line, out);
+                }
+            }
+        }
+        out.push(Output::Observed(action));
+    }
+
+    /// Shows an executor's state when it changed since last shown.
+    fn executor(&mut self, info: &ExecutorInfo, out: &mut Vec<Output>) {
+        if self.shown_executors.get(&info.id) != Some(&info.state) {
+            self.shown_executors.insert(info.id.clone(), info.state.clone());
+            self.line(executor_line(info), out);
+        }
+    }
+
+    fn line(&mut self, text: String, out: &mut Vec<Output>) {
+        self.showed_line = true;
+        out.push(Output::Show(Show::Line(text)));
+    }
+
+    fn show_progress(&mut self, out: &mut Vec<Output>) {
+        if self.groups.is_empty() {
+            return;
+        }
+        let c = self.counts();
+        let text =
+            format!("[{}/{} running, {} done, {} failed]", c.running, c.slots, c.done, c.failed);
+        if self.showed_line || self.progress.as_deref() != Some(text.as_str()) {
+            self.progress = Some(text.clone());
+            out.push(Output::Show(Show::Progress(text)));
+        }
+    }
+
+    /// How the submission ends, if the subscriber or the slots say so: the
+    /// machine's stop or a group's stop first, then completion once every
+    /// group shows one.
+    fn outcome(&self) -> Option<Result<SubmitOutcome, String>> {
+        if let Some(stopped) = &self.stopped {
+            return Some(stopped.clone());
+        }
+        if self.groups.is_empty() {
+            return None;
+        }
+        let outcomes: Vec<_> = self.groups.iter().map(GroupProgress::outcome).collect();
+        let settled = |o: &Result<SubmitOutcome, String>| {
+            matches!(o, Ok(SubmitOutcome::Succeeded | SubmitOutcome::SlotsFailed(_)))
+        };
+        if let Some(stop) = outcomes.iter().flatten().find(|o| !settled(o)) {
+            return Some(stop.clone());
+        }
+        let many = self.groups.len() > 1;
+        let mut failed = Vec::new();
+        for (g, o) in self.groups.iter().zip(outcomes) {
+            if let Ok(SubmitOutcome::SlotsFailed(reasons)) = o? {
+                for r in reasons {
+                    failed.push(if many { format!("group {}: {r}", g.group()) } else { r });
+                }
+            }
+        }
+        Some(Ok(if failed.is_empty() {
+            SubmitOutcome::Succeeded
+        } else {
+            SubmitOutcome::SlotsFailed(failed)
+        }))
+    }
+
+    /// The submission is over: close everything, show the outcome, and
+    /// exit once the connections have ended (or the linger time passed).
+    fn end(&mut self, now: Millis, outcome: Result<SubmitOutcome, String>, out: &mut Vec<Output>) {
+        self.dialling.clear();
+        self.by_master.clear();
+        for conn in std::mem::take(&mut self.conns).into_keys() {
+            self.close(conn, "the submission is over".into(), out);
+        }
+        let summary = self.summary(&outcome);
+        self.line(summary, out);
+        self.deadlines = Deadlines::new();
+        self.deadlines.set(Timer::Linger, now + self.linger);
+        self.ending = Some(SubmitExit::new(outcome));
+        self.exit_if_closed(out);
+    }
+
+    /// While ending: dials still finishing are closed, ends are counted,
+    /// nothing else matters.
+    fn linger_input(&mut self, now: Millis, input: Input, out: &mut Vec<Output>) {
+        match input {
+            Input::Dialled { dial, result: Ok(conn) } => {
+                self.close(conn, format!("{dial} was abandoned: the submission is over"), out)
+            }
+            Input::Closed { conn, .. } => {
+                self.closing.remove(&conn);
+            }
+            // Waited long enough.
+            Input::Tick if self.deadlines.take_due(now).contains(&Timer::Linger) => {
+                self.closing.clear()
+            }
+            _ => {}
+        }
+        self.exit_if_closed(out);
+    }
+
+    fn exit_if_closed(&mut self, out: &mut Vec<Output>) {
+        if !self.closing.is_empty() {
+            return;
+        }
+        if let Some(exit) = self.ending.clone() {
+            self.exited = true;
+            self.deadlines = Deadlines::new();
+            out.push(Output::Exit(exit));
+        }
+    }
+
+    /// The closing line naming the outcome.
+    fn summary(&self, outcome: &Result<SubmitOutcome, String>) -> String {
+        let slots = self.counts().slots;
+        let fw = self.framework.as_ref().map(|f| f.to_string());
+        match outcome {
+            Ok(SubmitOutcome::Succeeded) => format!(
+                "done: all {slots} executors of framework {} exited 0",
+                fw.unwrap_or_default()
+            ),
+            Ok(SubmitOutcome::SlotsFailed(reasons)) => {
+                format!("failed: {} of {slots} slots failed", reasons.len())
+            }
+            Ok(SubmitOutcome::FailedOver { to }) => {
+                format!("stopped: the framework now belongs to instance {to}")
+            }
+            Ok(SubmitOutcome::Interrupted) => match fw {
+                Some(fw) => format!(
+                    "interrupted: framework {fw} is left running (its executors are kept for \
+                     {} without a subscriber); take it over with \
+                     `regent submit --framework-id {fw}` and the same spec",
+                    duration_text(self.subscriber.config().failover_timeout)
+                ),
+                None => "interrupted before subscribing".into(),
+            },
+            Err(e) => format!("error: {e}"),
+        }
+    }
+}
+
+/// `30s`, `1500ms`.
+fn duration_text(d: Millis) -> String {
+    if d.0 % 1000 == 0 {
+        format!("{}s", d.0 / 1000)
+    } else {
+        format!("{}ms", d.0)
+    }
+}
+
+/// One app-facing action of the subscriber machine as a plain line (`None`
+/// for protocol actions).
+pub fn describe(action: &Action) -> Option<String> {
+    let request = describe_request;
+    Some(match action {
+        Action::Subscribed { framework, master, executors } => {
+            format!(
+                "framework {framework} subscribed to {master} ({} executors known)",
+                executors.len()
+            )
+        }
+        Action::ExecutorUpdate(info) => executor_line(info),
+        Action::SlotFailed { group, slot, reason } => {
+            format!("group {group} slot {slot} failed: {reason}")
+        }
+        Action::RequestAccepted { request: id, command } => {
+            format!("request {id} ({}) accepted", request(command))
+        }
+        Action::RequestRefused { request: id, command, reason } => {
+            format!("request {id} ({}) refused: {reason}", request(command))
+        }
+        Action::Error { message } => format!("master error: {message}"),
+        Action::Disconnected { reason } => format!("disconnected: {reason}"),
+        Action::Exit { reason, .. } => reason.clone(),
+        Action::Connect { .. }
+        | Action::Send { .. }
+        | Action::Close { .. }
+        | Action::SetTimer { .. }
+        | Action::CancelTimer { .. } => return None,
+    })
+}
+
+/// A request as named in a plain line (`declare group main`, `kill <id>`,
+/// `teardown`).
+pub fn describe_request(command: &Request) -> String {
+    match command {
+        Request::Declare { group } => format!("declare group {group}"),
+        Request::Kill { executor } => format!("kill {executor}"),
+        Request::Teardown => "teardown".into(),
+    }
+}
+
+/// An executor's state as a plain line (`<executor> slot <n> on <worker>:
+/// RUNNING`).
+pub fn executor_line(info: &ExecutorInfo) -> String {
+    let on = info.worker.as_ref().map(|w| format!(" on {w}")).unwrap_or_default();
+    format!("{} slot {}{on}: {}", info.id, info.slot, state_text(&info.state))
+}
+
+/// How an executor state is shown (`RUNNING`, `EXITED 1`, `FAILED: <why>`...).
+pub fn state_text(state: &ExecutorState) -> String {
+    match state {
+        ExecutorState::Launching => "LAUNCHING".into(),
+        ExecutorState::Running => "RUNNING".into(),
+        ExecutorState::Exited { code } => format!("EXITED {code}"),
+        ExecutorState::Failed { reason } => format!("FAILED: {reason}"),
+        ExecutorState::Killed => "KILLED".into(),
+        ExecutorState::Lost => "LOST".into(),
+    }
+}

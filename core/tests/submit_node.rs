@@ -1,0 +1,501 @@
+//! The submit node (`regent_core::node::SubmitNode`): the subscriber machine
+//! with dials, connections, timers, progress and what the user is shown,
+//! driven by hand with a virtual clock. Assertions are on the exact I/O
+//! outputs (dial, send, close, exit); shown lines are checked where they are
+//! the point.
+
+use regent_core::ids::InstanceId;
+use regent_core::node::submit::{
+    Config, DialId, Input, Output, Show, SubmitExit, Timer, EXIT_ERROR, EXIT_FAILED_OVER,
+    EXIT_INTERRUPTED, EXIT_SUCCEEDED,
+};
+use regent_core::node::SubmitNode;
+use regent_core::progress::SubmitOutcome;
+use regent_core::protocol::{
+    ExecutorInfo, ExecutorState, GroupSpec, Hello, HelloReply, LeaderHint, Message, Role,
+    Subscribe, PROTOCOL_VERSION,
+};
+use regent_core::subscriber::{self, Action};
+use regent_core::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, MasterId, Millis, WorkerId};
+
+const ME: InstanceId = InstanceId(7);
+const EPOCH: Epoch = Epoch(5);
+
+fn addr(s: &str) -> Addr {
+    Addr::new(s)
+}
+
+/// Defaults, except no jitter, so deadlines are exact.
+fn node(masters: &[&str]) -> SubmitNode {
+    let mut sub =
+        subscriber::Config::new("test", "app", ME, masters.iter().map(|m| addr(m)).collect());
+    sub.jitter_min_pct = 100;
+    SubmitNode::new(Config::new(sub))
+}
+
+fn spec(slots: u32) -> GroupSpec {
+    GroupSpec {
+        group: "main".into(),
+        slots,
+        command: vec!["sleep".into(), "1".into()],
+        env: vec![],
+        cores: 1,
+        memory_mb: 64,
+    }
+}
+
+/// The I/O outputs only (what is shown and observed left out).
+fn io(out: &[Output]) -> Vec<Output> {
+    out.iter().filter(|o| !matches!(o, Output::Show(_) | Output::Observed(_))).cloned().collect()
+}
+
+/// The plain lines shown.
+fn lines(out: &[Output]) -> Vec<String> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Show(Show::Line(l)) => Some(l.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn dial(n: u64, master: &str) -> Output {
+    Output::Dial { dial: DialId(n), master: addr(master), timeout: Millis::from_secs(2) }
+}
+
+fn send(conn: u64, msg: Message) -> Output {
+    Output::Send { conn: ConnId(conn), msg }
+}
+
+fn hello() -> Message {
+    Message::Hello(Hello {
+        version: PROTOCOL_VERSION,
+        cluster: "test".into(),
+        role: Role::Subscriber,
+        node: "app".into(),
+    })
+}
+
+fn subscribe(framework: Option<&str>, attempt: u64) -> Message {
+    Message::Subscribe(Subscribe {
+        framework: framework.map(FrameworkId::new),
+        name: "app".into(),
+        instance: ME,
+        attempt,
+        failover_timeout: Millis::from_secs(60),
+    })
+}
+
+fn leading(master: &str, epoch: Epoch) -> Message {
+    Message::HelloReply(HelloReply {
+        role: Role::Master,
+        master: MasterId::new(master),
+        leading: true,
+        epoch,
+        leader: Some(LeaderHint { id: MasterId::new(master), addr: addr(master), epoch }),
+        masters: vec![],
+    })
+}
+
+fn subscribed(framework: &str, epoch: Epoch) -> Message {
+    Message::Subscribed {
+        epoch,
+        framework: FrameworkId::new(framework),
+        heartbeat_interval: Millis(1000),
+        executors: vec![],
+    }
+}
+
+fn update(slot: u32, state: ExecutorState) -> Message {
+    Message::ExecutorUpdate {
+        epoch: EPOCH,
+        info: ExecutorInfo {
+            id: ExecutorId::new(format!("fw-1/main#{slot}#1")),
+            group: "main".into(),
+            slot,
+            worker: Some(WorkerId::new("w1")),
+            state,
+        },
+    }
+}
+
+fn msg(conn: u64, msg: Message) -> Input {
+    Input::Message { conn: ConnId(conn), msg }
+}
+
+fn closed(conn: u64, reason: &str) -> Input {
+    Input::Closed { conn: ConnId(conn), reason: reason.into() }
+}
+
+fn dialled(n: u64, conn: u64) -> Input {
+    Input::Dialled { dial: DialId(n), result: Ok(ConnId(conn)) }
+}
+
+/// Starts `n` on `master` (the first configured) and subscribes it as
+/// framework `fw-1` on connection 1, the group `main` of `slots` slots
+/// declared and accepted. Returns the time reached.
+fn subscribe_on(n: &mut SubmitNode, master: &str, slots: u32) -> Millis {
+    assert_eq!(io(&n.handle(Millis(0), Input::Start)), vec![dial(1, master)]);
+    let out = n.handle(Millis(0), Input::Declare(spec(slots)));
+    assert_eq!(io(&out), vec![]);
+    assert!(lines(&out)[0].starts_with(&format!("submitting {slots} x")), "{out:?}");
+    assert_eq!(
+        io(&n.handle(Millis(1), dialled(1, 1))),
+        vec![send(1, hello()), send(1, subscribe(None, 1))]
+    );
+    assert_eq!(io(&n.handle(Millis(2), msg(1, leading(master, EPOCH)))), vec![]);
+    let out = n.handle(Millis(3), msg(1, subscribed("fw-1", EPOCH)));
+    let sent = io(&out);
+    let [Output::Send { conn: ConnId(1), msg: Message::DeclareGroup { request, spec: s } }] =
+        sent.as_slice()
+    else {
+        panic!("expected the declaration, got {out:?}")
+    };
+    assert_eq!(*s, spec(slots));
+    assert_eq!(lines(&out), vec!["framework fw-1".to_string(), format!("subscribed to {master}")]);
+    let out =
+        n.handle(Millis(4), msg(1, Message::RequestAccepted { epoch: EPOCH, request: *request }));
+    assert_eq!(io(&out), vec![]);
+    assert_eq!(lines(&out), vec![format!("group main accepted ({slots} slots)")]);
+    Millis(4)
+}
+
+fn exit_of(out: &[Output]) -> Option<SubmitExit> {
+    out.iter().find_map(|o| match o {
+        Output::Exit(e) => Some(e.clone()),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_submission_completes_with_exit_0_when_every_slot_is_done() {
+    let mut n = node(&["m1:1"]);
+    subscribe_on(&mut n, "m1:1", 2);
+    for slot in 0..2 {
+        let out = n.handle(Millis(10), msg(1, update(slot, ExecutorState::Running)));
+        assert_eq!(io(&out), vec![]);
+        assert_eq!(lines(&out), vec![format!("fw-1/main#{slot}#1 slot {slot} on w1: RUNNING")]);
+    }
+    // The same state again is not shown again.
+    let out = n.handle(Millis(11), msg(1, update(0, ExecutorState::Running)));
+    assert_eq!(lines(&out), Vec::<String>::new());
+    let out = n.handle(Millis(20), msg(1, update(0, ExecutorState::Exited { code: 0 })));
+    assert_eq!(io(&out), vec![]);
+    assert_eq!(n.ending(), None);
+
+    // The last slot done: the connection is closed, the outcome shown...
+    let out = n.handle(Millis(30), msg(1, update(1, ExecutorState::Exited { code: 0 })));
+    assert_eq!(
+        io(&out),
+        vec![Output::Close { conn: ConnId(1), reason: "the submission is over".into() }]
+    );
+    assert_eq!(
+        lines(&out),
+        vec![
+            "fw-1/main#1#1 slot 1 on w1: EXITED 0".to_string(),
+            "done: all 2 executors of framework fw-1 exited 0".into()
+        ]
+    );
+    assert_eq!(n.ending().map(|e| e.code), Some(EXIT_SUCCEEDED));
+    // ...frames still in flight on it are ignored...
+    assert_eq!(n.handle(Millis(31), msg(1, update(1, ExecutorState::Running))), vec![]);
+    // ...and once it has ended, the node exits 0.
+    let out = n.handle(Millis(32), closed(1, "closed"));
+    assert_eq!(
+        out,
+        vec![Output::Exit(SubmitExit {
+            outcome: Ok(SubmitOutcome::Succeeded),
+            code: EXIT_SUCCEEDED,
+            message: None
+        })]
+    );
+    assert!(n.is_exited());
+    assert_eq!(n.poll_timeout(), None);
+    assert_eq!(n.handle(Millis(40), Input::Tick), vec![]);
+}
+
+#[test]
+fn a_connection_that_never_ends_delays_the_exit_by_the_linger_time_only() {
+    let mut n = node(&["m1:1"]);
+    subscribe_on(&mut n, "m1:1", 1);
+    let out = n.handle(Millis(30), msg(1, update(0, ExecutorState::Exited { code: 0 })));
+    assert_eq!(exit_of(&out), None);
+    assert_eq!(n.poll_timeout(), Some(Millis(1030)));
+    assert_eq!(n.handle(Millis(500), Input::Tick), vec![]);
+    let out = n.handle(Millis(1030), Input::Tick);
+    assert_eq!(exit_of(&out).map(|e| e.code), Some(EXIT_SUCCEEDED));
+}
+
+#[test]
+fn a_failover_to_another_master_resubscribes_with_the_same_framework_id() {
+    let mut n = node(&["m1:1", "m2:1"]);
+    subscribe_on(&mut n, "m1:1", 1);
+    let out = n.handle(Millis(10), msg(1, update(0, ExecutorState::Running)));
+    assert_eq!(io(&out), vec![]);
+
+    // The first master goes away: the subscription is lost, shown with the
+    // runtime's reason, and retried after the backoff.
+    let out = n.handle(Millis(100), closed(1, "connection reset"));
+    assert_eq!(io(&out), vec![]);
+    assert_eq!(
+        lines(&out),
+        vec![
+            "disconnected: subscription with m1:1 lost: m1:1: connection closed (connection reset)"
+                .to_string()
+        ]
+    );
+    assert!(out.iter().any(|o| matches!(o, Output::Observed(Action::Disconnected { .. }))));
+    let retry = n.poll_timeout().expect("a retry is scheduled");
+    assert_eq!(n.deadlines().get(Timer::Subscriber(subscriber::Timer::Retry)), Some(retry));
+    // Its connection's late events are not fed to the subscriber.
+    assert_eq!(io(&n.handle(Millis(101), closed(1, "closed"))), vec![]);
+
+    // It first tries the master it was subscribed with, which refuses...
+    assert_eq!(io(&n.handle(retry, Input::Tick)), vec![dial(2, "m1:1")]);
+    let out = n.handle(
+        retry,
+        Input::Dialled { dial: DialId(2), result: Err("connection refused".into()) },
+    );
+    assert_eq!(io(&out), vec![dial(3, "m2:1")]);
+    assert_eq!(lines(&out), vec!["cannot reach master m1:1: connection refused".to_string()]);
+
+    // ...then the second, which answers Hello as the leader at a higher
+    // epoch: the SUBSCRIBE carries the framework id the first one assigned.
+    assert_eq!(
+        io(&n.handle(retry + Millis(1), dialled(3, 2))),
+        vec![send(2, hello()), send(2, subscribe(Some("fw-1"), 2))]
+    );
+    let later = Epoch(EPOCH.0 + 1);
+    assert_eq!(io(&n.handle(retry + Millis(2), msg(2, leading("m2:1", later)))), vec![]);
+    let out = n.handle(retry + Millis(3), msg(2, subscribed("fw-1", later)));
+    let sent = io(&out);
+    let [Output::Send { conn: ConnId(2), msg: Message::DeclareGroup { spec: s, .. } }] =
+        sent.as_slice()
+    else {
+        panic!("expected the declaration re-sent to m2, got {out:?}")
+    };
+    assert_eq!(*s, spec(1));
+    // The framework id is not shown again; the new master is.
+    assert_eq!(lines(&out), vec!["subscribed to m2:1".to_string()]);
+    let status = n.status();
+    assert!(status.subscribed);
+    assert_eq!(status.master, Some(addr("m2:1")));
+    assert_eq!(status.framework, Some(FrameworkId::new("fw-1")));
+
+    // The submission goes on with the new master.
+    // (At the new leader's epoch: an update at the old one is fenced.)
+    let stale = n.handle(retry + Millis(9), msg(2, update(0, ExecutorState::Exited { code: 0 })));
+    assert_eq!(io(&stale), vec![]);
+    assert_eq!(n.ending(), None);
+    let mut done = update(0, ExecutorState::Exited { code: 0 });
+    if let Message::ExecutorUpdate { epoch, .. } = &mut done {
+        *epoch = later;
+    }
+    let out = n.handle(retry + Millis(10), msg(2, done));
+    assert_eq!(
+        io(&out),
+        vec![Output::Close { conn: ConnId(2), reason: "the submission is over".into() }]
+    );
+    let out = n.handle(retry + Millis(11), closed(2, "closed"));
+    assert_eq!(exit_of(&out).map(|e| e.outcome), Some(Ok(SubmitOutcome::Succeeded)));
+}
+
+#[test]
+fn a_framework_taken_over_by_another_instance_exits_3_naming_it() {
+    let mut n = node(&["m1:1"]);
+    subscribe_on(&mut n, "m1:1", 1);
+    let other = InstanceId(0xfeed);
+    let out = n.handle(
+        Millis(10),
+        msg(
+            1,
+            Message::FrameworkError {
+                epoch: EPOCH,
+                message: "framework fw-1 failed over".into(),
+                failed_over_to: Some(other),
+            },
+        ),
+    );
+    // The subscriber closes its connection and stops; nothing else is sent.
+    let [Output::Close { conn: ConnId(1), .. }] = io(&out).as_slice() else {
+        panic!("expected the connection closed, got {out:?}")
+    };
+    let shown = lines(&out);
+    assert!(shown[0].contains(&format!("failed over to instance {other}")), "{shown:?}");
+    assert_eq!(shown[1], format!("stopped: the framework now belongs to instance {other}"));
+    assert!(out.iter().any(|o| matches!(
+        o,
+        Output::Observed(Action::Exit { failed_over_to: Some(i), .. }) if *i == other
+    )));
+    assert_eq!(exit_of(&out), None, "the exit waits for the connection to end");
+
+    let out = n.handle(Millis(11), closed(1, "closed"));
+    assert_eq!(
+        out,
+        vec![Output::Exit(SubmitExit {
+            outcome: Ok(SubmitOutcome::FailedOver { to: other.to_string() }),
+            code: EXIT_FAILED_OVER,
+            message: Some(format!(
+                "the framework failed over to another instance ({other}); this submit stops"
+            )),
+        })]
+    );
+    assert_eq!(EXIT_FAILED_OVER, 3);
+}
+
+#[test]
+fn a_dial_result_of_a_superseded_dial_is_closed_and_ignored() {
+    let mut n = node(&["m1:1", "m2:1"]);
+    assert_eq!(io(&n.handle(Millis(0), Input::Start)), vec![dial(1, "m1:1")]);
+    let _ = n.handle(Millis(0), Input::Declare(spec(1)));
+    // The dial hangs past the attempt timeout: the subscriber abandons it
+    // and tries the next master.
+    let timeout = n.poll_timeout().unwrap();
+    assert_eq!(timeout, Millis::from_secs(5));
+    assert_eq!(io(&n.handle(timeout, Input::Tick)), vec![dial(2, "m2:1")]);
+
+    // The abandoned dial completes after all: its connection is closed at
+    // once, and nothing is sent on it.
+    let out = n.handle(timeout + Millis(1), dialled(1, 7));
+    assert_eq!(out, vec![Output::Close { conn: ConnId(7), reason: "dial-1 was abandoned".into() }]);
+    // Whatever still arrives on it is ignored.
+    assert_eq!(n.handle(timeout + Millis(2), msg(7, leading("m1:1", EPOCH))), vec![]);
+    assert_eq!(n.handle(timeout + Millis(3), msg(7, subscribed("fw-1", EPOCH))), vec![]);
+    assert_eq!(n.handle(timeout + Millis(4), closed(7, "closed")), vec![]);
+    assert!(!n.status().subscribed);
+
+    // The current dial goes on as usual.
+    assert_eq!(
+        io(&n.handle(timeout + Millis(5), dialled(2, 8))),
+        vec![send(8, hello()), send(8, subscribe(None, 1))]
+    );
+}
+
+#[test]
+fn an_older_dial_of_the_same_master_is_superseded_by_the_newer_one() {
+    let mut n = node(&["m1:1"]);
+    assert_eq!(io(&n.handle(Millis(0), Input::Start)), vec![dial(1, "m1:1")]);
+    // Attempt timeout, no other master: back off, then dial m1 again.
+    let out = n.handle(Millis::from_secs(5), Input::Tick);
+    assert_eq!(io(&out), vec![]);
+    let retry = n.poll_timeout().unwrap();
+    assert_eq!(io(&n.handle(retry, Input::Tick)), vec![dial(2, "m1:1")]);
+    // The first dial's connection arrives late: closed, not used.
+    let out = n.handle(retry + Millis(1), dialled(1, 1));
+    assert_eq!(
+        io(&out),
+        vec![Output::Close { conn: ConnId(1), reason: "dial-1 was abandoned".into() }]
+    );
+    // A failed superseded dial is simply ignored.
+    assert_eq!(
+        n.handle(retry + Millis(1), Input::Dialled { dial: DialId(1), result: Err("x".into()) }),
+        vec![]
+    );
+    assert_eq!(
+        io(&n.handle(retry + Millis(2), dialled(2, 2))),
+        vec![send(2, hello()), send(2, subscribe(None, 1))]
+    );
+}
+
+#[test]
+fn an_interrupt_leaves_the_framework_and_exits_130() {
+    let mut n = node(&["m1:1"]);
+    subscribe_on(&mut n, "m1:1", 1);
+    let _ = n.handle(Millis(10), msg(1, update(0, ExecutorState::Running)));
+    let out = n.handle(Millis(20), Input::Interrupt);
+    // No teardown: the connection is only closed.
+    assert_eq!(
+        io(&out),
+        vec![Output::Close { conn: ConnId(1), reason: "the submission is over".into() }]
+    );
+    let shown = lines(&out);
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert!(shown[0].starts_with("interrupted: framework fw-1 is left running"), "{shown:?}");
+    assert!(shown[0].contains("kept for 60s"), "{shown:?}");
+    assert!(shown[0].contains("--framework-id fw-1"), "{shown:?}");
+    // A second interrupt changes nothing.
+    assert_eq!(n.handle(Millis(21), Input::Interrupt), vec![]);
+    let exit = exit_of(&n.handle(Millis(22), closed(1, "closed"))).unwrap();
+    assert_eq!(exit.outcome, Ok(SubmitOutcome::Interrupted));
+    assert_eq!(exit.code, EXIT_INTERRUPTED);
+}
+
+#[test]
+fn an_interrupt_before_any_connection_exits_at_once() {
+    let mut n = node(&["m1:1"]);
+    let _ = n.handle(Millis(0), Input::Start);
+    let _ = n.handle(Millis(0), Input::Declare(spec(1)));
+    let out = n.handle(Millis(5), Input::Interrupt);
+    assert_eq!(lines(&out), vec!["interrupted before subscribing".to_string()]);
+    assert_eq!(exit_of(&out).map(|e| e.code), Some(EXIT_INTERRUPTED));
+    // The node has exited: a dial finishing now is the runtime's to drop.
+    assert_eq!(n.handle(Millis(6), dialled(1, 1)), vec![]);
+}
+
+#[test]
+fn a_refused_declaration_ends_with_an_error() {
+    let mut n = node(&["m1:1"]);
+    assert_eq!(io(&n.handle(Millis(0), Input::Start)), vec![dial(1, "m1:1")]);
+    let _ = n.handle(Millis(0), Input::Declare(spec(1)));
+    let _ = n.handle(Millis(1), dialled(1, 1));
+    let _ = n.handle(Millis(2), msg(1, leading("m1:1", EPOCH)));
+    let out = n.handle(Millis(3), msg(1, subscribed("fw-1", EPOCH)));
+    let sent = io(&out);
+    let [Output::Send { msg: Message::DeclareGroup { request, .. }, .. }] = sent.as_slice() else {
+        panic!("{out:?}")
+    };
+    let refused = Message::RequestRefused {
+        epoch: EPOCH,
+        request: *request,
+        reason: "a different spec".into(),
+    };
+    let out = n.handle(Millis(4), msg(1, refused));
+    assert_eq!(
+        io(&out),
+        vec![Output::Close { conn: ConnId(1), reason: "the submission is over".into() }]
+    );
+    let exit = exit_of(&n.handle(Millis(5), closed(1, "closed"))).unwrap();
+    assert_eq!(exit.code, EXIT_ERROR);
+    assert_eq!(exit.outcome, Err("the master refused group main: a different spec".into()));
+    assert_eq!(exit.message, Some("error: the master refused group main: a different spec".into()));
+}
+
+#[test]
+fn the_progress_summary_follows_lines_and_changes_only() {
+    let mut n = node(&["m1:1"]);
+    let progress = |out: &[Output]| -> Vec<String> {
+        out.iter()
+            .filter_map(|o| match o {
+                Output::Show(Show::Progress(p)) => Some(p.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    // Nothing to summarise before a group is declared.
+    assert_eq!(progress(&n.handle(Millis(0), Input::Start)), Vec::<String>::new());
+    let out = n.handle(Millis(0), Input::Declare(spec(2)));
+    assert_eq!(progress(&out), vec!["[0/2 running, 0 done, 0 failed]".to_string()]);
+    // A dial shows nothing and changes nothing.
+    assert_eq!(progress(&n.handle(Millis(1), dialled(1, 1))), Vec::<String>::new());
+    let _ = n.handle(Millis(2), msg(1, leading("m1:1", EPOCH)));
+    let _ = n.handle(Millis(3), msg(1, subscribed("fw-1", EPOCH)));
+    let out = n.handle(Millis(4), msg(1, update(0, ExecutorState::Running)));
+    assert_eq!(progress(&out), vec!["[1/2 running, 0 done, 0 failed]".to_string()]);
+    // The summary comes after the lines of the same input.
+    assert!(matches!(out.last(), Some(Output::Show(Show::Progress(_)))), "{out:?}");
+    // A heartbeat shows nothing.
+    let out = n.handle(Millis(5), msg(1, Message::FrameworkHeartbeat { epoch: EPOCH }));
+    assert_eq!(progress(&out), Vec::<String>::new());
+    assert_eq!(io(&out), vec![send(1, Message::FrameworkHeartbeatAck { epoch: EPOCH })]);
+}
+
+#[test]
+fn exit_codes_and_messages_follow_the_documented_table() {
+    let e = SubmitExit::new(Ok(SubmitOutcome::SlotsFailed(vec!["slot 1: boom".into()])));
+    assert_eq!((e.code, e.message.as_deref()), (2, Some("application failed: slot 1: boom")));
+    let e = SubmitExit::new(Ok(SubmitOutcome::Interrupted));
+    assert_eq!(e.code, 130);
+    let e = SubmitExit::new(Err("bad".into()));
+    assert_eq!((e.code, e.message.as_deref()), (1, Some("error: bad")));
+    assert_eq!(SubmitExit::new(Ok(SubmitOutcome::Succeeded)).message, None);
+}
