@@ -5,6 +5,11 @@
 //!   of 3000 and 4000 ms: from the kill to one master ALIVE with all three
 //!   workers re-registered (every master's `/api/state` polled every 20 ms);
 //! * the same after SIGTERM of the leader (it closes its session);
+//! * an operator's handoff: from `regent step-down` to the other master
+//!   ALIVE with every worker (the old leader stays up as a standby);
+//! * a cut link: the leader's ZooKeeper connection severed at a TCP proxy
+//!   while a fourth worker registers, until a leader is ALIVE with all four
+//!   (the write is resent on the same session; nobody exits);
 //! * filesystem mode: `kill -9` of the master, restart on the same port and
 //!   store, until ALIVE with all three workers (process start included);
 //! * a fresh master's launch to ALIVE (filesystem, empty store);
@@ -16,6 +21,8 @@
 
 #[path = "../tests/support/cluster.rs"]
 mod cluster;
+#[path = "../tests/support/zk_proxy.rs"]
+mod zk_proxy;
 #[path = "../tests/support/zk_server.rs"]
 mod zk_server;
 
@@ -23,6 +30,7 @@ use cluster::{
     alive_with_workers, api_state, sole_alive, unique, wait_for, Cluster, MasterSpec, Proc,
 };
 use std::time::{Duration, Instant};
+use zk_proxy::ZkProxy;
 use zk_server::ZkServer;
 
 const WORKERS: [&str; 3] = ["w1", "w2", "w3"];
@@ -58,27 +66,54 @@ fn negotiated(p: &Proc) -> String {
 /// stopped (`kill -9`, or SIGTERM when `graceful`). Returns the time from
 /// the signal to a new leader ALIVE with every worker, and the session
 /// timeout the server granted the killed leader.
-fn zk_failover(zk: &ZkServer, session_ms: u64, graceful: bool) -> (Duration, String) {
+/// How the leader is made to go (or to falter).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    Kill9,
+    Term,
+    StepDown,
+    Sever,
+}
+
+impl Fault {
+    fn name(self) -> &'static str {
+        match self {
+            Fault::Kill9 => "kill -9",
+            Fault::Term => "SIGTERM",
+            Fault::StepDown => "regent step-down",
+            Fault::Sever => "a severed ZooKeeper link during a registration",
+        }
+    }
+}
+
+fn zk_failover(zk: &ZkServer, session_ms: u64, fault: Fault) -> (Duration, String) {
     let c = Cluster::new("bench-zk");
     let root = format!("/{}", unique("bench"));
     let session = session_ms.to_string();
-    let zk_addr = zk.addr();
-    let args = [
-        "--recovery",
-        "zookeeper",
-        "--zk",
-        &zk_addr,
-        "--zk-root",
-        &root,
-        "--zk-session-timeout",
-        &session,
-    ];
-    let specs: Vec<MasterSpec> =
-        ["m1", "m2", "m3"].iter().map(|id| MasterSpec::new(id, &args)).collect();
+    // Each master dials ZooKeeper through a proxy of its own (for `Sever`).
+    let proxies: Vec<ZkProxy> = (0..3).map(|_| ZkProxy::start(zk.addr())).collect();
+    let specs: Vec<MasterSpec> = ["m1", "m2", "m3"]
+        .iter()
+        .zip(&proxies)
+        .map(|(id, proxy)| {
+            let zk_addr = proxy.addr();
+            let args = [
+                "--recovery",
+                "zookeeper",
+                "--zk",
+                &zk_addr,
+                "--zk-root",
+                &root,
+                "--zk-session-timeout",
+                &session,
+            ];
+            MasterSpec::new(id, &args)
+        })
+        .collect();
     let masters: Vec<String> = specs.iter().map(MasterSpec::addr).collect();
     let mut procs: Vec<Proc> = specs.iter().map(|s| c.master(s)).collect();
     let mut running = vec![true; 3];
-    let _workers: Vec<Proc> =
+    let mut _workers: Vec<Proc> =
         WORKERS.iter().map(|id| c.worker(id, &masters, 1, 256, &[])).collect();
     let (leader, _) =
         wait_for(BOUND, "a leader with 3 workers", || sole_alive(&specs, &running, &WORKERS));
@@ -97,15 +132,39 @@ fn zk_failover(zk: &ZkServer, session_ms: u64, graceful: bool) -> (Duration, Str
     std::thread::sleep(Duration::from_millis(500));
     let granted = negotiated(&procs[leader]);
     let start = Instant::now();
-    if graceful {
-        procs[leader].sigterm();
-    } else {
-        procs[leader].kill9();
+    let took = match fault {
+        Fault::Kill9 | Fault::Term => {
+            if fault == Fault::Term {
+                procs[leader].sigterm();
+            } else {
+                procs[leader].kill9();
+            }
+            running[leader] = false;
+            time_until(start, "a new leader with every worker", || {
+                sole_alive(&specs, &running, &WORKERS).is_ok()
+            })
+        }
+        Fault::StepDown => {
+            let out = c.run(&["step-down", "--masters", &masters.join(",")], BOUND);
+            assert!(out.status.success(), "step-down: {}", String::from_utf8_lossy(&out.stderr));
+            time_until(
+                start,
+                "another leader with every worker",
+                || matches!(sole_alive(&specs, &running, &WORKERS), Ok((i, _)) if i != leader),
+            )
+        }
+        Fault::Sever => {
+            proxies[leader].sever();
+            _workers.push(c.worker("w4", &masters, 1, 256, &[]));
+            let all = ["w1", "w2", "w3", "w4"];
+            time_until(start, "a leader with all four workers", || {
+                sole_alive(&specs, &running, &all).is_ok()
+            })
+        }
+    };
+    for (i, p) in procs.iter_mut().enumerate().filter(|(i, _)| running[*i]) {
+        assert!(p.is_running(), "m{} exited after {}", i + 1, fault.name());
     }
-    running[leader] = false;
-    let took = time_until(start, "a new leader with every worker", || {
-        sole_alive(&specs, &running, &WORKERS).is_ok()
-    });
     (took, granted)
 }
 
@@ -123,7 +182,7 @@ fn fs_restart() -> (Duration, Duration, u64) {
     let launch = time_until(start, "the first master ALIVE", || {
         api_state(&spec.http_addr()).is_some_and(|v| v["status"] == "ALIVE")
     });
-    let _workers: Vec<Proc> =
+    let mut _workers: Vec<Proc> =
         WORKERS.iter().map(|id| c.worker(id, &masters, 1, 256, &[])).collect();
     wait_for(BOUND, "3 workers", || {
         alive_with_workers(&api_state(&spec.http_addr()).ok_or("no answer")?, &WORKERS)
@@ -192,14 +251,20 @@ fn main() {
 
     let zk = ZkServer::start();
     let mut zk_rows = Vec::new();
-    for (session, graceful) in [(3000, false), (4000, false), (3000, true)] {
+    for (session, fault) in [
+        (3000, Fault::Kill9),
+        (4000, Fault::Kill9),
+        (3000, Fault::Term),
+        (3000, Fault::StepDown),
+        (3000, Fault::Sever),
+    ] {
         let mut xs = Vec::new();
         let mut granted = Vec::new();
         for i in 0..reps {
-            let (took, g) = zk_failover(&zk, session, graceful);
+            let (took, g) = zk_failover(&zk, session, fault);
             eprintln!(
                 "  zookeeper {} session {session} rep {i}: {:.0} ms (granted {g})",
-                if graceful { "SIGTERM" } else { "kill -9" },
+                fault.name(),
                 ms(took)
             );
             xs.push(ms(took));
@@ -207,7 +272,7 @@ fn main() {
         }
         granted.sort();
         granted.dedup();
-        zk_rows.push((session, graceful, xs, granted.join("/")));
+        zk_rows.push((session, fault, xs, granted.join("/")));
     }
 
     println!();
@@ -215,14 +280,14 @@ fn main() {
         "{:<64} {:>2} {:>9} {:>9} {:>9} {:<3}  target",
         "measurement (ZooKeeper tickTime 200 ms)", "n", "min", "median", "max", ""
     );
-    for (session, graceful, xs, granted) in zk_rows {
-        let (what, target) = if graceful {
-            ("SIGTERM", "< 500 ms".to_owned())
-        } else {
-            ("kill -9", format!("< {} ms (session + tick + 300)", session + 200 + 300))
+    for (session, fault, xs, granted) in zk_rows {
+        let target = match fault {
+            Fault::Kill9 => format!("< {} ms (session + tick + 300)", session + 200 + 300),
+            Fault::Term | Fault::StepDown => "< 500 ms".to_owned(),
+            Fault::Sever => format!("< {session} ms (within the session)"),
         };
         row(
-            &format!("ZooKeeper failover after {what} (session {session}, granted {granted})"),
+            &format!("ZooKeeper: {} (session {session}, granted {granted})", fault.name()),
             "ms",
             xs,
             &target,
