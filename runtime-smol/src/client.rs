@@ -326,20 +326,11 @@ async fn ask_one<T>(
 ) -> Attempt<T> {
     let has_secret = net.secret.is_some();
     let insecure = net.insecure;
-    let stream = match deadline(CONNECT_TIMEOUT, async {
-        // Refuse a non-loopback master without a secret unless --insecure,
-        // before a single byte goes out.
-        let resolved = smol::net::resolve(addr.as_str()).await.map_err(|e| e.to_string())?;
-        for a in &resolved {
-            crate::net::check_exposure(a, has_secret, insecure)?;
-        }
-        smol::net::TcpStream::connect(&resolved[..]).await.map_err(|e| e.to_string())
-    })
-    .await
-    {
-        Some(Ok(s)) => s,
-        Some(Err(e)) => return Attempt::Failed(format!("connect failed: {e}")),
-        None => return Attempt::Failed(format!("connect timed out after {CONNECT_TIMEOUT:?}")),
+    // Refuses a non-loopback master without a secret unless --insecure,
+    // before a single byte goes out.
+    let stream = match crate::net::dial(addr, has_secret, insecure, true, CONNECT_TIMEOUT).await {
+        Ok(s) => s,
+        Err(e) => return Attempt::Failed(format!("connect failed: {}", e.reason)),
     };
     let (events_tx, events) = async_channel::unbounded();
     let handle = spawn_connection(stream, Side::Client, conn, net.clone(), events_tx);

@@ -28,17 +28,7 @@ pub mod submit;
 pub mod worker;
 pub mod zk;
 
-/// Milliseconds since `start` on the monotonic clock: the `now` every
-/// machine is fed.
-pub fn millis_since(start: std::time::Instant) -> regent_core::Millis {
-    regent_core::Millis(start.elapsed().as_millis() as u64)
-}
-
-/// Wall-clock milliseconds since the Unix epoch (the clock term of a new
-/// leader's epoch, DESIGN rule 4).
-pub fn wall_clock_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+/// The clock every machine is fed (monotonic ms since start) and the
+/// wall-clock term of a new leader's epoch: the host's, shared with the
+/// blocking runtime.
+pub use regent_std::host::{millis_since, wall_clock_ms};

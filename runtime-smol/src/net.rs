@@ -199,3 +199,68 @@ async fn run(
     let _ = rstream.shutdown(std::net::Shutdown::Both);
     result
 }
+
+/// Why dialling a master failed.
+#[derive(Debug)]
+pub struct DialError {
+    /// What went wrong, naming the address.
+    pub reason: String,
+    /// Every address it resolves to was refused by [`check_exposure`] (a
+    /// configuration problem, not a transient one).
+    pub refused: bool,
+}
+
+/// The runtime's one dialer (the async twin of regent-std's): resolves
+/// `master` and connects to its addresses in turn within `timeout`. With
+/// `strict`, one resolved address refused by [`check_exposure`] refuses the
+/// master before a byte goes out (a subscriber's or an operator's rule);
+/// otherwise refused addresses are skipped (a worker's rule).
+pub async fn dial(
+    master: &regent_core::Addr,
+    has_secret: bool,
+    insecure: bool,
+    strict: bool,
+    timeout: Duration,
+) -> Result<TcpStream, DialError> {
+    let attempt = async {
+        let addrs = smol::net::resolve(master.as_str()).await.map_err(|e| DialError {
+            reason: format!("cannot resolve {master}: {e}"),
+            refused: false,
+        })?;
+        if strict {
+            for a in &addrs {
+                check_exposure(a, has_secret, insecure).map_err(|e| DialError {
+                    reason: format!("master {master}: {e}"),
+                    refused: true,
+                })?;
+            }
+        }
+        let mut err =
+            DialError { reason: format!("{master} resolves to no address"), refused: false };
+        let mut all_refused = !addrs.is_empty();
+        for addr in addrs {
+            if let Err(reason) = check_exposure(&addr, has_secret, insecure) {
+                err.reason = reason;
+                continue;
+            }
+            all_refused = false;
+            match TcpStream::connect(addr).await {
+                Ok(stream) => {
+                    let _ = stream.set_nodelay(true);
+                    return Ok(stream);
+                }
+                Err(e) => err.reason = format!("cannot connect to {addr}: {e}"),
+            }
+        }
+        err.refused = all_refused;
+        Err(err)
+    };
+    smol::future::or(attempt, async {
+        async_io::Timer::after(timeout).await;
+        Err(DialError {
+            reason: format!("connecting to {master} timed out after {timeout:?}"),
+            refused: false,
+        })
+    })
+    .await
+}

@@ -48,7 +48,7 @@
 //! masters before anything is dialled (an error naming the address), and
 //! every master learned later at dial time (that dial fails, naming it).
 
-use crate::net::{check_exposure, spawn_connection, ConnHandle, NetConfig, NetEvent};
+use crate::net::{spawn_connection, ConnHandle, NetConfig, NetEvent};
 use async_channel::{Receiver, Sender};
 use regent_core::auth::Side;
 use regent_core::ids::InstanceId;
@@ -250,11 +250,9 @@ impl<W: Write> Pump<W> {
         let insecure = self.insecure;
         let timeout = Duration::from_millis(timeout.0);
         smol::spawn(async move {
-            let result = future::or(connect(&master, has_secret, insecure), async {
-                async_io::Timer::after(timeout).await;
-                Err(format!("connecting to {master} timed out after {timeout:?}"))
-            })
-            .await;
+            let result = crate::net::dial(&master, has_secret, insecure, true, timeout)
+                .await
+                .map_err(|e| e.reason);
             let _ = tx.send(Dialled { dial, result }).await;
         })
         .detach();
@@ -272,26 +270,4 @@ impl<W: Write> Pump<W> {
         });
         self.feed(Input::Dialled { dial: d.dial, result });
     }
-}
-
-/// Resolves `master`, refuses exposed addresses, and connects to the first
-/// address that answers.
-async fn connect(master: &Addr, has_secret: bool, insecure: bool) -> Result<TcpStream, String> {
-    let addrs = smol::net::resolve(master.as_str())
-        .await
-        .map_err(|e| format!("cannot resolve {master}: {e}"))?;
-    for a in &addrs {
-        check_exposure(a, has_secret, insecure).map_err(|e| format!("master {master}: {e}"))?;
-    }
-    let mut last = format!("{master} resolves to no address");
-    for a in addrs {
-        match TcpStream::connect(a).await {
-            Ok(s) => {
-                let _ = s.set_nodelay(true);
-                return Ok(s);
-            }
-            Err(e) => last = format!("{a}: {e}"),
-        }
-    }
-    Err(last)
 }

@@ -8,8 +8,8 @@
 //! what a shutdown still allows is the node's business; this module only
 //! carries it out:
 //!
-//! * `Dial` dials in a task of its own (resolution, the exposure check of
-//!   [`check_exposure`] on every resolved address, a [`CONNECT_TIMEOUT`]);
+//! * `Dial` dials ([`crate::net::dial`]) in a task of its own (resolution, the exposure check of
+//!   `check_exposure` on every resolved address, a [`CONNECT_TIMEOUT`]);
 //!   the result comes back as `Dialed`, with a connection started by
 //!   [`spawn_connection`] or the failure.
 //! * `Send` / `Close` act on a running connection.
@@ -34,20 +34,19 @@
 //! killed with `kill -9`, or crashed) are killed at start and reported to
 //! the master as `Killed`.
 
-use crate::net::{check_exposure, spawn_connection, ConnHandle, NetConfig, NetEvent};
+use crate::net::{spawn_connection, ConnHandle, DialError, NetConfig, NetEvent};
 use async_channel::{Receiver, Sender};
 use regent_core::auth::Side;
-use regent_core::node::worker::{Config, DialId, DialResult, Input as NodeInput, Output};
+use regent_core::node::worker::{DialId, DialResult, Input as NodeInput, Output};
 use regent_core::node::WorkerNode;
-use regent_core::{Addr, ConnId, ExecutorId, Incarnation, WorkerId};
+use regent_core::{ConnId, ExecutorId};
 use regent_std::exec::{ExecEvent, ExecutorSpec, Supervisor};
 use regent_std::host::{
-    check_masters, left_behind_report, load_or_create_id, log_launched, log_worker_note,
+    left_behind_report, log_launched, log_worker_note, prepare_worker, PreparedWorker,
 };
 use smol::future;
 use smol::net::TcpStream;
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -56,30 +55,9 @@ use std::time::{Duration, Instant};
 /// stops: shared with the blocking worker.
 pub use regent_std::host::{CONNECT_TIMEOUT, FLUSH_GRACE, ID_FILE};
 
-/// What `regent worker` runs with.
-#[derive(Clone, Debug)]
-pub struct WorkerOptions {
-    /// The cluster name (sent in `Hello`; must be the one in `net`).
-    pub cluster: String,
-    /// The configured masters, as `host:port`. More are learned from the
-    /// masters themselves.
-    pub masters: Vec<Addr>,
-    /// Cores offered to the cluster.
-    pub cores: u32,
-    /// Memory offered to the cluster, in MiB.
-    pub memory_mb: u64,
-    /// The work directory: the generated id, the supervisor's lock and
-    /// records, the executors' working directories and logs. Created if
-    /// missing.
-    pub work_dir: PathBuf,
-    /// The worker id; without one, an id is generated once and kept in
-    /// `<work_dir>/worker-id`, so a restarted worker keeps it.
-    pub id: Option<String>,
-    /// How connections behave (cluster, secret, limits).
-    pub net: Arc<NetConfig>,
-    /// Allow masters on non-loopback addresses without a cluster secret.
-    pub insecure: bool,
-}
+/// What `regent worker` runs with: the host's worker configuration, shared
+/// with the blocking runtime.
+pub type WorkerOptions = regent_std::host::WorkerConfig;
 
 /// Runs a worker until `shutdown` delivers a message (then it kills every
 /// executor, reports their ends to the master it follows, gives the
@@ -99,57 +77,21 @@ pub struct WorkerOptions {
 /// it from its signal handler, and one closed channel stops every worker
 /// that shares it.
 pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(), String> {
-    if opts.cluster != opts.net.cluster {
-        return Err(format!(
-            "the worker's cluster {:?} differs from its network configuration's {:?}",
-            opts.cluster, opts.net.cluster
-        ));
-    }
-    {
-        // Resolving blocks: on the blocking pool.
-        let (masters, has_secret) = (opts.masters.clone(), opts.net.secret.is_some());
-        let insecure = opts.insecure;
-        smol::unblock(move || check_masters(&masters, has_secret, insecure)).await?;
-    }
-    if opts.id.as_ref().is_some_and(|id| id.trim().is_empty()) {
-        return Err("the worker id is empty".to_owned());
-    }
-
     let (exec_tx, exec_rx) = async_channel::unbounded::<ExecEvent>();
-    let work_dir = opts.work_dir.clone();
-    let (supervisor, left_behind) = smol::unblock(move || {
-        Supervisor::new(work_dir, move |ev| {
-            // Unbounded: never blocks the supervisor's threads. Fails only
-            // once the daemon is gone, when nobody needs the event.
-            let _ = exec_tx.try_send(ev);
+    // Blocking (resolution, the work directory's lock, the id file): on the
+    // blocking pool.
+    let prepared = {
+        let opts = opts.clone();
+        smol::unblock(move || {
+            prepare_worker(&opts, move |ev| {
+                // Unbounded: never blocks the supervisor's threads. Fails
+                // only once the daemon is gone, when nobody needs the event.
+                let _ = exec_tx.try_send(ev);
+            })
         })
-    })
-    .await
-    .map_err(|e| format!("cannot supervise executors in {}: {e}", opts.work_dir.display()))?;
-    // Under the supervisor's lock: no other worker races for the id file.
-    let id = match &opts.id {
-        Some(id) => id.clone(),
-        None => load_or_create_id(&opts.work_dir)?,
+        .await?
     };
-
-    let incarnation = Incarnation(regent_std::net::time_ordered_id());
-    let config = Config::new(
-        opts.cluster.clone(),
-        WorkerId::new(id.clone()),
-        incarnation,
-        opts.masters.clone(),
-        opts.cores,
-        opts.memory_mb,
-    );
-    tracing::info!(
-        worker = %id,
-        %incarnation,
-        masters = ?opts.masters,
-        cores = opts.cores,
-        memory_mb = opts.memory_mb,
-        work_dir = %opts.work_dir.display(),
-        "worker starting"
-    );
+    let PreparedWorker { supervisor, left_behind, config, .. } = prepared;
 
     let (net_tx, net_rx) = async_channel::unbounded();
     let (dial_tx, dial_rx) = async_channel::unbounded();
@@ -311,14 +253,9 @@ impl Daemon {
                 let has_secret = self.net.secret.is_some();
                 let insecure = self.insecure;
                 smol::spawn(async move {
-                    let result = future::or(dial_master(&master, has_secret, insecure), async {
-                        async_io::Timer::after(CONNECT_TIMEOUT).await;
-                        Err(DialError {
-                            reason: format!("timed out after {CONNECT_TIMEOUT:?}"),
-                            refused: false,
-                        })
-                    })
-                    .await;
+                    let result =
+                        crate::net::dial(&master, has_secret, insecure, false, CONNECT_TIMEOUT)
+                            .await;
                     let _ = tx.send(Dialed { dial, result }).await;
                 })
                 .detach();
@@ -437,39 +374,4 @@ impl Daemon {
             }
         }
     }
-}
-
-/// Why dialling a master failed.
-struct DialError {
-    reason: String,
-    /// Every address it resolves to was refused by [`check_exposure`].
-    refused: bool,
-}
-
-/// Dials `master`: every resolved address that passes the exposure check,
-/// in order, until one connects.
-async fn dial_master(
-    master: &Addr,
-    has_secret: bool,
-    insecure: bool,
-) -> Result<TcpStream, DialError> {
-    let addrs = smol::net::resolve(master.as_str()).await.map_err(|e| DialError {
-        reason: format!("cannot resolve {master}: {e}"),
-        refused: false,
-    })?;
-    let mut err = DialError { reason: format!("{master} resolves to no address"), refused: false };
-    let mut all_refused = !addrs.is_empty();
-    for addr in addrs {
-        if let Err(reason) = check_exposure(&addr, has_secret, insecure) {
-            err.reason = reason;
-            continue;
-        }
-        all_refused = false;
-        match TcpStream::connect(addr).await {
-            Ok(stream) => return Ok(stream),
-            Err(e) => err.reason = format!("cannot connect to {addr}: {e}"),
-        }
-    }
-    err.refused = all_refused;
-    Err(err)
 }

@@ -1,18 +1,21 @@
 //! Host helpers both runtimes' drivers share, outside any driver: the
 //! worker's id file, the check of configured master addresses, what a
 //! previous worker process left behind, and the log lines of the worker
-//! node's notes and of executor launches. No protocol decision lives here.
+//! node's notes and of executor launches, the clock. No protocol decision
+//! lives here.
 
-use crate::exec::{Launched, LeftBehind, LeftBehindOutcome};
-use crate::net::{check_exposure, random_u64};
+use crate::exec::{ExecEvent, Launched, LeftBehind, LeftBehindOutcome, Supervisor};
+use crate::net::{check_exposure, random_u64, time_ordered_id, NetConfig};
 use regent_core::node::worker::Note;
 use regent_core::protocol::{ExecutorReport, ExecutorState};
-use regent_core::{Addr, ExecutorId};
+use regent_core::Millis;
+use regent_core::{worker, Addr, ExecutorId, Incarnation, WorkerId};
 use std::fs;
 use std::io::Write as _;
 use std::net::ToSocketAddrs;
-use std::path::Path;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The file in the work directory that keeps a generated worker id.
 pub const ID_FILE: &str = "worker-id";
@@ -169,4 +172,107 @@ fn generate_id() -> String {
     } else {
         format!("worker-{host}-{suffix}")
     }
+}
+
+/// Milliseconds since `start` on the monotonic clock: the `now` every
+/// machine is fed.
+pub fn millis_since(start: Instant) -> Millis {
+    Millis(start.elapsed().as_millis() as u64)
+}
+
+/// Wall-clock milliseconds since the Unix epoch (the clock term of a new
+/// leader's epoch, DESIGN rule 4).
+pub fn wall_clock_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// How to run a worker (the flags of `regent worker`).
+#[derive(Clone, Debug)]
+pub struct WorkerConfig {
+    /// The cluster name (sent in `Hello`; must be the one in `net`).
+    pub cluster: String,
+    /// The configured masters, as `host:port`. More are learned from the
+    /// masters themselves.
+    pub masters: Vec<Addr>,
+    /// Cores offered to the cluster.
+    pub cores: u32,
+    /// Memory offered to the cluster, in MiB.
+    pub memory_mb: u64,
+    /// The work directory (created if missing).
+    pub work_dir: PathBuf,
+    /// The worker id; without one, an id is generated once and kept in
+    /// `<work_dir>/worker-id`.
+    pub id: Option<String>,
+    /// How connections behave (cluster, secret, limits).
+    pub net: Arc<NetConfig>,
+    /// Allow masters on non-loopback addresses without a cluster secret.
+    pub insecure: bool,
+}
+
+/// What a worker runtime starts with: the supervisor over the work
+/// directory (its lock held), what a previous process left behind, the
+/// worker's id and the node's configuration.
+#[derive(Debug)]
+pub struct PreparedWorker {
+    /// The executor supervisor; its events go to the sink given to
+    /// [`prepare_worker`].
+    pub supervisor: Supervisor,
+    /// Process groups a previous process of this worker left (killed now).
+    pub left_behind: Vec<LeftBehind>,
+    /// The worker id (given, or generated once and kept in the work dir).
+    pub id: String,
+    /// The worker node's configuration (a fresh time-ordered incarnation).
+    pub config: worker::Config,
+}
+
+/// Checks `cfg` and prepares a worker (blocking: resolution, the work
+/// directory's lock, the id file). Fails naming the problem when the
+/// cluster names differ, a configured master address is malformed or is
+/// exposed without a secret (and not `insecure`), the id is empty, the work
+/// directory cannot be used (or another worker holds it), or the id cannot
+/// be read or stored. Executor events go to `sink`, from the supervisor's
+/// threads.
+pub fn prepare_worker(
+    cfg: &WorkerConfig,
+    sink: impl Fn(ExecEvent) + Send + Sync + 'static,
+) -> Result<PreparedWorker, String> {
+    if cfg.cluster != cfg.net.cluster {
+        return Err(format!(
+            "the worker's cluster {:?} differs from its network configuration's {:?}",
+            cfg.cluster, cfg.net.cluster
+        ));
+    }
+    check_masters(&cfg.masters, cfg.net.secret.is_some(), cfg.insecure)?;
+    if cfg.id.as_ref().is_some_and(|id| id.trim().is_empty()) {
+        return Err("the worker id is empty".to_owned());
+    }
+    let (supervisor, left_behind) = Supervisor::new(cfg.work_dir.clone(), sink)
+        .map_err(|e| format!("cannot supervise executors in {}: {e}", cfg.work_dir.display()))?;
+    // Under the supervisor's lock: no other worker races for the id file.
+    let id = match &cfg.id {
+        Some(id) => id.clone(),
+        None => load_or_create_id(&cfg.work_dir)?,
+    };
+    let incarnation = Incarnation(time_ordered_id());
+    let config = worker::Config::new(
+        cfg.cluster.clone(),
+        WorkerId::new(id.clone()),
+        incarnation,
+        cfg.masters.clone(),
+        cfg.cores,
+        cfg.memory_mb,
+    );
+    tracing::info!(
+        worker = %id,
+        %incarnation,
+        masters = ?cfg.masters,
+        cores = cfg.cores,
+        memory_mb = cfg.memory_mb,
+        work_dir = %cfg.work_dir.display(),
+        "worker starting"
+    );
+    Ok(PreparedWorker { supervisor, left_behind, id, config })
 }

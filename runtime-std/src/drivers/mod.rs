@@ -34,20 +34,7 @@ use regent_core::{Addr, Millis};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-/// Milliseconds since `start` on the monotonic clock: the `now` every
-/// machine is fed.
-pub fn millis_since(start: Instant) -> Millis {
-    Millis(start.elapsed().as_millis() as u64)
-}
-
-/// Wall-clock milliseconds since the Unix epoch (the clock term of a new
-/// leader's epoch, DESIGN rule 4).
-pub fn wall_clock_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+pub use crate::host::{millis_since, wall_clock_ms};
 
 /// How long `recv_timeout` may wait for a deadline `at` (in machine
 /// milliseconds since `start`): `None` when there is no deadline.

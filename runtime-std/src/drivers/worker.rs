@@ -19,45 +19,21 @@
 use super::{millis_since, spawn_dial, DialError, DriverThread, Stopper};
 use crate::exec::{ExecEvent, ExecutorSpec, LeftBehind, Supervisor};
 use crate::host::{
-    check_masters, left_behind_report, load_or_create_id, log_launched, log_worker_note,
+    left_behind_report, log_launched, log_worker_note, prepare_worker, PreparedWorker,
 };
 use crate::net::{spawn_connection, ConnHandle, NetConfig, NetEvent};
 use regent_core::auth::Side;
-use regent_core::node::worker::{Config, DialId, DialResult, Input as NodeInput, Output};
+use regent_core::node::worker::{DialId, DialResult, Input as NodeInput, Output};
 use regent_core::node::WorkerNode;
 use regent_core::worker::WorkerStatus;
-use regent_core::{Addr, ConnId, ExecutorId, Incarnation, WorkerId};
+use regent_core::{ConnId, ExecutorId};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-pub use crate::host::{CONNECT_TIMEOUT, FLUSH_GRACE, ID_FILE};
-
-/// How to run a worker (the flags of `regent worker`).
-#[derive(Clone, Debug)]
-pub struct WorkerConfig {
-    /// The cluster name (sent in `Hello`; must be the one in `net`).
-    pub cluster: String,
-    /// The configured masters, as `host:port`. More are learned from the
-    /// masters themselves.
-    pub masters: Vec<Addr>,
-    /// Cores offered to the cluster.
-    pub cores: u32,
-    /// Memory offered to the cluster, in MiB.
-    pub memory_mb: u64,
-    /// The work directory (created if missing).
-    pub work_dir: PathBuf,
-    /// The worker id; without one, an id is generated once and kept in
-    /// `<work_dir>/worker-id`.
-    pub id: Option<String>,
-    /// How connections behave (cluster, secret, limits).
-    pub net: Arc<NetConfig>,
-    /// Allow masters on non-loopback addresses without a cluster secret.
-    pub insecure: bool,
-}
+pub use crate::host::{WorkerConfig, CONNECT_TIMEOUT, FLUSH_GRACE, ID_FILE};
 
 enum Input {
     Net(NetEvent),
@@ -127,46 +103,12 @@ impl WorkerHandle {
 /// worker holds it), or when the worker id cannot be read or stored. A
 /// configured master whose name does not resolve yet is only warned about.
 pub fn spawn_worker(cfg: WorkerConfig) -> Result<WorkerHandle, String> {
-    if cfg.cluster != cfg.net.cluster {
-        return Err(format!(
-            "the worker's cluster {:?} differs from its network configuration's {:?}",
-            cfg.cluster, cfg.net.cluster
-        ));
-    }
-    check_masters(&cfg.masters, cfg.net.secret.is_some(), cfg.insecure)?;
-    if cfg.id.as_ref().is_some_and(|id| id.trim().is_empty()) {
-        return Err("the worker id is empty".to_owned());
-    }
     let (tx, rx) = mpsc::channel::<Input>();
-    let sink = tx.clone();
-    let (supervisor, left_behind) = Supervisor::new(cfg.work_dir.clone(), move |ev| {
+    let sink = Mutex::new(tx.clone());
+    let PreparedWorker { supervisor, left_behind, id, config } = prepare_worker(&cfg, move |ev| {
         // Fails only once the daemon is gone, when nobody needs the event.
-        let _ = sink.send(Input::Exec(ev));
-    })
-    .map_err(|e| format!("cannot supervise executors in {}: {e}", cfg.work_dir.display()))?;
-    // Under the supervisor's lock: no other worker races for the id file.
-    let id = match &cfg.id {
-        Some(id) => id.clone(),
-        None => load_or_create_id(&cfg.work_dir)?,
-    };
-    let incarnation = Incarnation(crate::net::time_ordered_id());
-    let config = Config::new(
-        cfg.cluster.clone(),
-        WorkerId::new(id.clone()),
-        incarnation,
-        cfg.masters.clone(),
-        cfg.cores,
-        cfg.memory_mb,
-    );
-    tracing::info!(
-        worker = %id,
-        %incarnation,
-        masters = ?cfg.masters,
-        cores = cfg.cores,
-        memory_mb = cfg.memory_mb,
-        work_dir = %cfg.work_dir.display(),
-        "worker starting"
-    );
+        let _ = sink.lock().unwrap_or_else(|e| e.into_inner()).send(Input::Exec(ev));
+    })?;
     let node = WorkerNode::new(config);
     let status = Arc::new(Mutex::new(node.status()));
     let d = Daemon {
