@@ -15,7 +15,6 @@ use crate::net::{self, ConnHandle, NetConfig, NetEvent};
 use crate::zk::{ZkBackend, ZkConfig};
 use async_channel::{Receiver, Sender};
 use regent_core::auth::Side;
-use regent_core::master;
 use regent_core::node::master::{
     Config, Input as NodeInput, Leadership, Note, Output, StoreResult,
 };
@@ -140,11 +139,13 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
         .detach();
     }
 
-    let mut mcfg = master::Config::new(MasterId::new(opts.id.clone()), advertise.clone());
-    mcfg.worker_timeout = Millis(opts.worker_timeout.as_millis() as u64);
-    mcfg.recovery_timeout =
-        Millis(opts.recovery_timeout.unwrap_or(opts.worker_timeout).as_millis() as u64);
-    mcfg.heartbeat_interval = Millis(opts.heartbeat_interval.as_millis() as u64);
+    let mcfg = regent_std::host::master_config(
+        &opts.id,
+        advertise.clone(),
+        opts.worker_timeout,
+        opts.recovery_timeout,
+        opts.heartbeat_interval,
+    );
 
     let (leadership, local, backend) = match &opts.recovery {
         Recovery::None => (Leadership::Single, Some(LocalStore::Memory), None),

@@ -16,11 +16,10 @@ use super::{millis_since, wait_for, wall_clock_ms, DriverThread, Stopper};
 use crate::net::{self, spawn_connection, ConnHandle, NetConfig, NetEvent};
 use crate::store::{LocalStore, Op};
 use regent_core::auth::Side;
-use regent_core::master;
 use regent_core::node::master::{Config, Input as NodeInput, Leadership, Output, StoreResult};
 use regent_core::node::MasterNode;
 use regent_core::protocol::ClusterState;
-use regent_core::{Addr, ConnId, MasterId, Millis};
+use regent_core::{Addr, ConnId, Millis};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -173,11 +172,13 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
     };
     let acceptor = Acceptor::spawn(listener, bound, tx.clone())?;
 
-    let mut mcfg = master::Config::new(MasterId::new(cfg.id.clone()), advertise.clone());
-    mcfg.worker_timeout = Millis(cfg.worker_timeout.as_millis() as u64);
-    mcfg.recovery_timeout =
-        Millis(cfg.recovery_timeout.unwrap_or(cfg.worker_timeout).as_millis() as u64);
-    mcfg.heartbeat_interval = Millis(cfg.heartbeat_interval.as_millis() as u64);
+    let mcfg = crate::host::master_config(
+        &cfg.id,
+        advertise.clone(),
+        cfg.worker_timeout,
+        cfg.recovery_timeout,
+        cfg.heartbeat_interval,
+    );
     tracing::info!(id = %cfg.id, listen = %bound, advertise = %advertise, "master listening");
 
     let start = Instant::now();
