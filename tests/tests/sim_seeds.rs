@@ -1,15 +1,52 @@
 //! The whole-cluster simulator over a fixed set of seeds (regent issue 6),
-//! and the replay of every seed kept in `fixtures/regressions/`: each of them
-//! once exposed a bug in the master (now fixed) and must keep passing.
+//! and the replay of every seed kept in `fixtures/regressions/` and in
+//! [`REFOUND`]: each of them once exposed a bug in the master (now fixed) and
+//! must keep passing.
 
 use regent_tests::sim::{run_seed, SimConfig};
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-/// Every regression fixture: seed -> bug tag.
-fn regressions() -> BTreeMap<u64, String> {
+/// Seeds re-found once the simulator drove `MasterNode` (master, elector,
+/// lease and the ZooKeeper store composed in core) instead of its own
+/// composition: seed -> bug tag. Each one violated its bug's invariant in
+/// this simulator with that bug's fix reverted in a scratch copy of the
+/// master (`untriaged-resources`: the adoption capacity check removed;
+/// `lost-then-exited-ack`: 1d5d7c0 reverted; the others: the fixes of
+/// f98dccd, 615ce82 and 1d5d7c0 reverted together, told apart by the
+/// violation as the fixtures are). The fixture seeds were found with the
+/// earlier composition; most of them no longer reach their scenario, since
+/// any change to the machines' requests shifts every later random draw. They
+/// stay, as more seeds that must pass.
+const REFOUND: &[(u64, &str)] = &[
+    (11, "late-success-dup"),
+    (823, "late-success-dup"),
+    (1962, "late-success-dup"),
+    (2464, "late-success-dup"),
+    (41, "lost-ack"),
+    (179, "lost-ack"),
+    (209, "lost-ack"),
+    (680, "lost-ack"),
+    (7928, "stale-register"),
+    (7844, "stale-subscribe"),
+    (17484, "stale-subscribe"),
+    (17529, "stale-subscribe"),
+    (18800, "stale-subscribe"),
+    (5812, "untriaged-kills"),
+    (29330, "untriaged-resources"),
+    (36924, "untriaged-resources"),
+    (42099, "untriaged-resources"),
+    (59642, "untriaged-resources"),
+    (908, "lost-then-exited-ack"),
+    (9087, "lost-then-exited-ack"),
+];
+
+/// Every regression seed: (seed, bug tag), from the fixtures and
+/// [`REFOUND`].
+fn regressions() -> BTreeSet<(u64, String)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/regressions");
-    let mut out = BTreeMap::new();
+    let mut out: BTreeSet<(u64, String)> =
+        REFOUND.iter().map(|(seed, bug)| (*seed, (*bug).to_owned())).collect();
     for entry in std::fs::read_dir(&dir).expect("fixtures/regressions exists") {
         let path = entry.expect("readable dir").path();
         let text = std::fs::read_to_string(&path).expect("readable fixture");
@@ -18,7 +55,7 @@ fn regressions() -> BTreeMap<u64, String> {
         };
         let seed = field("seed:").and_then(|s| s.parse().ok());
         let seed = seed.unwrap_or_else(|| panic!("{} names no seed", path.display()));
-        out.insert(seed, field("bug:").unwrap_or_default());
+        out.insert((seed, field("bug:").unwrap_or_default()));
     }
     out
 }

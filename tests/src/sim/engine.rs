@@ -1,20 +1,27 @@
-//! The simulator's runtime: processes, network, ZooKeeper client side, store
-//! model, executors, timers and faults, all on one ordered event queue.
+//! The simulator's runtime: processes, network, ZooKeeper client side,
+//! executors, timers and faults, all on one ordered event queue.
 //!
 //! Nothing here decides protocol: like a real runtime it executes the
-//! machines' actions and feeds back what happens. One event is handled per
-//! step; the invariants are checked after every step.
+//! outputs of the nodes and machines and feeds back what happens. Every
+//! master process is one [`MasterNode`] in ZooKeeper mode: its election,
+//! lease and recovery store all run as requests on its one session against
+//! the [`ZkModel`], so the store *is* the model's nodes under
+//! `<root>/state/`. One event is handled per step; the invariants are
+//! checked after every step.
 
 use super::invariants::{self, Obs};
 use super::schedule::{Fault, Schedule};
 use super::{Knobs, RunStats, SimConfig, Violation, TRACE_LEN};
 use regent_core::elector::{
-    self, CandidateName, Elector, RequestId, SessionId, ZkError, ZkOp, ZkResult,
+    self, Elector, MultiOp, RequestId, SessionId, ZkCommand, ZkError, ZkEvent, ZkOp, ZkResult,
 };
 use regent_core::ids::InstanceId;
 use regent_core::master::{self, Master};
-use regent_core::protocol::{ExecutorReport, ExecutorState, GroupSpec, LeaderHint, Message};
-use regent_core::store::{Record, RecordKey, WriteId};
+use regent_core::node::master::{self as mnode, Leadership, MasterNode};
+use regent_core::protocol::{ExecutorReport, ExecutorState, GroupSpec, Message};
+use regent_core::store::format::decode_named;
+use regent_core::store::names::key_stem;
+use regent_core::store::{Record, RecordKey};
 use regent_core::subscriber::{self, Subscriber};
 use regent_core::testkit::zk::ZkModel;
 use regent_core::worker::{self, Worker};
@@ -24,6 +31,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// ZooKeeper root of the simulated cluster.
 const ROOT: &str = "/regent/sim";
+/// Where the masters' recovery store keeps its records (`<root>/state`).
+pub(crate) const STATE: &str = "/regent/sim/state";
 /// Client-library ping and server expiry cadence.
 const ZK_TICK: Millis = Millis(200);
 /// How long a dial across a partition takes to fail.
@@ -51,29 +60,21 @@ fn master_index(addr: &Addr) -> Option<usize> {
     addr.0.strip_prefix('m')?.parse().ok()
 }
 
-/// An input to a process's machine(s).
+/// An input to a process's node or machine.
 #[derive(Clone, Debug)]
 pub(crate) enum Input {
-    Master(master::Event),
-    /// For the elector of generation `.0` of the master process.
-    Elector(u64, elector::Event),
+    /// For the master node.
+    Master(mnode::Input),
     Worker(worker::Event),
     Sub(subscriber::Event),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum TimerKey {
-    Master(master::Timer),
-    Elector(elector::Timer),
+    /// The master node's one deadline ([`MasterNode::poll_timeout`]).
+    Tick,
     Worker(worker::Timer),
     Sub(subscriber::Timer),
-}
-
-#[derive(Clone, Debug)]
-enum StoreOp {
-    Persist { write: WriteId, record: Record },
-    Unpersist { write: WriteId, key: RecordKey, incarnation: Option<Incarnation> },
-    Load,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -93,9 +94,9 @@ enum Ev {
     DialDone { conn: ConnId, ok: bool },
     Timer { node: Node, key: TimerKey, at: Millis, token: u64 },
     ZkExec { m: usize, link: u64, session: SessionId, req: RequestId, op: ZkOp },
+    ZkConnected { m: usize, gen: u64, link: u64, session: SessionId, timeout: Millis },
     ZkLinkUp { m: usize, gen: u64 },
     ZkTick,
-    Store { m: usize, gen: u64, op: StoreOp },
     Exec { w: usize, gen: u64, x: ExecutorId, what: ExecWhat },
     Fault(Fault),
     Unblock { from: Node, to: Node },
@@ -151,13 +152,25 @@ pub(crate) struct ZkClient {
 #[derive(Debug)]
 pub(crate) struct MasterP {
     pub(crate) p: Proc,
-    pub(crate) master: Master,
-    pub(crate) elector: Elector,
-    pub(crate) egen: u64,
+    /// The master daemon's composition: master, elector, lease and store.
+    pub(crate) node: MasterNode,
     guids: u64,
     pub(crate) zk: ZkClient,
+    /// Injected failures of the next store writes (`true`: applied, then
+    /// the reply is lost; `false`: the connection drops before it lands).
     store_fail: VecDeque<bool>,
-    store_next: Millis,
+}
+
+impl MasterP {
+    /// The master machine inside the node.
+    pub(crate) fn master(&self) -> &Master {
+        self.node.master()
+    }
+
+    /// The elector inside the node (the simulator runs ZooKeeper mode only).
+    pub(crate) fn elector(&self) -> &Elector {
+        self.node.elector().expect("simulated masters run in ZooKeeper mode")
+    }
 }
 
 #[derive(Debug)]
@@ -189,7 +202,6 @@ pub(crate) struct World {
     queue: BTreeMap<(Millis, u64), Ev>,
     seq: u64,
     pub(crate) zk: ZkModel,
-    pub(crate) store: BTreeMap<RecordKey, Record>,
     pub(crate) masters: Vec<MasterP>,
     pub(crate) workers: Vec<WorkerP>,
     pub(crate) subs: Vec<SubP>,
@@ -231,13 +243,10 @@ impl World {
         let masters = (0..cfg.masters)
             .map(|i| MasterP {
                 p: Proc::default(),
-                master: new_master(i),
-                elector: new_elector(i, 0, knobs),
-                egen: 0,
+                node: new_node(i, 0, knobs),
                 guids: 0,
                 zk: ZkClient { link_up: true, ..ZkClient::default() },
                 store_fail: VecDeque::new(),
-                store_next: Millis::ZERO,
             })
             .collect();
         let workers = (0..cfg.workers)
@@ -269,7 +278,6 @@ impl World {
             queue: BTreeMap::new(),
             seq: 0,
             zk: ZkModel::new(Millis(200)),
-            store: BTreeMap::new(),
             masters,
             workers,
             subs,
@@ -394,7 +402,7 @@ impl World {
                     self.deliver(
                         Node::Master(c.m),
                         c.mgen,
-                        Input::Master(master::Event::Message { conn, msg }),
+                        Input::Master(mnode::Input::Message { conn, msg }),
                     );
                 }
             }
@@ -415,7 +423,7 @@ impl World {
                     self.deliver(
                         Node::Master(m),
                         mgen,
-                        Input::Master(master::Event::Disconnected { conn }),
+                        Input::Master(mnode::Input::Disconnected { conn }),
                     );
                 }
                 self.gc_conn(conn);
@@ -446,11 +454,7 @@ impl World {
                     self.timers.remove(&(node, key));
                     let gen = self.proc(node).gen;
                     let input = match key {
-                        TimerKey::Master(t) => Input::Master(master::Event::Timer(t)),
-                        TimerKey::Elector(t) => {
-                            let Node::Master(m) = node else { return Ok(()) };
-                            Input::Elector(self.masters[m].egen, elector::Event::Timer(t))
-                        }
+                        TimerKey::Tick => Input::Master(mnode::Input::Tick),
                         TimerKey::Worker(t) => Input::Worker(worker::Event::Timer(t)),
                         TimerKey::Sub(t) => Input::Sub(subscriber::Event::Timer(t)),
                     };
@@ -458,9 +462,17 @@ impl World {
                 }
             }
             Ev::ZkExec { m, link, session, req, op } => self.zk_exec(m, link, session, req, op),
+            Ev::ZkConnected { m, gen, link, session, timeout } => {
+                // A client reports only the session it holds, on the
+                // connection that opened it.
+                let zk = &self.masters[m].zk;
+                if zk.session == Some(session) && zk.link == link && zk.link_up {
+                    let ev = ZkEvent::SessionConnected { session, timeout };
+                    self.deliver(Node::Master(m), gen, Input::Master(mnode::Input::Zk(ev)));
+                }
+            }
             Ev::ZkLinkUp { m, gen } => self.zk_link_up(m, gen),
             Ev::ZkTick => self.zk_tick(),
-            Ev::Store { m, gen, op } => self.store_apply(m, gen, op),
             Ev::Exec { w, gen, x, what } => self.exec_event(w, gen, x, what),
             Ev::Fault(f) => {
                 if !self.healed {
@@ -537,16 +549,12 @@ impl World {
         while let Some((node, input)) = self.local.pop_front() {
             self.log(|| format!("{node:?} <- {input:?}"));
             match (node, input) {
-                (Node::Master(m), Input::Master(ev)) => {
-                    self.lease_guard(m);
-                    let actions = self.masters[m].master.handle(self.now, ev);
-                    self.master_actions(m, actions);
-                }
-                (Node::Master(m), Input::Elector(egen, ev)) => {
-                    if egen == self.masters[m].egen {
-                        let actions = self.masters[m].elector.handle(self.now, ev);
-                        self.elector_actions(m, actions);
-                    }
+                (Node::Master(m), Input::Master(input)) => {
+                    let before = invariants::before_master_handle(self, m);
+                    let outputs = self.masters[m].node.handle(self.now, input);
+                    self.rearm_tick(m);
+                    invariants::after_master_handle(self, m, before);
+                    self.master_outputs(m, outputs);
                 }
                 (Node::Worker(w), Input::Worker(ev)) => {
                     let actions = self.workers[w].worker.handle(self.now, ev);
@@ -561,23 +569,28 @@ impl World {
         }
     }
 
-    /// DESIGN rule 2: before the master handles anything, a leader whose
-    /// lease ran out (e.g. after a pause) is told so by its elector.
-    fn lease_guard(&mut self, m: usize) {
-        let st = self.masters[m].elector.status(self.now);
-        if st.leader && self.now >= st.lease_until {
-            let actions = self.masters[m]
-                .elector
-                .handle(self.now, elector::Event::Timer(elector::Timer::Lease));
-            self.elector_actions(m, actions);
-        }
-    }
-
     fn set_timer(&mut self, node: Node, key: TimerKey, at: Millis) {
         self.next_token += 1;
         let token = self.next_token;
         self.timers.insert((node, key), (at, token));
         self.at(at, Ev::Timer { node, key, at, token });
+    }
+
+    /// The master node's one timer follows its next deadline: (re)scheduled
+    /// when the deadline moved, forgotten when there is none (a tick that
+    /// was scheduled earlier then finds a stale token and is ignored).
+    fn rearm_tick(&mut self, m: usize) {
+        let node = Node::Master(m);
+        match self.masters[m].node.poll_timeout() {
+            Some(at) => {
+                if self.timers.get(&(node, TimerKey::Tick)).map(|(t, _)| *t) != Some(at) {
+                    self.set_timer(node, TimerKey::Tick, at);
+                }
+            }
+            None => {
+                self.timers.remove(&(node, TimerKey::Tick));
+            }
+        }
     }
 
     fn restart(&mut self, node: Node) {
@@ -597,14 +610,11 @@ impl World {
         match node {
             Node::Master(i) => {
                 let mp = &mut self.masters[i];
-                mp.master = new_master(i);
                 mp.guids += 1;
-                mp.egen += 1;
-                mp.elector = new_elector(i, mp.guids, knobs);
+                mp.node = new_node(i, mp.guids, knobs);
                 mp.zk = ZkClient { link_up: true, ..ZkClient::default() };
                 mp.store_fail.clear();
-                let egen = mp.egen;
-                self.local_input(node, Input::Elector(egen, elector::Event::Start));
+                self.local_input(node, Input::Master(mnode::Input::Start));
             }
             Node::Worker(i) => {
                 let wp = &mut self.workers[i];
@@ -805,7 +815,7 @@ impl World {
             self.deliver(
                 Node::Master(c.m),
                 c.mgen,
-                Input::Master(master::Event::Connected { conn }),
+                Input::Master(mnode::Input::Connected { conn }),
             );
             let input = match c.client {
                 Node::Worker(_) => Input::Worker(worker::Event::Connected { master }),
@@ -885,121 +895,36 @@ impl World {
         self.after(Millis(u64::from(ms)), Ev::Unblock { from, to });
     }
 
-    // ----- master and elector ------------------------------------------------
+    // ----- master nodes -------------------------------------------------------
 
-    fn master_actions(&mut self, m: usize, actions: Vec<master::Action>) {
-        invariants::after_master_handle(self, m, &actions);
-        let gen = self.masters[m].p.gen;
-        for a in actions {
-            match a {
-                master::Action::Send { conn, msg } => {
+    /// Executes master `m`'s node outputs, in order.
+    fn master_outputs(&mut self, m: usize, outputs: Vec<mnode::Output>) {
+        for o in outputs {
+            match o {
+                mnode::Output::Send { conn, msg } => {
                     invariants::on_master_send(self, m, conn, &msg);
                     self.send(conn, false, msg);
                 }
-                master::Action::Close { conn, .. } => self.master_close(conn),
-                master::Action::Persist { write, record } => {
-                    self.store_op(m, gen, StoreOp::Persist { write, record })
+                mnode::Output::Close { conn, .. } => self.master_close(conn),
+                mnode::Output::Zk(cmd) => self.zk_command(m, cmd),
+                mnode::Output::Note(note) => self.log(|| format!("m{m} note: {note:?}")),
+                mnode::Output::Exit { reason } => {
+                    // Only the single-master modes exit; a ZooKeeper-mode
+                    // master gives leadership up and lives on (rule 8).
+                    invariants::fail(
+                        self,
+                        "master_node",
+                        format!("m{m} in ZooKeeper mode asked to exit: {reason}"),
+                    );
                 }
-                master::Action::Unpersist { write, key, incarnation } => {
-                    self.store_op(m, gen, StoreOp::Unpersist { write, key, incarnation })
-                }
-                master::Action::LoadRecords => self.store_op(m, gen, StoreOp::Load),
-                master::Action::SetTimer { timer, at } => {
-                    self.set_timer(Node::Master(m), TimerKey::Master(timer), at)
-                }
-                master::Action::Abdicate { reason } => {
-                    self.log(|| format!("m{m} abdicates: {reason}"));
-                    // DESIGN rule 8: close the session, then join again as a
-                    // new candidate (a new GUID, as a restarted process).
-                    let actions =
-                        self.masters[m].elector.handle(self.now, elector::Event::Shutdown);
-                    self.elector_actions(m, actions);
-                    let knobs = self.cfg.knobs;
-                    let mp = &mut self.masters[m];
-                    mp.guids += 1;
-                    mp.egen += 1;
-                    mp.elector = new_elector(m, mp.guids, knobs);
-                    mp.zk.inflight.clear();
-                    mp.zk.session = None;
-                    mp.zk.wants_session = None;
-                    let egen = mp.egen;
-                    self.timers.retain(|(n, k), _| {
-                        !(*n == Node::Master(m) && matches!(k, TimerKey::Elector(_)))
-                    });
-                    self.local
-                        .push_back((Node::Master(m), Input::Elector(egen, elector::Event::Start)));
-                }
-            }
-        }
-    }
-
-    fn elector_actions(&mut self, m: usize, actions: Vec<elector::Action>) {
-        let node = Node::Master(m);
-        for a in actions {
-            match a {
-                elector::Action::NewSession { timeout } => {
-                    let zk = &mut self.masters[m].zk;
-                    zk.session = None;
-                    zk.inflight.clear();
-                    zk.wants_session = Some(timeout);
-                    if zk.link_up {
-                        self.zk_open_session(m);
-                    }
-                }
-                elector::Action::CloseSession { session } => {
-                    let zk = &mut self.masters[m].zk;
-                    if zk.session == Some(session) {
-                        let up = zk.link_up;
-                        zk.session = None;
-                        zk.inflight.clear();
-                        if up {
-                            self.zk.close(session);
-                            self.flush_watches();
-                        }
-                    }
-                }
-                elector::Action::Request { session, req, op } => {
-                    let zk = &mut self.masters[m].zk;
-                    if zk.session != Some(session) {
-                        continue;
-                    }
-                    if !zk.link_up {
-                        let egen = self.masters[m].egen;
-                        let ev =
-                            elector::Event::Reply { req, result: Err(ZkError::ConnectionLoss) };
-                        self.local.push_back((node, Input::Elector(egen, ev)));
-                        continue;
-                    }
-                    zk.inflight.insert(req);
-                    let lat = Millis(self.rng.u64(1..4));
-                    let zk = &mut self.masters[m].zk;
-                    let t = (self.now + lat).max(zk.next_at);
-                    zk.next_at = t;
-                    let link = zk.link;
-                    self.at(t, Ev::ZkExec { m, link, session, req, op });
-                }
-                elector::Action::SetTimer { timer, at } => {
-                    self.set_timer(node, TimerKey::Elector(timer), at)
-                }
-                elector::Action::CancelTimer { timer } => {
-                    self.timers.remove(&(node, TimerKey::Elector(timer)));
-                }
-                elector::Action::LeaderIs { id, addr, floor } => {
-                    let ev = master::Event::LeaderIs(LeaderHint { id, addr, epoch: floor });
-                    self.local.push_back((node, Input::Master(ev)));
-                }
-                elector::Action::Elected { floor } => {
-                    let ev = master::Event::Elected { floor, clock: 0 };
-                    self.local.push_back((node, Input::Master(ev)));
-                }
-                elector::Action::Suspended => {
-                    self.local.push_back((node, Input::Master(master::Event::Suspended)))
-                }
-                elector::Action::Resumed => {
-                    self.local.push_back((node, Input::Master(master::Event::Resumed)))
-                }
-                elector::Action::Revoked => {
-                    self.local.push_back((node, Input::Master(master::Event::Revoked)))
+                other @ (mnode::Output::Persist { .. }
+                | mnode::Output::Unpersist { .. }
+                | mnode::Output::LoadRecords) => {
+                    invariants::fail(
+                        self,
+                        "master_node",
+                        format!("m{m} in ZooKeeper mode asked the runtime's store: {other:?}"),
+                    );
                 }
             }
         }
@@ -1007,15 +932,70 @@ impl World {
 
     // ----- ZooKeeper client side -----------------------------------------------
 
+    /// Feeds master `m`'s node a coordination event, after what it is
+    /// handling now (the client answers on its own thread, never inside a
+    /// call).
+    fn zk_local(&mut self, m: usize, ev: ZkEvent) {
+        self.local.push_back((Node::Master(m), Input::Master(mnode::Input::Zk(ev))));
+    }
+
+    /// Delivers a coordination event to master `m`'s node now.
+    fn zk_deliver(&mut self, m: usize, gen: u64, ev: ZkEvent) {
+        self.deliver(Node::Master(m), gen, Input::Master(mnode::Input::Zk(ev)));
+    }
+
+    fn zk_command(&mut self, m: usize, cmd: ZkCommand) {
+        match cmd {
+            ZkCommand::NewSession { timeout } => {
+                let zk = &mut self.masters[m].zk;
+                zk.session = None;
+                zk.inflight.clear();
+                zk.wants_session = Some(timeout);
+                if zk.link_up {
+                    self.zk_open_session(m);
+                }
+            }
+            ZkCommand::CloseSession { session } => {
+                let zk = &mut self.masters[m].zk;
+                if zk.session == Some(session) {
+                    let up = zk.link_up;
+                    zk.session = None;
+                    zk.inflight.clear();
+                    if up {
+                        self.zk.close(session);
+                        self.flush_watches();
+                    }
+                }
+            }
+            ZkCommand::Request { session, req, op } => {
+                let zk = &mut self.masters[m].zk;
+                if zk.session != Some(session) {
+                    return;
+                }
+                if !zk.link_up {
+                    let result = Err(ZkError::ConnectionLoss);
+                    self.zk_local(m, ZkEvent::Reply { req, result });
+                    return;
+                }
+                zk.inflight.insert(req);
+                let lat = Millis(self.rng.u64(1..4));
+                let zk = &mut self.masters[m].zk;
+                let t = (self.now + lat).max(zk.next_at);
+                zk.next_at = t;
+                let link = zk.link;
+                self.at(t, Ev::ZkExec { m, link, session, req, op });
+            }
+        }
+    }
+
     fn zk_open_session(&mut self, m: usize) {
         let Some(timeout) = self.masters[m].zk.wants_session.take() else { return };
-        let (s, negotiated) = self.zk.connect(self.now, timeout);
-        self.masters[m].zk.session = Some(s);
-        let egen = self.masters[m].egen;
+        let (session, negotiated) = self.zk.connect(self.now, timeout);
+        self.masters[m].zk.session = Some(session);
         let gen = self.masters[m].p.gen;
-        let ev = elector::Event::SessionConnected { session: s, timeout: negotiated };
+        let link = self.masters[m].zk.link;
         let lat = Millis(self.rng.u64(1..4));
-        self.after(lat, Ev::Input { node: Node::Master(m), gen, input: Input::Elector(egen, ev) });
+        self.after(lat, Ev::ZkConnected { m, gen, link, session, timeout: negotiated });
     }
 
     fn zk_exec(&mut self, m: usize, link: u64, session: SessionId, req: RequestId, op: ZkOp) {
@@ -1023,25 +1003,51 @@ impl World {
         if zk.link != link || !zk.link_up || zk.session != Some(session) {
             return; // failed with ConnectionLoss when the link dropped
         }
+        let store_write = writes_state(&op);
+        if store_write {
+            if let Err(detail) = fenced(&op) {
+                invariants::fail(self, "store_fencing", format!("m{m}: {detail}"));
+            }
+        }
+        // An injected store failure hits the next store write of this master.
+        let injected = if store_write { self.masters[m].store_fail.pop_front() } else { None };
+        if injected == Some(false) {
+            // The connection drops before the write reaches the server.
+            self.log(|| format!("m{m} zk connection lost before {op:?}"));
+            self.zk_drop(m, ZK_RECONNECT);
+            return;
+        }
+        // What the deletes in a store write remove (read before applying).
+        let deleting: Vec<RecordKey> =
+            if store_write { self.deleted_keys(&op) } else { Vec::new() };
         let result: ZkResult = self.zk.execute(self.now, session, &op);
-        let lose = match self.masters[m].zk.lose_next {
+        if store_write && result.is_ok() {
+            self.on_state_applied(m, &op, &deleting);
+        }
+        if result.is_ok() && matches!(&op, ZkOp::GetChildren { path, .. } if path == STATE) {
+            // A leader's load lists the records: every acknowledged one
+            // must be there for it to read.
+            let records: Vec<Record> = self.stored().into_values().collect();
+            invariants::on_loaded(self, m, &records);
+        }
+        let lose_next = match self.masters[m].zk.lose_next {
             Some(create_only) => !create_only || matches!(op, ZkOp::Create { .. }),
             None => false,
         };
         self.flush_watches();
-        if lose {
+        if injected == Some(true) || lose_next {
             // Applied, reply lost: the client sees ConnectionLoss.
-            self.masters[m].zk.lose_next = None;
+            if injected.is_none() {
+                self.masters[m].zk.lose_next = None;
+            }
             self.log(|| format!("m{m} zk reply lost for {op:?}"));
             self.zk_drop(m, ZK_RECONNECT);
         } else if result == Err(ZkError::SessionExpired) {
             self.zk_drop(m, ZK_RECONNECT);
         } else {
             self.masters[m].zk.inflight.remove(&req);
-            let egen = self.masters[m].egen;
             let gen = self.masters[m].p.gen;
-            let ev = elector::Event::Reply { req, result };
-            self.deliver(Node::Master(m), gen, Input::Elector(egen, ev));
+            self.zk_deliver(m, gen, ZkEvent::Reply { req, result });
         }
     }
 
@@ -1057,20 +1063,13 @@ impl World {
         zk.link += 1;
         let failed: Vec<RequestId> = std::mem::take(&mut zk.inflight).into_iter().collect();
         let session = zk.session;
-        let egen = self.masters[m].egen;
         let gen = self.masters[m].p.gen;
-        let node = Node::Master(m);
         for req in failed {
-            let ev = elector::Event::Reply { req, result: Err(ZkError::ConnectionLoss) };
-            self.deliver(node, gen, Input::Elector(egen, ev));
+            self.zk_deliver(m, gen, ZkEvent::Reply { req, result: Err(ZkError::ConnectionLoss) });
         }
         if let Some(s) = session {
             self.zk.forget_watches(s);
-            self.deliver(
-                node,
-                gen,
-                Input::Elector(egen, elector::Event::Disconnected { session: s }),
-            );
+            self.zk_deliver(m, gen, ZkEvent::Disconnected { session: s });
         }
         let at = self.masters[m].zk.down_until;
         self.at(at, Ev::ZkLinkUp { m, gen });
@@ -1092,22 +1091,15 @@ impl World {
             return;
         }
         mp.zk.link_up = true;
-        let egen = mp.egen;
-        let node = Node::Master(m);
         if let Some(s) = mp.zk.session {
             match self.zk.resume(self.now, s) {
                 Some(timeout) => {
-                    let ev = elector::Event::SessionConnected { session: s, timeout };
-                    self.deliver(node, gen, Input::Elector(egen, ev));
+                    self.zk_deliver(m, gen, ZkEvent::SessionConnected { session: s, timeout });
                 }
                 None => {
                     self.masters[m].zk.session = None;
                     self.flush_watches();
-                    self.deliver(
-                        node,
-                        gen,
-                        Input::Elector(egen, elector::Event::Expired { session: s }),
-                    );
+                    self.zk_deliver(m, gen, ZkEvent::Expired { session: s });
                 }
             }
         }
@@ -1141,113 +1133,79 @@ impl World {
                 continue;
             }
             let Some(s) = mp.zk.session else { continue };
-            let (egen, gen) = (mp.egen, mp.p.gen);
+            let gen = mp.p.gen;
             for event in self.zk.take_notifications(s) {
                 let lat = Millis(self.rng.u64(1..4));
-                let input = Input::Elector(egen, elector::Event::Watch { session: s, event });
+                let input = Input::Master(mnode::Input::Zk(ZkEvent::Watch { session: s, event }));
                 self.after(lat, Ev::Input { node: Node::Master(m), gen, input });
             }
         }
     }
 
-    /// Whether master `m`'s election node exists, belongs to its session and
-    /// leads: the check a ZooKeeper-mode write carries in its multi.
-    pub(crate) fn fence_ok(&self, m: usize) -> bool {
-        let mp = &self.masters[m];
-        let (Some(path), Some(session)) = (mp.elector.node_path(), mp.zk.session) else {
-            return false;
-        };
-        match self.zk.node(&path) {
-            Some(n) if n.ephemeral_owner == Some(session) => {}
-            _ => return false,
-        }
-        let dir = mp.elector.config().election_path();
-        let lowest = self
-            .zk
-            .children(&dir)
+    // ----- the recovery store (ZooKeeper nodes under STATE) -------------------
+
+    /// Every record the store holds now: the model's nodes under
+    /// [`STATE`], decoded, by key. A node that does not decode is left out
+    /// (the loading leader reports it as damaged).
+    pub(crate) fn stored(&self) -> BTreeMap<RecordKey, Record> {
+        self.zk
+            .children(STATE)
             .into_iter()
-            .filter_map(|c| CandidateName::parse(&c).map(|n| (n.seq, c)))
-            .min();
-        lowest.is_some_and(|(_, name)| path.ends_with(&format!("/{name}")))
+            .filter_map(|name| {
+                let path = format!("{STATE}/{name}");
+                let node = self.zk.node(&path)?;
+                decode_named(&path, &node.data).ok()
+            })
+            .map(|r| (r.key(), r))
+            .collect()
     }
 
-    // ----- store ------------------------------------------------------------
-
-    fn store_op(&mut self, m: usize, gen: u64, op: StoreOp) {
-        let lat = Millis(self.rng.u64(1..8));
-        let mp = &mut self.masters[m];
-        let t = (self.now + lat).max(mp.store_next);
-        mp.store_next = t;
-        self.at(t, Ev::Store { m, gen, op });
+    /// The record the store holds at `key`, if any.
+    pub(crate) fn stored_at(&self, key: &RecordKey) -> Option<Record> {
+        let path = format!("{STATE}/{}", key_stem(key));
+        let node = self.zk.node(&path)?;
+        decode_named(&path, &node.data).ok().filter(|r| r.key() == *key)
     }
 
-    fn store_apply(&mut self, m: usize, gen: u64, op: StoreOp) {
-        if self.masters[m].p.gen != gen || !self.masters[m].p.up {
-            return; // the process died before the write left it
+    /// The keys of the records the deletes in `op` remove, read from the
+    /// model before `op` is applied.
+    fn deleted_keys(&self, op: &ZkOp) -> Vec<RecordKey> {
+        state_ops(op)
+            .filter_map(|o| match o {
+                StateOp::Delete(path) => {
+                    let node = self.zk.node(path)?;
+                    decode_named(path, &node.data).ok().map(|r| r.key())
+                }
+                StateOp::Write(..) => None,
+            })
+            .collect()
+    }
+
+    /// A store write of master `m` landed: the store hooks of the
+    /// invariants see each record written and each key deleted.
+    fn on_state_applied(&mut self, m: usize, op: &ZkOp, deleting: &[RecordKey]) {
+        let written: Vec<_> = state_ops(op)
+            .filter_map(|o| match o {
+                StateOp::Write(path, data) => Some(decode_named(path, data)),
+                StateOp::Delete(_) => None,
+            })
+            .collect();
+        let written: Vec<Record> = written
+            .into_iter()
+            .filter_map(|r| {
+                r.map_err(|e| {
+                    let detail = format!("m{m} wrote a record that does not decode: {e}");
+                    invariants::fail(self, "store_format", detail);
+                })
+                .ok()
+            })
+            .collect();
+        for record in &written {
+            invariants::on_store_write(self, m, record);
         }
-        let node = Node::Master(m);
-        let link_up = self.masters[m].zk.link_up;
-        let (write, applied_ok) = match op {
-            StoreOp::Load => {
-                let ev = if link_up {
-                    let records: Vec<Record> = self.store.values().cloned().collect();
-                    invariants::on_loaded(self, m, &records);
-                    master::Event::Loaded { records }
-                } else {
-                    master::Event::LoadFailed { reason: "ZooKeeper connection loss".into() }
-                };
-                self.deliver(node, gen, Input::Master(ev));
-                return;
-            }
-            StoreOp::Persist { write, record } => {
-                if !link_up || !self.fence_ok(m) {
-                    (write, Err("fenced: the writer's election node is gone or does not lead"))
-                } else {
-                    match self.masters[m].store_fail.pop_front() {
-                        Some(false) => (write, Err("injected store write failure")),
-                        injected => {
-                            invariants::on_store_write(self, m, &record);
-                            self.store.insert(record.key(), record);
-                            if injected == Some(true) {
-                                (write, Err("applied, but the reply was lost"))
-                            } else {
-                                (write, Ok(()))
-                            }
-                        }
-                    }
-                }
-            }
-            StoreOp::Unpersist { write, key, incarnation } => {
-                if !link_up || !self.fence_ok(m) {
-                    (write, Err("fenced: the writer's election node is gone or does not lead"))
-                } else {
-                    match self.masters[m].store_fail.pop_front() {
-                        Some(false) => (write, Err("injected store write failure")),
-                        injected => {
-                            let matches = match (self.store.get(&key), incarnation) {
-                                (Some(Record::Worker(w)), Some(inc)) => w.incarnation == inc,
-                                (Some(_), _) => true,
-                                (None, _) => false,
-                            };
-                            if matches {
-                                invariants::on_store_delete(self, &key);
-                                self.store.remove(&key);
-                            }
-                            if injected == Some(true) {
-                                (write, Err("applied, but the reply was lost"))
-                            } else {
-                                (write, Ok(()))
-                            }
-                        }
-                    }
-                }
-            }
-        };
-        let ev = match applied_ok {
-            Ok(()) => master::Event::Persisted { write },
-            Err(reason) => master::Event::PersistFailed { write, reason: reason.into() },
-        };
-        self.deliver(node, gen, Input::Master(ev));
+        for key in deleting {
+            invariants::on_store_delete(self, key);
+        }
     }
 
     // ----- workers and executors ---------------------------------------------
@@ -1397,11 +1355,11 @@ impl World {
     fn leader_or(&self, fallback: usize) -> usize {
         let n = self.masters.len();
         (0..n)
-            .find(|&m| self.masters[m].p.up && self.masters[m].elector.is_acting(self.now))
+            .find(|&m| self.masters[m].p.up && self.masters[m].elector().is_acting(self.now))
             .or_else(|| {
                 (0..n).find(|&m| {
                     self.masters[m].p.up
-                        && self.masters[m].master.status() != master::Status::Standby
+                        && self.masters[m].master().status() != master::Status::Standby
                 })
             })
             .unwrap_or(fallback % n)
@@ -1476,7 +1434,7 @@ impl World {
                 let m = pick(leader, m, self);
                 if self.masters[m].p.up {
                     // Cut off until the server has expired the session.
-                    let timeout = self.masters[m].elector.config().session_timeout;
+                    let timeout = self.masters[m].elector().config().session_timeout;
                     self.zk_drop(m, Millis(timeout.0.min(4_000)) + Millis(500));
                 }
             }
@@ -1484,6 +1442,9 @@ impl World {
                 self.masters[m % nm].zk.lose_next = Some(create_only);
             }
             Fault::StoreFail { applied } => {
+                // A ZooKeeper-level fault on the leader's next store write:
+                // its connection drops before the write lands, or right
+                // after it landed (the reply is lost).
                 let m = self.leader_or(0);
                 self.masters[m].store_fail.push_back(applied);
             }
@@ -1552,11 +1513,9 @@ impl World {
     }
 }
 
-fn new_master(i: usize) -> Master {
-    Master::new(master::Config::new(MasterId(format!("m{i}")), master_addr(i)))
-}
-
-fn new_elector(i: usize, guid: u64, knobs: Knobs) -> Elector {
+/// Master `i`'s node for process run `guid`: ZooKeeper mode, the store
+/// under `<ROOT>/state`.
+fn new_node(i: usize, guid: u64, knobs: Knobs) -> MasterNode {
     let mut c = elector::Config::new(
         ROOT,
         ((i as u64 + 1) << 32) | guid,
@@ -1566,7 +1525,67 @@ fn new_elector(i: usize, guid: u64, knobs: Knobs) -> Elector {
     c.session_timeout = Millis(2_000);
     c.unsafe_no_adopt_after_connection_loss = knobs.no_adopt_after_connection_loss;
     c.unsafe_no_lease_check = knobs.no_lease_check;
-    Elector::new(c)
+    MasterNode::new(mnode::Config {
+        master: master::Config::new(MasterId(format!("m{i}")), master_addr(i)),
+        leadership: Leadership::Zookeeper(c),
+        clock_base: 0,
+    })
+}
+
+/// One write of a store request: a record written or a record deleted.
+enum StateOp<'a> {
+    Write(&'a str, &'a [u8]),
+    Delete(&'a str),
+}
+
+fn under_state(path: &str) -> bool {
+    path.strip_prefix(STATE).is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// The writes `op` makes to records under [`STATE`] (plain or in a multi).
+fn state_ops(op: &ZkOp) -> impl Iterator<Item = StateOp<'_>> {
+    fn one(o: StateOp<'_>) -> Option<StateOp<'_>> {
+        let path = match o {
+            StateOp::Write(p, _) | StateOp::Delete(p) => p,
+        };
+        under_state(path).then_some(o)
+    }
+    let ops: Vec<StateOp<'_>> = match op {
+        ZkOp::Multi(ops) => ops
+            .iter()
+            .filter_map(|o| match o {
+                MultiOp::Create { path, data, .. } | MultiOp::SetData { path, data, .. } => {
+                    one(StateOp::Write(path, data))
+                }
+                MultiOp::Delete { path, .. } => one(StateOp::Delete(path)),
+                MultiOp::Check { .. } => None,
+            })
+            .collect(),
+        ZkOp::Create { path, data, .. } | ZkOp::SetData { path, data, .. } => {
+            one(StateOp::Write(path, data)).into_iter().collect()
+        }
+        ZkOp::Delete { path, .. } => one(StateOp::Delete(path)).into_iter().collect(),
+        _ => Vec::new(),
+    };
+    ops.into_iter()
+}
+
+/// Whether `op` writes a record of the recovery store.
+fn writes_state(op: &ZkOp) -> bool {
+    state_ops(op).next().is_some()
+}
+
+/// A store write must be a multi that starts with the check on the
+/// writer's election node (the fence), so a deposed leader's write fails.
+fn fenced(op: &ZkOp) -> Result<(), String> {
+    let election = format!("{ROOT}/election/");
+    match op {
+        ZkOp::Multi(ops) => match ops.first() {
+            Some(MultiOp::Check { path, .. }) if path.starts_with(&election) => Ok(()),
+            first => Err(format!("a store write's multi does not start with the fence: {first:?}")),
+        },
+        _ => Err(format!("an unfenced store write: {op:?}")),
+    }
 }
 
 fn new_worker(i: usize, gen: u64, masters: usize, knobs: Knobs, seed: u64) -> Worker {

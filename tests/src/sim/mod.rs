@@ -1,16 +1,19 @@
 //! The deterministic whole-cluster simulator (regent issue 6).
 //!
-//! N masters (each a [`Master`](regent_core::master::Master) wired by
-//! translation to its own [`Elector`](regent_core::elector::Elector)), M
-//! workers and K subscribers run against the pure ZooKeeper model
-//! ([`ZkModel`](regent_core::testkit::zk::ZkModel)) and a store model (one
-//! map of records, written by the leader, every write fenced by the
-//! writer's election node as ZooKeeper mode does with a multi), with a
-//! virtual clock and a seeded network. Faults come from a [`Schedule`]:
-//! partitions (symmetric and one-way), process crashes and restarts, pauses
-//! longer than a session, ZooKeeper connection loss (also "request applied,
-//! reply lost") and session expiry, store write failures; while faults are
-//! on, the network also drops, duplicates, reorders and delays messages.
+//! N masters (each a [`MasterNode`](regent_core::node::MasterNode) in
+//! ZooKeeper mode: the master, its elector, its lease and its recovery store
+//! composed in core, exactly as the runtimes drive it), M workers and K
+//! subscribers run against the pure ZooKeeper model
+//! ([`ZkModel`](regent_core::testkit::zk::ZkModel)), with a virtual clock
+//! and a seeded network. The recovery store is the model itself: the
+//! records are its nodes under `/regent/sim/state/`, each written by a
+//! leader's fenced multi on its own session. Faults come from a
+//! [`Schedule`]: partitions (symmetric and one-way), process crashes and
+//! restarts, pauses longer than a session, ZooKeeper connection loss (also
+//! "request applied, reply lost") and session expiry, store write failures
+//! (the connection drops before a store write lands, or right after it
+//! landed); while faults are on, the network also drops, duplicates,
+//! reorders and delays messages.
 //!
 //! Every invariant in [`invariants`] is checked after every step. Once the
 //! schedule's faults are over everything is healed and liveness is checked:

@@ -108,8 +108,10 @@ pub enum Fault {
         /// Only a create.
         create_only: bool,
     },
-    /// The next store write of the acting leader fails (`applied`: it is
-    /// applied, but the reply is lost).
+    /// The next store write of the acting leader fails at the ZooKeeper
+    /// level: its connection drops before the write reaches the server, or
+    /// (`applied`) right after the server applied it, so the reply is lost.
+    /// Either way the leader sees `ConnectionLoss` and must resend.
     StoreFail {
         /// The write was applied before the failure.
         applied: bool,

@@ -20,7 +20,7 @@ pub(crate) fn on_registered(w: &mut World, client: Node, msg: &Message) -> R {
     };
     let cfg = w.workers[i].worker.config();
     let (id, inc) = (cfg.id.clone(), cfg.incarnation);
-    match w.store.get(&RecordKey::Worker(id.clone())) {
+    match w.stored_at(&RecordKey::Worker(id.clone())) {
         Some(Record::Worker(r)) if r.incarnation == inc => {}
         other => {
             return Err((
@@ -39,7 +39,7 @@ pub(crate) fn on_sub_ack(w: &mut World, client: Node, msg: &Message) -> R {
     let Node::Sub(s) = client else { return Ok(()) };
     match msg {
         Message::Subscribed { framework, epoch, .. } => {
-            if !w.store.contains_key(&RecordKey::Framework(framework.clone())) {
+            if w.stored_at(&RecordKey::Framework(framework.clone())).is_none() {
                 return Err((
                     "durable_acks",
                     format!(
@@ -55,7 +55,7 @@ pub(crate) fn on_sub_ack(w: &mut World, client: Node, msg: &Message) -> R {
                 return Ok(()); // a kill or a teardown
             };
             let Some(fw) = w.subs[s].sub.status().framework else { return Ok(()) };
-            let durable = match w.store.get(&RecordKey::Framework(fw.clone())) {
+            let durable = match w.stored_at(&RecordKey::Framework(fw.clone())) {
                 Some(Record::Framework(r)) => r.groups.iter().any(|g| g.spec.group == group),
                 _ => false,
             };

@@ -9,14 +9,17 @@ use regent_core::store::Record;
 
 pub(crate) fn check(w: &mut World) -> Result<(), String> {
     for (i, mp) in w.masters.iter().enumerate() {
-        let e = mp.master.epoch();
+        let e = mp.master().epoch();
         let (gen, last) = w.obs.master_epoch[i];
         if gen == mp.p.gen && e < last {
             return Err(format!("m{i}'s epoch went down from {last} to {e}"));
         }
         w.obs.master_epoch[i] = (mp.p.gen, e);
         let leading = mp.p.up
-            && matches!(mp.master.status(), Status::Recovering | Status::Alive | Status::Suspended);
+            && matches!(
+                mp.master().status(),
+                Status::Recovering | Status::Alive | Status::Suspended
+            );
         if leading && w.obs.leadership[i] != Some((mp.p.gen, e)) {
             // A new leadership: its epoch is durable and must beat them all.
             if e <= w.obs.max_leadership {

@@ -27,7 +27,7 @@ pub(crate) fn on_ack(
     if w.obs.removed_frameworks.contains(&fw) {
         return Ok(());
     }
-    let outcome = match w.store.get(&RecordKey::Framework(fw.clone())) {
+    let outcome = match w.stored_at(&RecordKey::Framework(fw.clone())) {
         None => return Ok(()),
         Some(Record::Framework(r)) => {
             r.groups.iter().find(|g| g.spec.group == group).and_then(|g| g.slots.get(slot).cloned())
@@ -38,7 +38,7 @@ pub(crate) fn on_ack(
         (Some(SlotOutcome::Done { .. }), 0) => true,
         (Some(SlotOutcome::Pending), 0) | (None, _) => false,
         (Some(SlotOutcome::Pending), _) => {
-            let master = &w.masters[m].master;
+            let master = w.masters[m].master();
             let replaced = master
                 .frameworks()
                 .find(|f| f.id == fw)
@@ -53,8 +53,8 @@ pub(crate) fn on_ack(
         (Some(_), _) => true,
     };
     if !settled {
-        let known = w.masters[m].master.executors().find(|e| &e.id == x).cloned();
-        let slot_at_master = w.masters[m].master.frameworks().find(|f| f.id == fw).map(|f| {
+        let known = w.masters[m].master().executors().find(|e| &e.id == x).cloned();
+        let slot_at_master = w.masters[m].master().frameworks().find(|f| f.id == fw).map(|f| {
             f.groups
                 .iter()
                 .find(|g| g.record.spec.group == group)

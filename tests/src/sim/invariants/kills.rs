@@ -24,7 +24,7 @@ pub(crate) fn on_kill(
     if w.obs.removed_frameworks.contains(&fw) {
         return Ok(());
     }
-    let master = &w.masters[m].master;
+    let master = w.masters[m].master();
     let Some(f) = master.frameworks().find(|f| f.id == fw) else {
         return Err((
             "kills",

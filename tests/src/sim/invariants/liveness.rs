@@ -12,8 +12,8 @@ pub(crate) fn holds(w: &World) -> Result<(), String> {
             let mp = &w.masters[i];
             mp.p.up
                 && !mp.p.paused(w.now)
-                && mp.master.status() == Status::Alive
-                && mp.elector.is_acting(w.now)
+                && mp.master().status() == Status::Alive
+                && mp.elector().is_acting(w.now)
         })
         .collect();
     let [l] = leaders[..] else {
@@ -25,16 +25,16 @@ pub(crate) fn holds(w: &World) -> Result<(), String> {
                 format!(
                     "m{i}: up {} {:?} {} elector {:?}",
                     mp.p.up,
-                    mp.master.status(),
-                    mp.master.epoch(),
-                    mp.elector.status(w.now)
+                    mp.master().status(),
+                    mp.master().epoch(),
+                    mp.elector().status(w.now)
                 )
             })
             .collect();
         return Err(format!("{} acting ALIVE leaders; {}", leaders.len(), states.join("; ")));
     };
     let addr = master_addr(l);
-    let registry = w.masters[l].master.workers();
+    let registry = w.masters[l].master().workers();
     for (i, wp) in w.workers.iter().enumerate() {
         if !wp.p.up || wp.exited.is_some() {
             continue;

@@ -77,18 +77,38 @@ pub(crate) fn client_of(w: &World, conn: ConnId) -> Option<Node> {
     (p.up && p.gen == c.cgen).then_some(c.client)
 }
 
-/// After master `m` handled an event (before its actions run).
-pub(crate) fn after_master_handle(w: &mut World, m: usize, actions: &[master::Action]) {
-    for a in actions {
-        if let master::Action::Unpersist { key: RecordKey::Framework(f), .. } = a {
-            w.obs.removed_frameworks.insert(f.clone());
+/// What [`after_master_handle`] compares with: the frameworks master `m`
+/// knows while it leads, at its epoch (`None` in standby).
+pub(crate) type Leading = Option<(Epoch, BTreeSet<FrameworkId>)>;
+
+/// Before master `m`'s node handles an input.
+pub(crate) fn before_master_handle(w: &World, m: usize) -> Leading {
+    let master = w.masters[m].master();
+    (master.status() != master::Status::Standby)
+        .then(|| (master.epoch(), master.frameworks().map(|f| f.id.clone()).collect()))
+}
+
+/// After master `m`'s node handled an input (before its outputs run).
+///
+/// A framework the master knew before and not after, while it still leads
+/// at the same epoch, was removed by it (teardown or failover timeout: it
+/// asked the store to delete the record in the same step, and sends the
+/// kills of its executors now).
+pub(crate) fn after_master_handle(w: &mut World, m: usize, before: Leading) {
+    let master = w.masters[m].master();
+    if let Some((epoch, known)) = before {
+        if master.status() != master::Status::Standby && master.epoch() == epoch {
+            let now: BTreeSet<&FrameworkId> = master.frameworks().map(|f| &f.id).collect();
+            let removed: Vec<FrameworkId> =
+                known.into_iter().filter(|f| !now.contains(f)).collect();
+            w.obs.removed_frameworks.extend(removed);
         }
     }
     let mp = &w.masters[m];
-    if mp.master.status() == master::Status::Standby {
+    if mp.master().status() == master::Status::Standby {
         return;
     }
-    for e in mp.master.executors() {
+    for e in mp.master().executors() {
         if matches!(e.state, ExecutorState::Lost | ExecutorState::Killed) {
             w.obs.lost.insert(e.id.clone());
         }
@@ -116,7 +136,8 @@ pub(crate) fn on_master_send(w: &mut World, m: usize, conn: ConnId, msg: &Messag
     }
 }
 
-fn fail(w: &mut World, invariant: &'static str, detail: String) {
+/// Records a violation found outside [`check_all`] (the first one wins).
+pub(crate) fn fail(w: &mut World, invariant: &'static str, detail: String) {
     if w.pending.is_none() {
         w.pending = Some(Violation { invariant, detail, at: w.now });
     }
@@ -151,7 +172,8 @@ pub(crate) fn on_sub_send(w: &mut World, s: usize, msg: &Message) {
     }
 }
 
-/// Master `m` is handed every record (`Loaded`).
+/// Master `m`'s load lists the store's records (`records`: what the store
+/// holds at that moment, which the load then reads).
 pub(crate) fn on_loaded(w: &mut World, _m: usize, records: &[Record]) {
     if let Err(detail) = durable_acks::on_loaded(w, records) {
         fail(w, "durable_acks", detail);

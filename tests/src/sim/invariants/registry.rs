@@ -9,7 +9,7 @@ use regent_core::protocol::Message;
 
 pub(crate) fn check(w: &World) -> Result<(), String> {
     for (i, mp) in w.masters.iter().enumerate() {
-        let ids: Vec<_> = mp.master.workers().iter().map(|e| e.id.clone()).collect();
+        let ids: Vec<_> = mp.master().workers().iter().map(|e| e.id.clone()).collect();
         if ids.windows(2).any(|p| p[0] == p[1]) {
             return Err(format!("m{i} holds a worker id twice: {ids:?}"));
         }
@@ -22,7 +22,7 @@ pub(crate) fn check(w: &World) -> Result<(), String> {
 pub(crate) fn after_master_handle(w: &mut World, m: usize) {
     let mp = &w.masters[m];
     let gen = mp.p.gen;
-    let workers = mp.master.workers();
+    let workers = mp.master().workers();
     w.obs.acked_new.retain(|(mm, g, id, inc)| {
         *mm != m
             || (*g == gen

@@ -8,11 +8,11 @@ use regent_core::master::Status;
 
 pub(crate) fn check(w: &World) -> Result<(), String> {
     for (i, mp) in w.masters.iter().enumerate() {
-        if !mp.p.up || mp.master.status() != Status::Alive {
+        if !mp.p.up || mp.master().status() != Status::Alive {
             continue;
         }
-        let execs: Vec<_> = mp.master.executors().filter(|e| !e.state.is_terminal()).collect();
-        for e in mp.master.workers() {
+        let execs: Vec<_> = mp.master().executors().filter(|e| !e.state.is_terminal()).collect();
+        for e in mp.master().workers() {
             if e.cores_used > e.cores || e.memory_used_mb > e.memory_mb {
                 return Err(format!(
                     "m{i}: worker {} over-allocated: {}/{} cores, {}/{} MiB",

@@ -13,15 +13,15 @@ pub(crate) fn check(w: &World) -> Result<(), String> {
         if !mp.p.up {
             continue;
         }
-        let status = mp.master.status();
+        let status = mp.master().status();
         if status == Status::Alive {
-            alive.push((i, mp.master.epoch()));
+            alive.push((i, mp.master().epoch()));
         }
         if !mp.p.paused(w.now)
             && matches!(status, Status::Alive | Status::Recovering)
-            && mp.elector.is_acting(w.now)
+            && mp.elector().is_acting(w.now)
         {
-            acting.push((i, mp.master.epoch()));
+            acting.push((i, mp.master().epoch()));
         }
     }
     if acting.len() > 1 {
