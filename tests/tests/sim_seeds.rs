@@ -106,6 +106,20 @@ fn seeds_300_to_399() {
 }
 
 #[test]
+fn seeds_0_to_99_with_operator_step_downs() {
+    let cfg = SimConfig { takeovers: true, ..SimConfig::default() };
+    let mut step_downs = 0;
+    for seed in 0..100 {
+        match run_seed(seed, &cfg) {
+            Ok(stats) => step_downs += stats.step_downs,
+            Err(f) => panic!("{f}"),
+        }
+    }
+    // The fault reaches the production composition: leaders do step down.
+    assert!(step_downs > 20, "only {step_downs} step-downs in 100 seeds");
+}
+
+#[test]
 fn the_same_seed_replays_the_same_run() {
     let cfg = SimConfig::default();
     for seed in [1, 7, 42] {

@@ -4,7 +4,7 @@
 //! command that replays it.
 //!
 //! ```text
-//! regent-soak [--seeds N] [--from S] [--threads T] [--datagram]
+//! regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers]
 //!             [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--keep-going]
 //! regent-soak --replay SEED [same knobs]
 //! ```
@@ -25,7 +25,7 @@ struct Args {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--keep-going]\n       regent-soak --replay SEED [knobs]"
+        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--keep-going]\n       regent-soak --replay SEED [knobs]"
     );
     std::process::exit(2)
 }
@@ -52,6 +52,7 @@ fn parse() -> Args {
             "--replay" => a.replay = Some(num(&mut it)),
             "--keep-going" => a.keep_going = true,
             "--datagram" => a.config.datagram = true,
+            "--takeovers" => a.config.takeovers = true,
             "--no-epoch-fencing" => knobs.no_epoch_fencing = true,
             "--no-adopt" => knobs.no_adopt_after_connection_loss = true,
             "--no-lease-check" => knobs.no_lease_check = true,

@@ -222,6 +222,7 @@ pub(crate) struct World {
     trace: Option<VecDeque<String>>,
     events: u64,
     executors_started: u64,
+    step_downs: u64,
     local: VecDeque<(Node, Input)>,
 }
 
@@ -296,6 +297,7 @@ impl World {
             trace: trace.then(VecDeque::new),
             events: 0,
             executors_started: 0,
+            step_downs: 0,
             local: VecDeque::new(),
         };
         w.obs.init(cfg);
@@ -368,6 +370,7 @@ impl World {
                         settled_after: self.now.since(self.heal_at),
                         leaderships: self.obs.leaderships,
                         executors_started: self.executors_started,
+                        step_downs: self.step_downs,
                     });
                 }
                 next_liveness = next_liveness + Millis(500);
@@ -907,7 +910,12 @@ impl World {
                 }
                 mnode::Output::Close { conn, .. } => self.master_close(conn),
                 mnode::Output::Zk(cmd) => self.zk_command(m, cmd),
-                mnode::Output::Note(note) => self.log(|| format!("m{m} note: {note:?}")),
+                mnode::Output::Note(note) => {
+                    if matches!(note, mnode::Note::SteppedDown { .. }) {
+                        self.step_downs += 1;
+                    }
+                    self.log(|| format!("m{m} note: {note:?}"))
+                }
                 mnode::Output::Exit { reason } => {
                     // Only the single-master modes exit; a ZooKeeper-mode
                     // master gives leadership up and lives on (rule 8).
@@ -1447,6 +1455,12 @@ impl World {
                 // after it landed (the reply is lost).
                 let m = self.leader_or(0);
                 self.masters[m].store_fail.push_back(applied);
+            }
+            Fault::StepDown => {
+                let m = self.leader_or(0);
+                if self.masters[m].p.up {
+                    self.local_input(Node::Master(m), Input::Master(mnode::Input::StepDown));
+                }
             }
             Fault::SubKill { s } => {
                 if ns == 0 {

@@ -66,6 +66,10 @@ pub struct SimConfig {
     /// message is silently dropped; without it, a lost message breaks its
     /// connection, as a TCP segment that is never retransmitted does.
     pub datagram: bool,
+    /// Leadership is also given up on purpose: operator step-downs of the
+    /// acting leader (see [`Schedule::from_seed_with`]). Off by default, so the regression
+    /// seeds keep their schedules; the soak turns it on with `--takeovers`.
+    pub takeovers: bool,
 }
 
 impl Default for SimConfig {
@@ -79,6 +83,7 @@ impl Default for SimConfig {
             liveness_bound_ms: 90_000,
             knobs: Knobs::default(),
             datagram: false,
+            takeovers: false,
         }
     }
 }
@@ -121,6 +126,9 @@ pub struct RunStats {
     pub leaderships: u64,
     /// Executors started by workers.
     pub executors_started: u64,
+    /// Leaderships given up on purpose (step-downs, fenced writes, a
+    /// damaged store): the node's `SteppedDown` notes.
+    pub step_downs: u64,
 }
 
 /// A failing run: what broke, the schedule, and the end of the trace.
@@ -191,7 +199,8 @@ pub fn run_schedule(
 /// On failure the seed is replayed with tracing on, to report the trace.
 pub fn run_seed(seed: u64, base: &SimConfig) -> Result<RunStats, Box<Failure>> {
     let config = base.sized_for(seed);
-    let schedule = Schedule::from_seed(seed, config.window_ms, config.faults);
+    let schedule =
+        Schedule::from_seed_with(seed, config.window_ms, config.faults, config.takeovers);
     match run_schedule(seed, &config, &schedule, false) {
         Ok(stats) => Ok(stats),
         Err((violation, _)) => {
