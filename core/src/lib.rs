@@ -16,6 +16,7 @@
 //!
 //! Modules:
 //! * [`time`], [`ids`]: the vocabulary (caller-given time, identifiers, epochs).
+//! * [`limits`]: the limits on peer-supplied numbers.
 //! * [`protocol`]: every message that crosses the wire.
 //! * [`codec`]: length-prefixed postcard frames, the incremental [`codec::Decoder`].
 //! * [`auth`]: the cluster-secret handshake (HMAC-SHA256 challenge–response) and
@@ -35,6 +36,7 @@ pub mod auth;
 pub mod codec;
 pub mod elector;
 pub mod ids;
+pub mod limits;
 pub mod master;
 pub mod node;
 pub mod progress;

@@ -95,8 +95,10 @@ impl Master {
 
     fn hold(&mut self, worker: &WorkerId, cores: u32, memory_mb: u64) {
         if let Some(w) = self.workers.entries.get_mut(worker) {
-            w.cores_used += cores;
-            w.memory_used_mb += memory_mb;
+            // Only after `fits_on` (or for a terminal report, which holds
+            // nothing for long): saturate rather than wrap on peer numbers.
+            w.cores_used = w.cores_used.saturating_add(cores);
+            w.memory_used_mb = w.memory_used_mb.saturating_add(memory_mb);
         }
     }
 
@@ -162,9 +164,7 @@ impl Master {
         cores: u32,
         memory_mb: u64,
     ) -> Option<WorkerId> {
-        let fits = |w: &super::WorkerEntry| {
-            w.cores_used + cores <= w.cores && w.memory_used_mb + memory_mb <= w.memory_mb
-        };
+        let fits = |w: &super::WorkerEntry| fits_on(w, cores, memory_mb);
         match self.config.placement {
             Placement::Spread => {
                 let n = candidates.len();
@@ -303,10 +303,11 @@ impl Master {
                     && gs.current[slot as usize].is_none();
                 free.then_some((group, slot, g))
             });
-        let fits = self.workers.entries.get(worker).is_some_and(|w| {
-            w.cores_used + report.cores <= w.cores
-                && w.memory_used_mb + report.memory_mb <= w.memory_mb
-        });
+        let fits = self
+            .workers
+            .entries
+            .get(worker)
+            .is_some_and(|w| fits_on(w, report.cores, report.memory_mb));
         let slot_free = slot_free.filter(|_| fits || report.state.is_terminal());
         let Some((group, slot, gi)) = slot_free else {
             // Not adoptable: no such pending slot, or adopting it would put
@@ -549,4 +550,12 @@ impl Master {
             self.update_executor(&id, ExecutorState::Lost, false, out);
         }
     }
+}
+
+/// Whether `cores` and `memory_mb` more fit on `w`. Peer-supplied numbers
+/// meet here, so the arithmetic is checked: a sum that overflows does not
+/// fit (DESIGN rule 6).
+fn fits_on(w: &super::WorkerEntry, cores: u32, memory_mb: u64) -> bool {
+    w.cores_used.checked_add(cores).is_some_and(|c| c <= w.cores)
+        && w.memory_used_mb.checked_add(memory_mb).is_some_and(|m| m <= w.memory_mb)
 }

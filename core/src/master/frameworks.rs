@@ -300,6 +300,30 @@ impl Master {
             ));
             return;
         }
+        // Checked before anything is allocated or persisted (DESIGN rule 6).
+        if spec.slots > crate::limits::MAX_SLOTS_PER_GROUP {
+            let reason = format!(
+                "group {:?} asks for {} slots; the limit is {} per group",
+                spec.group,
+                spec.slots,
+                crate::limits::MAX_SLOTS_PER_GROUP
+            );
+            out.push(self.refuse(conn, request, reason));
+            return;
+        }
+        let declared = self.frameworks.get(&id).map_or(0, |f| f.groups.len());
+        let is_new = self
+            .frameworks
+            .get(&id)
+            .is_some_and(|f| !f.groups.iter().any(|g| g.record.spec.group == spec.group));
+        if is_new && declared >= crate::limits::MAX_GROUPS_PER_FRAMEWORK {
+            let reason = format!(
+                "framework {id} has {declared} groups; the limit is {} per framework",
+                crate::limits::MAX_GROUPS_PER_FRAMEWORK
+            );
+            out.push(self.refuse(conn, request, reason));
+            return;
+        }
         let fw = self.frameworks.get_mut(&id).expect("subscribed_framework checked");
         if let Some(existing) = fw.groups.iter().find(|g| g.record.spec.group == spec.group) {
             if existing.record.spec == spec && existing.durable {
