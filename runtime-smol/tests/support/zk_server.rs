@@ -1,6 +1,6 @@
 //! A throwaway ZooKeeper server for tests: a temp data dir, a free loopback
-//! port, `tickTime=200` (so sessions can be asked for between 400 ms and
-//! 4 s), started from Debian's jars and killed with its whole process group
+//! port, `tickTime=200`, sessions between 400 ms and 20 s (the tests of
+//! faults survived within a session use 10 s ones), started from Debian's jars and killed with its whole process group
 //! on drop. Reusable by any test: `#[path = "support/zk_server.rs"] mod zk_server;`.
 #![allow(dead_code)]
 
