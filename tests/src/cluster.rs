@@ -1,16 +1,21 @@
-//! A deterministic in-memory cluster of master and worker machines.
+//! A deterministic in-memory cluster of master machines, worker nodes and
+//! subscriber machines.
 //!
 //! Nothing here decides protocol: it only moves messages, persists writes
 //! (instantly durable, acknowledged by a queued `Persisted`), keeps timers and
-//! a virtual clock, and records what the invariants need.
+//! a virtual clock, and records what the invariants need. Each worker is a
+//! [`WorkerNode`] (the worker daemon's composition, as the runtimes drive
+//! it): its dials complete at once (or fail across a partition), and its one
+//! deadline ([`WorkerNode::poll_timeout`]) is fed back as a `Tick`.
 
 use regent_core::ids::InstanceId;
 use regent_core::master::{self, Master};
+use regent_core::node::worker::{self as wnode, DialResult, WorkerNode};
 use regent_core::protocol::Message;
 use regent_core::protocol::{ExecutorState, GroupSpec};
 use regent_core::store::{Record, RecordKey, SlotOutcome};
 use regent_core::subscriber::{self, Subscriber};
-use regent_core::worker::{self, Worker};
+use regent_core::worker;
 use regent_core::{
     Addr, ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, Millis, WorkerId,
 };
@@ -123,7 +128,8 @@ impl Packet {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum TimerKey {
     Master(usize, master::Timer),
-    Worker(usize, worker::Timer),
+    /// The worker node's one deadline.
+    Worker(usize),
     Sub(usize, subscriber::Timer),
 }
 
@@ -161,8 +167,8 @@ pub struct Cluster {
     pub now: Millis,
     /// The master machines, by index; address `m<i>`.
     pub masters: Vec<Master>,
-    /// The worker machines, by index; id `w<i>`.
-    pub workers: Vec<Worker>,
+    /// The worker nodes, by index; id `w<i>`.
+    pub workers: Vec<WorkerNode>,
     inflight: Vec<Packet>,
     timers: BTreeMap<TimerKey, Millis>,
     conns: BTreeMap<(usize, usize), ConnId>,
@@ -233,7 +239,7 @@ impl Cluster {
                     1024,
                 );
                 c.seed = seed.wrapping_add(i as u64);
-                Worker::new(c)
+                WorkerNode::new(c)
             })
             .collect();
         let mut c = Cluster {
@@ -262,7 +268,7 @@ impl Cluster {
             acks: BTreeMap::new(),
         };
         for w in 0..n_workers {
-            c.worker_event(w, worker::Event::Start);
+            c.worker_event(w, wnode::Input::Start);
         }
         for k in 0..n_frameworks {
             c.start_subscriber(k);
@@ -361,7 +367,8 @@ impl Cluster {
                     .iter()
                     .enumerate()
                     .flat_map(|(w, wk)| {
-                        wk.executors()
+                        wk.worker()
+                            .executors()
                             .filter(|e| {
                                 e.state == ExecutorState::Running && !self.exiting.contains(&e.id)
                             })
@@ -374,7 +381,7 @@ impl Cluster {
                         self.masters[l].executors().any(|e| {
                             e.id == executor
                                 && !e.state.is_terminal()
-                                && e.worker == self.workers[w].config().id
+                                && e.worker == self.workers[w].worker().config().id
                         })
                     });
                     if ok && counted {
@@ -463,7 +470,7 @@ impl Cluster {
             self.now = self.now.max(at);
             match key {
                 TimerKey::Master(m, t) => self.master_event(m, master::Event::Timer(t)),
-                TimerKey::Worker(w, t) => self.worker_event(w, worker::Event::Timer(t)),
+                TimerKey::Worker(w) => self.worker_event(w, wnode::Input::Tick),
                 TimerKey::Sub(s, t) => self.sub_event(s, subscriber::Event::Timer(t)),
             }
         }
@@ -473,7 +480,7 @@ impl Cluster {
     fn disconnect(&mut self, w: usize, m: usize) {
         if let Some(conn) = self.conns.remove(&(w, m)) {
             self.master_event(m, master::Event::Disconnected { conn });
-            self.worker_event(w, worker::Event::Disconnected { master: master_addr(m) });
+            self.worker_event(w, wnode::Input::Closed { conn, reason: "disconnected".into() });
         }
     }
 
@@ -499,7 +506,7 @@ impl Cluster {
                     if let Some(e) = proof {
                         self.proven[w] = self.proven[w].max(e);
                     }
-                    self.worker_event(w, worker::Event::Message { from: master_addr(m), msg });
+                    self.worker_event(w, wnode::Input::Message { conn, msg });
                 }
             }
             Packet::Persisted { m, write } => {
@@ -510,7 +517,7 @@ impl Cluster {
                 self.master_event(m, master::Event::PersistFailed { write, reason })
             }
             Packet::Exec { w, executor, state } => {
-                self.worker_event(w, worker::Event::ExecutorChanged { executor, state })
+                self.worker_event(w, wnode::Input::ExecutorChanged { executor, state })
             }
             Packet::FromSub { m, s, conn, msg } => {
                 if self.sub_conns.get(&(s, m)) == Some(&conn) {
@@ -645,19 +652,11 @@ impl Cluster {
                 subscriber::Action::Subscribed { executors, .. } => {
                     let view = &mut self.subs[s].view;
                     for e in executors {
-                        if !view.get(&e.id).is_some_and(|st| st.is_terminal()) {
-                            view.insert(e.id, e.state);
-                        }
+                        update_view(view, e.id, e.state);
                     }
                 }
-                // A terminal state is final for the program: a stale update
-                // (the harness may duplicate and reorder messages, which TCP
-                // never does) does not bring an executor back to life.
                 subscriber::Action::ExecutorUpdate(info) => {
-                    let view = &mut self.subs[s].view;
-                    if !view.get(&info.id).is_some_and(|st| st.is_terminal()) {
-                        view.insert(info.id, info.state);
-                    }
+                    update_view(&mut self.subs[s].view, info.id, info.state)
                 }
                 subscriber::Action::Exit { .. } => {
                     self.subs[s].exited = true;
@@ -697,7 +696,8 @@ impl Cluster {
                     if let Some(w) = self.worker_of_conn(m, conn) {
                         if let Message::Registered { epoch, duplicate: false, .. } = &msg {
                             let wk = &self.workers[w];
-                            let key = (m, *epoch, wk.config().id.clone(), wk.config().incarnation);
+                            let cfg = wk.worker().config();
+                            let key = (m, *epoch, cfg.id.clone(), cfg.incarnation);
                             *self.acks.entry(key).or_default() += 1;
                         }
                         self.inflight.push(Packet::ToWorker { w, m, conn, msg });
@@ -707,10 +707,8 @@ impl Cluster {
                     self.flush(conn);
                     if let Some(w) = self.worker_of_conn(m, conn) {
                         self.conns.remove(&(w, m));
-                        self.worker_event(
-                            w,
-                            worker::Event::Disconnected { master: master_addr(m) },
-                        );
+                        let reason = "closed by the master".to_string();
+                        self.worker_event(w, wnode::Input::Closed { conn, reason });
                     }
                 }
                 // Writes are fenced by leadership, as ZooKeeper's multi with
@@ -746,15 +744,21 @@ impl Cluster {
         }
     }
 
-    fn worker_event(&mut self, w: usize, e: worker::Event) {
+    /// One input to worker `w`'s node, then its outputs in order, as the
+    /// worker runtime executes them.
+    fn worker_event(&mut self, w: usize, input: wnode::Input) {
         let now = self.now;
-        let actions = self.workers[w].handle(now, e);
-        for a in actions {
-            match a {
-                worker::Action::Connect { master } => {
+        let outputs = self.workers[w].handle(now, input);
+        match self.workers[w].poll_timeout() {
+            Some(at) => self.timers.insert(TimerKey::Worker(w), at),
+            None => self.timers.remove(&TimerKey::Worker(w)),
+        };
+        for o in outputs {
+            match o {
+                wnode::Output::Dial { dial, master } => {
                     let m = Self::master_index(&master);
-                    if self.partitions.contains(&(w, m)) {
-                        self.worker_event(w, worker::Event::ConnectFailed { master });
+                    let result = if self.partitions.contains(&(w, m)) {
+                        DialResult::Failed { reason: "partitioned".into(), refused: false }
                     } else {
                         let conn = ConnId(self.next_conn);
                         self.next_conn += 1;
@@ -762,36 +766,39 @@ impl Cluster {
                             self.master_event(m, master::Event::Disconnected { conn: old });
                         }
                         self.master_event(m, master::Event::Connected { conn });
-                        self.worker_event(w, worker::Event::Connected { master });
+                        DialResult::Connected { conn }
+                    };
+                    self.worker_event(w, wnode::Input::Dialed { dial, result });
+                }
+                wnode::Output::Send { conn, msg } => {
+                    let m = self.conns.iter().find(|((ww, _), c)| *ww == w && **c == conn);
+                    if let Some(((_, m), _)) = m {
+                        let m = *m;
+                        self.inflight.push(Packet::ToMaster { m, w, conn, msg });
                     }
                 }
-                worker::Action::Send { to, msg } => {
-                    let m = Self::master_index(&to);
-                    if let Some(conn) = self.conns.get(&(w, m)) {
-                        self.inflight.push(Packet::ToMaster { m, w, conn: *conn, msg });
-                    }
-                }
-                worker::Action::Close { master, .. } => {
-                    let m = Self::master_index(&master);
-                    if let Some(conn) = self.conns.remove(&(w, m)) {
+                wnode::Output::Close { conn, .. } => {
+                    let m = self.conns.iter().find(|((ww, _), c)| *ww == w && **c == conn);
+                    if let Some(((_, m), _)) = m {
+                        let m = *m;
+                        self.conns.remove(&(w, m));
                         self.master_event(m, master::Event::Disconnected { conn });
                     }
                 }
-                worker::Action::SetTimer { timer, at } => {
-                    self.timers.insert(TimerKey::Worker(w, timer), at);
-                }
-                worker::Action::CancelTimer { timer } => {
-                    self.timers.remove(&TimerKey::Worker(w, timer));
-                }
-                worker::Action::Exit { reason } => self.exits.push((w, reason)),
+                wnode::Output::Exit { reason } => self.exits.push((w, reason)),
                 // Executors start at once and run until killed.
-                worker::Action::StartExecutor { executor, .. } => {
+                wnode::Output::StartExecutor { executor, .. } => {
                     let state = regent_core::protocol::ExecutorState::Running;
                     self.inflight.push(Packet::Exec { w, executor, state });
                 }
-                worker::Action::KillExecutor { executor } => {
+                wnode::Output::KillExecutor { executor } => {
                     let state = regent_core::protocol::ExecutorState::Killed;
                     self.inflight.push(Packet::Exec { w, executor, state });
+                }
+                wnode::Output::Note(note) => {
+                    if self.tracing {
+                        self.trace.push(format!("{} w{w} note: {note:?}", self.now));
+                    }
                 }
             }
         }
@@ -836,7 +843,7 @@ impl Cluster {
         }
         let mut running: BTreeMap<&ExecutorId, usize> = BTreeMap::new();
         for wk in &self.workers {
-            for e in wk.executors().filter(|e| !e.state.is_terminal()) {
+            for e in wk.worker().executors().filter(|e| !e.state.is_terminal()) {
                 *running.entry(&e.id).or_default() += 1;
             }
         }
@@ -913,8 +920,8 @@ impl Cluster {
                 .workers()
                 .iter()
                 .filter(|e| {
-                    e.id == w.config().id
-                        && e.incarnation == w.config().incarnation
+                    e.id == w.worker().config().id
+                        && e.incarnation == w.worker().config().incarnation
                         && e.state == master::WorkerState::Alive
                 })
                 .count();
@@ -930,8 +937,8 @@ impl Cluster {
             let on = self
                 .workers
                 .iter()
-                .filter(|w| w.executors().any(|x| x.id == e.id && !x.state.is_terminal()))
-                .map(|w| w.config().id.clone())
+                .filter(|w| w.worker().executors().any(|x| x.id == e.id && !x.state.is_terminal()))
+                .map(|w| w.worker().config().id.clone())
                 .collect::<Vec<_>>();
             if on != vec![e.worker.clone()] {
                 return Err(Violation {
@@ -954,7 +961,7 @@ impl Cluster {
         let live_on_workers: usize = self
             .workers
             .iter()
-            .map(|w| w.executors().filter(|e| !e.state.is_terminal()).count())
+            .map(|w| w.worker().executors().filter(|e| !e.state.is_terminal()).count())
             .sum();
         let counted: usize = per_slot.values().map(Vec::len).sum();
         if let Some((slot, ids)) = per_slot.iter().find(|(_, v)| v.len() > 1) {
@@ -1027,5 +1034,22 @@ impl Cluster {
             }
         }
         Ok(())
+    }
+}
+
+/// What the program believes of an executor. A terminal state is final: a
+/// stale update (the harness may duplicate and reorder messages, which TCP
+/// never does) does not bring an executor back to life — except that a LOST
+/// executor's late exit 0 is its real end (the master completes the slot
+/// with it), so it replaces LOST.
+fn update_view(
+    view: &mut BTreeMap<ExecutorId, ExecutorState>,
+    id: ExecutorId,
+    state: ExecutorState,
+) {
+    let late_success = matches!(view.get(&id), Some(ExecutorState::Lost))
+        && state == ExecutorState::Exited { code: 0 };
+    if late_success || !view.get(&id).is_some_and(|st| st.is_terminal()) {
+        view.insert(id, state);
     }
 }

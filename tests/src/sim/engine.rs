@@ -6,8 +6,13 @@
 //! master process is one [`MasterNode`] in ZooKeeper mode: its election,
 //! lease and recovery store all run as requests on its one session against
 //! the [`ZkModel`], so the store *is* the model's nodes under
-//! `<root>/state/`. One event is handled per step; the invariants are
-//! checked after every step.
+//! `<root>/state/`. Every worker process is one [`WorkerNode`] and every
+//! subscriber process one [`SubmitNode`], driven as the runtimes drive them:
+//! their dials become simulated dials (a fresh [`ConnId`] on success), their
+//! sends and closes act on those connections, every end of a connection is
+//! fed back as `Closed`, and each process has one Tick timer following its
+//! node's `poll_timeout()`. One event is handled per step; the invariants
+//! are checked after every step.
 
 use super::invariants::{self, Obs};
 use super::schedule::{Fault, Schedule};
@@ -18,13 +23,15 @@ use regent_core::elector::{
 use regent_core::ids::InstanceId;
 use regent_core::master::{self, Master};
 use regent_core::node::master::{self as mnode, Leadership, MasterNode};
+use regent_core::node::submit::{self as snode, SubmitNode};
+use regent_core::node::worker::{self as wnode, WorkerNode};
 use regent_core::protocol::{ExecutorReport, ExecutorState, GroupSpec, Message};
 use regent_core::store::format::decode_named;
 use regent_core::store::names::key_stem;
 use regent_core::store::{Record, RecordKey};
-use regent_core::subscriber::{self, Subscriber};
+use regent_core::subscriber;
 use regent_core::testkit::zk::ZkModel;
-use regent_core::worker::{self, Worker};
+use regent_core::worker;
 use regent_core::{Addr, ConnId, ExecutorId, FrameworkId, Incarnation, MasterId, Millis};
 use regent_core::{FrameworkId as Fid, WorkerId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -60,21 +67,22 @@ fn master_index(addr: &Addr) -> Option<usize> {
     addr.0.strip_prefix('m')?.parse().ok()
 }
 
-/// An input to a process's node or machine.
+/// An input to a process's node.
 #[derive(Clone, Debug)]
 pub(crate) enum Input {
-    /// For the master node.
+    /// For a master node.
     Master(mnode::Input),
-    Worker(worker::Event),
-    Sub(subscriber::Event),
+    /// For a worker node.
+    Worker(wnode::Input),
+    /// For a submit node.
+    Sub(snode::Input),
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum TimerKey {
-    /// The master node's one deadline ([`MasterNode::poll_timeout`]).
-    Tick,
-    Worker(worker::Timer),
-    Sub(subscriber::Timer),
+/// The dial a connection was opened for, in its client node's numbering.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DialTag {
+    Worker(wnode::DialId),
+    Sub(snode::DialId),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -86,20 +94,70 @@ enum ExecWhat {
 
 #[derive(Clone, Debug)]
 enum Ev {
-    Input { node: Node, gen: u64, input: Input },
-    ToMaster { conn: ConnId, msg: Message },
-    ToClient { conn: ConnId, msg: Message },
-    MasterSeesClose { conn: ConnId },
-    ClientSeesClose { conn: ConnId },
-    DialDone { conn: ConnId, ok: bool },
-    Timer { node: Node, key: TimerKey, at: Millis, token: u64 },
-    ZkExec { m: usize, link: u64, session: SessionId, req: RequestId, op: ZkOp },
-    ZkConnected { m: usize, gen: u64, link: u64, session: SessionId, timeout: Millis },
-    ZkLinkUp { m: usize, gen: u64 },
+    Input {
+        node: Node,
+        gen: u64,
+        input: Input,
+    },
+    ToMaster {
+        conn: ConnId,
+        msg: Message,
+    },
+    ToClient {
+        conn: ConnId,
+        msg: Message,
+    },
+    MasterSeesClose {
+        conn: ConnId,
+    },
+    ClientSeesClose {
+        conn: ConnId,
+    },
+    DialDone {
+        conn: ConnId,
+        ok: bool,
+    },
+    /// A dial to a master that does not exist fails.
+    DialFailed {
+        node: Node,
+        gen: u64,
+        dial: DialTag,
+    },
+    Timer {
+        node: Node,
+        at: Millis,
+        token: u64,
+    },
+    ZkExec {
+        m: usize,
+        link: u64,
+        session: SessionId,
+        req: RequestId,
+        op: ZkOp,
+    },
+    ZkConnected {
+        m: usize,
+        gen: u64,
+        link: u64,
+        session: SessionId,
+        timeout: Millis,
+    },
+    ZkLinkUp {
+        m: usize,
+        gen: u64,
+    },
     ZkTick,
-    Exec { w: usize, gen: u64, x: ExecutorId, what: ExecWhat },
+    Exec {
+        w: usize,
+        gen: u64,
+        x: ExecutorId,
+        what: ExecWhat,
+    },
     Fault(Fault),
-    Unblock { from: Node, to: Node },
+    Unblock {
+        from: Node,
+        to: Node,
+    },
     Restart(Node),
     Resume(Node),
     Heal,
@@ -114,8 +172,12 @@ pub(crate) struct Conn {
     pub(crate) open: bool,
     /// The master's end is closed (it sends and receives nothing more).
     pub(crate) mclosed: bool,
-    /// The client's end is closed.
+    /// The client's end is closed (nothing more is sent or delivered on it).
     pub(crate) cclosed: bool,
+    /// The client node was told the connection ended (`Closed`).
+    pub(crate) ctold: bool,
+    /// The dial that opened it.
+    pub(crate) dial: DialTag,
     /// Reset: nothing more is sent on it.
     pub(crate) broken: bool,
     /// Process generations of both ends when it was dialled.
@@ -176,20 +238,37 @@ impl MasterP {
 #[derive(Debug)]
 pub(crate) struct WorkerP {
     pub(crate) p: Proc,
-    pub(crate) worker: Worker,
+    /// The worker daemon's composition: the machine and its links.
+    pub(crate) node: WorkerNode,
     pub(crate) exited: Option<String>,
     left_behind: Vec<ExecutorReport>,
+}
+
+impl WorkerP {
+    /// The worker machine inside the node.
+    pub(crate) fn worker(&self) -> &worker::Worker {
+        self.node.worker()
+    }
 }
 
 #[derive(Debug)]
 pub(crate) struct SubP {
     pub(crate) p: Proc,
-    pub(crate) sub: Subscriber,
+    /// The submitter's composition: the subscriber and its progress.
+    pub(crate) node: SubmitNode,
     pub(crate) framework: Option<FrameworkId>,
     pub(crate) exited: Option<String>,
-    /// The executors the program knows of (from `Subscribed` and updates).
+    /// The executors the program knows of (from `Subscribed` and updates,
+    /// as the node's `Observed` outputs report them).
     pub(crate) view: BTreeMap<ExecutorId, ExecutorState>,
     spec: GroupSpec,
+}
+
+impl SubP {
+    /// The subscriber machine inside the node.
+    pub(crate) fn sub(&self) -> &subscriber::Subscriber {
+        self.node.subscriber()
+    }
 }
 
 /// The whole simulated cluster.
@@ -206,11 +285,13 @@ pub(crate) struct World {
     pub(crate) workers: Vec<WorkerP>,
     pub(crate) subs: Vec<SubP>,
     pub(crate) conns: BTreeMap<ConnId, Conn>,
-    links: BTreeMap<(Node, usize), ConnId>,
     next_conn: u64,
+    /// Request ids of the kills the simulator injects for subscribers.
+    next_kill: u64,
     fifo: BTreeMap<(ConnId, bool), Millis>,
     blocked: BTreeMap<(Node, Node), u32>,
-    timers: BTreeMap<(Node, TimerKey), (Millis, u64)>,
+    /// Each process's one Tick timer (its node's `poll_timeout`).
+    timers: BTreeMap<Node, (Millis, u64)>,
     next_token: u64,
     /// Executor processes: running or not, per worker and id.
     execs: BTreeMap<(usize, ExecutorId), bool>,
@@ -253,7 +334,7 @@ impl World {
         let workers = (0..cfg.workers)
             .map(|i| WorkerP {
                 p: Proc::default(),
-                worker: new_worker(i, 0, cfg.masters, knobs, seed),
+                node: new_worker(i, 0, cfg.masters, knobs, seed),
                 exited: None,
                 left_behind: Vec::new(),
             })
@@ -263,7 +344,7 @@ impl World {
                 let slots = rng.u32(1..=3);
                 SubP {
                     p: Proc::default(),
-                    sub: new_sub(i, 0, None, cfg.masters, seed),
+                    node: new_sub(i, 0, None, cfg.masters, seed),
                     framework: None,
                     exited: None,
                     view: BTreeMap::new(),
@@ -283,8 +364,8 @@ impl World {
             workers,
             subs,
             conns: BTreeMap::new(),
-            links: BTreeMap::new(),
             next_conn: 1,
+            next_kill: 1 << 48,
             fifo: BTreeMap::new(),
             blocked: BTreeMap::new(),
             timers: BTreeMap::new(),
@@ -411,10 +492,9 @@ impl World {
             }
             Ev::ToClient { conn, msg } => {
                 if let Some(c) = self.conns.get(&conn).filter(|c| !c.cclosed).cloned() {
-                    let from = master_addr(c.m);
                     let input = match c.client {
-                        Node::Worker(_) => Input::Worker(worker::Event::Message { from, msg }),
-                        _ => Input::Sub(subscriber::Event::Message { from, msg }),
+                        Node::Worker(_) => Input::Worker(wnode::Input::Message { conn, msg }),
+                        _ => Input::Sub(snode::Input::Message { conn, msg }),
                     };
                     self.deliver(c.client, c.cgen, input);
                 }
@@ -432,34 +512,41 @@ impl World {
                 self.gc_conn(conn);
             }
             Ev::ClientSeesClose { conn } => {
-                if let Some(c) = self.conns.get_mut(&conn).filter(|c| !c.cclosed) {
-                    c.cclosed = true;
-                    let c = c.clone();
-                    let key = (c.client, c.m);
-                    let current = self.links.get(&key).copied();
-                    if current.is_none() || current == Some(conn) {
-                        self.links.remove(&key);
-                        let master = master_addr(c.m);
-                        let input = match c.client {
-                            Node::Worker(_) => {
-                                Input::Worker(worker::Event::Disconnected { master })
-                            }
-                            _ => Input::Sub(subscriber::Event::Disconnected { master }),
-                        };
-                        self.deliver(c.client, c.cgen, input);
+                // Every end is fed to the client node, once, whoever closed
+                // the connection (a node that closed it waits for its end).
+                if let Some(c) = self.conns.get_mut(&conn).filter(|c| !c.ctold) {
+                    let reason = if c.broken {
+                        "connection reset"
+                    } else if c.cclosed {
+                        "closed"
+                    } else {
+                        "closed by the master"
                     }
+                    .to_string();
+                    c.cclosed = true;
+                    c.ctold = true;
+                    let (client, cgen) = (c.client, c.cgen);
+                    let input = match client {
+                        Node::Worker(_) => Input::Worker(wnode::Input::Closed { conn, reason }),
+                        _ => Input::Sub(snode::Input::Closed { conn, reason }),
+                    };
+                    self.deliver(client, cgen, input);
                 }
                 self.gc_conn(conn);
             }
             Ev::DialDone { conn, ok } => self.dial_done(conn, ok),
-            Ev::Timer { node, key, at, token } => {
-                if self.timers.get(&(node, key)) == Some(&(at, token)) {
-                    self.timers.remove(&(node, key));
+            Ev::DialFailed { node, gen, dial } => {
+                let input = dial_result(dial, Err("no such master".into()));
+                self.deliver(node, gen, input);
+            }
+            Ev::Timer { node, at, token } => {
+                if self.timers.get(&node) == Some(&(at, token)) {
+                    self.timers.remove(&node);
                     let gen = self.proc(node).gen;
-                    let input = match key {
-                        TimerKey::Tick => Input::Master(mnode::Input::Tick),
-                        TimerKey::Worker(t) => Input::Worker(worker::Event::Timer(t)),
-                        TimerKey::Sub(t) => Input::Sub(subscriber::Event::Timer(t)),
+                    let input = match node {
+                        Node::Master(_) => Input::Master(mnode::Input::Tick),
+                        Node::Worker(_) => Input::Worker(wnode::Input::Tick),
+                        Node::Sub(_) => Input::Sub(snode::Input::Tick),
                     };
                     self.deliver(node, gen, input);
                 }
@@ -550,48 +637,56 @@ impl World {
     fn handle_input(&mut self, node: Node, input: Input) {
         self.local.push_back((node, input));
         while let Some((node, input)) = self.local.pop_front() {
+            if !self.proc(node).up {
+                continue; // it exited while this was queued
+            }
             self.log(|| format!("{node:?} <- {input:?}"));
             match (node, input) {
                 (Node::Master(m), Input::Master(input)) => {
                     let before = invariants::before_master_handle(self, m);
                     let outputs = self.masters[m].node.handle(self.now, input);
-                    self.rearm_tick(m);
+                    self.rearm_tick(node);
                     invariants::after_master_handle(self, m, before);
                     self.master_outputs(m, outputs);
                 }
-                (Node::Worker(w), Input::Worker(ev)) => {
-                    let actions = self.workers[w].worker.handle(self.now, ev);
-                    self.worker_actions(w, actions);
+                (Node::Worker(w), Input::Worker(input)) => {
+                    let outputs = self.workers[w].node.handle(self.now, input);
+                    self.rearm_tick(node);
+                    self.worker_outputs(w, outputs);
                 }
-                (Node::Sub(s), Input::Sub(ev)) => {
-                    let actions = self.subs[s].sub.handle(self.now, ev);
-                    self.sub_actions(s, actions);
+                (Node::Sub(s), Input::Sub(input)) => {
+                    let outputs = self.subs[s].node.handle(self.now, input);
+                    self.rearm_tick(node);
+                    self.sub_outputs(s, outputs);
                 }
                 _ => unreachable!("inputs are addressed by node kind"),
             }
         }
     }
 
-    fn set_timer(&mut self, node: Node, key: TimerKey, at: Millis) {
-        self.next_token += 1;
-        let token = self.next_token;
-        self.timers.insert((node, key), (at, token));
-        self.at(at, Ev::Timer { node, key, at, token });
-    }
-
-    /// The master node's one timer follows its next deadline: (re)scheduled
+    /// A process's one timer follows its node's next deadline: (re)scheduled
     /// when the deadline moved, forgotten when there is none (a tick that
     /// was scheduled earlier then finds a stale token and is ignored).
-    fn rearm_tick(&mut self, m: usize) {
-        let node = Node::Master(m);
-        match self.masters[m].node.poll_timeout() {
+    fn rearm_tick(&mut self, node: Node) {
+        if !self.proc(node).up {
+            return; // it exited while handling: its timer went with it
+        }
+        let next = match node {
+            Node::Master(m) => self.masters[m].node.poll_timeout(),
+            Node::Worker(w) => self.workers[w].node.poll_timeout(),
+            Node::Sub(s) => self.subs[s].node.poll_timeout(),
+        };
+        match next {
             Some(at) => {
-                if self.timers.get(&(node, TimerKey::Tick)).map(|(t, _)| *t) != Some(at) {
-                    self.set_timer(node, TimerKey::Tick, at);
+                if self.timers.get(&node).map(|(t, _)| *t) != Some(at) {
+                    self.next_token += 1;
+                    let token = self.next_token;
+                    self.timers.insert(node, (at, token));
+                    self.at(at, Ev::Timer { node, at, token });
                 }
             }
             None => {
-                self.timers.remove(&(node, TimerKey::Tick));
+                self.timers.remove(&node);
             }
         }
     }
@@ -621,15 +716,15 @@ impl World {
             }
             Node::Worker(i) => {
                 let wp = &mut self.workers[i];
-                wp.worker = new_worker(i, gen, n_masters, knobs, seed);
+                wp.node = new_worker(i, gen, n_masters, knobs, seed);
                 wp.exited = None;
                 let left = std::mem::take(&mut wp.left_behind);
-                let mut inputs = vec![Input::Worker(worker::Event::Start)];
+                let mut inputs = vec![Input::Worker(wnode::Input::Start)];
                 for mut r in left {
                     if !r.state.is_terminal() {
                         r.state = ExecutorState::Killed;
                     }
-                    inputs.push(Input::Worker(worker::Event::LeftBehind(r)));
+                    inputs.push(Input::Worker(wnode::Input::LeftBehind(r)));
                 }
                 for input in inputs {
                     self.local_input(node, input);
@@ -637,12 +732,12 @@ impl World {
             }
             Node::Sub(i) => {
                 let sp = &mut self.subs[i];
-                sp.sub = new_sub(i, gen, sp.framework.clone(), n_masters, seed);
+                sp.node = new_sub(i, gen, sp.framework.clone(), n_masters, seed);
                 sp.exited = None;
                 sp.view.clear();
                 let spec = sp.spec.clone();
-                self.local_input(node, Input::Sub(subscriber::Event::Start));
-                self.local_input(node, Input::Sub(subscriber::Event::Declare(spec)));
+                self.local_input(node, Input::Sub(snode::Input::Start));
+                self.local_input(node, Input::Sub(snode::Input::Declare(spec)));
             }
         }
     }
@@ -662,7 +757,7 @@ impl World {
         p.gen += 1;
         p.deferred.clear();
         p.paused_until = Millis::ZERO;
-        self.timers.retain(|(n, _), _| *n != node);
+        self.timers.remove(&node);
         match node {
             Node::Master(m) => {
                 // The session stays on the server until it expires.
@@ -682,7 +777,7 @@ impl World {
             }
             Node::Worker(w) => {
                 let wp = &mut self.workers[w];
-                wp.left_behind = wp.worker.executors().cloned().collect();
+                wp.left_behind = wp.worker().executors().cloned().collect();
                 self.execs.retain(|(ww, _), _| *ww != w);
                 self.client_gone(node);
             }
@@ -690,11 +785,12 @@ impl World {
         }
     }
 
+    /// A client process died: its dials are void, its connections close.
     fn client_gone(&mut self, node: Node) {
-        let links: Vec<(Node, usize)> =
-            self.links.keys().filter(|(n, _)| *n == node).copied().collect();
-        for key in links {
-            self.client_close(key.0, key.1);
+        let conns: Vec<ConnId> =
+            self.conns.iter().filter(|(_, c)| c.client == node).map(|(id, _)| *id).collect();
+        for conn in conns {
+            self.client_close(conn);
         }
     }
 
@@ -762,24 +858,19 @@ impl World {
         }
     }
 
-    fn dial(&mut self, client: Node, m: usize) {
+    /// A client node asked to dial master `m` (`dial` names it): the dial
+    /// completes after a latency (or fails after [`CONNECT_TIMEOUT`] across a
+    /// partition, at once if the master is down) and its result is fed back
+    /// with a fresh connection number.
+    fn dial(&mut self, client: Node, m: usize, dial: DialTag) {
+        let cgen = self.proc(client).gen;
         if m >= self.masters.len() {
-            let master = master_addr(m);
-            let gen = self.proc(client).gen;
-            let input = match client {
-                Node::Worker(_) => Input::Worker(worker::Event::ConnectFailed { master }),
-                _ => Input::Sub(subscriber::Event::ConnectFailed { master }),
-            };
-            self.at(self.now + Millis(1), Ev::Input { node: client, gen, input });
+            self.after(Millis(1), Ev::DialFailed { node: client, gen: cgen, dial });
             return;
-        }
-        if self.links.contains_key(&(client, m)) {
-            self.client_close(client, m);
         }
         let conn = ConnId(self.next_conn);
         self.next_conn += 1;
         let mn = Node::Master(m);
-        let cgen = self.proc(client).gen;
         let mgen = self.masters[m].p.gen;
         self.conns.insert(
             conn,
@@ -789,12 +880,13 @@ impl World {
                 open: false,
                 mclosed: false,
                 cclosed: false,
+                ctold: false,
+                dial,
                 broken: false,
                 mgen,
                 cgen,
             },
         );
-        self.links.insert((client, m), conn);
         if !self.masters[m].p.up {
             self.after(Millis(1), Ev::DialDone { conn, ok: false });
         } else if self.is_blocked(client, mn) || self.is_blocked(mn, client) {
@@ -807,11 +899,11 @@ impl World {
 
     fn dial_done(&mut self, conn: ConnId, ok: bool) {
         let Some(c) = self.conns.get(&conn).cloned() else { return };
-        if self.links.get(&(c.client, c.m)) != Some(&conn) {
+        if self.proc(c.client).gen != c.cgen || !self.proc(c.client).up {
+            // The process that dialled is gone.
             self.conns.remove(&conn);
             return;
         }
-        let master = master_addr(c.m);
         let alive = self.masters[c.m].p.up && self.masters[c.m].p.gen == c.mgen;
         if ok && alive {
             self.conns.get_mut(&conn).expect("checked").open = true;
@@ -820,28 +912,22 @@ impl World {
                 c.mgen,
                 Input::Master(mnode::Input::Connected { conn }),
             );
-            let input = match c.client {
-                Node::Worker(_) => Input::Worker(worker::Event::Connected { master }),
-                _ => Input::Sub(subscriber::Event::Connected { master }),
-            };
-            self.deliver(c.client, c.cgen, input);
+            self.deliver(c.client, c.cgen, dial_result(c.dial, Ok(conn)));
         } else {
-            self.links.remove(&(c.client, c.m));
             self.conns.remove(&conn);
-            let input = match c.client {
-                Node::Worker(_) => Input::Worker(worker::Event::ConnectFailed { master }),
-                _ => Input::Sub(subscriber::Event::ConnectFailed { master }),
-            };
-            self.deliver(c.client, c.cgen, input);
+            let why = if alive { "connect timed out" } else { "connection refused" };
+            self.deliver(c.client, c.cgen, dial_result(c.dial, Err(why.into())));
         }
     }
 
-    /// The client closes its connection to `m` (no `Disconnected` back);
-    /// what it sent before is still delivered.
-    fn client_close(&mut self, client: Node, m: usize) {
-        let Some(conn) = self.links.remove(&(client, m)) else { return };
+    /// The client closes `conn` after flushing what it sent (no frame is
+    /// delivered to it any more); the master sees the end after that, and
+    /// the client node is fed the end.
+    fn client_close(&mut self, conn: ConnId) {
         let Some(c) = self.conns.get_mut(&conn) else { return };
         if !c.open {
+            // A dial in flight: the process is gone (nodes close only
+            // connections they were given).
             self.conns.remove(&conn);
             return;
         }
@@ -852,6 +938,7 @@ impl World {
         let lat = Millis(self.rng.u64(1..6));
         let t = (self.now + lat).max(self.fifo.get(&(conn, true)).copied().unwrap_or_default());
         self.at(t, Ev::MasterSeesClose { conn });
+        self.at(t, Ev::ClientSeesClose { conn });
     }
 
     /// The master closes `conn` (no `Disconnected` back to it); what it sent
@@ -862,10 +949,6 @@ impl World {
             return;
         }
         c.mclosed = true;
-        let key = (c.client, c.m);
-        if self.links.get(&key) == Some(&conn) {
-            self.links.remove(&key);
-        }
         let lat = Millis(self.rng.u64(1..6));
         let t = (self.now + lat).max(self.fifo.get(&(conn, false)).copied().unwrap_or_default());
         self.at(t, Ev::ClientSeesClose { conn });
@@ -885,7 +968,7 @@ impl World {
     }
 
     fn gc_conn(&mut self, conn: ConnId) {
-        if self.conns.get(&conn).is_some_and(|c| c.mclosed && c.cclosed) {
+        if self.conns.get(&conn).is_some_and(|c| c.mclosed && c.ctold) {
             self.conns.remove(&conn);
             self.fifo.remove(&(conn, true));
             self.fifo.remove(&(conn, false));
@@ -1218,34 +1301,27 @@ impl World {
 
     // ----- workers and executors ---------------------------------------------
 
-    fn worker_actions(&mut self, w: usize, actions: Vec<worker::Action>) {
+    /// Executes worker `w`'s node outputs, in order (as the worker
+    /// runtime does): dials, sends and closes on the simulated network,
+    /// executors, the exit.
+    fn worker_outputs(&mut self, w: usize, outputs: Vec<wnode::Output>) {
         let node = Node::Worker(w);
         let gen = self.workers[w].p.gen;
-        for a in actions {
-            match a {
-                worker::Action::Connect { master } => {
+        for o in outputs {
+            if self.workers[w].p.gen != gen {
+                break; // it exited: nothing more of this run happens
+            }
+            match o {
+                wnode::Output::Dial { dial, master } => {
                     let m = master_index(&master).unwrap_or(usize::MAX);
-                    self.dial(node, m);
+                    self.dial(node, m, DialTag::Worker(dial));
                 }
-                worker::Action::Send { to, msg } => {
-                    let Some(m) = master_index(&to) else { continue };
+                wnode::Output::Send { conn, msg } => {
                     invariants::on_worker_send(self, w, &msg);
-                    if let Some(conn) = self.links.get(&(node, m)).copied() {
-                        self.send(conn, true, msg);
-                    }
+                    self.send(conn, true, msg);
                 }
-                worker::Action::Close { master, .. } => {
-                    if let Some(m) = master_index(&master) {
-                        self.client_close(node, m);
-                    }
-                }
-                worker::Action::SetTimer { timer, at } => {
-                    self.set_timer(node, TimerKey::Worker(timer), at)
-                }
-                worker::Action::CancelTimer { timer } => {
-                    self.timers.remove(&(node, TimerKey::Worker(timer)));
-                }
-                worker::Action::StartExecutor { executor, .. } => {
+                wnode::Output::Close { conn, .. } => self.client_close(conn),
+                wnode::Output::StartExecutor { executor, .. } => {
                     self.executors_started += 1;
                     self.execs.insert((w, executor.clone()), true);
                     let start = Millis(self.rng.u64(5..60));
@@ -1255,7 +1331,7 @@ impl World {
                     self.after(start, Ev::Exec { w, gen, x: x.clone(), what: ExecWhat::Running });
                     self.after(start + run, Ev::Exec { w, gen, x, what: ExecWhat::Exit(code) });
                 }
-                worker::Action::KillExecutor { executor } => {
+                wnode::Output::KillExecutor { executor } => {
                     if let Some(running) = self.execs.get_mut(&(w, executor.clone())) {
                         if *running {
                             *running = false;
@@ -1267,7 +1343,7 @@ impl World {
                         }
                     }
                 }
-                worker::Action::Exit { reason } => {
+                wnode::Output::Exit { reason } => {
                     self.log(|| format!("w{w} EXIT: {reason}"));
                     invariants::on_worker_exit(self, w, &reason);
                     self.workers[w].exited = Some(reason);
@@ -1277,6 +1353,7 @@ impl World {
                     let d = Millis(self.rng.u64(500..3_000));
                     self.after(d, Ev::Restart(node));
                 }
+                wnode::Output::Note(note) => self.log(|| format!("w{w} note: {note:?}")),
             }
         }
     }
@@ -1301,59 +1378,88 @@ impl World {
             }
             ExecWhat::Killed => ExecutorState::Killed,
         };
-        let ev = worker::Event::ExecutorChanged { executor: x, state };
-        self.deliver(Node::Worker(w), gen, Input::Worker(ev));
+        let input = wnode::Input::ExecutorChanged { executor: x, state };
+        self.deliver(Node::Worker(w), gen, Input::Worker(input));
     }
 
     // ----- subscribers --------------------------------------------------------
 
-    fn sub_actions(&mut self, s: usize, actions: Vec<subscriber::Action>) {
+    /// Executes subscriber `s`'s node outputs, in order (as the submit
+    /// runtime does).
+    fn sub_outputs(&mut self, s: usize, outputs: Vec<snode::Output>) {
         let node = Node::Sub(s);
-        for a in actions {
-            match a {
-                subscriber::Action::Connect { master } => {
+        let gen = self.subs[s].p.gen;
+        for o in outputs {
+            if self.subs[s].p.gen != gen {
+                break;
+            }
+            match o {
+                snode::Output::Dial { dial, master, .. } => {
                     let m = master_index(&master).unwrap_or(usize::MAX);
-                    self.dial(node, m);
+                    self.dial(node, m, DialTag::Sub(dial));
                 }
-                subscriber::Action::Send { to, msg } => {
-                    let Some(m) = master_index(&to) else { continue };
+                snode::Output::Send { conn, msg } => {
                     invariants::on_sub_send(self, s, &msg);
-                    if let Some(conn) = self.links.get(&(node, m)).copied() {
-                        self.send(conn, true, msg);
-                    }
+                    self.send(conn, true, msg);
                 }
-                subscriber::Action::Close { master, .. } => {
-                    if let Some(m) = master_index(&master) {
-                        self.client_close(node, m);
-                    }
-                }
-                subscriber::Action::SetTimer { timer, at } => {
-                    self.set_timer(node, TimerKey::Sub(timer), at)
-                }
-                subscriber::Action::CancelTimer { timer } => {
-                    self.timers.remove(&(node, TimerKey::Sub(timer)));
-                }
-                subscriber::Action::Subscribed { framework, executors, .. } => {
-                    let sp = &mut self.subs[s];
-                    sp.framework = Some(framework);
-                    sp.view = executors.into_iter().map(|e| (e.id, e.state)).collect();
-                }
-                subscriber::Action::ExecutorUpdate(info) => {
-                    self.subs[s].view.insert(info.id, info.state);
-                }
-                subscriber::Action::Exit { reason, .. } => {
-                    self.log(|| format!("f{s} EXIT: {reason}"));
-                    invariants::on_sub_exit(self, s, &reason);
-                    self.subs[s].exited = Some(reason);
+                snode::Output::Close { conn, .. } => self.client_close(conn),
+                snode::Output::Show(show) => self.log(|| format!("f{s} show: {show:?}")),
+                snode::Output::Observed(action) => self.sub_observed(s, action),
+                snode::Output::Exit(exit) => {
+                    self.log(|| format!("f{s} EXIT: {exit:?}"));
+                    let why = exit.message.clone().unwrap_or_else(|| format!("{:?}", exit.outcome));
+                    self.subs[s].exited = Some(why);
+                    // The submission is over: the process ends for good.
                     self.crash(node);
                 }
-                subscriber::Action::SlotFailed { .. }
-                | subscriber::Action::RequestAccepted { .. }
-                | subscriber::Action::RequestRefused { .. }
-                | subscriber::Action::Error { .. }
-                | subscriber::Action::Disconnected { .. } => {}
             }
         }
+    }
+
+    /// What the program following the framework learns from the node.
+    fn sub_observed(&mut self, s: usize, action: subscriber::Action) {
+        match action {
+            subscriber::Action::Subscribed { framework, executors, .. } => {
+                let sp = &mut self.subs[s];
+                sp.framework = Some(framework);
+                sp.view = executors.into_iter().map(|e| (e.id, e.state)).collect();
+            }
+            subscriber::Action::ExecutorUpdate(info) => {
+                self.subs[s].view.insert(info.id, info.state);
+            }
+            subscriber::Action::Exit { reason, .. } => {
+                self.log(|| format!("f{s} machine exit: {reason}"));
+                invariants::on_sub_exit(self, s, &reason);
+            }
+            other => self.log(|| format!("f{s} observed: {other:?}")),
+        }
+    }
+
+    /// Subscriber `s`'s program asks the master it is subscribed with to
+    /// kill executor `x`, on its subscription's connection (the submit node
+    /// takes no commands; the master's answer names a request the
+    /// subscriber did not send, which it ignores).
+    fn sub_kill(&mut self, s: usize, x: ExecutorId) {
+        let node = Node::Sub(s);
+        let gen = self.subs[s].p.gen;
+        let st = self.subs[s].node.status();
+        let Some(m) = st.master.as_ref().and_then(master_index).filter(|_| st.subscribed) else {
+            return;
+        };
+        let conn = self
+            .conns
+            .iter()
+            .find(|(_, c)| {
+                c.client == node && c.cgen == gen && c.m == m && c.open && !c.cclosed && !c.broken
+            })
+            .map(|(id, _)| *id);
+        let Some(conn) = conn else { return };
+        let request = self.next_kill;
+        self.next_kill += 1;
+        let msg = Message::KillExecutor { request, executor: x };
+        self.log(|| format!("f{s} program sends {msg:?}"));
+        invariants::on_sub_send(self, s, &msg);
+        self.send(conn, true, msg);
     }
 
     // ----- faults -------------------------------------------------------------
@@ -1473,7 +1579,9 @@ impl World {
                     .find(|(_, st)| **st == ExecutorState::Running)
                     .map(|(id, _)| id.clone());
                 if let Some(x) = running {
-                    self.local_input(Node::Sub(s), Input::Sub(subscriber::Event::Kill(x)));
+                    if self.proc(Node::Sub(s)).up && !self.proc(Node::Sub(s)).paused(self.now) {
+                        self.sub_kill(s, x);
+                    }
                 }
             }
         }
@@ -1602,7 +1710,7 @@ fn fenced(op: &ZkOp) -> Result<(), String> {
     }
 }
 
-fn new_worker(i: usize, gen: u64, masters: usize, knobs: Knobs, seed: u64) -> Worker {
+fn new_worker(i: usize, gen: u64, masters: usize, knobs: Knobs, seed: u64) -> WorkerNode {
     let mut c = worker::Config::new(
         "sim",
         WorkerId(format!("w{i}")),
@@ -1613,10 +1721,10 @@ fn new_worker(i: usize, gen: u64, masters: usize, knobs: Knobs, seed: u64) -> Wo
     );
     c.seed = seed;
     c.unsafe_no_epoch_fencing = knobs.no_epoch_fencing;
-    Worker::new(c)
+    WorkerNode::new(c)
 }
 
-fn new_sub(i: usize, gen: u64, framework: Option<Fid>, masters: usize, seed: u64) -> Subscriber {
+fn new_sub(i: usize, gen: u64, framework: Option<Fid>, masters: usize, seed: u64) -> SubmitNode {
     let mut c = subscriber::Config::new(
         "sim",
         format!("f{i}"),
@@ -1625,7 +1733,23 @@ fn new_sub(i: usize, gen: u64, framework: Option<Fid>, masters: usize, seed: u64
     );
     c.framework = framework;
     c.seed = seed;
-    Subscriber::new(c)
+    let mut config = snode::Config::new(c);
+    config.dial_timeout = CONNECT_TIMEOUT;
+    SubmitNode::new(config)
+}
+
+/// The result of `dial` as its client node's input.
+fn dial_result(dial: DialTag, result: Result<ConnId, String>) -> Input {
+    match dial {
+        DialTag::Worker(dial) => {
+            let result = match result {
+                Ok(conn) => wnode::DialResult::Connected { conn },
+                Err(reason) => wnode::DialResult::Failed { reason, refused: false },
+            };
+            Input::Worker(wnode::Input::Dialed { dial, result })
+        }
+        DialTag::Sub(dial) => Input::Sub(snode::Input::Dialled { dial, result }),
+    }
 }
 
 /// Parses `<framework>/<group>#<slot>#<launch>` into its parts.

@@ -18,7 +18,7 @@ pub(crate) fn on_registered(w: &mut World, client: Node, msg: &Message) -> R {
     else {
         return Ok(());
     };
-    let cfg = w.workers[i].worker.config();
+    let cfg = w.workers[i].worker().config();
     let (id, inc) = (cfg.id.clone(), cfg.incarnation);
     match w.stored_at(&RecordKey::Worker(id.clone())) {
         Some(Record::Worker(r)) if r.incarnation == inc => {}
@@ -54,7 +54,7 @@ pub(crate) fn on_sub_ack(w: &mut World, client: Node, msg: &Message) -> R {
             let Some(group) = w.obs.sub_requests.get(&(s, gen, *request)).cloned() else {
                 return Ok(()); // a kill or a teardown
             };
-            let Some(fw) = w.subs[s].sub.status().framework else { return Ok(()) };
+            let Some(fw) = w.subs[s].sub().status().framework else { return Ok(()) };
             let durable = match w.stored_at(&RecordKey::Framework(fw.clone())) {
                 Some(Record::Framework(r)) => r.groups.iter().any(|g| g.spec.group == group),
                 _ => false,

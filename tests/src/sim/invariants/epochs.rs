@@ -34,7 +34,7 @@ pub(crate) fn check(w: &mut World) -> Result<(), String> {
         }
     }
     for (i, wp) in w.workers.iter().enumerate() {
-        let e = wp.worker.status().max_epoch;
+        let e = wp.worker().status().max_epoch;
         let (gen, last) = w.obs.worker_epoch[i];
         if gen == wp.p.gen && e < last {
             return Err(format!("w{i}'s highest epoch went down from {last} to {e}"));
@@ -42,7 +42,7 @@ pub(crate) fn check(w: &mut World) -> Result<(), String> {
         w.obs.worker_epoch[i] = (wp.p.gen, e);
     }
     for (i, sp) in w.subs.iter().enumerate() {
-        let e = sp.sub.status().max_epoch;
+        let e = sp.sub().status().max_epoch;
         let (gen, last) = w.obs.sub_epoch[i];
         if gen == sp.p.gen && e < last {
             return Err(format!("f{i}'s highest epoch went down from {last} to {e}"));

@@ -39,11 +39,11 @@ pub(crate) fn holds(w: &World) -> Result<(), String> {
         if !wp.p.up || wp.exited.is_some() {
             continue;
         }
-        let st = wp.worker.status();
+        let st = wp.worker().status();
         if !st.registered || st.active.as_ref() != Some(&addr) {
             return Err(format!("w{i} is not registered with leader m{l}: {st:?}"));
         }
-        let cfg = wp.worker.config();
+        let cfg = wp.worker().config();
         if !registry.iter().any(|e| {
             e.id == cfg.id && e.incarnation == cfg.incarnation && e.state == WorkerState::Alive
         }) {
@@ -51,10 +51,12 @@ pub(crate) fn holds(w: &World) -> Result<(), String> {
         }
     }
     for (i, sp) in w.subs.iter().enumerate() {
-        if !sp.p.up || sp.exited.is_some() {
+        // A submission that is over (its node ending or exited) follows
+        // nothing any more.
+        if !sp.p.up || sp.exited.is_some() || sp.node.ending().is_some() {
             continue;
         }
-        let st = sp.sub.status();
+        let st = sp.sub().status();
         if !st.subscribed || st.master.as_ref() != Some(&addr) {
             return Err(format!("f{i} is not subscribed with leader m{l}: {st:?}"));
         }

@@ -42,7 +42,7 @@ pub(crate) fn on_registered(
     else {
         return Ok(());
     };
-    let cfg = w.workers[i].worker.config();
+    let cfg = w.workers[i].worker().config();
     let key = (m, w.masters[m].p.gen, cfg.id.clone(), cfg.incarnation);
     if !w.obs.acked_new.insert(key) {
         return Err((
