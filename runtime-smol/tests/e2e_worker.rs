@@ -62,11 +62,11 @@ fn worker_kill9_restart_kills_left_behind_executors() {
         group_members(pgid).is_empty() && !pid_alive(pgid)
     });
     worker.assert_running("after killing what its predecessor left behind");
-    assert!(
-        worker.stderr().contains("killed an executor a previous worker process left running"),
-        "the restarted worker says what it killed:\n{}",
-        worker.stderr()
-    );
+    // The kill happens while the worker prepares; the line that names it
+    // follows once the node reports it to the master.
+    wait_until(BOUND, "the restarted worker says what it killed", || {
+        worker.stderr().contains("killed an executor a previous worker process left running")
+    });
     // The new incarnation replaces the old one, whose executors the master
     // reports lost (DESIGN rule 5); the left-behind report says KILLED.
     // Either way the master no longer counts the executor as running.
