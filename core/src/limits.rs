@@ -3,13 +3,162 @@
 //! reason naming the limit; it never panics and never allocates in
 //! proportion to the number it carries.
 //!
-//! This is the first step of the limits work: slots per group and groups
-//! per framework (a `DeclareGroup` of `u32::MAX` slots once aborted the
-//! master), and checked arithmetic wherever a peer's cores and memory meet
-//! a worker's (a sum that would overflow does not fit).
+//! | limit | default | checked in | answer |
+//! |---|---|---|---|
+//! | [`MAX_SLOTS_PER_GROUP`] | 2,048 | `master::frameworks::declare_group` | `RequestRefused` |
+//! | [`MAX_GROUPS_PER_FRAMEWORK`] | 64 | `declare_group` | `RequestRefused` |
+//! | frameworks per cluster (`master::Config::max_frameworks`, default [`DEFAULT_MAX_FRAMEWORKS`]) | 1,000 | `master::frameworks::subscribe` (a *new* framework only) | `FrameworkError`, connection closed |
+//! | [`MAX_ID_BYTES`] (framework id, worker id) | 256 | `subscribe`, `master::workers::register_worker` | `FrameworkError` / `Shutdown` |
+//! | [`MAX_NAME_BYTES`] (framework name, group name) | 256 | `subscribe`, `declare_group` | `FrameworkError` / `RequestRefused` |
+//! | [`MAX_ARG_BYTES`] (each command argument) | 16 KiB | `declare_group` | `RequestRefused` |
+//! | [`MAX_COMMAND_ARGS`] | 1,024 | `declare_group` | `RequestRefused` |
+//! | [`MAX_ENV_VARS`] | 1,024 | `declare_group` | `RequestRefused` |
+//! | [`MAX_ENV_KEY_BYTES`] | 1 KiB | `declare_group` | `RequestRefused` |
+//! | [`MAX_ENV_VALUE_BYTES`] | 16 KiB | `declare_group` | `RequestRefused` |
+//! | [`MAX_GROUP_SPEC_BYTES`] (command + environment of one group) | 64 KiB | `declare_group` | `RequestRefused` |
+//! | [`MAX_FAILOVER_TIMEOUT`] | 7 days | `subscribe` | `FrameworkError`, connection closed |
+//! | [`MAX_CORES`] (per executor and per worker) | 2^20 | `declare_group`, `register_worker` | `RequestRefused` / `Shutdown` |
+//! | [`MAX_MEMORY_MB`] (per executor and per worker) | 2^40 MiB | `declare_group`, `register_worker` | `RequestRefused` / `Shutdown` |
+//! | [`MAX_EXECUTORS_PER_WORKER`] (live executors placed or adopted) | 1,024 | placement and adoption (`master::executors`) | not placed there / not adopted (killed, slot refilled elsewhere) |
+//! | [`MAX_REPORTS_PER_REGISTRATION`] | 4,096 | `register_worker` | `Shutdown` |
+//! | [`MAX_RECORD_PAYLOAD`] (a framework record at its worst case, see below) | 1,000,000 bytes | `declare_group`, before persisting | `RequestRefused` |
+//! | [`MAX_FAILURE_REASON_BYTES`] (a failed slot's stored reason) | 256 | `master::executors::update_executor` | truncated (marked) |
+//!
+//! **Record size.** A framework record grows after its declaration: each
+//! slot's outcome goes from `Pending` (1 byte) to `Done`/`Killed` (an
+//! executor id) or `Failed` (an executor id and a reason), `retries_used`
+//! grows, and a resubscription may rename the framework. The master accepts
+//! a declaration only if the record's *worst case* fits in [`MAX_RECORD_PAYLOAD`]:
+//! the encoded size of the prospective record, plus, per slot, the largest
+//! outcome it can ever hold ([`worst_slot_outcome_len`]: a `Failed` with an
+//! executor id of the longest form that framework and group can produce and
+//! a reason of [`MAX_FAILURE_REASON_BYTES`]), plus a fixed headroom for the
+//! name, the failover timeout and the retry counters ([`record_headroom`]).
+//! So a record that was accepted can never later become one the store
+//! cannot write. With short names this admits about 3,000 slots per
+//! framework; `MAX_RECORD_PAYLOAD` is the limit the scale work would raise.
+//! (`store::format::encode` itself refuses a payload over `MAX_PAYLOAD`
+//! with an error, never a panic; the master never asks for one.)
+
+use crate::time::Millis;
+
+/// The largest payload a framework record may reach at its worst case: under
+/// both the store format's `MAX_PAYLOAD` (1 MiB) and what one ZooKeeper
+/// request carries (`node::MAX_RECORD_IMAGE`, jute.maxbuffer less
+/// request overhead), leaving 32 KiB for the image header, checksum and
+/// the node's path.
+pub const MAX_RECORD_PAYLOAD: usize = 1_000_000;
+
+const _: () = assert!(
+    MAX_RECORD_PAYLOAD <= crate::store::format::MAX_PAYLOAD as usize
+        && MAX_RECORD_PAYLOAD + 32 * 1024 <= crate::node::MAX_RECORD_IMAGE
+);
 
 /// The most slots one executor group may declare.
-pub const MAX_SLOTS_PER_GROUP: u32 = 10_000;
+pub const MAX_SLOTS_PER_GROUP: u32 = 2_048;
 
 /// The most executor groups one framework may declare.
 pub const MAX_GROUPS_PER_FRAMEWORK: usize = 64;
+
+/// Default of `master::Config::max_frameworks`: how many framework records
+/// may exist at once. The store backend decides the real bound (ZooKeeper's
+/// listing of `<root>/state` must stay under its 1 MB response limit), so it
+/// is a setting, not a constant.
+pub const DEFAULT_MAX_FRAMEWORKS: usize = 1_000;
+
+/// The longest framework id or worker id, in bytes (they name records).
+pub const MAX_ID_BYTES: usize = 256;
+
+/// The longest framework name or group name, in bytes.
+pub const MAX_NAME_BYTES: usize = 256;
+
+/// The longest single command argument, in bytes.
+pub const MAX_ARG_BYTES: usize = 16 * 1024;
+
+/// The most command arguments (program included) of one group.
+pub const MAX_COMMAND_ARGS: usize = 1_024;
+
+/// The most environment variables of one group.
+pub const MAX_ENV_VARS: usize = 1_024;
+
+/// The longest environment variable name, in bytes.
+pub const MAX_ENV_KEY_BYTES: usize = 1024;
+
+/// The longest environment variable value, in bytes.
+pub const MAX_ENV_VALUE_BYTES: usize = 16 * 1024;
+
+/// The most bytes of command arguments plus environment keys and values of
+/// one group (each string counted by its length).
+pub const MAX_GROUP_SPEC_BYTES: usize = 64 * 1024;
+
+/// The longest failover timeout a framework may ask for: 7 days. A longer
+/// one (`u64::MAX` would keep a record forever) is refused.
+pub const MAX_FAILOVER_TIMEOUT: Millis = Millis(7 * 24 * 3_600 * 1_000);
+
+/// The most cores one executor may ask for and one worker may offer.
+pub const MAX_CORES: u32 = 1 << 20;
+
+/// The most memory one executor may ask for and one worker may offer, MiB.
+pub const MAX_MEMORY_MB: u64 = 1 << 40;
+
+/// The most live executors the master places on or adopts from one worker.
+pub const MAX_EXECUTORS_PER_WORKER: usize = 1_024;
+
+/// The most executor reports one registration may carry (live executors
+/// and terminal ones not yet acknowledged).
+pub const MAX_REPORTS_PER_REGISTRATION: usize = 4 * MAX_EXECUTORS_PER_WORKER;
+
+/// The longest reason stored with a failed slot, in bytes; a longer one
+/// (the worker's failure text is peer input) is cut at a char boundary and
+/// marked with `…`.
+pub const MAX_FAILURE_REASON_BYTES: usize = 256;
+
+/// Bytes of a postcard length/varint prefix for `n`.
+fn varint_len(n: usize) -> usize {
+    let mut n = n;
+    let mut len = 1;
+    while n >= 0x80 {
+        n >>= 7;
+        len += 1;
+    }
+    len
+}
+
+/// The longest executor id the master can produce for a slot of `group` of
+/// `framework` with `slots` slots: `<framework>/<group>#<slot>#<epoch>.<launch>`,
+/// epoch and launch counter at most 20 decimal digits each.
+pub fn max_executor_id_len(framework: &str, group: &str, slots: u32) -> usize {
+    let slot_digits = slots.saturating_sub(1).max(1).ilog10() as usize + 1;
+    framework.len() + 1 + group.len() + 1 + slot_digits + 1 + 20 + 1 + 20
+}
+
+/// The largest encoded `SlotOutcome` a slot of this group can ever hold: a
+/// `Failed` with the longest executor id and the longest stored reason.
+pub fn worst_slot_outcome_len(framework: &str, group: &str, slots: u32) -> usize {
+    let id = max_executor_id_len(framework, group, slots);
+    // Reason bytes: the cap plus the truncation marker.
+    let reason = MAX_FAILURE_REASON_BYTES + '…'.len_utf8();
+    1 + varint_len(id) + id + varint_len(reason) + reason
+}
+
+/// Headroom reserved in every framework record for what may grow without a
+/// declaration: the name up to [`MAX_NAME_BYTES`] (plus its length prefix),
+/// the failover timeout up to a 10-byte varint, and each group's retry
+/// counter up to a 5-byte varint.
+pub fn record_headroom(groups: usize) -> usize {
+    (MAX_NAME_BYTES + 2) + 10 + 5 * groups
+}
+
+/// `reason` cut to at most [`MAX_FAILURE_REASON_BYTES`] at a char boundary,
+/// marked with `…` when cut.
+pub fn cap_reason(mut reason: String) -> String {
+    if reason.len() > MAX_FAILURE_REASON_BYTES {
+        let mut end = MAX_FAILURE_REASON_BYTES;
+        while !reason.is_char_boundary(end) {
+            end -= 1;
+        }
+        reason.truncate(end);
+        reason.push('…');
+    }
+    reason
+}

@@ -6,10 +6,14 @@ mod common;
 
 use common::*;
 use regent_core::ids::InstanceId;
-use regent_core::limits::{MAX_GROUPS_PER_FRAMEWORK, MAX_SLOTS_PER_GROUP};
+use regent_core::limits::{self, MAX_GROUPS_PER_FRAMEWORK, MAX_SLOTS_PER_GROUP};
 use regent_core::master::{self, Master};
-use regent_core::protocol::{GroupSpec, Message, RegisterWorker, Role, Subscribe};
-use regent_core::{ConnId, Epoch, Incarnation, Millis};
+use regent_core::protocol::{
+    ExecutorReport, ExecutorState, GroupSpec, Message, RegisterWorker, Role, Subscribe,
+};
+use regent_core::store::format::{self, EncodeError, MAX_PAYLOAD};
+use regent_core::store::{Record, SlotOutcome, WorkerRecord};
+use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, Millis, WorkerId};
 
 const T: Millis = Millis(0);
 
@@ -27,7 +31,11 @@ fn spec(group: &str, slots: u32, cores: u32, memory_mb: u64) -> GroupSpec {
 /// A leader with one worker of 4 cores / 4096 MiB and a subscribed
 /// framework on connection 1.
 fn cluster() -> Master {
-    let mut m = Master::new(master::Config::new("a".into(), addr("a")));
+    cluster_with(master::Config::new("a".into(), addr("a")))
+}
+
+fn cluster_with(config: master::Config) -> Master {
+    let mut m = Master::new(config);
     let _ = elect(&mut m, T, 1);
     let _ = connect_worker(&mut m, T, 100, "w0");
     let reg = Message::RegisterWorker(RegisterWorker {
@@ -111,4 +119,313 @@ fn cores_and_memory_near_the_type_limits_never_overflow_placement() {
     }
     let w = m.workers().into_iter().find(|w| w.id.as_str() == "w0").expect("w0").clone();
     assert_eq!((w.cores_used, w.memory_used_mb), (1, 1), "only the first executor holds anything");
+}
+
+fn subscribe_msg(instance: u64, name: &str, failover_timeout: Millis) -> Message {
+    Message::Subscribe(Subscribe {
+        framework: None,
+        name: name.into(),
+        instance: InstanceId(instance),
+        attempt: 0,
+        failover_timeout,
+    })
+}
+
+/// Subscribes on a fresh connection `conn`; returns what the master sent.
+fn subscribe_on(m: &mut Master, conn: u64, msg: Message) -> Vec<(ConnId, Message)> {
+    let _ = m.handle(T, master::Event::Connected { conn: ConnId(conn) });
+    let _ = m.handle(
+        T,
+        master::Event::Message { conn: ConnId(conn), msg: hello(Role::Subscriber, "s") },
+    );
+    let out = m.handle(T, master::Event::Message { conn: ConnId(conn), msg });
+    let mut sends = m_sends(&out);
+    sends.extend(m_sends(&persist_all(m, T, &out)));
+    sends
+}
+
+fn framework_error(sends: &[(ConnId, Message)]) -> Option<String> {
+    sends.iter().find_map(|(_, m)| match m {
+        Message::FrameworkError { message, failed_over_to: None, .. } => Some(message.clone()),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_subscription_with_a_failover_timeout_of_u64_max_is_refused() {
+    let mut m = cluster();
+    let before = m.frameworks().count();
+    let sends = subscribe_on(&mut m, 2, subscribe_msg(2, "forever", Millis(u64::MAX)));
+    let reason = framework_error(&sends).expect("refused");
+    assert!(reason.contains("MAX_FAILOVER_TIMEOUT"), "{reason}");
+    assert!(!sends.iter().any(|(_, m)| matches!(m, Message::Subscribed { .. })));
+    assert_eq!(m.frameworks().count(), before, "no record created");
+    // The largest allowed timeout is fine.
+    let sends = subscribe_on(&mut m, 3, subscribe_msg(3, "week", limits::MAX_FAILOVER_TIMEOUT));
+    assert!(sends.iter().any(|(_, m)| matches!(m, Message::Subscribed { .. })), "{sends:?}");
+}
+
+#[test]
+fn a_subscription_past_max_frameworks_is_refused_but_existing_frameworks_resubscribe() {
+    let mut config = master::Config::new("a".into(), addr("a"));
+    assert_eq!(config.max_frameworks, limits::DEFAULT_MAX_FRAMEWORKS);
+    config.max_frameworks = 2;
+    let mut m = cluster_with(config); // framework of instance 1
+    let sends = subscribe_on(&mut m, 2, subscribe_msg(2, "second", Millis(1_000)));
+    assert!(sends.iter().any(|(_, m)| matches!(m, Message::Subscribed { .. })));
+    let sends = subscribe_on(&mut m, 3, subscribe_msg(3, "third", Millis(1_000)));
+    let reason = framework_error(&sends).expect("refused");
+    assert!(reason.contains("max_frameworks") && reason.contains('2'), "{reason}");
+    assert!(sends
+        .iter()
+        .any(|(c, m)| *c == ConnId(3) && matches!(m, Message::FrameworkError { .. })));
+    assert_eq!(m.frameworks().count(), 2);
+    // An existing framework (same instance, a newer attempt) is no new record.
+    let again = Message::Subscribe(Subscribe {
+        framework: None,
+        name: "second".into(),
+        instance: InstanceId(2),
+        attempt: 1,
+        failover_timeout: Millis(1_000),
+    });
+    let sends = subscribe_on(&mut m, 4, again);
+    assert!(sends.iter().any(|(_, m)| matches!(m, Message::Subscribed { .. })), "{sends:?}");
+}
+
+#[test]
+fn a_subscription_with_an_oversized_name_or_id_is_refused() {
+    let mut m = cluster();
+    let long = "n".repeat(limits::MAX_NAME_BYTES + 1);
+    let sends = subscribe_on(&mut m, 2, subscribe_msg(2, &long, Millis(1_000)));
+    assert!(framework_error(&sends).expect("refused").contains("MAX_NAME_BYTES"));
+    let by_id = Message::Subscribe(Subscribe {
+        framework: Some(FrameworkId("f".repeat(limits::MAX_ID_BYTES + 1))),
+        name: "x".into(),
+        instance: InstanceId(3),
+        attempt: 0,
+        failover_timeout: Millis(1_000),
+    });
+    let sends = subscribe_on(&mut m, 3, by_id);
+    assert!(framework_error(&sends).expect("refused").contains("MAX_ID_BYTES"));
+    assert_eq!(m.frameworks().count(), 1);
+}
+
+#[test]
+fn group_strings_and_environment_past_their_limits_are_refused_naming_the_limit() {
+    let mut m = cluster();
+    let big = |n: usize| "x".repeat(n);
+    let with = |f: &dyn Fn(&mut GroupSpec)| {
+        let mut s = spec("g", 1, 1, 1);
+        f(&mut s);
+        s
+    };
+    let cases: Vec<(&str, GroupSpec)> = vec![
+        ("MAX_NAME_BYTES", with(&|s| s.group = big(limits::MAX_NAME_BYTES + 1))),
+        ("MAX_ARG_BYTES", with(&|s| s.command.push(big(limits::MAX_ARG_BYTES + 1)))),
+        (
+            "MAX_COMMAND_ARGS",
+            with(&|s| s.command = vec![String::new(); limits::MAX_COMMAND_ARGS + 1]),
+        ),
+        (
+            "MAX_ENV_VARS",
+            with(&|s| s.env = vec![(String::new(), String::new()); limits::MAX_ENV_VARS + 1]),
+        ),
+        (
+            "MAX_ENV_KEY_BYTES",
+            with(&|s| s.env.push((big(limits::MAX_ENV_KEY_BYTES + 1), "v".into()))),
+        ),
+        (
+            "MAX_ENV_VALUE_BYTES",
+            with(&|s| s.env.push(("K".into(), big(limits::MAX_ENV_VALUE_BYTES + 1)))),
+        ),
+        (
+            "MAX_GROUP_SPEC_BYTES",
+            with(&|s| {
+                let n = limits::MAX_GROUP_SPEC_BYTES / limits::MAX_ARG_BYTES + 1;
+                s.command = vec![big(limits::MAX_ARG_BYTES); n];
+            }),
+        ),
+        ("MAX_CORES", spec("g", 1, limits::MAX_CORES + 1, 1)),
+        ("MAX_MEMORY_MB", spec("g", 1, 1, limits::MAX_MEMORY_MB + 1)),
+    ];
+    for (i, (limit, s)) in cases.into_iter().enumerate() {
+        let out = m.handle(
+            T,
+            master::Event::Message {
+                conn: ConnId(1),
+                msg: Message::DeclareGroup { request: i as u64, spec: s },
+            },
+        );
+        assert!(
+            !out.iter().any(|a| matches!(a, master::Action::Persist { .. })),
+            "{limit}: nothing persisted"
+        );
+        let reason = refusal(&m_sends(&out), i as u64).unwrap_or_else(|| panic!("{limit} refused"));
+        assert!(reason.contains(limit), "{limit}: {reason}");
+    }
+    assert!(m.frameworks().all(|f| f.groups.is_empty()));
+    // At the limits exactly, a group is accepted.
+    let s = spec("g", 1, limits::MAX_CORES, limits::MAX_MEMORY_MB);
+    let sends = declare(&mut m, 100, s);
+    assert!(refusal(&sends, 100).is_none(), "{sends:?}");
+}
+
+fn register_msg(
+    worker: &str,
+    cores: u32,
+    memory_mb: u64,
+    executors: Vec<ExecutorReport>,
+) -> Message {
+    Message::RegisterWorker(RegisterWorker {
+        worker: worker.into(),
+        incarnation: Incarnation(7),
+        cores,
+        memory_mb,
+        executors,
+        epoch_seen: Epoch(1),
+    })
+}
+
+#[test]
+fn a_worker_offering_more_than_the_core_or_memory_limit_is_refused_and_told_why() {
+    let mut m = cluster();
+    let report = ExecutorReport {
+        id: ExecutorId::new("fw/g#0#1.1"),
+        framework: FrameworkId::new("fw"),
+        cores: 0,
+        memory_mb: 0,
+        state: ExecutorState::Running,
+    };
+    let cases = [
+        ("MAX_CORES", register_msg("big1", limits::MAX_CORES + 1, 1, vec![])),
+        ("MAX_MEMORY_MB", register_msg("big2", 1, limits::MAX_MEMORY_MB + 1, vec![])),
+        ("MAX_ID_BYTES", register_msg(&"w".repeat(limits::MAX_ID_BYTES + 1), 1, 1, vec![])),
+        (
+            "MAX_REPORTS_PER_REGISTRATION",
+            register_msg("big3", 1, 1, vec![report; limits::MAX_REPORTS_PER_REGISTRATION + 1]),
+        ),
+    ];
+    for (i, (limit, reg)) in cases.into_iter().enumerate() {
+        let conn = 200 + i as u64;
+        let _ = connect_worker(&mut m, T, conn, "big");
+        let out = m.handle(T, master::Event::Message { conn: ConnId(conn), msg: reg });
+        assert!(!out.iter().any(|a| matches!(a, master::Action::Persist { .. })), "{limit}");
+        let reason = m_sends(&out)
+            .into_iter()
+            .find_map(|(_, m)| match m {
+                Message::Shutdown { reason, .. } => Some(reason),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{limit}: refused"));
+        assert!(reason.contains(limit), "{limit}: {reason}");
+        assert!(out
+            .iter()
+            .any(|a| matches!(a, master::Action::Close { conn: c, .. } if *c == ConnId(conn))));
+    }
+    assert_eq!(m.workers().len(), 1, "only w0 is registered");
+}
+
+#[test]
+fn placement_puts_no_more_than_the_executor_limit_on_one_worker() {
+    let mut m = cluster();
+    // Executors of 0 cores and 0 MiB always "fit": only the count stops them.
+    let n = limits::MAX_EXECUTORS_PER_WORKER as u32 + 10;
+    let sends = declare(&mut m, 1, spec("tiny", n, 0, 0));
+    assert!(refusal(&sends, 1).is_none(), "{sends:?}");
+    let launched =
+        sends.iter().filter(|(_, m)| matches!(m, Message::LaunchExecutor { .. })).count();
+    assert_eq!(launched, limits::MAX_EXECUTORS_PER_WORKER);
+}
+
+#[test]
+fn a_framework_record_that_would_exceed_the_record_limit_is_refused_before_persisting() {
+    let mut m = cluster();
+    let mut accepted = 0u64;
+    let refused = loop {
+        let name = format!("g{accepted}");
+        let out = m.handle(
+            T,
+            master::Event::Message {
+                conn: ConnId(1),
+                msg: Message::DeclareGroup {
+                    request: accepted,
+                    spec: spec(&name, MAX_SLOTS_PER_GROUP, 0, 0),
+                },
+            },
+        );
+        if let Some(reason) = refusal(&m_sends(&out), accepted) {
+            assert!(
+                !out.iter().any(|a| matches!(a, master::Action::Persist { .. })),
+                "refused before persisting"
+            );
+            break reason;
+        }
+        let _ = persist_all(&mut m, T, &out);
+        accepted += 1;
+        assert!(accepted < MAX_GROUPS_PER_FRAMEWORK as u64, "the record limit must bind first");
+    };
+    assert!(
+        refused.contains("MAX_RECORD_PAYLOAD")
+            && refused.contains(&limits::MAX_RECORD_PAYLOAD.to_string()),
+        "{refused}"
+    );
+    assert!(accepted >= 1, "one group of the largest size fits");
+    let fw = m.frameworks().next().expect("framework");
+    assert_eq!(fw.groups.len() as u64, accepted, "the refused group left no trace");
+    // The reservation holds: the accepted record at its worst — every slot
+    // failed with the longest executor id and reason, the longest name, the
+    // largest counters — still encodes.
+    let Record::Framework(mut worst) = fw_record(&m) else { unreachable!() };
+    worst.name = "n".repeat(limits::MAX_NAME_BYTES);
+    worst.failover_timeout_ms = u64::MAX;
+    for g in &mut worst.groups {
+        g.retries_used = u32::MAX;
+        let id_len = limits::max_executor_id_len(worst.id.as_str(), &g.spec.group, g.spec.slots);
+        for o in &mut g.slots {
+            *o = SlotOutcome::Failed {
+                executor: ExecutorId("e".repeat(id_len)),
+                reason: limits::cap_reason("r".repeat(10_000)),
+            };
+        }
+    }
+    let record = Record::Framework(worst);
+    let len = format::payload_len(&record);
+    assert!(len <= limits::MAX_RECORD_PAYLOAD, "worst-case payload {len}");
+    assert!(format::encode(&record).is_ok());
+}
+
+fn fw_record(m: &Master) -> Record {
+    let fw = m.frameworks().next().expect("framework");
+    Record::Framework(regent_core::store::FrameworkRecord {
+        id: fw.id.clone(),
+        name: fw.name.clone(),
+        failover_timeout_ms: fw.failover_timeout.0,
+        groups: fw.groups.iter().map(|g| g.record.clone()).collect(),
+    })
+}
+
+#[test]
+fn encode_of_an_oversized_record_is_an_error_not_a_panic() {
+    let record = Record::Worker(WorkerRecord {
+        id: WorkerId("w".repeat(MAX_PAYLOAD as usize + 1)),
+        incarnation: Incarnation(1),
+        cores: 1,
+        memory_mb: 1,
+    });
+    match format::encode(&record) {
+        Err(EncodeError::TooLarge { len, max, .. }) => {
+            assert!(len > MAX_PAYLOAD as usize);
+            assert_eq!(max, MAX_PAYLOAD);
+        }
+        other => panic!("{:?}", other.map(|v| v.len())),
+    }
+}
+
+#[test]
+fn a_failed_slot_stores_at_most_the_capped_reason() {
+    let short = limits::cap_reason("exit 1".into());
+    assert_eq!(short, "exit 1");
+    let long = limits::cap_reason("é".repeat(limits::MAX_FAILURE_REASON_BYTES));
+    assert!(long.len() <= limits::MAX_FAILURE_REASON_BYTES + '…'.len_utf8());
+    assert!(long.ends_with('…'));
 }

@@ -280,7 +280,15 @@ fn operators_remove_unknown_workers_and_read_the_state_from_any_master() {
     assert!(
         matches!(&refused[..], [(_, Message::RequestRefused { request: 1, reason, .. })] if reason.contains("Alive"))
     );
-    let accepted = ask(&mut m, Message::RemoveWorker { request: 2, worker: WorkerId::new("w3") });
+    // Accepted only once the delete of its record is durable (DESIGN rule 3).
+    let msg = Message::RemoveWorker { request: 2, worker: WorkerId::new("w3") };
+    let out = m.handle(Millis(10_001), master::Event::Message { conn: ConnId(9), msg });
+    assert!(m_sends(&out).is_empty(), "nothing accepted before the delete is durable: {out:?}");
+    assert!(out.iter().any(|a| matches!(
+        a,
+        master::Action::Unpersist { key: RecordKey::Worker(w), .. } if w.as_str() == "w3"
+    )));
+    let accepted = m_sends(&persist_all(&mut m, Millis(10_001), &out));
     assert_eq!(
         accepted,
         vec![(ConnId(9), Message::RequestAccepted { epoch: Epoch(1), request: 2 })]

@@ -37,7 +37,7 @@ fn build(dir: &Path, n: usize) {
     let mut buf = Vec::with_capacity(128);
     let mut write = |r: &Record| {
         buf.clear();
-        format::encode_into(r, &mut buf);
+        format::encode_into(r, &mut buf).unwrap();
         fs::write(dir.join(record_file_name(&r.key())), &buf).unwrap();
     };
     write(&Record::Epoch(Epoch(7)));

@@ -187,11 +187,11 @@ fn stray_temp_files_are_never_trusted_and_committed_records_never_lost() {
     drop(store);
     // Crash debris: a torn newer version, a whole newer version never
     // renamed, and a temp for a key that was never committed.
-    let newer = regent_core::store::format::encode(&worker("w", 2));
+    let newer = regent_core::store::format::encode(&worker("w", 2)).unwrap();
     fs::write(tmp.path().join("w-w.rec.tmp"), &newer[..7]).unwrap();
     fs::write(
         tmp.path().join("f-fw.rec.tmp"),
-        regent_core::store::format::encode(&framework("fw", "y")),
+        regent_core::store::format::encode(&framework("fw", "y")).unwrap(),
     )
     .unwrap();
     fs::write(tmp.path().join("w-new.rec.tmp"), b"").unwrap();

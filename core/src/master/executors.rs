@@ -17,8 +17,10 @@
 use super::workers::WorkerState;
 use super::{Action, AfterWrite, Master, Phase, Placement};
 use crate::ids::{ExecutorId, FrameworkId, WorkerId};
+use crate::limits::MAX_EXECUTORS_PER_WORKER;
 use crate::protocol::{ExecutorInfo, ExecutorReport, ExecutorState, Message};
 use crate::store::SlotOutcome;
+use rustc_hash::FxHashMap;
 
 /// One executor at the leader.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -148,6 +150,13 @@ impl Master {
             .map(|w| w.id.clone())
             .collect();
         candidates.sort();
+        // Live executors per worker, bounded by MAX_EXECUTORS_PER_WORKER (a
+        // group of 0 cores and 0 MiB would otherwise pile up on one worker).
+        let mut live: FxHashMap<WorkerId, usize> = FxHashMap::default();
+        for e in self.executors.values().filter(|e| !e.state.is_terminal()) {
+            *live.entry(e.worker.clone()).or_default() += 1;
+        }
+        candidates.retain(|w| live.get(w).copied().unwrap_or(0) < MAX_EXECUTORS_PER_WORKER);
         for (fid, gi, slot) in needs {
             let (cores, memory_mb) = {
                 let spec = &self.frameworks[&fid].groups[gi].record.spec;
@@ -155,6 +164,11 @@ impl Master {
             };
             let Some(worker) = self.choose_worker(&candidates, cores, memory_mb) else { continue };
             self.launch(&fid, gi, slot, &worker, out);
+            let n = live.entry(worker.clone()).or_default();
+            *n += 1;
+            if *n >= MAX_EXECUTORS_PER_WORKER {
+                candidates.retain(|w| *w != worker);
+            }
         }
     }
 
@@ -303,11 +317,18 @@ impl Master {
                     && gs.current[slot as usize].is_none();
                 free.then_some((group, slot, g))
             });
+        let live_here = || {
+            self.executors
+                .values()
+                .filter(|e| &e.worker == worker && !e.state.is_terminal())
+                .count()
+        };
         let fits = self
             .workers
             .entries
             .get(worker)
-            .is_some_and(|w| fits_on(w, report.cores, report.memory_mb));
+            .is_some_and(|w| fits_on(w, report.cores, report.memory_mb))
+            && (report.state.is_terminal() || live_here() < MAX_EXECUTORS_PER_WORKER);
         let slot_free = slot_free.filter(|_| fits || report.state.is_terminal());
         let Some((group, slot, gi)) = slot_free else {
             // Not adoptable: no such pending slot, or adopting it would put
@@ -327,12 +348,14 @@ impl Master {
             slot,
             worker: worker.clone(),
             state: ExecutorState::Launching,
-            cores: report.cores,
-            memory_mb: report.memory_mb,
+            // A terminal report adopted without fitting holds nothing: its
+            // peer-supplied numbers never reach the worker's accounting.
+            cores: if fits { report.cores } else { 0 },
+            memory_mb: if fits { report.memory_mb } else { 0 },
             kill_requested: false,
             recorded: false,
         };
-        self.hold(worker, report.cores, report.memory_mb);
+        self.hold(worker, entry.cores, entry.memory_mb);
         self.executors.insert(report.id.clone(), entry);
         self.update_executor(&report.id, report.state, true, out);
     }
@@ -445,19 +468,22 @@ impl Master {
                         ExecutorState::Exited { code: 0 } => {
                             SlotOutcome::Done { executor: e.id.clone() }
                         }
-                        ExecutorState::Killed if e.kill_requested => {
-                            SlotOutcome::Killed { executor: e.id.clone() }
-                        }
+                        // The framework's kill is recorded (and may have
+                        // been accepted): whatever the end, the slot stays
+                        // killed and is not refilled.
+                        _ if e.kill_requested => SlotOutcome::Killed { executor: e.id.clone() },
                         // Lost, or killed by its worker's shutdown: refill
                         // without using the retry budget.
                         ExecutorState::Lost | ExecutorState::Killed => SlotOutcome::Pending,
                         ExecutorState::Exited { .. } | ExecutorState::Failed { .. } => {
                             g.record.retries_used += 1;
                             if g.record.retries_used > max_retries {
-                                let reason = format!(
+                                // The worker's failure text is peer input:
+                                // the stored reason is capped (limits.rs).
+                                let reason = crate::limits::cap_reason(format!(
                                     "executor {} ended {:?}; the group's {} retries are used up",
                                     e.id, state, max_retries
-                                );
+                                ));
                                 slot_failed = Some(reason.clone());
                                 SlotOutcome::Failed { executor: e.id.clone(), reason }
                             } else {

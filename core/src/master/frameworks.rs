@@ -15,6 +15,7 @@
 
 use super::{Action, AfterWrite, Master, Phase};
 use crate::ids::{ConnId, ExecutorId, FrameworkId, InstanceId};
+use crate::limits;
 use crate::protocol::{ExecutorInfo, GroupSpec, Message, Subscribe};
 use crate::store::{FrameworkRecord, GroupRecord, Record, RecordKey, SlotOutcome};
 use crate::time::Millis;
@@ -108,6 +109,41 @@ impl Master {
         out.push(Action::Persist { write, record });
     }
 
+    /// Why `sub` is refused by a limit (DESIGN rule 6), if it is; checked
+    /// before anything is allocated or persisted.
+    fn subscription_limit(&self, id: &FrameworkId, sub: &Subscribe) -> Option<String> {
+        if id.as_str().len() > limits::MAX_ID_BYTES {
+            return Some(format!(
+                "framework id of {} bytes; the limit is {} bytes (MAX_ID_BYTES)",
+                id.as_str().len(),
+                limits::MAX_ID_BYTES
+            ));
+        }
+        if sub.name.len() > limits::MAX_NAME_BYTES {
+            return Some(format!(
+                "framework name of {} bytes; the limit is {} bytes (MAX_NAME_BYTES)",
+                sub.name.len(),
+                limits::MAX_NAME_BYTES
+            ));
+        }
+        if sub.failover_timeout > limits::MAX_FAILOVER_TIMEOUT {
+            return Some(format!(
+                "failover timeout of {} ms; the limit is {} ms (MAX_FAILOVER_TIMEOUT, 7 days)",
+                sub.failover_timeout.0,
+                limits::MAX_FAILOVER_TIMEOUT.0
+            ));
+        }
+        if !self.frameworks.contains_key(id) && self.frameworks.len() >= self.config.max_frameworks
+        {
+            return Some(format!(
+                "the cluster has {} frameworks; the limit is {} (max_frameworks)",
+                self.frameworks.len(),
+                self.config.max_frameworks
+            ));
+        }
+        None
+    }
+
     pub(super) fn subscribe(
         &mut self,
         now: Millis,
@@ -122,6 +158,14 @@ impl Master {
             // framework, so the id derives from the instance.
             None => FrameworkId(format!("fw-{:016x}", sub.instance.0)),
         };
+        if let Some(reason) = self.subscription_limit(&id, &sub) {
+            let msg = self.framework_error(format!("SUBSCRIBE refused: {reason}"), None);
+            out.push(Action::Send { conn, msg });
+            out.push(Action::Close { conn, reason: format!("SUBSCRIBE refused: {reason}") });
+            self.conns.remove(&conn);
+            self.metrics.rejected += 1;
+            return;
+        }
         let fw = self.frameworks.entry(id.clone()).or_insert_with(|| FrameworkEntry {
             id: id.clone(),
             name: sub.name.clone(),
@@ -301,6 +345,10 @@ impl Master {
             return;
         }
         // Checked before anything is allocated or persisted (DESIGN rule 6).
+        if let Some(reason) = spec_limit(&spec) {
+            out.push(self.refuse(conn, request, reason));
+            return;
+        }
         if spec.slots > crate::limits::MAX_SLOTS_PER_GROUP {
             let reason = format!(
                 "group {:?} asks for {} slots; the limit is {} per group",
@@ -323,6 +371,12 @@ impl Master {
             );
             out.push(self.refuse(conn, request, reason));
             return;
+        }
+        if is_new {
+            if let Some(reason) = self.record_limit(&id, &spec) {
+                out.push(self.refuse(conn, request, reason));
+                return;
+            }
         }
         let fw = self.frameworks.get_mut(&id).expect("subscribed_framework checked");
         if let Some(existing) = fw.groups.iter().find(|g| g.record.spec.group == spec.group) {
@@ -361,6 +415,40 @@ impl Master {
         self.persist_framework(&id, then, out);
     }
 
+    /// Why declaring `spec` (a new group) would let framework `id`'s record
+    /// grow past the record limit, if it would. The worst case counts every
+    /// slot at its largest outcome and reserves the headroom documented in
+    /// [`crate::limits`], so an accepted record never outgrows the store.
+    fn record_limit(&self, id: &FrameworkId, spec: &GroupSpec) -> Option<String> {
+        let fw = self.frameworks.get(id)?;
+        let current = crate::store::format::payload_len(&fw.record());
+        // The new group as it would be recorded: its spec, `slots` Pending
+        // outcomes (one byte each, plus the length prefix) and 0 retries.
+        let spec_len = crate::store::format::postcard_len(spec);
+        let new_group = spec_len.saturating_add(5 + spec.slots as usize + 1);
+        let reserve: usize = fw
+            .groups
+            .iter()
+            .map(|g| &g.record.spec)
+            .chain(std::iter::once(spec))
+            .map(|s| {
+                let worst = limits::worst_slot_outcome_len(id.as_str(), &s.group, s.slots);
+                (s.slots as usize).saturating_mul(worst.saturating_sub(1))
+            })
+            .fold(0usize, usize::saturating_add);
+        let worst = current
+            .saturating_add(new_group)
+            .saturating_add(reserve)
+            .saturating_add(limits::record_headroom(fw.groups.len() + 1));
+        let max = limits::MAX_RECORD_PAYLOAD;
+        (worst > max).then(|| {
+            format!(
+                "group {:?} of {} slots would let framework {id}'s record reach {worst} bytes at worst (every slot's outcome recorded); the record limit is {max} bytes (MAX_RECORD_PAYLOAD); nothing was changed",
+                spec.group, spec.slots
+            )
+        })
+    }
+
     pub(super) fn kill_request(
         &mut self,
         conn: ConnId,
@@ -372,17 +460,39 @@ impl Master {
             out.push(self.refuse(conn, request, "not subscribed on this connection".into()));
             return;
         };
+        // Durable before accepted (DESIGN rule 3): the slot's outcome records
+        // the kill, and both the kill and `RequestAccepted` follow the write,
+        // so a new leader never relaunches a slot whose kill was accepted.
         match self.executors.get_mut(&executor) {
             Some(e) if e.framework == id => {
+                let accept = AfterWrite::Accept { conn, request };
+                if e.state.is_terminal() && e.recorded {
+                    // Nothing left to kill, and its end is durable already.
+                    out.push(Action::Send {
+                        conn,
+                        msg: Message::RequestAccepted { epoch: self.epoch, request },
+                    });
+                    return;
+                }
+                let mut then = Vec::new();
                 if !e.state.is_terminal() {
                     e.kill_requested = true;
-                    let worker = e.worker.clone();
-                    self.send_kill(&worker, &executor, out);
+                    let (group, slot) = (e.group.clone(), e.slot as usize);
+                    if let Some(g) = self.frameworks.get_mut(&id).and_then(|f| f.group_mut(&group))
+                    {
+                        if g.current.get(slot) == Some(&Some(executor.clone()))
+                            && g.record.slots.get(slot) == Some(&SlotOutcome::Pending)
+                        {
+                            g.record.slots[slot] =
+                                SlotOutcome::Killed { executor: executor.clone() };
+                        }
+                    }
+                    then.push(AfterWrite::KillDurable { executor });
                 }
-                out.push(Action::Send {
-                    conn,
-                    msg: Message::RequestAccepted { epoch: self.epoch, request },
-                });
+                // A terminal end still being written is durable once this
+                // write is too (writes to one key apply in order).
+                then.push(accept);
+                self.persist_framework(&id, then, out);
             }
             _ => out.push(self.refuse(
                 conn,
@@ -473,4 +583,81 @@ impl Master {
             }
         }
     }
+}
+
+/// Why `spec` breaks a size limit of [`crate::limits`], if it does.
+fn spec_limit(spec: &GroupSpec) -> Option<String> {
+    let g = &spec.group;
+    if g.len() > limits::MAX_NAME_BYTES {
+        return Some(format!(
+            "group name of {} bytes; the limit is {} bytes (MAX_NAME_BYTES)",
+            g.len(),
+            limits::MAX_NAME_BYTES
+        ));
+    }
+    if spec.cores > limits::MAX_CORES {
+        return Some(format!(
+            "group {g:?} asks for {} cores per executor; the limit is {} (MAX_CORES)",
+            spec.cores,
+            limits::MAX_CORES
+        ));
+    }
+    if spec.memory_mb > limits::MAX_MEMORY_MB {
+        return Some(format!(
+            "group {g:?} asks for {} MiB per executor; the limit is {} MiB (MAX_MEMORY_MB)",
+            spec.memory_mb,
+            limits::MAX_MEMORY_MB
+        ));
+    }
+    if spec.command.len() > limits::MAX_COMMAND_ARGS {
+        return Some(format!(
+            "group {g:?} has {} command arguments; the limit is {} (MAX_COMMAND_ARGS)",
+            spec.command.len(),
+            limits::MAX_COMMAND_ARGS
+        ));
+    }
+    if spec.env.len() > limits::MAX_ENV_VARS {
+        return Some(format!(
+            "group {g:?} has {} environment variables; the limit is {} (MAX_ENV_VARS)",
+            spec.env.len(),
+            limits::MAX_ENV_VARS
+        ));
+    }
+    if let Some((i, a)) =
+        spec.command.iter().enumerate().find(|(_, a)| a.len() > limits::MAX_ARG_BYTES)
+    {
+        return Some(format!(
+            "group {g:?}: command argument {i} is {} bytes; the limit is {} bytes (MAX_ARG_BYTES)",
+            a.len(),
+            limits::MAX_ARG_BYTES
+        ));
+    }
+    for (k, v) in &spec.env {
+        if k.len() > limits::MAX_ENV_KEY_BYTES {
+            return Some(format!(
+                "group {g:?}: an environment variable name is {} bytes; the limit is {} bytes (MAX_ENV_KEY_BYTES)",
+                k.len(),
+                limits::MAX_ENV_KEY_BYTES
+            ));
+        }
+        if v.len() > limits::MAX_ENV_VALUE_BYTES {
+            return Some(format!(
+                "group {g:?}: the value of environment variable {:?} is {} bytes; the limit is {} bytes (MAX_ENV_VALUE_BYTES)",
+                k.chars().take(64).collect::<String>(),
+                v.len(),
+                limits::MAX_ENV_VALUE_BYTES
+            ));
+        }
+    }
+    // Each string is at most 16 KiB and there are at most 3 * 1,024 of them:
+    // the sum cannot overflow.
+    let total: usize = spec.command.iter().map(String::len).sum::<usize>()
+        + spec.env.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+    if total > limits::MAX_GROUP_SPEC_BYTES {
+        return Some(format!(
+            "group {g:?}: command and environment are {total} bytes; the limit is {} bytes (MAX_GROUP_SPEC_BYTES)",
+            limits::MAX_GROUP_SPEC_BYTES
+        ));
+    }
+    None
 }

@@ -13,7 +13,7 @@
 //! epoch below one that workers have already seen.
 
 use super::workers::WorkerState;
-use super::{Action, FrameworkEntry, Master, Phase, Timer};
+use super::{Action, AfterWrite, FrameworkEntry, Master, Phase, Timer};
 use crate::ids::{ConnId, Epoch, WorkerId};
 use crate::protocol::{Message, Role};
 use crate::store::{Record, RecordKey};
@@ -156,7 +156,16 @@ impl Master {
     }
 
     /// Operator removal of a worker that is not ALIVE; `true` if removed.
-    pub(super) fn remove_worker(&mut self, id: &WorkerId, out: &mut Vec<Action>) -> bool {
+    /// `then` runs once the removal is durable: the delete of its record
+    /// (also when a DEAD worker's delete is already in flight: deletes of
+    /// one key apply in order, and a conditional delete of a record already
+    /// gone succeeds).
+    pub(super) fn remove_worker(
+        &mut self,
+        id: &WorkerId,
+        then: Option<AfterWrite>,
+        out: &mut Vec<Action>,
+    ) -> bool {
         if !self.acting() {
             return false;
         }
@@ -164,8 +173,9 @@ impl Master {
         if entry.state == WorkerState::Unknown {
             self.metrics.unknown_workers = self.metrics.unknown_workers.saturating_sub(1);
         }
-        if entry.durable {
+        if entry.durable || then.is_some() {
             let write = self.next_write();
+            self.after_write.insert(write, then.into_iter().collect());
             out.push(Action::Unpersist {
                 write,
                 key: RecordKey::Worker(entry.id),

@@ -56,6 +56,10 @@ pub struct Config {
     /// before the slot fails (Spark's `spark.deploy.maxExecutorRetries`).
     /// Default 10.
     pub max_executor_retries: u32,
+    /// How many frameworks (framework records) may exist at once; a
+    /// SUBSCRIBE that would create one more is refused. The store backend
+    /// decides the real bound. Default [`crate::limits::DEFAULT_MAX_FRAMEWORKS`].
+    pub max_frameworks: usize,
 }
 
 /// Executor placement policy.
@@ -80,6 +84,7 @@ impl Config {
             recovery_removal_limit_pct: 50,
             placement: Placement::Spread,
             max_executor_retries: 10,
+            max_frameworks: crate::limits::DEFAULT_MAX_FRAMEWORKS,
         }
     }
 
@@ -235,6 +240,9 @@ enum AfterWrite {
     GroupDurable { framework: FrameworkId, group: String },
     /// Run placement.
     Place,
+    /// A kill requested by the framework is durable in its record: send it
+    /// to the executor's worker.
+    KillDurable { executor: ExecutorId },
 }
 
 /// The leadership lifecycle.
@@ -581,7 +589,7 @@ impl Master {
             Event::Resumed => self.on_resumed(now, out),
             Event::Revoked => self.step_down(out),
             Event::RemoveWorker { worker } => {
-                let _ = self.remove_worker(&worker, out);
+                let _ = self.remove_worker(&worker, None, out);
             }
             Event::LeaderIs(hint) => {
                 self.masters.insert(hint.addr.clone());
@@ -618,6 +626,14 @@ impl Master {
                                 }
                             }
                             AfterWrite::Place => self.place(out),
+                            AfterWrite::KillDurable { executor } => {
+                                if let Some(e) = self.executors.get(&executor) {
+                                    if !e.state.is_terminal() {
+                                        let worker = e.worker.clone();
+                                        self.send_kill(&worker, &executor, out);
+                                    }
+                                }
+                            }
                         }
                     }
                 }
@@ -727,9 +743,10 @@ impl Master {
                 out.push(Action::Send { conn, msg: Message::StateReply(Box::new(self.state())) })
             }
             Message::RemoveWorker { request, worker } if self.acting() => {
-                let msg = if self.remove_worker(&worker, out) {
-                    Message::RequestAccepted { epoch: self.epoch, request }
-                } else {
+                // Accepted only once the record's delete is durable (DESIGN
+                // rule 3): `remove_worker` attaches the acceptance to it.
+                let then = AfterWrite::Accept { conn, request };
+                if !self.remove_worker(&worker, Some(then), out) {
                     let reason = match self.workers.entries.get(&worker) {
                         Some(w) => format!(
                             "worker {worker} is {:?}: only UNKNOWN or DEAD workers can be removed",
@@ -737,9 +754,9 @@ impl Master {
                         ),
                         None => format!("no worker {worker}"),
                     };
-                    Message::RequestRefused { epoch: self.epoch, request, reason }
-                };
-                out.push(Action::Send { conn, msg });
+                    let msg = Message::RequestRefused { epoch: self.epoch, request, reason };
+                    out.push(Action::Send { conn, msg });
+                }
             }
             Message::KillFramework { request, framework } if self.acting() => {
                 if self.frameworks.contains_key(&framework) {

@@ -167,6 +167,17 @@ impl Master {
         reg: RegisterWorker,
         out: &mut Vec<Action>,
     ) {
+        if let Some(reason) = registration_limit(&reg) {
+            // Checked before anything is allocated or persisted (DESIGN
+            // rule 6): a worker that offers absurd numbers is misconfigured,
+            // so it is told why and stops, rather than retrying forever.
+            let reason = format!("registration refused: {reason}");
+            out.push(Action::Send { conn, msg: Message::Shutdown { epoch: self.epoch, reason } });
+            out.push(Action::Close { conn, reason: "registration past a limit".into() });
+            self.conns.remove(&conn);
+            self.metrics.rejected += 1;
+            return;
+        }
         let id = reg.worker.clone();
         if let Some(entry) = self.workers.entries.get(&id) {
             // Incarnations grow with their process's start time: an older one
@@ -379,4 +390,35 @@ fn shutdown_msg(epoch: Epoch, id: &WorkerId, old: Incarnation, new: Incarnation)
             "worker id {id} conflict: incarnation {old} was replaced by incarnation {new}"
         ),
     }
+}
+
+/// Why `reg` breaks a limit of [`crate::limits`], if it does.
+fn registration_limit(reg: &RegisterWorker) -> Option<String> {
+    use crate::limits::{MAX_CORES, MAX_ID_BYTES, MAX_MEMORY_MB, MAX_REPORTS_PER_REGISTRATION};
+    let id = reg.worker.as_str();
+    if id.len() > MAX_ID_BYTES {
+        return Some(format!(
+            "worker id of {} bytes; the limit is {MAX_ID_BYTES} bytes (MAX_ID_BYTES)",
+            id.len()
+        ));
+    }
+    if reg.cores > MAX_CORES {
+        return Some(format!(
+            "worker {id} offers {} cores; the limit is {MAX_CORES} (MAX_CORES)",
+            reg.cores
+        ));
+    }
+    if reg.memory_mb > MAX_MEMORY_MB {
+        return Some(format!(
+            "worker {id} offers {} MiB; the limit is {MAX_MEMORY_MB} MiB (MAX_MEMORY_MB)",
+            reg.memory_mb
+        ));
+    }
+    if reg.executors.len() > MAX_REPORTS_PER_REGISTRATION {
+        return Some(format!(
+            "worker {id} reports {} executors; the limit is {MAX_REPORTS_PER_REGISTRATION} per registration (MAX_REPORTS_PER_REGISTRATION)",
+            reg.executors.len()
+        ));
+    }
+    None
 }

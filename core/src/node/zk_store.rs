@@ -279,7 +279,9 @@ impl ZkStore {
                 self.send(0, ZkOp::GetData { path, watch: false }, out);
             }
             (Stage::EpochRead, Kind::Put(record)) => match result {
-                Ok(ZkReply::Data { data, stat }) if data == format::encode(record) => {
+                Ok(ZkReply::Data { data, stat })
+                    if format::encode(record).is_ok_and(|image| image == data) =>
+                {
                     self.epoch_version = Some(stat.version);
                     self.done(out)
                 }
@@ -381,7 +383,10 @@ impl ZkStore {
                 }
             }
             Kind::Put(record) => {
-                let image = format::encode(&record);
+                let image = match format::encode(&record) {
+                    Ok(image) => image,
+                    Err(e) => return self.fail(e.to_string(), out),
+                };
                 let path = self.node_path(&record.key());
                 if image.len() + path.len() > MAX_RECORD_IMAGE {
                     let reason = format!(
@@ -508,15 +513,22 @@ impl ZkStore {
     fn set(&mut self, record: &Record, out: &mut Vec<StoreOutput>) {
         self.stage = Stage::Set;
         let path = self.node_path(&record.key());
-        let op = MultiOp::SetData { path, data: format::encode(record), version: None };
+        let data = match format::encode(record) {
+            Ok(data) => data,
+            Err(e) => return self.fail(e.to_string(), out),
+        };
+        let op = MultiOp::SetData { path, data, version: None };
         self.fenced_op(op, out);
     }
 
     fn create(&mut self, record: &Record, out: &mut Vec<StoreOutput>) {
         self.stage = Stage::Create;
         let path = self.node_path(&record.key());
-        let op =
-            MultiOp::Create { path, data: format::encode(record), mode: CreateMode::Persistent };
+        let data = match format::encode(record) {
+            Ok(data) => data,
+            Err(e) => return self.fail(e.to_string(), out),
+        };
+        let op = MultiOp::Create { path, data, mode: CreateMode::Persistent };
         self.fenced_op(op, out);
     }
 

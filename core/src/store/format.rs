@@ -163,31 +163,79 @@ impl fmt::Display for RecordError {
 
 impl std::error::Error for RecordError {}
 
-/// Appends the image of `record` to `out`.
-pub fn encode_into(record: &Record, out: &mut Vec<u8>) {
+/// A record that cannot be encoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EncodeError {
+    /// Its payload would exceed [`MAX_PAYLOAD`]; writing it would make it
+    /// unreadable, so it is not written.
+    TooLarge {
+        /// The record's key.
+        key: String,
+        /// The payload length it would have.
+        len: usize,
+        /// The maximum.
+        max: u32,
+    },
+}
+
+impl fmt::Display for EncodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EncodeError::TooLarge { key, len, max } => write!(
+                f,
+                "record {key} would have a payload of {len} bytes, more than the maximum of {max}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for EncodeError {}
+
+/// The payload length (postcard encoding) of `record`, without encoding it.
+pub fn payload_len(record: &Record) -> usize {
+    postcard_len(record)
+}
+
+/// The length of the postcard encoding of `value`, counted without
+/// allocating.
+pub(crate) fn postcard_len<T: serde::Serialize + ?Sized>(value: &T) -> usize {
+    // Counting into a size flavor cannot fail: records are plain data with
+    // no custom serializers.
+    postcard::serialize_with_flavor::<T, _, usize>(value, postcard::ser_flavors::Size::default())
+        .expect("postcard size of plain data cannot fail")
+}
+
+/// Appends the image of `record` to `out`; on an error `out` is unchanged.
+pub fn encode_into(record: &Record, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    let payload = payload_len(record);
+    if payload > MAX_PAYLOAD as usize {
+        return Err(EncodeError::TooLarge {
+            key: record.key().to_string(),
+            len: payload,
+            max: MAX_PAYLOAD,
+        });
+    }
     let start = out.len();
+    out.reserve(HEADER_LEN + payload + CRC_LEN);
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_be_bytes());
-    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&(payload as u32).to_be_bytes());
     let taken = std::mem::take(out);
     // Serializing into a Vec cannot fail: records are plain data with no
     // custom serializers or maps with non-string keys.
     let mut grown = postcard::to_extend(record, taken).expect("postcard into a Vec cannot fail");
-    let payload = grown.len() - start - HEADER_LEN;
-    // Records are small (ids, names, numbers); one beyond MAX_PAYLOAD would be
-    // a bug in the caller, and writing it would make it unreadable.
-    assert!(payload <= MAX_PAYLOAD as usize, "record of {payload} bytes exceeds MAX_PAYLOAD");
-    grown[start + 6..start + HEADER_LEN].copy_from_slice(&(payload as u32).to_be_bytes());
+    debug_assert_eq!(grown.len() - start - HEADER_LEN, payload, "size flavor agrees");
     let crc = crc32c::crc32c(&grown[start..]);
     grown.extend_from_slice(&crc.to_be_bytes());
     *out = grown;
+    Ok(())
 }
 
 /// The image of `record` as a new buffer.
-pub fn encode(record: &Record) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64);
-    encode_into(record, &mut out);
-    out
+pub fn encode(record: &Record) -> Result<Vec<u8>, EncodeError> {
+    let mut out = Vec::new();
+    encode_into(record, &mut out)?;
+    Ok(out)
 }
 
 /// Decodes one whole image. Never panics, whatever the bytes.
@@ -263,7 +311,7 @@ mod tests {
 
     #[test]
     fn layout_is_header_payload_crc() {
-        let img = encode(&Record::Epoch(Epoch(7)));
+        let img = encode(&Record::Epoch(Epoch(7))).unwrap();
         assert_eq!(&img[..4], b"RGNT");
         assert_eq!(&img[4..6], &[0, 1]);
         let len = u32::from_be_bytes(img[6..10].try_into().unwrap()) as usize;
@@ -276,14 +324,29 @@ mod tests {
     #[test]
     fn encode_into_appends() {
         let mut out = vec![1, 2, 3];
-        encode_into(&worker(), &mut out);
+        encode_into(&worker(), &mut out).unwrap();
         assert_eq!(&out[..3], &[1, 2, 3]);
         assert_eq!(decode(&out[3..]), Ok(worker()));
     }
 
     #[test]
+    fn encode_of_an_oversized_record_is_an_error_that_leaves_the_buffer_alone() {
+        let big = Record::Worker(WorkerRecord {
+            id: WorkerId("w".repeat(MAX_PAYLOAD as usize)),
+            incarnation: Incarnation(1),
+            cores: 1,
+            memory_mb: 1,
+        });
+        let mut out = vec![1, 2, 3];
+        let err = encode_into(&big, &mut out).unwrap_err();
+        assert!(matches!(err, EncodeError::TooLarge { max: MAX_PAYLOAD, .. }), "{err}");
+        assert_eq!(out, vec![1, 2, 3]);
+        assert_eq!(payload_len(&worker()), encode(&worker()).unwrap().len() - HEADER_LEN - CRC_LEN);
+    }
+
+    #[test]
     fn truncation_at_every_offset_is_named_with_its_position() {
-        let img = encode(&worker());
+        let img = encode(&worker()).unwrap();
         for cut in 0..img.len() {
             let got = decode(&img[..cut]);
             let want = if cut < HEADER_LEN {
@@ -297,14 +360,14 @@ mod tests {
 
     #[test]
     fn flipped_payload_bit_is_a_crc_mismatch() {
-        let mut img = encode(&worker());
+        let mut img = encode(&worker()).unwrap();
         img[HEADER_LEN + 2] ^= 0x10;
         assert!(matches!(decode(&img), Err(Damage::CrcMismatch { .. })));
     }
 
     #[test]
     fn unknown_version_is_named() {
-        let mut img = encode(&worker());
+        let mut img = encode(&worker()).unwrap();
         img[4..6].copy_from_slice(&2u16.to_be_bytes());
         let err = decode(&img).unwrap_err();
         assert_eq!(err, Damage::UnknownVersion { version: 2, supported: 1 });
@@ -313,13 +376,13 @@ mod tests {
 
     #[test]
     fn bad_magic_and_oversized_length_and_trailing_bytes() {
-        let mut img = encode(&worker());
+        let mut img = encode(&worker()).unwrap();
         img[0] = b'X';
         assert_eq!(decode(&img), Err(Damage::BadMagic { found: b"XGNT".to_vec() }));
-        let mut img = encode(&worker());
+        let mut img = encode(&worker()).unwrap();
         img[6..10].copy_from_slice(&(MAX_PAYLOAD + 1).to_be_bytes());
         assert!(matches!(decode(&img), Err(Damage::TooLarge { .. })));
-        let mut img = encode(&worker());
+        let mut img = encode(&worker()).unwrap();
         let n = img.len();
         img.push(0);
         assert_eq!(decode(&img), Err(Damage::TrailingBytes { len: n + 1, expected: n }));
@@ -357,7 +420,7 @@ mod tests {
 
     #[test]
     fn named_error_names_the_record() {
-        let img = encode(&worker());
+        let img = encode(&worker()).unwrap();
         let err = decode_named("/var/lib/regent/w-worker-1.rec", &img[..12]).unwrap_err();
         assert_eq!(
             err.to_string(),
@@ -416,7 +479,7 @@ mod tests {
     #[test]
     fn prop_round_trip() {
         fn prop(r: AnyRecord) -> bool {
-            decode(&encode(&r.0)) == Ok(r.0)
+            decode(&encode(&r.0).unwrap()) == Ok(r.0)
         }
         QuickCheck::new().quickcheck(prop as fn(AnyRecord) -> bool);
     }
@@ -424,7 +487,7 @@ mod tests {
     #[test]
     fn prop_every_single_bit_flip_is_detected() {
         fn prop(r: AnyRecord) -> bool {
-            let img = encode(&r.0);
+            let img = encode(&r.0).unwrap();
             (0..img.len() * 8).all(|bit| {
                 let mut bad = img.clone();
                 bad[bit / 8] ^= 1 << (bit % 8);
@@ -437,7 +500,7 @@ mod tests {
     #[test]
     fn prop_every_truncation_is_detected() {
         fn prop(r: AnyRecord) -> bool {
-            let img = encode(&r.0);
+            let img = encode(&r.0).unwrap();
             (0..img.len()).all(|cut| matches!(decode(&img[..cut]), Err(Damage::Truncated { .. })))
         }
         QuickCheck::new().quickcheck(prop as fn(AnyRecord) -> bool);

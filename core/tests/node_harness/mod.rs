@@ -612,7 +612,7 @@ impl Cluster {
         }
         for r in records {
             let path = format!("{STATE}/{}", key_stem(&r.key()));
-            let created = self.zk.execute(self.now, s, &mk(&path, format::encode(r)));
+            let created = self.zk.execute(self.now, s, &mk(&path, format::encode(r).unwrap()));
             assert!(created.is_ok(), "seeding {path}: {created:?}");
         }
         self.zk.close(s);

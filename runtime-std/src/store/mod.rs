@@ -430,7 +430,8 @@ impl FsStore {
             source,
         };
         self.buf.clear();
-        format::encode_into(record, &mut self.buf);
+        format::encode_into(record, &mut self.buf)
+            .map_err(|e| fatal(&tmp, "encode", io::Error::new(io::ErrorKind::InvalidInput, e)))?;
         let mut file = OpenOptions::new()
             .write(true)
             .create(true)

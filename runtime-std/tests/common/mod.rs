@@ -65,7 +65,7 @@ pub fn valid_records() -> Vec<Record> {
 /// Writes `record`'s image under its own file name in `dir`.
 pub fn put_image(dir: &Path, record: &Record) -> PathBuf {
     let path = dir.join(record_file_name(&record.key()));
-    fs::write(&path, format::encode(record)).unwrap();
+    fs::write(&path, format::encode(record).unwrap()).unwrap();
     path
 }
 
@@ -112,8 +112,8 @@ pub fn cases() -> Vec<Case> {
     let epoch = Record::Epoch(Epoch(42));
     let w1 = worker("worker-1", 0x1111);
     let w1_name = record_file_name(&w1.key());
-    let w1_img = format::encode(&w1);
-    let file = |r: &Record| (record_file_name(&r.key()), format::encode(r));
+    let w1_img = format::encode(&w1).unwrap();
+    let file = |r: &Record| (record_file_name(&r.key()), format::encode(r).unwrap());
     let mut cases = Vec::new();
 
     cases.push(Case {
@@ -188,11 +188,11 @@ pub fn cases() -> Vec<Case> {
     // A crash while writing a new version of worker-1 (half written), and a
     // crash after a whole new framework image was written but before it was
     // renamed: neither is trusted; the committed records load.
-    let newer = format::encode(&worker("worker-1", 0x9999));
+    let newer = format::encode(&worker("worker-1", 0x9999)).unwrap();
     let fw2 = framework("fw-2", "never committed");
     let mut files: Vec<_> = valid_records().iter().map(file).collect();
     files.push((format!("{w1_name}.tmp"), newer[..newer.len() / 2].to_vec()));
-    files.push((format!("{}.tmp", record_file_name(&fw2.key())), format::encode(&fw2)));
+    files.push((format!("{}.tmp", record_file_name(&fw2.key())), format::encode(&fw2).unwrap()));
     cases.push(Case {
         name: "stray-temp",
         files,
