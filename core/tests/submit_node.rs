@@ -499,3 +499,62 @@ fn exit_codes_and_messages_follow_the_documented_table() {
     assert_eq!((e.code, e.message.as_deref()), (1, Some("error: bad")));
     assert_eq!(SubmitExit::new(Ok(SubmitOutcome::Succeeded)).message, None);
 }
+
+/// Fails every dial at once and follows the node's deadlines until it exits
+/// (or `limit` passes). Returns the lines shown and the exit.
+fn fail_every_dial(n: &mut SubmitNode, limit: Millis) -> (Vec<String>, Option<SubmitExit>) {
+    let mut shown = Vec::new();
+    let mut now = Millis(0);
+    let mut pending: Vec<DialId> = Vec::new();
+    let mut out = n.handle(now, Input::Start);
+    loop {
+        shown.extend(lines(&out));
+        if let Some(e) = exit_of(&out) {
+            return (shown, Some(e));
+        }
+        for o in &out {
+            if let Output::Dial { dial, .. } = o {
+                pending.push(*dial);
+            }
+        }
+        if let Some(d) = pending.pop() {
+            out =
+                n.handle(now, Input::Dialled { dial: d, result: Err("connection refused".into()) });
+            continue;
+        }
+        match n.poll_timeout() {
+            Some(at) if at <= limit => {
+                now = at.max(now);
+                out = n.handle(now, Input::Tick);
+            }
+            _ => return (shown, None),
+        }
+    }
+}
+
+#[test]
+fn without_a_first_master_within_the_connect_timeout_the_submission_ends_naming_every_master() {
+    let mut sub = subscriber::Config::new("test", "app", ME, vec![addr("m1:1"), addr("m2:2")]);
+    sub.jitter_min_pct = 100;
+    let mut config = Config::new(sub);
+    config.connect_timeout = Some(Millis::from_secs(30));
+    let mut n = SubmitNode::new(config);
+    let (shown, exit) = fail_every_dial(&mut n, Millis::from_secs(120));
+    let exit = exit.expect("the node gives up");
+    assert_eq!(exit.code, EXIT_ERROR);
+    let message = exit.message.expect("a message");
+    assert!(message.contains("within 30 s"), "{message}");
+    assert!(message.contains("m1:1: connection refused"), "{message}");
+    assert!(message.contains("m2:2: connection refused"), "{message}");
+    // One line per 5 s at most while trying, plus the closing summary.
+    let unreachable = shown.iter().filter(|l| l.starts_with("cannot reach master")).count();
+    assert!((1..=7).contains(&unreachable), "{shown:?}");
+    assert!(shown[0].contains("retrying m1:1, m2:2"), "{shown:?}");
+}
+
+#[test]
+fn without_a_connect_timeout_the_node_keeps_trying() {
+    let mut n = node(&["m1:1"]);
+    let (_, exit) = fail_every_dial(&mut n, Millis::from_secs(300));
+    assert_eq!(exit, None);
+}

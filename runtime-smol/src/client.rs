@@ -16,6 +16,14 @@
 //!
 //! When no master gives an answer, the error names every master tried and
 //! why each one did not answer.
+//!
+//! Patience (`--connect-timeout`, [`Patience`]): the `*_with` variants keep
+//! going round the masters until one answers or the connect timeout passes
+//! (a round that started before it is finished), pausing briefly between
+//! rounds and reporting at most one line per [`NOTICE_INTERVAL`] through
+//! the caller's notice function: why the last round failed and what is
+//! tried next. A master refused by the exposure rule is a configuration
+//! error and is not retried. The plain variants make one round.
 
 use crate::http::executor_state_name;
 use crate::net::{spawn_connection, ConnHandle, NetConfig, NetEvent};
@@ -37,6 +45,37 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// answer `Hello` and answer the request.
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// While waiting for a first master: at most one notice per this interval.
+pub const NOTICE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The pause between two rounds over the masters (doubling up to 2 s).
+const ROUND_PAUSE: Duration = Duration::from_millis(250);
+
+/// How long an operator command keeps trying to reach a master, and where
+/// it reports that it is still trying.
+#[derive(Clone, Copy)]
+pub struct Patience<'a> {
+    /// Rounds over the masters start until this much time has passed
+    /// (`--connect-timeout`); zero makes one round.
+    pub connect_timeout: Duration,
+    /// Called with one line (at most one per [`NOTICE_INTERVAL`]) while
+    /// no master answered: why, and what is tried next.
+    pub notice: &'a (dyn Fn(&str) + Sync),
+}
+
+impl Patience<'static> {
+    /// One round over the masters, no notices (the plain functions).
+    pub fn once() -> Self {
+        Patience { connect_timeout: Duration::ZERO, notice: &|_| {} }
+    }
+}
+
+impl std::fmt::Debug for Patience<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Patience").field("connect_timeout", &self.connect_timeout).finish()
+    }
+}
+
 /// The most masters one command dials (given ones, hinted and advertised
 /// ones together), so hints that point at each other cannot loop.
 const MAX_ATTEMPTS: usize = 16;
@@ -55,10 +94,21 @@ pub async fn fetch_state(
     net: Arc<NetConfig>,
     leader_only: bool,
 ) -> Result<ClusterState, String> {
-    ask_masters(
+    fetch_state_with(masters, net, leader_only, Patience::once()).await
+}
+
+/// [`fetch_state`], trying until `patience.connect_timeout` passes.
+pub async fn fetch_state_with(
+    masters: &[Addr],
+    net: Arc<NetConfig>,
+    leader_only: bool,
+    patience: Patience<'_>,
+) -> Result<ClusterState, String> {
+    ask_patiently(
         masters,
         &net,
         leader_only,
+        patience,
         || Message::StateRequest,
         |msg| match msg {
             Message::StateReply(state) => Some(*state),
@@ -76,8 +126,18 @@ pub async fn kill_framework(
     net: Arc<NetConfig>,
     framework: &str,
 ) -> Result<(), String> {
+    kill_framework_with(masters, net, framework, Patience::once()).await
+}
+
+/// [`kill_framework`], trying until `patience.connect_timeout` passes.
+pub async fn kill_framework_with(
+    masters: &[Addr],
+    net: Arc<NetConfig>,
+    framework: &str,
+    patience: Patience<'_>,
+) -> Result<(), String> {
     let framework = FrameworkId::new(framework);
-    leader_request(masters, &net, move |request| Message::KillFramework {
+    leader_request(masters, &net, patience, move |request| Message::KillFramework {
         request,
         framework: framework.clone(),
     })
@@ -91,8 +151,18 @@ pub async fn remove_worker(
     net: Arc<NetConfig>,
     worker: &str,
 ) -> Result<(), String> {
+    remove_worker_with(masters, net, worker, Patience::once()).await
+}
+
+/// [`remove_worker`], trying until `patience.connect_timeout` passes.
+pub async fn remove_worker_with(
+    masters: &[Addr],
+    net: Arc<NetConfig>,
+    worker: &str,
+    patience: Patience<'_>,
+) -> Result<(), String> {
     let worker = WorkerId::new(worker);
-    leader_request(masters, &net, move |request| Message::RemoveWorker {
+    leader_request(masters, &net, patience, move |request| Message::RemoveWorker {
         request,
         worker: worker.clone(),
     })
@@ -104,7 +174,16 @@ pub async fn remove_worker(
 /// returns to standby and joins the election again. Refused (`Err` with the
 /// leader's reason) in the single-master modes, where nobody can take over.
 pub async fn step_down(masters: &[Addr], net: Arc<NetConfig>) -> Result<(), String> {
-    leader_request(masters, &net, |request| Message::StepDown { request }).await
+    step_down_with(masters, net, Patience::once()).await
+}
+
+/// [`step_down`], trying until `patience.connect_timeout` passes.
+pub async fn step_down_with(
+    masters: &[Addr],
+    net: Arc<NetConfig>,
+    patience: Patience<'_>,
+) -> Result<(), String> {
+    leader_request(masters, &net, patience, |request| Message::StepDown { request }).await
 }
 
 /// Renders `state` as a human-readable table: the answering master (status,
@@ -228,13 +307,15 @@ fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
 async fn leader_request(
     masters: &[Addr],
     net: &Arc<NetConfig>,
+    patience: Patience<'_>,
     make: impl Fn(u64) -> Message,
 ) -> Result<(), String> {
     let request = crate::net::random_u64();
-    let outcome = ask_masters(
+    let outcome = ask_patiently(
         masters,
         net,
         true,
+        patience,
         || make(request),
         |msg| match msg {
             Message::RequestAccepted { request: r, .. } if r == request => Some(Ok(())),
@@ -254,6 +335,65 @@ enum Attempt<T> {
     NotLeader { why: String, hint: Option<LeaderHint>, masters: Vec<Addr> },
     /// Unreachable, silent, closed, or otherwise no answer.
     Failed(String),
+    /// Refused by the exposure rule before dialling: not worth retrying.
+    Refused(String),
+}
+
+/// A round over the masters that got no answer.
+struct NoAnswer {
+    /// Names every master tried and why it did not answer.
+    message: String,
+    /// Every master tried was refused by the exposure rule (retrying cannot
+    /// help).
+    refused: bool,
+    /// The masters tried, in order.
+    tried: Vec<Addr>,
+}
+
+/// Rounds of [`ask_masters`] until one answers or `patience` runs out.
+async fn ask_patiently<T>(
+    masters: &[Addr],
+    net: &Arc<NetConfig>,
+    leader_only: bool,
+    patience: Patience<'_>,
+    request: impl Fn() -> Message,
+    answer: impl Fn(Message) -> Option<T>,
+) -> Result<T, String> {
+    let start = std::time::Instant::now();
+    let mut pause = ROUND_PAUSE;
+    let mut last_notice: Option<std::time::Instant> = None;
+    let mut rounds = 0u32;
+    loop {
+        rounds += 1;
+        let failed = match ask_masters(masters, net, leader_only, &request, &answer).await {
+            Ok(t) => return Ok(t),
+            Err(failed) => failed,
+        };
+        let elapsed = start.elapsed();
+        if failed.refused || elapsed >= patience.connect_timeout {
+            return Err(if patience.connect_timeout.is_zero() || failed.refused {
+                failed.message
+            } else {
+                format!(
+                    "{}; gave up after {rounds} rounds in {:?} (--connect-timeout)",
+                    failed.message, patience.connect_timeout
+                )
+            });
+        }
+        if last_notice.map_or(true, |at: std::time::Instant| at.elapsed() >= NOTICE_INTERVAL) {
+            last_notice = Some(std::time::Instant::now());
+            let next: Vec<String> = failed.tried.iter().map(|a| a.to_string()).collect();
+            let left = patience.connect_timeout.saturating_sub(elapsed);
+            (patience.notice)(&format!(
+                "{}; trying {} again (giving up in {} s)",
+                failed.message,
+                next.join(", "),
+                left.as_secs()
+            ));
+        }
+        async_io::Timer::after(pause.min(patience.connect_timeout - elapsed)).await;
+        pause = (pause * 2).min(Duration::from_secs(2));
+    }
 }
 
 /// Dials masters in turn until one answers `request` with a message that
@@ -263,9 +403,9 @@ async fn ask_masters<T>(
     masters: &[Addr],
     net: &Arc<NetConfig>,
     leader_only: bool,
-    request: impl Fn() -> Message,
-    answer: impl Fn(Message) -> Option<T>,
-) -> Result<T, String> {
+    request: &impl Fn() -> Message,
+    answer: &impl Fn(Message) -> Option<T>,
+) -> Result<T, NoAnswer> {
     let mut queue: VecDeque<Addr> = VecDeque::new();
     for m in masters {
         if !queue.contains(m) {
@@ -273,9 +413,11 @@ async fn ask_masters<T>(
         }
     }
     if queue.is_empty() {
-        return Err("no master address given".to_string());
+        let message = "no master address given".to_string();
+        return Err(NoAnswer { message, refused: true, tried: Vec::new() });
     }
     let mut tried: Vec<(Addr, String)> = Vec::new();
+    let mut refused = 0usize;
     let mut next_conn = 0u64;
     while let Some(addr) = queue.pop_front() {
         if tried.iter().any(|(a, _)| *a == addr) {
@@ -286,7 +428,7 @@ async fn ask_masters<T>(
             break;
         }
         next_conn += 1;
-        let attempt = ask_one(&addr, ConnId(next_conn), net, leader_only, &request, &answer).await;
+        let attempt = ask_one(&addr, ConnId(next_conn), net, leader_only, request, answer).await;
         match attempt {
             Attempt::Answered(t) => return Ok(t),
             Attempt::NotLeader { why, hint, masters: advertised } => {
@@ -308,11 +450,21 @@ async fn ask_masters<T>(
                 tracing::debug!(master = %addr, %why, "no answer");
                 tried.push((addr, why));
             }
+            Attempt::Refused(why) => {
+                tracing::debug!(master = %addr, %why, "refused");
+                refused += 1;
+                tried.push((addr, why));
+            }
         }
     }
     let what = if leader_only { "no leading master answered" } else { "no master answered" };
     let detail: Vec<String> = tried.iter().map(|(a, why)| format!("{a}: {why}")).collect();
-    Err(format!("{what} (tried {}): {}", tried.len(), detail.join("; ")))
+    let message = format!("{what} (tried {}): {}", tried.len(), detail.join("; "));
+    Err(NoAnswer {
+        message,
+        refused: refused > 0 && refused == tried.len(),
+        tried: tried.into_iter().map(|(a, _)| a).collect(),
+    })
 }
 
 /// One connection to one master: connect, `Hello`, request, answer, close.
@@ -330,6 +482,7 @@ async fn ask_one<T>(
     // before a single byte goes out.
     let stream = match crate::net::dial(addr, has_secret, insecure, true, CONNECT_TIMEOUT).await {
         Ok(s) => s,
+        Err(e) if e.refused => return Attempt::Refused(format!("connect failed: {}", e.reason)),
         Err(e) => return Attempt::Failed(format!("connect failed: {}", e.reason)),
     };
     let (events_tx, events) = async_channel::unbounded();

@@ -15,10 +15,22 @@
 //! thread ends soon after the daemon drops the receiving end of the query
 //! channel.
 //!
-//! Exposure: the pages are read-only but describe the whole cluster. Whether
-//! a non-loopback `--http` address is acceptable is the caller's decision
-//! (see [`crate::net::check_exposure`]); [`serve`] binds what it is given.
+//! Exposure: the pages are read-only but describe the whole cluster, so
+//! `--http` follows the rule of `--listen` (the master checks it with
+//! [`crate::net::check_exposure`] before binding anything): a non-loopback
+//! address needs a cluster secret, or `--insecure`. HTTP has no handshake,
+//! so a server bound to a non-loopback address with a secret requires
+//! `Authorization: Bearer <token>` on every request, whatever address the
+//! request came from, where the token is [`bearer_token`]: the lowercase
+//! hex of HMAC-SHA256(secret, `"regent http bearer v1"`). An operator gets
+//! it with `regent http-token --secret-file F`. A request without it, or
+//! with another token, gets `401 Unauthorized` (with
+//! `WWW-Authenticate: Bearer realm="regent"`) saying so. A server bound to
+//! loopback stays open. Nothing here changes the cluster: every command goes
+//! over the authenticated wire protocol.
 
+use hmac::{Hmac, Mac};
+use regent_core::auth::Secret;
 use regent_core::protocol::{ClusterState, ExecutorState};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
@@ -53,14 +65,48 @@ pub struct HttpSnapshot {
     pub node: regent_core::node::master::Metrics,
 }
 
-/// Binds `addr` and serves on a dedicated thread (see [`serve_on`]). The
-/// error names the address when it cannot be bound.
+/// What the bearer token is derived from: HMAC-SHA256 of this under the
+/// cluster secret (see [`bearer_token`]).
+pub const BEARER_LABEL: &[u8] = b"regent http bearer v1";
+
+/// The bearer token an HTTP server bound to a non-loopback address requires
+/// (`Authorization: Bearer <token>`): the lowercase hex of
+/// HMAC-SHA256(secret, [`BEARER_LABEL`]). `regent http-token` prints it.
+pub fn bearer_token(secret: &Secret) -> String {
+    let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(secret.expose())
+        .expect("HMAC takes a key of any length");
+    mac.update(BEARER_LABEL);
+    mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The token a server bound to `addr` requires: `None` on loopback or
+/// without a secret (the exposure check refuses a non-loopback address
+/// without a secret unless `--insecure`, which then leaves it open).
+pub fn required_token(addr: SocketAddr, secret: Option<&Secret>) -> Option<String> {
+    match secret {
+        Some(s) if !addr.ip().is_loopback() => Some(bearer_token(s)),
+        _ => None,
+    }
+}
+
+/// Binds `addr` and serves on a dedicated thread (see [`serve_on`]), open to
+/// every request. The error names the address when it cannot be bound.
 pub fn serve(
     addr: SocketAddr,
     queries: async_channel::Sender<HttpQuery>,
 ) -> Result<std::thread::JoinHandle<()>, String> {
+    serve_with(addr, None, queries)
+}
+
+/// [`serve`], requiring `Authorization: Bearer <token>` on every request
+/// when `token` is given (see [`required_token`]).
+pub fn serve_with(
+    addr: SocketAddr,
+    token: Option<String>,
+    queries: async_channel::Sender<HttpQuery>,
+) -> Result<std::thread::JoinHandle<()>, String> {
     let server = bind(addr)?;
-    Ok(serve_on(server, queries))
+    Ok(serve_on_with(server, token, queries))
 }
 
 /// Binds an HTTP server on `addr` (port 0 picks a free port: read it back
@@ -75,14 +121,24 @@ pub fn serve_on(
     server: tiny_http::Server,
     queries: async_channel::Sender<HttpQuery>,
 ) -> std::thread::JoinHandle<()> {
+    serve_on_with(server, None, queries)
+}
+
+/// [`serve_on`], requiring `Authorization: Bearer <token>` on every request
+/// when `token` is given.
+pub fn serve_on_with(
+    server: tiny_http::Server,
+    token: Option<String>,
+    queries: async_channel::Sender<HttpQuery>,
+) -> std::thread::JoinHandle<()> {
     let bound = server.server_addr().to_string();
-    tracing::info!(addr = %bound, "HTTP listening");
+    tracing::info!(addr = %bound, bearer = token.is_some(), "HTTP listening");
     std::thread::Builder::new()
         .name("regent-http".into())
         .spawn(move || {
             while !queries.is_closed() {
                 match server.recv_timeout(POLL_INTERVAL) {
-                    Ok(Some(request)) => respond(request, &queries),
+                    Ok(Some(request)) => respond(request, &queries, token.as_deref()),
                     Ok(None) => {}
                     Err(e) => {
                         tracing::warn!(addr = %bound, error = %e, "HTTP server failed; stopping");
@@ -103,9 +159,56 @@ enum Page {
     Metrics,
 }
 
-fn respond(request: tiny_http::Request, queries: &async_channel::Sender<HttpQuery>) {
+/// Why a request is not authorized, if it is not.
+fn unauthorized(request: &tiny_http::Request, token: Option<&str>) -> Option<&'static str> {
+    let token = token?;
+    let given = request
+        .headers()
+        .iter()
+        .find(|h| h.field.equiv("Authorization"))
+        .map(|h| h.value.as_str().trim());
+    let Some(given) = given else {
+        return Some(
+            "unauthorized: this HTTP server is bound to a non-loopback address and needs \
+             `Authorization: Bearer <token>`; `regent http-token --secret-file F` prints the \
+             token\n",
+        );
+    };
+    let presented = match given.split_once(' ') {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
+        _ => return Some("unauthorized: the Authorization header must be `Bearer <token>`\n"),
+    };
+    if constant_time_eq(presented.as_bytes(), token.as_bytes()) {
+        None
+    } else {
+        Some(
+            "unauthorized: wrong bearer token (it is derived from the cluster secret: \
+             `regent http-token --secret-file F` prints it)\n",
+        )
+    }
+}
+
+/// Compares without stopping at the first difference.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn respond(
+    request: tiny_http::Request,
+    queries: &async_channel::Sender<HttpQuery>,
+    token: Option<&str>,
+) {
     let method = request.method().clone();
     let path = request.url().split(['?', '#']).next().unwrap_or("").to_string();
+    if let Some(why) = unauthorized(&request, token) {
+        tracing::debug!(%method, %path, status = 401, "HTTP request refused");
+        let response =
+            text(401, why).with_header(header("WWW-Authenticate", "Bearer realm=\"regent\""));
+        if let Err(e) = request.respond(response) {
+            tracing::debug!(%path, error = %e, "HTTP response not delivered");
+        }
+        return;
+    }
     let page = match path.as_str() {
         "/" | "/index.html" => Some(Page::Html),
         "/api/state" => Some(Page::State),

@@ -42,6 +42,32 @@ struct Common {
     runtime: Runtime,
 }
 
+/// `--connect-timeout` of the client commands.
+#[derive(Args, Debug, Clone, Copy)]
+struct ConnectTimeout {
+    /// How long (seconds) to keep trying to reach a first master before
+    /// giving up with an error naming every master tried (at most one
+    /// "still trying" line every few seconds meanwhile).
+    #[arg(long = "connect-timeout", value_name = "SECS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    secs: u64,
+}
+
+impl ConnectTimeout {
+    fn duration(self) -> Duration {
+        Duration::from_secs(self.secs)
+    }
+}
+
+/// Prints a client's "still trying" line on stderr.
+fn notice(line: &str) {
+    eprintln!("regent: {line}");
+}
+
+fn patience(t: ConnectTimeout) -> regent_smol::client::Patience<'static> {
+    regent_smol::client::Patience { connect_timeout: t.duration(), notice: &notice }
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 enum Runtime {
     Smol,
@@ -64,6 +90,8 @@ enum Command {
         /// Print the same JSON as `GET /api/state`.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
     },
     /// Tear a framework down (kill its executors).
     Kill {
@@ -72,6 +100,8 @@ enum Command {
         masters: Vec<String>,
         /// The framework.
         framework_id: String,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
     },
     /// Remove a worker left UNKNOWN by the recovery removal limit.
     RemoveWorker {
@@ -80,6 +110,8 @@ enum Command {
         masters: Vec<String>,
         /// The worker.
         worker_id: String,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
     },
     /// Ask the leader to step down: it closes its ZooKeeper session so a
     /// standby leads at once, stays up as a standby and rejoins the election
@@ -88,7 +120,13 @@ enum Command {
         /// The masters to ask.
         #[arg(long, value_delimiter = ',', required = true)]
         masters: Vec<String>,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
     },
+    /// Print the bearer token that a master's HTTP server bound to a
+    /// non-loopback address requires (`Authorization: Bearer <token>`),
+    /// derived from the cluster secret given with `--secret-file`.
+    HttpToken,
     /// Inspect a filesystem store.
     Store {
         #[command(subcommand)]
@@ -128,7 +166,10 @@ struct MasterArgs {
     /// Where workers and subscribers connect.
     #[arg(long)]
     listen: SocketAddr,
-    /// Where to serve /api/state, /metrics and the HTML page.
+    /// Where to serve /api/state, /metrics and the HTML page (read-only).
+    /// A non-loopback address needs --secret-file (or --insecure); with a
+    /// secret it then requires `Authorization: Bearer <token>`, the token
+    /// printed by `regent http-token`.
     #[arg(long)]
     http: Option<SocketAddr>,
     /// Where master state survives a crash.
@@ -137,7 +178,8 @@ struct MasterArgs {
     /// The filesystem store's directory (`--recovery filesystem`).
     #[arg(long)]
     store: Option<PathBuf>,
-    /// ZooKeeper servers (`--recovery zookeeper`).
+    /// ZooKeeper servers (`--recovery zookeeper`). A host that is not
+    /// loopback needs --secret-file (or --insecure).
     #[arg(long, value_delimiter = ',')]
     zk: Vec<String>,
     /// The cluster's root node in ZooKeeper.
@@ -209,6 +251,8 @@ struct SubmitArgs {
     /// The command every executor runs.
     #[arg(last = true, required = true)]
     command: Vec<String>,
+    #[command(flatten)]
+    connect_timeout: ConnectTimeout,
 }
 
 fn net_config(common: &Common) -> Result<Arc<NetConfig>, String> {
@@ -311,6 +355,7 @@ async fn run_std(common: &Common, command: Command) -> Result<ExitCode, String> 
                 command: a.command,
                 net,
                 insecure: common.insecure,
+                connect_timeout: Some(a.connect_timeout.duration()),
             };
             let s = d::spawn_subscriber_with_output(cfg, std::io::stdout(), progress)?;
             stop_on_shutdown(s.stopper());
@@ -424,6 +469,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
                 command: a.command,
                 net: net_config(&common)?,
                 insecure: common.insecure,
+                connect_timeout: Some(a.connect_timeout.duration()),
             };
             use std::io::IsTerminal;
             let progress = std::io::stdout().is_terminal();
@@ -436,10 +482,14 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             .await;
             Ok(submit_exit(outcome))
         }
-        Command::Status { masters, json } => {
-            let state =
-                regent_smol::client::fetch_state(&addrs(&masters), net_config(&common)?, true)
-                    .await?;
+        Command::Status { masters, json, connect_timeout } => {
+            let state = regent_smol::client::fetch_state_with(
+                &addrs(&masters),
+                net_config(&common)?,
+                true,
+                patience(connect_timeout),
+            )
+            .await?;
             if json {
                 println!("{}", regent_smol::http::state_json(&state));
             } else {
@@ -447,25 +497,45 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Kill { masters, framework_id } => {
-            regent_smol::client::kill_framework(
+        Command::Kill { masters, framework_id, connect_timeout } => {
+            regent_smol::client::kill_framework_with(
                 &addrs(&masters),
                 net_config(&common)?,
                 &framework_id,
+                patience(connect_timeout),
             )
             .await?;
             println!("framework {framework_id} torn down");
             Ok(ExitCode::SUCCESS)
         }
-        Command::RemoveWorker { masters, worker_id } => {
-            regent_smol::client::remove_worker(&addrs(&masters), net_config(&common)?, &worker_id)
-                .await?;
+        Command::RemoveWorker { masters, worker_id, connect_timeout } => {
+            regent_smol::client::remove_worker_with(
+                &addrs(&masters),
+                net_config(&common)?,
+                &worker_id,
+                patience(connect_timeout),
+            )
+            .await?;
             println!("worker {worker_id} removed");
             Ok(ExitCode::SUCCESS)
         }
-        Command::StepDown { masters } => {
-            regent_smol::client::step_down(&addrs(&masters), net_config(&common)?).await?;
+        Command::StepDown { masters, connect_timeout } => {
+            regent_smol::client::step_down_with(
+                &addrs(&masters),
+                net_config(&common)?,
+                patience(connect_timeout),
+            )
+            .await?;
             println!("the leader stepped down");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::HttpToken => {
+            let net = net_config(&common)?;
+            let secret = net.secret.as_ref().ok_or(
+                "regent http-token needs the cluster secret (--secret-file F): the token is \
+                 derived from it",
+            )?;
+            println!("{}", regent_smol::http::bearer_token(secret));
             Ok(ExitCode::SUCCESS)
         }
         Command::Store { command } => store_command(command),

@@ -95,8 +95,26 @@ enum Wake {
 /// Runs a master until `shutdown` fires (Ok), or, in the single-master
 /// modes, until the store fails (Err naming why). A ZooKeeper-mode master
 /// never stops on its own: losing leadership returns it to standby.
+///
+/// Exposure (before anything is bound or dialled): `listen`, `http` and
+/// every ZooKeeper host must be loopback unless there is a cluster secret or
+/// `insecure`; an HTTP server bound to a non-loopback address with a secret
+/// requires its bearer token ([`http::required_token`]).
 pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(), String> {
-    net::check_exposure(&opts.listen, opts.net.secret.is_some(), opts.insecure)?;
+    let has_secret = opts.net.secret.is_some();
+    net::check_exposure(&opts.listen, has_secret, opts.insecure)
+        .map_err(|e| format!("--listen: {e}"))?;
+    if let Some(addr) = opts.http {
+        net::check_exposure(&addr, has_secret, opts.insecure)
+            .map_err(|e| format!("--http: {e} (the HTTP pages describe the whole cluster)"))?;
+    }
+    if let Recovery::Zookeeper { hosts, .. } = &opts.recovery {
+        // Resolving may block: on the blocking pool.
+        let (hosts, insecure) = (hosts.clone(), opts.insecure);
+        smol::unblock(move || regent_std::net::check_zk_exposure(&hosts, has_secret, insecure))
+            .await
+            .map_err(|e| format!("--zk: {e}"))?;
+    }
     let listener = TcpListener::bind(opts.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", opts.listen))?;
@@ -127,7 +145,7 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
     }
     if let Some(addr) = opts.http {
         let (qtx, qrx) = async_channel::unbounded::<HttpQuery>();
-        http::serve(addr, qtx)?;
+        http::serve_with(addr, http::required_token(addr, opts.net.secret.as_ref()), qtx)?;
         let tx = tx.clone();
         smol::spawn(async move {
             while let Ok(q) = qrx.recv().await {

@@ -172,6 +172,7 @@ fn options(masters: Vec<Addr>, executors: u32) -> SubmitOptions {
         command: vec!["sleep".into(), "1".into()],
         net: Arc::new(NetConfig::new(CLUSTER, None)),
         insecure: false,
+        connect_timeout: None,
     }
 }
 

@@ -160,6 +160,52 @@ pub fn check_exposure(addr: &SocketAddr, has_secret: bool, insecure: bool) -> Re
     }
 }
 
+/// The exposure rule for a ZooKeeper connect string (`host:port,...`,
+/// optionally followed by a `/chroot`): without a secret and unless
+/// `insecure`, every host must resolve to loopback addresses only. Checked
+/// before anything is dialled; the error names the host (and the address it
+/// resolves to). A host without a port means port 2181. With a secret or
+/// `insecure` nothing is resolved.
+pub fn check_zk_exposure(connect: &str, has_secret: bool, insecure: bool) -> Result<(), String> {
+    use std::net::{IpAddr, ToSocketAddrs};
+    if has_secret || insecure {
+        return Ok(());
+    }
+    let hosts = connect.split('/').next().unwrap_or("");
+    for host in hosts.split(',').map(str::trim).filter(|h| !h.is_empty()) {
+        let with_port = if host.parse::<IpAddr>().is_ok() {
+            // A bare address (an IPv6 one has colons but no port).
+            SocketAddr::new(host.parse().expect("just parsed"), 2181).to_string()
+        } else if host.ends_with(']') || !host.contains(':') {
+            format!("{host}:2181")
+        } else {
+            host.to_string()
+        };
+        let resolved: Vec<SocketAddr> = with_port
+            .to_socket_addrs()
+            .map_err(|e| {
+                format!(
+                    "cannot resolve ZooKeeper host {host} to check that it is loopback: {e} \
+                     (without --secret-file only loopback ZooKeeper hosts are allowed, unless \
+                     --insecure)"
+                )
+            })?
+            .collect();
+        if let Some(exposed) = resolved.iter().find(|a| !a.ip().is_loopback()) {
+            return Err(format!(
+                "refusing ZooKeeper host {host} ({}): it is not a loopback address and no \
+                 --secret-file is given (anyone who can reach it could plant records the next \
+                 leader trusts); pass --secret-file, or --insecure to accept the risk",
+                exposed.ip()
+            ));
+        }
+        if resolved.is_empty() {
+            return Err(format!("ZooKeeper host {host} resolves to no address"));
+        }
+    }
+    Ok(())
+}
+
 /// A close reason that is a refusal of the peer (rather than a plain close).
 pub fn is_refusal(reason: &str) -> bool {
     !(reason == "closed" || reason.starts_with("peer closed") || reason.starts_with("read failed"))
@@ -411,6 +457,19 @@ mod tests {
 
     fn next(rx: &Receiver<NetEvent>) -> NetEvent {
         rx.recv_timeout(Duration::from_secs(10)).expect("an event within 10 s")
+    }
+
+    #[test]
+    fn zookeeper_hosts_follow_the_exposure_rule_and_are_named() {
+        assert!(check_zk_exposure("127.0.0.1:2181,[::1]:2182/regent", false, false).is_ok());
+        assert!(check_zk_exposure("localhost", false, false).is_ok());
+        let err = check_zk_exposure("127.0.0.1:2181,192.0.2.1:2181", false, false).unwrap_err();
+        assert!(err.contains("192.0.2.1:2181"), "{err}");
+        assert!(err.contains("--insecure"), "{err}");
+        let err = check_zk_exposure("192.0.2.7", false, false).unwrap_err();
+        assert!(err.contains("192.0.2.7"), "{err}");
+        assert!(check_zk_exposure("192.0.2.1:2181", true, false).is_ok());
+        assert!(check_zk_exposure("192.0.2.1:2181", false, true).is_ok());
     }
 
     #[test]

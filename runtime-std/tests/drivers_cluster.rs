@@ -79,6 +79,7 @@ fn an_application_completes_on_std_drivers() {
         command: vec!["sh".into(), "-c".into(), "exit 0".into()],
         net: net(),
         insecure: false,
+        connect_timeout: None,
     })
     .unwrap();
     let events: Vec<Action> = sub.events().iter().collect();
@@ -169,6 +170,7 @@ fn an_interrupted_submission_leaves_its_executor_until_the_worker_shuts_down() {
         command: vec!["sleep".into(), "30".into()],
         net: net(),
         insecure: false,
+        connect_timeout: None,
     })
     .unwrap();
     let running = |a: &Action| {

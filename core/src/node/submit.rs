@@ -85,12 +85,29 @@ pub struct Config {
     /// connections it closed to end (their last frames flushed) before
     /// [`Output::Exit`]. Default 1 s.
     pub linger: Millis,
+    /// How long to try for a first subscription: if no master has
+    /// subscribed the framework this long after [`Input::Start`], the
+    /// submission ends with an error naming every master tried and why.
+    /// Once subscribed, failovers are waited out whatever their length.
+    /// `None` (the default): try for ever. `regent submit` sets it from
+    /// `--connect-timeout` (30 s).
+    pub connect_timeout: Option<Millis>,
+    /// Until the first subscription, at most one `cannot reach master`
+    /// line is shown per this interval (later failures are still
+    /// recorded for the final error). Default 5 s.
+    pub unreachable_line_interval: Millis,
 }
 
 impl Config {
     /// A configuration with the documented defaults.
     pub fn new(subscriber: subscriber::Config) -> Self {
-        Config { subscriber, dial_timeout: Millis::from_secs(2), linger: Millis::from_secs(1) }
+        Config {
+            subscriber,
+            dial_timeout: Millis::from_secs(2),
+            linger: Millis::from_secs(1),
+            connect_timeout: None,
+            unreachable_line_interval: Millis::from_secs(5),
+        }
     }
 }
 
@@ -244,6 +261,15 @@ impl SubmitExit {
     }
 }
 
+/// `30 s`, `1500 ms`: a duration for a line.
+fn human(t: Millis) -> String {
+    if t.0 % 1000 == 0 {
+        format!("{} s", t.0 / 1000)
+    } else {
+        format!("{} ms", t.0)
+    }
+}
+
 /// The node's named deadlines.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Timer {
@@ -251,6 +277,9 @@ pub enum Timer {
     Subscriber(subscriber::Timer),
     /// The submission is over: stop waiting for connections to end.
     Linger,
+    /// [`Config::connect_timeout`] after the start: give up unless a
+    /// master subscribed the framework by then.
+    FirstMaster,
 }
 
 /// The submit node (see the module docs).
@@ -286,6 +315,16 @@ pub struct SubmitNode {
     /// The submission is over; waiting for connections to end.
     ending: Option<SubmitExit>,
     exited: bool,
+    connect_timeout: Option<Millis>,
+    unreachable_line_interval: Millis,
+    /// A master subscribed the framework at least once.
+    ever_subscribed: bool,
+    /// Before the first subscription: every master tried, with why the
+    /// last attempt on it failed.
+    unreached: BTreeMap<Addr, String>,
+    /// When the last `cannot reach master` line was shown (before the
+    /// first subscription).
+    last_unreachable_line: Option<Millis>,
 }
 
 impl SubmitNode {
@@ -311,6 +350,11 @@ impl SubmitNode {
             showed_line: false,
             ending: None,
             exited: false,
+            connect_timeout: config.connect_timeout,
+            unreachable_line_interval: config.unreachable_line_interval,
+            ever_subscribed: false,
+            unreached: BTreeMap::new(),
+            last_unreachable_line: None,
         }
     }
 
@@ -380,7 +424,14 @@ impl SubmitNode {
         }
         self.showed_line = false;
         match input {
-            Input::Start => self.feed(now, Event::Start, None, &mut out),
+            Input::Start => {
+                if let Some(t) = self.connect_timeout {
+                    if !self.ever_subscribed && self.deadlines.get(Timer::FirstMaster).is_none() {
+                        self.deadlines.set(Timer::FirstMaster, now + t);
+                    }
+                }
+                self.feed(now, Event::Start, None, &mut out)
+            }
             Input::Declare(spec) => {
                 self.line(
                     format!(
@@ -410,6 +461,10 @@ impl SubmitNode {
                 self.closing.remove(&conn);
                 if let Some(master) = self.conns.remove(&conn) {
                     self.by_master.remove(&master);
+                    if !self.ever_subscribed {
+                        self.unreached
+                            .insert(master.clone(), format!("connection closed: {reason}"));
+                    }
                     self.feed(now, Event::Disconnected { master }, Some(&reason), &mut out);
                 }
             }
@@ -418,6 +473,12 @@ impl SubmitNode {
                     match timer {
                         Timer::Subscriber(t) => self.feed(now, Event::Timer(t), None, &mut out),
                         Timer::Linger => {} // only set while ending
+                        Timer::FirstMaster => {
+                            if !self.ever_subscribed {
+                                let why = self.never_reached(self.connect_timeout);
+                                self.stopped = Some(Err(why));
+                            }
+                        }
                     }
                 }
             }
@@ -502,7 +563,27 @@ impl SubmitNode {
                 self.feed(now, Event::Connected { master }, None, out);
             }
             Err(reason) => {
-                self.line(format!("cannot reach master {master}: {reason}"), out);
+                if self.ever_subscribed {
+                    self.line(format!("cannot reach master {master}: {reason}"), out);
+                } else {
+                    self.unreached.insert(master.clone(), reason.clone());
+                    let due = match self.last_unreachable_line {
+                        None => true,
+                        Some(at) => now >= at + self.unreachable_line_interval,
+                    };
+                    if due {
+                        self.last_unreachable_line = Some(now);
+                        let next = match self.connect_timeout {
+                            Some(t) => format!(
+                                "; retrying {} (giving up {} after the start)",
+                                self.masters_list(),
+                                human(t)
+                            ),
+                            None => format!("; retrying {}", self.masters_list()),
+                        };
+                        self.line(format!("cannot reach master {master}: {reason}{next}"), out);
+                    }
+                }
                 self.feed(now, Event::ConnectFailed { master }, None, out);
             }
         }
@@ -516,6 +597,11 @@ impl SubmitNode {
         }
         match &action {
             Action::Subscribed { framework, master, executors } => {
+                if !self.ever_subscribed {
+                    self.ever_subscribed = true;
+                    self.unreached.clear();
+                    self.deadlines.cancel(Timer::FirstMaster);
+                }
                 if self.framework.as_ref() != Some(framework) {
                     self.line(format!("framework {framework}"), out);
                     self.framework = Some(framework.clone());
@@ -559,6 +645,37 @@ impl SubmitNode {
             }
         }
         out.push(Output::Observed(action));
+    }
+
+    /// The masters this node knows of (configured and learned), for lines.
+    fn masters_list(&self) -> String {
+        let mut all: Vec<String> =
+            self.subscriber.config().masters.iter().map(|m| m.to_string()).collect();
+        for m in self.unreached.keys() {
+            let m = m.to_string();
+            if !all.contains(&m) {
+                all.push(m);
+            }
+        }
+        all.join(", ")
+    }
+
+    /// The error of a submission that never reached a master: every master
+    /// tried, with why its last attempt failed.
+    fn never_reached(&self, after: Option<Millis>) -> String {
+        let mut tried: Vec<String> =
+            self.unreached.iter().map(|(m, why)| format!("{m}: {why}")).collect();
+        for m in &self.subscriber.config().masters {
+            if !self.unreached.contains_key(m) {
+                tried.push(format!("{m}: no answer"));
+            }
+        }
+        let after = after.map(|t| format!(" within {}", human(t))).unwrap_or_default();
+        format!(
+            "no master subscribed the framework{after} (tried {}): {}",
+            tried.len(),
+            tried.join("; ")
+        )
     }
 
     /// Shows an executor's state when it changed since last shown.

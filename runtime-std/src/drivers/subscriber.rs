@@ -83,7 +83,16 @@ pub struct SubscriberConfig {
     pub net: Arc<NetConfig>,
     /// Accept non-loopback masters without a cluster secret.
     pub insecure: bool,
+    /// How long to try for a first subscription before giving up with an
+    /// error naming every master tried (`regent submit --connect-timeout`,
+    /// default [`CONNECT_TIMEOUT`]); `None` tries for ever. Once
+    /// subscribed, failovers are waited out whatever their length.
+    pub connect_timeout: Option<Duration>,
 }
+
+/// The default of `--connect-timeout`: how long a client tries to reach a
+/// first master.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub use regent_core::progress::SubmitOutcome;
 
@@ -246,6 +255,7 @@ pub fn node_config(cfg: &SubscriberConfig, instance: InstanceId) -> (Config, Gro
     sub.failover_timeout = Millis(cfg.failover_timeout.as_millis() as u64);
     let mut config = Config::new(sub);
     config.dial_timeout = Millis(DIAL_TIMEOUT.as_millis() as u64);
+    config.connect_timeout = cfg.connect_timeout.map(|d| Millis(d.as_millis() as u64));
     let spec = GroupSpec {
         group: GROUP.to_owned(),
         slots: cfg.executors,
