@@ -37,9 +37,27 @@ pub const POLL: Duration = Duration::from_millis(75);
 /// Lines of stderr printed per process when a test fails.
 const TAIL_LINES: usize = 60;
 
-/// A free loopback port (bound to `127.0.0.1:0`, then released).
+/// A free loopback port for a process to listen on later, taken *below*
+/// the kernel's ephemeral range (32768 and up here): a port the kernel
+/// handed out for `127.0.0.1:0` can be taken again by any outgoing
+/// connection (a worker dialling, a master's ZooKeeper session) before the
+/// process binds it, which once failed a master's start with "address in
+/// use". Each process walks its own sequence (seeded by its pid), never
+/// handing out a port twice.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind a free port").local_addr().unwrap().port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const LOW: u32 = 10_000;
+    const SPAN: u32 = 22_000; // up to 31999
+    let start = std::process::id().wrapping_mul(7_919) % SPAN;
+    for _ in 0..SPAN {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (LOW + (start + n * 7) % SPAN) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {LOW}..{}", LOW + SPAN)
 }
 
 /// `127.0.0.1:<port>`.

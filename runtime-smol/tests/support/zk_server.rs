@@ -42,8 +42,23 @@ pub fn require_installed() {
     );
 }
 
+/// A free loopback port below the ephemeral range (see
+/// `cluster::free_port`; this file is also used without it).
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind a free port").local_addr().unwrap().port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const LOW: u32 = 10_000;
+    const SPAN: u32 = 22_000;
+    // Offset from cluster::free_port's walk so the two never race.
+    let start = (std::process::id().wrapping_mul(7_919) + SPAN / 2) % SPAN;
+    for _ in 0..SPAN {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (LOW + (start + n * 11) % SPAN) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {LOW}..{}", LOW + SPAN)
 }
 
 /// The answer to a four-letter word, if the server answers.
