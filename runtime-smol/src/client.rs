@@ -22,8 +22,9 @@
 //! (a round that started before it is finished), pausing briefly between
 //! rounds and reporting at most one line per [`NOTICE_INTERVAL`] through
 //! the caller's notice function: why the last round failed and what is
-//! tried next. A master refused by the exposure rule is a configuration
-//! error and is not retried. The plain variants make one round.
+//! tried next. A master refused by the exposure rule, or whose handshake
+//! refuses ours (wrong secret or cluster), is a configuration error and is
+//! not retried. The plain variants make one round.
 
 use crate::http::executor_state_name;
 use crate::net::{spawn_connection, ConnHandle, NetConfig, NetEvent};
@@ -335,7 +336,8 @@ enum Attempt<T> {
     NotLeader { why: String, hint: Option<LeaderHint>, masters: Vec<Addr> },
     /// Unreachable, silent, closed, or otherwise no answer.
     Failed(String),
-    /// Refused by the exposure rule before dialling: not worth retrying.
+    /// Refused by the exposure rule before dialling, or the handshake was
+    /// refused (wrong secret or cluster): not worth retrying.
     Refused(String),
 }
 
@@ -512,6 +514,9 @@ async fn exchange<T>(
     }));
     let hello = loop {
         match next_message(events).await {
+            // A wrong secret or cluster is a configuration error, like an
+            // exposure refusal: retrying cannot help.
+            Err(why) if why.contains("handshake refused") => return Attempt::Refused(why),
             Err(why) => return Attempt::Failed(why),
             Ok(Message::HelloReply(r)) => break r,
             Ok(Message::NotLeader { epoch, leader }) => {
