@@ -352,7 +352,7 @@ impl MasterNode {
                 queue.push_back(Inner::Master(master::Event::Disconnected { conn }))
             }
             Input::Message { conn, msg: Message::StepDown { request } } => {
-                self.step_down_request(now, conn, request, &mut queue, &mut out)
+                self.step_down_request(conn, request, &mut queue, &mut out)
             }
             Input::Message { conn, msg } => {
                 queue.push_back(Inner::Master(master::Event::Message { conn, msg }))
@@ -417,14 +417,12 @@ impl MasterNode {
 
     fn step_down_request(
         &mut self,
-        now: Millis,
         conn: ConnId,
         request: u64,
         queue: &mut VecDeque<Inner>,
         out: &mut Vec<Output>,
     ) {
         let epoch = self.master.epoch();
-        let _ = now;
         let refuse = |reason: &str| Output::Send {
             conn,
             msg: Message::RequestRefused { epoch, request, reason: reason.into() },
@@ -446,15 +444,22 @@ impl MasterNode {
 
     /// DESIGN rule 8 in ZooKeeper mode: step down, close the session, join
     /// again as a new candidate.
+    /// (A `Revoked` for a master that is in standby already, as after its
+    /// own `Abdicate`, is a no-op.)
     fn give_up(&mut self, reason: String, queue: &mut VecDeque<Inner>, out: &mut Vec<Output>) {
         self.metrics.step_downs += 1;
         out.push(Output::Note(Note::SteppedDown { reason }));
+        self.drop_store_jobs();
+        queue.push_back(Inner::Master(master::Event::Revoked));
+        queue.push_back(Inner::Elector(elector::Event::Abandon));
+    }
+
+    /// Leadership ended: the store's unconfirmed jobs belong to it and go.
+    fn drop_store_jobs(&mut self) {
         if let Some(s) = &mut self.store {
             s.clear();
         }
         self.deadlines.cancel(Timer::StoreRetry);
-        queue.push_back(Inner::Master(master::Event::Revoked));
-        queue.push_back(Inner::Elector(elector::Event::Abandon));
     }
 
     fn on_zk(
@@ -592,13 +597,7 @@ impl MasterNode {
                     if self.elector.is_some() {
                         // The master is in standby already; the session goes
                         // in this same step.
-                        self.metrics.step_downs += 1;
-                        out.push(Output::Note(Note::SteppedDown { reason }));
-                        if let Some(s) = &mut self.store {
-                            s.clear();
-                        }
-                        self.deadlines.cancel(Timer::StoreRetry);
-                        queue.push_back(Inner::Elector(elector::Event::Abandon));
+                        self.give_up(reason, queue, out);
                     } else {
                         out.push(Output::Exit { reason });
                     }
@@ -671,10 +670,7 @@ impl MasterNode {
                         self.metrics.revocations += 1;
                         out.push(Output::Note(Note::Revoked));
                     }
-                    if let Some(s) = &mut self.store {
-                        s.clear();
-                    }
-                    self.deadlines.cancel(Timer::StoreRetry);
+                    self.drop_store_jobs();
                     queue.push_back(Inner::Master(master::Event::Revoked));
                 }
             }
