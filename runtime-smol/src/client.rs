@@ -516,7 +516,7 @@ async fn exchange<T>(
         match next_message(events).await {
             // A wrong secret or cluster is a configuration error, like an
             // exposure refusal: retrying cannot help.
-            Err(why) if why.contains("handshake refused") => return Attempt::Refused(why),
+            Err(why) if crate::net::is_handshake_refusal(&why) => return Attempt::Refused(why),
             Err(why) => return Attempt::Failed(why),
             Ok(Message::HelloReply(r)) => break r,
             Ok(Message::NotLeader { epoch, leader }) => {

@@ -18,7 +18,8 @@ use regent_core::codec::DecoderConfig;
 use regent_core::protocol::Message;
 use regent_core::ConnId;
 pub use regent_std::net::{
-    check_exposure, is_refusal, nonce, random_u64, NetConfig, NetEvent, Outbound,
+    check_exposure, is_handshake_refusal, is_refusal, nonce, random_u64, NetConfig, NetEvent,
+    Outbound, HANDSHAKE_REFUSED,
 };
 use smol::io::{AsyncReadExt, AsyncWriteExt};
 use smol::net::TcpStream;
@@ -121,7 +122,7 @@ async fn handshake(
                     if let Some(frame) = frame {
                         let _ = stream.write_all(&frame).await;
                     }
-                    return Err(format!("handshake refused: {error}"));
+                    return Err(format!("{HANDSHAKE_REFUSED}: {error}"));
                 }
             }
         }

@@ -206,6 +206,18 @@ pub fn check_zk_exposure(connect: &str, has_secret: bool, insecure: bool) -> Res
     Ok(())
 }
 
+/// The start of a close reason when the handshake refused the peer (wrong
+/// cluster, wrong secret, unsupported version): both runtimes' connections
+/// write it, and a client takes it as a configuration error not worth
+/// retrying ([`is_handshake_refusal`]).
+pub const HANDSHAKE_REFUSED: &str = "handshake refused";
+
+/// Whether a close reason (possibly wrapped, e.g. "connection closed: ...")
+/// says the handshake refused the peer.
+pub fn is_handshake_refusal(reason: &str) -> bool {
+    reason.contains(HANDSHAKE_REFUSED)
+}
+
 /// A close reason that is a refusal of the peer (rather than a plain close).
 pub fn is_refusal(reason: &str) -> bool {
     !(reason == "closed" || reason.starts_with("peer closed") || reason.starts_with("read failed"))
@@ -298,7 +310,7 @@ fn handshake(
                     if let Some(frame) = frame {
                         let _ = stream.write_all(&frame);
                     }
-                    return Err(format!("handshake refused: {error}"));
+                    return Err(format!("{HANDSHAKE_REFUSED}: {error}"));
                 }
             }
         }

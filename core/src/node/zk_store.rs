@@ -559,11 +559,12 @@ impl ZkStore {
         self.fail(reason, out)
     }
 
+    /// The running write is confirmed. (A load ends in `loaded`, never
+    /// here; should one, it fails loudly rather than load nothing.)
     fn done(&mut self, out: &mut Vec<StoreOutput>) {
-        let write = self.jobs.front().and_then(|j| j.write);
-        match write {
+        match self.jobs.front().and_then(|j| j.write) {
             Some(write) => self.finish(master::Event::Persisted { write }, out),
-            None => self.finish(master::Event::Loaded { records: Vec::new() }, out),
+            None => self.fail("a load ended without its records".into(), out),
         }
     }
 
