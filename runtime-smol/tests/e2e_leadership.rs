@@ -166,6 +166,25 @@ fn a_zookeeper_cut_during_a_store_write_leaves_every_master_running() {
 }
 
 #[test]
+fn a_zookeeper_cut_during_the_new_leaders_epoch_write_still_elects_it() {
+    // The epoch write is the first a new leader makes; cut right after it
+    // lands, the resend finds the node there (NodeExists), syncs, reads back
+    // its own bytes and counts it as done, without giving up leadership.
+    let proxy = std::cell::OnceCell::<ZkProxy>::new();
+    let make = |upstream: String| {
+        let p = proxy.get_or_init(|| ZkProxy::start(upstream));
+        p.arm_multi_trap("/state/epoch");
+        p.addr()
+    };
+    let mut f = Fixture::start("zk-cut-epoch", Some(&make));
+    let proxy = proxy.get().expect("m1 dials through the proxy");
+    assert_eq!(proxy.fired(), 1, "m1's epoch write was cut after it landed");
+    f.assert_all_running("after the cut epoch write");
+    let log = f.masters[0].stderr();
+    assert!(!log.contains("giving up leadership"), "m1 never gave up leadership:\n{log}");
+}
+
+#[test]
 fn deleting_the_leaders_election_node_hands_over_and_the_old_leader_stays_up() {
     let mut f = Fixture::start("zk-node-deleted", None);
     let nodes = election_nodes(&f.zk_addr, &f.root);
