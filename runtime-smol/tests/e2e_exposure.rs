@@ -63,6 +63,14 @@ fn refused_fast(c: &Cluster, args: &[&str], names: &str) -> String {
     stderr
 }
 
+/// `regent master` with recovery `none`, a cluster secret and `--http`.
+fn secret_master(c: &Cluster, listen: &str, http: &str, secret: &str) -> support::cluster::Proc {
+    let args = ["master", "--id", "m1", "--listen", listen, "--http", http, "--recovery", "none"];
+    let mut args = args.to_vec();
+    args.extend(["--secret-file", secret]);
+    c.spawn("m1", support::cluster::Kind::Master, &args)
+}
+
 #[test]
 fn a_non_loopback_zookeeper_host_without_a_secret_is_refused_naming_it() {
     let c = Cluster::new("exposure-zk");
@@ -96,23 +104,7 @@ fn http_bound_off_loopback_with_a_secret_requires_the_bearer_token() {
     let (port, http_port) = (free_port(), free_port());
     let listen = loopback(port);
     let http = format!("0.0.0.0:{http_port}");
-    let mut m = c.spawn(
-        "m1",
-        support::cluster::Kind::Master,
-        &[
-            "master",
-            "--id",
-            "m1",
-            "--listen",
-            &listen,
-            "--http",
-            &http,
-            "--recovery",
-            "none",
-            "--secret-file",
-            &secret,
-        ],
-    );
+    let mut m = secret_master(&c, &listen, &http, &secret);
     // Reached over loopback: the token is required because of the bind.
     let via = loopback(http_port);
     let (code, body) = wait_for(BOUND, "the HTTP server answers", || {
@@ -155,23 +147,7 @@ fn http_bound_to_loopback_stays_open_with_a_secret() {
     let c = Cluster::new("exposure-open");
     let secret = secret_file(&c);
     let (listen, http) = (loopback(free_port()), loopback(free_port()));
-    let mut m = c.spawn(
-        "m1",
-        support::cluster::Kind::Master,
-        &[
-            "master",
-            "--id",
-            "m1",
-            "--listen",
-            &listen,
-            "--http",
-            &http,
-            "--recovery",
-            "none",
-            "--secret-file",
-            &secret,
-        ],
-    );
+    let mut m = secret_master(&c, &listen, &http, &secret);
     let (code, body) = wait_for(BOUND, "the HTTP server answers", || {
         m.assert_running("the master with a loopback --http");
         request(&http, "GET", "/api/state", None).ok_or_else(|| "no answer yet".to_string())
