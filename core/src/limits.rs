@@ -7,16 +7,16 @@
 //! |---|---|---|---|
 //! | [`MAX_SLOTS_PER_GROUP`] | 2,048 | `master::frameworks::declare_group` | `RequestRefused` |
 //! | [`MAX_GROUPS_PER_FRAMEWORK`] | 64 | `declare_group` | `RequestRefused` |
-//! | frameworks per cluster (`master::Config::max_frameworks`, default [`DEFAULT_MAX_FRAMEWORKS`]) | 1,000 | `master::frameworks::subscribe` (a *new* framework only) | `FrameworkError`, connection closed |
-//! | [`MAX_ID_BYTES`] (framework id, worker id) | 256 | `subscribe`, `master::workers::register_worker` | `FrameworkError` / `Shutdown` |
-//! | [`MAX_NAME_BYTES`] (framework name, group name) | 256 | `subscribe`, `declare_group` | `FrameworkError` / `RequestRefused` |
+//! | frameworks per cluster (`master::Config::max_frameworks`, default [`DEFAULT_MAX_FRAMEWORKS`]) | 1,000 | `master::frameworks::subscribe` (a *new* framework only) | `SubscribeRefused`, connection closed; the subscriber stops (no retry) |
+//! | [`MAX_ID_BYTES`] (framework id, worker id) | 256 | `subscribe`, `master::workers::register_worker` | `SubscribeRefused` / `Shutdown` |
+//! | [`MAX_NAME_BYTES`] (framework name, group name) | 256 | `subscribe`, `declare_group` | `SubscribeRefused` / `RequestRefused` |
 //! | [`MAX_ARG_BYTES`] (each command argument) | 16 KiB | `declare_group` | `RequestRefused` |
 //! | [`MAX_COMMAND_ARGS`] | 1,024 | `declare_group` | `RequestRefused` |
 //! | [`MAX_ENV_VARS`] | 1,024 | `declare_group` | `RequestRefused` |
 //! | [`MAX_ENV_KEY_BYTES`] | 1 KiB | `declare_group` | `RequestRefused` |
 //! | [`MAX_ENV_VALUE_BYTES`] | 16 KiB | `declare_group` | `RequestRefused` |
 //! | [`MAX_GROUP_SPEC_BYTES`] (command + environment of one group) | 64 KiB | `declare_group` | `RequestRefused` |
-//! | [`MAX_FAILOVER_TIMEOUT`] | 7 days | `subscribe` | `FrameworkError`, connection closed |
+//! | [`MAX_FAILOVER_TIMEOUT`] | 7 days | `subscribe` | `SubscribeRefused`, connection closed; the subscriber stops (no retry) |
 //! | [`MAX_CORES`] (per executor and per worker) | 2^20 | `declare_group`, `register_worker` | `RequestRefused` / `Shutdown` |
 //! | [`MAX_MEMORY_MB`] (per executor and per worker) | 2^40 MiB | `declare_group`, `register_worker` | `RequestRefused` / `Shutdown` |
 //! | [`MAX_EXECUTORS_PER_WORKER`] (live executors placed or adopted) | 1,024 | placement and adoption (`master::executors`) | not placed there / not adopted (killed, slot refilled elsewhere) |
@@ -65,6 +65,17 @@ pub const MAX_GROUPS_PER_FRAMEWORK: usize = 64;
 /// listing of `<root>/state` must stay under its 1 MB response limit), so it
 /// is a setting, not a constant.
 pub const DEFAULT_MAX_FRAMEWORKS: usize = 1_000;
+
+/// The largest `max_frameworks` a master accepts (`regent master
+/// --max-frameworks`): every framework record may reach
+/// [`MAX_RECORD_PAYLOAD`], and a new leader loads them all.
+pub const MAX_FRAMEWORKS_LIMIT: usize = 100_000;
+
+/// The largest `max_frameworks` with the ZooKeeper store: the listing of
+/// `<root>/state` (one child per record, a name of up to about 800 bytes for
+/// the longest escaped id) must stay under ZooKeeper's default 1 MB response
+/// limit. Sharding the records (the scale work) raises it.
+pub const MAX_FRAMEWORKS_ZOOKEEPER: usize = 1_000;
 
 /// The longest framework id or worker id, in bytes (they name records).
 pub const MAX_ID_BYTES: usize = 256;

@@ -419,6 +419,17 @@ pub enum Message {
         /// Echoed in the answer.
         request: u64,
     },
+    /// Leader → subscriber: the SUBSCRIBE breaks one of the cluster's limits
+    /// (a name or failover timeout over its limit, or a new framework past
+    /// the cluster's framework limit); the master closes the connection
+    /// after it. Retrying the same SUBSCRIBE cannot succeed, so the
+    /// subscriber stops with `reason` instead of retrying.
+    SubscribeRefused {
+        /// The leader's epoch.
+        epoch: Epoch,
+        /// Which limit, with the offending value and the limit.
+        reason: String,
+    },
 }
 
 /// A master's view of the cluster, for operators (`regent status`, the HTTP
@@ -513,6 +524,7 @@ impl Message {
             | Message::KillExecutorOnWorker { epoch, .. }
             | Message::ExecutorStatusAck { epoch, .. } => Some(*epoch),
             Message::StateReply(s) => Some(s.epoch),
+            Message::SubscribeRefused { epoch, .. } => Some(*epoch),
             Message::Hello(_)
             | Message::RegisterWorker(_)
             | Message::WorkerHeartbeat { .. }
@@ -564,6 +576,7 @@ impl Message {
             Message::KillFramework { .. } => "KillFramework",
             Message::FrameworkHeartbeatAck { .. } => "FrameworkHeartbeatAck",
             Message::StepDown { .. } => "StepDown",
+            Message::SubscribeRefused { .. } => "SubscribeRefused",
         }
     }
 }

@@ -732,6 +732,15 @@ impl Subscriber {
                     }
                 }
             }
+            // The leader's limits refuse this SUBSCRIBE: the same SUBSCRIBE
+            // cannot succeed anywhere, so stop rather than retry forever.
+            Message::SubscribeRefused { epoch, reason } => {
+                self.max_epoch = epoch;
+                if self.is_current(&from, ConnState::Subscribing) {
+                    out.push(Action::Error { message: reason.clone() });
+                    self.exit(format!("the leader refused the subscription: {reason}"), None, out);
+                }
+            }
             Message::LeaderSuspended { epoch } => {
                 self.max_epoch = epoch;
                 self.seen(now);

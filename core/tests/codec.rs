@@ -66,7 +66,7 @@ fn exec_report(g: &mut Gen) -> ExecutorReport {
 
 /// Number of `Message` variants; a new variant must be added to `arb` and
 /// to `golden_samples`.
-const VARIANTS: u8 = 31;
+const VARIANTS: u8 = 33;
 
 #[derive(Clone, Debug)]
 struct Arb(Message);
@@ -187,7 +187,9 @@ impl Arbitrary for Arb {
             29 => {
                 Message::KillFramework { request: u64::arbitrary(g), framework: FrameworkId(s(g)) }
             }
-            _ => Message::FrameworkHeartbeatAck { epoch: e(g) },
+            30 => Message::FrameworkHeartbeatAck { epoch: e(g) },
+            31 => Message::StepDown { request: u64::arbitrary(g) },
+            _ => Message::SubscribeRefused { epoch: e(g), reason: s(g) },
         })
     }
 }
@@ -527,6 +529,14 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
             Message::KillFramework { request: 8, framework: FrameworkId::new("f1") },
         ),
         ("framework_heartbeat_ack", Message::FrameworkHeartbeatAck { epoch: Epoch(42) }),
+        ("step_down", Message::StepDown { request: 9 }),
+        (
+            "subscribe_refused",
+            Message::SubscribeRefused {
+                epoch: Epoch(42),
+                reason: "framework name of 300 bytes; the limit is 256 bytes".into(),
+            },
+        ),
     ]
 }
 

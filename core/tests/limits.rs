@@ -144,9 +144,15 @@ fn subscribe_on(m: &mut Master, conn: u64, msg: Message) -> Vec<(ConnId, Message
     sends
 }
 
-fn framework_error(sends: &[(ConnId, Message)]) -> Option<String> {
+/// The reason of the `SubscribeRefused` among `sends` (a limit refusal is
+/// final, so it is not a retryable `FrameworkError`).
+fn subscribe_refused(sends: &[(ConnId, Message)]) -> Option<String> {
+    assert!(
+        !sends.iter().any(|(_, m)| matches!(m, Message::FrameworkError { .. })),
+        "a limit refusal is no FrameworkError: {sends:?}"
+    );
     sends.iter().find_map(|(_, m)| match m {
-        Message::FrameworkError { message, failed_over_to: None, .. } => Some(message.clone()),
+        Message::SubscribeRefused { reason, .. } => Some(reason.clone()),
         _ => None,
     })
 }
@@ -156,7 +162,7 @@ fn a_subscription_with_a_failover_timeout_of_u64_max_is_refused() {
     let mut m = cluster();
     let before = m.frameworks().count();
     let sends = subscribe_on(&mut m, 2, subscribe_msg(2, "forever", Millis(u64::MAX)));
-    let reason = framework_error(&sends).expect("refused");
+    let reason = subscribe_refused(&sends).expect("refused");
     assert!(reason.contains("MAX_FAILOVER_TIMEOUT"), "{reason}");
     assert!(!sends.iter().any(|(_, m)| matches!(m, Message::Subscribed { .. })));
     assert_eq!(m.frameworks().count(), before, "no record created");
@@ -174,11 +180,11 @@ fn a_subscription_past_max_frameworks_is_refused_but_existing_frameworks_resubsc
     let sends = subscribe_on(&mut m, 2, subscribe_msg(2, "second", Millis(1_000)));
     assert!(sends.iter().any(|(_, m)| matches!(m, Message::Subscribed { .. })));
     let sends = subscribe_on(&mut m, 3, subscribe_msg(3, "third", Millis(1_000)));
-    let reason = framework_error(&sends).expect("refused");
+    let reason = subscribe_refused(&sends).expect("refused");
     assert!(reason.contains("max_frameworks") && reason.contains('2'), "{reason}");
     assert!(sends
         .iter()
-        .any(|(c, m)| *c == ConnId(3) && matches!(m, Message::FrameworkError { .. })));
+        .any(|(c, m)| *c == ConnId(3) && matches!(m, Message::SubscribeRefused { .. })));
     assert_eq!(m.frameworks().count(), 2);
     // An existing framework (same instance, a newer attempt) is no new record.
     let again = Message::Subscribe(Subscribe {
@@ -197,7 +203,7 @@ fn a_subscription_with_an_oversized_name_or_id_is_refused() {
     let mut m = cluster();
     let long = "n".repeat(limits::MAX_NAME_BYTES + 1);
     let sends = subscribe_on(&mut m, 2, subscribe_msg(2, &long, Millis(1_000)));
-    assert!(framework_error(&sends).expect("refused").contains("MAX_NAME_BYTES"));
+    assert!(subscribe_refused(&sends).expect("refused").contains("MAX_NAME_BYTES"));
     let by_id = Message::Subscribe(Subscribe {
         framework: Some(FrameworkId("f".repeat(limits::MAX_ID_BYTES + 1))),
         name: "x".into(),
@@ -206,7 +212,7 @@ fn a_subscription_with_an_oversized_name_or_id_is_refused() {
         failover_timeout: Millis(1_000),
     });
     let sends = subscribe_on(&mut m, 3, by_id);
-    assert!(framework_error(&sends).expect("refused").contains("MAX_ID_BYTES"));
+    assert!(subscribe_refused(&sends).expect("refused").contains("MAX_ID_BYTES"));
     assert_eq!(m.frameworks().count(), 1);
 }
 

@@ -461,6 +461,31 @@ fn a_refused_declaration_ends_with_an_error() {
 }
 
 #[test]
+fn a_subscription_refused_by_a_limit_ends_with_an_error_instead_of_retrying() {
+    let mut n = node(&["m1:1", "m2:1"]);
+    assert_eq!(io(&n.handle(Millis(0), Input::Start)), vec![dial(1, "m1:1")]);
+    let _ = n.handle(Millis(0), Input::Declare(spec(1)));
+    let _ = n.handle(Millis(1), dialled(1, 1));
+    let _ = n.handle(Millis(2), msg(1, leading("m1:1", EPOCH)));
+    let reason = "failover timeout of 18446744073709551615 ms; the limit is 604800000 ms";
+    let refused = Message::SubscribeRefused { epoch: EPOCH, reason: reason.into() };
+    let out = n.handle(Millis(3), msg(1, refused));
+    // The connection is closed and nothing is dialled: no retry.
+    assert!(
+        matches!(io(&out).as_slice(), [Output::Close { conn: ConnId(1), .. }]),
+        "expected only the close, got {out:?}"
+    );
+    let exit = exit_of(&n.handle(Millis(4), closed(1, "closed"))).expect("exits");
+    assert_eq!(exit.code, EXIT_ERROR);
+    let expected = format!("the leader refused the subscription: {reason}");
+    assert_eq!(exit.outcome, Err(expected.clone()));
+    assert_eq!(exit.message, Some(format!("error: {expected}")));
+    // Nothing is left to do: no timer asks to be woken up for a retry.
+    assert!(n.is_exited());
+    assert_eq!(io(&n.handle(Millis(60_000), Input::Tick)), vec![]);
+}
+
+#[test]
 fn the_progress_summary_follows_lines_and_changes_only() {
     let mut n = node(&["m1:1"]);
     let progress = |out: &[Output]| -> Vec<String> {

@@ -199,6 +199,13 @@ struct MasterArgs {
     /// How often (ms) workers heartbeat.
     #[arg(long, default_value_t = 1000)]
     heartbeat_interval: u64,
+    /// How many frameworks the cluster keeps records of; a SUBSCRIBE of a
+    /// new framework past it is refused and that submit stops (existing
+    /// frameworks resubscribe). At most 100000, and at most 1000 with
+    /// `--recovery zookeeper` (ZooKeeper's listing limit).
+    #[arg(long, default_value_t = regent_core::limits::DEFAULT_MAX_FRAMEWORKS as u64,
+          value_parser = clap::value_parser!(u64).range(1..=regent_core::limits::MAX_FRAMEWORKS_LIMIT as u64))]
+    max_frameworks: u64,
     /// The address advertised to workers and other masters (default: the
     /// listen address).
     #[arg(long)]
@@ -319,6 +326,7 @@ async fn run_std(common: &Common, command: Command) -> Result<ExitCode, String> 
             cfg.worker_timeout = Duration::from_millis(a.worker_timeout);
             cfg.recovery_timeout = a.recovery_timeout.map(Duration::from_millis);
             cfg.heartbeat_interval = Duration::from_millis(a.heartbeat_interval);
+            cfg.max_frameworks = a.max_frameworks as usize;
             cfg.insecure = common.insecure;
             let m = d::spawn_master(cfg)?;
             stop_on_shutdown(m.stopper());
@@ -419,6 +427,14 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
                     if a.zk.is_empty() {
                         return Err("--recovery zookeeper needs --zk HOST:PORT,...".into());
                     }
+                    let zk_max = regent_core::limits::MAX_FRAMEWORKS_ZOOKEEPER;
+                    if a.max_frameworks as usize > zk_max {
+                        return Err(format!(
+                            "--max-frameworks {} is over {zk_max}, the most the ZooKeeper store \
+                             can list (its 1 MB response limit)",
+                            a.max_frameworks
+                        ));
+                    }
                     Recovery::Zookeeper {
                         hosts: a.zk.join(","),
                         root: a.zk_root,
@@ -435,6 +451,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
                 worker_timeout: Duration::from_millis(a.worker_timeout),
                 recovery_timeout: a.recovery_timeout.map(Duration::from_millis),
                 heartbeat_interval: Duration::from_millis(a.heartbeat_interval),
+                max_frameworks: a.max_frameworks as usize,
                 net,
                 insecure: common.insecure,
                 ready: None,

@@ -70,6 +70,9 @@ pub struct MasterOptions {
     pub recovery_timeout: Option<Duration>,
     /// How workers heartbeat.
     pub heartbeat_interval: Duration,
+    /// How many frameworks the cluster keeps records of (see
+    /// `regent_core::limits::DEFAULT_MAX_FRAMEWORKS`).
+    pub max_frameworks: usize,
     /// Connection settings (cluster, secret, limits).
     pub net: Arc<NetConfig>,
     /// Allow a non-loopback listen address without a secret.
@@ -163,6 +166,7 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
         opts.worker_timeout,
         opts.recovery_timeout,
         opts.heartbeat_interval,
+        opts.max_frameworks,
     );
 
     let (leadership, local, backend) = match &opts.recovery {

@@ -5,21 +5,34 @@
 mod support;
 
 use std::time::Duration;
-use support::cluster::{alive_with_workers, api_state, executors, wait_for, Cluster, MasterSpec};
+use support::cluster::{
+    alive_with_workers, api_state, executors, wait_for, Cluster, MasterSpec, Proc,
+};
 
 /// Generous bound for anything to happen.
 const BOUND: Duration = Duration::from_secs(60);
 
+/// A master `m1` with `args` (and `--http`), and worker `w1` (2 cores,
+/// 512 MiB) ALIVE on it.
+fn master_and_worker(c: &Cluster, args: &[&str]) -> (MasterSpec, Proc, Proc) {
+    let spec = MasterSpec::new("m1", args);
+    let master = c.master(&spec);
+    let worker = c.worker("w1", &[spec.addr()], 2, 512, &[]);
+    wait_for(BOUND, "the worker ALIVE", || alive_with_workers(&state(&spec)?, &["w1"]));
+    (spec, master, worker)
+}
+
+/// The master's `/api/state`.
+fn state(spec: &MasterSpec) -> Result<serde_json::Value, String> {
+    api_state(&spec.http_addr()).ok_or_else(|| "the master does not answer".to_owned())
+}
+
 #[test]
 fn second_submit_with_same_framework_id_takes_over() {
     let c = Cluster::new("submit-takeover");
-    let spec = MasterSpec::new("m1", &["--recovery", "none"]);
+    let (spec, _master, mut worker) = master_and_worker(&c, &["--recovery", "none"]);
     let masters = vec![spec.addr()];
-    let _master = c.master(&spec);
-    let mut worker = c.worker("w1", &masters, 2, 512, &[]);
-    let state =
-        || api_state(&spec.http_addr()).ok_or_else(|| "the master does not answer".to_owned());
-    wait_for(BOUND, "the worker ALIVE", || alive_with_workers(&state()?, &["w1"]));
+    let state = || state(&spec);
 
     let framework = "fw-e2e-takeover";
     let opts = ["--framework-id", framework, "--executors", "1", "--cores", "1", "--memory", "64"];
@@ -161,4 +174,64 @@ fn later_submits_always_take_over() {
         });
         current = next;
     }
+}
+
+/// A submission refused by a limit of the leader stops with a clear error
+/// instead of retrying forever (issue 11): with `--max-frameworks 1` and one
+/// application running, a second application's `regent submit` exits 1
+/// naming the limit, long before its connect timeout, while the first goes
+/// on. The flag itself is checked: a ZooKeeper master refuses a limit over
+/// what ZooKeeper can list.
+#[test]
+fn a_submit_refused_by_max_frameworks_exits_naming_the_limit() {
+    let c = Cluster::new("submit-max-frameworks");
+    let (spec, _master, mut worker) =
+        master_and_worker(&c, &["--recovery", "none", "--max-frameworks", "1"]);
+    let masters = vec![spec.addr()];
+    let state = || state(&spec);
+
+    let opts = ["--executors", "1", "--cores", "1", "--memory", "64"];
+    let mut first = c.submit("first", &masters, &opts, &["sleep", "30"]);
+    wait_for(BOUND, "the first application's executor RUNNING", || {
+        let ex = executors(&state()?);
+        match ex.as_slice() {
+            [(_, s)] if s == "RUNNING" => Ok(()),
+            _ => Err(format!("executors {ex:?}")),
+        }
+    });
+
+    // A connect timeout longer than the bound: an exit within the bound is
+    // the refusal's, not the timeout's.
+    let second_opts = [&opts[..], &["--name", "second", "--connect-timeout", "600"]].concat();
+    let mut second = c.submit("second", &masters, &second_opts, &["true"]);
+    let status = second.wait_exit(BOUND);
+    let err = second.stderr();
+    assert_eq!(status.code(), Some(1), "the second submit exits 1:\n{}\n{err}", second.stdout());
+    assert!(
+        err.contains("refused the subscription") && err.contains("max_frameworks"),
+        "the error names the limit:\n{err}"
+    );
+    assert!(first.is_running(), "the first application goes on:\n{}", first.stderr());
+    worker.assert_running("at the end");
+    first.stop(Duration::from_secs(5));
+
+    let out = c.run(
+        &[
+            "master",
+            "--id",
+            "m2",
+            "--listen",
+            "127.0.0.1:1",
+            "--recovery",
+            "zookeeper",
+            "--zk",
+            "127.0.0.1:2",
+            "--max-frameworks",
+            "5000",
+        ],
+        BOUND,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a ZooKeeper master with 5000 frameworks starts:\n{err}");
+    assert!(err.contains("--max-frameworks 5000 is over 1000"), "{err}");
 }

@@ -159,7 +159,7 @@ impl Master {
             None => FrameworkId(format!("fw-{:016x}", sub.instance.0)),
         };
         if let Some(reason) = self.subscription_limit(&id, &sub) {
-            let msg = self.framework_error(format!("SUBSCRIBE refused: {reason}"), None);
+            let msg = Message::SubscribeRefused { epoch: self.epoch, reason: reason.clone() };
             out.push(Action::Send { conn, msg });
             out.push(Action::Close { conn, reason: format!("SUBSCRIBE refused: {reason}") });
             self.conns.remove(&conn);

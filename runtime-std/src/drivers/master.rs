@@ -67,6 +67,9 @@ pub struct MasterConfig {
     pub recovery_timeout: Option<Duration>,
     /// How workers heartbeat.
     pub heartbeat_interval: Duration,
+    /// How many frameworks the cluster keeps records of (see
+    /// `regent_core::limits::DEFAULT_MAX_FRAMEWORKS`).
+    pub max_frameworks: usize,
     /// Connection settings (cluster, secret, limits).
     pub net: Arc<NetConfig>,
     /// Allow a non-loopback listen address without a secret.
@@ -85,6 +88,7 @@ impl MasterConfig {
             worker_timeout: Duration::from_secs(10),
             recovery_timeout: None,
             heartbeat_interval: Duration::from_secs(1),
+            max_frameworks: regent_core::limits::DEFAULT_MAX_FRAMEWORKS,
             net,
             insecure: false,
         }
@@ -178,6 +182,7 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
         cfg.worker_timeout,
         cfg.recovery_timeout,
         cfg.heartbeat_interval,
+        cfg.max_frameworks,
     );
     tracing::info!(id = %cfg.id, listen = %bound, advertise = %advertise, "master listening");
 
