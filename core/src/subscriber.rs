@@ -83,6 +83,11 @@ pub struct Config {
     /// (the interval comes in `Subscribed`) without any message from the
     /// master. Default 5.
     pub heartbeat_timeout_factor: u64,
+    /// A lost subscription is retried first after a delay drawn uniformly
+    /// from `0..=reconnect_first_max` (a restarted master is found at once,
+    /// and many subscribers do not retry in one instant); later rounds back
+    /// off. Default 10 ms.
+    pub reconnect_first_max: Millis,
     /// First (and post-success) backoff delay. Default 200 ms.
     pub backoff_min: Millis,
     /// The cap of the exponential backoff. Default 10 s.
@@ -110,6 +115,7 @@ impl Config {
             seed: instance.0,
             subscribe_timeout: Millis::from_secs(5),
             heartbeat_timeout_factor: 5,
+            reconnect_first_max: Millis(10),
             backoff_min: Millis(200),
             backoff_max: Millis::from_secs(10),
             jitter_min_pct: 50,
@@ -517,7 +523,11 @@ impl Subscriber {
     fn back_off(&mut self, now: Millis, out: &mut Vec<Action>) {
         let delay = self.jitter.scale(self.backoff, self.config.jitter_min_pct.min(100), 100);
         self.backoff = self.backoff.times(2).min(self.config.backoff_max);
-        let at = now + delay;
+        self.retry_after(now + delay, out);
+    }
+
+    /// Starts a new round at `at`.
+    fn retry_after(&mut self, at: Millis, out: &mut Vec<Action>) {
         self.retry_at = Some(at);
         out.push(Action::CancelTimer { timer: Timer::Attempt });
         out.push(Action::SetTimer { timer: Timer::Retry, at });
@@ -561,7 +571,8 @@ impl Subscriber {
         self.drop_conn(reason, emit_close, out);
         if was_subscribed {
             self.tried.clear();
-            self.back_off(now, out);
+            let delay = Millis(self.jitter.below(self.config.reconnect_first_max.0 + 1));
+            self.retry_after(now + delay, out);
         } else {
             self.try_next_master(now, out);
         }

@@ -12,7 +12,9 @@
 //!   one is known (SPARK-16190), to every connected master otherwise;
 //! * once registered it re-registers only with the master it follows
 //!   (SPARK-4592), never blindly with every master, and never exits for lack
-//!   of a master: it reconnects with capped backoff;
+//!   of a master: a dropped connection is redialled within
+//!   [`Config::reconnect_first_max`] (jittered, 10 ms by default), then with
+//!   capped exponential backoff;
 //! * a master message with an epoch lower than the highest seen is ignored,
 //!   which fences a recovered old leader (the caveat the SPARK-4592 fix left
 //!   open);
@@ -57,7 +59,13 @@ pub struct Config {
     /// Attempts before giving up on a first registration. Default 16
     /// (about 6 s + 10 × 10 s ≈ 2 minutes).
     pub total_retries: u32,
-    /// Smallest reconnect delay. Default 50 ms.
+    /// The first reconnect after an open connection drops is drawn
+    /// uniformly from `0..=reconnect_first_max` (a restarted master is
+    /// redialled at once, and thousands of workers do not redial in one
+    /// instant). Default 10 ms.
+    pub reconnect_first_max: Millis,
+    /// Smallest reconnect delay after a failed reconnect (the base of the
+    /// exponential backoff, jittered to 50%–100%). Default 50 ms.
     pub reconnect_min: Millis,
     /// Largest reconnect delay (the cap of the exponential backoff).
     /// Default 1 s (a restarted master is found within about a second).
@@ -93,6 +101,7 @@ impl Config {
             initial_retries: 6,
             prolonged_retry_interval: Millis(10_000),
             total_retries: 16,
+            reconnect_first_max: Millis(10),
             reconnect_min: Millis(50),
             reconnect_max: Millis(1_000),
             heartbeat_timeout_factor: 4,
@@ -233,6 +242,9 @@ struct Link {
     state: LinkState,
     backoff: Millis,
     retry_at: Millis,
+    /// Opened since it last went down: its next drop is redialled within
+    /// `reconnect_first_max`, not after a backoff.
+    was_open: bool,
 }
 
 /// What a worker shows an observer (tests, status pages).
@@ -282,6 +294,7 @@ impl Worker {
                     state: LinkState::Down,
                     backoff: config.reconnect_min,
                     retry_at: Millis::ZERO,
+                    was_open: false,
                 },
             );
         }
@@ -370,6 +383,7 @@ impl Worker {
         };
         link.state = LinkState::Open;
         link.backoff = self.config.reconnect_min;
+        link.was_open = true;
         out.push(self.hello(master));
     }
 
@@ -414,8 +428,12 @@ impl Worker {
             return;
         }
         link.state = LinkState::Down;
-        link.retry_at = now + self.jitter.scale(link.backoff, 50, 100);
-        link.backoff = (link.backoff.times(2)).min(self.config.reconnect_max);
+        if std::mem::take(&mut link.was_open) {
+            link.retry_at = now + Millis(self.jitter.below(self.config.reconnect_first_max.0 + 1));
+        } else {
+            link.retry_at = now + self.jitter.scale(link.backoff, 50, 100);
+            link.backoff = (link.backoff.times(2)).min(self.config.reconnect_max);
+        }
         if self.active.as_ref() == Some(master) && self.registered {
             // Lost the followed master: re-register with it (and only it)
             // once it is back, unless another master proves a newer epoch.
@@ -453,6 +471,7 @@ impl Worker {
                         state: LinkState::Connecting,
                         backoff: self.config.reconnect_min,
                         retry_at: Millis::ZERO,
+                        was_open: false,
                     },
                 );
                 out.push(Action::Connect { master: m.clone() });

@@ -446,3 +446,29 @@ fn standby_answers_not_leader_with_hint_and_pushes_master_changed_when_elected()
     assert!(matches!(&sends[0], (ConnId(1), Message::MasterChanged { epoch: Epoch(6), .. })));
     assert_eq!(b.status(), master::Status::Alive);
 }
+
+#[test]
+fn a_dropped_master_connection_is_redialled_within_10_ms_then_with_backoff() {
+    let (_a, _b, mut w) = registered_with_a();
+    assert_eq!(w.config().reconnect_first_max, Millis(10));
+    let t = Millis(2_000);
+    let reconnect_at = |out: &[worker::Action]| {
+        out.iter()
+            .find_map(|a| match a {
+                worker::Action::SetTimer { timer: Timer::Reconnect, at } => Some(*at),
+                _ => None,
+            })
+            .expect("a reconnect armed")
+    };
+    // The open connection drops: redialled within 10 ms.
+    let out = w.handle(t, worker::Event::Disconnected { master: addr("a") });
+    let at = reconnect_at(&out);
+    assert!(at >= t && at <= t + Millis(10), "first redial at {at:?}");
+    let out = w.handle(at, worker::Event::Timer(Timer::Reconnect));
+    assert!(out.contains(&worker::Action::Connect { master: addr("a") }));
+    // The master is still down: the next attempt backs off (25–50 ms).
+    let out = w.handle(at, worker::Event::Disconnected { master: addr("a") });
+    let next = reconnect_at(&out);
+    let delay = next.0 - at.0;
+    assert!((25..=50).contains(&delay), "second redial after {delay} ms");
+}

@@ -17,10 +17,12 @@ fn addr(s: &str) -> Addr {
     Addr::new(s)
 }
 
-/// Defaults, except no jitter, so deadlines are exact.
+/// Defaults, except no jitter, so deadlines are exact: backoffs are their
+/// nominal values and a lost subscription is retried at once.
 fn cfg(masters: &[&str]) -> Config {
     let mut c = Config::new("test", "fw", ME, masters.iter().map(|m| addr(m)).collect());
     c.jitter_min_pct = 100;
+    c.reconnect_first_max = Millis(0);
     c
 }
 
@@ -149,7 +151,8 @@ fn first_subscribe_is_hello_then_subscribe_without_framework_id() {
 #[test]
 fn framework_id_is_carried_after_assignment_and_attempts_grow() {
     let mut s = subscribed_with_a(&["a"]);
-    // The connection drops; the subscriber resubscribes after a backoff.
+    // The connection drops; the subscriber resubscribes at once (the
+    // jitter of `reconnect_first_max` is 0 here).
     let out = ev(&mut s, 200, Event::Disconnected { master: addr("a") });
     assert!(matches!(
         &out[..],
@@ -157,20 +160,21 @@ fn framework_id_is_carried_after_assignment_and_attempts_grow() {
             Action::CancelTimer { timer: Timer::Watchdog },
             Action::Disconnected { .. },
             Action::CancelTimer { timer: Timer::Attempt },
-            Action::SetTimer { timer: Timer::Retry, at: Millis(400) },
+            Action::SetTimer { timer: Timer::Retry, at: Millis(200) },
         ]
     ));
     assert!(!out.iter().any(|a| matches!(a, Action::Close { .. })));
     assert_eq!(
-        ev(&mut s, 400, Event::Timer(Timer::Retry)),
-        vec![connect("a"), set(Timer::Attempt, 5_400)]
+        ev(&mut s, 200, Event::Timer(Timer::Retry)),
+        vec![connect("a"), set(Timer::Attempt, 5_200)]
     );
-    assert_eq!(ev(&mut s, 410, connected("a")), opening("a", Some("f1"), 2));
-    // A failed attempt, then another: attempt numbers keep growing.
-    let out = ev(&mut s, 420, Event::Disconnected { master: addr("a") });
-    assert_eq!(out, vec![cancel(Timer::Attempt), set(Timer::Retry, 820)]);
-    let _ = ev(&mut s, 820, Event::Timer(Timer::Retry));
-    assert_eq!(ev(&mut s, 830, connected("a")), opening("a", Some("f1"), 3));
+    assert_eq!(ev(&mut s, 210, connected("a")), opening("a", Some("f1"), 2));
+    // A failed attempt, then another after the backoff: attempt numbers
+    // keep growing.
+    let out = ev(&mut s, 220, Event::Disconnected { master: addr("a") });
+    assert_eq!(out, vec![cancel(Timer::Attempt), set(Timer::Retry, 420)]);
+    let _ = ev(&mut s, 420, Event::Timer(Timer::Retry));
+    assert_eq!(ev(&mut s, 430, connected("a")), opening("a", Some("f1"), 3));
     assert_eq!(s.status().attempt, 3);
 }
 
@@ -426,7 +430,7 @@ fn watchdog_fires_after_n_intervals_and_not_before() {
                 reason: "subscription with a lost: no heartbeat for 5000ms".into()
             },
             cancel(Timer::Attempt),
-            set(Timer::Retry, 6_300),
+            set(Timer::Retry, 6_100),
         ]
     );
     assert!(!s.status().subscribed);
@@ -450,11 +454,11 @@ fn seed_scenario_2_missing_heartbeats_close_and_resubscribe() {
     let mut s = subscribed_with_a(&["a"]);
     let out = ev(&mut s, 5_100, Event::Timer(Timer::Watchdog));
     assert!(is_close(&out[0], "a"));
-    assert!(out.contains(&set(Timer::Retry, 5_300)));
-    let out = ev(&mut s, 5_300, Event::Timer(Timer::Retry));
-    assert_eq!(out, vec![connect("a"), set(Timer::Attempt, 10_300)]);
-    assert_eq!(ev(&mut s, 5_310, connected("a")), opening("a", Some("f1"), 2));
-    let out = msg(&mut s, 5_320, "a", subscribed(5, 1_000));
+    assert!(out.contains(&set(Timer::Retry, 5_100)));
+    let out = ev(&mut s, 5_100, Event::Timer(Timer::Retry));
+    assert_eq!(out, vec![connect("a"), set(Timer::Attempt, 10_100)]);
+    assert_eq!(ev(&mut s, 5_110, connected("a")), opening("a", Some("f1"), 2));
+    let out = msg(&mut s, 5_120, "a", subscribed(5, 1_000));
     assert!(out.iter().any(|a| matches!(a, Action::Subscribed { .. })));
 }
 
@@ -550,7 +554,36 @@ fn backoff_is_capped_and_reset_after_success() {
     let _ = ev(&mut s, t, connected("a"));
     let _ = msg(&mut s, t, "a", subscribed(1, 1_000));
     let out = ev(&mut s, t + 10, Event::Disconnected { master: addr("a") });
-    assert_eq!(out.last(), Some(&set(Timer::Retry, t + 110)), "reset to the minimum");
+    assert_eq!(out.last(), Some(&set(Timer::Retry, t + 10)), "a lost subscription: at once");
+    let _ = ev(&mut s, t + 10, Event::Timer(Timer::Retry));
+    let out = ev(&mut s, t + 20, failed("a"));
+    assert_eq!(out.last(), Some(&set(Timer::Retry, t + 120)), "reset to the minimum");
+}
+
+#[test]
+fn a_lost_subscription_is_retried_within_reconnect_first_max_then_backs_off() {
+    // Default configuration: jittered, seeded.
+    for seed in 0..50 {
+        let mut c = Config::new("test", "fw", ME, vec![addr("a")]);
+        c.seed = seed;
+        let mut s = Subscriber::new(c);
+        let _ = ev(&mut s, 0, Event::Start);
+        let _ = ev(&mut s, 0, connected("a"));
+        let _ = msg(&mut s, 0, "a", subscribed(1, 1_000));
+        let out = ev(&mut s, 1_000, Event::Disconnected { master: addr("a") });
+        let Some(Action::SetTimer { timer: Timer::Retry, at }) = out.last() else {
+            panic!("no retry armed: {out:?}")
+        };
+        assert!(at.0 >= 1_000 && at.0 <= 1_010, "first retry at {at:?}, not within 10 ms");
+        // That retry fails too: now the backoff (100–200 ms) applies.
+        let _ = ev(&mut s, at.0, Event::Timer(Timer::Retry));
+        let out = ev(&mut s, at.0, failed("a"));
+        let Some(Action::SetTimer { timer: Timer::Retry, at: next }) = out.last() else {
+            panic!("no retry armed: {out:?}")
+        };
+        let delay = next.0 - at.0;
+        assert!((100..=200).contains(&delay), "second retry after {delay} ms");
+    }
 }
 
 #[test]
