@@ -13,9 +13,9 @@ use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
 use regent_core::elector::{MultiOp, RequestId, ZkCommand, ZkError, ZkEvent, ZkOp, ZkResult};
 use regent_core::master::{Status, WorkerState};
 use regent_core::node::master::{Input, Leadership, Note, Output};
-use regent_core::protocol::{Message, Role};
+use regent_core::protocol::{HelloReply, Message, Role};
 use regent_core::store::{Record, WorkerRecord};
-use regent_core::{ConnId, Epoch, Incarnation, MasterId, Millis, WorkerId};
+use regent_core::{Addr, ConnId, Epoch, Incarnation, MasterId, Millis, WorkerId};
 
 // ----- helpers -------------------------------------------------------------
 
@@ -408,7 +408,9 @@ fn an_epoch_write_whose_first_attempt_landed_counts_as_success() {
     c.seed_store(&[Record::Epoch(Epoch(5))]);
     c.lose_next_reply(0, true, Box::new(|op: &ZkOp| writes_record(op, "epoch")));
     let _ = c.feed(0, Input::Start);
-    assert_eq!(c.nodes[0].status(), Status::Suspended, "elected, epoch write in doubt");
+    // Elected, the epoch write in doubt: not leading (nor SUSPENDED) before
+    // its epoch is durable.
+    assert_eq!(c.nodes[0].status(), Status::Standby, "elected, epoch write in doubt");
     assert_eq!(c.records()["epoch"], Record::Epoch(Epoch(6)), "the first attempt landed");
     let from = c.nodes[0].calls.len();
     c.advance(Millis(500));
@@ -496,8 +498,12 @@ fn a_fenced_write_returns_the_master_to_standby_and_it_rejoins() {
     assert_ne!(s0_new, s0);
     let mine = c.nodes[0].node.elector().unwrap().node_path().expect("a candidate again");
     assert!(c.zk.node(&mine).is_some_and(|n| n.ephemeral_owner == Some(s0_new)));
+    // It knows who leads once its watch connection has the leader's proof.
+    assert_eq!(c.nodes[0].node.master().state().leader, None, "no unproven hint");
+    let _ = c.connect_dial(0, 1, 900);
     let leader = c.nodes[0].node.master().state().leader.expect("knows the leader");
     assert_eq!(leader.id, MasterId::new("m1"));
+    assert_eq!(leader.epoch, c.nodes[1].node.master().epoch(), "the leader's real epoch");
     assert!(c.nodes[1].node.master().epoch() > epoch0, "the new leader's epoch is higher");
     assert!(!c.nodes[0].exited() && !c.nodes[1].exited());
 }
@@ -589,6 +595,64 @@ fn step_down_hands_leadership_to_the_standby() {
     );
     assert_eq!(c.nodes[0].status(), Status::Alive);
     assert!(!c.nodes[0].exited());
+}
+
+// ----- 8b ------------------------------------------------------------------
+
+/// A standby's reply to a worker.
+fn standby_reply(c: &mut Cluster, i: usize, conn: u64) -> HelloReply {
+    let _ = c.feed(i, Input::Connected { conn: ConnId(conn) });
+    let out = c.feed(i, Input::Message { conn: ConnId(conn), msg: hello(Role::Worker, "w9") });
+    match sends_on(&out, ConnId(conn)).as_slice() {
+        [Message::HelloReply(r)] => r.clone(),
+        other => panic!("expected one HelloReply, got {other:?}"),
+    }
+}
+
+/// Issue 12: hints carry the leader's real epoch, or none. The elector
+/// names the leader with a sequence floor far below the epoch workers have
+/// seen; a hint with it was discarded. A standby now dials the leader (its
+/// watch connection) and names it only once the leader's own `HelloReply`
+/// proved its epoch; when leadership moves, the old hint goes at once and
+/// the new leader is named once proven.
+#[test]
+fn a_standby_names_the_leader_with_its_real_epoch_or_not_at_all() {
+    let mut c = led_by_node_0(2);
+    let epoch0 = c.nodes[0].node.master().epoch();
+    let leader_addr = Addr::new("10.0.0.0:7077");
+    assert!(
+        c.nodes[1].dials.iter().any(|(_, a)| *a == leader_addr),
+        "the standby dials the leader"
+    );
+    let before = standby_reply(&mut c, 1, 40);
+    assert_eq!(before.leader, None, "no unproven hint");
+    assert!(before.masters.contains(&leader_addr), "the address is still advertised");
+
+    let _ = c.connect_dial(1, 0, 900);
+    let after = standby_reply(&mut c, 1, 41);
+    let hint = after.leader.expect("a proven hint");
+    assert_eq!((hint.id, hint.addr, hint.epoch), (MasterId::new("m0"), leader_addr, epoch0));
+    assert_eq!(after.epoch, epoch0, "the standby knows the leader's epoch");
+    assert!(!after.leading);
+
+    // The watch keeps probing: each probe is answered by the leader.
+    let probes = count_on(&c, 1, 900, |m| matches!(m, Message::Hello(_)));
+    c.advance(Millis(2_500));
+    assert!(count_on(&c, 1, 900, |m| matches!(m, Message::Hello(_))) > probes, "probed again");
+
+    // Leadership moves to node 1: it closes its watch and leads above it;
+    // node 0, now a standby, names node 1 only once proven.
+    c.hello(0, 30, Role::Client, "ops");
+    let _ = c.feed(0, Input::Message { conn: ConnId(30), msg: Message::StepDown { request: 1 } });
+    c.advance(Millis(500));
+    assert_eq!(c.leaders(), vec![1]);
+    assert!(c.nodes[1].closed.contains(&ConnId(900)), "the new leader closed its watch");
+    assert_eq!(standby_reply(&mut c, 0, 42).leader, None, "the old hint is gone");
+    let _ = c.connect_dial(0, 1, 901);
+    let hint = standby_reply(&mut c, 0, 43).leader.expect("a proven hint");
+    assert_eq!(hint.id, MasterId::new("m1"));
+    assert!(hint.epoch > epoch0);
+    assert_eq!(hint.epoch, c.nodes[1].node.master().epoch());
 }
 
 // ----- 9 -------------------------------------------------------------------

@@ -18,7 +18,7 @@ use regent_core::auth::Side;
 use regent_core::node::master::{
     Config, Input as NodeInput, Leadership, Note, Output, StoreResult,
 };
-use regent_core::node::MasterNode;
+use regent_core::node::{DialId, DialResult, MasterNode};
 use regent_core::{Addr, ConnId, MasterId, Millis};
 use regent_std::store::{LocalStore, Op};
 use smol::net::{TcpListener, TcpStream};
@@ -83,6 +83,7 @@ pub struct MasterOptions {
 
 enum Input {
     Accepted(std::io::Result<TcpStream>),
+    Dialled { dial: DialId, result: Result<TcpStream, net::DialError> },
     Net(NetEvent),
     Store(Vec<StoreResult>),
     Http(HttpQuery),
@@ -201,7 +202,8 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
     // The epoch's clock term is wall-clock ms: `clock_base + now`.
     let start = Instant::now();
     let clock_base = crate::wall_clock_ms();
-    let node = MasterNode::new(Config { master: mcfg, leadership, clock_base });
+    let cluster = opts.net.cluster.clone();
+    let node = MasterNode::new(Config { master: mcfg, leadership, clock_base, cluster });
     let mut pump = Pump {
         start,
         node,
@@ -212,6 +214,7 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
         next_conn: 1,
         local,
         backend,
+        insecure: opts.insecure,
         rejected_connections: 0,
         pending: VecDeque::new(),
     };
@@ -236,17 +239,17 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
                 return Ok(());
             }
             Wake::Input(Input::Accepted(Ok(stream))) => {
-                let conn = ConnId(pump.next_conn);
-                pump.next_conn += 1;
-                let handle = net::spawn_connection(
-                    stream,
-                    Side::Server,
-                    conn,
-                    pump.net.clone(),
-                    pump.net_sink(),
-                );
-                pump.conns.insert(conn, handle);
+                let conn = pump.run_connection(stream, Side::Server);
                 pump.feed(NodeInput::Connected { conn })?;
+            }
+            Wake::Input(Input::Dialled { dial, result }) => {
+                let result = match result {
+                    Ok(stream) => {
+                        DialResult::Connected { conn: pump.run_connection(stream, Side::Client) }
+                    }
+                    Err(e) => DialResult::Failed { reason: e.reason, refused: e.refused },
+                };
+                pump.feed(NodeInput::Dialled { dial, result })?;
             }
             Wake::Input(Input::Accepted(Err(e))) => {
                 tracing::warn!("accept failed: {e}");
@@ -305,6 +308,8 @@ struct Pump {
     local: Option<LocalStore>,
     /// ZooKeeper mode's client.
     backend: Option<ZkBackend>,
+    /// Dial non-loopback masters without a secret (`--insecure`).
+    insecure: bool,
     rejected_connections: u64,
     /// Store answers available at once (memory store, a stopped writer),
     /// fed after the outputs that caused them.
@@ -314,6 +319,16 @@ struct Pump {
 impl Pump {
     fn now(&self) -> Millis {
         crate::millis_since(self.start)
+    }
+
+    /// Runs a new connection over `stream` (`side` says who dialled) and
+    /// returns its number.
+    fn run_connection(&mut self, stream: TcpStream, side: Side) -> ConnId {
+        let conn = ConnId(self.next_conn);
+        self.next_conn += 1;
+        let handle = net::spawn_connection(stream, side, conn, self.net.clone(), self.net_sink());
+        self.conns.insert(conn, handle);
+        conn
     }
 
     fn net_sink(&self) -> Sender<NetEvent> {
@@ -395,11 +410,25 @@ impl Pump {
                         b.execute(&command.into());
                     }
                 }
+                Output::Dial { dial, addr, timeout } => self.dial(dial, addr, timeout),
                 Output::Exit { reason } => return Err(format!("giving up leadership: {reason}")),
                 Output::Note(note) => log_note(&note),
             }
         }
         Ok(())
+    }
+
+    /// Dials `addr` in the background; the result comes back as
+    /// [`Input::Dialled`].
+    fn dial(&self, dial: DialId, addr: Addr, timeout: Millis) {
+        let (tx, has_secret, insecure) =
+            (self.tx.clone(), self.net.secret.is_some(), self.insecure);
+        smol::spawn(async move {
+            let timeout = Duration::from_millis(timeout.0);
+            let result = net::dial(&addr, has_secret, insecure, false, timeout).await;
+            let _ = tx.send(Input::Dialled { dial, result }).await;
+        })
+        .detach();
     }
 
     fn write(&mut self, write: regent_core::store::WriteId, op: Op) {

@@ -221,10 +221,20 @@ fn step_down_hands_leadership_to_the_standby_and_the_old_leader_stays_up() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let (leader, _) =
+    let (leader, state) =
         wait_for(WELL_BEFORE_EXPIRY, "m2 ALIVE with both workers", || leader_view(&f.specs));
     assert_eq!(leader, 1, "m2 leads");
     wait_for(WELL_BEFORE_EXPIRY, "m1 STANDBY", || is_standby(&f.specs[0]));
+    // The standby names the leader with its real epoch (proven over its
+    // watch connection), not the election's sequence floor (issue 12).
+    let epoch = state["epoch"].as_u64().expect("the leader's epoch");
+    wait_for(WELL_BEFORE_EXPIRY, "m1 names m2 at m2's epoch", || {
+        let s = api_state(&f.specs[0].http_addr()).ok_or("m1 does not answer")?;
+        match (s["leader_id"].as_str(), s["leader_epoch"].as_u64()) {
+            (Some("m2"), Some(e)) if e == epoch => Ok(()),
+            other => Err(format!("m1 names {other:?}, m2 leads at {epoch}")),
+        }
+    });
     f.assert_all_running("after the step-down");
     let log = f.masters[0].stderr();
     assert!(log.contains("step down"), "m1 says why it stepped down:\n{log}");

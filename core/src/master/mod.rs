@@ -147,6 +147,17 @@ pub enum Event {
     },
     /// The elector sees `hint` as the leader (possibly this master).
     LeaderIs(LeaderHint),
+    /// The election names master `id` at `addr` as leader, its epoch not
+    /// proven yet (the elector knows a sequence floor, not the epoch): the
+    /// address joins the known masters, and an older hint naming another
+    /// master is forgotten, so no hint names a master that no longer leads.
+    /// A [`Event::LeaderIs`] with the proven epoch follows.
+    LeaderNamed {
+        /// The named master.
+        id: MasterId,
+        /// Its advertised address.
+        addr: Addr,
+    },
     /// The write `write` is durable.
     Persisted {
         /// The write.
@@ -411,7 +422,9 @@ impl Master {
     /// Where the master is in its lifecycle.
     pub fn status(&self) -> Status {
         match self.phase {
-            _ if self.suspended => Status::Suspended,
+            // Only a leadership with a durable epoch is SUSPENDED; one still
+            // loading is not leading yet, whatever its session does.
+            Phase::Recovering | Phase::Alive if self.suspended => Status::Suspended,
             Phase::Standby | Phase::Loading { .. } | Phase::PersistingEpoch { .. } => {
                 Status::Standby
             }
@@ -590,6 +603,12 @@ impl Master {
             Event::Revoked => self.step_down(out),
             Event::RemoveWorker { worker } => {
                 let _ = self.remove_worker(&worker, None, out);
+            }
+            Event::LeaderNamed { id, addr } => {
+                self.masters.insert(addr);
+                if self.leader.as_ref().is_some_and(|l| l.id != id) {
+                    self.leader = None;
+                }
             }
             Event::LeaderIs(hint) => {
                 self.masters.insert(hint.addr.clone());

@@ -20,14 +20,20 @@
 //!   store) closes its session in the same step, returns to STANDBY and
 //!   joins the election again with a fresh session and candidate node. Only
 //!   the single-master modes stop ([`Output::Exit`]) when the store fails.
+//! * **Hints carry the leader's real epoch** (ZooKeeper mode): the elector
+//!   names the leader but knows only a sequence floor, so a standby keeps a
+//!   watch connection to the leader ([`Output::Dial`]) and its hints name
+//!   the leader only once the leader's own `HelloReply` proved its epoch
+//!   (`watch.rs`).
 //! * **One deadline table** ([`Deadlines`]) holds the master's, the
 //!   elector's and the store's timers; the runtime asks
 //!   [`MasterNode::poll_timeout`] and feeds [`Input::Tick`] when it passes.
 
+use super::watch::{LeaderWatch, WatchOutput, DIAL_TIMEOUT};
 use super::zk_store::{StoreOutput, ZkStore};
-use super::Deadlines;
+use super::{Deadlines, DialId, DialResult};
 use crate::elector::{self, Elector, ElectorStatus, RequestId, ZkCommand, ZkEvent};
-use crate::ids::{ConnId, Epoch, Incarnation};
+use crate::ids::{Addr, ConnId, Epoch, Incarnation};
 use crate::master::{self, Master, Status};
 use crate::protocol::{LeaderHint, Message};
 use crate::store::{Record, RecordKey, WriteId};
@@ -61,6 +67,9 @@ pub struct Config {
     /// epoch is `clock_base + now` (DESIGN rule 4). 0 leaves the clock term
     /// out (deterministic tests).
     pub clock_base: u64,
+    /// The cluster's name, for the `Hello` of the standby's watch
+    /// connection to the leader.
+    pub cluster: String,
 }
 
 /// What happens to a master node.
@@ -84,6 +93,15 @@ pub enum Input {
         conn: ConnId,
         /// The message.
         msg: Message,
+    },
+    /// A dial asked for by [`Output::Dial`] ended. A connection it opened
+    /// is the node's (no [`Input::Connected`] for it); its frames and its
+    /// end come as [`Input::Message`] and [`Input::Disconnected`].
+    Dialled {
+        /// The dial.
+        dial: DialId,
+        /// How it ended.
+        result: DialResult,
     },
     /// The deadline from [`MasterNode::poll_timeout`] passed.
     Tick,
@@ -142,6 +160,16 @@ pub enum Output {
         conn: ConnId,
         /// Why, for the log.
         reason: String,
+    },
+    /// Dial `addr` (the exposure rules and the handshake apply as for any
+    /// connection), giving up after `timeout`; feed [`Input::Dialled`].
+    Dial {
+        /// Echoed back.
+        dial: DialId,
+        /// Where.
+        addr: Addr,
+        /// How long the dial may take.
+        timeout: Millis,
     },
     /// Single-master modes: write `record` durably, then feed
     /// [`StoreResult::Persisted`] (or `PersistFailed`). Writes to one key are
@@ -211,6 +239,8 @@ pub enum Timer {
     Elector(elector::Timer),
     /// Resend the store's unconfirmed write.
     StoreRetry,
+    /// Probe (or dial again) the leader on the watch connection.
+    Watch,
 }
 
 /// Counters for `/metrics`.
@@ -245,6 +275,7 @@ pub struct MasterNode {
     master: Master,
     elector: Option<Elector>,
     store: Option<ZkStore>,
+    watch: Option<LeaderWatch>,
     clock_base: u64,
     deadlines: Deadlines<Timer>,
     routes: BTreeMap<RequestId, Route>,
@@ -257,17 +288,20 @@ pub struct MasterNode {
 impl MasterNode {
     /// A node that has not started; feed [`Input::Start`].
     pub fn new(config: Config) -> Self {
-        let (elector, store) = match config.leadership {
-            Leadership::Single => (None, None),
+        let (elector, store, watch) = match config.leadership {
+            Leadership::Single => (None, None, None),
             Leadership::Zookeeper(ecfg) => {
                 let store = ZkStore::new(&ecfg.root);
-                (Some(Elector::new(ecfg)), Some(store))
+                let m = &config.master;
+                let watch = LeaderWatch::new(m.id.clone(), config.cluster, m.heartbeat_interval);
+                (Some(Elector::new(ecfg)), Some(store), Some(watch))
             }
         };
         MasterNode {
             master: Master::new(config.master),
             elector,
             store,
+            watch,
             clock_base: config.clock_base,
             deadlines: Deadlines::new(),
             routes: BTreeMap::new(),
@@ -348,8 +382,17 @@ impl MasterNode {
             Input::Connected { conn } => {
                 queue.push_back(Inner::Master(master::Event::Connected { conn }))
             }
+            Input::Disconnected { conn } if self.watch_owns(conn) => {
+                self.watch_do(&mut queue, &mut out, |w, o| w.on_closed(now, conn, o))
+            }
             Input::Disconnected { conn } => {
                 queue.push_back(Inner::Master(master::Event::Disconnected { conn }))
+            }
+            Input::Message { conn, msg } if self.watch_owns(conn) => {
+                self.watch_do(&mut queue, &mut out, |w, o| w.on_message(msg, o))
+            }
+            Input::Dialled { dial, result } => {
+                self.watch_do(&mut queue, &mut out, |w, o| w.dialled(now, dial, result, o))
             }
             Input::Message { conn, msg: Message::StepDown { request } } => {
                 self.step_down_request(conn, request, &mut queue, &mut out)
@@ -372,6 +415,9 @@ impl MasterNode {
                             if !self.elector.as_ref().is_some_and(|e| e.status(now).suspended) {
                                 self.store_resume(&mut queue, &mut out)
                             }
+                        }
+                        Timer::Watch => {
+                            self.watch_do(&mut queue, &mut out, |w, o| w.on_timer(now, o))
                         }
                     }
                 }
@@ -405,6 +451,36 @@ impl MasterNode {
         }
         self.run(now, &mut queue, &mut out);
         out
+    }
+
+    fn watch_owns(&self, conn: ConnId) -> bool {
+        self.watch.as_ref().is_some_and(|w| w.owns(conn))
+    }
+
+    /// Runs `f` on the leader watch and carries out what it asks.
+    fn watch_do(
+        &mut self,
+        queue: &mut VecDeque<Inner>,
+        out: &mut Vec<Output>,
+        f: impl FnOnce(&mut LeaderWatch, &mut Vec<WatchOutput>),
+    ) {
+        let Some(watch) = &mut self.watch else { return };
+        let mut wo = Vec::new();
+        f(watch, &mut wo);
+        for o in wo {
+            match o {
+                WatchOutput::Dial { dial, addr } => {
+                    out.push(Output::Dial { dial, addr, timeout: DIAL_TIMEOUT })
+                }
+                WatchOutput::Send { conn, msg } => out.push(Output::Send { conn, msg }),
+                WatchOutput::Close { conn, reason } => out.push(Output::Close { conn, reason }),
+                WatchOutput::SetTimer { at } => self.deadlines.set(Timer::Watch, at),
+                WatchOutput::CancelTimer => self.deadlines.cancel(Timer::Watch),
+                WatchOutput::Confirmed(hint) => {
+                    queue.push_back(Inner::Master(master::Event::LeaderIs(hint)))
+                }
+            }
+        }
     }
 
     fn clock(&self, now: Millis) -> u64 {
@@ -640,7 +716,10 @@ impl MasterNode {
                         self.last_leader = Some(hint.clone());
                         out.push(Output::Note(Note::LeaderIs(hint.clone())));
                     }
-                    queue.push_back(Inner::Master(master::Event::LeaderIs(hint)));
+                    let LeaderHint { id, addr, .. } = hint;
+                    let named = master::Event::LeaderNamed { id: id.clone(), addr: addr.clone() };
+                    queue.push_back(Inner::Master(named));
+                    self.watch_do(queue, out, |w, o| w.set_leader(Some((id, addr)), o));
                 }
                 elector::Action::Elected { floor } => {
                     self.metrics.elections += 1;

@@ -19,8 +19,41 @@
 mod deadlines;
 pub mod master;
 pub mod submit;
+mod watch;
 pub mod worker;
 mod zk_store;
+
+use crate::ids::ConnId;
+use std::fmt;
+
+/// A node's number for one dial; echoed back with the dial's result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DialId(pub u64);
+
+impl fmt::Display for DialId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "dial-{}", self.0)
+    }
+}
+
+/// How a dial ended (worker and master nodes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DialResult {
+    /// Connected; the runtime runs the connection as `conn` (the handshake
+    /// happens inside it).
+    Connected {
+        /// The runtime's number for the new connection.
+        conn: ConnId,
+    },
+    /// Failed.
+    Failed {
+        /// Why, for the log.
+        reason: String,
+        /// Every address the name resolves to was refused by the exposure
+        /// check (a configuration problem, not a transient one).
+        refused: bool,
+    },
+}
 
 pub use deadlines::Deadlines;
 pub use master::MasterNode;

@@ -58,7 +58,6 @@ use crate::protocol::{ExecutorInfo, ExecutorState, GroupSpec, Message};
 use crate::subscriber::{self, Action, Event, Request, Subscriber, SubscriberStatus};
 use crate::time::Millis;
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 
 /// Exit code: every slot of every declared group exited 0.
 pub const EXIT_SUCCEEDED: u8 = 0;
@@ -111,15 +110,7 @@ impl Config {
     }
 }
 
-/// The node's number for one dial; echoed back in [`Input::Dialled`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct DialId(pub u64);
-
-impl fmt::Display for DialId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "dial-{}", self.0)
-    }
-}
+pub use super::DialId;
 
 /// What happens to a submit node.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -24,28 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Worker node configuration: the machine's.
 pub type Config = worker::Config;
 
-/// Names one dial, echoed in [`Input::Dialed`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct DialId(pub u64);
-
-/// How a dial ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DialResult {
-    /// Connected; the runtime runs the connection as `conn` (the handshake
-    /// happens inside it).
-    Connected {
-        /// The runtime's number for the new connection.
-        conn: ConnId,
-    },
-    /// Failed.
-    Failed {
-        /// Why, for the log.
-        reason: String,
-        /// Every address the name resolves to was refused by the exposure
-        /// check (a configuration problem, not a transient one).
-        refused: bool,
-    },
-}
+pub use super::{DialId, DialResult};
 
 /// What happens to a worker node.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -16,7 +16,7 @@ use regent_core::elector::{
 use regent_core::ids::InstanceId;
 use regent_core::master::{self, Status, WorkerState};
 use regent_core::node::master::{Config, Input, Leadership, Note, Output, StoreResult, Timer};
-use regent_core::node::MasterNode;
+use regent_core::node::{DialId, DialResult, MasterNode};
 use regent_core::protocol::{Hello, Message, RegisterWorker, Role, Subscribe, PROTOCOL_VERSION};
 use regent_core::store::names::key_stem;
 use regent_core::store::{format, Record, RecordKey};
@@ -24,6 +24,8 @@ use regent_core::testkit::zk::ZkModel;
 use regent_core::{Addr, ConnId, Epoch, Incarnation, MasterId, Millis, WorkerId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+/// The cluster's name.
+pub const CLUSTER: &str = "test";
 /// The cluster's root in ZooKeeper.
 pub const ROOT: &str = "/regent";
 /// Where the records live.
@@ -86,6 +88,9 @@ pub struct Node {
     pub closed: BTreeSet<ConnId>,
     /// Single-master mode: the local store.
     pub store: Option<BTreeMap<RecordKey, Record>>,
+    /// Dials the node asked for, unanswered (a test answers them with
+    /// `Input::Dialled`).
+    pub dials: Vec<(DialId, Addr)>,
 }
 
 impl Node {
@@ -107,6 +112,7 @@ impl Node {
             calls: Vec::new(),
             closed: BTreeSet::new(),
             store,
+            dials: Vec::new(),
         }
     }
 
@@ -211,6 +217,7 @@ pub fn zk_config(i: usize) -> Config {
         master: master::Config::new(id, addr),
         leadership: Leadership::Zookeeper(e),
         clock_base: 0,
+        cluster: CLUSTER.into(),
     }
 }
 
@@ -218,7 +225,12 @@ pub fn zk_config(i: usize) -> Config {
 pub fn single_config() -> Config {
     let id = MasterId::new("m0");
     let addr = Addr::new("10.0.0.0:7077");
-    Config { master: master::Config::new(id, addr), leadership: Leadership::Single, clock_base: 0 }
+    Config {
+        master: master::Config::new(id, addr),
+        leadership: Leadership::Single,
+        clock_base: 0,
+        cluster: CLUSTER.into(),
+    }
 }
 
 impl Cluster {
@@ -290,6 +302,7 @@ impl Cluster {
                 Output::Close { conn, .. } => {
                     n.closed.insert(conn);
                 }
+                Output::Dial { dial, addr, .. } => n.dials.push((dial, addr)),
                 Output::Persist { write, record } => {
                     let store = n.store.as_mut().expect("Persist in single-master mode only");
                     store.insert(record.key(), record);
@@ -636,6 +649,31 @@ impl Cluster {
         let _ = self.feed(i, Input::Message { conn: ConnId(conn), msg: hello(role, name) });
     }
 
+    /// Completes node `from`'s latest dial of node `to`'s address as
+    /// connection `conn` (the same number at both ends) and carries the
+    /// frames both ways until neither sends more on it. Returns the dial's
+    /// outputs at `from`. Panics if `from` has no such dial.
+    pub fn connect_dial(&mut self, from: usize, to: usize, conn: u64) -> Vec<Output> {
+        let addr = Addr::new(format!("10.0.0.{to}:7077"));
+        let at = self.nodes[from].dials.iter().rposition(|(_, a)| *a == addr);
+        let (dial, _) = self.nodes[from].dials.remove(at.expect("a dial of that address"));
+        let conn = ConnId(conn);
+        let _ = self.feed(to, Input::Connected { conn });
+        let out = self.feed(from, Input::Dialled { dial, result: DialResult::Connected { conn } });
+        let mut to_server: Vec<Message> = sends_on(&out, conn);
+        while !to_server.is_empty() {
+            let mut to_client = Vec::new();
+            for msg in to_server {
+                to_client.extend(sends_on(&self.feed(to, Input::Message { conn, msg }), conn));
+            }
+            to_server = Vec::new();
+            for msg in to_client {
+                to_server.extend(sends_on(&self.feed(from, Input::Message { conn, msg }), conn));
+            }
+        }
+        out
+    }
+
     /// A worker registers on `conn` (after `Hello`).
     pub fn register(&mut self, i: usize, conn: u64, worker: &str, inc: u64) -> Vec<Output> {
         self.hello(i, conn, Role::Worker, worker);
@@ -655,10 +693,20 @@ impl Cluster {
     }
 }
 
+/// The messages `out` sends on `conn`.
+pub fn sends_on(out: &[Output], conn: ConnId) -> Vec<Message> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Send { conn: c, msg } if *c == conn => Some(msg.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 pub fn hello(role: Role, node: &str) -> Message {
     Message::Hello(Hello {
         version: PROTOCOL_VERSION,
-        cluster: "test".into(),
+        cluster: CLUSTER.into(),
         role,
         node: node.into(),
     })

@@ -17,7 +17,7 @@ use crate::net::{self, spawn_connection, ConnHandle, NetConfig, NetEvent};
 use crate::store::{LocalStore, Op};
 use regent_core::auth::Side;
 use regent_core::node::master::{Config, Input as NodeInput, Leadership, Output, StoreResult};
-use regent_core::node::MasterNode;
+use regent_core::node::{DialResult, MasterNode};
 use regent_core::protocol::ClusterState;
 use regent_core::{Addr, ConnId, Millis};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -190,7 +190,12 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
     let clock_base = wall_clock_ms();
     let d = Daemon {
         start,
-        node: MasterNode::new(Config { master: mcfg, leadership: Leadership::Single, clock_base }),
+        node: MasterNode::new(Config {
+            master: mcfg,
+            leadership: Leadership::Single,
+            clock_base,
+            cluster: cfg.net.cluster.clone(),
+        }),
         net: cfg.net.clone(),
         tx: tx.clone(),
         conns: HashMap::new(),
@@ -390,6 +395,15 @@ impl Daemon {
                 Output::LoadRecords => pending.push_back(NodeInput::Store(self.store.load())),
                 // Single-master modes only: no coordination client here.
                 Output::Zk(_) => {}
+                // Only a ZooKeeper-mode standby dials (its watch on the
+                // leader); answered, so a node never waits on it.
+                Output::Dial { dial, addr, .. } => pending.push_back(NodeInput::Dialled {
+                    dial,
+                    result: DialResult::Failed {
+                        reason: format!("the std master does not dial ({addr})"),
+                        refused: false,
+                    },
+                }),
                 Output::Note(note) => tracing::info!(?note, "leadership"),
                 // DESIGN rule 8, single-master modes: a store that cannot be
                 // written (or read) stops the process, saying why.

@@ -25,6 +25,7 @@ use regent_core::master::{self, Master};
 use regent_core::node::master::{self as mnode, Leadership, MasterNode};
 use regent_core::node::submit::{self as snode, SubmitNode};
 use regent_core::node::worker::{self as wnode, WorkerNode};
+use regent_core::node::DialResult;
 use regent_core::protocol::{ExecutorReport, ExecutorState, GroupSpec, Message};
 use regent_core::store::format::decode_named;
 use regent_core::store::names::key_stem;
@@ -35,6 +36,9 @@ use regent_core::worker;
 use regent_core::{Addr, ConnId, ExecutorId, FrameworkId, Incarnation, MasterId, Millis};
 use regent_core::{FrameworkId as Fid, WorkerId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// The simulated cluster's name.
+const CLUSTER: &str = "sim";
 
 /// ZooKeeper root of the simulated cluster.
 const ROOT: &str = "/regent/sim";
@@ -83,6 +87,8 @@ pub(crate) enum Input {
 pub(crate) enum DialTag {
     Worker(wnode::DialId),
     Sub(snode::DialId),
+    /// A standby's watch on the leader.
+    Master(regent_core::node::DialId),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -163,7 +169,8 @@ enum Ev {
     Heal,
 }
 
-/// One connection between a worker or subscriber and a master.
+/// One connection to a master, dialled by a worker, a subscriber or
+/// another master (a standby's watch on the leader).
 #[derive(Clone, Debug)]
 pub(crate) struct Conn {
     pub(crate) client: Node,
@@ -494,7 +501,8 @@ impl World {
                 if let Some(c) = self.conns.get(&conn).filter(|c| !c.cclosed).cloned() {
                     let input = match c.client {
                         Node::Worker(_) => Input::Worker(wnode::Input::Message { conn, msg }),
-                        _ => Input::Sub(snode::Input::Message { conn, msg }),
+                        Node::Sub(_) => Input::Sub(snode::Input::Message { conn, msg }),
+                        Node::Master(_) => Input::Master(mnode::Input::Message { conn, msg }),
                     };
                     self.deliver(c.client, c.cgen, input);
                 }
@@ -528,7 +536,8 @@ impl World {
                     let (client, cgen) = (c.client, c.cgen);
                     let input = match client {
                         Node::Worker(_) => Input::Worker(wnode::Input::Closed { conn, reason }),
-                        _ => Input::Sub(snode::Input::Closed { conn, reason }),
+                        Node::Sub(_) => Input::Sub(snode::Input::Closed { conn, reason }),
+                        Node::Master(_) => Input::Master(mnode::Input::Disconnected { conn }),
                     };
                     self.deliver(client, cgen, input);
                 }
@@ -774,6 +783,8 @@ impl World {
                 for conn in conns {
                     self.master_close(conn);
                 }
+                // Its watch on the leader, dialled as a client.
+                self.client_gone(node);
             }
             Node::Worker(w) => {
                 let wp = &mut self.workers[w];
@@ -983,15 +994,31 @@ impl World {
 
     // ----- master nodes -------------------------------------------------------
 
+    /// Whether master `m` dialled `conn` (its watch on the leader).
+    fn dialled_by(&self, conn: ConnId, m: usize) -> bool {
+        self.conns.get(&conn).is_some_and(|c| c.client == Node::Master(m))
+    }
+
     /// Executes master `m`'s node outputs, in order.
     fn master_outputs(&mut self, m: usize, outputs: Vec<mnode::Output>) {
         for o in outputs {
             match o {
+                // On its watch connection the master is the client.
+                mnode::Output::Send { conn, msg } if self.dialled_by(conn, m) => {
+                    self.send(conn, true, msg)
+                }
+                mnode::Output::Close { conn, .. } if self.dialled_by(conn, m) => {
+                    self.client_close(conn)
+                }
                 mnode::Output::Send { conn, msg } => {
                     invariants::on_master_send(self, m, conn, &msg);
                     self.send(conn, false, msg);
                 }
                 mnode::Output::Close { conn, .. } => self.master_close(conn),
+                mnode::Output::Dial { dial, addr, .. } => {
+                    let to = master_index(&addr).unwrap_or(usize::MAX);
+                    self.dial(Node::Master(m), to, DialTag::Master(dial));
+                }
                 mnode::Output::Zk(cmd) => self.zk_command(m, cmd),
                 mnode::Output::Note(note) => {
                     if matches!(note, mnode::Note::SteppedDown { .. }) {
@@ -1651,6 +1678,7 @@ fn new_node(i: usize, guid: u64, knobs: Knobs) -> MasterNode {
         master: master::Config::new(MasterId(format!("m{i}")), master_addr(i)),
         leadership: Leadership::Zookeeper(c),
         clock_base: 0,
+        cluster: CLUSTER.into(),
     })
 }
 
@@ -1712,7 +1740,7 @@ fn fenced(op: &ZkOp) -> Result<(), String> {
 
 fn new_worker(i: usize, gen: u64, masters: usize, knobs: Knobs, seed: u64) -> WorkerNode {
     let mut c = worker::Config::new(
-        "sim",
+        CLUSTER,
         WorkerId(format!("w{i}")),
         Incarnation(((i as u64 + 1) << 32) | gen),
         (0..masters).map(master_addr).collect(),
@@ -1726,7 +1754,7 @@ fn new_worker(i: usize, gen: u64, masters: usize, knobs: Knobs, seed: u64) -> Wo
 
 fn new_sub(i: usize, gen: u64, framework: Option<Fid>, masters: usize, seed: u64) -> SubmitNode {
     let mut c = subscriber::Config::new(
-        "sim",
+        CLUSTER,
         format!("f{i}"),
         InstanceId(((i as u64 + 1) << 32) | gen),
         (0..masters).map(master_addr).collect(),
@@ -1749,6 +1777,13 @@ fn dial_result(dial: DialTag, result: Result<ConnId, String>) -> Input {
             Input::Worker(wnode::Input::Dialed { dial, result })
         }
         DialTag::Sub(dial) => Input::Sub(snode::Input::Dialled { dial, result }),
+        DialTag::Master(dial) => {
+            let result = match result {
+                Ok(conn) => DialResult::Connected { conn },
+                Err(reason) => DialResult::Failed { reason, refused: false },
+            };
+            Input::Master(mnode::Input::Dialled { dial, result })
+        }
     }
 }
 
