@@ -483,6 +483,18 @@ impl Subscriber {
         }
     }
 
+    /// The leader (at the highest epoch seen) lists `masters`: learned
+    /// masters it does not list are gone from the election and are dropped.
+    /// Configured masters, and the one this subscriber is connected to, are
+    /// kept.
+    fn forget_unlisted(&mut self, masters: &[Addr]) {
+        let current = self.conn.as_ref().map(|c| c.master.clone());
+        let configured = &self.config.masters;
+        self.masters.retain(|m| {
+            configured.contains(m) || masters.contains(m) || current.as_ref() == Some(m)
+        });
+    }
+
     /// The next master of this round: the preferred one first, then the
     /// others in list order.
     fn next_candidate(&self) -> Option<Addr> {
@@ -688,6 +700,7 @@ impl Subscriber {
                 } else if on_conn {
                     self.seen(now);
                 }
+                self.forget_unlisted(&masters);
             }
             // A refusal grants nothing, so even a stale one (a lagging
             // standby) makes us move on; only its hint is weighed.
@@ -704,6 +717,9 @@ impl Subscriber {
                 self.learn_masters(&reply.masters);
                 self.max_epoch = self.max_epoch.max(reply.epoch);
                 self.seen(now);
+                if reply.leading {
+                    self.forget_unlisted(&reply.masters);
+                }
                 if !reply.leading && self.is_current(&from, ConnState::Subscribing) {
                     self.refused(now, &from, reply.epoch, reply.leader, out);
                 }

@@ -479,6 +479,32 @@ impl Worker {
         }
     }
 
+    /// The leader at `from` (the highest epoch seen) lists `masters`: a
+    /// learned master it does not list is gone from the election and is
+    /// dropped, its connection closed. Configured masters are kept forever.
+    /// (A link whose dial is in flight is left for the next list.)
+    fn forget_unlisted(&mut self, from: &Addr, masters: &[Addr], out: &mut Vec<Action>) {
+        let gone: Vec<Addr> = self
+            .links
+            .iter()
+            .filter(|(a, l)| {
+                *a != from
+                    && l.state != LinkState::Connecting
+                    && !masters.contains(a)
+                    && !self.config.masters.contains(a)
+            })
+            .map(|(a, _)| a.clone())
+            .collect();
+        for a in gone {
+            let link = self.links.remove(&a).expect("listed above");
+            self.probed.remove(&a);
+            if link.state == LinkState::Open {
+                let reason = format!("the leader at {from} no longer lists {a}");
+                out.push(Action::Close { master: a, reason });
+            }
+        }
+    }
+
     fn register_msg(&self) -> Message {
         Message::RegisterWorker(RegisterWorker {
             worker: self.config.id.clone(),
@@ -546,7 +572,8 @@ impl Worker {
                         || self.active.is_none()
                         || self.active.as_ref() == Some(&from)
                     {
-                        self.follow(now, from, reply.epoch, out);
+                        self.follow(now, from.clone(), reply.epoch, out);
+                        self.forget_unlisted(&from, &reply.masters, out);
                     }
                 } else {
                     self.followed_master_stepped_down(now, &from, out);
@@ -557,13 +584,15 @@ impl Worker {
             }
             Message::MasterChanged { epoch, masters, .. } => {
                 self.learn_masters(&masters, out);
-                self.follow(now, from, epoch, out);
+                self.follow(now, from.clone(), epoch, out);
+                self.forget_unlisted(&from, &masters, out);
             }
             Message::Registered { epoch, heartbeat_interval, masters, .. } => {
                 if epoch == self.max_epoch && self.active.as_ref() != Some(&from) {
                     return; // not the master we follow, and proves nothing newer
                 }
                 self.learn_masters(&masters, out);
+                self.forget_unlisted(&from, &masters, out);
                 self.max_epoch = epoch;
                 self.active = Some(from);
                 let first_ack_here = !self.registered;

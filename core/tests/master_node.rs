@@ -655,6 +655,43 @@ fn a_standby_names_the_leader_with_its_real_epoch_or_not_at_all() {
     assert_eq!(hint.epoch, c.nodes[1].node.master().epoch());
 }
 
+/// Issue 12: the master set is advertised. The leader lists every master
+/// of the election (the addresses in the candidates' nodes) in its replies,
+/// and tells its workers when the set changes: a master that leaves the
+/// election is no longer listed, one that joins is listed at once.
+#[test]
+fn the_leader_advertises_the_masters_of_the_election_and_their_changes() {
+    let mut c = led_by_node_0(3);
+    let addr = |i: usize| Addr::new(format!("10.0.0.{i}:7077"));
+    let _ = c.register(0, 10, "w1", 1);
+    let reply = |c: &mut Cluster, conn: u64| {
+        let _ = c.feed(0, Input::Connected { conn: ConnId(conn) });
+        let out = c.feed(0, Input::Message { conn: ConnId(conn), msg: hello(Role::Client, "x") });
+        match sends_on(&out, ConnId(conn)).as_slice() {
+            [Message::HelloReply(r)] => r.masters.clone(),
+            other => panic!("expected one HelloReply, got {other:?}"),
+        }
+    };
+    assert_eq!(reply(&mut c, 20), vec![addr(0), addr(1), addr(2)]);
+
+    // Master 2 stops (its session closes, its candidate node goes).
+    let from = c.nodes[0].calls.len();
+    let _ = c.feed(2, Input::Stop);
+    c.advance(Millis(200));
+    assert_eq!(reply(&mut c, 21), vec![addr(0), addr(1)], "the departed master is not listed");
+    let told: Vec<Message> = c.nodes[0].calls[from..]
+        .iter()
+        .flat_map(|call| sends_on(&call.outputs, ConnId(10)))
+        .filter(|m| matches!(m, Message::MasterChanged { .. }))
+        .collect();
+    let epoch = c.nodes[0].node.master().epoch();
+    assert!(
+        matches!(told.as_slice(), [Message::MasterChanged { epoch: e, masters, .. }]
+            if *e == epoch && *masters == vec![addr(0), addr(1)]),
+        "the worker is told the new set once: {told:?}"
+    );
+}
+
 // ----- 9 -------------------------------------------------------------------
 
 /// A new leader's load starts with a `Sync`, so it never lists or reads a

@@ -472,3 +472,37 @@ fn a_dropped_master_connection_is_redialled_within_10_ms_then_with_backoff() {
     let delay = next.0 - at.0;
     assert!((25..=50).contains(&delay), "second redial after {delay} ms");
 }
+
+#[test]
+fn learned_masters_the_leader_stops_listing_are_dropped_configured_ones_kept() {
+    let (_a, _b, mut w) = registered_with_a();
+    let t = Millis(1_000);
+    let changed = |masters: &[&str]| Message::MasterChanged {
+        epoch: Epoch(1),
+        leader: LeaderHint { id: MasterId::new("a"), addr: addr("a"), epoch: Epoch(1) },
+        masters: masters.iter().map(|m| addr(m)).collect(),
+    };
+    // The leader lists a new master c: the worker learns it and dials it.
+    let out = from(&mut w, t, "a", changed(&["a", "b", "c"]));
+    assert!(out.contains(&worker::Action::Connect { master: addr("c") }), "{out:?}");
+    assert!(w_registrations(&out).is_empty(), "the same leader and epoch: no re-registration");
+    let _ = w.handle(t, worker::Event::Connected { master: addr("c") });
+    // c leaves the election, and so does b: the learned c is dropped (its
+    // connection closed), the configured b is kept.
+    let out = from(&mut w, t, "a", changed(&["a"]));
+    assert!(
+        out.iter()
+            .any(|a| matches!(a, worker::Action::Close { master, .. } if *master == addr("c"))),
+        "{out:?}"
+    );
+    assert!(
+        !out.iter()
+            .any(|a| matches!(a, worker::Action::Close { master, .. } if *master == addr("b"))),
+        "a configured master is kept: {out:?}"
+    );
+    // A message from the dropped master is ignored now.
+    let out = from(&mut w, t, "c", changed(&["c"]));
+    assert!(out.is_empty(), "{out:?}");
+    assert!(w.status().registered);
+    assert_eq!(w.status().active, Some(addr("a")));
+}

@@ -1074,3 +1074,32 @@ fn never_subscribes_while_an_older_connection_is_open() {
     }
     QuickCheck::new().tests(3_000).rng(Gen::new(300)).quickcheck(prop as fn(Vec<Step>) -> bool);
 }
+
+#[test]
+fn learned_masters_the_leader_stops_listing_are_not_tried_again() {
+    let changed = |masters: &[&str]| Message::MasterChanged {
+        epoch: Epoch(5),
+        leader: hint("a", 5),
+        masters: masters.iter().map(|m| addr(m)).collect(),
+    };
+    // The subscription drops; the masters of the next round, in order.
+    let round = |s: &mut Subscriber| {
+        let _ = ev(s, 300, Event::Disconnected { master: addr("a") });
+        let mut dialled = vec![];
+        let mut out = ev(s, 300, Event::Timer(Timer::Retry));
+        while let Some(Action::Connect { master }) = out.first().cloned() {
+            dialled.push(master.clone());
+            out = ev(s, 310, failed(master.as_str()));
+            out.retain(|a| matches!(a, Action::Connect { .. }));
+        }
+        dialled
+    };
+    let mut s = subscribed_with_a(&["a"]);
+    let _ = msg(&mut s, 200, "a", changed(&["a", "b"]));
+    assert_eq!(round(&mut s), vec![addr("a"), addr("b")], "a listed master is tried");
+
+    let mut s = subscribed_with_a(&["a"]);
+    let _ = msg(&mut s, 200, "a", changed(&["a", "b"]));
+    let _ = msg(&mut s, 250, "a", changed(&["a"]));
+    assert_eq!(round(&mut s), vec![addr("a")], "b left the election; the configured a is kept");
+}

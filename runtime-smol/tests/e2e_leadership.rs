@@ -263,3 +263,30 @@ fn step_down_is_refused_by_a_single_master() {
     m.assert_running("after the refused step-down");
     assert_eq!(status(&spec), "ALIVE");
 }
+
+/// Issue 12: the master set is advertised. A worker given only the
+/// leader's address learns the standby from the leader's master list (the
+/// masters of the election), so when the leader stops it re-registers with
+/// the standby that took over, although nobody told it of that master.
+#[test]
+fn a_worker_given_only_the_leader_follows_the_standby_it_learned_of() {
+    let mut f = Fixture::start("zk-master-set", None);
+    let only_m1 = vec![f.specs[0].addr()];
+    f.workers.push(f.c.worker("w3", &only_m1, 1, 256, &[]));
+    let all = ["w1", "w2", "w3"];
+    wait_for(START, "m1 ALIVE with all three workers", || {
+        sole_alive(&f.specs, &[true, true], &all).and_then(|(l, _)| match l {
+            0 => Ok(()),
+            other => Err(format!("m{} leads", other + 1)),
+        })
+    });
+    f.masters[0].sigterm();
+    let _ = f.masters[0].wait_exit(START);
+    let (leader, _) = wait_for(START, "m2 ALIVE with all three workers", || {
+        sole_alive(&f.specs, &[false, true], &all)
+    });
+    assert_eq!(leader, 1);
+    for w in &mut f.workers {
+        w.assert_running("after the handover");
+    }
+}

@@ -261,6 +261,14 @@ pub enum Action {
     Resumed,
     /// Leadership is lost: stop acting as leader (the elector joins again).
     Revoked,
+    /// The masters of the election changed: every candidate's advertised
+    /// address, in election order (the leader first). The leader keeps a
+    /// watch on the candidates, so it reports every join and departure; a
+    /// standby reports what it saw at its last listing.
+    Masters {
+        /// The addresses.
+        addrs: Vec<Addr>,
+    },
 }
 
 impl From<ZkEvent> for Event {
@@ -368,6 +376,11 @@ enum Purpose {
     PingSync,
     /// The keep-alive's `Exists` on the own node.
     Ping,
+    /// The leader's watching listing of the candidates (the master set).
+    Members,
+    /// Reading one candidate's data (its id and address) for the master
+    /// set.
+    Member(String),
 }
 
 impl Purpose {
@@ -417,6 +430,10 @@ pub struct Elector {
     watching: BTreeSet<String>,
     leader_node: Option<String>,
     reported: Option<(MasterId, Addr, Epoch)>,
+    /// The candidates of the last listing, by node name, with their data
+    /// once read.
+    members: BTreeMap<String, Option<CandidateData>>,
+    members_reported: Option<Vec<Addr>>,
 }
 
 impl Elector {
@@ -442,6 +459,8 @@ impl Elector {
             watching: BTreeSet::new(),
             leader_node: None,
             reported: None,
+            members: BTreeMap::new(),
+            members_reported: None,
         }
     }
 
@@ -538,7 +557,13 @@ impl Elector {
                     && self.step == Step::Settled
                 {
                     let name = event.path.rsplit('/').next().unwrap_or_default();
-                    if self.watching.contains(name) {
+                    if event.path == self.election {
+                        // The leader's watch on the candidates: a master
+                        // joined or left.
+                        if self.leader && event.kind == WatchKind::NodeChildrenChanged {
+                            self.watch_members(now, &mut out);
+                        }
+                    } else if self.watching.contains(name) {
                         self.relist(now, &mut out);
                     }
                 }
@@ -845,6 +870,63 @@ impl Elector {
                 }
             }
             (Purpose::Ping | Purpose::PingSync | Purpose::WatchSelf, _) => {}
+            (Purpose::Members, Ok(ZkReply::Children(children))) => {
+                self.update_members(now, children, out)
+            }
+            (Purpose::Members, _) => {}
+            (Purpose::Member(name), Ok(ZkReply::Data { data, .. })) => {
+                if let Some(slot) = self.members.get_mut(&name) {
+                    *slot = CandidateData::decode(&data);
+                    self.report_members(out);
+                }
+            }
+            // Gone meanwhile: the next listing drops it.
+            (Purpose::Member(_), _) => {}
+        }
+    }
+
+    /// The leader lists the candidates with a watch, so it hears of every
+    /// master that joins or leaves.
+    fn watch_members(&mut self, now: Millis, out: &mut Vec<Action>) {
+        let path = self.election.clone();
+        self.send(now, Purpose::Members, ZkOp::GetChildren { path, watch: true }, out);
+    }
+
+    /// A listing of the candidates: forget the departed, read the data of
+    /// the new ones, report the set once every member's data is known.
+    fn update_members(&mut self, now: Millis, children: Vec<String>, out: &mut Vec<Action>) {
+        let names: BTreeSet<String> =
+            children.into_iter().filter(|c| CandidateName::parse(c).is_some()).collect();
+        self.members.retain(|name, _| names.contains(name));
+        for name in names {
+            if !self.members.contains_key(&name) {
+                self.members.insert(name.clone(), None);
+                let path = format!("{}/{}", self.election, name);
+                self.send(now, Purpose::Member(name), ZkOp::GetData { path, watch: false }, out);
+            }
+        }
+        self.report_members(out);
+    }
+
+    fn report_members(&mut self, out: &mut Vec<Action>) {
+        if self.members.values().any(Option::is_none) {
+            return; // a read is still out
+        }
+        let mut by_seq: Vec<(u64, &Addr)> = self
+            .members
+            .iter()
+            .filter_map(|(name, d)| Some((CandidateName::parse(name)?.seq, &d.as_ref()?.addr)))
+            .collect();
+        by_seq.sort();
+        let mut addrs: Vec<Addr> = Vec::new();
+        for (_, a) in by_seq {
+            if !addrs.contains(a) {
+                addrs.push(a.clone());
+            }
+        }
+        if self.members_reported.as_ref() != Some(&addrs) {
+            self.members_reported = Some(addrs.clone());
+            out.push(Action::Masters { addrs });
         }
     }
 
@@ -913,6 +995,8 @@ impl Elector {
         self.create_in_doubt = false;
         let candidates: Vec<&String> =
             parsed.iter().map(|(_, n)| n).filter(|n| !deletes.contains(*n)).collect();
+        let listed = candidates.iter().map(|n| (*n).clone()).collect();
+        self.update_members(now, listed, out);
         let idx = candidates
             .iter()
             .position(|n| **n == my_name)
@@ -926,6 +1010,7 @@ impl Elector {
             self.watching.insert(my_name.clone());
             let path = format!("{}/{}", self.election, my_name);
             self.send(now, Purpose::WatchSelf, ZkOp::Exists { path, watch: true }, out);
+            self.watch_members(now, out);
             let floor = Epoch(my_seq + 1);
             self.report(self.config.id.clone(), self.config.addr.clone(), floor, out);
             if !self.leader {

@@ -14,8 +14,8 @@
 
 use super::workers::WorkerState;
 use super::{Action, AfterWrite, FrameworkEntry, Master, Phase, Timer};
-use crate::ids::{ConnId, Epoch, WorkerId};
-use crate::protocol::{Message, Role};
+use crate::ids::{Epoch, WorkerId};
+use crate::protocol::Role;
 use crate::store::{Record, RecordKey};
 use crate::time::Millis;
 
@@ -75,21 +75,7 @@ impl Master {
                 Record::Epoch(_) => {}
             }
         }
-        let changed = Message::MasterChanged {
-            epoch: self.epoch,
-            leader: self.self_hint(),
-            masters: self.known_masters(),
-        };
-        let mut worker_conns: Vec<ConnId> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.role == Some(Role::Worker))
-            .map(|(id, _)| *id)
-            .collect();
-        worker_conns.sort();
-        for conn in worker_conns {
-            out.push(Action::Send { conn, msg: changed.clone() });
-        }
+        self.announce(&[Role::Worker], out);
         out.push(Action::SetTimer {
             timer: Timer::Recovery,
             at: now + self.config.recovery_timeout,

@@ -158,6 +158,14 @@ pub enum Event {
         /// Its advertised address.
         addr: Addr,
     },
+    /// The masters of the election (every candidate's advertised address).
+    /// They replace the masters this master advertises (its own address is
+    /// always among them); the leader tells its workers and subscribers with
+    /// a `MasterChanged` when the set changed.
+    Masters {
+        /// The addresses.
+        addrs: Vec<Addr>,
+    },
     /// The write `write` is durable.
     Persisted {
         /// The write.
@@ -604,6 +612,7 @@ impl Master {
             Event::RemoveWorker { worker } => {
                 let _ = self.remove_worker(&worker, None, out);
             }
+            Event::Masters { addrs } => self.set_masters(addrs, out),
             Event::LeaderNamed { id, addr } => {
                 self.masters.insert(addr);
                 if self.leader.as_ref().is_some_and(|l| l.id != id) {
@@ -680,6 +689,41 @@ impl Master {
 
     fn known_masters(&self) -> Vec<Addr> {
         self.masters.iter().cloned().collect()
+    }
+
+    /// The election's masters replace the advertised set; the leader's
+    /// workers and subscribers hear of a change at once (`MasterChanged` at
+    /// the current epoch: a hint, fenced like any other).
+    fn set_masters(&mut self, addrs: Vec<Addr>, out: &mut Vec<Action>) {
+        let mut masters: BTreeSet<Addr> = addrs.into_iter().collect();
+        masters.insert(self.config.addr.clone());
+        if masters == self.masters {
+            return;
+        }
+        self.masters = masters;
+        if self.acting() {
+            self.announce(&[Role::Worker, Role::Subscriber], out);
+        }
+    }
+
+    /// Sends `MasterChanged` (this leader, its epoch, the masters it knows)
+    /// on every connection of the given roles, in connection order.
+    pub(super) fn announce(&self, roles: &[Role], out: &mut Vec<Action>) {
+        let changed = Message::MasterChanged {
+            epoch: self.epoch,
+            leader: self.self_hint(),
+            masters: self.known_masters(),
+        };
+        let mut peers: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.role.is_some_and(|r| roles.contains(&r)))
+            .map(|(id, _)| *id)
+            .collect();
+        peers.sort();
+        for conn in peers {
+            out.push(Action::Send { conn, msg: changed.clone() });
+        }
     }
 
     fn next_write(&mut self) -> WriteId {

@@ -744,6 +744,9 @@ impl MasterNode {
                     self.deadlines.cancel(Timer::StoreRetry);
                     self.store_resume(queue, out);
                 }
+                elector::Action::Masters { addrs } => {
+                    queue.push_back(Inner::Master(master::Event::Masters { addrs }))
+                }
                 elector::Action::Revoked => {
                     if self.master.status() != Status::Standby {
                         self.metrics.revocations += 1;

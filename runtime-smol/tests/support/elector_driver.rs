@@ -229,7 +229,8 @@ impl Driver {
                 Action::Revoked => Outcome::Revoked,
                 Action::NewSession { .. }
                 | Action::CloseSession { .. }
-                | Action::Request { .. } => continue,
+                | Action::Request { .. }
+                | Action::Masters { .. } => continue,
             };
             tracing::info!(?outcome, "elector outcome");
             if self.outcomes.send(outcome).await.is_err() {
