@@ -84,7 +84,7 @@ enum Command {
     Submit(SubmitArgs),
     /// Show the leader's view of the cluster.
     Status {
-        /// The masters to ask.
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
         #[arg(long, value_delimiter = ',', required = true)]
         masters: Vec<String>,
         /// Print the same JSON as `GET /api/state`.
@@ -95,7 +95,7 @@ enum Command {
     },
     /// Tear a framework down (kill its executors).
     Kill {
-        /// The masters to ask.
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
         #[arg(long, value_delimiter = ',', required = true)]
         masters: Vec<String>,
         /// The framework.
@@ -105,7 +105,7 @@ enum Command {
     },
     /// Remove a worker left UNKNOWN by the recovery removal limit.
     RemoveWorker {
-        /// The masters to ask.
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
         #[arg(long, value_delimiter = ',', required = true)]
         masters: Vec<String>,
         /// The worker.
@@ -117,7 +117,7 @@ enum Command {
     /// standby leads at once, stays up as a standby and rejoins the election
     /// (ZooKeeper mode only; refused by a single-master leader).
     StepDown {
-        /// The masters to ask.
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
         #[arg(long, value_delimiter = ',', required = true)]
         masters: Vec<String>,
         #[command(flatten)]
@@ -214,7 +214,8 @@ struct MasterArgs {
 
 #[derive(Args, Debug)]
 struct WorkerArgs {
-    /// The masters, `host:port,...`.
+    /// The masters, `host:port,...`, or `zk://HOST:PORT[,...]/ROOT` to read
+    /// them from the election in ZooKeeper.
     #[arg(long, value_delimiter = ',', required = true)]
     masters: Vec<String>,
     /// Cores offered (accounted, not enforced).
@@ -233,7 +234,8 @@ struct WorkerArgs {
 
 #[derive(Args, Debug)]
 struct SubmitArgs {
-    /// The masters, `host:port,...`.
+    /// The masters, `host:port,...`, or `zk://HOST:PORT[,...]/ROOT` to read
+    /// them from the election in ZooKeeper.
     #[arg(long, value_delimiter = ',', required = true)]
     masters: Vec<String>,
     /// The application's name.
@@ -279,6 +281,34 @@ fn net_config(common: &Common) -> Result<Arc<NetConfig>, String> {
 
 fn addrs(list: &[String]) -> Vec<Addr> {
     list.iter().map(|s| Addr(s.trim().to_string())).filter(|a| !a.0.is_empty()).collect()
+}
+
+/// How long reading the masters from ZooKeeper (`--masters zk://...`) may
+/// take.
+const ZK_DETECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The masters of `--masters`: a static `host:port,...` list, or
+/// `zk://HOST:PORT[,HOST:PORT...]/ROOT`, read from the election nodes
+/// (`regent_smol::zk::detect`; the exposure rule of `--zk` applies). Both
+/// runtimes get the resolved list; from there the leader's advertised
+/// master set is followed.
+async fn masters_of(common: &Common, list: &[String]) -> Result<Vec<Addr>, String> {
+    use regent_smol::zk::detect::ZkMasters;
+    // `--masters` splits at commas, and a connect string has them too.
+    let joined = list.join(",");
+    let Some(parsed) = ZkMasters::parse(&joined) else {
+        return Ok(addrs(list));
+    };
+    let zk = parsed?;
+    let net = net_config(common)?;
+    let (hosts, has_secret, insecure) = (zk.hosts.clone(), net.secret.is_some(), common.insecure);
+    smol::unblock(move || regent_std::net::check_zk_exposure(&hosts, has_secret, insecure))
+        .await
+        .map_err(|e| format!("--masters {joined}: {e}"))?;
+    let secret = net.secret.as_ref().map(|s| s.expose());
+    let masters = zk.resolve(secret, ZK_DETECT_TIMEOUT).await?;
+    tracing::info!(masters = ?masters, "masters read from ZooKeeper");
+    Ok(masters)
 }
 
 /// Stops a std-runtime driver on SIGTERM/SIGINT.
@@ -336,7 +366,7 @@ async fn run_std(common: &Common, command: Command) -> Result<ExitCode, String> 
         Command::Worker(a) => {
             let w = d::spawn_worker(d::WorkerConfig {
                 cluster: common.cluster.clone(),
-                masters: addrs(&a.masters),
+                masters: masters_of(common, &a.masters).await?,
                 cores: a.cores,
                 memory_mb: a.memory,
                 work_dir: a.work_dir,
@@ -353,7 +383,7 @@ async fn run_std(common: &Common, command: Command) -> Result<ExitCode, String> 
             let progress = std::io::stdout().is_terminal();
             let cfg = d::SubscriberConfig {
                 cluster: common.cluster.clone(),
-                masters: addrs(&a.masters),
+                masters: masters_of(common, &a.masters).await?,
                 name: a.name,
                 framework_id: a.framework_id,
                 failover_timeout: Duration::from_millis(a.failover_timeout),
@@ -462,7 +492,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Worker(a) => {
             let opts = regent_smol::worker::WorkerOptions {
                 cluster: common.cluster.clone(),
-                masters: addrs(&a.masters),
+                masters: masters_of(&common, &a.masters).await?,
                 cores: a.cores,
                 memory_mb: a.memory,
                 work_dir: a.work_dir,
@@ -476,7 +506,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Submit(a) => {
             let opts = regent_smol::submit::SubmitOptions {
                 cluster: common.cluster.clone(),
-                masters: addrs(&a.masters),
+                masters: masters_of(&common, &a.masters).await?,
                 name: a.name,
                 framework_id: a.framework_id,
                 failover_timeout: Duration::from_millis(a.failover_timeout),
@@ -501,7 +531,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         }
         Command::Status { masters, json, connect_timeout } => {
             let state = regent_smol::client::fetch_state_with(
-                &addrs(&masters),
+                &masters_of(&common, &masters).await?,
                 net_config(&common)?,
                 true,
                 patience(connect_timeout),
@@ -516,7 +546,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         }
         Command::Kill { masters, framework_id, connect_timeout } => {
             regent_smol::client::kill_framework_with(
-                &addrs(&masters),
+                &masters_of(&common, &masters).await?,
                 net_config(&common)?,
                 &framework_id,
                 patience(connect_timeout),
@@ -527,7 +557,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         }
         Command::RemoveWorker { masters, worker_id, connect_timeout } => {
             regent_smol::client::remove_worker_with(
-                &addrs(&masters),
+                &masters_of(&common, &masters).await?,
                 net_config(&common)?,
                 &worker_id,
                 patience(connect_timeout),
@@ -538,7 +568,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         }
         Command::StepDown { masters, connect_timeout } => {
             regent_smol::client::step_down_with(
-                &addrs(&masters),
+                &masters_of(&common, &masters).await?,
                 net_config(&common)?,
                 patience(connect_timeout),
             )

@@ -290,3 +290,37 @@ fn a_worker_given_only_the_leader_follows_the_standby_it_learned_of() {
         w.assert_running("after the handover");
     }
 }
+
+/// Issue 12: detection through ZooKeeper, Mesos style. `--masters
+/// zk://HOSTS/ROOT` reads the election nodes: `regent status` finds the
+/// leader, a worker started with it registers and follows the leader across
+/// a step-down; a wrong root is an error naming it.
+#[test]
+fn clients_and_workers_find_the_masters_through_zookeeper() {
+    let mut f = Fixture::start("zk-detect", None);
+    let zk_masters = format!("zk://{}{}", f.zk_addr, f.root);
+    let out = f.c.run(&["status", "--masters", &zk_masters, "--json"], Duration::from_secs(30));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "status: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let state: Value = serde_json::from_str(&stdout).expect("status --json prints JSON");
+    assert_eq!(state["id"], "m1", "the leader answers: {state}");
+
+    f.workers.push(f.c.worker("w3", std::slice::from_ref(&zk_masters), 1, 256, &[]));
+    let all = ["w1", "w2", "w3"];
+    wait_for(START, "w3 registered with the leader", || {
+        sole_alive(&f.specs, &[true, true], &all).map(|_| ())
+    });
+    let out = f.c.run(&["step-down", "--masters", &zk_masters], Duration::from_secs(30));
+    assert!(out.status.success(), "step-down: {}", String::from_utf8_lossy(&out.stderr));
+    let (leader, _) = wait_for(START, "m2 ALIVE with all three workers", || {
+        sole_alive(&f.specs, &[true, true], &all)
+    });
+    assert_eq!(leader, 1);
+
+    let wrong = format!("zk://{}/no-such-root", f.zk_addr);
+    let out = f.c.run(&["status", "--masters", &wrong], Duration::from_secs(60));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("/no-such-root/election"), "the error names the root: {err}");
+    f.assert_all_running("at the end");
+}

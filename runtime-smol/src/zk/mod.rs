@@ -36,6 +36,7 @@
 //! cluster's root (e.g. `/regent`) rather than pre-creating it open.
 
 mod backend;
+pub mod detect;
 pub mod exec;
 
 pub use backend::ZkBackend;

@@ -1,0 +1,138 @@
+//! Finding the masters through ZooKeeper, Mesos style: `--masters
+//! zk://HOST:PORT[,HOST:PORT...]/ROOT` instead of a static list.
+//!
+//! The election nodes under `<ROOT>/election` hold each candidate's id and
+//! advertised address ([`CandidateData`]); read in election order (lowest
+//! sequence, the leader, first) they are the list a worker, a submitter or
+//! an operator tool starts from. From there the protocol follows the
+//! leader as usual: the leader advertises the master set in its replies and
+//! tells its peers when it changes, and a peer follows a master only once
+//! that master's own `Hello` reply proves its epoch. The access is read-only;
+//! with a cluster secret the session authenticates (regent's nodes carry no
+//! world-readable ACL then), and without one a non-loopback ensemble is
+//! refused unless `--insecure` (the exposure rule of `--zk`).
+
+use super::ZkConfig;
+use regent_core::elector::{CandidateData, CandidateName};
+use regent_core::Addr;
+use std::time::Duration;
+
+/// The scheme prefix of a ZooKeeper masters list.
+pub const SCHEME: &str = "zk://";
+
+/// A parsed `zk://HOSTS/ROOT`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ZkMasters {
+    /// The connect string, `host:port[,host:port...]`.
+    pub hosts: String,
+    /// The cluster's root node, e.g. `/regent` (as given to `regent master
+    /// --zk-root`).
+    pub root: String,
+}
+
+impl ZkMasters {
+    /// Parses `zk://HOSTS/ROOT`; `None` when `spec` does not start with
+    /// `zk://`, an error naming what is wrong when it does but is malformed.
+    pub fn parse(spec: &str) -> Option<Result<ZkMasters, String>> {
+        let rest = spec.trim().strip_prefix(SCHEME)?;
+        let parsed = match rest.find('/') {
+            None => Err(format!("{spec}: no root path (zk://HOST:PORT[,HOST:PORT...]/ROOT)")),
+            Some(0) => Err(format!("{spec}: no ZooKeeper host before the root path")),
+            Some(i) => {
+                let (hosts, root) = rest.split_at(i);
+                let root = root.trim_end_matches('/');
+                if root.is_empty() {
+                    Err(format!("{spec}: the root path is empty (e.g. zk://{hosts}/regent)"))
+                } else if hosts.split(',').any(|h| h.trim().is_empty()) {
+                    Err(format!("{spec}: an empty host in {hosts:?}"))
+                } else {
+                    Ok(ZkMasters { hosts: hosts.to_owned(), root: root.to_owned() })
+                }
+            }
+        };
+        Some(parsed)
+    }
+
+    /// Reads the election nodes and returns the masters' advertised
+    /// addresses, the leader first, within `timeout`. An error names the
+    /// ensemble and what failed (unreachable, no election, no candidates,
+    /// refused credentials).
+    pub async fn resolve(
+        &self,
+        secret: Option<&[u8]>,
+        timeout: Duration,
+    ) -> Result<Vec<Addr>, String> {
+        let mut config = ZkConfig::new(self.hosts.clone());
+        if let Some(s) = secret {
+            config = config.with_secret(s.to_vec());
+        }
+        let election = format!("{}/election", self.root);
+        let read = async {
+            let client = config
+                .connect(timeout)
+                .await
+                .map_err(|e| format!("cannot reach ZooKeeper at {}: {e}", self.hosts))?;
+            let names = client.list_children(&election).await.map_err(|e| {
+                format!(
+                    "cannot list {election} at {}: {e} (is --zk-root {} right?)",
+                    self.hosts, self.root
+                )
+            })?;
+            let mut candidates: Vec<(u64, String)> = names
+                .into_iter()
+                .filter_map(|n| CandidateName::parse(&n).map(|c| (c.seq, n)))
+                .collect();
+            candidates.sort();
+            let mut addrs: Vec<Addr> = Vec::new();
+            for (_, name) in candidates {
+                let path = format!("{election}/{name}");
+                // A candidate that left meanwhile is simply not listed.
+                let Ok((data, _)) = client.get_data(&path).await else { continue };
+                if let Some(d) = CandidateData::decode(&data) {
+                    if !addrs.contains(&d.addr) {
+                        addrs.push(d.addr);
+                    }
+                }
+            }
+            if addrs.is_empty() {
+                return Err(format!("no master is a candidate under {election} at {}", self.hosts));
+            }
+            Ok(addrs)
+        };
+        smol::future::or(read, async {
+            async_io::Timer::after(timeout).await;
+            Err(format!(
+                "reading the masters from ZooKeeper at {} timed out after {timeout:?}",
+                self.hosts
+            ))
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_hosts_and_root() {
+        let z = ZkMasters::parse("zk://10.0.0.1:2181,10.0.0.2:2181/regent/prod").unwrap().unwrap();
+        assert_eq!(z.hosts, "10.0.0.1:2181,10.0.0.2:2181");
+        assert_eq!(z.root, "/regent/prod");
+        assert_eq!(ZkMasters::parse("zk://h:1/regent/").unwrap().unwrap().root, "/regent");
+        assert_eq!(ZkMasters::parse("127.0.0.1:7077"), None, "a plain address is no zk:// list");
+    }
+
+    #[test]
+    fn malformed_lists_are_named() {
+        for (spec, says) in [
+            ("zk://h:2181", "no root path"),
+            ("zk:///regent", "no ZooKeeper host"),
+            ("zk://h:2181/", "root path is empty"),
+            ("zk://a:1,,b:2/r", "an empty host"),
+        ] {
+            let err = ZkMasters::parse(spec).unwrap().unwrap_err();
+            assert!(err.contains(says) && err.contains(spec), "{spec}: {err}");
+        }
+    }
+}
