@@ -36,6 +36,7 @@ fn master_options(listen: SocketAddr, store: &Path, net: Arc<NetConfig>) -> Mast
         heartbeat_interval: Duration::from_millis(500),
         net,
         insecure: false,
+        previous_secrets: Vec::new(),
         ready: None,
     }
 }
