@@ -37,6 +37,7 @@ fn master_options(listen: SocketAddr, store: &Path, net: Arc<NetConfig>) -> Mast
         max_frameworks: regent_core::limits::DEFAULT_MAX_FRAMEWORKS,
         net,
         insecure: false,
+        previous_secrets: Vec::new(),
         ready: None,
     }
 }

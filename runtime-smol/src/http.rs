@@ -471,6 +471,12 @@ pub fn metrics_text(s: &HttpSnapshot) -> String {
         vec![(None, n.store_resends)],
     );
     family(
+        "regent_store_reseals_total",
+        "counter",
+        "Records this master wrote again under the current record key after finding them sealed under a previous one (ZooKeeper store).",
+        vec![(None, n.store_reseals)],
+    );
+    family(
         "regent_workers",
         "gauge",
         "Workers in this master's registry, by state.",

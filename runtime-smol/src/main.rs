@@ -139,7 +139,9 @@ enum Command {
 
 #[derive(Subcommand, Debug)]
 enum StoreCommand {
-    /// Verify every record, naming any damaged one.
+    /// Verify every record, naming any damaged one (with --secret-file, as a
+    /// master with that secret would: a record that is not sealed under it
+    /// is named too).
     Check {
         /// The store directory.
         dir: PathBuf,
@@ -149,6 +151,35 @@ enum StoreCommand {
         /// The store directory.
         dir: PathBuf,
     },
+    /// Seal every record under the cluster secret (--secret-file), with
+    /// every master of the cluster stopped: records sealed under a previous
+    /// secret (--previous-secret-file) or, with --accept-unsealed, written
+    /// without a secret are verified and written again under the current
+    /// one. In ZooKeeper, every node of the cluster is also made readable
+    /// and writable by the current secret only.
+    Seal(SealArgs),
+}
+
+#[derive(Args, Debug)]
+struct SealArgs {
+    /// The filesystem store's directory (or give --zk).
+    #[arg(required_unless_present = "zk", conflicts_with = "zk")]
+    dir: Option<PathBuf>,
+    /// The ZooKeeper servers of a `--recovery zookeeper` cluster.
+    #[arg(long, value_delimiter = ',')]
+    zk: Vec<String>,
+    /// The cluster's root node in ZooKeeper.
+    #[arg(long, default_value = "/regent")]
+    zk_root: String,
+    /// A file holding a previous cluster secret whose records are verified
+    /// and re-sealed (repeat for several).
+    #[arg(long = "previous-secret-file", value_name = "F")]
+    previous_secret_files: Vec<PathBuf>,
+    /// Also accept records that carry no seal (a store from before the
+    /// secret was set), checked by their CRC only: say so only for a store
+    /// you trust (see `regent store dump`).
+    #[arg(long)]
+    accept_unsealed: bool,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -210,6 +241,11 @@ struct MasterArgs {
     /// listen address).
     #[arg(long)]
     advertise: Option<String>,
+    /// A file holding a previous cluster secret (a rotation; repeat for
+    /// several): records sealed under it are still read, and re-sealed under
+    /// --secret-file; ZooKeeper sessions also authenticate with it.
+    #[arg(long = "previous-secret-file", value_name = "F")]
+    previous_secret_files: Vec<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -264,16 +300,20 @@ struct SubmitArgs {
     connect_timeout: ConnectTimeout,
 }
 
+/// Reads a cluster secret from a file (surrounding whitespace trimmed).
+fn read_secret(path: &std::path::Path) -> Result<Secret, String> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| format!("cannot read the secret file {}: {e}", path.display()))?;
+    let trimmed = bytes.trim_ascii().to_vec();
+    Secret::new(trimmed).map_err(|e| format!("secret file {}: {e}", path.display()))
+}
+
+fn read_secrets(paths: &[PathBuf]) -> Result<Vec<Secret>, String> {
+    paths.iter().map(|p| read_secret(p)).collect()
+}
+
 fn net_config(common: &Common) -> Result<Arc<NetConfig>, String> {
-    let secret = match &common.secret_file {
-        None => None,
-        Some(path) => {
-            let bytes = std::fs::read(path)
-                .map_err(|e| format!("cannot read the secret file {}: {e}", path.display()))?;
-            let trimmed = bytes.trim_ascii().to_vec();
-            Some(Secret::new(trimmed).map_err(|e| format!("secret file {}: {e}", path.display()))?)
-        }
-    };
+    let secret = common.secret_file.as_deref().map(read_secret).transpose()?;
     let mut net = NetConfig::new(common.cluster.clone(), secret);
     net.insecure = common.insecure;
     Ok(Arc::new(net))
@@ -358,6 +398,7 @@ async fn run_std(common: &Common, command: Command) -> Result<ExitCode, String> 
             cfg.heartbeat_interval = Duration::from_millis(a.heartbeat_interval);
             cfg.max_frameworks = a.max_frameworks as usize;
             cfg.insecure = common.insecure;
+            cfg.previous_secrets = read_secrets(&a.previous_secret_files)?;
             let m = d::spawn_master(cfg)?;
             stop_on_shutdown(m.stopper());
             smol::unblock(move || m.wait()).await?;
@@ -484,6 +525,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
                 max_frameworks: a.max_frameworks as usize,
                 net,
                 insecure: common.insecure,
+                previous_secrets: read_secrets(&a.previous_secret_files)?,
                 ready: None,
             };
             regent_smol::master::run_master(opts, shutdown_channel()).await?;
@@ -585,20 +627,26 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             println!("{}", regent_smol::http::bearer_token(secret));
             Ok(ExitCode::SUCCESS)
         }
-        Command::Store { command } => store_command(command),
+        Command::Store { command: StoreCommand::Seal(a) } => seal_command(&common, a).await,
+        Command::Store { command } => store_command(&common, command),
         Command::Demo => regent_smol::demo::run_demo().await.map(|()| ExitCode::SUCCESS),
     }
 }
 
-fn store_command(command: StoreCommand) -> Result<ExitCode, String> {
+fn store_command(common: &Common, command: StoreCommand) -> Result<ExitCode, String> {
     let (dir, dump) = match command {
         StoreCommand::Check { dir } => (dir, false),
         StoreCommand::Dump { dir } => (dir, true),
+        StoreCommand::Seal(_) => unreachable!("run by seal_command"),
     };
     if !dir.is_dir() {
         return Err(format!("{} is not a directory", dir.display()));
     }
-    match regent_std::store::FsStore::open(&dir, "regent store") {
+    // No previous secrets here: a check only reads, and re-sealing is a
+    // write (`regent store seal`).
+    let secret = common.secret_file.as_deref().map(read_secret).transpose()?;
+    let sealing = regent_std::store::master_sealing(secret.as_ref(), &[])?;
+    match regent_std::store::FsStore::open_with(&dir, "regent store", sealing) {
         Ok((_store, loaded)) => {
             for w in &loaded.warnings {
                 println!("warning: {w}");
@@ -616,4 +664,63 @@ fn store_command(command: StoreCommand) -> Result<ExitCode, String> {
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// `regent store seal`: see [`StoreCommand::Seal`].
+async fn seal_command(common: &Common, a: SealArgs) -> Result<ExitCode, String> {
+    use regent_core::store::seal::Seal;
+    let secret = common
+        .secret_file
+        .as_deref()
+        .map(read_secret)
+        .transpose()?
+        .ok_or("regent store seal needs the cluster secret (--secret-file F) to seal with")?;
+    let previous = read_secrets(&a.previous_secret_files)?;
+    let mut sealing = regent_std::store::master_sealing(Some(&secret), &previous)?;
+    if a.accept_unsealed {
+        sealing = sealing.accepting_unsealed();
+    }
+    let key = sealing.current_key_id().map(|k| k.to_string()).unwrap_or_default();
+    let how = |seal: &Seal| match seal {
+        Seal::Unsealed => "unsealed".to_owned(),
+        Seal::Sealed(k) => format!("sealed under previous key {k}"),
+    };
+    if let Some(dir) = a.dir {
+        if !dir.is_dir() {
+            return Err(format!("{} is not a directory", dir.display()));
+        }
+        // The directory lock keeps a running master out (and this out of a
+        // running master's store).
+        let (_store, loaded) =
+            regent_std::store::FsStore::open_with(&dir, "regent store seal", sealing)
+                .map_err(|e| format!("store {}: {e}", dir.display()))?;
+        for (k, seal) in &loaded.resealed {
+            println!("sealed {k} (was {})", how(seal));
+        }
+        println!(
+            "{}: {} records, {} re-sealed, all sealed under key {key}",
+            dir.display(),
+            loaded.records.len(),
+            loaded.resealed.len()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let hosts = a.zk.join(",");
+    let mut zk = regent_smol::zk::ZkConfig::new(hosts).with_secret(secret.expose().to_vec());
+    for p in &previous {
+        zk = zk.with_previous_secret(p.expose().to_vec());
+    }
+    let report = regent_smol::zk::seal::seal_zookeeper(&zk, &a.zk_root, &sealing).await?;
+    for (path, seal) in &report.resealed {
+        println!("sealed {path} (was {})", how(seal));
+    }
+    println!(
+        "{}: {} records, {} re-sealed, all sealed under key {key}; {} nodes readable and \
+         writable by the current secret only",
+        a.zk_root,
+        report.records,
+        report.resealed.len(),
+        report.acls_set.len()
+    );
+    Ok(ExitCode::SUCCESS)
 }

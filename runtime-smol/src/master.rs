@@ -14,13 +14,13 @@ use crate::http::{self, HttpQuery, HttpSnapshot};
 use crate::net::{self, ConnHandle, NetConfig, NetEvent};
 use crate::zk::{ZkBackend, ZkConfig};
 use async_channel::{Receiver, Sender};
-use regent_core::auth::Side;
+use regent_core::auth::{Secret, Side};
 use regent_core::node::master::{
     Config, Input as NodeInput, Leadership, Note, Output, StoreResult,
 };
 use regent_core::node::{DialId, DialResult, MasterNode};
 use regent_core::{Addr, ConnId, MasterId, Millis};
-use regent_std::store::{LocalStore, Op};
+use regent_std::store::{master_sealing, LocalStore, Op};
 use smol::net::{TcpListener, TcpStream};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
@@ -77,6 +77,10 @@ pub struct MasterOptions {
     pub net: Arc<NetConfig>,
     /// Allow a non-loopback listen address without a secret.
     pub insecure: bool,
+    /// Secrets being rotated out: records sealed under them are still read
+    /// (and re-sealed under the secret of `net`), and ZooKeeper sessions
+    /// also authenticate with their credentials. Needs that secret.
+    pub previous_secrets: Vec<Secret>,
     /// Tells the caller the bound addresses once listening.
     pub ready: Option<Sender<SocketAddr>>,
 }
@@ -170,11 +174,12 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
         opts.max_frameworks,
     );
 
+    let sealing = master_sealing(opts.net.secret.as_ref(), &opts.previous_secrets)?;
     let (leadership, local, backend) = match &opts.recovery {
         Recovery::None => (Leadership::Single, Some(LocalStore::Memory), None),
         Recovery::Filesystem { dir } => {
             let sink = tx.clone();
-            let store = LocalStore::open_files(dir, &opts.id, move |results| {
+            let store = LocalStore::open_files(dir, &opts.id, sealing.clone(), move |results| {
                 let _ = sink.send_blocking(Input::Store(results));
             })?;
             (Leadership::Single, Some(store), None)
@@ -183,6 +188,9 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
             let mut zkc = ZkConfig::new(hosts.clone());
             if let Some(secret) = &opts.net.secret {
                 zkc = zkc.with_secret(secret.expose().to_vec());
+            }
+            for previous in &opts.previous_secrets {
+                zkc = zkc.with_previous_secret(previous.expose().to_vec());
             }
             let mut ecfg = regent_core::elector::Config::new(
                 root.clone(),
@@ -203,7 +211,8 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
     let start = Instant::now();
     let clock_base = crate::wall_clock_ms();
     let cluster = opts.net.cluster.clone();
-    let node = MasterNode::new(Config { master: mcfg, leadership, clock_base, cluster });
+    let node = MasterNode::new(Config { master: mcfg, leadership, clock_base, cluster })
+        .with_sealing(sealing);
     let mut pump = Pump {
         start,
         node,

@@ -9,7 +9,7 @@ use regent_core::elector::{
     ZkResult,
 };
 use regent_core::Millis;
-use regent_smol::zk::{digest_credentials, ZkBackend, ZkConfig};
+use regent_smol::zk::{digest_credentials, digest_id, ZkBackend, ZkConfig};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use support::zk_proxy::ZkProxy;
@@ -275,7 +275,7 @@ fn connection_loss_on_create_is_reported_as_connection_loss_then_reconnects() {
 }
 
 #[test]
-fn with_a_secret_only_the_cluster_writes_and_everyone_reads() {
+fn with_a_secret_only_the_cluster_reads_or_writes() {
     let server = ZkServer::start();
     smol::block_on(async {
         let zk = ZkConfig::new(server.addr()).with_secret("cluster secret");
@@ -317,7 +317,12 @@ fn with_a_secret_only_the_cluster_writes_and_everyone_reads() {
             }
         };
         let stranger = connect(None).await;
-        assert_eq!(stranger.get_data(node).await.unwrap().0, b"mine");
+        // No world access at all: records hold commands and environments.
+        assert_eq!(stranger.get_data(node).await.unwrap_err(), zookeeper_client::Error::NoAuth);
+        assert_eq!(
+            stranger.list_children(parent).await.unwrap_err(),
+            zookeeper_client::Error::NoAuth
+        );
         assert_eq!(
             stranger.set_data(node, b"theirs", None).await.unwrap_err(),
             zookeeper_client::Error::NoAuth
@@ -336,9 +341,50 @@ fn with_a_secret_only_the_cluster_writes_and_everyone_reads() {
         );
         let member = connect(Some(digest_credentials(b"cluster secret"))).await;
         member.set_data(node, b"ours", None).await.expect("the cluster writes");
+        assert_eq!(member.get_data(node).await.unwrap().0, b"ours");
         let (acls, _) = member.get_acl(node).await.unwrap();
-        eprintln!("ACL: {acls:?}");
-        assert_eq!(acls.len(), 2);
+        let want = vec![zookeeper_client::Acl::new(
+            zookeeper_client::Permission::ALL,
+            zookeeper_client::AuthId::new("digest", &digest_id(b"cluster secret")),
+        )];
+        assert_eq!(acls, want, "exactly the cluster's digest identity, nothing for the world");
+
+        // A rotation: a backend with a new secret that still holds the old
+        // one reaches the old nodes, and creates new ones for the new
+        // identity only.
+        let rotating = ZkConfig::new(server.addr())
+            .with_secret("the next cluster secret")
+            .with_previous_secret("cluster secret");
+        let mut b2 = ZkBackend::new(rotating);
+        let (session2, _) = open(&mut b2, 3000).await;
+        let mut r2 = Runner { session: session2, next_req: 1000, watches: Vec::new() };
+        let child = "/regent-secret/new";
+        let res = r2
+            .run(
+                &mut b2,
+                vec![
+                    ZkOp::GetData { path: node.into(), watch: false },
+                    ZkOp::Create {
+                        path: child.into(),
+                        data: b"new".to_vec(),
+                        mode: CreateMode::Persistent,
+                    },
+                ],
+            )
+            .await;
+        assert!(matches!(&res[0], Ok(ZkReply::Data { data, .. }) if data == b"ours"), "{res:?}");
+        assert_eq!(res[1], Ok(ZkReply::Created { path: child.into() }));
+        let (acls, _) = connect(Some(digest_credentials(b"the next cluster secret")))
+            .await
+            .get_acl(child)
+            .await
+            .unwrap();
+        assert_eq!(acls.len(), 1);
+        assert_eq!(acls[0].id(), digest_id(b"the next cluster secret"));
+        assert_eq!(member.get_data(child).await.unwrap_err(), zookeeper_client::Error::NoAuth);
+        drop(b2);
+        // Deleting checks the parent's ACL (the old identity's).
+        member.delete(child, None).await.unwrap();
         member.delete(node, None).await.unwrap();
         member.delete(parent, None).await.unwrap();
     });

@@ -36,6 +36,7 @@ use crate::elector::{self, Elector, ElectorStatus, RequestId, ZkCommand, ZkEvent
 use crate::ids::{Addr, ConnId, Epoch, Incarnation};
 use crate::master::{self, Master, Status};
 use crate::protocol::{LeaderHint, Message};
+use crate::store::seal::Sealing;
 use crate::store::{Record, RecordKey, WriteId};
 use crate::time::Millis;
 use std::collections::{BTreeMap, VecDeque};
@@ -256,6 +257,8 @@ pub struct Metrics {
     pub revocations: u64,
     /// Store writes started again after a `ConnectionLoss`.
     pub store_resends: u64,
+    /// Records re-sealed under the current key after a load (a rotation).
+    pub store_reseals: u64,
 }
 
 enum Inner {
@@ -312,6 +315,17 @@ impl MasterNode {
         }
     }
 
+    /// The same node, sealing and checking its ZooKeeper store's records
+    /// with `sealing` (see [`crate::store::seal`]); without this call records
+    /// are unsealed ([`Sealing::none`]). In single-master modes the runtime's
+    /// store does the sealing and this changes nothing.
+    pub fn with_sealing(mut self, sealing: Sealing) -> Self {
+        if let Some(store) = &mut self.store {
+            store.set_sealing(sealing);
+        }
+        self
+    }
+
     /// The master machine (read-only: state, status, registry).
     pub fn master(&self) -> &Master {
         &self.master
@@ -331,6 +345,7 @@ impl MasterNode {
     pub fn metrics(&self) -> Metrics {
         let mut m = self.metrics.clone();
         m.store_resends = self.store.as_ref().map_or(0, |s| s.resends);
+        m.store_reseals = self.store.as_ref().map_or(0, |s| s.reseals);
         m
     }
 

@@ -35,12 +35,22 @@
 //! * *load*: `Sync` first, so a new leader never reads a lagging server and
 //!   misses a record the old leader had acknowledged; then the listing and
 //!   every read, all sent before the first answer arrives.
+//!
+//! **Sealing.** Records are written and checked with the master's
+//! [`Sealing`] (see [`crate::store::seal`]): with a cluster secret every
+//! image is sealed under the current key, and a load refuses, by node, any
+//! record that is unsealed, sealed under an unknown key or whose MAC fails.
+//! Records a load found sealed under a previous key (a rotation) are written
+//! again under the current one right after the load, as fenced puts queued
+//! before any later write, so one leadership with both secrets re-seals the
+//! whole store.
 
 use crate::elector::{CreateMode, MultiOp, Stat, ZkError, ZkOp, ZkReply, ZkResult};
 use crate::ids::Incarnation;
 use crate::master;
 use crate::store::format::{self, Damage, RecordError};
 use crate::store::names::key_stem;
+use crate::store::seal::Sealing;
 use crate::store::{Record, RecordKey, WriteId};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -75,6 +85,8 @@ enum Kind {
 
 #[derive(Clone, Debug)]
 struct Job {
+    /// The master's write; `None` for a load, and for a re-seal (a put the
+    /// store makes on its own after a load, reported to nobody).
     write: Option<WriteId>,
     kind: Kind,
 }
@@ -114,6 +126,10 @@ pub(crate) struct ZkStore {
     pub(crate) resends: u64,
     /// Nodes under `<root>/state/` that are not records (left alone).
     pub(crate) ignored_nodes: u64,
+    /// The keys records are sealed with and checked against.
+    sealing: Sealing,
+    /// Records re-sealed under the current key after a load.
+    pub(crate) reseals: u64,
 }
 
 impl ZkStore {
@@ -130,7 +146,14 @@ impl ZkStore {
             paths_ensured: false,
             resends: 0,
             ignored_nodes: 0,
+            sealing: Sealing::none(),
+            reseals: 0,
         }
+    }
+
+    /// Seal and check records with `sealing` from now on.
+    pub(crate) fn set_sealing(&mut self, sealing: Sealing) {
+        self.sealing = sealing;
     }
 
     /// The node a key is stored under.
@@ -230,7 +253,7 @@ impl ZkStore {
                 Ok(ZkReply::Children(names)) => self.read_all(names, out),
                 Err(ZkError::NoNode) => {
                     self.paths_ensured = false;
-                    self.finish(master::Event::Loaded { records: Vec::new() }, out)
+                    self.finish(Some(master::Event::Loaded { records: Vec::new() }), out)
                 }
                 other => self.fail(format!("listing {} failed: {other:?}", self.state), out),
             },
@@ -280,7 +303,7 @@ impl ZkStore {
             }
             (Stage::EpochRead, Kind::Put(record)) => match result {
                 Ok(ZkReply::Data { data, stat })
-                    if format::encode(record).is_ok_and(|image| image == data) =>
+                    if format::encode_with(record, &self.sealing).is_ok_and(|image| image == data) =>
                 {
                     self.epoch_version = Some(stat.version);
                     self.done(out)
@@ -298,8 +321,8 @@ impl ZkStore {
                 Ok(ZkReply::Data { data, stat }) => {
                     let path = self.node_path(key);
                     if let Some(want) = incarnation {
-                        let stored = match format::decode_named(&path, &data) {
-                            Ok(Record::Worker(w)) => Some(w.incarnation),
+                        let stored = match format::decode_named_with(&path, &data, &self.sealing) {
+                            Ok((Record::Worker(w), _)) => Some(w.incarnation),
                             Ok(_) => None,
                             Err(e) => {
                                 self.fail_damaged(vec![e], out);
@@ -383,7 +406,7 @@ impl ZkStore {
                 }
             }
             Kind::Put(record) => {
-                let image = match format::encode(&record) {
+                let image = match format::encode_with(&record, &self.sealing) {
                     Ok(image) => image,
                     Err(e) => return self.fail(e.to_string(), out),
                 };
@@ -450,7 +473,7 @@ impl ZkStore {
         names.sort();
         if names.is_empty() {
             self.epoch_version = None;
-            return self.finish(master::Event::Loaded { records: Vec::new() }, out);
+            return self.finish(Some(master::Event::Loaded { records: Vec::new() }), out);
         }
         let n = names.len();
         self.stage = Stage::LoadRead { names: names.clone(), results: vec![None; n], left: n };
@@ -467,6 +490,7 @@ impl ZkStore {
         out: &mut Vec<StoreOutput>,
     ) {
         let mut records = Vec::with_capacity(names.len());
+        let mut reseal = Vec::new();
         let mut errors = Vec::new();
         self.epoch_version = None;
         for (name, result) in names.iter().zip(results) {
@@ -479,14 +503,17 @@ impl ZkStore {
                     return self.fail(format!("reading {path} failed: {other:?}"), out);
                 }
             };
-            match format::decode_named(&path, &data) {
-                Ok(record) if key_stem(&record.key()) == *name => {
+            match format::decode_named_with(&path, &data, &self.sealing) {
+                Ok((record, seal)) if key_stem(&record.key()) == *name => {
                     if matches!(record, Record::Epoch(_)) {
                         self.epoch_version = Some(stat.version);
                     }
+                    if self.sealing.needs_reseal(seal) {
+                        reseal.push(record.clone());
+                    }
                     records.push(record)
                 }
-                Ok(record) => errors.push(RecordError {
+                Ok((record, _)) => errors.push(RecordError {
                     record: path.clone(),
                     damage: Damage::WrongKey {
                         stored_as: name.clone(),
@@ -500,7 +527,13 @@ impl ZkStore {
             return self.fail_damaged(errors, out);
         }
         records.sort_by_key(|r| r.key());
-        self.finish(master::Event::Loaded { records }, out)
+        // Right behind the load, ahead of any write the master makes after
+        // it: a re-seal writes what was loaded, never over something newer.
+        reseal.sort_by_key(|r| r.key());
+        for (i, record) in reseal.into_iter().enumerate() {
+            self.jobs.insert(i + 1, Job { write: None, kind: Kind::Put(record) });
+        }
+        self.finish(Some(master::Event::Loaded { records }), out)
     }
 
     fn fenced_op(&mut self, op: MultiOp, out: &mut Vec<StoreOutput>) {
@@ -513,7 +546,7 @@ impl ZkStore {
     fn set(&mut self, record: &Record, out: &mut Vec<StoreOutput>) {
         self.stage = Stage::Set;
         let path = self.node_path(&record.key());
-        let data = match format::encode(record) {
+        let data = match format::encode_with(record, &self.sealing) {
             Ok(data) => data,
             Err(e) => return self.fail(e.to_string(), out),
         };
@@ -524,7 +557,7 @@ impl ZkStore {
     fn create(&mut self, record: &Record, out: &mut Vec<StoreOutput>) {
         self.stage = Stage::Create;
         let path = self.node_path(&record.key());
-        let data = match format::encode(record) {
+        let data = match format::encode_with(record, &self.sealing) {
             Ok(data) => data,
             Err(e) => return self.fail(e.to_string(), out),
         };
@@ -562,25 +595,183 @@ impl ZkStore {
     /// The running write is confirmed. (A load ends in `loaded`, never
     /// here; should one, it fails loudly rather than load nothing.)
     fn done(&mut self, out: &mut Vec<StoreOutput>) {
-        match self.jobs.front().and_then(|j| j.write) {
-            Some(write) => self.finish(master::Event::Persisted { write }, out),
-            None => self.fail("a load ended without its records".into(), out),
+        match self.jobs.front() {
+            Some(Job { write: Some(write), .. }) => {
+                let write = *write;
+                self.finish(Some(master::Event::Persisted { write }), out)
+            }
+            Some(Job { write: None, kind: Kind::Put(_) }) => {
+                self.reseals += 1;
+                self.finish(None, out)
+            }
+            _ => self.fail("a load ended without its records".into(), out),
         }
     }
 
     fn fail(&mut self, reason: String, out: &mut Vec<StoreOutput>) {
-        let event = match self.jobs.front().and_then(|j| j.write) {
-            Some(write) => master::Event::PersistFailed { write, reason },
-            None => master::Event::LoadFailed { reason },
+        let event = match self.jobs.front() {
+            Some(Job { write: Some(write), .. }) => {
+                Some(master::Event::PersistFailed { write: *write, reason })
+            }
+            // A re-seal that failed is reported to nobody: the record stays
+            // as loaded (still accepted), and the cause (a fence, a lost
+            // session) fails the master's next write.
+            Some(Job { write: None, kind: Kind::Put(_) }) => None,
+            _ => Some(master::Event::LoadFailed { reason }),
         };
         self.finish(event, out)
     }
 
-    fn finish(&mut self, event: master::Event, out: &mut Vec<StoreOutput>) {
+    fn finish(&mut self, event: Option<master::Event>, out: &mut Vec<StoreOutput>) {
         self.jobs.pop_front();
         self.expect.clear();
         self.stage = Stage::Idle;
-        out.push(StoreOutput::Done(event));
+        if let Some(event) = event {
+            out.push(StoreOutput::Done(event));
+        }
         self.start_head(out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::Secret;
+    use crate::elector::Stat;
+    use crate::ids::Epoch;
+    use crate::store::seal::SealKey;
+    use crate::store::WorkerRecord;
+
+    fn secret(s: &str) -> Secret {
+        Secret::new(s.as_bytes().to_vec()).unwrap()
+    }
+
+    fn worker(id: &str) -> Record {
+        Record::Worker(WorkerRecord {
+            id: crate::ids::WorkerId::new(id),
+            incarnation: Incarnation(1),
+            cores: 1,
+            memory_mb: 1,
+        })
+    }
+
+    fn stat() -> Stat {
+        Stat { version: 0, cversion: 0, ephemeral_owner: None, czxid: 1, mzxid: 1 }
+    }
+
+    /// Runs a load over `images` (node name, bytes) and returns what the
+    /// store reported and the requests it made after the reads.
+    fn load(sealing: Sealing, images: &[(&str, Vec<u8>)]) -> (Vec<master::Event>, Vec<ZkOp>) {
+        let mut store = ZkStore::new("/r");
+        store.set_sealing(sealing);
+        store.paths_ensured = true;
+        store.set_fence(Some(MultiOp::Check { path: "/r/election/n".into(), version: 0 }));
+        let mut out = Vec::new();
+        store.load(&mut out);
+        let tag = |out: &[StoreOutput]| match out.last() {
+            Some(StoreOutput::Request { tag, .. }) => *tag,
+            other => panic!("{other:?}"),
+        };
+        let t = tag(&out);
+        let _ = store.on_reply(t, Ok(ZkReply::Synced), &mut out);
+        let t = tag(&out);
+        let names = images.iter().map(|(n, _)| n.to_string()).collect();
+        out.clear();
+        let _ = store.on_reply(t, Ok(ZkReply::Children(names)), &mut out);
+        let reads: Vec<(u64, String)> = out
+            .drain(..)
+            .map(|o| match o {
+                StoreOutput::Request { tag, op: ZkOp::GetData { path, .. } } => (tag, path),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        for (tag, path) in reads {
+            let name = path.rsplit('/').next().unwrap();
+            let data = images.iter().find(|(n, _)| *n == name).unwrap().1.clone();
+            let _ = store.on_reply(tag, Ok(ZkReply::Data { data, stat: stat() }), &mut out);
+        }
+        let mut events = Vec::new();
+        let mut ops = Vec::new();
+        for o in out {
+            match o {
+                StoreOutput::Done(e) => events.push(e),
+                StoreOutput::Request { op, .. } => ops.push(op),
+            }
+        }
+        (events, ops)
+    }
+
+    fn failure(events: &[master::Event]) -> String {
+        match events {
+            [master::Event::LoadFailed { reason }] => reason.clone(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_planted_unsealed_record_fails_the_load_naming_the_node() {
+        let s = Sealing::with_secret(&secret("the current cluster secret"));
+        let (events, ops) = load(
+            s.clone(),
+            &[
+                ("epoch", format::encode_with(&Record::Epoch(Epoch(3)), &s).unwrap()),
+                ("w-a", format::encode_with(&worker("a"), &s).unwrap()),
+                ("w-planted", format::encode(&worker("planted")).unwrap()),
+            ],
+        );
+        let reason = failure(&events);
+        assert!(reason.starts_with("1 damaged record(s) in ZooKeeper: "), "{reason}");
+        assert!(reason.contains("record /r/state/w-planted: not sealed"), "{reason}");
+        assert!(ops.is_empty(), "nothing is written: {ops:?}");
+    }
+
+    #[test]
+    fn an_altered_record_and_one_under_an_unknown_key_are_both_named() {
+        let s = Sealing::with_secret(&secret("the current cluster secret"));
+        let other = secret("some other cluster secret");
+        let mut altered = format::encode_with(&worker("a"), &s).unwrap();
+        altered[20] ^= 4;
+        let (events, _) = load(
+            s,
+            &[
+                ("w-a", altered),
+                ("w-b", format::encode_with(&worker("b"), &Sealing::with_secret(&other)).unwrap()),
+            ],
+        );
+        let reason = failure(&events);
+        assert!(reason.contains("record /r/state/w-a: MAC does not verify"), "{reason}");
+        let id = SealKey::derive(&other).id();
+        assert!(reason.contains(&format!("record /r/state/w-b: sealed under record key {id}")));
+    }
+
+    #[test]
+    fn without_a_secret_a_sealed_record_cannot_be_verified() {
+        let s = Sealing::with_secret(&secret("the current cluster secret"));
+        let (events, _) =
+            load(Sealing::none(), &[("w-a", format::encode_with(&worker("a"), &s).unwrap())]);
+        let reason = failure(&events);
+        assert!(reason.contains("record /r/state/w-a: sealed under record key"), "{reason}");
+        assert!(reason.contains("no cluster secret to verify it"), "{reason}");
+    }
+
+    #[test]
+    fn records_under_a_previous_key_are_resealed_right_after_the_load() {
+        let (cur, prev) = (secret("the current cluster secret"), secret("the previous secret!"));
+        let rotating = Sealing::with_secret(&cur).and_previous(&prev);
+        let old = Sealing::with_secret(&prev);
+        let (events, ops) = load(
+            rotating.clone(),
+            &[
+                ("w-a", format::encode_with(&worker("a"), &old).unwrap()),
+                ("w-b", format::encode_with(&worker("b"), &rotating).unwrap()),
+            ],
+        );
+        assert_eq!(events, vec![master::Event::Loaded { records: vec![worker("a"), worker("b")] }]);
+        // The first re-seal is on its way, fenced, under the current key.
+        let [ZkOp::Multi(multi)] = &ops[..] else { panic!("{ops:?}") };
+        assert!(matches!(&multi[0], MultiOp::Check { .. }), "{multi:?}");
+        let MultiOp::SetData { path, data, .. } = &multi[1] else { panic!("{multi:?}") };
+        assert_eq!(path, "/r/state/w-a");
+        assert_eq!(data, &format::encode_with(&worker("a"), &rotating).unwrap());
     }
 }

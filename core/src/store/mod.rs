@@ -5,10 +5,13 @@
 //! `Persist`/`Unpersist` actions against a store (filesystem or ZooKeeper) and
 //! feeds back `Persisted` (or a failure, which costs the leadership: DESIGN
 //! rule 8). Writes to one key are applied in order; a delete of a worker
-//! record is conditional on the incarnation it names.
+//! record is conditional on the incarnation it names. With a cluster secret
+//! every record is sealed (a key id and an HMAC-SHA256, see [`seal`]), so a
+//! planted or altered record is refused by name on load.
 
 pub mod format;
 pub mod names;
+pub mod seal;
 
 use crate::ids::{Epoch, ExecutorId, FrameworkId, Incarnation, WorkerId};
 use crate::protocol::{ExecutorState, GroupSpec};

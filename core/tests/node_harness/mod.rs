@@ -19,6 +19,7 @@ use regent_core::node::master::{Config, Input, Leadership, Note, Output, StoreRe
 use regent_core::node::{DialId, DialResult, MasterNode};
 use regent_core::protocol::{Hello, Message, RegisterWorker, Role, Subscribe, PROTOCOL_VERSION};
 use regent_core::store::names::key_stem;
+use regent_core::store::seal::Sealing;
 use regent_core::store::{format, Record, RecordKey};
 use regent_core::testkit::zk::ZkModel;
 use regent_core::{Addr, ConnId, Epoch, Incarnation, MasterId, Millis, WorkerId};
@@ -94,13 +95,13 @@ pub struct Node {
 }
 
 impl Node {
-    fn new(config: Config) -> Self {
+    fn new(config: Config, sealing: &Sealing) -> Self {
         let store = match config.leadership {
             Leadership::Single => Some(BTreeMap::new()),
             Leadership::Zookeeper(_) => None,
         };
         Node {
-            node: MasterNode::new(config),
+            node: MasterNode::new(config).with_sealing(sealing.clone()),
             session: None,
             link: Link::Up,
             paused: false,
@@ -205,6 +206,8 @@ pub struct Cluster {
     /// violations here.
     pub check_timers: bool,
     pub violations: Vec<String>,
+    /// How the nodes' stores seal records ([`Cluster::records`] reads with it).
+    pub sealing: Sealing,
 }
 
 /// A ZooKeeper-mode node's configuration: master `m<i>` at `10.0.0.<i>:7077`.
@@ -245,10 +248,21 @@ impl Cluster {
     }
 
     pub fn with_configs(configs: Vec<Config>) -> Self {
+        Self::with_configs_sealed(configs, Sealing::none())
+    }
+
+    /// `n` ZooKeeper-mode nodes (not started) whose stores seal and check
+    /// records with `sealing`.
+    pub fn zookeeper_sealed(n: usize, sealing: Sealing) -> Self {
+        Self::with_configs_sealed((0..n).map(zk_config).collect(), sealing)
+    }
+
+    pub fn with_configs_sealed(configs: Vec<Config>, sealing: Sealing) -> Self {
         Cluster {
             zk: ZkModel::new(Millis(500)),
             now: Millis::ZERO,
-            nodes: configs.into_iter().map(Node::new).collect(),
+            nodes: configs.into_iter().map(|c| Node::new(c, &sealing)).collect(),
+            sealing,
             reconnect_delay: Millis(50),
             check_timers: false,
             violations: Vec::new(),
@@ -606,14 +620,35 @@ impl Cluster {
             .into_iter()
             .map(|name| {
                 let node = self.zk.node(&format!("{STATE}/{name}")).expect("listed");
-                let record = format::decode(&node.data).expect("a well-formed record");
+                let (record, _) =
+                    format::decode_with(&node.data, &self.sealing).expect("a well-formed record");
                 (name, record)
+            })
+            .collect()
+    }
+
+    /// Every record image under `<root>/state/`, by node name.
+    pub fn images(&self) -> BTreeMap<String, Vec<u8>> {
+        self.zk
+            .children(STATE)
+            .into_iter()
+            .map(|name| {
+                let node = self.zk.node(&format!("{STATE}/{name}")).expect("listed");
+                (name, node.data.clone())
             })
             .collect()
     }
 
     /// Writes `records` into the model as an earlier leader left them.
     pub fn seed_store(&mut self, records: &[Record]) {
+        let images: Vec<_> =
+            records.iter().map(|r| (key_stem(&r.key()), format::encode(r).unwrap())).collect();
+        self.seed_images(&images);
+    }
+
+    /// Writes record images (node name, bytes) into the model, as an earlier
+    /// leader (or someone else) left them.
+    pub fn seed_images(&mut self, images: &[(String, Vec<u8>)]) {
         let (s, _) = self.zk.connect(self.now, SESSION);
         let mk = |path: &str, data: Vec<u8>| ZkOp::Create {
             path: path.into(),
@@ -623,9 +658,9 @@ impl Cluster {
         for p in [ROOT, STATE] {
             let _ = self.zk.execute(self.now, s, &mk(p, Vec::new()));
         }
-        for r in records {
-            let path = format!("{STATE}/{}", key_stem(&r.key()));
-            let created = self.zk.execute(self.now, s, &mk(&path, format::encode(r).unwrap()));
+        for (name, image) in images {
+            let path = format!("{STATE}/{name}");
+            let created = self.zk.execute(self.now, s, &mk(&path, image.clone()));
             assert!(created.is_ok(), "seeding {path}: {created:?}");
         }
         self.zk.close(s);

@@ -14,34 +14,53 @@
 //!
 //! Without a secret ([`ZkConfig::secret`] `None`) nodes are created with
 //! ZooKeeper's `world:anyone` all-permissions ACL: anyone who reaches the
-//! ensemble can change the election and the stored state.
+//! ensemble can read and change the election and the stored state (which is
+//! why `--zk` off loopback needs a secret or `--insecure`).
 //!
 //! With a secret, every session authenticates with ZooKeeper's `digest`
 //! scheme as user [`DIGEST_USER`] with a password *derived* from the secret
 //! ([`digest_credentials`]: hex of SHA-256 over a fixed label and the
-//! secret), and every node regent creates carries two ACL entries:
+//! secret), and every node regent creates carries exactly one ACL entry:
+//! all permissions for that digest identity ([`digest_id`], the
+//! `digest:regent:<base64 SHA-1>` entry ZooKeeper's `auth:` expands to).
+//! There is **no world access at all**, not even read: records hold executor
+//! commands and environments, and election nodes the masters' addresses. A
+//! session without the credentials can neither read nor write regent's nodes
+//! (nor list the children of one); operators and tools read the cluster
+//! through a master (`regent status`, HTTP), or authenticate with the
+//! credentials (`addauth digest regent:<password>` in `zkCli.sh`, the
+//! password being what [`digest_credentials`] derives).
 //!
-//! * `auth:` (all permissions): ZooKeeper expands it to the session's
-//!   authenticated digest identity, so only sessions holding the cluster's
-//!   credentials can create, change or delete regent's nodes;
-//! * `world:anyone` read: anyone may read who leads (operators, tools).
+//! The identity is written out rather than as `auth:` so that a session that
+//! also holds a previous secret's credentials ([`ZkConfig::previous_secrets`],
+//! during a rotation: it still reads and writes the nodes the previous
+//! secret created) creates nodes for the current identity only. `regent
+//! store seal --zk` moves every node of the cluster to the current identity,
+//! after which the previous secret can be dropped.
 //!
 //! The digest scheme sends the password in clear to the server (use TLS to
 //! the ensemble where that matters); deriving it keeps the cluster secret
-//! itself, which also keys regent's wire MACs, off the ZooKeeper wire and
-//! out of ZooKeeper's logs. Nodes created before a secret was set keep their
-//! open ACLs; parents that already exist are not changed. ZooKeeper checks a
-//! create or delete against the *parent's* ACL, so the protection covers
-//! everything below the first node regent created: let regent create the
-//! cluster's root (e.g. `/regent`) rather than pre-creating it open.
+//! itself, which also keys regent's wire and record MACs, off the ZooKeeper
+//! wire and out of ZooKeeper's logs. Nodes created before a secret was set
+//! keep their open ACLs until `regent store seal --zk` closes them; parents
+//! that already exist are not changed. ZooKeeper checks a create or delete
+//! against the *parent's* ACL, so the protection covers everything below
+//! the first node regent created: let regent create the cluster's root (e.g.
+//! `/regent`) rather than pre-creating it open.
+//!
+//! Records also carry a MAC under the cluster secret
+//! ([`regent_core::store::seal`]), so even a record written by someone who
+//! got past the ACLs without the secret is refused by name on load.
 
 mod backend;
 pub mod detect;
 pub mod exec;
+pub mod seal;
 
 pub use backend::ZkBackend;
 pub use regent_core::node::{JUTE_MAXBUFFER, MAX_RECORD_IMAGE, REQUEST_OVERHEAD};
 
+use base64::Engine as _;
 use sha2::{Digest, Sha256};
 use std::fmt;
 use std::time::Duration;
@@ -58,9 +77,13 @@ pub struct ZkConfig {
     /// elector's root is an absolute path).
     pub hosts: String,
     /// The cluster secret, if any: sessions authenticate with credentials
-    /// derived from it and regent's nodes are writable only by them (see the
-    /// [module docs](self)).
+    /// derived from it and regent's nodes are readable and writable only by
+    /// them (see the [module docs](self)).
     pub secret: Option<Vec<u8>>,
+    /// Secrets being rotated out: sessions also authenticate with their
+    /// credentials, so nodes created under them stay readable and writable.
+    /// New nodes are created for the current secret's identity only.
+    pub previous_secrets: Vec<Vec<u8>>,
     /// Pause between attempts to open a session while the ensemble cannot
     /// be reached. Default 500 ms.
     pub reconnect_interval: Duration,
@@ -72,6 +95,7 @@ impl ZkConfig {
         ZkConfig {
             hosts: hosts.into(),
             secret: None,
+            previous_secrets: Vec::new(),
             reconnect_interval: Duration::from_millis(500),
         }
     }
@@ -82,24 +106,36 @@ impl ZkConfig {
         self
     }
 
-    /// The ACL every node regent creates carries (see the [module
-    /// docs](self)).
+    /// The same configuration, also authenticating with a previous secret's
+    /// credentials (a rotation; see [`ZkConfig::previous_secrets`]).
+    pub fn with_previous_secret(mut self, secret: impl Into<Vec<u8>>) -> Self {
+        self.previous_secrets.push(secret.into());
+        self
+    }
+
+    /// The ACL every node regent creates carries: without a secret
+    /// `world:anyone` all; with one, all for the secret's digest identity
+    /// only (see the [module docs](self)).
     pub fn acls(&self) -> Vec<zkc::Acl> {
-        match self.secret {
+        match &self.secret {
             None => vec![zkc::Acl::new(zkc::Permission::ALL, zkc::AuthId::anyone())],
-            Some(_) => vec![
-                zkc::Acl::new(zkc::Permission::ALL, zkc::AuthId::new("auth", "")),
-                zkc::Acl::new(zkc::Permission::READ, zkc::AuthId::anyone()),
-            ],
+            Some(secret) => vec![zkc::Acl::new(
+                zkc::Permission::ALL,
+                zkc::AuthId::new("digest", &digest_id(secret)),
+            )],
         }
     }
 
     /// Opens a session asking for `timeout`, authenticated when a secret is
-    /// set. The client reconnects by itself within the session.
+    /// set (with the credentials of the current and every previous secret).
+    /// The client reconnects by itself within the session.
     pub async fn connect(&self, timeout: Duration) -> Result<zkc::Client, zkc::Error> {
         let mut connector = zkc::Client::connector().with_session_timeout(timeout);
         if let Some(secret) = &self.secret {
             connector = connector.with_auth("digest", &digest_credentials(secret));
+            for previous in &self.previous_secrets {
+                connector = connector.with_auth("digest", &digest_credentials(previous));
+            }
         }
         connector.connect(&self.hosts).await
     }
@@ -110,6 +146,7 @@ impl fmt::Debug for ZkConfig {
         f.debug_struct("ZkConfig")
             .field("hosts", &self.hosts)
             .field("secret", &self.secret.as_ref().map(|_| "<redacted>"))
+            .field("previous_secrets", &self.previous_secrets.len())
             .field("reconnect_interval", &self.reconnect_interval)
             .finish()
     }
@@ -130,6 +167,15 @@ pub fn digest_credentials(secret: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The digest identity of a cluster secret, as ZooKeeper names it in an ACL:
+/// `regent:<base64 of the SHA-1 of the credentials>` (ZooKeeper's digest
+/// scheme), the credentials being [`digest_credentials`].
+pub fn digest_id(secret: &[u8]) -> String {
+    let credentials = digest_credentials(secret);
+    let hash = <sha1::Sha1 as sha1::Digest>::digest(&credentials);
+    format!("{DIGEST_USER}:{}", base64::engine::general_purpose::STANDARD.encode(hash))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,5 +190,21 @@ mod tests {
         assert_eq!(c, digest_credentials(b"s3cret"));
         assert_ne!(c, digest_credentials(b"other"));
         assert!(!format!("{:?}", ZkConfig::new("h:1").with_secret("s3cret")).contains("s3cret"));
+    }
+
+    #[test]
+    fn the_acl_names_the_digest_identity_only() {
+        // ZooKeeper's DigestAuthenticationProvider.generateDigest of
+        // "regent:pw" is "regent:" + base64(sha1("regent:pw")); the value
+        // was computed independently (Python's hashlib and base64).
+        let id = digest_id(b"s3cret");
+        assert_eq!(id, "regent:KZxLqmcez+0Q8LCgNfF7/vsyj00=");
+        let acls = ZkConfig::new("h:1").with_secret("s3cret").with_previous_secret("old").acls();
+        assert_eq!(acls.len(), 1);
+        assert_eq!(acls[0].scheme(), "digest");
+        assert_eq!(acls[0].id(), id);
+        assert_eq!(acls[0].permission(), zkc::Permission::ALL);
+        let open = ZkConfig::new("h:1").acls();
+        assert_eq!(open[0].scheme(), "world");
     }
 }

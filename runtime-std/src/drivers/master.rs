@@ -14,8 +14,8 @@
 
 use super::{millis_since, wait_for, wall_clock_ms, DriverThread, Stopper};
 use crate::net::{self, spawn_connection, ConnHandle, NetConfig, NetEvent};
-use crate::store::{LocalStore, Op};
-use regent_core::auth::Side;
+use crate::store::{master_sealing, LocalStore, Op};
+use regent_core::auth::{Secret, Side};
 use regent_core::node::master::{Config, Input as NodeInput, Leadership, Output, StoreResult};
 use regent_core::node::{DialResult, MasterNode};
 use regent_core::protocol::ClusterState;
@@ -74,6 +74,9 @@ pub struct MasterConfig {
     pub net: Arc<NetConfig>,
     /// Allow a non-loopback listen address without a secret.
     pub insecure: bool,
+    /// Secrets being rotated out: records sealed under them are still read
+    /// (and re-sealed under the secret of `net`). Needs that secret.
+    pub previous_secrets: Vec<Secret>,
 }
 
 impl MasterConfig {
@@ -91,6 +94,7 @@ impl MasterConfig {
             max_frameworks: regent_core::limits::DEFAULT_MAX_FRAMEWORKS,
             net,
             insecure: false,
+            previous_secrets: Vec::new(),
         }
     }
 }
@@ -169,7 +173,8 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
         Recovery::None => LocalStore::Memory,
         Recovery::Filesystem { dir } => {
             let sink = tx.clone();
-            LocalStore::open_files(dir, &cfg.id, move |events| {
+            let sealing = master_sealing(cfg.net.secret.as_ref(), &cfg.previous_secrets)?;
+            LocalStore::open_files(dir, &cfg.id, sealing, move |events| {
                 let _ = sink.send(Input::Store(events));
             })?
         }

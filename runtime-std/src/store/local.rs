@@ -5,6 +5,7 @@
 
 use super::{spawn_writer, FsStore, Op, WriterEvent, WriterHandle};
 use regent_core::node::master::StoreResult;
+use regent_core::store::seal::Sealing;
 use regent_core::store::{Record, WriteId};
 use std::path::Path;
 
@@ -39,17 +40,19 @@ pub fn store_results(event: WriterEvent) -> Vec<StoreResult> {
 }
 
 impl LocalStore {
-    /// Opens the store in `dir` for `owner` (taking its lock; a damaged
-    /// record or another holder is an error naming it; what was ignored is
-    /// logged) and starts its writer. `deliver` receives the machine's
-    /// events for every finished batch, on the writer thread: send them on
-    /// the driver's channel.
+    /// Opens the store in `dir` for `owner` with the master's `sealing`
+    /// (taking its lock; a damaged, planted or unverifiable record or another
+    /// holder is an error naming it; what was ignored is logged; records
+    /// under a previous key are re-sealed) and starts its writer. `deliver`
+    /// receives the machine's events for every finished batch, on the writer
+    /// thread: send them on the driver's channel.
     pub fn open_files(
         dir: &Path,
         owner: &str,
+        sealing: Sealing,
         mut deliver: impl FnMut(Vec<StoreResult>) + Send + 'static,
     ) -> Result<LocalStore, String> {
-        let (fs, loaded) = FsStore::open(dir, owner).map_err(|e| e.to_string())?;
+        let (fs, loaded) = FsStore::open_with(dir, owner, sealing).map_err(|e| e.to_string())?;
         for w in &loaded.warnings {
             tracing::warn!(store = %dir.display(), "{w}");
         }

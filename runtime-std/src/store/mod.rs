@@ -4,13 +4,20 @@
 //! `f-<id>.rec`, see [`names`]), each a self-checking image in the format of
 //! [`regent_core::store::format`], plus a `LOCK` file.
 //!
-//! * **Opening** ([`FsStore::open`]) takes an exclusive `flock` on `LOCK`
-//!   (held for the life of the store; a second opener is refused with
+//! * **Opening** ([`FsStore::open_with`]) takes an exclusive `flock` on
+//!   `LOCK` (held for the life of the store; a second opener is refused with
 //!   [`StoreError::Locked`] naming the holder), then loads every record. A
 //!   damaged record fails the open with [`StoreError::Damaged`], naming every
 //!   damaged file and what is wrong with it: nothing is dropped or trusted
 //!   silently. Temporary files a crash left behind are never read as records:
 //!   they are removed and reported as [`Warning`]s.
+//! * **Sealing**: the store writes and checks records with a [`Sealing`] (the
+//!   master's cluster secret and any previous ones, see
+//!   [`regent_core::store::seal`]). A planted, altered or unverifiable record
+//!   fails the open by name like any damaged one. Records the open found
+//!   sealed under a previous key (a rotation), or unsealed when the sealing
+//!   accepts that (`regent store seal`), are written again under the current
+//!   key before the open returns ([`Loaded::resealed`]).
 //! * **Writing** ([`FsStore::commit`]) applies a batch of [`Op`]s in order.
 //!   Each record that changes is written to `<name>.rec.tmp`, fsynced and
 //!   renamed over `<name>.rec`; deletions unlink; then the directory is
@@ -37,7 +44,9 @@ pub use writer::{spawn_writer, WriterEvent, WriterHandle, WriterStopped};
 
 use lock::{DirLock, LockError};
 use names::{key_stem, RECORD_EXT, TEMP_SUFFIX};
+use regent_core::auth::Secret;
 use regent_core::store::format::{self, Damage, RecordError};
+use regent_core::store::seal::{Seal, Sealing};
 use regent_core::store::{Record, RecordKey, WriteId};
 use regent_core::Incarnation;
 use std::collections::HashMap;
@@ -45,6 +54,20 @@ use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
+
+/// The sealing of a master with cluster secret `secret` (if any) that also
+/// reads records sealed under `previous` secrets (a rotation). Previous
+/// secrets without a current one are refused: a master without a secret
+/// writes unsealed records, so it would never finish the rotation.
+pub fn master_sealing(secret: Option<&Secret>, previous: &[Secret]) -> Result<Sealing, String> {
+    match secret {
+        None if !previous.is_empty() => Err("--previous-secret-file needs --secret-file: \
+             records are re-sealed under the current secret"
+            .into()),
+        None => Ok(Sealing::none()),
+        Some(s) => Ok(previous.iter().fold(Sealing::with_secret(s), |acc, p| acc.and_previous(p))),
+    }
+}
 
 /// One write the machine asked for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -144,6 +167,10 @@ pub struct Loaded {
     pub records: Vec<Record>,
     /// What was ignored (and why); also logged.
     pub warnings: Vec<Warning>,
+    /// Records that were unsealed or sealed under a previous key, with how
+    /// they were found, ordered by key: the open wrote them again under the
+    /// current key (durably) before it returned.
+    pub resealed: Vec<(RecordKey, Seal)>,
 }
 
 /// Why the store failed.
@@ -265,6 +292,7 @@ pub struct FsStore {
     failed: Option<String>,
     fail_next_fsync: bool,
     buf: Vec<u8>,
+    sealing: Sealing,
 }
 
 impl FsStore {
@@ -276,7 +304,28 @@ impl FsStore {
     /// [`StoreError::Damaged`] if any record is damaged (naming each file),
     /// [`StoreError::Io`] on an I/O error. Stray temporary files are removed
     /// and reported in [`Loaded::warnings`].
+    ///
+    /// This is the store of a master without a cluster secret
+    /// ([`Sealing::none`]): records are written unsealed and sealed ones are
+    /// refused. See [`FsStore::open_with`].
     pub fn open(dir: impl AsRef<Path>, owner: &str) -> Result<(FsStore, Loaded), StoreError> {
+        FsStore::open_with(dir, owner, Sealing::none())
+    }
+
+    /// [`FsStore::open`] with `sealing`: records are written sealed under its
+    /// current key (if any) and checked against its keys on load; a record
+    /// the sealing refuses (planted, altered, unknown key, unsealed under a
+    /// secret, sealed without one) fails the open with
+    /// [`StoreError::Damaged`] naming it. Records it accepts but would not
+    /// write as they are (a previous key; unsealed, when it accepts those)
+    /// are rewritten under the current key before this returns, and listed
+    /// in [`Loaded::resealed`]; a failure doing so is returned as
+    /// [`StoreError::Fatal`].
+    pub fn open_with(
+        dir: impl AsRef<Path>,
+        owner: &str,
+        sealing: Sealing,
+    ) -> Result<(FsStore, Loaded), StoreError> {
         let dir = dir.as_ref().to_path_buf();
         let io = |path: &Path, action, source| StoreError::Io {
             path: path.to_path_buf(),
@@ -297,12 +346,12 @@ impl FsStore {
             LockError::Io(path, action, source) => StoreError::Io { path, action, source },
         })?;
         let dir_handle = File::open(&dir).map_err(|e| io(&dir, "open directory", e))?;
-        let loaded = load(&dir)?;
+        let mut loaded = load(&dir, &sealing)?;
         if loaded.warnings.iter().any(|w| matches!(w, Warning::StrayTemp { .. })) {
             dir_handle.sync_all().map_err(|e| io(&dir, "fsync directory", e))?;
         }
         let stored = loaded.records.iter().map(|r| (r.key(), incarnation_of(r))).collect();
-        let store = FsStore {
+        let mut store = FsStore {
             dir,
             dir_handle,
             _lock: lock,
@@ -310,8 +359,32 @@ impl FsStore {
             failed: None,
             fail_next_fsync: false,
             buf: Vec::with_capacity(256),
+            sealing,
         };
+        if !loaded.resealed.is_empty() {
+            let keys: Vec<&RecordKey> = loaded.resealed.iter().map(|(k, _)| k).collect();
+            let batch = loaded
+                .records
+                .iter()
+                .filter(|r| keys.contains(&&r.key()))
+                .enumerate()
+                .map(|(i, r)| (WriteId(i as u64), Op::Put(r.clone())))
+                .collect();
+            store.commit(batch)?;
+            tracing::info!(
+                store = %store.dir.display(),
+                records = loaded.resealed.len(),
+                key = ?store.sealing.current_key_id().map(|k| k.to_string()),
+                "re-sealed records under the current record key"
+            );
+        }
+        loaded.resealed.sort_by(|a, b| a.0.cmp(&b.0));
         Ok((store, loaded))
+    }
+
+    /// The sealing records are written and checked with.
+    pub fn sealing(&self) -> &Sealing {
+        &self.sealing
     }
 
     /// The store directory.
@@ -430,7 +503,7 @@ impl FsStore {
             source,
         };
         self.buf.clear();
-        format::encode_into(record, &mut self.buf)
+        format::encode_into_with(record, &self.sealing, &mut self.buf)
             .map_err(|e| fatal(&tmp, "encode", io::Error::new(io::ErrorKind::InvalidInput, e)))?;
         let mut file = OpenOptions::new()
             .write(true)
@@ -471,11 +544,13 @@ const MAX_READERS: usize = 8;
 /// Fewest files worth a reader thread of their own.
 const MIN_PER_READER: usize = 512;
 
-/// Reads and decodes record files (`(path, file name)`), checking that each
-/// holds the key its name says.
-fn read_records(
-    files: &[(PathBuf, String)],
-) -> Result<(Vec<Record>, Vec<RecordError>), StoreError> {
+/// What one reader found: the records with how each was sealed, and the
+/// damaged ones.
+type ReadRecords = (Vec<(Record, Seal)>, Vec<RecordError>);
+
+/// Reads and decodes record files (`(path, file name)`) with `sealing`,
+/// checking that each holds the key its name says.
+fn read_records(files: &[(PathBuf, String)], sealing: &Sealing) -> Result<ReadRecords, StoreError> {
     let mut records = Vec::with_capacity(files.len());
     let mut errors = Vec::new();
     let mut buf = Vec::with_capacity(4096);
@@ -488,9 +563,9 @@ fn read_records(
         })?;
         let label = path.display().to_string();
         let stem = name.strip_suffix(RECORD_EXT).unwrap_or(name);
-        match format::decode_named(&label, &buf) {
-            Ok(record) if key_stem(&record.key()) == stem => records.push(record),
-            Ok(record) => errors.push(RecordError {
+        match format::decode_named_with(&label, &buf, sealing) {
+            Ok((record, seal)) if key_stem(&record.key()) == stem => records.push((record, seal)),
+            Ok((record, _)) => errors.push(RecordError {
                 record: label,
                 damage: Damage::WrongKey {
                     stored_as: name.clone(),
@@ -503,8 +578,10 @@ fn read_records(
     Ok((records, errors))
 }
 
-/// Reads every record in `dir`, removing stray temporary files.
-fn load(dir: &Path) -> Result<Loaded, StoreError> {
+/// Reads every record in `dir` with `sealing`, removing stray temporary
+/// files; lists in `resealed` the records to write again under the current
+/// key.
+fn load(dir: &Path, sealing: &Sealing) -> Result<Loaded, StoreError> {
     let io =
         |path: &Path, action, source| StoreError::Io { path: path.to_path_buf(), action, source };
     let mut entries = Vec::new();
@@ -546,8 +623,10 @@ fn load(dir: &Path) -> Result<Loaded, StoreError> {
     let chunk = to_read.len().div_ceil(readers).max(1);
     let mut errors = Vec::new();
     let results: Vec<_> = std::thread::scope(|s| {
-        let handles: Vec<_> =
-            to_read.chunks(chunk).map(|files| s.spawn(move || read_records(files))).collect();
+        let handles: Vec<_> = to_read
+            .chunks(chunk)
+            .map(|files| s.spawn(move || read_records(files, sealing)))
+            .collect();
         handles
             .into_iter()
             // A reader only decodes; decoding never panics on any bytes.
@@ -556,7 +635,12 @@ fn load(dir: &Path) -> Result<Loaded, StoreError> {
     });
     for result in results {
         let (records, errs) = result?;
-        loaded.records.extend(records);
+        for (record, seal) in records {
+            if sealing.needs_reseal(seal) {
+                loaded.resealed.push((record.key(), seal));
+            }
+            loaded.records.push(record);
+        }
         errors.extend(errs);
     }
     for w in &loaded.warnings {

@@ -2,8 +2,11 @@
 //! and running this test binary as a child process.
 #![allow(dead_code)]
 
+use regent_core::auth::Secret;
 use regent_core::protocol::GroupSpec;
-use regent_core::store::format::{self, Damage, FORMAT_VERSION, HEADER_LEN, MAGIC};
+use regent_core::store::format::{self, Damage, HEADER_LEN, MAGIC, SEALED_HEADER_LEN};
+use regent_core::store::format::{FORMAT_VERSION, UNSEALED_VERSION};
+use regent_core::store::seal::{SealKey, Sealing};
 use regent_core::store::{
     FrameworkRecord, GroupRecord, Record, RecordKey, SlotOutcome, WorkerRecord,
 };
@@ -72,7 +75,7 @@ pub fn put_image(dir: &Path, record: &Record) -> PathBuf {
 /// An image with a valid header and CRC around an arbitrary payload.
 pub fn image_with_payload(payload: &[u8]) -> Vec<u8> {
     let mut img = MAGIC.to_vec();
-    img.extend_from_slice(&FORMAT_VERSION.to_be_bytes());
+    img.extend_from_slice(&UNSEALED_VERSION.to_be_bytes());
     img.extend_from_slice(&(payload.len() as u32).to_be_bytes());
     img.extend_from_slice(payload);
     let crc = crc32c(&img);
@@ -102,8 +105,26 @@ pub struct Case {
     pub name: &'static str,
     /// Files in it.
     pub files: Vec<(String, Vec<u8>)>,
+    /// The keys it is loaded with (a master's secrets).
+    pub sealing: Sealing,
     /// What loading it must give.
     pub expect: Expect,
+}
+
+/// The cluster secret of the sealed fixtures (a test value, public).
+pub fn fixture_secret() -> Secret {
+    Secret::new(b"regent fixture secret A, public, never use it".to_vec()).unwrap()
+}
+
+/// Another cluster secret: a store sealed under it is under an unknown key
+/// for a master with [`fixture_secret`] only.
+pub fn other_secret() -> Secret {
+    Secret::new(b"regent fixture secret B, public, never use it".to_vec()).unwrap()
+}
+
+/// The sealing of a master with [`fixture_secret`].
+pub fn fixture_sealing() -> Sealing {
+    Sealing::with_secret(&fixture_secret())
 }
 
 /// The fixture cases, generated from the format as it is. The committed
@@ -119,6 +140,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "valid",
         files: valid_records().iter().map(file).collect(),
+        sealing: Sealing::none(),
         expect: Ok((valid_records(), vec![])),
     });
 
@@ -126,6 +148,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "truncated",
         files: vec![file(&epoch), (w1_name.clone(), w1_img[..cut].to_vec())],
+        sealing: Sealing::none(),
         expect: Err(vec![(
             w1_name.clone(),
             Damage::Truncated { len: cut, expected: w1_img.len(), in_header: false },
@@ -138,20 +161,22 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "flipped-bit",
         files: vec![file(&epoch), (w1_name.clone(), flipped.clone())],
+        sealing: Sealing::none(),
         expect: Err(vec![(
             w1_name.clone(),
             Damage::CrcMismatch { stored, computed: crc32c(&flipped[..flipped.len() - 4]) },
         )]),
     });
 
-    let mut v2 = w1_img.clone();
-    v2[4..6].copy_from_slice(&2u16.to_be_bytes());
+    let mut v3 = w1_img.clone();
+    v3[4..6].copy_from_slice(&3u16.to_be_bytes());
     cases.push(Case {
         name: "unknown-version",
-        files: vec![file(&epoch), (w1_name.clone(), v2)],
+        files: vec![file(&epoch), (w1_name.clone(), v3)],
+        sealing: Sealing::none(),
         expect: Err(vec![(
             w1_name.clone(),
-            Damage::UnknownVersion { version: 2, supported: FORMAT_VERSION },
+            Damage::UnknownVersion { version: 3, supported: FORMAT_VERSION },
         )]),
     });
 
@@ -160,6 +185,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "bad-magic",
         files: vec![file(&epoch), (w1_name.clone(), magic)],
+        sealing: Sealing::none(),
         expect: Err(vec![(w1_name.clone(), Damage::BadMagic { found: b"SPRK".to_vec() })]),
     });
 
@@ -167,6 +193,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "malformed-payload",
         files: vec![file(&epoch), (w1_name.clone(), image_with_payload(&[7, 1, 2]))],
+        sealing: Sealing::none(),
         expect: Err(vec![(
             w1_name.clone(),
             Damage::Malformed { len: 3, detail: "Serde Deserialization Error".into() },
@@ -176,6 +203,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "wrong-key",
         files: vec![file(&epoch), ("w-worker-2.rec".into(), w1_img.clone())],
+        sealing: Sealing::none(),
         expect: Err(vec![(
             "w-worker-2.rec".into(),
             Damage::WrongKey {
@@ -196,6 +224,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "stray-temp",
         files,
+        sealing: Sealing::none(),
         expect: Ok((valid_records(), vec![format!("{w1_name}.tmp"), "f-fw-2.rec.tmp".into()])),
     });
 
@@ -207,6 +236,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "two-damaged",
         files,
+        sealing: Sealing::none(),
         expect: Err(vec![
             (
                 "f-fw-1.rec".into(),
@@ -217,6 +247,52 @@ pub fn cases() -> Vec<Case> {
                 Damage::TrailingBytes { len: w1_img.len() + 1, expected: w1_img.len() },
             ),
         ]),
+    });
+
+    // Sealed (format version 2) under the fixture secret.
+    let sealed = fixture_sealing();
+    let key_a = SealKey::derive(&fixture_secret()).id();
+    let key_b = SealKey::derive(&other_secret()).id();
+    let sealed_file =
+        |r: &Record, s: &Sealing| (record_file_name(&r.key()), format::encode_with(r, s).unwrap());
+    cases.push(Case {
+        name: "sealed-valid",
+        files: valid_records().iter().map(|r| sealed_file(r, &sealed)).collect(),
+        sealing: fixture_sealing(),
+        expect: Ok((valid_records(), vec![])),
+    });
+
+    // A payload byte changed, everything else as written: there is no CRC
+    // to recompute, and the MAC fails.
+    let (_, mut altered) = sealed_file(&w1, &sealed);
+    altered[SEALED_HEADER_LEN + 4] ^= 0x08;
+    cases.push(Case {
+        name: "sealed-altered",
+        files: vec![sealed_file(&epoch, &sealed), (w1_name.clone(), altered)],
+        sealing: fixture_sealing(),
+        expect: Err(vec![(w1_name.clone(), Damage::BadMac { key_id: key_a })]),
+    });
+
+    cases.push(Case {
+        name: "sealed-unknown-key",
+        files: vec![
+            sealed_file(&epoch, &sealed),
+            sealed_file(&w1, &Sealing::with_secret(&other_secret())),
+        ],
+        sealing: fixture_sealing(),
+        expect: Err(vec![(
+            w1_name.clone(),
+            Damage::UnknownKey { key_id: key_b, known: vec![key_a] },
+        )]),
+    });
+
+    // A plain (version 1) record among sealed ones, loaded by a master with
+    // the secret: planted by someone without it.
+    cases.push(Case {
+        name: "unsealed-under-secret",
+        files: vec![sealed_file(&epoch, &sealed), file(&w1)],
+        sealing: fixture_sealing(),
+        expect: Err(vec![(w1_name.clone(), Damage::Unsealed)]),
     });
     cases
 }
