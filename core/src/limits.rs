@@ -9,6 +9,7 @@
 //! | [`MAX_GROUPS_PER_FRAMEWORK`] | 64 | `declare_group` | `RequestRefused` |
 //! | frameworks per cluster (`master::Config::max_frameworks`, default [`DEFAULT_MAX_FRAMEWORKS`]) | 1,000 | `master::frameworks::subscribe` (a *new* framework only) | `SubscribeRefused`, connection closed; the subscriber stops (no retry) |
 //! | [`MAX_ID_BYTES`] (framework id, worker id) | 256 | `subscribe`, `master::workers::register_worker` | `SubscribeRefused` / `Shutdown` |
+//! | [`MAX_ADDR_BYTES`] (a worker's callback address) | 256 | `Message::Callback` | connection closed |
 //! | [`MAX_NAME_BYTES`] (framework name, group name) | 256 | `subscribe`, `declare_group` | `SubscribeRefused` / `RequestRefused` |
 //! | [`MAX_ARG_BYTES`] (each command argument) | 16 KiB | `declare_group` | `RequestRefused` |
 //! | [`MAX_COMMAND_ARGS`] | 1,024 | `declare_group` | `RequestRefused` |
@@ -79,6 +80,10 @@ pub const MAX_FRAMEWORKS_ZOOKEEPER: usize = 1_000;
 
 /// The longest framework id or worker id, in bytes (they name records).
 pub const MAX_ID_BYTES: usize = 256;
+
+/// The longest callback address a peer may give (`Message::Callback`), in
+/// bytes; it is stored in the peer's record.
+pub const MAX_ADDR_BYTES: usize = 256;
 
 /// The longest framework name or group name, in bytes.
 pub const MAX_NAME_BYTES: usize = 256;

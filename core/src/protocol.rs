@@ -430,6 +430,16 @@ pub enum Message {
         /// Which limit, with the offending value and the limit.
         reason: String,
     },
+    /// Worker → master, after `Hello`: where the worker's callback listener
+    /// takes connections from masters (seed 002). It becomes part of the
+    /// worker's durable record, so a new leader — even one at an address
+    /// the worker never knew — dials it when it recovers and tells the
+    /// worker with `MasterChanged` (a hint: the worker follows only a master
+    /// whose own `HelloReply` proves the epoch).
+    Callback {
+        /// The address masters should dial.
+        addr: Addr,
+    },
 }
 
 /// A master's view of the cluster, for operators (`regent status`, the HTTP
@@ -537,7 +547,8 @@ impl Message {
             | Message::RemoveWorker { .. }
             | Message::KillFramework { .. }
             | Message::FrameworkHeartbeatAck { .. }
-            | Message::StepDown { .. } => None,
+            | Message::StepDown { .. }
+            | Message::Callback { .. } => None,
         }
     }
 
@@ -577,6 +588,7 @@ impl Message {
             Message::FrameworkHeartbeatAck { .. } => "FrameworkHeartbeatAck",
             Message::StepDown { .. } => "StepDown",
             Message::SubscribeRefused { .. } => "SubscribeRefused",
+            Message::Callback { .. } => "Callback",
         }
     }
 }

@@ -73,6 +73,10 @@ pub struct Config {
     /// The followed master's connection is dead after this many heartbeat
     /// intervals without an acknowledgement. Default 4.
     pub heartbeat_timeout_factor: u64,
+    /// Where this worker's callback listener takes masters' connections
+    /// (sent to every master after `Hello`, kept in the worker's record: a
+    /// new leader dials it, seed 002). `None`: no listener.
+    pub callback: Option<Addr>,
     /// Test-only: accept master messages of any epoch. Exists so the
     /// simulator can prove it detects the races epoch fencing closes.
     #[doc(hidden)]
@@ -105,6 +109,7 @@ impl Config {
             reconnect_min: Millis(50),
             reconnect_max: Millis(1_000),
             heartbeat_timeout_factor: 4,
+            callback: None,
             unsafe_no_epoch_fencing: false,
         }
     }
@@ -150,6 +155,16 @@ pub enum Event {
     /// At start-up the runtime found (and killed) an executor its previous
     /// incarnation left running; the master hears of it.
     LeftBehind(ExecutorReport),
+    /// A master dialled the callback listener and said `MasterChanged`
+    /// (seed 002): a hint, never an order. The masters it names are learned
+    /// and the leader is probed; it is followed only once its own
+    /// `HelloReply` proves the epoch.
+    Hint {
+        /// The leader it names.
+        leader: LeaderHint,
+        /// The masters it lists.
+        masters: Vec<Addr>,
+    },
 }
 
 /// What the runtime must do, in order.
@@ -362,6 +377,16 @@ impl Worker {
                 self.executors.insert(id.clone(), report);
                 self.report_executor(&id, &mut out);
             }
+            Event::Hint { leader, masters } => {
+                if leader.epoch >= self.max_epoch || self.config.unsafe_no_epoch_fencing {
+                    let mut named = masters;
+                    if !named.contains(&leader.addr) {
+                        named.push(leader.addr.clone());
+                    }
+                    self.learn_masters(&named, &mut out);
+                    self.chase_hint(leader, &mut out);
+                }
+            }
         }
         out
     }
@@ -384,7 +409,10 @@ impl Worker {
         link.state = LinkState::Open;
         link.backoff = self.config.reconnect_min;
         link.was_open = true;
-        out.push(self.hello(master));
+        out.push(self.hello(master.clone()));
+        if let Some(addr) = &self.config.callback {
+            out.push(Action::Send { to: master, msg: Message::Callback { addr: addr.clone() } });
+        }
     }
 
     /// A `Hello` to `to`: the first frame on a connection, and also the

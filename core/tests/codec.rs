@@ -66,7 +66,7 @@ fn exec_report(g: &mut Gen) -> ExecutorReport {
 
 /// Number of `Message` variants; a new variant must be added to `arb` and
 /// to `golden_samples`.
-const VARIANTS: u8 = 33;
+const VARIANTS: u8 = 34;
 
 #[derive(Clone, Debug)]
 struct Arb(Message);
@@ -189,7 +189,8 @@ impl Arbitrary for Arb {
             }
             30 => Message::FrameworkHeartbeatAck { epoch: e(g) },
             31 => Message::StepDown { request: u64::arbitrary(g) },
-            _ => Message::SubscribeRefused { epoch: e(g), reason: s(g) },
+            32 => Message::SubscribeRefused { epoch: e(g), reason: s(g) },
+            _ => Message::Callback { addr: Addr(s(g)) },
         })
     }
 }
@@ -537,6 +538,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 reason: "framework name of 300 bytes; the limit is 256 bytes".into(),
             },
         ),
+        ("callback", Message::Callback { addr: Addr::new("10.0.0.7:7078") }),
     ]
 }
 

@@ -417,6 +417,7 @@ fn encode_of_an_oversized_record_is_an_error_not_a_panic() {
         incarnation: Incarnation(1),
         cores: 1,
         memory_mb: 1,
+        callback: None,
     });
     match format::encode(&record) {
         Err(EncodeError::TooLarge { len, max, .. }) => {

@@ -13,6 +13,7 @@ use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
 use regent_core::elector::{MultiOp, RequestId, ZkCommand, ZkError, ZkEvent, ZkOp, ZkResult};
 use regent_core::master::{Status, WorkerState};
 use regent_core::node::master::{Input, Leadership, Note, Output};
+use regent_core::node::DialResult;
 use regent_core::protocol::{HelloReply, Message, Role};
 use regent_core::store::{Record, WorkerRecord};
 use regent_core::{Addr, ConnId, Epoch, Incarnation, MasterId, Millis, WorkerId};
@@ -25,6 +26,7 @@ fn worker_record(id: &str, inc: u64) -> Record {
         incarnation: Incarnation(inc),
         cores: 4,
         memory_mb: 4096,
+        callback: None,
     })
 }
 
@@ -690,6 +692,50 @@ fn the_leader_advertises_the_masters_of_the_election_and_their_changes() {
             if *e == epoch && *masters == vec![addr(0), addr(1)]),
         "the worker is told the new set once: {told:?}"
     );
+}
+
+/// Seed 002: a new leader contacts its recorded workers. Recovering from
+/// records that carry callback addresses, it dials each (paced), and on
+/// each connection says `Hello` as a master and `MasterChanged` with its
+/// address and epoch, then closes it; a worker without a callback address
+/// is not dialled.
+#[test]
+fn a_new_leader_dials_its_recorded_workers_callbacks_and_announces_itself() {
+    let mut c = Cluster::single();
+    let with_callback = |id: &str, cb: Option<&str>| {
+        let Record::Worker(mut w) = worker_record(id, 1) else { unreachable!() };
+        w.callback = cb.map(Addr::new);
+        (w.id.clone(), Record::Worker(w))
+    };
+    let store = c.nodes[0].store.as_mut().unwrap();
+    for (id, cb) in [("w1", Some("10.0.1.1:7078")), ("w2", Some("10.0.1.2:7078")), ("w3", None)] {
+        let (_, r) = with_callback(id, cb);
+        store.insert(r.key(), r);
+    }
+    let _ = c.feed(0, Input::Start);
+    assert_eq!(c.nodes[0].status(), Status::Recovering);
+    let dialled: Vec<Addr> = c.nodes[0].dials.iter().map(|(_, a)| a.clone()).collect();
+    assert_eq!(dialled, vec![Addr::new("10.0.1.1:7078"), Addr::new("10.0.1.2:7078")]);
+
+    let (dial, _) = c.nodes[0].dials[0].clone();
+    let out =
+        c.feed(0, Input::Dialled { dial, result: DialResult::Connected { conn: ConnId(70) } });
+    let epoch = c.nodes[0].node.master().epoch();
+    match sends_on(&out, ConnId(70)).as_slice() {
+        [Message::Hello(h), Message::MasterChanged { epoch: e, leader, .. }] => {
+            assert_eq!(h.role, Role::Master);
+            assert_eq!(*e, epoch);
+            assert_eq!(leader.addr, Addr::new("10.0.0.0:7077"));
+        }
+        other => panic!("expected Hello and MasterChanged, got {other:?}"),
+    }
+    assert!(out.iter().any(|o| matches!(o, Output::Close { conn: ConnId(70), .. })), "{out:?}");
+    // A dial that fails is noted, not retried.
+    let (dial, _) = c.nodes[0].dials[1].clone();
+    let failed = DialResult::Failed { reason: "connection refused".into(), refused: false };
+    let out = c.feed(0, Input::Dialled { dial, result: failed });
+    assert!(out.iter().any(|o| matches!(o, Output::Note(Note::PeerUnreached { .. }))), "{out:?}");
+    assert!(!out.iter().any(|o| matches!(o, Output::Dial { .. })));
 }
 
 // ----- 9 -------------------------------------------------------------------

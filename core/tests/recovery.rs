@@ -15,6 +15,7 @@ fn worker_record(i: u64) -> Record {
         incarnation: Incarnation(100 + i),
         cores: 4,
         memory_mb: 1024,
+        callback: None,
     })
 }
 

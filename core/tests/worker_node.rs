@@ -195,3 +195,73 @@ fn once_stopping_no_executor_starts_and_the_launch_is_reported_killed() {
     });
     assert!(reported, "the master hears the executor was killed: {out:?}");
 }
+
+/// Seed 002: a worker with a callback listener says where it is after
+/// `Hello`; a master that dials the listener and says `MasterChanged` is a
+/// hint: the worker dials the named leader itself (it never knew it), and
+/// closes the callback connection.
+#[test]
+fn a_new_leader_on_the_callback_listener_is_dialled_and_probed() {
+    let mut cfg = worker::Config::new(
+        "test",
+        WorkerId::new("w1"),
+        Incarnation(7),
+        vec![Addr::new("old:1")],
+        4,
+        1024,
+    );
+    cfg.callback = Some(Addr::new("w1.example:7078"));
+    let mut n = WorkerNode::new(cfg);
+    let out = n.handle(Millis(0), Input::Start);
+    let (dial, _) = dials(&out)[0].clone();
+    let out = n.handle(
+        Millis(1),
+        Input::Dialed { dial, result: DialResult::Connected { conn: ConnId(1) } },
+    );
+    let s = sends(&out);
+    assert!(matches!(s[0].1, Message::Hello(_)));
+    assert_eq!(s[1].1, Message::Callback { addr: Addr::new("w1.example:7078") });
+
+    // The old master dies; a new one at an address the worker never knew
+    // dials the callback listener.
+    let _ = n.handle(Millis(2), Input::Closed { conn: ConnId(1), reason: "reset".into() });
+    let _ = n.handle(Millis(3), Input::Accepted { conn: ConnId(50) });
+    let hello = Message::Hello(regent_core::protocol::Hello {
+        version: regent_core::protocol::PROTOCOL_VERSION,
+        cluster: "test".into(),
+        role: Role::Master,
+        node: "m2".into(),
+    });
+    assert!(n.handle(Millis(3), Input::Message { conn: ConnId(50), msg: hello }).is_empty());
+    let leader = regent_core::protocol::LeaderHint {
+        id: MasterId::new("m2"),
+        addr: Addr::new("new:2"),
+        epoch: Epoch(9),
+    };
+    let changed = Message::MasterChanged { epoch: Epoch(9), leader, masters: vec![] };
+    let out = n.handle(Millis(4), Input::Message { conn: ConnId(50), msg: changed });
+    assert!(
+        out.iter().any(|o| matches!(o, Output::Close { conn: ConnId(50), .. })),
+        "the callback connection is closed: {out:?}"
+    );
+    let d = dials(&out);
+    assert_eq!(d.len(), 1, "the new leader is dialled: {out:?}");
+    assert_eq!(d[0].1, Addr::new("new:2"));
+    // Its proof makes the worker follow it and register there.
+    let out = n.handle(
+        Millis(5),
+        Input::Dialed { dial: d[0].0, result: DialResult::Connected { conn: ConnId(51) } },
+    );
+    assert!(matches!(sends(&out)[0].1, Message::Hello(_)));
+    let mut reply = leader_reply(9);
+    if let Message::HelloReply(r) = &mut reply {
+        r.master = MasterId::new("m2");
+    }
+    let out = n.handle(Millis(6), Input::Message { conn: ConnId(51), msg: reply });
+    assert!(
+        sends(&out)
+            .iter()
+            .any(|(c, m)| *c == ConnId(51) && matches!(m, Message::RegisterWorker(_))),
+        "registers with the new leader: {out:?}"
+    );
+}

@@ -37,6 +37,7 @@ fn worker(id: &str, inc: u64) -> Record {
         incarnation: Incarnation(inc),
         cores: 4,
         memory_mb: 4096,
+        callback: None,
     })
 }
 

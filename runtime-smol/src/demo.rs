@@ -94,6 +94,8 @@ pub async fn run_demo() -> Result<(), String> {
             id: Some(format!("worker-{i}")),
             net: net.clone(),
             insecure: false,
+            listen: None,
+            advertise: None,
         };
         workers.push(smol::spawn(crate::worker::run_worker(opts, workers_shutdown.clone())));
     }

@@ -266,6 +266,17 @@ struct WorkerArgs {
     /// The worker's id (default: generated once and kept in the work dir).
     #[arg(long)]
     id: Option<String>,
+    /// Where the callback listener binds: a new leader — even one at an
+    /// address this worker never knew — dials it to say it leads. Default
+    /// `127.0.0.1:0` when every master is on loopback, else none. A
+    /// non-loopback address needs --secret-file (or --insecure). Smol
+    /// runtime only.
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// The address masters should dial for the callback listener (default:
+    /// the bound address).
+    #[arg(long)]
+    advertise: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -405,6 +416,11 @@ async fn run_std(common: &Common, command: Command) -> Result<ExitCode, String> 
             Ok(ExitCode::SUCCESS)
         }
         Command::Worker(a) => {
+            if a.listen.is_some() || a.advertise.is_some() {
+                return Err("--listen and --advertise of a worker need --runtime smol (the std \
+                            worker has no callback listener)"
+                    .into());
+            }
             let w = d::spawn_worker(d::WorkerConfig {
                 cluster: common.cluster.clone(),
                 masters: masters_of(common, &a.masters).await?,
@@ -414,6 +430,8 @@ async fn run_std(common: &Common, command: Command) -> Result<ExitCode, String> 
                 id: a.id,
                 net,
                 insecure: common.insecure,
+                listen: None,
+                advertise: None,
             })?;
             stop_on_shutdown(w.stopper());
             smol::unblock(move || w.wait()).await?;
@@ -541,6 +559,8 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
                 id: a.id,
                 net: net_config(&common)?,
                 insecure: common.insecure,
+                listen: a.listen,
+                advertise: a.advertise,
             };
             regent_smol::worker::run_worker(opts, shutdown_channel()).await?;
             Ok(ExitCode::SUCCESS)

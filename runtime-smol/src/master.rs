@@ -462,5 +462,8 @@ pub fn log_note(note: &Note) {
                 "giving up leadership, back to standby and rejoining the election: {reason}"
             )
         }
+        Note::PeerUnreached { addr, reason } => {
+            tracing::info!(%addr, "could not tell a recorded peer of this leader: {reason}")
+        }
     }
 }

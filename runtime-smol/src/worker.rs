@@ -39,13 +39,14 @@ use async_channel::{Receiver, Sender};
 use regent_core::auth::Side;
 use regent_core::node::worker::{DialId, DialResult, Input as NodeInput, Output};
 use regent_core::node::WorkerNode;
-use regent_core::{ConnId, ExecutorId};
+use regent_core::{Addr, ConnId, ExecutorId};
 use regent_std::exec::{ExecEvent, ExecutorSpec, Supervisor};
 use regent_std::host::{
-    left_behind_report, log_launched, log_worker_note, prepare_worker, PreparedWorker,
+    callback_listen, left_behind_report, log_launched, log_worker_note, prepare_worker,
+    PreparedWorker,
 };
 use smol::future;
-use smol::net::TcpStream;
+use smol::net::{TcpListener, TcpStream};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -91,7 +92,35 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
         })
         .await?
     };
-    let PreparedWorker { supervisor, left_behind, config, .. } = prepared;
+    let PreparedWorker { supervisor, left_behind, mut config, .. } = prepared;
+
+    // The callback listener (seed 002): a new leader dials it.
+    let (accept_tx, accept_rx) = async_channel::unbounded::<TcpStream>();
+    if let Some(listen) = callback_listen(&opts)? {
+        let listener = TcpListener::bind(listen)
+            .await
+            .map_err(|e| format!("cannot listen on {listen} (the callback listener): {e}"))?;
+        let bound = listener.local_addr().map_err(|e| e.to_string())?;
+        let advertise = opts.advertise.clone().unwrap_or_else(|| bound.to_string());
+        tracing::info!(listen = %bound, %advertise, "callback listener");
+        config.callback = Some(Addr::new(advertise));
+        smol::spawn(async move {
+            loop {
+                match listener.accept().await {
+                    Ok((stream, _)) => {
+                        if accept_tx.send(stream).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!("callback listener: accept failed: {e}");
+                        async_io::Timer::after(Duration::from_millis(50)).await;
+                    }
+                }
+            }
+        })
+        .detach();
+    }
 
     let (net_tx, net_rx) = async_channel::unbounded();
     let (dial_tx, dial_rx) = async_channel::unbounded();
@@ -154,7 +183,17 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
                     },
                 ),
                 future::or(
-                    async { Wake::Net(net_rx.recv().await.expect("the daemon holds a sender")) },
+                    future::or(
+                        async {
+                            Wake::Net(net_rx.recv().await.expect("the daemon holds a sender"))
+                        },
+                        async {
+                            match accept_rx.recv().await {
+                                Ok(stream) => Wake::Accepted(stream),
+                                Err(_) => future::pending().await,
+                            }
+                        },
+                    ),
                     async {
                         match deadline {
                             Some(at) => {
@@ -170,6 +209,7 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
         .await;
         match wake {
             Wake::Net(ev) => d.on_net(ev).await,
+            Wake::Accepted(stream) => d.on_accepted(stream).await,
             Wake::Exec(ev) => d.on_exec(ev).await,
             Wake::Dialed(dialed) => d.on_dialed(dialed).await,
             Wake::Deadline => d.feed(NodeInput::Tick).await,
@@ -201,6 +241,7 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
 
 enum Wake {
     Net(NetEvent),
+    Accepted(TcpStream),
     Exec(ExecEvent),
     Dialed(Dialed),
     Deadline,
@@ -312,6 +353,18 @@ impl Daemon {
     async fn on_exec(&mut self, ev: ExecEvent) {
         tracing::debug!(executor = %ev.executor, state = ?ev.state, "executor changed");
         self.feed(NodeInput::ExecutorChanged { executor: ev.executor, state: ev.state }).await;
+    }
+
+    /// A master dialled the callback listener.
+    async fn on_accepted(&mut self, stream: TcpStream) {
+        let _ = stream.set_nodelay(true);
+        self.next_conn += 1;
+        let conn = ConnId(self.next_conn);
+        let handle =
+            spawn_connection(stream, Side::Server, conn, self.net.clone(), self.net_tx.clone());
+        tracing::debug!(peer = %handle.peer, %conn, "a master dialled the callback listener");
+        self.conns.insert(conn, handle);
+        self.feed(NodeInput::Accepted { conn }).await;
     }
 
     async fn on_dialed(&mut self, dialed: Dialed) {

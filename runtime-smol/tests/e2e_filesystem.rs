@@ -25,6 +25,18 @@ fn state_of(spec: &MasterSpec) -> Result<serde_json::Value, String> {
     api_state(&spec.http_addr()).ok_or_else(|| format!("{} does not answer /api/state", spec.id))
 }
 
+/// Waits for three RUNNING executors on `spec`; returns their ids.
+fn three_running(spec: &MasterSpec) -> Vec<String> {
+    wait_for(BOUND, "3 executors RUNNING", || {
+        let ex = executors(&state_of(spec)?);
+        if ex.len() == 3 && ex.iter().all(|(_, st)| st == "RUNNING") {
+            Ok(ex.into_iter().map(|(id, _)| id).collect::<Vec<_>>())
+        } else {
+            Err(format!("executors {ex:?}"))
+        }
+    })
+}
+
 #[test]
 fn filesystem_master_kill9_restart_keeps_workers_and_completes() {
     let c = Cluster::new("fs-restart");
@@ -47,15 +59,7 @@ fn filesystem_master_kill9_restart_keeps_workers_and_completes() {
         &["--executors", "3", "--cores", "1", "--memory", "64"],
         &["sh", "-c", "sleep 8; exit 0", &marker],
     );
-    let mut ids = wait_for(BOUND, "3 executors RUNNING", || {
-        let s = state_of(&spec)?;
-        let ex = executors(&s);
-        if ex.len() == 3 && ex.iter().all(|(_, st)| st == "RUNNING") {
-            Ok(ex.into_iter().map(|(id, _)| id).collect::<Vec<_>>())
-        } else {
-            Err(format!("executors {ex:?}"))
-        }
-    });
+    let mut ids = three_running(&spec);
     ids.sort();
 
     master.kill9();
@@ -128,4 +132,54 @@ fn store_check_names_a_damaged_record() {
     assert!(!out.status.success(), "a damaged store must fail the check: {text}");
     let name = record.file_name().unwrap().to_string_lossy().into_owned();
     assert!(text.contains(&name), "the check names the damaged record {name}: {text}");
+}
+
+/// Seed 002 (issue 12): a master replaced at a new address is found by the
+/// workers started before it. The master is killed with `kill -9`; a new
+/// master process on another port, over the same store, recovers the
+/// workers' records — each with the worker's callback address — dials each
+/// worker and says it leads. The workers never knew its address; they probe
+/// it, it proves its epoch, and they re-register with it, their executors
+/// still running.
+#[test]
+fn a_master_replaced_at_a_new_address_is_found_by_its_workers() {
+    let c = Cluster::new("fs-new-address");
+    let old = fs_master(&c);
+    let mut master = c.master(&old);
+    let masters = vec![old.addr()];
+    let mut workers: Vec<_> =
+        WORKERS.iter().map(|id| c.worker(id, &masters, 1, 256, &[])).collect();
+    wait_for(BOUND, "the first master ALIVE with its 3 workers", || {
+        alive_with_workers(&state_of(&old)?, &WORKERS)
+    });
+    let marker = unique("fs-new-address");
+    let mut submit = c.submit(
+        "submit",
+        &masters,
+        &["--executors", "3", "--cores", "1", "--memory", "64", "--failover-timeout", "120000"],
+        &["sh", "-c", "sleep 600", &marker],
+    );
+    three_running(&old);
+
+    master.kill9();
+    // The same store, another id, another port: nobody was told of it.
+    let mut new = fs_master(&c);
+    new.id = "m2".into();
+    assert_ne!(new.port, old.port);
+    let mut replacement = c.master(&new);
+    wait_for(BOUND, "the new master ALIVE with the 3 workers started before it", || {
+        alive_with_workers(&state_of(&new)?, &WORKERS)
+    });
+    let ex = executors(&state_of(&new).unwrap());
+    assert_eq!(ex.len(), 3, "the executors were recovered, not relaunched: {ex:?}");
+    assert!(ex.iter().all(|(_, st)| st == "RUNNING"), "{ex:?}");
+    for w in &mut workers {
+        w.assert_running("after the replacement");
+    }
+    replacement.assert_running("at the end");
+    submit.stop(Duration::from_secs(5));
+    for w in &mut workers {
+        w.stop(Duration::from_secs(10));
+    }
+    assert!(leaders_with_marker(&marker).is_empty(), "no executor outlives its worker");
 }

@@ -198,6 +198,8 @@ fn options(master: &Addr, work_dir: &Path) -> WorkerOptions {
         id: None,
         net: Arc::new(NetConfig::new(CLUSTER, None)),
         insecure: false,
+        listen: None,
+        advertise: None,
     }
 }
 

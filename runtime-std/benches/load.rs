@@ -56,6 +56,7 @@ fn build(dir: &Path, n: usize) {
             incarnation: Incarnation(0x9e37_79b9_7f4a_7c15 ^ i as u64),
             cores: 64,
             memory_mb: 262_144,
+            callback: None,
         }));
     }
     rustix::fs::syncfs(File::open(dir).unwrap()).unwrap();

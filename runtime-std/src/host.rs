@@ -96,6 +96,9 @@ pub fn log_worker_note(note: &Note) {
         Note::NotStarting { executor } => {
             tracing::warn!(%executor, "not starting an executor: the worker is shutting down")
         }
+        Note::Hinted { leader } => {
+            tracing::info!(leader = %leader.addr, epoch = leader.epoch.0, "a master says it leads; probing it")
+        }
     }
 }
 
@@ -210,6 +213,38 @@ pub struct WorkerConfig {
     pub net: Arc<NetConfig>,
     /// Allow masters on non-loopback addresses without a cluster secret.
     pub insecure: bool,
+    /// Where the callback listener binds (masters dial it: a new leader
+    /// tells the worker of itself, seed 002). `None`: `127.0.0.1:0` when
+    /// every configured master is on loopback, else no listener. The smol
+    /// runtime runs it; the std runtime has none.
+    pub listen: Option<std::net::SocketAddr>,
+    /// The address masters should dial (default: the bound address).
+    pub advertise: Option<String>,
+}
+
+/// Where a worker's callback listener binds: `cfg.listen`, or
+/// `127.0.0.1:0` when every configured master is on loopback (a local
+/// cluster works out of the box), else none. Refused, naming the address,
+/// when it is not loopback and there is no secret and no `insecure`.
+pub fn callback_listen(cfg: &WorkerConfig) -> Result<Option<std::net::SocketAddr>, String> {
+    use std::net::{Ipv4Addr, SocketAddr};
+    let listen = match cfg.listen {
+        Some(l) => Some(l),
+        None => {
+            let loopback = |m: &Addr| {
+                m.as_str()
+                    .to_socket_addrs()
+                    .map(|mut a| a.all(|a| a.ip().is_loopback()))
+                    .unwrap_or(false)
+            };
+            cfg.masters.iter().all(loopback).then_some(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+        }
+    };
+    if let Some(l) = &listen {
+        check_exposure(l, cfg.net.secret.is_some(), cfg.insecure)
+            .map_err(|e| format!("--listen {l}: {e}"))?;
+    }
+    Ok(listen)
 }
 
 /// What a worker runtime starts with: the supervisor over the work

@@ -37,6 +37,8 @@ fn worker(master: &str, dir: &Path, id: &str) -> WorkerHandle {
         id: Some(id.into()),
         net: net(),
         insecure: false,
+        listen: None,
+        advertise: None,
     })
     .expect("worker starts")
 }

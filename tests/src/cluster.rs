@@ -740,6 +740,8 @@ impl Cluster {
                 master::Action::Abdicate { .. } => {
                     self.leaders.remove(&m);
                 }
+                // The harness's workers have no callback listener.
+                master::Action::Contact { .. } => {}
             }
         }
     }

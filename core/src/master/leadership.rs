@@ -14,7 +14,7 @@
 
 use super::workers::WorkerState;
 use super::{Action, AfterWrite, FrameworkEntry, Master, Phase, Timer};
-use crate::ids::{Epoch, WorkerId};
+use crate::ids::{Addr, Epoch, WorkerId};
 use crate::protocol::Role;
 use crate::store::{Record, RecordKey};
 use crate::time::Millis;
@@ -76,6 +76,15 @@ impl Master {
             }
         }
         self.announce(&[Role::Worker], out);
+        // Seed 002: the recorded workers need not know this master's
+        // address; it contacts them (those that gave a callback address).
+        let mut addrs: Vec<Addr> =
+            self.workers.entries.values().filter_map(|w| w.callback.clone()).collect();
+        addrs.sort();
+        addrs.dedup();
+        if !addrs.is_empty() {
+            out.push(Action::Contact { addrs });
+        }
         out.push(Action::SetTimer {
             timer: Timer::Recovery,
             at: now + self.config.recovery_timeout,

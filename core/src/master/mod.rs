@@ -231,6 +231,14 @@ pub enum Action {
         /// Why.
         reason: String,
     },
+    /// Seed 002: a new leader contacts its recorded peers, who need not
+    /// know its address. Dial each callback address (paced), and on each
+    /// connection send `Hello` and [`Master::announcement`], then close it.
+    /// Ends with the leadership.
+    Contact {
+        /// The recovered workers' callback addresses.
+        addrs: Vec<Addr>,
+    },
 }
 
 /// The master's named deadlines.
@@ -315,6 +323,8 @@ struct Conn {
     node: Option<String>,
     worker: Option<WorkerId>,
     framework: Option<FrameworkId>,
+    /// The peer's callback listener (`Message::Callback`).
+    callback: Option<Addr>,
 }
 
 /// The master machine.
@@ -706,14 +716,26 @@ impl Master {
         }
     }
 
-    /// Sends `MasterChanged` (this leader, its epoch, the masters it knows)
-    /// on every connection of the given roles, in connection order.
-    pub(super) fn announce(&self, roles: &[Role], out: &mut Vec<Action>) {
-        let changed = Message::MasterChanged {
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// What a leader tells a peer that may not know it: `MasterChanged`
+    /// (this leader, its epoch, the masters it knows); `None` unless it is
+    /// acting.
+    pub fn announcement(&self) -> Option<Message> {
+        self.acting().then(|| Message::MasterChanged {
             epoch: self.epoch,
             leader: self.self_hint(),
             masters: self.known_masters(),
-        };
+        })
+    }
+
+    /// Sends `MasterChanged` (this leader, its epoch, the masters it knows)
+    /// on every connection of the given roles, in connection order.
+    pub(super) fn announce(&self, roles: &[Role], out: &mut Vec<Action>) {
+        let Some(changed) = self.announcement() else { return };
         let mut peers: Vec<ConnId> = self
             .conns
             .iter()
@@ -802,6 +824,20 @@ impl Master {
             Message::Teardown { request } if self.acting() => self.teardown(conn, request, out),
             // Keeps the subscription's connection alive; nothing to do.
             Message::FrameworkHeartbeatAck { .. } => {}
+            Message::Callback { addr } => {
+                if addr.as_str().len() > crate::limits::MAX_ADDR_BYTES {
+                    let reason = format!(
+                        "callback address of {} bytes; the limit is {} bytes (MAX_ADDR_BYTES)",
+                        addr.as_str().len(),
+                        crate::limits::MAX_ADDR_BYTES
+                    );
+                    out.push(Action::Close { conn, reason });
+                    self.conns.remove(&conn);
+                    self.metrics.rejected += 1;
+                } else if let Some(c) = self.conns.get_mut(&conn) {
+                    c.callback = Some(addr);
+                }
+            }
             Message::StateRequest => {
                 out.push(Action::Send { conn, msg: Message::StateReply(Box::new(self.state())) })
             }

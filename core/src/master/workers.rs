@@ -1,7 +1,7 @@
 //! The leader's worker registry: registration, heartbeats, the DEAD sweep.
 
 use super::{Action, Master, Timer};
-use crate::ids::{ConnId, Epoch, Incarnation, WorkerId};
+use crate::ids::{Addr, ConnId, Epoch, Incarnation, WorkerId};
 use crate::protocol::{Message, RegisterWorker};
 use crate::store::{Record, RecordKey, WorkerRecord, WriteId};
 use crate::time::Millis;
@@ -54,6 +54,8 @@ pub struct WorkerEntry {
     pub cores_used: u32,
     /// Memory held by its live executors, in MiB.
     pub memory_used_mb: u64,
+    /// Where its callback listener takes masters' connections, if it said.
+    pub callback: Option<Addr>,
 }
 
 #[derive(Debug, Default)]
@@ -86,6 +88,7 @@ impl Registry {
                 recovered: true,
                 cores_used: 0,
                 memory_used_mb: 0,
+                callback: r.callback,
             },
         );
     }
@@ -274,6 +277,7 @@ impl Master {
                 recovered: false,
                 cores_used: 0,
                 memory_used_mb: 0,
+                callback: self.conns.get(&conn).and_then(|c| c.callback.clone()),
             },
         );
         self.persist_worker(&id, out);
@@ -287,6 +291,7 @@ impl Master {
             incarnation: e.incarnation,
             cores: e.cores,
             memory_mb: e.memory_mb,
+            callback: e.callback.clone(),
         });
         self.workers.pending.insert(write, (id.clone(), e.incarnation));
         out.push(Action::Persist { write, record });

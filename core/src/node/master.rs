@@ -29,13 +29,14 @@
 //!   elector's and the store's timers; the runtime asks
 //!   [`MasterNode::poll_timeout`] and feeds [`Input::Tick`] when it passes.
 
+use super::contact::{ContactOutput, Contacts};
 use super::watch::{LeaderWatch, WatchOutput, DIAL_TIMEOUT};
 use super::zk_store::{StoreOutput, ZkStore};
 use super::{Deadlines, DialId, DialResult};
 use crate::elector::{self, Elector, ElectorStatus, RequestId, ZkCommand, ZkEvent};
 use crate::ids::{Addr, ConnId, Epoch, Incarnation};
 use crate::master::{self, Master, Status};
-use crate::protocol::{LeaderHint, Message};
+use crate::protocol::{Hello, LeaderHint, Message, Role, PROTOCOL_VERSION};
 use crate::store::seal::Sealing;
 use crate::store::{Record, RecordKey, WriteId};
 use crate::time::Millis;
@@ -229,6 +230,14 @@ pub enum Note {
         /// Why.
         reason: String,
     },
+    /// A recovered peer's callback address could not be dialled (seed 002
+    /// contact); the peer finds the leader by itself when it can.
+    PeerUnreached {
+        /// The callback address.
+        addr: Addr,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// The node's named deadlines: its machines' timers in one table.
@@ -279,6 +288,8 @@ pub struct MasterNode {
     elector: Option<Elector>,
     store: Option<ZkStore>,
     watch: Option<LeaderWatch>,
+    contacts: Contacts,
+    cluster: String,
     clock_base: u64,
     deadlines: Deadlines<Timer>,
     routes: BTreeMap<RequestId, Route>,
@@ -296,7 +307,8 @@ impl MasterNode {
             Leadership::Zookeeper(ecfg) => {
                 let store = ZkStore::new(&ecfg.root);
                 let m = &config.master;
-                let watch = LeaderWatch::new(m.id.clone(), config.cluster, m.heartbeat_interval);
+                let watch =
+                    LeaderWatch::new(m.id.clone(), config.cluster.clone(), m.heartbeat_interval);
                 (Some(Elector::new(ecfg)), Some(store), Some(watch))
             }
         };
@@ -305,6 +317,8 @@ impl MasterNode {
             elector,
             store,
             watch,
+            contacts: Contacts::default(),
+            cluster: config.cluster,
             clock_base: config.clock_base,
             deadlines: Deadlines::new(),
             routes: BTreeMap::new(),
@@ -406,6 +420,12 @@ impl MasterNode {
             Input::Message { conn, msg } if self.watch_owns(conn) => {
                 self.watch_do(&mut queue, &mut out, |w, o| w.on_message(msg, o))
             }
+            Input::Dialled { dial, result } if Contacts::is_contact_dial(dial) => {
+                let leading = self.master.announcement().is_some();
+                let mut co = Vec::new();
+                self.contacts.dialled(dial, result, leading, &mut co);
+                self.contact_outputs(co, &mut out);
+            }
             Input::Dialled { dial, result } => {
                 self.watch_do(&mut queue, &mut out, |w, o| w.dialled(now, dial, result, o))
             }
@@ -466,6 +486,38 @@ impl MasterNode {
         }
         self.run(now, &mut queue, &mut out);
         out
+    }
+
+    /// Carries out what the contacts ask (seed 002).
+    fn contact_outputs(&mut self, co: Vec<ContactOutput>, out: &mut Vec<Output>) {
+        for o in co {
+            match o {
+                ContactOutput::Dial { dial, addr } => {
+                    out.push(Output::Dial { dial, addr, timeout: DIAL_TIMEOUT })
+                }
+                ContactOutput::Announce { conn, addr } => {
+                    if let Some(msg) = self.master.announcement() {
+                        let hello = Message::Hello(Hello {
+                            version: PROTOCOL_VERSION,
+                            cluster: self.cluster.clone(),
+                            role: Role::Master,
+                            node: self.master.config().id.as_str().to_owned(),
+                        });
+                        out.push(Output::Send { conn, msg: hello });
+                        out.push(Output::Send { conn, msg });
+                    }
+                    let reason = format!("told {addr} of the new leader");
+                    out.push(Output::Close { conn, reason });
+                }
+                ContactOutput::Close { conn } => {
+                    let reason = "the leadership that dialled it ended".into();
+                    out.push(Output::Close { conn, reason })
+                }
+                ContactOutput::Unreached { addr, reason } => {
+                    out.push(Output::Note(Note::PeerUnreached { addr, reason }))
+                }
+            }
+        }
     }
 
     fn watch_owns(&self, conn: ConnId) -> bool {
@@ -539,6 +591,7 @@ impl MasterNode {
     /// own `Abdicate`, is a no-op.)
     fn give_up(&mut self, reason: String, queue: &mut VecDeque<Inner>, out: &mut Vec<Output>) {
         self.metrics.step_downs += 1;
+        self.contacts.stop();
         out.push(Output::Note(Note::SteppedDown { reason }));
         self.drop_store_jobs();
         queue.push_back(Inner::Master(master::Event::Revoked));
@@ -684,6 +737,11 @@ impl MasterNode {
                         self.store_outputs(so, queue, out);
                     }
                 },
+                master::Action::Contact { addrs } => {
+                    let mut co = Vec::new();
+                    self.contacts.start(addrs, &mut co);
+                    self.contact_outputs(co, out);
+                }
                 master::Action::Abdicate { reason } => {
                     if self.elector.is_some() {
                         // The master is in standby already; the session goes
@@ -768,6 +826,7 @@ impl MasterNode {
                         out.push(Output::Note(Note::Revoked));
                     }
                     self.drop_store_jobs();
+                    self.contacts.stop();
                     queue.push_back(Inner::Master(master::Event::Revoked));
                 }
             }

@@ -16,6 +16,7 @@
 //!   and what the user is shown.
 //! * [`Deadlines`]: the one deadline table every node keeps.
 
+mod contact;
 mod deadlines;
 pub mod master;
 pub mod submit;

@@ -16,7 +16,7 @@
 
 use super::Deadlines;
 use crate::ids::{Addr, ConnId, ExecutorId, FrameworkId};
-use crate::protocol::{ExecutorReport, ExecutorState, Message};
+use crate::protocol::{ExecutorReport, ExecutorState, LeaderHint, Message};
 use crate::time::Millis;
 use crate::worker::{self, Worker, WorkerStatus};
 use std::collections::{BTreeMap, BTreeSet};
@@ -40,6 +40,13 @@ pub enum Input {
         dial: DialId,
         /// How.
         result: DialResult,
+    },
+    /// A master dialled the callback listener: `conn` runs (the handshake
+    /// happens inside it); its frames come as [`Input::Message`], its end
+    /// as [`Input::Closed`].
+    Accepted {
+        /// The runtime's number for the connection.
+        conn: ConnId,
     },
     /// A frame arrived on `conn`.
     Message {
@@ -171,6 +178,12 @@ pub enum Note {
         /// The executor.
         executor: ExecutorId,
     },
+    /// A master dialled the callback listener and named a leader (seed
+    /// 002); the worker probes it.
+    Hinted {
+        /// The leader named.
+        leader: LeaderHint,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,6 +200,8 @@ pub struct WorkerNode {
     links: BTreeMap<Addr, Link>,
     dials: BTreeMap<DialId, Addr>,
     conns: BTreeMap<ConnId, Addr>,
+    /// Connections masters dialled to the callback listener.
+    callbacks: BTreeSet<ConnId>,
     next_dial: u64,
     /// Masters whose last dial failed (a failure is news once in a row).
     failing: BTreeSet<Addr>,
@@ -206,6 +221,7 @@ impl WorkerNode {
             links: BTreeMap::new(),
             dials: BTreeMap::new(),
             conns: BTreeMap::new(),
+            callbacks: BTreeSet::new(),
             next_dial: 0,
             failing: BTreeSet::new(),
             refused: BTreeSet::new(),
@@ -249,12 +265,27 @@ impl WorkerNode {
             Input::Start => events.push(worker::Event::Start),
             Input::LeftBehind(report) => events.push(worker::Event::LeftBehind(report)),
             Input::Dialed { dial, result } => self.on_dialed(dial, result, &mut events, &mut out),
+            Input::Accepted { conn } => {
+                self.callbacks.insert(conn);
+            }
+            Input::Message { conn, msg } if self.callbacks.contains(&conn) => {
+                // Seed 002: a new leader tells of itself; the rest of what
+                // a master says comes on the worker's own connections.
+                if let Message::MasterChanged { leader, masters, .. } = msg {
+                    self.callbacks.remove(&conn);
+                    let reason = "the leader's news is taken".into();
+                    out.push(Output::Close { conn, reason });
+                    out.push(Output::Note(Note::Hinted { leader: leader.clone() }));
+                    events.push(worker::Event::Hint { leader, masters });
+                }
+            }
             Input::Message { conn, msg } => {
                 // Frames of a connection the worker closed are ignored.
                 if let Some(from) = self.conns.get(&conn).cloned() {
                     events.push(worker::Event::Message { from, msg });
                 }
             }
+            Input::Closed { conn, .. } if self.callbacks.remove(&conn) => {}
             Input::Closed { conn, reason } => {
                 if let Some(master) = self.conns.remove(&conn) {
                     if self.links.get(&master) == Some(&Link::Open(conn)) {

@@ -652,6 +652,7 @@ mod tests {
             incarnation: Incarnation(1),
             cores: 1,
             memory_mb: 1,
+            callback: None,
         })
     }
 

@@ -494,6 +494,7 @@ mod tests {
             incarnation: Incarnation(0xfeed),
             cores: 8,
             memory_mb: 16384,
+            callback: None,
         })
     }
 
@@ -524,6 +525,7 @@ mod tests {
             incarnation: Incarnation(1),
             cores: 1,
             memory_mb: 1,
+            callback: None,
         });
         let mut out = vec![1, 2, 3];
         let err = encode_into(&big, &mut out).unwrap_err();
@@ -629,6 +631,7 @@ mod tests {
                     incarnation: Incarnation(u64::arbitrary(g)),
                     cores: u32::arbitrary(g),
                     memory_mb: u64::arbitrary(g),
+                    callback: None,
                 }),
                 _ => Record::Framework(FrameworkRecord {
                     id: FrameworkId(String::arbitrary(g)),

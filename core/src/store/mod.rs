@@ -13,7 +13,7 @@ pub mod format;
 pub mod names;
 pub mod seal;
 
-use crate::ids::{Epoch, ExecutorId, FrameworkId, Incarnation, WorkerId};
+use crate::ids::{Addr, Epoch, ExecutorId, FrameworkId, Incarnation, WorkerId};
 use crate::protocol::{ExecutorState, GroupSpec};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -56,6 +56,9 @@ pub struct WorkerRecord {
     pub cores: u32,
     /// Memory offered, in MiB.
     pub memory_mb: u64,
+    /// Where its callback listener takes masters' connections (seed 002:
+    /// a new leader dials it when it recovers), if it has one.
+    pub callback: Option<Addr>,
 }
 
 /// A framework and what it asked for: every executor group it declared and
@@ -126,7 +129,13 @@ impl SlotOutcome {
 }
 
 /// One durable record.
+///
+/// Encoded through [`wire::Record`]: a worker record without a callback
+/// address keeps the layout of the first format (so those images are
+/// byte-for-byte what earlier builds wrote and read), one with a callback
+/// address uses a variant appended after it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "wire::Record", into = "wire::Record")]
 pub enum Record {
     /// The epoch of the latest leadership.
     Epoch(Epoch),
@@ -144,5 +153,87 @@ impl Record {
             Record::Worker(w) => RecordKey::Worker(w.id.clone()),
             Record::Framework(f) => RecordKey::Framework(f.id.clone()),
         }
+    }
+}
+
+/// The encoded shape of [`Record`] (see there): variants are only ever
+/// appended.
+mod wire {
+    use super::{FrameworkRecord, WorkerRecord};
+    use crate::ids::{Epoch, Incarnation, WorkerId};
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Debug, Serialize, Deserialize)]
+    pub enum Record {
+        Epoch(Epoch),
+        Worker(WorkerV1),
+        Framework(FrameworkRecord),
+        WorkerWithCallback(WorkerRecord),
+    }
+
+    /// A worker record of the first format: no callback address.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct WorkerV1 {
+        id: WorkerId,
+        incarnation: Incarnation,
+        cores: u32,
+        memory_mb: u64,
+    }
+
+    impl From<Record> for super::Record {
+        fn from(r: Record) -> Self {
+            match r {
+                Record::Epoch(e) => super::Record::Epoch(e),
+                Record::Worker(WorkerV1 { id, incarnation, cores, memory_mb }) => {
+                    super::Record::Worker(WorkerRecord {
+                        id,
+                        incarnation,
+                        cores,
+                        memory_mb,
+                        callback: None,
+                    })
+                }
+                Record::Framework(f) => super::Record::Framework(f),
+                Record::WorkerWithCallback(w) => super::Record::Worker(w),
+            }
+        }
+    }
+
+    impl From<super::Record> for Record {
+        fn from(r: super::Record) -> Self {
+            match r {
+                super::Record::Epoch(e) => Record::Epoch(e),
+                super::Record::Worker(w) if w.callback.is_some() => Record::WorkerWithCallback(w),
+                super::Record::Worker(WorkerRecord {
+                    id, incarnation, cores, memory_mb, ..
+                }) => Record::Worker(WorkerV1 { id, incarnation, cores, memory_mb }),
+                super::Record::Framework(f) => Record::Framework(f),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn worker(callback: Option<&str>) -> Record {
+        Record::Worker(WorkerRecord {
+            id: WorkerId::new("w1"),
+            incarnation: Incarnation(7),
+            cores: 4,
+            memory_mb: 1024,
+            callback: callback.map(Addr::new),
+        })
+    }
+
+    #[test]
+    fn a_worker_without_a_callback_keeps_the_first_layout_and_one_with_it_round_trips() {
+        let old = postcard::to_allocvec(&worker(None)).unwrap();
+        assert_eq!(old[0], 1, "variant 1, as every earlier build wrote it");
+        assert_eq!(postcard::from_bytes::<Record>(&old).unwrap(), worker(None));
+        let new = postcard::to_allocvec(&worker(Some("10.0.0.7:7078"))).unwrap();
+        assert_eq!(new[0], 3, "an appended variant");
+        assert_eq!(postcard::from_bytes::<Record>(&new).unwrap(), worker(Some("10.0.0.7:7078")));
     }
 }

@@ -27,6 +27,7 @@ pub fn worker(id: &str, inc: u64) -> Record {
         incarnation: Incarnation(inc),
         cores: 8,
         memory_mb: 16384,
+        callback: None,
     })
 }
 
