@@ -738,6 +738,39 @@ fn a_new_leader_dials_its_recorded_workers_callbacks_and_announces_itself() {
     assert!(!out.iter().any(|o| matches!(o, Output::Dial { .. })));
 }
 
+/// A damaged store does not spin the masters through the election: the
+/// first time a leader gives up over it, it rejoins at once (another master
+/// may be fine); each further time before it reaches ALIVE it stays out of
+/// the election longer (1 s, 2 s, ... up to 30 s).
+#[test]
+fn a_master_that_keeps_finding_the_store_damaged_rejoins_with_a_backoff() {
+    let mut c = Cluster::zookeeper(1);
+    c.seed_images(&[("w-w1".into(), b"RGNT garbage".to_vec())]);
+    let _ = c.feed(0, Input::Start);
+    c.advance(Millis(100));
+    let sessions = |c: &Cluster| {
+        c.nodes[0]
+            .zk_commands()
+            .into_iter()
+            .filter(|(_, z)| matches!(z, ZkCommand::NewSession { .. }))
+            .map(|(at, _)| at)
+            .collect::<Vec<_>>()
+    };
+    let steps = |c: &Cluster| {
+        c.nodes[0].notes().iter().filter(|n| matches!(n, Note::SteppedDown { .. })).count()
+    };
+    assert!(steps(&c) >= 2, "it gave up over the damaged record, twice: {:?}", c.nodes[0].notes());
+    c.advance(Millis(20_000));
+    let at = sessions(&c);
+    // Over 20 s: the first session, the rejoin at once, then 1 s, 2 s, 4 s,
+    // 8 s apart — a handful, not thousands.
+    assert!(at.len() <= 7, "{} sessions in 20 s: {at:?}", at.len());
+    let gaps: Vec<u64> = at.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    assert!(gaps.iter().skip(2).all(|g| *g >= 1_000), "rejoins back off: {gaps:?}");
+    assert!(gaps.windows(2).skip(2).all(|w| w[1] >= w[0]), "and grow: {gaps:?}");
+    assert!(!c.nodes[0].exited());
+}
+
 // ----- 9 -------------------------------------------------------------------
 
 /// A new leader's load starts with a `Sync`, so it never lists or reads a

@@ -196,6 +196,13 @@ pub enum Event {
     /// cannot act (a fenced write, a damaged store) or an operator's
     /// step-down uses this (DESIGN rule 8).
     Abandon,
+    /// As [`Event::Abandon`], but the new session (and candidate node) is
+    /// asked for only after `rejoin_after`: a leader that gave up because
+    /// the store is damaged would find it damaged again at once.
+    AbandonFor {
+        /// How long to stay out of the election.
+        rejoin_after: Millis,
+    },
 }
 
 /// What the runtime must do, in order.
@@ -321,6 +328,8 @@ pub enum Timer {
     Lease,
     /// Retry a round after an unexpected error.
     Retry,
+    /// Join the election again after [`Event::AbandonFor`].
+    Rejoin,
 }
 
 /// What an elector shows an observer (tests, status pages).
@@ -584,6 +593,20 @@ impl Elector {
             Event::Abandon => {
                 if self.session != Session::None {
                     self.abandon(now, true, &mut out);
+                }
+            }
+            Event::AbandonFor { rejoin_after } => {
+                if self.session != Session::None {
+                    self.abandon(now, true, &mut out);
+                    // Out of the election until the timer: no session yet.
+                    self.session = Session::None;
+                    out.retain(|a| !matches!(a, Action::NewSession { .. }));
+                    out.push(Action::SetTimer { timer: Timer::Rejoin, at: now + rejoin_after });
+                }
+            }
+            Event::Timer(Timer::Rejoin) => {
+                if self.session == Session::None && !self.stopped {
+                    self.ask_session(now, &mut out);
                 }
             }
             Event::Shutdown => {

@@ -46,6 +46,12 @@ use std::collections::{BTreeMap, VecDeque};
 /// the elector has not (yet) seen as a disconnect.
 const STORE_RETRY: Millis = Millis(100);
 
+/// The first delay before a master whose store failed it twice in a row
+/// joins the election again (see `MasterNode::abdicate`).
+pub const REJOIN_BACKOFF_MIN: Millis = Millis(1_000);
+/// The largest such delay.
+pub const REJOIN_BACKOFF_MAX: Millis = Millis(30_000);
+
 /// Where leadership comes from.
 #[derive(Clone, Debug)]
 pub enum Leadership {
@@ -290,6 +296,8 @@ pub struct MasterNode {
     watch: Option<LeaderWatch>,
     contacts: Contacts,
     cluster: String,
+    /// Leaderships given up to store failures since the last ALIVE.
+    abdications: u32,
     clock_base: u64,
     deadlines: Deadlines<Timer>,
     routes: BTreeMap<RequestId, Route>,
@@ -319,6 +327,7 @@ impl MasterNode {
             watch,
             contacts: Contacts::default(),
             cluster: config.cluster,
+            abdications: 0,
             clock_base: config.clock_base,
             deadlines: Deadlines::new(),
             routes: BTreeMap::new(),
@@ -485,6 +494,9 @@ impl MasterNode {
             }
         }
         self.run(now, &mut queue, &mut out);
+        if self.master.status() == Status::Alive {
+            self.abdications = 0;
+        }
         out
     }
 
@@ -590,12 +602,42 @@ impl MasterNode {
     /// (A `Revoked` for a master that is in standby already, as after its
     /// own `Abdicate`, is a no-op.)
     fn give_up(&mut self, reason: String, queue: &mut VecDeque<Inner>, out: &mut Vec<Output>) {
+        self.leave(reason, elector::Event::Abandon, queue, out);
+    }
+
+    /// The master gave its leadership up because the store failed it (a
+    /// damaged record, a refused write): it rejoins at once the first time,
+    /// then after [`REJOIN_BACKOFF_MIN`] doubling up to
+    /// [`REJOIN_BACKOFF_MAX`] while it keeps failing before reaching ALIVE —
+    /// a store that stays damaged would otherwise spin every master through
+    /// the election.
+    fn abdicate(&mut self, reason: String, queue: &mut VecDeque<Inner>, out: &mut Vec<Output>) {
+        let n = self.abdications.min(16);
+        self.abdications += 1;
+        let event = match n {
+            0 => elector::Event::Abandon,
+            n => {
+                let delay = REJOIN_BACKOFF_MIN.0.saturating_mul(1 << (n - 1));
+                let rejoin_after = Millis(delay.min(REJOIN_BACKOFF_MAX.0));
+                elector::Event::AbandonFor { rejoin_after }
+            }
+        };
+        self.leave(reason, event, queue, out);
+    }
+
+    fn leave(
+        &mut self,
+        reason: String,
+        event: elector::Event,
+        queue: &mut VecDeque<Inner>,
+        out: &mut Vec<Output>,
+    ) {
         self.metrics.step_downs += 1;
         self.contacts.stop();
         out.push(Output::Note(Note::SteppedDown { reason }));
         self.drop_store_jobs();
         queue.push_back(Inner::Master(master::Event::Revoked));
-        queue.push_back(Inner::Elector(elector::Event::Abandon));
+        queue.push_back(Inner::Elector(event));
     }
 
     /// Leadership ended: the store's unconfirmed jobs belong to it and go.
@@ -746,7 +788,7 @@ impl MasterNode {
                     if self.elector.is_some() {
                         // The master is in standby already; the session goes
                         // in this same step.
-                        self.give_up(reason, queue, out);
+                        self.abdicate(reason, queue, out);
                     } else {
                         out.push(Output::Exit { reason });
                     }
