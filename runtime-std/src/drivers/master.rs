@@ -160,6 +160,9 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     let advertise = cfg.advertise.clone().unwrap_or_else(|| Addr(bound.to_string()));
     let (tx, rx) = mpsc::channel::<Input>();
+    // The connections' read and write timeouts scale with the heartbeat
+    // interval this master tells its peers.
+    cfg.net.set_heartbeat_interval(cfg.heartbeat_interval);
 
     let store = match &cfg.recovery {
         Recovery::None => LocalStore::Memory,
