@@ -344,8 +344,9 @@ pub struct ConnHandle {
     pub peer: String,
     tx: Sender<Outbound>,
     queue: Arc<SendQueue>,
-    /// A clone of the socket, shut down when the send queue overflows (the
-    /// writer may be blocked writing, the reader reading).
+    /// The socket (shared with the reader and the writer), shut down when
+    /// the send queue overflows (the writer may be blocked writing, the
+    /// reader reading).
     socket: Arc<TcpStream>,
 }
 
@@ -482,8 +483,8 @@ pub fn is_refusal(reason: &str) -> bool {
 /// dialled. `sink` receives the connection's events on its reader thread;
 /// it must not block for long (send on a channel).
 ///
-/// Fails only when the OS refuses a thread or a socket clone; the stream is
-/// then dropped (closed).
+/// Fails only when the OS refuses a thread; the stream is then dropped
+/// (closed). The reader, the writer and the handle share one socket.
 pub fn spawn_connection(
     stream: TcpStream,
     side: Side,
@@ -494,17 +495,21 @@ pub fn spawn_connection(
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
     let (tx, rx) = mpsc::channel();
     let queue = Arc::new(SendQueue::new(cfg.clone()));
-    let socket = Arc::new(stream.try_clone()?);
-    let handle =
-        ConnHandle { conn, peer: peer.clone(), tx: tx.clone(), queue: queue.clone(), socket };
-    let wstream = stream.try_clone()?;
+    let socket = Arc::new(stream);
+    let handle = ConnHandle {
+        conn,
+        peer: peer.clone(),
+        tx: tx.clone(),
+        queue: queue.clone(),
+        socket: socket.clone(),
+    };
     std::thread::Builder::new()
         .name(format!("regent-conn-{}", conn.0))
         .stack_size(CONN_STACK)
         .spawn(move || {
             let closing = Arc::new(AtomicBool::new(false));
             let ends = Ends { rx, stop_writer: tx, closing: &closing, queue: &queue };
-            let result = run(stream, wstream, side, conn, &cfg, &sink, ends);
+            let result = run(socket, side, conn, &cfg, &sink, ends);
             // Whatever is still queued will never be written.
             queue.close();
             let reason = match result {
@@ -518,7 +523,7 @@ pub fn spawn_connection(
 }
 
 fn read_some(
-    stream: &mut TcpStream,
+    mut stream: &TcpStream,
     buf: &mut [u8],
     what: &str,
     d: Duration,
@@ -536,12 +541,12 @@ fn read_some(
     }
 }
 
-fn write_frame(stream: &mut TcpStream, frame: &[u8]) -> Result<(), String> {
+fn write_frame(mut stream: &TcpStream, frame: &[u8]) -> Result<(), String> {
     stream.write_all(frame).map_err(|e| format!("write failed: {e}"))
 }
 
 fn handshake(
-    stream: &mut TcpStream,
+    mut stream: &TcpStream,
     reader: &mut FrameReader,
     side: Side,
     secret: &Secret,
@@ -591,13 +596,14 @@ fn handshake(
 /// heartbeat interval changes it) ends the connection, and says so through
 /// the queue.
 fn write_loop(
-    mut stream: TcpStream,
+    socket: Arc<TcpStream>,
     mut sealer: auth::FrameSealer,
     rx: Receiver<Outbound>,
     closing: Arc<AtomicBool>,
     queue: Arc<SendQueue>,
     cfg: Arc<NetConfig>,
 ) {
+    let mut stream: &TcpStream = &socket;
     let mut out = Vec::with_capacity(4096);
     let mut timeout = None;
     'outer: while let Ok(first) = rx.recv() {
@@ -657,8 +663,7 @@ struct Ends<'a> {
 }
 
 fn run(
-    mut rstream: TcpStream,
-    wstream: TcpStream,
+    socket: Arc<TcpStream>,
     side: Side,
     conn: ConnId,
     cfg: &Arc<NetConfig>,
@@ -666,6 +671,7 @@ fn run(
     ends: Ends<'_>,
 ) -> Result<(), String> {
     let Ends { rx, stop_writer, closing, queue } = ends;
+    let rstream: &TcpStream = &socket;
     let mut reader = FrameReader::new(match cfg.secret {
         Some(_) => auth::HANDSHAKE_MAX_BODY,
         None => cfg.max_frame,
@@ -673,7 +679,7 @@ fn run(
     let session = match &cfg.secret {
         None => Session::plain(),
         Some(secret) => {
-            match handshake(&mut rstream, &mut reader, side, secret, cfg.handshake_timeout) {
+            match handshake(rstream, &mut reader, side, secret, cfg.handshake_timeout) {
                 Ok(s) => s,
                 Err(e) => {
                     let _ = rstream.shutdown(Shutdown::Both);
@@ -685,11 +691,11 @@ fn run(
     reader.set_max_body(session.opener.max_body(cfg.max_frame));
     let Session { sealer, mut opener } = session;
     let writer_closing = closing.clone();
-    let (wqueue, wcfg) = (queue.clone(), cfg.clone());
+    let (wqueue, wcfg, wsocket) = (queue.clone(), cfg.clone(), socket.clone());
     let writer = std::thread::Builder::new()
         .name(format!("regent-conn-{}-w", conn.0))
         .stack_size(CONN_STACK)
-        .spawn(move || write_loop(wstream, sealer, rx, writer_closing, wqueue, wcfg));
+        .spawn(move || write_loop(wsocket, sealer, rx, writer_closing, wqueue, wcfg));
     if let Err(e) = writer {
         let _ = rstream.shutdown(Shutdown::Both);
         return Err(format!("cannot start the writer thread: {e}"));
@@ -708,7 +714,7 @@ fn run(
             let _ = rstream.set_read_timeout(Some(d));
             timeout = Some(d);
         }
-        let n = read_some(&mut rstream, &mut buf, "idle connection", d)?;
+        let n = read_some(rstream, &mut buf, "idle connection", d)?;
         reader.feed(&buf[..n]).map_err(|e| e.to_string())?;
     })();
     // Did the send side end the connection (its queue overflowed, a write
