@@ -771,6 +771,21 @@ impl FrameSealer {
     pub fn seal_into(&mut self, msg: &Message, out: &mut Vec<u8>) {
         let start = out.len();
         codec::encode_into(msg, out);
+        self.seal_tail(out, start);
+    }
+
+    /// Seals, in place, a plain codec frame made earlier by
+    /// [`codec::encode`] (a runtime encodes when it queues a message, to
+    /// count its bytes, and seals when the frame goes on the wire): the same
+    /// bytes [`seal`](Self::seal) would have made of the message. At most
+    /// [`TAG_LEN`] bytes are added.
+    pub fn seal_frame(&mut self, frame: &mut Vec<u8>) {
+        self.seal_tail(frame, 0);
+    }
+
+    /// Seals the plain frame that starts at `start` and runs to the end of
+    /// `out`.
+    fn seal_tail(&mut self, out: &mut Vec<u8>, start: usize) {
         let Some(key) = &self.key else { return };
         let body_at = start + LEN_PREFIX;
         let tag = key.keyed(self.seq, &out[body_at..]).finalize().into_bytes();

@@ -25,6 +25,23 @@
 //! | [`MAX_RECORD_PAYLOAD`] (a framework record at its worst case, see below) | 1,000,000 bytes | `declare_group`, before persisting | `RequestRefused` |
 //! | [`MAX_FAILURE_REASON_BYTES`] (a failed slot's stored reason) | 256 | `master::executors::update_executor` | truncated (marked) |
 //!
+//!
+//! **Connections** (enforced by the runtimes' connection layers, which take
+//! these numbers from here so both runtimes follow one rule):
+//!
+//! | limit | default | answer |
+//! |---|---|---|
+//! | [`MAX_SEND_QUEUE_BYTES`] (bytes queued for one peer, not yet written) | 4 MiB | connection closed, naming the peer and the bound |
+//! | [`SEND_QUEUE_BUDGET_BYTES`] (bytes queued for all peers of a process) | 32 MiB | past it, a connection holding more than [`SEND_QUEUE_SHARE_UNDER_PRESSURE`] (1 MiB + 64 KiB) is closed |
+//! | read timeout ([`read_timeout`]) | max([`READ_TIMEOUT_FLOOR`] 60 s, [`READ_TIMEOUT_HEARTBEATS`] 10 × heartbeat) | connection closed |
+//! | write timeout ([`write_timeout`]) | max([`WRITE_TIMEOUT_FLOOR`] 15 s, [`WRITE_TIMEOUT_HEARTBEATS`] 5 × heartbeat) | connection closed |
+//! | `StateRequest` snapshots ([`STATE_SNAPSHOT_MAX_AGE`], [`STATE_REQUEST_INTERVAL`]) | one fresh snapshot per connection per 100 ms; cached one reused up to 1 s | every request answered, excess ones from the cache |
+//!
+//! A peer that does not read is never a reason to drop a message: once its
+//! queue passes the bound, or a write to it makes no progress for the write
+//! timeout, its connection is closed (the peer reconnects and resyncs by the
+//! protocol) and the machine hears `Disconnected` as for any other close.
+//!
 //! **Record size.** A framework record grows after its declaration: each
 //! slot's outcome goes from `Pending` (1 byte) to `Done`/`Killed` (an
 //! executor id) or `Failed` (an executor id and a reason), `retries_used`
@@ -177,4 +194,98 @@ pub fn cap_reason(mut reason: String) -> String {
         reason.push('…');
     }
     reason
+}
+
+/// The most bytes (encoded frames, plus [`SEND_QUEUE_ENTRY_OVERHEAD`] per
+/// frame) queued for one peer and not yet written to its socket. A peer
+/// that lets its queue grow past this does not read: its connection is
+/// closed. Four frames of the largest default size (1 MiB): a burst a
+/// reading peer drains in milliseconds fits many times over.
+pub const MAX_SEND_QUEUE_BYTES: usize = 4 << 20;
+
+/// The most bytes queued for all peers of one process together. Past it,
+/// a connection whose own queue holds more than
+/// [`SEND_QUEUE_SHARE_UNDER_PRESSURE`] is closed when it is sent to, so a
+/// hundred non-reading peers cannot each hold [`MAX_SEND_QUEUE_BYTES`]
+/// while peers that read (whose queues stay near empty) are never touched.
+pub const SEND_QUEUE_BUDGET_BYTES: usize = 32 << 20;
+
+/// Under budget pressure (see [`SEND_QUEUE_BUDGET_BYTES`]), the most a
+/// connection may hold queued: one largest default frame plus 64 KiB.
+pub const SEND_QUEUE_SHARE_UNDER_PRESSURE: usize = (1 << 20) + (64 << 10);
+
+// A queue holds at least one largest default frame, also under pressure.
+const _: () = assert!(
+    SEND_QUEUE_SHARE_UNDER_PRESSURE > crate::codec::DEFAULT_MAX_FRAME
+        && MAX_SEND_QUEUE_BYTES >= SEND_QUEUE_SHARE_UNDER_PRESSURE
+        && SEND_QUEUE_BUDGET_BYTES >= MAX_SEND_QUEUE_BYTES
+);
+
+/// Bytes counted per queued frame on top of its encoded size (the queue's
+/// own bookkeeping), so a flood of tiny frames is bounded too.
+pub const SEND_QUEUE_ENTRY_OVERHEAD: usize = 64;
+
+/// The shortest read timeout: a connection on which nothing arrives for
+/// [`read_timeout`] is closed. 60 s keeps idle links (a worker's link to a
+/// standby, an operator's command) from churning.
+pub const READ_TIMEOUT_FLOOR: Millis = Millis(60_000);
+
+/// The read timeout in heartbeat intervals: a peer that heartbeats (or is
+/// heartbeated) every `h` is silent for `10 h` only when it is gone.
+pub const READ_TIMEOUT_HEARTBEATS: u64 = 10;
+
+/// The shortest write timeout: a write to a peer that makes no progress
+/// for [`write_timeout`] closes the connection. A write blocks only once
+/// the kernel's buffers towards the peer (hundreds of KiB on loopback) are
+/// full, so 15 s of no progress means the peer has stopped reading.
+pub const WRITE_TIMEOUT_FLOOR: Millis = Millis(15_000);
+
+/// The write timeout in heartbeat intervals.
+pub const WRITE_TIMEOUT_HEARTBEATS: u64 = 5;
+
+/// The read timeout of a connection whose heartbeat interval is
+/// `heartbeat`: `max(floor, READ_TIMEOUT_HEARTBEATS × heartbeat)`
+/// (saturating). The floor is [`READ_TIMEOUT_FLOOR`] unless a runtime's
+/// configuration lowers it (tests).
+pub fn read_timeout(floor: Millis, heartbeat: Millis) -> Millis {
+    floor.max(heartbeat.times(READ_TIMEOUT_HEARTBEATS))
+}
+
+/// The write timeout of a connection whose heartbeat interval is
+/// `heartbeat`: `max(floor, WRITE_TIMEOUT_HEARTBEATS × heartbeat)`
+/// (saturating). The floor is [`WRITE_TIMEOUT_FLOOR`] unless a runtime's
+/// configuration lowers it (tests).
+pub fn write_timeout(floor: Millis, heartbeat: Millis) -> Millis {
+    floor.max(heartbeat.times(WRITE_TIMEOUT_HEARTBEATS))
+}
+
+/// The longest a `StateReply` snapshot is reused. A snapshot is rebuilt for
+/// a `StateRequest` when anything other than a `StateRequest` was handled
+/// since it was built (the state may have changed) or when it is older than
+/// this (so its counters move on) — but see [`STATE_REQUEST_INTERVAL`].
+pub const STATE_SNAPSHOT_MAX_AGE: Millis = Millis(1_000);
+
+/// One connection gets at most one freshly built `StateReply` per interval:
+/// a `StateRequest` that comes sooner on the same connection is answered
+/// with the cached snapshot, however stale (at most this old). Every
+/// request is answered; a peer that asks without reading fills its send
+/// queue ([`MAX_SEND_QUEUE_BYTES`]) and is disconnected. So a flood builds
+/// at most one snapshot per connection per interval, and none while the
+/// cluster is quiet.
+pub const STATE_REQUEST_INTERVAL: Millis = Millis(100);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_scale_with_the_heartbeat_above_their_floors() {
+        let s = Millis::from_secs;
+        assert_eq!(read_timeout(READ_TIMEOUT_FLOOR, s(1)), s(60));
+        assert_eq!(read_timeout(READ_TIMEOUT_FLOOR, s(30)), s(300));
+        assert_eq!(write_timeout(WRITE_TIMEOUT_FLOOR, s(1)), s(15));
+        assert_eq!(write_timeout(WRITE_TIMEOUT_FLOOR, s(10)), s(50));
+        assert_eq!(read_timeout(Millis(200), Millis(10)), Millis(200));
+        assert_eq!(write_timeout(Millis(0), Millis::MAX), Millis::MAX, "saturates");
+    }
 }

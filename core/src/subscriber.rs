@@ -396,6 +396,12 @@ impl Subscriber {
         }
     }
 
+    /// How often the master heartbeats the subscription (known once
+    /// subscribed). The runtime scales its connections' timeouts with it.
+    pub fn heartbeat_interval(&self) -> Option<Millis> {
+        Some(self.heartbeat_interval).filter(|h| *h > Millis::ZERO)
+    }
+
     /// What the subscriber shows an observer.
     pub fn status(&self) -> SubscriberStatus {
         SubscriberStatus {

@@ -342,6 +342,13 @@ impl Worker {
         }
     }
 
+    /// How often the followed master asked this worker to heartbeat (known
+    /// once registered). The runtime scales its connections' timeouts with
+    /// it.
+    pub fn heartbeat_interval(&self) -> Option<Millis> {
+        self.heartbeat_interval
+    }
+
     /// The worker's configuration.
     pub fn config(&self) -> &Config {
         &self.config

@@ -650,3 +650,22 @@ fn golden_frames_pin_the_handshake_format() {
     assert_eq!(server.opener.open(r.next_body().unwrap().unwrap(), &cfg()), Ok(hello()));
     assert_eq!(server.opener.open(r.next_body().unwrap().unwrap(), &cfg()), Ok(heartbeat(3)));
 }
+
+#[test]
+fn sealing_an_encoded_frame_matches_sealing_the_message() {
+    // Same handshake nonces: the two client sessions share their keys.
+    let (mut a, _) = sealed_pair();
+    let (mut b, mut server) = sealed_pair();
+    for i in 0..4 {
+        let msg = heartbeat(i);
+        let mut frame = codec::encode(&msg);
+        b.sealer.seal_frame(&mut frame);
+        assert_eq!(frame, a.sealer.seal(&msg), "frame {i}");
+        assert_eq!(server.opener.open(body(&frame), &cfg()), Ok(msg));
+    }
+    // Plain sessions leave the frame as it is.
+    let mut plain = Session::plain();
+    let mut frame = codec::encode(&hello());
+    plain.sealer.seal_frame(&mut frame);
+    assert_eq!(frame, codec::encode(&hello()));
+}

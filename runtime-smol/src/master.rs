@@ -85,6 +85,12 @@ pub struct MasterOptions {
     pub ready: Option<Sender<SocketAddr>>,
 }
 
+/// How many connection events (frames, closes) wait for the loop at most.
+/// A reader with no room waits before it reads on, so a peer that sends
+/// faster than the master handles is held back by TCP instead of buffered
+/// (each waiting event holds at most one decoded frame).
+const NET_EVENT_QUEUE: usize = 128;
+
 enum Input {
     Accepted(std::io::Result<TcpStream>),
     Dialled { dial: DialId, result: Result<TcpStream, net::DialError> },
@@ -129,6 +135,11 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     let advertise = opts.advertise.clone().unwrap_or_else(|| Addr(bound.to_string()));
     let (tx, rx) = async_channel::unbounded::<Input>();
+    // Every connection's events, bounded (see `NET_EVENT_QUEUE`).
+    let (net_tx, net_rx) = async_channel::bounded::<NetEvent>(NET_EVENT_QUEUE);
+    // The connections' read and write timeouts scale with the heartbeat
+    // interval this master tells its peers.
+    opts.net.set_heartbeat_interval(opts.heartbeat_interval);
 
     // Inputs from the outside world, each forwarded into the loop's channel.
     {
@@ -217,6 +228,7 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
         start,
         node,
         net: opts.net.clone(),
+        net_tx,
         tx: tx.clone(),
         conns: HashMap::new(),
         closed_by_us: HashSet::new(),
@@ -229,7 +241,7 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
     };
     pump.feed(NodeInput::Start)?;
     loop {
-        match pump.next_wake(&rx).await {
+        match pump.next_wake(&rx, &net_rx).await {
             Wake::Deadline => pump.feed(NodeInput::Tick)?,
             Wake::Zk(event) => {
                 if let Some(event) = event.into_zk() {
@@ -309,6 +321,9 @@ struct Pump {
     start: Instant,
     node: MasterNode,
     net: Arc<NetConfig>,
+    /// Every connection's events (bounded).
+    net_tx: Sender<NetEvent>,
+    /// The daemon's own inputs (dial results come back here).
     tx: Sender<Input>,
     conns: HashMap<ConnId, ConnHandle>,
     closed_by_us: HashSet<ConnId>,
@@ -335,29 +350,22 @@ impl Pump {
     fn run_connection(&mut self, stream: TcpStream, side: Side) -> ConnId {
         let conn = ConnId(self.next_conn);
         self.next_conn += 1;
-        let handle = net::spawn_connection(stream, side, conn, self.net.clone(), self.net_sink());
+        let handle =
+            net::spawn_connection(stream, side, conn, self.net.clone(), self.net_tx.clone());
         self.conns.insert(conn, handle);
         conn
     }
 
-    fn net_sink(&self) -> Sender<NetEvent> {
-        let (ntx, nrx) = async_channel::unbounded::<NetEvent>();
-        let tx = self.tx.clone();
-        smol::spawn(async move {
-            while let Ok(e) = nrx.recv().await {
-                if tx.send(Input::Net(e)).await.is_err() {
-                    break;
-                }
-            }
-        })
-        .detach();
-        ntx
-    }
-
-    /// Waits for the next input, ZooKeeper event or the node's deadline.
-    async fn next_wake(&mut self, rx: &Receiver<Input>) -> Wake {
+    /// Waits for the next input, ZooKeeper event or the node's deadline. A
+    /// deadline that has passed comes first, then the daemon's own inputs
+    /// (accepts, store answers, HTTP, shutdown), then ZooKeeper, then
+    /// connection events: a flood of frames cannot hold back the node's
+    /// timers or its coordination session.
+    async fn next_wake(&mut self, rx: &Receiver<Input>, net: &Receiver<NetEvent>) -> Wake {
         let deadline = self.node.poll_timeout().map(|at| self.start + Duration::from_millis(at.0));
-        let input = async { Wake::Input(rx.recv().await.unwrap_or(Input::Shutdown)) };
+        if deadline.is_some_and(|when| when <= Instant::now()) {
+            return Wake::Deadline;
+        }
         let timer = async {
             match deadline {
                 Some(when) => {
@@ -367,16 +375,22 @@ impl Pump {
             }
             Wake::Deadline
         };
-        match &mut self.backend {
-            // `next_event` is cancel-safe: losing the race loses nothing.
-            Some(b) => {
-                smol::future::or(smol::future::or(input, timer), async {
-                    Wake::Zk(b.next_event().await)
-                })
-                .await
+        let input = async { Wake::Input(rx.recv().await.unwrap_or(Input::Shutdown)) };
+        // The pump holds a sender, so `net` never closes.
+        let net = async {
+            match net.recv().await {
+                Ok(e) => Wake::Input(Input::Net(e)),
+                Err(_) => smol::future::pending().await,
             }
-            None => smol::future::or(input, timer).await,
-        }
+        };
+        let zk = async {
+            match &mut self.backend {
+                // `next_event` is cancel-safe: losing the race loses nothing.
+                Some(b) => Wake::Zk(b.next_event().await),
+                None => smol::future::pending().await,
+            }
+        };
+        smol::future::or(timer, smol::future::or(input, smol::future::or(zk, net))).await
     }
 
     /// One `handle` call and its outputs, then any store answer that was

@@ -1,25 +1,38 @@
 //! Connections: TCP, the optional cluster-secret handshake, and framing.
 //!
 //! Every connection runs as two small tasks (reader and writer) that turn
-//! bytes into [`NetEvent`]s and [`Outbound`] messages into bytes. Nothing
+//! bytes into [`NetEvent`]s and [`Outbound`] frames into bytes. Nothing
 //! here decides protocol: the handshake and the frame MACs are
 //! `regent_core::auth`, the frames are `regent_core::codec`, and what a
 //! message means is up to the machine the daemon drives.
 //!
 //! Every connection is bounded: a maximum frame size (checked before the
-//! body is buffered), a handshake deadline and an idle deadline. Garbage, an
-//! oversized frame, a wrong cluster or a wrong secret close that one
-//! connection, with a log line naming the peer and the reason.
+//! body is buffered), a handshake deadline, a read timeout and a write
+//! timeout scaled with the heartbeat interval ([`NetConfig::read_timeout`],
+//! [`NetConfig::write_timeout`]: a write that makes no progress for the
+//! write timeout closes the connection), and a bounded send queue
+//! ([`SendQueue`]: a peer whose queue passes
+//! `regent_core::limits::MAX_SEND_QUEUE_BYTES` does not read and is
+//! disconnected). [`ConnHandle::send`] never blocks and never waits for the
+//! peer. Garbage, an oversized frame, a wrong cluster, a wrong secret or a
+//! peer that does not read close that one connection, with a log line
+//! naming the peer and the reason; the daemon hears `Closed` as for any
+//! other disconnect.
+//!
+//! Inbound, a reader hands each message to the daemon through `events` and
+//! waits for room there before it reads on: with a bounded `events` channel
+//! (the master's) a peer that sends faster than the daemon handles is held
+//! back by TCP, not buffered in memory.
 
 use async_channel::{Receiver, Sender};
 // The runtime-independent parts are shared with the blocking runtime.
 use regent_core::auth::{self, FrameReader, Handshake, Secret, Session, Side, Step};
-use regent_core::codec::DecoderConfig;
+use regent_core::codec::{self, DecoderConfig};
 use regent_core::protocol::Message;
 use regent_core::ConnId;
 pub use regent_std::net::{
-    check_exposure, is_handshake_refusal, is_refusal, nonce, random_u64, NetConfig, NetEvent,
-    Outbound, HANDSHAKE_REFUSED,
+    check_exposure, is_handshake_refusal, is_refusal, nonce, random_u64, Admit, NetConfig,
+    NetEvent, Outbound, SendQueue, HANDSHAKE_REFUSED,
 };
 use smol::io::{AsyncReadExt, AsyncWriteExt};
 use smol::net::TcpStream;
@@ -34,17 +47,37 @@ pub struct ConnHandle {
     /// The peer's address, for logs.
     pub peer: String,
     tx: Sender<Outbound>,
+    queue: Arc<SendQueue>,
+    /// Ends the connection at once (the send queue overflowed).
+    kill: Sender<()>,
 }
 
 impl ConnHandle {
-    /// Queues `msg` (dropped if the connection is gone).
+    /// Queues `msg`. Never blocks. Past the send queue's bound the
+    /// connection is closed instead (its reader then reports `Closed` with
+    /// the reason); on a connection already closing, `msg` goes nowhere.
     pub fn send(&self, msg: Message) {
-        let _ = self.tx.try_send(Outbound::Message(msg));
+        let frame = codec::encode(&msg);
+        match self.queue.admit(frame.len()) {
+            Admit::Queue { cost } => {
+                let _ = self.tx.try_send(Outbound::Frame { frame, cost });
+            }
+            Admit::Overflow { reason } => {
+                tracing::debug!(peer = %self.peer, conn = %self.conn, %reason, "closing");
+                let _ = self.kill.try_send(());
+            }
+            Admit::Closed => {}
+        }
     }
 
     /// Flushes and closes.
     pub fn close(&self) {
         let _ = self.tx.try_send(Outbound::Close);
+    }
+
+    /// Bytes queued for this peer and not yet written.
+    pub fn queued_bytes(&self) -> usize {
+        self.queue.bytes()
     }
 }
 
@@ -57,12 +90,31 @@ pub fn spawn_connection(
     events: Sender<NetEvent>,
 ) -> ConnHandle {
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
+    // Unbounded in frames, bounded in bytes by the queue's accounting.
     let (tx, rx) = async_channel::unbounded();
-    let handle = ConnHandle { conn, peer: peer.clone(), tx };
+    let (kill, killed) = async_channel::bounded(1);
+    let queue = Arc::new(SendQueue::new(cfg.clone()));
+    let handle = ConnHandle { conn, peer: peer.clone(), tx, queue: queue.clone(), kill };
     smol::spawn(async move {
-        let reason = match run(stream, side, conn, &cfg, &events, rx).await {
-            Ok(()) => "closed".to_string(),
-            Err(reason) => reason,
+        let io = run(stream, side, conn, &cfg, &events, rx, queue.clone());
+        let result = smol::future::or(io, async {
+            // A kill ends the connection at once. The handle merely dropped
+            // (closed after a last message) is no kill: what it queued is
+            // still written.
+            match killed.recv().await {
+                Ok(()) => Err(String::new()),
+                Err(_) => smol::future::pending().await,
+            }
+        })
+        .await;
+        // Whatever is still queued will never be written; the send side's
+        // reason (overflow, write timeout) wins over what the read saw.
+        let failure = queue.failure();
+        queue.close();
+        let reason = match (failure, result) {
+            (Some(failure), _) => failure,
+            (None, Ok(())) => "closed".to_string(),
+            (None, Err(reason)) => reason,
         };
         tracing::debug!(%peer, %conn, %reason, "connection ended");
         let _ = events.send(NetEvent::Closed { conn, reason }).await;
@@ -131,13 +183,92 @@ async fn handshake(
     }
 }
 
+/// Writes `buf` whole; a write that makes no progress for the write
+/// timeout (read again for every write: the heartbeat interval may change
+/// it) ends the connection, saying so through the queue.
+async fn write_timed(
+    stream: &mut TcpStream,
+    buf: &[u8],
+    cfg: &NetConfig,
+    queue: &SendQueue,
+) -> Result<(), ()> {
+    let mut at = 0;
+    while at < buf.len() {
+        let d = cfg.write_timeout();
+        let wrote = smol::future::or(async { Some(stream.write(&buf[at..]).await) }, async {
+            async_io::Timer::after(d).await;
+            None
+        })
+        .await;
+        match wrote {
+            Some(Ok(n)) if n > 0 => at += n,
+            // Closed or failed: the reader reports the peer's side of it.
+            Some(_) => return Err(()),
+            None => {
+                queue.fail(format!(
+                    "write timed out after {d:?} without progress: the peer is not reading"
+                ));
+                return Err(());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The writer: seals in the order frames go on the wire, batching whatever
+/// is queued into one write.
+async fn write_loop(
+    mut stream: TcpStream,
+    mut sealer: auth::FrameSealer,
+    rx: Receiver<Outbound>,
+    cfg: Arc<NetConfig>,
+    queue: Arc<SendQueue>,
+) {
+    let mut out = Vec::with_capacity(4096);
+    'outer: while let Ok(first) = rx.recv().await {
+        let mut next = Some(first);
+        let mut close = false;
+        let mut cost = 0;
+        while let Some(o) = next.take() {
+            match o {
+                Outbound::Frame { mut frame, cost: c } => {
+                    sealer.seal_frame(&mut frame);
+                    out.extend_from_slice(&frame);
+                    cost += c;
+                }
+                Outbound::Close => {
+                    close = true;
+                    break;
+                }
+            }
+            if out.len() >= 64 * 1024 {
+                break;
+            }
+            next = rx.try_recv().ok();
+        }
+        if !out.is_empty() {
+            if write_timed(&mut stream, &out, &cfg, &queue).await.is_err() {
+                break 'outer;
+            }
+            out.clear();
+            queue.written(cost);
+        }
+        if close {
+            break;
+        }
+    }
+    let _ = stream.flush().await;
+    let _ = stream.close().await;
+}
+
 async fn run(
     stream: TcpStream,
     side: Side,
     conn: ConnId,
-    cfg: &NetConfig,
+    cfg: &Arc<NetConfig>,
     events: &Sender<NetEvent>,
     rx: Receiver<Outbound>,
+    queue: Arc<SendQueue>,
 ) -> Result<(), String> {
     let mut rstream = stream.clone();
     let mut reader = FrameReader::new(match cfg.secret {
@@ -156,23 +287,8 @@ async fn run(
         }
     };
     reader.set_max_body(session.opener.max_body(cfg.max_frame));
-    let Session { mut sealer, mut opener } = session;
-    // The writer: seals in the order frames go on the wire.
-    let mut wstream = stream;
-    let writer = smol::spawn(async move {
-        while let Ok(out) = rx.recv().await {
-            match out {
-                Outbound::Message(msg) => {
-                    if wstream.write_all(&sealer.seal(&msg)).await.is_err() {
-                        break;
-                    }
-                }
-                Outbound::Close => break,
-            }
-        }
-        let _ = wstream.flush().await;
-        let _ = wstream.close().await;
-    });
+    let Session { sealer, mut opener } = session;
+    let writer = smol::spawn(write_loop(stream, sealer, rx, cfg.clone(), queue));
     let decoder = DecoderConfig { max_frame: cfg.max_frame, cluster: Some(cfg.cluster.clone()) };
     let mut buf = vec![0u8; 64 * 1024];
     let result = async {
@@ -183,12 +299,9 @@ async fn run(
                     return Ok(());
                 }
             }
-            let n = with_deadline(
-                cfg.idle_timeout,
-                "idle connection",
-                read_some(&mut rstream, &mut buf),
-            )
-            .await?;
+            // Read again each time: the heartbeat interval may change it.
+            let d = cfg.read_timeout();
+            let n = with_deadline(d, "idle connection", read_some(&mut rstream, &mut buf)).await?;
             reader.feed(&buf[..n]).map_err(|e| e.to_string())?;
         }
     };
@@ -264,4 +377,153 @@ pub async fn dial(
         })
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use regent_core::protocol::{Hello, Role, PROTOCOL_VERSION};
+    use regent_core::Incarnation;
+    use std::time::Instant;
+
+    fn big(n: usize) -> Message {
+        Message::Hello(Hello {
+            version: PROTOCOL_VERSION,
+            cluster: "c".into(),
+            role: Role::Worker,
+            node: "x".repeat(n),
+        })
+    }
+
+    async fn pair() -> (TcpStream, TcpStream) {
+        let l = smol::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (s, _) = l.accept().await.unwrap();
+        (s, c)
+    }
+
+    /// A server connection to a raw client socket that never reads: sends
+    /// `msg` every `pause` until `Closed` (bounded); returns the reason.
+    fn flood_until_closed(
+        cfg: NetConfig,
+        msg: Message,
+        pause: Duration,
+    ) -> (String, Arc<NetConfig>) {
+        smol::block_on(async {
+            let (s, _c) = pair().await;
+            let (tx, rx) = async_channel::unbounded();
+            let cfg = Arc::new(cfg);
+            let h = spawn_connection(s, Side::Server, ConnId(1), cfg.clone(), tx);
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                assert!(Instant::now() < deadline, "the non-reading peer was never disconnected");
+                h.send(msg.clone());
+                match rx.try_recv() {
+                    Ok(NetEvent::Closed { reason, .. }) => return (reason, cfg),
+                    Ok(other) => panic!("{other:?}"),
+                    Err(_) => async_io::Timer::after(pause).await,
+                };
+            }
+        })
+    }
+
+    #[test]
+    fn a_peer_that_does_not_read_is_disconnected_past_the_queue_bound() {
+        let mut cfg = NetConfig::new("c", None);
+        cfg.max_send_queue = 256 * 1024;
+        let (reason, cfg) = flood_until_closed(cfg, big(16 * 1024), Duration::from_micros(100));
+        assert!(reason.contains("send queue over 262144 bytes"), "{reason}");
+        assert!(reason.contains("not reading") && is_refusal(&reason), "{reason}");
+        assert_eq!(cfg.queued_bytes(), 0, "nothing stays counted once closed");
+    }
+
+    /// Regression (seed-002 e2e): a handle dropped right after its last
+    /// `send` and `close` — a master telling a peer something and hanging
+    /// up — must not cut the connection before those frames are written.
+    #[test]
+    fn frames_sent_before_close_reach_the_peer_when_the_handle_is_dropped() {
+        smol::block_on(async {
+            let (s, c) = pair().await;
+            let cfg = Arc::new(NetConfig::new("c", None));
+            let (stx, _srx) = async_channel::unbounded();
+            let (ctx, crx) = async_channel::unbounded();
+            let h = spawn_connection(s, Side::Server, ConnId(1), cfg.clone(), stx);
+            let _client = spawn_connection(c, Side::Client, ConnId(2), cfg, ctx);
+            h.send(big(10));
+            h.send(Message::HeartbeatAck { epoch: regent_core::Epoch(3) });
+            h.close();
+            drop(h);
+            let mut got = Vec::new();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < deadline {
+                match smol::future::or(async { crx.recv().await.ok() }, async {
+                    async_io::Timer::after(Duration::from_secs(1)).await;
+                    None
+                })
+                .await
+                {
+                    Some(NetEvent::Message { msg, .. }) => got.push(msg),
+                    Some(NetEvent::Closed { .. }) => break,
+                    None => {}
+                }
+            }
+            assert_eq!(got, vec![big(10), Message::HeartbeatAck { epoch: regent_core::Epoch(3) }]);
+        })
+    }
+
+    #[test]
+    fn a_write_without_progress_times_out() {
+        let mut cfg = NetConfig::new("c", None);
+        cfg.write_timeout_floor = Duration::from_millis(300);
+        cfg.set_heartbeat_interval(Duration::from_millis(1));
+        // No queue bound in the way: only the write timeout can fire.
+        cfg.max_send_queue = usize::MAX / 4;
+        cfg.send_queue_budget = usize::MAX / 2;
+        let (reason, cfg) = flood_until_closed(cfg, big(256 * 1024), Duration::from_millis(2));
+        assert!(reason.contains("write timed out after 300ms"), "{reason}");
+        assert_eq!(cfg.queued_bytes(), 0);
+    }
+
+    #[test]
+    fn sealed_frames_arrive_in_order_both_ways() {
+        smol::block_on(async {
+            let secret = || Some(Secret::new(b"0123456789abcdef-secret".to_vec()).unwrap());
+            let (s, c) = pair().await;
+            let (stx, srx) = async_channel::unbounded();
+            let (ctx, crx) = async_channel::unbounded();
+            let sh = spawn_connection(
+                s,
+                Side::Server,
+                ConnId(1),
+                Arc::new(NetConfig::new("c", secret())),
+                stx,
+            );
+            let ch = spawn_connection(
+                c,
+                Side::Client,
+                ConnId(2),
+                Arc::new(NetConfig::new("c", secret())),
+                ctx,
+            );
+            let hb = |i| Message::WorkerHeartbeat { incarnation: Incarnation(i) };
+            for i in 0..500 {
+                ch.send(hb(i));
+                sh.send(hb(1_000 + i));
+            }
+            for (rx, base) in [(&srx, 0), (&crx, 1_000)] {
+                for i in 0..500 {
+                    match rx.recv().await.unwrap() {
+                        NetEvent::Message { msg, .. } => assert_eq!(msg, hb(base + i)),
+                        other => panic!("{other:?}"),
+                    }
+                }
+            }
+            // Counted out once written (just after the peer may have read).
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while sh.queued_bytes() + ch.queued_bytes() > 0 {
+                assert!(Instant::now() < deadline, "everything delivered is counted out");
+                async_io::Timer::after(Duration::from_millis(10)).await;
+            }
+        })
+    }
 }

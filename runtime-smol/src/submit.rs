@@ -241,6 +241,8 @@ impl<W: Write> Pump<W> {
                 Output::Exit(exit) => self.exit = Some(exit),
             }
         }
+        // The connections' timeouts scale with the master's heartbeat.
+        self.net.follow_heartbeat(self.node.subscriber().heartbeat_interval());
     }
 
     /// Starts a dial task; its result comes back as a [`Dialled`].

@@ -284,6 +284,8 @@ impl Daemon {
                 self.execute(output).await;
             }
         }
+        // The connections' timeouts scale with the master's heartbeat.
+        self.net.follow_heartbeat(self.node.worker().heartbeat_interval());
     }
 
     async fn execute(&mut self, output: Output) {

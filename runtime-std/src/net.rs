@@ -10,11 +10,16 @@
 //!
 //! Every connection is bounded: a maximum frame size (checked before the body
 //! is buffered, by [`FrameReader`]), a handshake deadline (the read timeout
-//! is the time left of it), an idle deadline (the read timeout after the
-//! handshake) and a write timeout of the same length (a peer that stops
-//! reading cannot hold a writer forever). Garbage, an oversized frame, a
-//! wrong cluster or a wrong secret close that one connection, with a log
-//! line naming the peer and the reason.
+//! is the time left of it), a read timeout and a write timeout scaled with
+//! the heartbeat interval ([`NetConfig::read_timeout`],
+//! [`NetConfig::write_timeout`]), and a bounded send queue ([`SendQueue`]):
+//! a peer that stops reading is disconnected once its queue passes
+//! `regent_core::limits::MAX_SEND_QUEUE_BYTES` or a write to it makes no
+//! progress for the write timeout. [`ConnHandle::send`] never blocks.
+//! Garbage, an oversized frame, a wrong cluster, a wrong secret or a peer
+//! that does not read close that one connection, with a log line naming the
+//! peer and the reason; nothing queued is ever dropped while the connection
+//! stays open.
 //!
 //! Ending: the daemon's [`ConnHandle::close`] makes the writer flush what was queued and shut the socket down, which
 //! ends the reader; a reader that fails shuts the socket down and stops the
@@ -22,14 +27,15 @@
 //! is `"closed"` when the daemon closed it.
 
 use regent_core::auth::{self, FrameReader, Handshake, Secret, Session, Side, Step};
-use regent_core::codec::DecoderConfig;
+use regent_core::codec::{self, DecoderConfig};
+use regent_core::limits;
 use regent_core::protocol::Message;
-use regent_core::ConnId;
+use regent_core::{ConnId, Millis};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Stack size of connection threads: they hold little on the stack (the
@@ -37,6 +43,25 @@ use std::time::{Duration, Instant};
 pub const CONN_STACK: usize = 128 * 1024;
 
 /// How connections behave.
+///
+/// **Timeouts.** Every connection has a read timeout (nothing arrives for
+/// that long: closed) and a write timeout (a write makes no progress for that
+/// long: the peer is not reading, closed), both scaled with the heartbeat
+/// interval in force ([`NetConfig::set_heartbeat_interval`]):
+///
+/// * read: `max(idle_timeout, 10 × heartbeat)` (60 s floor by default);
+/// * write: `max(write_timeout_floor, 5 × heartbeat)` (15 s floor by default).
+///
+/// The rule and its constants are `regent_core::limits::{read_timeout,
+/// write_timeout}`. A master sets the interval it tells its workers and
+/// subscribers; a worker or submitter, the interval its master told it
+/// (until then the default of 1 s). The floors keep idle links (a worker's
+/// link to a standby master, an operator's command) from churning; the
+/// multiples keep a long heartbeat interval from timing out live links.
+///
+/// **Send queues.** What the daemon sends to one peer and is not yet written
+/// is bounded by `max_send_queue` bytes, and all peers of the process
+/// together by `send_queue_budget` (see [`SendQueue`]).
 #[derive(Debug)]
 pub struct NetConfig {
     /// This node's cluster; a `Hello` naming another is refused.
@@ -48,25 +73,228 @@ pub struct NetConfig {
     pub max_frame: usize,
     /// How long the handshake (with a secret) may take.
     pub handshake_timeout: Duration,
-    /// A connection silent this long is closed.
+    /// The floor of the read timeout: a connection on which nothing arrives
+    /// for [`NetConfig::read_timeout`] is closed. Default
+    /// `limits::READ_TIMEOUT_FLOOR` (60 s).
     pub idle_timeout: Duration,
+    /// The floor of the write timeout: a write that makes no progress for
+    /// [`NetConfig::write_timeout`] closes the connection. Default
+    /// `limits::WRITE_TIMEOUT_FLOOR` (15 s).
+    pub write_timeout_floor: Duration,
+    /// The most bytes queued for one peer (`limits::MAX_SEND_QUEUE_BYTES`).
+    pub max_send_queue: usize,
+    /// The most bytes queued for all peers of this process together
+    /// (`limits::SEND_QUEUE_BUDGET_BYTES`).
+    pub send_queue_budget: usize,
     /// Allow dialling a non-loopback address without a secret (operator
     /// tools check this; daemons also take it in their own options).
     pub insecure: bool,
+    /// The heartbeat interval the timeouts scale with, ms.
+    heartbeat_ms: AtomicU64,
+    /// Bytes queued for all peers of this process.
+    queued_total: AtomicUsize,
 }
 
 impl NetConfig {
-    /// Defaults: 1 MiB frames, 5 s handshake, 60 s idle (the same as the
-    /// smol runtime's).
+    /// Defaults: 1 MiB frames, 5 s handshake, the timeout floors, queue
+    /// bounds and a 1 s heartbeat interval of `regent_core::limits` (the
+    /// same as the smol runtime's).
     pub fn new(cluster: impl Into<String>, secret: Option<Secret>) -> Self {
+        let ms = |m: Millis| Duration::from_millis(m.0);
         NetConfig {
             cluster: cluster.into(),
             secret,
             max_frame: regent_core::codec::DEFAULT_MAX_FRAME,
             handshake_timeout: Duration::from_secs(5),
-            idle_timeout: Duration::from_secs(60),
+            idle_timeout: ms(limits::READ_TIMEOUT_FLOOR),
+            write_timeout_floor: ms(limits::WRITE_TIMEOUT_FLOOR),
+            max_send_queue: limits::MAX_SEND_QUEUE_BYTES,
+            send_queue_budget: limits::SEND_QUEUE_BUDGET_BYTES,
             insecure: false,
+            heartbeat_ms: AtomicU64::new(1_000),
+            queued_total: AtomicUsize::new(0),
         }
+    }
+
+    /// Sets the heartbeat interval the timeouts scale with; connections
+    /// apply it from their next read or write on.
+    pub fn set_heartbeat_interval(&self, interval: Duration) {
+        let ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
+        self.heartbeat_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Follows the heartbeat interval a worker's or a subscriber's master
+    /// told it, once known (`None`: keep the one in force).
+    pub fn follow_heartbeat(&self, interval: Option<Millis>) {
+        if let Some(ms) = interval {
+            self.heartbeat_ms.store(ms.0, Ordering::Relaxed);
+        }
+    }
+
+    /// The heartbeat interval the timeouts scale with.
+    pub fn heartbeat_interval(&self) -> Duration {
+        Duration::from_millis(self.heartbeat_ms.load(Ordering::Relaxed))
+    }
+
+    /// The read timeout in force: `max(idle_timeout, 10 × heartbeat)`.
+    pub fn read_timeout(&self) -> Duration {
+        let floor = Millis(u64::try_from(self.idle_timeout.as_millis()).unwrap_or(u64::MAX));
+        let hb = Millis(self.heartbeat_ms.load(Ordering::Relaxed));
+        Duration::from_millis(limits::read_timeout(floor, hb).0)
+    }
+
+    /// The write timeout in force: `max(write_timeout_floor, 5 × heartbeat)`.
+    pub fn write_timeout(&self) -> Duration {
+        let floor = Millis(u64::try_from(self.write_timeout_floor.as_millis()).unwrap_or(u64::MAX));
+        let hb = Millis(self.heartbeat_ms.load(Ordering::Relaxed));
+        Duration::from_millis(limits::write_timeout(floor, hb).0)
+    }
+
+    /// Bytes queued for all peers of this process right now.
+    pub fn queued_bytes(&self) -> usize {
+        self.queued_total.load(Ordering::Relaxed)
+    }
+}
+
+/// What [`SendQueue::admit`] decides about one frame.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Admit {
+    /// Queue it; it was counted as `cost` bytes (pass them to
+    /// [`SendQueue::written`] once it is on the wire).
+    Queue {
+        /// The bytes counted.
+        cost: usize,
+    },
+    /// The queue passed its bound: the connection must close now, for
+    /// `reason` (returned once; later frames get [`Admit::Closed`]).
+    Overflow {
+        /// Why, naming the bound.
+        reason: String,
+    },
+    /// The connection is closing or closed: the frame goes nowhere (the
+    /// daemon hears, or has heard, `Closed`).
+    Closed,
+}
+
+/// The accounting of one connection's send queue, shared by both runtimes'
+/// connection layers: the daemon's side counts each frame in
+/// ([`SendQueue::admit`]) and the writer counts it out
+/// ([`SendQueue::written`]).
+///
+/// The bound (`regent_core::limits`): a connection whose queue would pass
+/// `max_send_queue` bytes, or that holds more than
+/// `SEND_QUEUE_SHARE_UNDER_PRESSURE` while the process's queues together
+/// pass `send_queue_budget`, is closed — its peer is not reading. Nothing is
+/// dropped while the connection stays open. Each frame counts its encoded
+/// size plus the MAC tag and `SEND_QUEUE_ENTRY_OVERHEAD`.
+#[derive(Debug)]
+pub struct SendQueue {
+    cfg: Arc<NetConfig>,
+    state: Mutex<QueueState>,
+}
+
+#[derive(Debug, Default)]
+struct QueueState {
+    bytes: usize,
+    closed: bool,
+    /// Why the send side ended the connection (overflow, write timeout).
+    failure: Option<String>,
+}
+
+impl SendQueue {
+    /// An empty queue counted against `cfg`'s bounds.
+    pub fn new(cfg: Arc<NetConfig>) -> SendQueue {
+        SendQueue { cfg, state: Mutex::new(QueueState::default()) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
+        // The state stays consistent across a panic (plain counters).
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts in a frame of `len` encoded bytes (see [`Admit`]).
+    pub fn admit(&self, len: usize) -> Admit {
+        let cost = len + auth::TAG_LEN + limits::SEND_QUEUE_ENTRY_OVERHEAD;
+        let mut st = self.lock();
+        if st.closed {
+            return Admit::Closed;
+        }
+        let own = st.bytes + cost;
+        let total = self.cfg.queued_total.load(Ordering::Relaxed) + cost;
+        let reason = if own > self.cfg.max_send_queue {
+            Some(format!(
+                "send queue over {} bytes ({own} queued): the peer is not reading",
+                self.cfg.max_send_queue
+            ))
+        } else if total > self.cfg.send_queue_budget
+            && own > limits::SEND_QUEUE_SHARE_UNDER_PRESSURE
+        {
+            Some(format!(
+                "send queue of {own} bytes while this process's queues hold over {} bytes: the \
+                 peer is not reading",
+                self.cfg.send_queue_budget
+            ))
+        } else {
+            None
+        };
+        match reason {
+            Some(reason) => {
+                Self::end(&self.cfg, &mut st, reason.clone());
+                Admit::Overflow { reason }
+            }
+            None => {
+                st.bytes = own;
+                self.cfg.queued_total.fetch_add(cost, Ordering::Relaxed);
+                Admit::Queue { cost }
+            }
+        }
+    }
+
+    /// A frame counted as `cost` is on the wire (or will never be).
+    pub fn written(&self, cost: usize) {
+        let mut st = self.lock();
+        if !st.closed {
+            st.bytes = st.bytes.saturating_sub(cost);
+            self.cfg.queued_total.fetch_sub(cost, Ordering::Relaxed);
+        }
+    }
+
+    /// The send side ends the connection for `reason` (a write that made no
+    /// progress for the write timeout): counts out what is left, and is the
+    /// reason the connection reports. The first reason wins.
+    pub fn fail(&self, reason: String) {
+        let mut st = self.lock();
+        if st.failure.is_none() && !st.closed {
+            Self::end(&self.cfg, &mut st, reason);
+        }
+    }
+
+    /// The connection has ended: counts out what is left; later frames get
+    /// [`Admit::Closed`].
+    pub fn close(&self) {
+        let mut st = self.lock();
+        if !st.closed {
+            st.closed = true;
+            self.cfg.queued_total.fetch_sub(st.bytes, Ordering::Relaxed);
+            st.bytes = 0;
+        }
+    }
+
+    fn end(cfg: &NetConfig, st: &mut QueueState, reason: String) {
+        st.closed = true;
+        st.failure = Some(reason);
+        cfg.queued_total.fetch_sub(st.bytes, Ordering::Relaxed);
+        st.bytes = 0;
+    }
+
+    /// Why the send side ended the connection, if it did.
+    pub fn failure(&self) -> Option<String> {
+        self.lock().failure.clone()
+    }
+
+    /// Bytes queued now.
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes
     }
 }
 
@@ -93,8 +321,14 @@ pub enum NetEvent {
 /// What the daemon asks a connection to do.
 #[derive(Debug)]
 pub enum Outbound {
-    /// Send a message.
-    Message(Message),
+    /// Send a plain codec frame (the writer seals it), counted in the
+    /// connection's [`SendQueue`] as `cost` bytes.
+    Frame {
+        /// The frame, as `regent_core::codec::encode` made it.
+        frame: Vec<u8>,
+        /// What [`SendQueue::admit`] counted it as.
+        cost: usize,
+    },
     /// Flush what was sent before, then close.
     Close,
 }
@@ -109,17 +343,39 @@ pub struct ConnHandle {
     /// The peer's address, for logs.
     pub peer: String,
     tx: Sender<Outbound>,
+    queue: Arc<SendQueue>,
+    /// The socket (shared with the reader and the writer), shut down when
+    /// the send queue overflows (the writer may be blocked writing, the
+    /// reader reading).
+    socket: Arc<TcpStream>,
 }
 
 impl ConnHandle {
-    /// Queues `msg` (dropped if the connection is gone). Never blocks.
+    /// Queues `msg`. Never blocks. Past the send queue's bound the
+    /// connection is closed instead (its reader then reports `Closed` with
+    /// the reason); on a connection already closing, `msg` goes nowhere.
     pub fn send(&self, msg: Message) {
-        let _ = self.tx.send(Outbound::Message(msg));
+        let frame = codec::encode(&msg);
+        match self.queue.admit(frame.len()) {
+            Admit::Queue { cost } => {
+                let _ = self.tx.send(Outbound::Frame { frame, cost });
+            }
+            Admit::Overflow { reason } => {
+                tracing::debug!(peer = %self.peer, conn = %self.conn, %reason, "closing");
+                let _ = self.socket.shutdown(Shutdown::Both);
+            }
+            Admit::Closed => {}
+        }
     }
 
     /// Flushes and closes. Never blocks.
     pub fn close(&self) {
         let _ = self.tx.send(Outbound::Close);
+    }
+
+    /// Bytes queued for this peer and not yet written.
+    pub fn queued_bytes(&self) -> usize {
+        self.queue.bytes()
     }
 }
 
@@ -227,8 +483,8 @@ pub fn is_refusal(reason: &str) -> bool {
 /// dialled. `sink` receives the connection's events on its reader thread;
 /// it must not block for long (send on a channel).
 ///
-/// Fails only when the OS refuses a thread or a socket clone; the stream is
-/// then dropped (closed).
+/// Fails only when the OS refuses a thread; the stream is then dropped
+/// (closed). The reader, the writer and the handle share one socket.
 pub fn spawn_connection(
     stream: TcpStream,
     side: Side,
@@ -238,14 +494,24 @@ pub fn spawn_connection(
 ) -> std::io::Result<ConnHandle> {
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
     let (tx, rx) = mpsc::channel();
-    let handle = ConnHandle { conn, peer: peer.clone(), tx: tx.clone() };
-    let wstream = stream.try_clone()?;
+    let queue = Arc::new(SendQueue::new(cfg.clone()));
+    let socket = Arc::new(stream);
+    let handle = ConnHandle {
+        conn,
+        peer: peer.clone(),
+        tx: tx.clone(),
+        queue: queue.clone(),
+        socket: socket.clone(),
+    };
     std::thread::Builder::new()
         .name(format!("regent-conn-{}", conn.0))
         .stack_size(CONN_STACK)
         .spawn(move || {
             let closing = Arc::new(AtomicBool::new(false));
-            let result = run(stream, wstream, side, conn, &cfg, &sink, rx, tx, &closing);
+            let ends = Ends { rx, stop_writer: tx, closing: &closing, queue: &queue };
+            let result = run(socket, side, conn, &cfg, &sink, ends);
+            // Whatever is still queued will never be written.
+            queue.close();
             let reason = match result {
                 Ok(()) => "closed".to_string(),
                 Err(reason) => reason,
@@ -257,7 +523,7 @@ pub fn spawn_connection(
 }
 
 fn read_some(
-    stream: &mut TcpStream,
+    mut stream: &TcpStream,
     buf: &mut [u8],
     what: &str,
     d: Duration,
@@ -275,12 +541,12 @@ fn read_some(
     }
 }
 
-fn write_frame(stream: &mut TcpStream, frame: &[u8]) -> Result<(), String> {
+fn write_frame(mut stream: &TcpStream, frame: &[u8]) -> Result<(), String> {
     stream.write_all(frame).map_err(|e| format!("write failed: {e}"))
 }
 
 fn handshake(
-    stream: &mut TcpStream,
+    mut stream: &TcpStream,
     reader: &mut FrameReader,
     side: Side,
     secret: &Secret,
@@ -325,20 +591,32 @@ fn handshake(
 }
 
 /// The writer thread: seals in the order frames go on the wire, batching
-/// whatever is queued into one write.
+/// whatever is queued into one write. A write that makes no progress for
+/// the write timeout (the socket's `SO_SNDTIMEO`, set again when the
+/// heartbeat interval changes it) ends the connection, and says so through
+/// the queue.
 fn write_loop(
-    mut stream: TcpStream,
+    socket: Arc<TcpStream>,
     mut sealer: auth::FrameSealer,
     rx: Receiver<Outbound>,
     closing: Arc<AtomicBool>,
+    queue: Arc<SendQueue>,
+    cfg: Arc<NetConfig>,
 ) {
+    let mut stream: &TcpStream = &socket;
     let mut out = Vec::with_capacity(4096);
+    let mut timeout = None;
     'outer: while let Ok(first) = rx.recv() {
         let mut next = Some(first);
         let mut close = false;
+        let mut cost = 0;
         while let Some(o) = next.take() {
             match o {
-                Outbound::Message(msg) => sealer.seal_into(&msg, &mut out),
+                Outbound::Frame { mut frame, cost: c } => {
+                    sealer.seal_frame(&mut frame);
+                    out.extend_from_slice(&frame);
+                    cost += c;
+                }
                 Outbound::Close => {
                     close = true;
                     break;
@@ -350,10 +628,21 @@ fn write_loop(
             next = rx.try_recv().ok();
         }
         if !out.is_empty() {
-            if stream.write_all(&out).is_err() {
+            let d = cfg.write_timeout();
+            if timeout != Some(d) {
+                let _ = stream.set_write_timeout(Some(d));
+                timeout = Some(d);
+            }
+            if let Err(e) = stream.write_all(&out) {
+                if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
+                    queue.fail(format!(
+                        "write timed out after {d:?} without progress: the peer is not reading"
+                    ));
+                }
                 break 'outer;
             }
             out.clear();
+            queue.written(cost);
         }
         if close {
             break;
@@ -365,18 +654,24 @@ fn write_loop(
     let _ = stream.shutdown(Shutdown::Both);
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run(
-    mut rstream: TcpStream,
-    wstream: TcpStream,
-    side: Side,
-    conn: ConnId,
-    cfg: &NetConfig,
-    sink: &impl Fn(NetEvent),
+/// The writer's side of a connection, as the reader thread holds it.
+struct Ends<'a> {
     rx: Receiver<Outbound>,
     stop_writer: Sender<Outbound>,
-    closing: &Arc<AtomicBool>,
+    closing: &'a Arc<AtomicBool>,
+    queue: &'a Arc<SendQueue>,
+}
+
+fn run(
+    socket: Arc<TcpStream>,
+    side: Side,
+    conn: ConnId,
+    cfg: &Arc<NetConfig>,
+    sink: &impl Fn(NetEvent),
+    ends: Ends<'_>,
 ) -> Result<(), String> {
+    let Ends { rx, stop_writer, closing, queue } = ends;
+    let rstream: &TcpStream = &socket;
     let mut reader = FrameReader::new(match cfg.secret {
         Some(_) => auth::HANDSHAKE_MAX_BODY,
         None => cfg.max_frame,
@@ -384,7 +679,7 @@ fn run(
     let session = match &cfg.secret {
         None => Session::plain(),
         Some(secret) => {
-            match handshake(&mut rstream, &mut reader, side, secret, cfg.handshake_timeout) {
+            match handshake(rstream, &mut reader, side, secret, cfg.handshake_timeout) {
                 Ok(s) => s,
                 Err(e) => {
                     let _ = rstream.shutdown(Shutdown::Both);
@@ -395,27 +690,40 @@ fn run(
     };
     reader.set_max_body(session.opener.max_body(cfg.max_frame));
     let Session { sealer, mut opener } = session;
-    let _ = wstream.set_write_timeout(Some(cfg.idle_timeout));
     let writer_closing = closing.clone();
+    let (wqueue, wcfg, wsocket) = (queue.clone(), cfg.clone(), socket.clone());
     let writer = std::thread::Builder::new()
         .name(format!("regent-conn-{}-w", conn.0))
         .stack_size(CONN_STACK)
-        .spawn(move || write_loop(wstream, sealer, rx, writer_closing));
+        .spawn(move || write_loop(wsocket, sealer, rx, writer_closing, wqueue, wcfg));
     if let Err(e) = writer {
         let _ = rstream.shutdown(Shutdown::Both);
         return Err(format!("cannot start the writer thread: {e}"));
     }
-    let _ = rstream.set_read_timeout(Some(cfg.idle_timeout));
     let decoder = DecoderConfig { max_frame: cfg.max_frame, cluster: Some(cfg.cluster.clone()) };
     let mut buf = vec![0u8; 64 * 1024];
+    let mut timeout = None;
     let result = (|| loop {
         while let Some(body) = reader.next_body().map_err(|e| e.to_string())? {
             let msg = opener.open(body, &decoder).map_err(|e| e.to_string())?;
             sink(NetEvent::Message { conn, msg });
         }
-        let n = read_some(&mut rstream, &mut buf, "idle connection", cfg.idle_timeout)?;
+        // The heartbeat interval may have changed: the timeout follows.
+        let d = cfg.read_timeout();
+        if timeout != Some(d) {
+            let _ = rstream.set_read_timeout(Some(d));
+            timeout = Some(d);
+        }
+        let n = read_some(rstream, &mut buf, "idle connection", d)?;
         reader.feed(&buf[..n]).map_err(|e| e.to_string())?;
     })();
+    // Did the send side end the connection (its queue overflowed, a write
+    // made no progress)? That is the reason, whatever the read saw.
+    if let Some(failure) = queue.failure() {
+        let _ = rstream.shutdown(Shutdown::Both);
+        let _ = stop_writer.send(Outbound::Close);
+        return Err(failure);
+    }
     // Did the writer end the connection first (the daemon closed it, or a
     // write failed)? Then the read failed because of that: a plain close.
     // Decided before the reader stops the writer itself, so the reader's own
@@ -566,5 +874,110 @@ mod tests {
             NetEvent::Closed { reason, .. } => assert!(reason.contains("timed out"), "{reason}"),
             other => panic!("{other:?}"),
         }
+    }
+
+    fn big(n: usize) -> Message {
+        Message::Hello(Hello {
+            version: PROTOCOL_VERSION,
+            cluster: "c".into(),
+            role: Role::Worker,
+            node: "x".repeat(n),
+        })
+    }
+
+    /// A server connection to a raw client socket that never reads; sends
+    /// `msg` every `pause` until the connection reports `Closed` (bounded);
+    /// returns the reason.
+    fn flood_until_closed(
+        cfg: NetConfig,
+        msg: Message,
+        pause: Duration,
+    ) -> (String, Arc<NetConfig>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let _c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let cfg = Arc::new(cfg);
+        let h = spawn_connection(s, Side::Server, ConnId(1), cfg.clone(), move |e| {
+            let _ = tx.send(e);
+        })
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            assert!(Instant::now() < deadline, "the non-reading peer was never disconnected");
+            h.send(msg.clone());
+            match rx.try_recv() {
+                Ok(NetEvent::Closed { reason, .. }) => return (reason, cfg),
+                Ok(other) => panic!("{other:?}"),
+                Err(_) => std::thread::sleep(pause),
+            }
+        }
+    }
+
+    #[test]
+    fn a_peer_that_does_not_read_is_disconnected_past_the_queue_bound() {
+        let mut cfg = NetConfig::new("c", None);
+        cfg.max_send_queue = 256 * 1024;
+        let (reason, cfg) = flood_until_closed(cfg, big(16 * 1024), Duration::ZERO);
+        assert!(reason.contains("send queue over 262144 bytes"), "{reason}");
+        assert!(reason.contains("not reading") && is_refusal(&reason), "{reason}");
+        assert_eq!(cfg.queued_bytes(), 0, "nothing stays counted once closed");
+    }
+
+    #[test]
+    fn a_write_without_progress_times_out() {
+        let mut cfg = NetConfig::new("c", None);
+        cfg.write_timeout_floor = Duration::from_millis(300);
+        cfg.set_heartbeat_interval(Duration::from_millis(1));
+        // No queue bound in the way: only the write timeout can fire.
+        cfg.max_send_queue = usize::MAX / 4;
+        cfg.send_queue_budget = usize::MAX / 2;
+        let (reason, cfg) = flood_until_closed(cfg, big(256 * 1024), Duration::from_millis(2));
+        assert!(reason.contains("write timed out after 300ms"), "{reason}");
+        assert_eq!(cfg.queued_bytes(), 0);
+    }
+
+    #[test]
+    fn under_budget_pressure_only_the_connection_holding_more_than_its_share_closes() {
+        let mut cfg = NetConfig::new("c", None);
+        cfg.send_queue_budget = 2 * limits::SEND_QUEUE_SHARE_UNDER_PRESSURE;
+        let cfg = Arc::new(cfg);
+        let (a, b) = (SendQueue::new(cfg.clone()), SendQueue::new(cfg.clone()));
+        let small = SendQueue::new(cfg.clone());
+        assert!(matches!(small.admit(100), Admit::Queue { .. }));
+        let frame = 64 * 1024;
+        // `a` fills past its share while the budget holds: fine.
+        let mut a_bytes = 0;
+        while a_bytes < 2 * limits::SEND_QUEUE_SHARE_UNDER_PRESSURE - 200_000 {
+            let Admit::Queue { cost } = a.admit(frame) else { panic!("under budget") };
+            a_bytes += cost;
+        }
+        // `b` (under its share) takes the process past the budget: `b` and
+        // `small` keep sending, `a` (over its share) closes at its next frame.
+        while cfg.queued_bytes() <= cfg.send_queue_budget {
+            assert!(matches!(b.admit(frame), Admit::Queue { .. }));
+        }
+        assert!(matches!(b.admit(frame), Admit::Queue { .. }));
+        match a.admit(frame) {
+            Admit::Overflow { reason } => assert!(reason.contains("not reading"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(small.admit(100), Admit::Queue { .. }));
+        assert_eq!(a.admit(1), Admit::Closed);
+        small.close();
+        b.close();
+        assert_eq!(cfg.queued_bytes(), 0);
+    }
+
+    #[test]
+    fn timeouts_follow_the_heartbeat_interval() {
+        let cfg = NetConfig::new("c", None);
+        assert_eq!(cfg.read_timeout(), Duration::from_secs(60));
+        assert_eq!(cfg.write_timeout(), Duration::from_secs(15));
+        cfg.follow_heartbeat(Some(Millis(30_000)));
+        assert_eq!(cfg.read_timeout(), Duration::from_secs(300));
+        assert_eq!(cfg.write_timeout(), Duration::from_secs(150));
+        cfg.follow_heartbeat(None);
+        assert_eq!(cfg.heartbeat_interval(), Duration::from_secs(30));
     }
 }

@@ -15,6 +15,7 @@
 mod executors;
 mod frameworks;
 mod leadership;
+mod snapshot;
 mod workers;
 
 use crate::ids::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, WorkerId};
@@ -315,6 +316,10 @@ pub struct Metrics {
     pub rejected: u64,
     /// Workers left UNKNOWN by the recovery removal limit.
     pub unknown_workers: u64,
+    /// `StateReply` snapshots built afresh.
+    pub state_snapshots_built: u64,
+    /// `StateRequest`s answered with the cached snapshot.
+    pub state_replies_cached: u64,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -325,6 +330,8 @@ struct Conn {
     framework: Option<FrameworkId>,
     /// The peer's callback listener (`Message::Callback`).
     callback: Option<Addr>,
+    /// When this connection last got a freshly built `StateReply`.
+    last_fresh_state: Option<Millis>,
 }
 
 /// The master machine.
@@ -351,6 +358,7 @@ pub struct Master {
     /// [`Master::keep_timers`]).
     armed: BTreeMap<Timer, Millis>,
     metrics: Metrics,
+    snapshot: snapshot::SnapshotCache,
 }
 
 impl Master {
@@ -376,6 +384,7 @@ impl Master {
             leadership_writes_after: 0,
             armed: BTreeMap::new(),
             metrics: Metrics::default(),
+            snapshot: snapshot::SnapshotCache::default(),
         }
     }
 
@@ -566,6 +575,10 @@ impl Master {
         let mut out = Vec::new();
         if let Event::Timer(t) = &event {
             self.armed.remove(t);
+        }
+        // Anything but a `StateRequest` may change what a snapshot shows.
+        if !matches!(&event, Event::Message { msg: Message::StateRequest, .. }) {
+            self.snapshot.invalidate();
         }
         self.dispatch(now, event, &mut out);
         self.keep_timers(now, &mut out);
@@ -839,7 +852,8 @@ impl Master {
                 }
             }
             Message::StateRequest => {
-                out.push(Action::Send { conn, msg: Message::StateReply(Box::new(self.state())) })
+                let state = self.state_reply(now, conn);
+                out.push(Action::Send { conn, msg: Message::StateReply(state) })
             }
             Message::RemoveWorker { request, worker } if self.acting() => {
                 // Accepted only once the record's delete is durable (DESIGN
@@ -878,6 +892,26 @@ impl Master {
                 self.metrics.rejected += 1;
             }
         }
+    }
+
+    /// The answer to a `StateRequest` on `conn` at `now`: a fresh snapshot
+    /// or the cached one, by the rule of [`snapshot`] (every request gets
+    /// one).
+    fn state_reply(&mut self, now: Millis, conn: ConnId) -> Box<ClusterState> {
+        let last_fresh = self.conns.get(&conn).and_then(|c| c.last_fresh_state);
+        if !self.snapshot.needs_build(now, last_fresh) {
+            if let Some(state) = self.snapshot.reply() {
+                self.metrics.state_replies_cached += 1;
+                return state;
+            }
+        }
+        self.metrics.state_snapshots_built += 1;
+        let state = self.state();
+        self.snapshot.store(now, state.clone());
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.last_fresh_state = Some(now);
+        }
+        Box::new(state)
     }
 
     /// The answer to a request this master cannot act on right now.

@@ -285,10 +285,18 @@ pub struct Cluster {
 impl Cluster {
     /// A fresh temp dir named after the test.
     pub fn new(name: &str) -> Cluster {
+        // REGENT_KEEP_E2E=1 keeps every test's directory (process logs,
+        // stores, work dirs) for a post-mortem.
+        let keep = std::env::var_os("REGENT_KEEP_E2E").is_some();
         let dir = tempfile::Builder::new()
             .prefix(&format!("regent-e2e-{name}-"))
+            .disable_cleanup(keep)
             .tempdir()
             .expect("create the test's temp dir");
+        if keep {
+            eprintln!("keeping {}", dir.path().display());
+        }
+
         Cluster { dir, spawned: Cell::new(0) }
     }
 

@@ -25,7 +25,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,51 @@ const FLUSH_GRACE: Duration = Duration::from_millis(100);
 
 /// How long [`MasterHandle::state`] waits for the machine's thread.
 const STATE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How many frames from all connections wait for the master's thread at
+/// most (see [`Gate`]).
+const NET_EVENT_QUEUE: usize = 128;
+
+/// Bounds the frames waiting for the master's thread: a connection's reader
+/// enters before it hands a frame over and waits while the gate is full, so
+/// a peer that sends faster than the master handles is held back by TCP
+/// instead of buffered; the master's thread leaves once per frame it takes.
+/// Closing the gate (the master stopped) lets every waiting reader through.
+#[derive(Debug)]
+struct Gate {
+    /// Frames handed over and not yet taken; closed.
+    state: Mutex<(usize, bool)>,
+    room: Condvar,
+}
+
+impl Gate {
+    fn new() -> Gate {
+        Gate { state: Mutex::new((0, false)), room: Condvar::new() }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (usize, bool)> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn enter(&self) {
+        let mut st = self.lock();
+        while st.0 >= NET_EVENT_QUEUE && !st.1 {
+            st = self.room.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        st.0 += 1;
+    }
+
+    fn leave(&self) {
+        let mut st = self.lock();
+        st.0 = st.0.saturating_sub(1);
+        self.room.notify_one();
+    }
+
+    fn close(&self) {
+        self.lock().1 = true;
+        self.room.notify_all();
+    }
+}
 
 /// Where master state survives a crash (the single-master modes).
 #[derive(Clone, Debug)]
@@ -168,6 +213,9 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     let advertise = cfg.advertise.clone().unwrap_or_else(|| Addr(bound.to_string()));
     let (tx, rx) = mpsc::channel::<Input>();
+    // The connections' read and write timeouts scale with the heartbeat
+    // interval this master tells its peers.
+    cfg.net.set_heartbeat_interval(cfg.heartbeat_interval);
 
     let store = match &cfg.recovery {
         Recovery::None => LocalStore::Memory,
@@ -207,6 +255,7 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
         closed_by_us: HashSet::new(),
         next_conn: 1,
         store,
+        gate: Arc::new(Gate::new()),
         _acceptor: acceptor,
     };
     let thread = std::thread::Builder::new()
@@ -282,6 +331,8 @@ struct Daemon {
     closed_by_us: HashSet<ConnId>,
     next_conn: u64,
     store: LocalStore,
+    /// Bounds the frames waiting for this thread.
+    gate: Arc<Gate>,
     _acceptor: Acceptor,
 }
 
@@ -294,6 +345,8 @@ impl Daemon {
         let mut pending: VecDeque<NodeInput> = VecDeque::new();
         pending.push_back(NodeInput::Start);
         let result = self.run_loop(&rx, &mut pending);
+        // Readers waiting for room hand their frames to nobody now.
+        self.gate.close();
         match &result {
             Ok(()) => tracing::info!("master stopped"),
             Err(e) => tracing::error!("master stops: {e}"),
@@ -336,8 +389,11 @@ impl Daemon {
                     let conn = ConnId(self.next_conn);
                     self.next_conn += 1;
                     let _ = stream.set_nodelay(true);
-                    let tx = self.tx.clone();
+                    let (tx, gate) = (self.tx.clone(), self.gate.clone());
                     match spawn_connection(stream, Side::Server, conn, self.net.clone(), move |e| {
+                        if matches!(e, NetEvent::Message { .. }) {
+                            gate.enter();
+                        }
                         let _ = tx.send(Input::Net(e));
                     }) {
                         Ok(handle) => {
@@ -349,6 +405,7 @@ impl Daemon {
                 }
                 Input::Accepted(Err(e)) => tracing::warn!("accept failed: {e}"),
                 Input::Net(NetEvent::Message { conn, msg }) => {
+                    self.gate.leave();
                     if self.conns.contains_key(&conn) {
                         pending.push_back(NodeInput::Message { conn, msg });
                     }
@@ -416,5 +473,32 @@ impl Daemon {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gate_holds_readers_back_until_the_master_takes_a_frame() {
+        let gate = Arc::new(Gate::new());
+        for _ in 0..NET_EVENT_QUEUE {
+            gate.enter();
+        }
+        let (tx, rx) = mpsc::channel();
+        let g = gate.clone();
+        let reader = std::thread::spawn(move || {
+            g.enter();
+            tx.send(()).unwrap();
+        });
+        // Full: the reader waits (a wait that ends would be a bug).
+        assert!(rx.recv_timeout(Duration::from_millis(200)).is_err(), "the reader waits for room");
+        gate.leave();
+        rx.recv_timeout(Duration::from_secs(10)).expect("room lets the reader through");
+        reader.join().unwrap();
+        // Closed: nobody waits any more.
+        gate.close();
+        gate.enter();
     }
 }

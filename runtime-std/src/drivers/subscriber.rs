@@ -399,6 +399,8 @@ impl<W: Write> Pump<W> {
                 Output::Exit(exit) => self.exit = Some(exit),
             }
         }
+        // The connections' timeouts scale with the master's heartbeat.
+        self.net.follow_heartbeat(self.node.subscriber().heartbeat_interval());
         *self.status.lock().unwrap_or_else(|e| e.into_inner()) = self.node.status();
     }
 

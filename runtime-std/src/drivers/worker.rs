@@ -226,6 +226,8 @@ impl Daemon {
                 self.execute(output);
             }
         }
+        // The connections' timeouts scale with the master's heartbeat.
+        self.net.follow_heartbeat(self.node.worker().heartbeat_interval());
         *self.status.lock().unwrap_or_else(|e| e.into_inner()) = self.node.status();
     }
 

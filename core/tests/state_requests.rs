@@ -1,0 +1,133 @@
+//! `StateRequest` floods (issue 11 item 3): every request is answered, but
+//! the master builds a fresh snapshot at most once per connection per
+//! `limits::STATE_REQUEST_INTERVAL`, and not at all while nothing changed
+//! (up to `limits::STATE_SNAPSHOT_MAX_AGE`); the others get the cached one.
+
+mod common;
+
+use common::*;
+use regent_core::limits::{STATE_REQUEST_INTERVAL, STATE_SNAPSHOT_MAX_AGE};
+use regent_core::master::{self, Master};
+use regent_core::protocol::{ClusterState, Message, RegisterWorker, Role};
+use regent_core::{ConnId, Epoch, Incarnation, Millis, WorkerId};
+
+fn alive_master() -> Master {
+    let mut m = master("m");
+    let _ = elect(&mut m, Millis(0), 1);
+    m
+}
+
+/// Asks on `conn` at `now`; returns the one reply.
+fn ask(m: &mut Master, now: Millis, conn: u64) -> ClusterState {
+    let out =
+        m.handle(now, master::Event::Message { conn: ConnId(conn), msg: Message::StateRequest });
+    match &m_sends(&out)[..] {
+        [(c, Message::StateReply(s))] if *c == ConnId(conn) => (**s).clone(),
+        other => panic!("one StateReply on conn {conn}, got {other:?}"),
+    }
+}
+
+fn operator(m: &mut Master, now: Millis, conn: u64) {
+    let _ = m.handle(now, master::Event::Connected { conn: ConnId(conn) });
+    let _ = m
+        .handle(now, master::Event::Message { conn: ConnId(conn), msg: hello(Role::Client, "op") });
+}
+
+fn register_w1(m: &mut Master, now: Millis) {
+    let _ = connect_worker(m, now, 9, "w1");
+    let msg = Message::RegisterWorker(RegisterWorker {
+        worker: WorkerId::new("w1"),
+        incarnation: Incarnation(1),
+        cores: 4,
+        memory_mb: 1024,
+        executors: vec![],
+        epoch_seen: Epoch(0),
+    });
+    let sends = deliver_to_master(m, now, 9, msg);
+    assert!(sends.iter().any(|(_, m)| matches!(m, Message::Registered { .. })), "{sends:?}");
+}
+
+#[test]
+fn a_flood_on_one_connection_is_answered_from_one_snapshot() {
+    let mut m = alive_master();
+    operator(&mut m, Millis(10), 1);
+    let before = m.metrics().state_snapshots_built;
+    let first = ask(&mut m, Millis(10), 1);
+    // Ten thousand more within the same millisecond, then spread over the
+    // next 900 ms: every one answered, all from the first snapshot (nothing
+    // changed, and it is younger than the maximum age).
+    for i in 0..10_000u64 {
+        let now = Millis(10 + i * 900 / 10_000);
+        assert_eq!(ask(&mut m, now, 1), first, "request {i} answered from the cache");
+    }
+    assert_eq!(m.metrics().state_snapshots_built - before, 1, "one snapshot built");
+    assert_eq!(m.metrics().state_replies_cached, 10_000);
+}
+
+#[test]
+fn a_change_is_shown_within_one_interval_and_a_quiet_cluster_within_the_maximum_age() {
+    let mut m = alive_master();
+    operator(&mut m, Millis(0), 1);
+    operator(&mut m, Millis(0), 2);
+    let t0 = Millis(1_000);
+    assert!(ask(&mut m, t0, 1).workers.is_empty());
+    register_w1(&mut m, t0 + Millis(10));
+    // Connection 1 had a fresh snapshot less than an interval ago: the
+    // cached one, stale.
+    let cached = ask(&mut m, t0 + STATE_REQUEST_INTERVAL - Millis(1), 1);
+    assert!(cached.workers.is_empty(), "cached within the interval: {cached:?}");
+    // Another connection may build: it sees the worker.
+    let fresh = ask(&mut m, t0 + Millis(20), 2);
+    assert_eq!(fresh.workers.len(), 1, "{fresh:?}");
+    // So does connection 1 once its interval is over (here from the cache
+    // connection 2 refreshed, which nothing has changed since).
+    let built = m.metrics().state_snapshots_built;
+    assert_eq!(ask(&mut m, t0 + STATE_REQUEST_INTERVAL, 1).workers.len(), 1);
+    assert_eq!(m.metrics().state_snapshots_built, built, "nothing changed: the cache serves");
+    // A quiet cluster: the counters move on once the snapshot is too old.
+    let t1 = t0 + Millis(20) + STATE_SNAPSHOT_MAX_AGE;
+    let later = ask(&mut m, t1 - Millis(1), 1);
+    assert_eq!(later.messages, fresh.messages, "still the cached snapshot");
+    let renewed = ask(&mut m, t1, 1);
+    assert!(renewed.messages > fresh.messages, "rebuilt after the maximum age");
+    assert_eq!(m.metrics().state_snapshots_built, built + 1);
+}
+
+#[test]
+fn many_connections_asking_at_once_build_at_most_one_snapshot_each_per_interval() {
+    let mut m = alive_master();
+    for c in 1..=50 {
+        operator(&mut m, Millis(0), c);
+    }
+    let before = m.metrics().state_snapshots_built;
+    // Each round: a change (a heartbeat-like event), then every connection
+    // asks twenty times in the same millisecond.
+    let rounds = 10u64;
+    for r in 0..rounds {
+        let now = Millis(1_000 + r * 10);
+        let _ = m.handle(now, master::Event::Timer(master::Timer::Sweep));
+        for c in 1..=50 {
+            for _ in 0..20 {
+                let _ = ask(&mut m, now, c);
+            }
+        }
+    }
+    // Ten rounds within one interval: each connection builds at most once.
+    let built = m.metrics().state_snapshots_built - before;
+    assert!(built <= 50, "at most one build per connection per interval, got {built}");
+    assert_eq!(
+        m.metrics().state_replies_cached + built,
+        rounds * 50 * 20,
+        "every request answered"
+    );
+}
+
+#[test]
+fn a_standby_answers_too() {
+    let mut m = master("standby");
+    operator(&mut m, Millis(0), 1);
+    for _ in 0..100 {
+        assert_eq!(ask(&mut m, Millis(0), 1).status, "STANDBY");
+    }
+    assert_eq!(m.metrics().state_snapshots_built, 1);
+}
