@@ -12,6 +12,13 @@
 //!   (the write is resent on the same session; nobody exits);
 //! * filesystem mode: `kill -9` of the master, restart on the same port and
 //!   store, until ALIVE with all three workers (process start included);
+//! * the same with the master replaced at a *new* address (the workers were
+//!   told of the old one only: the new master contacts them, seed 002);
+//! * replacement rounds with ZooKeeper (4 s sessions), as measured for
+//!   Spark standalone in issue 12: two masters, workers told of the first
+//!   only; each round a fresh master joins at a new address and the leader
+//!   is stopped (`kill -9` or SIGTERM); a round counts as recovered when one
+//!   master is ALIVE with every worker within 30 s;
 //! * a fresh master's launch to ALIVE (filesystem, empty store);
 //! * the master's RSS (`VmRSS`) idle with three workers registered.
 //!
@@ -199,6 +206,101 @@ fn fs_restart() -> (Duration, Duration, u64) {
     (took, launch, rss)
 }
 
+/// Filesystem mode, the master replaced at a new address: from the kill
+/// to the new master ALIVE with every worker (told of the old address only).
+fn fs_replace() -> Duration {
+    let c = Cluster::new("bench-fs-replace");
+    let store = c.path("store");
+    let store = store.to_str().unwrap();
+    let old = MasterSpec::new("m1", &["--recovery", "filesystem", "--store", store]);
+    let mut master = c.master(&old);
+    let mut _workers: Vec<Proc> =
+        WORKERS.iter().map(|id| c.worker(id, &[old.addr()], 1, 256, &[])).collect();
+    wait_for(BOUND, "3 workers", || {
+        alive_with_workers(&api_state(&old.http_addr()).ok_or("no answer")?, &WORKERS)
+    });
+    let new = MasterSpec::new("m2", &["--recovery", "filesystem", "--store", store]);
+    let start = Instant::now();
+    master.kill9();
+    let _new = c.master(&new);
+    time_until(start, "the new master ALIVE with every worker", || {
+        api_state(&new.http_addr()).is_some_and(|v| alive_with_workers(&v, &WORKERS).is_ok())
+    })
+}
+
+/// Replacement rounds with ZooKeeper (see the module docs): for each round,
+/// the time to recover, or `None` when no master was ALIVE with every
+/// worker within [`ROUND_BOUND`].
+fn zk_replacement_rounds(zk: &ZkServer, fault: Fault, rounds: usize) -> Vec<Option<Duration>> {
+    let c = Cluster::new("bench-zk-replace");
+    let root = format!("/{}", unique("bench-replace"));
+    let zk_addr = zk.addr();
+    let args = [
+        "--recovery",
+        "zookeeper",
+        "--zk",
+        &zk_addr,
+        "--zk-root",
+        &root,
+        "--zk-session-timeout",
+        "4000",
+    ];
+    let mut specs = vec![MasterSpec::new("m1", &args)];
+    let mut procs = vec![c.master(&specs[0])];
+    let mut running = vec![true];
+    wait_for(BOUND, "m1 ALIVE", || sole_alive(&specs, &running, &[]).map(|_| ()));
+    specs.push(MasterSpec::new("m2", &args));
+    procs.push(c.master(&specs[1]));
+    running.push(true);
+    let mut _workers: Vec<Proc> =
+        WORKERS.iter().map(|id| c.worker(id, &[specs[0].addr()], 1, 256, &[])).collect();
+    let mut out = Vec::new();
+    for round in 0..rounds {
+        let Ok((leader, _)) = wait_for_opt(ROUND_BOUND, || sole_alive(&specs, &running, &WORKERS))
+        else {
+            out.push(None);
+            continue;
+        };
+        let id = format!("m{}", specs.len() + 1);
+        specs.push(MasterSpec::new(&id, &args));
+        procs.push(c.master(specs.last().unwrap()));
+        running.push(true);
+        let newcomer = specs.len() - 1;
+        wait_for(BOUND, "the newcomer STANDBY", || match api_state(&specs[newcomer].http_addr()) {
+            Some(v) if v["status"] == "STANDBY" => Ok(()),
+            other => Err(format!("{other:?}")),
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        let start = Instant::now();
+        match fault {
+            Fault::Term => procs[leader].sigterm(),
+            _ => procs[leader].kill9(),
+        }
+        running[leader] = false;
+        let took = wait_for_opt(ROUND_BOUND, || sole_alive(&specs, &running, &WORKERS))
+            .ok()
+            .map(|_| start.elapsed());
+        eprintln!("  zookeeper replacement {} round {round}: {took:?}", fault.name());
+        out.push(took);
+    }
+    out
+}
+
+/// How long a replacement round may take to count as recovered.
+const ROUND_BOUND: Duration = Duration::from_secs(30);
+
+/// Polls `f` until it holds (its value) or `bound` passes (its last error).
+fn wait_for_opt<T>(bound: Duration, mut f: impl FnMut() -> Result<T, String>) -> Result<T, String> {
+    let start = Instant::now();
+    loop {
+        match f() {
+            Ok(t) => return Ok(t),
+            Err(e) if start.elapsed() > bound => return Err(e),
+            Err(_) => std::thread::sleep(TIMING_POLL),
+        }
+    }
+}
+
 fn vm_rss_kb(pid: u32) -> u64 {
     let status =
         std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the master's /proc status");
@@ -249,7 +351,18 @@ fn main() {
         fs.push(r);
     }
 
+    let mut fs_replaced = Vec::new();
+    for i in 0..reps {
+        let took = fs_replace();
+        eprintln!("  filesystem replacement rep {i}: {:.0} ms", ms(took));
+        fs_replaced.push(ms(took));
+    }
+
     let zk = ZkServer::start();
+    let replacement: Vec<(Fault, Vec<Option<Duration>>)> = [Fault::Kill9, Fault::Term]
+        .into_iter()
+        .map(|fault| (fault, zk_replacement_rounds(&zk, fault, 3)))
+        .collect();
     let mut zk_rows = Vec::new();
     for (session, fault) in [
         (3000, Fault::Kill9),
@@ -299,6 +412,26 @@ fn main() {
         fs.iter().map(|r| ms(r.0)).collect(),
         "< 300 ms",
     );
+    row(
+        "filesystem: kill -9, replaced at a new address (to ALIVE + 3 workers)",
+        "ms",
+        fs_replaced,
+        "",
+    );
+    for (fault, rounds) in replacement {
+        let recovered: Vec<f64> = rounds.iter().flatten().map(|d| ms(*d)).collect();
+        let name = format!(
+            "ZooKeeper replacement rounds, {} (session 4000): {} of {} recovered",
+            fault.name(),
+            recovered.len(),
+            rounds.len()
+        );
+        if recovered.is_empty() {
+            println!("{name}");
+        } else {
+            row(&name, "ms", recovered, "Spark 4.3.0: 3 of 3");
+        }
+    }
     row(
         "master launch to ALIVE (filesystem, empty store)",
         "ms",
