@@ -183,3 +183,36 @@ fn a_master_replaced_at_a_new_address_is_found_by_its_workers() {
     }
     assert!(leaders_with_marker(&marker).is_empty(), "no executor outlives its worker");
 }
+
+/// The same with the blocking runtime's master (`--runtime std`, no HTTP:
+/// observed with `regent status --json`): it dials its recorded workers'
+/// callback listeners too.
+#[test]
+fn a_std_master_replaced_at_a_new_address_is_found_by_its_workers() {
+    let c = Cluster::new("fs-std-new-address");
+    let store = c.path("store");
+    let store = store.to_str().unwrap();
+    let std_master = |id: &str| {
+        let port = support::cluster::free_port();
+        let addr = support::cluster::loopback(port);
+        let args = ["--runtime", "std", "master", "--id", id, "--listen", &addr];
+        let mut args = args.to_vec();
+        args.extend(["--recovery", "filesystem", "--store", store]);
+        (addr.clone(), c.spawn(id, support::cluster::Kind::Master, &args))
+    };
+    let alive = |addr: &str| {
+        let s = c.status_json(&[addr.to_owned()]).ok_or("no leader answers")?;
+        alive_with_workers(&s, &WORKERS)
+    };
+    let (old, mut m1) = std_master("m1");
+    let workers: Vec<_> =
+        WORKERS.iter().map(|id| c.worker(id, std::slice::from_ref(&old), 1, 256, &[])).collect();
+    wait_for(BOUND, "the std master ALIVE with its 3 workers", || alive(&old));
+    m1.kill9();
+    let (new, mut m2) = std_master("m2");
+    wait_for(BOUND, "the new std master ALIVE with the 3 workers", || alive(&new));
+    m2.assert_running("at the end");
+    for mut w in workers {
+        w.assert_running("at the end");
+    }
+}

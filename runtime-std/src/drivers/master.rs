@@ -17,7 +17,7 @@ use crate::net::{self, spawn_connection, ConnHandle, NetConfig, NetEvent};
 use crate::store::{master_sealing, LocalStore, Op};
 use regent_core::auth::{Secret, Side};
 use regent_core::node::master::{Config, Input as NodeInput, Leadership, Output, StoreResult};
-use regent_core::node::{DialResult, MasterNode};
+use regent_core::node::{DialId, DialResult, MasterNode};
 use regent_core::protocol::ClusterState;
 use regent_core::{Addr, ConnId, Millis};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -146,6 +146,7 @@ impl MasterConfig {
 
 enum Input {
     Accepted(std::io::Result<TcpStream>),
+    Dialled { dial: DialId, result: Result<TcpStream, super::DialError> },
     Net(NetEvent),
     Store(Vec<StoreResult>),
     State(Sender<ClusterState>),
@@ -250,6 +251,7 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
             cluster: cfg.net.cluster.clone(),
         }),
         net: cfg.net.clone(),
+        insecure: cfg.insecure,
         tx: tx.clone(),
         conns: HashMap::new(),
         closed_by_us: HashSet::new(),
@@ -326,6 +328,8 @@ struct Daemon {
     start: Instant,
     node: MasterNode,
     net: Arc<NetConfig>,
+    /// Dial non-loopback peers without a secret (`--insecure`).
+    insecure: bool,
     tx: Sender<Input>,
     conns: HashMap<ConnId, ConnHandle>,
     closed_by_us: HashSet<ConnId>,
@@ -339,6 +343,23 @@ struct Daemon {
 impl Daemon {
     fn now(&self) -> Millis {
         millis_since(self.start)
+    }
+
+    /// Runs a new connection over `stream` (`side` says who dialled); its
+    /// frames pass the gate.
+    fn run_connection(&mut self, stream: TcpStream, side: Side) -> std::io::Result<ConnId> {
+        let conn = ConnId(self.next_conn);
+        self.next_conn += 1;
+        let _ = stream.set_nodelay(true);
+        let (tx, gate) = (self.tx.clone(), self.gate.clone());
+        let handle = spawn_connection(stream, side, conn, self.net.clone(), move |e| {
+            if matches!(e, NetEvent::Message { .. }) {
+                gate.enter();
+            }
+            let _ = tx.send(Input::Net(e));
+        })?;
+        self.conns.insert(conn, handle);
+        Ok(conn)
     }
 
     fn run(mut self, rx: Receiver<Input>) -> Result<(), String> {
@@ -385,23 +406,22 @@ impl Daemon {
                     tracing::info!("shutting down");
                     return Ok(());
                 }
-                Input::Accepted(Ok(stream)) => {
-                    let conn = ConnId(self.next_conn);
-                    self.next_conn += 1;
-                    let _ = stream.set_nodelay(true);
-                    let (tx, gate) = (self.tx.clone(), self.gate.clone());
-                    match spawn_connection(stream, Side::Server, conn, self.net.clone(), move |e| {
-                        if matches!(e, NetEvent::Message { .. }) {
-                            gate.enter();
-                        }
-                        let _ = tx.send(Input::Net(e));
-                    }) {
-                        Ok(handle) => {
-                            self.conns.insert(conn, handle);
-                            pending.push_back(NodeInput::Connected { conn });
-                        }
-                        Err(e) => tracing::warn!("cannot start a connection: {e}"),
-                    }
+                Input::Accepted(Ok(stream)) => match self.run_connection(stream, Side::Server) {
+                    Ok(conn) => pending.push_back(NodeInput::Connected { conn }),
+                    Err(e) => tracing::warn!("cannot start a connection: {e}"),
+                },
+                Input::Dialled { dial, result } => {
+                    let result = match result.map_err(|e| (e.reason, e.refused)) {
+                        Ok(stream) => match self.run_connection(stream, Side::Client) {
+                            Ok(conn) => DialResult::Connected { conn },
+                            Err(e) => DialResult::Failed {
+                                reason: format!("cannot start a connection: {e}"),
+                                refused: false,
+                            },
+                        },
+                        Err((reason, refused)) => DialResult::Failed { reason, refused },
+                    };
+                    pending.push_back(NodeInput::Dialled { dial, result });
                 }
                 Input::Accepted(Err(e)) => tracing::warn!("accept failed: {e}"),
                 Input::Net(NetEvent::Message { conn, msg }) => {
@@ -457,15 +477,24 @@ impl Daemon {
                 Output::LoadRecords => pending.push_back(NodeInput::Store(self.store.load())),
                 // Single-master modes only: no coordination client here.
                 Output::Zk(_) => {}
-                // Only a ZooKeeper-mode standby dials (its watch on the
-                // leader); answered, so a node never waits on it.
-                Output::Dial { dial, addr, .. } => pending.push_back(NodeInput::Dialled {
-                    dial,
-                    result: DialResult::Failed {
-                        reason: format!("the std master does not dial ({addr})"),
-                        refused: false,
-                    },
-                }),
+                // A new leader contacting its recorded workers (seed 002):
+                // dialled on a thread of its own, the result comes back as
+                // `Input::Dialled`.
+                Output::Dial { dial, addr, timeout } => {
+                    let (tx, has_secret, insecure) =
+                        (self.tx.clone(), self.net.secret.is_some(), self.insecure);
+                    let timeout = Duration::from_millis(timeout.0);
+                    let spawned =
+                        std::thread::Builder::new().name("regent-dial".into()).spawn(move || {
+                            let result = super::dial(&addr, has_secret, insecure, false, timeout);
+                            let _ = tx.send(Input::Dialled { dial, result });
+                        });
+                    if let Err(e) = spawned {
+                        let reason = format!("cannot start a dialling thread: {e}");
+                        let result = DialResult::Failed { reason, refused: false };
+                        pending.push_back(NodeInput::Dialled { dial, result });
+                    }
+                }
                 Output::Note(note) => tracing::info!(?note, "leadership"),
                 // DESIGN rule 8, single-master modes: a store that cannot be
                 // written (or read) stops the process, saying why.
