@@ -176,10 +176,11 @@ pub fn worst_slot_outcome_len(framework: &str, group: &str, slots: u32) -> usize
 
 /// Headroom reserved in every framework record for what may grow without a
 /// declaration: the name up to [`MAX_NAME_BYTES`] (plus its length prefix),
-/// the failover timeout up to a 10-byte varint, and each group's retry
-/// counter up to a 5-byte varint.
+/// the failover timeout up to a 10-byte varint, each group's retry counter
+/// up to a 5-byte varint, and a subscriber's callback address up to
+/// [`MAX_ADDR_BYTES`] (plus its option tag and length prefix).
 pub fn record_headroom(groups: usize) -> usize {
-    (MAX_NAME_BYTES + 2) + 10 + 5 * groups
+    (MAX_NAME_BYTES + 2) + 10 + 5 * groups + (MAX_ADDR_BYTES + 3)
 }
 
 /// `reason` cut to at most [`MAX_FAILURE_REASON_BYTES`] at a char boundary,

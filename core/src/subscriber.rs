@@ -88,6 +88,10 @@ pub struct Config {
     /// and many subscribers do not retry in one instant); later rounds back
     /// off. Default 10 ms.
     pub reconnect_first_max: Millis,
+    /// Where this subscriber's callback listener takes masters' connections
+    /// (sent after `Hello`, kept in the framework's record: a new leader
+    /// dials it, seed 002). `None`: no listener.
+    pub callback: Option<Addr>,
     /// First (and post-success) backoff delay. Default 200 ms.
     pub backoff_min: Millis,
     /// The cap of the exponential backoff. Default 10 s.
@@ -116,6 +120,7 @@ impl Config {
             subscribe_timeout: Millis::from_secs(5),
             heartbeat_timeout_factor: 5,
             reconnect_first_max: Millis(10),
+            callback: None,
             backoff_min: Millis(200),
             backoff_max: Millis::from_secs(10),
             jitter_min_pct: 50,
@@ -635,6 +640,10 @@ impl Subscriber {
                 node: self.config.name.clone(),
             }),
         });
+        if let Some(addr) = &self.config.callback {
+            let msg = Message::Callback { addr: addr.clone() };
+            out.push(Action::Send { to: master.clone(), msg });
+        }
         out.push(Action::Send {
             to: master,
             msg: Message::Subscribe(Subscribe {

@@ -407,6 +407,7 @@ fn fw_record(m: &Master) -> Record {
         name: fw.name.clone(),
         failover_timeout_ms: fw.failover_timeout.0,
         groups: fw.groups.iter().map(|g| g.record.clone()).collect(),
+        callback: None,
     })
 }
 

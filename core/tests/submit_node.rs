@@ -583,3 +583,47 @@ fn without_a_connect_timeout_the_node_keeps_trying() {
     let (_, exit) = fail_every_dial(&mut n, Millis::from_secs(300));
     assert_eq!(exit, None);
 }
+
+/// Seed 002: with a callback listener the subscriber says where it is
+/// after `Hello`; a new leader dialling it with `MasterChanged` at a higher
+/// epoch moves the subscription there (the callback connection closed).
+#[test]
+fn a_new_leader_on_the_callback_listener_takes_the_subscription() {
+    let mut sub = subscriber::Config::new("test", "app", ME, vec![addr("old:1")]);
+    sub.jitter_min_pct = 100;
+    sub.callback = Some(addr("10.0.0.9:7079"));
+    let mut n = SubmitNode::new(Config::new(sub));
+    assert_eq!(io(&n.handle(Millis(0), Input::Start)), vec![dial(1, "old:1")]);
+    let _ = n.handle(Millis(0), Input::Declare(spec(1)));
+    assert_eq!(
+        io(&n.handle(Millis(1), dialled(1, 1))),
+        vec![
+            send(1, hello()),
+            send(1, Message::Callback { addr: addr("10.0.0.9:7079") }),
+            send(1, subscribe(None, 1))
+        ]
+    );
+    let _ = n.handle(Millis(2), msg(1, leading("old:1", EPOCH)));
+    let _ = n.handle(Millis(3), msg(1, subscribed("fw-1", EPOCH)));
+    let _ = n.handle(Millis(4), closed(1, "reset"));
+
+    let _ = n.handle(Millis(5), Input::Accepted { conn: ConnId(40) });
+    let newer = Epoch(EPOCH.0 + 1);
+    let changed = Message::MasterChanged {
+        epoch: newer,
+        leader: LeaderHint { id: MasterId::new("m2"), addr: addr("new:2"), epoch: newer },
+        masters: vec![addr("new:2")],
+    };
+    let out = io(&n.handle(Millis(6), msg(40, changed)));
+    assert!(
+        out.contains(&Output::Close {
+            conn: ConnId(40),
+            reason: "the leader's news is taken".into()
+        }),
+        "{out:?}"
+    );
+    assert!(
+        out.iter().any(|o| matches!(o, Output::Dial { master, .. } if *master == addr("new:2"))),
+        "the new leader is dialled: {out:?}"
+    );
+}

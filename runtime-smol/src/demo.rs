@@ -124,6 +124,7 @@ pub async fn run_demo() -> Result<(), String> {
         net: net.clone(),
         insecure: false,
         connect_timeout: None,
+        callback: None,
     };
     let (_stop_submit, submit_shutdown) = async_channel::bounded::<()>(1);
     let app = smol::spawn(crate::submit::run_submit(submit, std::io::sink(), submit_shutdown));

@@ -304,6 +304,12 @@ struct SubmitArgs {
     /// Memory per executor, in MiB.
     #[arg(long)]
     memory: u64,
+    /// Run a callback listener on ADDR (e.g. `127.0.0.1:0`): a new leader —
+    /// even one at an address this submit never knew — dials it to say it
+    /// leads. A non-loopback address needs --secret-file (or --insecure).
+    /// Smol runtime only.
+    #[arg(long, value_name = "ADDR")]
+    callback: Option<SocketAddr>,
     /// The command every executor runs.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -438,6 +444,11 @@ async fn run_std(common: &Common, command: Command) -> Result<ExitCode, String> 
             Ok(ExitCode::SUCCESS)
         }
         Command::Submit(a) => {
+            if a.callback.is_some() {
+                return Err("--callback needs --runtime smol (the std submitter has no callback \
+                            listener)"
+                    .into());
+            }
             use std::io::IsTerminal;
             let progress = std::io::stdout().is_terminal();
             let cfg = d::SubscriberConfig {
@@ -453,6 +464,7 @@ async fn run_std(common: &Common, command: Command) -> Result<ExitCode, String> 
                 net,
                 insecure: common.insecure,
                 connect_timeout: Some(a.connect_timeout.duration()),
+                callback: None,
             };
             let s = d::spawn_subscriber_with_output(cfg, std::io::stdout(), progress)?;
             stop_on_shutdown(s.stopper());
@@ -579,6 +591,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
                 net: net_config(&common)?,
                 insecure: common.insecure,
                 connect_timeout: Some(a.connect_timeout.duration()),
+                callback: a.callback,
             };
             use std::io::IsTerminal;
             let progress = std::io::stdout().is_terminal();

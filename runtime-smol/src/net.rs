@@ -314,6 +314,36 @@ async fn run(
     result
 }
 
+/// Binds a callback listener on `listen` (seed 002: a new leader dials it
+/// to say it leads) and accepts on a task of its own; the accepted streams
+/// come out of the returned channel. Returns the bound address.
+pub async fn callback_listener(
+    listen: std::net::SocketAddr,
+) -> Result<(std::net::SocketAddr, Receiver<TcpStream>), String> {
+    let listener = smol::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| format!("cannot listen on {listen} (the callback listener): {e}"))?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    let (tx, rx) = async_channel::unbounded();
+    smol::spawn(async move {
+        loop {
+            match listener.accept().await {
+                Ok((stream, _)) => {
+                    if tx.send(stream).await.is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!("callback listener: accept failed: {e}");
+                    async_io::Timer::after(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    })
+    .detach();
+    Ok((bound, rx))
+}
+
 /// Why dialling a master failed.
 #[derive(Debug)]
 pub struct DialError {

@@ -117,7 +117,19 @@ pub async fn run_submit_with_progress(
     smol::unblock(move || check_configured_masters(&checked)).await?;
 
     let instance = InstanceId(regent_std::net::time_ordered_id());
-    let (config, spec) = node_config(&opts, instance);
+    let (mut config, spec) = node_config(&opts, instance);
+    // The callback listener (seed 002): a new leader dials it.
+    let accept_rx = match opts.callback {
+        Some(listen) => {
+            crate::net::check_exposure(&listen, opts.net.secret.is_some(), opts.insecure)
+                .map_err(|e| format!("--callback {listen}: {e}"))?;
+            let (bound, rx) = crate::net::callback_listener(listen).await?;
+            tracing::info!(listen = %bound, "callback listener");
+            config.subscriber.callback = Some(Addr::new(bound.to_string()));
+            rx
+        }
+        None => async_channel::unbounded().1,
+    };
     let (net_tx, net_rx) = async_channel::unbounded();
     let (dial_tx, dial_rx) = async_channel::unbounded();
     let mut pump = Pump {
@@ -144,9 +156,17 @@ pub async fn run_submit_with_progress(
         }
         let deadline = pump.node.poll_timeout().map(|at| pump.start + Duration::from_millis(at.0));
         let wake = future::or(
-            future::or(async { net_rx.recv().await.map_or(Wake::Idle, Wake::Net) }, async {
-                dial_rx.recv().await.map_or(Wake::Idle, Wake::Dialled)
-            }),
+            future::or(
+                future::or(async { net_rx.recv().await.map_or(Wake::Idle, Wake::Net) }, async {
+                    dial_rx.recv().await.map_or(Wake::Idle, Wake::Dialled)
+                }),
+                async {
+                    match accept_rx.recv().await {
+                        Ok(stream) => Wake::Accepted(stream),
+                        Err(_) => future::pending().await,
+                    }
+                },
+            ),
             future::or(
                 async {
                     if interrupted {
@@ -177,6 +197,20 @@ pub async fn run_submit_with_progress(
                 pump.feed(Input::Closed { conn, reason });
             }
             Wake::Dialled(d) => pump.on_dialled(d),
+            Wake::Accepted(stream) => {
+                let conn = ConnId(pump.next_conn);
+                pump.next_conn += 1;
+                let h = spawn_connection(
+                    stream,
+                    Side::Server,
+                    conn,
+                    pump.net.clone(),
+                    pump.net_tx.clone(),
+                );
+                tracing::debug!(%conn, peer = %h.peer, "a master dialled the callback listener");
+                pump.conns.insert(conn, h);
+                pump.feed(Input::Accepted { conn });
+            }
             Wake::Deadline => pump.feed(Input::Tick),
             Wake::Shutdown => {
                 interrupted = true;
@@ -191,6 +225,7 @@ pub async fn run_submit_with_progress(
 enum Wake {
     Net(NetEvent),
     Dialled(Dialled),
+    Accepted(TcpStream),
     Deadline,
     Shutdown,
     Idle,

@@ -46,7 +46,7 @@ use regent_std::host::{
     PreparedWorker,
 };
 use smol::future;
-use smol::net::{TcpListener, TcpStream};
+use smol::net::TcpStream;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -95,32 +95,16 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
     let PreparedWorker { supervisor, left_behind, mut config, .. } = prepared;
 
     // The callback listener (seed 002): a new leader dials it.
-    let (accept_tx, accept_rx) = async_channel::unbounded::<TcpStream>();
-    if let Some(listen) = callback_listen(&opts)? {
-        let listener = TcpListener::bind(listen)
-            .await
-            .map_err(|e| format!("cannot listen on {listen} (the callback listener): {e}"))?;
-        let bound = listener.local_addr().map_err(|e| e.to_string())?;
-        let advertise = opts.advertise.clone().unwrap_or_else(|| bound.to_string());
-        tracing::info!(listen = %bound, %advertise, "callback listener");
-        config.callback = Some(Addr::new(advertise));
-        smol::spawn(async move {
-            loop {
-                match listener.accept().await {
-                    Ok((stream, _)) => {
-                        if accept_tx.send(stream).await.is_err() {
-                            return;
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!("callback listener: accept failed: {e}");
-                        async_io::Timer::after(Duration::from_millis(50)).await;
-                    }
-                }
-            }
-        })
-        .detach();
-    }
+    let accept_rx = match callback_listen(&opts)? {
+        Some(listen) => {
+            let (bound, rx) = crate::net::callback_listener(listen).await?;
+            let advertise = opts.advertise.clone().unwrap_or_else(|| bound.to_string());
+            tracing::info!(listen = %bound, %advertise, "callback listener");
+            config.callback = Some(Addr::new(advertise));
+            rx
+        }
+        None => async_channel::unbounded().1,
+    };
 
     let (net_tx, net_rx) = async_channel::unbounded();
     let (dial_tx, dial_rx) = async_channel::unbounded();

@@ -216,3 +216,34 @@ fn a_std_master_replaced_at_a_new_address_is_found_by_its_workers() {
         w.assert_running("at the end");
     }
 }
+
+/// Seed 002 for applications: a `regent submit --callback` told of the old
+/// master only is contacted by its replacement at a new address,
+/// resubscribes there and completes.
+#[test]
+fn a_submit_with_a_callback_follows_a_master_replaced_at_a_new_address() {
+    let c = Cluster::new("fs-submit-new-address");
+    let old = fs_master(&c);
+    let mut master = c.master(&old);
+    let masters = vec![old.addr()];
+    let _workers: Vec<_> = WORKERS.iter().map(|id| c.worker(id, &masters, 1, 256, &[])).collect();
+    wait_for(BOUND, "the first master ALIVE with its 3 workers", || {
+        alive_with_workers(&state_of(&old)?, &WORKERS)
+    });
+    let opts = ["--executors", "3", "--cores", "1", "--memory", "64", "--callback", "127.0.0.1:0"];
+    let mut submit = c.submit("submit", &masters, &opts, &["sh", "-c", "sleep 4; exit 0"]);
+    three_running(&old);
+    master.kill9();
+    let mut new = fs_master(&c);
+    new.id = "m2".into();
+    let _replacement = c.master(&new);
+    let status = submit.wait_exit(BOUND);
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "the submit completes with the new master:\n{}\n{}",
+        submit.stdout(),
+        submit.stderr()
+    );
+    assert!(submit.stdout().contains(&new.addr()), "it subscribed to the new master");
+}

@@ -55,6 +55,7 @@ fn planted() -> Record {
             slots: vec![SlotOutcome::Pending],
             retries_used: 0,
         }],
+        callback: None,
     })
 }
 

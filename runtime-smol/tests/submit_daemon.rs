@@ -173,6 +173,7 @@ fn options(masters: Vec<Addr>, executors: u32) -> SubmitOptions {
         net: Arc::new(NetConfig::new(CLUSTER, None)),
         insecure: false,
         connect_timeout: None,
+        callback: None,
     }
 }
 

@@ -48,6 +48,7 @@ fn build(dir: &Path, n: usize) {
             name: format!("analytics job {i}"),
             failover_timeout_ms: 3_600_000,
             groups: Vec::new(),
+            callback: None,
         }));
     }
     for i in 0..n - 1 - frameworks {

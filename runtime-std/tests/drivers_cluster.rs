@@ -82,6 +82,7 @@ fn an_application_completes_on_std_drivers() {
         net: net(),
         insecure: false,
         connect_timeout: None,
+        callback: None,
     })
     .unwrap();
     let events: Vec<Action> = sub.events().iter().collect();
@@ -173,6 +174,7 @@ fn an_interrupted_submission_leaves_its_executor_until_the_worker_shuts_down() {
         net: net(),
         insecure: false,
         connect_timeout: None,
+        callback: None,
     })
     .unwrap();
     let running = |a: &Action| {

@@ -14,7 +14,7 @@
 //!   and its executors killed; within it, they keep running.
 
 use super::{Action, AfterWrite, Master, Phase};
-use crate::ids::{ConnId, ExecutorId, FrameworkId, InstanceId};
+use crate::ids::{Addr, ConnId, ExecutorId, FrameworkId, InstanceId};
 use crate::limits;
 use crate::protocol::{ExecutorInfo, GroupSpec, Message, Subscribe};
 use crate::store::{FrameworkRecord, GroupRecord, Record, RecordKey, SlotOutcome};
@@ -40,6 +40,9 @@ pub struct FrameworkEntry {
     pub disconnected_since: Option<Millis>,
     /// Its groups, in declaration order.
     pub groups: Vec<GroupState>,
+    /// Its subscriber's callback listener, if the latest subscription gave
+    /// one (`Message::Callback`).
+    pub callback: Option<Addr>,
 }
 
 /// A declared group and its slots at the leader.
@@ -61,6 +64,7 @@ impl FrameworkEntry {
             name: self.name.clone(),
             failover_timeout_ms: self.failover_timeout.0,
             groups: self.groups.iter().map(|g| g.record.clone()).collect(),
+            callback: self.callback.clone(),
         })
     }
 
@@ -69,6 +73,7 @@ impl FrameworkEntry {
             id: r.id,
             name: r.name,
             failover_timeout: Millis(r.failover_timeout_ms),
+            callback: r.callback,
             instance: None,
             attempt: 0,
             conn: None,
@@ -158,6 +163,7 @@ impl Master {
             // framework, so the id derives from the instance.
             None => FrameworkId(format!("fw-{:016x}", sub.instance.0)),
         };
+        let callback = self.conns.get(&conn).and_then(|c| c.callback.clone());
         if let Some(reason) = self.subscription_limit(&id, &sub) {
             let msg = Message::SubscribeRefused { epoch: self.epoch, reason: reason.clone() };
             out.push(Action::Send { conn, msg });
@@ -175,6 +181,7 @@ impl Master {
             conn: None,
             disconnected_since: Some(now),
             groups: Vec::new(),
+            callback: None,
         });
         if let Some(current) = fw.instance.filter(|cur| sub.instance < *cur) {
             // Instance ids grow with their process's start time: an older
@@ -218,6 +225,7 @@ impl Master {
         fw.disconnected_since = None;
         fw.name = sub.name;
         fw.failover_timeout = sub.failover_timeout;
+        fw.callback = callback;
         if let Some(old) = old_conn {
             if !same_instance {
                 let msg = self.framework_error(

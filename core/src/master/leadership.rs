@@ -78,8 +78,9 @@ impl Master {
         self.announce(&[Role::Worker], out);
         // Seed 002: the recorded workers need not know this master's
         // address; it contacts them (those that gave a callback address).
-        let mut addrs: Vec<Addr> =
-            self.workers.entries.values().filter_map(|w| w.callback.clone()).collect();
+        let workers = self.workers.entries.values().filter_map(|w| w.callback.clone());
+        let frameworks = self.frameworks.values().filter_map(|f| f.callback.clone());
+        let mut addrs: Vec<Addr> = workers.chain(frameworks).collect();
         addrs.sort();
         addrs.dedup();
         if !addrs.is_empty() {

@@ -129,6 +129,12 @@ pub enum Input {
         /// never reused), or why it failed.
         result: Result<ConnId, String>,
     },
+    /// A master dialled the callback listener (seed 002): `conn` runs; its
+    /// frames come as [`Input::Message`], its end as [`Input::Closed`].
+    Accepted {
+        /// The runtime's number for the connection.
+        conn: ConnId,
+    },
     /// A frame arrived on `conn`.
     Message {
         /// The connection.
@@ -286,6 +292,8 @@ pub struct SubmitNode {
     dialling: BTreeMap<Addr, DialId>,
     /// Open connections the subscriber knows, both ways.
     conns: BTreeMap<ConnId, Addr>,
+    /// Connections masters dialled to the callback listener.
+    callbacks: BTreeSet<ConnId>,
     by_master: BTreeMap<Addr, ConnId>,
     /// Connections the node closed whose end has not been fed yet.
     closing: BTreeSet<ConnId>,
@@ -330,6 +338,7 @@ impl SubmitNode {
             next_dial: 1,
             dialling: BTreeMap::new(),
             conns: BTreeMap::new(),
+            callbacks: BTreeSet::new(),
             by_master: BTreeMap::new(),
             closing: BTreeSet::new(),
             groups: Vec::new(),
@@ -443,6 +452,24 @@ impl SubmitNode {
                 self.feed(now, Event::Declare(spec), None, &mut out);
             }
             Input::Dialled { dial, result } => self.on_dialled(now, dial, result, &mut out),
+            Input::Accepted { conn } => {
+                if self.ending.is_some() {
+                    self.close(conn, "the submission is over".into(), &mut out);
+                } else {
+                    self.callbacks.insert(conn);
+                }
+            }
+            Input::Message { conn, msg } if self.callbacks.contains(&conn) => {
+                // Seed 002: a new leader says where it is. A hint: the
+                // subscriber moves only to a higher epoch, and there
+                // subscribes as always.
+                if let Message::MasterChanged { leader, .. } = &msg {
+                    self.callbacks.remove(&conn);
+                    self.close(conn, "the leader's news is taken".into(), &mut out);
+                    let from = leader.addr.clone();
+                    self.feed(now, Event::Message { from, msg }, None, &mut out);
+                }
+            }
             Input::Message { conn, msg } => {
                 if let Some(from) = self.conns.get(&conn).cloned() {
                     self.feed(now, Event::Message { from, msg }, None, &mut out);
@@ -450,6 +477,7 @@ impl SubmitNode {
             }
             Input::Closed { conn, reason } => {
                 self.closing.remove(&conn);
+                self.callbacks.remove(&conn);
                 if let Some(master) = self.conns.remove(&conn) {
                     self.by_master.remove(&master);
                     if !self.ever_subscribed {
@@ -734,6 +762,9 @@ impl SubmitNode {
         self.dialling.clear();
         self.by_master.clear();
         for conn in std::mem::take(&mut self.conns).into_keys() {
+            self.close(conn, "the submission is over".into(), out);
+        }
+        for conn in std::mem::take(&mut self.callbacks) {
             self.close(conn, "the submission is over".into(), out);
         }
         let summary = self.summary(&outcome);

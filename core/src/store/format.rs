@@ -661,6 +661,7 @@ mod tests {
                             retries_used: u32::arbitrary(g),
                         }]
                     },
+                    callback: None,
                 }),
             };
             AnyRecord(r)

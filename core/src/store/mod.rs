@@ -74,6 +74,9 @@ pub struct FrameworkRecord {
     pub failover_timeout_ms: u64,
     /// Its executor groups, in declaration order.
     pub groups: Vec<GroupRecord>,
+    /// Where its subscriber's callback listener takes masters' connections
+    /// (seed 002), if the subscriber has one.
+    pub callback: Option<Addr>,
 }
 
 /// One declared executor group and the outcome of each of its slots.
@@ -159,16 +162,26 @@ impl Record {
 /// The encoded shape of [`Record`] (see there): variants are only ever
 /// appended.
 mod wire {
-    use super::{FrameworkRecord, WorkerRecord};
-    use crate::ids::{Epoch, Incarnation, WorkerId};
+    use super::{FrameworkRecord, GroupRecord, WorkerRecord};
+    use crate::ids::{Epoch, FrameworkId, Incarnation, WorkerId};
     use serde::{Deserialize, Serialize};
 
     #[derive(Debug, Serialize, Deserialize)]
     pub enum Record {
         Epoch(Epoch),
         Worker(WorkerV1),
-        Framework(FrameworkRecord),
+        Framework(FrameworkV1),
         WorkerWithCallback(WorkerRecord),
+        FrameworkWithCallback(FrameworkRecord),
+    }
+
+    /// A framework record of the first format: no callback address.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct FrameworkV1 {
+        id: FrameworkId,
+        name: String,
+        failover_timeout_ms: u64,
+        groups: Vec<GroupRecord>,
     }
 
     /// A worker record of the first format: no callback address.
@@ -193,8 +206,17 @@ mod wire {
                         callback: None,
                     })
                 }
-                Record::Framework(f) => super::Record::Framework(f),
+                Record::Framework(FrameworkV1 { id, name, failover_timeout_ms, groups }) => {
+                    super::Record::Framework(FrameworkRecord {
+                        id,
+                        name,
+                        failover_timeout_ms,
+                        groups,
+                        callback: None,
+                    })
+                }
                 Record::WorkerWithCallback(w) => super::Record::Worker(w),
+                Record::FrameworkWithCallback(f) => super::Record::Framework(f),
             }
         }
     }
@@ -207,7 +229,16 @@ mod wire {
                 super::Record::Worker(WorkerRecord {
                     id, incarnation, cores, memory_mb, ..
                 }) => Record::Worker(WorkerV1 { id, incarnation, cores, memory_mb }),
-                super::Record::Framework(f) => Record::Framework(f),
+                super::Record::Framework(f) if f.callback.is_some() => {
+                    Record::FrameworkWithCallback(f)
+                }
+                super::Record::Framework(FrameworkRecord {
+                    id,
+                    name,
+                    failover_timeout_ms,
+                    groups,
+                    ..
+                }) => Record::Framework(FrameworkV1 { id, name, failover_timeout_ms, groups }),
             }
         }
     }

@@ -88,6 +88,10 @@ pub struct SubscriberConfig {
     /// default [`CONNECT_TIMEOUT`]); `None` tries for ever. Once
     /// subscribed, failovers are waited out whatever their length.
     pub connect_timeout: Option<Duration>,
+    /// Where a callback listener binds (`regent submit --callback`): a new
+    /// leader — even one at an address this submitter never knew — dials it
+    /// to say it leads (seed 002). The smol runtime runs it; `None`: none.
+    pub callback: Option<std::net::SocketAddr>,
 }
 
 /// The default of `--connect-timeout`: how long a client tries to reach a

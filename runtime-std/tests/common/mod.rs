@@ -51,6 +51,7 @@ pub fn framework(id: &str, name: &str) -> Record {
             ],
             retries_used: 1,
         }],
+        callback: None,
     })
 }
 
