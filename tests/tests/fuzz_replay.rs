@@ -1,7 +1,7 @@
 //! Replays the fuzz corpus in `cargo test` (DESIGN "Testing", issue 11
 //! item 2): every file of `fixtures/fuzz/<target>/` through its target,
-//! then a bounded number of random inputs (fresh bytes, and mutations and
-//! splices of the corpus files) from a fixed seed, all under the counting
+//! then up to 2,000 random inputs (fresh bytes, and mutations and splices
+//! of the corpus files; at most 8 s of them) from a fixed seed, all under the counting
 //! allocator, which aborts the test binary on any single allocation over
 //! 1 MiB and names the input on stderr.
 //!
@@ -14,13 +14,18 @@
 use regent_tests::fuzz::{self, alloc};
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 #[global_allocator]
 static ALLOC: alloc::LimitAlloc = alloc::LimitAlloc;
 
-/// Random inputs per target (each target is its own test, so two cores
-/// run them in parallel).
+/// Random inputs per target, at most (each target is its own test, so two
+/// cores run them in parallel).
 const RANDOM_INPUTS: usize = 2_000;
+/// And at most this long per target: a mutation of a corpus input that
+/// builds a large cluster takes a while in a debug build. Input `i` of a
+/// seed is the same input on every machine; a slower one runs fewer.
+const RANDOM_BUDGET: Duration = Duration::from_secs(8);
 /// The longest random input, in bytes.
 const MAX_RANDOM_LEN: usize = 768;
 /// The seed of the random inputs (`REGENT_FUZZ_SEED` overrides it, to
@@ -105,9 +110,24 @@ fn replay(name: &str) {
     }
     let seed = std::env::var("REGENT_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(SEED)
         ^ name.bytes().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+    // Mutations start from the corpus, not from the regression inputs
+    // (replayed as they are above; some build large clusters, slow to run
+    // again and again in a debug build).
+    let bases: Vec<_> = corpus
+        .iter()
+        .filter(|(p, _)| {
+            !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("regression-"))
+        })
+        .cloned()
+        .collect();
     let mut rng = fastrand::Rng::with_seed(seed);
+    let start = Instant::now();
     for i in 0..RANDOM_INPUTS {
-        let data = random_input(&mut rng, &corpus);
+        if start.elapsed() > RANDOM_BUDGET {
+            println!("{name}: {i} random inputs in {RANDOM_BUDGET:?}");
+            break;
+        }
+        let data = random_input(&mut rng, &bases);
         run(name, target, format!("random input {i} of seed {seed:#x}"), &data, || {
             let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/fuzz-replay-failures");
             let _ = std::fs::create_dir_all(&dir);
