@@ -465,6 +465,57 @@ fn a_stored_retry_count_at_u32_max_never_overflows() {
     );
 }
 
+/// Found by the `master_node` fuzz target (the input is
+/// `fixtures/fuzz/master_node/regression-subscribed-snapshot-history`): the
+/// `Subscribed` snapshot carried every executor the framework ever had,
+/// ended attempts included, so a framework whose workers kept failing
+/// (4,000 relaunches with 256-byte worker ids) got a snapshot over the
+/// largest frame a subscriber accepts and could never subscribe again.
+/// Superseded attempts are left out; live executors and finished slots stay.
+#[test]
+fn a_resubscription_snapshot_leaves_out_superseded_attempts() {
+    let mut m = cluster();
+    let framework = m.frameworks().next().expect("a framework").id.clone();
+    let mut sends = declare(&mut m, 1, spec("g", 1, 1, 1));
+    for _ in 0..50 {
+        let executor = sends
+            .iter()
+            .find_map(|(_, m)| match m {
+                Message::LaunchExecutor { executor, .. } => Some(executor.clone()),
+                _ => None,
+            })
+            .expect("the slot is (re)launched");
+        let killed = Message::ExecutorStatus {
+            incarnation: Incarnation(100),
+            report: ExecutorReport {
+                id: executor,
+                framework: framework.clone(),
+                cores: 1,
+                memory_mb: 1,
+                state: ExecutorState::Killed,
+            },
+        };
+        sends = deliver_to_master(&mut m, T, 100, killed);
+    }
+    let _ = m.handle(T, master::Event::Connected { conn: ConnId(2) });
+    let sub = Message::Subscribe(Subscribe {
+        framework: Some(framework),
+        name: "app".into(),
+        instance: InstanceId(1),
+        attempt: 1,
+        failover_timeout: Millis(30_000),
+    });
+    let snapshot = deliver_to_master(&mut m, T, 2, sub)
+        .into_iter()
+        .find_map(|(_, m)| match m {
+            Message::Subscribed { executors, .. } => Some(executors),
+            _ => None,
+        })
+        .expect("subscribed");
+    assert_eq!(snapshot.len(), 1, "only the live executor: {snapshot:?}");
+    assert!(!snapshot[0].state.is_terminal());
+}
+
 #[test]
 fn placement_puts_no_more_than_the_executor_limit_on_one_worker() {
     let mut m = cluster();

@@ -307,12 +307,18 @@ impl Master {
         }
     }
 
-    /// The framework's executors, as its subscriber sees them.
+    /// The framework's executors, as its subscriber sees them: the live
+    /// ones, and each finished slot's outcome. Ended executors whose slot
+    /// moved on (failed attempts, lost ones refilled) are left out: they
+    /// accumulate for as long as the framework lives (every retry, every
+    /// lost worker adds some), and a snapshot carrying all of them outgrew
+    /// the largest frame a subscriber accepts, so the framework could never
+    /// subscribe again.
     pub(super) fn snapshot(&self, framework: &FrameworkId) -> Vec<ExecutorInfo> {
         let mut v: Vec<ExecutorInfo> = self
             .executors
             .values()
-            .filter(|e| &e.framework == framework)
+            .filter(|e| &e.framework == framework && !e.state.is_terminal())
             .map(|e| e.info())
             .collect();
         // Finished slots, as the durable record has them: a subscriber that
