@@ -762,13 +762,15 @@ impl FrameSealer {
     /// The whole frame of `msg`: a plain codec frame without a secret, else
     /// `len ‖ body ‖ tag`. Frames must go on the wire in the order sealed.
     pub fn seal(&mut self, msg: &Message) -> Vec<u8> {
-        let mut out = Vec::with_capacity(32 + TAG_LEN);
+        let mut out = Vec::with_capacity(codec::frame_len(msg) + TAG_LEN);
         self.seal_into(msg, &mut out);
         out
     }
 
     /// Appends the frame of `msg` to `out` (see [`seal`](Self::seal)).
     pub fn seal_into(&mut self, msg: &Message, out: &mut Vec<u8>) {
+        // Room for the tag too, so appending it does not grow the buffer.
+        out.reserve(codec::frame_len(msg) + TAG_LEN);
         let start = out.len();
         codec::encode_into(msg, out);
         self.seal_tail(out, start);

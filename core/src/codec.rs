@@ -71,8 +71,22 @@ impl fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
-/// Appends the frame of `msg` to `out`.
+/// The length of the frame of `msg` (prefix and body), counted without
+/// encoding it.
+pub fn frame_len(msg: &Message) -> usize {
+    // Counting into a size flavor cannot fail: plain data (see encode_into).
+    let body = postcard::serialize_with_flavor::<Message, _, usize>(
+        msg,
+        postcard::ser_flavors::Size::default(),
+    )
+    .expect("postcard size of plain data cannot fail");
+    LEN_PREFIX + body
+}
+
+/// Appends the frame of `msg` to `out`, reserving its length first (a
+/// large message is not copied through doubling buffers).
 pub fn encode_into(msg: &Message, out: &mut Vec<u8>) {
+    out.reserve(frame_len(msg));
     let start = out.len();
     out.extend_from_slice(&[0; LEN_PREFIX]);
     let taken = std::mem::take(out);
@@ -84,9 +98,9 @@ pub fn encode_into(msg: &Message, out: &mut Vec<u8>) {
     *out = grown;
 }
 
-/// The frame of `msg` as a new buffer.
+/// The frame of `msg` as a new buffer of exactly its length.
 pub fn encode(msg: &Message) -> Vec<u8> {
-    let mut out = Vec::with_capacity(32);
+    let mut out = Vec::with_capacity(frame_len(msg));
     encode_into(msg, &mut out);
     out
 }

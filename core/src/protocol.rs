@@ -292,7 +292,9 @@ pub enum Message {
         framework: FrameworkId,
         /// How often the master sends `FrameworkHeartbeat`.
         heartbeat_interval: Millis,
-        /// Snapshot of every executor of the framework the master knows of.
+        /// Snapshot of the framework's executors: the live ones, and each
+        /// finished slot's outcome (ended attempts whose slot moved on are
+        /// left out).
         executors: Vec<ExecutorInfo>,
     },
     /// Master → subscriber: liveness of the subscription's connection.

@@ -603,3 +603,49 @@ fn golden_frames_pin_the_wire_format() {
         assert_eq!(d.next_message().unwrap(), Some(msg), "{name}: golden frame decodes");
     }
 }
+
+/// Found by the `master_node` fuzz target: a state reply of some hundred
+/// kilobytes was encoded through doubling buffers, one allocation of up to
+/// twice the frame (over 1 MiB for a frame over 512 KiB). Frames are now
+/// encoded, and sealed, into a buffer reserved at their exact length.
+#[test]
+fn a_large_frame_is_encoded_and_sealed_into_a_buffer_of_its_exact_length() {
+    let executors = (0..12_000)
+        .map(|i| ExecutorView {
+            id: ExecutorId(format!("framework/group#{i}#1.{i}")),
+            framework: FrameworkId::new("framework"),
+            worker: Some(WorkerId::new("worker")),
+            state: ExecutorState::Running,
+        })
+        .collect();
+    let msg = Message::StateReply(Box::new(ClusterState {
+        master: MasterId::new("m"),
+        status: "ALIVE".into(),
+        epoch: Epoch(1),
+        leader: None,
+        workers: vec![],
+        frameworks: vec![],
+        executors,
+        messages: 0,
+        rejected: 0,
+    }));
+    let frame = codec::encode(&msg);
+    assert!(frame.len() > 512 * 1024, "a frame past half a MiB: {}", frame.len());
+    assert_eq!(frame.len(), codec::frame_len(&msg));
+    assert_eq!(frame.capacity(), frame.len());
+    // A sealed frame (a session from a real handshake) carries its tag too.
+    use regent_core::auth::{Handshake, Secret, Step};
+    let secret = Secret::new(*b"a cluster secret of 32 bytes....").unwrap();
+    let (mut client, nonce) = Handshake::client(&secret, [1; 32]);
+    let mut server = Handshake::server(&secret, [2; 32]);
+    let Step::Send(challenge) = server.receive(&nonce[codec::LEN_PREFIX..]) else {
+        panic!("no challenge")
+    };
+    let Step::Established { session: mut s, .. } = client.receive(&challenge[codec::LEN_PREFIX..])
+    else {
+        panic!("no session")
+    };
+    let sealed = s.sealer.seal(&msg);
+    assert_eq!(sealed.len(), frame.len() + regent_core::auth::TAG_LEN);
+    assert_eq!(sealed.capacity(), sealed.len());
+}

@@ -12,7 +12,7 @@ use regent_core::protocol::{
     ExecutorReport, ExecutorState, GroupSpec, Message, RegisterWorker, Role, Subscribe,
 };
 use regent_core::store::format::{self, EncodeError, MAX_PAYLOAD};
-use regent_core::store::{Record, SlotOutcome, WorkerRecord};
+use regent_core::store::{FrameworkRecord, GroupRecord, Record, SlotOutcome, WorkerRecord};
 use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, Millis, WorkerId};
 
 const T: Millis = Millis(0);
@@ -329,6 +329,197 @@ fn a_worker_offering_more_than_the_core_or_memory_limit_is_refused_and_told_why(
             .any(|a| matches!(a, master::Action::Close { conn: c, .. } if *c == ConnId(conn))));
     }
     assert_eq!(m.workers().len(), 1, "only w0 is registered");
+}
+
+/// Found by the `master_node` fuzz target (the input is
+/// `fixtures/fuzz/master_node/regression-refused-reregistration`): a
+/// registered worker that registers again on its connection with more
+/// reports than the limit was told to shut down, yet its registration
+/// stayed bound to the connection the master closed, so every one of the
+/// refused reports was applied (a kill each: an output past 1 MiB).
+#[test]
+fn a_reregistration_past_the_report_limit_applies_none_of_its_reports() {
+    let mut m = cluster();
+    let report = ExecutorReport {
+        id: ExecutorId::new("stray"),
+        framework: FrameworkId::new("fw"),
+        cores: 0,
+        memory_mb: 0,
+        state: ExecutorState::Running,
+    };
+    let reg = Message::RegisterWorker(RegisterWorker {
+        worker: "w0".into(),
+        incarnation: Incarnation(100),
+        cores: 4,
+        memory_mb: 4096,
+        executors: vec![report; limits::MAX_REPORTS_PER_REGISTRATION + 1],
+        epoch_seen: Epoch(1),
+    });
+    let out = m.handle(T, master::Event::Message { conn: ConnId(100), msg: reg });
+    let sends = m_sends(&out);
+    assert!(sends.iter().any(|(_, m)| matches!(m, Message::Shutdown { .. })), "refused: {sends:?}");
+    assert!(
+        !sends.iter().any(|(_, m)| matches!(m, Message::KillExecutorOnWorker { .. })),
+        "no report of a refused registration is applied"
+    );
+    assert!(out.len() <= 4, "{} actions for a refused registration", out.len());
+    // The closed connection no longer speaks for w0.
+    let hb = Message::WorkerHeartbeat { incarnation: Incarnation(100) };
+    let out = m.handle(T, master::Event::Message { conn: ConnId(100), msg: hb });
+    assert!(
+        !m_sends(&out).iter().any(|(_, m)| matches!(m, Message::HeartbeatAck { .. })),
+        "{out:?}"
+    );
+}
+
+/// Found while triaging the `master_node` fuzz target's report at the
+/// report limit: every ended executor a registration reported for a known
+/// framework made its own write of that framework's whole record, so one
+/// frame of 4,096 short reports asked for 4,096 copies of a record of up
+/// to a megabyte. Writes to one key are applied in order, so one write of
+/// the newest record now carries every acknowledgement, each sent only
+/// once it is durable.
+#[test]
+fn a_registration_reporting_many_ended_executors_writes_their_framework_once() {
+    let mut m = cluster();
+    let framework = m.frameworks().next().expect("a framework").id.clone();
+    let n = limits::MAX_REPORTS_PER_REGISTRATION;
+    let reports = (0..n)
+        .map(|i| ExecutorReport {
+            id: ExecutorId(format!("stray-{i}")),
+            framework: framework.clone(),
+            cores: 0,
+            memory_mb: 0,
+            state: ExecutorState::Exited { code: 1 },
+        })
+        .collect();
+    let _ = connect_worker(&mut m, T, 300, "w9");
+    let reg = Message::RegisterWorker(RegisterWorker {
+        worker: "w9".into(),
+        incarnation: Incarnation(9),
+        cores: 1,
+        memory_mb: 1,
+        executors: reports,
+        epoch_seen: Epoch(1),
+    });
+    let out = m.handle(T, master::Event::Message { conn: ConnId(300), msg: reg });
+    let writes = out
+        .iter()
+        .filter(|a| {
+            matches!(a, master::Action::Persist { record: Record::Framework(f), .. } if f.id == framework)
+        })
+        .count();
+    assert_eq!(writes, 1, "the framework's record is written once");
+    let acks = |sends: &[(ConnId, Message)]| {
+        sends.iter().filter(|(_, m)| matches!(m, Message::ExecutorStatusAck { .. })).count()
+    };
+    assert_eq!(acks(&m_sends(&out)), 0, "nothing is acknowledged before it is durable");
+    let after = persist_all(&mut m, T, &out);
+    assert_eq!(acks(&m_sends(&after)), n, "every report is acknowledged once durable");
+}
+
+/// Found by the `master_node` fuzz target (the input is
+/// `fixtures/fuzz/master_node/regression-stored-retries-overflow`): a
+/// framework record loaded from the store with `retries_used = u32::MAX`
+/// (a planted record in ZooKeeper) made the next failed executor of that
+/// group overflow the counter: a panic in debug builds, a reset retry
+/// budget in release builds.
+#[test]
+fn a_stored_retry_count_at_u32_max_never_overflows() {
+    let mut m = Master::new(master::Config::new("a".into(), addr("a")));
+    let record = Record::Framework(FrameworkRecord {
+        id: FrameworkId::new("fw"),
+        name: "app".into(),
+        failover_timeout_ms: 60_000,
+        groups: vec![GroupRecord {
+            spec: spec("g", 1, 1, 1),
+            slots: vec![SlotOutcome::Pending],
+            retries_used: u32::MAX,
+        }],
+    });
+    let out = m.handle(T, master::Event::Elected { floor: Epoch(1), clock: 0 });
+    assert_eq!(out, vec![master::Action::LoadRecords]);
+    let out = m.handle(T, master::Event::Loaded { records: vec![record] });
+    let _ = persist_all(&mut m, T, &out);
+    let _ = connect_worker(&mut m, T, 100, "w0");
+    let reg = register_msg("w0", 4, 4096, vec![]);
+    let sends = deliver_to_master(&mut m, T, 100, reg);
+    let executor = sends
+        .iter()
+        .find_map(|(_, m)| match m {
+            Message::LaunchExecutor { executor, .. } => Some(executor.clone()),
+            _ => None,
+        })
+        .expect("the pending slot is placed");
+    let failed = Message::ExecutorStatus {
+        incarnation: Incarnation(7),
+        report: ExecutorReport {
+            id: executor,
+            framework: FrameworkId::new("fw"),
+            cores: 1,
+            memory_mb: 1,
+            state: ExecutorState::Failed { reason: "boom".into() },
+        },
+    };
+    let _ = deliver_to_master(&mut m, T, 100, failed);
+    let fw = m.frameworks().next().expect("fw");
+    assert_eq!(fw.groups[0].record.retries_used, u32::MAX);
+    assert!(
+        matches!(fw.groups[0].record.slots[0], SlotOutcome::Failed { .. }),
+        "the budget stays used up: {:?}",
+        fw.groups[0].record.slots
+    );
+}
+
+/// Found by the `master_node` fuzz target (the input is
+/// `fixtures/fuzz/master_node/regression-subscribed-snapshot-history`): the
+/// `Subscribed` snapshot carried every executor the framework ever had,
+/// ended attempts included, so a framework whose workers kept failing
+/// (4,000 relaunches with 256-byte worker ids) got a snapshot over the
+/// largest frame a subscriber accepts and could never subscribe again.
+/// Superseded attempts are left out; live executors and finished slots stay.
+#[test]
+fn a_resubscription_snapshot_leaves_out_superseded_attempts() {
+    let mut m = cluster();
+    let framework = m.frameworks().next().expect("a framework").id.clone();
+    let mut sends = declare(&mut m, 1, spec("g", 1, 1, 1));
+    for _ in 0..50 {
+        let executor = sends
+            .iter()
+            .find_map(|(_, m)| match m {
+                Message::LaunchExecutor { executor, .. } => Some(executor.clone()),
+                _ => None,
+            })
+            .expect("the slot is (re)launched");
+        let killed = Message::ExecutorStatus {
+            incarnation: Incarnation(100),
+            report: ExecutorReport {
+                id: executor,
+                framework: framework.clone(),
+                cores: 1,
+                memory_mb: 1,
+                state: ExecutorState::Killed,
+            },
+        };
+        sends = deliver_to_master(&mut m, T, 100, killed);
+    }
+    let _ = m.handle(T, master::Event::Connected { conn: ConnId(2) });
+    let sub = Message::Subscribe(Subscribe {
+        framework: Some(framework),
+        name: "app".into(),
+        instance: InstanceId(1),
+        attempt: 1,
+        failover_timeout: Millis(30_000),
+    });
+    let snapshot = deliver_to_master(&mut m, T, 2, sub)
+        .into_iter()
+        .find_map(|(_, m)| match m {
+            Message::Subscribed { executors, .. } => Some(executors),
+            _ => None,
+        })
+        .expect("subscribed");
+    assert_eq!(snapshot.len(), 1, "only the live executor: {snapshot:?}");
+    assert!(!snapshot[0].state.is_terminal());
 }
 
 #[test]

@@ -476,7 +476,9 @@ impl Master {
                         // without using the retry budget.
                         ExecutorState::Lost | ExecutorState::Killed => SlotOutcome::Pending,
                         ExecutorState::Exited { .. } | ExecutorState::Failed { .. } => {
-                            g.record.retries_used += 1;
+                            // Stored, so not necessarily written by us
+                            // (a planted or damaged record): checked.
+                            g.record.retries_used = g.record.retries_used.saturating_add(1);
                             if g.record.retries_used > max_retries {
                                 // The worker's failure text is peer input:
                                 // the stored reason is capped (limits.rs).

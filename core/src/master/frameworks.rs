@@ -101,6 +101,13 @@ impl Master {
     }
 
     /// Persists the framework's record; `then` runs once it is durable.
+    ///
+    /// Writes to one key are applied in order, so when this step already
+    /// asked to write this framework's record (and nothing deleted it
+    /// since), that write takes the newer record and `then` joins its
+    /// continuations instead of a second write: a registration reporting
+    /// thousands of executors of one framework makes one write of its
+    /// record, not a copy of the record per report.
     pub(super) fn persist_framework(
         &mut self,
         id: &FrameworkId,
@@ -109,6 +116,22 @@ impl Master {
     ) {
         let Some(fw) = self.frameworks.get(id) else { return };
         let record = fw.record();
+        let pending = out
+            .iter_mut()
+            .rev()
+            .find_map(|a| match a {
+                Action::Persist { write, record: Record::Framework(f) } if f.id == *id => {
+                    Some(Some((*write, a)))
+                }
+                Action::Unpersist { key: RecordKey::Framework(f), .. } if f == id => Some(None),
+                _ => None,
+            })
+            .flatten();
+        if let Some((write, Action::Persist { record: earlier, .. })) = pending {
+            *earlier = record;
+            self.after_write.entry(write).or_default().extend(then);
+            return;
+        }
         let write = self.next_write();
         self.after_write.insert(write, then);
         out.push(Action::Persist { write, record });
@@ -292,12 +315,18 @@ impl Master {
         }
     }
 
-    /// The framework's executors, as its subscriber sees them.
+    /// The framework's executors, as its subscriber sees them: the live
+    /// ones, and each finished slot's outcome. Ended executors whose slot
+    /// moved on (failed attempts, lost ones refilled) are left out: they
+    /// accumulate for as long as the framework lives (every retry, every
+    /// lost worker adds some), and a snapshot carrying all of them outgrew
+    /// the largest frame a subscriber accepts, so the framework could never
+    /// subscribe again.
     pub(super) fn snapshot(&self, framework: &FrameworkId) -> Vec<ExecutorInfo> {
         let mut v: Vec<ExecutorInfo> = self
             .executors
             .values()
-            .filter(|e| &e.framework == framework)
+            .filter(|e| &e.framework == framework && !e.state.is_terminal())
             .map(|e| e.info())
             .collect();
         // Finished slots, as the durable record has them: a subscriber that

@@ -163,6 +163,19 @@ impl Master {
         }
     }
 
+    /// Forgets a connection this master closes itself (no `Disconnected`
+    /// follows) while refusing `registering`'s registration on it: neither
+    /// that worker nor one registered on it before is bound to it any more, so
+    /// nothing more is accepted from it or sent on it (a refused
+    /// re-registration's reports were once applied on the registration it
+    /// failed to replace).
+    fn drop_conn(&mut self, conn: ConnId, registering: &WorkerId) {
+        if let Some(worker) = self.conns.remove(&conn).and_then(|c| c.worker) {
+            self.workers.unbind(&worker, conn);
+        }
+        self.workers.unbind(registering, conn);
+    }
+
     pub(super) fn register_worker(
         &mut self,
         now: Millis,
@@ -177,7 +190,7 @@ impl Master {
             let reason = format!("registration refused: {reason}");
             out.push(Action::Send { conn, msg: Message::Shutdown { epoch: self.epoch, reason } });
             out.push(Action::Close { conn, reason: "registration past a limit".into() });
-            self.conns.remove(&conn);
+            self.drop_conn(conn, &reg.worker);
             self.metrics.rejected += 1;
             return;
         }
@@ -193,7 +206,7 @@ impl Master {
                     conn,
                     reason: format!("replaced incarnation of worker {id}"),
                 });
-                self.conns.remove(&conn);
+                self.drop_conn(conn, &id);
                 return;
             }
         }
