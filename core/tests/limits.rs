@@ -436,6 +436,7 @@ fn a_stored_retry_count_at_u32_max_never_overflows() {
             slots: vec![SlotOutcome::Pending],
             retries_used: u32::MAX,
         }],
+        callback: None,
     });
     let out = m.handle(T, master::Event::Elected { floor: Epoch(1), clock: 0 });
     assert_eq!(out, vec![master::Action::LoadRecords]);

@@ -44,7 +44,7 @@ use regent_core::ids::InstanceId;
 use regent_core::limits::MAX_RECORD_PAYLOAD;
 use regent_core::master::{self, Placement};
 use regent_core::node::master::{Config, Input, Leadership, Output, StoreResult};
-use regent_core::node::{MasterNode, MAX_RECORD_IMAGE};
+use regent_core::node::{DialId, DialResult, MasterNode, MAX_RECORD_IMAGE};
 use regent_core::protocol::{
     ExecutorReport, GroupSpec, Hello, Message, RegisterWorker, Subscribe, PROTOCOL_VERSION,
 };
@@ -118,6 +118,9 @@ struct Harness {
     auto_store: bool,
     writes: VecDeque<WriteId>,
     load_pending: bool,
+    /// Dials the node asked for (its watch on the leader, its contacts of
+    /// recorded peers), answered by [`Harness::dial_answer`].
+    dials: VecDeque<DialId>,
     store: BTreeMap<RecordKey, Record>,
     executors: Vec<ExecutorId>,
     frameworks: Vec<FrameworkId>,
@@ -158,7 +161,12 @@ impl Harness {
         };
         let clock_base = if flags & 8 != 0 { 1_700_000_000_000 } else { 0 };
         Harness {
-            node: MasterNode::new(Config { master: mc, leadership, clock_base }),
+            node: MasterNode::new(Config {
+                master: mc,
+                leadership,
+                clock_base,
+                cluster: "regent".into(),
+            }),
             now: Millis(0),
             calls: 0,
             zk: zookeeper.then(|| Zk {
@@ -173,6 +181,7 @@ impl Harness {
             auto_store: flags & 32 == 0,
             writes: VecDeque::new(),
             load_pending: false,
+            dials: VecDeque::new(),
             store: BTreeMap::new(),
             executors: Vec::new(),
             frameworks: Vec::new(),
@@ -226,6 +235,7 @@ impl Harness {
                 self.writes.push_back(write);
             }
             Output::LoadRecords => self.load_pending = true,
+            Output::Dial { dial, .. } => self.dials.push_back(dial),
             Output::Zk(cmd) => self.zk_command(cmd),
             Output::Exit { .. } => self.exited = true,
             Output::Note(_) => {}
@@ -344,6 +354,21 @@ impl Harness {
         }
     }
 
+    /// Answers the oldest dial, connected (a fresh connection, which then
+    /// carries whatever the fuzzer sends on it) and failed in turn. It takes
+    /// no byte of the input, so the corpus keeps its meaning.
+    fn dial_answer(&mut self) {
+        let Some(dial) = self.dials.pop_front() else { return };
+        let result = if self.calls % 2 == 0 {
+            let conn = self.fresh_conn();
+            self.open.push(conn);
+            DialResult::Connected { conn }
+        } else {
+            DialResult::Failed { reason: "connection refused".into(), refused: false }
+        };
+        self.feed(Input::Dialled { dial, result });
+    }
+
     /// Answers the node's store and ZooKeeper requests when the
     /// configuration says they are answered at once.
     fn pump(&mut self) {
@@ -362,6 +387,10 @@ impl Harness {
                 self.load_pending = false;
                 let records = self.store.values().cloned().collect();
                 self.feed(Input::Store(StoreResult::Loaded { records }));
+                progressed = true;
+            }
+            if !self.dials.is_empty() {
+                self.dial_answer();
                 progressed = true;
             }
             if !progressed || self.calls >= MAX_CALLS || self.exited {
@@ -830,6 +859,7 @@ fn record(src: &mut Source, frameworks: &[FrameworkId]) -> Record {
             incarnation: gen::incarnation(src),
             cores: gen::u32_peer(src, regent_core::limits::MAX_CORES),
             memory_mb: gen::u64_peer(src, regent_core::limits::MAX_MEMORY_MB),
+            callback: src.bool().then(|| Addr::new(gen::text(src, &["10.0.0.7:7078"], 300))),
         }),
         2 => {
             let groups = (0..src.below(3))
@@ -857,6 +887,7 @@ fn record(src: &mut Source, frameworks: &[FrameworkId]) -> Record {
                 name: gen::text(src, &["app"], 256),
                 failover_timeout_ms: gen::millis(src).0,
                 groups,
+                callback: src.bool().then(|| Addr::new(gen::text(src, &["10.0.0.8:7079"], 300))),
             })
         }
         _ => postcard::from_bytes(src.sized(128)).unwrap_or(Record::Epoch(gen::epoch(src))),
