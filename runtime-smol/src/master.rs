@@ -142,7 +142,10 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
     opts.net.set_heartbeat_interval(opts.heartbeat_interval);
 
     // Inputs from the outside world, each forwarded into the loop's channel.
-    {
+    // The acceptor is held, not detached: when this function returns it is
+    // cancelled and the listening socket closes at once, so a master
+    // restarted in the same process can bind the same port.
+    let _acceptor = {
         let tx = tx.clone();
         smol::spawn(async move {
             loop {
@@ -152,8 +155,7 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
                 }
             }
         })
-        .detach();
-    }
+    };
     {
         let tx = tx.clone();
         smol::spawn(async move {

@@ -316,16 +316,17 @@ async fn run(
 
 /// Binds a callback listener on `listen` (seed 002: a new leader dials it
 /// to say it leads) and accepts on a task of its own; the accepted streams
-/// come out of the returned channel. Returns the bound address.
+/// come out of the returned channel. Returns the bound address and the
+/// task: dropping it closes the listener.
 pub async fn callback_listener(
     listen: std::net::SocketAddr,
-) -> Result<(std::net::SocketAddr, Receiver<TcpStream>), String> {
+) -> Result<(std::net::SocketAddr, Receiver<TcpStream>, smol::Task<()>), String> {
     let listener = smol::net::TcpListener::bind(listen)
         .await
         .map_err(|e| format!("cannot listen on {listen} (the callback listener): {e}"))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     let (tx, rx) = async_channel::unbounded();
-    smol::spawn(async move {
+    let task = smol::spawn(async move {
         loop {
             match listener.accept().await {
                 Ok((stream, _)) => {
@@ -339,9 +340,8 @@ pub async fn callback_listener(
                 }
             }
         }
-    })
-    .detach();
-    Ok((bound, rx))
+    });
+    Ok((bound, rx, task))
 }
 
 /// Why dialling a master failed.

@@ -119,16 +119,16 @@ pub async fn run_submit_with_progress(
     let instance = InstanceId(regent_std::net::time_ordered_id());
     let (mut config, spec) = node_config(&opts, instance);
     // The callback listener (seed 002): a new leader dials it.
-    let accept_rx = match opts.callback {
+    let (accept_rx, _listener) = match opts.callback {
         Some(listen) => {
             crate::net::check_exposure(&listen, opts.net.secret.is_some(), opts.insecure)
                 .map_err(|e| format!("--callback {listen}: {e}"))?;
-            let (bound, rx) = crate::net::callback_listener(listen).await?;
+            let (bound, rx, task) = crate::net::callback_listener(listen).await?;
             tracing::info!(listen = %bound, "callback listener");
             config.subscriber.callback = Some(Addr::new(bound.to_string()));
-            rx
+            (rx, Some(task))
         }
-        None => async_channel::unbounded().1,
+        None => (async_channel::unbounded().1, None),
     };
     let (net_tx, net_rx) = async_channel::unbounded();
     let (dial_tx, dial_rx) = async_channel::unbounded();

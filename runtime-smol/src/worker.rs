@@ -95,15 +95,15 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
     let PreparedWorker { supervisor, left_behind, mut config, .. } = prepared;
 
     // The callback listener (seed 002): a new leader dials it.
-    let accept_rx = match callback_listen(&opts)? {
+    let (accept_rx, _listener) = match callback_listen(&opts)? {
         Some(listen) => {
-            let (bound, rx) = crate::net::callback_listener(listen).await?;
+            let (bound, rx, task) = crate::net::callback_listener(listen).await?;
             let advertise = opts.advertise.clone().unwrap_or_else(|| bound.to_string());
             tracing::info!(listen = %bound, %advertise, "callback listener");
             config.callback = Some(Addr::new(advertise));
-            rx
+            (rx, Some(task))
         }
-        None => async_channel::unbounded().1,
+        None => (async_channel::unbounded().1, None),
     };
 
     let (net_tx, net_rx) = async_channel::unbounded();
