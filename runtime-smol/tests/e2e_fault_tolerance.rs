@@ -187,3 +187,44 @@ fn every_master_replaced_at_new_addresses_keeps_the_workers() {
     assert!(leader >= 2, "one of the new masters leads");
     f.assert_running("after the restart");
 }
+
+/// A frozen leader (SIGSTOP past its 4 s session, then SIGCONT): the
+/// standby takes over with every worker; once woken, the old leader never
+/// reports ALIVE beside its successor — its lease ran out while it was
+/// stopped, so it steps down before acting on anything — and no worker
+/// follows it: one master is ALIVE with every worker at every poll.
+#[test]
+fn a_frozen_leader_woken_after_its_session_never_leads_beside_its_successor() {
+    let mut f = Fixture::start("ft-frozen", 2);
+    let pid = f.masters[0].pid().to_string();
+    let signal = |sig: &str| {
+        let ok = std::process::Command::new("kill").args([sig, &pid]).status();
+        assert!(ok.is_ok_and(|s| s.success()), "kill {sig} {pid}");
+    };
+    signal("-STOP");
+    // Stopped, it answers nothing: watch the standby only.
+    let standby_only = [false, true];
+    wait_for(BOUND, "the standby ALIVE with every worker", || {
+        sole_alive(&f.specs, &standby_only, &WORKERS).map(|_| ())
+    });
+    signal("-CONT");
+    // For a while after the wake-up, every poll sees exactly one ALIVE
+    // master — the successor — with every worker.
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < until {
+        match f.view(&WORKERS) {
+            Ok(1) => {}
+            // The woken process may not answer HTTP for a moment.
+            Err(e) if e.contains("no answer") && !e.contains("2 ALIVE") => {}
+            other => panic!("after the wake-up: {other:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    wait_for(BOUND, "the woken master STANDBY", || {
+        match support::cluster::api_state(&f.specs[0].http_addr()) {
+            Some(v) if v["status"] == "STANDBY" => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    f.assert_running("after the wake-up");
+}
