@@ -34,6 +34,7 @@ pub use regent_std::net::{
     check_exposure, is_handshake_refusal, is_refusal, nonce, random_u64, Admit, NetConfig,
     NetEvent, Outbound, SendQueue, HANDSHAKE_REFUSED,
 };
+use regent_std::net::{fill_batch, Batch};
 use smol::io::{AsyncReadExt, AsyncWriteExt};
 use smol::net::TcpStream;
 use std::sync::Arc;
@@ -226,26 +227,7 @@ async fn write_loop(
 ) {
     let mut out = Vec::with_capacity(4096);
     'outer: while let Ok(first) = rx.recv().await {
-        let mut next = Some(first);
-        let mut close = false;
-        let mut cost = 0;
-        while let Some(o) = next.take() {
-            match o {
-                Outbound::Frame { mut frame, cost: c } => {
-                    sealer.seal_frame(&mut frame);
-                    out.extend_from_slice(&frame);
-                    cost += c;
-                }
-                Outbound::Close => {
-                    close = true;
-                    break;
-                }
-            }
-            if out.len() >= 64 * 1024 {
-                break;
-            }
-            next = rx.try_recv().ok();
-        }
+        let Batch { cost, close } = fill_batch(first, || rx.try_recv().ok(), &mut sealer, &mut out);
         if !out.is_empty() {
             if write_timed(&mut stream, &out, &cfg, &queue).await.is_err() {
                 break 'outer;

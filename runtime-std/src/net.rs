@@ -333,6 +333,51 @@ pub enum Outbound {
     Close,
 }
 
+/// How many bytes a writer gathers into one write at most (beyond it the
+/// batch ends; one frame may take it past).
+pub const WRITE_BATCH_BYTES: usize = 64 * 1024;
+
+/// What [`fill_batch`] gathered.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Batch {
+    /// The [`SendQueue`] cost of the frames appended (for
+    /// [`SendQueue::written`] once they are on the wire).
+    pub cost: usize,
+    /// A [`Outbound::Close`] was reached: write the batch, then close.
+    pub close: bool,
+}
+
+/// A writer's batching, shared by both runtimes: seals `first` and whatever
+/// `next` yields without waiting, in order, into `out`, until a close, an
+/// empty queue or [`WRITE_BATCH_BYTES`].
+pub fn fill_batch(
+    first: Outbound,
+    mut next: impl FnMut() -> Option<Outbound>,
+    sealer: &mut regent_core::auth::FrameSealer,
+    out: &mut Vec<u8>,
+) -> Batch {
+    let mut batch = Batch::default();
+    let mut item = Some(first);
+    while let Some(o) = item.take() {
+        match o {
+            Outbound::Frame { mut frame, cost } => {
+                sealer.seal_frame(&mut frame);
+                out.extend_from_slice(&frame);
+                batch.cost += cost;
+            }
+            Outbound::Close => {
+                batch.close = true;
+                break;
+            }
+        }
+        if out.len() >= WRITE_BATCH_BYTES {
+            break;
+        }
+        item = next();
+    }
+    batch
+}
+
 /// The daemon's end of one connection. Close it with [`ConnHandle::close`]:
 /// dropping it alone leaves the connection open until the peer closes it or
 /// it falls idle.
@@ -607,26 +652,7 @@ fn write_loop(
     let mut out = Vec::with_capacity(4096);
     let mut timeout = None;
     'outer: while let Ok(first) = rx.recv() {
-        let mut next = Some(first);
-        let mut close = false;
-        let mut cost = 0;
-        while let Some(o) = next.take() {
-            match o {
-                Outbound::Frame { mut frame, cost: c } => {
-                    sealer.seal_frame(&mut frame);
-                    out.extend_from_slice(&frame);
-                    cost += c;
-                }
-                Outbound::Close => {
-                    close = true;
-                    break;
-                }
-            }
-            if out.len() >= 64 * 1024 {
-                break;
-            }
-            next = rx.try_recv().ok();
-        }
+        let Batch { cost, close } = fill_batch(first, || rx.try_recv().ok(), &mut sealer, &mut out);
         if !out.is_empty() {
             let d = cfg.write_timeout();
             if timeout != Some(d) {
@@ -742,6 +768,25 @@ fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_batch_ends_at_a_close_or_past_the_batch_size_and_sums_the_costs() {
+        let mut sealer = Session::plain().sealer;
+        let frame = |n: usize| Outbound::Frame { frame: vec![7; n], cost: n + 80 };
+        let mut more = vec![frame(10), Outbound::Close, frame(20)].into_iter();
+        let mut out = Vec::new();
+        let b = fill_batch(frame(5), || more.next(), &mut sealer, &mut out);
+        assert_eq!(b, Batch { cost: 5 + 80 + 10 + 80, close: true });
+        assert_eq!(out.len(), 15, "plain frames are written as they are");
+        assert!(matches!(more.next(), Some(Outbound::Frame { .. })), "nothing past the close");
+
+        let mut more = (0..10).map(|_| frame(WRITE_BATCH_BYTES / 4));
+        let mut out = Vec::new();
+        let b = fill_batch(frame(1), || more.next(), &mut sealer, &mut out);
+        assert!(!b.close);
+        assert_eq!(out.len(), 1 + 4 * (WRITE_BATCH_BYTES / 4), "stops once past the size");
+        assert_eq!(more.count(), 6);
+    }
     use regent_core::protocol::{Hello, Role, PROTOCOL_VERSION};
     use std::net::TcpListener;
 
