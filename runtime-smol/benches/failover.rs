@@ -96,26 +96,12 @@ impl Fault {
 fn zk_failover(zk: &ZkServer, session_ms: u64, fault: Fault) -> (Duration, String) {
     let c = Cluster::new("bench-zk");
     let root = format!("/{}", unique("bench"));
-    let session = session_ms.to_string();
     // Each master dials ZooKeeper through a proxy of its own (for `Sever`).
     let proxies: Vec<ZkProxy> = (0..3).map(|_| ZkProxy::start(zk.addr())).collect();
     let specs: Vec<MasterSpec> = ["m1", "m2", "m3"]
         .iter()
         .zip(&proxies)
-        .map(|(id, proxy)| {
-            let zk_addr = proxy.addr();
-            let args = [
-                "--recovery",
-                "zookeeper",
-                "--zk",
-                &zk_addr,
-                "--zk-root",
-                &root,
-                "--zk-session-timeout",
-                &session,
-            ];
-            MasterSpec::new(id, &args)
-        })
+        .map(|(id, proxy)| MasterSpec::zookeeper(id, &proxy.addr(), &root, session_ms))
         .collect();
     let masters: Vec<String> = specs.iter().map(MasterSpec::addr).collect();
     let mut procs: Vec<Proc> = specs.iter().map(|s| c.master(s)).collect();
@@ -235,21 +221,12 @@ fn zk_replacement_rounds(zk: &ZkServer, fault: Fault, rounds: usize) -> Vec<Opti
     let c = Cluster::new("bench-zk-replace");
     let root = format!("/{}", unique("bench-replace"));
     let zk_addr = zk.addr();
-    let args = [
-        "--recovery",
-        "zookeeper",
-        "--zk",
-        &zk_addr,
-        "--zk-root",
-        &root,
-        "--zk-session-timeout",
-        "4000",
-    ];
-    let mut specs = vec![MasterSpec::new("m1", &args)];
+    let master = |id: &str| MasterSpec::zookeeper(id, &zk_addr, &root, 4000);
+    let mut specs = vec![master("m1")];
     let mut procs = vec![c.master(&specs[0])];
     let mut running = vec![true];
     wait_for(BOUND, "m1 ALIVE", || sole_alive(&specs, &running, &[]).map(|_| ()));
-    specs.push(MasterSpec::new("m2", &args));
+    specs.push(master("m2"));
     procs.push(c.master(&specs[1]));
     running.push(true);
     let mut _workers: Vec<Proc> =
@@ -262,7 +239,7 @@ fn zk_replacement_rounds(zk: &ZkServer, fault: Fault, rounds: usize) -> Vec<Opti
             continue;
         };
         let id = format!("m{}", specs.len() + 1);
-        specs.push(MasterSpec::new(&id, &args));
+        specs.push(master(&id));
         procs.push(c.master(specs.last().unwrap()));
         running.push(true);
         let newcomer = specs.len() - 1;

@@ -60,17 +60,7 @@ impl Fixture {
     /// Starts one more master, at a new address.
     fn add_master(&mut self) -> usize {
         let id = format!("m{}", self.specs.len() + 1);
-        let args = [
-            "--recovery",
-            "zookeeper",
-            "--zk",
-            &self.zk,
-            "--zk-root",
-            &self.root,
-            "--zk-session-timeout",
-            "4000",
-        ];
-        let spec = MasterSpec::new(&id, &args);
+        let spec = MasterSpec::zookeeper(&id, &self.zk, &self.root, 4000);
         self.masters.push(self.c.master(&spec));
         self.specs.push(spec);
         self.running.push(true);

@@ -264,6 +264,23 @@ impl MasterSpec {
         }
     }
 
+    /// A ZooKeeper-mode master on two free loopback ports: `--recovery
+    /// zookeeper --zk ZK --zk-root ROOT --zk-session-timeout SESSION_MS`.
+    pub fn zookeeper(id: &str, zk: &str, root: &str, session_ms: u64) -> MasterSpec {
+        let session = session_ms.to_string();
+        let args = [
+            "--recovery",
+            "zookeeper",
+            "--zk",
+            zk,
+            "--zk-root",
+            root,
+            "--zk-session-timeout",
+            &session,
+        ];
+        MasterSpec::new(id, &args)
+    }
+
     /// Where workers and subscribers dial.
     pub fn addr(&self) -> String {
         loopback(self.port)
