@@ -139,6 +139,18 @@ pub fn u64_peer(src: &mut Source, limit: u64) -> u64 {
     }
 }
 
+/// The clock after a step of a node target: to the node's next deadline
+/// (`next`, never backwards), or forward by a byte's, two bytes' or sixteen
+/// times two bytes' worth of milliseconds.
+pub fn later(src: &mut Source, now: Millis, next: Option<Millis>) -> Millis {
+    match src.u8() % 4 {
+        0 => next.map_or(now, |t| t.max(now)),
+        1 => now + Millis(u64::from(src.u8())),
+        2 => now + Millis(u64::from(src.u16())),
+        _ => now + Millis(u64::from(src.u16()) * 16),
+    }
+}
+
 /// An epoch: mostly small (so fencing is crossed both ways), sometimes
 /// extreme.
 pub fn epoch(src: &mut Source) -> Epoch {

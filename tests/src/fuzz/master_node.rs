@@ -578,12 +578,7 @@ impl Harness {
 
     fn tick(&mut self, src: &mut Source) {
         let before = self.now;
-        self.now = match src.u8() % 4 {
-            0 => self.node.poll_timeout().map_or(self.now, |t| t.max(self.now)),
-            1 => self.now + Millis(u64::from(src.u8())),
-            2 => self.now + Millis(u64::from(src.u16())),
-            _ => self.now + Millis(u64::from(src.u16()) * 16),
-        };
+        self.now = gen::later(src, self.now, self.node.poll_timeout());
         let paused = self.now.since(before) > Millis(2_000);
         if let Some(zk) = &mut self.zk {
             // A connected client keeps its session alive, unless the

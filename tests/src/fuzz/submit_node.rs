@@ -212,12 +212,7 @@ impl Harness {
                 self.feed(Input::Closed { conn, reason: "reset (fuzz)".into() });
             }
             16 | 17 => {
-                self.now = match src.u8() % 4 {
-                    0 => self.node.poll_timeout().map_or(self.now, |t| t.max(self.now)),
-                    1 => self.now + Millis(u64::from(src.u8())),
-                    2 => self.now + Millis(u64::from(src.u16())),
-                    _ => self.now + Millis(u64::from(src.u16()) * 16),
-                };
+                self.now = gen::later(src, self.now, self.node.poll_timeout());
                 self.feed(Input::Tick);
             }
             _ => {
