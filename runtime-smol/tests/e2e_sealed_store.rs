@@ -253,6 +253,16 @@ fn zookeeper_nodes_are_closed_to_strangers_and_an_old_store_is_sealed_offline() 
             }
         });
         assert_ne!(state_of(&spec).map(|s| s["status"].clone()).ok(), Some("ALIVE".into()));
+        // It does not spin through the election over it: after an
+        // immediate retry it rejoins 1 s, 2 s, 4 s... apart. (Without the
+        // backoff it gave up hundreds of times a second.) A rate needs a
+        // window: 4 s of log.
+        let give_ups =
+            |m: &support::cluster::Proc| m.stderr().matches("giving up leadership").count();
+        let before = give_ups(&m);
+        std::thread::sleep(Duration::from_secs(4));
+        let during = give_ups(&m) - before;
+        assert!(during <= 4, "{during} give-ups in 4 s: the master spins on the damaged store");
         m.stop(Duration::from_secs(10));
     }
 
