@@ -514,6 +514,19 @@ pub struct ExecutorView {
 }
 
 impl Message {
+    /// Whether this is a *command*: a master message that starts, kills or
+    /// shuts something down on a worker. A ZooKeeper-mode leader sends
+    /// commands only under its acting lease
+    /// ([`Elector::may_command`](crate::elector::Elector::may_command)).
+    pub fn is_command(&self) -> bool {
+        matches!(
+            self,
+            Message::LaunchExecutor { .. }
+                | Message::KillExecutorOnWorker { .. }
+                | Message::Shutdown { .. }
+        )
+    }
+
     /// The epoch a master stamped on this message, if it is a master message.
     pub fn master_epoch(&self) -> Option<Epoch> {
         match self {

@@ -13,7 +13,7 @@ use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
 use regent_core::elector::{MultiOp, RequestId, ZkCommand, ZkError, ZkEvent, ZkOp, ZkResult};
 use regent_core::master::{Status, WorkerState};
 use regent_core::node::master::{Input, Leadership, Note, Output};
-use regent_core::node::DialResult;
+use regent_core::node::{DialResult, Ended};
 use regent_core::protocol::{HelloReply, Message, Role};
 use regent_core::store::{Record, WorkerRecord};
 use regent_core::{Addr, ConnId, Epoch, Incarnation, MasterId, Millis, WorkerId};
@@ -718,8 +718,10 @@ fn a_new_leader_dials_its_recorded_workers_callbacks_and_announces_itself() {
     assert_eq!(dialled, vec![Addr::new("10.0.1.1:7078"), Addr::new("10.0.1.2:7078")]);
 
     let (dial, _) = c.nodes[0].dials[0].clone();
-    let out =
-        c.feed(0, Input::Dialled { dial, result: DialResult::Connected { conn: ConnId(70) } });
+    let out = c.feed(
+        0,
+        Input::Dialled { dial, result: DialResult::Connected { conn: ConnId(70), peer: None } },
+    );
     let epoch = c.nodes[0].node.master().epoch();
     match sends_on(&out, ConnId(70)).as_slice() {
         [Message::Hello(h), Message::MasterChanged { epoch: e, leader, .. }] => {
@@ -911,7 +913,8 @@ impl Peers {
     fn drop_conn(&mut self, c: &mut Cluster, i: usize, kind: char, n: u8) {
         if let Some(conn) = self.conns.remove(&(i, kind, n)) {
             if !c.nodes[i].closed.contains(&ConnId(conn)) {
-                let _ = c.feed(i, Input::Disconnected { conn: ConnId(conn) });
+                let how = Ended::Failed;
+                let _ = c.feed(i, Input::Disconnected { conn: ConnId(conn), how });
             }
         }
     }

@@ -55,7 +55,7 @@ fn connected(n: &mut WorkerNode, conn: u64) -> Vec<Output> {
     let (dial, _) = dials(&out)[0].clone();
     let out = n.handle(
         Millis(1),
-        Input::Dialed { dial, result: DialResult::Connected { conn: ConnId(conn) } },
+        Input::Dialed { dial, result: DialResult::Connected { conn: ConnId(conn), peer: None } },
     );
     assert!(matches!(sends(&out)[0].1, Message::Hello(_)), "Hello first: {out:?}");
     n.handle(Millis(2), Input::Message { conn: ConnId(conn), msg: leader_reply(5) })
@@ -69,7 +69,10 @@ fn a_worker_dials_every_configured_master_and_says_hello_on_the_new_connection()
     assert_eq!(d.iter().map(|(_, m)| m.as_str()).collect::<Vec<_>>(), ["m1:1", "m2:2"]);
     let out = n.handle(
         Millis(1),
-        Input::Dialed { dial: d[1].0, result: DialResult::Connected { conn: ConnId(9) } },
+        Input::Dialed {
+            dial: d[1].0,
+            result: DialResult::Connected { conn: ConnId(9), peer: None },
+        },
     );
     let s = sends(&out);
     assert_eq!(s.len(), 1);
@@ -105,14 +108,20 @@ fn a_superseded_dial_is_closed_when_it_completes() {
     // and never becomes the master's connection.
     let out = n.handle(
         Millis(5_001),
-        Input::Dialed { dial: first, result: DialResult::Connected { conn: ConnId(1) } },
+        Input::Dialed {
+            dial: first,
+            result: DialResult::Connected { conn: ConnId(1), peer: None },
+        },
     );
     assert!(out.iter().any(|o| matches!(o, Output::Close { conn: ConnId(1), .. })), "{out:?}");
     assert_eq!(n.master_of(ConnId(1)), None);
     // The current one is used.
     let out = n.handle(
         Millis(5_002),
-        Input::Dialed { dial: second, result: DialResult::Connected { conn: ConnId(2) } },
+        Input::Dialed {
+            dial: second,
+            result: DialResult::Connected { conn: ConnId(2), peer: None },
+        },
     );
     assert_eq!(sends(&out)[0].0, ConnId(2));
 }
@@ -216,7 +225,7 @@ fn a_new_leader_on_the_callback_listener_is_dialled_and_probed() {
     let (dial, _) = dials(&out)[0].clone();
     let out = n.handle(
         Millis(1),
-        Input::Dialed { dial, result: DialResult::Connected { conn: ConnId(1) } },
+        Input::Dialed { dial, result: DialResult::Connected { conn: ConnId(1), peer: None } },
     );
     let s = sends(&out);
     assert!(matches!(s[0].1, Message::Hello(_)));
@@ -250,7 +259,10 @@ fn a_new_leader_on_the_callback_listener_is_dialled_and_probed() {
     // Its proof makes the worker follow it and register there.
     let out = n.handle(
         Millis(5),
-        Input::Dialed { dial: d[0].0, result: DialResult::Connected { conn: ConnId(51) } },
+        Input::Dialed {
+            dial: d[0].0,
+            result: DialResult::Connected { conn: ConnId(51), peer: None },
+        },
     );
     assert!(matches!(sends(&out)[0].1, Message::Hello(_)));
     let mut reply = leader_reply(9);

@@ -15,10 +15,11 @@ use crate::net::{self, ConnHandle, NetConfig, NetEvent};
 use crate::zk::{ZkBackend, ZkConfig};
 use async_channel::{Receiver, Sender};
 use regent_core::auth::{Secret, Side};
+use regent_core::elector::DeposeOutcome;
 use regent_core::node::master::{
     Config, Input as NodeInput, Leadership, Note, Output, StoreResult,
 };
-use regent_core::node::{DialId, DialResult, MasterNode};
+use regent_core::node::{DialId, DialResult, MasterNode, ProbeResult};
 use regent_core::{Addr, ConnId, MasterId, Millis};
 use regent_std::store::{master_sealing, LocalStore, Op};
 use smol::net::{TcpListener, TcpStream};
@@ -94,6 +95,7 @@ const NET_EVENT_QUEUE: usize = 128;
 enum Input {
     Accepted(std::io::Result<TcpStream>),
     Dialled { dial: DialId, result: Result<TcpStream, net::DialError> },
+    Probed { probe: u64, result: ProbeResult },
     Net(NetEvent),
     Store(Vec<StoreResult>),
     Http(HttpQuery),
@@ -268,11 +270,16 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
             Wake::Input(Input::Dialled { dial, result }) => {
                 let result = match result {
                     Ok(stream) => {
-                        DialResult::Connected { conn: pump.run_connection(stream, Side::Client) }
+                        let peer = stream.peer_addr().ok().map(|a| Addr::new(a.to_string()));
+                        let conn = pump.run_connection(stream, Side::Client);
+                        DialResult::Connected { conn, peer }
                     }
                     Err(e) => DialResult::Failed { reason: e.reason, refused: e.refused },
                 };
                 pump.feed(NodeInput::Dialled { dial, result })?;
+            }
+            Wake::Input(Input::Probed { probe, result }) => {
+                pump.feed(NodeInput::Probed { probe, result })?;
             }
             Wake::Input(Input::Accepted(Err(e))) => {
                 tracing::warn!("accept failed: {e}");
@@ -294,7 +301,8 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
                     } else {
                         tracing::debug!(peer = %h.peer, %conn, "connection closed: {reason}");
                     }
-                    pump.feed(NodeInput::Disconnected { conn })?;
+                    let how = regent_std::net::how_ended(&reason);
+                    pump.feed(NodeInput::Disconnected { conn, how })?;
                 }
             }
             Wake::Input(Input::Store(results)) => {
@@ -437,6 +445,15 @@ impl Pump {
                 }
                 Output::Dial { dial, addr, timeout } => self.dial(dial, addr, timeout),
                 Output::Exit { reason } => return Err(format!("giving up leadership: {reason}")),
+                Output::Probe { probe, addr, timeout } => {
+                    let tx = self.tx.clone();
+                    smol::spawn(async move {
+                        let timeout = Duration::from_millis(timeout.0);
+                        let result = net::probe(addr.as_str(), timeout).await;
+                        let _ = tx.send(Input::Probed { probe, result }).await;
+                    })
+                    .detach();
+                }
                 Output::Note(note) => log_note(&note),
             }
         }
@@ -477,6 +494,15 @@ pub fn log_note(note: &Note) {
             tracing::warn!(
                 "giving up leadership, back to standby and rejoining the election: {reason}"
             )
+        }
+        Note::Deposing { leader, evidence } => {
+            tracing::warn!(%leader, "the leader's process is gone ({evidence}): deposing it")
+        }
+        Note::Deposed { leader, outcome: DeposeOutcome::Deleted { node } } => {
+            tracing::warn!(%leader, %node, "deposed: deleted its election node")
+        }
+        Note::Deposed { leader, outcome: DeposeOutcome::Skipped { reason } } => {
+            tracing::info!(%leader, "not deposed ({reason}): its session timeout applies")
         }
         Note::PeerUnreached { addr, reason } => {
             tracing::info!(%addr, "could not tell a recorded peer of this leader: {reason}")

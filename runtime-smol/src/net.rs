@@ -138,9 +138,9 @@ async fn with_deadline<T>(
 
 async fn read_some(stream: &mut TcpStream, buf: &mut [u8]) -> Result<usize, String> {
     match stream.read(buf).await {
-        Ok(0) => Err("peer closed the connection".into()),
+        Ok(0) => Err(regent_std::net::PEER_CLOSED.into()),
         Ok(n) => Ok(n),
-        Err(e) => Err(format!("read failed: {e}")),
+        Err(e) => Err(regent_std::net::read_error(&e)),
     }
 }
 
@@ -324,6 +324,30 @@ pub async fn callback_listener(
         }
     });
     Ok((bound, rx, task))
+}
+
+/// The fast takeover's probe (the async twin of regent-std's): a bare
+/// `connect()` to `addr` (an `ip:port`, never resolved) within `timeout`,
+/// closed at once. `ECONNREFUSED` is [`ProbeResult::Refused`].
+///
+/// [`ProbeResult::Refused`]: regent_core::node::ProbeResult::Refused
+pub async fn probe(addr: &str, timeout: Duration) -> regent_core::node::ProbeResult {
+    use regent_core::node::ProbeResult;
+    let sa: std::net::SocketAddr = match addr.parse() {
+        Ok(sa) => sa,
+        Err(_) => return ProbeResult::Failed { reason: format!("{addr} is not an ip:port") },
+    };
+    let attempt = async {
+        match TcpStream::connect(sa).await {
+            Ok(_) => ProbeResult::Accepted,
+            Err(e) => regent_std::net::probe_error(&e),
+        }
+    };
+    smol::future::or(attempt, async {
+        async_io::Timer::after(timeout).await;
+        ProbeResult::Failed { reason: format!("connecting to {addr} timed out after {timeout:?}") }
+    })
+    .await
 }
 
 /// Why dialling a master failed.

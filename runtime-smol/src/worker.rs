@@ -369,7 +369,7 @@ impl Daemon {
                 );
                 tracing::debug!(peer = %handle.peer, %conn, "connection started");
                 self.conns.insert(conn, handle);
-                DialResult::Connected { conn }
+                DialResult::Connected { conn, peer: None }
             }
             Err(DialError { reason, refused }) => DialResult::Failed { reason, refused },
         };

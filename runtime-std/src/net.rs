@@ -519,9 +519,67 @@ pub fn is_handshake_refusal(reason: &str) -> bool {
     reason.contains(HANDSHAKE_REFUSED)
 }
 
+/// The close reason of a connection whose peer closed it (EOF).
+pub const PEER_CLOSED: &str = "peer closed the connection";
+/// The close reason's prefix of a connection whose peer reset it (RST).
+pub const PEER_RESET: &str = "peer reset the connection";
+
 /// A close reason that is a refusal of the peer (rather than a plain close).
 pub fn is_refusal(reason: &str) -> bool {
-    !(reason == "closed" || reason.starts_with("peer closed") || reason.starts_with("read failed"))
+    !(reason == "closed"
+        || reason.starts_with(PEER_CLOSED)
+        || reason.starts_with(PEER_RESET)
+        || reason.starts_with("read failed"))
+}
+
+/// How a connection ended, from its close reason (both runtimes' readers
+/// word them the same way): by the peer (EOF or reset), by a timeout, or
+/// otherwise. The fast takeover acts only on the first.
+pub fn how_ended(reason: &str) -> regent_core::node::Ended {
+    use regent_core::node::Ended;
+    if reason.starts_with(PEER_CLOSED) || reason.starts_with(PEER_RESET) {
+        Ended::ByPeer
+    } else if reason.contains("timed out") {
+        Ended::TimedOut
+    } else {
+        Ended::Failed
+    }
+}
+
+/// The close reason of a failed read: a reset is the peer's doing.
+pub fn read_error(e: &std::io::Error) -> String {
+    if e.kind() == ErrorKind::ConnectionReset {
+        format!("{PEER_RESET}: {e}")
+    } else {
+        format!("read failed: {e}")
+    }
+}
+
+/// The fast takeover's probe: a bare `connect()` to `addr` (an `ip:port`,
+/// never resolved) within `timeout`, closed at once. `ECONNREFUSED` is
+/// [`ProbeResult::Refused`](regent_core::node::ProbeResult::Refused).
+pub fn probe(addr: &str, timeout: std::time::Duration) -> regent_core::node::ProbeResult {
+    use regent_core::node::ProbeResult;
+    let sa: SocketAddr = match addr.parse() {
+        Ok(sa) => sa,
+        Err(_) => {
+            return ProbeResult::Failed { reason: format!("{addr} is not an ip:port") };
+        }
+    };
+    match TcpStream::connect_timeout(&sa, timeout) {
+        Ok(_) => ProbeResult::Accepted,
+        Err(e) => probe_error(&e),
+    }
+}
+
+/// A probe's failed `connect()`, classified.
+pub fn probe_error(e: &std::io::Error) -> regent_core::node::ProbeResult {
+    use regent_core::node::ProbeResult;
+    if e.kind() == ErrorKind::ConnectionRefused {
+        ProbeResult::Refused
+    } else {
+        ProbeResult::Failed { reason: e.to_string() }
+    }
 }
 
 /// Starts the threads of a connection over `stream`; `side` says who
@@ -575,13 +633,13 @@ fn read_some(
 ) -> Result<usize, String> {
     loop {
         return match stream.read(buf) {
-            Ok(0) => Err("peer closed the connection".into()),
+            Ok(0) => Err(PEER_CLOSED.into()),
             Ok(n) => Ok(n),
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                 Err(format!("{what} timed out after {d:?}"))
             }
-            Err(e) => Err(format!("read failed: {e}")),
+            Err(e) => Err(read_error(&e)),
         };
     }
 }

@@ -768,7 +768,7 @@ impl Cluster {
                             self.master_event(m, master::Event::Disconnected { conn: old });
                         }
                         self.master_event(m, master::Event::Connected { conn });
-                        DialResult::Connected { conn }
+                        DialResult::Connected { conn, peer: None }
                     };
                     self.worker_event(w, wnode::Input::Dialed { dial, result });
                 }

@@ -82,6 +82,14 @@ pub struct Config {
     /// Delay before retrying a round after an unexpected error (e.g. the
     /// election path was deleted under us). Default 1 s.
     pub retry_interval: Millis,
+    /// The *acting lease* L (default 100 ms): a leader sends commands that
+    /// start, kill or shut anything down only while a `Sync` followed by an
+    /// `Exists` on its own node, sent less than L ago, has confirmed the
+    /// node ([`Elector::may_command`]); a new leader sends none until
+    /// [`Config::command_wait`] after its election. Messages to workers are
+    /// not store writes, so the store fence cannot stop a deposed leader's
+    /// commands; this lease does (see README, "Fast takeover").
+    pub acting_lease: Millis,
     /// Test-only: treat a create that got `ConnectionLoss` like the old
     /// twitter-commons library did (forget it and create again after
     /// reconnecting, recognising only the node a create reply named). This
@@ -109,6 +117,7 @@ impl Config {
             session_timeout: Millis(10_000),
             lease_margin_min: Millis(200),
             retry_interval: Millis(1_000),
+            acting_lease: Millis(100),
             unsafe_no_adopt_after_connection_loss: false,
             unsafe_no_lease_check: false,
         }
@@ -133,6 +142,15 @@ impl Config {
     /// after about two missed pings.
     pub fn lease_len(&self, t: Millis) -> Millis {
         t - Millis((t.0 / 3).max(self.lease_margin_min.0))
+    }
+
+    /// How long a new leader waits after its election before its first
+    /// command: `1.1 × acting_lease + 10 ms`. A deposed leader's last
+    /// command left before its last confirmation's send time + L, and that
+    /// send time precedes the deletion that let this master lead; the 10 %
+    /// and 10 ms absorb clock-rate differences between the two hosts.
+    pub fn command_wait(&self) -> Millis {
+        Millis(self.acting_lease.0 + self.acting_lease.0 / 10 + 10)
     }
 
     fn path_prefixes(&self) -> Vec<String> {
@@ -202,6 +220,21 @@ pub enum Event {
     AbandonFor {
         /// How long to stay out of the election.
         rejoin_after: Millis,
+    },
+    /// The leader wants to send a command: confirm the acting lease (a
+    /// `Sync`, then an `Exists` with a watch on the own node), unless a
+    /// confirmation is in flight already. Answered by
+    /// [`Action::Confirmed`]. Ignored unless leading and not suspended.
+    Confirm,
+    /// Fast takeover: the leader's process is gone (its connection ended
+    /// and its port refuses connections). Delete every election node whose
+    /// ephemeral owner is the session of the node that leads, provided the
+    /// elector still names `leader` as leader, this master is a settled
+    /// standby, and it has not deposed anyone in the last session timeout.
+    /// Reported by [`Action::Deposed`].
+    Depose {
+        /// The master the detector saw die.
+        leader: MasterId,
     },
 }
 
@@ -275,6 +308,38 @@ pub enum Action {
     Masters {
         /// The addresses.
         addrs: Vec<Addr>,
+    },
+    /// A confirmation of the acting lease came back
+    /// ([`Event::Confirm`], or the keep-alive): commands may go out until
+    /// `until` (if it is already past, the round trip took longer than the
+    /// lease: confirm again).
+    Confirmed {
+        /// The end of the acting lease.
+        until: Millis,
+    },
+    /// What a [`Event::Depose`] came to, for the log and the counters.
+    Deposed {
+        /// The master deposed (or not).
+        leader: MasterId,
+        /// What happened.
+        outcome: DeposeOutcome,
+    },
+}
+
+/// What one [`Event::Depose`] came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeposeOutcome {
+    /// The election node `node` of the leader's session was deleted.
+    Deleted {
+        /// The node's name.
+        node: String,
+    },
+    /// Nothing was deleted: `reason` says why (not settled, the leader
+    /// changed meanwhile, deposed someone less than a session timeout ago,
+    /// `NoAuth`, `NoNode`, ...). The session timeout applies as usual.
+    Skipped {
+        /// Why.
+        reason: String,
     },
 }
 
@@ -381,10 +446,37 @@ enum Purpose {
     /// The leader's `Exists` watch on its own node (never a wait: only a
     /// leader sets it).
     WatchSelf,
-    /// The keep-alive's `Sync`: answered only through the quorum.
+    /// The keep-alive's or a confirmation's `Sync`: answered only through
+    /// the quorum.
     PingSync,
-    /// The keep-alive's `Exists` on the own node.
-    Ping,
+    /// The `Exists` (with a watch) on the own node that follows a
+    /// `PingSync`: when it finds the node, the acting lease runs from the
+    /// sync's send time. Carries the node's path.
+    Confirm(String),
+    /// Fast takeover: the delete of a node of the deposed leader's session.
+    DeposeDelete {
+        /// The master deposed.
+        leader: MasterId,
+        /// The node.
+        node: String,
+    },
+    /// Fast takeover: the listing that looks for duplicates of the deposed
+    /// leader's node (AURORA-1061).
+    DeposeList {
+        /// The master deposed.
+        leader: MasterId,
+        /// Its session.
+        owner: SessionId,
+    },
+    /// Fast takeover: the owner of one candidate of that listing.
+    DeposeRead {
+        /// The master deposed.
+        leader: MasterId,
+        /// Its session.
+        owner: SessionId,
+        /// The node.
+        node: String,
+    },
     /// The leader's watching listing of the candidates (the master set).
     Members,
     /// Reading one candidate's data (its id and address) for the master
@@ -404,6 +496,7 @@ impl Purpose {
                 | Purpose::Create
                 | Purpose::Delete
                 | Purpose::PingSync
+                | Purpose::DeposeDelete { .. }
         )
     }
 }
@@ -443,6 +536,16 @@ pub struct Elector {
     /// once read.
     members: BTreeMap<String, Option<CandidateData>>,
     members_reported: Option<Vec<Addr>>,
+    /// The ephemeral owner of the leader's node, from its data read (a
+    /// standby's watch): `(node, owner)`.
+    leader_owner: Option<(String, SessionId)>,
+    /// The send time of the last confirmation that found the own node
+    /// (ZERO: none since the election, a suspension or a NodeDeleted).
+    acting_from: Millis,
+    /// When this elector last saw itself elected.
+    elected_at: Millis,
+    /// When this elector last deposed a leader.
+    last_depose: Option<Millis>,
 }
 
 impl Elector {
@@ -470,6 +573,10 @@ impl Elector {
             reported: None,
             members: BTreeMap::new(),
             members_reported: None,
+            leader_owner: None,
+            acting_from: Millis::ZERO,
+            elected_at: Millis::ZERO,
+            last_depose: None,
         }
     }
 
@@ -490,6 +597,28 @@ impl Elector {
     /// before it lets anything act on the leadership (DESIGN rule 2).
     pub fn lease_expired(&self, now: Millis) -> bool {
         self.leader && !self.config.unsafe_no_lease_check && now >= self.lease_end()
+    }
+
+    /// Whether the leader may send a command that starts, kills or shuts
+    /// anything down at `now`: acting ([`Elector::is_acting`]), the acting
+    /// lease confirmed less than [`Config::acting_lease`] ago, and
+    /// [`Config::command_wait`] passed since the election.
+    pub fn may_command(&self, now: Millis) -> bool {
+        self.is_acting(now) && now < self.acting_until() && now >= self.commands_from()
+    }
+
+    /// The end of the acting lease (ZERO or past: confirm it again).
+    pub fn acting_until(&self) -> Millis {
+        if !self.leader || self.suspended || self.acting_from == Millis::ZERO {
+            return Millis::ZERO;
+        }
+        self.acting_from + self.config.acting_lease
+    }
+
+    /// The earliest time this leader may send its first command
+    /// (its election + [`Config::command_wait`]).
+    pub fn commands_from(&self) -> Millis {
+        self.elected_at + self.config.command_wait()
     }
 
     /// The current session (connected or reconnecting), if any.
@@ -519,7 +648,15 @@ impl Elector {
         };
         let in_flight = self.pending.values().any(|p| {
             p.round == self.round
-                && !matches!(p.purpose, Purpose::Ping | Purpose::PingSync | Purpose::Delete)
+                && !matches!(
+                    p.purpose,
+                    Purpose::Confirm(_)
+                        | Purpose::PingSync
+                        | Purpose::Delete
+                        | Purpose::DeposeDelete { .. }
+                        | Purpose::DeposeList { .. }
+                        | Purpose::DeposeRead { .. }
+                )
         });
         ElectorStatus {
             leader: self.leader,
@@ -562,6 +699,15 @@ impl Elector {
             }
             Event::Reply { req, result } => self.on_reply(now, req, result, &mut out),
             Event::Watch { session, event } => {
+                let own = self
+                    .node
+                    .as_ref()
+                    .is_some_and(|(n, _)| event.path.rsplit('/').next() == Some(n.as_str()));
+                if own && self.current_session() == Some(session) {
+                    // Our own node changed or vanished (a standby's fast
+                    // takeover): no command goes out from here on.
+                    self.acting_from = Millis::ZERO;
+                }
                 if matches!(self.session, Session::Up { id, .. } if id == session)
                     && self.step == Step::Settled
                 {
@@ -604,6 +750,8 @@ impl Elector {
                     out.push(Action::SetTimer { timer: Timer::Rejoin, at: now + rejoin_after });
                 }
             }
+            Event::Confirm => self.confirm(now, &mut out),
+            Event::Depose { leader } => self.depose(now, leader, &mut out),
             Event::Timer(Timer::Rejoin) => {
                 if self.session == Session::None && !self.stopped {
                     self.ask_session(now, &mut out);
@@ -741,6 +889,7 @@ impl Elector {
         }
         if self.leader && !self.suspended {
             self.suspended = true;
+            self.acting_from = Millis::ZERO;
             out.push(Action::Suspended);
             out.push(Action::SetTimer { timer: Timer::Lease, at: self.lease_end() });
         }
@@ -841,6 +990,68 @@ impl Elector {
             }
             _ => {}
         }
+        match (&p.purpose, &result) {
+            (Purpose::Confirm(path), Ok(ZkReply::Stat(Some(stat)))) => {
+                let current = self.current_session();
+                if self.leader
+                    && !self.suspended
+                    && self.node_path().as_ref() == Some(path)
+                    && (stat.ephemeral_owner.is_none() || stat.ephemeral_owner == current)
+                {
+                    // The sync went out at `sent_at` (the same step); the
+                    // node existed at a point the quorum reached after it.
+                    self.acting_from = self.acting_from.max(p.sent_at);
+                    out.push(Action::Confirmed { until: self.acting_until() });
+                }
+            }
+            (Purpose::Confirm(_), Ok(ZkReply::Stat(None))) => {
+                self.acting_from = Millis::ZERO;
+                if p.round == self.round && self.step == Step::Settled {
+                    self.relist(now, out);
+                }
+                return;
+            }
+            // Lost or refused: report so a waiting leader asks again.
+            (Purpose::Confirm(_), _) if self.leader && !self.suspended => {
+                out.push(Action::Confirmed { until: self.acting_until() });
+            }
+            (Purpose::DeposeDelete { leader, node }, r) => {
+                let outcome = match r {
+                    Ok(_) => DeposeOutcome::Deleted { node: node.clone() },
+                    Err(e) => DeposeOutcome::Skipped {
+                        reason: format!("deleting its election node {node} failed: {e:?}"),
+                    },
+                };
+                out.push(Action::Deposed { leader: leader.clone(), outcome });
+                return;
+            }
+            (Purpose::DeposeList { leader, owner }, Ok(ZkReply::Children(children))) => {
+                for node in children {
+                    if CandidateName::parse(node).is_none()
+                        || self.node.as_ref().is_some_and(|(n, _)| n == node)
+                        || self.leader_owner.as_ref().is_some_and(|(n, _)| n == node)
+                    {
+                        continue;
+                    }
+                    let path = format!("{}/{}", self.election, node);
+                    let purpose = Purpose::DeposeRead {
+                        leader: leader.clone(),
+                        owner: *owner,
+                        node: node.clone(),
+                    };
+                    self.send(now, purpose, ZkOp::Exists { path, watch: false }, out);
+                }
+                return;
+            }
+            (Purpose::DeposeRead { leader, owner, node }, Ok(ZkReply::Stat(Some(stat)))) => {
+                if stat.ephemeral_owner == Some(*owner) {
+                    self.delete_deposed(now, leader.clone(), node.clone(), out);
+                }
+                return;
+            }
+            (Purpose::DeposeList { .. } | Purpose::DeposeRead { .. }, _) => return,
+            _ => {}
+        }
         if p.round != self.round || !matches!(self.session, Session::Up { .. }) {
             return;
         }
@@ -871,8 +1082,9 @@ impl Elector {
                 self.retry_later(now, out);
             }
             (Purpose::Delete, _) => {}
-            (Purpose::Watch(name), Ok(ZkReply::Data { data, .. })) => {
+            (Purpose::Watch(name), Ok(ZkReply::Data { data, stat })) => {
                 if self.leader_node.as_deref() == Some(name.as_str()) {
+                    self.leader_owner = stat.ephemeral_owner.map(|o| (name.clone(), o));
                     if let (Some(d), Some(c)) =
                         (CandidateData::decode(&data), CandidateName::parse(&name))
                     {
@@ -887,12 +1099,15 @@ impl Elector {
                 }
             }
             (Purpose::WatchSelf, Ok(ZkReply::Stat(Some(_)))) => {}
-            (Purpose::Ping | Purpose::WatchSelf, Ok(ZkReply::Stat(None))) => {
+            (Purpose::WatchSelf, Ok(ZkReply::Stat(None))) => {
                 if self.step == Step::Settled {
                     self.relist(now, out);
                 }
             }
-            (Purpose::Ping | Purpose::PingSync | Purpose::WatchSelf, _) => {}
+            (Purpose::PingSync | Purpose::WatchSelf, _) => {}
+            // Handled above, whatever the round.
+            (Purpose::Confirm(_) | Purpose::DeposeDelete { .. }, _) => {}
+            (Purpose::DeposeList { .. } | Purpose::DeposeRead { .. }, _) => {}
             (Purpose::Members, Ok(ZkReply::Children(children))) => {
                 self.update_members(now, children, out)
             }
@@ -1039,6 +1254,8 @@ impl Elector {
             if !self.leader {
                 self.leader = true;
                 self.suspended = false;
+                self.elected_at = now;
+                self.acting_from = Millis::ZERO;
                 out.push(Action::Elected { floor });
                 out.push(Action::SetTimer { timer: Timer::Lease, at: self.lease_end() });
             } else if self.suspended {
@@ -1070,17 +1287,93 @@ impl Elector {
         }
     }
 
+    /// Whether a confirmation is in flight on the current session.
+    fn confirming(&self) -> bool {
+        let current = self.current_session();
+        self.pending.values().any(|p| {
+            matches!(p.purpose, Purpose::Confirm(_) | Purpose::PingSync)
+                && Some(p.session) == current
+        })
+    }
+
+    /// `Sync`, then `Exists` with a watch on the own node (the keep-alive
+    /// and the acting lease's confirmation are the same pair).
+    fn send_confirmation(&mut self, now: Millis, out: &mut Vec<Action>) {
+        if let Some(path) = self.node_path() {
+            let sync = ZkOp::Sync { path: self.election.clone() };
+            self.send(now, Purpose::PingSync, sync, out);
+            let exists = ZkOp::Exists { path: path.clone(), watch: true };
+            self.send(now, Purpose::Confirm(path), exists, out);
+        }
+    }
+
+    fn confirm(&mut self, now: Millis, out: &mut Vec<Action>) {
+        if !self.leader || self.suspended || !matches!(self.session, Session::Up { .. }) {
+            return;
+        }
+        if !self.confirming() {
+            self.send_confirmation(now, out);
+        }
+    }
+
+    fn depose(&mut self, now: Millis, leader: MasterId, out: &mut Vec<Action>) {
+        let skip = |reason: &str| Action::Deposed {
+            leader: leader.clone(),
+            outcome: DeposeOutcome::Skipped { reason: reason.to_owned() },
+        };
+        if !matches!(self.session, Session::Up { .. }) || self.step != Step::Settled {
+            out.push(skip("this master's own election round is not settled"));
+            return;
+        }
+        if self.leader {
+            out.push(skip("this master leads"));
+            return;
+        }
+        let named = self.reported.as_ref().is_some_and(|(id, _, _)| *id == leader);
+        let owner = match (&self.leader_owner, &self.leader_node) {
+            (Some((node, owner)), Some(leading)) if node == leading && named => {
+                Some((node.clone(), *owner))
+            }
+            _ => None,
+        };
+        let Some((node, owner)) = owner else {
+            out.push(skip("the election no longer names it leader (or its session is unknown)"));
+            return;
+        };
+        if let Some(last) = self.last_depose {
+            if now < last + self.timeout() {
+                out.push(skip("this master deposed a leader less than a session timeout ago"));
+                return;
+            }
+        }
+        self.last_depose = Some(now);
+        // The leading node first (every millisecond counts), then any
+        // duplicate of the same session (AURORA-1061).
+        self.delete_deposed(now, leader.clone(), node, out);
+        let path = self.election.clone();
+        let list = Purpose::DeposeList { leader, owner };
+        self.send(now, list, ZkOp::GetChildren { path, watch: false }, out);
+    }
+
+    fn delete_deposed(
+        &mut self,
+        now: Millis,
+        leader: MasterId,
+        node: String,
+        out: &mut Vec<Action>,
+    ) {
+        let path = format!("{}/{}", self.election, node);
+        let purpose = Purpose::DeposeDelete { leader, node };
+        self.send(now, purpose, ZkOp::Delete { path, version: None }, out);
+    }
+
     fn on_ping_timer(&mut self, now: Millis, out: &mut Vec<Action>) {
         if !matches!(self.session, Session::Up { .. }) {
             return;
         }
         let idle = !self.pending.values().any(|p| p.round == self.round);
-        if idle {
-            if let Some(path) = self.node_path() {
-                let sync = ZkOp::Sync { path: self.election.clone() };
-                self.send(now, Purpose::PingSync, sync, out);
-                self.send(now, Purpose::Ping, ZkOp::Exists { path, watch: false }, out);
-            }
+        if idle && !self.confirming() {
+            self.send_confirmation(now, out);
         }
         let interval = self.jitter.scale(Millis(self.timeout().0 / 3), 80, 100);
         out.push(Action::SetTimer { timer: Timer::Ping, at: now + interval });

@@ -223,6 +223,8 @@ pub enum ZkError {
     NoChildrenForEphemerals,
     /// A malformed path or request.
     BadArguments,
+    /// The node's ACL does not grant this session the operation.
+    NoAuth,
 }
 
 /// What an operation came to.

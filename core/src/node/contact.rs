@@ -103,10 +103,10 @@ impl Contacts {
     ) {
         let addr = self.in_flight.remove(&dial);
         match (result, addr) {
-            (DialResult::Connected { conn }, Some(addr)) if leading => {
+            (DialResult::Connected { conn, .. }, Some(addr)) if leading => {
                 out.push(ContactOutput::Announce { conn, addr })
             }
-            (DialResult::Connected { conn }, _) => out.push(ContactOutput::Close { conn }),
+            (DialResult::Connected { conn, .. }, _) => out.push(ContactOutput::Close { conn }),
             (DialResult::Failed { reason, .. }, Some(addr)) if leading => {
                 out.push(ContactOutput::Unreached { addr, reason })
             }
@@ -144,7 +144,7 @@ mod tests {
         assert_eq!(first.len(), MAX_DIALS_IN_FLIGHT);
         assert!(first.iter().all(|d| Contacts::is_contact_dial(*d)));
         let mut out = Vec::new();
-        c.dialled(first[0], DialResult::Connected { conn: ConnId(5) }, true, &mut out);
+        c.dialled(first[0], DialResult::Connected { conn: ConnId(5), peer: None }, true, &mut out);
         assert_eq!(out[0], ContactOutput::Announce { conn: ConnId(5), addr: addrs(1)[0].clone() });
         assert_eq!(dials(&out).len(), 1, "one more dial once one ended");
         let failed = DialResult::Failed { reason: "refused".into(), refused: false };
@@ -162,7 +162,7 @@ mod tests {
         let first = dials(&out);
         c.stop();
         let mut out = Vec::new();
-        c.dialled(first[0], DialResult::Connected { conn: ConnId(9) }, false, &mut out);
+        c.dialled(first[0], DialResult::Connected { conn: ConnId(9), peer: None }, false, &mut out);
         assert_eq!(out, vec![ContactOutput::Close { conn: ConnId(9) }]);
         assert!(dials(&out).is_empty(), "nothing more is dialled");
         assert!(c.queue.is_empty());

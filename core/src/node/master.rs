@@ -25,16 +25,25 @@
 //!   watch connection to the leader ([`Output::Dial`]) and its hints name
 //!   the leader only once the leader's own `HelloReply` proved its epoch
 //!   (`watch.rs`).
+//! * **Fast takeover, safe whatever the detector says** (ZooKeeper mode):
+//!   a standby whose watch connection to the leader ended by the peer and
+//!   whose probes of the leader's port are refused deletes the leader's
+//!   election node(s) ([`elector::Event::Depose`]). Safety does not rest on
+//!   that detector: a leader sends commands ([`Message::is_command`]) only
+//!   under its *acting lease* ([`Elector::may_command`]); a command the
+//!   master produces while the lease is not confirmed is held (commands keep
+//!   their order, and a close of the connection waits behind them) until a
+//!   confirmation arrives, and dropped if the leadership ends first.
 //! * **One deadline table** ([`Deadlines`]) holds the master's, the
 //!   elector's and the store's timers; the runtime asks
 //!   [`MasterNode::poll_timeout`] and feeds [`Input::Tick`] when it passes.
 
 use super::contact::{ContactOutput, Contacts};
-use super::watch::{LeaderWatch, WatchOutput, DIAL_TIMEOUT};
+use super::watch::{LeaderWatch, WatchOutput, DIAL_TIMEOUT, PROBE_TIMEOUT};
 use super::zk_store::{StoreOutput, ZkStore};
-use super::{Deadlines, DialId, DialResult};
-use crate::elector::{self, Elector, ElectorStatus, RequestId, ZkCommand, ZkEvent};
-use crate::ids::{Addr, ConnId, Epoch, Incarnation};
+use super::{Deadlines, DialId, DialResult, Ended, ProbeResult};
+use crate::elector::{self, DeposeOutcome, Elector, ElectorStatus, RequestId, ZkCommand, ZkEvent};
+use crate::ids::{Addr, ConnId, Epoch, Incarnation, MasterId};
 use crate::master::{self, Master, Status};
 use crate::protocol::{Hello, LeaderHint, Message, Role, PROTOCOL_VERSION};
 use crate::store::seal::Sealing;
@@ -51,6 +60,10 @@ const STORE_RETRY: Millis = Millis(100);
 pub const REJOIN_BACKOFF_MIN: Millis = Millis(1_000);
 /// The largest such delay.
 pub const REJOIN_BACKOFF_MAX: Millis = Millis(30_000);
+
+/// The most commands held for one connection while the acting lease is not
+/// confirmed; one more closes the connection (see `MasterNode::gate_send`).
+pub const MAX_HELD_PER_CONN: usize = 1_024;
 
 /// Where leadership comes from.
 #[derive(Clone, Debug)]
@@ -94,6 +107,8 @@ pub enum Input {
     Disconnected {
         /// The connection.
         conn: ConnId,
+        /// How it ended (the fast takeover acts only on [`Ended::ByPeer`]).
+        how: Ended,
     },
     /// A frame arrived.
     Message {
@@ -110,6 +125,13 @@ pub enum Input {
         dial: DialId,
         /// How it ended.
         result: DialResult,
+    },
+    /// A probe asked for by [`Output::Probe`] ended.
+    Probed {
+        /// The probe.
+        probe: u64,
+        /// What it found.
+        result: ProbeResult,
     },
     /// The deadline from [`MasterNode::poll_timeout`] passed.
     Tick,
@@ -179,6 +201,18 @@ pub enum Output {
         /// How long the dial may take.
         timeout: Millis,
     },
+    /// `connect()` to the socket address `addr` (no name resolution, no
+    /// handshake; close it at once if it connects), giving up after
+    /// `timeout`; feed [`Input::Probed`] (`ECONNREFUSED` is
+    /// [`ProbeResult::Refused`]).
+    Probe {
+        /// Echoed back.
+        probe: u64,
+        /// `ip:port`.
+        addr: Addr,
+        /// How long the probe may take.
+        timeout: Millis,
+    },
     /// Single-master modes: write `record` durably, then feed
     /// [`StoreResult::Persisted`] (or `PersistFailed`). Writes to one key are
     /// applied in order; the runtime may batch them.
@@ -236,6 +270,21 @@ pub enum Note {
         /// Why.
         reason: String,
     },
+    /// The fast-takeover detector saw the leader's process die: this
+    /// standby deposes it.
+    Deposing {
+        /// The leader.
+        leader: MasterId,
+        /// What the detector saw.
+        evidence: String,
+    },
+    /// What deposing a leader came to.
+    Deposed {
+        /// The leader.
+        leader: MasterId,
+        /// Deleted, or why not.
+        outcome: DeposeOutcome,
+    },
     /// A recovered peer's callback address could not be dialled (seed 002
     /// contact); the peer finds the leader by itself when it can.
     PeerUnreached {
@@ -257,6 +306,9 @@ pub enum Timer {
     StoreRetry,
     /// Probe (or dial again) the leader on the watch connection.
     Watch,
+    /// Held commands: the new leader's wait is over, or the acting lease
+    /// must be confirmed for them.
+    Commands,
 }
 
 /// Counters for `/metrics`.
@@ -274,6 +326,20 @@ pub struct Metrics {
     pub store_resends: u64,
     /// Records re-sealed under the current key after a load (a rotation).
     pub store_reseals: u64,
+    /// Election nodes of a dead leader this master deleted (fast takeover).
+    pub takeovers: u64,
+    /// Commands that waited for the acting lease (a new leader's first
+    /// commands, or a lease that had run out).
+    pub commands_held: u64,
+    /// Commands dropped because the leadership ended while they waited.
+    pub commands_dropped: u64,
+}
+
+/// A command waiting for the acting lease, or a close waiting behind one.
+#[derive(Clone, Debug)]
+enum Held {
+    Send { conn: ConnId, msg: Message },
+    Close { conn: ConnId, reason: String },
 }
 
 enum Inner {
@@ -305,6 +371,10 @@ pub struct MasterNode {
     last_leader: Option<LeaderHint>,
     metrics: Metrics,
     stopped: bool,
+    /// Frames waiting for the acting lease, in order.
+    /// Per connection, in order (commands to different peers need no
+    /// mutual order).
+    held: BTreeMap<ConnId, Vec<Held>>,
 }
 
 impl MasterNode {
@@ -335,6 +405,7 @@ impl MasterNode {
             last_leader: None,
             metrics: Metrics::default(),
             stopped: false,
+            held: BTreeMap::new(),
         }
     }
 
@@ -370,6 +441,11 @@ impl MasterNode {
         m.store_resends = self.store.as_ref().map_or(0, |s| s.resends);
         m.store_reseals = self.store.as_ref().map_or(0, |s| s.reseals);
         m
+    }
+
+    /// Commands (and closes behind them) waiting for the acting lease.
+    pub fn held_frames(&self) -> usize {
+        self.held.values().map(Vec::len).sum()
     }
 
     /// Store jobs not yet confirmed (ZooKeeper mode).
@@ -420,10 +496,13 @@ impl MasterNode {
             Input::Connected { conn } => {
                 queue.push_back(Inner::Master(master::Event::Connected { conn }))
             }
-            Input::Disconnected { conn } if self.watch_owns(conn) => {
-                self.watch_do(&mut queue, &mut out, |w, o| w.on_closed(now, conn, o))
+            Input::Disconnected { conn, how } if self.watch_owns(conn) => {
+                self.watch_do(&mut queue, &mut out, |w, o| w.on_closed(now, conn, how, o))
             }
-            Input::Disconnected { conn } => {
+            Input::Probed { probe, result } => {
+                self.watch_do(&mut queue, &mut out, |w, o| w.probed(now, probe, result, o))
+            }
+            Input::Disconnected { conn, .. } => {
                 queue.push_back(Inner::Master(master::Event::Disconnected { conn }))
             }
             Input::Message { conn, msg } if self.watch_owns(conn) => {
@@ -463,6 +542,7 @@ impl MasterNode {
                         Timer::Watch => {
                             self.watch_do(&mut queue, &mut out, |w, o| w.on_timer(now, o))
                         }
+                        Timer::Commands => self.pump_held(now, &mut queue, &mut out),
                     }
                 }
             }
@@ -557,6 +637,13 @@ impl MasterNode {
                 WatchOutput::CancelTimer => self.deadlines.cancel(Timer::Watch),
                 WatchOutput::Confirmed(hint) => {
                     queue.push_back(Inner::Master(master::Event::LeaderIs(hint)))
+                }
+                WatchOutput::Probe { probe, addr } => {
+                    out.push(Output::Probe { probe, addr, timeout: PROBE_TIMEOUT })
+                }
+                WatchOutput::Depose { leader, evidence } => {
+                    out.push(Output::Note(Note::Deposing { leader: leader.clone(), evidence }));
+                    queue.push_back(Inner::Elector(elector::Event::Depose { leader }));
                 }
             }
         }
@@ -731,7 +818,7 @@ impl MasterNode {
             match inner {
                 Inner::Master(ev) => {
                     let actions = self.master.handle(now, ev);
-                    self.master_actions(actions, queue, out);
+                    self.master_actions(now, actions, queue, out);
                 }
                 Inner::Elector(ev) => {
                     let Some(e) = &mut self.elector else { continue };
@@ -744,14 +831,21 @@ impl MasterNode {
 
     fn master_actions(
         &mut self,
+        now: Millis,
         actions: Vec<master::Action>,
         queue: &mut VecDeque<Inner>,
         out: &mut Vec<Output>,
     ) {
         for a in actions {
             match a {
-                master::Action::Send { conn, msg } => out.push(Output::Send { conn, msg }),
-                master::Action::Close { conn, reason } => out.push(Output::Close { conn, reason }),
+                master::Action::Send { conn, msg } => self.gate_send(now, conn, msg, queue, out),
+                master::Action::Close { conn, reason } => {
+                    if let Some(h) = self.held.get_mut(&conn) {
+                        h.push(Held::Close { conn, reason });
+                    } else {
+                        out.push(Output::Close { conn, reason })
+                    }
+                }
                 master::Action::SetTimer { timer, at } => {
                     self.deadlines.set(Timer::Master(timer), at)
                 }
@@ -858,9 +952,17 @@ impl MasterNode {
                     queue.push_back(Inner::Master(master::Event::Resumed));
                     self.deadlines.cancel(Timer::StoreRetry);
                     self.store_resume(queue, out);
+                    self.pump_held(now, queue, out);
                 }
                 elector::Action::Masters { addrs } => {
                     queue.push_back(Inner::Master(master::Event::Masters { addrs }))
+                }
+                elector::Action::Confirmed { .. } => self.pump_held(now, queue, out),
+                elector::Action::Deposed { leader, outcome } => {
+                    if matches!(outcome, DeposeOutcome::Deleted { .. }) {
+                        self.metrics.takeovers += 1;
+                    }
+                    out.push(Output::Note(Note::Deposed { leader, outcome }));
                 }
                 elector::Action::Revoked => {
                     if self.master.status() != Status::Standby {
@@ -869,8 +971,125 @@ impl MasterNode {
                     }
                     self.drop_store_jobs();
                     self.contacts.stop();
+                    self.drop_held(out);
                     queue.push_back(Inner::Master(master::Event::Revoked));
                 }
+            }
+        }
+    }
+
+    /// A frame of the master: a command goes out only under the acting
+    /// lease (ZooKeeper mode); commands keep their order, and a close of a
+    /// connection with a held command waits behind it. (Held commands are
+    /// bounded by the master's state: each is sent once per executor or
+    /// connection.)
+    fn gate_send(
+        &mut self,
+        now: Millis,
+        conn: ConnId,
+        msg: Message,
+        queue: &mut VecDeque<Inner>,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(e) = &self.elector else {
+            out.push(Output::Send { conn, msg });
+            return;
+        };
+        if !msg.is_command() {
+            // Other frames never wait: what they say is fenced by the epoch
+            // at the peer, and holding them would hold a connection's
+            // heartbeats behind a lease that cannot be confirmed.
+            out.push(Output::Send { conn, msg });
+            return;
+        }
+        if e.may_command(now) {
+            // Confirm again before the lease runs out, so a stream of
+            // commands does not stall on it.
+            let half = Millis(e.config().acting_lease.0 / 2);
+            if e.acting_until() < now + half {
+                queue.push_back(Inner::Elector(elector::Event::Confirm));
+            }
+            self.flush_held(out);
+            out.push(Output::Send { conn, msg });
+            return;
+        }
+        let held = self.held.entry(conn).or_default();
+        if held.len() >= MAX_HELD_PER_CONN {
+            // A peer that keeps provoking commands (reports of executors
+            // nobody launched, say) while the lease cannot be confirmed:
+            // its connection goes, with what waited for it; the peer
+            // reconnects and the master decides afresh.
+            let dropped = self.held.remove(&conn).map_or(0, |h| h.len());
+            self.metrics.commands_dropped += dropped as u64 + 1;
+            let reason = format!(
+                "more than {MAX_HELD_PER_CONN} commands waited for the acting lease on this connection"
+            );
+            out.push(Output::Close { conn, reason });
+            queue.push_back(Inner::Master(master::Event::Disconnected { conn }));
+            return;
+        }
+        self.metrics.commands_held += 1;
+        held.push(Held::Send { conn, msg });
+        self.pump_held(now, queue, out);
+    }
+
+    /// Releases held frames if the acting lease allows, or arranges for it
+    /// to be confirmed (right away, or shortly before a new leader's wait
+    /// ends).
+    fn pump_held(&mut self, now: Millis, queue: &mut VecDeque<Inner>, out: &mut Vec<Output>) {
+        let Some(e) = &self.elector else { return };
+        if self.held.is_empty() {
+            self.deadlines.cancel(Timer::Commands);
+            return;
+        }
+        if e.may_command(now) {
+            self.deadlines.cancel(Timer::Commands);
+            self.flush_held(out);
+            return;
+        }
+        let e = self.elector.as_ref().expect("checked above");
+        if !e.is_acting(now) {
+            // Suspended: `Resumed` pumps again; revoked: `Revoked` drops.
+            self.deadlines.cancel(Timer::Commands);
+            return;
+        }
+        let from = e.commands_from();
+        let ask_at = Millis(from.0.saturating_sub(e.config().acting_lease.0 / 2));
+        if now < ask_at {
+            self.deadlines.set(Timer::Commands, ask_at);
+            return;
+        }
+        // The confirmation's answer pumps again; if the wait is still not
+        // over then, the timer does.
+        queue.push_back(Inner::Elector(elector::Event::Confirm));
+        if now < from {
+            self.deadlines.set(Timer::Commands, from);
+        } else {
+            self.deadlines.cancel(Timer::Commands);
+        }
+    }
+
+    fn flush_held(&mut self, out: &mut Vec<Output>) {
+        for h in std::mem::take(&mut self.held).into_values().flatten() {
+            out.push(match h {
+                Held::Send { conn, msg } => Output::Send { conn, msg },
+                Held::Close { conn, reason } => Output::Close { conn, reason },
+            });
+        }
+    }
+
+    /// The leadership ended: held commands never go out (the next leader
+    /// decides afresh); held closes still happen.
+    fn drop_held(&mut self, out: &mut Vec<Output>) {
+        self.deadlines.cancel(Timer::Commands);
+        for h in std::mem::take(&mut self.held).into_values().flatten() {
+            match h {
+                Held::Send { msg, .. } => {
+                    if msg.is_command() {
+                        self.metrics.commands_dropped += 1;
+                    }
+                }
+                Held::Close { conn, reason } => out.push(Output::Close { conn, reason }),
             }
         }
     }

@@ -24,7 +24,7 @@ mod watch;
 pub mod worker;
 mod zk_store;
 
-use crate::ids::ConnId;
+use crate::ids::{Addr, ConnId};
 use std::fmt;
 
 /// A node's number for one dial; echoed back with the dial's result.
@@ -45,6 +45,10 @@ pub enum DialResult {
     Connected {
         /// The runtime's number for the new connection.
         conn: ConnId,
+        /// The socket address it connected to (`ip:port`), when the
+        /// runtime knows it: a standby probes exactly this address, not a
+        /// re-resolved name, when its watch on the leader ends.
+        peer: Option<Addr>,
     },
     /// Failed.
     Failed {
@@ -53,6 +57,35 @@ pub enum DialResult {
         /// Every address the name resolves to was refused by the exposure
         /// check (a configuration problem, not a transient one).
         refused: bool,
+    },
+}
+
+/// How a connection ended, as far as the fast takeover cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// The peer's end closed it: EOF or a reset (a process that died has
+    /// its sockets closed by the kernel).
+    ByPeer,
+    /// Nothing arrived within the read timeout, or writes made no progress
+    /// (a frozen or partitioned peer looks like this).
+    TimedOut,
+    /// Anything else: a malformed frame, a refused handshake, a local
+    /// failure.
+    Failed,
+}
+
+/// What one probe (a bare `connect()` to a socket address, closed at once)
+/// found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProbeResult {
+    /// `ECONNREFUSED`: nothing listens on the port.
+    Refused,
+    /// The connection was accepted: something listens.
+    Accepted,
+    /// Anything else (timeout, unreachable, ...): proves nothing.
+    Failed {
+        /// Why, for the log.
+        reason: String,
     },
 }
 

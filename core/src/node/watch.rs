@@ -13,10 +13,15 @@
 //! standby gives no hint (its master list still names the address).
 //!
 //! The connection also keeps the leader's end from closing it as idle, and
-//! it is where a later fast takeover learns that the leader's process is
-//! gone (its connection ends and its port refuses).
+//! it is where the fast takeover learns that the leader's process is gone:
+//! when the connection ends by the peer (EOF or reset, never a timeout), the
+//! watch probes the same socket address with bare `connect()`s; refused
+//! with `ECONNREFUSED` [`PROBES`] times over at least [`PROBE_SPAN`], it asks
+//! the node to depose the leader ([`WatchOutput::Depose`]). A frozen leader
+//! (SIGSTOP, a GC pause, a partition) keeps its port and its connections, so
+//! it is never taken over this way; its session timeout applies.
 
-use super::{DialId, DialResult};
+use super::{DialId, DialResult, Ended, ProbeResult};
 use crate::ids::{Addr, ConnId, MasterId};
 use crate::protocol::{Hello, LeaderHint, Message, Role, PROTOCOL_VERSION};
 use crate::time::Millis;
@@ -28,6 +33,14 @@ pub const REDIAL_MIN: Millis = Millis(50);
 pub const REDIAL_MAX: Millis = Millis(1_000);
 /// How long one dial of the leader may take.
 pub const DIAL_TIMEOUT: Millis = Millis(2_000);
+/// How many refused probes prove the leader's process gone.
+pub const PROBES: u32 = 3;
+/// The least time from the first refused probe to the last.
+pub const PROBE_SPAN: Millis = Millis(50);
+/// The spacing of the probes.
+const PROBE_EVERY: Millis = Millis(PROBE_SPAN.0 / (PROBES as u64 - 1));
+/// How long one probe may take.
+pub const PROBE_TIMEOUT: Millis = Millis(1_000);
 
 /// What the watch asks of its node.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,6 +75,33 @@ pub(crate) enum WatchOutput {
     CancelTimer,
     /// The leader proved its epoch (or a newer one): hints may name it.
     Confirmed(LeaderHint),
+    /// `connect()` to `addr` and close at once; answer with
+    /// [`LeaderWatch::probed`].
+    Probe {
+        /// Echoed back.
+        probe: u64,
+        /// The socket address the watch connection was connected to.
+        addr: Addr,
+    },
+    /// The leader's process is gone (its connection ended by the peer and
+    /// its port refused [`PROBES`] times over [`PROBE_SPAN`]): depose it.
+    Depose {
+        /// The leader.
+        leader: MasterId,
+        /// What the detector saw, for the log.
+        evidence: String,
+    },
+}
+
+/// A probe sequence after the watch connection ended by the peer.
+#[derive(Clone, Debug)]
+struct Probing {
+    addr: Addr,
+    probe: u64,
+    /// A probe is out (its answer re-arms the timer).
+    in_flight: bool,
+    refused: u32,
+    first_at: Millis,
 }
 
 /// The watch (see the module docs).
@@ -79,6 +119,10 @@ pub(crate) struct LeaderWatch {
     next_dial: u64,
     backoff: Millis,
     confirmed: Option<LeaderHint>,
+    /// The socket address the open watch connection is connected to.
+    peer: Option<Addr>,
+    probing: Option<Probing>,
+    next_probe: u64,
 }
 
 impl LeaderWatch {
@@ -94,6 +138,9 @@ impl LeaderWatch {
             next_dial: 0,
             backoff: REDIAL_MIN,
             confirmed: None,
+            peer: None,
+            probing: None,
+            next_probe: 0,
         }
     }
 
@@ -118,6 +165,8 @@ impl LeaderWatch {
         }
         self.dial = None;
         self.confirmed = None;
+        self.probing = None;
+        self.peer = None;
         self.backoff = REDIAL_MIN;
         self.target = leader;
         match &self.target {
@@ -159,15 +208,16 @@ impl LeaderWatch {
         out: &mut Vec<WatchOutput>,
     ) {
         if self.dial != Some(dial) {
-            if let DialResult::Connected { conn } = result {
+            if let DialResult::Connected { conn, .. } = result {
                 out.push(WatchOutput::Close { conn, reason: "a superseded watch dial".into() });
             }
             return;
         }
         self.dial = None;
         match result {
-            DialResult::Connected { conn } => {
+            DialResult::Connected { conn, peer } => {
                 self.conn = Some(conn);
+                self.peer = peer;
                 out.push(WatchOutput::Send { conn, msg: self.hello() });
                 out.push(WatchOutput::SetTimer { at: now + self.interval });
             }
@@ -190,19 +240,92 @@ impl LeaderWatch {
         }
     }
 
-    /// The watch connection ended (the leader's end closed it, or it
-    /// broke): dial again after the backoff.
-    pub(crate) fn on_closed(&mut self, now: Millis, conn: ConnId, out: &mut Vec<WatchOutput>) {
+    /// The watch connection ended: by the peer (EOF, reset), the leader's
+    /// process may be gone — probe its port; otherwise dial again after the
+    /// backoff.
+    pub(crate) fn on_closed(
+        &mut self,
+        now: Millis,
+        conn: ConnId,
+        how: Ended,
+        out: &mut Vec<WatchOutput>,
+    ) {
         if self.conn != Some(conn) {
             return;
         }
         self.conn = None;
-        self.redial_later(now, out);
+        let peer = self.peer.take();
+        match (&self.target, how) {
+            (Some((_, addr)), Ended::ByPeer) => {
+                let addr = peer.unwrap_or_else(|| addr.clone());
+                self.probing =
+                    Some(Probing { addr, probe: 0, in_flight: false, refused: 0, first_at: now });
+                self.send_probe(out);
+            }
+            _ => self.redial_later(now, out),
+        }
+    }
+
+    fn send_probe(&mut self, out: &mut Vec<WatchOutput>) {
+        let Some(p) = &mut self.probing else { return };
+        self.next_probe += 1;
+        p.probe = self.next_probe;
+        p.in_flight = true;
+        out.push(WatchOutput::Probe { probe: p.probe, addr: p.addr.clone() });
+    }
+
+    /// A probe ended.
+    pub(crate) fn probed(
+        &mut self,
+        now: Millis,
+        probe: u64,
+        result: ProbeResult,
+        out: &mut Vec<WatchOutput>,
+    ) {
+        let Some(p) = &mut self.probing else { return };
+        if p.probe != probe || !p.in_flight {
+            return;
+        }
+        p.in_flight = false;
+        if result != ProbeResult::Refused {
+            // Something listens (a restarted leader, or the port never
+            // refused), or the probe proves nothing: the usual path.
+            self.probing = None;
+            self.redial_later(now, out);
+            return;
+        }
+        if p.refused == 0 {
+            p.first_at = now;
+        }
+        p.refused += 1;
+        if p.refused >= PROBES && now >= p.first_at + PROBE_SPAN {
+            let evidence = format!(
+                "its connection ended and {} refused {} connections over {}",
+                p.addr,
+                p.refused,
+                now.since(p.first_at)
+            );
+            self.probing = None;
+            if let Some((leader, _)) = &self.target {
+                out.push(WatchOutput::Depose { leader: leader.clone(), evidence });
+            }
+            // Keep watching: the elector names the next leader soon, or
+            // the process comes back.
+            self.redial_later(now, out);
+            return;
+        }
+        out.push(WatchOutput::SetTimer { at: now + PROBE_EVERY });
     }
 
     /// The watch's timer: probe the leader again, or dial it again.
     pub(crate) fn on_timer(&mut self, now: Millis, out: &mut Vec<WatchOutput>) {
         if self.target.is_none() {
+            return;
+        }
+        if let Some(p) = &self.probing {
+            if !p.in_flight {
+                self.send_probe(out);
+            }
             return;
         }
         match self.conn {

@@ -327,21 +327,21 @@ impl WorkerNode {
     ) {
         let Some(master) = self.dials.remove(&dial) else {
             // Not a dial of ours: close what it opened.
-            if let DialResult::Connected { conn } = result {
+            if let DialResult::Connected { conn, .. } = result {
                 out.push(Output::Close { conn, reason: "unknown dial".into() });
             }
             return;
         };
         let current = self.links.get(&master) == Some(&Link::Dialing(dial));
         match result {
-            DialResult::Connected { conn } if current => {
+            DialResult::Connected { conn, .. } if current => {
                 self.failing.remove(&master);
                 self.links.insert(master.clone(), Link::Open(conn));
                 self.conns.insert(conn, master.clone());
                 out.push(Output::Note(Note::Connected { master: master.clone(), conn }));
                 events.push(worker::Event::Connected { master });
             }
-            DialResult::Connected { conn } => {
+            DialResult::Connected { conn, .. } => {
                 // Superseded, or the machine dropped the master meanwhile.
                 out.push(Output::Close { conn, reason: "a superseded dial".into() });
             }

@@ -92,6 +92,9 @@ pub struct Node {
     /// Dials the node asked for, unanswered (a test answers them with
     /// `Input::Dialled`).
     pub dials: Vec<(DialId, Addr)>,
+    /// Probes the node asked for, unanswered (a test answers them with
+    /// `Input::Probed`).
+    pub probes: Vec<(u64, Addr)>,
 }
 
 impl Node {
@@ -114,6 +117,7 @@ impl Node {
             closed: BTreeSet::new(),
             store,
             dials: Vec::new(),
+            probes: Vec::new(),
         }
     }
 
@@ -317,6 +321,7 @@ impl Cluster {
                     n.closed.insert(conn);
                 }
                 Output::Dial { dial, addr, .. } => n.dials.push((dial, addr)),
+                Output::Probe { probe, addr, .. } => n.probes.push((probe, addr)),
                 Output::Persist { write, record } => {
                     let store = n.store.as_mut().expect("Persist in single-master mode only");
                     store.insert(record.key(), record);
@@ -694,7 +699,10 @@ impl Cluster {
         let (dial, _) = self.nodes[from].dials.remove(at.expect("a dial of that address"));
         let conn = ConnId(conn);
         let _ = self.feed(to, Input::Connected { conn });
-        let out = self.feed(from, Input::Dialled { dial, result: DialResult::Connected { conn } });
+        let out = self.feed(
+            from,
+            Input::Dialled { dial, result: DialResult::Connected { conn, peer: None } },
+        );
         let mut to_server: Vec<Message> = sends_on(&out, conn);
         while !to_server.is_empty() {
             let mut to_client = Vec::new();

@@ -17,11 +17,11 @@ use zookeeper_client as zkc;
 ///   `AuthFailed`), map to [`ZkError::SessionExpired`]: the session is
 ///   finished.
 /// * The node errors map one to one.
-/// * Everything else (`NoAuth`, `InvalidAcl`, `BadArguments`,
-///   `Unimplemented`, ...) maps to [`ZkError::BadArguments`] and is logged:
-///   the elector retries the round later, it never mistakes it for an
-///   outcome of the recipe. (`ZkError` has no `NoAuth`: a cluster whose
-///   nodes another secret owns shows up here, and in the log.)
+/// * `NoAuth` maps to [`ZkError::NoAuth`] (a cluster whose nodes another
+///   secret owns; a fast takeover refused by the leader's ACL).
+/// * Everything else (`InvalidAcl`, `BadArguments`, `Unimplemented`, ...)
+///   maps to [`ZkError::BadArguments`] and is logged: the elector retries
+///   the round later, it never mistakes it for an outcome of the recipe.
 pub fn map_error(err: &zkc::Error) -> ZkError {
     use zkc::Error as E;
     match err {
@@ -32,6 +32,7 @@ pub fn map_error(err: &zkc::Error) -> ZkError {
         E::BadVersion => ZkError::BadVersion,
         E::NotEmpty => ZkError::NotEmpty,
         E::NoChildrenForEphemerals => ZkError::NoChildrenForEphemerals,
+        E::NoAuth => ZkError::NoAuth,
         other => {
             tracing::warn!(error = %other, "ZooKeeper refused a request");
             ZkError::BadArguments
@@ -203,6 +204,6 @@ mod tests {
         assert_eq!(map_error(&zkc::Error::SessionExpired), ZkError::SessionExpired);
         assert_eq!(map_error(&zkc::Error::NoNode), ZkError::NoNode);
         assert_eq!(map_error(&zkc::Error::BadVersion), ZkError::BadVersion);
-        assert_eq!(map_error(&zkc::Error::NoAuth), ZkError::BadArguments);
+        assert_eq!(map_error(&zkc::Error::NoAuth), ZkError::NoAuth);
     }
 }

@@ -230,7 +230,9 @@ impl Driver {
                 Action::NewSession { .. }
                 | Action::CloseSession { .. }
                 | Action::Request { .. }
-                | Action::Masters { .. } => continue,
+                | Action::Masters { .. }
+                | Action::Confirmed { .. }
+                | Action::Deposed { .. } => continue,
             };
             tracing::info!(?outcome, "elector outcome");
             if self.outcomes.send(outcome).await.is_err() {

@@ -17,7 +17,7 @@ use crate::net::{self, spawn_connection, ConnHandle, NetConfig, NetEvent};
 use crate::store::{master_sealing, LocalStore, Op};
 use regent_core::auth::{Secret, Side};
 use regent_core::node::master::{Config, Input as NodeInput, Leadership, Output, StoreResult};
-use regent_core::node::{DialId, DialResult, MasterNode};
+use regent_core::node::{DialId, DialResult, MasterNode, ProbeResult};
 use regent_core::protocol::ClusterState;
 use regent_core::{Addr, ConnId, Millis};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -147,6 +147,7 @@ impl MasterConfig {
 enum Input {
     Accepted(std::io::Result<TcpStream>),
     Dialled { dial: DialId, result: Result<TcpStream, super::DialError> },
+    Probed { probe: u64, result: ProbeResult },
     Net(NetEvent),
     Store(Vec<StoreResult>),
     State(Sender<ClusterState>),
@@ -412,16 +413,22 @@ impl Daemon {
                 },
                 Input::Dialled { dial, result } => {
                     let result = match result.map_err(|e| (e.reason, e.refused)) {
-                        Ok(stream) => match self.run_connection(stream, Side::Client) {
-                            Ok(conn) => DialResult::Connected { conn },
-                            Err(e) => DialResult::Failed {
-                                reason: format!("cannot start a connection: {e}"),
-                                refused: false,
-                            },
-                        },
+                        Ok(stream) => {
+                            let peer = stream.peer_addr().ok().map(|a| Addr::new(a.to_string()));
+                            match self.run_connection(stream, Side::Client) {
+                                Ok(conn) => DialResult::Connected { conn, peer },
+                                Err(e) => DialResult::Failed {
+                                    reason: format!("cannot start a connection: {e}"),
+                                    refused: false,
+                                },
+                            }
+                        }
                         Err((reason, refused)) => DialResult::Failed { reason, refused },
                     };
                     pending.push_back(NodeInput::Dialled { dial, result });
+                }
+                Input::Probed { probe, result } => {
+                    pending.push_back(NodeInput::Probed { probe, result })
                 }
                 Input::Accepted(Err(e)) => tracing::warn!("accept failed: {e}"),
                 Input::Net(NetEvent::Message { conn, msg }) => {
@@ -440,7 +447,8 @@ impl Daemon {
                         } else {
                             tracing::debug!(peer = %h.peer, %conn, "connection closed: {reason}");
                         }
-                        pending.push_back(NodeInput::Disconnected { conn });
+                        let how = net::how_ended(&reason);
+                        pending.push_back(NodeInput::Disconnected { conn, how });
                     }
                 }
                 Input::Store(results) => pending.extend(results.into_iter().map(NodeInput::Store)),
@@ -493,6 +501,20 @@ impl Daemon {
                         let reason = format!("cannot start a dialling thread: {e}");
                         let result = DialResult::Failed { reason, refused: false };
                         pending.push_back(NodeInput::Dialled { dial, result });
+                    }
+                }
+                Output::Probe { probe, addr, timeout } => {
+                    let tx = self.tx.clone();
+                    let timeout = Duration::from_millis(timeout.0);
+                    let spawned =
+                        std::thread::Builder::new().name("regent-probe".into()).spawn(move || {
+                            let result = net::probe(addr.as_str(), timeout);
+                            let _ = tx.send(Input::Probed { probe, result });
+                        });
+                    if let Err(e) = spawned {
+                        let reason = format!("cannot start a probing thread: {e}");
+                        let result = ProbeResult::Failed { reason };
+                        pending.push_back(NodeInput::Probed { probe, result });
                     }
                 }
                 Output::Note(note) => tracing::info!(?note, "leadership"),

@@ -319,7 +319,7 @@ impl Daemon {
                     Ok(h) => {
                         tracing::debug!(peer = %h.peer, %conn, "connection started");
                         self.conns.insert(conn, h);
-                        DialResult::Connected { conn }
+                        DialResult::Connected { conn, peer: None }
                     }
                     Err(e) => DialResult::Failed {
                         reason: format!("cannot start a connection: {e}"),

@@ -44,7 +44,7 @@ use regent_core::ids::InstanceId;
 use regent_core::limits::MAX_RECORD_PAYLOAD;
 use regent_core::master::{self, Placement};
 use regent_core::node::master::{Config, Input, Leadership, Output, StoreResult};
-use regent_core::node::{DialId, DialResult, MasterNode, MAX_RECORD_IMAGE};
+use regent_core::node::{DialId, DialResult, Ended, MasterNode, ProbeResult, MAX_RECORD_IMAGE};
 use regent_core::protocol::{
     ExecutorReport, GroupSpec, Hello, Message, RegisterWorker, Subscribe, PROTOCOL_VERSION,
 };
@@ -121,6 +121,7 @@ struct Harness {
     /// Dials the node asked for (its watch on the leader, its contacts of
     /// recorded peers), answered by [`Harness::dial_answer`].
     dials: VecDeque<DialId>,
+    probes: VecDeque<u64>,
     store: BTreeMap<RecordKey, Record>,
     executors: Vec<ExecutorId>,
     frameworks: Vec<FrameworkId>,
@@ -182,6 +183,7 @@ impl Harness {
             writes: VecDeque::new(),
             load_pending: false,
             dials: VecDeque::new(),
+            probes: VecDeque::new(),
             store: BTreeMap::new(),
             executors: Vec::new(),
             frameworks: Vec::new(),
@@ -236,6 +238,7 @@ impl Harness {
             }
             Output::LoadRecords => self.load_pending = true,
             Output::Dial { dial, .. } => self.dials.push_back(dial),
+            Output::Probe { probe, .. } => self.probes.push_back(probe),
             Output::Zk(cmd) => self.zk_command(cmd),
             Output::Exit { .. } => self.exited = true,
             Output::Note(_) => {}
@@ -313,7 +316,8 @@ impl Harness {
             1 => {
                 let Some(conn) = src.pick(&self.open).copied() else { return };
                 self.forget_conn(conn);
-                self.feed(Input::Disconnected { conn });
+                let how = self.how_ended();
+                self.feed(Input::Disconnected { conn, how });
             }
             2..=6 => {
                 let conn = self.conn(src);
@@ -348,7 +352,8 @@ impl Harness {
                     // A peer connects and leaves without a word.
                     let conn = self.fresh_conn();
                     self.feed(Input::Connected { conn });
-                    self.feed(Input::Disconnected { conn });
+                    let how = self.how_ended();
+                    self.feed(Input::Disconnected { conn, how });
                 }
             },
         }
@@ -358,15 +363,31 @@ impl Harness {
     /// carries whatever the fuzzer sends on it) and failed in turn. It takes
     /// no byte of the input, so the corpus keeps its meaning.
     fn dial_answer(&mut self) {
+        // A probe of the fast takeover, refused three times in four (no
+        // byte of the input either).
+        if let Some(probe) = self.probes.pop_front() {
+            let result =
+                if self.calls % 4 == 0 { ProbeResult::Accepted } else { ProbeResult::Refused };
+            self.feed(Input::Probed { probe, result });
+        }
         let Some(dial) = self.dials.pop_front() else { return };
         let result = if self.calls % 2 == 0 {
             let conn = self.fresh_conn();
             self.open.push(conn);
-            DialResult::Connected { conn }
+            DialResult::Connected { conn, peer: None }
         } else {
             DialResult::Failed { reason: "connection refused".into(), refused: false }
         };
         self.feed(Input::Dialled { dial, result });
+    }
+
+    /// How a connection ended, from the call count (no byte of the input).
+    fn how_ended(&self) -> Ended {
+        match self.calls % 3 {
+            0 => Ended::ByPeer,
+            1 => Ended::TimedOut,
+            _ => Ended::Failed,
+        }
     }
 
     /// Answers the node's store and ZooKeeper requests when the

@@ -141,7 +141,7 @@ impl Harness {
                 } else {
                     self.next_conn += 1;
                     self.conns.push((ConnId(self.next_conn), master));
-                    DialResult::Connected { conn: ConnId(self.next_conn) }
+                    DialResult::Connected { conn: ConnId(self.next_conn), peer: None }
                 };
                 self.feed(Input::Dialed { dial, result });
             }
@@ -150,7 +150,10 @@ impl Harness {
                 self.next_conn += 1;
                 let conn = ConnId(self.next_conn);
                 let dial = DialId(u64::from(src.u8()));
-                self.feed(Input::Dialed { dial, result: DialResult::Connected { conn } });
+                self.feed(Input::Dialed {
+                    dial,
+                    result: DialResult::Connected { conn, peer: None },
+                });
             }
             3..=7 => {
                 let conn = self.conn(src);

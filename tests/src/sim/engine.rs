@@ -25,7 +25,7 @@ use regent_core::master::{self, Master};
 use regent_core::node::master::{self as mnode, Leadership, MasterNode};
 use regent_core::node::submit::{self as snode, SubmitNode};
 use regent_core::node::worker::{self as wnode, WorkerNode};
-use regent_core::node::DialResult;
+use regent_core::node::{DialResult, Ended, ProbeResult};
 use regent_core::protocol::{ExecutorReport, ExecutorState, GroupSpec, Message};
 use regent_core::store::format::decode_named;
 use regent_core::store::names::key_stem;
@@ -514,7 +514,7 @@ impl World {
                     self.deliver(
                         Node::Master(m),
                         mgen,
-                        Input::Master(mnode::Input::Disconnected { conn }),
+                        Input::Master(mnode::Input::Disconnected { conn, how: Ended::Failed }),
                     );
                 }
                 self.gc_conn(conn);
@@ -537,7 +537,9 @@ impl World {
                     let input = match client {
                         Node::Worker(_) => Input::Worker(wnode::Input::Closed { conn, reason }),
                         Node::Sub(_) => Input::Sub(snode::Input::Closed { conn, reason }),
-                        Node::Master(_) => Input::Master(mnode::Input::Disconnected { conn }),
+                        Node::Master(_) => {
+                            Input::Master(mnode::Input::Disconnected { conn, how: Ended::Failed })
+                        }
                     };
                     self.deliver(client, cgen, input);
                 }
@@ -1020,6 +1022,12 @@ impl World {
                     self.dial(Node::Master(m), to, DialTag::Master(dial));
                 }
                 mnode::Output::Zk(cmd) => self.zk_command(m, cmd),
+                mnode::Output::Probe { probe, .. } => {
+                    // Not modelled yet: a probe proves nothing here.
+                    let result = ProbeResult::Failed { reason: "not modelled".into() };
+                    let input = Input::Master(mnode::Input::Probed { probe, result });
+                    self.local.push_back((Node::Master(m), input));
+                }
                 mnode::Output::Note(note) => {
                     if matches!(note, mnode::Note::SteppedDown { .. }) {
                         self.step_downs += 1;
@@ -1771,7 +1779,7 @@ fn dial_result(dial: DialTag, result: Result<ConnId, String>) -> Input {
     match dial {
         DialTag::Worker(dial) => {
             let result = match result {
-                Ok(conn) => wnode::DialResult::Connected { conn },
+                Ok(conn) => wnode::DialResult::Connected { conn, peer: None },
                 Err(reason) => wnode::DialResult::Failed { reason, refused: false },
             };
             Input::Worker(wnode::Input::Dialed { dial, result })
@@ -1779,7 +1787,7 @@ fn dial_result(dial: DialTag, result: Result<ConnId, String>) -> Input {
         DialTag::Sub(dial) => Input::Sub(snode::Input::Dialled { dial, result }),
         DialTag::Master(dial) => {
             let result = match result {
-                Ok(conn) => DialResult::Connected { conn },
+                Ok(conn) => DialResult::Connected { conn, peer: None },
                 Err(reason) => DialResult::Failed { reason, refused: false },
             };
             Input::Master(mnode::Input::Dialled { dial, result })
