@@ -477,6 +477,24 @@ pub fn metrics_text(s: &HttpSnapshot) -> String {
         vec![(None, n.store_reseals)],
     );
     family(
+        "regent_takeovers_total",
+        "counter",
+        "Election nodes of a dead leader this master deleted (fast takeover: the leader's connection ended and its port refused connections).",
+        vec![(None, n.takeovers)],
+    );
+    family(
+        "regent_commands_held_total",
+        "counter",
+        "Commands (launch, kill, shutdown) that waited for this leader's acting lease to be confirmed.",
+        vec![(None, n.commands_held)],
+    );
+    family(
+        "regent_commands_dropped_total",
+        "counter",
+        "Commands that never went out: the leadership ended while they waited for the acting lease.",
+        vec![(None, n.commands_dropped)],
+    );
+    family(
         "regent_workers",
         "gauge",
         "Workers in this master's registry, by state.",

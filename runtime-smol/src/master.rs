@@ -419,6 +419,19 @@ impl Pump {
             match output {
                 Output::Send { conn, msg } => {
                     if let Some(c) = self.conns.get(&conn) {
+                        if msg.is_command() {
+                            // One line per command, for audits (and the
+                            // fast-takeover tests: never two leaders' commands
+                            // interleaved in time).
+                            let epoch = msg.master_epoch().map(|e| e.0).unwrap_or(0);
+                            tracing::debug!(
+                                target: "regent::command",
+                                epoch,
+                                peer = %c.peer,
+                                "command sent: {}",
+                                command_name(&msg)
+                            );
+                        }
                         c.send(msg);
                     }
                 }
@@ -477,6 +490,16 @@ impl Pump {
         if let Some(local) = &mut self.local {
             self.pending.extend(local.write(write, op));
         }
+    }
+}
+
+fn command_name(msg: &regent_core::protocol::Message) -> &'static str {
+    use regent_core::protocol::Message;
+    match msg {
+        Message::LaunchExecutor { .. } => "LaunchExecutor",
+        Message::KillExecutorOnWorker { .. } => "KillExecutorOnWorker",
+        Message::Shutdown { .. } => "Shutdown",
+        _ => "other",
     }
 }
 

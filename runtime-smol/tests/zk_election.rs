@@ -70,8 +70,8 @@ fn negotiated_timeout_is_what_the_server_grants() {
         let root = unique_root("timeout");
         let zk = ZkConfig::new(server.addr());
         // The fixture's server clamps into [minSessionTimeout=400,
-        // maxSessionTimeout=20000] (without the latter: 20 x tickTime).
-        for (asked, granted) in [(60_000u64, 20_000u64), (2_000, 2_000)] {
+        // maxSessionTimeout=60000] (without the latter: 20 x tickTime).
+        for (asked, granted) in [(90_000u64, 60_000u64), (2_000, 2_000)] {
             let (h, out, _t) =
                 spawn_elector(elector_config(&root, "t", 0x7000 + asked, asked), zk.clone());
             wait_outcome(&out, BOUND, is_elected).await.expect("elected alone");

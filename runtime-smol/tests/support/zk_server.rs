@@ -1,5 +1,5 @@
 //! A throwaway ZooKeeper server for tests: a temp data dir, a free loopback
-//! port, `tickTime=200`, sessions between 400 ms and 20 s (the tests of
+//! port, `tickTime=200`, sessions between 400 ms and 60 s (the tests of
 //! faults survived within a session use 10 s ones), started from Debian's jars and killed with its whole process group
 //! on drop. Reusable by any test: `#[path = "support/zk_server.rs"] mod zk_server;`.
 #![allow(dead_code)]
@@ -94,7 +94,7 @@ impl ZkServer {
             &cfg,
             format!(
                 "tickTime=200\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n\
-                 minSessionTimeout=400\nmaxSessionTimeout=20000\nadmin.enableServer=false\n4lw.commands.whitelist=*\n",
+                 minSessionTimeout=400\nmaxSessionTimeout=60000\nadmin.enableServer=false\n4lw.commands.whitelist=*\n",
                 dir.join("data").display()
             ),
         )
