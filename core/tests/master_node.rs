@@ -10,11 +10,13 @@ mod node_harness;
 
 use node_harness::*;
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
-use regent_core::elector::{MultiOp, RequestId, ZkCommand, ZkError, ZkEvent, ZkOp, ZkResult};
+use regent_core::elector::{
+    DeposeOutcome, MultiOp, RequestId, ZkCommand, ZkError, ZkEvent, ZkOp, ZkResult,
+};
 use regent_core::master::{Status, WorkerState};
 use regent_core::node::master::{Input, Leadership, Note, Output};
-use regent_core::node::{DialResult, Ended};
-use regent_core::protocol::{HelloReply, Message, Role};
+use regent_core::node::{DialResult, Ended, ProbeResult};
+use regent_core::protocol::{GroupSpec, HelloReply, Message, Role};
 use regent_core::store::{Record, WorkerRecord};
 use regent_core::{Addr, ConnId, Epoch, Incarnation, MasterId, Millis, WorkerId};
 
@@ -1024,4 +1026,180 @@ fn timers_exist_whenever_their_condition_holds() {
         .tests(200)
         .rng(Gen::new(40))
         .quickcheck(prop as fn(bool, Vec<Step>) -> TestResult);
+}
+
+// ----- fast takeover and the acting lease (issue 12) -------------------------
+
+/// Answers node `i`'s probes, oldest first, with `result` every 25 ms until
+/// it asks for none; returns how many it answered.
+fn answer_probes(c: &mut Cluster, i: usize, result: ProbeResult) -> usize {
+    let mut answered = 0;
+    for _ in 0..20 {
+        let probes = std::mem::take(&mut c.nodes[i].probes);
+        if probes.is_empty() {
+            c.advance(Millis(25));
+            if c.nodes[i].probes.is_empty() {
+                break;
+            }
+            continue;
+        }
+        for (probe, _) in probes {
+            answered += 1;
+            let _ = c.feed(i, Input::Probed { probe, result: result.clone() });
+        }
+    }
+    answered
+}
+
+fn deposition_notes(c: &Cluster, i: usize) -> Vec<Note> {
+    c.nodes[i]
+        .notes()
+        .into_iter()
+        .filter(|n| matches!(n, Note::Deposing { .. } | Note::Deposed { .. }))
+        .collect()
+}
+
+/// kill -9 of the leader: its watch connection ends by the peer and its
+/// port refuses, so the standby deletes the leader's election node and
+/// leads within milliseconds, while the dead leader's session (10 s) is
+/// still alive at the server.
+#[test]
+fn a_standby_deposes_a_leader_whose_process_died_and_leads_within_milliseconds() {
+    let mut c = led_by_node_0(2);
+    let _ = c.connect_dial(1, 0, 900);
+    let s0 = c.nodes[0].session.unwrap();
+    c.pause(0); // the process is gone; its session is not
+    let killed = c.now;
+    let _ = c.feed(1, Input::Disconnected { conn: ConnId(900), how: Ended::ByPeer });
+    assert_eq!(
+        c.nodes[1].probes.iter().map(|(_, a)| a.clone()).collect::<Vec<_>>(),
+        vec![Addr::new("10.0.0.0:7077")],
+        "the leader's address is probed (the runtime gave no socket address)"
+    );
+    assert_eq!(answer_probes(&mut c, 1, ProbeResult::Refused), 3);
+    c.advance(Millis(100));
+    let now = c.now;
+    assert!(c.nodes[1].node.elector().unwrap().is_acting(now), "the standby leads");
+    assert_eq!(c.nodes[1].status(), Status::Alive);
+    assert!(c.zk.is_alive(s0), "the dead leader's session has not expired");
+    assert!(c.now.since(killed) < Millis(300), "took {}", c.now.since(killed));
+    match deposition_notes(&c, 1).as_slice() {
+        [Note::Deposing { leader, evidence }, Note::Deposed { outcome: DeposeOutcome::Deleted { .. }, .. }] =>
+        {
+            assert_eq!(*leader, MasterId::new("m0"));
+            assert!(evidence.contains("refused 3 connections"), "{evidence}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(c.nodes[1].node.metrics().takeovers, 1);
+}
+
+/// A watch connection that timed out (a frozen leader, a partition) is
+/// never taken for a dead process; nor is one whose port still accepts
+/// (a restarted process, a proxy that came back), nor one refused for less
+/// than 50 ms.
+#[test]
+fn a_timeout_or_a_port_that_accepts_deposes_nobody() {
+    let mut c = led_by_node_0(2);
+    let _ = c.connect_dial(1, 0, 900);
+    let _ = c.feed(1, Input::Disconnected { conn: ConnId(900), how: Ended::TimedOut });
+    assert!(c.nodes[1].probes.is_empty(), "a timeout is not probed");
+
+    c.advance(Millis(2_000));
+    let _ = c.connect_dial(1, 0, 901);
+    let _ = c.feed(1, Input::Disconnected { conn: ConnId(901), how: Ended::ByPeer });
+    let (probe, _) = c.nodes[1].probes.remove(0);
+    let _ = c.feed(1, Input::Probed { probe, result: ProbeResult::Refused });
+    c.advance(Millis(25));
+    let (probe, _) = c.nodes[1].probes.remove(0);
+    let _ = c.feed(1, Input::Probed { probe, result: ProbeResult::Accepted });
+    c.advance(Millis(500));
+    assert!(c.nodes[1].probes.is_empty(), "no more probes once one was accepted");
+    assert!(deposition_notes(&c, 1).is_empty());
+    assert_eq!(c.leaders(), vec![0]);
+}
+
+fn group(slots: u32) -> Message {
+    Message::DeclareGroup {
+        request: 1,
+        spec: GroupSpec {
+            group: "g".into(),
+            slots,
+            command: vec!["true".into()],
+            env: Vec::new(),
+            cores: 1,
+            memory_mb: 64,
+        },
+    }
+}
+
+fn launches_on(c: &Cluster, i: usize, conn: u64) -> Vec<Millis> {
+    c.nodes[i]
+        .sends_to(conn)
+        .into_iter()
+        .filter(|(_, m)| matches!(m, Message::LaunchExecutor { .. }))
+        .map(|(at, _)| at)
+        .collect()
+}
+
+/// A new leader's first command leaves no earlier than 1.1 L + 10 ms after
+/// its election, and only after a sync + exists on its own node confirmed
+/// it; registrations and other replies go out at once.
+#[test]
+fn a_new_leaders_first_launch_waits_for_its_acting_lease() {
+    let mut c = Cluster::zookeeper(1);
+    let _ = c.feed(0, Input::Start);
+    let elected = c.now;
+    assert_eq!(c.nodes[0].status(), Status::Alive);
+    let _ = c.register(0, 10, "w1", 1);
+    assert_eq!(count_on(&c, 0, 10, is_registered), 1, "registration is not held");
+    let _ = c.subscribe(0, 20, 1);
+    let _ = c.feed(0, Input::Message { conn: ConnId(20), msg: group(2) });
+    assert!(launches_on(&c, 0, 10).is_empty(), "no command before the wait is over");
+    assert_eq!(c.nodes[0].node.metrics().commands_held, 2);
+    c.advance(Millis(300));
+    let launches = launches_on(&c, 0, 10);
+    assert_eq!(launches.len(), 2, "both launches went out once confirmed");
+    let wait = Millis(120);
+    assert!(launches[0] >= elected + wait, "first launch at {} (elected {elected})", launches[0]);
+    // The confirmation: a sync, then an exists with a watch on the own
+    // node, sent before the first launch and less than L before it.
+    let node = c.nodes[0].node.elector().unwrap().node_path().unwrap();
+    let confirm_at = c.nodes[0]
+        .zk_commands()
+        .into_iter()
+        .filter_map(|(at, cmd)| match cmd {
+            ZkCommand::Request { op: ZkOp::Exists { path, watch: true }, .. } if path == node => {
+                Some(at)
+            }
+            _ => None,
+        })
+        .filter(|at| *at <= launches[0])
+        .max()
+        .expect("a confirmation before the first launch");
+    assert!(launches[0] < confirm_at + Millis(100));
+}
+
+/// Commands held while the acting lease cannot be confirmed (ZooKeeper
+/// answers nothing) are never sent once the leader's node is deleted: the
+/// successor decides afresh.
+#[test]
+fn commands_held_when_the_leadership_ends_are_never_sent() {
+    let mut c = led_by_node_0(2);
+    c.advance(Millis(1_000));
+    let _ = c.register(0, 10, "w1", 1);
+    let _ = c.subscribe(0, 20, 1);
+    c.hold(0, Box::new(|op| matches!(op, ZkOp::Sync { .. })));
+    let _ = c.feed(0, Input::Message { conn: ConnId(20), msg: group(1) });
+    c.advance(Millis(200));
+    assert!(launches_on(&c, 0, 10).is_empty(), "not confirmed: held");
+    assert_eq!(c.nodes[0].node.held_frames(), 1);
+    let node0 = c.nodes[0].node.elector().unwrap().node_path().unwrap();
+    c.delete_from_outside(&node0);
+    c.release(0);
+    c.advance(Millis(500));
+    assert!(launches_on(&c, 0, 10).is_empty(), "a held command of a lost leadership never leaves");
+    assert_eq!(c.nodes[0].node.metrics().commands_dropped, 1);
+    assert_eq!(c.nodes[0].node.held_frames(), 0);
+    assert_eq!(c.leaders(), vec![1]);
 }

@@ -341,3 +341,144 @@ impl ZkOp {
         }
     }
 }
+
+// ----- fast takeover and the acting lease (issue 12) -------------------------
+
+fn deposed(sim: &Sim, i: usize) -> Vec<DeposeOutcome> {
+    sim.members[i]
+        .outcomes
+        .iter()
+        .filter_map(|(_, a)| match a {
+            Action::Deposed { outcome, .. } => Some(outcome.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A standby told that the leader's process is gone deletes every node of
+/// the leader's session — the duplicate AURORA-1061 can leave included — and
+/// leads at once, long before the dead leader's session would expire.
+#[test]
+fn depose_deletes_every_node_of_the_leaders_session_and_the_standby_leads_at_once() {
+    let mut sim = Sim::new(2, |_| {});
+    sim.start();
+    sim.advance(Millis(200));
+    assert_eq!(sim.acting(), vec![0]);
+    let s0 = sim.members[0].session.unwrap();
+    let node = sim.members[0].elector.node_path().unwrap();
+    let prefix = node.trim_end_matches(|c: char| c.is_ascii_digit()).to_owned();
+    let dup = ZkOp::Create { path: prefix, data: vec![], mode: CreateMode::EphemeralSequential };
+    assert!(sim.zk.execute(sim.now, s0, &dup).is_ok());
+    assert_eq!(sim.nodes_of(0).len(), 2);
+    // The leader's process dies: nothing of it runs any more, its session
+    // lives on at the server until it expires.
+    sim.pause(0, Millis(60_000));
+    let t = sim.now;
+    sim.inject(1, Event::Depose { leader: MasterId::new("m0") });
+    sim.advance(Millis(50));
+    assert!(sim.nodes_of(0).is_empty(), "every node of the dead session is gone");
+    let outcomes = deposed(&sim, 1);
+    assert_eq!(outcomes.len(), 2, "{outcomes:?}");
+    assert!(outcomes.iter().all(|o| matches!(o, DeposeOutcome::Deleted { .. })));
+    assert!(sim.zk.is_alive(s0), "the dead leader's session has not expired yet");
+    assert!(sim.members[1].elector.is_acting(sim.now), "the standby leads");
+    let elected_at = sim.members[1]
+        .outcomes
+        .iter()
+        .find(|(_, a)| matches!(a, Action::Elected { .. }))
+        .map(|(at, _)| *at)
+        .unwrap();
+    assert!(
+        elected_at.since(t) <= Millis(50),
+        "elected {} after the deposition",
+        elected_at.since(t)
+    );
+}
+
+/// At most one deposition per session timeout; a leader the election no
+/// longer names, a master that leads, or an unsettled one depose nobody.
+#[test]
+fn depose_is_refused_when_it_would_not_be_safe_or_useful() {
+    let mut sim = Sim::new(3, |_| {});
+    sim.start();
+    sim.advance(Millis(200));
+    // Not the leader the election names.
+    sim.inject(1, Event::Depose { leader: MasterId::new("m2") });
+    assert!(matches!(deposed(&sim, 1).as_slice(), [DeposeOutcome::Skipped { .. }]));
+    // The leader itself.
+    sim.inject(0, Event::Depose { leader: MasterId::new("m0") });
+    assert!(matches!(deposed(&sim, 0).as_slice(), [DeposeOutcome::Skipped { .. }]));
+    assert_eq!(sim.acting(), vec![0]);
+    // A real deposition by m1 ...
+    sim.pause(0, Millis(60_000));
+    sim.inject(1, Event::Depose { leader: MasterId::new("m0") });
+    sim.advance(Millis(100));
+    assert!(sim.members[1].elector.is_acting(sim.now), "m1 leads");
+    // (The frozen m0 still believes in its session lease, but it holds no
+    // acting lease: it could command nothing if it woke now.)
+    assert!(!sim.members[0].elector.may_command(sim.now));
+    // ... then m1 steps down and m2 leads; told at once that m2 died, m1 —
+    // which deposed m0 less than a session timeout ago — deposes nobody.
+    sim.inject(1, Event::Abandon);
+    sim.advance(Millis(300));
+    assert!(sim.members[2].elector.is_acting(sim.now), "m2 leads");
+    assert!(sim.members[1].elector.status(sim.now).settled, "m1 is a settled standby");
+    sim.inject(1, Event::Depose { leader: MasterId::new("m2") });
+    match deposed(&sim, 1).last() {
+        Some(DeposeOutcome::Skipped { reason }) => {
+            assert!(reason.contains("less than a session timeout ago"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    sim.advance(Millis(100));
+    assert!(sim.members[2].elector.is_acting(sim.now), "m2 still leads");
+}
+
+/// The acting lease: a new leader may not command before its wait, nor
+/// without a confirmation sent less than L ago; the confirmation is a sync
+/// followed by an exists with a watch on its own node.
+#[test]
+fn a_leader_commands_only_under_a_fresh_confirmation_after_its_wait() {
+    let mut sim = Sim::new(1, |c| c.acting_lease = Millis(100));
+    sim.start();
+    sim.pump();
+    let e = &sim.members[0].elector;
+    assert!(e.is_acting(sim.now));
+    assert!(!e.may_command(sim.now), "no command right after the election");
+    let from = e.commands_from();
+    // The wait is 1.1 L + 10 ms.
+    assert_eq!(e.config().command_wait(), Millis(120));
+    sim.advance(Millis(150));
+    assert!(sim.now >= from);
+    sim.inject(0, Event::Confirm);
+    let sent: Vec<&ZkOp> = sim.members[0].sent.iter().rev().take(2).map(|(_, _, op)| op).collect();
+    assert!(
+        matches!(sent.as_slice(), [ZkOp::Exists { watch: true, .. }, ZkOp::Sync { .. }]),
+        "{sent:?}"
+    );
+    let confirmed = sim.members[0].outcomes.iter().rev().find_map(|(_, a)| match a {
+        Action::Confirmed { until } => Some(*until),
+        _ => None,
+    });
+    assert_eq!(confirmed, Some(sim.now + Millis(100)));
+    assert!(sim.members[0].elector.may_command(sim.now));
+    sim.advance(Millis(100));
+    assert!(!sim.members[0].elector.may_command(sim.now), "the lease ran out");
+}
+
+/// A watch event on the leader's own node (deleted by a standby's fast
+/// takeover) ends the acting lease in that very step, before any relisting.
+#[test]
+fn node_deleted_ends_the_acting_lease_at_once() {
+    let mut sim = Sim::new(1, |_| {});
+    sim.start();
+    sim.advance(Millis(200));
+    sim.inject(0, Event::Confirm);
+    let now = sim.now;
+    assert!(sim.members[0].elector.may_command(now));
+    let s0 = sim.members[0].session.unwrap();
+    let node = sim.members[0].elector.node_path().unwrap();
+    let event = WatchEvent { kind: WatchKind::NodeDeleted, path: node };
+    let _ = sim.members[0].elector.handle(now, Event::Watch { session: s0, event });
+    assert!(!sim.members[0].elector.may_command(now));
+}

@@ -1048,13 +1048,17 @@ impl MasterNode {
             return;
         }
         let e = self.elector.as_ref().expect("checked above");
-        if !e.is_acting(now) {
-            // Suspended: `Resumed` pumps again; revoked: `Revoked` drops.
-            self.deadlines.cancel(Timer::Commands);
+        // The first moment a command may leave, and whether the lease
+        // confirmed so far still covers it.
+        let from = e.commands_from();
+        let start = from.max(now);
+        if e.acting_until() > start {
+            self.deadlines.set(Timer::Commands, from);
             return;
         }
-        let from = e.commands_from();
-        let ask_at = Millis(from.0.saturating_sub(e.config().acting_lease.0 / 2));
+        // Confirm no earlier than half a lease before that moment, so the
+        // confirmation still holds when the wait ends.
+        let ask_at = Millis(start.0.saturating_sub(e.config().acting_lease.0 / 2));
         if now < ask_at {
             self.deadlines.set(Timer::Commands, ask_at);
             return;

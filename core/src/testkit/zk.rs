@@ -694,6 +694,13 @@ impl Sim {
         }
     }
 
+    /// Feeds member `i` an event now (e.g. [`Event::Depose`] or
+    /// [`Event::Confirm`]), then runs every delivery.
+    pub fn inject(&mut self, i: usize, event: Event) {
+        self.members[i].inbox.push_back(event);
+        self.pump();
+    }
+
     /// Advances time by one step: server expiry, client pings and
     /// reconnects, due timers, then every delivery.
     pub fn tick(&mut self) {
