@@ -1169,9 +1169,7 @@ fn a_new_leaders_first_launch_waits_for_its_acting_lease() {
         .zk_commands()
         .into_iter()
         .filter_map(|(at, cmd)| match cmd {
-            ZkCommand::Request { op: ZkOp::Exists { path, watch: true }, .. } if path == node => {
-                Some(at)
-            }
+            ZkCommand::Request { op: ZkOp::Exists { path, .. }, .. } if path == node => Some(at),
             _ => None,
         })
         .filter(|at| *at <= launches[0])

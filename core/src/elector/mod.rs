@@ -546,6 +546,10 @@ pub struct Elector {
     elected_at: Millis,
     /// When this elector last deposed a leader.
     last_depose: Option<Millis>,
+    /// A watch on the own node is (believed) set on the current
+    /// connection: confirmations then ask for none, so one-shot watchers
+    /// do not pile up in the client over a long leadership.
+    self_watch: bool,
 }
 
 impl Elector {
@@ -577,6 +581,7 @@ impl Elector {
             acting_from: Millis::ZERO,
             elected_at: Millis::ZERO,
             last_depose: None,
+            self_watch: false,
         }
     }
 
@@ -707,6 +712,7 @@ impl Elector {
                     // Our own node changed or vanished (a standby's fast
                     // takeover): no command goes out from here on.
                     self.acting_from = Millis::ZERO;
+                    self.self_watch = false;
                 }
                 if matches!(self.session, Session::Up { id, .. } if id == session)
                     && self.step == Step::Settled
@@ -821,6 +827,7 @@ impl Elector {
         }
         self.leader = false;
         self.suspended = false;
+        self.self_watch = false;
         self.generation += 1;
         self.round += 1;
         self.step = Step::Waiting;
@@ -866,6 +873,7 @@ impl Elector {
         // Requests of an earlier connection can no longer be answered (the
         // client failed them with ConnectionLoss, or will).
         self.pending.clear();
+        self.self_watch = false;
         self.session = Session::Up { id: session, timeout };
         self.start_round(now, out);
     }
@@ -884,6 +892,7 @@ impl Elector {
     /// The connection is gone (or a request said so): every create in
     /// flight is in doubt, a leader is suspended, the round is over.
     fn connection_lost(&mut self, out: &mut Vec<Action>) {
+        self.self_watch = false;
         if self.pending.values().any(|p| p.purpose == Purpose::Create && p.round == self.round) {
             self.create_in_doubt = true;
         }
@@ -1247,6 +1256,7 @@ impl Elector {
             // its next keep-alive.
             self.watching.insert(my_name.clone());
             let path = format!("{}/{}", self.election, my_name);
+            self.self_watch = true;
             self.send(now, Purpose::WatchSelf, ZkOp::Exists { path, watch: true }, out);
             self.watch_members(now, out);
             let floor = Epoch(my_seq + 1);
@@ -1302,7 +1312,9 @@ impl Elector {
         if let Some(path) = self.node_path() {
             let sync = ZkOp::Sync { path: self.election.clone() };
             self.send(now, Purpose::PingSync, sync, out);
-            let exists = ZkOp::Exists { path: path.clone(), watch: true };
+            let watch = !self.self_watch;
+            self.self_watch = true;
+            let exists = ZkOp::Exists { path: path.clone(), watch };
             self.send(now, Purpose::Confirm(path), exists, out);
         }
     }

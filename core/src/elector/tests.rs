@@ -452,10 +452,9 @@ fn a_leader_commands_only_under_a_fresh_confirmation_after_its_wait() {
     assert!(sim.now >= from);
     sim.inject(0, Event::Confirm);
     let sent: Vec<&ZkOp> = sim.members[0].sent.iter().rev().take(2).map(|(_, _, op)| op).collect();
-    assert!(
-        matches!(sent.as_slice(), [ZkOp::Exists { watch: true, .. }, ZkOp::Sync { .. }]),
-        "{sent:?}"
-    );
+    // (The exists asks for a watch only when none is set on the own node:
+    // the election left one already.)
+    assert!(matches!(sent.as_slice(), [ZkOp::Exists { .. }, ZkOp::Sync { .. }]), "{sent:?}");
     let confirmed = sim.members[0].outcomes.iter().rev().find_map(|(_, a)| match a {
         Action::Confirmed { until } => Some(*until),
         _ => None,
@@ -481,4 +480,34 @@ fn node_deleted_ends_the_acting_lease_at_once() {
     let event = WatchEvent { kind: WatchKind::NodeDeleted, path: node };
     let _ = sim.members[0].elector.handle(now, Event::Watch { session: s0, event });
     assert!(!sim.members[0].elector.may_command(now));
+}
+
+/// A long leadership confirms its acting lease thousands of times; each
+/// watching `exists` leaves a one-shot watcher in the client until the node
+/// changes, so confirmations ask for a watch only when none is set (after
+/// the election's, or after a reconnect).
+#[test]
+fn confirmations_do_not_pile_up_watches_on_the_own_node() {
+    let mut sim = Sim::new(1, |_| {});
+    sim.start();
+    sim.advance(Millis(200));
+    for _ in 0..50 {
+        sim.inject(0, Event::Confirm);
+        sim.advance(Millis(100));
+    }
+    let node = sim.members[0].elector.node_path().unwrap();
+    let watching = |sim: &Sim| {
+        sim.members[0]
+            .sent
+            .iter()
+            .filter(|(_, _, op)| matches!(op, ZkOp::Exists { path, watch: true } if *path == node))
+            .count()
+    };
+    assert_eq!(watching(&sim), 1, "only the election's watch");
+    // After a reconnect the next confirmation sets one again.
+    sim.disconnect(0, Millis(50));
+    sim.advance(Millis(200));
+    sim.inject(0, Event::Confirm);
+    assert!(watching(&sim) >= 2);
+    assert!(sim.members[0].elector.is_acting(sim.now));
 }
