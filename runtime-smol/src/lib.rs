@@ -22,6 +22,7 @@
 pub mod client;
 pub mod demo;
 pub mod http;
+pub mod load;
 pub mod master;
 pub mod net;
 pub mod submit;

@@ -135,6 +135,57 @@ enum Command {
     /// The main job: a master, three workers and an application in one
     /// process; the master is killed and restarted while executors run.
     Demo,
+    /// A load generator: N simulated workers (real worker nodes on real
+    /// connections; executors simulated) and optionally M frameworks
+    /// declaring K executors, then a report of registration time, heartbeat
+    /// round trips, rejections and errors (and the master's CPU and RSS
+    /// given --master-pid).
+    Load(LoadArgs),
+}
+
+#[derive(Args, Debug)]
+struct LoadArgs {
+    /// The masters (`host:port,...` or `zk://HOSTS/ROOT`).
+    #[arg(long, value_delimiter = ',', required = true)]
+    masters: Vec<String>,
+    /// Simulated workers in this process.
+    #[arg(long, default_value_t = 1_000)]
+    workers: usize,
+    /// Seconds measured once every worker is registered.
+    #[arg(long, default_value_t = 10)]
+    secs: u64,
+    /// Frameworks to run (each declares its share of --executors).
+    #[arg(long, default_value_t = 0)]
+    frameworks: usize,
+    /// Executors the frameworks declare in total (1 core, 1 MiB each).
+    #[arg(long, default_value_t = 0)]
+    executors: u32,
+    /// Cores each simulated worker offers.
+    #[arg(long, default_value_t = 8)]
+    cores: u32,
+    /// Memory each simulated worker offers, in MiB.
+    #[arg(long, default_value_t = 8_192)]
+    memory: u64,
+    /// This process's part of a load shared by several processes (`I/N`,
+    /// I from 0): its workers are named `load-I-<j>`.
+    #[arg(long, default_value = "0/1", value_parser = parse_shard)]
+    shard: (u32, u32),
+    /// The master's pid: its CPU and RSS are read from /proc over the run.
+    #[arg(long, value_name = "PID")]
+    master_pid: Option<u32>,
+    /// Print one line of JSON at the end instead of the text report.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_shard(s: &str) -> Result<(u32, u32), String> {
+    let (i, n) = s.split_once('/').ok_or_else(|| format!("{s}: expected I/N, e.g. 0/2"))?;
+    let i: u32 = i.parse().map_err(|_| format!("{s}: I is not a number"))?;
+    let n: u32 = n.parse().map_err(|_| format!("{s}: N is not a number"))?;
+    if n == 0 || i >= n {
+        return Err(format!("{s}: needs 0 <= I < N"));
+    }
+    Ok((i, n))
 }
 
 #[derive(Subcommand, Debug)]
@@ -663,6 +714,31 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Store { command: StoreCommand::Seal(a) } => seal_command(&common, a).await,
         Command::Store { command } => store_command(&common, command),
         Command::Demo => regent_smol::demo::run_demo().await.map(|()| ExitCode::SUCCESS),
+        Command::Load(a) => {
+            let opts = regent_smol::load::LoadOptions {
+                cluster: common.cluster.clone(),
+                masters: masters_of(&common, &a.masters).await?,
+                workers: a.workers,
+                shard: a.shard,
+                cores: a.cores,
+                memory_mb: a.memory,
+                secs: a.secs,
+                frameworks: a.frameworks,
+                executors: a.executors,
+                master_pid: a.master_pid,
+                net: net_config(&common)?,
+                insecure: common.insecure,
+            };
+            let report = regent_smol::load::run_load(opts).await?;
+            if a.json {
+                println!("{}", serde_json::to_string(&report).map_err(|e| e.to_string())?);
+            } else {
+                for line in report.lines() {
+                    println!("{line}");
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

@@ -1,0 +1,66 @@
+//! `regent load` against a real master: every simulated worker registers,
+//! heartbeats are acknowledged, the frameworks' executors are all launched,
+//! and the report (one line of JSON with `--json`) says so. Figures belong
+//! to the scale benchmarks; this asserts outcomes only.
+
+mod support;
+
+use std::time::Duration;
+use support::cluster::{api_state, wait_for, Cluster, MasterSpec};
+
+#[test]
+fn regent_load_registers_every_simulated_worker_and_reports_json() {
+    let c = Cluster::new("e2e-load");
+    let spec = MasterSpec::new("m1", &["--recovery", "none"]);
+    let master = c.master(&spec);
+    wait_for(Duration::from_secs(30), "the master ALIVE", || match api_state(&spec.http_addr()) {
+        Some(v) if v["status"] == "ALIVE" => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    let pid = master.pid().to_string();
+    let out = c.run(
+        &[
+            "load",
+            "--masters",
+            &spec.addr(),
+            "--workers",
+            "200",
+            "--secs",
+            "2",
+            "--frameworks",
+            "2",
+            "--executors",
+            "50",
+            "--master-pid",
+            &pid,
+            "--json",
+        ],
+        Duration::from_secs(120),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "regent load failed: {}", String::from_utf8_lossy(&out.stderr));
+    let line = stdout.lines().last().expect("one line of JSON");
+    let v: serde_json::Value = serde_json::from_str(line).expect("JSON");
+    assert_eq!(v["workers"], 200);
+    assert_eq!(v["registered"], 200, "{v}");
+    assert!(v["registration_ms"].is_number(), "{v}");
+    assert!(v["heartbeats"].as_u64().unwrap() > 0, "heartbeats were acknowledged: {v}");
+    assert_eq!(v["executors_launched"], 50, "{v}");
+    assert_eq!(v["rejections"], 0, "{v}");
+    assert!(v["master_rss_kb"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["master_cpu_percent"].is_number(), "{v}");
+    // The master saw them all.
+    let state = api_state(&spec.http_addr()).expect("the master answers");
+    let workers = state["workers"].as_array().expect("workers").len();
+    assert!(workers >= 200, "{workers} workers in the master's registry");
+}
+
+#[test]
+fn regent_load_refuses_a_malformed_shard() {
+    let c = Cluster::new("e2e-load-flags");
+    let out =
+        c.run(&["load", "--masters", "127.0.0.1:1", "--shard", "2/2"], Duration::from_secs(30));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("2/2: needs 0 <= I < N"), "{stderr}");
+}
