@@ -954,7 +954,13 @@ impl FrameReader {
 
     fn compact(&mut self) {
         if self.start == self.buf.len() {
-            self.buf.clear();
+            if self.buf.capacity() > 16 * 1024 {
+                // Give a large frame's buffer back: an idle connection
+                // keeps nothing big.
+                self.buf = Vec::new();
+            } else {
+                self.buf.clear();
+            }
             self.start = 0;
         } else if self.start > 4096 && self.start * 2 > self.buf.len() {
             self.buf.drain(..self.start);

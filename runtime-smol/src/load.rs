@@ -71,6 +71,9 @@ pub struct LoadOptions {
     pub executors: u32,
     /// The master's pid, for its CPU and RSS.
     pub master_pid: Option<u32>,
+    /// How long to wait for every worker to register before measuring
+    /// anyway.
+    pub register_within: Duration,
     /// The connections' configuration (cluster, secret).
     pub net: Arc<NetConfig>,
     /// Dial non-loopback masters without a secret.
@@ -338,8 +341,9 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, String> {
     let mut executors_done: Option<Instant> = None;
     let mut measure_from: Option<(Instant, Option<u64>)> = None;
     let mut measured: Option<(f64, Option<f64>)> = None;
-    // Bounds: registration within 120 s; the run within that + secs + 60 s.
-    let register_by = start + Duration::from_secs(120);
+    // Bounds: registration within `register_within`; the run within that
+    // + secs + 60 s.
+    let register_by = start + opts.register_within;
     let end_by = register_by + Duration::from_secs(opts.secs + 60);
     loop {
         // Phase changes.

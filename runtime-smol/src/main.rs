@@ -173,6 +173,9 @@ struct LoadArgs {
     /// The master's pid: its CPU and RSS are read from /proc over the run.
     #[arg(long, value_name = "PID")]
     master_pid: Option<u32>,
+    /// Seconds to wait for every worker to register before measuring anyway.
+    #[arg(long, value_name = "SECS", default_value_t = 120)]
+    register_within: u64,
     /// Print one line of JSON at the end instead of the text report.
     #[arg(long)]
     json: bool,
@@ -288,6 +291,12 @@ struct MasterArgs {
     #[arg(long, default_value_t = regent_core::limits::DEFAULT_MAX_FRAMEWORKS as u64,
           value_parser = clap::value_parser!(u64).range(1..=regent_core::limits::MAX_FRAMEWORKS_LIMIT as u64))]
     max_frameworks: u64,
+    /// `--runtime std` only: the most peer connections at once (two threads
+    /// each); one more is closed at once with a log line. Checked at start
+    /// against the process's file and thread limits. The smol runtime has no
+    /// such ceiling (file descriptors only).
+    #[arg(long, value_name = "N")]
+    max_connections: Option<usize>,
     /// The address advertised to workers and other masters (default: the
     /// listen address).
     #[arg(long)]
@@ -467,6 +476,9 @@ async fn run_std(common: &Common, command: Command) -> Result<ExitCode, String> 
             cfg.max_frameworks = a.max_frameworks as usize;
             cfg.insecure = common.insecure;
             cfg.previous_secrets = read_secrets(&a.previous_secret_files)?;
+            if let Some(max) = a.max_connections {
+                cfg.max_connections = max;
+            }
             let m = d::spawn_master(cfg)?;
             stop_on_shutdown(m.stopper());
             smol::unblock(move || m.wait()).await?;
@@ -569,6 +581,11 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
     }
     match cli.command {
         Command::Master(a) => {
+            if a.max_connections.is_some() {
+                return Err("--max-connections applies to --runtime std (the smol master is \
+                            bounded by file descriptors only)"
+                    .into());
+            }
             let net = net_config(&common)?;
             let recovery = match a.recovery {
                 RecoveryMode::None => Recovery::None,
@@ -726,6 +743,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
                 frameworks: a.frameworks,
                 executors: a.executors,
                 master_pid: a.master_pid,
+                register_within: Duration::from_secs(a.register_within),
                 net: net_config(&common)?,
                 insecure: common.insecure,
             };

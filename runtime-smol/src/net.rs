@@ -136,6 +136,35 @@ async fn with_deadline<T>(
     .await
 }
 
+thread_local! {
+    /// Every connection's reads land here first: a connection keeps no read
+    /// buffer of its own while idle (only the bytes of a partial frame, in
+    /// its [`FrameReader`]), so an idle connection costs a few hundred
+    /// bytes instead of a 64 KiB buffer.
+    static READ_SCRATCH: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; 64 * 1024]);
+}
+
+/// Reads what the socket has into `reader`, through the thread's scratch
+/// buffer (borrowed only inside one poll, never across an await).
+async fn read_into(stream: &mut TcpStream, reader: &mut FrameReader) -> Result<(), String> {
+    use smol::io::AsyncRead;
+    use std::task::Poll;
+    smol::future::poll_fn(|cx| {
+        READ_SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            match std::pin::Pin::new(&mut *stream).poll_read(cx, &mut scratch[..]) {
+                Poll::Ready(Ok(0)) => Poll::Ready(Err(regent_std::net::PEER_CLOSED.to_string())),
+                Poll::Ready(Ok(n)) => {
+                    Poll::Ready(reader.feed(&scratch[..n]).map_err(|e| e.to_string()))
+                }
+                Poll::Ready(Err(e)) => Poll::Ready(Err(regent_std::net::read_error(&e))),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+    })
+    .await
+}
+
 async fn read_some(stream: &mut TcpStream, buf: &mut [u8]) -> Result<usize, String> {
     match stream.read(buf).await {
         Ok(0) => Err(regent_std::net::PEER_CLOSED.into()),
@@ -225,7 +254,9 @@ async fn write_loop(
     cfg: Arc<NetConfig>,
     queue: Arc<SendQueue>,
 ) {
-    let mut out = Vec::with_capacity(4096);
+    // Grown by what is sent; given back after a large batch, so an idle
+    // connection keeps no large buffer.
+    let mut out = Vec::new();
     'outer: while let Ok(first) = rx.recv().await {
         let Batch { cost, close } = fill_batch(first, || rx.try_recv().ok(), &mut sealer, &mut out);
         if !out.is_empty() {
@@ -233,6 +264,9 @@ async fn write_loop(
                 break 'outer;
             }
             out.clear();
+            if out.capacity() > 64 * 1024 {
+                out = Vec::new();
+            }
             queue.written(cost);
         }
         if close {
@@ -272,7 +306,6 @@ async fn run(
     let Session { sealer, mut opener } = session;
     let writer = smol::spawn(write_loop(stream, sealer, rx, cfg.clone(), queue));
     let decoder = DecoderConfig { max_frame: cfg.max_frame, cluster: Some(cfg.cluster.clone()) };
-    let mut buf = vec![0u8; 64 * 1024];
     let result = async {
         loop {
             while let Some(body) = reader.next_body().map_err(|e| e.to_string())? {
@@ -283,8 +316,7 @@ async fn run(
             }
             // Read again each time: the heartbeat interval may change it.
             let d = cfg.read_timeout();
-            let n = with_deadline(d, "idle connection", read_some(&mut rstream, &mut buf)).await?;
-            reader.feed(&buf[..n]).map_err(|e| e.to_string())?;
+            with_deadline(d, "idle connection", read_into(&mut rstream, &mut reader)).await?;
         }
     };
     let result: Result<(), String> = smol::future::or(result, async {

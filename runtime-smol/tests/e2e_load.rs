@@ -6,7 +6,7 @@
 mod support;
 
 use std::time::Duration;
-use support::cluster::{api_state, wait_for, Cluster, MasterSpec};
+use support::cluster::{api_state, wait_for, Cluster, Kind, MasterSpec};
 
 #[test]
 fn regent_load_registers_every_simulated_worker_and_reports_json() {
@@ -63,4 +63,69 @@ fn regent_load_refuses_a_malformed_shard() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("2/2: needs 0 <= I < N"), "{stderr}");
+}
+
+/// The std runtime's ceiling: below it every worker registers; past it a
+/// connection is closed at once with a log line naming the ceiling, and
+/// the master keeps serving the workers it has.
+#[test]
+fn the_std_master_takes_workers_up_to_its_ceiling_and_says_so_past_it() {
+    let c = Cluster::new("e2e-load-std");
+    let spec = MasterSpec::new("m1", &[]);
+    let addr = spec.addr();
+    let args = ["--runtime", "std", "master", "--id", "m1", "--listen", &addr];
+    let mut master =
+        c.spawn("m1", Kind::Master, &[&args[..], &["--max-connections", "40"]].concat());
+    wait_for(Duration::from_secs(30), "the std master listening", || {
+        std::net::TcpStream::connect(&addr).map(|_| ()).map_err(|e| e.to_string())
+    });
+    let out = c.run(
+        &[
+            "load",
+            "--masters",
+            &spec.addr(),
+            "--workers",
+            "60",
+            "--secs",
+            "1",
+            "--register-within",
+            "5",
+            "--json",
+        ],
+        Duration::from_secs(120),
+    );
+    assert!(out.status.success(), "regent load failed: {}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().expect("a line")).expect("JSON");
+    assert_eq!(v["registered"], 40, "exactly the ceiling registered: {v}");
+    assert!(v["heartbeats"].as_u64().unwrap() > 0, "{v}");
+    assert!(master.is_running(), "the std master kept running");
+    let log = master.stderr();
+    assert!(
+        log.contains("refusing a connection: 40 connections are open"),
+        "the refusal names the ceiling: {log}"
+    );
+}
+
+#[test]
+fn a_std_ceiling_beyond_the_process_limits_is_refused_at_start() {
+    let c = Cluster::new("e2e-load-std-limit");
+    let out = c.run(
+        &[
+            "--runtime",
+            "std",
+            "master",
+            "--id",
+            "m1",
+            "--listen",
+            "127.0.0.1:0",
+            "--max-connections",
+            "100000000",
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--max-connections 100000000 needs"), "{stderr}");
 }

@@ -122,6 +122,58 @@ pub struct MasterConfig {
     /// Secrets being rotated out: records sealed under them are still read
     /// (and re-sealed under the secret of `net`). Needs that secret.
     pub previous_secrets: Vec<Secret>,
+    /// The most peer connections at once (this runtime's ceiling: two
+    /// threads and a socket each); one more is closed at once, with a log
+    /// line. Checked at start against the process's limits.
+    pub max_connections: usize,
+}
+
+/// The std master's default connection ceiling. A thread per direction per
+/// connection suits embedders with hundreds of peers; thousands work; past
+/// this, `--runtime smol` is the runtime to use.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4_096;
+
+/// Descriptors and threads the master needs besides its connections (the
+/// store, the acceptor, dials, the log).
+const RESERVE: usize = 64;
+
+/// A limit of this process read from `/proc/self/limits` (`Max open files`,
+/// `Max processes`), soft value; `None` when unreadable or unlimited.
+fn proc_limit(name: &str) -> Option<usize> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with(name))?;
+    line[name.len()..].split_whitespace().next()?.parse().ok()
+}
+
+/// Checks `max` connections fit the process's limits: a descriptor each,
+/// two threads each.
+pub fn check_connection_ceiling(max: usize) -> Result<(), String> {
+    if let Some(files) = proc_limit("Max open files") {
+        if max + RESERVE > files {
+            return Err(format!(
+                "--max-connections {max} needs {} file descriptors but this process may open {files}                  (raise `ulimit -n`, lower --max-connections, or use --runtime smol)",
+                max + RESERVE
+            ));
+        }
+    }
+    let threads = [
+        proc_limit("Max processes"),
+        std::fs::read_to_string("/proc/sys/kernel/threads-max")
+            .ok()
+            .and_then(|s| s.trim().parse().ok()),
+        std::fs::read_to_string("/proc/sys/kernel/pid_max")
+            .ok()
+            .and_then(|s| s.trim().parse().ok()),
+    ];
+    if let Some(limit) = threads.into_iter().flatten().min() {
+        if 2 * max + RESERVE > limit {
+            return Err(format!(
+                "--max-connections {max} needs {} threads (two per connection) but this machine                  allows {limit} (threads-max, pid_max, `ulimit -u`); lower --max-connections or use                  --runtime smol",
+                2 * max + RESERVE
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl MasterConfig {
@@ -140,6 +192,7 @@ impl MasterConfig {
             net,
             insecure: false,
             previous_secrets: Vec::new(),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -210,6 +263,7 @@ impl MasterHandle {
 /// damaged).
 pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
     net::check_exposure(&cfg.listen, cfg.net.secret.is_some(), cfg.insecure)?;
+    check_connection_ceiling(cfg.max_connections)?;
     let listener = TcpListener::bind(cfg.listen)
         .map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
@@ -260,6 +314,9 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
         store,
         gate: Arc::new(Gate::new()),
         _acceptor: acceptor,
+        max_connections: cfg.max_connections,
+        over_ceiling: 0,
+        over_ceiling_logged: None,
     };
     let thread = std::thread::Builder::new()
         .name("regent-master".into())
@@ -339,6 +396,10 @@ struct Daemon {
     /// Bounds the frames waiting for this thread.
     gate: Arc<Gate>,
     _acceptor: Acceptor,
+    max_connections: usize,
+    /// Connections closed at once because the ceiling was reached.
+    over_ceiling: u64,
+    over_ceiling_logged: Option<Instant>,
 }
 
 impl Daemon {
@@ -406,6 +467,28 @@ impl Daemon {
                 Input::Shutdown => {
                     tracing::info!("shutting down");
                     return Ok(());
+                }
+                Input::Accepted(Ok(stream)) if self.conns.len() >= self.max_connections => {
+                    // The ceiling: closed at once (the peer retries, or
+                    // follows another master), said in the log at most
+                    // every 10 s.
+                    self.over_ceiling += 1;
+                    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+                    drop(stream);
+                    let due = self
+                        .over_ceiling_logged
+                        .is_none_or(|t| t.elapsed() >= Duration::from_secs(10));
+                    if due {
+                        self.over_ceiling_logged = Some(Instant::now());
+                        tracing::warn!(
+                            %peer,
+                            refused = self.over_ceiling,
+                            "refusing a connection: {} connections are open, the most this std-runtime \
+                             master takes (--max-connections; a thread per direction each); \
+                             --runtime smol takes more",
+                            self.conns.len()
+                        );
+                    }
                 }
                 Input::Accepted(Ok(stream)) => match self.run_connection(stream, Side::Server) {
                     Ok(conn) => pending.push_back(NodeInput::Connected { conn }),
