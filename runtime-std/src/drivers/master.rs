@@ -477,7 +477,7 @@ impl Daemon {
                     drop(stream);
                     let due = self
                         .over_ceiling_logged
-                        .is_none_or(|t| t.elapsed() >= Duration::from_secs(10));
+                        .map_or(true, |t| t.elapsed() >= Duration::from_secs(10));
                     if due {
                         self.over_ceiling_logged = Some(Instant::now());
                         tracing::warn!(
