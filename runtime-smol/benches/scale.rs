@@ -1,0 +1,316 @@
+//! Scale figures of the `regent` binary with `regent load` (issue 13),
+//! real processes on loopback:
+//!
+//! * **steady state**: one master (`--recovery none`) and one `regent load`
+//!   process of N simulated workers heartbeating every second: registration
+//!   from cold, master CPU (% of one core) and RSS per worker above the idle
+//!   master, heartbeat round-trip percentiles — for the smol master without
+//!   and with a cluster secret, and for the std master up to its ceiling;
+//! * **registration with durable records**: the same with `--recovery
+//!   filesystem` and `--recovery zookeeper` (a registration is a record
+//!   write): reported, not targeted;
+//! * **failover under load**: two ZooKeeper masters, two `regent load`
+//!   processes (`--shard 0/2`, `1/2`; each simulated worker keeps a
+//!   connection to both masters), `kill -9` or SIGTERM of the leader: from
+//!   the signal to the other master ALIVE with every worker re-registered.
+//!
+//! `cargo bench -p regent-smol --bench scale` (release build). Environment:
+//! `REGENT_SCALE_WORKERS` (comma-separated sizes, default `1000,5000,18000`),
+//! `REGENT_SCALE_SECS` (measured seconds, default 10),
+//! `REGENT_SCALE_FAILOVER_WORKERS` (default 9000 per generator, two
+//! generators), `REGENT_SCALE_SKIP` (comma-separated parts to skip:
+//! `steady`, `secret`, `std`, `durable`, `failover`). Figures, not
+//! assertions.
+
+#[path = "../tests/support/cluster.rs"]
+mod cluster;
+#[path = "../tests/support/zk_server.rs"]
+mod zk_server;
+
+use cluster::{http_get, unique, wait_for, Cluster, Kind, MasterSpec, Proc};
+use serde_json::Value;
+use std::time::{Duration, Instant};
+use zk_server::ZkServer;
+
+fn env_list(name: &str, default: &str) -> Vec<usize> {
+    std::env::var(name)
+        .unwrap_or_else(|_| default.into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect()
+}
+
+fn skip(part: &str) -> bool {
+    std::env::var("REGENT_SCALE_SKIP").is_ok_and(|s| s.split(',').any(|p| p.trim() == part))
+}
+
+/// Waits until `addr` accepts connections.
+fn listening(addr: &str) {
+    wait_for(Duration::from_secs(30), "the master listening", || {
+        std::net::TcpStream::connect(addr).map(|_| ()).map_err(|e| e.to_string())
+    });
+}
+
+/// Runs `regent load` to completion; its JSON report.
+fn load(c: &Cluster, args: &[&str]) -> Value {
+    let mut all = vec!["load", "--json"];
+    all.extend_from_slice(args);
+    let out = c.run(&all, Duration::from_secs(600));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "regent load failed: {}\n{}",
+        stdout,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("the load's JSON line")
+}
+
+struct Row {
+    name: String,
+    workers: u64,
+    registered: u64,
+    registration_ms: f64,
+    cpu: f64,
+    rss_per_worker_kb: f64,
+    p50: f64,
+    p99: f64,
+    rate: f64,
+    errors: u64,
+}
+
+impl Row {
+    fn of(name: String, v: &Value) -> Row {
+        let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+        let u = |k: &str| v[k].as_u64().unwrap_or(0);
+        let registered = u("registered");
+        let per = (f("master_rss_kb") - f("master_rss_idle_kb")) / registered.max(1) as f64;
+        Row {
+            name,
+            workers: u("workers"),
+            registered,
+            registration_ms: f("registration_ms"),
+            cpu: f("master_cpu_percent"),
+            rss_per_worker_kb: per,
+            p50: f("rtt_p50_ms"),
+            p99: f("rtt_p99_ms"),
+            rate: f("heartbeats_per_sec"),
+            errors: u("errors") + u("rejections"),
+        }
+    }
+
+    fn print(&self) {
+        println!(
+            "{:<44} {:>6} {:>6} {:>9.0} {:>7.1} {:>8.2} {:>7.2} {:>7.2} {:>8.0} {:>6}",
+            self.name,
+            self.workers,
+            self.registered,
+            self.registration_ms,
+            self.cpu,
+            self.rss_per_worker_kb,
+            self.p50,
+            self.p99,
+            self.rate,
+            self.errors
+        );
+    }
+}
+
+fn header() {
+    println!(
+        "{:<44} {:>6} {:>6} {:>9} {:>7} {:>8} {:>7} {:>7} {:>8} {:>6}",
+        "run (heartbeat 1 s)",
+        "N",
+        "reg'd",
+        "reg ms",
+        "CPU %",
+        "kB/wkr",
+        "p50 ms",
+        "p99 ms",
+        "hb/s",
+        "errors"
+    );
+}
+
+/// One steady-state run: a master from `master_args`, `n` workers.
+fn steady(name: &str, n: usize, secs: u64, master_args: &[&str], secret: bool) -> Row {
+    let c = Cluster::new("bench-scale");
+    let spec = MasterSpec::new("m1", &[]);
+    let addr = spec.addr();
+    let secret_file = c.path("secret");
+    std::fs::write(&secret_file, "bench-secret-0123456789abcdef").expect("write the secret");
+    let secret_file = secret_file.to_str().unwrap().to_owned();
+    let mut common: Vec<&str> = Vec::new();
+    if secret {
+        common.extend(["--secret-file", &secret_file]);
+    }
+    let mut args = common.clone();
+    args.extend(master_args);
+    args.extend(["--id", "m1", "--listen", &addr, "--worker-timeout", "60000"]);
+    let master = c.spawn("m1", Kind::Master, &args);
+    listening(&addr);
+    std::thread::sleep(Duration::from_millis(500));
+    let (n_s, secs_s, pid) = (n.to_string(), secs.to_string(), master.pid().to_string());
+    let mut largs = common;
+    largs.extend(["--masters", &addr, "--workers", &n_s, "--secs", &secs_s]);
+    largs.extend(["--master-pid", &pid, "--register-within", "60"]);
+    let v = load(&c, &largs);
+    eprintln!("  {name} N={n}: {v}");
+    Row::of(format!("{name}"), &v)
+}
+
+/// The number of ALIVE workers a master's `/metrics` reports, and whether it
+/// is ALIVE itself.
+fn alive_workers(http: &str) -> Option<(bool, u64)> {
+    let (code, body) = http_get(http, "/metrics")?;
+    if code != 200 {
+        return None;
+    }
+    let mut alive = false;
+    let mut workers = 0;
+    for l in body.lines() {
+        if l.starts_with("regent_master_status{status=\"ALIVE\"} 1") {
+            alive = true;
+        }
+        if let Some(v) = l.strip_prefix("regent_workers{state=\"ALIVE\"} ") {
+            workers = v.trim().parse().ok()?;
+        }
+    }
+    Some((alive, workers))
+}
+
+/// Failover under load: returns (ms from the signal to the other master
+/// ALIVE with every worker, ms from the signal to its election log line).
+fn failover(zk: &ZkServer, per_generator: usize, kill9: bool) -> (f64, Option<f64>) {
+    let c = Cluster::new("bench-scale-failover");
+    let root = format!("/{}", unique("scale"));
+    let specs: Vec<MasterSpec> =
+        ["m1", "m2"].iter().map(|id| MasterSpec::zookeeper(id, &zk.addr(), &root, 10_000)).collect();
+    let mut masters: Vec<Proc> = Vec::new();
+    masters.push(c.master(&specs[0]));
+    wait_for(Duration::from_secs(60), "m1 ALIVE", || match alive_workers(&specs[0].http_addr()) {
+        Some((true, _)) => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    masters.push(c.master(&specs[1]));
+    std::thread::sleep(Duration::from_secs(1));
+    let addrs = format!("{},{}", specs[0].addr(), specs[1].addr());
+    let total = 2 * per_generator as u64;
+    let n = per_generator.to_string();
+    let generators: Vec<Proc> = (0..2)
+        .map(|i| {
+            let shard = format!("{i}/2");
+            c.spawn(
+                &format!("load{i}"),
+                Kind::Other,
+                &[
+                    "load", "--masters", &addrs, "--workers", &n, "--shard", &shard, "--secs",
+                    "600", "--register-within", "600",
+                ],
+            )
+        })
+        .collect();
+    wait_for(Duration::from_secs(600), "every worker on m1", || {
+        match alive_workers(&specs[0].http_addr()) {
+            Some((true, w)) if w >= total => Ok(()),
+            other => Err(format!("{other:?} of {total}")),
+        }
+    });
+    // Let heartbeats and the standby's watch settle.
+    std::thread::sleep(Duration::from_secs(3));
+    let start = Instant::now();
+    if kill9 {
+        masters[0].kill9();
+    } else {
+        masters[0].sigterm();
+    }
+    let took = wait_for(Duration::from_secs(120), "m2 ALIVE with every worker", || {
+        match alive_workers(&specs[1].http_addr()) {
+            Some((true, w)) if w >= total => Ok(start.elapsed()),
+            other => Err(format!("{other:?} of {total}")),
+        }
+    });
+    let elected = masters[1]
+        .stderr()
+        .lines()
+        .any(|l| l.contains("elected"))
+        .then(|| ms(start.elapsed()));
+    drop(generators);
+    (ms(took), elected)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("scale: run with `cargo bench -p regent-smol --bench scale`");
+        return;
+    }
+    let sizes = env_list("REGENT_SCALE_WORKERS", "1000,5000,18000");
+    let secs = env_list("REGENT_SCALE_SECS", "10").first().copied().unwrap_or(10) as u64;
+    let mut rows = Vec::new();
+    for &n in &sizes {
+        if !skip("steady") {
+            rows.push(steady(&format!("smol, no secret, N={n}"), n, secs, &["master", "--recovery", "none"], false));
+        }
+        if !skip("secret") {
+            rows.push(steady(&format!("smol, secret, N={n}"), n, secs, &["master", "--recovery", "none"], true));
+        }
+        if !skip("std") && n <= 4_000 {
+            rows.push(steady(
+                &format!("std, no secret, N={n}"),
+                n,
+                secs,
+                &["--runtime", "std", "master", "--recovery", "none"],
+                false,
+            ));
+        }
+    }
+    if !skip("durable") {
+        let c = Cluster::new("bench-scale-durable");
+        let store = c.path("store");
+        let store = store.to_str().unwrap().to_owned();
+        let n = 5_000;
+        rows.push(steady(
+            &format!("smol, --recovery filesystem, N={n}"),
+            n,
+            secs.min(3),
+            &["master", "--recovery", "filesystem", "--store", &store],
+            false,
+        ));
+        let zk = ZkServer::start();
+        let root = format!("/{}", unique("scale-durable"));
+        let zk_addr = zk.addr();
+        rows.push(steady(
+            &format!("smol, --recovery zookeeper, N={n}"),
+            n,
+            secs.min(3),
+            &["master", "--recovery", "zookeeper", "--zk", &zk_addr, "--zk-root", &root],
+            false,
+        ));
+    }
+    let mut failovers = Vec::new();
+    if !skip("failover") {
+        let per = env_list("REGENT_SCALE_FAILOVER_WORKERS", "9000").first().copied().unwrap_or(9000);
+        let zk = ZkServer::start();
+        for kill9 in [true, false] {
+            let (took, elected) = failover(&zk, per, kill9);
+            eprintln!("  failover under load ({}), {} workers: {took:.0} ms", if kill9 { "kill -9" } else { "SIGTERM" }, 2 * per);
+            failovers.push((kill9, 2 * per, took, elected));
+        }
+    }
+    println!();
+    header();
+    for r in &rows {
+        r.print();
+    }
+    for (kill9, n, took, elected) in failovers {
+        println!(
+            "failover under load, {}, {n} workers, 2 masters (ZooKeeper, 10 s session): {took:.0} ms to ALIVE with every worker{}",
+            if kill9 { "kill -9" } else { "SIGTERM" },
+            elected.map(|e| format!(" (election logged by {e:.0} ms)")).unwrap_or_default()
+        );
+    }
+}
