@@ -3,9 +3,11 @@
 //! that replaces a stopped one comes up at a *new* address: the workers,
 //! started with the first master's address only, find it through the
 //! leader's advertised master set and the new leader's contact of its
-//! recorded workers (seed 002). Masters are stopped with `kill -9`; sessions
-//! are 4 s. Outcomes are asserted within generous bounds; the figures belong
-//! in the failover benchmark. Run one at a time (`--test-threads=1`).
+//! recorded workers (seed 002). Masters are stopped with `kill -9` (the
+//! standby's fast takeover then deposes the dead leader; its own suite is
+//! `e2e_fast_takeover.rs`); sessions are 4 s (10 s for the frozen leader).
+//! Outcomes are asserted within generous bounds; the figures belong in the
+//! failover benchmark. Run one at a time (`--test-threads=1`).
 
 mod support;
 
@@ -29,10 +31,16 @@ struct Fixture {
     masters: Vec<Proc>,
     running: Vec<bool>,
     workers: Vec<Proc>,
+    /// The session timeout every master asks for.
+    session_ms: u64,
 }
 
 impl Fixture {
     fn start(name: &str, masters: usize) -> Fixture {
+        Fixture::start_with_session(name, masters, 4000)
+    }
+
+    fn start_with_session(name: &str, masters: usize, session_ms: u64) -> Fixture {
         let zk_server = ZkServer::start();
         let mut f = Fixture {
             zk: zk_server.addr(),
@@ -43,6 +51,7 @@ impl Fixture {
             masters: Vec::new(),
             running: Vec::new(),
             workers: Vec::new(),
+            session_ms,
         };
         for _ in 0..masters {
             f.add_master();
@@ -60,7 +69,7 @@ impl Fixture {
     /// Starts one more master, at a new address.
     fn add_master(&mut self) -> usize {
         let id = format!("m{}", self.specs.len() + 1);
-        let spec = MasterSpec::zookeeper(&id, &self.zk, &self.root, 4000);
+        let spec = MasterSpec::zookeeper(&id, &self.zk, &self.root, self.session_ms);
         self.masters.push(self.c.master(&spec));
         self.specs.push(spec);
         self.running.push(true);
@@ -178,25 +187,66 @@ fn every_master_replaced_at_new_addresses_keeps_the_workers() {
     f.assert_running("after the restart");
 }
 
-/// A frozen leader (SIGSTOP past its 4 s session, then SIGCONT): the
+/// A frozen leader (SIGSTOP past its 10 s session, then SIGCONT). Its port
+/// still accepts and its connections stay open, so the fast takeover's
+/// detector never fires: for 5 s (well inside the session; its last ping
+/// may have been up to a third of the session before the stop) the standby
+/// stays STANDBY and logs no deposition. Then the session expires and the
 /// standby takes over with every worker; once woken, the old leader never
 /// reports ALIVE beside its successor — its lease ran out while it was
 /// stopped, so it steps down before acting on anything — and no worker
 /// follows it: one master is ALIVE with every worker at every poll.
 #[test]
 fn a_frozen_leader_woken_after_its_session_never_leads_beside_its_successor() {
-    let mut f = Fixture::start("ft-frozen", 2);
+    let mut f = Fixture::start_with_session("ft-frozen", 2, 10_000);
+    // The standby's watch on the leader is up (it proved m1's epoch).
+    wait_for(BOUND, "m2 watching m1", || {
+        match support::cluster::api_state(&f.specs[1].http_addr()) {
+            Some(v)
+                if v["status"] == "STANDBY"
+                    && v["leader_id"] == "m1"
+                    && v["leader_epoch"].as_u64() > Some(0) =>
+            {
+                Ok(())
+            }
+            other => Err(format!("{other:?}")),
+        }
+    });
     let pid = f.masters[0].pid().to_string();
     let signal = |sig: &str| {
         let ok = std::process::Command::new("kill").args([sig, &pid]).status();
         assert!(ok.is_ok_and(|s| s.success()), "kill {sig} {pid}");
     };
+    let detector = ["the leader's process is gone", "deposed: deleted", "not deposed ("];
+    let deposition = |log: &str| -> Option<String> {
+        log.lines().find(|l| detector.iter().any(|d| l.contains(d))).map(str::to_owned)
+    };
     signal("-STOP");
+    let stopped = std::time::Instant::now();
+    // Not taken over early: the standby stays STANDBY, its detector silent.
+    while stopped.elapsed() < Duration::from_secs(5) {
+        let status = support::cluster::api_state(&f.specs[1].http_addr())
+            .map(|v| v["status"].as_str().unwrap_or("?").to_owned());
+        assert_eq!(
+            status.as_deref(),
+            Some("STANDBY"),
+            "m2 {:?} after the leader froze: too early",
+            stopped.elapsed()
+        );
+        if let Some(line) = deposition(&f.masters[1].stderr()) {
+            panic!("the standby tried to depose a frozen leader: {line}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // Stopped, it answers nothing: watch the standby only.
     let standby_only = [false, true];
     wait_for(BOUND, "the standby ALIVE with every worker", || {
         sole_alive(&f.specs, &standby_only, &WORKERS).map(|_| ())
     });
+    eprintln!("the standby took over {:?} after the leader froze", stopped.elapsed());
+    if let Some(line) = deposition(&f.masters[1].stderr()) {
+        panic!("the session's expiry, not the detector, took the frozen leader over: {line}");
+    }
     signal("-CONT");
     // For a while after the wake-up, every poll sees exactly one ALIVE
     // master — the successor — with every worker.

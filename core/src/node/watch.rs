@@ -15,11 +15,13 @@
 //! The connection also keeps the leader's end from closing it as idle, and
 //! it is where the fast takeover learns that the leader's process is gone:
 //! when the connection ends by the peer (EOF or reset, never a timeout), the
-//! watch probes the same socket address with bare `connect()`s; refused
-//! with `ECONNREFUSED` [`PROBES`] times over at least [`PROBE_SPAN`], it asks
-//! the node to depose the leader ([`WatchOutput::Depose`]). A frozen leader
-//! (SIGSTOP, a GC pause, a partition) keeps its port and its connections, so
-//! it is never taken over this way; its session timeout applies.
+//! watch probes the same socket address with bare `connect()`s (the first
+//! one a probe spacing later: a killed process's listening socket outlives
+//! its connections for a moment); refused with `ECONNREFUSED` [`PROBES`]
+//! times over at least [`PROBE_SPAN`], it asks the node to depose the
+//! leader ([`WatchOutput::Depose`]). A frozen leader (SIGSTOP, a GC pause, a
+//! partition) keeps its port and its connections, so it is never taken over
+//! this way; its session timeout applies.
 
 use super::{DialId, DialResult, Ended, ProbeResult};
 use crate::ids::{Addr, ConnId, MasterId};
@@ -257,10 +259,15 @@ impl LeaderWatch {
         let peer = self.peer.take();
         match (&self.target, how) {
             (Some((_, addr)), Ended::ByPeer) => {
+                // The first probe waits one probe spacing: a process killed
+                // with SIGKILL has its sockets released newest first, so its
+                // connections end (EOF) while its listening socket still
+                // accepts for a moment, and a probe sent at once is usually
+                // accepted by a process that is already gone.
                 let addr = peer.unwrap_or_else(|| addr.clone());
                 self.probing =
                     Some(Probing { addr, probe: 0, in_flight: false, refused: 0, first_at: now });
-                self.send_probe(out);
+                out.push(WatchOutput::SetTimer { at: now + PROBE_EVERY });
             }
             _ => self.redial_later(now, out),
         }

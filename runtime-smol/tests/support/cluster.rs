@@ -342,6 +342,12 @@ impl Cluster {
     /// Spawns `regent ARGS` in a process group of its own, its output
     /// captured to files in the temp dir.
     pub fn spawn(&self, name: &str, kind: Kind, args: &[&str]) -> Proc {
+        self.spawn_env(name, kind, args, &[])
+    }
+
+    /// [`Cluster::spawn`] with extra environment variables (e.g. a
+    /// `RUST_LOG` of the test's own, over the fixture's).
+    pub fn spawn_env(&self, name: &str, kind: Kind, args: &[&str], env: &[(&str, &str)]) -> Proc {
         let n = self.spawned.get();
         self.spawned.set(n + 1);
         let stderr = self.path(&format!("{name}.{n}.stderr"));
@@ -350,6 +356,7 @@ impl Cluster {
         cmd.stdout(fs::File::create(&stdout).expect("create a stdout capture"))
             .stderr(fs::File::create(&stderr).expect("create a stderr capture"))
             .process_group(0);
+        cmd.envs(env.iter().copied());
         let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {BIN}: {e}"));
         Proc { name: name.to_owned(), kind, child, stderr, stdout, status: None }
     }
@@ -363,10 +370,15 @@ impl Cluster {
 
     /// Starts a master from `spec`: `master --id --listen --http ARGS`.
     pub fn master(&self, spec: &MasterSpec) -> Proc {
+        self.master_env(spec, &[])
+    }
+
+    /// [`Cluster::master`] with extra environment variables.
+    pub fn master_env(&self, spec: &MasterSpec, env: &[(&str, &str)]) -> Proc {
         let (listen, http) = (spec.addr(), spec.http_addr());
         let mut args = vec!["master", "--id", &spec.id, "--listen", &listen, "--http", &http];
         args.extend(spec.args.iter().map(String::as_str));
-        self.spawn(&spec.id, Kind::Master, &args)
+        self.spawn_env(&spec.id, Kind::Master, &args, env)
     }
 
     /// The work dir of worker `id`.

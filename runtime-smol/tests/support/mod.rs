@@ -3,6 +3,7 @@
 
 pub mod cluster;
 pub mod elector_driver;
+pub mod tcp_proxy;
 pub mod zk_proxy;
 pub mod zk_server;
 
