@@ -156,7 +156,7 @@ fn steady(name: &str, n: usize, secs: u64, master_args: &[&str], secret: bool) -
     largs.extend(["--master-pid", &pid, "--register-within", "60"]);
     let v = load(&c, &largs);
     eprintln!("  {name} N={n}: {v}");
-    Row::of(format!("{name}"), &v)
+    Row::of(name.to_string(), &v)
 }
 
 /// The number of ALIVE workers a master's `/metrics` reports, and whether it
@@ -184,8 +184,10 @@ fn alive_workers(http: &str) -> Option<(bool, u64)> {
 fn failover(zk: &ZkServer, per_generator: usize, kill9: bool) -> (f64, Option<f64>) {
     let c = Cluster::new("bench-scale-failover");
     let root = format!("/{}", unique("scale"));
-    let specs: Vec<MasterSpec> =
-        ["m1", "m2"].iter().map(|id| MasterSpec::zookeeper(id, &zk.addr(), &root, 10_000)).collect();
+    let specs: Vec<MasterSpec> = ["m1", "m2"]
+        .iter()
+        .map(|id| MasterSpec::zookeeper(id, &zk.addr(), &root, 10_000))
+        .collect();
     let mut masters: Vec<Proc> = Vec::new();
     masters.push(c.master(&specs[0]));
     wait_for(Duration::from_secs(60), "m1 ALIVE", || match alive_workers(&specs[0].http_addr()) {
@@ -204,8 +206,17 @@ fn failover(zk: &ZkServer, per_generator: usize, kill9: bool) -> (f64, Option<f6
                 &format!("load{i}"),
                 Kind::Other,
                 &[
-                    "load", "--masters", &addrs, "--workers", &n, "--shard", &shard, "--secs",
-                    "600", "--register-within", "600",
+                    "load",
+                    "--masters",
+                    &addrs,
+                    "--workers",
+                    &n,
+                    "--shard",
+                    &shard,
+                    "--secs",
+                    "600",
+                    "--register-within",
+                    "600",
                 ],
             )
         })
@@ -230,11 +241,8 @@ fn failover(zk: &ZkServer, per_generator: usize, kill9: bool) -> (f64, Option<f6
             other => Err(format!("{other:?} of {total}")),
         }
     });
-    let elected = masters[1]
-        .stderr()
-        .lines()
-        .any(|l| l.contains("elected"))
-        .then(|| ms(start.elapsed()));
+    let elected =
+        masters[1].stderr().lines().any(|l| l.contains("elected")).then(|| ms(start.elapsed()));
     drop(generators);
     (ms(took), elected)
 }
@@ -253,10 +261,22 @@ fn main() {
     let mut rows = Vec::new();
     for &n in &sizes {
         if !skip("steady") {
-            rows.push(steady(&format!("smol, no secret, N={n}"), n, secs, &["master", "--recovery", "none"], false));
+            rows.push(steady(
+                &format!("smol, no secret, N={n}"),
+                n,
+                secs,
+                &["master", "--recovery", "none"],
+                false,
+            ));
         }
         if !skip("secret") {
-            rows.push(steady(&format!("smol, secret, N={n}"), n, secs, &["master", "--recovery", "none"], true));
+            rows.push(steady(
+                &format!("smol, secret, N={n}"),
+                n,
+                secs,
+                &["master", "--recovery", "none"],
+                true,
+            ));
         }
         if !skip("std") && n <= 4_000 {
             rows.push(steady(
@@ -293,11 +313,16 @@ fn main() {
     }
     let mut failovers = Vec::new();
     if !skip("failover") {
-        let per = env_list("REGENT_SCALE_FAILOVER_WORKERS", "9000").first().copied().unwrap_or(9000);
+        let per =
+            env_list("REGENT_SCALE_FAILOVER_WORKERS", "9000").first().copied().unwrap_or(9000);
         let zk = ZkServer::start();
         for kill9 in [true, false] {
             let (took, elected) = failover(&zk, per, kill9);
-            eprintln!("  failover under load ({}), {} workers: {took:.0} ms", if kill9 { "kill -9" } else { "SIGTERM" }, 2 * per);
+            eprintln!(
+                "  failover under load ({}), {} workers: {took:.0} ms",
+                if kill9 { "kill -9" } else { "SIGTERM" },
+                2 * per
+            );
             failovers.push((kill9, 2 * per, took, elected));
         }
     }
