@@ -1,7 +1,7 @@
 //! Proof that the simulator can fail: each test-only knob that removes a
 //! protection makes it report a violation within a bounded number of seeds.
 
-use regent_tests::sim::{run_seed, Knobs, SimConfig};
+use regent_tests::sim::{run_schedule, run_seed, Fault, Knobs, Schedule, SimConfig};
 
 /// The first seed (of `bound`) with `knobs` that violates `invariant` (the
 /// one the knob's protection guards; other violations are the known bugs
@@ -38,4 +38,55 @@ fn without_the_lease_check_the_simulator_fails() {
     let found = first_failure(knobs, "single_leader", 100);
     assert!(found.is_some(), "no single-leader violation within 100 seeds without the lease check");
     println!("without the lease check: {found:?}");
+}
+
+#[test]
+fn without_the_acting_lease_the_simulator_fails() {
+    // A standby deposes a live leader (a detector false positive); the
+    // leader, frozen meanwhile, wakes with a kill to send, unaware. Without
+    // the acting lease (and a new leader's wait) that kill goes out after
+    // its successor's first commands.
+    let knobs = Knobs { no_acting_lease: true, ..Knobs::default() };
+    let found = first_failure(knobs, "command_order", 300);
+    assert!(
+        found.is_some(),
+        "no command-order violation within 300 seeds without the acting lease"
+    );
+    println!("without the acting lease: {found:?}");
+}
+
+/// The fast takeover's worst case, on purpose: a subscriber asks the leader
+/// to kill an executor, the leader freezes right after the kill's write
+/// landed, and its listener refuses, so a standby deposes it and leads.
+/// The frozen leader wakes with its session (and ZooKeeper lease) alive and
+/// the write's confirmation to act on.
+fn frozen_deposed_leader() -> Schedule {
+    let t = 10_000;
+    Schedule {
+        chaos: 0,
+        faults: vec![
+            (t, Fault::SubKill { s: 0 }),
+            (t + 4, Fault::PauseMaster { m: 0, leader: true, ms: 450 }),
+            (t + 5, Fault::ListenerRefuses { m: 0, leader: true, ms: 1_000 }),
+        ],
+    }
+}
+
+#[test]
+fn a_frozen_deposed_leader_commands_after_its_successor_only_without_the_acting_lease() {
+    let schedule = frozen_deposed_leader();
+    let run = |knobs: Knobs, seed: u64| {
+        let cfg = SimConfig { knobs, ..SimConfig::default() }.sized_for(seed);
+        run_schedule(seed, &cfg, &schedule, false)
+    };
+    let unsafe_knobs = Knobs { no_acting_lease: true, ..Knobs::default() };
+    let caught: Vec<u64> = (0..40)
+        .filter(|seed| run(unsafe_knobs, *seed).is_err_and(|(v, _)| v.invariant == "command_order"))
+        .collect();
+    assert!(caught.len() >= 4, "the schedule rarely reaches the race: {caught:?}");
+    for seed in caught {
+        if let Err((v, _)) = run(Knobs::default(), seed) {
+            panic!("seed {seed} fails with the acting lease: {v:?}");
+        }
+    }
 }

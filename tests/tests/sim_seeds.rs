@@ -60,13 +60,21 @@ fn regressions() -> BTreeSet<(u64, String)> {
     out
 }
 
-fn run_range(from: u64, n: u64) {
+/// Runs seeds `from..from + n`; returns the depositions (fast takeovers)
+/// and those of a live leader, summed.
+fn run_range(from: u64, n: u64) -> (u64, u64) {
     let cfg = SimConfig::default();
+    let (mut depositions, mut live) = (0, 0);
     for seed in from..from + n {
-        if let Err(f) = run_seed(seed, &cfg) {
-            panic!("{f}");
+        match run_seed(seed, &cfg) {
+            Ok(stats) => {
+                depositions += stats.depositions;
+                live += stats.live_depositions;
+            }
+            Err(f) => panic!("{f}"),
         }
     }
+    (depositions, live)
 }
 
 fn replay(bug: &str) {
@@ -87,7 +95,11 @@ fn replay(bug: &str) {
 
 #[test]
 fn seeds_0_to_99() {
-    run_range(0, 100);
+    let (depositions, live) = run_range(0, 100);
+    // The fast takeover is exercised: standbys depose leaders that died
+    // (crashes), and live ones (detector false positives).
+    assert!(depositions > 50, "only {depositions} depositions in 100 seeds");
+    assert!(live > 10, "only {live} depositions of a live leader in 100 seeds");
 }
 
 #[test]

@@ -103,6 +103,14 @@ pub struct Config {
     /// simulator can prove it detects that; never set it outside tests.
     #[doc(hidden)]
     pub unsafe_no_lease_check: bool,
+    /// Test-only: send commands whenever acting. [`Elector::may_command`]
+    /// ignores the acting lease and a new leader's
+    /// [`Config::command_wait`], so a deposed leader that has not yet seen
+    /// its node go may command beside its successor. This removes the
+    /// safety of the fast takeover; it exists so the whole-cluster simulator
+    /// can prove it detects that. Never set it outside tests.
+    #[doc(hidden)]
+    pub unsafe_no_acting_lease: bool,
 }
 
 impl Config {
@@ -120,6 +128,7 @@ impl Config {
             acting_lease: Millis(100),
             unsafe_no_adopt_after_connection_loss: false,
             unsafe_no_lease_check: false,
+            unsafe_no_acting_lease: false,
         }
     }
 
@@ -609,6 +618,9 @@ impl Elector {
     /// lease confirmed less than [`Config::acting_lease`] ago, and
     /// [`Config::command_wait`] passed since the election.
     pub fn may_command(&self, now: Millis) -> bool {
+        if self.config.unsafe_no_acting_lease {
+            return self.is_acting(now);
+        }
         self.is_acting(now) && now < self.acting_until() && now >= self.commands_from()
     }
 

@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers]
-//!             [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--keep-going]
+//!             [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease]
+//!             [--keep-going]
 //! regent-soak --replay SEED [same knobs]
 //! ```
 
@@ -25,7 +26,7 @@ struct Args {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--keep-going]\n       regent-soak --replay SEED [knobs]"
+        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--keep-going]\n       regent-soak --replay SEED [knobs]"
     );
     std::process::exit(2)
 }
@@ -56,6 +57,7 @@ fn parse() -> Args {
             "--no-epoch-fencing" => knobs.no_epoch_fencing = true,
             "--no-adopt" => knobs.no_adopt_after_connection_loss = true,
             "--no-lease-check" => knobs.no_lease_check = true,
+            "--no-acting-lease" => knobs.no_acting_lease = true,
             _ => usage(),
         }
     }
@@ -79,12 +81,18 @@ fn main() {
     let end = args.from + args.seeds;
     let done = Arc::new(AtomicU64::new(0));
     let events = Arc::new(AtomicU64::new(0));
+    // Leaderships given up, fast takeovers, and those of a live leader.
+    let step_downs = Arc::new(AtomicU64::new(0));
+    let depositions = Arc::new(AtomicU64::new(0));
+    let live_depositions = Arc::new(AtomicU64::new(0));
     let failures: Arc<Mutex<Vec<u64>>> = Arc::default();
     let start = Instant::now();
     let workers: Vec<_> = (0..args.threads)
         .map(|_| {
             let (next, done, events, failures) =
                 (next.clone(), done.clone(), events.clone(), failures.clone());
+            let (step_downs, depositions, live_depositions) =
+                (step_downs.clone(), depositions.clone(), live_depositions.clone());
             let config = args.config.clone();
             let keep_going = args.keep_going;
             std::thread::spawn(move || loop {
@@ -98,6 +106,9 @@ fn main() {
                 match run_seed(seed, &config) {
                     Ok(stats) => {
                         events.fetch_add(stats.events, Ordering::Relaxed);
+                        step_downs.fetch_add(stats.step_downs, Ordering::Relaxed);
+                        depositions.fetch_add(stats.depositions, Ordering::Relaxed);
+                        live_depositions.fetch_add(stats.live_depositions, Ordering::Relaxed);
                     }
                     Err(f) => {
                         println!("FAILURE\n{f}\n");
@@ -126,6 +137,12 @@ fn main() {
         events.load(Ordering::Relaxed) as f64 / n.max(1) as f64,
         args.threads,
         failed.len()
+    );
+    println!(
+        "passing runs: {} step-downs, {} depositions (fast takeovers), {} of them of a live leader",
+        step_downs.load(Ordering::Relaxed),
+        depositions.load(Ordering::Relaxed),
+        live_depositions.load(Ordering::Relaxed)
     );
     if !failed.is_empty() {
         std::process::exit(1);

@@ -13,6 +13,16 @@
 //! fed back as `Closed`, and each process has one Tick timer following its
 //! node's `poll_timeout()`. One event is handled per step; the invariants
 //! are checked after every step.
+//!
+//! Connection ends are classified as a kernel reports them (`Ended`): a
+//! peer that closed its end or whose process died (its sockets closed by
+//! the kernel) ends the connection *by the peer*; a connection broken by the
+//! network (a segment never delivered) ends by a *timeout*. A probe of a
+//! master's address (`Output::Probe`, the fast takeover's detector) is
+//! refused while its process is down or its listener refuses
+//! ([`Fault::ListenerRefuses`]), accepted while it is up (paused or not: the
+//! kernel accepts for a frozen process), and fails after its timeout across
+//! a partition; its answer comes back through the event queue.
 
 use super::invariants::{self, Obs};
 use super::schedule::{Fault, Schedule};
@@ -123,6 +133,13 @@ enum Ev {
         conn: ConnId,
         ok: bool,
     },
+    /// Master `from`'s probe (`probe`) reaches master `to`'s address.
+    ProbeArrives {
+        from: usize,
+        gen: u64,
+        probe: u64,
+        to: usize,
+    },
     /// A dial to a master that does not exist fails.
     DialFailed {
         node: Node,
@@ -169,6 +186,41 @@ enum Ev {
     Heal,
 }
 
+/// What ended a connection first, which decides how each end sees it end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EndCause {
+    /// The client closed it (or its process died): the master sees an EOF.
+    Client,
+    /// The master closed it (or its process died): the client sees an EOF.
+    Master,
+    /// The network lost a segment for good: both ends time out.
+    Broken,
+    /// Reset under both ends while the master's listener refuses
+    /// ([`Fault::ListenerRefuses`]): both ends see a reset by the peer.
+    Cut,
+}
+
+impl EndCause {
+    /// How the master's end of the connection ends.
+    fn at_master(self) -> Ended {
+        match self {
+            EndCause::Client | EndCause::Cut => Ended::ByPeer,
+            EndCause::Broken => Ended::TimedOut,
+            EndCause::Master => Ended::Failed,
+        }
+    }
+
+    /// How the client's end ends, and the reason a runtime would give.
+    fn at_client(self) -> (Ended, &'static str) {
+        match self {
+            EndCause::Master => (Ended::ByPeer, "peer closed the connection"),
+            EndCause::Cut => (Ended::ByPeer, "peer reset the connection"),
+            EndCause::Broken => (Ended::TimedOut, "timed out: a segment was never delivered"),
+            EndCause::Client => (Ended::Failed, "closed"),
+        }
+    }
+}
+
 /// One connection to a master, dialled by a worker, a subscriber or
 /// another master (a standby's watch on the leader).
 #[derive(Clone, Debug)]
@@ -187,6 +239,8 @@ pub(crate) struct Conn {
     pub(crate) dial: DialTag,
     /// Reset: nothing more is sent on it.
     pub(crate) broken: bool,
+    /// What ended it first, once something did.
+    pub(crate) ended: Option<EndCause>,
     /// Process generations of both ends when it was dialled.
     pub(crate) mgen: u64,
     pub(crate) cgen: u64,
@@ -228,6 +282,9 @@ pub(crate) struct MasterP {
     /// Injected failures of the next store writes (`true`: applied, then
     /// the reply is lost; `false`: the connection drops before it lands).
     store_fail: VecDeque<bool>,
+    /// Its listener refuses connections until then although the process
+    /// lives ([`Fault::ListenerRefuses`]).
+    pub(crate) refusing_until: Millis,
 }
 
 impl MasterP {
@@ -311,6 +368,8 @@ pub(crate) struct World {
     events: u64,
     executors_started: u64,
     step_downs: u64,
+    depositions: u64,
+    live_depositions: u64,
     local: VecDeque<(Node, Input)>,
 }
 
@@ -336,6 +395,7 @@ impl World {
                 guids: 0,
                 zk: ZkClient { link_up: true, ..ZkClient::default() },
                 store_fail: VecDeque::new(),
+                refusing_until: Millis::ZERO,
             })
             .collect();
         let workers = (0..cfg.workers)
@@ -386,6 +446,8 @@ impl World {
             events: 0,
             executors_started: 0,
             step_downs: 0,
+            depositions: 0,
+            live_depositions: 0,
             local: VecDeque::new(),
         };
         w.obs.init(cfg);
@@ -459,6 +521,8 @@ impl World {
                         leaderships: self.obs.leaderships,
                         executors_started: self.executors_started,
                         step_downs: self.step_downs,
+                        depositions: self.depositions,
+                        live_depositions: self.live_depositions,
                     });
                 }
                 next_liveness = next_liveness + Millis(500);
@@ -511,10 +575,11 @@ impl World {
                 if let Some(c) = self.conns.get_mut(&conn).filter(|c| !c.mclosed) {
                     c.mclosed = true;
                     let (m, mgen) = (c.m, c.mgen);
+                    let how = c.ended.map_or(Ended::Failed, EndCause::at_master);
                     self.deliver(
                         Node::Master(m),
                         mgen,
-                        Input::Master(mnode::Input::Disconnected { conn, how: Ended::Failed }),
+                        Input::Master(mnode::Input::Disconnected { conn, how }),
                     );
                 }
                 self.gc_conn(conn);
@@ -523,29 +588,32 @@ impl World {
                 // Every end is fed to the client node, once, whoever closed
                 // the connection (a node that closed it waits for its end).
                 if let Some(c) = self.conns.get_mut(&conn).filter(|c| !c.ctold) {
-                    let reason = if c.broken {
-                        "connection reset"
-                    } else if c.cclosed {
-                        "closed"
-                    } else {
-                        "closed by the master"
-                    }
-                    .to_string();
+                    let (how, reason) =
+                        c.ended.map_or((Ended::Failed, "closed"), EndCause::at_client);
+                    let reason = reason.to_string();
                     c.cclosed = true;
                     c.ctold = true;
                     let (client, cgen) = (c.client, c.cgen);
                     let input = match client {
                         Node::Worker(_) => Input::Worker(wnode::Input::Closed { conn, reason }),
                         Node::Sub(_) => Input::Sub(snode::Input::Closed { conn, reason }),
-                        Node::Master(_) => {
-                            Input::Master(mnode::Input::Disconnected { conn, how: Ended::Failed })
-                        }
+                        Node::Master(_) => Input::Master(mnode::Input::Disconnected { conn, how }),
                     };
                     self.deliver(client, cgen, input);
                 }
                 self.gc_conn(conn);
             }
             Ev::DialDone { conn, ok } => self.dial_done(conn, ok),
+            Ev::ProbeArrives { from, gen, probe, to } => {
+                // The kernel answers for the process: a listener that is
+                // gone (or refuses) sends a reset, one that is there
+                // completes the handshake, paused process or not.
+                let result =
+                    if self.listening(to) { ProbeResult::Accepted } else { ProbeResult::Refused };
+                let input = Input::Master(mnode::Input::Probed { probe, result });
+                let back = Millis(self.rng.u64(1..3));
+                self.after(back, Ev::Input { node: Node::Master(from), gen, input });
+            }
             Ev::DialFailed { node, gen, dial } => {
                 let input = dial_result(dial, Err("no such master".into()));
                 self.deliver(node, gen, input);
@@ -723,6 +791,7 @@ impl World {
                 mp.node = new_node(i, mp.guids, knobs);
                 mp.zk = ZkClient { link_up: true, ..ZkClient::default() };
                 mp.store_fail.clear();
+                mp.refusing_until = Millis::ZERO;
                 self.local_input(node, Input::Master(mnode::Input::Start));
             }
             Node::Worker(i) => {
@@ -896,11 +965,12 @@ impl World {
                 ctold: false,
                 dial,
                 broken: false,
+                ended: None,
                 mgen,
                 cgen,
             },
         );
-        if !self.masters[m].p.up {
+        if !self.listening(m) {
             self.after(Millis(1), Ev::DialDone { conn, ok: false });
         } else if self.is_blocked(client, mn) || self.is_blocked(mn, client) {
             self.after(CONNECT_TIMEOUT, Ev::DialDone { conn, ok: false });
@@ -918,6 +988,7 @@ impl World {
             return;
         }
         let alive = self.masters[c.m].p.up && self.masters[c.m].p.gen == c.mgen;
+        let alive = alive && self.listening(c.m);
         if ok && alive {
             self.conns.get_mut(&conn).expect("checked").open = true;
             self.deliver(
@@ -948,6 +1019,7 @@ impl World {
             return;
         }
         c.cclosed = true;
+        c.ended.get_or_insert(EndCause::Client);
         let lat = Millis(self.rng.u64(1..6));
         let t = (self.now + lat).max(self.fifo.get(&(conn, true)).copied().unwrap_or_default());
         self.at(t, Ev::MasterSeesClose { conn });
@@ -962,6 +1034,7 @@ impl World {
             return;
         }
         c.mclosed = true;
+        c.ended.get_or_insert(EndCause::Master);
         let lat = Millis(self.rng.u64(1..6));
         let t = (self.now + lat).max(self.fifo.get(&(conn, false)).copied().unwrap_or_default());
         self.at(t, Ev::ClientSeesClose { conn });
@@ -977,7 +1050,57 @@ impl World {
         if let Some(c) = self.conns.get_mut(&conn) {
             // Sends stop now; the ends are told by the events above.
             c.broken = true;
+            c.ended.get_or_insert(EndCause::Broken);
         }
+    }
+
+    /// The connection is reset under both ends although both processes
+    /// live (a listener that refuses): each end sees a reset by the peer
+    /// after a latency; nothing more is sent on it.
+    fn cut(&mut self, conn: ConnId) {
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        if !c.open || c.broken {
+            return;
+        }
+        c.broken = true;
+        c.ended.get_or_insert(EndCause::Cut);
+        let lat = Millis(self.rng.u64(1..6));
+        self.after(lat, Ev::MasterSeesClose { conn });
+        let lat = Millis(self.rng.u64(1..6));
+        self.after(lat, Ev::ClientSeesClose { conn });
+    }
+
+    /// Whether master `m`'s listener accepts connections: its process is
+    /// up (paused or not) and the listener does not refuse.
+    fn listening(&self, m: usize) -> bool {
+        let mp = &self.masters[m];
+        mp.p.up && self.now >= mp.refusing_until
+    }
+
+    /// Master `from` probes `addr` (a bare `connect()`): the SYN reaches
+    /// the address after a latency and the answer comes back after another
+    /// ([`Ev::ProbeArrives`]); across a partition the probe fails after its
+    /// `timeout`, and an address that names no master proves nothing.
+    fn probe(&mut self, from: usize, probe: u64, addr: &Addr, timeout: Millis) {
+        let node = Node::Master(from);
+        let gen = self.masters[from].p.gen;
+        let failed = |reason: &str| {
+            let result = ProbeResult::Failed { reason: reason.into() };
+            Input::Master(mnode::Input::Probed { probe, result })
+        };
+        let Some(to) = master_index(addr).filter(|&to| to < self.masters.len()) else {
+            let input = failed("no such address");
+            self.after(Millis(1), Ev::Input { node, gen, input });
+            return;
+        };
+        let tn = Node::Master(to);
+        if self.is_blocked(node, tn) || self.is_blocked(tn, node) {
+            let input = failed("connect timed out");
+            self.after(timeout, Ev::Input { node, gen, input });
+            return;
+        }
+        let lat = Millis(self.rng.u64(1..3));
+        self.after(lat, Ev::ProbeArrives { from, gen, probe, to });
     }
 
     fn gc_conn(&mut self, conn: ConnId) {
@@ -1022,11 +1145,9 @@ impl World {
                     self.dial(Node::Master(m), to, DialTag::Master(dial));
                 }
                 mnode::Output::Zk(cmd) => self.zk_command(m, cmd),
-                mnode::Output::Probe { probe, .. } => {
-                    // Not modelled yet: a probe proves nothing here.
-                    let result = ProbeResult::Failed { reason: "not modelled".into() };
-                    let input = Input::Master(mnode::Input::Probed { probe, result });
-                    self.local.push_back((Node::Master(m), input));
+                mnode::Output::Probe { probe, addr, timeout } => {
+                    self.log(|| format!("m{m} probes {addr}"));
+                    self.probe(m, probe, &addr, timeout);
                 }
                 mnode::Output::Note(note) => {
                     if matches!(note, mnode::Note::SteppedDown { .. }) {
@@ -1146,7 +1267,11 @@ impl World {
         // What the deletes in a store write remove (read before applying).
         let deleting: Vec<RecordKey> =
             if store_write { self.deleted_keys(&op) } else { Vec::new() };
+        let deposed = self.deposed_owner(session, &op);
         let result: ZkResult = self.zk.execute(self.now, session, &op);
+        if let (Some(owner), true) = (deposed, result.is_ok()) {
+            self.on_deposed(m, owner, &op);
+        }
         if store_write && result.is_ok() {
             self.on_state_applied(m, &op, &deleting);
         }
@@ -1175,6 +1300,35 @@ impl World {
             let gen = self.masters[m].p.gen;
             self.zk_deliver(m, gen, ZkEvent::Reply { req, result });
         }
+    }
+
+    /// The session owning the election node `op` deletes, when that is not
+    /// `session`'s own: a standby deposing a leader (fast takeover).
+    fn deposed_owner(&self, session: SessionId, op: &ZkOp) -> Option<SessionId> {
+        let ZkOp::Delete { path, .. } = op else { return None };
+        if !path.starts_with(&format!("{ROOT}/election/")) {
+            return None;
+        }
+        self.zk.node(path)?.ephemeral_owner.filter(|owner| *owner != session)
+    }
+
+    /// Master `m` deleted another session's election node: a deposition,
+    /// of a live process's leadership when a master that is up (paused or
+    /// not) still holds that session.
+    fn on_deposed(&mut self, m: usize, owner: SessionId, op: &ZkOp) {
+        self.depositions += 1;
+        let live = (0..self.masters.len())
+            .find(|&j| self.masters[j].p.up && self.masters[j].zk.session == Some(owner));
+        if live.is_some() {
+            self.live_depositions += 1;
+        }
+        if let ZkOp::Delete { path, .. } = op {
+            self.obs.deposed_nodes.insert(path.clone());
+        }
+        self.log(|| match live {
+            Some(j) => format!("m{m} DEPOSES live m{j}: {op:?}"),
+            None => format!("m{m} DEPOSES a dead session's node: {op:?}"),
+        });
     }
 
     /// The master's ZooKeeper connection drops for `down_for`.
@@ -1597,6 +1751,24 @@ impl World {
                 let m = self.leader_or(0);
                 self.masters[m].store_fail.push_back(applied);
             }
+            Fault::ListenerRefuses { m, leader, ms } => {
+                let m = pick(leader, m, self);
+                if self.masters[m].p.up {
+                    let until = self.now + Millis(u64::from(ms));
+                    let mp = &mut self.masters[m];
+                    mp.refusing_until = mp.refusing_until.max(until);
+                    // The other masters' watches on it are reset.
+                    let cut: Vec<ConnId> = self
+                        .conns
+                        .iter()
+                        .filter(|(_, c)| c.m == m && matches!(c.client, Node::Master(_)))
+                        .map(|(id, _)| *id)
+                        .collect();
+                    for conn in cut {
+                        self.cut(conn);
+                    }
+                }
+            }
             Fault::StepDown => {
                 let m = self.leader_or(0);
                 if self.masters[m].p.up {
@@ -1643,6 +1815,7 @@ impl World {
             let mp = &mut self.masters[m];
             mp.zk.lose_next = None;
             mp.store_fail.clear();
+            mp.refusing_until = Millis::ZERO;
             mp.zk.down_until = self.now;
             let gen = mp.p.gen;
             if !mp.zk.link_up {
@@ -1682,6 +1855,7 @@ fn new_node(i: usize, guid: u64, knobs: Knobs) -> MasterNode {
     c.session_timeout = Millis(2_000);
     c.unsafe_no_adopt_after_connection_loss = knobs.no_adopt_after_connection_loss;
     c.unsafe_no_lease_check = knobs.no_lease_check;
+    c.unsafe_no_acting_lease = knobs.no_acting_lease;
     MasterNode::new(mnode::Config {
         master: master::Config::new(MasterId(format!("m{i}")), master_addr(i)),
         leadership: Leadership::Zookeeper(c),

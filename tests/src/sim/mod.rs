@@ -12,8 +12,12 @@
 //! restarts, pauses longer than a session, ZooKeeper connection loss (also
 //! "request applied, reply lost") and session expiry, store write failures
 //! (the connection drops before a store write lands, or right after it
-//! landed); while faults are on, the network also drops, duplicates,
-//! reorders and delays messages.
+//! landed), false positives of the fast-takeover detector (a live leader's
+//! listener refuses, so a standby deposes it); while faults are on, the
+//! network also drops, duplicates, reorders and delays messages. A master
+//! that dies ends its connections *by the peer* and its address refuses
+//! probes until it restarts, so standbys take over from a dead leader
+//! without waiting for its session to expire.
 //!
 //! Every invariant in [`invariants`] is checked after every step. Once the
 //! schedule's faults are over everything is healed and liveness is checked:
@@ -41,6 +45,8 @@ pub struct Knobs {
     pub no_adopt_after_connection_loss: bool,
     /// `elector::Config::unsafe_no_lease_check`.
     pub no_lease_check: bool,
+    /// `elector::Config::unsafe_no_acting_lease`.
+    pub no_acting_lease: bool,
 }
 
 /// How big a run is.
@@ -129,6 +135,12 @@ pub struct RunStats {
     /// Leaderships given up on purpose (step-downs, fenced writes, a
     /// damaged store): the node's `SteppedDown` notes.
     pub step_downs: u64,
+    /// Fast takeovers: election nodes a standby deleted for another
+    /// session (deposing a leader it took for dead).
+    pub depositions: u64,
+    /// Those of them whose session a live master process still held (a
+    /// detector false positive: [`Fault::ListenerRefuses`]).
+    pub live_depositions: u64,
 }
 
 /// A failing run: what broke, the schedule, and the end of the trace.

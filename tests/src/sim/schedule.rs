@@ -125,6 +125,21 @@ pub enum Fault {
     /// An operator asks the acting leader to step down (`regent
     /// step-down`).
     StepDown,
+    /// A false positive of the fast-takeover detector: master `m`'s
+    /// listener refuses for `ms` although its process lives on (a firewall
+    /// rule that rejects, a listener closed and opened again). The
+    /// connections other masters hold to it (their watches on the leader)
+    /// are reset under both ends, so a watching standby sees them end by the
+    /// peer; its probes and every dial of `m` are refused while it lasts.
+    /// A watching standby then deposes a live leader.
+    ListenerRefuses {
+        /// The master (ignored with `leader`).
+        m: usize,
+        /// Target the acting leader.
+        leader: bool,
+        /// How long the listener refuses.
+        ms: u32,
+    },
 }
 
 /// A fault schedule: faults at times (ms from the start), plus how unreliable
@@ -152,15 +167,41 @@ impl Schedule {
     /// As [`Schedule::from_seed`]; with `takeovers`, one to three operator
     /// step-downs of the acting leader ([`Fault::StepDown`]), drawn from a
     /// stream of their own so the rest of the seed's schedule stays what it
-    /// was. (Deleting the leader's node from outside is not among them: it
-    /// is safe only with the acting lease of the fast-takeover work, which
-    /// does not exist yet; the daemon and node tests cover it as a fault the
-    /// leader survives.)
+    /// was.
+    ///
+    /// Every schedule may also hold detector false positives
+    /// ([`Fault::ListenerRefuses`]), in about half of the seeds. Each one
+    /// has a one-in-three chance of a pause of the acting leader right after
+    /// it, half of those with a subscriber's kill request just before the
+    /// pause: the deposed leader is then frozen while its successor is
+    /// elected, and wakes with a command to send — the case the acting lease
+    /// is for. They too come from a stream of their own, so the other
+    /// faults of a seed are the ones it had before they existed.
     pub fn from_seed_with(seed: u64, window: u32, n: usize, takeovers: bool) -> Self {
         let mut rng = fastrand::Rng::with_seed(seed ^ 0x5eed_fa17);
         let chaos = rng.u8(0..=3);
         let mut faults: Vec<(u32, Fault)> =
             (0..n).map(|_| (rng.u32(0..window.max(1)), random_fault(&mut rng))).collect();
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0x0fa1_5e90);
+        if rng.bool() {
+            for _ in 0..rng.usize(1..=2) {
+                let t = rng.u32(0..window.max(1));
+                faults.push((t, false_positive(&mut rng)));
+                if rng.u8(0..3) == 0 {
+                    // The leader freezes before the standbys' probes end...
+                    let p = t + rng.u32(0..50);
+                    let pause = Fault::PauseMaster { m: 0, leader: true, ms: rng.u32(200..1_500) };
+                    faults.push((p, pause));
+                    if rng.bool() {
+                        // ...with a subscriber's kill in flight: its write
+                        // lands, and the leader learns it (and would send
+                        // the kill) only when it wakes, deposed.
+                        let kill = Fault::SubKill { s: rng.usize(0..8) };
+                        faults.push((p.saturating_sub(rng.u32(0..6)), kill));
+                    }
+                }
+            }
+        }
         if takeovers {
             let mut rng = fastrand::Rng::with_seed(seed ^ 0x7a6e_0fe5);
             for _ in 0..rng.usize(1..=3) {
@@ -190,7 +231,8 @@ impl Fault {
             | Fault::CrashSub { ms, .. }
             | Fault::PauseMaster { ms, .. }
             | Fault::PauseWorker { ms, .. }
-            | Fault::ZkDisconnect { ms, .. } => *ms,
+            | Fault::ZkDisconnect { ms, .. }
+            | Fault::ListenerRefuses { ms, .. } => *ms,
             Fault::ZkExpire { .. } => 6_000,
             Fault::ZkLoseReply { .. }
             | Fault::StoreFail { .. }
@@ -213,6 +255,12 @@ impl Fault {
             | Fault::ZkDisconnect { ms, .. }
                 if *ms > 200 =>
             {
+                *ms /= 2;
+                Some(f)
+            }
+            // Halved no further than 100 ms: shorter than the detector's
+            // span (50 ms) it would depose nobody.
+            Fault::ListenerRefuses { ms, .. } if *ms > 200 => {
                 *ms /= 2;
                 Some(f)
             }
@@ -246,10 +294,23 @@ fn random_fault(rng: &mut fastrand::Rng) -> Fault {
     }
 }
 
+/// A detector false positive ([`Fault::ListenerRefuses`]), of the acting
+/// leader two times in three: long enough, mostly, for a standby's probes
+/// to depose it.
+fn false_positive(rng: &mut fastrand::Rng) -> Fault {
+    let m = rng.usize(0..8);
+    let leader = rng.u8(0..3) > 0;
+    Fault::ListenerRefuses { m, leader, ms: rng.u32(30..2_000) }
+}
+
 impl Arbitrary for Fault {
     fn arbitrary(g: &mut Gen) -> Self {
         let mut rng = fastrand::Rng::with_seed(u64::arbitrary(g));
-        random_fault(&mut rng)
+        if rng.u8(0..100) < 8 {
+            false_positive(&mut rng)
+        } else {
+            random_fault(&mut rng)
+        }
     }
 
     fn shrink(&self) -> Box<dyn Iterator<Item = Self>> {

@@ -5,6 +5,7 @@
 //! applied, a worker exits) from the hooks below. [`liveness`] is checked
 //! separately, once the faults are over.
 
+pub mod command_order;
 pub mod conflict_exits;
 pub mod durable_acks;
 pub mod epochs;
@@ -20,7 +21,7 @@ use super::{SimConfig, Violation};
 use regent_core::master;
 use regent_core::protocol::{ExecutorState, Message};
 use regent_core::store::{Record, RecordKey};
-use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, WorkerId};
+use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, Millis, WorkerId};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What the invariants remember about the run.
@@ -47,6 +48,14 @@ pub(crate) struct Obs {
     pub(crate) lost: BTreeSet<ExecutorId>,
     pub(crate) removed_frameworks: BTreeSet<FrameworkId>,
     pub(crate) kill_requested: BTreeSet<ExecutorId>,
+    // command order
+    /// The highest epoch any command was sent at: (epoch, when the first
+    /// command at it was sent, by which master).
+    pub(crate) highest_command: Option<(Epoch, Millis, usize)>,
+    // single leader
+    /// Election nodes a standby deleted for another session, which the
+    /// server still held (depositions), by path.
+    pub(crate) deposed_nodes: BTreeSet<String>,
 }
 
 impl Obs {
@@ -118,6 +127,11 @@ pub(crate) fn after_master_handle(w: &mut World, m: usize, before: Leading) {
 
 /// Master `m` sends `msg` on `conn`.
 pub(crate) fn on_master_send(w: &mut World, m: usize, conn: ConnId, msg: &Message) {
+    if msg.is_command() {
+        if let Err(detail) = command_order::on_command(w, m, msg) {
+            fail(w, "command_order", detail);
+        }
+    }
     let Some(client) = client_of(w, conn) else { return };
     let r = match msg {
         Message::Registered { .. } => registry::on_registered(w, m, client, msg)

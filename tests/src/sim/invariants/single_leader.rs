@@ -2,6 +2,14 @@
 //! paused, master RECOVERING or ALIVE, and its elector acting (elected, not
 //! suspended, lease valid: `Elector::is_acting(now)`). And never two ALIVE
 //! masters with the same epoch.
+//!
+//! One exception, by design: a leader whose election node a standby
+//! deleted while its session lived (a fast takeover, DESIGN "Fast
+//! takeover") acts until it learns of the deletion — at once from the
+//! watch on its node, or when it resumes from a pause. Its store writes are
+//! fenced by that node, so they fail; its commands are bounded by the acting
+//! lease, which [`super::command_order`] checks. A leader whose *session*
+//! expired is no exception: its lease (DESIGN rule 2) must have ended first.
 
 use crate::sim::engine::World;
 use regent_core::master::Status;
@@ -17,9 +25,11 @@ pub(crate) fn check(w: &World) -> Result<(), String> {
         if status == Status::Alive {
             alive.push((i, mp.master().epoch()));
         }
+        let deposed = mp.elector().node_path().is_some_and(|p| w.obs.deposed_nodes.contains(&p));
         if !mp.p.paused(w.now)
             && matches!(status, Status::Alive | Status::Recovering)
             && mp.elector().is_acting(w.now)
+            && !deposed
         {
             acting.push((i, mp.master().epoch()));
         }
