@@ -751,7 +751,8 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
                 net: net_config(&common)?,
                 insecure: common.insecure,
             };
-            let report = regent_smol::load::run_load(opts).await?;
+            // On the executor thread of its connections (as the master).
+            let report = smol::spawn(regent_smol::load::run_load(opts)).await?;
             if a.json {
                 println!("{}", serde_json::to_string(&report).map_err(|e| e.to_string())?);
             } else {

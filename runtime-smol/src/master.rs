@@ -134,6 +134,8 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
     let listener = TcpListener::bind(opts.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", opts.listen))?;
+    regent_std::net::widen_backlog(&listener)
+        .map_err(|e| format!("cannot listen on {}: {e}", opts.listen))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     let advertise = opts.advertise.clone().unwrap_or_else(|| Addr(bound.to_string()));
     let (tx, rx) = async_channel::unbounded::<Input>();

@@ -519,6 +519,18 @@ pub fn is_handshake_refusal(reason: &str) -> bool {
     reason.contains(HANDSHAKE_REFUSED)
 }
 
+/// The accept backlog a master's listener asks for (the kernel caps it at
+/// `net.core.somaxconn`, 4096 by default). The standard library listens with
+/// 128: a cold start of thousands of workers overflowed it, and a dropped
+/// SYN is retried only after a second.
+pub const LISTEN_BACKLOG: i32 = 4096;
+
+/// Listens again on a bound listener with [`LISTEN_BACKLOG`] (Linux lets a
+/// listening socket change its backlog this way).
+pub fn widen_backlog(listener: &impl std::os::fd::AsFd) -> std::io::Result<()> {
+    rustix::net::listen(listener, LISTEN_BACKLOG).map_err(std::io::Error::from)
+}
+
 /// The close reason of a connection whose peer closed it (EOF).
 pub const PEER_CLOSED: &str = "peer closed the connection";
 /// The close reason's prefix of a connection whose peer reset it (RST).

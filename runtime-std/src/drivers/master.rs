@@ -266,6 +266,7 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
     check_connection_ceiling(cfg.max_connections)?;
     let listener = TcpListener::bind(cfg.listen)
         .map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
+    net::widen_backlog(&listener).map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     let advertise = cfg.advertise.clone().unwrap_or_else(|| Addr(bound.to_string()));
     let (tx, rx) = mpsc::channel::<Input>();
