@@ -480,6 +480,42 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, String> {
     Ok(report)
 }
 
+/// Dials `master` for peer `i`: a loopback master from one of 250 loopback
+/// source addresses (127.0.N.x), so the kernel's ephemeral-port search stays
+/// short at tens of thousands of connections; anything else through the
+/// daemons' dialler.
+async fn dial(
+    master: &Addr,
+    i: usize,
+    has_secret: bool,
+    insecure: bool,
+) -> Result<smol::net::TcpStream, String> {
+    match master.as_str().parse::<std::net::SocketAddr>() {
+        Ok(dst) if dst.ip().is_loopback() && dst.is_ipv4() => {
+            let src =
+                std::net::Ipv4Addr::new(127, 0, 1 + (i / 250 % 200) as u8, 1 + (i % 250) as u8);
+            let attempt = async {
+                let stream = regent_std::net::connect_from(src.into(), dst)
+                    .map_err(|e| format!("cannot connect to {dst}: {e}"))?;
+                let stream = async_io::Async::new(stream).map_err(|e| e.to_string())?;
+                stream.writable().await.map_err(|e| format!("cannot connect to {dst}: {e}"))?;
+                if let Some(e) = stream.get_ref().take_error().map_err(|e| e.to_string())? {
+                    return Err(format!("cannot connect to {dst}: {e}"));
+                }
+                Ok(smol::net::TcpStream::from(stream))
+            };
+            future::or(attempt, async {
+                async_io::Timer::after(DIAL_TIMEOUT).await;
+                Err(format!("connecting to {dst} timed out after {DIAL_TIMEOUT:?}"))
+            })
+            .await
+        }
+        _ => crate::net::dial(master, has_secret, insecure, false, DIAL_TIMEOUT)
+            .await
+            .map_err(|e| e.reason),
+    }
+}
+
 impl Load {
     fn start_input(&self, i: usize) -> PeerInput {
         match self.peers[i] {
@@ -620,9 +656,7 @@ impl Load {
             let tx = self.dial_tx.clone();
             let (has_secret, insecure) = (self.net.secret.is_some(), self.insecure);
             smol::spawn(async move {
-                let r = crate::net::dial(&master, has_secret, insecure, false, DIAL_TIMEOUT)
-                    .await
-                    .map_err(|e| e.reason);
+                let r = dial(&master, i, has_secret, insecure).await;
                 let _ = tx.send((i, d, r)).await;
             })
             .detach();
