@@ -236,8 +236,14 @@ fn failover(zk: &ZkServer, per_generator: usize, kill9: bool) -> (f64, Option<f6
     } else {
         masters[0].sigterm();
     }
+    let mut last_print = Duration::ZERO;
     let took = wait_for(Duration::from_secs(120), "m2 ALIVE with every worker", || {
-        match alive_workers(&specs[1].http_addr()) {
+        let seen = alive_workers(&specs[1].http_addr());
+        if start.elapsed() >= last_print + Duration::from_millis(500) {
+            last_print = start.elapsed();
+            eprintln!("    {:>6.0} ms: m2 {seen:?}", ms(start.elapsed()));
+        }
+        match seen {
             Some((true, w)) if w >= total => Ok(start.elapsed()),
             other => Err(format!("{other:?} of {total}")),
         }

@@ -92,6 +92,12 @@ pub struct MasterOptions {
 /// (each waiting event holds at most one decoded frame).
 const NET_EVENT_QUEUE: usize = 128;
 
+/// File descriptors a master keeps for itself (store files, the ZooKeeper
+/// client, HTTP requests, dials): peer connections stop this far below the
+/// process's limit, so none of those ever fails for want of a descriptor
+/// (at the limit, the HTTP server's accept thread used to panic).
+const FD_RESERVE: usize = 256;
+
 enum Input {
     Accepted(std::io::Result<TcpStream>),
     Dialled { dial: DialId, result: Result<TcpStream, net::DialError> },
@@ -243,6 +249,10 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
         backend,
         insecure: opts.insecure,
         rejected_connections: 0,
+        max_conns: regent_std::drivers::master::proc_limit("Max open files")
+            .map_or(usize::MAX, |files| files.saturating_sub(FD_RESERVE)),
+        over_ceiling: 0,
+        over_ceiling_logged: None,
         pending: VecDeque::new(),
     };
     pump.feed(NodeInput::Start)?;
@@ -264,6 +274,28 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
                 // Let the session close and the last frames reach the wire.
                 async_io::Timer::after(Duration::from_millis(100)).await;
                 return Ok(());
+            }
+            Wake::Input(Input::Accepted(Ok(stream))) if pump.conns.len() >= pump.max_conns => {
+                // File descriptors are kept for the store, ZooKeeper, HTTP
+                // and dials: a connection past the ceiling is closed at
+                // once, said in the log at most every 10 s.
+                pump.rejected_connections += 1;
+                pump.over_ceiling += 1;
+                let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+                drop(stream);
+                if pump.over_ceiling_logged.map_or(true, |t| t.elapsed() >= Duration::from_secs(10))
+                {
+                    pump.over_ceiling_logged = Some(Instant::now());
+                    tracing::warn!(
+                        %peer,
+                        refused = pump.over_ceiling,
+                        "refusing a connection: {} connections are open, the most this master \
+                         takes with its file-descriptor limit ({} kept for the store, ZooKeeper, \
+                         HTTP and dials; raise `ulimit -n` for more)",
+                        pump.conns.len(),
+                        FD_RESERVE
+                    );
+                }
             }
             Wake::Input(Input::Accepted(Ok(stream))) => {
                 let conn = pump.run_connection(stream, Side::Server);
@@ -347,6 +379,11 @@ struct Pump {
     /// Dial non-loopback masters without a secret (`--insecure`).
     insecure: bool,
     rejected_connections: u64,
+    /// The most peer connections (the file-descriptor limit less
+    /// [`FD_RESERVE`]).
+    max_conns: usize,
+    over_ceiling: u64,
+    over_ceiling_logged: Option<Instant>,
     /// Store answers available at once (memory store, a stopped writer),
     /// fed after the outputs that caused them.
     pending: VecDeque<StoreResult>,

@@ -139,7 +139,7 @@ const RESERVE: usize = 64;
 
 /// A limit of this process read from `/proc/self/limits` (`Max open files`,
 /// `Max processes`), soft value; `None` when unreadable or unlimited.
-fn proc_limit(name: &str) -> Option<usize> {
+pub fn proc_limit(name: &str) -> Option<usize> {
     let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
     let line = limits.lines().find(|l| l.starts_with(name))?;
     line[name.len()..].split_whitespace().next()?.parse().ok()
