@@ -129,3 +129,73 @@ fn a_std_ceiling_beyond_the_process_limits_is_refused_at_start() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--max-connections 100000000 needs"), "{stderr}");
 }
+
+/// The smol master keeps 256 file descriptors for itself: with a limit of
+/// 330 it takes about 70 workers, refuses the rest at once with a log line
+/// naming the ceiling, and its HTTP server and the workers it took keep
+/// working (at the limit tiny_http's accept thread used to panic).
+#[test]
+fn the_smol_master_keeps_descriptors_for_itself_and_says_so() {
+    let c = Cluster::new("e2e-load-fds");
+    let spec = MasterSpec::new("m1", &[]);
+    let (addr, http) = (spec.addr(), spec.http_addr());
+    let log = c.path("m1.stderr");
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _master = KillOnDrop(
+        std::process::Command::new("prlimit")
+            .args(["--nofile=330:330", "--", support::cluster::BIN])
+            .args([
+                "master",
+                "--id",
+                "m1",
+                "--listen",
+                &addr,
+                "--http",
+                &http,
+                "--recovery",
+                "none",
+            ])
+            .stderr(std::fs::File::create(&log).expect("a log file"))
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("prlimit (util-linux) runs the master"),
+    );
+    wait_for(Duration::from_secs(30), "the master ALIVE", || match api_state(&http) {
+        Some(v) if v["status"] == "ALIVE" => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    let out = c.run(
+        &[
+            "load",
+            "--masters",
+            &addr,
+            "--workers",
+            "120",
+            "--secs",
+            "1",
+            "--register-within",
+            "5",
+            "--json",
+        ],
+        Duration::from_secs(120),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("the load's JSON");
+    let registered = v["registered"].as_u64().unwrap();
+    assert!((40..120).contains(&registered), "some, not all, registered: {v}");
+    let state = api_state(&http).expect("HTTP still answers");
+    assert_eq!(state["status"], "ALIVE");
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        text.contains("refusing a connection") && text.contains("file-descriptor limit"),
+        "the refusal names the ceiling: {text}"
+    );
+    assert!(!text.contains("panicked"), "{text}");
+}
