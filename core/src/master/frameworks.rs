@@ -116,25 +116,21 @@ impl Master {
     ) {
         let Some(fw) = self.frameworks.get(id) else { return };
         let record = fw.record();
-        let pending = out
-            .iter_mut()
-            .rev()
-            .find_map(|a| match a {
-                Action::Persist { write, record: Record::Framework(f) } if f.id == *id => {
-                    Some(Some((*write, a)))
-                }
-                Action::Unpersist { key: RecordKey::Framework(f), .. } if f == id => Some(None),
-                _ => None,
-            })
-            .flatten();
-        if let Some((write, Action::Persist { record: earlier, .. })) = pending {
+        // This step's write of the record, if any and not deleted since:
+        // remembered by its place in `out` (actions are only ever pushed),
+        // so finding it does not cost the step's length.
+        let pending = self.step_writes.get(id).copied().filter(|i| {
+            matches!(out.get(*i), Some(Action::Persist { record: Record::Framework(f), .. }) if f.id == *id)
+        });
+        if let Some(Action::Persist { write, record: earlier }) = pending.map(|i| &mut out[i]) {
             *earlier = record;
-            self.after_write.entry(write).or_default().extend(then);
+            self.after_write.entry(*write).or_default().extend(then);
             return;
         }
         let write = self.next_write();
         self.after_write.insert(write, then);
         out.push(Action::Persist { write, record });
+        self.step_writes.insert(id.clone(), out.len() - 1);
     }
 
     /// Why `sub` is refused by a limit (DESIGN rule 6), if it is; checked
@@ -324,19 +320,20 @@ impl Master {
     /// subscribe again.
     pub(super) fn snapshot(&self, framework: &FrameworkId) -> Vec<ExecutorInfo> {
         let mut v: Vec<ExecutorInfo> = self
-            .executors
-            .values()
-            .filter(|e| &e.framework == framework && !e.state.is_terminal())
+            .executors_of(framework)
+            .filter(|e| !e.state.is_terminal())
             .map(|e| e.info())
             .collect();
         // Finished slots, as the durable record has them: a subscriber that
         // missed an exit (it was disconnected, or the leader changed) learns
         // it here.
+        let mut listed: std::collections::BTreeSet<ExecutorId> =
+            v.iter().map(|e| e.id.clone()).collect();
         if let Some(fw) = self.frameworks.get(framework) {
             for g in &fw.groups {
                 for (slot, outcome) in g.record.slots.iter().enumerate() {
                     if let Some((id, state)) = outcome.finished() {
-                        if !v.iter().any(|e| e.id == id) {
+                        if listed.insert(id.clone()) {
                             v.push(ExecutorInfo {
                                 id,
                                 group: g.record.spec.group.clone(),
@@ -524,6 +521,7 @@ impl Master {
                                 SlotOutcome::Killed { executor: executor.clone() };
                         }
                     }
+                    // (The slot was filled, so it was not open and is not now.)
                     then.push(AfterWrite::KillDurable { executor });
                 }
                 // A terminal end still being written is durable once this
@@ -557,10 +555,10 @@ impl Master {
         if self.frameworks.remove(id).is_none() {
             return;
         }
-        let mine: Vec<ExecutorId> =
-            self.executors.values().filter(|e| &e.framework == id).map(|e| e.id.clone()).collect();
+        self.refresh_slots_of(id);
+        let mine: Vec<ExecutorId> = self.executors_of(id).map(|e| e.id.clone()).collect();
         for ex in mine {
-            if let Some(e) = self.executors.remove(&ex) {
+            if let Some(e) = self.remove_executor(&ex) {
                 if !e.state.is_terminal() {
                     self.release(&e);
                     self.send_kill(&e.worker, &ex, out);
@@ -574,6 +572,8 @@ impl Master {
             key: RecordKey::Framework(id.clone()),
             incarnation: None,
         });
+        // A write of the record after this delete is a new write.
+        self.step_writes.remove(id);
     }
 
     pub(super) fn framework_disconnected(&mut self, now: Millis, id: &FrameworkId, conn: ConnId) {

@@ -70,7 +70,9 @@ impl Master {
             match r {
                 Record::Worker(w) => self.workers.insert_recovered(w, now),
                 Record::Framework(f) => {
-                    self.frameworks.insert(f.id.clone(), FrameworkEntry::from_record(f));
+                    let id = f.id.clone();
+                    self.frameworks.insert(id.clone(), FrameworkEntry::from_record(f));
+                    self.refresh_slots_of(&id);
                 }
                 Record::Epoch(_) => {}
             }

@@ -15,6 +15,7 @@
 mod executors;
 mod frameworks;
 mod leadership;
+mod silence;
 mod snapshot;
 mod workers;
 
@@ -325,7 +326,6 @@ pub struct Metrics {
 #[derive(Clone, Debug, Default)]
 struct Conn {
     role: Option<Role>,
-    node: Option<String>,
     worker: Option<WorkerId>,
     framework: Option<FrameworkId>,
     /// The peer's callback listener (`Message::Callback`).
@@ -347,9 +347,18 @@ pub struct Master {
     workers: workers::Registry,
     frameworks: BTreeMap<FrameworkId, FrameworkEntry>,
     executors: BTreeMap<ExecutorId, ExecutorEntry>,
+    /// The live (not terminal) executors of each worker, unordered.
+    live_by_worker: FxHashMap<WorkerId, Vec<ExecutorId>>,
+    /// The slots waiting for an executor (durable group, pending outcome,
+    /// nothing filling it), in placement order.
+    open_slots: BTreeSet<(FrameworkId, usize, u32)>,
     after_write: FxHashMap<WriteId, Vec<AfterWrite>>,
+    /// Where in this step's actions each framework's record is written, if
+    /// it is (see [`Master::persist_framework`]); cleared every step.
+    step_writes: FxHashMap<FrameworkId, usize>,
     next_launch: u64,
-    spread_cursor: usize,
+    /// `spread` placement goes on after this candidate (its key).
+    spread_after: Option<workers::PlaceKey>,
     next_write: u64,
     /// Write ids up to this one belong to earlier leaderships.
     leadership_writes_after: u64,
@@ -377,9 +386,12 @@ impl Master {
             workers: workers::Registry::default(),
             frameworks: BTreeMap::new(),
             executors: BTreeMap::new(),
+            live_by_worker: FxHashMap::default(),
+            open_slots: BTreeSet::new(),
             after_write: FxHashMap::default(),
+            step_writes: FxHashMap::default(),
             next_launch: 0,
-            spread_cursor: 0,
+            spread_after: None,
             next_write: 0,
             leadership_writes_after: 0,
             armed: BTreeMap::new(),
@@ -409,15 +421,19 @@ impl Master {
     /// The timers whose condition holds now: while leading, the sweep and
     /// the framework heartbeat; while recovering, the recovery deadline.
     pub fn required_timers(&self) -> Vec<Timer> {
-        let mut t = Vec::new();
-        if self.is_leading() {
-            t.push(Timer::Sweep);
-            t.push(Timer::FrameworkHeartbeat);
-        }
-        if self.is_recovering() {
-            t.push(Timer::Recovery);
-        }
-        t
+        self.required().collect()
+    }
+
+    fn required(&self) -> impl Iterator<Item = Timer> {
+        let leading = self.is_leading();
+        let recovering = self.is_recovering();
+        [
+            (Timer::Sweep, leading),
+            (Timer::FrameworkHeartbeat, leading),
+            (Timer::Recovery, recovering),
+        ]
+        .into_iter()
+        .filter_map(|(t, on)| on.then_some(t))
     }
 
     /// Keeps DESIGN's timer rule: a deadline exists whenever its condition
@@ -430,7 +446,7 @@ impl Master {
                 self.armed.insert(*timer, *at);
             }
         }
-        for timer in self.required_timers() {
+        for timer in self.required() {
             if self.armed.contains_key(&timer) {
                 continue;
             }
@@ -573,6 +589,7 @@ impl Master {
     #[must_use]
     pub fn handle(&mut self, now: Millis, event: Event) -> Vec<Action> {
         let mut out = Vec::new();
+        self.step_writes.clear();
         if let Event::Timer(t) = &event {
             self.armed.remove(t);
         }
@@ -582,7 +599,44 @@ impl Master {
         }
         self.dispatch(now, event, &mut out);
         self.keep_timers(now, &mut out);
+        #[cfg(debug_assertions)]
+        self.check_indexes();
         out
+    }
+
+    /// Debug builds: every index agrees with what it indexes, after every
+    /// step (skipped for large states, where it would cost the state's size
+    /// per step).
+    #[cfg(debug_assertions)]
+    fn check_indexes(&self) {
+        if self.workers.entries.len() > 512 || self.executors.len() > 4_096 {
+            return;
+        }
+        let mut live: FxHashMap<&WorkerId, Vec<&ExecutorId>> = FxHashMap::default();
+        for e in self.executors.values().filter(|e| !e.state.is_terminal()) {
+            live.entry(&e.worker).or_default().push(&e.id);
+        }
+        let mut indexed: FxHashMap<&WorkerId, Vec<&ExecutorId>> = FxHashMap::default();
+        for (w, ids) in &self.live_by_worker {
+            assert!(!ids.is_empty(), "no empty live lists are kept");
+            indexed.insert(w, ids.iter().collect());
+        }
+        for v in live.values_mut().chain(indexed.values_mut()) {
+            v.sort();
+        }
+        assert_eq!(live, indexed, "live executors by worker");
+        self.workers.check(self.config.placement, |w| self.live_on(w));
+        let mut open = BTreeSet::new();
+        for fw in self.frameworks.values() {
+            for (gi, g) in fw.groups.iter().enumerate().filter(|(_, g)| g.durable) {
+                for (slot, outcome) in g.record.slots.iter().enumerate() {
+                    if *outcome == SlotOutcome::Pending && g.current[slot].is_none() {
+                        open.insert((fw.id.clone(), gi, slot as u32));
+                    }
+                }
+            }
+        }
+        assert_eq!(self.open_slots, open, "open slots");
     }
 
     fn dispatch(&mut self, now: Millis, event: Event, out: &mut Vec<Action>) {
@@ -593,7 +647,7 @@ impl Master {
             Event::Disconnected { conn } => {
                 if let Some(c) = self.conns.remove(&conn) {
                     if let Some(w) = c.worker {
-                        self.workers.unbind(&w, conn);
+                        self.unbind_worker(&w, conn);
                     }
                     if let Some(f) = c.framework {
                         self.framework_disconnected(now, &f, conn);
@@ -674,6 +728,7 @@ impl Master {
                                     .and_then(|f| f.group_mut(&group))
                                 {
                                     g.durable = true;
+                                    self.refresh_slots_of(&framework);
                                 }
                             }
                             AfterWrite::Place => self.place(out),
@@ -773,7 +828,6 @@ impl Master {
             Message::Hello(hello) => {
                 let c = self.conns.get_mut(&conn).expect("inserted above");
                 c.role = Some(hello.role);
-                c.node = Some(hello.node);
                 out.push(Action::Send {
                     conn,
                     msg: Message::HelloReply(HelloReply {
@@ -945,6 +999,8 @@ impl Master {
         self.workers = workers::Registry::default();
         self.frameworks.clear();
         self.executors.clear();
+        self.live_by_worker.clear();
+        self.open_slots.clear();
         self.after_write.clear();
         let mut conns: Vec<ConnId> = self.conns.keys().copied().collect();
         conns.sort();
