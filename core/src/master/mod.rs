@@ -354,8 +354,13 @@ pub struct Master {
     open_slots: BTreeSet<(FrameworkId, usize, u32)>,
     after_write: FxHashMap<WriteId, Vec<AfterWrite>>,
     /// Where in this step's actions each framework's record is written, if
-    /// it is (see [`Master::persist_framework`]); cleared every step.
-    step_writes: FxHashMap<FrameworkId, usize>,
+    /// it is, and whether a later change joined that write (see
+    /// [`Master::persist_framework`]); cleared every step.
+    step_writes: FxHashMap<FrameworkId, (usize, bool)>,
+    /// Debug builds: the record each joined write would have had when the
+    /// change joined it, to check the record built at the end of the step.
+    #[cfg(debug_assertions)]
+    step_records: FxHashMap<FrameworkId, Record>,
     next_launch: u64,
     /// `spread` placement goes on after this candidate (its key).
     spread_after: Option<workers::PlaceKey>,
@@ -390,6 +395,8 @@ impl Master {
             open_slots: BTreeSet::new(),
             after_write: FxHashMap::default(),
             step_writes: FxHashMap::default(),
+            #[cfg(debug_assertions)]
+            step_records: FxHashMap::default(),
             next_launch: 0,
             spread_after: None,
             next_write: 0,
@@ -589,7 +596,6 @@ impl Master {
     #[must_use]
     pub fn handle(&mut self, now: Millis, event: Event) -> Vec<Action> {
         let mut out = Vec::new();
-        self.step_writes.clear();
         if let Event::Timer(t) = &event {
             self.armed.remove(t);
         }
@@ -598,6 +604,7 @@ impl Master {
             self.snapshot.invalidate();
         }
         self.dispatch(now, event, &mut out);
+        self.finish_framework_writes(&mut out);
         self.keep_timers(now, &mut out);
         #[cfg(debug_assertions)]
         self.check_indexes();
