@@ -146,6 +146,7 @@ struct Tally {
     writes: usize,
     registered: usize,
     subscribed: usize,
+    acks: usize,
 }
 
 /// A master and an instantly durable store.
@@ -176,6 +177,7 @@ impl Driver {
                         match msg {
                             Message::LaunchExecutor { .. } => t.launches += 1,
                             Message::Registered { .. } => t.registered += 1,
+                            Message::HeartbeatAck { .. } => t.acks += 1,
                             Message::Subscribed { .. } => t.subscribed += 1,
                             _ => {}
                         }
@@ -198,11 +200,27 @@ impl Driver {
     }
 }
 
+/// The default configuration (1 s heartbeats, 10 s worker timeout, the
+/// default heartbeat ceiling), with room for the bench's frameworks.
 fn config(placement: master::Placement) -> master::Config {
     let mut cfg = master::Config::new(MasterId::new("m"), Addr::new("10.0.0.1:7077"));
     cfg.placement = placement;
     cfg.max_frameworks = regent_core::limits::MAX_FRAMEWORKS_LIMIT;
     cfg
+}
+
+/// What heartbeat load control told the workers.
+fn intervals(d: &Driver) {
+    let v: Vec<u64> = d.m.workers().iter().map(|w| w.heartbeat_interval.0).collect();
+    let (min, max) = (v.iter().min().copied().unwrap_or(0), v.iter().max().copied().unwrap_or(0));
+    let rate: f64 = v.iter().map(|i| 1_000.0 / *i as f64).sum();
+    let timeouts: Vec<u64> = d.m.workers().iter().map(|w| w.timeout.0).collect();
+    println!(
+        "heartbeat load control ({} a second at most): intervals {min}..{max} ms, {rate:.0} heartbeats a second in all; DEAD after {}..{} ms",
+        d.m.config().max_heartbeats_per_second,
+        timeouts.iter().min().copied().unwrap_or(0),
+        timeouts.iter().max().copied().unwrap_or(0),
+    );
 }
 
 fn worker_id(i: u64) -> WorkerId {
@@ -335,9 +353,14 @@ fn heartbeat_rounds(d: &mut Driver, n: u64, rounds: u64) {
     }
     let took = watch.stop();
     let hbs = (n * rounds) as usize;
-    assert_eq!(t.sends, hbs, "one HeartbeatAck per heartbeat");
+    assert_eq!(t.acks, hbs, "one HeartbeatAck per heartbeat");
+    let told = if t.registered > 0 {
+        format!(" ({} told a new interval)", t.registered)
+    } else {
+        String::new()
+    };
     println!(
-        "heartbeats: {rounds} rounds of {n}: {}, {:.2} M/s",
+        "heartbeats: {rounds} rounds of {n}: {}, {:.2} M/s{told}",
         took.report(hbs),
         hbs as f64 / took.secs / 1e6
     );
@@ -365,11 +388,12 @@ fn sweeps_nothing_expired(d: &mut Driver, n: u64, ticks: u64) {
 }
 
 /// 1% of the workers fall silent; one sweep tick past their timeout marks
-/// them DEAD (their executors LOST and replaced elsewhere).
+/// them DEAD (their executors LOST and replaced elsewhere). The others
+/// heartbeat once per (longest) interval.
 fn sweep_one_percent_expired(d: &mut Driver, n: u64) {
     let mut t = Tally::default();
-    let timeout = d.m.config().worker_timeout.0;
-    let hb = d.m.config().heartbeat_interval.0.max(1);
+    let timeout = d.m.workers().iter().map(|w| w.timeout.0).max().unwrap_or(0);
+    let hb = d.m.workers().iter().map(|w| w.heartbeat_interval.0).max().unwrap_or(1).max(1);
     let silent = |i: u64| i % 100 == 7;
     let until = d.now.0 + timeout + 1;
     while d.now.0 + hb < until {
@@ -562,6 +586,7 @@ fn main() {
     if run("registry") || run("placement") {
         let mut d = registered_leader(n, master::Placement::Spread, true);
         heartbeat_rounds(&mut d, n, 5);
+        intervals(&d);
         sweeps_nothing_expired(&mut d, n, 9);
         if run("placement") {
             let frameworks = n / u64::from(SLOTS_PER_FRAMEWORK);

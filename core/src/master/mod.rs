@@ -41,13 +41,28 @@ pub struct Config {
     pub id: MasterId,
     /// The address workers and subscribers dial.
     pub addr: Addr,
-    /// How often workers heartbeat. Default 1 s.
+    /// How often workers heartbeat, at least (see
+    /// `max_heartbeats_per_second`). Default 1 s.
     pub heartbeat_interval: Millis,
-    /// A worker silent this long is DEAD. Default 10 s.
+    /// A worker silent this long is DEAD. Default 10 s. A worker told a
+    /// longer heartbeat interval than `heartbeat_interval` gets a timeout
+    /// longer in the same proportion ([`Config::scaled`]).
     pub worker_timeout: Millis,
     /// How long a new leader waits for recovered workers to report.
-    /// Default: the worker timeout.
+    /// Default: the worker timeout. Scaled like the worker timeout by the
+    /// heartbeat interval the recorded workers are due
+    /// ([`Config::heartbeat_interval_for`]).
     pub recovery_timeout: Millis,
+    /// Heartbeat load control (Nomad's `max_heartbeats_per_second`): the
+    /// most heartbeats per second the leader lets all its workers send
+    /// together. With `n` workers, each is told to heartbeat every
+    /// `max(heartbeat_interval, n / max_heartbeats_per_second)`, plus a
+    /// jitter of up to a quarter of that when the ceiling binds, so the
+    /// heartbeats spread out; a worker whose interval no longer suits the
+    /// cluster's size is told its new one with its next heartbeat
+    /// acknowledgement. 0: no ceiling. Default
+    /// [`DEFAULT_MAX_HEARTBEATS_PER_SECOND`].
+    pub max_heartbeats_per_second: u32,
     /// When recovery times out and more than this share (percent) of the
     /// recovered workers have not reported, none of them is removed: they
     /// stay UNKNOWN (Mesos' `recovery_agent_removal_limit`). Default 50.
@@ -83,6 +98,7 @@ impl Config {
             heartbeat_interval: Millis(1_000),
             worker_timeout: Millis(10_000),
             recovery_timeout: Millis(10_000),
+            max_heartbeats_per_second: DEFAULT_MAX_HEARTBEATS_PER_SECOND,
             recovery_removal_limit_pct: 50,
             placement: Placement::Spread,
             max_executor_retries: 10,
@@ -93,7 +109,44 @@ impl Config {
     fn sweep_interval(&self) -> Millis {
         Millis((self.worker_timeout.0 / 4).max(1))
     }
+
+    /// The shortest heartbeat interval the leader tells any of `workers`
+    /// workers: `heartbeat_interval`, or longer when `workers` heartbeats
+    /// at that interval would pass `max_heartbeats_per_second` — then
+    /// `workers / max_heartbeats_per_second` seconds, rounded up to the
+    /// millisecond, so the workers' heartbeats together stay under the
+    /// ceiling.
+    pub fn heartbeat_interval_for(&self, workers: usize) -> Millis {
+        let ceiling = u64::from(self.max_heartbeats_per_second);
+        if ceiling == 0 {
+            return self.heartbeat_interval;
+        }
+        let spread = (workers as u64).saturating_mul(1_000).div_ceil(ceiling);
+        self.heartbeat_interval.max(Millis(spread))
+    }
+
+    /// `d` (a timeout) scaled for a worker told to heartbeat every
+    /// `interval`: `d × interval / heartbeat_interval`, never below `d` — a
+    /// worker heartbeating twice as rarely gets twice as long.
+    pub fn scaled(&self, d: Millis, interval: Millis) -> Millis {
+        let base = self.heartbeat_interval.0;
+        if base == 0 || interval.0 <= base {
+            return d;
+        }
+        let scaled = u128::from(d.0) * u128::from(interval.0) / u128::from(base);
+        Millis(u64::try_from(scaled).unwrap_or(u64::MAX)).max(d)
+    }
 }
+
+/// The default of [`Config::max_heartbeats_per_second`]: 10,000. Clusters up
+/// to 10,000 workers keep the configured interval (1 s by default); past
+/// that, intervals and worker timeouts grow with the cluster (100,000
+/// workers: every 10 s, DEAD after 100 s of silence). 10,000 heartbeats a
+/// second is about a fifth of what one master handled at 15,000 connected
+/// workers on a 2-core machine (46,000 a second, the whole process busy),
+/// which leaves the rest for what comes in bursts: every worker
+/// re-registering after a failover, placement, the store.
+pub const DEFAULT_MAX_HEARTBEATS_PER_SECOND: u32 = 10_000;
 
 /// What happens to a master.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -362,6 +415,8 @@ pub struct Master {
     #[cfg(debug_assertions)]
     step_records: FxHashMap<FrameworkId, Record>,
     next_launch: u64,
+    /// The longest heartbeat interval told to a worker in this leadership.
+    longest_heartbeat: Millis,
     /// `spread` placement goes on after this candidate (its key).
     spread_after: Option<workers::PlaceKey>,
     next_write: u64,
@@ -399,6 +454,7 @@ impl Master {
             step_records: FxHashMap::default(),
             next_launch: 0,
             spread_after: None,
+            longest_heartbeat: Millis::ZERO,
             next_write: 0,
             leadership_writes_after: 0,
             armed: BTreeMap::new(),
@@ -632,7 +688,7 @@ impl Master {
             v.sort();
         }
         assert_eq!(live, indexed, "live executors by worker");
-        self.workers.check(self.config.placement, |w| self.live_on(w));
+        self.workers.check(self.config.placement, self.config.worker_timeout, |w| self.live_on(w));
         let mut open = BTreeSet::new();
         for fw in self.frameworks.values() {
             for (gi, g) in fw.groups.iter().enumerate().filter(|(_, g)| g.durable) {
@@ -794,6 +850,14 @@ impl Master {
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// The longest heartbeat interval this leader has told a worker (at
+    /// least the configured one): a runtime's connection timeouts scale
+    /// with it, so no worker heartbeating as told is taken for a dead
+    /// connection.
+    pub fn longest_heartbeat_interval(&self) -> Millis {
+        self.config.heartbeat_interval.max(self.longest_heartbeat)
     }
 
     /// What a leader tells a peer that may not know it: `MasterChanged`
@@ -1004,6 +1068,7 @@ impl Master {
         // Deadlines still in the runtime's table fire harmlessly in standby.
         self.armed.clear();
         self.workers = workers::Registry::default();
+        self.longest_heartbeat = Millis::ZERO;
         self.frameworks.clear();
         self.executors.clear();
         self.live_by_worker.clear();

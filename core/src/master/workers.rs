@@ -66,6 +66,14 @@ pub struct WorkerEntry {
     pub memory_used_mb: u64,
     /// Where its callback listener takes masters' connections, if it said.
     pub callback: Option<Addr>,
+    /// The heartbeat interval it was told last (in `Registered`; the
+    /// configured one before its first).
+    pub heartbeat_interval: Millis,
+    /// How long it may stay silent before it is DEAD: the worker timeout
+    /// scaled to its heartbeat interval ([`super::Config::scaled`]); while
+    /// a new interval is on its way to the worker, scaled to the longer of
+    /// the old and the new one.
+    pub timeout: Millis,
     /// Its slot in the registry's silence order.
     slot: u32,
     /// The key it has among the placement candidates, if it is one.
@@ -90,6 +98,8 @@ impl WorkerEntry {
             cores_used: 0,
             memory_used_mb: 0,
             callback: None,
+            heartbeat_interval: Millis::ZERO,
+            timeout: Millis::ZERO,
             slot: u32::MAX,
             placed_as: None,
         }
@@ -99,8 +109,9 @@ impl WorkerEntry {
 /// What a heartbeat tells the registry.
 #[derive(Debug)]
 pub(super) enum Heard {
-    /// From the registered incarnation of an ALIVE worker: acknowledge it.
-    Ack,
+    /// From the registered incarnation of an ALIVE worker, told to
+    /// heartbeat every `interval`: acknowledge it.
+    Ack { interval: Millis },
     /// From a worker whose registration is being persisted: its
     /// `Registered` is on the way.
     Quiet,
@@ -186,20 +197,24 @@ impl Registry {
     }
 
     /// A heartbeat from `id` as `incarnation` at `now`: one lookup, and
-    /// the worker moves to the tail of the silence order.
+    /// the worker moves to the tail of the silence order. The worker now
+    /// heartbeats at the interval it was told last, so its timeout is
+    /// `timeout` (the worker timeout scaled to that interval).
     pub(super) fn heartbeat(
         &mut self,
         id: &WorkerId,
         incarnation: Incarnation,
         now: Millis,
+        timeout: impl FnOnce(Millis) -> Millis,
     ) -> Heard {
         let Some(e) = self.entries.get_mut(id) else { return Heard::Unknown };
         if e.incarnation == incarnation {
             match e.state {
                 WorkerState::Alive => {
                     e.last_seen = now;
+                    e.timeout = timeout(e.heartbeat_interval);
                     self.silence.push_back(e.slot, now);
-                    return Heard::Ack;
+                    return Heard::Ack { interval: e.heartbeat_interval };
                 }
                 WorkerState::Registering => {
                     e.last_seen = now;
@@ -224,8 +239,17 @@ impl Registry {
         }
     }
 
-    pub(super) fn insert_recovered(&mut self, r: WorkerRecord, now: Millis) {
+    /// Adds a worker recovered from its record, UNKNOWN until it reports;
+    /// `heartbeat` is the configured interval and timeout, until it is told
+    /// its own.
+    pub(super) fn insert_recovered(
+        &mut self,
+        r: WorkerRecord,
+        now: Millis,
+        heartbeat: (Millis, Millis),
+    ) {
         let mut e = WorkerEntry::new(r.id, r.incarnation, r.cores, r.memory_mb);
+        (e.heartbeat_interval, e.timeout) = heartbeat;
         e.state = WorkerState::Unknown;
         e.last_seen = now;
         e.durable = true;
@@ -268,22 +292,30 @@ impl Registry {
         }
     }
 
-    /// The ALIVE workers silent for longer than `timeout` at `now`, in id
-    /// order. Looks at those workers only (and one more).
-    pub(super) fn silent(&self, now: Millis, timeout: Millis) -> Vec<WorkerId> {
+    /// The ALIVE workers silent for longer than their timeout at `now`,
+    /// in id order, where no worker's timeout is below `floor` (the
+    /// configured worker timeout). Looks at the workers silent for longer
+    /// than `floor` only (and one more).
+    pub(super) fn silent(&self, now: Millis, floor: Millis) -> Vec<WorkerId> {
         let mut v: Vec<WorkerId> = self
             .silence
-            .silent_longer_than(now, timeout)
+            .silent_longer_than(now, floor)
             .into_iter()
             .filter(|id| {
                 self.entries.get(*id).is_some_and(|e| {
-                    e.state == WorkerState::Alive && now.since(e.last_seen) > timeout
+                    e.state == WorkerState::Alive && now.since(e.last_seen) > e.timeout.max(floor)
                 })
             })
             .cloned()
             .collect();
         v.sort();
         v
+    }
+
+    /// How many workers heartbeat to this leader, or will: every one not
+    /// DEAD.
+    pub(super) fn heartbeating(&self) -> usize {
+        self.entries.len() - self.count(WorkerState::Dead)
     }
 
     /// Puts `id` among the placement candidates, or takes it out, by its
@@ -310,7 +342,12 @@ impl Registry {
     /// registries): the state counts, the silence order (exactly the ALIVE
     /// workers, keys never decreasing) and the placement candidates.
     #[cfg(debug_assertions)]
-    pub(super) fn check(&self, policy: Placement, live: impl Fn(&WorkerId) -> usize) {
+    pub(super) fn check(
+        &self,
+        policy: Placement,
+        timeout_floor: Millis,
+        live: impl Fn(&WorkerId) -> usize,
+    ) {
         let mut counts = [0usize; 4];
         for e in self.entries.values() {
             counts[e.state as usize] += 1;
@@ -332,6 +369,11 @@ impl Registry {
         assert_eq!(linked, alive, "the silence order holds exactly the ALIVE workers");
         for e in self.entries.values() {
             assert_eq!(self.silence.is_linked(e.slot), e.state == WorkerState::Alive);
+            // The sweep's walk stops at the configured timeout.
+            assert!(
+                e.state != WorkerState::Alive || e.timeout >= timeout_floor,
+                "an ALIVE worker's timeout is at least the configured one"
+            );
         }
         let want: BTreeSet<PlaceKey> = self
             .entries
@@ -387,13 +429,48 @@ fn place_key(e: &WorkerEntry, policy: Placement) -> (u32, u64) {
 }
 
 impl Master {
-    fn registered_msg(&self, duplicate: bool) -> Message {
+    /// `Registered` for `worker`, telling it its heartbeat interval (see
+    /// [`Master::hand_out_interval`]).
+    fn registered_msg(&mut self, worker: &WorkerId, duplicate: bool) -> Message {
+        let heartbeat_interval = self.hand_out_interval(worker);
         Message::Registered {
             epoch: self.epoch,
-            heartbeat_interval: self.config.heartbeat_interval,
+            heartbeat_interval,
             duplicate,
             masters: self.known_masters(),
         }
+    }
+
+    /// The heartbeat interval `worker` is told now: the shortest interval
+    /// the ceiling allows for the workers registered
+    /// ([`super::Config::heartbeat_interval_for`]), plus, when that is past
+    /// the configured interval, a jitter of up to a quarter of it drawn
+    /// from the worker's id and incarnation (so heartbeats of workers that
+    /// registered together drift apart). Its timeout covers the longer of
+    /// its old and new interval until its next heartbeat: the heartbeat
+    /// after this one may still come at the old interval.
+    fn hand_out_interval(&mut self, worker: &WorkerId) -> Millis {
+        let floor = self.config.heartbeat_interval_for(self.workers.heartbeating());
+        let Some(e) = self.workers.entries.get_mut(worker) else { return floor };
+        let interval = if floor > self.config.heartbeat_interval {
+            Millis(floor.0.saturating_add(jitter(&e.id, e.incarnation, floor.0 / 4)))
+        } else {
+            floor
+        };
+        let longest = interval.max(e.heartbeat_interval);
+        e.timeout = self.config.scaled(self.config.worker_timeout, longest);
+        e.heartbeat_interval = interval;
+        self.longest_heartbeat = self.longest_heartbeat.max(interval);
+        interval
+    }
+
+    /// Whether a worker told to heartbeat every `interval` should be told
+    /// another interval: the cluster grew past it (its heartbeats would
+    /// pass the ceiling) or shrank below half of it (its failures would be
+    /// noticed later than they need be).
+    fn interval_outgrown(&self, interval: Millis) -> bool {
+        let floor = self.config.heartbeat_interval_for(self.workers.heartbeating());
+        interval < floor || interval.0 > floor.0.saturating_mul(2)
     }
 
     /// Puts `worker` among the placement candidates or takes it out, by its
@@ -481,14 +558,16 @@ impl Master {
                     WorkerState::Alive => {
                         // The same process again (a retry or a blip): acknowledge
                         // idempotently, never an error (SPARK-23191).
-                        out.push(Action::Send { conn, msg: self.registered_msg(true) });
+                        let msg = self.registered_msg(&id, true);
+                        out.push(Action::Send { conn, msg });
                     }
                     // The acknowledgement follows `Persisted`, on the latest conn.
                     WorkerState::Registering => {}
                     // A recovered worker reports: its record is durable already.
                     WorkerState::Unknown => {
                         self.workers.set_state(&id, WorkerState::Alive);
-                        out.push(Action::Send { conn, msg: self.registered_msg(false) });
+                        let msg = self.registered_msg(&id, false);
+                        out.push(Action::Send { conn, msg });
                     }
                     WorkerState::Dead => {
                         self.workers.set_state(&id, WorkerState::Registering);
@@ -534,6 +613,9 @@ impl Master {
     ) {
         let id = reg.worker.clone();
         let mut e = WorkerEntry::new(reg.worker, reg.incarnation, reg.cores, reg.memory_mb);
+        // The configured interval and timeout until it is told its own.
+        e.heartbeat_interval = self.config.heartbeat_interval;
+        e.timeout = self.config.worker_timeout;
         e.last_seen = now;
         e.conn = Some(conn);
         e.retired = retired;
@@ -579,7 +661,8 @@ impl Master {
             _ => None,
         };
         if let Some(conn) = reply {
-            out.push(Action::Send { conn, msg: self.registered_msg(false) });
+            let msg = self.registered_msg(&id, false);
+            out.push(Action::Send { conn, msg });
             self.place(out);
         }
         true
@@ -594,9 +677,23 @@ impl Master {
     ) {
         let epoch = self.epoch;
         let bound = self.conns.get(&conn).and_then(|c| c.worker.as_ref());
-        match bound.map(|w| self.workers.heartbeat(w, incarnation, now)) {
-            Some(Heard::Ack) => {
+        let config = &self.config;
+        let timeout = |interval| config.scaled(config.worker_timeout, interval);
+        match bound.map(|w| self.workers.heartbeat(w, incarnation, now, timeout)) {
+            Some(Heard::Ack { interval }) => {
                 out.push(Action::Send { conn, msg: Message::HeartbeatAck { epoch } });
+                if self.interval_outgrown(interval) {
+                    // Heartbeat load control: the cluster's size changed
+                    // enough that this worker's interval no longer suits
+                    // it. The worker takes the interval of any `Registered`
+                    // from the master it follows (a repeat of its
+                    // acknowledgement, harmless by the protocol), from its
+                    // next heartbeat on.
+                    if let Some(worker) = self.conns.get(&conn).and_then(|c| c.worker.clone()) {
+                        let msg = self.registered_msg(&worker, true);
+                        out.push(Action::Send { conn, msg });
+                    }
+                }
             }
             // Registering: the acknowledgement is on its way; stay quiet.
             Some(Heard::Quiet) => {}
@@ -648,6 +745,21 @@ fn shutdown_msg(epoch: Epoch, id: &WorkerId, old: Incarnation, new: Incarnation)
             "worker id {id} conflict: incarnation {old} was replaced by incarnation {new}"
         ),
     }
+}
+
+/// A number in `0..=max` drawn from a worker's id and incarnation: the same
+/// for the same process, spread across processes.
+fn jitter(id: &WorkerId, incarnation: Incarnation, max: u64) -> u64 {
+    use std::hash::{Hash, Hasher};
+    if max == 0 {
+        return 0;
+    }
+    let mut h = rustc_hash::FxHasher::default();
+    id.hash(&mut h);
+    incarnation.hash(&mut h);
+    // FxHash's low bits vary least: mix the high ones in.
+    let x = h.finish();
+    (x ^ (x >> 29) ^ (x >> 47)) % (max + 1)
 }
 
 /// Why `reg` breaks a limit of [`crate::limits`], if it does.
