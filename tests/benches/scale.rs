@@ -387,6 +387,37 @@ fn sweeps_nothing_expired(d: &mut Driver, n: u64, ticks: u64) {
     );
 }
 
+/// An operator's `StateRequest` (`regent status`), built afresh; then what
+/// heartbeats do to the cached one.
+fn snapshot(d: &mut Driver, n: u64) {
+    let conn = ConnId(20_000_000);
+    let mut t = Tally::default();
+    d.feed(master::Event::Connected { conn }, &mut t);
+    let built = d.m.metrics().state_snapshots_built;
+    let watch = Stopwatch::start();
+    d.msg(conn, Message::StateRequest, &mut t);
+    let took = watch.stop();
+    assert_eq!(d.m.metrics().state_snapshots_built, built + 1);
+    println!(
+        "StateRequest, {n} workers and {} executors: {} to build the snapshot (wall {})",
+        d.m.executors().count(),
+        ms(took.secs),
+        ms(took.wall)
+    );
+    // A second of heartbeats, then the operator asks again (past the
+    // per-connection interval, within the snapshot's maximum age).
+    d.now = Millis(d.now.0 + 200);
+    for i in 0..n {
+        heartbeat(d, i, &mut t);
+    }
+    d.msg(conn, Message::StateRequest, &mut t);
+    let rebuilt = d.m.metrics().state_snapshots_built - built - 1;
+    println!(
+        "StateRequest after {n} heartbeats (nothing else changed): {}",
+        if rebuilt == 0 { "answered from the cached snapshot" } else { "built again" }
+    );
+}
+
 /// 1% of the workers fall silent; one sweep tick past their timeout marks
 /// them DEAD (their executors LOST and replaced elsewhere). The others
 /// heartbeat once per (longest) interval.
@@ -591,6 +622,7 @@ fn main() {
         if run("placement") {
             let frameworks = n / u64::from(SLOTS_PER_FRAMEWORK);
             place(&mut d, frameworks, SLOTS_PER_FRAMEWORK, "spread");
+            snapshot(&mut d, n);
             heartbeat_rounds(&mut d, n, 2);
             sweeps_nothing_expired(&mut d, n, 9);
         }

@@ -594,7 +594,13 @@ impl Master {
             .into_iter()
             .map(|w| WorkerView {
                 id: w.id.clone(),
-                state: format!("{:?}", w.state).to_uppercase(),
+                state: match w.state {
+                    WorkerState::Registering => "REGISTERING",
+                    WorkerState::Alive => "ALIVE",
+                    WorkerState::Dead => "DEAD",
+                    WorkerState::Unknown => "UNKNOWN",
+                }
+                .into(),
                 cores: w.cores,
                 cores_used: w.cores_used,
                 memory_mb: w.memory_mb,
@@ -655,8 +661,20 @@ impl Master {
         if let Event::Timer(t) = &event {
             self.armed.remove(t);
         }
-        // Anything but a `StateRequest` may change what a snapshot shows.
-        if !matches!(&event, Event::Message { msg: Message::StateRequest, .. }) {
+        // Anything but a `StateRequest` or a heartbeat may change what a
+        // snapshot shows. Heartbeats move its counters only (messages
+        // handled), which a cached snapshot may show late by up to its
+        // maximum age: so a cluster of 100,000 heartbeating workers does not
+        // make every `StateRequest` build anew.
+        if !matches!(
+            &event,
+            Event::Message {
+                msg: Message::StateRequest
+                    | Message::WorkerHeartbeat { .. }
+                    | Message::FrameworkHeartbeatAck { .. },
+                ..
+            }
+        ) {
             self.snapshot.invalidate();
         }
         self.dispatch(now, event, &mut out);
