@@ -133,8 +133,14 @@ impl Config {
         if base == 0 || interval.0 <= base {
             return d;
         }
-        let scaled = u128::from(d.0) * u128::from(interval.0) / u128::from(base);
-        Millis(u64::try_from(scaled).unwrap_or(u64::MAX)).max(d)
+        let scaled = match d.0.checked_mul(interval.0) {
+            Some(p) => p / base,
+            None => {
+                let wide = u128::from(d.0) * u128::from(interval.0) / u128::from(base);
+                u64::try_from(wide).unwrap_or(u64::MAX)
+            }
+        };
+        Millis(scaled).max(d)
     }
 }
 
@@ -417,6 +423,9 @@ pub struct Master {
     next_launch: u64,
     /// The longest heartbeat interval told to a worker in this leadership.
     longest_heartbeat: Millis,
+    /// [`Config::heartbeat_interval_for`] the number of workers last asked
+    /// about: (workers, interval).
+    floor_for: (usize, Millis),
     /// `spread` placement goes on after this candidate (its key).
     spread_after: Option<workers::PlaceKey>,
     next_write: u64,
@@ -455,6 +464,7 @@ impl Master {
             next_launch: 0,
             spread_after: None,
             longest_heartbeat: Millis::ZERO,
+            floor_for: (0, Millis::ZERO),
             next_write: 0,
             leadership_writes_after: 0,
             armed: BTreeMap::new(),

@@ -450,7 +450,7 @@ impl Master {
     /// its old and new interval until its next heartbeat: the heartbeat
     /// after this one may still come at the old interval.
     fn hand_out_interval(&mut self, worker: &WorkerId) -> Millis {
-        let floor = self.config.heartbeat_interval_for(self.workers.heartbeating());
+        let floor = self.heartbeat_floor();
         let Some(e) = self.workers.entries.get_mut(worker) else { return floor };
         let interval = if floor > self.config.heartbeat_interval {
             Millis(floor.0.saturating_add(jitter(&e.id, e.incarnation, floor.0 / 4)))
@@ -468,9 +468,19 @@ impl Master {
     /// another interval: the cluster grew past it (its heartbeats would
     /// pass the ceiling) or shrank below half of it (its failures would be
     /// noticed later than they need be).
-    fn interval_outgrown(&self, interval: Millis) -> bool {
-        let floor = self.config.heartbeat_interval_for(self.workers.heartbeating());
+    fn interval_outgrown(&mut self, interval: Millis) -> bool {
+        let floor = self.heartbeat_floor();
         interval < floor || interval.0 > floor.0.saturating_mul(2)
+    }
+
+    /// The shortest interval for the workers registered now (computed once
+    /// per change of their number: every heartbeat asks).
+    fn heartbeat_floor(&mut self) -> Millis {
+        let n = self.workers.heartbeating();
+        if self.floor_for.0 != n || self.floor_for.1 == Millis::ZERO {
+            self.floor_for = (n, self.config.heartbeat_interval_for(n));
+        }
+        self.floor_for.1
     }
 
     /// Puts `worker` among the placement candidates or takes it out, by its
