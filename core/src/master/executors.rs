@@ -91,7 +91,10 @@ impl Master {
         if let Some(w) = self.workers.entries.get_mut(&e.worker) {
             w.cores_used = w.cores_used.saturating_sub(e.cores);
             w.memory_used_mb = w.memory_used_mb.saturating_sub(e.memory_mb);
-            self.reindex_worker(&e.worker);
+            // Only `pack` orders candidates by what they hold.
+            if self.config.placement == Placement::Pack {
+                self.reindex_worker(&e.worker);
+            }
         }
     }
 
@@ -101,7 +104,9 @@ impl Master {
             // nothing for long): saturate rather than wrap on peer numbers.
             w.cores_used = w.cores_used.saturating_add(cores);
             w.memory_used_mb = w.memory_used_mb.saturating_add(memory_mb);
-            self.reindex_worker(worker);
+            if self.config.placement == Placement::Pack {
+                self.reindex_worker(worker);
+            }
         }
     }
 
@@ -123,6 +128,7 @@ impl Master {
         if was == is {
             return;
         }
+        let before = self.live_on(worker);
         if is {
             let v = self.live_by_worker.entry(worker.clone()).or_default();
             if v.len() == v.capacity() {
@@ -139,7 +145,11 @@ impl Master {
                 self.live_by_worker.remove(worker);
             }
         }
-        self.reindex_worker(worker);
+        // A candidate no more, or again, only across the limit.
+        let after = self.live_on(worker);
+        if (before < MAX_EXECUTORS_PER_WORKER) != (after < MAX_EXECUTORS_PER_WORKER) {
+            self.reindex_worker(worker);
+        }
     }
 
     /// Adds an executor (replacing none: the caller checked).
