@@ -116,48 +116,57 @@ fn leader_with_workers(workers: u64, placement: master::Placement) -> Master {
 }
 
 /// Seconds to place `executors` one-core executors over `workers` workers,
-/// from the durable declaration to the last `LaunchExecutor`.
+/// declared as groups of 2,000, one per framework (the per-group slot limit
+/// and the framework record limit allow about that many): the steps from
+/// each durable declaration to its last `LaunchExecutor`.
 fn placement_seconds(workers: u64, executors: u32, placement: master::Placement) -> f64 {
     let mut m = leader_with_workers(workers, placement);
-    let conn = ConnId(1_000_000);
-    let _ = m.handle(Millis(0), master::Event::Connected { conn });
-    let sub = Subscribe {
-        framework: None,
-        name: "bench".into(),
-        instance: InstanceId(1),
-        attempt: 1,
-        failover_timeout: Millis(60_000),
-    };
-    for a in m.handle(Millis(0), master::Event::Message { conn, msg: Message::Subscribe(sub) }) {
-        if let master::Action::Persist { write, .. } = a {
-            let _ = m.handle(Millis(0), master::Event::Persisted { write });
+    let mut elapsed = 0.0;
+    let mut launched = 0;
+    for k in 0..executors.div_ceil(2_000) {
+        let conn = ConnId(1_000_000 + u64::from(k));
+        let _ = m.handle(Millis(0), master::Event::Connected { conn });
+        let sub = Subscribe {
+            framework: None,
+            name: format!("bench{k}"),
+            instance: InstanceId(1 + u64::from(k)),
+            attempt: 1,
+            failover_timeout: Millis(60_000),
+        };
+        for a in m.handle(Millis(0), master::Event::Message { conn, msg: Message::Subscribe(sub) })
+        {
+            if let master::Action::Persist { write, .. } = a {
+                let _ = m.handle(Millis(0), master::Event::Persisted { write });
+            }
         }
+        let spec = GroupSpec {
+            group: "g".into(),
+            slots: (executors - k * 2_000).min(2_000),
+            command: vec!["/bin/true".into()],
+            env: vec![],
+            cores: 1,
+            memory_mb: 1024,
+        };
+        let out = m.handle(
+            Millis(0),
+            master::Event::Message { conn, msg: Message::DeclareGroup { request: 1, spec } },
+        );
+        let write = match &out[..] {
+            [master::Action::Persist { write, .. }] => *write,
+            other => panic!("unexpected {other:?}"),
+        };
+        let start = Instant::now();
+        let out = m.handle(Millis(0), master::Event::Persisted { write });
+        elapsed += start.elapsed().as_secs_f64();
+        launched += out
+            .iter()
+            .filter(|a| {
+                matches!(a, master::Action::Send { msg: Message::LaunchExecutor { .. }, .. })
+            })
+            .count();
+        black_box(out);
     }
-    let spec = GroupSpec {
-        group: "g".into(),
-        slots: executors,
-        command: vec!["/bin/true".into()],
-        env: vec![],
-        cores: 1,
-        memory_mb: 1024,
-    };
-    let out = m.handle(
-        Millis(0),
-        master::Event::Message { conn, msg: Message::DeclareGroup { request: 1, spec } },
-    );
-    let write = match &out[..] {
-        [master::Action::Persist { write, .. }] => *write,
-        other => panic!("unexpected {other:?}"),
-    };
-    let start = Instant::now();
-    let out = m.handle(Millis(0), master::Event::Persisted { write });
-    let elapsed = start.elapsed().as_secs_f64();
-    let launched = out
-        .iter()
-        .filter(|a| matches!(a, master::Action::Send { msg: Message::LaunchExecutor { .. }, .. }))
-        .count();
     assert_eq!(launched, executors as usize);
-    black_box(out);
     elapsed
 }
 

@@ -261,9 +261,10 @@ pub fn write_timeout(floor: Millis, heartbeat: Millis) -> Millis {
 }
 
 /// The longest a `StateReply` snapshot is reused. A snapshot is rebuilt for
-/// a `StateRequest` when anything other than a `StateRequest` was handled
-/// since it was built (the state may have changed) or when it is older than
-/// this (so its counters move on) — but see [`STATE_REQUEST_INTERVAL`].
+/// a `StateRequest` when anything other than a `StateRequest` or a
+/// heartbeat was handled since it was built (the state may have changed) or
+/// when it is older than this (so its counters, which heartbeats move, move
+/// on) — but see [`STATE_REQUEST_INTERVAL`].
 pub const STATE_SNAPSHOT_MAX_AGE: Millis = Millis(1_000);
 
 /// One connection gets at most one freshly built `StateReply` per interval:

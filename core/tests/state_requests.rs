@@ -131,3 +131,33 @@ fn a_standby_answers_too() {
     }
     assert_eq!(m.metrics().state_snapshots_built, 1);
 }
+
+#[test]
+fn heartbeats_move_only_the_counters_and_do_not_make_a_snapshot_stale() {
+    let mut m = alive_master();
+    operator(&mut m, Millis(0), 1);
+    register_w1(&mut m, Millis(0));
+    let first = ask(&mut m, Millis(10), 1);
+    let built = m.metrics().state_snapshots_built;
+    // A busy cluster: heartbeats all the time, nothing else.
+    let heartbeat = Message::WorkerHeartbeat { incarnation: Incarnation(1) };
+    let mut now = Millis(10);
+    while now < Millis(10) + STATE_SNAPSHOT_MAX_AGE - Millis(1) {
+        now = now + Millis(50);
+        let sends = deliver_to_master(&mut m, now, 9, heartbeat.clone());
+        assert!(matches!(sends[..], [(_, Message::HeartbeatAck { .. })]));
+        if now.since(Millis(10)) < STATE_SNAPSHOT_MAX_AGE {
+            assert_eq!(ask(&mut m, now, 1), first, "the cached snapshot at {now}");
+        }
+    }
+    assert_eq!(m.metrics().state_snapshots_built, built, "no rebuild for heartbeats");
+    // Past the maximum age the counters move on.
+    let later = ask(&mut m, Millis(10) + STATE_SNAPSHOT_MAX_AGE, 1);
+    assert!(later.messages > first.messages);
+    assert_eq!(later.workers, first.workers);
+    // Anything else that may change the view makes it stale at once (the
+    // connection's interval allowing).
+    let _ = m.handle(Millis(1_200), master::Event::Timer(master::Timer::Sweep));
+    let _ = ask(&mut m, Millis(1_200), 1);
+    assert_eq!(m.metrics().state_snapshots_built, built + 2);
+}

@@ -34,6 +34,7 @@ fn master_options(listen: SocketAddr, store: &Path, net: Arc<NetConfig>) -> Mast
         worker_timeout: Duration::from_secs(10),
         recovery_timeout: None,
         heartbeat_interval: Duration::from_millis(500),
+        max_heartbeats_per_second: regent_core::master::DEFAULT_MAX_HEARTBEATS_PER_SECOND,
         max_frameworks: regent_core::limits::DEFAULT_MAX_FRAMEWORKS,
         net,
         insecure: false,

@@ -281,9 +281,15 @@ struct MasterArgs {
     /// the worker timeout.
     #[arg(long)]
     recovery_timeout: Option<u64>,
-    /// How often (ms) workers heartbeat.
+    /// How often (ms) workers heartbeat, at least.
     #[arg(long, default_value_t = 1000)]
     heartbeat_interval: u64,
+    /// Heartbeat load control: the most heartbeats per second all workers
+    /// send together. Past it the leader tells each worker a longer
+    /// interval (workers / N seconds, jittered) and its DEAD timeout grows
+    /// in proportion. 0: no ceiling.
+    #[arg(long, default_value_t = regent_core::master::DEFAULT_MAX_HEARTBEATS_PER_SECOND)]
+    max_heartbeats_per_second: u32,
     /// How many frameworks the cluster keeps records of; a SUBSCRIBE of a
     /// new framework past it is refused and that submit stops (existing
     /// frameworks resubscribe). At most 100000, and at most 1000 with
@@ -473,6 +479,7 @@ async fn run_std(common: &Common, command: Command) -> Result<ExitCode, String> 
             cfg.worker_timeout = Duration::from_millis(a.worker_timeout);
             cfg.recovery_timeout = a.recovery_timeout.map(Duration::from_millis);
             cfg.heartbeat_interval = Duration::from_millis(a.heartbeat_interval);
+            cfg.max_heartbeats_per_second = a.max_heartbeats_per_second;
             cfg.max_frameworks = a.max_frameworks as usize;
             cfg.insecure = common.insecure;
             cfg.previous_secrets = read_secrets(&a.previous_secret_files)?;
@@ -620,6 +627,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
                 worker_timeout: Duration::from_millis(a.worker_timeout),
                 recovery_timeout: a.recovery_timeout.map(Duration::from_millis),
                 heartbeat_interval: Duration::from_millis(a.heartbeat_interval),
+                max_heartbeats_per_second: a.max_heartbeats_per_second,
                 max_frameworks: a.max_frameworks as usize,
                 net,
                 insecure: common.insecure,

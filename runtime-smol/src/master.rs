@@ -69,8 +69,12 @@ pub struct MasterOptions {
     /// How long a new leader waits for recovered workers (default: the
     /// worker timeout).
     pub recovery_timeout: Option<Duration>,
-    /// How workers heartbeat.
+    /// How workers heartbeat, at least.
     pub heartbeat_interval: Duration,
+    /// The most heartbeats per second all workers send together; past it
+    /// the leader tells them longer intervals (0: no ceiling; see
+    /// `regent_core::master::Config::max_heartbeats_per_second`).
+    pub max_heartbeats_per_second: u32,
     /// How many frameworks the cluster keeps records of (see
     /// `regent_core::limits::DEFAULT_MAX_FRAMEWORKS`).
     pub max_frameworks: usize,
@@ -194,6 +198,7 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
         opts.worker_timeout,
         opts.recovery_timeout,
         opts.heartbeat_interval,
+        opts.max_heartbeats_per_second,
         opts.max_frameworks,
     );
 
@@ -509,6 +514,10 @@ impl Pump {
                 Output::Note(note) => log_note(&note),
             }
         }
+        // The connections' timeouts scale with the longest heartbeat
+        // interval the leader has told a worker (heartbeat load control).
+        let longest = self.node.master().longest_heartbeat_interval();
+        self.net.follow_heartbeat(Some(longest));
         Ok(())
     }
 

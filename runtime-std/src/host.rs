@@ -314,13 +314,15 @@ pub fn prepare_worker(
 
 /// The master machine's settings from a daemon's flags: the worker timeout,
 /// the recovery window (default: the worker timeout), the heartbeat
-/// interval (in the machine's milliseconds) and the framework limit.
+/// interval (in the machine's milliseconds), the heartbeat ceiling and the
+/// framework limit.
 pub fn master_config(
     id: &str,
     advertise: regent_core::Addr,
     worker_timeout: Duration,
     recovery_timeout: Option<Duration>,
     heartbeat_interval: Duration,
+    max_heartbeats_per_second: u32,
     max_frameworks: usize,
 ) -> regent_core::master::Config {
     let ms = |d: Duration| Millis(d.as_millis() as u64);
@@ -328,6 +330,7 @@ pub fn master_config(
     cfg.worker_timeout = ms(worker_timeout);
     cfg.recovery_timeout = ms(recovery_timeout.unwrap_or(worker_timeout));
     cfg.heartbeat_interval = ms(heartbeat_interval);
+    cfg.max_heartbeats_per_second = max_heartbeats_per_second;
     cfg.max_frameworks = max_frameworks;
     cfg
 }

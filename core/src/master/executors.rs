@@ -14,13 +14,12 @@
 //! * An executor the leader did not launch and cannot adopt (replaced,
 //!   forgotten, of a removed framework) is killed.
 
-use super::workers::WorkerState;
 use super::{Action, AfterWrite, Master, Phase, Placement};
 use crate::ids::{ExecutorId, FrameworkId, WorkerId};
 use crate::limits::MAX_EXECUTORS_PER_WORKER;
 use crate::protocol::{ExecutorInfo, ExecutorReport, ExecutorState, Message};
 use crate::store::SlotOutcome;
-use rustc_hash::FxHashMap;
+use std::ops::Bound;
 
 /// One executor at the leader.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,6 +91,10 @@ impl Master {
         if let Some(w) = self.workers.entries.get_mut(&e.worker) {
             w.cores_used = w.cores_used.saturating_sub(e.cores);
             w.memory_used_mb = w.memory_used_mb.saturating_sub(e.memory_mb);
+            // Only `pack` orders candidates by what they hold.
+            if self.config.placement == Placement::Pack {
+                self.reindex_worker(&e.worker);
+            }
         }
     }
 
@@ -101,7 +104,136 @@ impl Master {
             // nothing for long): saturate rather than wrap on peer numbers.
             w.cores_used = w.cores_used.saturating_add(cores);
             w.memory_used_mb = w.memory_used_mb.saturating_add(memory_mb);
+            if self.config.placement == Placement::Pack {
+                self.reindex_worker(worker);
+            }
         }
+    }
+
+    /// How many live (not terminal) executors `worker` has.
+    pub(super) fn live_on(&self, worker: &WorkerId) -> usize {
+        self.live_by_worker.get(worker).map_or(0, Vec::len)
+    }
+
+    /// The live executors of `worker`, in id order.
+    fn live_ids_on(&self, worker: &WorkerId) -> Vec<ExecutorId> {
+        let mut v = self.live_by_worker.get(worker).cloned().unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    /// Keeps `live_by_worker` in step with an executor that was live
+    /// (`was`) and is live now (`is`, by its state).
+    fn track_live(&mut self, worker: &WorkerId, id: &ExecutorId, was: bool, is: bool) {
+        if was == is {
+            return;
+        }
+        let before = self.live_on(worker);
+        if is {
+            let v = self.live_by_worker.entry(worker.clone()).or_default();
+            if v.len() == v.capacity() {
+                // Most workers run a few executors: grow 1, 2, 4... rather
+                // than from 4.
+                v.reserve_exact(v.len().max(1));
+            }
+            v.push(id.clone());
+        } else if let Some(v) = self.live_by_worker.get_mut(worker) {
+            if let Some(i) = v.iter().position(|x| x == id) {
+                v.swap_remove(i);
+            }
+            if v.is_empty() {
+                self.live_by_worker.remove(worker);
+            }
+        }
+        // A candidate no more, or again, only across the limit.
+        let after = self.live_on(worker);
+        if (before < MAX_EXECUTORS_PER_WORKER) != (after < MAX_EXECUTORS_PER_WORKER) {
+            self.reindex_worker(worker);
+        }
+    }
+
+    /// Adds an executor (replacing none: the caller checked).
+    fn insert_executor(&mut self, e: ExecutorEntry) {
+        let (worker, id, live) = (e.worker.clone(), e.id.clone(), !e.state.is_terminal());
+        self.executors.insert(id.clone(), e);
+        self.track_live(&worker, &id, false, live);
+    }
+
+    /// Moves executor `id` to `state`; `false` if there is no such executor.
+    fn set_executor_state(&mut self, id: &ExecutorId, state: ExecutorState) -> bool {
+        let Some(e) = self.executors.get_mut(id) else { return false };
+        let was = !e.state.is_terminal();
+        let is = !state.is_terminal();
+        e.state = state;
+        e.recorded = false;
+        let worker = e.worker.clone();
+        self.track_live(&worker, id, was, is);
+        true
+    }
+
+    /// Removes executor `id`.
+    pub(super) fn remove_executor(&mut self, id: &ExecutorId) -> Option<ExecutorEntry> {
+        let e = self.executors.remove(id)?;
+        self.track_live(&e.worker, id, !e.state.is_terminal(), false);
+        Some(e)
+    }
+
+    /// The executors of framework `id`, in id order. Every executor's id
+    /// starts with its framework's id and a `/` (launched ones are named so,
+    /// and a reported one is adopted only when its id parses so), so this
+    /// is a range of the ordered map, not a walk over every executor.
+    pub(super) fn executors_of<'a>(
+        &'a self,
+        framework: &'a FrameworkId,
+    ) -> impl Iterator<Item = &'a ExecutorEntry> + 'a {
+        let prefix = format!("{framework}/");
+        self.executors
+            .range(ExecutorId(prefix.clone())..)
+            .take_while(move |(id, _)| id.0.starts_with(&prefix))
+            .map(|(_, e)| e)
+            .filter(move |e| &e.framework == framework)
+    }
+
+    /// Whether slot `slot` of group `gi` of framework `fid` waits for an
+    /// executor: its group is durable, its outcome pending, and nothing
+    /// fills it.
+    fn slot_is_open(&self, fid: &FrameworkId, gi: usize, slot: u32) -> bool {
+        self.frameworks.get(fid).and_then(|f| f.groups.get(gi)).is_some_and(|g| {
+            g.durable
+                && g.record.slots.get(slot as usize) == Some(&SlotOutcome::Pending)
+                && g.current.get(slot as usize) == Some(&None)
+        })
+    }
+
+    /// Keeps `open_slots` in step with one slot after a change to it.
+    pub(super) fn refresh_slot(&mut self, fid: &FrameworkId, gi: usize, slot: u32) {
+        let key = (fid.clone(), gi, slot);
+        if self.slot_is_open(fid, gi, slot) {
+            self.open_slots.insert(key);
+        } else {
+            self.open_slots.remove(&key);
+        }
+    }
+
+    /// Keeps `open_slots` in step with every slot of framework `fid` (new,
+    /// recovered, removed, or a group made durable).
+    pub(super) fn refresh_slots_of(&mut self, fid: &FrameworkId) {
+        let start = (fid.clone(), 0usize, 0u32);
+        let stale: Vec<_> =
+            self.open_slots.range(start..).take_while(|(f, _, _)| f == fid).cloned().collect();
+        for k in stale {
+            self.open_slots.remove(&k);
+        }
+        let Some(fw) = self.frameworks.get(fid) else { return };
+        let mut open = Vec::new();
+        for (gi, g) in fw.groups.iter().enumerate().filter(|(_, g)| g.durable) {
+            for (slot, outcome) in g.record.slots.iter().enumerate() {
+                if *outcome == SlotOutcome::Pending && g.current[slot].is_none() {
+                    open.push((fid.clone(), gi, slot as u32));
+                }
+            }
+        }
+        self.open_slots.extend(open);
     }
 
     fn tell_framework(&self, framework: &FrameworkId, msg: Message, out: &mut Vec<Action>) {
@@ -124,82 +256,69 @@ impl Master {
         }
     }
 
-    /// Fills every pending slot that has no executor, as capacity allows.
+    /// Fills every pending slot that has no executor, as capacity allows,
+    /// in framework, group and slot order. Costs the open slots and the
+    /// workers it tries, not the cluster's size: the open slots and the
+    /// candidates are indexes kept up to date as they change.
     pub(super) fn place(&mut self, out: &mut Vec<Action>) {
         if self.phase != Phase::Alive || self.suspended {
             return;
         }
-        let mut needs: Vec<(FrameworkId, usize, u32)> = Vec::new();
-        for fw in self.frameworks.values() {
-            for (gi, g) in fw.groups.iter().enumerate().filter(|(_, g)| g.durable) {
-                for (slot, outcome) in g.record.slots.iter().enumerate() {
-                    if *outcome == SlotOutcome::Pending && g.current[slot].is_none() {
-                        needs.push((fw.id.clone(), gi, slot as u32));
-                    }
-                }
-            }
-        }
-        if needs.is_empty() {
-            return;
-        }
-        let mut candidates: Vec<WorkerId> = self
-            .workers
-            .entries
-            .values()
-            .filter(|w| w.state == WorkerState::Alive && w.conn.is_some())
-            .map(|w| w.id.clone())
-            .collect();
-        candidates.sort();
-        // Live executors per worker, bounded by MAX_EXECUTORS_PER_WORKER (a
-        // group of 0 cores and 0 MiB would otherwise pile up on one worker).
-        let mut live: FxHashMap<WorkerId, usize> = FxHashMap::default();
-        for e in self.executors.values().filter(|e| !e.state.is_terminal()) {
-            *live.entry(e.worker.clone()).or_default() += 1;
-        }
-        candidates.retain(|w| live.get(w).copied().unwrap_or(0) < MAX_EXECUTORS_PER_WORKER);
-        for (fid, gi, slot) in needs {
+        // Requests that fitted on no worker during this placement: capacity
+        // only shrinks while it runs, so a request at least as large fits
+        // nowhere either, and the rest of its group is skipped.
+        let mut fit_nowhere: Vec<(u32, u64)> = Vec::new();
+        let mut next = self.open_slots.iter().next().cloned();
+        while let Some((fid, gi, slot)) = next {
             let (cores, memory_mb) = {
                 let spec = &self.frameworks[&fid].groups[gi].record.spec;
                 (spec.cores, spec.memory_mb)
             };
-            let Some(worker) = self.choose_worker(&candidates, cores, memory_mb) else { continue };
-            self.launch(&fid, gi, slot, &worker, out);
-            let n = live.entry(worker.clone()).or_default();
-            *n += 1;
-            if *n >= MAX_EXECUTORS_PER_WORKER {
-                candidates.retain(|w| *w != worker);
-            }
+            let hopeless = fit_nowhere.iter().any(|(c, m)| cores >= *c && memory_mb >= *m);
+            let chosen = if hopeless { None } else { self.choose_worker(cores, memory_mb) };
+            let after = match chosen {
+                Some(worker) => {
+                    self.launch(&fid, gi, slot, &worker, out);
+                    Bound::Excluded((fid, gi, slot))
+                }
+                None => {
+                    if !hopeless {
+                        fit_nowhere.push((cores, memory_mb));
+                    }
+                    // The group's other slots ask the same.
+                    Bound::Included((fid, gi + 1, 0))
+                }
+            };
+            next = self.open_slots.range((after, Bound::Unbounded)).next().cloned();
         }
     }
 
-    fn choose_worker(
-        &mut self,
-        candidates: &[WorkerId],
-        cores: u32,
-        memory_mb: u64,
-    ) -> Option<WorkerId> {
-        let fits = |w: &super::WorkerEntry| fits_on(w, cores, memory_mb);
-        match self.config.placement {
-            Placement::Spread => {
-                let n = candidates.len();
-                for k in 0..n {
-                    let i = (self.spread_cursor + k) % n;
-                    if fits(&self.workers.entries[&candidates[i]]) {
-                        self.spread_cursor = i + 1;
-                        return Some(candidates[i].clone());
-                    }
-                }
-                None
-            }
-            Placement::Pack => candidates
-                .iter()
-                .filter(|id| fits(&self.workers.entries[*id]))
-                .min_by_key(|id| {
-                    let w = &self.workers.entries[*id];
-                    (w.cores - w.cores_used, w.memory_mb - w.memory_used_mb)
-                })
-                .cloned(),
+    fn choose_worker(&mut self, cores: u32, memory_mb: u64) -> Option<WorkerId> {
+        let fits = |id: &WorkerId| {
+            self.workers.entries.get(id).is_some_and(|w| fits_on(w, cores, memory_mb))
+        };
+        let index = &self.workers.placeable;
+        let chosen = match self.config.placement {
+            // Round robin in id order, from the worker after the last one
+            // chosen.
+            Placement::Spread => match &self.spread_after {
+                Some(last) => index
+                    .range((Bound::Excluded(last), Bound::Unbounded))
+                    .chain(index.range(..=last))
+                    .find(|(_, _, id)| fits(id)),
+                None => index.iter().find(|(_, _, id)| fits(id)),
+            },
+            // The fullest worker that fits: candidates in (free cores,
+            // free memory, id) order, from those with enough free cores.
+            Placement::Pack => index
+                .range((cores, memory_mb, WorkerId(String::new()))..)
+                .find(|(_, _, id)| fits(id)),
+        };
+        let worker = chosen.map(|(_, _, id)| id.clone())?;
+        if self.config.placement == Placement::Spread {
+            self.spread_after = Some((0, 0, worker.clone()));
         }
+        Some(worker)
     }
 
     fn launch(
@@ -219,6 +338,7 @@ impl Master {
             spec.group, self.epoch.0, self.next_launch
         ));
         g.current[slot as usize] = Some(id.clone());
+        self.open_slots.remove(&(fid.clone(), gi, slot));
         let entry = ExecutorEntry {
             id: id.clone(),
             framework: fid.clone(),
@@ -233,7 +353,7 @@ impl Master {
         };
         self.hold(worker, spec.cores, spec.memory_mb);
         let info = entry.info();
-        self.executors.insert(id.clone(), entry);
+        self.insert_executor(entry);
         if let Some(conn) = self.workers.entries.get(worker).and_then(|w| w.conn) {
             out.push(Action::Send {
                 conn,
@@ -317,18 +437,12 @@ impl Master {
                     && gs.current[slot as usize].is_none();
                 free.then_some((group, slot, g))
             });
-        let live_here = || {
-            self.executors
-                .values()
-                .filter(|e| &e.worker == worker && !e.state.is_terminal())
-                .count()
-        };
         let fits = self
             .workers
             .entries
             .get(worker)
             .is_some_and(|w| fits_on(w, report.cores, report.memory_mb))
-            && (report.state.is_terminal() || live_here() < MAX_EXECUTORS_PER_WORKER);
+            && (report.state.is_terminal() || self.live_on(worker) < MAX_EXECUTORS_PER_WORKER);
         let slot_free = slot_free.filter(|_| fits || report.state.is_terminal());
         let Some((group, slot, gi)) = slot_free else {
             // Not adoptable: no such pending slot, or adopting it would put
@@ -341,6 +455,7 @@ impl Master {
         let fid = report.framework.clone();
         let fw = self.frameworks.get_mut(&fid).expect("checked");
         fw.groups[gi].current[slot as usize] = Some(report.id.clone());
+        self.refresh_slot(&fid, gi, slot);
         let entry = ExecutorEntry {
             id: report.id.clone(),
             framework: fid,
@@ -356,7 +471,7 @@ impl Master {
             recorded: false,
         };
         self.hold(worker, entry.cores, entry.memory_mb);
-        self.executors.insert(report.id.clone(), entry);
+        self.insert_executor(entry);
         self.update_executor(&report.id, report.state, true, out);
     }
 
@@ -386,6 +501,13 @@ impl Master {
         }
         g.record.slots[slot as usize] = SlotOutcome::Done { executor: report.id.clone() };
         let replaced = g.current[slot as usize].take();
+        if let Some(gi) = self
+            .frameworks
+            .get(&report.framework)
+            .and_then(|f| f.groups.iter().position(|g| g.record.spec.group == group))
+        {
+            self.refresh_slot(&report.framework, gi, slot);
+        }
         if let Some(x) = replaced {
             if let Some(e) = self.executors.get(&x).cloned() {
                 self.send_kill(&e.worker, &x, out);
@@ -405,20 +527,20 @@ impl Master {
         );
         // Remember it (terminal, not yet recorded), so a repeated report
         // waits for the write instead of being acknowledged before it.
-        let entry = self.executors.entry(report.id.clone()).or_insert_with(|| ExecutorEntry {
-            id: report.id.clone(),
-            framework: report.framework.clone(),
-            group: info.group.clone(),
-            slot,
-            worker: worker.clone(),
-            state: report.state.clone(),
-            cores: report.cores,
-            memory_mb: report.memory_mb,
-            kill_requested: false,
-            recorded: false,
-        });
-        entry.state = report.state.clone();
-        entry.recorded = false;
+        if !self.set_executor_state(&report.id, report.state.clone()) {
+            self.insert_executor(ExecutorEntry {
+                id: report.id.clone(),
+                framework: report.framework.clone(),
+                group: info.group.clone(),
+                slot,
+                worker: worker.clone(),
+                state: report.state.clone(),
+                cores: report.cores,
+                memory_mb: report.memory_mb,
+                kill_requested: false,
+                recorded: false,
+            });
+        }
         let then = vec![AfterWrite::Recorded {
             executor: report.id.clone(),
             state: report.state.clone(),
@@ -440,13 +562,12 @@ impl Master {
         reported: bool,
         out: &mut Vec<Action>,
     ) {
-        let Some(e) = self.executors.get_mut(id) else { return };
-        if e.state == state {
-            return;
+        match self.executors.get(id) {
+            Some(e) if e.state != state => {}
+            _ => return,
         }
-        e.state = state.clone();
-        e.recorded = false;
-        let e = e.clone();
+        self.set_executor_state(id, state.clone());
+        let e = self.executors[id].clone();
         self.tell_framework(
             &e.framework,
             Message::ExecutorUpdate { epoch: self.epoch, info: e.info() },
@@ -459,7 +580,9 @@ impl Master {
         let max_retries = self.config.max_executor_retries;
         let epoch = self.epoch;
         let mut slot_failed = None;
+        let mut settled = None;
         if let Some(fw) = self.frameworks.get_mut(&e.framework) {
+            settled = fw.groups.iter().position(|g| g.record.spec.group == e.group);
             if let Some(g) = fw.group_mut(&e.group) {
                 let slot = e.slot as usize;
                 if g.current.get(slot) == Some(&Some(e.id.clone())) {
@@ -499,6 +622,9 @@ impl Master {
                     g.record.slots[slot] = outcome;
                 }
             }
+        }
+        if let Some(gi) = settled {
+            self.refresh_slot(&e.framework, gi, e.slot);
         }
         if let Some(reason) = slot_failed {
             let msg = Message::SlotFailed { epoch, group: e.group.clone(), slot: e.slot, reason };
@@ -553,13 +679,10 @@ impl Master {
         reports: &[ExecutorReport],
         out: &mut Vec<Action>,
     ) {
-        let missing: Vec<ExecutorId> = self
-            .executors
-            .values()
-            .filter(|e| &e.worker == worker && !e.state.is_terminal())
-            .filter(|e| !reports.iter().any(|r| r.id == e.id))
-            .map(|e| e.id.clone())
-            .collect();
+        let reported: std::collections::BTreeSet<&ExecutorId> =
+            reports.iter().map(|r| &r.id).collect();
+        let mut missing = self.live_ids_on(worker);
+        missing.retain(|id| !reported.contains(id));
         for id in missing {
             self.update_executor(&id, ExecutorState::Lost, false, out);
         }
@@ -568,13 +691,7 @@ impl Master {
     /// Every live executor on `worker` is LOST (the worker is dead or was
     /// replaced by a new incarnation); their slots are refilled.
     pub(super) fn lose_executors_of(&mut self, worker: &WorkerId, out: &mut Vec<Action>) {
-        let lost: Vec<ExecutorId> = self
-            .executors
-            .values()
-            .filter(|e| &e.worker == worker && !e.state.is_terminal())
-            .map(|e| e.id.clone())
-            .collect();
-        for id in lost {
+        for id in self.live_ids_on(worker) {
             self.update_executor(&id, ExecutorState::Lost, false, out);
         }
     }

@@ -107,7 +107,9 @@ impl Master {
     /// since), that write takes the newer record and `then` joins its
     /// continuations instead of a second write: a registration reporting
     /// thousands of executors of one framework makes one write of its
-    /// record, not a copy of the record per report.
+    /// record, not a copy of the record per report. The newer record is
+    /// built once, when the step ends ([`Master::finish_framework_writes`]),
+    /// not once per report: a record holds every slot of the framework.
     pub(super) fn persist_framework(
         &mut self,
         id: &FrameworkId,
@@ -115,26 +117,63 @@ impl Master {
         out: &mut Vec<Action>,
     ) {
         let Some(fw) = self.frameworks.get(id) else { return };
-        let record = fw.record();
-        let pending = out
-            .iter_mut()
-            .rev()
-            .find_map(|a| match a {
-                Action::Persist { write, record: Record::Framework(f) } if f.id == *id => {
-                    Some(Some((*write, a)))
-                }
-                Action::Unpersist { key: RecordKey::Framework(f), .. } if f == id => Some(None),
-                _ => None,
-            })
-            .flatten();
-        if let Some((write, Action::Persist { record: earlier, .. })) = pending {
-            *earlier = record;
-            self.after_write.entry(write).or_default().extend(then);
+        // This step's write of the record, if any and not deleted since:
+        // remembered by its place in `out` (actions are only ever pushed),
+        // so finding it does not cost the step's length.
+        let pending = self.step_writes.get_mut(id).filter(|(i, _)| {
+            matches!(out.get(*i), Some(Action::Persist { record: Record::Framework(f), .. }) if f.id == *id)
+        });
+        if let Some((i, dirty)) = pending {
+            *dirty = true;
+            if let Some(Action::Persist { write, .. }) = out.get(*i) {
+                self.after_write.entry(*write).or_default().extend(then);
+            }
+            #[cfg(debug_assertions)]
+            self.step_records.insert(id.clone(), fw.record());
             return;
         }
+        let record = fw.record();
         let write = self.next_write();
         self.after_write.insert(write, then);
         out.push(Action::Persist { write, record });
+        self.step_writes.insert(id.clone(), (out.len() - 1, false));
+    }
+
+    /// Brings this step's write of `id`'s record up to date, if another
+    /// change joined it (see [`Master::persist_framework`]), and forgets it
+    /// when `forget` (the record is about to be deleted).
+    fn finish_framework_write(&mut self, id: &FrameworkId, forget: bool, out: &mut [Action]) {
+        let entry =
+            if forget { self.step_writes.remove(id) } else { self.step_writes.get(id).copied() };
+        let Some((i, true)) = entry else { return };
+        let Some(fw) = self.frameworks.get(id) else { return };
+        if let Some(Action::Persist { record: record @ Record::Framework(_), .. }) = out.get_mut(i)
+        {
+            *record = fw.record();
+            // The record as it was at the last change that joined the
+            // write is the record as it is now: every change to a record
+            // is followed by its write in the same step.
+            #[cfg(debug_assertions)]
+            if let Some(expected) = self.step_records.remove(id) {
+                debug_assert_eq!(*record, expected, "framework {id} changed after its write");
+            }
+        }
+        if !forget {
+            self.step_writes.insert(id.clone(), (i, false));
+        }
+    }
+
+    /// At the end of a step: every framework write of the step carries its
+    /// record as it stands.
+    pub(super) fn finish_framework_writes(&mut self, out: &mut [Action]) {
+        let dirty: Vec<FrameworkId> =
+            self.step_writes.iter().filter(|(_, (_, d))| *d).map(|(f, _)| f.clone()).collect();
+        for id in dirty {
+            self.finish_framework_write(&id, false, out);
+        }
+        self.step_writes.clear();
+        #[cfg(debug_assertions)]
+        self.step_records.clear();
     }
 
     /// Why `sub` is refused by a limit (DESIGN rule 6), if it is; checked
@@ -324,19 +363,20 @@ impl Master {
     /// subscribe again.
     pub(super) fn snapshot(&self, framework: &FrameworkId) -> Vec<ExecutorInfo> {
         let mut v: Vec<ExecutorInfo> = self
-            .executors
-            .values()
-            .filter(|e| &e.framework == framework && !e.state.is_terminal())
+            .executors_of(framework)
+            .filter(|e| !e.state.is_terminal())
             .map(|e| e.info())
             .collect();
         // Finished slots, as the durable record has them: a subscriber that
         // missed an exit (it was disconnected, or the leader changed) learns
         // it here.
+        let mut listed: std::collections::BTreeSet<ExecutorId> =
+            v.iter().map(|e| e.id.clone()).collect();
         if let Some(fw) = self.frameworks.get(framework) {
             for g in &fw.groups {
                 for (slot, outcome) in g.record.slots.iter().enumerate() {
                     if let Some((id, state)) = outcome.finished() {
-                        if !v.iter().any(|e| e.id == id) {
+                        if listed.insert(id.clone()) {
                             v.push(ExecutorInfo {
                                 id,
                                 group: g.record.spec.group.clone(),
@@ -524,6 +564,7 @@ impl Master {
                                 SlotOutcome::Killed { executor: executor.clone() };
                         }
                     }
+                    // (The slot was filled, so it was not open and is not now.)
                     then.push(AfterWrite::KillDurable { executor });
                 }
                 // A terminal end still being written is durable once this
@@ -554,13 +595,16 @@ impl Master {
         then: Option<AfterWrite>,
         out: &mut Vec<Action>,
     ) {
+        // A write of the record earlier in this step takes the record as it
+        // stands before the delete; one after the delete is a new write.
+        self.finish_framework_write(id, true, out);
         if self.frameworks.remove(id).is_none() {
             return;
         }
-        let mine: Vec<ExecutorId> =
-            self.executors.values().filter(|e| &e.framework == id).map(|e| e.id.clone()).collect();
+        self.refresh_slots_of(id);
+        let mine: Vec<ExecutorId> = self.executors_of(id).map(|e| e.id.clone()).collect();
         for ex in mine {
-            if let Some(e) = self.executors.remove(&ex) {
+            if let Some(e) = self.remove_executor(&ex) {
                 if !e.state.is_terminal() {
                     self.release(&e);
                     self.send_kill(&e.worker, &ex, out);

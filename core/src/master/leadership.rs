@@ -68,9 +68,14 @@ impl Master {
         self.leader = Some(self.self_hint());
         for r in records {
             match r {
-                Record::Worker(w) => self.workers.insert_recovered(w, now),
+                Record::Worker(w) => {
+                    let heartbeat = (self.config.heartbeat_interval, self.config.worker_timeout);
+                    self.workers.insert_recovered(w, now, heartbeat)
+                }
                 Record::Framework(f) => {
-                    self.frameworks.insert(f.id.clone(), FrameworkEntry::from_record(f));
+                    let id = f.id.clone();
+                    self.frameworks.insert(id.clone(), FrameworkEntry::from_record(f));
+                    self.refresh_slots_of(&id);
                 }
                 Record::Epoch(_) => {}
             }
@@ -86,9 +91,12 @@ impl Master {
         if !addrs.is_empty() {
             out.push(Action::Contact { addrs });
         }
+        // The recorded workers heartbeat at the interval their number
+        // calls for: they get the window scaled like their timeouts.
+        let interval = self.config.heartbeat_interval_for(self.workers.heartbeating());
         out.push(Action::SetTimer {
             timer: Timer::Recovery,
-            at: now + self.config.recovery_timeout,
+            at: now + self.config.scaled(self.config.recovery_timeout, interval),
         });
         out.push(Action::SetTimer { timer: Timer::Sweep, at: now + self.config.sweep_interval() });
         out.push(Action::SetTimer {

@@ -15,6 +15,7 @@
 mod executors;
 mod frameworks;
 mod leadership;
+mod silence;
 mod snapshot;
 mod workers;
 
@@ -40,13 +41,28 @@ pub struct Config {
     pub id: MasterId,
     /// The address workers and subscribers dial.
     pub addr: Addr,
-    /// How often workers heartbeat. Default 1 s.
+    /// How often workers heartbeat, at least (see
+    /// `max_heartbeats_per_second`). Default 1 s.
     pub heartbeat_interval: Millis,
-    /// A worker silent this long is DEAD. Default 10 s.
+    /// A worker silent this long is DEAD. Default 10 s. A worker told a
+    /// longer heartbeat interval than `heartbeat_interval` gets a timeout
+    /// longer in the same proportion ([`Config::scaled`]).
     pub worker_timeout: Millis,
     /// How long a new leader waits for recovered workers to report.
-    /// Default: the worker timeout.
+    /// Default: the worker timeout. Scaled like the worker timeout by the
+    /// heartbeat interval the recorded workers are due
+    /// ([`Config::heartbeat_interval_for`]).
     pub recovery_timeout: Millis,
+    /// Heartbeat load control (Nomad's `max_heartbeats_per_second`): the
+    /// most heartbeats per second the leader lets all its workers send
+    /// together. With `n` workers, each is told to heartbeat every
+    /// `max(heartbeat_interval, n / max_heartbeats_per_second)`, plus a
+    /// jitter of up to a quarter of that when the ceiling binds, so the
+    /// heartbeats spread out; a worker whose interval no longer suits the
+    /// cluster's size is told its new one with its next heartbeat
+    /// acknowledgement. 0: no ceiling. Default
+    /// [`DEFAULT_MAX_HEARTBEATS_PER_SECOND`].
+    pub max_heartbeats_per_second: u32,
     /// When recovery times out and more than this share (percent) of the
     /// recovered workers have not reported, none of them is removed: they
     /// stay UNKNOWN (Mesos' `recovery_agent_removal_limit`). Default 50.
@@ -82,6 +98,7 @@ impl Config {
             heartbeat_interval: Millis(1_000),
             worker_timeout: Millis(10_000),
             recovery_timeout: Millis(10_000),
+            max_heartbeats_per_second: DEFAULT_MAX_HEARTBEATS_PER_SECOND,
             recovery_removal_limit_pct: 50,
             placement: Placement::Spread,
             max_executor_retries: 10,
@@ -92,7 +109,50 @@ impl Config {
     fn sweep_interval(&self) -> Millis {
         Millis((self.worker_timeout.0 / 4).max(1))
     }
+
+    /// The shortest heartbeat interval the leader tells any of `workers`
+    /// workers: `heartbeat_interval`, or longer when `workers` heartbeats
+    /// at that interval would pass `max_heartbeats_per_second` — then
+    /// `workers / max_heartbeats_per_second` seconds, rounded up to the
+    /// millisecond, so the workers' heartbeats together stay under the
+    /// ceiling.
+    pub fn heartbeat_interval_for(&self, workers: usize) -> Millis {
+        let ceiling = u64::from(self.max_heartbeats_per_second);
+        if ceiling == 0 {
+            return self.heartbeat_interval;
+        }
+        let spread = (workers as u64).saturating_mul(1_000).div_ceil(ceiling);
+        self.heartbeat_interval.max(Millis(spread))
+    }
+
+    /// `d` (a timeout) scaled for a worker told to heartbeat every
+    /// `interval`: `d × interval / heartbeat_interval`, never below `d` — a
+    /// worker heartbeating twice as rarely gets twice as long.
+    pub fn scaled(&self, d: Millis, interval: Millis) -> Millis {
+        let base = self.heartbeat_interval.0;
+        if base == 0 || interval.0 <= base {
+            return d;
+        }
+        let scaled = match d.0.checked_mul(interval.0) {
+            Some(p) => p / base,
+            None => {
+                let wide = u128::from(d.0) * u128::from(interval.0) / u128::from(base);
+                u64::try_from(wide).unwrap_or(u64::MAX)
+            }
+        };
+        Millis(scaled).max(d)
+    }
 }
+
+/// The default of [`Config::max_heartbeats_per_second`]: 10,000. Clusters up
+/// to 10,000 workers keep the configured interval (1 s by default); past
+/// that, intervals and worker timeouts grow with the cluster (100,000
+/// workers: every 10 s, DEAD after 100 s of silence). 10,000 heartbeats a
+/// second is about a fifth of what one master handled at 15,000 connected
+/// workers on a 2-core machine (46,000 a second, the whole process busy),
+/// which leaves the rest for what comes in bursts: every worker
+/// re-registering after a failover, placement, the store.
+pub const DEFAULT_MAX_HEARTBEATS_PER_SECOND: u32 = 10_000;
 
 /// What happens to a master.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -325,7 +385,6 @@ pub struct Metrics {
 #[derive(Clone, Debug, Default)]
 struct Conn {
     role: Option<Role>,
-    node: Option<String>,
     worker: Option<WorkerId>,
     framework: Option<FrameworkId>,
     /// The peer's callback listener (`Message::Callback`).
@@ -347,9 +406,28 @@ pub struct Master {
     workers: workers::Registry,
     frameworks: BTreeMap<FrameworkId, FrameworkEntry>,
     executors: BTreeMap<ExecutorId, ExecutorEntry>,
+    /// The live (not terminal) executors of each worker, unordered.
+    live_by_worker: FxHashMap<WorkerId, Vec<ExecutorId>>,
+    /// The slots waiting for an executor (durable group, pending outcome,
+    /// nothing filling it), in placement order.
+    open_slots: BTreeSet<(FrameworkId, usize, u32)>,
     after_write: FxHashMap<WriteId, Vec<AfterWrite>>,
+    /// Where in this step's actions each framework's record is written, if
+    /// it is, and whether a later change joined that write (see
+    /// [`Master::persist_framework`]); cleared every step.
+    step_writes: FxHashMap<FrameworkId, (usize, bool)>,
+    /// Debug builds: the record each joined write would have had when the
+    /// change joined it, to check the record built at the end of the step.
+    #[cfg(debug_assertions)]
+    step_records: FxHashMap<FrameworkId, Record>,
     next_launch: u64,
-    spread_cursor: usize,
+    /// The longest heartbeat interval told to a worker in this leadership.
+    longest_heartbeat: Millis,
+    /// [`Config::heartbeat_interval_for`] the number of workers last asked
+    /// about: (workers, interval).
+    floor_for: (usize, Millis),
+    /// `spread` placement goes on after this candidate (its key).
+    spread_after: Option<workers::PlaceKey>,
     next_write: u64,
     /// Write ids up to this one belong to earlier leaderships.
     leadership_writes_after: u64,
@@ -377,9 +455,16 @@ impl Master {
             workers: workers::Registry::default(),
             frameworks: BTreeMap::new(),
             executors: BTreeMap::new(),
+            live_by_worker: FxHashMap::default(),
+            open_slots: BTreeSet::new(),
             after_write: FxHashMap::default(),
+            step_writes: FxHashMap::default(),
+            #[cfg(debug_assertions)]
+            step_records: FxHashMap::default(),
             next_launch: 0,
-            spread_cursor: 0,
+            spread_after: None,
+            longest_heartbeat: Millis::ZERO,
+            floor_for: (0, Millis::ZERO),
             next_write: 0,
             leadership_writes_after: 0,
             armed: BTreeMap::new(),
@@ -409,15 +494,19 @@ impl Master {
     /// The timers whose condition holds now: while leading, the sweep and
     /// the framework heartbeat; while recovering, the recovery deadline.
     pub fn required_timers(&self) -> Vec<Timer> {
-        let mut t = Vec::new();
-        if self.is_leading() {
-            t.push(Timer::Sweep);
-            t.push(Timer::FrameworkHeartbeat);
-        }
-        if self.is_recovering() {
-            t.push(Timer::Recovery);
-        }
-        t
+        self.required().collect()
+    }
+
+    fn required(&self) -> impl Iterator<Item = Timer> {
+        let leading = self.is_leading();
+        let recovering = self.is_recovering();
+        [
+            (Timer::Sweep, leading),
+            (Timer::FrameworkHeartbeat, leading),
+            (Timer::Recovery, recovering),
+        ]
+        .into_iter()
+        .filter_map(|(t, on)| on.then_some(t))
     }
 
     /// Keeps DESIGN's timer rule: a deadline exists whenever its condition
@@ -430,7 +519,7 @@ impl Master {
                 self.armed.insert(*timer, *at);
             }
         }
-        for timer in self.required_timers() {
+        for timer in self.required() {
             if self.armed.contains_key(&timer) {
                 continue;
             }
@@ -515,7 +604,13 @@ impl Master {
             .into_iter()
             .map(|w| WorkerView {
                 id: w.id.clone(),
-                state: format!("{:?}", w.state).to_uppercase(),
+                state: match w.state {
+                    WorkerState::Registering => "REGISTERING",
+                    WorkerState::Alive => "ALIVE",
+                    WorkerState::Dead => "DEAD",
+                    WorkerState::Unknown => "UNKNOWN",
+                }
+                .into(),
                 cores: w.cores,
                 cores_used: w.cores_used,
                 memory_mb: w.memory_mb,
@@ -576,13 +671,63 @@ impl Master {
         if let Event::Timer(t) = &event {
             self.armed.remove(t);
         }
-        // Anything but a `StateRequest` may change what a snapshot shows.
-        if !matches!(&event, Event::Message { msg: Message::StateRequest, .. }) {
+        // Anything but a `StateRequest` or a heartbeat may change what a
+        // snapshot shows. Heartbeats move its counters only (messages
+        // handled), which a cached snapshot may show late by up to its
+        // maximum age: so a cluster of 100,000 heartbeating workers does not
+        // make every `StateRequest` build anew.
+        if !matches!(
+            &event,
+            Event::Message {
+                msg: Message::StateRequest
+                    | Message::WorkerHeartbeat { .. }
+                    | Message::FrameworkHeartbeatAck { .. },
+                ..
+            }
+        ) {
             self.snapshot.invalidate();
         }
         self.dispatch(now, event, &mut out);
+        self.finish_framework_writes(&mut out);
         self.keep_timers(now, &mut out);
+        #[cfg(debug_assertions)]
+        self.check_indexes();
         out
+    }
+
+    /// Debug builds: every index agrees with what it indexes, after every
+    /// step (skipped for large states, where it would cost the state's size
+    /// per step).
+    #[cfg(debug_assertions)]
+    fn check_indexes(&self) {
+        if self.workers.entries.len() > 512 || self.executors.len() > 4_096 {
+            return;
+        }
+        let mut live: FxHashMap<&WorkerId, Vec<&ExecutorId>> = FxHashMap::default();
+        for e in self.executors.values().filter(|e| !e.state.is_terminal()) {
+            live.entry(&e.worker).or_default().push(&e.id);
+        }
+        let mut indexed: FxHashMap<&WorkerId, Vec<&ExecutorId>> = FxHashMap::default();
+        for (w, ids) in &self.live_by_worker {
+            assert!(!ids.is_empty(), "no empty live lists are kept");
+            indexed.insert(w, ids.iter().collect());
+        }
+        for v in live.values_mut().chain(indexed.values_mut()) {
+            v.sort();
+        }
+        assert_eq!(live, indexed, "live executors by worker");
+        self.workers.check(self.config.placement, self.config.worker_timeout, |w| self.live_on(w));
+        let mut open = BTreeSet::new();
+        for fw in self.frameworks.values() {
+            for (gi, g) in fw.groups.iter().enumerate().filter(|(_, g)| g.durable) {
+                for (slot, outcome) in g.record.slots.iter().enumerate() {
+                    if *outcome == SlotOutcome::Pending && g.current[slot].is_none() {
+                        open.insert((fw.id.clone(), gi, slot as u32));
+                    }
+                }
+            }
+        }
+        assert_eq!(self.open_slots, open, "open slots");
     }
 
     fn dispatch(&mut self, now: Millis, event: Event, out: &mut Vec<Action>) {
@@ -593,7 +738,7 @@ impl Master {
             Event::Disconnected { conn } => {
                 if let Some(c) = self.conns.remove(&conn) {
                     if let Some(w) = c.worker {
-                        self.workers.unbind(&w, conn);
+                        self.unbind_worker(&w, conn);
                     }
                     if let Some(f) = c.framework {
                         self.framework_disconnected(now, &f, conn);
@@ -674,6 +819,7 @@ impl Master {
                                     .and_then(|f| f.group_mut(&group))
                                 {
                                     g.durable = true;
+                                    self.refresh_slots_of(&framework);
                                 }
                             }
                             AfterWrite::Place => self.place(out),
@@ -734,6 +880,14 @@ impl Master {
         &self.config
     }
 
+    /// The longest heartbeat interval this leader has told a worker (at
+    /// least the configured one): a runtime's connection timeouts scale
+    /// with it, so no worker heartbeating as told is taken for a dead
+    /// connection.
+    pub fn longest_heartbeat_interval(&self) -> Millis {
+        self.config.heartbeat_interval.max(self.longest_heartbeat)
+    }
+
     /// What a leader tells a peer that may not know it: `MasterChanged`
     /// (this leader, its epoch, the masters it knows); `None` unless it is
     /// acting.
@@ -773,7 +927,6 @@ impl Master {
             Message::Hello(hello) => {
                 let c = self.conns.get_mut(&conn).expect("inserted above");
                 c.role = Some(hello.role);
-                c.node = Some(hello.node);
                 out.push(Action::Send {
                     conn,
                     msg: Message::HelloReply(HelloReply {
@@ -943,8 +1096,11 @@ impl Master {
         // Deadlines still in the runtime's table fire harmlessly in standby.
         self.armed.clear();
         self.workers = workers::Registry::default();
+        self.longest_heartbeat = Millis::ZERO;
         self.frameworks.clear();
         self.executors.clear();
+        self.live_by_worker.clear();
+        self.open_slots.clear();
         self.after_write.clear();
         let mut conns: Vec<ConnId> = self.conns.keys().copied().collect();
         conns.sort();

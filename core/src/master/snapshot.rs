@@ -5,7 +5,8 @@
 //!
 //! Every `StateRequest` is answered, never dropped. A snapshot is built
 //! afresh only when the cached one may be out of date (anything other than
-//! a `StateRequest` was handled since it was built, or it is older than
+//! a `StateRequest` or a heartbeat was handled since it was built —
+//! heartbeats move only its counters — or it is older than
 //! `STATE_SNAPSHOT_MAX_AGE`) *and* the asking connection has not had a
 //! fresh one within `STATE_REQUEST_INTERVAL`; otherwise the cached one is
 //! sent. A peer asking in a loop thus costs at most one build per interval,

@@ -1,11 +1,20 @@
 //! The leader's worker registry: registration, heartbeats, the DEAD sweep.
+//!
+//! Nothing here costs the cluster's size per event or per tick: the
+//! registry keeps how many workers are in each state, the ALIVE workers in
+//! the order they were last heard from ([`super::silence`]: a sweep looks at
+//! the silent workers only), and the placement candidates in the order the
+//! placement policy picks them ([`Registry::placeable`]).
 
-use super::{Action, Master, Timer};
+use super::silence::Silence;
+use super::{Action, Master, Placement, Timer};
 use crate::ids::{Addr, ConnId, Epoch, Incarnation, WorkerId};
+use crate::limits::MAX_EXECUTORS_PER_WORKER;
 use crate::protocol::{Message, RegisterWorker};
 use crate::store::{Record, RecordKey, WorkerRecord, WriteId};
 use crate::time::Millis;
 use rustc_hash::FxHashMap;
+use std::collections::BTreeSet;
 
 /// How many replaced incarnations of one worker id are remembered, so a
 /// replaced process that keeps talking is told to shut down instead of
@@ -14,6 +23,7 @@ const RETIRED_KEPT: usize = 8;
 
 /// Where a registered worker is in its life at this leader.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub enum WorkerState {
     /// Registration received; its record is being persisted.
     Registering,
@@ -56,13 +66,84 @@ pub struct WorkerEntry {
     pub memory_used_mb: u64,
     /// Where its callback listener takes masters' connections, if it said.
     pub callback: Option<Addr>,
+    /// The heartbeat interval it was told last (in `Registered`; the
+    /// configured one before its first).
+    pub heartbeat_interval: Millis,
+    /// How long it may stay silent before it is DEAD: the worker timeout
+    /// scaled to its heartbeat interval ([`super::Config::scaled`]); while
+    /// a new interval is on its way to the worker, scaled to the longer of
+    /// the old and the new one.
+    pub timeout: Millis,
+    /// Its slot in the registry's silence order.
+    slot: u32,
+    /// The key it has among the placement candidates, if it is one.
+    placed_as: Option<(u32, u64)>,
 }
 
+impl WorkerEntry {
+    /// A new entry (not yet in a registry: [`Registry::insert`] gives it its
+    /// slot).
+    fn new(id: WorkerId, incarnation: Incarnation, cores: u32, memory_mb: u64) -> Self {
+        WorkerEntry {
+            id,
+            incarnation,
+            cores,
+            memory_mb,
+            state: WorkerState::Registering,
+            last_seen: Millis::ZERO,
+            conn: None,
+            durable: false,
+            retired: Vec::new(),
+            recovered: false,
+            cores_used: 0,
+            memory_used_mb: 0,
+            callback: None,
+            heartbeat_interval: Millis::ZERO,
+            timeout: Millis::ZERO,
+            slot: u32::MAX,
+            placed_as: None,
+        }
+    }
+}
+
+/// What a heartbeat tells the registry.
+#[derive(Debug)]
+pub(super) enum Heard {
+    /// From the registered incarnation of an ALIVE worker, told to
+    /// heartbeat every `interval`: acknowledge it.
+    Ack { interval: Millis },
+    /// From a worker whose registration is being persisted: its
+    /// `Registered` is on the way.
+    Quiet,
+    /// From an incarnation that was replaced by `current`.
+    Retired { id: WorkerId, current: Incarnation },
+    /// From no worker this leader knows as registered on it.
+    Unknown,
+}
+
+/// A placement candidate's key: `(0, 0, id)` under `spread` (round robin in
+/// id order), `(free cores, free memory, id)` under `pack` (the fullest
+/// worker that fits comes first).
+pub(super) type PlaceKey = (u32, u64, WorkerId);
+
+/// The worker registry and its indexes. Every change to a worker's state,
+/// last contact, connection or usage goes through its methods (or is
+/// followed by [`Master::reindex_worker`]), so the indexes stay exact;
+/// debug builds check them after every step (see `Master::check_indexes`).
 #[derive(Debug, Default)]
 pub(super) struct Registry {
     pub(super) entries: FxHashMap<WorkerId, WorkerEntry>,
     /// Writes in flight: which (worker, incarnation) each one makes durable.
     pending: FxHashMap<WriteId, (WorkerId, Incarnation)>,
+    /// How many entries are in each state, by `WorkerState as usize`.
+    counts: [usize; 4],
+    /// How many entries were recovered from the store.
+    recovered: usize,
+    /// The ALIVE workers, least recently heard from first.
+    silence: Silence,
+    /// The placement candidates: ALIVE, connected, with room for one more
+    /// live executor (`MAX_EXECUTORS_PER_WORKER`), in the policy's order.
+    pub(super) placeable: BTreeSet<PlaceKey>,
 }
 
 impl Registry {
@@ -72,33 +153,120 @@ impl Registry {
         v
     }
 
-    pub(super) fn insert_recovered(&mut self, r: WorkerRecord, now: Millis) {
-        self.entries.insert(
-            r.id.clone(),
-            WorkerEntry {
-                id: r.id,
-                incarnation: r.incarnation,
-                cores: r.cores,
-                memory_mb: r.memory_mb,
-                state: WorkerState::Unknown,
-                last_seen: now,
-                conn: None,
-                durable: true,
-                retired: Vec::new(),
-                recovered: true,
-                cores_used: 0,
-                memory_used_mb: 0,
-                callback: r.callback,
-            },
-        );
+    /// Adds `e` (replacing nothing: the caller removed any entry of its id).
+    fn insert(&mut self, mut e: WorkerEntry) {
+        e.slot = self.silence.alloc(e.id.clone());
+        e.placed_as = None;
+        self.counts[e.state as usize] += 1;
+        self.recovered += usize::from(e.recovered);
+        if e.state == WorkerState::Alive {
+            self.silence.push_back(e.slot, e.last_seen);
+        }
+        if let Some(old) = self.entries.insert(e.id.clone(), e) {
+            unreachable!("worker {} inserted twice", old.id);
+        }
+    }
+
+    /// Removes `id`'s entry and forgets it in every index.
+    pub(super) fn remove(&mut self, id: &WorkerId) -> Option<WorkerEntry> {
+        let e = self.entries.remove(id)?;
+        self.counts[e.state as usize] -= 1;
+        self.recovered -= usize::from(e.recovered);
+        self.silence.free(e.slot);
+        if let Some((c, m)) = e.placed_as {
+            self.placeable.remove(&(c, m, e.id.clone()));
+        }
+        Some(e)
+    }
+
+    /// Moves `id` to `state`. A worker becoming ALIVE counts as heard from
+    /// at its `last_seen`.
+    pub(super) fn set_state(&mut self, id: &WorkerId, state: WorkerState) {
+        let Some(e) = self.entries.get_mut(id) else { return };
+        if e.state == state {
+            return;
+        }
+        self.counts[e.state as usize] -= 1;
+        self.counts[state as usize] += 1;
+        e.state = state;
+        if state == WorkerState::Alive {
+            self.silence.push_back(e.slot, e.last_seen);
+        } else {
+            self.silence.unlink(e.slot);
+        }
+    }
+
+    /// A heartbeat from `id` as `incarnation` at `now`: one lookup, and
+    /// the worker moves to the tail of the silence order. The worker now
+    /// heartbeats at the interval it was told last, so its timeout is
+    /// `timeout` (the worker timeout scaled to that interval).
+    pub(super) fn heartbeat(
+        &mut self,
+        id: &WorkerId,
+        incarnation: Incarnation,
+        now: Millis,
+        timeout: impl FnOnce(Millis) -> Millis,
+    ) -> Heard {
+        let Some(e) = self.entries.get_mut(id) else { return Heard::Unknown };
+        if e.incarnation == incarnation {
+            match e.state {
+                WorkerState::Alive => {
+                    e.last_seen = now;
+                    e.timeout = timeout(e.heartbeat_interval);
+                    self.silence.push_back(e.slot, now);
+                    return Heard::Ack { interval: e.heartbeat_interval };
+                }
+                WorkerState::Registering => {
+                    e.last_seen = now;
+                    return Heard::Quiet;
+                }
+                WorkerState::Dead | WorkerState::Unknown => return Heard::Unknown,
+            }
+        }
+        if e.retired.contains(&incarnation) {
+            return Heard::Retired { id: e.id.clone(), current: e.incarnation };
+        }
+        Heard::Unknown
+    }
+
+    /// `id` was heard from at `now`.
+    pub(super) fn seen(&mut self, id: &WorkerId, now: Millis) {
+        if let Some(e) = self.entries.get_mut(id) {
+            e.last_seen = now;
+            if e.state == WorkerState::Alive {
+                self.silence.push_back(e.slot, now);
+            }
+        }
+    }
+
+    /// Adds a worker recovered from its record, UNKNOWN until it reports;
+    /// `heartbeat` is the configured interval and timeout, until it is told
+    /// its own.
+    pub(super) fn insert_recovered(
+        &mut self,
+        r: WorkerRecord,
+        now: Millis,
+        heartbeat: (Millis, Millis),
+    ) {
+        let mut e = WorkerEntry::new(r.id, r.incarnation, r.cores, r.memory_mb);
+        (e.heartbeat_interval, e.timeout) = heartbeat;
+        e.state = WorkerState::Unknown;
+        e.last_seen = now;
+        e.durable = true;
+        e.recovered = true;
+        e.callback = r.callback;
+        // A store holds one record per worker id; a second one (a damaged
+        // or planted store) replaces the first, as the map always did.
+        let _ = self.remove(&e.id);
+        self.insert(e);
     }
 
     pub(super) fn count(&self, state: WorkerState) -> usize {
-        self.entries.values().filter(|e| e.state == state).count()
+        self.counts[state as usize]
     }
 
     pub(super) fn recovered_count(&self) -> usize {
-        self.entries.values().filter(|e| e.recovered).count()
+        self.recovered
     }
 
     pub(super) fn ids_in(&self, state: WorkerState) -> Vec<WorkerId> {
@@ -112,15 +280,115 @@ impl Registry {
         for e in self.entries.values_mut() {
             e.last_seen = now;
         }
+        self.silence.touch_all(now);
     }
 
     pub(super) fn remove_if_not_alive(&mut self, id: &WorkerId) -> Option<WorkerEntry> {
         match self.entries.get(id) {
             Some(e) if matches!(e.state, WorkerState::Unknown | WorkerState::Dead) => {
-                self.entries.remove(id)
+                self.remove(id)
             }
             _ => None,
         }
+    }
+
+    /// The ALIVE workers silent for longer than their timeout at `now`,
+    /// in id order, where no worker's timeout is below `floor` (the
+    /// configured worker timeout). Looks at the workers silent for longer
+    /// than `floor` only (and one more).
+    pub(super) fn silent(&self, now: Millis, floor: Millis) -> Vec<WorkerId> {
+        let mut v: Vec<WorkerId> = self
+            .silence
+            .silent_longer_than(now, floor)
+            .into_iter()
+            .filter(|id| {
+                self.entries.get(*id).is_some_and(|e| {
+                    e.state == WorkerState::Alive && now.since(e.last_seen) > e.timeout.max(floor)
+                })
+            })
+            .cloned()
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// How many workers heartbeat to this leader, or will: every one not
+    /// DEAD.
+    pub(super) fn heartbeating(&self) -> usize {
+        self.entries.len() - self.count(WorkerState::Dead)
+    }
+
+    /// Puts `id` among the placement candidates, or takes it out, by its
+    /// state, connection and usage now; `live` is how many live executors
+    /// it has.
+    pub(super) fn reindex(&mut self, id: &WorkerId, live: usize, policy: Placement) {
+        let Some(e) = self.entries.get_mut(id) else { return };
+        let want =
+            (e.state == WorkerState::Alive && e.conn.is_some() && live < MAX_EXECUTORS_PER_WORKER)
+                .then(|| place_key(e, policy));
+        if want == e.placed_as {
+            return;
+        }
+        if let Some((c, m)) = e.placed_as.take() {
+            self.placeable.remove(&(c, m, id.clone()));
+        }
+        if let Some((c, m)) = want {
+            self.placeable.insert((c, m, id.clone()));
+        }
+        e.placed_as = want;
+    }
+
+    /// Checks every index against the entries (debug builds, small
+    /// registries): the state counts, the silence order (exactly the ALIVE
+    /// workers, keys never decreasing) and the placement candidates.
+    #[cfg(debug_assertions)]
+    pub(super) fn check(
+        &self,
+        policy: Placement,
+        timeout_floor: Millis,
+        live: impl Fn(&WorkerId) -> usize,
+    ) {
+        let mut counts = [0usize; 4];
+        for e in self.entries.values() {
+            counts[e.state as usize] += 1;
+        }
+        assert_eq!(self.counts, counts, "worker counts by state");
+        let recovered = self.entries.values().filter(|e| e.recovered).count();
+        assert_eq!(self.recovered, recovered, "recovered workers");
+        let linked = self.silence.linked();
+        assert!(linked.windows(2).all(|w| w[0].1 <= w[1].1), "silence order is sorted");
+        let mut linked: Vec<&WorkerId> = linked.into_iter().map(|(w, _)| w).collect();
+        linked.sort();
+        let mut alive: Vec<&WorkerId> = self
+            .entries
+            .values()
+            .filter(|e| e.state == WorkerState::Alive)
+            .map(|e| &e.id)
+            .collect();
+        alive.sort();
+        assert_eq!(linked, alive, "the silence order holds exactly the ALIVE workers");
+        for e in self.entries.values() {
+            assert_eq!(self.silence.is_linked(e.slot), e.state == WorkerState::Alive);
+            // The sweep's walk stops at the configured timeout.
+            assert!(
+                e.state != WorkerState::Alive || e.timeout >= timeout_floor,
+                "an ALIVE worker's timeout is at least the configured one"
+            );
+        }
+        let want: BTreeSet<PlaceKey> = self
+            .entries
+            .values()
+            .filter(|e| {
+                e.state == WorkerState::Alive
+                    && e.conn.is_some()
+                    && live(&e.id) < MAX_EXECUTORS_PER_WORKER
+            })
+            .map(|e| {
+                let (c, m) = place_key(e, policy);
+                (c, m, e.id.clone())
+            })
+            .collect();
+        assert_eq!(self.placeable, want, "placement candidates");
     }
 
     /// `worker` is registered as `incarnation` and talks on `conn`.
@@ -137,22 +405,95 @@ impl Registry {
         })
     }
 
-    pub(super) fn unbind(&mut self, worker: &WorkerId, conn: ConnId) {
-        if let Some(e) = self.entries.get_mut(worker) {
-            if e.conn == Some(conn) {
+    /// `worker` no longer talks on `conn`; `true` if it did.
+    #[must_use]
+    pub(super) fn unbind(&mut self, worker: &WorkerId, conn: ConnId) -> bool {
+        match self.entries.get_mut(worker) {
+            Some(e) if e.conn == Some(conn) => {
                 e.conn = None;
+                true
             }
+            _ => false,
+        }
+    }
+}
+
+/// `e`'s key among the placement candidates under `policy`.
+fn place_key(e: &WorkerEntry, policy: Placement) -> (u32, u64) {
+    match policy {
+        Placement::Spread => (0, 0),
+        Placement::Pack => {
+            (e.cores.saturating_sub(e.cores_used), e.memory_mb.saturating_sub(e.memory_used_mb))
         }
     }
 }
 
 impl Master {
-    fn registered_msg(&self, duplicate: bool) -> Message {
+    /// `Registered` for `worker`, telling it its heartbeat interval (see
+    /// [`Master::hand_out_interval`]).
+    fn registered_msg(&mut self, worker: &WorkerId, duplicate: bool) -> Message {
+        let heartbeat_interval = self.hand_out_interval(worker);
         Message::Registered {
             epoch: self.epoch,
-            heartbeat_interval: self.config.heartbeat_interval,
+            heartbeat_interval,
             duplicate,
             masters: self.known_masters(),
+        }
+    }
+
+    /// The heartbeat interval `worker` is told now: the shortest interval
+    /// the ceiling allows for the workers registered
+    /// ([`super::Config::heartbeat_interval_for`]), plus, when that is past
+    /// the configured interval, a jitter of up to a quarter of it drawn
+    /// from the worker's id and incarnation (so heartbeats of workers that
+    /// registered together drift apart). Its timeout covers the longer of
+    /// its old and new interval until its next heartbeat: the heartbeat
+    /// after this one may still come at the old interval.
+    fn hand_out_interval(&mut self, worker: &WorkerId) -> Millis {
+        let floor = self.heartbeat_floor();
+        let Some(e) = self.workers.entries.get_mut(worker) else { return floor };
+        let interval = if floor > self.config.heartbeat_interval {
+            Millis(floor.0.saturating_add(jitter(&e.id, e.incarnation, floor.0 / 4)))
+        } else {
+            floor
+        };
+        let longest = interval.max(e.heartbeat_interval);
+        e.timeout = self.config.scaled(self.config.worker_timeout, longest);
+        e.heartbeat_interval = interval;
+        self.longest_heartbeat = self.longest_heartbeat.max(interval);
+        interval
+    }
+
+    /// Whether a worker told to heartbeat every `interval` should be told
+    /// another interval: the cluster grew past it (its heartbeats would
+    /// pass the ceiling) or shrank below half of it (its failures would be
+    /// noticed later than they need be).
+    fn interval_outgrown(&mut self, interval: Millis) -> bool {
+        let floor = self.heartbeat_floor();
+        interval < floor || interval.0 > floor.0.saturating_mul(2)
+    }
+
+    /// The shortest interval for the workers registered now (computed once
+    /// per change of their number: every heartbeat asks).
+    fn heartbeat_floor(&mut self) -> Millis {
+        let n = self.workers.heartbeating();
+        if self.floor_for.0 != n || self.floor_for.1 == Millis::ZERO {
+            self.floor_for = (n, self.config.heartbeat_interval_for(n));
+        }
+        self.floor_for.1
+    }
+
+    /// Puts `worker` among the placement candidates or takes it out, by its
+    /// state, connection, usage and live executors now.
+    pub(super) fn reindex_worker(&mut self, worker: &WorkerId) {
+        let live = self.live_on(worker);
+        self.workers.reindex(worker, live, self.config.placement);
+    }
+
+    /// `worker` no longer talks on `conn` (if it did).
+    pub(super) fn unbind_worker(&mut self, worker: &WorkerId, conn: ConnId) {
+        if self.workers.unbind(worker, conn) {
+            self.reindex_worker(worker);
         }
     }
 
@@ -171,9 +512,9 @@ impl Master {
     /// failed to replace).
     fn drop_conn(&mut self, conn: ConnId, registering: &WorkerId) {
         if let Some(worker) = self.conns.remove(&conn).and_then(|c| c.worker) {
-            self.workers.unbind(&worker, conn);
+            self.unbind_worker(&worker, conn);
         }
-        self.workers.unbind(registering, conn);
+        self.unbind_worker(registering, conn);
     }
 
     pub(super) fn register_worker(
@@ -216,36 +557,42 @@ impl Master {
             Some(true) => {
                 let entry = self.workers.entries.get_mut(&id).expect("checked");
                 let old_conn = entry.conn.replace(conn);
-                entry.last_seen = now;
+                let state = entry.state;
+                self.workers.seen(&id, now);
                 if let Some(old) = old_conn.filter(|c| *c != conn) {
                     if let Some(c) = self.conns.get_mut(&old) {
                         c.worker = None;
                     }
                 }
-                match entry.state {
+                match state {
                     WorkerState::Alive => {
                         // The same process again (a retry or a blip): acknowledge
                         // idempotently, never an error (SPARK-23191).
-                        out.push(Action::Send { conn, msg: self.registered_msg(true) });
+                        let msg = self.registered_msg(&id, true);
+                        out.push(Action::Send { conn, msg });
                     }
                     // The acknowledgement follows `Persisted`, on the latest conn.
                     WorkerState::Registering => {}
                     // A recovered worker reports: its record is durable already.
                     WorkerState::Unknown => {
-                        entry.state = WorkerState::Alive;
-                        out.push(Action::Send { conn, msg: self.registered_msg(false) });
+                        self.workers.set_state(&id, WorkerState::Alive);
+                        let msg = self.registered_msg(&id, false);
+                        out.push(Action::Send { conn, msg });
                     }
                     WorkerState::Dead => {
-                        entry.state = WorkerState::Registering;
-                        entry.durable = false;
+                        self.workers.set_state(&id, WorkerState::Registering);
+                        if let Some(e) = self.workers.entries.get_mut(&id) {
+                            e.durable = false;
+                        }
                         self.persist_worker(&id, out);
                     }
                 }
+                self.reindex_worker(&id);
             }
             Some(false) => {
                 // The old incarnation's executors are lost (DESIGN rule 5).
                 self.lose_executors_of(&id, out);
-                let old = self.workers.entries.remove(&id).expect("checked");
+                let old = self.workers.remove(&id).expect("checked");
                 if let Some(old_conn) = old.conn.filter(|c| *c != conn) {
                     let msg = shutdown_msg(self.epoch, &id, old.incarnation, reg.incarnation);
                     out.push(Action::Send { conn: old_conn, msg });
@@ -275,24 +622,15 @@ impl Master {
         out: &mut Vec<Action>,
     ) {
         let id = reg.worker.clone();
-        self.workers.entries.insert(
-            id.clone(),
-            WorkerEntry {
-                id: reg.worker,
-                incarnation: reg.incarnation,
-                cores: reg.cores,
-                memory_mb: reg.memory_mb,
-                state: WorkerState::Registering,
-                last_seen: now,
-                conn: Some(conn),
-                durable: false,
-                retired,
-                recovered: false,
-                cores_used: 0,
-                memory_used_mb: 0,
-                callback: self.conns.get(&conn).and_then(|c| c.callback.clone()),
-            },
-        );
+        let mut e = WorkerEntry::new(reg.worker, reg.incarnation, reg.cores, reg.memory_mb);
+        // The configured interval and timeout until it is told its own.
+        e.heartbeat_interval = self.config.heartbeat_interval;
+        e.timeout = self.config.worker_timeout;
+        e.last_seen = now;
+        e.conn = Some(conn);
+        e.retired = retired;
+        e.callback = self.conns.get(&conn).and_then(|c| c.callback.clone());
+        self.workers.insert(e);
         self.persist_worker(&id, out);
     }
 
@@ -323,15 +661,18 @@ impl Master {
         };
         let reply = match self.workers.entries.get_mut(&id) {
             Some(e) if e.incarnation == incarnation && e.state == WorkerState::Registering => {
-                e.state = WorkerState::Alive;
                 e.durable = true;
                 e.last_seen = now;
-                e.conn
+                let conn = e.conn;
+                self.workers.set_state(&id, WorkerState::Alive);
+                self.reindex_worker(&id);
+                conn
             }
             _ => None,
         };
         if let Some(conn) = reply {
-            out.push(Action::Send { conn, msg: self.registered_msg(false) });
+            let msg = self.registered_msg(&id, false);
+            out.push(Action::Send { conn, msg });
             self.place(out);
         }
         true
@@ -346,22 +687,34 @@ impl Master {
     ) {
         let epoch = self.epoch;
         let bound = self.conns.get(&conn).and_then(|c| c.worker.as_ref());
-        let entry = bound.and_then(|w| self.workers.entries.get_mut(w));
-        match entry {
-            Some(e) if e.incarnation == incarnation && e.state == WorkerState::Alive => {
-                e.last_seen = now;
+        let config = &self.config;
+        let timeout = |interval| config.scaled(config.worker_timeout, interval);
+        match bound.map(|w| self.workers.heartbeat(w, incarnation, now, timeout)) {
+            Some(Heard::Ack { interval }) => {
                 out.push(Action::Send { conn, msg: Message::HeartbeatAck { epoch } });
-            }
-            Some(e) if e.retired.contains(&incarnation) => {
-                let msg = shutdown_msg(epoch, &e.id, incarnation, e.incarnation);
-                out.push(Action::Send { conn, msg });
+                if self.interval_outgrown(interval) {
+                    // Heartbeat load control: the cluster's size changed
+                    // enough that this worker's interval no longer suits
+                    // it. The worker takes the interval of any `Registered`
+                    // from the master it follows (a repeat of its
+                    // acknowledgement, harmless by the protocol), from its
+                    // next heartbeat on.
+                    if let Some(worker) = self.conns.get(&conn).and_then(|c| c.worker.clone()) {
+                        let msg = self.registered_msg(&worker, true);
+                        out.push(Action::Send { conn, msg });
+                    }
+                }
             }
             // Registering: the acknowledgement is on its way; stay quiet.
-            Some(e) if e.incarnation == incarnation && e.state == WorkerState::Registering => {
-                e.last_seen = now;
+            Some(Heard::Quiet) => {}
+            Some(Heard::Retired { id, current }) => {
+                let msg = shutdown_msg(epoch, &id, incarnation, current);
+                out.push(Action::Send { conn, msg });
             }
             // Unknown on this connection, dead, or another incarnation.
-            _ => out.push(Action::Send { conn, msg: Message::ReconnectWorker { epoch } }),
+            Some(Heard::Unknown) | None => {
+                out.push(Action::Send { conn, msg: Message::ReconnectWorker { epoch } })
+            }
         }
     }
 
@@ -372,8 +725,9 @@ impl Master {
             return;
         }
         self.lose_executors_of(id, out);
+        self.workers.set_state(id, WorkerState::Dead);
+        self.reindex_worker(id);
         let e = self.workers.entries.get_mut(id).expect("checked above");
-        e.state = WorkerState::Dead;
         e.durable = false;
         let incarnation = e.incarnation;
         let write = self.next_write();
@@ -384,17 +738,10 @@ impl Master {
         });
     }
 
+    /// Marks the workers silent for longer than `worker_timeout` DEAD, in
+    /// id order. Costs the silent workers, not the registry's size.
     pub(super) fn sweep(&mut self, now: Millis, out: &mut Vec<Action>) {
-        let timeout = self.config.worker_timeout;
-        let mut dead: Vec<WorkerId> = self
-            .workers
-            .entries
-            .values()
-            .filter(|e| e.state == WorkerState::Alive && now.since(e.last_seen) > timeout)
-            .map(|e| e.id.clone())
-            .collect();
-        dead.sort();
-        for id in dead {
+        for id in self.workers.silent(now, self.config.worker_timeout) {
             self.mark_dead(&id, out);
         }
         out.push(Action::SetTimer { timer: Timer::Sweep, at: now + self.config.sweep_interval() });
@@ -408,6 +755,21 @@ fn shutdown_msg(epoch: Epoch, id: &WorkerId, old: Incarnation, new: Incarnation)
             "worker id {id} conflict: incarnation {old} was replaced by incarnation {new}"
         ),
     }
+}
+
+/// A number in `0..=max` drawn from a worker's id and incarnation: the same
+/// for the same process, spread across processes.
+fn jitter(id: &WorkerId, incarnation: Incarnation, max: u64) -> u64 {
+    use std::hash::{Hash, Hasher};
+    if max == 0 {
+        return 0;
+    }
+    let mut h = rustc_hash::FxHasher::default();
+    id.hash(&mut h);
+    incarnation.hash(&mut h);
+    // FxHash's low bits vary least: mix the high ones in.
+    let x = h.finish();
+    (x ^ (x >> 29) ^ (x >> 47)) % (max + 1)
 }
 
 /// Why `reg` breaks a limit of [`crate::limits`], if it does.

@@ -110,8 +110,12 @@ pub struct MasterConfig {
     /// How long a new leader waits for recovered workers (default: the
     /// worker timeout).
     pub recovery_timeout: Option<Duration>,
-    /// How workers heartbeat.
+    /// How workers heartbeat, at least.
     pub heartbeat_interval: Duration,
+    /// The most heartbeats per second all workers send together; past it
+    /// the leader tells them longer intervals (0: no ceiling; see
+    /// `regent_core::master::Config::max_heartbeats_per_second`).
+    pub max_heartbeats_per_second: u32,
     /// How many frameworks the cluster keeps records of (see
     /// `regent_core::limits::DEFAULT_MAX_FRAMEWORKS`).
     pub max_frameworks: usize,
@@ -188,6 +192,7 @@ impl MasterConfig {
             worker_timeout: Duration::from_secs(10),
             recovery_timeout: None,
             heartbeat_interval: Duration::from_secs(1),
+            max_heartbeats_per_second: regent_core::master::DEFAULT_MAX_HEARTBEATS_PER_SECOND,
             max_frameworks: regent_core::limits::DEFAULT_MAX_FRAMEWORKS,
             net,
             insecure: false,
@@ -292,6 +297,7 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
         cfg.worker_timeout,
         cfg.recovery_timeout,
         cfg.heartbeat_interval,
+        cfg.max_heartbeats_per_second,
         cfg.max_frameworks,
     );
     tracing::info!(id = %cfg.id, listen = %bound, advertise = %advertise, "master listening");
@@ -607,6 +613,10 @@ impl Daemon {
                 Output::Exit { reason } => return Err(format!("giving up leadership: {reason}")),
             }
         }
+        // The connections' timeouts scale with the longest heartbeat
+        // interval the leader has told a worker (heartbeat load control).
+        let longest = self.node.master().longest_heartbeat_interval();
+        self.net.follow_heartbeat(Some(longest));
         Ok(())
     }
 }

@@ -1,0 +1,649 @@
+//! The pure master machine at scale (issue 13 item 3): no sockets, no
+//! store, one thread. A plain `main`, run with
+//!
+//! ```sh
+//! cargo bench -p regent-tests --bench scale
+//! REGENT_SCALE_WORKERS=20000 cargo bench -p regent-tests --bench scale
+//! ```
+//!
+//! `regent_core::master::Master` is driven directly with N workers (default
+//! 100,000), N/10 frameworks and N executors: registration of every worker,
+//! heartbeat rounds, sweep ticks (nothing expired; 1% expired), placement of
+//! N executors (`spread` over N/10 frameworks of 10, and `spread` and `pack`
+//! over groups of 2,000), and a failover's recovery from N worker records
+//! and N/10 framework records (`Elected` → `LoadRecords` → `Loaded` → epoch
+//! durable → RECOVERING → every worker re-registers reporting its executor →
+//! ALIVE → every framework resubscribes). Every `Persist` and `Unpersist` is
+//! made durable at once (fed back as `Persisted` right after the step that
+//! asked for it), so the figures are the machine's own cost. Memory is
+//! counted by the global allocator below: bytes live in the process after a
+//! phase minus before it, per worker or per executor.
+//!
+//! Times of phases over 50 ms are the bench thread's time on a CPU
+//! (`/proc/thread-self/schedstat`, so other work on a shared machine
+//! inflates them less), with the wall time beside them; shorter ones (sweep
+//! ticks: median and minimum over several) are wall times.
+//!
+//! The bench lives in `regent-tests` rather than `regent-core` because a
+//! global allocator is unsafe code, which `regent-core` forbids.
+#![allow(unsafe_code)] // the counting allocator below, and nothing else
+
+use regent_core::ids::InstanceId;
+use regent_core::master::{self, Master, Status, Timer};
+use regent_core::protocol::{
+    ExecutorReport, ExecutorState, GroupSpec, Hello, Message, RegisterWorker, Role, Subscribe,
+    PROTOCOL_VERSION,
+};
+use regent_core::store::{FrameworkRecord, GroupRecord, Record, SlotOutcome, WorkerRecord};
+use regent_core::WorkerId;
+use regent_core::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, Millis};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::VecDeque;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Instant;
+
+/// The system allocator, keeping the number of bytes live.
+struct Counting;
+
+static LIVE: AtomicI64 = AtomicI64::new(0);
+
+// SAFETY: every method forwards to `System` with the caller's arguments
+// unchanged; the only addition is an atomic counter.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
+        // SAFETY: forwarded as is.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
+        // SAFETY: forwarded as is.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as i64, Ordering::Relaxed);
+        // SAFETY: forwarded as is.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
+        // SAFETY: forwarded as is.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+fn live_bytes() -> i64 {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// This thread's time on a CPU, in ns (Linux), if the kernel says.
+fn cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// A phase's wall and CPU time.
+struct Stopwatch {
+    wall: Instant,
+    cpu: Option<u64>,
+}
+
+/// Seconds taken: CPU time when known, wall time otherwise; and a label
+/// with both.
+struct Took {
+    secs: f64,
+    wall: f64,
+}
+
+impl Stopwatch {
+    fn start() -> Self {
+        Stopwatch { cpu: cpu_ns(), wall: Instant::now() }
+    }
+
+    fn stop(&self) -> Took {
+        let wall = self.wall.elapsed().as_secs_f64();
+        let cpu = match (self.cpu, cpu_ns()) {
+            (Some(a), Some(b)) => Some((b - a) as f64 / 1e9),
+            _ => None,
+        };
+        // The kernel accounts CPU time at scheduler ticks: only for phases
+        // long enough is it the better figure.
+        let secs = match cpu {
+            Some(c) if wall > 0.05 => c,
+            _ => wall,
+        };
+        Took { secs, wall }
+    }
+}
+
+impl Took {
+    /// "X ms in all, Y each (wall Z ms)".
+    fn report(&self, n: usize) -> String {
+        format!("{} in all, {} each (wall {})", ms(self.secs), per(self.secs, n), ms(self.wall))
+    }
+}
+
+/// Executors per framework in the many-frameworks shape (and per framework
+/// record in recovery).
+const SLOTS_PER_FRAMEWORK: u32 = 10;
+/// Slots per group in the big-groups shape (the per-group limit is 2,048).
+const BIG_GROUP: u32 = 2_000;
+const CORES: u32 = 16;
+const MEMORY_MB: u64 = 65_536;
+
+/// What the runtime would have sent, tallied.
+#[derive(Default, Debug)]
+struct Tally {
+    launches: usize,
+    sends: usize,
+    writes: usize,
+    registered: usize,
+    subscribed: usize,
+    acks: usize,
+}
+
+/// A master and an instantly durable store.
+struct Driver {
+    m: Master,
+    now: Millis,
+}
+
+impl Driver {
+    fn new(cfg: master::Config) -> Self {
+        Driver { m: Master::new(cfg), now: Millis(0) }
+    }
+
+    /// Handles `event`, then feeds `Persisted` for every write it asked
+    /// for (and for the writes those steps ask for, in order).
+    fn feed(&mut self, event: master::Event, t: &mut Tally) {
+        let mut queue = VecDeque::from([event]);
+        while let Some(ev) = queue.pop_front() {
+            for a in self.m.handle(self.now, ev) {
+                match a {
+                    master::Action::Persist { write, .. }
+                    | master::Action::Unpersist { write, .. } => {
+                        t.writes += 1;
+                        queue.push_back(master::Event::Persisted { write });
+                    }
+                    master::Action::Send { msg, .. } => {
+                        t.sends += 1;
+                        match msg {
+                            Message::LaunchExecutor { .. } => t.launches += 1,
+                            Message::Registered { .. } => t.registered += 1,
+                            Message::HeartbeatAck { .. } => t.acks += 1,
+                            Message::Subscribed { .. } => t.subscribed += 1,
+                            _ => {}
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    fn msg(&mut self, conn: ConnId, msg: Message, t: &mut Tally) {
+        self.feed(master::Event::Message { conn, msg }, t);
+    }
+
+    fn elect_empty(&mut self) {
+        let mut t = Tally::default();
+        self.feed(master::Event::Elected { floor: Epoch(1), clock: 0 }, &mut t);
+        self.feed(master::Event::Loaded { records: vec![] }, &mut t);
+        assert_eq!(self.m.status(), Status::Alive);
+    }
+}
+
+/// The default configuration (1 s heartbeats, 10 s worker timeout, the
+/// default heartbeat ceiling), with room for the bench's frameworks.
+fn config(placement: master::Placement) -> master::Config {
+    let mut cfg = master::Config::new(MasterId::new("m"), Addr::new("10.0.0.1:7077"));
+    cfg.placement = placement;
+    cfg.max_frameworks = regent_core::limits::MAX_FRAMEWORKS_LIMIT;
+    cfg
+}
+
+/// What heartbeat load control told the workers.
+fn intervals(d: &Driver) {
+    let v: Vec<u64> = d.m.workers().iter().map(|w| w.heartbeat_interval.0).collect();
+    let (min, max) = (v.iter().min().copied().unwrap_or(0), v.iter().max().copied().unwrap_or(0));
+    let rate: f64 = v.iter().map(|i| 1_000.0 / *i as f64).sum();
+    let timeouts: Vec<u64> = d.m.workers().iter().map(|w| w.timeout.0).collect();
+    println!(
+        "heartbeat load control ({} a second at most): intervals {min}..{max} ms, {rate:.0} heartbeats a second in all; DEAD after {}..{} ms",
+        d.m.config().max_heartbeats_per_second,
+        timeouts.iter().min().copied().unwrap_or(0),
+        timeouts.iter().max().copied().unwrap_or(0),
+    );
+}
+
+fn worker_id(i: u64) -> WorkerId {
+    WorkerId(format!("worker-{i:06}"))
+}
+
+fn worker_conn(i: u64) -> ConnId {
+    ConnId(i)
+}
+
+fn framework_id(j: u64) -> FrameworkId {
+    FrameworkId(format!("fw-{j:06}"))
+}
+
+fn framework_conn(j: u64) -> ConnId {
+    ConnId(10_000_000 + j)
+}
+
+fn callback(i: u64) -> Addr {
+    Addr(format!("10.{}.{}.{}:7078", i >> 16 & 0xff, i >> 8 & 0xff, i & 0xff))
+}
+
+fn spec(group: &str, slots: u32) -> GroupSpec {
+    GroupSpec {
+        group: group.into(),
+        slots,
+        command: vec!["/usr/bin/env".into(), "sleep".into(), "3600".into()],
+        env: vec![],
+        cores: 1,
+        memory_mb: 1024,
+    }
+}
+
+/// What a worker's connection says, up to and including its registration.
+fn register(d: &mut Driver, i: u64, executors: Vec<ExecutorReport>, t: &mut Tally) {
+    let conn = worker_conn(i);
+    d.feed(master::Event::Connected { conn }, t);
+    let hello = Hello {
+        version: PROTOCOL_VERSION,
+        cluster: "regent".into(),
+        role: Role::Worker,
+        node: worker_id(i).0,
+    };
+    d.msg(conn, Message::Hello(hello), t);
+    d.msg(conn, Message::Callback { addr: callback(i) }, t);
+    let reg = RegisterWorker {
+        worker: worker_id(i),
+        incarnation: Incarnation(1_000_000 + i),
+        cores: CORES,
+        memory_mb: MEMORY_MB,
+        executors,
+        epoch_seen: Epoch(0),
+    };
+    d.msg(conn, Message::RegisterWorker(reg), t);
+}
+
+/// A framework's subscription on its own connection (`Subscribe` with the
+/// framework's id), made durable.
+fn subscribe(d: &mut Driver, j: u64, t: &mut Tally) {
+    let conn = framework_conn(j);
+    d.feed(master::Event::Connected { conn }, t);
+    let sub = Subscribe {
+        framework: Some(framework_id(j)),
+        name: format!("app-{j}"),
+        instance: InstanceId(5_000_000 + j),
+        attempt: 1,
+        failover_timeout: Millis(3_600_000),
+    };
+    d.msg(conn, Message::Subscribe(sub), t);
+}
+
+fn heartbeat(d: &mut Driver, i: u64, t: &mut Tally) {
+    d.msg(worker_conn(i), Message::WorkerHeartbeat { incarnation: Incarnation(1_000_000 + i) }, t);
+}
+
+fn per(total_s: f64, n: usize) -> String {
+    let us = total_s * 1e6 / n.max(1) as f64;
+    if us >= 1000.0 {
+        format!("{:.2} ms", us / 1000.0)
+    } else {
+        format!("{us:.2} us")
+    }
+}
+
+fn ms(s: f64) -> String {
+    format!("{:.1} ms", s * 1e3)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// A leader with `n` registered workers (ALIVE, each with a connection).
+/// Prints the registration's cost and memory.
+fn registered_leader(n: u64, placement: master::Placement, report: bool) -> Driver {
+    let before = live_bytes();
+    let mut d = Driver::new(config(placement));
+    d.elect_empty();
+    let mut t = Tally::default();
+    let watch = Stopwatch::start();
+    for i in 0..n {
+        register(&mut d, i, vec![], &mut t);
+    }
+    let took = watch.stop();
+    assert_eq!(t.registered as u64, n);
+    let bytes = live_bytes() - before;
+    if report {
+        println!(
+            "register {n} workers (Connected, Hello, Callback, RegisterWorker, Persisted): {}",
+            took.report(n as usize)
+        );
+        println!(
+            "memory: {:.0} bytes per registered worker ({:.1} MB for {n})",
+            bytes as f64 / n as f64,
+            bytes as f64 / 1e6
+        );
+    }
+    d
+}
+
+fn heartbeat_rounds(d: &mut Driver, n: u64, rounds: u64) {
+    let mut t = Tally::default();
+    let watch = Stopwatch::start();
+    for _ in 0..rounds {
+        d.now = Millis(d.now.0 + 1_000);
+        for i in 0..n {
+            heartbeat(d, i, &mut t);
+        }
+    }
+    let took = watch.stop();
+    let hbs = (n * rounds) as usize;
+    assert_eq!(t.acks, hbs, "one HeartbeatAck per heartbeat");
+    let told = if t.registered > 0 {
+        format!(" ({} told a new interval)", t.registered)
+    } else {
+        String::new()
+    };
+    println!(
+        "heartbeats: {rounds} rounds of {n}: {}, {:.2} M/s{told}",
+        took.report(hbs),
+        hbs as f64 / took.secs / 1e6
+    );
+}
+
+/// Sweep ticks with nothing expired: every worker heartbeats each second,
+/// a sweep tick follows each round. The median tick is reported.
+fn sweeps_nothing_expired(d: &mut Driver, n: u64, ticks: u64) {
+    let mut t = Tally::default();
+    let mut times = Vec::new();
+    for _ in 0..ticks {
+        d.now = Millis(d.now.0 + 1_000);
+        for i in 0..n {
+            heartbeat(d, i, &mut t);
+        }
+        let start = Instant::now();
+        d.feed(master::Event::Timer(Timer::Sweep), &mut t);
+        times.push(start.elapsed().as_secs_f64());
+    }
+    println!(
+        "sweep tick, {n} workers, nothing expired: median {} (min {})",
+        per(median(times.clone()), 1),
+        per(times.iter().copied().fold(f64::MAX, f64::min), 1)
+    );
+}
+
+/// An operator's `StateRequest` (`regent status`), built afresh; then what
+/// heartbeats do to the cached one.
+fn snapshot(d: &mut Driver, n: u64) {
+    let conn = ConnId(20_000_000);
+    let mut t = Tally::default();
+    d.feed(master::Event::Connected { conn }, &mut t);
+    let built = d.m.metrics().state_snapshots_built;
+    let watch = Stopwatch::start();
+    d.msg(conn, Message::StateRequest, &mut t);
+    let took = watch.stop();
+    assert_eq!(d.m.metrics().state_snapshots_built, built + 1);
+    println!(
+        "StateRequest, {n} workers and {} executors: {} to build the snapshot (wall {})",
+        d.m.executors().count(),
+        ms(took.secs),
+        ms(took.wall)
+    );
+    // A second of heartbeats, then the operator asks again (past the
+    // per-connection interval, within the snapshot's maximum age).
+    d.now = Millis(d.now.0 + 200);
+    for i in 0..n {
+        heartbeat(d, i, &mut t);
+    }
+    d.msg(conn, Message::StateRequest, &mut t);
+    let rebuilt = d.m.metrics().state_snapshots_built - built - 1;
+    println!(
+        "StateRequest after {n} heartbeats (nothing else changed): {}",
+        if rebuilt == 0 { "answered from the cached snapshot" } else { "built again" }
+    );
+}
+
+/// 1% of the workers fall silent; one sweep tick past their timeout marks
+/// them DEAD (their executors LOST and replaced elsewhere). The others
+/// heartbeat once per (longest) interval.
+fn sweep_one_percent_expired(d: &mut Driver, n: u64) {
+    let mut t = Tally::default();
+    let timeout = d.m.workers().iter().map(|w| w.timeout.0).max().unwrap_or(0);
+    let hb = d.m.workers().iter().map(|w| w.heartbeat_interval.0).max().unwrap_or(1).max(1);
+    let silent = |i: u64| i % 100 == 7;
+    let until = d.now.0 + timeout + 1;
+    while d.now.0 + hb < until {
+        d.now = Millis(d.now.0 + hb);
+        for i in (0..n).filter(|i| !silent(*i)) {
+            heartbeat(d, i, &mut t);
+        }
+    }
+    d.now = Millis(until);
+    let before = t.launches;
+    let watch = Stopwatch::start();
+    let out = d.m.handle(d.now, master::Event::Timer(Timer::Sweep));
+    let tick = watch.stop();
+    let deaths = out.iter().filter(|a| matches!(a, master::Action::Unpersist { .. })).count();
+    // The writes the tick asked for, made durable (replacements are placed
+    // once the lost executors' records are).
+    let watch = Stopwatch::start();
+    for a in out {
+        if let master::Action::Persist { write, .. } | master::Action::Unpersist { write, .. } = a {
+            d.feed(master::Event::Persisted { write }, &mut t);
+        }
+    }
+    let settle = watch.stop();
+    println!(
+        "sweep tick, {n} workers, 1% expired: {} for the tick ({deaths} DEAD; wall {}), {} more to make it durable and relaunch {} executors",
+        ms(tick.secs),
+        ms(tick.wall),
+        ms(settle.secs),
+        t.launches - before
+    );
+}
+
+/// Places `frameworks × per_framework` executors: each framework subscribes
+/// and declares one group; the time counts from the first declaration to
+/// the last launch.
+fn place(d: &mut Driver, frameworks: u64, per_framework: u32, label: &str) -> usize {
+    let mut t = Tally::default();
+    for j in 0..frameworks {
+        subscribe(d, j, &mut t);
+    }
+    let before = live_bytes();
+    let watch = Stopwatch::start();
+    let mut t = Tally::default();
+    for j in 0..frameworks {
+        d.msg(
+            framework_conn(j),
+            Message::DeclareGroup { request: 1, spec: spec("g", per_framework) },
+            &mut t,
+        );
+    }
+    let took = watch.stop();
+    let bytes = live_bytes() - before;
+    let n = frameworks as usize * per_framework as usize;
+    assert_eq!(t.launches, n, "every executor placed");
+    println!(
+        "placement ({label}): {n} executors, {frameworks} frameworks x {per_framework}: {}",
+        took.report(n)
+    );
+    println!(
+        "memory: {:.0} bytes per placed executor (its group slot and framework record included)",
+        bytes as f64 / n as f64
+    );
+    n
+}
+
+/// The store of a cluster of `n` workers and `n / 10` frameworks of 10
+/// running executors each, executor `k` on worker `k`.
+fn records(n: u64) -> Vec<Record> {
+    let mut v = vec![Record::Epoch(Epoch(7))];
+    for i in 0..n {
+        v.push(Record::Worker(WorkerRecord {
+            id: worker_id(i),
+            incarnation: Incarnation(1_000_000 + i),
+            cores: CORES,
+            memory_mb: MEMORY_MB,
+            callback: Some(callback(i)),
+        }));
+    }
+    for j in 0..n / u64::from(SLOTS_PER_FRAMEWORK) {
+        v.push(Record::Framework(FrameworkRecord {
+            id: framework_id(j),
+            name: format!("app-{j}"),
+            failover_timeout_ms: 3_600_000,
+            groups: vec![GroupRecord {
+                spec: spec("g", SLOTS_PER_FRAMEWORK),
+                slots: vec![SlotOutcome::Pending; SLOTS_PER_FRAMEWORK as usize],
+                retries_used: 0,
+            }],
+            callback: Some(Addr(format!("10.200.{}.{}:7079", j >> 8 & 0xff, j & 0xff))),
+        }));
+    }
+    v
+}
+
+/// The executor a worker of the recovered cluster reports.
+fn executor_of(i: u64) -> ExecutorReport {
+    let j = i / u64::from(SLOTS_PER_FRAMEWORK);
+    let slot = i % u64::from(SLOTS_PER_FRAMEWORK);
+    let fid = framework_id(j);
+    ExecutorReport {
+        id: ExecutorId(format!("{fid}/g#{slot}#6.{}", i + 1)),
+        framework: fid,
+        cores: 1,
+        memory_mb: 1024,
+        state: ExecutorState::Running,
+    }
+}
+
+fn recovery(n: u64) {
+    let frameworks = n / u64::from(SLOTS_PER_FRAMEWORK);
+    let recs = records(n);
+    let before = live_bytes();
+    let mut d = Driver::new(config(master::Placement::Spread));
+    d.now = Millis(1_000_000);
+    let mut t = Tally::default();
+    let all = Stopwatch::start();
+    let out = d.m.handle(d.now, master::Event::Elected { floor: Epoch(1), clock: 0 });
+    assert!(out.contains(&master::Action::LoadRecords));
+    let loaded = Stopwatch::start();
+    let out = d.m.handle(d.now, master::Event::Loaded { records: recs });
+    let [master::Action::Persist { write, .. }] = out[..] else { panic!("{out:?}") };
+    let out = d.m.handle(d.now, master::Event::Persisted { write });
+    let to_recovering = loaded.stop();
+    let contacts = out
+        .iter()
+        .map(|a| match a {
+            master::Action::Contact { addrs } => addrs.len(),
+            _ => 0,
+        })
+        .sum::<usize>();
+    drop(out);
+    assert_eq!(d.m.status(), Status::Recovering);
+    assert_eq!(contacts as u64, n + frameworks);
+    println!(
+        "recovery: Loaded ({n} worker + {frameworks} framework records) -> epoch durable -> RECOVERING: {} (wall {}; {contacts} peers to contact)",
+        ms(to_recovering.secs),
+        ms(to_recovering.wall)
+    );
+    let rereg = Stopwatch::start();
+    for i in 0..n {
+        register(&mut d, i, vec![executor_of(i)], &mut t);
+    }
+    let took = rereg.stop();
+    assert_eq!(d.m.status(), Status::Alive);
+    assert_eq!(t.registered as u64, n);
+    assert_eq!(t.launches, 0, "every executor adopted, none launched");
+    println!(
+        "recovery: {n} workers re-register, each reporting its running executor (adopted) -> ALIVE: {}",
+        took.report(n as usize)
+    );
+    let resub = Stopwatch::start();
+    for j in 0..frameworks {
+        subscribe(&mut d, j, &mut t);
+    }
+    let took = resub.stop();
+    assert_eq!(t.subscribed as u64, frameworks);
+    println!(
+        "recovery: {frameworks} frameworks resubscribe (Subscribed carries its executors): {}",
+        took.report(frameworks as usize)
+    );
+    let total = all.stop();
+    let bytes = live_bytes() - before;
+    println!(
+        "recovery: Elected to every worker and framework back: {} (wall {})",
+        ms(total.secs),
+        ms(total.wall)
+    );
+    println!(
+        "memory after recovery: {:.1} MB, {:.0} bytes per (worker + its executor + 1/10 framework)",
+        bytes as f64 / 1e6,
+        bytes as f64 / n as f64
+    );
+    assert_eq!(d.m.executors().count() as u64, n);
+    black_box(d);
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--test" || a == "--list") {
+        return; // `cargo test --all-targets` builds benches; nothing to run there
+    }
+    let n: u64 =
+        std::env::var("REGENT_SCALE_WORKERS").ok().and_then(|s| s.parse().ok()).unwrap_or(100_000);
+    let only: Option<String> = std::env::var("REGENT_SCALE_ONLY").ok();
+    let run = |name: &str| match only.as_deref() {
+        None => true,
+        Some(o) => o.split(',').any(|x| x == name),
+    };
+    println!("regent-core master at scale: {n} workers (REGENT_SCALE_WORKERS)");
+
+    if run("registry") || run("placement") {
+        let mut d = registered_leader(n, master::Placement::Spread, true);
+        heartbeat_rounds(&mut d, n, 5);
+        intervals(&d);
+        sweeps_nothing_expired(&mut d, n, 9);
+        if run("placement") {
+            let frameworks = n / u64::from(SLOTS_PER_FRAMEWORK);
+            place(&mut d, frameworks, SLOTS_PER_FRAMEWORK, "spread");
+            snapshot(&mut d, n);
+            heartbeat_rounds(&mut d, n, 2);
+            sweeps_nothing_expired(&mut d, n, 9);
+        }
+        sweep_one_percent_expired(&mut d, n);
+        black_box(d);
+    }
+    if run("big-groups") {
+        for (name, policy) in
+            [("spread", master::Placement::Spread), ("pack", master::Placement::Pack)]
+        {
+            let mut d = registered_leader(n, policy, false);
+            place(&mut d, n / u64::from(BIG_GROUP), BIG_GROUP, name);
+            if policy == master::Placement::Pack {
+                // Workers full of executors of big frameworks: every death
+                // loses 16 executors, each a change to a 2,000-slot record.
+                sweep_one_percent_expired(&mut d, n);
+            }
+            black_box(d);
+        }
+    }
+    if run("recovery") {
+        recovery(n);
+    }
+}
