@@ -1071,6 +1071,10 @@ fn a_standby_deposes_a_leader_whose_process_died_and_leads_within_milliseconds()
     c.pause(0); // the process is gone; its session is not
     let killed = c.now;
     let _ = c.feed(1, Input::Disconnected { conn: ConnId(900), how: Ended::ByPeer });
+    // The first probe waits one spacing (a killed process's listening
+    // socket closes after its connections).
+    assert!(c.nodes[1].probes.is_empty(), "no probe at the very instant");
+    c.advance(Millis(25));
     assert_eq!(
         c.nodes[1].probes.iter().map(|(_, a)| a.clone()).collect::<Vec<_>>(),
         vec![Addr::new("10.0.0.0:7077")],
@@ -1108,6 +1112,7 @@ fn a_timeout_or_a_port_that_accepts_deposes_nobody() {
     c.advance(Millis(2_000));
     let _ = c.connect_dial(1, 0, 901);
     let _ = c.feed(1, Input::Disconnected { conn: ConnId(901), how: Ended::ByPeer });
+    c.advance(Millis(25));
     let (probe, _) = c.nodes[1].probes.remove(0);
     let _ = c.feed(1, Input::Probed { probe, result: ProbeResult::Refused });
     c.advance(Millis(25));
