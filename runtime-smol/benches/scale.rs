@@ -146,7 +146,10 @@ fn steady(name: &str, n: usize, secs: u64, master_args: &[&str], secret: bool) -
     }
     let mut args = common.clone();
     args.extend(master_args);
+    // Every worker heartbeats every second: the heartbeat ceiling (load
+    // control, 10,000 a second by default) is lifted for the run.
     args.extend(["--id", "m1", "--listen", &addr, "--worker-timeout", "60000"]);
+    args.extend(["--max-heartbeats-per-second", "0"]);
     let master = c.spawn("m1", Kind::Master, &args);
     listening(&addr);
     std::thread::sleep(Duration::from_millis(500));
