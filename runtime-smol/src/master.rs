@@ -247,6 +247,7 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
         rejected_connections: 0,
         pending: VecDeque::new(),
         load_started,
+        local_loaded: 0,
     };
     pump.feed(NodeInput::Start)?;
     loop {
@@ -357,6 +358,8 @@ struct Pump {
     /// the election; filesystem: the store's open), until it is
     /// RECOVERING: for the "records loaded" log line.
     load_started: Option<Instant>,
+    /// Records the local store's last load handed the node.
+    local_loaded: usize,
 }
 
 impl Pump {
@@ -457,7 +460,11 @@ impl Pump {
                 }
                 Output::LoadRecords => {
                     if let Some(local) = &mut self.local {
-                        self.pending.push_back(local.load());
+                        let result = local.load();
+                        if let StoreResult::Loaded { records } = &result {
+                            self.local_loaded = records.len();
+                        }
+                        self.pending.push_back(result);
                     }
                 }
                 Output::Zk(command) => {
@@ -493,22 +500,19 @@ impl Pump {
     }
 
     /// Once the leadership is RECOVERING (or ALIVE) every record is loaded
-    /// and its epoch durable: one line with the counts and the time since
+    /// and its epoch durable: one line with the count and the time since
     /// the load began (the benchmark `recovery` reads it).
     fn log_loaded(&mut self, started: Instant) {
-        let master = self.node.master();
-        if !matches!(master.status(), Status::Recovering | Status::Alive) {
+        if !matches!(self.node.master().status(), Status::Recovering | Status::Alive) {
             return;
         }
         self.load_started = None;
         let ms = started.elapsed().as_secs_f64() * 1e3;
-        let workers = master.workers().len();
-        let frameworks = master.frameworks().count();
-        let since = if self.backend.is_some() { "the election" } else { "the store's open" };
-        tracing::info!(
-            "recovering: loaded {workers} worker and {frameworks} framework records in {ms:.1} ms \
-             since {since}"
-        );
+        let (records, since) = match &self.backend {
+            Some(_) => (self.node.metrics().store_records_loaded as usize, "the election"),
+            None => (self.local_loaded, "the store's open"),
+        };
+        tracing::info!("recovering: loaded {records} records in {ms:.1} ms since {since}");
     }
 
     /// Dials `addr` in the background; the result comes back as

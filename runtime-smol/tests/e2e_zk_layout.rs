@@ -89,9 +89,12 @@ fn a_flat_store_of_an_earlier_version_is_loaded_and_moved_into_its_shards() {
     });
     let log = m.stderr();
     assert!(
-        log.contains(&format!("loaded {WORKERS} worker and 1 framework records")),
+        log.contains(&format!("recovering: loaded {} records in", WORKERS + 2)),
         "the load's log line:\n{log}"
     );
+    let metrics = support::cluster::http_get(&spec.http_addr(), "/metrics").expect("/metrics").1;
+    let moved = format!("regent_store_records_moved_total {}", WORKERS + 1);
+    assert!(metrics.lines().any(|l| l == moved), "{moved}:\n{metrics}");
     // Every record is in its shard now, with the same bytes; the epoch is
     // above the planted one.
     smol::block_on(async {

@@ -98,14 +98,32 @@ pub const REQUEST_OVERHEAD: usize = 4096;
 /// 1 MiB; a larger record is refused before anything is sent.
 pub const MAX_RECORD_IMAGE: usize = JUTE_MAXBUFFER - REQUEST_OVERHEAD;
 
-/// The most requests a load keeps in flight on the session (listings,
-/// reads, moves of flat records). Enough to keep a ZooKeeper server busy
-/// on loopback or a LAN (a read is answered in tens of microseconds, a
-/// round trip takes hundreds), few enough that the requests and replies
-/// queued in the client and the server stay bounded: records are a few
-/// hundred bytes each, so about a megabyte in flight; the records read are
-/// held until the load reports them, whatever the bound.
+/// The most a load keeps in flight on the session, counted in records (a
+/// read of [`MULTI_READ_BATCH`] records counts that many; a listing, a
+/// single read or a move of a flat record counts one). Enough to keep a
+/// ZooKeeper server busy (four full batches, or a thousand single
+/// requests), few enough that the replies queued in the client and the
+/// server stay bounded: worker records are a few hundred bytes each, so
+/// about a megabyte in flight. (The records read are held until the load
+/// reports them, whatever the bound.)
 pub const MAX_LOAD_IN_FLIGHT: usize = 1_000;
+
+/// Worker records read in one request at most (a `multiRead`, see
+/// [`ZkOp::MultiRead`]). A ZooKeeper server spends tens of microseconds on
+/// every request however small, so reading 100,000 records one request
+/// each takes seconds; a few hundred per request take milliseconds. A
+/// worker record is small and bounded (an id and a callback address of at
+/// most [`MAX_ID_BYTES`] and [`MAX_ADDR_BYTES`]: an image under 700 bytes
+/// with its seal), and each result costs about 90 bytes more (header,
+/// length, stat), so 256 of the largest reply in under 200 KB, a fifth of
+/// [`JUTE_MAXBUFFER`]. Framework records (up to a megabyte each) and the
+/// epoch are read one per request. A server without `multiRead` (before
+/// 3.6) answers `BadArguments`, and the store reads one record per request
+/// from then on.
+///
+/// [`MAX_ID_BYTES`]: crate::limits::MAX_ID_BYTES
+/// [`MAX_ADDR_BYTES`]: crate::limits::MAX_ADDR_BYTES
+pub const MULTI_READ_BATCH: usize = 256;
 
 /// What the store asks of its node.
 #[derive(Debug)]
@@ -140,6 +158,8 @@ enum Req {
     List(u8),
     /// A load's read of a record node.
     Read(RecordNode),
+    /// A load's read of several record nodes in one request.
+    ReadMany(Vec<RecordNode>),
     /// A load's creation of a shard node (before moving flat records).
     Shard(u8),
     /// A load's move of the flat node at this path into its shard.
@@ -149,16 +169,21 @@ enum Req {
     ShardAhead(u8),
 }
 
-/// A record a load read.
+/// A record a load read, in its place or not.
 #[derive(Debug)]
 struct Found {
-    node: RecordNode,
     record: Record,
     seal: Seal,
     version: i32,
     mzxid: u64,
-    /// The image, kept for records of the flat layout (to move them as
-    /// they are).
+}
+
+/// A record a load read in the flat layout of earlier versions.
+#[derive(Debug)]
+struct Flat {
+    node: RecordNode,
+    found: Found,
+    /// The image, to move it as it is.
     image: Vec<u8>,
 }
 
@@ -167,11 +192,18 @@ struct Found {
 struct Loading {
     /// Requests not sent yet, in order.
     queue: VecDeque<(Req, ZkOp)>,
+    /// Records (and listings) in flight (see [`MAX_LOAD_IN_FLIGHT`]).
     in_flight: usize,
-    /// Records in their place (a shard; the epoch on top), by node name.
-    placed: BTreeMap<String, Found>,
+    /// Shard listings not answered yet.
+    listings: usize,
+    /// Worker records listed and not yet queued: they go out by
+    /// [`MULTI_READ_BATCH`].
+    batch: Vec<RecordNode>,
+    /// Records in their place (a shard; the epoch on top): one node per
+    /// key, as a node's name is its key's and its shard its name's.
+    placed: Vec<Found>,
     /// Records of the flat layout.
-    flat: Vec<Found>,
+    flat: Vec<Flat>,
     errors: Vec<RecordError>,
     /// Once every read is in and the moves are under way: the records to
     /// report and those to re-seal.
@@ -221,6 +253,10 @@ pub(crate) struct ZkStore {
     pub(crate) reseals: u64,
     /// Records moved from the flat layout into their shards.
     pub(crate) moved: u64,
+    /// Records the last load reported.
+    pub(crate) records_loaded: u64,
+    /// Whether the server answers `multiRead` (until it refuses one).
+    multi_read: bool,
 }
 
 impl ZkStore {
@@ -241,6 +277,8 @@ impl ZkStore {
             sealing: Sealing::none(),
             reseals: 0,
             moved: 0,
+            records_loaded: 0,
+            multi_read: true,
         }
     }
 
@@ -583,24 +621,61 @@ impl ZkStore {
         shards.sort_unstable();
         top.sort();
         self.shards = shards.iter().copied().collect();
+        loading.listings = shards.len();
         for s in shards {
             let path = zk_layout::shard_path(&self.state, s);
             loading.queue.push_back((Req::List(s), ZkOp::GetChildren { path, watch: false }));
         }
         for stem in top {
             let path = zk_layout::flat_path(&self.state, &stem);
-            let op = ZkOp::GetData { path: path.clone(), watch: false };
-            loading.queue.push_back((Req::Read(RecordNode { path, stem, shard: None }), op));
+            self.read(&mut loading, RecordNode { path, stem, shard: None });
+        }
+        if loading.listings == 0 {
+            self.flush_batch(&mut loading);
         }
         self.pump_load(loading, out)
+    }
+
+    /// Queues the read of `node`: worker records by batches, others alone.
+    fn read(&self, loading: &mut Loading, node: RecordNode) {
+        if self.multi_read && node.stem.starts_with("w-") {
+            loading.batch.push(node);
+            if loading.batch.len() >= MULTI_READ_BATCH {
+                self.flush_batch(loading);
+            }
+        } else {
+            let op = ZkOp::GetData { path: node.path.clone(), watch: false };
+            loading.queue.push_back((Req::Read(node), op));
+        }
+    }
+
+    /// Queues the worker records listed so far as one read.
+    fn flush_batch(&self, loading: &mut Loading) {
+        let nodes = std::mem::take(&mut loading.batch);
+        match nodes.len() {
+            0 => {}
+            1 => {
+                let node = nodes.into_iter().next().expect("one node");
+                let op = ZkOp::GetData { path: node.path.clone(), watch: false };
+                loading.queue.push_back((Req::Read(node), op));
+            }
+            _ => {
+                let op = ZkOp::MultiRead(nodes.iter().map(|n| n.path.clone()).collect());
+                loading.queue.push_back((Req::ReadMany(nodes), op));
+            }
+        }
     }
 
     /// Sends what fits in flight; once nothing is left in flight, moves on
     /// (to the moves of flat records, or to the report).
     fn pump_load(&mut self, mut loading: Box<Loading>, out: &mut Vec<StoreOutput>) {
-        while loading.in_flight < MAX_LOAD_IN_FLIGHT {
-            let Some((req, op)) = loading.queue.pop_front() else { break };
-            loading.in_flight += 1;
+        while let Some((req, _)) = loading.queue.front() {
+            let weight = weight(req);
+            if loading.in_flight > 0 && loading.in_flight + weight > MAX_LOAD_IN_FLIGHT {
+                break;
+            }
+            let (req, op) = loading.queue.pop_front().expect("a front");
+            loading.in_flight += weight;
             self.send(req, op, out);
         }
         if loading.in_flight > 0 {
@@ -620,7 +695,7 @@ impl ZkStore {
         result: ZkResult,
         out: &mut Vec<StoreOutput>,
     ) {
-        loading.in_flight = loading.in_flight.saturating_sub(1);
+        loading.in_flight = loading.in_flight.saturating_sub(weight(&req));
         match req {
             Req::List(s) => match result {
                 Ok(ZkReply::Children(names)) => {
@@ -638,18 +713,53 @@ impl ZkStore {
                     names.sort();
                     for stem in names {
                         let path = format!("{dir}/{stem}");
-                        let op = ZkOp::GetData { path: path.clone(), watch: false };
-                        let node = RecordNode { path, stem, shard: Some(s) };
-                        loading.queue.push_back((Req::Read(node), op));
+                        self.read(&mut loading, RecordNode { path, stem, shard: Some(s) });
                     }
+                    self.listed(&mut loading);
                 }
                 // Deleted since the top-level listing (by an operator).
                 Err(ZkError::NoNode) => {
                     self.shards.remove(&s);
+                    self.listed(&mut loading);
                 }
                 other => {
                     let path = zk_layout::shard_path(&self.state, s);
                     return self.fail(format!("listing {path} failed: {other:?}"), out);
+                }
+            },
+            Req::ReadMany(nodes) => match result {
+                Ok(ZkReply::MultiRead(results)) if results.len() == nodes.len() => {
+                    for (node, result) in nodes.into_iter().zip(results) {
+                        match result {
+                            Ok(ZkReply::Data { data, stat }) => {
+                                self.found(&mut loading, node, data, &stat)
+                            }
+                            Err(ZkError::NoNode) => {}
+                            other => {
+                                let path = &node.path;
+                                return self.fail(format!("reading {path} failed: {other:?}"), out);
+                            }
+                        }
+                    }
+                }
+                // A server before 3.6: one record per request from now on
+                // (batches sent before the first refusal came back are
+                // refused too).
+                Err(ZkError::BadArguments) => {
+                    self.multi_read = false;
+                    for node in nodes {
+                        self.read(&mut loading, node);
+                    }
+                }
+                other => {
+                    let first = nodes.first().map(|n| n.path.as_str()).unwrap_or_default();
+                    let why = match other {
+                        Err(e) => format!("{e:?}"),
+                        Ok(_) => "a reply of the wrong shape".to_owned(),
+                    };
+                    let n = nodes.len();
+                    return self
+                        .fail(format!("reading {n} records from {first} on failed: {why}"), out);
                 }
             },
             Req::Read(node) => match result {
@@ -689,6 +799,15 @@ impl ZkStore {
         self.pump_load(loading, out)
     }
 
+    /// One shard listing answered: once all are, the last worker records
+    /// listed go out.
+    fn listed(&self, loading: &mut Loading) {
+        loading.listings = loading.listings.saturating_sub(1);
+        if loading.listings == 0 {
+            self.flush_batch(loading);
+        }
+    }
+
     /// Decodes and checks one record node's image.
     fn found(&mut self, loading: &mut Loading, node: RecordNode, data: Vec<u8>, stat: &Stat) {
         let (record, seal) = match format::decode_named_with(&node.path, &data, &self.sealing) {
@@ -714,13 +833,11 @@ impl ZkStore {
                 damage: Damage::Misplaced { stored_as: node.relative(), belongs_at },
             });
         }
-        let flat = node.is_flat();
-        let image = if flat { data } else { Vec::new() };
-        let found = Found { node, record, seal, version: stat.version, mzxid: stat.mzxid, image };
-        if flat {
-            loading.flat.push(found);
+        let found = Found { record, seal, version: stat.version, mzxid: stat.mzxid };
+        if node.is_flat() {
+            loading.flat.push(Flat { node, found, image: data });
         } else {
-            loading.placed.insert(found.node.stem.clone(), found);
+            loading.placed.push(found);
         }
     }
 
@@ -733,9 +850,23 @@ impl ZkStore {
         }
         let mut moves = Vec::new();
         let mut need = BTreeSet::new();
-        for old in std::mem::take(&mut loading.flat) {
+        let flat = std::mem::take(&mut loading.flat);
+        // Keys found in both layouts (none, but in a store an earlier
+        // version wrote to after a newer one had moved it).
+        let mut both: BTreeMap<RecordKey, usize> = BTreeMap::new();
+        if !flat.is_empty() {
+            let keys: BTreeSet<RecordKey> = flat.iter().map(|f| f.found.record.key()).collect();
+            for (i, p) in loading.placed.iter().enumerate() {
+                let key = p.record.key();
+                if keys.contains(&key) {
+                    both.insert(key, i);
+                }
+            }
+        }
+        for old in flat {
             let path = zk_layout::stem_path(&self.state, &old.node.stem);
-            let (write, wins) = match loading.placed.get(&old.node.stem) {
+            let placed = both.get(&old.found.record.key()).copied();
+            let (write, wins) = match placed.map(|i| &loading.placed[i]) {
                 None => (
                     Some(MultiOp::Create {
                         path,
@@ -745,11 +876,11 @@ impl ZkStore {
                     true,
                 ),
                 // Both: the node written last is the record.
-                Some(placed) if old.mzxid > placed.mzxid => (
+                Some(p) if old.found.mzxid > p.mzxid => (
                     Some(MultiOp::SetData {
                         path,
                         data: old.image.clone(),
-                        version: Some(placed.version),
+                        version: Some(p.version),
                     }),
                     true,
                 ),
@@ -761,23 +892,26 @@ impl ZkStore {
                 }
             }
             let delete =
-                MultiOp::Delete { path: old.node.path.clone(), version: Some(old.version) };
+                MultiOp::Delete { path: old.node.path.clone(), version: Some(old.found.version) };
             moves.push((Req::Move(old.node.path.clone()), write, delete));
-            if wins {
-                loading.placed.insert(old.node.stem.clone(), old);
+            match (wins, placed) {
+                (true, Some(i)) => loading.placed[i] = old.found,
+                (true, None) => loading.placed.push(old.found),
+                (false, _) => {}
             }
         }
-        self.epoch_version = loading.placed.get(zk_layout::EPOCH_NODE).map(|f| f.version);
+        self.epoch_version =
+            loading.placed.iter().find(|f| matches!(f.record, Record::Epoch(_))).map(|f| f.version);
         let mut records = Vec::with_capacity(loading.placed.len());
         let mut reseal = Vec::new();
-        for found in std::mem::take(&mut loading.placed).into_values() {
+        for found in std::mem::take(&mut loading.placed) {
             if self.sealing.needs_reseal(found.seal) {
                 reseal.push(found.record.clone());
             }
             records.push(found.record);
         }
-        records.sort_by_cached_key(|r| r.key());
-        reseal.sort_by_cached_key(|r| r.key());
+        records.sort_unstable_by(by_key);
+        reseal.sort_unstable_by(by_key);
         if moves.is_empty() {
             return self.loaded(records, reseal, out);
         }
@@ -806,6 +940,7 @@ impl ZkStore {
         for (i, record) in reseal.into_iter().enumerate() {
             self.jobs.insert(i + 1, Job { write: None, kind: Kind::Put(record) });
         }
+        self.records_loaded = records.len() as u64;
         self.finish(Some(master::Event::Loaded { records }), out)
     }
 
@@ -917,6 +1052,27 @@ impl ZkStore {
     }
 }
 
+/// Orders records as their keys order ([`RecordKey`]'s `Ord`: the epoch,
+/// workers, frameworks, each by id), without copying the keys.
+fn by_key(a: &Record, b: &Record) -> std::cmp::Ordering {
+    fn rank(r: &Record) -> (u8, &str) {
+        match r {
+            Record::Epoch(_) => (0, ""),
+            Record::Worker(w) => (1, w.id.as_str()),
+            Record::Framework(f) => (2, f.id.as_str()),
+        }
+    }
+    rank(a).cmp(&rank(b))
+}
+
+/// What a load request counts toward [`MAX_LOAD_IN_FLIGHT`].
+fn weight(req: &Req) -> usize {
+    match req {
+        Req::ReadMany(nodes) => nodes.len(),
+        _ => 1,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -951,8 +1107,10 @@ mod tests {
         zxid: u64,
         /// Every request the store sent, in order.
         log: Vec<ZkOp>,
-        /// The most requests outstanding at once.
+        /// The most records (and listings) outstanding at once.
         max_outstanding: usize,
+        /// Answer `MultiRead` as a server before 3.6 does.
+        no_multi_read: bool,
     }
 
     impl Fake {
@@ -1018,6 +1176,13 @@ mod tests {
                 ZkOp::Exists { path, .. } => {
                     Ok(ZkReply::Stat(self.nodes.get(path).map(|(_, s)| s.clone())))
                 }
+                ZkOp::MultiRead(_) if self.no_multi_read => Err(ZkError::BadArguments),
+                ZkOp::MultiRead(paths) => Ok(ZkReply::MultiRead(
+                    paths
+                        .iter()
+                        .map(|p| self.exec(&ZkOp::GetData { path: p.clone(), watch: false }))
+                        .collect(),
+                )),
                 ZkOp::Create { path, data, .. } => {
                     if self.nodes.contains_key(path) {
                         Err(ZkError::NodeExists)
@@ -1095,12 +1260,22 @@ mod tests {
                         StoreOutput::Done(e) => events.push(e),
                     }
                 }
-                self.max_outstanding = self.max_outstanding.max(queue.len());
+                let outstanding: usize = queue.iter().map(|(_, op)| reads(op).max(1)).sum();
+                self.max_outstanding = self.max_outstanding.max(outstanding);
                 let Some((tag, op)) = queue.pop_front() else { return events };
                 let result = self.exec(&op);
                 self.log.push(op);
                 let _ = store.on_reply(tag, result, &mut out);
             }
+        }
+    }
+
+    /// How many record nodes `op` reads.
+    fn reads(op: &ZkOp) -> usize {
+        match op {
+            ZkOp::GetData { .. } => 1,
+            ZkOp::MultiRead(paths) => paths.len(),
+            _ => 0,
         }
     }
 
@@ -1132,7 +1307,7 @@ mod tests {
         }
         let mut store = leading_store(sealing);
         let events = load_from(&mut fake, &mut store);
-        let last_read = fake.log.iter().rposition(|op| matches!(op, ZkOp::GetData { .. }));
+        let last_read = fake.log.iter().rposition(|op| reads(op) > 0);
         let after = fake.log[last_read.map_or(0, |i| i + 1)..].to_vec();
         (events, after)
     }
@@ -1314,17 +1489,87 @@ mod tests {
     }
 
     #[test]
-    fn a_large_load_keeps_at_most_the_bound_in_flight_and_reads_every_record() {
-        let mut fake = Fake::new();
-        let records: Vec<Record> = (0..2_500).map(|i| worker(&format!("worker-{i:05}"))).collect();
-        fake.plant(&records, &Sealing::none());
-        let mut store = leading_store(Sealing::none());
-        let events = load_from(&mut fake, &mut store);
-        let [master::Event::Loaded { records: loaded }] = &events[..] else { panic!("{events:?}") };
-        assert_eq!(loaded.len(), records.len());
-        assert_eq!(fake.max_outstanding, MAX_LOAD_IN_FLIGHT);
-        let listings = fake.log.iter().filter(|op| matches!(op, ZkOp::GetChildren { .. })).count();
-        assert_eq!(listings, 1 + zk_layout::SHARDS, "the top level and every shard");
+    fn a_large_load_reads_worker_records_by_batches_within_the_bound_in_flight() {
+        for no_multi_read in [false, true] {
+            let mut fake = Fake { no_multi_read, ..Fake::new() };
+            let mut records = vec![Record::Epoch(Epoch(9))];
+            records.extend((0..2_500).map(|i| worker(&format!("worker-{i:05}"))));
+            fake.plant(&records, &Sealing::none());
+            let mut store = leading_store(Sealing::none());
+            let events = load_from(&mut fake, &mut store);
+            let [master::Event::Loaded { records: loaded }] = &events[..] else {
+                panic!("{events:?}")
+            };
+            assert_eq!(loaded.len(), records.len());
+            assert!(fake.max_outstanding <= MAX_LOAD_IN_FLIGHT, "{}", fake.max_outstanding);
+            let listings =
+                fake.log.iter().filter(|op| matches!(op, ZkOp::GetChildren { .. })).count();
+            assert_eq!(listings, 1 + zk_layout::SHARDS, "the top level and every shard");
+            let batches: Vec<usize> = fake
+                .log
+                .iter()
+                .filter_map(|op| match op {
+                    ZkOp::MultiRead(paths) => Some(paths.len()),
+                    _ => None,
+                })
+                .collect();
+            let singles = fake.log.iter().filter(|op| matches!(op, ZkOp::GetData { .. })).count();
+            if no_multi_read {
+                // The batches sent before the first refusal came back, then
+                // one read per record.
+                assert!(!batches.is_empty() && batches.iter().all(|&b| b <= MULTI_READ_BATCH));
+                assert_eq!(singles, records.len());
+            } else {
+                // The epoch alone, the workers by full batches but the last.
+                assert_eq!(singles, 1);
+                assert_eq!(batches.iter().sum::<usize>(), 2_500);
+                assert!(batches[..batches.len() - 1].iter().all(|&b| b == MULTI_READ_BATCH));
+            }
+        }
+    }
+
+    #[test]
+    fn records_are_reported_in_the_order_of_their_keys() {
+        let framework = |id: &str| {
+            Record::Framework(crate::store::FrameworkRecord {
+                id: crate::ids::FrameworkId::new(id),
+                name: id.into(),
+                failover_timeout_ms: 1,
+                groups: vec![],
+                callback: None,
+            })
+        };
+        let mut records = vec![
+            framework("a"),
+            worker("b%"),
+            worker("b"),
+            Record::Epoch(Epoch(1)),
+            worker("a-z"),
+            framework("0"),
+            worker("é"),
+        ];
+        let mut want = records.clone();
+        want.sort_by_key(|r| r.key());
+        records.sort_unstable_by(by_key);
+        assert_eq!(records, want);
+    }
+
+    #[test]
+    fn the_largest_worker_records_fill_a_fifth_of_the_packet_limit_per_batch() {
+        use crate::limits::{MAX_ADDR_BYTES, MAX_ID_BYTES};
+        let largest = Record::Worker(WorkerRecord {
+            id: crate::ids::WorkerId::new("\u{10ffff}".repeat(MAX_ID_BYTES / 4)),
+            incarnation: Incarnation(u64::MAX),
+            cores: u32::MAX,
+            memory_mb: u64::MAX,
+            callback: Some(crate::ids::Addr::new("x".repeat(MAX_ADDR_BYTES))),
+        });
+        let sealing = Sealing::with_secret(&secret("the longest worker record's secret"));
+        let image = format::encode_with(&largest, &sealing).unwrap().len();
+        assert!(image < 700, "{image}");
+        // Per result: op header (type, done, error), data length, stat.
+        let per_result = 4 + 1 + 4 + 4 + 68;
+        assert!(MULTI_READ_BATCH * (image + per_result) < JUTE_MAXBUFFER / 5);
     }
 
     #[test]

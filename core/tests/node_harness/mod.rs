@@ -836,6 +836,7 @@ pub fn op_path(op: &ZkOp) -> String {
         | ZkOp::SetData { path, .. }
         | ZkOp::GetChildren { path, .. }
         | ZkOp::Sync { path } => path.clone(),
+        ZkOp::MultiRead(paths) => paths.first().cloned().unwrap_or_default(),
         ZkOp::Multi(ops) => ops
             .iter()
             .find_map(|o| match o {
