@@ -75,11 +75,14 @@ fn a_flat_store_of_an_earlier_version_is_loaded_and_moved_into_its_shards() {
             _ => None,
         })
         .collect();
-    assert_eq!(moves.len(), 5);
+    let mut moved = 0;
     for op in &moves {
         let ZkOp::Multi(ops) = op else { unreachable!() };
         assert!(matches!(&ops[0], MultiOp::Check { path, .. } if *path == fence), "{ops:?}");
+        moved += ops.iter().filter(|o| matches!(o, MultiOp::Delete { .. })).count();
     }
+    assert_eq!(moved, 5, "each flat record moved once: {moves:?}");
+    assert_eq!(c.nodes[0].node.metrics().store_records_moved, 5);
     // The next leader reads the sharded store and moves nothing.
     let from = c.nodes[1].calls.len();
     let _ = c.feed(0, Input::StepDown);

@@ -258,6 +258,42 @@ fn zk_rows(zk: &ZkServer, sizes: &[usize], reps: usize) -> Vec<Row> {
     rows
 }
 
+/// A store of the flat layout (earlier versions): the first master's load
+/// moves every record into its shard (one fenced multi each) before it
+/// reports; the figure is that first load. Returns one row per size.
+fn zk_flat_rows(zk: &ZkServer, sizes: &[usize]) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for &n in sizes {
+        let c = Cluster::new("bench-recovery-flat");
+        let root = format!("/{}", unique("flat-move"));
+        let state = format!("{root}/state");
+        let start = Instant::now();
+        smol::block_on(async {
+            let zk = client(&zk.addr()).await;
+            let mut nodes = vec![(root.clone(), Vec::new()), (state.clone(), Vec::new())];
+            nodes.extend(records(n).iter().map(|r| {
+                (zk_layout::flat_path(&state, &key_stem(&r.key())), format::encode(r).unwrap())
+            }));
+            create_all(&zk, &nodes).await;
+        });
+        let plant_ms = start.elapsed().as_secs_f64() * 1e3;
+        let spec = MasterSpec::zookeeper("m1", &zk.addr(), &root, 4000);
+        let l = load_once(&c, &spec, n);
+        eprintln!(
+            "  zookeeper, flat layout, {n}: the first load (moving every record) {:.1} ms",
+            l.0
+        );
+        rows.push(Row {
+            store: "ZooKeeper, flat layout: first load moves it",
+            n,
+            plant_ms,
+            loads: vec![l],
+            raw: None,
+        });
+    }
+    rows
+}
+
 fn fs_rows(sizes: &[usize], reps: usize) -> Vec<Row> {
     let mut rows = Vec::new();
     for &n in sizes {
@@ -351,6 +387,7 @@ fn main() {
     eprintln!("recovery bench: sizes {sizes:?}, {reps} loads each, binary {}", cluster::BIN);
     let zk = ZkServer::start();
     let mut rows = zk_rows(&zk, &sizes, reps);
+    rows.extend(zk_flat_rows(&zk, &sizes));
     rows.extend(fs_rows(&sizes, reps));
     let flat = sizes.iter().max().map(|&n| flat_listing(&zk, n));
 

@@ -51,10 +51,10 @@
 //!
 //! **The flat layout of earlier versions** (every record directly under
 //! `<root>/state/`) is read by the same load, and each such record is moved
-//! into its shard before the load reports: one fenced multi per record
-//! (fence, create in the shard, versioned delete of the flat node), so a
-//! record is in exactly one place at every moment, and a deposed leader
-//! moves nothing. A move that lands but whose reply is lost is seen by the
+//! into its shard before the load reports: by fenced multis (the fence,
+//! then for each of up to [`MOVE_BATCH`] records a create in its shard and
+//! a versioned delete of its flat node), so a record is in exactly one place
+//! at every moment, and a deposed leader moves nothing. A move that lands but whose reply is lost is seen by the
 //! load that runs again after the `ConnectionLoss` (the flat node is gone,
 //! the sharded one there). Should a key exist in both places (a flat node
 //! written by an earlier version that led after a newer one had moved the
@@ -125,6 +125,21 @@ pub const MAX_LOAD_IN_FLIGHT: usize = 1_000;
 /// [`MAX_ADDR_BYTES`]: crate::limits::MAX_ADDR_BYTES
 pub const MULTI_READ_BATCH: usize = 256;
 
+/// Records of the flat layout moved by one multi at most (see the module
+/// docs): a multi of [`MOVE_BATCH`] creates and deletes applies in one
+/// transaction, where one multi per record made the first load of a flat
+/// store of 20,000 records take seconds.
+pub const MOVE_BATCH: usize = 128;
+
+/// The most record bytes one move multi carries (images and paths, twice
+/// the path for the create and the delete): half the packet limit, so a
+/// multi of framework records near the largest image holds one.
+const MOVE_BATCH_BYTES: usize = JUTE_MAXBUFFER / 2;
+
+/// A move's ops besides the image and the paths (op headers, versions, the
+/// create's ACL).
+const MOVE_OP_OVERHEAD: usize = 64;
+
 /// What the store asks of its node.
 #[derive(Debug)]
 pub(crate) enum StoreOutput {
@@ -162,8 +177,8 @@ enum Req {
     ReadMany(Vec<RecordNode>),
     /// A load's creation of a shard node (before moving flat records).
     Shard(u8),
-    /// A load's move of the flat node at this path into its shard.
-    Move(String),
+    /// A load's move of these flat nodes into their shards (one multi).
+    Move(Vec<String>),
     /// A put's creation of its shard node, sent right before the write
     /// (advisory: the write's own answer decides).
     ShardAhead(u8),
@@ -780,13 +795,18 @@ impl ZkStore {
                         .fail(format!("cannot create the shard node {path}: {other:?}"), out);
                 }
             },
-            Req::Move(path) => match result {
-                Ok(_) => self.moved += 1,
+            Req::Move(paths) => match result {
+                Ok(_) => self.moved += paths.len() as u64,
                 other => {
+                    let first = paths.first().map(String::as_str).unwrap_or_default();
+                    let what = match paths.len() {
+                        1 => format!("{first} into its shard"),
+                        n => format!("{first} and {} more into their shards", n - 1),
+                    };
                     return self.fail(
                         format!(
-                            "moving {path} into its shard failed: {other:?} (a fenced write: \
-                             this master may no longer lead)"
+                            "moving {what} failed: {other:?} (a fenced write: this master may \
+                             no longer lead)"
                         ),
                         out,
                     );
@@ -893,7 +913,8 @@ impl ZkStore {
             }
             let delete =
                 MultiOp::Delete { path: old.node.path.clone(), version: Some(old.found.version) };
-            moves.push((Req::Move(old.node.path.clone()), write, delete));
+            let bytes = old.image.len() + 2 * old.node.path.len() + MOVE_OP_OVERHEAD;
+            moves.push((old.node.path.clone(), bytes, write, delete));
             match (wins, placed) {
                 (true, Some(i)) => loading.placed[i] = old.found,
                 (true, None) => loading.placed.push(old.found),
@@ -923,13 +944,23 @@ impl ZkStore {
             let op = ZkOp::Create { path, data: Vec::new(), mode: CreateMode::Persistent };
             loading.queue.push_back((Req::Shard(s), op));
         }
-        for (req, write, delete) in moves {
-            let mut ops = Vec::with_capacity(3);
-            ops.push(fence.clone());
+        // Several records per multi, each multi well under the packet
+        // limit: all of a multi lands or none, as one record's move did.
+        let mut paths = Vec::new();
+        let mut ops = vec![fence.clone()];
+        let mut size = 0;
+        for (path, bytes, write, delete) in moves {
+            if !paths.is_empty() && (size + bytes > MOVE_BATCH_BYTES || paths.len() >= MOVE_BATCH) {
+                let multi = ZkOp::Multi(std::mem::replace(&mut ops, vec![fence.clone()]));
+                loading.queue.push_back((Req::Move(std::mem::take(&mut paths)), multi));
+                size = 0;
+            }
             ops.extend(write);
             ops.push(delete);
-            loading.queue.push_back((req, ZkOp::Multi(ops)));
+            paths.push(path);
+            size += bytes;
         }
+        loading.queue.push_back((Req::Move(paths), ZkOp::Multi(ops)));
         loading.moving = Some((records, reseal));
         self.pump_load(loading, out)
     }
@@ -1069,6 +1100,7 @@ fn by_key(a: &Record, b: &Record) -> std::cmp::Ordering {
 fn weight(req: &Req) -> usize {
     match req {
         Req::ReadMany(nodes) => nodes.len(),
+        Req::Move(paths) => paths.len(),
         _ => 1,
     }
 }
@@ -1451,6 +1483,33 @@ mod tests {
         let events = load_from(&mut fake, &mut store);
         assert_eq!(events, vec![master::Event::Loaded { records: records.to_vec() }]);
         assert!(!fake.log.iter().any(|op| matches!(op, ZkOp::Multi(_) | ZkOp::Create { .. })));
+    }
+
+    #[test]
+    fn a_large_flat_store_is_moved_by_batches() {
+        let mut fake = Fake::new();
+        let n = 2 * MOVE_BATCH + 10;
+        let records: Vec<Record> = (0..n).map(|i| worker(&format!("w{i:04}"))).collect();
+        for r in &records {
+            fake.put(&zk_layout::flat_path(STATE, &key_stem(&r.key())), format::encode(r).unwrap());
+        }
+        let mut store = leading_store(Sealing::none());
+        let events = load_from(&mut fake, &mut store);
+        let [master::Event::Loaded { records: loaded }] = &events[..] else { panic!("{events:?}") };
+        assert_eq!(loaded.len(), n);
+        assert_eq!(store.moved, n as u64);
+        let multis: Vec<usize> = fake
+            .log
+            .iter()
+            .filter_map(|op| match op {
+                ZkOp::Multi(ops) => Some((ops.len() - 1) / 2),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(multis, [MOVE_BATCH, MOVE_BATCH, 10]);
+        assert!(fake.max_outstanding <= MAX_LOAD_IN_FLIGHT);
+        let nodes = zk_layout::record_nodes(STATE, |p| fake.children(p));
+        assert!(nodes.iter().all(|n| !n.is_flat()) && nodes.len() == n, "{nodes:?}");
     }
 
     #[test]
