@@ -20,9 +20,12 @@
 //! and [`MULTI_READ_BATCH`] per `multiRead`: what the server and the client
 //! crate allow.
 //!
-//! Also, once, at the largest N: a listing of N children directly under
-//! one node (the flat layout of earlier versions) with the same client, to
-//! show what the shards avoid.
+//! Then, once per N, a store of the flat layout of earlier versions (every
+//! record directly under `<root>/state/`): the figure of the first master's
+//! load, which moves every record into its shard. And once, at the largest
+//! N: a listing of N children of one node by `zookeeper-client` and by
+//! ZooKeeper's Java client (`zkCli.sh ls`, which refuses a reply over
+//! `jute.maxbuffer`): what the shards avoid.
 //!
 //! `cargo bench -p regent-smol --bench recovery` (release build; Cargo
 //! passes `--bench`). `REGENT_BENCH_SIZES=2000,20000` picks the sizes.
@@ -284,7 +287,7 @@ fn zk_flat_rows(zk: &ZkServer, sizes: &[usize]) -> Vec<Row> {
             l.0
         );
         rows.push(Row {
-            store: "ZooKeeper, flat layout: first load moves it",
+            store: "ZooKeeper, flat layout: the first load moves it",
             n,
             plant_ms,
             loads: vec![l],
@@ -393,7 +396,7 @@ fn main() {
 
     println!();
     println!(
-        "| store | worker records | elected → RECOVERING, all loaded (median of {reps}; min–max) \
+        "| store | worker records | elected → RECOVERING, all loaded (median; min–max of {reps} loads, one for a flat store) \
          | process start → RECOVERING | master RSS | a bare client's load: one record per read \
          / {MULTI_READ_BATCH} per read | planting |"
     );
