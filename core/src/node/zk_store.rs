@@ -45,9 +45,12 @@
 //! * *load*: `Sync` first, so a new leader never reads a lagging server and
 //!   misses a record the old leader had acknowledged; then the listing of
 //!   `<root>/state/`, the listing of every shard found there and the read of
-//!   every record, pipelined on the session with at most
-//!   [`MAX_LOAD_IN_FLIGHT`] requests in flight (each reply makes room for
-//!   the next request). A load only reads, so it is simply started again.
+//!   every record (worker records [`MULTI_READ_BATCH`] per `multiRead`,
+//!   the others one per request), pipelined on the session with at most
+//!   [`MAX_LOAD_IN_FLIGHT`] records in flight (each reply makes room for
+//!   the next request). Records are decoded and checked as they arrive. A
+//!   load only reads (until it moves flat records, below), so it is simply
+//!   started again.
 //!
 //! **The flat layout of earlier versions** (every record directly under
 //! `<root>/state/`) is read by the same load, and each such record is moved
