@@ -477,6 +477,18 @@ pub fn metrics_text(s: &HttpSnapshot) -> String {
         vec![(None, n.store_reseals)],
     );
     family(
+        "regent_store_records_loaded",
+        "gauge",
+        "Records the last load of this master's ZooKeeper store reported.",
+        vec![(None, n.store_records_loaded)],
+    );
+    family(
+        "regent_store_records_moved_total",
+        "counter",
+        "Records of the flat layout of earlier versions this master moved into their shards (ZooKeeper store).",
+        vec![(None, n.store_records_moved)],
+    );
+    family(
         "regent_takeovers_total",
         "counter",
         "Election nodes of a dead leader this master deleted (fast takeover: the leader's connection ended and its port refused connections).",

@@ -195,16 +195,12 @@ fn parse_shard(s: &str) -> Result<(u32, u32), String> {
 enum StoreCommand {
     /// Verify every record, naming any damaged one (with --secret-file, as a
     /// master with that secret would: a record that is not sealed under it
-    /// is named too).
-    Check {
-        /// The store directory.
-        dir: PathBuf,
-    },
-    /// Print every record.
-    Dump {
-        /// The store directory.
-        dir: PathBuf,
-    },
+    /// is named too). A filesystem store's directory, or a ZooKeeper
+    /// cluster's records (--zk, --zk-root; both layouts: sharded, and the
+    /// flat one of earlier versions), read only.
+    Check(StoreArgs),
+    /// Print every record (a directory, or --zk).
+    Dump(StoreArgs),
     /// Seal every record under the cluster secret (--secret-file), with
     /// every master of the cluster stopped: records sealed under a previous
     /// secret (--previous-secret-file) or, with --accept-unsealed, written
@@ -212,6 +208,19 @@ enum StoreCommand {
     /// one. In ZooKeeper, every node of the cluster is also made readable
     /// and writable by the current secret only.
     Seal(SealArgs),
+}
+
+#[derive(Args, Debug)]
+struct StoreArgs {
+    /// The filesystem store's directory (or give --zk).
+    #[arg(required_unless_present = "zk", conflicts_with = "zk")]
+    dir: Option<PathBuf>,
+    /// The ZooKeeper servers of a `--recovery zookeeper` cluster.
+    #[arg(long, value_delimiter = ',')]
+    zk: Vec<String>,
+    /// The cluster's root node in ZooKeeper.
+    #[arg(long, default_value = "/regent")]
+    zk_root: String,
 }
 
 #[derive(Args, Debug)]
@@ -741,7 +750,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Store { command: StoreCommand::Seal(a) } => seal_command(&common, a).await,
-        Command::Store { command } => store_command(&common, command),
+        Command::Store { command } => store_command(&common, command).await,
         Command::Demo => regent_smol::demo::run_demo().await.map(|()| ExitCode::SUCCESS),
         Command::Load(a) => {
             let opts = regent_smol::load::LoadOptions {
@@ -773,11 +782,14 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
     }
 }
 
-fn store_command(common: &Common, command: StoreCommand) -> Result<ExitCode, String> {
-    let (dir, dump) = match command {
-        StoreCommand::Check { dir } => (dir, false),
-        StoreCommand::Dump { dir } => (dir, true),
+async fn store_command(common: &Common, command: StoreCommand) -> Result<ExitCode, String> {
+    let (args, dump) = match command {
+        StoreCommand::Check(args) => (args, false),
+        StoreCommand::Dump(args) => (args, true),
         StoreCommand::Seal(_) => unreachable!("run by seal_command"),
+    };
+    let Some(dir) = args.dir else {
+        return zk_store_command(common, &args.zk, &args.zk_root, dump).await;
     };
     if !dir.is_dir() {
         return Err(format!("{} is not a directory", dir.display()));
@@ -801,6 +813,47 @@ fn store_command(common: &Common, command: StoreCommand) -> Result<ExitCode, Str
         }
         Err(e) => {
             eprintln!("regent: store {}: {e}", dir.display());
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// `regent store check|dump --zk`: reads and verifies a ZooKeeper store.
+async fn zk_store_command(
+    common: &Common,
+    hosts: &[String],
+    root: &str,
+    dump: bool,
+) -> Result<ExitCode, String> {
+    let secret = common.secret_file.as_deref().map(read_secret).transpose()?;
+    let sealing = regent_std::store::master_sealing(secret.as_ref(), &[])?;
+    let mut zk = regent_smol::zk::ZkConfig::new(hosts.join(","));
+    if let Some(secret) = &secret {
+        zk = zk.with_secret(secret.expose().to_vec());
+    }
+    match regent_smol::zk::seal::check_zookeeper(&zk, root, &sealing).await {
+        Ok(report) => {
+            if dump {
+                for r in &report.records {
+                    println!("{}: {r:?}", r.key());
+                }
+            }
+            if report.flat > 0 {
+                println!(
+                    "note: {} record node(s) in the flat layout of an earlier version: the next \
+                     leader moves them into their shards",
+                    report.flat
+                );
+            }
+            println!(
+                "{root}: {} records in {} shards, all intact",
+                report.records.len(),
+                report.shards
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("regent: store {root}: {e}");
             Ok(ExitCode::FAILURE)
         }
     }

@@ -16,7 +16,7 @@
 mod support;
 
 use regent_core::store::format;
-use regent_core::store::{FrameworkRecord, GroupRecord, Record, SlotOutcome};
+use regent_core::store::{zk_layout, FrameworkRecord, GroupRecord, Record, SlotOutcome};
 use regent_smol::zk::digest_credentials;
 use std::path::Path;
 use std::time::Duration;
@@ -228,6 +228,8 @@ fn zookeeper_nodes_are_closed_to_strangers_and_an_old_store_is_sealed_offline() 
     };
     let state = format!("{root}/state");
     let election = format!("{root}/election");
+    // w1's record node, in its shard.
+    let w1_node = zk_layout::stem_path(&state, "w-w1");
 
     // 1. A cluster without a secret leaves unsealed records, open to all.
     let plain = spec_with("m0", false);
@@ -246,7 +248,7 @@ fn zookeeper_nodes_are_closed_to_strangers_and_an_old_store_is_sealed_offline() 
         let mut m = c.master(&spec);
         wait_for(BOUND, "the refusal in the log", || {
             let err = m.stderr();
-            if err.contains(&format!("record {state}/w-w1: not sealed")) {
+            if err.contains(&format!("record {w1_node}: not sealed")) {
                 Ok(())
             } else {
                 Err(support::cluster::tail(&err, 5))
@@ -278,7 +280,7 @@ fn zookeeper_nodes_are_closed_to_strangers_and_an_old_store_is_sealed_offline() 
     assert!(text(&out).contains("nothing was written"), "{}", text(&out));
     let out = seal(&["--accept-unsealed"]);
     assert!(out.status.success(), "{}", text(&out));
-    assert!(text(&out).contains(&format!("sealed {state}/w-w1 (was unsealed)")), "{}", text(&out));
+    assert!(text(&out).contains(&format!("sealed {w1_node} (was unsealed)")), "{}", text(&out));
 
     // 4. The master with the secret now leads on the sealed store, and
     //    strangers can neither read nor write anything of the cluster.
@@ -297,33 +299,37 @@ fn zookeeper_nodes_are_closed_to_strangers_and_an_old_store_is_sealed_offline() 
         let candidates = member.list_children(&election).await.unwrap();
         assert_eq!(candidates.len(), 1, "{candidates:?}");
         let candidate = format!("{election}/{}", candidates[0]);
-        let records = member.list_children(&state).await.unwrap();
-        assert!(records.contains(&"epoch".to_owned()) && records.contains(&"w-w1".to_owned()));
+        let top = member.list_children(&state).await.unwrap();
+        let shard = w1_node.rsplit_once('/').unwrap().0.to_owned();
+        assert!(top.contains(&"epoch".to_owned()), "{top:?}");
+        assert!(member.list_children(&shard).await.unwrap().contains(&"w-w1".to_owned()));
+        let records = [format!("{state}/epoch"), w1_node.clone()];
 
         let stranger = connect(&zk_addr, None).await;
         let wrong = connect(&zk_addr, Some(digest_credentials(b"some other secret"))).await;
         let no_auth: Result<(), zkc::Error> = Err(zkc::Error::NoAuth);
         for who in [&stranger, &wrong] {
-            for path in [&state, &election, &root] {
+            for path in [&state, &election, &root, &shard] {
                 assert_eq!(who.list_children(path).await.map(|_| ()), no_auth, "listing {path}");
             }
-            for name in &records {
-                let path = format!("{state}/{name}");
-                assert_eq!(who.get_data(&path).await.map(|_| ()), no_auth, "reading {path}");
-                assert_eq!(who.set_data(&path, b"x", None).await.map(|_| ()), no_auth, "{path}");
-                assert_eq!(who.delete(&path, None).await, no_auth, "deleting {path}");
+            for path in &records {
+                assert_eq!(who.get_data(path).await.map(|_| ()), no_auth, "reading {path}");
+                assert_eq!(who.set_data(path, b"x", None).await.map(|_| ()), no_auth, "{path}");
+                assert_eq!(who.delete(path, None).await, no_auth, "deleting {path}");
             }
             assert_eq!(who.get_data(&candidate).await.map(|_| ()), no_auth, "{candidate}");
             assert_eq!(who.set_data(&candidate, b"x", None).await.map(|_| ()), no_auth);
             assert_eq!(who.delete(&candidate, None).await, no_auth, "deleting {candidate}");
             let open = zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_all());
             let ephemeral = zkc::CreateMode::EphemeralSequential.with_acls(zkc::Acls::anyone_all());
-            let planted = format!("{state}/f-evil");
-            assert_eq!(who.create(&planted, b"x", &open).await.map(|_| ()), no_auth);
+            for planted in [format!("{state}/f-evil"), format!("{shard}/f-evil")] {
+                assert_eq!(who.create(&planted, b"x", &open).await.map(|_| ()), no_auth);
+            }
             let rival = format!("{election}/rival-");
             assert_eq!(who.create(&rival, b"x", &ephemeral).await.map(|_| ()), no_auth);
         }
-        for path in [root.clone(), state.clone(), election.clone(), format!("{state}/w-w1")] {
+        for path in [root.clone(), state.clone(), election.clone(), shard.clone(), w1_node.clone()]
+        {
             let (acls, _) = member.get_acl(&path).await.unwrap();
             assert_eq!(acls.len(), 1, "{path}: {acls:?}");
             assert_eq!(acls[0].scheme(), "digest", "{path}: {acls:?}");

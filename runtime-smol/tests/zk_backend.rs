@@ -130,6 +130,21 @@ fn every_op_and_watch_against_a_real_server() {
         assert_eq!(res[9], Ok(ZkReply::Stat(None)));
         assert!(matches!(res[10], Ok(ZkReply::Stat(Some(_)))));
 
+        // A multi read: one result per path, in order, each with its own
+        // error.
+        let res = r
+            .run(
+                &mut b,
+                vec![ZkOp::MultiRead(vec![dir.clone(), format!("{dir}/missing"), dir.clone()])],
+            )
+            .await;
+        let Ok(ZkReply::MultiRead(reads)) = &res[0] else { panic!("{:?}", res[0]) };
+        assert!(
+            matches!(&reads[..], [Ok(ZkReply::Data { data: a, .. }), Err(ZkError::NoNode),
+            Ok(ZkReply::Data { data: b, .. })] if a == b"v0" && b == b"v0"),
+            "{reads:?}"
+        );
+
         // Versioned set: the wrong version is refused, the right one fires
         // the data watch.
         let res = r

@@ -119,6 +119,12 @@ pub enum ZkOp {
     /// [`ZkReply::Multi`] (one reply per operation) or by the error of the
     /// first operation that failed.
     Multi(Vec<MultiOp>),
+    /// Read several nodes' data in one request (ZooKeeper's `multiRead`,
+    /// servers 3.6 and later; no watches); answered by
+    /// [`ZkReply::MultiRead`] with one result per path, in order: a
+    /// [`ZkReply::Data`], or that read's own error (`NoNode`...). A server
+    /// that does not know the request answers `BadArguments`.
+    MultiRead(Vec<String>),
 }
 
 /// One operation inside a [`ZkOp::Multi`].
@@ -201,6 +207,8 @@ pub enum ZkReply {
     Multi(Vec<ZkReply>),
     /// A multi's check passed.
     Checked,
+    /// One result per path of a [`ZkOp::MultiRead`], in order.
+    MultiRead(Vec<ZkResult>),
 }
 
 /// Why an operation failed.

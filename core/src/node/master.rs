@@ -326,6 +326,11 @@ pub struct Metrics {
     pub store_resends: u64,
     /// Records re-sealed under the current key after a load (a rotation).
     pub store_reseals: u64,
+    /// Records the last load of the ZooKeeper store reported.
+    pub store_records_loaded: u64,
+    /// Records of the flat layout of earlier versions moved into their
+    /// shards by this master's loads (ZooKeeper store).
+    pub store_records_moved: u64,
     /// Election nodes of a dead leader this master deleted (fast takeover).
     pub takeovers: u64,
     /// Commands that waited for the acting lease (a new leader's first
@@ -440,6 +445,8 @@ impl MasterNode {
         let mut m = self.metrics.clone();
         m.store_resends = self.store.as_ref().map_or(0, |s| s.resends);
         m.store_reseals = self.store.as_ref().map_or(0, |s| s.reseals);
+        m.store_records_loaded = self.store.as_ref().map_or(0, |s| s.records_loaded);
+        m.store_records_moved = self.store.as_ref().map_or(0, |s| s.moved);
         m
     }
 

@@ -93,4 +93,6 @@ pub use deadlines::Deadlines;
 pub use master::MasterNode;
 pub use submit::SubmitNode;
 pub use worker::WorkerNode;
-pub use zk_store::{JUTE_MAXBUFFER, MAX_RECORD_IMAGE, REQUEST_OVERHEAD};
+pub use zk_store::{
+    JUTE_MAXBUFFER, MAX_LOAD_IN_FLIGHT, MAX_RECORD_IMAGE, MULTI_READ_BATCH, REQUEST_OVERHEAD,
+};

@@ -144,6 +144,15 @@ pub enum Damage {
         /// The key the record names.
         found: String,
     },
+    /// A record node in a ZooKeeper shard its name does not hash to (see
+    /// [`super::zk_layout`]): no write of regent's puts it there, and no
+    /// write or delete would ever find it there.
+    Misplaced {
+        /// Where it is, relative to `<root>/state/`.
+        stored_as: String,
+        /// Where a node of that name belongs.
+        belongs_at: String,
+    },
     /// A sealed record whose MAC does not verify under the key its key id
     /// names: altered, or planted by someone without the cluster secret.
     BadMac {
@@ -202,6 +211,9 @@ impl fmt::Display for Damage {
             }
             Damage::WrongKey { stored_as, found } => {
                 write!(f, "stored as {stored_as:?} but holds the record of {found}")
+            }
+            Damage::Misplaced { stored_as, belongs_at } => {
+                write!(f, "stored as {stored_as:?} but a node of that name belongs at {belongs_at:?}")
             }
             Damage::BadMac { key_id } => write!(
                 f,

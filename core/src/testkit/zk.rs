@@ -295,6 +295,15 @@ impl ZkModel {
                 }
             }
             ZkOp::Sync { .. } => Ok(ZkReply::Synced),
+            ZkOp::MultiRead(paths) => Ok(ZkReply::MultiRead(
+                paths
+                    .iter()
+                    .map(|path| match self.nodes.get(path) {
+                        Some(n) => Ok(ZkReply::Data { data: n.data.clone(), stat: n.stat() }),
+                        None => Err(ZkError::NoNode),
+                    })
+                    .collect(),
+            )),
             ZkOp::Multi(ops) => {
                 self.zxid += 1;
                 let snapshot = self.nodes.clone();

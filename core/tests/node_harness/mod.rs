@@ -20,7 +20,7 @@ use regent_core::node::{DialId, DialResult, MasterNode};
 use regent_core::protocol::{Hello, Message, RegisterWorker, Role, Subscribe, PROTOCOL_VERSION};
 use regent_core::store::names::key_stem;
 use regent_core::store::seal::Sealing;
-use regent_core::store::{format, Record, RecordKey};
+use regent_core::store::{format, zk_layout, Record, RecordKey};
 use regent_core::testkit::zk::ZkModel;
 use regent_core::{Addr, ConnId, Epoch, Incarnation, MasterId, Millis, WorkerId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -618,15 +618,20 @@ impl Cluster {
             .collect()
     }
 
-    /// Every record under `<root>/state/`, by node name.
+    /// Every record node under `<root>/state/` (both layouts).
+    pub fn record_nodes(&self) -> Vec<zk_layout::RecordNode> {
+        zk_layout::record_nodes(STATE, |p| self.zk.children(p))
+    }
+
+    /// Every record under `<root>/state/`, by node name (its key's stem),
+    /// wherever it is (in its shard, or flat as an earlier version wrote
+    /// it).
     pub fn records(&self) -> BTreeMap<String, Record> {
-        self.zk
-            .children(STATE)
+        self.images()
             .into_iter()
-            .map(|name| {
-                let node = self.zk.node(&format!("{STATE}/{name}")).expect("listed");
+            .map(|(name, image)| {
                 let (record, _) =
-                    format::decode_with(&node.data, &self.sealing).expect("a well-formed record");
+                    format::decode_with(&image, &self.sealing).expect("a well-formed record");
                 (name, record)
             })
             .collect()
@@ -634,12 +639,11 @@ impl Cluster {
 
     /// Every record image under `<root>/state/`, by node name.
     pub fn images(&self) -> BTreeMap<String, Vec<u8>> {
-        self.zk
-            .children(STATE)
+        self.record_nodes()
             .into_iter()
-            .map(|name| {
-                let node = self.zk.node(&format!("{STATE}/{name}")).expect("listed");
-                (name, node.data.clone())
+            .map(|n| {
+                let node = self.zk.node(&n.path).expect("listed");
+                (n.stem, node.data.clone())
             })
             .collect()
     }
@@ -652,8 +656,28 @@ impl Cluster {
     }
 
     /// Writes record images (node name, bytes) into the model, as an earlier
-    /// leader (or someone else) left them.
+    /// leader (or someone else) left them: each in its shard.
     pub fn seed_images(&mut self, images: &[(String, Vec<u8>)]) {
+        let images: Vec<_> = images
+            .iter()
+            .map(|(name, image)| (zk_layout::stem_path(STATE, name), image.clone()))
+            .collect();
+        self.seed_paths(&images);
+    }
+
+    /// Writes record images (node name, bytes) into the model in the flat
+    /// layout of earlier versions (every record directly under
+    /// `<root>/state/`).
+    pub fn seed_flat_images(&mut self, images: &[(String, Vec<u8>)]) {
+        let images: Vec<_> = images
+            .iter()
+            .map(|(name, image)| (zk_layout::flat_path(STATE, name), image.clone()))
+            .collect();
+        self.seed_paths(&images);
+    }
+
+    /// Writes nodes (path, bytes) into the model, creating their parents.
+    pub fn seed_paths(&mut self, nodes: &[(String, Vec<u8>)]) {
         let (s, _) = self.zk.connect(self.now, SESSION);
         let mk = |path: &str, data: Vec<u8>| ZkOp::Create {
             path: path.into(),
@@ -663,9 +687,15 @@ impl Cluster {
         for p in [ROOT, STATE] {
             let _ = self.zk.execute(self.now, s, &mk(p, Vec::new()));
         }
-        for (name, image) in images {
-            let path = format!("{STATE}/{name}");
-            let created = self.zk.execute(self.now, s, &mk(&path, image.clone()));
+        for (path, image) in nodes {
+            let mut parent = String::new();
+            let dirs: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+            for part in &dirs[..dirs.len() - 1] {
+                parent.push('/');
+                parent.push_str(part);
+                let _ = self.zk.execute(self.now, s, &mk(&parent, Vec::new()));
+            }
+            let created = self.zk.execute(self.now, s, &mk(path, image.clone()));
             assert!(created.is_ok(), "seeding {path}: {created:?}");
         }
         self.zk.close(s);
@@ -778,7 +808,7 @@ pub fn subscribe_msg(instance: u64) -> Message {
 
 /// Whether `op` writes the record stored under `name` (a fenced multi).
 pub fn writes_record(op: &ZkOp, name: &str) -> bool {
-    let target = format!("{STATE}/{name}");
+    let target = zk_layout::stem_path(STATE, name);
     match op {
         ZkOp::Multi(ops) => ops.iter().any(|o| match o {
             MultiOp::Create { path, .. }
@@ -792,7 +822,7 @@ pub fn writes_record(op: &ZkOp, name: &str) -> bool {
 
 /// Whether `op` creates the record stored under `name` (a fenced multi).
 pub fn creates_record(op: &ZkOp, name: &str) -> bool {
-    let target = format!("{STATE}/{name}");
+    let target = zk_layout::stem_path(STATE, name);
     matches!(op, ZkOp::Multi(ops) if ops.iter().any(|o| matches!(o, MultiOp::Create { path, .. } if *path == target)))
 }
 
@@ -806,6 +836,7 @@ pub fn op_path(op: &ZkOp) -> String {
         | ZkOp::SetData { path, .. }
         | ZkOp::GetChildren { path, .. }
         | ZkOp::Sync { path } => path.clone(),
+        ZkOp::MultiRead(paths) => paths.first().cloned().unwrap_or_default(),
         ZkOp::Multi(ops) => ops
             .iter()
             .find_map(|o| match o {

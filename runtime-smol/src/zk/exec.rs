@@ -117,6 +117,19 @@ pub fn multi_reply(r: zkc::MultiWriteResult) -> ZkResult {
     }
 }
 
+/// The elector's result for one read of a client multi read
+/// (`BadArguments` for a kind of result this build does not know).
+pub fn multi_read_result(r: zkc::MultiReadResult) -> ZkResult {
+    match r {
+        zkc::MultiReadResult::Data { data, stat: s } => Ok(ZkReply::Data { data, stat: stat(&s) }),
+        zkc::MultiReadResult::Error { err } => Err(map_error(&err)),
+        other => {
+            tracing::warn!(result = ?other, "unexpected multi read result");
+            Err(ZkError::BadArguments)
+        }
+    }
+}
+
 /// Executes `op` on `client`, creating nodes with `acls`. Returns the
 /// result and, for a watching read that left a watch, the one-shot watcher.
 ///
@@ -173,6 +186,18 @@ pub async fn execute(
         }
         ZkOp::Sync { path } => {
             (client.sync(&path).await.map(|()| ZkReply::Synced).map_err(err), None)
+        }
+        ZkOp::MultiRead(paths) => {
+            let mut reader = client.new_multi_reader();
+            for path in &paths {
+                if let Err(e) = reader.add_get_data(path) {
+                    return (Err(err(e)), None);
+                }
+            }
+            let r = reader.commit().await.map_err(err).map(|results| {
+                ZkReply::MultiRead(results.into_iter().map(multi_read_result).collect())
+            });
+            (r, None)
         }
         ZkOp::Multi(ops) => {
             let mut writer = client.new_multi_writer();

@@ -22,7 +22,8 @@
 //!   the connection (queued replies become `ConnectionLoss`), come back,
 //!   expire the session; another client plants or deletes candidate nodes
 //!   (valid or junk data) and record nodes (valid images of generated
-//!   records, or junk);
+//!   records, or junk; in their shards, or in the flat layout of earlier
+//!   versions, which the next load moves), and deletes shard nodes;
 //! * rarely, an operator's step-down or stop.
 //!
 //! Invariants: no panic, no allocation over the limit, every message the
@@ -49,8 +50,8 @@ use regent_core::protocol::{
     ExecutorReport, GroupSpec, Hello, Message, RegisterWorker, Subscribe, PROTOCOL_VERSION,
 };
 use regent_core::store::{
-    format, names, FrameworkRecord, GroupRecord, Record, RecordKey, SlotOutcome, WorkerRecord,
-    WriteId,
+    format, names, zk_layout, FrameworkRecord, GroupRecord, Record, RecordKey, SlotOutcome,
+    WorkerRecord, WriteId,
 };
 use regent_core::testkit::zk::ZkModel;
 use regent_core::{Addr, ConnId, ExecutorId, FrameworkId, Incarnation, MasterId, Millis, WorkerId};
@@ -808,7 +809,23 @@ impl Harness {
             }
             3 => {
                 let record = record(src, &frameworks);
-                let path = format!("{state}/{}", names::key_stem(&record.key()));
+                let stem = names::key_stem(&record.key());
+                // In its shard, or (one stem length in three, so that no
+                // byte of the input changes meaning) flat, as an earlier
+                // version wrote it: the next load moves it.
+                let path = if stem.len() % 3 == 0 {
+                    zk_layout::flat_path(&state, &stem)
+                } else {
+                    zk_layout::stem_path(&state, &stem)
+                };
+                if let Some((parent, _)) = path.rsplit_once('/') {
+                    let op = ZkOp::Create {
+                        path: parent.to_owned(),
+                        data: Vec::new(),
+                        mode: CreateMode::Persistent,
+                    };
+                    let _ = zk.model.execute(now, planter, &op);
+                }
                 let mut data = format::encode(&record).unwrap_or_default();
                 if src.one_in(4) && !data.is_empty() {
                     let at = src.below(data.len());
@@ -823,8 +840,18 @@ impl Harness {
                 }
             }
             _ => {
-                let Some(name) = src.pick(&zk.model.children(&state)).cloned() else { return };
-                ZkOp::Delete { path: format!("{state}/{name}"), version: None }
+                // A record node in either layout, or a shard node (deleted
+                // when empty: the next fresh record there creates it again).
+                let mut paths: Vec<String> =
+                    zk_layout::record_nodes(&state, |p| zk.model.children(p))
+                        .into_iter()
+                        .map(|n| n.path)
+                        .collect();
+                paths.extend(zk.model.children(&state).into_iter().filter_map(|name| {
+                    zk_layout::parse_shard(&name).map(|_| format!("{state}/{name}"))
+                }));
+                let Some(path) = src.pick(&paths).cloned() else { return };
+                ZkOp::Delete { path, version: None }
             }
         };
         zk.model.touch(now, planter);

@@ -1428,21 +1428,16 @@ impl World {
     /// [`STATE`], decoded, by key. A node that does not decode is left out
     /// (the loading leader reports it as damaged).
     pub(crate) fn stored(&self) -> BTreeMap<RecordKey, Record> {
-        self.zk
-            .children(STATE)
+        regent_core::store::zk_layout::record_nodes(STATE, |p| self.zk.children(p))
             .into_iter()
-            .filter_map(|name| {
-                let path = format!("{STATE}/{name}");
-                let node = self.zk.node(&path)?;
-                decode_named(&path, &node.data).ok()
-            })
+            .filter_map(|n| decode_named(&n.path, &self.zk.node(&n.path)?.data).ok())
             .map(|r| (r.key(), r))
             .collect()
     }
 
     /// The record the store holds at `key`, if any.
     pub(crate) fn stored_at(&self, key: &RecordKey) -> Option<Record> {
-        let path = format!("{STATE}/{}", key_stem(key));
+        let path = regent_core::store::zk_layout::stem_path(STATE, &key_stem(key));
         let node = self.zk.node(&path)?;
         decode_named(&path, &node.data).ok().filter(|r| r.key() == *key)
     }
@@ -1871,7 +1866,8 @@ enum StateOp<'a> {
 }
 
 fn under_state(path: &str) -> bool {
-    path.strip_prefix(STATE).is_some_and(|rest| rest.starts_with('/'))
+    // Records only, in their shards (a shard node is no record).
+    regent_core::store::zk_layout::is_record_path(STATE, path)
 }
 
 /// The writes `op` makes to records under [`STATE`] (plain or in a multi).
