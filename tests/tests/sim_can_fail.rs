@@ -46,11 +46,13 @@ fn without_the_acting_lease_the_simulator_fails() {
     // leader, frozen meanwhile, wakes with a kill to send, unaware. Without
     // the acting lease (and a new leader's wait) that kill goes out after
     // its successor's first commands.
+    // About one seed in 400 runs into it (1000378 and 1000876 on the code of
+    // 2026-12-01); the search stops at the first.
     let knobs = Knobs { no_acting_lease: true, ..Knobs::default() };
-    let found = first_failure(knobs, "command_order", 300);
+    let found = first_failure(knobs, "command_order", 1_500);
     assert!(
         found.is_some(),
-        "no command-order violation within 300 seeds without the acting lease"
+        "no command-order violation within 1500 seeds without the acting lease"
     );
     println!("without the acting lease: {found:?}");
 }
