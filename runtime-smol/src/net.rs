@@ -294,11 +294,13 @@ async fn run(
     let session = match &cfg.secret {
         None => Session::plain(),
         Some(secret) => {
-            with_deadline(
+            // Boxed: the handshake's state lives only while it runs, not
+            // in every connection's task for its whole life.
+            Box::pin(with_deadline(
                 cfg.handshake_timeout,
                 "handshake",
                 handshake(&mut rstream, &mut reader, side, secret),
-            )
+            ))
             .await?
         }
     };
