@@ -183,7 +183,7 @@ fn fs_restart() -> (Duration, Duration, u64) {
     });
     // Idle: a few heartbeats.
     std::thread::sleep(Duration::from_secs(3));
-    let rss = vm_rss_kb(master.pid());
+    let rss = regent_std::host::rss_kb(master.pid()).expect("the master's VmRSS");
     let start = Instant::now();
     master.kill9();
     let _master = c.master(&spec);
@@ -292,16 +292,6 @@ fn wait_for_opt<T>(bound: Duration, mut f: impl FnMut() -> Result<T, String>) ->
             Err(_) => std::thread::sleep(TIMING_POLL),
         }
     }
-}
-
-fn vm_rss_kb(pid: u32) -> u64 {
-    let status =
-        std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the master's /proc status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .expect("a VmRSS line")
 }
 
 /// (min, median, max).

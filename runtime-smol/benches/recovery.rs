@@ -168,18 +168,6 @@ async fn raw_load(zk: &zkc::Client, root: &str, n: usize, batch: usize) -> f64 {
     start.elapsed().as_secs_f64() * 1e3
 }
 
-/// The master's VmRSS in kB.
-fn vm_rss_kb(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 /// One load: (the master's figure in ms, wall ms from the start, RSS kB).
 fn load_once(c: &Cluster, spec: &MasterSpec, n: usize) -> (f64, f64, u64) {
     let start = Instant::now();
@@ -200,7 +188,7 @@ fn load_once(c: &Cluster, spec: &MasterSpec, n: usize) -> (f64, f64, u64) {
         std::thread::sleep(Duration::from_millis(10));
     };
     let wall = start.elapsed().as_secs_f64() * 1e3;
-    let rss = vm_rss_kb(m.pid());
+    let rss = regent_std::host::rss_kb(m.pid()).unwrap_or(0);
     m.stop(Duration::from_secs(30));
     (figure, wall, rss)
 }

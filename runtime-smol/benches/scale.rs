@@ -28,6 +28,7 @@ mod cluster;
 mod zk_server;
 
 use cluster::{http_get, unique, wait_for, Cluster, Kind, MasterSpec, Proc};
+use regent_std::host::cpu_ticks;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 use zk_server::ZkServer;
@@ -271,14 +272,6 @@ fn failover(zk: &ZkServer, per_generator: usize, kill9: bool) -> (f64, Option<f6
         .map(|t| (t - killed_at) * 1000.0);
     drop(generators);
     (ms(took), elected)
-}
-
-/// `/proc/PID/stat` utime + stime, in clock ticks.
-fn cpu_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
 }
 
 /// Seconds since midnight UTC.

@@ -35,6 +35,7 @@ use regent_core::protocol::{ExecutorState, GroupSpec, Message};
 use regent_core::subscriber;
 use regent_core::worker;
 use regent_core::{Addr, ConnId, Incarnation, Millis, WorkerId};
+use regent_std::host::{cpu_ticks, rss_kb};
 use smol::future;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -235,19 +236,6 @@ fn incarnation() -> u64 {
     let mut b = [0u8; 8];
     getrandom::fill(&mut b).expect("OS entropy");
     u64::from_le_bytes(b)
-}
-
-/// `/proc/PID/stat` utime + stime in clock ticks (100 per second on Linux).
-fn cpu_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
-}
-
-fn rss_kb(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.split_whitespace().next()?.parse().ok()
 }
 
 fn percentile(sorted: &[u32], p: f64) -> f64 {

@@ -225,15 +225,8 @@ struct StoreArgs {
 
 #[derive(Args, Debug)]
 struct SealArgs {
-    /// The filesystem store's directory (or give --zk).
-    #[arg(required_unless_present = "zk", conflicts_with = "zk")]
-    dir: Option<PathBuf>,
-    /// The ZooKeeper servers of a `--recovery zookeeper` cluster.
-    #[arg(long, value_delimiter = ',')]
-    zk: Vec<String>,
-    /// The cluster's root node in ZooKeeper.
-    #[arg(long, default_value = "/regent")]
-    zk_root: String,
+    #[command(flatten)]
+    store: StoreArgs,
     /// A file holding a previous cluster secret whose records are verified
     /// and re-sealed (repeat for several).
     #[arg(long = "previous-secret-file", value_name = "F")]
@@ -878,7 +871,7 @@ async fn seal_command(common: &Common, a: SealArgs) -> Result<ExitCode, String> 
         Seal::Unsealed => "unsealed".to_owned(),
         Seal::Sealed(k) => format!("sealed under previous key {k}"),
     };
-    if let Some(dir) = a.dir {
+    if let Some(dir) = a.store.dir {
         if !dir.is_dir() {
             return Err(format!("{} is not a directory", dir.display()));
         }
@@ -898,19 +891,19 @@ async fn seal_command(common: &Common, a: SealArgs) -> Result<ExitCode, String> 
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let hosts = a.zk.join(",");
+    let hosts = a.store.zk.join(",");
     let mut zk = regent_smol::zk::ZkConfig::new(hosts).with_secret(secret.expose().to_vec());
     for p in &previous {
         zk = zk.with_previous_secret(p.expose().to_vec());
     }
-    let report = regent_smol::zk::seal::seal_zookeeper(&zk, &a.zk_root, &sealing).await?;
+    let report = regent_smol::zk::seal::seal_zookeeper(&zk, &a.store.zk_root, &sealing).await?;
     for (path, seal) in &report.resealed {
         println!("sealed {path} (was {})", how(seal));
     }
     println!(
         "{}: {} records, {} re-sealed, all sealed under key {key}; {} nodes readable and \
          writable by the current secret only",
-        a.zk_root,
+        a.store.zk_root,
         report.records,
         report.resealed.len(),
         report.acls_set.len()

@@ -22,6 +22,7 @@ use regent_core::node::master::{
 };
 use regent_core::node::{DialId, DialResult, MasterNode, ProbeResult};
 use regent_core::{Addr, ConnId, MasterId, Millis};
+use regent_std::host::{proc_limit, ConnectionCeiling};
 use regent_std::store::{master_sealing, LocalStore, Op};
 use smol::net::{TcpListener, TcpStream};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -258,10 +259,11 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
         backend,
         insecure: opts.insecure,
         rejected_connections: 0,
-        max_conns: regent_std::drivers::master::proc_limit("Max open files")
-            .map_or(usize::MAX, |files| files.saturating_sub(FD_RESERVE)),
-        over_ceiling: 0,
-        over_ceiling_logged: None,
+        ceiling: ConnectionCeiling::new(
+            proc_limit("Max open files").map_or(usize::MAX, |f| f.saturating_sub(FD_RESERVE)),
+            "the most this master takes with its file-descriptor limit (256 kept for the \
+             store, ZooKeeper, HTTP and dials; raise `ulimit -n` for more)",
+        ),
         pending: VecDeque::new(),
         load_started,
         local_loaded: 0,
@@ -286,27 +288,12 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
                 async_io::Timer::after(Duration::from_millis(100)).await;
                 return Ok(());
             }
-            Wake::Input(Input::Accepted(Ok(stream))) if pump.conns.len() >= pump.max_conns => {
-                // File descriptors are kept for the store, ZooKeeper, HTTP
-                // and dials: a connection past the ceiling is closed at
-                // once, said in the log at most every 10 s.
+            // File descriptors are kept for the store, ZooKeeper, HTTP and
+            // dials: a connection past the ceiling is closed at once.
+            Wake::Input(Input::Accepted(Ok(stream)))
+                if pump.ceiling.refuses(pump.conns.len(), stream.peer_addr().ok()) =>
+            {
                 pump.rejected_connections += 1;
-                pump.over_ceiling += 1;
-                let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-                drop(stream);
-                if pump.over_ceiling_logged.map_or(true, |t| t.elapsed() >= Duration::from_secs(10))
-                {
-                    pump.over_ceiling_logged = Some(Instant::now());
-                    tracing::warn!(
-                        %peer,
-                        refused = pump.over_ceiling,
-                        "refusing a connection: {} connections are open, the most this master \
-                         takes with its file-descriptor limit ({} kept for the store, ZooKeeper, \
-                         HTTP and dials; raise `ulimit -n` for more)",
-                        pump.conns.len(),
-                        FD_RESERVE
-                    );
-                }
             }
             Wake::Input(Input::Accepted(Ok(stream))) => {
                 let conn = pump.run_connection(stream, Side::Server);
@@ -390,11 +377,8 @@ struct Pump {
     /// Dial non-loopback masters without a secret (`--insecure`).
     insecure: bool,
     rejected_connections: u64,
-    /// The most peer connections (the file-descriptor limit less
-    /// [`FD_RESERVE`]).
-    max_conns: usize,
-    over_ceiling: u64,
-    over_ceiling_logged: Option<Instant>,
+    /// Peer connections stop [`FD_RESERVE`] descriptors below the limit.
+    ceiling: ConnectionCeiling,
     /// Store answers available at once (memory store, a stopped writer),
     /// fed after the outputs that caused them.
     pending: VecDeque<StoreResult>,

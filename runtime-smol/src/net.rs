@@ -367,9 +367,9 @@ pub async fn callback_listener(
 /// [`ProbeResult::Refused`]: regent_core::node::ProbeResult::Refused
 pub async fn probe(addr: &str, timeout: Duration) -> regent_core::node::ProbeResult {
     use regent_core::node::ProbeResult;
-    let sa: std::net::SocketAddr = match addr.parse() {
+    let sa = match regent_std::net::probe_target(addr) {
         Ok(sa) => sa,
-        Err(_) => return ProbeResult::Failed { reason: format!("{addr} is not an ip:port") },
+        Err(failed) => return failed,
     };
     let attempt = async {
         match TcpStream::connect(sa).await {

@@ -23,6 +23,7 @@ use regent_core::ids::InstanceId;
 use regent_core::protocol::PROTOCOL_VERSION;
 use regent_core::protocol::{GroupSpec, Hello, Message, RegisterWorker, Role, Subscribe};
 use regent_core::{Epoch, FrameworkId, Incarnation, Millis, WorkerId};
+use regent_std::host::rss_kb;
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -41,13 +42,6 @@ const RSS_BOUND_KB: u64 = 200 * 1024;
 
 /// The cluster name of these tests' masters (the fixture's default).
 const CLUSTER: &str = "regent";
-
-/// `VmRSS` of `pid`, KiB.
-fn rss_kb(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
 
 fn hello(role: Role, node: &str) -> Message {
     Message::Hello(Hello {

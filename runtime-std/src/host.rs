@@ -334,3 +334,68 @@ pub fn master_config(
     cfg.max_frameworks = max_frameworks;
     cfg
 }
+
+/// A limit of this process read from `/proc/self/limits` (`Max open files`,
+/// `Max processes`), soft value; `None` when unreadable or unlimited.
+pub fn proc_limit(name: &str) -> Option<usize> {
+    let limits = fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with(name))?;
+    line[name.len()..].split_whitespace().next()?.parse().ok()
+}
+
+/// A process's CPU time so far, user + system, in clock ticks (1/100 s on
+/// Linux), from `/proc/PID/stat`.
+pub fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which may hold spaces and parentheses.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+}
+
+/// A process's resident set (`VmRSS`), in kB, from `/proc/PID/status`.
+pub fn rss_kb(pid: u32) -> Option<u64> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.split_whitespace().next()?.parse().ok()
+}
+
+/// A master's ceiling on peer connections: past `max` open ones, a new
+/// connection is closed at once, and the log says so at most every 10 s
+/// (with `why`, naming the ceiling and what raises it). Both runtimes'
+/// masters keep one.
+#[derive(Debug)]
+pub struct ConnectionCeiling {
+    /// The most peer connections at once.
+    pub max: usize,
+    /// Connections closed at once because the ceiling was reached.
+    pub refused: u64,
+    why: &'static str,
+    logged: Option<Instant>,
+}
+
+impl ConnectionCeiling {
+    /// A ceiling of `max` connections; `why` ends the log line.
+    pub fn new(max: usize, why: &'static str) -> Self {
+        ConnectionCeiling { max, refused: 0, why, logged: None }
+    }
+
+    /// Whether a connection accepted with `open` connections already open
+    /// must be closed at once (counted, and logged when due).
+    pub fn refuses(&mut self, open: usize, peer: Option<std::net::SocketAddr>) -> bool {
+        if open < self.max {
+            return false;
+        }
+        self.refused += 1;
+        if self.logged.map_or(true, |t| t.elapsed() >= Duration::from_secs(10)) {
+            self.logged = Some(Instant::now());
+            let peer = peer.map(|p| p.to_string()).unwrap_or_default();
+            tracing::warn!(
+                %peer,
+                refused = self.refused,
+                "refusing a connection: {open} connections are open, {}",
+                self.why
+            );
+        }
+        true
+    }
+}

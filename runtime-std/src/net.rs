@@ -596,16 +596,22 @@ pub fn read_error(e: &std::io::Error) -> String {
 /// [`ProbeResult::Refused`](regent_core::node::ProbeResult::Refused).
 pub fn probe(addr: &str, timeout: std::time::Duration) -> regent_core::node::ProbeResult {
     use regent_core::node::ProbeResult;
-    let sa: SocketAddr = match addr.parse() {
+    let sa = match probe_target(addr) {
         Ok(sa) => sa,
-        Err(_) => {
-            return ProbeResult::Failed { reason: format!("{addr} is not an ip:port") };
-        }
+        Err(failed) => return failed,
     };
     match TcpStream::connect_timeout(&sa, timeout) {
         Ok(_) => ProbeResult::Accepted,
         Err(e) => probe_error(&e),
     }
+}
+
+/// The socket address a probe connects to: `addr` must be an `ip:port` (a
+/// probe never resolves a name), else the probe fails saying so.
+pub fn probe_target(addr: &str) -> Result<SocketAddr, regent_core::node::ProbeResult> {
+    addr.parse().map_err(|_| regent_core::node::ProbeResult::Failed {
+        reason: format!("{addr} is not an ip:port"),
+    })
 }
 
 /// A probe's failed `connect()`, classified.

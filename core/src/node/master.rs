@@ -1045,38 +1045,40 @@ impl MasterNode {
     /// ends).
     fn pump_held(&mut self, now: Millis, queue: &mut VecDeque<Inner>, out: &mut Vec<Output>) {
         let Some(e) = &self.elector else { return };
-        if self.held.is_empty() {
-            self.deadlines.cancel(Timer::Commands);
-            return;
-        }
-        if e.may_command(now) {
-            self.deadlines.cancel(Timer::Commands);
-            self.flush_held(out);
-            return;
-        }
-        let e = self.elector.as_ref().expect("checked above");
-        // The first moment a command may leave, and whether the lease
-        // confirmed so far still covers it.
-        let from = e.commands_from();
-        let start = from.max(now);
-        if e.acting_until() > start {
-            self.deadlines.set(Timer::Commands, from);
-            return;
-        }
-        // Confirm no earlier than half a lease before that moment, so the
-        // confirmation still holds when the wait ends.
-        let ask_at = Millis(start.0.saturating_sub(e.config().acting_lease.0 / 2));
-        if now < ask_at {
-            self.deadlines.set(Timer::Commands, ask_at);
-            return;
-        }
-        // The confirmation's answer pumps again; if the wait is still not
-        // over then, the timer does.
-        queue.push_back(Inner::Elector(elector::Event::Confirm));
-        if now < from {
-            self.deadlines.set(Timer::Commands, from);
+        // What the lease allows now, and when to look again.
+        let (flush, confirm, wake) = if self.held.is_empty() || !e.is_acting(now) {
+            // Nothing held; or suspended (`Resumed` pumps again) or
+            // revoked (`Revoked` drops what is held).
+            (false, false, None)
+        } else if e.may_command(now) {
+            (true, false, None)
         } else {
-            self.deadlines.cancel(Timer::Commands);
+            // The first moment a command may leave, and whether the lease
+            // confirmed so far still covers it.
+            let from = e.commands_from();
+            let start = from.max(now);
+            // Confirm no earlier than half a lease before that moment, so
+            // the confirmation still holds when the wait ends.
+            let ask_at = Millis(start.0.saturating_sub(e.config().acting_lease.0 / 2));
+            if e.acting_until() > start {
+                (false, false, Some(from))
+            } else if now < ask_at {
+                (false, false, Some(ask_at))
+            } else {
+                // The confirmation's answer pumps again; if the wait is
+                // still not over then, the timer does.
+                (false, true, (now < from).then_some(from))
+            }
+        };
+        match wake {
+            Some(at) => self.deadlines.set(Timer::Commands, at),
+            None => self.deadlines.cancel(Timer::Commands),
+        }
+        if confirm {
+            queue.push_back(Inner::Elector(elector::Event::Confirm));
+        }
+        if flush {
+            self.flush_held(out);
         }
     }
 

@@ -13,6 +13,7 @@
 //! HTTP; both stay with the smol runtime (`regent master`).
 
 use super::{millis_since, wait_for, wall_clock_ms, DriverThread, Stopper};
+use crate::host::{proc_limit, ConnectionCeiling};
 use crate::net::{self, spawn_connection, ConnHandle, NetConfig, NetEvent};
 use crate::store::{master_sealing, LocalStore, Op};
 use regent_core::auth::{Secret, Side};
@@ -140,14 +141,6 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 4_096;
 /// Descriptors and threads the master needs besides its connections (the
 /// store, the acceptor, dials, the log).
 const RESERVE: usize = 64;
-
-/// A limit of this process read from `/proc/self/limits` (`Max open files`,
-/// `Max processes`), soft value; `None` when unreadable or unlimited.
-pub fn proc_limit(name: &str) -> Option<usize> {
-    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let line = limits.lines().find(|l| l.starts_with(name))?;
-    line[name.len()..].split_whitespace().next()?.parse().ok()
-}
 
 /// Checks `max` connections fit the process's limits: a descriptor each,
 /// two threads each.
@@ -321,9 +314,11 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
         store,
         gate: Arc::new(Gate::new()),
         _acceptor: acceptor,
-        max_connections: cfg.max_connections,
-        over_ceiling: 0,
-        over_ceiling_logged: None,
+        ceiling: ConnectionCeiling::new(
+            cfg.max_connections,
+            "the most this std-runtime master takes (--max-connections; a thread per \
+             direction each); --runtime smol takes more",
+        ),
     };
     let thread = std::thread::Builder::new()
         .name("regent-master".into())
@@ -403,10 +398,8 @@ struct Daemon {
     /// Bounds the frames waiting for this thread.
     gate: Arc<Gate>,
     _acceptor: Acceptor,
-    max_connections: usize,
-    /// Connections closed at once because the ceiling was reached.
-    over_ceiling: u64,
-    over_ceiling_logged: Option<Instant>,
+    /// Past it, a connection is closed at once.
+    ceiling: ConnectionCeiling,
 }
 
 impl Daemon {
@@ -475,28 +468,10 @@ impl Daemon {
                     tracing::info!("shutting down");
                     return Ok(());
                 }
-                Input::Accepted(Ok(stream)) if self.conns.len() >= self.max_connections => {
-                    // The ceiling: closed at once (the peer retries, or
-                    // follows another master), said in the log at most
-                    // every 10 s.
-                    self.over_ceiling += 1;
-                    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-                    drop(stream);
-                    let due = self
-                        .over_ceiling_logged
-                        .map_or(true, |t| t.elapsed() >= Duration::from_secs(10));
-                    if due {
-                        self.over_ceiling_logged = Some(Instant::now());
-                        tracing::warn!(
-                            %peer,
-                            refused = self.over_ceiling,
-                            "refusing a connection: {} connections are open, the most this std-runtime \
-                             master takes (--max-connections; a thread per direction each); \
-                             --runtime smol takes more",
-                            self.conns.len()
-                        );
-                    }
-                }
+                // The ceiling: closed at once (the peer retries, or follows
+                // another master).
+                Input::Accepted(Ok(stream))
+                    if self.ceiling.refuses(self.conns.len(), stream.peer_addr().ok()) => {}
                 Input::Accepted(Ok(stream)) => match self.run_connection(stream, Side::Server) {
                     Ok(conn) => pending.push_back(NodeInput::Connected { conn }),
                     Err(e) => tracing::warn!("cannot start a connection: {e}"),
