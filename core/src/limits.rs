@@ -89,11 +89,16 @@ pub const DEFAULT_MAX_FRAMEWORKS: usize = 1_000;
 /// [`MAX_RECORD_PAYLOAD`], and a new leader loads them all.
 pub const MAX_FRAMEWORKS_LIMIT: usize = 100_000;
 
-/// The largest `max_frameworks` with the ZooKeeper store: the listing of
-/// `<root>/state` (one child per record, a name of up to about 800 bytes for
-/// the longest escaped id) must stay under ZooKeeper's default 1 MB response
-/// limit. Sharding the records (the scale work) raises it.
-pub const MAX_FRAMEWORKS_ZOOKEEPER: usize = 1_000;
+/// The largest `max_frameworks` with the ZooKeeper store. Records are
+/// sharded ([`crate::store::zk_layout`]), so the cluster as a whole is not
+/// limited by one listing; but a framework id may be chosen by its
+/// submitter and the shard hash is not keyed, so every framework record
+/// could be made to land in one shard. This limit keeps even that shard's
+/// listing within ZooKeeper's packet limit
+/// ([`crate::store::zk_layout::MAX_LISTED`] children of the longest
+/// names), with a fifth of it left for the other records there.
+pub const MAX_FRAMEWORKS_ZOOKEEPER: usize = 4_000;
+const _: () = assert!(MAX_FRAMEWORKS_ZOOKEEPER * 5 / 4 <= crate::store::zk_layout::MAX_LISTED);
 
 /// The longest framework id or worker id, in bytes (they name records).
 pub const MAX_ID_BYTES: usize = 256;

@@ -22,9 +22,19 @@
 //! file descriptors do not suffice: shard I names its workers
 //! `load-I-<j>`, so shards never collide.
 //!
-//! The simulated workers register no callback listener: they know the
-//! masters from `--masters` and from the master set every leader
-//! advertises, which is how they find a new leader after a failover.
+//! The simulated peers of one process share one callback listener
+//! (`--listen`, default `127.0.0.1:0` when every master is on loopback;
+//! `--advertise`): every simulated worker and framework gives its address
+//! in `Callback`, so a new leader — even one at an address none of them was
+//! given — recovers their records and dials it. A leader dials each
+//! distinct callback address once per leadership (the recorded addresses
+//! are deduplicated in core), and what it says there, `MasterChanged`, is
+//! the same for every peer behind the address, so the listener needs no
+//! per-peer routing: the hint is handed to every simulated peer through its
+//! own node's callback path (`Accepted` + `Message`), and each one follows
+//! it only once that master's own `HelloReply` proves the epoch — as a
+//! real worker does. Without a listener (`--no-callback`) the peers find a
+//! new leader through `--masters` and the master set leaders advertise.
 
 use crate::net::{spawn_connection, ConnHandle, NetConfig, NetEvent};
 use regent_core::auth::Side;
@@ -79,6 +89,10 @@ pub struct LoadOptions {
     pub net: Arc<NetConfig>,
     /// Dial non-loopback masters without a secret.
     pub insecure: bool,
+    /// Where the shared callback listener binds (`None`: no listener).
+    pub listen: Option<std::net::SocketAddr>,
+    /// The address masters should dial for it (default: the bound one).
+    pub advertise: Option<String>,
 }
 
 /// What a load run measured.
@@ -122,6 +136,10 @@ pub struct LoadReport {
     pub master_rss_kb: Option<u64>,
     /// The master's RSS before the first dial, in kB.
     pub master_rss_idle_kb: Option<u64>,
+    /// The shared callback listener's address (`None`: no listener).
+    pub callback: Option<String>,
+    /// Masters that dialled the callback listener and said they lead.
+    pub contacts: u64,
 }
 
 impl LoadReport {
@@ -150,6 +168,12 @@ impl LoadReport {
             ),
             format!("rejections: {}, errors: {}", self.rejections, self.errors),
         ];
+        if let Some(cb) = &self.callback {
+            v.push(format!(
+                "callback listener {cb}: {} leader contact(s), each handed to every simulated peer",
+                self.contacts
+            ));
+        }
         if self.executors_launched > 0 || self.executors_ms.is_some() {
             v.push(format!(
                 "executors launched: {}{}",
@@ -189,6 +213,7 @@ enum PeerInput {
 
 enum Wake {
     Net(NetEvent),
+    Accepted(smol::net::TcpStream),
     Dialled(usize, Dial, Result<smol::net::TcpStream, String>),
     Deadline,
     End,
@@ -207,6 +232,10 @@ struct Load {
     scheduled: Vec<Option<Millis>>,
     timers: BinaryHeap<Reverse<(Millis, usize)>>,
     conns: HashMap<ConnId, (usize, ConnHandle)>,
+    /// Connections masters dialled to the shared callback listener.
+    callbacks: HashMap<ConnId, ConnHandle>,
+    /// Callback connections that delivered a leader's `MasterChanged`.
+    contacts: u64,
     next_conn: u64,
     net: Arc<NetConfig>,
     insecure: bool,
@@ -259,11 +288,21 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, String> {
         return Err("--executors needs --frameworks M (M > 0)".into());
     }
     let (shard, shards) = opts.shard;
+    // The shared callback listener, bound before any peer says where it is.
+    let (accept_rx, _listener, callback) = match opts.listen {
+        Some(listen) => {
+            let (bound, rx, task) = crate::net::callback_listener(listen).await?;
+            let advertise = opts.advertise.clone().unwrap_or_else(|| bound.to_string());
+            tracing::info!(listen = %bound, %advertise, "shared callback listener");
+            (rx, Some(task), Some(Addr::new(advertise)))
+        }
+        None => (async_channel::unbounded().1, None, None),
+    };
     let start = Instant::now();
     let mut peers = Vec::with_capacity(opts.workers + opts.frameworks);
     for j in 0..opts.workers {
         let inc = Incarnation(incarnation());
-        let c = worker::Config::new(
+        let mut c = worker::Config::new(
             opts.cluster.clone(),
             WorkerId::new(format!("load-{shard}-{j}")),
             inc,
@@ -271,6 +310,7 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, String> {
             opts.cores,
             opts.memory_mb,
         );
+        c.callback = callback.clone();
         peers.push(Peer::Worker(Box::new(WorkerNode::new(c))));
     }
     for f in 0..opts.frameworks {
@@ -281,6 +321,7 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, String> {
             opts.masters.clone(),
         );
         c.failover_timeout = Millis::from_secs(60);
+        c.callback = callback.clone();
         peers.push(Peer::Framework(Box::new(SubmitNode::new(snode::Config::new(c)))));
     }
     let n = peers.len();
@@ -292,6 +333,8 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, String> {
         scheduled: vec![None; n],
         timers: BinaryHeap::new(),
         conns: HashMap::new(),
+        callbacks: HashMap::new(),
+        contacts: 0,
         next_conn: 0,
         net: opts.net.clone(),
         insecure: opts.insecure,
@@ -400,10 +443,19 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, String> {
         let tick = now + Duration::from_millis(50);
         let wake = future::or(
             future::or(
-                async { Wake::Net(net_rx.recv().await.expect("the load holds a sender")) },
+                future::or(
+                    async { Wake::Net(net_rx.recv().await.expect("the load holds a sender")) },
+                    async {
+                        let (i, d, r) = dial_rx.recv().await.expect("the load holds a sender");
+                        Wake::Dialled(i, d, r)
+                    },
+                ),
                 async {
-                    let (i, d, r) = dial_rx.recv().await.expect("the load holds a sender");
-                    Wake::Dialled(i, d, r)
+                    match accept_rx.recv().await {
+                        Ok(stream) => Wake::Accepted(stream),
+                        // No listener: never wakes.
+                        Err(_) => future::pending().await,
+                    }
                 },
             ),
             async {
@@ -429,6 +481,7 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, String> {
                 }
             }
             Wake::Dialled(i, d, r) => l.on_dialled(i, d, r),
+            Wake::Accepted(stream) => l.on_accepted(stream),
             Wake::Deadline | Wake::End => {}
         }
         l.run_due();
@@ -459,8 +512,13 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, String> {
         master_cpu_percent: cpu,
         master_rss_kb: opts.master_pid.and_then(rss_kb),
         master_rss_idle_kb: idle_rss,
+        callback: callback.map(|a| a.as_str().to_owned()),
+        contacts: l.contacts,
     };
     for (_, (_, h)) in l.conns.drain() {
+        h.close();
+    }
+    for (_, h) in l.callbacks.drain() {
         h.close();
     }
     // Let the closes reach the wire.
@@ -689,8 +747,51 @@ impl Load {
         self.feed(i, input);
     }
 
+    /// A master dialled the shared callback listener.
+    fn on_accepted(&mut self, stream: smol::net::TcpStream) {
+        let _ = stream.set_nodelay(true);
+        self.next_conn += 1;
+        let conn = ConnId(self.next_conn);
+        let h = spawn_connection(stream, Side::Server, conn, self.net.clone(), self.net_tx.clone());
+        tracing::debug!(peer = %h.peer, %conn, "a master dialled the shared callback listener");
+        self.callbacks.insert(conn, h);
+    }
+
+    /// What a master says on the shared callback listener: a leader's
+    /// `MasterChanged` goes to every simulated peer through its own node's
+    /// callback path (each node closes "its" connection, which the load
+    /// closes once, after all of them heard it); anything else is ignored,
+    /// as a lone worker's node ignores it.
+    fn on_callback_message(&mut self, conn: ConnId, msg: Message) {
+        if !matches!(msg, Message::MasterChanged { .. }) {
+            return;
+        }
+        self.contacts += 1;
+        for i in 0..self.peers.len() {
+            let (accepted, message) = match self.peers[i] {
+                Peer::Worker(_) => (
+                    PeerInput::Worker(wnode::Input::Accepted { conn }),
+                    PeerInput::Worker(wnode::Input::Message { conn, msg: msg.clone() }),
+                ),
+                Peer::Framework(_) => (
+                    PeerInput::Framework(snode::Input::Accepted { conn }),
+                    PeerInput::Framework(snode::Input::Message { conn, msg: msg.clone() }),
+                ),
+            };
+            self.feed(i, accepted);
+            self.feed(i, message);
+        }
+        if let Some(h) = self.callbacks.remove(&conn) {
+            h.close();
+        }
+    }
+
     fn on_net(&mut self, ev: NetEvent) {
         match ev {
+            NetEvent::Message { conn, msg } if self.callbacks.contains_key(&conn) => {
+                self.on_callback_message(conn, msg)
+            }
+            NetEvent::Closed { conn, .. } if self.callbacks.remove(&conn).is_some() => {}
             NetEvent::Message { conn, msg } => {
                 let Some((i, _)) = self.conns.get(&conn) else { return };
                 let i = *i;

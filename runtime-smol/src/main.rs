@@ -179,6 +179,20 @@ struct LoadArgs {
     /// Print one line of JSON at the end instead of the text report.
     #[arg(long)]
     json: bool,
+    /// Where the simulated peers' shared callback listener binds (a new
+    /// leader dials it once and every simulated peer hears it). Default
+    /// `127.0.0.1:0` when every master is on loopback, else none. A
+    /// non-loopback address needs --secret-file (or --insecure).
+    #[arg(long, conflicts_with = "no_callback")]
+    listen: Option<SocketAddr>,
+    /// The address masters should dial for the shared callback listener
+    /// (default: the bound address).
+    #[arg(long, conflicts_with = "no_callback")]
+    advertise: Option<String>,
+    /// Run no callback listener: the simulated peers find a new leader only
+    /// through --masters and the master set leaders advertise.
+    #[arg(long)]
+    no_callback: bool,
 }
 
 fn parse_shard(s: &str) -> Result<(u32, u32), String> {
@@ -609,7 +623,8 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
                     if a.max_frameworks as usize > zk_max {
                         return Err(format!(
                             "--max-frameworks {} is over {zk_max}, the most the ZooKeeper store \
-                             can list (its 1 MB response limit)",
+                             takes (every framework record in one shard must still list \
+                             within ZooKeeper's 1 MB packet limit)",
                             a.max_frameworks
                         ));
                     }
@@ -746,9 +761,22 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Store { command } => store_command(&common, command).await,
         Command::Demo => regent_smol::demo::run_demo().await.map(|()| ExitCode::SUCCESS),
         Command::Load(a) => {
+            let masters = masters_of(&common, &a.masters).await?;
+            let listen = if a.no_callback {
+                None
+            } else {
+                regent_std::host::callback_listen_for(
+                    a.listen,
+                    &masters,
+                    common.secret_file.is_some(),
+                    common.insecure,
+                )?
+            };
             let opts = regent_smol::load::LoadOptions {
                 cluster: common.cluster.clone(),
-                masters: masters_of(&common, &a.masters).await?,
+                masters,
+                listen,
+                advertise: a.advertise,
                 workers: a.workers,
                 shard: a.shard,
                 cores: a.cores,

@@ -55,6 +55,59 @@ fn regent_load_registers_every_simulated_worker_and_reports_json() {
     assert!(workers >= 200, "{workers} workers in the master's registry");
 }
 
+/// The simulated peers share one callback listener: a master started at
+/// an address none of them was given (the old one killed, the store kept)
+/// recovers their records, dials the listener once, and every simulated
+/// worker follows it there and registers again — the seed 002 path at the
+/// generator's scale.
+#[test]
+fn regent_load_peers_find_a_replacement_master_through_their_shared_callback_listener() {
+    let c = Cluster::new("e2e-load-callback");
+    let store = c.path("store");
+    let store = store.to_str().unwrap();
+    let old = MasterSpec::new("m1", &["--recovery", "filesystem", "--store", store]);
+    let mut first = c.master(&old);
+    wait_for(Duration::from_secs(30), "the first master ALIVE", || {
+        match api_state(&old.http_addr()) {
+            Some(v) if v["status"] == "ALIVE" => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    const N: usize = 100;
+    let args = ["load", "--masters", &old.addr(), "--workers", "100", "--secs", "40", "--json"];
+    let mut load = c.spawn("load", Kind::Other, &args);
+    let alive = |http: &str| -> Result<(), String> {
+        let v = api_state(http).ok_or("no answer")?;
+        let n = v["workers"]
+            .as_array()
+            .ok_or("no workers")?
+            .iter()
+            .filter(|w| w["state"] == "ALIVE")
+            .count();
+        if v["status"] == "ALIVE" && n == N {
+            Ok(())
+        } else {
+            Err(format!("{} with {n} ALIVE workers", v["status"]))
+        }
+    };
+    wait_for(Duration::from_secs(60), "every simulated worker ALIVE", || alive(&old.http_addr()));
+    first.kill9();
+    // The replacement: same store, new ports nobody was told about.
+    let new = MasterSpec::new("m2", &["--recovery", "filesystem", "--store", store]);
+    let _second = c.master(&new);
+    wait_for(Duration::from_secs(60), "every simulated worker ALIVE at the new master", || {
+        alive(&new.http_addr())
+    });
+    let status = load.wait_exit(Duration::from_secs(120));
+    assert!(status.success(), "regent load failed: {}", load.stderr());
+    let stdout = load.stdout();
+    let line = stdout.lines().last().expect("one line of JSON");
+    let v: serde_json::Value = serde_json::from_str(line).expect("JSON");
+    assert!(v["callback"].as_str().is_some_and(|a| a.starts_with("127.0.0.1:")), "{v}");
+    assert!(v["contacts"].as_u64().unwrap() >= 1, "the new leader dialled the listener: {v}");
+    assert_eq!(v["registered"], 100, "{v}");
+}
+
 #[test]
 fn regent_load_refuses_a_malformed_shard() {
     let c = Cluster::new("e2e-load-flags");

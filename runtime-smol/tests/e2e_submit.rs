@@ -227,11 +227,11 @@ fn a_submit_refused_by_max_frameworks_exits_naming_the_limit() {
             "--zk",
             "127.0.0.1:2",
             "--max-frameworks",
-            "5000",
+            "5001",
         ],
         BOUND,
     );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "a ZooKeeper master with 5000 frameworks starts:\n{err}");
-    assert!(err.contains("--max-frameworks 5000 is over 1000"), "{err}");
+    assert!(!out.status.success(), "a ZooKeeper master with 5001 frameworks starts:\n{err}");
+    assert!(err.contains("--max-frameworks 5001 is over 4000"), "{err}");
 }

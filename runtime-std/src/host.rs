@@ -227,8 +227,22 @@ pub struct WorkerConfig {
 /// cluster works out of the box), else none. Refused, naming the address,
 /// when it is not loopback and there is no secret and no `insecure`.
 pub fn callback_listen(cfg: &WorkerConfig) -> Result<Option<std::net::SocketAddr>, String> {
+    callback_listen_for(cfg.listen, &cfg.masters, cfg.net.secret.is_some(), cfg.insecure)
+}
+
+/// [`callback_listen`] for any peer that runs a callback listener (a
+/// worker, `regent load`'s shared listener): `listen`, or `127.0.0.1:0`
+/// when every master is on loopback, else none; refused, naming the
+/// address, when it is not loopback and there is neither a secret nor
+/// `insecure`.
+pub fn callback_listen_for(
+    listen: Option<std::net::SocketAddr>,
+    masters: &[Addr],
+    secret: bool,
+    insecure: bool,
+) -> Result<Option<std::net::SocketAddr>, String> {
     use std::net::{Ipv4Addr, SocketAddr};
-    let listen = match cfg.listen {
+    let listen = match listen {
         Some(l) => Some(l),
         None => {
             let loopback = |m: &Addr| {
@@ -237,12 +251,11 @@ pub fn callback_listen(cfg: &WorkerConfig) -> Result<Option<std::net::SocketAddr
                     .map(|mut a| a.all(|a| a.ip().is_loopback()))
                     .unwrap_or(false)
             };
-            cfg.masters.iter().all(loopback).then_some(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+            masters.iter().all(loopback).then_some(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
         }
     };
     if let Some(l) = &listen {
-        check_exposure(l, cfg.net.secret.is_some(), cfg.insecure)
-            .map_err(|e| format!("--listen {l}: {e}"))?;
+        check_exposure(l, secret, insecure).map_err(|e| format!("--listen {l}: {e}"))?;
     }
     Ok(listen)
 }
