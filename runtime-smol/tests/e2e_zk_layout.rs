@@ -13,6 +13,7 @@ use regent_core::store::{format, zk_layout, FrameworkRecord, Record, WorkerRecor
 use regent_core::{Epoch, FrameworkId, Incarnation, WorkerId};
 use std::time::Duration;
 use support::cluster::{api_state, unique, wait_for, workers, Cluster, MasterSpec};
+use support::zk_proxy::ZkProxy;
 use support::zk_server::ZkServer;
 use zookeeper_client as zkc;
 
@@ -20,10 +21,14 @@ const BOUND: Duration = Duration::from_secs(60);
 const WORKERS: usize = 40;
 
 fn records() -> Vec<Record> {
+    records_of(WORKERS)
+}
+
+fn records_of(workers: usize) -> Vec<Record> {
     let mut out = vec![Record::Epoch(Epoch(41))];
-    out.extend((0..WORKERS).map(|i| {
+    out.extend((0..workers).map(|i| {
         Record::Worker(WorkerRecord {
-            id: WorkerId::new(format!("old-{i:02}")),
+            id: WorkerId::new(format!("old-{i:03}")),
             incarnation: Incarnation(1),
             cores: 2,
             memory_mb: 512,
@@ -38,6 +43,43 @@ fn records() -> Vec<Record> {
         callback: None,
     }));
     out
+}
+
+/// Plants `records` in the flat layout under `<root>/state` with a plain
+/// client, which it returns.
+fn plant_flat(zk_addr: &str, root: &str, records: &[Record]) -> zkc::Client {
+    let state = format!("{root}/state");
+    smol::block_on(async {
+        let zk = zkc::Client::connector()
+            .with_session_timeout(Duration::from_secs(4))
+            .connect(zk_addr)
+            .await
+            .expect("a ZooKeeper session");
+        let open = zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_all());
+        for path in [root, &state] {
+            zk.create(path, b"", &open).await.expect("the store's path");
+        }
+        for r in records {
+            let path = zk_layout::flat_path(&state, &key_stem(&r.key()));
+            zk.create(&path, &format::encode(r).unwrap(), &open).await.expect("a flat record");
+        }
+        zk
+    })
+}
+
+/// Where each planted record is now: (in the flat layout, in its shard).
+fn places(client: &zkc::Client, state: &str, records: &[Record]) -> Vec<(bool, bool)> {
+    smol::block_on(async {
+        let mut out = Vec::new();
+        for r in records {
+            let flat = zk_layout::flat_path(state, &key_stem(&r.key()));
+            let sharded = zk_layout::record_path(state, &r.key());
+            let flat = client.check_stat(&flat).await.unwrap().is_some();
+            let sharded = client.check_stat(&sharded).await.unwrap().is_some();
+            out.push((flat, sharded));
+        }
+        out
+    })
 }
 
 fn text(out: &std::process::Output) -> String {
@@ -118,5 +160,79 @@ fn a_flat_store_of_an_earlier_version_is_loaded_and_moved_into_its_shards() {
     assert!(out.status.success(), "{}", text(&out));
     assert!(!text(&out).contains("flat layout"), "{}", text(&out));
     assert!(text(&out).contains(&format!("{} records in ", WORKERS + 2)), "{}", text(&out));
+    assert!(text(&out).contains("all intact"), "{}", text(&out));
+}
+
+/// The move of a flat store interrupted at the daemon: the leader's
+/// ZooKeeper connection is cut right after the first move multi reached the
+/// server (its reply lost), ZooKeeper stays out of its reach, and the
+/// process is killed -9 in the middle of the migration. Every record is in
+/// exactly one place at that moment, and the next master finishes the move:
+/// every record loaded once, in its shard, with the bytes planted.
+#[test]
+fn a_migration_killed_halfway_is_finished_by_the_next_master_with_every_record_in_one_place() {
+    const N: usize = 600; // five move multis of at most 128 records
+    let zk = ZkServer::start();
+    let c = Cluster::new("zk-layout-kill");
+    let root = format!("/{}", unique("layout-kill"));
+    let state = format!("{root}/state");
+    let zk_addr = zk.addr();
+    let planted = records_of(N);
+    let workers_planted = &planted[1..=N];
+    let client = plant_flat(&zk_addr, &root, &planted);
+
+    // The first master reaches ZooKeeper through a proxy that goes silent
+    // after forwarding the first move multi: the server applies it, the
+    // master hears nothing more, and nothing after it reaches the server.
+    let proxy = ZkProxy::start(zk_addr.clone());
+    proxy.arm_multi_hold(&format!("{state}/w-old-"));
+    let first = MasterSpec::zookeeper("m1", &proxy.addr(), &root, 3000);
+    let mut m1 = c.master(&first);
+    wait_for(BOUND, "the first move multi cut", || {
+        if proxy.fired() > 0 {
+            Ok(())
+        } else {
+            Err(format!("not yet; m1 log:\n{}", support::cluster::tail(&m1.stderr(), 5)))
+        }
+    });
+    // Time for the server to apply the multi; then the process dies
+    // mid-migration.
+    std::thread::sleep(Duration::from_millis(500));
+    m1.kill9();
+    drop(proxy);
+
+    let at_kill = places(&client, &state, workers_planted);
+    assert!(at_kill.iter().all(|(f, s)| f != s), "every record in exactly one place: {at_kill:?}");
+    let moved = at_kill.iter().filter(|(_, s)| *s).count();
+    assert!(moved > 0, "the cut multi was applied by the server; m1:\n{}", m1.stderr());
+    assert!(moved < N, "the kill came halfway: {moved} of {N} moved");
+
+    let second = MasterSpec::zookeeper("m2", &zk_addr, &root, 3000);
+    let mut m2 = c.master(&second);
+    wait_for(BOUND, "the next master RECOVERING or ALIVE with every recorded worker", || {
+        let s = api_state(&second.http_addr()).ok_or("no /api/state yet")?;
+        let n = workers(&s).len();
+        if (s["status"] == "RECOVERING" || s["status"] == "ALIVE") && n == N {
+            Ok(())
+        } else {
+            Err(format!("status {}, {n} workers", s["status"]))
+        }
+    });
+    let metrics = support::cluster::http_get(&second.http_addr(), "/metrics").expect("/metrics").1;
+    let want = format!("regent_store_records_moved_total {}", N - moved);
+    assert!(metrics.lines().any(|l| l == want), "{want}:\n{metrics}");
+    let after = places(&client, &state, workers_planted);
+    assert!(after.iter().all(|p| *p == (false, true)), "every record in its shard only");
+    smol::block_on(async {
+        for r in workers_planted {
+            let path = zk_layout::record_path(&state, &r.key());
+            let (data, _) = client.get_data(&path).await.unwrap_or_else(|e| panic!("{path}: {e}"));
+            assert_eq!(data, format::encode(r).unwrap(), "{path}");
+        }
+    });
+    m2.stop(Duration::from_secs(10));
+    let out = c.run(&["store", "check", "--zk", &zk_addr, "--zk-root", &root], BOUND);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!text(&out).contains("flat layout"), "{}", text(&out));
     assert!(text(&out).contains("all intact"), "{}", text(&out));
 }

@@ -22,6 +22,10 @@ const MULTI_OP: i32 = 14;
 struct Shared {
     trap: Mutex<Option<String>>,
     multi_trap: Mutex<Option<Vec<u8>>>,
+    /// The multi trap holds instead of cutting (see [`ZkProxy::arm_multi_hold`]).
+    hold: AtomicBool,
+    /// A held trap fired: nothing passes any more, no connection is taken.
+    held: AtomicBool,
     fired: AtomicUsize,
     stop: AtomicBool,
     conns: Mutex<Vec<TcpStream>>,
@@ -46,6 +50,10 @@ impl ZkProxy {
                     return;
                 }
                 let Ok(client) = conn else { continue };
+                if s.held.load(Ordering::SeqCst) {
+                    let _ = client.shutdown(Shutdown::Both);
+                    continue;
+                }
                 let Ok(server) = TcpStream::connect(&upstream) else { continue };
                 let _ = client.set_nodelay(true);
                 let _ = server.set_nodelay(true);
@@ -55,9 +63,13 @@ impl ZkProxy {
                     conns.push(server.try_clone().unwrap());
                 }
                 let cut = Arc::new(AtomicBool::new(false));
-                let (c2, s2, cut2) =
-                    (client.try_clone().unwrap(), server.try_clone().unwrap(), cut.clone());
-                std::thread::spawn(move || server_to_client(s2, c2, cut2));
+                let (c2, s2, cut2, sh2) = (
+                    client.try_clone().unwrap(),
+                    server.try_clone().unwrap(),
+                    cut.clone(),
+                    s.clone(),
+                );
+                std::thread::spawn(move || server_to_client(s2, c2, cut2, sh2));
                 let s3 = s.clone();
                 std::thread::spawn(move || client_to_server(client, server, cut, s3));
             }
@@ -84,6 +96,17 @@ impl ZkProxy {
         *self.shared.multi_trap.lock().unwrap() = Some(pattern.as_bytes().to_vec());
     }
 
+    /// Like [`ZkProxy::arm_multi_trap`], but once the multi is forwarded
+    /// the proxy goes silent instead of cutting: nothing more passes either
+    /// way on any connection and new connections are closed at once, so
+    /// the server has applied exactly what came before and with the
+    /// trapped multi, and the client learns nothing (until its own timeouts
+    /// say the connection is lost). Fires once.
+    pub fn arm_multi_hold(&self, pattern: &str) {
+        self.shared.hold.store(true, Ordering::SeqCst);
+        self.arm_multi_trap(pattern);
+    }
+
     /// Cuts every connection carried now (the proxy keeps accepting, so the
     /// client reconnects, within its session if quick enough).
     pub fn sever(&self) {
@@ -108,13 +131,24 @@ impl Drop for ZkProxy {
     }
 }
 
-fn server_to_client(mut server: TcpStream, mut client: TcpStream, cut: Arc<AtomicBool>) {
+fn server_to_client(
+    mut server: TcpStream,
+    mut client: TcpStream,
+    cut: Arc<AtomicBool>,
+    s: Arc<Shared>,
+) {
     let mut buf = [0u8; 16 * 1024];
     loop {
         let n = match server.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
+        // A held trap: the server's replies are read and dropped, and the
+        // connection stays open (closing it could make the server drop the
+        // trapped request before applying it).
+        if s.held.load(Ordering::SeqCst) {
+            continue;
+        }
         // Once the trap fired, nothing more reaches the client: the create's
         // reply is lost.
         if cut.load(Ordering::SeqCst) || client.write_all(&buf[..n]).is_err() {
@@ -151,6 +185,24 @@ fn client_to_server(
             let frame: Vec<u8> = pending.drain(..4 + len).collect();
             let trapped = !first && is_trapped_create(&frame, &s);
             first = false;
+            if trapped && s.hold.load(Ordering::SeqCst) {
+                cut.store(true, Ordering::SeqCst);
+                s.held.store(true, Ordering::SeqCst);
+                let _ = server.write_all(&frame);
+                let _ = server.flush();
+                s.fired.fetch_add(1, Ordering::SeqCst);
+                // Silent from now on: read and drop what the client sends.
+                while !s.stop.load(Ordering::SeqCst) {
+                    match client.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {}
+                    }
+                }
+                return;
+            }
+            if s.held.load(Ordering::SeqCst) {
+                continue;
+            }
             if trapped {
                 cut.store(true, Ordering::SeqCst);
                 s.fired.fetch_add(1, Ordering::SeqCst);
