@@ -82,6 +82,15 @@ fn places(client: &zkc::Client, state: &str, records: &[Record]) -> Vec<(bool, b
     })
 }
 
+/// Every one of `records` is in its shard with the bytes planted.
+async fn assert_sharded_as_planted(client: &zkc::Client, state: &str, records: &[Record]) {
+    for r in records {
+        let path = zk_layout::record_path(state, &r.key());
+        let (data, _) = client.get_data(&path).await.unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert_eq!(data, format::encode(r).unwrap(), "{path}");
+    }
+}
+
 fn text(out: &std::process::Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
@@ -94,22 +103,7 @@ fn a_flat_store_of_an_earlier_version_is_loaded_and_moved_into_its_shards() {
     let state = format!("{root}/state");
     let zk_addr = zk.addr();
     let planted = records();
-    let client = smol::block_on(async {
-        let zk = zkc::Client::connector()
-            .with_session_timeout(Duration::from_secs(4))
-            .connect(&zk_addr)
-            .await
-            .expect("a ZooKeeper session");
-        let open = zkc::CreateMode::Persistent.with_acls(zkc::Acls::anyone_all());
-        for path in [&root, &state] {
-            zk.create(path, b"", &open).await.expect("the store's path");
-        }
-        for r in &planted {
-            let path = zk_layout::flat_path(&state, &key_stem(&r.key()));
-            zk.create(&path, &format::encode(r).unwrap(), &open).await.expect("a flat record");
-        }
-        zk
-    });
+    let client = plant_flat(&zk_addr, &root, &planted);
     let check = || c.run(&["store", "check", "--zk", &zk_addr, "--zk-root", &root], BOUND);
     let out = check();
     assert!(out.status.success(), "{}", text(&out));
@@ -145,11 +139,7 @@ fn a_flat_store_of_an_earlier_version_is_loaded_and_moved_into_its_shards() {
             top.iter().all(|n| n == "epoch" || zk_layout::parse_shard(n).is_some()),
             "only the epoch and shards on top: {top:?}"
         );
-        for r in &planted[1..] {
-            let path = zk_layout::record_path(&state, &r.key());
-            let (data, _) = client.get_data(&path).await.unwrap_or_else(|e| panic!("{path}: {e}"));
-            assert_eq!(data, format::encode(r).unwrap(), "{path}");
-        }
+        assert_sharded_as_planted(&client, &state, &planted[1..]).await;
         let (epoch, _) = client.get_data(&format!("{state}/epoch")).await.unwrap();
         let Ok(Record::Epoch(e)) = format::decode(&epoch) else { panic!("an epoch record") };
         assert!(e > Epoch(41), "{e:?}");
@@ -223,13 +213,7 @@ fn a_migration_killed_halfway_is_finished_by_the_next_master_with_every_record_i
     assert!(metrics.lines().any(|l| l == want), "{want}:\n{metrics}");
     let after = places(&client, &state, workers_planted);
     assert!(after.iter().all(|p| *p == (false, true)), "every record in its shard only");
-    smol::block_on(async {
-        for r in workers_planted {
-            let path = zk_layout::record_path(&state, &r.key());
-            let (data, _) = client.get_data(&path).await.unwrap_or_else(|e| panic!("{path}: {e}"));
-            assert_eq!(data, format::encode(r).unwrap(), "{path}");
-        }
-    });
+    smol::block_on(assert_sharded_as_planted(&client, &state, workers_planted));
     m2.stop(Duration::from_secs(10));
     let out = c.run(&["store", "check", "--zk", &zk_addr, "--zk-root", &root], BOUND);
     assert!(out.status.success(), "{}", text(&out));
