@@ -200,6 +200,7 @@ fn options(master: &Addr, work_dir: &Path) -> WorkerOptions {
         insecure: false,
         listen: None,
         advertise: None,
+        kill_left_behind: false,
     }
 }
 
