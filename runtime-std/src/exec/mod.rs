@@ -974,9 +974,17 @@ fn watch_adopted(shared: &Shared, id: ExecutorId, entry: &Entry, start_time: u64
     }
     let killed = {
         let mut st = lock(&entry.state);
-        // Whatever remains of the group goes with its leader, while its
-        // zombie still pins the pid (once reaped, the group is left alone).
-        if entry.may_signal() {
+        // Whatever remains of the group goes with its leader: while its
+        // zombie pins the pid, or, once it is reaped, while no process has
+        // that pid and the group still exists (Linux does not reuse a pid
+        // while a process group of that id exists, so only our group's
+        // members can be in it). A pid taken by another process is left
+        // alone.
+        let ours = match record::proc_stat(raw) {
+            Some(now) => now.start_time == start_time,
+            None => group_exists(entry.pgid),
+        };
+        if ours {
             let _ = kill_process_group(entry.pgid, Signal::KILL);
         }
         st.exited = true;
