@@ -1035,7 +1035,8 @@ pub fn classify(rec: &Record, boot_id: Option<&str>) -> Finding {
             let why = if something_runs {
                 format!(
                     "it was started in another boot ({then}; this boot is {now}) and ended with \
-                     it; pid {pid} now belongs to another process"
+                     it; pid {pid} now belongs to another process, which is left alone (neither \
+                     adopted nor killed)"
                 )
             } else {
                 format!(
@@ -1073,7 +1074,7 @@ pub fn classify(rec: &Record, boot_id: Option<&str>) -> Finding {
         return Finding::Ended {
             why: format!(
                 "pid {pid} now belongs to another process (started at tick {}, the executor at \
-                 tick {recorded}): the executor ended",
+                 tick {recorded}), which is left alone: the executor ended",
                 st.start_time
             ),
         };
