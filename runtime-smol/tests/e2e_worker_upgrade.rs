@@ -52,15 +52,17 @@ struct Setup {
     submit: Proc,
     release: std::path::PathBuf,
     marker: String,
+    /// Extra arguments of every `regent worker` (the runtime).
+    worker_args: &'static [&'static str],
 }
 
 impl Setup {
-    fn start(name: &str) -> Setup {
+    fn start(name: &str, worker_args: &'static [&'static str]) -> Setup {
         let c = Cluster::new(name);
         let spec = MasterSpec::new("m1", &["--recovery", "none"]);
         let masters = vec![spec.addr()];
         let master = c.master(&spec);
-        let worker = c.worker("w1", &masters, 2, 256, &[]);
+        let worker = c.worker("w1", &masters, 2, 256, worker_args);
         let marker = unique("upgrade");
         let release = c.path(&format!("{marker}.release"));
         let script = "while [ ! -e \"$0\" ]; do sleep 0.2; done";
@@ -75,7 +77,7 @@ impl Setup {
             &["--executors", "2", "--cores", "1", "--memory", "64"],
             &["sh", "-c", script, &release_arg],
         );
-        Setup { c, spec, masters, _master: master, worker, submit, release, marker }
+        Setup { c, spec, masters, _master: master, worker, submit, release, marker, worker_args }
     }
 
     fn state(&self) -> Result<Value, String> {
@@ -124,11 +126,20 @@ impl Setup {
 
 #[test]
 fn a_restarted_worker_readopts_its_executors_and_the_master_keeps_them() {
-    let mut s = Setup::start("upgrade-adopt");
+    readopt(&[]);
+}
+
+#[test]
+fn a_restarted_std_runtime_worker_readopts_its_executors_too() {
+    readopt(&["--runtime", "std"]);
+}
+
+fn readopt(worker_args: &'static [&'static str]) {
+    let mut s = Setup::start("upgrade-adopt", worker_args);
     let (ids, pgids) = s.running();
     s.kill9_worker(&pgids);
 
-    let mut worker = s.c.worker("w1", &s.masters, 2, 256, &[]);
+    let mut worker = s.c.worker("w1", &s.masters, 2, 256, s.worker_args);
     wait_until(BOUND, "the new worker adopts both executors", || {
         worker
             .stderr()
@@ -239,7 +250,7 @@ fn a_record_of_another_boot_or_without_start_time_is_neither_adopted_nor_killed(
 
 #[test]
 fn kill_left_behind_kills_the_executors_and_they_are_replaced() {
-    let mut s = Setup::start("upgrade-kill");
+    let mut s = Setup::start("upgrade-kill", &[]);
     let (ids, pgids) = s.running();
     s.kill9_worker(&pgids);
 
