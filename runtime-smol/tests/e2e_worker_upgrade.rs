@@ -47,7 +47,7 @@ struct Setup {
     c: Cluster,
     spec: MasterSpec,
     masters: Vec<String>,
-    _master: Proc,
+    master: Proc,
     worker: Proc,
     submit: Proc,
     release: std::path::PathBuf,
@@ -58,8 +58,20 @@ struct Setup {
 
 impl Setup {
     fn start(name: &str, worker_args: &'static [&'static str]) -> Setup {
+        Setup::start_with(name, false, worker_args)
+    }
+
+    /// `filesystem`: the master keeps its state in a filesystem store (it
+    /// can be restarted), else `--recovery none`.
+    fn start_with(name: &str, filesystem: bool, worker_args: &'static [&'static str]) -> Setup {
         let c = Cluster::new(name);
-        let spec = MasterSpec::new("m1", &["--recovery", "none"]);
+        let store = c.path("store");
+        let store = store.to_str().expect("a UTF-8 temp dir");
+        let spec = if filesystem {
+            MasterSpec::new("m1", &["--recovery", "filesystem", "--store", store])
+        } else {
+            MasterSpec::new("m1", &["--recovery", "none"])
+        };
         let masters = vec![spec.addr()];
         let master = c.master(&spec);
         let worker = c.worker("w1", &masters, 2, 256, worker_args);
@@ -77,7 +89,7 @@ impl Setup {
             &["--executors", "2", "--cores", "1", "--memory", "64"],
             &["sh", "-c", script, &release_arg],
         );
-        Setup { c, spec, masters, _master: master, worker, submit, release, marker, worker_args }
+        Setup { c, spec, masters, master, worker, submit, release, marker, worker_args }
     }
 
     fn state(&self) -> Result<Value, String> {
@@ -134,10 +146,27 @@ fn a_restarted_std_runtime_worker_readopts_its_executors_too() {
     readopt(&["--runtime", "std"]);
 }
 
+#[test]
+fn a_worker_readopts_its_executors_under_a_master_that_restarted_meanwhile() {
+    readopt_with(true, &[]);
+}
+
 fn readopt(worker_args: &'static [&'static str]) {
-    let mut s = Setup::start("upgrade-adopt", worker_args);
+    readopt_with(false, worker_args)
+}
+
+/// `master_restarts`: the master (filesystem store) is killed with `kill
+/// -9` too while the worker is down, and started again before the worker:
+/// it recovers the worker (old incarnation) and the framework from its
+/// store, then adopts what the new worker process reports.
+fn readopt_with(master_restarts: bool, worker_args: &'static [&'static str]) {
+    let mut s = Setup::start_with("upgrade-adopt", master_restarts, worker_args);
     let (ids, pgids) = s.running();
     s.kill9_worker(&pgids);
+    if master_restarts {
+        s.master.kill9();
+        s.master = s.c.master(&s.spec);
+    }
 
     let mut worker = s.c.worker("w1", &s.masters, 2, 256, s.worker_args);
     wait_until(BOUND, "the new worker adopts both executors", || {
