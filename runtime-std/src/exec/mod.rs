@@ -845,6 +845,16 @@ fn reclaim(shared: &Arc<Shared>) -> io::Result<Vec<LeftBehind>> {
     let mut killed = Vec::new();
     let mut removed = false;
     for (path, rec) in &scan.records {
+        if lock(&shared.executors).contains_key(&rec.executor) {
+            // A second record of an executor already adopted (a temporary
+            // file beside its committed one): the same group. The committed
+            // record is the adopted one's.
+            if *path != record::record_path(dir, &rec.executor) {
+                fs::remove_file(path)?;
+                removed = true;
+            }
+            continue;
+        }
         let outcome = match classify(rec, shared.boot_id.as_deref()) {
             Finding::Proven { pgid, start_time } => match shared.config.left_behind {
                 LeftBehindPolicy::Adopt => match adopt(shared, rec, pgid, start_time, path) {
