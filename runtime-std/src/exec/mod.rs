@@ -67,10 +67,11 @@
 //! the executor exited under the lock every signaller takes, and only then
 //! reaps it.
 //!
-//! An adopted group is signalled only after its leader was seen, just before,
-//! with its recorded start time (its pid is not its own zombie's to hold, so
-//! the window between that check and the signal is not closed; a pid is
-//! only reused after the kernel's pid space wraps around).
+//! An adopted group is signalled only if its leader was seen just before
+//! with its recorded start time, still leading its group. It is not this
+//! process's child, so nothing pins its pid between that check and the
+//! signal: that window stays open, but a pid is reused only after the
+//! kernel's pid space has wrapped around.
 //!
 //! One window is not covered: a worker killed between the `fork` of a child
 //! and the fsync of its record leaves a group no record names (the record
@@ -860,11 +861,10 @@ fn reclaim(shared: &Arc<Shared>) -> io::Result<Vec<LeftBehind>> {
                 LeftBehindPolicy::Adopt => match adopt(shared, rec, pgid, start_time, path) {
                     Ok(()) => LeftBehindOutcome::Adopted,
                     Err(e) => {
-                        // No thread to watch it: it cannot be supervised,
-                        // and is left alone like what cannot be proven.
-                        LeftBehindOutcome::Unprovable {
-                            why: format!("cannot start a thread to watch it: {e}"),
-                        }
+                        // It cannot be supervised (no thread to watch it, or
+                        // its record cannot be committed): left alone like
+                        // what cannot be proven.
+                        LeftBehindOutcome::Unprovable { why: format!("cannot supervise it: {e}") }
                     }
                 },
                 LeftBehindPolicy::Kill => {
