@@ -152,8 +152,11 @@ pub enum Event {
         /// Its new state.
         state: ExecutorState,
     },
-    /// At start-up the runtime found (and killed) an executor its previous
-    /// incarnation left running; the master hears of it.
+    /// At start-up the runtime found an executor its previous incarnation
+    /// (the same work directory) left: re-adopted (`Running`: it is
+    /// supervised again, reported at registration, and killed if the master
+    /// says so), or killed, ended or left alone (a terminal state). The
+    /// master hears of it.
     LeftBehind(ExecutorReport),
     /// A master dialled the callback listener and said `MasterChanged`
     /// (seed 002): a hint, never an order. The masters it names are learned

@@ -184,3 +184,54 @@ fn executors_left_behind_by_a_previous_incarnation_are_reported() {
         matches!(only_send_to(&out, "a"), Message::ExecutorStatus { report: r, .. } if r == report)
     );
 }
+
+/// A restarted worker process (worker upgrade, DESIGN rule 5) re-adopted an
+/// executor: fed right after `Start`, it goes into the first registration
+/// as `Running`, a kill from the followed master reaches it, and its end is
+/// reported.
+#[test]
+fn an_adopted_executor_is_registered_running_and_obeys_the_master() {
+    let mut w = worker("w1", 8, &["a"]);
+    let _ = w.handle(T, worker::Event::Start);
+    let adopted = regent_core::protocol::ExecutorReport {
+        id: ExecutorId::new("f/main#0#1.1"),
+        framework: FrameworkId::new("f"),
+        cores: 1,
+        memory_mb: 64,
+        state: ExecutorState::Running,
+    };
+    let out = w.handle(T, worker::Event::LeftBehind(adopted.clone()));
+    assert!(w_sends(&out).is_empty(), "not registered yet: it waits for the registration");
+    let out = w.handle(T, worker::Event::Connected { master: addr("a") });
+    let hello = only_send_to(&out, "a");
+    assert!(matches!(hello, Message::Hello(_)), "{hello:?}");
+    let reply = Message::HelloReply(regent_core::protocol::HelloReply {
+        role: regent_core::protocol::Role::Master,
+        master: MasterId::new("a"),
+        leading: true,
+        epoch: Epoch(2),
+        leader: None,
+        masters: vec![addr("a")],
+    });
+    let out = from(&mut w, T, "a", reply);
+    match only_send_to(&out, "a") {
+        Message::RegisterWorker(reg) => assert_eq!(reg.executors, vec![adopted.clone()]),
+        other => panic!("expected a registration, got {other:?}"),
+    }
+    let _ = from(&mut w, T, "a", registered(2, &["a"]));
+    // The master's slot no longer names it: it says kill.
+    let kill = Message::KillExecutorOnWorker { epoch: Epoch(2), executor: adopted.id.clone() };
+    let out = from(&mut w, T, "a", kill);
+    assert_eq!(out, vec![worker::Action::KillExecutor { executor: adopted.id.clone() }]);
+    let out = w.handle(
+        T,
+        worker::Event::ExecutorChanged {
+            executor: adopted.id.clone(),
+            state: ExecutorState::Killed,
+        },
+    );
+    assert!(matches!(
+        only_send_to(&out, "a"),
+        Message::ExecutorStatus { report, .. } if report.state == ExecutorState::Killed
+    ));
+}

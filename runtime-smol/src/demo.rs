@@ -97,6 +97,7 @@ pub async fn run_demo() -> Result<(), String> {
             insecure: false,
             listen: None,
             advertise: None,
+            kill_left_behind: false,
         };
         workers.push(smol::spawn(crate::worker::run_worker(opts, workers_shutdown.clone())));
     }

@@ -359,6 +359,13 @@ struct WorkerArgs {
     /// the bound address).
     #[arg(long)]
     advertise: Option<String>,
+    /// Kill the executors a previous process of this worker (same work
+    /// directory) left running, instead of adopting them. Only processes
+    /// proven this worker's (same boot, same start time, still leading their
+    /// process group) are killed; what cannot be proven is left alone and
+    /// logged either way.
+    #[arg(long)]
+    kill_left_behind: bool,
 }
 
 #[derive(Args, Debug)]
@@ -524,6 +531,7 @@ async fn run_std(common: &Common, command: Command) -> Result<ExitCode, String> 
                 insecure: common.insecure,
                 listen: None,
                 advertise: None,
+                kill_left_behind: a.kill_left_behind,
             })?;
             stop_on_shutdown(w.stopper());
             smol::unblock(move || w.wait()).await?;
@@ -670,6 +678,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
                 insecure: common.insecure,
                 listen: a.listen,
                 advertise: a.advertise,
+                kill_left_behind: a.kill_left_behind,
             };
             regent_smol::worker::run_worker(opts, shutdown_channel()).await?;
             Ok(ExitCode::SUCCESS)

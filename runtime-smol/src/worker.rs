@@ -31,8 +31,12 @@
 //!
 //! The supervisor's lock keeps a second worker out of the same work
 //! directory. Process groups a previous worker process left running (it was
-//! killed with `kill -9`, or crashed) are killed at start and reported to
-//! the master as `Killed`.
+//! upgraded, killed with `kill -9`, or crashed) are re-adopted at start when
+//! they are proven this worker's (same boot, same start time, still leading
+//! their group) and reported `Running` in the registration — the master
+//! keeps those whose slot still names them and has the others killed — or,
+//! with `--kill-left-behind`, killed and reported `Killed`. What cannot be
+//! proven is left alone and logged (see `regent_std::exec`).
 
 use crate::net::{spawn_connection, ConnHandle, DialError, NetConfig, NetEvent};
 use async_channel::{Receiver, Sender};

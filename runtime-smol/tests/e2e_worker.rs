@@ -1,5 +1,7 @@
 //! End-to-end: a worker killed with `kill -9` leaves its executor running;
-//! restarted over the same work dir, it kills that executor and reports it.
+//! restarted over the same work dir with `--kill-left-behind`, it kills that
+//! executor and reports it (without the flag it re-adopts it:
+//! `e2e_worker_upgrade.rs`).
 //! Real `regent` processes on loopback; outcomes are asserted within
 //! generous bounds, never timings.
 
@@ -57,7 +59,7 @@ fn worker_kill9_restart_kills_left_behind_executors() {
     );
     assert!(!group_members(pgid).is_empty(), "the executor's process group still runs");
 
-    let mut worker = c.worker("w1", &masters, 1, 256, &[]);
+    let mut worker = c.worker("w1", &masters, 1, 256, &["--kill-left-behind"]);
     wait_until(BOUND, "the left-behind executor's process group gone", || {
         group_members(pgid).is_empty() && !pid_alive(pgid)
     });

@@ -200,6 +200,7 @@ fn options(master: &Addr, work_dir: &Path) -> WorkerOptions {
         insecure: false,
         listen: None,
         advertise: None,
+        kill_left_behind: false,
     }
 }
 
@@ -393,43 +394,66 @@ fn master_shutdown_makes_worker_exit_naming_the_reason() {
     });
 }
 
-#[test]
-fn restart_reports_executor_left_behind_as_killed() {
-    smol::block_on(async {
-        let dir = tempfile::tempdir().unwrap();
-        let master = fake_master(Script {
-            launch: Some(vec!["sleep".into(), "30".into()]),
-            ..Script::default()
-        })
-        .await;
-        let mut log = Vec::new();
-        let worker = start(options(&master.addr, dir.path()));
-        let first =
-            wait_msg(&master.seen, &mut log, "registration", |m| registration(m).is_some()).await;
-        let first = registration(&first).unwrap().clone();
-        wait_msg(&master.seen, &mut log, "Running", |m| {
-            status_of(m, "e1") == Some(ExecutorState::Running)
-        })
-        .await;
-        // The worker dies without a shutdown (as with kill -9): its
-        // executor keeps running.
-        worker.task.cancel().await;
-        assert_eq!(records_left(dir.path()).len(), 1);
+/// A worker process dies without a shutdown (as with kill -9) while its
+/// executor runs; a new one over the same work directory re-adopts it and
+/// reports it `Running` in its registration — or, with
+/// `kill_left_behind`, kills it and reports it `Killed`.
+async fn restart_with_an_executor_left_behind(kill_left_behind: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let master = fake_master(Script {
+        launch: Some(vec!["sleep".into(), "30".into()]),
+        ..Script::default()
+    })
+    .await;
+    let mut log = Vec::new();
+    let worker = start(options(&master.addr, dir.path()));
+    let first =
+        wait_msg(&master.seen, &mut log, "registration", |m| registration(m).is_some()).await;
+    let first = registration(&first).unwrap().clone();
+    wait_msg(&master.seen, &mut log, "Running", |m| {
+        status_of(m, "e1") == Some(ExecutorState::Running)
+    })
+    .await;
+    worker.task.cancel().await;
+    assert_eq!(records_left(dir.path()).len(), 1);
 
-        let worker = start(options(&master.addr, dir.path()));
-        let second = wait_msg(&master.seen, &mut log, "re-registration", |m| {
-            registration(m).is_some_and(|r| r.incarnation != first.incarnation)
-        })
-        .await;
-        let second = registration(&second).unwrap();
-        assert_eq!(second.worker, first.worker);
-        let e1: Vec<_> = second.executors.iter().filter(|r| r.id.as_str() == "e1").collect();
-        assert_eq!(e1.len(), 1, "{second:?}");
+    let mut opts = options(&master.addr, dir.path());
+    opts.kill_left_behind = kill_left_behind;
+    let worker = start(opts);
+    let second = wait_msg(&master.seen, &mut log, "re-registration", |m| {
+        registration(m).is_some_and(|r| r.incarnation != first.incarnation)
+    })
+    .await;
+    let second = registration(&second).unwrap();
+    assert_eq!(second.worker, first.worker);
+    let e1: Vec<_> = second.executors.iter().filter(|r| r.id.as_str() == "e1").collect();
+    assert_eq!(e1.len(), 1, "{second:?}");
+    assert_eq!(e1[0].framework.as_str(), "f1");
+    if kill_left_behind {
         assert_eq!(e1[0].state, ExecutorState::Killed);
-        assert_eq!(e1[0].framework.as_str(), "f1");
         assert!(records_left(dir.path()).is_empty(), "{:?}", records_left(dir.path()));
         assert_eq!(worker.shutdown().await, Ok(()));
-    });
+    } else {
+        assert_eq!(e1[0].state, ExecutorState::Running, "re-adopted");
+        assert_eq!(records_left(dir.path()).len(), 1, "the adopted executor still runs");
+        // The new process supervises it: its shutdown kills it and reports.
+        assert_eq!(worker.shutdown().await, Ok(()));
+        wait_msg(&master.seen, &mut log, "Killed", |m| {
+            status_of(m, "e1") == Some(ExecutorState::Killed)
+        })
+        .await;
+        assert!(records_left(dir.path()).is_empty(), "{:?}", records_left(dir.path()));
+    }
+}
+
+#[test]
+fn restart_readopts_the_executor_left_behind_and_reports_it_running() {
+    smol::block_on(restart_with_an_executor_left_behind(false));
+}
+
+#[test]
+fn restart_with_kill_left_behind_reports_the_executor_left_behind_as_killed() {
+    smol::block_on(restart_with_an_executor_left_behind(true));
 }
 
 #[test]

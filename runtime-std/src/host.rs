@@ -4,10 +4,12 @@
 //! node's notes and of executor launches, the clock. No protocol decision
 //! lives here.
 
-use crate::exec::{ExecEvent, Launched, LeftBehind, LeftBehindOutcome, Supervisor};
+use crate::exec::{
+    ExecEvent, Launched, LeftBehind, LeftBehindPolicy, Supervisor, SupervisorConfig,
+};
 use crate::net::{check_exposure, random_u64, time_ordered_id, NetConfig};
 use regent_core::node::worker::Note;
-use regent_core::protocol::{ExecutorReport, ExecutorState};
+use regent_core::protocol::ExecutorReport;
 use regent_core::Millis;
 use regent_core::{worker, Addr, ExecutorId, Incarnation, WorkerId};
 use std::fs;
@@ -27,24 +29,20 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// when the worker stops.
 pub const FLUSH_GRACE: Duration = Duration::from_millis(500);
 
-/// The report of an executor a previous worker process left behind
-/// (logged as a warning): `Killed`, not `Failed`, also for one that had
-/// ended by itself, since its end is the worker's doing or unknown, not the
-/// executor's fault, so it must not use the group's retry budget.
+/// The report of an executor a previous worker process left behind:
+/// `Running` when adopted (the master keeps it if its slot still names it,
+/// else has it killed), `Killed` when killed, else `Lost` — never `Failed`:
+/// its end is the worker's doing or unknown, not the executor's fault, so it
+/// must not use the group's retry budget. The cores and memory are the
+/// recorded ones.
 pub fn left_behind_report(lb: LeftBehind) -> ExecutorReport {
-    let what = match lb.outcome {
-        LeftBehindOutcome::Killed => "killed an executor a previous worker process left running",
-        LeftBehindOutcome::AlreadyGone => {
-            "an executor of a previous worker process had ended; its exit status is unknown"
-        }
-    };
-    tracing::warn!(executor = %lb.executor, pgid = lb.pgid, "{what}");
+    // The supervisor logged what it found and did.
     ExecutorReport {
+        state: lb.state(),
         id: lb.executor,
         framework: lb.framework,
-        cores: 0,
-        memory_mb: 0,
-        state: ExecutorState::Killed,
+        cores: lb.cores,
+        memory_mb: lb.memory_mb,
     }
 }
 
@@ -220,6 +218,9 @@ pub struct WorkerConfig {
     pub listen: Option<std::net::SocketAddr>,
     /// The address masters should dial (default: the bound address).
     pub advertise: Option<String>,
+    /// Kill the executors a previous process of this worker left running
+    /// (those proven its own) instead of adopting them.
+    pub kill_left_behind: bool,
 }
 
 /// Where a worker's callback listener binds: `cfg.listen`, or
@@ -268,7 +269,8 @@ pub struct PreparedWorker {
     /// The executor supervisor; its events go to the sink given to
     /// [`prepare_worker`].
     pub supervisor: Supervisor,
-    /// Process groups a previous process of this worker left (killed now).
+    /// Process groups a previous process of this worker left (adopted,
+    /// killed, ended or left alone).
     pub left_behind: Vec<LeftBehind>,
     /// The worker id (given, or generated once and kept in the work dir).
     pub id: String,
@@ -297,7 +299,11 @@ pub fn prepare_worker(
     if cfg.id.as_ref().is_some_and(|id| id.trim().is_empty()) {
         return Err("the worker id is empty".to_owned());
     }
-    let (supervisor, left_behind) = Supervisor::new(cfg.work_dir.clone(), sink)
+    let mut sup_cfg = SupervisorConfig::new(cfg.work_dir.clone());
+    if cfg.kill_left_behind {
+        sup_cfg.left_behind = LeftBehindPolicy::Kill;
+    }
+    let (supervisor, left_behind) = Supervisor::with_config(sup_cfg, sink)
         .map_err(|e| format!("cannot supervise executors in {}: {e}", cfg.work_dir.display()))?;
     // Under the supervisor's lock: no other worker races for the id file.
     let id = match &cfg.id {

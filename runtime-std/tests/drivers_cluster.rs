@@ -39,6 +39,7 @@ fn worker(master: &str, dir: &Path, id: &str) -> WorkerHandle {
         insecure: false,
         listen: None,
         advertise: None,
+        kill_left_behind: false,
     })
     .expect("worker starts")
 }

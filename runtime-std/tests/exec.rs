@@ -1,14 +1,17 @@
 //! Executor supervision with real processes: exit codes, signals, output
 //! capture, environment, killing whole process groups, failed launches, and
-//! cleanup of groups left behind by a supervisor that was killed with
-//! SIGKILL. Every wait is bounded by a deadline; every process a test starts
-//! is killed before it ends.
+//! what a new supervisor does with groups left behind by one that was killed
+//! with SIGKILL: adopts (or, by policy, kills) what is proven its own, and
+//! leaves alone what is not (another boot, another start time, no start
+//! time, no boot id, a leader that left its group). Every wait is bounded
+//! by a deadline; every process a test starts is killed before it ends.
 
 use regent_core::protocol::ExecutorState;
 use regent_core::{ExecutorId, FrameworkId};
+use regent_std::exec::record::{self, Record};
 use regent_std::exec::{
-    ExecEvent, ExecutorSpec, Launched, LeftBehindOutcome, Supervisor, SupervisorConfig,
-    SupervisorError, RUNNING_DIR,
+    classify, ExecEvent, ExecutorSpec, Finding, Launched, LeftBehindOutcome, LeftBehindPolicy,
+    Supervisor, SupervisorConfig, SupervisorError, RUNNING_DIR,
 };
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
@@ -316,7 +319,7 @@ fn a_second_supervisor_is_locked_out() {
 }
 
 #[test]
-fn dropping_the_supervisor_leaves_executors_running_for_the_next_one() {
+fn dropping_the_supervisor_leaves_executors_running_for_the_next_one_which_adopts_them() {
     let dir = tempfile::tempdir().unwrap();
     let (tx, rx) = channel();
     let (sup, _) = Supervisor::new(dir.path(), move |e| {
@@ -327,18 +330,31 @@ fn dropping_the_supervisor_leaves_executors_running_for_the_next_one() {
     expect_state(&rx, "e1", ExecutorState::Running);
     drop(sup);
     assert!(!is_gone(pid), "dropping the supervisor killed nothing");
-    let (sup2, left) = Supervisor::new(dir.path(), |_| {}).unwrap_or_else(|e| {
+    let (tx2, rx2) = channel();
+    let (sup2, left) = Supervisor::new(dir.path(), move |e| {
+        let _ = tx2.send(e);
+    })
+    .unwrap_or_else(|e| {
         kill_pid(pid);
         panic!("{e}");
     });
     assert_eq!(left.len(), 1, "{left:?}");
     assert_eq!(left[0].executor.as_str(), "e1");
     assert_eq!(left[0].framework.as_str(), "fw-1");
-    assert_eq!(left[0].outcome, LeftBehindOutcome::Killed);
-    assert!(matches!(left[0].state(), ExecutorState::Failed { .. }));
+    assert_eq!((left[0].cores, left[0].memory_mb), (2, 512), "recorded resources");
+    assert_eq!(left[0].outcome, LeftBehindOutcome::Adopted);
+    assert_eq!(left[0].state(), ExecutorState::Running);
+    assert!(!is_gone(pid), "adopted, not killed");
+    let running = sup2.running();
+    assert_eq!(running.len(), 1);
+    assert_eq!((running[0].executor.as_str(), running[0].pid), ("e1", pid));
+    assert_eq!(records(dir.path()).len(), 1, "an adopted group stays recorded");
+    // The adopting supervisor can kill it, and sees it end.
+    assert!(sup2.kill(&ExecutorId::new("e1")));
+    expect_state(&rx2, "e1", ExecutorState::Killed);
     wait_gone(pid);
     assert!(records(dir.path()).is_empty());
-    drop(sup2);
+    assert!(sup2.running().is_empty());
 }
 
 /// Not a test by itself: the helper process of
@@ -361,8 +377,10 @@ fn helper_supervisor_process() {
     sup.kill_all();
 }
 
-#[test]
-fn groups_left_by_a_killed_supervisor_are_killed_and_reported() {
+/// Runs `helper_supervisor_process` in a child process, which launches an
+/// executor with a grandchild, then kills that process with SIGKILL: the
+/// work dir and the executor's leader and grandchild pids, both running.
+fn left_by_a_killed_supervisor() -> (tempfile::TempDir, u32, u32) {
     let dir = tempfile::tempdir().unwrap();
     let mut helper = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "helper_supervisor_process", "--nocapture", "--test-threads=1"])
@@ -402,7 +420,15 @@ fn groups_left_by_a_killed_supervisor_are_killed_and_reported() {
     let (leader, grandchild) = (pids[0], pids[1]);
     assert!(!is_gone(leader) && !is_gone(grandchild), "the executor outlived its worker");
 
-    let (_sup, left) = match Supervisor::new(dir.path(), |_| {}) {
+    (dir, leader, grandchild)
+}
+
+#[test]
+fn groups_left_by_a_killed_supervisor_are_killed_with_the_kill_policy() {
+    let (dir, leader, grandchild) = left_by_a_killed_supervisor();
+    let mut config = SupervisorConfig::new(dir.path());
+    config.left_behind = LeftBehindPolicy::Kill;
+    let (_sup, left) = match Supervisor::with_config(config, |_| {}) {
         Ok(ok) => ok,
         Err(e) => {
             kill_pid(leader);
@@ -415,9 +441,41 @@ fn groups_left_by_a_killed_supervisor_are_killed_and_reported() {
     assert_eq!(left[0].framework.as_str(), "fw-1");
     assert_eq!(left[0].pgid, leader as i32);
     assert_eq!(left[0].outcome, LeftBehindOutcome::Killed);
+    assert_eq!(left[0].state(), ExecutorState::Killed);
     wait_gone(leader);
     wait_gone(grandchild);
     assert!(records(dir.path()).is_empty(), "records removed after reclaiming");
+}
+
+#[test]
+fn groups_left_by_a_killed_supervisor_are_adopted_and_their_end_is_seen() {
+    let (dir, leader, grandchild) = left_by_a_killed_supervisor();
+    let (tx, rx) = channel();
+    let mut config = SupervisorConfig::new(dir.path());
+    config.kill_grace = Duration::from_millis(200);
+    let (sup, left) = match Supervisor::with_config(config, move |e| {
+        let _ = tx.send(e);
+    }) {
+        Ok(ok) => ok,
+        Err(e) => {
+            kill_pid(leader);
+            kill_pid(grandchild);
+            panic!("{e}");
+        }
+    };
+    let sup = Guarded(sup);
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0].outcome, LeftBehindOutcome::Adopted);
+    assert!(!is_gone(leader) && !is_gone(grandchild), "adoption kills nothing");
+    assert_eq!(sup.running()[0].pid, leader);
+    // It ends by itself (here: its leader is killed from outside). Not our
+    // child: its exit status is unknown, so it is reported LOST, and what
+    // remained of its group goes with it.
+    kill_pid(leader);
+    expect_state(&rx, "left/behind", ExecutorState::Lost);
+    wait_gone(grandchild);
+    assert!(records(dir.path()).is_empty());
+    assert!(sup.running().is_empty());
 }
 
 /// Starts `sleep 1000` in its own process group, outside any supervisor.
@@ -425,7 +483,24 @@ fn foreign_group_leader() -> std::process::Child {
     Command::new("sleep").arg("1000").process_group(0).spawn().unwrap()
 }
 
-fn write_record(dir: &Path, name: &str, pgid: u32, start_time: &str) {
+/// Plants a record as a previous supervisor would have written it.
+fn write_record(dir: &Path, name: &str, pgid: u32, start_time: Option<u64>, boot: Option<&str>) {
+    let running = dir.join(RUNNING_DIR);
+    std::fs::create_dir_all(&running).unwrap();
+    let rec = Record {
+        executor: ExecutorId::new(name),
+        framework: FrameworkId::new("fw"),
+        pgid: pgid as i32,
+        start_time,
+        boot_id: boot.map(str::to_owned),
+        cores: 1,
+        memory_mb: 64,
+    };
+    record::write(&running, &rec).unwrap();
+}
+
+/// Plants a version 1 record (no boot id), as regent wrote before.
+fn write_v1_record(dir: &Path, name: &str, pgid: u32, start_time: u64) {
     let running = dir.join(RUNNING_DIR);
     std::fs::create_dir_all(&running).unwrap();
     std::fs::write(
@@ -437,10 +512,114 @@ fn write_record(dir: &Path, name: &str, pgid: u32, start_time: &str) {
     .unwrap();
 }
 
+fn this_boot() -> String {
+    record::boot_id().expect("/proc/sys/kernel/random/boot_id")
+}
+
+/// A boot id that is not this machine's.
+const OTHER_BOOT: &str = "00000000-0000-4000-8000-000000000000";
+
+/// The supervisor with the kill policy over a directory of planted
+/// records: what it reports, and whether `pid` survived it.
+fn reclaim_with_kill_policy(dir: &Path, pid: u32) -> (Vec<regent_std::exec::LeftBehind>, bool) {
+    let mut config = SupervisorConfig::new(dir);
+    config.left_behind = LeftBehindPolicy::Kill;
+    let result = Supervisor::with_config(config, |_| {});
+    // Give a SIGKILL, had one been sent, time to land.
+    std::thread::sleep(Duration::from_millis(100));
+    let alive = !is_gone(pid);
+    let (_sup, left) = result.unwrap();
+    (left, alive)
+}
+
 fn start_time(pid: u32) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     let fields: Vec<&str> = s[s.rfind(')').unwrap() + 1..].split_whitespace().collect();
     fields[19].parse().unwrap()
+}
+
+fn rec(pgid: u32, start_time: Option<u64>, boot: Option<&str>) -> Record {
+    Record {
+        executor: ExecutorId::new("e"),
+        framework: FrameworkId::new("fw"),
+        pgid: pgid as i32,
+        start_time,
+        boot_id: boot.map(str::to_owned),
+        cores: 1,
+        memory_mb: 64,
+    }
+}
+
+#[test]
+fn classify_proves_only_same_boot_same_start_time_group_leaders() {
+    let boot = this_boot();
+    let mut other = foreign_group_leader();
+    let pid = other.id();
+    let t = start_time(pid);
+    let mut in_my_group = Command::new("sleep").arg("1000").spawn().unwrap();
+    let member = in_my_group.id();
+    let tm = start_time(member);
+    let proven = classify(&rec(pid, Some(t), Some(&boot)), Some(&boot));
+    let other_boot = classify(&rec(pid, Some(t), Some(OTHER_BOOT)), Some(&boot));
+    let reused = classify(&rec(pid, Some(t + 1), Some(&boot)), Some(&boot));
+    let no_start = classify(&rec(pid, None, Some(&boot)), Some(&boot));
+    let no_boot = classify(&rec(pid, Some(t), None), Some(&boot));
+    let unknown_boot = classify(&rec(pid, Some(t), Some(&boot)), None);
+    let not_leader = classify(&rec(member, Some(tm), Some(&boot)), Some(&boot));
+    for c in [&mut other, &mut in_my_group] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let gone = classify(&rec(pid, Some(t), Some(&boot)), Some(&boot));
+    assert!(matches!(proven, Finding::Proven { start_time, .. } if start_time == t), "{proven:?}");
+    assert!(
+        matches!(&other_boot, Finding::Ended { why } if why.contains("another boot") && why.contains(OTHER_BOOT)),
+        "{other_boot:?}"
+    );
+    assert!(
+        matches!(&reused, Finding::Ended { why } if why.contains("another process")),
+        "{reused:?}"
+    );
+    assert!(
+        matches!(&no_start, Finding::Unprovable { why } if why.contains("no start time")),
+        "{no_start:?}"
+    );
+    assert!(
+        matches!(&no_boot, Finding::Unprovable { why } if why.contains("no boot")),
+        "{no_boot:?}"
+    );
+    assert!(matches!(&unknown_boot, Finding::Unprovable { .. }), "{unknown_boot:?}");
+    assert!(
+        matches!(&not_leader, Finding::Unprovable { why } if why.contains("no longer leads")),
+        "{not_leader:?}"
+    );
+    assert!(matches!(&gone, Finding::Ended { .. }), "{gone:?}");
+}
+
+#[test]
+fn a_record_of_another_boot_is_never_killed_nor_adopted() {
+    let dir = tempfile::tempdir().unwrap();
+    // Someone else's live process now has the pid the record names, even
+    // with the recorded start time: after a reboot, neither proves anything.
+    let mut other = foreign_group_leader();
+    let pid = other.id();
+    write_record(dir.path(), "old", pid, Some(start_time(pid)), Some(OTHER_BOOT));
+    let (left, alive) = reclaim_with_kill_policy(dir.path(), pid);
+    // With the default policy too: nothing adopted.
+    write_record(dir.path(), "old", pid, Some(start_time(pid)), Some(OTHER_BOOT));
+    let (sup, left2) = Supervisor::new(dir.path(), |_| {}).unwrap();
+    let alive2 = !is_gone(pid);
+    let _ = other.kill();
+    let _ = other.wait();
+    assert!(alive && alive2, "a process of another boot's record was killed");
+    assert_eq!(left.len(), 1);
+    assert!(
+        matches!(&left[0].outcome, LeftBehindOutcome::Ended { why } if why.contains("another boot"))
+    );
+    assert_eq!(left[0].state(), ExecutorState::Lost);
+    assert!(matches!(&left2[0].outcome, LeftBehindOutcome::Ended { .. }), "{left2:?}");
+    assert!(sup.running().is_empty(), "not adopted");
+    assert!(records(dir.path()).is_empty());
 }
 
 #[test]
@@ -450,39 +629,81 @@ fn a_recycled_pid_is_never_killed() {
     let pid = other.id();
     // A record naming the pid with another start time: the recorded process
     // ended and the pid now belongs to someone else.
-    write_record(dir.path(), "old", pid, &(start_time(pid) + 1).to_string());
-    let result = Supervisor::new(dir.path(), |_| {});
-    let alive = !is_gone(pid);
+    write_record(dir.path(), "old", pid, Some(start_time(pid) + 1), Some(&this_boot()));
+    let (left, alive) = reclaim_with_kill_policy(dir.path(), pid);
     let _ = other.kill();
     let _ = other.wait();
-    let (_sup, left) = result.unwrap();
     assert!(alive, "the recycled pid's process was killed");
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].executor.as_str(), "old");
-    assert_eq!(left[0].outcome, LeftBehindOutcome::AlreadyGone);
+    assert!(matches!(left[0].outcome, LeftBehindOutcome::Ended { .. }), "{left:?}");
     assert!(records(dir.path()).is_empty());
 }
 
 #[test]
-fn a_matching_start_time_is_killed_and_a_gone_process_is_reported() {
+fn a_record_without_start_time_or_boot_id_is_left_alone() {
+    for v1 in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut other = foreign_group_leader();
+        let pid = other.id();
+        if v1 {
+            write_v1_record(dir.path(), "old", pid, start_time(pid));
+        } else {
+            write_record(dir.path(), "old", pid, None, Some(&this_boot()));
+        }
+        let (left, alive) = reclaim_with_kill_policy(dir.path(), pid);
+        let _ = other.kill();
+        let _ = other.wait();
+        assert!(alive, "an unprovable process was killed (v1 record: {v1})");
+        assert!(matches!(&left[0].outcome, LeftBehindOutcome::Unprovable { .. }), "{left:?}");
+        assert_eq!(left[0].state(), ExecutorState::Lost);
+    }
+}
+
+#[test]
+fn a_proven_group_is_killed_by_policy_and_a_gone_one_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let mut ours = foreign_group_leader();
     let pid = ours.id();
-    write_record(dir.path(), "alive", pid, &start_time(pid).to_string());
+    let boot = this_boot();
+    write_record(dir.path(), "alive", pid, Some(start_time(pid)), Some(&boot));
     let mut gone = Command::new("true").spawn().unwrap();
     let gone_pid = gone.id();
     gone.wait().unwrap();
-    write_record(dir.path(), "gone", gone_pid, "1");
-    let result = Supervisor::new(dir.path(), |_| {});
+    write_record(dir.path(), "gone", gone_pid, Some(1), Some(&boot));
+    let mut config = SupervisorConfig::new(dir.path());
+    config.left_behind = LeftBehindPolicy::Kill;
+    let result = Supervisor::with_config(config, |_| {});
     let status = ours.wait().unwrap(); // SIGKILLed by the supervisor, or hangs
     let (_sup, mut left) = result.unwrap();
     left.sort_by(|a, b| a.executor.cmp(&b.executor));
     assert_eq!(left[0].executor.as_str(), "alive");
     assert_eq!(left[0].outcome, LeftBehindOutcome::Killed);
     assert_eq!(left[1].executor.as_str(), "gone");
-    assert_eq!(left[1].outcome, LeftBehindOutcome::AlreadyGone);
+    assert!(matches!(left[1].outcome, LeftBehindOutcome::Ended { .. }), "{left:?}");
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(9));
+}
+
+#[test]
+fn an_adopted_group_that_exits_by_itself_is_reported_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut short = Command::new("sleep").arg("1").process_group(0).spawn().unwrap();
+    let pid = short.id();
+    write_record(dir.path(), "short", pid, Some(start_time(pid)), Some(&this_boot()));
+    let (tx, rx) = channel();
+    let (sup, left) = Supervisor::new(dir.path(), move |e| {
+        let _ = tx.send(e);
+    })
+    .unwrap();
+    let sup = Guarded(sup);
+    assert_eq!(left[0].outcome, LeftBehindOutcome::Adopted, "{left:?}");
+    assert_eq!((left[0].cores, left[0].memory_mb), (1, 64));
+    // Its zombie (our child here) counts as ended.
+    expect_state(&rx, "short", ExecutorState::Lost);
+    let _ = short.wait();
+    assert!(records(dir.path()).is_empty());
+    assert!(sup.running().is_empty());
 }
 
 #[test]

@@ -19,6 +19,7 @@ use crate::ids::{ExecutorId, FrameworkId, WorkerId};
 use crate::limits::MAX_EXECUTORS_PER_WORKER;
 use crate::protocol::{ExecutorInfo, ExecutorReport, ExecutorState, Message};
 use crate::store::SlotOutcome;
+use std::collections::BTreeSet;
 use std::ops::Bound;
 
 /// One executor at the leader.
@@ -691,8 +692,71 @@ impl Master {
     /// Every live executor on `worker` is LOST (the worker is dead or was
     /// replaced by a new incarnation); their slots are refilled.
     pub(super) fn lose_executors_of(&mut self, worker: &WorkerId, out: &mut Vec<Action>) {
+        self.lose_executors_except(worker, &BTreeSet::new(), out);
+    }
+
+    /// [`Master::lose_executors_of`], except the executors in `keep`.
+    pub(super) fn lose_executors_except(
+        &mut self,
+        worker: &WorkerId,
+        keep: &BTreeSet<ExecutorId>,
+        out: &mut Vec<Action>,
+    ) {
         for id in self.live_ids_on(worker) {
-            self.update_executor(&id, ExecutorState::Lost, false, out);
+            if !keep.contains(&id) {
+                self.update_executor(&id, ExecutorState::Lost, false, out);
+            }
+        }
+    }
+
+    /// The executors a new incarnation of `worker` re-adopted (a restart or
+    /// upgrade over the same work directory, DESIGN rule 5) that the leader
+    /// keeps: reported live (`Launching` or `Running`), live here on that
+    /// worker, not asked to be killed, of a framework that is still here,
+    /// in a slot that still names them. Decided on the registration that
+    /// carries the reports, in the same step that loses the rest: a kept
+    /// executor's slot never opens, so no replacement is placed; one not
+    /// kept is lost and, reported running, killed (`apply_report`).
+    pub(super) fn kept_on_new_incarnation(
+        &self,
+        worker: &WorkerId,
+        reports: &[ExecutorReport],
+    ) -> BTreeSet<ExecutorId> {
+        reports
+            .iter()
+            .filter(|r| !r.state.is_terminal())
+            .filter(|r| {
+                self.executors.get(&r.id).is_some_and(|e| {
+                    e.worker == *worker
+                        && !e.state.is_terminal()
+                        && !e.kill_requested
+                        && e.framework == r.framework
+                        && self.slot_names(e)
+                })
+            })
+            .map(|r| r.id.clone())
+            .collect()
+    }
+
+    /// Whether `e`'s framework is still here and `e`'s slot names it.
+    fn slot_names(&self, e: &ExecutorEntry) -> bool {
+        self.frameworks
+            .get(&e.framework)
+            .and_then(|f| f.groups.iter().find(|g| g.record.spec.group == e.group))
+            .and_then(|g| g.current.get(e.slot as usize))
+            .is_some_and(|current| current.as_ref() == Some(&e.id))
+    }
+
+    /// The resources of executors kept across a new incarnation of
+    /// `worker` are held on its new entry.
+    pub(super) fn hold_kept(&mut self, worker: &WorkerId, kept: &BTreeSet<ExecutorId>) {
+        let held: Vec<(u32, u64)> = kept
+            .iter()
+            .filter_map(|id| self.executors.get(id))
+            .map(|e| (e.cores, e.memory_mb))
+            .collect();
+        for (cores, memory_mb) in held {
+            self.hold(worker, cores, memory_mb);
         }
     }
 }

@@ -590,8 +590,12 @@ impl Master {
                 self.reindex_worker(&id);
             }
             Some(false) => {
-                // The old incarnation's executors are lost (DESIGN rule 5).
-                self.lose_executors_of(&id, out);
+                // A new process of the worker. What it re-adopted and the
+                // leader still places there, in slots that still name it, is
+                // kept; the rest of the old incarnation's executors are lost
+                // (DESIGN rule 5), all in this one step.
+                let kept = self.kept_on_new_incarnation(&id, &reg.executors);
+                self.lose_executors_except(&id, &kept, out);
                 let old = self.workers.remove(&id).expect("checked");
                 if let Some(old_conn) = old.conn.filter(|c| *c != conn) {
                     let msg = shutdown_msg(self.epoch, &id, old.incarnation, reg.incarnation);
@@ -608,6 +612,7 @@ impl Master {
                     retired.remove(0);
                 }
                 self.insert_registering(now, conn, reg, retired, out);
+                self.hold_kept(&id, &kept);
             }
             None => self.insert_registering(now, conn, reg, Vec::new(), out),
         }

@@ -31,8 +31,10 @@ pub use super::{DialId, DialResult};
 pub enum Input {
     /// The process starts: dial every configured master.
     Start,
-    /// At start-up the runtime found (and killed) an executor a previous
-    /// process of this worker left running; the master hears of it.
+    /// At start-up the runtime found an executor a previous process of
+    /// this worker left: re-adopted (`Running`) or killed, ended or left
+    /// alone (a terminal state); the master hears of it at registration.
+    /// Fed right after [`Input::Start`], before any `ExecutorChanged` of it.
     LeftBehind(ExecutorReport),
     /// A dial asked for by [`Output::Dial`] ended.
     Dialed {

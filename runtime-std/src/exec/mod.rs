@@ -18,14 +18,34 @@
 //!
 //! Ids are escaped for file names (see [`names`]). The record of a process
 //! group is written (temp file, fsync, rename, fsync of the directory) before
-//! [`Supervisor::launch`] returns and removed when the executor ends; a new
-//! supervisor over the same directory (after a crash or `kill -9` of the
-//! worker) kills every recorded group that still runs and returns them as
-//! [`LeftBehind`] reports. A recorded group is only killed if its leader's
-//! start time (from `/proc/<pgid>/stat`) is the recorded one, so a recycled
-//! pid is never signalled; a group whose leader is gone but whose members
-//! still run is killed too (Linux never reuses a pid while a process group
-//! of that id exists).
+//! [`Supervisor::launch`] returns and removed when the executor ends. The
+//! record names the process group, the start time of its leader and the
+//! boot it was started in (`/proc/sys/kernel/random/boot_id`).
+//!
+//! # A new supervisor over the same directory (worker upgrade)
+//!
+//! A worker restarted over the same work directory (after an upgrade, a
+//! crash or `kill -9`) finds the records of the groups its previous process
+//! left and [`classify`]es each. A group is **its own** only when the record
+//! names this boot, its leader still runs with the recorded start time, and
+//! the leader still leads the group: a pid after a reboot or a recycled pid
+//! is never taken for an executor. Then, by [`LeftBehindPolicy`]:
+//!
+//! * `Adopt` (the default): the group is supervised again. The supervisor is
+//!   not the process's parent and cannot `wait` for it: a thread polls
+//!   `/proc/<pgid>/stat` every [`SupervisorConfig::adopt_poll`] and reports
+//!   its end. Its exit status is unknown, so an adopted executor that ends by
+//!   itself is reported [`ExecutorState::Lost`] (one that was killed,
+//!   `Killed`).
+//! * `Kill` (`regent worker --kill-left-behind`): the group is killed with
+//!   SIGKILL and reported `Killed`.
+//!
+//! A record whose group has ended (or ran in another boot) is reported ended
+//! (`Lost`). A group that still runs but cannot be proven its own (a record
+//! without boot id or start time, a leader that left its group, a group
+//! whose leader is gone) is **left alone** — never signalled, never adopted
+//! — and reported `Lost` with a warning naming the executor, the pid and the
+//! reason. Every record of a group not adopted is removed.
 //!
 //! # Lifecycle and events
 //!
@@ -47,6 +67,12 @@
 //! the executor exited under the lock every signaller takes, and only then
 //! reaps it.
 //!
+//! An adopted group is signalled only if its leader was seen just before
+//! with its recorded start time, still leading its group. It is not this
+//! process's child, so nothing pins its pid between that check and the
+//! signal: that window stays open, but a pid is reused only after the
+//! kernel's pid space has wrapped around.
+//!
 //! One window is not covered: a worker killed between the `fork` of a child
 //! and the fsync of its record leaves a group no record names (the record
 //! cannot name a pid before the child exists). A temporary record file that
@@ -54,7 +80,7 @@
 //!
 //! Dropping a `Supervisor` does not kill anything: executors keep running
 //! and their waiter threads keep reporting. Call [`Supervisor::kill_all`] to
-//! stop them on shutdown.
+//! stop them on shutdown (adopted ones too).
 
 pub mod names;
 pub mod record;
@@ -95,17 +121,38 @@ pub struct SupervisorConfig {
     /// How long a new supervisor waits for left-behind groups it killed to
     /// disappear, and [`Supervisor::kill_all`] waits after SIGKILL.
     pub reap_timeout: Duration,
+    /// What a new supervisor does with the groups a previous one left that
+    /// are proven its own.
+    pub left_behind: LeftBehindPolicy,
+    /// How often the end of an adopted executor is looked for (it is not
+    /// this process's child, so it cannot be waited for).
+    pub adopt_poll: Duration,
 }
 
 impl SupervisorConfig {
-    /// Defaults: 3 s grace, 5 s reap timeout.
+    /// Defaults: 3 s grace, 5 s reap timeout, adopt what a previous
+    /// supervisor left, polled every 100 ms.
     pub fn new(work_dir: impl Into<PathBuf>) -> Self {
         SupervisorConfig {
             work_dir: work_dir.into(),
             kill_grace: Duration::from_secs(3),
             reap_timeout: Duration::from_secs(5),
+            left_behind: LeftBehindPolicy::Adopt,
+            adopt_poll: Duration::from_millis(100),
         }
     }
+}
+
+/// What a new supervisor does with a process group a previous supervisor
+/// over the same work directory left running, once [`classify`] proved it
+/// its own. (What cannot be proven is always left alone.)
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LeftBehindPolicy {
+    /// Supervise it again (a worker upgrade keeps its executors).
+    #[default]
+    Adopt,
+    /// Kill it with SIGKILL (`regent worker --kill-left-behind`).
+    Kill,
 }
 
 /// What to run: the contents of [`Message::LaunchExecutor`].
@@ -175,7 +222,7 @@ pub enum Launched {
 }
 
 /// A process group a previous supervisor over the same work directory left
-/// behind (its worker crashed or was killed without `kill_all`).
+/// behind (its worker crashed, was killed or upgraded without `kill_all`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeftBehind {
     /// The executor.
@@ -184,33 +231,74 @@ pub struct LeftBehind {
     pub framework: FrameworkId,
     /// The recorded process group id.
     pub pgid: i32,
-    /// What the new supervisor found.
+    /// Cores it holds, as recorded (0 in an old record).
+    pub cores: u32,
+    /// Memory it holds in MiB, as recorded (0 in an old record).
+    pub memory_mb: u64,
+    /// What the new supervisor found and did.
     pub outcome: LeftBehindOutcome,
 }
 
 /// What became of a left-behind process group.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LeftBehindOutcome {
-    /// It still ran and was killed with SIGKILL.
+    /// Proven this worker's and still running: supervised again (its end
+    /// comes as an [`ExecEvent`]).
+    Adopted,
+    /// Proven this worker's: killed with SIGKILL ([`LeftBehindPolicy::Kill`]).
     Killed,
-    /// It had ended already (or its pid now belongs to another process,
-    /// which was left alone).
-    AlreadyGone,
+    /// Nothing of it runs any more (or it ran in another boot); anything now
+    /// using its pid was left alone. Its exit status is unknown.
+    Ended {
+        /// Why it counts as ended.
+        why: String,
+    },
+    /// Something still runs under its process group that cannot be proven
+    /// to be this worker's executor: left alone, neither signalled nor
+    /// adopted.
+    Unprovable {
+        /// Why it cannot be proven.
+        why: String,
+    },
 }
 
 impl LeftBehind {
-    /// The terminal state to report to the master for it.
+    /// The state to report to the master for it: `Running` when adopted,
+    /// `Killed` when killed, `Lost` otherwise (its exit status is unknown,
+    /// and an unprovable process is not this worker's to supervise).
     pub fn state(&self) -> ExecutorState {
-        let reason = match self.outcome {
-            LeftBehindOutcome::Killed => {
-                "left running by a previous worker process; killed on worker restart"
+        match self.outcome {
+            LeftBehindOutcome::Adopted => ExecutorState::Running,
+            LeftBehindOutcome::Killed => ExecutorState::Killed,
+            LeftBehindOutcome::Ended { .. } | LeftBehindOutcome::Unprovable { .. } => {
+                ExecutorState::Lost
             }
-            LeftBehindOutcome::AlreadyGone => {
-                "left by a previous worker process; it had ended, its exit status is unknown"
-            }
-        };
-        ExecutorState::Failed { reason: reason.to_owned() }
+        }
     }
+}
+
+/// What [`classify`] makes of a record left by a previous supervisor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Finding {
+    /// The group is this worker's: same boot, its leader runs (or is an
+    /// unreaped zombie) with the recorded start time and leads its group.
+    Proven {
+        /// The process group.
+        pgid: Pid,
+        /// Its leader's start time.
+        start_time: u64,
+    },
+    /// Nothing of it runs in this boot.
+    Ended {
+        /// Why.
+        why: String,
+    },
+    /// Something runs under its pid or group that cannot be proven to be
+    /// this worker's executor.
+    Unprovable {
+        /// Why.
+        why: String,
+    },
 }
 
 /// An executor that runs now.
@@ -288,6 +376,8 @@ impl fmt::Debug for Supervisor {
 struct Shared {
     config: SupervisorConfig,
     running_dir: PathBuf,
+    /// This boot's id, recorded with every group.
+    boot_id: Option<String>,
     sink: Sink,
     executors: Mutex<HashMap<ExecutorId, Arc<Entry>>>,
 }
@@ -295,8 +385,27 @@ struct Shared {
 struct Entry {
     framework: FrameworkId,
     pgid: Pid,
+    /// Adopted (not this process's child): the leader's start time, checked
+    /// before every signal.
+    adopted_start: Option<u64>,
     state: Mutex<EntryState>,
     changed: Condvar,
+}
+
+impl Entry {
+    /// Whether the group may be signalled (under the state lock, with the
+    /// leader not seen exited): always for a child of ours (its zombie holds
+    /// the pid until the waiter reaps it, after marking it exited); for an
+    /// adopted group, only while its leader still runs with the recorded
+    /// start time at the head of its group.
+    fn may_signal(&self) -> bool {
+        match self.adopted_start {
+            None => true,
+            Some(start) => record::proc_stat(self.pgid.as_raw_nonzero().get()).is_some_and(|st| {
+                st.start_time == start && st.pgid == self.pgid.as_raw_nonzero().get()
+            }),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -318,7 +427,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Supervisor {
     /// A supervisor over `work_dir` with default settings, and the groups a
-    /// previous supervisor left behind there (already killed). `sink`
+    /// previous supervisor left behind there (adopted, or found ended, or
+    /// left alone: see the module docs). `sink`
     /// receives every [`ExecEvent`], from several threads; it must not block
     /// for long.
     pub fn new(
@@ -343,14 +453,22 @@ impl Supervisor {
             fs::create_dir_all(&dir).map_err(io_err("create directory", &dir))?;
         }
         let lock_file = take_lock(&work.join(LOCK_FILE))?;
-        let left = reclaim(&running_dir, config.reap_timeout)
-            .map_err(io_err("reclaim records in", &running_dir))?;
+        let boot_id = record::boot_id();
+        if boot_id.is_none() {
+            tracing::warn!(
+                path = record::BOOT_ID_PATH,
+                "cannot read this boot's id: executors left by a previous worker process cannot be \
+                 proven this worker's and will be left alone"
+            );
+        }
         let shared = Arc::new(Shared {
             config,
-            running_dir,
+            running_dir: running_dir.clone(),
+            boot_id,
             sink: Box::new(sink),
             executors: Mutex::new(HashMap::new()),
         });
+        let left = reclaim(&shared).map_err(io_err("reclaim records in", &running_dir))?;
         Ok((Supervisor { shared, _lock: lock_file }, left))
     }
 
@@ -383,6 +501,9 @@ impl Supervisor {
             framework: spec.framework.clone(),
             pgid: pgid.as_raw_nonzero().get(),
             start_time: record::proc_stat(pgid.as_raw_nonzero().get()).map(|s| s.start_time),
+            boot_id: shared.boot_id.clone(),
+            cores: spec.cores,
+            memory_mb: spec.memory_mb,
         };
         if let Err(e) = record::write(&shared.running_dir, &rec) {
             destroy(child, pgid);
@@ -396,6 +517,7 @@ impl Supervisor {
         let entry = Arc::new(Entry {
             framework: spec.framework.clone(),
             pgid,
+            adopted_start: None,
             state: Mutex::new(EntryState::default()),
             changed: Condvar::new(),
         });
@@ -567,15 +689,18 @@ fn request_kill(entry: &Entry) -> bool {
         return false;
     }
     st.kill_requested = true;
-    // Under the lock: the leader is not reaped, so the group is ours.
-    let _ = kill_process_group(entry.pgid, Signal::TERM);
+    // Under the lock: the leader is not reaped (or, adopted, was just seen),
+    // so the group is ours.
+    if entry.may_signal() {
+        let _ = kill_process_group(entry.pgid, Signal::TERM);
+    }
     true
 }
 
 /// Signals the group unless its leader has exited.
 fn signal(entry: &Entry, sig: Signal) {
     let st = lock(&entry.state);
-    if !st.exited {
+    if !st.exited && entry.may_signal() {
         let _ = kill_process_group(entry.pgid, sig);
     }
 }
@@ -696,44 +821,107 @@ fn take_lock(path: &Path) -> Result<File, SupervisorError> {
     Ok(file)
 }
 
-/// Kills the process groups recorded by a previous supervisor, waits (up to
-/// `timeout`) for them to go, and removes their records.
-fn reclaim(dir: &Path, timeout: Duration) -> io::Result<Vec<LeftBehind>> {
+/// Settles the process groups recorded by a previous supervisor: adopts
+/// (or, by policy, kills) those proven this worker's, reports the others,
+/// removes the records of every group not adopted, and waits (up to the
+/// reap timeout) for killed groups to go.
+fn reclaim(shared: &Arc<Shared>) -> io::Result<Vec<LeftBehind>> {
+    let dir = &shared.running_dir;
     let scan = record::scan(dir)?;
     for path in &scan.torn {
         tracing::warn!(path = %path.display(), "removing a torn executor record");
         fs::remove_file(path)?;
     }
     for path in &scan.damaged {
-        // Cannot be killed without a pgid; keep it for the operator.
+        // Cannot be checked without a pgid; keep it for the operator.
         let mut aside = path.clone().into_os_string();
         aside.push(record::CORRUPT_SUFFIX);
         tracing::error!(
             path = %path.display(),
-            "damaged executor record; its process group (if any) was not killed"
+            "damaged executor record; its process group (if any) was left alone"
         );
         fs::rename(path, aside)?;
     }
     let mut left = Vec::new();
     let mut killed = Vec::new();
-    for (_, rec) in &scan.records {
-        let outcome = match classify(rec) {
-            Some(pgid) => {
-                let _ = kill_process_group(pgid, Signal::KILL);
-                killed.push(pgid);
-                LeftBehindOutcome::Killed
+    let mut removed = false;
+    for (path, rec) in &scan.records {
+        if lock(&shared.executors).contains_key(&rec.executor) {
+            // A second record of an executor already adopted (a temporary
+            // file beside its committed one): the same group. The committed
+            // record is the adopted one's.
+            if *path != record::record_path(dir, &rec.executor) {
+                fs::remove_file(path)?;
+                removed = true;
             }
-            None => LeftBehindOutcome::AlreadyGone,
+            continue;
+        }
+        let outcome = match classify(rec, shared.boot_id.as_deref()) {
+            Finding::Proven { pgid, start_time } => match shared.config.left_behind {
+                LeftBehindPolicy::Adopt => match adopt(shared, rec, pgid, start_time, path) {
+                    Ok(()) => LeftBehindOutcome::Adopted,
+                    Err(e) => {
+                        // It cannot be supervised (no thread to watch it, or
+                        // its record cannot be committed): left alone like
+                        // what cannot be proven.
+                        LeftBehindOutcome::Unprovable { why: format!("cannot supervise it: {e}") }
+                    }
+                },
+                LeftBehindPolicy::Kill => {
+                    let _ = kill_process_group(pgid, Signal::KILL);
+                    killed.push(pgid);
+                    LeftBehindOutcome::Killed
+                }
+            },
+            Finding::Ended { why } => LeftBehindOutcome::Ended { why },
+            Finding::Unprovable { why } => LeftBehindOutcome::Unprovable { why },
         };
-        tracing::warn!(executor = %rec.executor, pgid = rec.pgid, ?outcome, "executor left behind");
+        match &outcome {
+            LeftBehindOutcome::Adopted => tracing::info!(
+                executor = %rec.executor,
+                pid = rec.pgid,
+                "adopted an executor a previous worker process left running"
+            ),
+            LeftBehindOutcome::Killed => tracing::warn!(
+                executor = %rec.executor,
+                pid = rec.pgid,
+                "killed an executor a previous worker process left running (--kill-left-behind)"
+            ),
+            LeftBehindOutcome::Ended { why } => tracing::warn!(
+                executor = %rec.executor,
+                pid = rec.pgid,
+                %why,
+                "an executor of a previous worker process has ended; its exit status is unknown"
+            ),
+            LeftBehindOutcome::Unprovable { why } => tracing::warn!(
+                executor = %rec.executor,
+                pid = rec.pgid,
+                %why,
+                "left alone: cannot prove that process group {} is this worker's executor {} \
+                 (neither adopted nor killed)",
+                rec.pgid,
+                rec.executor
+            ),
+        }
+        if outcome != LeftBehindOutcome::Adopted {
+            match fs::remove_file(path) {
+                // A waiter thread of a dropped supervisor in this same
+                // process may have removed it as its child died.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                r => r?,
+            }
+            removed = true;
+        }
         left.push(LeftBehind {
             executor: rec.executor.clone(),
             framework: rec.framework.clone(),
             pgid: rec.pgid,
+            cores: rec.cores,
+            memory_mb: rec.memory_mb,
             outcome,
         });
     }
-    let deadline = Instant::now() + timeout;
+    let deadline = Instant::now() + shared.config.reap_timeout;
     for pgid in killed {
         while group_alive(pgid) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
@@ -742,36 +930,174 @@ fn reclaim(dir: &Path, timeout: Duration) -> io::Result<Vec<LeftBehind>> {
             tracing::warn!(pgid = pgid.as_raw_nonzero().get(), "killed group has not gone yet");
         }
     }
-    for (path, _) in &scan.records {
-        match fs::remove_file(path) {
-            // A waiter thread of a dropped supervisor in this same process
-            // may have removed it as its child died.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            r => r?,
-        }
-    }
-    if !scan.records.is_empty() || !scan.torn.is_empty() || !scan.damaged.is_empty() {
+    if removed || !scan.torn.is_empty() || !scan.damaged.is_empty() {
         record::sync_dir(dir)?;
     }
     Ok(left)
 }
 
-/// The group to kill for a record, or `None` if nothing of it is ours any
-/// more.
-fn classify(rec: &Record) -> Option<Pid> {
-    let pgid = Pid::from_raw(rec.pgid)?;
-    match record::proc_stat(rec.pgid) {
-        // The leader lives (or is an unreaped zombie): ours only if it is
-        // the process we started, still leading its group.
-        Some(st) => {
-            let same = rec.start_time.map_or(true, |t| t == st.start_time) && st.pgid == rec.pgid;
-            same.then_some(pgid)
-        }
-        // The leader is gone. Members left in its group are ours: a pid is
-        // not reused while a process group of that id exists. Without /proc
-        // the start time cannot be checked and a live group is taken as ours.
-        None => test_kill_process_group(pgid).is_ok().then_some(pgid),
+/// Supervises a proven group again: an entry, a committed record (a
+/// temporary one found complete is committed now) and a thread that polls
+/// for its end.
+fn adopt(
+    shared: &Arc<Shared>,
+    rec: &Record,
+    pgid: Pid,
+    start_time: u64,
+    path: &Path,
+) -> io::Result<()> {
+    if path != record::record_path(&shared.running_dir, &rec.executor) {
+        record::write(&shared.running_dir, rec)?;
+        fs::remove_file(path)?;
     }
+    let entry = Arc::new(Entry {
+        framework: rec.framework.clone(),
+        pgid,
+        adopted_start: Some(start_time),
+        state: Mutex::new(EntryState::default()),
+        changed: Condvar::new(),
+    });
+    lock(&shared.executors).insert(rec.executor.clone(), entry.clone());
+    let spawned = std::thread::Builder::new().name(format!("regent-adopt-{}", rec.pgid)).spawn({
+        let (shared, id, entry) = (shared.clone(), rec.executor.clone(), entry);
+        move || watch_adopted(&shared, id, &entry, start_time)
+    });
+    if let Err(e) = spawned {
+        lock(&shared.executors).remove(&rec.executor);
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// The watcher thread of an adopted executor: it is not our child, so its
+/// end is seen by polling `/proc`; its exit status is unknown (`Lost`,
+/// or `Killed` when a kill was requested).
+fn watch_adopted(shared: &Shared, id: ExecutorId, entry: &Entry, start_time: u64) {
+    let raw = entry.pgid.as_raw_nonzero().get();
+    let running =
+        || record::proc_stat(raw).is_some_and(|st| st.start_time == start_time && st.state != 'Z');
+    while running() {
+        // Woken early by nothing: a kill request only signals; the end is
+        // what is waited for.
+        let st = lock(&entry.state);
+        let _ = entry.changed.wait_timeout(st, shared.config.adopt_poll);
+    }
+    let killed = {
+        let mut st = lock(&entry.state);
+        // Whatever remains of the group goes with its leader: while its
+        // zombie pins the pid, or, once it is reaped, while no process has
+        // that pid and the group still exists (Linux does not reuse a pid
+        // while a process group of that id exists, so only our group's
+        // members can be in it). A pid taken by another process is left
+        // alone.
+        let ours = match record::proc_stat(raw) {
+            Some(now) => now.start_time == start_time,
+            None => group_exists(entry.pgid),
+        };
+        if ours {
+            let _ = kill_process_group(entry.pgid, Signal::KILL);
+        }
+        st.exited = true;
+        entry.changed.notify_all();
+        st.kill_requested
+    };
+    let state = if killed { ExecutorState::Killed } else { ExecutorState::Lost };
+    if let Err(e) = record::remove(&shared.running_dir, &id) {
+        tracing::error!(executor = %id, error = %e, "cannot remove executor record");
+    }
+    lock(&shared.executors).remove(&id);
+    tracing::info!(
+        executor = %id,
+        pid = raw,
+        ?state,
+        "adopted executor ended (it is not this worker's child: its exit status is unknown)"
+    );
+    (shared.sink)(ExecEvent { executor: id, framework: entry.framework.clone(), state });
+    lock(&entry.state).finished = true;
+    entry.changed.notify_all();
+}
+
+/// Whether the process group `pgid` exists (a group whose members we may
+/// not signal exists too).
+fn group_exists(pgid: Pid) -> bool {
+    match test_kill_process_group(pgid) {
+        Ok(()) => true,
+        Err(e) => e == rustix::io::Errno::PERM,
+    }
+}
+
+/// Whether the group a previous supervisor recorded is provably this
+/// worker's (same boot as `boot_id`, the leader running with the recorded
+/// start time and still leading its group), has ended, or cannot be proven
+/// either way. Never signals anything.
+pub fn classify(rec: &Record, boot_id: Option<&str>) -> Finding {
+    let pid = rec.pgid;
+    let Some(pgid) = Pid::from_raw(pid) else {
+        return Finding::Ended { why: format!("its record names no process group ({pid})") };
+    };
+    let stat = record::proc_stat(pid);
+    let something_runs = stat.is_some() || group_exists(pgid);
+    let gone = || Finding::Ended {
+        why: format!("no process of group {pid} runs: it ended while no worker watched it"),
+    };
+    match (rec.boot_id.as_deref(), boot_id) {
+        (Some(then), Some(now)) if then != now => {
+            let why = if something_runs {
+                format!(
+                    "it was started in another boot ({then}; this boot is {now}) and ended with \
+                     it; pid {pid} now belongs to another process, which is left alone (neither \
+                     adopted nor killed)"
+                )
+            } else {
+                format!(
+                    "it was started in another boot ({then}; this boot is {now}) and ended with it"
+                )
+            };
+            return Finding::Ended { why };
+        }
+        _ if !something_runs => return gone(),
+        (None, _) => {
+            return Finding::Unprovable {
+                why: "its record names no boot (written by an older regent)".to_owned(),
+            }
+        }
+        (Some(_), None) => {
+            return Finding::Unprovable { why: "this machine's boot id cannot be read".to_owned() }
+        }
+        _ => {}
+    }
+    // The same boot, and something runs under the pid or the group.
+    let Some(st) = stat else {
+        return Finding::Unprovable {
+            why: format!(
+                "its leader (pid {pid}) is gone but processes remain in group {pid}: they cannot \
+                 be proven this worker's"
+            ),
+        };
+    };
+    let Some(recorded) = rec.start_time else {
+        return Finding::Unprovable {
+            why: format!("its record has no start time to check pid {pid} against"),
+        };
+    };
+    if st.start_time != recorded {
+        return Finding::Ended {
+            why: format!(
+                "pid {pid} now belongs to another process (started at tick {}, the executor at \
+                 tick {recorded}), which is left alone: the executor ended",
+                st.start_time
+            ),
+        };
+    }
+    if st.pgid != pid {
+        return Finding::Unprovable {
+            why: format!(
+                "process {pid} no longer leads its process group (it is in group {})",
+                st.pgid
+            ),
+        };
+    }
+    Finding::Proven { pgid, start_time: recorded }
 }
 
 /// Whether a process group still has a member that is not a zombie (zombies

@@ -6,13 +6,21 @@
 //! [`super::names::escape`]):
 //!
 //! ```text
-//! regent-executor-record 1
+//! regent-executor-record 2
 //! executor=<id>
 //! framework=<id>
 //! pgid=<process group id = pid of the group leader>
 //! start_time=<field 22 of /proc/<pgid>/stat, or - when unknown>
+//! boot_id=<the contents of /proc/sys/kernel/random/boot_id, or - when unknown>
+//! cores=<cores it holds>
+//! memory_mb=<memory it holds in MiB>
 //! end
 //! ```
+//!
+//! Version 1 records (written before worker upgrades re-adopted executors)
+//! have no `boot_id`, `cores` or `memory_mb` line; they still read, with no
+//! boot id (so what they name can never be proven to be this worker's:
+//! see [`super::classify`]) and no resources.
 //!
 //! The closing `end` line means a torn file (any prefix of a record) never
 //! parses, so a cut-off number is never taken for a pgid or start time.
@@ -23,8 +31,15 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-/// The first line of every record file.
-pub const HEADER: &str = "regent-executor-record 1";
+/// The first line of every record file written now.
+pub const HEADER: &str = "regent-executor-record 2";
+
+/// The first line of a record written before records named their boot.
+pub const HEADER_V1: &str = "regent-executor-record 1";
+
+/// Where Linux keeps the id of the current boot (a random UUID drawn at
+/// every boot).
+pub const BOOT_ID_PATH: &str = "/proc/sys/kernel/random/boot_id";
 
 /// The extension of a committed record file.
 pub const RECORD_EXT: &str = ".rec";
@@ -46,17 +61,28 @@ pub struct Record {
     pub pgid: i32,
     /// The leader's start time in clock ticks since boot, if known.
     pub start_time: Option<u64>,
+    /// The boot the process was started in ([`BOOT_ID_PATH`]), if known;
+    /// `None` in a version 1 record.
+    pub boot_id: Option<String>,
+    /// Cores the executor holds (0 in a version 1 record).
+    pub cores: u32,
+    /// Memory the executor holds in MiB (0 in a version 1 record).
+    pub memory_mb: u64,
 }
 
 impl Record {
     /// The file text.
     pub fn encode(&self) -> String {
         let start = self.start_time.map_or_else(|| "-".to_owned(), |t| t.to_string());
+        let boot = self.boot_id.as_deref().map_or_else(|| "-".to_owned(), escape);
         format!(
-            "{HEADER}\nexecutor={}\nframework={}\npgid={}\nstart_time={start}\nend\n",
+            "{HEADER}\nexecutor={}\nframework={}\npgid={}\nstart_time={start}\nboot_id={boot}\n\
+             cores={}\nmemory_mb={}\nend\n",
             escape(self.executor.as_str()),
             escape(self.framework.as_str()),
-            self.pgid
+            self.pgid,
+            self.cores,
+            self.memory_mb,
         )
     }
 
@@ -64,10 +90,13 @@ impl Record {
     pub fn decode(text: &str) -> Option<Record> {
         let body = text.strip_suffix("\nend\n")?;
         let mut lines = body.lines();
-        if lines.next()? != HEADER {
-            return None;
-        }
+        let v2 = match lines.next()? {
+            HEADER => true,
+            HEADER_V1 => false,
+            _ => return None,
+        };
         let (mut executor, mut framework, mut pgid, mut start) = (None, None, None, None);
+        let (mut boot, mut cores, mut memory) = (None, None, None);
         for line in lines {
             let (k, v) = line.split_once('=')?;
             match k {
@@ -75,14 +104,21 @@ impl Record {
                 "framework" => framework = Some(unescape(v)?),
                 "pgid" => pgid = Some(v.parse::<i32>().ok().filter(|p| *p > 1)?),
                 "start_time" => start = Some(if v == "-" { None } else { Some(v.parse().ok()?) }),
+                "boot_id" if v2 => boot = Some(if v == "-" { None } else { Some(unescape(v)?) }),
+                "cores" if v2 => cores = Some(v.parse().ok()?),
+                "memory_mb" if v2 => memory = Some(v.parse().ok()?),
                 _ => {}
             }
         }
+        let (boot_id, cores, memory_mb) = if v2 { (boot?, cores?, memory?) } else { (None, 0, 0) };
         Some(Record {
             executor: ExecutorId(executor?),
             framework: FrameworkId(framework?),
             pgid: pgid?,
             start_time: start?,
+            boot_id,
+            cores,
+            memory_mb,
         })
     }
 }
@@ -173,6 +209,14 @@ pub fn proc_stat(pid: i32) -> Option<ProcStat> {
     })
 }
 
+/// The id of the current boot ([`BOOT_ID_PATH`]), `None` if it cannot be
+/// read (no `/proc`).
+pub fn boot_id() -> Option<String> {
+    let id = fs::read_to_string(BOOT_ID_PATH).ok()?;
+    let id = id.trim();
+    (!id.is_empty()).then(|| id.to_owned())
+}
+
 /// The parts of `/proc/<pid>/stat` the supervisor uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProcStat {
@@ -195,15 +239,38 @@ mod tests {
             framework: FrameworkId::new("fw\n2"),
             pgid: 4242,
             start_time: Some(123456),
+            boot_id: Some("0b5e1c8a-3c1e-4a55-9d5e-6c3f2f9b7a10".into()),
+            cores: 2,
+            memory_mb: 512,
         };
         assert_eq!(Record::decode(&r.encode()), Some(r.clone()));
-        let unknown = Record { start_time: None, ..r };
+        let unknown = Record { start_time: None, boot_id: None, ..r };
         assert_eq!(Record::decode(&unknown.encode()), Some(unknown.clone()));
         // A torn record (any prefix of a complete one) never parses.
         let text = unknown.encode();
         for cut in 0..text.len() {
             assert_eq!(Record::decode(&text[..cut]), None, "cut {cut}");
         }
+    }
+
+    #[test]
+    fn version_1_records_still_read_without_a_boot_id() {
+        let v1 = "regent-executor-record 1\nexecutor=e1\nframework=fw\npgid=4242\n\
+                  start_time=99\nend\n";
+        let r = Record::decode(v1).expect("a version 1 record reads");
+        assert_eq!(r.pgid, 4242);
+        assert_eq!(r.start_time, Some(99));
+        assert_eq!(r.boot_id, None, "a version 1 record names no boot");
+        assert_eq!((r.cores, r.memory_mb), (0, 0));
+        // A version 2 record without its boot id line is torn, not old.
+        let v2 = v1.replace("record 1", "record 2");
+        assert_eq!(Record::decode(&v2), None);
+    }
+
+    #[test]
+    fn boot_id_of_this_machine() {
+        let id = boot_id().expect("/proc is available on Linux");
+        assert_eq!(id.len(), 36, "{id}");
     }
 
     #[test]

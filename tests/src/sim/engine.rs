@@ -106,6 +106,9 @@ enum ExecWhat {
     Running,
     Exit(i32),
     Killed,
+    /// An adopted executor ended: not the worker's child, its exit status
+    /// is unknown (reported `Lost`).
+    AdoptedEnd,
 }
 
 #[derive(Clone, Debug)]
@@ -800,11 +803,29 @@ impl World {
                 wp.exited = None;
                 let left = std::mem::take(&mut wp.left_behind);
                 let mut inputs = vec![Input::Worker(wnode::Input::Start)];
+                // The new process re-adopts what still runs (the default)
+                // or kills it (`--kill-left-behind`); an adopted one ends
+                // later with an unknown status.
+                let adopting = self.execs.keys().any(|(ww, _)| *ww == i) && self.rng.bool();
                 for mut r in left {
-                    if !r.state.is_terminal() {
-                        r.state = ExecutorState::Killed;
+                    let runs = self.execs.get(&(i, r.id.clone())) == Some(&true);
+                    if runs && adopting {
+                        r.state = ExecutorState::Running;
+                        let run = Millis(self.rng.u64(1_000..40_000));
+                        let x = r.id.clone();
+                        self.after(run, Ev::Exec { w: i, gen, x, what: ExecWhat::AdoptedEnd });
+                    } else {
+                        self.execs.remove(&(i, r.id.clone()));
+                        if !r.state.is_terminal() {
+                            r.state = ExecutorState::Killed;
+                        }
                     }
                     inputs.push(Input::Worker(wnode::Input::LeftBehind(r)));
+                }
+                // Processes no record names any more (reported and
+                // acknowledged before the crash) are gone.
+                if !adopting {
+                    self.execs.retain(|(ww, _), _| *ww != i);
                 }
                 for input in inputs {
                     self.local_input(node, input);
@@ -860,7 +881,10 @@ impl World {
             Node::Worker(w) => {
                 let wp = &mut self.workers[w];
                 wp.left_behind = wp.worker().executors().cloned().collect();
-                self.execs.retain(|(ww, _), _| *ww != w);
+                // Its executor processes outlive it (kill -9, a crash, an
+                // upgrade): the next process over the same work directory
+                // re-adopts the running ones (or kills them).
+                self.execs.retain(|(ww, _), running| *ww != w || *running);
                 self.client_gone(node);
             }
             Node::Sub(_) => self.client_gone(node),
@@ -1534,6 +1558,7 @@ impl World {
                     // The process stops (its executors with it); a
                     // supervisor starts it again with a new incarnation.
                     self.crash(node);
+                    self.execs.retain(|(ww, _), _| *ww != w);
                     let d = Millis(self.rng.u64(500..3_000));
                     self.after(d, Ev::Restart(node));
                 }
@@ -1561,6 +1586,13 @@ impl World {
                 ExecutorState::Exited { code }
             }
             ExecWhat::Killed => ExecutorState::Killed,
+            ExecWhat::AdoptedEnd => {
+                match self.execs.get_mut(&(w, x.clone())) {
+                    Some(r) if *r => *r = false,
+                    _ => return,
+                }
+                ExecutorState::Lost
+            }
         };
         let input = wnode::Input::ExecutorChanged { executor: x, state };
         self.deliver(Node::Worker(w), gen, Input::Worker(input));

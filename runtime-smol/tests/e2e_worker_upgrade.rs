@@ -1,0 +1,345 @@
+//! End-to-end: upgrading (restarting) a worker daemon without killing its
+//! executors. Real `regent` processes on loopback; outcomes are asserted
+//! within generous bounds, never timings.
+//!
+//! * A worker killed with `kill -9` leaves its executors running in their
+//!   own process groups; a new worker process with the same id and work dir
+//!   re-adopts them: the same pids keep running, the master shows them
+//!   RUNNING on that worker and places no replacement; when they end, the
+//!   application completes.
+//! * A record whose boot id is not this machine's names a live process of
+//!   someone else's (here: the test's own): it is neither adopted nor
+//!   killed, and the worker's log says so.
+//! * `--kill-left-behind`: the executors are killed and replaced.
+
+mod support;
+
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+use support::cluster::{
+    alive_with_workers, api_state, leaders_with_marker, pid_alive, recorded_pgids, unique,
+    wait_for, wait_until, Cluster, MasterSpec, Proc,
+};
+
+/// Generous bound for anything to happen.
+const BOUND: Duration = Duration::from_secs(60);
+
+/// `(id, worker, state)` of every executor the master shows.
+fn executors(state: &Value) -> Vec<(String, String, String)> {
+    state["executors"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|e| {
+                    let s = |k: &str| e[k].as_str().unwrap_or("?").to_owned();
+                    (s("id"), s("worker_id"), s("state"))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A master, a worker `w1` and an application of two executors that each
+/// wait for `release` to exist (a marker in their command line).
+struct Setup {
+    c: Cluster,
+    spec: MasterSpec,
+    masters: Vec<String>,
+    master: Proc,
+    worker: Proc,
+    submit: Proc,
+    release: std::path::PathBuf,
+    marker: String,
+    /// Extra arguments of every `regent worker` (the runtime).
+    worker_args: &'static [&'static str],
+}
+
+impl Setup {
+    fn start(name: &str, worker_args: &'static [&'static str]) -> Setup {
+        Setup::start_with(name, false, worker_args)
+    }
+
+    /// `filesystem`: the master keeps its state in a filesystem store (it
+    /// can be restarted), else `--recovery none`.
+    fn start_with(name: &str, filesystem: bool, worker_args: &'static [&'static str]) -> Setup {
+        let c = Cluster::new(name);
+        let store = c.path("store");
+        let store = store.to_str().expect("a UTF-8 temp dir");
+        let spec = if filesystem {
+            MasterSpec::new("m1", &["--recovery", "filesystem", "--store", store])
+        } else {
+            MasterSpec::new("m1", &["--recovery", "none"])
+        };
+        let masters = vec![spec.addr()];
+        let master = c.master(&spec);
+        let worker = c.worker("w1", &masters, 2, 256, worker_args);
+        let marker = unique("upgrade");
+        let release = c.path(&format!("{marker}.release"));
+        let script = "while [ ! -e \"$0\" ]; do sleep 0.2; done";
+        let release_arg = release.to_str().expect("a UTF-8 temp dir").to_owned();
+        wait_for(BOUND, "the worker ALIVE", || {
+            let state = api_state(&spec.http_addr()).ok_or("the master does not answer")?;
+            alive_with_workers(&state, &["w1"])
+        });
+        let submit = c.submit(
+            "submit",
+            &masters,
+            &["--executors", "2", "--cores", "1", "--memory", "64"],
+            &["sh", "-c", script, &release_arg],
+        );
+        Setup { c, spec, masters, master, worker, submit, release, marker, worker_args }
+    }
+
+    fn state(&self) -> Result<Value, String> {
+        api_state(&self.spec.http_addr()).ok_or_else(|| "the master does not answer".to_owned())
+    }
+
+    /// The two executors RUNNING on w1 and their process groups (each the
+    /// pid of an executor leading its own group, recorded in the work dir).
+    fn running(&self) -> (BTreeSet<String>, BTreeSet<u32>) {
+        wait_for(BOUND, "two executors RUNNING on w1, recorded, leading their groups", || {
+            let ex = executors(&self.state()?);
+            let ids: BTreeSet<String> = ex
+                .iter()
+                .filter(|(_, w, s)| w == "w1" && s == "RUNNING")
+                .map(|(id, _, _)| id.clone())
+                .collect();
+            let live = ex.iter().filter(|(_, _, s)| s == "RUNNING" || s == "LAUNCHING").count();
+            let recorded: BTreeSet<u32> =
+                recorded_pgids(&self.c.work_dir("w1")).into_iter().collect();
+            let leaders: BTreeSet<u32> = leaders_with_marker(&self.marker).into_iter().collect();
+            if ids.len() == 2 && live == 2 && recorded.len() == 2 && recorded == leaders {
+                Ok((ids, leaders))
+            } else {
+                Err(format!("executors {ex:?}, recorded groups {recorded:?}, leaders {leaders:?}"))
+            }
+        })
+    }
+
+    fn kill9_worker(&mut self, pgids: &BTreeSet<u32>) {
+        self.worker.kill9();
+        std::thread::sleep(Duration::from_millis(500));
+        let leaders: BTreeSet<u32> = leaders_with_marker(&self.marker).into_iter().collect();
+        assert_eq!(&leaders, pgids, "the executors outlive their worker's kill -9");
+    }
+
+    fn release_and_complete(&mut self) {
+        std::fs::write(&self.release, b"go").expect("write the release file");
+        let status = self.submit.wait_exit(BOUND);
+        assert!(
+            status.success(),
+            "the application completes: {status:?}\n{}",
+            support::cluster::tail(&self.submit.stderr(), 30)
+        );
+    }
+}
+
+#[test]
+fn a_restarted_worker_readopts_its_executors_and_the_master_keeps_them() {
+    readopt(&[]);
+}
+
+#[test]
+fn a_restarted_std_runtime_worker_readopts_its_executors_too() {
+    readopt(&["--runtime", "std"]);
+}
+
+#[test]
+fn a_worker_readopts_its_executors_under_a_master_that_restarted_meanwhile() {
+    readopt_with(true, &[]);
+}
+
+fn readopt(worker_args: &'static [&'static str]) {
+    readopt_with(false, worker_args)
+}
+
+/// `master_restarts`: the master (filesystem store) is killed with `kill
+/// -9` too while the worker is down, and started again before the worker:
+/// it recovers the worker (old incarnation) and the framework from its
+/// store, then adopts what the new worker process reports.
+fn readopt_with(master_restarts: bool, worker_args: &'static [&'static str]) {
+    let mut s = Setup::start_with("upgrade-adopt", master_restarts, worker_args);
+    let (ids, pgids) = s.running();
+    s.kill9_worker(&pgids);
+    if master_restarts {
+        s.master.kill9();
+        s.master = s.c.master(&s.spec);
+    }
+
+    let mut worker = s.c.worker("w1", &s.masters, 2, 256, s.worker_args);
+    wait_until(BOUND, "the new worker adopts both executors", || {
+        worker
+            .stderr()
+            .matches("adopted an executor a previous worker process left running")
+            .count()
+            == 2
+    });
+    // The master shows the same executors RUNNING on the new incarnation
+    // of w1, and nothing else: no replacement was placed.
+    let check = |s: &Setup| -> Result<(), String> {
+        let state = s.state()?;
+        alive_with_workers(&state, &["w1"])?;
+        let ex = executors(&state);
+        let running: BTreeSet<String> = ex
+            .iter()
+            .filter(|(_, w, st)| w == "w1" && st == "RUNNING")
+            .map(|(id, _, _)| id.clone())
+            .collect();
+        let others: Vec<_> = ex.iter().filter(|(id, _, _)| !ids.contains(id)).collect();
+        if running == ids && others.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("executors {ex:?}"))
+        }
+    };
+    wait_for(BOUND, "the adopted executors RUNNING on w1, no replacement", || check(&s));
+    // A while later it is still so, and the same processes run.
+    std::thread::sleep(Duration::from_secs(2));
+    check(&s).unwrap_or_else(|e| panic!("after the adoption settled: {e}"));
+    worker.assert_running("after adopting");
+    let leaders: BTreeSet<u32> = leaders_with_marker(&s.marker).into_iter().collect();
+    assert_eq!(leaders, pgids, "the same executor processes keep running");
+
+    // They end: the new worker sees it (it is not their parent: their exit
+    // status is unknown, so they are reported LOST and their slots refilled
+    // without using the retry budget; the refills find the release file and
+    // exit 0), and the application completes.
+    s.release_and_complete();
+    for pgid in &pgids {
+        wait_until(BOUND, "the adopted executor gone", || !pid_alive(*pgid));
+    }
+    let state = s.state().expect("the master answers");
+    let ended: Vec<_> =
+        executors(&state).into_iter().filter(|(id, _, _)| ids.contains(id)).collect();
+    assert!(ended.iter().all(|(_, _, st)| st == "LOST"), "{ended:?}");
+    worker.assert_running("after the application completed");
+    s.worker = worker;
+}
+
+#[test]
+fn a_record_of_another_boot_or_without_start_time_is_neither_adopted_nor_killed() {
+    let c = Cluster::new("upgrade-foreign");
+    let spec = MasterSpec::new("m1", &["--recovery", "none"]);
+    let masters = vec![spec.addr()];
+    let _master = c.master(&spec);
+    let state = || api_state(&spec.http_addr()).ok_or_else(|| "no answer".to_owned());
+    let mut worker = c.worker("w1", &masters, 1, 256, &[]);
+    wait_for(BOUND, "the worker ALIVE", || alive_with_workers(&state()?, &["w1"]));
+    worker.kill9();
+
+    // Processes of someone else's (the test's own), each leading its group,
+    // named by records the previous incarnation "left": one of another boot
+    // (with the process's real start time), one with no start time.
+    use std::os::unix::process::CommandExt;
+    let spawn =
+        || std::process::Command::new("sleep").arg("1000").process_group(0).spawn().expect("sleep");
+    let (mut other_boot, mut no_start) = (spawn(), spawn());
+    let running = c.work_dir("w1").join("running");
+    plant(
+        &running,
+        "fw-x/main#0#1.1",
+        other_boot.id(),
+        &start_time(other_boot.id()),
+        "00000000-0000-4000-8000-000000000000",
+    );
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").expect("boot id");
+    plant(&running, "fw-x/main#1#1.2", no_start.id(), "-", boot.trim());
+
+    let mut worker = c.worker("w1", &masters, 1, 256, &[]);
+    wait_for(BOUND, "the new worker ALIVE", || alive_with_workers(&state()?, &["w1"]));
+    let log_names = |w: &Proc, what: &str, pid: u32| {
+        let log = w.stderr();
+        log.lines().any(|l| l.contains(what) && l.contains(&format!("pid={pid}")))
+    };
+    wait_until(BOUND, "the log names the record of another boot and its pid", || {
+        log_names(&worker, "another boot", other_boot.id())
+    });
+    wait_until(BOUND, "the log names the unprovable record and its pid", || {
+        log_names(&worker, "left alone", no_start.id())
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    let alive = (pid_alive(other_boot.id()), pid_alive(no_start.id()));
+    let log = worker.stderr();
+    for p in [&mut other_boot, &mut no_start] {
+        let _ = p.kill();
+        let _ = p.wait();
+    }
+    assert_eq!(
+        alive,
+        (true, true),
+        "neither process was killed:\n{}",
+        support::cluster::tail(&log, 20)
+    );
+    assert!(!log.contains("adopted an executor"), "nothing adopted:\n{log}");
+    assert!(recorded_pgids(&c.work_dir("w1")).is_empty(), "their records are gone");
+    worker.assert_running("after leaving them alone");
+}
+
+#[test]
+fn kill_left_behind_kills_the_executors_and_they_are_replaced() {
+    let mut s = Setup::start("upgrade-kill", &[]);
+    let (ids, pgids) = s.running();
+    s.kill9_worker(&pgids);
+
+    let mut worker = s.c.worker("w1", &s.masters, 2, 256, &["--kill-left-behind"]);
+    for pgid in &pgids {
+        wait_until(BOUND, "the left-behind executor killed", || !pid_alive(*pgid));
+    }
+    wait_until(BOUND, "the worker says what it killed", || {
+        worker.stderr().matches("killed an executor a previous worker process left running").count()
+            == 2
+    });
+    wait_for(BOUND, "two replacements RUNNING on w1", || {
+        let ex = executors(&s.state()?);
+        let new: Vec<_> = ex
+            .iter()
+            .filter(|(id, w, st)| !ids.contains(id) && w == "w1" && st == "RUNNING")
+            .collect();
+        let old_ended = ex
+            .iter()
+            .filter(|(id, _, st)| ids.contains(id) && (st == "KILLED" || st == "LOST"))
+            .count();
+        if new.len() == 2 && old_ended == 2 {
+            Ok(())
+        } else {
+            Err(format!("executors {ex:?}"))
+        }
+    });
+    let leaders: BTreeSet<u32> = leaders_with_marker(&s.marker).into_iter().collect();
+    assert!(leaders.is_disjoint(&pgids), "replacements are new processes: {leaders:?}");
+    s.release_and_complete();
+    worker.assert_running("after the application completed");
+    s.worker = worker;
+}
+
+fn start_time(pid: u32) -> String {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let rest = &stat[stat.rfind(')').expect("comm") + 1..];
+    rest.split_whitespace().nth(19).expect("starttime").to_owned()
+}
+
+/// Writes a version 2 executor record, as a previous worker process would
+/// have (ids escaped for file names and values: `/` and `#` as `%XX`).
+fn plant(running: &Path, executor: &str, pid: u32, start: &str, boot: &str) {
+    let esc = |s: &str| {
+        s.bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.') {
+                    (b as char).to_string()
+                } else {
+                    format!("%{b:02X}")
+                }
+            })
+            .collect::<String>()
+    };
+    std::fs::create_dir_all(running).expect("running dir");
+    let text = format!(
+        "regent-executor-record 2\nexecutor={}\nframework=fw-x\npgid={pid}\nstart_time={start}\n\
+         boot_id={}\ncores=1\nmemory_mb=64\nend\n",
+        esc(executor),
+        esc(boot)
+    );
+    std::fs::write(running.join(format!("{}.rec", esc(executor))), text).expect("plant record");
+}
