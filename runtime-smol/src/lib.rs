@@ -21,7 +21,6 @@
 
 pub mod client;
 pub mod demo;
-pub mod http;
 pub mod load;
 pub mod master;
 pub mod net;
@@ -33,3 +32,7 @@ pub mod zk;
 /// wall-clock term of a new leader's epoch: the host's, shared with the
 /// blocking runtime.
 pub use regent_std::host::{millis_since, wall_clock_ms};
+
+/// The HTTP face of a master (`/`, `/api/state`, `/metrics`): served by
+/// both runtimes, so it lives in regent-std.
+pub use regent_std::http;

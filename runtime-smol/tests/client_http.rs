@@ -302,7 +302,7 @@ fn serve_with_daemon(
                 None
             }));
             if let Some(q) = q {
-                let _ = q.reply.send_blocking(snap.clone());
+                let _ = q.reply.send(snap.clone());
             }
         }
     });

@@ -45,11 +45,14 @@ const POLL_INTERVAL: Duration = Duration::from_millis(500);
 
 /// A request from the HTTP thread to the daemon loop: "send me a snapshot on
 /// `reply`". The daemon answers with one [`HttpSnapshot`] (or drops `reply`,
-/// which the request sees as `503`).
+/// which the request sees as `503`). The queries travel on an
+/// `async_channel` (runtime-neutral: the smol master awaits it, the std
+/// master's forwarding thread blocks on it); the reply is a std channel the
+/// HTTP thread waits on with a timeout.
 #[derive(Debug)]
 pub struct HttpQuery {
-    /// Where the daemon sends the snapshot.
-    pub reply: async_channel::Sender<HttpSnapshot>,
+    /// Where the daemon sends the snapshot (`try_send`: room for one).
+    pub reply: std::sync::mpsc::SyncSender<HttpSnapshot>,
 }
 
 /// What the daemon loop answers to an [`HttpQuery`].
@@ -235,17 +238,10 @@ fn respond(
 /// Asks the daemon for a snapshot; `None` after [`QUERY_TIMEOUT`] or when
 /// the daemon is gone.
 fn snapshot(queries: &async_channel::Sender<HttpQuery>) -> Option<HttpSnapshot> {
-    let (tx, rx) = async_channel::bounded(1);
-    smol::block_on(smol::future::or(
-        async {
-            queries.send(HttpQuery { reply: tx }).await.ok()?;
-            rx.recv().await.ok()
-        },
-        async {
-            async_io::Timer::after(QUERY_TIMEOUT).await;
-            None
-        },
-    ))
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    // The channel is unbounded: this never blocks.
+    queries.send_blocking(HttpQuery { reply: tx }).ok()?;
+    rx.recv_timeout(QUERY_TIMEOUT).ok()
 }
 
 type Response = tiny_http::Response<std::io::Cursor<Vec<u8>>>;
