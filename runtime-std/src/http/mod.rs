@@ -274,18 +274,8 @@ fn header(name: &str, value: &str) -> tiny_http::Header {
         .expect("static header names and values are valid")
 }
 
-/// The executor state's name as the API shows it: `LAUNCHING`, `RUNNING`,
-/// `EXITED`, `FAILED`, `KILLED` or `LOST`.
-pub fn executor_state_name(state: &ExecutorState) -> &'static str {
-    match state {
-        ExecutorState::Launching => "LAUNCHING",
-        ExecutorState::Running => "RUNNING",
-        ExecutorState::Exited { .. } => "EXITED",
-        ExecutorState::Failed { .. } => "FAILED",
-        ExecutorState::Killed => "KILLED",
-        ExecutorState::Lost => "LOST",
-    }
-}
+/// The executor state's name as the API shows it (one definition, in core).
+pub use regent_core::events::executor_state_name;
 
 /// Every executor state name, in life order (metrics list them all).
 const EXECUTOR_STATES: [&str; 6] = ["LAUNCHING", "RUNNING", "EXITED", "FAILED", "KILLED", "LOST"];
