@@ -13,6 +13,7 @@
 //! * [`worker`]: the worker daemon (executors as real processes).
 //! * [`submit`]: the framework side: subscribe, declare, follow progress.
 //! * [`client`]: operator commands (`status`, `kill`, `remove-worker`).
+//! * [`events`]: `regent events`, the cluster's changes following the leader.
 //! * [`demo`]: `regent demo`, the main job in one process.
 //! * [`http`]: `/api/state`, `/metrics` and the HTML page.
 //! * [`zk`]: the ZooKeeper client of the master node (sessions and requests
@@ -21,6 +22,7 @@
 
 pub mod client;
 pub mod demo;
+pub mod events;
 pub mod load;
 pub mod master;
 pub mod net;
