@@ -180,7 +180,14 @@ pub fn diff(before: &ClusterState, after: &ClusterState) -> Vec<ClusterEvent> {
             epoch: after.epoch.0,
         });
     }
-    entities(&before.workers, &after.workers, |w| &w.id, |w| w.state.clone(), worker_event, &mut out);
+    entities(
+        &before.workers,
+        &after.workers,
+        |w| &w.id,
+        |w| w.state.clone(),
+        worker_event,
+        &mut out,
+    );
     entities(
         &before.frameworks,
         &after.frameworks,

@@ -36,7 +36,12 @@ fn executor(id: &str, state: ExecutorState) -> ExecutorView {
 }
 
 fn framework(state: &str, connected: bool) -> FrameworkView {
-    FrameworkView { id: FrameworkId::new("fw-1"), name: "etl".into(), state: state.into(), connected }
+    FrameworkView {
+        id: FrameworkId::new("fw-1"),
+        name: "etl".into(),
+        state: state.into(),
+        connected,
+    }
 }
 
 fn state(master: &str, status: &str, epoch: u64) -> ClusterState {
@@ -85,15 +90,19 @@ fn a_worker_joins_changes_state_and_is_removed() {
     let mut d = c.clone();
     d.workers.remove(1);
     let removed = diff(&c, &d);
-    assert!(matches!(&removed[..], [ClusterEvent::Worker { change: Change::Removed, worker, state, .. }]
-        if worker.as_str() == "w2" && state == "DEAD"), "{removed:?}");
+    assert!(
+        matches!(&removed[..], [ClusterEvent::Worker { change: Change::Removed, worker, state, .. }]
+        if worker.as_str() == "w2" && state == "DEAD"),
+        "{removed:?}"
+    );
 }
 
 #[test]
 fn executor_and_framework_states_with_exit_code_and_reason() {
     let mut a = state("m1", "ALIVE", 7);
     a.frameworks = vec![framework("ACTIVE", true)];
-    a.executors = vec![executor("e1", ExecutorState::Running), executor("e2", ExecutorState::Running)];
+    a.executors =
+        vec![executor("e1", ExecutorState::Running), executor("e2", ExecutorState::Running)];
     let mut b = a.clone();
     b.frameworks = vec![framework("FAILED", false)];
     b.executors = vec![
@@ -102,10 +111,14 @@ fn executor_and_framework_states_with_exit_code_and_reason() {
     ];
     let ev = diff(&a, &b);
     assert_eq!(ev.len(), 3, "{ev:?}");
-    assert!(matches!(&ev[0], ClusterEvent::Framework { change: Change::State, state, previous: Some(p), connected: false, .. }
-        if state == "FAILED" && p == "ACTIVE"));
-    assert!(matches!(&ev[1], ClusterEvent::Executor { change: Change::State, state, exit_code: Some(0), .. }
-        if state == "EXITED"));
+    assert!(
+        matches!(&ev[0], ClusterEvent::Framework { change: Change::State, state, previous: Some(p), connected: false, .. }
+        if state == "FAILED" && p == "ACTIVE")
+    );
+    assert!(
+        matches!(&ev[1], ClusterEvent::Executor { change: Change::State, state, exit_code: Some(0), .. }
+        if state == "EXITED")
+    );
     assert_eq!(ev[2].describe(), "executor e2 on w1 RUNNING -> FAILED (no such file)");
     // Coalescing: LAUNCHING then RUNNING then EXITED between two snapshots
     // is one change from the first to the last.
@@ -113,8 +126,10 @@ fn executor_and_framework_states_with_exit_code_and_reason() {
     c.executors = vec![executor("e1", ExecutorState::Launching)];
     let mut d = c.clone();
     d.executors = vec![executor("e1", ExecutorState::Exited { code: 3 })];
-    assert!(matches!(&diff(&c, &d)[..], [ClusterEvent::Executor { previous: Some(p), state, exit_code: Some(3), .. }]
-        if p == "LAUNCHING" && state == "EXITED"));
+    assert!(
+        matches!(&diff(&c, &d)[..], [ClusterEvent::Executor { previous: Some(p), state, exit_code: Some(3), .. }]
+        if p == "LAUNCHING" && state == "EXITED")
+    );
 }
 
 #[test]

@@ -44,8 +44,7 @@ fn running(state: &Value) -> usize {
 #[test]
 fn the_page_shows_the_cluster_and_follows_it_live_in_chromium() {
     let cluster = Cluster::new("web");
-    let spec =
-        MasterSpec::new("m1", &["--worker-timeout", "3000", "--heartbeat-interval", "500"]);
+    let spec = MasterSpec::new("m1", &["--worker-timeout", "3000", "--heartbeat-interval", "500"]);
     let _master = cluster.master(&spec);
     let masters = vec![spec.addr()];
     let _w1 = cluster.worker("w1", &masters, 4, 2048, &[]);
@@ -128,7 +127,9 @@ fn the_page_shows_the_cluster_and_follows_it_live_in_chromium() {
         let v = browser.eval(READ_PAGE);
         let t = v["text"].as_str().unwrap_or_default().to_owned();
         let n = v["executors"].as_array().map_or(0, Vec::len);
-        if t.contains("Worker w1") && t.contains(&format!("Executors on w1 ({on_w1})")) && n == on_w1
+        if t.contains("Worker w1")
+            && t.contains(&format!("Executors on w1 ({on_w1})"))
+            && n == on_w1
         {
             Ok(())
         } else {
@@ -177,4 +178,25 @@ fn the_page_shows_the_cluster_and_follows_it_live_in_chromium() {
         std::fs::create_dir_all(docs.parent().unwrap()).unwrap();
         std::fs::copy(&shot, &docs).expect("copy the screenshot into docs/");
     }
+
+    // Names are shown as text, never run as markup.
+    let evil = "<img src=x onerror=\"window.__regentXss=1\">";
+    let _evil_app = cluster.submit(
+        "evil",
+        &masters,
+        &["--name", evil, "--executors", "1", "--cores", "1", "--memory", "64"],
+        &["sleep", "600"],
+    );
+    let page = wait_for(BOUND, "the second framework on the page", || {
+        let v = browser.eval(READ_PAGE);
+        if v["frameworks"].as_array().map_or(0, Vec::len) == 2 {
+            Ok(v)
+        } else {
+            Err(format!("{v}"))
+        }
+    });
+    assert!(page["text"].as_str().unwrap_or_default().contains(evil), "{page}");
+    let injected =
+        browser.eval("[document.querySelectorAll('main img').length, window.__regentXss || 0]");
+    assert_eq!(injected, serde_json::json!([0, 0]), "markup from a name ran");
 }

@@ -83,7 +83,8 @@ impl Chromium {
         let addr = format!("127.0.0.1:{port}");
         // The page target's WebSocket.
         let ws_url = loop {
-            let list = get11(&addr, "/json/list").and_then(|b| serde_json::from_str::<Value>(&b).ok());
+            let list =
+                get11(&addr, "/json/list").and_then(|b| serde_json::from_str::<Value>(&b).ok());
             let found = list.as_ref().and_then(|l| l.as_array()).and_then(|targets| {
                 targets
                     .iter()
@@ -138,8 +139,10 @@ impl Chromium {
     /// Saves a PNG of the whole page to `path`.
     pub fn screenshot(&mut self, path: &Path) {
         use base64::Engine as _;
-        let r = self
-            .call("Page.captureScreenshot", json!({"format": "png", "captureBeyondViewport": true}));
+        let r = self.call(
+            "Page.captureScreenshot",
+            json!({"format": "png", "captureBeyondViewport": true}),
+        );
         let data = r["data"].as_str().expect("screenshot data");
         let png = base64::engine::general_purpose::STANDARD.decode(data).expect("base64 PNG");
         std::fs::write(path, png).expect("write the screenshot");

@@ -613,4 +613,3 @@ pub fn html_escape(s: &str) -> String {
     }
     out
 }
-
