@@ -388,6 +388,91 @@ fn serve_answers_503_when_the_daemon_does_not_answer() {
     assert!(wait_finished(&handle, Duration::from_secs(10)), "HTTP thread still running");
 }
 
+/// Reads server-sent events from `reader` into `(id, event, data)`
+/// triples, until the connection ends.
+fn sse_events(
+    reader: impl std::io::BufRead + Send + 'static,
+) -> std::sync::mpsc::Receiver<(u64, String, serde_json::Value)> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (mut id, mut event, mut data) = (0, String::new(), String::new());
+        for line in reader.lines() {
+            let Ok(line) = line else { return };
+            if line.is_empty() {
+                if !data.is_empty() {
+                    let v = serde_json::from_str(&data).expect("JSON data");
+                    if tx.send((id, std::mem::take(&mut event), v)).is_err() {
+                        return;
+                    }
+                }
+                data.clear();
+            } else if let Some(v) = line.strip_prefix("id: ") {
+                id = v.parse().expect("a numeric id");
+            } else if let Some(v) = line.strip_prefix("event: ") {
+                event = v.to_owned();
+            } else if let Some(v) = line.strip_prefix("data: ") {
+                data.push_str(v);
+            }
+        }
+    });
+    rx
+}
+
+#[test]
+fn an_event_stream_that_falls_behind_the_backlog_gets_a_fresh_snapshot() {
+    let server = http::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = server.server_addr().to_ip().unwrap();
+    let (qtx, qrx) = async_channel::unbounded::<HttpQuery>();
+    let handle = http::serve_on(server, qtx);
+    let mut empty = sample_state("m1", "ALIVE", 7);
+    empty.workers.clear();
+    empty.executors.clear();
+    empty.frameworks.clear();
+    let current = Arc::new(Mutex::new(empty.clone()));
+    let closer = qrx.clone();
+    let daemon = {
+        let current = current.clone();
+        std::thread::spawn(move || {
+            while let Ok(q) = qrx.recv_blocking() {
+                let state = current.lock().unwrap().clone();
+                let _ = q.reply.send(HttpSnapshot {
+                    state,
+                    rejected_connections: 0,
+                    node: Default::default(),
+                });
+            }
+        })
+    };
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    write!(s, "GET /api/events HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let events = sse_events(std::io::BufReader::new(s.try_clone().unwrap()));
+    let next = || events.recv_timeout(Duration::from_secs(60)).expect("an event");
+    let (id0, kind, data) = next();
+    assert_eq!(kind, "snapshot");
+    assert_eq!(data["workers"].as_array().map(Vec::len), Some(0));
+    // More changes at once than the backlog keeps: a fresh snapshot.
+    let many = http::events::BACKLOG + 100;
+    current.lock().unwrap().workers =
+        (0..many).map(|i| worker(&format!("w{i:05}"), "ALIVE")).collect();
+    let (id1, kind, data) = next();
+    assert_eq!(kind, "snapshot", "resynchronised by a snapshot");
+    assert_eq!(data["workers"].as_array().map(Vec::len), Some(many));
+    assert_eq!(id1, id0 + many as u64, "the snapshot's id counts every event it includes");
+    // Then events again, with the next ids.
+    current.lock().unwrap().workers[0].state = "DEAD".into();
+    let (id2, kind, data) = next();
+    assert_eq!((id2, kind.as_str()), (id1 + 1, "worker"));
+    assert_eq!(data["worker"], "w00000");
+    assert_eq!(data["change"], "state");
+    assert_eq!(data["previous"], "ALIVE");
+    assert_eq!(data["state"], "DEAD");
+    // The daemon goes away: the server stops (the stream's thread with it).
+    closer.close();
+    daemon.join().unwrap();
+    assert!(wait_finished(&handle, Duration::from_secs(10)), "HTTP thread still running");
+}
+
 #[test]
 fn serve_on_a_taken_address_names_it() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -32,8 +32,16 @@
 //!   fresh snapshot (whose `id` says which events it includes).
 //! * At most [`MAX_STREAMS`] streams at once, one thread each; one more is
 //!   answered `503`. A comment line every [`KEEPALIVE`] keeps proxies from
-//!   closing an idle stream and finds clients that went away: a stream ends
-//!   when a write fails, or when the master's daemon is gone.
+//!   closing an idle stream and finds clients that went away: a stream's
+//!   thread ends when a write fails (a client that went away is found at
+//!   the next event or comment), or when the master's daemon is gone (its
+//!   connection then closes with the process, or when the client closes
+//!   it: tiny_http keeps a connection open for the client's next request).
+//!   A client that stays connected without reading holds its place (and,
+//!   once the socket's send buffer is full, its thread, blocked in a write:
+//!   tiny_http gives no write timeout) until it reads or disconnects; the
+//!   limit keeps such clients to [`MAX_STREAMS`] threads, and the other
+//!   endpoints are not affected.
 
 use super::{header, snapshot, state_body, text, HttpQuery, HttpSnapshot, QUERY_TIMEOUT};
 use regent_core::events::{diff, ClusterEvent};
