@@ -200,3 +200,145 @@ fn the_page_shows_the_cluster_and_follows_it_live_in_chromium() {
         browser.eval("[document.querySelectorAll('main img').length, window.__regentXss || 0]");
     assert_eq!(injected, serde_json::json!([0, 0]), "markup from a name ran");
 }
+
+/// A stand-in for a master's HTTP server: the real page at `/`, `state` at
+/// `/api/state` (re-read on every request), and `404` for `/api/events`, so
+/// the page must fall back to polling.
+fn fake_master(state: std::sync::Arc<std::sync::Mutex<Value>>) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let state = state.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut line = String::new();
+                let _ = reader.read_line(&mut line);
+                loop {
+                    let mut h = String::new();
+                    if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                        break;
+                    }
+                }
+                let path = line.split_whitespace().nth(1).unwrap_or("/").to_owned();
+                let (code, kind, body) = match path.as_str() {
+                    "/" => ("200 OK", "text/html", regent_smol::http::page::PAGE.to_owned()),
+                    "/api/state" => {
+                        ("200 OK", "application/json", state.lock().unwrap().to_string())
+                    }
+                    _ => ("404 Not Found", "text/plain", "not found\n".to_owned()),
+                };
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 {code}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\
+                     Connection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn the_page_shows_cordoned_draining_workers_and_history_and_falls_back_to_polling() {
+    let cluster = Cluster::new("web-fields");
+    // The fields other parts of the API add: cordoned, DRAINING and DRAINED
+    // workers, finished frameworks in `history`.
+    let state = serde_json::json!({
+        "id": "m1", "status": "ALIVE", "epoch": 7, "leader": "127.0.0.1:5050",
+        "leader_id": "m1", "leader_epoch": 7, "messages": 1, "rejected_messages": 0,
+        "rejected_connections": 0,
+        "workers": [
+            {"id": "w1", "state": "ALIVE", "cordoned": true, "cores": 4, "cores_used": 1,
+             "memory_mb": 1024, "memory_used_mb": 128},
+            {"id": "w2", "state": "DRAINING", "cordoned": true, "cores": 4, "cores_used": 0,
+             "memory_mb": 1024, "memory_used_mb": 0},
+            {"id": "w3", "state": "DRAINED", "cores": 4, "cores_used": 0,
+             "memory_mb": 1024, "memory_used_mb": 0}
+        ],
+        "frameworks": [{"id": "fw-00000000000000aa", "name": "live-app", "state": "ACTIVE",
+                        "connected": true}],
+        "executors": [{"id": "fw-00000000000000aa/main#0#7.1", "framework_id": "fw-00000000000000aa",
+                       "worker_id": "w1", "state": "RUNNING"}],
+        "history": [{"id": "fw-00000000000000bb", "name": "nightly", "outcome": "FINISHED",
+                     "finished_at_ms": 1_700_000_000_000u64,
+                     "slots": [
+                        {"slot": 0, "state": "EXITED", "exit_code": 0,
+                         "executor": "fw-00000000000000bb/main#0#6.1", "worker": "w1"},
+                        {"slot": 1, "state": "FAILED", "reason": "exit 3",
+                         "executor": "fw-00000000000000bb/main#1#6.2", "worker": "w2"}]}]
+    });
+    let shared = std::sync::Arc::new(std::sync::Mutex::new(state));
+    let addr = fake_master(shared.clone());
+    let mut browser = Chromium::launch(
+        &format!("http://{addr}/"),
+        &cluster.path("chromium-profile"),
+        &cluster.path("chromium.stderr"),
+    );
+    let page = wait_for(BOUND, "the page polling with three workers", || {
+        let v = browser.eval(READ_PAGE);
+        if v["conn"] == "polling" && v["workers"].as_array().map_or(0, Vec::len) == 3 {
+            Ok(v)
+        } else {
+            Err(format!("{v}"))
+        }
+    });
+    let text = page["text"].as_str().unwrap_or_default();
+    let workers: Vec<(String, String)> = serde_json::from_value(page["workers"].clone()).unwrap();
+    assert_eq!(
+        workers,
+        vec![
+            ("w1".into(), "ALIVE".into()),
+            ("w2".into(), "DRAINING".into()),
+            ("w3".into(), "DRAINED".into())
+        ]
+    );
+    let cordoned = browser.eval(
+        "Array.from(document.querySelectorAll('tr[data-worker]')).filter(r => \
+         r.querySelector('.cordoned')).map(r => r.dataset.worker)",
+    );
+    assert_eq!(cordoned, serde_json::json!(["w1", "w2"]));
+    assert!(text.contains("Finished frameworks (1)") && text.contains("nightly"), "{text}");
+    assert_eq!(page["summary"]["frameworks-running"], "1");
+    assert!(text.contains("1 finished"), "{text}");
+    // The finished framework's page: every slot's final state and output.
+    browser.eval("location.hash = '#/frameworks/fw-00000000000000bb'; 1");
+    let slots = wait_for(BOUND, "the finished framework's slots", || {
+        let v = browser.eval(
+            "Array.from(document.querySelectorAll('tr[data-slot]')).map(r => [r.innerText, \
+             r.querySelector('a.log-stderr') && r.querySelector('a.log-stderr').getAttribute('href')])",
+        );
+        if v.as_array().map_or(0, Vec::len) == 2 {
+            Ok(v)
+        } else {
+            Err(format!("{v}"))
+        }
+    });
+    let first = slots[0][0].as_str().unwrap_or_default();
+    assert!(
+        first.contains("main[0]") && first.contains("EXITED") && first.contains("code 0"),
+        "{slots}"
+    );
+    let second = slots[1][0].as_str().unwrap_or_default();
+    assert!(second.contains("FAILED") && second.contains("exit 3"), "{slots}");
+    assert_eq!(slots[1][1], "/api/logs/fw-00000000000000bb%2Fmain%231%236.2?stream=stderr");
+    // Polling follows a change without a reload.
+    browser.eval("window.__regentTestMarker = 'same page'; location.hash = '#/'; 1");
+    shared.lock().unwrap()["workers"][2]["state"] = "DEAD".into();
+    let after = wait_for(BOUND, "w3 DEAD by polling", || {
+        let v = browser.eval(READ_PAGE);
+        let dead = v["workers"]
+            .as_array()
+            .is_some_and(|ws| ws.iter().any(|w| w[0] == "w3" && w[1] == "DEAD"));
+        if dead {
+            Ok(v)
+        } else {
+            Err(format!("{v}"))
+        }
+    });
+    assert_eq!(after["marker"], "same page");
+    browser.screenshot(&cluster.path("web-ui-fields.png"));
+}

@@ -19,7 +19,8 @@
 //! final state of every slot). Every executor links to its output,
 //! `/api/logs/ID?stream=stdout` and `?stream=stderr`. Executor ids
 //! (`FRAMEWORK/GROUP#SLOT#EPOCH.LAUNCH`) are shown as `GROUP[SLOT]` with the
-//! full id in a tooltip; framework ids shortened next to their names.
+//! full id in a tooltip; framework ids shortened to their last 8
+//! characters (`fw-…6f8cd9ae`) next to their names.
 //! Fields that a master may not report (`cordoned`, `history`) are shown
 //! when present. Every string from the state is inserted as text, never as
 //! markup.
