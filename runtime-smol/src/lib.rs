@@ -15,7 +15,8 @@
 //! * [`client`]: operator commands (`status`, `kill`, `remove-worker`).
 //! * [`events`]: `regent events`, the cluster's changes following the leader.
 //! * [`demo`]: `regent demo`, the main job in one process.
-//! * [`http`]: `/api/state`, `/metrics` and the HTML page.
+//! * [`http`]: the web page, `/api/state`, `/api/events` and `/metrics`
+//!   (re-exported from regent-std: both runtimes serve them).
 //! * [`zk`]: the ZooKeeper client of the master node (sessions and requests
 //!   executed with `zookeeper-client`; no protocol decision).
 #![warn(missing_docs)]
@@ -35,6 +36,7 @@ pub mod zk;
 /// blocking runtime.
 pub use regent_std::host::{millis_since, wall_clock_ms};
 
-/// The HTTP face of a master (`/`, `/api/state`, `/metrics`): served by
+/// The HTTP face of a master (`/`, `/api/state`, `/api/events`,
+/// `/metrics`): served by
 /// both runtimes, so it lives in regent-std.
 pub use regent_std::http;

@@ -9,8 +9,8 @@
 //!   left behind), runtime-agnostic.
 //! * [`net`]: connections on blocking sockets (the cluster-secret handshake,
 //!   framing, bounds), one reader and one writer thread per connection.
-//! * [`http`]: the HTTP face of a master (`/`, `/api/state`, `/metrics`),
-//!   on a thread of its own, for both runtimes.
+//! * [`http`]: the HTTP face of a master (`/`, `/api/state`, `/api/events`,
+//!   `/metrics`), on a thread of its own, for both runtimes.
 //! * [`drivers`]: the master, worker and subscriber machines driven on std
 //!   threads (one thread owns each machine), for embedders and for
 //!   `regent --runtime std`. Recovery modes `none` and `filesystem` only.

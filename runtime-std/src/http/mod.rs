@@ -12,12 +12,13 @@
 //! `405 Method Not Allowed`, any other path `404 Not Found`.
 //!
 //! The server is tiny_http on a dedicated thread (event streams get a thread
-//! each, see [`events`]). It holds no state of its own: for every request
-//! it asks the daemon loop for an [`HttpSnapshot`]
-//! through an [`HttpQuery`] and renders it; when the daemon does not answer
-//! within [`QUERY_TIMEOUT`] the request gets `503 Service Unavailable`. The
-//! thread ends soon after the daemon drops the receiving end of the query
-//! channel.
+//! each, see [`events`]). It keeps no copy of the master's state: for every
+//! request of `/api/state` or `/metrics` it asks the daemon loop for an
+//! [`HttpSnapshot`] through an [`HttpQuery`] and renders it (the page is
+//! static; the event streams share one poller); when the daemon does not
+//! answer within [`QUERY_TIMEOUT`] the request gets `503 Service
+//! Unavailable`. The thread ends soon after the daemon drops (or closes) the
+//! receiving end of the query channel.
 //!
 //! Exposure: the pages are read-only but describe the whole cluster, so
 //! `--http` follows the rule of `--listen` (the master checks it with
