@@ -83,12 +83,13 @@ pub async fn follow(
     }
 }
 
-/// Keeps the leader's address among the masters asked.
+/// Keeps the leader's address among the masters asked, first: the next
+/// poll dials it before any other (a dead master that does not refuse
+/// connections costs a connect timeout only once it stopped leading).
 fn learn(known: &mut Vec<Addr>, s: &ClusterState) {
     if let Some(h) = &s.leader {
-        if !known.contains(&h.addr) {
-            known.push(h.addr.clone());
-        }
+        known.retain(|a| *a != h.addr);
+        known.insert(0, h.addr.clone());
     }
 }
 
