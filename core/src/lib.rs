@@ -27,6 +27,8 @@
 //! * [`node`]: each daemon's composition as one pure machine
 //!   ([`node::MasterNode`]: master + elector or self-election, lease, fenced
 //!   store on one session); the runtimes and the simulator drive nodes.
+//! * [`events`]: cluster events, the pure difference of two
+//!   [`protocol::ClusterState`] snapshots (`GET /api/events`, `regent events`).
 //! * [`progress`]: a submitter's view of one executor group, fed the
 //!   subscriber machine's actions: slot states, completion and
 //!   [`progress::SubmitOutcome`].
@@ -35,6 +37,7 @@
 pub mod auth;
 pub mod codec;
 pub mod elector;
+pub mod events;
 pub mod ids;
 pub mod limits;
 pub mod master;

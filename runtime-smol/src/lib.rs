@@ -13,15 +13,17 @@
 //! * [`worker`]: the worker daemon (executors as real processes).
 //! * [`submit`]: the framework side: subscribe, declare, follow progress.
 //! * [`client`]: operator commands (`status`, `kill`, `remove-worker`).
+//! * [`events`]: `regent events`, the cluster's changes following the leader.
 //! * [`demo`]: `regent demo`, the main job in one process.
-//! * [`http`]: `/api/state`, `/metrics` and the HTML page.
+//! * [`http`]: the web page, `/api/state`, `/api/events` and `/metrics`
+//!   (re-exported from regent-std: both runtimes serve them).
 //! * [`zk`]: the ZooKeeper client of the master node (sessions and requests
 //!   executed with `zookeeper-client`; no protocol decision).
 #![warn(missing_docs)]
 
 pub mod client;
 pub mod demo;
-pub mod http;
+pub mod events;
 pub mod load;
 pub mod master;
 pub mod net;
@@ -33,3 +35,8 @@ pub mod zk;
 /// wall-clock term of a new leader's epoch: the host's, shared with the
 /// blocking runtime.
 pub use regent_std::host::{millis_since, wall_clock_ms};
+
+/// The HTTP face of a master (`/`, `/api/state`, `/api/events`,
+/// `/metrics`): served by
+/// both runtimes, so it lives in regent-std.
+pub use regent_std::http;

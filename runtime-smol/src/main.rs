@@ -37,7 +37,7 @@ struct Common {
     insecure: bool,
     /// Which runtime drives `master`, `worker` and `submit`: `smol` (async,
     /// every feature) or `std` (blocking threads; recovery none/filesystem,
-    /// no HTTP, no ZooKeeper).
+    /// no ZooKeeper; the same HTTP endpoints).
     #[arg(long, global = true, value_enum, default_value = "smol")]
     runtime: Runtime,
 }
@@ -88,6 +88,20 @@ enum Command {
         #[arg(long, value_delimiter = ',', required = true)]
         masters: Vec<String>,
         /// Print the same JSON as `GET /api/state`.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+    },
+    /// Follow the cluster's changes: a snapshot, then one line per change
+    /// (workers, frameworks, executors, leader with its epoch), from the
+    /// leader, following it across failovers; until interrupted.
+    Events {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        /// One JSON object per line (the snapshot, then the events as
+        /// `GET /api/events` sends them).
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -267,7 +281,8 @@ struct MasterArgs {
     /// Where workers and subscribers connect.
     #[arg(long)]
     listen: SocketAddr,
-    /// Where to serve /api/state, /metrics and the HTML page (read-only).
+    /// Where to serve the web page, /api/state, /api/events and /metrics
+    /// (read-only; both runtimes).
     /// A non-loopback address needs --secret-file (or --insecure); with a
     /// secret it then requires `Authorization: Bearer <token>`, the token
     /// printed by `regent http-token`.
@@ -482,9 +497,6 @@ async fn run_std(common: &Common, command: Command) -> Result<ExitCode, String> 
     let net = net_config(common)?;
     match command {
         Command::Master(a) => {
-            if a.http.is_some() {
-                return Err("--http needs --runtime smol".into());
-            }
             let recovery =
                 match a.recovery {
                     RecoveryMode::None => d::Recovery::None,
@@ -498,6 +510,7 @@ async fn run_std(common: &Common, command: Command) -> Result<ExitCode, String> 
                 };
             let mut cfg = d::MasterConfig::new(a.id, a.listen, net);
             cfg.advertise = a.advertise.map(Addr);
+            cfg.http = a.http;
             cfg.recovery = recovery;
             cfg.worker_timeout = Duration::from_millis(a.worker_timeout);
             cfg.recovery_timeout = a.recovery_timeout.map(Duration::from_millis);
@@ -723,6 +736,18 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             } else {
                 print!("{}", regent_smol::client::render_table(&state));
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Events { masters, json, connect_timeout } => {
+            regent_smol::events::follow(
+                &masters_of(&common, &masters).await?,
+                net_config(&common)?,
+                json,
+                patience(connect_timeout),
+                shutdown_channel(),
+                |line| println!("{line}"),
+            )
+            .await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Kill { masters, framework_id, connect_timeout } => {

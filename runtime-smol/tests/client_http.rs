@@ -11,7 +11,7 @@ use regent_core::protocol::{
 };
 use regent_core::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, MasterId, WorkerId};
 use regent_smol::client::{fetch_state, kill_framework, remove_worker, render_table};
-use regent_smol::http::{self, html_page, metrics_text, state_json, HttpQuery, HttpSnapshot};
+use regent_smol::http::{self, metrics_text, state_json, HttpQuery, HttpSnapshot};
 use regent_smol::net::{spawn_connection, NetConfig, NetEvent};
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -212,30 +212,21 @@ fn metrics_text_has_help_type_and_every_family() {
 }
 
 #[test]
-fn html_page_escapes_every_string() {
-    let evil = "<script>alert('x')</script>&\"";
-    let mut s = sample_state(evil, "ALIVE", 7);
-    s.leader = Some(leader_hint(evil, evil, 7));
-    s.workers[0].id = WorkerId::new(evil);
-    s.workers[0].state = evil.into();
-    s.frameworks[0].id = FrameworkId::new(evil);
-    s.frameworks[0].name = evil.into();
-    s.frameworks[0].state = evil.into();
-    s.executors[0].id = ExecutorId::new(evil);
-    s.executors[0].framework = FrameworkId::new(evil);
-    s.executors[0].worker = Some(WorkerId::new(evil));
-    s.executors[3].state = ExecutorState::Failed { reason: evil.into() };
-    let page =
-        html_page(&HttpSnapshot { state: s, rejected_connections: 0, node: Default::default() });
-    assert!(!page.contains("<script"), "unescaped markup in\n{page}");
-    assert!(!page.contains("alert('x')"), "unescaped quote in\n{page}");
-    let escaped = "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;&quot;";
-    // Master id (title and heading), leader id and address, worker id and
-    // state, framework id, name and state, executor id, framework, worker
-    // and failure reason.
-    assert!(page.matches(escaped).count() >= 13, "some string not shown escaped:\n{page}");
-    assert!(page.contains("Workers (4)") && page.contains("Executors (6)"));
-    assert!(page.contains("href=\"/api/state\"") && page.contains("href=\"/metrics\""));
+fn the_page_is_self_contained_and_inserts_state_as_text_only() {
+    let page = http::page::PAGE;
+    // Nothing from elsewhere (the machines running it may have no network).
+    for needle in ["http://", "https://", "src=\"//", "href=\"//", "@import"] {
+        assert!(!page.contains(needle), "the page loads {needle}");
+    }
+    // State strings go in as text nodes: the only markup written is the
+    // empty string that clears the view.
+    for (i, _) in page.match_indices("innerHTML") {
+        assert!(page[i..].starts_with("innerHTML = \"\""), "innerHTML used at {i}");
+    }
+    assert!(!page.contains("insertAdjacentHTML") && !page.contains("document.write"));
+    // It follows the event stream and reads the state.
+    assert!(page.contains("new EventSource(\"/api/events\")"));
+    assert!(page.contains("fetch(\"/api/state\""));
 }
 
 #[test]
@@ -302,7 +293,7 @@ fn serve_with_daemon(
                 None
             }));
             if let Some(q) = q {
-                let _ = q.reply.send_blocking(snap.clone());
+                let _ = q.reply.send(snap.clone());
             }
         }
     });
@@ -351,7 +342,7 @@ fn serve_answers_state_metrics_and_html_404_and_405() {
     let (status, head, body) = http_request(addr, "GET", "/");
     assert_eq!(status, 200, "{head}");
     assert!(head.to_ascii_lowercase().contains("content-type: text/html"), "{head}");
-    assert!(body.contains("<h1>regent master m1</h1>"), "{body}");
+    assert!(body.contains("<title>regent</title>") && body.contains("/api/events"), "{body}");
 
     let (status, _, body) = http_request(addr, "HEAD", "/api/state");
     assert_eq!(status, 200);
@@ -394,6 +385,91 @@ fn serve_answers_503_when_the_daemon_does_not_answer() {
     assert_eq!(status, 503);
     answerer.join().unwrap();
     drop(qrx);
+    assert!(wait_finished(&handle, Duration::from_secs(10)), "HTTP thread still running");
+}
+
+/// Reads server-sent events from `reader` into `(id, event, data)`
+/// triples, until the connection ends.
+fn sse_events(
+    reader: impl std::io::BufRead + Send + 'static,
+) -> std::sync::mpsc::Receiver<(u64, String, serde_json::Value)> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (mut id, mut event, mut data) = (0, String::new(), String::new());
+        for line in reader.lines() {
+            let Ok(line) = line else { return };
+            if line.is_empty() {
+                if !data.is_empty() {
+                    let v = serde_json::from_str(&data).expect("JSON data");
+                    if tx.send((id, std::mem::take(&mut event), v)).is_err() {
+                        return;
+                    }
+                }
+                data.clear();
+            } else if let Some(v) = line.strip_prefix("id: ") {
+                id = v.parse().expect("a numeric id");
+            } else if let Some(v) = line.strip_prefix("event: ") {
+                event = v.to_owned();
+            } else if let Some(v) = line.strip_prefix("data: ") {
+                data.push_str(v);
+            }
+        }
+    });
+    rx
+}
+
+#[test]
+fn an_event_stream_that_falls_behind_the_backlog_gets_a_fresh_snapshot() {
+    let server = http::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = server.server_addr().to_ip().unwrap();
+    let (qtx, qrx) = async_channel::unbounded::<HttpQuery>();
+    let handle = http::serve_on(server, qtx);
+    let mut empty = sample_state("m1", "ALIVE", 7);
+    empty.workers.clear();
+    empty.executors.clear();
+    empty.frameworks.clear();
+    let current = Arc::new(Mutex::new(empty.clone()));
+    let closer = qrx.clone();
+    let daemon = {
+        let current = current.clone();
+        std::thread::spawn(move || {
+            while let Ok(q) = qrx.recv_blocking() {
+                let state = current.lock().unwrap().clone();
+                let _ = q.reply.send(HttpSnapshot {
+                    state,
+                    rejected_connections: 0,
+                    node: Default::default(),
+                });
+            }
+        })
+    };
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    write!(s, "GET /api/events HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let events = sse_events(std::io::BufReader::new(s.try_clone().unwrap()));
+    let next = || events.recv_timeout(Duration::from_secs(60)).expect("an event");
+    let (id0, kind, data) = next();
+    assert_eq!(kind, "snapshot");
+    assert_eq!(data["workers"].as_array().map(Vec::len), Some(0));
+    // More changes at once than the backlog keeps: a fresh snapshot.
+    let many = http::events::BACKLOG + 100;
+    current.lock().unwrap().workers =
+        (0..many).map(|i| worker(&format!("w{i:05}"), "ALIVE")).collect();
+    let (id1, kind, data) = next();
+    assert_eq!(kind, "snapshot", "resynchronised by a snapshot");
+    assert_eq!(data["workers"].as_array().map(Vec::len), Some(many));
+    assert_eq!(id1, id0 + many as u64, "the snapshot's id counts every event it includes");
+    // Then events again, with the next ids.
+    current.lock().unwrap().workers[0].state = "DEAD".into();
+    let (id2, kind, data) = next();
+    assert_eq!((id2, kind.as_str()), (id1 + 1, "worker"));
+    assert_eq!(data["worker"], "w00000");
+    assert_eq!(data["change"], "state");
+    assert_eq!(data["previous"], "ALIVE");
+    assert_eq!(data["state"], "DEAD");
+    // The daemon goes away: the server stops (the stream's thread with it).
+    closer.close();
+    daemon.join().unwrap();
     assert!(wait_finished(&handle, Duration::from_secs(10)), "HTTP thread still running");
 }
 

@@ -65,8 +65,19 @@ fn refused_fast(c: &Cluster, args: &[&str], names: &str) -> String {
 
 /// `regent master` with recovery `none`, a cluster secret and `--http`.
 fn secret_master(c: &Cluster, listen: &str, http: &str, secret: &str) -> support::cluster::Proc {
+    secret_master_on(c, &[], listen, http, secret)
+}
+
+/// [`secret_master`] with global arguments first (`--runtime std`).
+fn secret_master_on(
+    c: &Cluster,
+    global: &[&str],
+    listen: &str,
+    http: &str,
+    secret: &str,
+) -> support::cluster::Proc {
     let args = ["master", "--id", "m1", "--listen", listen, "--http", http, "--recovery", "none"];
-    let mut args = args.to_vec();
+    let mut args = [global, &args].concat();
     args.extend(["--secret-file", secret]);
     c.spawn("m1", support::cluster::Kind::Master, &args)
 }
@@ -99,12 +110,21 @@ fn a_non_loopback_http_address_without_a_secret_is_refused() {
 
 #[test]
 fn http_bound_off_loopback_with_a_secret_requires_the_bearer_token() {
+    bearer_token_required(&[]);
+}
+
+#[test]
+fn a_std_master_requires_the_bearer_token_likewise() {
+    bearer_token_required(&["--runtime", "std"]);
+}
+
+fn bearer_token_required(global: &[&str]) {
     let c = Cluster::new("exposure-token");
     let secret = secret_file(&c);
     let (port, http_port) = (free_port(), free_port());
     let listen = loopback(port);
     let http = format!("0.0.0.0:{http_port}");
-    let mut m = secret_master(&c, &listen, &http, &secret);
+    let mut m = secret_master_on(&c, global, &listen, &http, &secret);
     // Reached over loopback: the token is required because of the bind.
     let via = loopback(http_port);
     let (code, body) = wait_for(BOUND, "the HTTP server answers", || {
@@ -125,6 +145,11 @@ fn http_bound_off_loopback_with_a_secret_requires_the_bearer_token() {
     assert!(body.contains("wrong bearer token"), "{body}");
     let (code, body) = request(&via, "GET", "/metrics", Some("Basic abc")).unwrap();
     assert_eq!(code, 401, "{body}");
+    // The page and the event stream too.
+    for path in ["/", "/api/events"] {
+        let (code, body) = request(&via, "GET", path, None).unwrap();
+        assert_eq!(code, 401, "{path}: {body}");
+    }
 
     let good = format!("Bearer {token}");
     let (code, body) = request(&via, "GET", "/api/state", Some(&good)).unwrap();

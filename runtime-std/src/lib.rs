@@ -9,6 +9,8 @@
 //!   left behind), runtime-agnostic.
 //! * [`net`]: connections on blocking sockets (the cluster-secret handshake,
 //!   framing, bounds), one reader and one writer thread per connection.
+//! * [`http`]: the HTTP face of a master (`/`, `/api/state`, `/api/events`,
+//!   `/metrics`), on a thread of its own, for both runtimes.
 //! * [`drivers`]: the master, worker and subscriber machines driven on std
 //!   threads (one thread owns each machine), for embedders and for
 //!   `regent --runtime std`. Recovery modes `none` and `filesystem` only.
@@ -17,6 +19,7 @@
 pub mod drivers;
 pub mod exec;
 pub mod host;
+pub mod http;
 pub mod net;
 pub mod store;
 

@@ -1,6 +1,7 @@
 //! Shared helpers of the ZooKeeper tests.
 #![allow(dead_code)]
 
+pub mod chromium;
 pub mod cluster;
 pub mod elector_driver;
 pub mod tcp_proxy;

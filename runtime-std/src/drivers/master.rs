@@ -9,11 +9,17 @@
 //! store's writer thread ([`crate::store::spawn_writer`]: group commit, fsync
 //! off the machine's thread) or, in `none`, nowhere (acknowledged at once).
 //!
-//! Not here: ZooKeeper recovery (it needs the async ZooKeeper client) and
-//! HTTP; both stay with the smol runtime (`regent master`).
+//! HTTP (`http`, optional): the same server and pages as the smol master
+//! ([`crate::http`]: `/`, `/api/state`, `/api/events`, `/metrics`, the
+//! same exposure rule and bearer token); its queries reach this thread
+//! through a forwarding thread.
+//!
+//! Not here: ZooKeeper recovery (it needs the async ZooKeeper client); it
+//! stays with the smol runtime (`regent master`).
 
 use super::{millis_since, wait_for, wall_clock_ms, DriverThread, Stopper};
 use crate::host::{proc_limit, ConnectionCeiling};
+use crate::http::{self, HttpQuery, HttpSnapshot};
 use crate::net::{self, spawn_connection, ConnHandle, NetConfig, NetEvent};
 use crate::store::{master_sealing, LocalStore, Op};
 use regent_core::auth::{Secret, Side};
@@ -104,6 +110,9 @@ pub struct MasterConfig {
     pub listen: SocketAddr,
     /// The address advertised to peers (default: the bound address).
     pub advertise: Option<Addr>,
+    /// Where to serve HTTP (`/`, `/api/state`, `/api/events`, `/metrics`),
+    /// if anywhere; see [`crate::http`].
+    pub http: Option<SocketAddr>,
     /// The recovery mode.
     pub recovery: Recovery,
     /// A worker silent this long is DEAD.
@@ -181,6 +190,7 @@ impl MasterConfig {
             id: id.into(),
             listen,
             advertise: None,
+            http: None,
             recovery: Recovery::None,
             worker_timeout: Duration::from_secs(10),
             recovery_timeout: None,
@@ -202,6 +212,7 @@ enum Input {
     Net(NetEvent),
     Store(Vec<StoreResult>),
     State(Sender<ClusterState>),
+    Http(HttpQuery),
     Shutdown,
 }
 
@@ -211,6 +222,7 @@ enum Input {
 #[derive(Debug)]
 pub struct MasterHandle {
     addr: SocketAddr,
+    http_addr: Option<SocketAddr>,
     tx: Sender<Input>,
     driver: DriverThread<()>,
 }
@@ -220,6 +232,11 @@ impl MasterHandle {
     /// the configuration, the port picked).
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The address HTTP is served on (the bound one), if it is.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_addr
     }
 
     /// The master's view of the cluster, as `regent status` shows it;
@@ -260,7 +277,12 @@ impl MasterHandle {
 /// cannot be bound, or the store cannot be opened (locked by another master,
 /// damaged).
 pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
-    net::check_exposure(&cfg.listen, cfg.net.secret.is_some(), cfg.insecure)?;
+    net::check_exposure(&cfg.listen, cfg.net.secret.is_some(), cfg.insecure)
+        .map_err(|e| format!("--listen: {e}"))?;
+    if let Some(addr) = cfg.http {
+        net::check_exposure(&addr, cfg.net.secret.is_some(), cfg.insecure)
+            .map_err(|e| format!("--http: {e} (the HTTP pages describe the whole cluster)"))?;
+    }
     check_connection_ceiling(cfg.max_connections)?;
     let listener = TcpListener::bind(cfg.listen)
         .map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
@@ -280,6 +302,31 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
             LocalStore::open_files(dir, &cfg.id, sealing, move |events| {
                 let _ = sink.send(Input::Store(events));
             })?
+        }
+    };
+    // HTTP: bound before the master starts (a taken port fails the start);
+    // its queries are forwarded into the master's channel.
+    let (http_addr, http_queries) = match cfg.http {
+        None => (None, None),
+        Some(addr) => {
+            let server = http::bind(addr)?;
+            let http_bound = server.server_addr().to_ip().unwrap_or(addr);
+            let (qtx, qrx) = async_channel::unbounded::<HttpQuery>();
+            let token = http::required_token(http_bound, cfg.net.secret.as_ref());
+            http::serve_on_with(server, token, qtx);
+            let forward = tx.clone();
+            let from = qrx.clone();
+            std::thread::Builder::new()
+                .name("regent-http-queries".into())
+                .spawn(move || {
+                    while let Ok(q) = from.recv_blocking() {
+                        if forward.send(Input::Http(q)).is_err() {
+                            break;
+                        }
+                    }
+                })
+                .map_err(|e| format!("cannot start the HTTP query thread: {e}"))?;
+            (Some(http_bound), Some(qrx))
         }
     };
     let acceptor = Acceptor::spawn(listener, bound, tx.clone())?;
@@ -314,6 +361,8 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
         store,
         gate: Arc::new(Gate::new()),
         _acceptor: acceptor,
+        http_queries,
+        rejected_connections: 0,
         ceiling: ConnectionCeiling::new(
             cfg.max_connections,
             "the most this std-runtime master takes (--max-connections; a thread per \
@@ -328,7 +377,12 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
     let stop = Stopper::new(move || {
         let _ = stop_tx.send(Input::Shutdown);
     });
-    Ok(MasterHandle { addr: bound, tx, driver: DriverThread::new("master", stop, thread) })
+    Ok(MasterHandle {
+        addr: bound,
+        http_addr,
+        tx,
+        driver: DriverThread::new("master", stop, thread),
+    })
 }
 
 /// The accept thread; dropping it stops the thread and closes the listener.
@@ -398,6 +452,12 @@ struct Daemon {
     /// Bounds the frames waiting for this thread.
     gate: Arc<Gate>,
     _acceptor: Acceptor,
+    /// The HTTP server's queries; closed when the master stops, which ends
+    /// the server's thread and the forwarding one.
+    http_queries: Option<async_channel::Receiver<HttpQuery>>,
+    /// Connections refused or closed for a bad handshake, cluster, frame or
+    /// the ceiling (`regent_rejected_connections_total`).
+    rejected_connections: u64,
     /// Past it, a connection is closed at once.
     ceiling: ConnectionCeiling,
 }
@@ -430,6 +490,9 @@ impl Daemon {
         let result = self.run_loop(&rx, &mut pending);
         // Readers waiting for room hand their frames to nobody now.
         self.gate.close();
+        if let Some(q) = &self.http_queries {
+            q.close();
+        }
         match &result {
             Ok(()) => tracing::info!("master stopped"),
             Err(e) => tracing::error!("master stops: {e}"),
@@ -471,7 +534,10 @@ impl Daemon {
                 // The ceiling: closed at once (the peer retries, or follows
                 // another master).
                 Input::Accepted(Ok(stream))
-                    if self.ceiling.refuses(self.conns.len(), stream.peer_addr().ok()) => {}
+                    if self.ceiling.refuses(self.conns.len(), stream.peer_addr().ok()) =>
+                {
+                    self.rejected_connections += 1;
+                }
                 Input::Accepted(Ok(stream)) => match self.run_connection(stream, Side::Server) {
                     Ok(conn) => pending.push_back(NodeInput::Connected { conn }),
                     Err(e) => tracing::warn!("cannot start a connection: {e}"),
@@ -508,6 +574,7 @@ impl Daemon {
                     }
                     if let Some(h) = self.conns.remove(&conn) {
                         if net::is_refusal(&reason) {
+                            self.rejected_connections += 1;
                             tracing::warn!(peer = %h.peer, %conn, "connection refused: {reason}");
                         } else {
                             tracing::debug!(peer = %h.peer, %conn, "connection closed: {reason}");
@@ -519,6 +586,20 @@ impl Daemon {
                 Input::Store(results) => pending.extend(results.into_iter().map(NodeInput::Store)),
                 Input::State(reply) => {
                     let _ = reply.send(self.node.master().state());
+                }
+                Input::Http(q) => {
+                    // Inputs taken so far first, then a handle call at the
+                    // current time, as the smol master does: the snapshot
+                    // shows them, and never a leadership whose lease ran out.
+                    pending.push_back(NodeInput::Tick);
+                    while let Some(event) = pending.pop_front() {
+                        self.step(event, pending)?;
+                    }
+                    let _ = q.reply.try_send(HttpSnapshot {
+                        state: self.node.master().state(),
+                        rejected_connections: self.rejected_connections,
+                        node: self.node.metrics(),
+                    });
                 }
             }
         }

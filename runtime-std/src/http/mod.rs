@@ -3,17 +3,22 @@
 //! * `GET /api/state`: the master's view as JSON ([`state_json`], plus
 //!   `rejected_connections`);
 //! * `GET /metrics`: Prometheus text exposition ([`metrics_text`]);
-//! * `GET /`: a small HTML page with the same information ([`html_page`]).
+//! * `GET /api/events`: the cluster as server-sent events, a snapshot then
+//!   every change ([`events`]);
+//! * `GET /`: the web page ([`page`]): plain HTML and JavaScript embedded in
+//!   the binary, which reads `/api/state` and follows `/api/events`.
 //!
 //! `HEAD` is answered like `GET` without a body; any other method is
 //! `405 Method Not Allowed`, any other path `404 Not Found`.
 //!
-//! The server is tiny_http on a dedicated thread. It holds no state of its
-//! own: for every request it asks the daemon loop for an [`HttpSnapshot`]
-//! through an [`HttpQuery`] and renders it; when the daemon does not answer
-//! within [`QUERY_TIMEOUT`] the request gets `503 Service Unavailable`. The
-//! thread ends soon after the daemon drops the receiving end of the query
-//! channel.
+//! The server is tiny_http on a dedicated thread (event streams get a thread
+//! each, see [`events`]). It keeps no copy of the master's state: for every
+//! request of `/api/state` or `/metrics` it asks the daemon loop for an
+//! [`HttpSnapshot`] through an [`HttpQuery`] and renders it (the page is
+//! static; the event streams share one poller); when the daemon does not
+//! answer within [`QUERY_TIMEOUT`] the request gets `503 Service
+//! Unavailable`. The thread ends soon after the daemon drops (or closes) the
+//! receiving end of the query channel.
 //!
 //! Exposure: the pages are read-only but describe the whole cluster, so
 //! `--http` follows the rule of `--listen` (the master checks it with
@@ -35,7 +40,11 @@ use regent_core::protocol::{ClusterState, ExecutorState};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
+
+pub mod events;
+pub mod page;
 
 /// How long a request waits for the daemon's snapshot before `503`.
 pub const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -45,11 +54,14 @@ const POLL_INTERVAL: Duration = Duration::from_millis(500);
 
 /// A request from the HTTP thread to the daemon loop: "send me a snapshot on
 /// `reply`". The daemon answers with one [`HttpSnapshot`] (or drops `reply`,
-/// which the request sees as `503`).
+/// which the request sees as `503`). The queries travel on an
+/// `async_channel` (runtime-neutral: the smol master awaits it, the std
+/// master's forwarding thread blocks on it); the reply is a std channel the
+/// HTTP thread waits on with a timeout.
 #[derive(Debug)]
 pub struct HttpQuery {
-    /// Where the daemon sends the snapshot.
-    pub reply: async_channel::Sender<HttpSnapshot>,
+    /// Where the daemon sends the snapshot (`try_send`: room for one).
+    pub reply: std::sync::mpsc::SyncSender<HttpSnapshot>,
 }
 
 /// What the daemon loop answers to an [`HttpQuery`].
@@ -136,9 +148,10 @@ pub fn serve_on_with(
     std::thread::Builder::new()
         .name("regent-http".into())
         .spawn(move || {
+            let hub = events::Hub::new(queries.clone());
             while !queries.is_closed() {
                 match server.recv_timeout(POLL_INTERVAL) {
-                    Ok(Some(request)) => respond(request, &queries, token.as_deref()),
+                    Ok(Some(request)) => respond(request, &queries, &hub, token.as_deref()),
                     Ok(None) => {}
                     Err(e) => {
                         tracing::warn!(addr = %bound, error = %e, "HTTP server failed; stopping");
@@ -157,6 +170,7 @@ enum Page {
     Html,
     State,
     Metrics,
+    Events,
 }
 
 /// Why a request is not authorized, if it is not.
@@ -196,6 +210,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 fn respond(
     request: tiny_http::Request,
     queries: &async_channel::Sender<HttpQuery>,
+    hub: &Arc<events::Hub>,
     token: Option<&str>,
 ) {
     let method = request.method().clone();
@@ -213,10 +228,22 @@ fn respond(
         "/" | "/index.html" => Some(Page::Html),
         "/api/state" => Some(Page::State),
         "/metrics" => Some(Page::Metrics),
+        "/api/events" => Some(Page::Events),
         _ => None,
     };
+    let get = matches!(method, tiny_http::Method::Get | tiny_http::Method::Head);
+    if get && matches!(page, Some(Page::Events)) {
+        tracing::debug!(%method, %path, "HTTP event stream");
+        return events::serve(request, hub);
+    }
     let response = match (&method, page) {
         (_, None) => text(404, "not found\n"),
+        // The page is static: it reads the state itself.
+        (tiny_http::Method::Get | tiny_http::Method::Head, Some(Page::Html)) => {
+            tiny_http::Response::from_string(page::PAGE)
+                .with_header(header("Content-Type", "text/html; charset=utf-8"))
+                .with_header(header("Cache-Control", "no-cache"))
+        }
         (tiny_http::Method::Get | tiny_http::Method::Head, Some(page)) => match snapshot(queries) {
             Some(snap) => render(page, &snap),
             None => text(503, "the master did not answer in time; retry\n"),
@@ -235,36 +262,34 @@ fn respond(
 /// Asks the daemon for a snapshot; `None` after [`QUERY_TIMEOUT`] or when
 /// the daemon is gone.
 fn snapshot(queries: &async_channel::Sender<HttpQuery>) -> Option<HttpSnapshot> {
-    let (tx, rx) = async_channel::bounded(1);
-    smol::block_on(smol::future::or(
-        async {
-            queries.send(HttpQuery { reply: tx }).await.ok()?;
-            rx.recv().await.ok()
-        },
-        async {
-            async_io::Timer::after(QUERY_TIMEOUT).await;
-            None
-        },
-    ))
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    // The channel is unbounded: this never blocks.
+    queries.send_blocking(HttpQuery { reply: tx }).ok()?;
+    rx.recv_timeout(QUERY_TIMEOUT).ok()
 }
 
 type Response = tiny_http::Response<std::io::Cursor<Vec<u8>>>;
 
 fn render(page: Page, snap: &HttpSnapshot) -> Response {
     match page {
-        Page::Html => tiny_http::Response::from_string(html_page(snap))
-            .with_header(header("Content-Type", "text/html; charset=utf-8")),
-        Page::State => {
-            let mut v = state_json(&snap.state);
-            v["rejected_connections"] = json!(snap.rejected_connections);
-            let mut body = serde_json::to_string_pretty(&v).unwrap_or_else(|_| "{}".into());
-            body.push('\n');
-            tiny_http::Response::from_string(body)
-                .with_header(header("Content-Type", "application/json"))
-        }
+        Page::State => tiny_http::Response::from_string(state_body(snap, true))
+            .with_header(header("Content-Type", "application/json")),
         Page::Metrics => tiny_http::Response::from_string(metrics_text(snap))
             .with_header(header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")),
+        // Answered without a snapshot (see `respond`).
+        Page::Html | Page::Events => text(500, "internal error: not a snapshot page\n"),
     }
+}
+
+/// The body of `GET /api/state`: [`state_json`] plus
+/// `rejected_connections`, pretty or on one line, ending with a newline.
+pub fn state_body(snap: &HttpSnapshot, pretty: bool) -> String {
+    let mut v = state_json(&snap.state);
+    v["rejected_connections"] = json!(snap.rejected_connections);
+    let body = if pretty { serde_json::to_string_pretty(&v) } else { serde_json::to_string(&v) };
+    let mut body = body.unwrap_or_else(|_| "{}".into());
+    body.push('\n');
+    body
 }
 
 fn text(code: u16, body: &str) -> Response {
@@ -278,18 +303,8 @@ fn header(name: &str, value: &str) -> tiny_http::Header {
         .expect("static header names and values are valid")
 }
 
-/// The executor state's name as the API shows it: `LAUNCHING`, `RUNNING`,
-/// `EXITED`, `FAILED`, `KILLED` or `LOST`.
-pub fn executor_state_name(state: &ExecutorState) -> &'static str {
-    match state {
-        ExecutorState::Launching => "LAUNCHING",
-        ExecutorState::Running => "RUNNING",
-        ExecutorState::Exited { .. } => "EXITED",
-        ExecutorState::Failed { .. } => "FAILED",
-        ExecutorState::Killed => "KILLED",
-        ExecutorState::Lost => "LOST",
-    }
-}
+/// The executor state's name as the API shows it (one definition, in core).
+pub use regent_core::events::executor_state_name;
 
 /// Every executor state name, in life order (metrics list them all).
 const EXECUTOR_STATES: [&str; 6] = ["LAUNCHING", "RUNNING", "EXITED", "FAILED", "KILLED", "LOST"];
@@ -598,121 +613,4 @@ pub fn html_escape(s: &str) -> String {
         }
     }
     out
-}
-
-/// The HTML page of `GET /`: the master (status, epoch, leader, counters),
-/// then workers, frameworks and executors, with links to `/api/state` and
-/// `/metrics`. Every string from the state is escaped; the page refreshes
-/// itself every 5 s.
-pub fn html_page(s: &HttpSnapshot) -> String {
-    let st = &s.state;
-    let e = html_escape;
-    let mut out = String::new();
-    let _ = write!(
-        out,
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">\
-         <meta http-equiv=\"refresh\" content=\"5\">\
-         <title>regent master {id}</title>\
-         <style>body{{font-family:sans-serif;margin:1.5em}}\
-         table{{border-collapse:collapse;margin-bottom:1.5em}}\
-         th,td{{border:1px solid #ccc;padding:.25em .6em;text-align:left}}\
-         th{{background:#eee}}</style></head><body>\n\
-         <h1>regent master {id}</h1>\n",
-        id = e(st.master.as_str()),
-    );
-    let leader = match &st.leader {
-        Some(h) => format!("{} at {} (epoch {})", e(h.id.as_str()), e(h.addr.as_str()), h.epoch.0),
-        None => "unknown".to_string(),
-    };
-    html_table(
-        &mut out,
-        &["Status", "Epoch", "Leader", "Messages", "Rejected messages", "Rejected connections"],
-        vec![vec![
-            e(&st.status),
-            st.epoch.0.to_string(),
-            leader,
-            st.messages.to_string(),
-            st.rejected.to_string(),
-            s.rejected_connections.to_string(),
-        ]],
-    );
-    let _ = writeln!(out, "<h2>Workers ({})</h2>", st.workers.len());
-    html_table(
-        &mut out,
-        &["Id", "State", "Cores used / total", "Memory used / total (MiB)"],
-        st.workers
-            .iter()
-            .map(|w| {
-                vec![
-                    e(w.id.as_str()),
-                    e(&w.state),
-                    format!("{} / {}", w.cores_used, w.cores),
-                    format!("{} / {}", w.memory_used_mb, w.memory_mb),
-                ]
-            })
-            .collect(),
-    );
-    let _ = writeln!(out, "<h2>Frameworks ({})</h2>", st.frameworks.len());
-    html_table(
-        &mut out,
-        &["Id", "Name", "State", "Connected"],
-        st.frameworks
-            .iter()
-            .map(|f| {
-                vec![
-                    e(f.id.as_str()),
-                    e(&f.name),
-                    e(&f.state),
-                    if f.connected { "yes" } else { "no" }.to_string(),
-                ]
-            })
-            .collect(),
-    );
-    let _ = writeln!(out, "<h2>Executors ({})</h2>", st.executors.len());
-    html_table(
-        &mut out,
-        &["Id", "Framework", "Worker", "State"],
-        st.executors
-            .iter()
-            .map(|x| {
-                let state = match &x.state {
-                    ExecutorState::Exited { code } => format!("EXITED (code {code})"),
-                    ExecutorState::Failed { reason } => format!("FAILED ({})", e(reason)),
-                    other => executor_state_name(other).to_string(),
-                };
-                vec![
-                    e(x.id.as_str()),
-                    e(x.framework.as_str()),
-                    x.worker.as_ref().map(|w| e(w.as_str())).unwrap_or_else(|| "-".into()),
-                    state,
-                ]
-            })
-            .collect(),
-    );
-    out.push_str(
-        "<p><a href=\"/api/state\">/api/state</a> &middot; <a href=\"/metrics\">/metrics</a></p>\n\
-         </body></html>\n",
-    );
-    out
-}
-
-/// Appends a table; `rows` must already be escaped.
-fn html_table(out: &mut String, header: &[&str], rows: Vec<Vec<String>>) {
-    if rows.is_empty() {
-        out.push_str("<p>none</p>\n");
-        return;
-    }
-    out.push_str("<table><tr>");
-    for h in header {
-        let _ = write!(out, "<th>{}</th>", html_escape(h));
-    }
-    out.push_str("</tr>\n");
-    for row in rows {
-        out.push_str("<tr>");
-        for cell in row {
-            let _ = write!(out, "<td>{cell}</td>");
-        }
-        out.push_str("</tr>\n");
-    }
-    out.push_str("</table>\n");
 }

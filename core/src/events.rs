@@ -1,0 +1,404 @@
+//! Cluster events: what changed between two views of the cluster.
+//!
+//! [`diff`] compares two [`ClusterState`]s (what a master's `state()` shows,
+//! what `StateRequest` answers) and lists the changes as [`ClusterEvent`]s:
+//! workers, frameworks and executors added, changed state, changed
+//! otherwise (resources in use, a connection, any field added later) or
+//! removed; the leader changed (another master, or the same one at a new
+//! epoch, or none known); the answering master's own status changed. It is
+//! a pure function: the HTTP event stream (`GET /api/events`) and
+//! `regent events` both poll snapshots and diff them with it, so what they
+//! report is exactly what two snapshots differ by.
+//!
+//! Coalescing: a diff sees two snapshots, not the steps between them. An
+//! executor that went LAUNCHING → RUNNING → EXITED between two polls is one
+//! `state` event from LAUNCHING to EXITED; a worker that joined and died in
+//! between is one `added` event with state DEAD; something added and
+//! removed in between is not seen at all. The last state is always right.
+//!
+//! Events come in a fixed order: leader, status, then workers, frameworks
+//! and executors, each by id. Events are serialized (serde, internally
+//! tagged by `kind`) as JSON objects such as
+//! `{"kind":"worker","change":"state","worker":"w1","state":"DEAD","previous":"ALIVE",...}`.
+
+use crate::protocol::{ClusterState, ExecutorState, ExecutorView, FrameworkView, WorkerView};
+use crate::{Addr, ExecutorId, FrameworkId, MasterId, WorkerId};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What happened to an entity between two snapshots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    /// It is new.
+    Added,
+    /// Its state changed (`previous` says from what).
+    State,
+    /// Something else about it changed (resources in use, connection,
+    /// cordoned...), not its state.
+    Updated,
+    /// It is gone (the event carries its last known state).
+    Removed,
+}
+
+/// One change between two snapshots (see the module docs).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ClusterEvent {
+    /// The leader the answering master knows of changed: another master,
+    /// the same master at another epoch, or none known any more. Also
+    /// reported when the snapshots come from different masters (a client
+    /// that followed the leader across a failover).
+    Leader {
+        /// The leader's id, `None` when no leader is known.
+        leader: Option<MasterId>,
+        /// The address workers dial to reach it.
+        addr: Option<Addr>,
+        /// The leader's epoch.
+        epoch: Option<u64>,
+        /// The leader before, if one was known.
+        previous: Option<MasterId>,
+        /// Its epoch.
+        previous_epoch: Option<u64>,
+    },
+    /// The answering master's own status changed (STANDBY, RECOVERING,
+    /// ALIVE, SUSPENDED).
+    Status {
+        /// The master.
+        master: MasterId,
+        /// Its status now.
+        state: String,
+        /// Its status before.
+        previous: String,
+        /// Its epoch now.
+        epoch: u64,
+    },
+    /// A worker was added, changed or removed.
+    Worker {
+        /// What happened.
+        change: Change,
+        /// The worker.
+        worker: WorkerId,
+        /// Its state now (the last known one when removed).
+        state: String,
+        /// Its state before, for [`Change::State`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        previous: Option<String>,
+        /// Cores offered.
+        cores: u32,
+        /// Cores held by executors.
+        cores_used: u32,
+        /// Memory offered, MiB.
+        memory_mb: u64,
+        /// Memory held by executors, MiB.
+        memory_used_mb: u64,
+    },
+    /// A framework was added, changed or removed.
+    Framework {
+        /// What happened.
+        change: Change,
+        /// The framework.
+        framework: FrameworkId,
+        /// Its name.
+        name: String,
+        /// Its state now (the last known one when removed).
+        state: String,
+        /// Its state before, for [`Change::State`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        previous: Option<String>,
+        /// It has a live subscription.
+        connected: bool,
+    },
+    /// An executor was added, changed or removed.
+    Executor {
+        /// What happened.
+        change: Change,
+        /// The executor.
+        executor: ExecutorId,
+        /// Its framework.
+        framework: FrameworkId,
+        /// Its worker, if known.
+        worker: Option<WorkerId>,
+        /// Its state now ([`executor_state_name`]; the last known one when
+        /// removed).
+        state: String,
+        /// Its state before, for [`Change::State`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        previous: Option<String>,
+        /// Exit code, when EXITED.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        /// Why, when FAILED.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// Not produced by [`diff`]: a client following the leader lost it and
+    /// looks for the next one (`regent events`).
+    LeaderLost {
+        /// The leader it followed.
+        leader: MasterId,
+        /// Its epoch.
+        epoch: u64,
+        /// Why it is considered lost.
+        reason: String,
+    },
+}
+
+/// The executor state's name as the API shows it: `LAUNCHING`, `RUNNING`,
+/// `EXITED`, `FAILED`, `KILLED` or `LOST`.
+pub fn executor_state_name(state: &ExecutorState) -> &'static str {
+    match state {
+        ExecutorState::Launching => "LAUNCHING",
+        ExecutorState::Running => "RUNNING",
+        ExecutorState::Exited { .. } => "EXITED",
+        ExecutorState::Failed { .. } => "FAILED",
+        ExecutorState::Killed => "KILLED",
+        ExecutorState::Lost => "LOST",
+    }
+}
+
+/// The changes from `before` to `after`, in the order of the module docs.
+/// Equal snapshots give no event; counters (`messages`, `rejected`) are not
+/// events.
+pub fn diff(before: &ClusterState, after: &ClusterState) -> Vec<ClusterEvent> {
+    let mut out = Vec::new();
+    let hint = |s: &ClusterState| s.leader.as_ref().map(|h| (h.id.clone(), h.epoch));
+    if hint(before) != hint(after) {
+        out.push(ClusterEvent::Leader {
+            leader: after.leader.as_ref().map(|h| h.id.clone()),
+            addr: after.leader.as_ref().map(|h| h.addr.clone()),
+            epoch: after.leader.as_ref().map(|h| h.epoch.0),
+            previous: before.leader.as_ref().map(|h| h.id.clone()),
+            previous_epoch: before.leader.as_ref().map(|h| h.epoch.0),
+        });
+    }
+    if before.master == after.master && before.status != after.status {
+        out.push(ClusterEvent::Status {
+            master: after.master.clone(),
+            state: after.status.clone(),
+            previous: before.status.clone(),
+            epoch: after.epoch.0,
+        });
+    }
+    entities(
+        &before.workers,
+        &after.workers,
+        |w| &w.id,
+        |w| w.state.clone(),
+        worker_event,
+        &mut out,
+    );
+    entities(
+        &before.frameworks,
+        &after.frameworks,
+        |f| &f.id,
+        |f| f.state.clone(),
+        framework_event,
+        &mut out,
+    );
+    entities(
+        &before.executors,
+        &after.executors,
+        |e| &e.id,
+        |e| executor_state_name(&e.state).to_string(),
+        executor_event,
+        &mut out,
+    );
+    out
+}
+
+/// Compares two lists of views by id (not trusting their order).
+fn entities<V: PartialEq, K: Ord>(
+    before: &[V],
+    after: &[V],
+    id: impl Fn(&V) -> &K,
+    state: impl Fn(&V) -> String,
+    event: impl Fn(Change, &V, Option<String>) -> ClusterEvent,
+    out: &mut Vec<ClusterEvent>,
+) {
+    let old: BTreeMap<&K, &V> = before.iter().map(|v| (id(v), v)).collect();
+    let new: BTreeMap<&K, &V> = after.iter().map(|v| (id(v), v)).collect();
+    let mut ids: Vec<&K> = old.keys().chain(new.keys()).copied().collect();
+    ids.sort();
+    ids.dedup();
+    for k in ids {
+        match (old.get(k), new.get(k)) {
+            (None, Some(v)) => out.push(event(Change::Added, v, None)),
+            (Some(v), None) => out.push(event(Change::Removed, v, None)),
+            (Some(a), Some(b)) if a != b => {
+                let (was, now) = (state(a), state(b));
+                if was != now {
+                    out.push(event(Change::State, b, Some(was)));
+                } else {
+                    out.push(event(Change::Updated, b, None));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn worker_event(change: Change, w: &WorkerView, previous: Option<String>) -> ClusterEvent {
+    ClusterEvent::Worker {
+        change,
+        worker: w.id.clone(),
+        state: w.state.clone(),
+        previous,
+        cores: w.cores,
+        cores_used: w.cores_used,
+        memory_mb: w.memory_mb,
+        memory_used_mb: w.memory_used_mb,
+    }
+}
+
+fn framework_event(change: Change, f: &FrameworkView, previous: Option<String>) -> ClusterEvent {
+    ClusterEvent::Framework {
+        change,
+        framework: f.id.clone(),
+        name: f.name.clone(),
+        state: f.state.clone(),
+        previous,
+        connected: f.connected,
+    }
+}
+
+fn executor_event(change: Change, e: &ExecutorView, previous: Option<String>) -> ClusterEvent {
+    let (exit_code, reason) = match &e.state {
+        ExecutorState::Exited { code } => (Some(*code), None),
+        ExecutorState::Failed { reason } => (None, Some(reason.clone())),
+        _ => (None, None),
+    };
+    ClusterEvent::Executor {
+        change,
+        executor: e.id.clone(),
+        framework: e.framework.clone(),
+        worker: e.worker.clone(),
+        state: executor_state_name(&e.state).to_string(),
+        previous,
+        exit_code,
+        reason,
+    }
+}
+
+impl ClusterEvent {
+    /// The event's kind, as serialized (`leader`, `status`, `worker`,
+    /// `framework`, `executor`, `leader_lost`): the SSE event name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ClusterEvent::Leader { .. } => "leader",
+            ClusterEvent::Status { .. } => "status",
+            ClusterEvent::Worker { .. } => "worker",
+            ClusterEvent::Framework { .. } => "framework",
+            ClusterEvent::Executor { .. } => "executor",
+            ClusterEvent::LeaderLost { .. } => "leader_lost",
+        }
+    }
+
+    /// One line for a person, e.g. `worker w1 ALIVE -> DEAD` or
+    /// `leader m2 at 127.0.0.1:5051, epoch 9 (was m1, epoch 7)`. Control
+    /// characters (a newline in a failure reason) are shown as spaces.
+    pub fn describe(&self) -> String {
+        let line = match self {
+            ClusterEvent::Leader { leader, addr, epoch, previous, previous_epoch } => {
+                let now = match (leader, addr, epoch) {
+                    (Some(l), Some(a), Some(e)) => format!("leader {l} at {a}, epoch {e}"),
+                    _ => "leader unknown".to_string(),
+                };
+                match (previous, previous_epoch) {
+                    (Some(p), Some(e)) => format!("{now} (was {p}, epoch {e})"),
+                    _ => format!("{now} (was unknown)"),
+                }
+            }
+            ClusterEvent::Status { master, state, previous, epoch } => {
+                format!("master {master} {previous} -> {state} (epoch {epoch})")
+            }
+            ClusterEvent::Worker {
+                change,
+                worker,
+                state,
+                previous,
+                cores,
+                cores_used,
+                memory_mb,
+                memory_used_mb,
+            } => {
+                let what = transition(*change, state, previous.as_deref());
+                format!(
+                    "worker {worker} {what} (cores {cores_used}/{cores}, memory \
+                     {memory_used_mb}/{memory_mb} MiB)"
+                )
+            }
+            ClusterEvent::Framework { change, framework, name, state, previous, connected } => {
+                let what = transition(*change, state, previous.as_deref());
+                let conn = if *connected { "connected" } else { "not connected" };
+                format!("framework {framework} ({name}) {what}, {conn}")
+            }
+            ClusterEvent::Executor {
+                change,
+                executor,
+                worker,
+                state,
+                previous,
+                exit_code,
+                reason,
+                ..
+            } => {
+                let mut what = transition(*change, state, previous.as_deref());
+                if let Some(code) = exit_code {
+                    what.push_str(&format!(" (code {code})"));
+                }
+                if let Some(r) = reason {
+                    what.push_str(&format!(" ({r})"));
+                }
+                let on = worker.as_ref().map(|w| format!(" on {w}")).unwrap_or_default();
+                format!("executor {executor}{on} {what}")
+            }
+            ClusterEvent::LeaderLost { leader, epoch, reason } => {
+                format!("leader {leader} (epoch {epoch}) lost: {reason}; looking for the leader")
+            }
+        };
+        line.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
+    }
+}
+
+fn transition(change: Change, state: &str, previous: Option<&str>) -> String {
+    match change {
+        Change::Added => format!("added, {state}"),
+        Change::State => format!("{} -> {state}", previous.unwrap_or("?")),
+        Change::Updated => format!("updated, {state}"),
+        Change::Removed => format!("removed (was {state})"),
+    }
+}
+
+/// One line summing a snapshot up for a person: who answers and leads, and
+/// the workers, frameworks and executors by state, e.g. `master m1 ALIVE,
+/// epoch 7, leader m1 at 127.0.0.1:5050; workers 2 (ALIVE 2); frameworks 1
+/// (ACTIVE 1); executors 2 (RUNNING 2)`.
+pub fn summary(s: &ClusterState) -> String {
+    let leader = match &s.leader {
+        Some(h) => format!("leader {} at {}", h.id, h.addr),
+        None => "leader unknown".to_string(),
+    };
+    let count = |states: Vec<String>| -> String {
+        let mut by: BTreeMap<String, usize> = BTreeMap::new();
+        for st in &states {
+            *by.entry(st.clone()).or_default() += 1;
+        }
+        let parts: Vec<String> = by.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        if parts.is_empty() {
+            "0".to_string()
+        } else {
+            format!("{} ({})", states.len(), parts.join(", "))
+        }
+    };
+    let line = format!(
+        "master {} {}, epoch {}, {leader}; workers {}; frameworks {}; executors {}",
+        s.master,
+        s.status,
+        s.epoch.0,
+        count(s.workers.iter().map(|w| w.state.clone()).collect()),
+        count(s.frameworks.iter().map(|f| f.state.clone()).collect()),
+        count(s.executors.iter().map(|e| executor_state_name(&e.state).to_string()).collect()),
+    );
+    line.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
+}
