@@ -35,6 +35,7 @@
 pub mod auth;
 pub mod codec;
 pub mod elector;
+pub mod history;
 pub mod ids;
 pub mod limits;
 pub mod master;

@@ -13,11 +13,12 @@
 //! * A framework disconnected longer than its `failover_timeout` is removed
 //!   and its executors killed; within it, they keep running.
 
+use super::history::Ending;
 use super::{Action, AfterWrite, Master, Phase};
 use crate::ids::{Addr, ConnId, ExecutorId, FrameworkId, InstanceId};
 use crate::limits;
 use crate::protocol::{ExecutorInfo, GroupSpec, Message, Subscribe};
-use crate::store::{FrameworkRecord, GroupRecord, Record, RecordKey, SlotOutcome};
+use crate::store::{FrameworkRecord, GroupRecord, Record, SlotOutcome};
 use crate::time::Millis;
 
 /// One framework at the leader.
@@ -43,6 +44,9 @@ pub struct FrameworkEntry {
     /// Its subscriber's callback listener, if the latest subscription gave
     /// one (`Message::Callback`).
     pub callback: Option<Addr>,
+    /// Wall-clock ms of its first SUBSCRIBE, if this leadership saw it (the
+    /// framework record does not keep it).
+    pub registered_at_ms: Option<u64>,
 }
 
 /// A declared group and its slots at the leader.
@@ -74,6 +78,7 @@ impl FrameworkEntry {
             name: r.name,
             failover_timeout: Millis(r.failover_timeout_ms),
             callback: r.callback,
+            registered_at_ms: None,
             instance: None,
             attempt: 0,
             conn: None,
@@ -234,6 +239,7 @@ impl Master {
             self.metrics.rejected += 1;
             return;
         }
+        let registered_at_ms = Some(self.wall_ms(now)).filter(|ms| *ms > 0);
         let fw = self.frameworks.entry(id.clone()).or_insert_with(|| FrameworkEntry {
             id: id.clone(),
             name: sub.name.clone(),
@@ -244,6 +250,7 @@ impl Master {
             disconnected_since: Some(now),
             groups: Vec::new(),
             callback: None,
+            registered_at_ms,
         });
         if let Some(current) = fw.instance.filter(|cur| sub.instance < *cur) {
             // Instance ids grow with their process's start time: an older
@@ -580,27 +587,41 @@ impl Master {
         }
     }
 
-    pub(super) fn teardown(&mut self, conn: ConnId, request: u64, out: &mut Vec<Action>) {
+    pub(super) fn teardown(
+        &mut self,
+        now: Millis,
+        conn: ConnId,
+        request: u64,
+        out: &mut Vec<Action>,
+    ) {
         let Some(id) = self.subscribed_framework(conn) else {
             out.push(self.refuse(conn, request, "not subscribed on this connection".into()));
             return;
         };
-        self.remove_framework(&id, Some(AfterWrite::Accept { conn, request }), out);
+        let then = Some(AfterWrite::Accept { conn, request });
+        self.remove_framework(now, &id, Ending::Teardown, then, out);
     }
 
-    /// Kills every executor of the framework and deletes its record.
+    /// Kills every executor of the framework, records it in the history
+    /// and, once that is durable, deletes its record (see
+    /// [`super::history`]); `then` runs after the delete.
     pub(super) fn remove_framework(
         &mut self,
+        now: Millis,
         id: &FrameworkId,
+        ending: Ending,
         then: Option<AfterWrite>,
         out: &mut Vec<Action>,
     ) {
         // A write of the record earlier in this step takes the record as it
         // stands before the delete; one after the delete is a new write.
         self.finish_framework_write(id, true, out);
-        if self.frameworks.remove(id).is_none() {
+        let Some(fw) = self.frameworks.remove(id) else {
             return;
-        }
+        };
+        // Written before anything else of the ending: the history record
+        // first, the framework record's delete once it is durable.
+        self.record_finished(&fw, ending, now, then.into_iter().collect(), out);
         self.refresh_slots_of(id);
         let mine: Vec<ExecutorId> = self.executors_of(id).map(|e| e.id.clone()).collect();
         for ex in mine {
@@ -611,13 +632,6 @@ impl Master {
                 }
             }
         }
-        let write = self.next_write();
-        self.after_write.insert(write, then.into_iter().collect());
-        out.push(Action::Unpersist {
-            write,
-            key: RecordKey::Framework(id.clone()),
-            incarnation: None,
-        });
     }
 
     pub(super) fn framework_disconnected(&mut self, now: Millis, id: &FrameworkId, conn: ConnId) {
@@ -651,7 +665,7 @@ impl Master {
             .map(|f| f.id.clone())
             .collect();
         for id in expired {
-            self.remove_framework(&id, None, out);
+            self.remove_framework(now, &id, Ending::TimedOut, None, out);
         }
     }
 

@@ -1,7 +1,8 @@
 //! The records a master makes durable, and their on-disk format.
 //!
 //! A leader persists a [`Record`] per worker, per framework (with its executor
-//! requests) and one for its epoch. The runtime executes
+//! requests), per finished framework it keeps in its history, and one for
+//! its epoch. The runtime executes
 //! `Persist`/`Unpersist` actions against a store (filesystem or ZooKeeper) and
 //! feeds back `Persisted` (or a failure, which costs the leadership: DESIGN
 //! rule 8). Writes to one key are applied in order; a delete of a worker
@@ -14,6 +15,7 @@ pub mod names;
 pub mod seal;
 pub mod zk_layout;
 
+use crate::history::FinishedFramework;
 use crate::ids::{Addr, Epoch, ExecutorId, FrameworkId, Incarnation, WorkerId};
 use crate::protocol::{ExecutorState, GroupSpec};
 use serde::{Deserialize, Serialize};
@@ -34,6 +36,9 @@ pub enum RecordKey {
     Worker(WorkerId),
     /// A framework and its executor requests.
     Framework(FrameworkId),
+    /// A finished framework in the history, by its sequence number (see
+    /// [`HistoryRecord::seq`]).
+    History(u64),
 }
 
 impl fmt::Display for RecordKey {
@@ -42,6 +47,7 @@ impl fmt::Display for RecordKey {
             RecordKey::Epoch => f.write_str("epoch"),
             RecordKey::Worker(w) => write!(f, "worker/{w}"),
             RecordKey::Framework(fw) => write!(f, "framework/{fw}"),
+            RecordKey::History(seq) => write!(f, "history/{seq}"),
         }
     }
 }
@@ -132,6 +138,22 @@ impl SlotOutcome {
     }
 }
 
+/// A finished framework kept in the history (see [`crate::history`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryRecord {
+    /// Its place in the history: each leader numbers the frameworks it
+    /// finishes after the highest number in the store, so a larger number
+    /// is a newer entry, and the oldest are deleted first.
+    pub seq: u64,
+    /// The CRC32C of the postcard encoding of the framework record this
+    /// entry replaced: a framework record still in the store with this
+    /// digest is a leftover of a crash before its delete (see
+    /// `master::history`).
+    pub framework_digest: u32,
+    /// The framework as it ended.
+    pub framework: FinishedFramework,
+}
+
 /// One durable record.
 ///
 /// Encoded through [`wire::Record`]: a worker record without a callback
@@ -147,6 +169,8 @@ pub enum Record {
     Worker(WorkerRecord),
     /// A framework.
     Framework(FrameworkRecord),
+    /// A finished framework (appended: older images are unchanged).
+    History(HistoryRecord),
 }
 
 impl Record {
@@ -156,6 +180,7 @@ impl Record {
             Record::Epoch(_) => RecordKey::Epoch,
             Record::Worker(w) => RecordKey::Worker(w.id.clone()),
             Record::Framework(f) => RecordKey::Framework(f.id.clone()),
+            Record::History(h) => RecordKey::History(h.seq),
         }
     }
 }
@@ -163,7 +188,7 @@ impl Record {
 /// The encoded shape of [`Record`] (see there): variants are only ever
 /// appended.
 mod wire {
-    use super::{FrameworkRecord, GroupRecord, WorkerRecord};
+    use super::{FrameworkRecord, GroupRecord, HistoryRecord, WorkerRecord};
     use crate::ids::{Epoch, FrameworkId, Incarnation, WorkerId};
     use serde::{Deserialize, Serialize};
 
@@ -174,6 +199,7 @@ mod wire {
         Framework(FrameworkV1),
         WorkerWithCallback(WorkerRecord),
         FrameworkWithCallback(FrameworkRecord),
+        History(HistoryRecord),
     }
 
     /// A framework record of the first format: no callback address.
@@ -218,6 +244,7 @@ mod wire {
                 }
                 Record::WorkerWithCallback(w) => super::Record::Worker(w),
                 Record::FrameworkWithCallback(f) => super::Record::Framework(f),
+                Record::History(h) => super::Record::History(h),
             }
         }
     }
@@ -240,6 +267,7 @@ mod wire {
                     groups,
                     ..
                 }) => Record::Framework(FrameworkV1 { id, name, failover_timeout_ms, groups }),
+                super::Record::History(h) => Record::History(h),
             }
         }
     }
