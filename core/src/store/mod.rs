@@ -296,4 +296,36 @@ mod tests {
         assert_eq!(new[0], 3, "an appended variant");
         assert_eq!(postcard::from_bytes::<Record>(&new).unwrap(), worker(Some("10.0.0.7:7078")));
     }
+
+    #[test]
+    fn a_history_record_is_an_appended_variant_and_round_trips() {
+        use crate::history::{FinishedSlot, FrameworkOutcome};
+        let h = Record::History(HistoryRecord {
+            seq: 12,
+            framework_digest: 0xdead_beef,
+            framework: FinishedFramework {
+                id: FrameworkId::new("fw-1"),
+                name: "etl".into(),
+                outcome: FrameworkOutcome::TimedOut,
+                finished_at_ms: 1_764_603_000_000,
+                registered_at_ms: None,
+                slots: vec![FinishedSlot {
+                    group: "main".into(),
+                    slot: 0,
+                    executor: Some(ExecutorId::new("fw-1/main#0#1.1")),
+                    state: Some(ExecutorState::Failed { reason: "exit 3".into() }),
+                    attempts: 4,
+                }],
+                slots_omitted: 2,
+            },
+        });
+        let bytes = postcard::to_allocvec(&h).unwrap();
+        assert_eq!(bytes[0], 5, "appended after the five earlier variants");
+        assert_eq!(postcard::from_bytes::<Record>(&bytes).unwrap(), h);
+        assert_eq!(h.key(), RecordKey::History(12));
+        assert_eq!(h.key().to_string(), "history/12");
+        assert_eq!(names::key_stem(&h.key()), "h-00000000000000000012");
+        let img = format::encode(&h).unwrap();
+        assert_eq!(format::decode(&img).unwrap(), h);
+    }
 }
