@@ -27,18 +27,22 @@ use std::fmt;
 /// and `StateReply` frames carry them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum FrameworkOutcome {
-    /// The framework tore itself down (`Teardown`) after every slot of every
-    /// declared group exited 0 (at least one group declared).
+    /// It ended by itself (torn down by its subscriber, or past its
+    /// failover timeout) after every slot of its declared groups exited 0
+    /// (at least one slot declared).
     Completed,
-    /// The framework tore itself down with at least one slot failed (its
-    /// group's retry budget ran out on it).
+    /// It ended by itself with at least one slot failed (its group's retry
+    /// budget ran out on it).
     Failed,
-    /// The framework tore itself down before every slot was done (slots
-    /// still pending or running, or killed on its request).
+    /// Its subscriber tore it down (`Teardown`) before every slot was done
+    /// (slots pending or running, or killed on its request, or none
+    /// declared).
     TornDown,
-    /// An operator killed it (`regent kill`, `KillFramework`).
+    /// An operator killed it (`regent kill`, `KillFramework`), whatever its
+    /// slots had done.
     Killed,
-    /// It stayed disconnected longer than its failover timeout.
+    /// It stayed disconnected longer than its failover timeout before every
+    /// slot was done.
     TimedOut,
 }
 
@@ -161,17 +165,26 @@ impl FinishedFramework {
     }
 }
 
-/// The outcome of a framework the framework itself tore down, from its
-/// slots: COMPLETED if every slot of at least one group exited 0, FAILED if
-/// a slot failed, else TORN_DOWN.
-pub fn teardown_outcome<'a>(mut slots: impl Iterator<Item = &'a crate::store::SlotOutcome> + Clone) -> FrameworkOutcome {
+/// The outcome of a framework that ended by itself — torn down by its
+/// subscriber (`otherwise` = [`FrameworkOutcome::TornDown`]) or gone past
+/// its failover timeout ([`FrameworkOutcome::TimedOut`]) — from its slots
+/// first: COMPLETED if it declared at least one slot and every slot exited
+/// 0, FAILED if a slot failed (its retry budget ran out), else `otherwise`.
+/// (`regent submit` does not tear its framework down when it is done, so a
+/// finished application ends when its failover timeout expires, and is
+/// COMPLETED or FAILED by its slots.)
+pub fn ended_outcome<'a>(
+    slots: impl Iterator<Item = &'a crate::store::SlotOutcome> + Clone,
+    otherwise: FrameworkOutcome,
+) -> FrameworkOutcome {
     use crate::store::SlotOutcome;
     if slots.clone().any(|o| matches!(o, SlotOutcome::Failed { .. })) {
         FrameworkOutcome::Failed
-    } else if slots.clone().next().is_some() && slots.all(|o| matches!(o, SlotOutcome::Done { .. }))
+    } else if slots.clone().next().is_some()
+        && slots.clone().all(|o| matches!(o, SlotOutcome::Done { .. }))
     {
         FrameworkOutcome::Completed
     } else {
-        FrameworkOutcome::TornDown
+        otherwise
     }
 }

@@ -29,7 +29,12 @@ struct Store {
 impl Store {
     /// Applies every write of `actions`, feeds `Persisted` back, and does
     /// the same for the writes that produces; returns every action seen.
-    fn run(&mut self, m: &mut Master, now: Millis, actions: Vec<master::Action>) -> Vec<master::Action> {
+    fn run(
+        &mut self,
+        m: &mut Master,
+        now: Millis,
+        actions: Vec<master::Action>,
+    ) -> Vec<master::Action> {
         let mut all = Vec::new();
         let mut queue = actions;
         while !queue.is_empty() {
@@ -169,7 +174,9 @@ impl Cluster {
 }
 
 fn accepted(out: &[master::Action], request: u64) -> bool {
-    m_sends(out).iter().any(|(_, m)| matches!(m, Message::RequestAccepted { request: r, .. } if *r == request))
+    m_sends(out)
+        .iter()
+        .any(|(_, m)| matches!(m, Message::RequestAccepted { request: r, .. } if *r == request))
 }
 
 #[test]
@@ -183,7 +190,10 @@ fn a_framework_whose_slots_all_exit_0_and_tears_down_is_completed() {
         c.report("fw-a", e, ExecutorState::Exited { code: 0 });
     }
     c.now = Millis(12_000);
-    let first = c.m.handle(c.now, master::Event::Message { conn: ConnId(1), msg: Message::Teardown { request: 2 } });
+    let first = c.m.handle(
+        c.now,
+        master::Event::Message { conn: ConnId(1), msg: Message::Teardown { request: 2 } },
+    );
     // The history record is the only write of the step, and nothing is
     // acknowledged before the framework record's delete is durable.
     let writes: Vec<&master::Action> = first
@@ -293,6 +303,17 @@ fn a_framework_past_its_failover_timeout_is_timed_out() {
     assert_eq!(f.slots[0].state, Some(ExecutorState::Killed));
     assert_eq!(c.store.history_keys(), vec![0]);
     assert!(!c.store.records.contains_key(&RecordKey::Framework(FrameworkId::new("fw-o"))));
+
+    // `regent submit` leaves a finished application behind: once its
+    // failover timeout expires, its slots decide the outcome.
+    let ex = c.start(2, "fw-done", 1);
+    c.report("fw-done", &ex[0], ExecutorState::Exited { code: 0 });
+    let _ = c.m.handle(c.now, master::Event::Disconnected { conn: ConnId(2) });
+    c.now = Millis(62_002);
+    let out = c.m.handle(c.now, master::Event::Timer(master::Timer::FrameworkHeartbeat));
+    let _ = c.run(out);
+    assert_eq!(c.newest().id.as_str(), "fw-done");
+    assert_eq!(c.newest().outcome, FrameworkOutcome::Completed);
 }
 
 #[test]
@@ -343,7 +364,10 @@ fn a_new_leader_recovers_the_history_and_numbers_after_it() {
 fn a_crash_between_the_history_write_and_the_delete_leaves_the_framework_finished_once() {
     let mut c = Cluster::new(200, Store::default(), T);
     let _ = c.start(1, "fw-x", 1);
-    let out = c.m.handle(c.now, master::Event::Message { conn: ConnId(1), msg: Message::Teardown { request: 2 } });
+    let out = c.m.handle(
+        c.now,
+        master::Event::Message { conn: ConnId(1), msg: Message::Teardown { request: 2 } },
+    );
     // Only the history write lands: the runtime dies before the delete.
     let history = out
         .iter()
@@ -356,19 +380,24 @@ fn a_crash_between_the_history_write_and_the_delete_leaves_the_framework_finishe
     store.records.insert(history.key(), history);
     let fw_key = RecordKey::Framework(FrameworkId::new("fw-x"));
     assert!(store.records.contains_key(&fw_key), "both records are in the store");
-    // Another framework finished under the same id earlier, then subscribed
-    // again: its live record differs from the finished one, and stays.
+    // Another framework finished under the same id earlier, and subscribed
+    // again once its entry was evicted by a leader with a smaller limit:
+    // its live record differs from the finished one, and stays.
     let mut other = Cluster::new(200, Store::default(), T);
     let _ = other.start(1, "fw-y", 1);
     let _ = other.send(1, Message::Teardown { request: 2 });
-    let _ = other.start(2, "fw-y", 2);
-    for (k, r) in other.store.records {
-        if matches!(k, RecordKey::History(_)) {
-            let Record::History(mut h) = r else { unreachable!() };
-            h.seq = 7;
-            store.records.insert(RecordKey::History(7), Record::History(h));
-        } else if matches!(k, RecordKey::Framework(_)) {
-            store.records.insert(k, r);
+    let mut again = Cluster::new(200, Store::default(), T);
+    let _ = again.start(2, "fw-y", 2);
+    for (k, r) in other.store.records.into_iter().chain(again.store.records) {
+        match (k, r) {
+            (RecordKey::History(_), Record::History(mut h)) => {
+                h.seq = 7;
+                store.records.insert(RecordKey::History(7), Record::History(h));
+            }
+            (k @ RecordKey::Framework(_), r) => {
+                store.records.insert(k, r);
+            }
+            _ => {}
         }
     }
 
@@ -382,30 +411,43 @@ fn a_crash_between_the_history_write_and_the_delete_leaves_the_framework_finishe
 }
 
 #[test]
-fn a_framework_that_subscribes_again_before_the_history_write_is_durable_keeps_its_new_record() {
+fn a_finished_framework_cannot_subscribe_again_and_a_killed_ones_subscriber_is_told() {
     let mut c = Cluster::new(200, Store::default(), T);
-    let _ = c.start(1, "fw-r", 1);
-    let out = c.m.handle(c.now, master::Event::Message { conn: ConnId(1), msg: Message::Teardown { request: 2 } });
-    // Before the history write is durable, the framework subscribes again.
+    let ex = c.start(1, "fw-r", 1);
+    c.report("fw-r", &ex[0], ExecutorState::Running);
+    c.open(7, Role::Client);
+    let out = c.send(7, Message::KillFramework { request: 9, framework: FrameworkId::new("fw-r") });
+    // The live subscription hears why, and is closed.
+    assert!(m_sends(&out).iter().any(|(conn, m)| *conn == ConnId(1)
+        && matches!(m, Message::FrameworkError { message, failed_over_to: None, .. }
+            if message.contains("killed by an operator"))));
+    assert!(out.iter().any(|a| matches!(a, master::Action::Close { conn: ConnId(1), .. })));
+    // Its subscriber reconnects: refused, nothing is created or launched.
     c.open(2, Role::Subscriber);
     let sub = Subscribe {
         framework: Some(FrameworkId::new("fw-r")),
         name: "again".into(),
-        instance: InstanceId(2),
-        attempt: 1,
+        instance: InstanceId(1),
+        attempt: 2,
         failover_timeout: Millis(30_000),
     };
-    let again = c.m.handle(c.now, master::Event::Message { conn: ConnId(2), msg: Message::Subscribe(sub) });
-    let mut all = out;
-    all.extend(again);
-    let done = c.run(all);
-    assert!(accepted(&done, 2), "the teardown is still acknowledged");
+    let out = c.send(2, Message::Subscribe(sub.clone()));
+    let refused = m_sends(&out);
     assert!(
-        !c.store.log.contains(&(false, RecordKey::Framework(FrameworkId::new("fw-r")))),
-        "the new record is not deleted"
+        matches!(&refused[..], [(ConnId(2), Message::SubscribeRefused { reason, .. })]
+            if reason.contains("fw-r has finished (KILLED)")),
+        "{refused:?}"
     );
-    assert_eq!(c.m.frameworks().count(), 1);
-    assert_eq!(c.m.history().count(), 1);
+    assert_eq!(c.m.frameworks().count(), 0);
+    assert!(!c.store.records.contains_key(&RecordKey::Framework(FrameworkId::new("fw-r"))));
+
+    // Once its entry is evicted, the id is free again.
+    let mut d = Cluster::new(0, Store::default(), T);
+    let _ = d.start(1, "fw-e", 1);
+    let _ = d.send(1, Message::Teardown { request: 2 });
+    assert_eq!(d.m.history().count(), 0);
+    let _ = d.start(2, "fw-e", 1);
+    assert_eq!(d.m.frameworks().count(), 1);
 }
 
 #[test]

@@ -240,6 +240,14 @@ impl Master {
             return;
         }
         let registered_at_ms = Some(self.wall_ms(now)).filter(|ms| *ms > 0);
+        if let Some(reason) = self.finished_refusal(&id) {
+            let msg = Message::SubscribeRefused { epoch: self.epoch, reason: reason.clone() };
+            out.push(Action::Send { conn, msg });
+            out.push(Action::Close { conn, reason: format!("SUBSCRIBE refused: {reason}") });
+            self.conns.remove(&conn);
+            self.metrics.rejected += 1;
+            return;
+        }
         let fw = self.frameworks.entry(id.clone()).or_insert_with(|| FrameworkEntry {
             id: id.clone(),
             name: sub.name.clone(),
@@ -622,6 +630,15 @@ impl Master {
         // Written before anything else of the ending: the history record
         // first, the framework record's delete once it is durable.
         self.record_finished(&fw, ending, now, then.into_iter().collect(), out);
+        if let (Ending::Killed, Some(conn)) = (ending, fw.conn) {
+            // Its subscriber hears why; its SUBSCRIBE again is refused (the
+            // framework is finished), so it stops instead of starting over.
+            let msg =
+                self.framework_error(format!("framework {id} was killed by an operator"), None);
+            out.push(Action::Send { conn, msg });
+            out.push(Action::Close { conn, reason: format!("framework {id} killed") });
+            self.conns.remove(&conn);
+        }
         self.refresh_slots_of(id);
         let mine: Vec<ExecutorId> = self.executors_of(id).map(|e| e.id.clone()).collect();
         for ex in mine {

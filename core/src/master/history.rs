@@ -7,6 +7,11 @@
 //!   record is deleted only once the history record is durable, so a crash
 //!   in between leaves the framework in the store as live, finished, or
 //!   both — never neither. Both is resolved by the next leader (below).
+//! * **No return**: a SUBSCRIBE naming a finished framework that is still
+//!   in the history is refused (`SubscribeRefused`: the subscriber stops),
+//!   and the live subscription of a framework an operator kills is told so
+//!   (`FrameworkError`) and closed: a killed application does not start
+//!   over under the same id when its submitter reconnects.
 //! * **Eviction**: past [`Config::retained_frameworks`](super::Config::retained_frameworks)
 //!   entries the oldest are deleted from the store, in the step that adds
 //!   the new one (and, after a restart with a smaller setting, when the
@@ -17,13 +22,13 @@
 //!   CRC32C of the framework record it replaced, and they match) is the
 //!   leftover of a crash between the two writes: it is dropped and deleted,
 //!   not recovered as live. A framework that subscribed again under the same
-//!   id after it finished has another record, and stays.
+//!   id after its entry was evicted has another record, and stays.
 //! * **Wall clock**: the runtime passes wall-clock ms at the election
 //!   (`Event::Elected { clock }`, DESIGN rule 4); the leader adds the
 //!   monotonic time since. A runtime that passes 0 gets 0 (unknown).
 
 use super::{Action, AfterWrite, FrameworkEntry, Master};
-use crate::history::{teardown_outcome, FinishedFramework, FinishedSlot, FrameworkOutcome};
+use crate::history::{ended_outcome, FinishedFramework, FinishedSlot, FrameworkOutcome};
 use crate::ids::FrameworkId;
 use crate::limits;
 use crate::protocol::ExecutorState;
@@ -67,6 +72,22 @@ impl Master {
         self.wall_base.map_or(0, |base| base.saturating_add(now.0))
     }
 
+    /// Why a SUBSCRIBE naming `id` is refused, if `id` is not live and is a
+    /// finished framework in the history (Mesos refuses a removed
+    /// framework's re-registration too): a framework killed by an operator
+    /// must not start over when its subscriber reconnects.
+    pub(super) fn finished_refusal(&self, id: &FrameworkId) -> Option<String> {
+        if self.frameworks.contains_key(id) {
+            return None;
+        }
+        let f = self.history.entries.values().rev().find(|f| f.id == *id)?;
+        Some(format!(
+            "framework {id} has finished ({}); a finished framework cannot subscribe again \
+             (submit without --framework-id to start a new one)",
+            f.outcome
+        ))
+    }
+
     /// The finished frameworks, oldest first.
     pub fn history(&self) -> impl Iterator<Item = &FinishedFramework> {
         self.history.entries.values()
@@ -107,12 +128,11 @@ impl Master {
                 slots.push(FinishedSlot { group: group.clone(), slot, executor, state, attempts });
             }
         }
+        let slots_of = || fw.groups.iter().flat_map(|g| g.record.slots.iter());
         let outcome = match ending {
             Ending::Killed => FrameworkOutcome::Killed,
-            Ending::TimedOut => FrameworkOutcome::TimedOut,
-            Ending::Teardown => {
-                teardown_outcome(fw.groups.iter().flat_map(|g| g.record.slots.iter()))
-            }
+            Ending::TimedOut => ended_outcome(slots_of(), FrameworkOutcome::TimedOut),
+            Ending::Teardown => ended_outcome(slots_of(), FrameworkOutcome::TornDown),
         };
         let mut finished = FinishedFramework {
             id: fw.id.clone(),
@@ -147,10 +167,8 @@ impl Master {
         let seq = self.history.next_seq;
         self.history.next_seq = seq.saturating_add(1);
         let write = self.next_write();
-        self.after_write.insert(
-            write,
-            vec![AfterWrite::HistoryDurable { framework: fw.id.clone(), then }],
-        );
+        self.after_write
+            .insert(write, vec![AfterWrite::HistoryDurable { framework: fw.id.clone(), then }]);
         out.push(Action::Persist {
             write,
             record: Record::History(HistoryRecord {
@@ -165,7 +183,8 @@ impl Master {
 
     /// The history record of a finished framework is durable: delete the
     /// framework's own record, unless the framework subscribed again since
-    /// (its new record took the key; writes to one key apply in order).
+    /// (possible only once its entry was evicted: its new record took the
+    /// key; writes to one key apply in order).
     pub(super) fn on_history_durable(
         &mut self,
         framework: FrameworkId,

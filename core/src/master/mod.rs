@@ -844,14 +844,10 @@ impl Master {
             AfterWrite::Recorded { executor, state, ack } => {
                 self.on_recorded(&executor, &state, ack.as_ref(), out)
             }
-            AfterWrite::Ack { worker, executor } => {
-                self.ack_report(&worker, &executor, out)
-            }
+            AfterWrite::Ack { worker, executor } => self.ack_report(&worker, &executor, out),
             AfterWrite::GroupDurable { framework, group } => {
-                if let Some(g) = self
-                    .frameworks
-                    .get_mut(&framework)
-                    .and_then(|f| f.group_mut(&group))
+                if let Some(g) =
+                    self.frameworks.get_mut(&framework).and_then(|f| f.group_mut(&group))
                 {
                     g.durable = true;
                     self.refresh_slots_of(&framework);

@@ -100,10 +100,7 @@ pub fn parse_shard(name: &str) -> Option<u8> {
 /// `h-...`);
 /// anything else under `<root>/state/` is not regent's and is left alone.
 pub fn is_record_name(name: &str) -> bool {
-    name == EPOCH_NODE
-        || name.starts_with("w-")
-        || name.starts_with("f-")
-        || name.starts_with("h-")
+    name == EPOCH_NODE || name.starts_with("w-") || name.starts_with("f-") || name.starts_with("h-")
 }
 
 /// The path of shard `shard` under `state` (`<root>/state`).
