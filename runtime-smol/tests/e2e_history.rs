@@ -212,3 +212,62 @@ fn a_retained_frameworks_limit_past_the_maximum_is_refused_naming_it() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--retained-frameworks") && err.contains("10001"), "{err}");
 }
+
+/// ZooKeeper mode: the history is in the shared store, so a standby that
+/// takes over after the leader's `kill -9` shows it as the old leader did.
+#[test]
+fn zookeeper_history_survives_failover_to_a_standby() {
+    use support::cluster::sole_alive;
+    use support::zk_server::ZkServer;
+    support::zk_server::require_installed();
+    let zk = ZkServer::start();
+    let c = Cluster::new("history-zk");
+    let root = format!("/{}", unique("zk-history"));
+    let specs: Vec<MasterSpec> =
+        ["m1", "m2"].iter().map(|id| MasterSpec::zookeeper(id, &zk.addr(), &root, 3000)).collect();
+    let masters: Vec<String> = specs.iter().map(MasterSpec::addr).collect();
+    let mut procs: Vec<_> = specs.iter().map(|s| c.master(s)).collect();
+    let mut running = vec![true; 2];
+    let _worker = c.worker("w1", &masters, 2, 512, &[]);
+    let (first, _) = wait_for(BOUND, "one leader ALIVE with the worker", || {
+        sole_alive(&specs, &running, &["w1"])
+    });
+
+    let mut app = c.submit(
+        "app",
+        &masters,
+        &[
+            "--name",
+            "zk-app",
+            "--executors",
+            "2",
+            "--cores",
+            "1",
+            "--memory",
+            "64",
+            "--failover-timeout",
+            "1500",
+        ],
+        &["sh", "-c", "exit 0"],
+    );
+    let status = app.wait_exit(BOUND);
+    assert_eq!(status.code(), Some(0), "submit: {}\n{}", app.stdout(), app.stderr());
+    let before = wait_for(BOUND, "zk-app COMPLETED in the leader's history", || {
+        let s = state_of(&specs[first])?;
+        match history(&s)[..] {
+            [(ref n, ref o)] if n == "zk-app" && o == "COMPLETED" => Ok(s),
+            ref other => Err(format!("history {other:?}")),
+        }
+    });
+
+    procs[first].kill9();
+    running[first] = false;
+    let (next, after) = wait_for(BOUND, "the standby leads with the worker", || {
+        sole_alive(&specs, &running, &["w1"])
+    });
+    assert_ne!(next, first);
+    assert_eq!(after["history"], before["history"], "the new leader shows the same history");
+    let e = entry(&after, "zk-app").unwrap();
+    assert_eq!(e["slots"].as_array().map(Vec::len), Some(2), "{e}");
+    drop(procs);
+}
