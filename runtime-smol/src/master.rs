@@ -197,7 +197,7 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
         .detach();
     }
 
-    let mcfg = regent_std::host::master_config(
+    let mut mcfg = regent_std::host::master_config(
         &opts.id,
         advertise.clone(),
         opts.worker_timeout,
@@ -205,8 +205,8 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
         opts.heartbeat_interval,
         opts.max_heartbeats_per_second,
         opts.max_frameworks,
-        opts.retained_frameworks,
     );
+    mcfg.retained_frameworks = opts.retained_frameworks;
 
     let sealing = master_sealing(opts.net.secret.as_ref(), &opts.previous_secrets)?;
     let mut load_started = None;

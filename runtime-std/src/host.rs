@@ -314,8 +314,8 @@ pub fn prepare_worker(
 
 /// The master machine's settings from a daemon's flags: the worker timeout,
 /// the recovery window (default: the worker timeout), the heartbeat
-/// interval (in the machine's milliseconds), the heartbeat ceiling, the
-/// framework limit and the finished frameworks kept.
+/// interval (in the machine's milliseconds), the heartbeat ceiling and the
+/// framework limit.
 pub fn master_config(
     id: &str,
     advertise: regent_core::Addr,
@@ -324,7 +324,6 @@ pub fn master_config(
     heartbeat_interval: Duration,
     max_heartbeats_per_second: u32,
     max_frameworks: usize,
-    retained_frameworks: usize,
 ) -> regent_core::master::Config {
     let ms = |d: Duration| Millis(d.as_millis() as u64);
     let mut cfg = regent_core::master::Config::new(regent_core::MasterId::new(id), advertise);
@@ -333,7 +332,6 @@ pub fn master_config(
     cfg.heartbeat_interval = ms(heartbeat_interval);
     cfg.max_heartbeats_per_second = max_heartbeats_per_second;
     cfg.max_frameworks = max_frameworks;
-    cfg.retained_frameworks = retained_frameworks;
     cfg
 }
 

@@ -288,7 +288,7 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
     };
     let acceptor = Acceptor::spawn(listener, bound, tx.clone())?;
 
-    let mcfg = crate::host::master_config(
+    let mut mcfg = crate::host::master_config(
         &cfg.id,
         advertise.clone(),
         cfg.worker_timeout,
@@ -296,8 +296,8 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
         cfg.heartbeat_interval,
         cfg.max_heartbeats_per_second,
         cfg.max_frameworks,
-        cfg.retained_frameworks,
     );
+    mcfg.retained_frameworks = cfg.retained_frameworks;
     tracing::info!(id = %cfg.id, listen = %bound, advertise = %advertise, "master listening");
 
     let start = Instant::now();
