@@ -222,6 +222,22 @@ mod tests {
     }
 
     #[test]
+    fn history_records_are_sharded_like_the_others() {
+        let mut shards = std::collections::BTreeSet::new();
+        for seq in 0..200 {
+            let key = RecordKey::History(seq);
+            let stem = key_stem(&key);
+            assert!(is_record_name(&stem), "{stem}");
+            let shard = shard_of(&stem).expect("sharded");
+            shards.insert(shard);
+            let path = record_path("/r/state", &key);
+            assert_eq!(path, format!("/r/state/{shard:02x}/h-{seq:020}"));
+            assert!(is_record_path("/r/state", &path));
+        }
+        assert!(shards.len() > 100, "200 entries spread over the shards: {}", shards.len());
+    }
+
+    #[test]
     fn the_fan_out_keeps_every_listing_of_100_000_records_far_under_the_limit() {
         let mut counts = [0usize; SHARDS];
         for i in 0..DESIGN_RECORDS {
