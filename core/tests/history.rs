@@ -485,3 +485,25 @@ fn a_reply_shows_at_most_the_slot_and_byte_limits_and_counts_the_rest() {
     let frame = regent_core::codec::encode(&Message::StateReply(Box::new(state)));
     assert!(frame.len() <= regent_core::codec::DEFAULT_MAX_FRAME);
 }
+
+#[test]
+fn the_default_history_of_small_frameworks_is_a_small_part_of_a_reply() {
+    let mut c = Cluster::new(regent_core::limits::DEFAULT_RETAINED_FRAMEWORKS, Store::default(), T);
+    for i in 0..210u64 {
+        let fw = format!("fw-{:016x}", 0x1a23_2493_a09e_2800 + i);
+        let ex = c.start(1 + i, &fw, 2);
+        for e in &ex {
+            c.report(&fw, e, ExecutorState::Exited { code: 0 });
+        }
+        let _ = c.send(1 + i, Message::Teardown { request: 2 });
+    }
+    let state = c.m.state();
+    assert_eq!(state.history.len(), 200);
+    assert_eq!(state.history_omitted, 0);
+    let bytes: usize = state.history.iter().map(FinishedFramework::encoded_len).sum();
+    let frame = regent_core::codec::encode(&Message::StateReply(Box::new(state))).len();
+    eprintln!(
+        "200 finished frameworks of 2 slots: {bytes} bytes of history, a {frame}-byte StateReply"
+    );
+    assert!(bytes < 64 * 1024, "{bytes}");
+}

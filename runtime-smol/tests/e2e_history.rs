@@ -152,7 +152,12 @@ fn finished_frameworks_are_kept_across_a_kill9_restart_and_trimmed_to_the_limit(
     });
     let out = c.run(&["kill", "--masters", &masters[0], &fw], BOUND);
     assert!(out.status.success(), "regent kill: {}", String::from_utf8_lossy(&out.stderr));
-    let _ = killed.wait_exit(BOUND);
+    // Its submit is told and stops: it does not start the application over.
+    let status = killed.wait_exit(BOUND);
+    assert_ne!(status.code(), Some(0));
+    let said = format!("{}{}", killed.stdout(), killed.stderr());
+    assert!(said.contains("killed by an operator"), "{said}");
+    assert!(said.contains("has finished (KILLED)"), "{said}");
     let s =
         status_with_history(&c, &masters, &[("killed-app", "KILLED"), ("done-app", "COMPLETED")]);
     let k = entry(&s, "killed-app").unwrap();
