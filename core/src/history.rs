@@ -120,8 +120,9 @@ pub struct FinishedFramework {
     /// clock, as passed to the master at its election, plus the monotonic
     /// time since); 0 if the runtime gave no wall clock.
     pub finished_at_ms: u64,
-    /// Wall-clock time of its first SUBSCRIBE, if the leader that saw it is
-    /// the one that finished it (the framework record does not keep it).
+    /// Wall-clock time of its first SUBSCRIBE, if the leader that accepted
+    /// it knew the wall clock (kept in the framework record since protocol
+    /// version 2; `None` for a framework recorded by an earlier build).
     pub registered_at_ms: Option<u64>,
     /// Every slot, in declaration order of groups, then by index (fewer if
     /// `slots_omitted` is not 0).

@@ -507,3 +507,19 @@ fn the_default_history_of_small_frameworks_is_a_small_part_of_a_reply() {
     );
     assert!(bytes < 64 * 1024, "{bytes}");
 }
+
+#[test]
+fn the_registration_time_survives_a_failover_in_the_framework_record() {
+    let mut c = Cluster::new(200, Store::default(), Millis(3_000));
+    let _ = c.start(1, "fw-long", 1);
+    let store = std::mem::take(&mut c.store);
+    // A new leader recovers the live framework and kills it.
+    let mut d = Cluster::new(200, store, Millis(50_000));
+    assert_eq!(d.m.frameworks().count(), 1);
+    d.open(7, Role::Client);
+    let _ =
+        d.send(7, Message::KillFramework { request: 1, framework: FrameworkId::new("fw-long") });
+    let f = d.newest();
+    assert_eq!(f.registered_at_ms, Some(WALL + 3_000), "from the first leader's SUBSCRIBE");
+    assert_eq!(f.finished_at_ms, WALL + 50_000);
+}

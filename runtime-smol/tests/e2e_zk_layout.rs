@@ -36,6 +36,7 @@ fn records() -> Vec<Record> {
         failover_timeout_ms: 600_000,
         groups: vec![],
         callback: None,
+        registered_at_ms: None,
     }));
     out
 }

@@ -44,8 +44,8 @@ pub struct FrameworkEntry {
     /// Its subscriber's callback listener, if the latest subscription gave
     /// one (`Message::Callback`).
     pub callback: Option<Addr>,
-    /// Wall-clock ms of its first SUBSCRIBE, if this leadership saw it (the
-    /// framework record does not keep it).
+    /// Wall-clock ms of its first SUBSCRIBE, if the leader that accepted it
+    /// knew the wall clock (kept in the framework record).
     pub registered_at_ms: Option<u64>,
 }
 
@@ -69,6 +69,7 @@ impl FrameworkEntry {
             failover_timeout_ms: self.failover_timeout.0,
             groups: self.groups.iter().map(|g| g.record.clone()).collect(),
             callback: self.callback.clone(),
+            registered_at_ms: self.registered_at_ms,
         })
     }
 
@@ -78,7 +79,7 @@ impl FrameworkEntry {
             name: r.name,
             failover_timeout: Millis(r.failover_timeout_ms),
             callback: r.callback,
-            registered_at_ms: None,
+            registered_at_ms: r.registered_at_ms,
             instance: None,
             attempt: 0,
             conn: None,

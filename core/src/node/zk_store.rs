@@ -1601,6 +1601,7 @@ mod tests {
                 failover_timeout_ms: 1,
                 groups: vec![],
                 callback: None,
+                registered_at_ms: None,
             })
         };
         let mut records = vec![

@@ -84,6 +84,9 @@ pub struct FrameworkRecord {
     /// Where its subscriber's callback listener takes masters' connections
     /// (seed 002), if the subscriber has one.
     pub callback: Option<Addr>,
+    /// Wall-clock ms of its first SUBSCRIBE, if the leader that accepted it
+    /// knew the wall clock (shown in the history when it finishes).
+    pub registered_at_ms: Option<u64>,
 }
 
 /// One declared executor group and the outcome of each of its slots.
@@ -159,7 +162,8 @@ pub struct HistoryRecord {
 /// Encoded through [`wire::Record`]: a worker record without a callback
 /// address keeps the layout of the first format (so those images are
 /// byte-for-byte what earlier builds wrote and read), one with a callback
-/// address uses a variant appended after it.
+/// address uses a variant appended after it; likewise a framework record
+/// without a registration time keeps the layout of the format before it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "wire::Record", into = "wire::Record")]
 pub enum Record {
@@ -189,7 +193,7 @@ impl Record {
 /// appended.
 mod wire {
     use super::{FrameworkRecord, GroupRecord, HistoryRecord, WorkerRecord};
-    use crate::ids::{Epoch, FrameworkId, Incarnation, WorkerId};
+    use crate::ids::{Addr, Epoch, FrameworkId, Incarnation, WorkerId};
     use serde::{Deserialize, Serialize};
 
     #[derive(Debug, Serialize, Deserialize)]
@@ -198,8 +202,20 @@ mod wire {
         Worker(WorkerV1),
         Framework(FrameworkV1),
         WorkerWithCallback(WorkerRecord),
-        FrameworkWithCallback(FrameworkRecord),
+        FrameworkWithCallback(FrameworkV2),
         History(HistoryRecord),
+        FrameworkWithRegistration(FrameworkRecord),
+    }
+
+    /// A framework record of the second format: a callback address, no
+    /// registration time.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct FrameworkV2 {
+        id: FrameworkId,
+        name: String,
+        failover_timeout_ms: u64,
+        groups: Vec<GroupRecord>,
+        callback: Option<Addr>,
     }
 
     /// A framework record of the first format: no callback address.
@@ -240,11 +256,26 @@ mod wire {
                         failover_timeout_ms,
                         groups,
                         callback: None,
+                        registered_at_ms: None,
                     })
                 }
                 Record::WorkerWithCallback(w) => super::Record::Worker(w),
-                Record::FrameworkWithCallback(f) => super::Record::Framework(f),
+                Record::FrameworkWithCallback(FrameworkV2 {
+                    id,
+                    name,
+                    failover_timeout_ms,
+                    groups,
+                    callback,
+                }) => super::Record::Framework(FrameworkRecord {
+                    id,
+                    name,
+                    failover_timeout_ms,
+                    groups,
+                    callback,
+                    registered_at_ms: None,
+                }),
                 Record::History(h) => super::Record::History(h),
+                Record::FrameworkWithRegistration(f) => super::Record::Framework(f),
             }
         }
     }
@@ -257,9 +288,23 @@ mod wire {
                 super::Record::Worker(WorkerRecord {
                     id, incarnation, cores, memory_mb, ..
                 }) => Record::Worker(WorkerV1 { id, incarnation, cores, memory_mb }),
-                super::Record::Framework(f) if f.callback.is_some() => {
-                    Record::FrameworkWithCallback(f)
+                super::Record::Framework(f) if f.registered_at_ms.is_some() => {
+                    Record::FrameworkWithRegistration(f)
                 }
+                super::Record::Framework(FrameworkRecord {
+                    id,
+                    name,
+                    failover_timeout_ms,
+                    groups,
+                    callback: callback @ Some(_),
+                    ..
+                }) => Record::FrameworkWithCallback(FrameworkV2 {
+                    id,
+                    name,
+                    failover_timeout_ms,
+                    groups,
+                    callback,
+                }),
                 super::Record::Framework(FrameworkRecord {
                     id,
                     name,
@@ -295,6 +340,30 @@ mod tests {
         let new = postcard::to_allocvec(&worker(Some("10.0.0.7:7078"))).unwrap();
         assert_eq!(new[0], 3, "an appended variant");
         assert_eq!(postcard::from_bytes::<Record>(&new).unwrap(), worker(Some("10.0.0.7:7078")));
+    }
+
+    #[test]
+    fn a_framework_keeps_its_earlier_layouts_until_it_has_a_registration_time() {
+        let fw = |callback: Option<&str>, registered_at_ms: Option<u64>| {
+            Record::Framework(FrameworkRecord {
+                id: FrameworkId::new("fw-1"),
+                name: "etl".into(),
+                failover_timeout_ms: 60_000,
+                groups: vec![],
+                callback: callback.map(Addr::new),
+                registered_at_ms,
+            })
+        };
+        for (r, variant) in [
+            (fw(None, None), 2),
+            (fw(Some("10.0.0.7:7078"), None), 4),
+            (fw(None, Some(1_764_603_000_000)), 6),
+            (fw(Some("10.0.0.7:7078"), Some(1_764_603_000_000)), 6),
+        ] {
+            let bytes = postcard::to_allocvec(&r).unwrap();
+            assert_eq!(bytes[0], variant, "{r:?}");
+            assert_eq!(postcard::from_bytes::<Record>(&bytes).unwrap(), r);
+        }
     }
 
     #[test]

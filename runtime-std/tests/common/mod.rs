@@ -52,6 +52,7 @@ pub fn framework(id: &str, name: &str) -> Record {
             retries_used: 1,
         }],
         callback: None,
+        registered_at_ms: None,
     })
 }
 
