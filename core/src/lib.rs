@@ -38,6 +38,7 @@ pub mod auth;
 pub mod codec;
 pub mod elector;
 pub mod events;
+pub mod history;
 pub mod ids;
 pub mod limits;
 pub mod master;

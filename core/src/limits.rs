@@ -24,6 +24,9 @@
 //! | [`MAX_REPORTS_PER_REGISTRATION`] | 4,096 | `register_worker` | `Shutdown` |
 //! | [`MAX_RECORD_PAYLOAD`] (a framework record at its worst case, see below) | 1,000,000 bytes | `declare_group`, before persisting | `RequestRefused` |
 //! | [`MAX_FAILURE_REASON_BYTES`] (a failed slot's stored reason) | 256 | `master::executors::update_executor` | truncated (marked) |
+//! | finished frameworks kept (`master::Config::retained_frameworks`, default [`DEFAULT_RETAINED_FRAMEWORKS`], at most [`MAX_RETAINED_FRAMEWORKS`]) | 200 | `master::history`, when a framework ends and when a leader loads | the oldest history records are deleted |
+//! | [`MAX_HISTORY_RECORD_BYTES`] (one history record) | 64 KiB | `master::history`, before persisting | the last slots are left out and counted (`slots_omitted`) |
+//! | [`MAX_HISTORY_SLOTS_SHOWN`], [`MAX_HISTORY_STATE_BYTES`] (history in a `StateReply`) | 64 slots per framework, 256 KiB in all | `Master::state` | left out and counted (`slots_omitted`, `history_omitted`) |
 //!
 //!
 //! **Connections** (enforced by the runtimes' connection layers, which take
@@ -99,6 +102,38 @@ pub const MAX_FRAMEWORKS_LIMIT: usize = 100_000;
 /// names), with a fifth of it left for the other records there.
 pub const MAX_FRAMEWORKS_ZOOKEEPER: usize = 4_000;
 const _: () = assert!(MAX_FRAMEWORKS_ZOOKEEPER * 5 / 4 <= crate::store::zk_layout::MAX_LISTED);
+
+/// Default of `master::Config::retained_frameworks` (`regent master
+/// --retained-frameworks`): how many finished frameworks the leader keeps in
+/// its history, like Spark's `spark.deploy.retainedApplications`.
+pub const DEFAULT_RETAINED_FRAMEWORKS: usize = 200;
+
+/// The largest `retained_frameworks` a master accepts: each history record
+/// may reach [`MAX_HISTORY_RECORD_BYTES`], the leader keeps them all in
+/// memory and a new leader loads them all (at most 640 MiB at the worst
+/// case, about 150 bytes each for a framework of a few slots with short
+/// names).
+pub const MAX_RETAINED_FRAMEWORKS: usize = 10_000;
+
+/// The largest payload of one history record: a finished framework with
+/// more slots than fit keeps the first ones and counts the rest
+/// (`FinishedFramework::slots_omitted`).
+pub const MAX_HISTORY_RECORD_BYTES: usize = 64 * 1024;
+
+/// The most slots of one finished framework a `StateReply` shows; the rest
+/// are counted in its `slots_omitted`.
+pub const MAX_HISTORY_SLOTS_SHOWN: usize = 64;
+
+/// The most bytes of history (encoded entries) a `StateReply` carries,
+/// newest first; older entries are counted in `ClusterState::history_omitted`.
+/// A quarter of the maximum frame, so history never crowds out the live
+/// state: the default 200 entries of a few slots each take about 30 KB.
+pub const MAX_HISTORY_STATE_BYTES: usize = 256 * 1024;
+
+const _: () = assert!(
+    MAX_HISTORY_RECORD_BYTES <= MAX_RECORD_PAYLOAD
+        && MAX_HISTORY_STATE_BYTES <= crate::codec::DEFAULT_MAX_FRAME / 4
+);
 
 /// The longest framework id or worker id, in bytes (they name records).
 pub const MAX_ID_BYTES: usize = 256;

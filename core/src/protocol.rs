@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 /// The protocol version this build speaks. A `Hello` with another version is
 /// refused with [`crate::codec::DecodeError::UnsupportedVersion`].
-pub const PROTOCOL_VERSION: u16 = 1;
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// What kind of node is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -467,6 +467,13 @@ pub struct ClusterState {
     pub messages: u64,
     /// Messages refused since start.
     pub rejected: u64,
+    /// Finished frameworks the leader keeps, newest first (at most
+    /// [`limits::MAX_HISTORY_STATE_BYTES`](crate::limits::MAX_HISTORY_STATE_BYTES)
+    /// of them; empty from a standby). Added in protocol version 2.
+    pub history: Vec<crate::history::FinishedFramework>,
+    /// Older finished frameworks the leader keeps but left out of `history`
+    /// to keep the reply within its size.
+    pub history_omitted: u32,
 }
 
 /// One worker in [`ClusterState`].

@@ -3,6 +3,7 @@
 
 use quickcheck::{Arbitrary, Gen, QuickCheck};
 use regent_core::codec::{self, DecodeError, Decoder, DecoderConfig};
+use regent_core::history::{FinishedFramework, FinishedSlot, FrameworkOutcome};
 use regent_core::ids::InstanceId;
 use regent_core::protocol::*;
 use regent_core::{Addr, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, Millis, WorkerId};
@@ -522,6 +523,22 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 }],
                 messages: 1000,
                 rejected: 3,
+                history: vec![FinishedFramework {
+                    id: FrameworkId::new("f0"),
+                    name: "nightly".into(),
+                    outcome: FrameworkOutcome::Completed,
+                    finished_at_ms: 1_764_603_000_000,
+                    registered_at_ms: Some(1_764_602_000_000),
+                    slots: vec![FinishedSlot {
+                        group: "g".into(),
+                        slot: 0,
+                        executor: Some(ExecutorId::new("f0/g#0#1.1")),
+                        state: Some(ExecutorState::Exited { code: 0 }),
+                        attempts: 1,
+                    }],
+                    slots_omitted: 0,
+                }],
+                history_omitted: 0,
             })),
         ),
         ("remove_worker", Message::RemoveWorker { request: 7, worker: WorkerId::new("w9") }),
@@ -576,6 +593,34 @@ fn cluster_state(g: &mut Gen) -> ClusterState {
             .collect(),
         messages: u64::arbitrary(g),
         rejected: u64::arbitrary(g),
+        history: (0..usize::arbitrary(g) % 3)
+            .map(|_| FinishedFramework {
+                id: FrameworkId(s(g)),
+                name: s(g),
+                outcome: *g
+                    .choose(&[
+                        FrameworkOutcome::Completed,
+                        FrameworkOutcome::Failed,
+                        FrameworkOutcome::TornDown,
+                        FrameworkOutcome::Killed,
+                        FrameworkOutcome::TimedOut,
+                    ])
+                    .unwrap(),
+                finished_at_ms: u64::arbitrary(g),
+                registered_at_ms: Option::<u64>::arbitrary(g),
+                slots: (0..usize::arbitrary(g) % 3)
+                    .map(|_| FinishedSlot {
+                        group: s(g),
+                        slot: u32::arbitrary(g),
+                        executor: if bool::arbitrary(g) { Some(ExecutorId(s(g))) } else { None },
+                        state: if bool::arbitrary(g) { Some(exec_state(g)) } else { None },
+                        attempts: u32::arbitrary(g),
+                    })
+                    .collect(),
+                slots_omitted: u32::arbitrary(g),
+            })
+            .collect(),
+        history_omitted: u32::arbitrary(g),
     }
 }
 
@@ -628,6 +673,8 @@ fn a_large_frame_is_encoded_and_sealed_into_a_buffer_of_its_exact_length() {
         executors,
         messages: 0,
         rejected: 0,
+        history: vec![],
+        history_omitted: 0,
     }));
     let frame = codec::encode(&msg);
     assert!(frame.len() > 512 * 1024, "a frame past half a MiB: {}", frame.len());

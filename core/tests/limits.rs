@@ -437,6 +437,7 @@ fn a_stored_retry_count_at_u32_max_never_overflows() {
             retries_used: u32::MAX,
         }],
         callback: None,
+        registered_at_ms: None,
     });
     let out = m.handle(T, master::Event::Elected { floor: Epoch(1), clock: 0 });
     assert_eq!(out, vec![master::Action::LoadRecords]);
@@ -600,6 +601,7 @@ fn fw_record(m: &Master) -> Record {
         failover_timeout_ms: fw.failover_timeout.0,
         groups: fw.groups.iter().map(|g| g.record.clone()).collect(),
         callback: None,
+        registered_at_ms: None,
     })
 }
 

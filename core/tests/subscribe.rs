@@ -460,7 +460,16 @@ fn failover_timeout_removes_the_framework_and_kills_its_executors() {
     let out = m.handle(Millis(31_001), master::Event::Timer(master::Timer::FrameworkHeartbeat));
     assert!(m_sends(&out)
         .contains(&(wc, Message::KillExecutorOnWorker { epoch: Epoch(1), executor: e1 })));
+    // Its history record first; the framework record's delete once that is
+    // durable (see `master::history`).
     assert!(out.iter().any(|a| matches!(
+        a,
+        master::Action::Persist { record: regent_core::store::Record::History(h), .. }
+            if h.framework.outcome == regent_core::history::FrameworkOutcome::TimedOut
+    )));
+    assert!(!out.iter().any(|a| matches!(a, master::Action::Unpersist { .. })));
+    let after = persist_all(&mut m, Millis(31_001), &out);
+    assert!(after.iter().any(|a| matches!(
         a,
         master::Action::Unpersist { key: regent_core::store::RecordKey::Framework(_), .. }
     )));

@@ -263,7 +263,77 @@ pub fn render_table(state: &ClusterState) -> String {
             })
             .collect(),
     ));
+
+    out.push_str(&format!("\nFINISHED FRAMEWORKS ({})\n", state.history.len()));
+    out.push_str(&table(
+        &["ID", "NAME", "OUTCOME", "FINISHED (UTC)", "SLOTS"],
+        state
+            .history
+            .iter()
+            .map(|f| {
+                vec![
+                    f.id.to_string(),
+                    f.name.clone(),
+                    f.outcome.to_string(),
+                    utc(f.finished_at_ms),
+                    slot_summary(f),
+                ]
+            })
+            .collect(),
+    ));
+    if state.history_omitted > 0 {
+        out.push_str(&format!(
+            "  ({} older finished frameworks kept by the leader, not shown: the reply's history is capped at {} bytes)\n",
+            state.history_omitted,
+            regent_core::limits::MAX_HISTORY_STATE_BYTES
+        ));
+    }
     out
+}
+
+/// A finished framework's slots in one cell: how many ended in each state
+/// (`2 EXITED 0, 1 KILLED`), and how many were left out of the reply.
+fn slot_summary(f: &regent_core::history::FinishedFramework) -> String {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for s in &f.slots {
+        let name = match s.exit_code() {
+            Some(code) => format!("EXITED {code}"),
+            None => s.state_name().to_string(),
+        };
+        match counts.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, c)) => *c += 1,
+            None => counts.push((name, 1)),
+        }
+    }
+    let mut parts: Vec<String> = counts.into_iter().map(|(n, c)| format!("{c} {n}")).collect();
+    if f.slots_omitted > 0 {
+        parts.push(format!("{} more not shown", f.slots_omitted));
+    }
+    if parts.is_empty() {
+        "none".to_string()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// `ms` since the Unix epoch as `YYYY-MM-DD HH:MM:SS`; `-` for 0 (unknown).
+fn utc(ms: u64) -> String {
+    if ms == 0 {
+        return "-".to_string();
+    }
+    let secs = ms / 1000;
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3_600, rem % 3_600 / 60, rem % 60)
 }
 
 /// Left-aligned columns separated by two spaces; control characters in

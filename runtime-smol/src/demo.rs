@@ -36,6 +36,7 @@ fn master_options(listen: SocketAddr, store: &Path, net: Arc<NetConfig>) -> Mast
         heartbeat_interval: Duration::from_millis(500),
         max_heartbeats_per_second: regent_core::master::DEFAULT_MAX_HEARTBEATS_PER_SECOND,
         max_frameworks: regent_core::limits::DEFAULT_MAX_FRAMEWORKS,
+        retained_frameworks: regent_core::limits::DEFAULT_RETAINED_FRAMEWORKS,
         net,
         insecure: false,
         previous_secrets: Vec::new(),

@@ -328,6 +328,13 @@ struct MasterArgs {
     #[arg(long, default_value_t = regent_core::limits::DEFAULT_MAX_FRAMEWORKS as u64,
           value_parser = clap::value_parser!(u64).range(1..=regent_core::limits::MAX_FRAMEWORKS_LIMIT as u64))]
     max_frameworks: u64,
+    /// How many finished frameworks the leader keeps (shown by `regent
+    /// status` and `/api/state` under "history"); older ones are deleted
+    /// from the store. Like Spark's `spark.deploy.retainedApplications`.
+    /// At most 10000.
+    #[arg(long, value_name = "N", default_value_t = regent_core::limits::DEFAULT_RETAINED_FRAMEWORKS as u64,
+          value_parser = clap::value_parser!(u64).range(0..=regent_core::limits::MAX_RETAINED_FRAMEWORKS as u64))]
+    retained_frameworks: u64,
     /// `--runtime std` only: the most peer connections at once (two threads
     /// each); one more is closed at once with a log line. Checked at start
     /// against the process's file and thread limits. The smol runtime has no
@@ -517,6 +524,7 @@ async fn run_std(common: &Common, command: Command) -> Result<ExitCode, String> 
             cfg.heartbeat_interval = Duration::from_millis(a.heartbeat_interval);
             cfg.max_heartbeats_per_second = a.max_heartbeats_per_second;
             cfg.max_frameworks = a.max_frameworks as usize;
+            cfg.retained_frameworks = a.retained_frameworks as usize;
             cfg.insecure = common.insecure;
             cfg.previous_secrets = read_secrets(&a.previous_secret_files)?;
             if let Some(max) = a.max_connections {
@@ -667,6 +675,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
                 heartbeat_interval: Duration::from_millis(a.heartbeat_interval),
                 max_heartbeats_per_second: a.max_heartbeats_per_second,
                 max_frameworks: a.max_frameworks as usize,
+                retained_frameworks: a.retained_frameworks as usize,
                 net,
                 insecure: common.insecure,
                 previous_secrets: read_secrets(&a.previous_secret_files)?,

@@ -80,6 +80,9 @@ pub struct MasterOptions {
     /// How many frameworks the cluster keeps records of (see
     /// `regent_core::limits::DEFAULT_MAX_FRAMEWORKS`).
     pub max_frameworks: usize,
+    /// How many finished frameworks the leader keeps (see
+    /// `regent_core::limits::DEFAULT_RETAINED_FRAMEWORKS`).
+    pub retained_frameworks: usize,
     /// Connection settings (cluster, secret, limits).
     pub net: Arc<NetConfig>,
     /// Allow a non-loopback listen address without a secret.
@@ -194,7 +197,7 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
         .detach();
     }
 
-    let mcfg = regent_std::host::master_config(
+    let mut mcfg = regent_std::host::master_config(
         &opts.id,
         advertise.clone(),
         opts.worker_timeout,
@@ -203,6 +206,7 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
         opts.max_heartbeats_per_second,
         opts.max_frameworks,
     );
+    mcfg.retained_frameworks = opts.retained_frameworks;
 
     let sealing = master_sealing(opts.net.secret.as_ref(), &opts.previous_secrets)?;
     let mut load_started = None;

@@ -5,6 +5,7 @@
 //! Every wait is bounded; everything listens on 127.0.0.1.
 
 use regent_core::auth::{Secret, Side};
+use regent_core::history::{FinishedFramework, FinishedSlot, FrameworkOutcome};
 use regent_core::protocol::{
     ClusterState, ExecutorState, ExecutorView, FrameworkView, HelloReply, LeaderHint, Message,
     Role, WorkerView,
@@ -87,6 +88,79 @@ fn sample_state(master: &str, status: &str, epoch: u64) -> ClusterState {
         ],
         messages: 42,
         rejected: 2,
+        history: vec![FinishedFramework {
+            id: FrameworkId::new("fw-0"),
+            name: "nightly".into(),
+            outcome: FrameworkOutcome::Killed,
+            finished_at_ms: 1_764_603_000_000,
+            registered_at_ms: Some(1_764_602_000_000),
+            slots: vec![
+                FinishedSlot {
+                    group: "g".into(),
+                    slot: 0,
+                    executor: Some(ExecutorId::new("fw-0/g#0#1.1")),
+                    state: Some(ExecutorState::Exited { code: 0 }),
+                    attempts: 1,
+                },
+                FinishedSlot {
+                    group: "g".into(),
+                    slot: 1,
+                    executor: Some(ExecutorId::new("fw-0/g#1#1.3")),
+                    state: Some(ExecutorState::Killed),
+                    attempts: 2,
+                },
+                FinishedSlot {
+                    group: "g".into(),
+                    slot: 2,
+                    executor: None,
+                    state: None,
+                    attempts: 0,
+                },
+            ],
+            slots_omitted: 0,
+        }],
+        history_omitted: 3,
+    }
+}
+
+#[test]
+fn state_json_shows_finished_frameworks_with_every_slot() {
+    let v = state_json(&sample_state("m1", "ALIVE", 7));
+    let history = v["history"].as_array().expect("history array");
+    assert_eq!(history.len(), 1);
+    let f = &history[0];
+    assert_eq!(f["id"], "fw-0");
+    assert_eq!(f["name"], "nightly");
+    assert_eq!(f["outcome"], "KILLED");
+    assert_eq!(f["finished_at_ms"], 1_764_603_000_000u64);
+    assert_eq!(f["registered_at_ms"], 1_764_602_000_000u64);
+    let slots = f["slots"].as_array().expect("slots array");
+    assert_eq!(slots.len(), 3);
+    for s in slots {
+        for key in ["group", "slot", "executor", "state", "exit_code", "attempts"] {
+            assert!(s.get(key).is_some(), "slot lacks {key}: {s}");
+        }
+    }
+    assert_eq!(slots[0]["state"], "EXITED");
+    assert_eq!(slots[0]["exit_code"], 0);
+    assert_eq!(slots[1]["state"], "KILLED");
+    assert!(slots[1]["exit_code"].is_null());
+    assert_eq!(slots[1]["attempts"], 2);
+    assert_eq!(slots[1]["executor"], "fw-0/g#1#1.3");
+    assert_eq!(slots[2]["state"], "NONE");
+    assert!(slots[2]["executor"].is_null());
+    assert_eq!(v["history_omitted"], 3);
+
+    let table = render_table(&sample_state("m1", "ALIVE", 7));
+    for needle in [
+        "FINISHED FRAMEWORKS (1)",
+        "nightly",
+        "KILLED",
+        "2025-12-01 15:30:00",
+        "1 EXITED 0, 1 KILLED, 1 NONE",
+        "3 older finished frameworks",
+    ] {
+        assert!(table.contains(needle), "{needle:?} missing from\n{table}");
     }
 }
 

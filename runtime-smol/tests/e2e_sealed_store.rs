@@ -56,6 +56,7 @@ fn planted() -> Record {
             retries_used: 0,
         }],
         callback: None,
+        registered_at_ms: None,
     })
 }
 

@@ -41,6 +41,7 @@ fn records_of(workers: usize) -> Vec<Record> {
         failover_timeout_ms: 600_000,
         groups: vec![],
         callback: None,
+        registered_at_ms: None,
     }));
     out
 }

@@ -49,6 +49,7 @@ fn build(dir: &Path, n: usize) {
             failover_timeout_ms: 3_600_000,
             groups: Vec::new(),
             callback: None,
+            registered_at_ms: None,
         }));
     }
     for i in 0..n - 1 - frameworks {

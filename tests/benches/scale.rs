@@ -514,6 +514,7 @@ fn records(n: u64) -> Vec<Record> {
                 retries_used: 0,
             }],
             callback: Some(Addr(format!("10.200.{}.{}:7079", j >> 8 & 0xff, j & 0xff))),
+            registered_at_ms: None,
         }));
     }
     v

@@ -13,11 +13,12 @@
 //! * A framework disconnected longer than its `failover_timeout` is removed
 //!   and its executors killed; within it, they keep running.
 
+use super::history::Ending;
 use super::{Action, AfterWrite, Master, Phase};
 use crate::ids::{Addr, ConnId, ExecutorId, FrameworkId, InstanceId};
 use crate::limits;
 use crate::protocol::{ExecutorInfo, GroupSpec, Message, Subscribe};
-use crate::store::{FrameworkRecord, GroupRecord, Record, RecordKey, SlotOutcome};
+use crate::store::{FrameworkRecord, GroupRecord, Record, SlotOutcome};
 use crate::time::Millis;
 
 /// One framework at the leader.
@@ -43,6 +44,9 @@ pub struct FrameworkEntry {
     /// Its subscriber's callback listener, if the latest subscription gave
     /// one (`Message::Callback`).
     pub callback: Option<Addr>,
+    /// Wall-clock ms of its first SUBSCRIBE, if the leader that accepted it
+    /// knew the wall clock (kept in the framework record).
+    pub registered_at_ms: Option<u64>,
 }
 
 /// A declared group and its slots at the leader.
@@ -65,6 +69,7 @@ impl FrameworkEntry {
             failover_timeout_ms: self.failover_timeout.0,
             groups: self.groups.iter().map(|g| g.record.clone()).collect(),
             callback: self.callback.clone(),
+            registered_at_ms: self.registered_at_ms,
         })
     }
 
@@ -74,6 +79,7 @@ impl FrameworkEntry {
             name: r.name,
             failover_timeout: Millis(r.failover_timeout_ms),
             callback: r.callback,
+            registered_at_ms: r.registered_at_ms,
             instance: None,
             attempt: 0,
             conn: None,
@@ -234,6 +240,15 @@ impl Master {
             self.metrics.rejected += 1;
             return;
         }
+        let registered_at_ms = Some(self.wall_ms(now)).filter(|ms| *ms > 0);
+        if let Some(reason) = self.finished_refusal(&id) {
+            let msg = Message::SubscribeRefused { epoch: self.epoch, reason: reason.clone() };
+            out.push(Action::Send { conn, msg });
+            out.push(Action::Close { conn, reason: format!("SUBSCRIBE refused: {reason}") });
+            self.conns.remove(&conn);
+            self.metrics.rejected += 1;
+            return;
+        }
         let fw = self.frameworks.entry(id.clone()).or_insert_with(|| FrameworkEntry {
             id: id.clone(),
             name: sub.name.clone(),
@@ -244,6 +259,7 @@ impl Master {
             disconnected_since: Some(now),
             groups: Vec::new(),
             callback: None,
+            registered_at_ms,
         });
         if let Some(current) = fw.instance.filter(|cur| sub.instance < *cur) {
             // Instance ids grow with their process's start time: an older
@@ -580,26 +596,49 @@ impl Master {
         }
     }
 
-    pub(super) fn teardown(&mut self, conn: ConnId, request: u64, out: &mut Vec<Action>) {
+    pub(super) fn teardown(
+        &mut self,
+        now: Millis,
+        conn: ConnId,
+        request: u64,
+        out: &mut Vec<Action>,
+    ) {
         let Some(id) = self.subscribed_framework(conn) else {
             out.push(self.refuse(conn, request, "not subscribed on this connection".into()));
             return;
         };
-        self.remove_framework(&id, Some(AfterWrite::Accept { conn, request }), out);
+        let then = Some(AfterWrite::Accept { conn, request });
+        self.remove_framework(now, &id, Ending::Teardown, then, out);
     }
 
-    /// Kills every executor of the framework and deletes its record.
+    /// Kills every executor of the framework, records it in the history
+    /// and, once that is durable, deletes its record (see
+    /// [`super::history`]); `then` runs after the delete.
     pub(super) fn remove_framework(
         &mut self,
+        now: Millis,
         id: &FrameworkId,
+        ending: Ending,
         then: Option<AfterWrite>,
         out: &mut Vec<Action>,
     ) {
         // A write of the record earlier in this step takes the record as it
         // stands before the delete; one after the delete is a new write.
         self.finish_framework_write(id, true, out);
-        if self.frameworks.remove(id).is_none() {
+        let Some(fw) = self.frameworks.remove(id) else {
             return;
+        };
+        // Written before anything else of the ending: the history record
+        // first, the framework record's delete once it is durable.
+        self.record_finished(&fw, ending, now, then.into_iter().collect(), out);
+        if let (Ending::Killed, Some(conn)) = (ending, fw.conn) {
+            // Its subscriber hears why; its SUBSCRIBE again is refused (the
+            // framework is finished), so it stops instead of starting over.
+            let msg =
+                self.framework_error(format!("framework {id} was killed by an operator"), None);
+            out.push(Action::Send { conn, msg });
+            out.push(Action::Close { conn, reason: format!("framework {id} killed") });
+            self.conns.remove(&conn);
         }
         self.refresh_slots_of(id);
         let mine: Vec<ExecutorId> = self.executors_of(id).map(|e| e.id.clone()).collect();
@@ -611,13 +650,6 @@ impl Master {
                 }
             }
         }
-        let write = self.next_write();
-        self.after_write.insert(write, then.into_iter().collect());
-        out.push(Action::Unpersist {
-            write,
-            key: RecordKey::Framework(id.clone()),
-            incarnation: None,
-        });
     }
 
     pub(super) fn framework_disconnected(&mut self, now: Millis, id: &FrameworkId, conn: ConnId) {
@@ -651,7 +683,7 @@ impl Master {
             .map(|f| f.id.clone())
             .collect();
         for id in expired {
-            self.remove_framework(&id, None, out);
+            self.remove_framework(now, &id, Ending::TimedOut, None, out);
         }
     }
 

@@ -20,10 +20,18 @@ use crate::store::{Record, RecordKey};
 use crate::time::Millis;
 
 impl Master {
-    pub(super) fn on_elected(&mut self, floor: Epoch, clock: u64, out: &mut Vec<Action>) {
+    pub(super) fn on_elected(
+        &mut self,
+        now: Millis,
+        floor: Epoch,
+        clock: u64,
+        out: &mut Vec<Action>,
+    ) {
         if self.holds_leadership() {
             return; // a repeated notification
         }
+        // The wall clock of this leadership (finished frameworks' times).
+        self.wall_base = (clock > 0).then(|| clock.saturating_sub(now.0));
         self.phase = Phase::Loading { floor, clock };
         self.leadership_writes_after = self.next_write;
         self.suspended = false;
@@ -66,7 +74,21 @@ impl Master {
         self.epoch = epoch;
         self.phase = Phase::Recovering;
         self.leader = Some(self.self_hint());
+        // The history first: a framework record that a history record says
+        // was finished is a crash's leftover, not a live framework.
+        let mut history = Vec::new();
+        let mut frameworks = Vec::new();
+        let mut rest = Vec::new();
         for r in records {
+            match r {
+                Record::History(h) => history.push(h),
+                Record::Framework(f) => frameworks.push(f),
+                other => rest.push(other),
+            }
+        }
+        let leftovers = self.recover_history(history, &frameworks, out);
+        let live = frameworks.into_iter().filter(|f| !leftovers.contains(&f.id));
+        for r in rest.into_iter().chain(live.map(Record::Framework)) {
             match r {
                 Record::Worker(w) => {
                     let heartbeat = (self.config.heartbeat_interval, self.config.worker_timeout);
@@ -77,7 +99,7 @@ impl Master {
                     self.frameworks.insert(id.clone(), FrameworkEntry::from_record(f));
                     self.refresh_slots_of(&id);
                 }
-                Record::Epoch(_) => {}
+                Record::Epoch(_) | Record::History(_) => {}
             }
         }
         self.announce(&[Role::Worker], out);

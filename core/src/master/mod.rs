@@ -14,6 +14,7 @@
 
 mod executors;
 mod frameworks;
+mod history;
 mod leadership;
 mod silence;
 mod snapshot;
@@ -77,6 +78,12 @@ pub struct Config {
     /// SUBSCRIBE that would create one more is refused. The store backend
     /// decides the real bound. Default [`crate::limits::DEFAULT_MAX_FRAMEWORKS`].
     pub max_frameworks: usize,
+    /// How many finished frameworks the leader keeps in its history (see
+    /// [`crate::history`]); older ones are deleted. Default
+    /// [`crate::limits::DEFAULT_RETAINED_FRAMEWORKS`] (200, like Spark's
+    /// `spark.deploy.retainedApplications`), at most
+    /// [`crate::limits::MAX_RETAINED_FRAMEWORKS`].
+    pub retained_frameworks: usize,
 }
 
 /// Executor placement policy.
@@ -103,6 +110,7 @@ impl Config {
             placement: Placement::Spread,
             max_executor_retries: 10,
             max_frameworks: crate::limits::DEFAULT_MAX_FRAMEWORKS,
+            retained_frameworks: crate::limits::DEFAULT_RETAINED_FRAMEWORKS,
         }
     }
 
@@ -331,6 +339,9 @@ enum AfterWrite {
     /// A kill requested by the framework is durable in its record: send it
     /// to the executor's worker.
     KillDurable { executor: ExecutorId },
+    /// A finished framework's history record is durable: delete its
+    /// framework record, then run `then`.
+    HistoryDurable { framework: FrameworkId, then: Vec<AfterWrite> },
 }
 
 /// The leadership lifecycle.
@@ -437,6 +448,10 @@ pub struct Master {
     armed: BTreeMap<Timer, Millis>,
     metrics: Metrics,
     snapshot: snapshot::SnapshotCache,
+    /// Finished frameworks (empty while not leading).
+    history: history::History,
+    /// Wall-clock ms at `now = 0`, from the clock passed at the election.
+    wall_base: Option<u64>,
 }
 
 impl Master {
@@ -470,6 +485,8 @@ impl Master {
             armed: BTreeMap::new(),
             metrics: Metrics::default(),
             snapshot: snapshot::SnapshotCache::default(),
+            history: history::History::default(),
+            wall_base: None,
         }
     }
 
@@ -651,6 +668,7 @@ impl Master {
                 state: e.state.clone(),
             })
             .collect();
+        let (history, history_omitted) = self.history_view();
         ClusterState {
             master: self.config.id.clone(),
             status: status.into(),
@@ -661,6 +679,8 @@ impl Master {
             executors,
             messages: self.metrics.messages,
             rejected: self.metrics.rejected,
+            history,
+            history_omitted,
         }
     }
 
@@ -767,7 +787,7 @@ impl Master {
                     });
                 }
             }
-            Event::Elected { floor, clock } => self.on_elected(floor, clock, out),
+            Event::Elected { floor, clock } => self.on_elected(now, floor, clock, out),
             Event::Loaded { records } => self.on_loaded(records, out),
             Event::LoadFailed { reason } => {
                 if self.holds_leadership() {
@@ -798,40 +818,7 @@ impl Master {
                 if !self.on_epoch_persisted(now, write, out) && !self.on_persisted(now, write, out)
                 {
                     for then in self.after_write.remove(&write).unwrap_or_default() {
-                        match then {
-                            AfterWrite::Subscribed { framework, conn } => {
-                                self.on_subscription_durable(&framework, conn, out)
-                            }
-                            AfterWrite::Accept { conn, request } => out.push(Action::Send {
-                                conn,
-                                msg: Message::RequestAccepted { epoch: self.epoch, request },
-                            }),
-                            AfterWrite::Recorded { executor, state, ack } => {
-                                self.on_recorded(&executor, &state, ack.as_ref(), out)
-                            }
-                            AfterWrite::Ack { worker, executor } => {
-                                self.ack_report(&worker, &executor, out)
-                            }
-                            AfterWrite::GroupDurable { framework, group } => {
-                                if let Some(g) = self
-                                    .frameworks
-                                    .get_mut(&framework)
-                                    .and_then(|f| f.group_mut(&group))
-                                {
-                                    g.durable = true;
-                                    self.refresh_slots_of(&framework);
-                                }
-                            }
-                            AfterWrite::Place => self.place(out),
-                            AfterWrite::KillDurable { executor } => {
-                                if let Some(e) = self.executors.get(&executor) {
-                                    if !e.state.is_terminal() {
-                                        let worker = e.worker.clone();
-                                        self.send_kill(&worker, &executor, out);
-                                    }
-                                }
-                            }
-                        }
+                        self.after_write_done(then, out);
                     }
                 }
             }
@@ -840,6 +827,43 @@ impl Master {
                 if self.holds_leadership() && write.0 > self.leadership_writes_after {
                     self.abdicate(format!("store write {} failed: {reason}", write.0), out);
                 }
+            }
+        }
+    }
+
+    /// Runs what waited for a write to be durable.
+    fn after_write_done(&mut self, then: AfterWrite, out: &mut Vec<Action>) {
+        match then {
+            AfterWrite::Subscribed { framework, conn } => {
+                self.on_subscription_durable(&framework, conn, out)
+            }
+            AfterWrite::Accept { conn, request } => out.push(Action::Send {
+                conn,
+                msg: Message::RequestAccepted { epoch: self.epoch, request },
+            }),
+            AfterWrite::Recorded { executor, state, ack } => {
+                self.on_recorded(&executor, &state, ack.as_ref(), out)
+            }
+            AfterWrite::Ack { worker, executor } => self.ack_report(&worker, &executor, out),
+            AfterWrite::GroupDurable { framework, group } => {
+                if let Some(g) =
+                    self.frameworks.get_mut(&framework).and_then(|f| f.group_mut(&group))
+                {
+                    g.durable = true;
+                    self.refresh_slots_of(&framework);
+                }
+            }
+            AfterWrite::Place => self.place(out),
+            AfterWrite::KillDurable { executor } => {
+                if let Some(e) = self.executors.get(&executor) {
+                    if !e.state.is_terminal() {
+                        let worker = e.worker.clone();
+                        self.send_kill(&worker, &executor, out);
+                    }
+                }
+            }
+            AfterWrite::HistoryDurable { framework, then } => {
+                self.on_history_durable(framework, then, out)
             }
         }
     }
@@ -987,7 +1011,9 @@ impl Master {
             Message::KillExecutor { request, executor } if self.acting() => {
                 self.kill_request(conn, request, executor, out)
             }
-            Message::Teardown { request } if self.acting() => self.teardown(conn, request, out),
+            Message::Teardown { request } if self.acting() => {
+                self.teardown(now, conn, request, out)
+            }
             // Keeps the subscription's connection alive; nothing to do.
             Message::FrameworkHeartbeatAck { .. } => {}
             Message::Callback { addr } => {
@@ -1027,7 +1053,7 @@ impl Master {
             Message::KillFramework { request, framework } if self.acting() => {
                 if self.frameworks.contains_key(&framework) {
                     let then = Some(AfterWrite::Accept { conn, request });
-                    self.remove_framework(&framework, then, out);
+                    self.remove_framework(now, &framework, history::Ending::Killed, then, out);
                 } else {
                     let reason = format!("no framework {framework}");
                     let msg = Message::RequestRefused { epoch: self.epoch, request, reason };
@@ -1102,6 +1128,7 @@ impl Master {
         self.live_by_worker.clear();
         self.open_slots.clear();
         self.after_write.clear();
+        self.history = history::History::default();
         let mut conns: Vec<ConnId> = self.conns.keys().copied().collect();
         conns.sort();
         for conn in conns {

@@ -78,6 +78,8 @@ mod tests {
             executors: vec![],
             messages: 0,
             rejected: 0,
+            history: vec![],
+            history_omitted: 0,
         }
     }
 

@@ -1087,13 +1087,15 @@ impl ZkStore {
 }
 
 /// Orders records as their keys order ([`RecordKey`]'s `Ord`: the epoch,
-/// workers, frameworks, each by id), without copying the keys.
+/// workers, frameworks, each by id, then history records by number),
+/// without copying the keys.
 fn by_key(a: &Record, b: &Record) -> std::cmp::Ordering {
-    fn rank(r: &Record) -> (u8, &str) {
+    fn rank(r: &Record) -> (u8, &str, u64) {
         match r {
-            Record::Epoch(_) => (0, ""),
-            Record::Worker(w) => (1, w.id.as_str()),
-            Record::Framework(f) => (2, f.id.as_str()),
+            Record::Epoch(_) => (0, "", 0),
+            Record::Worker(w) => (1, w.id.as_str(), 0),
+            Record::Framework(f) => (2, f.id.as_str(), 0),
+            Record::History(h) => (3, "", h.seq),
         }
     }
     rank(a).cmp(&rank(b))
@@ -1599,6 +1601,7 @@ mod tests {
                 failover_timeout_ms: 1,
                 groups: vec![],
                 callback: None,
+                registered_at_ms: None,
             })
         };
         let mut records = vec![

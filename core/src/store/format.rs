@@ -674,6 +674,7 @@ mod tests {
                         }]
                     },
                     callback: None,
+                    registered_at_ms: Option::<u64>::arbitrary(g),
                 }),
             };
             AnyRecord(r)

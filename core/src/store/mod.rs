@@ -1,7 +1,8 @@
 //! The records a master makes durable, and their on-disk format.
 //!
 //! A leader persists a [`Record`] per worker, per framework (with its executor
-//! requests) and one for its epoch. The runtime executes
+//! requests), per finished framework it keeps in its history, and one for
+//! its epoch. The runtime executes
 //! `Persist`/`Unpersist` actions against a store (filesystem or ZooKeeper) and
 //! feeds back `Persisted` (or a failure, which costs the leadership: DESIGN
 //! rule 8). Writes to one key are applied in order; a delete of a worker
@@ -14,6 +15,7 @@ pub mod names;
 pub mod seal;
 pub mod zk_layout;
 
+use crate::history::FinishedFramework;
 use crate::ids::{Addr, Epoch, ExecutorId, FrameworkId, Incarnation, WorkerId};
 use crate::protocol::{ExecutorState, GroupSpec};
 use serde::{Deserialize, Serialize};
@@ -34,6 +36,9 @@ pub enum RecordKey {
     Worker(WorkerId),
     /// A framework and its executor requests.
     Framework(FrameworkId),
+    /// A finished framework in the history, by its sequence number (see
+    /// [`HistoryRecord::seq`]).
+    History(u64),
 }
 
 impl fmt::Display for RecordKey {
@@ -42,6 +47,7 @@ impl fmt::Display for RecordKey {
             RecordKey::Epoch => f.write_str("epoch"),
             RecordKey::Worker(w) => write!(f, "worker/{w}"),
             RecordKey::Framework(fw) => write!(f, "framework/{fw}"),
+            RecordKey::History(seq) => write!(f, "history/{seq}"),
         }
     }
 }
@@ -78,6 +84,9 @@ pub struct FrameworkRecord {
     /// Where its subscriber's callback listener takes masters' connections
     /// (seed 002), if the subscriber has one.
     pub callback: Option<Addr>,
+    /// Wall-clock ms of its first SUBSCRIBE, if the leader that accepted it
+    /// knew the wall clock (shown in the history when it finishes).
+    pub registered_at_ms: Option<u64>,
 }
 
 /// One declared executor group and the outcome of each of its slots.
@@ -132,12 +141,29 @@ impl SlotOutcome {
     }
 }
 
+/// A finished framework kept in the history (see [`crate::history`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryRecord {
+    /// Its place in the history: each leader numbers the frameworks it
+    /// finishes after the highest number in the store, so a larger number
+    /// is a newer entry, and the oldest are deleted first.
+    pub seq: u64,
+    /// The CRC32C of the postcard encoding of the framework record this
+    /// entry replaced: a framework record still in the store with this
+    /// digest is a leftover of a crash before its delete (see
+    /// `master::history`).
+    pub framework_digest: u32,
+    /// The framework as it ended.
+    pub framework: FinishedFramework,
+}
+
 /// One durable record.
 ///
 /// Encoded through [`wire::Record`]: a worker record without a callback
 /// address keeps the layout of the first format (so those images are
 /// byte-for-byte what earlier builds wrote and read), one with a callback
-/// address uses a variant appended after it.
+/// address uses a variant appended after it; likewise a framework record
+/// without a registration time keeps the layout of the format before it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "wire::Record", into = "wire::Record")]
 pub enum Record {
@@ -147,6 +173,8 @@ pub enum Record {
     Worker(WorkerRecord),
     /// A framework.
     Framework(FrameworkRecord),
+    /// A finished framework (appended: older images are unchanged).
+    History(HistoryRecord),
 }
 
 impl Record {
@@ -156,6 +184,7 @@ impl Record {
             Record::Epoch(_) => RecordKey::Epoch,
             Record::Worker(w) => RecordKey::Worker(w.id.clone()),
             Record::Framework(f) => RecordKey::Framework(f.id.clone()),
+            Record::History(h) => RecordKey::History(h.seq),
         }
     }
 }
@@ -163,8 +192,8 @@ impl Record {
 /// The encoded shape of [`Record`] (see there): variants are only ever
 /// appended.
 mod wire {
-    use super::{FrameworkRecord, GroupRecord, WorkerRecord};
-    use crate::ids::{Epoch, FrameworkId, Incarnation, WorkerId};
+    use super::{FrameworkRecord, GroupRecord, HistoryRecord, WorkerRecord};
+    use crate::ids::{Addr, Epoch, FrameworkId, Incarnation, WorkerId};
     use serde::{Deserialize, Serialize};
 
     #[derive(Debug, Serialize, Deserialize)]
@@ -173,7 +202,20 @@ mod wire {
         Worker(WorkerV1),
         Framework(FrameworkV1),
         WorkerWithCallback(WorkerRecord),
-        FrameworkWithCallback(FrameworkRecord),
+        FrameworkWithCallback(FrameworkV2),
+        History(HistoryRecord),
+        FrameworkWithRegistration(FrameworkRecord),
+    }
+
+    /// A framework record of the second format: a callback address, no
+    /// registration time.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct FrameworkV2 {
+        id: FrameworkId,
+        name: String,
+        failover_timeout_ms: u64,
+        groups: Vec<GroupRecord>,
+        callback: Option<Addr>,
     }
 
     /// A framework record of the first format: no callback address.
@@ -214,10 +256,26 @@ mod wire {
                         failover_timeout_ms,
                         groups,
                         callback: None,
+                        registered_at_ms: None,
                     })
                 }
                 Record::WorkerWithCallback(w) => super::Record::Worker(w),
-                Record::FrameworkWithCallback(f) => super::Record::Framework(f),
+                Record::FrameworkWithCallback(FrameworkV2 {
+                    id,
+                    name,
+                    failover_timeout_ms,
+                    groups,
+                    callback,
+                }) => super::Record::Framework(FrameworkRecord {
+                    id,
+                    name,
+                    failover_timeout_ms,
+                    groups,
+                    callback,
+                    registered_at_ms: None,
+                }),
+                Record::History(h) => super::Record::History(h),
+                Record::FrameworkWithRegistration(f) => super::Record::Framework(f),
             }
         }
     }
@@ -230,9 +288,23 @@ mod wire {
                 super::Record::Worker(WorkerRecord {
                     id, incarnation, cores, memory_mb, ..
                 }) => Record::Worker(WorkerV1 { id, incarnation, cores, memory_mb }),
-                super::Record::Framework(f) if f.callback.is_some() => {
-                    Record::FrameworkWithCallback(f)
+                super::Record::Framework(f) if f.registered_at_ms.is_some() => {
+                    Record::FrameworkWithRegistration(f)
                 }
+                super::Record::Framework(FrameworkRecord {
+                    id,
+                    name,
+                    failover_timeout_ms,
+                    groups,
+                    callback: callback @ Some(_),
+                    ..
+                }) => Record::FrameworkWithCallback(FrameworkV2 {
+                    id,
+                    name,
+                    failover_timeout_ms,
+                    groups,
+                    callback,
+                }),
                 super::Record::Framework(FrameworkRecord {
                     id,
                     name,
@@ -240,6 +312,7 @@ mod wire {
                     groups,
                     ..
                 }) => Record::Framework(FrameworkV1 { id, name, failover_timeout_ms, groups }),
+                super::Record::History(h) => Record::History(h),
             }
         }
     }
@@ -267,5 +340,61 @@ mod tests {
         let new = postcard::to_allocvec(&worker(Some("10.0.0.7:7078"))).unwrap();
         assert_eq!(new[0], 3, "an appended variant");
         assert_eq!(postcard::from_bytes::<Record>(&new).unwrap(), worker(Some("10.0.0.7:7078")));
+    }
+
+    #[test]
+    fn a_framework_keeps_its_earlier_layouts_until_it_has_a_registration_time() {
+        let fw = |callback: Option<&str>, registered_at_ms: Option<u64>| {
+            Record::Framework(FrameworkRecord {
+                id: FrameworkId::new("fw-1"),
+                name: "etl".into(),
+                failover_timeout_ms: 60_000,
+                groups: vec![],
+                callback: callback.map(Addr::new),
+                registered_at_ms,
+            })
+        };
+        for (r, variant) in [
+            (fw(None, None), 2),
+            (fw(Some("10.0.0.7:7078"), None), 4),
+            (fw(None, Some(1_764_603_000_000)), 6),
+            (fw(Some("10.0.0.7:7078"), Some(1_764_603_000_000)), 6),
+        ] {
+            let bytes = postcard::to_allocvec(&r).unwrap();
+            assert_eq!(bytes[0], variant, "{r:?}");
+            assert_eq!(postcard::from_bytes::<Record>(&bytes).unwrap(), r);
+        }
+    }
+
+    #[test]
+    fn a_history_record_is_an_appended_variant_and_round_trips() {
+        use crate::history::{FinishedSlot, FrameworkOutcome};
+        let h = Record::History(HistoryRecord {
+            seq: 12,
+            framework_digest: 0xdead_beef,
+            framework: FinishedFramework {
+                id: FrameworkId::new("fw-1"),
+                name: "etl".into(),
+                outcome: FrameworkOutcome::TimedOut,
+                finished_at_ms: 1_764_603_000_000,
+                registered_at_ms: None,
+                slots: vec![FinishedSlot {
+                    group: "main".into(),
+                    slot: 0,
+                    executor: Some(ExecutorId::new("fw-1/main#0#1.1")),
+                    state: Some(ExecutorState::Failed { reason: "exit 3".into() }),
+                    attempts: 4,
+                }],
+                slots_omitted: 2,
+            },
+        });
+        let bytes = postcard::to_allocvec(&h).unwrap();
+        assert_eq!(bytes[0], 5, "appended after the five earlier variants");
+        assert_eq!(postcard::from_bytes::<Record>(&bytes).unwrap(), h);
+        assert_eq!(h.key(), RecordKey::History(12));
+        assert_eq!(h.key().to_string(), "history/12");
+        assert_eq!(names::key_stem(&h.key()), "h-00000000000000000012");
+        let img = format::encode(&h).unwrap();
+        assert_eq!(format::decode(&img).unwrap(), h);
     }
 }

@@ -3,12 +3,15 @@
 //!
 //! ```text
 //! <root>/state/epoch            the epoch record (one node, never sharded)
-//! <root>/state/<xx>/<stem>      every worker and framework record, in the
+//! <root>/state/<xx>/<stem>      every worker, framework and history record, in the
 //!                               shard <xx>: two lower-case hex digits, the
 //!                               first byte of SHA-256(<stem>)
 //! ```
 //!
-//! The node name is the key's stem ([`key_stem`]: `w-<id>`, `f-<id>`). A
+//! The node name is the key's stem ([`key_stem`]: `w-<id>`, `f-<id>`,
+//! `h-<seq>`; history records hash like the others, so a history of
+//! [`MAX_RETAINED_FRAMEWORKS`](crate::limits::MAX_RETAINED_FRAMEWORKS) adds
+//! about 40 children to a shard). A
 //! shard node is an empty persistent node, created the first time a record
 //! goes into it and never deleted by regent; a store holds only the shards
 //! its records needed.
@@ -93,10 +96,11 @@ pub fn parse_shard(name: &str) -> Option<u8> {
     }
 }
 
-/// Whether `name` is the name of a record node (`epoch`, `w-...`, `f-...`);
+/// Whether `name` is the name of a record node (`epoch`, `w-...`, `f-...`,
+/// `h-...`);
 /// anything else under `<root>/state/` is not regent's and is left alone.
 pub fn is_record_name(name: &str) -> bool {
-    name == EPOCH_NODE || name.starts_with("w-") || name.starts_with("f-")
+    name == EPOCH_NODE || name.starts_with("w-") || name.starts_with("f-") || name.starts_with("h-")
 }
 
 /// The path of shard `shard` under `state` (`<root>/state`).
@@ -215,6 +219,22 @@ mod tests {
         assert_eq!(parse_shard("ff"), Some(255));
         assert_eq!(parse_shard("0A"), None);
         assert_eq!(parse_shard("100"), None);
+    }
+
+    #[test]
+    fn history_records_are_sharded_like_the_others() {
+        let mut shards = std::collections::BTreeSet::new();
+        for seq in 0..200 {
+            let key = RecordKey::History(seq);
+            let stem = key_stem(&key);
+            assert!(is_record_name(&stem), "{stem}");
+            let shard = shard_of(&stem).expect("sharded");
+            shards.insert(shard);
+            let path = record_path("/r/state", &key);
+            assert_eq!(path, format!("/r/state/{shard:02x}/h-{seq:020}"));
+            assert!(is_record_path("/r/state", &path));
+        }
+        assert!(shards.len() > 100, "200 entries spread over the shards: {}", shards.len());
     }
 
     #[test]

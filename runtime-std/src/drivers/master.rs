@@ -129,6 +129,9 @@ pub struct MasterConfig {
     /// How many frameworks the cluster keeps records of (see
     /// `regent_core::limits::DEFAULT_MAX_FRAMEWORKS`).
     pub max_frameworks: usize,
+    /// How many finished frameworks the leader keeps (see
+    /// `regent_core::limits::DEFAULT_RETAINED_FRAMEWORKS`).
+    pub retained_frameworks: usize,
     /// Connection settings (cluster, secret, limits).
     pub net: Arc<NetConfig>,
     /// Allow a non-loopback listen address without a secret.
@@ -197,6 +200,7 @@ impl MasterConfig {
             heartbeat_interval: Duration::from_secs(1),
             max_heartbeats_per_second: regent_core::master::DEFAULT_MAX_HEARTBEATS_PER_SECOND,
             max_frameworks: regent_core::limits::DEFAULT_MAX_FRAMEWORKS,
+            retained_frameworks: regent_core::limits::DEFAULT_RETAINED_FRAMEWORKS,
             net,
             insecure: false,
             previous_secrets: Vec::new(),
@@ -331,7 +335,7 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
     };
     let acceptor = Acceptor::spawn(listener, bound, tx.clone())?;
 
-    let mcfg = crate::host::master_config(
+    let mut mcfg = crate::host::master_config(
         &cfg.id,
         advertise.clone(),
         cfg.worker_timeout,
@@ -340,6 +344,7 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
         cfg.max_heartbeats_per_second,
         cfg.max_frameworks,
     );
+    mcfg.retained_frameworks = cfg.retained_frameworks;
     tracing::info!(id = %cfg.id, listen = %bound, advertise = %advertise, "master listening");
 
     let start = Instant::now();

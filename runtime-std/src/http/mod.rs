@@ -384,6 +384,40 @@ pub fn state_json(s: &ClusterState) -> Value {
             v
         })
         .collect();
+    // Finished frameworks, newest first (see `regent_core::history`).
+    let history: Vec<Value> = s
+        .history
+        .iter()
+        .map(|f| {
+            let slots: Vec<Value> = f
+                .slots
+                .iter()
+                .map(|sl| {
+                    let mut v = json!({
+                        "group": sl.group,
+                        "slot": sl.slot,
+                        "executor": sl.executor.as_ref().map(|e| e.as_str()),
+                        "state": sl.state_name(),
+                        "exit_code": sl.exit_code(),
+                        "attempts": sl.attempts,
+                    });
+                    if let Some(ExecutorState::Failed { reason }) = &sl.state {
+                        v["reason"] = json!(reason);
+                    }
+                    v
+                })
+                .collect();
+            json!({
+                "id": f.id.as_str(),
+                "name": f.name,
+                "outcome": f.outcome.as_str(),
+                "finished_at_ms": f.finished_at_ms,
+                "registered_at_ms": f.registered_at_ms,
+                "slots": slots,
+                "slots_omitted": f.slots_omitted,
+            })
+        })
+        .collect();
     json!({
         "id": s.master.as_str(),
         "status": s.status,
@@ -396,6 +430,8 @@ pub fn state_json(s: &ClusterState) -> Value {
         "workers": workers,
         "frameworks": frameworks,
         "executors": executors,
+        "history": history,
+        "history_omitted": s.history_omitted,
     })
 }
 

@@ -8,7 +8,7 @@ use regent_core::store::format::{self, Damage, HEADER_LEN, MAGIC, SEALED_HEADER_
 use regent_core::store::format::{FORMAT_VERSION, UNSEALED_VERSION};
 use regent_core::store::seal::{SealKey, Sealing};
 use regent_core::store::{
-    FrameworkRecord, GroupRecord, Record, RecordKey, SlotOutcome, WorkerRecord,
+    FrameworkRecord, GroupRecord, HistoryRecord, Record, RecordKey, SlotOutcome, WorkerRecord,
 };
 use regent_core::{Epoch, FrameworkId, Incarnation, WorkerId};
 use regent_std::store::names::record_file_name;
@@ -52,6 +52,7 @@ pub fn framework(id: &str, name: &str) -> Record {
             retries_used: 1,
         }],
         callback: None,
+        registered_at_ms: None,
     })
 }
 
@@ -296,7 +297,82 @@ pub fn cases() -> Vec<Case> {
         sealing: fixture_sealing(),
         expect: Err(vec![(w1_name.clone(), Damage::Unsealed)]),
     });
+
+    // A finished framework in the history (a record kind appended after the
+    // others): whole, torn, and sealed then altered.
+    let h = history(7);
+    let h_name = record_file_name(&h.key());
+    let h_img = format::encode(&h).unwrap();
+    let mut with_history = valid_records();
+    with_history.push(h.clone());
+    with_history.sort_by_key(Record::key);
+    cases.push(Case {
+        name: "history",
+        files: with_history.iter().map(file).collect(),
+        sealing: Sealing::none(),
+        expect: Ok((with_history.clone(), vec![])),
+    });
+    let cut = h_img.len() - 9;
+    cases.push(Case {
+        name: "history-truncated",
+        files: vec![file(&epoch), (h_name.clone(), h_img[..cut].to_vec())],
+        sealing: Sealing::none(),
+        expect: Err(vec![(
+            h_name.clone(),
+            Damage::Truncated { len: cut, expected: h_img.len(), in_header: false },
+        )]),
+    });
+    let mut h_altered = format::encode_with(&h, &sealed).unwrap();
+    h_altered[SEALED_HEADER_LEN + 3] ^= 0x01;
+    cases.push(Case {
+        name: "history-sealed-altered",
+        files: vec![sealed_file(&epoch, &sealed), (h_name.clone(), h_altered)],
+        sealing: fixture_sealing(),
+        expect: Err(vec![(h_name, Damage::BadMac { key_id: key_a })]),
+    });
     cases
+}
+
+/// A history record: framework `fw-0` killed by an operator, one slot
+/// exited 0, one killed after two attempts, one that never ran.
+pub fn history(seq: u64) -> Record {
+    use regent_core::history::{FinishedFramework, FinishedSlot, FrameworkOutcome};
+    use regent_core::protocol::ExecutorState;
+    Record::History(HistoryRecord {
+        seq,
+        framework_digest: 0x0123_4567,
+        framework: FinishedFramework {
+            id: FrameworkId::new("fw-0"),
+            name: "nightly".into(),
+            outcome: FrameworkOutcome::Killed,
+            finished_at_ms: 1_764_603_000_000,
+            registered_at_ms: Some(1_764_602_000_000),
+            slots: vec![
+                FinishedSlot {
+                    group: "main".into(),
+                    slot: 0,
+                    executor: Some("fw-0/main#0#1.1".into()),
+                    state: Some(ExecutorState::Exited { code: 0 }),
+                    attempts: 1,
+                },
+                FinishedSlot {
+                    group: "main".into(),
+                    slot: 1,
+                    executor: Some("fw-0/main#1#1.3".into()),
+                    state: Some(ExecutorState::Killed),
+                    attempts: 2,
+                },
+                FinishedSlot {
+                    group: "main".into(),
+                    slot: 2,
+                    executor: None,
+                    state: None,
+                    attempts: 0,
+                },
+            ],
+            slots_omitted: 0,
+        },
+    })
 }
 
 /// Writes every case under `root` (replacing what is there).

@@ -931,6 +931,7 @@ fn record(src: &mut Source, frameworks: &[FrameworkId]) -> Record {
                 failover_timeout_ms: gen::millis(src).0,
                 groups,
                 callback: src.bool().then(|| Addr::new(gen::text(src, &["10.0.0.8:7079"], 300))),
+                registered_at_ms: None,
             })
         }
         _ => postcard::from_bytes(src.sized(128)).unwrap_or(Record::Epoch(gen::epoch(src))),

@@ -90,7 +90,7 @@ pub(crate) fn on_store_write(w: &mut World, record: &Record) -> Result<(), Strin
                 }
             }
         }
-        Record::Epoch(_) => {}
+        Record::Epoch(_) | Record::History(_) => {}
     }
     Ok(())
 }
@@ -104,7 +104,7 @@ pub(crate) fn on_store_delete(w: &mut World, key: &RecordKey) {
             w.obs.acked_frameworks.remove(fw);
             w.obs.acked_groups.retain(|(f, _)| f != fw);
         }
-        RecordKey::Epoch => {}
+        RecordKey::Epoch | RecordKey::History(_) => {}
     }
 }
 
