@@ -5,7 +5,8 @@
 //! workers, frameworks and executors added, changed state, changed
 //! otherwise (resources in use, a connection, any field added later) or
 //! removed; the leader changed (another master, or the same one at a new
-//! epoch, or none known); the answering master's own status changed. It is
+//! epoch, or none known); the answering master's own status changed; a
+//! framework finished (it entered the history, with its outcome). It is
 //! a pure function: the HTTP event stream (`GET /api/events`) and
 //! `regent events` both poll snapshots and diff them with it, so what they
 //! report is exactly what two snapshots differ by.
@@ -17,7 +18,7 @@
 //! removed in between is not seen at all. The last state is always right.
 //!
 //! Events come in a fixed order: leader, status, then workers, frameworks
-//! and executors, each by id. Events are serialized (serde, internally
+//! and executors, each by id, then finished frameworks. Events are serialized (serde, internally
 //! tagged by `kind`) as JSON objects such as
 //! `{"kind":"worker","change":"state","worker":"w1","state":"DEAD","previous":"ALIVE",...}`.
 
@@ -132,6 +133,18 @@ pub enum ClusterEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// A framework finished: it entered the leader's history (it is
+    /// `removed` from the frameworks in the same difference).
+    Finished {
+        /// The framework.
+        framework: FrameworkId,
+        /// Its name.
+        name: String,
+        /// How it ended (COMPLETED, FAILED, TORN_DOWN, KILLED, TIMED_OUT).
+        outcome: String,
+        /// When it finished, wall-clock ms since the Unix epoch.
+        finished_at_ms: u64,
+    },
     /// Not produced by [`diff`]: a client following the leader lost it and
     /// looks for the next one (`regent events`).
     LeaderLost {
@@ -204,6 +217,18 @@ pub fn diff(before: &ClusterState, after: &ClusterState) -> Vec<ClusterEvent> {
         executor_event,
         &mut out,
     );
+    // Entries new to the history; an entry leaving it (evicted past the
+    // retained number) is not news.
+    let known: std::collections::BTreeSet<&FrameworkId> =
+        before.history.iter().map(|h| &h.id).collect();
+    for h in after.history.iter().filter(|h| !known.contains(&h.id)) {
+        out.push(ClusterEvent::Finished {
+            framework: h.id.clone(),
+            name: h.name.clone(),
+            outcome: h.outcome.as_str().to_string(),
+            finished_at_ms: h.finished_at_ms,
+        });
+    }
     out
 }
 
@@ -282,7 +307,8 @@ fn executor_event(change: Change, e: &ExecutorView, previous: Option<String>) ->
 
 impl ClusterEvent {
     /// The event's kind, as serialized (`leader`, `status`, `worker`,
-    /// `framework`, `executor`, `leader_lost`): the SSE event name.
+    /// `framework`, `executor`, `finished`, `leader_lost`): the SSE event
+    /// name.
     pub fn kind(&self) -> &'static str {
         match self {
             ClusterEvent::Leader { .. } => "leader",
@@ -290,6 +316,7 @@ impl ClusterEvent {
             ClusterEvent::Worker { .. } => "worker",
             ClusterEvent::Framework { .. } => "framework",
             ClusterEvent::Executor { .. } => "executor",
+            ClusterEvent::Finished { .. } => "finished",
             ClusterEvent::LeaderLost { .. } => "leader_lost",
         }
     }
@@ -352,6 +379,9 @@ impl ClusterEvent {
                 }
                 let on = worker.as_ref().map(|w| format!(" on {w}")).unwrap_or_default();
                 format!("executor {executor}{on} {what}")
+            }
+            ClusterEvent::Finished { framework, name, outcome, .. } => {
+                format!("framework {framework} ({name}) finished: {outcome}")
             }
             ClusterEvent::LeaderLost { leader, epoch, reason } => {
                 format!("leader {leader} (epoch {epoch}) lost: {reason}; looking for the leader")

@@ -29,6 +29,8 @@
 //!   store on one session); the runtimes and the simulator drive nodes.
 //! * [`events`]: cluster events, the pure difference of two
 //!   [`protocol::ClusterState`] snapshots (`GET /api/events`, `regent events`).
+//! * [`history`]: finished frameworks the leader keeps (how each ended and
+//!   every slot's outcome).
 //! * [`progress`]: a submitter's view of one executor group, fed the
 //!   subscriber machine's actions: slot states, completion and
 //!   [`progress::SubmitOutcome`].

@@ -55,6 +55,8 @@ fn state(master: &str, status: &str, epoch: u64) -> ClusterState {
         executors: vec![],
         messages: 0,
         rejected: 0,
+        history: vec![],
+        history_omitted: 0,
     }
 }
 
@@ -196,4 +198,38 @@ fn the_summary_counts_by_state() {
         "master m1 ALIVE, epoch 7, leader m1 at 127.0.0.1:5007; workers 2 (ALIVE 1, DEAD 1); \
          frameworks 1 (ACTIVE 1); executors 1 (RUNNING 1)"
     );
+}
+
+#[test]
+fn a_framework_entering_the_history_is_a_finished_event_and_leaving_it_is_none() {
+    use regent_core::history::{FinishedFramework, FrameworkOutcome};
+    let mut a = state("m1", "ALIVE", 7);
+    a.frameworks = vec![framework("ACTIVE", true)];
+    let mut b = state("m1", "ALIVE", 7);
+    b.history = vec![FinishedFramework {
+        id: FrameworkId::new("fw-1"),
+        name: "etl".into(),
+        outcome: FrameworkOutcome::Completed,
+        finished_at_ms: 1_796_000_000_000,
+        registered_at_ms: None,
+        slots: vec![],
+        slots_omitted: 0,
+    }];
+    let events = diff(&a, &b);
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(matches!(&events[0], ClusterEvent::Framework { change: Change::Removed, .. }));
+    assert_eq!(
+        events[1],
+        ClusterEvent::Finished {
+            framework: FrameworkId::new("fw-1"),
+            name: "etl".into(),
+            outcome: "COMPLETED".into(),
+            finished_at_ms: 1_796_000_000_000,
+        }
+    );
+    assert_eq!(events[1].kind(), "finished");
+    assert_eq!(events[1].describe(), "framework fw-1 (etl) finished: COMPLETED");
+    // Evicted from the history later: no event.
+    let c = state("m1", "ALIVE", 7);
+    assert_eq!(diff(&b, &c), vec![]);
 }

@@ -284,6 +284,7 @@ fn a_leader_recovering_from_its_store_adopts_what_the_new_process_reports() {
                 retries_used: 0,
             }],
             callback: None,
+            registered_at_ms: None,
         }),
     ];
     let mut m = master("a");

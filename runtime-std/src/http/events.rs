@@ -2,7 +2,7 @@
 //!
 //! A stream starts with one `snapshot` event whose data is the JSON of
 //! `GET /api/state` (on one line), then one event per change, named by its
-//! kind (`leader`, `status`, `worker`, `framework`, `executor`) with the
+//! kind (`leader`, `status`, `worker`, `framework`, `executor`, `finished`) with the
 //! JSON of a [`ClusterEvent`] plus its `id` as data:
 //!
 //! ```text
