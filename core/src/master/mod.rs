@@ -15,6 +15,7 @@
 mod executors;
 mod frameworks;
 mod leadership;
+mod logs;
 mod silence;
 mod snapshot;
 mod workers;
@@ -311,6 +312,9 @@ pub enum Timer {
     Recovery,
     /// HEARTBEAT to subscribers; framework failover timeouts.
     FrameworkHeartbeat,
+    /// Log reads relayed to workers that are past their deadline are
+    /// answered (see `logs`).
+    LogRelays,
 }
 
 /// What to do once a write is durable.
@@ -380,6 +384,17 @@ pub struct Metrics {
     pub state_snapshots_built: u64,
     /// `StateRequest`s answered with the cached snapshot.
     pub state_replies_cached: u64,
+    /// Log reads relayed to a worker.
+    pub log_relays: u64,
+    /// Log requests answered `RequestRefused` (unknown executor, worker not
+    /// connected, limits, read failures, timeouts...).
+    pub log_requests_refused: u64,
+    /// Log reads a worker did not answer within `LOG_RELAY_TIMEOUT`.
+    pub log_relays_timed_out: u64,
+    /// `LogData` answers refused: for a relay never asked of that
+    /// connection, or not fitting what was asked (hostile or confused
+    /// workers). Also counted in `rejected`.
+    pub log_answers_refused: u64,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -437,6 +452,8 @@ pub struct Master {
     armed: BTreeMap<Timer, Millis>,
     metrics: Metrics,
     snapshot: snapshot::SnapshotCache,
+    /// Log reads relayed to workers, not yet answered.
+    logs: logs::Relays,
 }
 
 impl Master {
@@ -470,6 +487,7 @@ impl Master {
             armed: BTreeMap::new(),
             metrics: Metrics::default(),
             snapshot: snapshot::SnapshotCache::default(),
+            logs: logs::Relays::default(),
         }
     }
 
@@ -504,6 +522,7 @@ impl Master {
             (Timer::Sweep, leading),
             (Timer::FrameworkHeartbeat, leading),
             (Timer::Recovery, recovering),
+            (Timer::LogRelays, self.logs.len() > 0),
         ]
         .into_iter()
         .filter_map(|(t, on)| on.then_some(t))
@@ -523,13 +542,13 @@ impl Master {
             if self.armed.contains_key(&timer) {
                 continue;
             }
-            let at = now
-                + match timer {
-                    Timer::Sweep => self.config.sweep_interval(),
-                    // A recovery deadline that passed while suspended: look
-                    // again soon after resuming, not a whole window later.
-                    Timer::FrameworkHeartbeat | Timer::Recovery => self.config.heartbeat_interval,
-                };
+            let at = match timer {
+                Timer::Sweep => now + self.config.sweep_interval(),
+                // A recovery deadline that passed while suspended: look
+                // again soon after resuming, not a whole window later.
+                Timer::FrameworkHeartbeat | Timer::Recovery => now + self.config.heartbeat_interval,
+                Timer::LogRelays => self.log_relay_deadline().unwrap_or(now).max(now),
+            };
             self.armed.insert(timer, at);
             out.push(Action::SetTimer { timer, at });
         }
@@ -736,6 +755,7 @@ impl Master {
                 self.conns.insert(conn, Conn::default());
             }
             Event::Disconnected { conn } => {
+                self.log_conn_closed(conn, out);
                 if let Some(c) = self.conns.remove(&conn) {
                     if let Some(w) = c.worker {
                         self.unbind_worker(&w, conn);
@@ -758,6 +778,7 @@ impl Master {
                 }
             }
             Event::Timer(Timer::Recovery) => self.on_recovery_timeout(now, out),
+            Event::Timer(Timer::LogRelays) => self.log_relays_expire(now, out),
             Event::Timer(Timer::FrameworkHeartbeat) => {
                 if self.holds_leadership() && !self.suspended {
                     self.framework_tick(now, out);
@@ -1034,11 +1055,16 @@ impl Master {
                     out.push(Action::Send { conn, msg });
                 }
             }
+            Message::LogRequest { request, executor, stream, offset, max } if self.acting() => {
+                self.log_request(now, conn, request, executor, stream, offset, max, out)
+            }
+            Message::LogData { relay, live, read } => self.log_data(conn, relay, live, read, out),
             Message::DeclareGroup { .. }
             | Message::KillExecutor { .. }
             | Message::Teardown { .. }
             | Message::RemoveWorker { .. }
-            | Message::KillFramework { .. } => out.push(self.refusal(conn)),
+            | Message::KillFramework { .. }
+            | Message::LogRequest { .. } => out.push(self.refusal(conn)),
             // Anything else (master-to-peer messages): refused and counted,
             // never fatal.
             _ => {
@@ -1102,6 +1128,7 @@ impl Master {
         self.live_by_worker.clear();
         self.open_slots.clear();
         self.after_write.clear();
+        self.logs.clear();
         let mut conns: Vec<ConnId> = self.conns.keys().copied().collect();
         conns.sort();
         for conn in conns {

@@ -1538,6 +1538,8 @@ impl World {
                     self.after(d, Ev::Restart(node));
                 }
                 wnode::Output::Note(note) => self.log(|| format!("w{w} note: {note:?}")),
+                // The simulated cluster has no operators asking for logs.
+                wnode::Output::ReadLog { .. } => {}
             }
         }
     }
