@@ -718,7 +718,8 @@ impl Worker {
             // with bytes; another is told why not, so it does not wait.
             Message::ReadLog { relay, executor, stream, offset, max, .. } => {
                 if self.active.as_ref() == Some(&from) {
-                    let live = self.executors.get(&executor).is_some_and(|e| !e.state.is_terminal());
+                    let live =
+                        self.executors.get(&executor).is_some_and(|e| !e.state.is_terminal());
                     out.push(Action::ReadLog {
                         master: from,
                         relay,

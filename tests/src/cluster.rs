@@ -800,8 +800,11 @@ impl Cluster {
                 // No files in the harness: every read finds the file empty.
                 wnode::Output::ReadLog { read, offset, .. } => {
                     let offset = offset.unwrap_or(0);
-                    let result =
-                        regent_core::protocol::LogRead::Chunk { offset, data: Vec::new(), size: offset };
+                    let result = regent_core::protocol::LogRead::Chunk {
+                        offset,
+                        data: Vec::new(),
+                        size: offset,
+                    };
                     self.worker_event(w, wnode::Input::LogRead { read, result });
                 }
                 wnode::Output::Note(note) => {

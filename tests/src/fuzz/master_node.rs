@@ -279,14 +279,20 @@ impl Harness {
             }
             Message::ExecutorUpdate { info, .. } => remember(&mut self.executors, info.id.clone()),
             Message::ReadLog { relay, max, .. } => {
-                assert!(*max <= regent_core::limits::MAX_LOG_CHUNK, "a relayed read past the limit");
+                assert!(
+                    *max <= regent_core::limits::MAX_LOG_CHUNK,
+                    "a relayed read past the limit"
+                );
                 if self.reads.len() >= POOL {
                     self.reads.remove(0);
                 }
                 self.reads.push((conn, *relay, *max));
             }
             Message::LogChunk { data, .. } => {
-                assert!(data.len() <= regent_core::limits::MAX_LOG_CHUNK as usize, "a chunk too big");
+                assert!(
+                    data.len() <= regent_core::limits::MAX_LOG_CHUNK as usize,
+                    "a chunk too big"
+                );
             }
             _ => {}
         }
@@ -521,7 +527,8 @@ impl Harness {
                     return;
                 }
                 let (conn, relay, max) = self.reads.remove(src.below(self.reads.len()));
-                let len = if src.one_in(8) { max as usize + 1 } else { src.below(max as usize + 1) };
+                let len =
+                    if src.one_in(8) { max as usize + 1 } else { src.below(max as usize + 1) };
                 let read = if src.one_in(4) {
                     LogRead::Failed { reason: "no stdout file".into() }
                 } else {
