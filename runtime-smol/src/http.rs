@@ -3,7 +3,9 @@
 //! * `GET /api/state`: the master's view as JSON ([`state_json`], plus
 //!   `rejected_connections`);
 //! * `GET /metrics`: Prometheus text exposition ([`metrics_text`]);
-//! * `GET /`: a small HTML page with the same information ([`html_page`]).
+//! * `GET /`: a small HTML page with the same information ([`html_page`]);
+//! * `GET /api/logs/<executor>?stream=stdout|stderr[&offset=N]`: a chunk
+//!   of an executor's output, relayed by the leader ([`crate::http_logs`]).
 //!
 //! `HEAD` is answered like `GET` without a body; any other method is
 //! `405 Method Not Allowed`, any other path `404 Not Found`.
@@ -50,6 +52,9 @@ const POLL_INTERVAL: Duration = Duration::from_millis(500);
 pub struct HttpQuery {
     /// Where the daemon sends the snapshot.
     pub reply: async_channel::Sender<HttpSnapshot>,
+    /// A log read instead of a snapshot (`GET /api/logs/...`): the daemon
+    /// answers on the query's own channel and leaves `reply` unused.
+    pub log: Option<crate::http_logs::LogQuery>,
 }
 
 /// What the daemon loop answers to an [`HttpQuery`].
@@ -209,6 +214,21 @@ fn respond(
         }
         return;
     }
+    if path.starts_with(crate::http_logs::PREFIX) {
+        let response = match method {
+            tiny_http::Method::Get | tiny_http::Method::Head => {
+                crate::http_logs::respond(request.url(), queries)
+            }
+            _ => {
+                text(405, "method not allowed: use GET\n").with_header(header("Allow", "GET, HEAD"))
+            }
+        };
+        tracing::debug!(%method, %path, status = response.status_code().0, "HTTP request");
+        if let Err(e) = request.respond(response) {
+            tracing::debug!(%path, error = %e, "HTTP response not delivered");
+        }
+        return;
+    }
     let page = match path.as_str() {
         "/" | "/index.html" => Some(Page::Html),
         "/api/state" => Some(Page::State),
@@ -238,7 +258,7 @@ fn snapshot(queries: &async_channel::Sender<HttpQuery>) -> Option<HttpSnapshot> 
     let (tx, rx) = async_channel::bounded(1);
     smol::block_on(smol::future::or(
         async {
-            queries.send(HttpQuery { reply: tx }).await.ok()?;
+            queries.send(HttpQuery { reply: tx, log: None }).await.ok()?;
             rx.recv().await.ok()
         },
         async {

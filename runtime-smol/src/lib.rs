@@ -13,8 +13,10 @@
 //! * [`worker`]: the worker daemon (executors as real processes).
 //! * [`submit`]: the framework side: subscribe, declare, follow progress.
 //! * [`client`]: operator commands (`status`, `kill`, `remove-worker`).
+//! * [`logs`]: `regent logs`, an executor's output through the leader.
 //! * [`demo`]: `regent demo`, the main job in one process.
 //! * [`http`]: `/api/state`, `/metrics` and the HTML page.
+//! * [`http_logs`]: `/api/logs/<executor>`, an executor's output.
 //! * [`zk`]: the ZooKeeper client of the master node (sessions and requests
 //!   executed with `zookeeper-client`; no protocol decision).
 #![warn(missing_docs)]
@@ -22,7 +24,9 @@
 pub mod client;
 pub mod demo;
 pub mod http;
+pub mod http_logs;
 pub mod load;
+pub mod logs;
 pub mod master;
 pub mod net;
 pub mod submit;
