@@ -92,7 +92,8 @@ fn logs_prints_exactly_what_the_executor_wrote_over_the_cli_and_http() {
     let _master = c.master(&spec);
     let state =
         || api_state(&spec.http_addr()).ok_or_else(|| "the master does not answer".to_owned());
-    let _worker = c.worker("w1", &[masters.clone()], 2, 512, &["--secret-file", &secret]);
+    let _worker =
+        c.worker("w1", std::slice::from_ref(&masters), 2, 512, &["--secret-file", &secret]);
     wait_for(BOUND, "the worker ALIVE", || alive_with_workers(&state()?, &["w1"]));
 
     // More than one chunk (64 KiB) of stdout, binary bytes at its end, and
@@ -102,7 +103,7 @@ fn logs_prints_exactly_what_the_executor_wrote_over_the_cli_and_http() {
         "echo out-1; echo err-1 >&2; seq 1 30000; echo err-2 >&2; printf '\\377\\000end\\n'";
     let mut submit = c.submit(
         "app",
-        &[masters.clone()],
+        std::slice::from_ref(&masters),
         &[
             "--name",
             "printer",
@@ -201,7 +202,8 @@ fn logs_follow_ends_when_the_executor_ends_even_across_a_master_restart() {
     let mut master = c.master(&spec);
     let state =
         || api_state(&spec.http_addr()).ok_or_else(|| "the master does not answer".to_owned());
-    let _worker = c.worker("w1", &[masters.clone()], 2, 512, &["--secret-file", &secret]);
+    let _worker =
+        c.worker("w1", std::slice::from_ref(&masters), 2, 512, &["--secret-file", &secret]);
     wait_for(BOUND, "the worker ALIVE", || alive_with_workers(&state()?, &["w1"]));
 
     // Prints a line every 300 ms for about 6 s.
@@ -209,7 +211,7 @@ fn logs_follow_ends_when_the_executor_ends_even_across_a_master_restart() {
     let script = "for i in $(seq 1 20); do echo tick-$i; sleep 0.3; done";
     let _submit = c.submit(
         "ticker",
-        &[masters.clone()],
+        std::slice::from_ref(&masters),
         &[
             "--name",
             "ticker",
