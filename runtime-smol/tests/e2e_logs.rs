@@ -254,3 +254,69 @@ fn logs_follow_ends_when_the_executor_ends_even_across_a_master_restart() {
     let st = state().expect("the master answers");
     assert!(executor_of(&st, "ticker", &["EXITED"]).is_ok(), "it ended: {st}");
 }
+
+/// The blocking runtime's master and worker relay and read the same way
+/// (`--runtime std`: no HTTP there, so the test waits on `regent status`).
+#[test]
+fn logs_work_with_the_std_runtime_daemons_too() {
+    let c = Cluster::new("logs-std");
+    let secret = secret_file(&c);
+    // No `--http` with the std runtime: started by hand.
+    let masters = support::cluster::loopback(support::cluster::free_port());
+    let _master = c.spawn(
+        "m1",
+        support::cluster::Kind::Master,
+        &[
+            "--secret-file",
+            &secret,
+            "--runtime",
+            "std",
+            "master",
+            "--id",
+            "m1",
+            "--listen",
+            &masters,
+        ],
+    );
+    let state = || {
+        let mut cmd =
+            c.command(&["--secret-file", &secret, "status", "--masters", &masters, "--json"]);
+        let out = cmd.output().map_err(|e| e.to_string())?;
+        serde_json::from_slice::<Value>(&out.stdout).map_err(|e| format!("status: {e}"))
+    };
+    let _worker = c.worker(
+        "w1",
+        std::slice::from_ref(&masters),
+        2,
+        512,
+        &["--secret-file", &secret, "--runtime", "std"],
+    );
+    wait_for(BOUND, "the worker ALIVE", || alive_with_workers(&state()?, &["w1"]));
+    let marker = unique("logs-std");
+    let mut submit = c.submit(
+        "app",
+        std::slice::from_ref(&masters),
+        &[
+            "--name",
+            "std-printer",
+            "--executors",
+            "1",
+            "--cores",
+            "1",
+            "--memory",
+            "64",
+            "--secret-file",
+            &secret,
+        ],
+        &["sh", "-c", "echo hello from std; echo oops >&2", &marker],
+    );
+    assert!(submit.wait_exit(BOUND).success(), "the application succeeds: {}", submit.stderr());
+    let executor = wait_for(BOUND, "the executor EXITED", || {
+        executor_of(&state()?, "std-printer", &["EXITED"])
+    });
+    let out = logs(&c, &secret, &masters, &[&executor, "--follow"]);
+    assert!(out.status.success(), "regent logs: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello from std\n");
+    let out = logs(&c, &secret, &masters, &[&executor, "--stderr"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "oops\n");
+}
