@@ -690,8 +690,8 @@ impl Master {
         if let Event::Timer(t) = &event {
             self.armed.remove(t);
         }
-        // Anything but a `StateRequest` or a heartbeat may change what a
-        // snapshot shows. Heartbeats move its counters only (messages
+        // Anything but a `StateRequest`, a heartbeat or a log read may
+        // change what a snapshot shows. Heartbeats move its counters only (messages
         // handled), which a cached snapshot may show late by up to its
         // maximum age: so a cluster of 100,000 heartbeating workers does not
         // make every `StateRequest` build anew.
@@ -700,7 +700,9 @@ impl Master {
             Event::Message {
                 msg: Message::StateRequest
                     | Message::WorkerHeartbeat { .. }
-                    | Message::FrameworkHeartbeatAck { .. },
+                    | Message::FrameworkHeartbeatAck { .. }
+                    | Message::LogRequest { .. }
+                    | Message::LogData { .. },
                 ..
             }
         ) {
