@@ -320,3 +320,81 @@ fn logs_work_with_the_std_runtime_daemons_too() {
     let out = logs(&c, &secret, &masters, &[&executor, "--stderr"]);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "oops\n");
 }
+
+/// `--follow` across a real leader failover: two masters elected through a
+/// real ZooKeeper server, the leader killed with `kill -9` while the
+/// executor prints; the follower finds the new leader and ends once the
+/// executor has ended, every line printed once. (A ZooKeeper suite: run
+/// with `--test-threads=1`.)
+#[test]
+fn logs_follow_survives_a_leader_failover() {
+    let zk = support::zk_server::ZkServer::start();
+    let c = Cluster::new("logs-failover");
+    let secret = secret_file(&c);
+    let root = format!("/{}", unique("logs"));
+    let zk_addr = zk.addr();
+    let specs: Vec<MasterSpec> = ["m1", "m2"]
+        .iter()
+        .map(|id| {
+            let args = [
+                "--recovery",
+                "zookeeper",
+                "--zk",
+                &zk_addr,
+                "--zk-root",
+                &root,
+                "--zk-session-timeout",
+                "3000",
+                "--secret-file",
+                &secret,
+            ];
+            MasterSpec::new(id, &args)
+        })
+        .collect();
+    let masters: Vec<String> = specs.iter().map(MasterSpec::addr).collect();
+    let mut procs: Vec<support::cluster::Proc> = specs.iter().map(|s| c.master(s)).collect();
+    let mut running = vec![true; 2];
+    let _worker = c.worker("w1", &masters, 2, 512, &["--secret-file", &secret]);
+    let (leader, _) = wait_for(BOUND, "one leader ALIVE with w1", || {
+        support::cluster::sole_alive(&specs, &running, &["w1"])
+    });
+
+    // A line every 300 ms for about 12 s: long enough to span the failover.
+    let marker = unique("failover");
+    let script = "for i in $(seq 1 40); do echo tick-$i; sleep 0.3; done";
+    let mut opts = vec!["--name", "ticker", "--executors", "1", "--cores", "1", "--memory", "64"];
+    opts.extend(["--secret-file", &secret]);
+    let _submit = c.submit("ticker", &masters, &opts, &["sh", "-c", script, &marker]);
+    let leader_state = |i: usize| {
+        api_state(&specs[i].http_addr()).ok_or_else(|| format!("{} does not answer", specs[i].id))
+    };
+    let executor = wait_for(BOUND, "the executor RUNNING", || {
+        executor_of(&leader_state(leader)?, "ticker", &["RUNNING"])
+    });
+    let list = masters.join(",");
+    let mut follow = c.spawn(
+        "follow",
+        support::cluster::Kind::Other,
+        &["--secret-file", &secret, "logs", "--masters", &list, "--follow", &executor],
+    );
+    wait_for(BOUND, "the first lines followed", || {
+        let out = follow.stdout();
+        if out.contains("tick-3\n") {
+            Ok(())
+        } else {
+            Err(format!("followed so far: {out:?}"))
+        }
+    });
+    procs[leader].kill9();
+    running[leader] = false;
+    let (next, _) = wait_for(BOUND, "a new leader with w1", || {
+        support::cluster::sole_alive(&specs, &running, &["w1"])
+    });
+    assert_ne!(next, leader);
+    let status = follow.wait_exit(BOUND);
+    assert!(status.success(), "regent logs --follow exits 0: {}", follow.stderr());
+    let expected: String = (1..=40).map(|i| format!("tick-{i}\n")).collect();
+    assert_eq!(follow.stdout(), expected, "every line once, in order");
+    let st = leader_state(next).expect("the new leader answers");
+    assert!(executor_of(&st, "ticker", &["EXITED"]).is_ok(), "it ended: {st}");
+}
