@@ -485,7 +485,19 @@ impl Pump {
                     }
                     self.http_done.push(conn);
                 }
-                Output::Close { conn, .. } if self.http_logs.remove(&conn).is_some() => {}
+                Output::Close { conn, reason } if self.http_logs.contains_key(&conn) => {
+                    // The leadership ended before the relay did.
+                    if let Some(reply) = self.http_logs.remove(&conn) {
+                        let reason = format!("the master stopped leading ({reason}); retry");
+                        let epoch = self.node.master().epoch();
+                        let msg = regent_core::protocol::Message::RequestRefused {
+                            epoch,
+                            request: 0,
+                            reason,
+                        };
+                        let _ = reply.try_send(msg);
+                    }
+                }
                 Output::Send { conn, msg } => {
                     if let Some(c) = self.conns.get(&conn) {
                         if msg.is_command() {

@@ -11,6 +11,10 @@
 //!   (DESIGN rule 3); duplicates are acknowledged idempotently; a new
 //!   incarnation of a worker id replaces the old one, which is told to shut
 //!   down; a sweep timer marks silent workers DEAD and un-persists them.
+//! * **Executor output** (`logs`): an operator's `LogRequest` is relayed to
+//!   the executor's worker and its answer checked and passed back; every
+//!   relay ends with an answer (bytes, a refusal, the worker gone, a
+//!   timeout).
 
 mod executors;
 mod frameworks;

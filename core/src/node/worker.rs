@@ -13,6 +13,12 @@
 //! The runtime dials, runs connections, supervises executor processes,
 //! keeps the clock and catches signals; it feeds what happens and executes
 //! [`Output`]s in order.
+//!
+//! Executor output: a `ReadLog` of the followed master becomes
+//! [`Output::ReadLog`] (at most [`MAX_LOG_READS_PER_WORKER`] unanswered;
+//! past that the master is told the worker is busy), and the runtime's
+//! [`Input::LogRead`] goes back as `LogData` on the connection the request
+//! came in on, if it is still open.
 
 use super::Deadlines;
 use crate::ids::{Addr, ConnId, ExecutorId, FrameworkId};
