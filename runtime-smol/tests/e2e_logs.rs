@@ -62,14 +62,19 @@ fn logs(c: &Cluster, secret: &str, masters: &str, args: &[&str]) -> Output {
     let mut cmd = c.command(&all);
     cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
     let child = cmd.spawn().expect("start regent logs");
-    // Bounded: `regent logs` without --follow ends by itself.
+    // Bounded: `regent logs` without --follow ends by itself; a watchdog
+    // kills it after BOUND, and is called off as soon as it has ended.
     let pid = child.id();
+    let (done, ended) = std::sync::mpsc::channel::<()>();
     let watchdog = std::thread::spawn(move || {
-        std::thread::sleep(BOUND);
-        let _ = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status();
+        let timed_out = ended.recv_timeout(BOUND);
+        if timed_out == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+            let _ = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
     });
     let out = child.wait_with_output().expect("wait for regent logs");
-    drop(watchdog);
+    drop(done);
+    let _ = watchdog.join();
     out
 }
 
