@@ -27,6 +27,11 @@
 //! | finished frameworks kept (`master::Config::retained_frameworks`, default [`DEFAULT_RETAINED_FRAMEWORKS`], at most [`MAX_RETAINED_FRAMEWORKS`]) | 200 | `master::history`, when a framework ends and when a leader loads | the oldest history records are deleted |
 //! | [`MAX_HISTORY_RECORD_BYTES`] (one history record) | 64 KiB | `master::history`, before persisting | the last slots are left out and counted (`slots_omitted`) |
 //! | [`MAX_HISTORY_SLOTS_SHOWN`], [`MAX_HISTORY_STATE_BYTES`] (history in a `StateReply`) | 64 slots per framework, 256 KiB in all | `Master::state` | left out and counted (`slots_omitted`, `history_omitted`) |
+//! | [`MAX_LOG_CHUNK`] (bytes of one `LogRequest` / `ReadLog`) | 64 KiB | `master::logs` (leader), `worker` (clamped), the leader again on the worker's answer | `RequestRefused` / answer refused and counted |
+//! | [`MAX_LOG_RELAYS_PER_CONN`] (log reads in flight for one connection) | 4 | `master::logs` | `RequestRefused` |
+//! | [`MAX_LOG_RELAYS`] (log reads in flight at the leader) | 256 | `master::logs` | `RequestRefused` |
+//! | [`LOG_RELAY_TIMEOUT`] (a worker's answer to `ReadLog`) | 10 s | `master::logs` | `RequestRefused` naming the silent worker |
+//! | [`MAX_LOG_READS_PER_WORKER`] (reads a worker node has asked its runtime for and not had answered) | 256 | `node::worker` | `LogData` with `Failed` (busy) |
 //!
 //!
 //! **Connections** (enforced by the runtimes' connection layers, which take
@@ -185,6 +190,29 @@ pub const MAX_REPORTS_PER_REGISTRATION: usize = 4 * MAX_EXECUTORS_PER_WORKER;
 /// (the worker's failure text is peer input) is cut at a char boundary and
 /// marked with `…`.
 pub const MAX_FAILURE_REASON_BYTES: usize = 256;
+
+/// The most bytes of an executor's output one `LogRequest` may ask for and
+/// one `LogChunk` carries: 64 KiB, far below the frame limit, so a chunk
+/// never fills a connection's send queue on its own.
+pub const MAX_LOG_CHUNK: u32 = 64 * 1024;
+
+/// The most log reads the leader relays at once for one connection; one
+/// more is refused (the operator's tool asks one chunk at a time).
+pub const MAX_LOG_RELAYS_PER_CONN: usize = 4;
+
+/// The most log reads the leader relays at once for all connections
+/// together: at most this many chunks ([`MAX_LOG_CHUNK`] each, 16 MiB in
+/// all) are ever on their way through the leader.
+pub const MAX_LOG_RELAYS: usize = 256;
+
+/// How long the leader waits for a worker's answer to `ReadLog` before it
+/// answers the operator that the worker did not answer.
+pub const LOG_RELAY_TIMEOUT: Millis = Millis(10_000);
+
+/// The most reads a worker node has asked its runtime for and not had
+/// answered; one more is answered `Failed` (busy) at once. The leader's
+/// [`MAX_LOG_RELAYS`] keeps an honest leader below it.
+pub const MAX_LOG_READS_PER_WORKER: usize = MAX_LOG_RELAYS;
 
 /// Bytes of a postcard length/varint prefix for `n`.
 fn varint_len(n: usize) -> usize {

@@ -442,6 +442,106 @@ pub enum Message {
         /// The address masters should dial.
         addr: Addr,
     },
+    /// Operator → leader: read a chunk of an executor's output (`regent
+    /// logs`, `GET /api/logs/...`). The leader relays it to the executor's
+    /// worker ([`Message::ReadLog`]) and answers [`Message::LogChunk`], or
+    /// `RequestRefused` naming why (an unknown executor, its worker not
+    /// connected, no such file, a limit of [`crate::limits`] passed, the
+    /// worker gone or silent). A standby answers `NotLeader`.
+    LogRequest {
+        /// Echoed in the answer.
+        request: u64,
+        /// The executor.
+        executor: ExecutorId,
+        /// Which of its output files.
+        stream: LogStream,
+        /// Where to start reading; `None`: the last `max` bytes (a tail).
+        offset: Option<u64>,
+        /// The most bytes wanted (at most [`crate::limits::MAX_LOG_CHUNK`]).
+        max: u32,
+    },
+    /// Leader → worker: read a chunk of an executor's output file and
+    /// answer [`Message::LogData`] with `relay`.
+    ReadLog {
+        /// The leader's epoch.
+        epoch: Epoch,
+        /// The leader's number for this read, echoed back.
+        relay: u64,
+        /// The executor.
+        executor: ExecutorId,
+        /// Which of its output files.
+        stream: LogStream,
+        /// Where to start; `None`: the last `max` bytes.
+        offset: Option<u64>,
+        /// The most bytes wanted.
+        max: u32,
+    },
+    /// Worker → leader: the answer to [`Message::ReadLog`].
+    LogData {
+        /// The leader's number for the read.
+        relay: u64,
+        /// The worker still runs the executor (its process has not ended),
+        /// as the worker knew when it read.
+        live: bool,
+        /// What was read, or why nothing could be.
+        read: LogRead,
+    },
+    /// Leader → operator: the answer to [`Message::LogRequest`].
+    LogChunk {
+        /// The leader's epoch.
+        epoch: Epoch,
+        /// The operator's request id.
+        request: u64,
+        /// Where `data` starts in the file.
+        offset: u64,
+        /// The bytes read (at most the `max` asked for).
+        data: Vec<u8>,
+        /// The file's size when it was read.
+        size: u64,
+        /// The executor has ended: the file grows no more, so once
+        /// `offset + data.len() == size` everything has been read.
+        finished: bool,
+    },
+}
+
+/// Which output file of an executor (`<work_dir>/executors/<id>/stdout` or
+/// `stderr` on its worker).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LogStream {
+    /// Its standard output.
+    Stdout,
+    /// Its standard error.
+    Stderr,
+}
+
+impl LogStream {
+    /// The file's name: `stdout` or `stderr`.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            LogStream::Stdout => "stdout",
+            LogStream::Stderr => "stderr",
+        }
+    }
+}
+
+/// What a worker read for a [`Message::ReadLog`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LogRead {
+    /// Bytes of the file.
+    Chunk {
+        /// Where `data` starts in the file.
+        offset: u64,
+        /// The bytes (at most the `max` asked for; `offset + data.len()`
+        /// is at most `size`).
+        data: Vec<u8>,
+        /// The file's size when it was read.
+        size: u64,
+    },
+    /// Nothing could be read.
+    Failed {
+        /// Why, naming the file (no such file, a symbolic link, an OS error).
+        reason: String,
+    },
 }
 
 /// A master's view of the cluster, for operators (`regent status`, the HTTP
@@ -554,7 +654,9 @@ impl Message {
             | Message::SlotFailed { epoch, .. }
             | Message::LaunchExecutor { epoch, .. }
             | Message::KillExecutorOnWorker { epoch, .. }
-            | Message::ExecutorStatusAck { epoch, .. } => Some(*epoch),
+            | Message::ExecutorStatusAck { epoch, .. }
+            | Message::ReadLog { epoch, .. }
+            | Message::LogChunk { epoch, .. } => Some(*epoch),
             Message::StateReply(s) => Some(s.epoch),
             Message::SubscribeRefused { epoch, .. } => Some(*epoch),
             Message::Hello(_)
@@ -570,7 +672,9 @@ impl Message {
             | Message::KillFramework { .. }
             | Message::FrameworkHeartbeatAck { .. }
             | Message::StepDown { .. }
-            | Message::Callback { .. } => None,
+            | Message::Callback { .. }
+            | Message::LogRequest { .. }
+            | Message::LogData { .. } => None,
         }
     }
 
@@ -611,6 +715,10 @@ impl Message {
             Message::StepDown { .. } => "StepDown",
             Message::SubscribeRefused { .. } => "SubscribeRefused",
             Message::Callback { .. } => "Callback",
+            Message::LogRequest { .. } => "LogRequest",
+            Message::ReadLog { .. } => "ReadLog",
+            Message::LogData { .. } => "LogData",
+            Message::LogChunk { .. } => "LogChunk",
         }
     }
 }

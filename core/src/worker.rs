@@ -23,9 +23,10 @@
 //!   detected here, not by a runtime timer).
 
 use crate::ids::{Addr, Epoch, ExecutorId, FrameworkId, Incarnation, WorkerId};
+use crate::limits::MAX_LOG_CHUNK;
 use crate::protocol::{
-    ExecutorReport, ExecutorState, Hello, LeaderHint, Message, RegisterWorker, Role,
-    PROTOCOL_VERSION,
+    ExecutorReport, ExecutorState, Hello, LeaderHint, LogRead, LogStream, Message, RegisterWorker,
+    Role, PROTOCOL_VERSION,
 };
 use crate::rng::Jitter;
 use crate::time::Millis;
@@ -234,6 +235,25 @@ pub enum Action {
     Exit {
         /// Why.
         reason: String,
+    },
+    /// The followed master asks for a chunk of an executor's output file:
+    /// read it and answer `master` with [`Message::LogData`] for `relay`
+    /// (the worker node does both; see `node::worker`).
+    ReadLog {
+        /// The master that asked.
+        master: Addr,
+        /// The master's number for the read.
+        relay: u64,
+        /// The executor.
+        executor: ExecutorId,
+        /// Which file.
+        stream: LogStream,
+        /// Where to start; `None`: the last `max` bytes.
+        offset: Option<u64>,
+        /// The most bytes to read (at most [`MAX_LOG_CHUNK`]).
+        max: u32,
+        /// This worker runs the executor now (its process has not ended).
+        live: bool,
     },
 }
 
@@ -695,6 +715,33 @@ impl Worker {
                     && self.executors.get(&executor).is_some_and(|e| e.state.is_terminal()) =>
             {
                 self.executors.remove(&executor);
+            }
+            // Reading is harmless, but only the followed master (at the
+            // current epoch: lower ones were fenced above) gets an answer
+            // with bytes; another is told why not, so it does not wait.
+            Message::ReadLog { relay, executor, stream, offset, max, .. } => {
+                if self.active.as_ref() == Some(&from) {
+                    let live =
+                        self.executors.get(&executor).is_some_and(|e| !e.state.is_terminal());
+                    out.push(Action::ReadLog {
+                        master: from,
+                        relay,
+                        executor,
+                        stream,
+                        offset,
+                        max: max.min(MAX_LOG_CHUNK),
+                        live,
+                    });
+                } else {
+                    let reason = format!(
+                        "worker {} follows {}, not the master that asked",
+                        self.config.id,
+                        self.active.as_ref().map_or("no master yet", |a| a.as_str())
+                    );
+                    let read = LogRead::Failed { reason };
+                    let msg = Message::LogData { relay, live: false, read };
+                    out.push(Action::Send { to: from, msg });
+                }
             }
             Message::Shutdown { reason, .. } => {
                 self.exited = true;

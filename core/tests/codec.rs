@@ -65,9 +65,17 @@ fn exec_report(g: &mut Gen) -> ExecutorReport {
     }
 }
 
+fn log_stream(g: &mut Gen) -> LogStream {
+    if bool::arbitrary(g) {
+        LogStream::Stdout
+    } else {
+        LogStream::Stderr
+    }
+}
+
 /// Number of `Message` variants; a new variant must be added to `arb` and
 /// to `golden_samples`.
-const VARIANTS: u8 = 34;
+const VARIANTS: u8 = 38;
 
 #[derive(Clone, Debug)]
 struct Arb(Message);
@@ -191,7 +199,43 @@ impl Arbitrary for Arb {
             30 => Message::FrameworkHeartbeatAck { epoch: e(g) },
             31 => Message::StepDown { request: u64::arbitrary(g) },
             32 => Message::SubscribeRefused { epoch: e(g), reason: s(g) },
-            _ => Message::Callback { addr: Addr(s(g)) },
+            33 => Message::Callback { addr: Addr(s(g)) },
+            34 => Message::LogRequest {
+                request: u64::arbitrary(g),
+                executor: ExecutorId(s(g)),
+                stream: log_stream(g),
+                offset: Option::<u64>::arbitrary(g),
+                max: u32::arbitrary(g),
+            },
+            35 => Message::ReadLog {
+                epoch: e(g),
+                relay: u64::arbitrary(g),
+                executor: ExecutorId(s(g)),
+                stream: log_stream(g),
+                offset: Option::<u64>::arbitrary(g),
+                max: u32::arbitrary(g),
+            },
+            36 => Message::LogData {
+                relay: u64::arbitrary(g),
+                live: bool::arbitrary(g),
+                read: if bool::arbitrary(g) {
+                    LogRead::Chunk {
+                        offset: u64::arbitrary(g),
+                        data: Vec::<u8>::arbitrary(g),
+                        size: u64::arbitrary(g),
+                    }
+                } else {
+                    LogRead::Failed { reason: s(g) }
+                },
+            },
+            _ => Message::LogChunk {
+                epoch: e(g),
+                request: u64::arbitrary(g),
+                offset: u64::arbitrary(g),
+                data: Vec::<u8>::arbitrary(g),
+                size: u64::arbitrary(g),
+                finished: bool::arbitrary(g),
+            },
         })
     }
 }
@@ -556,6 +600,46 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
             },
         ),
         ("callback", Message::Callback { addr: Addr::new("10.0.0.7:7078") }),
+        (
+            "log_request",
+            Message::LogRequest {
+                request: 10,
+                executor: ExecutorId::new("fw-1/etl#0#42.1"),
+                stream: LogStream::Stderr,
+                offset: Some(65_536),
+                max: 65_536,
+            },
+        ),
+        (
+            "read_log",
+            Message::ReadLog {
+                epoch: Epoch(42),
+                relay: 3,
+                executor: ExecutorId::new("fw-1/etl#0#42.1"),
+                stream: LogStream::Stdout,
+                offset: None,
+                max: 4_096,
+            },
+        ),
+        (
+            "log_data",
+            Message::LogData {
+                relay: 3,
+                live: true,
+                read: LogRead::Chunk { offset: 7, data: b"hello\n".to_vec(), size: 13 },
+            },
+        ),
+        (
+            "log_chunk",
+            Message::LogChunk {
+                epoch: Epoch(42),
+                request: 10,
+                offset: 7,
+                data: b"hello\n".to_vec(),
+                size: 13,
+                finished: false,
+            },
+        ),
     ]
 }
 

@@ -1,5 +1,6 @@
 //! Operator commands over the regent protocol: `regent status`,
-//! `regent kill`, `regent remove-worker`.
+//! `regent kill`, `regent remove-worker`, and the chunks `regent logs`
+//! reads ([`fetch_log_chunk_with`]).
 //!
 //! Each command dials masters one at a time as a [`Role::Client`]: `Hello`,
 //! then one request, then close. Every step is bounded: [`CONNECT_TIMEOUT`]
@@ -185,6 +186,53 @@ pub async fn step_down_with(
     patience: Patience<'_>,
 ) -> Result<(), String> {
     leader_request(masters, &net, patience, |request| Message::StepDown { request }).await
+}
+
+/// A chunk of an executor's output, as the leader answered it
+/// ([`Message::LogChunk`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogChunk {
+    /// Where `data` starts in the file.
+    pub offset: u64,
+    /// The bytes.
+    pub data: Vec<u8>,
+    /// The file's size when the worker read it.
+    pub size: u64,
+    /// The executor has ended: the file grows no more.
+    pub finished: bool,
+}
+
+/// Asks the leader for a chunk of `executor`'s `stream` output: from
+/// `offset`, or the last `max` bytes when `offset` is `None`; `max` at most
+/// [`regent_core::limits::MAX_LOG_CHUNK`]. The outer `Err` says no leader
+/// answered (naming every master tried); the inner one is the leader's
+/// refusal (an unknown executor, its worker not connected, no such file...).
+pub async fn fetch_log_chunk_with(
+    masters: &[Addr],
+    net: Arc<NetConfig>,
+    executor: &str,
+    stream: regent_core::protocol::LogStream,
+    offset: Option<u64>,
+    max: u32,
+    patience: Patience<'_>,
+) -> Result<Result<LogChunk, String>, String> {
+    let request = crate::net::random_u64();
+    let executor = regent_core::ExecutorId::new(executor);
+    ask_patiently(
+        masters,
+        &net,
+        true,
+        patience,
+        || Message::LogRequest { request, executor: executor.clone(), stream, offset, max },
+        |msg| match msg {
+            Message::LogChunk { request: r, offset, data, size, finished, .. } if r == request => {
+                Some(Ok(LogChunk { offset, data, size, finished }))
+            }
+            Message::RequestRefused { request: r, reason, .. } if r == request => Some(Err(reason)),
+            _ => None,
+        },
+    )
+    .await
 }
 
 /// Renders `state` as a human-readable table: the answering master (status,

@@ -14,9 +14,10 @@
 //! * [`submit`]: the framework side: subscribe, declare, follow progress.
 //! * [`client`]: operator commands (`status`, `kill`, `remove-worker`).
 //! * [`events`]: `regent events`, the cluster's changes following the leader.
+//! * [`logs`]: `regent logs`, an executor's output through the leader.
 //! * [`demo`]: `regent demo`, the main job in one process.
-//! * [`http`]: the web page, `/api/state`, `/api/events` and `/metrics`
-//!   (re-exported from regent-std: both runtimes serve them).
+//! * [`http`]: the web page, `/api/state`, `/api/events`, `/api/logs` and
+//!   `/metrics` (re-exported from regent-std: both runtimes serve them).
 //! * [`zk`]: the ZooKeeper client of the master node (sessions and requests
 //!   executed with `zookeeper-client`; no protocol decision).
 #![warn(missing_docs)]
@@ -25,6 +26,7 @@ pub mod client;
 pub mod demo;
 pub mod events;
 pub mod load;
+pub mod logs;
 pub mod master;
 pub mod net;
 pub mod submit;

@@ -662,6 +662,12 @@ impl Load {
                     tracing::warn!(worker = i, "a simulated worker gave up: {reason}");
                 }
             }
+            // Simulated workers run nothing: no output files.
+            wnode::Output::ReadLog { read, executor, .. } => {
+                let reason = format!("simulated worker: executor {executor} wrote nothing");
+                let result = regent_core::protocol::LogRead::Failed { reason };
+                queue.push_back(PeerInput::Worker(wnode::Input::LogRead { read, result }));
+            }
             wnode::Output::Note(_) => {}
         }
     }

@@ -117,6 +117,27 @@ enum Command {
         #[command(flatten)]
         connect_timeout: ConnectTimeout,
     },
+    /// Print an executor's output (its stdout, or its stderr), relayed by
+    /// the leader from the executor's worker. Bytes are written as they are.
+    Logs {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        /// The executor (`regent status` lists them).
+        executor_id: String,
+        /// Print its standard error instead of its standard output.
+        #[arg(long)]
+        stderr: bool,
+        /// Keep printing new output until the executor has ended and
+        /// everything was printed (then exit 0); survives a leader failover.
+        #[arg(long, short = 'f')]
+        follow: bool,
+        /// Start this many bytes before the end instead of at the start.
+        #[arg(long, value_name = "N")]
+        tail_bytes: Option<u64>,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+    },
     /// Remove a worker left UNKNOWN by the recovery removal limit.
     RemoveWorker {
         /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
@@ -768,6 +789,27 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             )
             .await?;
             println!("framework {framework_id} torn down");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Logs { masters, executor_id, stderr, follow, tail_bytes, connect_timeout } => {
+            let opts = regent_smol::logs::LogsOptions {
+                executor: executor_id,
+                stream: if stderr {
+                    regent_core::protocol::LogStream::Stderr
+                } else {
+                    regent_core::protocol::LogStream::Stdout
+                },
+                follow,
+                tail_bytes,
+            };
+            regent_smol::logs::print_logs(
+                &masters_of(&common, &masters).await?,
+                net_config(&common)?,
+                &opts,
+                patience(connect_timeout),
+                &mut std::io::stdout().lock(),
+            )
+            .await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::RemoveWorker { masters, worker_id, connect_timeout } => {

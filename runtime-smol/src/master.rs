@@ -20,7 +20,7 @@ use regent_core::master::Status;
 use regent_core::node::master::{
     Config, Input as NodeInput, Leadership, Note, Output, StoreResult,
 };
-use regent_core::node::{DialId, DialResult, MasterNode, ProbeResult};
+use regent_core::node::{DialId, DialResult, Ended, MasterNode, ProbeResult};
 use regent_core::{Addr, ConnId, MasterId, Millis};
 use regent_std::host::{proc_limit, ConnectionCeiling};
 use regent_std::store::{master_sealing, LocalStore, Op};
@@ -271,6 +271,8 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
         pending: VecDeque::new(),
         load_started,
         local_loaded: 0,
+        http_logs: HashMap::new(),
+        http_done: Vec::new(),
     };
     pump.feed(NodeInput::Start)?;
     loop {
@@ -346,6 +348,18 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
                     pump.feed(NodeInput::Store(r))?;
                 }
             }
+            Wake::Input(Input::Http(HttpQuery { log: Some(q), .. })) => {
+                // `GET /api/logs/...`: the node hears a `LogRequest` on a
+                // connection of its own, as from `regent logs`; its answer
+                // goes back to the HTTP thread (see `Pump::step`).
+                pump.feed(NodeInput::Tick)?;
+                let conn = ConnId(pump.next_conn);
+                pump.next_conn += 1;
+                let msg = q.request();
+                pump.http_logs.insert(conn, q.reply);
+                pump.feed(NodeInput::Connected { conn })?;
+                pump.feed(NodeInput::Message { conn, msg })?;
+            }
             Wake::Input(Input::Http(q)) => {
                 // A handle call at the current time first: a leader whose
                 // lease ran out (a paused process) reports STANDBY, never a
@@ -392,6 +406,11 @@ struct Pump {
     load_started: Option<Instant>,
     /// Records the local store's last load handed the node.
     local_loaded: usize,
+    /// Connections no socket backs: an HTTP log read each, answered by the
+    /// node's first message on it (`http_logs`).
+    http_logs: HashMap<ConnId, std::sync::mpsc::SyncSender<regent_core::protocol::Message>>,
+    /// HTTP log reads answered in this step: their connections end.
+    http_done: Vec<ConnId>,
 }
 
 impl Pump {
@@ -454,6 +473,9 @@ impl Pump {
         while let Some(r) = self.pending.pop_front() {
             self.step(NodeInput::Store(r))?;
         }
+        while let Some(conn) = self.http_done.pop() {
+            self.step(NodeInput::Disconnected { conn, how: Ended::Failed })?;
+        }
         Ok(())
     }
 
@@ -461,6 +483,25 @@ impl Pump {
         let now = self.now();
         for output in self.node.handle(now, input) {
             match output {
+                Output::Send { conn, msg } if self.http_logs.contains_key(&conn) => {
+                    if let Some(reply) = self.http_logs.remove(&conn) {
+                        let _ = reply.try_send(msg);
+                    }
+                    self.http_done.push(conn);
+                }
+                Output::Close { conn, reason } if self.http_logs.contains_key(&conn) => {
+                    // The leadership ended before the relay did.
+                    if let Some(reply) = self.http_logs.remove(&conn) {
+                        let reason = format!("the master stopped leading ({reason}); retry");
+                        let epoch = self.node.master().epoch();
+                        let msg = regent_core::protocol::Message::RequestRefused {
+                            epoch,
+                            request: 0,
+                            reason,
+                        };
+                        let _ = reply.try_send(msg);
+                    }
+                }
                 Output::Send { conn, msg } => {
                     if let Some(c) = self.conns.get(&conn) {
                         if msg.is_command() {

@@ -15,6 +15,8 @@
 //! * `Send` / `Close` act on a running connection.
 //! * `StartExecutor` / `KillExecutor` go to a [`Supervisor`] over the work
 //!   directory; its [`ExecEvent`]s come back as `ExecutorChanged`.
+//! * `ReadLog` reads a chunk of an executor's output file
+//!   ([`Supervisor::read_log`]) and feeds it back as `LogRead`.
 //! * `Exit` kills every executor and makes [`run_worker`] return the reason
 //!   as its error; `Note`s become log lines.
 //!
@@ -322,6 +324,14 @@ impl Daemon {
                 if self.exit.is_none() {
                     self.exit = Some(reason);
                 }
+            }
+            Output::ReadLog { read, executor, stream, offset, max } => {
+                // A bounded pread (at most MAX_LOG_CHUNK) of a local file,
+                // on the blocking pool like the launch; fed right after.
+                let sup = self.supervisor.clone();
+                let result =
+                    smol::unblock(move || sup.read_log(&executor, stream, offset, max)).await;
+                self.queue.push_back(NodeInput::LogRead { read, result });
             }
             Output::Note(note) => log_worker_note(&note),
         }

@@ -797,6 +797,16 @@ impl Cluster {
                     let state = regent_core::protocol::ExecutorState::Killed;
                     self.inflight.push(Packet::Exec { w, executor, state });
                 }
+                // No files in the harness: every read finds the file empty.
+                wnode::Output::ReadLog { read, offset, .. } => {
+                    let offset = offset.unwrap_or(0);
+                    let result = regent_core::protocol::LogRead::Chunk {
+                        offset,
+                        data: Vec::new(),
+                        size: offset,
+                    };
+                    self.worker_event(w, wnode::Input::LogRead { read, result });
+                }
                 wnode::Output::Note(note) => {
                     if self.tracing {
                         self.trace.push(format!("{} w{w} note: {note:?}", self.now));

@@ -11,11 +11,16 @@
 //!   (DESIGN rule 3); duplicates are acknowledged idempotently; a new
 //!   incarnation of a worker id replaces the old one, which is told to shut
 //!   down; a sweep timer marks silent workers DEAD and un-persists them.
+//! * **Executor output** (`logs`): an operator's `LogRequest` is relayed to
+//!   the executor's worker and its answer checked and passed back; every
+//!   relay ends with an answer (bytes, a refusal, the worker gone, a
+//!   timeout).
 
 mod executors;
 mod frameworks;
 mod history;
 mod leadership;
+mod logs;
 mod silence;
 mod snapshot;
 mod workers;
@@ -319,6 +324,9 @@ pub enum Timer {
     Recovery,
     /// HEARTBEAT to subscribers; framework failover timeouts.
     FrameworkHeartbeat,
+    /// Log reads relayed to workers that are past their deadline are
+    /// answered (see `logs`).
+    LogRelays,
 }
 
 /// What to do once a write is durable.
@@ -391,6 +399,17 @@ pub struct Metrics {
     pub state_snapshots_built: u64,
     /// `StateRequest`s answered with the cached snapshot.
     pub state_replies_cached: u64,
+    /// Log reads relayed to a worker.
+    pub log_relays: u64,
+    /// Log requests answered `RequestRefused` (unknown executor, worker not
+    /// connected, limits, read failures, timeouts...).
+    pub log_requests_refused: u64,
+    /// Log reads a worker did not answer within `LOG_RELAY_TIMEOUT`.
+    pub log_relays_timed_out: u64,
+    /// `LogData` answers refused: for a relay never asked of that
+    /// connection, or not fitting what was asked (hostile or confused
+    /// workers). Also counted in `rejected`.
+    pub log_answers_refused: u64,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -452,6 +471,8 @@ pub struct Master {
     history: history::History,
     /// Wall-clock ms at `now = 0`, from the clock passed at the election.
     wall_base: Option<u64>,
+    /// Log reads relayed to workers, not yet answered.
+    logs: logs::Relays,
 }
 
 impl Master {
@@ -487,6 +508,7 @@ impl Master {
             snapshot: snapshot::SnapshotCache::default(),
             history: history::History::default(),
             wall_base: None,
+            logs: logs::Relays::default(),
         }
     }
 
@@ -521,6 +543,7 @@ impl Master {
             (Timer::Sweep, leading),
             (Timer::FrameworkHeartbeat, leading),
             (Timer::Recovery, recovering),
+            (Timer::LogRelays, self.logs.len() > 0),
         ]
         .into_iter()
         .filter_map(|(t, on)| on.then_some(t))
@@ -540,13 +563,13 @@ impl Master {
             if self.armed.contains_key(&timer) {
                 continue;
             }
-            let at = now
-                + match timer {
-                    Timer::Sweep => self.config.sweep_interval(),
-                    // A recovery deadline that passed while suspended: look
-                    // again soon after resuming, not a whole window later.
-                    Timer::FrameworkHeartbeat | Timer::Recovery => self.config.heartbeat_interval,
-                };
+            let at = match timer {
+                Timer::Sweep => now + self.config.sweep_interval(),
+                // A recovery deadline that passed while suspended: look
+                // again soon after resuming, not a whole window later.
+                Timer::FrameworkHeartbeat | Timer::Recovery => now + self.config.heartbeat_interval,
+                Timer::LogRelays => self.log_relay_deadline().unwrap_or(now).max(now),
+            };
             self.armed.insert(timer, at);
             out.push(Action::SetTimer { timer, at });
         }
@@ -691,8 +714,8 @@ impl Master {
         if let Event::Timer(t) = &event {
             self.armed.remove(t);
         }
-        // Anything but a `StateRequest` or a heartbeat may change what a
-        // snapshot shows. Heartbeats move its counters only (messages
+        // Anything but a `StateRequest`, a heartbeat or a log read may
+        // change what a snapshot shows. Heartbeats move its counters only (messages
         // handled), which a cached snapshot may show late by up to its
         // maximum age: so a cluster of 100,000 heartbeating workers does not
         // make every `StateRequest` build anew.
@@ -701,7 +724,9 @@ impl Master {
             Event::Message {
                 msg: Message::StateRequest
                     | Message::WorkerHeartbeat { .. }
-                    | Message::FrameworkHeartbeatAck { .. },
+                    | Message::FrameworkHeartbeatAck { .. }
+                    | Message::LogRequest { .. }
+                    | Message::LogData { .. },
                 ..
             }
         ) {
@@ -756,6 +781,7 @@ impl Master {
                 self.conns.insert(conn, Conn::default());
             }
             Event::Disconnected { conn } => {
+                self.log_conn_closed(conn, out);
                 if let Some(c) = self.conns.remove(&conn) {
                     if let Some(w) = c.worker {
                         self.unbind_worker(&w, conn);
@@ -778,6 +804,7 @@ impl Master {
                 }
             }
             Event::Timer(Timer::Recovery) => self.on_recovery_timeout(now, out),
+            Event::Timer(Timer::LogRelays) => self.log_relays_expire(now, out),
             Event::Timer(Timer::FrameworkHeartbeat) => {
                 if self.holds_leadership() && !self.suspended {
                     self.framework_tick(now, out);
@@ -1060,11 +1087,16 @@ impl Master {
                     out.push(Action::Send { conn, msg });
                 }
             }
+            Message::LogRequest { request, executor, stream, offset, max } if self.acting() => {
+                self.log_request(now, conn, request, executor, stream, offset, max, out)
+            }
+            Message::LogData { relay, live, read } => self.log_data(conn, relay, live, read, out),
             Message::DeclareGroup { .. }
             | Message::KillExecutor { .. }
             | Message::Teardown { .. }
             | Message::RemoveWorker { .. }
-            | Message::KillFramework { .. } => out.push(self.refusal(conn)),
+            | Message::KillFramework { .. }
+            | Message::LogRequest { .. } => out.push(self.refusal(conn)),
             // Anything else (master-to-peer messages): refused and counted,
             // never fatal.
             _ => {
@@ -1129,6 +1161,7 @@ impl Master {
         self.open_slots.clear();
         self.after_write.clear();
         self.history = history::History::default();
+        self.logs.clear();
         let mut conns: Vec<ConnId> = self.conns.keys().copied().collect();
         conns.sort();
         for conn in conns {

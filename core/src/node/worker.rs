@@ -13,10 +13,17 @@
 //! The runtime dials, runs connections, supervises executor processes,
 //! keeps the clock and catches signals; it feeds what happens and executes
 //! [`Output`]s in order.
+//!
+//! Executor output: a `ReadLog` of the followed master becomes
+//! [`Output::ReadLog`] (at most [`MAX_LOG_READS_PER_WORKER`] unanswered;
+//! past that the master is told the worker is busy), and the runtime's
+//! [`Input::LogRead`] goes back as `LogData` on the connection the request
+//! came in on, if it is still open.
 
 use super::Deadlines;
 use crate::ids::{Addr, ConnId, ExecutorId, FrameworkId};
-use crate::protocol::{ExecutorReport, ExecutorState, LeaderHint, Message};
+use crate::limits::MAX_LOG_READS_PER_WORKER;
+use crate::protocol::{ExecutorReport, ExecutorState, LeaderHint, LogRead, LogStream, Message};
 use crate::time::Millis;
 use crate::worker::{self, Worker, WorkerStatus};
 use std::collections::{BTreeMap, BTreeSet};
@@ -76,6 +83,13 @@ pub enum Input {
     /// Shutdown begins: the runtime kills every executor (feeding their
     /// ends) while the node keeps reporting; no executor starts any more.
     Stop,
+    /// The answer to [`Output::ReadLog`].
+    LogRead {
+        /// Echoed from the output.
+        read: u64,
+        /// What was read, or why nothing could be.
+        result: LogRead,
+    },
 }
 
 /// What the runtime must do, in order.
@@ -131,6 +145,25 @@ pub enum Output {
     Exit {
         /// Why.
         reason: String,
+    },
+    /// Read a chunk of an executor's output file,
+    /// `<work_dir>/executors/<escaped id>/<stream>` (the runtime escapes
+    /// the id so no path can leave that directory, and follows no symbolic
+    /// link): from `offset`, or the last `max` bytes when `offset` is
+    /// `None`; at most `max` bytes, never past the size the file had when
+    /// it was opened. Then feed [`Input::LogRead`] with `read`, always (a
+    /// failure is a [`LogRead::Failed`] naming the file and the error).
+    ReadLog {
+        /// Echoed back.
+        read: u64,
+        /// The executor.
+        executor: ExecutorId,
+        /// Which file.
+        stream: LogStream,
+        /// Where to start.
+        offset: Option<u64>,
+        /// The most bytes to read.
+        max: u32,
     },
     /// Purely observational: a log line.
     Note(Note),
@@ -212,6 +245,10 @@ pub struct WorkerNode {
     stopping: bool,
     exited: bool,
     shown: Option<(Option<Addr>, bool)>,
+    /// Log reads the runtime was asked for and has not answered: read →
+    /// (connection, relay, live).
+    reads: BTreeMap<u64, (ConnId, u64, bool)>,
+    next_read: u64,
 }
 
 impl WorkerNode {
@@ -230,6 +267,8 @@ impl WorkerNode {
             stopping: false,
             exited: false,
             shown: None,
+            reads: BTreeMap::new(),
+            next_read: 0,
         }
     }
 
@@ -306,6 +345,16 @@ impl WorkerNode {
                 }
             }
             Input::Stop => self.stopping = true,
+            Input::LogRead { read, result } => {
+                // The answer goes out on the connection the request came
+                // in on, if the node still counts it.
+                if let Some((conn, relay, live)) = self.reads.remove(&read) {
+                    if self.conns.contains_key(&conn) {
+                        let msg = Message::LogData { relay, live, read: result };
+                        out.push(Output::Send { conn, msg });
+                    }
+                }
+            }
         }
         // One machine call per event, each one's follow-ups (a launch
         // refused while stopping) fed right after it.
@@ -432,6 +481,23 @@ impl WorkerNode {
             }
             worker::Action::KillExecutor { executor } => {
                 out.push(Output::KillExecutor { executor })
+            }
+            worker::Action::ReadLog { master, relay, executor, stream, offset, max, live } => {
+                let Some(Link::Open(conn)) = self.links.get(&master).copied() else { return };
+                if self.reads.len() >= MAX_LOG_READS_PER_WORKER {
+                    let reason = format!(
+                        "{} reads of executor output are in progress on this worker; the \
+                         limit is {MAX_LOG_READS_PER_WORKER} (MAX_LOG_READS_PER_WORKER)",
+                        self.reads.len()
+                    );
+                    let msg = Message::LogData { relay, live, read: LogRead::Failed { reason } };
+                    out.push(Output::Send { conn, msg });
+                    return;
+                }
+                let read = self.next_read;
+                self.next_read += 1;
+                self.reads.insert(read, (conn, relay, live));
+                out.push(Output::ReadLog { read, executor, stream, offset, max });
             }
             worker::Action::Exit { reason } => {
                 if !self.exited {

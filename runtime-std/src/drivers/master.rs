@@ -24,7 +24,7 @@ use crate::net::{self, spawn_connection, ConnHandle, NetConfig, NetEvent};
 use crate::store::{master_sealing, LocalStore, Op};
 use regent_core::auth::{Secret, Side};
 use regent_core::node::master::{Config, Input as NodeInput, Leadership, Output, StoreResult};
-use regent_core::node::{DialId, DialResult, MasterNode, ProbeResult};
+use regent_core::node::{DialId, DialResult, Ended, MasterNode, ProbeResult};
 use regent_core::protocol::ClusterState;
 use regent_core::{Addr, ConnId, Millis};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -373,6 +373,7 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
             "the most this std-runtime master takes (--max-connections; a thread per \
              direction each); --runtime smol takes more",
         ),
+        http_logs: HashMap::new(),
     };
     let thread = std::thread::Builder::new()
         .name("regent-master".into())
@@ -465,6 +466,10 @@ struct Daemon {
     rejected_connections: u64,
     /// Past it, a connection is closed at once.
     ceiling: ConnectionCeiling,
+    /// `GET /api/logs/...` reads: a connection no socket backs, on which
+    /// the node hears the `LogRequest`; its first answer goes back to the
+    /// HTTP thread, then the connection ends.
+    http_logs: HashMap<ConnId, std::sync::mpsc::SyncSender<regent_core::protocol::Message>>,
 }
 
 impl Daemon {
@@ -592,6 +597,17 @@ impl Daemon {
                 Input::State(reply) => {
                     let _ = reply.send(self.node.master().state());
                 }
+                Input::Http(HttpQuery { log: Some(q), .. }) => {
+                    // As from `regent logs`: the node relays the read to the
+                    // executor's worker; its answer is sent back in `step`.
+                    let conn = ConnId(self.next_conn);
+                    self.next_conn += 1;
+                    let msg = q.request();
+                    self.http_logs.insert(conn, q.reply);
+                    pending.push_back(NodeInput::Tick);
+                    pending.push_back(NodeInput::Connected { conn });
+                    pending.push_back(NodeInput::Message { conn, msg });
+                }
                 Input::Http(q) => {
                     // Inputs taken so far first, then a handle call at the
                     // current time, as the smol master does: the snapshot
@@ -615,6 +631,22 @@ impl Daemon {
         let now = self.now();
         for output in self.node.handle(now, input) {
             match output {
+                Output::Send { conn, msg } if self.http_logs.contains_key(&conn) => {
+                    if let Some(reply) = self.http_logs.remove(&conn) {
+                        let _ = reply.try_send(msg);
+                    }
+                    pending.push_back(NodeInput::Disconnected { conn, how: Ended::Failed });
+                }
+                Output::Close { conn, reason } if self.http_logs.contains_key(&conn) => {
+                    // The leadership ended before the relay did.
+                    if let Some(reply) = self.http_logs.remove(&conn) {
+                        let _ = reply.try_send(regent_core::protocol::Message::RequestRefused {
+                            epoch: self.node.master().epoch(),
+                            request: 0,
+                            reason: format!("the master stopped leading ({reason}); retry"),
+                        });
+                    }
+                }
                 Output::Send { conn, msg } => {
                     if let Some(c) = self.conns.get(&conn) {
                         c.send(msg);

@@ -285,6 +285,11 @@ impl Daemon {
                     self.exit = Some(reason);
                 }
             }
+            Output::ReadLog { read, executor, stream, offset, max } => {
+                // A bounded pread of a local file (at most MAX_LOG_CHUNK).
+                let result = self.supervisor.read_log(&executor, stream, offset, max);
+                self.queue.push_back(NodeInput::LogRead { read, result });
+            }
             Output::Note(note) => log_worker_note(&note),
         }
     }

@@ -82,6 +82,7 @@
 //! and their waiter threads keep reporting. Call [`Supervisor::kill_all`] to
 //! stop them on shutdown (adopted ones too).
 
+pub mod logs;
 pub mod names;
 pub mod record;
 
@@ -475,7 +476,22 @@ impl Supervisor {
     /// The directory an executor runs in and writes `stdout` and `stderr`
     /// to.
     pub fn executor_dir(&self, executor: &ExecutorId) -> PathBuf {
-        self.shared.config.work_dir.join(EXECUTORS_DIR).join(names::file_name(executor.as_str()))
+        logs::executor_dir(&self.shared.config.work_dir, executor)
+    }
+
+    /// Reads a chunk of an executor's `stdout` or `stderr` in this
+    /// supervisor's work directory, for the leader (see [`logs::read_log`]:
+    /// no path escape, no symbolic link followed). Works for executors that
+    /// ended, and for those of earlier worker processes, as long as their
+    /// files are there.
+    pub fn read_log(
+        &self,
+        executor: &ExecutorId,
+        stream: regent_core::protocol::LogStream,
+        offset: Option<u64>,
+        max: u32,
+    ) -> regent_core::protocol::LogRead {
+        logs::read_log(&self.shared.config.work_dir, executor, stream, offset, max)
     }
 
     /// Starts an executor in its own process group, with its output captured

@@ -7,6 +7,8 @@
 //!   every change ([`events`]);
 //! * `GET /`: the web page ([`page`]): plain HTML and JavaScript embedded in
 //!   the binary, which reads `/api/state` and follows `/api/events`.
+//! * `GET /api/logs/<executor>?stream=stdout|stderr[&offset=N|&tail=N]`: a
+//!   chunk of an executor's output, relayed by the leader ([`logs`]).
 //!
 //! `HEAD` is answered like `GET` without a body; any other method is
 //! `405 Method Not Allowed`, any other path `404 Not Found`.
@@ -44,6 +46,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub mod events;
+pub mod logs;
 pub mod page;
 
 /// How long a request waits for the daemon's snapshot before `503`.
@@ -62,6 +65,9 @@ const POLL_INTERVAL: Duration = Duration::from_millis(500);
 pub struct HttpQuery {
     /// Where the daemon sends the snapshot (`try_send`: room for one).
     pub reply: std::sync::mpsc::SyncSender<HttpSnapshot>,
+    /// A log read instead of a snapshot (`GET /api/logs/...`): the daemon
+    /// answers on the query's own channel and leaves `reply` unused.
+    pub log: Option<logs::LogQuery>,
 }
 
 /// What the daemon loop answers to an [`HttpQuery`].
@@ -224,6 +230,21 @@ fn respond(
         }
         return;
     }
+    if path.starts_with(logs::PREFIX) {
+        let response = match method {
+            tiny_http::Method::Get | tiny_http::Method::Head => {
+                logs::respond(request.url(), queries)
+            }
+            _ => {
+                text(405, "method not allowed: use GET\n").with_header(header("Allow", "GET, HEAD"))
+            }
+        };
+        tracing::debug!(%method, %path, status = response.status_code().0, "HTTP request");
+        if let Err(e) = request.respond(response) {
+            tracing::debug!(%path, error = %e, "HTTP response not delivered");
+        }
+        return;
+    }
     let page = match path.as_str() {
         "/" | "/index.html" => Some(Page::Html),
         "/api/state" => Some(Page::State),
@@ -264,7 +285,7 @@ fn respond(
 fn snapshot(queries: &async_channel::Sender<HttpQuery>) -> Option<HttpSnapshot> {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     // The channel is unbounded: this never blocks.
-    queries.send_blocking(HttpQuery { reply: tx }).ok()?;
+    queries.send_blocking(HttpQuery { reply: tx, log: None }).ok()?;
     rx.recv_timeout(QUERY_TIMEOUT).ok()
 }
 

@@ -47,7 +47,8 @@ use regent_core::master::{self, Placement};
 use regent_core::node::master::{Config, Input, Leadership, Output, StoreResult};
 use regent_core::node::{DialId, DialResult, Ended, MasterNode, ProbeResult, MAX_RECORD_IMAGE};
 use regent_core::protocol::{
-    ExecutorReport, GroupSpec, Hello, Message, RegisterWorker, Subscribe, PROTOCOL_VERSION,
+    ExecutorReport, GroupSpec, Hello, LogRead, LogStream, Message, RegisterWorker, Subscribe,
+    PROTOCOL_VERSION,
 };
 use regent_core::store::{
     format, names, zk_layout, FrameworkRecord, GroupRecord, Record, RecordKey, SlotOutcome,
@@ -129,6 +130,9 @@ struct Harness {
     launched: Vec<Launched>,
     subscriptions: Vec<(ConnId, FrameworkId)>,
     workers: BTreeMap<ConnId, (WorkerId, Incarnation)>,
+    /// Log reads the node relayed to a worker: (worker connection, relay,
+    /// the most bytes asked for).
+    reads: Vec<(ConnId, u64, u32)>,
     /// Open connections (the runtime never reuses a number).
     open: Vec<ConnId>,
     next_conn: u64,
@@ -187,6 +191,7 @@ impl Harness {
             probes: VecDeque::new(),
             store: BTreeMap::new(),
             executors: Vec::new(),
+            reads: Vec::new(),
             frameworks: Vec::new(),
             launched: Vec::new(),
             subscriptions: Vec::new(),
@@ -273,6 +278,22 @@ impl Harness {
                 }
             }
             Message::ExecutorUpdate { info, .. } => remember(&mut self.executors, info.id.clone()),
+            Message::ReadLog { relay, max, .. } => {
+                assert!(
+                    *max <= regent_core::limits::MAX_LOG_CHUNK,
+                    "a relayed read past the limit"
+                );
+                if self.reads.len() >= POOL {
+                    self.reads.remove(0);
+                }
+                self.reads.push((conn, *relay, *max));
+            }
+            Message::LogChunk { data, .. } => {
+                assert!(
+                    data.len() <= regent_core::limits::MAX_LOG_CHUNK as usize,
+                    "a chunk too big"
+                );
+            }
             _ => {}
         }
     }
@@ -427,7 +448,7 @@ impl Harness {
     /// (with the ids seen so far in the mix).
     fn message(&mut self, src: &mut Source) -> Message {
         let (ex, fw) = (&self.executors, &self.frameworks);
-        match src.u8() % 16 {
+        match src.u8() % 18 {
             0 => Message::Hello(Hello {
                 version: if src.one_in(8) { src.u16() } else { PROTOCOL_VERSION },
                 cluster: gen::text(src, &["regent", "other"], 64),
@@ -471,6 +492,26 @@ impl Harness {
                 request: u64::from(src.u8()),
                 framework: gen::framework_id(src, fw),
             },
+            15 => Message::LogRequest {
+                request: u64::from(src.u8()),
+                executor: gen::executor_id(src, ex, fw),
+                stream: if src.bool() { LogStream::Stdout } else { LogStream::Stderr },
+                offset: if src.bool() { Some(u64::from(src.u8())) } else { None },
+                max: u32::from(src.u8()) << (src.u8() % 24),
+            },
+            16 => Message::LogData {
+                relay: u64::from(src.u8() % 8),
+                live: src.bool(),
+                read: if src.bool() {
+                    LogRead::Chunk {
+                        offset: u64::from(src.u8()),
+                        data: src.sized(255).to_vec(),
+                        size: u64::from(src.u8()) << (src.u8() % 40),
+                    }
+                } else {
+                    LogRead::Failed { reason: gen::text(src, &["no such file"], 64) }
+                },
+            },
             _ => Message::StepDown { request: u64::from(src.u8()) },
         }
     }
@@ -479,7 +520,24 @@ impl Harness {
     /// it belongs to: how a run gets past registration and subscription to
     /// placement, reports, kills and failover.
     fn informed_message(&mut self, src: &mut Source) {
-        match src.u8() % 7 {
+        match src.u8() % 8 {
+            7 => {
+                // A worker answers a read relayed to it: as asked, or not.
+                if self.reads.is_empty() {
+                    return;
+                }
+                let (conn, relay, max) = self.reads.remove(src.below(self.reads.len()));
+                let len =
+                    if src.one_in(8) { max as usize + 1 } else { src.below(max as usize + 1) };
+                let read = if src.one_in(4) {
+                    LogRead::Failed { reason: "no stdout file".into() }
+                } else {
+                    let offset = u64::from(src.u8());
+                    let size = offset + len as u64 + u64::from(src.u8());
+                    LogRead::Chunk { offset, data: vec![b'x'; len], size }
+                };
+                self.send(conn, Message::LogData { relay, live: src.bool(), read });
+            }
             0 | 1 => {
                 // A worker reports an executor launched on it.
                 let Some(l) = src.pick(&self.launched).cloned() else { return };
@@ -583,7 +641,17 @@ impl Harness {
             _ => {
                 // An operator asks for the state, or removes a worker.
                 let conn = self.conn(src);
-                let msg = if src.bool() {
+                let msg = if src.one_in(3) {
+                    // Or the output of an executor seen launched.
+                    let Some(executor) = src.pick(&self.executors).cloned() else { return };
+                    Message::LogRequest {
+                        request: u64::from(src.u8()),
+                        executor,
+                        stream: LogStream::Stdout,
+                        offset: if src.bool() { Some(0) } else { None },
+                        max: 4096,
+                    }
+                } else if src.bool() {
                     Message::StateRequest
                 } else {
                     Message::RemoveWorker {

@@ -244,7 +244,7 @@ impl Harness {
 
     /// Any message a master may send a subscriber (and a few it may not).
     fn message(&mut self, src: &mut Source) -> Message {
-        match src.u8() % 13 {
+        match src.u8() % 14 {
             0 => Message::HelloReply(HelloReply {
                 role: Role::Master,
                 master: MasterId(gen::text(src, &["m0", "m1"], 256)),
@@ -291,6 +291,16 @@ impl Harness {
                 epoch: gen::epoch(src),
                 leader: self.hint(src),
                 masters: (0..src.below(4)).map(|_| Addr(gen::text(src, &MASTERS, 256))).collect(),
+            },
+            // Not for a subscriber: an operator's log chunk (or a request
+            // id it happens to use).
+            12 => Message::LogChunk {
+                epoch: gen::epoch(src),
+                request: self.request(src),
+                offset: u64::from(src.u8()),
+                data: src.sized(64).to_vec(),
+                size: u64::from(src.u8()),
+                finished: src.bool(),
             },
             _ => Message::HeartbeatAck { epoch: gen::epoch(src) },
         }

@@ -22,7 +22,9 @@ use super::gen::{self, Source};
 use regent_core::codec::{self, DecoderConfig};
 use regent_core::node::worker::{DialId, DialResult, Input, Output};
 use regent_core::node::WorkerNode;
-use regent_core::protocol::{ExecutorState, HelloReply, LeaderHint, Message, Role};
+use regent_core::protocol::{
+    ExecutorState, HelloReply, LeaderHint, LogRead, LogStream, Message, Role,
+};
 use regent_core::worker;
 use regent_core::{
     Addr, ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, Millis, WorkerId,
@@ -55,6 +57,8 @@ struct Harness {
     conns: Vec<(ConnId, Addr)>,
     started: Vec<ExecutorId>,
     kills: Vec<ExecutorId>,
+    /// Log reads the node asked for and the harness has not answered.
+    reads: Vec<u64>,
     /// The highest epoch the harness's masters have claimed.
     epoch: u64,
     next_conn: u64,
@@ -86,6 +90,7 @@ impl Harness {
             conns: Vec::new(),
             started: Vec::new(),
             kills: Vec::new(),
+            reads: Vec::new(),
             epoch: 1,
             next_conn: 0,
             next_executor: 0,
@@ -114,6 +119,12 @@ impl Harness {
                     }
                 }
                 Output::Exit { .. } => self.exited = true,
+                Output::ReadLog { read, max, .. } => {
+                    assert!(max <= regent_core::limits::MAX_LOG_CHUNK, "a read past the limit");
+                    if self.reads.len() < POOL {
+                        self.reads.push(read);
+                    }
+                }
                 Output::Note(_) => {}
             }
         }
@@ -195,7 +206,19 @@ impl Harness {
                 self.feed(Input::Tick);
             }
             _ => {
-                if src.one_in(4) {
+                if !self.reads.is_empty() && src.bool() {
+                    let read = self.reads.remove(src.below(self.reads.len()));
+                    let result = if src.bool() {
+                        LogRead::Chunk {
+                            offset: u64::from(src.u8()),
+                            data: src.sized(64).to_vec(),
+                            size: u64::from(src.u8()) * 4,
+                        }
+                    } else {
+                        LogRead::Failed { reason: gen::text(src, &["no such file"], 64) }
+                    };
+                    self.feed(Input::LogRead { read, result });
+                } else if src.one_in(4) {
                     self.feed(Input::Stop);
                 }
             }
@@ -212,7 +235,7 @@ impl Harness {
 
     /// Any message a master may send (and a few it may not), from the bytes.
     fn message(&mut self, src: &mut Source) -> Message {
-        match src.u8() % 14 {
+        match src.u8() % 15 {
             0 => Message::HelloReply(HelloReply {
                 role: Role::Master,
                 master: MasterId(gen::text(src, &["m0", "m1"], 256)),
@@ -264,6 +287,14 @@ impl Harness {
                 executor: gen::executor_id(src, &self.started, &[]),
             },
             12 => Message::FrameworkHeartbeat { epoch: gen::epoch(src) },
+            13 => Message::ReadLog {
+                epoch: gen::epoch(src),
+                relay: u64::from(src.u8()),
+                executor: gen::executor_id(src, &self.started, &[]),
+                stream: if src.bool() { LogStream::Stdout } else { LogStream::Stderr },
+                offset: if src.bool() { Some(u64::from(src.u8())) } else { None },
+                max: u32::from(src.u8()) << (src.u8() % 24),
+            },
             _ => Message::StateRequest,
         }
     }
@@ -273,7 +304,7 @@ impl Harness {
     fn informed_message(&mut self, src: &mut Source) {
         let Some((conn, master)) = src.pick(&self.conns).cloned() else { return };
         let epoch = Epoch(self.epoch);
-        let msg = match src.u8() % 8 {
+        let msg = match src.u8() % 9 {
             0 => {
                 if src.bool() {
                     self.epoch += 1;
@@ -320,6 +351,12 @@ impl Harness {
                 Message::ExecutorStatusAck { epoch, executor }
             }
             6 => Message::HeartbeatAck { epoch },
+            7 => {
+                let executor = src.pick(&self.started).cloned().unwrap_or(ExecutorId::new("x"));
+                let stream = if src.bool() { LogStream::Stdout } else { LogStream::Stderr };
+                let relay = u64::from(src.u8());
+                Message::ReadLog { epoch, relay, executor, stream, offset: None, max: 1024 }
+            }
             _ => {
                 self.epoch += 1;
                 let leader = LeaderHint {

@@ -1563,6 +1563,8 @@ impl World {
                     self.after(d, Ev::Restart(node));
                 }
                 wnode::Output::Note(note) => self.log(|| format!("w{w} note: {note:?}")),
+                // The simulated cluster has no operators asking for logs.
+                wnode::Output::ReadLog { .. } => {}
             }
         }
     }

@@ -1,0 +1,69 @@
+//! Executor output through the master node (`MasterNode`, ZooKeeper mode,
+//! on the pure ZooKeeper model of `node_harness`): a log read is no
+//! command, so a new leader relays it without waiting for its acting lease.
+#![cfg(feature = "testkit")]
+
+mod node_harness;
+
+use regent_core::master::Status;
+use regent_core::node::master::{Input, Output};
+use regent_core::protocol::{GroupSpec, LogRead, LogStream, Message};
+use regent_core::ConnId;
+
+/// A new ZooKeeper-mode leader holds its first launch until its acting
+/// lease is confirmed (issue 12), but a log read is no command: it is
+/// relayed at once, and its answer passed back at once.
+#[test]
+fn a_new_leader_relays_reads_without_waiting_for_its_acting_lease() {
+    let mut c = node_harness::Cluster::zookeeper(1);
+    let _ = c.feed(0, Input::Start);
+    assert_eq!(c.nodes[0].status(), Status::Alive);
+    let _ = c.register(0, 10, "w1", 1);
+    let _ = c.subscribe(0, 20, 1);
+    let spec = GroupSpec {
+        group: "g".into(),
+        slots: 1,
+        command: vec!["true".into()],
+        env: vec![],
+        cores: 1,
+        memory_mb: 64,
+    };
+    let declare = Message::DeclareGroup { request: 1, spec };
+    let _ = c.feed(0, Input::Message { conn: ConnId(20), msg: declare });
+    assert_eq!(c.nodes[0].node.held_frames(), 1, "the launch waits for the acting lease");
+    let e = c.nodes[0].node.master().executors().next().expect("placed").id.clone();
+    let out = c.feed(
+        0,
+        Input::Message {
+            conn: ConnId(30),
+            msg: Message::LogRequest {
+                request: 1,
+                executor: e,
+                stream: LogStream::Stdout,
+                offset: Some(0),
+                max: 16,
+            },
+        },
+    );
+    let relay = out
+        .iter()
+        .find_map(|o| match o {
+            Output::Send { conn: ConnId(10), msg: Message::ReadLog { relay, .. } } => Some(*relay),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("the read goes out at once: {out:?}"));
+    assert_eq!(c.nodes[0].node.held_frames(), 1, "and the launch still waits");
+    let data = Message::LogData {
+        relay,
+        live: false,
+        read: LogRead::Chunk { offset: 0, data: vec![], size: 0 },
+    };
+    let out = c.feed(0, Input::Message { conn: ConnId(10), msg: data });
+    assert!(
+        out.iter().any(|o| matches!(
+            o,
+            Output::Send { conn: ConnId(30), msg: Message::LogChunk { request: 1, size: 0, .. } }
+        )),
+        "{out:?}"
+    );
+}
