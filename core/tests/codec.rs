@@ -66,7 +66,7 @@ fn exec_report(g: &mut Gen) -> ExecutorReport {
 
 /// Number of `Message` variants; a new variant must be added to `arb` and
 /// to `golden_samples`.
-const VARIANTS: u8 = 34;
+const VARIANTS: u8 = 41;
 
 #[derive(Clone, Debug)]
 struct Arb(Message);
@@ -190,7 +190,31 @@ impl Arbitrary for Arb {
             30 => Message::FrameworkHeartbeatAck { epoch: e(g) },
             31 => Message::StepDown { request: u64::arbitrary(g) },
             32 => Message::SubscribeRefused { epoch: e(g), reason: s(g) },
-            _ => Message::Callback { addr: Addr(s(g)) },
+            33 => Message::Callback { addr: Addr(s(g)) },
+            34 => Message::CordonWorker { request: u64::arbitrary(g), worker: WorkerId(s(g)) },
+            35 => Message::UncordonWorker { request: u64::arbitrary(g), worker: WorkerId(s(g)) },
+            36 => Message::DrainWorker {
+                request: u64::arbitrary(g),
+                worker: WorkerId(s(g)),
+                deadline: Millis(u64::arbitrary(g)),
+            },
+            37 => Message::ScaleGroup {
+                request: u64::arbitrary(g),
+                framework: FrameworkId(s(g)),
+                group: s(g),
+                slots: u32::arbitrary(g),
+            },
+            38 => Message::OperatorKillExecutor {
+                request: u64::arbitrary(g),
+                executor: ExecutorId(s(g)),
+                refill: bool::arbitrary(g),
+            },
+            39 => Message::StopExecutorOnWorker {
+                epoch: e(g),
+                executor: ExecutorId(s(g)),
+                grace: Millis(u64::arbitrary(g)),
+            },
+            _ => Message::GroupScaled { epoch: e(g), group: s(g), slots: u32::arbitrary(g) },
         })
     }
 }
@@ -507,12 +531,22 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                     cores_used: 2,
                     memory_mb: 16_384,
                     memory_used_mb: 512,
+                    cordoned: true,
+                    drain: "DRAINING".into(),
+                    drain_deadline_ms: Some(1_764_600_000_000),
+                    executors: 1,
                 }],
                 frameworks: vec![FrameworkView {
                     id: FrameworkId::new("f1"),
                     name: "app".into(),
                     state: "ACTIVE".into(),
                     connected: true,
+                    groups: vec![GroupView {
+                        name: "main".into(),
+                        slots: 3,
+                        declared: 2,
+                        running: 1,
+                    }],
                 }],
                 executors: vec![ExecutorView {
                     id: ExecutorId::new("e1"),
@@ -539,6 +573,45 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
             },
         ),
         ("callback", Message::Callback { addr: Addr::new("10.0.0.7:7078") }),
+        ("cordon_worker", Message::CordonWorker { request: 10, worker: WorkerId::new("w1") }),
+        ("uncordon_worker", Message::UncordonWorker { request: 11, worker: WorkerId::new("w1") }),
+        (
+            "drain_worker",
+            Message::DrainWorker {
+                request: 12,
+                worker: WorkerId::new("w1"),
+                deadline: Millis(60_000),
+            },
+        ),
+        (
+            "scale_group",
+            Message::ScaleGroup {
+                request: 13,
+                framework: FrameworkId::new("f1"),
+                group: "main".into(),
+                slots: 5,
+            },
+        ),
+        (
+            "operator_kill_executor",
+            Message::OperatorKillExecutor {
+                request: 14,
+                executor: ExecutorId::new("e1"),
+                refill: true,
+            },
+        ),
+        (
+            "stop_executor_on_worker",
+            Message::StopExecutorOnWorker {
+                epoch: Epoch(42),
+                executor: ExecutorId::new("e1"),
+                grace: Millis(30_000),
+            },
+        ),
+        (
+            "group_scaled",
+            Message::GroupScaled { epoch: Epoch(42), group: "main".into(), slots: 5 },
+        ),
     ]
 }
 
@@ -556,6 +629,10 @@ fn cluster_state(g: &mut Gen) -> ClusterState {
                 cores_used: u32::arbitrary(g),
                 memory_mb: u64::arbitrary(g),
                 memory_used_mb: u64::arbitrary(g),
+                cordoned: bool::arbitrary(g),
+                drain: s(g),
+                drain_deadline_ms: if bool::arbitrary(g) { Some(u64::arbitrary(g)) } else { None },
+                executors: u32::arbitrary(g),
             })
             .collect(),
         frameworks: (0..usize::arbitrary(g) % 3)
@@ -564,6 +641,14 @@ fn cluster_state(g: &mut Gen) -> ClusterState {
                 name: s(g),
                 state: s(g),
                 connected: bool::arbitrary(g),
+                groups: (0..usize::arbitrary(g) % 3)
+                    .map(|_| GroupView {
+                        name: s(g),
+                        slots: u32::arbitrary(g),
+                        declared: u32::arbitrary(g),
+                        running: u32::arbitrary(g),
+                    })
+                    .collect(),
             })
             .collect(),
         executors: (0..usize::arbitrary(g) % 3)

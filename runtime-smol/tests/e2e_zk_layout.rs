@@ -28,6 +28,7 @@ fn records() -> Vec<Record> {
             cores: 2,
             memory_mb: 512,
             callback: None,
+            maintenance: None,
         })
     }));
     out.push(Record::Framework(FrameworkRecord {

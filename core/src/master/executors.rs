@@ -42,6 +42,10 @@ pub struct ExecutorEntry {
     pub memory_mb: u64,
     /// The framework asked for it to be killed.
     pub kill_requested: bool,
+    /// An operator asked it to stop and its slot to be refilled (a drain,
+    /// or `regent kill-executor` without `--no-refill`): however it ends,
+    /// its slot is refilled without charging the group's retry budget.
+    pub operator_stop: bool,
     /// Its terminal state is durable in the framework record.
     pub recorded: bool,
 }
@@ -349,6 +353,7 @@ impl Master {
             cores: spec.cores,
             memory_mb: spec.memory_mb,
             kill_requested: false,
+            operator_stop: false,
             recorded: false,
         };
         self.hold(worker, spec.cores, spec.memory_mb);
@@ -468,6 +473,7 @@ impl Master {
             cores: if fits { report.cores } else { 0 },
             memory_mb: if fits { report.memory_mb } else { 0 },
             kill_requested: false,
+            operator_stop: false,
             recorded: false,
         };
         self.hold(worker, entry.cores, entry.memory_mb);
@@ -538,6 +544,7 @@ impl Master {
                 cores: report.cores,
                 memory_mb: report.memory_mb,
                 kill_requested: false,
+                operator_stop: false,
                 recorded: false,
             });
         }
@@ -588,6 +595,11 @@ impl Master {
                 if g.current.get(slot) == Some(&Some(e.id.clone())) {
                     g.current[slot] = None;
                     let outcome = match &state {
+                        // An operator stopped it (a drain, or a kill with
+                        // refill): not a failure, and not the end of the
+                        // slot's work either (a SIGTERM handler may well
+                        // exit 0): refill, charging nothing.
+                        _ if e.operator_stop && !e.kill_requested => SlotOutcome::Pending,
                         ExecutorState::Exited { code: 0 } => {
                             SlotOutcome::Done { executor: e.id.clone() }
                         }
@@ -630,6 +642,7 @@ impl Master {
             let msg = Message::SlotFailed { epoch, group: e.group.clone(), slot: e.slot, reason };
             self.tell_framework(&e.framework, msg, out);
         }
+        self.maybe_drained(&e.worker, out);
         let ack = reported.then(|| e.worker.clone());
         let then = vec![
             AfterWrite::Recorded { executor: e.id.clone(), state: state.clone(), ack },

@@ -95,6 +95,16 @@ impl FrameworkEntry {
     }
 }
 
+impl GroupState {
+    /// How many slots the group has now: as declared, or as an operator
+    /// scaled it (`regent scale`); the record's slot list is the truth.
+    pub fn slot_count(&self) -> u32 {
+        // At most MAX_SLOTS_PER_GROUP when written by a leader; a planted
+        // record saturates rather than wraps.
+        u32::try_from(self.record.slots.len()).unwrap_or(u32::MAX)
+    }
+}
+
 impl Master {
     fn framework_error(&self, message: String, failed_over_to: Option<InstanceId>) -> Message {
         Message::FrameworkError { epoch: self.epoch, message, failed_over_to }
@@ -352,6 +362,19 @@ impl Master {
             let msg = Message::SlotFailed { epoch: self.epoch, group, slot, reason };
             out.push(Action::Send { conn, msg });
         }
+        // A group an operator scaled: its slot count is not the declared
+        // one, which is all the subscriber knows by itself.
+        let Some(fw) = self.frameworks.get(framework) else { return };
+        for g in &fw.groups {
+            if g.slot_count() != g.record.spec.slots {
+                let msg = Message::GroupScaled {
+                    epoch: self.epoch,
+                    group: g.record.spec.group.clone(),
+                    slots: g.slot_count(),
+                };
+                out.push(Action::Send { conn, msg });
+            }
+        }
     }
 
     /// The framework's executors, as its subscriber sees them: the live
@@ -506,11 +529,11 @@ impl Master {
         let reserve: usize = fw
             .groups
             .iter()
-            .map(|g| &g.record.spec)
-            .chain(std::iter::once(spec))
-            .map(|s| {
-                let worst = limits::worst_slot_outcome_len(id.as_str(), &s.group, s.slots);
-                (s.slots as usize).saturating_mul(worst.saturating_sub(1))
+            .map(|g| (&g.record.spec.group, g.slot_count()))
+            .chain(std::iter::once((&spec.group, spec.slots)))
+            .map(|(group, slots)| {
+                let worst = limits::worst_slot_outcome_len(id.as_str(), group, slots);
+                (slots as usize).saturating_mul(worst.saturating_sub(1))
             })
             .fold(0usize, usize::saturating_add);
         let worst = current

@@ -15,16 +15,17 @@
 mod executors;
 mod frameworks;
 mod leadership;
+mod operator;
 mod silence;
 mod snapshot;
 mod workers;
 
 use crate::ids::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, WorkerId};
 use crate::protocol::{
-    ClusterState, ExecutorState, ExecutorView, FrameworkView, HelloReply, LeaderHint, Message,
-    Role, WorkerView,
+    ClusterState, ExecutorState, ExecutorView, FrameworkView, GroupView, HelloReply, LeaderHint,
+    Message, Role, WorkerView,
 };
-use crate::store::SlotOutcome;
+use crate::store::{Maintenance, SlotOutcome};
 use crate::store::{Record, RecordKey, WriteId};
 use crate::time::Millis;
 use rustc_hash::FxHashMap;
@@ -311,6 +312,8 @@ pub enum Timer {
     Recovery,
     /// HEARTBEAT to subscribers; framework failover timeouts.
     FrameworkHeartbeat,
+    /// A drain's deadline passed: kill what still runs on the worker.
+    Drain,
 }
 
 /// What to do once a write is durable.
@@ -331,6 +334,11 @@ enum AfterWrite {
     /// A kill requested by the framework is durable in its record: send it
     /// to the executor's worker.
     KillDurable { executor: ExecutorId },
+    /// A drain is durable in the worker's record: stop its executors.
+    DrainDurable { worker: WorkerId },
+    /// A scale is durable in the framework's record: tell the subscriber,
+    /// kill the surplus executors.
+    Scaled { framework: FrameworkId, group: String, slots: u32, surplus: Vec<ExecutorId> },
 }
 
 /// The leadership lifecycle.
@@ -437,6 +445,10 @@ pub struct Master {
     armed: BTreeMap<Timer, Millis>,
     metrics: Metrics,
     snapshot: snapshot::SnapshotCache,
+    /// Wall-clock milliseconds at local time 0 (from the clock term of the
+    /// latest election; 0 when the runtime gave none): drain deadlines are
+    /// recorded in wall-clock time.
+    wall_base: u64,
 }
 
 impl Master {
@@ -470,6 +482,7 @@ impl Master {
             armed: BTreeMap::new(),
             metrics: Metrics::default(),
             snapshot: snapshot::SnapshotCache::default(),
+            wall_base: 0,
         }
     }
 
@@ -528,7 +541,9 @@ impl Master {
                     Timer::Sweep => self.config.sweep_interval(),
                     // A recovery deadline that passed while suspended: look
                     // again soon after resuming, not a whole window later.
-                    Timer::FrameworkHeartbeat | Timer::Recovery => self.config.heartbeat_interval,
+                    Timer::FrameworkHeartbeat | Timer::Recovery | Timer::Drain => {
+                        self.config.heartbeat_interval
+                    }
                 };
             self.armed.insert(timer, at);
             out.push(Action::SetTimer { timer, at });
@@ -615,6 +630,18 @@ impl Master {
                 cores_used: w.cores_used,
                 memory_mb: w.memory_mb,
                 memory_used_mb: w.memory_used_mb,
+                cordoned: w.maintenance.is_some(),
+                drain: match w.maintenance {
+                    Some(Maintenance::Draining { .. }) => "DRAINING",
+                    Some(Maintenance::Drained) => "DRAINED",
+                    Some(Maintenance::Cordoned) | None => "",
+                }
+                .into(),
+                drain_deadline_ms: match w.maintenance {
+                    Some(Maintenance::Draining { deadline_ms }) => Some(deadline_ms),
+                    _ => None,
+                },
+                executors: u32::try_from(self.live_on(&w.id)).unwrap_or(u32::MAX),
             })
             .collect();
         let frameworks = self
@@ -638,6 +665,27 @@ impl Master {
                     name: f.name.clone(),
                     state: state.into(),
                     connected: f.conn.is_some(),
+                    groups: f
+                        .groups
+                        .iter()
+                        .map(|g| GroupView {
+                            name: g.record.spec.group.clone(),
+                            slots: g.slot_count(),
+                            declared: g.record.spec.slots,
+                            running: u32::try_from(
+                                g.current
+                                    .iter()
+                                    .flatten()
+                                    .filter(|x| {
+                                        self.executors
+                                            .get(*x)
+                                            .is_some_and(|e| !e.state.is_terminal())
+                                    })
+                                    .count(),
+                            )
+                            .unwrap_or(u32::MAX),
+                        })
+                        .collect(),
                 }
             })
             .collect();
@@ -767,7 +815,13 @@ impl Master {
                     });
                 }
             }
-            Event::Elected { floor, clock } => self.on_elected(floor, clock, out),
+            Event::Elected { floor, clock } => {
+                if clock != 0 {
+                    self.wall_base = clock.saturating_sub(now.0);
+                }
+                self.on_elected(floor, clock, out)
+            }
+            Event::Timer(Timer::Drain) => self.on_drain_timer(now, out),
             Event::Loaded { records } => self.on_loaded(records, out),
             Event::LoadFailed { reason } => {
                 if self.holds_leadership() {
@@ -830,6 +884,12 @@ impl Master {
                                         self.send_kill(&worker, &executor, out);
                                     }
                                 }
+                            }
+                            AfterWrite::DrainDurable { worker } => {
+                                self.stop_draining_executors(now, &worker, out)
+                            }
+                            AfterWrite::Scaled { framework, group, slots, surplus } => {
+                                self.on_scaled(&framework, group, slots, surplus, out)
                             }
                         }
                     }
@@ -949,6 +1009,10 @@ impl Master {
                         for report in reports {
                             self.apply_report(&worker, report, out);
                         }
+                        // A draining worker (say, after a failover): what it
+                        // runs is asked to stop, with what is left of the
+                        // recorded deadline.
+                        self.stop_draining_executors(now, &worker, out);
                     }
                     self.maybe_finish_recovery(now, out);
                 } else {
@@ -1034,11 +1098,33 @@ impl Master {
                     out.push(Action::Send { conn, msg });
                 }
             }
+            Message::CordonWorker { request, worker } if self.acting() => {
+                self.change_worker(now, conn, request, worker, operator::WorkerChange::Cordon, out)
+            }
+            Message::UncordonWorker { request, worker } if self.acting() => {
+                let change = operator::WorkerChange::Uncordon;
+                self.change_worker(now, conn, request, worker, change, out)
+            }
+            Message::DrainWorker { request, worker, deadline } if self.acting() => {
+                let change = operator::WorkerChange::Drain { deadline };
+                self.change_worker(now, conn, request, worker, change, out)
+            }
+            Message::ScaleGroup { request, framework, group, slots } if self.acting() => {
+                self.scale_group(conn, request, framework, group, slots, out)
+            }
+            Message::OperatorKillExecutor { request, executor, refill } if self.acting() => {
+                self.operator_kill(conn, request, executor, refill, out)
+            }
             Message::DeclareGroup { .. }
             | Message::KillExecutor { .. }
             | Message::Teardown { .. }
             | Message::RemoveWorker { .. }
-            | Message::KillFramework { .. } => out.push(self.refusal(conn)),
+            | Message::KillFramework { .. }
+            | Message::CordonWorker { .. }
+            | Message::UncordonWorker { .. }
+            | Message::DrainWorker { .. }
+            | Message::ScaleGroup { .. }
+            | Message::OperatorKillExecutor { .. } => out.push(self.refusal(conn)),
             // Anything else (master-to-peer messages): refused and counted,
             // never fatal.
             _ => {

@@ -123,6 +123,15 @@ pub enum Output {
         /// The executor.
         executor: ExecutorId,
     },
+    /// Stop the executor: SIGTERM to its process group now, SIGKILL if it
+    /// still runs after `grace` (a drain's deadline); then feed
+    /// `ExecutorChanged` with `Killed`.
+    StopExecutor {
+        /// The executor.
+        executor: ExecutorId,
+        /// How long it may take to exit after SIGTERM.
+        grace: Millis,
+    },
     /// The worker must stop (told to by its master, or it gave up): kill
     /// every executor, feed their ends, flush the connections, exit with
     /// `reason` as the error.
@@ -430,6 +439,9 @@ impl WorkerNode {
             }
             worker::Action::KillExecutor { executor } => {
                 out.push(Output::KillExecutor { executor })
+            }
+            worker::Action::StopExecutor { executor, grace } => {
+                out.push(Output::StopExecutor { executor, grace })
             }
             worker::Action::Exit { reason } => {
                 if !self.exited {

@@ -1131,6 +1131,7 @@ mod tests {
             cores: 1,
             memory_mb: 1,
             callback: None,
+            maintenance: None,
         })
     }
 
@@ -1625,6 +1626,7 @@ mod tests {
             cores: u32::MAX,
             memory_mb: u64::MAX,
             callback: Some(crate::ids::Addr::new("x".repeat(MAX_ADDR_BYTES))),
+            maintenance: None,
         });
         let sealing = Sealing::with_secret(&secret("the longest worker record's secret"));
         let image = format::encode_with(&largest, &sealing).unwrap().len();

@@ -60,6 +60,25 @@ pub struct WorkerRecord {
     /// Where its callback listener takes masters' connections (seed 002:
     /// a new leader dials it when it recovers), if it has one.
     pub callback: Option<Addr>,
+    /// An operator's cordon or drain of the worker, if any.
+    pub maintenance: Option<Maintenance>,
+}
+
+/// An operator's hold on a worker (`regent cordon`, `regent drain`): no new
+/// executor is placed on it while it has one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Maintenance {
+    /// Nothing new is placed on it; what runs keeps running.
+    Cordoned,
+    /// Its executors were asked to stop; they get SIGKILL once
+    /// `deadline_ms` has passed.
+    Draining {
+        /// Wall-clock milliseconds since the Unix epoch (the leader's clock
+        /// term), so a new leader honours the same deadline.
+        deadline_ms: u64,
+    },
+    /// Drained: nothing runs on it any more.
+    Drained,
 }
 
 /// A framework and what it asked for: every executor group it declared and
@@ -164,7 +183,7 @@ impl Record {
 /// appended.
 mod wire {
     use super::{FrameworkRecord, GroupRecord, WorkerRecord};
-    use crate::ids::{Epoch, FrameworkId, Incarnation, WorkerId};
+    use crate::ids::{Addr, Epoch, FrameworkId, Incarnation, WorkerId};
     use serde::{Deserialize, Serialize};
 
     #[derive(Debug, Serialize, Deserialize)]
@@ -172,8 +191,22 @@ mod wire {
         Epoch(Epoch),
         Worker(WorkerV1),
         Framework(FrameworkV1),
-        WorkerWithCallback(WorkerRecord),
+        WorkerWithCallback(WorkerV2),
         FrameworkWithCallback(FrameworkRecord),
+        /// A worker under an operator's cordon or drain (appended: workers
+        /// without one keep the earlier layouts byte for byte).
+        WorkerWithMaintenance(WorkerRecord),
+    }
+
+    /// A worker record of the second format: a callback address, no
+    /// maintenance.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct WorkerV2 {
+        id: WorkerId,
+        incarnation: Incarnation,
+        cores: u32,
+        memory_mb: u64,
+        callback: Option<Addr>,
     }
 
     /// A framework record of the first format: no callback address.
@@ -205,6 +238,7 @@ mod wire {
                         cores,
                         memory_mb,
                         callback: None,
+                        maintenance: None,
                     })
                 }
                 Record::Framework(FrameworkV1 { id, name, failover_timeout_ms, groups }) => {
@@ -216,8 +250,22 @@ mod wire {
                         callback: None,
                     })
                 }
-                Record::WorkerWithCallback(w) => super::Record::Worker(w),
+                Record::WorkerWithCallback(WorkerV2 {
+                    id,
+                    incarnation,
+                    cores,
+                    memory_mb,
+                    callback,
+                }) => super::Record::Worker(WorkerRecord {
+                    id,
+                    incarnation,
+                    cores,
+                    memory_mb,
+                    callback,
+                    maintenance: None,
+                }),
                 Record::FrameworkWithCallback(f) => super::Record::Framework(f),
+                Record::WorkerWithMaintenance(w) => super::Record::Worker(w),
             }
         }
     }
@@ -226,7 +274,23 @@ mod wire {
         fn from(r: super::Record) -> Self {
             match r {
                 super::Record::Epoch(e) => Record::Epoch(e),
-                super::Record::Worker(w) if w.callback.is_some() => Record::WorkerWithCallback(w),
+                super::Record::Worker(w) if w.maintenance.is_some() => {
+                    Record::WorkerWithMaintenance(w)
+                }
+                super::Record::Worker(WorkerRecord {
+                    id,
+                    incarnation,
+                    cores,
+                    memory_mb,
+                    callback: Some(callback),
+                    ..
+                }) => Record::WorkerWithCallback(WorkerV2 {
+                    id,
+                    incarnation,
+                    cores,
+                    memory_mb,
+                    callback: Some(callback),
+                }),
                 super::Record::Worker(WorkerRecord {
                     id, incarnation, cores, memory_mb, ..
                 }) => Record::Worker(WorkerV1 { id, incarnation, cores, memory_mb }),
@@ -256,6 +320,7 @@ mod tests {
             cores: 4,
             memory_mb: 1024,
             callback: callback.map(Addr::new),
+            maintenance: None,
         })
     }
 
@@ -267,5 +332,26 @@ mod tests {
         let new = postcard::to_allocvec(&worker(Some("10.0.0.7:7078"))).unwrap();
         assert_eq!(new[0], 3, "an appended variant");
         assert_eq!(postcard::from_bytes::<Record>(&new).unwrap(), worker(Some("10.0.0.7:7078")));
+    }
+
+    #[test]
+    fn a_worker_under_maintenance_uses_an_appended_variant_and_round_trips() {
+        for m in [
+            Maintenance::Cordoned,
+            Maintenance::Draining { deadline_ms: 1_764_600_000_000 },
+            Maintenance::Drained,
+        ] {
+            for callback in [None, Some("10.0.0.7:7078")] {
+                let Record::Worker(mut w) = worker(callback) else { unreachable!() };
+                w.maintenance = Some(m);
+                let r = Record::Worker(w);
+                let bytes = postcard::to_allocvec(&r).unwrap();
+                assert_eq!(bytes[0], 5, "the appended variant");
+                assert_eq!(postcard::from_bytes::<Record>(&bytes).unwrap(), r);
+            }
+        }
+        // Without maintenance, the earlier layouts stay byte for byte.
+        assert_eq!(postcard::to_allocvec(&worker(None)).unwrap()[0], 1);
+        assert_eq!(postcard::to_allocvec(&worker(Some("a:1"))).unwrap()[0], 3);
     }
 }

@@ -28,6 +28,7 @@ pub fn worker(id: &str, inc: u64) -> Record {
         cores: 8,
         memory_mb: 16384,
         callback: None,
+        maintenance: None,
     })
 }
 

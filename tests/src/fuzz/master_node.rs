@@ -903,6 +903,7 @@ fn record(src: &mut Source, frameworks: &[FrameworkId]) -> Record {
             cores: gen::u32_peer(src, regent_core::limits::MAX_CORES),
             memory_mb: gen::u64_peer(src, regent_core::limits::MAX_MEMORY_MB),
             callback: src.bool().then(|| Addr::new(gen::text(src, &["10.0.0.7:7078"], 300))),
+            maintenance: None,
         }),
         2 => {
             let groups = (0..src.below(3))

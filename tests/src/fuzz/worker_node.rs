@@ -108,7 +108,8 @@ impl Harness {
                     }
                     self.started.push(executor);
                 }
-                Output::KillExecutor { executor } => {
+                Output::KillExecutor { executor }
+                | Output::StopExecutor { executor, .. } => {
                     if self.kills.len() < POOL {
                         self.kills.push(executor);
                     }

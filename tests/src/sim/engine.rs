@@ -1515,7 +1515,8 @@ impl World {
                     self.after(start, Ev::Exec { w, gen, x: x.clone(), what: ExecWhat::Running });
                     self.after(start + run, Ev::Exec { w, gen, x, what: ExecWhat::Exit(code) });
                 }
-                wnode::Output::KillExecutor { executor } => {
+                wnode::Output::KillExecutor { executor }
+                | wnode::Output::StopExecutor { executor, .. } => {
                     if let Some(running) = self.execs.get_mut(&(w, executor.clone())) {
                         if *running {
                             *running = false;
