@@ -626,13 +626,21 @@ impl Master {
         }
         self.refresh_slots_of(id);
         let mine: Vec<ExecutorId> = self.executors_of(id).map(|e| e.id.clone()).collect();
+        let mut touched = Vec::new();
         for ex in mine {
             if let Some(e) = self.remove_executor(&ex) {
                 if !e.state.is_terminal() {
                     self.release(&e);
                     self.send_kill(&e.worker, &ex, out);
+                    touched.push(e.worker);
                 }
             }
+        }
+        // A draining worker this emptied is drained.
+        touched.sort();
+        touched.dedup();
+        for w in touched {
+            self.maybe_drained(&w, out);
         }
         let write = self.next_write();
         self.after_write.insert(write, then.into_iter().collect());
