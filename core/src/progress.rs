@@ -377,7 +377,10 @@ mod tests {
         update(&mut p, info("fw/main#0#1", 0, Some("w1"), ExecutorState::Exited { code: 0 }));
         update(&mut p, info("fw/main#3#1", 3, Some("w1"), ExecutorState::Running));
         p.observe(&scaled(2));
-        assert_eq!(p.counts(), ProgressCounts { slots: 2, done: 1, waiting: 1, ..Default::default() });
+        assert_eq!(
+            p.counts(),
+            ProgressCounts { slots: 2, done: 1, waiting: 1, ..Default::default() }
+        );
         update(&mut p, info("fw/main#1#1", 1, Some("w1"), ExecutorState::Exited { code: 0 }));
         assert_eq!(p.outcome(), Some(Ok(SubmitOutcome::Succeeded)));
         // Scaled up: the new slots are waited for; another group's scale is

@@ -608,10 +608,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 grace: Millis(30_000),
             },
         ),
-        (
-            "group_scaled",
-            Message::GroupScaled { epoch: Epoch(42), group: "main".into(), slots: 5 },
-        ),
+        ("group_scaled", Message::GroupScaled { epoch: Epoch(42), group: "main".into(), slots: 5 }),
     ]
 }
 

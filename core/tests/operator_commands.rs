@@ -192,7 +192,8 @@ impl Cluster {
         let _ = m.handle(t, master::Event::Connected { conn: OP });
         let _ = m.handle(t, master::Event::Message { conn: OP, msg: hello(Role::Client, "op") });
         let _ = m.handle(t, master::Event::Connected { conn: SUB });
-        let _ = m.handle(t, master::Event::Message { conn: SUB, msg: hello(Role::Subscriber, "s") });
+        let _ =
+            m.handle(t, master::Event::Message { conn: SUB, msg: hello(Role::Subscriber, "s") });
         let sub = Message::Subscribe(Subscribe {
             framework: None,
             name: "app".into(),
@@ -217,10 +218,10 @@ impl Cluster {
             cores: 1,
             memory_mb: 1,
         };
-        let out = m.handle(t, master::Event::Message {
-            conn: SUB,
-            msg: Message::DeclareGroup { request: 1, spec },
-        });
+        let out = m.handle(
+            t,
+            master::Event::Message { conn: SUB, msg: Message::DeclareGroup { request: 1, spec } },
+        );
         let sends = store.settle(&mut m, t, out);
         let launched = launches(&sends);
         assert_eq!(launched.len(), slots as usize, "{sends:?}");
@@ -300,7 +301,8 @@ fn cordon_is_durable_before_it_is_accepted_and_blocks_placement_without_killing(
 fn a_cordoned_worker_stays_cordoned_when_it_registers_again_and_under_a_new_leader() {
     let mut c = Cluster::new(1);
     let t = Millis(1_000);
-    let (_, sends) = c.operate(t, Message::CordonWorker { request: 5, worker: WorkerId::new("w1") });
+    let (_, sends) =
+        c.operate(t, Message::CordonWorker { request: 5, worker: WorkerId::new("w1") });
     assert!(accepted(&sends, 5));
     // w1 restarts: a new incarnation registers on a new connection.
     let _ = connect_worker(&mut c.m, t, 111, "w1");
@@ -312,10 +314,10 @@ fn a_cordoned_worker_stays_cordoned_when_it_registers_again_and_under_a_new_lead
     assert!(view(&b, "w1").cordoned, "recovered cordoned");
     for (conn, w, inc) in [(200, "w0", 100), (201, "w1", 111)] {
         let _ = connect_worker(&mut b, Millis(0), conn, w);
-        let out = b.handle(Millis(0), master::Event::Message {
-            conn: ConnId(conn),
-            msg: register(w, inc, vec![]),
-        });
+        let out = b.handle(
+            Millis(0),
+            master::Event::Message { conn: ConnId(conn), msg: register(w, inc, vec![]) },
+        );
         let _ = c.store.settle(&mut b, Millis(0), out);
     }
     assert_eq!(b.status(), Status::Alive);
@@ -362,13 +364,15 @@ fn drain_stops_executors_replaces_them_elsewhere_without_charging_retries_then_d
     assert_eq!(v.drain_deadline_ms, Some(deadline_ms));
     // The first ends on SIGTERM with a non-zero code, the second exits 0:
     // both slots are refilled, on w0, and no retry is charged.
-    let sends = c.deliver(t, ConnId(101), status(101, &on_w1[0], ExecutorState::Exited { code: 143 }));
+    let sends =
+        c.deliver(t, ConnId(101), status(101, &on_w1[0], ExecutorState::Exited { code: 143 }));
     let placed = launches(&sends);
     assert_eq!(placed.len(), 1, "{sends:?}");
     assert_eq!(placed[0].0, ConnId(100));
     assert_eq!(slot_of(&placed[0].1), slot_of(&on_w1[0]));
     assert_eq!(view(&c.m, "w1").drain, "DRAINING");
-    let sends = c.deliver(t, ConnId(101), status(101, &on_w1[1], ExecutorState::Exited { code: 0 }));
+    let sends =
+        c.deliver(t, ConnId(101), status(101, &on_w1[1], ExecutorState::Exited { code: 0 }));
     let placed = launches(&sends);
     assert_eq!(placed.len(), 1, "an exit 0 under a drain is refilled too: {sends:?}");
     assert_eq!(placed[0].0, ConnId(100));
@@ -398,16 +402,22 @@ fn a_drain_deadline_is_honoured_by_a_new_leader_and_passes_into_a_kill() {
     assert_eq!((v.drain.as_str(), v.drain_deadline_ms), ("DRAINING", Some(deadline_ms)));
     let _ = connect_worker(&mut b, Millis(500), 200, "w0");
     let x0 = c.on.iter().find(|(_, conn)| **conn == ConnId(100)).map(|(x, _)| x.clone()).unwrap();
-    let out = b.handle(Millis(500), master::Event::Message {
-        conn: ConnId(200),
-        msg: register("w0", 100, vec![report(&x0, ExecutorState::Running)]),
-    });
+    let out = b.handle(
+        Millis(500),
+        master::Event::Message {
+            conn: ConnId(200),
+            msg: register("w0", 100, vec![report(&x0, ExecutorState::Running)]),
+        },
+    );
     let _ = c.store.settle(&mut b, Millis(500), out);
     let _ = connect_worker(&mut b, Millis(500), 201, "w1");
-    let out = b.handle(Millis(500), master::Event::Message {
-        conn: ConnId(201),
-        msg: register("w1", 101, vec![report(&x1, ExecutorState::Running)]),
-    });
+    let out = b.handle(
+        Millis(500),
+        master::Event::Message {
+            conn: ConnId(201),
+            msg: register("w1", 101, vec![report(&x1, ExecutorState::Running)]),
+        },
+    );
     let drain_timer = out.iter().find_map(|a| match a {
         master::Action::SetTimer { timer: master::Timer::Drain, at } => Some(*at),
         _ => None,
@@ -430,10 +440,10 @@ fn a_drain_deadline_is_honoured_by_a_new_leader_and_passes_into_a_kill() {
     let out = b.handle(Millis(40_500), master::Event::Timer(master::Timer::Drain));
     assert_eq!(kills(&m_sends(&out)), vec![(ConnId(201), x1.clone())]);
     let _ = c.store.settle(&mut b, Millis(40_500), out);
-    let out = b.handle(Millis(40_600), master::Event::Message {
-        conn: ConnId(201),
-        msg: status(101, &x1, ExecutorState::Killed),
-    });
+    let out = b.handle(
+        Millis(40_600),
+        master::Event::Message { conn: ConnId(201), msg: status(101, &x1, ExecutorState::Killed) },
+    );
     let sends = c.store.settle(&mut b, Millis(40_600), out);
     assert_eq!(launches(&sends).iter().map(|(c, _)| *c).collect::<Vec<_>>(), vec![ConnId(200)]);
     assert_eq!(view(&b, "w1").drain, "DRAINED");
@@ -458,7 +468,8 @@ fn scale_down_kills_the_highest_slots_durably_and_tells_the_subscriber() {
     let mut c = Cluster::new(4);
     let t = Millis(1_000);
     let fw = c.fw.clone();
-    let msg = Message::ScaleGroup { request: 5, framework: fw.clone(), group: "g".into(), slots: 2 };
+    let msg =
+        Message::ScaleGroup { request: 5, framework: fw.clone(), group: "g".into(), slots: 2 };
     let (before, sends) = c.operate(t, msg);
     assert!(!accepted(&m_sends(&before), 5));
     assert!(kills(&m_sends(&before)).is_empty(), "kills follow the durable record");
@@ -472,7 +483,8 @@ fn scale_down_kills_the_highest_slots_durably_and_tells_the_subscriber() {
         Message::GroupScaled { epoch: c.m.epoch(), group: "g".into(), slots: 2 }
     )));
     // Their ends are not refilled, charge nothing.
-    for x in c.executors[2..].to_vec() {
+    let surplus: Vec<ExecutorId> = c.executors.iter().skip(2).cloned().collect();
+    for x in surplus {
         let conn = c.on[&x];
         let sends = c.deliver(t, conn, status(conn.0, &x, ExecutorState::Killed));
         assert!(launches(&sends).is_empty(), "{sends:?}");
@@ -501,7 +513,8 @@ fn scale_down_kills_the_highest_slots_durably_and_tells_the_subscriber() {
 fn scale_up_places_new_slots_only_once_durable() {
     let mut c = Cluster::new(1);
     let fw = c.fw.clone();
-    let msg = Message::ScaleGroup { request: 5, framework: fw.clone(), group: "g".into(), slots: 3 };
+    let msg =
+        Message::ScaleGroup { request: 5, framework: fw.clone(), group: "g".into(), slots: 3 };
     let (before, sends) = c.operate(Millis(0), msg);
     assert!(launches(&m_sends(&before)).is_empty(), "placed before durable: {before:?}");
     assert!(accepted(&sends, 5));
@@ -659,9 +672,6 @@ fn a_standby_answers_every_operator_change_with_not_leader() {
         Message::OperatorKillExecutor { request: 5, executor: ExecutorId::new("e"), refill: true },
     ] {
         let out = m.handle(Millis(0), master::Event::Message { conn: OP, msg });
-        assert_eq!(
-            m_sends(&out),
-            vec![(OP, Message::NotLeader { epoch: Epoch(0), leader: None })]
-        );
+        assert_eq!(m_sends(&out), vec![(OP, Message::NotLeader { epoch: Epoch(0), leader: None })]);
     }
 }

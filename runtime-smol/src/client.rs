@@ -277,11 +277,7 @@ pub fn parse_deadline(text: &str) -> Result<Duration, String> {
         "" | "s" => n.checked_mul(1_000),
         "m" => n.checked_mul(60_000),
         "h" => n.checked_mul(3_600_000),
-        _ => {
-            return Err(format!(
-                "deadline {text:?}: unknown unit {unit:?} (use ms, s, m or h)"
-            ))
-        }
+        _ => return Err(format!("deadline {text:?}: unknown unit {unit:?} (use ms, s, m or h)")),
     };
     let max = regent_core::limits::MAX_DRAIN_DEADLINE.0;
     match ms {
@@ -467,12 +463,7 @@ pub fn utc_text(ms: u64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 /// Left-aligned columns separated by two spaces; control characters in

@@ -826,8 +826,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Drain { masters, worker_id, deadline, no_wait, connect_timeout } => {
-            let change =
-                regent_smol::client::Change::Drain { worker: worker_id.clone(), deadline };
+            let change = regent_smol::client::Change::Drain { worker: worker_id.clone(), deadline };
             operator_change(&common, &masters, connect_timeout, &change).await?;
             println!(
                 "worker {worker_id} draining: executors stopped, SIGKILL after {}",

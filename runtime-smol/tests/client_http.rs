@@ -6,8 +6,8 @@
 
 use regent_core::auth::{Secret, Side};
 use regent_core::protocol::{
-    ClusterState, ExecutorState, ExecutorView, FrameworkView, HelloReply, LeaderHint, Message,
-    GroupView, Role, WorkerView,
+    ClusterState, ExecutorState, ExecutorView, FrameworkView, GroupView, HelloReply, LeaderHint,
+    Message, Role, WorkerView,
 };
 use regent_core::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, MasterId, WorkerId};
 use regent_smol::client::{fetch_state, kill_framework, remove_worker, render_table};

@@ -11,8 +11,8 @@ mod support;
 use serde_json::Value;
 use std::time::Duration;
 use support::cluster::{
-    alive_with_workers, api_state, leaders_with_marker, processes_under, unique, wait_for,
-    Cluster, MasterSpec,
+    alive_with_workers, api_state, leaders_with_marker, processes_under, unique, wait_for, Cluster,
+    MasterSpec,
 };
 
 /// Generous bound for anything to happen.
@@ -153,7 +153,10 @@ fn cordon_scale_drain_survive_a_master_restart_then_scale_down_and_kill_executor
     let s = wait_for(BOUND, "the restarted master ALIVE with w1 and w2", || {
         let s = state_of(&spec)?;
         let w = worker_json(&s, "w1");
-        if s["status"] == "ALIVE" && w["state"] == "DRAINED" && worker_json(&s, "w2")["state"] == "ALIVE" {
+        if s["status"] == "ALIVE"
+            && w["state"] == "DRAINED"
+            && worker_json(&s, "w2")["state"] == "ALIVE"
+        {
             Ok(s)
         } else {
             Err(format!("{s}"))

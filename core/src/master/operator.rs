@@ -152,8 +152,7 @@ impl Master {
                 x.operator_stop = true;
             }
             if let Some(conn) = conn {
-                let msg =
-                    Message::StopExecutorOnWorker { epoch: self.epoch, executor: id, grace };
+                let msg = Message::StopExecutorOnWorker { epoch: self.epoch, executor: id, grace };
                 out.push(Action::Send { conn, msg });
             }
         }
@@ -390,8 +389,7 @@ impl Master {
         // Durable before accepted: without refill the slot's outcome records
         // the kill; with it the record is written as it stands, so the kill
         // follows every earlier change of the framework's record.
-        let then =
-            vec![AfterWrite::KillDurable { executor }, AfterWrite::Accept { conn, request }];
+        let then = vec![AfterWrite::KillDurable { executor }, AfterWrite::Accept { conn, request }];
         if self.frameworks.contains_key(&framework) {
             self.persist_framework(&framework, then, out);
         } else {

@@ -614,7 +614,7 @@ impl Master {
                 if retired.len() > RETIRED_KEPT {
                     retired.remove(0);
                 }
-                        // An operator's cordon or drain is of the worker id, not of
+                // An operator's cordon or drain is of the worker id, not of
                 // one process: the new incarnation keeps it.
                 let maintenance = old.maintenance;
                 self.insert_registering(now, conn, reg, retired, maintenance, out);

@@ -108,8 +108,7 @@ impl Harness {
                     }
                     self.started.push(executor);
                 }
-                Output::KillExecutor { executor }
-                | Output::StopExecutor { executor, .. } => {
+                Output::KillExecutor { executor } | Output::StopExecutor { executor, .. } => {
                     if self.kills.len() < POOL {
                         self.kills.push(executor);
                     }
