@@ -427,7 +427,7 @@ impl Harness {
     /// (with the ids seen so far in the mix).
     fn message(&mut self, src: &mut Source) -> Message {
         let (ex, fw) = (&self.executors, &self.frameworks);
-        match src.u8() % 16 {
+        match src.u8() % 21 {
             0 => Message::Hello(Hello {
                 version: if src.one_in(8) { src.u16() } else { PROTOCOL_VERSION },
                 cluster: gen::text(src, &["regent", "other"], 64),
@@ -471,7 +471,31 @@ impl Harness {
                 request: u64::from(src.u8()),
                 framework: gen::framework_id(src, fw),
             },
-            _ => Message::StepDown { request: u64::from(src.u8()) },
+            15 => Message::StepDown { request: u64::from(src.u8()) },
+            // The operator's changes (issue 14), with peer numbers anywhere.
+            16 => {
+                Message::CordonWorker { request: u64::from(src.u8()), worker: gen::worker_id(src) }
+            }
+            17 => Message::UncordonWorker {
+                request: u64::from(src.u8()),
+                worker: gen::worker_id(src),
+            },
+            18 => Message::DrainWorker {
+                request: u64::from(src.u8()),
+                worker: gen::worker_id(src),
+                deadline: if src.bool() { gen::millis(src) } else { Millis(src.u64()) },
+            },
+            19 => Message::ScaleGroup {
+                request: u64::from(src.u8()),
+                framework: gen::framework_id(src, fw),
+                group: gen::text(src, &["g", "h"], regent_core::limits::MAX_NAME_BYTES),
+                slots: gen::u32_peer(src, regent_core::limits::MAX_SLOTS_PER_GROUP),
+            },
+            _ => Message::OperatorKillExecutor {
+                request: u64::from(src.u8()),
+                executor: gen::executor_id(src, ex, fw),
+                refill: src.bool(),
+            },
         }
     }
 
@@ -581,14 +605,37 @@ impl Harness {
                 self.send(conn, Message::Subscribe(sub));
             }
             _ => {
-                // An operator asks for the state, or removes a worker.
+                // An operator asks for the state, removes a worker, or
+                // changes the cluster (cordon, drain, scale, kill).
                 let conn = self.conn(src);
-                let msg = if src.bool() {
-                    Message::StateRequest
-                } else {
-                    Message::RemoveWorker {
-                        request: u64::from(src.u8()),
-                        worker: gen::worker_id(src),
+                let worker = WorkerId(format!("w{}", src.u8() % 4));
+                let request = u64::from(src.u8());
+                let msg = match src.u8() % 8 {
+                    0 | 1 => Message::StateRequest,
+                    2 => Message::RemoveWorker { request, worker: gen::worker_id(src) },
+                    3 => Message::CordonWorker { request, worker },
+                    4 => Message::UncordonWorker { request, worker },
+                    5 => Message::DrainWorker {
+                        request,
+                        worker,
+                        deadline: Millis(u64::from(src.u16())),
+                    },
+                    6 => match src.pick(&self.frameworks).cloned() {
+                        Some(framework) => Message::ScaleGroup {
+                            request,
+                            framework,
+                            group: ["g", "h"][src.below(2)].into(),
+                            slots: u32::from(src.u8() % 6),
+                        },
+                        None => Message::StateRequest,
+                    },
+                    _ => {
+                        let (ex, fw) = (&self.executors, &self.frameworks);
+                        Message::OperatorKillExecutor {
+                            request,
+                            executor: gen::executor_id(src, ex, fw),
+                            refill: src.bool(),
+                        }
                     }
                 };
                 self.send(conn, msg);
