@@ -246,3 +246,47 @@ fn operator_commands_refuse_unknown_targets_with_the_leaders_reason() {
     let s = state_of(&spec).unwrap();
     assert_eq!(worker_json(&s, "w1")["cordoned"], false);
 }
+
+#[test]
+fn a_submission_scaled_down_succeeds_with_its_remaining_slots() {
+    let c = Cluster::new("operator-scale-submit");
+    let spec = fs_master(&c);
+    let masters = vec![spec.addr()];
+    let m = spec.addr();
+    let _master = c.master(&spec);
+    let _w1 = c.worker("w1", &masters, 4, 1024, &[]);
+    wait_for(BOUND, "the master ALIVE with w1", || alive_with_workers(&state_of(&spec)?, &["w1"]));
+    // Every executor waits for a file, then exits 0.
+    let go = c.path("go");
+    let script = format!("while [ ! -e '{}' ]; do sleep 0.1; done; exit 0", go.display());
+    let mut submit = c.submit(
+        "submit",
+        &masters,
+        &["--executors", "3", "--cores", "1", "--memory", "64"],
+        &["sh", "-c", &script],
+    );
+    let three = wait_running(&spec, 3, &["w1"], "3 executors RUNNING");
+    let state = state_of(&spec).unwrap();
+    let fw = state["frameworks"][0]["id"].as_str().expect("framework id").to_owned();
+    let group = state["frameworks"][0]["groups"][0]["name"].as_str().expect("group").to_owned();
+    ok(&c, &["scale", "--masters", &m, &fw, &group, "1"]);
+    let left = wait_running(&spec, 1, &["w1"], "1 executor RUNNING after scaling down");
+    assert!(three.contains(&left[0]), "slot 0's executor stays: {three:?} {left:?}");
+    wait_for(BOUND, "the submitter told of the scale", || {
+        let out = submit.stdout();
+        if out.contains(&format!("group {group} was scaled to 1 slots by an operator")) {
+            Ok(())
+        } else {
+            Err(out)
+        }
+    });
+    std::fs::write(&go, b"").unwrap();
+    let status = submit.wait_exit(BOUND);
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "the one remaining slot succeeded: {}\n{}",
+        submit.stdout(),
+        submit.stderr()
+    );
+}
