@@ -100,7 +100,9 @@ fn cordon_scale_drain_survive_a_master_restart_then_scale_down_and_kill_executor
         "submit",
         &masters,
         &["--executors", "2", "--cores", "1", "--memory", "64"],
-        &["sh", "-c", "sleep 600", &marker],
+        // SIGTERM is ignored (and the ignoring inherited by sleep): only
+        // the SIGKILL at a drain's deadline (or a kill's grace) ends them.
+        &["sh", "-c", "trap '' TERM; sleep 600", &marker],
     );
     // Spread: one executor on each worker.
     let first = wait_running(&spec, 2, &["w1", "w2"], "2 executors RUNNING");
@@ -124,9 +126,12 @@ fn cordon_scale_drain_survive_a_master_restart_then_scale_down_and_kill_executor
     assert_eq!(s["frameworks"][0]["groups"][0]["slots"], 4);
     assert_eq!(s["frameworks"][0]["groups"][0]["declared_slots"], 2);
 
-    // Drain w1 and follow it until DRAINED: its executor is replaced on w2.
-    let out = ok(&c, &["drain", "--masters", &m, "w1", "--deadline", "20s"]);
-    assert!(out.contains("worker w1 draining"), "{out}");
+    // Drain w1 and follow it until DRAINED: its executor ignores SIGTERM,
+    // so it runs until the SIGKILL at the deadline; then it is replaced on
+    // w2.
+    let out = ok(&c, &["drain", "--masters", &m, "w1", "--deadline", "3s"]);
+    assert!(out.contains("worker w1 draining: executors stopped, SIGKILL after 3s"), "{out}");
+    assert!(out.contains("worker w1: DRAINING, 1 executors left"), "progress shown: {out}");
     assert!(out.contains("worker w1 DRAINED"), "{out}");
     let four = wait_running(&spec, 4, &["w2"], "4 executors RUNNING on w2");
     assert!(!four.iter().any(|(id, _)| id == &on_w1[0].0), "the drained executor is gone");

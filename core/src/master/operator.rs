@@ -114,15 +114,10 @@ impl Master {
                 Some(Maintenance::Draining { deadline_ms: wall_deadline })
             }
         };
-        if change == WorkerChange::Uncordon {
-            // A drain under way stops: its executors' slots are refilled as
-            // they end, as asked, but nothing more is stopped.
-            for id in self.live_by_worker.get(&worker).cloned().unwrap_or_default() {
-                if let Some(x) = self.executors.get_mut(&id) {
-                    x.operator_stop = false;
-                }
-            }
-        }
+        // Uncordoning a draining worker ends the drain: nothing more is
+        // stopped, and the executors already asked to stop keep their
+        // `operator_stop` (however they end, their slots are refilled without
+        // a retry charged: the operator stopped them).
         self.reindex_worker(&worker);
         let write = self.persist_worker_maintenance(&worker, out).expect("checked above");
         self.after_write.entry(write).or_default().extend(then);
