@@ -295,3 +295,71 @@ fn a_submission_scaled_down_succeeds_with_its_remaining_slots() {
         submit.stderr()
     );
 }
+
+/// The same commands against the blocking runtime (`--runtime std` master
+/// and workers; no HTTP, so observed with `regent status --json`): a drain
+/// ends with the std worker's SIGKILL at the deadline, and the restarted
+/// master still shows the worker DRAINED.
+#[test]
+fn a_std_master_and_std_workers_drain_durably() {
+    let c = Cluster::new("operator-std");
+    let store = c.path("store");
+    let store = store.to_str().unwrap();
+    let addr = support::cluster::loopback(support::cluster::free_port());
+    let std_master = || {
+        let args = ["--runtime", "std", "master", "--id", "m1", "--listen", &addr];
+        let mut args = args.to_vec();
+        args.extend(["--recovery", "filesystem", "--store", store]);
+        c.spawn("m1", support::cluster::Kind::Master, &args)
+    };
+    let masters = vec![addr.clone()];
+    let status = || c.status_json(&masters).ok_or_else(|| "no leader answers".to_owned());
+    let mut master = std_master();
+    let std = ["--runtime", "std"];
+    let mut w1 = c.worker("w1", &masters, 2, 512, &std);
+    let _w2 = c.worker("w2", &masters, 2, 512, &std);
+    wait_for(BOUND, "the std master ALIVE with w1 and w2", || {
+        alive_with_workers(&status()?, &["w1", "w2"])
+    });
+    let _submit = c.submit(
+        "submit",
+        &masters,
+        &["--executors", "2", "--cores", "1", "--memory", "64"],
+        &["sh", "-c", "trap '' TERM; sleep 600"],
+    );
+    wait_for(BOUND, "an executor RUNNING on each worker", || {
+        let r = running(&status()?);
+        if r.len() == 2 && r[0].1 != r[1].1 {
+            Ok(())
+        } else {
+            Err(format!("running {r:?}"))
+        }
+    });
+    let out = ok(&c, &["drain", "--masters", &addr, "w1", "--deadline", "2s"]);
+    assert!(out.contains("worker w1 DRAINED"), "{out}");
+    wait_for(BOUND, "both executors on w2", || {
+        let r = running(&status()?);
+        if r.len() == 2 && r.iter().all(|(_, w)| w == "w2") {
+            Ok(())
+        } else {
+            Err(format!("running {r:?}"))
+        }
+    });
+    master.kill9();
+    let _master = std_master();
+    let s = wait_for(BOUND, "the restarted std master ALIVE", || {
+        let s = status()?;
+        alive_with_workers(&s, &["w1", "w2"]).or_else(|e| {
+            // w1 shows as DRAINED, not ALIVE.
+            if s["status"] == "ALIVE" && worker_json(&s, "w1")["state"] == "DRAINED" {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        })?;
+        Ok::<Value, String>(s)
+    });
+    let w = worker_json(&s, "w1");
+    assert_eq!((w["state"].as_str(), w["cordoned"].as_bool()), (Some("DRAINED"), Some(true)));
+    w1.assert_running("drained, not stopped");
+}
