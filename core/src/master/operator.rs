@@ -182,6 +182,12 @@ impl Master {
     /// reconnected, or a stop that was lost).
     pub(super) fn on_drain_timer(&mut self, now: Millis, out: &mut Vec<Action>) {
         if !self.acting() {
+            // Suspended: look again once it may act (a standby has no
+            // drains to watch).
+            if self.holds_leadership() {
+                let at = now + OVERDUE_DRAIN_RECHECK;
+                out.push(Action::SetTimer { timer: Timer::Drain, at });
+            }
             return;
         }
         let mut overdue: Vec<WorkerId> = self
