@@ -43,8 +43,9 @@ pub struct ExecutorEntry {
     /// The framework asked for it to be killed.
     pub kill_requested: bool,
     /// An operator asked it to stop and its slot to be refilled (a drain,
-    /// or `regent kill-executor` without `--no-refill`): however it ends,
-    /// its slot is refilled without charging the group's retry budget.
+    /// or `regent kill-executor` without `--no-refill`): unless it exits 0
+    /// (which completes its slot), its slot is refilled without charging
+    /// the group's retry budget.
     pub operator_stop: bool,
     /// Its terminal state is durable in the framework record.
     pub recorded: bool,
@@ -595,11 +596,9 @@ impl Master {
                 if g.current.get(slot) == Some(&Some(e.id.clone())) {
                     g.current[slot] = None;
                     let outcome = match &state {
-                        // An operator stopped it (a drain, or a kill with
-                        // refill): not a failure, and not the end of the
-                        // slot's work either (a SIGTERM handler may well
-                        // exit 0): refill, charging nothing.
-                        _ if e.operator_stop && !e.kill_requested => SlotOutcome::Pending,
+                        // An exit 0 completes the slot, whoever stopped
+                        // it: the work is done (and a reported exit is never
+                        // lost).
                         ExecutorState::Exited { code: 0 } => {
                             SlotOutcome::Done { executor: e.id.clone() }
                         }
@@ -607,6 +606,10 @@ impl Master {
                         // been accepted): whatever the end, the slot stays
                         // killed and is not refilled.
                         _ if e.kill_requested => SlotOutcome::Killed { executor: e.id.clone() },
+                        // An operator stopped it (a drain, or a kill with
+                        // refill): whatever else it ended with is no
+                        // failure of its own: refill, charging nothing.
+                        _ if e.operator_stop => SlotOutcome::Pending,
                         // Lost, or killed by its worker's shutdown: refill
                         // without using the retry budget.
                         ExecutorState::Lost | ExecutorState::Killed => SlotOutcome::Pending,

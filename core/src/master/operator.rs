@@ -9,7 +9,8 @@
 //! * **Drain** cordons the worker and, once that is durable, asks each of
 //!   its live executors to stop (`StopExecutorOnWorker`: SIGTERM now,
 //!   SIGKILL at the deadline). Their slots are refilled elsewhere without
-//!   charging the retry budget (`ExecutorEntry::operator_stop`). Once
+//!   charging the retry budget (`ExecutorEntry::operator_stop`; an exit 0
+//!   still completes its slot). Once
 //!   nothing runs on it the worker is DRAINED (written to its record). The
 //!   deadline is kept as wall-clock time in the record, so a new leader asks
 //!   the worker's executors to stop again when the worker reports, with
@@ -116,7 +117,7 @@ impl Master {
         };
         // Uncordoning a draining worker ends the drain: nothing more is
         // stopped, and the executors already asked to stop keep their
-        // `operator_stop` (however they end, their slots are refilled without
+        // `operator_stop` (unless they exit 0, their slots are refilled without
         // a retry charged: the operator stopped them).
         self.reindex_worker(&worker);
         let write = self.persist_worker_maintenance(&worker, out).expect("checked above");
