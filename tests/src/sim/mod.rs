@@ -187,9 +187,10 @@ impl std::fmt::Display for Failure {
         for line in &self.trace {
             writeln!(f, "  {line}")?;
         }
+        let operator = if self.config.operator { " --operator" } else { "" };
         write!(
             f,
-            "replay: cargo run --release -p regent-tests --bin regent-soak -- --replay {}",
+            "replay: cargo run --release -p regent-tests --bin regent-soak -- --replay {}{operator}",
             self.seed
         )
     }
