@@ -212,7 +212,7 @@ impl Harness {
 
     /// Any message a master may send (and a few it may not), from the bytes.
     fn message(&mut self, src: &mut Source) -> Message {
-        match src.u8() % 14 {
+        match src.u8() % 15 {
             0 => Message::HelloReply(HelloReply {
                 role: Role::Master,
                 master: MasterId(gen::text(src, &["m0", "m1"], 256)),
@@ -264,6 +264,11 @@ impl Harness {
                 executor: gen::executor_id(src, &self.started, &[]),
             },
             12 => Message::FrameworkHeartbeat { epoch: gen::epoch(src) },
+            13 => Message::StopExecutorOnWorker {
+                epoch: gen::epoch(src),
+                executor: gen::executor_id(src, &self.started, &[]),
+                grace: gen::millis(src),
+            },
             _ => Message::StateRequest,
         }
     }
@@ -313,7 +318,12 @@ impl Harness {
             }
             4 => {
                 let Some(executor) = src.pick(&self.started).cloned() else { return };
-                Message::KillExecutorOnWorker { epoch, executor }
+                if src.bool() {
+                    Message::KillExecutorOnWorker { epoch, executor }
+                } else {
+                    // A drain's stop.
+                    Message::StopExecutorOnWorker { epoch, executor, grace: gen::millis(src) }
+                }
             }
             5 => {
                 let Some(executor) = src.pick(&self.started).cloned() else { return };
