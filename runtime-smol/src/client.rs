@@ -1,5 +1,7 @@
 //! Operator commands over the regent protocol: `regent status`,
-//! `regent kill`, `regent remove-worker`.
+//! `regent kill`, `regent remove-worker`, `regent step-down`, and the
+//! changes of issue 14 ([`Change`]: `regent cordon`, `uncordon`, `drain`,
+//! `scale`, `kill-executor`).
 //!
 //! Each command dials masters one at a time as a [`Role::Client`]: `Hello`,
 //! then one request, then close. Every step is bounded: [`CONNECT_TIMEOUT`]
