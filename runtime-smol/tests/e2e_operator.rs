@@ -157,11 +157,12 @@ fn cordon_scale_drain_survive_a_master_restart_then_scale_down_and_kill_executor
     let _master = c.master(&spec);
     let s = wait_for(BOUND, "the restarted master ALIVE with w1 and w2", || {
         let s = state_of(&spec)?;
-        let w = worker_json(&s, "w1");
-        if s["status"] == "ALIVE"
-            && w["state"] == "DRAINED"
-            && worker_json(&s, "w2")["state"] == "ALIVE"
-        {
+        // A master still loading lists no workers yet.
+        let state = |id: &str| {
+            s["workers"].as_array().and_then(|a| a.iter().find(|w| w["id"] == id)).cloned()
+        };
+        let (w1, w2) = (state("w1").unwrap_or_default(), state("w2").unwrap_or_default());
+        if s["status"] == "ALIVE" && w1["state"] == "DRAINED" && w2["state"] == "ALIVE" {
             Ok(s)
         } else {
             Err(format!("{s}"))
@@ -351,7 +352,8 @@ fn a_std_master_and_std_workers_drain_durably() {
         let s = status()?;
         alive_with_workers(&s, &["w1", "w2"]).or_else(|e| {
             // w1 shows as DRAINED, not ALIVE.
-            if s["status"] == "ALIVE" && worker_json(&s, "w1")["state"] == "DRAINED" {
+            let w1 = s["workers"].as_array().and_then(|a| a.iter().find(|w| w["id"] == "w1"));
+            if s["status"] == "ALIVE" && w1.is_some_and(|w| w["state"] == "DRAINED") {
                 Ok(())
             } else {
                 Err(e)
@@ -362,4 +364,58 @@ fn a_std_master_and_std_workers_drain_durably() {
     let w = worker_json(&s, "w1");
     assert_eq!((w["state"].as_str(), w["cordoned"].as_bool()), (Some("DRAINED"), Some(true)));
     w1.assert_running("drained, not stopped");
+}
+
+/// A drain accepted just before the master dies: the restarted master reads
+/// the drain from the store, the worker's executor (which ignores SIGTERM)
+/// ends at the deadline, its slot is refilled on the other worker, and the
+/// drained worker shows DRAINED.
+#[test]
+fn a_drain_under_way_survives_a_master_kill9_restart() {
+    let c = Cluster::new("operator-drain-failover");
+    let spec = fs_master(&c);
+    let masters = vec![spec.addr()];
+    let m = spec.addr();
+    let mut master = c.master(&spec);
+    let _w1 = c.worker("w1", &masters, 1, 512, &[]);
+    let _w2 = c.worker("w2", &masters, 2, 512, &[]);
+    wait_for(BOUND, "the master ALIVE with w1 and w2", || {
+        alive_with_workers(&state_of(&spec)?, &["w1", "w2"])
+    });
+    let marker = unique("opfail");
+    let _submit = c.submit(
+        "submit",
+        &masters,
+        &["--executors", "2", "--cores", "1", "--memory", "64"],
+        &["sh", "-c", "trap '' TERM; sleep 600", &marker],
+    );
+    let two = wait_running(&spec, 2, &["w1", "w2"], "2 executors RUNNING");
+    let on_w1 = two.iter().find(|(_, w)| w == "w1").expect("one on w1").0.clone();
+    let out = ok(&c, &["drain", "--masters", &m, "w1", "--deadline", "5s", "--no-wait"]);
+    assert!(out.contains("worker w1 draining"), "{out}");
+    assert!(!out.contains("DRAINED"), "--no-wait returns at once: {out}");
+    master.kill9();
+    let _master = c.master(&spec);
+    // Nothing is asked again: the new master knows the drain from its
+    // store, and the worker ends the executor at the deadline.
+    wait_for(BOUND, "w1 DRAINED at the restarted master", || {
+        let s = state_of(&spec)?;
+        let w1 = s["workers"].as_array().and_then(|a| a.iter().find(|w| w["id"] == "w1"));
+        match w1.and_then(|w| w["state"].as_str()) {
+            Some("DRAINED") => Ok(()),
+            other => Err(format!("w1 {other:?}")),
+        }
+    });
+    let after = wait_running(&spec, 2, &["w2"], "both executors on w2");
+    assert!(!after.iter().any(|(id, _)| *id == on_w1), "w1's executor ended: {after:?}");
+    let s = state_of(&spec).unwrap();
+    assert_eq!(worker_json(&s, "w1")["state"], "DRAINED");
+    wait_for(BOUND, "no process left in w1's work dir", || {
+        let left = processes_under(&c.work_dir("w1"));
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("pids {left:?}"))
+        }
+    });
 }
