@@ -68,6 +68,25 @@ pub fn valid_records() -> Vec<Record> {
     v
 }
 
+/// Workers cordoned (with a callback address), draining and drained.
+pub fn maintained_records() -> Vec<Record> {
+    use regent_core::store::Maintenance;
+    let with = |id: &str, inc: u64, callback: Option<&str>, m: Maintenance| {
+        let Record::Worker(mut w) = worker(id, inc) else { unreachable!("a worker record") };
+        w.callback = callback.map(regent_core::Addr::new);
+        w.maintenance = Some(m);
+        Record::Worker(w)
+    };
+    let mut v = vec![
+        Record::Epoch(Epoch(42)),
+        with("worker-1", 0x1111, Some("10.0.0.7:7078"), Maintenance::Cordoned),
+        with("worker-2", 0x2222, None, Maintenance::Draining { deadline_ms: 1_796_137_200_000 }),
+        with("worker-3", 0x3333, None, Maintenance::Drained),
+    ];
+    v.sort_by_key(Record::key);
+    v
+}
+
 /// Writes `record`'s image under its own file name in `dir`.
 pub fn put_image(dir: &Path, record: &Record) -> PathBuf {
     let path = dir.join(record_file_name(&record.key()));
@@ -145,6 +164,16 @@ pub fn cases() -> Vec<Case> {
         files: valid_records().iter().map(file).collect(),
         sealing: Sealing::none(),
         expect: Ok((valid_records(), vec![])),
+    });
+
+    // Workers under an operator's cordon or drain (issue 14): an appended
+    // record variant; the records above keep their layouts.
+    let maintained = maintained_records();
+    cases.push(Case {
+        name: "maintenance",
+        files: maintained.iter().map(file).collect(),
+        sealing: Sealing::none(),
+        expect: Ok((maintained, vec![])),
     });
 
     let cut = 20;
