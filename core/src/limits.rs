@@ -5,7 +5,7 @@
 //!
 //! | limit | default | checked in | answer |
 //! |---|---|---|---|
-//! | [`MAX_SLOTS_PER_GROUP`] | 2,048 | `master::frameworks::declare_group` | `RequestRefused` |
+//! | [`MAX_SLOTS_PER_GROUP`] | 2,048 | `master::frameworks::declare_group`, `Message::ScaleGroup` | `RequestRefused` |
 //! | [`MAX_GROUPS_PER_FRAMEWORK`] | 64 | `declare_group` | `RequestRefused` |
 //! | frameworks per cluster (`master::Config::max_frameworks`, default [`DEFAULT_MAX_FRAMEWORKS`]) | 1,000 | `master::frameworks::subscribe` (a *new* framework only) | `SubscribeRefused`, connection closed; the subscriber stops (no retry) |
 //! | [`MAX_ID_BYTES`] (framework id, worker id) | 256 | `subscribe`, `master::workers::register_worker` | `SubscribeRefused` / `Shutdown` |
@@ -21,6 +21,7 @@
 //! | [`MAX_CORES`] (per executor and per worker) | 2^20 | `declare_group`, `register_worker` | `RequestRefused` / `Shutdown` |
 //! | [`MAX_MEMORY_MB`] (per executor and per worker) | 2^40 MiB | `declare_group`, `register_worker` | `RequestRefused` / `Shutdown` |
 //! | [`MAX_EXECUTORS_PER_WORKER`] (live executors placed or adopted) | 1,024 | placement and adoption (`master::executors`) | not placed there / not adopted (killed, slot refilled elsewhere) |
+//! | [`MAX_DRAIN_DEADLINE`] | 7 days | `Message::DrainWorker` | `RequestRefused` |
 //! | [`MAX_REPORTS_PER_REGISTRATION`] | 4,096 | `register_worker` | `Shutdown` |
 //! | [`MAX_RECORD_PAYLOAD`] (a framework record at its worst case, see below) | 1,000,000 bytes | `declare_group`, before persisting | `RequestRefused` |
 //! | [`MAX_FAILURE_REASON_BYTES`] (a failed slot's stored reason) | 256 | `master::executors::update_executor` | truncated (marked) |
@@ -178,6 +179,10 @@ pub const MAX_CORES: u32 = 1 << 20;
 
 /// The most memory one executor may ask for and one worker may offer, MiB.
 pub const MAX_MEMORY_MB: u64 = 1 << 40;
+
+/// The longest drain deadline an operator may give (`regent drain
+/// --deadline`): 7 days, like the framework failover timeout.
+pub const MAX_DRAIN_DEADLINE: Millis = Millis(7 * 24 * 3_600 * 1_000);
 
 /// The most live executors the master places on or adopts from one worker.
 pub const MAX_EXECUTORS_PER_WORKER: usize = 1_024;

@@ -25,6 +25,12 @@
 //! the framework was torn down); so does the master refusing the group's
 //! declaration (an error: the machine forgot it, nothing more will happen).
 //!
+//! An operator may scale the group (`regent scale`, seen as
+//! [`Action::GroupScaled`]): the slots followed become the new count, so a
+//! group scaled down completes once its remaining slots are done, and one
+//! scaled up waits for the new slots too. (Slot numbers past the count are
+//! ignored, as before; slots are capped at `MAX_SLOTS_PER_GROUP`.)
+//!
 //! Limitation: a `SlotFailed` sent while the subscriber was not subscribed is
 //! not repeated by the master, and a snapshot cannot tell an exhausted slot
 //! from one awaiting a retry while the failed executor is still in the
@@ -139,6 +145,12 @@ impl GroupProgress {
             Action::Subscribed { executors, .. } => self.subscribed(executors),
             Action::ExecutorUpdate(info) => self.update(info),
             Action::SlotFailed { group, slot, reason } => self.slot_failed(group, *slot, reason),
+            Action::GroupScaled { group, slots } if *group == self.group => {
+                // Peer number: at most the per-group limit the master
+                // enforces (DESIGN rule 6).
+                let n = (*slots).min(crate::limits::MAX_SLOTS_PER_GROUP) as usize;
+                self.slots.resize(n, Slot::default());
+            }
             Action::RequestRefused { command: Request::Declare { group }, reason, .. }
                 if *group == self.group =>
             {
@@ -355,6 +367,36 @@ mod tests {
         slot_failed(&mut p, "aux", 0, "x");
         assert_eq!(p.slot_status(0), Some(SlotStatus::Waiting));
         assert_eq!(p.outcome(), None);
+    }
+
+    #[test]
+    fn a_scaled_group_completes_with_its_new_slot_count() {
+        let scaled = |slots| Action::GroupScaled { group: GROUP.into(), slots };
+        // Scaled down: the two remaining slots decide.
+        let mut p = GroupProgress::new(GROUP, 4);
+        update(&mut p, info("fw/main#0#1", 0, Some("w1"), ExecutorState::Exited { code: 0 }));
+        update(&mut p, info("fw/main#3#1", 3, Some("w1"), ExecutorState::Running));
+        p.observe(&scaled(2));
+        assert_eq!(
+            p.counts(),
+            ProgressCounts { slots: 2, done: 1, waiting: 1, ..Default::default() }
+        );
+        update(&mut p, info("fw/main#1#1", 1, Some("w1"), ExecutorState::Exited { code: 0 }));
+        assert_eq!(p.outcome(), Some(Ok(SubmitOutcome::Succeeded)));
+        // Scaled up: the new slots are waited for; another group's scale is
+        // not ours; an absurd count is capped.
+        let mut p = GroupProgress::new(GROUP, 1);
+        update(&mut p, info("fw/main#0#1", 0, Some("w1"), ExecutorState::Exited { code: 0 }));
+        p.observe(&Action::GroupScaled { group: "aux".into(), slots: 9 });
+        assert_eq!(p.outcome(), Some(Ok(SubmitOutcome::Succeeded)));
+        p.observe(&scaled(3));
+        assert_eq!(p.outcome(), None);
+        assert_eq!(p.slot_status(2), Some(SlotStatus::Waiting));
+        update(&mut p, info("fw/main#1#2", 1, Some("w2"), ExecutorState::Exited { code: 0 }));
+        update(&mut p, info("fw/main#2#3", 2, Some("w2"), ExecutorState::Exited { code: 0 }));
+        assert_eq!(p.outcome(), Some(Ok(SubmitOutcome::Succeeded)));
+        p.observe(&scaled(u32::MAX));
+        assert_eq!(p.counts().slots, crate::limits::MAX_SLOTS_PER_GROUP as usize);
     }
 
     #[test]

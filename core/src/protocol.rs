@@ -17,6 +17,10 @@ use serde::{Deserialize, Serialize};
 
 /// The protocol version this build speaks. A `Hello` with another version is
 /// refused with [`crate::codec::DecodeError::UnsupportedVersion`].
+///
+/// Version 2: the finished frameworks (`history`) of `ClusterState`, the
+/// operator commands of issue 14 (cordon, drain, scale, kill-executor) and
+/// the worker and group fields they added to [`ClusterState`].
 pub const PROTOCOL_VERSION: u16 = 2;
 
 /// What kind of node is speaking.
@@ -502,6 +506,88 @@ pub enum Message {
         /// `offset + data.len() == size` everything has been read.
         finished: bool,
     },
+    /// Operator → leader: place nothing more on `worker` (what runs on it
+    /// keeps running). Durable (in the worker's record) before
+    /// `RequestAccepted`; a cordoned worker that registers again stays
+    /// cordoned.
+    CordonWorker {
+        /// Echoed in the answer.
+        request: u64,
+        /// The worker.
+        worker: WorkerId,
+    },
+    /// Operator → leader: clear a cordon or drain of `worker`, so executors
+    /// are placed on it again (a drain under way stops: what it already
+    /// asked to stop is not started again).
+    UncordonWorker {
+        /// Echoed in the answer.
+        request: u64,
+        /// The worker.
+        worker: WorkerId,
+    },
+    /// Operator → leader: drain `worker`: cordon it, ask every executor on
+    /// it to stop (SIGTERM, SIGKILL once `deadline` has passed), place their
+    /// slots elsewhere without charging any retry budget, and mark the
+    /// worker DRAINED once nothing runs on it. `RequestAccepted` follows the
+    /// durable record (which keeps the deadline as wall-clock time, so a new
+    /// leader honours it).
+    DrainWorker {
+        /// Echoed in the answer.
+        request: u64,
+        /// The worker.
+        worker: WorkerId,
+        /// How long the executors get between SIGTERM and SIGKILL (at most
+        /// [`crate::limits::MAX_DRAIN_DEADLINE`]).
+        deadline: Millis,
+    },
+    /// Operator → leader: give a running group `slots` slots (up or down,
+    /// at least 1, at most [`crate::limits::MAX_SLOTS_PER_GROUP`]). Surplus
+    /// executors (the highest slots) are killed and their slots dropped;
+    /// new slots are placed. Durable in the framework's record before
+    /// `RequestAccepted`.
+    ScaleGroup {
+        /// Echoed in the answer.
+        request: u64,
+        /// The framework.
+        framework: FrameworkId,
+        /// The group.
+        group: String,
+        /// The slot count wanted.
+        slots: u32,
+    },
+    /// Operator → leader: kill one executor. With `refill` its slot gets a
+    /// replacement (an operator's kill is not a failure: no retry budget is
+    /// charged); without, the slot is recorded as killed and left empty.
+    OperatorKillExecutor {
+        /// Echoed in the answer.
+        request: u64,
+        /// The executor.
+        executor: ExecutorId,
+        /// Place a replacement in its slot.
+        refill: bool,
+    },
+    /// Master → worker: stop an executor: SIGTERM to its process group
+    /// now, SIGKILL if it still runs after `grace` (a drain's deadline).
+    /// Its terminal state is then `Killed`.
+    StopExecutorOnWorker {
+        /// The leader's epoch.
+        epoch: Epoch,
+        /// The executor to stop.
+        executor: ExecutorId,
+        /// How long it may take to exit after SIGTERM.
+        grace: Millis,
+    },
+    /// Master → subscriber: an operator scaled `group` to `slots` slots
+    /// (also repeated after `Subscribed` while the count differs from the
+    /// declared one). Slots from `slots` on no longer exist.
+    GroupScaled {
+        /// The leader's epoch.
+        epoch: Epoch,
+        /// The group.
+        group: String,
+        /// Its slot count now.
+        slots: u32,
+    },
 }
 
 /// Which output file of an executor (`<work_dir>/executors/<id>/stdout` or
@@ -591,6 +677,16 @@ pub struct WorkerView {
     pub memory_mb: u64,
     /// Memory held by executors, in MiB.
     pub memory_used_mb: u64,
+    /// Nothing new is placed on it (cordoned, draining or drained).
+    pub cordoned: bool,
+    /// DRAINING or DRAINED while a drain is under way or done; empty
+    /// otherwise.
+    pub drain: String,
+    /// While DRAINING: when its executors get SIGKILL, in wall-clock
+    /// milliseconds since the Unix epoch (as the leader's clock counts).
+    pub drain_deadline_ms: Option<u64>,
+    /// Its live (launching or running) executors.
+    pub executors: u32,
 }
 
 /// One framework in [`ClusterState`].
@@ -605,6 +701,21 @@ pub struct FrameworkView {
     pub state: String,
     /// It has a live subscription.
     pub connected: bool,
+    /// Its groups, in declaration order, with their slot counts now.
+    pub groups: Vec<GroupView>,
+}
+
+/// One executor group in [`FrameworkView`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupView {
+    /// The group's name.
+    pub name: String,
+    /// Its slot count now (after any `regent scale`).
+    pub slots: u32,
+    /// The slot count it was declared with.
+    pub declared: u32,
+    /// Slots with a live executor.
+    pub running: u32,
 }
 
 /// One executor in [`ClusterState`].
@@ -630,6 +741,7 @@ impl Message {
             self,
             Message::LaunchExecutor { .. }
                 | Message::KillExecutorOnWorker { .. }
+                | Message::StopExecutorOnWorker { .. }
                 | Message::Shutdown { .. }
         )
     }
@@ -658,7 +770,9 @@ impl Message {
             | Message::ReadLog { epoch, .. }
             | Message::LogChunk { epoch, .. } => Some(*epoch),
             Message::StateReply(s) => Some(s.epoch),
-            Message::SubscribeRefused { epoch, .. } => Some(*epoch),
+            Message::SubscribeRefused { epoch, .. }
+            | Message::StopExecutorOnWorker { epoch, .. }
+            | Message::GroupScaled { epoch, .. } => Some(*epoch),
             Message::Hello(_)
             | Message::RegisterWorker(_)
             | Message::WorkerHeartbeat { .. }
@@ -674,7 +788,12 @@ impl Message {
             | Message::StepDown { .. }
             | Message::Callback { .. }
             | Message::LogRequest { .. }
-            | Message::LogData { .. } => None,
+            | Message::LogData { .. }
+            | Message::CordonWorker { .. }
+            | Message::UncordonWorker { .. }
+            | Message::DrainWorker { .. }
+            | Message::ScaleGroup { .. }
+            | Message::OperatorKillExecutor { .. } => None,
         }
     }
 
@@ -719,6 +838,13 @@ impl Message {
             Message::ReadLog { .. } => "ReadLog",
             Message::LogData { .. } => "LogData",
             Message::LogChunk { .. } => "LogChunk",
+            Message::CordonWorker { .. } => "CordonWorker",
+            Message::UncordonWorker { .. } => "UncordonWorker",
+            Message::DrainWorker { .. } => "DrainWorker",
+            Message::ScaleGroup { .. } => "ScaleGroup",
+            Message::OperatorKillExecutor { .. } => "OperatorKillExecutor",
+            Message::StopExecutorOnWorker { .. } => "StopExecutorOnWorker",
+            Message::GroupScaled { .. } => "GroupScaled",
         }
     }
 }

@@ -251,6 +251,14 @@ pub enum Action {
         /// Why.
         reason: String,
     },
+    /// App-facing: an operator scaled a group to `slots` slots (`regent
+    /// scale`); slots from `slots` on no longer exist.
+    GroupScaled {
+        /// The group.
+        group: String,
+        /// Its slot count now.
+        slots: u32,
+    },
     /// App-facing: a request is in effect.
     RequestAccepted {
         /// Its id (as sent in the request message).
@@ -914,6 +922,9 @@ impl Subscriber {
             Message::ExecutorUpdate { info, .. } => out.push(Action::ExecutorUpdate(info)),
             Message::SlotFailed { group, slot, reason, .. } => {
                 out.push(Action::SlotFailed { group, slot, reason })
+            }
+            Message::GroupScaled { group, slots, .. } => {
+                out.push(Action::GroupScaled { group, slots })
             }
             Message::RequestAccepted { request, .. } => {
                 let Some(command) = self.answered(request, false) else {

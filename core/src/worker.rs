@@ -230,6 +230,15 @@ pub enum Action {
         /// The executor.
         executor: ExecutorId,
     },
+    /// Stop the executor (a drain): SIGTERM to its process group now,
+    /// SIGKILL if it still runs after `grace`; then feed `ExecutorChanged`
+    /// with `Killed`.
+    StopExecutor {
+        /// The executor.
+        executor: ExecutorId,
+        /// How long it may take to exit after SIGTERM.
+        grace: Millis,
+    },
     /// Stop the process (after stopping its executors) with an error naming
     /// `reason`. The machine ignores every later event.
     Exit {
@@ -708,6 +717,12 @@ impl Worker {
                     && self.executors.get(&executor).is_some_and(|e| !e.state.is_terminal()) =>
             {
                 out.push(Action::KillExecutor { executor });
+            }
+            Message::StopExecutorOnWorker { executor, grace, .. }
+                if self.active.as_ref() == Some(&from)
+                    && self.executors.get(&executor).is_some_and(|e| !e.state.is_terminal()) =>
+            {
+                out.push(Action::StopExecutor { executor, grace });
             }
             // The master recorded the terminal state: it may be forgotten.
             Message::ExecutorStatusAck { executor, .. }

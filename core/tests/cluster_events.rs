@@ -23,6 +23,10 @@ fn worker(id: &str, state: &str, used: u32) -> WorkerView {
         cores_used: used,
         memory_mb: 1024,
         memory_used_mb: 0,
+        cordoned: false,
+        drain: String::new(),
+        drain_deadline_ms: None,
+        executors: used,
     }
 }
 
@@ -41,6 +45,7 @@ fn framework(state: &str, connected: bool) -> FrameworkView {
         name: "etl".into(),
         state: state.into(),
         connected,
+        groups: vec![],
     }
 }
 

@@ -75,7 +75,7 @@ fn log_stream(g: &mut Gen) -> LogStream {
 
 /// Number of `Message` variants; a new variant must be added to `arb` and
 /// to `golden_samples`.
-const VARIANTS: u8 = 38;
+const VARIANTS: u8 = 45;
 
 #[derive(Clone, Debug)]
 struct Arb(Message);
@@ -228,7 +228,7 @@ impl Arbitrary for Arb {
                     LogRead::Failed { reason: s(g) }
                 },
             },
-            _ => Message::LogChunk {
+            37 => Message::LogChunk {
                 epoch: e(g),
                 request: u64::arbitrary(g),
                 offset: u64::arbitrary(g),
@@ -236,6 +236,30 @@ impl Arbitrary for Arb {
                 size: u64::arbitrary(g),
                 finished: bool::arbitrary(g),
             },
+            38 => Message::CordonWorker { request: u64::arbitrary(g), worker: WorkerId(s(g)) },
+            39 => Message::UncordonWorker { request: u64::arbitrary(g), worker: WorkerId(s(g)) },
+            40 => Message::DrainWorker {
+                request: u64::arbitrary(g),
+                worker: WorkerId(s(g)),
+                deadline: Millis(u64::arbitrary(g)),
+            },
+            41 => Message::ScaleGroup {
+                request: u64::arbitrary(g),
+                framework: FrameworkId(s(g)),
+                group: s(g),
+                slots: u32::arbitrary(g),
+            },
+            42 => Message::OperatorKillExecutor {
+                request: u64::arbitrary(g),
+                executor: ExecutorId(s(g)),
+                refill: bool::arbitrary(g),
+            },
+            43 => Message::StopExecutorOnWorker {
+                epoch: e(g),
+                executor: ExecutorId(s(g)),
+                grace: Millis(u64::arbitrary(g)),
+            },
+            _ => Message::GroupScaled { epoch: e(g), group: s(g), slots: u32::arbitrary(g) },
         })
     }
 }
@@ -552,12 +576,22 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                     cores_used: 2,
                     memory_mb: 16_384,
                     memory_used_mb: 512,
+                    cordoned: true,
+                    drain: "DRAINING".into(),
+                    drain_deadline_ms: Some(1_764_600_000_000),
+                    executors: 1,
                 }],
                 frameworks: vec![FrameworkView {
                     id: FrameworkId::new("f1"),
                     name: "app".into(),
                     state: "ACTIVE".into(),
                     connected: true,
+                    groups: vec![GroupView {
+                        name: "main".into(),
+                        slots: 3,
+                        declared: 2,
+                        running: 1,
+                    }],
                 }],
                 executors: vec![ExecutorView {
                     id: ExecutorId::new("e1"),
@@ -640,6 +674,42 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 finished: false,
             },
         ),
+        ("cordon_worker", Message::CordonWorker { request: 10, worker: WorkerId::new("w1") }),
+        ("uncordon_worker", Message::UncordonWorker { request: 11, worker: WorkerId::new("w1") }),
+        (
+            "drain_worker",
+            Message::DrainWorker {
+                request: 12,
+                worker: WorkerId::new("w1"),
+                deadline: Millis(60_000),
+            },
+        ),
+        (
+            "scale_group",
+            Message::ScaleGroup {
+                request: 13,
+                framework: FrameworkId::new("f1"),
+                group: "main".into(),
+                slots: 5,
+            },
+        ),
+        (
+            "operator_kill_executor",
+            Message::OperatorKillExecutor {
+                request: 14,
+                executor: ExecutorId::new("e1"),
+                refill: true,
+            },
+        ),
+        (
+            "stop_executor_on_worker",
+            Message::StopExecutorOnWorker {
+                epoch: Epoch(42),
+                executor: ExecutorId::new("e1"),
+                grace: Millis(30_000),
+            },
+        ),
+        ("group_scaled", Message::GroupScaled { epoch: Epoch(42), group: "main".into(), slots: 5 }),
     ]
 }
 
@@ -657,6 +727,10 @@ fn cluster_state(g: &mut Gen) -> ClusterState {
                 cores_used: u32::arbitrary(g),
                 memory_mb: u64::arbitrary(g),
                 memory_used_mb: u64::arbitrary(g),
+                cordoned: bool::arbitrary(g),
+                drain: s(g),
+                drain_deadline_ms: if bool::arbitrary(g) { Some(u64::arbitrary(g)) } else { None },
+                executors: u32::arbitrary(g),
             })
             .collect(),
         frameworks: (0..usize::arbitrary(g) % 3)
@@ -665,6 +739,14 @@ fn cluster_state(g: &mut Gen) -> ClusterState {
                 name: s(g),
                 state: s(g),
                 connected: bool::arbitrary(g),
+                groups: (0..usize::arbitrary(g) % 3)
+                    .map(|_| GroupView {
+                        name: s(g),
+                        slots: u32::arbitrary(g),
+                        declared: u32::arbitrary(g),
+                        running: u32::arbitrary(g),
+                    })
+                    .collect(),
             })
             .collect(),
         executors: (0..usize::arbitrary(g) % 3)

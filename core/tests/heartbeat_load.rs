@@ -317,6 +317,7 @@ fn a_new_leader_waits_for_its_recorded_workers_as_long_as_their_intervals_call_f
                 cores: 4,
                 memory_mb: 4096,
                 callback: None,
+                maintenance: None,
             })
         })
         .collect();

@@ -613,6 +613,7 @@ fn encode_of_an_oversized_record_is_an_error_not_a_panic() {
         cores: 1,
         memory_mb: 1,
         callback: None,
+        maintenance: None,
     });
     match format::encode(&record) {
         Err(EncodeError::TooLarge { len, max, .. }) => {

@@ -29,6 +29,7 @@ fn worker_record(id: &str, inc: u64) -> Record {
         cores: 4,
         memory_mb: 4096,
         callback: None,
+        maintenance: None,
     })
 }
 

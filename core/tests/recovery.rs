@@ -16,6 +16,7 @@ fn worker_record(i: u64) -> Record {
         cores: 4,
         memory_mb: 1024,
         callback: None,
+        maintenance: None,
     })
 }
 

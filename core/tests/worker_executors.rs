@@ -170,6 +170,28 @@ fn kill_comes_only_from_the_followed_master_and_running_executors_survive_failov
 }
 
 #[test]
+fn a_drain_stop_comes_only_from_the_followed_master_and_carries_its_grace() {
+    let mut w = worker_on_a();
+    let _ = from(&mut w, T, "a", launch(2, "e1"));
+    let id = ExecutorId::new("e1");
+    let _ = w.handle(
+        T,
+        worker::Event::ExecutorChanged { executor: id.clone(), state: ExecutorState::Running },
+    );
+    let stop = |executor: &str| Message::StopExecutorOnWorker {
+        epoch: Epoch(2),
+        executor: ExecutorId::new(executor),
+        grace: regent_core::Millis(30_000),
+    };
+    assert!(from(&mut w, T, "b", stop("e1")).is_empty(), "b is not followed");
+    assert!(from(&mut w, T, "a", stop("nope")).is_empty(), "no such executor");
+    assert_eq!(
+        from(&mut w, T, "a", stop("e1")),
+        vec![worker::Action::StopExecutor { executor: id, grace: regent_core::Millis(30_000) }]
+    );
+}
+
+#[test]
 fn executors_left_behind_by_a_previous_incarnation_are_reported() {
     let mut w = worker_on_a();
     let report = regent_core::protocol::ExecutorReport {

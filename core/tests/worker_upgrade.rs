@@ -273,6 +273,7 @@ fn a_leader_recovering_from_its_store_adopts_what_the_new_process_reports() {
             cores: 4,
             memory_mb: 4096,
             callback: None,
+            maintenance: None,
         }),
         Record::Framework(FrameworkRecord {
             id: fw.clone(),

@@ -24,6 +24,7 @@ fn worker(id: &str) -> Record {
         cores: 4,
         memory_mb: 4096,
         callback: None,
+        maintenance: None,
     })
 }
 

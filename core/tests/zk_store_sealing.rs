@@ -38,6 +38,7 @@ fn worker(id: &str, inc: u64) -> Record {
         cores: 4,
         memory_mb: 4096,
         callback: None,
+        maintenance: None,
     })
 }
 

@@ -63,6 +63,7 @@ fn worker(i: usize) -> Record {
         cores: 16,
         memory_mb: 65_536,
         callback: None,
+        maintenance: None,
     })
 }
 

@@ -1,6 +1,8 @@
 //! Operator commands over the regent protocol: `regent status`,
-//! `regent kill`, `regent remove-worker`, and the chunks `regent logs`
-//! reads ([`fetch_log_chunk_with`]).
+//! `regent kill`, `regent remove-worker`, `regent step-down`, the changes
+//! of issue 14 ([`Change`]: `regent cordon`, `uncordon`, `drain`, `scale`,
+//! `kill-executor`), and the chunks `regent logs` reads
+//! ([`fetch_log_chunk_with`]).
 //!
 //! Each command dials masters one at a time as a [`Role::Client`]: `Hello`,
 //! then one request, then close. Every step is bounded: [`CONNECT_TIMEOUT`]
@@ -32,9 +34,9 @@ use crate::net::{spawn_connection, ConnHandle, NetConfig, NetEvent};
 use async_channel::Receiver;
 use regent_core::auth::Side;
 use regent_core::protocol::{
-    ClusterState, ExecutorState, Hello, LeaderHint, Message, Role, PROTOCOL_VERSION,
+    ClusterState, ExecutorState, Hello, LeaderHint, Message, Role, WorkerView, PROTOCOL_VERSION,
 };
-use regent_core::{Addr, ConnId, FrameworkId, WorkerId};
+use regent_core::{Addr, ConnId, ExecutorId, FrameworkId, Millis, WorkerId};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::Arc;
@@ -235,6 +237,160 @@ pub async fn fetch_log_chunk_with(
     .await
 }
 
+/// An operator's change to the cluster (issue 14), sent to the leader and
+/// accepted once durable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// `regent cordon WORKER`.
+    Cordon(String),
+    /// `regent uncordon WORKER`.
+    Uncordon(String),
+    /// `regent drain WORKER --deadline D`.
+    Drain {
+        /// The worker.
+        worker: String,
+        /// SIGKILL after this long.
+        deadline: Duration,
+    },
+    /// `regent scale FRAMEWORK GROUP N`.
+    Scale {
+        /// The framework.
+        framework: String,
+        /// The group.
+        group: String,
+        /// The slot count wanted.
+        slots: u32,
+    },
+    /// `regent kill-executor EXECUTOR [--no-refill]`.
+    KillExecutor {
+        /// The executor.
+        executor: String,
+        /// Place a replacement in its slot.
+        refill: bool,
+    },
+}
+
+impl Change {
+    /// The request message for request id `request`.
+    pub fn message(&self, request: u64) -> Message {
+        match self {
+            Change::Cordon(w) => Message::CordonWorker { request, worker: WorkerId::new(w) },
+            Change::Uncordon(w) => Message::UncordonWorker { request, worker: WorkerId::new(w) },
+            Change::Drain { worker, deadline } => Message::DrainWorker {
+                request,
+                worker: WorkerId::new(worker),
+                deadline: Millis(u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX)),
+            },
+            Change::Scale { framework, group, slots } => Message::ScaleGroup {
+                request,
+                framework: FrameworkId::new(framework),
+                group: group.clone(),
+                slots: *slots,
+            },
+            Change::KillExecutor { executor, refill } => Message::OperatorKillExecutor {
+                request,
+                executor: ExecutorId::new(executor),
+                refill: *refill,
+            },
+        }
+    }
+}
+
+/// Asks the leader to make `change`. `Ok` once the leader has made it
+/// durable; a refusal (an unknown worker, say) is `Err` with the leader's
+/// reason. Finds the leader as every operator command does.
+pub async fn change(masters: &[Addr], net: Arc<NetConfig>, change: &Change) -> Result<(), String> {
+    change_with(masters, net, change, Patience::once()).await
+}
+
+/// [`change`], trying until `patience.connect_timeout` passes.
+pub async fn change_with(
+    masters: &[Addr],
+    net: Arc<NetConfig>,
+    change: &Change,
+    patience: Patience<'_>,
+) -> Result<(), String> {
+    leader_request(masters, &net, patience, |request| change.message(request)).await
+}
+
+/// Parses a drain deadline: `90s`, `500ms`, `5m`, `1h`, or a bare number of
+/// seconds; at most [`regent_core::limits::MAX_DRAIN_DEADLINE`].
+pub fn parse_deadline(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits.parse().map_err(|_| {
+        format!("deadline {text:?} is not a duration: use e.g. 90s, 500ms, 5m or 1h")
+    })?;
+    let ms = match unit {
+        "ms" => Some(n),
+        "" | "s" => n.checked_mul(1_000),
+        "m" => n.checked_mul(60_000),
+        "h" => n.checked_mul(3_600_000),
+        _ => return Err(format!("deadline {text:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+    };
+    let max = regent_core::limits::MAX_DRAIN_DEADLINE.0;
+    match ms {
+        Some(ms) if ms <= max => Ok(Duration::from_millis(ms)),
+        _ => Err(format!("deadline {text:?} is longer than the limit of 7 days")),
+    }
+}
+
+/// A deadline as given back to the operator (`90s`, `1500ms`).
+pub fn deadline_text(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms % 1000 == 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+/// Follows a drain of `worker` until the leader shows it DRAINED, calling
+/// `progress` with a line whenever the number of executors left changes.
+/// Asks the leader (following it across a failover) about once a second;
+/// gives up with an error once the deadline has passed by more than a
+/// minute, or when the worker is no longer draining (uncordoned, or
+/// removed).
+pub async fn wait_drained(
+    masters: &[Addr],
+    net: Arc<NetConfig>,
+    worker: &str,
+    deadline: Duration,
+    patience: Patience<'_>,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<(), String> {
+    let give_up = std::time::Instant::now() + deadline + Duration::from_secs(60);
+    let mut last: Option<String> = None;
+    loop {
+        let state = fetch_state_with(masters, net.clone(), true, patience).await?;
+        let Some(w) = state.workers.iter().find(|w| w.id.as_str() == worker) else {
+            return Err(format!("worker {worker} is no longer in the leader's registry"));
+        };
+        if w.drain == "DRAINED" {
+            return Ok(());
+        }
+        if w.drain != "DRAINING" {
+            return Err(format!(
+                "worker {worker} is no longer draining (placement: {})",
+                placement_text(w)
+            ));
+        }
+        let line = format!("worker {worker}: DRAINING, {} executors left", w.executors);
+        if last.as_ref() != Some(&line) {
+            progress(&line);
+            last = Some(line);
+        }
+        if std::time::Instant::now() > give_up {
+            return Err(format!(
+                "worker {worker} is still DRAINING with {} executors, a minute past its deadline",
+                w.executors
+            ));
+        }
+        async_io::Timer::after(Duration::from_millis(500)).await;
+    }
+}
+
 /// Renders `state` as a human-readable table: the answering master (status,
 /// epoch, leader, message counters), then workers (id, state, cores
 /// used/total, memory used/total), frameworks and executors.
@@ -258,7 +414,7 @@ pub fn render_table(state: &ClusterState) -> String {
 
     out.push_str(&format!("\nWORKERS ({})\n", state.workers.len()));
     out.push_str(&table(
-        &["ID", "STATE", "CORES (USED/TOTAL)", "MEMORY MiB (USED/TOTAL)"],
+        &["ID", "STATE", "PLACEMENT", "EXECUTORS", "CORES (USED/TOTAL)", "MEMORY MiB (USED/TOTAL)"],
         state
             .workers
             .iter()
@@ -266,6 +422,8 @@ pub fn render_table(state: &ClusterState) -> String {
                 vec![
                     w.id.to_string(),
                     w.state.clone(),
+                    placement_text(w),
+                    w.executors.to_string(),
                     format!("{}/{}", w.cores_used, w.cores),
                     format!("{}/{}", w.memory_used_mb, w.memory_mb),
                 ]
@@ -275,16 +433,29 @@ pub fn render_table(state: &ClusterState) -> String {
 
     out.push_str(&format!("\nFRAMEWORKS ({})\n", state.frameworks.len()));
     out.push_str(&table(
-        &["ID", "NAME", "STATE", "CONNECTED"],
+        &["ID", "NAME", "STATE", "CONNECTED", "GROUPS (RUNNING/SLOTS)"],
         state
             .frameworks
             .iter()
             .map(|f| {
+                let groups: Vec<String> = f
+                    .groups
+                    .iter()
+                    .map(|g| {
+                        let scaled = if g.slots != g.declared {
+                            format!(", scaled from {}", g.declared)
+                        } else {
+                            String::new()
+                        };
+                        format!("{} {}/{}{scaled}", g.name, g.running, g.slots)
+                    })
+                    .collect();
                 vec![
                     f.id.to_string(),
                     f.name.clone(),
                     f.state.clone(),
                     if f.connected { "yes" } else { "no" }.to_string(),
+                    if groups.is_empty() { "-".into() } else { groups.join("; ") },
                 ]
             })
             .collect(),
@@ -364,24 +535,45 @@ fn slot_summary(f: &regent_core::history::FinishedFramework) -> String {
     }
 }
 
-/// `ms` since the Unix epoch as `YYYY-MM-DD HH:MM:SS`; `-` for 0 (unknown).
+/// `ms` since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC`; `-` for 0
+/// (unknown).
 fn utc(ms: u64) -> String {
     if ms == 0 {
-        return "-".to_string();
+        "-".to_string()
+    } else {
+        utc_text(ms)
     }
+}
+
+/// How a worker takes new executors, for `regent status`: `open`,
+/// `CORDONED`, `DRAINING (SIGKILL at <UTC time>)` or `DRAINED`.
+pub fn placement_text(w: &WorkerView) -> String {
+    match (w.cordoned, w.drain.as_str()) {
+        (false, _) => "open".into(),
+        (true, "") => "CORDONED".into(),
+        (true, "DRAINING") => match w.drain_deadline_ms {
+            Some(ms) => format!("DRAINING (SIGKILL at {})", utc_text(ms)),
+            None => "DRAINING".into(),
+        },
+        (true, other) => other.to_string(),
+    }
+}
+
+/// Wall-clock milliseconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC`.
+pub fn utc_text(ms: u64) -> String {
     let secs = ms / 1000;
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days + 719_468;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
     let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
     let mp = (5 * doy + 2) / 153;
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3_600, rem % 3_600 / 60, rem % 60)
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 /// Left-aligned columns separated by two spaces; control characters in

@@ -648,7 +648,8 @@ impl Load {
                     state,
                 }));
             }
-            wnode::Output::KillExecutor { executor } => {
+            wnode::Output::KillExecutor { executor }
+            | wnode::Output::StopExecutor { executor, .. } => {
                 let state = ExecutorState::Killed;
                 queue.push_back(PeerInput::Worker(wnode::Input::ExecutorChanged {
                     executor,

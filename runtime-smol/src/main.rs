@@ -158,6 +158,80 @@ enum Command {
         #[command(flatten)]
         connect_timeout: ConnectTimeout,
     },
+    /// Cordon a worker: place nothing new on it; what runs on it keeps
+    /// running. Durable (a restarted worker or a new leader keeps it).
+    Cordon {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        /// The worker.
+        worker_id: String,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+    },
+    /// Clear a worker's cordon or drain: executors are placed on it again.
+    Uncordon {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        /// The worker.
+        worker_id: String,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+    },
+    /// Drain a worker: cordon it, stop its executors (SIGTERM now, SIGKILL
+    /// at the deadline), place their slots on other workers without
+    /// charging any retry budget; the worker is DRAINED once nothing runs on
+    /// it. Shows the executors left until then, unless --no-wait.
+    Drain {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        /// The worker.
+        worker_id: String,
+        /// How long executors get between SIGTERM and SIGKILL: `90s`,
+        /// `500ms`, `5m`, `1h` (a bare number is seconds; at most 7 days).
+        #[arg(long, default_value = "60s", value_parser = regent_smol::client::parse_deadline)]
+        deadline: Duration,
+        /// Return once the drain is accepted (durable), without waiting for
+        /// the worker to be DRAINED.
+        #[arg(long)]
+        no_wait: bool,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+    },
+    /// Give a running group N slots, up or down. Scaling down kills the
+    /// executors of the highest slots and drops those slots; scaling up
+    /// places new slots. Durable; the application's subscriber is told.
+    Scale {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        /// The framework.
+        framework_id: String,
+        /// The group.
+        group: String,
+        /// The slot count wanted (1 to 2048).
+        slots: u32,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+    },
+    /// Kill one executor. By default its slot is refilled: a replacement is
+    /// placed (an operator's kill is not a failure: no retry is charged).
+    /// With --no-refill the slot is recorded as killed and left empty.
+    KillExecutor {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        /// The executor (as `regent status` lists it).
+        executor_id: String,
+        /// Leave the slot empty (recorded as killed) instead of placing a
+        /// replacement.
+        #[arg(long)]
+        no_refill: bool,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+    },
     /// Print the bearer token that a master's HTTP server bound to a
     /// non-loopback address requires (`Authorization: Bearer <token>`),
     /// derived from the cluster secret given with `--secret-file`.
@@ -617,6 +691,22 @@ async fn run_std(common: &Common, command: Command) -> Result<ExitCode, String> 
 }
 
 /// A channel closed by SIGTERM/SIGINT: every daemon's shutdown signal.
+/// Sends an operator's change to the leader, as `regent kill` does.
+async fn operator_change(
+    common: &Common,
+    masters: &[String],
+    connect_timeout: ConnectTimeout,
+    change: &regent_smol::client::Change,
+) -> Result<(), String> {
+    regent_smol::client::change_with(
+        &masters_of(common, masters).await?,
+        net_config(common)?,
+        change,
+        patience(connect_timeout),
+    )
+    .await
+}
+
 fn shutdown_channel() -> async_channel::Receiver<()> {
     let (tx, rx) = async_channel::bounded::<()>(1);
     let _ = ctrlc::set_handler(move || {
@@ -821,6 +911,63 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             )
             .await?;
             println!("worker {worker_id} removed");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Cordon { masters, worker_id, connect_timeout } => {
+            let change = regent_smol::client::Change::Cordon(worker_id.clone());
+            operator_change(&common, &masters, connect_timeout, &change).await?;
+            println!("worker {worker_id} cordoned: nothing new is placed on it");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Uncordon { masters, worker_id, connect_timeout } => {
+            let change = regent_smol::client::Change::Uncordon(worker_id.clone());
+            operator_change(&common, &masters, connect_timeout, &change).await?;
+            println!("worker {worker_id} uncordoned: executors are placed on it again");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Drain { masters, worker_id, deadline, no_wait, connect_timeout } => {
+            let change = regent_smol::client::Change::Drain { worker: worker_id.clone(), deadline };
+            operator_change(&common, &masters, connect_timeout, &change).await?;
+            println!(
+                "worker {worker_id} draining: executors stopped, SIGKILL after {}",
+                regent_smol::client::deadline_text(deadline)
+            );
+            if no_wait {
+                return Ok(ExitCode::SUCCESS);
+            }
+            regent_smol::client::wait_drained(
+                &masters_of(&common, &masters).await?,
+                net_config(&common)?,
+                &worker_id,
+                deadline,
+                patience(connect_timeout),
+                &|line| println!("{line}"),
+            )
+            .await?;
+            println!("worker {worker_id} DRAINED");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Scale { masters, framework_id, group, slots, connect_timeout } => {
+            let change = regent_smol::client::Change::Scale {
+                framework: framework_id.clone(),
+                group: group.clone(),
+                slots,
+            };
+            operator_change(&common, &masters, connect_timeout, &change).await?;
+            println!("group {group} of framework {framework_id} scaled to {slots} slots");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::KillExecutor { masters, executor_id, no_refill, connect_timeout } => {
+            let change = regent_smol::client::Change::KillExecutor {
+                executor: executor_id.clone(),
+                refill: !no_refill,
+            };
+            operator_change(&common, &masters, connect_timeout, &change).await?;
+            if no_refill {
+                println!("executor {executor_id} killed; its slot is left empty");
+            } else {
+                println!("executor {executor_id} killed; its slot gets a replacement");
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::StepDown { masters, connect_timeout } => {

@@ -313,6 +313,12 @@ impl Daemon {
                 // comes back through the sink.
                 log_launched(&id, smol::unblock(move || sup.launch(spec)).await);
             }
+            Output::StopExecutor { executor, grace } => {
+                tracing::debug!(%executor, %grace, "stopping executor (drain)");
+                if !self.supervisor.stop(&executor, Duration::from_millis(grace.0)) {
+                    tracing::debug!(%executor, "executor to stop is not running");
+                }
+            }
             Output::KillExecutor { executor } => {
                 tracing::debug!(%executor, "killing executor");
                 if !self.supervisor.kill(&executor) {

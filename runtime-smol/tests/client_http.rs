@@ -7,8 +7,8 @@
 use regent_core::auth::{Secret, Side};
 use regent_core::history::{FinishedFramework, FinishedSlot, FrameworkOutcome};
 use regent_core::protocol::{
-    ClusterState, ExecutorState, ExecutorView, FrameworkView, HelloReply, LeaderHint, Message,
-    Role, WorkerView,
+    ClusterState, ExecutorState, ExecutorView, FrameworkView, GroupView, HelloReply, LeaderHint,
+    Message, Role, WorkerView,
 };
 use regent_core::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, MasterId, WorkerId};
 use regent_smol::client::{fetch_state, kill_framework, remove_worker, render_table};
@@ -40,6 +40,10 @@ fn worker(id: &str, state: &str) -> WorkerView {
         cores_used: 3,
         memory_mb: 4096,
         memory_used_mb: 1024,
+        cordoned: false,
+        drain: String::new(),
+        drain_deadline_ms: None,
+        executors: 2,
     }
 }
 
@@ -70,12 +74,14 @@ fn sample_state(master: &str, status: &str, epoch: u64) -> ClusterState {
                 name: "etl".into(),
                 state: "ACTIVE".into(),
                 connected: true,
+                groups: vec![GroupView { name: "main".into(), slots: 3, declared: 2, running: 3 }],
             },
             FrameworkView {
                 id: FrameworkId::new("fw-2"),
                 name: "batch".into(),
                 state: "DISCONNECTED".into(),
                 connected: false,
+                groups: Vec::new(),
             },
         ],
         executors: vec![

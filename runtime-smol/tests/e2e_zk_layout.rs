@@ -33,6 +33,7 @@ fn records_of(workers: usize) -> Vec<Record> {
             cores: 2,
             memory_mb: 512,
             callback: None,
+            maintenance: None,
         })
     }));
     out.push(Record::Framework(FrameworkRecord {

@@ -59,6 +59,7 @@ fn build(dir: &Path, n: usize) {
             cores: 64,
             memory_mb: 262_144,
             callback: None,
+            maintenance: None,
         }));
     }
     rustix::fs::syncfs(File::open(dir).unwrap()).unwrap();

@@ -222,6 +222,36 @@ fn kill_escalates_to_sigkill_after_the_grace_period() {
 }
 
 #[test]
+fn a_drain_stop_sends_sigterm_first_and_sigkill_after_its_own_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = SupervisorConfig::new(dir.path());
+    // The worker's own kill grace is long: the stop's grace decides.
+    config.kill_grace = Duration::from_secs(600);
+    let (sup, rx) = supervisor_with(config);
+    // A process that ignores SIGTERM is SIGKILLed once the grace has passed.
+    let pid =
+        started(sup.launch(sh("e1", "trap '' TERM; sleep 1000 & echo $! > grandchild; wait")));
+    expect_state(&rx, "e1", ExecutorState::Running);
+    let id = ExecutorId::new("e1");
+    let grandchild = read_pid(&sup.executor_dir(&id).join("grandchild"));
+    assert!(sup.stop(&id, Duration::from_millis(300)));
+    expect_state(&rx, "e1", ExecutorState::Killed);
+    wait_gone(pid);
+    wait_gone(grandchild);
+    // One that handles SIGTERM gets it first, and ends by itself.
+    let pid =
+        started(sup.launch(sh("e2", "trap 'echo bye > termed; exit 0' TERM; sleep 1000 & wait")));
+    expect_state(&rx, "e2", ExecutorState::Running);
+    let id = ExecutorId::new("e2");
+    let termed = sup.executor_dir(&id).join("termed");
+    assert!(sup.stop(&id, Duration::from_secs(600)));
+    expect_state(&rx, "e2", ExecutorState::Killed);
+    wait_gone(pid);
+    assert_eq!(std::fs::read_to_string(termed).unwrap(), "bye\n", "SIGTERM came first");
+    assert!(!sup.stop(&id, Duration::ZERO), "nothing left to stop");
+}
+
+#[test]
 fn leader_exit_takes_its_group_with_it() {
     let dir = tempfile::tempdir().unwrap();
     let (sup, rx) = supervisor(dir.path());

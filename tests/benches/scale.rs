@@ -501,6 +501,7 @@ fn records(n: u64) -> Vec<Record> {
             cores: CORES,
             memory_mb: MEMORY_MB,
             callback: Some(callback(i)),
+            maintenance: None,
         }));
     }
     for j in 0..n / u64::from(SLOTS_PER_FRAMEWORK) {

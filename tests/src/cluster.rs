@@ -669,6 +669,7 @@ impl Cluster {
                     return;
                 }
                 subscriber::Action::SlotFailed { .. }
+                | subscriber::Action::GroupScaled { .. }
                 | subscriber::Action::RequestAccepted { .. }
                 | subscriber::Action::RequestRefused { .. }
                 | subscriber::Action::Error { .. }
@@ -793,7 +794,8 @@ impl Cluster {
                     let state = regent_core::protocol::ExecutorState::Running;
                     self.inflight.push(Packet::Exec { w, executor, state });
                 }
-                wnode::Output::KillExecutor { executor } => {
+                wnode::Output::KillExecutor { executor }
+                | wnode::Output::StopExecutor { executor, .. } => {
                     let state = regent_core::protocol::ExecutorState::Killed;
                     self.inflight.push(Packet::Exec { w, executor, state });
                 }

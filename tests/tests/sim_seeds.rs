@@ -132,6 +132,21 @@ fn seeds_0_to_99_with_operator_step_downs() {
 }
 
 #[test]
+fn seeds_0_to_99_with_operator_commands() {
+    // Operators cordon, drain and uncordon workers, scale groups and kill
+    // single executors while the faults run: every invariant holds.
+    let cfg = SimConfig { operator: true, ..SimConfig::default() };
+    let mut changes = 0;
+    for seed in 0..100 {
+        match run_seed(seed, &cfg) {
+            Ok(stats) => changes += stats.operator_changes,
+            Err(f) => panic!("{f}"),
+        }
+    }
+    assert!(changes > 100, "only {changes} operator changes in 100 seeds");
+}
+
+#[test]
 fn the_same_seed_replays_the_same_run() {
     let cfg = SimConfig::default();
     for seed in [1, 7, 42] {

@@ -43,6 +43,11 @@ pub struct ExecutorEntry {
     pub memory_mb: u64,
     /// The framework asked for it to be killed.
     pub kill_requested: bool,
+    /// An operator asked it to stop and its slot to be refilled (a drain,
+    /// or `regent kill-executor` without `--no-refill`): unless it exits 0
+    /// (which completes its slot), its slot is refilled without charging
+    /// the group's retry budget.
+    pub operator_stop: bool,
     /// Its terminal state is durable in the framework record.
     pub recorded: bool,
 }
@@ -350,6 +355,7 @@ impl Master {
             cores: spec.cores,
             memory_mb: spec.memory_mb,
             kill_requested: false,
+            operator_stop: false,
             recorded: false,
         };
         self.hold(worker, spec.cores, spec.memory_mb);
@@ -469,6 +475,7 @@ impl Master {
             cores: if fits { report.cores } else { 0 },
             memory_mb: if fits { report.memory_mb } else { 0 },
             kill_requested: false,
+            operator_stop: false,
             recorded: false,
         };
         self.hold(worker, entry.cores, entry.memory_mb);
@@ -539,6 +546,7 @@ impl Master {
                 cores: report.cores,
                 memory_mb: report.memory_mb,
                 kill_requested: false,
+                operator_stop: false,
                 recorded: false,
             });
         }
@@ -589,6 +597,9 @@ impl Master {
                 if g.current.get(slot) == Some(&Some(e.id.clone())) {
                     g.current[slot] = None;
                     let outcome = match &state {
+                        // An exit 0 completes the slot, whoever stopped
+                        // it: the work is done (and a reported exit is never
+                        // lost).
                         ExecutorState::Exited { code: 0 } => {
                             SlotOutcome::Done { executor: e.id.clone() }
                         }
@@ -596,6 +607,10 @@ impl Master {
                         // been accepted): whatever the end, the slot stays
                         // killed and is not refilled.
                         _ if e.kill_requested => SlotOutcome::Killed { executor: e.id.clone() },
+                        // An operator stopped it (a drain, or a kill with
+                        // refill): whatever else it ended with is no
+                        // failure of its own: refill, charging nothing.
+                        _ if e.operator_stop => SlotOutcome::Pending,
                         // Lost, or killed by its worker's shutdown: refill
                         // without using the retry budget.
                         ExecutorState::Lost | ExecutorState::Killed => SlotOutcome::Pending,
@@ -631,6 +646,7 @@ impl Master {
             let msg = Message::SlotFailed { epoch, group: e.group.clone(), slot: e.slot, reason };
             self.tell_framework(&e.framework, msg, out);
         }
+        self.maybe_drained(&e.worker, out);
         let ack = reported.then(|| e.worker.clone());
         let then = vec![
             AfterWrite::Recorded { executor: e.id.clone(), state: state.clone(), ack },

@@ -101,6 +101,16 @@ impl FrameworkEntry {
     }
 }
 
+impl GroupState {
+    /// How many slots the group has now: as declared, or as an operator
+    /// scaled it (`regent scale`); the record's slot list is the truth.
+    pub fn slot_count(&self) -> u32 {
+        // At most MAX_SLOTS_PER_GROUP when written by a leader; a planted
+        // record saturates rather than wraps.
+        u32::try_from(self.record.slots.len()).unwrap_or(u32::MAX)
+    }
+}
+
 impl Master {
     fn framework_error(&self, message: String, failed_over_to: Option<InstanceId>) -> Message {
         Message::FrameworkError { epoch: self.epoch, message, failed_over_to }
@@ -368,6 +378,19 @@ impl Master {
             let msg = Message::SlotFailed { epoch: self.epoch, group, slot, reason };
             out.push(Action::Send { conn, msg });
         }
+        // A group an operator scaled: its slot count is not the declared
+        // one, which is all the subscriber knows by itself.
+        let Some(fw) = self.frameworks.get(framework) else { return };
+        for g in &fw.groups {
+            if g.slot_count() != g.record.spec.slots {
+                let msg = Message::GroupScaled {
+                    epoch: self.epoch,
+                    group: g.record.spec.group.clone(),
+                    slots: g.slot_count(),
+                };
+                out.push(Action::Send { conn, msg });
+            }
+        }
     }
 
     /// The framework's executors, as its subscriber sees them: the live
@@ -522,11 +545,11 @@ impl Master {
         let reserve: usize = fw
             .groups
             .iter()
-            .map(|g| &g.record.spec)
-            .chain(std::iter::once(spec))
-            .map(|s| {
-                let worst = limits::worst_slot_outcome_len(id.as_str(), &s.group, s.slots);
-                (s.slots as usize).saturating_mul(worst.saturating_sub(1))
+            .map(|g| (&g.record.spec.group, g.slot_count()))
+            .chain(std::iter::once((&spec.group, spec.slots)))
+            .map(|(group, slots)| {
+                let worst = limits::worst_slot_outcome_len(id.as_str(), group, slots);
+                (slots as usize).saturating_mul(worst.saturating_sub(1))
             })
             .fold(0usize, usize::saturating_add);
         let worst = current
@@ -642,13 +665,21 @@ impl Master {
         }
         self.refresh_slots_of(id);
         let mine: Vec<ExecutorId> = self.executors_of(id).map(|e| e.id.clone()).collect();
+        let mut touched = Vec::new();
         for ex in mine {
             if let Some(e) = self.remove_executor(&ex) {
                 if !e.state.is_terminal() {
                     self.release(&e);
                     self.send_kill(&e.worker, &ex, out);
+                    touched.push(e.worker);
                 }
             }
+        }
+        // A draining worker this emptied is drained.
+        touched.sort();
+        touched.dedup();
+        for w in touched {
+            self.maybe_drained(&w, out);
         }
     }
 

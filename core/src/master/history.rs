@@ -187,13 +187,14 @@ impl Master {
     /// key; writes to one key apply in order).
     pub(super) fn on_history_durable(
         &mut self,
+        now: Millis,
         framework: FrameworkId,
         then: Vec<AfterWrite>,
         out: &mut Vec<Action>,
     ) {
         if self.frameworks.contains_key(&framework) {
             for t in then {
-                self.after_write_done(t, out);
+                self.after_write_done(now, t, out);
             }
             return;
         }

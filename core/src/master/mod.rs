@@ -21,16 +21,17 @@ mod frameworks;
 mod history;
 mod leadership;
 mod logs;
+mod operator;
 mod silence;
 mod snapshot;
 mod workers;
 
 use crate::ids::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, WorkerId};
 use crate::protocol::{
-    ClusterState, ExecutorState, ExecutorView, FrameworkView, HelloReply, LeaderHint, Message,
-    Role, WorkerView,
+    ClusterState, ExecutorState, ExecutorView, FrameworkView, GroupView, HelloReply, LeaderHint,
+    Message, Role, WorkerView,
 };
-use crate::store::SlotOutcome;
+use crate::store::{Maintenance, SlotOutcome};
 use crate::store::{Record, RecordKey, WriteId};
 use crate::time::Millis;
 use rustc_hash::FxHashMap;
@@ -327,6 +328,8 @@ pub enum Timer {
     /// Log reads relayed to workers that are past their deadline are
     /// answered (see `logs`).
     LogRelays,
+    /// A drain's deadline passed: kill what still runs on the worker.
+    Drain,
 }
 
 /// What to do once a write is durable.
@@ -350,6 +353,11 @@ enum AfterWrite {
     /// A finished framework's history record is durable: delete its
     /// framework record, then run `then`.
     HistoryDurable { framework: FrameworkId, then: Vec<AfterWrite> },
+    /// A drain is durable in the worker's record: stop its executors.
+    DrainDurable { worker: WorkerId },
+    /// A scale is durable in the framework's record: tell the subscriber,
+    /// kill the surplus executors.
+    Scaled { framework: FrameworkId, group: String, slots: u32, surplus: Vec<ExecutorId> },
 }
 
 /// The leadership lifecycle.
@@ -567,7 +575,9 @@ impl Master {
                 Timer::Sweep => now + self.config.sweep_interval(),
                 // A recovery deadline that passed while suspended: look
                 // again soon after resuming, not a whole window later.
-                Timer::FrameworkHeartbeat | Timer::Recovery => now + self.config.heartbeat_interval,
+                Timer::FrameworkHeartbeat | Timer::Recovery | Timer::Drain => {
+                    now + self.config.heartbeat_interval
+                }
                 Timer::LogRelays => self.log_relay_deadline().unwrap_or(now).max(now),
             };
             self.armed.insert(timer, at);
@@ -655,6 +665,18 @@ impl Master {
                 cores_used: w.cores_used,
                 memory_mb: w.memory_mb,
                 memory_used_mb: w.memory_used_mb,
+                cordoned: w.maintenance.is_some(),
+                drain: match w.maintenance {
+                    Some(Maintenance::Draining { .. }) => "DRAINING",
+                    Some(Maintenance::Drained) => "DRAINED",
+                    Some(Maintenance::Cordoned) | None => "",
+                }
+                .into(),
+                drain_deadline_ms: match w.maintenance {
+                    Some(Maintenance::Draining { deadline_ms }) => Some(deadline_ms),
+                    _ => None,
+                },
+                executors: u32::try_from(self.live_on(&w.id)).unwrap_or(u32::MAX),
             })
             .collect();
         let frameworks = self
@@ -678,6 +700,27 @@ impl Master {
                     name: f.name.clone(),
                     state: state.into(),
                     connected: f.conn.is_some(),
+                    groups: f
+                        .groups
+                        .iter()
+                        .map(|g| GroupView {
+                            name: g.record.spec.group.clone(),
+                            slots: g.slot_count(),
+                            declared: g.record.spec.slots,
+                            running: u32::try_from(
+                                g.current
+                                    .iter()
+                                    .flatten()
+                                    .filter(|x| {
+                                        self.executors
+                                            .get(*x)
+                                            .is_some_and(|e| !e.state.is_terminal())
+                                    })
+                                    .count(),
+                            )
+                            .unwrap_or(u32::MAX),
+                        })
+                        .collect(),
                 }
             })
             .collect();
@@ -815,6 +858,7 @@ impl Master {
                 }
             }
             Event::Elected { floor, clock } => self.on_elected(now, floor, clock, out),
+            Event::Timer(Timer::Drain) => self.on_drain_timer(now, out),
             Event::Loaded { records } => self.on_loaded(records, out),
             Event::LoadFailed { reason } => {
                 if self.holds_leadership() {
@@ -845,7 +889,7 @@ impl Master {
                 if !self.on_epoch_persisted(now, write, out) && !self.on_persisted(now, write, out)
                 {
                     for then in self.after_write.remove(&write).unwrap_or_default() {
-                        self.after_write_done(then, out);
+                        self.after_write_done(now, then, out);
                     }
                 }
             }
@@ -859,7 +903,7 @@ impl Master {
     }
 
     /// Runs what waited for a write to be durable.
-    fn after_write_done(&mut self, then: AfterWrite, out: &mut Vec<Action>) {
+    fn after_write_done(&mut self, now: Millis, then: AfterWrite, out: &mut Vec<Action>) {
         match then {
             AfterWrite::Subscribed { framework, conn } => {
                 self.on_subscription_durable(&framework, conn, out)
@@ -890,7 +934,11 @@ impl Master {
                 }
             }
             AfterWrite::HistoryDurable { framework, then } => {
-                self.on_history_durable(framework, then, out)
+                self.on_history_durable(now, framework, then, out)
+            }
+            AfterWrite::DrainDurable { worker } => self.stop_draining_executors(now, &worker, out),
+            AfterWrite::Scaled { framework, group, slots, surplus } => {
+                self.on_scaled(&framework, group, slots, surplus, out)
             }
         }
     }
@@ -1000,6 +1048,10 @@ impl Master {
                         for report in reports {
                             self.apply_report(&worker, report, out);
                         }
+                        // A draining worker (say, after a failover): what it
+                        // runs is asked to stop, with what is left of the
+                        // recorded deadline.
+                        self.stop_draining_executors(now, &worker, out);
                     }
                     self.maybe_finish_recovery(now, out);
                 } else {
@@ -1091,12 +1143,34 @@ impl Master {
                 self.log_request(now, conn, request, executor, stream, offset, max, out)
             }
             Message::LogData { relay, live, read } => self.log_data(conn, relay, live, read, out),
+            Message::CordonWorker { request, worker } if self.acting() => {
+                self.change_worker(now, conn, request, worker, operator::WorkerChange::Cordon, out)
+            }
+            Message::UncordonWorker { request, worker } if self.acting() => {
+                let change = operator::WorkerChange::Uncordon;
+                self.change_worker(now, conn, request, worker, change, out)
+            }
+            Message::DrainWorker { request, worker, deadline } if self.acting() => {
+                let change = operator::WorkerChange::Drain { deadline };
+                self.change_worker(now, conn, request, worker, change, out)
+            }
+            Message::ScaleGroup { request, framework, group, slots } if self.acting() => {
+                self.scale_group(conn, request, framework, group, slots, out)
+            }
+            Message::OperatorKillExecutor { request, executor, refill } if self.acting() => {
+                self.operator_kill(conn, request, executor, refill, out)
+            }
             Message::DeclareGroup { .. }
             | Message::KillExecutor { .. }
             | Message::Teardown { .. }
             | Message::RemoveWorker { .. }
             | Message::KillFramework { .. }
-            | Message::LogRequest { .. } => out.push(self.refusal(conn)),
+            | Message::LogRequest { .. }
+            | Message::CordonWorker { .. }
+            | Message::UncordonWorker { .. }
+            | Message::DrainWorker { .. }
+            | Message::ScaleGroup { .. }
+            | Message::OperatorKillExecutor { .. } => out.push(self.refusal(conn)),
             // Anything else (master-to-peer messages): refused and counted,
             // never fatal.
             _ => {

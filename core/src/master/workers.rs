@@ -11,7 +11,7 @@ use super::{Action, Master, Placement, Timer};
 use crate::ids::{Addr, ConnId, Epoch, Incarnation, WorkerId};
 use crate::limits::MAX_EXECUTORS_PER_WORKER;
 use crate::protocol::{Message, RegisterWorker};
-use crate::store::{Record, RecordKey, WorkerRecord, WriteId};
+use crate::store::{Maintenance, Record, RecordKey, WorkerRecord, WriteId};
 use crate::time::Millis;
 use rustc_hash::FxHashMap;
 use std::collections::BTreeSet;
@@ -74,6 +74,8 @@ pub struct WorkerEntry {
     /// a new interval is on its way to the worker, scaled to the longer of
     /// the old and the new one.
     pub timeout: Millis,
+    /// An operator's cordon or drain: nothing is placed on it while set.
+    pub maintenance: Option<Maintenance>,
     /// Its slot in the registry's silence order.
     slot: u32,
     /// The key it has among the placement candidates, if it is one.
@@ -100,6 +102,7 @@ impl WorkerEntry {
             callback: None,
             heartbeat_interval: Millis::ZERO,
             timeout: Millis::ZERO,
+            maintenance: None,
             slot: u32::MAX,
             placed_as: None,
         }
@@ -255,6 +258,7 @@ impl Registry {
         e.durable = true;
         e.recovered = true;
         e.callback = r.callback;
+        e.maintenance = r.maintenance;
         // A store holds one record per worker id; a second one (a damaged
         // or planted store) replaces the first, as the map always did.
         let _ = self.remove(&e.id);
@@ -323,9 +327,11 @@ impl Registry {
     /// it has.
     pub(super) fn reindex(&mut self, id: &WorkerId, live: usize, policy: Placement) {
         let Some(e) = self.entries.get_mut(id) else { return };
-        let want =
-            (e.state == WorkerState::Alive && e.conn.is_some() && live < MAX_EXECUTORS_PER_WORKER)
-                .then(|| place_key(e, policy));
+        let want = (e.state == WorkerState::Alive
+            && e.conn.is_some()
+            && e.maintenance.is_none()
+            && live < MAX_EXECUTORS_PER_WORKER)
+            .then(|| place_key(e, policy));
         if want == e.placed_as {
             return;
         }
@@ -381,6 +387,7 @@ impl Registry {
             .filter(|e| {
                 e.state == WorkerState::Alive
                     && e.conn.is_some()
+                    && e.maintenance.is_none()
                     && live(&e.id) < MAX_EXECUTORS_PER_WORKER
             })
             .map(|e| {
@@ -611,10 +618,13 @@ impl Master {
                 if retired.len() > RETIRED_KEPT {
                     retired.remove(0);
                 }
-                self.insert_registering(now, conn, reg, retired, out);
+                // An operator's cordon or drain is of the worker id, not of
+                // one process: the new incarnation keeps it.
+                let maintenance = old.maintenance;
+                self.insert_registering(now, conn, reg, retired, maintenance, out);
                 self.hold_kept(&id, &kept);
             }
-            None => self.insert_registering(now, conn, reg, Vec::new(), out),
+            None => self.insert_registering(now, conn, reg, Vec::new(), None, out),
         }
     }
 
@@ -624,6 +634,7 @@ impl Master {
         conn: ConnId,
         reg: RegisterWorker,
         retired: Vec<Incarnation>,
+        maintenance: Option<Maintenance>,
         out: &mut Vec<Action>,
     ) {
         let id = reg.worker.clone();
@@ -634,6 +645,7 @@ impl Master {
         e.last_seen = now;
         e.conn = Some(conn);
         e.retired = retired;
+        e.maintenance = maintenance;
         e.callback = self.conns.get(&conn).and_then(|c| c.callback.clone());
         self.workers.insert(e);
         self.persist_worker(&id, out);
@@ -642,15 +654,23 @@ impl Master {
     fn persist_worker(&mut self, id: &WorkerId, out: &mut Vec<Action>) {
         let write = self.next_write();
         let e = &self.workers.entries[id];
-        let record = Record::Worker(WorkerRecord {
-            id: e.id.clone(),
-            incarnation: e.incarnation,
-            cores: e.cores,
-            memory_mb: e.memory_mb,
-            callback: e.callback.clone(),
-        });
+        let record = worker_record(e);
         self.workers.pending.insert(write, (id.clone(), e.incarnation));
         out.push(Action::Persist { write, record });
+    }
+
+    /// Writes `id`'s record as it stands (an operator's cordon or drain
+    /// changed it); returns the write, whose continuations the caller
+    /// attaches. `None` if there is no such worker.
+    pub(super) fn persist_worker_maintenance(
+        &mut self,
+        id: &WorkerId,
+        out: &mut Vec<Action>,
+    ) -> Option<WriteId> {
+        let record = worker_record(self.workers.entries.get(id)?);
+        let write = self.next_write();
+        out.push(Action::Persist { write, record });
+        Some(write)
     }
 
     /// Handles `Persisted` for a worker registration; `false` if `write` is
@@ -751,6 +771,18 @@ impl Master {
         }
         out.push(Action::SetTimer { timer: Timer::Sweep, at: now + self.config.sweep_interval() });
     }
+}
+
+/// The durable record of worker entry `e`.
+fn worker_record(e: &WorkerEntry) -> Record {
+    Record::Worker(WorkerRecord {
+        id: e.id.clone(),
+        incarnation: e.incarnation,
+        cores: e.cores,
+        memory_mb: e.memory_mb,
+        callback: e.callback.clone(),
+        maintenance: e.maintenance,
+    })
 }
 
 fn shutdown_msg(epoch: Epoch, id: &WorkerId, old: Incarnation, new: Incarnation) -> Message {

@@ -858,6 +858,9 @@ pub fn describe(action: &Action) -> Option<String> {
         Action::SlotFailed { group, slot, reason } => {
             format!("group {group} slot {slot} failed: {reason}")
         }
+        Action::GroupScaled { group, slots } => {
+            format!("group {group} was scaled to {slots} slots by an operator")
+        }
         Action::RequestAccepted { request: id, command } => {
             format!("request {id} ({}) accepted", request(command))
         }

@@ -139,6 +139,15 @@ pub enum Output {
         /// The executor.
         executor: ExecutorId,
     },
+    /// Stop the executor: SIGTERM to its process group now, SIGKILL if it
+    /// still runs after `grace` (a drain's deadline); then feed
+    /// `ExecutorChanged` with `Killed`.
+    StopExecutor {
+        /// The executor.
+        executor: ExecutorId,
+        /// How long it may take to exit after SIGTERM.
+        grace: Millis,
+    },
     /// The worker must stop (told to by its master, or it gave up): kill
     /// every executor, feed their ends, flush the connections, exit with
     /// `reason` as the error.
@@ -498,6 +507,9 @@ impl WorkerNode {
                 self.next_read += 1;
                 self.reads.insert(read, (conn, relay, live));
                 out.push(Output::ReadLog { read, executor, stream, offset, max });
+            }
+            worker::Action::StopExecutor { executor, grace } => {
+                out.push(Output::StopExecutor { executor, grace })
             }
             worker::Action::Exit { reason } => {
                 if !self.exited {

@@ -1133,6 +1133,7 @@ mod tests {
             cores: 1,
             memory_mb: 1,
             callback: None,
+            maintenance: None,
         })
     }
 
@@ -1628,6 +1629,8 @@ mod tests {
             cores: u32::MAX,
             memory_mb: u64::MAX,
             callback: Some(crate::ids::Addr::new("x".repeat(MAX_ADDR_BYTES))),
+            // The largest maintenance: a drain with its deadline.
+            maintenance: Some(crate::store::Maintenance::Draining { deadline_ms: u64::MAX }),
         });
         let sealing = Sealing::with_secret(&secret("the longest worker record's secret"));
         let image = format::encode_with(&largest, &sealing).unwrap().len();

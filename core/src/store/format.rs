@@ -507,6 +507,7 @@ mod tests {
             cores: 8,
             memory_mb: 16384,
             callback: None,
+            maintenance: None,
         })
     }
 
@@ -538,6 +539,7 @@ mod tests {
             cores: 1,
             memory_mb: 1,
             callback: None,
+            maintenance: None,
         });
         let mut out = vec![1, 2, 3];
         let err = encode_into(&big, &mut out).unwrap_err();
@@ -644,6 +646,7 @@ mod tests {
                     cores: u32::arbitrary(g),
                     memory_mb: u64::arbitrary(g),
                     callback: None,
+                    maintenance: None,
                 }),
                 _ => Record::Framework(FrameworkRecord {
                     id: FrameworkId(String::arbitrary(g)),

@@ -66,6 +66,25 @@ pub struct WorkerRecord {
     /// Where its callback listener takes masters' connections (seed 002:
     /// a new leader dials it when it recovers), if it has one.
     pub callback: Option<Addr>,
+    /// An operator's cordon or drain of the worker, if any.
+    pub maintenance: Option<Maintenance>,
+}
+
+/// An operator's hold on a worker (`regent cordon`, `regent drain`): no new
+/// executor is placed on it while it has one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Maintenance {
+    /// Nothing new is placed on it; what runs keeps running.
+    Cordoned,
+    /// Its executors were asked to stop; they get SIGKILL once
+    /// `deadline_ms` has passed.
+    Draining {
+        /// Wall-clock milliseconds since the Unix epoch (the leader's clock
+        /// term), so a new leader honours the same deadline.
+        deadline_ms: u64,
+    },
+    /// Drained: nothing runs on it any more.
+    Drained,
 }
 
 /// A framework and what it asked for: every executor group it declared and
@@ -201,10 +220,24 @@ mod wire {
         Epoch(Epoch),
         Worker(WorkerV1),
         Framework(FrameworkV1),
-        WorkerWithCallback(WorkerRecord),
+        WorkerWithCallback(WorkerV2),
         FrameworkWithCallback(FrameworkV2),
         History(HistoryRecord),
         FrameworkWithRegistration(FrameworkRecord),
+        /// A worker under an operator's cordon or drain (appended: workers
+        /// without one keep the earlier layouts byte for byte).
+        WorkerWithMaintenance(WorkerRecord),
+    }
+
+    /// A worker record of the second format: a callback address, no
+    /// maintenance.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct WorkerV2 {
+        id: WorkerId,
+        incarnation: Incarnation,
+        cores: u32,
+        memory_mb: u64,
+        callback: Option<Addr>,
     }
 
     /// A framework record of the second format: a callback address, no
@@ -247,6 +280,7 @@ mod wire {
                         cores,
                         memory_mb,
                         callback: None,
+                        maintenance: None,
                     })
                 }
                 Record::Framework(FrameworkV1 { id, name, failover_timeout_ms, groups }) => {
@@ -259,7 +293,20 @@ mod wire {
                         registered_at_ms: None,
                     })
                 }
-                Record::WorkerWithCallback(w) => super::Record::Worker(w),
+                Record::WorkerWithCallback(WorkerV2 {
+                    id,
+                    incarnation,
+                    cores,
+                    memory_mb,
+                    callback,
+                }) => super::Record::Worker(WorkerRecord {
+                    id,
+                    incarnation,
+                    cores,
+                    memory_mb,
+                    callback,
+                    maintenance: None,
+                }),
                 Record::FrameworkWithCallback(FrameworkV2 {
                     id,
                     name,
@@ -276,6 +323,7 @@ mod wire {
                 }),
                 Record::History(h) => super::Record::History(h),
                 Record::FrameworkWithRegistration(f) => super::Record::Framework(f),
+                Record::WorkerWithMaintenance(w) => super::Record::Worker(w),
             }
         }
     }
@@ -284,7 +332,23 @@ mod wire {
         fn from(r: super::Record) -> Self {
             match r {
                 super::Record::Epoch(e) => Record::Epoch(e),
-                super::Record::Worker(w) if w.callback.is_some() => Record::WorkerWithCallback(w),
+                super::Record::Worker(w) if w.maintenance.is_some() => {
+                    Record::WorkerWithMaintenance(w)
+                }
+                super::Record::Worker(WorkerRecord {
+                    id,
+                    incarnation,
+                    cores,
+                    memory_mb,
+                    callback: Some(callback),
+                    ..
+                }) => Record::WorkerWithCallback(WorkerV2 {
+                    id,
+                    incarnation,
+                    cores,
+                    memory_mb,
+                    callback: Some(callback),
+                }),
                 super::Record::Worker(WorkerRecord {
                     id, incarnation, cores, memory_mb, ..
                 }) => Record::Worker(WorkerV1 { id, incarnation, cores, memory_mb }),
@@ -329,6 +393,7 @@ mod tests {
             cores: 4,
             memory_mb: 1024,
             callback: callback.map(Addr::new),
+            maintenance: None,
         })
     }
 
@@ -396,5 +461,26 @@ mod tests {
         assert_eq!(names::key_stem(&h.key()), "h-00000000000000000012");
         let img = format::encode(&h).unwrap();
         assert_eq!(format::decode(&img).unwrap(), h);
+    }
+
+    #[test]
+    fn a_worker_under_maintenance_uses_an_appended_variant_and_round_trips() {
+        for m in [
+            Maintenance::Cordoned,
+            Maintenance::Draining { deadline_ms: 1_764_600_000_000 },
+            Maintenance::Drained,
+        ] {
+            for callback in [None, Some("10.0.0.7:7078")] {
+                let Record::Worker(mut w) = worker(callback) else { unreachable!() };
+                w.maintenance = Some(m);
+                let r = Record::Worker(w);
+                let bytes = postcard::to_allocvec(&r).unwrap();
+                assert_eq!(bytes[0], 7, "the appended variant");
+                assert_eq!(postcard::from_bytes::<Record>(&bytes).unwrap(), r);
+            }
+        }
+        // Without maintenance, the earlier layouts stay byte for byte.
+        assert_eq!(postcard::to_allocvec(&worker(None)).unwrap()[0], 1);
+        assert_eq!(postcard::to_allocvec(&worker(Some("a:1"))).unwrap()[0], 3);
     }
 }

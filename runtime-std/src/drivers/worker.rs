@@ -31,7 +31,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::TcpStream;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub use crate::host::{WorkerConfig, CONNECT_TIMEOUT, FLUSH_GRACE, ID_FILE};
 
@@ -273,6 +273,12 @@ impl Daemon {
                 // Blocking (fork, fsync of the record), as the smol worker
                 // awaits it; `Running` or `Failed` comes back via the sink.
                 log_launched(&id, self.supervisor.launch(spec));
+            }
+            Output::StopExecutor { executor, grace } => {
+                tracing::debug!(%executor, %grace, "stopping executor (drain)");
+                if !self.supervisor.stop(&executor, Duration::from_millis(grace.0)) {
+                    tracing::debug!(%executor, "executor to stop is not running");
+                }
             }
             Output::KillExecutor { executor } => {
                 tracing::debug!(%executor, "killing executor");

@@ -633,13 +633,20 @@ impl Supervisor {
     /// then `Killed`. Returns `false` if no such executor runs. Idempotent:
     /// a repeated kill while one is under way does nothing more.
     pub fn kill(&self, executor: &ExecutorId) -> bool {
+        self.stop(executor, self.shared.config.kill_grace)
+    }
+
+    /// Stops an executor (a drain): SIGTERM to its whole process group,
+    /// SIGKILL after `grace` if the leader still runs; as [`Supervisor::kill`]
+    /// with the grace period given. A stop or kill already under way is not
+    /// repeated (its own grace period stands).
+    pub fn stop(&self, executor: &ExecutorId, grace: Duration) -> bool {
         let Some(entry) = lock(&self.shared.executors).get(executor).cloned() else {
             return false;
         };
         if !request_kill(&entry) {
             return true;
         }
-        let grace = self.shared.config.kill_grace;
         let spawned = std::thread::Builder::new().name("regent-exec-kill".to_owned()).spawn({
             let entry = entry.clone();
             move || {

@@ -365,9 +365,15 @@ pub fn state_json(s: &ClusterState) -> Value {
         .workers
         .iter()
         .map(|w| {
+            // A drain shows in the state (DRAINING, DRAINED) unless the
+            // worker is DEAD; any other worker keeps its registry state.
+            let state = if !w.drain.is_empty() && w.state != "DEAD" { &w.drain } else { &w.state };
             json!({
                 "id": w.id.as_str(),
-                "state": w.state,
+                "state": state,
+                "cordoned": w.cordoned,
+                "drain_deadline_ms": w.drain_deadline_ms,
+                "executors": w.executors,
                 "cores": w.cores,
                 "cores_used": w.cores_used,
                 "memory_mb": w.memory_mb,
@@ -384,6 +390,12 @@ pub fn state_json(s: &ClusterState) -> Value {
                 "name": f.name,
                 "state": f.state,
                 "connected": f.connected,
+                "groups": f.groups.iter().map(|g| json!({
+                    "name": g.name,
+                    "slots": g.slots,
+                    "declared_slots": g.declared,
+                    "running": g.running,
+                })).collect::<Vec<Value>>(),
             })
         })
         .collect();
@@ -583,6 +595,20 @@ pub fn metrics_text(s: &HttpSnapshot) -> String {
         "gauge",
         "Workers in this master's registry, by state.",
         labelled("state", &WORKER_STATES, st.workers.iter().map(|w| w.state.as_str()).collect()),
+    );
+    family(
+        "regent_workers_cordoned",
+        "gauge",
+        "Workers on which nothing new is placed (cordoned, draining or drained), by maintenance: CORDONED, DRAINING or DRAINED.",
+        labelled(
+            "maintenance",
+            &["CORDONED", "DRAINING", "DRAINED"],
+            st.workers
+                .iter()
+                .filter(|w| w.cordoned)
+                .map(|w| if w.drain.is_empty() { "CORDONED" } else { w.drain.as_str() })
+                .collect(),
+        ),
     );
     family(
         "regent_cores_offered",

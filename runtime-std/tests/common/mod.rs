@@ -28,6 +28,7 @@ pub fn worker(id: &str, inc: u64) -> Record {
         cores: 8,
         memory_mb: 16384,
         callback: None,
+        maintenance: None,
     })
 }
 
@@ -63,6 +64,25 @@ pub fn valid_records() -> Vec<Record> {
         worker("worker-1", 0x1111),
         worker("rack 2/worker-7", 0x2222),
         framework("fw-1", "analytics"),
+    ];
+    v.sort_by_key(Record::key);
+    v
+}
+
+/// Workers cordoned (with a callback address), draining and drained.
+pub fn maintained_records() -> Vec<Record> {
+    use regent_core::store::Maintenance;
+    let with = |id: &str, inc: u64, callback: Option<&str>, m: Maintenance| {
+        let Record::Worker(mut w) = worker(id, inc) else { unreachable!("a worker record") };
+        w.callback = callback.map(regent_core::Addr::new);
+        w.maintenance = Some(m);
+        Record::Worker(w)
+    };
+    let mut v = vec![
+        Record::Epoch(Epoch(42)),
+        with("worker-1", 0x1111, Some("10.0.0.7:7078"), Maintenance::Cordoned),
+        with("worker-2", 0x2222, None, Maintenance::Draining { deadline_ms: 1_796_137_200_000 }),
+        with("worker-3", 0x3333, None, Maintenance::Drained),
     ];
     v.sort_by_key(Record::key);
     v
@@ -147,6 +167,16 @@ pub fn cases() -> Vec<Case> {
         expect: Ok((valid_records(), vec![])),
     });
 
+    // Workers under an operator's cordon or drain (issue 14): an appended
+    // record variant; the records above keep their layouts.
+    let maintained = maintained_records();
+    cases.push(Case {
+        name: "maintenance",
+        files: maintained.iter().map(file).collect(),
+        sealing: Sealing::none(),
+        expect: Ok((maintained, vec![])),
+    });
+
     let cut = 20;
     cases.push(Case {
         name: "truncated",
@@ -192,10 +222,12 @@ pub fn cases() -> Vec<Case> {
         expect: Err(vec![(w1_name.clone(), Damage::BadMagic { found: b"SPRK".to_vec() })]),
     });
 
-    // Variant 7 of Record does not exist; the CRC is right.
+    // Variant 127 of Record does not exist (variants are appended from 0;
+    // 7 was the first unused one until the maintenance records took it);
+    // the CRC is right.
     cases.push(Case {
         name: "malformed-payload",
-        files: vec![file(&epoch), (w1_name.clone(), image_with_payload(&[7, 1, 2]))],
+        files: vec![file(&epoch), (w1_name.clone(), image_with_payload(&[127, 1, 2]))],
         sealing: Sealing::none(),
         expect: Err(vec![(
             w1_name.clone(),

@@ -4,7 +4,7 @@
 //! command that replays it.
 //!
 //! ```text
-//! regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers]
+//! regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator]
 //!             [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease]
 //!             [--keep-going]
 //! regent-soak --replay SEED [same knobs]
@@ -26,7 +26,7 @@ struct Args {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--keep-going]\n       regent-soak --replay SEED [knobs]"
+        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--keep-going]\n       regent-soak --replay SEED [knobs]"
     );
     std::process::exit(2)
 }
@@ -54,6 +54,7 @@ fn parse() -> Args {
             "--keep-going" => a.keep_going = true,
             "--datagram" => a.config.datagram = true,
             "--takeovers" => a.config.takeovers = true,
+            "--operator" => a.config.operator = true,
             "--no-epoch-fencing" => knobs.no_epoch_fencing = true,
             "--no-adopt" => knobs.no_adopt_after_connection_loss = true,
             "--no-lease-check" => knobs.no_lease_check = true,

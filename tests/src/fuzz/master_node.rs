@@ -448,7 +448,7 @@ impl Harness {
     /// (with the ids seen so far in the mix).
     fn message(&mut self, src: &mut Source) -> Message {
         let (ex, fw) = (&self.executors, &self.frameworks);
-        match src.u8() % 18 {
+        match src.u8() % 23 {
             0 => Message::Hello(Hello {
                 version: if src.one_in(8) { src.u16() } else { PROTOCOL_VERSION },
                 cluster: gen::text(src, &["regent", "other"], 64),
@@ -512,7 +512,31 @@ impl Harness {
                     LogRead::Failed { reason: gen::text(src, &["no such file"], 64) }
                 },
             },
-            _ => Message::StepDown { request: u64::from(src.u8()) },
+            17 => Message::StepDown { request: u64::from(src.u8()) },
+            // The operator's changes (issue 14), with peer numbers anywhere.
+            18 => {
+                Message::CordonWorker { request: u64::from(src.u8()), worker: gen::worker_id(src) }
+            }
+            19 => Message::UncordonWorker {
+                request: u64::from(src.u8()),
+                worker: gen::worker_id(src),
+            },
+            20 => Message::DrainWorker {
+                request: u64::from(src.u8()),
+                worker: gen::worker_id(src),
+                deadline: if src.bool() { gen::millis(src) } else { Millis(src.u64()) },
+            },
+            21 => Message::ScaleGroup {
+                request: u64::from(src.u8()),
+                framework: gen::framework_id(src, fw),
+                group: gen::text(src, &["g", "h"], regent_core::limits::MAX_NAME_BYTES),
+                slots: gen::u32_peer(src, regent_core::limits::MAX_SLOTS_PER_GROUP),
+            },
+            _ => Message::OperatorKillExecutor {
+                request: u64::from(src.u8()),
+                executor: gen::executor_id(src, ex, fw),
+                refill: src.bool(),
+            },
         }
     }
 
@@ -639,24 +663,48 @@ impl Harness {
                 self.send(conn, Message::Subscribe(sub));
             }
             _ => {
-                // An operator asks for the state, or removes a worker.
+                // An operator asks for the state, removes a worker, or
+                // changes the cluster (cordon, drain, scale, kill).
                 let conn = self.conn(src);
-                let msg = if src.one_in(3) {
-                    // Or the output of an executor seen launched.
-                    let Some(executor) = src.pick(&self.executors).cloned() else { return };
-                    Message::LogRequest {
-                        request: u64::from(src.u8()),
-                        executor,
-                        stream: LogStream::Stdout,
-                        offset: if src.bool() { Some(0) } else { None },
-                        max: 4096,
-                    }
-                } else if src.bool() {
-                    Message::StateRequest
-                } else {
-                    Message::RemoveWorker {
-                        request: u64::from(src.u8()),
-                        worker: gen::worker_id(src),
+                let worker = WorkerId(format!("w{}", src.u8() % 4));
+                let request = u64::from(src.u8());
+                let msg = match src.u8() % 9 {
+                    0 | 1 => Message::StateRequest,
+                    2 => Message::RemoveWorker { request, worker: gen::worker_id(src) },
+                    3 => Message::CordonWorker { request, worker },
+                    4 => Message::UncordonWorker { request, worker },
+                    5 => Message::DrainWorker {
+                        request,
+                        worker,
+                        deadline: Millis(u64::from(src.u16())),
+                    },
+                    6 => match src.pick(&self.frameworks).cloned() {
+                        Some(framework) => Message::ScaleGroup {
+                            request,
+                            framework,
+                            group: ["g", "h"][src.below(2)].into(),
+                            slots: u32::from(src.u8() % 6),
+                        },
+                        None => Message::StateRequest,
+                    },
+                    // The output of an executor seen launched.
+                    7 => match src.pick(&self.executors).cloned() {
+                        Some(executor) => Message::LogRequest {
+                            request,
+                            executor,
+                            stream: LogStream::Stdout,
+                            offset: if src.bool() { Some(0) } else { None },
+                            max: 4096,
+                        },
+                        None => Message::StateRequest,
+                    },
+                    _ => {
+                        let (ex, fw) = (&self.executors, &self.frameworks);
+                        Message::OperatorKillExecutor {
+                            request,
+                            executor: gen::executor_id(src, ex, fw),
+                            refill: src.bool(),
+                        }
                     }
                 };
                 self.send(conn, msg);
@@ -971,6 +1019,7 @@ fn record(src: &mut Source, frameworks: &[FrameworkId]) -> Record {
             cores: gen::u32_peer(src, regent_core::limits::MAX_CORES),
             memory_mb: gen::u64_peer(src, regent_core::limits::MAX_MEMORY_MB),
             callback: src.bool().then(|| Addr::new(gen::text(src, &["10.0.0.7:7078"], 300))),
+            maintenance: None,
         }),
         2 => {
             let groups = (0..src.below(3))

@@ -244,7 +244,7 @@ impl Harness {
 
     /// Any message a master may send a subscriber (and a few it may not).
     fn message(&mut self, src: &mut Source) -> Message {
-        match src.u8() % 14 {
+        match src.u8() % 15 {
             0 => Message::HelloReply(HelloReply {
                 role: Role::Master,
                 master: MasterId(gen::text(src, &["m0", "m1"], 256)),
@@ -302,6 +302,11 @@ impl Harness {
                 size: u64::from(src.u8()),
                 finished: src.bool(),
             },
+            13 => Message::GroupScaled {
+                epoch: gen::epoch(src),
+                group: gen::text(src, &["g", "h"], 256),
+                slots: gen::u32_peer(src, regent_core::limits::MAX_SLOTS_PER_GROUP),
+            },
             _ => Message::HeartbeatAck { epoch: gen::epoch(src) },
         }
     }
@@ -350,6 +355,11 @@ impl Harness {
                 }
             }
             6 => Message::FrameworkHeartbeat { epoch },
+            7 if src.one_in(3) => {
+                // An operator scaled the group.
+                let group = self.slot_info(src).group;
+                Message::GroupScaled { epoch, group, slots: 1 + u32::from(src.u8() % 6) }
+            }
             _ => Message::RequestRefused { epoch, request: self.request(src), reason: "no".into() },
         };
         self.feed(Input::Message { conn, msg });

@@ -113,7 +113,7 @@ impl Harness {
                     }
                     self.started.push(executor);
                 }
-                Output::KillExecutor { executor } => {
+                Output::KillExecutor { executor } | Output::StopExecutor { executor, .. } => {
                     if self.kills.len() < POOL {
                         self.kills.push(executor);
                     }
@@ -235,7 +235,7 @@ impl Harness {
 
     /// Any message a master may send (and a few it may not), from the bytes.
     fn message(&mut self, src: &mut Source) -> Message {
-        match src.u8() % 15 {
+        match src.u8() % 16 {
             0 => Message::HelloReply(HelloReply {
                 role: Role::Master,
                 master: MasterId(gen::text(src, &["m0", "m1"], 256)),
@@ -295,6 +295,11 @@ impl Harness {
                 offset: if src.bool() { Some(u64::from(src.u8())) } else { None },
                 max: u32::from(src.u8()) << (src.u8() % 24),
             },
+            14 => Message::StopExecutorOnWorker {
+                epoch: gen::epoch(src),
+                executor: gen::executor_id(src, &self.started, &[]),
+                grace: gen::millis(src),
+            },
             _ => Message::StateRequest,
         }
     }
@@ -344,7 +349,12 @@ impl Harness {
             }
             4 => {
                 let Some(executor) = src.pick(&self.started).cloned() else { return };
-                Message::KillExecutorOnWorker { epoch, executor }
+                if src.bool() {
+                    Message::KillExecutorOnWorker { epoch, executor }
+                } else {
+                    // A drain's stop.
+                    Message::StopExecutorOnWorker { epoch, executor, grace: gen::millis(src) }
+                }
             }
             5 => {
                 let Some(executor) = src.pick(&self.started).cloned() else { return };

@@ -371,6 +371,8 @@ pub(crate) struct World {
     events: u64,
     executors_started: u64,
     step_downs: u64,
+    /// Operator changes sent ([`Fault::Operate`]).
+    operator_changes: u64,
     depositions: u64,
     live_depositions: u64,
     local: VecDeque<(Node, Input)>,
@@ -449,6 +451,7 @@ impl World {
             events: 0,
             executors_started: 0,
             step_downs: 0,
+            operator_changes: 0,
             depositions: 0,
             live_depositions: 0,
             local: VecDeque::new(),
@@ -524,6 +527,7 @@ impl World {
                         leaderships: self.obs.leaderships,
                         executors_started: self.executors_started,
                         step_downs: self.step_downs,
+                        operator_changes: self.operator_changes,
                         depositions: self.depositions,
                         live_depositions: self.live_depositions,
                     });
@@ -1539,7 +1543,8 @@ impl World {
                     self.after(start, Ev::Exec { w, gen, x: x.clone(), what: ExecWhat::Running });
                     self.after(start + run, Ev::Exec { w, gen, x, what: ExecWhat::Exit(code) });
                 }
-                wnode::Output::KillExecutor { executor } => {
+                wnode::Output::KillExecutor { executor }
+                | wnode::Output::StopExecutor { executor, .. } => {
                     if let Some(running) = self.execs.get_mut(&(w, executor.clone())) {
                         if *running {
                             *running = false;
@@ -1680,6 +1685,58 @@ impl World {
         self.send(conn, true, msg);
     }
 
+    /// An operator's change (issue 14), sent on subscriber `s`'s live
+    /// connection to the master it is subscribed with (see
+    /// [`Fault::Operate`]); remembered for the invariants.
+    fn operate(&mut self, s: usize, w: usize, op: u8, n: u32) {
+        let node = Node::Sub(s);
+        let gen = self.subs[s].p.gen;
+        if !self.proc(node).up || self.proc(node).paused(self.now) {
+            return;
+        }
+        let st = self.subs[s].node.status();
+        let Some(m) = st.master.as_ref().and_then(master_index).filter(|_| st.subscribed) else {
+            return;
+        };
+        let conn = self
+            .conns
+            .iter()
+            .find(|(_, c)| {
+                c.client == node && c.cgen == gen && c.m == m && c.open && !c.cclosed && !c.broken
+            })
+            .map(|(id, _)| *id);
+        let Some(conn) = conn else { return };
+        let request = self.next_kill;
+        self.next_kill += 1;
+        let nw = self.workers.len();
+        let worker = (nw > 0).then(|| self.workers[w % nw].worker().config().id.clone());
+        let running = self.subs[s]
+            .view
+            .iter()
+            .find(|(_, st)| **st == ExecutorState::Running)
+            .map(|(id, _)| id.clone());
+        let msg = match (op % 5, worker, running) {
+            (0, Some(worker), _) => Message::CordonWorker { request, worker },
+            (1, Some(worker), _) => Message::UncordonWorker { request, worker },
+            (2, Some(worker), _) => {
+                self.obs.drained.insert(worker.clone());
+                Message::DrainWorker { request, worker, deadline: Millis(u64::from(n)) }
+            }
+            (3, _, Some(x)) => {
+                let Some((framework, group, _)) = parse_executor(&x) else { return };
+                Message::ScaleGroup { request, framework, group, slots: 1 + n % 4 }
+            }
+            (4, _, Some(executor)) => {
+                self.obs.kill_requested.insert(executor.clone());
+                Message::OperatorKillExecutor { request, executor, refill: n % 2 == 0 }
+            }
+            _ => return,
+        };
+        self.log(|| format!("operator on f{s}'s connection sends {msg:?}"));
+        self.operator_changes += 1;
+        self.send(conn, true, msg);
+    }
+
     // ----- faults -------------------------------------------------------------
 
     /// The master acting as leader now (else the one holding leadership,
@@ -1803,6 +1860,12 @@ impl World {
                 if self.masters[m].p.up {
                     self.local_input(Node::Master(m), Input::Master(mnode::Input::StepDown));
                 }
+            }
+            Fault::Operate { s, w, op, n } => {
+                if ns == 0 {
+                    return;
+                }
+                self.operate(s % ns, w, op, n);
             }
             Fault::SubKill { s } => {
                 if ns == 0 {

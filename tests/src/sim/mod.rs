@@ -76,6 +76,10 @@ pub struct SimConfig {
     /// acting leader (see [`Schedule::from_seed_with`]). Off by default, so the regression
     /// seeds keep their schedules; the soak turns it on with `--takeovers`.
     pub takeovers: bool,
+    /// Operators also cordon, drain and uncordon workers, scale groups and
+    /// kill single executors ([`Schedule::with_operator_commands`]). Off by
+    /// default, so the regression seeds keep their schedules.
+    pub operator: bool,
 }
 
 impl Default for SimConfig {
@@ -90,6 +94,7 @@ impl Default for SimConfig {
             knobs: Knobs::default(),
             datagram: false,
             takeovers: false,
+            operator: false,
         }
     }
 }
@@ -135,6 +140,8 @@ pub struct RunStats {
     /// Leaderships given up on purpose (step-downs, fenced writes, a
     /// damaged store): the node's `SteppedDown` notes.
     pub step_downs: u64,
+    /// Operator changes (cordon, drain, scale, kill) sent to a leader.
+    pub operator_changes: u64,
     /// Fast takeovers: election nodes a standby deleted for another
     /// session (deposing a leader it took for dead).
     pub depositions: u64,
@@ -180,9 +187,10 @@ impl std::fmt::Display for Failure {
         for line in &self.trace {
             writeln!(f, "  {line}")?;
         }
+        let operator = if self.config.operator { " --operator" } else { "" };
         write!(
             f,
-            "replay: cargo run --release -p regent-tests --bin regent-soak -- --replay {}",
+            "replay: cargo run --release -p regent-tests --bin regent-soak -- --replay {}{operator}",
             self.seed
         )
     }
@@ -211,8 +219,11 @@ pub fn run_schedule(
 /// On failure the seed is replayed with tracing on, to report the trace.
 pub fn run_seed(seed: u64, base: &SimConfig) -> Result<RunStats, Box<Failure>> {
     let config = base.sized_for(seed);
-    let schedule =
+    let mut schedule =
         Schedule::from_seed_with(seed, config.window_ms, config.faults, config.takeovers);
+    if config.operator {
+        schedule = schedule.with_operator_commands(seed, config.window_ms);
+    }
     match run_schedule(seed, &config, &schedule, false) {
         Ok(stats) => Ok(stats),
         Err((violation, _)) => {

@@ -125,6 +125,21 @@ pub enum Fault {
     /// An operator asks the acting leader to step down (`regent
     /// step-down`).
     StepDown,
+    /// An operator's change to the cluster (issue 14), sent on subscriber
+    /// `s`'s live connection to the leader: `op % 5` is a cordon (0),
+    /// uncordon (1) or drain with a deadline of `n` ms (2) of worker `w`, a
+    /// scale of a group the subscriber sees to `1 + n % 4` slots (3), or a
+    /// kill of an executor it sees running, refilled when `n` is even (4).
+    Operate {
+        /// The subscriber whose connection carries it.
+        s: usize,
+        /// The worker (cordon, uncordon, drain).
+        w: usize,
+        /// Which change.
+        op: u8,
+        /// Its number (deadline, slots, refill).
+        n: u32,
+    },
     /// A false positive of the fast-takeover detector: master `m`'s
     /// listener refuses for `ms` although its process lives on (a firewall
     /// rule that rejects, a listener closed and opened again). The
@@ -212,6 +227,24 @@ impl Schedule {
         Schedule { chaos, faults }
     }
 
+    /// This schedule with two to six operator changes added
+    /// ([`Fault::Operate`]: cordons, drains, scaling, single kills), drawn
+    /// from a stream of their own.
+    pub fn with_operator_commands(mut self, seed: u64, window: u32) -> Self {
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0x0be2_a7e5);
+        for _ in 0..rng.usize(2..=6) {
+            let op = Fault::Operate {
+                s: rng.usize(0..8),
+                w: rng.usize(0..8),
+                op: rng.u8(0..5),
+                n: rng.u32(0..4_000),
+            };
+            self.faults.push((rng.u32(0..window.max(1)), op));
+        }
+        self.faults.sort_by_key(|(t, _)| *t);
+        self
+    }
+
     /// The last moment a fault of this schedule is still in effect (start
     /// plus the longest duration it names).
     pub fn end(&self) -> u32 {
@@ -237,7 +270,8 @@ impl Fault {
             Fault::ZkLoseReply { .. }
             | Fault::StoreFail { .. }
             | Fault::SubKill { .. }
-            | Fault::StepDown => 0,
+            | Fault::StepDown
+            | Fault::Operate { .. } => 0,
         }
     }
 

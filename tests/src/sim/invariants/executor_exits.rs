@@ -30,7 +30,13 @@ pub(crate) fn on_ack(
     let outcome = match w.stored_at(&RecordKey::Framework(fw.clone())) {
         None => return Ok(()),
         Some(Record::Framework(r)) => {
-            r.groups.iter().find(|g| g.spec.group == group).and_then(|g| g.slots.get(slot).cloned())
+            let g = r.groups.iter().find(|g| g.spec.group == group);
+            if g.is_some_and(|g| slot >= g.slots.len()) {
+                // An operator scaled the group below this slot: its exit
+                // is moot.
+                return Ok(());
+            }
+            g.and_then(|g| g.slots.get(slot).cloned())
         }
         Some(_) => None,
     };

@@ -3,7 +3,8 @@
 //! see: the framework asked for that kill; the framework was torn down or
 //! timed out (its record deleted); or the executor is a stray or was
 //! replaced (a leader declared it LOST or KILLED, or its slot is settled or
-//! held by another executor at the master). A kill because a new leader
+//! held by another executor at the master); or an operator asked for it (a
+//! kill, a scale below its slot, a drain of its worker). A kill because a new leader
 //! simply does not know the executor's framework or group is a violation.
 
 use crate::sim::engine::{parse_executor, Node, World};
@@ -45,7 +46,11 @@ pub(crate) fn on_kill(
     };
     let replaced = g.current.get(slot).is_some_and(|c| c.as_ref() != Some(x));
     let settled = g.record.slots.get(slot).is_some_and(|o| *o != SlotOutcome::Pending);
-    if replaced || settled {
+    // An operator scaled its group below its slot, or drains its worker.
+    let scaled_away = slot >= g.record.slots.len();
+    let drained =
+        w.workers.get(i).is_some_and(|wp| w.obs.drained.contains(&wp.worker().config().id));
+    if replaced || settled || scaled_away || drained {
         return Ok(());
     }
     Err((

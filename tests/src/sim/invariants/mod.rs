@@ -48,6 +48,9 @@ pub(crate) struct Obs {
     pub(crate) lost: BTreeSet<ExecutorId>,
     pub(crate) removed_frameworks: BTreeSet<FrameworkId>,
     pub(crate) kill_requested: BTreeSet<ExecutorId>,
+    /// Workers an operator asked to drain (their executors may be killed
+    /// at the deadline).
+    pub(crate) drained: BTreeSet<WorkerId>,
     // command order
     /// The highest epoch any command was sent at: (epoch, when the first
     /// command at it was sent, by which master).

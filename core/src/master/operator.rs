@@ -1,0 +1,406 @@
+//! Operator commands that change the cluster (issue 14): cordon, uncordon,
+//! drain, scale and single-executor kills. Each is answered
+//! `RequestAccepted` only once the record it changed is durable (DESIGN
+//! rule 3), `RequestRefused` with the reason otherwise.
+//!
+//! * **Cordon** marks a worker in its record: nothing new is placed on it;
+//!   what runs keeps running. A new incarnation of the worker id (a
+//!   restarted worker) keeps the cordon, and so does a new leader.
+//! * **Drain** cordons the worker and, once that is durable, asks each of
+//!   its live executors to stop (`StopExecutorOnWorker`: SIGTERM now,
+//!   SIGKILL at the deadline). Their slots are refilled elsewhere without
+//!   charging the retry budget (`ExecutorEntry::operator_stop`; an exit 0
+//!   still completes its slot). Once
+//!   nothing runs on it the worker is DRAINED (written to its record). The
+//!   deadline is kept as wall-clock time in the record, so a new leader asks
+//!   the worker's executors to stop again when the worker reports, with
+//!   what is left of it, and sends `KillExecutorOnWorker` to anything still
+//!   running once it has passed.
+//! * **Uncordon** clears either.
+//! * **Scale** changes a group's slot count in the framework record (the
+//!   declared spec stays as declared, so a subscriber re-declaring its group
+//!   is still accepted idempotently): surplus slots (the highest) are
+//!   dropped and their executors killed; new slots are placed once durable.
+//!   The subscriber hears `GroupScaled`.
+//! * **Kill-executor** kills one executor; with `refill` its slot gets a
+//!   replacement (no retry charged), without it the slot is recorded as
+//!   killed, as a framework's own kill.
+
+use super::{Action, AfterWrite, Master, Timer, WorkerState};
+use crate::ids::{ConnId, ExecutorId, FrameworkId, WorkerId};
+use crate::limits;
+use crate::protocol::Message;
+use crate::store::{Maintenance, SlotOutcome};
+use crate::time::Millis;
+
+/// How often a leader looks again at a drain whose deadline has passed
+/// while executors still run on the worker (it re-sends the kill).
+const OVERDUE_DRAIN_RECHECK: Millis = Millis(5_000);
+
+/// An operator's change to a worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum WorkerChange {
+    Cordon,
+    Uncordon,
+    Drain { deadline: Millis },
+}
+
+impl Master {
+    /// Wall-clock milliseconds at `now` (the leader's clock term; the
+    /// local clock when the runtime gave none).
+    pub(super) fn wall(&self, now: Millis) -> u64 {
+        self.wall_base.unwrap_or(0).saturating_add(now.0)
+    }
+
+    /// The local time of wall-clock instant `wall_ms`.
+    fn local(&self, wall_ms: u64) -> Millis {
+        Millis(wall_ms.saturating_sub(self.wall_base.unwrap_or(0)))
+    }
+
+    fn refuse_request(&self, conn: ConnId, request: u64, reason: String) -> Action {
+        Action::Send { conn, msg: Message::RequestRefused { epoch: self.epoch, request, reason } }
+    }
+
+    /// `CordonWorker`, `UncordonWorker`, `DrainWorker` from an operator.
+    pub(super) fn change_worker(
+        &mut self,
+        now: Millis,
+        conn: ConnId,
+        request: u64,
+        worker: WorkerId,
+        change: WorkerChange,
+        out: &mut Vec<Action>,
+    ) {
+        if let WorkerChange::Drain { deadline } = change {
+            if deadline > limits::MAX_DRAIN_DEADLINE {
+                let reason = format!(
+                    "drain deadline of {} ms; the limit is {} ms (MAX_DRAIN_DEADLINE, 7 days)",
+                    deadline.0,
+                    limits::MAX_DRAIN_DEADLINE.0
+                );
+                out.push(self.refuse_request(conn, request, reason));
+                return;
+            }
+        }
+        let live = self.live_on(&worker);
+        let wall_deadline = match change {
+            WorkerChange::Drain { deadline } => self.wall(now).saturating_add(deadline.0),
+            _ => 0,
+        };
+        let Some(e) = self.workers.entries.get_mut(&worker) else {
+            out.push(self.refuse_request(conn, request, format!("no worker {worker}")));
+            return;
+        };
+        if e.state == WorkerState::Dead {
+            let reason = format!(
+                "worker {worker} is DEAD: its record is gone; it can be cordoned or drained once it registers again"
+            );
+            out.push(self.refuse_request(conn, request, reason));
+            return;
+        }
+        let mut then = vec![AfterWrite::Accept { conn, request }];
+        e.maintenance = match change {
+            WorkerChange::Cordon => Some(e.maintenance.unwrap_or(Maintenance::Cordoned)),
+            WorkerChange::Uncordon => {
+                then.push(AfterWrite::Place);
+                None
+            }
+            // Only a worker that reported to this leader is known to run
+            // nothing.
+            WorkerChange::Drain { .. } if live == 0 && e.state == WorkerState::Alive => {
+                Some(Maintenance::Drained)
+            }
+            WorkerChange::Drain { .. } => {
+                then.push(AfterWrite::DrainDurable { worker: worker.clone() });
+                Some(Maintenance::Draining { deadline_ms: wall_deadline })
+            }
+        };
+        // Uncordoning a draining worker ends the drain: nothing more is
+        // stopped, and the executors already asked to stop keep their
+        // `operator_stop` (unless they exit 0, their slots are refilled without
+        // a retry charged: the operator stopped them).
+        self.reindex_worker(&worker);
+        let write = self.persist_worker_maintenance(&worker, out).expect("checked above");
+        self.after_write.entry(write).or_default().extend(then);
+    }
+
+    /// The drain of `worker` is durable (or a draining worker reported to
+    /// this leader): ask each of its live executors to stop, with what is
+    /// left of the deadline, and arm the drain timer.
+    pub(super) fn stop_draining_executors(
+        &mut self,
+        now: Millis,
+        worker: &WorkerId,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(Maintenance::Draining { deadline_ms }) =
+            self.workers.entries.get(worker).and_then(|w| w.maintenance)
+        else {
+            return;
+        };
+        let deadline = self.local(deadline_ms);
+        let grace = deadline.since(now);
+        let conn = self.workers.entries.get(worker).and_then(|w| w.conn);
+        let mut live = self.live_by_worker.get(worker).cloned().unwrap_or_default();
+        live.sort();
+        for id in live {
+            if let Some(x) = self.executors.get_mut(&id) {
+                x.operator_stop = true;
+            }
+            if let Some(conn) = conn {
+                let msg = Message::StopExecutorOnWorker { epoch: self.epoch, executor: id, grace };
+                out.push(Action::Send { conn, msg });
+            }
+        }
+        self.arm_drain_timer(now, out);
+        self.maybe_drained(worker, out);
+    }
+
+    /// Arms [`Timer::Drain`] for the earliest deadline of a draining worker
+    /// that still runs executors (soon, if one has passed).
+    fn arm_drain_timer(&mut self, now: Millis, out: &mut Vec<Action>) {
+        let next = self
+            .workers
+            .entries
+            .values()
+            .filter(|w| self.live_on(&w.id) > 0)
+            .filter_map(|w| match w.maintenance {
+                Some(Maintenance::Draining { deadline_ms }) => Some(self.local(deadline_ms)),
+                _ => None,
+            })
+            .map(|d| if d <= now { now + OVERDUE_DRAIN_RECHECK } else { d })
+            .min();
+        if let Some(at) = next {
+            if self.armed.get(&Timer::Drain).map_or(true, |t| *t > at || *t <= now) {
+                out.push(Action::SetTimer { timer: Timer::Drain, at });
+            }
+        }
+    }
+
+    /// [`Timer::Drain`]: every draining worker past its deadline that still
+    /// runs executors gets `KillExecutorOnWorker` for each (the worker
+    /// SIGKILLs at the deadline by itself; this covers a worker that
+    /// reconnected, or a stop that was lost).
+    pub(super) fn on_drain_timer(&mut self, now: Millis, out: &mut Vec<Action>) {
+        if !self.acting() {
+            // Suspended: look again once it may act (a standby has no
+            // drains to watch).
+            if self.holds_leadership() {
+                let at = now + OVERDUE_DRAIN_RECHECK;
+                out.push(Action::SetTimer { timer: Timer::Drain, at });
+            }
+            return;
+        }
+        let mut overdue: Vec<WorkerId> = self
+            .workers
+            .entries
+            .values()
+            .filter(|w| {
+                matches!(w.maintenance, Some(Maintenance::Draining { deadline_ms })
+                    if self.local(deadline_ms) <= now)
+            })
+            .map(|w| w.id.clone())
+            .collect();
+        overdue.sort();
+        for worker in overdue {
+            let mut live = self.live_by_worker.get(&worker).cloned().unwrap_or_default();
+            live.sort();
+            for id in live {
+                if let Some(x) = self.executors.get_mut(&id) {
+                    x.operator_stop = true;
+                }
+                self.send_kill(&worker, &id, out);
+            }
+        }
+        self.arm_drain_timer(now, out);
+    }
+
+    /// A draining worker that reported to this leader (ALIVE) with nothing
+    /// live on it is DRAINED (durably).
+    pub(super) fn maybe_drained(&mut self, worker: &WorkerId, out: &mut Vec<Action>) {
+        let live = self.live_on(worker);
+        let Some(w) = self.workers.entries.get_mut(worker) else { return };
+        if live == 0
+            && w.state == WorkerState::Alive
+            && matches!(w.maintenance, Some(Maintenance::Draining { .. }))
+        {
+            w.maintenance = Some(Maintenance::Drained);
+            let _ = self.persist_worker_maintenance(worker, out);
+        }
+    }
+
+    /// `ScaleGroup` from an operator.
+    pub(super) fn scale_group(
+        &mut self,
+        conn: ConnId,
+        request: u64,
+        framework: FrameworkId,
+        group: String,
+        slots: u32,
+        out: &mut Vec<Action>,
+    ) {
+        let refuse = |m: &Self, reason: String| m.refuse_request(conn, request, reason);
+        let Some(fw) = self.frameworks.get(&framework) else {
+            out.push(refuse(self, format!("no framework {framework}")));
+            return;
+        };
+        let Some(gi) = fw.groups.iter().position(|g| g.record.spec.group == group) else {
+            out.push(refuse(self, format!("no group {group:?} in framework {framework}")));
+            return;
+        };
+        if slots == 0 {
+            let reason = format!(
+                "group {group:?} needs at least one slot; to stop the framework use `regent kill {framework}`"
+            );
+            out.push(refuse(self, reason));
+            return;
+        }
+        if slots > limits::MAX_SLOTS_PER_GROUP {
+            let reason = format!(
+                "group {group:?} asks for {slots} slots; the limit is {} per group (MAX_SLOTS_PER_GROUP)",
+                limits::MAX_SLOTS_PER_GROUP
+            );
+            out.push(refuse(self, reason));
+            return;
+        }
+        let now_slots = fw.groups[gi].record.slots.len();
+        if slots as usize > now_slots {
+            if let Some(reason) = self.scale_limit(&framework, gi, slots) {
+                out.push(refuse(self, reason));
+                return;
+            }
+        }
+        let fw = self.frameworks.get_mut(&framework).expect("checked above");
+        let g = &mut fw.groups[gi];
+        let n = slots as usize;
+        let mut surplus: Vec<ExecutorId> = Vec::new();
+        if n < g.record.slots.len() {
+            surplus = g.current[n..].iter().rev().flatten().cloned().collect();
+            g.record.slots.truncate(n);
+            g.current.truncate(n);
+        } else {
+            g.record.slots.resize(n, SlotOutcome::Pending);
+            g.current.resize(n, None);
+        }
+        // New slots are placed once the record holding them is durable, as
+        // for a declaration: a new leader must know every slot that runs.
+        g.durable = false;
+        for id in &surplus {
+            if let Some(x) = self.executors.get_mut(id) {
+                // Its slot is gone: nothing of it is recorded or refilled.
+                x.operator_stop = true;
+            }
+        }
+        self.refresh_slots_of(&framework);
+        let then = vec![
+            AfterWrite::GroupDurable { framework: framework.clone(), group: group.clone() },
+            AfterWrite::Scaled { framework: framework.clone(), group, slots, surplus },
+            AfterWrite::Accept { conn, request },
+            AfterWrite::Place,
+        ];
+        self.persist_framework(&framework, then, out);
+    }
+
+    /// Why giving group `gi` of framework `id` `slots` slots would let the
+    /// framework's record grow past the record limit, if it would (the
+    /// worst case of [`Master::record_limit`]).
+    fn scale_limit(&self, id: &FrameworkId, gi: usize, slots: u32) -> Option<String> {
+        let fw = self.frameworks.get(id)?;
+        let mut record = fw.record();
+        if let crate::store::Record::Framework(f) = &mut record {
+            f.groups[gi].slots.resize(slots as usize, SlotOutcome::Pending);
+        }
+        let current = crate::store::format::payload_len(&record);
+        let reserve: usize = fw
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                let n = if i == gi { slots } else { g.slot_count() };
+                let worst = limits::worst_slot_outcome_len(id.as_str(), &g.record.spec.group, n);
+                (n as usize).saturating_mul(worst.saturating_sub(1))
+            })
+            .fold(0usize, usize::saturating_add);
+        let worst = current
+            .saturating_add(reserve)
+            .saturating_add(limits::record_headroom(fw.groups.len()));
+        let max = limits::MAX_RECORD_PAYLOAD;
+        (worst > max).then(|| {
+            format!(
+                "{slots} slots would let framework {id}'s record reach {worst} bytes at worst (every slot's outcome recorded); the record limit is {max} bytes (MAX_RECORD_PAYLOAD); nothing was changed"
+            )
+        })
+    }
+
+    /// A scale is durable: the subscriber hears of it, surplus executors are
+    /// killed.
+    pub(super) fn on_scaled(
+        &mut self,
+        framework: &FrameworkId,
+        group: String,
+        slots: u32,
+        surplus: Vec<ExecutorId>,
+        out: &mut Vec<Action>,
+    ) {
+        for id in surplus {
+            if let Some(e) = self.executors.get(&id) {
+                if !e.state.is_terminal() {
+                    let worker = e.worker.clone();
+                    self.send_kill(&worker, &id, out);
+                }
+            }
+        }
+        if let Some(conn) = self.frameworks.get(framework).and_then(|f| f.conn) {
+            let msg = Message::GroupScaled { epoch: self.epoch, group, slots };
+            out.push(Action::Send { conn, msg });
+        }
+    }
+
+    /// `OperatorKillExecutor` from an operator.
+    pub(super) fn operator_kill(
+        &mut self,
+        conn: ConnId,
+        request: u64,
+        executor: ExecutorId,
+        refill: bool,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(e) = self.executors.get_mut(&executor) else {
+            out.push(self.refuse_request(conn, request, format!("no executor {executor}")));
+            return;
+        };
+        if e.state.is_terminal() {
+            let reason = format!("executor {executor} has already ended ({:?})", e.state);
+            out.push(self.refuse_request(conn, request, reason));
+            return;
+        }
+        let framework = e.framework.clone();
+        if refill {
+            e.operator_stop = true;
+        } else {
+            e.kill_requested = true;
+            let (group, slot) = (e.group.clone(), e.slot as usize);
+            if let Some(g) = self.frameworks.get_mut(&framework).and_then(|f| f.group_mut(&group)) {
+                if g.current.get(slot) == Some(&Some(executor.clone()))
+                    && g.record.slots.get(slot) == Some(&SlotOutcome::Pending)
+                {
+                    g.record.slots[slot] = SlotOutcome::Killed { executor: executor.clone() };
+                }
+            }
+        }
+        // Durable before accepted: without refill the slot's outcome records
+        // the kill; with it the record is written as it stands, so the kill
+        // follows every earlier change of the framework's record.
+        let then = vec![AfterWrite::KillDurable { executor }, AfterWrite::Accept { conn, request }];
+        if self.frameworks.contains_key(&framework) {
+            self.persist_framework(&framework, then, out);
+        } else {
+            let msg = Message::RequestRefused {
+                epoch: self.epoch,
+                request,
+                reason: format!("framework {framework} is being removed"),
+            };
+            out.push(Action::Send { conn, msg });
+        }
+    }
+}

@@ -1,0 +1,678 @@
+//! Operator commands that change the cluster (issue 14 items 1 and 4):
+//! cordon, uncordon, drain, scale and kill-executor, as exact protocol
+//! actions of the master machine. Each is accepted only once the record it
+//! changed is durable (DESIGN rule 3), refused with a reason naming the
+//! problem otherwise, and survives a new leader recovering from the
+//! records.
+
+mod common;
+
+use common::*;
+use regent_core::ids::InstanceId;
+use regent_core::limits::{MAX_DRAIN_DEADLINE, MAX_SLOTS_PER_GROUP};
+use regent_core::master::{self, Master, Status};
+use regent_core::protocol::{
+    ExecutorReport, ExecutorState, GroupSpec, Message, RegisterWorker, Role, Subscribe, WorkerView,
+};
+use regent_core::store::{Maintenance, Record, RecordKey, SlotOutcome};
+use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, Millis, WorkerId};
+use std::collections::BTreeMap;
+
+/// The wall clock of leader "a" at its local time 0.
+const WALL_A: u64 = 1_700_000_000_000;
+/// The operator's connection.
+const OP: ConnId = ConnId(9);
+/// The subscriber's connection.
+const SUB: ConnId = ConnId(1);
+
+/// A store that holds exactly what was confirmed durable.
+#[derive(Default)]
+struct Store(BTreeMap<RecordKey, Record>);
+
+impl Store {
+    /// Applies every write of `actions` and feeds `Persisted` back at `now`,
+    /// until nothing is left to write; returns every message sent on the
+    /// way (those of `actions` included).
+    fn settle(
+        &mut self,
+        m: &mut Master,
+        now: Millis,
+        actions: Vec<master::Action>,
+    ) -> Vec<(ConnId, Message)> {
+        let mut sends = m_sends(&actions);
+        let mut pending = actions;
+        while !pending.is_empty() {
+            let mut next = Vec::new();
+            for a in pending {
+                let write = match a {
+                    master::Action::Persist { write, record } => {
+                        self.0.insert(record.key(), record);
+                        write
+                    }
+                    master::Action::Unpersist { write, key, .. } => {
+                        self.0.remove(&key);
+                        write
+                    }
+                    _ => continue,
+                };
+                let out = m.handle(now, master::Event::Persisted { write });
+                sends.extend(m_sends(&out));
+                next.extend(out);
+            }
+            pending = next;
+        }
+        sends
+    }
+
+    /// A new leader elected over these records at local time `now`, its
+    /// wall clock reading `wall` then.
+    fn failover(&mut self, name: &str, now: Millis, wall: u64) -> Master {
+        let mut m = master(name);
+        let out = m.handle(now, master::Event::Elected { floor: Epoch(1), clock: wall });
+        assert_eq!(out, vec![master::Action::LoadRecords]);
+        let records = self.0.values().cloned().collect();
+        let out = m.handle(now, master::Event::Loaded { records });
+        let _ = self.settle(&mut m, now, out);
+        m
+    }
+
+    fn maintenance(&self, worker: &str) -> Option<Maintenance> {
+        match self.0.get(&RecordKey::Worker(WorkerId::new(worker))) {
+            Some(Record::Worker(w)) => w.maintenance,
+            other => panic!("no worker record of {worker}: {other:?}"),
+        }
+    }
+
+    fn group_slots(&self, framework: &FrameworkId) -> Vec<SlotOutcome> {
+        match self.0.get(&RecordKey::Framework(framework.clone())) {
+            Some(Record::Framework(f)) => f.groups[0].slots.clone(),
+            other => panic!("no framework record: {other:?}"),
+        }
+    }
+}
+
+fn register(worker: &str, inc: u64, executors: Vec<ExecutorReport>) -> Message {
+    Message::RegisterWorker(RegisterWorker {
+        worker: worker.into(),
+        incarnation: Incarnation(inc),
+        cores: 8,
+        memory_mb: 8192,
+        executors,
+        epoch_seen: Epoch(1),
+    })
+}
+
+fn report(id: &ExecutorId, state: ExecutorState) -> ExecutorReport {
+    let framework = FrameworkId(id.as_str().split('/').next().expect("prefix").into());
+    ExecutorReport { id: id.clone(), framework, cores: 1, memory_mb: 1, state }
+}
+
+fn status(inc: u64, id: &ExecutorId, state: ExecutorState) -> Message {
+    Message::ExecutorStatus { incarnation: Incarnation(inc), report: report(id, state) }
+}
+
+/// Launches among `sends`: (worker conn, executor), in order.
+fn launches(sends: &[(ConnId, Message)]) -> Vec<(ConnId, ExecutorId)> {
+    sends
+        .iter()
+        .filter_map(|(c, m)| match m {
+            Message::LaunchExecutor { executor, .. } => Some((*c, executor.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn kills(sends: &[(ConnId, Message)]) -> Vec<(ConnId, ExecutorId)> {
+    sends
+        .iter()
+        .filter_map(|(c, m)| match m {
+            Message::KillExecutorOnWorker { executor, .. } => Some((*c, executor.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn accepted(sends: &[(ConnId, Message)], request: u64) -> bool {
+    sends.iter().any(|(c, m)| {
+        *c == OP && matches!(m, Message::RequestAccepted { request: r, .. } if *r == request)
+    })
+}
+
+fn refusal(sends: &[(ConnId, Message)], request: u64) -> String {
+    let v: Vec<&String> = sends
+        .iter()
+        .filter_map(|(_, m)| match m {
+            Message::RequestRefused { request: r, reason, .. } if *r == request => Some(reason),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(v.len(), 1, "one refusal of request {request}: {sends:?}");
+    v[0].clone()
+}
+
+fn view(m: &Master, worker: &str) -> WorkerView {
+    m.state().workers.into_iter().find(|w| w.id.as_str() == worker).expect("worker in view")
+}
+
+fn slot_of(id: &ExecutorId) -> u32 {
+    id.as_str().split('#').nth(1).expect("slot").parse().expect("slot number")
+}
+
+/// The test cluster: leader "a" (wall clock [`WALL_A`] at local 0), workers
+/// w0 (conn 100, incarnation 100) and w1 (conn 101, incarnation 101), an
+/// operator on conn 9 and a framework subscribed on conn 1 with group "g"
+/// of `slots` slots, placed round robin. Returns the framework and its
+/// executors by slot.
+struct Cluster {
+    m: Master,
+    store: Store,
+    fw: FrameworkId,
+    executors: Vec<ExecutorId>,
+    /// Which conn each executor was launched on.
+    on: BTreeMap<ExecutorId, ConnId>,
+}
+
+impl Cluster {
+    fn new(slots: u32) -> Cluster {
+        let mut store = Store::default();
+        let mut m = master("a");
+        let t = Millis(0);
+        let out = m.handle(t, master::Event::Elected { floor: Epoch(1), clock: WALL_A });
+        assert_eq!(out, vec![master::Action::LoadRecords]);
+        let out = m.handle(t, master::Event::Loaded { records: vec![] });
+        let _ = store.settle(&mut m, t, out);
+        for (conn, w) in [(100, "w0"), (101, "w1")] {
+            let _ = connect_worker(&mut m, t, conn, w);
+            let out = m.handle(
+                t,
+                master::Event::Message { conn: ConnId(conn), msg: register(w, conn, vec![]) },
+            );
+            let _ = store.settle(&mut m, t, out);
+        }
+        let _ = m.handle(t, master::Event::Connected { conn: OP });
+        let _ = m.handle(t, master::Event::Message { conn: OP, msg: hello(Role::Client, "op") });
+        let _ = m.handle(t, master::Event::Connected { conn: SUB });
+        let _ =
+            m.handle(t, master::Event::Message { conn: SUB, msg: hello(Role::Subscriber, "s") });
+        let sub = Message::Subscribe(Subscribe {
+            framework: None,
+            name: "app".into(),
+            instance: InstanceId(1),
+            attempt: 0,
+            failover_timeout: Millis(600_000),
+        });
+        let out = m.handle(t, master::Event::Message { conn: SUB, msg: sub });
+        let sends = store.settle(&mut m, t, out);
+        let fw = sends
+            .iter()
+            .find_map(|(_, m)| match m {
+                Message::Subscribed { framework, .. } => Some(framework.clone()),
+                _ => None,
+            })
+            .expect("subscribed");
+        let spec = GroupSpec {
+            group: "g".into(),
+            slots,
+            command: vec!["/bin/sleep".into(), "1000".into()],
+            env: vec![],
+            cores: 1,
+            memory_mb: 1,
+        };
+        let out = m.handle(
+            t,
+            master::Event::Message { conn: SUB, msg: Message::DeclareGroup { request: 1, spec } },
+        );
+        let sends = store.settle(&mut m, t, out);
+        let launched = launches(&sends);
+        assert_eq!(launched.len(), slots as usize, "{sends:?}");
+        let mut c = Cluster { m, store, fw, executors: Vec::new(), on: BTreeMap::new() };
+        for (conn, x) in launched {
+            c.on.insert(x.clone(), conn);
+            c.executors.push(x.clone());
+            let inc = conn.0;
+            let _ = c.deliver(t, conn, status(inc, &x, ExecutorState::Running));
+        }
+        c.executors.sort_by_key(slot_of);
+        c
+    }
+
+    fn deliver(&mut self, now: Millis, conn: ConnId, msg: Message) -> Vec<(ConnId, Message)> {
+        let out = self.m.handle(now, master::Event::Message { conn, msg });
+        self.store.settle(&mut self.m, now, out)
+    }
+
+    /// Sends `msg` as the operator and returns (actions before any write is
+    /// durable, every message sent once settled).
+    fn operate(
+        &mut self,
+        now: Millis,
+        msg: Message,
+    ) -> (Vec<master::Action>, Vec<(ConnId, Message)>) {
+        let out = self.m.handle(now, master::Event::Message { conn: OP, msg });
+        let before = out.clone();
+        let sends = self.store.settle(&mut self.m, now, out);
+        (before, sends)
+    }
+}
+
+#[test]
+fn cordon_is_durable_before_it_is_accepted_and_blocks_placement_without_killing() {
+    let mut c = Cluster::new(2);
+    let t = Millis(1_000);
+    let on_w1: Vec<ExecutorId> =
+        c.on.iter().filter(|(_, conn)| **conn == ConnId(101)).map(|(x, _)| x.clone()).collect();
+    assert_eq!(on_w1.len(), 1, "spread placed one executor on each worker");
+    let (before, sends) =
+        c.operate(t, Message::CordonWorker { request: 5, worker: WorkerId::new("w1") });
+    assert!(!accepted(&m_sends(&before), 5), "accepted before the record was written");
+    let written = before.iter().any(|a| {
+        matches!(a, master::Action::Persist { record: Record::Worker(w), .. }
+            if w.id.as_str() == "w1" && w.maintenance == Some(Maintenance::Cordoned))
+    });
+    assert!(written, "the cordon is written to the worker's record: {before:?}");
+    assert!(accepted(&sends, 5), "{sends:?}");
+    assert!(kills(&sends).is_empty(), "a cordon kills nothing: {sends:?}");
+    assert_eq!(c.store.maintenance("w1"), Some(Maintenance::Cordoned));
+    let v = view(&c.m, "w1");
+    assert!(v.cordoned);
+    assert_eq!(v.drain, "");
+    assert_eq!(v.executors, 1);
+    // Scale up: every new executor lands on w0.
+    let fw = c.fw.clone();
+    let msg = Message::ScaleGroup { request: 6, framework: fw, group: "g".into(), slots: 5 };
+    let (_, sends) = c.operate(t, msg);
+    assert!(accepted(&sends, 6));
+    let placed = launches(&sends);
+    assert_eq!(placed.len(), 3, "{sends:?}");
+    assert!(placed.iter().all(|(conn, _)| *conn == ConnId(100)), "only on w0: {placed:?}");
+    // Uncordon: placement uses w1 again (scale up once more).
+    let (_, sends) =
+        c.operate(t, Message::UncordonWorker { request: 7, worker: WorkerId::new("w1") });
+    assert!(accepted(&sends, 7));
+    assert_eq!(c.store.maintenance("w1"), None);
+    assert!(!view(&c.m, "w1").cordoned);
+    let fw = c.fw.clone();
+    let msg = Message::ScaleGroup { request: 8, framework: fw, group: "g".into(), slots: 6 };
+    let (_, sends) = c.operate(t, msg);
+    assert_eq!(launches(&sends).iter().map(|(c, _)| *c).collect::<Vec<_>>(), vec![ConnId(101)]);
+}
+
+#[test]
+fn a_cordoned_worker_stays_cordoned_when_it_registers_again_and_under_a_new_leader() {
+    let mut c = Cluster::new(1);
+    let t = Millis(1_000);
+    let (_, sends) =
+        c.operate(t, Message::CordonWorker { request: 5, worker: WorkerId::new("w1") });
+    assert!(accepted(&sends, 5));
+    // w1 restarts: a new incarnation registers on a new connection.
+    let _ = connect_worker(&mut c.m, t, 111, "w1");
+    let _ = c.deliver(t, ConnId(111), register("w1", 111, vec![]));
+    assert!(view(&c.m, "w1").cordoned);
+    assert_eq!(c.store.maintenance("w1"), Some(Maintenance::Cordoned));
+    // A new leader over the records.
+    let mut b = c.store.failover("b", Millis(0), WALL_A + 5_000);
+    assert!(view(&b, "w1").cordoned, "recovered cordoned");
+    for (conn, w, inc) in [(200, "w0", 100), (201, "w1", 111)] {
+        let _ = connect_worker(&mut b, Millis(0), conn, w);
+        let out = b.handle(
+            Millis(0),
+            master::Event::Message { conn: ConnId(conn), msg: register(w, inc, vec![]) },
+        );
+        let _ = c.store.settle(&mut b, Millis(0), out);
+    }
+    assert_eq!(b.status(), Status::Alive);
+    // The slot, lost with the unreported executor, is refilled on w0 only.
+    assert!(view(&b, "w1").cordoned);
+    let live: Vec<&WorkerId> =
+        b.executors().filter(|e| !e.state.is_terminal()).map(|e| &e.worker).collect();
+    assert_eq!(live, vec![&WorkerId::new("w0")]);
+}
+
+#[test]
+fn drain_stops_executors_replaces_them_elsewhere_without_charging_retries_then_drained() {
+    let mut c = Cluster::new(4);
+    let t = Millis(2_000);
+    let on_w1: Vec<ExecutorId> =
+        c.on.iter().filter(|(_, conn)| **conn == ConnId(101)).map(|(x, _)| x.clone()).collect();
+    assert_eq!(on_w1.len(), 2);
+    let msg =
+        Message::DrainWorker { request: 5, worker: WorkerId::new("w1"), deadline: Millis(30_000) };
+    let (before, sends) = c.operate(t, msg);
+    let deadline_ms = WALL_A + 2_000 + 30_000;
+    assert!(!accepted(&m_sends(&before), 5));
+    assert!(
+        !m_sends(&before).iter().any(|(_, m)| matches!(m, Message::StopExecutorOnWorker { .. })),
+        "nothing is stopped before the drain is durable: {before:?}"
+    );
+    assert!(accepted(&sends, 5));
+    assert_eq!(c.store.maintenance("w1"), Some(Maintenance::Draining { deadline_ms }));
+    let mut stopped: Vec<(ConnId, ExecutorId, Millis)> = sends
+        .iter()
+        .filter_map(|(conn, m)| match m {
+            Message::StopExecutorOnWorker { executor, grace, .. } => {
+                Some((*conn, executor.clone(), *grace))
+            }
+            _ => None,
+        })
+        .collect();
+    stopped.sort();
+    let want: Vec<(ConnId, ExecutorId, Millis)> =
+        on_w1.iter().map(|x| (ConnId(101), x.clone(), Millis(30_000))).collect();
+    assert_eq!(stopped, want, "each executor on w1 gets SIGTERM with the whole deadline");
+    let v = view(&c.m, "w1");
+    assert_eq!((v.cordoned, v.drain.as_str(), v.executors), (true, "DRAINING", 2));
+    assert_eq!(v.drain_deadline_ms, Some(deadline_ms));
+    // The first ends on SIGTERM with a non-zero code: its slot is refilled
+    // on w0, and no retry is charged.
+    let sends =
+        c.deliver(t, ConnId(101), status(101, &on_w1[0], ExecutorState::Exited { code: 143 }));
+    let placed = launches(&sends);
+    assert_eq!(placed.len(), 1, "{sends:?}");
+    assert_eq!(placed[0].0, ConnId(100));
+    assert_eq!(slot_of(&placed[0].1), slot_of(&on_w1[0]));
+    assert_eq!(view(&c.m, "w1").drain, "DRAINING");
+    // The second exits 0 (its SIGTERM handler finished the work): an exit 0
+    // completes its slot, drain or not; nothing replaces it.
+    let sends =
+        c.deliver(t, ConnId(101), status(101, &on_w1[1], ExecutorState::Exited { code: 0 }));
+    assert!(launches(&sends).is_empty(), "{sends:?}");
+    let fw = c.m.frameworks().next().expect("framework");
+    assert_eq!(fw.groups[0].record.retries_used, 0, "no retry charged");
+    let done = fw.groups[0].record.slots[slot_of(&on_w1[1]) as usize].clone();
+    assert_eq!(done, SlotOutcome::Done { executor: on_w1[1].clone() });
+    // Nothing runs on w1: DRAINED, durably.
+    let v = view(&c.m, "w1");
+    assert_eq!((v.cordoned, v.drain.as_str(), v.executors), (true, "DRAINED", 0));
+    assert_eq!(c.store.maintenance("w1"), Some(Maintenance::Drained));
+}
+
+#[test]
+fn a_drain_deadline_is_honoured_by_a_new_leader_and_passes_into_a_kill() {
+    let mut c = Cluster::new(2);
+    let t = Millis(2_000);
+    let x1 = c.on.iter().find(|(_, conn)| **conn == ConnId(101)).map(|(x, _)| x.clone()).unwrap();
+    let msg =
+        Message::DrainWorker { request: 5, worker: WorkerId::new("w1"), deadline: Millis(60_000) };
+    let (_, sends) = c.operate(t, msg);
+    assert!(accepted(&sends, 5));
+    let deadline_ms = WALL_A + 62_000;
+    // Leader "a" dies. "b" is elected 20 s of wall-clock time later, at its
+    // own local time 500: 40 s of the deadline are left.
+    let mut b = c.store.failover("b", Millis(500), WALL_A + 22_000);
+    let v = view(&b, "w1");
+    assert_eq!((v.drain.as_str(), v.drain_deadline_ms), ("DRAINING", Some(deadline_ms)));
+    let _ = connect_worker(&mut b, Millis(500), 200, "w0");
+    let x0 = c.on.iter().find(|(_, conn)| **conn == ConnId(100)).map(|(x, _)| x.clone()).unwrap();
+    let out = b.handle(
+        Millis(500),
+        master::Event::Message {
+            conn: ConnId(200),
+            msg: register("w0", 100, vec![report(&x0, ExecutorState::Running)]),
+        },
+    );
+    let _ = c.store.settle(&mut b, Millis(500), out);
+    let _ = connect_worker(&mut b, Millis(500), 201, "w1");
+    let out = b.handle(
+        Millis(500),
+        master::Event::Message {
+            conn: ConnId(201),
+            msg: register("w1", 101, vec![report(&x1, ExecutorState::Running)]),
+        },
+    );
+    let drain_timer = out.iter().find_map(|a| match a {
+        master::Action::SetTimer { timer: master::Timer::Drain, at } => Some(*at),
+        _ => None,
+    });
+    let sends = c.store.settle(&mut b, Millis(500), out);
+    assert_eq!(b.status(), Status::Alive);
+    let stops: Vec<(ConnId, ExecutorId, Millis)> = sends
+        .iter()
+        .filter_map(|(conn, m)| match m {
+            Message::StopExecutorOnWorker { executor, grace, .. } => {
+                Some((*conn, executor.clone(), *grace))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(stops, vec![(ConnId(201), x1.clone(), Millis(40_000))], "{sends:?}");
+    assert_eq!(drain_timer, Some(Millis(40_500)), "the deadline in b's local time");
+    assert!(launches(&sends).is_empty(), "the adopted executor's slot is filled: {sends:?}");
+    // The executor ignores SIGTERM; at the deadline the leader sends the kill.
+    let out = b.handle(Millis(40_500), master::Event::Timer(master::Timer::Drain));
+    assert_eq!(kills(&m_sends(&out)), vec![(ConnId(201), x1.clone())]);
+    let _ = c.store.settle(&mut b, Millis(40_500), out);
+    let out = b.handle(
+        Millis(40_600),
+        master::Event::Message { conn: ConnId(201), msg: status(101, &x1, ExecutorState::Killed) },
+    );
+    let sends = c.store.settle(&mut b, Millis(40_600), out);
+    assert_eq!(launches(&sends).iter().map(|(c, _)| *c).collect::<Vec<_>>(), vec![ConnId(200)]);
+    assert_eq!(view(&b, "w1").drain, "DRAINED");
+    assert_eq!(c.store.maintenance("w1"), Some(Maintenance::Drained));
+    assert_eq!(b.frameworks().next().unwrap().groups[0].record.retries_used, 0);
+}
+
+#[test]
+fn draining_an_idle_worker_makes_it_drained_at_once() {
+    let mut c = Cluster::new(1);
+    let idle = if c.on.values().any(|conn| *conn == ConnId(100)) { "w1" } else { "w0" };
+    let msg =
+        Message::DrainWorker { request: 5, worker: WorkerId::new(idle), deadline: Millis(1_000) };
+    let (_, sends) = c.operate(Millis(0), msg);
+    assert!(accepted(&sends, 5));
+    assert_eq!(c.store.maintenance(idle), Some(Maintenance::Drained));
+    assert_eq!(view(&c.m, idle).drain, "DRAINED");
+}
+
+#[test]
+fn scale_down_kills_the_highest_slots_durably_and_tells_the_subscriber() {
+    let mut c = Cluster::new(4);
+    let t = Millis(1_000);
+    let fw = c.fw.clone();
+    let msg =
+        Message::ScaleGroup { request: 5, framework: fw.clone(), group: "g".into(), slots: 2 };
+    let (before, sends) = c.operate(t, msg);
+    assert!(!accepted(&m_sends(&before), 5));
+    assert!(kills(&m_sends(&before)).is_empty(), "kills follow the durable record");
+    assert!(accepted(&sends, 5));
+    assert_eq!(c.store.group_slots(&fw), vec![SlotOutcome::Pending; 2]);
+    let mut killed: Vec<ExecutorId> = kills(&sends).into_iter().map(|(_, x)| x).collect();
+    killed.sort_by_key(slot_of);
+    assert_eq!(killed, c.executors[2..].to_vec(), "slots 2 and 3 go");
+    assert!(sends.contains(&(
+        SUB,
+        Message::GroupScaled { epoch: c.m.epoch(), group: "g".into(), slots: 2 }
+    )));
+    // Their ends are not refilled, charge nothing.
+    let surplus: Vec<ExecutorId> = c.executors.iter().skip(2).cloned().collect();
+    for x in surplus {
+        let conn = c.on[&x];
+        let sends = c.deliver(t, conn, status(conn.0, &x, ExecutorState::Killed));
+        assert!(launches(&sends).is_empty(), "{sends:?}");
+    }
+    let state = c.m.state();
+    let g = &state.frameworks[0].groups[0];
+    assert_eq!((g.slots, g.declared, g.running), (2, 4, 2));
+    // The subscriber re-declaring its group as declared is still accepted
+    // and changes nothing; a new leader keeps two slots.
+    let spec = GroupSpec {
+        group: "g".into(),
+        slots: 4,
+        command: vec!["/bin/sleep".into(), "1000".into()],
+        env: vec![],
+        cores: 1,
+        memory_mb: 1,
+    };
+    let sends = c.deliver(t, SUB, Message::DeclareGroup { request: 2, spec });
+    assert!(sends.iter().any(|(_, m)| matches!(m, Message::RequestAccepted { request: 2, .. })));
+    assert!(launches(&sends).is_empty());
+    let b = c.store.failover("b", Millis(0), WALL_A + 9_000);
+    assert_eq!(b.frameworks().next().unwrap().groups[0].slot_count(), 2);
+}
+
+#[test]
+fn scale_up_places_new_slots_only_once_durable() {
+    let mut c = Cluster::new(1);
+    let fw = c.fw.clone();
+    let msg =
+        Message::ScaleGroup { request: 5, framework: fw.clone(), group: "g".into(), slots: 3 };
+    let (before, sends) = c.operate(Millis(0), msg);
+    assert!(launches(&m_sends(&before)).is_empty(), "placed before durable: {before:?}");
+    assert!(accepted(&sends, 5));
+    let mut slots: Vec<u32> = launches(&sends).iter().map(|(_, x)| slot_of(x)).collect();
+    slots.sort();
+    assert_eq!(slots, vec![1, 2]);
+    assert_eq!(c.store.group_slots(&fw).len(), 3);
+}
+
+#[test]
+fn kill_executor_refills_its_slot_without_a_retry_or_leaves_it_empty() {
+    let mut c = Cluster::new(2);
+    let t = Millis(1_000);
+    let (x0, x1) = (c.executors[0].clone(), c.executors[1].clone());
+    // With refill.
+    let msg = Message::OperatorKillExecutor { request: 5, executor: x0.clone(), refill: true };
+    let (before, sends) = c.operate(t, msg);
+    assert!(!accepted(&m_sends(&before), 5));
+    assert!(accepted(&sends, 5));
+    assert_eq!(kills(&sends), vec![(c.on[&x0], x0.clone())]);
+    let conn = c.on[&x0];
+    let sends = c.deliver(t, conn, status(conn.0, &x0, ExecutorState::Exited { code: 137 }));
+    let placed = launches(&sends);
+    assert_eq!(placed.len(), 1, "{sends:?}");
+    assert_eq!(slot_of(&placed[0].1), 0);
+    assert_eq!(c.m.frameworks().next().unwrap().groups[0].record.retries_used, 0);
+    // Without refill: the slot is recorded killed, before the acceptance.
+    let msg = Message::OperatorKillExecutor { request: 6, executor: x1.clone(), refill: false };
+    let (before, sends) = c.operate(t, msg);
+    let recorded = before.iter().any(|a| {
+        matches!(a, master::Action::Persist { record: Record::Framework(f), .. }
+            if f.groups[0].slots[1] == SlotOutcome::Killed { executor: x1.clone() })
+    });
+    assert!(recorded, "{before:?}");
+    assert!(accepted(&sends, 6));
+    let conn = c.on[&x1];
+    let sends = c.deliver(t, conn, status(conn.0, &x1, ExecutorState::Killed));
+    assert!(launches(&sends).is_empty(), "{sends:?}");
+    let fw = c.fw.clone();
+    assert_eq!(c.store.group_slots(&fw)[1], SlotOutcome::Killed { executor: x1 });
+}
+
+#[test]
+fn refusals_name_the_problem() {
+    let mut c = Cluster::new(1);
+    let t = Millis(0);
+    let fw = c.fw.clone();
+    let x0 = c.executors[0].clone();
+    let cases: Vec<(Message, String)> = vec![
+        (
+            Message::CordonWorker { request: 1, worker: WorkerId::new("w9") },
+            "no worker w9".into(),
+        ),
+        (
+            Message::DrainWorker {
+                request: 2,
+                worker: WorkerId::new("w0"),
+                deadline: Millis(MAX_DRAIN_DEADLINE.0 + 1),
+            },
+            format!(
+                "drain deadline of {} ms; the limit is {} ms (MAX_DRAIN_DEADLINE, 7 days)",
+                MAX_DRAIN_DEADLINE.0 + 1,
+                MAX_DRAIN_DEADLINE.0
+            ),
+        ),
+        (
+            Message::ScaleGroup {
+                request: 3,
+                framework: FrameworkId::new("nope"),
+                group: "g".into(),
+                slots: 2,
+            },
+            "no framework nope".into(),
+        ),
+        (
+            Message::ScaleGroup { request: 4, framework: fw.clone(), group: "h".into(), slots: 2 },
+            format!("no group \"h\" in framework {fw}"),
+        ),
+        (
+            Message::ScaleGroup { request: 5, framework: fw.clone(), group: "g".into(), slots: 0 },
+            format!(
+                "group \"g\" needs at least one slot; to stop the framework use `regent kill {fw}`"
+            ),
+        ),
+        (
+            Message::ScaleGroup {
+                request: 6,
+                framework: fw.clone(),
+                group: "g".into(),
+                slots: MAX_SLOTS_PER_GROUP + 1,
+            },
+            format!(
+                "group \"g\" asks for {} slots; the limit is {MAX_SLOTS_PER_GROUP} per group (MAX_SLOTS_PER_GROUP)",
+                MAX_SLOTS_PER_GROUP + 1
+            ),
+        ),
+        (
+            Message::OperatorKillExecutor {
+                request: 7,
+                executor: ExecutorId::new("x/y#0#1"),
+                refill: true,
+            },
+            "no executor x/y#0#1".into(),
+        ),
+    ];
+    for (msg, reason) in cases {
+        let request = match &msg {
+            Message::CordonWorker { request, .. }
+            | Message::DrainWorker { request, .. }
+            | Message::ScaleGroup { request, .. }
+            | Message::OperatorKillExecutor { request, .. } => *request,
+            _ => unreachable!(),
+        };
+        let (before, sends) = c.operate(t, msg);
+        assert!(
+            !before.iter().any(|a| matches!(a, master::Action::Persist { .. })),
+            "a refusal writes nothing: {before:?}"
+        );
+        assert_eq!(refusal(&sends, request), reason);
+    }
+    // An ended executor.
+    let conn = c.on[&x0];
+    let _ = c.deliver(t, conn, status(conn.0, &x0, ExecutorState::Exited { code: 0 }));
+    let msg = Message::OperatorKillExecutor { request: 8, executor: x0.clone(), refill: false };
+    let (_, sends) = c.operate(t, msg);
+    assert_eq!(
+        refusal(&sends, 8),
+        format!("executor {x0} has already ended (Exited {{ code: 0 }})")
+    );
+    // A DEAD worker: its record is gone.
+    let out = c.m.handle(Millis(60_000), master::Event::Timer(master::Timer::Sweep));
+    let _ = c.store.settle(&mut c.m, Millis(60_000), out);
+    let msg = Message::CordonWorker { request: 9, worker: WorkerId::new("w0") };
+    let (_, sends) = c.operate(Millis(60_000), msg);
+    assert_eq!(
+        refusal(&sends, 9),
+        "worker w0 is DEAD: its record is gone; it can be cordoned or drained once it registers again"
+    );
+}
+
+#[test]
+fn a_standby_answers_every_operator_change_with_not_leader() {
+    let mut m = master("s");
+    let _ = m.handle(Millis(0), master::Event::Connected { conn: OP });
+    for msg in [
+        Message::CordonWorker { request: 1, worker: WorkerId::new("w0") },
+        Message::UncordonWorker { request: 2, worker: WorkerId::new("w0") },
+        Message::DrainWorker { request: 3, worker: WorkerId::new("w0"), deadline: Millis(1) },
+        Message::ScaleGroup {
+            request: 4,
+            framework: FrameworkId::new("f"),
+            group: "g".into(),
+            slots: 1,
+        },
+        Message::OperatorKillExecutor { request: 5, executor: ExecutorId::new("e"), refill: true },
+    ] {
+        let out = m.handle(Millis(0), master::Event::Message { conn: OP, msg });
+        assert_eq!(m_sends(&out), vec![(OP, Message::NotLeader { epoch: Epoch(0), leader: None })]);
+    }
+}

@@ -1,0 +1,161 @@
+//! What operators see of cordons, drains and scaled groups (issue 14 items
+//! 1 and 4): `/api/state` JSON, `/metrics`, the `regent status` table, and
+//! the parsing of `regent drain --deadline`.
+
+use regent_core::protocol::{ClusterState, FrameworkView, GroupView, WorkerView};
+use regent_core::{Epoch, FrameworkId, MasterId, WorkerId};
+use regent_smol::client::{deadline_text, parse_deadline, placement_text, render_table, utc_text};
+use regent_smol::http::{metrics_text, state_json, HttpSnapshot};
+use std::time::Duration;
+
+fn worker(id: &str, state: &str, cordoned: bool, drain: &str, deadline: Option<u64>) -> WorkerView {
+    WorkerView {
+        id: WorkerId::new(id),
+        state: state.into(),
+        cores: 4,
+        cores_used: 1,
+        memory_mb: 1024,
+        memory_used_mb: 64,
+        cordoned,
+        drain: drain.into(),
+        drain_deadline_ms: deadline,
+        executors: 1,
+    }
+}
+
+/// 2026-12-01 15:00:00 UTC.
+const DEADLINE: u64 = 1_796_137_200_000;
+
+fn state() -> ClusterState {
+    ClusterState {
+        master: MasterId::new("m1"),
+        status: "ALIVE".into(),
+        epoch: Epoch(3),
+        leader: None,
+        workers: vec![
+            worker("w-open", "ALIVE", false, "", None),
+            worker("w-cordoned", "ALIVE", true, "", None),
+            worker("w-draining", "ALIVE", true, "DRAINING", Some(DEADLINE)),
+            worker("w-drained", "ALIVE", true, "DRAINED", None),
+            worker("w-dead-drained", "DEAD", true, "DRAINED", None),
+            worker("w-unknown", "UNKNOWN", true, "", None),
+        ],
+        frameworks: vec![FrameworkView {
+            id: FrameworkId::new("fw-1"),
+            name: "etl".into(),
+            state: "ACTIVE".into(),
+            connected: true,
+            groups: vec![
+                GroupView { name: "main".into(), slots: 5, declared: 2, running: 4 },
+                GroupView { name: "aux".into(), slots: 1, declared: 1, running: 1 },
+            ],
+        }],
+        executors: vec![],
+        messages: 1,
+        rejected: 0,
+        history: vec![],
+        history_omitted: 0,
+    }
+}
+
+#[test]
+fn api_state_shows_cordons_and_drains_and_keeps_the_other_states() {
+    let v = state_json(&state());
+    let ws = v["workers"].as_array().unwrap();
+    let got: Vec<(&str, &str, bool)> = ws
+        .iter()
+        .map(|w| {
+            (
+                w["id"].as_str().unwrap(),
+                w["state"].as_str().unwrap(),
+                w["cordoned"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("w-open", "ALIVE", false),
+            ("w-cordoned", "ALIVE", true),
+            ("w-draining", "DRAINING", true),
+            ("w-drained", "DRAINED", true),
+            ("w-dead-drained", "DEAD", true),
+            ("w-unknown", "UNKNOWN", true),
+        ]
+    );
+    assert_eq!(ws[2]["drain_deadline_ms"], DEADLINE);
+    assert!(ws[0]["drain_deadline_ms"].is_null());
+    assert_eq!(ws[2]["executors"], 1);
+    let g = &v["frameworks"][0]["groups"];
+    assert_eq!(g[0]["name"], "main");
+    assert_eq!(g[0]["slots"], 5);
+    assert_eq!(g[0]["declared_slots"], 2);
+    assert_eq!(g[0]["running"], 4);
+    assert_eq!(g[1]["slots"], 1);
+}
+
+#[test]
+fn metrics_count_cordoned_workers_by_maintenance() {
+    let text = metrics_text(&HttpSnapshot {
+        state: state(),
+        rejected_connections: 0,
+        node: regent_core::node::master::Metrics::default(),
+    });
+    assert!(text.contains("# TYPE regent_workers_cordoned gauge"), "{text}");
+    for line in [
+        "regent_workers_cordoned{maintenance=\"CORDONED\"} 2",
+        "regent_workers_cordoned{maintenance=\"DRAINING\"} 1",
+        "regent_workers_cordoned{maintenance=\"DRAINED\"} 2",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line:?} missing from\n{text}");
+    }
+}
+
+#[test]
+fn status_table_shows_placement_and_scaled_groups() {
+    let table = render_table(&state());
+    for needle in [
+        "PLACEMENT",
+        "open",
+        "CORDONED",
+        "DRAINING (SIGKILL at 2026-12-01 15:00:00 UTC)",
+        "DRAINED",
+        "GROUPS (RUNNING/SLOTS)",
+        "main 4/5, scaled from 2; aux 1/1",
+    ] {
+        assert!(table.contains(needle), "{needle:?} missing from\n{table}");
+    }
+    let w = worker("w", "ALIVE", true, "DRAINING", None);
+    assert_eq!(placement_text(&w), "DRAINING");
+    assert_eq!(utc_text(0), "1970-01-01 00:00:00 UTC");
+    assert_eq!(utc_text(951_782_400_000), "2000-02-29 00:00:00 UTC");
+}
+
+#[test]
+fn drain_deadlines_parse_with_units_and_refuse_the_rest_by_name() {
+    assert_eq!(parse_deadline("90s"), Ok(Duration::from_secs(90)));
+    assert_eq!(parse_deadline("90"), Ok(Duration::from_secs(90)));
+    assert_eq!(parse_deadline("500ms"), Ok(Duration::from_millis(500)));
+    assert_eq!(parse_deadline("5m"), Ok(Duration::from_secs(300)));
+    assert_eq!(parse_deadline("2h"), Ok(Duration::from_secs(7_200)));
+    assert_eq!(parse_deadline("168h"), Ok(Duration::from_secs(7 * 24 * 3_600)));
+    assert_eq!(
+        parse_deadline("169h"),
+        Err("deadline \"169h\" is longer than the limit of 7 days".into())
+    );
+    assert_eq!(
+        parse_deadline("8d"),
+        Err("deadline \"8d\": unknown unit \"d\" (use ms, s, m or h)".into())
+    );
+    assert_eq!(
+        parse_deadline("soon"),
+        Err("deadline \"soon\" is not a duration: use e.g. 90s, 500ms, 5m or 1h".into())
+    );
+    assert_eq!(
+        parse_deadline("99999999999999999999s"),
+        Err("deadline \"99999999999999999999s\" is not a duration: use e.g. 90s, 500ms, 5m or 1h"
+            .into())
+    );
+    assert_eq!(deadline_text(Duration::from_secs(60)), "60s");
+    assert_eq!(deadline_text(Duration::from_millis(1_500)), "1500ms");
+}
