@@ -221,6 +221,11 @@ pub struct WorkerConfig {
     /// Kill the executors a previous process of this worker left running
     /// (those proven its own) instead of adopting them.
     pub kill_left_behind: bool,
+    /// The program every executor runs under as its shim
+    /// ([`crate::exec::shim`]; the `regent` binary, normally
+    /// `std::env::current_exe()`), so a re-adopted executor's end is known.
+    /// `None` starts commands directly.
+    pub executor_shim: Option<PathBuf>,
 }
 
 /// Where a worker's callback listener binds: `cfg.listen`, or
@@ -303,6 +308,7 @@ pub fn prepare_worker(
     if cfg.kill_left_behind {
         sup_cfg.left_behind = LeftBehindPolicy::Kill;
     }
+    sup_cfg.shim = cfg.executor_shim.clone();
     let (supervisor, left_behind) = Supervisor::with_config(sup_cfg, sink)
         .map_err(|e| format!("cannot supervise executors in {}: {e}", cfg.work_dir.display()))?;
     // Under the supervisor's lock: no other worker races for the id file.
