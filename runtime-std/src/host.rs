@@ -31,10 +31,12 @@ pub const FLUSH_GRACE: Duration = Duration::from_millis(500);
 
 /// The report of an executor a previous worker process left behind:
 /// `Running` when adopted (the master keeps it if its slot still names it,
-/// else has it killed), `Killed` when killed, else `Lost` — never `Failed`:
-/// its end is the worker's doing or unknown, not the executor's fault, so it
-/// must not use the group's retry budget. The cores and memory are the
-/// recorded ones.
+/// else has it killed), `Killed` when killed, how it ended when it ended
+/// while no worker process ran and its shim recorded it (`Exited`, rarely
+/// `Failed`: a success completes its slot even if the master wrote it off
+/// meanwhile), else `Lost` — its end is unknown, not the executor's fault,
+/// so it must not use the group's retry budget. The cores and memory are
+/// the recorded ones.
 pub fn left_behind_report(lb: LeftBehind) -> ExecutorReport {
     // The supervisor logged what it found and did.
     ExecutorReport {

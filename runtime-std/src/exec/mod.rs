@@ -54,8 +54,9 @@
 //! * `Kill` (`regent worker --kill-left-behind`): the group is killed with
 //!   SIGKILL and reported `Killed`.
 //!
-//! A record whose group has ended (or ran in another boot) is reported ended
-//! (`Lost`). A group that still runs but cannot be proven its own (a record
+//! A record whose group has ended (or ran in another boot) is reported as
+//! its shim recorded it (`Finished`: `Exited` with its code), or, without a
+//! status file, ended (`Lost`). A group that still runs but cannot be proven its own (a record
 //! without boot id or start time, a leader that left its group, a group
 //! whose leader is gone) is **left alone** — never signalled, never adopted
 //! — and reported `Lost` with a warning naming the executor, the pid and the
@@ -272,8 +273,15 @@ pub enum LeftBehindOutcome {
     Adopted,
     /// Proven this worker's: killed with SIGKILL ([`LeftBehindPolicy::Kill`]).
     Killed,
+    /// Nothing of it runs any more, and its shim recorded how it ended
+    /// (it ended while no worker process watched it).
+    Finished {
+        /// How it ended, as its shim recorded it (see [`shim_state`]).
+        state: ExecutorState,
+    },
     /// Nothing of it runs any more (or it ran in another boot); anything now
-    /// using its pid was left alone. Its exit status is unknown.
+    /// using its pid was left alone. Its exit status is unknown (no status
+    /// file: started without a shim, or killed with its shim).
     Ended {
         /// Why it counts as ended.
         why: String,
@@ -289,12 +297,14 @@ pub enum LeftBehindOutcome {
 
 impl LeftBehind {
     /// The state to report to the master for it: `Running` when adopted,
-    /// `Killed` when killed, `Lost` otherwise (its exit status is unknown,
-    /// and an unprovable process is not this worker's to supervise).
+    /// `Killed` when killed, the recorded end when finished, `Lost`
+    /// otherwise (its exit status is unknown, and an unprovable process is
+    /// not this worker's to supervise).
     pub fn state(&self) -> ExecutorState {
-        match self.outcome {
+        match &self.outcome {
             LeftBehindOutcome::Adopted => ExecutorState::Running,
             LeftBehindOutcome::Killed => ExecutorState::Killed,
+            LeftBehindOutcome::Finished { state } => state.clone(),
             LeftBehindOutcome::Ended { .. } | LeftBehindOutcome::Unprovable { .. } => {
                 ExecutorState::Lost
             }
@@ -1003,7 +1013,14 @@ fn reclaim(shared: &Arc<Shared>) -> io::Result<Vec<LeftBehind>> {
                     LeftBehindOutcome::Killed
                 }
             },
-            Finding::Ended { why } => LeftBehindOutcome::Ended { why },
+            // Its shim may have recorded how it ended (a status file is
+            // removed before every launch, so it is this run's).
+            Finding::Ended { why } => match shim::read_status(
+                &executor_dir_in(&shared.config.work_dir, &rec.executor).join(shim::STATUS_FILE),
+            ) {
+                Some(status) => LeftBehindOutcome::Finished { state: shim_state(status) },
+                None => LeftBehindOutcome::Ended { why },
+            },
             Finding::Unprovable { why } => LeftBehindOutcome::Unprovable { why },
         };
         match &outcome {
@@ -1016,6 +1033,13 @@ fn reclaim(shared: &Arc<Shared>) -> io::Result<Vec<LeftBehind>> {
                 executor = %rec.executor,
                 pid = rec.pgid,
                 "killed an executor a previous worker process left running (--kill-left-behind)"
+            ),
+            LeftBehindOutcome::Finished { state } => tracing::info!(
+                executor = %rec.executor,
+                pid = rec.pgid,
+                ?state,
+                "an executor of a previous worker process ended while no worker watched it; its \
+                 shim recorded how"
             ),
             LeftBehindOutcome::Ended { why } => tracing::warn!(
                 executor = %rec.executor,
