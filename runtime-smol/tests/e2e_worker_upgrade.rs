@@ -9,7 +9,8 @@
 //!   application completes. Their shims (`regent executor-shim`, the group
 //!   leaders) record how they ended, so the new worker reports them EXITED
 //!   with their codes: a finished executor is not run again, one that exits
-//!   3 is a failure with code 3 (its slot retried once).
+//!   3 is a failure with code 3 (its slot retried once). The same when
+//!   they end while the worker is down.
 //! * A record whose boot id is not this machine's names a live process of
 //!   someone else's (here: the test's own): it is neither adopted nor
 //!   killed, and the worker's log says so.
@@ -335,6 +336,55 @@ fn adopted_executors_finish(worker_args: &'static [&'static str]) {
     want.sort_unstable();
     assert_eq!(lines, want, "each executor ran exactly once:\n{runs}");
     assert!(!worker.stderr().contains("exit status is unknown"), "{}", worker.stderr());
+    worker.assert_running("after the application completed");
+    s.worker = worker;
+}
+
+/// The executors end while their worker is down (after its `kill -9`,
+/// before the new process starts): their shims recorded how, and the new
+/// worker reports that (the exit 0 completes its slot even though the
+/// master writes the old incarnation's executors off as it registers).
+/// Nothing that finished runs again; only the slot that exited 3 does.
+#[test]
+fn executors_that_finish_while_their_worker_is_down_are_not_run_again() {
+    // The killed worker's orphans (the shims) come to this process, which
+    // reaps them below: then they are gone, not zombies (which a new worker
+    // would adopt and see end at once).
+    use rustix::process::{set_child_subreaper, waitpid, Pid, WaitOptions};
+    set_child_subreaper(Some(rustix::process::getpid())).expect("become a subreaper");
+    let mut s = Setup::start_script("upgrade-down", false, &[], RUN_ONCE_THEN_EXIT);
+    let (ids, pgids) = s.running();
+    s.kill9_worker(&pgids);
+    std::fs::write(&s.release, b"go").expect("write the release file");
+    for pgid in &pgids {
+        wait_until(BOUND, "the executor (and its shim) ended and was reaped", || {
+            let _ = waitpid(Pid::from_raw(*pgid as i32), WaitOptions::NOHANG);
+            !Path::new(&format!("/proc/{pgid}")).exists()
+        });
+    }
+    let mut worker = s.c.worker("w1", &s.masters, 2, 256, s.worker_args);
+    wait_until(BOUND, "the new worker finds both ended, as their shims recorded", || {
+        worker.stderr().matches("ended while no worker watched it").count() == 2
+    });
+    let status = s.submit.wait_exit(BOUND);
+    assert!(
+        status.success(),
+        "the application completes: {status:?}\n{}\n{}",
+        support::cluster::tail(&s.submit.stdout(), 30),
+        support::cluster::tail(&worker.stderr(), 30)
+    );
+    let state = s.state().expect("the master answers");
+    let all = executors(&state);
+    let succeeded: Vec<_> =
+        ids.iter().filter(|id| outcome(&state, id) == ("EXITED".to_owned(), Some(0))).collect();
+    assert_eq!(succeeded.len(), 1, "the one that exited 0 is recorded so: {all:?}");
+    let runs = std::fs::read_to_string(s.runs()).expect("the runs file");
+    let mut lines: Vec<&str> = runs.lines().collect();
+    lines.sort_unstable();
+    let mut want: Vec<&str> = all.iter().map(|(id, _, _)| id.as_str()).collect();
+    want.sort_unstable();
+    assert_eq!(lines, want, "every executor the master knows ran once:\n{runs}");
+    assert_eq!(all.len(), 3, "only the slot that exited 3 ran again: {all:?}");
     worker.assert_running("after the application completed");
     s.worker = worker;
 }

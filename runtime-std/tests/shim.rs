@@ -40,6 +40,7 @@ const TESTS: &[Test] = &[
     ("an_unstartable_command_fails_synchronously_with_the_reason", an_unstartable_command),
     ("adopted_executors_are_reported_as_they_ended_not_lost", adopted_executors_end_exactly),
     ("an_adopted_executor_without_a_status_file_is_lost", adopted_without_status_is_lost),
+    ("an_executor_that_ended_while_no_supervisor_ran_is_reported_as_recorded", ended_unwatched),
 ];
 
 fn main() {
@@ -452,4 +453,47 @@ fn adopted_without_status_is_lost() {
     expect_state(&rx, "e1", ExecutorState::Lost);
     assert_eq!(status_of(&sup, "e1"), None);
     assert_eq!(records(dir.path()), 0);
+}
+
+fn ended_unwatched() {
+    // The helper's orphans (the shims) come to this process, which reaps
+    // them: they must be gone, not zombies (an init that does not reap
+    // would leave zombies, which a new supervisor adopts and sees end).
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid())).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let pids = Groups(left_by_a_killed_supervisor(
+        dir.path(),
+        &[
+            ("e-ok", "while [ ! -e go ]; do sleep 0.05; done; exit 0"),
+            ("e-three", "while [ ! -e go ]; do sleep 0.05; done; exit 3"),
+            ("e-gone", "sleep 1000"),
+        ],
+    ));
+    // They end while no supervisor runs: two by themselves (their shims
+    // record it), one killed with its shim (nothing recorded).
+    for id in ["e-ok", "e-three"] {
+        let edir = dir.path().join("executors").join(id);
+        std::fs::write(edir.join("go"), "").unwrap();
+    }
+    kill_group(pids.0[2]);
+    let end = Instant::now() + DEADLINE;
+    let exists = |pid: &u32| Path::new(&format!("/proc/{pid}")).exists();
+    while pids.0.iter().any(exists) {
+        assert!(Instant::now() < end, "the executors never ended");
+        while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::NOHANG) {}
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (sup, left) = Supervisor::with_config(config(dir.path()), |_| {}).expect("supervisor");
+    let sup = Guarded(sup);
+    let mut found: Vec<(String, LeftBehindOutcome, ExecutorState)> =
+        left.iter().map(|l| (l.executor.to_string(), l.outcome.clone(), l.state())).collect();
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    let finished = |code| LeftBehindOutcome::Finished { state: ExecutorState::Exited { code } };
+    assert_eq!(found[0].0, "e-gone");
+    assert!(matches!(found[0].1, LeftBehindOutcome::Ended { .. }), "{found:?}");
+    assert_eq!(found[0].2, ExecutorState::Lost);
+    assert_eq!(found[1], ("e-ok".into(), finished(0), ExecutorState::Exited { code: 0 }));
+    assert_eq!(found[2], ("e-three".into(), finished(3), ExecutorState::Exited { code: 3 }));
+    assert_eq!(records(dir.path()), 0);
+    assert!(sup.running().is_empty());
 }
