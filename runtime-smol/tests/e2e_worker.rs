@@ -136,8 +136,10 @@ fn executors_run_under_the_shim_and_an_unstartable_command_fails_naming_the_erro
         &["sh", "-c", "sleep 1000; :", &marker],
     );
     let pgid = wait_for(BOUND, "the executor recorded and leading its group", || {
-        match (recorded_pgids(&c.work_dir("w1")).as_slice(), leaders_with_marker(&marker).as_slice())
-        {
+        match (
+            recorded_pgids(&c.work_dir("w1")).as_slice(),
+            leaders_with_marker(&marker).as_slice(),
+        ) {
             ([r], [l]) if r == l => Ok(*r),
             other => Err(format!("{other:?}")),
         }
@@ -168,7 +170,9 @@ fn executors_run_under_the_shim_and_an_unstartable_command_fails_naming_the_erro
     );
     wait_until(BOUND, "submit shows the launch failure with the OS error", || {
         failing.stdout().lines().any(|l| {
-            l.contains("FAILED: cannot start \"regent-no-such-command-xyz\": No such file or directory")
+            l.contains(
+                "FAILED: cannot start \"regent-no-such-command-xyz\": No such file or directory",
+            )
         })
     });
     failing.kill9();

@@ -17,8 +17,7 @@ use regent_core::protocol::ExecutorState;
 use regent_core::{ExecutorId, FrameworkId};
 use regent_std::exec::shim::{self, ShimArgs, ShimStatus};
 use regent_std::exec::{
-    ExecEvent, ExecutorSpec, Launched, LeftBehindOutcome, Supervisor, SupervisorConfig,
-    RUNNING_DIR,
+    ExecEvent, ExecutorSpec, Launched, LeftBehindOutcome, Supervisor, SupervisorConfig, RUNNING_DIR,
 };
 use std::ffi::OsString;
 use std::io::{BufRead as _, BufReader};
@@ -56,8 +55,7 @@ fn main() {
         Some(HELPER) => helper(args.collect()),
         _ => {}
     }
-    let filters: Vec<String> =
-        std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let filters: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let chosen: Vec<&Test> = TESTS
         .iter()
         .filter(|(name, _)| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())))
@@ -396,10 +394,7 @@ fn adopted_executors_end_exactly() {
     let runs = dir.path().join("runs");
     // Each waits for its `go` file, appends a line to `runs`, and ends.
     let script = |name: &str, end: &str| {
-        format!(
-            "while [ ! -e go ]; do sleep 0.05; done; echo {name} >> {}; {end}",
-            runs.display()
-        )
+        format!("while [ ! -e go ]; do sleep 0.05; done; echo {name} >> {}; {end}", runs.display())
     };
     let (ok, three, killed) =
         (script("ok", "exit 0"), script("three", "exit 3"), script("killed", "sleep 1000"));

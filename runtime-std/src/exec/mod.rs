@@ -103,13 +103,13 @@ pub mod record;
 pub mod shim;
 
 use record::Record;
-use shim::{ShimArgs, ShimStatus};
 use regent_core::protocol::{ExecutorState, Message};
 use regent_core::{ExecutorId, FrameworkId};
 use rustix::fs::{flock, FlockOperation};
 use rustix::process::{
     kill_process_group, test_kill_process_group, waitid, Pid, Signal, WaitId, WaitIdOptions,
 };
+use shim::{ShimArgs, ShimStatus};
 use std::collections::HashMap;
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
@@ -1160,9 +1160,8 @@ fn watch_adopted(shared: &Shared, id: ExecutorId, entry: &Entry, start_time: u64
     // (read regardless of this supervisor's own shim setting: the previous
     // process may have used one). None (no shim, or the group was killed
     // with SIGKILL by someone else): unknown, `Lost`.
-    let recorded = shim::read_status(
-        &executor_dir_in(&shared.config.work_dir, &id).join(shim::STATUS_FILE),
-    );
+    let recorded =
+        shim::read_status(&executor_dir_in(&shared.config.work_dir, &id).join(shim::STATUS_FILE));
     let known = recorded.is_some();
     let state = match recorded {
         _ if killed => ExecutorState::Killed,

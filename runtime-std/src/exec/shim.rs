@@ -231,8 +231,9 @@ pub fn run(args: &ShimArgs) -> i32 {
         .map_err(|e| format!("cannot open {}: {e}", args.stdout.display()))
         .and_then(|out| {
             let (program, rest) = args.command.split_first().ok_or("empty command")?;
-            let child_out =
-                out.try_clone().map_err(|e| format!("cannot open {}: {e}", args.stdout.display()))?;
+            let child_out = out
+                .try_clone()
+                .map_err(|e| format!("cannot open {}: {e}", args.stdout.display()))?;
             Command::new(program)
                 .args(rest)
                 .stdin(Stdio::inherit())
