@@ -56,9 +56,9 @@
 //!
 //! A record whose group has ended (or ran in another boot) is reported as
 //! its shim recorded it (`Finished`: `Exited` with its code), or, without a
-//! status file, ended (`Lost`). A group that still runs but cannot be proven its own (a record
-//! without boot id or start time, a leader that left its group, a group
-//! whose leader is gone) is **left alone** — never signalled, never adopted
+//! status file, ended (`Lost`). A group that still runs but cannot be
+//! proven its own (a record without boot id or start time, a leader that
+//! left its group, a group whose leader is gone) is **left alone** — never signalled, never adopted
 //! — and reported `Lost` with a warning naming the executor, the pid and the
 //! reason. Every record of a group not adopted is removed.
 //!
