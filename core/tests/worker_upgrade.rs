@@ -304,3 +304,44 @@ fn a_leader_recovering_from_its_store_adopts_what_the_new_process_reports() {
     let w0 = m.workers().into_iter().find(|w| w.id.as_str() == "w0").expect("w0");
     assert_eq!((w0.incarnation, w0.cores_used), (Incarnation(200), 1));
 }
+
+/// Executors that ended while their worker was down (its new process found
+/// them ended, as their shims recorded): the new process reports them
+/// terminal in its registration. A success completes its slot although the
+/// registration writes the old incarnation's executors off — nothing runs
+/// it again; a failure's slot is refilled (as LOST, in that same step).
+#[test]
+fn executors_that_ended_while_the_worker_was_down_are_settled_as_reported() {
+    let (mut m, fw, l) = cluster(1, 2);
+    let (ok, three) = (l[0].1.clone(), l[1].1.clone());
+    let sends = restart(
+        &mut m,
+        0,
+        200,
+        vec![
+            report(&ok, &fw, ExecutorState::Exited { code: 0 }),
+            report(&three, &fw, ExecutorState::Exited { code: 3 }),
+        ],
+    );
+    let g = &m.frameworks().next().expect("framework").groups[0];
+    assert!(g.record.slots.contains(&SlotOutcome::Done { executor: ok.clone() }), "{g:?}");
+    let l = launches(&sends);
+    assert_eq!(l.len(), 1, "only the failed slot is refilled: {sends:?}");
+    assert!(l[0].1 != ok && l[0].1 != three);
+    assert_eq!(l[0].0, ConnId(200));
+    assert!(kills(&sends).is_empty(), "no replacement of the success to kill: {sends:?}");
+    // The framework hears of the success.
+    assert!(sends.iter().any(|(c, msg)| *c == ConnId(1)
+        && matches!(msg, Message::ExecutorUpdate { info, .. }
+            if info.id == ok && info.state == ExecutorState::Exited { code: 0 })));
+    // Both reports are acknowledged once durable.
+    for e in [&ok, &three] {
+        assert!(
+            sends.contains(&(
+                ConnId(200),
+                Message::ExecutorStatusAck { epoch: Epoch(1), executor: e.clone() }
+            )),
+            "{e} acknowledged: {sends:?}"
+        );
+    }
+}

@@ -70,8 +70,9 @@ fn alive_workers(s: &ClusterState) -> usize {
     s.workers.iter().filter(|w| w.state == "ALIVE").count()
 }
 
-/// Runs the demo; `Err` names what did not happen.
-pub async fn run_demo() -> Result<(), String> {
+/// Runs the demo; `Err` names what did not happen. The workers run their
+/// executors under `executor_shim` (the `regent` binary; `None`: directly).
+pub async fn run_demo(executor_shim: Option<std::path::PathBuf>) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| format!("cannot make a temporary directory: {e}"))?;
     let store = dir.path().join("store");
     let listen = free_port()?;
@@ -99,6 +100,7 @@ pub async fn run_demo() -> Result<(), String> {
             listen: None,
             advertise: None,
             kill_left_behind: false,
+            executor_shim: executor_shim.clone(),
         };
         workers.push(smol::spawn(crate::worker::run_worker(opts, workers_shutdown.clone())));
     }

@@ -68,6 +68,20 @@ fn patience(t: ConnectTimeout) -> regent_smol::client::Patience<'static> {
     regent_smol::client::Patience { connect_timeout: t.duration(), notice: &notice }
 }
 
+/// `regent executor-shim` (see `regent_std::exec::shim`).
+#[derive(Args, Debug)]
+struct ExecutorShimArgs {
+    /// Where the command's exit status is recorded.
+    #[arg(long, value_name = "FILE")]
+    status: PathBuf,
+    /// The file the command's stdout is appended to.
+    #[arg(long, value_name = "FILE")]
+    stdout: PathBuf,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<std::ffi::OsString>,
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 enum Runtime {
     Smol,
@@ -244,6 +258,10 @@ enum Command {
     /// The main job: a master, three workers and an application in one
     /// process; the master is killed and restarted while executors run.
     Demo,
+    /// Internal: the parent process a worker runs every executor under
+    /// (records how the command ended in `--status`).
+    #[command(hide = true, name = "executor-shim")]
+    ExecutorShim(ExecutorShimArgs),
     /// A load generator: N simulated workers (real worker nodes on real
     /// connections; executors simulated) and optionally M frameworks
     /// declaring K executors, then a report of registration time, heartbeat
@@ -648,6 +666,7 @@ async fn run_std(common: &Common, command: Command) -> Result<ExitCode, String> 
                 listen: None,
                 advertise: None,
                 kill_left_behind: a.kill_left_behind,
+                executor_shim: Some(executor_shim()?),
             })?;
             stop_on_shutdown(w.stopper());
             smol::unblock(move || w.wait()).await?;
@@ -715,8 +734,26 @@ fn shutdown_channel() -> async_channel::Receiver<()> {
     rx
 }
 
+/// This binary, which every executor of a worker runs under as its shim
+/// (`regent executor-shim`): resolved once, when the worker starts, so a
+/// binary replaced on disk later (an upgrade) is still found by its path.
+fn executor_shim() -> Result<PathBuf, String> {
+    std::env::current_exe()
+        .map_err(|e| format!("cannot find this program's path to run executors under: {e}"))
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::ExecutorShim(a) = &cli.command {
+        // Before any logging setup: the shim writes nothing but its
+        // handshake and, on trouble, a line to the executor's stderr.
+        let code = regent_std::exec::shim::run(&regent_std::exec::shim::ShimArgs {
+            status: a.status.clone(),
+            stdout: a.stdout.clone(),
+            command: a.command.clone(),
+        });
+        return ExitCode::from(u8::try_from(code).unwrap_or(255));
+    }
     // The demo narrates on stdout; its daemons' logs stay quiet unless asked.
     let default_level = if matches!(cli.command, Command::Demo) { "warn" } else { "info" };
     tracing_subscriber::fmt()
@@ -812,6 +849,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
                 listen: a.listen,
                 advertise: a.advertise,
                 kill_left_behind: a.kill_left_behind,
+                executor_shim: Some(executor_shim()?),
             };
             regent_smol::worker::run_worker(opts, shutdown_channel()).await?;
             Ok(ExitCode::SUCCESS)
@@ -991,7 +1029,10 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         }
         Command::Store { command: StoreCommand::Seal(a) } => seal_command(&common, a).await,
         Command::Store { command } => store_command(&common, command).await,
-        Command::Demo => regent_smol::demo::run_demo().await.map(|()| ExitCode::SUCCESS),
+        Command::Demo => {
+            regent_smol::demo::run_demo(Some(executor_shim()?)).await.map(|()| ExitCode::SUCCESS)
+        }
+        Command::ExecutorShim(_) => Err("executor-shim is run before the runtime starts".into()),
         Command::Load(a) => {
             let masters = masters_of(&common, &a.masters).await?;
             let listen = if a.no_callback {

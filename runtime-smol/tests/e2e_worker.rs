@@ -113,3 +113,68 @@ fn worker_restarts_are_always_accepted() {
         worker.kill9();
     }
 }
+
+/// Every executor runs under `regent executor-shim`, the group leader the
+/// worker records; a command that cannot be started is still FAILED with
+/// the OS error, as when the worker started commands itself.
+#[test]
+fn executors_run_under_the_shim_and_an_unstartable_command_fails_naming_the_error() {
+    let c = Cluster::new("worker-shim");
+    let spec = MasterSpec::new("m1", &["--recovery", "none"]);
+    let masters = vec![spec.addr()];
+    let _master = c.master(&spec);
+    let state =
+        || api_state(&spec.http_addr()).ok_or_else(|| "the master does not answer".to_owned());
+    let mut worker = c.worker("w1", &masters, 2, 256, &[]);
+    wait_for(BOUND, "the worker ALIVE", || alive_with_workers(&state()?, &["w1"]));
+
+    let marker = unique("shimmed");
+    let mut running = c.submit(
+        "submit-running",
+        &masters,
+        &["--executors", "1", "--cores", "1", "--memory", "64"],
+        &["sh", "-c", "sleep 1000; :", &marker],
+    );
+    let pgid = wait_for(BOUND, "the executor recorded and leading its group", || {
+        match (
+            recorded_pgids(&c.work_dir("w1")).as_slice(),
+            leaders_with_marker(&marker).as_slice(),
+        ) {
+            ([r], [l]) if r == l => Ok(*r),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    let cmdline = std::fs::read(format!("/proc/{pgid}/cmdline")).expect("the leader's cmdline");
+    let argv: Vec<String> =
+        cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+    assert_eq!(argv.get(1).map(String::as_str), Some("executor-shim"), "{argv:?}");
+    assert!(argv.contains(&marker), "{argv:?}");
+    // The shim, `sh` and its `sleep`, in one group; `sh` is the shim's child.
+    let members = group_members(pgid);
+    let parent = |pid: u32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let rest = stat.rfind(')').map_or("", |at| &stat[at + 1..]);
+        rest.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok())
+    };
+    assert!(
+        members.iter().any(|&m| m != pgid && parent(m) == Some(pgid)),
+        "the command runs in the shim's group as its child: {members:?}"
+    );
+    running.kill9();
+
+    let mut failing = c.submit(
+        "submit-failing",
+        &masters,
+        &["--executors", "1", "--cores", "1", "--memory", "64"],
+        &["regent-no-such-command-xyz", "arg"],
+    );
+    wait_until(BOUND, "submit shows the launch failure with the OS error", || {
+        failing.stdout().lines().any(|l| {
+            l.contains(
+                "FAILED: cannot start \"regent-no-such-command-xyz\": No such file or directory",
+            )
+        })
+    });
+    failing.kill9();
+    worker.assert_running("after the failed launches");
+}

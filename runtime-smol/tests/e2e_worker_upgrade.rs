@@ -6,7 +6,11 @@
 //!   own process groups; a new worker process with the same id and work dir
 //!   re-adopts them: the same pids keep running, the master shows them
 //!   RUNNING on that worker and places no replacement; when they end, the
-//!   application completes.
+//!   application completes. Their shims (`regent executor-shim`, the group
+//!   leaders) record how they ended, so the new worker reports them EXITED
+//!   with their codes: a finished executor is not run again, one that exits
+//!   3 is a failure with code 3 (its slot retried once). The same when
+//!   they end while the worker is down.
 //! * A record whose boot id is not this machine's names a live process of
 //!   someone else's (here: the test's own): it is neither adopted nor
 //!   killed, and the worker's log says so.
@@ -41,6 +45,18 @@ fn executors(state: &Value) -> Vec<(String, String, String)> {
         .unwrap_or_default()
 }
 
+/// The executors' default script: wait for the release file (`$0`).
+const WAIT_FOR_RELEASE: &str = "while [ ! -e \"$0\" ]; do sleep 0.2; done";
+
+/// `(state, exit_code)` of executor `id` as the master shows it.
+fn outcome(state: &Value, id: &str) -> (String, Option<i64>) {
+    let e = state["executors"]
+        .as_array()
+        .and_then(|a| a.iter().find(|e| e["id"] == id))
+        .unwrap_or(&Value::Null);
+    (e["state"].as_str().unwrap_or("?").to_owned(), e["exit_code"].as_i64())
+}
+
 /// A master, a worker `w1` and an application of two executors that each
 /// wait for `release` to exist (a marker in their command line).
 struct Setup {
@@ -64,6 +80,18 @@ impl Setup {
     /// `filesystem`: the master keeps its state in a filesystem store (it
     /// can be restarted), else `--recovery none`.
     fn start_with(name: &str, filesystem: bool, worker_args: &'static [&'static str]) -> Setup {
+        Setup::start_script(name, filesystem, worker_args, WAIT_FOR_RELEASE)
+    }
+
+    /// [`Setup::start_with`] with executors running `sh -c SCRIPT RELEASE
+    /// RUNS`: `$0` is the release file, `$1` a file in the cluster's dir
+    /// ([`Setup::runs`]).
+    fn start_script(
+        name: &str,
+        filesystem: bool,
+        worker_args: &'static [&'static str],
+        script: &str,
+    ) -> Setup {
         let c = Cluster::new(name);
         let store = c.path("store");
         let store = store.to_str().expect("a UTF-8 temp dir");
@@ -77,8 +105,9 @@ impl Setup {
         let worker = c.worker("w1", &masters, 2, 256, worker_args);
         let marker = unique("upgrade");
         let release = c.path(&format!("{marker}.release"));
-        let script = "while [ ! -e \"$0\" ]; do sleep 0.2; done";
         let release_arg = release.to_str().expect("a UTF-8 temp dir").to_owned();
+        let runs = c.path("runs");
+        let runs_arg = runs.to_str().expect("a UTF-8 temp dir").to_owned();
         wait_for(BOUND, "the worker ALIVE", || {
             let state = api_state(&spec.http_addr()).ok_or("the master does not answer")?;
             alive_with_workers(&state, &["w1"])
@@ -87,9 +116,14 @@ impl Setup {
             "submit",
             &masters,
             &["--executors", "2", "--cores", "1", "--memory", "64"],
-            &["sh", "-c", script, &release_arg],
+            &["sh", "-c", script, &release_arg, &runs_arg],
         );
         Setup { c, spec, masters, master, worker, submit, release, marker, worker_args }
+    }
+
+    /// The file the executors of [`Setup::start_script`] may append to.
+    fn runs(&self) -> std::path::PathBuf {
+        self.c.path("runs")
     }
 
     fn state(&self) -> Result<Value, String> {
@@ -202,18 +236,155 @@ fn readopt_with(master_restarts: bool, worker_args: &'static [&'static str]) {
     let leaders: BTreeSet<u32> = leaders_with_marker(&s.marker).into_iter().collect();
     assert_eq!(leaders, pgids, "the same executor processes keep running");
 
-    // They end: the new worker sees it (it is not their parent: their exit
-    // status is unknown, so they are reported LOST and their slots refilled
-    // without using the retry budget; the refills find the release file and
-    // exit 0), and the application completes.
+    // They end: the new worker sees it (it is not their parent, but their
+    // shims recorded how they ended: exit 0), reports them EXITED 0, and the
+    // application completes with no slot run again.
     s.release_and_complete();
     for pgid in &pgids {
         wait_until(BOUND, "the adopted executor gone", || !pid_alive(*pgid));
     }
     let state = s.state().expect("the master answers");
-    let ended: Vec<_> =
-        executors(&state).into_iter().filter(|(id, _, _)| ids.contains(id)).collect();
-    assert!(ended.iter().all(|(_, _, st)| st == "LOST"), "{ended:?}");
+    let all = executors(&state);
+    assert_eq!(all.len(), 2, "no replacement was ever placed: {all:?}");
+    for id in &ids {
+        assert_eq!(outcome(&state, id), ("EXITED".to_owned(), Some(0)), "{id}: {all:?}");
+    }
+    worker.assert_running("after the application completed");
+    s.worker = worker;
+}
+
+/// Each executor appends its id to the runs file, waits for the release
+/// file, then exits: the first of them to get there with code 3 (an atomic
+/// `mkdir` decides), the others (and the retry) with 0.
+const RUN_ONCE_THEN_EXIT: &str = "echo \"$REGENT_EXECUTOR_ID\" >> \"$1\"; \
+     while [ ! -e \"$0\" ]; do sleep 0.2; done; \
+     if mkdir \"$0.failed-once\" 2>/dev/null; then exit 3; fi; exit 0";
+
+#[test]
+fn adopted_executors_that_finish_are_reported_exactly_and_not_run_again() {
+    adopted_executors_finish(&[]);
+}
+
+#[test]
+fn adopted_std_runtime_executors_that_finish_are_reported_exactly_too() {
+    adopted_executors_finish(&["--runtime", "std"]);
+}
+
+/// Two executors re-adopted after `kill -9` of their worker, then released:
+/// one exits 0, one exits 3. The new worker reports each exactly (EXITED 0,
+/// EXITED 3 — no LOST): the one that exited 0 is not run again, the one
+/// that exited 3 is a failure (retried once, which exits 0), and the
+/// application completes. Each run appended one line to the runs file.
+fn adopted_executors_finish(worker_args: &'static [&'static str]) {
+    let mut s = Setup::start_script("upgrade-finish", false, worker_args, RUN_ONCE_THEN_EXIT);
+    let (ids, pgids) = s.running();
+    s.kill9_worker(&pgids);
+    let mut worker = s.c.worker("w1", &s.masters, 2, 256, s.worker_args);
+    wait_until(BOUND, "the new worker adopts both executors", || {
+        worker
+            .stderr()
+            .matches("adopted an executor a previous worker process left running")
+            .count()
+            == 2
+    });
+    wait_for(BOUND, "the adopted executors RUNNING on the new w1", || {
+        let state = s.state()?;
+        alive_with_workers(&state, &["w1"])?;
+        let ex = executors(&state);
+        let running = ex.iter().filter(|(id, _, st)| ids.contains(id) && st == "RUNNING").count();
+        if running == 2 && ex.len() == 2 {
+            Ok(())
+        } else {
+            Err(format!("executors {ex:?}"))
+        }
+    });
+    s.release_and_complete();
+    for pgid in &pgids {
+        wait_until(BOUND, "the adopted executor gone", || !pid_alive(*pgid));
+    }
+    let state = s.state().expect("the master answers");
+    let all = executors(&state);
+    let outcomes: Vec<(String, Option<i64>)> = ids.iter().map(|id| outcome(&state, id)).collect();
+    let mut sorted = outcomes.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        vec![("EXITED".to_owned(), Some(0)), ("EXITED".to_owned(), Some(3))],
+        "the adopted executors reported as they ended: {all:?}\n{}",
+        support::cluster::tail(&worker.stderr(), 30)
+    );
+    let failed = ids
+        .iter()
+        .zip(&outcomes)
+        .find(|(_, o)| o.1 == Some(3))
+        .map(|(id, _)| id.clone())
+        .expect("one exited 3");
+    let submit_out = s.submit.stdout();
+    assert!(
+        submit_out.lines().any(|l| l.contains(&failed) && l.contains("EXITED 3")),
+        "regent submit shows the failure with its code:\n{submit_out}"
+    );
+    // Only the slot that failed ran again, once, and its retry exited 0.
+    let retries: Vec<_> = all.iter().filter(|(id, _, _)| !ids.contains(id)).collect();
+    assert_eq!(retries.len(), 1, "one retry, of the failed slot: {all:?}");
+    assert_eq!(outcome(&state, &retries[0].0), ("EXITED".to_owned(), Some(0)), "{all:?}");
+    let runs = std::fs::read_to_string(s.runs()).expect("the runs file");
+    let mut lines: Vec<&str> = runs.lines().collect();
+    lines.sort_unstable();
+    let mut want: Vec<&str> =
+        ids.iter().map(String::as_str).chain([retries[0].0.as_str()]).collect();
+    want.sort_unstable();
+    assert_eq!(lines, want, "each executor ran exactly once:\n{runs}");
+    assert!(!worker.stderr().contains("exit status is unknown"), "{}", worker.stderr());
+    worker.assert_running("after the application completed");
+    s.worker = worker;
+}
+
+/// The executors end while their worker is down (after its `kill -9`,
+/// before the new process starts): their shims recorded how, and the new
+/// worker reports that (the exit 0 completes its slot even though the
+/// master writes the old incarnation's executors off as it registers).
+/// Nothing that finished runs again; only the slot that exited 3 does.
+#[test]
+fn executors_that_finish_while_their_worker_is_down_are_not_run_again() {
+    // The killed worker's orphans (the shims) come to this process, which
+    // reaps them below: then they are gone, not zombies (which a new worker
+    // would adopt and see end at once).
+    use rustix::process::{set_child_subreaper, waitpid, Pid, WaitOptions};
+    set_child_subreaper(Some(rustix::process::getpid())).expect("become a subreaper");
+    let mut s = Setup::start_script("upgrade-down", false, &[], RUN_ONCE_THEN_EXIT);
+    let (ids, pgids) = s.running();
+    s.kill9_worker(&pgids);
+    std::fs::write(&s.release, b"go").expect("write the release file");
+    for pgid in &pgids {
+        wait_until(BOUND, "the executor (and its shim) ended and was reaped", || {
+            let _ = waitpid(Pid::from_raw(*pgid as i32), WaitOptions::NOHANG);
+            !Path::new(&format!("/proc/{pgid}")).exists()
+        });
+    }
+    let mut worker = s.c.worker("w1", &s.masters, 2, 256, s.worker_args);
+    wait_until(BOUND, "the new worker finds both ended, as their shims recorded", || {
+        worker.stderr().matches("ended while no worker watched it").count() == 2
+    });
+    let status = s.submit.wait_exit(BOUND);
+    assert!(
+        status.success(),
+        "the application completes: {status:?}\n{}\n{}",
+        support::cluster::tail(&s.submit.stdout(), 30),
+        support::cluster::tail(&worker.stderr(), 30)
+    );
+    let state = s.state().expect("the master answers");
+    let all = executors(&state);
+    let succeeded: Vec<_> =
+        ids.iter().filter(|id| outcome(&state, id) == ("EXITED".to_owned(), Some(0))).collect();
+    assert_eq!(succeeded.len(), 1, "the one that exited 0 is recorded so: {all:?}");
+    let runs = std::fs::read_to_string(s.runs()).expect("the runs file");
+    let mut lines: Vec<&str> = runs.lines().collect();
+    lines.sort_unstable();
+    let mut want: Vec<&str> = all.iter().map(|(id, _, _)| id.as_str()).collect();
+    want.sort_unstable();
+    assert_eq!(lines, want, "every executor the master knows ran once:\n{runs}");
+    assert_eq!(all.len(), 3, "only the slot that exited 3 ran again: {all:?}");
     worker.assert_running("after the application completed");
     s.worker = worker;
 }

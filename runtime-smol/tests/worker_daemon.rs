@@ -201,6 +201,7 @@ fn options(master: &Addr, work_dir: &Path) -> WorkerOptions {
         listen: None,
         advertise: None,
         kill_left_behind: false,
+        executor_shim: Some(env!("CARGO_BIN_EXE_regent").into()),
     }
 }
 

@@ -31,10 +31,12 @@ pub const FLUSH_GRACE: Duration = Duration::from_millis(500);
 
 /// The report of an executor a previous worker process left behind:
 /// `Running` when adopted (the master keeps it if its slot still names it,
-/// else has it killed), `Killed` when killed, else `Lost` — never `Failed`:
-/// its end is the worker's doing or unknown, not the executor's fault, so it
-/// must not use the group's retry budget. The cores and memory are the
-/// recorded ones.
+/// else has it killed), `Killed` when killed, how it ended when it ended
+/// while no worker process ran and its shim recorded it (`Exited`, rarely
+/// `Failed`: a success completes its slot even if the master wrote it off
+/// meanwhile), else `Lost` — its end is unknown, not the executor's fault,
+/// so it must not use the group's retry budget. The cores and memory are
+/// the recorded ones.
 pub fn left_behind_report(lb: LeftBehind) -> ExecutorReport {
     // The supervisor logged what it found and did.
     ExecutorReport {
@@ -221,6 +223,11 @@ pub struct WorkerConfig {
     /// Kill the executors a previous process of this worker left running
     /// (those proven its own) instead of adopting them.
     pub kill_left_behind: bool,
+    /// The program every executor runs under as its shim
+    /// ([`crate::exec::shim`]; the `regent` binary, normally
+    /// `std::env::current_exe()`), so a re-adopted executor's end is known.
+    /// `None` starts commands directly.
+    pub executor_shim: Option<PathBuf>,
 }
 
 /// Where a worker's callback listener binds: `cfg.listen`, or
@@ -303,6 +310,7 @@ pub fn prepare_worker(
     if cfg.kill_left_behind {
         sup_cfg.left_behind = LeftBehindPolicy::Kill;
     }
+    sup_cfg.shim = cfg.executor_shim.clone();
     let (supervisor, left_behind) = Supervisor::with_config(sup_cfg, sink)
         .map_err(|e| format!("cannot supervise executors in {}: {e}", cfg.work_dir.display()))?;
     // Under the supervisor's lock: no other worker races for the id file.

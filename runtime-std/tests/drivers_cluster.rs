@@ -40,6 +40,8 @@ fn worker(master: &str, dir: &Path, id: &str) -> WorkerHandle {
         listen: None,
         advertise: None,
         kill_left_behind: false,
+        // regent-std's tests have no `regent` binary: commands run directly.
+        executor_shim: None,
     })
     .expect("worker starts")
 }

@@ -591,7 +591,8 @@ fn all_pids() -> Vec<u32> {
 
 /// Live (non-zombie) processes whose command line contains `marker`,
 /// other than `regent` processes (a `regent submit` names the command its
-/// executors run).
+/// executors run) — except executor shims (`regent executor-shim ... --
+/// CMD`), which lead the executors' process groups.
 pub fn pids_with_marker(marker: &str) -> Vec<u32> {
     let me = std::process::id();
     all_pids()
@@ -600,8 +601,9 @@ pub fn pids_with_marker(marker: &str) -> Vec<u32> {
         .filter(|pid| {
             let Ok(raw) = fs::read(format!("/proc/{pid}/cmdline")) else { return false };
             let text = String::from_utf8_lossy(&raw);
-            let argv0 = text.split('\0').next().unwrap_or("");
-            argv0 != BIN && text.contains(marker)
+            let mut argv = text.split('\0');
+            let (argv0, argv1) = (argv.next().unwrap_or(""), argv.next().unwrap_or(""));
+            (argv0 != BIN || argv1 == "executor-shim") && text.contains(marker)
         })
         .collect()
 }

@@ -14,7 +14,20 @@
 //! <work_dir>/running/<id>.rec         one durable record per live process group
 //! <work_dir>/executors/<id>/stdout    the executor's output (appended)
 //! <work_dir>/executors/<id>/stderr
+//! <work_dir>/executors/<id>/exit-status   how it ended, written by its shim
 //! ```
+//!
+//! # The shim
+//!
+//! With [`SupervisorConfig::shim`] set (the daemons set it to their own
+//! binary), every executor runs under a [`shim`] process: the shim is the
+//! recorded group leader (its pid is the executor's pid and pgid), starts the
+//! command as its child in the same group, records how it ended in
+//! `exit-status` and exits with the same code. The supervisor waits for the
+//! shim's handshake before `launch` returns, so a command that cannot be
+//! started is still reported `Failed` with the OS error, synchronously.
+//! Without a shim the command itself leads the group (an adopted executor's
+//! end is then `Lost`).
 //!
 //! Ids are escaped for file names (see [`names`]). The record of a process
 //! group is written (temp file, fsync, rename, fsync of the directory) before
@@ -34,16 +47,18 @@
 //! * `Adopt` (the default): the group is supervised again. The supervisor is
 //!   not the process's parent and cannot `wait` for it: a thread polls
 //!   `/proc/<pgid>/stat` every [`SupervisorConfig::adopt_poll`] and reports
-//!   its end. Its exit status is unknown, so an adopted executor that ends by
-//!   itself is reported [`ExecutorState::Lost`] (one that was killed,
-//!   `Killed`).
+//!   its end as its shim recorded it (`Exited` with its code, `Failed`), or
+//!   `Killed` when it was killed. Only without a status file (started
+//!   without a shim, or the whole group was killed with SIGKILL by someone
+//!   else) is it reported [`ExecutorState::Lost`].
 //! * `Kill` (`regent worker --kill-left-behind`): the group is killed with
 //!   SIGKILL and reported `Killed`.
 //!
-//! A record whose group has ended (or ran in another boot) is reported ended
-//! (`Lost`). A group that still runs but cannot be proven its own (a record
-//! without boot id or start time, a leader that left its group, a group
-//! whose leader is gone) is **left alone** — never signalled, never adopted
+//! A record whose group has ended (or ran in another boot) is reported as
+//! its shim recorded it (`Finished`: `Exited` with its code), or, without a
+//! status file, ended (`Lost`). A group that still runs but cannot be
+//! proven its own (a record without boot id or start time, a leader that
+//! left its group, a group whose leader is gone) is **left alone** — never signalled, never adopted
 //! — and reported `Lost` with a warning naming the executor, the pid and the
 //! reason. Every record of a group not adopted is removed.
 //!
@@ -52,7 +67,8 @@
 //! * `launch` → [`ExecutorState::Running`] once the child runs and its group
 //!   is recorded, or [`ExecutorState::Failed`] naming the OS error.
 //! * The child exits by itself → [`ExecutorState::Exited`] with its code
-//!   (`128 + signal` when a signal ended it).
+//!   (`128 + signal` when a signal ended it), as its shim recorded it
+//!   (`Failed` if the shim could not start it after all).
 //! * [`Supervisor::kill`] → SIGTERM to the group, SIGKILL after the grace
 //!   period, then [`ExecutorState::Killed`].
 //!
@@ -85,6 +101,7 @@
 pub mod logs;
 pub mod names;
 pub mod record;
+pub mod shim;
 
 use record::Record;
 use regent_core::protocol::{ExecutorState, Message};
@@ -93,10 +110,11 @@ use rustix::fs::{flock, FlockOperation};
 use rustix::process::{
     kill_process_group, test_kill_process_group, waitid, Pid, Signal, WaitId, WaitIdOptions,
 };
+use shim::{ShimArgs, ShimStatus};
 use std::collections::HashMap;
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write as _};
+use std::io::{self, BufRead as _, Write as _};
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -128,11 +146,18 @@ pub struct SupervisorConfig {
     /// How often the end of an adopted executor is looked for (it is not
     /// this process's child, so it cannot be waited for).
     pub adopt_poll: Duration,
+    /// The program that runs every executor under the [`shim`] (the
+    /// `regent` binary: `PROGRAM executor-shim ...`), so that how it ended
+    /// is known even after a new worker process re-adopted it. `None`
+    /// starts the command directly: an adopted executor's end is then
+    /// reported `Lost`.
+    pub shim: Option<PathBuf>,
 }
 
 impl SupervisorConfig {
     /// Defaults: 3 s grace, 5 s reap timeout, adopt what a previous
-    /// supervisor left, polled every 100 ms.
+    /// supervisor left, polled every 100 ms, no shim (the daemons set
+    /// [`SupervisorConfig::shim`] to their own binary).
     pub fn new(work_dir: impl Into<PathBuf>) -> Self {
         SupervisorConfig {
             work_dir: work_dir.into(),
@@ -140,6 +165,7 @@ impl SupervisorConfig {
             reap_timeout: Duration::from_secs(5),
             left_behind: LeftBehindPolicy::Adopt,
             adopt_poll: Duration::from_millis(100),
+            shim: None,
         }
     }
 }
@@ -248,8 +274,15 @@ pub enum LeftBehindOutcome {
     Adopted,
     /// Proven this worker's: killed with SIGKILL ([`LeftBehindPolicy::Kill`]).
     Killed,
+    /// Nothing of it runs any more, and its shim recorded how it ended
+    /// (it ended while no worker process watched it).
+    Finished {
+        /// How it ended, as its shim recorded it (see [`shim_state`]).
+        state: ExecutorState,
+    },
     /// Nothing of it runs any more (or it ran in another boot); anything now
-    /// using its pid was left alone. Its exit status is unknown.
+    /// using its pid was left alone. Its exit status is unknown (no status
+    /// file: started without a shim, or killed with its shim).
     Ended {
         /// Why it counts as ended.
         why: String,
@@ -265,12 +298,14 @@ pub enum LeftBehindOutcome {
 
 impl LeftBehind {
     /// The state to report to the master for it: `Running` when adopted,
-    /// `Killed` when killed, `Lost` otherwise (its exit status is unknown,
-    /// and an unprovable process is not this worker's to supervise).
+    /// `Killed` when killed, the recorded end when finished, `Lost`
+    /// otherwise (its exit status is unknown, and an unprovable process is
+    /// not this worker's to supervise).
     pub fn state(&self) -> ExecutorState {
-        match self.outcome {
+        match &self.outcome {
             LeftBehindOutcome::Adopted => ExecutorState::Running,
             LeftBehindOutcome::Killed => ExecutorState::Killed,
+            LeftBehindOutcome::Finished { state } => state.clone(),
             LeftBehindOutcome::Ended { .. } | LeftBehindOutcome::Unprovable { .. } => {
                 ExecutorState::Lost
             }
@@ -506,7 +541,7 @@ impl Supervisor {
             return Launched::AlreadyRunning;
         }
         let dir = self.executor_dir(&spec.executor);
-        let child = match self.spawn(&spec, &dir) {
+        let mut child = match self.spawn(&spec, &dir) {
             Ok(child) => child,
             Err(reason) => return self.fail(&spec, reason),
         };
@@ -528,6 +563,12 @@ impl Supervisor {
                 "cannot record process group {pid} in {}: {e}; the process was killed",
                 shared.running_dir.display()
             );
+            return self.fail(&spec, reason);
+        }
+        if let Err(reason) = self.handshake(&mut child) {
+            // The command is not running: the shim ended (or is killed now).
+            destroy(child, pgid);
+            let _ = record::remove(&shared.running_dir, &spec.executor);
             return self.fail(&spec, reason);
         }
         let entry = Arc::new(Entry {
@@ -599,19 +640,89 @@ impl Supervisor {
                 .map_err(|e| format!("cannot open {}: {e}", path.display()))
         };
         let (stdout, stderr) = (log("stdout")?, log("stderr")?);
-        let mut cmd = Command::new(program);
-        cmd.args(args)
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        let mut cmd = match &self.shared.config.shim {
+            None => {
+                let mut cmd = Command::new(program);
+                cmd.args(args).stdout(stdout);
+                cmd
+            }
+            Some(shim_program) => {
+                // A status file left by an earlier run of this id must not
+                // be taken for this run's.
+                let status = dir.join(shim::STATUS_FILE);
+                match fs::remove_file(&status) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                        return Err(format!("cannot remove {}: {e}", status.display()))
+                    }
+                    _ => {}
+                }
+                let shim_args = ShimArgs {
+                    status,
+                    stdout: dir.join("stdout"),
+                    command: spec.command.iter().map(Into::into).collect(),
+                };
+                let mut cmd = Command::new(shim_program);
+                // The shim's stdout is the handshake pipe; it appends the
+                // command's stdout to the file itself.
+                cmd.args(shim_args.to_args()).stdout(Stdio::piped());
+                cmd
+            }
+        };
+        cmd.envs(spec.env.iter().map(|(k, v)| (k, v)))
             .env("REGENT_FRAMEWORK_ID", spec.framework.as_str())
             .env("REGENT_EXECUTOR_ID", spec.executor.as_str())
             .env("REGENT_CORES", spec.cores.to_string())
             .env("REGENT_MEMORY_MB", spec.memory_mb.to_string())
             .current_dir(dir)
             .stdin(Stdio::null())
-            .stdout(stdout)
             .stderr(stderr)
             .process_group(0);
-        cmd.spawn().map_err(|e| format!("cannot start {program:?}: {e}"))
+        match &self.shared.config.shim {
+            None => cmd.spawn().map_err(|e| format!("cannot start {program:?}: {e}")),
+            Some(shim_program) => cmd.spawn().map_err(|e| {
+                format!(
+                    "cannot start the executor shim {} (to run {program:?}): {e}",
+                    shim_program.display()
+                )
+            }),
+        }
+    }
+
+    /// Under a shim: waits for its handshake line, `Ok` once the command
+    /// runs, else the reason it could not be started (the shim's own,
+    /// naming the OS error, or how the shim ended). Directly started
+    /// commands need none.
+    fn handshake(&self, child: &mut Child) -> Result<(), String> {
+        let Some(pipe) = child.stdout.take() else {
+            return Ok(());
+        };
+        let mut line = String::new();
+        let read = io::BufReader::new(pipe).read_line(&mut line);
+        if let Some(rest) = line.trim_end().strip_prefix(shim::HANDSHAKE_STARTED) {
+            if rest.starts_with(' ') {
+                return Ok(());
+            }
+        }
+        if let Some(reason) = line.trim_end().strip_prefix(shim::HANDSHAKE_CANNOT_START) {
+            return Err(reason.trim_start().to_owned());
+        }
+        let shim_program =
+            self.shared.config.shim.as_deref().map(Path::display).map(|p| p.to_string());
+        let shim_program = shim_program.unwrap_or_default();
+        // It closed the pipe without a word: it is ending (or is not a
+        // shim). A moment for its exit status, then it is killed.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut ended = child.try_wait();
+        while matches!(ended, Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+            ended = child.try_wait();
+        }
+        let how = match (read, ended) {
+            (Err(e), _) => format!("its handshake cannot be read: {e}"),
+            (Ok(_), Ok(Some(status))) if line.is_empty() => format!("it ended with {status}"),
+            (Ok(_), _) => format!("it wrote {:?} instead of a handshake", line.trim_end()),
+        };
+        Err(format!("the executor shim {shim_program} did not start the command: {how}"))
     }
 
     fn fail(&self, spec: &ExecutorSpec, reason: String) -> Launched {
@@ -770,7 +881,12 @@ fn wait_for(shared: &Shared, id: ExecutorId, entry: &Entry, mut child: Child) {
     let _ = kill_process_group(entry.pgid, Signal::KILL);
     let state = match child.wait() {
         Ok(_) if killed => ExecutorState::Killed,
-        Ok(status) => ExecutorState::Exited { code: exit_code(status) },
+        // Under a shim, its record is the precise one; without (or when the
+        // shim was killed before writing it), the exit status itself.
+        Ok(status) => match read_shim_status(shared, &id) {
+            Some(recorded) => shim_state(recorded),
+            None => ExecutorState::Exited { code: exit_code(status) },
+        },
         Err(e) => ExecutorState::Failed { reason: format!("cannot wait for the process: {e}") },
     };
     if let Err(e) = record::remove(&shared.running_dir, &id) {
@@ -783,6 +899,25 @@ fn wait_for(shared: &Shared, id: ExecutorId, entry: &Entry, mut child: Child) {
     (shared.sink)(ExecEvent { executor: id, framework: entry.framework.clone(), state });
     lock(&entry.state).finished = true;
     entry.changed.notify_all();
+}
+
+/// The status the shim recorded for `id` (none without a shim, or when
+/// the shim did not write one).
+fn read_shim_status(shared: &Shared, id: &ExecutorId) -> Option<ShimStatus> {
+    shared.config.shim.as_ref()?;
+    shim::read_status(&logs::executor_dir(&shared.config.work_dir, id).join(shim::STATUS_FILE))
+}
+
+/// The state to report for an executor that ended by itself as its shim
+/// recorded: `Exited` with its code (`128 + signal` when a signal ended
+/// it, as for a child waited for directly), or `Failed` when it could not
+/// be started.
+pub fn shim_state(status: ShimStatus) -> ExecutorState {
+    match status {
+        ShimStatus::Exited { code } => ExecutorState::Exited { code },
+        ShimStatus::Signaled { signal } => ExecutorState::Exited { code: 128 + signal },
+        ShimStatus::CannotStart { reason } => ExecutorState::Failed { reason },
+    }
 }
 
 /// Kills a just-spawned child's group and reaps it.
@@ -896,7 +1031,14 @@ fn reclaim(shared: &Arc<Shared>) -> io::Result<Vec<LeftBehind>> {
                     LeftBehindOutcome::Killed
                 }
             },
-            Finding::Ended { why } => LeftBehindOutcome::Ended { why },
+            // Its shim may have recorded how it ended (a status file is
+            // removed before every launch, so it is this run's).
+            Finding::Ended { why } => match shim::read_status(
+                &logs::executor_dir(&shared.config.work_dir, &rec.executor).join(shim::STATUS_FILE),
+            ) {
+                Some(status) => LeftBehindOutcome::Finished { state: shim_state(status) },
+                None => LeftBehindOutcome::Ended { why },
+            },
             Finding::Unprovable { why } => LeftBehindOutcome::Unprovable { why },
         };
         match &outcome {
@@ -909,6 +1051,13 @@ fn reclaim(shared: &Arc<Shared>) -> io::Result<Vec<LeftBehind>> {
                 executor = %rec.executor,
                 pid = rec.pgid,
                 "killed an executor a previous worker process left running (--kill-left-behind)"
+            ),
+            LeftBehindOutcome::Finished { state } => tracing::info!(
+                executor = %rec.executor,
+                pid = rec.pgid,
+                ?state,
+                "an executor of a previous worker process ended while no worker watched it; its \
+                 shim recorded how"
             ),
             LeftBehindOutcome::Ended { why } => tracing::warn!(
                 executor = %rec.executor,
@@ -993,8 +1142,9 @@ fn adopt(
 }
 
 /// The watcher thread of an adopted executor: it is not our child, so its
-/// end is seen by polling `/proc`; its exit status is unknown (`Lost`,
-/// or `Killed` when a kill was requested).
+/// end is seen by polling `/proc`, and how it ended is read from its
+/// shim's status file (`Killed` when a kill was requested; `Lost` when
+/// there is no status file).
 fn watch_adopted(shared: &Shared, id: ExecutorId, entry: &Entry, start_time: u64) {
     let raw = entry.pgid.as_raw_nonzero().get();
     let running =
@@ -1024,17 +1174,33 @@ fn watch_adopted(shared: &Shared, id: ExecutorId, entry: &Entry, start_time: u64
         entry.changed.notify_all();
         st.kill_requested
     };
-    let state = if killed { ExecutorState::Killed } else { ExecutorState::Lost };
+    // Not our child: how it ended is known only from its shim's record
+    // (read regardless of this supervisor's own shim setting: the previous
+    // process may have used one). None (no shim, or the group was killed
+    // with SIGKILL by someone else): unknown, `Lost`.
+    let recorded = shim::read_status(
+        &logs::executor_dir(&shared.config.work_dir, &id).join(shim::STATUS_FILE),
+    );
+    let known = recorded.is_some();
+    let state = match recorded {
+        _ if killed => ExecutorState::Killed,
+        Some(recorded) => shim_state(recorded),
+        None => ExecutorState::Lost,
+    };
     if let Err(e) = record::remove(&shared.running_dir, &id) {
         tracing::error!(executor = %id, error = %e, "cannot remove executor record");
     }
     lock(&shared.executors).remove(&id);
-    tracing::info!(
-        executor = %id,
-        pid = raw,
-        ?state,
-        "adopted executor ended (it is not this worker's child: its exit status is unknown)"
-    );
+    if known || killed {
+        tracing::info!(executor = %id, pid = raw, ?state, "adopted executor ended");
+    } else {
+        tracing::warn!(
+            executor = %id,
+            pid = raw,
+            "adopted executor ended without a recorded exit status (no shim, or its group was \
+             killed with SIGKILL): its exit status is unknown"
+        );
+    }
     (shared.sink)(ExecEvent { executor: id, framework: entry.framework.clone(), state });
     lock(&entry.state).finished = true;
     entry.changed.notify_all();

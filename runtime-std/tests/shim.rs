@@ -1,0 +1,494 @@
+//! The executor shim with real processes: the exit code, a terminating
+//! signal and a graceful stop of the group are recorded in the status file
+//! and reported exactly; a command that cannot be started fails with the
+//! OS error, synchronously; and an executor re-adopted by a new supervisor
+//! (after the first was killed with SIGKILL) is reported as it ended
+//! (`Exited` with its code), not `Lost`, unless its status file is missing.
+//!
+//! regent-std has no `regent` binary, so this test binary is its own shim:
+//! run with `executor-shim ...` as its first argument, it runs
+//! [`shim::run`] exactly as `regent executor-shim` does. Hence a `main` of
+//! its own (`harness = false`): `cargo test -p regent-std --test shim
+//! [NAME...]` runs every test (or those whose name contains a NAME), one
+//! after the other. Every wait is bounded; every process a test starts is
+//! killed before it ends.
+
+use regent_core::protocol::ExecutorState;
+use regent_core::{ExecutorId, FrameworkId};
+use regent_std::exec::shim::{self, ShimArgs, ShimStatus};
+use regent_std::exec::{
+    ExecEvent, ExecutorSpec, Launched, LeftBehindOutcome, Supervisor, SupervisorConfig, RUNNING_DIR,
+};
+use std::ffi::OsString;
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::{Duration, Instant};
+
+const DEADLINE: Duration = Duration::from_secs(20);
+
+type Test = (&'static str, fn());
+
+const TESTS: &[Test] = &[
+    ("status_files_round_trip_and_torn_ones_do_not_parse", status_files_round_trip),
+    ("shim_arguments_parse_and_bad_ones_are_named", shim_arguments_parse),
+    ("an_exit_code_is_recorded_and_reported", an_exit_code_is_recorded_and_reported),
+    ("a_terminating_signal_is_recorded_and_reported", a_terminating_signal_is_recorded),
+    ("a_graceful_stop_of_the_group_is_recorded_by_the_surviving_shim", a_graceful_stop),
+    ("an_unstartable_command_fails_synchronously_with_the_reason", an_unstartable_command),
+    ("adopted_executors_are_reported_as_they_ended_not_lost", adopted_executors_end_exactly),
+    ("an_adopted_executor_without_a_status_file_is_lost", adopted_without_status_is_lost),
+    ("an_executor_that_ended_while_no_supervisor_ran_is_reported_as_recorded", ended_unwatched),
+];
+
+fn main() {
+    let mut args = std::env::args_os().skip(1);
+    match args.next().as_ref().and_then(|a| a.to_str()) {
+        Some(shim::SUBCOMMAND) => {
+            let parsed = ShimArgs::parse(args).unwrap_or_else(|e| {
+                eprintln!("executor-shim: {e}");
+                std::process::exit(2)
+            });
+            std::process::exit(shim::run(&parsed));
+        }
+        Some(HELPER) => helper(args.collect()),
+        _ => {}
+    }
+    let filters: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let chosen: Vec<&Test> = TESTS
+        .iter()
+        .filter(|(name, _)| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())))
+        .collect();
+    println!("running {} tests", chosen.len());
+    let mut failed = Vec::new();
+    for (name, test) in chosen {
+        let outcome = std::panic::catch_unwind(test);
+        println!("test {name} ... {}", if outcome.is_ok() { "ok" } else { "FAILED" });
+        if outcome.is_err() {
+            failed.push(*name);
+        }
+    }
+    if failed.is_empty() {
+        println!("test result: ok");
+    } else {
+        println!("test result: FAILED: {failed:?}");
+        std::process::exit(101);
+    }
+}
+
+/// This binary, acting as the shim.
+fn this_shim() -> PathBuf {
+    std::env::current_exe().expect("the test binary's path")
+}
+
+/// A supervisor that kills its executors when the test ends, even when it
+/// fails.
+struct Guarded(Supervisor);
+
+impl std::ops::Deref for Guarded {
+    type Target = Supervisor;
+    fn deref(&self) -> &Supervisor {
+        &self.0
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        self.0.kill_all();
+    }
+}
+
+fn config(dir: &Path) -> SupervisorConfig {
+    let mut config = SupervisorConfig::new(dir);
+    config.shim = Some(this_shim());
+    config
+}
+
+fn supervisor(config: SupervisorConfig) -> (Guarded, Receiver<ExecEvent>) {
+    let (tx, rx) = channel();
+    let (sup, left) = Supervisor::with_config(config, move |e| {
+        let _ = tx.send(e);
+    })
+    .expect("supervisor");
+    assert!(left.is_empty(), "nothing left behind in a fresh dir: {left:?}");
+    (Guarded(sup), rx)
+}
+
+fn spec(id: &str, command: &[&str]) -> ExecutorSpec {
+    ExecutorSpec {
+        executor: ExecutorId::new(id),
+        framework: FrameworkId::new("fw-1"),
+        command: command.iter().map(|s| s.to_string()).collect(),
+        env: vec![],
+        cores: 1,
+        memory_mb: 64,
+    }
+}
+
+fn sh(id: &str, script: &str) -> ExecutorSpec {
+    spec(id, &["sh", "-c", script])
+}
+
+fn expect_state(rx: &Receiver<ExecEvent>, id: &str, state: ExecutorState) {
+    let e = rx.recv_timeout(DEADLINE).expect("an event within the deadline");
+    assert_eq!(e.executor.as_str(), id, "{e:?}");
+    assert_eq!(e.state, state, "{e:?}");
+}
+
+fn started(l: Launched) -> u32 {
+    match l {
+        Launched::Started { pid } => pid,
+        other => panic!("expected a start, got {other:?}"),
+    }
+}
+
+fn status_of(sup: &Supervisor, id: &str) -> Option<ShimStatus> {
+    shim::read_status(&sup.executor_dir(&ExecutorId::new(id)).join(shim::STATUS_FILE))
+}
+
+fn records(dir: &Path) -> usize {
+    std::fs::read_dir(dir.join(RUNNING_DIR)).unwrap().count()
+}
+
+/// Gone: no such process, or a zombie nobody has reaped yet.
+fn is_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(s) => s[s.rfind(')').unwrap() + 1..].trim_start().starts_with('Z'),
+    }
+}
+
+fn wait_for_file(path: &Path) -> String {
+    wait_for_text(path, |text| text.ends_with('\n'))
+}
+
+fn wait_for_text(path: &Path, done: impl Fn(&str) -> bool) -> String {
+    let end = Instant::now() + DEADLINE;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if done(&text) {
+                return text;
+            }
+        }
+        assert!(Instant::now() < end, "{} never written", path.display());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn kill_group(pgid: u32) {
+    if let Some(pgid) = rustix::process::Pid::from_raw(pgid as i32) {
+        let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+    }
+}
+
+fn status_files_round_trip() {
+    for status in [
+        ShimStatus::Exited { code: 0 },
+        ShimStatus::Exited { code: 3 },
+        ShimStatus::Signaled { signal: 15 },
+        ShimStatus::CannotStart { reason: "cannot start \"x\": No such file".into() },
+    ] {
+        let text = status.encode();
+        assert_eq!(ShimStatus::decode(&text), Some(status.clone()), "{text}");
+        for cut in 0..text.len() {
+            assert_eq!(ShimStatus::decode(&text[..cut]), None, "torn at {cut}: {text:?}");
+        }
+    }
+    assert_eq!(ShimStatus::Signaled { signal: 9 }.exit_code(), 137);
+    assert_eq!(ShimStatus::CannotStart { reason: String::new() }.exit_code(), 127);
+    // A reason over several lines is kept on one.
+    let multi = ShimStatus::CannotStart { reason: "a\nb".into() }.encode();
+    assert_eq!(ShimStatus::decode(&multi), Some(ShimStatus::CannotStart { reason: "a b".into() }));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(shim::STATUS_FILE);
+    assert_eq!(shim::read_status(&path), None);
+    shim::write_status(&path, &ShimStatus::Exited { code: 7 }).unwrap();
+    assert_eq!(shim::read_status(&path), Some(ShimStatus::Exited { code: 7 }));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary file left");
+}
+
+fn shim_arguments_parse() {
+    let os = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+    let args = ShimArgs {
+        status: "/w/exit-status".into(),
+        stdout: "/w/stdout".into(),
+        command: os(&["sh", "-c", "exit 3"]),
+    };
+    let line = args.to_args();
+    assert_eq!(line[0], shim::SUBCOMMAND);
+    assert_eq!(ShimArgs::parse(line[1..].to_vec()), Ok(args));
+    let err = |v: &[&str]| ShimArgs::parse(os(v)).unwrap_err();
+    assert!(err(&["--status", "s", "--stdout", "o", "--"]).contains("no command"));
+    assert!(err(&["--stdout", "o", "--", "true"]).contains("--status"));
+    assert!(err(&["--status", "s", "--", "true"]).contains("--stdout"));
+    assert!(err(&["--status"]).contains("--status needs a value"));
+    assert!(err(&["--bogus", "--", "true"]).contains("--bogus"));
+    assert!(err(&["--status", "s", "--stdout", "o"]).contains("--"));
+}
+
+fn an_exit_code_is_recorded_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sup, rx) = supervisor(config(dir.path()));
+    let pid = started(sup.launch(sh("e1", "echo out; echo err >&2; exit 3")));
+    expect_state(&rx, "e1", ExecutorState::Running);
+    expect_state(&rx, "e1", ExecutorState::Exited { code: 3 });
+    assert_eq!(status_of(&sup, "e1"), Some(ShimStatus::Exited { code: 3 }));
+    let edir = sup.executor_dir(&ExecutorId::new("e1"));
+    assert_eq!(std::fs::read_to_string(edir.join("stdout")).unwrap(), "out\n");
+    assert_eq!(std::fs::read_to_string(edir.join("stderr")).unwrap(), "err\n");
+    assert_eq!(records(dir.path()), 0);
+    assert!(is_gone(pid));
+    // The shim leads the group; the command runs under it with the
+    // executor's environment and working directory.
+    let pid = started(sup.launch(sh(
+        "e2",
+        "read -r _ _ _ ppid pgrp _ < /proc/$$/stat; echo \"$REGENT_EXECUTOR_ID $(pwd) $pgrp $ppid\" > seen",
+    )));
+    expect_state(&rx, "e2", ExecutorState::Running);
+    expect_state(&rx, "e2", ExecutorState::Exited { code: 0 });
+    let edir = sup.executor_dir(&ExecutorId::new("e2"));
+    let seen = wait_for_file(&edir.join("seen"));
+    let want = format!("e2 {} {pid} {pid}\n", edir.canonicalize().unwrap().display());
+    assert_eq!(seen, want, "(executor id, cwd, pgid, parent = the shim)");
+}
+
+fn a_terminating_signal_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sup, rx) = supervisor(config(dir.path()));
+    // The command alone dies of SIGKILL (not its group): the shim records
+    // the signal; it is reported as a direct child would be, 128 + 9.
+    started(sup.launch(sh("e1", "kill -KILL $$")));
+    expect_state(&rx, "e1", ExecutorState::Running);
+    expect_state(&rx, "e1", ExecutorState::Exited { code: 137 });
+    assert_eq!(status_of(&sup, "e1"), Some(ShimStatus::Signaled { signal: 9 }));
+}
+
+fn a_graceful_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    // Long enough that SIGKILL never comes: SIGTERM alone ends them.
+    cfg.kill_grace = Duration::from_secs(60);
+    let (sup, rx) = supervisor(cfg);
+    let plain = started(sup.launch(spec("plain", &["sleep", "1000"])));
+    expect_state(&rx, "plain", ExecutorState::Running);
+    let trapping = started(sup.launch(sh(
+        "trapping",
+        "trap 'echo stopping; exit 0' TERM; echo ready > ready; while :; do sleep 0.05; done",
+    )));
+    expect_state(&rx, "trapping", ExecutorState::Running);
+    wait_for_file(&sup.executor_dir(&ExecutorId::new("trapping")).join("ready"));
+    assert!(sup.kill(&ExecutorId::new("plain")));
+    expect_state(&rx, "plain", ExecutorState::Killed);
+    // The shim survived the group's SIGTERM and recorded the command's end.
+    assert_eq!(status_of(&sup, "plain"), Some(ShimStatus::Signaled { signal: 15 }));
+    assert!(sup.kill(&ExecutorId::new("trapping")));
+    expect_state(&rx, "trapping", ExecutorState::Killed);
+    assert_eq!(status_of(&sup, "trapping"), Some(ShimStatus::Exited { code: 0 }));
+    let out = sup.executor_dir(&ExecutorId::new("trapping")).join("stdout");
+    assert_eq!(std::fs::read_to_string(out).unwrap(), "stopping\n");
+    assert!(is_gone(plain) && is_gone(trapping));
+}
+
+fn an_unstartable_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sup, rx) = supervisor(config(dir.path()));
+    let l = sup.launch(spec("e1", &["regent-no-such-command-xyz", "arg"]));
+    let Launched::Failed { reason } = l else {
+        panic!("expected a failure, got {l:?}");
+    };
+    assert!(reason.contains("regent-no-such-command-xyz"), "{reason}");
+    assert!(reason.contains("No such file or directory"), "{reason}");
+    expect_state(&rx, "e1", ExecutorState::Failed { reason: reason.clone() });
+    assert!(sup.running().is_empty());
+    assert_eq!(records(dir.path()), 0);
+    assert_eq!(status_of(&sup, "e1"), Some(ShimStatus::CannotStart { reason: reason.clone() }));
+    let err = std::fs::read_to_string(sup.executor_dir(&ExecutorId::new("e1")).join("stderr"));
+    assert!(err.unwrap().contains("regent-no-such-command-xyz"));
+
+    // Not executable.
+    let script = dir.path().join("not-executable");
+    std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
+    let l = sup.launch(spec("e2", &[script.to_str().unwrap()]));
+    let Launched::Failed { reason } = l else {
+        panic!("expected a failure, got {l:?}");
+    };
+    assert!(reason.contains("not-executable") && reason.contains("Permission denied"), "{reason}");
+    expect_state(&rx, "e2", ExecutorState::Failed { reason });
+
+    // A shim that cannot be started at all.
+    let dir2 = tempfile::tempdir().unwrap();
+    let mut cfg = SupervisorConfig::new(dir2.path());
+    cfg.shim = Some(dir2.path().join("no-such-shim"));
+    let (sup2, rx2) = supervisor(cfg);
+    let l = sup2.launch(spec("e3", &["true"]));
+    let Launched::Failed { reason } = l else {
+        panic!("expected a failure, got {l:?}");
+    };
+    assert!(reason.contains("executor shim") && reason.contains("no-such-shim"), "{reason}");
+    expect_state(&rx2, "e3", ExecutorState::Failed { reason });
+    assert_eq!(records(dir2.path()), 0);
+}
+
+/// The helper-process mode of this binary.
+const HELPER: &str = "helper-supervisor";
+
+/// Run as `HELPER DIR ID SCRIPT [ID SCRIPT...]`: a supervisor over DIR with
+/// this binary as the shim launches each script, prints their pids on one
+/// line and waits to be killed with SIGKILL (bounded, in case the test dies
+/// first).
+fn helper(args: Vec<OsString>) -> ! {
+    let args: Vec<String> = args.into_iter().map(|a| a.into_string().unwrap()).collect();
+    let (sup, _left) = Supervisor::with_config(config(Path::new(&args[0])), |_| {}).unwrap();
+    let pids: Vec<String> = args[1..]
+        .chunks(2)
+        .map(|pair| started(sup.launch(sh(&pair[0], &pair[1]))).to_string())
+        .collect();
+    println!("HELPER-PIDS {}", pids.join(" "));
+    std::thread::sleep(Duration::from_secs(120));
+    sup.kill_all();
+    std::process::exit(0)
+}
+
+/// Runs [`helper`] in a child process with these executors, waits for
+/// their pids, then kills the helper with SIGKILL: the executors (and their
+/// shims) keep running, no longer anyone's child here.
+fn left_by_a_killed_supervisor(dir: &Path, executors: &[(&str, &str)]) -> Vec<u32> {
+    let mut cmd = Command::new(this_shim());
+    cmd.arg(HELPER).arg(dir);
+    for (id, script) in executors {
+        cmd.args([id, script]);
+    }
+    let mut helper = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let stdout = helper.stdout.take().unwrap();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(rest) = line.strip_prefix("HELPER-PIDS ") {
+                let pids: Vec<u32> = rest.split(' ').map(|p| p.parse().unwrap()).collect();
+                let _ = tx.send(pids);
+            }
+        }
+    });
+    let pids = rx.recv_timeout(DEADLINE);
+    helper.kill().unwrap(); // SIGKILL: no cleanup in the helper.
+    helper.wait().unwrap();
+    let pids = pids.expect("the helper printed its executors' pids");
+    assert_eq!(pids.len(), executors.len());
+    pids
+}
+
+/// Kills the groups when dropped (a failing test leaves nothing running).
+struct Groups(Vec<u32>);
+
+impl Drop for Groups {
+    fn drop(&mut self) {
+        for pgid in &self.0 {
+            kill_group(*pgid);
+        }
+    }
+}
+
+fn adopted_executors_end_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    // Each waits for its `go` file, appends a line to `runs`, and ends.
+    let script = |name: &str, end: &str| {
+        format!("while [ ! -e go ]; do sleep 0.05; done; echo {name} >> {}; {end}", runs.display())
+    };
+    let (ok, three, killed) =
+        (script("ok", "exit 0"), script("three", "exit 3"), script("killed", "sleep 1000"));
+    let pids = Groups(left_by_a_killed_supervisor(
+        dir.path(),
+        &[("e-ok", &ok), ("e-three", &three), ("e-killed", &killed)],
+    ));
+    assert!(pids.0.iter().all(|p| !is_gone(*p)), "the executors outlived their worker");
+    let (tx, rx) = channel();
+    let mut cfg = config(dir.path());
+    cfg.kill_grace = Duration::from_secs(60);
+    let (sup, left) = Supervisor::with_config(cfg, move |e| {
+        let _ = tx.send(e);
+    })
+    .expect("supervisor");
+    let sup = Guarded(sup);
+    assert_eq!(left.len(), 3, "{left:?}");
+    assert!(left.iter().all(|l| l.outcome == LeftBehindOutcome::Adopted), "{left:?}");
+    let go = |id: &str| {
+        std::fs::write(sup.executor_dir(&ExecutorId::new(id)).join("go"), "").unwrap();
+    };
+    go("e-ok");
+    expect_state(&rx, "e-ok", ExecutorState::Exited { code: 0 });
+    go("e-three");
+    expect_state(&rx, "e-three", ExecutorState::Exited { code: 3 });
+    go("e-killed");
+    let log = wait_for_text(&runs, |t| t.contains("killed\n"));
+    assert_eq!(log, "ok\nthree\nkilled\n");
+    // A graceful stop of an adopted executor: the shim records it too.
+    assert!(sup.kill(&ExecutorId::new("e-killed")));
+    expect_state(&rx, "e-killed", ExecutorState::Killed);
+    assert_eq!(status_of(&sup, "e-killed"), Some(ShimStatus::Signaled { signal: 15 }));
+    assert_eq!(records(dir.path()), 0);
+    assert!(sup.running().is_empty());
+    assert!(pids.0.iter().all(|p| is_gone(*p)));
+}
+
+fn adopted_without_status_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let pids = Groups(left_by_a_killed_supervisor(dir.path(), &[("e1", "sleep 1000")]));
+    let (tx, rx) = channel();
+    let (sup, left) = Supervisor::with_config(config(dir.path()), move |e| {
+        let _ = tx.send(e);
+    })
+    .expect("supervisor");
+    let sup = Guarded(sup);
+    assert_eq!(left[0].outcome, LeftBehindOutcome::Adopted, "{left:?}");
+    // Someone else kills the whole group with SIGKILL: the shim writes
+    // nothing, so the end is unknown.
+    kill_group(pids.0[0]);
+    expect_state(&rx, "e1", ExecutorState::Lost);
+    assert_eq!(status_of(&sup, "e1"), None);
+    assert_eq!(records(dir.path()), 0);
+}
+
+fn ended_unwatched() {
+    // The helper's orphans (the shims) come to this process, which reaps
+    // them: they must be gone, not zombies (an init that does not reap
+    // would leave zombies, which a new supervisor adopts and sees end).
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid())).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let pids = Groups(left_by_a_killed_supervisor(
+        dir.path(),
+        &[
+            ("e-ok", "while [ ! -e go ]; do sleep 0.05; done; exit 0"),
+            ("e-three", "while [ ! -e go ]; do sleep 0.05; done; exit 3"),
+            ("e-gone", "sleep 1000"),
+        ],
+    ));
+    // They end while no supervisor runs: two by themselves (their shims
+    // record it), one killed with its shim (nothing recorded).
+    for id in ["e-ok", "e-three"] {
+        let edir = dir.path().join("executors").join(id);
+        std::fs::write(edir.join("go"), "").unwrap();
+    }
+    kill_group(pids.0[2]);
+    let end = Instant::now() + DEADLINE;
+    let exists = |pid: &u32| Path::new(&format!("/proc/{pid}")).exists();
+    while pids.0.iter().any(exists) {
+        assert!(Instant::now() < end, "the executors never ended");
+        while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::NOHANG) {}
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (sup, left) = Supervisor::with_config(config(dir.path()), |_| {}).expect("supervisor");
+    let sup = Guarded(sup);
+    let mut found: Vec<(String, LeftBehindOutcome, ExecutorState)> =
+        left.iter().map(|l| (l.executor.to_string(), l.outcome.clone(), l.state())).collect();
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    let finished = |code| LeftBehindOutcome::Finished { state: ExecutorState::Exited { code } };
+    assert_eq!(found[0].0, "e-gone");
+    assert!(matches!(found[0].1, LeftBehindOutcome::Ended { .. }), "{found:?}");
+    assert_eq!(found[0].2, ExecutorState::Lost);
+    assert_eq!(found[1], ("e-ok".into(), finished(0), ExecutorState::Exited { code: 0 }));
+    assert_eq!(found[2], ("e-three".into(), finished(3), ExecutorState::Exited { code: 3 }));
+    assert_eq!(records(dir.path()), 0);
+    assert!(sup.running().is_empty());
+}
