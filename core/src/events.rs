@@ -197,7 +197,7 @@ pub fn diff(before: &ClusterState, after: &ClusterState) -> Vec<ClusterEvent> {
         &before.workers,
         &after.workers,
         |w| &w.id,
-        |w| w.state.clone(),
+        |w| w.shown_state().to_string(),
         worker_event,
         &mut out,
     );
@@ -267,7 +267,7 @@ fn worker_event(change: Change, w: &WorkerView, previous: Option<String>) -> Clu
     ClusterEvent::Worker {
         change,
         worker: w.id.clone(),
-        state: w.state.clone(),
+        state: w.shown_state().to_string(),
         previous,
         cores: w.cores,
         cores_used: w.cores_used,

@@ -689,6 +689,19 @@ pub struct WorkerView {
     pub executors: u32,
 }
 
+impl WorkerView {
+    /// The state operators see: DRAINING or DRAINED while a drain is under
+    /// way or done (unless the worker is DEAD), else the registry state
+    /// (`GET /api/state`, the event stream, the web page).
+    pub fn shown_state(&self) -> &str {
+        if !self.drain.is_empty() && self.state != "DEAD" {
+            &self.drain
+        } else {
+            &self.state
+        }
+    }
+}
+
 /// One framework in [`ClusterState`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FrameworkView {

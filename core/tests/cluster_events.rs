@@ -238,3 +238,26 @@ fn a_framework_entering_the_history_is_a_finished_event_and_leaving_it_is_none()
     let c = state("m1", "ALIVE", 7);
     assert_eq!(diff(&b, &c), vec![]);
 }
+
+#[test]
+fn a_drain_shows_as_the_workers_state_unless_it_is_dead() {
+    let mut a = state("m1", "ALIVE", 7);
+    a.workers = vec![worker("w1", "ALIVE", 1)];
+    let mut b = a.clone();
+    b.workers[0].cordoned = true;
+    b.workers[0].drain = "DRAINING".into();
+    let events = diff(&a, &b);
+    assert!(
+        matches!(&events[..], [ClusterEvent::Worker { change: Change::State, state, previous: Some(p), .. }]
+            if state == "DRAINING" && p == "ALIVE"),
+        "{events:?}"
+    );
+    let mut c = b.clone();
+    c.workers[0].state = "DEAD".into();
+    let events = diff(&b, &c);
+    assert!(
+        matches!(&events[..], [ClusterEvent::Worker { change: Change::State, state, previous: Some(p), .. }]
+            if state == "DEAD" && p == "DRAINING"),
+        "{events:?}"
+    );
+}

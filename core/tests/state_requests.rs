@@ -161,3 +161,27 @@ fn heartbeats_move_only_the_counters_and_do_not_make_a_snapshot_stale() {
     let _ = ask(&mut m, Millis(1_200), 1);
     assert_eq!(m.metrics().state_snapshots_built, built + 2);
 }
+
+/// The HTTP event stream's poller (`Master::cached_state`) shares the
+/// cache: polling a quiet cluster builds nothing, a change shows at the
+/// next poll, and the cache it leaves serves `StateRequest`s too.
+#[test]
+fn the_event_pollers_cached_state_builds_only_after_a_change() {
+    let mut m = alive_master();
+    operator(&mut m, Millis(0), 1);
+    let before = m.metrics().state_snapshots_built;
+    let first = m.cached_state(Millis(10));
+    for i in 1..=4u64 {
+        assert_eq!(m.cached_state(Millis(10 + i * 200)), first, "poll {i}: nothing changed");
+    }
+    assert_eq!(m.metrics().state_snapshots_built - before, 1, "one build for five polls");
+    register_w1(&mut m, Millis(900));
+    let after = m.cached_state(Millis(910));
+    assert_eq!(after.workers.len(), 1, "the registration shows at the next poll");
+    assert_eq!(m.metrics().state_snapshots_built - before, 2);
+    assert_eq!(ask(&mut m, Millis(920), 1), after, "a StateRequest gets the same snapshot");
+    // Past the maximum age the poller gets a fresh one even when quiet.
+    let later = Millis(910) + STATE_SNAPSHOT_MAX_AGE;
+    let _ = m.cached_state(later);
+    assert_eq!(m.metrics().state_snapshots_built - before, 3);
+}

@@ -436,8 +436,9 @@ struct MasterArgs {
     max_heartbeats_per_second: u32,
     /// How many frameworks the cluster keeps records of; a SUBSCRIBE of a
     /// new framework past it is refused and that submit stops (existing
-    /// frameworks resubscribe). At most 100000, and at most 1000 with
-    /// `--recovery zookeeper` (ZooKeeper's listing limit).
+    /// frameworks resubscribe). At most 100000, and at most 4000 with
+    /// `--recovery zookeeper` (every framework record in one shard must
+    /// still list within ZooKeeper's packet limit).
     #[arg(long, default_value_t = regent_core::limits::DEFAULT_MAX_FRAMEWORKS as u64,
           value_parser = clap::value_parser!(u64).range(1..=regent_core::limits::MAX_FRAMEWORKS_LIMIT as u64))]
     max_frameworks: u64,

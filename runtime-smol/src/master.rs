@@ -365,8 +365,14 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
                 // lease ran out (a paused process) reports STANDBY, never a
                 // leadership it no longer holds.
                 pump.feed(NodeInput::Tick)?;
+                let state = if q.cached {
+                    let now = pump.now();
+                    pump.node.cached_state(now)
+                } else {
+                    pump.node.master().state()
+                };
                 let snapshot = HttpSnapshot {
-                    state: pump.node.master().state(),
+                    state,
                     rejected_connections: pump.rejected_connections,
                     node: pump.node.metrics(),
                 };

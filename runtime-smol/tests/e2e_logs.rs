@@ -260,14 +260,15 @@ fn logs_follow_ends_when_the_executor_ends_even_across_a_master_restart() {
     assert!(executor_of(&st, "ticker", &["EXITED"]).is_ok(), "it ended: {st}");
 }
 
-/// The blocking runtime's master and worker relay and read the same way
-/// (`--runtime std`: no HTTP there, so the test waits on `regent status`).
+/// The blocking runtime's master and worker relay and read the same way,
+/// over the CLI and over the std master's HTTP server.
 #[test]
 fn logs_work_with_the_std_runtime_daemons_too() {
     let c = Cluster::new("logs-std");
     let secret = secret_file(&c);
-    // No `--http` with the std runtime: started by hand.
+    // Started by hand (the fixture starts smol masters).
     let masters = support::cluster::loopback(support::cluster::free_port());
+    let http = support::cluster::loopback(support::cluster::free_port());
     let _master = c.spawn(
         "m1",
         support::cluster::Kind::Master,
@@ -281,6 +282,8 @@ fn logs_work_with_the_std_runtime_daemons_too() {
             "m1",
             "--listen",
             &masters,
+            "--http",
+            &http,
         ],
     );
     let state = || {
@@ -324,6 +327,13 @@ fn logs_work_with_the_std_runtime_daemons_too() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "hello from std\n");
     let out = logs(&c, &secret, &masters, &[&executor, "--stderr"]);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "oops\n");
+    // The std master's HTTP relays the same read.
+    let path = format!("/api/logs/{}?stream=stdout", encode(&executor));
+    let (code, body) = http_get(&http, &path).expect("GET /api/logs from the std master");
+    assert_eq!((code, body.as_str()), (200, "hello from std\n"));
+    let path = format!("/api/logs/{}?stream=stderr", encode(&executor));
+    let (code, body) = http_get(&http, &path).expect("GET /api/logs from the std master");
+    assert_eq!((code, body.as_str()), (200, "oops\n"));
 }
 
 /// `--follow` across a real leader failover: two masters elected through a

@@ -1199,6 +1199,25 @@ impl Master {
         Box::new(state)
     }
 
+    /// The cluster as [`Master::state`] shows it, for a poller that may see
+    /// it a moment late (the HTTP event stream): the snapshot cached for
+    /// `StateReply`s while nothing but heartbeats, state requests and log
+    /// reads happened since it was built and it is younger than
+    /// [`crate::limits::STATE_SNAPSHOT_MAX_AGE`] (its message counters may
+    /// lag that long); else a fresh one, kept for the next asker.
+    pub fn cached_state(&mut self, now: Millis) -> ClusterState {
+        if !self.snapshot.needs_build(now, None) {
+            if let Some(state) = self.snapshot.reply() {
+                self.metrics.state_replies_cached += 1;
+                return *state;
+            }
+        }
+        self.metrics.state_snapshots_built += 1;
+        let state = self.state();
+        self.snapshot.store(now, state.clone());
+        state
+    }
+
     /// The answer to a request this master cannot act on right now.
     fn refusal(&self, conn: ConnId) -> Action {
         if self.suspended && self.holds_leadership() {

@@ -45,7 +45,7 @@ use super::{Deadlines, DialId, DialResult, Ended, ProbeResult};
 use crate::elector::{self, DeposeOutcome, Elector, ElectorStatus, RequestId, ZkCommand, ZkEvent};
 use crate::ids::{Addr, ConnId, Epoch, Incarnation, MasterId};
 use crate::master::{self, Master, Status};
-use crate::protocol::{Hello, LeaderHint, Message, Role, PROTOCOL_VERSION};
+use crate::protocol::{ClusterState, Hello, LeaderHint, Message, Role, PROTOCOL_VERSION};
 use crate::store::seal::Sealing;
 use crate::store::{Record, RecordKey, WriteId};
 use crate::time::Millis;
@@ -428,6 +428,13 @@ impl MasterNode {
     /// The master machine (read-only: state, status, registry).
     pub fn master(&self) -> &Master {
         &self.master
+    }
+
+    /// The master's view at `now` for a poller that may see it a moment
+    /// late ([`Master::cached_state`]); feed [`Input::Tick`] first, so a
+    /// leadership whose lease ran out is not shown.
+    pub fn cached_state(&mut self, now: Millis) -> ClusterState {
+        self.master.cached_state(now)
     }
 
     /// The elector's view at `now` (ZooKeeper mode).

@@ -616,8 +616,14 @@ impl Daemon {
                     while let Some(event) = pending.pop_front() {
                         self.step(event, pending)?;
                     }
+                    let state = if q.cached {
+                        let now = self.now();
+                        self.node.cached_state(now)
+                    } else {
+                        self.node.master().state()
+                    };
                     let _ = q.reply.try_send(HttpSnapshot {
-                        state: self.node.master().state(),
+                        state,
                         rejected_connections: self.rejected_connections,
                         node: self.node.metrics(),
                     });

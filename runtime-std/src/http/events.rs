@@ -43,7 +43,7 @@
 //!   limit keeps such clients to [`MAX_STREAMS`] threads, and the other
 //!   endpoints are not affected.
 
-use super::{header, snapshot, state_body, text, HttpQuery, HttpSnapshot, QUERY_TIMEOUT};
+use super::{header, snapshot_of, state_body, text, HttpQuery, HttpSnapshot, QUERY_TIMEOUT};
 use regent_core::events::{diff, ClusterEvent};
 use std::collections::VecDeque;
 use std::io::Write;
@@ -141,7 +141,9 @@ impl Hub {
     /// open, diffed into the backlog.
     fn poll(&self) {
         loop {
-            let snap = snapshot(&self.queries);
+            // The master's cached snapshot: rebuilt only when something other
+            // than heartbeats happened (at 18,000 workers a build is tens of ms).
+            let snap = snapshot_of(&self.queries, true);
             {
                 let mut st = self.lock();
                 if self.queries.is_closed() {

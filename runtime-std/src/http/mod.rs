@@ -68,6 +68,11 @@ pub struct HttpQuery {
     /// A log read instead of a snapshot (`GET /api/logs/...`): the daemon
     /// answers on the query's own channel and leaves `reply` unused.
     pub log: Option<logs::LogQuery>,
+    /// The asker may see the state a moment late (the event stream's
+    /// poller): the daemon answers with the master's cached snapshot
+    /// (`MasterNode::cached_state`), rebuilt only when something other
+    /// than heartbeats happened. `false`: a snapshot built now.
+    pub cached: bool,
 }
 
 /// What the daemon loop answers to an [`HttpQuery`].
@@ -283,9 +288,14 @@ fn respond(
 /// Asks the daemon for a snapshot; `None` after [`QUERY_TIMEOUT`] or when
 /// the daemon is gone.
 fn snapshot(queries: &async_channel::Sender<HttpQuery>) -> Option<HttpSnapshot> {
+    snapshot_of(queries, false)
+}
+
+/// [`snapshot`], the cached one when `cached` (see [`HttpQuery::cached`]).
+fn snapshot_of(queries: &async_channel::Sender<HttpQuery>, cached: bool) -> Option<HttpSnapshot> {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     // The channel is unbounded: this never blocks.
-    queries.send_blocking(HttpQuery { reply: tx, log: None }).ok()?;
+    queries.send_blocking(HttpQuery { reply: tx, log: None, cached }).ok()?;
     rx.recv_timeout(QUERY_TIMEOUT).ok()
 }
 
@@ -365,9 +375,7 @@ pub fn state_json(s: &ClusterState) -> Value {
         .workers
         .iter()
         .map(|w| {
-            // A drain shows in the state (DRAINING, DRAINED) unless the
-            // worker is DEAD; any other worker keeps its registry state.
-            let state = if !w.drain.is_empty() && w.state != "DEAD" { &w.drain } else { &w.state };
+            let state = w.shown_state();
             json!({
                 "id": w.id.as_str(),
                 "state": state,
