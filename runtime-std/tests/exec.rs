@@ -239,10 +239,13 @@ fn a_drain_stop_sends_sigterm_first_and_sigkill_after_its_own_grace() {
     wait_gone(pid);
     wait_gone(grandchild);
     // One that handles SIGTERM gets it first, and ends by itself.
-    let pid =
-        started(sup.launch(sh("e2", "trap 'echo bye > termed; exit 0' TERM; sleep 1000 & wait")));
+    // (It says it is ready once its trap is set: a SIGTERM before that
+    // would end the shell by default — found flaky in CI.)
+    let script = "trap 'echo bye > termed; exit 0' TERM; echo $$ > ready; sleep 1000 & wait";
+    let pid = started(sup.launch(sh("e2", script)));
     expect_state(&rx, "e2", ExecutorState::Running);
     let id = ExecutorId::new("e2");
+    read_pid(&sup.executor_dir(&id).join("ready"));
     let termed = sup.executor_dir(&id).join("termed");
     assert!(sup.stop(&id, Duration::from_secs(600)));
     expect_state(&rx, "e2", ExecutorState::Killed);
