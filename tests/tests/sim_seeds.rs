@@ -190,3 +190,20 @@ fn regression_over_allocation_after_adoption() {
 fn regression_exit_of_a_lost_executor_acknowledged_before_durable() {
     replay("lost-then-exited-ack");
 }
+
+#[test]
+fn regression_a_stray_killed_then_adopted_in_the_same_leadership() {
+    replay("stray-kill-then-adopt");
+}
+
+/// Seed 201496 with operator commands: an executor killed without refill,
+/// its slot scaled away and then back; its late exit 0 settles nothing in
+/// the new slot (the `executor_exits` invariant knew only the current slot
+/// count and flagged it).
+#[test]
+fn regression_exit_of_an_executor_whose_slot_was_scaled_away_and_back() {
+    let cfg = SimConfig { operator: true, ..SimConfig::default() };
+    if let Err(f) = run_seed(201_496, &cfg) {
+        panic!("{f}");
+    }
+}

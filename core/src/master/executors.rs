@@ -22,6 +22,10 @@ use crate::store::SlotOutcome;
 use std::collections::BTreeSet;
 use std::ops::Bound;
 
+/// How many executors killed as strays a leadership remembers (see
+/// `Master::stray_kills`): past it, more are killed but not remembered.
+pub(super) const MAX_STRAY_KILLS_REMEMBERED: usize = 65_536;
+
 /// One executor at the leader.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExecutorEntry {
@@ -428,13 +432,28 @@ impl Master {
                 self.ack_report(worker, &report.id, out);
             }
         } else {
+            if self.stray_kills.len() < MAX_STRAY_KILLS_REMEMBERED {
+                self.stray_kills.insert(report.id.clone());
+            }
             self.send_kill(worker, &report.id, out);
         }
     }
 
     /// An executor this leader did not launch: adopt it into its slot when
-    /// the slot is pending and empty (a failover), else kill it.
+    /// the slot is pending and empty (a failover), else kill it. One this
+    /// leadership already told its worker to kill stays killed: the kill
+    /// may still be on its way (held by the acting lease or in flight), and
+    /// adopting it now would leave its slot to an executor about to die.
     fn adopt_or_kill(&mut self, worker: &WorkerId, report: ExecutorReport, out: &mut Vec<Action>) {
+        if self.stray_kills.contains(&report.id) {
+            if report.state.is_terminal() {
+                self.stray_kills.remove(&report.id);
+            }
+            if !self.late_success(worker, &report, out) {
+                self.kill_stray(worker, &report, out);
+            }
+            return;
+        }
         let slot_free =
             parse_executor_id(&report.framework, &report.id).and_then(|(group, slot)| {
                 let fw = self.frameworks.get(&report.framework)?;

@@ -481,6 +481,12 @@ pub struct Master {
     wall_base: Option<u64>,
     /// Log reads relayed to workers, not yet answered.
     logs: logs::Relays,
+    /// Executors this leadership told a worker to kill as strays (not
+    /// adoptable when reported): a later report of the same executor is
+    /// not adopted, since the kill may still be on its way (held by the
+    /// acting lease, or in flight) — sim seed 209760. Bounded by
+    /// `executors::MAX_STRAY_KILLS_REMEMBERED`.
+    stray_kills: BTreeSet<ExecutorId>,
 }
 
 impl Master {
@@ -517,6 +523,7 @@ impl Master {
             history: history::History::default(),
             wall_base: None,
             logs: logs::Relays::default(),
+            stray_kills: BTreeSet::new(),
         }
     }
 
@@ -1255,6 +1262,7 @@ impl Master {
         self.after_write.clear();
         self.history = history::History::default();
         self.logs.clear();
+        self.stray_kills.clear();
         let mut conns: Vec<ConnId> = self.conns.keys().copied().collect();
         conns.sort();
         for conn in conns {

@@ -1724,7 +1724,14 @@ impl World {
             }
             (3, _, Some(x)) => {
                 let Some((framework, group, _)) = parse_executor(&x) else { return };
-                Message::ScaleGroup { request, framework, group, slots: 1 + n % 4 }
+                let slots = 1 + n % 4;
+                let away = self.masters[m]
+                    .master()
+                    .executors()
+                    .filter(|e| e.framework == framework && e.group == group && e.slot >= slots);
+                let away: Vec<ExecutorId> = away.map(|e| e.id.clone()).collect();
+                self.obs.scaled_away.extend(away);
+                Message::ScaleGroup { request, framework, group, slots }
             }
             (4, _, Some(executor)) => {
                 self.obs.kill_requested.insert(executor.clone());

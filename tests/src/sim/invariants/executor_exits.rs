@@ -5,7 +5,9 @@
 //! when the executor had been written off or replaced (a late success). A
 //! non-zero exit is recorded against the retry budget by the master, or is
 //! moot because a leader had written the executor off (LOST/KILLED) or
-//! replaced it in its slot. Exits of a removed framework are exempt.
+//! replaced it in its slot. Exits of a removed framework, and of executors
+//! in slots an operator scaled away (even if a later scale-up made new
+//! slots at those indexes: seed 201496 with `--operator`), are exempt.
 
 use crate::sim::engine::{parse_executor, Node, World};
 use regent_core::protocol::ExecutorState;
@@ -24,7 +26,7 @@ pub(crate) fn on_ack(
         return Ok(());
     };
     let Some((fw, group, slot)) = parse_executor(x) else { return Ok(()) };
-    if w.obs.removed_frameworks.contains(&fw) {
+    if w.obs.removed_frameworks.contains(&fw) || w.obs.scaled_away.contains(x) {
         return Ok(());
     }
     let outcome = match w.stored_at(&RecordKey::Framework(fw.clone())) {

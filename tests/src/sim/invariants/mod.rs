@@ -51,6 +51,11 @@ pub(crate) struct Obs {
     /// Workers an operator asked to drain (their executors may be killed
     /// at the deadline).
     pub(crate) drained: BTreeSet<WorkerId>,
+    /// Executors in slots an operator asked to scale away (the leader's
+    /// executors of the group at slots past the new count when the scale
+    /// was sent): their exits are moot even once a later scale-up makes
+    /// new slots at the same indexes.
+    pub(crate) scaled_away: BTreeSet<ExecutorId>,
     // command order
     /// The highest epoch any command was sent at: (epoch, when the first
     /// command at it was sent, by which master).
