@@ -375,6 +375,7 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
                     state,
                     rejected_connections: pump.rejected_connections,
                     node: pump.node.metrics(),
+                    master: pump.node.master().metrics().clone(),
                 };
                 let _ = q.reply.try_send(snapshot);
             }

@@ -237,14 +237,30 @@ fn state_json_of_a_standby_without_leader_has_null_leader() {
 
 #[test]
 fn metrics_text_has_help_type_and_every_family() {
+    let master = regent_core::master::Metrics {
+        state_snapshots_built: 11,
+        state_replies_cached: 12,
+        log_relays: 13,
+        log_requests_refused: 14,
+        log_relays_timed_out: 15,
+        log_answers_refused: 16,
+        ..Default::default()
+    };
     let snap = HttpSnapshot {
         state: sample_state("m1", "ALIVE", 7),
         rejected_connections: 5,
         node: Default::default(),
+        master,
     };
     let text = metrics_text(&snap);
     let lines: Vec<&str> = text.lines().collect();
     for expected in [
+        "regent_state_snapshots_built_total 11",
+        "regent_state_snapshots_cached_total 12",
+        "regent_log_relays_total 13",
+        "regent_log_requests_refused_total 14",
+        "regent_log_relays_timed_out_total 15",
+        "regent_log_answers_refused_total 16",
         "regent_master_status{status=\"ALIVE\"} 1",
         "regent_master_status{status=\"STANDBY\"} 0",
         "regent_master_status{status=\"RECOVERING\"} 0",
@@ -283,8 +299,12 @@ fn metrics_text_has_help_type_and_every_family() {
     let mut s = sample_state("m2", "STANDBY", 3);
     s.workers.clear();
     s.executors.clear();
-    let text =
-        metrics_text(&HttpSnapshot { state: s, rejected_connections: 0, node: Default::default() });
+    let text = metrics_text(&HttpSnapshot {
+        state: s,
+        rejected_connections: 0,
+        node: Default::default(),
+        master: Default::default(),
+    });
     assert!(text.lines().any(|l| l == "regent_master_status{status=\"STANDBY\"} 1"));
     assert!(text.lines().any(|l| l == "regent_master_status{status=\"ALIVE\"} 0"));
     assert!(text.lines().any(|l| l == "regent_executors{state=\"RUNNING\"} 0"));
@@ -397,6 +417,7 @@ fn serve_answers_state_metrics_and_html_404_and_405() {
         state: sample_state("m1", "ALIVE", 7),
         rejected_connections: 5,
         node: Default::default(),
+        master: Default::default(),
     };
     let (addr, stop, handle) = serve_with_daemon(snap);
 
@@ -519,6 +540,7 @@ fn an_event_stream_that_falls_behind_the_backlog_gets_a_fresh_snapshot() {
                     state,
                     rejected_connections: 0,
                     node: Default::default(),
+                    master: Default::default(),
                 });
             }
         })

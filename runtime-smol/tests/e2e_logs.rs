@@ -186,6 +186,15 @@ fn logs_prints_exactly_what_the_executor_wrote_over_the_cli_and_http() {
         assert_eq!(code, 404, "{path}: {body}");
         assert!(body.contains("no executor ../../etc/passwd is known"), "{path}: {body}");
     }
+    // The relays and the refusals are counted in /metrics.
+    let (_, metrics) = http_get(&http, "/metrics").expect("GET /metrics");
+    let counter = |name: &str| -> u64 {
+        let line = metrics.lines().find(|l| l.starts_with(&format!("{name} ")));
+        line.and_then(|l| l.split(' ').nth(1)?.parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing:\n{metrics}"))
+    };
+    assert!(counter("regent_log_relays_total") >= 3, "every read was relayed:\n{metrics}");
+    assert!(counter("regent_log_requests_refused_total") >= 3, "the path reads were refused");
 
     // Without the secret nothing is read: the handshake is refused.
     let mut cmd = c.command(&["logs", "--masters", &masters, "--connect-timeout", "1", &executor]);

@@ -100,6 +100,7 @@ fn metrics_count_cordoned_workers_by_maintenance() {
         state: state(),
         rejected_connections: 0,
         node: regent_core::node::master::Metrics::default(),
+        master: Default::default(),
     });
     assert!(text.contains("# TYPE regent_workers_cordoned gauge"), "{text}");
     for line in [

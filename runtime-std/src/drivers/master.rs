@@ -626,6 +626,7 @@ impl Daemon {
                         state,
                         rejected_connections: self.rejected_connections,
                         node: self.node.metrics(),
+                        master: self.node.master().metrics().clone(),
                     });
                 }
             }

@@ -86,6 +86,9 @@ pub struct HttpSnapshot {
     /// The node's leadership counters (leader changes, elections,
     /// step-downs, revocations, store resends).
     pub node: regent_core::node::master::Metrics,
+    /// The master machine's counters (snapshots built and cached, the log
+    /// relay).
+    pub master: regent_core::master::Metrics,
 }
 
 /// What the bearer token is derived from: HMAC-SHA256 of this under the
@@ -597,6 +600,43 @@ pub fn metrics_text(s: &HttpSnapshot) -> String {
         "counter",
         "Commands that never went out: the leadership ended while they waited for the acting lease.",
         vec![(None, n.commands_dropped)],
+    );
+    let m = &s.master;
+    family(
+        "regent_state_snapshots_built_total",
+        "counter",
+        "Views of the cluster built afresh (StateRequest, the event stream's poller).",
+        vec![(None, m.state_snapshots_built)],
+    );
+    family(
+        "regent_state_snapshots_cached_total",
+        "counter",
+        "Views of the cluster answered from the cached snapshot (nothing but heartbeats since it was built).",
+        vec![(None, m.state_replies_cached)],
+    );
+    family(
+        "regent_log_relays_total",
+        "counter",
+        "Reads of executor output relayed to a worker (regent logs, GET /api/logs).",
+        vec![(None, m.log_relays)],
+    );
+    family(
+        "regent_log_requests_refused_total",
+        "counter",
+        "Reads of executor output refused (unknown executor, worker not connected, a limit, a read failure, a timeout).",
+        vec![(None, m.log_requests_refused)],
+    );
+    family(
+        "regent_log_relays_timed_out_total",
+        "counter",
+        "Relayed reads a worker did not answer within LOG_RELAY_TIMEOUT.",
+        vec![(None, m.log_relays_timed_out)],
+    );
+    family(
+        "regent_log_answers_refused_total",
+        "counter",
+        "Answers of workers to reads never asked of them, or not fitting what was asked (also counted as rejected messages).",
+        vec![(None, m.log_answers_refused)],
     );
     family(
         "regent_workers",
