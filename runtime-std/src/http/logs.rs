@@ -91,7 +91,8 @@ pub fn respond(url: &str, queries: &async_channel::Sender<HttpQuery>) -> Respons
     let Some(raw) = path.strip_prefix(PREFIX) else {
         return text(404, "not found");
     };
-    let executor = match percent_decode(raw) {
+    // Ids hold `/` and `#`: a page links to the percent-encoded id.
+    let executor = match crate::exec::names::unescape(raw) {
         Some(id) if !id.is_empty() => ExecutorId::new(id),
         _ => return text(400, "bad request: the executor id in the path is not valid UTF-8"),
     };
@@ -170,28 +171,9 @@ pub fn respond(url: &str, queries: &async_channel::Sender<HttpQuery>) -> Respons
     }
 }
 
-/// `%XX` escapes decoded (and `+` kept as is, as in a path); `None` for a
-/// malformed escape or bytes that are not UTF-8.
-fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
-}
-
 #[cfg(test)]
 mod tests {
-    use super::percent_decode;
+    use crate::exec::names::unescape as percent_decode;
 
     #[test]
     fn ids_with_slashes_and_hashes_decode() {

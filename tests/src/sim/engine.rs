@@ -1658,25 +1658,26 @@ impl World {
         }
     }
 
+    /// The master subscriber `s` is subscribed with, and the live
+    /// connection of its subscription there.
+    fn subscription_conn(&self, s: usize) -> Option<(usize, ConnId)> {
+        let (node, gen) = (Node::Sub(s), self.subs[s].p.gen);
+        let st = self.subs[s].node.status();
+        let m = st.master.as_ref().and_then(master_index).filter(|_| st.subscribed)?;
+        self.conns
+            .iter()
+            .find(|(_, c)| {
+                c.client == node && c.cgen == gen && c.m == m && c.open && !c.cclosed && !c.broken
+            })
+            .map(|(id, _)| (m, *id))
+    }
+
     /// Subscriber `s`'s program asks the master it is subscribed with to
     /// kill executor `x`, on its subscription's connection (the submit node
     /// takes no commands; the master's answer names a request the
     /// subscriber did not send, which it ignores).
     fn sub_kill(&mut self, s: usize, x: ExecutorId) {
-        let node = Node::Sub(s);
-        let gen = self.subs[s].p.gen;
-        let st = self.subs[s].node.status();
-        let Some(m) = st.master.as_ref().and_then(master_index).filter(|_| st.subscribed) else {
-            return;
-        };
-        let conn = self
-            .conns
-            .iter()
-            .find(|(_, c)| {
-                c.client == node && c.cgen == gen && c.m == m && c.open && !c.cclosed && !c.broken
-            })
-            .map(|(id, _)| *id);
-        let Some(conn) = conn else { return };
+        let Some((_, conn)) = self.subscription_conn(s) else { return };
         let request = self.next_kill;
         self.next_kill += 1;
         let msg = Message::KillExecutor { request, executor: x };
@@ -1690,22 +1691,10 @@ impl World {
     /// [`Fault::Operate`]); remembered for the invariants.
     fn operate(&mut self, s: usize, w: usize, op: u8, n: u32) {
         let node = Node::Sub(s);
-        let gen = self.subs[s].p.gen;
         if !self.proc(node).up || self.proc(node).paused(self.now) {
             return;
         }
-        let st = self.subs[s].node.status();
-        let Some(m) = st.master.as_ref().and_then(master_index).filter(|_| st.subscribed) else {
-            return;
-        };
-        let conn = self
-            .conns
-            .iter()
-            .find(|(_, c)| {
-                c.client == node && c.cgen == gen && c.m == m && c.open && !c.cclosed && !c.broken
-            })
-            .map(|(id, _)| *id);
-        let Some(conn) = conn else { return };
+        let Some((m, conn)) = self.subscription_conn(s) else { return };
         let request = self.next_kill;
         self.next_kill += 1;
         let nw = self.workers.len();
