@@ -36,7 +36,8 @@ pub mod zk;
 /// The clock every machine is fed (monotonic ms since start) and the
 /// wall-clock term of a new leader's epoch: the host's, shared with the
 /// blocking runtime.
-pub use regent_std::host::{millis_since, wall_clock_ms};
+pub use regent_std::clock::RuntimeClock;
+pub use regent_std::host::wall_clock_ms;
 
 /// The HTTP face of a master (`/`, `/api/state`, `/api/events`,
 /// `/metrics`): served by

@@ -245,13 +245,13 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
     tracing::info!(id = %opts.id, listen = %bound, advertise = %advertise, "master listening");
 
     // The epoch's clock term is wall-clock ms: `clock_base + now`.
-    let start = Instant::now();
+    let clock = crate::RuntimeClock::start();
     let clock_base = crate::wall_clock_ms();
     let cluster = opts.net.cluster.clone();
     let node = MasterNode::new(Config { master: mcfg, leadership, clock_base, cluster })
         .with_sealing(sealing);
     let mut pump = Pump {
-        start,
+        clock,
         node,
         net: opts.net.clone(),
         net_tx,
@@ -385,7 +385,7 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
 
 /// The I/O pump around one [`MasterNode`].
 struct Pump {
-    start: Instant,
+    clock: crate::RuntimeClock,
     node: MasterNode,
     net: Arc<NetConfig>,
     /// Every connection's events (bounded).
@@ -422,7 +422,7 @@ struct Pump {
 
 impl Pump {
     fn now(&self) -> Millis {
-        crate::millis_since(self.start)
+        self.clock.now()
     }
 
     /// Runs a new connection over `stream` (`side` says who dialled) and
@@ -442,7 +442,7 @@ impl Pump {
     /// connection events: a flood of frames cannot hold back the node's
     /// timers or its coordination session.
     async fn next_wake(&mut self, rx: &Receiver<Input>, net: &Receiver<NetEvent>) -> Wake {
-        let deadline = self.node.poll_timeout().map(|at| self.start + Duration::from_millis(at.0));
+        let deadline = self.clock.wake_at(self.node.poll_timeout());
         if deadline.is_some_and(|when| when <= Instant::now()) {
             return Wake::Deadline;
         }

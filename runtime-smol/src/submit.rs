@@ -63,7 +63,7 @@ use smol::net::TcpStream;
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub use regent_std::drivers::subscriber::{DIAL_TIMEOUT, GROUP};
 
@@ -134,7 +134,7 @@ pub async fn run_submit_with_progress(
     let (dial_tx, dial_rx) = async_channel::unbounded();
     let mut pump = Pump {
         node: SubmitNode::new(config),
-        start: Instant::now(),
+        clock: crate::RuntimeClock::start(),
         net: opts.net.clone(),
         insecure: opts.insecure,
         net_tx,
@@ -154,7 +154,7 @@ pub async fn run_submit_with_progress(
         if let Some(exit) = pump.exit.take() {
             return exit.outcome;
         }
-        let deadline = pump.node.poll_timeout().map(|at| pump.start + Duration::from_millis(at.0));
+        let deadline = pump.clock.wake_at(pump.node.poll_timeout());
         let wake = future::or(
             future::or(
                 future::or(async { net_rx.recv().await.map_or(Wake::Idle, Wake::Net) }, async {
@@ -241,7 +241,7 @@ struct Dialled {
 /// screen.
 struct Pump<W: Write> {
     node: SubmitNode,
-    start: Instant,
+    clock: crate::RuntimeClock,
     net: Arc<NetConfig>,
     insecure: bool,
     net_tx: Sender<NetEvent>,
@@ -256,7 +256,7 @@ struct Pump<W: Write> {
 impl<W: Write> Pump<W> {
     /// One `handle` call and its outputs, in order.
     fn feed(&mut self, input: Input) {
-        let now = crate::millis_since(self.start);
+        let now = self.clock.now();
         for output in self.node.handle(now, input) {
             match output {
                 Output::Dial { dial, master, timeout } => self.dial(dial, master, timeout),

@@ -115,7 +115,7 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
     let (net_tx, net_rx) = async_channel::unbounded();
     let (dial_tx, dial_rx) = async_channel::unbounded();
     let mut d = Daemon {
-        start: Instant::now(),
+        clock: crate::RuntimeClock::start(),
         node: WorkerNode::new(config),
         supervisor: Arc::new(supervisor),
         net: opts.net.clone(),
@@ -141,7 +141,7 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
             d.flush(&net_rx).await;
             return Err(reason);
         }
-        let deadline = d.node.poll_timeout().map(|at| d.start + Duration::from_millis(at.0));
+        let deadline = d.clock.wake_at(d.node.poll_timeout());
         let listen_shutdown = killing.is_none();
         let wake = future::or(
             future::or(
@@ -247,7 +247,7 @@ struct Dialed {
 
 /// The I/O pump around one [`WorkerNode`].
 struct Daemon {
-    start: Instant,
+    clock: crate::RuntimeClock,
     node: WorkerNode,
     supervisor: Arc<Supervisor>,
     net: Arc<NetConfig>,
@@ -269,7 +269,7 @@ impl Daemon {
     async fn feed(&mut self, input: NodeInput) {
         self.queue.push_back(input);
         while let Some(input) = self.queue.pop_front() {
-            let now = crate::millis_since(self.start);
+            let now = self.clock.now();
             for output in self.node.handle(now, input) {
                 self.execute(output).await;
             }

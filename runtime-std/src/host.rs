@@ -177,12 +177,6 @@ fn generate_id() -> String {
     }
 }
 
-/// Milliseconds since `start` on the monotonic clock: the `now` every
-/// machine is fed.
-pub fn millis_since(start: Instant) -> Millis {
-    Millis(start.elapsed().as_millis() as u64)
-}
-
 /// Wall-clock milliseconds since the Unix epoch (the clock term of a new
 /// leader's epoch, DESIGN rule 4).
 pub fn wall_clock_ms() -> u64 {

@@ -11,11 +11,14 @@
 //!   framing, bounds), one reader and one writer thread per connection.
 //! * [`http`]: the HTTP face of a master (`/`, `/api/state`, `/api/events`,
 //!   `/metrics`), on a thread of its own, for both runtimes.
+//! * [`clock`]: the runtime clock both runtimes feed their nodes (boot
+//!   time: it counts while the host is suspended).
 //! * [`drivers`]: the master, worker and subscriber machines driven on std
 //!   threads (one thread owns each machine), for embedders and for
 //!   `regent --runtime std`. Recovery modes `none` and `filesystem` only.
 #![warn(missing_docs)]
 
+pub mod clock;
 pub mod drivers;
 pub mod exec;
 pub mod host;

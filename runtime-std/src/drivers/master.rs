@@ -17,7 +17,7 @@
 //! Not here: ZooKeeper recovery (it needs the async ZooKeeper client); it
 //! stays with the smol runtime (`regent master`).
 
-use super::{millis_since, wait_for, wall_clock_ms, DriverThread, Stopper};
+use super::{wall_clock_ms, DriverThread, RuntimeClock, Stopper};
 use crate::host::{proc_limit, ConnectionCeiling};
 use crate::http::{self, HttpQuery, HttpSnapshot};
 use crate::net::{self, spawn_connection, ConnHandle, NetConfig, NetEvent};
@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long connections get to flush their last messages when the master
 /// stops.
@@ -347,10 +347,10 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
     mcfg.retained_frameworks = cfg.retained_frameworks;
     tracing::info!(id = %cfg.id, listen = %bound, advertise = %advertise, "master listening");
 
-    let start = Instant::now();
+    let clock = RuntimeClock::start();
     let clock_base = wall_clock_ms();
     let d = Daemon {
-        start,
+        clock,
         node: MasterNode::new(Config {
             master: mcfg,
             leadership: Leadership::Single,
@@ -445,7 +445,7 @@ impl Drop for Acceptor {
 }
 
 struct Daemon {
-    start: Instant,
+    clock: RuntimeClock,
     node: MasterNode,
     net: Arc<NetConfig>,
     /// Dial non-loopback peers without a secret (`--insecure`).
@@ -474,7 +474,7 @@ struct Daemon {
 
 impl Daemon {
     fn now(&self) -> Millis {
-        millis_since(self.start)
+        self.clock.now()
     }
 
     /// Runs a new connection over `stream` (`side` says who dialled); its
@@ -523,7 +523,7 @@ impl Daemon {
             while let Some(event) = pending.pop_front() {
                 self.step(event, pending)?;
             }
-            let input = match wait_for(self.start, self.node.poll_timeout()) {
+            let input = match self.clock.wait_for(self.node.poll_timeout()) {
                 None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
                 Some(left) => rx.recv_timeout(left),
             };

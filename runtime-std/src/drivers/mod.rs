@@ -30,17 +30,12 @@ pub use subscriber::{
 pub use worker::{spawn_worker, WorkerConfig, WorkerHandle};
 
 use crate::net::check_exposure;
-use regent_core::{Addr, Millis};
+use regent_core::Addr;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-pub use crate::host::{millis_since, wall_clock_ms};
-
-/// How long `recv_timeout` may wait for a deadline `at` (in machine
-/// milliseconds since `start`): `None` when there is no deadline.
-fn wait_for(start: Instant, at: Option<Millis>) -> Option<Duration> {
-    at.map(|at| (start + Duration::from_millis(at.0)).saturating_duration_since(Instant::now()))
-}
+pub use crate::clock::RuntimeClock;
+pub use crate::host::wall_clock_ms;
 
 /// Why dialling a master failed.
 #[derive(Debug)]

@@ -32,7 +32,7 @@
 //!   after an interruption its executors keep running within the failover
 //!   timeout and a new subscriber with the same framework id adopts them.
 
-use super::{millis_since, spawn_dial, DialError, DriverThread, Stopper};
+use super::{spawn_dial, DialError, DriverThread, RuntimeClock, Stopper};
 use crate::net::{check_exposure, spawn_connection, ConnHandle, NetConfig, NetEvent};
 use regent_core::auth::Side;
 use regent_core::ids::InstanceId;
@@ -46,7 +46,7 @@ use std::io::Write;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub use regent_core::node::submit::{describe, describe_request, executor_line, state_text};
 
@@ -185,7 +185,7 @@ pub fn spawn_subscriber_with_output(
     let status = Arc::new(Mutex::new(node.status()));
     let pump = Pump {
         node,
-        start: Instant::now(),
+        clock: RuntimeClock::start(),
         status: status.clone(),
         net: cfg.net.clone(),
         insecure: cfg.insecure,
@@ -325,7 +325,7 @@ impl<W: Write> Screen<W> {
 
 struct Pump<W: Write> {
     node: SubmitNode,
-    start: Instant,
+    clock: RuntimeClock,
     status: Arc<Mutex<SubscriberStatus>>,
     net: Arc<NetConfig>,
     insecure: bool,
@@ -346,7 +346,7 @@ impl<W: Write> Pump<W> {
             if let Some(exit) = self.exit.take() {
                 break exit;
             }
-            let input = match super::wait_for(self.start, self.node.poll_timeout()) {
+            let input = match self.clock.wait_for(self.node.poll_timeout()) {
                 None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
                 Some(left) => rx.recv_timeout(left),
             };
@@ -376,7 +376,7 @@ impl<W: Write> Pump<W> {
 
     /// One `handle` call and its outputs, in order.
     fn feed(&mut self, input: NodeInput) {
-        let now = millis_since(self.start);
+        let now = self.clock.now();
         for output in self.node.handle(now, input) {
             match output {
                 Output::Dial { dial, master, timeout } => self.dial(dial, master, timeout),

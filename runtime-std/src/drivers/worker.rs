@@ -16,7 +16,7 @@
 //! generated id across restarts; the supervisor keeps its lock, records and
 //! executor logs beside it (see [`crate::exec`]).
 
-use super::{millis_since, spawn_dial, DialError, DriverThread, Stopper};
+use super::{spawn_dial, DialError, DriverThread, RuntimeClock, Stopper};
 use crate::exec::{ExecEvent, ExecutorSpec, LeftBehind, Supervisor};
 use crate::host::{
     left_behind_report, log_launched, log_worker_note, prepare_worker, PreparedWorker,
@@ -112,7 +112,7 @@ pub fn spawn_worker(cfg: WorkerConfig) -> Result<WorkerHandle, String> {
     let node = WorkerNode::new(config);
     let status = Arc::new(Mutex::new(node.status()));
     let d = Daemon {
-        start: Instant::now(),
+        clock: RuntimeClock::start(),
         node,
         status: status.clone(),
         supervisor: Arc::new(supervisor),
@@ -137,7 +137,7 @@ pub fn spawn_worker(cfg: WorkerConfig) -> Result<WorkerHandle, String> {
 }
 
 struct Daemon {
-    start: Instant,
+    clock: RuntimeClock,
     node: WorkerNode,
     status: Arc<Mutex<WorkerStatus>>,
     supervisor: Arc<Supervisor>,
@@ -168,7 +168,7 @@ impl Daemon {
                 self.flush(&rx);
                 return Err(reason);
             }
-            let input = match super::wait_for(self.start, self.node.poll_timeout()) {
+            let input = match self.clock.wait_for(self.node.poll_timeout()) {
                 None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
                 Some(left) => rx.recv_timeout(left),
             };
@@ -221,7 +221,7 @@ impl Daemon {
     fn feed(&mut self, input: NodeInput) {
         self.queue.push_back(input);
         while let Some(input) = self.queue.pop_front() {
-            let now = millis_since(self.start);
+            let now = self.clock.now();
             for output in self.node.handle(now, input) {
                 self.execute(output);
             }
