@@ -81,8 +81,10 @@ number_id!(
     /// registrations with the same worker id and incarnation are the same
     /// process; a larger incarnation is a newer process, which replaces the
     /// older one, and an older one never replaces a newer one. Runtimes build
-    /// it from the start time and OS entropy (see `time_ordered_id` in
-    /// regent-std).
+    /// it from the start time and OS entropy, and never below the previous
+    /// incarnation + 1 kept in the worker's work directory, so it grows even
+    /// across a wall clock stepped back (see `next_ordered_id` in
+    /// regent-std's `host`).
     Incarnation,
     "inc-"
 );

@@ -1,8 +1,10 @@
 //! Host helpers both runtimes' drivers share, outside any driver: the
-//! worker's id file, the check of configured master addresses, what a
-//! previous worker process left behind, and the log lines of the worker
-//! node's notes and of executor launches, the clock. No protocol decision
-//! lives here.
+//! worker's id file, the durable series of incarnation and instance ids
+//! ([`next_ordered_id`]: ordered even when the wall clock steps back), the
+//! check of configured master addresses, what a previous worker process
+//! left behind, the log lines of the worker node's notes and of executor
+//! launches, and the wall clock (the runtime clock is
+//! [`crate::clock::RuntimeClock`]). No protocol decision lives here.
 
 use crate::exec::{
     ExecEvent, Launched, LeftBehind, LeftBehindPolicy, Supervisor, SupervisorConfig,
@@ -146,17 +148,69 @@ pub fn load_or_create_id(work_dir: &Path) -> Result<String, String> {
         Err(e) => return Err(format!("cannot read the worker id from {}: {e}", path.display())),
     }
     let id = generate_id();
-    let tmp = work_dir.join(format!("{ID_FILE}.tmp"));
-    (|| {
-        let mut f = fs::File::create(&tmp)?;
-        writeln!(f, "{id}")?;
-        f.sync_all()?;
-        fs::rename(&tmp, &path)?;
-        fs::File::open(work_dir)?.sync_all()
-    })()
-    .map_err(|e| format!("cannot store the worker id in {}: {e}", path.display()))?;
+    write_durably(&path, &id)
+        .map_err(|e| format!("cannot store the worker id in {}: {e}", path.display()))?;
     tracing::info!(worker = %id, path = %path.display(), "generated the worker id");
     Ok(id)
+}
+
+/// The file in the work directory that keeps the worker's last
+/// incarnation, so the next process of the worker is newer even when the
+/// host's clock stepped back (DESIGN rule 10).
+pub const INCARNATION_FILE: &str = "incarnation";
+
+/// The next id of a series kept in the file `path` (created with the
+/// series): `max(time-ordered id, last + 1)` ([`time_ordered_id`]), stored
+/// durably (temp file, fsync, rename, directory fsync) before it is
+/// returned. Ids so drawn grow with the wall clock while it moves forward,
+/// and stay unique and ordered when it steps back (NTP after a reboot, a
+/// restored VM): a step back only makes the next id its predecessor + 1.
+/// The caller keeps other processes of the series out meanwhile (the
+/// worker: the work directory's lock). Fails naming the file when it
+/// cannot be read or written, or does not hold an id (it is never
+/// overwritten then: removing it is the operator's call).
+pub fn next_ordered_id(path: &Path) -> Result<u64, String> {
+    let last = match fs::read_to_string(path) {
+        Ok(text) => Some(text.trim().parse::<u64>().map_err(|_| {
+            format!(
+                "{} is corrupt: {:?} is not an id (a decimal number). It keeps the last id \
+                 of this process series so that the next is newer even if the clock stepped \
+                 back; repair or remove it",
+                path.display(),
+                text.chars().take(40).collect::<String>()
+            )
+        })?),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(format!("cannot read the last id from {}: {e}", path.display())),
+    };
+    let id = ordered_after(time_ordered_id(), last).ok_or_else(|| {
+        format!("{} holds the largest id there is; no later id exists", path.display())
+    })?;
+    write_durably(path, &id.to_string())
+        .map_err(|e| format!("cannot store the last id in {}: {e}", path.display()))?;
+    Ok(id)
+}
+
+/// `max(clock, last + 1)`: `None` when `last` is the largest id.
+fn ordered_after(clock: u64, last: Option<u64>) -> Option<u64> {
+    match last {
+        None => Some(clock),
+        Some(last) => Some(clock.max(last.checked_add(1)?)),
+    }
+}
+
+/// Replaces `path`'s contents with `line` durably: a temp file beside it,
+/// fsync, rename, fsync of the directory.
+fn write_durably(path: &Path, line: &str) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let mut f = fs::File::create(&tmp)?;
+    writeln!(f, "{line}")?;
+    f.sync_all()?;
+    fs::rename(&tmp, path)?;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    fs::File::open(dir)?.sync_all()
 }
 
 /// `worker-<hostname>-<random hex>`: readable, and unique even for two
@@ -275,7 +329,8 @@ pub struct PreparedWorker {
     pub left_behind: Vec<LeftBehind>,
     /// The worker id (given, or generated once and kept in the work dir).
     pub id: String,
-    /// The worker node's configuration (a fresh time-ordered incarnation).
+    /// The worker node's configuration (a fresh incarnation, larger than
+    /// every earlier one of this work directory: [`next_ordered_id`]).
     pub config: worker::Config,
 }
 
@@ -284,7 +339,8 @@ pub struct PreparedWorker {
 /// cluster names differ, a configured master address is malformed or is
 /// exposed without a secret (and not `insecure`), the id is empty, the work
 /// directory cannot be used (or another worker holds it), or the id cannot
-/// be read or stored. Executor events go to `sink`, from the supervisor's
+/// be read or stored, or the incarnation file is unreadable or corrupt
+/// ([`next_ordered_id`]). Executor events go to `sink`, from the supervisor's
 /// threads.
 pub fn prepare_worker(
     cfg: &WorkerConfig,
@@ -312,7 +368,8 @@ pub fn prepare_worker(
         Some(id) => id.clone(),
         None => load_or_create_id(&cfg.work_dir)?,
     };
-    let incarnation = Incarnation(time_ordered_id());
+    // Written before it is used, under the same lock.
+    let incarnation = Incarnation(next_ordered_id(&cfg.work_dir.join(INCARNATION_FILE))?);
     let config = worker::Config::new(
         cfg.cluster.clone(),
         WorkerId::new(id.clone()),
@@ -418,5 +475,76 @@ impl ConnectionCeiling {
             );
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The id a process started with its clock `ms` milliseconds ahead
+    /// would have drawn (as a predecessor did before the clock stepped
+    /// back by that much).
+    fn drawn_ahead(ms: u64) -> u64 {
+        time_ordered_id() + (ms << 16)
+    }
+
+    #[test]
+    fn an_id_drawn_after_the_clock_stepped_back_an_hour_is_newer() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let path = dir.path().join(INCARNATION_FILE);
+        let before = drawn_ahead(3_600_000);
+        fs::write(&path, format!("{before}\n")).expect("write the predecessor's id");
+        let id = next_ordered_id(&path).expect("an id");
+        assert_eq!(id, before + 1, "the predecessor's id + 1, not the clock's smaller id");
+        assert_eq!(fs::read_to_string(&path).expect("the file"), format!("{id}\n"));
+    }
+
+    #[test]
+    fn ids_drawn_in_a_row_grow_and_the_last_is_kept() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let path = dir.path().join(INCARNATION_FILE);
+        let ids: Vec<u64> = (0..5).map(|_| next_ordered_id(&path).expect("an id")).collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids {ids:?}");
+        // The clock term leads while the clock moves forward.
+        assert!(ids[0] >> 16 >= wall_clock_ms() - 60_000, "ids {ids:?}");
+        assert_eq!(fs::read_to_string(&path).expect("the file").trim(), ids[4].to_string());
+        assert!(!dir.path().join("incarnation.tmp").exists(), "no temp file left");
+    }
+
+    #[test]
+    fn a_corrupt_id_file_is_an_error_naming_it_and_is_left_alone() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let path = dir.path().join(INCARNATION_FILE);
+        for junk in ["", "not a number\n", "-3\n", "18446744073709551616\n"] {
+            fs::write(&path, junk).expect("write junk");
+            let err = next_ordered_id(&path).expect_err("a corrupt file");
+            assert!(err.contains(&path.display().to_string()), "{err}");
+            assert!(err.contains("is corrupt"), "{err}");
+            assert_eq!(fs::read_to_string(&path).expect("the file"), junk, "left as it was");
+        }
+    }
+
+    #[test]
+    fn an_unreadable_id_file_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        // A directory where the file should be: cannot be read as a file.
+        let path = dir.path().join(INCARNATION_FILE);
+        fs::create_dir(&path).expect("a directory");
+        let err = next_ordered_id(&path).expect_err("unreadable");
+        assert!(err.contains("cannot read") && err.contains(&path.display().to_string()), "{err}");
+    }
+
+    #[test]
+    fn the_largest_id_has_no_successor() {
+        assert_eq!(ordered_after(5, None), Some(5));
+        assert_eq!(ordered_after(5, Some(9)), Some(10));
+        assert_eq!(ordered_after(50, Some(9)), Some(50));
+        assert_eq!(ordered_after(5, Some(u64::MAX)), None);
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let path = dir.path().join(INCARNATION_FILE);
+        fs::write(&path, u64::MAX.to_string()).expect("write");
+        let err = next_ordered_id(&path).expect_err("no successor");
+        assert!(err.contains("largest id"), "{err}");
     }
 }

@@ -396,6 +396,20 @@ impl Cluster {
         memory_mb: u64,
         extra: &[&str],
     ) -> Proc {
+        self.worker_env(id, masters, cores, memory_mb, extra, &[])
+    }
+
+    /// [`Cluster::worker`] with extra environment variables (e.g. a faked
+    /// clock: libfaketime's `LD_PRELOAD` and `FAKETIME`).
+    pub fn worker_env(
+        &self,
+        id: &str,
+        masters: &[String],
+        cores: u32,
+        memory_mb: u64,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Proc {
         let (masters, cores, memory) =
             (masters.join(","), cores.to_string(), memory_mb.to_string());
         let work = self.work_dir(id);
@@ -414,17 +428,29 @@ impl Cluster {
             id,
         ];
         args.extend_from_slice(extra);
-        self.spawn(id, Kind::Worker, &args)
+        self.spawn_env(id, Kind::Worker, &args, env)
     }
 
     /// Starts `regent submit --masters M OPTS -- CMD`.
     pub fn submit(&self, name: &str, masters: &[String], opts: &[&str], cmd: &[&str]) -> Proc {
+        self.submit_env(name, masters, opts, cmd, &[])
+    }
+
+    /// [`Cluster::submit`] with extra environment variables.
+    pub fn submit_env(
+        &self,
+        name: &str,
+        masters: &[String],
+        opts: &[&str],
+        cmd: &[&str],
+        env: &[(&str, &str)],
+    ) -> Proc {
         let masters = masters.join(",");
         let mut args = vec!["submit", "--masters", &masters];
         args.extend_from_slice(opts);
         args.push("--");
         args.extend_from_slice(cmd);
-        self.spawn(name, Kind::Submit, &args)
+        self.spawn_env(name, Kind::Submit, &args, env)
     }
 
     /// The leader's view through `regent status --json` (`None` when the

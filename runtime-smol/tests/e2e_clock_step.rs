@@ -1,0 +1,117 @@
+//! End-to-end: processes restarted after their host's wall clock stepped
+//! back an hour (NTP after a reboot, a restored VM) are still newer than
+//! their dead predecessors (issue 20, scenario 6; DESIGN rule 10).
+//!
+//! The step is injected into the restarted process alone with Debian's
+//! libfaketime (`LD_PRELOAD`, `FAKETIME=-1h`; `scripts/test` installs the
+//! `faketime` package): its wall clock reads an hour earlier than the
+//! master's, its monotonic and boot clocks are untouched. Real `regent`
+//! processes on loopback; outcomes are asserted within generous bounds,
+//! never timings.
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+use support::cluster::{alive_with_workers, api_state, executors, wait_for, Cluster, MasterSpec};
+
+/// Generous bound for anything to happen.
+const BOUND: Duration = Duration::from_secs(60);
+
+/// Debian's libfaketime (package `libfaketime`, brought by `faketime`).
+const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// The environment that makes a process's wall clock read an hour earlier
+/// (only the wall clock: `CLOCK_MONOTONIC` is left alone).
+fn clock_stepped_back_an_hour() -> Vec<(&'static str, &'static str)> {
+    assert!(
+        Path::new(LIBFAKETIME).exists(),
+        "{LIBFAKETIME} is missing: install Debian's faketime package (scripts/test does)"
+    );
+    vec![
+        ("LD_PRELOAD", LIBFAKETIME),
+        ("FAKETIME", "-1h"),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+        ("FAKETIME_DONT_RESET", "1"),
+    ]
+}
+
+/// The master's `/api/state`.
+fn state(spec: &MasterSpec) -> Result<serde_json::Value, String> {
+    api_state(&spec.http_addr()).ok_or_else(|| "the master does not answer".to_owned())
+}
+
+/// The executors RUNNING by the master's view.
+fn running(spec: &MasterSpec) -> Result<Vec<String>, String> {
+    let ex = executors(&state(spec)?);
+    Ok(ex.into_iter().filter(|(_, s)| s == "RUNNING").map(|(id, _)| id).collect())
+}
+
+/// A worker killed with `kill -9` and restarted over the same work dir with
+/// its clock an hour back registers (a new incarnation, higher than its
+/// predecessor's, which the master still lists) and runs the executor the
+/// master launches into its slot, instead of being told `Shutdown`.
+///
+/// Failed before the incarnation counter (`next_ordered_id` over
+/// `<work dir>/incarnation`): the incarnation was wall-clock ordered, so
+/// the restarted worker's was an hour lower than its dead predecessor's and
+/// the master told it "worker id w1 conflict: incarnation ... was replaced
+/// by incarnation ..."; it exited 1.
+#[test]
+fn a_worker_restarted_with_its_clock_an_hour_back_registers_and_runs_an_executor() {
+    let c = Cluster::new("clock-step-worker");
+    // The dead predecessor stays listed throughout the test.
+    let spec = MasterSpec::new("m1", &["--recovery", "none", "--worker-timeout", "120000"]);
+    let masters = vec![spec.addr()];
+    let _master = c.master(&spec);
+    let mut worker = c.worker("w1", &masters, 1, 256, &[]);
+    wait_for(BOUND, "the worker ALIVE", || alive_with_workers(&state(&spec)?, &["w1"]));
+    let mut submit = c.submit(
+        "submit",
+        &masters,
+        &["--executors", "1", "--cores", "1", "--memory", "64"],
+        &["sh", "-c", "sleep 1000"],
+    );
+    let first = wait_for(BOUND, "the executor RUNNING", || match running(&spec)?.as_slice() {
+        [id] => Ok(id.clone()),
+        ex => Err(format!("running {ex:?}")),
+    });
+
+    worker.kill9();
+    // Its executor is killed with it (no adoption to muddle what runs), and
+    // the master launches a new one into the slot once the new incarnation
+    // registers.
+    let env = clock_stepped_back_an_hour();
+    let mut worker = c.worker_env("w1", &masters, 1, 256, &["--kill-left-behind"], env.as_slice());
+    let second = wait_for(BOUND, "a new executor RUNNING on the restarted worker", || {
+        worker.assert_running("(restarted with its clock an hour back)");
+        match running(&spec)?.as_slice() {
+            [id] if *id != first => Ok(id.clone()),
+            ex => Err(format!("running {ex:?}; worker stderr:\n{}", worker.stderr())),
+        }
+    });
+    assert!(alive_with_workers(&state(&spec).unwrap(), &["w1"]).is_ok(), "w1 ALIVE");
+    // Past registration and a launch: a conflict would have been sent.
+    std::thread::sleep(Duration::from_secs(1));
+    worker.assert_running("after registering");
+    assert!(!worker.stderr().contains("conflict"), "worker:\n{}", worker.stderr());
+    assert_eq!(running(&spec).unwrap(), vec![second], "the one executor still runs");
+    submit.assert_running("with its executor running");
+}
+
+/// Proof that the fault is injected: a process under
+/// [`clock_stepped_back_an_hour`] reads a wall clock an hour earlier.
+#[test]
+fn the_injected_step_moves_the_wall_clock_back_an_hour() {
+    let out = std::process::Command::new("date")
+        .arg("+%s")
+        .envs(clock_stepped_back_an_hour())
+        .output()
+        .expect("run date");
+    let faked: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().expect("seconds");
+    let real = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs();
+    assert!(real.abs_diff(faked + 3600) < 60, "faked {faked}, real {real}");
+}
