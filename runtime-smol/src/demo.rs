@@ -130,6 +130,7 @@ pub async fn run_demo(executor_shim: Option<std::path::PathBuf>) -> Result<(), S
         insecure: false,
         connect_timeout: None,
         callback: None,
+        state_dir: None,
     };
     let (_stop_submit, submit_shutdown) = async_channel::bounded::<()>(1);
     let app = smol::spawn(crate::submit::run_submit(submit, std::io::sink(), submit_shutdown));

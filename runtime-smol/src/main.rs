@@ -535,6 +535,12 @@ struct SubmitArgs {
     /// Smol runtime only.
     #[arg(long, value_name = "ADDR")]
     callback: Option<SocketAddr>,
+    /// Where this submit keeps the last instance id drawn on this host
+    /// (the file `submit-instance`), so a later submit taking the
+    /// framework over is newer even if the wall clock stepped back
+    /// (default: $XDG_STATE_HOME/regent, else ~/.local/state/regent).
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
     /// The command every executor runs.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -695,6 +701,7 @@ async fn run_std(common: &Common, command: Command) -> Result<ExitCode, String> 
                 insecure: common.insecure,
                 connect_timeout: Some(a.connect_timeout.duration()),
                 callback: None,
+                state_dir: a.state_dir.clone().or_else(regent_std::host::default_state_dir),
             };
             let s = d::spawn_subscriber_with_output(cfg, std::io::stdout(), progress)?;
             stop_on_shutdown(s.stopper());
@@ -870,6 +877,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
                 insecure: common.insecure,
                 connect_timeout: Some(a.connect_timeout.duration()),
                 callback: a.callback,
+                state_dir: a.state_dir.clone().or_else(regent_std::host::default_state_dir),
             };
             use std::io::IsTerminal;
             let progress = std::io::stdout().is_terminal();

@@ -116,7 +116,11 @@ pub async fn run_submit_with_progress(
     let checked = opts.clone();
     smol::unblock(move || check_configured_masters(&checked)).await?;
 
-    let instance = InstanceId(regent_std::net::time_ordered_id());
+    // Durable (an fsync) before it is used: on the blocking pool.
+    let state_dir = opts.state_dir.clone();
+    let instance = InstanceId(
+        smol::unblock(move || regent_std::host::next_instance_id(state_dir.as_deref())).await?,
+    );
     let (mut config, spec) = node_config(&opts, instance);
     // The callback listener (seed 002): a new leader dials it.
     let (accept_rx, _listener) = match opts.callback {

@@ -13,7 +13,9 @@ mod support;
 
 use std::path::Path;
 use std::time::Duration;
-use support::cluster::{alive_with_workers, api_state, executors, wait_for, Cluster, MasterSpec};
+use support::cluster::{
+    alive_with_workers, api_state, executors, wait_for, Cluster, MasterSpec, Proc,
+};
 
 /// Generous bound for anything to happen.
 const BOUND: Duration = Duration::from_secs(60);
@@ -41,6 +43,16 @@ fn state(spec: &MasterSpec) -> Result<serde_json::Value, String> {
     api_state(&spec.http_addr()).ok_or_else(|| "the master does not answer".to_owned())
 }
 
+/// A master `m1` with `args` (and `--http`), and worker `w1` (1 core,
+/// 256 MiB) ALIVE on it.
+fn master_and_worker(c: &Cluster, args: &[&str]) -> (MasterSpec, Proc, Proc) {
+    let spec = MasterSpec::new("m1", args);
+    let master = c.master(&spec);
+    let worker = c.worker("w1", &[spec.addr()], 1, 256, &[]);
+    wait_for(BOUND, "the worker ALIVE", || alive_with_workers(&state(&spec)?, &["w1"]));
+    (spec, master, worker)
+}
+
 /// The executors RUNNING by the master's view.
 fn running(spec: &MasterSpec) -> Result<Vec<String>, String> {
     let ex = executors(&state(spec)?);
@@ -61,11 +73,9 @@ fn running(spec: &MasterSpec) -> Result<Vec<String>, String> {
 fn a_worker_restarted_with_its_clock_an_hour_back_registers_and_runs_an_executor() {
     let c = Cluster::new("clock-step-worker");
     // The dead predecessor stays listed throughout the test.
-    let spec = MasterSpec::new("m1", &["--recovery", "none", "--worker-timeout", "120000"]);
+    let (spec, _master, mut worker) =
+        master_and_worker(&c, &["--recovery", "none", "--worker-timeout", "120000"]);
     let masters = vec![spec.addr()];
-    let _master = c.master(&spec);
-    let mut worker = c.worker("w1", &masters, 1, 256, &[]);
-    wait_for(BOUND, "the worker ALIVE", || alive_with_workers(&state(&spec)?, &["w1"]));
     let mut submit = c.submit(
         "submit",
         &masters,
@@ -114,4 +124,49 @@ fn the_injected_step_moves_the_wall_clock_back_an_hour() {
         .expect("after 1970")
         .as_secs();
     assert!(real.abs_diff(faked + 3600) < 60, "faked {faked}, real {real}");
+}
+
+/// A `regent submit --framework-id F` killed with `kill -9` and restarted
+/// with its clock an hour back subscribes and keeps the framework's
+/// executor (adopted, not relaunched), instead of being told that F
+/// "failed over to" its dead predecessor and stopping for good.
+///
+/// Failed before the instance counter (`next_instance_id` over
+/// `<state dir>/submit-instance`, the state dir being `$XDG_STATE_HOME/regent`
+/// here): the instance id was wall-clock ordered, so the restarted
+/// submitter's was an hour lower than its predecessor's, which the master
+/// still held; it was refused and exited 3.
+#[test]
+fn a_submit_restarted_with_its_clock_an_hour_back_keeps_its_framework() {
+    let c = Cluster::new("clock-step-submit");
+    let (spec, _master, mut worker) = master_and_worker(&c, &["--recovery", "none"]);
+    let masters = vec![spec.addr()];
+    let opts = ["--framework-id", "fw-clock-step", "--executors", "1", "--cores", "1"];
+    let opts = [&opts[..], &["--memory", "64"]].concat();
+    let cmd = ["sh", "-c", "sleep 1000"];
+    let mut first = c.submit("submit-1", &masters, &opts, &cmd);
+    let executor = wait_for(BOUND, "the executor RUNNING", || match running(&spec)?.as_slice() {
+        [id] => Ok(id.clone()),
+        ex => Err(format!("running {ex:?}")),
+    });
+
+    first.kill9();
+    let env = clock_stepped_back_an_hour();
+    let mut second = c.submit_env("submit-2", &masters, &opts, &cmd, env.as_slice());
+    wait_for(BOUND, "the restarted submit subscribed", || {
+        if let Some(s) = second.exit_status() {
+            panic!("the restarted submit stopped ({s}):\n{}\n{}", second.stdout(), second.stderr());
+        }
+        if second.stdout().contains("subscribed to") {
+            Ok(())
+        } else {
+            Err(format!("stdout:\n{}", second.stdout()))
+        }
+    });
+    // Past the subscription: a refusal would have been sent by now.
+    std::thread::sleep(Duration::from_secs(1));
+    second.assert_running("after subscribing");
+    assert!(!second.stderr().contains("failed over"), "submit:\n{}", second.stderr());
+    assert_eq!(running(&spec).unwrap(), vec![executor], "the executor adopted, still alone");
+    worker.assert_running("at the end");
 }

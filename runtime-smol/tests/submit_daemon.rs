@@ -174,6 +174,7 @@ fn options(masters: Vec<Addr>, executors: u32) -> SubmitOptions {
         insecure: false,
         connect_timeout: None,
         callback: None,
+        state_dir: None,
     }
 }
 

@@ -191,6 +191,48 @@ pub fn next_ordered_id(path: &Path) -> Result<u64, String> {
     Ok(id)
 }
 
+/// The file in a submitter's state directory that keeps the last instance
+/// id drawn there.
+pub const INSTANCE_FILE: &str = "submit-instance";
+
+/// Where `regent submit` keeps its last instance id unless told
+/// (`--state-dir`): `$XDG_STATE_HOME/regent`, else
+/// `$HOME/.local/state/regent`; `None` when neither variable holds an
+/// absolute path.
+pub fn default_state_dir() -> Option<PathBuf> {
+    let absolute = |var: &str| std::env::var_os(var).map(PathBuf::from).filter(|p| p.is_absolute());
+    absolute("XDG_STATE_HOME")
+        .or_else(|| absolute("HOME").map(|h| h.join(".local").join("state")))
+        .map(|d| d.join("regent"))
+}
+
+/// A submitter's instance id. With a state directory (created if missing):
+/// the next of the series in `<dir>/submit-instance` ([`next_ordered_id`]:
+/// newer than every instance drawn there before, even when the wall clock
+/// stepped back), drawn under an exclusive `flock` of
+/// `<dir>/submit-instance.lock`, as a user's submitters may start side by
+/// side. Without one: the clock's id alone ([`time_ordered_id`]), ordered
+/// only while the wall clock does not step back. Fails naming the
+/// directory or file that cannot be used.
+pub fn next_instance_id(state_dir: Option<&Path>) -> Result<u64, String> {
+    let Some(dir) = state_dir else {
+        return Ok(time_ordered_id());
+    };
+    fs::create_dir_all(dir)
+        .map_err(|e| format!("cannot create the state directory {}: {e}", dir.display()))?;
+    let lock_path = dir.join(format!("{INSTANCE_FILE}.lock"));
+    let lock = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| format!("cannot open {}: {e}", lock_path.display()))?;
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
+    // The lock ends with `lock`, after the id is durable.
+    next_ordered_id(&dir.join(INSTANCE_FILE))
+}
+
 /// `max(clock, last + 1)`: `None` when `last` is the largest id.
 fn ordered_after(clock: u64, last: Option<u64>) -> Option<u64> {
     match last {
@@ -546,5 +588,43 @@ mod tests {
         fs::write(&path, u64::MAX.to_string()).expect("write");
         let err = next_ordered_id(&path).expect_err("no successor");
         assert!(err.contains("largest id"), "{err}");
+    }
+
+    #[test]
+    fn submitters_side_by_side_draw_distinct_instances_from_one_state_dir() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let state = dir.path().join("state").join("regent");
+        // The series starts an hour "ahead": every id below is last + 1.
+        let before = drawn_ahead(3_600_000);
+        fs::create_dir_all(&state).expect("the state dir");
+        fs::write(state.join(INSTANCE_FILE), format!("{before}\n")).expect("write");
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let state = state.clone();
+                std::thread::spawn(move || {
+                    (0..10)
+                        .map(|_| next_instance_id(Some(&state)).expect("an id"))
+                        .collect::<Vec<u64>>()
+                })
+            })
+            .collect();
+        let mut ids: Vec<u64> =
+            threads.into_iter().flat_map(|t| t.join().expect("no panic")).collect();
+        ids.sort_unstable();
+        let expected: Vec<u64> = (1..=80).map(|n| before + n).collect();
+        assert_eq!(ids, expected, "80 distinct ids, each newer than the series' last");
+    }
+
+    #[test]
+    fn a_state_dir_that_cannot_be_created_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let file = dir.path().join("a-file");
+        fs::write(&file, "").expect("write");
+        let state = file.join("regent");
+        let err = next_instance_id(Some(&state)).expect_err("under a file");
+        assert!(err.contains(&state.display().to_string()), "{err}");
+        // Without a state directory, the clock's id.
+        let id = next_instance_id(None).expect("an id");
+        assert!(id >> 16 >= wall_clock_ms() - 60_000);
     }
 }

@@ -86,6 +86,7 @@ fn an_application_completes_on_std_drivers() {
         insecure: false,
         connect_timeout: None,
         callback: None,
+        state_dir: None,
     })
     .unwrap();
     let events: Vec<Action> = sub.events().iter().collect();
@@ -178,6 +179,7 @@ fn an_interrupted_submission_leaves_its_executor_until_the_worker_shuts_down() {
         insecure: false,
         connect_timeout: None,
         callback: None,
+        state_dir: None,
     })
     .unwrap();
     let running = |a: &Action| {

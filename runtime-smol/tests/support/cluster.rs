@@ -328,11 +328,14 @@ impl Cluster {
     }
 
     /// A `regent` command with the fixture's environment: the temp dir as
-    /// working directory, no colours in logs, `RUST_LOG=info` unless the
-    /// test runs with its own `RUST_LOG`.
+    /// working directory and `XDG_STATE_HOME` (where `regent submit` keeps
+    /// its last instance id), no colours in logs, `RUST_LOG=info` unless
+    /// the test runs with its own `RUST_LOG`.
     pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(BIN);
         cmd.args(args).current_dir(self.dir()).env("NO_COLOR", "1").stdin(Stdio::null());
+        // `regent submit` keeps its last instance id here, not in $HOME.
+        cmd.env("XDG_STATE_HOME", self.dir());
         if std::env::var_os("RUST_LOG").is_none() {
             cmd.env("RUST_LOG", "info");
         }

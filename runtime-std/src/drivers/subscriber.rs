@@ -92,6 +92,12 @@ pub struct SubscriberConfig {
     /// leader — even one at an address this submitter never knew — dials it
     /// to say it leads (seed 002). The smol runtime runs it; `None`: none.
     pub callback: Option<std::net::SocketAddr>,
+    /// Where the last instance id drawn is kept (`regent submit
+    /// --state-dir`, default [`crate::host::default_state_dir`]), so the
+    /// next submitter with that directory is newer even after the wall
+    /// clock stepped back ([`crate::host::next_instance_id`]). `None`: the
+    /// instance id is the clock's alone.
+    pub state_dir: Option<std::path::PathBuf>,
 }
 
 /// The default of `--connect-timeout`: how long a client tries to reach a
@@ -177,7 +183,7 @@ pub fn spawn_subscriber_with_output(
 ) -> Result<SubscriberHandle, String> {
     check_options(&cfg)?;
     check_configured_masters(&cfg)?;
-    let instance = InstanceId(crate::net::time_ordered_id());
+    let instance = InstanceId(crate::host::next_instance_id(cfg.state_dir.as_deref())?);
     let (config, spec) = node_config(&cfg, instance);
     let (tx, rx) = mpsc::channel();
     let (etx, erx) = mpsc::channel();
