@@ -96,7 +96,10 @@ number_id!(
 number_id!(
     /// One run of a subscriber process (Mesos' scheduler instance). Like an
     /// [`Incarnation`], larger means newer: a SUBSCRIBE from an older
-    /// instance never takes a framework back from a newer one.
+    /// instance never takes a framework back from a newer one. `regent
+    /// submit` keeps the last one it drew in its state directory, so the
+    /// next is newer even across a wall clock stepped back (see
+    /// `next_instance_id` in regent-std's `host`).
     InstanceId,
     "inst-"
 );

@@ -226,7 +226,8 @@ enum Dial {
 }
 
 struct Load {
-    start: Instant,
+    /// The peers' clock (boot time, like every daemon's).
+    clock: crate::RuntimeClock,
     peers: Vec<Peer>,
     /// The next deadline of each peer, as queued in `timers`.
     scheduled: Vec<Option<Millis>>,
@@ -255,10 +256,6 @@ struct Load {
     errors: u64,
     launched: u64,
     gave_up: Vec<bool>,
-}
-
-fn millis(start: Instant) -> Millis {
-    Millis(start.elapsed().as_millis() as u64)
 }
 
 fn incarnation() -> u64 {
@@ -328,7 +325,7 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, String> {
     let (net_tx, net_rx) = async_channel::unbounded();
     let (dial_tx, dial_rx) = async_channel::unbounded();
     let mut l = Load {
-        start,
+        clock: crate::RuntimeClock::start(),
         peers,
         scheduled: vec![None; n],
         timers: BinaryHeap::new(),
@@ -438,8 +435,7 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, String> {
         if (measured.is_some() && frameworks_done) || now > end_by {
             break;
         }
-        let deadline =
-            l.timers.peek().map(|Reverse((at, _))| l.start + Duration::from_millis(at.0));
+        let deadline = l.clock.wake_at(l.timers.peek().map(|Reverse((at, _))| *at));
         let tick = now + Duration::from_millis(50);
         let wake = future::or(
             future::or(
@@ -572,7 +568,7 @@ impl Load {
 
     /// Feeds peer `i` every due deadline.
     fn run_due(&mut self) {
-        let now = millis(self.start);
+        let now = self.clock.now();
         while let Some(Reverse((at, i))) = self.timers.peek().copied() {
             if at > now {
                 break;
@@ -595,7 +591,7 @@ impl Load {
     fn feed(&mut self, i: usize, input: PeerInput) {
         let mut queue = VecDeque::from([input]);
         while let Some(input) = queue.pop_front() {
-            let now = millis(self.start);
+            let now = self.clock.now();
             match (&mut self.peers[i], input) {
                 (Peer::Worker(node), PeerInput::Worker(input)) => {
                     let outputs = node.handle(now, input);

@@ -218,8 +218,13 @@ pub fn next_instance_id(state_dir: Option<&Path>) -> Result<u64, String> {
     let Some(dir) = state_dir else {
         return Ok(time_ordered_id());
     };
-    fs::create_dir_all(dir)
-        .map_err(|e| format!("cannot create the state directory {}: {e}", dir.display()))?;
+    fs::create_dir_all(dir).map_err(|e| {
+        format!(
+            "cannot create the state directory {} (where the last instance id is kept; \
+                 --state-dir names another): {e}",
+            dir.display()
+        )
+    })?;
     let lock_path = dir.join(format!("{INSTANCE_FILE}.lock"));
     let lock = fs::OpenOptions::new()
         .create(true)

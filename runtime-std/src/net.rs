@@ -438,8 +438,10 @@ pub fn random_u64() -> u64 {
 
 /// An id that grows with the process's start time: wall-clock milliseconds
 /// in the high bits, 16 bits of OS entropy below. Worker incarnations and
-/// subscriber instances are such ids, so the master can tell a newer process
-/// from an older one whose message arrives late.
+/// subscriber instances are drawn from it, so the master can tell a newer
+/// process from an older one whose message arrives late — through
+/// [`crate::host::next_ordered_id`], which keeps them ordered when the wall
+/// clock steps back (alone, this id is ordered only while it does not).
 pub fn time_ordered_id() -> u64 {
     let ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
