@@ -53,6 +53,27 @@ fn master_and_worker(c: &Cluster, args: &[&str]) -> (MasterSpec, Proc, Proc) {
     (spec, master, worker)
 }
 
+/// Starts `regent submit --framework-id FRAMEWORK` (one slot of `sleep
+/// 1000`) with `env`.
+fn submit(
+    c: &Cluster,
+    spec: &MasterSpec,
+    name: &str,
+    framework: &str,
+    env: &[(&str, &str)],
+) -> Proc {
+    let opts = ["--framework-id", framework, "--executors", "1", "--cores", "1", "--memory", "64"];
+    c.submit_env(name, &[spec.addr()], &opts, &["sh", "-c", "sleep 1000"], env)
+}
+
+/// Waits for exactly one executor RUNNING; its id.
+fn the_one_running(spec: &MasterSpec) -> String {
+    wait_for(BOUND, "one executor RUNNING", || match running(spec)?.as_slice() {
+        [id] => Ok(id.clone()),
+        ex => Err(format!("running {ex:?}")),
+    })
+}
+
 /// The executors RUNNING by the master's view.
 fn running(spec: &MasterSpec) -> Result<Vec<String>, String> {
     let ex = executors(&state(spec)?);
@@ -82,10 +103,7 @@ fn a_worker_restarted_with_its_clock_an_hour_back_registers_and_runs_an_executor
         &["--executors", "1", "--cores", "1", "--memory", "64"],
         &["sh", "-c", "sleep 1000"],
     );
-    let first = wait_for(BOUND, "the executor RUNNING", || match running(&spec)?.as_slice() {
-        [id] => Ok(id.clone()),
-        ex => Err(format!("running {ex:?}")),
-    });
+    let first = the_one_running(&spec);
 
     worker.kill9();
     // Its executor is killed with it (no adoption to muddle what runs), and
@@ -140,19 +158,12 @@ fn the_injected_step_moves_the_wall_clock_back_an_hour() {
 fn a_submit_restarted_with_its_clock_an_hour_back_keeps_its_framework() {
     let c = Cluster::new("clock-step-submit");
     let (spec, _master, mut worker) = master_and_worker(&c, &["--recovery", "none"]);
-    let masters = vec![spec.addr()];
-    let opts = ["--framework-id", "fw-clock-step", "--executors", "1", "--cores", "1"];
-    let opts = [&opts[..], &["--memory", "64"]].concat();
-    let cmd = ["sh", "-c", "sleep 1000"];
-    let mut first = c.submit("submit-1", &masters, &opts, &cmd);
-    let executor = wait_for(BOUND, "the executor RUNNING", || match running(&spec)?.as_slice() {
-        [id] => Ok(id.clone()),
-        ex => Err(format!("running {ex:?}")),
-    });
+    let mut first = submit(&c, &spec, "submit-1", "fw-clock-step", &[]);
+    let executor = the_one_running(&spec);
 
     first.kill9();
     let env = clock_stepped_back_an_hour();
-    let mut second = c.submit_env("submit-2", &masters, &opts, &cmd, env.as_slice());
+    let mut second = submit(&c, &spec, "submit-2", "fw-clock-step", &env);
     wait_for(BOUND, "the restarted submit subscribed", || {
         if let Some(s) = second.exit_status() {
             panic!("the restarted submit stopped ({s}):\n{}\n{}", second.stdout(), second.stderr());
@@ -167,6 +178,36 @@ fn a_submit_restarted_with_its_clock_an_hour_back_keeps_its_framework() {
     std::thread::sleep(Duration::from_secs(1));
     second.assert_running("after subscribing");
     assert!(!second.stderr().contains("failed over"), "submit:\n{}", second.stderr());
+    assert_eq!(running(&spec).unwrap(), vec![executor], "the executor adopted, still alone");
+    worker.assert_running("at the end");
+}
+
+/// A second `regent submit --framework-id F` started while the first still
+/// runs, on the same host (the same state dir) but with its clock an hour
+/// back, takes the framework over: the first is told it failed over and
+/// stops with code 3, the second keeps the executor. No master rule about
+/// disconnected instances can decide this one, as the first is connected:
+/// only the durable instance series orders the two.
+///
+/// Failed before the instance counter: the second was an hour "older", so
+/// the master refused it ("failed over to" the first) and it exited 3.
+#[test]
+fn a_takeover_from_a_clock_an_hour_back_still_takes_the_framework_over() {
+    let c = Cluster::new("clock-step-takeover");
+    let (spec, _master, mut worker) = master_and_worker(&c, &["--recovery", "none"]);
+    let mut first = submit(&c, &spec, "submit-1", "fw-clock-takeover", &[]);
+    let executor = the_one_running(&spec);
+
+    let env = clock_stepped_back_an_hour();
+    let mut second = submit(&c, &spec, "submit-2", "fw-clock-takeover", &env);
+    let status = wait_for(BOUND, "one of the two submits stops", || {
+        if let Some(s) = second.exit_status() {
+            panic!("the newer submit stopped ({s}):\n{}\n{}", second.stdout(), second.stderr());
+        }
+        first.exit_status().ok_or_else(|| "both run".to_owned())
+    });
+    assert_eq!(status.code(), Some(3), "the first submit failed over:\n{}", first.stderr());
+    second.assert_running("after taking over");
     assert_eq!(running(&spec).unwrap(), vec![executor], "the executor adopted, still alone");
     worker.assert_running("at the end");
 }
