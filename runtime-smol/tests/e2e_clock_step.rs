@@ -11,7 +11,6 @@
 
 mod support;
 
-use std::path::Path;
 use std::time::Duration;
 use support::cluster::{
     alive_with_workers, api_state, executors, wait_for, Cluster, MasterSpec, Proc,
@@ -20,22 +19,35 @@ use support::cluster::{
 /// Generous bound for anything to happen.
 const BOUND: Duration = Duration::from_secs(60);
 
-/// Debian's libfaketime (package `libfaketime`, brought by `faketime`).
-const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+/// Debian's libfaketime (package `libfaketime`, brought by `faketime`):
+/// `/usr/lib/<multiarch triple>/faketime/libfaketime.so.1`.
+fn libfaketime() -> String {
+    let found = std::fs::read_dir("/usr/lib").ok().and_then(|dir| {
+        dir.filter_map(|e| e.ok())
+            .map(|e| e.path().join("faketime").join("libfaketime.so.1"))
+            .find(|p| p.exists())
+    });
+    let path = found.expect(
+        "no /usr/lib/*/faketime/libfaketime.so.1: install Debian's faketime package \
+         (scripts/test does)",
+    );
+    path.to_str().expect("a UTF-8 path").to_owned()
+}
 
 /// The environment that makes a process's wall clock read an hour earlier
 /// (only the wall clock: `CLOCK_MONOTONIC` is left alone).
-fn clock_stepped_back_an_hour() -> Vec<(&'static str, &'static str)> {
-    assert!(
-        Path::new(LIBFAKETIME).exists(),
-        "{LIBFAKETIME} is missing: install Debian's faketime package (scripts/test does)"
-    );
+fn clock_stepped_back_an_hour() -> Vec<(&'static str, String)> {
     vec![
-        ("LD_PRELOAD", LIBFAKETIME),
-        ("FAKETIME", "-1h"),
-        ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
-        ("FAKETIME_DONT_RESET", "1"),
+        ("LD_PRELOAD", libfaketime()),
+        ("FAKETIME", "-1h".to_owned()),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1".to_owned()),
+        ("FAKETIME_DONT_RESET", "1".to_owned()),
     ]
+}
+
+/// [`clock_stepped_back_an_hour`] as the support code takes it.
+fn env_of<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    env.iter().map(|(k, v)| (*k, v.as_str())).collect()
 }
 
 /// The master's `/api/state`.
@@ -110,7 +122,7 @@ fn a_worker_restarted_with_its_clock_an_hour_back_registers_and_runs_an_executor
     // the master launches a new one into the slot once the new incarnation
     // registers.
     let env = clock_stepped_back_an_hour();
-    let mut worker = c.worker_env("w1", &masters, 1, 256, &["--kill-left-behind"], env.as_slice());
+    let mut worker = c.worker_env("w1", &masters, 1, 256, &["--kill-left-behind"], &env_of(&env));
     let second = wait_for(BOUND, "a new executor RUNNING on the restarted worker", || {
         worker.assert_running("(restarted with its clock an hour back)");
         match running(&spec)?.as_slice() {
@@ -163,7 +175,7 @@ fn a_submit_restarted_with_its_clock_an_hour_back_keeps_its_framework() {
 
     first.kill9();
     let env = clock_stepped_back_an_hour();
-    let mut second = submit(&c, &spec, "submit-2", "fw-clock-step", &env);
+    let mut second = submit(&c, &spec, "submit-2", "fw-clock-step", &env_of(&env));
     wait_for(BOUND, "the restarted submit subscribed", || {
         if let Some(s) = second.exit_status() {
             panic!("the restarted submit stopped ({s}):\n{}\n{}", second.stdout(), second.stderr());
@@ -199,7 +211,7 @@ fn a_takeover_from_a_clock_an_hour_back_still_takes_the_framework_over() {
     let executor = the_one_running(&spec);
 
     let env = clock_stepped_back_an_hour();
-    let mut second = submit(&c, &spec, "submit-2", "fw-clock-takeover", &env);
+    let mut second = submit(&c, &spec, "submit-2", "fw-clock-takeover", &env_of(&env));
     let status = wait_for(BOUND, "one of the two submits stops", || {
         if let Some(s) = second.exit_status() {
             panic!("the newer submit stopped ({s}):\n{}\n{}", second.stdout(), second.stderr());
