@@ -20,10 +20,17 @@
 //!   open);
 //! * a missing heartbeat acknowledgement for `heartbeat_timeout_factor`
 //!   heartbeat intervals marks the connection dead (half-open connections are
-//!   detected here, not by a runtime timer).
+//!   detected here, not by a runtime timer);
+//! * the masters a peer advertises (`HelloReply`, `MasterChanged`,
+//!   `Registered`, `NotLeader`'s hint, a callback hint) are checked against
+//!   [`MAX_ADVERTISED_MASTERS`](crate::limits::MAX_ADVERTISED_MASTERS) and
+//!   [`MAX_ADDR_BYTES`](crate::limits::MAX_ADDR_BYTES) before any is
+//!   learned (the worker dials every master it learns): a message past them
+//!   is ignored as a whole and reported ([`Action::Rejected`], counted in
+//!   [`Worker::rejected`]).
 
 use crate::ids::{Addr, Epoch, ExecutorId, FrameworkId, Incarnation, WorkerId};
-use crate::limits::MAX_LOG_CHUNK;
+use crate::limits::{advertised_in_message_problem, advertised_masters_problem, MAX_LOG_CHUNK};
 use crate::protocol::{
     ExecutorReport, ExecutorState, Hello, LeaderHint, LogRead, LogStream, Message, RegisterWorker,
     Role, PROTOCOL_VERSION,
@@ -245,6 +252,16 @@ pub enum Action {
         /// Why.
         reason: String,
     },
+    /// Purely observational: a message from `from` (or a callback hint
+    /// naming `from`) broke a limit on peer input (DESIGN rule 6) and was
+    /// ignored as a whole. Log it as a warning; [`Worker::rejected`] counts
+    /// them.
+    Rejected {
+        /// The master.
+        from: Addr,
+        /// Which limit, and by how much.
+        reason: String,
+    },
     /// The followed master asks for a chunk of an executor's output file:
     /// read it and answer `master` with [`Message::LogData`] for `relay`
     /// (the worker node does both; see `node::worker`).
@@ -327,6 +344,8 @@ pub struct Worker {
     executors: BTreeMap<ExecutorId, ExecutorReport>,
     /// The highest hinted epoch each master was probed for.
     probed: BTreeMap<Addr, Epoch>,
+    /// Messages ignored for breaking a limit on peer input.
+    rejected: u64,
 }
 
 impl Worker {
@@ -360,7 +379,19 @@ impl Worker {
             exited: false,
             executors: BTreeMap::new(),
             probed: BTreeMap::new(),
+            rejected: 0,
         }
+    }
+
+    /// How many messages (and callback hints) were ignored for breaking a
+    /// limit on peer input; each also came out as [`Action::Rejected`].
+    pub fn rejected(&self) -> u64 {
+        self.rejected
+    }
+
+    fn reject(&mut self, from: Addr, reason: String, out: &mut Vec<Action>) {
+        self.rejected += 1;
+        out.push(Action::Rejected { from: crate::limits::addr_for_log(&from), reason });
     }
 
     /// What the worker shows an observer.
@@ -417,7 +448,11 @@ impl Worker {
                 self.report_executor(&id, &mut out);
             }
             Event::Hint { leader, masters } => {
-                if leader.epoch >= self.max_epoch || self.config.unsafe_no_epoch_fencing {
+                let problem = crate::limits::advertised_addr_problem(&leader.addr)
+                    .or_else(|| advertised_masters_problem(&masters));
+                if let Some(reason) = problem {
+                    self.reject(leader.addr, reason, &mut out);
+                } else if leader.epoch >= self.max_epoch || self.config.unsafe_no_epoch_fencing {
                     let mut named = masters;
                     if !named.contains(&leader.addr) {
                         named.push(leader.addr.clone());
@@ -551,13 +586,14 @@ impl Worker {
     /// dropped, its connection closed. Configured masters are kept forever.
     /// (A link whose dial is in flight is left for the next list.)
     fn forget_unlisted(&mut self, from: &Addr, masters: &[Addr], out: &mut Vec<Action>) {
+        let listed: std::collections::BTreeSet<&Addr> = masters.iter().collect();
         let gone: Vec<Addr> = self
             .links
             .iter()
             .filter(|(a, l)| {
                 *a != from
                     && l.state != LinkState::Connecting
-                    && !masters.contains(a)
+                    && !listed.contains(a)
                     && !self.config.masters.contains(a)
             })
             .map(|(a, _)| a.clone())
@@ -623,6 +659,12 @@ impl Worker {
 
     fn on_message(&mut self, now: Millis, from: Addr, msg: Message, out: &mut Vec<Action>) {
         if !self.links.contains_key(&from) {
+            return;
+        }
+        if let Some(reason) = advertised_in_message_problem(&msg) {
+            // Checked before any of it is learned or dialled (DESIGN rule
+            // 6): a real leader never advertises past the limits.
+            self.reject(from, reason, out);
             return;
         }
         if let Some(epoch) = msg.master_epoch() {

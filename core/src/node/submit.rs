@@ -868,6 +868,9 @@ pub fn describe(action: &Action) -> Option<String> {
             format!("request {id} ({}) refused: {reason}", request(command))
         }
         Action::Error { message } => format!("master error: {message}"),
+        Action::Rejected { from, reason } => {
+            format!("ignored a message from master {from}: {reason}")
+        }
         Action::Disconnected { reason } => format!("disconnected: {reason}"),
         Action::Exit { reason, .. } => reason.clone(),
         Action::Connect { .. }
