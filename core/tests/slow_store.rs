@@ -141,11 +141,34 @@ impl World {
         self.queue.push((at, self.seq, to));
     }
 
-    fn to_peer(&mut self, conn: ConnId, at: Millis, msg: regent_core::protocol::Message) {
+    fn send_to_peer(&mut self, conn: ConnId, at: Millis, msg: regent_core::protocol::Message) {
         match self.owner.get(&conn) {
             Some(Peer::Submit) => self.push(at, To::Submit(snode::Input::Message { conn, msg })),
             Some(Peer::Worker) => self.push(at, To::Worker(wnode::Input::Message { conn, msg })),
             None => {}
+        }
+    }
+
+    /// A peer's frame reaches the master, if the connection is still open.
+    fn send_to_master(&mut self, conn: ConnId, at: Millis, msg: regent_core::protocol::Message) {
+        if self.owner.contains_key(&conn) {
+            self.push(at, To::Master(mnode::Input::Message { conn, msg }));
+        }
+    }
+
+    /// A peer closes `conn`: the master sees it end (once).
+    fn close_to_master(&mut self, conn: ConnId, at: Millis) {
+        if self.owner.remove(&conn).is_some() {
+            let how = Ended::ByPeer;
+            self.push(at, To::Master(mnode::Input::Disconnected { conn, how }));
+        }
+    }
+
+    /// The worker kills an executor whose process runs.
+    fn kill(&mut self, executor: ExecutorId, at: Millis) {
+        if self.alive.remove(&executor).is_some() {
+            let state = ExecutorState::Killed;
+            self.push(at, To::Worker(wnode::Input::ExecutorChanged { executor, state }));
         }
     }
 
@@ -160,7 +183,7 @@ impl World {
         let at = self.now + LATENCY;
         for o in out {
             match o {
-                mnode::Output::Send { conn, msg } => self.to_peer(conn, at, msg),
+                mnode::Output::Send { conn, msg } => self.send_to_peer(conn, at, msg),
                 mnode::Output::Close { conn, reason } => match self.owner.remove(&conn) {
                     Some(Peer::Submit) => {
                         self.push(at, To::Submit(snode::Input::Closed { conn, reason }))
@@ -216,15 +239,10 @@ impl World {
                     if matches!(msg, regent_core::protocol::Message::Subscribe(_)) {
                         self.subscribe_attempts += 1;
                     }
-                    if self.owner.contains_key(&conn) {
-                        self.push(at, To::Master(mnode::Input::Message { conn, msg }));
-                    }
+                    self.send_to_master(conn, at, msg);
                 }
                 snode::Output::Close { conn, reason } => {
-                    if self.owner.remove(&conn).is_some() {
-                        let how = Ended::ByPeer;
-                        self.push(at, To::Master(mnode::Input::Disconnected { conn, how }));
-                    }
+                    self.close_to_master(conn, at);
                     self.push(at, To::Submit(snode::Input::Closed { conn, reason }));
                 }
                 snode::Output::Observed(subscriber::Action::Subscribed { .. }) => {
@@ -246,17 +264,8 @@ impl World {
                     let result = DialResult::Connected { conn, peer: None };
                     self.push(at, To::Worker(wnode::Input::Dialed { dial, result }));
                 }
-                wnode::Output::Send { conn, msg } => {
-                    if self.owner.contains_key(&conn) {
-                        self.push(at, To::Master(mnode::Input::Message { conn, msg }));
-                    }
-                }
-                wnode::Output::Close { conn, .. } => {
-                    if self.owner.remove(&conn).is_some() {
-                        let how = Ended::ByPeer;
-                        self.push(at, To::Master(mnode::Input::Disconnected { conn, how }));
-                    }
-                }
+                wnode::Output::Send { conn, msg } => self.send_to_master(conn, at, msg),
+                wnode::Output::Close { conn, .. } => self.close_to_master(conn, at),
                 wnode::Output::StartExecutor { executor, .. } => {
                     let slot = slot_of(&executor);
                     self.alive.insert(executor.clone(), slot.clone());
@@ -274,15 +283,7 @@ impl World {
                     self.push(self.now + RUN, To::Worker(exited));
                 }
                 wnode::Output::KillExecutor { executor }
-                | wnode::Output::StopExecutor { executor, .. } => {
-                    if self.alive.remove(&executor).is_some() {
-                        let state = ExecutorState::Killed;
-                        self.push(
-                            at,
-                            To::Worker(wnode::Input::ExecutorChanged { executor, state }),
-                        );
-                    }
-                }
+                | wnode::Output::StopExecutor { executor, .. } => self.kill(executor, at),
                 wnode::Output::Exit { reason } => panic!("the worker exited: {reason}"),
                 wnode::Output::Note(wnode::Note::Status(st)) if st.registered => {
                     self.registered_at.get_or_insert(self.now);

@@ -1153,7 +1153,7 @@ fn against_a_slow_store(
         let timer = timers.iter().min_by_key(|(_, at)| **at).map(|(t, at)| (*t, *at));
         let delivery = (0..deliveries.len()).min_by_key(|i| deliveries[*i].0);
         match (timer, delivery) {
-            (Some((t, at)), d) if d.is_none_or(|i| at <= deliveries[i].0) => {
+            (Some((t, at)), d) if d.map_or(true, |i| at <= deliveries[i].0) => {
                 if at > until {
                     return (None, timeouts);
                 }
