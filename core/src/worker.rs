@@ -15,6 +15,14 @@
 //!   of a master: a dropped connection is redialled within
 //!   [`Config::reconnect_first_max`] (jittered, 10 ms by default), then with
 //!   capped exponential backoff;
+//! * a slow store never livelocks registration (DESIGN rule 11): a retry
+//!   restarts no work at the master (a repeated registration of an
+//!   incarnation whose record is still being written is not written again;
+//!   the master answers `Registered` on the latest connection once the
+//!   first write is durable), and the retries back off (1 s then 10 s,
+//!   jittered, before the first registration, over about two minutes;
+//!   doubling from 50 ms to 5 s for a re-registration), so a 10 s write
+//!   costs a few retries and never a give-up;
 //! * a master message with an epoch lower than the highest seen is ignored,
 //!   which fences a recovered old leader (the caveat the SPARK-4592 fix left
 //!   open);
