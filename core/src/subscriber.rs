@@ -58,7 +58,7 @@
 //! dialled, are ignored as well.
 
 use crate::ids::{Addr, Epoch, ExecutorId, FrameworkId, InstanceId};
-use crate::limits::advertised_in_message_problem;
+use crate::limits::{advertised_in_message_problem, MAX_ADVERTISED_MASTERS};
 use crate::protocol::{
     ExecutorInfo, GroupSpec, Hello, LeaderHint, Message, Role, Subscribe, PROTOCOL_VERSION,
 };
@@ -389,8 +389,7 @@ pub struct Subscriber {
     /// last hint followed.
     preferred: Option<Addr>,
     /// The same masters as `masters`, for membership tests (a list of up to
-    /// [`crate::limits::MAX_ADVERTISED_MASTERS`] is merged in one pass, not in
-    /// its square).
+    /// [`MAX_ADVERTISED_MASTERS`] is merged in one pass, not in its square).
     known: BTreeSet<Addr>,
     /// Masters tried in the current round.
     tried: BTreeSet<Addr>,
@@ -552,11 +551,33 @@ impl Subscriber {
 
     // ----- finding the leader ------------------------------------------------
 
-    fn learn_masters(&mut self, masters: &[Addr]) {
+    /// Learns the masters not known yet, up to the configured ones plus
+    /// [`MAX_ADVERTISED_MASTERS`] learned ones in all, however many
+    /// messages bring new ones (the leader's listing drops learned ones it
+    /// no longer names); past that a new master is not learned, which is
+    /// reported once per message (as from `from`).
+    fn learn_masters(&mut self, from: &Addr, masters: &[Addr], out: &mut Vec<Action>) {
+        let room = self.config.masters.len() + MAX_ADVERTISED_MASTERS;
+        let mut refused = 0;
         for m in masters {
-            if self.known.insert(m.clone()) {
+            if self.known.contains(m) {
+                continue;
+            }
+            if self.known.len() >= room {
+                refused += 1;
+            } else {
+                self.known.insert(m.clone());
                 self.masters.push(m.clone());
             }
+        }
+        if refused > 0 {
+            self.rejected += 1;
+            let reason = format!(
+                "{refused} more masters not learned: this subscriber knows {} already, the most \
+                 it keeps (its configured ones plus MAX_ADVERTISED_MASTERS)",
+                self.known.len()
+            );
+            out.push(Action::Rejected { from: crate::limits::addr_for_log(from), reason });
         }
     }
 
@@ -695,7 +716,7 @@ impl Subscriber {
     /// Abandons the current connection (closing it first) and subscribes
     /// with `leader` at once.
     fn switch_to(&mut self, now: Millis, leader: Addr, reason: &str, out: &mut Vec<Action>) {
-        self.learn_masters(std::slice::from_ref(&leader));
+        self.learn_masters(&leader.clone(), std::slice::from_ref(&leader), out);
         self.preferred = Some(leader.clone());
         self.drop_conn(reason, true, out);
         out.push(Action::CancelTimer { timer: Timer::Retry });
@@ -797,7 +818,7 @@ impl Subscriber {
                 if epoch < self.max_epoch {
                     return;
                 }
-                self.learn_masters(&masters);
+                self.learn_masters(&from, &masters, out);
                 if epoch > self.max_epoch {
                     self.max_epoch = epoch;
                     let reason = format!("{} leads at {epoch}", leader.addr);
@@ -819,7 +840,7 @@ impl Subscriber {
                 if !on_conn || stale {
                     return;
                 }
-                self.learn_masters(&reply.masters);
+                self.learn_masters(&from, &reply.masters, out);
                 self.max_epoch = self.max_epoch.max(reply.epoch);
                 self.seen(now);
                 if reply.leading {

@@ -38,7 +38,10 @@
 //!   [`Worker::rejected`]).
 
 use crate::ids::{Addr, Epoch, ExecutorId, FrameworkId, Incarnation, WorkerId};
-use crate::limits::{advertised_in_message_problem, advertised_masters_problem, MAX_LOG_CHUNK};
+use crate::limits::{
+    advertised_in_message_problem, advertised_masters_problem, MAX_ADVERTISED_MASTERS,
+    MAX_LOG_CHUNK,
+};
 use crate::protocol::{
     ExecutorReport, ExecutorState, Hello, LeaderHint, LogRead, LogStream, Message, RegisterWorker,
     Role, PROTOCOL_VERSION,
@@ -572,9 +575,18 @@ impl Worker {
         self.arm_reconnect(out);
     }
 
+    /// Learns (and dials) the masters not known yet. However many messages
+    /// bring new ones, the worker holds at most its configured masters plus
+    /// [`MAX_ADVERTISED_MASTERS`] learned ones (a leader's listing drops
+    /// the learned ones it no longer names); past that, a new master is
+    /// not learned, and that is reported once per message.
     fn learn_masters(&mut self, masters: &[Addr], out: &mut Vec<Action>) {
+        let room = self.config.masters.len() + MAX_ADVERTISED_MASTERS;
+        let mut refused = 0;
         for m in masters {
-            if !self.links.contains_key(m) {
+            if !self.links.contains_key(m) && self.links.len() >= room {
+                refused += 1;
+            } else if !self.links.contains_key(m) {
                 self.links.insert(
                     m.clone(),
                     Link {
@@ -586,6 +598,15 @@ impl Worker {
                 );
                 out.push(Action::Connect { master: m.clone() });
             }
+        }
+        if refused > 0 {
+            let reason = format!(
+                "{refused} more masters not learned: this worker knows {} already, the most it \
+                 keeps (its configured ones plus MAX_ADVERTISED_MASTERS)",
+                self.links.len()
+            );
+            let from = masters[0].clone();
+            self.reject(from, reason, out);
         }
     }
 

@@ -184,3 +184,51 @@ fn issue_20_the_master_advertises_within_the_limits_whatever_its_election_lists(
     let out = from(&mut w, T0, "a", Message::HelloReply(reply));
     assert!(w_rejections(&out).is_empty());
 }
+
+fn standby_reply(from: &str, masters: Vec<Addr>) -> Message {
+    Message::HelloReply(HelloReply {
+        role: Role::Master,
+        master: MasterId::new(from),
+        leading: false,
+        epoch: Epoch(3),
+        leader: None,
+        masters,
+    })
+}
+
+/// However many messages bring new masters (each within the limit), a
+/// worker keeps at most its configured masters plus MAX_ADVERTISED_MASTERS
+/// learned ones, and dials no more.
+#[test]
+fn issue_20_many_lists_within_the_limit_still_bound_what_the_worker_dials() {
+    let mut w = connected_worker();
+    let all = many(3 * MAX_ADVERTISED_MASTERS);
+    let mut dials = 0;
+    let mut rejected = 0;
+    for chunk in all.chunks(MAX_ADVERTISED_MASTERS) {
+        let out = from(&mut w, T0, "a", standby_reply("a", chunk.to_vec()));
+        dials += w_dials(&out);
+        rejected += w_rejections(&out).len();
+    }
+    assert_eq!(dials, MAX_ADVERTISED_MASTERS);
+    assert_eq!(w.known_masters().count(), 1 + MAX_ADVERTISED_MASTERS);
+    assert_eq!(rejected, 2, "one report per message past the bound");
+}
+
+/// The same for a subscriber: each standby it tries names 64 new masters
+/// (the hostile ones among them answer the same way); it learns at most its
+/// configured masters plus MAX_ADVERTISED_MASTERS.
+#[test]
+fn issue_20_many_lists_within_the_limit_still_bound_what_the_subscriber_learns() {
+    let mut s = subscriber_of_a();
+    let all = many(3 * MAX_ADVERTISED_MASTERS);
+    let mut rejected = 0;
+    for chunk in all.chunks(MAX_ADVERTISED_MASTERS) {
+        let current = s.status().master.expect("an attempt in progress");
+        let _ = s.handle(T0, subscriber::Event::Connected { master: current.clone() });
+        let out = s_msg(&mut s, current.as_str(), standby_reply(current.as_str(), chunk.to_vec()));
+        rejected += s_rejections(&out);
+    }
+    assert_eq!(s.known_masters().len(), 1 + MAX_ADVERTISED_MASTERS);
+    assert_eq!(rejected, 2);
+}
