@@ -10,7 +10,7 @@
 //! | frameworks per cluster (`master::Config::max_frameworks`, default [`DEFAULT_MAX_FRAMEWORKS`]) | 1,000 | `master::frameworks::subscribe` (a *new* framework only) | `SubscribeRefused`, connection closed; the subscriber stops (no retry) |
 //! | [`MAX_ID_BYTES`] (framework id, worker id) | 256 | `subscribe`, `master::workers::register_worker` | `SubscribeRefused` / `Shutdown` |
 //! | [`MAX_ADDR_BYTES`] (a worker's callback address) | 256 | `Message::Callback` | connection closed |
-//! | [`MAX_ADVERTISED_MASTERS`], [`MAX_ADDR_BYTES`] (the masters a leader advertises, each address) | 64 masters of 256 bytes | `worker` and `subscriber` (`HelloReply`, `MasterChanged`, `Registered`, a callback hint), [`advertised_masters_problem`] | the whole message is ignored, logged and counted (`Action::Rejected`); the master's own election listing keeps the first 64 valid ones |
+//! | [`MAX_ADVERTISED_MASTERS`], [`MAX_ADDR_BYTES`] (the masters a leader advertises, each address) | 64 masters of 256 bytes | `worker` and `subscriber` (`HelloReply`, `MasterChanged`, `Registered`, a callback hint), [`advertised_masters_problem`] | the whole message is ignored, logged and counted (`Action::Rejected`); a worker or subscriber also keeps at most its configured masters plus 64 learned ones in all; the master's own election listing keeps the first 64 valid ones (counted in `rejected`) |
 //! | [`MAX_NAME_BYTES`] (framework name, group name) | 256 | `subscribe`, `declare_group` | `SubscribeRefused` / `RequestRefused` |
 //! | [`MAX_ARG_BYTES`] (each command argument) | 16 KiB | `declare_group` | `RequestRefused` |
 //! | [`MAX_COMMAND_ARGS`] | 1,024 | `declare_group` | `RequestRefused` |
