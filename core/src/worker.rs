@@ -468,7 +468,7 @@ impl Worker {
                     if !named.contains(&leader.addr) {
                         named.push(leader.addr.clone());
                     }
-                    self.learn_masters(&named, &mut out);
+                    self.learn_masters(&leader.addr.clone(), &named, &mut out);
                     self.chase_hint(leader, &mut out);
                 }
             }
@@ -529,7 +529,7 @@ impl Worker {
         if self.link_open(&hint.addr) {
             out.push(self.hello(hint.addr));
         } else {
-            self.learn_masters(&[hint.addr], out);
+            self.learn_masters(&hint.addr.clone(), &[hint.addr], out);
         }
     }
 
@@ -579,8 +579,9 @@ impl Worker {
     /// bring new ones, the worker holds at most its configured masters plus
     /// [`MAX_ADVERTISED_MASTERS`] learned ones (a leader's listing drops
     /// the learned ones it no longer names); past that, a new master is
-    /// not learned, and that is reported once per message.
-    fn learn_masters(&mut self, masters: &[Addr], out: &mut Vec<Action>) {
+    /// not learned, and that is reported once per message (as from `from`,
+    /// the master that sent the list or the hint).
+    fn learn_masters(&mut self, from: &Addr, masters: &[Addr], out: &mut Vec<Action>) {
         let room = self.config.masters.len() + MAX_ADVERTISED_MASTERS;
         let mut refused = 0;
         for m in masters {
@@ -605,8 +606,7 @@ impl Worker {
                  keeps (its configured ones plus MAX_ADVERTISED_MASTERS)",
                 self.links.len()
             );
-            let from = masters[0].clone();
-            self.reject(from, reason, out);
+            self.reject(from.clone(), reason, out);
         }
     }
 
@@ -704,7 +704,7 @@ impl Worker {
         }
         match msg {
             Message::HelloReply(reply) => {
-                self.learn_masters(&reply.masters, out);
+                self.learn_masters(&from, &reply.masters, out);
                 if reply.leading {
                     if reply.epoch > self.max_epoch
                         || self.active.is_none()
@@ -721,7 +721,7 @@ impl Worker {
                 }
             }
             Message::MasterChanged { epoch, masters, .. } => {
-                self.learn_masters(&masters, out);
+                self.learn_masters(&from, &masters, out);
                 self.follow(now, from.clone(), epoch, out);
                 self.forget_unlisted(&from, &masters, out);
             }
@@ -729,7 +729,7 @@ impl Worker {
                 if epoch == self.max_epoch && self.active.as_ref() != Some(&from) {
                     return; // not the master we follow, and proves nothing newer
                 }
-                self.learn_masters(&masters, out);
+                self.learn_masters(&from, &masters, out);
                 self.forget_unlisted(&from, &masters, out);
                 self.max_epoch = epoch;
                 self.active = Some(from);
