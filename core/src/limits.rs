@@ -10,6 +10,7 @@
 //! | frameworks per cluster (`master::Config::max_frameworks`, default [`DEFAULT_MAX_FRAMEWORKS`]) | 1,000 | `master::frameworks::subscribe` (a *new* framework only) | `SubscribeRefused`, connection closed; the subscriber stops (no retry) |
 //! | [`MAX_ID_BYTES`] (framework id, worker id) | 256 | `subscribe`, `master::workers::register_worker` | `SubscribeRefused` / `Shutdown` |
 //! | [`MAX_ADDR_BYTES`] (a worker's callback address) | 256 | `Message::Callback` | connection closed |
+//! | [`MAX_ADVERTISED_MASTERS`], [`MAX_ADDR_BYTES`] (the masters a leader advertises, each address) | 64 masters of 256 bytes | `worker` and `subscriber` (`HelloReply`, `MasterChanged`, `Registered`, a callback hint), [`advertised_masters_problem`] | the whole message is ignored, logged and counted (`Action::Rejected`); a worker or subscriber also keeps at most its configured masters plus 64 learned ones in all; the master's own election listing keeps the first 64 valid ones (counted in `rejected`) |
 //! | [`MAX_NAME_BYTES`] (framework name, group name) | 256 | `subscribe`, `declare_group` | `SubscribeRefused` / `RequestRefused` |
 //! | [`MAX_ARG_BYTES`] (each command argument) | 16 KiB | `declare_group` | `RequestRefused` |
 //! | [`MAX_COMMAND_ARGS`] | 1,024 | `declare_group` | `RequestRefused` |
@@ -147,6 +148,76 @@ pub const MAX_ID_BYTES: usize = 256;
 /// The longest callback address a peer may give (`Message::Callback`), in
 /// bytes; it is stored in the peer's record.
 pub const MAX_ADDR_BYTES: usize = 256;
+
+/// The most masters one `HelloReply`, `MasterChanged`, `Registered` or
+/// callback hint may list. A worker dials every master it learns and a
+/// subscriber tries each one, so a longer list (a hostile or broken peer's
+/// 20,000 addresses) would make them dial that many; a real cluster has a
+/// handful of masters. A leader never advertises more: it keeps the first
+/// ones of its election (by candidate order) and says how many it left out.
+pub const MAX_ADVERTISED_MASTERS: usize = 64;
+
+/// Why an advertised master list breaks a limit: more than
+/// [`MAX_ADVERTISED_MASTERS`] entries, or an address longer than
+/// [`MAX_ADDR_BYTES`] or empty. `None` when it is within them. Checked
+/// before anything is learned or dialled; costs one pass over the list.
+pub fn advertised_masters_problem(masters: &[crate::ids::Addr]) -> Option<String> {
+    if masters.len() > MAX_ADVERTISED_MASTERS {
+        return Some(format!(
+            "{} masters advertised; the limit is {MAX_ADVERTISED_MASTERS} (MAX_ADVERTISED_MASTERS)",
+            masters.len()
+        ));
+    }
+    masters.iter().find_map(advertised_addr_problem)
+}
+
+/// Why one advertised master address breaks a limit: empty, or longer than
+/// [`MAX_ADDR_BYTES`].
+pub fn advertised_addr_problem(addr: &crate::ids::Addr) -> Option<String> {
+    let len = addr.as_str().len();
+    if len == 0 {
+        Some("an empty master address was advertised".into())
+    } else if len > MAX_ADDR_BYTES {
+        Some(format!(
+            "a master address of {len} bytes was advertised; the limit is {MAX_ADDR_BYTES} \
+             bytes (MAX_ADDR_BYTES)"
+        ))
+    } else {
+        None
+    }
+}
+
+/// `addr` as a log may show it: cut to [`MAX_ADDR_BYTES`] at a char
+/// boundary and marked with `…` when longer (a rejected peer's address can
+/// be as long as a frame).
+pub fn addr_for_log(addr: &crate::ids::Addr) -> crate::ids::Addr {
+    let s = addr.as_str();
+    if s.len() <= MAX_ADDR_BYTES {
+        return addr.clone();
+    }
+    let mut end = MAX_ADDR_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    crate::ids::Addr::new(format!("{}…", &s[..end]))
+}
+
+/// Why the masters a master's message advertises (the list of
+/// `HelloReply`, `MasterChanged` and `Registered`, and the leader hint of
+/// `HelloReply`, `MasterChanged` and `NotLeader`) break a limit; `None`
+/// for any other message and for one within the limits. Workers and
+/// subscribers call it before they learn or dial anything of it.
+pub fn advertised_in_message_problem(msg: &crate::protocol::Message) -> Option<String> {
+    use crate::protocol::Message;
+    let (list, hint): (&[crate::ids::Addr], _) = match msg {
+        Message::HelloReply(r) => (&r.masters, r.leader.as_ref()),
+        Message::MasterChanged { leader, masters, .. } => (masters, Some(leader)),
+        Message::Registered { masters, .. } => (masters, None),
+        Message::NotLeader { leader, .. } => (&[], leader.as_ref()),
+        _ => return None,
+    };
+    hint.and_then(|h| advertised_addr_problem(&h.addr)).or_else(|| advertised_masters_problem(list))
+}
 
 /// The longest framework name or group name, in bytes.
 pub const MAX_NAME_BYTES: usize = 256;

@@ -24,7 +24,19 @@
 //!   dead (seed scenario 2: the master closed it, we did not notice): close
 //!   it and resubscribe after a backoff;
 //! * a subscription attempt unanswered for `subscribe_timeout` is abandoned
-//!   (seed scenario 5): its connection is closed before the next attempt;
+//!   (seed scenario 5): its connection is closed before the next attempt.
+//!   Each attempt abandoned that way doubles the next one's timeout, up to
+//!   `subscribe_timeout_max` (30 s), with seeded jitter; a `Subscribed`
+//!   resets it (DESIGN rule 11). A leader whose store takes 10 s to make
+//!   the subscription durable is slow, not a livelock: every retry makes
+//!   the master write again, so a fixed timeout shorter than the write
+//!   would abandon every attempt just before its answer;
+//! * the masters a peer advertises (`HelloReply`, `MasterChanged`, a
+//!   callback hint) are checked against
+//!   [`MAX_ADVERTISED_MASTERS`](crate::limits::MAX_ADVERTISED_MASTERS) and
+//!   [`MAX_ADDR_BYTES`](crate::limits::MAX_ADDR_BYTES) before anything is
+//!   learned: a message past them is ignored as a whole, and reported
+//!   ([`Action::Rejected`], counted in [`Subscriber::rejected`]);
 //! * a master message with an epoch lower than the highest seen is ignored
 //!   (DESIGN rule 4); a `MasterChanged` with a higher epoch moves the
 //!   subscription to the new leader (close, then subscribe there);
@@ -46,6 +58,7 @@
 //! dialled, are ignored as well.
 
 use crate::ids::{Addr, Epoch, ExecutorId, FrameworkId, InstanceId};
+use crate::limits::{advertised_in_message_problem, MAX_ADVERTISED_MASTERS};
 use crate::protocol::{
     ExecutorInfo, GroupSpec, Hello, LeaderHint, Message, Role, Subscribe, PROTOCOL_VERSION,
 };
@@ -77,8 +90,18 @@ pub struct Config {
     pub seed: u64,
     /// An attempt (dial, `Hello`, `Subscribe`) not answered by `Subscribed`,
     /// `NotLeader` or an error within this time is abandoned: its connection
-    /// is closed and the next master is tried. Default 5 s.
+    /// is closed and the next master is tried. Default 5 s. This is the
+    /// first attempt's timeout; see `subscribe_timeout_max`.
     pub subscribe_timeout: Millis,
+    /// After an attempt is abandoned for want of an answer, the next
+    /// attempt's timeout is twice the last one's nominal value, up to this
+    /// cap, and drawn from 100%..=125% of it (seeded jitter, none when
+    /// `jitter_min_pct` is 100); a `Subscribed` resets it to
+    /// `subscribe_timeout`. The master makes every SUBSCRIBE durable
+    /// before it answers, so the cap must exceed the slowest store write
+    /// the cluster should survive (DESIGN rule 11: 10 s, behind one batch
+    /// already in flight). Default 30 s.
+    pub subscribe_timeout_max: Millis,
     /// The subscribed connection is dead after this many heartbeat intervals
     /// (the interval comes in `Subscribed`) without any message from the
     /// master. Default 5.
@@ -118,6 +141,7 @@ impl Config {
             failover_timeout: Millis::from_secs(60),
             seed: instance.0,
             subscribe_timeout: Millis::from_secs(5),
+            subscribe_timeout_max: Millis::from_secs(30),
             heartbeat_timeout_factor: 5,
             reconnect_first_max: Millis(10),
             callback: None,
@@ -282,6 +306,15 @@ pub enum Action {
         /// The master's message.
         message: String,
     },
+    /// Purely observational: a message from `from` broke a limit on peer
+    /// input (DESIGN rule 6) and was ignored as a whole. Log it (a warning:
+    /// a broken or hostile master); [`Subscriber::rejected`] counts them.
+    Rejected {
+        /// The master (the connection's, or the one a callback hint named).
+        from: Addr,
+        /// Which limit, and by how much.
+        reason: String,
+    },
     /// App-facing: the subscription is lost; the subscriber resubscribes by
     /// itself (executor updates may have been missed: the next `Subscribed`
     /// carries a fresh snapshot).
@@ -355,6 +388,9 @@ pub struct Subscriber {
     /// The master to try first in a round: the last proven leader or the
     /// last hint followed.
     preferred: Option<Addr>,
+    /// The same masters as `masters`, for membership tests (a list of up to
+    /// [`MAX_ADVERTISED_MASTERS`] is merged in one pass, not in its square).
+    known: BTreeSet<Addr>,
     /// Masters tried in the current round.
     tried: BTreeSet<Addr>,
     conn: Option<Conn>,
@@ -364,7 +400,12 @@ pub struct Subscriber {
     attempt: u64,
     max_epoch: Epoch,
     backoff: Millis,
+    /// The nominal timeout of the next attempt (grows while attempts go
+    /// unanswered, see [`Config::subscribe_timeout_max`]).
+    attempt_timeout: Millis,
     attempt_deadline: Millis,
+    /// Messages ignored for breaking a limit.
+    rejected: u64,
     retry_at: Option<Millis>,
     heartbeat_interval: Millis,
     last_seen: Millis,
@@ -388,6 +429,7 @@ impl Subscriber {
         }
         Subscriber {
             jitter: Jitter::new(config.seed),
+            known: masters.iter().cloned().collect(),
             masters,
             preferred: None,
             tried: BTreeSet::new(),
@@ -398,7 +440,9 @@ impl Subscriber {
             attempt: 0,
             max_epoch: Epoch::ZERO,
             backoff: config.backoff_min,
+            attempt_timeout: config.subscribe_timeout,
             attempt_deadline: Millis::MAX,
+            rejected: 0,
             retry_at: None,
             heartbeat_interval: Millis::ZERO,
             last_seen: Millis::ZERO,
@@ -435,6 +479,19 @@ impl Subscriber {
     /// Every master the subscriber knows of, in the order it tries them.
     pub fn known_masters(&self) -> &[Addr] {
         &self.masters
+    }
+
+    /// How many messages were ignored for breaking a limit on peer input
+    /// (each one also came out as [`Action::Rejected`]).
+    pub fn rejected(&self) -> u64 {
+        self.rejected
+    }
+
+    /// The nominal timeout the next subscription attempt gets (the first
+    /// attempt's `subscribe_timeout`, doubled after each unanswered one up
+    /// to `subscribe_timeout_max`).
+    pub fn attempt_timeout(&self) -> Millis {
+        self.attempt_timeout
     }
 
     /// The declarations remembered (re-sent after every subscription).
@@ -494,11 +551,33 @@ impl Subscriber {
 
     // ----- finding the leader ------------------------------------------------
 
-    fn learn_masters(&mut self, masters: &[Addr]) {
+    /// Learns the masters not known yet, up to the configured ones plus
+    /// [`MAX_ADVERTISED_MASTERS`] learned ones in all, however many
+    /// messages bring new ones (the leader's listing drops learned ones it
+    /// no longer names); past that a new master is not learned, which is
+    /// reported once per message (as from `from`).
+    fn learn_masters(&mut self, from: &Addr, masters: &[Addr], out: &mut Vec<Action>) {
+        let room = self.config.masters.len() + MAX_ADVERTISED_MASTERS;
+        let mut refused = 0;
         for m in masters {
-            if !self.masters.contains(m) {
+            if self.known.contains(m) {
+                continue;
+            }
+            if self.known.len() >= room {
+                refused += 1;
+            } else {
+                self.known.insert(m.clone());
                 self.masters.push(m.clone());
             }
+        }
+        if refused > 0 {
+            self.rejected += 1;
+            let reason = format!(
+                "{refused} more masters not learned: this subscriber knows {} already, the most \
+                 it keeps (its configured ones plus MAX_ADVERTISED_MASTERS)",
+                self.known.len()
+            );
+            out.push(Action::Rejected { from: crate::limits::addr_for_log(from), reason });
         }
     }
 
@@ -508,9 +587,15 @@ impl Subscriber {
     /// kept.
     fn forget_unlisted(&mut self, masters: &[Addr]) {
         let current = self.conn.as_ref().map(|c| c.master.clone());
-        let configured = &self.config.masters;
+        let configured: BTreeSet<&Addr> = self.config.masters.iter().collect();
+        let listed: BTreeSet<&Addr> = masters.iter().collect();
+        let known = &mut self.known;
         self.masters.retain(|m| {
-            configured.contains(m) || masters.contains(m) || current.as_ref() == Some(m)
+            let keep = configured.contains(m) || listed.contains(m) || current.as_ref() == Some(m);
+            if !keep {
+                known.remove(m);
+            }
+            keep
         });
     }
 
@@ -537,7 +622,15 @@ impl Subscriber {
         debug_assert!(self.conn.is_none(), "dial with a connection still open");
         self.tried.insert(master.clone());
         self.conn = Some(Conn { master: master.clone(), state: ConnState::Dialling });
-        self.attempt_deadline = now + self.config.subscribe_timeout;
+        let timeout = if self.attempt_timeout > self.config.subscribe_timeout {
+            // A grown timeout is jittered upwards, so subscribers that timed
+            // out together against one slow master drift apart.
+            let spread = (100 - self.config.jitter_min_pct.min(100)) / 2;
+            self.jitter.scale(self.attempt_timeout, 100, 100 + spread)
+        } else {
+            self.attempt_timeout
+        };
+        self.attempt_deadline = now + timeout;
         out.push(Action::Connect { master });
         out.push(Action::SetTimer { timer: Timer::Attempt, at: self.attempt_deadline });
     }
@@ -623,7 +716,7 @@ impl Subscriber {
     /// Abandons the current connection (closing it first) and subscribes
     /// with `leader` at once.
     fn switch_to(&mut self, now: Millis, leader: Addr, reason: &str, out: &mut Vec<Action>) {
-        self.learn_masters(std::slice::from_ref(&leader));
+        self.learn_masters(&leader.clone(), std::slice::from_ref(&leader), out);
         self.preferred = Some(leader.clone());
         self.drop_conn(reason, true, out);
         out.push(Action::CancelTimer { timer: Timer::Retry });
@@ -680,8 +773,11 @@ impl Subscriber {
             "no answer to SUBSCRIBE attempt {} from {} within {}",
             self.attempt,
             master.map(|m| m.to_string()).unwrap_or_default(),
-            self.config.subscribe_timeout
+            self.attempt_timeout
         );
+        // The master may only be slow (a store write takes longer than the
+        // attempt had): give the next attempt twice as long (DESIGN rule 11).
+        self.attempt_timeout = self.attempt_timeout.times(2).min(self.config.subscribe_timeout_max);
         self.attempt_failed(now, &reason, true, out);
     }
 
@@ -706,6 +802,13 @@ impl Subscriber {
         if !self.started {
             return; // no connection yet: nothing can be for us
         }
+        if let Some(reason) = advertised_in_message_problem(&msg) {
+            // Checked before anything of it is learned or dialled (DESIGN
+            // rule 6): a real leader never advertises past the limits.
+            self.rejected += 1;
+            out.push(Action::Rejected { from: crate::limits::addr_for_log(&from), reason });
+            return;
+        }
         let on_conn = self.conn.as_ref().is_some_and(|c| c.master == from);
         let epoch = msg.master_epoch();
         let stale = epoch.is_some_and(|e| e < self.max_epoch);
@@ -715,7 +818,7 @@ impl Subscriber {
                 if epoch < self.max_epoch {
                     return;
                 }
-                self.learn_masters(&masters);
+                self.learn_masters(&from, &masters, out);
                 if epoch > self.max_epoch {
                     self.max_epoch = epoch;
                     let reason = format!("{} leads at {epoch}", leader.addr);
@@ -737,7 +840,7 @@ impl Subscriber {
                 if !on_conn || stale {
                     return;
                 }
-                self.learn_masters(&reply.masters);
+                self.learn_masters(&from, &reply.masters, out);
                 self.max_epoch = self.max_epoch.max(reply.epoch);
                 self.seen(now);
                 if reply.leading {
@@ -884,6 +987,7 @@ impl Subscriber {
         self.preferred = Some(from.clone());
         self.tried.clear();
         self.backoff = self.config.backoff_min;
+        self.attempt_timeout = self.config.subscribe_timeout;
         self.heartbeat_interval = heartbeat_interval;
         self.last_seen = now;
         if let Some(c) = self.conn.as_mut() {

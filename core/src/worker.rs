@@ -15,15 +15,33 @@
 //!   of a master: a dropped connection is redialled within
 //!   [`Config::reconnect_first_max`] (jittered, 10 ms by default), then with
 //!   capped exponential backoff;
+//! * a slow store never livelocks registration (DESIGN rule 11): a retry
+//!   restarts no work at the master (a repeated registration of an
+//!   incarnation whose record is still being written is not written again;
+//!   the master answers `Registered` on the latest connection once the
+//!   first write is durable), and the retries back off (1 s then 10 s,
+//!   jittered, before the first registration, over about two minutes;
+//!   doubling from 50 ms to 5 s for a re-registration), so a 10 s write
+//!   costs a few retries and never a give-up;
 //! * a master message with an epoch lower than the highest seen is ignored,
 //!   which fences a recovered old leader (the caveat the SPARK-4592 fix left
 //!   open);
 //! * a missing heartbeat acknowledgement for `heartbeat_timeout_factor`
 //!   heartbeat intervals marks the connection dead (half-open connections are
-//!   detected here, not by a runtime timer).
+//!   detected here, not by a runtime timer);
+//! * the masters a peer advertises (`HelloReply`, `MasterChanged`,
+//!   `Registered`, `NotLeader`'s hint, a callback hint) are checked against
+//!   [`MAX_ADVERTISED_MASTERS`](crate::limits::MAX_ADVERTISED_MASTERS) and
+//!   [`MAX_ADDR_BYTES`](crate::limits::MAX_ADDR_BYTES) before any is
+//!   learned (the worker dials every master it learns): a message past them
+//!   is ignored as a whole and reported ([`Action::Rejected`], counted in
+//!   [`Worker::rejected`]).
 
 use crate::ids::{Addr, Epoch, ExecutorId, FrameworkId, Incarnation, WorkerId};
-use crate::limits::MAX_LOG_CHUNK;
+use crate::limits::{
+    advertised_in_message_problem, advertised_masters_problem, MAX_ADVERTISED_MASTERS,
+    MAX_LOG_CHUNK,
+};
 use crate::protocol::{
     ExecutorReport, ExecutorState, Hello, LeaderHint, LogRead, LogStream, Message, RegisterWorker,
     Role, PROTOCOL_VERSION,
@@ -245,6 +263,16 @@ pub enum Action {
         /// Why.
         reason: String,
     },
+    /// Purely observational: a message from `from` (or a callback hint
+    /// naming `from`) broke a limit on peer input (DESIGN rule 6) and was
+    /// ignored as a whole. Log it as a warning; [`Worker::rejected`] counts
+    /// them.
+    Rejected {
+        /// The master.
+        from: Addr,
+        /// Which limit, and by how much.
+        reason: String,
+    },
     /// The followed master asks for a chunk of an executor's output file:
     /// read it and answer `master` with [`Message::LogData`] for `relay`
     /// (the worker node does both; see `node::worker`).
@@ -327,6 +355,8 @@ pub struct Worker {
     executors: BTreeMap<ExecutorId, ExecutorReport>,
     /// The highest hinted epoch each master was probed for.
     probed: BTreeMap<Addr, Epoch>,
+    /// Messages ignored for breaking a limit on peer input.
+    rejected: u64,
 }
 
 impl Worker {
@@ -360,7 +390,19 @@ impl Worker {
             exited: false,
             executors: BTreeMap::new(),
             probed: BTreeMap::new(),
+            rejected: 0,
         }
+    }
+
+    /// How many messages (and callback hints) were ignored for breaking a
+    /// limit on peer input; each also came out as [`Action::Rejected`].
+    pub fn rejected(&self) -> u64 {
+        self.rejected
+    }
+
+    fn reject(&mut self, from: Addr, reason: String, out: &mut Vec<Action>) {
+        self.rejected += 1;
+        out.push(Action::Rejected { from: crate::limits::addr_for_log(&from), reason });
     }
 
     /// What the worker shows an observer.
@@ -417,12 +459,16 @@ impl Worker {
                 self.report_executor(&id, &mut out);
             }
             Event::Hint { leader, masters } => {
-                if leader.epoch >= self.max_epoch || self.config.unsafe_no_epoch_fencing {
+                let problem = crate::limits::advertised_addr_problem(&leader.addr)
+                    .or_else(|| advertised_masters_problem(&masters));
+                if let Some(reason) = problem {
+                    self.reject(leader.addr, reason, &mut out);
+                } else if leader.epoch >= self.max_epoch || self.config.unsafe_no_epoch_fencing {
                     let mut named = masters;
                     if !named.contains(&leader.addr) {
                         named.push(leader.addr.clone());
                     }
-                    self.learn_masters(&named, &mut out);
+                    self.learn_masters(&leader.addr.clone(), &named, &mut out);
                     self.chase_hint(leader, &mut out);
                 }
             }
@@ -483,7 +529,7 @@ impl Worker {
         if self.link_open(&hint.addr) {
             out.push(self.hello(hint.addr));
         } else {
-            self.learn_masters(&[hint.addr], out);
+            self.learn_masters(&hint.addr.clone(), &[hint.addr], out);
         }
     }
 
@@ -529,9 +575,19 @@ impl Worker {
         self.arm_reconnect(out);
     }
 
-    fn learn_masters(&mut self, masters: &[Addr], out: &mut Vec<Action>) {
+    /// Learns (and dials) the masters not known yet. However many messages
+    /// bring new ones, the worker holds at most its configured masters plus
+    /// [`MAX_ADVERTISED_MASTERS`] learned ones (a leader's listing drops
+    /// the learned ones it no longer names); past that, a new master is
+    /// not learned, and that is reported once per message (as from `from`,
+    /// the master that sent the list or the hint).
+    fn learn_masters(&mut self, from: &Addr, masters: &[Addr], out: &mut Vec<Action>) {
+        let room = self.config.masters.len() + MAX_ADVERTISED_MASTERS;
+        let mut refused = 0;
         for m in masters {
-            if !self.links.contains_key(m) {
+            if !self.links.contains_key(m) && self.links.len() >= room {
+                refused += 1;
+            } else if !self.links.contains_key(m) {
                 self.links.insert(
                     m.clone(),
                     Link {
@@ -544,6 +600,14 @@ impl Worker {
                 out.push(Action::Connect { master: m.clone() });
             }
         }
+        if refused > 0 {
+            let reason = format!(
+                "{refused} more masters not learned: this worker knows {} already, the most it \
+                 keeps (its configured ones plus MAX_ADVERTISED_MASTERS)",
+                self.links.len()
+            );
+            self.reject(from.clone(), reason, out);
+        }
     }
 
     /// The leader at `from` (the highest epoch seen) lists `masters`: a
@@ -551,13 +615,14 @@ impl Worker {
     /// dropped, its connection closed. Configured masters are kept forever.
     /// (A link whose dial is in flight is left for the next list.)
     fn forget_unlisted(&mut self, from: &Addr, masters: &[Addr], out: &mut Vec<Action>) {
+        let listed: std::collections::BTreeSet<&Addr> = masters.iter().collect();
         let gone: Vec<Addr> = self
             .links
             .iter()
             .filter(|(a, l)| {
                 *a != from
                     && l.state != LinkState::Connecting
-                    && !masters.contains(a)
+                    && !listed.contains(a)
                     && !self.config.masters.contains(a)
             })
             .map(|(a, _)| a.clone())
@@ -625,6 +690,12 @@ impl Worker {
         if !self.links.contains_key(&from) {
             return;
         }
+        if let Some(reason) = advertised_in_message_problem(&msg) {
+            // Checked before any of it is learned or dialled (DESIGN rule
+            // 6): a real leader never advertises past the limits.
+            self.reject(from, reason, out);
+            return;
+        }
         if let Some(epoch) = msg.master_epoch() {
             if epoch < self.max_epoch && !self.config.unsafe_no_epoch_fencing {
                 // Fenced: a deposed or recovered-old leader (DESIGN rule 4).
@@ -633,7 +704,7 @@ impl Worker {
         }
         match msg {
             Message::HelloReply(reply) => {
-                self.learn_masters(&reply.masters, out);
+                self.learn_masters(&from, &reply.masters, out);
                 if reply.leading {
                     if reply.epoch > self.max_epoch
                         || self.active.is_none()
@@ -650,7 +721,7 @@ impl Worker {
                 }
             }
             Message::MasterChanged { epoch, masters, .. } => {
-                self.learn_masters(&masters, out);
+                self.learn_masters(&from, &masters, out);
                 self.follow(now, from.clone(), epoch, out);
                 self.forget_unlisted(&from, &masters, out);
             }
@@ -658,7 +729,7 @@ impl Worker {
                 if epoch == self.max_epoch && self.active.as_ref() != Some(&from) {
                     return; // not the master we follow, and proves nothing newer
                 }
-                self.learn_masters(&masters, out);
+                self.learn_masters(&from, &masters, out);
                 self.forget_unlisted(&from, &masters, out);
                 self.max_epoch = epoch;
                 self.active = Some(from);

@@ -627,3 +627,39 @@ fn a_new_leader_on_the_callback_listener_takes_the_subscription() {
         "the new leader is dialled: {out:?}"
     );
 }
+
+/// Issue 20, scenario 8: a leader that answers `Hello` as the leader but
+/// whose store has not made the SUBSCRIBE durable within the connect
+/// timeout is slow, not unreachable: the node says so and keeps trying
+/// (on main it ended the submission "no master subscribed the framework
+/// within 30 s" while the write was about to land).
+#[test]
+fn issue_20_a_leader_that_answers_keeps_the_connect_timeout_from_ending_the_submission() {
+    let mut sub = subscriber::Config::new("test", "app", ME, vec![addr("m1:1")]);
+    sub.jitter_min_pct = 100;
+    let mut config = Config::new(sub);
+    config.connect_timeout = Some(Millis::from_secs(30));
+    let mut n = SubmitNode::new(config);
+    let _ = n.handle(Millis(0), Input::Start);
+    let _ = n.handle(Millis(0), Input::Declare(spec(1)));
+    let _ = n.handle(Millis(1), dialled(1, 1));
+    let _ = n.handle(Millis(2), msg(1, leading("m1:1", EPOCH)));
+    // No answer to the SUBSCRIBE: every attempt times out, each one later.
+    let mut shown = Vec::new();
+    let mut next_dial = 2;
+    while let Some(at) = n.poll_timeout().filter(|at| *at <= Millis::from_secs(40)) {
+        let out = n.handle(at, Input::Tick);
+        shown.extend(lines(&out));
+        assert_eq!(exit_of(&out), None, "{shown:?}");
+        if out.iter().any(|o| matches!(o, Output::Dial { .. })) {
+            let _ = n.handle(at, dialled(next_dial, next_dial));
+            let _ = n.handle(at, msg(next_dial, leading("m1:1", EPOCH)));
+            next_dial += 1;
+        }
+    }
+    let slow = shown.iter().filter(|l| l.contains("answers but has not subscribed")).count();
+    assert_eq!(slow, 1, "{shown:?}");
+    // It subscribes at last.
+    let out = n.handle(Millis::from_secs(41), msg(next_dial - 1, subscribed("fw-1", EPOCH)));
+    assert!(lines(&out).contains(&"subscribed to m1:1".to_string()), "{out:?}");
+}

@@ -496,9 +496,10 @@ fn seed_scenario_5_timed_out_attempt_is_closed_before_the_next_and_its_answer_ig
     // A's SUBSCRIBED, sent on the closed connection, is ignored.
     assert!(msg(&mut s, 5_100, "a", subscribed(5, 1_000)).is_empty());
     assert!(!s.status().subscribed);
+    // Attempt A went unanswered: B gets twice as long (DESIGN rule 11).
     assert_eq!(
         ev(&mut s, 5_200, Event::Timer(Timer::Retry)),
-        vec![connect("a"), set(Timer::Attempt, 10_200)]
+        vec![connect("a"), set(Timer::Attempt, 15_200)]
     );
     // Still dialling B: an answer now cannot be for B.
     assert!(msg(&mut s, 5_201, "a", subscribed(5, 1_000)).is_empty());
@@ -1102,4 +1103,120 @@ fn learned_masters_the_leader_stops_listing_are_not_tried_again() {
     let _ = msg(&mut s, 200, "a", changed(&["a", "b"]));
     let _ = msg(&mut s, 250, "a", changed(&["a"]));
     assert_eq!(round(&mut s), vec![addr("a")], "b left the election; the configured a is kept");
+}
+
+/// Runs a subscriber of the single master `a`, whose every SUBSCRIBE is
+/// answered `Subscribed` only `write` after it arrived (the master makes
+/// each attempt durable first, and its store takes that long; an answer on
+/// a connection the subscriber closed is never fed, as the runtime
+/// guarantees). Dials complete in 1 ms. Returns when it was subscribed (if
+/// by `until`) and the nominal timeout of each attempt, in order.
+fn against_a_slow_store(
+    cfg: Config,
+    write: Millis,
+    until: Millis,
+) -> (Option<Millis>, Vec<Millis>) {
+    use std::collections::BTreeMap;
+    let mut s = Subscriber::new(cfg);
+    let mut timers: BTreeMap<Timer, Millis> = BTreeMap::new();
+    let mut deliveries: Vec<(Millis, u64, Event)> = Vec::new();
+    let (mut gen, mut live) = (0u64, None::<u64>);
+    let mut timeouts = Vec::new();
+    let mut now = Millis::ZERO;
+    let mut actions = s.handle(now, Event::Start);
+    loop {
+        for a in std::mem::take(&mut actions) {
+            match a {
+                Action::Connect { master } => {
+                    gen += 1;
+                    live = Some(gen);
+                    timeouts.push(s.attempt_timeout());
+                    deliveries.push((now + Millis(1), gen, Event::Connected { master }));
+                }
+                Action::Close { .. } => live = None,
+                Action::SetTimer { timer, at } => {
+                    timers.insert(timer, at);
+                }
+                Action::CancelTimer { timer } => {
+                    timers.remove(&timer);
+                }
+                Action::Send { to, msg: Message::Subscribe(_) } => {
+                    let answer = Event::Message { from: to, msg: subscribed(5, 1_000) };
+                    deliveries.push((now + write, gen, answer));
+                }
+                Action::Subscribed { .. } => return (Some(now), timeouts),
+                _ => {}
+            }
+        }
+        // The earliest timer, or else the earliest delivery; a timer due at
+        // the same instant as an answer fires first (the pessimistic order).
+        let timer = timers.iter().min_by_key(|(_, at)| **at).map(|(t, at)| (*t, *at));
+        let delivery = (0..deliveries.len()).min_by_key(|i| deliveries[*i].0);
+        match (timer, delivery) {
+            (Some((t, at)), d) if d.map_or(true, |i| at <= deliveries[i].0) => {
+                if at > until {
+                    return (None, timeouts);
+                }
+                now = now.max(at);
+                timers.remove(&t);
+                actions = s.handle(now, Event::Timer(t));
+            }
+            (_, Some(i)) => {
+                let (at, g, event) = deliveries.remove(i);
+                if at > until {
+                    return (None, timeouts);
+                }
+                now = now.max(at);
+                if live == Some(g) {
+                    actions = s.handle(now, event);
+                }
+            }
+            _ => return (None, timeouts),
+        }
+    }
+}
+
+/// Issue 20, scenario 8: a master whose store takes 10 s to make a
+/// SUBSCRIBE durable. With a fixed 5 s attempt timeout every attempt was
+/// abandoned just before its answer, and the next one made the master
+/// write again: never subscribed. Each unanswered attempt now doubles the
+/// next one's timeout (jittered, capped at 30 s), so it subscribes.
+#[test]
+fn issue_20_a_store_write_of_10_s_still_subscribes() {
+    let mut c = Config::new("test", "fw", ME, vec![addr("a")]);
+    c.seed = 20;
+    let (at, timeouts) = against_a_slow_store(c, Millis::from_secs(10), Millis::from_secs(120));
+    let at = at.unwrap_or_else(|| panic!("never subscribed; attempt timeouts {timeouts:?}"));
+    assert!(at <= Millis::from_secs(60), "subscribed only at {at}");
+    assert_eq!(
+        &timeouts[..2],
+        &[Millis::from_secs(5), Millis::from_secs(10)],
+        "each unanswered attempt doubles the next one's timeout"
+    );
+    assert!(timeouts.len() <= 3, "attempts: {timeouts:?}");
+}
+
+/// The grown attempt timeout stops at `subscribe_timeout_max` (a master
+/// that never answers is still retried, about every 30 s), and a
+/// `Subscribed` brings it back to `subscribe_timeout`.
+#[test]
+fn the_attempt_timeout_is_capped_and_reset_by_a_subscription() {
+    let c = cfg(&["a"]);
+    let (max, first) = (c.subscribe_timeout_max, c.subscribe_timeout);
+    let (at, timeouts) = against_a_slow_store(c, Millis::MAX, Millis::from_secs(600));
+    assert_eq!(at, None);
+    assert!(timeouts.len() > 10, "still retrying: {timeouts:?}");
+    assert!(timeouts.iter().all(|t| *t <= max), "{timeouts:?}");
+    assert_eq!(timeouts.last(), Some(&max));
+
+    let mut s = sub(&["a"]);
+    let _ = ev(&mut s, 0, Event::Start);
+    let _ = ev(&mut s, 10, connected("a"));
+    let _ = ev(&mut s, 5_010, Event::Timer(Timer::Attempt));
+    assert_eq!(s.attempt_timeout(), first.times(2));
+    let _ = ev(&mut s, 5_210, Event::Timer(Timer::Retry));
+    let _ = ev(&mut s, 5_220, connected("a"));
+    let _ = msg(&mut s, 5_300, "a", subscribed(5, 1_000));
+    assert!(s.status().subscribed);
+    assert_eq!(s.attempt_timeout(), first);
 }

@@ -101,6 +101,9 @@ pub fn log_worker_note(note: &Note) {
         Note::Hinted { leader } => {
             tracing::info!(leader = %leader.addr, epoch = leader.epoch.0, "a master says it leads; probing it")
         }
+        Note::Rejected { master, reason } => {
+            tracing::warn!(%master, %reason, "ignored a master's message past a limit")
+        }
     }
 }
 

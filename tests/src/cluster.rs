@@ -673,6 +673,7 @@ impl Cluster {
                 | subscriber::Action::RequestAccepted { .. }
                 | subscriber::Action::RequestRefused { .. }
                 | subscriber::Action::Error { .. }
+                | subscriber::Action::Rejected { .. }
                 | subscriber::Action::Disconnected { .. } => {}
             }
         }

@@ -1178,8 +1178,11 @@ impl Elector {
             .collect();
         by_seq.sort();
         let mut addrs: Vec<Addr> = Vec::new();
+        let mut seen: BTreeSet<&Addr> = BTreeSet::new();
         for (_, a) in by_seq {
-            if !addrs.contains(a) {
+            // A set, not the list: an election of many candidates is not
+            // deduplicated in its square (issue 20, scenario 5).
+            if seen.insert(a) {
                 addrs.push(a.clone());
             }
         }

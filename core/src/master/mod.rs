@@ -880,13 +880,13 @@ impl Master {
             }
             Event::Masters { addrs } => self.set_masters(addrs, out),
             Event::LeaderNamed { id, addr } => {
-                self.masters.insert(addr);
+                self.advertise_leader(&addr);
                 if self.leader.as_ref().is_some_and(|l| l.id != id) {
                     self.leader = None;
                 }
             }
             Event::LeaderIs(hint) => {
-                self.masters.insert(hint.addr.clone());
+                self.advertise_leader(&hint.addr);
                 if hint.epoch > self.epoch && !self.holds_leadership() {
                     self.epoch = hint.epoch;
                 }
@@ -966,12 +966,42 @@ impl Master {
         self.masters.iter().cloned().collect()
     }
 
+    /// The leader is advertised too, within the same limits as
+    /// [`Master::set_masters`] (peers ignore a list past them).
+    fn advertise_leader(&mut self, addr: &Addr) {
+        let room = self.masters.len() < crate::limits::MAX_ADVERTISED_MASTERS;
+        if room && crate::limits::advertised_addr_problem(addr).is_none() {
+            self.masters.insert(addr.clone());
+        } else if !self.masters.contains(addr) {
+            self.metrics.rejected += 1;
+        }
+    }
+
     /// The election's masters replace the advertised set; the leader's
     /// workers and subscribers hear of a change at once (`MasterChanged` at
     /// the current epoch: a hint, fenced like any other).
+    ///
+    /// The set it advertises stays within the limits its peers check
+    /// (`limits::advertised_masters_problem`): an address that is empty or
+    /// longer than `MAX_ADDR_BYTES` is left out, and past
+    /// `MAX_ADVERTISED_MASTERS` (its own address first) the later
+    /// candidates are; either counts in `Metrics::rejected`.
     fn set_masters(&mut self, addrs: Vec<Addr>, out: &mut Vec<Action>) {
-        let mut masters: BTreeSet<Addr> = addrs.into_iter().collect();
-        masters.insert(self.config.addr.clone());
+        let mut masters: BTreeSet<Addr> = BTreeSet::from([self.config.addr.clone()]);
+        let mut left_out = 0;
+        for a in addrs {
+            let full = masters.len() >= crate::limits::MAX_ADVERTISED_MASTERS;
+            if crate::limits::advertised_addr_problem(&a).is_some()
+                || (full && !masters.contains(&a))
+            {
+                left_out += 1;
+            } else {
+                masters.insert(a);
+            }
+        }
+        if left_out > 0 {
+            self.metrics.rejected += 1;
+        }
         if masters == self.masters {
             return;
         }

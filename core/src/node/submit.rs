@@ -84,12 +84,16 @@ pub struct Config {
     /// connections it closed to end (their last frames flushed) before
     /// [`Output::Exit`]. Default 1 s.
     pub linger: Millis,
-    /// How long to try for a first subscription: if no master has
-    /// subscribed the framework this long after [`Input::Start`], the
-    /// submission ends with an error naming every master tried and why.
-    /// Once subscribed, failovers are waited out whatever their length.
-    /// `None` (the default): try for ever. `regent submit` sets it from
-    /// `--connect-timeout` (30 s).
+    /// How long to try to reach the leader: if no master has subscribed
+    /// the framework this long after [`Input::Start`], *and none answered
+    /// as the leader*, the submission ends with an error naming every
+    /// master tried and why. A leader that answered (a leading
+    /// `HelloReply`) but has not subscribed the framework yet is slow, not
+    /// unreachable (its store may take seconds per write, DESIGN rule 11):
+    /// the node says so once and keeps trying, with the subscriber's
+    /// growing attempt timeouts. Once subscribed, failovers are waited out
+    /// whatever their length. `None` (the default): try for ever. `regent
+    /// submit` sets it from `--connect-timeout` (30 s).
     pub connect_timeout: Option<Millis>,
     /// Until the first subscription, at most one `cannot reach master`
     /// line is shown per this interval (later failures are still
@@ -318,6 +322,10 @@ pub struct SubmitNode {
     unreachable_line_interval: Millis,
     /// A master subscribed the framework at least once.
     ever_subscribed: bool,
+    /// The last master that answered `Hello` as the leader (before the
+    /// first subscription, it keeps the connect timeout from ending the
+    /// submission).
+    leader_answered: Option<Addr>,
     /// Before the first subscription: every master tried, with why the
     /// last attempt on it failed.
     unreached: BTreeMap<Addr, String>,
@@ -353,6 +361,7 @@ impl SubmitNode {
             connect_timeout: config.connect_timeout,
             unreachable_line_interval: config.unreachable_line_interval,
             ever_subscribed: false,
+            leader_answered: None,
             unreached: BTreeMap::new(),
             last_unreachable_line: None,
         }
@@ -472,6 +481,9 @@ impl SubmitNode {
             }
             Input::Message { conn, msg } => {
                 if let Some(from) = self.conns.get(&conn).cloned() {
+                    if matches!(&msg, Message::HelloReply(r) if r.leading) {
+                        self.leader_answered = Some(from.clone());
+                    }
                     self.feed(now, Event::Message { from, msg }, None, &mut out);
                 }
             }
@@ -492,12 +504,21 @@ impl SubmitNode {
                     match timer {
                         Timer::Subscriber(t) => self.feed(now, Event::Timer(t), None, &mut out),
                         Timer::Linger => {} // only set while ending
-                        Timer::FirstMaster => {
-                            if !self.ever_subscribed {
+                        Timer::FirstMaster => match &self.leader_answered {
+                            _ if self.ever_subscribed => {}
+                            Some(leader) => {
+                                let t = self.connect_timeout.map(human).unwrap_or_default();
+                                let line = format!(
+                                    "the leader {leader} answers but has not subscribed the \
+                                     framework within {t} (a slow store?); still trying"
+                                );
+                                self.line(line, &mut out);
+                            }
+                            None => {
                                 let why = self.never_reached(self.connect_timeout);
                                 self.stopped = Some(Err(why));
                             }
-                        }
+                        },
                     }
                 }
             }
@@ -868,6 +889,9 @@ pub fn describe(action: &Action) -> Option<String> {
             format!("request {id} ({}) refused: {reason}", request(command))
         }
         Action::Error { message } => format!("master error: {message}"),
+        Action::Rejected { from, reason } => {
+            format!("ignored a message from master {from}: {reason}")
+        }
         Action::Disconnected { reason } => format!("disconnected: {reason}"),
         Action::Exit { reason, .. } => reason.clone(),
         Action::Connect { .. }

@@ -228,6 +228,14 @@ pub enum Note {
         /// The leader named.
         leader: LeaderHint,
     },
+    /// A master's message broke a limit on peer input (too many advertised
+    /// masters, an address too long) and was ignored: log a warning.
+    Rejected {
+        /// The master (for a callback hint, the leader it named).
+        master: Addr,
+        /// Which limit, and by how much.
+        reason: String,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -510,6 +518,9 @@ impl WorkerNode {
             }
             worker::Action::StopExecutor { executor, grace } => {
                 out.push(Output::StopExecutor { executor, grace })
+            }
+            worker::Action::Rejected { from, reason } => {
+                out.push(Output::Note(Note::Rejected { master: from, reason }))
             }
             worker::Action::Exit { reason } => {
                 if !self.exited {
