@@ -45,6 +45,7 @@ fn cluster_with(config: master::Config) -> Master {
         memory_mb: 4096,
         executors: vec![],
         epoch_seen: Epoch(1),
+        launch_seen: 0,
     });
     let _ = deliver_to_master(&mut m, T, 100, reg);
     let _ = m.handle(T, master::Event::Connected { conn: ConnId(1) });
@@ -289,6 +290,7 @@ fn register_msg(
         memory_mb,
         executors,
         epoch_seen: Epoch(1),
+        launch_seen: 0,
     })
 }
 
@@ -354,6 +356,7 @@ fn a_reregistration_past_the_report_limit_applies_none_of_its_reports() {
         memory_mb: 4096,
         executors: vec![report; limits::MAX_REPORTS_PER_REGISTRATION + 1],
         epoch_seen: Epoch(1),
+        launch_seen: 0,
     });
     let out = m.handle(T, master::Event::Message { conn: ConnId(100), msg: reg });
     let sends = m_sends(&out);
@@ -401,6 +404,7 @@ fn a_registration_reporting_many_ended_executors_writes_their_framework_once() {
         memory_mb: 1,
         executors: reports,
         epoch_seen: Epoch(1),
+        launch_seen: 0,
     });
     let out = m.handle(T, master::Event::Message { conn: ConnId(300), msg: reg });
     let writes = out

@@ -284,6 +284,7 @@ fn leader_with_workers(n: u64, placement: Placement) -> Master {
             memory_mb: 4096,
             executors: vec![],
             epoch_seen: Epoch(1),
+            launch_seen: 0,
         });
         let _ = deliver_to_master(&mut m, T, conn, reg);
     }

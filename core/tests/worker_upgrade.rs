@@ -80,6 +80,7 @@ fn register(i: u64, incarnation: u64, executors: Vec<ExecutorReport>) -> Message
         memory_mb: 4096,
         executors,
         epoch_seen: Epoch(1),
+        launch_seen: 0,
     })
 }
 

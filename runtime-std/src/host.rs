@@ -99,6 +99,9 @@ pub fn log_worker_note(note: &Note) {
         Note::Hinted { leader } => {
             tracing::info!(leader = %leader.addr, epoch = leader.epoch.0, "a master says it leads; probing it")
         }
+        Note::RegistrationRefused { master, reason } => {
+            tracing::warn!(%master, %reason, "registration refused; retrying slowly")
+        }
     }
 }
 

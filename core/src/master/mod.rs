@@ -1049,9 +1049,17 @@ impl Master {
                 if self.acting() {
                     let (worker, incarnation) = (reg.worker.clone(), reg.incarnation);
                     let reports = reg.executors.clone();
+                    // What the report saw of this leadership's launches: a
+                    // worker at a lower epoch saw none; one at a higher epoch
+                    // follows another leader and takes none of ours.
+                    let seen = match reg.epoch_seen.cmp(&self.epoch) {
+                        std::cmp::Ordering::Equal => reg.launch_seen,
+                        std::cmp::Ordering::Less => 0,
+                        std::cmp::Ordering::Greater => u64::MAX,
+                    };
                     self.register_worker(now, conn, reg, out);
                     if self.workers.is_bound(&worker, incarnation, conn) {
-                        self.reconcile(&worker, &reports, out);
+                        self.reconcile(&worker, &reports, seen, conn, out);
                         for report in reports {
                             self.apply_report(&worker, report, out);
                         }
