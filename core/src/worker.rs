@@ -779,10 +779,8 @@ impl Worker {
             // interval and is not given up while it is refused: each
             // refusal sets the attempts back to where that interval
             // starts, so a worker waits for room instead of exiting.
-            Message::RegisterRefused { .. } => {
-                if !self.ever_registered {
-                    self.attempts = self.config.initial_retries;
-                }
+            Message::RegisterRefused { .. } if !self.ever_registered => {
+                self.attempts = self.config.initial_retries;
             }
             // Not for a worker: ignored.
             _ => {}

@@ -90,6 +90,22 @@ impl Held {
         all
     }
 
+    /// The leader with worker w0 (conn [`W0`]) registered, framework "fw"
+    /// subscribed on [`SUB`] with group "g" of `slots` slots placed, and an
+    /// operator on [`OP`]; returns the executors launched.
+    fn with_group(slots: u32) -> (Held, Vec<ExecutorId>) {
+        let mut h = Held::leader();
+        let _ = h.subscribe(SUB, "fw", 1);
+        h.connect(W0, Role::Worker, "w0");
+        let _ = h.msg(W0, register("w0", 7, vec![], 0));
+        let _ = h.settle();
+        let _ = h.msg(SUB, Message::DeclareGroup { request: 1, spec: spec(slots) });
+        let placed = launches(&h.settle());
+        assert_eq!(placed.len(), slots as usize);
+        h.connect(OP, Role::Client, "op");
+        (h, placed)
+    }
+
     /// Live (launching or running) executors the master has, by slot.
     fn live_by_slot(&self) -> BTreeMap<(String, u32), Vec<ExecutorId>> {
         let mut v: BTreeMap<(String, u32), Vec<ExecutorId>> = BTreeMap::new();
@@ -108,6 +124,10 @@ fn subscribe_msg(id: &str, instance: u64) -> Message {
         attempt: 1,
         failover_timeout: Millis(600_000),
     })
+}
+
+fn scale(slots: u32, request: u64) -> Message {
+    Message::ScaleGroup { request, framework: FrameworkId("fw".into()), group: "g".into(), slots }
 }
 
 fn spec(slots: u32) -> GroupSpec {
@@ -376,4 +396,192 @@ fn a_launch_the_worker_does_not_take_is_answered() {
         launch: 1,
     };
     assert!(from(&mut w, T, "a", stale).is_empty(), "a stale epoch is fenced silently");
+}
+
+// ---------------------------------------------------------------------------
+// Scenario 2: one binding per connection.
+
+/// Two frameworks subscribing on one connection: the second is refused
+/// (the first keeps its subscription), and when the connection closes the
+/// first is disconnected (its failover timeout starts).
+#[test]
+fn a_second_framework_on_a_bound_connection_is_refused_and_the_first_is_disconnected_on_close() {
+    let mut h = Held::leader();
+    let sends = h.subscribe(SUB, "f1", 1);
+    assert!(sends.iter().any(|(_, m)| matches!(m, Message::Subscribed { .. })));
+    let mut sends = h.msg(SUB, subscribe_msg("f2", 2));
+    sends.extend(h.settle());
+    let refusal = sends.iter().find_map(|(_, m)| match m {
+        Message::SubscribeRefused { reason, .. } => Some(reason.clone()),
+        _ => None,
+    });
+    let refusal = refusal.expect("the second SUBSCRIBE is refused");
+    assert!(refusal.contains("f1") && refusal.contains("f2"), "{refusal}");
+    assert!(!sends.iter().any(|(_, m)| matches!(m, Message::Subscribed { .. })), "{sends:?}");
+    let state = h.m.state();
+    assert!(state.frameworks.iter().all(|f| f.id.as_str() == "f1"), "{:?}", state.frameworks);
+    assert!(state.frameworks[0].connected);
+    let _ = h.step(master::Event::Disconnected { conn: SUB });
+    let state = h.m.state();
+    assert!(!state.frameworks[0].connected, "f1 is disconnected: {:?}", state.frameworks);
+    assert_eq!(state.frameworks[0].state, "DISCONNECTED");
+}
+
+/// A second worker id registering on a connection bound to another worker
+/// is refused with a reason naming both; when the connection closes, the
+/// first worker is no longer bound to it.
+#[test]
+fn a_second_worker_on_a_bound_connection_is_refused_and_the_first_is_unbound_on_close() {
+    let mut h = Held::leader();
+    h.connect(W0, Role::Worker, "w0");
+    let _ = h.msg(W0, register("w0", 7, vec![], 0));
+    let sends = h.settle();
+    assert!(sends.iter().any(|(_, m)| matches!(m, Message::Registered { .. })));
+    let mut sends = h.msg(W0, register("w1", 8, vec![], 0));
+    sends.extend(h.settle());
+    let refusal = sends.iter().find_map(|(_, m)| match m {
+        Message::RegisterRefused { reason, .. } => Some(reason.clone()),
+        _ => None,
+    });
+    let refusal = refusal.expect("the second registration is refused");
+    assert!(refusal.contains("w0") && refusal.contains("w1"), "{refusal}");
+    assert!(h.m.workers().iter().all(|w| w.id.as_str() == "w0"), "w1 is not registered");
+    let _ = h.step(master::Event::Disconnected { conn: W0 });
+    let w0 = h.m.workers().into_iter().find(|w| w.id.as_str() == "w0").unwrap();
+    assert_eq!(w0.conn, None, "w0 is unbound when its connection closes");
+}
+
+// ---------------------------------------------------------------------------
+// Scenario 3: two scale-ups in a row.
+
+/// 1 → 2, then 2 → 3, both writes in flight: once the first is durable only
+/// slot 1 is placed; slot 2 exists only in the second write, and is placed
+/// once that one is durable.
+#[test]
+fn two_scale_ups_in_a_row_place_each_slot_only_once_a_durable_record_holds_it() {
+    let (mut h, _) = Held::with_group(1);
+    let a = h.msg(OP, scale(2, 10));
+    let b = h.msg(OP, scale(3, 11));
+    assert!(launches(&a).is_empty() && launches(&b).is_empty());
+    assert_eq!(h.pending.len(), 2, "two writes in flight");
+    let first = h.confirm_next();
+    let placed: Vec<u32> = launches(&first).iter().map(slot_of).collect();
+    assert_eq!(placed, vec![1], "only slot 1 is durable: {first:?}");
+    let second = h.confirm_next();
+    let placed: Vec<u32> = launches(&second).iter().map(slot_of).collect();
+    assert_eq!(placed, vec![2], "slot 2 once its write is durable: {second:?}");
+    let _ = h.settle();
+    assert_one_per_slot(&h);
+}
+
+/// Down then up again (3 → 1 → 3) with both writes in flight: the slots
+/// scaled back are placed only once the write that restores them is
+/// durable, not on the strength of the record they were dropped from.
+#[test]
+fn a_scale_down_then_up_places_the_restored_slots_only_once_durable() {
+    let (mut h, _) = Held::with_group(3);
+    let down = h.msg(OP, scale(1, 10));
+    let up = h.msg(OP, scale(3, 11));
+    assert!(launches(&down).is_empty() && launches(&up).is_empty(), "{up:?}");
+    let first = h.confirm_next();
+    assert!(launches(&first).is_empty(), "the 1-slot record is durable: {first:?}");
+    let second = h.confirm_next();
+    let mut placed: Vec<u32> = launches(&second).iter().map(slot_of).collect();
+    placed.sort();
+    assert_eq!(placed, vec![1, 2], "{second:?}");
+}
+
+// ---------------------------------------------------------------------------
+// Scenario 4: a teardown's kills wait for the framework's end to be durable.
+
+#[test]
+fn a_teardown_kills_nothing_before_the_frameworks_end_is_durable() {
+    let (mut h, placed) = Held::with_group(2);
+    let sends = h.msg(SUB, Message::Teardown { request: 2 });
+    assert!(kills(&sends).is_empty(), "no kill before the end is durable: {sends:?}");
+    // A report of one of them meanwhile does not kill it early either.
+    let report = ExecutorReport {
+        id: placed[0].clone(),
+        framework: FrameworkId("fw".into()),
+        cores: 1,
+        memory_mb: 1,
+        state: ExecutorState::Running,
+    };
+    let sends = h.msg(W0, Message::ExecutorStatus { incarnation: Incarnation(7), report });
+    assert!(kills(&sends).is_empty(), "no kill before the end is durable: {sends:?}");
+    let mut all = Vec::new();
+    while !h.pending.is_empty() {
+        let before_last = h.pending.len() == 1;
+        let sends = h.confirm_next();
+        if !before_last {
+            assert!(kills(&sends).is_empty(), "no kill before the last write: {sends:?}");
+        }
+        all.extend(sends);
+    }
+    let mut killed = kills(&all);
+    killed.sort();
+    let mut want = placed.clone();
+    want.sort();
+    assert_eq!(killed, want, "both are killed once the end is durable: {all:?}");
+    assert!(all.iter().any(|(_, m)| matches!(m, Message::RequestAccepted { request: 2, .. })));
+}
+
+// ---------------------------------------------------------------------------
+// Scenario 6 (master side): a clock stepped back.
+
+/// A worker restarted after its host's clock stepped back has a lower
+/// incarnation than its dead predecessor: once the predecessor's
+/// connection is gone, the new one replaces it instead of being shut down.
+/// While the old one is connected, the lower one is still refused.
+#[test]
+fn a_lower_incarnation_replaces_a_predecessor_whose_connection_is_gone() {
+    let mut h = Held::leader();
+    h.connect(W0, Role::Worker, "w0");
+    let _ = h.msg(W0, register("w0", 500, vec![], 0));
+    let _ = h.settle();
+    // While the old one is connected: refused, as before.
+    h.connect(ConnId(101), Role::Worker, "w0");
+    let sends = h.msg(ConnId(101), register("w0", 400, vec![], 0));
+    assert!(sends.iter().any(|(_, m)| matches!(m, Message::Shutdown { .. })), "{sends:?}");
+    let _ = h.settle();
+    // The old process is gone.
+    let _ = h.step(master::Event::Disconnected { conn: W0 });
+    h.connect(ConnId(102), Role::Worker, "w0");
+    let mut sends = h.msg(ConnId(102), register("w0", 300, vec![], 0));
+    sends.extend(h.settle());
+    assert!(!sends.iter().any(|(_, m)| matches!(m, Message::Shutdown { .. })), "{sends:?}");
+    assert!(sends
+        .iter()
+        .any(|(c, m)| *c == ConnId(102) && matches!(m, Message::Registered { .. })));
+    let w0 = h.m.workers().into_iter().find(|w| w.id.as_str() == "w0").unwrap();
+    assert_eq!(w0.incarnation, Incarnation(300));
+}
+
+/// A scheduler restarted after its host's clock stepped back has a lower
+/// instance id: once the old instance is disconnected, its SUBSCRIBE is a
+/// failover to it, not "failed over to" the dead instance. While the old
+/// instance is connected, the lower one is still refused.
+#[test]
+fn a_lower_instance_takes_over_a_framework_whose_instance_is_disconnected() {
+    let mut h = Held::leader();
+    let _ = h.subscribe(SUB, "fw", 500);
+    h.connect(ConnId(2), Role::Subscriber, "s");
+    let sends = h.msg(ConnId(2), subscribe_msg("fw", 400));
+    assert!(
+        sends
+            .iter()
+            .any(|(_, m)| matches!(m, Message::FrameworkError { failed_over_to: Some(_), .. })),
+        "{sends:?}"
+    );
+    let _ = h.step(master::Event::Disconnected { conn: SUB });
+    h.connect(ConnId(3), Role::Subscriber, "s");
+    let mut sends = h.msg(ConnId(3), subscribe_msg("fw", 300));
+    sends.extend(h.settle());
+    assert!(
+        !sends.iter().any(|(_, m)| matches!(m, Message::FrameworkError { .. })),
+        "no failover to the dead instance: {sends:?}"
+    );
+    assert!(sends.iter().any(|(c, m)| *c == ConnId(3) && matches!(m, Message::Subscribed { .. })));
+    let fw = h.m.frameworks().next().unwrap();
+    assert_eq!(fw.instance, Some(InstanceId(300)));
 }

@@ -212,11 +212,12 @@ impl Master {
     }
 
     /// Whether slot `slot` of group `gi` of framework `fid` waits for an
-    /// executor: its group is durable, its outcome pending, and nothing
-    /// fills it.
+    /// executor: a durable record holds it (and no write in flight drops
+    /// it: [`super::GroupState::placeable_slots`]), its outcome is pending,
+    /// and nothing fills it.
     fn slot_is_open(&self, fid: &FrameworkId, gi: usize, slot: u32) -> bool {
         self.frameworks.get(fid).and_then(|f| f.groups.get(gi)).is_some_and(|g| {
-            g.durable
+            slot < g.placeable_slots()
                 && g.record.slots.get(slot as usize) == Some(&SlotOutcome::Pending)
                 && g.current.get(slot as usize) == Some(&None)
         })
@@ -243,8 +244,9 @@ impl Master {
         }
         let Some(fw) = self.frameworks.get(fid) else { return };
         let mut open = Vec::new();
-        for (gi, g) in fw.groups.iter().enumerate().filter(|(_, g)| g.durable) {
-            for (slot, outcome) in g.record.slots.iter().enumerate() {
+        for (gi, g) in fw.groups.iter().enumerate() {
+            let placeable = g.placeable_slots() as usize;
+            for (slot, outcome) in g.record.slots.iter().enumerate().take(placeable) {
                 if *outcome == SlotOutcome::Pending && g.current[slot].is_none() {
                     open.push((fid.clone(), gi, slot as u32));
                 }
@@ -441,7 +443,7 @@ impl Master {
             } else {
                 self.ack_report(worker, &report.id, out);
             }
-        } else {
+        } else if !self.ending_kills.contains(&report.id) {
             if self.stray_kills.len() < MAX_STRAY_KILLS_REMEMBERED {
                 self.stray_kills.insert(report.id.clone());
             }

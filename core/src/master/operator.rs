@@ -284,7 +284,9 @@ impl Master {
         }
         // New slots are placed once the record holding them is durable, as
         // for a declaration: a new leader must know every slot that runs.
-        g.durable = false;
+        // Slots past `n` are placed no more from now (see
+        // `GroupState::placeable_slots`).
+        g.write_in_flight(slots);
         for id in &surplus {
             if let Some(x) = self.executors.get_mut(id) {
                 // Its slot is gone: nothing of it is recorded or refilled.

@@ -543,11 +543,21 @@ impl Master {
             return;
         }
         let id = reg.worker.clone();
+        if let Some(reason) = self.binding_conflict(conn, Some(&id), None) {
+            // What the connection carries keeps it; nothing is recorded.
+            let msg = Message::RegisterRefused { epoch: self.epoch, reason };
+            out.push(Action::Send { conn, msg });
+            return;
+        }
         if let Some(entry) = self.workers.entries.get(&id) {
             // Incarnations grow with their process's start time: an older one
             // (a registration sent before a crash and delivered late) never
-            // replaces a newer one.
-            if entry.retired.contains(&reg.incarnation) || reg.incarnation < entry.incarnation {
+            // replaces a newer one that is still connected. Once that one's
+            // connection is gone, a lower incarnation is a new process of a
+            // host whose clock stepped back (DESIGN rule 10) and replaces it
+            // like any new incarnation; one that was replaced stays refused.
+            let older_while_connected = reg.incarnation < entry.incarnation && entry.conn.is_some();
+            if entry.retired.contains(&reg.incarnation) || older_while_connected {
                 let msg = shutdown_msg(self.epoch, &id, reg.incarnation, entry.incarnation);
                 out.push(Action::Send { conn, msg });
                 out.push(Action::Close {
