@@ -778,9 +778,11 @@ impl Worker {
             // tries again. A first registration goes on at the prolonged
             // interval and is not given up while it is refused: each
             // refusal sets the attempts back to where that interval
-            // starts, so a worker waits for room instead of exiting.
+            // starts (below the total), so a worker waits for room
+            // instead of exiting.
             Message::RegisterRefused { .. } if !self.ever_registered => {
-                self.attempts = self.config.initial_retries;
+                let prolonged = self.config.initial_retries;
+                self.attempts = prolonged.min(self.config.total_retries.saturating_sub(1));
             }
             // Not for a worker: ignored.
             _ => {}

@@ -90,6 +90,15 @@ pub struct Config {
     /// `spark.deploy.retainedApplications`), at most
     /// [`crate::limits::MAX_RETAINED_FRAMEWORKS`].
     pub retained_frameworks: usize,
+    /// How many workers the leader's registry may hold at once (every
+    /// worker id it knows: registered, recovered, DEAD); a registration of
+    /// a new worker id past it is refused with `RegisterRefused` naming the
+    /// limit (the worker retries slowly). Default
+    /// [`crate::limits::DEFAULT_MAX_WORKERS`], at most
+    /// [`crate::limits::MAX_WORKERS_LIMIT`]. Independently, a new worker id
+    /// whose record would overfill its store shard's listing is refused
+    /// ([`crate::limits::MAX_WORKER_SHARD_LISTING`]).
+    pub max_workers: usize,
 }
 
 /// Executor placement policy.
@@ -117,6 +126,7 @@ impl Config {
             max_executor_retries: 10,
             max_frameworks: crate::limits::DEFAULT_MAX_FRAMEWORKS,
             retained_frameworks: crate::limits::DEFAULT_RETAINED_FRAMEWORKS,
+            max_workers: crate::limits::DEFAULT_MAX_WORKERS,
         }
     }
 
