@@ -476,19 +476,42 @@ fn two_scale_ups_in_a_row_place_each_slot_only_once_a_durable_record_holds_it() 
 
 /// Down then up again (3 → 1 → 3) with both writes in flight: the slots
 /// scaled back are placed only once the write that restores them is
-/// durable, not on the strength of the record they were dropped from.
+/// durable, and not while the executors they had still run (their kill was
+/// sent when the 1-slot record became durable): each slot has one live
+/// executor at the master at every step, and is refilled once its old one
+/// has ended.
 #[test]
-fn a_scale_down_then_up_places_the_restored_slots_only_once_durable() {
-    let (mut h, _) = Held::with_group(3);
+fn a_scale_down_then_up_places_the_restored_slots_only_once_durable_and_their_old_executors_ended()
+{
+    let (mut h, old) = Held::with_group(3);
     let down = h.msg(OP, scale(1, 10));
     let up = h.msg(OP, scale(3, 11));
     assert!(launches(&down).is_empty() && launches(&up).is_empty(), "{up:?}");
+    assert_one_per_slot(&h);
     let first = h.confirm_next();
     assert!(launches(&first).is_empty(), "the 1-slot record is durable: {first:?}");
+    let mut killed = kills(&first);
+    killed.sort();
+    assert_eq!(killed, old[1..].to_vec(), "the surplus is killed once the scale-down is durable");
     let second = h.confirm_next();
-    let mut placed: Vec<u32> = launches(&second).iter().map(slot_of).collect();
+    assert!(launches(&second).is_empty(), "the old executors still run: {second:?}");
+    assert_one_per_slot(&h);
+    let mut placed = Vec::new();
+    for x in &old[1..] {
+        let report = ExecutorReport {
+            id: x.clone(),
+            framework: FrameworkId("fw".into()),
+            cores: 1,
+            memory_mb: 1,
+            state: ExecutorState::Killed,
+        };
+        let mut sends = h.msg(W0, Message::ExecutorStatus { incarnation: Incarnation(7), report });
+        sends.extend(h.settle());
+        placed.extend(launches(&sends).iter().map(slot_of));
+        assert_one_per_slot(&h);
+    }
     placed.sort();
-    assert_eq!(placed, vec![1, 2], "{second:?}");
+    assert_eq!(placed, vec![1, 2], "refilled once the old ones ended");
 }
 
 // ---------------------------------------------------------------------------
