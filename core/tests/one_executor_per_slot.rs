@@ -185,6 +185,11 @@ fn lost(sends: &[(ConnId, Message)]) -> Vec<ExecutorId> {
         .collect()
 }
 
+/// A report of `id` (of framework "fw", one core, 1 MiB) in `state`.
+fn report_of(id: ExecutorId, state: ExecutorState) -> ExecutorReport {
+    ExecutorReport { id, framework: FrameworkId("fw".into()), cores: 1, memory_mb: 1, state }
+}
+
 fn slot_of(id: &ExecutorId) -> u32 {
     id.as_str().rsplit('#').nth(1).unwrap().parse().unwrap()
 }
@@ -250,13 +255,7 @@ fn a_registration_taken_after_a_launch_still_writes_off_what_it_does_not_report(
     let seen = placed.iter().map(|(_, l)| *l).max().unwrap();
     // The worker saw both launches but reports only the first.
     let (kept, gone) = (&placed[0].0, &placed[1].0);
-    let report = ExecutorReport {
-        id: kept.clone(),
-        framework: FrameworkId("fw".into()),
-        cores: 1,
-        memory_mb: 1,
-        state: ExecutorState::Running,
-    };
+    let report = report_of(kept.clone(), ExecutorState::Running);
     let mut sends = h.msg(W0, register("w0", 7, vec![report], seen));
     sends.extend(h.settle());
     assert_eq!(lost(&sends), vec![gone.clone()], "{sends:?}");
@@ -498,13 +497,7 @@ fn a_scale_down_then_up_places_the_restored_slots_only_once_durable_and_their_ol
     assert_one_per_slot(&h);
     let mut placed = Vec::new();
     for x in &old[1..] {
-        let report = ExecutorReport {
-            id: x.clone(),
-            framework: FrameworkId("fw".into()),
-            cores: 1,
-            memory_mb: 1,
-            state: ExecutorState::Killed,
-        };
+        let report = report_of(x.clone(), ExecutorState::Killed);
         let mut sends = h.msg(W0, Message::ExecutorStatus { incarnation: Incarnation(7), report });
         sends.extend(h.settle());
         placed.extend(launches(&sends).iter().map(slot_of));
@@ -523,13 +516,7 @@ fn a_teardown_kills_nothing_before_the_frameworks_end_is_durable() {
     let sends = h.msg(SUB, Message::Teardown { request: 2 });
     assert!(kills(&sends).is_empty(), "no kill before the end is durable: {sends:?}");
     // A report of one of them meanwhile does not kill it early either.
-    let report = ExecutorReport {
-        id: placed[0].clone(),
-        framework: FrameworkId("fw".into()),
-        cores: 1,
-        memory_mb: 1,
-        state: ExecutorState::Running,
-    };
+    let report = report_of(placed[0].clone(), ExecutorState::Running);
     let sends = h.msg(W0, Message::ExecutorStatus { incarnation: Incarnation(7), report });
     assert!(kills(&sends).is_empty(), "no kill before the end is durable: {sends:?}");
     let mut all = Vec::new();
