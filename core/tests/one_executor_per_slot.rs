@@ -269,6 +269,38 @@ fn a_registration_taken_after_a_launch_still_writes_off_what_it_does_not_report(
 /// The worker runs one executor per slot at the end.
 #[test]
 fn a_hello_reply_mid_registration_leaves_the_worker_one_executor_per_slot() {
+    crossing_registrations(leading_reply(1));
+}
+
+/// The same with a `MasterChanged` of the followed master at its epoch
+/// (its master set changed) arriving mid-registration.
+#[test]
+fn a_master_changed_mid_registration_leaves_the_worker_one_executor_per_slot() {
+    crossing_registrations(Message::MasterChanged {
+        epoch: Epoch(1),
+        leader: regent_core::protocol::LeaderHint {
+            id: MasterId::new("a"),
+            addr: addr("a"),
+            epoch: Epoch(1),
+        },
+        masters: vec![addr("a"), addr("b")],
+    });
+}
+
+fn leading_reply(epoch: u64) -> Message {
+    Message::HelloReply(HelloReply {
+        role: Role::Master,
+        master: MasterId::new("a"),
+        leading: true,
+        epoch: Epoch(epoch),
+        leader: None,
+        masters: vec![addr("a")],
+    })
+}
+
+/// Worker w0 follows leader "a", registers, and `mid` arrives before the
+/// registration is durable; the registrations and launches cross.
+fn crossing_registrations(mid: Message) {
     let mut h = Held::leader();
     let _ = h.subscribe(SUB, "fw", 1);
     let _ = h.msg(SUB, Message::DeclareGroup { request: 1, spec: spec(2) });
@@ -279,14 +311,7 @@ fn a_hello_reply_mid_registration_leaves_the_worker_one_executor_per_slot() {
     let mut w = Worker::new(cfg);
     let _ = w.handle(T, worker::Event::Start);
     let _ = w.handle(T, worker::Event::Connected { master: addr("a") });
-    let reply = Message::HelloReply(HelloReply {
-        role: Role::Master,
-        master: MasterId::new("a"),
-        leading: true,
-        epoch: Epoch(1),
-        leader: None,
-        masters: vec![addr("a")],
-    });
+    let reply = leading_reply(1);
     let regs = |out: &[worker::Action]| -> Vec<Message> {
         w_sends(out)
             .into_iter()
@@ -296,9 +321,9 @@ fn a_hello_reply_mid_registration_leaves_the_worker_one_executor_per_slot() {
     };
     let first = regs(&from(&mut w, T, "a", reply.clone()));
     assert_eq!(first.len(), 1);
-    // A second reply (a probe's answer) while the first registration's
-    // write is in flight: the worker registers again.
-    let second = regs(&from(&mut w, T, "a", reply));
+    // `mid` while the first registration's write is in flight: the worker
+    // registers again.
+    let second = regs(&from(&mut w, T, "a", mid));
     assert_eq!(second.len(), 1, "the worker registers again");
     h.connect(W0, Role::Worker, "w0");
     let _ = h.msg(W0, first[0].clone());
@@ -340,15 +365,7 @@ fn a_launch_the_worker_does_not_take_is_answered() {
     let mut w = worker("w0", 7, &["a"]);
     let _ = w.handle(T, worker::Event::Start);
     let _ = w.handle(T, worker::Event::Connected { master: addr("a") });
-    let reply = Message::HelloReply(HelloReply {
-        role: Role::Master,
-        master: MasterId::new("a"),
-        leading: true,
-        epoch: Epoch(1),
-        leader: None,
-        masters: vec![addr("a")],
-    });
-    let _ = from(&mut w, T, "a", reply);
+    let _ = from(&mut w, T, "a", leading_reply(1));
     let launch = Message::LaunchExecutor {
         epoch: Epoch(1),
         executor: ExecutorId("fw/g#0#1.1".into()),
@@ -375,15 +392,7 @@ fn a_launch_the_worker_does_not_take_is_answered() {
     let mut w = worker("w0", 7, &["a"]);
     let _ = w.handle(T, worker::Event::Start);
     let _ = w.handle(T, worker::Event::Connected { master: addr("a") });
-    let reply2 = Message::HelloReply(HelloReply {
-        role: Role::Master,
-        master: MasterId::new("a"),
-        leading: true,
-        epoch: Epoch(5),
-        leader: None,
-        masters: vec![addr("a")],
-    });
-    let _ = from(&mut w, T, "a", reply2);
+    let _ = from(&mut w, T, "a", leading_reply(5));
     let stale = Message::LaunchExecutor {
         epoch: Epoch(4),
         executor: ExecutorId("fw/g#0#4.1".into()),
