@@ -385,7 +385,9 @@ pub enum Message {
         /// [`RegisterWorker::launch_seen`]. A launch the worker does not
         /// take (not registered with the sender, or the sender is not the
         /// master it follows) is answered with an `ExecutorStatus` of
-        /// `Killed`, never dropped; only a stale epoch is ignored.
+        /// `Killed`, never dropped; only a stale epoch is ignored, and a
+        /// repeat of a launch of an executor the worker knows (whose state
+        /// it reports anyway).
         launch: u64,
     },
     /// Master → worker: kill an executor process.
