@@ -291,8 +291,11 @@ impl Registry {
     pub(super) fn full_for(&self, id: &WorkerId, max: usize) -> Option<String> {
         if self.entries.len() >= max {
             return Some(format!(
-                "the cluster has {} workers; the limit is {max} (max_workers)",
-                self.entries.len()
+                "the cluster has {} workers ({} DEAD); the limit is {max} (max_workers: \
+                 `regent remove-worker` forgets DEAD ones, `regent master --max-workers` \
+                 raises it)",
+                self.entries.len(),
+                self.count(WorkerState::Dead)
             ));
         }
         let (shard, cost) = listing_cost(id);
