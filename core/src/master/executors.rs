@@ -13,6 +13,12 @@
 //!   so an exit is never lost across a failover.
 //! * An executor the leader did not launch and cannot adopt (replaced,
 //!   forgotten, of a removed framework) is killed.
+//! * One executor per slot (DESIGN rule 9): every launch carries the
+//!   leadership's launch number, and a registration writes off only what
+//!   was launched before it was taken (`reconcile`); a slot is placed only
+//!   once every record that is or may become durable holds it
+//!   ([`super::GroupState::placeable_slots`]); a removed framework's
+//!   executors are killed once its end is durable.
 
 use super::{Action, AfterWrite, Master, Phase, Placement};
 use crate::ids::{ExecutorId, FrameworkId, WorkerId};

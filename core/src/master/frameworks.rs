@@ -6,6 +6,12 @@
 //!   silently; an older attempt than the one accepted is refused without
 //!   disturbing the newer one (the seed's scenario 5, without a spurious
 //!   failover).
+//! * A lower instance id than the accepted one is refused only while that
+//!   instance is connected; with the framework disconnected it is a
+//!   failover (a scheduler restarted after its host's clock stepped back).
+//! * One binding per connection: a SUBSCRIBE for another framework on a
+//!   connection that carries a subscription (or a worker) is refused
+//!   (`SubscribeRefused`), the connection left open for what it carries.
 //! * `Subscribed` follows the durable framework record (DESIGN rule 3).
 //! * Requests are declarative: a group declared again with the same spec is
 //!   accepted again (and adopts the running executors); a different spec for

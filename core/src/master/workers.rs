@@ -1,5 +1,15 @@
 //! The leader's worker registry: registration, heartbeats, the DEAD sweep.
 //!
+//! * A new worker id is refused (`RegisterRefused`, naming the limit) past
+//!   `Config::max_workers` or when its record's name would take its store
+//!   shard's listing past [`crate::limits::MAX_WORKER_SHARD_LISTING`];
+//!   known ids always register again.
+//! * One binding per connection: a registration of another worker on a
+//!   connection that carries a worker (or a subscription) is refused.
+//! * A lower incarnation than the registered one is refused only while the
+//!   registered one is connected; once its connection is gone it is a new
+//!   process of a host whose clock stepped back, and replaces it.
+//!
 //! Nothing here costs the cluster's size per event or per tick: the
 //! registry keeps how many workers are in each state, the ALIVE workers in
 //! the order they were last heard from ([`super::silence`]: a sweep looks at
