@@ -52,6 +52,7 @@ fn heartbeats_per_second(workers: u64) -> f64 {
             memory_mb: 8192,
             executors: vec![],
             epoch_seen: Epoch(0),
+            launch_seen: 0,
         };
         for a in
             m.handle(Millis(0), master::Event::Message { conn, msg: Message::RegisterWorker(reg) })
@@ -103,6 +104,7 @@ fn leader_with_workers(workers: u64, placement: master::Placement) -> Master {
             memory_mb: 65_536,
             executors: vec![],
             epoch_seen: Epoch(0),
+            launch_seen: 0,
         };
         for a in
             m.handle(Millis(0), master::Event::Message { conn, msg: Message::RegisterWorker(reg) })

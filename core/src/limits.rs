@@ -8,6 +8,8 @@
 //! | [`MAX_SLOTS_PER_GROUP`] | 2,048 | `master::frameworks::declare_group`, `Message::ScaleGroup` | `RequestRefused` |
 //! | [`MAX_GROUPS_PER_FRAMEWORK`] | 64 | `declare_group` | `RequestRefused` |
 //! | frameworks per cluster (`master::Config::max_frameworks`, default [`DEFAULT_MAX_FRAMEWORKS`]) | 1,000 | `master::frameworks::subscribe` (a *new* framework only) | `SubscribeRefused`, connection closed; the subscriber stops (no retry) |
+//! | workers per cluster (`master::Config::max_workers`, default [`DEFAULT_MAX_WORKERS`], at most [`MAX_WORKERS_LIMIT`]) | 100,000 | `master::workers::register_worker` (a *new* worker id only) | `RegisterRefused`; the worker logs it and retries slowly |
+//! | [`MAX_WORKER_SHARD_LISTING`] (bytes of worker record names in one store shard) | 213,764 | `register_worker` (a new worker id only) | `RegisterRefused`; the worker logs it and retries slowly |
 //! | [`MAX_ID_BYTES`] (framework id, worker id) | 256 | `subscribe`, `master::workers::register_worker` | `SubscribeRefused` / `Shutdown` |
 //! | [`MAX_ADDR_BYTES`] (a worker's callback address) | 256 | `Message::Callback` | connection closed |
 //! | [`MAX_ADVERTISED_MASTERS`], [`MAX_ADDR_BYTES`] (the masters a leader advertises, each address) | 64 masters of 256 bytes | `worker` and `subscriber` (`HelloReply`, `MasterChanged`, `Registered`, a callback hint), [`advertised_masters_problem`] | the whole message is ignored, logged and counted (`Action::Rejected`); a worker or subscriber also keeps at most its configured masters plus 64 learned ones in all; the master's own election listing keeps the first 64 valid ones (counted in `rejected`) |
@@ -109,6 +111,49 @@ pub const MAX_FRAMEWORKS_LIMIT: usize = 100_000;
 /// names), with a fifth of it left for the other records there.
 pub const MAX_FRAMEWORKS_ZOOKEEPER: usize = 4_000;
 const _: () = assert!(MAX_FRAMEWORKS_ZOOKEEPER * 5 / 4 <= crate::store::zk_layout::MAX_LISTED);
+
+/// Default of `master::Config::max_workers` (`regent master
+/// --max-workers`): how many workers (registered, recovered or DEAD in the
+/// leader's registry) may exist at once; a registration of a new worker id
+/// past it is refused (`RegisterRefused`, naming the limit) and the worker
+/// retries slowly. Existing ids (a restart, a new incarnation) are never
+/// refused by it. 100,000 is the size the store's shards and the heartbeat
+/// ceiling are designed for ([`crate::store::zk_layout::DESIGN_RECORDS`]).
+pub const DEFAULT_MAX_WORKERS: usize = 100_000;
+
+/// The largest `max_workers` a master accepts.
+pub const MAX_WORKERS_LIMIT: usize = 1_000_000;
+
+/// The ZooKeeper arithmetic for workers, beside [`MAX_FRAMEWORKS_ZOOKEEPER`]:
+/// how many bytes of one shard's listing worker records may take (each
+/// costs 4 bytes plus its node name, `w-` and the escaped id). Worker ids,
+/// like framework ids, could be chosen to hash into one shard, and a
+/// listing over ZooKeeper's packet limit would make every future leader's
+/// load fail while it holds its election node (DESIGN rule 8). A shard
+/// holds [`crate::store::zk_layout::MAX_LISTED`] children of the longest
+/// names; [`MAX_FRAMEWORKS_ZOOKEEPER`] framework records of the longest
+/// names may all be there, and [`HISTORY_SHARD_RESERVE`] history records
+/// (`h-` and a sequence number, at most 22 bytes: their names are the
+/// leader's, spread by the hash, about 40 per shard at the most retained);
+/// workers get the rest: 213,764 bytes, so 1,037 workers of the longest
+/// ids, or about 6,000 of typical ones (`ip-10-0-12-34.ec2.internal`), in
+/// any one shard. By chance that never binds: 100,000 workers put about
+/// 390 in the average shard. The master counts the names of every worker
+/// in its registry per shard (DEAD ones too: conservative) and refuses a
+/// new worker id whose record would pass this, in every store mode (so a
+/// store stays loadable by ZooKeeper).
+pub const MAX_WORKER_SHARD_LISTING: usize = (crate::store::zk_layout::MAX_LISTED
+    - MAX_FRAMEWORKS_ZOOKEEPER)
+    * (4 + crate::store::zk_layout::MAX_STEM)
+    - HISTORY_SHARD_RESERVE * (4 + 22);
+
+/// History records reserved room for in any one shard's listing (see
+/// [`MAX_WORKER_SHARD_LISTING`]): over six times the average shard's share
+/// of [`MAX_RETAINED_FRAMEWORKS`].
+pub const HISTORY_SHARD_RESERVE: usize = 256;
+const _: () =
+    assert!(HISTORY_SHARD_RESERVE >= 6 * MAX_RETAINED_FRAMEWORKS / crate::store::zk_layout::SHARDS);
+const _: () = assert!(MAX_WORKER_SHARD_LISTING == 213_764);
 
 /// Default of `master::Config::retained_frameworks` (`regent master
 /// --retained-frameworks`): how many finished frameworks the leader keeps in

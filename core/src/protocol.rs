@@ -21,7 +21,12 @@ use serde::{Deserialize, Serialize};
 /// Version 2: the finished frameworks (`history`) of `ClusterState`, the
 /// operator commands of issue 14 (cordon, drain, scale, kill-executor) and
 /// the worker and group fields they added to [`ClusterState`].
-pub const PROTOCOL_VERSION: u16 = 2;
+///
+/// Version 3 (issue 20, one executor per slot): `LaunchExecutor` carries
+/// the leader's launch number and `RegisterWorker` the highest one the
+/// worker processed (`launch_seen`), so a registration only writes off
+/// what was launched before it was taken; `RegisterRefused`.
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// What kind of node is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -143,6 +148,13 @@ pub struct RegisterWorker {
     pub executors: Vec<ExecutorReport>,
     /// The highest epoch the worker has seen.
     pub epoch_seen: Epoch,
+    /// The highest [`Message::LaunchExecutor::launch`] number the worker
+    /// processed (started, or answered as not taken) from the leader of
+    /// `epoch_seen`; 0 if none. The leader writes off, as never started,
+    /// only executors it launched at or before this number (or on another
+    /// connection): a launch sent after this report was taken is still on
+    /// its way, not lost (DESIGN rule 9).
+    pub launch_seen: u64,
 }
 
 /// A framework's SUBSCRIBE (Mesos semantics, seed 001): the master always
@@ -368,6 +380,15 @@ pub enum Message {
         cores: u32,
         /// Memory it holds, in MiB.
         memory_mb: u64,
+        /// The leader's launch number: strictly increasing within its
+        /// leadership. The worker echoes the highest it processed in
+        /// [`RegisterWorker::launch_seen`]. A launch the worker does not
+        /// take (not registered with the sender, or the sender is not the
+        /// master it follows) is answered with an `ExecutorStatus` of
+        /// `Killed`, never dropped; only a stale epoch is ignored, and a
+        /// repeat of a launch of an executor the worker knows (whose state
+        /// it reports anyway).
+        launch: u64,
     },
     /// Master → worker: kill an executor process.
     KillExecutorOnWorker {
@@ -588,6 +609,17 @@ pub enum Message {
         /// Its slot count now.
         slots: u32,
     },
+    /// Master → worker: this registration is refused (the cluster has
+    /// `max_workers` workers, the worker id's store shard is full, or the
+    /// connection already carries another worker or a framework). The
+    /// worker logs `reason` and keeps retrying, slowly; nothing was
+    /// recorded.
+    RegisterRefused {
+        /// The leader's epoch.
+        epoch: Epoch,
+        /// Why, naming the limit or the conflict.
+        reason: String,
+    },
 }
 
 /// Which output file of an executor (`<work_dir>/executors/<id>/stdout` or
@@ -785,7 +817,8 @@ impl Message {
             Message::StateReply(s) => Some(s.epoch),
             Message::SubscribeRefused { epoch, .. }
             | Message::StopExecutorOnWorker { epoch, .. }
-            | Message::GroupScaled { epoch, .. } => Some(*epoch),
+            | Message::GroupScaled { epoch, .. }
+            | Message::RegisterRefused { epoch, .. } => Some(*epoch),
             Message::Hello(_)
             | Message::RegisterWorker(_)
             | Message::WorkerHeartbeat { .. }
@@ -858,6 +891,7 @@ impl Message {
             Message::OperatorKillExecutor { .. } => "OperatorKillExecutor",
             Message::StopExecutorOnWorker { .. } => "StopExecutorOnWorker",
             Message::GroupScaled { .. } => "GroupScaled",
+            Message::RegisterRefused { .. } => "RegisterRefused",
         }
     }
 }

@@ -357,6 +357,9 @@ pub struct Worker {
     probed: BTreeMap<Addr, Epoch>,
     /// Messages ignored for breaking a limit on peer input.
     rejected: u64,
+    /// The highest launch number processed, and the epoch it is of
+    /// (reported as `launch_seen` while that epoch is the highest seen).
+    launch_seen: (Epoch, u64),
 }
 
 impl Worker {
@@ -391,6 +394,7 @@ impl Worker {
             executors: BTreeMap::new(),
             probed: BTreeMap::new(),
             rejected: 0,
+            launch_seen: (Epoch::ZERO, 0),
         }
     }
 
@@ -645,6 +649,7 @@ impl Worker {
             memory_mb: self.config.memory_mb,
             executors: self.executors.values().cloned().collect(),
             epoch_seen: self.max_epoch,
+            launch_seen: if self.launch_seen.0 == self.max_epoch { self.launch_seen.1 } else { 0 },
         })
     }
 
@@ -761,27 +766,23 @@ impl Worker {
             // Only the followed master, at the current epoch (lower epochs
             // were fenced above), may start or stop executors here.
             Message::LaunchExecutor {
-                executor, framework, command, env, cores, memory_mb, ..
-            } if self.active.as_ref() == Some(&from)
-                && self.registered
-                && !self.executors.contains_key(&executor) =>
-            {
+                epoch,
+                executor,
+                framework,
+                command,
+                env,
+                cores,
+                memory_mb,
+                launch,
+            } => {
                 let report = ExecutorReport {
-                    id: executor.clone(),
-                    framework: framework.clone(),
+                    id: executor,
+                    framework,
                     cores,
                     memory_mb,
                     state: ExecutorState::Launching,
                 };
-                self.executors.insert(executor.clone(), report);
-                out.push(Action::StartExecutor {
-                    executor,
-                    framework,
-                    command,
-                    env,
-                    cores,
-                    memory_mb,
-                });
+                self.on_launch(from, epoch, launch, report, command, env, out);
             }
             Message::KillExecutorOnWorker { executor, .. }
                 if self.active.as_ref() == Some(&from)
@@ -843,9 +844,71 @@ impl Worker {
             }
             // Retryable: the registration timer tries again.
             Message::LeaderSuspended { .. } => {}
+            // Refused (a limit such as `max_workers`; the node logs the
+            // reason): nothing was recorded, and the registration timer
+            // tries again. A first registration goes on at the prolonged
+            // interval and is not given up while it is refused: each
+            // refusal sets the attempts back to where that interval
+            // starts (below the total), so a worker waits for room
+            // instead of exiting.
+            Message::RegisterRefused { .. } if !self.ever_registered => {
+                let prolonged = self.config.initial_retries;
+                self.attempts = prolonged.min(self.config.total_retries.saturating_sub(1));
+            }
             // Not for a worker: ignored.
             _ => {}
         }
+    }
+
+    /// A `LaunchExecutor` from `from` at `epoch` (not lower than the highest
+    /// seen: fenced before). Counted in `launch_seen` when it is of the
+    /// epoch followed. Started when `from` is the master followed and this
+    /// worker is registered with it; a duplicate of a known executor is
+    /// ignored (its state is reported anyway); any other launch is
+    /// answered `Killed` (the worker's doing, not the executor's: the
+    /// master refills the slot without charging a retry) instead of being
+    /// dropped, so no slot waits for an executor that never starts. Issue
+    /// 20, DESIGN rule 9.
+    #[allow(clippy::too_many_arguments)]
+    fn on_launch(
+        &mut self,
+        from: Addr,
+        epoch: Epoch,
+        launch: u64,
+        mut report: ExecutorReport,
+        command: Vec<String>,
+        env: Vec<(String, String)>,
+        out: &mut Vec<Action>,
+    ) {
+        if epoch == self.max_epoch {
+            let seen = if self.launch_seen.0 == epoch { self.launch_seen.1 } else { 0 };
+            self.launch_seen = (epoch, seen.max(launch));
+        }
+        if self.executors.contains_key(&report.id) {
+            return;
+        }
+        let followed = self.active.as_ref() == Some(&from);
+        if followed && self.registered {
+            let ExecutorReport { id, framework, cores, memory_mb, .. } = report.clone();
+            self.executors.insert(id.clone(), report);
+            out.push(Action::StartExecutor {
+                executor: id,
+                framework,
+                command,
+                env,
+                cores,
+                memory_mb,
+            });
+            return;
+        }
+        report.state = ExecutorState::Killed;
+        if followed {
+            // Kept, like any terminal state, until the master acknowledges
+            // it (and reported in the next registration).
+            self.executors.insert(report.id.clone(), report.clone());
+        }
+        let msg = Message::ExecutorStatus { incarnation: self.config.incarnation, report };
+        out.push(Action::Send { to: from, msg });
     }
 
     /// `from` says it does not lead. If it is the master followed, stop

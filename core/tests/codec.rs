@@ -75,7 +75,7 @@ fn log_stream(g: &mut Gen) -> LogStream {
 
 /// Number of `Message` variants; a new variant must be added to `arb` and
 /// to `golden_samples`.
-const VARIANTS: u8 = 45;
+const VARIANTS: u8 = 46;
 
 #[derive(Clone, Debug)]
 struct Arb(Message);
@@ -113,6 +113,7 @@ impl Arbitrary for Arb {
                     })
                     .collect(),
                 epoch_seen: e(g),
+                launch_seen: u64::arbitrary(g),
             }),
             3 => Message::WorkerHeartbeat { incarnation: Incarnation(u64::arbitrary(g)) },
             4 => Message::Registered {
@@ -183,6 +184,7 @@ impl Arbitrary for Arb {
                 env: env(g),
                 cores: u32::arbitrary(g),
                 memory_mb: u64::arbitrary(g),
+                launch: u64::arbitrary(g),
             },
             23 => Message::KillExecutorOnWorker { epoch: e(g), executor: ExecutorId(s(g)) },
             24 => Message::ExecutorStatus {
@@ -259,7 +261,8 @@ impl Arbitrary for Arb {
                 executor: ExecutorId(s(g)),
                 grace: Millis(u64::arbitrary(g)),
             },
-            _ => Message::GroupScaled { epoch: e(g), group: s(g), slots: u32::arbitrary(g) },
+            44 => Message::GroupScaled { epoch: e(g), group: s(g), slots: u32::arbitrary(g) },
+            _ => Message::RegisterRefused { epoch: e(g), reason: s(g) },
         })
     }
 }
@@ -439,6 +442,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                     state: ExecutorState::Exited { code: 3 },
                 }],
                 epoch_seen: Epoch(41),
+                launch_seen: 17,
             }),
         ),
         ("worker_heartbeat", Message::WorkerHeartbeat { incarnation: Incarnation(0xdead_beef) }),
@@ -538,6 +542,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 env: group_spec().env,
                 cores: 2,
                 memory_mb: 512,
+                launch: 18,
             },
         ),
         (
@@ -710,6 +715,13 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
             },
         ),
         ("group_scaled", Message::GroupScaled { epoch: Epoch(42), group: "main".into(), slots: 5 }),
+        (
+            "register_refused",
+            Message::RegisterRefused {
+                epoch: Epoch(42),
+                reason: "the cluster has 2 workers; the limit is 2 (max_workers)".into(),
+            },
+        ),
     ]
 }
 

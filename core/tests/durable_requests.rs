@@ -79,6 +79,7 @@ fn register(worker: &str, inc: u64, executors: Vec<ExecutorReport>) -> Message {
         memory_mb: 4096,
         executors,
         epoch_seen: Epoch(1),
+        launch_seen: 0,
     })
 }
 

@@ -41,6 +41,7 @@ fn register(m: &mut Master, now: Millis, i: u64) -> Millis {
         memory_mb: 4096,
         executors: vec![],
         epoch_seen: Epoch(0),
+        launch_seen: 0,
     };
     let sends = deliver_to_master(m, now, i, Message::RegisterWorker(reg));
     match &sends[..] {

@@ -121,6 +121,7 @@ impl Cluster {
             memory_mb: 16_384,
             executors: vec![],
             epoch_seen: Epoch(1),
+            launch_seen: 0,
         });
         let _ = self.send(100, reg);
     }

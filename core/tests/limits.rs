@@ -45,6 +45,7 @@ fn cluster_with(config: master::Config) -> Master {
         memory_mb: 4096,
         executors: vec![],
         epoch_seen: Epoch(1),
+        launch_seen: 0,
     });
     let _ = deliver_to_master(&mut m, T, 100, reg);
     let _ = m.handle(T, master::Event::Connected { conn: ConnId(1) });
@@ -289,6 +290,7 @@ fn register_msg(
         memory_mb,
         executors,
         epoch_seen: Epoch(1),
+        launch_seen: 0,
     })
 }
 
@@ -354,6 +356,7 @@ fn a_reregistration_past_the_report_limit_applies_none_of_its_reports() {
         memory_mb: 4096,
         executors: vec![report; limits::MAX_REPORTS_PER_REGISTRATION + 1],
         epoch_seen: Epoch(1),
+        launch_seen: 0,
     });
     let out = m.handle(T, master::Event::Message { conn: ConnId(100), msg: reg });
     let sends = m_sends(&out);
@@ -401,6 +404,7 @@ fn a_registration_reporting_many_ended_executors_writes_their_framework_once() {
         memory_mb: 1,
         executors: reports,
         epoch_seen: Epoch(1),
+        launch_seen: 0,
     });
     let out = m.handle(T, master::Event::Message { conn: ConnId(300), msg: reg });
     let writes = out
@@ -631,4 +635,90 @@ fn a_failed_slot_stores_at_most_the_capped_reason() {
     let long = limits::cap_reason("é".repeat(limits::MAX_FAILURE_REASON_BYTES));
     assert!(long.len() <= limits::MAX_FAILURE_REASON_BYTES + '…'.len_utf8());
     assert!(long.ends_with('…'));
+}
+
+fn register_refused(sends: &[(ConnId, Message)]) -> Option<String> {
+    sends.iter().find_map(|(_, m)| match m {
+        Message::RegisterRefused { reason, .. } => Some(reason.clone()),
+        _ => None,
+    })
+}
+
+/// Issue 20 scenario 9: workers are capped like frameworks. A new worker id
+/// past `max_workers` is refused naming the limit, nothing is recorded; a
+/// worker already known still registers again; the refused worker keeps
+/// retrying (slowly) instead of giving up.
+#[test]
+fn a_registration_past_max_workers_is_refused_naming_the_limit_and_the_worker_retries() {
+    let mut config = master::Config::new("a".into(), addr("a"));
+    config.max_workers = 2;
+    let mut m = Master::new(config);
+    let _ = elect(&mut m, T, 1);
+    for (conn, w) in [(100, "w0"), (101, "w1")] {
+        let _ = connect_worker(&mut m, T, conn, w);
+        let sends = deliver_to_master(&mut m, T, conn, register_msg(w, 1, 64, vec![]));
+        assert!(sends.iter().any(|(_, m)| matches!(m, Message::Registered { .. })));
+    }
+    let _ = connect_worker(&mut m, T, 102, "w2");
+    let out = m.handle(
+        T,
+        master::Event::Message { conn: ConnId(102), msg: register_msg("w2", 1, 64, vec![]) },
+    );
+    assert!(!out.iter().any(|a| matches!(a, master::Action::Persist { .. })), "nothing recorded");
+    let reason = register_refused(&m_sends(&out)).expect("refused");
+    assert!(reason.contains("max_workers") && reason.contains('2'), "{reason}");
+    assert_eq!(m.workers().len(), 2);
+    // A known worker on a new connection (a blip) is never refused by it.
+    let _ = connect_worker(&mut m, T, 103, "w0");
+    let sends = deliver_to_master(&mut m, T, 103, register_msg("w0", 1, 64, vec![]));
+    assert!(register_refused(&sends).is_none(), "{sends:?}");
+    assert!(sends.iter().any(|(_, m)| matches!(m, Message::Registered { .. })));
+
+    // The worker's side: refused at every attempt, it keeps trying past its
+    // total of attempts (a full cluster is not a reason to exit).
+    let mut cfg = worker_cfg("w2", 1, &["a"]);
+    cfg.total_retries = 3;
+    let mut w = regent_core::worker::Worker::new(cfg);
+    let _ = w.handle(T, regent_core::worker::Event::Start);
+    let _ = w.handle(T, regent_core::worker::Event::Connected { master: addr("a") });
+    let refused = Message::RegisterRefused { epoch: Epoch(1), reason };
+    for i in 0..10 {
+        let out = w.handle(
+            Millis(i * 100_000),
+            regent_core::worker::Event::Timer(regent_core::worker::Timer::Registration),
+        );
+        assert!(w_exit(&out).is_none(), "attempt {i}: the worker gave up: {out:?}");
+        let _ = from(&mut w, Millis(i * 100_000), "a", refused.clone());
+    }
+}
+
+/// Worker ids chosen to hash into one store shard are refused once their
+/// records' names would take that shard's ZooKeeper listing past
+/// `MAX_WORKER_SHARD_LISTING` (which would make every later load fail).
+#[test]
+fn worker_ids_filling_one_store_shard_are_refused_naming_the_limit() {
+    use regent_core::store::{names::key_stem, zk_layout::shard_of, RecordKey};
+    let mut m = Master::new(master::Config::new("a".into(), addr("a")));
+    let _ = elect(&mut m, T, 1);
+    // Ids of 200 bytes (their escaped names are as long as names get
+    // unshortened) that all hash into the shard of the first.
+    let id = |i: usize| format!("{}{i:08}", "x".repeat(192));
+    let shard = |s: &str| shard_of(&key_stem(&RecordKey::Worker(WorkerId::new(s))));
+    let target = shard(&id(0));
+    let cost = 4 + key_stem(&RecordKey::Worker(WorkerId::new(id(0)))).len();
+    let fit = limits::MAX_WORKER_SHARD_LISTING / cost;
+    let ids: Vec<String> = (0..).map(id).filter(|s| shard(s) == target).take(fit + 1).collect();
+    for (i, w) in ids.iter().enumerate() {
+        let conn = 1_000 + i as u64;
+        let _ = connect_worker(&mut m, T, conn, w);
+        let sends = deliver_to_master(&mut m, T, conn, register_msg(w, 1, 64, vec![]));
+        if i < fit {
+            assert!(register_refused(&sends).is_none(), "worker {i} of {fit}: {sends:?}");
+        } else {
+            let reason = register_refused(&sends).expect("the shard is full");
+            assert!(reason.contains("MAX_WORKER_SHARD_LISTING"), "{reason}");
+            assert!(reason.contains(&format!("{:02x}", target.unwrap())), "{reason}");
+        }
+    }
+    assert_eq!(m.workers().len(), fit);
 }

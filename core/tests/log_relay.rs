@@ -59,6 +59,7 @@ fn register(worker: &str, inc: u64) -> Message {
         memory_mb: 4096,
         executors: vec![],
         epoch_seen: Epoch(1),
+        launch_seen: 0,
     })
 }
 
@@ -372,6 +373,7 @@ fn the_worker_reads_for_the_master_it_follows_and_says_whether_the_executor_runs
         env: vec![],
         cores: 1,
         memory_mb: 1,
+        launch: 1,
     };
     let _ = from(&mut w, T, "a", launch);
     let out = from(&mut w, T, "a", read_log(2, "e1", u32::MAX));

@@ -99,6 +99,7 @@ fn register(worker: &str, inc: u64, executors: Vec<ExecutorReport>) -> Message {
         memory_mb: 8192,
         executors,
         epoch_seen: Epoch(1),
+        launch_seen: 0,
     })
 }
 

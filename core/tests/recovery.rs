@@ -28,6 +28,7 @@ fn register(i: u64) -> Message {
         memory_mb: 1024,
         executors: vec![],
         epoch_seen: Epoch(0),
+        launch_seen: 0,
     })
 }
 

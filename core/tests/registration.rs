@@ -244,6 +244,7 @@ fn id_conflict_between_two_incarnations() {
             memory_mb: 4096,
             executors: vec![],
             epoch_seen: Epoch(1),
+            launch_seen: 0,
         })
     };
     let _ = deliver_to_master(&mut a, T0, 1, reg(&old));
@@ -432,6 +433,7 @@ fn standby_answers_not_leader_with_hint_and_pushes_master_changed_when_elected()
         memory_mb: 1,
         executors: vec![],
         epoch_seen: Epoch(0),
+        launch_seen: 0,
     });
     let out = b.handle(T0, master::Event::Message { conn: ConnId(1), msg: reg });
     match &m_sends(&out)[..] {

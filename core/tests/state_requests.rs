@@ -42,6 +42,7 @@ fn register_w1(m: &mut Master, now: Millis) {
         memory_mb: 1024,
         executors: vec![],
         epoch_seen: Epoch(0),
+        launch_seen: 0,
     });
     let sends = deliver_to_master(m, now, 9, msg);
     assert!(sends.iter().any(|(_, m)| matches!(m, Message::Registered { .. })), "{sends:?}");

@@ -284,6 +284,7 @@ fn leader_with_workers(n: u64, placement: Placement) -> Master {
             memory_mb: 4096,
             executors: vec![],
             epoch_seen: Epoch(1),
+            launch_seen: 0,
         });
         let _ = deliver_to_master(&mut m, T, conn, reg);
     }
@@ -458,8 +459,9 @@ fn failover_timeout_removes_the_framework_and_kills_its_executors() {
         .iter()
         .any(|(_, msg)| matches!(msg, Message::KillExecutorOnWorker { .. })));
     let out = m.handle(Millis(31_001), master::Event::Timer(master::Timer::FrameworkHeartbeat));
-    assert!(m_sends(&out)
-        .contains(&(wc, Message::KillExecutorOnWorker { epoch: Epoch(1), executor: e1 })));
+    let kill = (wc, Message::KillExecutorOnWorker { epoch: Epoch(1), executor: e1 });
+    // The kill waits for the framework's end to be durable (issue 20).
+    assert!(!m_sends(&out).contains(&kill));
     // Its history record first; the framework record's delete once that is
     // durable (see `master::history`).
     assert!(out.iter().any(|a| matches!(
@@ -473,6 +475,9 @@ fn failover_timeout_removes_the_framework_and_kills_its_executors() {
         a,
         master::Action::Unpersist { key: regent_core::store::RecordKey::Framework(_), .. }
     )));
+    assert!(!m_sends(&after).contains(&kill), "not before the record's delete is durable");
+    let last = persist_all(&mut m, Millis(31_001), &after);
+    assert!(m_sends(&last).contains(&kill), "killed once the end is durable");
     assert_eq!(m.frameworks().count(), 0);
 }
 

@@ -20,6 +20,7 @@ fn launch(epoch: u64, id: &str) -> Message {
         env: vec![("A".into(), "1".into())],
         cores: 1,
         memory_mb: 64,
+        launch: 1,
     }
 }
 

@@ -194,6 +194,7 @@ fn once_stopping_no_executor_starts_and_the_launch_is_reported_killed() {
         env: vec![],
         cores: 1,
         memory_mb: 1,
+        launch: 1,
     };
     let out = n.handle(Millis(5), Input::Message { conn: ConnId(4), msg: launch });
     assert!(!out.iter().any(|o| matches!(o, Output::StartExecutor { .. })), "{out:?}");

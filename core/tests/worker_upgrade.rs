@@ -80,6 +80,7 @@ fn register(i: u64, incarnation: u64, executors: Vec<ExecutorReport>) -> Message
         memory_mb: 4096,
         executors,
         epoch_seen: Epoch(1),
+        launch_seen: 0,
     })
 }
 
@@ -238,6 +239,9 @@ fn an_adopted_executor_of_a_framework_that_is_gone_is_killed() {
     // The framework's failover timeout passes while its worker restarts.
     let _ = m.handle(Millis(1_000), master::Event::Disconnected { conn: ConnId(1) });
     let out = m.handle(Millis(31_001), master::Event::Timer(master::Timer::FrameworkHeartbeat));
+    // The history record, then the framework record's delete: its end is
+    // durable (the kill it sends then goes to the old connection).
+    let out = persist_all(&mut m, Millis(31_001), &out);
     let _ = persist_all(&mut m, Millis(31_001), &out);
     assert_eq!(m.frameworks().count(), 0);
     let sends = restart(&mut m, 0, 200, vec![report(&e, &fw, ExecutorState::Running)]);

@@ -37,6 +37,7 @@ fn master_options(listen: SocketAddr, store: &Path, net: Arc<NetConfig>) -> Mast
         max_heartbeats_per_second: regent_core::master::DEFAULT_MAX_HEARTBEATS_PER_SECOND,
         max_frameworks: regent_core::limits::DEFAULT_MAX_FRAMEWORKS,
         retained_frameworks: regent_core::limits::DEFAULT_RETAINED_FRAMEWORKS,
+        max_workers: regent_core::limits::DEFAULT_MAX_WORKERS,
         net,
         insecure: false,
         previous_secrets: Vec::new(),

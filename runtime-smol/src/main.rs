@@ -442,6 +442,15 @@ struct MasterArgs {
     #[arg(long, default_value_t = regent_core::limits::DEFAULT_MAX_FRAMEWORKS as u64,
           value_parser = clap::value_parser!(u64).range(1..=regent_core::limits::MAX_FRAMEWORKS_LIMIT as u64))]
     max_frameworks: u64,
+    /// How many workers the cluster keeps (every worker id the leader
+    /// knows, DEAD ones included); a registration of a new worker id past
+    /// it is refused, and that worker logs the reason and retries slowly
+    /// (known workers always register again). At most 1000000.
+    /// Independently, a new worker id whose record would take its store
+    /// shard's listing past ZooKeeper's packet limit is refused.
+    #[arg(long, default_value_t = regent_core::limits::DEFAULT_MAX_WORKERS as u64,
+          value_parser = clap::value_parser!(u64).range(1..=regent_core::limits::MAX_WORKERS_LIMIT as u64))]
+    max_workers: u64,
     /// How many finished frameworks the leader keeps (shown by `regent
     /// status` and `/api/state` under "history"); older ones are deleted
     /// from the store. Like Spark's `spark.deploy.retainedApplications`.
@@ -645,6 +654,7 @@ async fn run_std(common: &Common, command: Command) -> Result<ExitCode, String> 
             cfg.max_heartbeats_per_second = a.max_heartbeats_per_second;
             cfg.max_frameworks = a.max_frameworks as usize;
             cfg.retained_frameworks = a.retained_frameworks as usize;
+            cfg.max_workers = a.max_workers as usize;
             cfg.insecure = common.insecure;
             cfg.previous_secrets = read_secrets(&a.previous_secret_files)?;
             if let Some(max) = a.max_connections {
@@ -832,6 +842,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
                 max_heartbeats_per_second: a.max_heartbeats_per_second,
                 max_frameworks: a.max_frameworks as usize,
                 retained_frameworks: a.retained_frameworks as usize,
+                max_workers: a.max_workers as usize,
                 net,
                 insecure: common.insecure,
                 previous_secrets: read_secrets(&a.previous_secret_files)?,

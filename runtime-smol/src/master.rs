@@ -83,6 +83,9 @@ pub struct MasterOptions {
     /// How many finished frameworks the leader keeps (see
     /// `regent_core::limits::DEFAULT_RETAINED_FRAMEWORKS`).
     pub retained_frameworks: usize,
+    /// How many workers the leader's registry may hold; a new worker id
+    /// past it is refused (see `regent_core::master::Config::max_workers`).
+    pub max_workers: usize,
     /// Connection settings (cluster, secret, limits).
     pub net: Arc<NetConfig>,
     /// Allow a non-loopback listen address without a secret.
@@ -207,6 +210,7 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
         opts.max_frameworks,
     );
     mcfg.retained_frameworks = opts.retained_frameworks;
+    mcfg.max_workers = opts.max_workers;
 
     let sealing = master_sealing(opts.net.secret.as_ref(), &opts.previous_secrets)?;
     let mut load_started = None;

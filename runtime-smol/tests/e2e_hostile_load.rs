@@ -178,6 +178,7 @@ fn limit_round(addr: &str, i: usize, round: u64, seen: &Seen) {
                 memory_mb: u64::MAX,
                 executors: vec![],
                 epoch_seen: Epoch(0),
+                launch_seen: 0,
             }),
         ],
         _ => vec![

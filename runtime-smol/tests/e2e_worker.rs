@@ -178,3 +178,33 @@ fn executors_run_under_the_shim_and_an_unstartable_command_fails_naming_the_erro
     failing.kill9();
     worker.assert_running("after the failed launches");
 }
+
+/// Issue 20 scenario 9, through the flag: with `--max-workers 1` a second
+/// worker id is refused, the refused worker logs the reason naming the
+/// limit and keeps running (retrying slowly), and the first is untouched.
+#[test]
+fn a_worker_past_max_workers_is_refused_naming_the_limit_and_keeps_running() {
+    let c = Cluster::new("worker-max-workers");
+    let spec = MasterSpec::new("m1", &["--recovery", "none", "--max-workers", "1"]);
+    let masters = vec![spec.addr()];
+    let _master = c.master(&spec);
+    let state =
+        || api_state(&spec.http_addr()).ok_or_else(|| "the master does not answer".to_owned());
+    let mut first = c.worker("w1", &masters, 1, 256, &[]);
+    wait_for(BOUND, "w1 ALIVE", || alive_with_workers(&state()?, &["w1"]));
+    let mut second = c.worker("w2", &masters, 1, 256, &[]);
+    wait_for(BOUND, "w2 logs the refusal", || {
+        second.assert_running("while refused");
+        let err = second.stderr();
+        if err.contains("registration refused") && err.contains("max_workers") {
+            Ok(())
+        } else {
+            Err(format!("w2's log:\n{err}"))
+        }
+    });
+    let workers: Vec<String> =
+        support::cluster::workers(&state().expect("state")).into_iter().map(|(id, _)| id).collect();
+    assert_eq!(workers, vec!["w1".to_owned()], "w2 is not registered");
+    first.assert_running("at the end");
+    second.assert_running("at the end");
+}

@@ -119,6 +119,7 @@ async fn worker(addr: String, i: usize, window: usize, c: Arc<Counters>) -> Resu
             memory_mb: 8192,
             executors: vec![],
             epoch_seen: Epoch(0),
+            launch_seen: 0,
         }),
         &mut out,
     );

@@ -104,6 +104,9 @@ pub fn log_worker_note(note: &Note) {
         Note::Rejected { master, reason } => {
             tracing::warn!(%master, %reason, "ignored a master's message past a limit")
         }
+        Note::RegistrationRefused { master, reason } => {
+            tracing::warn!(%master, %reason, "registration refused; retrying slowly")
+        }
     }
 }
 

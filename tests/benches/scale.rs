@@ -273,6 +273,7 @@ fn register(d: &mut Driver, i: u64, executors: Vec<ExecutorReport>, t: &mut Tall
         memory_mb: MEMORY_MB,
         executors,
         epoch_seen: Epoch(0),
+        launch_seen: 0,
     };
     d.msg(conn, Message::RegisterWorker(reg), t);
 }

@@ -13,6 +13,12 @@
 //!   so an exit is never lost across a failover.
 //! * An executor the leader did not launch and cannot adopt (replaced,
 //!   forgotten, of a removed framework) is killed.
+//! * One executor per slot (DESIGN rule 9): every launch carries the
+//!   leadership's launch number, and a registration writes off only what
+//!   was launched before it was taken (`reconcile`); a slot is placed only
+//!   once every record that is or may become durable holds it
+//!   ([`super::GroupState::placeable_slots`]); a removed framework's
+//!   executors are killed once its end is durable.
 
 use super::{Action, AfterWrite, Master, Phase, Placement};
 use crate::ids::{ExecutorId, FrameworkId, WorkerId};
@@ -54,6 +60,13 @@ pub struct ExecutorEntry {
     pub operator_stop: bool,
     /// Its terminal state is durable in the framework record.
     pub recorded: bool,
+    /// The launch number this leadership gave it (`LaunchExecutor::launch`);
+    /// 0 for an executor it did not launch (recovered or adopted from a
+    /// report), which counts as launched before any report.
+    pub launch: u64,
+    /// The connection its `LaunchExecutor` was sent on (`None`: not
+    /// launched by this leadership, or its worker had no connection).
+    pub sent_on: Option<crate::ids::ConnId>,
 }
 
 impl ExecutorEntry {
@@ -205,11 +218,12 @@ impl Master {
     }
 
     /// Whether slot `slot` of group `gi` of framework `fid` waits for an
-    /// executor: its group is durable, its outcome pending, and nothing
-    /// fills it.
+    /// executor: a durable record holds it (and no write in flight drops
+    /// it: [`super::GroupState::placeable_slots`]), its outcome is pending,
+    /// and nothing fills it.
     fn slot_is_open(&self, fid: &FrameworkId, gi: usize, slot: u32) -> bool {
         self.frameworks.get(fid).and_then(|f| f.groups.get(gi)).is_some_and(|g| {
-            g.durable
+            slot < g.placeable_slots()
                 && g.record.slots.get(slot as usize) == Some(&SlotOutcome::Pending)
                 && g.current.get(slot as usize) == Some(&None)
         })
@@ -236,8 +250,9 @@ impl Master {
         }
         let Some(fw) = self.frameworks.get(fid) else { return };
         let mut open = Vec::new();
-        for (gi, g) in fw.groups.iter().enumerate().filter(|(_, g)| g.durable) {
-            for (slot, outcome) in g.record.slots.iter().enumerate() {
+        for (gi, g) in fw.groups.iter().enumerate() {
+            let placeable = g.placeable_slots() as usize;
+            for (slot, outcome) in g.record.slots.iter().enumerate().take(placeable) {
                 if *outcome == SlotOutcome::Pending && g.current[slot].is_none() {
                     open.push((fid.clone(), gi, slot as u32));
                 }
@@ -361,6 +376,8 @@ impl Master {
             kill_requested: false,
             operator_stop: false,
             recorded: false,
+            launch: self.next_launch,
+            sent_on: self.workers.entries.get(worker).and_then(|w| w.conn),
         };
         self.hold(worker, spec.cores, spec.memory_mb);
         let info = entry.info();
@@ -376,6 +393,7 @@ impl Master {
                     env: spec.env,
                     cores: spec.cores,
                     memory_mb: spec.memory_mb,
+                    launch: self.next_launch,
                 },
             });
         }
@@ -431,7 +449,7 @@ impl Master {
             } else {
                 self.ack_report(worker, &report.id, out);
             }
-        } else {
+        } else if !self.ending_kills.contains(&report.id) {
             if self.stray_kills.len() < MAX_STRAY_KILLS_REMEMBERED {
                 self.stray_kills.insert(report.id.clone());
             }
@@ -496,6 +514,8 @@ impl Master {
             kill_requested: false,
             operator_stop: false,
             recorded: false,
+            launch: 0,
+            sent_on: None,
         };
         self.hold(worker, entry.cores, entry.memory_mb);
         self.insert_executor(entry);
@@ -567,6 +587,8 @@ impl Master {
                 kill_requested: false,
                 operator_stop: false,
                 recorded: false,
+                launch: 0,
+                sent_on: None,
             });
         }
         let then = vec![AfterWrite::Recorded {
@@ -705,20 +727,38 @@ impl Master {
         }
     }
 
-    /// A worker's full report (its registration) is the truth about what it
-    /// runs: an executor the leader placed there that the worker does not
-    /// report never started (its launch was lost with a connection) and is
-    /// LOST; its slot is refilled.
+    /// A worker's full report (its registration, taken by the worker when
+    /// it had processed launches up to `seen`, and received on `conn`) is
+    /// the truth about what it runs *as of then*: an executor the leader
+    /// placed there that the worker does not report never started (its
+    /// launch was lost with a connection, or the worker answered it) and is
+    /// LOST; its slot is refilled. Only what was launched before the report
+    /// was taken can be written off (DESIGN rule 9): a launch numbered past
+    /// `seen` and sent on `conn` was still on its way (a retried
+    /// registration crossing the launches that followed the first one's
+    /// `Registered`) and stays. One sent on another connection never
+    /// reaches the worker (it dials a master's new connection only after
+    /// the old one is gone) and is written off whatever its number.
+    /// Executors this leadership did not launch (launch 0) count as
+    /// launched before any report.
     pub(super) fn reconcile(
         &mut self,
         worker: &WorkerId,
         reports: &[ExecutorReport],
+        seen: u64,
+        conn: crate::ids::ConnId,
         out: &mut Vec<Action>,
     ) {
         let reported: std::collections::BTreeSet<&ExecutorId> =
             reports.iter().map(|r| &r.id).collect();
         let mut missing = self.live_ids_on(worker);
-        missing.retain(|id| !reported.contains(id));
+        missing.retain(|id| {
+            !reported.contains(id)
+                && self
+                    .executors
+                    .get(id)
+                    .is_some_and(|e| e.launch <= seen || e.sent_on != Some(conn))
+        });
         for id in missing {
             self.update_executor(&id, ExecutorState::Lost, false, out);
         }

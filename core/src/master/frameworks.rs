@@ -6,6 +6,12 @@
 //!   silently; an older attempt than the one accepted is refused without
 //!   disturbing the newer one (the seed's scenario 5, without a spurious
 //!   failover).
+//! * A lower instance id than the accepted one is refused only while that
+//!   instance is connected; with the framework disconnected it is a
+//!   failover (a scheduler restarted after its host's clock stepped back).
+//! * One binding per connection: a SUBSCRIBE for another framework on a
+//!   connection that carries a subscription (or a worker) is refused
+//!   (`SubscribeRefused`), the connection left open for what it carries.
 //! * `Subscribed` follows the durable framework record (DESIGN rule 3).
 //! * Requests are declarative: a group declared again with the same spec is
 //!   accepted again (and adopts the running executors); a different spec for
@@ -15,7 +21,7 @@
 
 use super::history::Ending;
 use super::{Action, AfterWrite, Master, Phase};
-use crate::ids::{Addr, ConnId, ExecutorId, FrameworkId, InstanceId};
+use crate::ids::{Addr, ConnId, ExecutorId, FrameworkId, InstanceId, WorkerId};
 use crate::limits;
 use crate::protocol::{ExecutorInfo, GroupSpec, Message, Subscribe};
 use crate::store::{FrameworkRecord, GroupRecord, Record, SlotOutcome};
@@ -56,9 +62,13 @@ pub struct GroupState {
     pub record: GroupRecord,
     /// The executor currently filling each slot.
     pub current: Vec<Option<ExecutorId>>,
-    /// The declaration is durable: only then are executors placed for it
-    /// (a new leader must know every group whose executors run).
-    pub durable: bool,
+    /// The slot count of the last durable write of this group (its
+    /// declaration or a scale); 0 until the declaration is durable.
+    pub durable_count: u32,
+    /// The slot counts of this group's writes still in flight (a
+    /// declaration, scales), oldest first: writes to one key are confirmed
+    /// in order, so each `Persisted` of one confirms the first.
+    pub in_flight: std::collections::VecDeque<u32>,
 }
 
 impl FrameworkEntry {
@@ -89,8 +99,9 @@ impl FrameworkEntry {
                 .into_iter()
                 .map(|g| GroupState {
                     current: vec![None; g.slots.len()],
+                    durable_count: u32::try_from(g.slots.len()).unwrap_or(u32::MAX),
+                    in_flight: Default::default(),
                     record: g,
-                    durable: true,
                 })
                 .collect(),
         }
@@ -102,6 +113,35 @@ impl FrameworkEntry {
 }
 
 impl GroupState {
+    /// How many of its slots (from 0) may be placed: those every record
+    /// that is durable or may yet become durable holds — the last durable
+    /// write's count and every count in flight. A slot is placed only
+    /// once a durable record holds it, and never on the strength of a
+    /// record a write in flight is about to shrink (issue 20: two scale-ups
+    /// in a row, 1 → 2 → 3, place slot 2 only once the second write is
+    /// durable; 3 → 1 → 3 places slots 1 and 2 again only once the last
+    /// write is).
+    pub fn placeable_slots(&self) -> u32 {
+        self.in_flight.iter().copied().fold(self.durable_count, u32::min)
+    }
+
+    /// Its declaration is durable (a later scale may still be in flight).
+    pub fn declared_durably(&self) -> bool {
+        self.durable_count > 0
+    }
+
+    /// A write holding `slots` slots of this group is on its way.
+    pub(super) fn write_in_flight(&mut self, slots: u32) {
+        self.in_flight.push_back(slots);
+    }
+
+    /// The oldest write of this group in flight is durable.
+    pub(super) fn write_durable(&mut self) {
+        if let Some(n) = self.in_flight.pop_front() {
+            self.durable_count = n;
+        }
+    }
+
     /// How many slots the group has now: as declared, or as an operator
     /// scaled it (`regent scale`); the record's slot list is the truth.
     pub fn slot_count(&self) -> u32 {
@@ -242,6 +282,13 @@ impl Master {
             None => FrameworkId(format!("fw-{:016x}", sub.instance.0)),
         };
         let callback = self.conns.get(&conn).and_then(|c| c.callback.clone());
+        if let Some(reason) = self.binding_conflict(conn, None, Some(&id)) {
+            // The connection stays open for what it carries: closing it
+            // would disconnect a subscription that did nothing wrong.
+            let msg = Message::SubscribeRefused { epoch: self.epoch, reason };
+            out.push(Action::Send { conn, msg });
+            return;
+        }
         if let Some(reason) = self.subscription_limit(&id, &sub) {
             let msg = Message::SubscribeRefused { epoch: self.epoch, reason: reason.clone() };
             out.push(Action::Send { conn, msg });
@@ -271,10 +318,15 @@ impl Master {
             callback: None,
             registered_at_ms,
         });
-        if let Some(current) = fw.instance.filter(|cur| sub.instance < *cur) {
+        let connected = fw.conn.is_some();
+        if let Some(current) = fw.instance.filter(|cur| sub.instance < *cur && connected) {
             // Instance ids grow with their process's start time: an older
             // instance (a SUBSCRIBE sent before a crash and delivered late, or
-            // a scheduler that was superseded) never takes the framework back.
+            // a scheduler that was superseded) never takes the framework back
+            // from a connected instance. While the framework is disconnected
+            // a lower instance is a failover like any other (a scheduler
+            // restarted on a host whose clock stepped back, DESIGN rule 10):
+            // never "failed over to" an instance that is gone.
             let msg = Message::FrameworkError {
                 epoch: self.epoch,
                 message: format!(
@@ -496,7 +548,7 @@ impl Master {
         }
         let fw = self.frameworks.get_mut(&id).expect("subscribed_framework checked");
         if let Some(existing) = fw.groups.iter().find(|g| g.record.spec.group == spec.group) {
-            if existing.record.spec == spec && existing.durable {
+            if existing.record.spec == spec && existing.declared_durably() {
                 // Declarative and idempotent: the same group again adopts
                 // whatever already runs for it.
                 out.push(Action::Send {
@@ -521,7 +573,8 @@ impl Master {
         fw.groups.push(GroupState {
             record: GroupRecord { spec, slots: vec![SlotOutcome::Pending; slots], retries_used: 0 },
             current: vec![None; slots],
-            durable: false,
+            durable_count: 0,
+            in_flight: std::iter::once(slots as u32).collect(),
         });
         let then = vec![
             AfterWrite::GroupDurable { framework: id.clone(), group },
@@ -651,9 +704,23 @@ impl Master {
         let Some(fw) = self.frameworks.remove(id) else {
             return;
         };
+        // The kills wait until the framework's end is durable (its record's
+        // delete, after the history record): a leader that crashes before
+        // leaves the framework live in the store with its executors still
+        // running for the next leader to adopt, instead of every slot of a
+        // framework being removed relaunched (issue 20). Meanwhile a report
+        // of one of them does not kill it early (`ending_kills`).
+        let kills: Vec<(WorkerId, ExecutorId)> = self
+            .executors_of(id)
+            .filter(|e| !e.state.is_terminal())
+            .map(|e| (e.worker.clone(), e.id.clone()))
+            .collect();
+        self.ending_kills.extend(kills.iter().map(|(_, x)| x.clone()));
+        let mut after_end = vec![AfterWrite::EndKills { kills }];
+        after_end.extend(then);
         // Written before anything else of the ending: the history record
         // first, the framework record's delete once it is durable.
-        self.record_finished(&fw, ending, now, then.into_iter().collect(), out);
+        self.record_finished(&fw, ending, now, after_end, out);
         if let (Ending::Killed, Some(conn)) = (ending, fw.conn) {
             // Its subscriber hears why; its SUBSCRIBE again is refused (the
             // framework is finished), so it stops instead of starting over.
@@ -670,7 +737,6 @@ impl Master {
             if let Some(e) = self.remove_executor(&ex) {
                 if !e.state.is_terminal() {
                     self.release(&e);
-                    self.send_kill(&e.worker, &ex, out);
                     touched.push(e.worker);
                 }
             }

@@ -90,6 +90,15 @@ pub struct Config {
     /// `spark.deploy.retainedApplications`), at most
     /// [`crate::limits::MAX_RETAINED_FRAMEWORKS`].
     pub retained_frameworks: usize,
+    /// How many workers the leader's registry may hold at once (every
+    /// worker id it knows: registered, recovered, DEAD); a registration of
+    /// a new worker id past it is refused with `RegisterRefused` naming the
+    /// limit (the worker retries slowly). Default
+    /// [`crate::limits::DEFAULT_MAX_WORKERS`], at most
+    /// [`crate::limits::MAX_WORKERS_LIMIT`]. Independently, a new worker id
+    /// whose record would overfill its store shard's listing is refused
+    /// ([`crate::limits::MAX_WORKER_SHARD_LISTING`]).
+    pub max_workers: usize,
 }
 
 /// Executor placement policy.
@@ -117,6 +126,7 @@ impl Config {
             max_executor_retries: 10,
             max_frameworks: crate::limits::DEFAULT_MAX_FRAMEWORKS,
             retained_frameworks: crate::limits::DEFAULT_RETAINED_FRAMEWORKS,
+            max_workers: crate::limits::DEFAULT_MAX_WORKERS,
         }
     }
 
@@ -343,7 +353,8 @@ enum AfterWrite {
     Recorded { executor: ExecutorId, state: ExecutorState, ack: Option<WorkerId> },
     /// Acknowledge a worker's report (nothing of it needed recording).
     Ack { worker: WorkerId, executor: ExecutorId },
-    /// A declared group is durable: it may be placed.
+    /// A write of a declared or scaled group is durable: the slots every
+    /// record that is or may become durable holds may be placed.
     GroupDurable { framework: FrameworkId, group: String },
     /// Run placement.
     Place,
@@ -355,6 +366,9 @@ enum AfterWrite {
     HistoryDurable { framework: FrameworkId, then: Vec<AfterWrite> },
     /// A drain is durable in the worker's record: stop its executors.
     DrainDurable { worker: WorkerId },
+    /// An ended framework's record is deleted durably: kill what still ran
+    /// of it (on its worker's current connection).
+    EndKills { kills: Vec<(WorkerId, ExecutorId)> },
     /// A scale is durable in the framework's record: tell the subscriber,
     /// kill the surplus executors.
     Scaled { framework: FrameworkId, group: String, slots: u32, surplus: Vec<ExecutorId> },
@@ -487,6 +501,10 @@ pub struct Master {
     /// acting lease, or in flight) — sim seed 209760. Bounded by
     /// `executors::MAX_STRAY_KILLS_REMEMBERED`.
     stray_kills: BTreeSet<ExecutorId>,
+    /// Executors of ended frameworks whose kill waits for the end to be
+    /// durable (`AfterWrite::EndKills`): a report of one meanwhile does
+    /// not kill it early.
+    ending_kills: BTreeSet<ExecutorId>,
 }
 
 impl Master {
@@ -524,6 +542,7 @@ impl Master {
             wall_base: None,
             logs: logs::Relays::default(),
             stray_kills: BTreeSet::new(),
+            ending_kills: BTreeSet::new(),
         }
     }
 
@@ -814,8 +833,9 @@ impl Master {
         self.workers.check(self.config.placement, self.config.worker_timeout, |w| self.live_on(w));
         let mut open = BTreeSet::new();
         for fw in self.frameworks.values() {
-            for (gi, g) in fw.groups.iter().enumerate().filter(|(_, g)| g.durable) {
-                for (slot, outcome) in g.record.slots.iter().enumerate() {
+            for (gi, g) in fw.groups.iter().enumerate() {
+                let placeable = g.placeable_slots() as usize;
+                for (slot, outcome) in g.record.slots.iter().enumerate().take(placeable) {
                     if *outcome == SlotOutcome::Pending && g.current[slot].is_none() {
                         open.insert((fw.id.clone(), gi, slot as u32));
                     }
@@ -927,7 +947,7 @@ impl Master {
                 if let Some(g) =
                     self.frameworks.get_mut(&framework).and_then(|f| f.group_mut(&group))
                 {
-                    g.durable = true;
+                    g.write_durable();
                     self.refresh_slots_of(&framework);
                 }
             }
@@ -944,6 +964,12 @@ impl Master {
                 self.on_history_durable(now, framework, then, out)
             }
             AfterWrite::DrainDurable { worker } => self.stop_draining_executors(now, &worker, out),
+            AfterWrite::EndKills { kills } => {
+                for (worker, executor) in kills {
+                    self.ending_kills.remove(&executor);
+                    self.send_kill(&worker, &executor, out);
+                }
+            }
             AfterWrite::Scaled { framework, group, slots, surplus } => {
                 self.on_scaled(&framework, group, slots, surplus, out)
             }
@@ -1079,9 +1105,17 @@ impl Master {
                 if self.acting() {
                     let (worker, incarnation) = (reg.worker.clone(), reg.incarnation);
                     let reports = reg.executors.clone();
+                    // What the report saw of this leadership's launches: a
+                    // worker at a lower epoch saw none; one at a higher epoch
+                    // follows another leader and takes none of ours.
+                    let seen = match reg.epoch_seen.cmp(&self.epoch) {
+                        std::cmp::Ordering::Equal => reg.launch_seen,
+                        std::cmp::Ordering::Less => 0,
+                        std::cmp::Ordering::Greater => u64::MAX,
+                    };
                     self.register_worker(now, conn, reg, out);
                     if self.workers.is_bound(&worker, incarnation, conn) {
-                        self.reconcile(&worker, &reports, out);
+                        self.reconcile(&worker, &reports, seen, conn, out);
                         for report in reports {
                             self.apply_report(&worker, report, out);
                         }
@@ -1216,6 +1250,53 @@ impl Master {
         }
     }
 
+    /// Why `worker` may not register, or `framework` subscribe, on `conn`
+    /// (the other is `None`), if it may not: the connection already
+    /// carries another worker registered on it or a framework subscribed on
+    /// it (a binding that moved to another connection, or whose framework
+    /// ended, does not count). Counted as a rejection.
+    ///
+    /// One binding per connection (issue 20): a connection closes once,
+    /// and everything bound to it must hear of it. The second request is
+    /// refused rather than unbinding the first: the first was acknowledged
+    /// and did nothing wrong, and unbinding it silently would start its
+    /// failover clock (or leave its worker unreachable) while its peer
+    /// believes it is bound; no regent client ever binds two ids to one
+    /// connection, so only a confused client hears the refusal.
+    fn binding_conflict(
+        &mut self,
+        conn: ConnId,
+        worker: Option<&WorkerId>,
+        framework: Option<&FrameworkId>,
+    ) -> Option<String> {
+        let c = self.conns.get(&conn)?;
+        let bound_worker = c
+            .worker
+            .as_ref()
+            .filter(|w| Some(*w) != worker)
+            .filter(|w| self.workers.entries.get(*w).is_some_and(|e| e.conn == Some(conn)));
+        let bound_framework = c
+            .framework
+            .as_ref()
+            .filter(|f| Some(*f) != framework)
+            .filter(|f| self.frameworks.get(*f).is_some_and(|fw| fw.conn == Some(conn)));
+        let bound = match (bound_worker, bound_framework) {
+            (Some(w), _) => format!("worker {w}"),
+            (None, Some(f)) => format!("framework {f}"),
+            (None, None) => return None,
+        };
+        let asking = match (worker, framework) {
+            (Some(w), _) => format!("registration of worker {w}"),
+            (None, Some(f)) => format!("SUBSCRIBE of framework {f}"),
+            (None, None) => "request".to_owned(),
+        };
+        self.metrics.rejected += 1;
+        Some(format!(
+            "{asking} refused: this connection already carries {bound}; bind one worker or \
+             framework per connection"
+        ))
+    }
+
     /// The answer to a `StateRequest` on `conn` at `now`: a fresh snapshot
     /// or the cached one, by the rule of [`snapshot`] (every request gets
     /// one).
@@ -1293,6 +1374,7 @@ impl Master {
         self.history = history::History::default();
         self.logs.clear();
         self.stray_kills.clear();
+        self.ending_kills.clear();
         let mut conns: Vec<ConnId> = self.conns.keys().copied().collect();
         conns.sort();
         for conn in conns {

@@ -270,6 +270,18 @@ impl Master {
                 return;
             }
         }
+        // Executors of slots scaled away earlier that still run (their kill
+        // is on its way, or waits for that scale to be durable): a slot
+        // coming back names its old executor again, so it is refilled only
+        // once that one has ended (one executor per slot, issue 20).
+        let old_len = now_slots as u32;
+        let mut still_live: Vec<(u32, ExecutorId)> = self
+            .executors_of(&framework)
+            .filter(|e| e.group == group && !e.state.is_terminal())
+            .filter(|e| e.slot >= old_len && e.slot < slots)
+            .map(|e| (e.slot, e.id.clone()))
+            .collect();
+        still_live.dedup_by_key(|(slot, _)| *slot);
         let fw = self.frameworks.get_mut(&framework).expect("checked above");
         let g = &mut fw.groups[gi];
         let n = slots as usize;
@@ -281,10 +293,15 @@ impl Master {
         } else {
             g.record.slots.resize(n, SlotOutcome::Pending);
             g.current.resize(n, None);
+            for (slot, id) in still_live {
+                g.current[slot as usize] = Some(id);
+            }
         }
         // New slots are placed once the record holding them is durable, as
         // for a declaration: a new leader must know every slot that runs.
-        g.durable = false;
+        // Slots past `n` are placed no more from now (see
+        // `GroupState::placeable_slots`).
+        g.write_in_flight(slots);
         for id in &surplus {
             if let Some(x) = self.executors.get_mut(id) {
                 // Its slot is gone: nothing of it is recorded or refilled.

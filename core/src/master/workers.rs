@@ -1,5 +1,15 @@
 //! The leader's worker registry: registration, heartbeats, the DEAD sweep.
 //!
+//! * A new worker id is refused (`RegisterRefused`, naming the limit) past
+//!   `Config::max_workers` or when its record's name would take its store
+//!   shard's listing past [`crate::limits::MAX_WORKER_SHARD_LISTING`];
+//!   known ids always register again.
+//! * One binding per connection: a registration of another worker on a
+//!   connection that carries a worker (or a subscription) is refused.
+//! * A lower incarnation than the registered one is refused only while the
+//!   registered one is connected; once its connection is gone it is a new
+//!   process of a host whose clock stepped back, and replaces it.
+//!
 //! Nothing here costs the cluster's size per event or per tick: the
 //! registry keeps how many workers are in each state, the ALIVE workers in
 //! the order they were last heard from ([`super::silence`]: a sweep looks at
@@ -147,6 +157,17 @@ pub(super) struct Registry {
     /// The placement candidates: ALIVE, connected, with room for one more
     /// live executor (`MAX_EXECUTORS_PER_WORKER`), in the policy's order.
     pub(super) placeable: BTreeSet<PlaceKey>,
+    /// Bytes of listing the entries' record names take in each store
+    /// shard ([`listing_cost`]; empty until the first entry).
+    shard_listing: Vec<usize>,
+}
+
+/// The store shard of worker `id`'s record and the bytes its name takes in
+/// that shard's ZooKeeper listing (4 bytes of length and the name).
+pub(super) fn listing_cost(id: &WorkerId) -> (u8, usize) {
+    let stem = crate::store::names::key_stem(&RecordKey::Worker(id.clone()));
+    let shard = crate::store::zk_layout::shard_of(&stem).unwrap_or(0);
+    (shard, 4 + stem.len())
 }
 
 impl Registry {
@@ -158,6 +179,11 @@ impl Registry {
 
     /// Adds `e` (replacing nothing: the caller removed any entry of its id).
     fn insert(&mut self, mut e: WorkerEntry) {
+        if self.shard_listing.is_empty() {
+            self.shard_listing = vec![0; crate::store::zk_layout::SHARDS];
+        }
+        let (shard, cost) = listing_cost(&e.id);
+        self.shard_listing[usize::from(shard)] += cost;
         e.slot = self.silence.alloc(e.id.clone());
         e.placed_as = None;
         self.counts[e.state as usize] += 1;
@@ -173,6 +199,10 @@ impl Registry {
     /// Removes `id`'s entry and forgets it in every index.
     pub(super) fn remove(&mut self, id: &WorkerId) -> Option<WorkerEntry> {
         let e = self.entries.remove(id)?;
+        let (shard, cost) = listing_cost(&e.id);
+        if let Some(b) = self.shard_listing.get_mut(usize::from(shard)) {
+            *b = b.saturating_sub(cost);
+        }
         self.counts[e.state as usize] -= 1;
         self.recovered -= usize::from(e.recovered);
         self.silence.free(e.slot);
@@ -263,6 +293,33 @@ impl Registry {
         // or planted store) replaces the first, as the map always did.
         let _ = self.remove(&e.id);
         self.insert(e);
+    }
+
+    /// Why a new worker `id` may not join: the registry holds `max`
+    /// workers, or its record's name would take its store shard's listing
+    /// past [`crate::limits::MAX_WORKER_SHARD_LISTING`].
+    pub(super) fn full_for(&self, id: &WorkerId, max: usize) -> Option<String> {
+        if self.entries.len() >= max {
+            return Some(format!(
+                "the cluster has {} workers ({} DEAD); the limit is {max} (max_workers: \
+                 `regent remove-worker` forgets DEAD ones, `regent master --max-workers` \
+                 raises it)",
+                self.entries.len(),
+                self.count(WorkerState::Dead)
+            ));
+        }
+        let (shard, cost) = listing_cost(id);
+        let used = self.shard_listing.get(usize::from(shard)).copied().unwrap_or(0);
+        let limit = crate::limits::MAX_WORKER_SHARD_LISTING;
+        (used + cost > limit).then(|| {
+            format!(
+                "worker {id}'s record would take the names of worker records in store shard \
+                 {shard:02x} to {} bytes; the limit is {limit} bytes \
+                 (MAX_WORKER_SHARD_LISTING, ZooKeeper's packet limit): use a shorter or \
+                 different worker id",
+                used + cost
+            )
+        })
     }
 
     pub(super) fn count(&self, state: WorkerState) -> usize {
@@ -543,11 +600,21 @@ impl Master {
             return;
         }
         let id = reg.worker.clone();
+        if let Some(reason) = self.binding_conflict(conn, Some(&id), None) {
+            // What the connection carries keeps it; nothing is recorded.
+            let msg = Message::RegisterRefused { epoch: self.epoch, reason };
+            out.push(Action::Send { conn, msg });
+            return;
+        }
         if let Some(entry) = self.workers.entries.get(&id) {
             // Incarnations grow with their process's start time: an older one
             // (a registration sent before a crash and delivered late) never
-            // replaces a newer one.
-            if entry.retired.contains(&reg.incarnation) || reg.incarnation < entry.incarnation {
+            // replaces a newer one that is still connected. Once that one's
+            // connection is gone, a lower incarnation is a new process of a
+            // host whose clock stepped back (DESIGN rule 10) and replaces it
+            // like any new incarnation; one that was replaced stays refused.
+            let older_while_connected = reg.incarnation < entry.incarnation && entry.conn.is_some();
+            if entry.retired.contains(&reg.incarnation) || older_while_connected {
                 let msg = shutdown_msg(self.epoch, &id, reg.incarnation, entry.incarnation);
                 out.push(Action::Send { conn, msg });
                 out.push(Action::Close {
@@ -555,6 +622,18 @@ impl Master {
                     reason: format!("replaced incarnation of worker {id}"),
                 });
                 self.drop_conn(conn, &id);
+                return;
+            }
+        }
+        if !self.workers.entries.contains_key(&id) {
+            if let Some(reason) = self.workers.full_for(&id, self.config.max_workers) {
+                // Nothing is recorded; the worker logs the reason and
+                // retries slowly (an operator may remove DEAD workers or
+                // raise the limit meanwhile).
+                let reason = format!("registration of worker {id} refused: {reason}");
+                let msg = Message::RegisterRefused { epoch: self.epoch, reason };
+                out.push(Action::Send { conn, msg });
+                self.metrics.rejected += 1;
                 return;
             }
         }

@@ -222,6 +222,14 @@ pub enum Note {
         /// The executor.
         executor: ExecutorId,
     },
+    /// `master` refused this worker's registration (a limit such as
+    /// `max_workers`, named in `reason`); the worker retries slowly.
+    RegistrationRefused {
+        /// The master.
+        master: Addr,
+        /// Why, naming the limit.
+        reason: String,
+    },
     /// A master dialled the callback listener and named a leader (seed
     /// 002); the worker probes it.
     Hinted {
@@ -340,6 +348,10 @@ impl WorkerNode {
             Input::Message { conn, msg } => {
                 // Frames of a connection the worker closed are ignored.
                 if let Some(from) = self.conns.get(&conn).cloned() {
+                    if let Message::RegisterRefused { reason, .. } = &msg {
+                        let (master, reason) = (from.clone(), reason.clone());
+                        out.push(Output::Note(Note::RegistrationRefused { master, reason }));
+                    }
                     events.push(worker::Event::Message { from, msg });
                 }
             }

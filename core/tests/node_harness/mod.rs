@@ -793,6 +793,7 @@ pub fn register_msg(worker: &str, inc: u64) -> Message {
         memory_mb: 4096,
         executors: Vec::new(),
         epoch_seen: Epoch::ZERO,
+        launch_seen: 0,
     })
 }
 

@@ -132,6 +132,9 @@ pub struct MasterConfig {
     /// How many finished frameworks the leader keeps (see
     /// `regent_core::limits::DEFAULT_RETAINED_FRAMEWORKS`).
     pub retained_frameworks: usize,
+    /// How many workers the leader's registry may hold; a new worker id
+    /// past it is refused (see `regent_core::master::Config::max_workers`).
+    pub max_workers: usize,
     /// Connection settings (cluster, secret, limits).
     pub net: Arc<NetConfig>,
     /// Allow a non-loopback listen address without a secret.
@@ -201,6 +204,7 @@ impl MasterConfig {
             max_heartbeats_per_second: regent_core::master::DEFAULT_MAX_HEARTBEATS_PER_SECOND,
             max_frameworks: regent_core::limits::DEFAULT_MAX_FRAMEWORKS,
             retained_frameworks: regent_core::limits::DEFAULT_RETAINED_FRAMEWORKS,
+            max_workers: regent_core::limits::DEFAULT_MAX_WORKERS,
             net,
             insecure: false,
             previous_secrets: Vec::new(),
@@ -345,6 +349,7 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
         cfg.max_frameworks,
     );
     mcfg.retained_frameworks = cfg.retained_frameworks;
+    mcfg.max_workers = cfg.max_workers;
     tracing::info!(id = %cfg.id, listen = %bound, advertise = %advertise, "master listening");
 
     let clock = RuntimeClock::start();

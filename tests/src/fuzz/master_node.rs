@@ -462,6 +462,7 @@ impl Harness {
                 memory_mb: gen::u64_peer(src, regent_core::limits::MAX_MEMORY_MB),
                 executors: gen::reports(src, ex, fw),
                 epoch_seen: gen::epoch(src),
+                launch_seen: 0,
             }),
             3 => Message::WorkerHeartbeat { incarnation: gen::incarnation(src) },
             4 => Message::ExecutorStatus {
@@ -609,6 +610,7 @@ impl Harness {
                         memory_mb: 65_536,
                         executors,
                         epoch_seen: gen::epoch(src),
+                        launch_seen: 0,
                     };
                     self.send(conn, Message::RegisterWorker(reg));
                 }
@@ -646,6 +648,7 @@ impl Harness {
                     memory_mb: 1024 * (1 + u64::from(src.u8() % 16)),
                     executors: Vec::new(),
                     epoch_seen: gen::epoch(src),
+                    launch_seen: 0,
                 };
                 self.send(conn, Message::RegisterWorker(reg));
             }

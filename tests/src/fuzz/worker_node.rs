@@ -276,6 +276,8 @@ impl Harness {
                     env: spec.env,
                     cores: spec.cores,
                     memory_mb: spec.memory_mb,
+                    // Drawn from nothing: the corpus keeps its meaning.
+                    launch: 1,
                 }
             }
             10 => Message::KillExecutorOnWorker {
@@ -345,6 +347,7 @@ impl Harness {
                     env: Vec::new(),
                     cores: 1,
                     memory_mb: 64,
+                    launch: self.next_executor,
                 }
             }
             4 => {
