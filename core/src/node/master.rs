@@ -363,6 +363,9 @@ pub struct Metrics {
     pub commands_waiting: u64,
     /// How long the oldest of them has waited, in milliseconds (0: none).
     pub oldest_command_wait_ms: u64,
+    /// The acting lease L of this master's candidacy, in milliseconds (the
+    /// one in its election node's data; 0 without ZooKeeper).
+    pub acting_lease_ms: u64,
 }
 
 /// A command waiting for the acting lease, or a close waiting behind one.
@@ -487,6 +490,7 @@ impl MasterNode {
         m.store_records_moved = self.store.as_ref().map_or(0, |s| s.moved);
         let commands = self.held_since();
         m.commands_waiting = commands.len() as u64;
+        m.acting_lease_ms = self.elector.as_ref().map_or(0, |e| e.acting_lease().0);
         m.oldest_command_wait_ms =
             commands.into_iter().min().map_or(0, |since| self.last_now.since(since).0);
         m

@@ -613,6 +613,12 @@ pub fn metrics_text(s: &HttpSnapshot) -> String {
         "How long the oldest command waiting for the acting lease has waited (0: none waits). The leader logs why once it passes 5 s.",
         vec![(None, n.oldest_command_wait_ms)],
     );
+    family(
+        "regent_acting_lease_milliseconds",
+        "gauge",
+        "The acting lease L this master chose from its measured ZooKeeper round trip and wrote in its election node (0 without ZooKeeper).",
+        vec![(None, n.acting_lease_ms)],
+    );
     let m = &s.master;
     family(
         "regent_state_snapshots_built_total",
