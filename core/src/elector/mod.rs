@@ -12,6 +12,7 @@
 //! * the candidate node is an ephemeral-sequential child of
 //!   `<root>/election/`, named in Curator's protected mode
 //!   ([`CandidateName`]) and holding the master's id and address
+//!   and the acting lease it chose from its measured round trip
 //!   ([`CandidateData`]); the lowest sequence leads; every other candidate
 //!   watches its predecessor (to know when to lead) and the leader (to report
 //!   `LeaderIs` when it changes);
@@ -37,6 +38,15 @@
 //!   ensemble's quorum must take part in (`Sync` and writes) extend the
 //!   lease: a follower cut off from the quorum can still answer reads from
 //!   its own copy, and a read it answered proves nothing about the session.
+//!
+//! The *acting lease* ([`Config::acting_lease`]) guards commands to peers:
+//! a new leader waits 1.1 × the largest lease of a leader it may have
+//! replaced + 10 ms ([`Elector::commands_from`]): the leases of candidates
+//! that left its listings shortly before (read from their node data) and
+//! the *deposition marker* ([`DeposeMarker`]), the data of the election
+//! directory, which a standby deposing a leader writes in the same multi as
+//! the delete and which every listing reads right after. A leader whose
+//! wait is over empties the marker again.
 //!
 //! [`Event::Abandon`] gives leadership up on purpose (DESIGN rule 8): the
 //! session is closed in the same step and the elector joins again with a
@@ -364,8 +374,9 @@ pub enum Action {
         until: Millis,
     },
     /// The leader's ZooKeeper round trip outgrew the acting lease written
-    /// in its node: [`OUTGROWN_AFTER`] confirmations in a row came back
-    /// after the lease they were to confirm had run out, so it can command
+    /// in its node: [`OUTGROWN_AFTER`] confirmations in a row, over
+    /// [`OUTGROWN_FOR`], came back after the lease they were to confirm had
+    /// run out, so it can command
     /// nothing, and a new node would carry a larger lease. The composition
     /// gives the leadership up ([`Event::Abandon`], logging why): the
     /// elector joins again with a new session and a node whose lease fits
@@ -386,9 +397,13 @@ pub enum Action {
 }
 
 /// How many confirmations in a row must come back after the lease they
-/// were to confirm ran out before the leader reports [`Action::Outgrown`]
-/// (one slow answer is jitter, not a far ZooKeeper).
+/// were to confirm ran out, over at least [`OUTGROWN_FOR`], before the
+/// leader reports [`Action::Outgrown`] (one slow answer, or a busy host for
+/// a moment, is jitter, not a far ZooKeeper).
 pub const OUTGROWN_AFTER: u32 = 3;
+
+/// See [`OUTGROWN_AFTER`].
+pub const OUTGROWN_FOR: Millis = Millis(2_000);
 
 /// What one [`Event::Depose`] came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -628,8 +643,9 @@ pub struct Elector {
     rtt_max: Millis,
     /// The round trip of the last confirmation that came back.
     rtt_last: Option<Millis>,
-    /// Confirmations in a row that came back after their lease ran out.
-    late_confirmations: u32,
+    /// Confirmations in a row that came back after their lease ran out,
+    /// and when the first of them did.
+    late_confirmations: (u32, Millis),
     /// Acting leases of candidates that left the listings recently, with
     /// when this elector saw them gone: a leader deposed at *d* commands
     /// until before *d* + its L, and *d* precedes the listing that missed it.
@@ -680,7 +696,7 @@ impl Elector {
             own_lease: None,
             rtt_max: Millis::ZERO,
             rtt_last: None,
-            late_confirmations: 0,
+            late_confirmations: (0, Millis::ZERO),
             departed: Vec::new(),
             marker: (Millis::ZERO, None),
             listed: None,
@@ -1009,7 +1025,7 @@ impl Elector {
         self.pending.clear();
         self.watching.clear();
         self.listed = None;
-        self.late_confirmations = 0;
+        self.late_confirmations = (0, Millis::ZERO);
         self.rtt_last = None;
         out.push(Action::CancelTimer { timer: Timer::Ping });
         out.push(Action::CancelTimer { timer: Timer::Lease });
@@ -1200,7 +1216,7 @@ impl Elector {
                     // node existed at a point the quorum reached after it.
                     self.acting_from = self.acting_from.max(p.sent_at);
                     out.push(Action::Confirmed { until: self.acting_until() });
-                    self.confirmation_came_back(now.since(p.sent_at), out);
+                    self.confirmation_came_back(now, now.since(p.sent_at), out);
                 }
             }
             (Purpose::Confirm(_), Ok(ZkReply::Stat(None))) => {
@@ -1500,7 +1516,7 @@ impl Elector {
                 self.suspended = false;
                 self.elected_at = now;
                 self.acting_from = Millis::ZERO;
-                self.late_confirmations = 0;
+                self.late_confirmations = (0, Millis::ZERO);
                 self.rtt_last = None;
                 // The wait covers every leader this one may have replaced:
                 // the candidates that left shortly before (their node data
@@ -1645,16 +1661,21 @@ impl Elector {
     /// A confirmation came back after `rtt`: a leader whose confirmations
     /// keep coming back after the lease they confirm ran out reports
     /// [`Action::Outgrown`] (if a new node would carry a larger lease).
-    fn confirmation_came_back(&mut self, rtt: Millis, out: &mut Vec<Action>) {
+    fn confirmation_came_back(&mut self, now: Millis, rtt: Millis, out: &mut Vec<Action>) {
         self.rtt_last = Some(rtt);
         let l = self.acting_lease();
         if rtt < l {
-            self.late_confirmations = 0;
+            self.late_confirmations = (0, Millis::ZERO);
             return;
         }
-        self.late_confirmations += 1;
-        if self.late_confirmations >= OUTGROWN_AFTER && self.config.acting_lease_for(rtt) > l {
-            self.late_confirmations = 0;
+        let (n, first) = self.late_confirmations;
+        let (n, first) = if n == 0 { (1, now) } else { (n + 1, first) };
+        self.late_confirmations = (n, first);
+        if n >= OUTGROWN_AFTER
+            && now.since(first) >= OUTGROWN_FOR
+            && self.config.acting_lease_for(rtt) > l
+        {
+            self.late_confirmations = (0, Millis::ZERO);
             out.push(Action::Outgrown { round_trip: rtt, acting_lease: l });
         }
     }

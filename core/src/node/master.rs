@@ -33,7 +33,12 @@
 //!   under its *acting lease* ([`Elector::may_command`]); a command the
 //!   master produces while the lease is not confirmed is held (commands keep
 //!   their order, and a close of the connection waits behind them) until a
-//!   confirmation arrives, and dropped if the leadership ends first.
+//!   confirmation arrives, and dropped if the leadership ends first. The
+//!   lease follows the ZooKeeper round trip (the elector chooses it when it
+//!   creates its node); a leader whose round trip outgrew it gives the
+//!   leadership up and rejoins ([`elector::Action::Outgrown`]), and one
+//!   whose commands waited [`STALL_NOTE_AFTER`] says why, once
+//!   ([`Note::CommandsStalled`]).
 //! * **One deadline table** ([`Deadlines`]) holds the master's, the
 //!   elector's and the store's timers; the runtime asks
 //!   [`MasterNode::poll_timeout`] and feeds [`Input::Tick`] when it passes.
