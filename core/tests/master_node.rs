@@ -1184,15 +1184,22 @@ fn a_new_leaders_first_launch_waits_for_its_acting_lease() {
     assert!(launches[0] < confirm_at + Millis(100));
 }
 
+/// `n` nodes led by node 0 for a second, with worker `w1` on conn 10 and a
+/// framework on conn 20.
+fn settled_with_worker_and_framework(n: usize) -> Cluster {
+    let mut c = led_by_node_0(n);
+    c.advance(Millis(1_000));
+    let _ = c.register(0, 10, "w1", 1);
+    let _ = c.subscribe(0, 20, 1);
+    c
+}
+
 /// Commands held while the acting lease cannot be confirmed (ZooKeeper
 /// answers nothing) are never sent once the leader's node is deleted: the
 /// successor decides afresh.
 #[test]
 fn commands_held_when_the_leadership_ends_are_never_sent() {
-    let mut c = led_by_node_0(2);
-    c.advance(Millis(1_000));
-    let _ = c.register(0, 10, "w1", 1);
-    let _ = c.subscribe(0, 20, 1);
+    let mut c = settled_with_worker_and_framework(2);
     c.hold(0, Box::new(|op| matches!(op, ZkOp::Sync { .. })));
     let _ = c.feed(0, Input::Message { conn: ConnId(20), msg: group(1) });
     c.advance(Millis(200));
@@ -1206,4 +1213,149 @@ fn commands_held_when_the_leadership_ends_are_never_sent() {
     assert_eq!(c.nodes[0].node.metrics().commands_dropped, 1);
     assert_eq!(c.nodes[0].node.held_frames(), 0);
     assert_eq!(c.leaders(), vec![1]);
+}
+
+// ----- the acting lease with ZooKeeper far away (issue 20) ----------------
+
+/// A ZooKeeper-mode leader `one_way` away from its ensemble (every request
+/// and every reply take that long), with worker `w1` on conn 10 and a
+/// framework on conn 20 declaring a group of 2: the time of each launch.
+fn launches_with_zookeeper_away(
+    one_way: Millis,
+    tweak: impl Fn(&mut regent_core::elector::Config),
+) -> (Cluster, Vec<Millis>) {
+    let mut config = zk_config(0);
+    if let Leadership::Zookeeper(e) = &mut config.leadership {
+        tweak(e);
+    }
+    let mut c = Cluster::with_configs(vec![config]);
+    c.nodes[0].one_way = one_way;
+    let _ = c.feed(0, Input::Start);
+    c.advance(Millis(40 * one_way.0 + 500));
+    assert_eq!(c.nodes[0].status(), Status::Alive);
+    let _ = c.register(0, 10, "w1", 1);
+    c.advance(Millis(4 * one_way.0 + 100));
+    assert_eq!(count_on(&c, 0, 10, is_registered), 1, "registered");
+    let _ = c.subscribe(0, 20, 1);
+    c.advance(Millis(4 * one_way.0 + 100));
+    let _ = c.feed(0, Input::Message { conn: ConnId(20), msg: group(2) });
+    c.advance(Millis(12_000));
+    let launches = launches_on(&c, 0, 10);
+    (c, launches)
+}
+
+/// The node data of the leader's election node, as a successor reads it.
+fn leader_node_data(c: &Cluster) -> regent_core::elector::CandidateData {
+    let path = c.nodes[0].node.elector().unwrap().node_path().unwrap();
+    let data = &c.zk.node(&path).expect("the leader's node").data;
+    regent_core::elector::CandidateData::decode(data).expect("candidate data")
+}
+
+/// Issue 20, scenario 7: ZooKeeper 150 ms away (a 300 ms round trip). The
+/// acting lease used to be 100 ms whatever the round trip, so no
+/// confirmation ever came back in time and no command was ever sent (the
+/// framework's executors stayed LAUNCHING). The candidate now chooses its
+/// lease from the round trip it measured when it created its node
+/// (100 ms + 2 × 300 ms) and writes it there: the launches go out.
+#[test]
+fn commands_flow_with_zookeeper_150_ms_away() {
+    let (c, launches) = launches_with_zookeeper_away(Millis(150), |_| {});
+    assert_eq!(launches.len(), 2, "both launches went out");
+    let e = c.nodes[0].node.elector().unwrap();
+    assert_eq!(e.acting_lease(), Millis(700));
+    assert_eq!(leader_node_data(&c).acting_lease, Millis(700), "written in the node");
+    assert_eq!(c.nodes[0].node.held_frames(), 0);
+}
+
+/// The same with a 1 s round trip (ZooKeeper 500 ms away): slower, but the
+/// commands flow (the lease is 2.1 s).
+#[test]
+fn commands_flow_with_a_one_second_zookeeper_round_trip() {
+    let (c, launches) = launches_with_zookeeper_away(Millis(500), |_| {});
+    assert_eq!(launches.len(), 2, "both launches went out");
+    assert_eq!(c.nodes[0].node.elector().unwrap().acting_lease(), Millis(2_100));
+    assert_eq!(leader_node_data(&c).acting_lease, Millis(2_100));
+}
+
+/// A leader that cannot command says why, once, after a few seconds, and
+/// `/metrics` shows what waits and for how long. (Here the lease may not
+/// grow: `acting_lease_max` is 100 ms.)
+#[test]
+fn a_leader_that_cannot_command_says_why_once() {
+    let (c, launches) = launches_with_zookeeper_away(Millis(150), |e| {
+        e.acting_lease_max = Millis(100);
+    });
+    assert!(launches.is_empty(), "a 300 ms round trip never confirms a 100 ms lease");
+    let stalls: Vec<Note> = c.nodes[0]
+        .notes()
+        .into_iter()
+        .filter(|n| matches!(n, Note::CommandsStalled { .. }))
+        .collect();
+    assert_eq!(stalls.len(), 1, "said once: {stalls:?}");
+    match &stalls[0] {
+        Note::CommandsStalled { held, waited, reason } => {
+            assert_eq!(*held, 2);
+            assert!(*waited >= Millis(5_000), "{waited}");
+            assert!(
+                reason.contains("acting lease not confirmed: ZooKeeper round trip")
+                    && reason.contains("> L 100 ms"),
+                "{reason}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let m = c.nodes[0].node.metrics();
+    assert_eq!(m.commands_waiting, 2);
+    assert!(m.oldest_command_wait_ms >= 11_000, "{}", m.oldest_command_wait_ms);
+}
+
+/// A leader whose round trip grows past its lease after its node was
+/// created (ZooKeeper moved 150 ms away) gives the leadership up, saying
+/// why, and joins again with a node whose lease fits; then the commands
+/// flow.
+#[test]
+fn a_leader_whose_round_trip_outgrew_its_lease_rejoins_with_a_larger_one() {
+    let mut c = Cluster::zookeeper(1);
+    let _ = c.feed(0, Input::Start);
+    c.advance(Millis(300));
+    assert_eq!(c.nodes[0].node.elector().unwrap().acting_lease(), Millis(100));
+    c.nodes[0].one_way = Millis(150);
+    c.advance(Millis(15_000));
+    let reasons: Vec<String> = c.nodes[0]
+        .notes()
+        .into_iter()
+        .filter_map(|n| match n {
+            Note::SteppedDown { reason } => Some(reason),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reasons.len(), 1, "{reasons:?}");
+    assert!(reasons[0].contains("outgrew the acting lease"), "{}", reasons[0]);
+    assert_eq!(c.nodes[0].status(), Status::Alive, "leads again");
+    assert!(c.nodes[0].node.elector().unwrap().acting_lease() >= Millis(700));
+    let _ = c.register(0, 10, "w1", 1);
+    c.advance(Millis(1_000));
+    let _ = c.subscribe(0, 20, 1);
+    c.advance(Millis(1_000));
+    let _ = c.feed(0, Input::Message { conn: ConnId(20), msg: group(1) });
+    c.advance(Millis(5_000));
+    assert_eq!(launches_on(&c, 0, 10).len(), 1, "the launch went out");
+}
+
+/// A moment of slow answers (a busy host, a blip) is not a far ZooKeeper:
+/// the leader keeps its leadership, and its held commands go out once the
+/// answers are quick again.
+#[test]
+fn a_moment_of_slow_zookeeper_answers_keeps_the_leadership() {
+    let mut c = settled_with_worker_and_framework(1);
+    c.nodes[0].one_way = Millis(150);
+    let _ = c.feed(0, Input::Message { conn: ConnId(20), msg: group(1) });
+    c.advance(Millis(1_200));
+    c.nodes[0].one_way = Millis::ZERO;
+    c.advance(Millis(2_000));
+    assert!(
+        !c.nodes[0].notes().iter().any(|n| matches!(n, Note::SteppedDown { .. })),
+        "no step-down for a moment of slowness"
+    );
+    assert_eq!(launches_on(&c, 0, 10).len(), 1, "the launch went out");
 }

@@ -660,5 +660,13 @@ pub fn log_note(note: &Note) {
         Note::PeerUnreached { addr, reason } => {
             tracing::info!(%addr, "could not tell a recorded peer of this leader: {reason}")
         }
+        Note::CommandsStalled { held, waited, reason } => {
+            tracing::warn!(
+                held,
+                waited_ms = waited.0,
+                "{held} commands (launch, kill, shutdown) have waited {} s and cannot be sent: {reason}",
+                waited.0 / 1000
+            )
+        }
     }
 }

@@ -12,6 +12,7 @@
 //! * the candidate node is an ephemeral-sequential child of
 //!   `<root>/election/`, named in Curator's protected mode
 //!   ([`CandidateName`]) and holding the master's id and address
+//!   and the acting lease it chose from its measured round trip
 //!   ([`CandidateData`]); the lowest sequence leads; every other candidate
 //!   watches its predecessor (to know when to lead) and the leader (to report
 //!   `LeaderIs` when it changes);
@@ -38,6 +39,15 @@
 //!   lease: a follower cut off from the quorum can still answer reads from
 //!   its own copy, and a read it answered proves nothing about the session.
 //!
+//! The *acting lease* ([`Config::acting_lease`]) guards commands to peers:
+//! a new leader waits 1.1 × the largest lease of a leader it may have
+//! replaced + 10 ms ([`Elector::commands_from`]): the leases of candidates
+//! that left its listings shortly before (read from their node data) and
+//! the *deposition marker* ([`DeposeMarker`]), the data of the election
+//! directory, which a standby deposing a leader writes in the same multi as
+//! the delete and which every listing reads right after. A leader whose
+//! wait is over empties the marker again.
+//!
 //! [`Event::Abandon`] gives leadership up on purpose (DESIGN rule 8): the
 //! session is closed in the same step and the elector joins again with a
 //! fresh session and a new candidate node, at the end of the queue.
@@ -47,7 +57,7 @@ mod ops;
 #[cfg(all(test, feature = "testkit"))]
 mod tests;
 
-pub use name::{CandidateData, CandidateName};
+pub use name::{CandidateData, CandidateName, DeposeMarker, LEGACY_ACTING_LEASE, MAX_ACTING_LEASE};
 pub use ops::{
     CreateMode, MultiOp, RequestId, SessionId, Stat, WatchEvent, WatchKind, ZkCommand, ZkError,
     ZkEvent, ZkOp, ZkReply, ZkResult,
@@ -82,14 +92,25 @@ pub struct Config {
     /// Delay before retrying a round after an unexpected error (e.g. the
     /// election path was deleted under us). Default 1 s.
     pub retry_interval: Millis,
-    /// The *acting lease* L (default 100 ms): a leader sends commands that
-    /// start, kill or shut anything down only while a `Sync` followed by an
-    /// `Exists` on its own node, sent less than L ago, has confirmed the
-    /// node ([`Elector::may_command`]); a new leader sends none until
-    /// [`Config::command_wait`] after its election. Messages to workers are
-    /// not store writes, so the store fence cannot stop a deposed leader's
-    /// commands; this lease does (see README, "Fast takeover").
+    /// The smallest *acting lease* L (default 100 ms): a leader sends
+    /// commands that start, kill or shut anything down only while a `Sync`
+    /// followed by an `Exists` on its own node, sent less than L ago, has
+    /// confirmed the node ([`Elector::may_command`]); a new leader sends
+    /// none until 1.1 × the L of every leader it may have replaced + 10 ms
+    /// after its election ([`Elector::commands_from`]). Messages to workers
+    /// are not store writes, so the store fence cannot stop a deposed
+    /// leader's commands; this lease does (see README, "Fast takeover").
+    ///
+    /// Each candidate chooses its own L when it creates its node, from the
+    /// ZooKeeper round trip it measured ([`Config::acting_lease_for`]), and
+    /// writes it in the node's data ([`CandidateData::acting_lease`]), so
+    /// a successor can read it.
     pub acting_lease: Millis,
+    /// The largest acting lease a candidate chooses (default 3 s: round
+    /// trips up to about 1.45 s let commands flow without a pause, up to
+    /// 3 s in bursts). A new leader that cannot know which lease a deposed
+    /// leader held (unreadable data) waits for this one.
+    pub acting_lease_max: Millis,
     /// Test-only: treat a create that got `ConnectionLoss` like the old
     /// twitter-commons library did (forget it and create again after
     /// reconnecting, recognising only the node a create reply named). This
@@ -126,6 +147,7 @@ impl Config {
             lease_margin_min: Millis(200),
             retry_interval: Millis(1_000),
             acting_lease: Millis(100),
+            acting_lease_max: Millis(3_000),
             unsafe_no_adopt_after_connection_loss: false,
             unsafe_no_lease_check: false,
             unsafe_no_acting_lease: false,
@@ -154,12 +176,37 @@ impl Config {
     }
 
     /// How long a new leader waits after its election before its first
-    /// command: `1.1 × acting_lease + 10 ms`. A deposed leader's last
-    /// command left before its last confirmation's send time + L, and that
-    /// send time precedes the deletion that let this master lead; the 10 %
-    /// and 10 ms absorb clock-rate differences between the two hosts.
+    /// command when every leader it may have replaced used the smallest
+    /// lease: [`Config::command_wait_for`] of [`Config::acting_lease`].
     pub fn command_wait(&self) -> Millis {
-        Millis(self.acting_lease.0 + self.acting_lease.0 / 10 + 10)
+        Self::command_wait_for(self.acting_lease)
+    }
+
+    /// How long a new leader waits after its election before its first
+    /// command, when the leader it replaced held the acting lease `l`:
+    /// `1.1 × l + 10 ms`. A deposed leader's last command left before its
+    /// last confirmation's send time + l, and that send time precedes the
+    /// deletion that let this master lead; the 10 % and 10 ms absorb
+    /// clock-rate differences between the two hosts.
+    pub fn command_wait_for(l: Millis) -> Millis {
+        Millis(l.0.saturating_add(l.0 / 10).saturating_add(10))
+    }
+
+    /// The acting lease a candidate chooses when it creates its node, for
+    /// the ZooKeeper round trip `rtt` it measured on the way (the largest
+    /// of its session's replies so far): `acting_lease + 2 × rtt`, at most
+    /// [`Config::acting_lease_max`].
+    ///
+    /// Why twice the round trip: one confirmation is in flight at a time;
+    /// sent at *c*, it comes back at *c* + rtt and covers commands until
+    /// *c* + L, while the next one, sent then, comes back at *c* + 2 rtt. So
+    /// with L ≥ 2 rtt a stream of commands never pauses, and the smallest
+    /// lease on top absorbs jitter. A leader whose round trip outgrows its
+    /// lease later gives its leadership up and joins with a larger one
+    /// ([`Action::Outgrown`]).
+    pub fn acting_lease_for(&self, rtt: Millis) -> Millis {
+        let max = self.acting_lease_max.max(self.acting_lease);
+        Millis(self.acting_lease.0.saturating_add(rtt.0.saturating_mul(2))).min(max)
     }
 
     fn path_prefixes(&self) -> Vec<String> {
@@ -326,6 +373,20 @@ pub enum Action {
         /// The end of the acting lease.
         until: Millis,
     },
+    /// The leader's ZooKeeper round trip outgrew the acting lease written
+    /// in its node: [`OUTGROWN_AFTER`] confirmations in a row, over
+    /// [`OUTGROWN_FOR`], came back after the lease they were to confirm had
+    /// run out, so it can command
+    /// nothing, and a new node would carry a larger lease. The composition
+    /// gives the leadership up ([`Event::Abandon`], logging why): the
+    /// elector joins again with a new session and a node whose lease fits
+    /// the round trip (a standby closer to ZooKeeper may lead meanwhile).
+    Outgrown {
+        /// The last confirmation's round trip.
+        round_trip: Millis,
+        /// The acting lease of the leader's node.
+        acting_lease: Millis,
+    },
     /// What a [`Event::Depose`] came to, for the log and the counters.
     Deposed {
         /// The master deposed (or not).
@@ -334,6 +395,15 @@ pub enum Action {
         outcome: DeposeOutcome,
     },
 }
+
+/// How many confirmations in a row must come back after the lease they
+/// were to confirm ran out, over at least [`OUTGROWN_FOR`], before the
+/// leader reports [`Action::Outgrown`] (one slow answer, or a busy host for
+/// a moment, is jitter, not a far ZooKeeper).
+pub const OUTGROWN_AFTER: u32 = 3;
+
+/// See [`OUTGROWN_AFTER`].
+pub const OUTGROWN_FOR: Millis = Millis(2_000);
 
 /// What one [`Event::Depose`] came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -486,6 +556,12 @@ enum Purpose {
         /// The node.
         node: String,
     },
+    /// The election directory's data (a [`DeposeMarker`]), read right
+    /// after each listing: the listing is acted on once it is back.
+    Marker,
+    /// A leader whose wait is over empties the marker (conditional on the
+    /// version it read).
+    MarkerClear,
     /// The leader's watching listing of the candidates (the master set).
     Members,
     /// Reading one candidate's data (its id and address) for the master
@@ -506,6 +582,7 @@ impl Purpose {
                 | Purpose::Delete
                 | Purpose::PingSync
                 | Purpose::DeposeDelete { .. }
+                | Purpose::MarkerClear
         )
     }
 }
@@ -559,6 +636,31 @@ pub struct Elector {
     /// connection: confirmations then ask for none, so one-shot watchers
     /// do not pile up in the client over a long leadership.
     self_watch: bool,
+    /// The acting lease written in this generation's node(s), with the
+    /// generation it was chosen for.
+    own_lease: Option<(u64, Millis)>,
+    /// The largest round trip of a reply on the current session.
+    rtt_max: Millis,
+    /// The round trip of the last confirmation that came back.
+    rtt_last: Option<Millis>,
+    /// Confirmations in a row that came back after their lease ran out,
+    /// and when the first of them did.
+    late_confirmations: (u32, Millis),
+    /// Acting leases of candidates that left the listings recently, with
+    /// when this elector saw them gone: a leader deposed at *d* commands
+    /// until before *d* + its L, and *d* precedes the listing that missed it.
+    departed: Vec<(Millis, Millis)>,
+    /// The election directory's marker at the last listing: the largest
+    /// lease a deposed leader may still command under, and the data
+    /// version (to empty it conditionally).
+    marker: (Millis, Option<i32>),
+    /// A listing waiting for the marker read sent right after it.
+    listed: Option<Vec<String>>,
+    /// The acting lease the new leader's wait covers (its own, every
+    /// candidate that left recently, the marker).
+    wait_lease: Millis,
+    /// This leadership emptied the marker already (or found none).
+    marker_cleared: bool,
 }
 
 impl Elector {
@@ -591,6 +693,15 @@ impl Elector {
             elected_at: Millis::ZERO,
             last_depose: None,
             self_watch: false,
+            own_lease: None,
+            rtt_max: Millis::ZERO,
+            rtt_last: None,
+            late_confirmations: (0, Millis::ZERO),
+            departed: Vec::new(),
+            marker: (Millis::ZERO, None),
+            listed: None,
+            wait_lease: Millis::ZERO,
+            marker_cleared: true,
         }
     }
 
@@ -629,13 +740,78 @@ impl Elector {
         if !self.leader || self.suspended || self.acting_from == Millis::ZERO {
             return Millis::ZERO;
         }
-        self.acting_from + self.config.acting_lease
+        self.acting_from + self.acting_lease()
     }
 
-    /// The earliest time this leader may send its first command
-    /// (its election + [`Config::command_wait`]).
+    /// The acting lease L of this candidacy: the one written in the own
+    /// node's data ([`Config::acting_lease`] before a node is created).
+    pub fn acting_lease(&self) -> Millis {
+        match self.own_lease {
+            Some((generation, l)) if generation == self.generation => l,
+            _ => self.config.acting_lease,
+        }
+    }
+
+    /// The round trip of the last confirmation that came back, if any.
+    pub fn round_trip(&self) -> Option<Millis> {
+        self.rtt_last
+    }
+
+    /// The acting lease this leader's wait covers: the largest of its own,
+    /// of every candidate that left the election shortly before it was
+    /// elected (as read from their nodes' data), and of the election
+    /// directory's marker (written by a standby that deposed a leader).
+    pub fn wait_lease(&self) -> Millis {
+        self.wait_lease.max(self.acting_lease())
+    }
+
+    /// The earliest time this leader may send its first command: its
+    /// election + [`Config::command_wait_for`] of [`Elector::wait_lease`].
     pub fn commands_from(&self) -> Millis {
-        self.elected_at + self.config.command_wait()
+        self.elected_at + Config::command_wait_for(self.wait_lease())
+    }
+
+    /// Why a leader may not command at `now` (for the log and `/metrics`;
+    /// empty when it may).
+    pub fn why_no_command(&self, now: Millis) -> String {
+        let l = self.acting_lease();
+        if !self.leader {
+            return "not the leader".into();
+        }
+        if self.suspended || !matches!(self.session, Session::Up { .. }) {
+            return "the ZooKeeper session is in doubt (suspended)".into();
+        }
+        if !self.is_acting(now) {
+            return "the session lease ran out".into();
+        }
+        if now < self.commands_from() {
+            return format!(
+                "a new leader's wait: no command before {} ms after the election (1.1 x L {} ms + 10 ms)",
+                self.commands_from().since(self.elected_at).0,
+                self.wait_lease().0
+            );
+        }
+        if self.may_command(now) {
+            return String::new();
+        }
+        let oldest = self
+            .pending
+            .values()
+            .filter(|p| matches!(p.purpose, Purpose::Confirm(_)))
+            .map(|p| p.sent_at)
+            .min();
+        match (oldest, self.rtt_last) {
+            (_, Some(rtt)) if rtt >= l => format!(
+                "acting lease not confirmed: ZooKeeper round trip {} ms > L {} ms",
+                rtt.0, l.0
+            ),
+            (Some(sent), _) if now.since(sent) >= l => format!(
+                "acting lease not confirmed: ZooKeeper has not answered a confirmation sent {} ms ago (L {} ms)",
+                now.since(sent).0,
+                l.0
+            ),
+            _ => format!("acting lease not confirmed yet (L {} ms)", l.0),
+        }
     }
 
     /// The current session (connected or reconnecting), if any.
@@ -670,6 +846,7 @@ impl Elector {
                     Purpose::Confirm(_)
                         | Purpose::PingSync
                         | Purpose::Delete
+                        | Purpose::MarkerClear
                         | Purpose::DeposeDelete { .. }
                         | Purpose::DeposeList { .. }
                         | Purpose::DeposeRead { .. }
@@ -847,6 +1024,9 @@ impl Elector {
         self.create_in_doubt = false;
         self.pending.clear();
         self.watching.clear();
+        self.listed = None;
+        self.late_confirmations = (0, Millis::ZERO);
+        self.rtt_last = None;
         out.push(Action::CancelTimer { timer: Timer::Ping });
         out.push(Action::CancelTimer { timer: Timer::Lease });
         self.ask_session(now, out);
@@ -864,6 +1044,7 @@ impl Elector {
             Session::Opening { asked_at } => {
                 // The server created the session after we asked for it.
                 self.lease_from = asked_at;
+                self.rtt_max = Millis::ZERO;
             }
             Session::Up { id, .. } | Session::Down { id, .. } if id == session => {}
             Session::Up { .. } | Session::Down { .. } => {
@@ -880,6 +1061,7 @@ impl Elector {
                 self.create_in_doubt = false;
                 self.pending.clear();
                 self.lease_from = Millis::ZERO;
+                self.rtt_max = Millis::ZERO;
             }
         }
         // Requests of an earlier connection can no longer be answered (the
@@ -957,12 +1139,20 @@ impl Elector {
         self.send(now, Purpose::EnsurePath(i), op, out);
     }
 
+    /// Lists the candidates, then reads the election directory's marker:
+    /// the marker is written in the same transaction as a deposition's
+    /// delete, so read after the listing it is at least as new as the
+    /// listing (a listing that misses a deposed leader's node comes with
+    /// that deposition's marker). The listing is acted on once both are
+    /// back.
     fn relist(&mut self, now: Millis, out: &mut Vec<Action>) {
         self.round += 1;
         self.watching.clear();
         self.step = Step::List;
+        self.listed = None;
         let path = self.election.clone();
-        self.send(now, Purpose::List, ZkOp::GetChildren { path, watch: false }, out);
+        self.send(now, Purpose::List, ZkOp::GetChildren { path: path.clone(), watch: false }, out);
+        self.send(now, Purpose::Marker, ZkOp::GetData { path, watch: false }, out);
     }
 
     fn retry_later(&mut self, now: Millis, out: &mut Vec<Action>) {
@@ -979,6 +1169,9 @@ impl Elector {
         let current = self.current_session() == Some(p.session);
         if !current {
             return;
+        }
+        if result != Err(ZkError::ConnectionLoss) {
+            self.rtt_max = self.rtt_max.max(now.since(p.sent_at));
         }
         match result {
             Err(ZkError::ConnectionLoss) => {
@@ -1023,6 +1216,7 @@ impl Elector {
                     // node existed at a point the quorum reached after it.
                     self.acting_from = self.acting_from.max(p.sent_at);
                     out.push(Action::Confirmed { until: self.acting_until() });
+                    self.confirmation_came_back(now, now.since(p.sent_at), out);
                 }
             }
             (Purpose::Confirm(_), Ok(ZkReply::Stat(None))) => {
@@ -1082,10 +1276,20 @@ impl Elector {
             }
             (Purpose::EnsurePath(_), Err(_)) => self.retry_later(now, out),
             (Purpose::Sync, Ok(_)) => self.relist(now, out),
-            (Purpose::List, Ok(ZkReply::Children(children))) => {
-                self.on_children(now, children, out)
+            (Purpose::List, Ok(ZkReply::Children(children))) => self.listed = Some(children),
+            (Purpose::Marker, Ok(ZkReply::Data { data, stat })) => {
+                self.marker = match DeposeMarker::decode(&data) {
+                    Ok(Some(m)) => (m.acting_lease, Some(stat.version)),
+                    Ok(None) => (Millis::ZERO, None),
+                    // Not a marker: assume the largest lease (and empty
+                    // it once the wait is over).
+                    Err(()) => (self.config.acting_lease_max, Some(stat.version)),
+                };
+                if let Some(children) = self.listed.take() {
+                    self.on_children(now, children, out)
+                }
             }
-            (Purpose::Sync | Purpose::List, _) => {
+            (Purpose::Sync | Purpose::List | Purpose::Marker, _) => {
                 // The election path vanished (or worse): rebuild it later.
                 self.paths_ensured = false;
                 self.retry_later(now, out);
@@ -1102,13 +1306,15 @@ impl Elector {
                 self.paths_ensured = false;
                 self.retry_later(now, out);
             }
-            (Purpose::Delete, _) => {}
+            (Purpose::Delete | Purpose::MarkerClear, _) => {}
             (Purpose::Watch(name), Ok(ZkReply::Data { data, stat })) => {
+                let decoded = CandidateData::decode(&data);
+                if let (Some(slot), Some(d)) = (self.members.get_mut(&name), &decoded) {
+                    *slot = Some(d.clone());
+                }
                 if self.leader_node.as_deref() == Some(name.as_str()) {
                     self.leader_owner = stat.ephemeral_owner.map(|o| (name.clone(), o));
-                    if let (Some(d), Some(c)) =
-                        (CandidateData::decode(&data), CandidateName::parse(&name))
-                    {
+                    if let (Some(d), Some(c)) = (decoded, CandidateName::parse(&name)) {
                         self.report(d.id, d.addr, Epoch(c.seq + 1), out);
                     }
                 }
@@ -1156,6 +1362,24 @@ impl Elector {
     fn update_members(&mut self, now: Millis, children: Vec<String>, out: &mut Vec<Action>) {
         let names: BTreeSet<String> =
             children.into_iter().filter(|c| CandidateName::parse(c).is_some()).collect();
+        // Candidates that left: a leader among them may command for up to
+        // its acting lease after its node went (before this listing), so
+        // remember its lease for about that long. Only candidates below our
+        // own node could have led before us; data never read (a read still
+        // out) counts as the largest lease.
+        let own_seq = self.node.as_ref().map(|(_, seq)| *seq);
+        let max = self.config.acting_lease_max;
+        self.departed.retain(|(l, gone)| now < *gone + Config::command_wait_for(*l));
+        for (name, data) in &self.members {
+            let below = match (CandidateName::parse(name), own_seq) {
+                (Some(c), Some(own)) => c.seq < own,
+                _ => true,
+            };
+            if !names.contains(name) && below {
+                let l = data.as_ref().map_or(max, |d| d.acting_lease);
+                self.departed.push((l, now));
+            }
+        }
         self.members.retain(|name, _| names.contains(name));
         for name in names {
             if !self.members.contains_key(&name) {
@@ -1242,8 +1466,22 @@ impl Elector {
             self.node = None;
             self.create_in_doubt = false;
             self.step = Step::Create;
-            let data = CandidateData { id: self.config.id.clone(), addr: self.config.addr.clone() }
-                .encode();
+            // Every node of one generation carries the same lease: chosen
+            // once, from the round trips of this session so far.
+            let acting_lease = match self.own_lease {
+                Some((generation, l)) if generation == self.generation => l,
+                _ => {
+                    let l = self.config.acting_lease_for(self.rtt_max);
+                    self.own_lease = Some((self.generation, l));
+                    l
+                }
+            };
+            let data = CandidateData {
+                id: self.config.id.clone(),
+                addr: self.config.addr.clone(),
+                acting_lease,
+            }
+            .encode();
             let path = format!(
                 "{}/{}",
                 self.election,
@@ -1281,6 +1519,20 @@ impl Elector {
                 self.suspended = false;
                 self.elected_at = now;
                 self.acting_from = Millis::ZERO;
+                self.late_confirmations = (0, Millis::ZERO);
+                self.rtt_last = None;
+                // The wait covers every leader this one may have replaced:
+                // the candidates that left shortly before (their node data
+                // as read), and a deposition's marker (a leader deposed
+                // before this elector ever listed it).
+                self.wait_lease = self
+                    .departed
+                    .iter()
+                    .map(|(l, _)| *l)
+                    .chain([self.marker.0, self.acting_lease()])
+                    .max()
+                    .unwrap_or(Millis::ZERO);
+                self.marker_cleared = self.marker.1.is_none();
                 out.push(Action::Elected { floor });
                 out.push(Action::SetTimer { timer: Timer::Lease, at: self.lease_end() });
             } else if self.suspended {
@@ -1341,6 +1593,7 @@ impl Elector {
         if !self.confirming() {
             self.send_confirmation(now, out);
         }
+        self.clear_marker(now, out);
     }
 
     fn depose(&mut self, now: Millis, leader: MasterId, out: &mut Vec<Action>) {
@@ -1390,8 +1643,62 @@ impl Elector {
         out: &mut Vec<Action>,
     ) {
         let path = format!("{}/{}", self.election, node);
+        // The deposed leader may command for up to its acting lease after
+        // this delete; a master elected without having read its node learns
+        // that lease from the marker written in the same transaction (with
+        // any earlier deposition's marker still standing, the larger).
+        let deposed_lease = self
+            .members
+            .get(&node)
+            .and_then(|d| d.as_ref().map(|d| d.acting_lease))
+            .unwrap_or(self.config.acting_lease_max);
+        let marker = DeposeMarker { acting_lease: deposed_lease.max(self.marker.0) };
+        let op = ZkOp::Multi(vec![
+            MultiOp::SetData { path: self.election.clone(), data: marker.encode(), version: None },
+            MultiOp::Delete { path, version: None },
+        ]);
         let purpose = Purpose::DeposeDelete { leader, node };
-        self.send(now, purpose, ZkOp::Delete { path, version: None }, out);
+        self.send(now, purpose, op, out);
+    }
+
+    /// A confirmation came back after `rtt`: a leader whose confirmations
+    /// keep coming back after the lease they confirm ran out reports
+    /// [`Action::Outgrown`] (if a new node would carry a larger lease).
+    fn confirmation_came_back(&mut self, now: Millis, rtt: Millis, out: &mut Vec<Action>) {
+        self.rtt_last = Some(rtt);
+        let l = self.acting_lease();
+        if rtt < l {
+            self.late_confirmations = (0, Millis::ZERO);
+            return;
+        }
+        let (n, first) = self.late_confirmations;
+        let (n, first) = if n == 0 { (1, now) } else { (n + 1, first) };
+        self.late_confirmations = (n, first);
+        if n >= OUTGROWN_AFTER
+            && now.since(first) >= OUTGROWN_FOR
+            && self.config.acting_lease_for(rtt) > l
+        {
+            self.late_confirmations = (0, Millis::ZERO);
+            out.push(Action::Outgrown { round_trip: rtt, acting_lease: l });
+        }
+    }
+
+    /// A leader whose wait is over empties the deposition marker it found
+    /// (conditional on the version it read): from then on only its own
+    /// lease matters to a successor, and a later deposition writes that.
+    fn clear_marker(&mut self, now: Millis, out: &mut Vec<Action>) {
+        if self.marker_cleared || !self.leader || self.suspended || now < self.commands_from() {
+            return;
+        }
+        self.marker_cleared = true;
+        if let Some(version) = self.marker.1 {
+            let op = ZkOp::SetData {
+                path: self.election.clone(),
+                data: Vec::new(),
+                version: Some(version),
+            };
+            self.send(now, Purpose::MarkerClear, op, out);
+        }
     }
 
     fn on_ping_timer(&mut self, now: Millis, out: &mut Vec<Action>) {
@@ -1401,6 +1708,9 @@ impl Elector {
         let idle = !self.pending.values().any(|p| p.round == self.round);
         if idle && !self.confirming() {
             self.send_confirmation(now, out);
+        }
+        if self.leader && !self.suspended {
+            self.clear_marker(now, out);
         }
         let interval = self.jitter.scale(Millis(self.timeout().0 / 3), 80, 100);
         out.push(Action::SetTimer { timer: Timer::Ping, at: now + interval });

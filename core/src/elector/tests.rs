@@ -511,3 +511,113 @@ fn confirmations_do_not_pile_up_watches_on_the_own_node() {
     assert!(watching(&sim) >= 2);
     assert!(sim.members[0].elector.is_acting(sim.now));
 }
+
+// ----- acting leases that differ (issue 20) --------------------------------
+
+/// Member `m0` uses a 700 ms acting lease (as a candidate far from
+/// ZooKeeper chooses), the others the default 100 ms.
+fn m0_far(c: &mut Config) {
+    if c.id == MasterId::new("m0") {
+        c.acting_lease = Millis(700);
+    }
+}
+
+/// Two members, `m0` (with the larger lease) leading, then frozen.
+fn far_leader_frozen() -> Sim {
+    let mut sim = Sim::new(2, m0_far);
+    sim.start();
+    sim.advance(Millis(200));
+    assert_eq!(sim.acting(), vec![0]);
+    sim.pause(0, Millis(60_000));
+    sim
+}
+
+fn elected_at(sim: &Sim, i: usize) -> Millis {
+    sim.members[i]
+        .outcomes
+        .iter()
+        .rev()
+        .find(|(_, a)| matches!(a, Action::Elected { .. }))
+        .map(|(at, _)| *at)
+        .expect("elected")
+}
+
+/// The successor of a deposed leader with a larger acting lease waits
+/// 1.1 × that lease + 10 ms (read from the deposed leader's node data),
+/// not its own: the deposed leader may command until its last
+/// confirmation + its own L.
+#[test]
+fn a_successor_waits_for_the_deposed_leaders_larger_lease() {
+    let mut sim = far_leader_frozen();
+    let node = sim.members[0].elector.node_path().unwrap();
+    let data = CandidateData::decode(&sim.zk.node(&node).unwrap().data).unwrap();
+    assert_eq!(data.acting_lease, Millis(700), "the lease is in the node data");
+    sim.inject(1, Event::Depose { leader: MasterId::new("m0") });
+    sim.advance(Millis(50));
+    assert!(sim.members[1].elector.is_acting(sim.now), "the standby leads");
+    let e = &sim.members[1].elector;
+    assert_eq!(e.acting_lease(), Millis(100), "its own lease stays 100 ms");
+    assert_eq!(e.wait_lease(), Millis(700));
+    assert_eq!(e.commands_from(), elected_at(&sim, 1) + Millis(780));
+    sim.advance(Millis(600));
+    sim.inject(1, Event::Confirm);
+    assert!(!sim.members[1].elector.may_command(sim.now), "still within the deposed lease");
+    sim.advance(Millis(200));
+    sim.inject(1, Event::Confirm);
+    assert!(sim.members[1].elector.may_command(sim.now));
+}
+
+/// A master that joins while a standby deposes a leader, and leads at its
+/// first listing without ever having read the deposed leader's node (the
+/// deposer stopped right after), learns the deposed leader's lease from the
+/// marker the deposition wrote on the election directory; once its wait is
+/// over it empties the marker.
+#[test]
+fn a_master_joining_during_a_takeover_waits_for_the_deposed_leaders_lease() {
+    let mut sim = Sim::new(3, m0_far);
+    sim.pause(2, Millis(1_000));
+    sim.start();
+    sim.advance(Millis(200));
+    assert_eq!(sim.acting(), vec![0]);
+    sim.pause(0, Millis(60_000));
+    sim.inject(1, Event::Depose { leader: MasterId::new("m0") });
+    sim.advance(Millis(50));
+    assert!(sim.members[1].elector.is_acting(sim.now), "the deposer leads");
+    let marker = sim.zk.node(&sim.election_path()).unwrap().data.clone();
+    assert_eq!(
+        DeposeMarker::decode(&marker),
+        Ok(Some(DeposeMarker { acting_lease: Millis(700) })),
+        "written with the delete"
+    );
+    sim.shutdown(1);
+    sim.advance(Millis(1_000));
+    // (The frozen m0 still believes in its session lease, but holds no
+    // acting lease.)
+    assert!(sim.members[2].elector.is_acting(sim.now), "the newcomer leads");
+    assert!(!sim.members[0].elector.may_command(sim.now));
+    let e = &sim.members[2].elector;
+    assert_eq!(e.wait_lease(), Millis(700));
+    assert_eq!(e.commands_from(), elected_at(&sim, 2) + Millis(780));
+    sim.advance(Millis(800));
+    sim.inject(2, Event::Confirm);
+    assert!(sim.members[2].elector.may_command(sim.now));
+    let marker = sim.zk.node(&sim.election_path()).unwrap().data.clone();
+    assert!(marker.is_empty(), "emptied once the wait was over");
+}
+
+/// The same when the leader's node goes without a deposition's marker (an
+/// operator deleted it): the standby read the node's data while it lived.
+#[test]
+fn a_successor_waits_for_the_lease_of_a_leader_whose_node_was_deleted_by_hand() {
+    let mut sim = far_leader_frozen();
+    let node = sim.members[0].elector.node_path().unwrap();
+    let s1 = sim.members[1].session.unwrap();
+    let deleted = sim.zk.execute(sim.now, s1, &ZkOp::Delete { path: node, version: None });
+    assert_eq!(deleted, Ok(ZkReply::Deleted));
+    sim.advance(Millis(50));
+    assert!(sim.members[1].elector.is_acting(sim.now), "the standby leads");
+    assert!(sim.zk.node(&sim.election_path()).unwrap().data.is_empty(), "no marker");
+    let e = &sim.members[1].elector;
+    assert_eq!(e.wait_lease(), Millis(700));
+    assert_eq!(e.commands_from(), elected_at(&sim, 1) + Millis(780));
+}

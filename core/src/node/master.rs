@@ -33,7 +33,12 @@
 //!   under its *acting lease* ([`Elector::may_command`]); a command the
 //!   master produces while the lease is not confirmed is held (commands keep
 //!   their order, and a close of the connection waits behind them) until a
-//!   confirmation arrives, and dropped if the leadership ends first.
+//!   confirmation arrives, and dropped if the leadership ends first. The
+//!   lease follows the ZooKeeper round trip (the elector chooses it when it
+//!   creates its node); a leader whose round trip outgrew it gives the
+//!   leadership up and rejoins ([`elector::Action::Outgrown`]), and one
+//!   whose commands waited [`STALL_NOTE_AFTER`] says why, once
+//!   ([`Note::CommandsStalled`]).
 //! * **One deadline table** ([`Deadlines`]) holds the master's, the
 //!   elector's and the store's timers; the runtime asks
 //!   [`MasterNode::poll_timeout`] and feeds [`Input::Tick`] when it passes.
@@ -64,6 +69,11 @@ pub const REJOIN_BACKOFF_MAX: Millis = Millis(30_000);
 /// The most commands held for one connection while the acting lease is not
 /// confirmed; one more closes the connection (see `MasterNode::gate_send`).
 pub const MAX_HELD_PER_CONN: usize = 1_024;
+
+/// How long the oldest held command waits before the leader says, once,
+/// why it cannot command ([`Note::CommandsStalled`]). A new leader's wait
+/// and a confirmation's round trip are far shorter.
+pub const STALL_NOTE_AFTER: Millis = Millis(5_000);
 
 /// Where leadership comes from.
 #[derive(Clone, Debug)]
@@ -285,6 +295,18 @@ pub enum Note {
         /// Deleted, or why not.
         outcome: DeposeOutcome,
     },
+    /// The leader has held commands for [`STALL_NOTE_AFTER`] and still
+    /// cannot send them; said once per stall (again only after every held
+    /// command went out or was dropped).
+    CommandsStalled {
+        /// Commands waiting.
+        held: u64,
+        /// How long the oldest has waited.
+        waited: Millis,
+        /// Why the leader may not command, e.g. "acting lease not
+        /// confirmed: ZooKeeper round trip 300 ms > L 100 ms".
+        reason: String,
+    },
     /// A recovered peer's callback address could not be dialled (seed 002
     /// contact); the peer finds the leader by itself when it can.
     PeerUnreached {
@@ -309,6 +331,8 @@ pub enum Timer {
     /// Held commands: the new leader's wait is over, or the acting lease
     /// must be confirmed for them.
     Commands,
+    /// The oldest held command has waited [`STALL_NOTE_AFTER`]: say why.
+    Stalled,
 }
 
 /// Counters for `/metrics`.
@@ -338,12 +362,21 @@ pub struct Metrics {
     pub commands_held: u64,
     /// Commands dropped because the leadership ended while they waited.
     pub commands_dropped: u64,
+    /// Commands waiting for the acting lease now (a gauge, as of the
+    /// node's last `handle` call: the runtimes feed a `Tick` before they
+    /// read the metrics).
+    pub commands_waiting: u64,
+    /// How long the oldest of them has waited, in milliseconds (0: none).
+    pub oldest_command_wait_ms: u64,
+    /// The acting lease L of this master's candidacy, in milliseconds (the
+    /// one in its election node's data; 0 without ZooKeeper).
+    pub acting_lease_ms: u64,
 }
 
 /// A command waiting for the acting lease, or a close waiting behind one.
 #[derive(Clone, Debug)]
 enum Held {
-    Send { conn: ConnId, msg: Message },
+    Send { conn: ConnId, msg: Message, since: Millis },
     Close { conn: ConnId, reason: String },
 }
 
@@ -380,6 +413,10 @@ pub struct MasterNode {
     /// Per connection, in order (commands to different peers need no
     /// mutual order).
     held: BTreeMap<ConnId, Vec<Held>>,
+    /// This stall was noted already ([`Note::CommandsStalled`]).
+    stall_noted: bool,
+    /// The `now` of the last `handle` call (for the gauges).
+    last_now: Millis,
 }
 
 impl MasterNode {
@@ -411,6 +448,8 @@ impl MasterNode {
             metrics: Metrics::default(),
             stopped: false,
             held: BTreeMap::new(),
+            stall_noted: false,
+            last_now: Millis::ZERO,
         }
     }
 
@@ -454,7 +493,24 @@ impl MasterNode {
         m.store_reseals = self.store.as_ref().map_or(0, |s| s.reseals);
         m.store_records_loaded = self.store.as_ref().map_or(0, |s| s.records_loaded);
         m.store_records_moved = self.store.as_ref().map_or(0, |s| s.moved);
+        let commands = self.held_since();
+        m.commands_waiting = commands.len() as u64;
+        m.acting_lease_ms = self.elector.as_ref().map_or(0, |e| e.acting_lease().0);
+        m.oldest_command_wait_ms =
+            commands.into_iter().min().map_or(0, |since| self.last_now.since(since).0);
         m
+    }
+
+    /// When each held command was held.
+    fn held_since(&self) -> Vec<Millis> {
+        self.held
+            .values()
+            .flatten()
+            .filter_map(|h| match h {
+                Held::Send { since, .. } => Some(*since),
+                Held::Close { .. } => None,
+            })
+            .collect()
     }
 
     /// Commands (and closes behind them) waiting for the acting lease.
@@ -487,6 +543,7 @@ impl MasterNode {
         if self.stopped {
             return out;
         }
+        self.last_now = self.last_now.max(now);
         let mut queue: VecDeque<Inner> = VecDeque::new();
         // DESIGN rule 2: a leader whose lease ran out is revoked before
         // anything else is handled (now is fixed for the whole call).
@@ -557,6 +614,7 @@ impl MasterNode {
                             self.watch_do(&mut queue, &mut out, |w, o| w.on_timer(now, o))
                         }
                         Timer::Commands => self.pump_held(now, &mut queue, &mut out),
+                        Timer::Stalled => self.note_stall(now, &mut out),
                     }
                 }
             }
@@ -972,6 +1030,13 @@ impl MasterNode {
                     queue.push_back(Inner::Master(master::Event::Masters { addrs }))
                 }
                 elector::Action::Confirmed { .. } => self.pump_held(now, queue, out),
+                elector::Action::Outgrown { round_trip, acting_lease } => {
+                    let reason = format!(
+                        "the ZooKeeper round trip ({} ms) outgrew the acting lease of this master's election node (L {} ms): no command can be confirmed; rejoining with a node whose lease fits",
+                        round_trip.0, acting_lease.0
+                    );
+                    self.give_up(reason, queue, out);
+                }
                 elector::Action::Deposed { leader, outcome } => {
                     if matches!(outcome, DeposeOutcome::Deleted { .. }) {
                         self.metrics.takeovers += 1;
@@ -1019,7 +1084,7 @@ impl MasterNode {
         if e.may_command(now) {
             // Confirm again before the lease runs out, so a stream of
             // commands does not stall on it.
-            let half = Millis(e.config().acting_lease.0 / 2);
+            let half = Millis(e.acting_lease().0 / 2);
             if e.acting_until() < now + half {
                 queue.push_back(Inner::Elector(elector::Event::Confirm));
             }
@@ -1043,7 +1108,10 @@ impl MasterNode {
             return;
         }
         self.metrics.commands_held += 1;
-        held.push(Held::Send { conn, msg });
+        held.push(Held::Send { conn, msg, since: now });
+        if self.deadlines.get(Timer::Stalled).is_none() && !self.stall_noted {
+            self.deadlines.set(Timer::Stalled, now + STALL_NOTE_AFTER);
+        }
         self.pump_held(now, queue, out);
     }
 
@@ -1066,7 +1134,7 @@ impl MasterNode {
             let start = from.max(now);
             // Confirm no earlier than half a lease before that moment, so
             // the confirmation still holds when the wait ends.
-            let ask_at = Millis(start.0.saturating_sub(e.config().acting_lease.0 / 2));
+            let ask_at = Millis(start.0.saturating_sub(e.acting_lease().0 / 2));
             if e.acting_until() > start {
                 (false, false, Some(from))
             } else if now < ask_at {
@@ -1089,10 +1157,36 @@ impl MasterNode {
         }
     }
 
+    /// The oldest held command has waited [`STALL_NOTE_AFTER`]: say why
+    /// the leader cannot command, once for this stall.
+    fn note_stall(&mut self, now: Millis, out: &mut Vec<Output>) {
+        let Some(oldest) = self.held_since().into_iter().min() else { return };
+        if self.stall_noted {
+            return;
+        }
+        let waited = now.since(oldest);
+        if waited < STALL_NOTE_AFTER {
+            self.deadlines.set(Timer::Stalled, oldest + STALL_NOTE_AFTER);
+            return;
+        }
+        let Some(e) = &self.elector else { return };
+        self.stall_noted = true;
+        let held = self.held_since().len() as u64;
+        let reason = e.why_no_command(now);
+        out.push(Output::Note(Note::CommandsStalled { held, waited, reason }));
+    }
+
+    /// Nothing is held any more: a later stall is noted again.
+    fn stall_over(&mut self) {
+        self.stall_noted = false;
+        self.deadlines.cancel(Timer::Stalled);
+    }
+
     fn flush_held(&mut self, out: &mut Vec<Output>) {
+        self.stall_over();
         for h in std::mem::take(&mut self.held).into_values().flatten() {
             out.push(match h {
-                Held::Send { conn, msg } => Output::Send { conn, msg },
+                Held::Send { conn, msg, .. } => Output::Send { conn, msg },
                 Held::Close { conn, reason } => Output::Close { conn, reason },
             });
         }
@@ -1102,6 +1196,7 @@ impl MasterNode {
     /// decides afresh); held closes still happen.
     fn drop_held(&mut self, out: &mut Vec<Output>) {
         self.deadlines.cancel(Timer::Commands);
+        self.stall_over();
         for h in std::mem::take(&mut self.held).into_values().flatten() {
             match h {
                 Held::Send { msg, .. } => {

@@ -83,6 +83,14 @@ pub struct Node {
     /// Requests held by the server unanswered (a slow server) while `hold`
     /// says so.
     hold: Option<OpFilter>,
+    /// One-way latency of the link to ZooKeeper (a far ensemble, a proxy):
+    /// a request reaches the server this long after it was sent, and its
+    /// reply (or a watch notification) the node this long after that.
+    pub one_way: Millis,
+    /// When each request in the outbox was sent (with a latency).
+    sent_at: BTreeMap<RequestId, Millis>,
+    /// Replies and notifications on their way back (with a latency).
+    returning: VecDeque<(Millis, Input)>,
     /// Every `handle` call, in order.
     pub calls: Vec<Call>,
     /// Connections the node closed.
@@ -113,6 +121,9 @@ impl Node {
             inbox: VecDeque::new(),
             lose: None,
             hold: None,
+            one_way: Millis::ZERO,
+            sent_at: BTreeMap::new(),
+            returning: VecDeque::new(),
             calls: Vec::new(),
             closed: BTreeSet::new(),
             store,
@@ -363,6 +374,7 @@ impl Cluster {
                         continue; // not the current session: dropped
                     }
                     if n.link == Link::Up {
+                        n.sent_at.insert(req, self.now);
                         n.outbox.push_back((req, session, op));
                     } else {
                         n.inbox.push_back(Input::Zk(ZkEvent::Reply {
@@ -409,10 +421,14 @@ impl Cluster {
         if self.nodes[i].link == Link::Up {
             let held = {
                 let n = &self.nodes[i];
-                match (&n.hold, n.outbox.front()) {
-                    (Some(f), Some((_, _, op))) => f(op),
-                    _ => false,
-                }
+                let on_its_way = n.outbox.front().is_some_and(|(req, _, _)| {
+                    n.sent_at.get(req).is_some_and(|at| now < *at + n.one_way)
+                });
+                on_its_way
+                    || match (&n.hold, n.outbox.front()) {
+                        (Some(f), Some((_, _, op))) => f(op),
+                        _ => false,
+                    }
             };
             if !held {
                 if let Some((req, s, op)) = self.nodes[i].outbox.pop_front() {
@@ -433,9 +449,14 @@ impl Cluster {
                             self.nodes[i].outbox.push_front((req, s, op));
                             self.disconnect(i, Some(now + self.reconnect_delay));
                         } else {
-                            self.nodes[i]
-                                .inbox
-                                .push_back(Input::Zk(ZkEvent::Reply { req, result }));
+                            let n = &mut self.nodes[i];
+                            n.sent_at.remove(&req);
+                            let reply = Input::Zk(ZkEvent::Reply { req, result });
+                            if n.one_way > Millis::ZERO {
+                                n.returning.push_back((now + n.one_way, reply));
+                            } else {
+                                n.inbox.push_back(reply);
+                            }
                         }
                     }
                 }
@@ -444,9 +465,23 @@ impl Cluster {
         if self.nodes[i].link == Link::Up {
             if let Some(s) = self.nodes[i].session {
                 for event in self.zk.take_notifications(s) {
-                    self.nodes[i].inbox.push_back(Input::Zk(ZkEvent::Watch { session: s, event }));
+                    let n = &mut self.nodes[i];
+                    let watch = Input::Zk(ZkEvent::Watch { session: s, event });
+                    if n.one_way > Millis::ZERO {
+                        n.returning.push_back((now + n.one_way, watch));
+                    } else {
+                        n.inbox.push_back(watch);
+                    }
                     moved = true;
                 }
+            }
+            while let Some((due, _)) = self.nodes[i].returning.front() {
+                if *due > now {
+                    break;
+                }
+                let (_, input) = self.nodes[i].returning.pop_front().expect("front exists");
+                self.nodes[i].inbox.push_back(input);
+                moved = true;
             }
         }
         if let Some(input) = self.nodes[i].inbox.pop_front() {
@@ -470,6 +505,14 @@ impl Cluster {
                 }
                 if let Link::Down { until: Some(u) } = n.link {
                     next = next.min(u.max(self.now));
+                }
+                if let Some((due, _)) = n.returning.front() {
+                    next = next.min((*due).max(self.now));
+                }
+                if let Some(at) = n.outbox.front().and_then(|(req, _, _)| n.sent_at.get(req)) {
+                    if *at + n.one_way > self.now {
+                        next = next.min(*at + n.one_way);
+                    }
                 }
             }
             if next == self.now {
@@ -535,6 +578,15 @@ impl Cluster {
             return;
         }
         n.link = Link::Down { until };
+        n.sent_at.clear();
+        for (_, input) in std::mem::take(&mut n.returning) {
+            if let Input::Zk(ZkEvent::Reply { req, .. }) = input {
+                n.inbox.push_back(Input::Zk(ZkEvent::Reply {
+                    req,
+                    result: Err(ZkError::ConnectionLoss),
+                }));
+            }
+        }
         for (req, _, _) in n.outbox.drain(..) {
             n.inbox
                 .push_back(Input::Zk(ZkEvent::Reply { req, result: Err(ZkError::ConnectionLoss) }));

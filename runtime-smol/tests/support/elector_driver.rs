@@ -232,6 +232,7 @@ impl Driver {
                 | Action::Request { .. }
                 | Action::Masters { .. }
                 | Action::Confirmed { .. }
+                | Action::Outgrown { .. }
                 | Action::Deposed { .. } => continue,
             };
             tracing::info!(?outcome, "elector outcome");

@@ -4,13 +4,17 @@
 //! situation (the request is applied, the client sees `ConnectionLoss`,
 //! then reconnects with the same session). It can also sever every
 //! connection it carries at once (a cut link; the client reconnects).
+//! In latency mode ([`ZkProxy::set_latency`]) every byte reaches the other
+//! side a fixed time after the proxy read it, in both directions: a
+//! ZooKeeper ensemble in another region.
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// ZooKeeper op codes of create requests (create, create2).
 const CREATE_OPS: [i32; 2] = [1, 15];
@@ -28,6 +32,8 @@ struct Shared {
     held: AtomicBool,
     fired: AtomicUsize,
     stop: AtomicBool,
+    /// One-way latency added to every byte, in milliseconds (0: none).
+    latency_ms: AtomicU64,
     conns: Mutex<Vec<TcpStream>>,
 }
 
@@ -115,6 +121,13 @@ impl ZkProxy {
         }
     }
 
+    /// From now on every byte read from either side is written to the
+    /// other `one_way` later (order kept; bytes read before keep their
+    /// delay). Applies to the connections carried now and later ones.
+    pub fn set_latency(&self, one_way: Duration) {
+        self.shared.latency_ms.store(one_way.as_millis() as u64, Ordering::SeqCst);
+    }
+
     /// How many times the trap fired.
     pub fn fired(&self) -> usize {
         self.shared.fired.load(Ordering::SeqCst)
@@ -131,12 +144,60 @@ impl Drop for ZkProxy {
     }
 }
 
+/// Writes to a stream at once, or — once a latency was set — through a
+/// writer thread that writes each chunk when its delay has passed, in the
+/// order the chunks came.
+struct Delayed {
+    stream: TcpStream,
+    queue: Option<Sender<(Instant, Vec<u8>)>>,
+    shared: Arc<Shared>,
+}
+
+impl Delayed {
+    fn new(stream: TcpStream, shared: Arc<Shared>) -> Delayed {
+        Delayed { stream, queue: None, shared }
+    }
+
+    fn write_all(&mut self, data: &[u8]) -> std::io::Result<()> {
+        let latency = self.shared.latency_ms.load(Ordering::SeqCst);
+        if latency == 0 && self.queue.is_none() {
+            return self.stream.write_all(data);
+        }
+        let queue = self.queue.get_or_insert_with(|| {
+            let (tx, rx) = channel::<(Instant, Vec<u8>)>();
+            let mut out = self.stream.try_clone().expect("clone a proxied stream");
+            std::thread::spawn(move || {
+                for (due, chunk) in rx {
+                    let now = Instant::now();
+                    if due > now {
+                        std::thread::sleep(due - now);
+                    }
+                    if out.write_all(&chunk).is_err() {
+                        let _ = out.shutdown(Shutdown::Both);
+                        return;
+                    }
+                }
+            });
+            tx
+        });
+        let due = Instant::now() + Duration::from_millis(latency);
+        queue
+            .send((due, data.to_vec()))
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "writer gone"))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.stream.flush()
+    }
+}
+
 fn server_to_client(
     mut server: TcpStream,
-    mut client: TcpStream,
+    client: TcpStream,
     cut: Arc<AtomicBool>,
     s: Arc<Shared>,
 ) {
+    let mut client_out = Delayed::new(client.try_clone().unwrap(), s.clone());
     let mut buf = [0u8; 16 * 1024];
     loop {
         let n = match server.read(&mut buf) {
@@ -151,10 +212,12 @@ fn server_to_client(
         }
         // Once the trap fired, nothing more reaches the client: the create's
         // reply is lost.
-        if cut.load(Ordering::SeqCst) || client.write_all(&buf[..n]).is_err() {
+        if cut.load(Ordering::SeqCst) || client_out.write_all(&buf[..n]).is_err() {
             break;
         }
     }
+    let latency = s.latency_ms.load(Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(latency));
     let _ = client.shutdown(Shutdown::Both);
     let _ = server.shutdown(Shutdown::Both);
 }
@@ -164,10 +227,11 @@ fn server_to_client(
 /// op code.
 fn client_to_server(
     mut client: TcpStream,
-    mut server: TcpStream,
+    server: TcpStream,
     cut: Arc<AtomicBool>,
     s: Arc<Shared>,
 ) {
+    let mut server = Delayed::new(server, s.clone());
     let mut pending: Vec<u8> = Vec::new();
     let mut buf = [0u8; 16 * 1024];
     let mut first = true;
@@ -211,7 +275,7 @@ fn client_to_server(
                 // Let the server apply it, then close both sides.
                 std::thread::sleep(Duration::from_millis(300));
                 let _ = client.shutdown(Shutdown::Both);
-                let _ = server.shutdown(Shutdown::Both);
+                let _ = server.stream.shutdown(Shutdown::Both);
                 return;
             }
             if server.write_all(&frame).is_err() {
@@ -219,8 +283,11 @@ fn client_to_server(
             }
         }
     }
+    // Let what is on its way arrive before the server sees the end.
+    let latency = s.latency_ms.load(Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(latency));
     let _ = client.shutdown(Shutdown::Both);
-    let _ = server.shutdown(Shutdown::Both);
+    let _ = server.stream.shutdown(Shutdown::Both);
 }
 
 fn is_trapped_create(frame: &[u8], s: &Shared) -> bool {

@@ -601,6 +601,24 @@ pub fn metrics_text(s: &HttpSnapshot) -> String {
         "Commands that never went out: the leadership ended while they waited for the acting lease.",
         vec![(None, n.commands_dropped)],
     );
+    family(
+        "regent_commands_waiting",
+        "gauge",
+        "Commands waiting now for this leader's acting lease (a new leader's wait, a confirmation not back yet).",
+        vec![(None, n.commands_waiting)],
+    );
+    family(
+        "regent_commands_oldest_wait_milliseconds",
+        "gauge",
+        "How long the oldest command waiting for the acting lease has waited (0: none waits). The leader logs why once it passes 5 s.",
+        vec![(None, n.oldest_command_wait_ms)],
+    );
+    family(
+        "regent_acting_lease_milliseconds",
+        "gauge",
+        "The acting lease L this master chose from its measured ZooKeeper round trip and wrote in its election node (0 without ZooKeeper).",
+        vec![(None, n.acting_lease_ms)],
+    );
     let m = &s.master;
     family(
         "regent_state_snapshots_built_total",

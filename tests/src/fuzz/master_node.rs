@@ -914,7 +914,12 @@ impl Harness {
             0 | 1 => {
                 let guid = if src.one_in(4) { GUID } else { u64::from(src.u8()) };
                 let data = if src.bool() {
-                    CandidateData { id: MasterId::new("m9"), addr: Addr::new("m9:7077") }.encode()
+                    CandidateData {
+                        id: MasterId::new("m9"),
+                        addr: Addr::new("m9:7077"),
+                        acting_lease: Millis(100),
+                    }
+                    .encode()
                 } else {
                     src.sized(64).to_vec()
                 };

@@ -1333,10 +1333,7 @@ impl World {
     /// The session owning the election node `op` deletes, when that is not
     /// `session`'s own: a standby deposing a leader (fast takeover).
     fn deposed_owner(&self, session: SessionId, op: &ZkOp) -> Option<SessionId> {
-        let ZkOp::Delete { path, .. } = op else { return None };
-        if !path.starts_with(&format!("{ROOT}/election/")) {
-            return None;
-        }
+        let path = deleted_election_node(op)?;
         self.zk.node(path)?.ephemeral_owner.filter(|owner| *owner != session)
     }
 
@@ -1350,8 +1347,8 @@ impl World {
         if live.is_some() {
             self.live_depositions += 1;
         }
-        if let ZkOp::Delete { path, .. } = op {
-            self.obs.deposed_nodes.insert(path.clone());
+        if let Some(path) = deleted_election_node(op) {
+            self.obs.deposed_nodes.insert(path.to_owned());
         }
         self.log(|| match live {
             Some(j) => format!("m{m} DEPOSES live m{j}: {op:?}"),
@@ -2066,4 +2063,19 @@ pub(crate) fn parse_executor(id: &ExecutorId) -> Option<(FrameworkId, String, us
     let slot = parts.next()?.parse().ok()?;
     let group = parts.next()?;
     Some((FrameworkId(fw.to_owned()), group.to_owned(), slot))
+}
+
+/// The election node `op` deletes, if it deletes one: a plain delete, or
+/// the delete in a deposition's multi (which also writes the election
+/// directory's marker).
+fn deleted_election_node(op: &ZkOp) -> Option<&str> {
+    let path = match op {
+        ZkOp::Delete { path, .. } => path,
+        ZkOp::Multi(ops) => ops.iter().find_map(|o| match o {
+            MultiOp::Delete { path, .. } => Some(path),
+            _ => None,
+        })?,
+        _ => return None,
+    };
+    path.starts_with(&format!("{ROOT}/election/")).then_some(path.as_str())
 }
