@@ -55,6 +55,7 @@ fn parse() -> Args {
             "--datagram" => a.config.datagram = true,
             "--takeovers" => a.config.takeovers = true,
             "--operator" => a.config.operator = true,
+            "--skip" => a.config.skip.push(it.next().unwrap_or_else(|| usage())),
             "--no-epoch-fencing" => knobs.no_epoch_fencing = true,
             "--no-adopt" => knobs.no_adopt_after_connection_loss = true,
             "--no-lease-check" => knobs.no_lease_check = true,

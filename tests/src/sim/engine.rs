@@ -479,6 +479,11 @@ impl World {
         w
     }
 
+    /// Whether `invariant` is not checked in this run ([`SimConfig::skip`]).
+    pub(crate) fn skips(&self, invariant: &str) -> bool {
+        self.cfg.skip.iter().any(|s| s == invariant)
+    }
+
     pub(crate) fn take_trace(&mut self) -> Vec<String> {
         self.trace.take().map(Vec::from).unwrap_or_default()
     }
@@ -1605,6 +1610,15 @@ impl World {
         self.deliver(Node::Worker(w), gen, Input::Worker(input));
     }
 
+    /// The executor processes worker `w` started that still run (they
+    /// outlive a crash of its process).
+    pub(crate) fn running_executors(&self, w: usize) -> impl Iterator<Item = &ExecutorId> {
+        self.execs
+            .iter()
+            .filter(move |((ww, _), running)| *ww == w && **running)
+            .map(|((_, x), _)| x)
+    }
+
     // ----- subscribers --------------------------------------------------------
 
     /// Executes subscriber `s`'s node outputs, in order (as the submit
@@ -1728,6 +1742,28 @@ impl World {
             }
             _ => return,
         };
+        use invariants::durable_acks::{Backing, Hold};
+        let backing = match &msg {
+            Message::CordonWorker { worker, .. } => {
+                Some(Backing::Hold { worker: worker.clone(), hold: Hold::Cordon })
+            }
+            Message::UncordonWorker { worker, .. } => {
+                Some(Backing::Hold { worker: worker.clone(), hold: Hold::Uncordon })
+            }
+            Message::DrainWorker { worker, .. } => {
+                Some(Backing::Hold { worker: worker.clone(), hold: Hold::Drain })
+            }
+            Message::ScaleGroup { framework, group, slots, .. } => Some(Backing::Scale {
+                framework: framework.clone(),
+                group: group.clone(),
+                slots: *slots,
+            }),
+            _ => None,
+        };
+        if let Some(backing) = backing {
+            let gen = self.subs[s].p.gen;
+            invariants::durable_acks::on_request(self, s, gen, request, backing);
+        }
         self.log(|| format!("operator on f{s}'s connection sends {msg:?}"));
         self.operator_changes += 1;
         self.send(conn, true, msg);

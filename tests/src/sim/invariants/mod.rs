@@ -12,6 +12,7 @@ pub mod epochs;
 pub mod executor_exits;
 pub mod kills;
 pub mod liveness;
+pub mod one_executor;
 pub mod registry;
 pub mod resources;
 pub mod single_leader;
@@ -43,6 +44,9 @@ pub(crate) struct Obs {
     pub(crate) acked_groups: BTreeSet<(FrameworkId, String)>,
     /// (subscriber, process generation, request id) -> declared group.
     pub(crate) sub_requests: BTreeMap<(usize, u64, u64), String>,
+    /// (subscriber, process generation, request id) -> what backs its
+    /// acceptance, and whether a write of it landed since it was sent.
+    pub(crate) backed_requests: BTreeMap<(usize, u64, u64), (durable_acks::Backing, bool)>,
     // executors
     pub(crate) last_report: BTreeMap<(usize, ExecutorId), ExecutorState>,
     pub(crate) lost: BTreeSet<ExecutorId>,
@@ -75,14 +79,23 @@ impl Obs {
     }
 }
 
+/// A state-based invariant's check.
+type Check = fn(&mut World) -> Result<(), String>;
+
 /// The state-based invariants, after every step.
 pub(crate) fn check_all(w: &mut World) -> Result<(), Violation> {
-    let at = w.now;
-    let wrap = |invariant: &'static str| move |detail: String| Violation { invariant, detail, at };
-    single_leader::check(w).map_err(wrap("single_leader"))?;
-    epochs::check(w).map_err(wrap("epochs"))?;
-    registry::check(w).map_err(wrap("registry"))?;
-    resources::check(w).map_err(wrap("resources"))?;
+    let checks: [(&'static str, Check); 5] = [
+        ("single_leader", |w| single_leader::check(w)),
+        ("epochs", epochs::check),
+        ("registry", |w| registry::check(w)),
+        ("resources", |w| resources::check(w)),
+        ("one_executor", |w| one_executor::check(w)),
+    ];
+    for (invariant, check) in checks {
+        if !w.skips(invariant) {
+            check(w).map_err(|detail| Violation { invariant, detail, at: w.now })?;
+        }
+    }
     Ok(())
 }
 
@@ -160,7 +173,7 @@ pub(crate) fn on_master_send(w: &mut World, m: usize, conn: ConnId, msg: &Messag
 
 /// Records a violation found outside [`check_all`] (the first one wins).
 pub(crate) fn fail(w: &mut World, invariant: &'static str, detail: String) {
-    if w.pending.is_none() {
+    if w.pending.is_none() && !w.skips(invariant) {
         w.pending = Some(Violation { invariant, detail, at: w.now });
     }
 }
@@ -189,6 +202,12 @@ pub(crate) fn on_sub_send(w: &mut World, s: usize, msg: &Message) {
         }
         Message::KillExecutor { executor, .. } => {
             w.obs.kill_requested.insert(executor.clone());
+        }
+        Message::Teardown { request } => {
+            if let Some(framework) = w.subs[s].sub().status().framework {
+                let backing = durable_acks::Backing::Teardown { framework };
+                durable_acks::on_request(w, s, gen, *request, backing);
+            }
         }
         _ => {}
     }

@@ -1,0 +1,91 @@
+//! One executor per slot (DESIGN rule 9), checked after every step:
+//!
+//! * **at every leader** (a master process that is up and not in STANDBY),
+//!   no two live launches (LAUNCHING or RUNNING) name the same slot
+//!   (framework, group, slot index);
+//! * **at every worker registered with the current leader** (the highest
+//!   epoch among the ALIVE masters, whose registry holds that worker's id
+//!   with the live process's incarnation, ALIVE), no two executor processes
+//!   that still run belong to the same slot. The processes are the
+//!   simulator's own record of what each worker started and has not seen
+//!   end, not the worker's view of them.
+//!
+//! **The exception, and its bound.** A worker the leader has declared DEAD
+//! (silent for its worker timeout: a partition, a pause) may still run its
+//! executors, and the leader may have placed their slots again elsewhere:
+//! then two processes of one slot run at once, on two workers. The check
+//! is per worker, so that case passes here; it cannot arise on one worker,
+//! since a leader places nothing on a DEAD worker. The window is bounded:
+//! it ends when the partitioned worker's registration reaches a leader,
+//! which kills the replaced executors in the step that handles it (the
+//! `kills` invariant checks that such kills have a reason), or when the
+//! worker's process ends. A worker whose process is down (its executors
+//! outlive it until the next process re-adopts or kills them) is not
+//! registered: its incarnation is gone.
+
+use crate::sim::engine::{parse_executor, World};
+use regent_core::master::{Status, WorkerState};
+use regent_core::{ExecutorId, FrameworkId};
+use std::collections::BTreeMap;
+
+type Slot = (FrameworkId, String, usize);
+
+pub(crate) fn check(w: &World) -> Result<(), String> {
+    for (i, mp) in w.masters.iter().enumerate() {
+        if !mp.p.up || mp.master().status() == Status::Standby {
+            continue;
+        }
+        let mut seen: BTreeMap<Slot, &ExecutorId> = BTreeMap::new();
+        for e in mp.master().executors().filter(|e| !e.state.is_terminal()) {
+            let slot = (e.framework.clone(), e.group.clone(), e.slot as usize);
+            if let Some(other) = seen.insert(slot, &e.id) {
+                return Err(format!(
+                    "m{i} (epoch {}) has two live launches for slot {}#{} of {}: {other} and {} ({:?} on {})",
+                    mp.master().epoch(),
+                    e.group,
+                    e.slot,
+                    e.framework,
+                    e.id,
+                    e.state,
+                    e.worker
+                ));
+            }
+        }
+    }
+    let Some(leader) = current_leader(w) else { return Ok(()) };
+    let master = w.masters[leader].master();
+    for (i, wp) in w.workers.iter().enumerate() {
+        if !wp.p.up {
+            continue;
+        }
+        let cfg = wp.worker().config();
+        let registered = master.workers().iter().any(|e| {
+            e.id == cfg.id && e.incarnation == cfg.incarnation && e.state == WorkerState::Alive
+        });
+        if !registered {
+            continue; // DEAD (the exception above), unknown or replaced
+        }
+        let mut seen: BTreeMap<Slot, &ExecutorId> = BTreeMap::new();
+        for x in w.running_executors(i) {
+            let Some(slot) = parse_executor(x) else { continue };
+            if let Some(other) = seen.insert(slot.clone(), x) {
+                return Err(format!(
+                    "w{i} ({}), registered with the leader m{leader} (epoch {}), runs two executors of slot {}#{} of {}: {other} and {x}",
+                    cfg.incarnation,
+                    master.epoch(),
+                    slot.1,
+                    slot.2,
+                    slot.0
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The current leader: the ALIVE master (process up) at the highest epoch.
+fn current_leader(w: &World) -> Option<usize> {
+    (0..w.masters.len())
+        .filter(|&m| w.masters[m].p.up && w.masters[m].master().status() == Status::Alive)
+        .max_by_key(|&m| w.masters[m].master().epoch())
+}
