@@ -172,6 +172,13 @@ enum Ev {
         m: usize,
         gen: u64,
     },
+    /// A reply crosses a slow link ([`Fault::ZkLatency`]).
+    ZkReply {
+        m: usize,
+        link: u64,
+        req: RequestId,
+        result: ZkResult,
+    },
     ZkTick,
     Exec {
         w: usize,
@@ -273,6 +280,26 @@ pub(crate) struct ZkClient {
     inflight: BTreeSet<RequestId>,
     lose_next: Option<bool>,
     next_at: Millis,
+    /// The store writes' own lane while they are slow
+    /// ([`Fault::SlowStore`]): the next one lands no earlier than this.
+    store_next_at: Millis,
+    /// Extra one-way latency of this master's ZooKeeper link, until when
+    /// ([`Fault::ZkLatency`]).
+    extra: Millis,
+    extra_until: Millis,
+    /// Replies come back in order: the next one no earlier than this.
+    reply_next_at: Millis,
+}
+
+impl ZkClient {
+    /// The extra one-way latency of the link now.
+    fn extra(&self, now: Millis) -> Millis {
+        if now < self.extra_until {
+            self.extra
+        } else {
+            Millis::ZERO
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -376,6 +403,13 @@ pub(crate) struct World {
     depositions: u64,
     live_depositions: u64,
     local: VecDeque<(Node, Input)>,
+    /// Store writes issued before then take `.1` to land
+    /// ([`Fault::SlowStore`]; `u64::MAX`: for good, not healed).
+    slow_store: (Millis, Millis),
+    /// Each master host's ZooKeeper link latency: (until, extra one way)
+    /// ([`Fault::ZkLatency`]; until `u64::MAX`: for good). A restarted
+    /// process keeps its host's link.
+    zk_links: Vec<(Millis, Millis)>,
 }
 
 fn spec_for(s: usize, slots: u32) -> GroupSpec {
@@ -455,6 +489,8 @@ impl World {
             depositions: 0,
             live_depositions: 0,
             local: VecDeque::new(),
+            slow_store: (Millis::ZERO, Millis::ZERO),
+            zk_links: vec![(Millis::ZERO, Millis::ZERO); cfg.masters],
         };
         w.obs.init(cfg);
         for (t, f) in schedule.faults.clone() {
@@ -538,6 +574,15 @@ impl World {
                     });
                 }
                 next_liveness = next_liveness + Millis(500);
+                if next_liveness > deadline && self.skips("liveness") {
+                    return Ok(RunStats {
+                        events: self.events,
+                        end: self.now,
+                        leaderships: self.obs.leaderships,
+                        executors_started: self.executors_started,
+                        ..RunStats::default()
+                    });
+                }
                 if next_liveness > deadline {
                     let detail = invariants::liveness::holds(self).err().unwrap_or_default();
                     return Err(Violation {
@@ -653,6 +698,15 @@ impl World {
                 }
             }
             Ev::ZkLinkUp { m, gen } => self.zk_link_up(m, gen),
+            Ev::ZkReply { m, link, req, result } => {
+                let zk = &mut self.masters[m].zk;
+                // A reply still awaited on the same connection (else the
+                // client failed it with ConnectionLoss when the link dropped).
+                if zk.link == link && zk.link_up && zk.inflight.remove(&req) {
+                    let gen = self.masters[m].p.gen;
+                    self.zk_deliver(m, gen, ZkEvent::Reply { req, result });
+                }
+            }
             Ev::ZkTick => self.zk_tick(),
             Ev::Exec { w, gen, x, what } => self.exec_event(w, gen, x, what),
             Ev::Fault(f) => {
@@ -801,7 +855,8 @@ impl World {
                 let mp = &mut self.masters[i];
                 mp.guids += 1;
                 mp.node = new_node(i, mp.guids, knobs);
-                mp.zk = ZkClient { link_up: true, ..ZkClient::default() };
+                let (extra_until, extra) = self.zk_links[i];
+                mp.zk = ZkClient { link_up: true, extra_until, extra, ..ZkClient::default() };
                 mp.store_fail.clear();
                 mp.refusing_until = Millis::ZERO;
                 self.local_input(node, Input::Master(mnode::Input::Start));
@@ -1259,9 +1314,27 @@ impl World {
                 }
                 zk.inflight.insert(req);
                 let lat = Millis(self.rng.u64(1..4));
+                let (slow_until, slow) = self.slow_store;
+                let now = self.now;
                 let zk = &mut self.masters[m].zk;
-                let t = (self.now + lat).max(zk.next_at);
-                zk.next_at = t;
+                let lat = lat + zk.extra(now);
+                let t = if writes_state(&op) {
+                    // A slow store: its writes land late, in order, on a
+                    // lane of their own (the coordination requests are not
+                    // held up behind them, as with a slow disk); a write
+                    // issued after a slow one lands after it.
+                    let slow = if now < slow_until { slow } else { Millis::ZERO };
+                    let t = (now + lat + slow).max(zk.store_next_at).max(zk.next_at);
+                    zk.store_next_at = t;
+                    if slow == Millis::ZERO {
+                        zk.next_at = t;
+                    }
+                    t
+                } else {
+                    let t = (now + lat).max(zk.next_at);
+                    zk.next_at = t;
+                    t
+                };
                 let link = zk.link;
                 self.at(t, Ev::ZkExec { m, link, session, req, op });
             }
@@ -1328,10 +1401,25 @@ impl World {
             self.zk_drop(m, ZK_RECONNECT);
         } else if result == Err(ZkError::SessionExpired) {
             self.zk_drop(m, ZK_RECONNECT);
+        } else if self.masters[m].zk.extra(self.now) > Millis::ZERO {
+            // The reply crosses the slow link back, in order.
+            let zk = &mut self.masters[m].zk;
+            let t = (self.now + zk.extra).max(zk.reply_next_at);
+            zk.reply_next_at = t;
+            let link = zk.link;
+            self.at(t, Ev::ZkReply { m, link, req, result });
         } else {
-            self.masters[m].zk.inflight.remove(&req);
-            let gen = self.masters[m].p.gen;
-            self.zk_deliver(m, gen, ZkEvent::Reply { req, result });
+            let zk = &mut self.masters[m].zk;
+            let t = zk.reply_next_at;
+            if t > self.now {
+                // Behind replies still crossing a link that was slow.
+                let link = zk.link;
+                self.at(t, Ev::ZkReply { m, link, req, result });
+            } else {
+                zk.inflight.remove(&req);
+                let gen = self.masters[m].p.gen;
+                self.zk_deliver(m, gen, ZkEvent::Reply { req, result });
+            }
         }
     }
 
@@ -1447,8 +1535,9 @@ impl World {
             }
             let Some(s) = mp.zk.session else { continue };
             let gen = mp.p.gen;
+            let extra = mp.zk.extra(self.now);
             for event in self.zk.take_notifications(s) {
-                let lat = Millis(self.rng.u64(1..4));
+                let lat = Millis(self.rng.u64(1..4)) + extra;
                 let input = Input::Master(mnode::Input::Zk(ZkEvent::Watch { session: s, event }));
                 self.after(lat, Ev::Input { node: Node::Master(m), gen, input });
             }
@@ -1887,6 +1976,20 @@ impl World {
                     }
                 }
             }
+            Fault::SlowStore { ms, delay } => {
+                let until =
+                    if ms == 0 { Millis(u64::MAX) } else { self.now + Millis(u64::from(ms)) };
+                self.slow_store = (until, Millis(u64::from(delay)));
+            }
+            Fault::ZkLatency { m, leader, ms, one_way } => {
+                let m = pick(leader, m, self);
+                let until =
+                    if ms == 0 { Millis(u64::MAX) } else { self.now + Millis(u64::from(ms)) };
+                let link = &mut self.zk_links[m];
+                *link = (until, Millis(u64::from(one_way)));
+                let zk = &mut self.masters[m].zk;
+                (zk.extra_until, zk.extra) = *link;
+            }
             Fault::StepDown => {
                 let m = self.leader_or(0);
                 if self.masters[m].p.up {
@@ -1935,9 +2038,16 @@ impl World {
         self.log(|| "HEAL".into());
         self.healed = true;
         self.blocked.clear();
+        if self.slow_store.0 != Millis(u64::MAX) {
+            self.slow_store = (Millis::ZERO, Millis::ZERO); // slow for good stays
+        }
         for m in 0..self.masters.len() {
             let mp = &mut self.masters[m];
             mp.zk.lose_next = None;
+            if self.zk_links[m].0 != Millis(u64::MAX) {
+                self.zk_links[m] = (Millis::ZERO, Millis::ZERO);
+                mp.zk.extra_until = Millis::ZERO; // slow for good stays
+            }
             mp.store_fail.clear();
             mp.refusing_until = Millis::ZERO;
             mp.zk.down_until = self.now;

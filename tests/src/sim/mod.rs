@@ -83,6 +83,13 @@ pub struct SimConfig {
     /// Invariants not checked, by name (`regent-soak --skip NAME`): to soak
     /// the other properties while a known bug breaks one. Empty by default.
     pub skip: Vec<String>,
+    /// Store writes are sometimes slower than every client timer
+    /// ([`Fault::SlowStore`], `regent-soak --slow-store`). Off by default.
+    pub slow_store: bool,
+    /// A master's ZooKeeper link sometimes has a round trip above the
+    /// acting lease ([`Fault::ZkLatency`], `regent-soak --zk-latency`). Off
+    /// by default.
+    pub zk_latency: bool,
 }
 
 impl Default for SimConfig {
@@ -99,6 +106,8 @@ impl Default for SimConfig {
             takeovers: false,
             operator: false,
             skip: Vec::new(),
+            slow_store: false,
+            zk_latency: false,
         }
     }
 }
@@ -114,6 +123,35 @@ impl SimConfig {
             subscribers: rng.usize(1..=2),
             ..self.clone()
         }
+    }
+}
+
+impl SimConfig {
+    /// The `regent-soak` flags that select this configuration's faults and
+    /// skipped invariants (for a replay line).
+    pub fn flags(&self) -> String {
+        let mut out = String::new();
+        for (on, flag) in [
+            (self.datagram, "--datagram"),
+            (self.takeovers, "--takeovers"),
+            (self.operator, "--operator"),
+            (self.slow_store, "--slow-store"),
+            (self.zk_latency, "--zk-latency"),
+            (self.knobs.no_epoch_fencing, "--no-epoch-fencing"),
+            (self.knobs.no_adopt_after_connection_loss, "--no-adopt"),
+            (self.knobs.no_lease_check, "--no-lease-check"),
+            (self.knobs.no_acting_lease, "--no-acting-lease"),
+        ] {
+            if on {
+                out.push(' ');
+                out.push_str(flag);
+            }
+        }
+        for s in &self.skip {
+            out.push_str(" --skip ");
+            out.push_str(s);
+        }
+        out
     }
 }
 
@@ -191,11 +229,11 @@ impl std::fmt::Display for Failure {
         for line in &self.trace {
             writeln!(f, "  {line}")?;
         }
-        let operator = if self.config.operator { " --operator" } else { "" };
         write!(
             f,
-            "replay: cargo run --release -p regent-tests --bin regent-soak -- --replay {}{operator}",
-            self.seed
+            "replay: cargo run --release -p regent-tests --bin regent-soak -- --replay {}{}",
+            self.seed,
+            self.config.flags()
         )
     }
 }
@@ -228,6 +266,12 @@ pub fn run_seed(seed: u64, base: &SimConfig) -> Result<RunStats, Box<Failure>> {
     if config.operator {
         schedule = schedule.with_operator_commands(seed, config.window_ms);
     }
+    schedule = schedule.with_slow_dependencies(
+        seed,
+        config.window_ms,
+        config.slow_store,
+        config.zk_latency,
+    );
     match run_schedule(seed, &config, &schedule, false) {
         Ok(stats) => Ok(stats),
         Err((violation, _)) => {

@@ -155,6 +155,34 @@ pub enum Fault {
         /// How long the listener refuses.
         ms: u32,
     },
+    /// The recovery store is slow (issue 20, DESIGN rule 11): for `ms`
+    /// (0: from then on, healed never, so the cluster must settle with it),
+    /// every store write any master issues lands `delay` ms late (at least
+    /// 10 s: slower than every client timer that restarts work), in order.
+    /// The writes have a lane of their own, so the masters' coordination
+    /// requests (syncs, pings, the election) are not held up behind them,
+    /// as with a slow disk under a filesystem store.
+    SlowStore {
+        /// How long the store stays slow.
+        ms: u32,
+        /// How late each write lands.
+        delay: u32,
+    },
+    /// A master's ZooKeeper is far away (issue 20 scenario 7): for `ms`
+    /// (0: from then on, never healed, even across restarts of the master)
+    /// every request and every reply and watch notification on its link
+    /// takes `one_way` ms more, each way (a round trip of `2 * one_way`,
+    /// above the acting lease).
+    ZkLatency {
+        /// The master (ignored with `leader`).
+        m: usize,
+        /// Target the acting leader.
+        leader: bool,
+        /// How long the link stays slow.
+        ms: u32,
+        /// Extra latency each way.
+        one_way: u32,
+    },
 }
 
 /// A fault schedule: faults at times (ms from the start), plus how unreliable
@@ -245,6 +273,49 @@ impl Schedule {
         self
     }
 
+    /// This schedule with slow dependencies added (issue 20), each from a
+    /// stream of its own so the seed's other faults stay as they were:
+    /// with `slow_store`, one or two windows of 5–30 s in which store
+    /// writes land 10–15 s late ([`Fault::SlowStore`]), a third of them
+    /// lasting to the end of the run (liveness must then hold with it); with `zk_latency`,
+    /// one or two windows of 5–20 s in which a master's ZooKeeper link
+    /// (the acting leader's, two times in three) has 75–500 ms more
+    /// latency each way, a round trip of 150 ms to 1 s ([`Fault::ZkLatency`]),
+    /// a third of each lasting to the end of the run.
+    pub fn with_slow_dependencies(
+        mut self,
+        seed: u64,
+        window: u32,
+        slow_store: bool,
+        zk_latency: bool,
+    ) -> Self {
+        if slow_store {
+            let mut rng = fastrand::Rng::with_seed(seed ^ 0x5105_0e5d);
+            for _ in 0..rng.usize(1..=2) {
+                // A slow store for good one time in three: progress with it.
+                let ms = if rng.u8(0..3) == 0 { 0 } else { rng.u32(5_000..30_000) };
+                let f = Fault::SlowStore { ms, delay: rng.u32(10_000..=15_000) };
+                self.faults.push((rng.u32(0..window.max(1)), f));
+            }
+        }
+        if zk_latency {
+            let mut rng = fastrand::Rng::with_seed(seed ^ 0x2c1a_7e9c);
+            for _ in 0..rng.usize(1..=2) {
+                // For good one time in three: commands must flow with it.
+                let ms = if rng.u8(0..3) == 0 { 0 } else { rng.u32(5_000..20_000) };
+                let f = Fault::ZkLatency {
+                    m: rng.usize(0..8),
+                    leader: rng.u8(0..3) > 0,
+                    ms,
+                    one_way: rng.u32(75..=500),
+                };
+                self.faults.push((rng.u32(0..window.max(1)), f));
+            }
+        }
+        self.faults.sort_by_key(|(t, _)| *t);
+        self
+    }
+
     /// The last moment a fault of this schedule is still in effect (start
     /// plus the longest duration it names).
     pub fn end(&self) -> u32 {
@@ -265,7 +336,13 @@ impl Fault {
             | Fault::PauseMaster { ms, .. }
             | Fault::PauseWorker { ms, .. }
             | Fault::ZkDisconnect { ms, .. }
-            | Fault::ListenerRefuses { ms, .. } => *ms,
+            | Fault::ListenerRefuses { ms, .. }
+            | Fault::ZkLatency { ms, .. } => *ms,
+            // (`ms: 0` for good: never healed, holds no heal back.)
+            // Its last write lands `delay` after the window; one for good
+            // is never healed, so it does not hold the heal back.
+            Fault::SlowStore { ms: 0, .. } => 0,
+            Fault::SlowStore { ms, delay } => ms + delay,
             Fault::ZkExpire { .. } => 6_000,
             Fault::ZkLoseReply { .. }
             | Fault::StoreFail { .. }
@@ -287,6 +364,8 @@ impl Fault {
             | Fault::PauseMaster { ms, .. }
             | Fault::PauseWorker { ms, .. }
             | Fault::ZkDisconnect { ms, .. }
+            | Fault::SlowStore { ms, .. }
+            | Fault::ZkLatency { ms, .. }
                 if *ms > 200 =>
             {
                 *ms /= 2;

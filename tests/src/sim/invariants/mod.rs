@@ -60,6 +60,9 @@ pub(crate) struct Obs {
     /// was sent): their exits are moot even once a later scale-up makes
     /// new slots at the same indexes.
     pub(crate) scaled_away: BTreeSet<ExecutorId>,
+    /// Executors a leader holds LAUNCHING, since when: (master, process
+    /// generation, executor) -> first seen so ([`liveness`]).
+    pub(crate) launching_since: BTreeMap<(usize, u64, ExecutorId), Millis>,
     // command order
     /// The highest epoch any command was sent at: (epoch, when the first
     /// command at it was sent, by which master).
@@ -138,9 +141,13 @@ pub(crate) fn after_master_handle(w: &mut World, m: usize, before: Leading) {
     if mp.master().status() == master::Status::Standby {
         return;
     }
+    let gen = mp.p.gen;
     for e in mp.master().executors() {
         if matches!(e.state, ExecutorState::Lost | ExecutorState::Killed) {
             w.obs.lost.insert(e.id.clone());
+        }
+        if e.state == ExecutorState::Launching {
+            w.obs.launching_since.entry((m, gen, e.id.clone())).or_insert(w.now);
         }
     }
     registry::after_master_handle(w, m);
