@@ -465,7 +465,7 @@ impl World {
             schedule: schedule.clone(),
             queue: BTreeMap::new(),
             seq: 0,
-            zk: ZkModel::new(Millis(200)),
+            zk: ZkModel::new(Millis(200)).with_packet_limit(cfg.zk_packet_limit),
             masters,
             workers,
             subs,
@@ -1399,7 +1399,13 @@ impl World {
             }
             self.log(|| format!("m{m} zk reply lost for {op:?}"));
             self.zk_drop(m, ZK_RECONNECT);
-        } else if result == Err(ZkError::SessionExpired) {
+        } else if matches!(result, Err(ZkError::SessionExpired | ZkError::ConnectionLoss)) {
+            // An expired session's connection is closed by the server; a
+            // packet over the limit drops the connection (the model's
+            // `ConnectionLoss`): every request in flight fails with it.
+            if result == Err(ZkError::ConnectionLoss) {
+                self.log(|| format!("m{m} zk packet over the limit: {op:?}"));
+            }
             self.zk_drop(m, ZK_RECONNECT);
         } else if self.masters[m].zk.extra(self.now) > Millis::ZERO {
             // The reply crosses the slow link back, in order.

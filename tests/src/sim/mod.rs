@@ -90,6 +90,11 @@ pub struct SimConfig {
     /// acting lease ([`Fault::ZkLatency`], `regent-soak --zk-latency`). Off
     /// by default.
     pub zk_latency: bool,
+    /// The ZooKeeper model's packet limit (`jute.maxbuffer`), in bytes:
+    /// ZooKeeper's 1 MiB by default (`regent-soak --zk-packet-limit BYTES`
+    /// lowers it, so a small simulated cluster's listings and loads reach
+    /// it).
+    pub zk_packet_limit: usize,
 }
 
 impl Default for SimConfig {
@@ -108,6 +113,7 @@ impl Default for SimConfig {
             skip: Vec::new(),
             slow_store: false,
             zk_latency: false,
+            zk_packet_limit: regent_core::testkit::zk::PACKET_LIMIT,
         }
     }
 }
@@ -146,6 +152,9 @@ impl SimConfig {
                 out.push(' ');
                 out.push_str(flag);
             }
+        }
+        if self.zk_packet_limit != regent_core::testkit::zk::PACKET_LIMIT {
+            out.push_str(&format!(" --zk-packet-limit {}", self.zk_packet_limit));
         }
         for s in &self.skip {
             out.push_str(" --skip ");
