@@ -267,3 +267,34 @@ fn seeds_0_to_99_with_a_slow_store() {
 fn seeds_0_to_99_with_zookeeper_far_away() {
     run_all(&SimConfig { zk_latency: true, ..base() }, 100);
 }
+
+/// Clock steps: every process takes its ids from its host's wall clock.
+fn clock_steps() -> SimConfig {
+    SimConfig { clock_steps: true, ..base() }
+}
+
+/// Seed 1 `--clock-steps` (issue 20 scenario 6): a worker restarted after
+/// its host's clock stepped back an hour has a lower incarnation than its
+/// dead predecessor, and the leader tells it to shut down.
+#[test]
+#[ignore = "fails until issue 20 scenario 6 (identity that does not trust the wall clock) is fixed"]
+fn regression_a_worker_restarted_after_a_clock_step_back() {
+    replay_with("clock-step-incarnation", &clock_steps());
+}
+
+/// Seed 5 `--clock-steps` (issue 20 scenario 6): a scheduler restarted
+/// after its host's clock stepped back is told its framework failed over
+/// to its dead predecessor, and stops for good.
+#[test]
+#[ignore = "fails until issue 20 scenario 6 (identity that does not trust the wall clock) is fixed"]
+fn regression_a_scheduler_restarted_after_a_clock_step_back() {
+    replay_with("clock-step-instance", &clock_steps());
+}
+
+/// Wall-clock steps of an hour, forward and back, with restarts after
+/// them: no process is refused for its clock (DESIGN rule 10).
+#[test]
+#[ignore = "fails until issue 20 scenario 6 is fixed (seeds 1 and 5 above)"]
+fn seeds_0_to_99_with_clock_steps() {
+    run_all(&clock_steps(), 100);
+}

@@ -4,7 +4,7 @@
 //! command that replays it.
 //!
 //! ```text
-//! regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--skip INVARIANT]
+//! regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--skip INVARIANT]
 //!             [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease]
 //!             [--keep-going]
 //! regent-soak --replay SEED [same knobs]
@@ -26,7 +26,7 @@ struct Args {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--skip INVARIANT] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--keep-going]\n       regent-soak --replay SEED [knobs]"
+        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--skip INVARIANT] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--keep-going]\n       regent-soak --replay SEED [knobs]"
     );
     std::process::exit(2)
 }
@@ -58,6 +58,7 @@ fn parse() -> Args {
             "--slow-store" => a.config.slow_store = true,
             "--zk-latency" => a.config.zk_latency = true,
             "--zk-packet-limit" => a.config.zk_packet_limit = num(&mut it) as usize,
+            "--clock-steps" => a.config.clock_steps = true,
             "--skip" => a.config.skip.push(it.next().unwrap_or_else(|| usage())),
             "--no-epoch-fencing" => knobs.no_epoch_fencing = true,
             "--no-adopt" => knobs.no_adopt_after_connection_loss = true,

@@ -58,6 +58,11 @@ pub(crate) const STATE: &str = "/regent/sim/state";
 const ZK_TICK: Millis = Millis(200);
 /// How long a dial across a partition takes to fail.
 const CONNECT_TIMEOUT: Millis = Millis(1_000);
+/// The hosts' wall clock at virtual time 0 (ms since the Unix epoch, in
+/// 2026), before any [`Fault::ClockStep`].
+const WALL_BASE: u64 = 1_780_000_000_000;
+/// A wall-clock step ([`Fault::ClockStep`]): an hour.
+const CLOCK_STEP: i64 = 3_600_000;
 /// How long a dropped ZooKeeper connection stays down by default.
 const ZK_RECONNECT: Millis = Millis(50);
 
@@ -410,6 +415,9 @@ pub(crate) struct World {
     /// ([`Fault::ZkLatency`]; until `u64::MAX`: for good). A restarted
     /// process keeps its host's link.
     zk_links: Vec<(Millis, Millis)>,
+    /// Each host's wall-clock offset from [`WALL_BASE`] + now, in ms
+    /// ([`Fault::ClockStep`]).
+    wall_offset: BTreeMap<Node, i64>,
 }
 
 fn spec_for(s: usize, slots: u32) -> GroupSpec {
@@ -430,7 +438,7 @@ impl World {
         let masters = (0..cfg.masters)
             .map(|i| MasterP {
                 p: Proc::default(),
-                node: new_node(i, 0, knobs),
+                node: new_node(i, 0, knobs, 0),
                 guids: 0,
                 zk: ZkClient { link_up: true, ..ZkClient::default() },
                 store_fail: VecDeque::new(),
@@ -440,7 +448,7 @@ impl World {
         let workers = (0..cfg.workers)
             .map(|i| WorkerP {
                 p: Proc::default(),
-                node: new_worker(i, 0, cfg.masters, knobs, seed),
+                node: new_worker(i, Incarnation((i as u64 + 1) << 32), cfg.masters, knobs, seed),
                 exited: None,
                 left_behind: Vec::new(),
             })
@@ -450,7 +458,7 @@ impl World {
                 let slots = rng.u32(1..=3);
                 SubP {
                     p: Proc::default(),
-                    node: new_sub(i, 0, None, cfg.masters, seed),
+                    node: new_sub(i, InstanceId((i as u64 + 1) << 32), None, cfg.masters, seed),
                     framework: None,
                     exited: None,
                     view: BTreeMap::new(),
@@ -491,6 +499,7 @@ impl World {
             local: VecDeque::new(),
             slow_store: (Millis::ZERO, Millis::ZERO),
             zk_links: vec![(Millis::ZERO, Millis::ZERO); cfg.masters],
+            wall_offset: BTreeMap::new(),
         };
         w.obs.init(cfg);
         for (t, f) in schedule.faults.clone() {
@@ -836,6 +845,24 @@ impl World {
         }
     }
 
+    /// Host `node`'s wall clock now, in ms since the Unix epoch.
+    fn wall_ms(&self, node: Node) -> u64 {
+        let offset = self.wall_offset.get(&node).copied().unwrap_or(0);
+        (WALL_BASE + self.now.0).saturating_add_signed(offset)
+    }
+
+    /// A time-ordered id from host `node`'s wall clock, as the runtimes
+    /// make incarnations and instance ids (`time_ordered_id`: wall-clock
+    /// ms in the high bits, 16 random bits below); `sequential` when the
+    /// run has no clock steps.
+    fn process_id(&mut self, node: Node, sequential: u64) -> u64 {
+        if self.cfg.clock_steps {
+            (self.wall_ms(node) << 16) | self.rng.u64(0..0x1_0000)
+        } else {
+            sequential
+        }
+    }
+
     fn restart(&mut self, node: Node) {
         if self.proc(node).up {
             return;
@@ -852,9 +879,13 @@ impl World {
         let seed = self.rng.u64(..);
         match node {
             Node::Master(i) => {
+                // The epoch's clock term is the start's wall clock plus
+                // monotonic time (`clock_base + now`), with clock steps.
+                let clock_base =
+                    if self.cfg.clock_steps { self.wall_ms(node) - self.now.0 } else { 0 };
                 let mp = &mut self.masters[i];
                 mp.guids += 1;
-                mp.node = new_node(i, mp.guids, knobs);
+                mp.node = new_node(i, mp.guids, knobs, clock_base);
                 let (extra_until, extra) = self.zk_links[i];
                 mp.zk = ZkClient { link_up: true, extra_until, extra, ..ZkClient::default() };
                 mp.store_fail.clear();
@@ -862,8 +893,9 @@ impl World {
                 self.local_input(node, Input::Master(mnode::Input::Start));
             }
             Node::Worker(i) => {
+                let inc = Incarnation(self.process_id(node, ((i as u64 + 1) << 32) | gen));
                 let wp = &mut self.workers[i];
-                wp.node = new_worker(i, gen, n_masters, knobs, seed);
+                wp.node = new_worker(i, inc, n_masters, knobs, seed);
                 wp.exited = None;
                 let left = std::mem::take(&mut wp.left_behind);
                 let mut inputs = vec![Input::Worker(wnode::Input::Start)];
@@ -896,8 +928,9 @@ impl World {
                 }
             }
             Node::Sub(i) => {
+                let instance = InstanceId(self.process_id(node, ((i as u64 + 1) << 32) | gen));
                 let sp = &mut self.subs[i];
-                sp.node = new_sub(i, gen, sp.framework.clone(), n_masters, seed);
+                sp.node = new_sub(i, instance, sp.framework.clone(), n_masters, seed);
                 sp.exited = None;
                 sp.view.clear();
                 let spec = sp.spec.clone();
@@ -1996,6 +2029,16 @@ impl World {
                 let zk = &mut self.masters[m].zk;
                 (zk.extra_until, zk.extra) = *link;
             }
+            Fault::ClockStep { host, i, forward } => {
+                let node = match host % 3 {
+                    0 => Node::Master(i % nm),
+                    1 => Node::Worker(i % nw),
+                    _ if ns > 0 => Node::Sub(i % ns),
+                    _ => return,
+                };
+                let step = if forward { CLOCK_STEP } else { -CLOCK_STEP };
+                *self.wall_offset.entry(node).or_default() += step;
+            }
             Fault::StepDown => {
                 let m = self.leader_or(0);
                 if self.masters[m].p.up {
@@ -2085,7 +2128,7 @@ impl World {
 
 /// Master `i`'s node for process run `guid`: ZooKeeper mode, the store
 /// under `<ROOT>/state`.
-fn new_node(i: usize, guid: u64, knobs: Knobs) -> MasterNode {
+fn new_node(i: usize, guid: u64, knobs: Knobs, clock_base: u64) -> MasterNode {
     let mut c = elector::Config::new(
         ROOT,
         ((i as u64 + 1) << 32) | guid,
@@ -2099,7 +2142,7 @@ fn new_node(i: usize, guid: u64, knobs: Knobs) -> MasterNode {
     MasterNode::new(mnode::Config {
         master: master::Config::new(MasterId(format!("m{i}")), master_addr(i)),
         leadership: Leadership::Zookeeper(c),
-        clock_base: 0,
+        clock_base,
         cluster: CLUSTER.into(),
     })
 }
@@ -2161,11 +2204,17 @@ fn fenced(op: &ZkOp) -> Result<(), String> {
     }
 }
 
-fn new_worker(i: usize, gen: u64, masters: usize, knobs: Knobs, seed: u64) -> WorkerNode {
+fn new_worker(
+    i: usize,
+    incarnation: Incarnation,
+    masters: usize,
+    knobs: Knobs,
+    seed: u64,
+) -> WorkerNode {
     let mut c = worker::Config::new(
         CLUSTER,
         WorkerId(format!("w{i}")),
-        Incarnation(((i as u64 + 1) << 32) | gen),
+        incarnation,
         (0..masters).map(master_addr).collect(),
         2 + (i as u32 % 3),
         2_048,
@@ -2175,11 +2224,17 @@ fn new_worker(i: usize, gen: u64, masters: usize, knobs: Knobs, seed: u64) -> Wo
     WorkerNode::new(c)
 }
 
-fn new_sub(i: usize, gen: u64, framework: Option<Fid>, masters: usize, seed: u64) -> SubmitNode {
+fn new_sub(
+    i: usize,
+    instance: InstanceId,
+    framework: Option<Fid>,
+    masters: usize,
+    seed: u64,
+) -> SubmitNode {
     let mut c = subscriber::Config::new(
         CLUSTER,
         format!("f{i}"),
-        InstanceId(((i as u64 + 1) << 32) | gen),
+        instance,
         (0..masters).map(master_addr).collect(),
     );
     c.framework = framework;

@@ -95,6 +95,11 @@ pub struct SimConfig {
     /// lowers it, so a small simulated cluster's listings and loads reach
     /// it).
     pub zk_packet_limit: usize,
+    /// Hosts' wall clocks step by an hour ([`Fault::ClockStep`],
+    /// `regent-soak --clock-steps`); every process then takes its ids and
+    /// clock terms from its host's wall clock as the runtimes do (else they
+    /// are sequential and masters leave the clock term out). Off by default.
+    pub clock_steps: bool,
 }
 
 impl Default for SimConfig {
@@ -114,6 +119,7 @@ impl Default for SimConfig {
             slow_store: false,
             zk_latency: false,
             zk_packet_limit: regent_core::testkit::zk::PACKET_LIMIT,
+            clock_steps: false,
         }
     }
 }
@@ -143,6 +149,7 @@ impl SimConfig {
             (self.operator, "--operator"),
             (self.slow_store, "--slow-store"),
             (self.zk_latency, "--zk-latency"),
+            (self.clock_steps, "--clock-steps"),
             (self.knobs.no_epoch_fencing, "--no-epoch-fencing"),
             (self.knobs.no_adopt_after_connection_loss, "--no-adopt"),
             (self.knobs.no_lease_check, "--no-lease-check"),
@@ -274,6 +281,9 @@ pub fn run_seed(seed: u64, base: &SimConfig) -> Result<RunStats, Box<Failure>> {
         Schedule::from_seed_with(seed, config.window_ms, config.faults, config.takeovers);
     if config.operator {
         schedule = schedule.with_operator_commands(seed, config.window_ms);
+    }
+    if config.clock_steps {
+        schedule = schedule.with_clock_steps(seed, config.window_ms);
     }
     schedule = schedule.with_slow_dependencies(
         seed,

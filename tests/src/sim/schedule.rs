@@ -168,6 +168,23 @@ pub enum Fault {
         /// How late each write lands.
         delay: u32,
     },
+    /// A host's wall clock steps by an hour (NTP after a reboot, a restored
+    /// VM), forward or back. A running process does not see it (its clock
+    /// terms are its start's wall clock plus monotonic time, as the
+    /// runtimes compute them); the next process started on the host reads
+    /// the stepped clock: a master's epoch clock term, a worker's
+    /// incarnation and a subscriber's instance id (time-ordered ids, as
+    /// `regent_std::net::time_ordered_id` makes them). Only with
+    /// `SimConfig::clock_steps`, which gives every process wall-clock ids.
+    ClockStep {
+        /// Which kind of host: `host % 3` is a master (0), a worker (1) or a
+        /// subscriber (2).
+        host: u8,
+        /// Which one (modulo their number).
+        i: usize,
+        /// An hour forward, or back.
+        forward: bool,
+    },
     /// A master's ZooKeeper is far away (issue 20 scenario 7): for `ms`
     /// (0: from then on, never healed, even across restarts of the master)
     /// every request and every reply and watch notification on its link
@@ -316,6 +333,31 @@ impl Schedule {
         self
     }
 
+    /// This schedule with one to three wall-clock steps of an hour
+    /// ([`Fault::ClockStep`]), back two times in three, each followed two
+    /// times in three by a crash of a process on that host 0–2 s later
+    /// (down 0.1–3 s), so a new process starts with the stepped clock; from
+    /// a stream of their own.
+    pub fn with_clock_steps(mut self, seed: u64, window: u32) -> Self {
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0xc10c_57e9);
+        for _ in 0..rng.usize(1..=3) {
+            let (host, i, t) = (rng.u8(0..3), rng.usize(0..8), rng.u32(0..window.max(1)));
+            let forward = rng.u8(0..3) == 0;
+            self.faults.push((t, Fault::ClockStep { host, i, forward }));
+            if rng.u8(0..3) > 0 {
+                let ms = rng.u32(100..3_000);
+                let crash = match host % 3 {
+                    0 => Fault::CrashMaster { m: i, leader: false, ms },
+                    1 => Fault::CrashWorker { w: i, ms },
+                    _ => Fault::CrashSub { s: i, ms },
+                };
+                self.faults.push((t + rng.u32(0..2_000), crash));
+            }
+        }
+        self.faults.sort_by_key(|(t, _)| *t);
+        self
+    }
+
     /// The last moment a fault of this schedule is still in effect (start
     /// plus the longest duration it names).
     pub fn end(&self) -> u32 {
@@ -348,6 +390,7 @@ impl Fault {
             | Fault::StoreFail { .. }
             | Fault::SubKill { .. }
             | Fault::StepDown
+            | Fault::ClockStep { .. }
             | Fault::Operate { .. } => 0,
         }
     }
