@@ -298,3 +298,14 @@ fn regression_a_scheduler_restarted_after_a_clock_step_back() {
 fn seeds_0_to_99_with_clock_steps() {
     run_all(&clock_steps(), 100);
 }
+
+/// Hosts suspended for 0.5–10 s (a master, the acting leader mostly, a
+/// worker or a subscriber): their processes and executors sleep, their
+/// kernel answers nothing, and their clock counts the sleep (CLOCK_BOOTTIME,
+/// DESIGN rule 10), so a leader that slept past its lease knows it on
+/// waking. Every invariant holds. (With a clock that stops instead, see
+/// `sim_can_fail::with_a_clock_that_stops_during_a_suspend_the_simulator_fails`.)
+#[test]
+fn seeds_0_to_99_with_host_suspends() {
+    run_all(&SimConfig { suspend: true, ..base() }, 100);
+}

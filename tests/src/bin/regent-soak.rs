@@ -4,8 +4,8 @@
 //! command that replays it.
 //!
 //! ```text
-//! regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--skip INVARIANT]
-//!             [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease]
+//! regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--suspend] [--skip INVARIANT]
+//!             [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--monotonic-clock]
 //!             [--keep-going]
 //! regent-soak --replay SEED [same knobs]
 //! ```
@@ -26,7 +26,7 @@ struct Args {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--skip INVARIANT] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--keep-going]\n       regent-soak --replay SEED [knobs]"
+        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--suspend] [--skip INVARIANT] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--monotonic-clock] [--keep-going]\n       regent-soak --replay SEED [knobs]"
     );
     std::process::exit(2)
 }
@@ -59,6 +59,8 @@ fn parse() -> Args {
             "--zk-latency" => a.config.zk_latency = true,
             "--zk-packet-limit" => a.config.zk_packet_limit = num(&mut it) as usize,
             "--clock-steps" => a.config.clock_steps = true,
+            "--suspend" => a.config.suspend = true,
+            "--monotonic-clock" => knobs.monotonic_clock = true,
             "--skip" => a.config.skip.push(it.next().unwrap_or_else(|| usage())),
             "--no-epoch-fencing" => knobs.no_epoch_fencing = true,
             "--no-adopt" => knobs.no_adopt_after_connection_loss = true,

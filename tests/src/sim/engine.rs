@@ -267,11 +267,24 @@ pub(crate) struct Proc {
     pub(crate) up: bool,
     pub(crate) paused_until: Millis,
     deferred: VecDeque<Input>,
+    /// Its host is suspended since then ([`Fault::Suspend`]), until
+    /// `paused_until`: the kernel answers nothing either.
+    suspended_from: Option<Millis>,
+    /// How far its clock lags the simulator's: the suspends it slept
+    /// through when the runtime's clock stops while the host sleeps
+    /// (`Knobs::monotonic_clock`). 0 for the clock the runtimes use
+    /// (CLOCK_BOOTTIME, DESIGN rule 10), which counts a suspend.
+    lag: Millis,
 }
 
 impl Proc {
     pub(crate) fn paused(&self, now: Millis) -> bool {
         now < self.paused_until
+    }
+
+    /// Its host is asleep now.
+    fn suspended(&self, now: Millis) -> bool {
+        self.suspended_from.is_some() && self.paused(now)
     }
 }
 
@@ -736,6 +749,15 @@ impl World {
             Ev::Resume(node) => {
                 if self.proc(node).up && !self.proc(node).paused(self.now) {
                     self.log(|| format!("RESUME {node:?}"));
+                    let (now, stops) = (self.now, self.cfg.knobs.monotonic_clock);
+                    let p = self.proc_mut(node);
+                    if let Some(from) = p.suspended_from.take() {
+                        // The host wakes: a clock that stopped while it
+                        // slept is behind by the sleep from now on.
+                        if stops {
+                            p.lag = p.lag + now.since(from);
+                        }
+                    }
                     self.check()?;
                     while let Some(input) = self.proc_mut(node).deferred.pop_front() {
                         self.handle_input(node, input);
@@ -756,6 +778,12 @@ impl World {
     }
 
     // ----- processes --------------------------------------------------------
+
+    /// The time on `node`'s own clock (the simulator's, less what a
+    /// stopped clock missed while its host was suspended).
+    pub(crate) fn node_now(&self, node: Node) -> Millis {
+        Millis(self.now.0 - self.proc(node).lag.0)
+    }
 
     pub(crate) fn proc(&self, node: Node) -> &Proc {
         match node {
@@ -798,18 +826,21 @@ impl World {
             match (node, input) {
                 (Node::Master(m), Input::Master(input)) => {
                     let before = invariants::before_master_handle(self, m);
-                    let outputs = self.masters[m].node.handle(self.now, input);
+                    let now = self.node_now(node);
+                    let outputs = self.masters[m].node.handle(now, input);
                     self.rearm_tick(node);
                     invariants::after_master_handle(self, m, before);
                     self.master_outputs(m, outputs);
                 }
                 (Node::Worker(w), Input::Worker(input)) => {
-                    let outputs = self.workers[w].node.handle(self.now, input);
+                    let now = self.node_now(node);
+                    let outputs = self.workers[w].node.handle(now, input);
                     self.rearm_tick(node);
                     self.worker_outputs(w, outputs);
                 }
                 (Node::Sub(s), Input::Sub(input)) => {
-                    let outputs = self.subs[s].node.handle(self.now, input);
+                    let now = self.node_now(node);
+                    let outputs = self.subs[s].node.handle(now, input);
                     self.rearm_tick(node);
                     self.sub_outputs(s, outputs);
                 }
@@ -830,6 +861,9 @@ impl World {
             Node::Worker(w) => self.workers[w].node.poll_timeout(),
             Node::Sub(s) => self.subs[s].node.poll_timeout(),
         };
+        // The node's deadline is on its own clock.
+        let lag = self.proc(node).lag;
+        let next = next.map(|at| at + lag);
         match next {
             Some(at) => {
                 if self.timers.get(&node).map(|(t, _)| *t) != Some(at) {
@@ -875,6 +909,8 @@ impl World {
         p.up = true;
         p.paused_until = Millis::ZERO;
         p.deferred.clear();
+        p.suspended_from = None;
+        p.lag = Millis::ZERO; // a new process's clock starts now
         let gen = p.gen;
         let seed = self.rng.u64(..);
         match node {
@@ -955,6 +991,7 @@ impl World {
         p.gen += 1;
         p.deferred.clear();
         p.paused_until = Millis::ZERO;
+        p.suspended_from = None;
         self.timers.remove(&node);
         match node {
             Node::Master(m) => {
@@ -1091,9 +1128,10 @@ impl World {
                 cgen,
             },
         );
+        let asleep = self.masters[m].p.suspended(self.now);
         if !self.listening(m) {
             self.after(Millis(1), Ev::DialDone { conn, ok: false });
-        } else if self.is_blocked(client, mn) || self.is_blocked(mn, client) {
+        } else if asleep || self.is_blocked(client, mn) || self.is_blocked(mn, client) {
             self.after(CONNECT_TIMEOUT, Ev::DialDone { conn, ok: false });
         } else {
             let lat = Millis(self.rng.u64(1..6));
@@ -1215,7 +1253,9 @@ impl World {
             return;
         };
         let tn = Node::Master(to);
-        if self.is_blocked(node, tn) || self.is_blocked(tn, node) {
+        // A suspended host answers nothing, as across a partition.
+        let asleep = self.masters[to].p.suspended(self.now);
+        if asleep || self.is_blocked(node, tn) || self.is_blocked(tn, node) {
             let input = failed("connect timed out");
             self.after(timeout, Ev::Input { node, gen, input });
             return;
@@ -1711,6 +1751,12 @@ impl World {
         if self.workers[w].p.gen != gen {
             return;
         }
+        if self.workers[w].p.suspended(self.now) {
+            // Its executors sleep with the host: this happens after it wakes.
+            let at = self.workers[w].p.paused_until + Millis(1);
+            self.at(at, Ev::Exec { w, gen, x, what });
+            return;
+        }
         let state = match what {
             ExecWhat::Running => {
                 if self.execs.get(&(w, x.clone())) != Some(&true) {
@@ -1904,7 +1950,10 @@ impl World {
     fn leader_or(&self, fallback: usize) -> usize {
         let n = self.masters.len();
         (0..n)
-            .find(|&m| self.masters[m].p.up && self.masters[m].elector().is_acting(self.now))
+            .find(|&m| {
+                self.masters[m].p.up
+                    && self.masters[m].elector().is_acting(self.node_now(Node::Master(m)))
+            })
             .or_else(|| {
                 (0..n).find(|&m| {
                     self.masters[m].p.up
@@ -1973,6 +2022,19 @@ impl World {
                 self.pause(node, ms);
             }
             Fault::PauseWorker { w, ms } => self.pause(Node::Worker(w % nw), ms),
+            Fault::Suspend { host, i, leader, ms } => {
+                let node = match host % 3 {
+                    0 => Node::Master(pick(leader, i, self)),
+                    1 => Node::Worker(i % nw),
+                    _ if ns > 0 => Node::Sub(i % ns),
+                    _ => return,
+                };
+                if self.proc(node).up {
+                    let now = self.now;
+                    self.pause(node, ms);
+                    self.proc_mut(node).suspended_from.get_or_insert(now);
+                }
+            }
             Fault::ZkDisconnect { m, leader, ms } => {
                 let m = pick(leader, m, self);
                 if self.masters[m].p.up {

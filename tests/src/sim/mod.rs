@@ -47,6 +47,11 @@ pub struct Knobs {
     pub no_lease_check: bool,
     /// `elector::Config::unsafe_no_acting_lease`.
     pub no_acting_lease: bool,
+    /// The runtimes' clock stops while the host is suspended
+    /// (CLOCK_MONOTONIC, as `Instant` is on Linux) instead of counting the
+    /// suspend (CLOCK_BOOTTIME, DESIGN rule 10): after a [`Fault::Suspend`]
+    /// the node's clock lags by the sleep.
+    pub monotonic_clock: bool,
 }
 
 /// How big a run is.
@@ -100,6 +105,9 @@ pub struct SimConfig {
     /// clock terms from its host's wall clock as the runtimes do (else they
     /// are sequential and masters leave the clock term out). Off by default.
     pub clock_steps: bool,
+    /// Hosts are sometimes suspended ([`Fault::Suspend`], `regent-soak
+    /// --suspend`). Off by default.
+    pub suspend: bool,
 }
 
 impl Default for SimConfig {
@@ -120,6 +128,7 @@ impl Default for SimConfig {
             zk_latency: false,
             zk_packet_limit: regent_core::testkit::zk::PACKET_LIMIT,
             clock_steps: false,
+            suspend: false,
         }
     }
 }
@@ -150,10 +159,12 @@ impl SimConfig {
             (self.slow_store, "--slow-store"),
             (self.zk_latency, "--zk-latency"),
             (self.clock_steps, "--clock-steps"),
+            (self.suspend, "--suspend"),
             (self.knobs.no_epoch_fencing, "--no-epoch-fencing"),
             (self.knobs.no_adopt_after_connection_loss, "--no-adopt"),
             (self.knobs.no_lease_check, "--no-lease-check"),
             (self.knobs.no_acting_lease, "--no-acting-lease"),
+            (self.knobs.monotonic_clock, "--monotonic-clock"),
         ] {
             if on {
                 out.push(' ');
@@ -284,6 +295,9 @@ pub fn run_seed(seed: u64, base: &SimConfig) -> Result<RunStats, Box<Failure>> {
     }
     if config.clock_steps {
         schedule = schedule.with_clock_steps(seed, config.window_ms);
+    }
+    if config.suspend {
+        schedule = schedule.with_suspends(seed, config.window_ms);
     }
     schedule = schedule.with_slow_dependencies(
         seed,

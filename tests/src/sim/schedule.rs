@@ -185,6 +185,25 @@ pub enum Fault {
         /// An hour forward, or back.
         forward: bool,
     },
+    /// A host is suspended for `ms` (a laptop lid, a VM paused by its
+    /// hypervisor): its processes are paused, its kernel answers nothing
+    /// (probes and dials of a suspended master time out, as across a
+    /// partition), its executors sleep too. The runtime's clock counts the
+    /// sleep (CLOCK_BOOTTIME): on waking the node sees the time jump;
+    /// with `Knobs::monotonic_clock` its clock stops instead and lags by the
+    /// sleep from then on (the bug DESIGN rule 10 closes).
+    Suspend {
+        /// Which kind of host: `host % 3` is a master (0), a worker (1) or a
+        /// subscriber (2).
+        host: u8,
+        /// Which one (modulo their number; ignored for a master with
+        /// `leader`).
+        i: usize,
+        /// For a master: the acting leader.
+        leader: bool,
+        /// How long it sleeps.
+        ms: u32,
+    },
     /// A master's ZooKeeper is far away (issue 20 scenario 7): for `ms`
     /// (0: from then on, never healed, even across restarts of the master)
     /// every request and every reply and watch notification on its link
@@ -358,6 +377,30 @@ impl Schedule {
         self
     }
 
+    /// This schedule with one or two host suspends of 0.5–10 s
+    /// ([`Fault::Suspend`]): of a master half the time (the acting leader
+    /// two times in three), else of a worker or a subscriber; from a stream
+    /// of their own.
+    pub fn with_suspends(mut self, seed: u64, window: u32) -> Self {
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0x5_1ee9);
+        for _ in 0..rng.usize(1..=2) {
+            let host = match rng.u8(0..10) {
+                0..=4 => 0,
+                5..=7 => 1,
+                _ => 2,
+            };
+            let f = Fault::Suspend {
+                host,
+                i: rng.usize(0..8),
+                leader: rng.u8(0..3) > 0,
+                ms: rng.u32(500..10_000),
+            };
+            self.faults.push((rng.u32(0..window.max(1)), f));
+        }
+        self.faults.sort_by_key(|(t, _)| *t);
+        self
+    }
+
     /// The last moment a fault of this schedule is still in effect (start
     /// plus the longest duration it names).
     pub fn end(&self) -> u32 {
@@ -379,7 +422,8 @@ impl Fault {
             | Fault::PauseWorker { ms, .. }
             | Fault::ZkDisconnect { ms, .. }
             | Fault::ListenerRefuses { ms, .. }
-            | Fault::ZkLatency { ms, .. } => *ms,
+            | Fault::ZkLatency { ms, .. }
+            | Fault::Suspend { ms, .. } => *ms,
             // (`ms: 0` for good: never healed, holds no heal back.)
             // Its last write lands `delay` after the window; one for good
             // is never healed, so it does not hold the heal back.
@@ -409,6 +453,7 @@ impl Fault {
             | Fault::ZkDisconnect { ms, .. }
             | Fault::SlowStore { ms, .. }
             | Fault::ZkLatency { ms, .. }
+            | Fault::Suspend { ms, .. }
                 if *ms > 200 =>
             {
                 *ms /= 2;

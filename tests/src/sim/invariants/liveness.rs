@@ -28,7 +28,7 @@ pub(crate) fn holds(w: &World) -> Result<(), String> {
             mp.p.up
                 && !mp.p.paused(w.now)
                 && mp.master().status() == Status::Alive
-                && mp.elector().is_acting(w.now)
+                && mp.elector().is_acting(w.node_now(crate::sim::engine::Node::Master(i)))
         })
         .collect();
     let [l] = leaders[..] else {
