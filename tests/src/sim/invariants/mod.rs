@@ -52,6 +52,8 @@ pub(crate) struct Obs {
     pub(crate) lost: BTreeSet<ExecutorId>,
     pub(crate) removed_frameworks: BTreeSet<FrameworkId>,
     pub(crate) kill_requested: BTreeSet<ExecutorId>,
+    /// Executors some master asked a worker to kill or stop.
+    pub(crate) kills_sent: BTreeSet<ExecutorId>,
     /// Workers an operator asked to drain (their executors may be killed
     /// at the deadline).
     pub(crate) drained: BTreeSet<WorkerId>,
@@ -159,6 +161,11 @@ pub(crate) fn on_master_send(w: &mut World, m: usize, conn: ConnId, msg: &Messag
         if let Err(detail) = command_order::on_command(w, m, msg) {
             fail(w, "command_order", detail);
         }
+    }
+    if let Message::KillExecutorOnWorker { executor, .. }
+    | Message::StopExecutorOnWorker { executor, .. } = msg
+    {
+        w.obs.kills_sent.insert(executor.clone());
     }
     let Some(client) = client_of(w, conn) else { return };
     let r = match msg {

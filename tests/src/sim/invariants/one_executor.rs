@@ -6,22 +6,29 @@
 //! * **at every worker registered with the current leader** (the highest
 //!   epoch among the ALIVE masters, whose registry holds that worker's id
 //!   with the live process's incarnation, ALIVE), no two executor processes
-//!   that still run belong to the same slot. The processes are the
-//!   simulator's own record of what each worker started and has not seen
-//!   end, not the worker's view of them.
+//!   that still run belong to the same slot;
+//! * **across the workers registered with the current leader**, no two
+//!   such processes of one slot run, except one that a master has asked its
+//!   worker to kill or stop (the kill is in flight: the window ends when it
+//!   arrives, or, if its connection breaks, when the worker registers again
+//!   and the leader kills it again).
+//!
+//! The processes are the simulator's own record of what each worker
+//! started and has not seen end, not the worker's view of them.
 //!
 //! **The exception, and its bound.** A worker the leader has declared DEAD
 //! (silent for its worker timeout: a partition, a pause) may still run its
-//! executors, and the leader may have placed their slots again elsewhere:
-//! then two processes of one slot run at once, on two workers. The check
-//! is per worker, so that case passes here; it cannot arise on one worker,
-//! since a leader places nothing on a DEAD worker. The window is bounded:
-//! it ends when the partitioned worker's registration reaches a leader,
-//! which kills the replaced executors in the step that handles it (the
-//! `kills` invariant checks that such kills have a reason), or when the
-//! worker's process ends. A worker whose process is down (its executors
-//! outlive it until the next process re-adopts or kills them) is not
-//! registered: its incarnation is gone.
+//! executors, and the leader has placed their slots again elsewhere: then
+//! two processes of one slot run at once, on two workers. Such a worker is
+//! not registered with the leader, so neither check counts it; and it runs
+//! no second executor of a slot itself, since a leader places nothing on a
+//! DEAD worker. The window is as long as the partition (a worker never
+//! stops its executors for lack of a master): it ends when the worker's
+//! registration reaches a leader, which kills the replaced executors in the
+//! step that handles it (the `kills` invariant checks that such kills have
+//! a reason), or when the worker's process ends. A worker whose process is
+//! down (its executors outlive it until the next process re-adopts or kills
+//! them) is not registered either: its incarnation is gone.
 
 use crate::sim::engine::{parse_executor, World};
 use regent_core::master::{Status, WorkerState};
@@ -54,6 +61,7 @@ pub(crate) fn check(w: &World) -> Result<(), String> {
     }
     let Some(leader) = current_leader(w) else { return Ok(()) };
     let master = w.masters[leader].master();
+    let mut across: BTreeMap<Slot, (usize, &ExecutorId)> = BTreeMap::new();
     for (i, wp) in w.workers.iter().enumerate() {
         if !wp.p.up {
             continue;
@@ -68,6 +76,19 @@ pub(crate) fn check(w: &World) -> Result<(), String> {
         let mut seen: BTreeMap<Slot, &ExecutorId> = BTreeMap::new();
         for x in w.running_executors(i) {
             let Some(slot) = parse_executor(x) else { continue };
+            if !w.obs.kills_sent.contains(x) {
+                if let Some((j, other)) = across.insert(slot.clone(), (i, x)) {
+                    if j != i {
+                        return Err(format!(
+                            "w{j} and w{i}, both registered with the leader m{leader} (epoch {}), run executors of slot {}#{} of {}: {other} and {x}, and no master asked to kill either",
+                            master.epoch(),
+                            slot.1,
+                            slot.2,
+                            slot.0
+                        ));
+                    }
+                }
+            }
             if let Some(other) = seen.insert(slot.clone(), x) {
                 return Err(format!(
                     "w{i} ({}), registered with the leader m{leader} (epoch {}), runs two executors of slot {}#{} of {}: {other} and {x}",
