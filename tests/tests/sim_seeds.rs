@@ -309,3 +309,47 @@ fn seeds_0_to_99_with_clock_steps() {
 fn seeds_0_to_99_with_host_suspends() {
     run_all(&SimConfig { suspend: true, ..base() }, 100);
 }
+
+/// Seed 197 `--slow-store` (issue 20 scenario 1 as the issue tells it):
+/// registrations retried while the first is not yet durable; the leader
+/// writes off a launch it made after the report was taken.
+#[test]
+#[ignore = "fails until issue 20 scenario 1 (retried registration) is fixed in the master"]
+fn regression_a_retried_registration_doubles_a_slot_with_a_slow_store() {
+    replay_with(
+        "slow-store-retried-registration",
+        &SimConfig { slow_store: true, ..SimConfig::default() },
+    );
+}
+
+/// Seed 6 `--slow-store` (issue 20 scenario 8): with store writes of
+/// 11 s for good, a submission re-sends SUBSCRIBE forever.
+#[test]
+#[ignore = "fails until issue 20 deliverable 3 (client retries back off) is fixed"]
+fn regression_a_subscription_completes_with_a_slow_store() {
+    replay_with("slow-store-subscribe-livelock", &SimConfig { slow_store: true, ..base() });
+}
+
+/// Seed 6 `--zk-latency`: ZooKeeper round trips of 310 and 438 ms on the
+/// masters' links, for good; no leader settles.
+#[test]
+#[ignore = "fails until issue 20 deliverable 3 (the acting lease with 1 s round trips) is fixed"]
+fn regression_a_leader_settles_with_zookeeper_far_away() {
+    replay_with("far-zookeeper-no-leader", &SimConfig { zk_latency: true, ..base() });
+}
+
+/// Seed 194 with every slow dependency (issue 20 scenario 7): a leader
+/// whose ZooKeeper round trip (310 ms) is above the acting lease never
+/// sends a launch.
+#[test]
+#[ignore = "fails until issue 20 deliverable 3 (the acting lease with 1 s round trips) is fixed"]
+fn regression_commands_flow_with_zookeeper_far_away() {
+    let cfg = SimConfig {
+        slow_store: true,
+        zk_latency: true,
+        clock_steps: true,
+        suspend: true,
+        ..base()
+    };
+    replay_with("far-zookeeper-launch-held", &cfg);
+}
