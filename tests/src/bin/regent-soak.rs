@@ -4,10 +4,21 @@
 //! command that replays it.
 //!
 //! ```text
-//! regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--suspend] [--skip INVARIANT]
-//!             [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--monotonic-clock]
-//!             [--keep-going]
-//! regent-soak --replay SEED [same knobs]
+//! regent-soak [--seeds N] [--from S] [--threads T] [--keep-going]
+//!             [--datagram] [--takeovers] [--operator]
+//!             [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--suspend]
+//!             [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease]
+//!             [--monotonic-clock] [--skip INVARIANT]...
+//! regent-soak --replay SEED [same flags]
+//! ```
+//!
+//! The fault flags add faults to each seed's schedule (issue 20: store
+//! writes 10–15 s late, ZooKeeper round trips of 150 ms–1 s, wall-clock
+//! steps of an hour, host suspends); `--zk-packet-limit` lowers the
+//! ZooKeeper model's 1 MiB packet limit; the `--no-*` and
+//! `--monotonic-clock` knobs remove a protection (the simulator must then
+//! fail); `--skip` leaves an invariant unchecked (a known bug's). A
+//! failure's replay line carries every flag of the run.
 //! ```
 
 use regent_tests::sim::{run_seed, Knobs, SimConfig};
