@@ -54,6 +54,9 @@ pub(crate) struct Obs {
     pub(crate) kill_requested: BTreeSet<ExecutorId>,
     /// Executors some master asked a worker to kill or stop.
     pub(crate) kills_sent: BTreeSet<ExecutorId>,
+    /// Slots two workers registered with the leader both run, since when
+    /// ([`one_executor`]).
+    pub(crate) doubled_since: BTreeMap<one_executor::Slot, Millis>,
     /// Workers an operator asked to drain (their executors may be killed
     /// at the deadline).
     pub(crate) drained: BTreeSet<WorkerId>,
@@ -94,7 +97,7 @@ pub(crate) fn check_all(w: &mut World) -> Result<(), Violation> {
         ("epochs", epochs::check),
         ("registry", |w| registry::check(w)),
         ("resources", |w| resources::check(w)),
-        ("one_executor", |w| one_executor::check(w)),
+        ("one_executor", one_executor::check),
     ];
     for (invariant, check) in checks {
         if !w.skips(invariant) {
