@@ -92,3 +92,20 @@ fn a_frozen_deposed_leader_commands_after_its_successor_only_without_the_acting_
         }
     }
 }
+
+/// Issue 20 scenario 6 (by reading the code, now shown): a runtime clock
+/// that stops while the host is suspended (CLOCK_MONOTONIC, `Instant` on
+/// Linux) lets a leader that slept past its session wake believing its
+/// lease fresh, and act beside its successor. With the clock the runtimes
+/// must use (CLOCK_BOOTTIME, counting the sleep) the same seeds pass
+/// (`sim_seeds::seeds_0_to_99_with_host_suspends`).
+#[test]
+fn with_a_clock_that_stops_during_a_suspend_the_simulator_fails() {
+    let knobs = Knobs { monotonic_clock: true, ..Knobs::default() };
+    let cfg = SimConfig { knobs, suspend: true, ..SimConfig::default() };
+    let found = (1_000_000..1_000_100u64).find(|seed| {
+        run_seed(*seed, &cfg).err().is_some_and(|f| f.violation.invariant == "single_leader")
+    });
+    assert!(found.is_some(), "no single-leader violation within 100 seeds with a stopped clock");
+    println!("with a clock that stops during a suspend: {found:?}");
+}

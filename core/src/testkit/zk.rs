@@ -9,6 +9,19 @@
 //! virtual: every call takes `now`, and a session expires when the server has
 //! not heard from it for its timeout.
 //!
+//! It also has ZooKeeper's **packet limit** (`jute.maxbuffer`, 1 MiB - 1
+//! by default on the server and in the client): a request whose encoding
+//! is larger is refused unapplied, and a reply whose encoding is larger is
+//! lost after the request was applied (a `get_children` of a big shard, a
+//! `multi` read of many records). Either way the client sees the
+//! connection drop: [`ZkModel::execute`] answers `ConnectionLoss`, and a
+//! client-side driver must then treat the connection as lost (every
+//! request in flight fails with `ConnectionLoss`; the session lives on if
+//! it reconnects in time), as the real client does. Sizes follow the jute
+//! encoding closely enough for the limit (strings and buffers with a
+//! 4-byte length, a 68-byte stat, headers; ACLs counted as one `world`
+//! entry); [`request_len`] and [`reply_len`] give them.
+//!
 //! [`Sim`] is the client side for tests: it runs a few
 //! [`Elector`](crate::elector::Elector)s, executes their actions against the
 //! model in order, keeps their timers, and injects the faults that matter to
@@ -79,6 +92,78 @@ pub struct ZkModel {
     zxid: u64,
     watches: BTreeMap<(String, WatchType), BTreeSet<SessionId>>,
     notifications: BTreeMap<SessionId, Vec<WatchEvent>>,
+    packet_limit: usize,
+}
+
+/// ZooKeeper's default packet limit (`jute.maxbuffer`, `0xfffff` bytes),
+/// on the server for requests and in the client for replies.
+pub const PACKET_LIMIT: usize = 0xfffff;
+
+/// A string or a buffer in jute: a 4-byte length, then the bytes.
+const fn jute(len: usize) -> usize {
+    4 + len
+}
+
+/// A stat in jute: 6 longs and 5 ints.
+const STAT_LEN: usize = 68;
+/// A request header (xid, type), a reply header (xid, zxid, err), a multi
+/// header (type, done, err), one `world:anyone` ACL entry.
+const REQUEST_HEADER: usize = 8;
+const REPLY_HEADER: usize = 16;
+const MULTI_HEADER: usize = 9;
+const WORLD_ACL: usize = 4 + 4 + jute(5) + jute(6);
+
+/// The encoded length of `op` as a request (what the server checks
+/// against the packet limit).
+pub fn request_len(op: &ZkOp) -> usize {
+    fn multi_op(op: &MultiOp) -> usize {
+        MULTI_HEADER
+            + match op {
+                MultiOp::Check { path, .. } | MultiOp::Delete { path, .. } => jute(path.len()) + 4,
+                MultiOp::Create { path, data, .. } => {
+                    jute(path.len()) + jute(data.len()) + 4 + WORLD_ACL + 4
+                }
+                MultiOp::SetData { path, data, .. } => jute(path.len()) + jute(data.len()) + 4,
+            }
+    }
+    REQUEST_HEADER
+        + match op {
+            ZkOp::Create { path, data, .. } => {
+                jute(path.len()) + jute(data.len()) + 4 + WORLD_ACL + 4
+            }
+            ZkOp::SetData { path, data, .. } => jute(path.len()) + jute(data.len()) + 4,
+            ZkOp::Delete { path, .. } => jute(path.len()) + 4,
+            ZkOp::Exists { path, .. }
+            | ZkOp::GetData { path, .. }
+            | ZkOp::GetChildren { path, .. } => jute(path.len()) + 1,
+            ZkOp::Sync { path } => jute(path.len()),
+            ZkOp::MultiRead(paths) => {
+                paths.iter().map(|p| MULTI_HEADER + jute(p.len()) + 1).sum::<usize>() + MULTI_HEADER
+            }
+            ZkOp::Multi(ops) => ops.iter().map(multi_op).sum::<usize>() + MULTI_HEADER,
+        }
+}
+
+/// The encoded length of a reply (what the client checks against the
+/// packet limit).
+pub fn reply_len(reply: &ZkReply) -> usize {
+    fn body(reply: &ZkReply) -> usize {
+        match reply {
+            ZkReply::Created { path } => jute(path.len()),
+            ZkReply::Deleted | ZkReply::Synced | ZkReply::Checked => 0,
+            ZkReply::Stat(_) => STAT_LEN,
+            ZkReply::Data { data, .. } => jute(data.len()) + STAT_LEN,
+            ZkReply::Children(names) => 4 + names.iter().map(|n| jute(n.len())).sum::<usize>(),
+            ZkReply::Multi(replies) => {
+                replies.iter().map(|r| MULTI_HEADER + body(r)).sum::<usize>() + MULTI_HEADER
+            }
+            ZkReply::MultiRead(results) => {
+                results.iter().map(|r| MULTI_HEADER + r.as_ref().map_or(4, body)).sum::<usize>()
+                    + MULTI_HEADER
+            }
+        }
+    }
+    REPLY_HEADER + body(reply)
 }
 
 fn parent_of(path: &str) -> Option<&str> {
@@ -121,7 +206,19 @@ impl ZkModel {
             zxid: 0,
             watches: BTreeMap::new(),
             notifications: BTreeMap::new(),
+            packet_limit: PACKET_LIMIT,
         }
+    }
+
+    /// This server with another packet limit (`jute.maxbuffer`), in bytes.
+    pub fn with_packet_limit(mut self, bytes: usize) -> Self {
+        self.packet_limit = bytes;
+        self
+    }
+
+    /// The packet limit, in bytes.
+    pub fn packet_limit(&self) -> usize {
+        self.packet_limit
     }
 
     /// Opens a session asking for `requested`; returns its id and the
@@ -251,6 +348,21 @@ impl ZkModel {
         if !self.touch(now, session) {
             return Err(ZkError::SessionExpired);
         }
+        if request_len(op) > self.packet_limit {
+            // The server closes the connection on a request over the
+            // limit ("Len error"), before applying anything.
+            return Err(ZkError::ConnectionLoss);
+        }
+        let result = self.apply(session, op);
+        match &result {
+            // The client closes the connection on a reply over the limit
+            // ("Packet len is out of range"): the request was applied.
+            Ok(reply) if reply_len(reply) > self.packet_limit => Err(ZkError::ConnectionLoss),
+            _ => result,
+        }
+    }
+
+    fn apply(&mut self, session: SessionId, op: &ZkOp) -> ZkResult {
         let mut fired = Vec::new();
         let result = match op {
             ZkOp::Create { path, data, mode } => {
@@ -796,8 +908,10 @@ impl Sim {
                     self.members[i].lose_reply = None;
                     self.members[i].outbox.push_front((req, op));
                     self.disconnect(i, self.reconnect_delay);
-                } else if result == Err(ZkError::SessionExpired) {
-                    // The server closes the connection of an expired session.
+                } else if matches!(result, Err(ZkError::SessionExpired | ZkError::ConnectionLoss)) {
+                    // The server closes the connection of an expired
+                    // session, and the connection of a packet over the limit
+                    // drops: the request fails with the others in flight.
                     self.members[i].outbox.push_front((req, op));
                     self.disconnect(i, self.reconnect_delay);
                 } else {
@@ -914,5 +1028,56 @@ mod tests {
         assert!(zk.children("/e").is_empty());
         assert_eq!(zk.execute(Millis(3_100), b, &multi), Err(ZkError::SessionExpired));
         assert_eq!(zk.node("/e").map(|n| n.data.clone()), Some(vec![2]));
+    }
+
+    /// Issue 20 scenario 9, the model side: a listing over ZooKeeper's
+    /// 1 MiB packet limit fails as the real server and client fail it
+    /// (connection loss), one just under it is answered.
+    #[test]
+    fn a_listing_over_the_packet_limit_is_a_connection_loss() {
+        let mut zk = ZkModel::new(Millis(200));
+        assert_eq!(zk.packet_limit(), 0xfffff);
+        let (s, _) = zk.connect(Millis(0), Millis(4_000));
+        let create =
+            |path: String| ZkOp::Create { path, data: vec![], mode: CreateMode::Persistent };
+        assert!(zk.execute(Millis(1), s, &create("/shard".into())).is_ok());
+        // Children named as worker records are (`w-` and a 200-byte id):
+        // 4 + 202 bytes each in the reply.
+        let name = |i: usize| format!("w-{i:0>200}");
+        let list = ZkOp::GetChildren { path: "/shard".into(), watch: false };
+        let fit = (PACKET_LIMIT - REPLY_HEADER - 4) / jute(name(0).len());
+        for i in 0..fit {
+            assert!(zk.execute(Millis(1), s, &create(format!("/shard/{}", name(i)))).is_ok());
+        }
+        match zk.execute(Millis(1), s, &list) {
+            Ok(ZkReply::Children(c)) => assert_eq!(c.len(), fit),
+            other => panic!("a listing under the limit is answered: {other:?}"),
+        }
+        assert!(zk.execute(Millis(1), s, &create(format!("/shard/{}", name(fit)))).is_ok());
+        assert_eq!(zk.execute(Millis(1), s, &list), Err(ZkError::ConnectionLoss));
+        // The session lives on: a smaller request still works.
+        assert!(zk
+            .execute(Millis(1), s, &ZkOp::Exists { path: "/shard".into(), watch: false })
+            .is_ok());
+    }
+
+    /// A write over the limit is refused unapplied (connection loss): a
+    /// multi of records too big for one packet changes nothing.
+    #[test]
+    fn a_write_over_the_packet_limit_is_refused_unapplied() {
+        let mut zk = ZkModel::new(Millis(200)).with_packet_limit(1_000);
+        let (s, _) = zk.connect(Millis(0), Millis(4_000));
+        let big = ZkOp::Multi(vec![
+            MultiOp::Create { path: "/a".into(), data: vec![0; 600], mode: CreateMode::Persistent },
+            MultiOp::Create { path: "/b".into(), data: vec![0; 600], mode: CreateMode::Persistent },
+        ]);
+        assert_eq!(zk.execute(Millis(1), s, &big), Err(ZkError::ConnectionLoss));
+        assert!(zk.node("/a").is_none() && zk.node("/b").is_none());
+        let small =
+            ZkOp::Create { path: "/a".into(), data: vec![0; 600], mode: CreateMode::Persistent };
+        assert!(zk.execute(Millis(1), s, &small).is_ok());
+        // A read whose reply is over the limit fails too, after the fact.
+        let read = ZkOp::MultiRead(vec!["/a".into(), "/a".into()]);
+        assert_eq!(zk.execute(Millis(1), s, &read), Err(ZkError::ConnectionLoss));
     }
 }

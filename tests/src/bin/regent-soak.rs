@@ -4,10 +4,21 @@
 //! command that replays it.
 //!
 //! ```text
-//! regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator]
+//! regent-soak [--seeds N] [--from S] [--threads T] [--keep-going]
+//!             [--datagram] [--takeovers] [--operator]
+//!             [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--suspend]
 //!             [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease]
-//!             [--keep-going]
-//! regent-soak --replay SEED [same knobs]
+//!             [--monotonic-clock] [--skip INVARIANT]...
+//! regent-soak --replay SEED [same flags]
+//! ```
+//!
+//! The fault flags add faults to each seed's schedule (issue 20: store
+//! writes 10–15 s late, ZooKeeper round trips of 150 ms–1 s, wall-clock
+//! steps of an hour, host suspends); `--zk-packet-limit` lowers the
+//! ZooKeeper model's 1 MiB packet limit; the `--no-*` and
+//! `--monotonic-clock` knobs remove a protection (the simulator must then
+//! fail); `--skip` leaves an invariant unchecked (a known bug's). A
+//! failure's replay line carries every flag of the run.
 //! ```
 
 use regent_tests::sim::{run_seed, Knobs, SimConfig};
@@ -26,7 +37,7 @@ struct Args {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--keep-going]\n       regent-soak --replay SEED [knobs]"
+        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--suspend] [--skip INVARIANT] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--monotonic-clock] [--keep-going]\n       regent-soak --replay SEED [knobs]"
     );
     std::process::exit(2)
 }
@@ -55,6 +66,13 @@ fn parse() -> Args {
             "--datagram" => a.config.datagram = true,
             "--takeovers" => a.config.takeovers = true,
             "--operator" => a.config.operator = true,
+            "--slow-store" => a.config.slow_store = true,
+            "--zk-latency" => a.config.zk_latency = true,
+            "--zk-packet-limit" => a.config.zk_packet_limit = num(&mut it) as usize,
+            "--clock-steps" => a.config.clock_steps = true,
+            "--suspend" => a.config.suspend = true,
+            "--monotonic-clock" => knobs.monotonic_clock = true,
+            "--skip" => a.config.skip.push(it.next().unwrap_or_else(|| usage())),
             "--no-epoch-fencing" => knobs.no_epoch_fencing = true,
             "--no-adopt" => knobs.no_adopt_after_connection_loss = true,
             "--no-lease-check" => knobs.no_lease_check = true,

@@ -58,6 +58,11 @@ pub(crate) const STATE: &str = "/regent/sim/state";
 const ZK_TICK: Millis = Millis(200);
 /// How long a dial across a partition takes to fail.
 const CONNECT_TIMEOUT: Millis = Millis(1_000);
+/// The hosts' wall clock at virtual time 0 (ms since the Unix epoch, in
+/// 2026), before any [`Fault::ClockStep`].
+const WALL_BASE: u64 = 1_780_000_000_000;
+/// A wall-clock step ([`Fault::ClockStep`]): an hour.
+const CLOCK_STEP: i64 = 3_600_000;
 /// How long a dropped ZooKeeper connection stays down by default.
 const ZK_RECONNECT: Millis = Millis(50);
 
@@ -172,6 +177,13 @@ enum Ev {
         m: usize,
         gen: u64,
     },
+    /// A reply crosses a slow link ([`Fault::ZkLatency`]).
+    ZkReply {
+        m: usize,
+        link: u64,
+        req: RequestId,
+        result: ZkResult,
+    },
     ZkTick,
     Exec {
         w: usize,
@@ -255,11 +267,24 @@ pub(crate) struct Proc {
     pub(crate) up: bool,
     pub(crate) paused_until: Millis,
     deferred: VecDeque<Input>,
+    /// Its host is suspended since then ([`Fault::Suspend`]), until
+    /// `paused_until`: the kernel answers nothing either.
+    suspended_from: Option<Millis>,
+    /// How far its clock lags the simulator's: the suspends it slept
+    /// through when the runtime's clock stops while the host sleeps
+    /// (`Knobs::monotonic_clock`). 0 for the clock the runtimes use
+    /// (CLOCK_BOOTTIME, DESIGN rule 10), which counts a suspend.
+    lag: Millis,
 }
 
 impl Proc {
     pub(crate) fn paused(&self, now: Millis) -> bool {
         now < self.paused_until
+    }
+
+    /// Its host is asleep now.
+    fn suspended(&self, now: Millis) -> bool {
+        self.suspended_from.is_some() && self.paused(now)
     }
 }
 
@@ -273,6 +298,26 @@ pub(crate) struct ZkClient {
     inflight: BTreeSet<RequestId>,
     lose_next: Option<bool>,
     next_at: Millis,
+    /// The store writes' own lane while they are slow
+    /// ([`Fault::SlowStore`]): the next one lands no earlier than this.
+    store_next_at: Millis,
+    /// Extra one-way latency of this master's ZooKeeper link, until when
+    /// ([`Fault::ZkLatency`]).
+    extra: Millis,
+    extra_until: Millis,
+    /// Replies come back in order: the next one no earlier than this.
+    reply_next_at: Millis,
+}
+
+impl ZkClient {
+    /// The extra one-way latency of the link now.
+    fn extra(&self, now: Millis) -> Millis {
+        if now < self.extra_until {
+            self.extra
+        } else {
+            Millis::ZERO
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -376,6 +421,16 @@ pub(crate) struct World {
     depositions: u64,
     live_depositions: u64,
     local: VecDeque<(Node, Input)>,
+    /// Store writes issued before then take `.1` to land
+    /// ([`Fault::SlowStore`]; `u64::MAX`: for good, not healed).
+    slow_store: (Millis, Millis),
+    /// Each master host's ZooKeeper link latency: (until, extra one way)
+    /// ([`Fault::ZkLatency`]; until `u64::MAX`: for good). A restarted
+    /// process keeps its host's link.
+    zk_links: Vec<(Millis, Millis)>,
+    /// Each host's wall-clock offset from [`WALL_BASE`] + now, in ms
+    /// ([`Fault::ClockStep`]).
+    wall_offset: BTreeMap<Node, i64>,
 }
 
 fn spec_for(s: usize, slots: u32) -> GroupSpec {
@@ -396,7 +451,7 @@ impl World {
         let masters = (0..cfg.masters)
             .map(|i| MasterP {
                 p: Proc::default(),
-                node: new_node(i, 0, knobs),
+                node: new_node(i, 0, knobs, 0),
                 guids: 0,
                 zk: ZkClient { link_up: true, ..ZkClient::default() },
                 store_fail: VecDeque::new(),
@@ -406,7 +461,7 @@ impl World {
         let workers = (0..cfg.workers)
             .map(|i| WorkerP {
                 p: Proc::default(),
-                node: new_worker(i, 0, cfg.masters, knobs, seed),
+                node: new_worker(i, Incarnation((i as u64 + 1) << 32), cfg.masters, knobs, seed),
                 exited: None,
                 left_behind: Vec::new(),
             })
@@ -416,7 +471,7 @@ impl World {
                 let slots = rng.u32(1..=3);
                 SubP {
                     p: Proc::default(),
-                    node: new_sub(i, 0, None, cfg.masters, seed),
+                    node: new_sub(i, InstanceId((i as u64 + 1) << 32), None, cfg.masters, seed),
                     framework: None,
                     exited: None,
                     view: BTreeMap::new(),
@@ -431,7 +486,7 @@ impl World {
             schedule: schedule.clone(),
             queue: BTreeMap::new(),
             seq: 0,
-            zk: ZkModel::new(Millis(200)),
+            zk: ZkModel::new(Millis(200)).with_packet_limit(cfg.zk_packet_limit),
             masters,
             workers,
             subs,
@@ -455,6 +510,9 @@ impl World {
             depositions: 0,
             live_depositions: 0,
             local: VecDeque::new(),
+            slow_store: (Millis::ZERO, Millis::ZERO),
+            zk_links: vec![(Millis::ZERO, Millis::ZERO); cfg.masters],
+            wall_offset: BTreeMap::new(),
         };
         w.obs.init(cfg);
         for (t, f) in schedule.faults.clone() {
@@ -477,6 +535,11 @@ impl World {
             w.at(d, Ev::Restart(Node::Sub(i)));
         }
         w
+    }
+
+    /// Whether `invariant` is not checked in this run ([`SimConfig::skip`]).
+    pub(crate) fn skips(&self, invariant: &str) -> bool {
+        self.cfg.skip.iter().any(|s| s == invariant)
     }
 
     pub(crate) fn take_trace(&mut self) -> Vec<String> {
@@ -533,6 +596,15 @@ impl World {
                     });
                 }
                 next_liveness = next_liveness + Millis(500);
+                if next_liveness > deadline && self.skips("liveness") {
+                    return Ok(RunStats {
+                        events: self.events,
+                        end: self.now,
+                        leaderships: self.obs.leaderships,
+                        executors_started: self.executors_started,
+                        ..RunStats::default()
+                    });
+                }
                 if next_liveness > deadline {
                     let detail = invariants::liveness::holds(self).err().unwrap_or_default();
                     return Err(Violation {
@@ -648,6 +720,15 @@ impl World {
                 }
             }
             Ev::ZkLinkUp { m, gen } => self.zk_link_up(m, gen),
+            Ev::ZkReply { m, link, req, result } => {
+                let zk = &mut self.masters[m].zk;
+                // A reply still awaited on the same connection (else the
+                // client failed it with ConnectionLoss when the link dropped).
+                if zk.link == link && zk.link_up && zk.inflight.remove(&req) {
+                    let gen = self.masters[m].p.gen;
+                    self.zk_deliver(m, gen, ZkEvent::Reply { req, result });
+                }
+            }
             Ev::ZkTick => self.zk_tick(),
             Ev::Exec { w, gen, x, what } => self.exec_event(w, gen, x, what),
             Ev::Fault(f) => {
@@ -668,6 +749,15 @@ impl World {
             Ev::Resume(node) => {
                 if self.proc(node).up && !self.proc(node).paused(self.now) {
                     self.log(|| format!("RESUME {node:?}"));
+                    let (now, stops) = (self.now, self.cfg.knobs.monotonic_clock);
+                    let p = self.proc_mut(node);
+                    if let Some(from) = p.suspended_from.take() {
+                        // The host wakes: a clock that stopped while it
+                        // slept is behind by the sleep from now on.
+                        if stops {
+                            p.lag = p.lag + now.since(from);
+                        }
+                    }
                     self.check()?;
                     while let Some(input) = self.proc_mut(node).deferred.pop_front() {
                         self.handle_input(node, input);
@@ -688,6 +778,12 @@ impl World {
     }
 
     // ----- processes --------------------------------------------------------
+
+    /// The time on `node`'s own clock (the simulator's, less what a
+    /// stopped clock missed while its host was suspended).
+    pub(crate) fn node_now(&self, node: Node) -> Millis {
+        Millis(self.now.0 - self.proc(node).lag.0)
+    }
 
     pub(crate) fn proc(&self, node: Node) -> &Proc {
         match node {
@@ -730,18 +826,21 @@ impl World {
             match (node, input) {
                 (Node::Master(m), Input::Master(input)) => {
                     let before = invariants::before_master_handle(self, m);
-                    let outputs = self.masters[m].node.handle(self.now, input);
+                    let now = self.node_now(node);
+                    let outputs = self.masters[m].node.handle(now, input);
                     self.rearm_tick(node);
                     invariants::after_master_handle(self, m, before);
                     self.master_outputs(m, outputs);
                 }
                 (Node::Worker(w), Input::Worker(input)) => {
-                    let outputs = self.workers[w].node.handle(self.now, input);
+                    let now = self.node_now(node);
+                    let outputs = self.workers[w].node.handle(now, input);
                     self.rearm_tick(node);
                     self.worker_outputs(w, outputs);
                 }
                 (Node::Sub(s), Input::Sub(input)) => {
-                    let outputs = self.subs[s].node.handle(self.now, input);
+                    let now = self.node_now(node);
+                    let outputs = self.subs[s].node.handle(now, input);
                     self.rearm_tick(node);
                     self.sub_outputs(s, outputs);
                 }
@@ -762,6 +861,9 @@ impl World {
             Node::Worker(w) => self.workers[w].node.poll_timeout(),
             Node::Sub(s) => self.subs[s].node.poll_timeout(),
         };
+        // The node's deadline is on its own clock.
+        let lag = self.proc(node).lag;
+        let next = next.map(|at| at + lag);
         match next {
             Some(at) => {
                 if self.timers.get(&node).map(|(t, _)| *t) != Some(at) {
@@ -777,6 +879,24 @@ impl World {
         }
     }
 
+    /// Host `node`'s wall clock now, in ms since the Unix epoch.
+    fn wall_ms(&self, node: Node) -> u64 {
+        let offset = self.wall_offset.get(&node).copied().unwrap_or(0);
+        (WALL_BASE + self.now.0).saturating_add_signed(offset)
+    }
+
+    /// A time-ordered id from host `node`'s wall clock, as the runtimes
+    /// make incarnations and instance ids (`time_ordered_id`: wall-clock
+    /// ms in the high bits, 16 random bits below); `sequential` when the
+    /// run has no clock steps.
+    fn process_id(&mut self, node: Node, sequential: u64) -> u64 {
+        if self.cfg.clock_steps {
+            (self.wall_ms(node) << 16) | self.rng.u64(0..0x1_0000)
+        } else {
+            sequential
+        }
+    }
+
     fn restart(&mut self, node: Node) {
         if self.proc(node).up {
             return;
@@ -789,21 +909,29 @@ impl World {
         p.up = true;
         p.paused_until = Millis::ZERO;
         p.deferred.clear();
+        p.suspended_from = None;
+        p.lag = Millis::ZERO; // a new process's clock starts now
         let gen = p.gen;
         let seed = self.rng.u64(..);
         match node {
             Node::Master(i) => {
+                // The epoch's clock term is the start's wall clock plus
+                // monotonic time (`clock_base + now`), with clock steps.
+                let clock_base =
+                    if self.cfg.clock_steps { self.wall_ms(node) - self.now.0 } else { 0 };
                 let mp = &mut self.masters[i];
                 mp.guids += 1;
-                mp.node = new_node(i, mp.guids, knobs);
-                mp.zk = ZkClient { link_up: true, ..ZkClient::default() };
+                mp.node = new_node(i, mp.guids, knobs, clock_base);
+                let (extra_until, extra) = self.zk_links[i];
+                mp.zk = ZkClient { link_up: true, extra_until, extra, ..ZkClient::default() };
                 mp.store_fail.clear();
                 mp.refusing_until = Millis::ZERO;
                 self.local_input(node, Input::Master(mnode::Input::Start));
             }
             Node::Worker(i) => {
+                let inc = Incarnation(self.process_id(node, ((i as u64 + 1) << 32) | gen));
                 let wp = &mut self.workers[i];
-                wp.node = new_worker(i, gen, n_masters, knobs, seed);
+                wp.node = new_worker(i, inc, n_masters, knobs, seed);
                 wp.exited = None;
                 let left = std::mem::take(&mut wp.left_behind);
                 let mut inputs = vec![Input::Worker(wnode::Input::Start)];
@@ -836,8 +964,9 @@ impl World {
                 }
             }
             Node::Sub(i) => {
+                let instance = InstanceId(self.process_id(node, ((i as u64 + 1) << 32) | gen));
                 let sp = &mut self.subs[i];
-                sp.node = new_sub(i, gen, sp.framework.clone(), n_masters, seed);
+                sp.node = new_sub(i, instance, sp.framework.clone(), n_masters, seed);
                 sp.exited = None;
                 sp.view.clear();
                 let spec = sp.spec.clone();
@@ -862,6 +991,7 @@ impl World {
         p.gen += 1;
         p.deferred.clear();
         p.paused_until = Millis::ZERO;
+        p.suspended_from = None;
         self.timers.remove(&node);
         match node {
             Node::Master(m) => {
@@ -998,9 +1128,10 @@ impl World {
                 cgen,
             },
         );
+        let asleep = self.masters[m].p.suspended(self.now);
         if !self.listening(m) {
             self.after(Millis(1), Ev::DialDone { conn, ok: false });
-        } else if self.is_blocked(client, mn) || self.is_blocked(mn, client) {
+        } else if asleep || self.is_blocked(client, mn) || self.is_blocked(mn, client) {
             self.after(CONNECT_TIMEOUT, Ev::DialDone { conn, ok: false });
         } else {
             let lat = Millis(self.rng.u64(1..6));
@@ -1122,7 +1253,9 @@ impl World {
             return;
         };
         let tn = Node::Master(to);
-        if self.is_blocked(node, tn) || self.is_blocked(tn, node) {
+        // A suspended host answers nothing, as across a partition.
+        let asleep = self.masters[to].p.suspended(self.now);
+        if asleep || self.is_blocked(node, tn) || self.is_blocked(tn, node) {
             let input = failed("connect timed out");
             self.after(timeout, Ev::Input { node, gen, input });
             return;
@@ -1254,9 +1387,27 @@ impl World {
                 }
                 zk.inflight.insert(req);
                 let lat = Millis(self.rng.u64(1..4));
+                let (slow_until, slow) = self.slow_store;
+                let now = self.now;
                 let zk = &mut self.masters[m].zk;
-                let t = (self.now + lat).max(zk.next_at);
-                zk.next_at = t;
+                let lat = lat + zk.extra(now);
+                let t = if writes_state(&op) {
+                    // A slow store: its writes land late, in order, on a
+                    // lane of their own (the coordination requests are not
+                    // held up behind them, as with a slow disk); a write
+                    // issued after a slow one lands after it.
+                    let slow = if now < slow_until { slow } else { Millis::ZERO };
+                    let t = (now + lat + slow).max(zk.store_next_at).max(zk.next_at);
+                    zk.store_next_at = t;
+                    if slow == Millis::ZERO {
+                        zk.next_at = t;
+                    }
+                    t
+                } else {
+                    let t = (now + lat).max(zk.next_at);
+                    zk.next_at = t;
+                    t
+                };
                 let link = zk.link;
                 self.at(t, Ev::ZkExec { m, link, session, req, op });
             }
@@ -1321,12 +1472,33 @@ impl World {
             }
             self.log(|| format!("m{m} zk reply lost for {op:?}"));
             self.zk_drop(m, ZK_RECONNECT);
-        } else if result == Err(ZkError::SessionExpired) {
+        } else if matches!(result, Err(ZkError::SessionExpired | ZkError::ConnectionLoss)) {
+            // An expired session's connection is closed by the server; a
+            // packet over the limit drops the connection (the model's
+            // `ConnectionLoss`): every request in flight fails with it.
+            if result == Err(ZkError::ConnectionLoss) {
+                self.log(|| format!("m{m} zk packet over the limit: {op:?}"));
+            }
             self.zk_drop(m, ZK_RECONNECT);
+        } else if self.masters[m].zk.extra(self.now) > Millis::ZERO {
+            // The reply crosses the slow link back, in order.
+            let zk = &mut self.masters[m].zk;
+            let t = (self.now + zk.extra).max(zk.reply_next_at);
+            zk.reply_next_at = t;
+            let link = zk.link;
+            self.at(t, Ev::ZkReply { m, link, req, result });
         } else {
-            self.masters[m].zk.inflight.remove(&req);
-            let gen = self.masters[m].p.gen;
-            self.zk_deliver(m, gen, ZkEvent::Reply { req, result });
+            let zk = &mut self.masters[m].zk;
+            let t = zk.reply_next_at;
+            if t > self.now {
+                // Behind replies still crossing a link that was slow.
+                let link = zk.link;
+                self.at(t, Ev::ZkReply { m, link, req, result });
+            } else {
+                zk.inflight.remove(&req);
+                let gen = self.masters[m].p.gen;
+                self.zk_deliver(m, gen, ZkEvent::Reply { req, result });
+            }
         }
     }
 
@@ -1439,8 +1611,9 @@ impl World {
             }
             let Some(s) = mp.zk.session else { continue };
             let gen = mp.p.gen;
+            let extra = mp.zk.extra(self.now);
             for event in self.zk.take_notifications(s) {
-                let lat = Millis(self.rng.u64(1..4));
+                let lat = Millis(self.rng.u64(1..4)) + extra;
                 let input = Input::Master(mnode::Input::Zk(ZkEvent::Watch { session: s, event }));
                 self.after(lat, Ev::Input { node: Node::Master(m), gen, input });
             }
@@ -1575,6 +1748,12 @@ impl World {
         if self.workers[w].p.gen != gen {
             return;
         }
+        if self.workers[w].p.suspended(self.now) {
+            // Its executors sleep with the host: this happens after it wakes.
+            let at = self.workers[w].p.paused_until + Millis(1);
+            self.at(at, Ev::Exec { w, gen, x, what });
+            return;
+        }
         let state = match what {
             ExecWhat::Running => {
                 if self.execs.get(&(w, x.clone())) != Some(&true) {
@@ -1600,6 +1779,15 @@ impl World {
         };
         let input = wnode::Input::ExecutorChanged { executor: x, state };
         self.deliver(Node::Worker(w), gen, Input::Worker(input));
+    }
+
+    /// The executor processes worker `w` started that still run (they
+    /// outlive a crash of its process).
+    pub(crate) fn running_executors(&self, w: usize) -> impl Iterator<Item = &ExecutorId> {
+        self.execs
+            .iter()
+            .filter(move |((ww, _), running)| *ww == w && **running)
+            .map(|((_, x), _)| x)
     }
 
     // ----- subscribers --------------------------------------------------------
@@ -1725,6 +1913,28 @@ impl World {
             }
             _ => return,
         };
+        use invariants::durable_acks::{Backing, Hold};
+        let backing = match &msg {
+            Message::CordonWorker { worker, .. } => {
+                Some(Backing::Hold { worker: worker.clone(), hold: Hold::Cordon })
+            }
+            Message::UncordonWorker { worker, .. } => {
+                Some(Backing::Hold { worker: worker.clone(), hold: Hold::Uncordon })
+            }
+            Message::DrainWorker { worker, .. } => {
+                Some(Backing::Hold { worker: worker.clone(), hold: Hold::Drain })
+            }
+            Message::ScaleGroup { framework, group, slots, .. } => Some(Backing::Scale {
+                framework: framework.clone(),
+                group: group.clone(),
+                slots: *slots,
+            }),
+            _ => None,
+        };
+        if let Some(backing) = backing {
+            let gen = self.subs[s].p.gen;
+            invariants::durable_acks::on_request(self, s, gen, request, backing);
+        }
         self.log(|| format!("operator on f{s}'s connection sends {msg:?}"));
         self.operator_changes += 1;
         self.send(conn, true, msg);
@@ -1737,7 +1947,10 @@ impl World {
     fn leader_or(&self, fallback: usize) -> usize {
         let n = self.masters.len();
         (0..n)
-            .find(|&m| self.masters[m].p.up && self.masters[m].elector().is_acting(self.now))
+            .find(|&m| {
+                self.masters[m].p.up
+                    && self.masters[m].elector().is_acting(self.node_now(Node::Master(m)))
+            })
             .or_else(|| {
                 (0..n).find(|&m| {
                     self.masters[m].p.up
@@ -1806,6 +2019,19 @@ impl World {
                 self.pause(node, ms);
             }
             Fault::PauseWorker { w, ms } => self.pause(Node::Worker(w % nw), ms),
+            Fault::Suspend { host, i, leader, ms } => {
+                let node = match host % 3 {
+                    0 => Node::Master(pick(leader, i, self)),
+                    1 => Node::Worker(i % nw),
+                    _ if ns > 0 => Node::Sub(i % ns),
+                    _ => return,
+                };
+                if self.proc(node).up {
+                    let now = self.now;
+                    self.pause(node, ms);
+                    self.proc_mut(node).suspended_from.get_or_insert(now);
+                }
+            }
             Fault::ZkDisconnect { m, leader, ms } => {
                 let m = pick(leader, m, self);
                 if self.masters[m].p.up {
@@ -1847,6 +2073,30 @@ impl World {
                         self.cut(conn);
                     }
                 }
+            }
+            Fault::SlowStore { ms, delay } => {
+                let until =
+                    if ms == 0 { Millis(u64::MAX) } else { self.now + Millis(u64::from(ms)) };
+                self.slow_store = (until, Millis(u64::from(delay)));
+            }
+            Fault::ZkLatency { m, leader, ms, one_way } => {
+                let m = pick(leader, m, self);
+                let until =
+                    if ms == 0 { Millis(u64::MAX) } else { self.now + Millis(u64::from(ms)) };
+                let link = &mut self.zk_links[m];
+                *link = (until, Millis(u64::from(one_way)));
+                let zk = &mut self.masters[m].zk;
+                (zk.extra_until, zk.extra) = *link;
+            }
+            Fault::ClockStep { host, i, forward } => {
+                let node = match host % 3 {
+                    0 => Node::Master(i % nm),
+                    1 => Node::Worker(i % nw),
+                    _ if ns > 0 => Node::Sub(i % ns),
+                    _ => return,
+                };
+                let step = if forward { CLOCK_STEP } else { -CLOCK_STEP };
+                *self.wall_offset.entry(node).or_default() += step;
             }
             Fault::StepDown => {
                 let m = self.leader_or(0);
@@ -1896,9 +2146,16 @@ impl World {
         self.log(|| "HEAL".into());
         self.healed = true;
         self.blocked.clear();
+        if self.slow_store.0 != Millis(u64::MAX) {
+            self.slow_store = (Millis::ZERO, Millis::ZERO); // slow for good stays
+        }
         for m in 0..self.masters.len() {
             let mp = &mut self.masters[m];
             mp.zk.lose_next = None;
+            if self.zk_links[m].0 != Millis(u64::MAX) {
+                self.zk_links[m] = (Millis::ZERO, Millis::ZERO);
+                mp.zk.extra_until = Millis::ZERO; // slow for good stays
+            }
             mp.store_fail.clear();
             mp.refusing_until = Millis::ZERO;
             mp.zk.down_until = self.now;
@@ -1930,7 +2187,7 @@ impl World {
 
 /// Master `i`'s node for process run `guid`: ZooKeeper mode, the store
 /// under `<ROOT>/state`.
-fn new_node(i: usize, guid: u64, knobs: Knobs) -> MasterNode {
+fn new_node(i: usize, guid: u64, knobs: Knobs, clock_base: u64) -> MasterNode {
     let mut c = elector::Config::new(
         ROOT,
         ((i as u64 + 1) << 32) | guid,
@@ -1944,7 +2201,7 @@ fn new_node(i: usize, guid: u64, knobs: Knobs) -> MasterNode {
     MasterNode::new(mnode::Config {
         master: master::Config::new(MasterId(format!("m{i}")), master_addr(i)),
         leadership: Leadership::Zookeeper(c),
-        clock_base: 0,
+        clock_base,
         cluster: CLUSTER.into(),
     })
 }
@@ -2006,11 +2263,17 @@ fn fenced(op: &ZkOp) -> Result<(), String> {
     }
 }
 
-fn new_worker(i: usize, gen: u64, masters: usize, knobs: Knobs, seed: u64) -> WorkerNode {
+fn new_worker(
+    i: usize,
+    incarnation: Incarnation,
+    masters: usize,
+    knobs: Knobs,
+    seed: u64,
+) -> WorkerNode {
     let mut c = worker::Config::new(
         CLUSTER,
         WorkerId(format!("w{i}")),
-        Incarnation(((i as u64 + 1) << 32) | gen),
+        incarnation,
         (0..masters).map(master_addr).collect(),
         2 + (i as u32 % 3),
         2_048,
@@ -2020,11 +2283,17 @@ fn new_worker(i: usize, gen: u64, masters: usize, knobs: Knobs, seed: u64) -> Wo
     WorkerNode::new(c)
 }
 
-fn new_sub(i: usize, gen: u64, framework: Option<Fid>, masters: usize, seed: u64) -> SubmitNode {
+fn new_sub(
+    i: usize,
+    instance: InstanceId,
+    framework: Option<Fid>,
+    masters: usize,
+    seed: u64,
+) -> SubmitNode {
     let mut c = subscriber::Config::new(
         CLUSTER,
         format!("f{i}"),
-        InstanceId(((i as u64 + 1) << 32) | gen),
+        instance,
         (0..masters).map(master_addr).collect(),
     );
     c.framework = framework;

@@ -47,6 +47,11 @@ pub struct Knobs {
     pub no_lease_check: bool,
     /// `elector::Config::unsafe_no_acting_lease`.
     pub no_acting_lease: bool,
+    /// The runtimes' clock stops while the host is suspended
+    /// (CLOCK_MONOTONIC, as `Instant` is on Linux) instead of counting the
+    /// suspend (CLOCK_BOOTTIME, DESIGN rule 10): after a [`Fault::Suspend`]
+    /// the node's clock lags by the sleep.
+    pub monotonic_clock: bool,
 }
 
 /// How big a run is.
@@ -80,6 +85,29 @@ pub struct SimConfig {
     /// kill single executors ([`Schedule::with_operator_commands`]). Off by
     /// default, so the regression seeds keep their schedules.
     pub operator: bool,
+    /// Invariants not checked, by name (`regent-soak --skip NAME`): to soak
+    /// the other properties while a known bug breaks one. Empty by default.
+    pub skip: Vec<String>,
+    /// Store writes are sometimes slower than every client timer
+    /// ([`Fault::SlowStore`], `regent-soak --slow-store`). Off by default.
+    pub slow_store: bool,
+    /// A master's ZooKeeper link sometimes has a round trip above the
+    /// acting lease ([`Fault::ZkLatency`], `regent-soak --zk-latency`). Off
+    /// by default.
+    pub zk_latency: bool,
+    /// The ZooKeeper model's packet limit (`jute.maxbuffer`), in bytes:
+    /// ZooKeeper's 1 MiB by default (`regent-soak --zk-packet-limit BYTES`
+    /// lowers it, so a small simulated cluster's listings and loads reach
+    /// it).
+    pub zk_packet_limit: usize,
+    /// Hosts' wall clocks step by an hour ([`Fault::ClockStep`],
+    /// `regent-soak --clock-steps`); every process then takes its ids and
+    /// clock terms from its host's wall clock as the runtimes do (else they
+    /// are sequential and masters leave the clock term out). Off by default.
+    pub clock_steps: bool,
+    /// Hosts are sometimes suspended ([`Fault::Suspend`], `regent-soak
+    /// --suspend`). Off by default.
+    pub suspend: bool,
 }
 
 impl Default for SimConfig {
@@ -95,6 +123,12 @@ impl Default for SimConfig {
             datagram: false,
             takeovers: false,
             operator: false,
+            skip: Vec::new(),
+            slow_store: false,
+            zk_latency: false,
+            zk_packet_limit: regent_core::testkit::zk::PACKET_LIMIT,
+            clock_steps: false,
+            suspend: false,
         }
     }
 }
@@ -110,6 +144,41 @@ impl SimConfig {
             subscribers: rng.usize(1..=2),
             ..self.clone()
         }
+    }
+}
+
+impl SimConfig {
+    /// The `regent-soak` flags that select this configuration's faults and
+    /// skipped invariants (for a replay line).
+    pub fn flags(&self) -> String {
+        let mut out = String::new();
+        for (on, flag) in [
+            (self.datagram, "--datagram"),
+            (self.takeovers, "--takeovers"),
+            (self.operator, "--operator"),
+            (self.slow_store, "--slow-store"),
+            (self.zk_latency, "--zk-latency"),
+            (self.clock_steps, "--clock-steps"),
+            (self.suspend, "--suspend"),
+            (self.knobs.no_epoch_fencing, "--no-epoch-fencing"),
+            (self.knobs.no_adopt_after_connection_loss, "--no-adopt"),
+            (self.knobs.no_lease_check, "--no-lease-check"),
+            (self.knobs.no_acting_lease, "--no-acting-lease"),
+            (self.knobs.monotonic_clock, "--monotonic-clock"),
+        ] {
+            if on {
+                out.push(' ');
+                out.push_str(flag);
+            }
+        }
+        if self.zk_packet_limit != regent_core::testkit::zk::PACKET_LIMIT {
+            out.push_str(&format!(" --zk-packet-limit {}", self.zk_packet_limit));
+        }
+        for s in &self.skip {
+            out.push_str(" --skip ");
+            out.push_str(s);
+        }
+        out
     }
 }
 
@@ -187,11 +256,11 @@ impl std::fmt::Display for Failure {
         for line in &self.trace {
             writeln!(f, "  {line}")?;
         }
-        let operator = if self.config.operator { " --operator" } else { "" };
         write!(
             f,
-            "replay: cargo run --release -p regent-tests --bin regent-soak -- --replay {}{operator}",
-            self.seed
+            "replay: cargo run --release -p regent-tests --bin regent-soak -- --replay {}{}",
+            self.seed,
+            self.config.flags()
         )
     }
 }
@@ -224,6 +293,18 @@ pub fn run_seed(seed: u64, base: &SimConfig) -> Result<RunStats, Box<Failure>> {
     if config.operator {
         schedule = schedule.with_operator_commands(seed, config.window_ms);
     }
+    if config.clock_steps {
+        schedule = schedule.with_clock_steps(seed, config.window_ms);
+    }
+    if config.suspend {
+        schedule = schedule.with_suspends(seed, config.window_ms);
+    }
+    schedule = schedule.with_slow_dependencies(
+        seed,
+        config.window_ms,
+        config.slow_store,
+        config.zk_latency,
+    );
     match run_schedule(seed, &config, &schedule, false) {
         Ok(stats) => Ok(stats),
         Err((violation, _)) => {

@@ -155,6 +155,70 @@ pub enum Fault {
         /// How long the listener refuses.
         ms: u32,
     },
+    /// The recovery store is slow (issue 20, DESIGN rule 11): for `ms`
+    /// (0: from then on, healed never, so the cluster must settle with it),
+    /// every store write any master issues lands `delay` ms late (at least
+    /// 10 s: slower than every client timer that restarts work), in order.
+    /// The writes have a lane of their own, so the masters' coordination
+    /// requests (syncs, pings, the election) are not held up behind them,
+    /// as with a slow disk under a filesystem store.
+    SlowStore {
+        /// How long the store stays slow.
+        ms: u32,
+        /// How late each write lands.
+        delay: u32,
+    },
+    /// A host's wall clock steps by an hour (NTP after a reboot, a restored
+    /// VM), forward or back. A running process does not see it (its clock
+    /// terms are its start's wall clock plus monotonic time, as the
+    /// runtimes compute them); the next process started on the host reads
+    /// the stepped clock: a master's epoch clock term, a worker's
+    /// incarnation and a subscriber's instance id (time-ordered ids, as
+    /// `regent_std::net::time_ordered_id` makes them). Only with
+    /// `SimConfig::clock_steps`, which gives every process wall-clock ids.
+    ClockStep {
+        /// Which kind of host: `host % 3` is a master (0), a worker (1) or a
+        /// subscriber (2).
+        host: u8,
+        /// Which one (modulo their number).
+        i: usize,
+        /// An hour forward, or back.
+        forward: bool,
+    },
+    /// A host is suspended for `ms` (a laptop lid, a VM paused by its
+    /// hypervisor): its processes are paused, its kernel answers nothing
+    /// (probes and dials of a suspended master time out, as across a
+    /// partition), its executors sleep too. The runtime's clock counts the
+    /// sleep (CLOCK_BOOTTIME): on waking the node sees the time jump;
+    /// with `Knobs::monotonic_clock` its clock stops instead and lags by the
+    /// sleep from then on (the bug DESIGN rule 10 closes).
+    Suspend {
+        /// Which kind of host: `host % 3` is a master (0), a worker (1) or a
+        /// subscriber (2).
+        host: u8,
+        /// Which one (modulo their number; ignored for a master with
+        /// `leader`).
+        i: usize,
+        /// For a master: the acting leader.
+        leader: bool,
+        /// How long it sleeps.
+        ms: u32,
+    },
+    /// A master's ZooKeeper is far away (issue 20 scenario 7): for `ms`
+    /// (0: from then on, never healed, even across restarts of the master)
+    /// every request and every reply and watch notification on its link
+    /// takes `one_way` ms more, each way (a round trip of `2 * one_way`,
+    /// above the acting lease).
+    ZkLatency {
+        /// The master (ignored with `leader`).
+        m: usize,
+        /// Target the acting leader.
+        leader: bool,
+        /// How long the link stays slow.
+        ms: u32,
+        /// Extra latency each way.
+        one_way: u32,
+    },
 }
 
 /// A fault schedule: faults at times (ms from the start), plus how unreliable
@@ -245,6 +309,98 @@ impl Schedule {
         self
     }
 
+    /// This schedule with slow dependencies added (issue 20), each from a
+    /// stream of its own so the seed's other faults stay as they were:
+    /// with `slow_store`, one or two windows of 5–30 s in which store
+    /// writes land 10–15 s late ([`Fault::SlowStore`]), a third of them
+    /// lasting to the end of the run (liveness must then hold with it); with `zk_latency`,
+    /// one or two windows of 5–20 s in which a master's ZooKeeper link
+    /// (the acting leader's, two times in three) has 75–500 ms more
+    /// latency each way, a round trip of 150 ms to 1 s ([`Fault::ZkLatency`]),
+    /// a third of each lasting to the end of the run.
+    pub fn with_slow_dependencies(
+        mut self,
+        seed: u64,
+        window: u32,
+        slow_store: bool,
+        zk_latency: bool,
+    ) -> Self {
+        if slow_store {
+            let mut rng = fastrand::Rng::with_seed(seed ^ 0x5105_0e5d);
+            for _ in 0..rng.usize(1..=2) {
+                // A slow store for good one time in three: progress with it.
+                let ms = if rng.u8(0..3) == 0 { 0 } else { rng.u32(5_000..30_000) };
+                let f = Fault::SlowStore { ms, delay: rng.u32(10_000..=15_000) };
+                self.faults.push((rng.u32(0..window.max(1)), f));
+            }
+        }
+        if zk_latency {
+            let mut rng = fastrand::Rng::with_seed(seed ^ 0x2c1a_7e9c);
+            for _ in 0..rng.usize(1..=2) {
+                // For good one time in three: commands must flow with it.
+                let ms = if rng.u8(0..3) == 0 { 0 } else { rng.u32(5_000..20_000) };
+                let f = Fault::ZkLatency {
+                    m: rng.usize(0..8),
+                    leader: rng.u8(0..3) > 0,
+                    ms,
+                    one_way: rng.u32(75..=500),
+                };
+                self.faults.push((rng.u32(0..window.max(1)), f));
+            }
+        }
+        self.faults.sort_by_key(|(t, _)| *t);
+        self
+    }
+
+    /// This schedule with one to three wall-clock steps of an hour
+    /// ([`Fault::ClockStep`]), back two times in three, each followed two
+    /// times in three by a crash of a process on that host 0–2 s later
+    /// (down 0.1–3 s), so a new process starts with the stepped clock; from
+    /// a stream of their own.
+    pub fn with_clock_steps(mut self, seed: u64, window: u32) -> Self {
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0xc10c_57e9);
+        for _ in 0..rng.usize(1..=3) {
+            let (host, i, t) = (rng.u8(0..3), rng.usize(0..8), rng.u32(0..window.max(1)));
+            let forward = rng.u8(0..3) == 0;
+            self.faults.push((t, Fault::ClockStep { host, i, forward }));
+            if rng.u8(0..3) > 0 {
+                let ms = rng.u32(100..3_000);
+                let crash = match host % 3 {
+                    0 => Fault::CrashMaster { m: i, leader: false, ms },
+                    1 => Fault::CrashWorker { w: i, ms },
+                    _ => Fault::CrashSub { s: i, ms },
+                };
+                self.faults.push((t + rng.u32(0..2_000), crash));
+            }
+        }
+        self.faults.sort_by_key(|(t, _)| *t);
+        self
+    }
+
+    /// This schedule with one or two host suspends of 0.5–10 s
+    /// ([`Fault::Suspend`]): of a master half the time (the acting leader
+    /// two times in three), else of a worker or a subscriber; from a stream
+    /// of their own.
+    pub fn with_suspends(mut self, seed: u64, window: u32) -> Self {
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0x5_1ee9);
+        for _ in 0..rng.usize(1..=2) {
+            let host = match rng.u8(0..10) {
+                0..=4 => 0,
+                5..=7 => 1,
+                _ => 2,
+            };
+            let f = Fault::Suspend {
+                host,
+                i: rng.usize(0..8),
+                leader: rng.u8(0..3) > 0,
+                ms: rng.u32(500..10_000),
+            };
+            self.faults.push((rng.u32(0..window.max(1)), f));
+        }
+        self.faults.sort_by_key(|(t, _)| *t);
+        self
+    }
+
     /// The last moment a fault of this schedule is still in effect (start
     /// plus the longest duration it names).
     pub fn end(&self) -> u32 {
@@ -265,12 +421,20 @@ impl Fault {
             | Fault::PauseMaster { ms, .. }
             | Fault::PauseWorker { ms, .. }
             | Fault::ZkDisconnect { ms, .. }
-            | Fault::ListenerRefuses { ms, .. } => *ms,
+            | Fault::ListenerRefuses { ms, .. }
+            | Fault::ZkLatency { ms, .. }
+            | Fault::Suspend { ms, .. } => *ms,
+            // (`ms: 0` for good: never healed, holds no heal back.)
+            // Its last write lands `delay` after the window; one for good
+            // is never healed, so it does not hold the heal back.
+            Fault::SlowStore { ms: 0, .. } => 0,
+            Fault::SlowStore { ms, delay } => ms + delay,
             Fault::ZkExpire { .. } => 6_000,
             Fault::ZkLoseReply { .. }
             | Fault::StoreFail { .. }
             | Fault::SubKill { .. }
             | Fault::StepDown
+            | Fault::ClockStep { .. }
             | Fault::Operate { .. } => 0,
         }
     }
@@ -287,6 +451,9 @@ impl Fault {
             | Fault::PauseMaster { ms, .. }
             | Fault::PauseWorker { ms, .. }
             | Fault::ZkDisconnect { ms, .. }
+            | Fault::SlowStore { ms, .. }
+            | Fault::ZkLatency { ms, .. }
+            | Fault::Suspend { ms, .. }
                 if *ms > 200 =>
             {
                 *ms /= 2;

@@ -1,21 +1,115 @@
-//! Every acknowledged registration, subscription and executor request
-//! survives failover. An acknowledgement (`Registered`, `Subscribed`,
-//! `RequestAccepted` for a group declaration) may only be sent once the
-//! store holds what it acknowledges (DESIGN rule 3); from then on the store
-//! must keep it for the next leader until a leader legitimately removes it
-//! (a DEAD worker's conditional delete, a new incarnation's record, a
+//! Acknowledged means durable, for every acknowledgement kind. An
+//! acknowledgement may only be sent once the store holds what it
+//! acknowledges (DESIGN rule 3):
+//!
+//! * `Registered` (first or duplicate): the worker's record with that
+//!   incarnation;
+//! * `Subscribed`: the framework's record;
+//! * `RequestAccepted` for a group declaration: the group in the
+//!   framework's record; for a scale: a write of the group with that slot
+//!   count landed since the request was sent (or the store holds that count
+//!   now); for a cordon, a drain or an uncordon: a write of the worker's
+//!   record with that hold (cordoned or any stronger hold; draining or
+//!   drained; none) landed since, or the store holds it now; for a
+//!   teardown: the framework's record was deleted since, or is gone;
+//! * `ExecutorStatusAck` of an exit: checked by [`super::executor_exits`].
+//!
+//! Kills (`KillExecutor`, `OperatorKillExecutor`) are not checked here: an
+//! accepted kill of an executor already replaced in its slot changes no
+//! record; the `kills` invariant checks every kill sent has a reason.
+//!
+//! "Since the request was sent", not "now": a later write (another
+//! operator's change, the DEAD sweep) may change the record again before
+//! the acknowledgement of the first leaves, and that is no violation.
+//!
+//! From then on the store must keep registrations, subscriptions and
+//! groups for the next leader until a leader legitimately removes them (a
+//! DEAD worker's conditional delete, a new incarnation's record, a
 //! framework's teardown or failover timeout). Checked at every
 //! acknowledgement, at every store write and whenever a leader loads.
 
 use crate::sim::engine::{Node, World};
 use regent_core::protocol::Message;
-use regent_core::store::{Record, RecordKey};
+use regent_core::store::{Maintenance, Record, RecordKey};
+use regent_core::{FrameworkId, WorkerId};
+
+/// What backs the acceptance of a subscriber's or an operator's request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Backing {
+    /// A scale of a group to `slots`.
+    Scale { framework: FrameworkId, group: String, slots: u32 },
+    /// A cordon of a worker (`hold`: which holds satisfy it).
+    Hold { worker: WorkerId, hold: Hold },
+    /// A teardown of a framework.
+    Teardown { framework: FrameworkId },
+}
+
+/// The worker holds a request asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Hold {
+    /// Any hold (a cordon of a draining worker keeps the drain).
+    Cordon,
+    /// Draining or drained.
+    Drain,
+    /// None.
+    Uncordon,
+}
+
+impl Backing {
+    fn written(&self, record: &Record) -> bool {
+        match (self, record) {
+            (Backing::Scale { framework, group, slots }, Record::Framework(r)) => {
+                r.id == *framework
+                    && r.groups
+                        .iter()
+                        .any(|g| g.spec.group == *group && g.slots.len() == *slots as usize)
+            }
+            (Backing::Hold { worker, hold }, Record::Worker(r)) => {
+                r.id == *worker
+                    && match hold {
+                        Hold::Cordon => r.maintenance.is_some(),
+                        Hold::Drain => matches!(
+                            r.maintenance,
+                            Some(Maintenance::Draining { .. } | Maintenance::Drained)
+                        ),
+                        Hold::Uncordon => r.maintenance.is_none(),
+                    }
+            }
+            _ => false,
+        }
+    }
+
+    fn deleted(&self, key: &RecordKey) -> bool {
+        matches!((self, key), (Backing::Teardown { framework }, RecordKey::Framework(f)) if f == framework)
+    }
+
+    /// Whether the store holds what backs it now.
+    fn holds(&self, w: &World) -> bool {
+        match self {
+            Backing::Scale { framework, .. } | Backing::Teardown { framework } => {
+                let r = w.stored_at(&RecordKey::Framework(framework.clone()));
+                match self {
+                    Backing::Teardown { .. } => r.is_none(),
+                    _ => r.is_some_and(|r| self.written(&r)),
+                }
+            }
+            Backing::Hold { worker, .. } => {
+                w.stored_at(&RecordKey::Worker(worker.clone())).is_some_and(|r| self.written(&r))
+            }
+        }
+    }
+}
+
+/// Remembers a request whose acceptance `backing` must back: sent by
+/// subscriber `s` (process generation `gen`) with id `request`.
+pub(crate) fn on_request(w: &mut World, s: usize, gen: u64, request: u64, backing: Backing) {
+    w.obs.backed_requests.insert((s, gen, request), (backing, false));
+}
 
 type R = Result<(), (&'static str, String)>;
 
 pub(crate) fn on_registered(w: &mut World, client: Node, msg: &Message) -> R {
-    let (Node::Worker(i), Message::Registered { duplicate: false, epoch, .. }) = (client, msg)
-    else {
+    let (Node::Worker(i), Message::Registered { duplicate, epoch, .. }) = (client, msg) else {
         return Ok(());
     };
     let cfg = w.workers[i].worker().config();
@@ -26,7 +120,7 @@ pub(crate) fn on_registered(w: &mut World, client: Node, msg: &Message) -> R {
             return Err((
                 "durable_acks",
                 format!(
-                    "Registered at {epoch} sent to {id} ({inc}) while the store holds {other:?}"
+                    "Registered (duplicate: {duplicate}) at {epoch} sent to {id} ({inc}) while the store holds {other:?}"
                 ),
             ))
         }
@@ -51,6 +145,17 @@ pub(crate) fn on_sub_ack(w: &mut World, client: Node, msg: &Message) -> R {
         }
         Message::RequestAccepted { request, epoch } => {
             let gen = w.subs[s].p.gen;
+            if let Some((backing, landed)) = w.obs.backed_requests.remove(&(s, gen, *request)) {
+                if !landed && !backing.holds(w) {
+                    return Err((
+                        "durable_acks",
+                        format!(
+                            "request {request} ({backing:?}) of f{s} accepted at {epoch} before a write backing it landed"
+                        ),
+                    ));
+                }
+                return Ok(());
+            }
             let Some(group) = w.obs.sub_requests.get(&(s, gen, *request)).cloned() else {
                 return Ok(()); // a kill or a teardown
             };
@@ -75,6 +180,9 @@ pub(crate) fn on_sub_ack(w: &mut World, client: Node, msg: &Message) -> R {
 }
 
 pub(crate) fn on_store_write(w: &mut World, record: &Record) -> Result<(), String> {
+    for (backing, landed) in w.obs.backed_requests.values_mut() {
+        *landed |= backing.written(record);
+    }
     match record {
         Record::Worker(r) => {
             if w.obs.acked_workers.get(&r.id).is_some_and(|inc| *inc != r.incarnation) {
@@ -96,6 +204,9 @@ pub(crate) fn on_store_write(w: &mut World, record: &Record) -> Result<(), Strin
 }
 
 pub(crate) fn on_store_delete(w: &mut World, key: &RecordKey) {
+    for (backing, landed) in w.obs.backed_requests.values_mut() {
+        *landed |= backing.deleted(key);
+    }
     match key {
         RecordKey::Worker(id) => {
             w.obs.acked_workers.remove(id);

@@ -1,10 +1,25 @@
 //! Liveness, checked once the faults are over and everything is healed:
 //! within a bounded simulated time exactly one master is ALIVE and acting,
 //! every live worker is registered with it (and ALIVE in its registry with
-//! its current incarnation), and every live subscriber is subscribed with it.
+//! its current incarnation), every live subscriber is subscribed with it,
+//! and no executor has been LAUNCHING at it for longer than
+//! [`LAUNCH_BOUND`] (issue 20 scenario 7: a leader that cannot confirm its
+//! acting lease sends no launch, and its executors stay LAUNCHING).
+//!
+//! Slow dependencies that last to the end of the run (a store whose writes
+//! take 10–15 s, a ZooKeeper round trip of up to 1 s: `Fault::SlowStore`
+//! and `Fault::ZkLatency` with `ms: 0`) are not healed: the cluster must
+//! settle with them (DESIGN rule 11: slower, never livelocked).
 
 use crate::sim::engine::{master_addr, World};
 use regent_core::master::{Status, WorkerState};
+use regent_core::protocol::ExecutorState;
+use regent_core::Millis;
+
+/// How long a settled leader may hold an executor LAUNCHING: time for its
+/// launch to reach the worker, the process to start and its report to
+/// come back, with a slow store (15 s writes) in the way.
+pub(crate) const LAUNCH_BOUND: Millis = Millis(30_000);
 
 pub(crate) fn holds(w: &World) -> Result<(), String> {
     let leaders: Vec<usize> = (0..w.masters.len())
@@ -13,7 +28,7 @@ pub(crate) fn holds(w: &World) -> Result<(), String> {
             mp.p.up
                 && !mp.p.paused(w.now)
                 && mp.master().status() == Status::Alive
-                && mp.elector().is_acting(w.now)
+                && mp.elector().is_acting(w.node_now(crate::sim::engine::Node::Master(i)))
         })
         .collect();
     let [l] = leaders[..] else {
@@ -48,6 +63,19 @@ pub(crate) fn holds(w: &World) -> Result<(), String> {
             e.id == cfg.id && e.incarnation == cfg.incarnation && e.state == WorkerState::Alive
         }) {
             return Err(format!("leader m{l} does not hold w{i} ({}) ALIVE", cfg.incarnation));
+        }
+    }
+    let gen = w.masters[l].p.gen;
+    for e in w.masters[l].master().executors() {
+        if e.state != ExecutorState::Launching {
+            continue;
+        }
+        let since = w.obs.launching_since.get(&(l, gen, e.id.clone())).copied().unwrap_or(w.now);
+        if w.now.since(since) > LAUNCH_BOUND {
+            return Err(format!(
+                "leader m{l} has held {} LAUNCHING on {} since {since}",
+                e.id, e.worker
+            ));
         }
     }
     for (i, sp) in w.subs.iter().enumerate() {

@@ -12,6 +12,7 @@ pub mod epochs;
 pub mod executor_exits;
 pub mod kills;
 pub mod liveness;
+pub mod one_executor;
 pub mod registry;
 pub mod resources;
 pub mod single_leader;
@@ -43,11 +44,19 @@ pub(crate) struct Obs {
     pub(crate) acked_groups: BTreeSet<(FrameworkId, String)>,
     /// (subscriber, process generation, request id) -> declared group.
     pub(crate) sub_requests: BTreeMap<(usize, u64, u64), String>,
+    /// (subscriber, process generation, request id) -> what backs its
+    /// acceptance, and whether a write of it landed since it was sent.
+    pub(crate) backed_requests: BTreeMap<(usize, u64, u64), (durable_acks::Backing, bool)>,
     // executors
     pub(crate) last_report: BTreeMap<(usize, ExecutorId), ExecutorState>,
     pub(crate) lost: BTreeSet<ExecutorId>,
     pub(crate) removed_frameworks: BTreeSet<FrameworkId>,
     pub(crate) kill_requested: BTreeSet<ExecutorId>,
+    /// Executors some master asked a worker to kill or stop.
+    pub(crate) kills_sent: BTreeSet<ExecutorId>,
+    /// Slots two workers registered with the leader both run, since when
+    /// ([`one_executor`]).
+    pub(crate) doubled_since: BTreeMap<one_executor::Slot, Millis>,
     /// Workers an operator asked to drain (their executors may be killed
     /// at the deadline).
     pub(crate) drained: BTreeSet<WorkerId>,
@@ -56,6 +65,9 @@ pub(crate) struct Obs {
     /// was sent): their exits are moot even once a later scale-up makes
     /// new slots at the same indexes.
     pub(crate) scaled_away: BTreeSet<ExecutorId>,
+    /// Executors a leader holds LAUNCHING, since when: (master, process
+    /// generation, executor) -> first seen so ([`liveness`]).
+    pub(crate) launching_since: BTreeMap<(usize, u64, ExecutorId), Millis>,
     // command order
     /// The highest epoch any command was sent at: (epoch, when the first
     /// command at it was sent, by which master).
@@ -75,14 +87,23 @@ impl Obs {
     }
 }
 
+/// A state-based invariant's check.
+type Check = fn(&mut World) -> Result<(), String>;
+
 /// The state-based invariants, after every step.
 pub(crate) fn check_all(w: &mut World) -> Result<(), Violation> {
-    let at = w.now;
-    let wrap = |invariant: &'static str| move |detail: String| Violation { invariant, detail, at };
-    single_leader::check(w).map_err(wrap("single_leader"))?;
-    epochs::check(w).map_err(wrap("epochs"))?;
-    registry::check(w).map_err(wrap("registry"))?;
-    resources::check(w).map_err(wrap("resources"))?;
+    let checks: [(&'static str, Check); 5] = [
+        ("single_leader", |w| single_leader::check(w)),
+        ("epochs", epochs::check),
+        ("registry", |w| registry::check(w)),
+        ("resources", |w| resources::check(w)),
+        ("one_executor", one_executor::check),
+    ];
+    for (invariant, check) in checks {
+        if !w.skips(invariant) {
+            check(w).map_err(|detail| Violation { invariant, detail, at: w.now })?;
+        }
+    }
     Ok(())
 }
 
@@ -125,9 +146,13 @@ pub(crate) fn after_master_handle(w: &mut World, m: usize, before: Leading) {
     if mp.master().status() == master::Status::Standby {
         return;
     }
+    let gen = mp.p.gen;
     for e in mp.master().executors() {
         if matches!(e.state, ExecutorState::Lost | ExecutorState::Killed) {
             w.obs.lost.insert(e.id.clone());
+        }
+        if e.state == ExecutorState::Launching {
+            w.obs.launching_since.entry((m, gen, e.id.clone())).or_insert(w.now);
         }
     }
     registry::after_master_handle(w, m);
@@ -139,6 +164,11 @@ pub(crate) fn on_master_send(w: &mut World, m: usize, conn: ConnId, msg: &Messag
         if let Err(detail) = command_order::on_command(w, m, msg) {
             fail(w, "command_order", detail);
         }
+    }
+    if let Message::KillExecutorOnWorker { executor, .. }
+    | Message::StopExecutorOnWorker { executor, .. } = msg
+    {
+        w.obs.kills_sent.insert(executor.clone());
     }
     let Some(client) = client_of(w, conn) else { return };
     let r = match msg {
@@ -160,7 +190,7 @@ pub(crate) fn on_master_send(w: &mut World, m: usize, conn: ConnId, msg: &Messag
 
 /// Records a violation found outside [`check_all`] (the first one wins).
 pub(crate) fn fail(w: &mut World, invariant: &'static str, detail: String) {
-    if w.pending.is_none() {
+    if w.pending.is_none() && !w.skips(invariant) {
         w.pending = Some(Violation { invariant, detail, at: w.now });
     }
 }
@@ -189,6 +219,12 @@ pub(crate) fn on_sub_send(w: &mut World, s: usize, msg: &Message) {
         }
         Message::KillExecutor { executor, .. } => {
             w.obs.kill_requested.insert(executor.clone());
+        }
+        Message::Teardown { request } => {
+            if let Some(framework) = w.subs[s].sub().status().framework {
+                let backing = durable_acks::Backing::Teardown { framework };
+                durable_acks::on_request(w, s, gen, *request, backing);
+            }
         }
         _ => {}
     }

@@ -28,7 +28,7 @@ pub(crate) fn check(w: &World) -> Result<(), String> {
         let deposed = mp.elector().node_path().is_some_and(|p| w.obs.deposed_nodes.contains(&p));
         if !mp.p.paused(w.now)
             && matches!(status, Status::Alive | Status::Recovering)
-            && mp.elector().is_acting(w.now)
+            && mp.elector().is_acting(w.node_now(crate::sim::engine::Node::Master(i)))
             && !deposed
         {
             acting.push((i, mp.master().epoch()));
