@@ -30,7 +30,12 @@
 //!   resets it (DESIGN rule 11). A leader whose store takes 10 s to make
 //!   the subscription durable is slow, not a livelock: every retry makes
 //!   the master write again, so a fixed timeout shorter than the write
-//!   would abandon every attempt just before its answer;
+//!   would abandon every attempt just before its answer. A
+//!   `FrameworkHeartbeat` on the attempt's connection (the leader accepted
+//!   the SUBSCRIBE and is making it durable) pushes the attempt's deadline
+//!   to one attempt timeout from then: the attempt waits for as long as the
+//!   leader says it is alive, and never queues a second write behind the
+//!   first;
 //! * the masters a peer advertises (`HelloReply`, `MasterChanged`, a
 //!   callback hint) are checked against
 //!   [`MAX_ADVERTISED_MASTERS`](crate::limits::MAX_ADVERTISED_MASTERS) and
@@ -903,6 +908,23 @@ impl Subscriber {
                 }
                 // Subscribed: keep the connection; if leadership is lost the
                 // master closes it, and the watchdog covers the rest.
+            }
+            Message::FrameworkHeartbeat { epoch }
+                if self.is_current(&from, ConnState::Subscribing) =>
+            {
+                // The leader heartbeats only a subscription it has accepted
+                // and is making durable: it is alive and slow, not gone.
+                // Abandoning the attempt now would only queue another write
+                // behind this one (DESIGN rule 11), so the attempt waits as
+                // long as the leader keeps saying so.
+                self.max_epoch = epoch;
+                self.seen(now);
+                out.push(Action::Send { to: from, msg: Message::FrameworkHeartbeatAck { epoch } });
+                let deadline = now + self.attempt_timeout;
+                if deadline > self.attempt_deadline {
+                    self.attempt_deadline = deadline;
+                    out.push(Action::SetTimer { timer: Timer::Attempt, at: deadline });
+                }
             }
             other => {
                 if !self.subscribed() {

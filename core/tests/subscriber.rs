@@ -1220,3 +1220,44 @@ fn the_attempt_timeout_is_capped_and_reset_by_a_subscription() {
     assert!(s.status().subscribed);
     assert_eq!(s.attempt_timeout(), first);
 }
+
+/// Issue 20, scenario 8 (sim seed 8 `--slow-store`): a leader whose store
+/// is slower than the largest attempt timeout still subscribes the
+/// framework, with one attempt. The leader heartbeats the subscription it
+/// accepted while it makes it durable; each heartbeat pushes the attempt's
+/// deadline on, so the subscriber never abandons the attempt and never
+/// makes the master queue a second write behind the first.
+#[test]
+fn issue_20_a_leader_that_heartbeats_a_pending_subscribe_is_waited_for() {
+    let mut s = sub(&["a"]);
+    let _ = ev(&mut s, 0, Event::Start);
+    let _ = ev(&mut s, 10, connected("a"));
+    let max = s.attempt_timeout().max(Config::new("t", "f", ME, vec![]).subscribe_timeout_max);
+    let mut t = 1_000;
+    while Millis(t) < max.times(2) {
+        let out = msg(&mut s, t, "a", Message::FrameworkHeartbeat { epoch: Epoch(5) });
+        assert!(
+            out.iter().any(|a| matches!(
+                a,
+                Action::Send { msg: Message::FrameworkHeartbeatAck { .. }, .. }
+            )),
+            "the heartbeat is answered: {out:?}"
+        );
+        // The attempt's timer, as first armed or any later: stale now.
+        let out = ev(&mut s, t + 500, Event::Timer(Timer::Attempt));
+        assert!(
+            !out.iter().any(|a| matches!(a, Action::Close { .. } | Action::Connect { .. })),
+            "abandoned at {t} ms though the leader heartbeats it: {out:?}"
+        );
+        t += 1_000;
+    }
+    let _ = msg(&mut s, t, "a", subscribed(5, 1_000));
+    assert!(s.status().subscribed);
+
+    // Without heartbeats the attempt is abandoned at its timeout.
+    let mut s = sub(&["a"]);
+    let _ = ev(&mut s, 0, Event::Start);
+    let _ = ev(&mut s, 10, connected("a"));
+    let out = ev(&mut s, 5_010, Event::Timer(Timer::Attempt));
+    assert!(out.iter().any(|a| matches!(a, Action::Close { .. })), "{out:?}");
+}

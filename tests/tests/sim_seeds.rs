@@ -42,12 +42,9 @@ const REFOUND: &[(u64, &str)] = &[
 ];
 
 /// Invariants that bugs not yet fixed on this branch break in many seeds,
-/// skipped by every test below except the ignored regressions that show
-/// them. `one_executor`: issue 20 scenario 1 (a retried registration
-/// doubles a slot's executors: seed 8, see
-/// [`regression_a_retried_registration_doubles_a_slot`]). Empty this list
-/// once the fix is merged.
-const KNOWN_BUGS: &[&str] = &["one_executor"];
+/// skipped by every test below (none since issue 20's fixes: keep the list
+/// for the next open bug, with its regression seed named here).
+const KNOWN_BUGS: &[&str] = &[];
 
 /// The default cluster, without the invariants of [`KNOWN_BUGS`].
 fn base() -> SimConfig {
@@ -232,7 +229,6 @@ fn regression_exit_of_an_executor_whose_slot_was_scaled_away_and_back() {
 /// writes the launch off as LOST and places a replacement into the same
 /// slot: the worker runs two executors of one slot.
 #[test]
-#[ignore = "fails until issue 20 scenario 1 (retried registration) is fixed in the master"]
 fn regression_a_retried_registration_doubles_a_slot() {
     replay_with("retried-registration", &SimConfig::default());
 }
@@ -252,7 +248,6 @@ fn run_all(cfg: &SimConfig, n: u64) {
 /// (issue 20 scenario 8: seed 6 `--slow-store`, `liveness`), and seed 197
 /// `--slow-store` breaks `one_executor` (scenario 1).
 #[test]
-#[ignore = "fails until issue 20 deliverable 3 (client retries back off) and scenario 1 are fixed"]
 fn seeds_0_to_99_with_a_slow_store() {
     run_all(&SimConfig { slow_store: true, skip: Vec::new(), ..base() }, 100);
 }
@@ -263,7 +258,6 @@ fn seeds_0_to_99_with_a_slow_store() {
 /// seed 6 `--zk-latency` never settles a leader (each new leader gives its
 /// leadership up within a second, its lease lapsing).
 #[test]
-#[ignore = "fails until issue 20 deliverable 3 (acting lease with 1 s ZooKeeper round trips) is fixed"]
 fn seeds_0_to_99_with_zookeeper_far_away() {
     run_all(&SimConfig { zk_latency: true, ..base() }, 100);
 }
@@ -277,7 +271,6 @@ fn clock_steps() -> SimConfig {
 /// its host's clock stepped back an hour has a lower incarnation than its
 /// dead predecessor, and the leader tells it to shut down.
 #[test]
-#[ignore = "fails until issue 20 scenario 6 (identity that does not trust the wall clock) is fixed"]
 fn regression_a_worker_restarted_after_a_clock_step_back() {
     replay_with("clock-step-incarnation", &clock_steps());
 }
@@ -286,7 +279,6 @@ fn regression_a_worker_restarted_after_a_clock_step_back() {
 /// after its host's clock stepped back is told its framework failed over
 /// to its dead predecessor, and stops for good.
 #[test]
-#[ignore = "fails until issue 20 scenario 6 (identity that does not trust the wall clock) is fixed"]
 fn regression_a_scheduler_restarted_after_a_clock_step_back() {
     replay_with("clock-step-instance", &clock_steps());
 }
@@ -294,7 +286,6 @@ fn regression_a_scheduler_restarted_after_a_clock_step_back() {
 /// Wall-clock steps of an hour, forward and back, with restarts after
 /// them: no process is refused for its clock (DESIGN rule 10).
 #[test]
-#[ignore = "fails until issue 20 scenario 6 is fixed (seeds 1 and 5 above)"]
 fn seeds_0_to_99_with_clock_steps() {
     run_all(&clock_steps(), 100);
 }
@@ -314,7 +305,6 @@ fn seeds_0_to_99_with_host_suspends() {
 /// registrations retried while the first is not yet durable; the leader
 /// writes off a launch it made after the report was taken.
 #[test]
-#[ignore = "fails until issue 20 scenario 1 (retried registration) is fixed in the master"]
 fn regression_a_retried_registration_doubles_a_slot_with_a_slow_store() {
     replay_with(
         "slow-store-retried-registration",
@@ -325,7 +315,6 @@ fn regression_a_retried_registration_doubles_a_slot_with_a_slow_store() {
 /// Seed 6 `--slow-store` (issue 20 scenario 8): with store writes of
 /// 11 s for good, a submission re-sends SUBSCRIBE forever.
 #[test]
-#[ignore = "fails until issue 20 deliverable 3 (client retries back off) is fixed"]
 fn regression_a_subscription_completes_with_a_slow_store() {
     replay_with("slow-store-subscribe-livelock", &SimConfig { slow_store: true, ..base() });
 }
@@ -333,7 +322,6 @@ fn regression_a_subscription_completes_with_a_slow_store() {
 /// Seed 6 `--zk-latency`: ZooKeeper round trips of 310 and 438 ms on the
 /// masters' links, for good; no leader settles.
 #[test]
-#[ignore = "fails until issue 20 deliverable 3 (the acting lease with 1 s round trips) is fixed"]
 fn regression_a_leader_settles_with_zookeeper_far_away() {
     replay_with("far-zookeeper-no-leader", &SimConfig { zk_latency: true, ..base() });
 }
@@ -342,7 +330,6 @@ fn regression_a_leader_settles_with_zookeeper_far_away() {
 /// whose ZooKeeper round trip (310 ms) is above the acting lease never
 /// sends a launch.
 #[test]
-#[ignore = "fails until issue 20 deliverable 3 (the acting lease with 1 s round trips) is fixed"]
 fn regression_commands_flow_with_zookeeper_far_away() {
     let cfg = SimConfig {
         slow_store: true,

@@ -8,10 +8,7 @@ use regent_tests::sim::{run_schedule, shrink, Fault, Knobs, Schedule, SimConfig}
 #[test]
 fn generated_schedules_keep_every_invariant() {
     fn prop(seed: u64, schedule: Schedule) -> TestResult {
-        // `one_executor`: issue 20 scenario 1, open on this branch (see
-        // `KNOWN_BUGS` in sim_seeds.rs); remove once its fix is merged.
-        let cfg = SimConfig { skip: vec!["one_executor".into()], ..SimConfig::default() };
-        let cfg = cfg.sized_for(seed);
+        let cfg = SimConfig::default().sized_for(seed);
         match run_schedule(seed, &cfg, &schedule, false) {
             Ok(_) => TestResult::passed(),
             // An open, reported bug (see `fixtures/regressions/`).

@@ -646,6 +646,9 @@ pub struct Elector {
     /// Confirmations in a row that came back after their lease ran out,
     /// and when the first of them did.
     late_confirmations: (u32, Millis),
+    /// The ping timer fired while a confirmation of the session was in
+    /// flight: the next ping goes out as soon as nothing confirms it.
+    ping_owed: bool,
     /// Acting leases of candidates that left the listings recently, with
     /// when this elector saw them gone: a leader deposed at *d* commands
     /// until before *d* + its L, and *d* precedes the listing that missed it.
@@ -697,6 +700,7 @@ impl Elector {
             rtt_max: Millis::ZERO,
             rtt_last: None,
             late_confirmations: (0, Millis::ZERO),
+            ping_owed: false,
             departed: Vec::new(),
             marker: (Millis::ZERO, None),
             listed: None,
@@ -891,7 +895,12 @@ impl Elector {
                     self.abandon(now, false, &mut out);
                 }
             }
-            Event::Reply { req, result } => self.on_reply(now, req, result, &mut out),
+            Event::Reply { req, result } => {
+                self.on_reply(now, req, result, &mut out);
+                if self.ping_owed {
+                    self.keep_session(now, &mut out);
+                }
+            }
             Event::Watch { session, event } => {
                 let own = self
                     .node
@@ -1701,14 +1710,41 @@ impl Elector {
         }
     }
 
+    /// Pays an owed ping unless something in flight confirms the session
+    /// already. Only a write or a sync confirms it (a read is answered by
+    /// one server, quorum or not), and with ZooKeeper far away a round's
+    /// reads, a round trip each, outlast the session lease, as do two ping
+    /// intervals when the timer fires during a confirmation: so the ping
+    /// goes out whenever it is due and nothing else does its work, and a
+    /// ping the timer could not send goes out when the confirmation in
+    /// flight comes back.
+    fn keep_session(&mut self, now: Millis, out: &mut Vec<Action>) {
+        if !matches!(self.session, Session::Up { .. }) {
+            return;
+        }
+        let current = self.current_session();
+        let keeping = self
+            .pending
+            .values()
+            .any(|p| p.purpose.confirms_session() && Some(p.session) == current);
+        if keeping || self.confirming() {
+            return;
+        }
+        self.ping_owed = false;
+        if self.node_path().is_some() {
+            self.send_confirmation(now, out);
+        } else {
+            let sync = ZkOp::Sync { path: self.election.clone() };
+            self.send(now, Purpose::PingSync, sync, out);
+        }
+    }
+
     fn on_ping_timer(&mut self, now: Millis, out: &mut Vec<Action>) {
         if !matches!(self.session, Session::Up { .. }) {
             return;
         }
-        let idle = !self.pending.values().any(|p| p.round == self.round);
-        if idle && !self.confirming() {
-            self.send_confirmation(now, out);
-        }
+        self.ping_owed = true;
+        self.keep_session(now, out);
         if self.leader && !self.suspended {
             self.clear_marker(now, out);
         }

@@ -621,3 +621,95 @@ fn a_successor_waits_for_the_lease_of_a_leader_whose_node_was_deleted_by_hand() 
     assert_eq!(e.wait_lease(), Millis(700));
     assert_eq!(e.commands_from(), elected_at(&sim, 1) + Millis(780));
 }
+
+// ----- ZooKeeper far away (issue 20) ----------------------------------------
+
+/// Runs one elector against the ZooKeeper model with every reply arriving
+/// `rtt` after its request (executed on arrival at the server, half way),
+/// for `run`; returns how often it was elected and how often it lost the
+/// leadership.
+fn far_from_zookeeper(rtt: Millis, session_timeout: Millis, run: Millis) -> (usize, usize) {
+    use crate::testkit::zk::ZkModel;
+    let mut cfg = Config::new("/r", 1, MasterId::new("m0"), Addr::new("m0:7077"));
+    cfg.session_timeout = session_timeout;
+    let mut e = Elector::new(cfg);
+    let mut zk = ZkModel::new(Millis(200));
+    let mut session = None;
+    // (deliver at, sequence, event): replies in order, timers by deadline.
+    let mut inbox: std::collections::BTreeMap<(Millis, u64), Event> = Default::default();
+    let mut timers: std::collections::BTreeMap<Timer, Millis> = Default::default();
+    let mut seq = 0u64;
+    let (mut elected, mut lost) = (0, 0);
+    let mut now = Millis::ZERO;
+    let mut actions = e.handle(now, Event::Start);
+    loop {
+        for a in std::mem::take(&mut actions) {
+            match a {
+                Action::NewSession { timeout } => {
+                    let (s, t) = zk.connect(now, timeout);
+                    session = Some(s);
+                    seq += 1;
+                    inbox.insert(
+                        (now + rtt, seq),
+                        Event::SessionConnected { session: s, timeout: t },
+                    );
+                }
+                Action::CloseSession { session: s } => zk.close(s),
+                Action::Request { session: s, req, op } if Some(s) == session => {
+                    zk.touch(now + Millis(rtt.0 / 2), s);
+                    let result = zk.execute(now + Millis(rtt.0 / 2), s, &op);
+                    seq += 1;
+                    inbox.insert((now + rtt, seq), Event::Reply { req, result });
+                }
+                Action::SetTimer { timer, at } => {
+                    timers.insert(timer, at);
+                }
+                Action::CancelTimer { timer } => {
+                    timers.remove(&timer);
+                }
+                Action::Elected { .. } => elected += 1,
+                Action::Revoked => lost += 1,
+                _ => {}
+            }
+        }
+        let timer = timers.iter().min_by_key(|(_, at)| **at).map(|(t, at)| (*t, *at));
+        let next = inbox.keys().next().copied();
+        let event = match (timer, next) {
+            (Some((t, at)), n) if n.map_or(true, |(d, _)| at < d) => {
+                timers.remove(&t);
+                now = now.max(at);
+                Event::Timer(t)
+            }
+            (_, Some(k)) => {
+                now = now.max(k.0);
+                inbox.remove(&k).expect("a delivery")
+            }
+            _ => break,
+        };
+        if now > run {
+            break;
+        }
+        actions = e.handle(now, event);
+    }
+    (elected, lost)
+}
+
+/// Issue 20 scenario 7, the session side (sim seed 6 `--zk-latency`): a
+/// candidate whose ZooKeeper answers after 400 ms, with a 2 s session.
+/// Only a write or a sync confirms the session, and the ping was sent only
+/// while no request of the election round was in flight: a round of reads,
+/// one round trip each, outlasted the session lease (2 s − 667 ms), so
+/// every new leader lost its leadership within a second, for good. And
+/// with a round trip near the ping interval, a ping timer that fired
+/// during a confirmation skipped a whole interval. The ping now keeps the
+/// session confirmed whenever nothing in flight does, and a skipped one
+/// goes out when the confirmation comes back.
+#[test]
+fn a_round_of_slow_reads_does_not_lapse_the_session_lease() {
+    let (elected, lost) = far_from_zookeeper(Millis(400), Millis(2_000), Millis(60_000));
+    assert_eq!((elected, lost), (1, 0), "elected once, and kept it for a minute");
+    // A 1 s round trip needs a session of at least 3 round trips (the lease
+    // covers 2/3 of it, and one confirmation is in flight at a time).
+    let (elected, lost) = far_from_zookeeper(Millis(1_000), Millis(4_000), Millis(60_000));
+    assert_eq!((elected, lost), (1, 0), "1 s round trips, a 4 s session");
+}

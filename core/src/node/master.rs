@@ -348,6 +348,9 @@ pub struct Metrics {
     pub revocations: u64,
     /// Store writes started again after a `ConnectionLoss`.
     pub store_resends: u64,
+    /// Store writes that joined a queued write of the same record instead
+    /// of queueing behind it (ZooKeeper mode; a slow store).
+    pub store_coalesced: u64,
     /// Records re-sealed under the current key after a load (a rotation).
     pub store_reseals: u64,
     /// Records the last load of the ZooKeeper store reported.
@@ -490,6 +493,7 @@ impl MasterNode {
     pub fn metrics(&self) -> Metrics {
         let mut m = self.metrics.clone();
         m.store_resends = self.store.as_ref().map_or(0, |s| s.resends);
+        m.store_coalesced = self.store.as_ref().map_or(0, |s| s.coalesced);
         m.store_reseals = self.store.as_ref().map_or(0, |s| s.reseals);
         m.store_records_loaded = self.store.as_ref().map_or(0, |s| s.records_loaded);
         m.store_records_moved = self.store.as_ref().map_or(0, |s| s.moved);

@@ -164,6 +164,9 @@ struct Job {
     /// The master's write; `None` for a load, and for a re-seal (a put the
     /// store makes on its own after a load, reported to nobody).
     write: Option<WriteId>,
+    /// Later writes of the same key that joined this put while it waited
+    /// (see [`ZkStore::put`]), reported with it, in order.
+    joined: Vec<WriteId>,
     kind: Kind,
 }
 
@@ -263,6 +266,8 @@ pub(crate) struct ZkStore {
     shards: BTreeSet<u8>,
     /// Jobs started again after a `ConnectionLoss`.
     pub(crate) resends: u64,
+    /// Puts that joined a queued put of the same key ([`ZkStore::put`]).
+    pub(crate) coalesced: u64,
     /// Nodes under `<root>/state/` that are not records (left alone).
     pub(crate) ignored_nodes: u64,
     /// The keys records are sealed with and checked against.
@@ -291,6 +296,7 @@ impl ZkStore {
             paths_ensured: false,
             shards: BTreeSet::new(),
             resends: 0,
+            coalesced: 0,
             ignored_nodes: 0,
             sealing: Sealing::none(),
             reseals: 0,
@@ -331,11 +337,35 @@ impl ZkStore {
     }
 
     pub(crate) fn load(&mut self, out: &mut Vec<StoreOutput>) {
-        self.push(Job { write: None, kind: Kind::Load }, out);
+        self.push(Job { write: None, joined: Vec::new(), kind: Kind::Load }, out);
     }
 
+    /// Writes `record`. A put of a key whose last queued job is a put of
+    /// the master's that has not started yet takes that put's place
+    /// instead of queueing behind it: the newer image holds everything the
+    /// older one did, so both writes are reported when it lands. Without
+    /// this, a store slower than the clients' retries (DESIGN rule 11)
+    /// falls behind for good: every retried registration or SUBSCRIBE
+    /// queues one more write of the same record, each one round trip, while
+    /// the client gives up on the one before.
     pub(crate) fn put(&mut self, write: WriteId, record: Record, out: &mut Vec<StoreOutput>) {
-        self.push(Job { write: Some(write), kind: Kind::Put(record) }, out);
+        let key = record.key();
+        // The head job may be in flight, or in doubt after a lost
+        // connection: it is never changed.
+        let last = self.jobs.iter_mut().enumerate().skip(1).rev().find(|(_, j)| match &j.kind {
+            Kind::Put(r) => r.key() == key,
+            Kind::Delete { key: k, .. } => *k == key,
+            Kind::Load => true,
+        });
+        if let Some((_, job)) = last {
+            if let (Kind::Put(queued), Some(_)) = (&mut job.kind, job.write) {
+                *queued = record;
+                job.joined.push(write);
+                self.coalesced += 1;
+                return;
+            }
+        }
+        self.push(Job { write: Some(write), joined: Vec::new(), kind: Kind::Put(record) }, out);
     }
 
     pub(crate) fn delete(
@@ -345,7 +375,10 @@ impl ZkStore {
         incarnation: Option<Incarnation>,
         out: &mut Vec<StoreOutput>,
     ) {
-        self.push(Job { write: Some(write), kind: Kind::Delete { key, incarnation } }, out);
+        self.push(
+            Job { write: Some(write), joined: Vec::new(), kind: Kind::Delete { key, incarnation } },
+            out,
+        );
     }
 
     fn push(&mut self, job: Job, out: &mut Vec<StoreOutput>) {
@@ -972,7 +1005,8 @@ impl ZkStore {
         // Right behind the load, ahead of any write the master makes after
         // it: a re-seal writes what was loaded, never over something newer.
         for (i, record) in reseal.into_iter().enumerate() {
-            self.jobs.insert(i + 1, Job { write: None, kind: Kind::Put(record) });
+            self.jobs
+                .insert(i + 1, Job { write: None, joined: Vec::new(), kind: Kind::Put(record) });
         }
         self.records_loaded = records.len() as u64;
         self.finish(Some(master::Event::Loaded { records }), out)
@@ -1049,11 +1083,13 @@ impl ZkStore {
     /// here; should one, it fails loudly rather than load nothing.)
     fn done(&mut self, out: &mut Vec<StoreOutput>) {
         match self.jobs.front() {
-            Some(Job { write: Some(write), .. }) => {
-                let write = *write;
-                self.finish(Some(master::Event::Persisted { write }), out)
+            Some(Job { write: Some(write), joined, .. }) => {
+                for write in std::iter::once(*write).chain(joined.iter().copied()) {
+                    out.push(StoreOutput::Done(master::Event::Persisted { write }));
+                }
+                self.finish(None, out)
             }
-            Some(Job { write: None, kind: Kind::Put(_) }) => {
+            Some(Job { write: None, kind: Kind::Put(_), .. }) => {
                 self.reseals += 1;
                 self.finish(None, out)
             }
@@ -1063,13 +1099,17 @@ impl ZkStore {
 
     fn fail(&mut self, reason: String, out: &mut Vec<StoreOutput>) {
         let event = match self.jobs.front() {
-            Some(Job { write: Some(write), .. }) => {
-                Some(master::Event::PersistFailed { write: *write, reason })
+            Some(Job { write: Some(write), joined, .. }) => {
+                for write in std::iter::once(*write).chain(joined.iter().copied()) {
+                    let reason = reason.clone();
+                    out.push(StoreOutput::Done(master::Event::PersistFailed { write, reason }));
+                }
+                None
             }
             // A re-seal that failed is reported to nobody: the record stays
             // as loaded (still accepted), and the cause (a fence, a lost
             // session) fails the master's next write.
-            Some(Job { write: None, kind: Kind::Put(_) }) => None,
+            Some(Job { write: None, kind: Kind::Put(_), .. }) => None,
             _ => Some(master::Event::LoadFailed { reason }),
         };
         self.finish(event, out)
@@ -1638,6 +1678,50 @@ mod tests {
         // Per result: op header (type, done, error), data length, stat.
         let per_result = 4 + 1 + 4 + 4 + 68;
         assert!(MULTI_READ_BATCH * (image + per_result) < JUTE_MAXBUFFER / 5);
+    }
+
+    /// Issue 20 scenario 8 in ZooKeeper mode (sim seeds 8 and 9
+    /// `--slow-store`): with writes slower than the clients' retries, every
+    /// retried registration or SUBSCRIBE queued one more write of the same
+    /// record behind the running one, and the queue never drained. A put
+    /// of a key whose queued put has not started joins it: one write, and
+    /// every write reported, in order.
+    #[test]
+    fn puts_of_one_record_waiting_behind_a_running_write_are_one_write() {
+        let mut fake = Fake::new();
+        let mut store = leading_store(Sealing::none());
+        let _ = load_from(&mut fake, &mut store);
+        let n = fake.log.len();
+        let mut out = Vec::new();
+        store.put(WriteId(1), worker("a"), &mut out); // running
+        store.put(WriteId(2), worker("b"), &mut out); // queued
+        let mut newer = worker("b");
+        if let Record::Worker(w) = &mut newer {
+            w.cores = 7;
+        }
+        store.put(WriteId(3), newer.clone(), &mut out); // joins 2
+        store.put(WriteId(4), worker("a"), &mut out); // queued: 1 runs
+        store.delete(WriteId(5), worker("b").key(), None, &mut out);
+        store.put(WriteId(6), worker("b"), &mut out); // after a delete: queued
+        assert_eq!(store.coalesced, 1);
+        let events = fake.serve(&mut store, out);
+        let writes: Vec<u64> = events
+            .iter()
+            .map(|e| match e {
+                master::Event::Persisted { write } => write.0,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(writes, vec![1, 2, 3, 4, 5, 6]);
+        let images: Vec<&ZkOp> = fake.log[n..]
+            .iter()
+            .filter(|op| matches!(op, ZkOp::Multi(ops) if ops.iter().any(|o| matches!(o, MultiOp::SetData { path, .. } | MultiOp::Create { path, .. } if path.ends_with("/w-b")))))
+            .collect();
+        let newest = format::encode(&newer).unwrap();
+        assert!(
+            images.iter().any(|op| matches!(op, ZkOp::Multi(ops) if ops.iter().any(|o| matches!(o, MultiOp::SetData { data, .. } | MultiOp::Create { data, .. } if *data == newest)))),
+            "the joined put wrote the newer image: {images:?}"
+        );
     }
 
     #[test]

@@ -566,6 +566,12 @@ pub fn metrics_text(s: &HttpSnapshot) -> String {
         vec![(None, n.store_resends)],
     );
     family(
+        "regent_store_coalesced_total",
+        "counter",
+        "Store writes that joined a queued write of the same record (a slow store).",
+        vec![(None, n.store_coalesced)],
+    );
+    family(
         "regent_store_reseals_total",
         "counter",
         "Records this master wrote again under the current record key after finding them sealed under a previous one (ZooKeeper store).",
