@@ -604,3 +604,32 @@ fn a_lower_instance_takes_over_a_framework_whose_instance_is_disconnected() {
     let fw = h.m.frameworks().next().unwrap();
     assert_eq!(fw.instance, Some(InstanceId(300)));
 }
+
+// ---------------------------------------------------------------------------
+// A worker declared DEAD across a partition (found by the simulator once it
+// modelled TCP across partitions: seed 80 `--operator`).
+
+/// A partition holds a launch in the TCP connection; the worker, silent,
+/// is declared DEAD and its executors LOST. Had the connection stayed open,
+/// the worker's registration queued behind the same partition came back
+/// on it, took the worker back (its report was taken before the launch)
+/// and a replacement went out behind the first launch: two executors in one
+/// slot once the partition healed. The leader now closes a DEAD worker's
+/// connection, so nothing it wrote off can be followed by a registration
+/// on the same connection, and it sends nothing more on it.
+#[test]
+fn a_worker_declared_dead_has_its_connection_closed() {
+    let (mut h, placed) = Held::with_group(1);
+    assert_eq!(placed.len(), 1);
+    let out = h.m.handle(Millis(600_000), master::Event::Timer(master::Timer::Sweep));
+    assert!(
+        out.iter().any(|a| matches!(a, master::Action::Close { conn, .. } if *conn == W0)),
+        "the DEAD worker's connection is closed: {out:?}"
+    );
+    let sends = m_sends(&out);
+    assert_eq!(lost(&sends), placed, "its launch is written off");
+    assert!(
+        launches(&sends).is_empty() && sends.iter().all(|(c, _)| *c != W0),
+        "nothing more goes out on the closed connection: {sends:?}"
+    );
+}

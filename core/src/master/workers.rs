@@ -829,6 +829,19 @@ impl Master {
             return;
         }
         self.lose_executors_of(id, out);
+        if let Some(conn) = self.workers.entries.get_mut(id).and_then(|e| e.conn.take()) {
+            // DESIGN rule 9: the launches just written off may still be on
+            // this connection (a partition holds TCP's segments, it does not
+            // lose them). A worker declared DEAD registers again on a new
+            // connection, so a registration never comes after them on the
+            // same one and leaves them standing; what this connection still
+            // delivers the worker reports from then, and the leader kills.
+            out.push(Action::Close {
+                conn,
+                reason: format!("worker {id} is DEAD: silent past its timeout"),
+            });
+            self.conns.remove(&conn);
+        }
         self.workers.set_state(id, WorkerState::Dead);
         self.reindex_worker(id);
         let e = self.workers.entries.get_mut(id).expect("checked above");

@@ -6,7 +6,7 @@
 //! ```text
 //! regent-soak [--seeds N] [--from S] [--threads T] [--keep-going]
 //!             [--datagram] [--takeovers] [--operator]
-//!             [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--suspend]
+//!             [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--lost-id-state] [--suspend]
 //!             [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease]
 //!             [--monotonic-clock] [--skip INVARIANT]...
 //! regent-soak --replay SEED [same flags]
@@ -37,7 +37,7 @@ struct Args {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--suspend] [--skip INVARIANT] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--monotonic-clock] [--keep-going]\n       regent-soak --replay SEED [knobs]"
+        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--lost-id-state] [--suspend] [--skip INVARIANT] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--monotonic-clock] [--keep-going]\n       regent-soak --replay SEED [knobs]"
     );
     std::process::exit(2)
 }
@@ -70,6 +70,7 @@ fn parse() -> Args {
             "--zk-latency" => a.config.zk_latency = true,
             "--zk-packet-limit" => a.config.zk_packet_limit = num(&mut it) as usize,
             "--clock-steps" => a.config.clock_steps = true,
+            "--lost-id-state" => a.config.lost_id_state = true,
             "--suspend" => a.config.suspend = true,
             "--monotonic-clock" => knobs.monotonic_clock = true,
             "--skip" => a.config.skip.push(it.next().unwrap_or_else(|| usage())),

@@ -56,6 +56,9 @@ const ROOT: &str = "/regent/sim";
 pub(crate) const STATE: &str = "/regent/sim/state";
 /// Client-library ping and server expiry cadence.
 const ZK_TICK: Millis = Millis(200);
+
+/// How often TCP tries again to send across a partition.
+const RETRANSMIT_EVERY: Millis = Millis(200);
 /// How long a dial across a partition takes to fail.
 const CONNECT_TIMEOUT: Millis = Millis(1_000);
 /// The hosts' wall clock at virtual time 0 (ms since the Unix epoch, in
@@ -195,6 +198,12 @@ enum Ev {
     Unblock {
         from: Node,
         to: Node,
+    },
+    /// Try again to deliver what waited behind a partition on one direction
+    /// of a TCP connection ([`World::send`]).
+    Retransmit {
+        conn: ConnId,
+        to_master: bool,
     },
     Restart(Node),
     Resume(Node),
@@ -401,6 +410,9 @@ pub(crate) struct World {
     /// Request ids of the kills the simulator injects for subscribers.
     next_kill: u64,
     fifo: BTreeMap<(ConnId, bool), Millis>,
+    /// Frames of a TCP connection's direction held behind a partition, in
+    /// order ([`World::send`]).
+    unsent: BTreeMap<(ConnId, bool), VecDeque<Message>>,
     blocked: BTreeMap<(Node, Node), u32>,
     /// Each process's one Tick timer (its node's `poll_timeout`).
     timers: BTreeMap<Node, (Millis, u64)>,
@@ -431,6 +443,8 @@ pub(crate) struct World {
     /// Each host's wall-clock offset from [`WALL_BASE`] + now, in ms
     /// ([`Fault::ClockStep`]).
     wall_offset: BTreeMap<Node, i64>,
+    /// The last id each host's process series drew ([`World::process_id`]).
+    last_ids: BTreeMap<Node, u64>,
 }
 
 fn spec_for(s: usize, slots: u32) -> GroupSpec {
@@ -451,7 +465,7 @@ impl World {
         let masters = (0..cfg.masters)
             .map(|i| MasterP {
                 p: Proc::default(),
-                node: new_node(i, 0, knobs, 0),
+                node: new_node(i, 0, knobs, 0, session_timeout(cfg)),
                 guids: 0,
                 zk: ZkClient { link_up: true, ..ZkClient::default() },
                 store_fail: VecDeque::new(),
@@ -494,6 +508,7 @@ impl World {
             next_conn: 1,
             next_kill: 1 << 48,
             fifo: BTreeMap::new(),
+            unsent: BTreeMap::new(),
             blocked: BTreeMap::new(),
             timers: BTreeMap::new(),
             next_token: 0,
@@ -513,6 +528,7 @@ impl World {
             slow_store: (Millis::ZERO, Millis::ZERO),
             zk_links: vec![(Millis::ZERO, Millis::ZERO); cfg.masters],
             wall_offset: BTreeMap::new(),
+            last_ids: BTreeMap::new(),
         };
         w.obs.init(cfg);
         for (t, f) in schedule.faults.clone() {
@@ -576,8 +592,24 @@ impl World {
 
     // ----- the run ----------------------------------------------------------
 
+    /// When the cluster must have settled: the liveness bound after the
+    /// faults ended, plus, with a store that stays slow, one write per
+    /// record the settling may have to make, one after another (the
+    /// ZooKeeper store runs one job at a time, and a put after a delete
+    /// is two writes: every worker's and framework's record twice, the
+    /// epoch and a few more). Slower, never livelocked (DESIGN rule 11):
+    /// a livelock misses any bound.
+    fn liveness_deadline(&self) -> Millis {
+        let bound = self.heal_at + Millis(u64::from(self.cfg.liveness_bound_ms));
+        let (until, delay) = self.slow_store;
+        if until <= self.heal_at {
+            return bound;
+        }
+        let records = 2 * (self.cfg.workers + self.cfg.subscribers) as u64 + 4;
+        bound + Millis(delay.0.saturating_mul(records))
+    }
+
     pub(crate) fn run(&mut self) -> Result<RunStats, Violation> {
-        let deadline = self.heal_at + Millis(u64::from(self.cfg.liveness_bound_ms));
         let mut next_liveness = self.heal_at + Millis(500);
         while let Some(((t, _), ev)) = self.queue.pop_first() {
             if self.healed && t >= next_liveness {
@@ -596,6 +628,7 @@ impl World {
                     });
                 }
                 next_liveness = next_liveness + Millis(500);
+                let deadline = self.liveness_deadline();
                 if next_liveness > deadline && self.skips("liveness") {
                     return Ok(RunStats {
                         events: self.events,
@@ -737,6 +770,7 @@ impl World {
                     self.apply_fault(f);
                 }
             }
+            Ev::Retransmit { conn, to_master } => self.retransmit(conn, to_master),
             Ev::Unblock { from, to } => {
                 if let Some(n) = self.blocked.get_mut(&(from, to)) {
                     *n -= 1;
@@ -889,12 +923,23 @@ impl World {
     /// make incarnations and instance ids (`time_ordered_id`: wall-clock
     /// ms in the high bits, 16 random bits below); `sequential` when the
     /// run has no clock steps.
+    /// With clock steps the id follows the host's durable series (the last
+    /// id kept in the process's work or state directory: max(clock,
+    /// last + 1), as `host::next_ordered_id`), unless `lost_id_state`.
     fn process_id(&mut self, node: Node, sequential: u64) -> u64 {
-        if self.cfg.clock_steps {
-            (self.wall_ms(node) << 16) | self.rng.u64(0..0x1_0000)
-        } else {
-            sequential
+        if !self.cfg.clock_steps {
+            return sequential;
         }
+        let clock = (self.wall_ms(node) << 16) | self.rng.u64(0..0x1_0000);
+        if self.cfg.lost_id_state {
+            return clock;
+        }
+        let id = match self.last_ids.get(&node) {
+            Some(last) => clock.max(last + 1),
+            None => clock,
+        };
+        self.last_ids.insert(node, id);
+        id
     }
 
     fn restart(&mut self, node: Node) {
@@ -921,7 +966,7 @@ impl World {
                     if self.cfg.clock_steps { self.wall_ms(node) - self.now.0 } else { 0 };
                 let mp = &mut self.masters[i];
                 mp.guids += 1;
-                mp.node = new_node(i, mp.guids, knobs, clock_base);
+                mp.node = new_node(i, mp.guids, knobs, clock_base, session_timeout(&self.cfg));
                 let (extra_until, extra) = self.zk_links[i];
                 mp.zk = ZkClient { link_up: true, extra_until, extra, ..ZkClient::default() };
                 mp.store_fail.clear();
@@ -1048,6 +1093,23 @@ impl World {
         self.blocked.contains_key(&(from, to))
     }
 
+    /// Delivers what waited behind a partition once it healed, in order;
+    /// drops it with the connection.
+    fn retransmit(&mut self, conn: ConnId, to_master: bool) {
+        let Some(q) = self.unsent.remove(&(conn, to_master)) else { return };
+        let Some(c) = self.conns.get(&conn) else { return };
+        let (from, to) =
+            if to_master { (c.client, Node::Master(c.m)) } else { (Node::Master(c.m), c.client) };
+        if c.open && !c.broken && self.is_blocked(from, to) {
+            self.unsent.insert((conn, to_master), q);
+            self.after(RETRANSMIT_EVERY, Ev::Retransmit { conn, to_master });
+            return;
+        }
+        for msg in q {
+            self.send(conn, to_master, msg);
+        }
+    }
+
     fn send(&mut self, conn: ConnId, to_master: bool, msg: Message) {
         let Some(c) = self.conns.get(&conn) else { return };
         if !c.open || c.broken || (to_master && c.cclosed) || (!to_master && c.mclosed) {
@@ -1055,8 +1117,25 @@ impl World {
         }
         let (from, to) =
             if to_master { (c.client, Node::Master(c.m)) } else { (Node::Master(c.m), c.client) };
-        if self.is_blocked(from, to) {
+        if !self.cfg.datagram
+            && (self.is_blocked(from, to) || self.unsent.contains_key(&(conn, to_master)))
+        {
+            // TCP across a partition: the segments are retransmitted until
+            // they get through (or the connection is closed or times out),
+            // in order; nothing on an open connection is ever lost. (The
+            // one-executor-per-slot fix relies on it: a launch sent on a
+            // connection is on its way for as long as that connection
+            // lives.)
+            let q = self.unsent.entry((conn, to_master)).or_default();
+            let first = q.is_empty();
+            q.push_back(msg);
+            if first {
+                self.after(RETRANSMIT_EVERY, Ev::Retransmit { conn, to_master });
+            }
             return;
+        }
+        if self.is_blocked(from, to) {
+            return; // a datagram into a partition is lost
         }
         let chaos = u32::from(self.chaos());
         let datagram = self.cfg.datagram;
@@ -2187,14 +2266,33 @@ impl World {
 
 /// Master `i`'s node for process run `guid`: ZooKeeper mode, the store
 /// under `<ROOT>/state`.
-fn new_node(i: usize, guid: u64, knobs: Knobs, clock_base: u64) -> MasterNode {
+/// The masters' ZooKeeper session timeout: 2 s, or with ZooKeeper far
+/// away (`zk_latency`, round trips up to 1 s) the daemons' default 4 s. One
+/// confirmation is in flight at a time and the session lease is 2/3 of the
+/// timeout, so a leader keeps its session only with round trips below a
+/// third of it (README, "Limits").
+fn session_timeout(cfg: &SimConfig) -> Millis {
+    if cfg.zk_latency {
+        Millis(4_000)
+    } else {
+        Millis(2_000)
+    }
+}
+
+fn new_node(
+    i: usize,
+    guid: u64,
+    knobs: Knobs,
+    clock_base: u64,
+    session_timeout: Millis,
+) -> MasterNode {
     let mut c = elector::Config::new(
         ROOT,
         ((i as u64 + 1) << 32) | guid,
         MasterId(format!("m{i}")),
         master_addr(i),
     );
-    c.session_timeout = Millis(2_000);
+    c.session_timeout = session_timeout;
     c.unsafe_no_adopt_after_connection_loss = knobs.no_adopt_after_connection_loss;
     c.unsafe_no_lease_check = knobs.no_lease_check;
     c.unsafe_no_acting_lease = knobs.no_acting_lease;

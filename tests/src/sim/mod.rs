@@ -105,6 +105,12 @@ pub struct SimConfig {
     /// clock terms from its host's wall clock as the runtimes do (else they
     /// are sequential and masters leave the clock term out). Off by default.
     pub clock_steps: bool,
+    /// With `clock_steps`: every process takes its ids from its host's
+    /// clock alone, as if its work or state directory (which keeps the last
+    /// id: `host::next_ordered_id`) were lost at each restart
+    /// (`regent-soak --lost-id-state`). Off by default: ids follow the
+    /// durable series, max(clock, last + 1), as the runtimes draw them.
+    pub lost_id_state: bool,
     /// Hosts are sometimes suspended ([`Fault::Suspend`], `regent-soak
     /// --suspend`). Off by default.
     pub suspend: bool,
@@ -128,6 +134,7 @@ impl Default for SimConfig {
             zk_latency: false,
             zk_packet_limit: regent_core::testkit::zk::PACKET_LIMIT,
             clock_steps: false,
+            lost_id_state: false,
             suspend: false,
         }
     }
@@ -159,6 +166,7 @@ impl SimConfig {
             (self.slow_store, "--slow-store"),
             (self.zk_latency, "--zk-latency"),
             (self.clock_steps, "--clock-steps"),
+            (self.lost_id_state, "--lost-id-state"),
             (self.suspend, "--suspend"),
             (self.knobs.no_epoch_fencing, "--no-epoch-fencing"),
             (self.knobs.no_adopt_after_connection_loss, "--no-adopt"),

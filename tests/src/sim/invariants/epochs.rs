@@ -1,7 +1,14 @@
 //! Epochs never decrease anywhere: per master process, per worker process
 //! (its highest epoch seen), per subscriber process, and in the store; and
 //! every new leadership (a master reaching RECOVERING) has an epoch strictly
-//! higher than every earlier leadership's.
+//! higher than every earlier leadership's, in the store's order: a
+//! leadership begins when its epoch lands in the store (what workers and
+//! subscribers are fenced by), and a master reaches RECOVERING only with
+//! the epoch it last wrote there. (With ZooKeeper far away, a leader
+//! deposed right after its epoch write landed may see that write's reply,
+//! and reach RECOVERING, after its successor did: it leads at a lower
+//! epoch for the moment before it sees its node deleted, and its acting
+//! lease keeps it from commanding.)
 
 use crate::sim::engine::World;
 use regent_core::master::Status;
@@ -21,14 +28,15 @@ pub(crate) fn check(w: &mut World) -> Result<(), String> {
                 Status::Recovering | Status::Alive | Status::Suspended
             );
         if leading && w.obs.leadership[i] != Some((mp.p.gen, e)) {
-            // A new leadership: its epoch is durable and must beat them all.
-            if e <= w.obs.max_leadership {
+            // A new leadership: its epoch is the one it made durable, which
+            // beat every earlier one when it landed (`on_store_write`).
+            if w.obs.landed_epoch.get(&i) != Some(&e) {
                 return Err(format!(
-                    "m{i} leads at {e}, not above an earlier leadership's {}",
-                    w.obs.max_leadership
+                    "m{i} leads at {e}, which is not the epoch it wrote into the store last ({:?})",
+                    w.obs.landed_epoch.get(&i)
                 ));
             }
-            w.obs.max_leadership = e;
+            w.obs.max_leadership = w.obs.max_leadership.max(e);
             w.obs.leadership[i] = Some((mp.p.gen, e));
             w.obs.leaderships += 1;
         }
@@ -52,12 +60,13 @@ pub(crate) fn check(w: &mut World) -> Result<(), String> {
     Ok(())
 }
 
-pub(crate) fn on_store_write(w: &mut World, record: &Record) -> Result<(), String> {
+pub(crate) fn on_store_write(w: &mut World, m: usize, record: &Record) -> Result<(), String> {
     if let Record::Epoch(e) = record {
         if *e <= w.obs.store_epoch {
             return Err(format!("the store's epoch goes from {} to {e}", w.obs.store_epoch));
         }
         w.obs.store_epoch = *e;
+        w.obs.landed_epoch.insert(m, *e);
     }
     Ok(())
 }

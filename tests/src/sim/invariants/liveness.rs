@@ -73,8 +73,12 @@ pub(crate) fn holds(w: &World) -> Result<(), String> {
         let since = w.obs.launching_since.get(&(l, gen, e.id.clone())).copied().unwrap_or(w.now);
         if w.now.since(since) > LAUNCH_BOUND {
             return Err(format!(
-                "leader m{l} has held {} LAUNCHING on {} since {since}",
-                e.id, e.worker
+                "leader m{l} has held {} LAUNCHING on {} since {since} (launch {}, sent on {:?}; {} frames held for the acting lease)",
+                e.id,
+                e.worker,
+                e.launch,
+                e.sent_on,
+                w.masters[l].node.held_frames()
             ));
         }
     }

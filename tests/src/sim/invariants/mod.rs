@@ -34,6 +34,9 @@ pub(crate) struct Obs {
     pub(crate) sub_epoch: Vec<(u64, Epoch)>,
     pub(crate) leadership: Vec<Option<(u64, Epoch)>>,
     pub(crate) max_leadership: Epoch,
+    /// The epoch each master wrote into the store last (the moment its
+    /// leadership began, in the store's order).
+    pub(crate) landed_epoch: BTreeMap<usize, Epoch>,
     pub(crate) leaderships: u64,
     pub(crate) store_epoch: Epoch,
     // registry
@@ -239,8 +242,8 @@ pub(crate) fn on_loaded(w: &mut World, _m: usize, records: &[Record]) {
 }
 
 /// A write of master `m` is applied to the store.
-pub(crate) fn on_store_write(w: &mut World, _m: usize, record: &Record) {
-    let r = epochs::on_store_write(w, record)
+pub(crate) fn on_store_write(w: &mut World, m: usize, record: &Record) {
+    let r = epochs::on_store_write(w, m, record)
         .map_err(|d| ("epochs", d))
         .and_then(|()| durable_acks::on_store_write(w, record).map_err(|d| ("durable_acks", d)));
     if let Err((invariant, detail)) = r {
