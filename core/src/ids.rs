@@ -76,6 +76,20 @@ string_id!(
     Addr
 );
 
+impl ExecutorId {
+    /// The (group, slot) this executor fills, from the id the master gives
+    /// it: `<framework>/<group>#<slot>#<epoch>.<launch>`. `None` for an id
+    /// of another shape or of another framework.
+    pub fn group_slot(&self, framework: &FrameworkId) -> Option<(String, u32)> {
+        let rest = self.0.strip_prefix(framework.as_str())?.strip_prefix('/')?;
+        let mut parts = rest.rsplitn(3, '#');
+        let _launch = parts.next()?;
+        let slot = parts.next()?.parse().ok()?;
+        let group = parts.next()?;
+        Some((group.to_owned(), slot))
+    }
+}
+
 number_id!(
     /// One run of a worker process: fresh for every process start. Two
     /// registrations with the same worker id and incarnation are the same

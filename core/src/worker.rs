@@ -862,8 +862,9 @@ impl Worker {
 
     /// A `LaunchExecutor` from `from` at `epoch` (not lower than the highest
     /// seen: fenced before). Counted in `launch_seen` when it is of the
-    /// epoch followed. Started when `from` is the master followed and this
-    /// worker is registered with it; a duplicate of a known executor is
+    /// epoch followed. Started when `from` is the master followed, this
+    /// worker is registered with it and no live executor of the same slot
+    /// runs here; a duplicate of a known executor is
     /// ignored (its state is reported anyway); any other launch is
     /// answered `Killed` (the worker's doing, not the executor's: the
     /// master refills the slot without charging a retry) instead of being
@@ -888,7 +889,20 @@ impl Worker {
             return;
         }
         let followed = self.active.as_ref() == Some(&from);
-        if followed && self.registered {
+        // A live executor of the same slot already runs here: launched by an
+        // earlier leadership, it is one the leader has not heard of yet (its
+        // report is on the way behind a registration taken before it, say,
+        // held by a partition). Starting this one would run two executors
+        // of one slot; the leader kills the other once its report arrives
+        // and fills the slot again.
+        let slot = report.id.group_slot(&report.framework);
+        let slot_taken = slot.is_some()
+            && self.executors.values().any(|e| {
+                !e.state.is_terminal()
+                    && e.framework == report.framework
+                    && e.id.group_slot(&e.framework) == slot
+            });
+        if followed && self.registered && !slot_taken {
             let ExecutorReport { id, framework, cores, memory_mb, .. } = report.clone();
             self.executors.insert(id.clone(), report);
             out.push(Action::StartExecutor {

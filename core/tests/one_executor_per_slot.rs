@@ -633,3 +633,71 @@ fn a_worker_declared_dead_has_its_connection_closed() {
         "nothing more goes out on the closed connection: {sends:?}"
     );
 }
+
+/// A launch for a slot an executor of an earlier leadership still runs on
+/// this worker (found by the simulator: seed 15080 with ZooKeeper far away
+/// and clock steps). The new leader placed the slot on a registration the
+/// worker had sent before that executor started, held back by a partition
+/// and delivered in one burst with the later ones. The worker answers the
+/// launch `Killed` instead of running two executors of one slot; the leader
+/// kills the other once its report arrives and fills the slot again.
+#[test]
+fn a_launch_into_a_slot_that_already_runs_here_is_answered_not_started() {
+    let mut w = worker("w0", 7, &["a"]);
+    let _ = w.handle(T, worker::Event::Start);
+    let _ = w.handle(T, worker::Event::Connected { master: addr("a") });
+    let _ = from(&mut w, T, "a", leading_reply(1));
+    let registered = Message::Registered {
+        epoch: Epoch(1),
+        heartbeat_interval: Millis(1_000),
+        duplicate: false,
+        masters: vec![addr("a")],
+    };
+    let _ = from(&mut w, T, "a", registered);
+    let launch = |epoch: u64, n: u64| Message::LaunchExecutor {
+        epoch: Epoch(epoch),
+        executor: ExecutorId(format!("fw/g#0#{epoch}.{n}")),
+        framework: FrameworkId("fw".into()),
+        command: vec!["/bin/true".into()],
+        env: vec![],
+        cores: 1,
+        memory_mb: 1,
+        launch: n,
+    };
+    let out = from(&mut w, T, "a", launch(1, 1));
+    assert!(out.iter().any(|a| matches!(a, worker::Action::StartExecutor { .. })), "{out:?}");
+    let _ = w.handle(
+        T,
+        worker::Event::ExecutorChanged {
+            executor: ExecutorId("fw/g#0#1.1".into()),
+            state: ExecutorState::Running,
+        },
+    );
+    // A later leader's launch into the same slot.
+    let out = from(&mut w, T, "a", launch(2, 1));
+    assert!(
+        !out.iter().any(|a| matches!(a, worker::Action::StartExecutor { .. })),
+        "not started beside the running one: {out:?}"
+    );
+    let answer = w_sends(&out).into_iter().find_map(|(_, m)| match m {
+        Message::ExecutorStatus { report, .. } => Some(report),
+        _ => None,
+    });
+    assert_eq!(
+        answer.map(|r| (r.id, r.state)),
+        Some((ExecutorId("fw/g#0#2.1".into()), ExecutorState::Killed))
+    );
+    // Another slot starts as usual.
+    let other = Message::LaunchExecutor {
+        epoch: Epoch(2),
+        executor: ExecutorId("fw/g#1#2.2".into()),
+        framework: FrameworkId("fw".into()),
+        command: vec!["/bin/true".into()],
+        env: vec![],
+        cores: 1,
+        memory_mb: 1,
+        launch: 2,
+    };
+    let out = from(&mut w, T, "a", other);
+    assert!(out.iter().any(|a| matches!(a, worker::Action::StartExecutor { .. })), "{out:?}");
+}

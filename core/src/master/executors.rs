@@ -83,12 +83,7 @@ impl ExecutorEntry {
 
 /// Splits an executor id into (group, slot) given its framework.
 fn parse_executor_id(framework: &FrameworkId, id: &ExecutorId) -> Option<(String, u32)> {
-    let rest = id.0.strip_prefix(framework.as_str())?.strip_prefix('/')?;
-    let mut parts = rest.rsplitn(3, '#');
-    let _launch = parts.next()?;
-    let slot = parts.next()?.parse().ok()?;
-    let group = parts.next()?;
-    Some((group.to_owned(), slot))
+    id.group_slot(framework)
 }
 
 impl Master {
