@@ -649,6 +649,8 @@ pub struct Elector {
     /// The ping timer fired while a confirmation of the session was in
     /// flight: the next ping goes out as soon as nothing confirms it.
     ping_owed: bool,
+    /// The round whose marker read has come back (see `relist`).
+    marker_round: Option<u64>,
     /// Acting leases of candidates that left the listings recently, with
     /// when this elector saw them gone: a leader deposed at *d* commands
     /// until before *d* + its L, and *d* precedes the listing that missed it.
@@ -701,6 +703,7 @@ impl Elector {
             rtt_last: None,
             late_confirmations: (0, Millis::ZERO),
             ping_owed: false,
+            marker_round: None,
             departed: Vec::new(),
             marker: (Millis::ZERO, None),
             listed: None,
@@ -1285,8 +1288,18 @@ impl Elector {
             }
             (Purpose::EnsurePath(_), Err(_)) => self.retry_later(now, out),
             (Purpose::Sync, Ok(_)) => self.relist(now, out),
-            (Purpose::List, Ok(ZkReply::Children(children))) => self.listed = Some(children),
+            (Purpose::List, Ok(ZkReply::Children(children))) => {
+                // ZooKeeper ran the marker read after the listing (one
+                // session's requests run in order), so the pair is complete
+                // whichever reply a transport hands over first.
+                if self.marker_round == Some(self.round) {
+                    self.on_children(now, children, out)
+                } else {
+                    self.listed = Some(children)
+                }
+            }
             (Purpose::Marker, Ok(ZkReply::Data { data, stat })) => {
+                self.marker_round = Some(self.round);
                 self.marker = match DeposeMarker::decode(&data) {
                     Ok(Some(m)) => (m.acting_lease, Some(stat.version)),
                     Ok(None) => (Millis::ZERO, None),
