@@ -349,3 +349,29 @@ fn regression_commands_flow_with_zookeeper_far_away() {
     };
     replay_with("far-zookeeper-launch-held", &cfg);
 }
+
+/// The seeds the issue 20 soak found with its new faults (each fixture says
+/// what broke and what fixed it), replayed with the faults they need.
+#[test]
+fn regressions_found_by_the_issue_20_soak() {
+    let all = SimConfig {
+        slow_store: true,
+        zk_latency: true,
+        clock_steps: true,
+        suspend: true,
+        ..base()
+    };
+    let cases = [
+        ("slow-store-rewrites", SimConfig { slow_store: true, ..base() }),
+        ("clock-step-series", all.clone()),
+        ("deposed-leader-late-epoch", all.clone()),
+        ("far-zookeeper-session", SimConfig { zk_latency: true, ..base() }),
+        ("partition-holds-launch", SimConfig { slow_store: true, ..base() }),
+        ("dead-worker-connection", SimConfig { operator: true, ..base() }),
+        ("slot-taken-on-worker", SimConfig { zk_latency: true, clock_steps: true, ..base() }),
+        ("marker-reply-first", all),
+    ];
+    for (bug, cfg) in cases {
+        replay_with(bug, &cfg);
+    }
+}
