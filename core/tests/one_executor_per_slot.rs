@@ -153,36 +153,33 @@ fn register(worker: &str, inc: u64, executors: Vec<ExecutorReport>, seen: u64) -
     })
 }
 
+/// The executors named by the messages `pick` selects, in order.
+fn named(
+    sends: &[(ConnId, Message)],
+    pick: impl Fn(&Message) -> Option<&ExecutorId>,
+) -> Vec<ExecutorId> {
+    sends.iter().filter_map(|(_, m)| pick(m).cloned()).collect()
+}
+
 fn launches(sends: &[(ConnId, Message)]) -> Vec<ExecutorId> {
-    sends
-        .iter()
-        .filter_map(|(_, m)| match m {
-            Message::LaunchExecutor { executor, .. } => Some(executor.clone()),
-            _ => None,
-        })
-        .collect()
+    named(sends, |m| match m {
+        Message::LaunchExecutor { executor, .. } => Some(executor),
+        _ => None,
+    })
 }
 
 fn kills(sends: &[(ConnId, Message)]) -> Vec<ExecutorId> {
-    sends
-        .iter()
-        .filter_map(|(_, m)| match m {
-            Message::KillExecutorOnWorker { executor, .. } => Some(executor.clone()),
-            _ => None,
-        })
-        .collect()
+    named(sends, |m| match m {
+        Message::KillExecutorOnWorker { executor, .. } => Some(executor),
+        _ => None,
+    })
 }
 
 fn lost(sends: &[(ConnId, Message)]) -> Vec<ExecutorId> {
-    sends
-        .iter()
-        .filter_map(|(_, m)| match m {
-            Message::ExecutorUpdate { info, .. } if info.state == ExecutorState::Lost => {
-                Some(info.id.clone())
-            }
-            _ => None,
-        })
-        .collect()
+    named(sends, |m| match m {
+        Message::ExecutorUpdate { info, .. } if info.state == ExecutorState::Lost => Some(&info.id),
+        _ => None,
+    })
 }
 
 /// A report of `id` (of framework "fw", one core, 1 MiB) in `state`.

@@ -81,11 +81,6 @@ impl ExecutorEntry {
     }
 }
 
-/// Splits an executor id into (group, slot) given its framework.
-fn parse_executor_id(framework: &FrameworkId, id: &ExecutorId) -> Option<(String, u32)> {
-    id.group_slot(framework)
-}
-
 impl Master {
     pub(super) fn send_kill(
         &self,
@@ -467,15 +462,14 @@ impl Master {
             }
             return;
         }
-        let slot_free =
-            parse_executor_id(&report.framework, &report.id).and_then(|(group, slot)| {
-                let fw = self.frameworks.get(&report.framework)?;
-                let g = fw.groups.iter().position(|g| g.record.spec.group == group)?;
-                let gs = &fw.groups[g];
-                let free = gs.record.slots.get(slot as usize) == Some(&SlotOutcome::Pending)
-                    && gs.current[slot as usize].is_none();
-                free.then_some((group, slot, g))
-            });
+        let slot_free = report.id.group_slot(&report.framework).and_then(|(group, slot)| {
+            let fw = self.frameworks.get(&report.framework)?;
+            let g = fw.groups.iter().position(|g| g.record.spec.group == group)?;
+            let gs = &fw.groups[g];
+            let free = gs.record.slots.get(slot as usize) == Some(&SlotOutcome::Pending)
+                && gs.current[slot as usize].is_none();
+            free.then_some((group, slot, g))
+        });
         let fits = self
             .workers
             .entries
@@ -531,7 +525,7 @@ impl Master {
         if report.state != (ExecutorState::Exited { code: 0 }) {
             return false;
         }
-        let Some((group, slot)) = parse_executor_id(&report.framework, &report.id) else {
+        let Some((group, slot)) = report.id.group_slot(&report.framework) else {
             return false;
         };
         let Some(g) = self.frameworks.get_mut(&report.framework).and_then(|f| f.group_mut(&group))
