@@ -8,6 +8,7 @@ use regent_core::master::{self, Master};
 use regent_core::protocol::{
     GroupSpec, Hello, Message, RegisterWorker, Role, Subscribe, PROTOCOL_VERSION,
 };
+use regent_core::store::{StoreCommand, StoreEvent};
 use regent_core::{Addr, ConnId, Epoch, Incarnation, MasterId, Millis, WorkerId};
 use std::hint::black_box;
 use std::time::Instant;
@@ -30,9 +31,9 @@ fn frames_per_second() -> f64 {
 fn heartbeats_per_second(workers: u64) -> f64 {
     let mut m = Master::new(master::Config::new(MasterId::new("m"), Addr::new("m:1")));
     let _ = m.handle(Millis(0), master::Event::Elected { floor: Epoch(1), clock: 0 });
-    for a in m.handle(Millis(0), master::Event::Loaded { records: vec![] }) {
-        if let master::Action::Persist { write, .. } = a {
-            let _ = m.handle(Millis(0), master::Event::Persisted { write });
+    for a in m.handle(Millis(0), master::Event::Store(StoreEvent::Loaded { records: vec![] })) {
+        if let master::Action::Store(StoreCommand::Persist { write, .. }) = a {
+            let _ = m.handle(Millis(0), master::Event::Store(StoreEvent::Persisted { write }));
         }
     }
     for i in 0..workers {
@@ -57,8 +58,8 @@ fn heartbeats_per_second(workers: u64) -> f64 {
         for a in
             m.handle(Millis(0), master::Event::Message { conn, msg: Message::RegisterWorker(reg) })
         {
-            if let master::Action::Persist { write, .. } = a {
-                let _ = m.handle(Millis(0), master::Event::Persisted { write });
+            if let master::Action::Store(StoreCommand::Persist { write, .. }) = a {
+                let _ = m.handle(Millis(0), master::Event::Store(StoreEvent::Persisted { write }));
             }
         }
     }
@@ -89,9 +90,9 @@ fn leader_with_workers(workers: u64, placement: master::Placement) -> Master {
     cfg.placement = placement;
     let mut m = Master::new(cfg);
     let _ = m.handle(Millis(0), master::Event::Elected { floor: Epoch(1), clock: 0 });
-    for a in m.handle(Millis(0), master::Event::Loaded { records: vec![] }) {
-        if let master::Action::Persist { write, .. } = a {
-            let _ = m.handle(Millis(0), master::Event::Persisted { write });
+    for a in m.handle(Millis(0), master::Event::Store(StoreEvent::Loaded { records: vec![] })) {
+        if let master::Action::Store(StoreCommand::Persist { write, .. }) = a {
+            let _ = m.handle(Millis(0), master::Event::Store(StoreEvent::Persisted { write }));
         }
     }
     for i in 0..workers {
@@ -109,8 +110,8 @@ fn leader_with_workers(workers: u64, placement: master::Placement) -> Master {
         for a in
             m.handle(Millis(0), master::Event::Message { conn, msg: Message::RegisterWorker(reg) })
         {
-            if let master::Action::Persist { write, .. } = a {
-                let _ = m.handle(Millis(0), master::Event::Persisted { write });
+            if let master::Action::Store(StoreCommand::Persist { write, .. }) = a {
+                let _ = m.handle(Millis(0), master::Event::Store(StoreEvent::Persisted { write }));
             }
         }
     }
@@ -137,8 +138,8 @@ fn placement_seconds(workers: u64, executors: u32, placement: master::Placement)
         };
         for a in m.handle(Millis(0), master::Event::Message { conn, msg: Message::Subscribe(sub) })
         {
-            if let master::Action::Persist { write, .. } = a {
-                let _ = m.handle(Millis(0), master::Event::Persisted { write });
+            if let master::Action::Store(StoreCommand::Persist { write, .. }) = a {
+                let _ = m.handle(Millis(0), master::Event::Store(StoreEvent::Persisted { write }));
             }
         }
         let spec = GroupSpec {
@@ -154,11 +155,11 @@ fn placement_seconds(workers: u64, executors: u32, placement: master::Placement)
             master::Event::Message { conn, msg: Message::DeclareGroup { request: 1, spec } },
         );
         let write = match &out[..] {
-            [master::Action::Persist { write, .. }] => *write,
+            [master::Action::Store(StoreCommand::Persist { write, .. })] => *write,
             other => panic!("unexpected {other:?}"),
         };
         let start = Instant::now();
-        let out = m.handle(Millis(0), master::Event::Persisted { write });
+        let out = m.handle(Millis(0), master::Event::Store(StoreEvent::Persisted { write }));
         elapsed += start.elapsed().as_secs_f64();
         launched += out
             .iter()

@@ -12,6 +12,7 @@
 use regent_core::ids::InstanceId;
 use regent_core::master::{self, Master};
 use regent_core::protocol::GroupSpec;
+use regent_core::store::{StoreCommand, StoreEvent};
 use regent_core::subscriber::{self, Subscriber};
 use regent_core::{Addr, ConnId, Epoch, MasterId, Millis};
 
@@ -20,7 +21,7 @@ fn main() {
     // The cluster side: a master elected over an empty store.
     let mut m = Master::new(master::Config::new(MasterId::new("m1"), Addr::new("m1:7077")));
     let mut to_master = m.handle(now, master::Event::Elected { floor: Epoch(1), clock: 0 });
-    to_master.extend(m.handle(now, master::Event::Loaded { records: vec![] }));
+    to_master.extend(m.handle(now, master::Event::Store(StoreEvent::Loaded { records: vec![] })));
     persist(&mut m, to_master);
 
     // The program side.
@@ -83,9 +84,10 @@ fn persist(m: &mut Master, actions: Vec<master::Action>) -> Vec<regent_core::pro
         let mut more = Vec::new();
         for a in queue {
             match a {
-                master::Action::Persist { write, .. } | master::Action::Unpersist { write, .. } => {
-                    more.extend(m.handle(Millis(0), master::Event::Persisted { write }))
-                }
+                master::Action::Store(StoreCommand::Persist { write, .. })
+                | master::Action::Store(StoreCommand::Unpersist { write, .. }) => more.extend(
+                    m.handle(Millis(0), master::Event::Store(StoreEvent::Persisted { write })),
+                ),
                 master::Action::Send { msg, .. } => sent.push(msg),
                 _ => {}
             }

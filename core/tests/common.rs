@@ -3,6 +3,7 @@
 
 use regent_core::master::{self, Master};
 use regent_core::protocol::{Hello, Message, Role, PROTOCOL_VERSION};
+use regent_core::store::{StoreCommand, StoreEvent};
 use regent_core::worker::{self, Worker};
 use regent_core::{Addr, ConnId, Epoch, Incarnation, MasterId, Millis, WorkerId};
 
@@ -91,8 +92,12 @@ pub fn m_sends(actions: &[master::Action]) -> Vec<(ConnId, Message)> {
 pub fn persist_all(m: &mut Master, now: Millis, actions: &[master::Action]) -> Vec<master::Action> {
     let mut out = Vec::new();
     for a in actions {
-        if let master::Action::Persist { write, .. } | master::Action::Unpersist { write, .. } = a {
-            out.extend(m.handle(now, master::Event::Persisted { write: *write }));
+        if let master::Action::Store(StoreCommand::Persist { write, .. })
+        | master::Action::Store(StoreCommand::Unpersist { write, .. }) = a
+        {
+            out.extend(
+                m.handle(now, master::Event::Store(StoreEvent::Persisted { write: *write })),
+            );
         }
     }
     out
@@ -125,8 +130,8 @@ pub fn deliver_to_master(
 /// load and the epoch write back; returns the actions once it acts.
 pub fn elect(m: &mut Master, now: Millis, epoch: u64) -> Vec<master::Action> {
     let out = m.handle(now, master::Event::Elected { floor: Epoch(epoch), clock: 0 });
-    assert_eq!(out, vec![master::Action::LoadRecords]);
-    let out = m.handle(now, master::Event::Loaded { records: vec![] });
+    assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
+    let out = m.handle(now, master::Event::Store(StoreEvent::Loaded { records: vec![] }));
     assert!(m_sends(&out).is_empty(), "nothing is sent before the epoch is durable");
     persist_all(m, now, &out)
 }

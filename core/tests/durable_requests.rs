@@ -12,6 +12,7 @@ use regent_core::protocol::{
     ExecutorReport, ExecutorState, GroupSpec, Message, RegisterWorker, Role, Subscribe,
 };
 use regent_core::store::{Record, RecordKey, SlotOutcome, WorkerRecord};
+use regent_core::store::{StoreCommand, StoreEvent};
 use regent_core::{ConnId, Epoch, ExecutorId, Incarnation, Millis, WorkerId};
 use std::collections::BTreeMap;
 
@@ -32,17 +33,17 @@ impl Store {
             let mut next = Vec::new();
             for a in pending {
                 let write = match a {
-                    master::Action::Persist { write, record } => {
+                    master::Action::Store(StoreCommand::Persist { write, record }) => {
                         self.0.insert(record.key(), record);
                         write
                     }
-                    master::Action::Unpersist { write, key, .. } => {
+                    master::Action::Store(StoreCommand::Unpersist { write, key, .. }) => {
                         self.0.remove(&key);
                         write
                     }
                     _ => continue,
                 };
-                let out = m.handle(T, master::Event::Persisted { write });
+                let out = m.handle(T, master::Event::Store(StoreEvent::Persisted { write }));
                 sends.extend(m_sends(&out));
                 next.extend(out);
             }
@@ -59,8 +60,8 @@ impl Store {
     fn failover(&mut self, name: &str, floor: u64) -> Master {
         let mut m = master(name);
         let out = m.handle(T, master::Event::Elected { floor: Epoch(floor), clock: 0 });
-        assert_eq!(out, vec![master::Action::LoadRecords]);
-        let out = m.handle(T, master::Event::Loaded { records: self.records() });
+        assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
+        let out = m.handle(T, master::Event::Store(StoreEvent::Loaded { records: self.records() }));
         let _ = self.settle(&mut m, out);
         m
     }
@@ -88,8 +89,8 @@ fn register(worker: &str, inc: u64, executors: Vec<ExecutorReport>) -> Message {
 fn cluster(store: &mut Store) -> (Master, Vec<ExecutorId>) {
     let mut m = master("a");
     let out = m.handle(T, master::Event::Elected { floor: Epoch(1), clock: 0 });
-    assert_eq!(out, vec![master::Action::LoadRecords]);
-    let out = m.handle(T, master::Event::Loaded { records: vec![] });
+    assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
+    let out = m.handle(T, master::Event::Store(StoreEvent::Loaded { records: vec![] }));
     let _ = store.settle(&mut m, out);
     let _ = connect_worker(&mut m, T, 100, "w0");
     let _ = deliver(&mut m, store, 100, register("w0", 100, vec![]));
@@ -155,7 +156,7 @@ fn a_kill_is_accepted_only_after_the_slot_outcome_recording_it_is_persisted() {
     );
     // The write records the kill in the slot's outcome.
     let recorded = out.iter().any(|a| match a {
-        master::Action::Persist { record: Record::Framework(f), .. } => {
+        master::Action::Store(StoreCommand::Persist { record: Record::Framework(f), .. }) => {
             f.groups[0].slots[0] == SlotOutcome::Killed { executor: ex[0].clone() }
         }
         _ => false,
@@ -279,12 +280,14 @@ fn removing_a_dead_worker_is_accepted_once_a_delete_is_durable() {
     let mut store = Store::default();
     let (mut a, _) = cluster(&mut store);
     let out = a.handle(Millis(60_000), master::Event::Timer(master::Timer::Sweep));
-    assert!(out.iter().any(|x| matches!(x, master::Action::Unpersist { .. })));
+    assert!(out.iter().any(|x| matches!(x, master::Action::Store(StoreCommand::Unpersist { .. }))));
     let _ = a.handle(T, master::Event::Connected { conn: ConnId(9) });
     let msg = Message::RemoveWorker { request: 4, worker: WorkerId::new("w0") };
     let out2 = a.handle(Millis(60_000), master::Event::Message { conn: ConnId(9), msg });
     assert!(!accepted(&m_sends(&out2), 4));
-    assert!(out2.iter().any(|x| matches!(x, master::Action::Unpersist { .. })));
+    assert!(out2
+        .iter()
+        .any(|x| matches!(x, master::Action::Store(StoreCommand::Unpersist { .. }))));
     let _ = store.settle(&mut a, out);
     let sends = store.settle(&mut a, out2);
     assert!(accepted(&sends, 4), "{sends:?}");

@@ -10,6 +10,7 @@ use quickcheck::{quickcheck, TestResult};
 use regent_core::master::{self, Master, Timer as MTimer, WorkerState};
 use regent_core::protocol::{Message, RegisterWorker};
 use regent_core::store::{Record, WorkerRecord};
+use regent_core::store::{StoreCommand, StoreEvent};
 use regent_core::worker::{self, Timer};
 use regent_core::{ConnId, Epoch, Incarnation, MasterId, Millis, WorkerId};
 use std::cmp::Reverse;
@@ -201,7 +202,7 @@ fn a_worker_is_not_declared_dead_before_its_own_timeout() {
         }
         let out = m.handle(now, master::Event::Timer(MTimer::Sweep));
         assert!(
-            !out.iter().any(|a| matches!(a, master::Action::Unpersist { .. })),
+            !out.iter().any(|a| matches!(a, master::Action::Store(StoreCommand::Unpersist { .. }))),
             "worker 7 silent for {} of its {} timeout is not DEAD (the configured timeout is 10 s)",
             now.since(t),
             own
@@ -215,7 +216,9 @@ fn a_worker_is_not_declared_dead_before_its_own_timeout() {
     }
     let out = m.handle(now, master::Event::Timer(MTimer::Sweep));
     assert_eq!(
-        out.iter().filter(|a| matches!(a, master::Action::Unpersist { .. })).count(),
+        out.iter()
+            .filter(|a| matches!(a, master::Action::Store(StoreCommand::Unpersist { .. })))
+            .count(),
         1,
         "past its own timeout, worker 7 (and only it) is DEAD"
     );
@@ -322,7 +325,7 @@ fn a_new_leader_waits_for_its_recorded_workers_as_long_as_their_intervals_call_f
             })
         })
         .collect();
-    let out = m.handle(now, master::Event::Loaded { records });
+    let out = m.handle(now, master::Event::Store(StoreEvent::Loaded { records }));
     let out = persist_all(&mut m, now, &out);
     // 400 workers at 100 a second: 4 s intervals, so 40 s instead of 10 s.
     assert!(

@@ -11,6 +11,7 @@ use regent_core::ids::InstanceId;
 use regent_core::master::{self, Master};
 use regent_core::protocol::{ExecutorReport, ExecutorState, GroupSpec, Message, Role, Subscribe};
 use regent_core::store::{Record, RecordKey};
+use regent_core::store::{StoreCommand, StoreEvent};
 use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, Millis};
 use std::collections::BTreeMap;
 
@@ -41,15 +42,21 @@ impl Store {
             let mut next = Vec::new();
             for a in queue {
                 match &a {
-                    master::Action::Persist { write, record } => {
+                    master::Action::Store(StoreCommand::Persist { write, record }) => {
                         self.records.insert(record.key(), record.clone());
                         self.log.push((true, record.key()));
-                        next.extend(m.handle(now, master::Event::Persisted { write: *write }));
+                        next.extend(m.handle(
+                            now,
+                            master::Event::Store(StoreEvent::Persisted { write: *write }),
+                        ));
                     }
-                    master::Action::Unpersist { write, key, .. } => {
+                    master::Action::Store(StoreCommand::Unpersist { write, key, .. }) => {
                         self.records.remove(key);
                         self.log.push((false, key.clone()));
-                        next.extend(m.handle(now, master::Event::Persisted { write: *write }));
+                        next.extend(m.handle(
+                            now,
+                            master::Event::Store(StoreEvent::Persisted { write: *write }),
+                        ));
                     }
                     _ => {}
                 }
@@ -90,9 +97,9 @@ impl Cluster {
     fn new(retained: usize, store: Store, now: Millis) -> Self {
         let mut c = Cluster { m: Master::new(config(retained)), store, now };
         let out = c.m.handle(now, master::Event::Elected { floor: Epoch(1), clock: WALL + now.0 });
-        assert_eq!(out, vec![master::Action::LoadRecords]);
+        assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
         let records: Vec<Record> = c.store.records.values().cloned().collect();
-        let out = c.m.handle(now, master::Event::Loaded { records });
+        let out = c.m.handle(now, master::Event::Store(StoreEvent::Loaded { records }));
         c.run(out);
         c.register_worker();
         c
@@ -199,10 +206,19 @@ fn a_framework_whose_slots_all_exit_0_and_tears_down_is_completed() {
     // acknowledged before the framework record's delete is durable.
     let writes: Vec<&master::Action> = first
         .iter()
-        .filter(|a| matches!(a, master::Action::Persist { .. } | master::Action::Unpersist { .. }))
+        .filter(|a| {
+            matches!(
+                a,
+                master::Action::Store(StoreCommand::Persist { .. })
+                    | master::Action::Store(StoreCommand::Unpersist { .. })
+            )
+        })
         .collect();
     assert!(
-        matches!(writes[..], [master::Action::Persist { record: Record::History(_), .. }]),
+        matches!(
+            writes[..],
+            [master::Action::Store(StoreCommand::Persist { record: Record::History(_), .. })]
+        ),
         "{writes:?}"
     );
     assert!(!accepted(&first, 2));
@@ -373,7 +389,9 @@ fn a_crash_between_the_history_write_and_the_delete_leaves_the_framework_finishe
     let history = out
         .iter()
         .find_map(|a| match a {
-            master::Action::Persist { record: r @ Record::History(_), .. } => Some(r.clone()),
+            master::Action::Store(StoreCommand::Persist {
+                record: r @ Record::History(_), ..
+            }) => Some(r.clone()),
             _ => None,
         })
         .expect("a history write");

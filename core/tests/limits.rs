@@ -13,6 +13,7 @@ use regent_core::protocol::{
 };
 use regent_core::store::format::{self, EncodeError, MAX_PAYLOAD};
 use regent_core::store::{FrameworkRecord, GroupRecord, Record, SlotOutcome, WorkerRecord};
+use regent_core::store::{StoreCommand, StoreEvent};
 use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, Millis, WorkerId};
 
 const T: Millis = Millis(0);
@@ -264,7 +265,7 @@ fn group_strings_and_environment_past_their_limits_are_refused_naming_the_limit(
             },
         );
         assert!(
-            !out.iter().any(|a| matches!(a, master::Action::Persist { .. })),
+            !out.iter().any(|a| matches!(a, master::Action::Store(StoreCommand::Persist { .. }))),
             "{limit}: nothing persisted"
         );
         let reason = refusal(&m_sends(&out), i as u64).unwrap_or_else(|| panic!("{limit} refused"));
@@ -317,7 +318,10 @@ fn a_worker_offering_more_than_the_core_or_memory_limit_is_refused_and_told_why(
         let conn = 200 + i as u64;
         let _ = connect_worker(&mut m, T, conn, "big");
         let out = m.handle(T, master::Event::Message { conn: ConnId(conn), msg: reg });
-        assert!(!out.iter().any(|a| matches!(a, master::Action::Persist { .. })), "{limit}");
+        assert!(
+            !out.iter().any(|a| matches!(a, master::Action::Store(StoreCommand::Persist { .. }))),
+            "{limit}"
+        );
         let reason = m_sends(&out)
             .into_iter()
             .find_map(|(_, m)| match m {
@@ -410,7 +414,7 @@ fn a_registration_reporting_many_ended_executors_writes_their_framework_once() {
     let writes = out
         .iter()
         .filter(|a| {
-            matches!(a, master::Action::Persist { record: Record::Framework(f), .. } if f.id == framework)
+            matches!(a, master::Action::Store(StoreCommand::Persist { record: Record::Framework(f), .. }) if f.id == framework)
         })
         .count();
     assert_eq!(writes, 1, "the framework's record is written once");
@@ -444,8 +448,8 @@ fn a_stored_retry_count_at_u32_max_never_overflows() {
         registered_at_ms: None,
     });
     let out = m.handle(T, master::Event::Elected { floor: Epoch(1), clock: 0 });
-    assert_eq!(out, vec![master::Action::LoadRecords]);
-    let out = m.handle(T, master::Event::Loaded { records: vec![record] });
+    assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
+    let out = m.handle(T, master::Event::Store(StoreEvent::Loaded { records: vec![record] }));
     let _ = persist_all(&mut m, T, &out);
     let _ = connect_worker(&mut m, T, 100, "w0");
     let reg = register_msg("w0", 4, 4096, vec![]);
@@ -558,7 +562,8 @@ fn a_framework_record_that_would_exceed_the_record_limit_is_refused_before_persi
         );
         if let Some(reason) = refusal(&m_sends(&out), accepted) {
             assert!(
-                !out.iter().any(|a| matches!(a, master::Action::Persist { .. })),
+                !out.iter()
+                    .any(|a| matches!(a, master::Action::Store(StoreCommand::Persist { .. }))),
                 "refused before persisting"
             );
             break reason;
@@ -664,7 +669,10 @@ fn a_registration_past_max_workers_is_refused_naming_the_limit_and_the_worker_re
         T,
         master::Event::Message { conn: ConnId(102), msg: register_msg("w2", 1, 64, vec![]) },
     );
-    assert!(!out.iter().any(|a| matches!(a, master::Action::Persist { .. })), "nothing recorded");
+    assert!(
+        !out.iter().any(|a| matches!(a, master::Action::Store(StoreCommand::Persist { .. }))),
+        "nothing recorded"
+    );
     let reason = register_refused(&m_sends(&out)).expect("refused");
     assert!(reason.contains("max_workers") && reason.contains('2'), "{reason}");
     assert_eq!(m.workers().len(), 2);

@@ -18,6 +18,7 @@ use regent_core::protocol::{
     ExecutorReport, ExecutorState, GroupSpec, HelloReply, LogRead, LogStream, Message,
     RegisterWorker, Role, Subscribe,
 };
+use regent_core::store::{StoreCommand, StoreEvent};
 use regent_core::worker;
 use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, Millis};
 
@@ -33,10 +34,10 @@ fn settle(m: &mut Master, now: Millis, actions: Vec<master::Action>) -> Vec<(Con
     while !pending.is_empty() {
         let mut next = Vec::new();
         for a in pending {
-            if let master::Action::Persist { write, .. } | master::Action::Unpersist { write, .. } =
-                a
+            if let master::Action::Store(StoreCommand::Persist { write, .. })
+            | master::Action::Store(StoreCommand::Unpersist { write, .. }) = a
             {
-                let out = m.handle(now, master::Event::Persisted { write });
+                let out = m.handle(now, master::Event::Store(StoreEvent::Persisted { write }));
                 sends.extend(m_sends(&out));
                 next.extend(out);
             }

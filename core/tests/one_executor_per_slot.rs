@@ -15,6 +15,7 @@ use regent_core::protocol::{
     ExecutorReport, ExecutorState, GroupSpec, HelloReply, Message, RegisterWorker, Role, Subscribe,
 };
 use regent_core::store::WriteId;
+use regent_core::store::{StoreCommand, StoreEvent};
 use regent_core::worker::{self, Worker};
 use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, Millis};
 use std::collections::BTreeMap;
@@ -36,8 +37,8 @@ impl Held {
     fn leader() -> Held {
         let mut h = Held { m: master("a"), pending: Vec::new() };
         let out = h.m.handle(T, master::Event::Elected { floor: Epoch(1), clock: 0 });
-        assert_eq!(out, vec![master::Action::LoadRecords]);
-        let _ = h.step(master::Event::Loaded { records: vec![] });
+        assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
+        let _ = h.step(master::Event::Store(StoreEvent::Loaded { records: vec![] }));
         let _ = h.settle();
         assert!(h.m.is_leading());
         h
@@ -47,8 +48,8 @@ impl Held {
     fn step(&mut self, event: master::Event) -> Vec<(ConnId, Message)> {
         let out = self.m.handle(T, event);
         for a in &out {
-            if let master::Action::Persist { write, .. } | master::Action::Unpersist { write, .. } =
-                a
+            if let master::Action::Store(StoreCommand::Persist { write, .. })
+            | master::Action::Store(StoreCommand::Unpersist { write, .. }) = a
             {
                 self.pending.push(*write);
             }
@@ -64,7 +65,7 @@ impl Held {
     fn confirm_next(&mut self) -> Vec<(ConnId, Message)> {
         assert!(!self.pending.is_empty(), "no write is held");
         let write = self.pending.remove(0);
-        self.step(master::Event::Persisted { write })
+        self.step(master::Event::Store(StoreEvent::Persisted { write }))
     }
 
     /// Confirms every held write (and those they lead to).

@@ -15,6 +15,7 @@ use regent_core::protocol::{
     ExecutorReport, ExecutorState, GroupSpec, Message, RegisterWorker, Role, Subscribe, WorkerView,
 };
 use regent_core::store::{Maintenance, Record, RecordKey, SlotOutcome};
+use regent_core::store::{StoreCommand, StoreEvent};
 use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, Millis, WorkerId};
 use std::collections::BTreeMap;
 
@@ -45,17 +46,17 @@ impl Store {
             let mut next = Vec::new();
             for a in pending {
                 let write = match a {
-                    master::Action::Persist { write, record } => {
+                    master::Action::Store(StoreCommand::Persist { write, record }) => {
                         self.0.insert(record.key(), record);
                         write
                     }
-                    master::Action::Unpersist { write, key, .. } => {
+                    master::Action::Store(StoreCommand::Unpersist { write, key, .. }) => {
                         self.0.remove(&key);
                         write
                     }
                     _ => continue,
                 };
-                let out = m.handle(now, master::Event::Persisted { write });
+                let out = m.handle(now, master::Event::Store(StoreEvent::Persisted { write }));
                 sends.extend(m_sends(&out));
                 next.extend(out);
             }
@@ -69,9 +70,9 @@ impl Store {
     fn failover(&mut self, name: &str, now: Millis, wall: u64) -> Master {
         let mut m = master(name);
         let out = m.handle(now, master::Event::Elected { floor: Epoch(1), clock: wall });
-        assert_eq!(out, vec![master::Action::LoadRecords]);
+        assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
         let records = self.0.values().cloned().collect();
-        let out = m.handle(now, master::Event::Loaded { records });
+        let out = m.handle(now, master::Event::Store(StoreEvent::Loaded { records }));
         let _ = self.settle(&mut m, now, out);
         m
     }
@@ -179,8 +180,8 @@ impl Cluster {
         let mut m = master("a");
         let t = Millis(0);
         let out = m.handle(t, master::Event::Elected { floor: Epoch(1), clock: WALL_A });
-        assert_eq!(out, vec![master::Action::LoadRecords]);
-        let out = m.handle(t, master::Event::Loaded { records: vec![] });
+        assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
+        let out = m.handle(t, master::Event::Store(StoreEvent::Loaded { records: vec![] }));
         let _ = store.settle(&mut m, t, out);
         for (conn, w) in [(100, "w0"), (101, "w1")] {
             let _ = connect_worker(&mut m, t, conn, w);
@@ -267,7 +268,7 @@ fn cordon_is_durable_before_it_is_accepted_and_blocks_placement_without_killing(
         c.operate(t, Message::CordonWorker { request: 5, worker: WorkerId::new("w1") });
     assert!(!accepted(&m_sends(&before), 5), "accepted before the record was written");
     let written = before.iter().any(|a| {
-        matches!(a, master::Action::Persist { record: Record::Worker(w), .. }
+        matches!(a, master::Action::Store(StoreCommand::Persist { record: Record::Worker(w), .. })
             if w.id.as_str() == "w1" && w.maintenance == Some(Maintenance::Cordoned))
     });
     assert!(written, "the cordon is written to the worker's record: {before:?}");
@@ -547,7 +548,7 @@ fn kill_executor_refills_its_slot_without_a_retry_or_leaves_it_empty() {
     let msg = Message::OperatorKillExecutor { request: 6, executor: x1.clone(), refill: false };
     let (before, sends) = c.operate(t, msg);
     let recorded = before.iter().any(|a| {
-        matches!(a, master::Action::Persist { record: Record::Framework(f), .. }
+        matches!(a, master::Action::Store(StoreCommand::Persist { record: Record::Framework(f), .. })
             if f.groups[0].slots[1] == SlotOutcome::Killed { executor: x1.clone() })
     });
     assert!(recorded, "{before:?}");
@@ -632,7 +633,9 @@ fn refusals_name_the_problem() {
         };
         let (before, sends) = c.operate(t, msg);
         assert!(
-            !before.iter().any(|a| matches!(a, master::Action::Persist { .. })),
+            !before
+                .iter()
+                .any(|a| matches!(a, master::Action::Store(StoreCommand::Persist { .. }))),
             "a refusal writes nothing: {before:?}"
         );
         assert_eq!(refusal(&sends, request), reason);

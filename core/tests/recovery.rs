@@ -7,6 +7,7 @@ use common::*;
 use regent_core::master::{self, Master, Status, WorkerState};
 use regent_core::protocol::{Message, RegisterWorker};
 use regent_core::store::{Record, RecordKey, WorkerRecord};
+use regent_core::store::{StoreCommand, StoreEvent};
 use regent_core::{ConnId, Epoch, Incarnation, Millis, WorkerId};
 
 fn worker_record(i: u64) -> Record {
@@ -41,15 +42,15 @@ fn elect_over(
     records: Vec<Record>,
 ) -> Vec<master::Action> {
     let out = m.handle(now, master::Event::Elected { floor: Epoch(floor), clock });
-    assert_eq!(out, vec![master::Action::LoadRecords]);
+    assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
     assert_eq!(
         m.status(),
         Status::Standby,
         "an elected master does not act before its epoch is durable"
     );
-    let out = m.handle(now, master::Event::Loaded { records });
+    let out = m.handle(now, master::Event::Store(StoreEvent::Loaded { records }));
     match &out[..] {
-        [master::Action::Persist { record: Record::Epoch(_), .. }] => {}
+        [master::Action::Store(StoreCommand::Persist { record: Record::Epoch(_), .. })] => {}
         other => panic!("the epoch must be written before anything else: {other:?}"),
     }
     persist_all(m, now, &out)
@@ -106,7 +107,7 @@ fn recovery_completes_when_all_recovered_workers_report() {
     assert!(m.workers().iter().all(|w| w.state == WorkerState::Unknown));
     // A recovered worker reports: acknowledged at once, its record is durable.
     let acts = m.handle(Millis(10), master::Event::Message { conn: ConnId(1), msg: register(1) });
-    assert!(!acts.iter().any(|a| matches!(a, master::Action::Persist { .. })));
+    assert!(!acts.iter().any(|a| matches!(a, master::Action::Store(StoreCommand::Persist { .. }))));
     assert!(matches!(
         &m_sends(&acts)[..],
         [(ConnId(1), Message::Registered { epoch: Epoch(5), duplicate: false, .. })]
@@ -135,9 +136,11 @@ fn recovery_timeout_removes_few_silent_workers() {
     let dead: Vec<_> = out
         .iter()
         .filter_map(|a| match a {
-            master::Action::Unpersist { key: RecordKey::Worker(w), incarnation, .. } => {
-                Some((w.clone(), *incarnation))
-            }
+            master::Action::Store(StoreCommand::Unpersist {
+                key: RecordKey::Worker(w),
+                incarnation,
+                ..
+            }) => Some((w.clone(), *incarnation)),
             _ => None,
         })
         .collect();
@@ -154,7 +157,9 @@ fn removal_limit_exceeded_keeps_workers_unknown_until_an_operator_removes_them()
     let _ = deliver_to_master(&mut m, Millis(1), 1, register(1));
     // 3 of 4 silent (75 % > 50 %): more likely a partition than dead machines.
     let out = m.handle(Millis(10_000), master::Event::Timer(master::Timer::Recovery));
-    assert!(!out.iter().any(|a| matches!(a, master::Action::Unpersist { .. })));
+    assert!(!out
+        .iter()
+        .any(|a| matches!(a, master::Action::Store(StoreCommand::Unpersist { .. }))));
     assert_eq!(m.status(), Status::Alive, "the master becomes ALIVE either way");
     assert_eq!(m.metrics().unknown_workers, 3);
     let unknown: Vec<_> = m
@@ -166,13 +171,13 @@ fn removal_limit_exceeded_keeps_workers_unknown_until_an_operator_removes_them()
     assert_eq!(unknown.len(), 3);
     // The DEAD sweep never removes them silently.
     let out = m.handle(Millis(1_000_000), master::Event::Timer(master::Timer::Sweep));
-    assert!(!out.iter().any(|a| matches!(a, master::Action::Unpersist { key: RecordKey::Worker(w), .. } if w.as_str() != "w1")));
+    assert!(!out.iter().any(|a| matches!(a, master::Action::Store(StoreCommand::Unpersist { key: RecordKey::Worker(w), .. }) if w.as_str() != "w1")));
     assert_eq!(m.workers().iter().filter(|w| w.state == WorkerState::Unknown).count(), 3);
     // An operator removes one.
     let out =
         m.handle(Millis(1_000_001), master::Event::RemoveWorker { worker: WorkerId::new("w2") });
     assert!(
-        matches!(&out[..], [master::Action::Unpersist { key: RecordKey::Worker(w), incarnation: Some(Incarnation(102)), .. }] if w.as_str() == "w2")
+        matches!(&out[..], [master::Action::Store(StoreCommand::Unpersist { key: RecordKey::Worker(w), incarnation: Some(Incarnation(102)), .. })] if w.as_str() == "w2")
     );
     assert_eq!(m.metrics().unknown_workers, 2);
     // A late worker that comes back is welcomed.
@@ -215,7 +220,7 @@ fn suspended_then_resumed_declares_no_worker_dead() {
     let out = m.handle(Millis(1_000), master::Event::Message { conn: ConnId(2), msg: register(2) });
     assert_eq!(m_sends(&out), vec![(ConnId(2), Message::LeaderSuspended { epoch: Epoch(1) })]);
     assert!(
-        !out.iter().any(|a| matches!(a, master::Action::Persist { .. })),
+        !out.iter().any(|a| matches!(a, master::Action::Store(StoreCommand::Persist { .. }))),
         "no store writes while suspended"
     );
     let hb = Message::WorkerHeartbeat { incarnation: Incarnation(101) };
@@ -226,13 +231,15 @@ fn suspended_then_resumed_declares_no_worker_dead() {
     assert!(matches!(reply, Message::HelloReply(r) if !r.leading));
     // A long suspension: no DEAD sweep.
     let out = m.handle(Millis(60_000), master::Event::Timer(master::Timer::Sweep));
-    assert!(!out.iter().any(|a| matches!(a, master::Action::Unpersist { .. })));
+    assert!(!out
+        .iter()
+        .any(|a| matches!(a, master::Action::Store(StoreCommand::Unpersist { .. }))));
     // Resumed: every worker gets a fresh worker_timeout.
     let _ = m.handle(Millis(60_000), master::Event::Resumed);
     assert_eq!(m.status(), Status::Alive);
     let out = m.handle(Millis(65_000), master::Event::Timer(master::Timer::Sweep));
     assert!(
-        !out.iter().any(|a| matches!(a, master::Action::Unpersist { .. })),
+        !out.iter().any(|a| matches!(a, master::Action::Store(StoreCommand::Unpersist { .. }))),
         "no worker declared DEAD for the suspension"
     );
     assert_eq!(m.workers()[0].state, WorkerState::Alive);
@@ -242,26 +249,33 @@ fn suspended_then_resumed_declares_no_worker_dead() {
 fn a_leader_that_cannot_make_state_durable_abdicates() {
     let mut m = master("a");
     let _ = m.handle(Millis(0), master::Event::Elected { floor: Epoch(1), clock: 0 });
-    let out =
-        m.handle(Millis(0), master::Event::LoadFailed { reason: "w-x.rec: CRC mismatch".into() });
+    let out = m.handle(
+        Millis(0),
+        master::Event::Store(StoreEvent::LoadFailed { reason: "w-x.rec: CRC mismatch".into() }),
+    );
     assert!(
         matches!(&out[..], [master::Action::Abdicate { reason }] if reason.contains("CRC mismatch"))
     );
     assert_eq!(m.status(), Status::Standby);
     // The epoch write itself failing.
     let _ = m.handle(Millis(0), master::Event::Elected { floor: Epoch(1), clock: 0 });
-    let out = m.handle(Millis(0), master::Event::Loaded { records: vec![] });
+    let out = m.handle(Millis(0), master::Event::Store(StoreEvent::Loaded { records: vec![] }));
     let write = match &out[..] {
-        [master::Action::Persist { write, .. }] => *write,
+        [master::Action::Store(StoreCommand::Persist { write, .. })] => *write,
         other => panic!("{other:?}"),
     };
-    let out =
-        m.handle(Millis(0), master::Event::PersistFailed { write, reason: "fsync: EIO".into() });
+    let out = m.handle(
+        Millis(0),
+        master::Event::Store(StoreEvent::PersistFailed { write, reason: "fsync: EIO".into() }),
+    );
     assert!(matches!(&out[..], [master::Action::Abdicate { .. }, ..]));
     assert_eq!(m.status(), Status::Standby);
     // A failure of a write from an earlier leadership is old news.
     let _ = elect(&mut m, Millis(1), 2);
-    let out = m.handle(Millis(1), master::Event::PersistFailed { write, reason: "late".into() });
+    let out = m.handle(
+        Millis(1),
+        master::Event::Store(StoreEvent::PersistFailed { write, reason: "late".into() }),
+    );
     assert!(out.is_empty());
     assert_eq!(m.status(), Status::Alive);
 }
@@ -289,7 +303,7 @@ fn operators_remove_unknown_workers_and_read_the_state_from_any_master() {
     assert!(m_sends(&out).is_empty(), "nothing accepted before the delete is durable: {out:?}");
     assert!(out.iter().any(|a| matches!(
         a,
-        master::Action::Unpersist { key: RecordKey::Worker(w), .. } if w.as_str() == "w3"
+        master::Action::Store(StoreCommand::Unpersist { key: RecordKey::Worker(w), .. }) if w.as_str() == "w3"
     )));
     let accepted = m_sends(&persist_all(&mut m, Millis(10_001), &out));
     assert_eq!(

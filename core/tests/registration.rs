@@ -6,6 +6,7 @@ mod common;
 use common::*;
 use regent_core::master::{self, WorkerState};
 use regent_core::protocol::{LeaderHint, Message, Role};
+use regent_core::store::StoreCommand;
 use regent_core::worker::{self, Timer};
 use regent_core::{ConnId, Epoch, Incarnation, MasterId, Millis};
 
@@ -39,7 +40,7 @@ fn registered_with_a(
     // Registered only after Persisted (DESIGN rule 3).
     let acts = a.handle(T0, master::Event::Message { conn: ConnId(1), msg: reg });
     assert!(m_sends(&acts).is_empty(), "no acknowledgement before the record is durable");
-    assert!(matches!(acts[..], [master::Action::Persist { .. }]));
+    assert!(matches!(acts[..], [master::Action::Store(StoreCommand::Persist { .. })]));
     let acked = m_sends(&persist_all(&mut a, T0, &acts));
     assert!(matches!(
         &acked[..],
@@ -197,7 +198,7 @@ fn spark_23191_blip_reregister_same_master_idempotent() {
     let reg = only_send_to(&out, "a");
     // Same incarnation, same master: acknowledged at once, no new write.
     let acts = a.handle(t, master::Event::Message { conn: ConnId(9), msg: reg.clone() });
-    assert!(!acts.iter().any(|a| matches!(a, master::Action::Persist { .. })));
+    assert!(!acts.iter().any(|a| matches!(a, master::Action::Store(StoreCommand::Persist { .. }))));
     let sends = m_sends(&acts);
     assert!(matches!(&sends[..], [(ConnId(9), Message::Registered { duplicate: true, .. })]));
     let out = from(&mut w, t, "a", sends[0].1.clone());
@@ -251,7 +252,7 @@ fn id_conflict_between_two_incarnations() {
     let acts = a.handle(T0, master::Event::Message { conn: ConnId(2), msg: reg(&new) });
     // The old process is told why, and its connection closed; the new one persisted.
     match &acts[..] {
-        [master::Action::Send { conn: ConnId(1), msg: Message::Shutdown { reason, .. } }, master::Action::Close { conn: ConnId(1), .. }, master::Action::Persist { .. }] =>
+        [master::Action::Send { conn: ConnId(1), msg: Message::Shutdown { reason, .. } }, master::Action::Close { conn: ConnId(1), .. }, master::Action::Store(StoreCommand::Persist { .. })] =>
         {
             assert!(reason.contains("w1") && reason.contains("conflict"), "{reason}");
             assert!(
@@ -391,15 +392,20 @@ fn sweep_marks_silent_worker_dead_and_unpersists_by_incarnation() {
     let (mut a, _b, _w) = registered_with_a();
     let timeout = Millis(10_000);
     let out = a.handle(Millis(5_000), master::Event::Timer(master::Timer::Sweep));
-    assert!(!out.iter().any(|x| matches!(x, master::Action::Unpersist { .. })));
-    let out = a.handle(timeout + Millis(1), master::Event::Timer(master::Timer::Sweep));
-    assert!(out
+    assert!(!out
         .iter()
-        .any(|x| matches!(x, master::Action::Unpersist { incarnation: Some(Incarnation(7)), .. })));
+        .any(|x| matches!(x, master::Action::Store(StoreCommand::Unpersist { .. }))));
+    let out = a.handle(timeout + Millis(1), master::Event::Timer(master::Timer::Sweep));
+    assert!(out.iter().any(|x| matches!(
+        x,
+        master::Action::Store(StoreCommand::Unpersist { incarnation: Some(Incarnation(7)), .. })
+    )));
     assert_eq!(a.workers()[0].state, WorkerState::Dead);
     // A repeated sweep does not delete twice.
     let out = a.handle(timeout + Millis(2), master::Event::Timer(master::Timer::Sweep));
-    assert!(!out.iter().any(|x| matches!(x, master::Action::Unpersist { .. })));
+    assert!(!out
+        .iter()
+        .any(|x| matches!(x, master::Action::Store(StoreCommand::Unpersist { .. }))));
     // Its heartbeat now asks it to register again.
     let out = a.handle(
         timeout + Millis(3),

@@ -10,11 +10,13 @@
 
 use regent_core::ids::InstanceId;
 use regent_core::master;
-use regent_core::node::master::{self as mnode, Leadership, StoreResult};
+use regent_core::node::master::{self as mnode, Leadership};
 use regent_core::node::submit::{self as snode, SubmitNode};
 use regent_core::node::worker::{self as wnode, WorkerNode};
 use regent_core::node::{DialResult, Ended, MasterNode};
 use regent_core::protocol::{ExecutorState, GroupSpec};
+use regent_core::store::StoreCommand;
+use regent_core::store::StoreEvent;
 use regent_core::store::{Record, RecordKey, WriteId};
 use regent_core::subscriber;
 use regent_core::worker;
@@ -193,17 +195,17 @@ impl World {
                     }
                     None => {}
                 },
-                mnode::Output::Persist { write, record } => {
+                mnode::Output::Store(StoreCommand::Persist { write, record }) => {
                     self.records.insert(record.key(), record);
                     self.waiting.push(write);
                 }
-                mnode::Output::Unpersist { write, key, .. } => {
+                mnode::Output::Store(StoreCommand::Unpersist { write, key, .. }) => {
                     self.records.remove(&key);
                     self.waiting.push(write);
                 }
-                mnode::Output::LoadRecords => {
+                mnode::Output::Store(StoreCommand::LoadRecords) => {
                     let records = self.records.values().cloned().collect();
-                    let loaded = StoreResult::Loaded { records };
+                    let loaded = StoreEvent::Loaded { records };
                     self.push(self.now, To::Master(mnode::Input::Store(loaded)));
                 }
                 mnode::Output::Dial { dial, .. } => {
@@ -358,7 +360,7 @@ impl World {
             if self.batch.as_ref().is_some_and(|(at, _)| *at <= now) {
                 let (_, writes) = self.batch.take().expect("checked");
                 for write in writes {
-                    let done = StoreResult::Persisted { write };
+                    let done = StoreEvent::Persisted { write };
                     let out = self.master.handle(now, mnode::Input::Store(done));
                     self.master_outputs(out);
                 }

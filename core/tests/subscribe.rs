@@ -7,6 +7,7 @@ use common::*;
 use regent_core::ids::InstanceId;
 use regent_core::master::{self, Master, Placement};
 use regent_core::protocol::{ExecutorReport, ExecutorState, GroupSpec, Message, Role, Subscribe};
+use regent_core::store::StoreCommand;
 use regent_core::subscriber::{self, Subscriber};
 use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Millis};
 
@@ -166,7 +167,8 @@ fn mesos_subscribe_scheduler_failover_same_connection_alive() {
         [master::Action::Send {
             conn: ConnId(1),
             msg: Message::FrameworkError { failed_over_to: Some(InstanceId(8)), message, .. },
-        }, master::Action::Close { conn: ConnId(1), .. }, master::Action::Persist { .. }] => {
+        }, master::Action::Close { conn: ConnId(1), .. }, master::Action::Store(StoreCommand::Persist { .. })] =>
+        {
             assert!(
                 message.contains("failed over") && message.contains(&InstanceId(8).to_string()),
                 "{message}"
@@ -331,7 +333,7 @@ fn declared_group_is_persisted_acknowledged_then_spread_over_workers() {
         },
     );
     assert!(
-        matches!(&acts[..], [master::Action::Persist { .. }]),
+        matches!(&acts[..], [master::Action::Store(StoreCommand::Persist { .. })]),
         "persisted before it is acknowledged"
     );
     let sends = m_sends(&persist_all(&mut m, T, &acts));
@@ -466,14 +468,19 @@ fn failover_timeout_removes_the_framework_and_kills_its_executors() {
     // durable (see `master::history`).
     assert!(out.iter().any(|a| matches!(
         a,
-        master::Action::Persist { record: regent_core::store::Record::History(h), .. }
+        master::Action::Store(StoreCommand::Persist { record: regent_core::store::Record::History(h), .. })
             if h.framework.outcome == regent_core::history::FrameworkOutcome::TimedOut
     )));
-    assert!(!out.iter().any(|a| matches!(a, master::Action::Unpersist { .. })));
+    assert!(!out
+        .iter()
+        .any(|a| matches!(a, master::Action::Store(StoreCommand::Unpersist { .. }))));
     let after = persist_all(&mut m, Millis(31_001), &out);
     assert!(after.iter().any(|a| matches!(
         a,
-        master::Action::Unpersist { key: regent_core::store::RecordKey::Framework(_), .. }
+        master::Action::Store(StoreCommand::Unpersist {
+            key: regent_core::store::RecordKey::Framework(_),
+            ..
+        })
     )));
     assert!(!m_sends(&after).contains(&kill), "not before the record's delete is durable");
     let last = persist_all(&mut m, Millis(31_001), &after);

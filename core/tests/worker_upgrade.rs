@@ -13,6 +13,7 @@ use regent_core::protocol::{
     ExecutorReport, ExecutorState, GroupSpec, Message, RegisterWorker, Role, Subscribe,
 };
 use regent_core::store::{FrameworkRecord, GroupRecord, Record, SlotOutcome, WorkerRecord};
+use regent_core::store::{StoreCommand, StoreEvent};
 use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, Millis, WorkerId};
 
 const T: Millis = Millis(0);
@@ -294,8 +295,8 @@ fn a_leader_recovering_from_its_store_adopts_what_the_new_process_reports() {
     ];
     let mut m = master("a");
     let out = m.handle(T, master::Event::Elected { floor: Epoch(2), clock: 0 });
-    assert_eq!(out, vec![master::Action::LoadRecords]);
-    let out = m.handle(T, master::Event::Loaded { records });
+    assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
+    let out = m.handle(T, master::Event::Store(StoreEvent::Loaded { records }));
     let _ = persist_all(&mut m, T, &out);
     assert_eq!(m.status(), Status::Recovering);
     let sends = restart(&mut m, 0, 200, vec![report(&e, &fw, ExecutorState::Running)]);

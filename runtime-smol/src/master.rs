@@ -17,13 +17,12 @@ use async_channel::{Receiver, Sender};
 use regent_core::auth::{Secret, Side};
 use regent_core::elector::DeposeOutcome;
 use regent_core::master::Status;
-use regent_core::node::master::{
-    Config, Input as NodeInput, Leadership, Note, Output, StoreResult,
-};
+use regent_core::node::master::{Config, Input as NodeInput, Leadership, Note, Output};
 use regent_core::node::{DialId, DialResult, Ended, MasterNode, ProbeResult};
+use regent_core::store::StoreEvent;
 use regent_core::{Addr, ConnId, MasterId, Millis};
 use regent_std::host::{proc_limit, ConnectionCeiling};
-use regent_std::store::{master_sealing, LocalStore, Op};
+use regent_std::store::{master_sealing, LocalStore};
 use smol::net::{TcpListener, TcpStream};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
@@ -115,7 +114,7 @@ enum Input {
     Dialled { dial: DialId, result: Result<TcpStream, net::DialError> },
     Probed { probe: u64, result: ProbeResult },
     Net(NetEvent),
-    Store(Vec<StoreResult>),
+    Store(Vec<StoreEvent>),
     Http(HttpQuery),
     Shutdown,
 }
@@ -410,7 +409,7 @@ struct Pump {
     ceiling: ConnectionCeiling,
     /// Store answers available at once (memory store, a stopped writer),
     /// fed after the outputs that caused them.
-    pending: VecDeque<StoreResult>,
+    pending: VecDeque<StoreEvent>,
     /// When the current leadership began to read its records (ZooKeeper:
     /// the election; filesystem: the store's open), until it is
     /// RECOVERING: for the "records loaded" log line.
@@ -538,17 +537,13 @@ impl Pump {
                         self.closed_by_us.insert(conn);
                     }
                 }
-                Output::Persist { write, record } => self.write(write, Op::Put(record)),
-                Output::Unpersist { write, key, incarnation } => {
-                    self.write(write, Op::Delete { key, incarnation })
-                }
-                Output::LoadRecords => {
+                Output::Store(command) => {
                     if let Some(local) = &mut self.local {
-                        let result = local.load();
-                        if let StoreResult::Loaded { records } = &result {
+                        let result = local.execute(command);
+                        if let Some(StoreEvent::Loaded { records }) = &result {
                             self.local_loaded = records.len();
                         }
-                        self.pending.push_back(result);
+                        self.pending.extend(result);
                     }
                 }
                 Output::Zk(command) => {
@@ -614,12 +609,6 @@ impl Pump {
             let _ = tx.send(Input::Dialled { dial, result }).await;
         })
         .detach();
-    }
-
-    fn write(&mut self, write: regent_core::store::WriteId, op: Op) {
-        if let Some(local) = &mut self.local {
-            self.pending.extend(local.write(write, op));
-        }
     }
 }
 

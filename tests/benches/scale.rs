@@ -35,6 +35,7 @@ use regent_core::protocol::{
     PROTOCOL_VERSION,
 };
 use regent_core::store::{FrameworkRecord, GroupRecord, Record, SlotOutcome, WorkerRecord};
+use regent_core::store::{StoreCommand, StoreEvent};
 use regent_core::WorkerId;
 use regent_core::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, Millis};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -167,10 +168,10 @@ impl Driver {
         while let Some(ev) = queue.pop_front() {
             for a in self.m.handle(self.now, ev) {
                 match a {
-                    master::Action::Persist { write, .. }
-                    | master::Action::Unpersist { write, .. } => {
+                    master::Action::Store(StoreCommand::Persist { write, .. })
+                    | master::Action::Store(StoreCommand::Unpersist { write, .. }) => {
                         t.writes += 1;
-                        queue.push_back(master::Event::Persisted { write });
+                        queue.push_back(master::Event::Store(StoreEvent::Persisted { write }));
                     }
                     master::Action::Send { msg, .. } => {
                         t.sends += 1;
@@ -195,7 +196,7 @@ impl Driver {
     fn elect_empty(&mut self) {
         let mut t = Tally::default();
         self.feed(master::Event::Elected { floor: Epoch(1), clock: 0 }, &mut t);
-        self.feed(master::Event::Loaded { records: vec![] }, &mut t);
+        self.feed(master::Event::Store(StoreEvent::Loaded { records: vec![] }), &mut t);
         assert_eq!(self.m.status(), Status::Alive);
     }
 }
@@ -439,13 +440,18 @@ fn sweep_one_percent_expired(d: &mut Driver, n: u64) {
     let watch = Stopwatch::start();
     let out = d.m.handle(d.now, master::Event::Timer(Timer::Sweep));
     let tick = watch.stop();
-    let deaths = out.iter().filter(|a| matches!(a, master::Action::Unpersist { .. })).count();
+    let deaths = out
+        .iter()
+        .filter(|a| matches!(a, master::Action::Store(StoreCommand::Unpersist { .. })))
+        .count();
     // The writes the tick asked for, made durable (replacements are placed
     // once the lost executors' records are).
     let watch = Stopwatch::start();
     for a in out {
-        if let master::Action::Persist { write, .. } | master::Action::Unpersist { write, .. } = a {
-            d.feed(master::Event::Persisted { write }, &mut t);
+        if let master::Action::Store(StoreCommand::Persist { write, .. })
+        | master::Action::Store(StoreCommand::Unpersist { write, .. }) = a
+        {
+            d.feed(master::Event::Store(StoreEvent::Persisted { write }), &mut t);
         }
     }
     let settle = watch.stop();
@@ -545,11 +551,13 @@ fn recovery(n: u64) {
     let mut t = Tally::default();
     let all = Stopwatch::start();
     let out = d.m.handle(d.now, master::Event::Elected { floor: Epoch(1), clock: 0 });
-    assert!(out.contains(&master::Action::LoadRecords));
+    assert!(out.contains(&master::Action::Store(StoreCommand::LoadRecords)));
     let loaded = Stopwatch::start();
-    let out = d.m.handle(d.now, master::Event::Loaded { records: recs });
-    let [master::Action::Persist { write, .. }] = out[..] else { panic!("{out:?}") };
-    let out = d.m.handle(d.now, master::Event::Persisted { write });
+    let out = d.m.handle(d.now, master::Event::Store(StoreEvent::Loaded { records: recs }));
+    let [master::Action::Store(StoreCommand::Persist { write, .. })] = out[..] else {
+        panic!("{out:?}")
+    };
+    let out = d.m.handle(d.now, master::Event::Store(StoreEvent::Persisted { write }));
     let to_recovering = loaded.stop();
     let contacts = out
         .iter()

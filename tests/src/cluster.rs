@@ -14,6 +14,7 @@ use regent_core::node::worker::{self as wnode, DialResult, WorkerNode};
 use regent_core::protocol::Message;
 use regent_core::protocol::{ExecutorState, GroupSpec};
 use regent_core::store::{Record, RecordKey, SlotOutcome};
+use regent_core::store::{StoreCommand, StoreEvent};
 use regent_core::subscriber::{self, Subscriber};
 use regent_core::worker;
 use regent_core::{
@@ -510,11 +511,14 @@ impl Cluster {
                 }
             }
             Packet::Persisted { m, write } => {
-                self.master_event(m, master::Event::Persisted { write })
+                self.master_event(m, master::Event::Store(StoreEvent::Persisted { write }))
             }
             Packet::PersistFailed { m, write } => {
                 let reason = "fenced: not the newest leader".to_string();
-                self.master_event(m, master::Event::PersistFailed { write, reason })
+                self.master_event(
+                    m,
+                    master::Event::Store(StoreEvent::PersistFailed { write, reason }),
+                )
             }
             Packet::Exec { w, executor, state } => {
                 self.worker_event(w, wnode::Input::ExecutorChanged { executor, state })
@@ -531,7 +535,7 @@ impl Cluster {
             }
             Packet::Loaded { m } => {
                 let records = self.store.values().cloned().collect();
-                self.master_event(m, master::Event::Loaded { records });
+                self.master_event(m, master::Event::Store(StoreEvent::Loaded { records }));
             }
         }
     }
@@ -715,16 +719,17 @@ impl Cluster {
                 }
                 // Writes are fenced by leadership, as ZooKeeper's multi with
                 // a version check on the writer's election node does.
-                master::Action::Persist { write, .. } | master::Action::Unpersist { write, .. }
+                master::Action::Store(StoreCommand::Persist { write, .. })
+                | master::Action::Store(StoreCommand::Unpersist { write, .. })
                     if self.leader() != Some(m) =>
                 {
                     self.inflight.push(Packet::PersistFailed { m, write });
                 }
-                master::Action::Persist { write, record } => {
+                master::Action::Store(StoreCommand::Persist { write, record }) => {
                     self.store.insert(record.key(), record);
                     self.inflight.push(Packet::Persisted { m, write });
                 }
-                master::Action::Unpersist { write, key, incarnation } => {
+                master::Action::Store(StoreCommand::Unpersist { write, key, incarnation }) => {
                     let matches = match (self.store.get(&key), incarnation) {
                         (Some(Record::Worker(w)), Some(inc)) => w.incarnation == inc,
                         (Some(_), _) => true,
@@ -735,7 +740,9 @@ impl Cluster {
                     }
                     self.inflight.push(Packet::Persisted { m, write });
                 }
-                master::Action::LoadRecords => self.inflight.push(Packet::Loaded { m }),
+                master::Action::Store(StoreCommand::LoadRecords) => {
+                    self.inflight.push(Packet::Loaded { m })
+                }
                 master::Action::SetTimer { timer, at } => {
                     self.timers.insert(TimerKey::Master(m, timer), at);
                 }

@@ -24,6 +24,7 @@ use super::{Action, AfterWrite, Master, Phase};
 use crate::ids::{Addr, ConnId, ExecutorId, FrameworkId, InstanceId, WorkerId};
 use crate::limits;
 use crate::protocol::{ExecutorInfo, GroupSpec, Message, Subscribe};
+use crate::store::StoreCommand;
 use crate::store::{FrameworkRecord, GroupRecord, Record, SlotOutcome};
 use crate::time::Millis;
 
@@ -177,11 +178,11 @@ impl Master {
         // remembered by its place in `out` (actions are only ever pushed),
         // so finding it does not cost the step's length.
         let pending = self.step_writes.get_mut(id).filter(|(i, _)| {
-            matches!(out.get(*i), Some(Action::Persist { record: Record::Framework(f), .. }) if f.id == *id)
+            matches!(out.get(*i), Some(Action::Store(StoreCommand::Persist { record: Record::Framework(f), .. })) if f.id == *id)
         });
         if let Some((i, dirty)) = pending {
             *dirty = true;
-            if let Some(Action::Persist { write, .. }) = out.get(*i) {
+            if let Some(Action::Store(StoreCommand::Persist { write, .. })) = out.get(*i) {
                 self.after_write.entry(*write).or_default().extend(then);
             }
             #[cfg(debug_assertions)]
@@ -191,7 +192,7 @@ impl Master {
         let record = fw.record();
         let write = self.next_write();
         self.after_write.insert(write, then);
-        out.push(Action::Persist { write, record });
+        out.push(Action::Store(StoreCommand::Persist { write, record }));
         self.step_writes.insert(id.clone(), (out.len() - 1, false));
     }
 
@@ -203,7 +204,10 @@ impl Master {
             if forget { self.step_writes.remove(id) } else { self.step_writes.get(id).copied() };
         let Some((i, true)) = entry else { return };
         let Some(fw) = self.frameworks.get(id) else { return };
-        if let Some(Action::Persist { record: record @ Record::Framework(_), .. }) = out.get_mut(i)
+        if let Some(Action::Store(StoreCommand::Persist {
+            record: record @ Record::Framework(_),
+            ..
+        })) = out.get_mut(i)
         {
             *record = fw.record();
             // The record as it was at the last change that joined the

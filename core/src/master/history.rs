@@ -32,6 +32,7 @@ use crate::history::{ended_outcome, FinishedFramework, FinishedSlot, FrameworkOu
 use crate::ids::FrameworkId;
 use crate::limits;
 use crate::protocol::ExecutorState;
+use crate::store::StoreCommand;
 use crate::store::{FrameworkRecord, HistoryRecord, Record, RecordKey};
 use crate::time::Millis;
 use rustc_hash::FxHashMap;
@@ -169,14 +170,14 @@ impl Master {
         let write = self.next_write();
         self.after_write
             .insert(write, vec![AfterWrite::HistoryDurable { framework: fw.id.clone(), then }]);
-        out.push(Action::Persist {
+        out.push(Action::Store(StoreCommand::Persist {
             write,
             record: Record::History(HistoryRecord {
                 seq,
                 framework_digest: digest,
                 framework: finished.clone(),
             }),
-        });
+        }));
         self.history.entries.insert(seq, finished);
         self.evict_history(out);
     }
@@ -200,11 +201,11 @@ impl Master {
         }
         let write = self.next_write();
         self.after_write.insert(write, then);
-        out.push(Action::Unpersist {
+        out.push(Action::Store(StoreCommand::Unpersist {
             write,
             key: RecordKey::Framework(framework),
             incarnation: None,
-        });
+        }));
     }
 
     /// Deletes the oldest entries past `retained_frameworks`.
@@ -212,7 +213,11 @@ impl Master {
         while self.history.entries.len() > self.config.retained_frameworks {
             let Some((seq, _)) = self.history.entries.pop_first() else { break };
             let write = self.next_write();
-            out.push(Action::Unpersist { write, key: RecordKey::History(seq), incarnation: None });
+            out.push(Action::Store(StoreCommand::Unpersist {
+                write,
+                key: RecordKey::History(seq),
+                incarnation: None,
+            }));
         }
     }
 
@@ -244,11 +249,11 @@ impl Master {
         self.evict_history(out);
         for id in &leftovers {
             let write = self.next_write();
-            out.push(Action::Unpersist {
+            out.push(Action::Store(StoreCommand::Unpersist {
                 write,
                 key: RecordKey::Framework(id.clone()),
                 incarnation: None,
-            });
+            }));
         }
         leftovers
     }

@@ -16,6 +16,7 @@ use super::workers::WorkerState;
 use super::{Action, AfterWrite, FrameworkEntry, Master, Phase, Timer};
 use crate::ids::{Addr, Epoch, WorkerId};
 use crate::protocol::Role;
+use crate::store::StoreCommand;
 use crate::store::{Record, RecordKey};
 use crate::time::Millis;
 
@@ -35,7 +36,7 @@ impl Master {
         self.phase = Phase::Loading { floor, clock };
         self.leadership_writes_after = self.next_write;
         self.suspended = false;
-        out.push(Action::LoadRecords);
+        out.push(Action::Store(StoreCommand::LoadRecords));
     }
 
     pub(super) fn on_loaded(&mut self, records: Vec<Record>, out: &mut Vec<Action>) {
@@ -55,7 +56,7 @@ impl Master {
         // (a write that fails would leave peers fenced against the leader).
         let write = self.next_write();
         self.phase = Phase::PersistingEpoch { write, epoch, records };
-        out.push(Action::Persist { write, record: Record::Epoch(epoch) });
+        out.push(Action::Store(StoreCommand::Persist { write, record: Record::Epoch(epoch) }));
     }
 
     /// Handles `Persisted` for the epoch write; `false` if `write` is another.
@@ -202,11 +203,11 @@ impl Master {
         if entry.durable || then.is_some() {
             let write = self.next_write();
             self.after_write.insert(write, then.into_iter().collect());
-            out.push(Action::Unpersist {
+            out.push(Action::Store(StoreCommand::Unpersist {
                 write,
                 key: RecordKey::Worker(entry.id),
                 incarnation: Some(entry.incarnation),
-            });
+            }));
         }
         true
     }

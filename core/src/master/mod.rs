@@ -26,13 +26,14 @@ mod silence;
 mod snapshot;
 mod workers;
 
-use crate::ids::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, WorkerId};
+use crate::ids::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, MasterId, WorkerId};
 use crate::protocol::{
     ClusterState, ExecutorState, ExecutorView, FrameworkView, GroupView, HelloReply, LeaderHint,
     Message, Role, WorkerView,
 };
 use crate::store::{Maintenance, SlotOutcome};
-use crate::store::{Record, RecordKey, WriteId};
+use crate::store::{Record, WriteId};
+use crate::store::{StoreCommand, StoreEvent};
 use crate::time::Millis;
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet};
@@ -209,16 +210,8 @@ pub enum Event {
         /// Wall-clock milliseconds (the runtime's clock term; 0 to omit).
         clock: u64,
     },
-    /// The records asked for by [`Action::LoadRecords`].
-    Loaded {
-        /// Every record in the store.
-        records: Vec<Record>,
-    },
-    /// [`Action::LoadRecords`] failed (a damaged store): leadership is given up.
-    LoadFailed {
-        /// What the store said, naming the damaged record.
-        reason: String,
-    },
+    /// The store answers a [`Action::Store`] command.
+    Store(StoreEvent),
     /// The coordination session is in doubt: stop acting, keep leadership.
     Suspended,
     /// The coordination session is back within its lease.
@@ -251,18 +244,6 @@ pub enum Event {
         /// The addresses.
         addrs: Vec<Addr>,
     },
-    /// The write `write` is durable.
-    Persisted {
-        /// The write.
-        write: WriteId,
-    },
-    /// The write `write` failed; the leader cannot act (DESIGN rule 8).
-    PersistFailed {
-        /// The write.
-        write: WriteId,
-        /// What the store said.
-        reason: String,
-    },
 }
 
 /// What the runtime must do, in order.
@@ -283,26 +264,9 @@ pub enum Action {
         /// Why, for the log.
         reason: String,
     },
-    /// Write `record` durably, then feed `Persisted { write }` (or
-    /// `PersistFailed`). Writes to one key are applied in order.
-    Persist {
-        /// Echoed back.
-        write: WriteId,
-        /// The record.
-        record: Record,
-    },
-    /// Delete the record at `key`, only if it still names `incarnation`
-    /// (for worker keys), then feed `Persisted { write }`.
-    Unpersist {
-        /// Echoed back.
-        write: WriteId,
-        /// The key.
-        key: RecordKey,
-        /// The incarnation the delete is conditional on.
-        incarnation: Option<Incarnation>,
-    },
-    /// Read every record of the store, then feed `Loaded` (or `LoadFailed`).
-    LoadRecords,
+    /// Execute `command` on the store and feed its [`StoreEvent`] back
+    /// ([`Event::Store`]). Writes to one key are applied in order.
+    Store(StoreCommand),
     /// Feed `Event::Timer(timer)` at `at` (replaces an earlier deadline).
     SetTimer {
         /// Which timer.
@@ -886,8 +850,8 @@ impl Master {
             }
             Event::Elected { floor, clock } => self.on_elected(now, floor, clock, out),
             Event::Timer(Timer::Drain) => self.on_drain_timer(now, out),
-            Event::Loaded { records } => self.on_loaded(records, out),
-            Event::LoadFailed { reason } => {
+            Event::Store(StoreEvent::Loaded { records }) => self.on_loaded(records, out),
+            Event::Store(StoreEvent::LoadFailed { reason }) => {
                 if self.holds_leadership() {
                     self.abdicate(format!("cannot load the recovery store: {reason}"), out);
                 }
@@ -912,7 +876,7 @@ impl Master {
                 }
                 self.leader = Some(hint);
             }
-            Event::Persisted { write } => {
+            Event::Store(StoreEvent::Persisted { write }) => {
                 if !self.on_epoch_persisted(now, write, out) && !self.on_persisted(now, write, out)
                 {
                     for then in self.after_write.remove(&write).unwrap_or_default() {
@@ -920,7 +884,7 @@ impl Master {
                     }
                 }
             }
-            Event::PersistFailed { write, reason } => {
+            Event::Store(StoreEvent::PersistFailed { write, reason }) => {
                 // A write of an earlier leadership failing is old news.
                 if self.holds_leadership() && write.0 > self.leadership_writes_after {
                     self.abdicate(format!("store write {} failed: {reason}", write.0), out);

@@ -21,6 +21,7 @@ use super::{Action, Master, Placement, Timer};
 use crate::ids::{Addr, ConnId, Epoch, Incarnation, WorkerId};
 use crate::limits::MAX_EXECUTORS_PER_WORKER;
 use crate::protocol::{Message, RegisterWorker};
+use crate::store::StoreCommand;
 use crate::store::{Maintenance, Record, RecordKey, WorkerRecord, WriteId};
 use crate::time::Millis;
 use rustc_hash::FxHashMap;
@@ -735,7 +736,7 @@ impl Master {
         let e = &self.workers.entries[id];
         let record = worker_record(e);
         self.workers.pending.insert(write, (id.clone(), e.incarnation));
-        out.push(Action::Persist { write, record });
+        out.push(Action::Store(StoreCommand::Persist { write, record }));
     }
 
     /// Writes `id`'s record as it stands (an operator's cordon or drain
@@ -748,7 +749,7 @@ impl Master {
     ) -> Option<WriteId> {
         let record = worker_record(self.workers.entries.get(id)?);
         let write = self.next_write();
-        out.push(Action::Persist { write, record });
+        out.push(Action::Store(StoreCommand::Persist { write, record }));
         Some(write)
     }
 
@@ -848,11 +849,11 @@ impl Master {
         e.durable = false;
         let incarnation = e.incarnation;
         let write = self.next_write();
-        out.push(Action::Unpersist {
+        out.push(Action::Store(StoreCommand::Unpersist {
             write,
             key: RecordKey::Worker(id.clone()),
             incarnation: Some(incarnation),
-        });
+        }));
     }
 
     /// Marks the workers silent for longer than `worker_timeout` DEAD, in

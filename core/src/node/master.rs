@@ -48,11 +48,11 @@ use super::watch::{LeaderWatch, WatchOutput, DIAL_TIMEOUT, PROBE_TIMEOUT};
 use super::zk_store::{StoreOutput, ZkStore};
 use super::{Deadlines, DialId, DialResult, Ended, ProbeResult};
 use crate::elector::{self, DeposeOutcome, Elector, ElectorStatus, RequestId, ZkCommand, ZkEvent};
-use crate::ids::{Addr, ConnId, Epoch, Incarnation, MasterId};
+use crate::ids::{Addr, ConnId, Epoch, MasterId};
 use crate::master::{self, Master, Status};
 use crate::protocol::{ClusterState, Hello, LeaderHint, Message, Role, PROTOCOL_VERSION};
 use crate::store::seal::Sealing;
-use crate::store::{Record, RecordKey, WriteId};
+use crate::store::{StoreCommand, StoreEvent};
 use crate::time::Millis;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -80,7 +80,7 @@ pub const STALL_NOTE_AFTER: Millis = Millis(5_000);
 pub enum Leadership {
     /// `--recovery none | filesystem`: the only master elects itself at
     /// [`Input::Start`]; store writes go to the runtime
-    /// ([`Output::Persist`]).
+    /// ([`Output::Store`]).
     Single,
     /// `--recovery zookeeper`: the elector, with the store under
     /// `<root>/state/` on the same session.
@@ -147,40 +147,14 @@ pub enum Input {
     Tick,
     /// The coordination client reports (ZooKeeper mode).
     Zk(ZkEvent),
-    /// The local store answers (single-master modes).
-    Store(StoreResult),
+    /// The local store answers an [`Output::Store`] (single-master modes),
+    /// passed to the master untouched.
+    Store(StoreEvent),
     /// The operator asks the leader to step down (a local signal; the wire
     /// has [`Message::StepDown`]).
     StepDown,
     /// The process stops: close the session so a standby leads at once.
     Stop,
-}
-
-/// The local store's answers (single-master modes).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StoreResult {
-    /// The write is durable.
-    Persisted {
-        /// The write.
-        write: WriteId,
-    },
-    /// The write failed (an fsync failed: fatal in filesystem mode).
-    PersistFailed {
-        /// The write.
-        write: WriteId,
-        /// What the store said.
-        reason: String,
-    },
-    /// Every record, answering [`Output::LoadRecords`].
-    Loaded {
-        /// The records.
-        records: Vec<Record>,
-    },
-    /// The store is damaged.
-    LoadFailed {
-        /// What the store said, naming the damaged record.
-        reason: String,
-    },
 }
 
 /// What the runtime must do, in order.
@@ -223,28 +197,10 @@ pub enum Output {
         /// How long the probe may take.
         timeout: Millis,
     },
-    /// Single-master modes: write `record` durably, then feed
-    /// [`StoreResult::Persisted`] (or `PersistFailed`). Writes to one key are
-    /// applied in order; the runtime may batch them.
-    Persist {
-        /// Echoed back.
-        write: WriteId,
-        /// The record.
-        record: Record,
-    },
-    /// Single-master modes: delete the record at `key` if it still names
-    /// `incarnation` (worker keys), then feed [`StoreResult::Persisted`].
-    Unpersist {
-        /// Echoed back.
-        write: WriteId,
-        /// The key.
-        key: RecordKey,
-        /// The incarnation the delete is conditional on.
-        incarnation: Option<Incarnation>,
-    },
-    /// Single-master modes: read every record, then feed
-    /// [`StoreResult::Loaded`] (or `LoadFailed`).
-    LoadRecords,
+    /// Single-master modes: execute the master's store command (see
+    /// [`StoreCommand`]; writes to one key in order, batching allowed), then
+    /// feed its answer as [`Input::Store`].
+    Store(StoreCommand),
     /// ZooKeeper mode: execute on the coordination client.
     Zk(ZkCommand),
     /// Stop the process (single-master modes only: the store failed and no
@@ -623,14 +579,7 @@ impl MasterNode {
                 }
             }
             Input::Zk(event) => self.on_zk(now, event, &mut queue, &mut out),
-            Input::Store(result) => queue.push_back(Inner::Master(match result {
-                StoreResult::Persisted { write } => master::Event::Persisted { write },
-                StoreResult::PersistFailed { write, reason } => {
-                    master::Event::PersistFailed { write, reason }
-                }
-                StoreResult::Loaded { records } => master::Event::Loaded { records },
-                StoreResult::LoadFailed { reason } => master::Event::LoadFailed { reason },
-            })),
+            Input::Store(event) => queue.push_back(Inner::Master(master::Event::Store(event))),
             Input::StepDown => {
                 if self.elector.is_some() && self.master.status() != Status::Standby {
                     self.give_up(
@@ -876,7 +825,7 @@ impl MasterNode {
                     let req = self.alloc(Route::Store(tag));
                     out.push(Output::Zk(ZkCommand::Request { session, req, op }));
                 }
-                StoreOutput::Done(ev) => queue.push_back(Inner::Master(ev)),
+                StoreOutput::Done(ev) => queue.push_back(Inner::Master(master::Event::Store(ev))),
             }
         }
     }
@@ -925,27 +874,11 @@ impl MasterNode {
                 master::Action::SetTimer { timer, at } => {
                     self.deadlines.set(Timer::Master(timer), at)
                 }
-                master::Action::Persist { write, record } => match &mut self.store {
-                    None => out.push(Output::Persist { write, record }),
+                master::Action::Store(command) => match &mut self.store {
+                    None => out.push(Output::Store(command)),
                     Some(s) => {
                         let mut so = Vec::new();
-                        s.put(write, record, &mut so);
-                        self.store_outputs(so, queue, out);
-                    }
-                },
-                master::Action::Unpersist { write, key, incarnation } => match &mut self.store {
-                    None => out.push(Output::Unpersist { write, key, incarnation }),
-                    Some(s) => {
-                        let mut so = Vec::new();
-                        s.delete(write, key, incarnation, &mut so);
-                        self.store_outputs(so, queue, out);
-                    }
-                },
-                master::Action::LoadRecords => match &mut self.store {
-                    None => out.push(Output::LoadRecords),
-                    Some(s) => {
-                        let mut so = Vec::new();
-                        s.load(&mut so);
+                        s.execute(command, &mut so);
                         self.store_outputs(so, queue, out);
                     }
                 },

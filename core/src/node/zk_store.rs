@@ -80,12 +80,11 @@
 
 use crate::elector::{CreateMode, MultiOp, Stat, ZkError, ZkOp, ZkReply, ZkResult};
 use crate::ids::Incarnation;
-use crate::master;
 use crate::store::format::{self, Damage, RecordError};
 use crate::store::names::key_stem;
 use crate::store::seal::{Seal, Sealing};
 use crate::store::zk_layout::{self, RecordNode};
-use crate::store::{Record, RecordKey, WriteId};
+use crate::store::{Record, RecordKey, StoreCommand, StoreEvent, WriteId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// ZooKeeper's default `jute.maxbuffer`, 0xfffff bytes (1 MiB - 1): the
@@ -149,7 +148,7 @@ pub(crate) enum StoreOutput {
     /// Send `op` on the session; route its reply back with `tag`.
     Request { tag: u64, op: ZkOp },
     /// Feed the master this event (a write done or failed, records loaded).
-    Done(master::Event),
+    Done(StoreEvent),
 }
 
 #[derive(Clone, Debug)]
@@ -336,6 +335,17 @@ impl ZkStore {
         self.jobs.len()
     }
 
+    /// Executes one of the master's store commands.
+    pub(crate) fn execute(&mut self, command: StoreCommand, out: &mut Vec<StoreOutput>) {
+        match command {
+            StoreCommand::Persist { write, record } => self.put(write, record, out),
+            StoreCommand::Unpersist { write, key, incarnation } => {
+                self.delete(write, key, incarnation, out)
+            }
+            StoreCommand::LoadRecords => self.load(out),
+        }
+    }
+
     pub(crate) fn load(&mut self, out: &mut Vec<StoreOutput>) {
         self.push(Job { write: None, joined: Vec::new(), kind: Kind::Load }, out);
     }
@@ -444,7 +454,7 @@ impl ZkStore {
                     self.paths_ensured = false;
                     self.shards.clear();
                     self.epoch_version = None;
-                    self.finish(Some(master::Event::Loaded { records: Vec::new() }), out)
+                    self.finish(Some(StoreEvent::Loaded { records: Vec::new() }), out)
                 }
                 other => self.fail(format!("listing {} failed: {other:?}", self.state), out),
             },
@@ -1009,7 +1019,7 @@ impl ZkStore {
                 .insert(i + 1, Job { write: None, joined: Vec::new(), kind: Kind::Put(record) });
         }
         self.records_loaded = records.len() as u64;
-        self.finish(Some(master::Event::Loaded { records }), out)
+        self.finish(Some(StoreEvent::Loaded { records }), out)
     }
 
     fn fenced_op(&mut self, op: MultiOp, out: &mut Vec<StoreOutput>) {
@@ -1085,7 +1095,7 @@ impl ZkStore {
         match self.jobs.front() {
             Some(Job { write: Some(write), joined, .. }) => {
                 for write in std::iter::once(*write).chain(joined.iter().copied()) {
-                    out.push(StoreOutput::Done(master::Event::Persisted { write }));
+                    out.push(StoreOutput::Done(StoreEvent::Persisted { write }));
                 }
                 self.finish(None, out)
             }
@@ -1102,7 +1112,7 @@ impl ZkStore {
             Some(Job { write: Some(write), joined, .. }) => {
                 for write in std::iter::once(*write).chain(joined.iter().copied()) {
                     let reason = reason.clone();
-                    out.push(StoreOutput::Done(master::Event::PersistFailed { write, reason }));
+                    out.push(StoreOutput::Done(StoreEvent::PersistFailed { write, reason }));
                 }
                 None
             }
@@ -1110,12 +1120,12 @@ impl ZkStore {
             // as loaded (still accepted), and the cause (a fence, a lost
             // session) fails the master's next write.
             Some(Job { write: None, kind: Kind::Put(_), .. }) => None,
-            _ => Some(master::Event::LoadFailed { reason }),
+            _ => Some(StoreEvent::LoadFailed { reason }),
         };
         self.finish(event, out)
     }
 
-    fn finish(&mut self, event: Option<master::Event>, out: &mut Vec<StoreOutput>) {
+    fn finish(&mut self, event: Option<StoreEvent>, out: &mut Vec<StoreOutput>) {
         self.jobs.pop_front();
         self.expect.clear();
         self.stage = Stage::Idle;
@@ -1328,7 +1338,7 @@ mod tests {
         /// Answers the store's requests one at a time, in the order sent
         /// (as one session's are), until it sends no more; returns what it
         /// reported.
-        fn serve(&mut self, store: &mut ZkStore, mut out: Vec<StoreOutput>) -> Vec<master::Event> {
+        fn serve(&mut self, store: &mut ZkStore, mut out: Vec<StoreOutput>) -> Vec<StoreEvent> {
             let mut queue = VecDeque::new();
             let mut events = Vec::new();
             loop {
@@ -1364,7 +1374,7 @@ mod tests {
         store
     }
 
-    fn load_from(fake: &mut Fake, store: &mut ZkStore) -> Vec<master::Event> {
+    fn load_from(fake: &mut Fake, store: &mut ZkStore) -> Vec<StoreEvent> {
         let mut out = Vec::new();
         store.load(&mut out);
         fake.serve(store, out)
@@ -1373,7 +1383,7 @@ mod tests {
     /// Runs a load over `images` planted at `<root>/state/<relative path>`
     /// and returns what the store reported and the requests it made after
     /// the reads.
-    fn load(sealing: Sealing, images: &[(&str, Vec<u8>)]) -> (Vec<master::Event>, Vec<ZkOp>) {
+    fn load(sealing: Sealing, images: &[(&str, Vec<u8>)]) -> (Vec<StoreEvent>, Vec<ZkOp>) {
         let mut fake = Fake::new();
         for (rel, image) in images {
             let path = format!("{STATE}/{rel}");
@@ -1395,9 +1405,9 @@ mod tests {
         zk_layout::record_path("", &worker(id).key()).trim_start_matches('/').to_owned()
     }
 
-    fn failure(events: &[master::Event]) -> String {
+    fn failure(events: &[StoreEvent]) -> String {
         match events {
-            [master::Event::LoadFailed { reason }] => reason.clone(),
+            [StoreEvent::LoadFailed { reason }] => reason.clone(),
             other => panic!("{other:?}"),
         }
     }
@@ -1470,7 +1480,7 @@ mod tests {
                 (&placed("b"), format::encode_with(&worker("b"), &rotating).unwrap()),
             ],
         );
-        assert_eq!(events, vec![master::Event::Loaded { records: vec![worker("a"), worker("b")] }]);
+        assert_eq!(events, vec![StoreEvent::Loaded { records: vec![worker("a"), worker("b")] }]);
         // The re-seal is written, fenced, under the current key, and is all
         // that is written.
         let [ZkOp::Multi(multi)] = &ops[..] else { panic!("{ops:?}") };
@@ -1507,7 +1517,7 @@ mod tests {
         fake.put(&format!("{STATE}/junk"), b"not ours".to_vec());
         let mut store = leading_store(s);
         let events = load_from(&mut fake, &mut store);
-        assert_eq!(events, vec![master::Event::Loaded { records: records.to_vec() }]);
+        assert_eq!(events, vec![StoreEvent::Loaded { records: records.to_vec() }]);
         assert_eq!(store.moved, 3);
         assert_eq!(store.epoch_version, Some(0));
         for r in &records[1..] {
@@ -1527,7 +1537,7 @@ mod tests {
         // The next load finds the sharded layout only, and moves nothing.
         fake.log.clear();
         let events = load_from(&mut fake, &mut store);
-        assert_eq!(events, vec![master::Event::Loaded { records: records.to_vec() }]);
+        assert_eq!(events, vec![StoreEvent::Loaded { records: records.to_vec() }]);
         assert!(!fake.log.iter().any(|op| matches!(op, ZkOp::Multi(_) | ZkOp::Create { .. })));
     }
 
@@ -1541,7 +1551,7 @@ mod tests {
         }
         let mut store = leading_store(Sealing::none());
         let events = load_from(&mut fake, &mut store);
-        let [master::Event::Loaded { records: loaded }] = &events[..] else { panic!("{events:?}") };
+        let [StoreEvent::Loaded { records: loaded }] = &events[..] else { panic!("{events:?}") };
         assert_eq!(loaded.len(), n);
         assert_eq!(store.moved, n as u64);
         let multis: Vec<usize> = fake
@@ -1586,7 +1596,7 @@ mod tests {
             fake.put(&zk_layout::flat_path(STATE, "w-a"), format::encode(second).unwrap());
             let mut store = leading_store(Sealing::none());
             let events = load_from(&mut fake, &mut store);
-            assert_eq!(events, vec![master::Event::Loaded { records: vec![second.clone()] }]);
+            assert_eq!(events, vec![StoreEvent::Loaded { records: vec![second.clone()] }]);
             assert!(!fake.nodes.contains_key(&zk_layout::flat_path(STATE, "w-a")));
             let (image, _) = &fake.nodes[&zk_layout::stem_path(STATE, "w-a")];
             assert_eq!(image, &format::encode(second).unwrap(), "flat newer: {flat_is_newer}");
@@ -1602,7 +1612,7 @@ mod tests {
             fake.plant(&records, &Sealing::none());
             let mut store = leading_store(Sealing::none());
             let events = load_from(&mut fake, &mut store);
-            let [master::Event::Loaded { records: loaded }] = &events[..] else {
+            let [StoreEvent::Loaded { records: loaded }] = &events[..] else {
                 panic!("{events:?}")
             };
             assert_eq!(loaded.len(), records.len());
@@ -1708,7 +1718,7 @@ mod tests {
         let writes: Vec<u64> = events
             .iter()
             .map(|e| match e {
-                master::Event::Persisted { write } => write.0,
+                StoreEvent::Persisted { write } => write.0,
                 other => panic!("{other:?}"),
             })
             .collect();
@@ -1732,7 +1742,7 @@ mod tests {
         let mut out = Vec::new();
         store.put(WriteId(1), worker("a"), &mut out);
         let events = fake.serve(&mut store, out);
-        assert_eq!(events, vec![master::Event::Persisted { write: WriteId(1) }]);
+        assert_eq!(events, vec![StoreEvent::Persisted { write: WriteId(1) }]);
         let shard = zk_layout::shard_path(STATE, zk_layout::shard_of("w-a").unwrap());
         let n = fake.log.len();
         // The set finds no record; the shard is created right before the
@@ -1753,9 +1763,7 @@ mod tests {
         let mut out = Vec::new();
         store.put(WriteId(3), worker("a"), &mut out);
         let events = fake.serve(&mut store, out);
-        let [master::Event::PersistFailed { reason, .. }] = &events[..] else {
-            panic!("{events:?}")
-        };
+        let [StoreEvent::PersistFailed { reason, .. }] = &events[..] else { panic!("{events:?}") };
         assert!(reason.contains("fenced write rejected"), "{reason}");
         // ... and the next leadership creates it again.
         store.clear();
@@ -1764,7 +1772,7 @@ mod tests {
         let mut out = Vec::new();
         store.put(WriteId(4), worker("a"), &mut out);
         let events = fake.serve(&mut store, out);
-        assert_eq!(events, vec![master::Event::Persisted { write: WriteId(4) }]);
+        assert_eq!(events, vec![StoreEvent::Persisted { write: WriteId(4) }]);
         assert!(fake.nodes.contains_key(&zk_layout::stem_path(STATE, "w-a")));
     }
 }

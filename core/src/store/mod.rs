@@ -27,6 +27,65 @@ use std::fmt;
 )]
 pub struct WriteId(pub u64);
 
+/// A store operation the master asks for. The node passes it through
+/// untouched: to the runtime in the single-master modes
+/// ([`crate::node::master::Output::Store`]), to its ZooKeeper store otherwise.
+/// Every command is answered by a [`StoreEvent`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreCommand {
+    /// Write `record` durably, then answer [`StoreEvent::Persisted`] (or
+    /// [`StoreEvent::PersistFailed`]). Writes to one key are applied in
+    /// order; the runtime may batch them.
+    Persist {
+        /// Echoed back.
+        write: WriteId,
+        /// The record.
+        record: Record,
+    },
+    /// Delete the record at `key`, only if it still names `incarnation`
+    /// (worker keys), then answer [`StoreEvent::Persisted`].
+    Unpersist {
+        /// Echoed back.
+        write: WriteId,
+        /// The key.
+        key: RecordKey,
+        /// The incarnation the delete is conditional on.
+        incarnation: Option<Incarnation>,
+    },
+    /// Read every record of the store, then answer [`StoreEvent::Loaded`]
+    /// (or [`StoreEvent::LoadFailed`]).
+    LoadRecords,
+}
+
+/// What the store answers to a [`StoreCommand`], fed to the master as it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreEvent {
+    /// The write is durable.
+    Persisted {
+        /// The write.
+        write: WriteId,
+    },
+    /// The write failed (an fsync failed, a fenced write was refused): the
+    /// leader cannot act (DESIGN rule 8).
+    PersistFailed {
+        /// The write.
+        write: WriteId,
+        /// What the store said.
+        reason: String,
+    },
+    /// Every record in the store, answering [`StoreCommand::LoadRecords`].
+    Loaded {
+        /// The records.
+        records: Vec<Record>,
+    },
+    /// [`StoreCommand::LoadRecords`] failed (a damaged store): leadership is
+    /// given up.
+    LoadFailed {
+        /// What the store said, naming the damaged record.
+        reason: String,
+    },
+}
+
 /// The key a record is stored under.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum RecordKey {

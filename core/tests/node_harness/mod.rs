@@ -15,11 +15,13 @@ use regent_core::elector::{
 };
 use regent_core::ids::InstanceId;
 use regent_core::master::{self, Status, WorkerState};
-use regent_core::node::master::{Config, Input, Leadership, Note, Output, StoreResult, Timer};
+use regent_core::node::master::{Config, Input, Leadership, Note, Output, Timer};
 use regent_core::node::{DialId, DialResult, MasterNode};
 use regent_core::protocol::{Hello, Message, RegisterWorker, Role, Subscribe, PROTOCOL_VERSION};
 use regent_core::store::names::key_stem;
 use regent_core::store::seal::Sealing;
+use regent_core::store::StoreCommand;
+use regent_core::store::StoreEvent;
 use regent_core::store::{format, zk_layout, Record, RecordKey};
 use regent_core::testkit::zk::ZkModel;
 use regent_core::{Addr, ConnId, Epoch, Incarnation, MasterId, Millis, WorkerId};
@@ -333,12 +335,12 @@ impl Cluster {
                 }
                 Output::Dial { dial, addr, .. } => n.dials.push((dial, addr)),
                 Output::Probe { probe, addr, .. } => n.probes.push((probe, addr)),
-                Output::Persist { write, record } => {
+                Output::Store(StoreCommand::Persist { write, record }) => {
                     let store = n.store.as_mut().expect("Persist in single-master mode only");
                     store.insert(record.key(), record);
-                    n.inbox.push_back(Input::Store(StoreResult::Persisted { write }));
+                    n.inbox.push_back(Input::Store(StoreEvent::Persisted { write }));
                 }
-                Output::Unpersist { write, key, incarnation } => {
+                Output::Store(StoreCommand::Unpersist { write, key, incarnation }) => {
                     let store = n.store.as_mut().expect("Unpersist in single-master mode only");
                     let matches = match (store.get(&key), incarnation) {
                         (Some(Record::Worker(w)), Some(inc)) => w.incarnation == inc,
@@ -347,12 +349,12 @@ impl Cluster {
                     if matches {
                         store.remove(&key);
                     }
-                    n.inbox.push_back(Input::Store(StoreResult::Persisted { write }));
+                    n.inbox.push_back(Input::Store(StoreEvent::Persisted { write }));
                 }
-                Output::LoadRecords => {
+                Output::Store(StoreCommand::LoadRecords) => {
                     let store = n.store.as_ref().expect("LoadRecords in single-master mode only");
                     let records = store.values().cloned().collect();
-                    n.inbox.push_back(Input::Store(StoreResult::Loaded { records }));
+                    n.inbox.push_back(Input::Store(StoreEvent::Loaded { records }));
                 }
                 Output::Zk(ZkCommand::NewSession { timeout }) => {
                     n.session = None;

@@ -21,11 +21,12 @@ use super::{wall_clock_ms, DriverThread, RuntimeClock, Stopper};
 use crate::host::{proc_limit, ConnectionCeiling};
 use crate::http::{self, HttpQuery, HttpSnapshot};
 use crate::net::{self, spawn_connection, ConnHandle, NetConfig, NetEvent};
-use crate::store::{master_sealing, LocalStore, Op};
+use crate::store::{master_sealing, LocalStore};
 use regent_core::auth::{Secret, Side};
-use regent_core::node::master::{Config, Input as NodeInput, Leadership, Output, StoreResult};
+use regent_core::node::master::{Config, Input as NodeInput, Leadership, Output};
 use regent_core::node::{DialId, DialResult, Ended, MasterNode, ProbeResult};
 use regent_core::protocol::ClusterState;
+use regent_core::store::StoreEvent;
 use regent_core::{Addr, ConnId, Millis};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -218,7 +219,7 @@ enum Input {
     Dialled { dial: DialId, result: Result<TcpStream, super::DialError> },
     Probed { probe: u64, result: ProbeResult },
     Net(NetEvent),
-    Store(Vec<StoreResult>),
+    Store(Vec<StoreEvent>),
     State(Sender<ClusterState>),
     Http(HttpQuery),
     Shutdown,
@@ -671,13 +672,9 @@ impl Daemon {
                         self.closed_by_us.insert(conn);
                     }
                 }
-                Output::Persist { write, record } => {
-                    pending.extend(self.store.write(write, Op::Put(record)).map(NodeInput::Store))
+                Output::Store(command) => {
+                    pending.extend(self.store.execute(command).map(NodeInput::Store))
                 }
-                Output::Unpersist { write, key, incarnation } => pending.extend(
-                    self.store.write(write, Op::Delete { key, incarnation }).map(NodeInput::Store),
-                ),
-                Output::LoadRecords => pending.push_back(NodeInput::Store(self.store.load())),
                 // Single-master modes only: no coordination client here.
                 Output::Zk(_) => {}
                 // A new leader contacting its recorded workers (seed 002):

@@ -4,9 +4,8 @@
 //! is the smol runtime's own.
 
 use super::{spawn_writer, FsStore, Op, WriterEvent, WriterHandle};
-use regent_core::node::master::StoreResult;
 use regent_core::store::seal::Sealing;
-use regent_core::store::{Record, WriteId};
+use regent_core::store::{Record, StoreCommand, StoreEvent, WriteId};
 use std::path::Path;
 
 /// Where a single-master driver keeps its records.
@@ -24,16 +23,16 @@ pub enum LocalStore {
 }
 
 /// The writer thread's report as store results for the master node.
-pub fn store_results(event: WriterEvent) -> Vec<StoreResult> {
+pub fn store_results(event: WriterEvent) -> Vec<StoreEvent> {
     match event {
         WriterEvent::Durable(done) => {
-            done.into_iter().map(|c| StoreResult::Persisted { write: c.id }).collect()
+            done.into_iter().map(|c| StoreEvent::Persisted { write: c.id }).collect()
         }
         WriterEvent::Failed { writes, error } => {
             let reason = error.to_string();
             writes
                 .into_iter()
-                .map(|write| StoreResult::PersistFailed { write, reason: reason.clone() })
+                .map(|write| StoreEvent::PersistFailed { write, reason: reason.clone() })
                 .collect()
         }
     }
@@ -50,7 +49,7 @@ impl LocalStore {
         dir: &Path,
         owner: &str,
         sealing: Sealing,
-        mut deliver: impl FnMut(Vec<StoreResult>) + Send + 'static,
+        mut deliver: impl FnMut(Vec<StoreEvent>) + Send + 'static,
     ) -> Result<LocalStore, String> {
         let (fs, loaded) = FsStore::open_with(dir, owner, sealing).map_err(|e| e.to_string())?;
         for w in &loaded.warnings {
@@ -61,24 +60,39 @@ impl LocalStore {
         Ok(LocalStore::Files { writer, loaded: loaded.records })
     }
 
+    /// Executes one of the master node's store commands
+    /// ([`regent_core::node::master::Output::Store`]): the event to feed at
+    /// once, if any (in memory a write is durable at once; a stopped writer
+    /// fails it; a load answers at once), or `None` when the writer thread
+    /// will answer.
+    pub fn execute(&mut self, command: StoreCommand) -> Option<StoreEvent> {
+        match command {
+            StoreCommand::Persist { write, record } => self.write(write, Op::Put(record)),
+            StoreCommand::Unpersist { write, key, incarnation } => {
+                self.write(write, Op::Delete { key, incarnation })
+            }
+            StoreCommand::LoadRecords => Some(self.load()),
+        }
+    }
+
     /// Executes a `Persist`/`Unpersist`: the event to feed at once, if any
     /// (in memory it is durable at once; a stopped writer fails it), or
     /// `None` when the writer thread will answer.
-    pub fn write(&mut self, write: WriteId, op: Op) -> Option<StoreResult> {
+    fn write(&mut self, write: WriteId, op: Op) -> Option<StoreEvent> {
         match self {
-            LocalStore::Memory => Some(StoreResult::Persisted { write }),
+            LocalStore::Memory => Some(StoreEvent::Persisted { write }),
             LocalStore::Files { writer, .. } => writer.submit(write, op).err().map(|_| {
-                StoreResult::PersistFailed { write, reason: "the store writer stopped".into() }
+                StoreEvent::PersistFailed { write, reason: "the store writer stopped".into() }
             }),
         }
     }
 
     /// Answers `LoadRecords` with the records read at open (once).
-    pub fn load(&mut self) -> StoreResult {
+    pub fn load(&mut self) -> StoreEvent {
         match self {
-            LocalStore::Memory => StoreResult::Loaded { records: Vec::new() },
+            LocalStore::Memory => StoreEvent::Loaded { records: Vec::new() },
             LocalStore::Files { loaded, .. } => {
-                StoreResult::Loaded { records: std::mem::take(loaded) }
+                StoreEvent::Loaded { records: std::mem::take(loaded) }
             }
         }
     }

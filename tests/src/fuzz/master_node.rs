@@ -44,12 +44,14 @@ use regent_core::elector::{
 use regent_core::ids::InstanceId;
 use regent_core::limits::MAX_RECORD_PAYLOAD;
 use regent_core::master::{self, Placement};
-use regent_core::node::master::{Config, Input, Leadership, Output, StoreResult};
+use regent_core::node::master::{Config, Input, Leadership, Output};
 use regent_core::node::{DialId, DialResult, Ended, MasterNode, ProbeResult, MAX_RECORD_IMAGE};
 use regent_core::protocol::{
     ExecutorReport, GroupSpec, Hello, LogRead, LogStream, Message, RegisterWorker, Subscribe,
     PROTOCOL_VERSION,
 };
+use regent_core::store::StoreCommand;
+use regent_core::store::StoreEvent;
 use regent_core::store::{
     format, names, zk_layout, FrameworkRecord, GroupRecord, Record, RecordKey, SlotOutcome,
     WorkerRecord, WriteId,
@@ -222,7 +224,7 @@ impl Harness {
                 self.harvest(conn, &msg);
             }
             Output::Close { conn, .. } => self.forget_conn(conn),
-            Output::Persist { write, record } => {
+            Output::Store(StoreCommand::Persist { write, record }) => {
                 let len = format::payload_len(&record);
                 assert!(
                     len <= MAX_RECORD_PAYLOAD,
@@ -232,7 +234,7 @@ impl Harness {
                 self.store.insert(record.key(), record);
                 self.writes.push_back(write);
             }
-            Output::Unpersist { write, key, incarnation } => {
+            Output::Store(StoreCommand::Unpersist { write, key, incarnation }) => {
                 let matches = match (self.store.get(&key), incarnation) {
                     (Some(Record::Worker(w)), Some(inc)) => w.incarnation == inc,
                     _ => true,
@@ -242,7 +244,7 @@ impl Harness {
                 }
                 self.writes.push_back(write);
             }
-            Output::LoadRecords => self.load_pending = true,
+            Output::Store(StoreCommand::LoadRecords) => self.load_pending = true,
             Output::Dial { dial, .. } => self.dials.push_back(dial),
             Output::Probe { probe, .. } => self.probes.push_back(probe),
             Output::Zk(cmd) => self.zk_command(cmd),
@@ -423,13 +425,13 @@ impl Harness {
             }
             if self.auto_store && !self.writes.is_empty() {
                 let write = self.writes.pop_front().expect("not empty");
-                self.feed(Input::Store(StoreResult::Persisted { write }));
+                self.feed(Input::Store(StoreEvent::Persisted { write }));
                 progressed = true;
             }
             if self.auto_store && self.load_pending {
                 self.load_pending = false;
                 let records = self.store.values().cloned().collect();
-                self.feed(Input::Store(StoreResult::Loaded { records }));
+                self.feed(Input::Store(StoreEvent::Loaded { records }));
                 progressed = true;
             }
             if !self.dials.is_empty() {
@@ -749,9 +751,9 @@ impl Harness {
         for _ in 0..=src.below(4) {
             let Some(write) = self.writes.pop_front() else { return };
             let result = if src.one_in(16) {
-                StoreResult::PersistFailed { write, reason: "fsync failed (fuzz)".into() }
+                StoreEvent::PersistFailed { write, reason: "fsync failed (fuzz)".into() }
             } else {
-                StoreResult::Persisted { write }
+                StoreEvent::Persisted { write }
             };
             self.feed(Input::Store(result));
         }
@@ -764,14 +766,14 @@ impl Harness {
         self.load_pending = false;
         if src.one_in(8) {
             let reason = "record fuzz/w-x: CRC mismatch (fuzz)".into();
-            self.feed(Input::Store(StoreResult::LoadFailed { reason }));
+            self.feed(Input::Store(StoreEvent::LoadFailed { reason }));
             return;
         }
         let mut records: Vec<Record> = self.store.values().cloned().collect();
         for _ in 0..src.below(3) {
             records.push(record(src, &self.frameworks));
         }
-        self.feed(Input::Store(StoreResult::Loaded { records }));
+        self.feed(Input::Store(StoreEvent::Loaded { records }));
     }
 
     // ----- ZooKeeper --------------------------------------------------------

@@ -39,6 +39,7 @@ use regent_core::node::{DialResult, Ended, ProbeResult};
 use regent_core::protocol::{ExecutorReport, ExecutorState, GroupSpec, Message};
 use regent_core::store::format::decode_named;
 use regent_core::store::names::key_stem;
+use regent_core::store::StoreCommand;
 use regent_core::store::{Record, RecordKey};
 use regent_core::subscriber;
 use regent_core::testkit::zk::ZkModel;
@@ -1404,9 +1405,9 @@ impl World {
                         format!("m{m} in ZooKeeper mode asked to exit: {reason}"),
                     );
                 }
-                other @ (mnode::Output::Persist { .. }
-                | mnode::Output::Unpersist { .. }
-                | mnode::Output::LoadRecords) => {
+                other @ (mnode::Output::Store(StoreCommand::Persist { .. })
+                | mnode::Output::Store(StoreCommand::Unpersist { .. })
+                | mnode::Output::Store(StoreCommand::LoadRecords)) => {
                     invariants::fail(
                         self,
                         "master_node",
