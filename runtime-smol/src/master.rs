@@ -121,7 +121,7 @@ enum Input {
 
 enum Wake {
     Input(Input),
-    Zk(regent_core::elector::Event),
+    Zk(regent_core::elector::ZkEvent),
     Deadline,
 }
 
@@ -281,11 +281,7 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
     loop {
         match pump.next_wake(&rx, &net_rx).await {
             Wake::Deadline => pump.feed(NodeInput::Tick)?,
-            Wake::Zk(event) => {
-                if let Some(event) = event.into_zk() {
-                    pump.feed(NodeInput::Zk(event))?;
-                }
-            }
+            Wake::Zk(event) => pump.feed(NodeInput::Zk(event))?,
             Wake::Input(Input::Shutdown) => {
                 tracing::info!("shutting down");
                 // Closing the session lets a standby take over at once.
@@ -548,7 +544,7 @@ impl Pump {
                 }
                 Output::Zk(command) => {
                     if let Some(b) = &mut self.backend {
-                        b.execute(&command.into());
+                        b.execute(command);
                     }
                 }
                 Output::Dial { dial, addr, timeout } => self.dial(dial, addr, timeout),

@@ -5,8 +5,8 @@
 mod support;
 
 use regent_core::elector::{
-    Action, CreateMode, Event, MultiOp, RequestId, SessionId, WatchKind, ZkError, ZkOp, ZkReply,
-    ZkResult,
+    CreateMode, MultiOp, RequestId, SessionId, WatchKind, ZkCommand, ZkError, ZkEvent, ZkOp,
+    ZkReply, ZkResult,
 };
 use regent_core::Millis;
 use regent_smol::zk::{digest_credentials, digest_id, ZkBackend, ZkConfig};
@@ -17,7 +17,7 @@ use support::zk_server::ZkServer;
 use support::{unique_root, BOUND};
 
 /// Next event within the bound.
-async fn next(b: &mut ZkBackend) -> Event {
+async fn next(b: &mut ZkBackend) -> ZkEvent {
     smol::future::or(async { Some(b.next_event().await) }, async {
         async_io::Timer::after(BOUND).await;
         None
@@ -27,9 +27,9 @@ async fn next(b: &mut ZkBackend) -> Event {
 }
 
 async fn open(b: &mut ZkBackend, timeout: u64) -> (SessionId, Millis) {
-    assert!(b.execute(&Action::NewSession { timeout: Millis(timeout) }));
+    b.execute(ZkCommand::NewSession { timeout: Millis(timeout) });
     match next(b).await {
-        Event::SessionConnected { session, timeout } => (session, timeout),
+        ZkEvent::SessionConnected { session, timeout } => (session, timeout),
         other => panic!("expected SessionConnected, got {other:?}"),
     }
 }
@@ -38,7 +38,7 @@ async fn open(b: &mut ZkBackend, timeout: u64) -> (SessionId, Millis) {
 struct Runner {
     session: SessionId,
     next_req: u64,
-    watches: Vec<Event>,
+    watches: Vec<ZkEvent>,
 }
 
 impl Runner {
@@ -47,17 +47,17 @@ impl Runner {
         for op in ops.iter().cloned() {
             let req = RequestId(self.next_req);
             self.next_req += 1;
-            assert!(b.execute(&Action::Request { session: self.session, req, op }));
+            b.execute(ZkCommand::Request { session: self.session, req, op });
         }
         let mut got: BTreeMap<u64, ZkResult> = BTreeMap::new();
         let mut order = Vec::new();
         while got.len() < ops.len() {
             match next(b).await {
-                Event::Reply { req, result } => {
+                ZkEvent::Reply { req, result } => {
                     order.push(req.0);
                     got.insert(req.0, result);
                 }
-                w @ Event::Watch { .. } => self.watches.push(w),
+                w @ ZkEvent::Watch { .. } => self.watches.push(w),
                 other => panic!("unexpected {other:?}"),
             }
         }
@@ -68,7 +68,7 @@ impl Runner {
     async fn watch(&mut self, b: &mut ZkBackend) -> (String, WatchKind) {
         let ev = if self.watches.is_empty() { next(b).await } else { self.watches.remove(0) };
         match ev {
-            Event::Watch { session, event } => {
+            ZkEvent::Watch { session, event } => {
                 assert_eq!(session, self.session);
                 (event.path, event.kind)
             }
@@ -224,16 +224,15 @@ fn every_op_and_watch_against_a_real_server() {
         assert_eq!(res, vec![Err(ZkError::BadVersion), Ok(ZkReply::Deleted), Err(ZkError::NoNode)]);
 
         // Closing: nothing of the session is reported again.
-        assert!(b.execute(&Action::CloseSession { session }));
+        b.execute(ZkCommand::CloseSession { session });
         assert_eq!(b.session(), None);
-        assert!(b.execute(&Action::Request {
+        b.execute(ZkCommand::Request {
             session,
             req: RequestId(999),
-            op: ZkOp::Sync { path: dir.clone() }
-        }));
+            op: ZkOp::Sync { path: dir.clone() },
+        });
         let (s2, _) = open(&mut b, 2000).await;
         assert_ne!(s2, session);
-        assert!(!b.execute(&Action::Suspended), "outcomes are not the backend's");
     });
 }
 
@@ -258,7 +257,7 @@ fn connection_loss_on_create_is_reported_as_connection_loss_then_reconnects() {
             .await;
         proxy.arm_create_trap("/trap-");
         let prefix = format!("{root}/trap-");
-        b.execute(&Action::Request {
+        b.execute(ZkCommand::Request {
             session,
             req: RequestId(100),
             op: ZkOp::Create { path: prefix, data: vec![], mode: CreateMode::EphemeralSequential },
@@ -267,19 +266,19 @@ fn connection_loss_on_create_is_reported_as_connection_loss_then_reconnects() {
         loop {
             let ev = next(&mut b).await;
             events.push(ev.clone());
-            if matches!(ev, Event::SessionConnected { .. }) {
+            if matches!(ev, ZkEvent::SessionConnected { .. }) {
                 break;
             }
         }
         assert!(
-            events.contains(&Event::Reply {
+            events.contains(&ZkEvent::Reply {
                 req: RequestId(100),
                 result: Err(ZkError::ConnectionLoss)
             }),
             "{events:?}"
         );
-        assert!(events.contains(&Event::Disconnected { session }), "{events:?}");
-        assert_eq!(events.last(), Some(&Event::SessionConnected { session, timeout }));
+        assert!(events.contains(&ZkEvent::Disconnected { session }), "{events:?}");
+        assert_eq!(events.last(), Some(&ZkEvent::SessionConnected { session, timeout }));
         assert_eq!(proxy.fired(), 1);
         // The create was applied although its reply never came.
         let res = r.run(&mut b, vec![ZkOp::GetChildren { path: root.clone(), watch: false }]).await;

@@ -226,39 +226,10 @@ impl Config {
 pub enum Event {
     /// The process starts: the elector asks for a session.
     Start,
-    /// The session `session` is connected, with the negotiated `timeout`.
-    /// Fed after [`Action::NewSession`] and after every automatic reconnect
-    /// of the same session.
-    SessionConnected {
-        /// The session.
-        session: SessionId,
-        /// The negotiated session timeout.
-        timeout: Millis,
-    },
-    /// The connection of `session` dropped; the client reconnects by itself.
-    Disconnected {
-        /// The session.
-        session: SessionId,
-    },
-    /// The server expired `session`; its ephemeral nodes are gone.
-    Expired {
-        /// The session.
-        session: SessionId,
-    },
-    /// The answer to [`Action::Request`] `req`.
-    Reply {
-        /// The request.
-        req: RequestId,
-        /// What it came to.
-        result: ZkResult,
-    },
-    /// A watch left by `session` fired.
-    Watch {
-        /// The session that left it.
-        session: SessionId,
-        /// What fired.
-        event: WatchEvent,
-    },
+    /// The coordination client reports: a session connected, dropped or
+    /// expired, a reply to an [`Action::Zk`] request, a watch that fired.
+    /// Fed exactly as the client reported it.
+    Zk(ZkEvent),
     /// A deadline set by [`Action::SetTimer`] passed.
     Timer(Timer),
     /// Give up for good (DESIGN rule 8): close the session and ignore every
@@ -297,30 +268,10 @@ pub enum Event {
 /// What the runtime must do, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
-    /// Open a new session asking for `timeout`, then feed
-    /// `SessionConnected`. Any earlier session was closed by a preceding
-    /// [`Action::CloseSession`] or is expired; never feed events of it again.
-    NewSession {
-        /// The timeout to ask for.
-        timeout: Millis,
-    },
-    /// Close `session` (its ephemeral nodes go at once if the close reaches
-    /// the server) and forget it: feed no more events of it.
-    CloseSession {
-        /// The session.
-        session: SessionId,
-    },
-    /// Send `op` on `session`, then feed `Reply { req, .. }`. If the
-    /// connection is down, feed `Err(ConnectionLoss)`; if `session` is not
-    /// the current session any more, drop it.
-    Request {
-        /// The session to send on.
-        session: SessionId,
-        /// Echoed in the reply.
-        req: RequestId,
-        /// The operation.
-        op: ZkOp,
-    },
+    /// Execute `command` on the coordination client (a new session, a
+    /// close, a request; see [`ZkCommand`] for what each asks) and feed what
+    /// it reports as [`Event::Zk`].
+    Zk(ZkCommand),
     /// Feed `Event::Timer(timer)` at `at` (replaces an earlier deadline).
     SetTimer {
         /// Which timer.
@@ -420,46 +371,6 @@ pub enum DeposeOutcome {
         /// Why.
         reason: String,
     },
-}
-
-impl From<ZkEvent> for Event {
-    fn from(e: ZkEvent) -> Event {
-        match e {
-            ZkEvent::SessionConnected { session, timeout } => {
-                Event::SessionConnected { session, timeout }
-            }
-            ZkEvent::Disconnected { session } => Event::Disconnected { session },
-            ZkEvent::Expired { session } => Event::Expired { session },
-            ZkEvent::Reply { req, result } => Event::Reply { req, result },
-            ZkEvent::Watch { session, event } => Event::Watch { session, event },
-        }
-    }
-}
-
-impl Event {
-    /// The coordination-client part of this event, if it is one.
-    pub fn into_zk(self) -> Option<ZkEvent> {
-        Some(match self {
-            Event::SessionConnected { session, timeout } => {
-                ZkEvent::SessionConnected { session, timeout }
-            }
-            Event::Disconnected { session } => ZkEvent::Disconnected { session },
-            Event::Expired { session } => ZkEvent::Expired { session },
-            Event::Reply { req, result } => ZkEvent::Reply { req, result },
-            Event::Watch { session, event } => ZkEvent::Watch { session, event },
-            _ => return None,
-        })
-    }
-}
-
-impl From<ZkCommand> for Action {
-    fn from(c: ZkCommand) -> Action {
-        match c {
-            ZkCommand::NewSession { timeout } => Action::NewSession { timeout },
-            ZkCommand::CloseSession { session } => Action::CloseSession { session },
-            ZkCommand::Request { session, req, op } => Action::Request { session, req, op },
-        }
-    }
 }
 
 /// The elector's named deadlines.
@@ -889,22 +800,22 @@ impl Elector {
                     self.ask_session(now, &mut out);
                 }
             }
-            Event::SessionConnected { session, timeout } => {
+            Event::Zk(ZkEvent::SessionConnected { session, timeout }) => {
                 self.on_connected(now, session, timeout, &mut out)
             }
-            Event::Disconnected { session } => self.on_disconnected(session, &mut out),
-            Event::Expired { session } => {
+            Event::Zk(ZkEvent::Disconnected { session }) => self.on_disconnected(session, &mut out),
+            Event::Zk(ZkEvent::Expired { session }) => {
                 if self.current_session() == Some(session) {
                     self.abandon(now, false, &mut out);
                 }
             }
-            Event::Reply { req, result } => {
+            Event::Zk(ZkEvent::Reply { req, result }) => {
                 self.on_reply(now, req, result, &mut out);
                 if self.ping_owed {
                     self.keep_session(now, &mut out);
                 }
             }
-            Event::Watch { session, event } => {
+            Event::Zk(ZkEvent::Watch { session, event }) => {
                 let own = self
                     .node
                     .as_ref()
@@ -953,7 +864,7 @@ impl Elector {
                     self.abandon(now, true, &mut out);
                     // Out of the election until the timer: no session yet.
                     self.session = Session::None;
-                    out.retain(|a| !matches!(a, Action::NewSession { .. }));
+                    out.retain(|a| !matches!(a, Action::Zk(ZkCommand::NewSession { .. })));
                     out.push(Action::SetTimer { timer: Timer::Rejoin, at: now + rejoin_after });
                 }
             }
@@ -971,7 +882,7 @@ impl Elector {
                 self.leader = false;
                 self.suspended = false;
                 if let Some(id) = self.current_session() {
-                    out.push(Action::CloseSession { session: id });
+                    out.push(Action::Zk(ZkCommand::CloseSession { session: id }));
                 }
                 for timer in [Timer::Ping, Timer::Lease, Timer::Retry] {
                     out.push(Action::CancelTimer { timer });
@@ -1012,7 +923,7 @@ impl Elector {
 
     fn ask_session(&mut self, now: Millis, out: &mut Vec<Action>) {
         self.session = Session::Opening { asked_at: now };
-        out.push(Action::NewSession { timeout: self.config.session_timeout });
+        out.push(Action::Zk(ZkCommand::NewSession { timeout: self.config.session_timeout }));
     }
 
     /// Gives up the current session and its node and joins again with a new
@@ -1023,7 +934,7 @@ impl Elector {
         }
         if close {
             if let Some(id) = self.current_session() {
-                out.push(Action::CloseSession { session: id });
+                out.push(Action::Zk(ZkCommand::CloseSession { session: id }));
             }
         }
         self.leader = false;
@@ -1120,7 +1031,7 @@ impl Elector {
         let req = RequestId(self.next_req);
         self.next_req += 1;
         self.pending.insert(req, Pending { purpose, round: self.round, session: id, sent_at: now });
-        out.push(Action::Request { session: id, req, op });
+        out.push(Action::Zk(ZkCommand::Request { session: id, req, op }));
     }
 
     fn start_round(&mut self, now: Millis, out: &mut Vec<Action>) {

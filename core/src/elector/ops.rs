@@ -20,7 +20,7 @@ impl fmt::Display for SessionId {
 }
 
 /// The number of one request, unique for the life of an elector. Echoed back
-/// in [`Event::Reply`](super::Event::Reply).
+/// in [`ZkEvent::Reply`].
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]

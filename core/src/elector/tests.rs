@@ -123,7 +123,7 @@ fn curator_202_reconnect_same_session_adopts_node() {
     let new_sessions = sim.members[1]
         .outcomes
         .iter()
-        .filter(|(_, a)| matches!(a, Action::NewSession { .. }))
+        .filter(|(_, a)| matches!(a, Action::Zk(ZkCommand::NewSession { .. })))
         .count();
     assert_eq!(new_sessions, 1);
 }
@@ -186,8 +186,8 @@ fn lease_expiry_while_paused_then_revoked_and_rejoined_with_new_node() {
         after[..3],
         [
             Action::Revoked,
-            Action::CloseSession { session: old_session },
-            Action::NewSession { timeout: Millis(2_000) }
+            Action::Zk(ZkCommand::CloseSession { session: old_session }),
+            Action::Zk(ZkCommand::NewSession { timeout: Millis(2_000) })
         ]
     );
     assert!(!sim.zk.is_alive(old_session));
@@ -218,7 +218,10 @@ fn expiry_then_recreate() {
     assert!(!sim.zk.is_alive(old_session));
     // On reconnect the client learns of the expiry; the elector asks for a
     // new session and creates a new node (generation 1).
-    assert_eq!(sim.members[1].outcomes[before].1, Action::NewSession { timeout: Millis(2_000) });
+    assert_eq!(
+        sim.members[1].outcomes[before].1,
+        Action::Zk(ZkCommand::NewSession { timeout: Millis(2_000) })
+    );
     assert_ne!(sim.members[1].session, Some(old_session));
     let new_node = sim.members[1].elector.node_path().unwrap();
     assert_ne!(new_node, old_node);
@@ -478,7 +481,7 @@ fn node_deleted_ends_the_acting_lease_at_once() {
     let s0 = sim.members[0].session.unwrap();
     let node = sim.members[0].elector.node_path().unwrap();
     let event = WatchEvent { kind: WatchKind::NodeDeleted, path: node };
-    let _ = sim.members[0].elector.handle(now, Event::Watch { session: s0, event });
+    let _ = sim.members[0].elector.handle(now, Event::Zk(ZkEvent::Watch { session: s0, event }));
     assert!(!sim.members[0].elector.may_command(now));
 }
 
@@ -645,21 +648,21 @@ fn far_from_zookeeper(rtt: Millis, session_timeout: Millis, run: Millis) -> (usi
     loop {
         for a in std::mem::take(&mut actions) {
             match a {
-                Action::NewSession { timeout } => {
+                Action::Zk(ZkCommand::NewSession { timeout }) => {
                     let (s, t) = zk.connect(now, timeout);
                     session = Some(s);
                     seq += 1;
                     inbox.insert(
                         (now + rtt, seq),
-                        Event::SessionConnected { session: s, timeout: t },
+                        Event::Zk(ZkEvent::SessionConnected { session: s, timeout: t }),
                     );
                 }
-                Action::CloseSession { session: s } => zk.close(s),
-                Action::Request { session: s, req, op } if Some(s) == session => {
+                Action::Zk(ZkCommand::CloseSession { session: s }) => zk.close(s),
+                Action::Zk(ZkCommand::Request { session: s, req, op }) if Some(s) == session => {
                     zk.touch(now + Millis(rtt.0 / 2), s);
                     let result = zk.execute(now + Millis(rtt.0 / 2), s, &op);
                     seq += 1;
-                    inbox.insert((now + rtt, seq), Event::Reply { req, result });
+                    inbox.insert((now + rtt, seq), Event::Zk(ZkEvent::Reply { req, result }));
                 }
                 Action::SetTimer { timer, at } => {
                     timers.insert(timer, at);
@@ -734,15 +737,16 @@ fn a_listing_whose_marker_reply_came_first_is_acted_on() {
         let mut replies = Vec::new();
         for a in e.handle(now, event) {
             match a {
-                Action::NewSession { timeout } => {
+                Action::Zk(ZkCommand::NewSession { timeout }) => {
                     let (s, t) = zk.connect(now, timeout);
                     session = Some(s);
-                    queue.push_back(Event::SessionConnected { session: s, timeout: t });
+                    queue
+                        .push_back(Event::Zk(ZkEvent::SessionConnected { session: s, timeout: t }));
                 }
-                Action::Request { session: s, req, op } if Some(s) == session => {
+                Action::Zk(ZkCommand::Request { session: s, req, op }) if Some(s) == session => {
                     let list = matches!(&op, ZkOp::GetChildren { .. });
                     let result = zk.execute(now, s, &op);
-                    replies.push((list, Event::Reply { req, result }));
+                    replies.push((list, Event::Zk(ZkEvent::Reply { req, result })));
                 }
                 Action::Elected { .. } => elected = true,
                 _ => {}

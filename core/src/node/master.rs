@@ -770,7 +770,10 @@ impl MasterNode {
         match event {
             ZkEvent::Reply { req, result } => match self.routes.remove(&req) {
                 Some(Route::Elector(r)) => {
-                    queue.push_back(Inner::Elector(elector::Event::Reply { req: r, result }))
+                    queue.push_back(Inner::Elector(elector::Event::Zk(ZkEvent::Reply {
+                        req: r,
+                        result,
+                    })))
                 }
                 Some(Route::Store(tag)) => {
                     let Some(store) = &mut self.store else { return };
@@ -792,7 +795,7 @@ impl MasterNode {
                 }
                 None => {}
             },
-            other => queue.push_back(Inner::Elector(other.into())),
+            other => queue.push_back(Inner::Elector(elector::Event::Zk(other))),
         }
     }
 
@@ -909,17 +912,16 @@ impl MasterNode {
     ) {
         for a in actions {
             match a {
-                elector::Action::NewSession { timeout } => {
-                    self.routes.clear();
-                    out.push(Output::Zk(ZkCommand::NewSession { timeout }));
-                }
-                elector::Action::CloseSession { session } => {
-                    self.routes.clear();
-                    out.push(Output::Zk(ZkCommand::CloseSession { session }));
-                }
-                elector::Action::Request { session, req, op } => {
+                // The store shares the session: requests are numbered again
+                // so each reply finds its machine (the routes die with the
+                // session).
+                elector::Action::Zk(ZkCommand::Request { session, req, op }) => {
                     let req = self.alloc(Route::Elector(req));
                     out.push(Output::Zk(ZkCommand::Request { session, req, op }));
+                }
+                elector::Action::Zk(command) => {
+                    self.routes.clear();
+                    out.push(Output::Zk(command));
                 }
                 elector::Action::SetTimer { timer, at } => {
                     self.deadlines.set(Timer::Elector(timer), at)

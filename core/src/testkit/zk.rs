@@ -30,7 +30,7 @@
 
 use crate::elector::{
     Action, Config, CreateMode, Elector, Event, MultiOp, RequestId, SessionId, Stat, Timer,
-    WatchEvent, WatchKind, ZkError, ZkOp, ZkReply, ZkResult,
+    WatchEvent, WatchKind, ZkCommand, ZkError, ZkEvent, ZkOp, ZkReply, ZkResult,
 };
 use crate::ids::{Addr, MasterId};
 use crate::time::Millis;
@@ -760,10 +760,11 @@ impl Sim {
         }
         m.link = Link::Down { until };
         for (req, _) in m.outbox.drain(..) {
-            m.inbox.push_back(Event::Reply { req, result: Err(ZkError::ConnectionLoss) });
+            m.inbox
+                .push_back(Event::Zk(ZkEvent::Reply { req, result: Err(ZkError::ConnectionLoss) }));
         }
         if let Some(session) = m.session {
-            m.inbox.push_back(Event::Disconnected { session });
+            m.inbox.push_back(Event::Zk(ZkEvent::Disconnected { session }));
             self.zk.forget_watches(session);
         }
     }
@@ -845,11 +846,14 @@ impl Sim {
                     if let Some(s) = m.session {
                         match self.zk.resume(now, s) {
                             Some(timeout) => {
-                                m.inbox.push_back(Event::SessionConnected { session: s, timeout })
+                                m.inbox.push_back(Event::Zk(ZkEvent::SessionConnected {
+                                    session: s,
+                                    timeout,
+                                }))
                             }
                             None => {
                                 m.session = None;
-                                m.inbox.push_back(Event::Expired { session: s });
+                                m.inbox.push_back(Event::Zk(ZkEvent::Expired { session: s }));
                             }
                         }
                     }
@@ -892,7 +896,7 @@ impl Sim {
                 let (s, timeout) = self.zk.connect(now, requested);
                 let m = &mut self.members[i];
                 m.session = Some(s);
-                m.inbox.push_back(Event::SessionConnected { session: s, timeout });
+                m.inbox.push_back(Event::Zk(ZkEvent::SessionConnected { session: s, timeout }));
                 moved = true;
             }
         }
@@ -915,7 +919,7 @@ impl Sim {
                     self.members[i].outbox.push_front((req, op));
                     self.disconnect(i, self.reconnect_delay);
                 } else {
-                    self.members[i].inbox.push_back(Event::Reply { req, result });
+                    self.members[i].inbox.push_back(Event::Zk(ZkEvent::Reply { req, result }));
                 }
             }
         }
@@ -923,7 +927,9 @@ impl Sim {
         if self.members[i].link == Link::Up {
             if let Some(s) = self.members[i].session {
                 for event in self.zk.take_notifications(s) {
-                    self.members[i].inbox.push_back(Event::Watch { session: s, event });
+                    self.members[i]
+                        .inbox
+                        .push_back(Event::Zk(ZkEvent::Watch { session: s, event }));
                     moved = true;
                 }
             }
@@ -942,13 +948,13 @@ impl Sim {
         for a in actions {
             let m = &mut self.members[i];
             match a {
-                Action::NewSession { timeout } => {
+                Action::Zk(ZkCommand::NewSession { timeout }) => {
                     m.session = None;
                     m.outbox.clear();
                     m.wants_session = Some(timeout);
-                    m.outcomes.push((now, Action::NewSession { timeout }));
+                    m.outcomes.push((now, Action::Zk(ZkCommand::NewSession { timeout })));
                 }
-                Action::CloseSession { session } => {
+                Action::Zk(ZkCommand::CloseSession { session }) => {
                     if m.session == Some(session) {
                         if m.link == Link::Up {
                             self.zk.close(session);
@@ -957,9 +963,11 @@ impl Sim {
                         m.session = None;
                         m.outbox.clear();
                     }
-                    self.members[i].outcomes.push((now, Action::CloseSession { session }));
+                    self.members[i]
+                        .outcomes
+                        .push((now, Action::Zk(ZkCommand::CloseSession { session })));
                 }
-                Action::Request { session, req, op } => {
+                Action::Zk(ZkCommand::Request { session, req, op }) => {
                     if m.session != Some(session) {
                         continue;
                     }
@@ -967,8 +975,10 @@ impl Sim {
                     if m.link == Link::Up {
                         m.outbox.push_back((req, op));
                     } else {
-                        m.inbox
-                            .push_back(Event::Reply { req, result: Err(ZkError::ConnectionLoss) });
+                        m.inbox.push_back(Event::Zk(ZkEvent::Reply {
+                            req,
+                            result: Err(ZkError::ConnectionLoss),
+                        }));
                     }
                 }
                 Action::SetTimer { timer, at } => {

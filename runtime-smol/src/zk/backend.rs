@@ -1,9 +1,11 @@
-//! [`ZkBackend`]: the elector's actions executed against a real ZooKeeper.
+//! [`ZkBackend`]: the coordination client's commands ([`ZkCommand`])
+//! executed against a real ZooKeeper, its reports ([`ZkEvent`]) fed back as
+//! they are.
 
 use super::exec;
 use super::ZkConfig;
 use async_channel::{Receiver, Sender};
-use regent_core::elector::{Action, Event, RequestId, SessionId, ZkError, ZkOp, ZkResult};
+use regent_core::elector::{RequestId, SessionId, ZkCommand, ZkError, ZkEvent, ZkOp, ZkResult};
 use regent_core::Millis;
 use smol::future;
 use smol::Task;
@@ -22,7 +24,7 @@ enum Msg {
     /// A session asked for by `NewSession` is open.
     Opened(u64, zkc::Client),
     /// An event for the elector.
-    Event(u64, Event),
+    Event(u64, ZkEvent),
 }
 
 struct Live {
@@ -35,34 +37,31 @@ struct Live {
     _state: Task<()>,
 }
 
-/// Executes the elector's I/O actions against ZooKeeper and produces its
-/// events.
+/// Executes the coordination client's commands against ZooKeeper and
+/// produces its events (the node hands both through untouched).
 ///
-/// * [`Action::NewSession`] opens a session asking for the timeout (retrying
+/// * [`ZkCommand::NewSession`] opens a session asking for the timeout (retrying
 ///   every [`ZkConfig::reconnect_interval`] while the ensemble cannot be
-///   reached) and then yields [`Event::SessionConnected`] with the session
+///   reached) and then yields [`ZkEvent::SessionConnected`] with the session
 ///   id and the timeout the server *negotiated*.
-/// * [`Action::CloseSession`] drops the session's client, which closes the
+/// * [`ZkCommand::CloseSession`] drops the session's client, which closes the
 ///   session (its ephemeral nodes go at once if the close reaches the
 ///   server); nothing of it is reported again.
-/// * [`Action::Request`] sends the op on the session's client. Requests are
+/// * [`ZkCommand::Request`] sends the op on the session's client. Requests are
 ///   handed to the client in the order of the actions, and their
-///   [`Event::Reply`]s come back in that order. A request made while the
+///   [`ZkEvent::Reply`]s come back in that order. A request made while the
 ///   connection is down is answered `Err(ConnectionLoss)` without being
 ///   sent; a request for a session that is not the current one is dropped.
 ///   A client `ConnectionLoss` is reported as [`ZkError::ConnectionLoss`]
 ///   (see [`exec::map_error`]).
-/// * The client's state watcher becomes [`Event::Disconnected`],
-///   [`Event::SessionConnected`] (after an automatic reconnect within the
-///   session) and [`Event::Expired`] (also for `AuthFailed`, which is as
+/// * The client's state watcher becomes [`ZkEvent::Disconnected`],
+///   [`ZkEvent::SessionConnected`] (after an automatic reconnect within the
+///   session) and [`ZkEvent::Expired`] (also for `AuthFailed`, which is as
 ///   terminal).
-/// * A watch left by a watching read becomes one [`Event::Watch`] when it
+/// * A watch left by a watching read becomes one [`ZkEvent::Watch`] when it
 ///   fires (node events only; session events come from the state watcher).
 ///
-/// The other actions (timers, outcomes) are not the backend's: [`execute`]
-/// ignores them. Spawns its tasks on smol's global executor.
-///
-/// [`execute`]: ZkBackend::execute
+/// Spawns its tasks on smol's global executor.
 pub struct ZkBackend {
     config: ZkConfig,
     acls: Arc<Vec<zkc::Acl>>,
@@ -86,7 +85,7 @@ impl std::fmt::Debug for ZkBackend {
 
 impl ZkBackend {
     /// A backend for the ensemble `config` names; opens nothing until
-    /// [`Action::NewSession`].
+    /// [`ZkCommand::NewSession`].
     pub fn new(config: ZkConfig) -> Self {
         let (tx, rx) = async_channel::unbounded();
         ZkBackend {
@@ -105,11 +104,10 @@ impl ZkBackend {
         self.live.as_ref().map(|l| (l.id, l.timeout))
     }
 
-    /// Executes one action; returns whether it was the backend's to execute
-    /// (`NewSession`, `CloseSession`, `Request`).
-    pub fn execute(&mut self, action: &Action) -> bool {
-        match action {
-            Action::NewSession { timeout } => {
+    /// Executes one command.
+    pub fn execute(&mut self, command: ZkCommand) {
+        match command {
+            ZkCommand::NewSession { timeout } => {
                 self.forget();
                 let generation = self.generation;
                 let config = self.config.clone();
@@ -130,34 +128,30 @@ impl ZkBackend {
                         }
                     }
                 }));
-                true
             }
-            Action::CloseSession { session } => {
-                if self.live.as_ref().is_some_and(|l| l.id == *session) {
+            ZkCommand::CloseSession { session } => {
+                if self.live.as_ref().is_some_and(|l| l.id == session) {
                     tracing::debug!(%session, "closing ZooKeeper session");
                     self.forget();
                 }
-                true
             }
-            Action::Request { session, req, op } => {
+            ZkCommand::Request { session, req, op } => {
                 match &self.live {
-                    Some(l) if l.id == *session => {
+                    Some(l) if l.id == session => {
                         // The channel is unbounded and its receiver lives as
                         // long as the session task: this cannot fail unless
                         // the task ended, and then the session is gone too.
-                        let _ = l.ops.try_send((*req, op.clone()));
+                        let _ = l.ops.try_send((req, op));
                     }
                     _ => tracing::debug!(%session, ?req, "request for an old session dropped"),
                 }
-                true
             }
-            _ => false,
         }
     }
 
     /// The next event for the elector. Cancel-safe: dropping the future
     /// loses nothing.
-    pub async fn next_event(&mut self) -> Event {
+    pub async fn next_event(&mut self) -> ZkEvent {
         loop {
             // The backend holds a sender itself, so the channel never closes.
             let Ok(msg) = self.rx.recv().await else { return future::pending().await };
@@ -182,7 +176,7 @@ impl ZkBackend {
         self.live = None;
     }
 
-    fn start(&mut self, client: zkc::Client) -> Event {
+    fn start(&mut self, client: zkc::Client) -> ZkEvent {
         let id = exec::session_id(client.session_id());
         let timeout = Millis(client.session_timeout().as_millis() as u64);
         tracing::info!(session = %id, %timeout, "ZooKeeper session open");
@@ -198,7 +192,7 @@ impl ZkBackend {
         let session =
             smol::spawn(serve(client, self.acls.clone(), ops_rx, self.tx.clone(), generation, id));
         self.live = Some(Live { id, timeout, ops: ops_tx, _session: session, _state: state });
-        Event::SessionConnected { session: id, timeout }
+        ZkEvent::SessionConnected { session: id, timeout }
     }
 }
 
@@ -220,18 +214,18 @@ async fn watch_state(
             zkc::SessionState::SyncConnected => {
                 if !connected {
                     connected = true;
-                    let _ = send(Event::SessionConnected { session, timeout }).await;
+                    let _ = send(ZkEvent::SessionConnected { session, timeout }).await;
                 }
             }
             zkc::SessionState::Disconnected | zkc::SessionState::ConnectedReadOnly => {
                 if connected {
                     connected = false;
-                    let _ = send(Event::Disconnected { session }).await;
+                    let _ = send(ZkEvent::Disconnected { session }).await;
                 }
             }
             zkc::SessionState::Expired | zkc::SessionState::AuthFailed => {
                 tracing::warn!(%session, ?state, "ZooKeeper session finished");
-                let _ = send(Event::Expired { session }).await;
+                let _ = send(ZkEvent::Expired { session }).await;
                 return;
             }
             zkc::SessionState::Closed => return,
@@ -320,9 +314,9 @@ async fn deliver(
         watches.push(smol::spawn(async move {
             let ev = w.changed().await;
             if let Some(event) = exec::watch_event(&ev) {
-                let _ = tx.send(Msg::Event(generation, Event::Watch { session, event })).await;
+                let _ = tx.send(Msg::Event(generation, ZkEvent::Watch { session, event })).await;
             }
         }));
     }
-    let _ = tx.send(Msg::Event(generation, Event::Reply { req, result })).await;
+    let _ = tx.send(Msg::Event(generation, ZkEvent::Reply { req, result })).await;
 }

@@ -139,15 +139,18 @@ pub async fn run_elector(
     while live {
         let deadline = driver.timers.values().min().copied();
         let wake = future::or(
-            future::or(async { Wake::Event(driver.backend.next_event().await) }, async {
-                match deadline {
-                    Some(at) => {
-                        async_io::Timer::at(base + Duration::from_millis(at.0)).await;
-                        Wake::Deadline
+            future::or(
+                async { Wake::Event(Event::Zk(driver.backend.next_event().await)) },
+                async {
+                    match deadline {
+                        Some(at) => {
+                            async_io::Timer::at(base + Duration::from_millis(at.0)).await;
+                            Wake::Deadline
+                        }
+                        None => future::pending().await,
                     }
-                    None => future::pending().await,
-                }
-            }),
+                },
+            ),
             async {
                 if commands_open {
                     Wake::Command(commands.recv().await.ok())
@@ -199,10 +202,11 @@ impl Driver {
         let mut live = true;
         for action in actions {
             tracing::trace!(?action, "elector action");
-            if self.backend.execute(&action) {
-                continue;
-            }
             let outcome = match action {
+                Action::Zk(command) => {
+                    self.backend.execute(command);
+                    continue;
+                }
                 Action::SetTimer { timer, at } => {
                     self.timers.insert(timer, at);
                     continue;
@@ -227,10 +231,7 @@ impl Driver {
                 Action::Suspended => Outcome::Suspended,
                 Action::Resumed => Outcome::Resumed,
                 Action::Revoked => Outcome::Revoked,
-                Action::NewSession { .. }
-                | Action::CloseSession { .. }
-                | Action::Request { .. }
-                | Action::Masters { .. }
+                Action::Masters { .. }
                 | Action::Confirmed { .. }
                 | Action::Outgrown { .. }
                 | Action::Deposed { .. } => continue,
