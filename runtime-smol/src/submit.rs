@@ -47,6 +47,8 @@
 //! cluster secret unless `insecure` ([`check_exposure`]) — the configured
 //! masters before anything is dialled (an error naming the address), and
 //! every master learned later at dial time (that dial fails, naming it).
+//!
+//! [`check_exposure`]: crate::net::check_exposure
 
 use crate::net::{spawn_connection, ConnHandle, NetConfig, NetEvent};
 use async_channel::{Receiver, Sender};
@@ -91,6 +93,8 @@ pub use regent_core::progress::SubmitOutcome;
 /// refused, or the machine stopping for another reason than a failover
 /// (e.g. the framework was torn down by an operator). Write errors on `out`
 /// are ignored (a closed pipe does not stop the framework).
+///
+/// [`check_exposure`]: crate::net::check_exposure
 pub async fn run_submit(
     opts: SubmitOptions,
     out: impl Write + Send,
