@@ -4,19 +4,15 @@
 use crate::args::{Command, Common, MasterArgs, RecoveryMode, SubmitArgs, WorkerArgs};
 use crate::common::{masters_of, net_config, read_secrets, shutdown_channel};
 use regent_core::Addr;
-use regent_smol::master::{MasterOptions, Recovery};
+use regent_smol::master::{MasterConfig, Recovery};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// `regent master` on the smol runtime.
-pub async fn master(common: &Common, a: MasterArgs) -> Result<ExitCode, String> {
-    if a.max_connections.is_some() {
-        return Err("--max-connections applies to --runtime std (the smol master is \
-                    bounded by file descriptors only)"
-            .into());
-    }
-    let net = net_config(common)?;
+/// The master's configuration from `regent master`'s arguments, for either
+/// runtime (the std one refuses ZooKeeper recovery, the smol one
+/// `--max-connections`).
+pub fn master_config(common: &Common, a: MasterArgs) -> Result<MasterConfig, String> {
     let recovery = match a.recovery {
         RecoveryMode::None => Recovery::None,
         RecoveryMode::Filesystem => {
@@ -42,29 +38,31 @@ pub async fn master(common: &Common, a: MasterArgs) -> Result<ExitCode, String> 
             }
         }
     };
-    let opts = MasterOptions {
-        id: a.id,
-        listen: a.listen,
-        advertise: a.advertise.map(Addr),
-        http: a.http,
-        recovery,
-        worker_timeout: Duration::from_millis(a.worker_timeout),
-        recovery_timeout: a.recovery_timeout.map(Duration::from_millis),
-        heartbeat_interval: Duration::from_millis(a.heartbeat_interval),
-        max_heartbeats_per_second: a.max_heartbeats_per_second,
-        max_frameworks: a.max_frameworks as usize,
-        retained_frameworks: a.retained_frameworks as usize,
-        max_workers: a.max_workers as usize,
-        net,
-        insecure: common.insecure,
-        previous_secrets: read_secrets(&a.previous_secret_files)?,
-        ready: None,
-    };
+    let mut cfg = MasterConfig::new(a.id, a.listen, net_config(common)?);
+    cfg.advertise = a.advertise.map(Addr);
+    cfg.http = a.http;
+    cfg.recovery = recovery;
+    cfg.worker_timeout = Duration::from_millis(a.worker_timeout);
+    cfg.recovery_timeout = a.recovery_timeout.map(Duration::from_millis);
+    cfg.heartbeat_interval = Duration::from_millis(a.heartbeat_interval);
+    cfg.max_heartbeats_per_second = a.max_heartbeats_per_second;
+    cfg.max_frameworks = a.max_frameworks as usize;
+    cfg.retained_frameworks = a.retained_frameworks as usize;
+    cfg.max_workers = a.max_workers as usize;
+    cfg.insecure = common.insecure;
+    cfg.previous_secrets = read_secrets(&a.previous_secret_files)?;
+    cfg.max_connections = a.max_connections;
+    Ok(cfg)
+}
+
+/// `regent master` on the smol runtime.
+pub async fn master(common: &Common, a: MasterArgs) -> Result<ExitCode, String> {
+    let cfg = master_config(common, a)?;
     // On the executor thread that runs the connections' tasks: a
     // frame then reaches the master's loop, and its reply the
     // connection's writer, without waking another thread (half the
     // CPU of a heartbeat, measured with `regent load`).
-    smol::spawn(regent_smol::master::run_master(opts, shutdown_channel())).await?;
+    smol::spawn(regent_smol::master::run_master(cfg, shutdown_channel())).await?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -148,34 +146,7 @@ pub async fn run_std(common: &Common, command: Command) -> Result<ExitCode, Stri
     let net = net_config(common)?;
     match command {
         Command::Master(a) => {
-            let recovery =
-                match a.recovery {
-                    RecoveryMode::None => d::Recovery::None,
-                    RecoveryMode::Filesystem => d::Recovery::Filesystem {
-                        dir: a.store.ok_or("--recovery filesystem needs --store DIR")?,
-                    },
-                    RecoveryMode::Zookeeper => return Err(
-                        "--recovery zookeeper needs --runtime smol (the ZooKeeper client is async)"
-                            .into(),
-                    ),
-                };
-            let mut cfg = d::MasterConfig::new(a.id, a.listen, net);
-            cfg.advertise = a.advertise.map(Addr);
-            cfg.http = a.http;
-            cfg.recovery = recovery;
-            cfg.worker_timeout = Duration::from_millis(a.worker_timeout);
-            cfg.recovery_timeout = a.recovery_timeout.map(Duration::from_millis);
-            cfg.heartbeat_interval = Duration::from_millis(a.heartbeat_interval);
-            cfg.max_heartbeats_per_second = a.max_heartbeats_per_second;
-            cfg.max_frameworks = a.max_frameworks as usize;
-            cfg.retained_frameworks = a.retained_frameworks as usize;
-            cfg.max_workers = a.max_workers as usize;
-            cfg.insecure = common.insecure;
-            cfg.previous_secrets = read_secrets(&a.previous_secret_files)?;
-            if let Some(max) = a.max_connections {
-                cfg.max_connections = max;
-            }
-            let m = d::spawn_master(cfg)?;
+            let m = d::spawn_master(master_config(common, a)?)?;
             stop_on_shutdown(m.stopper());
             smol::unblock(move || m.wait()).await?;
             Ok(ExitCode::SUCCESS)
