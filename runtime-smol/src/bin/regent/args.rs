@@ -19,19 +19,19 @@ pub struct Cli {
 #[derive(Args, Debug, Clone)]
 pub struct Common {
     /// The cluster's name; peers of another cluster are refused.
-    #[arg(long, global = true, default_value = "regent")]
+    #[arg(long, env = "REGENT_CLUSTER", global = true, default_value = "regent")]
     pub cluster: String,
     /// A file holding the cluster secret (at least 16 bytes): every
     /// connection then authenticates and every frame carries a MAC.
-    #[arg(long, global = true, value_name = "F")]
+    #[arg(long, env = "REGENT_SECRET_FILE", global = true, value_name = "F")]
     pub secret_file: Option<PathBuf>,
     /// Allow non-loopback addresses without a secret.
-    #[arg(long, global = true)]
+    #[arg(long, env = "REGENT_INSECURE", global = true)]
     pub insecure: bool,
     /// Which runtime drives `master`, `worker` and `submit`: `smol` (async,
     /// every feature) or `std` (blocking threads; recovery none/filesystem,
     /// no ZooKeeper; the same HTTP endpoints).
-    #[arg(long, global = true, value_enum, default_value = "smol")]
+    #[arg(long, env = "REGENT_RUNTIME", global = true, value_enum, default_value = "smol")]
     pub runtime: Runtime,
 }
 
@@ -372,58 +372,65 @@ pub enum RecoveryMode {
 
 #[derive(Args, Debug)]
 pub struct MasterArgs {
+    /// A TOML file of this command's settings, one `key = value` a line,
+    /// the keys being the long flags' names (`zk-root = "/regent"`, `zk =
+    /// ["h1:2181", "h2:2181"]`, `insecure = true`). A flag on the command
+    /// line or a REGENT_* variable wins over the file; an unknown key is an
+    /// error naming its line. See deploy/README.md.
+    #[arg(long, env = "REGENT_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// This master's id.
-    #[arg(long)]
+    #[arg(long, env = "REGENT_ID")]
     pub id: String,
     /// Where workers and subscribers connect.
-    #[arg(long)]
+    #[arg(long, env = "REGENT_LISTEN")]
     pub listen: SocketAddr,
     /// Where to serve the web page, /api/state, /api/events and /metrics
     /// (read-only; both runtimes).
     /// A non-loopback address needs --secret-file (or --insecure); with a
     /// secret it then requires `Authorization: Bearer <token>`, the token
     /// printed by `regent http-token`.
-    #[arg(long)]
+    #[arg(long, env = "REGENT_HTTP")]
     pub http: Option<SocketAddr>,
     /// Where master state survives a crash.
-    #[arg(long, value_enum, default_value = "none")]
+    #[arg(long, env = "REGENT_RECOVERY", value_enum, default_value = "none")]
     pub recovery: RecoveryMode,
     /// The filesystem store's directory (`--recovery filesystem`).
-    #[arg(long)]
+    #[arg(long, env = "REGENT_STORE")]
     pub store: Option<PathBuf>,
     /// ZooKeeper servers (`--recovery zookeeper`). A host that is not
     /// loopback needs --secret-file (or --insecure).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, env = "REGENT_ZK", value_delimiter = ',')]
     pub zk: Vec<String>,
     /// The cluster's root node in ZooKeeper.
-    #[arg(long, default_value = "/regent")]
+    #[arg(long, env = "REGENT_ZK_ROOT", default_value = "/regent")]
     pub zk_root: String,
     /// The ZooKeeper session timeout to ask for, in ms (the server clamps it
     /// to [2, 20] x its tickTime).
-    #[arg(long, default_value_t = 4000)]
+    #[arg(long, env = "REGENT_ZK_SESSION_TIMEOUT", default_value_t = 4000)]
     pub zk_session_timeout: u64,
     /// A worker silent this long (ms) is DEAD.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, env = "REGENT_WORKER_TIMEOUT", default_value_t = 10_000)]
     pub worker_timeout: u64,
     /// How long (ms) a new leader waits for recovered workers; defaults to
     /// the worker timeout.
-    #[arg(long)]
+    #[arg(long, env = "REGENT_RECOVERY_TIMEOUT")]
     pub recovery_timeout: Option<u64>,
     /// How often (ms) workers heartbeat, at least.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, env = "REGENT_HEARTBEAT_INTERVAL", default_value_t = 1000)]
     pub heartbeat_interval: u64,
     /// Heartbeat load control: the most heartbeats per second all workers
     /// send together. Past it the leader tells each worker a longer
     /// interval (workers / N seconds, jittered) and its DEAD timeout grows
     /// in proportion. 0: no ceiling.
-    #[arg(long, default_value_t = regent_core::master::DEFAULT_MAX_HEARTBEATS_PER_SECOND)]
+    #[arg(long, env = "REGENT_MAX_HEARTBEATS_PER_SECOND", default_value_t = regent_core::master::DEFAULT_MAX_HEARTBEATS_PER_SECOND)]
     pub max_heartbeats_per_second: u32,
     /// How many frameworks the cluster keeps records of; a SUBSCRIBE of a
     /// new framework past it is refused and that submit stops (existing
     /// frameworks resubscribe). At most 100000, and at most 4000 with
     /// `--recovery zookeeper` (every framework record in one shard must
     /// still list within ZooKeeper's packet limit).
-    #[arg(long, default_value_t = regent_core::limits::DEFAULT_MAX_FRAMEWORKS as u64,
+    #[arg(long, env = "REGENT_MAX_FRAMEWORKS", default_value_t = regent_core::limits::DEFAULT_MAX_FRAMEWORKS as u64,
           value_parser = clap::value_parser!(u64).range(1..=regent_core::limits::MAX_FRAMEWORKS_LIMIT as u64))]
     pub max_frameworks: u64,
     /// How many workers the cluster keeps (every worker id the leader
@@ -432,68 +439,75 @@ pub struct MasterArgs {
     /// (known workers always register again). At most 1000000.
     /// Independently, a new worker id whose record would take its store
     /// shard's listing past ZooKeeper's packet limit is refused.
-    #[arg(long, default_value_t = regent_core::limits::DEFAULT_MAX_WORKERS as u64,
+    #[arg(long, env = "REGENT_MAX_WORKERS", default_value_t = regent_core::limits::DEFAULT_MAX_WORKERS as u64,
           value_parser = clap::value_parser!(u64).range(1..=regent_core::limits::MAX_WORKERS_LIMIT as u64))]
     pub max_workers: u64,
     /// How many finished frameworks the leader keeps (shown by `regent
     /// status` and `/api/state` under "history"); older ones are deleted
     /// from the store. Like Spark's `spark.deploy.retainedApplications`.
     /// At most 10000.
-    #[arg(long, value_name = "N", default_value_t = regent_core::limits::DEFAULT_RETAINED_FRAMEWORKS as u64,
+    #[arg(long, env = "REGENT_RETAINED_FRAMEWORKS", value_name = "N", default_value_t = regent_core::limits::DEFAULT_RETAINED_FRAMEWORKS as u64,
           value_parser = clap::value_parser!(u64).range(0..=regent_core::limits::MAX_RETAINED_FRAMEWORKS as u64))]
     pub retained_frameworks: u64,
     /// `--runtime std` only: the most peer connections at once (two threads
     /// each); one more is closed at once with a log line. Checked at start
     /// against the process's file and thread limits. The smol runtime has no
     /// such ceiling (file descriptors only).
-    #[arg(long, value_name = "N")]
+    #[arg(long, env = "REGENT_MAX_CONNECTIONS", value_name = "N")]
     pub max_connections: Option<usize>,
     /// The address advertised to workers and other masters (default: the
     /// listen address).
-    #[arg(long)]
+    #[arg(long, env = "REGENT_ADVERTISE")]
     pub advertise: Option<String>,
     /// A file holding a previous cluster secret (a rotation; repeat for
     /// several): records sealed under it are still read, and re-sealed under
     /// --secret-file; ZooKeeper sessions also authenticate with it.
-    #[arg(long = "previous-secret-file", value_name = "F")]
+    #[arg(long = "previous-secret-file", env = "REGENT_PREVIOUS_SECRET_FILE", value_name = "F")]
     pub previous_secret_files: Vec<PathBuf>,
 }
 
 #[derive(Args, Debug)]
 pub struct WorkerArgs {
+    /// A TOML file of this command's settings, one `key = value` a line,
+    /// the keys being the long flags' names (`zk-root = "/regent"`, `zk =
+    /// ["h1:2181", "h2:2181"]`, `insecure = true`). A flag on the command
+    /// line or a REGENT_* variable wins over the file; an unknown key is an
+    /// error naming its line. See deploy/README.md.
+    #[arg(long, env = "REGENT_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// The masters, `host:port,...`, or `zk://HOST:PORT[,...]/ROOT` to read
     /// them from the election in ZooKeeper.
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(long, env = "REGENT_MASTERS", value_delimiter = ',', required = true)]
     pub masters: Vec<String>,
     /// Cores offered (accounted, not enforced).
-    #[arg(long)]
+    #[arg(long, env = "REGENT_CORES")]
     pub cores: u32,
     /// Memory offered in MiB (accounted, not enforced).
-    #[arg(long)]
+    #[arg(long, env = "REGENT_MEMORY")]
     pub memory: u64,
     /// Where executors run and their output is kept.
-    #[arg(long)]
+    #[arg(long, env = "REGENT_WORK_DIR")]
     pub work_dir: PathBuf,
     /// The worker's id (default: generated once and kept in the work dir).
-    #[arg(long)]
+    #[arg(long, env = "REGENT_ID")]
     pub id: Option<String>,
     /// Where the callback listener binds: a new leader — even one at an
     /// address this worker never knew — dials it to say it leads. Default
     /// `127.0.0.1:0` when every master is on loopback, else none. A
     /// non-loopback address needs --secret-file (or --insecure). Smol
     /// runtime only.
-    #[arg(long)]
+    #[arg(long, env = "REGENT_LISTEN")]
     pub listen: Option<SocketAddr>,
     /// The address masters should dial for the callback listener (default:
     /// the bound address).
-    #[arg(long)]
+    #[arg(long, env = "REGENT_ADVERTISE")]
     pub advertise: Option<String>,
     /// Kill the executors a previous process of this worker (same work
     /// directory) left running, instead of adopting them. Only processes
     /// proven this worker's (same boot, same start time, still leading their
     /// process group) are killed; what cannot be proven is left alone and
     /// logged either way.
-    #[arg(long)]
+    #[arg(long, env = "REGENT_KILL_LEFT_BEHIND")]
     pub kill_left_behind: bool,
 }
 

@@ -1,7 +1,10 @@
 //! `regent`: the command line of the reference daemons.
 //!
 //! Every command takes `--cluster NAME` (default `regent`), `--secret-file F`
-//! and `--insecure`. See `regent --help` and README.md.
+//! and `--insecure`. `regent master` and `regent worker` also read their
+//! settings from `REGENT_*` environment variables and a `--config` TOML file
+//! (`config_file.rs`; precedence flag > environment > file > default). See
+//! `regent --help`, README.md and deploy/README.md.
 //!
 //! `args.rs` holds the argument types, `daemons.rs` starts the master, the
 //! worker and the submitter (on either runtime), `operator.rs` runs the
@@ -10,16 +13,23 @@
 
 mod args;
 mod common;
+mod config_file;
 mod daemons;
 mod operator;
 mod store;
 
 use args::{Cli, Command, Runtime, StoreCommand};
-use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match config_file::parse(std::env::args_os().collect()) {
+        Ok(cli) => cli,
+        Err(config_file::ParseError::Clap(e)) => e.exit(),
+        Err(config_file::ParseError::File(e)) => {
+            eprintln!("regent: error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     if let Command::ExecutorShim(a) = &cli.command {
         // Before any logging setup: the shim writes nothing but its
         // handshake and, on trouble, a line to the executor's stderr.
