@@ -7,7 +7,7 @@
 //! worker registered again exactly once and that the application completed,
 //! and ends by itself.
 
-use crate::master::{MasterOptions, Recovery};
+use crate::master::{MasterConfig, Recovery};
 use crate::net::NetConfig;
 use crate::submit::{SubmitOptions, SubmitOutcome};
 use crate::worker::WorkerOptions;
@@ -24,25 +24,11 @@ fn free_port() -> Result<SocketAddr, String> {
     l.local_addr().map_err(|e| e.to_string())
 }
 
-fn master_options(listen: SocketAddr, store: &Path, net: Arc<NetConfig>) -> MasterOptions {
-    MasterOptions {
-        id: "demo-master".into(),
-        listen,
-        advertise: None,
-        http: None,
-        recovery: Recovery::Filesystem { dir: store.to_path_buf() },
-        worker_timeout: Duration::from_secs(10),
-        recovery_timeout: None,
-        heartbeat_interval: Duration::from_millis(500),
-        max_heartbeats_per_second: regent_core::master::DEFAULT_MAX_HEARTBEATS_PER_SECOND,
-        max_frameworks: regent_core::limits::DEFAULT_MAX_FRAMEWORKS,
-        retained_frameworks: regent_core::limits::DEFAULT_RETAINED_FRAMEWORKS,
-        max_workers: regent_core::limits::DEFAULT_MAX_WORKERS,
-        net,
-        insecure: false,
-        previous_secrets: Vec::new(),
-        ready: None,
-    }
+fn master_options(listen: SocketAddr, store: &Path, net: Arc<NetConfig>) -> MasterConfig {
+    let mut cfg = MasterConfig::new("demo-master", listen, net);
+    cfg.recovery = Recovery::Filesystem { dir: store.to_path_buf() };
+    cfg.heartbeat_interval = Duration::from_millis(500);
+    cfg
 }
 
 /// Polls the master until `pred` holds, for at most `limit`.

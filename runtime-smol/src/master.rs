@@ -14,7 +14,7 @@ use crate::http::{self, HttpQuery, HttpSnapshot};
 use crate::net::{self, ConnHandle, NetConfig, NetEvent};
 use crate::zk::{ZkBackend, ZkConfig};
 use async_channel::{Receiver, Sender};
-use regent_core::auth::{Secret, Side};
+use regent_core::auth::Side;
 use regent_core::elector::DeposeOutcome;
 use regent_core::master::Status;
 use regent_core::node::master::{Config, Input as NodeInput, Leadership, Note, Output};
@@ -25,77 +25,10 @@ use regent_std::host::{proc_limit, ConnectionCeiling};
 use regent_std::store::{master_sealing, LocalStore};
 use smol::net::{TcpListener, TcpStream};
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Where master state survives a crash.
-#[derive(Clone, Debug)]
-pub enum Recovery {
-    /// Nowhere: state lives in memory. Single master.
-    None,
-    /// A directory (locked by the running master). Single master.
-    Filesystem {
-        /// The store directory.
-        dir: PathBuf,
-    },
-    /// ZooKeeper: leader election among any number of masters, records
-    /// under `<root>/state/`.
-    Zookeeper {
-        /// `host:port[,host:port...]`.
-        hosts: String,
-        /// The cluster's root node, e.g. `/regent`.
-        root: String,
-        /// The session timeout to ask for (the server may clamp it).
-        session_timeout: Duration,
-    },
-}
-
-/// How to run a master.
-#[derive(Debug)]
-pub struct MasterOptions {
-    /// This master's id.
-    pub id: String,
-    /// Where workers and subscribers connect.
-    pub listen: SocketAddr,
-    /// The address advertised to peers (default: `listen`).
-    pub advertise: Option<Addr>,
-    /// Where to serve HTTP, if anywhere.
-    pub http: Option<SocketAddr>,
-    /// The recovery mode.
-    pub recovery: Recovery,
-    /// A worker silent this long is DEAD.
-    pub worker_timeout: Duration,
-    /// How long a new leader waits for recovered workers (default: the
-    /// worker timeout).
-    pub recovery_timeout: Option<Duration>,
-    /// How workers heartbeat, at least.
-    pub heartbeat_interval: Duration,
-    /// The most heartbeats per second all workers send together; past it
-    /// the leader tells them longer intervals (0: no ceiling; see
-    /// `regent_core::master::Config::max_heartbeats_per_second`).
-    pub max_heartbeats_per_second: u32,
-    /// How many frameworks the cluster keeps records of (see
-    /// `regent_core::limits::DEFAULT_MAX_FRAMEWORKS`).
-    pub max_frameworks: usize,
-    /// How many finished frameworks the leader keeps (see
-    /// `regent_core::limits::DEFAULT_RETAINED_FRAMEWORKS`).
-    pub retained_frameworks: usize,
-    /// How many workers the leader's registry may hold; a new worker id
-    /// past it is refused (see `regent_core::master::Config::max_workers`).
-    pub max_workers: usize,
-    /// Connection settings (cluster, secret, limits).
-    pub net: Arc<NetConfig>,
-    /// Allow a non-loopback listen address without a secret.
-    pub insecure: bool,
-    /// Secrets being rotated out: records sealed under them are still read
-    /// (and re-sealed under the secret of `net`), and ZooKeeper sessions
-    /// also authenticate with their credentials. Needs that secret.
-    pub previous_secrets: Vec<Secret>,
-    /// Tells the caller the bound addresses once listening.
-    pub ready: Option<Sender<SocketAddr>>,
-}
+pub use regent_std::config::{MasterConfig, Recovery};
 
 /// How many connection events (frames, closes) wait for the loop at most.
 /// A reader with no room waits before it reads on, so a peer that sends
@@ -132,8 +65,14 @@ enum Wake {
 /// Exposure (before anything is bound or dialled): `listen`, `http` and
 /// every ZooKeeper host must be loopback unless there is a cluster secret or
 /// `insecure`; an HTTP server bound to a non-loopback address with a secret
-/// requires its bearer token ([`http::required_token`]).
-pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(), String> {
+/// requires its bearer token ([`http::required_token`]). A
+/// `max_connections` (the std runtime's ceiling) is refused.
+pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<(), String> {
+    if opts.max_connections.is_some() {
+        return Err("--max-connections applies to --runtime std (the smol master is bounded by \
+                    file descriptors only)"
+            .into());
+    }
     let has_secret = opts.net.secret.is_some();
     net::check_exposure(&opts.listen, has_secret, opts.insecure)
         .map_err(|e| format!("--listen: {e}"))?;
@@ -242,9 +181,6 @@ pub async fn run_master(opts: MasterOptions, shutdown: Receiver<()>) -> Result<(
             (Leadership::Zookeeper(ecfg), None, Some(ZkBackend::new(zkc)))
         }
     };
-    if let Some(ready) = &opts.ready {
-        let _ = ready.send(bound).await;
-    }
     tracing::info!(id = %opts.id, listen = %bound, advertise = %advertise, "master listening");
 
     // The epoch's clock term is wall-clock ms: `clock_base + now`.

@@ -13,12 +13,15 @@
 //!   `/metrics`), on a thread of its own, for both runtimes.
 //! * [`clock`]: the runtime clock both runtimes feed their nodes (boot
 //!   time: it counts while the host is suspended).
+//! * [`config`]: how to run a master ([`config::MasterConfig`],
+//!   [`config::Recovery`]), one configuration for both runtimes.
 //! * [`drivers`]: the master, worker and subscriber machines driven on std
 //!   threads (one thread owns each machine), for embedders and for
 //!   `regent --runtime std`. Recovery modes `none` and `filesystem` only.
 #![warn(missing_docs)]
 
 pub mod clock;
+pub mod config;
 pub mod drivers;
 pub mod exec;
 pub mod host;

@@ -15,14 +15,17 @@
 //! through a forwarding thread.
 //!
 //! Not here: ZooKeeper recovery (it needs the async ZooKeeper client); it
-//! stays with the smol runtime (`regent master`).
+//! stays with the smol runtime (`regent master`), and [`spawn_master`]
+//! refuses it. The configuration ([`MasterConfig`]) is the one both
+//! runtimes read, in [`crate::config`].
 
 use super::{wall_clock_ms, DriverThread, RuntimeClock, Stopper};
+use crate::config::{MasterConfig, Recovery, ZOOKEEPER_NEEDS_SMOL};
 use crate::host::{proc_limit, ConnectionCeiling};
 use crate::http::{self, HttpQuery, HttpSnapshot};
 use crate::net::{self, spawn_connection, ConnHandle, NetConfig, NetEvent};
 use crate::store::{master_sealing, LocalStore};
-use regent_core::auth::{Secret, Side};
+use regent_core::auth::Side;
 use regent_core::node::master::{Config, Input as NodeInput, Leadership, Output};
 use regent_core::node::{DialId, DialResult, Ended, MasterNode, ProbeResult};
 use regent_core::protocol::ClusterState;
@@ -30,7 +33,6 @@ use regent_core::store::StoreEvent;
 use regent_core::{Addr, ConnId, Millis};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Condvar, Mutex};
@@ -89,66 +91,6 @@ impl Gate {
     }
 }
 
-/// Where master state survives a crash (the single-master modes).
-#[derive(Clone, Debug)]
-pub enum Recovery {
-    /// Nowhere: state lives in memory.
-    None,
-    /// A directory (locked by the running master).
-    Filesystem {
-        /// The store directory.
-        dir: PathBuf,
-    },
-}
-
-/// How to run a master.
-#[derive(Clone, Debug)]
-pub struct MasterConfig {
-    /// This master's id.
-    pub id: String,
-    /// Where workers and subscribers connect (port 0 picks a free port; see
-    /// [`MasterHandle::addr`]).
-    pub listen: SocketAddr,
-    /// The address advertised to peers (default: the bound address).
-    pub advertise: Option<Addr>,
-    /// Where to serve HTTP (`/`, `/api/state`, `/api/events`, `/metrics`),
-    /// if anywhere; see [`crate::http`].
-    pub http: Option<SocketAddr>,
-    /// The recovery mode.
-    pub recovery: Recovery,
-    /// A worker silent this long is DEAD.
-    pub worker_timeout: Duration,
-    /// How long a new leader waits for recovered workers (default: the
-    /// worker timeout).
-    pub recovery_timeout: Option<Duration>,
-    /// How workers heartbeat, at least.
-    pub heartbeat_interval: Duration,
-    /// The most heartbeats per second all workers send together; past it
-    /// the leader tells them longer intervals (0: no ceiling; see
-    /// `regent_core::master::Config::max_heartbeats_per_second`).
-    pub max_heartbeats_per_second: u32,
-    /// How many frameworks the cluster keeps records of (see
-    /// `regent_core::limits::DEFAULT_MAX_FRAMEWORKS`).
-    pub max_frameworks: usize,
-    /// How many finished frameworks the leader keeps (see
-    /// `regent_core::limits::DEFAULT_RETAINED_FRAMEWORKS`).
-    pub retained_frameworks: usize,
-    /// How many workers the leader's registry may hold; a new worker id
-    /// past it is refused (see `regent_core::master::Config::max_workers`).
-    pub max_workers: usize,
-    /// Connection settings (cluster, secret, limits).
-    pub net: Arc<NetConfig>,
-    /// Allow a non-loopback listen address without a secret.
-    pub insecure: bool,
-    /// Secrets being rotated out: records sealed under them are still read
-    /// (and re-sealed under the secret of `net`). Needs that secret.
-    pub previous_secrets: Vec<Secret>,
-    /// The most peer connections at once (this runtime's ceiling: two
-    /// threads and a socket each); one more is closed at once, with a log
-    /// line. Checked at start against the process's limits.
-    pub max_connections: usize,
-}
-
 /// The std master's default connection ceiling. A thread per direction per
 /// connection suits embedders with hundreds of peers; thousands work; past
 /// this, `--runtime smol` is the runtime to use.
@@ -187,31 +129,6 @@ pub fn check_connection_ceiling(max: usize) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-impl MasterConfig {
-    /// A master with `regent master`'s defaults: recovery `none`, 10 s
-    /// worker timeout, 1 s heartbeats.
-    pub fn new(id: impl Into<String>, listen: SocketAddr, net: Arc<NetConfig>) -> Self {
-        MasterConfig {
-            id: id.into(),
-            listen,
-            advertise: None,
-            http: None,
-            recovery: Recovery::None,
-            worker_timeout: Duration::from_secs(10),
-            recovery_timeout: None,
-            heartbeat_interval: Duration::from_secs(1),
-            max_heartbeats_per_second: regent_core::master::DEFAULT_MAX_HEARTBEATS_PER_SECOND,
-            max_frameworks: regent_core::limits::DEFAULT_MAX_FRAMEWORKS,
-            retained_frameworks: regent_core::limits::DEFAULT_RETAINED_FRAMEWORKS,
-            max_workers: regent_core::limits::DEFAULT_MAX_WORKERS,
-            net,
-            insecure: false,
-            previous_secrets: Vec::new(),
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-        }
-    }
 }
 
 enum Input {
@@ -284,7 +201,7 @@ impl MasterHandle {
 /// Starts a master on a thread of its own. Fails at once, naming why, when
 /// the listen address is exposed without a secret (and not `insecure`),
 /// cannot be bound, or the store cannot be opened (locked by another master,
-/// damaged).
+/// damaged), and for [`Recovery::Zookeeper`] ([`ZOOKEEPER_NEEDS_SMOL`]).
 pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
     net::check_exposure(&cfg.listen, cfg.net.secret.is_some(), cfg.insecure)
         .map_err(|e| format!("--listen: {e}"))?;
@@ -292,7 +209,8 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
         net::check_exposure(&addr, cfg.net.secret.is_some(), cfg.insecure)
             .map_err(|e| format!("--http: {e} (the HTTP pages describe the whole cluster)"))?;
     }
-    check_connection_ceiling(cfg.max_connections)?;
+    let max_connections = cfg.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS);
+    check_connection_ceiling(max_connections)?;
     let listener = TcpListener::bind(cfg.listen)
         .map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
     net::widen_backlog(&listener).map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
@@ -312,6 +230,7 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
                 let _ = sink.send(Input::Store(events));
             })?
         }
+        Recovery::Zookeeper { .. } => return Err(ZOOKEEPER_NEEDS_SMOL.into()),
     };
     // HTTP: bound before the master starts (a taken port fails the start);
     // its queries are forwarded into the master's channel.
@@ -375,7 +294,7 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
         http_queries,
         rejected_connections: 0,
         ceiling: ConnectionCeiling::new(
-            cfg.max_connections,
+            max_connections,
             "the most this std-runtime master takes (--max-connections; a thread per \
              direction each); --runtime smol takes more",
         ),

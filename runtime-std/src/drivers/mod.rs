@@ -22,7 +22,8 @@ pub mod master;
 pub mod subscriber;
 pub mod worker;
 
-pub use master::{spawn_master, MasterConfig, MasterHandle, Recovery};
+pub use crate::config::{MasterConfig, Recovery};
+pub use master::{spawn_master, MasterHandle};
 pub use subscriber::{
     spawn_subscriber, spawn_subscriber_with_output, SubmitOutcome, SubscriberConfig,
     SubscriberHandle,

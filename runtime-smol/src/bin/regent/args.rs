@@ -1,0 +1,556 @@
+//! The command line's argument types (clap): every subcommand and its
+//! flags. No behaviour here: `main.rs` dispatches, `daemons.rs`,
+//! `operator.rs` and `store.rs` run the commands.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Parser, Debug)]
+#[command(name = "regent", version, about = "A fault-tolerant cluster manager")]
+pub struct Cli {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct Common {
+    /// The cluster's name; peers of another cluster are refused.
+    #[arg(long, env = "REGENT_CLUSTER", global = true, default_value = "regent")]
+    pub cluster: String,
+    /// A file holding the cluster secret (at least 16 bytes): every
+    /// connection then authenticates and every frame carries a MAC.
+    #[arg(long, env = "REGENT_SECRET_FILE", global = true, value_name = "F")]
+    pub secret_file: Option<PathBuf>,
+    /// Allow non-loopback addresses without a secret.
+    #[arg(long, env = "REGENT_INSECURE", global = true)]
+    pub insecure: bool,
+    /// Which runtime drives `master`, `worker` and `submit`: `smol` (async,
+    /// every feature) or `std` (blocking threads; recovery none/filesystem,
+    /// no ZooKeeper; the same HTTP endpoints).
+    #[arg(long, env = "REGENT_RUNTIME", global = true, value_enum, default_value = "smol")]
+    pub runtime: Runtime,
+}
+
+/// `--connect-timeout` of the client commands.
+#[derive(Args, Debug, Clone, Copy)]
+pub struct ConnectTimeout {
+    /// How long (seconds) to keep trying to reach a first master before
+    /// giving up with an error naming every master tried (at most one
+    /// "still trying" line every few seconds meanwhile).
+    #[arg(long = "connect-timeout", value_name = "SECS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub secs: u64,
+}
+
+impl ConnectTimeout {
+    pub fn duration(self) -> Duration {
+        Duration::from_secs(self.secs)
+    }
+}
+
+/// `regent executor-shim` (see `regent_std::exec::shim`).
+#[derive(Args, Debug)]
+pub struct ExecutorShimArgs {
+    /// Where the command's exit status is recorded.
+    #[arg(long, value_name = "FILE")]
+    pub status: PathBuf,
+    /// The file the command's stdout is appended to.
+    #[arg(long, value_name = "FILE")]
+    pub stdout: PathBuf,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runtime {
+    Smol,
+    Std,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a master.
+    Master(MasterArgs),
+    /// Run a worker.
+    Worker(WorkerArgs),
+    /// Submit an application: one group of executors running CMD.
+    Submit(SubmitArgs),
+    /// Show the leader's view of the cluster.
+    Status {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        /// Print the same JSON as `GET /api/state`.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+    },
+    /// Follow the cluster's changes: a snapshot, then one line per change
+    /// (workers, frameworks, executors, leader with its epoch), from the
+    /// leader, following it across failovers; until interrupted.
+    Events {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        /// One JSON object per line (the snapshot, then the events as
+        /// `GET /api/events` sends them).
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+    },
+    /// Tear a framework down (kill its executors).
+    Kill {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        /// The framework.
+        framework_id: String,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+    },
+    /// Print an executor's output (its stdout, or its stderr), relayed by
+    /// the leader from the executor's worker. Bytes are written as they are.
+    Logs {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        /// The executor (`regent status` lists them).
+        executor_id: String,
+        /// Print its standard error instead of its standard output.
+        #[arg(long)]
+        stderr: bool,
+        /// Keep printing new output until the executor has ended and
+        /// everything was printed (then exit 0); survives a leader failover.
+        #[arg(long, short = 'f')]
+        follow: bool,
+        /// Start this many bytes before the end instead of at the start.
+        #[arg(long, value_name = "N")]
+        tail_bytes: Option<u64>,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+    },
+    /// Remove a worker left UNKNOWN by the recovery removal limit.
+    RemoveWorker {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        /// The worker.
+        worker_id: String,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+    },
+    /// Ask the leader to step down: it closes its ZooKeeper session so a
+    /// standby leads at once, stays up as a standby and rejoins the election
+    /// (ZooKeeper mode only; refused by a single-master leader).
+    StepDown {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+    },
+    /// Cordon a worker: place nothing new on it; what runs on it keeps
+    /// running. Durable (a restarted worker or a new leader keeps it).
+    Cordon {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        /// The worker.
+        worker_id: String,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+    },
+    /// Clear a worker's cordon or drain: executors are placed on it again.
+    Uncordon {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        /// The worker.
+        worker_id: String,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+    },
+    /// Drain a worker: cordon it, stop its executors (SIGTERM now, SIGKILL
+    /// at the deadline), place their slots on other workers without
+    /// charging any retry budget; the worker is DRAINED once nothing runs on
+    /// it. Shows the executors left until then, unless --no-wait.
+    Drain {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        /// The worker.
+        worker_id: String,
+        /// How long executors get between SIGTERM and SIGKILL: `90s`,
+        /// `500ms`, `5m`, `1h` (a bare number is seconds; at most 7 days).
+        #[arg(long, default_value = "60s", value_parser = regent_smol::client::parse_deadline)]
+        deadline: Duration,
+        /// Return once the drain is accepted (durable), without waiting for
+        /// the worker to be DRAINED.
+        #[arg(long)]
+        no_wait: bool,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+    },
+    /// Give a running group N slots, up or down. Scaling down kills the
+    /// executors of the highest slots and drops those slots; scaling up
+    /// places new slots. Durable; the application's subscriber is told.
+    Scale {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        /// The framework.
+        framework_id: String,
+        /// The group.
+        group: String,
+        /// The slot count wanted (1 to 2048).
+        slots: u32,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+    },
+    /// Kill one executor. By default its slot is refilled: a replacement is
+    /// placed (an operator's kill is not a failure: no retry is charged).
+    /// With --no-refill the slot is recorded as killed and left empty.
+    KillExecutor {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        /// The executor (as `regent status` lists it).
+        executor_id: String,
+        /// Leave the slot empty (recorded as killed) instead of placing a
+        /// replacement.
+        #[arg(long)]
+        no_refill: bool,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+    },
+    /// Print the bearer token that a master's HTTP server bound to a
+    /// non-loopback address requires (`Authorization: Bearer <token>`),
+    /// derived from the cluster secret given with `--secret-file`.
+    HttpToken,
+    /// Inspect a filesystem store.
+    Store {
+        #[command(subcommand)]
+        command: StoreCommand,
+    },
+    /// The main job: a master, three workers and an application in one
+    /// process; the master is killed and restarted while executors run.
+    Demo,
+    /// Internal: the parent process a worker runs every executor under
+    /// (records how the command ended in `--status`).
+    #[command(hide = true, name = "executor-shim")]
+    ExecutorShim(ExecutorShimArgs),
+    /// A load generator: N simulated workers (real worker nodes on real
+    /// connections; executors simulated) and optionally M frameworks
+    /// declaring K executors, then a report of registration time, heartbeat
+    /// round trips, rejections and errors (and the master's CPU and RSS
+    /// given --master-pid).
+    Load(LoadArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct LoadArgs {
+    /// The masters (`host:port,...` or `zk://HOSTS/ROOT`).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub masters: Vec<String>,
+    /// Simulated workers in this process.
+    #[arg(long, default_value_t = 1_000)]
+    pub workers: usize,
+    /// Seconds measured once every worker is registered.
+    #[arg(long, default_value_t = 10)]
+    pub secs: u64,
+    /// Frameworks to run (each declares its share of --executors).
+    #[arg(long, default_value_t = 0)]
+    pub frameworks: usize,
+    /// Executors the frameworks declare in total (1 core, 1 MiB each).
+    #[arg(long, default_value_t = 0)]
+    pub executors: u32,
+    /// Cores each simulated worker offers.
+    #[arg(long, default_value_t = 8)]
+    pub cores: u32,
+    /// Memory each simulated worker offers, in MiB.
+    #[arg(long, default_value_t = 8_192)]
+    pub memory: u64,
+    /// This process's part of a load shared by several processes (`I/N`,
+    /// I from 0): its workers are named `load-I-<j>`.
+    #[arg(long, default_value = "0/1", value_parser = parse_shard)]
+    pub shard: (u32, u32),
+    /// The master's pid: its CPU and RSS are read from /proc over the run.
+    #[arg(long, value_name = "PID")]
+    pub master_pid: Option<u32>,
+    /// Seconds to wait for every worker to register before measuring anyway.
+    #[arg(long, value_name = "SECS", default_value_t = 120)]
+    pub register_within: u64,
+    /// Print one line of JSON at the end instead of the text report.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the simulated peers' shared callback listener binds (a new
+    /// leader dials it once and every simulated peer hears it). Default
+    /// `127.0.0.1:0` when every master is on loopback, else none. A
+    /// non-loopback address needs --secret-file (or --insecure).
+    #[arg(long, conflicts_with = "no_callback")]
+    pub listen: Option<SocketAddr>,
+    /// The address masters should dial for the shared callback listener
+    /// (default: the bound address).
+    #[arg(long, conflicts_with = "no_callback")]
+    pub advertise: Option<String>,
+    /// Run no callback listener: the simulated peers find a new leader only
+    /// through --masters and the master set leaders advertise.
+    #[arg(long)]
+    pub no_callback: bool,
+}
+
+pub fn parse_shard(s: &str) -> Result<(u32, u32), String> {
+    let (i, n) = s.split_once('/').ok_or_else(|| format!("{s}: expected I/N, e.g. 0/2"))?;
+    let i: u32 = i.parse().map_err(|_| format!("{s}: I is not a number"))?;
+    let n: u32 = n.parse().map_err(|_| format!("{s}: N is not a number"))?;
+    if n == 0 || i >= n {
+        return Err(format!("{s}: needs 0 <= I < N"));
+    }
+    Ok((i, n))
+}
+
+#[derive(Subcommand, Debug)]
+pub enum StoreCommand {
+    /// Verify every record, naming any damaged one (with --secret-file, as a
+    /// master with that secret would: a record that is not sealed under it
+    /// is named too). A filesystem store's directory, or a ZooKeeper
+    /// cluster's records (--zk, --zk-root; both layouts: sharded, and the
+    /// flat one of earlier versions), read only.
+    Check(StoreArgs),
+    /// Print every record (a directory, or --zk).
+    Dump(StoreArgs),
+    /// Seal every record under the cluster secret (--secret-file), with
+    /// every master of the cluster stopped: records sealed under a previous
+    /// secret (--previous-secret-file) or, with --accept-unsealed, written
+    /// without a secret are verified and written again under the current
+    /// one. In ZooKeeper, every node of the cluster is also made readable
+    /// and writable by the current secret only.
+    Seal(SealArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct StoreArgs {
+    /// The filesystem store's directory (or give --zk).
+    #[arg(required_unless_present = "zk", conflicts_with = "zk")]
+    pub dir: Option<PathBuf>,
+    /// The ZooKeeper servers of a `--recovery zookeeper` cluster.
+    #[arg(long, value_delimiter = ',')]
+    pub zk: Vec<String>,
+    /// The cluster's root node in ZooKeeper.
+    #[arg(long, default_value = "/regent")]
+    pub zk_root: String,
+}
+
+#[derive(Args, Debug)]
+pub struct SealArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// A file holding a previous cluster secret whose records are verified
+    /// and re-sealed (repeat for several).
+    #[arg(long = "previous-secret-file", value_name = "F")]
+    pub previous_secret_files: Vec<PathBuf>,
+    /// Also accept records that carry no seal (a store from before the
+    /// secret was set), checked by their CRC only: say so only for a store
+    /// you trust (see `regent store dump`).
+    #[arg(long)]
+    pub accept_unsealed: bool,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecoveryMode {
+    None,
+    Filesystem,
+    Zookeeper,
+}
+
+#[derive(Args, Debug)]
+pub struct MasterArgs {
+    /// A TOML file of this command's settings, one `key = value` a line,
+    /// the keys being the long flags' names (`zk-root = "/regent"`, `zk =
+    /// ["h1:2181", "h2:2181"]`, `insecure = true`). A flag on the command
+    /// line or a REGENT_* variable wins over the file; an unknown key is an
+    /// error naming its line. See deploy/README.md.
+    #[arg(long, env = "REGENT_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// This master's id.
+    #[arg(long, env = "REGENT_ID")]
+    pub id: String,
+    /// Where workers and subscribers connect.
+    #[arg(long, env = "REGENT_LISTEN")]
+    pub listen: SocketAddr,
+    /// Where to serve the web page, /api/state, /api/events and /metrics
+    /// (read-only; both runtimes).
+    /// A non-loopback address needs --secret-file (or --insecure); with a
+    /// secret it then requires `Authorization: Bearer <token>`, the token
+    /// printed by `regent http-token`.
+    #[arg(long, env = "REGENT_HTTP")]
+    pub http: Option<SocketAddr>,
+    /// Where master state survives a crash.
+    #[arg(long, env = "REGENT_RECOVERY", value_enum, default_value = "none")]
+    pub recovery: RecoveryMode,
+    /// The filesystem store's directory (`--recovery filesystem`).
+    #[arg(long, env = "REGENT_STORE")]
+    pub store: Option<PathBuf>,
+    /// ZooKeeper servers (`--recovery zookeeper`). A host that is not
+    /// loopback needs --secret-file (or --insecure).
+    #[arg(long, env = "REGENT_ZK", value_delimiter = ',')]
+    pub zk: Vec<String>,
+    /// The cluster's root node in ZooKeeper.
+    #[arg(long, env = "REGENT_ZK_ROOT", default_value = "/regent")]
+    pub zk_root: String,
+    /// The ZooKeeper session timeout to ask for, in ms (the server clamps it
+    /// to [2, 20] x its tickTime).
+    #[arg(long, env = "REGENT_ZK_SESSION_TIMEOUT", default_value_t = 4000)]
+    pub zk_session_timeout: u64,
+    /// A worker silent this long (ms) is DEAD.
+    #[arg(long, env = "REGENT_WORKER_TIMEOUT", default_value_t = 10_000)]
+    pub worker_timeout: u64,
+    /// How long (ms) a new leader waits for recovered workers; defaults to
+    /// the worker timeout.
+    #[arg(long, env = "REGENT_RECOVERY_TIMEOUT")]
+    pub recovery_timeout: Option<u64>,
+    /// How often (ms) workers heartbeat, at least.
+    #[arg(long, env = "REGENT_HEARTBEAT_INTERVAL", default_value_t = 1000)]
+    pub heartbeat_interval: u64,
+    /// Heartbeat load control: the most heartbeats per second all workers
+    /// send together. Past it the leader tells each worker a longer
+    /// interval (workers / N seconds, jittered) and its DEAD timeout grows
+    /// in proportion. 0: no ceiling.
+    #[arg(long, env = "REGENT_MAX_HEARTBEATS_PER_SECOND", default_value_t = regent_core::master::DEFAULT_MAX_HEARTBEATS_PER_SECOND)]
+    pub max_heartbeats_per_second: u32,
+    /// How many frameworks the cluster keeps records of; a SUBSCRIBE of a
+    /// new framework past it is refused and that submit stops (existing
+    /// frameworks resubscribe). At most 100000, and at most 4000 with
+    /// `--recovery zookeeper` (every framework record in one shard must
+    /// still list within ZooKeeper's packet limit).
+    #[arg(long, env = "REGENT_MAX_FRAMEWORKS", default_value_t = regent_core::limits::DEFAULT_MAX_FRAMEWORKS as u64,
+          value_parser = clap::value_parser!(u64).range(1..=regent_core::limits::MAX_FRAMEWORKS_LIMIT as u64))]
+    pub max_frameworks: u64,
+    /// How many workers the cluster keeps (every worker id the leader
+    /// knows, DEAD ones included); a registration of a new worker id past
+    /// it is refused, and that worker logs the reason and retries slowly
+    /// (known workers always register again). At most 1000000.
+    /// Independently, a new worker id whose record would take its store
+    /// shard's listing past ZooKeeper's packet limit is refused.
+    #[arg(long, env = "REGENT_MAX_WORKERS", default_value_t = regent_core::limits::DEFAULT_MAX_WORKERS as u64,
+          value_parser = clap::value_parser!(u64).range(1..=regent_core::limits::MAX_WORKERS_LIMIT as u64))]
+    pub max_workers: u64,
+    /// How many finished frameworks the leader keeps (shown by `regent
+    /// status` and `/api/state` under "history"); older ones are deleted
+    /// from the store. Like Spark's `spark.deploy.retainedApplications`.
+    /// At most 10000.
+    #[arg(long, env = "REGENT_RETAINED_FRAMEWORKS", value_name = "N", default_value_t = regent_core::limits::DEFAULT_RETAINED_FRAMEWORKS as u64,
+          value_parser = clap::value_parser!(u64).range(0..=regent_core::limits::MAX_RETAINED_FRAMEWORKS as u64))]
+    pub retained_frameworks: u64,
+    /// `--runtime std` only: the most peer connections at once (two threads
+    /// each); one more is closed at once with a log line. Checked at start
+    /// against the process's file and thread limits. The smol runtime has no
+    /// such ceiling (file descriptors only).
+    #[arg(long, env = "REGENT_MAX_CONNECTIONS", value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// The address advertised to workers and other masters (default: the
+    /// listen address).
+    #[arg(long, env = "REGENT_ADVERTISE")]
+    pub advertise: Option<String>,
+    /// A file holding a previous cluster secret (a rotation; repeat for
+    /// several): records sealed under it are still read, and re-sealed under
+    /// --secret-file; ZooKeeper sessions also authenticate with it.
+    #[arg(long = "previous-secret-file", env = "REGENT_PREVIOUS_SECRET_FILE", value_name = "F")]
+    pub previous_secret_files: Vec<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct WorkerArgs {
+    /// A TOML file of this command's settings, one `key = value` a line,
+    /// the keys being the long flags' names (`zk-root = "/regent"`, `zk =
+    /// ["h1:2181", "h2:2181"]`, `insecure = true`). A flag on the command
+    /// line or a REGENT_* variable wins over the file; an unknown key is an
+    /// error naming its line. See deploy/README.md.
+    #[arg(long, env = "REGENT_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The masters, `host:port,...`, or `zk://HOST:PORT[,...]/ROOT` to read
+    /// them from the election in ZooKeeper.
+    #[arg(long, env = "REGENT_MASTERS", value_delimiter = ',', required = true)]
+    pub masters: Vec<String>,
+    /// Cores offered (accounted, not enforced).
+    #[arg(long, env = "REGENT_CORES")]
+    pub cores: u32,
+    /// Memory offered in MiB (accounted, not enforced).
+    #[arg(long, env = "REGENT_MEMORY")]
+    pub memory: u64,
+    /// Where executors run and their output is kept.
+    #[arg(long, env = "REGENT_WORK_DIR")]
+    pub work_dir: PathBuf,
+    /// The worker's id (default: generated once and kept in the work dir).
+    #[arg(long, env = "REGENT_ID")]
+    pub id: Option<String>,
+    /// Where the callback listener binds: a new leader — even one at an
+    /// address this worker never knew — dials it to say it leads. Default
+    /// `127.0.0.1:0` when every master is on loopback, else none. A
+    /// non-loopback address needs --secret-file (or --insecure). Smol
+    /// runtime only.
+    #[arg(long, env = "REGENT_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// The address masters should dial for the callback listener (default:
+    /// the bound address).
+    #[arg(long, env = "REGENT_ADVERTISE")]
+    pub advertise: Option<String>,
+    /// Kill the executors a previous process of this worker (same work
+    /// directory) left running, instead of adopting them. Only processes
+    /// proven this worker's (same boot, same start time, still leading their
+    /// process group) are killed; what cannot be proven is left alone and
+    /// logged either way.
+    #[arg(long, env = "REGENT_KILL_LEFT_BEHIND")]
+    pub kill_left_behind: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct SubmitArgs {
+    /// The masters, `host:port,...`, or `zk://HOST:PORT[,...]/ROOT` to read
+    /// them from the election in ZooKeeper.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub masters: Vec<String>,
+    /// The application's name.
+    #[arg(long, default_value = "app")]
+    pub name: String,
+    /// Resume (take over) this framework.
+    #[arg(long)]
+    pub framework_id: Option<String>,
+    /// How long (ms) the master keeps the executors while no submit is
+    /// connected.
+    #[arg(long, default_value_t = 60_000)]
+    pub failover_timeout: u64,
+    /// How many executors (slots).
+    #[arg(long)]
+    pub executors: u32,
+    /// Cores per executor.
+    #[arg(long)]
+    pub cores: u32,
+    /// Memory per executor, in MiB.
+    #[arg(long)]
+    pub memory: u64,
+    /// Run a callback listener on ADDR (e.g. `127.0.0.1:0`): a new leader —
+    /// even one at an address this submit never knew — dials it to say it
+    /// leads. A non-loopback address needs --secret-file (or --insecure).
+    /// Smol runtime only.
+    #[arg(long, value_name = "ADDR")]
+    pub callback: Option<SocketAddr>,
+    /// Where this submit keeps the last instance id drawn on this host
+    /// (the file `submit-instance`), so a later submit taking the
+    /// framework over is newer even if the wall clock stepped back
+    /// (default: $XDG_STATE_HOME/regent, else ~/.local/state/regent).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// The command every executor runs.
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+    #[command(flatten)]
+    pub connect_timeout: ConnectTimeout,
+}

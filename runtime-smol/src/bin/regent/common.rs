@@ -1,0 +1,80 @@
+//! Helpers every command shares: the cluster secret, the connection
+//! settings, resolving `--masters`, the client's patience and the shutdown
+//! signal.
+
+use crate::args::{Common, ConnectTimeout};
+use regent_core::auth::Secret;
+use regent_core::Addr;
+use regent_smol::net::NetConfig;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Prints a client's "still trying" line on stderr.
+pub fn notice(line: &str) {
+    eprintln!("regent: {line}");
+}
+
+pub fn patience(t: ConnectTimeout) -> regent_smol::client::Patience<'static> {
+    regent_smol::client::Patience { connect_timeout: t.duration(), notice: &notice }
+}
+
+/// Reads a cluster secret from a file (surrounding whitespace trimmed).
+pub fn read_secret(path: &std::path::Path) -> Result<Secret, String> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| format!("cannot read the secret file {}: {e}", path.display()))?;
+    let trimmed = bytes.trim_ascii().to_vec();
+    Secret::new(trimmed).map_err(|e| format!("secret file {}: {e}", path.display()))
+}
+
+pub fn read_secrets(paths: &[PathBuf]) -> Result<Vec<Secret>, String> {
+    paths.iter().map(|p| read_secret(p)).collect()
+}
+
+pub fn net_config(common: &Common) -> Result<Arc<NetConfig>, String> {
+    let secret = common.secret_file.as_deref().map(read_secret).transpose()?;
+    let mut net = NetConfig::new(common.cluster.clone(), secret);
+    net.insecure = common.insecure;
+    Ok(Arc::new(net))
+}
+
+pub fn addrs(list: &[String]) -> Vec<Addr> {
+    list.iter().map(|s| Addr(s.trim().to_string())).filter(|a| !a.0.is_empty()).collect()
+}
+
+/// How long reading the masters from ZooKeeper (`--masters zk://...`) may
+/// take.
+pub const ZK_DETECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The masters of `--masters`: a static `host:port,...` list, or
+/// `zk://HOST:PORT[,HOST:PORT...]/ROOT`, read from the election nodes
+/// (`regent_smol::zk::detect`; the exposure rule of `--zk` applies). Both
+/// runtimes get the resolved list; from there the leader's advertised
+/// master set is followed.
+pub async fn masters_of(common: &Common, list: &[String]) -> Result<Vec<Addr>, String> {
+    use regent_smol::zk::detect::ZkMasters;
+    // `--masters` splits at commas, and a connect string has them too.
+    let joined = list.join(",");
+    let Some(parsed) = ZkMasters::parse(&joined) else {
+        return Ok(addrs(list));
+    };
+    let zk = parsed?;
+    let net = net_config(common)?;
+    let (hosts, has_secret, insecure) = (zk.hosts.clone(), net.secret.is_some(), common.insecure);
+    smol::unblock(move || regent_std::net::check_zk_exposure(&hosts, has_secret, insecure))
+        .await
+        .map_err(|e| format!("--masters {joined}: {e}"))?;
+    let secret = net.secret.as_ref().map(|s| s.expose());
+    let masters = zk.resolve(secret, ZK_DETECT_TIMEOUT).await?;
+    tracing::info!(masters = ?masters, "masters read from ZooKeeper");
+    Ok(masters)
+}
+
+/// A channel closed by SIGTERM/SIGINT: every daemon's shutdown signal.
+pub fn shutdown_channel() -> async_channel::Receiver<()> {
+    let (tx, rx) = async_channel::bounded::<()>(1);
+    let _ = ctrlc::set_handler(move || {
+        let _ = tx.try_send(());
+    });
+    rx
+}

@@ -1,0 +1,222 @@
+//! The daemons: `regent master`, `regent worker` and `regent submit` on
+//! either runtime (smol, or std with `--runtime std`), and `regent demo`.
+
+use crate::args::{Command, Common, MasterArgs, RecoveryMode, SubmitArgs, WorkerArgs};
+use crate::common::{masters_of, net_config, read_secrets, shutdown_channel};
+use regent_core::Addr;
+use regent_smol::master::{MasterConfig, Recovery};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// The master's configuration from `regent master`'s arguments, for either
+/// runtime (the std one refuses ZooKeeper recovery, the smol one
+/// `--max-connections`).
+pub fn master_config(common: &Common, a: MasterArgs) -> Result<MasterConfig, String> {
+    let recovery = match a.recovery {
+        RecoveryMode::None => Recovery::None,
+        RecoveryMode::Filesystem => {
+            Recovery::Filesystem { dir: a.store.ok_or("--recovery filesystem needs --store DIR")? }
+        }
+        RecoveryMode::Zookeeper => {
+            if a.zk.is_empty() {
+                return Err("--recovery zookeeper needs --zk HOST:PORT,...".into());
+            }
+            let zk_max = regent_core::limits::MAX_FRAMEWORKS_ZOOKEEPER;
+            if a.max_frameworks as usize > zk_max {
+                return Err(format!(
+                    "--max-frameworks {} is over {zk_max}, the most the ZooKeeper store \
+                     takes (every framework record in one shard must still list \
+                     within ZooKeeper's 1 MB packet limit)",
+                    a.max_frameworks
+                ));
+            }
+            Recovery::Zookeeper {
+                hosts: a.zk.join(","),
+                root: a.zk_root,
+                session_timeout: Duration::from_millis(a.zk_session_timeout),
+            }
+        }
+    };
+    let mut cfg = MasterConfig::new(a.id, a.listen, net_config(common)?);
+    cfg.advertise = a.advertise.map(Addr);
+    cfg.http = a.http;
+    cfg.recovery = recovery;
+    cfg.worker_timeout = Duration::from_millis(a.worker_timeout);
+    cfg.recovery_timeout = a.recovery_timeout.map(Duration::from_millis);
+    cfg.heartbeat_interval = Duration::from_millis(a.heartbeat_interval);
+    cfg.max_heartbeats_per_second = a.max_heartbeats_per_second;
+    cfg.max_frameworks = a.max_frameworks as usize;
+    cfg.retained_frameworks = a.retained_frameworks as usize;
+    cfg.max_workers = a.max_workers as usize;
+    cfg.insecure = common.insecure;
+    cfg.previous_secrets = read_secrets(&a.previous_secret_files)?;
+    cfg.max_connections = a.max_connections;
+    Ok(cfg)
+}
+
+/// `regent master` on the smol runtime.
+pub async fn master(common: &Common, a: MasterArgs) -> Result<ExitCode, String> {
+    let cfg = master_config(common, a)?;
+    // On the executor thread that runs the connections' tasks: a
+    // frame then reaches the master's loop, and its reply the
+    // connection's writer, without waking another thread (half the
+    // CPU of a heartbeat, measured with `regent load`).
+    smol::spawn(regent_smol::master::run_master(cfg, shutdown_channel())).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `regent worker` on the smol runtime.
+pub async fn worker(common: &Common, a: WorkerArgs) -> Result<ExitCode, String> {
+    let opts = regent_smol::worker::WorkerOptions {
+        cluster: common.cluster.clone(),
+        masters: masters_of(common, &a.masters).await?,
+        cores: a.cores,
+        memory_mb: a.memory,
+        work_dir: a.work_dir,
+        id: a.id,
+        net: net_config(common)?,
+        insecure: common.insecure,
+        listen: a.listen,
+        advertise: a.advertise,
+        kill_left_behind: a.kill_left_behind,
+        executor_shim: Some(executor_shim()?),
+    };
+    regent_smol::worker::run_worker(opts, shutdown_channel()).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `regent submit` on the smol runtime.
+pub async fn submit(common: &Common, a: SubmitArgs) -> Result<ExitCode, String> {
+    let opts = regent_smol::submit::SubmitOptions {
+        cluster: common.cluster.clone(),
+        masters: masters_of(common, &a.masters).await?,
+        name: a.name,
+        framework_id: a.framework_id,
+        failover_timeout: Duration::from_millis(a.failover_timeout),
+        executors: a.executors,
+        cores: a.cores,
+        memory_mb: a.memory,
+        command: a.command,
+        net: net_config(common)?,
+        insecure: common.insecure,
+        connect_timeout: Some(a.connect_timeout.duration()),
+        callback: a.callback,
+        state_dir: a.state_dir.clone().or_else(regent_std::host::default_state_dir),
+    };
+    use std::io::IsTerminal;
+    let progress = std::io::stdout().is_terminal();
+    let outcome = regent_smol::submit::run_submit_with_progress(
+        opts,
+        std::io::stdout(),
+        shutdown_channel(),
+        progress,
+    )
+    .await;
+    Ok(submit_exit(outcome))
+}
+
+/// `regent demo`.
+pub async fn demo() -> Result<ExitCode, String> {
+    regent_smol::demo::run_demo(Some(executor_shim()?)).await.map(|()| ExitCode::SUCCESS)
+}
+
+/// Stops a std-runtime driver on SIGTERM/SIGINT.
+pub fn stop_on_shutdown(stopper: regent_std::drivers::Stopper) {
+    let rx = shutdown_channel();
+    std::thread::spawn(move || {
+        let _ = smol::block_on(rx.recv());
+        stopper.stop();
+    });
+}
+
+/// The exit code of a submission, as the submit node decides it
+/// (`regent_core::node::submit`: 0 done, 1 error, 2 slots failed, 3 taken
+/// over by another instance, 130 interrupted), with its message on stderr.
+pub fn submit_exit(outcome: Result<regent_core::progress::SubmitOutcome, String>) -> ExitCode {
+    let exit = regent_core::node::submit::SubmitExit::new(outcome);
+    if let Some(message) = &exit.message {
+        eprintln!("regent: {message}");
+    }
+    ExitCode::from(exit.code)
+}
+
+pub async fn run_std(common: &Common, command: Command) -> Result<ExitCode, String> {
+    use regent_std::drivers as d;
+    let net = net_config(common)?;
+    match command {
+        Command::Master(a) => {
+            let m = d::spawn_master(master_config(common, a)?)?;
+            stop_on_shutdown(m.stopper());
+            smol::unblock(move || m.wait()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Worker(a) => {
+            if a.listen.is_some() || a.advertise.is_some() {
+                return Err("--listen and --advertise of a worker need --runtime smol (the std \
+                            worker has no callback listener)"
+                    .into());
+            }
+            let w = d::spawn_worker(d::WorkerConfig {
+                cluster: common.cluster.clone(),
+                masters: masters_of(common, &a.masters).await?,
+                cores: a.cores,
+                memory_mb: a.memory,
+                work_dir: a.work_dir,
+                id: a.id,
+                net,
+                insecure: common.insecure,
+                listen: None,
+                advertise: None,
+                kill_left_behind: a.kill_left_behind,
+                executor_shim: Some(executor_shim()?),
+            })?;
+            stop_on_shutdown(w.stopper());
+            smol::unblock(move || w.wait()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Submit(a) => {
+            if a.callback.is_some() {
+                return Err("--callback needs --runtime smol (the std submitter has no callback \
+                            listener)"
+                    .into());
+            }
+            use std::io::IsTerminal;
+            let progress = std::io::stdout().is_terminal();
+            let cfg = d::SubscriberConfig {
+                cluster: common.cluster.clone(),
+                masters: masters_of(common, &a.masters).await?,
+                name: a.name,
+                framework_id: a.framework_id,
+                failover_timeout: Duration::from_millis(a.failover_timeout),
+                executors: a.executors,
+                cores: a.cores,
+                memory_mb: a.memory,
+                command: a.command,
+                net,
+                insecure: common.insecure,
+                connect_timeout: Some(a.connect_timeout.duration()),
+                callback: None,
+                state_dir: a.state_dir.clone().or_else(regent_std::host::default_state_dir),
+            };
+            let s = d::spawn_subscriber_with_output(cfg, std::io::stdout(), progress)?;
+            stop_on_shutdown(s.stopper());
+            let outcome = smol::unblock(move || {
+                // Printed by the driver; the events are only drained.
+                for _ in s.events().iter() {}
+                s.wait()
+            })
+            .await;
+            Ok(submit_exit(outcome))
+        }
+        _ => Err("--runtime std applies to master, worker and submit only".into()),
+    }
+}
+
+/// This binary, which every executor of a worker runs under as its shim
+/// (`regent executor-shim`): resolved once, when the worker starts, so a
+/// binary replaced on disk later (an upgrade) is still found by its path.
+pub fn executor_shim() -> Result<PathBuf, String> {
+    std::env::current_exe()
+        .map_err(|e| format!("cannot find this program's path to run executors under: {e}"))
+}

@@ -1,0 +1,79 @@
+//! `regent`: the command line of the reference daemons.
+//!
+//! Every command takes `--cluster NAME` (default `regent`), `--secret-file F`
+//! and `--insecure`. `regent master` and `regent worker` also read their
+//! settings from `REGENT_*` environment variables and a `--config` TOML file
+//! (`config_file.rs`; precedence flag > environment > file > default). See
+//! `regent --help`, README.md and deploy/README.md.
+//!
+//! `args.rs` holds the argument types, `daemons.rs` starts the master, the
+//! worker and the submitter (on either runtime), `operator.rs` runs the
+//! operator's commands, `store.rs` the store commands, `common.rs` what they
+//! share; this file parses and dispatches.
+
+mod args;
+mod common;
+mod config_file;
+mod daemons;
+mod operator;
+mod store;
+
+use args::{Cli, Command, Runtime, StoreCommand};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = match config_file::parse(std::env::args_os().collect()) {
+        Ok(cli) => cli,
+        Err(config_file::ParseError::Clap(e)) => e.exit(),
+        Err(config_file::ParseError::File(e)) => {
+            eprintln!("regent: error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Command::ExecutorShim(a) = &cli.command {
+        // Before any logging setup: the shim writes nothing but its
+        // handshake and, on trouble, a line to the executor's stderr.
+        let code = regent_std::exec::shim::run(&regent_std::exec::shim::ShimArgs {
+            status: a.status.clone(),
+            stdout: a.stdout.clone(),
+            command: a.command.clone(),
+        });
+        return ExitCode::from(u8::try_from(code).unwrap_or(255));
+    }
+    // The demo narrates on stdout; its daemons' logs stay quiet unless asked.
+    let default_level = if matches!(cli.command, Command::Demo) { "warn" } else { "info" };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
+        )
+        .init();
+    match smol::block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("regent: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<ExitCode, String> {
+    let common = cli.common;
+    let daemon =
+        matches!(cli.command, Command::Master(_) | Command::Worker(_) | Command::Submit(_));
+    if common.runtime == Runtime::Std && daemon {
+        return daemons::run_std(&common, cli.command).await;
+    }
+    match cli.command {
+        Command::Master(a) => daemons::master(&common, a).await,
+        Command::Worker(a) => daemons::worker(&common, a).await,
+        Command::Submit(a) => daemons::submit(&common, a).await,
+        Command::Demo => daemons::demo().await,
+        Command::Store { command: StoreCommand::Seal(a) } => store::seal_command(&common, a).await,
+        Command::Store { command } => store::store_command(&common, command).await,
+        Command::ExecutorShim(_) => Err("executor-shim is run before the runtime starts".into()),
+        Command::Load(a) => operator::load(&common, a).await,
+        command => operator::run(&common, command).await,
+    }
+}

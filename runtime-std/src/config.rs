@@ -1,0 +1,119 @@
+//! How to run a master: one [`MasterConfig`] and one [`Recovery`] for both
+//! runtimes.
+//!
+//! The smol runtime (`regent_smol::master::run_master`) runs every
+//! recovery mode; the std runtime ([`crate::drivers::spawn_master`]) runs
+//! `none` and `filesystem` and refuses [`Recovery::Zookeeper`] with an error
+//! saying so (the ZooKeeper client is async). `regent master` fills this
+//! from its flags, environment and configuration file, whichever runtime is
+//! asked for.
+
+use crate::net::NetConfig;
+use regent_core::auth::Secret;
+use regent_core::Addr;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where master state survives a crash.
+#[derive(Clone, Debug)]
+pub enum Recovery {
+    /// Nowhere: state lives in memory. Single master.
+    None,
+    /// A directory (locked by the running master). Single master.
+    Filesystem {
+        /// The store directory.
+        dir: PathBuf,
+    },
+    /// ZooKeeper: leader election among any number of masters, records
+    /// under `<root>/state/`. The smol runtime only.
+    Zookeeper {
+        /// `host:port[,host:port...]`.
+        hosts: String,
+        /// The cluster's root node, e.g. `/regent`.
+        root: String,
+        /// The session timeout to ask for (the server may clamp it).
+        session_timeout: Duration,
+    },
+}
+
+/// The error the std runtime gives for [`Recovery::Zookeeper`].
+pub const ZOOKEEPER_NEEDS_SMOL: &str =
+    "--recovery zookeeper needs --runtime smol (the ZooKeeper client is async)";
+
+/// How to run a master, on either runtime.
+#[derive(Clone, Debug)]
+pub struct MasterConfig {
+    /// This master's id.
+    pub id: String,
+    /// Where workers and subscribers connect (port 0 picks a free port).
+    pub listen: SocketAddr,
+    /// The address advertised to peers (default: the bound address).
+    pub advertise: Option<Addr>,
+    /// Where to serve HTTP (`/`, `/api/state`, `/api/events`, `/metrics`),
+    /// if anywhere; see [`crate::http`].
+    pub http: Option<SocketAddr>,
+    /// The recovery mode.
+    pub recovery: Recovery,
+    /// A worker silent this long is DEAD.
+    pub worker_timeout: Duration,
+    /// How long a new leader waits for recovered workers (default: the
+    /// worker timeout).
+    pub recovery_timeout: Option<Duration>,
+    /// How workers heartbeat, at least.
+    pub heartbeat_interval: Duration,
+    /// The most heartbeats per second all workers send together; past it
+    /// the leader tells them longer intervals (0: no ceiling; see
+    /// `regent_core::master::Config::max_heartbeats_per_second`).
+    pub max_heartbeats_per_second: u32,
+    /// How many frameworks the cluster keeps records of (see
+    /// `regent_core::limits::DEFAULT_MAX_FRAMEWORKS`).
+    pub max_frameworks: usize,
+    /// How many finished frameworks the leader keeps (see
+    /// `regent_core::limits::DEFAULT_RETAINED_FRAMEWORKS`).
+    pub retained_frameworks: usize,
+    /// How many workers the leader's registry may hold; a new worker id
+    /// past it is refused (see `regent_core::master::Config::max_workers`).
+    pub max_workers: usize,
+    /// Connection settings (cluster, secret, limits).
+    pub net: Arc<NetConfig>,
+    /// Allow non-loopback addresses without a secret.
+    pub insecure: bool,
+    /// Secrets being rotated out: records sealed under them are still read
+    /// (and re-sealed under the secret of `net`), and ZooKeeper sessions
+    /// also authenticate with their credentials. Needs that secret.
+    pub previous_secrets: Vec<Secret>,
+    /// The std runtime's ceiling of peer connections at once (two threads
+    /// and a socket each; default
+    /// [`crate::drivers::master::DEFAULT_MAX_CONNECTIONS`]); one more is
+    /// closed at once, with a log line. Checked at start against the
+    /// process's limits. The smol runtime has no such ceiling (file
+    /// descriptors only) and refuses a value here.
+    pub max_connections: Option<usize>,
+}
+
+impl MasterConfig {
+    /// A master with `regent master`'s defaults: recovery `none`, 10 s
+    /// worker timeout, 1 s heartbeats, the default limits.
+    pub fn new(id: impl Into<String>, listen: SocketAddr, net: Arc<NetConfig>) -> Self {
+        MasterConfig {
+            id: id.into(),
+            listen,
+            advertise: None,
+            http: None,
+            recovery: Recovery::None,
+            worker_timeout: Duration::from_secs(10),
+            recovery_timeout: None,
+            heartbeat_interval: Duration::from_secs(1),
+            max_heartbeats_per_second: regent_core::master::DEFAULT_MAX_HEARTBEATS_PER_SECOND,
+            max_frameworks: regent_core::limits::DEFAULT_MAX_FRAMEWORKS,
+            retained_frameworks: regent_core::limits::DEFAULT_RETAINED_FRAMEWORKS,
+            max_workers: regent_core::limits::DEFAULT_MAX_WORKERS,
+            net,
+            insecure: false,
+            previous_secrets: Vec::new(),
+            max_connections: None,
+        }
+    }
+}
