@@ -921,12 +921,10 @@ pub fn executor_line(info: &ExecutorInfo) -> String {
 
 /// How an executor state is shown (`RUNNING`, `EXITED 1`, `FAILED: <why>`...).
 pub fn state_text(state: &ExecutorState) -> String {
+    let name = state.name();
     match state {
-        ExecutorState::Launching => "LAUNCHING".into(),
-        ExecutorState::Running => "RUNNING".into(),
-        ExecutorState::Exited { code } => format!("EXITED {code}"),
-        ExecutorState::Failed { reason } => format!("FAILED: {reason}"),
-        ExecutorState::Killed => "KILLED".into(),
-        ExecutorState::Lost => "LOST".into(),
+        ExecutorState::Exited { code } => format!("{name} {code}"),
+        ExecutorState::Failed { reason } => format!("{name}: {reason}"),
+        _ => name.into(),
     }
 }
