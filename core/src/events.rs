@@ -158,16 +158,9 @@ pub enum ClusterEvent {
 }
 
 /// The executor state's name as the API shows it: `LAUNCHING`, `RUNNING`,
-/// `EXITED`, `FAILED`, `KILLED` or `LOST`.
+/// `EXITED`, `FAILED`, `KILLED` or `LOST` ([`ExecutorState::name`]).
 pub fn executor_state_name(state: &ExecutorState) -> &'static str {
-    match state {
-        ExecutorState::Launching => "LAUNCHING",
-        ExecutorState::Running => "RUNNING",
-        ExecutorState::Exited { .. } => "EXITED",
-        ExecutorState::Failed { .. } => "FAILED",
-        ExecutorState::Killed => "KILLED",
-        ExecutorState::Lost => "LOST",
-    }
+    state.name()
 }
 
 /// The changes from `before` to `after`, in the order of the module docs.

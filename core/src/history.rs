@@ -95,15 +95,7 @@ impl FinishedSlot {
     /// The final state as an operator reads it: EXITED, FAILED, KILLED,
     /// LOST, LAUNCHING, RUNNING, or NONE for a slot that never ran.
     pub fn state_name(&self) -> &'static str {
-        match &self.state {
-            None => "NONE",
-            Some(ExecutorState::Launching) => "LAUNCHING",
-            Some(ExecutorState::Running) => "RUNNING",
-            Some(ExecutorState::Exited { .. }) => "EXITED",
-            Some(ExecutorState::Failed { .. }) => "FAILED",
-            Some(ExecutorState::Killed) => "KILLED",
-            Some(ExecutorState::Lost) => "LOST",
-        }
+        self.state.as_ref().map_or("NONE", ExecutorState::name)
     }
 }
 

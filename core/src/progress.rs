@@ -41,6 +41,51 @@ use crate::protocol::{ExecutorInfo, ExecutorState};
 use crate::subscriber::{Action, Request};
 use std::collections::BTreeMap;
 
+/// Why a submission could not go on (the `Err` of an outcome; exit code
+/// [`EXIT_ERROR`](crate::node::submit::EXIT_ERROR)). Each variant's text is
+/// the line the user reads after `error: `.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SubmitError {
+    /// The master refused the declaration of a group: the subscriber
+    /// machine forgot it, nothing more will happen for it.
+    #[error("the master refused group {group}: {reason}")]
+    GroupRefused {
+        /// The group.
+        group: String,
+        /// The master's reason.
+        reason: String,
+    },
+    /// The subscriber machine stopped for good (the framework was torn
+    /// down, the leader refused the subscription...), saying why.
+    #[error("{reason}")]
+    Stopped {
+        /// The machine's reason ([`Action::Exit`]).
+        reason: String,
+    },
+    /// No master subscribed the framework within the connect timeout; the
+    /// text names every master tried and why its last attempt failed.
+    #[error("{0}")]
+    Unreachable(String),
+    /// The runtime could not start or run the submission (invalid options,
+    /// a state directory it cannot use...): its error, with its causes.
+    #[error("{0}")]
+    Runtime(String),
+}
+
+impl From<String> for SubmitError {
+    /// A runtime's error ([`SubmitError::Runtime`]).
+    fn from(e: String) -> Self {
+        SubmitError::Runtime(e)
+    }
+}
+
+impl From<&str> for SubmitError {
+    /// A runtime's error ([`SubmitError::Runtime`]).
+    fn from(e: &str) -> Self {
+        SubmitError::Runtime(e.to_owned())
+    }
+}
+
 /// How a submission ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SubmitOutcome {
@@ -119,7 +164,7 @@ pub struct GroupProgress {
     group: String,
     slots: Vec<Slot>,
     /// Set when the machine stopped or refused the group's declaration.
-    stopped: Option<Result<SubmitOutcome, String>>,
+    stopped: Option<Result<SubmitOutcome, SubmitError>>,
 }
 
 impl GroupProgress {
@@ -156,13 +201,15 @@ impl GroupProgress {
             {
                 // The machine forgot the declaration: nothing more will
                 // happen for this submission.
-                self.stopped =
-                    Some(Err(format!("the master refused group {}: {reason}", self.group)));
+                self.stopped = Some(Err(SubmitError::GroupRefused {
+                    group: self.group.clone(),
+                    reason: reason.clone(),
+                }));
             }
             Action::Exit { reason, failed_over_to } => {
                 self.stopped = Some(match failed_over_to {
                     Some(to) => Ok(SubmitOutcome::FailedOver { to: to.to_string() }),
-                    None => Err(reason.clone()),
+                    None => Err(SubmitError::Stopped { reason: reason.clone() }),
                 });
             }
             _ => {}
@@ -249,7 +296,7 @@ impl GroupProgress {
     /// `Exit` or refused declaration observed) wins over [`completion`].
     ///
     /// [`completion`]: GroupProgress::completion
-    pub fn outcome(&self) -> Option<Result<SubmitOutcome, String>> {
+    pub fn outcome(&self) -> Option<Result<SubmitOutcome, SubmitError>> {
         self.stopped.clone().or_else(|| self.completion().map(Ok))
     }
 }
@@ -425,7 +472,8 @@ mod tests {
         // The machine's stop wins over what the slots show.
         update(&mut p, info("fw/main#0#1", 0, Some("w1"), ExecutorState::Exited { code: 0 }));
         p.observe(&Action::Exit { reason: "framework fw torn down".into(), failed_over_to: None });
-        assert_eq!(p.outcome(), Some(Err("framework fw torn down".into())));
+        let stopped = SubmitError::Stopped { reason: "framework fw torn down".into() };
+        assert_eq!(p.outcome(), Some(Err(stopped)));
     }
 
     #[test]
@@ -439,6 +487,7 @@ mod tests {
         p.observe(&refused("aux"));
         assert_eq!(p.outcome(), None);
         p.observe(&refused(GROUP));
-        assert_eq!(p.outcome(), Some(Err("the master refused group main: too big".into())));
+        let outcome = p.outcome().expect("ended").map_err(|e| e.to_string());
+        assert_eq!(outcome, Err("the master refused group main: too big".into()));
     }
 }

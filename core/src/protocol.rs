@@ -126,6 +126,22 @@ pub enum ExecutorState {
 }
 
 impl ExecutorState {
+    /// The state's name, the one table every view uses (the HTTP API and
+    /// cluster events, finished frameworks, `regent submit`'s lines):
+    /// `LAUNCHING`, `RUNNING`, `EXITED`, `FAILED`, `KILLED` or `LOST`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ExecutorState::Launching => "LAUNCHING",
+            ExecutorState::Running => "RUNNING",
+            ExecutorState::Exited { .. } => "EXITED",
+            ExecutorState::Failed { .. } => "FAILED",
+            ExecutorState::Killed => "KILLED",
+            ExecutorState::Lost => "LOST",
+        }
+    }
+}
+
+impl ExecutorState {
     /// `true` for states an executor never leaves.
     pub fn is_terminal(&self) -> bool {
         !matches!(self, ExecutorState::Launching | ExecutorState::Running)

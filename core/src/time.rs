@@ -41,6 +41,22 @@ impl Millis {
     }
 }
 
+/// The wall clock (milliseconds since the Unix epoch) at local time `now`,
+/// for a machine whose runtime read the wall clock once and passed it in:
+/// `base` is that reading minus the local time it was taken at (a leader's,
+/// fixed at its election). The one wall-clock helper of the machines.
+///
+/// Fallback: none is guessed. Without a reading (`base` is `None`: the
+/// runtime passed 0, as the simulator and unit tests do, or the host's clock
+/// read before 1970) the wall clock is unknown and this is `None`; each
+/// caller says what unknown means where it stores a time (a finished
+/// framework's `finished_at_ms` is 0, a framework's `registered_at_ms` is
+/// `None`, a drain deadline counts on the local clock, which stays
+/// consistent because it is read back with the same `base`).
+pub fn wall_ms(base: Option<u64>, now: Millis) -> Option<u64> {
+    base.map(|base| base.saturating_add(now.0))
+}
+
 impl Add for Millis {
     type Output = Millis;
     fn add(self, rhs: Millis) -> Millis {

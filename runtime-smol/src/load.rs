@@ -743,9 +743,10 @@ impl Load {
                 };
                 PeerInput::Worker(wnode::Input::Dialed { dial, result })
             }
-            Dial::Framework(dial) => {
-                PeerInput::Framework(snode::Input::Dialled { dial, result: conn })
-            }
+            Dial::Framework(dial) => PeerInput::Framework(snode::Input::Dialled {
+                dial,
+                result: conn.map_err(Into::into),
+            }),
         };
         self.feed(i, input);
     }

@@ -424,7 +424,7 @@ pub async fn dial(
         let mut all_refused = !addrs.is_empty();
         for addr in addrs {
             if let Err(reason) = check_exposure(&addr, has_secret, insecure) {
-                err.reason = reason;
+                err.reason = reason.to_string();
                 continue;
             }
             all_refused = false;

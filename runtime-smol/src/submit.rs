@@ -160,7 +160,7 @@ pub async fn run_submit_with_progress(
     let mut interrupted = false;
     loop {
         if let Some(exit) = pump.exit.take() {
-            return exit.outcome;
+            return exit.outcome.map_err(|e| e.to_string());
         }
         let deadline = pump.clock.wake_at(pump.node.poll_timeout());
         let wake = future::or(
@@ -313,6 +313,6 @@ impl<W: Write> Pump<W> {
             self.conns.insert(conn, h);
             conn
         });
-        self.feed(Input::Dialled { dial: d.dial, result });
+        self.feed(Input::Dialled { dial: d.dial, result: result.map_err(Into::into) });
     }
 }

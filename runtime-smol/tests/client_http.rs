@@ -580,7 +580,7 @@ fn serve_on_a_taken_address_names_it() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap();
     let (qtx, _qrx) = async_channel::unbounded::<HttpQuery>();
-    let err = http::serve(addr, qtx).expect_err("the address is taken");
+    let err = http::serve(addr, qtx).expect_err("the address is taken").to_string();
     assert!(err.contains(&addr.to_string()), "{err}");
 }
 

@@ -8,8 +8,9 @@
 
 use crate::exec::{
     ExecEvent, Launched, LeftBehind, LeftBehindPolicy, Supervisor, SupervisorConfig,
+    SupervisorError,
 };
-use crate::net::{check_exposure, random_u64, time_ordered_id, NetConfig};
+use crate::net::{check_exposure, random_u64, time_ordered_id, NetConfig, NetError};
 use regent_core::node::worker::Note;
 use regent_core::protocol::ExecutorReport;
 use regent_core::Millis;
@@ -110,13 +111,152 @@ pub fn log_worker_note(note: &Note) {
     }
 }
 
+/// Why a host-side step of a daemon failed: its configuration, its work or
+/// state directory, the files that keep its ids.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// No master address was configured.
+    #[error("no master address given")]
+    NoMasters,
+    /// A configured master address is not `host:port`.
+    #[error("master address {0:?} is not host:port")]
+    MasterNotHostPort(String),
+    /// A configured master resolves to an address the exposure rule
+    /// refuses.
+    #[error("master {master}: {source}")]
+    MasterExposed {
+        /// The master, as configured.
+        master: Addr,
+        /// The refusal.
+        #[source]
+        source: NetError,
+    },
+    /// The callback listener's address is refused by the exposure rule.
+    #[error("--listen {listen}: {source}")]
+    ListenExposed {
+        /// The address.
+        listen: std::net::SocketAddr,
+        /// The refusal.
+        #[source]
+        source: NetError,
+    },
+    /// The worker's cluster differs from its network configuration's.
+    #[error("the worker's cluster {worker:?} differs from its network configuration's {net:?}")]
+    ClusterMismatch {
+        /// The worker's cluster.
+        worker: String,
+        /// The network configuration's.
+        net: String,
+    },
+    /// The configured worker id is empty.
+    #[error("the worker id is empty")]
+    EmptyWorkerId,
+    /// The executor supervisor could not take the work directory.
+    #[error("cannot supervise executors in {}: {source}", dir.display())]
+    Supervise {
+        /// The work directory.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: SupervisorError,
+    },
+    /// The worker id file could not be read.
+    #[error("cannot read the worker id from {}: {source}", path.display())]
+    ReadWorkerId {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A new worker id could not be stored.
+    #[error("cannot store the worker id in {}: {source}", path.display())]
+    StoreWorkerId {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A series' file does not hold an id.
+    #[error(
+        "{} is corrupt: {text:?} is not an id (a decimal number). It keeps the last id \
+         of this process series so that the next is newer even if the clock stepped \
+         back; repair or remove it",
+        path.display()
+    )]
+    CorruptId {
+        /// The file.
+        path: PathBuf,
+        /// The start of what it holds (at most 40 characters).
+        text: String,
+    },
+    /// A series' file could not be read.
+    #[error("cannot read the last id from {}: {source}", path.display())]
+    ReadLastId {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A series' file holds the largest id there is.
+    #[error("{} holds the largest id there is; no later id exists", path.display())]
+    IdsExhausted {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The next id of a series could not be stored.
+    #[error("cannot store the last id in {}: {source}", path.display())]
+    StoreLastId {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A submitter's state directory could not be created.
+    #[error(
+        "cannot create the state directory {} (where the last instance id is kept; \
+         --state-dir names another): {source}",
+        dir.display()
+    )]
+    StateDir {
+        /// The directory.
+        dir: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The lock file of a state directory could not be opened.
+    #[error("cannot open {}: {source}", path.display())]
+    OpenLock {
+        /// The lock file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The lock file of a state directory could not be locked.
+    #[error("cannot lock {}: {source}", path.display())]
+    Lock {
+        /// The lock file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+crate::error::into_report!(HostError);
+
 /// Checks the configured masters before anything starts: each must be
 /// `host:port`, and none may resolve to a non-loopback address without a
 /// secret unless `insecure`. A name that does not resolve yet is warned
 /// about only.
-pub fn check_masters(masters: &[Addr], has_secret: bool, insecure: bool) -> Result<(), String> {
+pub fn check_masters(masters: &[Addr], has_secret: bool, insecure: bool) -> Result<(), HostError> {
     if masters.is_empty() {
-        return Err("no master address given".to_owned());
+        return Err(HostError::NoMasters);
     }
     for m in masters {
         let ok = m
@@ -124,13 +264,13 @@ pub fn check_masters(masters: &[Addr], has_secret: bool, insecure: bool) -> Resu
             .rsplit_once(':')
             .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
         if !ok {
-            return Err(format!("master address {m:?} is not host:port"));
+            return Err(HostError::MasterNotHostPort(m.to_string()));
         }
         match m.as_str().to_socket_addrs() {
             Ok(addrs) => {
                 for a in addrs {
                     check_exposure(&a, has_secret, insecure)
-                        .map_err(|e| format!("master {m}: {e}"))?;
+                        .map_err(|source| HostError::MasterExposed { master: m.clone(), source })?;
                 }
             }
             Err(e) => {
@@ -143,7 +283,7 @@ pub fn check_masters(masters: &[Addr], has_secret: bool, insecure: bool) -> Resu
 
 /// The id kept in `<work_dir>/worker-id`, or a new one (`worker-<host>-<hex>`)
 /// written there durably (temp file, fsync, rename, directory fsync).
-pub fn load_or_create_id(work_dir: &Path) -> Result<String, String> {
+pub fn load_or_create_id(work_dir: &Path) -> Result<String, HostError> {
     let path = work_dir.join(ID_FILE);
     match fs::read_to_string(&path) {
         Ok(s) if !s.trim().is_empty() => return Ok(s.trim().to_owned()),
@@ -151,11 +291,11 @@ pub fn load_or_create_id(work_dir: &Path) -> Result<String, String> {
             tracing::warn!(path = %path.display(), "empty worker id file; generating a new id")
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(format!("cannot read the worker id from {}: {e}", path.display())),
+        Err(source) => return Err(HostError::ReadWorkerId { path, source }),
     }
     let id = generate_id();
     write_durably(&path, &id)
-        .map_err(|e| format!("cannot store the worker id in {}: {e}", path.display()))?;
+        .map_err(|source| HostError::StoreWorkerId { path: path.clone(), source })?;
     tracing::info!(worker = %id, path = %path.display(), "generated the worker id");
     Ok(id)
 }
@@ -175,25 +315,19 @@ pub const INCARNATION_FILE: &str = "incarnation";
 /// worker: the work directory's lock). Fails naming the file when it
 /// cannot be read or written, or does not hold an id (it is never
 /// overwritten then: removing it is the operator's call).
-pub fn next_ordered_id(path: &Path) -> Result<u64, String> {
+pub fn next_ordered_id(path: &Path) -> Result<u64, HostError> {
     let last = match fs::read_to_string(path) {
-        Ok(text) => Some(text.trim().parse::<u64>().map_err(|_| {
-            format!(
-                "{} is corrupt: {:?} is not an id (a decimal number). It keeps the last id \
-                 of this process series so that the next is newer even if the clock stepped \
-                 back; repair or remove it",
-                path.display(),
-                text.chars().take(40).collect::<String>()
-            )
+        Ok(text) => Some(text.trim().parse::<u64>().map_err(|_| HostError::CorruptId {
+            path: path.to_owned(),
+            text: text.chars().take(40).collect(),
         })?),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(format!("cannot read the last id from {}: {e}", path.display())),
+        Err(source) => return Err(HostError::ReadLastId { path: path.to_owned(), source }),
     };
-    let id = ordered_after(time_ordered_id(), last).ok_or_else(|| {
-        format!("{} holds the largest id there is; no later id exists", path.display())
-    })?;
+    let id = ordered_after(time_ordered_id(), last)
+        .ok_or_else(|| HostError::IdsExhausted { path: path.to_owned() })?;
     write_durably(path, &id.to_string())
-        .map_err(|e| format!("cannot store the last id in {}: {e}", path.display()))?;
+        .map_err(|source| HostError::StoreLastId { path: path.to_owned(), source })?;
     Ok(id)
 }
 
@@ -220,26 +354,21 @@ pub fn default_state_dir() -> Option<PathBuf> {
 /// side. Without one: the clock's id alone ([`time_ordered_id`]), ordered
 /// only while the wall clock does not step back. Fails naming the
 /// directory or file that cannot be used.
-pub fn next_instance_id(state_dir: Option<&Path>) -> Result<u64, String> {
+pub fn next_instance_id(state_dir: Option<&Path>) -> Result<u64, HostError> {
     let Some(dir) = state_dir else {
         return Ok(time_ordered_id());
     };
-    fs::create_dir_all(dir).map_err(|e| {
-        format!(
-            "cannot create the state directory {} (where the last instance id is kept; \
-                 --state-dir names another): {e}",
-            dir.display()
-        )
-    })?;
+    fs::create_dir_all(dir)
+        .map_err(|source| HostError::StateDir { dir: dir.to_owned(), source })?;
     let lock_path = dir.join(format!("{INSTANCE_FILE}.lock"));
     let lock = fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&lock_path)
-        .map_err(|e| format!("cannot open {}: {e}", lock_path.display()))?;
+        .map_err(|source| HostError::OpenLock { path: lock_path.clone(), source })?;
     rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
-        .map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
+        .map_err(|e| HostError::Lock { path: lock_path, source: e.into() })?;
     // The lock ends with `lock`, after the id is durable.
     next_ordered_id(&dir.join(INSTANCE_FILE))
 }
@@ -335,7 +464,7 @@ pub struct WorkerConfig {
 /// `127.0.0.1:0` when every configured master is on loopback (a local
 /// cluster works out of the box), else none. Refused, naming the address,
 /// when it is not loopback and there is no secret and no `insecure`.
-pub fn callback_listen(cfg: &WorkerConfig) -> Result<Option<std::net::SocketAddr>, String> {
+pub fn callback_listen(cfg: &WorkerConfig) -> Result<Option<std::net::SocketAddr>, HostError> {
     callback_listen_for(cfg.listen, &cfg.masters, cfg.net.secret.is_some(), cfg.insecure)
 }
 
@@ -349,7 +478,7 @@ pub fn callback_listen_for(
     masters: &[Addr],
     secret: bool,
     insecure: bool,
-) -> Result<Option<std::net::SocketAddr>, String> {
+) -> Result<Option<std::net::SocketAddr>, HostError> {
     use std::net::{Ipv4Addr, SocketAddr};
     let listen = match listen {
         Some(l) => Some(l),
@@ -364,7 +493,8 @@ pub fn callback_listen_for(
         }
     };
     if let Some(l) = &listen {
-        check_exposure(l, secret, insecure).map_err(|e| format!("--listen {l}: {e}"))?;
+        check_exposure(l, secret, insecure)
+            .map_err(|source| HostError::ListenExposed { listen: *l, source })?;
     }
     Ok(listen)
 }
@@ -398,16 +528,16 @@ pub struct PreparedWorker {
 pub fn prepare_worker(
     cfg: &WorkerConfig,
     sink: impl Fn(ExecEvent) + Send + Sync + 'static,
-) -> Result<PreparedWorker, String> {
+) -> Result<PreparedWorker, HostError> {
     if cfg.cluster != cfg.net.cluster {
-        return Err(format!(
-            "the worker's cluster {:?} differs from its network configuration's {:?}",
-            cfg.cluster, cfg.net.cluster
-        ));
+        return Err(HostError::ClusterMismatch {
+            worker: cfg.cluster.clone(),
+            net: cfg.net.cluster.clone(),
+        });
     }
     check_masters(&cfg.masters, cfg.net.secret.is_some(), cfg.insecure)?;
     if cfg.id.as_ref().is_some_and(|id| id.trim().is_empty()) {
-        return Err("the worker id is empty".to_owned());
+        return Err(HostError::EmptyWorkerId);
     }
     let mut sup_cfg = SupervisorConfig::new(cfg.work_dir.clone());
     if cfg.kill_left_behind {
@@ -415,7 +545,7 @@ pub fn prepare_worker(
     }
     sup_cfg.shim = cfg.executor_shim.clone();
     let (supervisor, left_behind) = Supervisor::with_config(sup_cfg, sink)
-        .map_err(|e| format!("cannot supervise executors in {}: {e}", cfg.work_dir.display()))?;
+        .map_err(|source| HostError::Supervise { dir: cfg.work_dir.clone(), source })?;
     // Under the supervisor's lock: no other worker races for the id file.
     let id = match &cfg.id {
         Some(id) => id.clone(),
@@ -571,7 +701,7 @@ mod tests {
         let path = dir.path().join(INCARNATION_FILE);
         for junk in ["", "not a number\n", "-3\n", "18446744073709551616\n"] {
             fs::write(&path, junk).expect("write junk");
-            let err = next_ordered_id(&path).expect_err("a corrupt file");
+            let err = next_ordered_id(&path).expect_err("a corrupt file").to_string();
             assert!(err.contains(&path.display().to_string()), "{err}");
             assert!(err.contains("is corrupt"), "{err}");
             assert_eq!(fs::read_to_string(&path).expect("the file"), junk, "left as it was");
@@ -584,7 +714,7 @@ mod tests {
         // A directory where the file should be: cannot be read as a file.
         let path = dir.path().join(INCARNATION_FILE);
         fs::create_dir(&path).expect("a directory");
-        let err = next_ordered_id(&path).expect_err("unreadable");
+        let err = next_ordered_id(&path).expect_err("unreadable").to_string();
         assert!(err.contains("cannot read") && err.contains(&path.display().to_string()), "{err}");
     }
 
@@ -597,7 +727,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("a temp dir");
         let path = dir.path().join(INCARNATION_FILE);
         fs::write(&path, u64::MAX.to_string()).expect("write");
-        let err = next_ordered_id(&path).expect_err("no successor");
+        let err = next_ordered_id(&path).expect_err("no successor").to_string();
         assert!(err.contains("largest id"), "{err}");
     }
 
@@ -632,7 +762,7 @@ mod tests {
         let file = dir.path().join("a-file");
         fs::write(&file, "").expect("write");
         let state = file.join("regent");
-        let err = next_instance_id(Some(&state)).expect_err("under a file");
+        let err = next_instance_id(Some(&state)).expect_err("under a file").to_string();
         assert!(err.contains(&state.display().to_string()), "{err}");
         // Without a state directory, the clock's id.
         let id = next_instance_id(None).expect("an id");

@@ -18,11 +18,14 @@
 //! * [`drivers`]: the master, worker and subscriber machines driven on std
 //!   threads (one thread owns each machine), for embedders and for
 //!   `regent --runtime std`. Recovery modes `none` and `filesystem` only.
+//! * [`error`]: every fallible function returns its domain's error enum;
+//!   [`error::report`] prints one with its causes.
 #![warn(missing_docs)]
 
 pub mod clock;
 pub mod config;
 pub mod drivers;
+pub mod error;
 pub mod exec;
 pub mod host;
 pub mod http;

@@ -450,16 +450,63 @@ pub fn time_ordered_id() -> u64 {
     (ms << 16) | (random_u64() & 0xffff)
 }
 
+/// Why an address may not be used: the exposure rule ([`check_exposure`],
+/// [`check_zk_exposure`]).
+#[derive(Debug, thiserror::Error)]
+pub enum NetError {
+    /// A non-loopback address without a cluster secret (and not
+    /// `--insecure`).
+    #[error(
+        "refusing {addr}: it is not a loopback address and no --secret-file is given \
+         (anyone who can reach it could join the cluster); pass --secret-file, or \
+         --insecure to accept the risk"
+    )]
+    Exposed {
+        /// The address refused.
+        addr: SocketAddr,
+    },
+    /// A ZooKeeper host that could not be resolved to check it.
+    #[error(
+        "cannot resolve ZooKeeper host {host} to check that it is loopback: {source} \
+         (without --secret-file only loopback ZooKeeper hosts are allowed, unless \
+         --insecure)"
+    )]
+    ZkUnresolved {
+        /// The host, as in the connect string.
+        host: String,
+        /// The resolver's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A ZooKeeper host that resolves to a non-loopback address without a
+    /// cluster secret (and not `--insecure`).
+    #[error(
+        "refusing ZooKeeper host {host} ({ip}): it is not a loopback address and no \
+         --secret-file is given (anyone who can reach it could plant records the next \
+         leader trusts); pass --secret-file, or --insecure to accept the risk"
+    )]
+    ZkExposed {
+        /// The host, as in the connect string.
+        host: String,
+        /// The non-loopback address it resolves to.
+        ip: std::net::IpAddr,
+    },
+    /// A ZooKeeper host that resolves to no address.
+    #[error("ZooKeeper host {host} resolves to no address")]
+    ZkNoAddress {
+        /// The host, as in the connect string.
+        host: String,
+    },
+}
+
+crate::error::into_report!(NetError);
+
 /// Refuses a non-loopback address without a secret unless `insecure`.
-pub fn check_exposure(addr: &SocketAddr, has_secret: bool, insecure: bool) -> Result<(), String> {
+pub fn check_exposure(addr: &SocketAddr, has_secret: bool, insecure: bool) -> Result<(), NetError> {
     if addr.ip().is_loopback() || has_secret || insecure {
         Ok(())
     } else {
-        Err(format!(
-            "refusing {addr}: it is not a loopback address and no --secret-file is given \
-             (anyone who can reach it could join the cluster); pass --secret-file, or \
-             --insecure to accept the risk"
-        ))
+        Err(NetError::Exposed { addr: *addr })
     }
 }
 
@@ -469,7 +516,7 @@ pub fn check_exposure(addr: &SocketAddr, has_secret: bool, insecure: bool) -> Re
 /// before anything is dialled; the error names the host (and the address it
 /// resolves to). A host without a port means port 2181. With a secret or
 /// `insecure` nothing is resolved.
-pub fn check_zk_exposure(connect: &str, has_secret: bool, insecure: bool) -> Result<(), String> {
+pub fn check_zk_exposure(connect: &str, has_secret: bool, insecure: bool) -> Result<(), NetError> {
     use std::net::{IpAddr, ToSocketAddrs};
     if has_secret || insecure {
         return Ok(());
@@ -486,24 +533,13 @@ pub fn check_zk_exposure(connect: &str, has_secret: bool, insecure: bool) -> Res
         };
         let resolved: Vec<SocketAddr> = with_port
             .to_socket_addrs()
-            .map_err(|e| {
-                format!(
-                    "cannot resolve ZooKeeper host {host} to check that it is loopback: {e} \
-                     (without --secret-file only loopback ZooKeeper hosts are allowed, unless \
-                     --insecure)"
-                )
-            })?
+            .map_err(|source| NetError::ZkUnresolved { host: host.to_string(), source })?
             .collect();
         if let Some(exposed) = resolved.iter().find(|a| !a.ip().is_loopback()) {
-            return Err(format!(
-                "refusing ZooKeeper host {host} ({}): it is not a loopback address and no \
-                 --secret-file is given (anyone who can reach it could plant records the next \
-                 leader trusts); pass --secret-file, or --insecure to accept the risk",
-                exposed.ip()
-            ));
+            return Err(NetError::ZkExposed { host: host.to_string(), ip: exposed.ip() });
         }
         if resolved.is_empty() {
-            return Err(format!("ZooKeeper host {host} resolves to no address"));
+            return Err(NetError::ZkNoAddress { host: host.to_string() });
         }
     }
     Ok(())
@@ -930,10 +966,12 @@ mod tests {
     fn zookeeper_hosts_follow_the_exposure_rule_and_are_named() {
         assert!(check_zk_exposure("127.0.0.1:2181,[::1]:2182/regent", false, false).is_ok());
         assert!(check_zk_exposure("localhost", false, false).is_ok());
-        let err = check_zk_exposure("127.0.0.1:2181,192.0.2.1:2181", false, false).unwrap_err();
+        let err = check_zk_exposure("127.0.0.1:2181,192.0.2.1:2181", false, false)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("192.0.2.1:2181"), "{err}");
         assert!(err.contains("--insecure"), "{err}");
-        let err = check_zk_exposure("192.0.2.7", false, false).unwrap_err();
+        let err = check_zk_exposure("192.0.2.7", false, false).unwrap_err().to_string();
         assert!(err.contains("192.0.2.7"), "{err}");
         assert!(check_zk_exposure("192.0.2.1:2181", true, false).is_ok());
         assert!(check_zk_exposure("192.0.2.1:2181", false, true).is_ok());

@@ -101,9 +101,9 @@ fn an_application_completes_on_std_drivers() {
         .count();
     assert!(exited >= 3, "{events:?}");
 
-    assert_eq!(w1.shutdown(), Ok(()));
-    assert_eq!(w2.shutdown(), Ok(()));
-    assert_eq!(m.shutdown(), Ok(()));
+    assert_eq!(w1.shutdown().map_err(|e| e.to_string()), Ok(()));
+    assert_eq!(w2.shutdown().map_err(|e| e.to_string()), Ok(()));
+    assert_eq!(m.shutdown().map_err(|e| e.to_string()), Ok(()));
 }
 
 #[test]
@@ -119,7 +119,7 @@ fn a_filesystem_master_restart_keeps_each_worker_registered_once() {
 
     // Stop and restart on the same port with the same store (the lock is
     // released by the shutdown).
-    assert_eq!(m.shutdown(), Ok(()));
+    assert_eq!(m.shutdown().map_err(|e| e.to_string()), Ok(()));
     let m = master(Recovery::Filesystem { dir: store }, &listen);
     eventually("the three workers ALIVE again, each once", || {
         let Some(s) = m.state() else { return false };
@@ -134,9 +134,9 @@ fn a_filesystem_master_restart_keeps_each_worker_registered_once() {
         assert!(!w.status().exited);
     }
     for w in ws {
-        assert_eq!(w.shutdown(), Ok(()));
+        assert_eq!(w.shutdown().map_err(|e| e.to_string()), Ok(()));
     }
-    assert_eq!(m.shutdown(), Ok(()));
+    assert_eq!(m.shutdown().map_err(|e| e.to_string()), Ok(()));
 }
 
 #[test]
@@ -146,7 +146,7 @@ fn a_second_master_on_the_same_store_is_refused() {
     let m = master(Recovery::Filesystem { dir: store.clone() }, "127.0.0.1:0");
     let mut cfg = MasterConfig::new("m2", "127.0.0.1:0".parse().unwrap(), net());
     cfg.recovery = Recovery::Filesystem { dir: store };
-    let err = spawn_master(cfg).expect_err("the store is locked");
+    let err = spawn_master(cfg).expect_err("the store is locked").to_string();
     assert!(!err.is_empty());
     drop(m);
 }
@@ -154,7 +154,7 @@ fn a_second_master_on_the_same_store_is_refused() {
 #[test]
 fn an_exposed_listen_address_is_refused_without_a_secret() {
     let cfg = MasterConfig::new("m1", "0.0.0.0:0".parse().unwrap(), net());
-    let err = spawn_master(cfg).expect_err("refused");
+    let err = spawn_master(cfg).expect_err("refused").to_string();
     assert!(err.contains("--secret-file"), "{err}");
 }
 
@@ -202,9 +202,9 @@ fn an_interrupted_submission_leaves_its_executor_until_the_worker_shuts_down() {
         Some(regent_core::protocol::ExecutorState::Running),
         "the framework is left in place"
     );
-    assert_eq!(w.shutdown(), Ok(()));
+    assert_eq!(w.shutdown().map_err(|e| e.to_string()), Ok(()));
     eventually("the executor reported KILLED", || {
         executor_state() == Some(regent_core::protocol::ExecutorState::Killed)
     });
-    assert_eq!(m.shutdown(), Ok(()));
+    assert_eq!(m.shutdown().map_err(|e| e.to_string()), Ok(()));
 }

@@ -218,7 +218,7 @@ fn shim_arguments_parse() {
     let line = args.to_args();
     assert_eq!(line[0], shim::SUBCOMMAND);
     assert_eq!(ShimArgs::parse(line[1..].to_vec()), Ok(args));
-    let err = |v: &[&str]| ShimArgs::parse(os(v)).unwrap_err();
+    let err = |v: &[&str]| ShimArgs::parse(os(v)).unwrap_err().to_string();
     assert!(err(&["--status", "s", "--stdout", "o", "--"]).contains("no command"));
     assert!(err(&["--stdout", "o", "--", "true"]).contains("--status"));
     assert!(err(&["--status", "s", "--", "true"]).contains("--stdout"));

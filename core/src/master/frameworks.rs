@@ -301,7 +301,7 @@ impl Master {
             self.metrics.rejected += 1;
             return;
         }
-        let registered_at_ms = Some(self.wall_ms(now)).filter(|ms| *ms > 0);
+        let registered_at_ms = crate::time::wall_ms(self.wall_base, now).filter(|ms| *ms > 0);
         if let Some(reason) = self.finished_refusal(&id) {
             let msg = Message::SubscribeRefused { epoch: self.epoch, reason: reason.clone() };
             out.push(Action::Send { conn, msg });

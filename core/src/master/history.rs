@@ -67,12 +67,6 @@ pub(super) fn record_digest(record: &FrameworkRecord) -> u32 {
 }
 
 impl Master {
-    /// Wall-clock ms at `now`, from the clock the runtime passed at the
-    /// election; 0 if it passed none.
-    pub(super) fn wall_ms(&self, now: Millis) -> u64 {
-        self.wall_base.map_or(0, |base| base.saturating_add(now.0))
-    }
-
     /// Why a SUBSCRIBE naming `id` is refused, if `id` is not live and is a
     /// finished framework in the history (Mesos refuses a removed
     /// framework's re-registration too): a framework killed by an operator
@@ -139,7 +133,8 @@ impl Master {
             id: fw.id.clone(),
             name: fw.name.clone(),
             outcome,
-            finished_at_ms: self.wall_ms(now),
+            // 0: the runtime gave no wall clock (`FinishedFramework`'s docs).
+            finished_at_ms: crate::time::wall_ms(self.wall_base, now).unwrap_or(0),
             registered_at_ms: fw.registered_at_ms,
             slots,
             slots_omitted: 0,

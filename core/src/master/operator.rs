@@ -46,13 +46,15 @@ pub(super) enum WorkerChange {
 }
 
 impl Master {
-    /// Wall-clock milliseconds at `now` (the leader's clock term; the
-    /// local clock when the runtime gave none).
+    /// Wall-clock milliseconds at `now` for a drain deadline
+    /// ([`crate::time::wall_ms`]); the local clock when the runtime gave
+    /// none, which `local` reads back with the same base.
     pub(super) fn wall(&self, now: Millis) -> u64 {
-        self.wall_base.unwrap_or(0).saturating_add(now.0)
+        crate::time::wall_ms(self.wall_base, now).unwrap_or(now.0)
     }
 
-    /// The local time of wall-clock instant `wall_ms`.
+    /// The local time of wall-clock instant `wall_ms` (the inverse of
+    /// `wall`).
     fn local(&self, wall_ms: u64) -> Millis {
         Millis(wall_ms.saturating_sub(self.wall_base.unwrap_or(0)))
     }

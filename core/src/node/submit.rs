@@ -53,7 +53,7 @@
 
 use super::Deadlines;
 use crate::ids::{Addr, ConnId, ExecutorId, FrameworkId};
-use crate::progress::{GroupProgress, ProgressCounts, SubmitOutcome};
+use crate::progress::{GroupProgress, ProgressCounts, SubmitError, SubmitOutcome};
 use crate::protocol::{ExecutorInfo, ExecutorState, GroupSpec, Message};
 use crate::subscriber::{self, Action, Event, Request, Subscriber, SubscriberStatus};
 use crate::time::Millis;
@@ -116,6 +116,27 @@ impl Config {
 
 pub use super::DialId;
 
+/// Why a dial failed, as the runtime says it (for the user's lines and the
+/// final error: `cannot reach master <addr>: <reason>`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct DialFailed {
+    /// What went wrong, naming the address.
+    pub reason: String,
+}
+
+impl From<String> for DialFailed {
+    fn from(reason: String) -> Self {
+        DialFailed { reason }
+    }
+}
+
+impl From<&str> for DialFailed {
+    fn from(reason: &str) -> Self {
+        DialFailed { reason: reason.to_owned() }
+    }
+}
+
 /// What happens to a submit node.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Input {
@@ -131,7 +152,7 @@ pub enum Input {
         dial: DialId,
         /// The connection the runtime opened for it (its number, fresh and
         /// never reused), or why it failed.
-        result: Result<ConnId, String>,
+        result: Result<ConnId, DialFailed>,
     },
     /// A master dialled the callback listener (seed 002): `conn` runs; its
     /// frames come as [`Input::Message`], its end as [`Input::Closed`].
@@ -229,7 +250,7 @@ pub enum Show {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SubmitExit {
     /// How the submission ended; `Err` naming why it could not go on.
-    pub outcome: Result<SubmitOutcome, String>,
+    pub outcome: Result<SubmitOutcome, SubmitError>,
     /// The process's exit code.
     pub code: u8,
     /// The line for stderr (to be prefixed with the program's name), when
@@ -240,7 +261,8 @@ pub struct SubmitExit {
 impl SubmitExit {
     /// The exit code and message of `outcome` (the table of the module
     /// docs). Runtimes use it for errors found before a node runs.
-    pub fn new(outcome: Result<SubmitOutcome, String>) -> Self {
+    pub fn new(outcome: Result<SubmitOutcome, impl Into<SubmitError>>) -> Self {
+        let outcome = outcome.map_err(Into::into);
         let (code, message) = match &outcome {
             Ok(SubmitOutcome::Succeeded) => (EXIT_SUCCEEDED, None),
             Ok(SubmitOutcome::SlotsFailed(reasons)) => {
@@ -310,7 +332,7 @@ pub struct SubmitNode {
     /// The framework id last shown.
     framework: Option<FrameworkId>,
     /// Set when the subscriber machine stopped.
-    stopped: Option<Result<SubmitOutcome, String>>,
+    stopped: Option<Result<SubmitOutcome, SubmitError>>,
     /// The progress summary last emitted.
     progress: Option<String>,
     /// A line was shown during the current `handle`.
@@ -516,7 +538,7 @@ impl SubmitNode {
                             }
                             None => {
                                 let why = self.never_reached(self.connect_timeout);
-                                self.stopped = Some(Err(why));
+                                self.stopped = Some(Err(SubmitError::Unreachable(why)));
                             }
                         },
                     }
@@ -579,7 +601,7 @@ impl SubmitNode {
         &mut self,
         now: Millis,
         dial: DialId,
-        result: Result<ConnId, String>,
+        result: Result<ConnId, DialFailed>,
         out: &mut Vec<Output>,
     ) {
         let master = self.dialling.iter().find(|(_, d)| **d == dial).map(|(m, _)| m.clone());
@@ -606,7 +628,7 @@ impl SubmitNode {
                 if self.ever_subscribed {
                     self.line(format!("cannot reach master {master}: {reason}"), out);
                 } else {
-                    self.unreached.insert(master.clone(), reason.clone());
+                    self.unreached.insert(master.clone(), reason.to_string());
                     let due = match self.last_unreachable_line {
                         None => true,
                         Some(at) => now >= at + self.unreachable_line_interval,
@@ -675,7 +697,7 @@ impl SubmitNode {
                 self.line(reason.clone(), out);
                 self.stopped = Some(match failed_over_to {
                     Some(to) => Ok(SubmitOutcome::FailedOver { to: to.to_string() }),
-                    None => Err(reason.clone()),
+                    None => Err(SubmitError::Stopped { reason: reason.clone() }),
                 });
             }
             other => {
@@ -747,7 +769,7 @@ impl SubmitNode {
     /// How the submission ends, if the subscriber or the slots say so: the
     /// machine's stop or a group's stop first, then completion once every
     /// group shows one.
-    fn outcome(&self) -> Option<Result<SubmitOutcome, String>> {
+    fn outcome(&self) -> Option<Result<SubmitOutcome, SubmitError>> {
         if let Some(stopped) = &self.stopped {
             return Some(stopped.clone());
         }
@@ -755,7 +777,7 @@ impl SubmitNode {
             return None;
         }
         let outcomes: Vec<_> = self.groups.iter().map(GroupProgress::outcome).collect();
-        let settled = |o: &Result<SubmitOutcome, String>| {
+        let settled = |o: &Result<SubmitOutcome, SubmitError>| {
             matches!(o, Ok(SubmitOutcome::Succeeded | SubmitOutcome::SlotsFailed(_)))
         };
         if let Some(stop) = outcomes.iter().flatten().find(|o| !settled(o)) {
@@ -779,7 +801,12 @@ impl SubmitNode {
 
     /// The submission is over: close everything, show the outcome, and
     /// exit once the connections have ended (or the linger time passed).
-    fn end(&mut self, now: Millis, outcome: Result<SubmitOutcome, String>, out: &mut Vec<Output>) {
+    fn end(
+        &mut self,
+        now: Millis,
+        outcome: Result<SubmitOutcome, SubmitError>,
+        out: &mut Vec<Output>,
+    ) {
         self.dialling.clear();
         self.by_master.clear();
         for conn in std::mem::take(&mut self.conns).into_keys() {
@@ -827,7 +854,7 @@ impl SubmitNode {
     }
 
     /// The closing line naming the outcome.
-    fn summary(&self, outcome: &Result<SubmitOutcome, String>) -> String {
+    fn summary(&self, outcome: &Result<SubmitOutcome, SubmitError>) -> String {
         let slots = self.counts().slots;
         let fw = self.framework.as_ref().map(|f| f.to_string());
         match outcome {
@@ -921,12 +948,10 @@ pub fn executor_line(info: &ExecutorInfo) -> String {
 
 /// How an executor state is shown (`RUNNING`, `EXITED 1`, `FAILED: <why>`...).
 pub fn state_text(state: &ExecutorState) -> String {
+    let name = state.name();
     match state {
-        ExecutorState::Launching => "LAUNCHING".into(),
-        ExecutorState::Running => "RUNNING".into(),
-        ExecutorState::Exited { code } => format!("EXITED {code}"),
-        ExecutorState::Failed { reason } => format!("FAILED: {reason}"),
-        ExecutorState::Killed => "KILLED".into(),
-        ExecutorState::Lost => "LOST".into(),
+        ExecutorState::Exited { code } => format!("{name} {code}"),
+        ExecutorState::Failed { reason } => format!("{name}: {reason}"),
+        _ => name.into(),
     }
 }

@@ -19,8 +19,8 @@
 //! refuses it. The configuration ([`MasterConfig`]) is the one both
 //! runtimes read, in [`crate::config`].
 
-use super::{wall_clock_ms, DriverThread, RuntimeClock, Stopper};
-use crate::config::{MasterConfig, Recovery, ZOOKEEPER_NEEDS_SMOL};
+use super::{wall_clock_ms, DriverError, DriverThread, RuntimeClock, Stopper};
+use crate::config::{MasterConfig, Recovery};
 use crate::host::{proc_limit, ConnectionCeiling};
 use crate::http::{self, HttpQuery, HttpSnapshot};
 use crate::net::{self, spawn_connection, ConnHandle, NetConfig, NetEvent};
@@ -102,13 +102,10 @@ const RESERVE: usize = 64;
 
 /// Checks `max` connections fit the process's limits: a descriptor each,
 /// two threads each.
-pub fn check_connection_ceiling(max: usize) -> Result<(), String> {
+pub fn check_connection_ceiling(max: usize) -> Result<(), DriverError> {
     if let Some(files) = proc_limit("Max open files") {
         if max + RESERVE > files {
-            return Err(format!(
-                "--max-connections {max} needs {} file descriptors but this process may open {files}                  (raise `ulimit -n`, lower --max-connections, or use --runtime smol)",
-                max + RESERVE
-            ));
+            return Err(DriverError::TooFewFiles { max, needed: max + RESERVE, limit: files });
         }
     }
     let threads = [
@@ -122,10 +119,7 @@ pub fn check_connection_ceiling(max: usize) -> Result<(), String> {
     ];
     if let Some(limit) = threads.into_iter().flatten().min() {
         if 2 * max + RESERVE > limit {
-            return Err(format!(
-                "--max-connections {max} needs {} threads (two per connection) but this machine                  allows {limit} (threads-max, pid_max, `ulimit -u`); lower --max-connections or use                  --runtime smol",
-                2 * max + RESERVE
-            ));
+            return Err(DriverError::TooFewThreads { max, needed: 2 * max + RESERVE, limit });
         }
     }
     Ok(())
@@ -185,7 +179,7 @@ impl MasterHandle {
 
     /// Stops the master: closes every connection and the store (releasing
     /// its lock), then returns how the master ended.
-    pub fn shutdown(mut self) -> Result<(), String> {
+    pub fn shutdown(mut self) -> Result<(), DriverError> {
         self.driver.stop.stop();
         self.driver.join().unwrap_or(Ok(()))
     }
@@ -193,7 +187,7 @@ impl MasterHandle {
     /// Waits until the master stops by itself or through a [`Stopper`]:
     /// `Ok` after a shutdown, `Err` naming why it gave up leadership
     /// (DESIGN rule 8).
-    pub fn wait(mut self) -> Result<(), String> {
+    pub fn wait(mut self) -> Result<(), DriverError> {
         self.driver.join().unwrap_or(Ok(()))
     }
 }
@@ -201,20 +195,20 @@ impl MasterHandle {
 /// Starts a master on a thread of its own. Fails at once, naming why, when
 /// the listen address is exposed without a secret (and not `insecure`),
 /// cannot be bound, or the store cannot be opened (locked by another master,
-/// damaged), and for [`Recovery::Zookeeper`] ([`ZOOKEEPER_NEEDS_SMOL`]).
-pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
+/// damaged), and for [`Recovery::Zookeeper`] ([`DriverError::ZookeeperNeedsSmol`]).
+pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, DriverError> {
     net::check_exposure(&cfg.listen, cfg.net.secret.is_some(), cfg.insecure)
-        .map_err(|e| format!("--listen: {e}"))?;
+        .map_err(DriverError::ListenExposed)?;
     if let Some(addr) = cfg.http {
         net::check_exposure(&addr, cfg.net.secret.is_some(), cfg.insecure)
-            .map_err(|e| format!("--http: {e} (the HTTP pages describe the whole cluster)"))?;
+            .map_err(DriverError::HttpExposed)?;
     }
     let max_connections = cfg.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS);
     check_connection_ceiling(max_connections)?;
-    let listener = TcpListener::bind(cfg.listen)
-        .map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
-    net::widen_backlog(&listener).map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
-    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    let listen_error = |source| DriverError::Listen { addr: cfg.listen, source };
+    let listener = TcpListener::bind(cfg.listen).map_err(listen_error)?;
+    net::widen_backlog(&listener).map_err(listen_error)?;
+    let bound = listener.local_addr().map_err(listen_error)?;
     let advertise = cfg.advertise.clone().unwrap_or_else(|| Addr(bound.to_string()));
     let (tx, rx) = mpsc::channel::<Input>();
     // The connections' read and write timeouts scale with the heartbeat
@@ -230,7 +224,7 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
                 let _ = sink.send(Input::Store(events));
             })?
         }
-        Recovery::Zookeeper { .. } => return Err(ZOOKEEPER_NEEDS_SMOL.into()),
+        Recovery::Zookeeper { .. } => return Err(DriverError::ZookeeperNeedsSmol),
     };
     // HTTP: bound before the master starts (a taken port fails the start);
     // its queries are forwarded into the master's channel.
@@ -253,7 +247,7 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
                         }
                     }
                 })
-                .map_err(|e| format!("cannot start the HTTP query thread: {e}"))?;
+                .map_err(|source| DriverError::Thread { what: "HTTP query", source })?;
             (Some(http_bound), Some(qrx))
         }
     };
@@ -302,8 +296,8 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, String> {
     };
     let thread = std::thread::Builder::new()
         .name("regent-master".into())
-        .spawn(move || d.run(rx))
-        .map_err(|e| format!("cannot start the master thread: {e}"))?;
+        .spawn(move || d.run(rx).map_err(|reason| DriverError::Ended { driver: "master", reason }))
+        .map_err(|source| DriverError::Thread { what: "master", source })?;
     let stop_tx = tx.clone();
     let stop = Stopper::new(move || {
         let _ = stop_tx.send(Input::Shutdown);
@@ -324,7 +318,11 @@ struct Acceptor {
 }
 
 impl Acceptor {
-    fn spawn(listener: TcpListener, bound: SocketAddr, tx: Sender<Input>) -> Result<Self, String> {
+    fn spawn(
+        listener: TcpListener,
+        bound: SocketAddr,
+        tx: Sender<Input>,
+    ) -> Result<Self, DriverError> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
@@ -343,7 +341,7 @@ impl Acceptor {
                     std::thread::sleep(Duration::from_millis(50));
                 }
             })
-            .map_err(|e| format!("cannot start the accept thread: {e}"))?;
+            .map_err(|source| DriverError::Thread { what: "accept", source })?;
         // A wildcard address is woken through loopback.
         let mut wake = bound;
         if wake.ip().is_unspecified() {

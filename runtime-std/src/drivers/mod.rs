@@ -30,13 +30,110 @@ pub use subscriber::{
 };
 pub use worker::{spawn_worker, WorkerConfig, WorkerHandle};
 
-use crate::net::check_exposure;
+use crate::net::{check_exposure, NetError};
 use regent_core::Addr;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 pub use crate::clock::RuntimeClock;
 pub use crate::host::wall_clock_ms;
+
+/// Why a driver could not start, or how it ended when it stopped by itself.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// The std runtime has no ZooKeeper client (it is async).
+    #[error("{}", crate::config::ZOOKEEPER_NEEDS_SMOL)]
+    ZookeeperNeedsSmol,
+    /// The listen address is refused by the exposure rule.
+    #[error("--listen: {0}")]
+    ListenExposed(#[source] NetError),
+    /// The HTTP address is refused by the exposure rule.
+    #[error("--http: {0} (the HTTP pages describe the whole cluster)")]
+    HttpExposed(#[source] NetError),
+    /// `--max-connections` needs more file descriptors than the process may
+    /// open.
+    #[error(
+        "--max-connections {max} needs {needed} file descriptors but this process may open \
+         {limit} (raise `ulimit -n`, lower --max-connections, or use --runtime smol)"
+    )]
+    TooFewFiles {
+        /// The connections asked for.
+        max: usize,
+        /// The descriptors they need.
+        needed: usize,
+        /// The process's limit.
+        limit: usize,
+    },
+    /// `--max-connections` needs more threads than the machine allows.
+    #[error(
+        "--max-connections {max} needs {needed} threads (two per connection) but this machine \
+         allows {limit} (threads-max, pid_max, `ulimit -u`); lower --max-connections or use \
+         --runtime smol"
+    )]
+    TooFewThreads {
+        /// The connections asked for.
+        max: usize,
+        /// The threads they need.
+        needed: usize,
+        /// The machine's limit.
+        limit: usize,
+    },
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A thread of the driver could not be started.
+    #[error("cannot start the {what} thread: {source}")]
+    Thread {
+        /// Which thread.
+        what: &'static str,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The store could not be opened.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// The HTTP face could not start.
+    #[error(transparent)]
+    Http(#[from] crate::http::HttpError),
+    /// The host-side preparation failed (configured masters, work or state
+    /// directory, id files).
+    #[error(transparent)]
+    Host(#[from] crate::host::HostError),
+    /// A submission's options are invalid.
+    #[error("{0}")]
+    Options(&'static str),
+    /// The driver's thread panicked.
+    #[error("the {0} thread panicked")]
+    Panicked(&'static str),
+    /// The driver stopped by itself, saying why (a master giving up its
+    /// leadership, a worker told to stop).
+    #[error("{reason}")]
+    Ended {
+        /// Which driver.
+        driver: &'static str,
+        /// Its reason.
+        reason: String,
+    },
+}
+
+crate::error::into_report!(DriverError);
+
+impl From<DriverError> for regent_core::progress::SubmitError {
+    /// A submission's driver failed: [`SubmitError::Runtime`], with the
+    /// causes.
+    ///
+    /// [`SubmitError::Runtime`]: regent_core::progress::SubmitError::Runtime
+    fn from(e: DriverError) -> Self {
+        regent_core::progress::SubmitError::Runtime(crate::error::report(&e))
+    }
+}
 
 /// Why dialling a master failed.
 #[derive(Debug)]
@@ -75,7 +172,7 @@ fn dial(
     let mut all_refused = !addrs.is_empty();
     for addr in addrs {
         if let Err(reason) = check_exposure(&addr, has_secret, insecure) {
-            err.reason = reason;
+            err.reason = reason.to_string();
             continue;
         }
         all_refused = false;
@@ -148,17 +245,17 @@ impl std::fmt::Debug for Stopper {
 /// What every driver handle shares: the driver's thread and how to ask it to
 /// stop. Dropping it stops the driver and waits for it.
 #[derive(Debug)]
-struct DriverThread<T> {
+struct DriverThread<T, E = DriverError> {
     what: &'static str,
     stop: Stopper,
-    thread: Option<std::thread::JoinHandle<Result<T, String>>>,
+    thread: Option<std::thread::JoinHandle<Result<T, E>>>,
 }
 
-impl<T> DriverThread<T> {
+impl<T, E: From<DriverError>> DriverThread<T, E> {
     fn new(
         what: &'static str,
         stop: Stopper,
-        thread: std::thread::JoinHandle<Result<T, String>>,
+        thread: std::thread::JoinHandle<Result<T, E>>,
     ) -> Self {
         DriverThread { what, stop, thread: Some(thread) }
     }
@@ -168,17 +265,17 @@ impl<T> DriverThread<T> {
     }
 
     /// Waits for the driver's end; `None` when it was waited for already.
-    fn join(&mut self) -> Option<Result<T, String>> {
+    fn join(&mut self) -> Option<Result<T, E>> {
         let t = self.thread.take()?;
-        Some(t.join().unwrap_or_else(|_| Err(format!("the {} thread panicked", self.what))))
+        Some(t.join().unwrap_or_else(|_| Err(DriverError::Panicked(self.what).into())))
     }
 }
 
-impl<T> Drop for DriverThread<T> {
+impl<T, E> Drop for DriverThread<T, E> {
     fn drop(&mut self) {
-        if self.thread.is_some() {
+        if let Some(t) = self.thread.take() {
             self.stop.stop();
-            let _ = self.join();
+            let _ = t.join();
         }
     }
 }

@@ -32,7 +32,8 @@
 //!   after an interruption its executors keep running within the failover
 //!   timeout and a new subscriber with the same framework id adopts them.
 
-use super::{spawn_dial, DialError, DriverThread, RuntimeClock, Stopper};
+use super::{spawn_dial, DialError, DriverError, DriverThread, RuntimeClock, Stopper};
+use crate::host::HostError;
 use crate::net::{check_exposure, spawn_connection, ConnHandle, NetConfig, NetEvent};
 use regent_core::auth::Side;
 use regent_core::ids::InstanceId;
@@ -104,7 +105,7 @@ pub struct SubscriberConfig {
 /// first master.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
-pub use regent_core::progress::SubmitOutcome;
+pub use regent_core::progress::{SubmitError, SubmitOutcome};
 
 enum Input {
     Net(NetEvent),
@@ -119,7 +120,7 @@ pub struct SubscriberHandle {
     instance: InstanceId,
     events: Receiver<Action>,
     status: Arc<Mutex<SubscriberStatus>>,
-    driver: DriverThread<SubmitOutcome>,
+    driver: DriverThread<SubmitOutcome, SubmitError>,
 }
 
 impl SubscriberHandle {
@@ -159,8 +160,8 @@ impl SubscriberHandle {
     /// Waits for the outcome. Errors: a declaration the master refused, or
     /// the machine stopping for another reason than a takeover (e.g. an
     /// operator tore the framework down).
-    pub fn wait(mut self) -> Result<SubmitOutcome, String> {
-        self.driver.join().unwrap_or_else(|| Err("already waited for".into()))
+    pub fn wait(mut self) -> Result<SubmitOutcome, SubmitError> {
+        self.driver.join().unwrap_or_else(|| Err(SubmitError::Runtime("already waited for".into())))
     }
 }
 
@@ -168,7 +169,7 @@ impl SubscriberHandle {
 /// go to the debug log; follow it through [`SubscriberHandle::events`]).
 /// Fails at once on invalid options or a configured master refused by
 /// [`check_exposure`].
-pub fn spawn_subscriber(cfg: SubscriberConfig) -> Result<SubscriberHandle, String> {
+pub fn spawn_subscriber(cfg: SubscriberConfig) -> Result<SubscriberHandle, DriverError> {
     spawn_subscriber_with_output(cfg, std::io::sink(), false)
 }
 
@@ -180,7 +181,7 @@ pub fn spawn_subscriber_with_output(
     cfg: SubscriberConfig,
     out: impl Write + Send + 'static,
     progress: bool,
-) -> Result<SubscriberHandle, String> {
+) -> Result<SubscriberHandle, DriverError> {
     check_options(&cfg)?;
     check_configured_masters(&cfg)?;
     let instance = InstanceId(crate::host::next_instance_id(cfg.state_dir.as_deref())?);
@@ -211,7 +212,7 @@ pub fn spawn_subscriber_with_output(
     let thread = std::thread::Builder::new()
         .name("regent-subscriber".into())
         .spawn(move || pump.run(rx, spec))
-        .map_err(|e| format!("cannot start the subscriber thread: {e}"))?;
+        .map_err(|source| DriverError::Thread { what: "subscriber", source })?;
     let stop_tx = tx;
     let stop = Stopper::new(move || {
         let _ = stop_tx.send(Input::Interrupt);
@@ -222,15 +223,15 @@ pub fn spawn_subscriber_with_output(
 
 /// Checks the options of a submission, before anything is resolved or
 /// dialled (shared with `regent_smol::submit`).
-pub fn check_options(cfg: &SubscriberConfig) -> Result<(), String> {
+pub fn check_options(cfg: &SubscriberConfig) -> Result<(), DriverError> {
     if cfg.masters.is_empty() {
-        return Err("no master given (--masters)".into());
+        return Err(DriverError::Options("no master given (--masters)"));
     }
     if cfg.executors == 0 {
-        return Err("--executors must be at least 1".into());
+        return Err(DriverError::Options("--executors must be at least 1"));
     }
     if cfg.command.is_empty() {
-        return Err("no command given (after --)".into());
+        return Err(DriverError::Options("no command given (after --)"));
     }
     Ok(())
 }
@@ -238,13 +239,13 @@ pub fn check_options(cfg: &SubscriberConfig) -> Result<(), String> {
 /// Refuses a configured master that resolves to an address refused by
 /// [`check_exposure`], naming it (blocking: it resolves the names). An
 /// address that does not resolve now is checked again at dial time.
-pub fn check_configured_masters(cfg: &SubscriberConfig) -> Result<(), String> {
+pub fn check_configured_masters(cfg: &SubscriberConfig) -> Result<(), HostError> {
     let has_secret = cfg.net.secret.is_some();
     for m in &cfg.masters {
         if let Ok(addrs) = m.as_str().to_socket_addrs() {
             for a in addrs {
                 check_exposure(&a, has_secret, cfg.insecure)
-                    .map_err(|e| format!("master {m}: {e}"))?;
+                    .map_err(|source| HostError::MasterExposed { master: m.clone(), source })?;
             }
         }
     }
@@ -345,7 +346,7 @@ struct Pump<W: Write> {
 }
 
 impl<W: Write> Pump<W> {
-    fn run(mut self, rx: Receiver<Input>, spec: GroupSpec) -> Result<SubmitOutcome, String> {
+    fn run(mut self, rx: Receiver<Input>, spec: GroupSpec) -> Result<SubmitOutcome, SubmitError> {
         self.feed(NodeInput::Start);
         self.feed(NodeInput::Declare(spec));
         let exit = loop {
@@ -436,7 +437,7 @@ impl<W: Write> Pump<W> {
     fn on_dialled(&mut self, dial: DialId, result: Result<TcpStream, DialError>) {
         let stream = match result {
             Ok(s) => s,
-            Err(e) => return self.feed(NodeInput::Dialled { dial, result: Err(e.reason) }),
+            Err(e) => return self.feed(NodeInput::Dialled { dial, result: Err(e.reason.into()) }),
         };
         let conn = ConnId(self.next_conn);
         self.next_conn += 1;
@@ -450,7 +451,7 @@ impl<W: Write> Pump<W> {
                     self.conns.insert(conn, h);
                     Ok(conn)
                 }
-                Err(e) => Err(format!("cannot start a connection: {e}")),
+                Err(e) => Err(format!("cannot start a connection: {e}").into()),
             };
         self.feed(NodeInput::Dialled { dial, result });
     }

@@ -16,7 +16,7 @@
 //! generated id across restarts; the supervisor keeps its lock, records and
 //! executor logs beside it (see [`crate::exec`]).
 
-use super::{spawn_dial, DialError, DriverThread, RuntimeClock, Stopper};
+use super::{spawn_dial, DialError, DriverError, DriverThread, RuntimeClock, Stopper};
 use crate::exec::{ExecEvent, ExecutorSpec, LeftBehind, Supervisor};
 use crate::host::{
     left_behind_report, log_launched, log_worker_note, prepare_worker, PreparedWorker,
@@ -83,14 +83,14 @@ impl WorkerHandle {
     /// Shuts the worker down: kills every executor, reports their ends to
     /// the master it follows, gives the connections [`FLUSH_GRACE`] to flush;
     /// then returns how the worker ended.
-    pub fn shutdown(mut self) -> Result<(), String> {
+    pub fn shutdown(mut self) -> Result<(), DriverError> {
         self.driver.stop.stop();
         self.driver.join().unwrap_or(Ok(()))
     }
 
     /// Waits until the worker ends: `Ok` after a shutdown, `Err` with the
     /// machine's reason when it exited (e.g. the master told it to stop).
-    pub fn wait(mut self) -> Result<(), String> {
+    pub fn wait(mut self) -> Result<(), DriverError> {
         self.driver.join().unwrap_or(Ok(()))
     }
 }
@@ -102,7 +102,7 @@ impl WorkerHandle {
 /// `insecure` is not set, when the work directory cannot be used (or another
 /// worker holds it), or when the worker id cannot be read or stored. A
 /// configured master whose name does not resolve yet is only warned about.
-pub fn spawn_worker(cfg: WorkerConfig) -> Result<WorkerHandle, String> {
+pub fn spawn_worker(cfg: WorkerConfig) -> Result<WorkerHandle, DriverError> {
     let (tx, rx) = mpsc::channel::<Input>();
     let sink = Mutex::new(tx.clone());
     let PreparedWorker { supervisor, left_behind, id, config } = prepare_worker(&cfg, move |ev| {
@@ -127,8 +127,10 @@ pub fn spawn_worker(cfg: WorkerConfig) -> Result<WorkerHandle, String> {
     };
     let thread = std::thread::Builder::new()
         .name("regent-worker".into())
-        .spawn(move || d.run(rx, left_behind))
-        .map_err(|e| format!("cannot start the worker thread: {e}"))?;
+        .spawn(move || {
+            d.run(rx, left_behind).map_err(|reason| DriverError::Ended { driver: "worker", reason })
+        })
+        .map_err(|source| DriverError::Thread { what: "worker", source })?;
     let stop_tx = tx;
     let stop = Stopper::new(move || {
         let _ = stop_tx.send(Input::Shutdown);

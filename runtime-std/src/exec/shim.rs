@@ -186,34 +186,57 @@ impl ShimArgs {
     /// Parses what follows [`SUBCOMMAND`] (the `regent` binary parses it
     /// with clap; this is for other binaries that act as the shim, such as
     /// tests). Names the problem on bad input.
-    pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<ShimArgs, String> {
+    pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<ShimArgs, ShimError> {
         let mut args = args.into_iter();
         let (mut status, mut stdout) = (None, None);
         loop {
             let Some(arg) = args.next() else {
-                return Err("missing `-- CMD ARGS...`".to_owned());
+                return Err(ShimError::NoSeparator);
             };
             match arg.to_str() {
                 Some("--") => break,
                 Some(flag @ ("--status" | "--stdout")) => {
-                    let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
+                    let flag = if flag == "--status" { "--status" } else { "--stdout" };
+                    let value = args.next().ok_or(ShimError::NoValue(flag))?;
                     let slot = if flag == "--status" { &mut status } else { &mut stdout };
                     *slot = Some(PathBuf::from(value));
                 }
-                _ => return Err(format!("unexpected argument {arg:?}")),
+                _ => return Err(ShimError::Unexpected(arg)),
             }
         }
         let command: Vec<OsString> = args.collect();
         if command.is_empty() {
-            return Err("no command after `--`".to_owned());
+            return Err(ShimError::NoCommand);
         }
         Ok(ShimArgs {
-            status: status.ok_or("missing --status FILE")?,
-            stdout: stdout.ok_or("missing --stdout FILE")?,
+            status: status.ok_or(ShimError::Missing("--status FILE"))?,
+            stdout: stdout.ok_or(ShimError::Missing("--stdout FILE"))?,
             command,
         })
     }
 }
+
+/// Why the shim's arguments are refused ([`ShimArgs::parse`]).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ShimError {
+    /// No `--` before the command.
+    #[error("missing `-- CMD ARGS...`")]
+    NoSeparator,
+    /// A flag without its value.
+    #[error("{0} needs a value")]
+    NoValue(&'static str),
+    /// An argument the shim does not take.
+    #[error("unexpected argument {0:?}")]
+    Unexpected(OsString),
+    /// Nothing after `--`.
+    #[error("no command after `--`")]
+    NoCommand,
+    /// A required flag is missing.
+    #[error("missing {0}")]
+    Missing(&'static str),
+}
+
+crate::error::into_report!(ShimError);
 
 /// Runs the shim: starts the command, reports the handshake on stdout,
 /// waits, records the status and returns the exit code to exit with.

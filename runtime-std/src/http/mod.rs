@@ -115,12 +115,28 @@ pub fn required_token(addr: SocketAddr, secret: Option<&Secret>) -> Option<Strin
     }
 }
 
+/// Why the HTTP face could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// The address could not be bound.
+    #[error("cannot serve HTTP on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The server's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+crate::error::into_report!(HttpError);
+
 /// Binds `addr` and serves on a dedicated thread (see [`serve_on`]), open to
 /// every request. The error names the address when it cannot be bound.
 pub fn serve(
     addr: SocketAddr,
     queries: async_channel::Sender<HttpQuery>,
-) -> Result<std::thread::JoinHandle<()>, String> {
+) -> Result<std::thread::JoinHandle<()>, HttpError> {
     serve_with(addr, None, queries)
 }
 
@@ -130,15 +146,15 @@ pub fn serve_with(
     addr: SocketAddr,
     token: Option<String>,
     queries: async_channel::Sender<HttpQuery>,
-) -> Result<std::thread::JoinHandle<()>, String> {
+) -> Result<std::thread::JoinHandle<()>, HttpError> {
     let server = bind(addr)?;
     Ok(serve_on_with(server, token, queries))
 }
 
 /// Binds an HTTP server on `addr` (port 0 picks a free port: read it back
 /// with `server.server_addr().to_ip()`). The error names the address.
-pub fn bind(addr: SocketAddr) -> Result<tiny_http::Server, String> {
-    tiny_http::Server::http(addr).map_err(|e| format!("cannot serve HTTP on {addr}: {e}"))
+pub fn bind(addr: SocketAddr) -> Result<tiny_http::Server, HttpError> {
+    tiny_http::Server::http(addr).map_err(|source| HttpError::Bind { addr, source })
 }
 
 /// Serves requests of `server` on a new thread named `regent-http` until the

@@ -3,7 +3,7 @@
 //! thread (group commit, fsync off the driver's thread). The ZooKeeper store
 //! is the smol runtime's own.
 
-use super::{spawn_writer, FsStore, Op, WriterEvent, WriterHandle};
+use super::{spawn_writer, FsStore, Op, StoreError, WriterEvent, WriterHandle};
 use regent_core::store::seal::Sealing;
 use regent_core::store::{Record, StoreCommand, StoreEvent, WriteId};
 use std::path::Path;
@@ -50,13 +50,13 @@ impl LocalStore {
         owner: &str,
         sealing: Sealing,
         mut deliver: impl FnMut(Vec<StoreEvent>) + Send + 'static,
-    ) -> Result<LocalStore, String> {
-        let (fs, loaded) = FsStore::open_with(dir, owner, sealing).map_err(|e| e.to_string())?;
+    ) -> Result<LocalStore, StoreError> {
+        let (fs, loaded) = FsStore::open_with(dir, owner, sealing)?;
         for w in &loaded.warnings {
             tracing::warn!(store = %dir.display(), "{w}");
         }
         let writer = spawn_writer(fs, move |event| deliver(store_results(event)))
-            .map_err(|e| format!("cannot start the store writer: {e}"))?;
+            .map_err(|source| StoreError::WriterThread { source })?;
         Ok(LocalStore::Files { writer, loaded: loaded.records })
     }
 

@@ -59,11 +59,9 @@ use std::path::{Path, PathBuf};
 /// reads records sealed under `previous` secrets (a rotation). Previous
 /// secrets without a current one are refused: a master without a secret
 /// writes unsealed records, so it would never finish the rotation.
-pub fn master_sealing(secret: Option<&Secret>, previous: &[Secret]) -> Result<Sealing, String> {
+pub fn master_sealing(secret: Option<&Secret>, previous: &[Secret]) -> Result<Sealing, StoreError> {
     match secret {
-        None if !previous.is_empty() => Err("--previous-secret-file needs --secret-file: \
-             records are re-sealed under the current secret"
-            .into()),
+        None if !previous.is_empty() => Err(StoreError::PreviousWithoutSecret),
         None => Ok(Sealing::none()),
         Some(s) => Ok(previous.iter().fold(Sealing::with_secret(s), |acc, p| acc.and_previous(p))),
     }
@@ -215,6 +213,14 @@ pub enum StoreError {
         /// The fatal error, as text.
         cause: String,
     },
+    /// Previous secrets were given without a current one
+    /// ([`master_sealing`]).
+    PreviousWithoutSecret,
+    /// The store's writer thread could not be started.
+    WriterThread {
+        /// The OS error.
+        source: io::Error,
+    },
 }
 
 impl StoreError {
@@ -252,14 +258,25 @@ impl fmt::Display for StoreError {
             StoreError::Unusable { cause } => {
                 write!(f, "store is unusable after an earlier failure: {cause}")
             }
+            StoreError::PreviousWithoutSecret => f.write_str(
+                "--previous-secret-file needs --secret-file: records are re-sealed under the \
+                 current secret",
+            ),
+            StoreError::WriterThread { source } => {
+                write!(f, "cannot start the store writer: {source}")
+            }
         }
     }
 }
 
+crate::error::into_report!(StoreError);
+
 impl std::error::Error for StoreError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            StoreError::Io { source, .. } | StoreError::Fatal { source, .. } => Some(source),
+            StoreError::Io { source, .. }
+            | StoreError::Fatal { source, .. }
+            | StoreError::WriterThread { source } => Some(source),
             _ => None,
         }
     }

@@ -2412,7 +2412,9 @@ fn dial_result(dial: DialTag, result: Result<ConnId, String>) -> Input {
             };
             Input::Worker(wnode::Input::Dialed { dial, result })
         }
-        DialTag::Sub(dial) => Input::Sub(snode::Input::Dialled { dial, result }),
+        DialTag::Sub(dial) => {
+            Input::Sub(snode::Input::Dialled { dial, result: result.map_err(Into::into) })
+        }
         DialTag::Master(dial) => {
             let result = match result {
                 Ok(conn) => DialResult::Connected { conn, peer: None },

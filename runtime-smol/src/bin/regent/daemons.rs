@@ -207,7 +207,7 @@ pub async fn run_std(common: &Common, command: Command) -> Result<ExitCode, Stri
                 s.wait()
             })
             .await;
-            Ok(submit_exit(outcome))
+            Ok(submit_exit(outcome.map_err(|e| e.to_string())))
         }
         _ => Err("--runtime std applies to master, worker and submit only".into()),
     }
