@@ -89,6 +89,7 @@
 
 use crate::codec::{self, DecodeError, DecoderConfig, LEN_PREFIX};
 use crate::protocol::Message;
+use crate::secret::Secret;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::fmt;
@@ -110,9 +111,6 @@ pub const NONCE_LEN: usize = 32;
 /// Bytes of a handshake MAC (full HMAC-SHA256).
 pub const MAC_LEN: usize = 32;
 
-/// The shortest cluster secret accepted, in bytes.
-pub const MIN_SECRET_LEN: usize = 16;
-
 /// The largest frame body a [`FrameReader`] should accept before the peer has
 /// proved the secret: room for every handshake message, and for a plain
 /// `Hello` from a peer without a secret so it can be named as such.
@@ -129,58 +127,6 @@ const LABEL_KEY_ID: &[u8] = b"regent-auth-v1-key-id";
 
 /// A per-connection nonce, fresh from OS entropy.
 pub type Nonce = [u8; NONCE_LEN];
-
-/// The cluster secret. Its `Debug` never shows the bytes.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(Vec<u8>);
-
-impl Secret {
-    /// A secret of at least [`MIN_SECRET_LEN`] bytes (32 random bytes are
-    /// recommended; any bytes are accepted, a passphrase included).
-    pub fn new(bytes: impl Into<Vec<u8>>) -> Result<Secret, SecretError> {
-        let bytes = bytes.into();
-        if bytes.len() < MIN_SECRET_LEN {
-            return Err(SecretError::TooShort { len: bytes.len(), min: MIN_SECRET_LEN });
-        }
-        Ok(Secret(bytes))
-    }
-
-    /// The secret's bytes, for a runtime that must derive other credentials
-    /// from it (ZooKeeper digest ACLs). Never log them.
-    pub fn expose(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Secret(<{} bytes redacted>)", self.0.len())
-    }
-}
-
-/// Why a cluster secret was refused.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SecretError {
-    /// Fewer bytes than [`MIN_SECRET_LEN`].
-    TooShort {
-        /// The secret's length.
-        len: usize,
-        /// The minimum.
-        min: usize,
-    },
-}
-
-impl fmt::Display for SecretError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SecretError::TooShort { len, min } => {
-                write!(f, "cluster secret of {len} bytes is too short (at least {min} bytes)")
-            }
-        }
-    }
-}
-
-impl std::error::Error for SecretError {}
 
 /// Which end of the connection a handshake is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -640,7 +586,7 @@ impl Handshake {
             let e = AuthError::UnexpectedMessage { expected: state.expecting(), got: msg.name() };
             (e, Some(RefusalReason::Protocol))
         };
-        let secret = &self.secret.0;
+        let secret = self.secret.expose();
         match (&self.state, msg) {
             (State::AwaitChallenge, Wire::ServerChallenge { nonce: ns, mac }) => {
                 let nc = self.my_nonce;

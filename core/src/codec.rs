@@ -238,3 +238,21 @@ pub fn decode_body(body: &[u8], config: &DecoderConfig) -> Result<Message, Decod
     }
     Ok(msg)
 }
+
+/// The length of the postcard encoding of `value`, counted without
+/// allocating.
+pub fn postcard_len<T: serde::Serialize + ?Sized>(value: &T) -> usize {
+    // Counting into a size flavor cannot fail: records are plain data with
+    // no custom serializers.
+    postcard::serialize_with_flavor::<T, _, usize>(value, postcard::ser_flavors::Size::default())
+        .expect("postcard size of plain data cannot fail")
+}
+
+// The limits sized against the default frame.
+const _: () = assert!(crate::limits::MAX_HISTORY_STATE_BYTES <= DEFAULT_MAX_FRAME / 4);
+// A queue holds at least one largest default frame, also under pressure.
+const _: () = assert!(
+    crate::limits::SEND_QUEUE_SHARE_UNDER_PRESSURE > DEFAULT_MAX_FRAME
+        && crate::limits::MAX_SEND_QUEUE_BYTES >= crate::limits::SEND_QUEUE_SHARE_UNDER_PRESSURE
+        && crate::limits::SEND_QUEUE_BUDGET_BYTES >= crate::limits::MAX_SEND_QUEUE_BYTES
+);

@@ -29,8 +29,6 @@
 //!   store on one session); the runtimes and the simulator drive nodes.
 //! * [`events`]: cluster events, the pure difference of two
 //!   [`protocol::ClusterState`] snapshots (`GET /api/events`, `regent events`).
-//! * [`history`]: finished frameworks the leader keeps (how each ended and
-//!   every slot's outcome).
 //! * [`progress`]: a submitter's view of one executor group, fed the
 //!   subscriber machine's actions: slot states, completion and
 //!   [`progress::SubmitOutcome`].
@@ -40,7 +38,6 @@ pub mod auth;
 pub mod codec;
 pub mod elector;
 pub mod events;
-pub mod history;
 pub mod ids;
 pub mod limits;
 pub mod master;
@@ -48,6 +45,7 @@ pub mod node;
 pub mod progress;
 pub mod protocol;
 pub mod rng;
+pub mod secret;
 pub mod store;
 pub mod subscriber;
 #[cfg(feature = "testkit")]

@@ -79,11 +79,6 @@ use crate::time::Millis;
 /// the node's path.
 pub const MAX_RECORD_PAYLOAD: usize = 1_000_000;
 
-const _: () = assert!(
-    MAX_RECORD_PAYLOAD <= crate::store::format::MAX_PAYLOAD as usize
-        && MAX_RECORD_PAYLOAD + 32 * 1024 <= crate::node::MAX_RECORD_IMAGE
-);
-
 /// The most slots one executor group may declare.
 pub const MAX_SLOTS_PER_GROUP: u32 = 2_048;
 
@@ -110,7 +105,6 @@ pub const MAX_FRAMEWORKS_LIMIT: usize = 100_000;
 /// ([`crate::store::zk_layout::MAX_LISTED`] children of the longest
 /// names), with a fifth of it left for the other records there.
 pub const MAX_FRAMEWORKS_ZOOKEEPER: usize = 4_000;
-const _: () = assert!(MAX_FRAMEWORKS_ZOOKEEPER * 5 / 4 <= crate::store::zk_layout::MAX_LISTED);
 
 /// Default of `master::Config::max_workers` (`regent master
 /// --max-workers`): how many workers (registered, recovered or DEAD in the
@@ -151,9 +145,13 @@ pub const MAX_WORKER_SHARD_LISTING: usize = (crate::store::zk_layout::MAX_LISTED
 /// [`MAX_WORKER_SHARD_LISTING`]): over six times the average shard's share
 /// of [`MAX_RETAINED_FRAMEWORKS`].
 pub const HISTORY_SHARD_RESERVE: usize = 256;
+const _: () = assert!(MAX_WORKER_SHARD_LISTING == 213_764);
+// Every framework record of the ZooKeeper ceiling, and the history reserve,
+// fit one shard's listing.
+const _: () = assert!(MAX_FRAMEWORKS_ZOOKEEPER * 5 / 4 <= crate::store::zk_layout::MAX_LISTED);
 const _: () =
     assert!(HISTORY_SHARD_RESERVE >= 6 * MAX_RETAINED_FRAMEWORKS / crate::store::zk_layout::SHARDS);
-const _: () = assert!(MAX_WORKER_SHARD_LISTING == 213_764);
+const _: () = assert!(MAX_HISTORY_RECORD_BYTES <= MAX_RECORD_PAYLOAD);
 
 /// Default of `master::Config::retained_frameworks` (`regent master
 /// --retained-frameworks`): how many finished frameworks the leader keeps in
@@ -181,11 +179,6 @@ pub const MAX_HISTORY_SLOTS_SHOWN: usize = 64;
 /// A quarter of the maximum frame, so history never crowds out the live
 /// state: the default 200 entries of a few slots each take about 30 KB.
 pub const MAX_HISTORY_STATE_BYTES: usize = 256 * 1024;
-
-const _: () = assert!(
-    MAX_HISTORY_RECORD_BYTES <= MAX_RECORD_PAYLOAD
-        && MAX_HISTORY_STATE_BYTES <= crate::codec::DEFAULT_MAX_FRAME / 4
-);
 
 /// The longest framework id or worker id, in bytes (they name records).
 pub const MAX_ID_BYTES: usize = 256;
@@ -403,13 +396,6 @@ pub const SEND_QUEUE_BUDGET_BYTES: usize = 32 << 20;
 /// Under budget pressure (see [`SEND_QUEUE_BUDGET_BYTES`]), the most a
 /// connection may hold queued: one largest default frame plus 64 KiB.
 pub const SEND_QUEUE_SHARE_UNDER_PRESSURE: usize = (1 << 20) + (64 << 10);
-
-// A queue holds at least one largest default frame, also under pressure.
-const _: () = assert!(
-    SEND_QUEUE_SHARE_UNDER_PRESSURE > crate::codec::DEFAULT_MAX_FRAME
-        && MAX_SEND_QUEUE_BYTES >= SEND_QUEUE_SHARE_UNDER_PRESSURE
-        && SEND_QUEUE_BUDGET_BYTES >= MAX_SEND_QUEUE_BYTES
-);
 
 /// Bytes counted per queued frame on top of its encoded size (the queue's
 /// own bookkeeping), so a flood of tiny frames is bounded too.

@@ -5,11 +5,12 @@
 
 use quickcheck::{Arbitrary, Gen, QuickCheck};
 use regent_core::auth::{
-    self, AuthError, FrameError, FrameOpener, FrameReader, Handshake, RefusalReason, Secret,
-    Session, Side, Step, AUTH_VERSION, HANDSHAKE_MAX_BODY, MAGIC, TAG_LEN,
+    self, AuthError, FrameError, FrameOpener, FrameReader, Handshake, RefusalReason, Session, Side,
+    Step, AUTH_VERSION, HANDSHAKE_MAX_BODY, MAGIC, TAG_LEN,
 };
 use regent_core::codec::{self, DecodeError, DecoderConfig, DEFAULT_MAX_FRAME, LEN_PREFIX};
 use regent_core::protocol::{Hello, Message, Role, PROTOCOL_VERSION};
+use regent_core::secret::Secret;
 use regent_core::Incarnation;
 use std::path::PathBuf;
 

@@ -207,7 +207,7 @@ fn the_summary_counts_by_state() {
 
 #[test]
 fn a_framework_entering_the_history_is_a_finished_event_and_leaving_it_is_none() {
-    use regent_core::history::{FinishedFramework, FrameworkOutcome};
+    use regent_core::protocol::{FinishedFramework, FrameworkOutcome};
     let mut a = state("m1", "ALIVE", 7);
     a.frameworks = vec![framework("ACTIVE", true)];
     let mut b = state("m1", "ALIVE", 7);

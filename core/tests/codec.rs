@@ -3,9 +3,9 @@
 
 use quickcheck::{Arbitrary, Gen, QuickCheck};
 use regent_core::codec::{self, DecodeError, Decoder, DecoderConfig};
-use regent_core::history::{FinishedFramework, FinishedSlot, FrameworkOutcome};
 use regent_core::ids::InstanceId;
 use regent_core::protocol::*;
+use regent_core::protocol::{FinishedFramework, FinishedSlot, FrameworkOutcome};
 use regent_core::{Addr, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, Millis, WorkerId};
 use std::path::PathBuf;
 
@@ -859,7 +859,8 @@ fn a_large_frame_is_encoded_and_sealed_into_a_buffer_of_its_exact_length() {
     assert_eq!(frame.len(), codec::frame_len(&msg));
     assert_eq!(frame.capacity(), frame.len());
     // A sealed frame (a session from a real handshake) carries its tag too.
-    use regent_core::auth::{Handshake, Secret, Step};
+    use regent_core::auth::{Handshake, Step};
+    use regent_core::secret::Secret;
     let secret = Secret::new(*b"a cluster secret of 32 bytes....").unwrap();
     let (mut client, nonce) = Handshake::client(&secret, [1; 32]);
     let mut server = Handshake::server(&secret, [2; 32]);

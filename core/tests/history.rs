@@ -6,10 +6,10 @@
 mod common;
 
 use common::*;
-use regent_core::history::{FinishedFramework, FrameworkOutcome};
 use regent_core::ids::InstanceId;
 use regent_core::master::{self, Master};
 use regent_core::protocol::{ExecutorReport, ExecutorState, GroupSpec, Message, Role, Subscribe};
+use regent_core::protocol::{FinishedFramework, FrameworkOutcome};
 use regent_core::store::{Record, RecordKey};
 use regent_core::store::{StoreCommand, StoreEvent};
 use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, Millis};

@@ -469,7 +469,7 @@ fn failover_timeout_removes_the_framework_and_kills_its_executors() {
     assert!(out.iter().any(|a| matches!(
         a,
         master::Action::Store(StoreCommand::Persist { record: regent_core::store::Record::History(h), .. })
-            if h.framework.outcome == regent_core::history::FrameworkOutcome::TimedOut
+            if h.framework.outcome == regent_core::protocol::FrameworkOutcome::TimedOut
     )));
     assert!(!out
         .iter()

@@ -10,9 +10,9 @@
 mod node_harness;
 
 use node_harness::*;
-use regent_core::auth::Secret;
 use regent_core::master::Status;
 use regent_core::node::master::Input;
+use regent_core::secret::Secret;
 use regent_core::store::format::{self, SEALED_VERSION, UNSEALED_VERSION};
 use regent_core::store::names::key_stem;
 use regent_core::store::seal::{SealKey, Sealing};

@@ -512,7 +512,7 @@ pub fn render_table(state: &ClusterState) -> String {
 
 /// A finished framework's slots in one cell: how many ended in each state
 /// (`2 EXITED 0, 1 KILLED`), and how many were left out of the reply.
-fn slot_summary(f: &regent_core::history::FinishedFramework) -> String {
+fn slot_summary(f: &regent_core::protocol::FinishedFramework) -> String {
     let mut counts: Vec<(String, usize)> = Vec::new();
     for s in &f.slots {
         let name = match s.exit_code() {

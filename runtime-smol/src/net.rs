@@ -26,9 +26,10 @@
 
 use async_channel::{Receiver, Sender};
 // The runtime-independent parts are shared with the blocking runtime.
-use regent_core::auth::{self, FrameReader, Handshake, Secret, Session, Side, Step};
+use regent_core::auth::{self, FrameReader, Handshake, Session, Side, Step};
 use regent_core::codec::{self, DecoderConfig};
 use regent_core::protocol::Message;
+use regent_core::secret::Secret;
 use regent_core::ConnId;
 pub use regent_std::net::{
     check_exposure, is_handshake_refusal, is_refusal, nonce, random_u64, Admit, NetConfig,

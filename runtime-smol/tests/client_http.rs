@@ -4,12 +4,13 @@
 //!
 //! Every wait is bounded; everything listens on 127.0.0.1.
 
-use regent_core::auth::{Secret, Side};
-use regent_core::history::{FinishedFramework, FinishedSlot, FrameworkOutcome};
+use regent_core::auth::Side;
 use regent_core::protocol::{
     ClusterState, ExecutorState, ExecutorView, FrameworkView, GroupView, HelloReply, LeaderHint,
     Message, Role, WorkerView,
 };
+use regent_core::protocol::{FinishedFramework, FinishedSlot, FrameworkOutcome};
+use regent_core::secret::Secret;
 use regent_core::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, MasterId, WorkerId};
 use regent_smol::client::{fetch_state, kill_framework, remove_worker, render_table};
 use regent_smol::http::{self, metrics_text, state_json, HttpQuery, HttpSnapshot};

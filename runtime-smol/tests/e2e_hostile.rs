@@ -7,9 +7,10 @@
 
 mod support;
 
-use regent_core::auth::{FrameReader, Handshake, Secret, Step, HANDSHAKE_MAX_BODY};
+use regent_core::auth::{FrameReader, Handshake, Step, HANDSHAKE_MAX_BODY};
 use regent_core::codec;
 use regent_core::protocol::{Hello, Message, Role, PROTOCOL_VERSION};
+use regent_core::secret::Secret;
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};

@@ -151,7 +151,7 @@ fn filesystem_store_sealing_planting_and_rotation() {
     assert!(err.contains(&format!("record {}: not sealed", evil.display())), "{err}");
     // The same record sealed under some other secret: refused as well.
     let other = regent_core::store::seal::Sealing::with_secret(
-        &regent_core::auth::Secret::new(b"a secret the attacker made up".to_vec()).unwrap(),
+        &regent_core::secret::Secret::new(b"a secret the attacker made up".to_vec()).unwrap(),
     );
     std::fs::write(&evil, format::encode_with(&planted(), &other).unwrap()).unwrap();
     let mut m = c.master(&spec);

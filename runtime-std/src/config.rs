@@ -9,7 +9,7 @@
 //! asked for.
 
 use crate::net::NetConfig;
-use regent_core::auth::Secret;
+use regent_core::secret::Secret;
 use regent_core::Addr;
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -26,10 +26,11 @@
 //! writer. Either way the sink hears one [`NetEvent::Closed`], whose reason
 //! is `"closed"` when the daemon closed it.
 
-use regent_core::auth::{self, FrameReader, Handshake, Secret, Session, Side, Step};
+use regent_core::auth::{self, FrameReader, Handshake, Session, Side, Step};
 use regent_core::codec::{self, DecoderConfig};
 use regent_core::limits;
 use regent_core::protocol::Message;
+use regent_core::secret::Secret;
 use regent_core::{ConnId, Millis};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};

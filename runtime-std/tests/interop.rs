@@ -225,7 +225,7 @@ fn state(master: &str) -> Option<ClusterState> {
 
 /// [`state`] with a cluster secret.
 fn state_with(master: &str, secret: Option<&[u8]>) -> Option<ClusterState> {
-    let secret = secret.map(|s| regent_core::auth::Secret::new(s.to_vec()).unwrap());
+    let secret = secret.map(|s| regent_core::secret::Secret::new(s.to_vec()).unwrap());
     let stream = TcpStream::connect_timeout(&master.parse().ok()?, Duration::from_secs(2)).ok()?;
     let (tx, rx) = mpsc::channel();
     let net = Arc::new(NetConfig::new("regent", secret));

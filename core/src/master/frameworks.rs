@@ -597,7 +597,7 @@ impl Master {
         let current = crate::store::format::payload_len(&fw.record());
         // The new group as it would be recorded: its spec, `slots` Pending
         // outcomes (one byte each, plus the length prefix) and 0 retries.
-        let spec_len = crate::store::format::postcard_len(spec);
+        let spec_len = crate::codec::postcard_len(spec);
         let new_group = spec_len.saturating_add(5 + spec.slots as usize + 1);
         let reserve: usize = fw
             .groups

@@ -28,12 +28,12 @@
 //!   monotonic time since. A runtime that passes 0 gets 0 (unknown).
 
 use super::{Action, AfterWrite, FrameworkEntry, Master};
-use crate::history::{ended_outcome, FinishedFramework, FinishedSlot, FrameworkOutcome};
 use crate::ids::FrameworkId;
 use crate::limits;
 use crate::protocol::ExecutorState;
+use crate::protocol::{FinishedFramework, FinishedSlot, FrameworkOutcome};
 use crate::store::StoreCommand;
-use crate::store::{FrameworkRecord, HistoryRecord, Record, RecordKey};
+use crate::store::{FrameworkRecord, HistoryRecord, Record, RecordKey, SlotOutcome};
 use crate::time::Millis;
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
@@ -273,5 +273,62 @@ impl Master {
         }
         let omitted = u32::try_from(total - shown.len()).unwrap_or(u32::MAX);
         (shown, omitted)
+    }
+}
+
+impl FinishedFramework {
+    /// The postcard length of this entry.
+    pub fn encoded_len(&self) -> usize {
+        crate::codec::postcard_len(self)
+    }
+
+    /// Caps stored failure reasons at [`crate::limits::MAX_FAILURE_REASON_BYTES`],
+    /// then drops slots from the end (counting them in `slots_omitted`)
+    /// until the entry encodes in at most `max` bytes.
+    pub fn fit(&mut self, max: usize) {
+        for s in &mut self.slots {
+            if let Some(ExecutorState::Failed { reason }) = &mut s.state {
+                if reason.len() > crate::limits::MAX_FAILURE_REASON_BYTES {
+                    *reason = crate::limits::cap_reason(std::mem::take(reason));
+                }
+            }
+        }
+        while !self.slots.is_empty() && self.encoded_len() > max {
+            let keep = self.slots.len() / 2;
+            self.drop_slots_after(keep);
+        }
+    }
+
+    /// Keeps the first `keep` slots, counting the rest as omitted.
+    pub fn drop_slots_after(&mut self, keep: usize) {
+        if keep < self.slots.len() {
+            let dropped = self.slots.len() - keep;
+            self.slots.truncate(keep);
+            self.slots_omitted =
+                self.slots_omitted.saturating_add(u32::try_from(dropped).unwrap_or(u32::MAX));
+        }
+    }
+}
+
+/// The outcome of a framework that ended by itself — torn down by its
+/// subscriber (`otherwise` = [`FrameworkOutcome::TornDown`]) or gone past
+/// its failover timeout ([`FrameworkOutcome::TimedOut`]) — from its slots
+/// first: COMPLETED if it declared at least one slot and every slot exited
+/// 0, FAILED if a slot failed (its retry budget ran out), else `otherwise`.
+/// (`regent submit` does not tear its framework down when it is done, so a
+/// finished application ends when its failover timeout expires, and is
+/// COMPLETED or FAILED by its slots.)
+pub(crate) fn ended_outcome<'a>(
+    slots: impl Iterator<Item = &'a SlotOutcome> + Clone,
+    otherwise: FrameworkOutcome,
+) -> FrameworkOutcome {
+    if slots.clone().any(|o| matches!(o, SlotOutcome::Failed { .. })) {
+        FrameworkOutcome::Failed
+    } else if slots.clone().next().is_some()
+        && slots.clone().all(|o| matches!(o, SlotOutcome::Done { .. }))
+    {
+        FrameworkOutcome::Completed
+    } else {
+        otherwise
     }
 }

@@ -100,6 +100,10 @@ pub const REQUEST_OVERHEAD: usize = 4096;
 /// 1 MiB; a larger record is refused before anything is sent.
 pub const MAX_RECORD_IMAGE: usize = JUTE_MAXBUFFER - REQUEST_OVERHEAD;
 
+// A record of the limits' largest payload fits one request, with 32 KiB for
+// the image header, checksum and the node's path.
+const _: () = assert!(crate::limits::MAX_RECORD_PAYLOAD + 32 * 1024 <= MAX_RECORD_IMAGE);
+
 /// The most a load keeps in flight on the session, counted in records (a
 /// read of [`MULTI_READ_BATCH`] records counts that many; a listing, a
 /// single read or a move of a flat record counts one). Enough to keep a
@@ -1163,9 +1167,9 @@ fn weight(req: &Req) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::Secret;
     use crate::elector::Stat;
     use crate::ids::Epoch;
+    use crate::secret::Secret;
     use crate::store::seal::SealKey;
     use crate::store::WorkerRecord;
 

@@ -299,16 +299,7 @@ impl std::error::Error for EncodeError {}
 
 /// The payload length (postcard encoding) of `record`, without encoding it.
 pub fn payload_len(record: &Record) -> usize {
-    postcard_len(record)
-}
-
-/// The length of the postcard encoding of `value`, counted without
-/// allocating.
-pub(crate) fn postcard_len<T: serde::Serialize + ?Sized>(value: &T) -> usize {
-    // Counting into a size flavor cannot fail: records are plain data with
-    // no custom serializers.
-    postcard::serialize_with_flavor::<T, _, usize>(value, postcard::ser_flavors::Size::default())
-        .expect("postcard size of plain data cannot fail")
+    crate::codec::postcard_len(record)
 }
 
 /// Appends the unsealed image of `record` to `out` (a store without a
@@ -475,11 +466,14 @@ pub fn decode_named_with(
     decode_with(bytes, sealing).map_err(|damage| RecordError { record: record.to_owned(), damage })
 }
 
+// The limits' record payload fits a store image (the limit is the smaller).
+const _: () = assert!(crate::limits::MAX_RECORD_PAYLOAD <= MAX_PAYLOAD as usize);
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::Secret;
     use crate::ids::{Epoch, FrameworkId, Incarnation, WorkerId};
+    use crate::secret::Secret;
     use crate::store::seal::SealKey;
     use crate::store::{FrameworkRecord, WorkerRecord};
     use quickcheck::{Arbitrary, Gen, QuickCheck};

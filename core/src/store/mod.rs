@@ -15,8 +15,8 @@ pub mod names;
 pub mod seal;
 pub mod zk_layout;
 
-use crate::history::FinishedFramework;
 use crate::ids::{Addr, Epoch, ExecutorId, FrameworkId, Incarnation, WorkerId};
+use crate::protocol::FinishedFramework;
 use crate::protocol::{ExecutorState, GroupSpec};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -492,7 +492,7 @@ mod tests {
 
     #[test]
     fn a_history_record_is_an_appended_variant_and_round_trips() {
-        use crate::history::{FinishedSlot, FrameworkOutcome};
+        use crate::protocol::{FinishedSlot, FrameworkOutcome};
         let h = Record::History(HistoryRecord {
             seq: 12,
             framework_digest: 0xdead_beef,

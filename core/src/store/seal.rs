@@ -46,7 +46,7 @@
 //! [`Unsealed`]: super::format::Damage::Unsealed
 //! [`CannotVerify`]: super::format::Damage::CannotVerify
 
-use crate::auth::Secret;
+use crate::secret::Secret;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::fmt;

@@ -37,8 +37,8 @@
 //! over the authenticated wire protocol.
 
 use hmac::{Hmac, Mac};
-use regent_core::auth::Secret;
 use regent_core::protocol::{ClusterState, ExecutorState};
+use regent_core::secret::Secret;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::net::SocketAddr;

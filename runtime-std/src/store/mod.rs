@@ -44,7 +44,7 @@ pub use writer::{spawn_writer, WriterEvent, WriterHandle, WriterStopped};
 
 use lock::{DirLock, LockError};
 use names::{key_stem, RECORD_EXT, TEMP_SUFFIX};
-use regent_core::auth::Secret;
+use regent_core::secret::Secret;
 use regent_core::store::format::{self, Damage, RecordError};
 use regent_core::store::seal::{Seal, Sealing};
 use regent_core::store::{Record, RecordKey, WriteId};

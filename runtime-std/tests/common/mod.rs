@@ -2,8 +2,8 @@
 //! and running this test binary as a child process.
 #![allow(dead_code)]
 
-use regent_core::auth::Secret;
 use regent_core::protocol::GroupSpec;
+use regent_core::secret::Secret;
 use regent_core::store::format::{self, Damage, HEADER_LEN, MAGIC, SEALED_HEADER_LEN};
 use regent_core::store::format::{FORMAT_VERSION, UNSEALED_VERSION};
 use regent_core::store::seal::{SealKey, Sealing};
@@ -368,8 +368,8 @@ pub fn cases() -> Vec<Case> {
 /// A history record: framework `fw-0` killed by an operator, one slot
 /// exited 0, one killed after two attempts, one that never ran.
 pub fn history(seq: u64) -> Record {
-    use regent_core::history::{FinishedFramework, FinishedSlot, FrameworkOutcome};
     use regent_core::protocol::ExecutorState;
+    use regent_core::protocol::{FinishedFramework, FinishedSlot, FrameworkOutcome};
     Record::History(HistoryRecord {
         seq,
         framework_digest: 0x0123_4567,

@@ -24,11 +24,11 @@
 
 use super::Source;
 use regent_core::auth::{
-    is_handshake_body, FrameError, FrameReader, Handshake, Nonce, Secret, Session, Step,
-    HANDSHAKE_MAX_BODY,
+    is_handshake_body, FrameError, FrameReader, Handshake, Nonce, Session, Step, HANDSHAKE_MAX_BODY,
 };
 use regent_core::codec::{self, DecoderConfig, DEFAULT_MAX_FRAME, LEN_PREFIX};
 use regent_core::protocol::Message;
+use regent_core::secret::Secret;
 
 /// The cluster secret of every secret mode.
 const SECRET: &[u8] = b"fuzz-cluster-secret-0123456789";

@@ -10,7 +10,7 @@
 //! decoder here: when the format gains a parameter (a record key for
 //! MACs), only that function changes.
 
-use regent_core::auth::Secret;
+use regent_core::secret::Secret;
 use regent_core::store::format::{self, RecordError, CRC_LEN, HEADER_LEN, MAGIC, UNSEALED_VERSION};
 use regent_core::store::seal::Sealing;
 use regent_core::store::{names, Record};

@@ -3,7 +3,7 @@
 //! signal.
 
 use crate::args::{Common, ConnectTimeout};
-use regent_core::auth::Secret;
+use regent_core::secret::Secret;
 use regent_core::Addr;
 use regent_smol::net::NetConfig;
 use std::path::PathBuf;
