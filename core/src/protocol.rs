@@ -214,6 +214,30 @@ pub struct GroupSpec {
     pub memory_mb: u64,
 }
 
+/// What one executor runs and with what resources: the master fills it from
+/// the executor's [`GroupSpec`] and sends it in [`Message::LaunchExecutor`],
+/// the worker machine hands it to its runtime in `StartExecutor`, and the
+/// supervisor starts it. The executor's id, its framework and the launch
+/// number travel beside it, not in it.
+///
+/// Postcard writes a struct's fields in order with no framing, so a message
+/// holding an `ExecutorSpec` encodes as if it held these fields itself
+/// (`fixtures/wire/launch_executor.bin` is the frame of the four fields
+/// written out). Adding a field changes that frame: a [`PROTOCOL_VERSION`]
+/// bump.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutorSpec {
+    /// Program and arguments; the worker looks the program up in `PATH`.
+    pub command: Vec<String>,
+    /// Environment variables, in order, on top of the worker's own (and
+    /// overridden by the `REGENT_*` variables the worker sets).
+    pub env: Vec<(String, String)>,
+    /// Cores it holds (accounted, not enforced).
+    pub cores: u32,
+    /// Memory it holds, in MiB (accounted, not enforced).
+    pub memory_mb: u64,
+}
+
 /// What a master tells a subscriber about one executor of its framework.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecutorInfo {
@@ -388,14 +412,8 @@ pub enum Message {
         executor: ExecutorId,
         /// The framework it belongs to.
         framework: FrameworkId,
-        /// Program and arguments.
-        command: Vec<String>,
-        /// Environment variables, in order.
-        env: Vec<(String, String)>,
-        /// Cores it holds.
-        cores: u32,
-        /// Memory it holds, in MiB.
-        memory_mb: u64,
+        /// What to run and with what resources.
+        spec: ExecutorSpec,
         /// The leader's launch number: strictly increasing within its
         /// leadership. The worker echoes the highest it processed in
         /// [`RegisterWorker::launch_seen`]. A launch the worker does not

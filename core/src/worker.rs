@@ -43,8 +43,8 @@ use crate::limits::{
     MAX_LOG_CHUNK,
 };
 use crate::protocol::{
-    ExecutorReport, ExecutorState, Hello, LeaderHint, LogRead, LogStream, Message, RegisterWorker,
-    Role, PROTOCOL_VERSION,
+    ExecutorReport, ExecutorSpec, ExecutorState, Hello, LeaderHint, LogRead, LogStream, Message,
+    RegisterWorker, Role, PROTOCOL_VERSION,
 };
 use crate::rng::Jitter;
 use crate::time::Millis;
@@ -233,14 +233,8 @@ pub enum Action {
         executor: ExecutorId,
         /// Its framework.
         framework: FrameworkId,
-        /// Program and arguments.
-        command: Vec<String>,
-        /// Environment.
-        env: Vec<(String, String)>,
-        /// Cores it holds (accounted, not enforced).
-        cores: u32,
-        /// Memory it holds in MiB (accounted, not enforced).
-        memory_mb: u64,
+        /// What to run, as the master sent it.
+        spec: ExecutorSpec,
     },
     /// Kill the executor's whole process group, then feed `ExecutorChanged`
     /// with `Killed`.
@@ -765,24 +759,15 @@ impl Worker {
             }
             // Only the followed master, at the current epoch (lower epochs
             // were fenced above), may start or stop executors here.
-            Message::LaunchExecutor {
-                epoch,
-                executor,
-                framework,
-                command,
-                env,
-                cores,
-                memory_mb,
-                launch,
-            } => {
+            Message::LaunchExecutor { epoch, executor, framework, spec, launch } => {
                 let report = ExecutorReport {
                     id: executor,
                     framework,
-                    cores,
-                    memory_mb,
+                    cores: spec.cores,
+                    memory_mb: spec.memory_mb,
                     state: ExecutorState::Launching,
                 };
-                self.on_launch(from, epoch, launch, report, command, env, out);
+                self.on_launch(from, epoch, launch, report, spec, out);
             }
             Message::KillExecutorOnWorker { executor, .. }
                 if self.active.as_ref() == Some(&from)
@@ -870,15 +855,13 @@ impl Worker {
     /// master refills the slot without charging a retry) instead of being
     /// dropped, so no slot waits for an executor that never starts. Issue
     /// 20, DESIGN rule 9.
-    #[allow(clippy::too_many_arguments)]
     fn on_launch(
         &mut self,
         from: Addr,
         epoch: Epoch,
         launch: u64,
         mut report: ExecutorReport,
-        command: Vec<String>,
-        env: Vec<(String, String)>,
+        spec: ExecutorSpec,
         out: &mut Vec<Action>,
     ) {
         if epoch == self.max_epoch {
@@ -903,16 +886,9 @@ impl Worker {
                     && e.id.group_slot(&e.framework) == slot
             });
         if followed && self.registered && !slot_taken {
-            let ExecutorReport { id, framework, cores, memory_mb, .. } = report.clone();
+            let ExecutorReport { id, framework, .. } = report.clone();
             self.executors.insert(id.clone(), report);
-            out.push(Action::StartExecutor {
-                executor: id,
-                framework,
-                command,
-                env,
-                cores,
-                memory_mb,
-            });
+            out.push(Action::StartExecutor { executor: id, framework, spec });
             return;
         }
         report.state = ExecutorState::Killed;

@@ -15,8 +15,8 @@ use regent_core::master::{self, Master};
 use regent_core::node::worker::{Input as NodeInput, Output as NodeOutput};
 use regent_core::node::{DialResult, WorkerNode};
 use regent_core::protocol::{
-    ExecutorReport, ExecutorState, GroupSpec, HelloReply, LogRead, LogStream, Message,
-    RegisterWorker, Role, Subscribe,
+    ExecutorReport, ExecutorSpec, ExecutorState, GroupSpec, HelloReply, LogRead, LogStream,
+    Message, RegisterWorker, Role, Subscribe,
 };
 use regent_core::store::{StoreCommand, StoreEvent};
 use regent_core::worker;
@@ -370,10 +370,12 @@ fn the_worker_reads_for_the_master_it_follows_and_says_whether_the_executor_runs
         epoch: Epoch(2),
         executor: ExecutorId::new("e1"),
         framework: FrameworkId::new("f"),
-        command: vec!["/bin/true".into()],
-        env: vec![],
-        cores: 1,
-        memory_mb: 1,
+        spec: ExecutorSpec {
+            command: vec!["/bin/true".into()],
+            env: vec![],
+            cores: 1,
+            memory_mb: 1,
+        },
         launch: 1,
     };
     let _ = from(&mut w, T, "a", launch);

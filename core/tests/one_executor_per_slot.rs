@@ -12,7 +12,8 @@ use common::*;
 use regent_core::ids::InstanceId;
 use regent_core::master::{self, Master};
 use regent_core::protocol::{
-    ExecutorReport, ExecutorState, GroupSpec, HelloReply, Message, RegisterWorker, Role, Subscribe,
+    ExecutorReport, ExecutorSpec, ExecutorState, GroupSpec, HelloReply, Message, RegisterWorker,
+    Role, Subscribe,
 };
 use regent_core::store::WriteId;
 use regent_core::store::{StoreCommand, StoreEvent};
@@ -368,10 +369,12 @@ fn a_launch_the_worker_does_not_take_is_answered() {
         epoch: Epoch(1),
         executor: ExecutorId("fw/g#0#1.1".into()),
         framework: FrameworkId("fw".into()),
-        command: vec!["/bin/true".into()],
-        env: vec![],
-        cores: 1,
-        memory_mb: 1,
+        spec: ExecutorSpec {
+            command: vec!["/bin/true".into()],
+            env: vec![],
+            cores: 1,
+            memory_mb: 1,
+        },
         launch: 1,
     };
     let out = from(&mut w, T, "a", launch);
@@ -395,10 +398,12 @@ fn a_launch_the_worker_does_not_take_is_answered() {
         epoch: Epoch(4),
         executor: ExecutorId("fw/g#0#4.1".into()),
         framework: FrameworkId("fw".into()),
-        command: vec!["/bin/true".into()],
-        env: vec![],
-        cores: 1,
-        memory_mb: 1,
+        spec: ExecutorSpec {
+            command: vec!["/bin/true".into()],
+            env: vec![],
+            cores: 1,
+            memory_mb: 1,
+        },
         launch: 1,
     };
     assert!(from(&mut w, T, "a", stale).is_empty(), "a stale epoch is fenced silently");
@@ -656,10 +661,12 @@ fn a_launch_into_a_slot_that_already_runs_here_is_answered_not_started() {
         epoch: Epoch(epoch),
         executor: ExecutorId(format!("fw/g#0#{epoch}.{n}")),
         framework: FrameworkId("fw".into()),
-        command: vec!["/bin/true".into()],
-        env: vec![],
-        cores: 1,
-        memory_mb: 1,
+        spec: ExecutorSpec {
+            command: vec!["/bin/true".into()],
+            env: vec![],
+            cores: 1,
+            memory_mb: 1,
+        },
         launch: n,
     };
     let out = from(&mut w, T, "a", launch(1, 1));
@@ -690,10 +697,12 @@ fn a_launch_into_a_slot_that_already_runs_here_is_answered_not_started() {
         epoch: Epoch(2),
         executor: ExecutorId("fw/g#1#2.2".into()),
         framework: FrameworkId("fw".into()),
-        command: vec!["/bin/true".into()],
-        env: vec![],
-        cores: 1,
-        memory_mb: 1,
+        spec: ExecutorSpec {
+            command: vec!["/bin/true".into()],
+            env: vec![],
+            cores: 1,
+            memory_mb: 1,
+        },
         launch: 2,
     };
     let out = from(&mut w, T, "a", other);

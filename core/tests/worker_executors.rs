@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use regent_core::protocol::{ExecutorState, LeaderHint, Message};
+use regent_core::protocol::{ExecutorSpec, ExecutorState, LeaderHint, Message};
 use regent_core::worker::{self, Worker};
 use regent_core::{Epoch, ExecutorId, FrameworkId, MasterId, Millis};
 
@@ -16,10 +16,12 @@ fn launch(epoch: u64, id: &str) -> Message {
         epoch: Epoch(epoch),
         executor: ExecutorId::new(id),
         framework: FrameworkId::new("f"),
-        command: vec!["/bin/true".into()],
-        env: vec![("A".into(), "1".into())],
-        cores: 1,
-        memory_mb: 64,
+        spec: ExecutorSpec {
+            command: vec!["/bin/true".into()],
+            env: vec![("A".into(), "1".into())],
+            cores: 1,
+            memory_mb: 64,
+        },
         launch: 1,
     }
 }
@@ -60,17 +62,15 @@ fn launches_only_for_the_followed_master_at_the_current_epoch() {
     assert!(starts(&from(&mut w, T, "a", launch(1, "y"))).is_empty(), "a lower epoch is fenced");
     let out = from(&mut w, T, "a", launch(2, "e1"));
     match &out[..] {
-        [worker::Action::StartExecutor {
-            executor,
-            framework,
-            command,
-            env,
-            cores: 1,
-            memory_mb: 64,
-        }] => {
+        [worker::Action::StartExecutor { executor, framework, spec }] => {
             assert_eq!((executor.as_str(), framework.as_str()), ("e1", "f"));
-            assert_eq!(command, &vec!["/bin/true".to_string()]);
-            assert_eq!(env, &vec![("A".to_string(), "1".to_string())]);
+            let expected = ExecutorSpec {
+                command: vec!["/bin/true".to_string()],
+                env: vec![("A".to_string(), "1".to_string())],
+                cores: 1,
+                memory_mb: 64,
+            };
+            assert_eq!(spec, &expected, "the spec the master sent, untouched");
         }
         other => panic!("unexpected {other:?}"),
     }

@@ -3,7 +3,7 @@
 
 use regent_core::node::worker::{DialId, DialResult, Input, Note, Output};
 use regent_core::node::WorkerNode;
-use regent_core::protocol::{ExecutorState, HelloReply, Message, Role};
+use regent_core::protocol::{ExecutorSpec, ExecutorState, HelloReply, Message, Role};
 use regent_core::{worker, WorkerId};
 use regent_core::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, Millis};
 
@@ -190,10 +190,7 @@ fn once_stopping_no_executor_starts_and_the_launch_is_reported_killed() {
         epoch: Epoch(5),
         executor: ExecutorId::new("e1"),
         framework: FrameworkId::new("f1"),
-        command: vec!["true".into()],
-        env: vec![],
-        cores: 1,
-        memory_mb: 1,
+        spec: ExecutorSpec { command: vec!["true".into()], env: vec![], cores: 1, memory_mb: 1 },
         launch: 1,
     };
     let out = n.handle(Millis(5), Input::Message { conn: ConnId(4), msg: launch });

@@ -46,7 +46,7 @@ use regent_core::auth::Side;
 use regent_core::node::worker::{DialId, DialResult, Input as NodeInput, Output};
 use regent_core::node::WorkerNode;
 use regent_core::{Addr, ConnId, ExecutorId};
-use regent_std::exec::{ExecEvent, ExecutorSpec, Supervisor};
+use regent_std::exec::{ExecEvent, Supervisor};
 use regent_std::host::{
     callback_listen, left_behind_report, log_launched, log_worker_note, prepare_worker,
     PreparedWorker,
@@ -304,14 +304,16 @@ impl Daemon {
                     h.close();
                 }
             }
-            Output::StartExecutor { executor, framework, command, env, cores, memory_mb } => {
-                tracing::debug!(%executor, %framework, ?command, "starting executor");
-                let spec = ExecutorSpec { executor, framework, command, env, cores, memory_mb };
+            Output::StartExecutor { executor, framework, spec } => {
+                tracing::debug!(%executor, %framework, command = ?spec.command, "starting executor");
                 let sup = self.supervisor.clone();
-                let id = spec.executor.clone();
+                let id = executor.clone();
                 // Blocking (fork, fsync of the record); `Running` or `Failed`
                 // comes back through the sink.
-                log_launched(&id, smol::unblock(move || sup.launch(spec)).await);
+                log_launched(
+                    &id,
+                    smol::unblock(move || sup.launch(executor, framework, spec)).await,
+                );
             }
             Output::StopExecutor { executor, grace } => {
                 tracing::debug!(%executor, %grace, "stopping executor (drain)");

@@ -5,7 +5,9 @@
 
 use async_channel::{Receiver, Sender};
 use regent_core::auth::Side;
-use regent_core::protocol::{ExecutorState, HelloReply, LeaderHint, Message, RegisterWorker, Role};
+use regent_core::protocol::{
+    ExecutorSpec, ExecutorState, HelloReply, LeaderHint, Message, RegisterWorker, Role,
+};
 use regent_core::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, MasterId, Millis};
 use regent_smol::net::{spawn_connection, NetConfig, NetEvent};
 use regent_smol::worker::{run_worker, WorkerOptions, ID_FILE};
@@ -110,10 +112,12 @@ async fn serve(listener: TcpListener, me: Addr, script: Script, seen: Sender<Mes
                                 epoch: EPOCH,
                                 executor: ExecutorId::new("e1"),
                                 framework: FrameworkId::new("f1"),
-                                command: command.clone(),
-                                env: vec![],
-                                cores: 1,
-                                memory_mb: 64,
+                                spec: ExecutorSpec {
+                                    command: command.clone(),
+                                    env: vec![],
+                                    cores: 1,
+                                    memory_mb: 64,
+                                },
                                 launch: 1,
                             });
                         }

@@ -6,12 +6,12 @@
 //! time, no boot id, a leader that left its group). Every wait is bounded
 //! by a deadline; every process a test starts is killed before it ends.
 
-use regent_core::protocol::ExecutorState;
+use regent_core::protocol::{ExecutorSpec, ExecutorState};
 use regent_core::{ExecutorId, FrameworkId};
 use regent_std::exec::record::{self, Record};
 use regent_std::exec::{
-    classify, ExecEvent, ExecutorSpec, Finding, Launched, LeftBehindOutcome, LeftBehindPolicy,
-    Supervisor, SupervisorConfig, SupervisorError, RUNNING_DIR,
+    classify, ExecEvent, Finding, Launched, LeftBehindOutcome, LeftBehindPolicy, Supervisor,
+    SupervisorConfig, SupervisorError, RUNNING_DIR,
 };
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
@@ -53,19 +53,23 @@ fn supervisor_with(config: SupervisorConfig) -> (Guarded, Receiver<ExecEvent>) {
     (Guarded(sup), rx)
 }
 
-fn spec(id: &str, command: &[&str]) -> ExecutorSpec {
-    ExecutorSpec {
-        executor: ExecutorId::new(id),
-        framework: FrameworkId::new("fw-1"),
+/// An executor of framework `fw-1` and what it runs.
+fn spec(id: &str, command: &[&str]) -> (ExecutorId, ExecutorSpec) {
+    let spec = ExecutorSpec {
         command: command.iter().map(|s| s.to_string()).collect(),
         env: vec![],
         cores: 2,
         memory_mb: 512,
-    }
+    };
+    (ExecutorId::new(id), spec)
 }
 
-fn sh(id: &str, script: &str) -> ExecutorSpec {
+fn sh(id: &str, script: &str) -> (ExecutorId, ExecutorSpec) {
     spec(id, &["sh", "-c", script])
+}
+
+fn launch(sup: &Supervisor, (executor, spec): (ExecutorId, ExecutorSpec)) -> Launched {
+    sup.launch(executor, FrameworkId::new("fw-1"), spec)
 }
 
 fn next(rx: &Receiver<ExecEvent>) -> ExecEvent {
@@ -131,7 +135,7 @@ fn kill_pid(pid: u32) {
 fn exit_code_is_reported_and_record_removed() {
     let dir = tempfile::tempdir().unwrap();
     let (sup, rx) = supervisor(dir.path());
-    started(sup.launch(sh("e1", "exit 7")));
+    started(launch(&sup, sh("e1", "exit 7")));
     expect_state(&rx, "e1", ExecutorState::Running);
     expect_state(&rx, "e1", ExecutorState::Exited { code: 7 });
     assert!(sup.running().is_empty());
@@ -143,7 +147,7 @@ fn exit_code_is_reported_and_record_removed() {
 fn death_by_signal_is_128_plus_signal() {
     let dir = tempfile::tempdir().unwrap();
     let (sup, rx) = supervisor(dir.path());
-    started(sup.launch(sh("e1", "kill -9 $$")));
+    started(launch(&sup, sh("e1", "kill -9 $$")));
     expect_state(&rx, "e1", ExecutorState::Running);
     expect_state(&rx, "e1", ExecutorState::Exited { code: 128 + 9 });
 }
@@ -152,7 +156,7 @@ fn death_by_signal_is_128_plus_signal() {
 fn output_is_captured_to_files() {
     let dir = tempfile::tempdir().unwrap();
     let (sup, rx) = supervisor(dir.path());
-    started(sup.launch(sh("e1", "echo to-out; echo to-err >&2")));
+    started(launch(&sup, sh("e1", "echo to-out; echo to-err >&2")));
     expect_state(&rx, "e1", ExecutorState::Running);
     expect_state(&rx, "e1", ExecutorState::Exited { code: 0 });
     let edir = sup.executor_dir(&ExecutorId::new("e1"));
@@ -169,8 +173,8 @@ fn environment_and_working_directory_are_set() {
         "exec/1 x",
         "echo \"$REGENT_EXECUTOR_ID|$REGENT_FRAMEWORK_ID|$REGENT_CORES|$REGENT_MEMORY_MB|$FOO\"; pwd",
     );
-    s.env = vec![("FOO".into(), "bar baz".into()), ("REGENT_CORES".into(), "spoofed".into())];
-    started(sup.launch(s));
+    s.1.env = vec![("FOO".into(), "bar baz".into()), ("REGENT_CORES".into(), "spoofed".into())];
+    started(launch(&sup, s));
     expect_state(&rx, "exec/1 x", ExecutorState::Running);
     expect_state(&rx, "exec/1 x", ExecutorState::Exited { code: 0 });
     let edir = sup.executor_dir(&ExecutorId::new("exec/1 x"));
@@ -186,7 +190,7 @@ fn environment_and_working_directory_are_set() {
 fn kill_kills_the_whole_group() {
     let dir = tempfile::tempdir().unwrap();
     let (sup, rx) = supervisor(dir.path());
-    let pid = started(sup.launch(sh("e1", "sleep 1000 & echo $! > grandchild; wait")));
+    let pid = started(launch(&sup, sh("e1", "sleep 1000 & echo $! > grandchild; wait")));
     expect_state(&rx, "e1", ExecutorState::Running);
     let id = ExecutorId::new("e1");
     let grandchild = read_pid(&sup.executor_dir(&id).join("grandchild"));
@@ -211,7 +215,7 @@ fn kill_escalates_to_sigkill_after_the_grace_period() {
     let (sup, rx) = supervisor_with(config);
     // Ignored signals are inherited: neither sh nor sleep dies of SIGTERM.
     let pid =
-        started(sup.launch(sh("e1", "trap '' TERM; sleep 1000 & echo $! > grandchild; wait")));
+        started(launch(&sup, sh("e1", "trap '' TERM; sleep 1000 & echo $! > grandchild; wait")));
     expect_state(&rx, "e1", ExecutorState::Running);
     let id = ExecutorId::new("e1");
     let grandchild = read_pid(&sup.executor_dir(&id).join("grandchild"));
@@ -230,7 +234,7 @@ fn a_drain_stop_sends_sigterm_first_and_sigkill_after_its_own_grace() {
     let (sup, rx) = supervisor_with(config);
     // A process that ignores SIGTERM is SIGKILLed once the grace has passed.
     let pid =
-        started(sup.launch(sh("e1", "trap '' TERM; sleep 1000 & echo $! > grandchild; wait")));
+        started(launch(&sup, sh("e1", "trap '' TERM; sleep 1000 & echo $! > grandchild; wait")));
     expect_state(&rx, "e1", ExecutorState::Running);
     let id = ExecutorId::new("e1");
     let grandchild = read_pid(&sup.executor_dir(&id).join("grandchild"));
@@ -242,7 +246,7 @@ fn a_drain_stop_sends_sigterm_first_and_sigkill_after_its_own_grace() {
     // (It says it is ready once its trap is set: a SIGTERM before that
     // would end the shell by default — found flaky in CI.)
     let script = "trap 'echo bye > termed; exit 0' TERM; echo $$ > ready; sleep 1000 & wait";
-    let pid = started(sup.launch(sh("e2", script)));
+    let pid = started(launch(&sup, sh("e2", script)));
     expect_state(&rx, "e2", ExecutorState::Running);
     let id = ExecutorId::new("e2");
     read_pid(&sup.executor_dir(&id).join("ready"));
@@ -258,7 +262,7 @@ fn a_drain_stop_sends_sigterm_first_and_sigkill_after_its_own_grace() {
 fn leader_exit_takes_its_group_with_it() {
     let dir = tempfile::tempdir().unwrap();
     let (sup, rx) = supervisor(dir.path());
-    started(sup.launch(sh("e1", "sleep 1000 & echo $! > grandchild; exit 3")));
+    started(launch(&sup, sh("e1", "sleep 1000 & echo $! > grandchild; exit 3")));
     expect_state(&rx, "e1", ExecutorState::Running);
     expect_state(&rx, "e1", ExecutorState::Exited { code: 3 });
     let grandchild = read_pid(&sup.executor_dir(&ExecutorId::new("e1")).join("grandchild"));
@@ -269,7 +273,7 @@ fn leader_exit_takes_its_group_with_it() {
 fn nonexistent_command_fails_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let (sup, rx) = supervisor(dir.path());
-    let l = sup.launch(spec("e1", &["regent-no-such-command-xyz", "arg"]));
+    let l = launch(&sup, spec("e1", &["regent-no-such-command-xyz", "arg"]));
     let Launched::Failed { reason } = l else {
         panic!("expected a failure, got {l:?}");
     };
@@ -282,13 +286,13 @@ fn nonexistent_command_fails_naming_it() {
     let err = std::fs::read_to_string(sup.executor_dir(&ExecutorId::new("e1")).join("stderr"));
     assert!(err.unwrap().contains("regent-no-such-command-xyz"));
 
-    let l = sup.launch(spec("e2", &[]));
+    let l = launch(&sup, spec("e2", &[]));
     assert_eq!(l, Launched::Failed { reason: "empty command".into() });
     expect_state(&rx, "e2", ExecutorState::Failed { reason: "empty command".into() });
 
     let mut bad_env = spec("e3", &["true"]);
-    bad_env.env = vec![("A=B".into(), "x".into())];
-    assert!(matches!(sup.launch(bad_env), Launched::Failed { .. }));
+    bad_env.1.env = vec![("A=B".into(), "x".into())];
+    assert!(matches!(launch(&sup, bad_env), Launched::Failed { .. }));
     assert!(matches!(next(&rx).state, ExecutorState::Failed { .. }));
 }
 
@@ -296,9 +300,9 @@ fn nonexistent_command_fails_naming_it() {
 fn duplicate_launch_is_harmless() {
     let dir = tempfile::tempdir().unwrap();
     let (sup, rx) = supervisor(dir.path());
-    let pid = started(sup.launch(spec("e1", &["sleep", "1000"])));
+    let pid = started(launch(&sup, spec("e1", &["sleep", "1000"])));
     expect_state(&rx, "e1", ExecutorState::Running);
-    assert_eq!(sup.launch(spec("e1", &["sleep", "1000"])), Launched::AlreadyRunning);
+    assert_eq!(launch(&sup, spec("e1", &["sleep", "1000"])), Launched::AlreadyRunning);
     let running = sup.running();
     assert_eq!(running.len(), 1);
     assert_eq!(running[0].pid, pid);
@@ -320,10 +324,10 @@ fn kill_all_kills_and_reports_every_executor() {
     let (sup, rx) = supervisor_with(config);
     let mut pids = vec![];
     for i in 0..3 {
-        pids.push(started(sup.launch(spec(&format!("e{i}"), &["sleep", "1000"]))));
+        pids.push(started(launch(&sup, spec(&format!("e{i}"), &["sleep", "1000"]))));
         assert_eq!(next(&rx).state, ExecutorState::Running);
     }
-    pids.push(started(sup.launch(sh("stubborn", "trap '' TERM; sleep 1000 & wait"))));
+    pids.push(started(launch(&sup, sh("stubborn", "trap '' TERM; sleep 1000 & wait"))));
     assert_eq!(next(&rx).state, ExecutorState::Running);
     assert!(sup.kill_all().is_empty(), "everything reported");
     let mut killed: Vec<String> = (0..4)
@@ -359,7 +363,7 @@ fn dropping_the_supervisor_leaves_executors_running_for_the_next_one_which_adopt
         let _ = tx.send(e);
     })
     .unwrap();
-    let pid = started(sup.launch(spec("e1", &["sleep", "1000"])));
+    let pid = started(launch(&sup, spec("e1", &["sleep", "1000"])));
     expect_state(&rx, "e1", ExecutorState::Running);
     drop(sup);
     assert!(!is_gone(pid), "dropping the supervisor killed nothing");
@@ -401,7 +405,7 @@ fn helper_supervisor_process() {
         return;
     };
     let (sup, _left) = Supervisor::new(&dir, |_| {}).unwrap();
-    let pid = started(sup.launch(sh("left/behind", "sleep 1000 & echo $! > grandchild; wait")));
+    let pid = started(launch(&sup, sh("left/behind", "sleep 1000 & echo $! > grandchild; wait")));
     let grandchild =
         read_pid(&sup.executor_dir(&ExecutorId::new("left/behind")).join("grandchild"));
     println!("HELPER-PIDS {pid} {grandchild}");

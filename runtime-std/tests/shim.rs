@@ -13,11 +13,11 @@
 //! after the other. Every wait is bounded; every process a test starts is
 //! killed before it ends.
 
-use regent_core::protocol::ExecutorState;
+use regent_core::protocol::{ExecutorSpec, ExecutorState};
 use regent_core::{ExecutorId, FrameworkId};
 use regent_std::exec::shim::{self, ShimArgs, ShimStatus};
 use regent_std::exec::{
-    ExecEvent, ExecutorSpec, Launched, LeftBehindOutcome, Supervisor, SupervisorConfig, RUNNING_DIR,
+    ExecEvent, Launched, LeftBehindOutcome, Supervisor, SupervisorConfig, RUNNING_DIR,
 };
 use std::ffi::OsString;
 use std::io::{BufRead as _, BufReader};
@@ -115,19 +115,23 @@ fn supervisor(config: SupervisorConfig) -> (Guarded, Receiver<ExecEvent>) {
     (Guarded(sup), rx)
 }
 
-fn spec(id: &str, command: &[&str]) -> ExecutorSpec {
-    ExecutorSpec {
-        executor: ExecutorId::new(id),
-        framework: FrameworkId::new("fw-1"),
+/// An executor of framework `fw-1` and what it runs.
+fn spec(id: &str, command: &[&str]) -> (ExecutorId, ExecutorSpec) {
+    let spec = ExecutorSpec {
         command: command.iter().map(|s| s.to_string()).collect(),
         env: vec![],
         cores: 1,
         memory_mb: 64,
-    }
+    };
+    (ExecutorId::new(id), spec)
 }
 
-fn sh(id: &str, script: &str) -> ExecutorSpec {
+fn sh(id: &str, script: &str) -> (ExecutorId, ExecutorSpec) {
     spec(id, &["sh", "-c", script])
+}
+
+fn launch(sup: &Supervisor, (executor, spec): (ExecutorId, ExecutorSpec)) -> Launched {
+    sup.launch(executor, FrameworkId::new("fw-1"), spec)
 }
 
 fn expect_state(rx: &Receiver<ExecEvent>, id: &str, state: ExecutorState) {
@@ -230,7 +234,7 @@ fn shim_arguments_parse() {
 fn an_exit_code_is_recorded_and_reported() {
     let dir = tempfile::tempdir().unwrap();
     let (sup, rx) = supervisor(config(dir.path()));
-    let pid = started(sup.launch(sh("e1", "echo out; echo err >&2; exit 3")));
+    let pid = started(launch(&sup, sh("e1", "echo out; echo err >&2; exit 3")));
     expect_state(&rx, "e1", ExecutorState::Running);
     expect_state(&rx, "e1", ExecutorState::Exited { code: 3 });
     assert_eq!(status_of(&sup, "e1"), Some(ShimStatus::Exited { code: 3 }));
@@ -241,7 +245,7 @@ fn an_exit_code_is_recorded_and_reported() {
     assert!(is_gone(pid));
     // The shim leads the group; the command runs under it with the
     // executor's environment and working directory.
-    let pid = started(sup.launch(sh(
+    let pid = started(launch(&sup, sh(
         "e2",
         "read -r _ _ _ ppid pgrp _ < /proc/$$/stat; echo \"$REGENT_EXECUTOR_ID $(pwd) $pgrp $ppid\" > seen",
     )));
@@ -258,7 +262,7 @@ fn a_terminating_signal_is_recorded() {
     let (sup, rx) = supervisor(config(dir.path()));
     // The command alone dies of SIGKILL (not its group): the shim records
     // the signal; it is reported as a direct child would be, 128 + 9.
-    started(sup.launch(sh("e1", "kill -KILL $$")));
+    started(launch(&sup, sh("e1", "kill -KILL $$")));
     expect_state(&rx, "e1", ExecutorState::Running);
     expect_state(&rx, "e1", ExecutorState::Exited { code: 137 });
     assert_eq!(status_of(&sup, "e1"), Some(ShimStatus::Signaled { signal: 9 }));
@@ -270,12 +274,15 @@ fn a_graceful_stop() {
     // Long enough that SIGKILL never comes: SIGTERM alone ends them.
     cfg.kill_grace = Duration::from_secs(60);
     let (sup, rx) = supervisor(cfg);
-    let plain = started(sup.launch(spec("plain", &["sleep", "1000"])));
+    let plain = started(launch(&sup, spec("plain", &["sleep", "1000"])));
     expect_state(&rx, "plain", ExecutorState::Running);
-    let trapping = started(sup.launch(sh(
-        "trapping",
-        "trap 'echo stopping; exit 0' TERM; echo ready > ready; while :; do sleep 0.05; done",
-    )));
+    let trapping = started(launch(
+        &sup,
+        sh(
+            "trapping",
+            "trap 'echo stopping; exit 0' TERM; echo ready > ready; while :; do sleep 0.05; done",
+        ),
+    ));
     expect_state(&rx, "trapping", ExecutorState::Running);
     wait_for_file(&sup.executor_dir(&ExecutorId::new("trapping")).join("ready"));
     assert!(sup.kill(&ExecutorId::new("plain")));
@@ -293,7 +300,7 @@ fn a_graceful_stop() {
 fn an_unstartable_command() {
     let dir = tempfile::tempdir().unwrap();
     let (sup, rx) = supervisor(config(dir.path()));
-    let l = sup.launch(spec("e1", &["regent-no-such-command-xyz", "arg"]));
+    let l = launch(&sup, spec("e1", &["regent-no-such-command-xyz", "arg"]));
     let Launched::Failed { reason } = l else {
         panic!("expected a failure, got {l:?}");
     };
@@ -309,7 +316,7 @@ fn an_unstartable_command() {
     // Not executable.
     let script = dir.path().join("not-executable");
     std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
-    let l = sup.launch(spec("e2", &[script.to_str().unwrap()]));
+    let l = launch(&sup, spec("e2", &[script.to_str().unwrap()]));
     let Launched::Failed { reason } = l else {
         panic!("expected a failure, got {l:?}");
     };
@@ -321,7 +328,7 @@ fn an_unstartable_command() {
     let mut cfg = SupervisorConfig::new(dir2.path());
     cfg.shim = Some(dir2.path().join("no-such-shim"));
     let (sup2, rx2) = supervisor(cfg);
-    let l = sup2.launch(spec("e3", &["true"]));
+    let l = launch(&sup2, spec("e3", &["true"]));
     let Launched::Failed { reason } = l else {
         panic!("expected a failure, got {l:?}");
     };
@@ -342,7 +349,7 @@ fn helper(args: Vec<OsString>) -> ! {
     let (sup, _left) = Supervisor::with_config(config(Path::new(&args[0])), |_| {}).unwrap();
     let pids: Vec<String> = args[1..]
         .chunks(2)
-        .map(|pair| started(sup.launch(sh(&pair[0], &pair[1]))).to_string())
+        .map(|pair| started(launch(&sup, sh(&pair[0], &pair[1]))).to_string())
         .collect();
     println!("HELPER-PIDS {}", pids.join(" "));
     std::thread::sleep(Duration::from_secs(120));

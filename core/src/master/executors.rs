@@ -23,7 +23,7 @@
 use super::{Action, AfterWrite, Master, Phase, Placement};
 use crate::ids::{ExecutorId, FrameworkId, WorkerId};
 use crate::limits::MAX_EXECUTORS_PER_WORKER;
-use crate::protocol::{ExecutorInfo, ExecutorReport, ExecutorState, Message};
+use crate::protocol::{ExecutorInfo, ExecutorReport, ExecutorSpec, ExecutorState, Message};
 use crate::store::SlotOutcome;
 use std::collections::BTreeSet;
 use std::ops::Bound;
@@ -379,10 +379,12 @@ impl Master {
                     epoch: self.epoch,
                     executor: id,
                     framework: fid.clone(),
-                    command: spec.command,
-                    env: spec.env,
-                    cores: spec.cores,
-                    memory_mb: spec.memory_mb,
+                    spec: ExecutorSpec {
+                        command: spec.command,
+                        env: spec.env,
+                        cores: spec.cores,
+                        memory_mb: spec.memory_mb,
+                    },
                     launch: self.next_launch,
                 },
             });

@@ -23,7 +23,9 @@
 use super::Deadlines;
 use crate::ids::{Addr, ConnId, ExecutorId, FrameworkId};
 use crate::limits::MAX_LOG_READS_PER_WORKER;
-use crate::protocol::{ExecutorReport, ExecutorState, LeaderHint, LogRead, LogStream, Message};
+use crate::protocol::{
+    ExecutorReport, ExecutorSpec, ExecutorState, LeaderHint, LogRead, LogStream, Message,
+};
 use crate::time::Millis;
 use crate::worker::{self, Worker, WorkerStatus};
 use std::collections::{BTreeMap, BTreeSet};
@@ -124,14 +126,8 @@ pub enum Output {
         executor: ExecutorId,
         /// Its framework.
         framework: FrameworkId,
-        /// Program and arguments.
-        command: Vec<String>,
-        /// Environment.
-        env: Vec<(String, String)>,
-        /// Cores it holds (accounted, not enforced).
-        cores: u32,
-        /// Memory it holds in MiB (accounted, not enforced).
-        memory_mb: u64,
+        /// What to run, as the master sent it.
+        spec: ExecutorSpec,
     },
     /// Kill the executor's process group, then feed `ExecutorChanged` with
     /// `Killed`.
@@ -481,14 +477,7 @@ impl WorkerNode {
             }
             worker::Action::SetTimer { timer, at } => self.deadlines.set(timer, at),
             worker::Action::CancelTimer { timer } => self.deadlines.cancel(timer),
-            worker::Action::StartExecutor {
-                executor,
-                framework,
-                command,
-                env,
-                cores,
-                memory_mb,
-            } => {
+            worker::Action::StartExecutor { executor, framework, spec } => {
                 if self.stopping {
                     // The runtime's kill of every executor does not cover a
                     // launch made while it runs.
@@ -498,14 +487,7 @@ impl WorkerNode {
                         state: ExecutorState::Killed,
                     });
                 } else {
-                    out.push(Output::StartExecutor {
-                        executor,
-                        framework,
-                        command,
-                        env,
-                        cores,
-                        memory_mb,
-                    });
+                    out.push(Output::StartExecutor { executor, framework, spec });
                 }
             }
             worker::Action::KillExecutor { executor } => {

@@ -17,7 +17,7 @@
 //! executor logs beside it (see [`crate::exec`]).
 
 use super::{spawn_dial, DialError, DriverError, DriverThread, RuntimeClock, Stopper};
-use crate::exec::{ExecEvent, ExecutorSpec, LeftBehind, Supervisor};
+use crate::exec::{ExecEvent, LeftBehind, Supervisor};
 use crate::host::{
     left_behind_report, log_launched, log_worker_note, prepare_worker, PreparedWorker,
 };
@@ -268,13 +268,12 @@ impl Daemon {
                     h.close();
                 }
             }
-            Output::StartExecutor { executor, framework, command, env, cores, memory_mb } => {
-                tracing::debug!(%executor, %framework, ?command, "starting executor");
-                let spec = ExecutorSpec { executor, framework, command, env, cores, memory_mb };
-                let id = spec.executor.clone();
+            Output::StartExecutor { executor, framework, spec } => {
+                tracing::debug!(%executor, %framework, command = ?spec.command, "starting executor");
+                let id = executor.clone();
                 // Blocking (fork, fsync of the record), as the smol worker
                 // awaits it; `Running` or `Failed` comes back via the sink.
-                log_launched(&id, self.supervisor.launch(spec));
+                log_launched(&id, self.supervisor.launch(executor, framework, spec));
             }
             Output::StopExecutor { executor, grace } => {
                 tracing::debug!(%executor, %grace, "stopping executor (drain)");

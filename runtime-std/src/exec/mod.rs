@@ -104,7 +104,7 @@ pub mod record;
 pub mod shim;
 
 use record::Record;
-use regent_core::protocol::{ExecutorState, Message};
+use regent_core::protocol::{ExecutorSpec, ExecutorState};
 use regent_core::{ExecutorId, FrameworkId};
 use rustix::fs::{flock, FlockOperation};
 use rustix::process::{
@@ -180,42 +180,6 @@ pub enum LeftBehindPolicy {
     Adopt,
     /// Kill it with SIGKILL (`regent worker --kill-left-behind`).
     Kill,
-}
-
-/// What to run: the contents of [`Message::LaunchExecutor`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ExecutorSpec {
-    /// The executor id (unique within the cluster's lifetime).
-    pub executor: ExecutorId,
-    /// The framework it belongs to.
-    pub framework: FrameworkId,
-    /// Program and arguments; the program is looked up in `PATH`.
-    pub command: Vec<String>,
-    /// Extra environment variables, in order, on top of the worker's own.
-    pub env: Vec<(String, String)>,
-    /// Cores it holds (passed as `REGENT_CORES`; not enforced).
-    pub cores: u32,
-    /// Memory it holds in MiB (passed as `REGENT_MEMORY_MB`; not enforced).
-    pub memory_mb: u64,
-}
-
-impl ExecutorSpec {
-    /// The spec carried by a `LaunchExecutor` message, `None` for any other.
-    pub fn from_message(message: &Message) -> Option<Self> {
-        match message {
-            Message::LaunchExecutor {
-                executor, framework, command, env, cores, memory_mb, ..
-            } => Some(ExecutorSpec {
-                executor: executor.clone(),
-                framework: framework.clone(),
-                command: command.clone(),
-                env: env.clone(),
-                cores: *cores,
-                memory_mb: *memory_mb,
-            }),
-            _ => None,
-        }
-    }
 }
 
 /// A state change of one executor.
@@ -532,24 +496,29 @@ impl Supervisor {
     /// Starts an executor in its own process group, with its output captured
     /// to files in [`Supervisor::executor_dir`] and the environment variables
     /// `REGENT_FRAMEWORK_ID`, `REGENT_EXECUTOR_ID`, `REGENT_CORES` and
-    /// `REGENT_MEMORY_MB` set (they override the spec's own). Records the
+    /// `REGENT_MEMORY_MB` set (they override the spec's own `env`). Records the
     /// group durably before it returns, then reports `Running`; a launch
     /// that fails is reported as `Failed` and leaves nothing running.
-    pub fn launch(&self, spec: ExecutorSpec) -> Launched {
+    pub fn launch(
+        &self,
+        executor: ExecutorId,
+        framework: FrameworkId,
+        spec: ExecutorSpec,
+    ) -> Launched {
         let shared = &self.shared;
-        if lock(&shared.executors).contains_key(&spec.executor) {
+        if lock(&shared.executors).contains_key(&executor) {
             return Launched::AlreadyRunning;
         }
-        let dir = self.executor_dir(&spec.executor);
-        let mut child = match self.spawn(&spec, &dir) {
+        let dir = self.executor_dir(&executor);
+        let mut child = match self.spawn(&executor, &framework, &spec, &dir) {
             Ok(child) => child,
-            Err(reason) => return self.fail(&spec, reason),
+            Err(reason) => return self.fail(&executor, &framework, reason),
         };
         let pid = child.id();
         let pgid = Pid::from_child(&child);
         let rec = Record {
-            executor: spec.executor.clone(),
-            framework: spec.framework.clone(),
+            executor: executor.clone(),
+            framework: framework.clone(),
             pgid: pgid.as_raw_nonzero().get(),
             start_time: record::proc_stat(pgid.as_raw_nonzero().get()).map(|s| s.start_time),
             boot_id: shared.boot_id.clone(),
@@ -558,21 +527,21 @@ impl Supervisor {
         };
         if let Err(e) = record::write(&shared.running_dir, &rec) {
             destroy(child, pgid);
-            let _ = record::remove(&shared.running_dir, &spec.executor);
+            let _ = record::remove(&shared.running_dir, &executor);
             let reason = format!(
                 "cannot record process group {pid} in {}: {e}; the process was killed",
                 shared.running_dir.display()
             );
-            return self.fail(&spec, reason);
+            return self.fail(&executor, &framework, reason);
         }
         if let Err(reason) = self.handshake(&mut child) {
             // The command is not running: the shim ended (or is killed now).
             destroy(child, pgid);
-            let _ = record::remove(&shared.running_dir, &spec.executor);
-            return self.fail(&spec, reason);
+            let _ = record::remove(&shared.running_dir, &executor);
+            return self.fail(&executor, &framework, reason);
         }
         let entry = Arc::new(Entry {
-            framework: spec.framework.clone(),
+            framework: framework.clone(),
             pgid,
             adopted_start: None,
             state: Mutex::new(EntryState::default()),
@@ -580,23 +549,23 @@ impl Supervisor {
         });
         {
             let mut map = lock(&shared.executors);
-            if map.contains_key(&spec.executor) {
+            if map.contains_key(&executor) {
                 // A concurrent launch of the same id won the race; ours is
                 // the duplicate.
                 drop(map);
                 destroy(child, pgid);
                 return Launched::AlreadyRunning;
             }
-            map.insert(spec.executor.clone(), entry.clone());
+            map.insert(executor.clone(), entry.clone());
         }
-        tracing::info!(executor = %spec.executor, pid, "executor started");
+        tracing::info!(executor = %executor, pid, "executor started");
         (shared.sink)(ExecEvent {
-            executor: spec.executor.clone(),
-            framework: spec.framework.clone(),
+            executor: executor.clone(),
+            framework: framework.clone(),
             state: ExecutorState::Running,
         });
         let waiter_shared = shared.clone();
-        let id = spec.executor.clone();
+        let id = executor.clone();
         let spawned = std::thread::Builder::new().name(format!("regent-exec-{pid}")).spawn({
             let entry = entry.clone();
             move || wait_for(&waiter_shared, id, &entry, child)
@@ -604,14 +573,14 @@ impl Supervisor {
         if let Err(e) = spawned {
             // The closure (and with it the child) is dropped; the process
             // still runs unwaited. Kill it and report, as best we can.
-            tracing::error!(executor = %spec.executor, error = %e, "cannot start waiter thread");
+            tracing::error!(executor = %executor, error = %e, "cannot start waiter thread");
             let _ = kill_process_group(pgid, Signal::KILL);
-            let _ = record::remove(&shared.running_dir, &spec.executor);
-            lock(&shared.executors).remove(&spec.executor);
+            let _ = record::remove(&shared.running_dir, &executor);
+            lock(&shared.executors).remove(&executor);
             lock(&entry.state).finished = true;
             (shared.sink)(ExecEvent {
-                executor: spec.executor.clone(),
-                framework: spec.framework.clone(),
+                executor: executor.clone(),
+                framework: framework.clone(),
                 state: ExecutorState::Failed {
                     reason: format!("cannot start a thread to wait for the process: {e}"),
                 },
@@ -620,7 +589,13 @@ impl Supervisor {
         Launched::Started { pid }
     }
 
-    fn spawn(&self, spec: &ExecutorSpec, dir: &Path) -> Result<Child, String> {
+    fn spawn(
+        &self,
+        executor: &ExecutorId,
+        framework: &FrameworkId,
+        spec: &ExecutorSpec,
+        dir: &Path,
+    ) -> Result<Child, String> {
         let Some((program, args)) = spec.command.split_first() else {
             return Err("empty command".to_owned());
         };
@@ -669,8 +644,8 @@ impl Supervisor {
             }
         };
         cmd.envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .env("REGENT_FRAMEWORK_ID", spec.framework.as_str())
-            .env("REGENT_EXECUTOR_ID", spec.executor.as_str())
+            .env("REGENT_FRAMEWORK_ID", framework.as_str())
+            .env("REGENT_EXECUTOR_ID", executor.as_str())
             .env("REGENT_CORES", spec.cores.to_string())
             .env("REGENT_MEMORY_MB", spec.memory_mb.to_string())
             .current_dir(dir)
@@ -725,15 +700,15 @@ impl Supervisor {
         Err(format!("the executor shim {shim_program} did not start the command: {how}"))
     }
 
-    fn fail(&self, spec: &ExecutorSpec, reason: String) -> Launched {
-        tracing::warn!(executor = %spec.executor, %reason, "executor launch failed");
-        let stderr = self.executor_dir(&spec.executor).join("stderr");
+    fn fail(&self, executor: &ExecutorId, framework: &FrameworkId, reason: String) -> Launched {
+        tracing::warn!(executor = %executor, %reason, "executor launch failed");
+        let stderr = self.executor_dir(executor).join("stderr");
         if let Ok(mut f) = OpenOptions::new().append(true).open(stderr) {
             let _ = writeln!(f, "regent: {reason}");
         }
         (self.shared.sink)(ExecEvent {
-            executor: spec.executor.clone(),
-            framework: spec.framework.clone(),
+            executor: executor.clone(),
+            framework: framework.clone(),
             state: ExecutorState::Failed { reason: reason.clone() },
         });
         Launched::Failed { reason }

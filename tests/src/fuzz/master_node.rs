@@ -256,7 +256,7 @@ impl Harness {
     /// Remembers the ids the node hands out, so later messages name them.
     fn harvest(&mut self, conn: ConnId, msg: &Message) {
         match msg {
-            Message::LaunchExecutor { executor, framework, cores, memory_mb, .. } => {
+            Message::LaunchExecutor { executor, framework, spec, .. } => {
                 remember(&mut self.executors, executor.clone());
                 if self.launched.len() >= POOL {
                     self.launched.remove(0);
@@ -265,8 +265,8 @@ impl Harness {
                     conn,
                     executor: executor.clone(),
                     framework: framework.clone(),
-                    cores: *cores,
-                    memory_mb: *memory_mb,
+                    cores: spec.cores,
+                    memory_mb: spec.memory_mb,
                 });
             }
             Message::Subscribed { framework, executors, .. } => {

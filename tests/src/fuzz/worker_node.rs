@@ -23,7 +23,7 @@ use regent_core::codec::{self, DecoderConfig};
 use regent_core::node::worker::{DialId, DialResult, Input, Output};
 use regent_core::node::WorkerNode;
 use regent_core::protocol::{
-    ExecutorState, HelloReply, LeaderHint, LogRead, LogStream, Message, Role,
+    ExecutorSpec, ExecutorState, HelloReply, LeaderHint, LogRead, LogStream, Message, Role,
 };
 use regent_core::worker;
 use regent_core::{
@@ -272,10 +272,12 @@ impl Harness {
                     epoch: gen::epoch(src),
                     executor: gen::executor_id(src, &self.started, &[]),
                     framework: gen::framework_id(src, &[]),
-                    command: spec.command,
-                    env: spec.env,
-                    cores: spec.cores,
-                    memory_mb: spec.memory_mb,
+                    spec: ExecutorSpec {
+                        command: spec.command,
+                        env: spec.env,
+                        cores: spec.cores,
+                        memory_mb: spec.memory_mb,
+                    },
                     // Drawn from nothing: the corpus keeps its meaning.
                     launch: 1,
                 }
@@ -343,10 +345,12 @@ impl Harness {
                         self.next_executor
                     )),
                     framework: fw,
-                    command: vec!["/bin/true".into()],
-                    env: Vec::new(),
-                    cores: 1,
-                    memory_mb: 64,
+                    spec: ExecutorSpec {
+                        command: vec!["/bin/true".into()],
+                        env: Vec::new(),
+                        cores: 1,
+                        memory_mb: 64,
+                    },
                     launch: self.next_executor,
                 }
             }
