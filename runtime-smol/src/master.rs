@@ -263,18 +263,18 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
                     pump.feed(NodeInput::Message { conn, msg })?;
                 }
             }
-            Wake::Input(Input::Net(NetEvent::Closed { conn, reason })) => {
+            Wake::Input(Input::Net(NetEvent::Closed { conn, cause })) => {
                 if pump.closed_by_us.remove(&conn) {
                     continue;
                 }
                 if let Some(h) = pump.conns.remove(&conn) {
-                    if net::is_refusal(&reason) {
+                    if cause.is_refusal() {
                         pump.rejected_connections += 1;
-                        tracing::warn!(peer = %h.peer, %conn, "connection refused: {reason}");
+                        tracing::warn!(peer = %h.peer, %conn, "connection refused: {cause}");
                     } else {
-                        tracing::debug!(peer = %h.peer, %conn, "connection closed: {reason}");
+                        tracing::debug!(peer = %h.peer, %conn, "connection closed: {cause}");
                     }
-                    let how = regent_std::net::how_ended(&reason);
+                    let how = cause.ended();
                     pump.feed(NodeInput::Disconnected { conn, how })?;
                 }
             }

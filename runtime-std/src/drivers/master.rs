@@ -501,18 +501,18 @@ impl Daemon {
                         pending.push_back(NodeInput::Message { conn, msg });
                     }
                 }
-                Input::Net(NetEvent::Closed { conn, reason }) => {
+                Input::Net(NetEvent::Closed { conn, cause }) => {
                     if self.closed_by_us.remove(&conn) {
                         continue;
                     }
                     if let Some(h) = self.conns.remove(&conn) {
-                        if net::is_refusal(&reason) {
+                        if cause.is_refusal() {
                             self.rejected_connections += 1;
-                            tracing::warn!(peer = %h.peer, %conn, "connection refused: {reason}");
+                            tracing::warn!(peer = %h.peer, %conn, "connection refused: {cause}");
                         } else {
-                            tracing::debug!(peer = %h.peer, %conn, "connection closed: {reason}");
+                            tracing::debug!(peer = %h.peer, %conn, "connection closed: {cause}");
                         }
-                        let how = net::how_ended(&reason);
+                        let how = cause.ended();
                         pending.push_back(NodeInput::Disconnected { conn, how });
                     }
                 }
