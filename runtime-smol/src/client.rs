@@ -30,7 +30,7 @@
 //! not retried. The plain variants make one round.
 
 use crate::http::executor_state_name;
-use crate::net::{spawn_connection, ConnHandle, NetConfig, NetEvent};
+use crate::net::{spawn_connection, CloseCause, ConnHandle, NetConfig, NetEvent};
 use async_channel::Receiver;
 use regent_core::auth::Side;
 use regent_core::protocol::{
@@ -826,8 +826,8 @@ async fn exchange<T>(
         match next_message(events).await {
             // A wrong secret or cluster is a configuration error, like an
             // exposure refusal: retrying cannot help.
-            Err(why) if crate::net::is_handshake_refusal(&why) => return Attempt::Refused(why),
-            Err(why) => return Attempt::Failed(why),
+            Err(gone) if gone.is_handshake_refusal() => return Attempt::Refused(gone.to_string()),
+            Err(gone) => return Attempt::Failed(gone.to_string()),
             Ok(Message::HelloReply(r)) => break r,
             Ok(Message::NotLeader { epoch, leader }) => {
                 return not_leader(epoch.0, leader, Vec::new());
@@ -843,7 +843,7 @@ async fn exchange<T>(
     handle.send(request());
     loop {
         match next_message(events).await {
-            Err(why) => return Attempt::Failed(why),
+            Err(gone) => return Attempt::Failed(gone.to_string()),
             Ok(Message::NotLeader { epoch, leader }) => {
                 return not_leader(epoch.0, leader, hello.masters);
             }
@@ -876,11 +876,30 @@ fn not_leader<T>(epoch: u64, leader: Option<LeaderHint>, masters: Vec<Addr>) -> 
     Attempt::NotLeader { why, hint: leader, masters }
 }
 
-async fn next_message(events: &Receiver<NetEvent>) -> Result<Message, String> {
+/// The connection ended before the next message: its cause (`None` when
+/// the event channel ended without one).
+struct Gone(Option<CloseCause>);
+
+impl Gone {
+    fn is_handshake_refusal(&self) -> bool {
+        self.0.as_ref().is_some_and(CloseCause::is_handshake_refusal)
+    }
+}
+
+impl std::fmt::Display for Gone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Some(cause) => write!(f, "connection closed: {cause}"),
+            None => f.write_str("connection closed"),
+        }
+    }
+}
+
+async fn next_message(events: &Receiver<NetEvent>) -> Result<Message, Gone> {
     match events.recv().await {
         Ok(NetEvent::Message { msg, .. }) => Ok(msg),
-        Ok(NetEvent::Closed { reason, .. }) => Err(format!("connection closed: {reason}")),
-        Err(_) => Err("connection closed".to_string()),
+        Ok(NetEvent::Closed { cause, .. }) => Err(Gone(Some(cause))),
+        Err(_) => Err(Gone(None)),
     }
 }
 

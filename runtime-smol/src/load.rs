@@ -824,11 +824,12 @@ impl Load {
                 };
                 self.feed(i, input);
             }
-            NetEvent::Closed { conn, reason } => {
+            NetEvent::Closed { conn, cause } => {
                 self.heartbeat_sent.remove(&conn);
                 let Some((i, _)) = self.conns.remove(&conn) else { return };
                 self.errors += 1;
-                tracing::debug!(peer = i, %conn, "connection closed: {reason}");
+                tracing::debug!(peer = i, %conn, "connection closed: {cause}");
+                let reason = cause.to_string();
                 let input = match self.peers[i] {
                     Peer::Worker(_) => PeerInput::Worker(wnode::Input::Closed { conn, reason }),
                     Peer::Framework(_) => {

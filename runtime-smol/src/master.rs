@@ -18,7 +18,7 @@ use regent_core::auth::Side;
 use regent_core::elector::DeposeOutcome;
 use regent_core::master::Status;
 use regent_core::node::master::{Config, Input as NodeInput, Leadership, Note, Output};
-use regent_core::node::{DialId, DialResult, Ended, MasterNode, ProbeResult};
+use regent_core::node::{DialId, DialResult, MasterNode, ProbeResult};
 use regent_core::store::StoreEvent;
 use regent_core::{Addr, ConnId, MasterId, Millis};
 use regent_std::host::{proc_limit, ConnectionCeiling};
@@ -211,7 +211,7 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
         load_started,
         local_loaded: 0,
         http_logs: HashMap::new(),
-        http_done: Vec::new(),
+        next_query: 0,
     };
     pump.feed(NodeInput::Start)?;
     loop {
@@ -263,18 +263,18 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
                     pump.feed(NodeInput::Message { conn, msg })?;
                 }
             }
-            Wake::Input(Input::Net(NetEvent::Closed { conn, reason })) => {
+            Wake::Input(Input::Net(NetEvent::Closed { conn, cause })) => {
                 if pump.closed_by_us.remove(&conn) {
                     continue;
                 }
                 if let Some(h) = pump.conns.remove(&conn) {
-                    if net::is_refusal(&reason) {
+                    if cause.is_refusal() {
                         pump.rejected_connections += 1;
-                        tracing::warn!(peer = %h.peer, %conn, "connection refused: {reason}");
+                        tracing::warn!(peer = %h.peer, %conn, "connection refused: {cause}");
                     } else {
-                        tracing::debug!(peer = %h.peer, %conn, "connection closed: {reason}");
+                        tracing::debug!(peer = %h.peer, %conn, "connection closed: {cause}");
                     }
-                    let how = regent_std::net::how_ended(&reason);
+                    let how = cause.ended();
                     pump.feed(NodeInput::Disconnected { conn, how })?;
                 }
             }
@@ -284,16 +284,13 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
                 }
             }
             Wake::Input(Input::Http(HttpQuery { log: Some(q), .. })) => {
-                // `GET /api/logs/...`: the node hears a `LogRequest` on a
-                // connection of its own, as from `regent logs`; its answer
-                // goes back to the HTTP thread (see `Pump::step`).
+                // `GET /api/logs/...`: the node answers it
+                // (`Output::LogAnswer`, see `Pump::step`).
                 pump.feed(NodeInput::Tick)?;
-                let conn = ConnId(pump.next_conn);
-                pump.next_conn += 1;
-                let msg = q.request();
-                pump.http_logs.insert(conn, q.reply);
-                pump.feed(NodeInput::Connected { conn })?;
-                pump.feed(NodeInput::Message { conn, msg })?;
+                let (input, reply) = q.into_input(pump.next_query);
+                pump.http_logs.insert(pump.next_query, reply);
+                pump.next_query += 1;
+                pump.feed(input)?;
             }
             Wake::Input(Input::Http(q)) => {
                 // A handle call at the current time first: a leader whose
@@ -348,11 +345,10 @@ struct Pump {
     load_started: Option<Instant>,
     /// Records the local store's last load handed the node.
     local_loaded: usize,
-    /// Connections no socket backs: an HTTP log read each, answered by the
-    /// node's first message on it (`http_logs`).
-    http_logs: HashMap<ConnId, std::sync::mpsc::SyncSender<regent_core::protocol::Message>>,
-    /// HTTP log reads answered in this step: their connections end.
-    http_done: Vec<ConnId>,
+    /// HTTP log reads the node has not answered yet, by query number:
+    /// where its `LogAnswer` goes.
+    http_logs: HashMap<u64, std::sync::mpsc::SyncSender<regent_core::protocol::Message>>,
+    next_query: u64,
 }
 
 impl Pump {
@@ -415,9 +411,6 @@ impl Pump {
         while let Some(r) = self.pending.pop_front() {
             self.step(NodeInput::Store(r))?;
         }
-        while let Some(conn) = self.http_done.pop() {
-            self.step(NodeInput::Disconnected { conn, how: Ended::Failed })?;
-        }
         Ok(())
     }
 
@@ -425,23 +418,9 @@ impl Pump {
         let now = self.now();
         for output in self.node.handle(now, input) {
             match output {
-                Output::Send { conn, msg } if self.http_logs.contains_key(&conn) => {
-                    if let Some(reply) = self.http_logs.remove(&conn) {
-                        let _ = reply.try_send(msg);
-                    }
-                    self.http_done.push(conn);
-                }
-                Output::Close { conn, reason } if self.http_logs.contains_key(&conn) => {
-                    // The leadership ended before the relay did.
-                    if let Some(reply) = self.http_logs.remove(&conn) {
-                        let reason = format!("the master stopped leading ({reason}); retry");
-                        let epoch = self.node.master().epoch();
-                        let msg = regent_core::protocol::Message::RequestRefused {
-                            epoch,
-                            request: 0,
-                            reason,
-                        };
-                        let _ = reply.try_send(msg);
+                Output::LogAnswer { query, answer } => {
+                    if let Some(reply) = self.http_logs.remove(&query) {
+                        let _ = reply.try_send(answer);
                     }
                 }
                 Output::Send { conn, msg } => {

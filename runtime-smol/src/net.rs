@@ -32,8 +32,7 @@ use regent_core::protocol::Message;
 use regent_core::secret::Secret;
 use regent_core::ConnId;
 pub use regent_std::net::{
-    check_exposure, is_handshake_refusal, is_refusal, nonce, random_u64, Admit, NetConfig,
-    NetEvent, Outbound, SendQueue, HANDSHAKE_REFUSED,
+    check_exposure, nonce, random_u64, Admit, CloseCause, NetConfig, NetEvent, Outbound, SendQueue,
 };
 use regent_std::net::{fill_batch, Batch};
 use smol::io::{AsyncReadExt, AsyncWriteExt};
@@ -64,8 +63,8 @@ impl ConnHandle {
             Admit::Queue { cost } => {
                 let _ = self.tx.try_send(Outbound::Frame { frame, cost });
             }
-            Admit::Overflow { reason } => {
-                tracing::debug!(peer = %self.peer, conn = %self.conn, %reason, "closing");
+            Admit::Overflow { cause } => {
+                tracing::debug!(peer = %self.peer, conn = %self.conn, reason = %cause, "closing");
                 let _ = self.kill.try_send(());
             }
             Admit::Closed => {}
@@ -100,26 +99,27 @@ pub fn spawn_connection(
     smol::spawn(async move {
         let io = run(stream, side, conn, &cfg, &events, rx, queue.clone());
         let result = smol::future::or(io, async {
-            // A kill ends the connection at once. The handle merely dropped
-            // (closed after a last message) is no kill: what it queued is
-            // still written.
+            // A kill ends the connection at once, for the cause the queue
+            // recorded before the kill (reported below). The handle merely
+            // dropped (closed after a last message) is no kill: what it
+            // queued is still written.
             match killed.recv().await {
-                Ok(()) => Err(String::new()),
+                Ok(()) => Err(CloseCause::Local),
                 Err(_) => smol::future::pending().await,
             }
         })
         .await;
         // Whatever is still queued will never be written; the send side's
-        // reason (overflow, write timeout) wins over what the read saw.
+        // cause (overflow, write timeout) wins over what the read saw.
         let failure = queue.failure();
         queue.close();
-        let reason = match (failure, result) {
+        let cause = match (failure, result) {
             (Some(failure), _) => failure,
-            (None, Ok(())) => "closed".to_string(),
-            (None, Err(reason)) => reason,
+            (None, Ok(())) => CloseCause::Local,
+            (None, Err(cause)) => cause,
         };
-        tracing::debug!(%peer, %conn, %reason, "connection ended");
-        let _ = events.send(NetEvent::Closed { conn, reason }).await;
+        tracing::debug!(%peer, %conn, reason = %cause, "connection ended");
+        let _ = events.send(NetEvent::Closed { conn, cause }).await;
     })
     .detach();
     handle
@@ -127,12 +127,12 @@ pub fn spawn_connection(
 
 async fn with_deadline<T>(
     d: Duration,
-    what: &str,
-    f: impl std::future::Future<Output = Result<T, String>>,
-) -> Result<T, String> {
+    what: &'static str,
+    f: impl std::future::Future<Output = Result<T, CloseCause>>,
+) -> Result<T, CloseCause> {
     smol::future::or(f, async {
         async_io::Timer::after(d).await;
-        Err(format!("{what} timed out after {d:?}"))
+        Err(CloseCause::TimedOut { what, after: d })
     })
     .await
 }
@@ -147,18 +147,18 @@ thread_local! {
 
 /// Reads what the socket has into `reader`, through the thread's scratch
 /// buffer (borrowed only inside one poll, never across an await).
-async fn read_into(stream: &mut TcpStream, reader: &mut FrameReader) -> Result<(), String> {
+async fn read_into(stream: &mut TcpStream, reader: &mut FrameReader) -> Result<(), CloseCause> {
     use smol::io::AsyncRead;
     use std::task::Poll;
     smol::future::poll_fn(|cx| {
         READ_SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
             match std::pin::Pin::new(&mut *stream).poll_read(cx, &mut scratch[..]) {
-                Poll::Ready(Ok(0)) => Poll::Ready(Err(regent_std::net::PEER_CLOSED.to_string())),
+                Poll::Ready(Ok(0)) => Poll::Ready(Err(CloseCause::PeerClosed)),
                 Poll::Ready(Ok(n)) => {
-                    Poll::Ready(reader.feed(&scratch[..n]).map_err(|e| e.to_string()))
+                    Poll::Ready(reader.feed(&scratch[..n]).map_err(CloseCause::Frame))
                 }
-                Poll::Ready(Err(e)) => Poll::Ready(Err(regent_std::net::read_error(&e))),
+                Poll::Ready(Err(e)) => Poll::Ready(Err(CloseCause::read(&e))),
                 Poll::Pending => Poll::Pending,
             }
         })
@@ -166,11 +166,11 @@ async fn read_into(stream: &mut TcpStream, reader: &mut FrameReader) -> Result<(
     .await
 }
 
-async fn read_some(stream: &mut TcpStream, buf: &mut [u8]) -> Result<usize, String> {
+async fn read_some(stream: &mut TcpStream, buf: &mut [u8]) -> Result<usize, CloseCause> {
     match stream.read(buf).await {
-        Ok(0) => Err(regent_std::net::PEER_CLOSED.into()),
+        Ok(0) => Err(CloseCause::PeerClosed),
         Ok(n) => Ok(n),
-        Err(e) => Err(regent_std::net::read_error(&e)),
+        Err(e) => Err(CloseCause::read(&e)),
     }
 }
 
@@ -179,25 +179,25 @@ async fn handshake(
     reader: &mut FrameReader,
     side: Side,
     secret: &Secret,
-) -> Result<Session, String> {
+) -> Result<Session, CloseCause> {
     let mut hs = match side {
         Side::Client => {
             let (hs, frame) = Handshake::client(secret, nonce());
-            stream.write_all(&frame).await.map_err(|e| format!("write failed: {e}"))?;
+            stream.write_all(&frame).await.map_err(|e| CloseCause::write(&e))?;
             hs
         }
         Side::Server => Handshake::server(secret, nonce()),
     };
     let mut buf = vec![0u8; 4096];
     loop {
-        while let Some(body) = reader.next_body().map_err(|e| e.to_string())? {
+        while let Some(body) = reader.next_body().map_err(CloseCause::Frame)? {
             match hs.receive(body) {
                 Step::Send(frame) => {
-                    stream.write_all(&frame).await.map_err(|e| format!("write failed: {e}"))?
+                    stream.write_all(&frame).await.map_err(|e| CloseCause::write(&e))?
                 }
                 Step::Established { frame, session } => {
                     if let Some(frame) = frame {
-                        stream.write_all(&frame).await.map_err(|e| format!("write failed: {e}"))?;
+                        stream.write_all(&frame).await.map_err(|e| CloseCause::write(&e))?;
                     }
                     return Ok(session);
                 }
@@ -205,12 +205,12 @@ async fn handshake(
                     if let Some(frame) = frame {
                         let _ = stream.write_all(&frame).await;
                     }
-                    return Err(format!("{HANDSHAKE_REFUSED}: {error}"));
+                    return Err(CloseCause::HandshakeRefused(error));
                 }
             }
         }
         let n = read_some(stream, &mut buf).await?;
-        reader.feed(&buf[..n]).map_err(|e| e.to_string())?;
+        reader.feed(&buf[..n]).map_err(CloseCause::Frame)?;
     }
 }
 
@@ -236,9 +236,7 @@ async fn write_timed(
             // Closed or failed: the reader reports the peer's side of it.
             Some(_) => return Err(()),
             None => {
-                queue.fail(format!(
-                    "write timed out after {d:?} without progress: the peer is not reading"
-                ));
+                queue.fail(CloseCause::WriteStalled { after: d });
                 return Err(());
             }
         }
@@ -286,7 +284,7 @@ async fn run(
     events: &Sender<NetEvent>,
     rx: Receiver<Outbound>,
     queue: Arc<SendQueue>,
-) -> Result<(), String> {
+) -> Result<(), CloseCause> {
     let mut rstream = stream.clone();
     let mut reader = FrameReader::new(match cfg.secret {
         Some(_) => auth::HANDSHAKE_MAX_BODY,
@@ -311,8 +309,8 @@ async fn run(
     let decoder = DecoderConfig { max_frame: cfg.max_frame, cluster: Some(cfg.cluster.clone()) };
     let result = async {
         loop {
-            while let Some(body) = reader.next_body().map_err(|e| e.to_string())? {
-                let msg = opener.open(body, &decoder).map_err(|e| e.to_string())?;
+            while let Some(body) = reader.next_body().map_err(CloseCause::Frame)? {
+                let msg = opener.open(body, &decoder).map_err(CloseCause::Refused)?;
                 if events.send(NetEvent::Message { conn, msg }).await.is_err() {
                     return Ok(());
                 }
@@ -322,7 +320,7 @@ async fn run(
             with_deadline(d, "idle connection", read_into(&mut rstream, &mut reader)).await?;
         }
     };
-    let result: Result<(), String> = smol::future::or(result, async {
+    let result: Result<(), CloseCause> = smol::future::or(result, async {
         writer.await;
         Ok(())
     })
@@ -479,7 +477,7 @@ mod tests {
         cfg: NetConfig,
         msg: Message,
         pause: Duration,
-    ) -> (String, Arc<NetConfig>) {
+    ) -> (CloseCause, Arc<NetConfig>) {
         smol::block_on(async {
             let (s, _c) = pair().await;
             let (tx, rx) = async_channel::unbounded();
@@ -490,7 +488,7 @@ mod tests {
                 assert!(Instant::now() < deadline, "the non-reading peer was never disconnected");
                 h.send(msg.clone());
                 match rx.try_recv() {
-                    Ok(NetEvent::Closed { reason, .. }) => return (reason, cfg),
+                    Ok(NetEvent::Closed { cause, .. }) => return (cause, cfg),
                     Ok(other) => panic!("{other:?}"),
                     Err(_) => async_io::Timer::after(pause).await,
                 };
@@ -502,9 +500,10 @@ mod tests {
     fn a_peer_that_does_not_read_is_disconnected_past_the_queue_bound() {
         let mut cfg = NetConfig::new("c", None);
         cfg.max_send_queue = 256 * 1024;
-        let (reason, cfg) = flood_until_closed(cfg, big(16 * 1024), Duration::from_micros(100));
+        let (cause, cfg) = flood_until_closed(cfg, big(16 * 1024), Duration::from_micros(100));
+        let reason = cause.to_string();
         assert!(reason.contains("send queue over 262144 bytes"), "{reason}");
-        assert!(reason.contains("not reading") && is_refusal(&reason), "{reason}");
+        assert!(reason.contains("not reading") && cause.is_refusal(), "{reason}");
         assert_eq!(cfg.queued_bytes(), 0, "nothing stays counted once closed");
     }
 
@@ -550,8 +549,8 @@ mod tests {
         // No queue bound in the way: only the write timeout can fire.
         cfg.max_send_queue = usize::MAX / 4;
         cfg.send_queue_budget = usize::MAX / 2;
-        let (reason, cfg) = flood_until_closed(cfg, big(256 * 1024), Duration::from_millis(2));
-        assert!(reason.contains("write timed out after 300ms"), "{reason}");
+        let (cause, cfg) = flood_until_closed(cfg, big(256 * 1024), Duration::from_millis(2));
+        assert!(cause.to_string().contains("write timed out after 300ms"), "{cause}");
         assert_eq!(cfg.queued_bytes(), 0);
     }
 

@@ -198,11 +198,11 @@ pub async fn run_submit_with_progress(
         .await;
         match wake {
             Wake::Net(NetEvent::Message { conn, msg }) => pump.feed(Input::Message { conn, msg }),
-            Wake::Net(NetEvent::Closed { conn, reason }) => {
+            Wake::Net(NetEvent::Closed { conn, cause }) => {
                 if pump.conns.remove(&conn).is_some() {
-                    tracing::info!(%conn, %reason, "connection closed");
+                    tracing::info!(%conn, reason = %cause, "connection closed");
                 }
-                pump.feed(Input::Closed { conn, reason });
+                pump.feed(Input::Closed { conn, reason: cause.to_string() });
             }
             Wake::Dialled(d) => pump.on_dialled(d),
             Wake::Accepted(stream) => {

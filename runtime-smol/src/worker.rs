@@ -351,9 +351,9 @@ impl Daemon {
                 tracing::debug!(%conn, kind = msg.kind(), "received");
                 self.feed(NodeInput::Message { conn, msg }).await;
             }
-            NetEvent::Closed { conn, reason } => {
+            NetEvent::Closed { conn, cause } => {
                 self.conns.remove(&conn);
-                self.feed(NodeInput::Closed { conn, reason }).await;
+                self.feed(NodeInput::Closed { conn, reason: cause.to_string() }).await;
             }
         }
     }

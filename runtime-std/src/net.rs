@@ -23,8 +23,8 @@
 //!
 //! Ending: the daemon's [`ConnHandle::close`] makes the writer flush what was queued and shut the socket down, which
 //! ends the reader; a reader that fails shuts the socket down and stops the
-//! writer. Either way the sink hears one [`NetEvent::Closed`], whose reason
-//! is `"closed"` when the daemon closed it.
+//! writer. Either way the sink hears one [`NetEvent::Closed`], whose
+//! [`CloseCause`] is [`CloseCause::Local`] when the daemon closed it.
 
 use regent_core::auth::{self, FrameReader, Handshake, Session, Side, Step};
 use regent_core::codec::{self, DecoderConfig};
@@ -167,10 +167,10 @@ pub enum Admit {
         cost: usize,
     },
     /// The queue passed its bound: the connection must close now, for
-    /// `reason` (returned once; later frames get [`Admit::Closed`]).
+    /// `cause` (returned once; later frames get [`Admit::Closed`]).
     Overflow {
         /// Why, naming the bound.
-        reason: String,
+        cause: CloseCause,
     },
     /// The connection is closing or closed: the frame goes nowhere (the
     /// daemon hears, or has heard, `Closed`).
@@ -199,7 +199,7 @@ struct QueueState {
     bytes: usize,
     closed: bool,
     /// Why the send side ended the connection (overflow, write timeout).
-    failure: Option<String>,
+    failure: Option<CloseCause>,
 }
 
 impl SendQueue {
@@ -222,26 +222,19 @@ impl SendQueue {
         }
         let own = st.bytes + cost;
         let total = self.cfg.queued_total.load(Ordering::Relaxed) + cost;
-        let reason = if own > self.cfg.max_send_queue {
-            Some(format!(
-                "send queue over {} bytes ({own} queued): the peer is not reading",
-                self.cfg.max_send_queue
-            ))
+        let cause = if own > self.cfg.max_send_queue {
+            Some(CloseCause::QueueFull { limit: self.cfg.max_send_queue, queued: own })
         } else if total > self.cfg.send_queue_budget
             && own > limits::SEND_QUEUE_SHARE_UNDER_PRESSURE
         {
-            Some(format!(
-                "send queue of {own} bytes while this process's queues hold over {} bytes: the \
-                 peer is not reading",
-                self.cfg.send_queue_budget
-            ))
+            Some(CloseCause::OverBudget { queued: own, budget: self.cfg.send_queue_budget })
         } else {
             None
         };
-        match reason {
-            Some(reason) => {
-                Self::end(&self.cfg, &mut st, reason.clone());
-                Admit::Overflow { reason }
+        match cause {
+            Some(cause) => {
+                Self::end(&self.cfg, &mut st, cause.clone());
+                Admit::Overflow { cause }
             }
             None => {
                 st.bytes = own;
@@ -260,13 +253,13 @@ impl SendQueue {
         }
     }
 
-    /// The send side ends the connection for `reason` (a write that made no
+    /// The send side ends the connection for `cause` (a write that made no
     /// progress for the write timeout): counts out what is left, and is the
-    /// reason the connection reports. The first reason wins.
-    pub fn fail(&self, reason: String) {
+    /// cause the connection reports. The first cause wins.
+    pub fn fail(&self, cause: CloseCause) {
         let mut st = self.lock();
         if st.failure.is_none() && !st.closed {
-            Self::end(&self.cfg, &mut st, reason);
+            Self::end(&self.cfg, &mut st, cause);
         }
     }
 
@@ -281,15 +274,15 @@ impl SendQueue {
         }
     }
 
-    fn end(cfg: &NetConfig, st: &mut QueueState, reason: String) {
+    fn end(cfg: &NetConfig, st: &mut QueueState, cause: CloseCause) {
         st.closed = true;
-        st.failure = Some(reason);
+        st.failure = Some(cause);
         cfg.queued_total.fetch_sub(st.bytes, Ordering::Relaxed);
         st.bytes = 0;
     }
 
     /// Why the send side ended the connection, if it did.
-    pub fn failure(&self) -> Option<String> {
+    pub fn failure(&self) -> Option<CloseCause> {
         self.lock().failure.clone()
     }
 
@@ -314,8 +307,9 @@ pub enum NetEvent {
     Closed {
         /// The connection.
         conn: ConnId,
-        /// Why, for the log (`"closed"` when the daemon closed it).
-        reason: String,
+        /// Why ([`CloseCause::Local`] when the daemon closed it); its
+        /// `Display` is the log text.
+        cause: CloseCause,
     },
 }
 
@@ -406,8 +400,8 @@ impl ConnHandle {
             Admit::Queue { cost } => {
                 let _ = self.tx.send(Outbound::Frame { frame, cost });
             }
-            Admit::Overflow { reason } => {
-                tracing::debug!(peer = %self.peer, conn = %self.conn, %reason, "closing");
+            Admit::Overflow { cause } => {
+                tracing::debug!(peer = %self.peer, conn = %self.conn, reason = %cause, "closing");
                 let _ = self.socket.shutdown(Shutdown::Both);
             }
             Admit::Closed => {}
@@ -546,17 +540,10 @@ pub fn check_zk_exposure(connect: &str, has_secret: bool, insecure: bool) -> Res
     Ok(())
 }
 
-/// The start of a close reason when the handshake refused the peer (wrong
-/// cluster, wrong secret, unsupported version): both runtimes' connections
-/// write it, and a client takes it as a configuration error not worth
-/// retrying ([`is_handshake_refusal`]).
+/// How the log names a handshake's refusal of the peer (wrong cluster,
+/// wrong secret, unsupported version): the start of
+/// [`CloseCause::HandshakeRefused`]'s text.
 pub const HANDSHAKE_REFUSED: &str = "handshake refused";
-
-/// Whether a close reason (possibly wrapped, e.g. "connection closed: ...")
-/// says the handshake refused the peer.
-pub fn is_handshake_refusal(reason: &str) -> bool {
-    reason.contains(HANDSHAKE_REFUSED)
-}
 
 /// The accept backlog a master's listener asks for (the kernel caps it at
 /// `net.core.somaxconn`, 4096 by default). The standard library listens with
@@ -594,39 +581,135 @@ pub fn connect_from(src: std::net::IpAddr, dst: SocketAddr) -> std::io::Result<T
     Ok(TcpStream::from(fd))
 }
 
-/// The close reason of a connection whose peer closed it (EOF).
-pub const PEER_CLOSED: &str = "peer closed the connection";
-/// The close reason's prefix of a connection whose peer reset it (RST).
-pub const PEER_RESET: &str = "peer reset the connection";
-
-/// A close reason that is a refusal of the peer (rather than a plain close).
-pub fn is_refusal(reason: &str) -> bool {
-    !(reason == "closed"
-        || reason.starts_with(PEER_CLOSED)
-        || reason.starts_with(PEER_RESET)
-        || reason.starts_with("read failed"))
+/// Why a connection ended, typed where it was observed (the socket's EOF or
+/// error, a timeout, the handshake, the decoder, the send queue).
+/// [`NetEvent::Closed`] carries it; its `Display` is the log text, and what
+/// a daemon decides from it ([`CloseCause::ended`],
+/// [`CloseCause::is_refusal`]) is read off the variant, never the words.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CloseCause {
+    /// The daemon closed it ([`ConnHandle::close`]), or the writer ended it
+    /// first (the read then failed because of that).
+    #[error("closed")]
+    Local,
+    /// The peer closed its end (EOF).
+    #[error("peer closed the connection")]
+    PeerClosed,
+    /// The peer reset the connection (RST).
+    #[error("peer reset the connection: {0}")]
+    PeerReset(String),
+    /// Reading (or setting up a read) failed otherwise.
+    #[error("read failed: {message}")]
+    ReadFailed {
+        /// The OS error's kind.
+        kind: ErrorKind,
+        /// The OS error, for the log.
+        message: String,
+    },
+    /// A write of the handshake failed.
+    #[error("write failed: {message}")]
+    WriteFailed {
+        /// The OS error's kind.
+        kind: ErrorKind,
+        /// The OS error, for the log.
+        message: String,
+    },
+    /// Nothing arrived in time: `what` is `"handshake"` or `"idle
+    /// connection"`.
+    #[error("{what} timed out after {after:?}")]
+    TimedOut {
+        /// What was waited for.
+        what: &'static str,
+        /// How long.
+        after: Duration,
+    },
+    /// A write made no progress for the write timeout.
+    #[error("write timed out after {after:?} without progress: the peer is not reading")]
+    WriteStalled {
+        /// The write timeout in force.
+        after: Duration,
+    },
+    /// The peer's send queue passed `max_send_queue`.
+    #[error("send queue over {limit} bytes ({queued} queued): the peer is not reading")]
+    QueueFull {
+        /// The bound.
+        limit: usize,
+        /// What would have been queued.
+        queued: usize,
+    },
+    /// The peer held more than its share while the process's queues passed
+    /// `send_queue_budget`.
+    #[error(
+        "send queue of {queued} bytes while this process's queues hold over {budget} bytes: \
+         the peer is not reading"
+    )]
+    OverBudget {
+        /// What would have been queued for this peer.
+        queued: usize,
+        /// The process's budget.
+        budget: usize,
+    },
+    /// The handshake refused the peer (wrong cluster secret, bad MAC,
+    /// unsupported version): a configuration error, not worth retrying.
+    #[error("{HANDSHAKE_REFUSED}: {0}")]
+    HandshakeRefused(auth::AuthError),
+    /// The peer's bytes are not frames (garbage, an oversized frame).
+    #[error("{0}")]
+    Frame(codec::DecodeError),
+    /// A frame was refused (bad MAC, undecodable message, another cluster).
+    #[error("{0}")]
+    Refused(auth::FrameError),
+    /// This process could not run the connection (no thread for its
+    /// writer).
+    #[error("cannot start the writer thread: {0}")]
+    NoWriter(String),
 }
 
-/// How a connection ended, from its close reason (both runtimes' readers
-/// word them the same way): by the peer (EOF or reset), by a timeout, or
-/// otherwise. The fast takeover acts only on the first.
-pub fn how_ended(reason: &str) -> regent_core::node::Ended {
-    use regent_core::node::Ended;
-    if reason.starts_with(PEER_CLOSED) || reason.starts_with(PEER_RESET) {
-        Ended::ByPeer
-    } else if reason.contains("timed out") {
-        Ended::TimedOut
-    } else {
-        Ended::Failed
+impl CloseCause {
+    /// A failed read: a reset is the peer's doing.
+    pub fn read(e: &std::io::Error) -> CloseCause {
+        if e.kind() == ErrorKind::ConnectionReset {
+            CloseCause::PeerReset(e.to_string())
+        } else {
+            CloseCause::ReadFailed { kind: e.kind(), message: e.to_string() }
+        }
     }
-}
 
-/// The close reason of a failed read: a reset is the peer's doing.
-pub fn read_error(e: &std::io::Error) -> String {
-    if e.kind() == ErrorKind::ConnectionReset {
-        format!("{PEER_RESET}: {e}")
-    } else {
-        format!("read failed: {e}")
+    /// A failed write of the handshake.
+    pub fn write(e: &std::io::Error) -> CloseCause {
+        CloseCause::WriteFailed { kind: e.kind(), message: e.to_string() }
+    }
+
+    /// A refusal of the peer (counted and logged as such) rather than a
+    /// plain close: not a local close, an EOF, a reset or a failed read.
+    pub fn is_refusal(&self) -> bool {
+        !matches!(
+            self,
+            CloseCause::Local
+                | CloseCause::PeerClosed
+                | CloseCause::PeerReset(_)
+                | CloseCause::ReadFailed { .. }
+        )
+    }
+
+    /// Whether the handshake refused the peer.
+    pub fn is_handshake_refusal(&self) -> bool {
+        matches!(self, CloseCause::HandshakeRefused(_))
+    }
+
+    /// How the connection ended, as the node's fast takeover sees it: by the
+    /// peer (EOF or reset), by a timeout (of a read, of a write, or an OS
+    /// error that is one), or otherwise. The takeover acts only on the
+    /// first.
+    pub fn ended(&self) -> regent_core::node::Ended {
+        use regent_core::node::Ended;
+        match self {
+            CloseCause::PeerClosed | CloseCause::PeerReset(_) => Ended::ByPeer,
+            CloseCause::TimedOut { .. } | CloseCause::WriteStalled { .. } => Ended::TimedOut,
+            CloseCause::ReadFailed { kind: ErrorKind::TimedOut, .. }
+            | CloseCause::WriteFailed { kind: ErrorKind::TimedOut, .. } => Ended::TimedOut,
+            _ => Ended::Failed,
+        }
     }
 }
 
@@ -696,12 +779,9 @@ pub fn spawn_connection(
             let result = run(socket, side, conn, &cfg, &sink, ends);
             // Whatever is still queued will never be written.
             queue.close();
-            let reason = match result {
-                Ok(()) => "closed".to_string(),
-                Err(reason) => reason,
-            };
-            tracing::debug!(%peer, %conn, %reason, "connection ended");
-            sink(NetEvent::Closed { conn, reason });
+            let cause = result.err().unwrap_or(CloseCause::Local);
+            tracing::debug!(%peer, %conn, reason = %cause, "connection ended");
+            sink(NetEvent::Closed { conn, cause });
         })?;
     Ok(handle)
 }
@@ -709,24 +789,24 @@ pub fn spawn_connection(
 fn read_some(
     mut stream: &TcpStream,
     buf: &mut [u8],
-    what: &str,
+    what: &'static str,
     d: Duration,
-) -> Result<usize, String> {
+) -> Result<usize, CloseCause> {
     loop {
         return match stream.read(buf) {
-            Ok(0) => Err(PEER_CLOSED.into()),
+            Ok(0) => Err(CloseCause::PeerClosed),
             Ok(n) => Ok(n),
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                Err(format!("{what} timed out after {d:?}"))
+                Err(CloseCause::TimedOut { what, after: d })
             }
-            Err(e) => Err(read_error(&e)),
+            Err(e) => Err(CloseCause::read(&e)),
         };
     }
 }
 
-fn write_frame(mut stream: &TcpStream, frame: &[u8]) -> Result<(), String> {
-    stream.write_all(frame).map_err(|e| format!("write failed: {e}"))
+fn write_frame(mut stream: &TcpStream, frame: &[u8]) -> Result<(), CloseCause> {
+    stream.write_all(frame).map_err(|e| CloseCause::write(&e))
 }
 
 fn handshake(
@@ -735,7 +815,7 @@ fn handshake(
     side: Side,
     secret: &Secret,
     timeout: Duration,
-) -> Result<Session, String> {
+) -> Result<Session, CloseCause> {
     let deadline = Instant::now() + timeout;
     let mut hs = match side {
         Side::Client => {
@@ -747,7 +827,7 @@ fn handshake(
     };
     let mut buf = vec![0u8; 4096];
     loop {
-        while let Some(body) = reader.next_body().map_err(|e| e.to_string())? {
+        while let Some(body) = reader.next_body().map_err(CloseCause::Frame)? {
             match hs.receive(body) {
                 Step::Send(frame) => write_frame(stream, &frame)?,
                 Step::Established { frame, session } => {
@@ -760,17 +840,17 @@ fn handshake(
                     if let Some(frame) = frame {
                         let _ = stream.write_all(&frame);
                     }
-                    return Err(format!("{HANDSHAKE_REFUSED}: {error}"));
+                    return Err(CloseCause::HandshakeRefused(error));
                 }
             }
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(format!("handshake timed out after {timeout:?}"));
+            return Err(CloseCause::TimedOut { what: "handshake", after: timeout });
         }
-        stream.set_read_timeout(Some(left)).map_err(|e| format!("read failed: {e}"))?;
+        stream.set_read_timeout(Some(left)).map_err(|e| CloseCause::read(&e))?;
         let n = read_some(stream, &mut buf, "handshake", timeout)?;
-        reader.feed(&buf[..n]).map_err(|e| e.to_string())?;
+        reader.feed(&buf[..n]).map_err(CloseCause::Frame)?;
     }
 }
 
@@ -800,9 +880,7 @@ fn write_loop(
             }
             if let Err(e) = stream.write_all(&out) {
                 if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
-                    queue.fail(format!(
-                        "write timed out after {d:?} without progress: the peer is not reading"
-                    ));
+                    queue.fail(CloseCause::WriteStalled { after: d });
                 }
                 break 'outer;
             }
@@ -834,7 +912,7 @@ fn run(
     cfg: &Arc<NetConfig>,
     sink: &impl Fn(NetEvent),
     ends: Ends<'_>,
-) -> Result<(), String> {
+) -> Result<(), CloseCause> {
     let Ends { rx, stop_writer, closing, queue } = ends;
     let rstream: &TcpStream = &socket;
     let mut reader = FrameReader::new(match cfg.secret {
@@ -863,14 +941,14 @@ fn run(
         .spawn(move || write_loop(wsocket, sealer, rx, writer_closing, wqueue, wcfg));
     if let Err(e) = writer {
         let _ = rstream.shutdown(Shutdown::Both);
-        return Err(format!("cannot start the writer thread: {e}"));
+        return Err(CloseCause::NoWriter(e.to_string()));
     }
     let decoder = DecoderConfig { max_frame: cfg.max_frame, cluster: Some(cfg.cluster.clone()) };
     let mut buf = vec![0u8; 64 * 1024];
     let mut timeout = None;
     let result = (|| loop {
-        while let Some(body) = reader.next_body().map_err(|e| e.to_string())? {
-            let msg = opener.open(body, &decoder).map_err(|e| e.to_string())?;
+        while let Some(body) = reader.next_body().map_err(CloseCause::Frame)? {
+            let msg = opener.open(body, &decoder).map_err(CloseCause::Refused)?;
             sink(NetEvent::Message { conn, msg });
         }
         // The heartbeat interval may have changed: the timeout follows.
@@ -880,7 +958,7 @@ fn run(
             timeout = Some(d);
         }
         let n = read_some(rstream, &mut buf, "idle connection", d)?;
-        reader.feed(&buf[..n]).map_err(|e| e.to_string())?;
+        reader.feed(&buf[..n]).map_err(CloseCause::Frame)?;
     })();
     // Did the send side end the connection (its queue overflowed, a write
     // made no progress)? That is the reason, whatever the read saw.
@@ -986,8 +1064,14 @@ mod tests {
         sh.send(Message::StateRequest);
         assert!(matches!(next(&crx), NetEvent::Message { msg: Message::StateRequest, .. }));
         ch.close();
-        assert!(matches!(next(&crx), NetEvent::Closed { ref reason, .. } if reason == "closed"));
-        assert!(matches!(next(&srx), NetEvent::Closed { ref reason, .. } if !is_refusal(reason)));
+        assert!(matches!(next(&crx), NetEvent::Closed { cause: CloseCause::Local, .. }));
+        match next(&srx) {
+            NetEvent::Closed { cause, .. } => {
+                assert!(!cause.is_refusal(), "{cause}");
+                assert_eq!(cause.ended(), regent_core::node::Ended::ByPeer, "{cause}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -1007,9 +1091,9 @@ mod tests {
         );
         ch.send(hello("c"));
         match next(&srx) {
-            NetEvent::Closed { reason, .. } => {
-                assert!(reason.contains("handshake"), "{reason}");
-                assert!(is_refusal(&reason));
+            NetEvent::Closed { cause, .. } => {
+                assert!(cause.to_string().contains("handshake"), "{cause}");
+                assert!(cause.is_refusal() && cause.is_handshake_refusal(), "{cause}");
             }
             other => panic!("{other:?}"),
         }
@@ -1020,7 +1104,9 @@ mod tests {
         let (_sh, srx, ch, _crx) = pair(NetConfig::new("c", None), NetConfig::new("other", None));
         ch.send(hello("other"));
         match next(&srx) {
-            NetEvent::Closed { reason, .. } => assert!(reason.contains("cluster"), "{reason}"),
+            NetEvent::Closed { cause, .. } => {
+                assert!(cause.to_string().contains("cluster"), "{cause}")
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -1039,7 +1125,9 @@ mod tests {
         .unwrap();
         c.write_all(&(1u32 << 30).to_be_bytes()).unwrap();
         match next(&rx) {
-            NetEvent::Closed { reason, .. } => assert!(reason.contains("exceeds"), "{reason}"),
+            NetEvent::Closed { cause, .. } => {
+                assert!(cause.to_string().contains("exceeds"), "{cause}")
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -1057,7 +1145,10 @@ mod tests {
         })
         .unwrap();
         match next(&rx) {
-            NetEvent::Closed { reason, .. } => assert!(reason.contains("timed out"), "{reason}"),
+            NetEvent::Closed { cause, .. } => {
+                assert!(cause.to_string().contains("timed out"), "{cause}");
+                assert_eq!(cause.ended(), regent_core::node::Ended::TimedOut, "{cause}");
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -1078,7 +1169,7 @@ mod tests {
         cfg: NetConfig,
         msg: Message,
         pause: Duration,
-    ) -> (String, Arc<NetConfig>) {
+    ) -> (CloseCause, Arc<NetConfig>) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let _c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (s, _) = l.accept().unwrap();
@@ -1093,7 +1184,7 @@ mod tests {
             assert!(Instant::now() < deadline, "the non-reading peer was never disconnected");
             h.send(msg.clone());
             match rx.try_recv() {
-                Ok(NetEvent::Closed { reason, .. }) => return (reason, cfg),
+                Ok(NetEvent::Closed { cause, .. }) => return (cause, cfg),
                 Ok(other) => panic!("{other:?}"),
                 Err(_) => std::thread::sleep(pause),
             }
@@ -1104,9 +1195,10 @@ mod tests {
     fn a_peer_that_does_not_read_is_disconnected_past_the_queue_bound() {
         let mut cfg = NetConfig::new("c", None);
         cfg.max_send_queue = 256 * 1024;
-        let (reason, cfg) = flood_until_closed(cfg, big(16 * 1024), Duration::ZERO);
+        let (cause, cfg) = flood_until_closed(cfg, big(16 * 1024), Duration::ZERO);
+        let reason = cause.to_string();
         assert!(reason.contains("send queue over 262144 bytes"), "{reason}");
-        assert!(reason.contains("not reading") && is_refusal(&reason), "{reason}");
+        assert!(reason.contains("not reading") && cause.is_refusal(), "{reason}");
         assert_eq!(cfg.queued_bytes(), 0, "nothing stays counted once closed");
     }
 
@@ -1118,8 +1210,9 @@ mod tests {
         // No queue bound in the way: only the write timeout can fire.
         cfg.max_send_queue = usize::MAX / 4;
         cfg.send_queue_budget = usize::MAX / 2;
-        let (reason, cfg) = flood_until_closed(cfg, big(256 * 1024), Duration::from_millis(2));
-        assert!(reason.contains("write timed out after 300ms"), "{reason}");
+        let (cause, cfg) = flood_until_closed(cfg, big(256 * 1024), Duration::from_millis(2));
+        assert!(cause.to_string().contains("write timed out after 300ms"), "{cause}");
+        assert_eq!(cause.ended(), regent_core::node::Ended::TimedOut, "{cause}");
         assert_eq!(cfg.queued_bytes(), 0);
     }
 
@@ -1145,7 +1238,9 @@ mod tests {
         }
         assert!(matches!(b.admit(frame), Admit::Queue { .. }));
         match a.admit(frame) {
-            Admit::Overflow { reason } => assert!(reason.contains("not reading"), "{reason}"),
+            Admit::Overflow { cause } => {
+                assert!(cause.to_string().contains("not reading"), "{cause}")
+            }
             other => panic!("{other:?}"),
         }
         assert!(matches!(small.admit(100), Admit::Queue { .. }));

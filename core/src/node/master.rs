@@ -39,6 +39,12 @@
 //!   leadership up and rejoins ([`elector::Action::Outgrown`]), and one
 //!   whose commands waited [`STALL_NOTE_AFTER`] says why, once
 //!   ([`Note::CommandsStalled`]).
+//! * **HTTP log reads are the node's** ([`Input::LogQuery`] /
+//!   [`Output::LogAnswer`]): the node puts each on a connection of its own
+//!   (numbered from [`QUERY_CONNS`] up, never the runtime's), so the master
+//!   relays it as any `LogRequest`; the first message the master sends
+//!   there is the answer, and a close of it before one (the leadership
+//!   ended) is answered `RequestRefused`. The runtime only forwards.
 //! * **One deadline table** ([`Deadlines`]) holds the master's, the
 //!   elector's and the store's timers; the runtime asks
 //!   [`MasterNode::poll_timeout`] and feeds [`Input::Tick`] when it passes.
@@ -48,9 +54,11 @@ use super::watch::{LeaderWatch, WatchOutput, DIAL_TIMEOUT, PROBE_TIMEOUT};
 use super::zk_store::{StoreOutput, ZkStore};
 use super::{Deadlines, DialId, DialResult, Ended, ProbeResult};
 use crate::elector::{self, DeposeOutcome, Elector, ElectorStatus, RequestId, ZkCommand, ZkEvent};
-use crate::ids::{Addr, ConnId, Epoch, MasterId};
+use crate::ids::{Addr, ConnId, Epoch, ExecutorId, MasterId};
 use crate::master::{self, Master, Status};
-use crate::protocol::{ClusterState, Hello, LeaderHint, Message, Role, PROTOCOL_VERSION};
+use crate::protocol::{
+    ClusterState, Hello, LeaderHint, LogStream, Message, Role, PROTOCOL_VERSION,
+};
 use crate::store::seal::Sealing;
 use crate::store::{StoreCommand, StoreEvent};
 use crate::time::Millis;
@@ -74,6 +82,10 @@ pub const MAX_HELD_PER_CONN: usize = 1_024;
 /// why it cannot command ([`Note::CommandsStalled`]). A new leader's wait
 /// and a confirmation's round trip are far shorter.
 pub const STALL_NOTE_AFTER: Millis = Millis(5_000);
+
+/// The first connection number the node gives an HTTP log read
+/// ([`Input::LogQuery`]): a runtime numbers its own connections below it.
+pub const QUERY_CONNS: u64 = 1 << 63;
 
 /// Where leadership comes from.
 #[derive(Clone, Debug)]
@@ -150,6 +162,21 @@ pub enum Input {
     /// The local store answers an [`Output::Store`] (single-master modes),
     /// passed to the master untouched.
     Store(StoreEvent),
+    /// An HTTP log read (`GET /api/logs/...`), answered as from `regent
+    /// logs`: exactly one [`Output::LogAnswer`] for `query` follows, unless
+    /// the process stops first.
+    LogQuery {
+        /// The runtime's number for the read, echoed in the answer.
+        query: u64,
+        /// The executor.
+        executor: ExecutorId,
+        /// Which file.
+        stream: LogStream,
+        /// Where to start; `None`: the last `max` bytes.
+        offset: Option<u64>,
+        /// The most bytes wanted.
+        max: u32,
+    },
     /// The operator asks the leader to step down (a local signal; the wire
     /// has [`Message::StepDown`]).
     StepDown,
@@ -208,6 +235,15 @@ pub enum Output {
     Exit {
         /// Why.
         reason: String,
+    },
+    /// The answer to [`Input::LogQuery`] `query`: hand `answer` to the
+    /// HTTP reader that asked (`LogChunk`, `RequestRefused`, `NotLeader` or
+    /// `LeaderSuspended`).
+    LogAnswer {
+        /// The read.
+        query: u64,
+        /// The answer, as `regent logs` would get it.
+        answer: Message,
     },
     /// Purely observational: something an operator wants in the log.
     Note(Note),
@@ -376,6 +412,11 @@ pub struct MasterNode {
     stall_noted: bool,
     /// The `now` of the last `handle` call (for the gauges).
     last_now: Millis,
+    /// HTTP log reads waiting for their answer: the node's connection for
+    /// each, and the runtime's number for it.
+    queries: BTreeMap<ConnId, u64>,
+    /// The next connection number for an HTTP log read.
+    next_query_conn: u64,
 }
 
 impl MasterNode {
@@ -409,6 +450,8 @@ impl MasterNode {
             held: BTreeMap::new(),
             stall_noted: false,
             last_now: Millis::ZERO,
+            queries: BTreeMap::new(),
+            next_query_conn: QUERY_CONNS,
         }
     }
 
@@ -580,6 +623,14 @@ impl MasterNode {
             }
             Input::Zk(event) => self.on_zk(now, event, &mut queue, &mut out),
             Input::Store(event) => queue.push_back(Inner::Master(master::Event::Store(event))),
+            Input::LogQuery { query, executor, stream, offset, max } => {
+                let conn = ConnId(self.next_query_conn);
+                self.next_query_conn = self.next_query_conn.wrapping_add(1).max(QUERY_CONNS);
+                self.queries.insert(conn, query);
+                let msg = Message::LogRequest { request: 0, executor, stream, offset, max };
+                queue.push_back(Inner::Master(master::Event::Connected { conn }));
+                queue.push_back(Inner::Master(master::Event::Message { conn, msg }));
+            }
             Input::StepDown => {
                 if self.elector.is_some() && self.master.status() != Status::Standby {
                     self.give_up(
@@ -599,10 +650,47 @@ impl MasterNode {
             }
         }
         self.run(now, &mut queue, &mut out);
+        self.answer_queries(now, &mut out);
         if self.master.status() == Status::Alive {
             self.abdications = 0;
         }
         out
+    }
+
+    /// Turns what the master sent to an HTTP log read's connection into its
+    /// [`Output::LogAnswer`]: the first message is the answer (and the
+    /// connection then ends, as a client's would); a close before one (the
+    /// leadership ended) is answered `RequestRefused`.
+    fn answer_queries(&mut self, now: Millis, out: &mut Vec<Output>) {
+        let mut from = 0;
+        while !self.queries.is_empty() && from < out.len() {
+            let mut answered = VecDeque::new();
+            for o in &mut out[from..] {
+                let (conn, answer) = match o {
+                    Output::Send { conn, msg } if self.queries.contains_key(conn) => {
+                        answered
+                            .push_back(Inner::Master(master::Event::Disconnected { conn: *conn }));
+                        (*conn, msg.clone())
+                    }
+                    Output::Close { conn, reason } if self.queries.contains_key(conn) => {
+                        let msg = Message::RequestRefused {
+                            epoch: self.master.epoch(),
+                            request: 0,
+                            reason: format!("the master stopped leading ({reason}); retry"),
+                        };
+                        (*conn, msg)
+                    }
+                    _ => continue,
+                };
+                let query = self.queries.remove(&conn).expect("checked above");
+                *o = Output::LogAnswer { query, answer };
+            }
+            from = out.len();
+            if answered.is_empty() {
+                break;
+            }
+            self.run(now, &mut answered, out);
+        }
     }
 
     /// Carries out what the contacts ask (seed 002).

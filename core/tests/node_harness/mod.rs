@@ -330,6 +330,7 @@ impl Cluster {
             let n = &mut self.nodes[i];
             match o {
                 Output::Send { .. } | Output::Note(_) | Output::Exit { .. } => {}
+                Output::LogAnswer { .. } => {}
                 Output::Close { conn, .. } => {
                     n.closed.insert(conn);
                 }

@@ -27,7 +27,7 @@ use crate::net::{self, spawn_connection, ConnHandle, NetConfig, NetEvent};
 use crate::store::{master_sealing, LocalStore};
 use regent_core::auth::Side;
 use regent_core::node::master::{Config, Input as NodeInput, Leadership, Output};
-use regent_core::node::{DialId, DialResult, Ended, MasterNode, ProbeResult};
+use regent_core::node::{DialId, DialResult, MasterNode, ProbeResult};
 use regent_core::protocol::ClusterState;
 use regent_core::store::StoreEvent;
 use regent_core::{Addr, ConnId, Millis};
@@ -293,6 +293,7 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, DriverError> {
              direction each); --runtime smol takes more",
         ),
         http_logs: HashMap::new(),
+        next_query: 0,
     };
     let thread = std::thread::Builder::new()
         .name("regent-master".into())
@@ -389,10 +390,10 @@ struct Daemon {
     rejected_connections: u64,
     /// Past it, a connection is closed at once.
     ceiling: ConnectionCeiling,
-    /// `GET /api/logs/...` reads: a connection no socket backs, on which
-    /// the node hears the `LogRequest`; its first answer goes back to the
-    /// HTTP thread, then the connection ends.
-    http_logs: HashMap<ConnId, std::sync::mpsc::SyncSender<regent_core::protocol::Message>>,
+    /// `GET /api/logs/...` reads the node has not answered yet, by query
+    /// number: where its `LogAnswer` goes.
+    http_logs: HashMap<u64, std::sync::mpsc::SyncSender<regent_core::protocol::Message>>,
+    next_query: u64,
 }
 
 impl Daemon {
@@ -501,18 +502,18 @@ impl Daemon {
                         pending.push_back(NodeInput::Message { conn, msg });
                     }
                 }
-                Input::Net(NetEvent::Closed { conn, reason }) => {
+                Input::Net(NetEvent::Closed { conn, cause }) => {
                     if self.closed_by_us.remove(&conn) {
                         continue;
                     }
                     if let Some(h) = self.conns.remove(&conn) {
-                        if net::is_refusal(&reason) {
+                        if cause.is_refusal() {
                             self.rejected_connections += 1;
-                            tracing::warn!(peer = %h.peer, %conn, "connection refused: {reason}");
+                            tracing::warn!(peer = %h.peer, %conn, "connection refused: {cause}");
                         } else {
-                            tracing::debug!(peer = %h.peer, %conn, "connection closed: {reason}");
+                            tracing::debug!(peer = %h.peer, %conn, "connection closed: {cause}");
                         }
-                        let how = net::how_ended(&reason);
+                        let how = cause.ended();
                         pending.push_back(NodeInput::Disconnected { conn, how });
                     }
                 }
@@ -521,15 +522,12 @@ impl Daemon {
                     let _ = reply.send(self.node.master().state());
                 }
                 Input::Http(HttpQuery { log: Some(q), .. }) => {
-                    // As from `regent logs`: the node relays the read to the
-                    // executor's worker; its answer is sent back in `step`.
-                    let conn = ConnId(self.next_conn);
-                    self.next_conn += 1;
-                    let msg = q.request();
-                    self.http_logs.insert(conn, q.reply);
+                    // The node answers it (`Output::LogAnswer`, in `step`).
+                    let (input, reply) = q.into_input(self.next_query);
+                    self.http_logs.insert(self.next_query, reply);
+                    self.next_query += 1;
                     pending.push_back(NodeInput::Tick);
-                    pending.push_back(NodeInput::Connected { conn });
-                    pending.push_back(NodeInput::Message { conn, msg });
+                    pending.push_back(input);
                 }
                 Input::Http(q) => {
                     // Inputs taken so far first, then a handle call at the
@@ -561,20 +559,9 @@ impl Daemon {
         let now = self.now();
         for output in self.node.handle(now, input) {
             match output {
-                Output::Send { conn, msg } if self.http_logs.contains_key(&conn) => {
-                    if let Some(reply) = self.http_logs.remove(&conn) {
-                        let _ = reply.try_send(msg);
-                    }
-                    pending.push_back(NodeInput::Disconnected { conn, how: Ended::Failed });
-                }
-                Output::Close { conn, reason } if self.http_logs.contains_key(&conn) => {
-                    // The leadership ended before the relay did.
-                    if let Some(reply) = self.http_logs.remove(&conn) {
-                        let _ = reply.try_send(regent_core::protocol::Message::RequestRefused {
-                            epoch: self.node.master().epoch(),
-                            request: 0,
-                            reason: format!("the master stopped leading ({reason}); retry"),
-                        });
+                Output::LogAnswer { query, answer } => {
+                    if let Some(reply) = self.http_logs.remove(&query) {
+                        let _ = reply.try_send(answer);
                     }
                 }
                 Output::Send { conn, msg } => {

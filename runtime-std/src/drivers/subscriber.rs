@@ -361,11 +361,11 @@ impl<W: Write> Pump<W> {
                 Ok(Input::Net(NetEvent::Message { conn, msg })) => {
                     self.feed(NodeInput::Message { conn, msg })
                 }
-                Ok(Input::Net(NetEvent::Closed { conn, reason })) => {
+                Ok(Input::Net(NetEvent::Closed { conn, cause })) => {
                     if self.conns.remove(&conn).is_some() {
-                        tracing::info!(%conn, %reason, "connection closed");
+                        tracing::info!(%conn, reason = %cause, "connection closed");
                     }
-                    self.feed(NodeInput::Closed { conn, reason })
+                    self.feed(NodeInput::Closed { conn, reason: cause.to_string() })
                 }
                 Ok(Input::Dialled { dial, result }) => self.on_dialled(dial, result),
                 Ok(Input::Interrupt) => self.feed(NodeInput::Interrupt),

@@ -51,15 +51,18 @@ pub struct LogQuery {
 }
 
 impl LogQuery {
-    /// The request the daemon feeds its node for this query.
-    pub fn request(&self) -> Message {
-        Message::LogRequest {
-            request: 0,
-            executor: self.executor.clone(),
-            stream: self.stream,
-            offset: self.offset,
-            max: self.max,
-        }
+    /// The input the daemon feeds its node for this query, numbered
+    /// `query`, and where the node's [`Output::LogAnswer`] for it goes.
+    ///
+    /// [`Output::LogAnswer`]: regent_core::node::master::Output::LogAnswer
+    pub fn into_input(
+        self,
+        query: u64,
+    ) -> (regent_core::node::master::Input, std::sync::mpsc::SyncSender<Message>) {
+        let LogQuery { executor, stream, offset, max, reply } = self;
+        let input =
+            regent_core::node::master::Input::LogQuery { query, executor, stream, offset, max };
+        (input, reply)
     }
 }
 

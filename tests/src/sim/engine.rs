@@ -1390,6 +1390,8 @@ impl World {
                     self.log(|| format!("m{m} probes {addr}"));
                     self.probe(m, probe, &addr, timeout);
                 }
+                // The simulator asks no HTTP log reads.
+                mnode::Output::LogAnswer { .. } => {}
                 mnode::Output::Note(note) => {
                     if matches!(note, mnode::Note::SteppedDown { .. }) {
                         self.step_downs += 1;
