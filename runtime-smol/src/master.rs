@@ -15,7 +15,6 @@ use crate::net::{self, ConnHandle, NetConfig, NetEvent};
 use crate::zk::{ZkBackend, ZkConfig};
 use async_channel::{Receiver, Sender};
 use regent_core::auth::Side;
-use regent_core::elector::DeposeOutcome;
 use regent_core::master::Status;
 use regent_core::node::master::{Config, Input as NodeInput, Leadership, Note, Output};
 use regent_core::node::{DialId, DialResult, MasterNode, ProbeResult};
@@ -315,7 +314,9 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
     }
 }
 
-/// The I/O pump around one [`MasterNode`].
+/// The I/O pump around one `MasterNode`, following the pump contract of
+/// `regent_core::node` (one `handle` per input, outputs executed in order,
+/// `poll_timeout` for the next deadline).
 struct Pump {
     clock: crate::RuntimeClock,
     node: MasterNode,
@@ -435,7 +436,7 @@ impl Pump {
                                 epoch,
                                 peer = %c.peer,
                                 "command sent: {}",
-                                command_name(&msg)
+                                msg.kind()
                             );
                         }
                         c.send(msg);
@@ -479,7 +480,7 @@ impl Pump {
                     {
                         self.load_started = Some(Instant::now());
                     }
-                    log_note(&note)
+                    regent_std::notes::log_note(&note)
                 }
             }
         }
@@ -520,53 +521,5 @@ impl Pump {
             let _ = tx.send(Input::Dialled { dial, result }).await;
         })
         .detach();
-    }
-}
-
-fn command_name(msg: &regent_core::protocol::Message) -> &'static str {
-    use regent_core::protocol::Message;
-    match msg {
-        Message::LaunchExecutor { .. } => "LaunchExecutor",
-        Message::KillExecutorOnWorker { .. } => "KillExecutorOnWorker",
-        Message::Shutdown { .. } => "Shutdown",
-        _ => "other",
-    }
-}
-
-/// Leadership changes, for the operator's log.
-pub fn log_note(note: &Note) {
-    match note {
-        Note::LeaderIs(h) => {
-            tracing::info!(leader = %h.id, addr = %h.addr, floor = %h.epoch, "leader")
-        }
-        Note::Elected { floor } => tracing::info!(%floor, "elected"),
-        Note::Suspended => tracing::warn!("coordination session in doubt: suspended"),
-        Note::Resumed => tracing::info!("coordination session back: resumed"),
-        Note::Revoked => tracing::warn!("leadership lost: back to standby"),
-        Note::SteppedDown { reason } => {
-            tracing::warn!(
-                "giving up leadership, back to standby and rejoining the election: {reason}"
-            )
-        }
-        Note::Deposing { leader, evidence } => {
-            tracing::warn!(%leader, "the leader's process is gone ({evidence}): deposing it")
-        }
-        Note::Deposed { leader, outcome: DeposeOutcome::Deleted { node } } => {
-            tracing::warn!(%leader, %node, "deposed: deleted its election node")
-        }
-        Note::Deposed { leader, outcome: DeposeOutcome::Skipped { reason } } => {
-            tracing::info!(%leader, "not deposed ({reason}): its session timeout applies")
-        }
-        Note::PeerUnreached { addr, reason } => {
-            tracing::info!(%addr, "could not tell a recorded peer of this leader: {reason}")
-        }
-        Note::CommandsStalled { held, waited, reason } => {
-            tracing::warn!(
-                held,
-                waited_ms = waited.0,
-                "{held} commands (launch, kill, shutdown) have waited {} s and cannot be sent: {reason}",
-                waited.0 / 1000
-            )
-        }
     }
 }

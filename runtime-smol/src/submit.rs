@@ -245,8 +245,9 @@ struct Dialled {
     result: Result<TcpStream, String>,
 }
 
-/// The I/O around one [`SubmitNode`]: connections, dials, the clock, the
-/// screen.
+/// The I/O pump around one `SubmitNode`, following the pump contract of
+/// `regent_core::node` (one `handle` per input, outputs executed in order,
+/// `poll_timeout` for the next deadline).
 struct Pump<W: Write> {
     node: SubmitNode,
     clock: crate::RuntimeClock,

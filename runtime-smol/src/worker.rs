@@ -114,7 +114,7 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
 
     let (net_tx, net_rx) = async_channel::unbounded();
     let (dial_tx, dial_rx) = async_channel::unbounded();
-    let mut d = Daemon {
+    let mut d = Pump {
         clock: crate::RuntimeClock::start(),
         node: WorkerNode::new(config),
         supervisor: Arc::new(supervisor),
@@ -245,8 +245,10 @@ struct Dialed {
     result: Result<TcpStream, DialError>,
 }
 
-/// The I/O pump around one [`WorkerNode`].
-struct Daemon {
+/// The I/O pump around one `WorkerNode`, following the pump contract of
+/// `regent_core::node` (one `handle` per input, outputs executed in order,
+/// `poll_timeout` for the next deadline).
+struct Pump {
     clock: crate::RuntimeClock,
     node: WorkerNode,
     supervisor: Arc<Supervisor>,
@@ -263,7 +265,7 @@ struct Daemon {
     queue: VecDeque<NodeInput>,
 }
 
-impl Daemon {
+impl Pump {
     /// One `handle` call, then every output in order; then the same for
     /// each input an output queued (one call each).
     async fn feed(&mut self, input: NodeInput) {

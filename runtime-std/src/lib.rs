@@ -30,6 +30,7 @@ pub mod exec;
 pub mod host;
 pub mod http;
 pub mod net;
+pub mod notes;
 pub mod store;
 
 pub use store::{

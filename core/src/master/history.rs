@@ -1,4 +1,4 @@
-//! The history of finished frameworks (see [`crate::history`]).
+//! The history of finished frameworks (see [`crate::protocol::FinishedFramework`]).
 //!
 //! * **When a framework ends** (it tears itself down, an operator kills it,
 //!   or its failover timeout expires) its live entry is removed and, in the

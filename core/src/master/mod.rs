@@ -86,7 +86,7 @@ pub struct Config {
     /// decides the real bound. Default [`crate::limits::DEFAULT_MAX_FRAMEWORKS`].
     pub max_frameworks: usize,
     /// How many finished frameworks the leader keeps in its history (see
-    /// [`crate::history`]); older ones are deleted. Default
+    /// [`crate::protocol::FinishedFramework`]); older ones are deleted. Default
     /// [`crate::limits::DEFAULT_RETAINED_FRAMEWORKS`] (200, like Spark's
     /// `spark.deploy.retainedApplications`), at most
     /// [`crate::limits::MAX_RETAINED_FRAMEWORKS`].

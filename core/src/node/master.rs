@@ -309,6 +309,36 @@ pub enum Note {
     },
 }
 
+/// How loud a [`Note`] is in the operator's log: decided here, so every
+/// runtime logs a note at the same level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoteLevel {
+    /// Expected in a healthy cluster (a leader named, an election won).
+    Info,
+    /// Worth an operator's attention (leadership lost or given up, a
+    /// leader deposed, commands stalled).
+    Warn,
+}
+
+impl Note {
+    /// The level to log this note at.
+    pub fn level(&self) -> NoteLevel {
+        match self {
+            Note::LeaderIs(_)
+            | Note::Elected { .. }
+            | Note::Resumed
+            | Note::PeerUnreached { .. }
+            | Note::Deposed { outcome: DeposeOutcome::Skipped { .. }, .. } => NoteLevel::Info,
+            Note::Suspended
+            | Note::Revoked
+            | Note::SteppedDown { .. }
+            | Note::Deposing { .. }
+            | Note::Deposed { outcome: DeposeOutcome::Deleted { .. }, .. }
+            | Note::CommandsStalled { .. } => NoteLevel::Warn,
+        }
+    }
+}
+
 /// The node's named deadlines: its machines' timers in one table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Timer {

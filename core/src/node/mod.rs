@@ -15,6 +15,28 @@
 //! * [`submit`]: [`SubmitNode`], the submitter's: the subscriber, progress
 //!   and what the user is shown.
 //! * [`Deadlines`]: the one deadline table every node keeps.
+//!
+//! # The pump contract
+//!
+//! Every runtime drives a node with the same loop (each loop struct is
+//! named `Pump` and says so in its docs):
+//!
+//! ```text
+//! feed Input::Start
+//! loop {
+//!     wait for the first of: a socket event, a store or ZooKeeper report,
+//!         a local request (HTTP, a signal), or poll_timeout() passing
+//!     turn it into one Input (Tick for the deadline) and call handle(now, input) once
+//!     execute the returned outputs in order (sends, closes, dials, store and
+//!         ZooKeeper commands); a result that is ready at once is queued as the
+//!         next input, never fed inside the loop over the outputs
+//!     ask poll_timeout() for the next deadline
+//! }
+//! ```
+//!
+//! `now` is the runtime's monotonic clock (CLOCK_BOOTTIME in regent-std),
+//! never decreasing between calls. A pump decides nothing: what to send,
+//! whom to refuse, how a connection's end counts, all come from the node.
 
 mod contact;
 mod deadlines;

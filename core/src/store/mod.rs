@@ -219,7 +219,7 @@ impl SlotOutcome {
     }
 }
 
-/// A finished framework kept in the history (see [`crate::history`]).
+/// A finished framework kept in the history (see [`crate::protocol::FinishedFramework`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HistoryRecord {
     /// Its place in the history: each leader numbers the frameworks it

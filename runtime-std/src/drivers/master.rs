@@ -268,7 +268,7 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, DriverError> {
 
     let clock = RuntimeClock::start();
     let clock_base = wall_clock_ms();
-    let d = Daemon {
+    let d = Pump {
         clock,
         node: MasterNode::new(Config {
             master: mcfg,
@@ -368,7 +368,10 @@ impl Drop for Acceptor {
     }
 }
 
-struct Daemon {
+/// The I/O pump around one `MasterNode`, following the pump contract of
+/// `regent_core::node` (one `handle` per input, outputs executed in order,
+/// `poll_timeout` for the next deadline).
+struct Pump {
     clock: RuntimeClock,
     node: MasterNode,
     net: Arc<NetConfig>,
@@ -396,7 +399,7 @@ struct Daemon {
     next_query: u64,
 }
 
-impl Daemon {
+impl Pump {
     fn now(&self) -> Millis {
         self.clock.now()
     }
@@ -613,7 +616,7 @@ impl Daemon {
                         pending.push_back(NodeInput::Probed { probe, result });
                     }
                 }
-                Output::Note(note) => tracing::info!(?note, "leadership"),
+                Output::Note(note) => crate::notes::log_note(&note),
                 // DESIGN rule 8, single-master modes: a store that cannot be
                 // written (or read) stops the process, saying why.
                 Output::Exit { reason } => return Err(format!("giving up leadership: {reason}")),

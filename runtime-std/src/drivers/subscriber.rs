@@ -330,6 +330,9 @@ impl<W: Write> Screen<W> {
     }
 }
 
+/// The I/O pump around one `SubmitNode`, following the pump contract of
+/// `regent_core::node` (one `handle` per input, outputs executed in order,
+/// `poll_timeout` for the next deadline).
 struct Pump<W: Write> {
     node: SubmitNode,
     clock: RuntimeClock,

@@ -111,7 +111,7 @@ pub fn spawn_worker(cfg: WorkerConfig) -> Result<WorkerHandle, DriverError> {
     })?;
     let node = WorkerNode::new(config);
     let status = Arc::new(Mutex::new(node.status()));
-    let d = Daemon {
+    let d = Pump {
         clock: RuntimeClock::start(),
         node,
         status: status.clone(),
@@ -138,7 +138,10 @@ pub fn spawn_worker(cfg: WorkerConfig) -> Result<WorkerHandle, DriverError> {
     Ok(WorkerHandle { id, status, driver: DriverThread::new("worker", stop, thread) })
 }
 
-struct Daemon {
+/// The I/O pump around one `WorkerNode`, following the pump contract of
+/// `regent_core::node` (one `handle` per input, outputs executed in order,
+/// `poll_timeout` for the next deadline).
+struct Pump {
     clock: RuntimeClock,
     node: WorkerNode,
     status: Arc<Mutex<WorkerStatus>>,
@@ -157,7 +160,7 @@ struct Daemon {
     queue: VecDeque<NodeInput>,
 }
 
-impl Daemon {
+impl Pump {
     fn run(mut self, rx: Receiver<Input>, left_behind: Vec<LeftBehind>) -> Result<(), String> {
         self.feed(NodeInput::Start);
         for lb in left_behind {
