@@ -67,3 +67,100 @@ fn a_new_leader_relays_reads_without_waiting_for_its_acting_lease() {
         "{out:?}"
     );
 }
+
+/// An HTTP log read (`GET /api/logs`) is the node's to route (issue 21): the
+/// runtime hands it in as `Input::LogQuery` and gets exactly one
+/// `Output::LogAnswer` for it, with the worker's bytes; nothing is sent on a
+/// connection the runtime does not own.
+#[test]
+fn an_http_log_query_is_relayed_and_answered_by_the_node() {
+    let mut c = node_harness::Cluster::zookeeper(1);
+    let _ = c.feed(0, Input::Start);
+    let _ = c.register(0, 10, "w1", 1);
+    let _ = c.subscribe(0, 20, 1);
+    let spec = GroupSpec {
+        group: "g".into(),
+        slots: 1,
+        command: vec!["true".into()],
+        env: vec![],
+        cores: 1,
+        memory_mb: 64,
+    };
+    let _ = c.feed(
+        0,
+        Input::Message { conn: ConnId(20), msg: Message::DeclareGroup { request: 1, spec } },
+    );
+    let e = c.nodes[0].node.master().executors().next().expect("placed").id.clone();
+    let query = Input::LogQuery {
+        query: 77,
+        executor: e,
+        stream: LogStream::Stderr,
+        offset: Some(0),
+        max: 16,
+    };
+    let out = c.feed(0, query);
+    let relay = out
+        .iter()
+        .find_map(|o| match o {
+            Output::Send { conn: ConnId(10), msg: Message::ReadLog { relay, .. } } => Some(*relay),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("the read goes to the executor's worker: {out:?}"));
+    assert!(
+        !out.iter().any(|o| matches!(o, Output::LogAnswer { .. })),
+        "not answered yet: {out:?}"
+    );
+    let data = Message::LogData {
+        relay,
+        live: false,
+        read: LogRead::Chunk { offset: 0, data: b"oops".to_vec(), size: 4 },
+    };
+    let out = c.feed(0, Input::Message { conn: ConnId(10), msg: data });
+    let answers: Vec<_> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::LogAnswer { query, answer } => Some((*query, answer.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answers.len(), 1, "exactly one answer: {out:?}");
+    assert_eq!(answers[0].0, 77);
+    assert!(
+        matches!(&answers[0].1, Message::LogChunk { data, size: 4, .. } if data == b"oops"),
+        "{answers:?}"
+    );
+    let owned = [ConnId(10), ConnId(20)];
+    assert!(
+        out.iter().all(|o| match o {
+            Output::Send { conn, .. } | Output::Close { conn, .. } => owned.contains(conn),
+            _ => true,
+        }),
+        "nothing on a connection the runtime does not own: {out:?}"
+    );
+}
+
+/// A query for an executor the leader does not know is refused in the same
+/// step, as `RequestRefused` naming it.
+#[test]
+fn an_http_log_query_for_an_unknown_executor_is_refused_at_once() {
+    let mut c = node_harness::Cluster::zookeeper(1);
+    let _ = c.feed(0, Input::Start);
+    let out = c.feed(
+        0,
+        Input::LogQuery {
+            query: 5,
+            executor: "fw-nope/g/0".into(),
+            stream: LogStream::Stdout,
+            offset: None,
+            max: 16,
+        },
+    );
+    let answer = out
+        .iter()
+        .find_map(|o| match o {
+            Output::LogAnswer { query: 5, answer } => Some(answer.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("answered in the same step: {out:?}"));
+    assert!(matches!(answer, Message::RequestRefused { .. }), "{answer:?}");
+}
