@@ -10,11 +10,10 @@ use regent_core::node::master::{Input, Output};
 use regent_core::protocol::{GroupSpec, LogRead, LogStream, Message};
 use regent_core::ConnId;
 
-/// A new ZooKeeper-mode leader holds its first launch until its acting
-/// lease is confirmed (issue 12), but a log read is no command: it is
-/// relayed at once, and its answer passed back at once.
-#[test]
-fn a_new_leader_relays_reads_without_waiting_for_its_acting_lease() {
+/// A one-master ZooKeeper cluster, leading, with worker `w1` on connection
+/// 10, a framework on 20, and one placed executor (its launch still waiting
+/// for the acting lease).
+fn leader_with_one_executor() -> (node_harness::Cluster, regent_core::ExecutorId) {
     let mut c = node_harness::Cluster::zookeeper(1);
     let _ = c.feed(0, Input::Start);
     assert_eq!(c.nodes[0].status(), Status::Alive);
@@ -30,8 +29,17 @@ fn a_new_leader_relays_reads_without_waiting_for_its_acting_lease() {
     };
     let declare = Message::DeclareGroup { request: 1, spec };
     let _ = c.feed(0, Input::Message { conn: ConnId(20), msg: declare });
-    assert_eq!(c.nodes[0].node.held_frames(), 1, "the launch waits for the acting lease");
     let e = c.nodes[0].node.master().executors().next().expect("placed").id.clone();
+    (c, e)
+}
+
+/// A new ZooKeeper-mode leader holds its first launch until its acting
+/// lease is confirmed (issue 12), but a log read is no command: it is
+/// relayed at once, and its answer passed back at once.
+#[test]
+fn a_new_leader_relays_reads_without_waiting_for_its_acting_lease() {
+    let (mut c, e) = leader_with_one_executor();
+    assert_eq!(c.nodes[0].node.held_frames(), 1, "the launch waits for the acting lease");
     let out = c.feed(
         0,
         Input::Message {
@@ -74,23 +82,7 @@ fn a_new_leader_relays_reads_without_waiting_for_its_acting_lease() {
 /// connection the runtime does not own.
 #[test]
 fn an_http_log_query_is_relayed_and_answered_by_the_node() {
-    let mut c = node_harness::Cluster::zookeeper(1);
-    let _ = c.feed(0, Input::Start);
-    let _ = c.register(0, 10, "w1", 1);
-    let _ = c.subscribe(0, 20, 1);
-    let spec = GroupSpec {
-        group: "g".into(),
-        slots: 1,
-        command: vec!["true".into()],
-        env: vec![],
-        cores: 1,
-        memory_mb: 64,
-    };
-    let _ = c.feed(
-        0,
-        Input::Message { conn: ConnId(20), msg: Message::DeclareGroup { request: 1, spec } },
-    );
-    let e = c.nodes[0].node.master().executors().next().expect("placed").id.clone();
+    let (mut c, e) = leader_with_one_executor();
     let query = Input::LogQuery {
         query: 77,
         executor: e,
