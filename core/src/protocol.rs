@@ -216,7 +216,8 @@ pub struct GroupSpec {
 
 /// What one executor runs and with what resources: the master fills it from
 /// the executor's [`GroupSpec`] and sends it in [`Message::LaunchExecutor`],
-/// the worker machine hands it to its runtime in `StartExecutor`, and the
+/// the worker machine hands it to its runtime in
+/// [`crate::worker::ExecutorCommand::Start`], and the
 /// supervisor starts it. The executor's id, its framework and the launch
 /// number travel beside it, not in it.
 ///

@@ -226,31 +226,9 @@ pub enum Action {
         /// Which timer.
         timer: Timer,
     },
-    /// Start an executor process, then feed `ExecutorChanged` with
-    /// `Running` (or `Failed`), and later its exit.
-    StartExecutor {
-        /// The executor.
-        executor: ExecutorId,
-        /// Its framework.
-        framework: FrameworkId,
-        /// What to run, as the master sent it.
-        spec: ExecutorSpec,
-    },
-    /// Kill the executor's whole process group, then feed `ExecutorChanged`
-    /// with `Killed`.
-    KillExecutor {
-        /// The executor.
-        executor: ExecutorId,
-    },
-    /// Stop the executor (a drain): SIGTERM to its process group now,
-    /// SIGKILL if it still runs after `grace`; then feed `ExecutorChanged`
-    /// with `Killed`.
-    StopExecutor {
-        /// The executor.
-        executor: ExecutorId,
-        /// How long it may take to exit after SIGTERM.
-        grace: Millis,
-    },
+    /// Act on an executor process this worker supervises (the runtime's
+    /// supervisor carries it out; the node passes it through).
+    Executor(ExecutorCommand),
     /// Stop the process (after stopping its executors) with an error naming
     /// `reason`. The machine ignores every later event.
     Exit {
@@ -286,6 +264,49 @@ pub enum Action {
         /// This worker runs the executor now (its process has not ended).
         live: bool,
     },
+}
+
+/// What the worker asks of the executor processes it supervises: one type
+/// from the machine through [`crate::node::worker::Output::Executor`] to the
+/// runtime's supervisor, which carries each out in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExecutorCommand {
+    /// Start an executor process, then feed `ExecutorChanged` with
+    /// `Running` (or `Failed`), and later its exit.
+    Start {
+        /// The executor.
+        executor: ExecutorId,
+        /// Its framework.
+        framework: FrameworkId,
+        /// What to run, as the master sent it.
+        spec: ExecutorSpec,
+    },
+    /// Kill the executor's whole process group, then feed `ExecutorChanged`
+    /// with `Killed`.
+    Kill {
+        /// The executor.
+        executor: ExecutorId,
+    },
+    /// Stop the executor (a drain): SIGTERM to its process group now,
+    /// SIGKILL if it still runs after `grace`; then feed `ExecutorChanged`
+    /// with `Killed`.
+    Stop {
+        /// The executor.
+        executor: ExecutorId,
+        /// How long it may take to exit after SIGTERM.
+        grace: Millis,
+    },
+}
+
+impl ExecutorCommand {
+    /// The executor the command is about.
+    pub fn executor(&self) -> &ExecutorId {
+        match self {
+            Self::Start { executor, .. }
+            | Self::Kill { executor }
+            | Self::Stop { executor, .. } => executor,
+        }
+    }
 }
 
 /// The worker's named deadlines.
@@ -773,13 +794,13 @@ impl Worker {
                 if self.active.as_ref() == Some(&from)
                     && self.executors.get(&executor).is_some_and(|e| !e.state.is_terminal()) =>
             {
-                out.push(Action::KillExecutor { executor });
+                out.push(Action::Executor(ExecutorCommand::Kill { executor }));
             }
             Message::StopExecutorOnWorker { executor, grace, .. }
                 if self.active.as_ref() == Some(&from)
                     && self.executors.get(&executor).is_some_and(|e| !e.state.is_terminal()) =>
             {
-                out.push(Action::StopExecutor { executor, grace });
+                out.push(Action::Executor(ExecutorCommand::Stop { executor, grace }));
             }
             // The master recorded the terminal state: it may be forgotten.
             Message::ExecutorStatusAck { executor, .. }
@@ -888,7 +909,7 @@ impl Worker {
         if followed && self.registered && !slot_taken {
             let ExecutorReport { id, framework, .. } = report.clone();
             self.executors.insert(id.clone(), report);
-            out.push(Action::StartExecutor { executor: id, framework, spec });
+            out.push(Action::Executor(ExecutorCommand::Start { executor: id, framework, spec }));
             return;
         }
         report.state = ExecutorState::Killed;

@@ -12,7 +12,7 @@ use regent_core::limits::{
     LOG_RELAY_TIMEOUT, MAX_LOG_CHUNK, MAX_LOG_RELAYS, MAX_LOG_RELAYS_PER_CONN,
 };
 use regent_core::master::{self, Master};
-use regent_core::node::worker::{Input as NodeInput, Output as NodeOutput};
+use regent_core::node::worker::{Input as NodeInput, LogReadRequest, Output as NodeOutput};
 use regent_core::node::{DialResult, WorkerNode};
 use regent_core::protocol::{
     ExecutorReport, ExecutorSpec, ExecutorState, GroupSpec, HelloReply, LogRead, LogStream,
@@ -443,13 +443,13 @@ fn the_worker_node_answers_on_the_connection_the_read_came_in_on() {
     let _ = n.handle(T, NodeInput::Message { conn: ConnId(9), msg: reply });
     let out = n.handle(T, NodeInput::Message { conn: ConnId(9), msg: read_log(5, "e1", 100) });
     let read = match &out[..] {
-        [NodeOutput::ReadLog {
+        [NodeOutput::ReadLog(LogReadRequest {
             read,
             executor,
             stream: LogStream::Stderr,
             offset: Some(8),
             max: 100,
-        }] => {
+        })] => {
             assert_eq!(executor.as_str(), "e1");
             *read
         }
@@ -468,7 +468,9 @@ fn the_worker_node_answers_on_the_connection_the_read_came_in_on() {
     // closed meanwhile, sends nothing.
     assert!(n.handle(T, NodeInput::LogRead { read, result: result.clone() }).is_empty());
     let out = n.handle(T, NodeInput::Message { conn: ConnId(9), msg: read_log(5, "e1", 100) });
-    let NodeOutput::ReadLog { read, .. } = out[0].clone() else { panic!("{out:?}") };
+    let NodeOutput::ReadLog(LogReadRequest { read, .. }) = out[0].clone() else {
+        panic!("{out:?}")
+    };
     let _ = n.handle(T, NodeInput::Closed { conn: ConnId(9), reason: "reset".into() });
     let out = n.handle(T, NodeInput::LogRead { read, result });
     assert!(!out.iter().any(|o| matches!(o, NodeOutput::Send { .. })), "{out:?}");

@@ -17,7 +17,7 @@ use regent_core::protocol::{
 };
 use regent_core::store::WriteId;
 use regent_core::store::{StoreCommand, StoreEvent};
-use regent_core::worker::{self, Worker};
+use regent_core::worker::{self, ExecutorCommand, Worker};
 use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, Millis};
 use std::collections::BTreeMap;
 
@@ -336,7 +336,9 @@ fn crossing_registrations(mid: Message) {
             }
             for a in from(w, T, "a", msg) {
                 match a {
-                    worker::Action::StartExecutor { executor, .. } => started.push(executor),
+                    worker::Action::Executor(ExecutorCommand::Start { executor, .. }) => {
+                        started.push(executor)
+                    }
                     worker::Action::Send { msg, .. } => back.push(msg),
                     _ => {}
                 }
@@ -379,7 +381,7 @@ fn a_launch_the_worker_does_not_take_is_answered() {
     };
     let out = from(&mut w, T, "a", launch);
     assert!(
-        !out.iter().any(|a| matches!(a, worker::Action::StartExecutor { .. })),
+        !out.iter().any(|a| matches!(a, worker::Action::Executor(ExecutorCommand::Start { .. }))),
         "not registered: not started"
     );
     let answer = w_sends(&out).into_iter().find_map(|(_, m)| match m {
@@ -670,7 +672,10 @@ fn a_launch_into_a_slot_that_already_runs_here_is_answered_not_started() {
         launch: n,
     };
     let out = from(&mut w, T, "a", launch(1, 1));
-    assert!(out.iter().any(|a| matches!(a, worker::Action::StartExecutor { .. })), "{out:?}");
+    assert!(
+        out.iter().any(|a| matches!(a, worker::Action::Executor(ExecutorCommand::Start { .. }))),
+        "{out:?}"
+    );
     let _ = w.handle(
         T,
         worker::Event::ExecutorChanged {
@@ -681,7 +686,7 @@ fn a_launch_into_a_slot_that_already_runs_here_is_answered_not_started() {
     // A later leader's launch into the same slot.
     let out = from(&mut w, T, "a", launch(2, 1));
     assert!(
-        !out.iter().any(|a| matches!(a, worker::Action::StartExecutor { .. })),
+        !out.iter().any(|a| matches!(a, worker::Action::Executor(ExecutorCommand::Start { .. }))),
         "not started beside the running one: {out:?}"
     );
     let answer = w_sends(&out).into_iter().find_map(|(_, m)| match m {
@@ -706,5 +711,8 @@ fn a_launch_into_a_slot_that_already_runs_here_is_answered_not_started() {
         launch: 2,
     };
     let out = from(&mut w, T, "a", other);
-    assert!(out.iter().any(|a| matches!(a, worker::Action::StartExecutor { .. })), "{out:?}");
+    assert!(
+        out.iter().any(|a| matches!(a, worker::Action::Executor(ExecutorCommand::Start { .. }))),
+        "{out:?}"
+    );
 }

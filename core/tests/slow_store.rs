@@ -12,7 +12,7 @@ use regent_core::ids::InstanceId;
 use regent_core::master;
 use regent_core::node::master::{self as mnode, Leadership};
 use regent_core::node::submit::{self as snode, SubmitNode};
-use regent_core::node::worker::{self as wnode, WorkerNode};
+use regent_core::node::worker::{self as wnode, ExecutorCommand, WorkerNode};
 use regent_core::node::{DialResult, Ended, MasterNode};
 use regent_core::protocol::{ExecutorState, GroupSpec};
 use regent_core::store::StoreCommand;
@@ -268,7 +268,7 @@ impl World {
                 }
                 wnode::Output::Send { conn, msg } => self.send_to_master(conn, at, msg),
                 wnode::Output::Close { conn, .. } => self.close_to_master(conn, at),
-                wnode::Output::StartExecutor { executor, .. } => {
+                wnode::Output::Executor(ExecutorCommand::Start { executor, .. }) => {
                     let slot = slot_of(&executor);
                     self.alive.insert(executor.clone(), slot.clone());
                     let same = self.alive.values().filter(|s| **s == slot).count();
@@ -284,8 +284,9 @@ impl World {
                     };
                     self.push(self.now + RUN, To::Worker(exited));
                 }
-                wnode::Output::KillExecutor { executor }
-                | wnode::Output::StopExecutor { executor, .. } => self.kill(executor, at),
+                wnode::Output::Executor(
+                    ExecutorCommand::Kill { executor } | ExecutorCommand::Stop { executor, .. },
+                ) => self.kill(executor, at),
                 wnode::Output::Exit { reason } => panic!("the worker exited: {reason}"),
                 wnode::Output::Note(wnode::Note::Status(st)) if st.registered => {
                     self.registered_at.get_or_insert(self.now);

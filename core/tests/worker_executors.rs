@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use regent_core::protocol::{ExecutorSpec, ExecutorState, LeaderHint, Message};
-use regent_core::worker::{self, Worker};
+use regent_core::worker::{self, ExecutorCommand, Worker};
 use regent_core::{Epoch, ExecutorId, FrameworkId, MasterId, Millis};
 
 const T: Millis = Millis(0);
@@ -49,7 +49,9 @@ fn worker_on_a() -> Worker {
 fn starts(out: &[worker::Action]) -> Vec<ExecutorId> {
     out.iter()
         .filter_map(|a| match a {
-            worker::Action::StartExecutor { executor, .. } => Some(executor.clone()),
+            worker::Action::Executor(ExecutorCommand::Start { executor, .. }) => {
+                Some(executor.clone())
+            }
             _ => None,
         })
         .collect()
@@ -62,7 +64,7 @@ fn launches_only_for_the_followed_master_at_the_current_epoch() {
     assert!(starts(&from(&mut w, T, "a", launch(1, "y"))).is_empty(), "a lower epoch is fenced");
     let out = from(&mut w, T, "a", launch(2, "e1"));
     match &out[..] {
-        [worker::Action::StartExecutor { executor, framework, spec }] => {
+        [worker::Action::Executor(ExecutorCommand::Start { executor, framework, spec })] => {
             assert_eq!((executor.as_str(), framework.as_str()), ("e1", "f"));
             let expected = ExecutorSpec {
                 command: vec!["/bin/true".to_string()],
@@ -160,14 +162,19 @@ fn kill_comes_only_from_the_followed_master_and_running_executors_survive_failov
         masters: vec![],
     };
     let out = from(&mut w, T, "b", changed);
-    assert!(!out.iter().any(|a| matches!(a, worker::Action::KillExecutor { .. })));
+    assert!(!out
+        .iter()
+        .any(|a| matches!(a, worker::Action::Executor(ExecutorCommand::Kill { .. }))));
     assert!(
         matches!(only_send_to(&out, "b"), Message::RegisterWorker(r) if r.executors[0].state == ExecutorState::Running)
     );
     // The old leader's late kill is fenced; the new leader's is obeyed.
     assert!(from(&mut w, T, "a", kill(2)).is_empty());
     let _ = from(&mut w, T, "b", registered(3, &[]));
-    assert_eq!(from(&mut w, T, "b", kill(3)), vec![worker::Action::KillExecutor { executor: id }]);
+    assert_eq!(
+        from(&mut w, T, "b", kill(3)),
+        vec![worker::Action::Executor(ExecutorCommand::Kill { executor: id })]
+    );
 }
 
 #[test]
@@ -188,7 +195,10 @@ fn a_drain_stop_comes_only_from_the_followed_master_and_carries_its_grace() {
     assert!(from(&mut w, T, "a", stop("nope")).is_empty(), "no such executor");
     assert_eq!(
         from(&mut w, T, "a", stop("e1")),
-        vec![worker::Action::StopExecutor { executor: id, grace: regent_core::Millis(30_000) }]
+        vec![worker::Action::Executor(ExecutorCommand::Stop {
+            executor: id,
+            grace: regent_core::Millis(30_000)
+        })]
     );
 }
 
@@ -245,7 +255,10 @@ fn an_adopted_executor_is_registered_running_and_obeys_the_master() {
     // The master's slot no longer names it: it says kill.
     let kill = Message::KillExecutorOnWorker { epoch: Epoch(2), executor: adopted.id.clone() };
     let out = from(&mut w, T, "a", kill);
-    assert_eq!(out, vec![worker::Action::KillExecutor { executor: adopted.id.clone() }]);
+    assert_eq!(
+        out,
+        vec![worker::Action::Executor(ExecutorCommand::Kill { executor: adopted.id.clone() })]
+    );
     let out = w.handle(
         T,
         worker::Event::ExecutorChanged {

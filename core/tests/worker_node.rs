@@ -1,7 +1,7 @@
 //! The worker node: the bookkeeping both runtimes used to keep beside the
 //! machine (dials, connections, shutdown), asserted on its outputs.
 
-use regent_core::node::worker::{DialId, DialResult, Input, Note, Output};
+use regent_core::node::worker::{DialId, DialResult, ExecutorCommand, Input, Note, Output};
 use regent_core::node::WorkerNode;
 use regent_core::protocol::{ExecutorSpec, ExecutorState, HelloReply, Message, Role};
 use regent_core::{worker, WorkerId};
@@ -194,7 +194,10 @@ fn once_stopping_no_executor_starts_and_the_launch_is_reported_killed() {
         launch: 1,
     };
     let out = n.handle(Millis(5), Input::Message { conn: ConnId(4), msg: launch });
-    assert!(!out.iter().any(|o| matches!(o, Output::StartExecutor { .. })), "{out:?}");
+    assert!(
+        !out.iter().any(|o| matches!(o, Output::Executor(ExecutorCommand::Start { .. }))),
+        "{out:?}"
+    );
     assert!(out.iter().any(|o| matches!(o, Output::Note(Note::NotStarting { .. }))));
     let reported = sends(&out).into_iter().any(|(_, m)| {
         matches!(m, Message::ExecutorStatus { report, .. }

@@ -636,7 +636,7 @@ impl Load {
                     h.close();
                 }
             }
-            wnode::Output::StartExecutor { executor, .. } => {
+            wnode::Output::Executor(wnode::ExecutorCommand::Start { executor, .. }) => {
                 self.launched += 1;
                 let state = ExecutorState::Running;
                 queue.push_back(PeerInput::Worker(wnode::Input::ExecutorChanged {
@@ -644,8 +644,10 @@ impl Load {
                     state,
                 }));
             }
-            wnode::Output::KillExecutor { executor }
-            | wnode::Output::StopExecutor { executor, .. } => {
+            wnode::Output::Executor(
+                wnode::ExecutorCommand::Kill { executor }
+                | wnode::ExecutorCommand::Stop { executor, .. },
+            ) => {
                 let state = ExecutorState::Killed;
                 queue.push_back(PeerInput::Worker(wnode::Input::ExecutorChanged {
                     executor,
@@ -660,10 +662,10 @@ impl Load {
                 }
             }
             // Simulated workers run nothing: no output files.
-            wnode::Output::ReadLog { read, executor, .. } => {
-                let reason = format!("simulated worker: executor {executor} wrote nothing");
+            wnode::Output::ReadLog(req) => {
+                let reason = format!("simulated worker: executor {} wrote nothing", req.executor);
                 let result = regent_core::protocol::LogRead::Failed { reason };
-                queue.push_back(PeerInput::Worker(wnode::Input::LogRead { read, result }));
+                queue.push_back(PeerInput::Worker(req.answer(result)));
             }
             wnode::Output::Note(_) => {}
         }

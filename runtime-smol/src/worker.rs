@@ -13,15 +13,17 @@
 //!   the result comes back as `Dialed`, with a connection started by
 //!   [`spawn_connection`] or the failure.
 //! * `Send` / `Close` act on a running connection.
-//! * `StartExecutor` / `KillExecutor` go to a [`Supervisor`] over the work
-//!   directory; its [`ExecEvent`]s come back as `ExecutorChanged`.
+//! * `Executor` commands (start, stop, kill) go to a [`Supervisor`] over
+//!   the work directory through `execute_executor_command`, the one place
+//!   both runtimes carry them out; its [`ExecEvent`]s come back as
+//!   `ExecutorChanged`.
 //! * `ReadLog` reads a chunk of an executor's output file
-//!   ([`Supervisor::read_log`]) and feeds it back as `LogRead`.
+//!   (`read_executor_log`, also shared) and feeds it back as `LogRead`.
 //! * `Exit` kills every executor and makes [`run_worker`] return the reason
 //!   as its error; `Note`s become log lines.
 //!
 //! Executors keep running while the worker has no master (failover): only
-//! the machine's `KillExecutor`, `Exit` and the shutdown signal stop them.
+//! the machine's `ExecutorCommand::Kill`, `Exit` and the shutdown signal stop them.
 //!
 //! # Work directory
 //!
@@ -48,14 +50,14 @@ use regent_core::node::WorkerNode;
 use regent_core::{Addr, ConnId, ExecutorId};
 use regent_std::exec::{ExecEvent, Supervisor};
 use regent_std::host::{
-    callback_listen, left_behind_report, log_launched, log_worker_note, prepare_worker,
-    PreparedWorker,
+    callback_listen, execute_executor_command, left_behind_report, log_worker_note, prepare_worker,
+    read_executor_log, PreparedWorker,
 };
 use smol::future;
 use smol::net::TcpStream;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The work directory's file that keeps a generated worker id, how long a
 /// dial may take and how long connections get to flush when the worker
@@ -306,42 +308,23 @@ impl Pump {
                     h.close();
                 }
             }
-            Output::StartExecutor { executor, framework, spec } => {
-                tracing::debug!(%executor, %framework, command = ?spec.command, "starting executor");
+            // On the blocking pool (a launch forks and fsyncs a record);
+            // what happens comes back through the supervisor's sink.
+            Output::Executor(cmd) => {
                 let sup = self.supervisor.clone();
-                let id = executor.clone();
-                // Blocking (fork, fsync of the record); `Running` or `Failed`
-                // comes back through the sink.
-                log_launched(
-                    &id,
-                    smol::unblock(move || sup.launch(executor, framework, spec)).await,
-                );
-            }
-            Output::StopExecutor { executor, grace } => {
-                tracing::debug!(%executor, %grace, "stopping executor (drain)");
-                if !self.supervisor.stop(&executor, Duration::from_millis(grace.0)) {
-                    tracing::debug!(%executor, "executor to stop is not running");
-                }
-            }
-            Output::KillExecutor { executor } => {
-                tracing::debug!(%executor, "killing executor");
-                if !self.supervisor.kill(&executor) {
-                    // It ended already; its terminal event is on its way.
-                    tracing::debug!(%executor, "executor to kill is not running");
-                }
+                smol::unblock(move || execute_executor_command(&sup, cmd)).await;
             }
             Output::Exit { reason } => {
                 if self.exit.is_none() {
                     self.exit = Some(reason);
                 }
             }
-            Output::ReadLog { read, executor, stream, offset, max } => {
-                // A bounded pread (at most MAX_LOG_CHUNK) of a local file,
-                // on the blocking pool like the launch; fed right after.
+            Output::ReadLog(req) => {
+                // A bounded pread of a local file, on the blocking pool like
+                // a launch; fed right after.
                 let sup = self.supervisor.clone();
-                let result =
-                    smol::unblock(move || sup.read_log(&executor, stream, offset, max)).await;
-                self.queue.push_back(NodeInput::LogRead { read, result });
+                let input = smol::unblock(move || read_executor_log(&sup, req)).await;
+                self.queue.push_back(input);
             }
             Output::Note(note) => log_worker_note(&note),
         }

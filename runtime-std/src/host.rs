@@ -11,7 +11,7 @@ use crate::exec::{
     SupervisorError,
 };
 use crate::net::{check_exposure, random_u64, time_ordered_id, NetConfig, NetError};
-use regent_core::node::worker::Note;
+use regent_core::node::worker::{ExecutorCommand, Input as NodeInput, LogReadRequest, Note};
 use regent_core::protocol::ExecutorReport;
 use regent_core::Millis;
 use regent_core::{worker, Addr, ExecutorId, Incarnation, WorkerId};
@@ -51,9 +51,45 @@ pub fn left_behind_report(lb: LeftBehind) -> ExecutorReport {
     }
 }
 
+/// Carries out a worker node's [`ExecutorCommand`] on `supervisor`: the one
+/// place both runtimes execute it (the smol runtime calls it on its blocking
+/// pool, since a launch forks and fsyncs a record). What happens to the
+/// executor comes back through the supervisor's sink: `Running` or `Failed`
+/// after a start, `Killed` after a kill or a stop.
+pub fn execute_executor_command(supervisor: &Supervisor, cmd: ExecutorCommand) {
+    match cmd {
+        ExecutorCommand::Start { executor, framework, spec } => {
+            tracing::debug!(%executor, %framework, command = ?spec.command, "starting executor");
+            let id = executor.clone();
+            log_launched(&id, supervisor.launch(executor, framework, spec));
+        }
+        ExecutorCommand::Stop { executor, grace } => {
+            tracing::debug!(%executor, %grace, "stopping executor (drain)");
+            if !supervisor.stop(&executor, Duration::from_millis(grace.0)) {
+                tracing::debug!(%executor, "executor to stop is not running");
+            }
+        }
+        ExecutorCommand::Kill { executor } => {
+            tracing::debug!(%executor, "killing executor");
+            if !supervisor.kill(&executor) {
+                // It ended already; its terminal event is on its way.
+                tracing::debug!(%executor, "executor to kill is not running");
+            }
+        }
+    }
+}
+
+/// Answers a worker node's [`LogReadRequest`] from `supervisor`'s executor
+/// directories: a bounded pread (at most `MAX_LOG_CHUNK`) of a local file.
+/// The input it returns goes back to the node.
+pub fn read_executor_log(supervisor: &Supervisor, req: LogReadRequest) -> NodeInput {
+    let result = supervisor.read_log(&req.executor, req.stream, req.offset, req.max);
+    req.answer(result)
+}
+
 /// Logs how a launch went (`Running` or `Failed` itself comes back through
 /// the supervisor's sink).
-pub fn log_launched(executor: &ExecutorId, launched: Launched) {
+fn log_launched(executor: &ExecutorId, launched: Launched) {
     match launched {
         Launched::Started { pid } => tracing::debug!(%executor, pid, "executor started"),
         Launched::Failed { reason } => {

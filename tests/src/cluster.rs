@@ -10,7 +10,9 @@
 
 use regent_core::ids::InstanceId;
 use regent_core::master::{self, Master};
-use regent_core::node::worker::{self as wnode, DialResult, WorkerNode};
+use regent_core::node::worker::{
+    self as wnode, DialResult, ExecutorCommand, LogReadRequest, WorkerNode,
+};
 use regent_core::protocol::Message;
 use regent_core::protocol::{ExecutorState, GroupSpec};
 use regent_core::store::{Record, RecordKey, SlotOutcome};
@@ -798,17 +800,18 @@ impl Cluster {
                 }
                 wnode::Output::Exit { reason } => self.exits.push((w, reason)),
                 // Executors start at once and run until killed.
-                wnode::Output::StartExecutor { executor, .. } => {
+                wnode::Output::Executor(ExecutorCommand::Start { executor, .. }) => {
                     let state = regent_core::protocol::ExecutorState::Running;
                     self.inflight.push(Packet::Exec { w, executor, state });
                 }
-                wnode::Output::KillExecutor { executor }
-                | wnode::Output::StopExecutor { executor, .. } => {
+                wnode::Output::Executor(
+                    ExecutorCommand::Kill { executor } | ExecutorCommand::Stop { executor, .. },
+                ) => {
                     let state = regent_core::protocol::ExecutorState::Killed;
                     self.inflight.push(Packet::Exec { w, executor, state });
                 }
                 // No files in the harness: every read finds the file empty.
-                wnode::Output::ReadLog { read, offset, .. } => {
+                wnode::Output::ReadLog(LogReadRequest { read, offset, .. }) => {
                     let offset = offset.unwrap_or(0);
                     let result = regent_core::protocol::LogRead::Chunk {
                         offset,

@@ -21,11 +21,9 @@
 //! came in on, if it is still open.
 
 use super::Deadlines;
-use crate::ids::{Addr, ConnId, ExecutorId, FrameworkId};
+use crate::ids::{Addr, ConnId, ExecutorId};
 use crate::limits::MAX_LOG_READS_PER_WORKER;
-use crate::protocol::{
-    ExecutorReport, ExecutorSpec, ExecutorState, LeaderHint, LogRead, LogStream, Message,
-};
+use crate::protocol::{ExecutorReport, ExecutorState, LeaderHint, LogRead, LogStream, Message};
 use crate::time::Millis;
 use crate::worker::{self, Worker, WorkerStatus};
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,6 +32,7 @@ use std::collections::{BTreeMap, BTreeSet};
 pub type Config = worker::Config;
 
 pub use super::{DialId, DialResult};
+pub use crate::worker::ExecutorCommand;
 
 /// What happens to a worker node.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -119,31 +118,10 @@ pub enum Output {
         /// Why, for the log.
         reason: String,
     },
-    /// Start an executor process, then feed `ExecutorChanged` with
-    /// `Running` (or `Failed`), and later its end.
-    StartExecutor {
-        /// The executor.
-        executor: ExecutorId,
-        /// Its framework.
-        framework: FrameworkId,
-        /// What to run, as the master sent it.
-        spec: ExecutorSpec,
-    },
-    /// Kill the executor's process group, then feed `ExecutorChanged` with
-    /// `Killed`.
-    KillExecutor {
-        /// The executor.
-        executor: ExecutorId,
-    },
-    /// Stop the executor: SIGTERM to its process group now, SIGKILL if it
-    /// still runs after `grace` (a drain's deadline); then feed
-    /// `ExecutorChanged` with `Killed`.
-    StopExecutor {
-        /// The executor.
-        executor: ExecutorId,
-        /// How long it may take to exit after SIGTERM.
-        grace: Millis,
-    },
+    /// Carry out the machine's [`ExecutorCommand`] on the supervised
+    /// executor processes (passed through untouched, except that a start
+    /// asked for while stopping never reaches the runtime).
+    Executor(ExecutorCommand),
     /// The worker must stop (told to by its master, or it gave up): kill
     /// every executor, feed their ends, flush the connections, exit with
     /// `reason` as the error.
@@ -151,27 +129,39 @@ pub enum Output {
         /// Why.
         reason: String,
     },
-    /// Read a chunk of an executor's output file,
-    /// `<work_dir>/executors/<escaped id>/<stream>` (the runtime escapes
-    /// the id so no path can leave that directory, and follows no symbolic
-    /// link): from `offset`, or the last `max` bytes when `offset` is
-    /// `None`; at most `max` bytes, never past the size the file had when
-    /// it was opened. Then feed [`Input::LogRead`] with `read`, always (a
-    /// failure is a [`LogRead::Failed`] naming the file and the error).
-    ReadLog {
-        /// Echoed back.
-        read: u64,
-        /// The executor.
-        executor: ExecutorId,
-        /// Which file.
-        stream: LogStream,
-        /// Where to start.
-        offset: Option<u64>,
-        /// The most bytes to read.
-        max: u32,
-    },
+    /// Read a chunk of an executor's output file ([`LogReadRequest`]), then
+    /// feed [`Input::LogRead`] with its `read`, always.
+    ReadLog(LogReadRequest),
     /// Purely observational: a log line.
     Note(Note),
+}
+
+/// A read of a chunk of an executor's output file,
+/// `<work_dir>/executors/<escaped id>/<stream>` (the runtime escapes the id
+/// so no path can leave that directory, and follows no symbolic link): from
+/// `offset`, or the last `max` bytes when `offset` is `None`; at most `max`
+/// bytes, never past the size the file had when it was opened. The answer
+/// is [`Input::LogRead`] with `read` (a failure is a [`LogRead::Failed`]
+/// naming the file and the error).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogReadRequest {
+    /// Echoed back in [`Input::LogRead`].
+    pub read: u64,
+    /// The executor.
+    pub executor: ExecutorId,
+    /// Which file.
+    pub stream: LogStream,
+    /// Where to start.
+    pub offset: Option<u64>,
+    /// The most bytes to read.
+    pub max: u32,
+}
+
+impl LogReadRequest {
+    /// The input that answers this request with `result`.
+    pub fn answer(self, result: LogRead) -> Input {
+        Input::LogRead { read: self.read, result }
+    }
 }
 
 /// What an operator sees in the worker's log.
@@ -477,22 +467,16 @@ impl WorkerNode {
             }
             worker::Action::SetTimer { timer, at } => self.deadlines.set(timer, at),
             worker::Action::CancelTimer { timer } => self.deadlines.cancel(timer),
-            worker::Action::StartExecutor { executor, framework, spec } => {
-                if self.stopping {
-                    // The runtime's kill of every executor does not cover a
-                    // launch made while it runs.
-                    out.push(Output::Note(Note::NotStarting { executor: executor.clone() }));
-                    queue.push_back(worker::Event::ExecutorChanged {
-                        executor,
-                        state: ExecutorState::Killed,
-                    });
-                } else {
-                    out.push(Output::StartExecutor { executor, framework, spec });
-                }
+            worker::Action::Executor(ExecutorCommand::Start { executor, .. }) if self.stopping => {
+                // The runtime's kill of every executor does not cover a
+                // launch made while it runs.
+                out.push(Output::Note(Note::NotStarting { executor: executor.clone() }));
+                queue.push_back(worker::Event::ExecutorChanged {
+                    executor,
+                    state: ExecutorState::Killed,
+                });
             }
-            worker::Action::KillExecutor { executor } => {
-                out.push(Output::KillExecutor { executor })
-            }
+            worker::Action::Executor(cmd) => out.push(Output::Executor(cmd)),
             worker::Action::ReadLog { master, relay, executor, stream, offset, max, live } => {
                 let Some(Link::Open(conn)) = self.links.get(&master).copied() else { return };
                 if self.reads.len() >= MAX_LOG_READS_PER_WORKER {
@@ -508,10 +492,7 @@ impl WorkerNode {
                 let read = self.next_read;
                 self.next_read += 1;
                 self.reads.insert(read, (conn, relay, live));
-                out.push(Output::ReadLog { read, executor, stream, offset, max });
-            }
-            worker::Action::StopExecutor { executor, grace } => {
-                out.push(Output::StopExecutor { executor, grace })
+                out.push(Output::ReadLog(LogReadRequest { read, executor, stream, offset, max }));
             }
             worker::Action::Rejected { from, reason } => {
                 out.push(Output::Note(Note::Rejected { master: from, reason }))

@@ -11,7 +11,7 @@
 //! is current and what a shutdown allows are the node's business.
 //!
 //! Executors keep running while the worker has no master (failover): only
-//! the node's `KillExecutor`, `Exit` and shutdown stop them. The work
+//! the node's `ExecutorCommand::Kill`, `Exit` and shutdown stop them. The work
 //! directory's layout is the smol worker's: `<work_dir>/worker-id` keeps a
 //! generated id across restarts; the supervisor keeps its lock, records and
 //! executor logs beside it (see [`crate::exec`]).
@@ -19,7 +19,8 @@
 use super::{spawn_dial, DialError, DriverError, DriverThread, RuntimeClock, Stopper};
 use crate::exec::{ExecEvent, LeftBehind, Supervisor};
 use crate::host::{
-    left_behind_report, log_launched, log_worker_note, prepare_worker, PreparedWorker,
+    execute_executor_command, left_behind_report, log_worker_note, prepare_worker,
+    read_executor_log, PreparedWorker,
 };
 use crate::net::{spawn_connection, ConnHandle, NetConfig, NetEvent};
 use regent_core::auth::Side;
@@ -31,7 +32,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::TcpStream;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 pub use crate::host::{WorkerConfig, CONNECT_TIMEOUT, FLUSH_GRACE, ID_FILE};
 
@@ -271,34 +272,16 @@ impl Pump {
                     h.close();
                 }
             }
-            Output::StartExecutor { executor, framework, spec } => {
-                tracing::debug!(%executor, %framework, command = ?spec.command, "starting executor");
-                let id = executor.clone();
-                // Blocking (fork, fsync of the record), as the smol worker
-                // awaits it; `Running` or `Failed` comes back via the sink.
-                log_launched(&id, self.supervisor.launch(executor, framework, spec));
-            }
-            Output::StopExecutor { executor, grace } => {
-                tracing::debug!(%executor, %grace, "stopping executor (drain)");
-                if !self.supervisor.stop(&executor, Duration::from_millis(grace.0)) {
-                    tracing::debug!(%executor, "executor to stop is not running");
-                }
-            }
-            Output::KillExecutor { executor } => {
-                tracing::debug!(%executor, "killing executor");
-                if !self.supervisor.kill(&executor) {
-                    tracing::debug!(%executor, "executor to kill is not running");
-                }
-            }
+            // Blocking (a launch forks and fsyncs a record), as the smol
+            // worker awaits it; what happens comes back through the sink.
+            Output::Executor(cmd) => execute_executor_command(&self.supervisor, cmd),
             Output::Exit { reason } => {
                 if self.exit.is_none() {
                     self.exit = Some(reason);
                 }
             }
-            Output::ReadLog { read, executor, stream, offset, max } => {
-                // A bounded pread of a local file (at most MAX_LOG_CHUNK).
-                let result = self.supervisor.read_log(&executor, stream, offset, max);
-                self.queue.push_back(NodeInput::LogRead { read, result });
+            Output::ReadLog(req) => {
+                self.queue.push_back(read_executor_log(&self.supervisor, req));
             }
             Output::Note(note) => log_worker_note(&note),
         }

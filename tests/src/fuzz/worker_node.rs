@@ -20,7 +20,9 @@
 use super::frames::check_sent;
 use super::gen::{self, Source};
 use regent_core::codec::{self, DecoderConfig};
-use regent_core::node::worker::{DialId, DialResult, Input, Output};
+use regent_core::node::worker::{
+    DialId, DialResult, ExecutorCommand, Input, LogReadRequest, Output,
+};
 use regent_core::node::WorkerNode;
 use regent_core::protocol::{
     ExecutorSpec, ExecutorState, HelloReply, LeaderHint, LogRead, LogStream, Message, Role,
@@ -107,19 +109,21 @@ impl Harness {
                 Output::Dial { dial, master } => self.dials.push((dial, master)),
                 Output::Send { msg, .. } => check_sent(&msg),
                 Output::Close { conn, .. } => self.conns.retain(|(c, _)| *c != conn),
-                Output::StartExecutor { executor, .. } => {
+                Output::Executor(ExecutorCommand::Start { executor, .. }) => {
                     if self.started.len() >= POOL {
                         self.started.remove(0);
                     }
                     self.started.push(executor);
                 }
-                Output::KillExecutor { executor } | Output::StopExecutor { executor, .. } => {
+                Output::Executor(
+                    ExecutorCommand::Kill { executor } | ExecutorCommand::Stop { executor, .. },
+                ) => {
                     if self.kills.len() < POOL {
                         self.kills.push(executor);
                     }
                 }
                 Output::Exit { .. } => self.exited = true,
-                Output::ReadLog { read, max, .. } => {
+                Output::ReadLog(LogReadRequest { read, max, .. }) => {
                     assert!(max <= regent_core::limits::MAX_LOG_CHUNK, "a read past the limit");
                     if self.reads.len() < POOL {
                         self.reads.push(read);

@@ -34,7 +34,7 @@ use regent_core::ids::InstanceId;
 use regent_core::master::{self, Master};
 use regent_core::node::master::{self as mnode, Leadership, MasterNode};
 use regent_core::node::submit::{self as snode, SubmitNode};
-use regent_core::node::worker::{self as wnode, WorkerNode};
+use regent_core::node::worker::{self as wnode, ExecutorCommand, LogReadRequest, WorkerNode};
 use regent_core::node::{DialResult, Ended, ProbeResult};
 use regent_core::protocol::{ExecutorReport, ExecutorState, GroupSpec, Message};
 use regent_core::store::format::decode_named;
@@ -1785,7 +1785,7 @@ impl World {
                     self.send(conn, true, msg);
                 }
                 wnode::Output::Close { conn, .. } => self.client_close(conn),
-                wnode::Output::StartExecutor { executor, .. } => {
+                wnode::Output::Executor(ExecutorCommand::Start { executor, .. }) => {
                     self.executors_started += 1;
                     self.execs.insert((w, executor.clone()), true);
                     let start = Millis(self.rng.u64(5..60));
@@ -1795,8 +1795,9 @@ impl World {
                     self.after(start, Ev::Exec { w, gen, x: x.clone(), what: ExecWhat::Running });
                     self.after(start + run, Ev::Exec { w, gen, x, what: ExecWhat::Exit(code) });
                 }
-                wnode::Output::KillExecutor { executor }
-                | wnode::Output::StopExecutor { executor, .. } => {
+                wnode::Output::Executor(
+                    ExecutorCommand::Kill { executor } | ExecutorCommand::Stop { executor, .. },
+                ) => {
                     if let Some(running) = self.execs.get_mut(&(w, executor.clone())) {
                         if *running {
                             *running = false;
@@ -1821,7 +1822,7 @@ impl World {
                 }
                 wnode::Output::Note(note) => self.log(|| format!("w{w} note: {note:?}")),
                 // The simulated cluster has no operators asking for logs.
-                wnode::Output::ReadLog { .. } => {}
+                wnode::Output::ReadLog(LogReadRequest { .. }) => {}
             }
         }
     }
