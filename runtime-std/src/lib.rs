@@ -1,4 +1,9 @@
-//! regent-std: the shared I/O layer of regent.
+//! regent-std: the shared host layer of regent's runtimes, and the blocking
+//! runtime built on it.
+//!
+//! **The host layer** (used by both runtimes; knows nothing of threads per
+//! connection or of smol; imports nothing from [`drivers`], which a test,
+//! `tests/layers.rs`, checks):
 //!
 //! * [`store`]: the crash-safe filesystem recovery store (one directory, one
 //!   file per record, `flock`ed for the life of the store) and
@@ -7,19 +12,29 @@
 //! * [`exec`]: executor process supervision (process groups, output capture,
 //!   exit monitoring, kill with grace, cleanup of groups a crashed worker
 //!   left behind), runtime-agnostic.
-//! * [`net`]: connections on blocking sockets (the cluster-secret handshake,
-//!   framing, bounds), one reader and one writer thread per connection.
+//! * [`host`]: the worker's host: its id file, what a previous worker left
+//!   behind, the one place a worker node's executor commands and log reads
+//!   are carried out ([`host::execute_executor_command`],
+//!   [`host::read_executor_log`]), the ordered incarnation ids.
+//! * [`net`]: the runtime-independent parts of connections (timeouts, the
+//!   bounded send queue, write batches, typed close causes, the exposure
+//!   rule, probe classification).
 //! * [`http`]: the HTTP face of a master (`/`, `/api/state`, `/api/events`,
 //!   `/metrics`), on a thread of its own, for both runtimes.
 //! * [`clock`]: the runtime clock both runtimes feed their nodes (boot
 //!   time: it counts while the host is suspended).
 //! * [`config`]: how to run a master ([`config::MasterConfig`],
 //!   [`config::Recovery`]), one configuration for both runtimes.
-//! * [`drivers`]: the master, worker and subscriber machines driven on std
-//!   threads (one thread owns each machine), for embedders and for
-//!   `regent --runtime std`. Recovery modes `none` and `filesystem` only.
+//! * [`notes`]: the log lines of the nodes' notes, at the level each note
+//!   asks for.
 //! * [`error`]: every fallible function returns its domain's error enum;
 //!   [`error::report`] prints one with its causes.
+//!
+//! **The blocking runtime**, [`drivers`]: the master, worker and subscriber
+//! nodes pumped on std threads (one thread owns each node), over
+//! [`drivers::conn`] (connections as a reader and a writer thread each),
+//! for embedders and for `regent --runtime std`. Recovery modes `none` and
+//! `filesystem` only.
 #![warn(missing_docs)]
 
 pub mod clock;

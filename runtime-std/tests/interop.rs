@@ -9,7 +9,8 @@
 
 use regent_core::protocol::{ClusterState, Hello, Message, Role, PROTOCOL_VERSION};
 use regent_core::ConnId;
-use regent_std::net::{spawn_connection, NetConfig, NetEvent};
+use regent_std::drivers::conn::spawn_connection;
+use regent_std::net::{NetConfig, NetEvent};
 use std::fs;
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt as _;

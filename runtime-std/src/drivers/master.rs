@@ -21,9 +21,10 @@
 
 use super::{wall_clock_ms, DriverError, DriverThread, RuntimeClock, Stopper};
 use crate::config::{MasterConfig, Recovery};
+use crate::drivers::conn::{self, spawn_connection, ConnHandle};
 use crate::host::{proc_limit, ConnectionCeiling};
 use crate::http::{self, HttpQuery, HttpSnapshot};
-use crate::net::{self, spawn_connection, ConnHandle, NetConfig, NetEvent};
+use crate::net::{self, NetConfig, NetEvent};
 use crate::store::{master_sealing, LocalStore};
 use regent_core::auth::Side;
 use regent_core::node::master::{Config, Input as NodeInput, Leadership, Output};
@@ -607,7 +608,7 @@ impl Pump {
                     let timeout = Duration::from_millis(timeout.0);
                     let spawned =
                         std::thread::Builder::new().name("regent-probe".into()).spawn(move || {
-                            let result = net::probe(addr.as_str(), timeout);
+                            let result = conn::probe(addr.as_str(), timeout);
                             let _ = tx.send(Input::Probed { probe, result });
                         });
                     if let Err(e) = spawned {

@@ -18,6 +18,7 @@
 //!   group, its app-facing events on a channel and its outcome from
 //!   [`subscriber::SubscriberHandle::wait`].
 
+pub mod conn;
 pub mod master;
 pub mod subscriber;
 pub mod worker;
@@ -206,7 +207,7 @@ fn spawn_dial(
 ) -> bool {
     let spawned = std::thread::Builder::new()
         .name("regent-dial".into())
-        .stack_size(crate::net::CONN_STACK)
+        .stack_size(conn::CONN_STACK)
         .spawn(move || {
             let result = dial(&master, has_secret, insecure, strict, timeout);
             done(master, result);

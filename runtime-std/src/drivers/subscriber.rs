@@ -33,8 +33,9 @@
 //!   timeout and a new subscriber with the same framework id adopts them.
 
 use super::{spawn_dial, DialError, DriverError, DriverThread, RuntimeClock, Stopper};
+use crate::drivers::conn::{spawn_connection, ConnHandle};
 use crate::host::HostError;
-use crate::net::{check_exposure, spawn_connection, ConnHandle, NetConfig, NetEvent};
+use crate::net::{check_exposure, NetConfig, NetEvent};
 use regent_core::auth::Side;
 use regent_core::ids::InstanceId;
 use regent_core::node::submit::{Config, DialId, Input as NodeInput, Output, Show, SubmitExit};

@@ -17,12 +17,13 @@
 //! executor logs beside it (see [`crate::exec`]).
 
 use super::{spawn_dial, DialError, DriverError, DriverThread, RuntimeClock, Stopper};
+use crate::drivers::conn::{spawn_connection, ConnHandle};
 use crate::exec::{ExecEvent, LeftBehind, Supervisor};
 use crate::host::{
     execute_executor_command, left_behind_report, log_worker_note, prepare_worker,
     read_executor_log, PreparedWorker,
 };
-use crate::net::{spawn_connection, ConnHandle, NetConfig, NetEvent};
+use crate::net::{NetConfig, NetEvent};
 use regent_core::auth::Side;
 use regent_core::node::worker::{DialId, DialResult, Input as NodeInput, Output};
 use regent_core::node::WorkerNode;
