@@ -1,0 +1,348 @@
+//! Launching an executor: its directory and record written durably, the
+//! shim started in a new process group (and, through its handshake, the
+//! command exec'd or its failure reported synchronously), a waiter thread
+//! per executor that reaps it and reports how it ended (the shim's status
+//! file first, the wait status otherwise).
+
+use super::{lock, logs, record, shim, Entry, EntryState, ExecEvent, Shared, Supervisor};
+use record::Record;
+use regent_core::protocol::{ExecutorSpec, ExecutorState};
+use regent_core::{ExecutorId, FrameworkId};
+use rustix::process::{kill_process_group, waitid, Pid, Signal, WaitId, WaitIdOptions};
+use shim::{ShimArgs, ShimStatus};
+use std::fs::{self, OpenOptions};
+use std::io::{self, BufRead as _, Write as _};
+use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+impl Supervisor {
+    /// Starts an executor in its own process group, with its output captured
+    /// to files in [`Supervisor::executor_dir`] and the environment variables
+    /// `REGENT_FRAMEWORK_ID`, `REGENT_EXECUTOR_ID`, `REGENT_CORES` and
+    /// `REGENT_MEMORY_MB` set (they override the spec's own `env`). Records the
+    /// group durably before it returns, then reports `Running`; a launch
+    /// that fails is reported as `Failed` and leaves nothing running.
+    pub fn launch(
+        &self,
+        executor: ExecutorId,
+        framework: FrameworkId,
+        spec: ExecutorSpec,
+    ) -> Launched {
+        let shared = &self.shared;
+        if lock(&shared.executors).contains_key(&executor) {
+            return Launched::AlreadyRunning;
+        }
+        let dir = self.executor_dir(&executor);
+        let mut child = match self.spawn(&executor, &framework, &spec, &dir) {
+            Ok(child) => child,
+            Err(reason) => return self.fail(&executor, &framework, reason),
+        };
+        let pid = child.id();
+        let pgid = Pid::from_child(&child);
+        let rec = Record {
+            executor: executor.clone(),
+            framework: framework.clone(),
+            pgid: pgid.as_raw_nonzero().get(),
+            start_time: record::proc_stat(pgid.as_raw_nonzero().get()).map(|s| s.start_time),
+            boot_id: shared.boot_id.clone(),
+            cores: spec.cores,
+            memory_mb: spec.memory_mb,
+        };
+        if let Err(e) = record::write(&shared.running_dir, &rec) {
+            destroy(child, pgid);
+            let _ = record::remove(&shared.running_dir, &executor);
+            let reason = format!(
+                "cannot record process group {pid} in {}: {e}; the process was killed",
+                shared.running_dir.display()
+            );
+            return self.fail(&executor, &framework, reason);
+        }
+        if let Err(reason) = self.handshake(&mut child) {
+            // The command is not running: the shim ended (or is killed now).
+            destroy(child, pgid);
+            let _ = record::remove(&shared.running_dir, &executor);
+            return self.fail(&executor, &framework, reason);
+        }
+        let entry = Arc::new(Entry {
+            framework: framework.clone(),
+            pgid,
+            adopted_start: None,
+            state: Mutex::new(EntryState::default()),
+            changed: Condvar::new(),
+        });
+        {
+            let mut map = lock(&shared.executors);
+            if map.contains_key(&executor) {
+                // A concurrent launch of the same id won the race; ours is
+                // the duplicate.
+                drop(map);
+                destroy(child, pgid);
+                return Launched::AlreadyRunning;
+            }
+            map.insert(executor.clone(), entry.clone());
+        }
+        tracing::info!(executor = %executor, pid, "executor started");
+        (shared.sink)(ExecEvent {
+            executor: executor.clone(),
+            framework: framework.clone(),
+            state: ExecutorState::Running,
+        });
+        let waiter_shared = shared.clone();
+        let id = executor.clone();
+        let spawned = std::thread::Builder::new().name(format!("regent-exec-{pid}")).spawn({
+            let entry = entry.clone();
+            move || wait_for(&waiter_shared, id, &entry, child)
+        });
+        if let Err(e) = spawned {
+            // The closure (and with it the child) is dropped; the process
+            // still runs unwaited. Kill it and report, as best we can.
+            tracing::error!(executor = %executor, error = %e, "cannot start waiter thread");
+            let _ = kill_process_group(pgid, Signal::KILL);
+            let _ = record::remove(&shared.running_dir, &executor);
+            lock(&shared.executors).remove(&executor);
+            lock(&entry.state).finished = true;
+            (shared.sink)(ExecEvent {
+                executor: executor.clone(),
+                framework: framework.clone(),
+                state: ExecutorState::Failed {
+                    reason: format!("cannot start a thread to wait for the process: {e}"),
+                },
+            });
+        }
+        Launched::Started { pid }
+    }
+
+    pub(super) fn spawn(
+        &self,
+        executor: &ExecutorId,
+        framework: &FrameworkId,
+        spec: &ExecutorSpec,
+        dir: &Path,
+    ) -> Result<Child, String> {
+        let Some((program, args)) = spec.command.split_first() else {
+            return Err("empty command".to_owned());
+        };
+        for (k, v) in &spec.env {
+            if k.is_empty() || k.contains(['=', '\0']) || v.contains('\0') {
+                return Err(format!("invalid environment variable {k:?}"));
+            }
+        }
+        fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create directory {}: {e}", dir.display()))?;
+        let log = |name: &str| {
+            let path = dir.join(name);
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(|e| format!("cannot open {}: {e}", path.display()))
+        };
+        let (stdout, stderr) = (log("stdout")?, log("stderr")?);
+        let mut cmd = match &self.shared.config.shim {
+            None => {
+                let mut cmd = Command::new(program);
+                cmd.args(args).stdout(stdout);
+                cmd
+            }
+            Some(shim_program) => {
+                // A status file left by an earlier run of this id must not
+                // be taken for this run's.
+                let status = dir.join(shim::STATUS_FILE);
+                match fs::remove_file(&status) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                        return Err(format!("cannot remove {}: {e}", status.display()))
+                    }
+                    _ => {}
+                }
+                let shim_args = ShimArgs {
+                    status,
+                    stdout: dir.join("stdout"),
+                    command: spec.command.iter().map(Into::into).collect(),
+                };
+                let mut cmd = Command::new(shim_program);
+                // The shim's stdout is the handshake pipe; it appends the
+                // command's stdout to the file itself.
+                cmd.args(shim_args.to_args()).stdout(Stdio::piped());
+                cmd
+            }
+        };
+        cmd.envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .env("REGENT_FRAMEWORK_ID", framework.as_str())
+            .env("REGENT_EXECUTOR_ID", executor.as_str())
+            .env("REGENT_CORES", spec.cores.to_string())
+            .env("REGENT_MEMORY_MB", spec.memory_mb.to_string())
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stderr(stderr)
+            .process_group(0);
+        match &self.shared.config.shim {
+            None => cmd.spawn().map_err(|e| format!("cannot start {program:?}: {e}")),
+            Some(shim_program) => cmd.spawn().map_err(|e| {
+                format!(
+                    "cannot start the executor shim {} (to run {program:?}): {e}",
+                    shim_program.display()
+                )
+            }),
+        }
+    }
+
+    /// Under a shim: waits for its handshake line, `Ok` once the command
+    /// runs, else the reason it could not be started (the shim's own,
+    /// naming the OS error, or how the shim ended). Directly started
+    /// commands need none.
+    pub(super) fn handshake(&self, child: &mut Child) -> Result<(), String> {
+        let Some(pipe) = child.stdout.take() else {
+            return Ok(());
+        };
+        let mut line = String::new();
+        let read = io::BufReader::new(pipe).read_line(&mut line);
+        if let Some(rest) = line.trim_end().strip_prefix(shim::HANDSHAKE_STARTED) {
+            if rest.starts_with(' ') {
+                return Ok(());
+            }
+        }
+        if let Some(reason) = line.trim_end().strip_prefix(shim::HANDSHAKE_CANNOT_START) {
+            return Err(reason.trim_start().to_owned());
+        }
+        let shim_program =
+            self.shared.config.shim.as_deref().map(Path::display).map(|p| p.to_string());
+        let shim_program = shim_program.unwrap_or_default();
+        // It closed the pipe without a word: it is ending (or is not a
+        // shim). A moment for its exit status, then it is killed.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut ended = child.try_wait();
+        while matches!(ended, Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+            ended = child.try_wait();
+        }
+        let how = match (read, ended) {
+            (Err(e), _) => format!("its handshake cannot be read: {e}"),
+            (Ok(_), Ok(Some(status))) if line.is_empty() => format!("it ended with {status}"),
+            (Ok(_), _) => format!("it wrote {:?} instead of a handshake", line.trim_end()),
+        };
+        Err(format!("the executor shim {shim_program} did not start the command: {how}"))
+    }
+
+    pub(super) fn fail(
+        &self,
+        executor: &ExecutorId,
+        framework: &FrameworkId,
+        reason: String,
+    ) -> Launched {
+        tracing::warn!(executor = %executor, %reason, "executor launch failed");
+        let stderr = self.executor_dir(executor).join("stderr");
+        if let Ok(mut f) = OpenOptions::new().append(true).open(stderr) {
+            let _ = writeln!(f, "regent: {reason}");
+        }
+        (self.shared.sink)(ExecEvent {
+            executor: executor.clone(),
+            framework: framework.clone(),
+            state: ExecutorState::Failed { reason: reason.clone() },
+        });
+        Launched::Failed { reason }
+    }
+}
+
+/// What [`Supervisor::launch`] did (the same outcome is also delivered as an
+/// [`ExecEvent`], except for `AlreadyRunning`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Launched {
+    /// The child runs and its process group is recorded.
+    Started {
+        /// Its pid, which is also its process group id.
+        pid: u32,
+    },
+    /// An executor with this id runs already (a repeated launch is
+    /// harmless); nothing was started and no event is sent.
+    AlreadyRunning,
+    /// Nothing runs.
+    Failed {
+        /// What went wrong, naming the OS error.
+        reason: String,
+    },
+}
+
+/// The waiter thread of one executor.
+pub(super) fn wait_for(shared: &Shared, id: ExecutorId, entry: &Entry, mut child: Child) {
+    // Wait for the exit without reaping: the zombie keeps the pid, so the
+    // group cannot be recycled while signallers still may use it.
+    loop {
+        match waitid(WaitId::Pid(entry.pgid), WaitIdOptions::EXITED | WaitIdOptions::NOWAIT) {
+            Ok(_) => break,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => {
+                // Cannot happen for our own unreaped child; fall back to a
+                // plain wait below.
+                tracing::error!(executor = %id, error = %e, "waitid failed");
+                break;
+            }
+        }
+    }
+    let killed = {
+        let mut st = lock(&entry.state);
+        st.exited = true;
+        entry.changed.notify_all();
+        st.kill_requested
+    };
+    // The leader is gone; whatever remains of its group goes with it.
+    let _ = kill_process_group(entry.pgid, Signal::KILL);
+    let state = match child.wait() {
+        Ok(_) if killed => ExecutorState::Killed,
+        // Under a shim, its record is the precise one; without (or when the
+        // shim was killed before writing it), the exit status itself.
+        Ok(status) => match read_shim_status(shared, &id) {
+            Some(recorded) => shim_state(recorded),
+            None => ExecutorState::Exited { code: exit_code(status) },
+        },
+        Err(e) => ExecutorState::Failed { reason: format!("cannot wait for the process: {e}") },
+    };
+    if let Err(e) = record::remove(&shared.running_dir, &id) {
+        // The record stays; a later supervisor finds the pid gone (or
+        // recycled) and reports it as already gone.
+        tracing::error!(executor = %id, error = %e, "cannot remove executor record");
+    }
+    lock(&shared.executors).remove(&id);
+    tracing::info!(executor = %id, ?state, "executor ended");
+    (shared.sink)(ExecEvent { executor: id, framework: entry.framework.clone(), state });
+    lock(&entry.state).finished = true;
+    entry.changed.notify_all();
+}
+
+/// The status the shim recorded for `id` (none without a shim, or when
+/// the shim did not write one).
+pub(super) fn read_shim_status(shared: &Shared, id: &ExecutorId) -> Option<ShimStatus> {
+    shared.config.shim.as_ref()?;
+    shim::read_status(&logs::executor_dir(&shared.config.work_dir, id).join(shim::STATUS_FILE))
+}
+
+/// The state to report for an executor that ended by itself as its shim
+/// recorded: `Exited` with its code (`128 + signal` when a signal ended
+/// it, as for a child waited for directly), or `Failed` when it could not
+/// be started.
+pub fn shim_state(status: ShimStatus) -> ExecutorState {
+    match status {
+        ShimStatus::Exited { code } => ExecutorState::Exited { code },
+        ShimStatus::Signaled { signal } => ExecutorState::Exited { code: 128 + signal },
+        ShimStatus::CannotStart { reason } => ExecutorState::Failed { reason },
+    }
+}
+
+/// Kills a just-spawned child's group and reaps it.
+pub(super) fn destroy(mut child: Child, pgid: Pid) {
+    let _ = kill_process_group(pgid, Signal::KILL);
+    let _ = child.wait();
+}
+
+/// An exit status as a code: the exit code, or `128 + signal`.
+pub fn exit_code(status: ExitStatus) -> i32 {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code,
+        (None, Some(sig)) => 128 + sig,
+        // Neither exited nor signalled: not possible for a waited-for
+        // process; report it as a generic failure code.
+        (None, None) => 255,
+    }
+}
