@@ -53,19 +53,18 @@
 //! fresh session and a new candidate node, at the end of the queue.
 
 mod name;
-mod ops;
 #[cfg(all(test, feature = "testkit"))]
 mod tests;
 
 pub use name::{CandidateData, CandidateName, DeposeMarker, LEGACY_ACTING_LEASE, MAX_ACTING_LEASE};
-pub use ops::{
-    CreateMode, MultiOp, RequestId, SessionId, Stat, WatchEvent, WatchKind, ZkCommand, ZkError,
-    ZkEvent, ZkOp, ZkReply, ZkResult,
-};
 
 use crate::ids::{Addr, Epoch, MasterId};
 use crate::rng::Jitter;
 use crate::time::Millis;
+use crate::zk::{
+    CreateMode, MultiOp, RequestId, SessionId, WatchKind, ZkCommand, ZkError, ZkEvent, ZkOp,
+    ZkReply, ZkResult,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Elector configuration.

@@ -3,7 +3,7 @@
 //! that also carries the election and the lease.
 //!
 //! Records live under `<root>/state/` in the layout of
-//! [`crate::store::zk_layout`]: the epoch at `<root>/state/epoch`, every
+//! [`crate::zk::layout`]: the epoch at `<root>/state/epoch`, every
 //! other record at `<root>/state/<shard>/<stem>` (its key's [`key_stem`]
 //! under a shard named by a hash prefix of the stem), each holding the
 //! record's image in the format of [`crate::store::format`]. Jobs run
@@ -78,23 +78,15 @@
 //! whole store. A record in a shard its name does not hash to is refused as
 //! [`Damage::Misplaced`].
 
-use crate::elector::{CreateMode, MultiOp, Stat, ZkError, ZkOp, ZkReply, ZkResult};
 use crate::ids::Incarnation;
 use crate::store::format::{self, Damage, RecordError};
 use crate::store::names::key_stem;
 use crate::store::seal::{Seal, Sealing};
-use crate::store::zk_layout::{self, RecordNode};
 use crate::store::{Record, RecordKey, StoreCommand, StoreEvent, WriteId};
+use crate::zk::layout::{self, RecordNode};
+use crate::zk::{CreateMode, MultiOp, Stat, ZkError, ZkOp, ZkReply, ZkResult};
+use crate::zk::{JUTE_MAXBUFFER, REQUEST_OVERHEAD};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-
-/// ZooKeeper's default `jute.maxbuffer`, 0xfffff bytes (1 MiB - 1): the
-/// server refuses a larger request (a whole multi counts as one request),
-/// and clients refuse a larger response.
-pub const JUTE_MAXBUFFER: usize = 0xfffff;
-
-/// Room a write request needs besides the record image: request and multi
-/// headers, the fence check and its path, the record's path, the ACL.
-pub const REQUEST_OVERHEAD: usize = 4096;
 
 /// The largest record image the ZooKeeper store writes, a little under
 /// 1 MiB; a larger record is refused before anything is sent.
@@ -316,7 +308,7 @@ impl ZkStore {
 
     /// The node a key is stored under.
     pub(crate) fn node_path(&self, key: &RecordKey) -> String {
-        zk_layout::record_path(&self.state, key)
+        layout::record_path(&self.state, key)
     }
 
     /// The leadership's fence (`None` when not leading).
@@ -591,7 +583,7 @@ impl ZkStore {
     }
 
     fn shard_of(&self, key: &RecordKey) -> Option<u8> {
-        zk_layout::shard_of(&key_stem(key))
+        layout::shard_of(&key_stem(key))
     }
 
     fn send(&mut self, req: Req, op: ZkOp, out: &mut Vec<StoreOutput>) {
@@ -675,9 +667,9 @@ impl ZkStore {
         let mut shards = Vec::new();
         let mut top = Vec::new();
         for name in names {
-            if let Some(s) = zk_layout::parse_shard(&name) {
+            if let Some(s) = layout::parse_shard(&name) {
                 shards.push(s);
-            } else if zk_layout::is_record_name(&name) {
+            } else if layout::is_record_name(&name) {
                 top.push(name);
             } else {
                 self.ignored_nodes += 1;
@@ -688,11 +680,11 @@ impl ZkStore {
         self.shards = shards.iter().copied().collect();
         loading.listings = shards.len();
         for s in shards {
-            let path = zk_layout::shard_path(&self.state, s);
+            let path = layout::shard_path(&self.state, s);
             loading.queue.push_back((Req::List(s), ZkOp::GetChildren { path, watch: false }));
         }
         for stem in top {
-            let path = zk_layout::flat_path(&self.state, &stem);
+            let path = layout::flat_path(&self.state, &stem);
             self.read(&mut loading, RecordNode { path, stem, shard: None });
         }
         if loading.listings == 0 {
@@ -764,11 +756,11 @@ impl ZkStore {
         match req {
             Req::List(s) => match result {
                 Ok(ZkReply::Children(names)) => {
-                    let dir = zk_layout::shard_path(&self.state, s);
+                    let dir = layout::shard_path(&self.state, s);
                     let mut names: Vec<String> = names
                         .into_iter()
                         .filter(|n| {
-                            let known = zk_layout::is_record_name(n);
+                            let known = layout::is_record_name(n);
                             if !known {
                                 self.ignored_nodes += 1;
                             }
@@ -788,7 +780,7 @@ impl ZkStore {
                     self.listed(&mut loading);
                 }
                 other => {
-                    let path = zk_layout::shard_path(&self.state, s);
+                    let path = layout::shard_path(&self.state, s);
                     return self.fail(format!("listing {path} failed: {other:?}"), out);
                 }
             },
@@ -840,7 +832,7 @@ impl ZkStore {
                     self.shards.insert(s);
                 }
                 other => {
-                    let path = zk_layout::shard_path(&self.state, s);
+                    let path = layout::shard_path(&self.state, s);
                     return self
                         .fail(format!("cannot create the shard node {path}: {other:?}"), out);
                 }
@@ -894,8 +886,8 @@ impl ZkStore {
             });
         }
         if node.is_misplaced() {
-            let belongs_at = match zk_layout::shard_of(&node.stem) {
-                Some(s) => format!("{}/{}", zk_layout::shard_name(s), node.stem),
+            let belongs_at = match layout::shard_of(&node.stem) {
+                Some(s) => format!("{}/{}", layout::shard_name(s), node.stem),
                 None => node.stem.clone(),
             };
             return loading.errors.push(RecordError {
@@ -934,7 +926,7 @@ impl ZkStore {
             }
         }
         for old in flat {
-            let path = zk_layout::stem_path(&self.state, &old.node.stem);
+            let path = layout::stem_path(&self.state, &old.node.stem);
             let placed = both.get(&old.found.record.key()).copied();
             let (write, wins) = match placed.map(|i| &loading.placed[i]) {
                 None => (
@@ -956,7 +948,7 @@ impl ZkStore {
                 ),
                 Some(_) => (None, false),
             };
-            if let Some(s) = zk_layout::shard_of(&old.node.stem) {
+            if let Some(s) = layout::shard_of(&old.node.stem) {
                 if write.is_some() && !self.shards.contains(&s) {
                     need.insert(s);
                 }
@@ -990,7 +982,7 @@ impl ZkStore {
             return self.fail("not leading: no election node to fence the moves".into(), out);
         };
         for s in need {
-            let path = zk_layout::shard_path(&self.state, s);
+            let path = layout::shard_path(&self.state, s);
             let op = ZkOp::Create { path, data: Vec::new(), mode: CreateMode::Persistent };
             loading.queue.push_back((Req::Shard(s), op));
         }
@@ -1055,7 +1047,7 @@ impl ZkStore {
             if !self.shards.contains(&s) {
                 // ZooKeeper applies the session's requests in order: the
                 // shard is there when the create runs.
-                let path = zk_layout::shard_path(&self.state, s);
+                let path = layout::shard_path(&self.state, s);
                 let op = ZkOp::Create { path, data: Vec::new(), mode: CreateMode::Persistent };
                 self.send(Req::ShardAhead(s), op, out);
             }
@@ -1167,7 +1159,6 @@ fn weight(req: &Req) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::elector::Stat;
     use crate::ids::Epoch;
     use crate::secret::Secret;
     use crate::store::seal::SealKey;
@@ -1230,7 +1221,7 @@ mod tests {
         /// Plants `records` in the layout of this version.
         fn plant(&mut self, records: &[Record], sealing: &Sealing) {
             for r in records {
-                let path = zk_layout::record_path(STATE, &r.key());
+                let path = layout::record_path(STATE, &r.key());
                 let (parent, _) = path.rsplit_once('/').unwrap();
                 if !self.nodes.contains_key(parent) {
                     self.put(parent, Vec::new());
@@ -1406,7 +1397,7 @@ mod tests {
 
     /// `<shard>/<stem>` of a worker's node.
     fn placed(id: &str) -> String {
-        zk_layout::record_path("", &worker(id).key()).trim_start_matches('/').to_owned()
+        layout::record_path("", &worker(id).key()).trim_start_matches('/').to_owned()
     }
 
     fn failure(events: &[StoreEvent]) -> String {
@@ -1498,7 +1489,7 @@ mod tests {
     fn a_record_in_a_shard_its_name_does_not_hash_to_is_damage() {
         let right = placed("a");
         let (shard, stem) = right.split_once('/').unwrap();
-        let wrong = format!("{:02x}/{stem}", zk_layout::parse_shard(shard).unwrap() ^ 1);
+        let wrong = format!("{:02x}/{stem}", layout::parse_shard(shard).unwrap() ^ 1);
         let image = format::encode(&worker("a")).unwrap();
         let epoch = format::encode(&Record::Epoch(Epoch(2))).unwrap();
         let (events, ops) =
@@ -1516,7 +1507,7 @@ mod tests {
         let mut fake = Fake::new();
         let records = [Record::Epoch(Epoch(4)), worker("a"), worker("b"), worker("c")];
         for r in &records {
-            fake.put(&zk_layout::flat_path(STATE, &key_stem(&r.key())), format::encode(r).unwrap());
+            fake.put(&layout::flat_path(STATE, &key_stem(&r.key())), format::encode(r).unwrap());
         }
         fake.put(&format!("{STATE}/junk"), b"not ours".to_vec());
         let mut store = leading_store(s);
@@ -1526,8 +1517,8 @@ mod tests {
         assert_eq!(store.epoch_version, Some(0));
         for r in &records[1..] {
             let stem = key_stem(&r.key());
-            assert!(!fake.nodes.contains_key(&zk_layout::flat_path(STATE, &stem)), "{stem} moved");
-            let (image, _) = &fake.nodes[&zk_layout::stem_path(STATE, &stem)];
+            assert!(!fake.nodes.contains_key(&layout::flat_path(STATE, &stem)), "{stem} moved");
+            let (image, _) = &fake.nodes[&layout::stem_path(STATE, &stem)];
             assert_eq!(image, &format::encode(r).unwrap(), "{stem}: the same bytes");
         }
         assert!(fake.nodes.contains_key(&format!("{STATE}/epoch")), "the epoch stays on top");
@@ -1551,7 +1542,7 @@ mod tests {
         let n = 2 * MOVE_BATCH + 10;
         let records: Vec<Record> = (0..n).map(|i| worker(&format!("w{i:04}"))).collect();
         for r in &records {
-            fake.put(&zk_layout::flat_path(STATE, &key_stem(&r.key())), format::encode(r).unwrap());
+            fake.put(&layout::flat_path(STATE, &key_stem(&r.key())), format::encode(r).unwrap());
         }
         let mut store = leading_store(Sealing::none());
         let events = load_from(&mut fake, &mut store);
@@ -1568,21 +1559,21 @@ mod tests {
             .collect();
         assert_eq!(multis, [MOVE_BATCH, MOVE_BATCH, 10]);
         assert!(fake.max_outstanding <= MAX_LOAD_IN_FLIGHT);
-        let nodes = zk_layout::record_nodes(STATE, |p| fake.children(p));
+        let nodes = layout::record_nodes(STATE, |p| fake.children(p));
         assert!(nodes.iter().all(|n| !n.is_flat()) && nodes.len() == n, "{nodes:?}");
     }
 
     #[test]
     fn a_deposed_leader_moves_nothing() {
         let mut fake = Fake::new();
-        fake.put(&zk_layout::flat_path(STATE, "w-a"), format::encode(&worker("a")).unwrap());
+        fake.put(&layout::flat_path(STATE, "w-a"), format::encode(&worker("a")).unwrap());
         fake.nodes.remove(FENCE);
         let mut store = leading_store(Sealing::none());
         let events = load_from(&mut fake, &mut store);
         let reason = failure(&events);
         assert!(reason.contains(&format!("moving {STATE}/w-a into its shard failed")), "{reason}");
-        assert!(fake.nodes.contains_key(&zk_layout::flat_path(STATE, "w-a")));
-        assert!(!fake.nodes.contains_key(&zk_layout::stem_path(STATE, "w-a")));
+        assert!(fake.nodes.contains_key(&layout::flat_path(STATE, "w-a")));
+        assert!(!fake.nodes.contains_key(&layout::stem_path(STATE, "w-a")));
     }
 
     #[test]
@@ -1597,12 +1588,12 @@ mod tests {
             let (first, second) = if flat_is_newer { (&old, &new) } else { (&new, &old) };
             // `first` in its shard, then `second` flat (written later).
             fake.plant(std::slice::from_ref(first), &Sealing::none());
-            fake.put(&zk_layout::flat_path(STATE, "w-a"), format::encode(second).unwrap());
+            fake.put(&layout::flat_path(STATE, "w-a"), format::encode(second).unwrap());
             let mut store = leading_store(Sealing::none());
             let events = load_from(&mut fake, &mut store);
             assert_eq!(events, vec![StoreEvent::Loaded { records: vec![second.clone()] }]);
-            assert!(!fake.nodes.contains_key(&zk_layout::flat_path(STATE, "w-a")));
-            let (image, _) = &fake.nodes[&zk_layout::stem_path(STATE, "w-a")];
+            assert!(!fake.nodes.contains_key(&layout::flat_path(STATE, "w-a")));
+            let (image, _) = &fake.nodes[&layout::stem_path(STATE, "w-a")];
             assert_eq!(image, &format::encode(second).unwrap(), "flat newer: {flat_is_newer}");
         }
     }
@@ -1623,7 +1614,7 @@ mod tests {
             assert!(fake.max_outstanding <= MAX_LOAD_IN_FLIGHT, "{}", fake.max_outstanding);
             let listings =
                 fake.log.iter().filter(|op| matches!(op, ZkOp::GetChildren { .. })).count();
-            assert_eq!(listings, 1 + zk_layout::SHARDS, "the top level and every shard");
+            assert_eq!(listings, 1 + layout::SHARDS, "the top level and every shard");
             let batches: Vec<usize> = fake
                 .log
                 .iter()
@@ -1747,7 +1738,7 @@ mod tests {
         store.put(WriteId(1), worker("a"), &mut out);
         let events = fake.serve(&mut store, out);
         assert_eq!(events, vec![StoreEvent::Persisted { write: WriteId(1) }]);
-        let shard = zk_layout::shard_path(STATE, zk_layout::shard_of("w-a").unwrap());
+        let shard = layout::shard_path(STATE, layout::shard_of("w-a").unwrap());
         let n = fake.log.len();
         // The set finds no record; the shard is created right before the
         // record.
@@ -1777,6 +1768,6 @@ mod tests {
         store.put(WriteId(4), worker("a"), &mut out);
         let events = fake.serve(&mut store, out);
         assert_eq!(events, vec![StoreEvent::Persisted { write: WriteId(4) }]);
-        assert!(fake.nodes.contains_key(&zk_layout::stem_path(STATE, "w-a")));
+        assert!(fake.nodes.contains_key(&layout::stem_path(STATE, "w-a")));
     }
 }
