@@ -24,6 +24,9 @@
 //! * [`worker`]: the worker machine (registration, failover, heartbeats).
 //! * [`master`]: the master machine (leadership lifecycle, worker registry).
 //! * [`store`]: the records a master makes durable.
+//! * [`zk`]: what regent knows of ZooKeeper: the coordination operations
+//!   the elector and the store ask for, the store's layout under
+//!   `<root>/state/`, and the ZooKeeper store machine.
 //! * [`node`]: each daemon's composition as one pure machine
 //!   ([`node::MasterNode`]: master + elector or self-election, lease, fenced
 //!   store on one session); the runtimes and the simulator drive nodes.
@@ -52,6 +55,7 @@ pub mod subscriber;
 pub mod testkit;
 pub mod time;
 pub mod worker;
+pub mod zk;
 
 pub use ids::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, WorkerId};
 pub use time::Millis;

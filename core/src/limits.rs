@@ -74,7 +74,7 @@ use crate::time::Millis;
 
 /// The largest payload a framework record may reach at its worst case: under
 /// both the store format's `MAX_PAYLOAD` (1 MiB) and what one ZooKeeper
-/// request carries (`node::MAX_RECORD_IMAGE`, jute.maxbuffer less
+/// request carries (`zk::MAX_RECORD_IMAGE`, jute.maxbuffer less
 /// request overhead), leaving 32 KiB for the image header, checksum and
 /// the node's path.
 pub const MAX_RECORD_PAYLOAD: usize = 1_000_000;
@@ -97,12 +97,12 @@ pub const DEFAULT_MAX_FRAMEWORKS: usize = 1_000;
 pub const MAX_FRAMEWORKS_LIMIT: usize = 100_000;
 
 /// The largest `max_frameworks` with the ZooKeeper store. Records are
-/// sharded ([`crate::store::zk_layout`]), so the cluster as a whole is not
+/// sharded ([`crate::zk::layout`]), so the cluster as a whole is not
 /// limited by one listing; but a framework id may be chosen by its
 /// submitter and the shard hash is not keyed, so every framework record
 /// could be made to land in one shard. This limit keeps even that shard's
 /// listing within ZooKeeper's packet limit
-/// ([`crate::store::zk_layout::MAX_LISTED`] children of the longest
+/// ([`crate::zk::layout::MAX_LISTED`] children of the longest
 /// names), with a fifth of it left for the other records there.
 pub const MAX_FRAMEWORKS_ZOOKEEPER: usize = 4_000;
 
@@ -112,7 +112,7 @@ pub const MAX_FRAMEWORKS_ZOOKEEPER: usize = 4_000;
 /// past it is refused (`RegisterRefused`, naming the limit) and the worker
 /// retries slowly. Existing ids (a restart, a new incarnation) are never
 /// refused by it. 100,000 is the size the store's shards and the heartbeat
-/// ceiling are designed for ([`crate::store::zk_layout::DESIGN_RECORDS`]).
+/// ceiling are designed for ([`crate::zk::layout::DESIGN_RECORDS`]).
 pub const DEFAULT_MAX_WORKERS: usize = 100_000;
 
 /// The largest `max_workers` a master accepts.
@@ -124,7 +124,7 @@ pub const MAX_WORKERS_LIMIT: usize = 1_000_000;
 /// like framework ids, could be chosen to hash into one shard, and a
 /// listing over ZooKeeper's packet limit would make every future leader's
 /// load fail while it holds its election node (DESIGN rule 8). A shard
-/// holds [`crate::store::zk_layout::MAX_LISTED`] children of the longest
+/// holds [`crate::zk::layout::MAX_LISTED`] children of the longest
 /// names; [`MAX_FRAMEWORKS_ZOOKEEPER`] framework records of the longest
 /// names may all be there, and [`HISTORY_SHARD_RESERVE`] history records
 /// (`h-` and a sequence number, at most 22 bytes: their names are the
@@ -136,10 +136,9 @@ pub const MAX_WORKERS_LIMIT: usize = 1_000_000;
 /// in its registry per shard (DEAD ones too: conservative) and refuses a
 /// new worker id whose record would pass this, in every store mode (so a
 /// store stays loadable by ZooKeeper).
-pub const MAX_WORKER_SHARD_LISTING: usize = (crate::store::zk_layout::MAX_LISTED
-    - MAX_FRAMEWORKS_ZOOKEEPER)
-    * (4 + crate::store::zk_layout::MAX_STEM)
-    - HISTORY_SHARD_RESERVE * (4 + 22);
+pub const MAX_WORKER_SHARD_LISTING: usize =
+    (crate::zk::layout::MAX_LISTED - MAX_FRAMEWORKS_ZOOKEEPER) * (4 + crate::zk::layout::MAX_STEM)
+        - HISTORY_SHARD_RESERVE * (4 + 22);
 
 /// History records reserved room for in any one shard's listing (see
 /// [`MAX_WORKER_SHARD_LISTING`]): over six times the average shard's share
@@ -148,9 +147,9 @@ pub const HISTORY_SHARD_RESERVE: usize = 256;
 const _: () = assert!(MAX_WORKER_SHARD_LISTING == 213_764);
 // Every framework record of the ZooKeeper ceiling, and the history reserve,
 // fit one shard's listing.
-const _: () = assert!(MAX_FRAMEWORKS_ZOOKEEPER * 5 / 4 <= crate::store::zk_layout::MAX_LISTED);
+const _: () = assert!(MAX_FRAMEWORKS_ZOOKEEPER * 5 / 4 <= crate::zk::layout::MAX_LISTED);
 const _: () =
-    assert!(HISTORY_SHARD_RESERVE >= 6 * MAX_RETAINED_FRAMEWORKS / crate::store::zk_layout::SHARDS);
+    assert!(HISTORY_SHARD_RESERVE >= 6 * MAX_RETAINED_FRAMEWORKS / crate::zk::layout::SHARDS);
 const _: () = assert!(MAX_HISTORY_RECORD_BYTES <= MAX_RECORD_PAYLOAD);
 
 /// Default of `master::Config::retained_frameworks` (`regent master

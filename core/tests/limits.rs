@@ -705,7 +705,8 @@ fn a_registration_past_max_workers_is_refused_naming_the_limit_and_the_worker_re
 /// `MAX_WORKER_SHARD_LISTING` (which would make every later load fail).
 #[test]
 fn worker_ids_filling_one_store_shard_are_refused_naming_the_limit() {
-    use regent_core::store::{names::key_stem, zk_layout::shard_of, RecordKey};
+    use regent_core::store::{names::key_stem, RecordKey};
+    use regent_core::zk::layout::shard_of;
     let mut m = Master::new(master::Config::new("a".into(), addr("a")));
     let _ = elect(&mut m, T, 1);
     // Ids of 200 bytes (their escaped names are as long as names get

@@ -10,14 +10,13 @@ mod node_harness;
 
 use node_harness::*;
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
-use regent_core::elector::{
-    DeposeOutcome, MultiOp, RequestId, ZkCommand, ZkError, ZkEvent, ZkOp, ZkResult,
-};
+use regent_core::elector::DeposeOutcome;
 use regent_core::master::{Status, WorkerState};
 use regent_core::node::master::{Input, Leadership, Note, Output};
 use regent_core::node::{DialResult, Ended, ProbeResult};
 use regent_core::protocol::{GroupSpec, HelloReply, Message, Role};
 use regent_core::store::{Record, WorkerRecord};
+use regent_core::zk::{MultiOp, RequestId, ZkCommand, ZkError, ZkEvent, ZkOp, ZkResult};
 use regent_core::{Addr, ConnId, Epoch, Incarnation, MasterId, Millis, WorkerId};
 
 // ----- helpers -------------------------------------------------------------

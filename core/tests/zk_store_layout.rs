@@ -8,12 +8,13 @@
 mod node_harness;
 
 use node_harness::*;
-use regent_core::elector::{MultiOp, ZkCommand, ZkEvent, ZkOp};
 use regent_core::master::{Status, WorkerState};
 use regent_core::node::master::{Input, Output};
-use regent_core::node::{MAX_LOAD_IN_FLIGHT, MULTI_READ_BATCH};
 use regent_core::store::names::key_stem;
-use regent_core::store::{format, zk_layout, Record, WorkerRecord};
+use regent_core::store::{format, Record, WorkerRecord};
+use regent_core::zk::layout;
+use regent_core::zk::{MultiOp, ZkCommand, ZkEvent, ZkOp};
+use regent_core::zk::{MAX_LOAD_IN_FLIGHT, MULTI_READ_BATCH};
 use regent_core::{Epoch, Incarnation, Millis, WorkerId};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -40,7 +41,7 @@ fn flat_nodes(c: &Cluster) -> Vec<String> {
 /// under the store's path).
 fn moves_flat(op: &ZkOp) -> bool {
     matches!(op, ZkOp::Multi(ops) if ops.iter().any(|o| matches!(o,
-        MultiOp::Delete { path, .. } if zk_layout::is_record_path(STATE, path)
+        MultiOp::Delete { path, .. } if layout::is_record_path(STATE, path)
             && path.matches('/').count() == STATE.matches('/').count() + 1)))
 }
 
@@ -63,7 +64,7 @@ fn a_flat_store_of_an_earlier_version_is_loaded_and_moved_into_its_shards() {
     assert!(c.nodes[0].node.master().epoch() > Epoch(7));
     assert!(flat_nodes(&c).is_empty(), "every record moved: {:?}", c.record_nodes());
     for r in &workers {
-        let path = zk_layout::record_path(STATE, &r.key());
+        let path = layout::record_path(STATE, &r.key());
         assert_eq!(c.zk.node(&path).map(|n| n.data.clone()), Some(format::encode(r).unwrap()));
     }
     // Every move was fenced by the leader's election node.
@@ -161,6 +162,6 @@ fn a_load_lists_each_shard_and_reads_each_record_once_by_batches_within_the_boun
     }
     assert!(most <= MAX_LOAD_IN_FLIGHT, "{most}");
     assert!(most > MAX_LOAD_IN_FLIGHT - MULTI_READ_BATCH, "{most}: the pipeline fills");
-    assert_eq!(lists.len(), 1 + zk_layout::SHARDS, "the store and each of its shards, once");
+    assert_eq!(lists.len(), 1 + layout::SHARDS, "the store and each of its shards, once");
     assert_eq!(read.len(), n + 1, "each record once");
 }

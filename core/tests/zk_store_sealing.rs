@@ -2,7 +2,7 @@
 //! sealed under the current key and read by the next leader, and a rotation
 //! re-seals records found under a previous key right after the load. (The
 //! refusals of planted, altered and unverifiable records are unit tests of
-//! the store machine, `regent_core::node::zk_store`: a single node that keeps
+//! the store machine, `regent_core::zk::store`: a single node that keeps
 //! refusing its store re-enters the election at once, which this harness
 //! runs without end at one instant.)
 #![cfg(feature = "testkit")]

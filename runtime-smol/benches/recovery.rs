@@ -37,10 +37,10 @@ mod cluster;
 mod zk_server;
 
 use cluster::{unique, Cluster, MasterSpec, Proc};
-use regent_core::node::{MAX_LOAD_IN_FLIGHT, MULTI_READ_BATCH};
 use regent_core::store::names::key_stem;
-use regent_core::store::zk_layout;
 use regent_core::store::{format, Record, WorkerRecord};
+use regent_core::zk::layout;
+use regent_core::zk::{MAX_LOAD_IN_FLIGHT, MULTI_READ_BATCH};
 use regent_core::{Epoch, Incarnation, WorkerId};
 use regent_std::store::names::record_file_name;
 use std::collections::{BTreeSet, VecDeque};
@@ -106,12 +106,10 @@ async fn plant_zk(zk: &zkc::Client, root: &str, records: &[Record]) {
     let state = format!("{root}/state");
     let mut nodes = vec![(root.to_owned(), Vec::new()), (state.clone(), Vec::new())];
     let shards: BTreeSet<u8> =
-        records.iter().filter_map(|r| zk_layout::shard_of(&key_stem(&r.key()))).collect();
-    nodes.extend(shards.iter().map(|&s| (zk_layout::shard_path(&state, s), Vec::new())));
+        records.iter().filter_map(|r| layout::shard_of(&key_stem(&r.key()))).collect();
+    nodes.extend(shards.iter().map(|&s| (layout::shard_path(&state, s), Vec::new())));
     nodes.extend(
-        records
-            .iter()
-            .map(|r| (zk_layout::record_path(&state, &r.key()), format::encode(r).unwrap())),
+        records.iter().map(|r| (layout::record_path(&state, &r.key()), format::encode(r).unwrap())),
     );
     create_all(zk, &nodes).await;
 }
@@ -128,7 +126,7 @@ async fn raw_load(zk: &zkc::Client, root: &str, n: usize, batch: usize) -> f64 {
     let top = zk.list_children(&state).await.expect("the listing");
     let shards: Vec<String> = top
         .iter()
-        .filter(|n| zk_layout::parse_shard(n).is_some())
+        .filter(|n| layout::parse_shard(n).is_some())
         .map(|s| format!("{state}/{s}"))
         .collect();
     let listings: Vec<_> = shards.iter().map(|p| zk.list_children(p)).collect();
@@ -264,7 +262,7 @@ fn zk_flat_rows(zk: &ZkServer, sizes: &[usize]) -> Vec<Row> {
             let zk = client(&zk.addr()).await;
             let mut nodes = vec![(root.clone(), Vec::new()), (state.clone(), Vec::new())];
             nodes.extend(records(n).iter().map(|r| {
-                (zk_layout::flat_path(&state, &key_stem(&r.key())), format::encode(r).unwrap())
+                (layout::flat_path(&state, &key_stem(&r.key())), format::encode(r).unwrap())
             }));
             create_all(&zk, &nodes).await;
         });
@@ -329,9 +327,11 @@ fn flat_listing(zk: &ZkServer, n: usize) -> String {
         let root = format!("/{}", unique("flat"));
         let state = format!("{root}/state");
         let mut nodes = vec![(root.clone(), Vec::new()), (state.clone(), Vec::new())];
-        nodes.extend(records(n).iter().map(|r| {
-            (zk_layout::flat_path(&state, &key_stem(&r.key())), format::encode(r).unwrap())
-        }));
+        nodes.extend(
+            records(n).iter().map(|r| {
+                (layout::flat_path(&state, &key_stem(&r.key())), format::encode(r).unwrap())
+            }),
+        );
         create_all(&client, &nodes).await;
         let bytes: usize = nodes[2..].iter().map(|(p, _)| 4 + p.len() - state.len() - 1).sum();
         let start = Instant::now();

@@ -53,7 +53,7 @@ enum Input {
 
 enum Wake {
     Input(Input),
-    Zk(regent_core::elector::ZkEvent),
+    Zk(regent_core::zk::ZkEvent),
     Deadline,
 }
 

@@ -138,7 +138,7 @@ fn a_zookeeper_cut_during_a_store_write_leaves_every_master_running() {
 
     // A third worker registers: its record's fenced write is forwarded to
     // ZooKeeper (applied) and the connection is cut before the reply.
-    proxy.arm_multi_trap(&regent_core::store::zk_layout::stem_path("/state", "w-w3"));
+    proxy.arm_multi_trap(&regent_core::zk::layout::stem_path("/state", "w-w3"));
     f.workers.push(f.c.worker("w3", &addrs, 1, 256, &[]));
     wait_for(START, "the store write of w3 to be cut", || {
         if proxy.fired() > 0 {

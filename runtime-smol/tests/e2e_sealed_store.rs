@@ -16,7 +16,8 @@
 mod support;
 
 use regent_core::store::format;
-use regent_core::store::{zk_layout, FrameworkRecord, GroupRecord, Record, SlotOutcome};
+use regent_core::store::{FrameworkRecord, GroupRecord, Record, SlotOutcome};
+use regent_core::zk::layout;
 use regent_smol::zk::digest_credentials;
 use std::path::Path;
 use std::time::Duration;
@@ -230,7 +231,7 @@ fn zookeeper_nodes_are_closed_to_strangers_and_an_old_store_is_sealed_offline() 
     let state = format!("{root}/state");
     let election = format!("{root}/election");
     // w1's record node, in its shard.
-    let w1_node = zk_layout::stem_path(&state, "w-w1");
+    let w1_node = layout::stem_path(&state, "w-w1");
 
     // 1. A cluster without a secret leaves unsealed records, open to all.
     let plain = spec_with("m0", false);

@@ -9,7 +9,8 @@
 mod support;
 
 use regent_core::store::names::key_stem;
-use regent_core::store::{format, zk_layout, FrameworkRecord, Record, WorkerRecord};
+use regent_core::store::{format, FrameworkRecord, Record, WorkerRecord};
+use regent_core::zk::layout;
 use regent_core::{Epoch, FrameworkId, Incarnation, WorkerId};
 use std::time::Duration;
 use support::cluster::{api_state, unique, wait_for, workers, Cluster, MasterSpec};
@@ -62,7 +63,7 @@ fn plant_flat(zk_addr: &str, root: &str, records: &[Record]) -> zkc::Client {
             zk.create(path, b"", &open).await.expect("the store's path");
         }
         for r in records {
-            let path = zk_layout::flat_path(&state, &key_stem(&r.key()));
+            let path = layout::flat_path(&state, &key_stem(&r.key()));
             zk.create(&path, &format::encode(r).unwrap(), &open).await.expect("a flat record");
         }
         zk
@@ -74,8 +75,8 @@ fn places(client: &zkc::Client, state: &str, records: &[Record]) -> Vec<(bool, b
     smol::block_on(async {
         let mut out = Vec::new();
         for r in records {
-            let flat = zk_layout::flat_path(state, &key_stem(&r.key()));
-            let sharded = zk_layout::record_path(state, &r.key());
+            let flat = layout::flat_path(state, &key_stem(&r.key()));
+            let sharded = layout::record_path(state, &r.key());
             let flat = client.check_stat(&flat).await.unwrap().is_some();
             let sharded = client.check_stat(&sharded).await.unwrap().is_some();
             out.push((flat, sharded));
@@ -87,7 +88,7 @@ fn places(client: &zkc::Client, state: &str, records: &[Record]) -> Vec<(bool, b
 /// Every one of `records` is in its shard with the bytes planted.
 async fn assert_sharded_as_planted(client: &zkc::Client, state: &str, records: &[Record]) {
     for r in records {
-        let path = zk_layout::record_path(state, &r.key());
+        let path = layout::record_path(state, &r.key());
         let (data, _) = client.get_data(&path).await.unwrap_or_else(|e| panic!("{path}: {e}"));
         assert_eq!(data, format::encode(r).unwrap(), "{path}");
     }
@@ -138,7 +139,7 @@ fn a_flat_store_of_an_earlier_version_is_loaded_and_moved_into_its_shards() {
     smol::block_on(async {
         let top = client.list_children(&state).await.unwrap();
         assert!(
-            top.iter().all(|n| n == "epoch" || zk_layout::parse_shard(n).is_some()),
+            top.iter().all(|n| n == "epoch" || layout::parse_shard(n).is_some()),
             "only the epoch and shards on top: {top:?}"
         );
         assert_sharded_as_planted(&client, &state, &planted[1..]).await;

@@ -4,7 +4,7 @@
 
 mod support;
 
-use regent_core::elector::{
+use regent_core::zk::{
     CreateMode, MultiOp, RequestId, SessionId, WatchKind, ZkCommand, ZkError, ZkEvent, ZkOp,
     ZkReply, ZkResult,
 };

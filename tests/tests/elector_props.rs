@@ -10,8 +10,9 @@
 //!   and every elector reports it in `LeaderIs`.
 
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
-use regent_core::elector::{Action, CreateMode, ZkOp};
+use regent_core::elector::Action;
 use regent_core::testkit::zk::{OpFilter, Sim};
+use regent_core::zk::{CreateMode, ZkOp};
 use regent_core::Millis;
 
 /// Virtual time allowed for a leader to emerge once the faults stop: two

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::testkit::zk::Sim;
+use crate::zk::{CreateMode, WatchEvent, ZkOp, ZkReply};
 
 fn is_candidate_create(op: &ZkOp) -> bool {
     matches!(op, ZkOp::Create { mode: CreateMode::EphemeralSequential, .. })

@@ -167,7 +167,7 @@ pub(super) struct Registry {
 /// that shard's ZooKeeper listing (4 bytes of length and the name).
 pub(super) fn listing_cost(id: &WorkerId) -> (u8, usize) {
     let stem = crate::store::names::key_stem(&RecordKey::Worker(id.clone()));
-    let shard = crate::store::zk_layout::shard_of(&stem).unwrap_or(0);
+    let shard = crate::zk::layout::shard_of(&stem).unwrap_or(0);
     (shard, 4 + stem.len())
 }
 
@@ -181,7 +181,7 @@ impl Registry {
     /// Adds `e` (replacing nothing: the caller removed any entry of its id).
     fn insert(&mut self, mut e: WorkerEntry) {
         if self.shard_listing.is_empty() {
-            self.shard_listing = vec![0; crate::store::zk_layout::SHARDS];
+            self.shard_listing = vec![0; crate::zk::layout::SHARDS];
         }
         let (shard, cost) = listing_cost(&e.id);
         self.shard_listing[usize::from(shard)] += cost;

@@ -10,7 +10,7 @@
 //!   ensemble) is revoked, so nothing acts on a leadership it no longer
 //!   holds, however late a timer or a frame arrives.
 //! * **One ZooKeeper session** carries election, lease and store: the
-//!   store's requests ([`super::zk_store`]) go out on the elector's session,
+//!   store's requests ([`crate::zk::store`]) go out on the elector's session,
 //!   each write fenced by the leader's election node. After a
 //!   `ConnectionLoss` the master is SUSPENDED; once the session is back and
 //!   the elector has confirmed the leadership, the unconfirmed write is sent
@@ -51,9 +51,8 @@
 
 use super::contact::{ContactOutput, Contacts};
 use super::watch::{LeaderWatch, WatchOutput, DIAL_TIMEOUT, PROBE_TIMEOUT};
-use super::zk_store::{StoreOutput, ZkStore};
 use super::{Deadlines, DialId, DialResult, Ended, ProbeResult};
-use crate::elector::{self, DeposeOutcome, Elector, ElectorStatus, RequestId, ZkCommand, ZkEvent};
+use crate::elector::{self, DeposeOutcome, Elector, ElectorStatus};
 use crate::ids::{Addr, ConnId, Epoch, ExecutorId, MasterId};
 use crate::master::{self, Master, Status};
 use crate::protocol::{
@@ -62,6 +61,8 @@ use crate::protocol::{
 use crate::store::seal::Sealing;
 use crate::store::{StoreCommand, StoreEvent};
 use crate::time::Millis;
+use crate::zk::store::{StoreOutput, ZkStore};
+use crate::zk::{RequestId, ZkCommand, ZkError, ZkEvent};
 use std::collections::{BTreeMap, VecDeque};
 
 /// How long the store waits before resending after a `ConnectionLoss` that
@@ -939,7 +940,7 @@ impl MasterNode {
                         // it as lost so the store waits for the next one.
                         let store = self.store.as_mut().expect("store outputs need a store");
                         let mut again = Vec::new();
-                        store.on_reply(tag, Err(elector::ZkError::ConnectionLoss), &mut again);
+                        store.on_reply(tag, Err(ZkError::ConnectionLoss), &mut again);
                         debug_assert!(again.is_empty());
                         continue;
                     };

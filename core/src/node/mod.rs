@@ -44,7 +44,6 @@ pub mod master;
 pub mod submit;
 mod watch;
 pub mod worker;
-mod zk_store;
 
 use crate::ids::{Addr, ConnId};
 use std::fmt;
@@ -115,6 +114,3 @@ pub use deadlines::Deadlines;
 pub use master::MasterNode;
 pub use submit::SubmitNode;
 pub use worker::WorkerNode;
-pub use zk_store::{
-    JUTE_MAXBUFFER, MAX_LOAD_IN_FLIGHT, MAX_RECORD_IMAGE, MULTI_READ_BATCH, REQUEST_OVERHEAD,
-};

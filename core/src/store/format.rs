@@ -145,7 +145,7 @@ pub enum Damage {
         found: String,
     },
     /// A record node in a ZooKeeper shard its name does not hash to (see
-    /// [`super::zk_layout`]): no write of regent's puts it there, and no
+    /// [`crate::zk::layout`]): no write of regent's puts it there, and no
     /// write or delete would ever find it there.
     Misplaced {
         /// Where it is, relative to `<root>/state/`.

@@ -13,7 +13,6 @@
 pub mod format;
 pub mod names;
 pub mod seal;
-pub mod zk_layout;
 
 use crate::ids::{Addr, Epoch, ExecutorId, FrameworkId, Incarnation, WorkerId};
 use crate::protocol::FinishedFramework;

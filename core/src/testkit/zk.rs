@@ -28,12 +28,13 @@
 //! the election recipe: connection loss, "request applied, reply lost",
 //! session expiry and process pauses. Everything is deterministic.
 
-use crate::elector::{
-    Action, Config, CreateMode, Elector, Event, MultiOp, RequestId, SessionId, Stat, Timer,
-    WatchEvent, WatchKind, ZkCommand, ZkError, ZkEvent, ZkOp, ZkReply, ZkResult,
-};
+use crate::elector::{Action, Config, Elector, Event, Timer};
 use crate::ids::{Addr, MasterId};
 use crate::time::Millis;
+use crate::zk::{
+    CreateMode, MultiOp, RequestId, SessionId, Stat, WatchEvent, WatchKind, ZkCommand, ZkError,
+    ZkEvent, ZkOp, ZkReply, ZkResult,
+};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// One node of the model's tree.

@@ -10,9 +10,7 @@
 //! clock with no event at all, as a SIGSTOP would).
 #![allow(dead_code)]
 
-use regent_core::elector::{
-    self, MultiOp, RequestId, SessionId, ZkCommand, ZkError, ZkEvent, ZkOp, ZkResult,
-};
+use regent_core::elector;
 use regent_core::ids::InstanceId;
 use regent_core::master::{self, Status, WorkerState};
 use regent_core::node::master::{Config, Input, Leadership, Note, Output, Timer};
@@ -22,8 +20,12 @@ use regent_core::store::names::key_stem;
 use regent_core::store::seal::Sealing;
 use regent_core::store::StoreCommand;
 use regent_core::store::StoreEvent;
-use regent_core::store::{format, zk_layout, Record, RecordKey};
+use regent_core::store::{format, Record, RecordKey};
 use regent_core::testkit::zk::ZkModel;
+use regent_core::zk::layout;
+use regent_core::zk::{
+    CreateMode, MultiOp, RequestId, SessionId, ZkCommand, ZkError, ZkEvent, ZkOp, ZkResult,
+};
 use regent_core::{Addr, ConnId, Epoch, Incarnation, MasterId, Millis, WorkerId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -674,8 +676,8 @@ impl Cluster {
     }
 
     /// Every record node under `<root>/state/` (both layouts).
-    pub fn record_nodes(&self) -> Vec<zk_layout::RecordNode> {
-        zk_layout::record_nodes(STATE, |p| self.zk.children(p))
+    pub fn record_nodes(&self) -> Vec<layout::RecordNode> {
+        layout::record_nodes(STATE, |p| self.zk.children(p))
     }
 
     /// Every record under `<root>/state/`, by node name (its key's stem),
@@ -715,7 +717,7 @@ impl Cluster {
     pub fn seed_images(&mut self, images: &[(String, Vec<u8>)]) {
         let images: Vec<_> = images
             .iter()
-            .map(|(name, image)| (zk_layout::stem_path(STATE, name), image.clone()))
+            .map(|(name, image)| (layout::stem_path(STATE, name), image.clone()))
             .collect();
         self.seed_paths(&images);
     }
@@ -726,7 +728,7 @@ impl Cluster {
     pub fn seed_flat_images(&mut self, images: &[(String, Vec<u8>)]) {
         let images: Vec<_> = images
             .iter()
-            .map(|(name, image)| (zk_layout::flat_path(STATE, name), image.clone()))
+            .map(|(name, image)| (layout::flat_path(STATE, name), image.clone()))
             .collect();
         self.seed_paths(&images);
     }
@@ -737,7 +739,7 @@ impl Cluster {
         let mk = |path: &str, data: Vec<u8>| ZkOp::Create {
             path: path.into(),
             data,
-            mode: elector::CreateMode::Persistent,
+            mode: CreateMode::Persistent,
         };
         for p in [ROOT, STATE] {
             let _ = self.zk.execute(self.now, s, &mk(p, Vec::new()));
@@ -864,7 +866,7 @@ pub fn subscribe_msg(instance: u64) -> Message {
 
 /// Whether `op` writes the record stored under `name` (a fenced multi).
 pub fn writes_record(op: &ZkOp, name: &str) -> bool {
-    let target = zk_layout::stem_path(STATE, name);
+    let target = layout::stem_path(STATE, name);
     match op {
         ZkOp::Multi(ops) => ops.iter().any(|o| match o {
             MultiOp::Create { path, .. }
@@ -878,7 +880,7 @@ pub fn writes_record(op: &ZkOp, name: &str) -> bool {
 
 /// Whether `op` creates the record stored under `name` (a fenced multi).
 pub fn creates_record(op: &ZkOp, name: &str) -> bool {
-    let target = zk_layout::stem_path(STATE, name);
+    let target = layout::stem_path(STATE, name);
     matches!(op, ZkOp::Multi(ops) if ops.iter().any(|o| matches!(o, MultiOp::Create { path, .. } if *path == target)))
 }
 

@@ -5,7 +5,7 @@
 use super::exec;
 use super::ZkConfig;
 use async_channel::{Receiver, Sender};
-use regent_core::elector::{RequestId, SessionId, ZkCommand, ZkError, ZkEvent, ZkOp, ZkResult};
+use regent_core::zk::{RequestId, SessionId, ZkCommand, ZkError, ZkEvent, ZkOp, ZkResult};
 use regent_core::Millis;
 use smol::future;
 use smol::Task;

@@ -1,7 +1,7 @@
 //! Executing one elector [`ZkOp`] with `zookeeper-client`, and the mapping
 //! of the client's results and errors to the elector's vocabulary.
 
-use regent_core::elector::{
+use regent_core::zk::{
     CreateMode, MultiOp, SessionId, Stat, WatchEvent, WatchKind, ZkError, ZkOp, ZkReply, ZkResult,
 };
 use zookeeper_client as zkc;

@@ -58,7 +58,7 @@ pub mod exec;
 pub mod seal;
 
 pub use backend::ZkBackend;
-pub use regent_core::node::{JUTE_MAXBUFFER, MAX_RECORD_IMAGE, REQUEST_OVERHEAD};
+pub use regent_core::zk::{JUTE_MAXBUFFER, MAX_RECORD_IMAGE, REQUEST_OVERHEAD};
 
 use base64::Engine as _;
 use sha2::{Digest, Sha256};

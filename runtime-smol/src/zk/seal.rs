@@ -26,12 +26,12 @@
 //! It is idempotent: running it again rewrites nothing.
 
 use super::ZkConfig;
-use regent_core::node::MAX_LOAD_IN_FLIGHT;
 use regent_core::store::format::{self, Damage, RecordError};
 use regent_core::store::names::key_stem;
 use regent_core::store::seal::{Seal, Sealing};
-use regent_core::store::zk_layout::{self, RecordNode};
 use regent_core::store::{Record, RecordKey};
+use regent_core::zk::layout::{self, RecordNode};
+use regent_core::zk::MAX_LOAD_IN_FLIGHT;
 use std::time::Duration;
 use zookeeper_client as zkc;
 
@@ -165,7 +165,7 @@ fn zk_error(what: &str, path: &str, e: zkc::Error) -> String {
 }
 
 /// Reads and verifies every record under `state` (`<root>/state`) as a
-/// master's load would ([`zk_layout`]: records in their shards, the epoch
+/// master's load would ([`layout`]: records in their shards, the epoch
 /// on top, records of the flat layout of earlier versions too), with up to
 /// [`MAX_LOAD_IN_FLIGHT`] reads pipelined on the session. A record that
 /// does not decode, is not sealed as `sealing` requires, or sits under a
@@ -183,16 +183,16 @@ pub async fn read_store(
         Err(e) => return Err(zk_error("listing", state, e)),
     };
     let mut out = StoreContents::default();
-    let mut shards: Vec<u8> = top.iter().filter_map(|n| zk_layout::parse_shard(n)).collect();
+    let mut shards: Vec<u8> = top.iter().filter_map(|n| layout::parse_shard(n)).collect();
     shards.sort_unstable();
     let mut nodes: Vec<RecordNode> = top
         .into_iter()
-        .filter(|n| zk_layout::is_record_name(n))
-        .map(|stem| RecordNode { path: zk_layout::flat_path(state, &stem), stem, shard: None })
+        .filter(|n| layout::is_record_name(n))
+        .map(|stem| RecordNode { path: layout::flat_path(state, &stem), stem, shard: None })
         .collect();
     // Listings are sent together (the client sends a request when it is
     // made), then awaited in order.
-    let paths: Vec<String> = shards.iter().map(|&s| zk_layout::shard_path(state, s)).collect();
+    let paths: Vec<String> = shards.iter().map(|&s| layout::shard_path(state, s)).collect();
     let listings: Vec<_> = paths.iter().map(|p| zk.list_children(p)).collect();
     for ((s, path), listing) in shards.iter().zip(&paths).zip(listings) {
         let names = match listing.await {
@@ -201,7 +201,7 @@ pub async fn read_store(
             Err(e) => return Err(zk_error("listing", path, e)),
         };
         out.shards.push(path.clone());
-        for stem in names.into_iter().filter(|n| zk_layout::is_record_name(n)) {
+        for stem in names.into_iter().filter(|n| layout::is_record_name(n)) {
             nodes.push(RecordNode { path: format!("{path}/{stem}"), stem, shard: Some(*s) });
         }
     }
@@ -228,8 +228,7 @@ pub async fn read_store(
                 continue;
             }
             if node.is_misplaced() {
-                let belongs_at =
-                    zk_layout::stem_path("", &node.stem).trim_start_matches('/').into();
+                let belongs_at = layout::stem_path("", &node.stem).trim_start_matches('/').into();
                 out.damaged
                     .push(damage(Damage::Misplaced { stored_as: node.relative(), belongs_at }));
                 continue;

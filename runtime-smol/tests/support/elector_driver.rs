@@ -4,9 +4,8 @@
 //! use it to exercise the elector alone against a real server.
 
 use async_channel::{Receiver, Sender};
-use regent_core::elector::{
-    Action, Config, Elector, ElectorStatus, Event, MultiOp, Timer as ElectorTimer,
-};
+use regent_core::elector::{Action, Config, Elector, ElectorStatus, Event, Timer as ElectorTimer};
+use regent_core::zk::MultiOp;
 use regent_core::{Addr, Epoch, MasterId, Millis};
 use regent_smol::zk::{ZkBackend, ZkConfig};
 use smol::future;

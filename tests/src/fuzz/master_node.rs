@@ -37,15 +37,12 @@
 use super::frames::check_sent;
 use super::gen::{self, Source};
 use regent_core::codec::{self, DecoderConfig};
-use regent_core::elector::{
-    self, CandidateData, CandidateName, CreateMode, MultiOp, SessionId, ZkCommand, ZkError,
-    ZkEvent, ZkOp,
-};
+use regent_core::elector::{self, CandidateData, CandidateName};
 use regent_core::ids::InstanceId;
 use regent_core::limits::MAX_RECORD_PAYLOAD;
 use regent_core::master::{self, Placement};
 use regent_core::node::master::{Config, Input, Leadership, Output};
-use regent_core::node::{DialId, DialResult, Ended, MasterNode, ProbeResult, MAX_RECORD_IMAGE};
+use regent_core::node::{DialId, DialResult, Ended, MasterNode, ProbeResult};
 use regent_core::protocol::{
     ExecutorReport, GroupSpec, Hello, LogRead, LogStream, Message, RegisterWorker, Subscribe,
     PROTOCOL_VERSION,
@@ -53,10 +50,13 @@ use regent_core::protocol::{
 use regent_core::store::StoreCommand;
 use regent_core::store::StoreEvent;
 use regent_core::store::{
-    format, names, zk_layout, FrameworkRecord, GroupRecord, Record, RecordKey, SlotOutcome,
-    WorkerRecord, WriteId,
+    format, names, FrameworkRecord, GroupRecord, Record, RecordKey, SlotOutcome, WorkerRecord,
+    WriteId,
 };
 use regent_core::testkit::zk::ZkModel;
+use regent_core::zk::layout;
+use regent_core::zk::MAX_RECORD_IMAGE;
+use regent_core::zk::{CreateMode, MultiOp, SessionId, ZkCommand, ZkError, ZkEvent, ZkOp};
 use regent_core::{Addr, ConnId, ExecutorId, FrameworkId, Incarnation, MasterId, Millis, WorkerId};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -941,9 +941,9 @@ impl Harness {
                 // byte of the input changes meaning) flat, as an earlier
                 // version wrote it: the next load moves it.
                 let path = if stem.len() % 3 == 0 {
-                    zk_layout::flat_path(&state, &stem)
+                    layout::flat_path(&state, &stem)
                 } else {
-                    zk_layout::stem_path(&state, &stem)
+                    layout::stem_path(&state, &stem)
                 };
                 if let Some((parent, _)) = path.rsplit_once('/') {
                     let op = ZkOp::Create {
@@ -969,13 +969,12 @@ impl Harness {
             _ => {
                 // A record node in either layout, or a shard node (deleted
                 // when empty: the next fresh record there creates it again).
-                let mut paths: Vec<String> =
-                    zk_layout::record_nodes(&state, |p| zk.model.children(p))
-                        .into_iter()
-                        .map(|n| n.path)
-                        .collect();
+                let mut paths: Vec<String> = layout::record_nodes(&state, |p| zk.model.children(p))
+                    .into_iter()
+                    .map(|n| n.path)
+                    .collect();
                 paths.extend(zk.model.children(&state).into_iter().filter_map(|name| {
-                    zk_layout::parse_shard(&name).map(|_| format!("{state}/{name}"))
+                    layout::parse_shard(&name).map(|_| format!("{state}/{name}"))
                 }));
                 let Some(path) = src.pick(&paths).cloned() else { return };
                 ZkOp::Delete { path, version: None }

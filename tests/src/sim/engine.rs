@@ -27,9 +27,7 @@
 use super::invariants::{self, Obs};
 use super::schedule::{Fault, Schedule};
 use super::{Knobs, RunStats, SimConfig, Violation, TRACE_LEN};
-use regent_core::elector::{
-    self, Elector, MultiOp, RequestId, SessionId, ZkCommand, ZkError, ZkEvent, ZkOp, ZkResult,
-};
+use regent_core::elector::{self, Elector};
 use regent_core::ids::InstanceId;
 use regent_core::master::{self, Master};
 use regent_core::node::master::{self as mnode, Leadership, MasterNode};
@@ -44,6 +42,7 @@ use regent_core::store::{Record, RecordKey};
 use regent_core::subscriber;
 use regent_core::testkit::zk::ZkModel;
 use regent_core::worker;
+use regent_core::zk::{MultiOp, RequestId, SessionId, ZkCommand, ZkError, ZkEvent, ZkOp, ZkResult};
 use regent_core::{Addr, ConnId, ExecutorId, FrameworkId, Incarnation, MasterId, Millis};
 use regent_core::{FrameworkId as Fid, WorkerId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -1708,7 +1707,7 @@ impl World {
     /// [`STATE`], decoded, by key. A node that does not decode is left out
     /// (the loading leader reports it as damaged).
     pub(crate) fn stored(&self) -> BTreeMap<RecordKey, Record> {
-        regent_core::store::zk_layout::record_nodes(STATE, |p| self.zk.children(p))
+        regent_core::zk::layout::record_nodes(STATE, |p| self.zk.children(p))
             .into_iter()
             .filter_map(|n| decode_named(&n.path, &self.zk.node(&n.path)?.data).ok())
             .map(|r| (r.key(), r))
@@ -1717,7 +1716,7 @@ impl World {
 
     /// The record the store holds at `key`, if any.
     pub(crate) fn stored_at(&self, key: &RecordKey) -> Option<Record> {
-        let path = regent_core::store::zk_layout::stem_path(STATE, &key_stem(key));
+        let path = regent_core::zk::layout::stem_path(STATE, &key_stem(key));
         let node = self.zk.node(&path)?;
         decode_named(&path, &node.data).ok().filter(|r| r.key() == *key)
     }
@@ -2316,7 +2315,7 @@ enum StateOp<'a> {
 
 fn under_state(path: &str) -> bool {
     // Records only, in their shards (a shard node is no record).
-    regent_core::store::zk_layout::is_record_path(STATE, path)
+    regent_core::zk::layout::is_record_path(STATE, path)
 }
 
 /// The writes `op` makes to records under [`STATE`] (plain or in a multi).

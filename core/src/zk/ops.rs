@@ -1,5 +1,5 @@
-//! The abstract coordination operations the elector asks for, and their
-//! results. A real ZooKeeper backend (`zookeeper-client` in `regent-smol`)
+//! The abstract coordination operations the elector and the ZooKeeper store
+//! ask for, and their results. A real ZooKeeper backend (`zookeeper-client` in `regent-smol`)
 //! and the pure model (`testkit::zk`) both execute them with the semantics
 //! of the ZooKeeper server: one session's requests are applied in the order
 //! they were sent, and replies come back in that order.

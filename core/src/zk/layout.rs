@@ -43,11 +43,11 @@
 //!
 //! **The flat layout** (`<root>/state/<stem>`, written by earlier versions)
 //! is still read: a leader's load moves each such record into its shard
-//! (see `node::zk_store`), so a store upgrades on its first load.
+//! (see `zk::store`), so a store upgrades on its first load.
 
-use super::names::{key_stem, MAX_ESCAPED};
-use super::RecordKey;
-use crate::node::{JUTE_MAXBUFFER, REQUEST_OVERHEAD};
+use super::{JUTE_MAXBUFFER, REQUEST_OVERHEAD};
+use crate::store::names::{key_stem, MAX_ESCAPED};
+use crate::store::RecordKey;
 use sha2::{Digest, Sha256};
 
 /// How many shards records are spread over (see the [module docs](self)).

@@ -1,0 +1,82 @@
+//! The master set: the leader keeps a watching listing of the candidates,
+//! reads each new candidate's data, remembers the acting leases of those
+//! that left, and reports every candidate's address in election order.
+
+use super::{Action, CandidateName, Config, Elector, Purpose};
+use crate::ids::Addr;
+use crate::time::Millis;
+use crate::zk::ZkOp;
+use std::collections::BTreeSet;
+
+impl Elector {
+    /// The leader lists the candidates with a watch, so it hears of every
+    /// master that joins or leaves.
+    pub(super) fn watch_members(&mut self, now: Millis, out: &mut Vec<Action>) {
+        let path = self.election.clone();
+        self.send(now, Purpose::Members, ZkOp::GetChildren { path, watch: true }, out);
+    }
+
+    /// A listing of the candidates: forget the departed, read the data of
+    /// the new ones, report the set once every member's data is known.
+    pub(super) fn update_members(
+        &mut self,
+        now: Millis,
+        children: Vec<String>,
+        out: &mut Vec<Action>,
+    ) {
+        let names: BTreeSet<String> =
+            children.into_iter().filter(|c| CandidateName::parse(c).is_some()).collect();
+        // Candidates that left: a leader among them may command for up to
+        // its acting lease after its node went (before this listing), so
+        // remember its lease for about that long. Only candidates below our
+        // own node could have led before us; data never read (a read still
+        // out) counts as the largest lease.
+        let own_seq = self.node.as_ref().map(|(_, seq)| *seq);
+        let max = self.config.acting_lease_max;
+        self.departed.retain(|(l, gone)| now < *gone + Config::command_wait_for(*l));
+        for (name, data) in &self.members {
+            let below = match (CandidateName::parse(name), own_seq) {
+                (Some(c), Some(own)) => c.seq < own,
+                _ => true,
+            };
+            if !names.contains(name) && below {
+                let l = data.as_ref().map_or(max, |d| d.acting_lease);
+                self.departed.push((l, now));
+            }
+        }
+        self.members.retain(|name, _| names.contains(name));
+        for name in names {
+            if !self.members.contains_key(&name) {
+                self.members.insert(name.clone(), None);
+                let path = format!("{}/{}", self.election, name);
+                self.send(now, Purpose::Member(name), ZkOp::GetData { path, watch: false }, out);
+            }
+        }
+        self.report_members(out);
+    }
+
+    pub(super) fn report_members(&mut self, out: &mut Vec<Action>) {
+        if self.members.values().any(Option::is_none) {
+            return; // a read is still out
+        }
+        let mut by_seq: Vec<(u64, &Addr)> = self
+            .members
+            .iter()
+            .filter_map(|(name, d)| Some((CandidateName::parse(name)?.seq, &d.as_ref()?.addr)))
+            .collect();
+        by_seq.sort();
+        let mut addrs: Vec<Addr> = Vec::new();
+        let mut seen: BTreeSet<&Addr> = BTreeSet::new();
+        for (_, a) in by_seq {
+            // A set, not the list: an election of many candidates is not
+            // deduplicated in its square (issue 20, scenario 5).
+            if seen.insert(a) {
+                addrs.push(a.clone());
+            }
+        }
+        if self.members_reported.as_ref() != Some(&addrs) {
+            self.members_reported = Some(addrs.clone());
+            out.push(Action::Masters { addrs });
+        }
+    }
+}
