@@ -20,10 +20,11 @@ use regent_core::node::master::{Config, Input as NodeInput, Leadership, Note, Ou
 use regent_core::node::{DialId, DialResult, MasterNode, ProbeResult};
 use regent_core::store::StoreEvent;
 use regent_core::{Addr, ConnId, MasterId, Millis};
+use regent_std::conns::Conns;
 use regent_std::host::{proc_limit, ConnectionCeiling};
 use regent_std::store::{master_sealing, LocalStore};
 use smol::net::{TcpListener, TcpStream};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -194,13 +195,11 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
         net: opts.net.clone(),
         net_tx,
         tx: tx.clone(),
-        conns: HashMap::new(),
-        closed_by_us: HashSet::new(),
+        conns: Conns::new(),
         next_conn: 1,
         local,
         backend,
         insecure: opts.insecure,
-        rejected_connections: 0,
         ceiling: ConnectionCeiling::new(
             proc_limit("Max open files").map_or(usize::MAX, |f| f.saturating_sub(FD_RESERVE)),
             "the most this master takes with its file-descriptor limit (256 kept for the \
@@ -221,9 +220,7 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
                 tracing::info!("shutting down");
                 // Closing the session lets a standby take over at once.
                 let _ = pump.feed(NodeInput::Stop);
-                for c in pump.conns.values() {
-                    c.close();
-                }
+                pump.conns.close_all();
                 // Let the session close and the last frames reach the wire.
                 async_io::Timer::after(Duration::from_millis(100)).await;
                 return Ok(());
@@ -233,7 +230,7 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
             Wake::Input(Input::Accepted(Ok(stream)))
                 if pump.ceiling.refuses(pump.conns.len(), stream.peer_addr().ok()) =>
             {
-                pump.rejected_connections += 1;
+                pump.conns.count_refused();
             }
             Wake::Input(Input::Accepted(Ok(stream))) => {
                 let conn = pump.run_connection(stream, Side::Server);
@@ -258,22 +255,12 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
                 async_io::Timer::after(Duration::from_millis(50)).await;
             }
             Wake::Input(Input::Net(NetEvent::Message { conn, msg })) => {
-                if pump.conns.contains_key(&conn) {
+                if pump.conns.contains(conn) {
                     pump.feed(NodeInput::Message { conn, msg })?;
                 }
             }
             Wake::Input(Input::Net(NetEvent::Closed { conn, cause })) => {
-                if pump.closed_by_us.remove(&conn) {
-                    continue;
-                }
-                if let Some(h) = pump.conns.remove(&conn) {
-                    if cause.is_refusal() {
-                        pump.rejected_connections += 1;
-                        tracing::warn!(peer = %h.peer, %conn, "connection refused: {cause}");
-                    } else {
-                        tracing::debug!(peer = %h.peer, %conn, "connection closed: {cause}");
-                    }
-                    let how = cause.ended();
+                if let Some(how) = pump.conns.ended(conn, &cause) {
                     pump.feed(NodeInput::Disconnected { conn, how })?;
                 }
             }
@@ -304,7 +291,7 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
                 };
                 let snapshot = HttpSnapshot {
                     state,
-                    rejected_connections: pump.rejected_connections,
+                    rejected_connections: pump.conns.rejected(),
                     node: pump.node.metrics(),
                     master: pump.node.master().metrics().clone(),
                 };
@@ -325,8 +312,7 @@ struct Pump {
     net_tx: Sender<NetEvent>,
     /// The daemon's own inputs (dial results come back here).
     tx: Sender<Input>,
-    conns: HashMap<ConnId, ConnHandle>,
-    closed_by_us: HashSet<ConnId>,
+    conns: Conns<ConnHandle>,
     next_conn: u64,
     /// The single-master modes' store.
     local: Option<LocalStore>,
@@ -334,7 +320,6 @@ struct Pump {
     backend: Option<ZkBackend>,
     /// Dial non-loopback masters without a secret (`--insecure`).
     insecure: bool,
-    rejected_connections: u64,
     /// Peer connections stop [`FD_RESERVE`] descriptors below the limit.
     ceiling: ConnectionCeiling,
     /// Store answers available at once (memory store, a stopped writer),
@@ -424,31 +409,8 @@ impl Pump {
                         let _ = reply.try_send(answer);
                     }
                 }
-                Output::Send { conn, msg } => {
-                    if let Some(c) = self.conns.get(&conn) {
-                        if msg.is_command() {
-                            // One line per command, for audits (and the
-                            // fast-takeover tests: never two leaders' commands
-                            // interleaved in time).
-                            let epoch = msg.master_epoch().map(|e| e.0).unwrap_or(0);
-                            tracing::debug!(
-                                target: "regent::command",
-                                epoch,
-                                peer = %c.peer,
-                                "command sent: {}",
-                                msg.kind()
-                            );
-                        }
-                        c.send(msg);
-                    }
-                }
-                Output::Close { conn, reason } => {
-                    if let Some(c) = self.conns.remove(&conn) {
-                        tracing::info!(peer = %c.peer, %conn, "closing: {reason}");
-                        c.close();
-                        self.closed_by_us.insert(conn);
-                    }
-                }
+                Output::Send { conn, msg } => self.conns.send(conn, msg),
+                Output::Close { conn, reason } => self.conns.close(conn, &reason),
                 Output::Store(command) => {
                     if let Some(local) = &mut self.local {
                         let result = local.execute(command);

@@ -82,6 +82,18 @@ impl ConnHandle {
     }
 }
 
+impl regent_std::conns::Peer for ConnHandle {
+    fn send(&self, msg: Message) {
+        ConnHandle::send(self, msg)
+    }
+    fn close(&self) {
+        ConnHandle::close(self)
+    }
+    fn peer(&self) -> &str {
+        &self.peer
+    }
+}
+
 /// Starts the tasks of a connection over `stream`; `side` says who dialled.
 pub fn spawn_connection(
     stream: TcpStream,

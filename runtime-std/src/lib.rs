@@ -19,6 +19,8 @@
 //! * [`net`]: the runtime-independent parts of connections (timeouts, the
 //!   bounded send queue, write batches, typed close causes, the exposure
 //!   rule, probe classification).
+//! * [`conns`]: a master pump's connection table (open, closed by the
+//!   node, refused; the log lines of sends, closes and ends).
 //! * [`http`]: the HTTP face of a master (`/`, `/api/state`, `/api/events`,
 //!   `/metrics`), on a thread of its own, for both runtimes.
 //! * [`clock`]: the runtime clock both runtimes feed their nodes (boot
@@ -39,6 +41,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod conns;
 pub mod drivers;
 pub mod error;
 pub mod exec;

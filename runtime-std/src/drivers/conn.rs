@@ -93,6 +93,18 @@ impl ConnHandle {
     }
 }
 
+impl crate::conns::Peer for ConnHandle {
+    fn send(&self, msg: Message) {
+        ConnHandle::send(self, msg)
+    }
+    fn close(&self) {
+        ConnHandle::close(self)
+    }
+    fn peer(&self) -> &str {
+        &self.peer
+    }
+}
+
 /// The fast takeover's probe: a bare `connect()` to `addr` (an `ip:port`,
 /// never resolved) within `timeout`, closed at once. `ECONNREFUSED` is
 /// [`ProbeResult::Refused`](regent_core::node::ProbeResult::Refused).

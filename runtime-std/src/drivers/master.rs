@@ -21,6 +21,7 @@
 
 use super::{wall_clock_ms, DriverError, DriverThread, RuntimeClock, Stopper};
 use crate::config::{MasterConfig, Recovery};
+use crate::conns::Conns;
 use crate::drivers::conn::{self, spawn_connection, ConnHandle};
 use crate::host::{proc_limit, ConnectionCeiling};
 use crate::http::{self, HttpQuery, HttpSnapshot};
@@ -32,7 +33,7 @@ use regent_core::node::{DialId, DialResult, MasterNode, ProbeResult};
 use regent_core::protocol::ClusterState;
 use regent_core::store::StoreEvent;
 use regent_core::{Addr, ConnId, Millis};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -280,14 +281,12 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, DriverError> {
         net: cfg.net.clone(),
         insecure: cfg.insecure,
         tx: tx.clone(),
-        conns: HashMap::new(),
-        closed_by_us: HashSet::new(),
+        conns: Conns::new(),
         next_conn: 1,
         store,
         gate: Arc::new(Gate::new()),
         _acceptor: acceptor,
         http_queries,
-        rejected_connections: 0,
         ceiling: ConnectionCeiling::new(
             max_connections,
             "the most this std-runtime master takes (--max-connections; a thread per \
@@ -379,8 +378,7 @@ struct Pump {
     /// Dial non-loopback peers without a secret (`--insecure`).
     insecure: bool,
     tx: Sender<Input>,
-    conns: HashMap<ConnId, ConnHandle>,
-    closed_by_us: HashSet<ConnId>,
+    conns: Conns<ConnHandle>,
     next_conn: u64,
     store: LocalStore,
     /// Bounds the frames waiting for this thread.
@@ -389,9 +387,6 @@ struct Pump {
     /// The HTTP server's queries; closed when the master stops, which ends
     /// the server's thread and the forwarding one.
     http_queries: Option<async_channel::Receiver<HttpQuery>>,
-    /// Connections refused or closed for a bad handshake, cluster, frame or
-    /// the ceiling (`regent_rejected_connections_total`).
-    rejected_connections: u64,
     /// Past it, a connection is closed at once.
     ceiling: ConnectionCeiling,
     /// `GET /api/logs/...` reads the node has not answered yet, by query
@@ -435,9 +430,7 @@ impl Pump {
             Ok(()) => tracing::info!("master stopped"),
             Err(e) => tracing::error!("master stops: {e}"),
         }
-        for c in self.conns.values() {
-            c.close();
-        }
+        self.conns.close_all();
         std::thread::sleep(FLUSH_GRACE);
         result
     }
@@ -474,7 +467,7 @@ impl Pump {
                 Input::Accepted(Ok(stream))
                     if self.ceiling.refuses(self.conns.len(), stream.peer_addr().ok()) =>
                 {
-                    self.rejected_connections += 1;
+                    self.conns.count_refused();
                 }
                 Input::Accepted(Ok(stream)) => match self.run_connection(stream, Side::Server) {
                     Ok(conn) => pending.push_back(NodeInput::Connected { conn }),
@@ -502,22 +495,12 @@ impl Pump {
                 Input::Accepted(Err(e)) => tracing::warn!("accept failed: {e}"),
                 Input::Net(NetEvent::Message { conn, msg }) => {
                     self.gate.leave();
-                    if self.conns.contains_key(&conn) {
+                    if self.conns.contains(conn) {
                         pending.push_back(NodeInput::Message { conn, msg });
                     }
                 }
                 Input::Net(NetEvent::Closed { conn, cause }) => {
-                    if self.closed_by_us.remove(&conn) {
-                        continue;
-                    }
-                    if let Some(h) = self.conns.remove(&conn) {
-                        if cause.is_refusal() {
-                            self.rejected_connections += 1;
-                            tracing::warn!(peer = %h.peer, %conn, "connection refused: {cause}");
-                        } else {
-                            tracing::debug!(peer = %h.peer, %conn, "connection closed: {cause}");
-                        }
-                        let how = cause.ended();
+                    if let Some(how) = self.conns.ended(conn, &cause) {
                         pending.push_back(NodeInput::Disconnected { conn, how });
                     }
                 }
@@ -549,7 +532,7 @@ impl Pump {
                     };
                     let _ = q.reply.try_send(HttpSnapshot {
                         state,
-                        rejected_connections: self.rejected_connections,
+                        rejected_connections: self.conns.rejected(),
                         node: self.node.metrics(),
                         master: self.node.master().metrics().clone(),
                     });
@@ -568,18 +551,8 @@ impl Pump {
                         let _ = reply.try_send(answer);
                     }
                 }
-                Output::Send { conn, msg } => {
-                    if let Some(c) = self.conns.get(&conn) {
-                        c.send(msg);
-                    }
-                }
-                Output::Close { conn, reason } => {
-                    if let Some(c) = self.conns.remove(&conn) {
-                        tracing::info!(peer = %c.peer, %conn, "closing: {reason}");
-                        c.close();
-                        self.closed_by_us.insert(conn);
-                    }
-                }
+                Output::Send { conn, msg } => self.conns.send(conn, msg),
+                Output::Close { conn, reason } => self.conns.close(conn, &reason),
                 Output::Store(command) => {
                     pending.extend(self.store.execute(command).map(NodeInput::Store))
                 }

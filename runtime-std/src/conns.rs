@@ -1,0 +1,181 @@
+//! The connection table of a master pump, the same for both runtimes: which
+//! connections are open, which the node closed itself (their later end is
+//! not fed back: the node already forgot them), how many were refused (the
+//! descriptor ceiling, a failed handshake), and the log lines of sends,
+//! closes and ends. The connections themselves are the runtime's
+//! (`regent_smol::net::ConnHandle`, [`crate::drivers::conn::ConnHandle`]);
+//! both implement [`Peer`]. Nothing here decides protocol.
+
+use crate::net::CloseCause;
+use regent_core::node::Ended;
+use regent_core::protocol::Message;
+use regent_core::ConnId;
+use std::collections::{HashMap, HashSet};
+
+/// A daemon's end of one connection, as the table drives it.
+pub trait Peer {
+    /// Queues `msg`; never blocks (past the send queue's bound the
+    /// connection closes instead).
+    fn send(&self, msg: Message);
+    /// Flushes what was queued and closes; never blocks.
+    fn close(&self);
+    /// The peer's address, for logs.
+    fn peer(&self) -> &str;
+}
+
+/// The open connections of a master pump, by number.
+#[derive(Debug)]
+pub struct Conns<H> {
+    open: HashMap<ConnId, H>,
+    /// Closed by the node (`Output::Close`) and not yet reported ended.
+    closed_by_us: HashSet<ConnId>,
+    /// Connections refused: past the ceiling, or closed by a refusal
+    /// (`regent_rejected_connections_total`).
+    rejected: u64,
+}
+
+impl<H> Default for Conns<H> {
+    fn default() -> Self {
+        Self { open: HashMap::new(), closed_by_us: HashSet::new(), rejected: 0 }
+    }
+}
+
+impl<H: Peer> Conns<H> {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a running connection.
+    pub fn insert(&mut self, conn: ConnId, handle: H) {
+        self.open.insert(conn, handle);
+    }
+
+    /// Whether `conn` is open (frames of a connection the node closed are
+    /// not fed).
+    pub fn contains(&self, conn: ConnId) -> bool {
+        self.open.contains_key(&conn)
+    }
+
+    /// How many connections are open.
+    pub fn len(&self) -> usize {
+        self.open.len()
+    }
+
+    /// Whether none is open.
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+
+    /// Sends `msg` on `conn` (dropped if it is gone). A command is logged
+    /// once, by kind, at target `regent::command` (for audits, and the
+    /// fast-takeover tests: never two leaders' commands interleaved).
+    pub fn send(&self, conn: ConnId, msg: Message) {
+        let Some(c) = self.open.get(&conn) else { return };
+        if msg.is_command() {
+            let epoch = msg.master_epoch().map(|e| e.0).unwrap_or(0);
+            tracing::debug!(
+                target: "regent::command",
+                epoch,
+                peer = %c.peer(),
+                "command sent: {}",
+                msg.kind()
+            );
+        }
+        c.send(msg);
+    }
+
+    /// Closes `conn` for the node, after what was queued on it; its end is
+    /// not fed back ([`Conns::ended`] answers `None` for it).
+    pub fn close(&mut self, conn: ConnId, reason: &str) {
+        if let Some(c) = self.open.remove(&conn) {
+            tracing::info!(peer = %c.peer(), %conn, "closing: {reason}");
+            c.close();
+            self.closed_by_us.insert(conn);
+        }
+    }
+
+    /// Closes every connection (shutdown).
+    pub fn close_all(&self) {
+        for c in self.open.values() {
+            c.close();
+        }
+    }
+
+    /// Counts a connection refused before it ran (the descriptor ceiling).
+    pub fn count_refused(&mut self) {
+        self.rejected += 1;
+    }
+
+    /// Connections refused so far.
+    pub fn rejected(&self) -> u64 {
+        self.rejected
+    }
+
+    /// `conn` ended with `cause`: how, for the node's `Disconnected`, or
+    /// `None` when the node closed it itself or it is not in the table. A
+    /// refusal (a failed handshake, a frame past a limit) is counted and
+    /// logged as a warning, any other end at debug.
+    pub fn ended(&mut self, conn: ConnId, cause: &CloseCause) -> Option<Ended> {
+        if self.closed_by_us.remove(&conn) {
+            return None;
+        }
+        let h = self.open.remove(&conn)?;
+        if cause.is_refusal() {
+            self.rejected += 1;
+            tracing::warn!(peer = %h.peer(), %conn, "connection refused: {cause}");
+        } else {
+            tracing::debug!(peer = %h.peer(), %conn, "connection closed: {cause}");
+        }
+        Some(cause.ended())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    #[derive(Default)]
+    struct Fake {
+        sent: RefCell<Vec<Message>>,
+        closed: RefCell<bool>,
+    }
+
+    impl Peer for &Fake {
+        fn send(&self, msg: Message) {
+            self.sent.borrow_mut().push(msg);
+        }
+        fn close(&self) {
+            *self.closed.borrow_mut() = true;
+        }
+        fn peer(&self) -> &str {
+            "127.0.0.1:1"
+        }
+    }
+
+    #[test]
+    fn a_connection_the_node_closed_is_not_reported_ended_and_a_refusal_is_counted() {
+        let (a, b) = (Fake::default(), Fake::default());
+        let mut conns = Conns::new();
+        conns.insert(ConnId(1), &a);
+        conns.insert(ConnId(2), &b);
+        conns.send(ConnId(1), Message::FrameworkHeartbeat { epoch: regent_core::Epoch(1) });
+        conns.send(ConnId(9), Message::FrameworkHeartbeat { epoch: regent_core::Epoch(1) });
+        assert_eq!(a.sent.borrow().len(), 1, "sent on the open connection only");
+
+        conns.close(ConnId(1), "test");
+        assert!(*a.closed.borrow());
+        assert!(!conns.contains(ConnId(1)));
+        assert_eq!(conns.ended(ConnId(1), &CloseCause::Local), None, "the node forgot it");
+
+        let refused = CloseCause::NoWriter("cannot start a writer".into());
+        assert!(refused.is_refusal());
+        assert_eq!(conns.ended(ConnId(2), &refused), Some(refused.ended()));
+        assert_eq!(conns.rejected(), 1);
+        assert_eq!(conns.ended(ConnId(2), &refused), None, "reported once");
+        conns.count_refused();
+        assert_eq!(conns.rejected(), 2);
+        assert!(conns.is_empty());
+    }
+}
