@@ -235,7 +235,13 @@ impl World {
                 snode::Output::Dial { dial, .. } => {
                     let conn = self.new_conn(Peer::Submit);
                     self.push(at, To::Master(mnode::Input::Connected { conn }));
-                    self.push(at, To::Submit(snode::Input::Dialled { dial, result: Ok(conn) }));
+                    self.push(
+                        at,
+                        To::Submit(snode::Input::Dialled {
+                            dial,
+                            result: snode::DialResult::Connected { conn, peer: None },
+                        }),
+                    );
                 }
                 snode::Output::Send { conn, msg } => {
                     if matches!(msg, regent_core::protocol::Message::Subscribe(_)) {

@@ -6,8 +6,8 @@
 
 use regent_core::ids::InstanceId;
 use regent_core::node::submit::{
-    Config, DialId, Input, Output, Show, SubmitExit, Timer, EXIT_ERROR, EXIT_FAILED_OVER,
-    EXIT_INTERRUPTED, EXIT_SUCCEEDED,
+    Config, DialId, DialResult, Input, Output, Show, SubmitExit, Timer, EXIT_ERROR,
+    EXIT_FAILED_OVER, EXIT_INTERRUPTED, EXIT_SUCCEEDED,
 };
 use regent_core::node::SubmitNode;
 use regent_core::progress::{SubmitError, SubmitOutcome};
@@ -128,7 +128,10 @@ fn closed(conn: u64, reason: &str) -> Input {
 }
 
 fn dialled(n: u64, conn: u64) -> Input {
-    Input::Dialled { dial: DialId(n), result: Ok(ConnId(conn)) }
+    Input::Dialled {
+        dial: DialId(n),
+        result: DialResult::Connected { conn: ConnId(conn), peer: None },
+    }
 }
 
 /// Starts `n` on `master` (the first configured) and subscribes it as
@@ -254,7 +257,10 @@ fn a_failover_to_another_master_resubscribes_with_the_same_framework_id() {
     assert_eq!(io(&n.handle(retry, Input::Tick)), vec![dial(2, "m1:1")]);
     let out = n.handle(
         retry,
-        Input::Dialled { dial: DialId(2), result: Err("connection refused".into()) },
+        Input::Dialled {
+            dial: DialId(2),
+            result: DialResult::Failed { reason: "connection refused".into(), refused: false },
+        },
     );
     assert_eq!(io(&out), vec![dial(3, "m2:1")]);
     assert_eq!(lines(&out), vec!["cannot reach master m1:1: connection refused".to_string()]);
@@ -388,7 +394,13 @@ fn an_older_dial_of_the_same_master_is_superseded_by_the_newer_one() {
     );
     // A failed superseded dial is simply ignored.
     assert_eq!(
-        n.handle(retry + Millis(1), Input::Dialled { dial: DialId(1), result: Err("x".into()) }),
+        n.handle(
+            retry + Millis(1),
+            Input::Dialled {
+                dial: DialId(1),
+                result: DialResult::Failed { reason: "x".into(), refused: false }
+            }
+        ),
         vec![]
     );
     assert_eq!(
@@ -548,8 +560,16 @@ fn fail_every_dial(n: &mut SubmitNode, limit: Millis) -> (Vec<String>, Option<Su
             }
         }
         if let Some(d) = pending.pop() {
-            out =
-                n.handle(now, Input::Dialled { dial: d, result: Err("connection refused".into()) });
+            out = n.handle(
+                now,
+                Input::Dialled {
+                    dial: d,
+                    result: DialResult::Failed {
+                        reason: "connection refused".into(),
+                        refused: false,
+                    },
+                },
+            );
             continue;
         }
         match n.poll_timeout() {

@@ -739,16 +739,11 @@ impl Load {
         };
         let input = match d {
             Dial::Worker(dial) => {
-                let result = match conn {
-                    Ok(conn) => wnode::DialResult::Connected { conn, peer: None },
-                    Err(reason) => wnode::DialResult::Failed { reason, refused: false },
-                };
-                PeerInput::Worker(wnode::Input::Dialed { dial, result })
+                PeerInput::Worker(wnode::Input::Dialed { dial, result: conn.into() })
             }
-            Dial::Framework(dial) => PeerInput::Framework(snode::Input::Dialled {
-                dial,
-                result: conn.map_err(Into::into),
-            }),
+            Dial::Framework(dial) => {
+                PeerInput::Framework(snode::Input::Dialled { dial, result: conn.into() })
+            }
         };
         self.feed(i, input);
     }

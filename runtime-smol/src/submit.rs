@@ -50,11 +50,11 @@
 //!
 //! [`check_exposure`]: crate::net::check_exposure
 
-use crate::net::{spawn_connection, ConnHandle, NetConfig, NetEvent};
+use crate::net::{spawn_connection, ConnHandle, DialError, NetConfig, NetEvent};
 use async_channel::{Receiver, Sender};
 use regent_core::auth::Side;
 use regent_core::ids::InstanceId;
-use regent_core::node::submit::{DialId, Input, Output, SubmitExit};
+use regent_core::node::submit::{DialId, DialResult, Input, Output, SubmitExit};
 use regent_core::node::SubmitNode;
 use regent_core::{Addr, ConnId, Millis};
 use regent_std::drivers::subscriber::{
@@ -242,7 +242,7 @@ enum Wake {
 /// A finished dial.
 struct Dialled {
     dial: DialId,
-    result: Result<TcpStream, String>,
+    result: Result<TcpStream, DialError>,
 }
 
 /// The I/O pump around one `SubmitNode`, following the pump contract of
@@ -296,24 +296,31 @@ impl<W: Write> Pump<W> {
         let insecure = self.insecure;
         let timeout = Duration::from_millis(timeout.0);
         smol::spawn(async move {
-            let result = crate::net::dial(&master, has_secret, insecure, true, timeout)
-                .await
-                .map_err(|e| e.reason);
+            let result = crate::net::dial(&master, has_secret, insecure, true, timeout).await;
             let _ = tx.send(Dialled { dial, result }).await;
         })
         .detach();
     }
 
     fn on_dialled(&mut self, d: Dialled) {
-        let result = d.result.map(|stream| {
-            let conn = ConnId(self.next_conn);
-            self.next_conn += 1;
-            let h =
-                spawn_connection(stream, Side::Client, conn, self.net.clone(), self.net_tx.clone());
-            tracing::debug!(dial = %d.dial, %conn, peer = %h.peer, "connected");
-            self.conns.insert(conn, h);
-            conn
-        });
-        self.feed(Input::Dialled { dial: d.dial, result: result.map_err(Into::into) });
+        let result = match d.result {
+            Ok(stream) => {
+                let conn = ConnId(self.next_conn);
+                self.next_conn += 1;
+                let peer = stream.peer_addr().ok().map(|a| Addr(a.to_string()));
+                let h = spawn_connection(
+                    stream,
+                    Side::Client,
+                    conn,
+                    self.net.clone(),
+                    self.net_tx.clone(),
+                );
+                tracing::debug!(dial = %d.dial, %conn, peer = %h.peer, "connected");
+                self.conns.insert(conn, h);
+                DialResult::Connected { conn, peer }
+            }
+            Err(DialError { reason, refused }) => DialResult::Failed { reason, refused },
+        };
+        self.feed(Input::Dialled { dial: d.dial, result });
     }
 }

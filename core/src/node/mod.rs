@@ -81,6 +81,17 @@ pub enum DialResult {
     },
 }
 
+impl From<Result<ConnId, String>> for DialResult {
+    /// A dial whose runtime knows neither the peer's socket address nor an
+    /// exposure refusal (simulators, test harnesses).
+    fn from(result: Result<ConnId, String>) -> Self {
+        match result {
+            Ok(conn) => DialResult::Connected { conn, peer: None },
+            Err(reason) => DialResult::Failed { reason, refused: false },
+        }
+    }
+}
+
 /// How a connection ended, as far as the fast takeover cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ended {

@@ -114,28 +114,7 @@ impl Config {
     }
 }
 
-pub use super::DialId;
-
-/// Why a dial failed, as the runtime says it (for the user's lines and the
-/// final error: `cannot reach master <addr>: <reason>`).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{reason}")]
-pub struct DialFailed {
-    /// What went wrong, naming the address.
-    pub reason: String,
-}
-
-impl From<String> for DialFailed {
-    fn from(reason: String) -> Self {
-        DialFailed { reason }
-    }
-}
-
-impl From<&str> for DialFailed {
-    fn from(reason: &str) -> Self {
-        DialFailed { reason: reason.to_owned() }
-    }
-}
+pub use super::{DialId, DialResult};
 
 /// What happens to a submit node.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -151,8 +130,9 @@ pub enum Input {
         /// The dial, as in [`Output::Dial`].
         dial: DialId,
         /// The connection the runtime opened for it (its number, fresh and
-        /// never reused), or why it failed.
-        result: Result<ConnId, DialFailed>,
+        /// never reused), or why it failed (the one dial result of every
+        /// node).
+        result: DialResult,
     },
     /// A master dialled the callback listener (seed 002): `conn` runs; its
     /// frames come as [`Input::Message`], its end as [`Input::Closed`].
@@ -597,24 +577,18 @@ impl SubmitNode {
         out.push(Output::Close { conn, reason });
     }
 
-    fn on_dialled(
-        &mut self,
-        now: Millis,
-        dial: DialId,
-        result: Result<ConnId, DialFailed>,
-        out: &mut Vec<Output>,
-    ) {
+    fn on_dialled(&mut self, now: Millis, dial: DialId, result: DialResult, out: &mut Vec<Output>) {
         let master = self.dialling.iter().find(|(_, d)| **d == dial).map(|(m, _)| m.clone());
         let Some(master) = master else {
             // Superseded: the subscriber no longer waits for this dial.
-            if let Ok(conn) = result {
+            if let DialResult::Connected { conn, .. } = result {
                 self.close(conn, format!("{dial} was abandoned"), out);
             }
             return;
         };
         self.dialling.remove(&master);
         match result {
-            Ok(conn) => {
+            DialResult::Connected { conn, .. } => {
                 // The subscriber closes before it dials again, so no other
                 // connection to this master is open; if one were, it goes.
                 if let Some(old) = self.by_master.insert(master.clone(), conn) {
@@ -624,7 +598,7 @@ impl SubmitNode {
                 self.conns.insert(conn, master.clone());
                 self.feed(now, Event::Connected { master }, None, out);
             }
-            Err(reason) => {
+            DialResult::Failed { reason, .. } => {
                 if self.ever_subscribed {
                     self.line(format!("cannot reach master {master}: {reason}"), out);
                 } else {
@@ -827,7 +801,7 @@ impl SubmitNode {
     /// nothing else matters.
     fn linger_input(&mut self, now: Millis, input: Input, out: &mut Vec<Output>) {
         match input {
-            Input::Dialled { dial, result: Ok(conn) } => {
+            Input::Dialled { dial, result: DialResult::Connected { conn, .. } } => {
                 self.close(conn, format!("{dial} was abandoned: the submission is over"), out)
             }
             Input::Closed { conn, .. } => {

@@ -38,7 +38,9 @@ use crate::host::HostError;
 use crate::net::{check_exposure, NetConfig, NetEvent};
 use regent_core::auth::Side;
 use regent_core::ids::InstanceId;
-use regent_core::node::submit::{Config, DialId, Input as NodeInput, Output, Show, SubmitExit};
+use regent_core::node::submit::{
+    Config, DialId, DialResult, Input as NodeInput, Output, Show, SubmitExit,
+};
 use regent_core::node::SubmitNode;
 use regent_core::protocol::GroupSpec;
 use regent_core::subscriber::{self, Action, SubscriberStatus};
@@ -441,11 +443,15 @@ impl<W: Write> Pump<W> {
     fn on_dialled(&mut self, dial: DialId, result: Result<TcpStream, DialError>) {
         let stream = match result {
             Ok(s) => s,
-            Err(e) => return self.feed(NodeInput::Dialled { dial, result: Err(e.reason.into()) }),
+            Err(DialError { reason, refused }) => {
+                let result = DialResult::Failed { reason, refused };
+                return self.feed(NodeInput::Dialled { dial, result });
+            }
         };
         let conn = ConnId(self.next_conn);
         self.next_conn += 1;
         let tx = self.tx.clone();
+        let peer = stream.peer_addr().ok().map(|a| Addr(a.to_string()));
         let result =
             match spawn_connection(stream, Side::Client, conn, self.net.clone(), move |e| {
                 let _ = tx.send(Input::Net(e));
@@ -453,9 +459,12 @@ impl<W: Write> Pump<W> {
                 Ok(h) => {
                     tracing::debug!(%dial, %conn, peer = %h.peer, "connected");
                     self.conns.insert(conn, h);
-                    Ok(conn)
+                    DialResult::Connected { conn, peer }
                 }
-                Err(e) => Err(format!("cannot start a connection: {e}").into()),
+                Err(e) => DialResult::Failed {
+                    reason: format!("cannot start a connection: {e}"),
+                    refused: false,
+                },
             };
         self.feed(NodeInput::Dialled { dial, result });
     }

@@ -24,7 +24,7 @@ use super::gen::{self, Source};
 use regent_core::codec::{self, DecoderConfig};
 use regent_core::ids::InstanceId;
 use regent_core::limits;
-use regent_core::node::submit::{Config, DialId, Input, Output};
+use regent_core::node::submit::{Config, DialId, DialResult, Input, Output};
 use regent_core::node::SubmitNode;
 use regent_core::protocol::{ExecutorInfo, GroupSpec, HelloReply, LeaderHint, Message, Role};
 use regent_core::subscriber;
@@ -175,18 +175,21 @@ impl Harness {
                 }
                 let (dial, _) = self.dials.remove(src.below(self.dials.len()));
                 let result = if src.one_in(4) {
-                    Err("connection refused (fuzz)".into())
+                    DialResult::Failed {
+                        reason: "connection refused (fuzz)".into(),
+                        refused: src.one_in(2),
+                    }
                 } else {
                     self.next_conn += 1;
                     self.conns.push(ConnId(self.next_conn));
-                    Ok(ConnId(self.next_conn))
+                    DialResult::Connected { conn: ConnId(self.next_conn), peer: None }
                 };
                 self.feed(Input::Dialled { dial, result });
             }
             3 => {
                 // A dial the node never asked for, or abandoned.
                 self.next_conn += 1;
-                let result = Ok(ConnId(self.next_conn));
+                let result = DialResult::Connected { conn: ConnId(self.next_conn), peer: None };
                 self.feed(Input::Dialled { dial: DialId(u64::from(src.u8())), result });
             }
             4..=8 => {

@@ -2408,15 +2408,9 @@ fn new_sub(
 fn dial_result(dial: DialTag, result: Result<ConnId, String>) -> Input {
     match dial {
         DialTag::Worker(dial) => {
-            let result = match result {
-                Ok(conn) => wnode::DialResult::Connected { conn, peer: None },
-                Err(reason) => wnode::DialResult::Failed { reason, refused: false },
-            };
-            Input::Worker(wnode::Input::Dialed { dial, result })
+            Input::Worker(wnode::Input::Dialed { dial, result: result.into() })
         }
-        DialTag::Sub(dial) => {
-            Input::Sub(snode::Input::Dialled { dial, result: result.map_err(Into::into) })
-        }
+        DialTag::Sub(dial) => Input::Sub(snode::Input::Dialled { dial, result: result.into() }),
         DialTag::Master(dial) => {
             let result = match result {
                 Ok(conn) => DialResult::Connected { conn, peer: None },
