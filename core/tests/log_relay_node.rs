@@ -156,3 +156,30 @@ fn an_http_log_query_for_an_unknown_executor_is_refused_at_once() {
         .unwrap_or_else(|| panic!("answered in the same step: {out:?}"));
     assert!(matches!(answer, Message::RequestRefused { .. }), "{answer:?}");
 }
+
+/// The node numbers HTTP log reads from `QUERY_CONNS` up: a runtime
+/// connection numbered there is refused with the rule named (it could not
+/// be told apart from a read).
+#[test]
+fn a_runtime_connection_numbered_among_the_log_queries_is_refused() {
+    use regent_core::node::master::QUERY_CONNS;
+    let (mut c, _) = leader_with_one_executor();
+    let conn = ConnId(QUERY_CONNS + 3);
+    let out = c.feed(0, Input::Connected { conn });
+    let closes: Vec<_> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Close { conn: closed, reason } if *closed == conn => Some(reason.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(closes.len(), 1, "{out:?}");
+    assert!(closes[0].contains("QUERY_CONNS"), "{}", closes[0]);
+    // One just below is the runtime's own, and runs.
+    let below = ConnId(QUERY_CONNS - 1);
+    let out = c.feed(0, Input::Connected { conn: below });
+    assert!(
+        !out.iter().any(|o| matches!(o, Output::Close { conn, .. } if *conn == below)),
+        "{out:?}"
+    );
+}

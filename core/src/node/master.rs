@@ -598,6 +598,17 @@ impl MasterNode {
                     }))
                 }
             },
+            // The node numbers HTTP log reads from QUERY_CONNS up: a
+            // connection the runtime numbered there would be taken for one,
+            // so it is refused, naming the rule (a runtime bug, never a
+            // peer's doing).
+            Input::Connected { conn } if conn.0 >= QUERY_CONNS => out.push(Output::Close {
+                conn,
+                reason: format!(
+                    "the runtime numbered connection {conn} at or past QUERY_CONNS \
+                     ({QUERY_CONNS}), which the node keeps for HTTP log reads"
+                ),
+            }),
             Input::Connected { conn } => {
                 queue.push_back(Inner::Master(master::Event::Connected { conn }))
             }
