@@ -458,7 +458,8 @@ impl Master {
     /// subscribe again.
     pub(super) fn snapshot(&self, framework: &FrameworkId) -> Vec<ExecutorInfo> {
         let mut v: Vec<ExecutorInfo> = self
-            .executors_of(framework)
+            .executors
+            .of_framework(framework)
             .filter(|e| !e.state.is_terminal())
             .map(|e| e.info())
             .collect();
@@ -637,7 +638,7 @@ impl Master {
         // the kill, and both the kill and `RequestAccepted` follow the write,
         // so a new leader never relaunches a slot whose kill was accepted.
         match self.executors.get_mut(&executor) {
-            Some(e) if e.framework == id => {
+            Some(mut e) if e.framework == id => {
                 let accept = AfterWrite::Accept { conn, request };
                 if e.state.is_terminal() && e.recorded {
                     // Nothing left to kill, and its end is durable already.
@@ -649,7 +650,7 @@ impl Master {
                 }
                 let mut then = Vec::new();
                 if !e.state.is_terminal() {
-                    e.kill_requested = true;
+                    e.request_kill();
                     let (group, slot) = (e.group.clone(), e.slot as usize);
                     if let Some(g) = self.frameworks.get_mut(&id).and_then(|f| f.group_mut(&group))
                     {
@@ -715,7 +716,8 @@ impl Master {
         // framework being removed relaunched (issue 20). Meanwhile a report
         // of one of them does not kill it early (`ending_kills`).
         let kills: Vec<(WorkerId, ExecutorId)> = self
-            .executors_of(id)
+            .executors
+            .of_framework(id)
             .filter(|e| !e.state.is_terminal())
             .map(|e| (e.worker.clone(), e.id.clone()))
             .collect();
@@ -735,7 +737,7 @@ impl Master {
             self.conns.remove(&conn);
         }
         self.refresh_slots_of(id);
-        let mine: Vec<ExecutorId> = self.executors_of(id).map(|e| e.id.clone()).collect();
+        let mine: Vec<ExecutorId> = self.executors.of_framework(id).map(|e| e.id.clone()).collect();
         let mut touched = Vec::new();
         for ex in mine {
             if let Some(e) = self.remove_executor(&ex) {

@@ -421,9 +421,7 @@ pub struct Master {
     conns: FxHashMap<ConnId, Conn>,
     workers: workers::Registry,
     frameworks: BTreeMap<FrameworkId, FrameworkEntry>,
-    executors: BTreeMap<ExecutorId, ExecutorEntry>,
-    /// The live (not terminal) executors of each worker, unordered.
-    live_by_worker: FxHashMap<WorkerId, Vec<ExecutorId>>,
+    executors: executors::Executors,
     /// The slots waiting for an executor (durable group, pending outcome,
     /// nothing filling it), in placement order.
     open_slots: BTreeSet<(FrameworkId, usize, u32)>,
@@ -486,8 +484,7 @@ impl Master {
             conns: FxHashMap::default(),
             workers: workers::Registry::default(),
             frameworks: BTreeMap::new(),
-            executors: BTreeMap::new(),
-            live_by_worker: FxHashMap::default(),
+            executors: executors::Executors::default(),
             open_slots: BTreeSet::new(),
             after_write: FxHashMap::default(),
             step_writes: FxHashMap::default(),
@@ -627,7 +624,7 @@ impl Master {
     /// The executors this leader knows of, ordered by id (terminal ones stay
     /// until their framework is removed).
     pub fn executors(&self) -> impl Iterator<Item = &ExecutorEntry> {
-        self.executors.values()
+        self.executors.iter()
     }
 
     /// The cluster as this master sees it, for operators.
@@ -666,7 +663,7 @@ impl Master {
                     Some(Maintenance::Draining { deadline_ms }) => Some(deadline_ms),
                     _ => None,
                 },
-                executors: u32::try_from(self.live_on(&w.id)).unwrap_or(u32::MAX),
+                executors: u32::try_from(self.executors.live_on(&w.id)).unwrap_or(u32::MAX),
             })
             .collect();
         let frameworks = self
@@ -703,7 +700,7 @@ impl Master {
                                     .flatten()
                                     .filter(|x| {
                                         self.executors
-                                            .get(*x)
+                                            .get(x)
                                             .is_some_and(|e| !e.state.is_terminal())
                                     })
                                     .count(),
@@ -716,7 +713,7 @@ impl Master {
             .collect();
         let executors = self
             .executors
-            .values()
+            .iter()
             .map(|e| ExecutorView {
                 id: e.id.clone(),
                 framework: e.framework.clone(),
@@ -781,20 +778,9 @@ impl Master {
         if self.workers.entries.len() > 512 || self.executors.len() > 4_096 {
             return;
         }
-        let mut live: FxHashMap<&WorkerId, Vec<&ExecutorId>> = FxHashMap::default();
-        for e in self.executors.values().filter(|e| !e.state.is_terminal()) {
-            live.entry(&e.worker).or_default().push(&e.id);
-        }
-        let mut indexed: FxHashMap<&WorkerId, Vec<&ExecutorId>> = FxHashMap::default();
-        for (w, ids) in &self.live_by_worker {
-            assert!(!ids.is_empty(), "no empty live lists are kept");
-            indexed.insert(w, ids.iter().collect());
-        }
-        for v in live.values_mut().chain(indexed.values_mut()) {
-            v.sort();
-        }
-        assert_eq!(live, indexed, "live executors by worker");
-        self.workers.check(self.config.placement, self.config.worker_timeout, |w| self.live_on(w));
+        self.executors.check();
+        let live = |w: &WorkerId| self.executors.live_on(w);
+        self.workers.check(self.config.placement, self.config.worker_timeout, live);
         let mut open = BTreeSet::new();
         for fw in self.frameworks.values() {
             for (gi, g) in fw.groups.iter().enumerate() {
@@ -1332,7 +1318,6 @@ impl Master {
         self.longest_heartbeat = Millis::ZERO;
         self.frameworks.clear();
         self.executors.clear();
-        self.live_by_worker.clear();
         self.open_slots.clear();
         self.after_write.clear();
         self.history = history::History::default();
