@@ -494,10 +494,6 @@ impl Master {
         (self.frameworks.get(&id)?.conn == Some(conn)).then_some(id)
     }
 
-    fn refuse(&self, conn: ConnId, request: u64, reason: String) -> Action {
-        Action::Send { conn, msg: Message::RequestRefused { epoch: self.epoch, request, reason } }
-    }
-
     pub(super) fn declare_group(
         &mut self,
         conn: ConnId,
@@ -506,11 +502,15 @@ impl Master {
         out: &mut Vec<Action>,
     ) {
         let Some(id) = self.subscribed_framework(conn) else {
-            out.push(self.refuse(conn, request, "not subscribed on this connection".into()));
+            out.push(self.refuse_request(
+                conn,
+                request,
+                "not subscribed on this connection".into(),
+            ));
             return;
         };
         if spec.slots == 0 || spec.command.is_empty() {
-            out.push(self.refuse(
+            out.push(self.refuse_request(
                 conn,
                 request,
                 format!("group {:?} needs at least one slot and a command", spec.group),
@@ -519,7 +519,7 @@ impl Master {
         }
         // Checked before anything is allocated or persisted (DESIGN rule 6).
         if let Some(reason) = spec_limit(&spec) {
-            out.push(self.refuse(conn, request, reason));
+            out.push(self.refuse_request(conn, request, reason));
             return;
         }
         if spec.slots > crate::limits::MAX_SLOTS_PER_GROUP {
@@ -529,7 +529,7 @@ impl Master {
                 spec.slots,
                 crate::limits::MAX_SLOTS_PER_GROUP
             );
-            out.push(self.refuse(conn, request, reason));
+            out.push(self.refuse_request(conn, request, reason));
             return;
         }
         let declared = self.frameworks.get(&id).map_or(0, |f| f.groups.len());
@@ -542,12 +542,12 @@ impl Master {
                 "framework {id} has {declared} groups; the limit is {} per framework",
                 crate::limits::MAX_GROUPS_PER_FRAMEWORK
             );
-            out.push(self.refuse(conn, request, reason));
+            out.push(self.refuse_request(conn, request, reason));
             return;
         }
         if is_new {
             if let Some(reason) = self.record_limit(&id, &spec) {
-                out.push(self.refuse(conn, request, reason));
+                out.push(self.refuse_request(conn, request, reason));
                 return;
             }
         }
@@ -569,7 +569,7 @@ impl Master {
                     "group {:?} is already declared with a different spec ({} slots of {:?}, {} cores, {} MiB); nothing was changed or killed",
                     spec.group, existing.record.spec.slots, existing.record.spec.command, existing.record.spec.cores, existing.record.spec.memory_mb
                 );
-                out.push(self.refuse(conn, request, reason));
+                out.push(self.refuse_request(conn, request, reason));
             }
             return;
         }
@@ -631,7 +631,11 @@ impl Master {
         out: &mut Vec<Action>,
     ) {
         let Some(id) = self.subscribed_framework(conn) else {
-            out.push(self.refuse(conn, request, "not subscribed on this connection".into()));
+            out.push(self.refuse_request(
+                conn,
+                request,
+                "not subscribed on this connection".into(),
+            ));
             return;
         };
         // Durable before accepted (DESIGN rule 3): the slot's outcome records
@@ -669,7 +673,7 @@ impl Master {
                 then.push(accept);
                 self.persist_framework(&id, then, out);
             }
-            _ => out.push(self.refuse(
+            _ => out.push(self.refuse_request(
                 conn,
                 request,
                 format!("no executor {executor} in framework {id}"),
@@ -685,7 +689,11 @@ impl Master {
         out: &mut Vec<Action>,
     ) {
         let Some(id) = self.subscribed_framework(conn) else {
-            out.push(self.refuse(conn, request, "not subscribed on this connection".into()));
+            out.push(self.refuse_request(
+                conn,
+                request,
+                "not subscribed on this connection".into(),
+            ));
             return;
         };
         let then = Some(AfterWrite::Accept { conn, request });

@@ -59,10 +59,6 @@ impl Master {
         Millis(wall_ms.saturating_sub(self.wall_base.unwrap_or(0)))
     }
 
-    fn refuse_request(&self, conn: ConnId, request: u64, reason: String) -> Action {
-        Action::Send { conn, msg: Message::RequestRefused { epoch: self.epoch, request, reason } }
-    }
-
     /// `CordonWorker`, `UncordonWorker`, `DrainWorker` from an operator.
     pub(super) fn change_worker(
         &mut self,
