@@ -458,7 +458,8 @@ impl Master {
     /// subscribe again.
     pub(super) fn snapshot(&self, framework: &FrameworkId) -> Vec<ExecutorInfo> {
         let mut v: Vec<ExecutorInfo> = self
-            .executors_of(framework)
+            .executors
+            .of_framework(framework)
             .filter(|e| !e.state.is_terminal())
             .map(|e| e.info())
             .collect();
@@ -493,10 +494,6 @@ impl Master {
         (self.frameworks.get(&id)?.conn == Some(conn)).then_some(id)
     }
 
-    fn refuse(&self, conn: ConnId, request: u64, reason: String) -> Action {
-        Action::Send { conn, msg: Message::RequestRefused { epoch: self.epoch, request, reason } }
-    }
-
     pub(super) fn declare_group(
         &mut self,
         conn: ConnId,
@@ -505,11 +502,15 @@ impl Master {
         out: &mut Vec<Action>,
     ) {
         let Some(id) = self.subscribed_framework(conn) else {
-            out.push(self.refuse(conn, request, "not subscribed on this connection".into()));
+            out.push(self.refuse_request(
+                conn,
+                request,
+                "not subscribed on this connection".into(),
+            ));
             return;
         };
         if spec.slots == 0 || spec.command.is_empty() {
-            out.push(self.refuse(
+            out.push(self.refuse_request(
                 conn,
                 request,
                 format!("group {:?} needs at least one slot and a command", spec.group),
@@ -518,7 +519,7 @@ impl Master {
         }
         // Checked before anything is allocated or persisted (DESIGN rule 6).
         if let Some(reason) = spec_limit(&spec) {
-            out.push(self.refuse(conn, request, reason));
+            out.push(self.refuse_request(conn, request, reason));
             return;
         }
         if spec.slots > crate::limits::MAX_SLOTS_PER_GROUP {
@@ -528,7 +529,7 @@ impl Master {
                 spec.slots,
                 crate::limits::MAX_SLOTS_PER_GROUP
             );
-            out.push(self.refuse(conn, request, reason));
+            out.push(self.refuse_request(conn, request, reason));
             return;
         }
         let declared = self.frameworks.get(&id).map_or(0, |f| f.groups.len());
@@ -541,12 +542,12 @@ impl Master {
                 "framework {id} has {declared} groups; the limit is {} per framework",
                 crate::limits::MAX_GROUPS_PER_FRAMEWORK
             );
-            out.push(self.refuse(conn, request, reason));
+            out.push(self.refuse_request(conn, request, reason));
             return;
         }
         if is_new {
             if let Some(reason) = self.record_limit(&id, &spec) {
-                out.push(self.refuse(conn, request, reason));
+                out.push(self.refuse_request(conn, request, reason));
                 return;
             }
         }
@@ -568,7 +569,7 @@ impl Master {
                     "group {:?} is already declared with a different spec ({} slots of {:?}, {} cores, {} MiB); nothing was changed or killed",
                     spec.group, existing.record.spec.slots, existing.record.spec.command, existing.record.spec.cores, existing.record.spec.memory_mb
                 );
-                out.push(self.refuse(conn, request, reason));
+                out.push(self.refuse_request(conn, request, reason));
             }
             return;
         }
@@ -630,14 +631,18 @@ impl Master {
         out: &mut Vec<Action>,
     ) {
         let Some(id) = self.subscribed_framework(conn) else {
-            out.push(self.refuse(conn, request, "not subscribed on this connection".into()));
+            out.push(self.refuse_request(
+                conn,
+                request,
+                "not subscribed on this connection".into(),
+            ));
             return;
         };
         // Durable before accepted (DESIGN rule 3): the slot's outcome records
         // the kill, and both the kill and `RequestAccepted` follow the write,
         // so a new leader never relaunches a slot whose kill was accepted.
         match self.executors.get_mut(&executor) {
-            Some(e) if e.framework == id => {
+            Some(mut e) if e.framework == id => {
                 let accept = AfterWrite::Accept { conn, request };
                 if e.state.is_terminal() && e.recorded {
                     // Nothing left to kill, and its end is durable already.
@@ -649,7 +654,7 @@ impl Master {
                 }
                 let mut then = Vec::new();
                 if !e.state.is_terminal() {
-                    e.kill_requested = true;
+                    e.request_kill();
                     let (group, slot) = (e.group.clone(), e.slot as usize);
                     if let Some(g) = self.frameworks.get_mut(&id).and_then(|f| f.group_mut(&group))
                     {
@@ -668,7 +673,7 @@ impl Master {
                 then.push(accept);
                 self.persist_framework(&id, then, out);
             }
-            _ => out.push(self.refuse(
+            _ => out.push(self.refuse_request(
                 conn,
                 request,
                 format!("no executor {executor} in framework {id}"),
@@ -684,7 +689,11 @@ impl Master {
         out: &mut Vec<Action>,
     ) {
         let Some(id) = self.subscribed_framework(conn) else {
-            out.push(self.refuse(conn, request, "not subscribed on this connection".into()));
+            out.push(self.refuse_request(
+                conn,
+                request,
+                "not subscribed on this connection".into(),
+            ));
             return;
         };
         let then = Some(AfterWrite::Accept { conn, request });
@@ -715,7 +724,8 @@ impl Master {
         // framework being removed relaunched (issue 20). Meanwhile a report
         // of one of them does not kill it early (`ending_kills`).
         let kills: Vec<(WorkerId, ExecutorId)> = self
-            .executors_of(id)
+            .executors
+            .of_framework(id)
             .filter(|e| !e.state.is_terminal())
             .map(|e| (e.worker.clone(), e.id.clone()))
             .collect();
@@ -735,7 +745,7 @@ impl Master {
             self.conns.remove(&conn);
         }
         self.refresh_slots_of(id);
-        let mine: Vec<ExecutorId> = self.executors_of(id).map(|e| e.id.clone()).collect();
+        let mine: Vec<ExecutorId> = self.executors.of_framework(id).map(|e| e.id.clone()).collect();
         let mut touched = Vec::new();
         for ex in mine {
             if let Some(e) = self.remove_executor(&ex) {

@@ -92,7 +92,7 @@ impl Master {
     /// yet) ended as.
     fn finished(&self, fw: &FrameworkEntry, ending: Ending, now: Millis) -> FinishedFramework {
         let mut attempts: FxHashMap<(&str, u32), u32> = FxHashMap::default();
-        for e in self.executors_of(&fw.id) {
+        for e in self.executors.of_framework(&fw.id) {
             *attempts.entry((e.group.as_str(), e.slot)).or_default() += 1;
         }
         let mut slots = Vec::new();

@@ -15,12 +15,19 @@
 //!   the executor's worker and its answer checked and passed back; every
 //!   relay ends with an answer (bytes, a refusal, the worker gone, a
 //!   timeout).
+//!
+//! This file holds the machine's types, `handle` and its dispatch of
+//! events, and the small accessors; each message is answered in
+//! `messages`, and the work it asks for is done in `workers`, `executors`
+//! (whose `Executors` keeps the executors and their index), `frameworks`,
+//! `operator` and `logs`.
 
 mod executors;
 mod frameworks;
 mod history;
 mod leadership;
 mod logs;
+mod messages;
 mod operator;
 mod silence;
 mod snapshot;
@@ -28,8 +35,8 @@ mod workers;
 
 use crate::ids::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, MasterId, WorkerId};
 use crate::protocol::{
-    ClusterState, ExecutorState, ExecutorView, FrameworkView, GroupView, HelloReply, LeaderHint,
-    Message, Role, WorkerView,
+    ClusterState, ExecutorState, ExecutorView, FrameworkView, GroupView, LeaderHint, Message, Role,
+    WorkerView,
 };
 use crate::store::{Maintenance, SlotOutcome};
 use crate::store::{Record, WriteId};
@@ -421,9 +428,7 @@ pub struct Master {
     conns: FxHashMap<ConnId, Conn>,
     workers: workers::Registry,
     frameworks: BTreeMap<FrameworkId, FrameworkEntry>,
-    executors: BTreeMap<ExecutorId, ExecutorEntry>,
-    /// The live (not terminal) executors of each worker, unordered.
-    live_by_worker: FxHashMap<WorkerId, Vec<ExecutorId>>,
+    executors: executors::Executors,
     /// The slots waiting for an executor (durable group, pending outcome,
     /// nothing filling it), in placement order.
     open_slots: BTreeSet<(FrameworkId, usize, u32)>,
@@ -486,8 +491,7 @@ impl Master {
             conns: FxHashMap::default(),
             workers: workers::Registry::default(),
             frameworks: BTreeMap::new(),
-            executors: BTreeMap::new(),
-            live_by_worker: FxHashMap::default(),
+            executors: executors::Executors::default(),
             open_slots: BTreeSet::new(),
             after_write: FxHashMap::default(),
             step_writes: FxHashMap::default(),
@@ -627,7 +631,7 @@ impl Master {
     /// The executors this leader knows of, ordered by id (terminal ones stay
     /// until their framework is removed).
     pub fn executors(&self) -> impl Iterator<Item = &ExecutorEntry> {
-        self.executors.values()
+        self.executors.iter()
     }
 
     /// The cluster as this master sees it, for operators.
@@ -666,7 +670,7 @@ impl Master {
                     Some(Maintenance::Draining { deadline_ms }) => Some(deadline_ms),
                     _ => None,
                 },
-                executors: u32::try_from(self.live_on(&w.id)).unwrap_or(u32::MAX),
+                executors: u32::try_from(self.executors.live_on(&w.id)).unwrap_or(u32::MAX),
             })
             .collect();
         let frameworks = self
@@ -703,7 +707,7 @@ impl Master {
                                     .flatten()
                                     .filter(|x| {
                                         self.executors
-                                            .get(*x)
+                                            .get(x)
                                             .is_some_and(|e| !e.state.is_terminal())
                                     })
                                     .count(),
@@ -716,7 +720,7 @@ impl Master {
             .collect();
         let executors = self
             .executors
-            .values()
+            .iter()
             .map(|e| ExecutorView {
                 id: e.id.clone(),
                 framework: e.framework.clone(),
@@ -781,20 +785,9 @@ impl Master {
         if self.workers.entries.len() > 512 || self.executors.len() > 4_096 {
             return;
         }
-        let mut live: FxHashMap<&WorkerId, Vec<&ExecutorId>> = FxHashMap::default();
-        for e in self.executors.values().filter(|e| !e.state.is_terminal()) {
-            live.entry(&e.worker).or_default().push(&e.id);
-        }
-        let mut indexed: FxHashMap<&WorkerId, Vec<&ExecutorId>> = FxHashMap::default();
-        for (w, ids) in &self.live_by_worker {
-            assert!(!ids.is_empty(), "no empty live lists are kept");
-            indexed.insert(w, ids.iter().collect());
-        }
-        for v in live.values_mut().chain(indexed.values_mut()) {
-            v.sort();
-        }
-        assert_eq!(live, indexed, "live executors by worker");
-        self.workers.check(self.config.placement, self.config.worker_timeout, |w| self.live_on(w));
+        self.executors.check();
+        let live = |w: &WorkerId| self.executors.live_on(w);
+        self.workers.check(self.config.placement, self.config.worker_timeout, live);
         let mut open = BTreeSet::new();
         for fw in self.frameworks.values() {
             for (gi, g) in fw.groups.iter().enumerate() {
@@ -1046,241 +1039,6 @@ impl Master {
         WriteId(self.next_write)
     }
 
-    fn on_message(&mut self, now: Millis, conn: ConnId, msg: Message, out: &mut Vec<Action>) {
-        // A runtime that forgot `Connected`: adopt the connection.
-        self.conns.entry(conn).or_default();
-        match msg {
-            Message::Hello(hello) => {
-                let c = self.conns.get_mut(&conn).expect("inserted above");
-                c.role = Some(hello.role);
-                out.push(Action::Send {
-                    conn,
-                    msg: Message::HelloReply(HelloReply {
-                        role: Role::Master,
-                        master: self.config.id.clone(),
-                        leading: self.acting(),
-                        epoch: self.epoch,
-                        leader: self.leader_hint(),
-                        masters: self.known_masters(),
-                    }),
-                });
-            }
-            Message::RegisterWorker(reg) => {
-                if self.acting() {
-                    let (worker, incarnation) = (reg.worker.clone(), reg.incarnation);
-                    let reports = reg.executors.clone();
-                    // What the report saw of this leadership's launches: a
-                    // worker at a lower epoch saw none; one at a higher epoch
-                    // follows another leader and takes none of ours.
-                    let seen = match reg.epoch_seen.cmp(&self.epoch) {
-                        std::cmp::Ordering::Equal => reg.launch_seen,
-                        std::cmp::Ordering::Less => 0,
-                        std::cmp::Ordering::Greater => u64::MAX,
-                    };
-                    self.register_worker(now, conn, reg, out);
-                    if self.workers.is_bound(&worker, incarnation, conn) {
-                        self.reconcile(&worker, &reports, seen, conn, out);
-                        for report in reports {
-                            self.apply_report(&worker, report, out);
-                        }
-                        // A draining worker (say, after a failover): what it
-                        // runs is asked to stop, with what is left of the
-                        // recorded deadline.
-                        self.stop_draining_executors(now, &worker, out);
-                    }
-                    self.maybe_finish_recovery(now, out);
-                } else {
-                    out.push(self.refusal(conn));
-                }
-            }
-            Message::WorkerHeartbeat { incarnation } => {
-                // A suspended leader still accepts heartbeats: its workers
-                // must not think it gone while it may yet resume.
-                if self.acting() || (self.suspended && self.holds_leadership()) {
-                    self.worker_heartbeat(now, conn, incarnation, out);
-                } else {
-                    out.push(self.refusal(conn));
-                }
-            }
-            Message::ExecutorStatus { incarnation, report } => {
-                let bound = self.conns.get(&conn).and_then(|c| c.worker.clone());
-                match bound {
-                    Some(w) if self.acting() && self.workers.is_bound(&w, incarnation, conn) => {
-                        self.apply_report(&w, report, out)
-                    }
-                    // Not now: the worker keeps the report and sends it again.
-                    _ => self.metrics.rejected += 1,
-                }
-            }
-            Message::Subscribe(sub) => {
-                if self.acting() {
-                    self.subscribe(now, conn, sub, out);
-                } else {
-                    out.push(self.refusal(conn));
-                }
-            }
-            Message::DeclareGroup { request, spec } if self.acting() => {
-                self.declare_group(conn, request, spec, out)
-            }
-            Message::KillExecutor { request, executor } if self.acting() => {
-                self.kill_request(conn, request, executor, out)
-            }
-            Message::Teardown { request } if self.acting() => {
-                self.teardown(now, conn, request, out)
-            }
-            // Keeps the subscription's connection alive; nothing to do.
-            Message::FrameworkHeartbeatAck { .. } => {}
-            Message::Callback { addr } => {
-                if addr.as_str().len() > crate::limits::MAX_ADDR_BYTES {
-                    let reason = format!(
-                        "callback address of {} bytes; the limit is {} bytes (MAX_ADDR_BYTES)",
-                        addr.as_str().len(),
-                        crate::limits::MAX_ADDR_BYTES
-                    );
-                    out.push(Action::Close { conn, reason });
-                    self.conns.remove(&conn);
-                    self.metrics.rejected += 1;
-                } else if let Some(c) = self.conns.get_mut(&conn) {
-                    c.callback = Some(addr);
-                }
-            }
-            Message::StateRequest => {
-                let state = self.state_reply(now, conn);
-                out.push(Action::Send { conn, msg: Message::StateReply(state) })
-            }
-            Message::RemoveWorker { request, worker } if self.acting() => {
-                // Accepted only once the record's delete is durable (DESIGN
-                // rule 3): `remove_worker` attaches the acceptance to it.
-                let then = AfterWrite::Accept { conn, request };
-                if !self.remove_worker(&worker, Some(then), out) {
-                    let reason = match self.workers.entries.get(&worker) {
-                        Some(w) => format!(
-                            "worker {worker} is {:?}: only UNKNOWN or DEAD workers can be removed",
-                            w.state
-                        ),
-                        None => format!("no worker {worker}"),
-                    };
-                    let msg = Message::RequestRefused { epoch: self.epoch, request, reason };
-                    out.push(Action::Send { conn, msg });
-                }
-            }
-            Message::KillFramework { request, framework } if self.acting() => {
-                if self.frameworks.contains_key(&framework) {
-                    let then = Some(AfterWrite::Accept { conn, request });
-                    self.remove_framework(now, &framework, history::Ending::Killed, then, out);
-                } else {
-                    let reason = format!("no framework {framework}");
-                    let msg = Message::RequestRefused { epoch: self.epoch, request, reason };
-                    out.push(Action::Send { conn, msg });
-                }
-            }
-            Message::LogRequest { request, executor, stream, offset, max } if self.acting() => {
-                self.log_request(now, conn, request, executor, stream, offset, max, out)
-            }
-            Message::LogData { relay, live, read } => self.log_data(conn, relay, live, read, out),
-            Message::CordonWorker { request, worker } if self.acting() => {
-                self.change_worker(now, conn, request, worker, operator::WorkerChange::Cordon, out)
-            }
-            Message::UncordonWorker { request, worker } if self.acting() => {
-                let change = operator::WorkerChange::Uncordon;
-                self.change_worker(now, conn, request, worker, change, out)
-            }
-            Message::DrainWorker { request, worker, deadline } if self.acting() => {
-                let change = operator::WorkerChange::Drain { deadline };
-                self.change_worker(now, conn, request, worker, change, out)
-            }
-            Message::ScaleGroup { request, framework, group, slots } if self.acting() => {
-                self.scale_group(conn, request, framework, group, slots, out)
-            }
-            Message::OperatorKillExecutor { request, executor, refill } if self.acting() => {
-                self.operator_kill(conn, request, executor, refill, out)
-            }
-            Message::DeclareGroup { .. }
-            | Message::KillExecutor { .. }
-            | Message::Teardown { .. }
-            | Message::RemoveWorker { .. }
-            | Message::KillFramework { .. }
-            | Message::LogRequest { .. }
-            | Message::CordonWorker { .. }
-            | Message::UncordonWorker { .. }
-            | Message::DrainWorker { .. }
-            | Message::ScaleGroup { .. }
-            | Message::OperatorKillExecutor { .. } => out.push(self.refusal(conn)),
-            // Anything else (master-to-peer messages): refused and counted,
-            // never fatal.
-            _ => {
-                self.metrics.rejected += 1;
-            }
-        }
-    }
-
-    /// Why `worker` may not register, or `framework` subscribe, on `conn`
-    /// (the other is `None`), if it may not: the connection already
-    /// carries another worker registered on it or a framework subscribed on
-    /// it (a binding that moved to another connection, or whose framework
-    /// ended, does not count). Counted as a rejection.
-    ///
-    /// One binding per connection (issue 20): a connection closes once,
-    /// and everything bound to it must hear of it. The second request is
-    /// refused rather than unbinding the first: the first was acknowledged
-    /// and did nothing wrong, and unbinding it silently would start its
-    /// failover clock (or leave its worker unreachable) while its peer
-    /// believes it is bound; no regent client ever binds two ids to one
-    /// connection, so only a confused client hears the refusal.
-    fn binding_conflict(
-        &mut self,
-        conn: ConnId,
-        worker: Option<&WorkerId>,
-        framework: Option<&FrameworkId>,
-    ) -> Option<String> {
-        let c = self.conns.get(&conn)?;
-        let bound_worker = c
-            .worker
-            .as_ref()
-            .filter(|w| Some(*w) != worker)
-            .filter(|w| self.workers.entries.get(*w).is_some_and(|e| e.conn == Some(conn)));
-        let bound_framework = c
-            .framework
-            .as_ref()
-            .filter(|f| Some(*f) != framework)
-            .filter(|f| self.frameworks.get(*f).is_some_and(|fw| fw.conn == Some(conn)));
-        let bound = match (bound_worker, bound_framework) {
-            (Some(w), _) => format!("worker {w}"),
-            (None, Some(f)) => format!("framework {f}"),
-            (None, None) => return None,
-        };
-        let asking = match (worker, framework) {
-            (Some(w), _) => format!("registration of worker {w}"),
-            (None, Some(f)) => format!("SUBSCRIBE of framework {f}"),
-            (None, None) => "request".to_owned(),
-        };
-        self.metrics.rejected += 1;
-        Some(format!(
-            "{asking} refused: this connection already carries {bound}; bind one worker or \
-             framework per connection"
-        ))
-    }
-
-    /// The answer to a `StateRequest` on `conn` at `now`: a fresh snapshot
-    /// or the cached one, by the rule of [`snapshot`] (every request gets
-    /// one).
-    fn state_reply(&mut self, now: Millis, conn: ConnId) -> Box<ClusterState> {
-        let last_fresh = self.conns.get(&conn).and_then(|c| c.last_fresh_state);
-        if !self.snapshot.needs_build(now, last_fresh) {
-            if let Some(state) = self.snapshot.reply() {
-                self.metrics.state_replies_cached += 1;
-                return state;
-            }
-        }
-        self.metrics.state_snapshots_built += 1;
-        let state = self.state();
-        self.snapshot.store(now, state.clone());
-        if let Some(c) = self.conns.get_mut(&conn) {
-            c.last_fresh_state = Some(now);
-        }
-        Box::new(state)
-    }
-
     /// The cluster as [`Master::state`] shows it, for a poller that may see
     /// it a moment late (the HTTP event stream): the snapshot cached for
     /// `StateReply`s while nothing but heartbeats, state requests and log
@@ -1288,31 +1046,28 @@ impl Master {
     /// [`crate::limits::STATE_SNAPSHOT_MAX_AGE`] (its message counters may
     /// lag that long); else a fresh one, kept for the next asker.
     pub fn cached_state(&mut self, now: Millis) -> ClusterState {
-        if !self.snapshot.needs_build(now, None) {
+        *self.snapshot_for(now, None).0
+    }
+
+    /// The snapshot for an asker at `now` that last got a freshly built one
+    /// at `last_fresh` (`None`: never, or it does not count): the cached
+    /// one, by the rule of [`snapshot`], or a fresh one, kept for the next
+    /// asker; `true` when it is fresh.
+    fn snapshot_for(
+        &mut self,
+        now: Millis,
+        last_fresh: Option<Millis>,
+    ) -> (Box<ClusterState>, bool) {
+        if !self.snapshot.needs_build(now, last_fresh) {
             if let Some(state) = self.snapshot.reply() {
                 self.metrics.state_replies_cached += 1;
-                return *state;
+                return (state, false);
             }
         }
         self.metrics.state_snapshots_built += 1;
         let state = self.state();
         self.snapshot.store(now, state.clone());
-        state
-    }
-
-    /// The answer to a request this master cannot act on right now.
-    fn refusal(&self, conn: ConnId) -> Action {
-        if self.suspended && self.holds_leadership() {
-            return Action::Send { conn, msg: Message::LeaderSuspended { epoch: self.epoch } };
-        }
-        self.not_leader(conn)
-    }
-
-    fn not_leader(&self, conn: ConnId) -> Action {
-        Action::Send {
-            conn,
-            msg: Message::NotLeader { epoch: self.epoch, leader: self.leader_hint() },
-        }
+        (Box::new(state), true)
     }
 
     fn abdicate(&mut self, reason: String, out: &mut Vec<Action>) {
@@ -1332,7 +1087,6 @@ impl Master {
         self.longest_heartbeat = Millis::ZERO;
         self.frameworks.clear();
         self.executors.clear();
-        self.live_by_worker.clear();
         self.open_slots.clear();
         self.after_write.clear();
         self.history = history::History::default();

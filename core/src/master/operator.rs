@@ -59,10 +59,6 @@ impl Master {
         Millis(wall_ms.saturating_sub(self.wall_base.unwrap_or(0)))
     }
 
-    fn refuse_request(&self, conn: ConnId, request: u64, reason: String) -> Action {
-        Action::Send { conn, msg: Message::RequestRefused { epoch: self.epoch, request, reason } }
-    }
-
     /// `CordonWorker`, `UncordonWorker`, `DrainWorker` from an operator.
     pub(super) fn change_worker(
         &mut self,
@@ -84,7 +80,7 @@ impl Master {
                 return;
             }
         }
-        let live = self.live_on(&worker);
+        let live = self.executors.live_on(&worker);
         let wall_deadline = match change {
             WorkerChange::Drain { deadline } => self.wall(now).saturating_add(deadline.0),
             _ => 0,
@@ -143,11 +139,9 @@ impl Master {
         let deadline = self.local(deadline_ms);
         let grace = deadline.since(now);
         let conn = self.workers.entries.get(worker).and_then(|w| w.conn);
-        let mut live = self.live_by_worker.get(worker).cloned().unwrap_or_default();
-        live.sort();
-        for id in live {
-            if let Some(x) = self.executors.get_mut(&id) {
-                x.operator_stop = true;
+        for id in self.executors.live_ids_on(worker) {
+            if let Some(mut x) = self.executors.get_mut(&id) {
+                x.stop_by_operator();
             }
             if let Some(conn) = conn {
                 let msg = Message::StopExecutorOnWorker { epoch: self.epoch, executor: id, grace };
@@ -165,7 +159,7 @@ impl Master {
             .workers
             .entries
             .values()
-            .filter(|w| self.live_on(&w.id) > 0)
+            .filter(|w| self.executors.live_on(&w.id) > 0)
             .filter_map(|w| match w.maintenance {
                 Some(Maintenance::Draining { deadline_ms }) => Some(self.local(deadline_ms)),
                 _ => None,
@@ -205,11 +199,9 @@ impl Master {
             .collect();
         overdue.sort();
         for worker in overdue {
-            let mut live = self.live_by_worker.get(&worker).cloned().unwrap_or_default();
-            live.sort();
-            for id in live {
-                if let Some(x) = self.executors.get_mut(&id) {
-                    x.operator_stop = true;
+            for id in self.executors.live_ids_on(&worker) {
+                if let Some(mut x) = self.executors.get_mut(&id) {
+                    x.stop_by_operator();
                 }
                 self.send_kill(&worker, &id, out);
             }
@@ -220,7 +212,7 @@ impl Master {
     /// A draining worker that reported to this leader (ALIVE) with nothing
     /// live on it is DRAINED (durably).
     pub(super) fn maybe_drained(&mut self, worker: &WorkerId, out: &mut Vec<Action>) {
-        let live = self.live_on(worker);
+        let live = self.executors.live_on(worker);
         let Some(w) = self.workers.entries.get_mut(worker) else { return };
         if live == 0
             && w.state == WorkerState::Alive
@@ -278,7 +270,8 @@ impl Master {
         // once that one has ended (one executor per slot, issue 20).
         let old_len = now_slots as u32;
         let mut still_live: Vec<(u32, ExecutorId)> = self
-            .executors_of(&framework)
+            .executors
+            .of_framework(&framework)
             .filter(|e| e.group == group && !e.state.is_terminal())
             .filter(|e| e.slot >= old_len && e.slot < slots)
             .map(|e| (e.slot, e.id.clone()))
@@ -305,9 +298,9 @@ impl Master {
         // `GroupState::placeable_slots`).
         g.write_in_flight(slots);
         for id in &surplus {
-            if let Some(x) = self.executors.get_mut(id) {
+            if let Some(mut x) = self.executors.get_mut(id) {
                 // Its slot is gone: nothing of it is recorded or refilled.
-                x.operator_stop = true;
+                x.stop_by_operator();
             }
         }
         self.refresh_slots_of(&framework);
@@ -384,7 +377,7 @@ impl Master {
         refill: bool,
         out: &mut Vec<Action>,
     ) {
-        let Some(e) = self.executors.get_mut(&executor) else {
+        let Some(mut e) = self.executors.get_mut(&executor) else {
             out.push(self.refuse_request(conn, request, format!("no executor {executor}")));
             return;
         };
@@ -395,9 +388,9 @@ impl Master {
         }
         let framework = e.framework.clone();
         if refill {
-            e.operator_stop = true;
+            e.stop_by_operator();
         } else {
-            e.kill_requested = true;
+            e.request_kill();
             let (group, slot) = (e.group.clone(), e.slot as usize);
             if let Some(g) = self.frameworks.get_mut(&framework).and_then(|f| f.group_mut(&group)) {
                 if g.current.get(slot) == Some(&Some(executor.clone()))

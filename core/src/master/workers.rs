@@ -551,7 +551,7 @@ impl Master {
     /// Puts `worker` among the placement candidates or takes it out, by its
     /// state, connection, usage and live executors now.
     pub(super) fn reindex_worker(&mut self, worker: &WorkerId) {
-        let live = self.live_on(worker);
+        let live = self.executors.live_on(worker);
         self.workers.reindex(worker, live, self.config.placement);
     }
 

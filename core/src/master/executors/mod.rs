@@ -25,8 +25,13 @@ use crate::ids::{ExecutorId, FrameworkId, WorkerId};
 use crate::limits::MAX_EXECUTORS_PER_WORKER;
 use crate::protocol::{ExecutorInfo, ExecutorReport, ExecutorSpec, ExecutorState, Message};
 use crate::store::SlotOutcome;
+use index::Crossed;
 use std::collections::BTreeSet;
 use std::ops::Bound;
+
+mod index;
+
+pub(super) use index::Executors;
 
 /// How many executors killed as strays a leadership remembers (see
 /// `Master::stray_kills`): past it, more are killed but not remembered.
@@ -82,21 +87,21 @@ impl ExecutorEntry {
 }
 
 impl Master {
+    /// Sends `msg` to `worker`, if it has a connection.
+    fn tell_worker(&self, worker: &WorkerId, msg: Message, out: &mut Vec<Action>) {
+        if let Some(conn) = self.workers.entries.get(worker).and_then(|w| w.conn) {
+            out.push(Action::Send { conn, msg });
+        }
+    }
+
     pub(super) fn send_kill(
         &self,
         worker: &WorkerId,
         executor: &ExecutorId,
         out: &mut Vec<Action>,
     ) {
-        if let Some(conn) = self.workers.entries.get(worker).and_then(|w| w.conn) {
-            out.push(Action::Send {
-                conn,
-                msg: Message::KillExecutorOnWorker {
-                    epoch: self.epoch,
-                    executor: executor.clone(),
-                },
-            });
-        }
+        let msg = Message::KillExecutorOnWorker { epoch: self.epoch, executor: executor.clone() };
+        self.tell_worker(worker, msg, out);
     }
 
     /// Gives the executor's resources back to its worker.
@@ -123,88 +128,32 @@ impl Master {
         }
     }
 
-    /// How many live (not terminal) executors `worker` has.
-    pub(super) fn live_on(&self, worker: &WorkerId) -> usize {
-        self.live_by_worker.get(worker).map_or(0, Vec::len)
-    }
-
-    /// The live executors of `worker`, in id order.
-    fn live_ids_on(&self, worker: &WorkerId) -> Vec<ExecutorId> {
-        let mut v = self.live_by_worker.get(worker).cloned().unwrap_or_default();
-        v.sort();
-        v
-    }
-
-    /// Keeps `live_by_worker` in step with an executor that was live
-    /// (`was`) and is live now (`is`, by its state).
-    fn track_live(&mut self, worker: &WorkerId, id: &ExecutorId, was: bool, is: bool) {
-        if was == is {
-            return;
-        }
-        let before = self.live_on(worker);
-        if is {
-            let v = self.live_by_worker.entry(worker.clone()).or_default();
-            if v.len() == v.capacity() {
-                // Most workers run a few executors: grow 1, 2, 4... rather
-                // than from 4.
-                v.reserve_exact(v.len().max(1));
-            }
-            v.push(id.clone());
-        } else if let Some(v) = self.live_by_worker.get_mut(worker) {
-            if let Some(i) = v.iter().position(|x| x == id) {
-                v.swap_remove(i);
-            }
-            if v.is_empty() {
-                self.live_by_worker.remove(worker);
-            }
-        }
-        // A candidate no more, or again, only across the limit.
-        let after = self.live_on(worker);
-        if (before < MAX_EXECUTORS_PER_WORKER) != (after < MAX_EXECUTORS_PER_WORKER) {
-            self.reindex_worker(worker);
-        }
-    }
-
     /// Adds an executor (replacing none: the caller checked).
     fn insert_executor(&mut self, e: ExecutorEntry) {
-        let (worker, id, live) = (e.worker.clone(), e.id.clone(), !e.state.is_terminal());
-        self.executors.insert(id.clone(), e);
-        self.track_live(&worker, &id, false, live);
+        let crossed = self.executors.insert(e);
+        self.reindex_crossed(crossed);
     }
 
     /// Moves executor `id` to `state`; `false` if there is no such executor.
     fn set_executor_state(&mut self, id: &ExecutorId, state: ExecutorState) -> bool {
-        let Some(e) = self.executors.get_mut(id) else { return false };
-        let was = !e.state.is_terminal();
-        let is = !state.is_terminal();
-        e.state = state;
-        e.recorded = false;
-        let worker = e.worker.clone();
-        self.track_live(&worker, id, was, is);
+        let Some(crossed) = self.executors.set_state(id, state) else { return false };
+        self.reindex_crossed(crossed);
         true
     }
 
     /// Removes executor `id`.
     pub(super) fn remove_executor(&mut self, id: &ExecutorId) -> Option<ExecutorEntry> {
-        let e = self.executors.remove(id)?;
-        self.track_live(&e.worker, id, !e.state.is_terminal(), false);
+        let (e, crossed) = self.executors.remove(id)?;
+        self.reindex_crossed(crossed);
         Some(e)
     }
 
-    /// The executors of framework `id`, in id order. Every executor's id
-    /// starts with its framework's id and a `/` (launched ones are named so,
-    /// and a reported one is adopted only when its id parses so), so this
-    /// is a range of the ordered map, not a walk over every executor.
-    pub(super) fn executors_of<'a>(
-        &'a self,
-        framework: &'a FrameworkId,
-    ) -> impl Iterator<Item = &'a ExecutorEntry> + 'a {
-        let prefix = format!("{framework}/");
-        self.executors
-            .range(ExecutorId(prefix.clone())..)
-            .take_while(move |(id, _)| id.0.starts_with(&prefix))
-            .map(|(_, e)| e)
-            .filter(move |e| &e.framework == framework)
+    /// A worker whose live executors crossed the limit is a placement
+    /// candidate no more, or again.
+    fn reindex_crossed(&mut self, crossed: Crossed) {
+        if let Some(worker) = crossed.worker() {
+            self.reindex_worker(&worker);
+        }
     }
 
     /// Whether slot `slot` of group `gi` of framework `fid` waits for an
@@ -263,12 +212,8 @@ impl Master {
         executor: &ExecutorId,
         out: &mut Vec<Action>,
     ) {
-        if let Some(conn) = self.workers.entries.get(worker).and_then(|w| w.conn) {
-            out.push(Action::Send {
-                conn,
-                msg: Message::ExecutorStatusAck { epoch: self.epoch, executor: executor.clone() },
-            });
-        }
+        let msg = Message::ExecutorStatusAck { epoch: self.epoch, executor: executor.clone() };
+        self.tell_worker(worker, msg, out);
     }
 
     /// Fills every pending slot that has no executor, as capacity allows,
@@ -477,7 +422,8 @@ impl Master {
             .entries
             .get(worker)
             .is_some_and(|w| fits_on(w, report.cores, report.memory_mb))
-            && (report.state.is_terminal() || self.live_on(worker) < MAX_EXECUTORS_PER_WORKER);
+            && (report.state.is_terminal()
+                || self.executors.live_on(worker) < MAX_EXECUTORS_PER_WORKER);
         let slot_free = slot_free.filter(|_| fits || report.state.is_terminal());
         let Some((group, slot, gi)) = slot_free else {
             // Not adoptable: no such pending slot, or adopting it would put
@@ -687,8 +633,8 @@ impl Master {
         if self.frameworks.contains_key(&e.framework) {
             self.persist_framework(&e.framework.clone(), then, out);
         } else {
-            if let Some(x) = self.executors.get_mut(&e.id) {
-                x.recorded = true;
+            if let Some(mut x) = self.executors.get_mut(&e.id) {
+                x.mark_recorded();
             }
             if reported {
                 self.ack_report(&e.worker, &e.id, out);
@@ -707,8 +653,8 @@ impl Master {
         out: &mut Vec<Action>,
     ) {
         let current = match self.executors.get_mut(executor) {
-            Some(e) if &e.state == state => {
-                e.recorded = true;
+            Some(mut e) if &e.state == state => {
+                e.mark_recorded();
                 true
             }
             _ => false,
@@ -742,7 +688,7 @@ impl Master {
     ) {
         let reported: std::collections::BTreeSet<&ExecutorId> =
             reports.iter().map(|r| &r.id).collect();
-        let mut missing = self.live_ids_on(worker);
+        let mut missing = self.executors.live_ids_on(worker);
         missing.retain(|id| {
             !reported.contains(id)
                 && self
@@ -768,7 +714,7 @@ impl Master {
         keep: &BTreeSet<ExecutorId>,
         out: &mut Vec<Action>,
     ) {
-        for id in self.live_ids_on(worker) {
+        for id in self.executors.live_ids_on(worker) {
             if !keep.contains(&id) {
                 self.update_executor(&id, ExecutorState::Lost, false, out);
             }

@@ -1,0 +1,286 @@
+//! Answering messages: what the master does with each message a peer
+//! sends it (workers, subscribers, operators, other masters), and the
+//! refusals that go with them.
+//!
+//! * `Hello` is answered by every master, leading or not (role, leadership,
+//!   epoch, leader hint, known masters); the connection keeps its role.
+//! * A request that needs an acting leader is refused while this master
+//!   cannot act: `LeaderSuspended` while its session is in doubt,
+//!   `NotLeader` with a leader hint otherwise. A suspended leader still
+//!   takes heartbeats, so its workers do not think it gone.
+//! * One binding per connection: a registration or SUBSCRIBE on a
+//!   connection that carries another worker or framework is refused
+//!   ([`Master::binding_conflict`]).
+//! * `StateRequest` is always answered, with a fresh or the cached snapshot
+//!   ([`super::snapshot`]).
+//! * Anything unexpected (say, master-to-peer messages) is refused and
+//!   counted in `Metrics::rejected`, never fatal.
+//!
+//! What a message asks for is done elsewhere: registrations and heartbeats
+//! in `workers`, reports in `executors`, subscriptions and framework
+//! requests in `frameworks`, operator commands in `operator`, log reads in
+//! `logs`.
+
+use super::history::Ending;
+use super::operator::WorkerChange;
+use super::{Action, AfterWrite, Master};
+use crate::ids::{ConnId, FrameworkId, WorkerId};
+use crate::protocol::{ClusterState, HelloReply, Message, Role};
+use crate::time::Millis;
+
+impl Master {
+    /// Handles `msg`, received on `conn` at `now`.
+    pub(super) fn on_message(
+        &mut self,
+        now: Millis,
+        conn: ConnId,
+        msg: Message,
+        out: &mut Vec<Action>,
+    ) {
+        // A runtime that forgot `Connected`: adopt the connection.
+        self.conns.entry(conn).or_default();
+        match msg {
+            Message::Hello(hello) => {
+                let c = self.conns.get_mut(&conn).expect("inserted above");
+                c.role = Some(hello.role);
+                out.push(Action::Send {
+                    conn,
+                    msg: Message::HelloReply(HelloReply {
+                        role: Role::Master,
+                        master: self.config.id.clone(),
+                        leading: self.acting(),
+                        epoch: self.epoch,
+                        leader: self.leader_hint(),
+                        masters: self.known_masters(),
+                    }),
+                });
+            }
+            Message::RegisterWorker(reg) => {
+                if self.acting() {
+                    let (worker, incarnation) = (reg.worker.clone(), reg.incarnation);
+                    let reports = reg.executors.clone();
+                    // What the report saw of this leadership's launches: a
+                    // worker at a lower epoch saw none; one at a higher epoch
+                    // follows another leader and takes none of ours.
+                    let seen = match reg.epoch_seen.cmp(&self.epoch) {
+                        std::cmp::Ordering::Equal => reg.launch_seen,
+                        std::cmp::Ordering::Less => 0,
+                        std::cmp::Ordering::Greater => u64::MAX,
+                    };
+                    self.register_worker(now, conn, reg, out);
+                    if self.workers.is_bound(&worker, incarnation, conn) {
+                        self.reconcile(&worker, &reports, seen, conn, out);
+                        for report in reports {
+                            self.apply_report(&worker, report, out);
+                        }
+                        // A draining worker (say, after a failover): what it
+                        // runs is asked to stop, with what is left of the
+                        // recorded deadline.
+                        self.stop_draining_executors(now, &worker, out);
+                    }
+                    self.maybe_finish_recovery(now, out);
+                } else {
+                    out.push(self.refusal(conn));
+                }
+            }
+            Message::WorkerHeartbeat { incarnation } => {
+                // A suspended leader still accepts heartbeats: its workers
+                // must not think it gone while it may yet resume.
+                if self.acting() || (self.suspended && self.holds_leadership()) {
+                    self.worker_heartbeat(now, conn, incarnation, out);
+                } else {
+                    out.push(self.refusal(conn));
+                }
+            }
+            Message::ExecutorStatus { incarnation, report } => {
+                let bound = self.conns.get(&conn).and_then(|c| c.worker.clone());
+                match bound {
+                    Some(w) if self.acting() && self.workers.is_bound(&w, incarnation, conn) => {
+                        self.apply_report(&w, report, out)
+                    }
+                    // Not now: the worker keeps the report and sends it again.
+                    _ => self.metrics.rejected += 1,
+                }
+            }
+            Message::Subscribe(sub) => {
+                if self.acting() {
+                    self.subscribe(now, conn, sub, out);
+                } else {
+                    out.push(self.refusal(conn));
+                }
+            }
+            Message::DeclareGroup { request, spec } if self.acting() => {
+                self.declare_group(conn, request, spec, out)
+            }
+            Message::KillExecutor { request, executor } if self.acting() => {
+                self.kill_request(conn, request, executor, out)
+            }
+            Message::Teardown { request } if self.acting() => {
+                self.teardown(now, conn, request, out)
+            }
+            // Keeps the subscription's connection alive; nothing to do.
+            Message::FrameworkHeartbeatAck { .. } => {}
+            Message::Callback { addr } => {
+                if addr.as_str().len() > crate::limits::MAX_ADDR_BYTES {
+                    let reason = format!(
+                        "callback address of {} bytes; the limit is {} bytes (MAX_ADDR_BYTES)",
+                        addr.as_str().len(),
+                        crate::limits::MAX_ADDR_BYTES
+                    );
+                    out.push(Action::Close { conn, reason });
+                    self.conns.remove(&conn);
+                    self.metrics.rejected += 1;
+                } else if let Some(c) = self.conns.get_mut(&conn) {
+                    c.callback = Some(addr);
+                }
+            }
+            Message::StateRequest => {
+                let state = self.state_reply(now, conn);
+                out.push(Action::Send { conn, msg: Message::StateReply(state) })
+            }
+            Message::RemoveWorker { request, worker } if self.acting() => {
+                // Accepted only once the record's delete is durable (DESIGN
+                // rule 3): `remove_worker` attaches the acceptance to it.
+                let then = AfterWrite::Accept { conn, request };
+                if !self.remove_worker(&worker, Some(then), out) {
+                    let reason = match self.workers.entries.get(&worker) {
+                        Some(w) => format!(
+                            "worker {worker} is {:?}: only UNKNOWN or DEAD workers can be removed",
+                            w.state
+                        ),
+                        None => format!("no worker {worker}"),
+                    };
+                    out.push(self.refuse_request(conn, request, reason));
+                }
+            }
+            Message::KillFramework { request, framework } if self.acting() => {
+                if self.frameworks.contains_key(&framework) {
+                    let then = Some(AfterWrite::Accept { conn, request });
+                    self.remove_framework(now, &framework, Ending::Killed, then, out);
+                } else {
+                    let reason = format!("no framework {framework}");
+                    out.push(self.refuse_request(conn, request, reason));
+                }
+            }
+            Message::LogRequest { request, executor, stream, offset, max } if self.acting() => {
+                self.log_request(now, conn, request, executor, stream, offset, max, out)
+            }
+            Message::LogData { relay, live, read } => self.log_data(conn, relay, live, read, out),
+            Message::CordonWorker { request, worker } if self.acting() => {
+                self.change_worker(now, conn, request, worker, WorkerChange::Cordon, out)
+            }
+            Message::UncordonWorker { request, worker } if self.acting() => {
+                let change = WorkerChange::Uncordon;
+                self.change_worker(now, conn, request, worker, change, out)
+            }
+            Message::DrainWorker { request, worker, deadline } if self.acting() => {
+                let change = WorkerChange::Drain { deadline };
+                self.change_worker(now, conn, request, worker, change, out)
+            }
+            Message::ScaleGroup { request, framework, group, slots } if self.acting() => {
+                self.scale_group(conn, request, framework, group, slots, out)
+            }
+            Message::OperatorKillExecutor { request, executor, refill } if self.acting() => {
+                self.operator_kill(conn, request, executor, refill, out)
+            }
+            Message::DeclareGroup { .. }
+            | Message::KillExecutor { .. }
+            | Message::Teardown { .. }
+            | Message::RemoveWorker { .. }
+            | Message::KillFramework { .. }
+            | Message::LogRequest { .. }
+            | Message::CordonWorker { .. }
+            | Message::UncordonWorker { .. }
+            | Message::DrainWorker { .. }
+            | Message::ScaleGroup { .. }
+            | Message::OperatorKillExecutor { .. } => out.push(self.refusal(conn)),
+            // Anything else (master-to-peer messages): refused and counted,
+            // never fatal.
+            _ => {
+                self.metrics.rejected += 1;
+            }
+        }
+    }
+
+    /// Why `worker` may not register, or `framework` subscribe, on `conn`
+    /// (the other is `None`), if it may not: the connection already
+    /// carries another worker registered on it or a framework subscribed on
+    /// it (a binding that moved to another connection, or whose framework
+    /// ended, does not count). Counted as a rejection.
+    ///
+    /// One binding per connection (issue 20): a connection closes once,
+    /// and everything bound to it must hear of it. The second request is
+    /// refused rather than unbinding the first: the first was acknowledged
+    /// and did nothing wrong, and unbinding it silently would start its
+    /// failover clock (or leave its worker unreachable) while its peer
+    /// believes it is bound; no regent client ever binds two ids to one
+    /// connection, so only a confused client hears the refusal.
+    pub(super) fn binding_conflict(
+        &mut self,
+        conn: ConnId,
+        worker: Option<&WorkerId>,
+        framework: Option<&FrameworkId>,
+    ) -> Option<String> {
+        let c = self.conns.get(&conn)?;
+        let bound_worker = c
+            .worker
+            .as_ref()
+            .filter(|w| Some(*w) != worker)
+            .filter(|w| self.workers.entries.get(*w).is_some_and(|e| e.conn == Some(conn)));
+        let bound_framework = c
+            .framework
+            .as_ref()
+            .filter(|f| Some(*f) != framework)
+            .filter(|f| self.frameworks.get(*f).is_some_and(|fw| fw.conn == Some(conn)));
+        let bound = match (bound_worker, bound_framework) {
+            (Some(w), _) => format!("worker {w}"),
+            (None, Some(f)) => format!("framework {f}"),
+            (None, None) => return None,
+        };
+        let asking = match (worker, framework) {
+            (Some(w), _) => format!("registration of worker {w}"),
+            (None, Some(f)) => format!("SUBSCRIBE of framework {f}"),
+            (None, None) => "request".to_owned(),
+        };
+        self.metrics.rejected += 1;
+        Some(format!(
+            "{asking} refused: this connection already carries {bound}; bind one worker or \
+             framework per connection"
+        ))
+    }
+
+    /// The answer to a `StateRequest` on `conn` at `now`: a fresh snapshot
+    /// or the cached one, by the rule of [`super::snapshot`] (every request gets
+    /// one).
+    fn state_reply(&mut self, now: Millis, conn: ConnId) -> Box<ClusterState> {
+        let last_fresh = self.conns.get(&conn).and_then(|c| c.last_fresh_state);
+        let (state, fresh) = self.snapshot_for(now, last_fresh);
+        if fresh {
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.last_fresh_state = Some(now);
+            }
+        }
+        state
+    }
+
+    /// The answer to a request this master cannot act on right now.
+    fn refusal(&self, conn: ConnId) -> Action {
+        if self.suspended && self.holds_leadership() {
+            return Action::Send { conn, msg: Message::LeaderSuspended { epoch: self.epoch } };
+        }
+        self.not_leader(conn)
+    }
+
+    /// `NotLeader`, with the leader this master knows of, if any.
+    fn not_leader(&self, conn: ConnId) -> Action {
+        Action::Send {
+            conn,
+            msg: Message::NotLeader { epoch: self.epoch, leader: self.leader_hint() },
+        }
+    }
+
+    /// `RequestRefused` of `request` on `conn`, saying why.
+    pub(super) fn refuse_request(&self, conn: ConnId, request: u64, reason: String) -> Action {
+        Action::Send { conn, msg: Message::RequestRefused { epoch: self.epoch, request, reason } }
+    }
+}
