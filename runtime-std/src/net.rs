@@ -520,7 +520,7 @@ pub fn connect_from(src: std::net::IpAddr, dst: SocketAddr) -> std::io::Result<T
 /// [`CloseCause::is_refusal`]) is read off the variant, never the words.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CloseCause {
-    /// The daemon closed it ([`ConnHandle::close`]), or the writer ended it
+    /// The daemon closed it (its `ConnHandle::close`), or the writer ended it
     /// first (the read then failed because of that).
     #[error("closed")]
     Local,
