@@ -56,9 +56,9 @@ const START: Duration = Duration::from_secs(60);
 const FAST: Duration = Duration::from_secs(15);
 
 /// Every master logs its commands (target `regent::command`) and its
-/// connections' ends.
+/// connections' ends (target `regent::conn`).
 const MASTER_LOG: [(&str, &str); 1] =
-    [("RUST_LOG", "info,regent::command=debug,regent_smol::master=debug")];
+    [("RUST_LOG", "info,regent::command=debug,regent::conn=debug,regent_smol::master=debug")];
 
 const WORKERS: [&str; 3] = ["w1", "w2", "w3"];
 

@@ -12,6 +12,11 @@ use regent_core::protocol::Message;
 use regent_core::ConnId;
 use std::collections::{HashMap, HashSet};
 
+/// The log target of a master's connection lines (closes, refusals, ends),
+/// the same in both runtimes: `RUST_LOG=info,regent::conn=debug` shows
+/// every end.
+pub const CONN_TARGET: &str = "regent::conn";
+
 /// A daemon's end of one connection, as the table drives it.
 pub trait Peer {
     /// Queues `msg`; never blocks (past the send queue's bound the
@@ -89,7 +94,7 @@ impl<H: Peer> Conns<H> {
     /// not fed back ([`Conns::ended`] answers `None` for it).
     pub fn close(&mut self, conn: ConnId, reason: &str) {
         if let Some(c) = self.open.remove(&conn) {
-            tracing::info!(peer = %c.peer(), %conn, "closing: {reason}");
+            tracing::info!(target: CONN_TARGET, peer = %c.peer(), %conn, "closing: {reason}");
             c.close();
             self.closed_by_us.insert(conn);
         }
@@ -123,9 +128,9 @@ impl<H: Peer> Conns<H> {
         let h = self.open.remove(&conn)?;
         if cause.is_refusal() {
             self.rejected += 1;
-            tracing::warn!(peer = %h.peer(), %conn, "connection refused: {cause}");
+            tracing::warn!(target: CONN_TARGET, peer = %h.peer(), %conn, "connection refused: {cause}");
         } else {
-            tracing::debug!(peer = %h.peer(), %conn, "connection closed: {cause}");
+            tracing::debug!(target: CONN_TARGET, peer = %h.peer(), %conn, "connection closed: {cause}");
         }
         Some(cause.ended())
     }
