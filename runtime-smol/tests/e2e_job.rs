@@ -135,48 +135,28 @@ fn submit_env_reaches_the_executor() {
     let (spec, _master, _worker) = master_and_worker(&c);
     let out = c.path("env.out");
     let out_s = out.to_str().unwrap().to_owned();
-    let mut submit = c.submit(
-        "submit",
-        &[spec.addr()],
-        &[
-            "--executors",
-            "1",
-            "--cores",
-            "1",
-            "--memory",
-            "16",
-            "--env",
-            "COLOUR=teal",
-            "--env",
-            &format!("OUT={out_s}"),
-            "--env",
-            "EQ=a=b",
-        ],
-        &["sh", "-c", "echo \"$COLOUR $EQ\" > \"$OUT\""],
-    );
+    // One executor of 1 core and 16 MiB, with the `--env` flags.
+    let opts = |env: &[&str]| {
+        let mut opts = vec!["--executors", "1", "--cores", "1", "--memory", "16"];
+        for e in env {
+            opts.extend(["--env", e]);
+        }
+        opts.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let good = opts(&["COLOUR=teal", &format!("OUT={out_s}"), "EQ=a=b"]);
+    let good: Vec<&str> = good.iter().map(String::as_str).collect();
+    let cmd = ["sh", "-c", "echo \"$COLOUR $EQ\" > \"$OUT\""];
+    let mut submit = c.submit("submit", &[spec.addr()], &good, &cmd);
     let status = submit.wait_exit(BOUND);
     assert_eq!(status.code(), Some(0), "submit:\n{}\n{}", submit.stdout(), submit.stderr());
     wait_until(BOUND, "the executor's file", || out.exists());
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "teal a=b\n");
 
-    let bad = c.run(
-        &[
-            "submit",
-            "--masters",
-            &spec.addr(),
-            "--executors",
-            "1",
-            "--cores",
-            "1",
-            "--memory",
-            "16",
-            "--env",
-            "NOEQUALS",
-            "--",
-            "true",
-        ],
-        BOUND,
-    );
+    let addr = spec.addr();
+    let mut args = vec!["submit".to_owned(), "--masters".into(), addr];
+    args.extend(opts(&["NOEQUALS"]));
+    args.extend(["--".into(), "true".into()]);
+    let bad = c.run(&args.iter().map(String::as_str).collect::<Vec<_>>(), BOUND);
     let stderr = String::from_utf8_lossy(&bad.stderr);
     assert_eq!(bad.status.code(), Some(2), "a usage error: {stderr}");
     assert!(stderr.contains("expected KEY=VALUE, found \"NOEQUALS\" (no '=')"), "{stderr}");
