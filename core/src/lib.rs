@@ -32,6 +32,8 @@
 //!   store on one session); the runtimes and the simulator drive nodes.
 //! * [`events`]: cluster events, the pure difference of two
 //!   [`protocol::ClusterState`] snapshots (`GET /api/events`, `regent events`).
+//! * [`job`]: a job (a framework's executor groups as data, what a job file
+//!   holds), validated against the master's limits before it is declared.
 //! * [`progress`]: a submitter's view of one executor group, fed the
 //!   subscriber machine's actions: slot states, completion and
 //!   [`progress::SubmitOutcome`].
@@ -42,6 +44,7 @@ pub mod codec;
 pub mod elector;
 pub mod events;
 pub mod ids;
+pub mod job;
 pub mod limits;
 pub mod master;
 pub mod node;

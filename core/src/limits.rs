@@ -5,7 +5,7 @@
 //!
 //! | limit | default | checked in | answer |
 //! |---|---|---|---|
-//! | [`MAX_SLOTS_PER_GROUP`] | 2,048 | `master::frameworks::declare_group`, `Message::ScaleGroup` | `RequestRefused` |
+//! | [`MAX_SLOTS_PER_GROUP`] | 2,048 | `master::frameworks::declare_group` ([`group_spec_problem`], which a job's validation calls too), `Message::ScaleGroup` | `RequestRefused` |
 //! | [`MAX_GROUPS_PER_FRAMEWORK`] | 64 | `declare_group` | `RequestRefused` |
 //! | frameworks per cluster (`master::Config::max_frameworks`, default [`DEFAULT_MAX_FRAMEWORKS`]) | 1,000 | `master::frameworks::subscribe` (a *new* framework only) | `SubscribeRefused`, connection closed; the subscriber stops (no retry) |
 //! | workers per cluster (`master::Config::max_workers`, default [`DEFAULT_MAX_WORKERS`], at most [`MAX_WORKERS_LIMIT`]) | 100,000 | `master::workers::register_worker` (a *new* worker id only) | `RegisterRefused`; the worker logs it and retries slowly |
@@ -287,6 +287,185 @@ pub const MAX_CORES: u32 = 1 << 20;
 
 /// The most memory one executor may ask for and one worker may offer, MiB.
 pub const MAX_MEMORY_MB: u64 = 1 << 40;
+
+/// Which setting of an executor group a limit concerns (see
+/// [`group_spec_problem`]): the master names them as the wire does
+/// ([`GroupKey::wire_name`]), a job file as its keys do
+/// ([`crate::job::JobGroup`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupKey {
+    /// The group's name.
+    Name,
+    /// How many slots (executors) it wants.
+    Slots,
+    /// The program and its arguments.
+    Command,
+    /// The environment variables.
+    Env,
+    /// Cores per executor.
+    Cores,
+    /// Memory per executor, MiB.
+    MemoryMb,
+}
+
+impl GroupKey {
+    /// The name the master's refusals use: the field of
+    /// [`crate::protocol::GroupSpec`] (`group name`, `slots`, `command`,
+    /// `env`, `cores`, `memory_mb`).
+    pub fn wire_name(self) -> &'static str {
+        match self {
+            GroupKey::Name => "group name",
+            GroupKey::Slots => "slots",
+            GroupKey::Command => "command",
+            GroupKey::Env => "env",
+            GroupKey::Cores => "cores",
+            GroupKey::MemoryMb => "memory_mb",
+        }
+    }
+}
+
+/// A group declaration past a limit: the setting, and why (the reason
+/// names the setting as the caller's `names` does, and the limit).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupSpecProblem {
+    /// The setting at fault.
+    pub key: GroupKey,
+    /// Why, e.g. `cores is 2000000; the limit is 1048576 per executor (MAX_CORES)`.
+    pub reason: String,
+}
+
+impl GroupSpecProblem {
+    /// The reason prefixed with the group, `group "mappers": ...`; a name
+    /// past its limit is not repeated (it may be as long as a frame).
+    pub fn message(&self, group: &str) -> String {
+        match self.key {
+            GroupKey::Name => self.reason.clone(),
+            _ => format!("group {group:?}: {}", self.reason),
+        }
+    }
+}
+
+/// Why declaring `spec` breaks a rule the master enforces before anything
+/// is allocated or persisted (`master::frameworks::declare_group`): at
+/// least one slot and at most [`MAX_SLOTS_PER_GROUP`], a command, and the
+/// size limits of names, arguments, environment, cores and memory. `None`
+/// when it keeps them. `names` names each setting in the reason
+/// ([`GroupKey::wire_name`] for the master). The framework-wide rules
+/// (groups per framework, the record's worst case) are the master's alone.
+pub fn group_spec_problem(
+    spec: &crate::protocol::GroupSpec,
+    names: fn(GroupKey) -> &'static str,
+) -> Option<GroupSpecProblem> {
+    use GroupKey as K;
+    let problem = |key, reason| Some(GroupSpecProblem { key, reason });
+    let name = spec.group.len();
+    if name > MAX_NAME_BYTES {
+        let key = names(K::Name);
+        return problem(
+            K::Name,
+            format!("{key} of {name} bytes; the limit is {MAX_NAME_BYTES} bytes (MAX_NAME_BYTES)"),
+        );
+    }
+    if spec.slots == 0 {
+        return problem(K::Slots, format!("{} must be at least 1", names(K::Slots)));
+    }
+    if spec.slots > MAX_SLOTS_PER_GROUP {
+        return problem(
+            K::Slots,
+            format!(
+                "{} is {}; the limit is {MAX_SLOTS_PER_GROUP} per group (MAX_SLOTS_PER_GROUP)",
+                names(K::Slots),
+                spec.slots
+            ),
+        );
+    }
+    if spec.command.is_empty() {
+        return problem(K::Command, format!("{} must name a program", names(K::Command)));
+    }
+    if spec.cores > MAX_CORES {
+        return problem(
+            K::Cores,
+            format!(
+                "{} is {}; the limit is {MAX_CORES} per executor (MAX_CORES)",
+                names(K::Cores),
+                spec.cores
+            ),
+        );
+    }
+    if spec.memory_mb > MAX_MEMORY_MB {
+        return problem(
+            K::MemoryMb,
+            format!(
+                "{} is {}; the limit is {MAX_MEMORY_MB} MiB per executor (MAX_MEMORY_MB)",
+                names(K::MemoryMb),
+                spec.memory_mb
+            ),
+        );
+    }
+    let command = names(K::Command);
+    if spec.command.len() > MAX_COMMAND_ARGS {
+        return problem(
+            K::Command,
+            format!(
+                "{command} has {} arguments; the limit is {MAX_COMMAND_ARGS} (MAX_COMMAND_ARGS)",
+                spec.command.len()
+            ),
+        );
+    }
+    if let Some((i, a)) = spec.command.iter().enumerate().find(|(_, a)| a.len() > MAX_ARG_BYTES) {
+        return problem(
+            K::Command,
+            format!(
+                "{command} argument {i} is {} bytes; the limit is {MAX_ARG_BYTES} bytes (MAX_ARG_BYTES)",
+                a.len()
+            ),
+        );
+    }
+    let env = names(K::Env);
+    if spec.env.len() > MAX_ENV_VARS {
+        return problem(
+            K::Env,
+            format!(
+                "{env} has {} variables; the limit is {MAX_ENV_VARS} (MAX_ENV_VARS)",
+                spec.env.len()
+            ),
+        );
+    }
+    for (k, v) in &spec.env {
+        if k.len() > MAX_ENV_KEY_BYTES {
+            return problem(
+                K::Env,
+                format!(
+                    "{env} has a variable name of {} bytes; the limit is {MAX_ENV_KEY_BYTES} bytes (MAX_ENV_KEY_BYTES)",
+                    k.len()
+                ),
+            );
+        }
+        if v.len() > MAX_ENV_VALUE_BYTES {
+            return problem(
+                K::Env,
+                format!(
+                    "{env}: the value of {:?} is {} bytes; the limit is {MAX_ENV_VALUE_BYTES} bytes (MAX_ENV_VALUE_BYTES)",
+                    k.chars().take(64).collect::<String>(),
+                    v.len()
+                ),
+            );
+        }
+    }
+    // Each string is at most 16 KiB and there are at most 3 * 1,024 of them:
+    // the sum cannot overflow.
+    let total: usize = spec.command.iter().map(String::len).sum::<usize>()
+        + spec.env.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+    if total > MAX_GROUP_SPEC_BYTES {
+        return problem(
+            K::Env,
+            format!(
+                "{command} and {env} are {total} bytes together; the limit is {MAX_GROUP_SPEC_BYTES} bytes (MAX_GROUP_SPEC_BYTES)"
+            ),
+        );
+    }
+    None
+}
 
 /// The longest drain deadline an operator may give (`regent drain
 /// --deadline`): 7 days, like the framework failover timeout.

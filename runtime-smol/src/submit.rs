@@ -15,7 +15,9 @@
 //! What the daemon adds is I/O:
 //!
 //! * **start**: a fresh instance id per process (OS entropy), `Start`, then
-//!   `Declare` of the group `main` (`--executors` slots of the command);
+//!   `Declare` of the group `main` (`--executors` slots of the command, with
+//!   `--env`), or of every group of a job ([`run_job_with_progress`],
+//!   `regent run JOB.toml`);
 //! * **output**: every line the node shows (the instance, the framework id
 //!   once known, `subscribed to <master>`,
 //!   `<executor> slot <n> on <worker>: RUNNING`, `disconnected: <reason>`,
@@ -54,11 +56,14 @@ use crate::net::{spawn_connection, ConnHandle, DialError, NetConfig, NetEvent};
 use async_channel::{Receiver, Sender};
 use regent_core::auth::Side;
 use regent_core::ids::InstanceId;
+use regent_core::job::JobSpec;
 use regent_core::node::submit::{DialId, DialResult, Input, Output, SubmitExit};
 use regent_core::node::SubmitNode;
+use regent_core::protocol::GroupSpec;
 use regent_core::{Addr, ConnId, Millis};
 use regent_std::drivers::subscriber::{
-    check_configured_masters, check_options, node_config, Screen,
+    check_configured_masters, check_masters_given, check_options, main_group, submit_node_config,
+    Screen,
 };
 use smol::future;
 use smol::net::TcpStream;
@@ -116,6 +121,39 @@ pub async fn run_submit_with_progress(
     progress: bool,
 ) -> Result<SubmitOutcome, String> {
     check_options(&opts)?;
+    let group = main_group(&opts);
+    follow(opts, vec![group], out, shutdown, progress).await
+}
+
+/// `regent run JOB.toml`: [`run_submit_with_progress`] of a job's groups
+/// instead of the one group `main`. The framework is named after the job;
+/// `opts`' `name`, `executors`, `cores`, `memory_mb`, `command` and `env`
+/// are not used. The job is validated first ([`JobSpec::validate`], its
+/// error returned as it is); then every group is declared, in order, and
+/// followed to the end like a submission's (it succeeds once every slot of
+/// every group exited 0).
+pub async fn run_job_with_progress(
+    mut opts: SubmitOptions,
+    job: &JobSpec,
+    out: impl Write + Send,
+    shutdown: Receiver<()>,
+    progress: bool,
+) -> Result<SubmitOutcome, String> {
+    job.validate().map_err(|e| e.to_string())?;
+    check_masters_given(&opts)?;
+    opts.name = job.name.clone();
+    follow(opts, job.groups_to_declare(), out, shutdown, progress).await
+}
+
+/// Subscribes, declares `groups` and follows them (the module
+/// documentation); `opts` were checked.
+async fn follow(
+    opts: SubmitOptions,
+    groups: Vec<GroupSpec>,
+    out: impl Write + Send,
+    shutdown: Receiver<()>,
+    progress: bool,
+) -> Result<SubmitOutcome, String> {
     // Resolving blocks: on the blocking pool.
     let checked = opts.clone();
     smol::unblock(move || check_configured_masters(&checked)).await?;
@@ -125,7 +163,7 @@ pub async fn run_submit_with_progress(
     let instance = InstanceId(
         smol::unblock(move || regent_std::host::next_instance_id(state_dir.as_deref())).await?,
     );
-    let (mut config, spec) = node_config(&opts, instance);
+    let mut config = submit_node_config(&opts, instance);
     // The callback listener (seed 002): a new leader dials it.
     let (accept_rx, _listener) = match opts.callback {
         Some(listen) => {
@@ -153,7 +191,9 @@ pub async fn run_submit_with_progress(
         exit: None,
     };
     pump.feed(Input::Start);
-    pump.feed(Input::Declare(spec));
+    for group in groups {
+        pump.feed(Input::Declare(group));
+    }
 
     // Once interrupted, the shutdown channel is not listened to again (a
     // closed channel would wake the loop at once, forever).

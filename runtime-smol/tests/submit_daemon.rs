@@ -170,6 +170,7 @@ fn options(masters: Vec<Addr>, executors: u32) -> SubmitOptions {
         cores: 1,
         memory_mb: 64,
         command: vec!["sleep".into(), "1".into()],
+        env: vec![],
         net: Arc::new(NetConfig::new(CLUSTER, None)),
         insecure: false,
         connect_timeout: None,

@@ -509,27 +509,9 @@ impl Master {
             ));
             return;
         };
-        if spec.slots == 0 || spec.command.is_empty() {
-            out.push(self.refuse_request(
-                conn,
-                request,
-                format!("group {:?} needs at least one slot and a command", spec.group),
-            ));
-            return;
-        }
         // Checked before anything is allocated or persisted (DESIGN rule 6).
-        if let Some(reason) = spec_limit(&spec) {
-            out.push(self.refuse_request(conn, request, reason));
-            return;
-        }
-        if spec.slots > crate::limits::MAX_SLOTS_PER_GROUP {
-            let reason = format!(
-                "group {:?} asks for {} slots; the limit is {} per group",
-                spec.group,
-                spec.slots,
-                crate::limits::MAX_SLOTS_PER_GROUP
-            );
-            out.push(self.refuse_request(conn, request, reason));
+        if let Some(problem) = limits::group_spec_problem(&spec, limits::GroupKey::wire_name) {
+            out.push(self.refuse_request(conn, request, problem.message(&spec.group)));
             return;
         }
         let declared = self.frameworks.get(&id).map_or(0, |f| f.groups.len());
@@ -807,81 +789,4 @@ impl Master {
             }
         }
     }
-}
-
-/// Why `spec` breaks a size limit of [`crate::limits`], if it does.
-fn spec_limit(spec: &GroupSpec) -> Option<String> {
-    let g = &spec.group;
-    if g.len() > limits::MAX_NAME_BYTES {
-        return Some(format!(
-            "group name of {} bytes; the limit is {} bytes (MAX_NAME_BYTES)",
-            g.len(),
-            limits::MAX_NAME_BYTES
-        ));
-    }
-    if spec.cores > limits::MAX_CORES {
-        return Some(format!(
-            "group {g:?} asks for {} cores per executor; the limit is {} (MAX_CORES)",
-            spec.cores,
-            limits::MAX_CORES
-        ));
-    }
-    if spec.memory_mb > limits::MAX_MEMORY_MB {
-        return Some(format!(
-            "group {g:?} asks for {} MiB per executor; the limit is {} MiB (MAX_MEMORY_MB)",
-            spec.memory_mb,
-            limits::MAX_MEMORY_MB
-        ));
-    }
-    if spec.command.len() > limits::MAX_COMMAND_ARGS {
-        return Some(format!(
-            "group {g:?} has {} command arguments; the limit is {} (MAX_COMMAND_ARGS)",
-            spec.command.len(),
-            limits::MAX_COMMAND_ARGS
-        ));
-    }
-    if spec.env.len() > limits::MAX_ENV_VARS {
-        return Some(format!(
-            "group {g:?} has {} environment variables; the limit is {} (MAX_ENV_VARS)",
-            spec.env.len(),
-            limits::MAX_ENV_VARS
-        ));
-    }
-    if let Some((i, a)) =
-        spec.command.iter().enumerate().find(|(_, a)| a.len() > limits::MAX_ARG_BYTES)
-    {
-        return Some(format!(
-            "group {g:?}: command argument {i} is {} bytes; the limit is {} bytes (MAX_ARG_BYTES)",
-            a.len(),
-            limits::MAX_ARG_BYTES
-        ));
-    }
-    for (k, v) in &spec.env {
-        if k.len() > limits::MAX_ENV_KEY_BYTES {
-            return Some(format!(
-                "group {g:?}: an environment variable name is {} bytes; the limit is {} bytes (MAX_ENV_KEY_BYTES)",
-                k.len(),
-                limits::MAX_ENV_KEY_BYTES
-            ));
-        }
-        if v.len() > limits::MAX_ENV_VALUE_BYTES {
-            return Some(format!(
-                "group {g:?}: the value of environment variable {:?} is {} bytes; the limit is {} bytes (MAX_ENV_VALUE_BYTES)",
-                k.chars().take(64).collect::<String>(),
-                v.len(),
-                limits::MAX_ENV_VALUE_BYTES
-            ));
-        }
-    }
-    // Each string is at most 16 KiB and there are at most 3 * 1,024 of them:
-    // the sum cannot overflow.
-    let total: usize = spec.command.iter().map(String::len).sum::<usize>()
-        + spec.env.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
-    if total > limits::MAX_GROUP_SPEC_BYTES {
-        return Some(format!(
-            "group {g:?}: command and environment are {total} bytes; the limit is {} bytes (MAX_GROUP_SPEC_BYTES)",
-            limits::MAX_GROUP_SPEC_BYTES
-        ));
-    }
-    None
 }

@@ -83,6 +83,9 @@ pub struct SubscriberConfig {
     pub memory_mb: u64,
     /// Program and arguments of every executor; not empty.
     pub command: Vec<String>,
+    /// Environment variables of every executor, in order (`regent submit
+    /// --env K=V`).
+    pub env: Vec<(String, String)>,
     /// Connection settings (cluster secret, frame size, timeouts).
     pub net: Arc<NetConfig>,
     /// Accept non-loopback masters without a cluster secret.
@@ -227,14 +230,21 @@ pub fn spawn_subscriber_with_output(
 /// Checks the options of a submission, before anything is resolved or
 /// dialled (shared with `regent_smol::submit`).
 pub fn check_options(cfg: &SubscriberConfig) -> Result<(), DriverError> {
-    if cfg.masters.is_empty() {
-        return Err(DriverError::Options("no master given (--masters)"));
-    }
+    check_masters_given(cfg)?;
     if cfg.executors == 0 {
         return Err(DriverError::Options("--executors must be at least 1"));
     }
     if cfg.command.is_empty() {
         return Err(DriverError::Options("no command given (after --)"));
+    }
+    Ok(())
+}
+
+/// Refuses options without a master (`regent run` checks only this: its
+/// groups come from the job file, checked by the job's validation).
+pub fn check_masters_given(cfg: &SubscriberConfig) -> Result<(), DriverError> {
+    if cfg.masters.is_empty() {
+        return Err(DriverError::Options("no master given (--masters)"));
     }
     Ok(())
 }
@@ -259,6 +269,13 @@ pub fn check_configured_masters(cfg: &SubscriberConfig) -> Result<(), HostError>
 /// declaration of [`GROUP`] to feed it after `Start` (shared with
 /// `regent_smol::submit`).
 pub fn node_config(cfg: &SubscriberConfig, instance: InstanceId) -> (Config, GroupSpec) {
+    (submit_node_config(cfg, instance), main_group(cfg))
+}
+
+/// The submit node's configuration for instance `instance`: the cluster,
+/// the masters, the framework's name and id, the timeouts (the groups are
+/// declared apart, [`main_group`] or a job's).
+pub fn submit_node_config(cfg: &SubscriberConfig, instance: InstanceId) -> Config {
     let mut sub = subscriber::Config::new(
         cfg.cluster.clone(),
         cfg.name.clone(),
@@ -270,15 +287,20 @@ pub fn node_config(cfg: &SubscriberConfig, instance: InstanceId) -> (Config, Gro
     let mut config = Config::new(sub);
     config.dial_timeout = Millis(DIAL_TIMEOUT.as_millis() as u64);
     config.connect_timeout = cfg.connect_timeout.map(|d| Millis(d.as_millis() as u64));
-    let spec = GroupSpec {
+    config
+}
+
+/// The one group `regent submit` declares: [`GROUP`], `executors` slots of
+/// `command` with `env`, `cores` and `memory_mb`.
+pub fn main_group(cfg: &SubscriberConfig) -> GroupSpec {
+    GroupSpec {
         group: GROUP.to_owned(),
         slots: cfg.executors,
         command: cfg.command.clone(),
-        env: vec![],
+        env: cfg.env.clone(),
         cores: cfg.cores,
         memory_mb: cfg.memory_mb,
-    };
-    (config, spec)
+    }
 }
 
 /// Writes what a submit node shows ([`Show`]): plain lines, and on a

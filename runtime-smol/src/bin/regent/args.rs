@@ -80,6 +80,14 @@ pub enum Command {
     Worker(WorkerArgs),
     /// Submit an application: one group of executors running CMD.
     Submit(SubmitArgs),
+    /// Run a job file (docs/jobs.md): declare its groups and follow them
+    /// like `submit` does, until every slot is done.
+    Run(RunArgs),
+    /// Job files: `regent job validate JOB.toml`.
+    Job {
+        #[command(subcommand)]
+        command: JobCommand,
+    },
     /// Show the leader's view of the cluster.
     Status {
         /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
@@ -511,15 +519,13 @@ pub struct WorkerArgs {
     pub kill_left_behind: bool,
 }
 
+/// How `submit` and `run` subscribe and follow (the same flags for both).
 #[derive(Args, Debug)]
-pub struct SubmitArgs {
+pub struct FollowArgs {
     /// The masters, `host:port,...`, or `zk://HOST:PORT[,...]/ROOT` to read
     /// them from the election in ZooKeeper.
     #[arg(long, value_delimiter = ',', required = true)]
     pub masters: Vec<String>,
-    /// The application's name.
-    #[arg(long, default_value = "app")]
-    pub name: String,
     /// Resume (take over) this framework.
     #[arg(long)]
     pub framework_id: Option<String>,
@@ -527,15 +533,6 @@ pub struct SubmitArgs {
     /// connected.
     #[arg(long, default_value_t = 60_000)]
     pub failover_timeout: u64,
-    /// How many executors (slots).
-    #[arg(long)]
-    pub executors: u32,
-    /// Cores per executor.
-    #[arg(long)]
-    pub cores: u32,
-    /// Memory per executor, in MiB.
-    #[arg(long)]
-    pub memory: u64,
     /// Run a callback listener on ADDR (e.g. `127.0.0.1:0`): a new leader —
     /// even one at an address this submit never knew — dials it to say it
     /// leads. A non-loopback address needs --secret-file (or --insecure).
@@ -548,9 +545,80 @@ pub struct SubmitArgs {
     /// (default: $XDG_STATE_HOME/regent, else ~/.local/state/regent).
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub connect_timeout: ConnectTimeout,
+}
+
+#[derive(Args, Debug)]
+pub struct SubmitArgs {
+    #[command(flatten)]
+    pub follow: FollowArgs,
+    /// The application's name.
+    #[arg(long, default_value = "app")]
+    pub name: String,
+    /// How many executors (slots).
+    #[arg(long)]
+    pub executors: u32,
+    /// Cores per executor.
+    #[arg(long)]
+    pub cores: u32,
+    /// Memory per executor, in MiB.
+    #[arg(long)]
+    pub memory: u64,
+    /// An environment variable of every executor, `KEY=VALUE` (repeatable;
+    /// the value may hold `=`).
+    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
+    pub env: Vec<(String, String)>,
     /// The command every executor runs.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
+}
+
+/// `regent run JOB.toml`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
     #[command(flatten)]
-    pub connect_timeout: ConnectTimeout,
+    pub follow: FollowArgs,
+    /// The job file (TOML; docs/jobs.md).
+    #[arg(value_name = "JOB.toml")]
+    pub job: PathBuf,
+}
+
+/// `regent job ...`.
+#[derive(Subcommand, Debug)]
+pub enum JobCommand {
+    /// Read and check a job file, offline: one line per group, or the
+    /// first error (file:line:column, the group and the key), exit 1.
+    Validate {
+        /// The job file (TOML; docs/jobs.md).
+        #[arg(value_name = "JOB.toml")]
+        job: PathBuf,
+    },
+}
+
+/// `--env KEY=VALUE`: split at the first `=`; the name must not be empty
+/// nor hold a NUL (a value may be empty).
+pub fn parse_env(s: &str) -> Result<(String, String), String> {
+    let (key, value) =
+        s.split_once('=').ok_or_else(|| format!("expected KEY=VALUE, found {s:?} (no '=')"))?;
+    if key.is_empty() {
+        return Err(format!("expected KEY=VALUE, found {s:?} (an empty name)"));
+    }
+    if s.contains('\0') {
+        return Err(format!("{key:?}: an environment variable cannot hold a NUL byte"));
+    }
+    Ok((key.to_owned(), value.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_env;
+
+    #[test]
+    fn env_flags_split_at_the_first_equals_sign() {
+        assert_eq!(parse_env("A=b=c"), Ok(("A".into(), "b=c".into())));
+        assert_eq!(parse_env("EMPTY="), Ok(("EMPTY".into(), String::new())));
+        assert_eq!(parse_env("NOPE"), Err("expected KEY=VALUE, found \"NOPE\" (no '=')".into()));
+        assert_eq!(parse_env("=v"), Err("expected KEY=VALUE, found \"=v\" (an empty name)".into()));
+    }
 }

@@ -196,7 +196,7 @@ fn check_value(arg: &Arg, word: &str) -> Result<(), String> {
 }
 
 /// `line:column` (both from 1) of byte `offset` in `text`.
-fn position(text: &str, offset: usize) -> String {
+pub fn position(text: &str, offset: usize) -> String {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;

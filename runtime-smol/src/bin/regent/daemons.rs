@@ -1,7 +1,10 @@
 //! The daemons: `regent master`, `regent worker` and `regent submit` on
-//! either runtime (smol, or std with `--runtime std`), and `regent demo`.
+//! either runtime (smol, or std with `--runtime std`), `regent run` (smol)
+//! and `regent job validate`, and `regent demo`.
 
-use crate::args::{Command, Common, MasterArgs, RecoveryMode, SubmitArgs, WorkerArgs};
+use crate::args::{
+    Command, Common, FollowArgs, MasterArgs, RecoveryMode, RunArgs, SubmitArgs, WorkerArgs,
+};
 use crate::common::{masters_of, net_config, read_secrets, shutdown_channel};
 use regent_core::Addr;
 use regent_smol::master::{MasterConfig, Recovery};
@@ -86,24 +89,49 @@ pub async fn worker(common: &Common, a: WorkerArgs) -> Result<ExitCode, String> 
     Ok(ExitCode::SUCCESS)
 }
 
-/// `regent submit` on the smol runtime.
-pub async fn submit(common: &Common, a: SubmitArgs) -> Result<ExitCode, String> {
-    let opts = regent_smol::submit::SubmitOptions {
+/// The options of a submission from `submit`'s or `run`'s flags (`run`
+/// leaves the group's fields empty: its groups are the job's).
+async fn submit_options(
+    common: &Common,
+    f: &FollowArgs,
+) -> Result<regent_smol::submit::SubmitOptions, String> {
+    Ok(regent_smol::submit::SubmitOptions {
         cluster: common.cluster.clone(),
-        masters: masters_of(common, &a.masters).await?,
-        name: a.name,
-        framework_id: a.framework_id,
-        failover_timeout: Duration::from_millis(a.failover_timeout),
-        executors: a.executors,
-        cores: a.cores,
-        memory_mb: a.memory,
-        command: a.command,
+        masters: masters_of(common, &f.masters).await?,
+        name: String::new(),
+        framework_id: f.framework_id.clone(),
+        failover_timeout: Duration::from_millis(f.failover_timeout),
+        executors: 0,
+        cores: 0,
+        memory_mb: 0,
+        command: Vec::new(),
+        env: Vec::new(),
         net: net_config(common)?,
         insecure: common.insecure,
-        connect_timeout: Some(a.connect_timeout.duration()),
-        callback: a.callback,
-        state_dir: a.state_dir.clone().or_else(regent_std::host::default_state_dir),
-    };
+        connect_timeout: Some(f.connect_timeout.duration()),
+        callback: f.callback,
+        state_dir: f.state_dir.clone().or_else(regent_std::host::default_state_dir),
+    })
+}
+
+/// `submit`'s options: [`submit_options`] with its one group.
+async fn submit_group_options(
+    common: &Common,
+    a: SubmitArgs,
+) -> Result<regent_smol::submit::SubmitOptions, String> {
+    let mut opts = submit_options(common, &a.follow).await?;
+    opts.name = a.name;
+    opts.executors = a.executors;
+    opts.cores = a.cores;
+    opts.memory_mb = a.memory;
+    opts.command = a.command;
+    opts.env = a.env;
+    Ok(opts)
+}
+
+/// `regent submit` on the smol runtime.
+pub async fn submit(common: &Common, a: SubmitArgs) -> Result<ExitCode, String> {
+    let opts = submit_group_options(common, a).await?;
     use std::io::IsTerminal;
     let progress = std::io::stdout().is_terminal();
     let outcome = regent_smol::submit::run_submit_with_progress(
@@ -114,6 +142,37 @@ pub async fn submit(common: &Common, a: SubmitArgs) -> Result<ExitCode, String> 
     )
     .await;
     Ok(submit_exit(outcome))
+}
+
+/// `regent run JOB.toml` (smol runtime): the job file read and validated
+/// before anything is dialled, then its groups submitted and followed.
+pub async fn run_job(common: &Common, a: RunArgs) -> Result<ExitCode, String> {
+    let job = crate::job_file::load(&a.job)?;
+    let opts = submit_options(common, &a.follow).await?;
+    use std::io::IsTerminal;
+    let progress = std::io::stdout().is_terminal();
+    let outcome = regent_smol::submit::run_job_with_progress(
+        opts,
+        &job,
+        std::io::stdout(),
+        shutdown_channel(),
+        progress,
+    )
+    .await;
+    Ok(submit_exit(outcome))
+}
+
+/// `regent job validate JOB.toml`: offline; one line per group on stdout.
+pub fn validate_job(path: &std::path::Path) -> Result<ExitCode, String> {
+    let job = crate::job_file::load(path)?;
+    println!("job {:?}: {} group(s), valid", job.name, job.groups.len());
+    for g in &job.groups {
+        println!(
+            "group {:?}: count {}, cores {}, memory {} MiB, command {:?}",
+            g.name, g.count, g.cores, g.memory_mb, g.command
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `regent demo`.
@@ -176,29 +235,14 @@ pub async fn run_std(common: &Common, command: Command) -> Result<ExitCode, Stri
             Ok(ExitCode::SUCCESS)
         }
         Command::Submit(a) => {
-            if a.callback.is_some() {
+            if a.follow.callback.is_some() {
                 return Err("--callback needs --runtime smol (the std submitter has no callback \
                             listener)"
                     .into());
             }
             use std::io::IsTerminal;
             let progress = std::io::stdout().is_terminal();
-            let cfg = d::SubscriberConfig {
-                cluster: common.cluster.clone(),
-                masters: masters_of(common, &a.masters).await?,
-                name: a.name,
-                framework_id: a.framework_id,
-                failover_timeout: Duration::from_millis(a.failover_timeout),
-                executors: a.executors,
-                cores: a.cores,
-                memory_mb: a.memory,
-                command: a.command,
-                net,
-                insecure: common.insecure,
-                connect_timeout: Some(a.connect_timeout.duration()),
-                callback: None,
-                state_dir: a.state_dir.clone().or_else(regent_std::host::default_state_dir),
-            };
+            let cfg = submit_group_options(common, a).await?;
             let s = d::spawn_subscriber_with_output(cfg, std::io::stdout(), progress)?;
             stop_on_shutdown(s.stopper());
             let outcome = smol::unblock(move || {
@@ -209,7 +253,9 @@ pub async fn run_std(common: &Common, command: Command) -> Result<ExitCode, Stri
             .await;
             Ok(submit_exit(outcome.map_err(|e| e.to_string())))
         }
-        _ => Err("--runtime std applies to master, worker and submit only".into()),
+        _ => {
+            Err("--runtime std applies to master, worker and submit only (run is smol only)".into())
+        }
     }
 }
 

@@ -7,7 +7,8 @@
 //! `regent --help`, README.md and deploy/README.md.
 //!
 //! `args.rs` holds the argument types, `daemons.rs` starts the master, the
-//! worker and the submitter (on either runtime), `operator.rs` runs the
+//! worker and the submitter (on either runtime) and runs job files
+//! (`job_file.rs` reads them), `operator.rs` runs the
 //! operator's commands, `store.rs` the store commands, `common.rs` what they
 //! share; this file parses and dispatches.
 
@@ -15,10 +16,11 @@ mod args;
 mod common;
 mod config_file;
 mod daemons;
+mod job_file;
 mod operator;
 mod store;
 
-use args::{Cli, Command, Runtime, StoreCommand};
+use args::{Cli, Command, JobCommand, Runtime, StoreCommand};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -60,8 +62,10 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> Result<ExitCode, String> {
     let common = cli.common;
-    let daemon =
-        matches!(cli.command, Command::Master(_) | Command::Worker(_) | Command::Submit(_));
+    let daemon = matches!(
+        cli.command,
+        Command::Master(_) | Command::Worker(_) | Command::Submit(_) | Command::Run(_)
+    );
     if common.runtime == Runtime::Std && daemon {
         return daemons::run_std(&common, cli.command).await;
     }
@@ -69,6 +73,8 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Master(a) => daemons::master(&common, a).await,
         Command::Worker(a) => daemons::worker(&common, a).await,
         Command::Submit(a) => daemons::submit(&common, a).await,
+        Command::Run(a) => daemons::run_job(&common, a).await,
+        Command::Job { command: JobCommand::Validate { job } } => daemons::validate_job(&job),
         Command::Demo => daemons::demo().await,
         Command::Store { command: StoreCommand::Seal(a) } => store::seal_command(&common, a).await,
         Command::Store { command } => store::store_command(&common, command).await,

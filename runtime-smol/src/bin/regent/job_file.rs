@@ -1,0 +1,338 @@
+//! The job file of `regent run` and `regent job validate`: TOML, read with
+//! `serde` into [`regent_core::job::JobSpec`] and validated by it
+//! (`docs/jobs.md` is the reference).
+//!
+//! ```toml
+//! name = "wordcount"
+//! [[group]]
+//! name = "mappers"
+//! count = 4
+//! command = ["sh", "-c", "wc -l < $INPUT"]
+//! env = { INPUT = "/data/in" }
+//! cores = 1
+//! memory_mb = 256
+//! ```
+//!
+//! Every error names the file, the line and column, and the key:
+//! `job.toml:12:5: group "mappers": cores must be at least 1`. An unknown
+//! key is an error naming it; a key of the job file the cluster does not
+//! honour yet ([`UNSUPPORTED`]) is refused by name, never ignored.
+
+use crate::config_file::position;
+use regent_core::job::{JobGroup, JobKey, JobSpec};
+use regent_core::limits::GroupKey;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::Path;
+use toml::Spanned;
+
+/// Keys of a group the job file will have (issue 22) and this version of
+/// regent does not honour yet: refused by name.
+pub const UNSUPPORTED: [&str; 7] =
+    ["ports", "constraints", "spread", "restart", "artifacts", "kill_grace", "cwd"];
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawJob {
+    name: Spanned<String>,
+    #[serde(default)]
+    group: Vec<Spanned<RawGroup>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGroup {
+    name: Spanned<String>,
+    count: Option<Spanned<u32>>,
+    command: Spanned<Vec<String>>,
+    env: Option<Spanned<BTreeMap<String, String>>>,
+    cores: Option<Spanned<u32>>,
+    memory_mb: Option<Spanned<u64>>,
+    // Not honoured yet (UNSUPPORTED): read only to be refused by name.
+    ports: Option<Spanned<toml::Value>>,
+    constraints: Option<Spanned<toml::Value>>,
+    spread: Option<Spanned<toml::Value>>,
+    restart: Option<Spanned<toml::Value>>,
+    artifacts: Option<Spanned<toml::Value>>,
+    kill_grace: Option<Spanned<toml::Value>>,
+    cwd: Option<Spanned<toml::Value>>,
+}
+
+impl RawGroup {
+    /// The first key of [`UNSUPPORTED`] this group sets (in the file's
+    /// order), with where its value is.
+    fn unsupported(&self) -> Option<(&'static str, Range<usize>)> {
+        let set = [
+            &self.ports,
+            &self.constraints,
+            &self.spread,
+            &self.restart,
+            &self.artifacts,
+            &self.kill_grace,
+            &self.cwd,
+        ];
+        UNSUPPORTED
+            .iter()
+            .zip(set)
+            .filter_map(|(key, v)| v.as_ref().map(|v| (*key, v.span())))
+            .min_by_key(|(_, span)| span.start)
+    }
+
+    /// Where `key`'s value is, if the group sets it.
+    fn span_of(&self, key: GroupKey) -> Option<Range<usize>> {
+        match key {
+            GroupKey::Name => Some(self.name.span()),
+            GroupKey::Slots => self.count.as_ref().map(Spanned::span),
+            GroupKey::Command => Some(self.command.span()),
+            GroupKey::Env => self.env.as_ref().map(Spanned::span),
+            GroupKey::Cores => self.cores.as_ref().map(Spanned::span),
+            GroupKey::MemoryMb => self.memory_mb.as_ref().map(Spanned::span),
+        }
+    }
+
+    fn to_group(&self) -> JobGroup {
+        let mut g = JobGroup::new(self.name.get_ref().clone(), self.command.get_ref().clone());
+        g.count = self.count.as_ref().map_or(g.count, |v| *v.get_ref());
+        g.env = self.env.as_ref().map_or_else(BTreeMap::new, |v| v.get_ref().clone());
+        g.cores = self.cores.as_ref().map_or(g.cores, |v| *v.get_ref());
+        g.memory_mb = self.memory_mb.as_ref().map_or(g.memory_mb, |v| *v.get_ref());
+        g
+    }
+}
+
+/// Reads and validates the job file at `path`.
+pub fn load(path: &Path) -> Result<JobSpec, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    parse(&path.display().to_string(), &text)
+}
+
+/// Parses and validates `text`, the job file `file` (named in errors).
+pub fn parse(file: &str, text: &str) -> Result<JobSpec, String> {
+    let at = |offset: usize| format!("{file}:{}", position(text, key_start(text, offset)));
+    let raw: RawJob = toml::from_str(text).map_err(|e| {
+        let message = serde_message(e.message());
+        match e.span() {
+            Some(span) => {
+                let named =
+                    message.starts_with("unknown key") || message.starts_with("missing key");
+                let key = key_at(text, span.start)
+                    .filter(|_| !named)
+                    .map(|k| format!("key \"{k}\": "))
+                    .unwrap_or_default();
+                let group = group_at(text, span.start)
+                    .map(|g| format!("group {g:?}: "))
+                    .unwrap_or_default();
+                format!("{}: {group}{key}{message}", at(span.start))
+            }
+            None => format!("{file}: {message}"),
+        }
+    })?;
+    for g in &raw.group {
+        if let Some((key, span)) = g.get_ref().unsupported() {
+            return Err(format!(
+                "{}: group {:?}: {key:?} is not supported yet by this version of regent",
+                at(span.start),
+                g.get_ref().name.get_ref()
+            ));
+        }
+    }
+    let job = JobSpec {
+        name: raw.name.get_ref().clone(),
+        groups: raw.group.iter().map(|g| g.get_ref().to_group()).collect(),
+    };
+    job.validate().map_err(|e| {
+        let span = match (e.key, e.group) {
+            (JobKey::Name, _) => Some(raw.name.span()),
+            (JobKey::Group(key), Some(i)) => {
+                let g = &raw.group[i];
+                Some(g.get_ref().span_of(key).unwrap_or_else(|| g.span()))
+            }
+            (_, Some(i)) => Some(raw.group[i].span()),
+            (_, None) => {
+                raw.group.get(regent_core::limits::MAX_GROUPS_PER_FRAMEWORK).map(Spanned::span)
+            }
+        };
+        match span {
+            Some(span) => format!("{}: {}", at(span.start), e.message),
+            None => format!("{file}: {}", e.message),
+        }
+    })?;
+    Ok(job)
+}
+
+/// serde's message in the job file's words: keys, not fields, and for an
+/// unknown key the keys that are (not those refused as not supported yet).
+fn serde_message(message: &str) -> String {
+    let message = message.replace("missing field", "missing key");
+    let Some(rest) = message.strip_prefix("unknown field ") else { return message };
+    let key = rest.split(',').next().unwrap_or(rest);
+    if rest.contains("`count`") {
+        format!("unknown key {key}; a group's keys are name, count, command, env, cores, memory_mb")
+    } else {
+        format!("unknown key {key}; a job's keys are name and group")
+    }
+}
+
+/// The line of `text` holding byte `offset`, and where that line starts.
+fn line_at(text: &str, offset: usize) -> (usize, &str) {
+    let offset = offset.min(text.len());
+    let start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    (start, &text[start..offset])
+}
+
+/// The key written before the value at `offset` on its line (`key = value`),
+/// if there is one.
+fn key_at(text: &str, offset: usize) -> Option<&str> {
+    let (_, before) = line_at(text, offset);
+    let key = match before.trim_end().strip_suffix('=') {
+        Some(key) => key,
+        // Or the error is at a key itself (a duplicate): `key = ...` after it.
+        None if before.trim().is_empty() => text[offset.min(text.len())..].split('=').next()?,
+        None => return None,
+    };
+    let key = key.trim().trim_matches('"');
+    let bare = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    (!key.is_empty() && key.chars().all(bare)).then_some(key)
+}
+
+/// Where the key of the value at `offset` starts, or `offset` itself when
+/// no key is written before it on its line (positions point at keys).
+fn key_start(text: &str, offset: usize) -> usize {
+    let (start, before) = line_at(text, offset);
+    match key_at(text, offset) {
+        Some(_) => start + (before.len() - before.trim_start().len()),
+        None => offset,
+    }
+}
+
+/// The name of the `[[group]]` table holding byte `offset`, when the file
+/// can be read that far (for messages of values serde refused).
+fn group_at(text: &str, offset: usize) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Names {
+        #[serde(default)]
+        group: Vec<Spanned<Name>>,
+    }
+    #[derive(Deserialize)]
+    struct Name {
+        name: Option<toml::Value>,
+    }
+    let headers: Vec<usize> = text
+        .match_indices("[[group]]")
+        .filter(|(i, _)| line_at(text, *i).1.trim().is_empty())
+        .map(|(i, _)| i)
+        .collect();
+    let index = headers.iter().rposition(|&h| h <= offset)?;
+    let names: Names = toml::from_str(text).ok()?;
+    match names.group.get(index)?.get_ref().name.as_ref()? {
+        toml::Value::String(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        parse("job.toml", text).expect_err("refused")
+    }
+
+    const TWO: &str = r#"name = "wordcount"
+
+[[group]]
+name = "driver"
+command = ["sh", "-c", "echo driving"]
+
+[[group]]
+name = "mappers"
+count = 4
+command = ["wc", "-l"]
+env = { INPUT = "/data/in", MODE = "fast" }
+cores = 2
+memory_mb = 256
+"#;
+
+    #[test]
+    fn a_valid_two_group_file_parses_to_its_job() {
+        let job = parse("job.toml", TWO).unwrap();
+        let mut mappers = JobGroup::new("mappers", vec!["wc".into(), "-l".into()]);
+        mappers.count = 4;
+        mappers.env = [("INPUT", "/data/in"), ("MODE", "fast")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        mappers.cores = 2;
+        mappers.memory_mb = 256;
+        let driver = JobGroup::new("driver", vec!["sh".into(), "-c".into(), "echo driving".into()]);
+        assert_eq!(job, JobSpec { name: "wordcount".into(), groups: vec![driver, mappers] });
+    }
+
+    #[test]
+    fn a_rule_broken_names_file_line_column_group_and_key() {
+        let text = TWO.replace("cores = 2", "cores = 0");
+        assert_eq!(err(&text), "job.toml:12:1: group \"mappers\": cores must be at least 1");
+        let text = TWO.replace("count = 4", "count = 0");
+        assert_eq!(err(&text), "job.toml:9:1: group \"mappers\": count must be at least 1");
+        let text = TWO.replace("name = \"mappers\"", "name = \"driver\"");
+        assert_eq!(
+            err(&text),
+            "job.toml:8:1: group \"driver\" is named twice; group names must be unique"
+        );
+        assert_eq!(err("name = \"empty\"\n"), "job.toml: job \"empty\" has no group");
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_names_its_key_and_group() {
+        let text = TWO.replace("count = 4", "count = \"four\"");
+        let e = err(&text);
+        assert!(e.starts_with("job.toml:9:1: group \"mappers\": key \"count\": "), "{e}");
+        assert!(e.contains("string"), "{e}");
+        let e = err(&TWO.replace("cores = 2", "cores = -1"));
+        assert!(e.starts_with("job.toml:12:1: group \"mappers\": key \"cores\": "), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_key_is_named() {
+        let e = err(&TWO.replace("cores = 2", "coers = 2"));
+        assert!(e.starts_with("job.toml:12:1: "), "{e}");
+        assert!(e.contains("unknown key `coers`"), "{e}");
+        assert!(!e.contains("ports"), "keys not supported yet are not offered: {e}");
+        assert_eq!(
+            err(&format!("owner = \"me\"\n{TWO}")),
+            "job.toml:1:1: unknown key `owner`; a job's keys are name and group"
+        );
+    }
+
+    #[test]
+    fn a_missing_or_duplicate_key_is_named() {
+        assert_eq!(
+            err("name = \"x\"\n[[group]]\nname = \"a\"\n"),
+            "job.toml:2:1: group \"a\": missing key `command`"
+        );
+        // Not TOML: the group is not known, the key is.
+        assert_eq!(
+            err(&TWO.replace("cores = 2", "count = 2")),
+            "job.toml:12:1: key \"count\": duplicate key"
+        );
+    }
+
+    #[test]
+    fn a_key_not_supported_yet_is_refused_by_name() {
+        let text = TWO.replace("cores = 2", "ports = [\"http\"]");
+        assert_eq!(
+            err(&text),
+            "job.toml:12:1: group \"mappers\": \"ports\" is not supported yet by this version of regent"
+        );
+        for key in UNSUPPORTED {
+            let text = TWO.replace("cores = 2", &format!("{key} = \"x\""));
+            let e = err(&text);
+            assert!(e.contains(&format!("{key:?} is not supported yet")), "{e}");
+        }
+        let text = format!("{TWO}\n[group.restart]\nmode = \"service\"\n");
+        let e = err(&text);
+        assert!(e.contains("group \"mappers\": \"restart\" is not supported yet"), "{e}");
+    }
+}

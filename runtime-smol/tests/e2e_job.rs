@@ -1,0 +1,163 @@
+//! End-to-end: job files. `regent job validate` of a good and a bad file,
+//! `regent run` of a two-group job whose executors each write a file
+//! (with an environment variable of the job file in it), and `regent
+//! submit --env`. Real `regent` processes on loopback; outcomes are
+//! asserted within generous bounds, never timings.
+
+mod support;
+
+use std::time::Duration;
+use support::cluster::{
+    alive_with_workers, api_state, wait_for, wait_until, Cluster, Kind, MasterSpec, Proc,
+};
+
+/// Generous bound for anything to happen.
+const BOUND: Duration = Duration::from_secs(60);
+
+/// A master `m1` (`--recovery none`, `--http`), and worker `w1` (4 cores,
+/// 1 GiB) ALIVE on it.
+fn master_and_worker(c: &Cluster) -> (MasterSpec, Proc, Proc) {
+    let spec = MasterSpec::new("m1", &["--recovery", "none"]);
+    let master = c.master(&spec);
+    let worker = c.worker("w1", &[spec.addr()], 4, 1024, &[]);
+    wait_for(BOUND, "the worker ALIVE", || {
+        let state = api_state(&spec.http_addr()).ok_or("the master does not answer")?;
+        alive_with_workers(&state, &["w1"])
+    });
+    (spec, master, worker)
+}
+
+/// Two groups: `driver` (one slot) and `mappers` (two slots, 2 cores), each
+/// executor writing `<group>-<executor id>` into `out` holding `$GREETING`.
+fn two_group_job(out: &str) -> String {
+    format!(
+        r#"name = "wordcount"
+
+[[group]]
+name = "driver"
+command = ["sh", "-c", "echo \"$GREETING from driver\" > \"$OUT/driver-$(echo $REGENT_EXECUTOR_ID | tr '/#' '__')\""]
+env = {{ GREETING = "hello", OUT = "{out}" }}
+
+[[group]]
+name = "mappers"
+count = 2
+command = ["sh", "-c", "echo \"$GREETING from mappers\" > \"$OUT/mappers-$(echo $REGENT_EXECUTOR_ID | tr '/#' '__')\""]
+env = {{ GREETING = "bonjour", OUT = "{out}" }}
+cores = 2
+memory_mb = 64
+"#
+    )
+}
+
+#[test]
+fn validate_checks_a_job_file_offline() {
+    let c = Cluster::new("job-validate");
+    let good = c.path("good.toml");
+    std::fs::write(&good, two_group_job("/tmp")).unwrap();
+    let out = c.run(&["job", "validate", good.to_str().unwrap()], BOUND);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("job \"wordcount\": 2 group(s), valid"), "{stdout}");
+    assert!(stdout.contains("group \"driver\": count 1, cores 1, memory 0 MiB"), "{stdout}");
+    assert!(stdout.contains("group \"mappers\": count 2, cores 2, memory 64 MiB"), "{stdout}");
+
+    let bad = c.path("bad.toml");
+    std::fs::write(&bad, two_group_job("/tmp").replace("cores = 2", "cores = 0")).unwrap();
+    let out = c.run(&["job", "validate", bad.to_str().unwrap()], BOUND);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("bad.toml:13:1: group \"mappers\": cores must be at least 1"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "nothing on stdout for an invalid file");
+
+    let later = c.path("later.toml");
+    std::fs::write(&later, two_group_job("/tmp").replace("cores = 2", "cwd = \"data\"")).unwrap();
+    let out = c.run(&["job", "validate", later.to_str().unwrap()], BOUND);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "later.toml:13:1: group \"mappers\": \"cwd\" is not supported yet by this version of regent"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn run_declares_every_group_of_a_job_and_ends_when_all_are_done() {
+    let c = Cluster::new("job-run");
+    let (spec, _master, mut worker) = master_and_worker(&c);
+    let out = c.path("out");
+    std::fs::create_dir(&out).unwrap();
+    let job = c.path("job.toml");
+    std::fs::write(&job, two_group_job(out.to_str().unwrap())).unwrap();
+
+    let addr = spec.addr();
+    let mut run = c.spawn(
+        "run",
+        Kind::Submit,
+        &["run", "--masters", &addr, "--connect-timeout", "30", job.to_str().unwrap()],
+    );
+    let status = run.wait_exit(BOUND);
+    assert_eq!(status.code(), Some(0), "run:\n{}\n{}", run.stdout(), run.stderr());
+
+    let mut written: Vec<(String, String)> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().into_owned();
+            let group = name.split('-').next().unwrap().to_owned();
+            (group, std::fs::read_to_string(e.path()).unwrap())
+        })
+        .collect();
+    written.sort();
+    assert_eq!(
+        written,
+        vec![
+            ("driver".to_owned(), "hello from driver\n".to_owned()),
+            ("mappers".to_owned(), "bonjour from mappers\n".to_owned()),
+            ("mappers".to_owned(), "bonjour from mappers\n".to_owned()),
+        ],
+        "one file per executor, each with its group's variable; run:\n{}",
+        run.stdout()
+    );
+    let state = api_state(&spec.http_addr()).expect("the master answers");
+    let text = state.to_string();
+    assert!(text.contains("wordcount"), "the framework is named after the job: {state}");
+    worker.assert_running("at the end");
+}
+
+#[test]
+fn submit_env_reaches_the_executor() {
+    let c = Cluster::new("job-submit-env");
+    let (spec, _master, _worker) = master_and_worker(&c);
+    let out = c.path("env.out");
+    let out_s = out.to_str().unwrap().to_owned();
+    // One executor of 1 core and 16 MiB, with the `--env` flags.
+    let opts = |env: &[&str]| {
+        let mut opts = vec!["--executors", "1", "--cores", "1", "--memory", "16"];
+        for e in env {
+            opts.extend(["--env", e]);
+        }
+        opts.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let good = opts(&["COLOUR=teal", &format!("OUT={out_s}"), "EQ=a=b"]);
+    let good: Vec<&str> = good.iter().map(String::as_str).collect();
+    let cmd = ["sh", "-c", "echo \"$COLOUR $EQ\" > \"$OUT\""];
+    let mut submit = c.submit("submit", &[spec.addr()], &good, &cmd);
+    let status = submit.wait_exit(BOUND);
+    assert_eq!(status.code(), Some(0), "submit:\n{}\n{}", submit.stdout(), submit.stderr());
+    wait_until(BOUND, "the executor's file", || out.exists());
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "teal a=b\n");
+
+    let addr = spec.addr();
+    let mut args = vec!["submit".to_owned(), "--masters".into(), addr];
+    args.extend(opts(&["NOEQUALS"]));
+    args.extend(["--".into(), "true".into()]);
+    let bad = c.run(&args.iter().map(String::as_str).collect::<Vec<_>>(), BOUND);
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "a usage error: {stderr}");
+    assert!(stderr.contains("expected KEY=VALUE, found \"NOEQUALS\" (no '=')"), "{stderr}");
+}
