@@ -298,17 +298,6 @@ pub enum ExecutorCommand {
     },
 }
 
-impl ExecutorCommand {
-    /// The executor the command is about.
-    pub fn executor(&self) -> &ExecutorId {
-        match self {
-            Self::Start { executor, .. }
-            | Self::Kill { executor }
-            | Self::Stop { executor, .. } => executor,
-        }
-    }
-}
-
 /// The worker's named deadlines.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Timer {
