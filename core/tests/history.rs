@@ -542,3 +542,41 @@ fn the_registration_time_survives_a_failover_in_the_framework_record() {
     assert_eq!(f.registered_at_ms, Some(WALL + 3_000), "from the first leader's SUBSCRIBE");
     assert_eq!(f.finished_at_ms, WALL + 50_000);
 }
+
+/// Regression (CI, e2e_history's ZooKeeper failover): the leader showed a
+/// finished framework in its history while the history record was still
+/// being written, and a `kill -9` in that window left a successor whose
+/// history was empty. An entry is shown once its record is durable; until
+/// then the framework is still refused a new subscription.
+#[test]
+fn a_finished_framework_is_shown_only_once_its_history_record_is_durable() {
+    let mut c = Cluster::new(200, Store::default(), T);
+    let ex = c.start(1, "fw-p", 1);
+    c.report("fw-p", &ex[0], ExecutorState::Running);
+    c.report("fw-p", &ex[0], ExecutorState::Exited { code: 0 });
+    let pending = c.m.handle(
+        c.now,
+        master::Event::Message { conn: ConnId(1), msg: Message::Teardown { request: 2 } },
+    );
+    assert!(c.m.state().history.is_empty(), "not durable yet: a successor would not show it");
+    assert_eq!(c.m.state().history_omitted, 0);
+    assert_eq!(c.m.history().count(), 0);
+    c.open(2, Role::Subscriber);
+    let sub = Subscribe {
+        framework: Some(FrameworkId::new("fw-p")),
+        name: "again".into(),
+        instance: InstanceId(2),
+        attempt: 2,
+        failover_timeout: Millis(30_000),
+    };
+    let out = c.send(2, Message::Subscribe(sub));
+    assert!(
+        m_sends(&out).iter().any(|(_, m)| matches!(m, Message::SubscribeRefused { .. })),
+        "{out:?}"
+    );
+    let _ = c.run(pending);
+    let state = c.m.state();
+    assert_eq!(state.history.len(), 1);
+    assert_eq!(state.history[0].id, FrameworkId::new("fw-p"));
+    assert_eq!(state.history[0].outcome, FrameworkOutcome::Completed);
+}

@@ -7,6 +7,8 @@
 //!   record is deleted only once the history record is durable, so a crash
 //!   in between leaves the framework in the store as live, finished, or
 //!   both — never neither. Both is resolved by the next leader (below).
+//!   The entry is shown (`StateReply`, [`Master::history`]) only once its
+//!   record is durable, so what a leader shows a successor shows too.
 //! * **No return**: a SUBSCRIBE naming a finished framework that is still
 //!   in the history is refused (`SubscribeRefused`: the subscriber stops),
 //!   and the live subscription of a framework an operator kills is told so
@@ -36,7 +38,7 @@ use crate::store::StoreCommand;
 use crate::store::{FrameworkRecord, HistoryRecord, Record, RecordKey, SlotOutcome};
 use crate::time::Millis;
 use rustc_hash::FxHashMap;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The finished frameworks a leader keeps, by sequence number.
 #[derive(Clone, Debug, Default)]
@@ -45,6 +47,17 @@ pub(super) struct History {
     pub(super) entries: BTreeMap<u64, FinishedFramework>,
     /// The sequence number of the next entry.
     pub(super) next_seq: u64,
+    /// Entries whose history record is not durable yet: kept (a SUBSCRIBE
+    /// naming one is refused) but not shown, since a leader that crashed
+    /// now would leave a successor that does not know them.
+    pub(super) pending: BTreeSet<u64>,
+}
+
+impl History {
+    /// The entries whose history record is durable, oldest first.
+    fn durable(&self) -> impl DoubleEndedIterator<Item = (&u64, &FinishedFramework)> {
+        self.entries.iter().filter(|(seq, _)| !self.pending.contains(seq))
+    }
 }
 
 /// How a framework ends, as the master sees it.
@@ -83,9 +96,10 @@ impl Master {
         ))
     }
 
-    /// The finished frameworks, oldest first.
+    /// The finished frameworks whose history record is durable, oldest
+    /// first: what a successor would load if this leader crashed now.
     pub fn history(&self) -> impl Iterator<Item = &FinishedFramework> {
-        self.history.entries.values()
+        self.history.durable().map(|(_, f)| f)
     }
 
     /// What `fw` (just removed from the live frameworks, its executors not
@@ -163,8 +177,10 @@ impl Master {
         let seq = self.history.next_seq;
         self.history.next_seq = seq.saturating_add(1);
         let write = self.next_write();
-        self.after_write
-            .insert(write, vec![AfterWrite::HistoryDurable { framework: fw.id.clone(), then }]);
+        self.after_write.insert(
+            write,
+            vec![AfterWrite::HistoryDurable { framework: fw.id.clone(), seq, then }],
+        );
         out.push(Action::Store(StoreCommand::Persist {
             write,
             record: Record::History(HistoryRecord {
@@ -174,6 +190,7 @@ impl Master {
             }),
         }));
         self.history.entries.insert(seq, finished);
+        self.history.pending.insert(seq);
         self.evict_history(out);
     }
 
@@ -185,9 +202,11 @@ impl Master {
         &mut self,
         now: Millis,
         framework: FrameworkId,
+        seq: u64,
         then: Vec<AfterWrite>,
         out: &mut Vec<Action>,
     ) {
+        self.history.pending.remove(&seq);
         if self.frameworks.contains_key(&framework) {
             for t in then {
                 self.after_write_done(now, t, out);
@@ -207,6 +226,7 @@ impl Master {
     fn evict_history(&mut self, out: &mut Vec<Action>) {
         while self.history.entries.len() > self.config.retained_frameworks {
             let Some((seq, _)) = self.history.entries.pop_first() else { break };
+            self.history.pending.remove(&seq);
             let write = self.next_write();
             out.push(Action::Store(StoreCommand::Unpersist {
                 write,
@@ -260,8 +280,8 @@ impl Master {
     pub(super) fn history_view(&self) -> (Vec<FinishedFramework>, u32) {
         let mut shown = Vec::new();
         let mut bytes = 0usize;
-        let total = self.history.entries.len();
-        for f in self.history.entries.values().rev() {
+        let total = self.history.durable().count();
+        for (_, f) in self.history.durable().rev() {
             let mut f = f.clone();
             f.drop_slots_after(limits::MAX_HISTORY_SLOTS_SHOWN);
             let len = f.encoded_len();

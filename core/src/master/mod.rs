@@ -334,7 +334,7 @@ enum AfterWrite {
     KillDurable { executor: ExecutorId },
     /// A finished framework's history record is durable: delete its
     /// framework record, then run `then`.
-    HistoryDurable { framework: FrameworkId, then: Vec<AfterWrite> },
+    HistoryDurable { framework: FrameworkId, seq: u64, then: Vec<AfterWrite> },
     /// A drain is durable in the worker's record: stop its executors.
     DrainDurable { worker: WorkerId },
     /// An ended framework's record is deleted durably: kill what still ran
@@ -917,8 +917,8 @@ impl Master {
                     }
                 }
             }
-            AfterWrite::HistoryDurable { framework, then } => {
-                self.on_history_durable(now, framework, then, out)
+            AfterWrite::HistoryDurable { framework, seq, then } => {
+                self.on_history_durable(now, framework, seq, then, out)
             }
             AfterWrite::DrainDurable { worker } => self.stop_draining_executors(now, &worker, out),
             AfterWrite::EndKills { kills } => {
