@@ -54,6 +54,7 @@ fn heartbeats_per_second(workers: u64) -> f64 {
             executors: vec![],
             epoch_seen: Epoch(0),
             launch_seen: 0,
+            attributes: vec![],
         };
         for a in
             m.handle(Millis(0), master::Event::Message { conn, msg: Message::RegisterWorker(reg) })
@@ -85,7 +86,7 @@ fn heartbeats_per_second(workers: u64) -> f64 {
 }
 
 /// A leader with `workers` registered workers of 16 cores and 64 GiB.
-fn leader_with_workers(workers: u64, placement: master::Placement) -> Master {
+fn leader_with_workers(workers: u64, placement: regent_core::policy::Placement) -> Master {
     let mut cfg = master::Config::new(MasterId::new("m"), Addr::new("m:1"));
     cfg.placement = placement;
     let mut m = Master::new(cfg);
@@ -106,6 +107,7 @@ fn leader_with_workers(workers: u64, placement: master::Placement) -> Master {
             executors: vec![],
             epoch_seen: Epoch(0),
             launch_seen: 0,
+            attributes: vec![],
         };
         for a in
             m.handle(Millis(0), master::Event::Message { conn, msg: Message::RegisterWorker(reg) })
@@ -122,7 +124,11 @@ fn leader_with_workers(workers: u64, placement: master::Placement) -> Master {
 /// declared as groups of 2,000, one per framework (the per-group slot limit
 /// and the framework record limit allow about that many): the steps from
 /// each durable declaration to its last `LaunchExecutor`.
-fn placement_seconds(workers: u64, executors: u32, placement: master::Placement) -> f64 {
+fn placement_seconds(
+    workers: u64,
+    executors: u32,
+    placement: regent_core::policy::Placement,
+) -> f64 {
     let mut m = leader_with_workers(workers, placement);
     let mut elapsed = 0.0;
     let mut launched = 0;
@@ -149,6 +155,7 @@ fn placement_seconds(workers: u64, executors: u32, placement: master::Placement)
             env: vec![],
             cores: 1,
             memory_mb: 1024,
+            policy: Default::default(),
         };
         let out = m.handle(
             Millis(0),
@@ -185,8 +192,10 @@ fn main() {
         "master: heartbeats handled per second with 10,000 workers: {:.2} M",
         heartbeats_per_second(10_000) / 1e6
     );
-    for (name, policy) in [("spread", master::Placement::Spread), ("pack", master::Placement::Pack)]
-    {
+    for (name, policy) in [
+        ("spread", regent_core::policy::Placement::Spread),
+        ("pack", regent_core::policy::Placement::Pack),
+    ] {
         let secs = placement_seconds(1_000, 10_000, policy);
         println!(
             "master: placing 10,000 executors over 1,000 workers ({name}): {:.1} ms in all, {:.2} us per placement",

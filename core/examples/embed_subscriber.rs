@@ -38,6 +38,7 @@ fn main() {
             env: vec![],
             cores: 1,
             memory_mb: 256,
+            policy: Default::default(),
         }),
     ));
     let conn = ConnId(1);

@@ -92,6 +92,7 @@ impl JobGroup {
             env: self.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             cores: self.cores,
             memory_mb: self.memory_mb,
+            policy: Default::default(),
         }
     }
 }
@@ -137,6 +138,9 @@ pub fn key_name(key: GroupKey) -> &'static str {
         GroupKey::Env => "env",
         GroupKey::Cores => "cores",
         GroupKey::MemoryMb => "memory_mb",
+        GroupKey::Restart => "restart",
+        GroupKey::Constraints => "constraints",
+        GroupKey::Spread => "spread",
     }
 }
 

@@ -48,6 +48,7 @@ pub mod job;
 pub mod limits;
 pub mod master;
 pub mod node;
+pub mod policy;
 pub mod progress;
 pub mod protocol;
 pub mod rng;

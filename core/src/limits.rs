@@ -278,6 +278,23 @@ pub const MAX_ENV_VALUE_BYTES: usize = 16 * 1024;
 /// one group (each string counted by its length).
 pub const MAX_GROUP_SPEC_BYTES: usize = 64 * 1024;
 
+/// The most constraints one group may carry.
+pub const MAX_CONSTRAINTS: usize = 32;
+
+/// The longest worker attribute name or value, and the longest attribute
+/// name or value a constraint or `spread` may name.
+pub const MAX_ATTRIBUTE_BYTES: usize = 256;
+
+/// The most attributes one worker may announce.
+pub const MAX_WORKER_ATTRIBUTES: usize = 64;
+
+/// The longest wait a restart policy may ask for between two runs of a
+/// slot (`delay`, `max_delay`), and the longest `healthy_after`: 1 day.
+pub const MAX_RESTART_DELAY: Millis = Millis(24 * 3_600 * 1_000);
+
+/// The most retries a restart policy may give one slot.
+pub const MAX_RESTART_ATTEMPTS: u32 = 1_000_000;
+
 /// The longest failover timeout a framework may ask for: 7 days. A longer
 /// one (`u64::MAX` would keep a record forever) is refused.
 pub const MAX_FAILOVER_TIMEOUT: Millis = Millis(7 * 24 * 3_600 * 1_000);
@@ -306,6 +323,12 @@ pub enum GroupKey {
     Cores,
     /// Memory per executor, MiB.
     MemoryMb,
+    /// The restart policy.
+    Restart,
+    /// The constraints on worker attributes.
+    Constraints,
+    /// The attribute to spread over.
+    Spread,
 }
 
 impl GroupKey {
@@ -320,6 +343,9 @@ impl GroupKey {
             GroupKey::Env => "env",
             GroupKey::Cores => "cores",
             GroupKey::MemoryMb => "memory_mb",
+            GroupKey::Restart => "restart",
+            GroupKey::Constraints => "constraints",
+            GroupKey::Spread => "spread",
         }
     }
 }
@@ -463,6 +489,98 @@ pub fn group_spec_problem(
                 "{command} and {env} are {total} bytes together; the limit is {MAX_GROUP_SPEC_BYTES} bytes (MAX_GROUP_SPEC_BYTES)"
             ),
         );
+    }
+    policy_problem(&spec.policy, names)
+}
+
+/// Why a group's policy breaks a limit (see [`group_spec_problem`]).
+fn policy_problem(
+    policy: &crate::policy::GroupPolicy,
+    names: fn(GroupKey) -> &'static str,
+) -> Option<GroupSpecProblem> {
+    use crate::policy::ConstraintOp;
+    use GroupKey as K;
+    let problem = |key, reason| Some(GroupSpecProblem { key, reason });
+    let restart = names(K::Restart);
+    let r = &policy.restart;
+    if r.attempts.is_some_and(|a| a > MAX_RESTART_ATTEMPTS) {
+        return problem(
+            K::Restart,
+            format!(
+                "{restart}: attempts is {}; the limit is {MAX_RESTART_ATTEMPTS} (MAX_RESTART_ATTEMPTS)",
+                r.attempts.unwrap_or_default()
+            ),
+        );
+    }
+    for (what, ms) in [
+        ("delay", r.delay_ms),
+        ("max_delay", r.max_delay_ms),
+        ("healthy_after", r.healthy_after_ms),
+    ] {
+        if ms > MAX_RESTART_DELAY.0 {
+            return problem(
+                K::Restart,
+                format!(
+                    "{restart}: {what} is {ms} ms; the limit is {} ms (MAX_RESTART_DELAY)",
+                    MAX_RESTART_DELAY.0
+                ),
+            );
+        }
+    }
+    if r.max_delay_ms != 0 && r.max_delay_ms < r.delay_ms {
+        return problem(
+            K::Restart,
+            format!(
+                "{restart}: max_delay ({} ms) is shorter than delay ({} ms)",
+                r.max_delay_ms, r.delay_ms
+            ),
+        );
+    }
+    let constraints = names(K::Constraints);
+    if policy.constraints.len() > MAX_CONSTRAINTS {
+        return problem(
+            K::Constraints,
+            format!(
+                "{constraints} has {} entries; the limit is {MAX_CONSTRAINTS} (MAX_CONSTRAINTS)",
+                policy.constraints.len()
+            ),
+        );
+    }
+    for c in &policy.constraints {
+        let value = match &c.op {
+            ConstraintOp::Equals(v) | ConstraintOp::NotEquals(v) => v.len(),
+            ConstraintOp::Present => 0,
+        };
+        if c.attribute.is_empty() {
+            return problem(
+                K::Constraints,
+                format!("{constraints}: a constraint names no attribute"),
+            );
+        }
+        if c.attribute.len().max(value) > MAX_ATTRIBUTE_BYTES {
+            return problem(
+                K::Constraints,
+                format!(
+                    "{constraints}: an attribute name or value of {} bytes; the limit is {MAX_ATTRIBUTE_BYTES} bytes (MAX_ATTRIBUTE_BYTES)",
+                    c.attribute.len().max(value)
+                ),
+            );
+        }
+    }
+    if let Some(spread) = &policy.spread {
+        let key = names(K::Spread);
+        if spread.is_empty() {
+            return problem(K::Spread, format!("{key} names no attribute"));
+        }
+        if spread.len() > MAX_ATTRIBUTE_BYTES {
+            return problem(
+                K::Spread,
+                format!(
+                    "{key} names an attribute of {} bytes; the limit is {MAX_ATTRIBUTE_BYTES} bytes (MAX_ATTRIBUTE_BYTES)",
+                    spread.len()
+                ),
+            );
+        }
     }
     None
 }

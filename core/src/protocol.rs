@@ -12,6 +12,7 @@
 use crate::ids::{
     Addr, Epoch, ExecutorId, FrameworkId, Incarnation, InstanceId, MasterId, WorkerId,
 };
+use crate::policy::GroupPolicy;
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
 
@@ -26,7 +27,11 @@ use serde::{Deserialize, Serialize};
 /// the leader's launch number and `RegisterWorker` the highest one the
 /// worker processed (`launch_seen`), so a registration only writes off
 /// what was launched before it was taken; `RegisterRefused`.
-pub const PROTOCOL_VERSION: u16 = 3;
+///
+/// Version 4 (issue 22, jobs): `GroupSpec` carries its
+/// [`crate::policy::GroupPolicy`] and `RegisterWorker` the worker's
+/// attributes.
+pub const PROTOCOL_VERSION: u16 = 4;
 
 /// What kind of node is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -171,6 +176,10 @@ pub struct RegisterWorker {
     /// connection): a launch sent after this report was taken is still on
     /// its way, not lost (DESIGN rule 9).
     pub launch_seen: u64,
+    /// The worker's attributes (`rack=r1`, `disk=ssd`), names unique, in
+    /// name order: what group constraints and `spread` name (see
+    /// [`crate::policy`]).
+    pub attributes: Vec<(String, String)>,
 }
 
 /// A framework's SUBSCRIBE (Mesos semantics, seed 001): the master always
@@ -212,6 +221,8 @@ pub struct GroupSpec {
     pub cores: u32,
     /// Memory each executor holds, in MiB.
     pub memory_mb: u64,
+    /// Where its executors may run and what happens when one ends.
+    pub policy: GroupPolicy,
 }
 
 /// What one executor runs and with what resources: the master fills it from

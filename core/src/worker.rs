@@ -654,6 +654,7 @@ impl Worker {
             executors: self.executors.values().cloned().collect(),
             epoch_seen: self.max_epoch,
             launch_seen: if self.launch_seen.0 == self.max_epoch { self.launch_seen.1 } else { 0 },
+            attributes: vec![],
         })
     }
 

@@ -4,6 +4,7 @@
 use quickcheck::{Arbitrary, Gen, QuickCheck};
 use regent_core::codec::{self, DecodeError, Decoder, DecoderConfig};
 use regent_core::ids::InstanceId;
+use regent_core::policy::{Constraint, GroupPolicy, Placement, RestartMode, RestartPolicy};
 use regent_core::protocol::*;
 use regent_core::protocol::{FinishedFramework, FinishedSlot, FrameworkOutcome};
 use regent_core::{Addr, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, Millis, WorkerId};
@@ -114,6 +115,7 @@ impl Arbitrary for Arb {
                     .collect(),
                 epoch_seen: e(g),
                 launch_seen: u64::arbitrary(g),
+                attributes: (0..usize::arbitrary(g) % 3).map(|_| (s(g), s(g))).collect(),
             }),
             3 => Message::WorkerHeartbeat { incarnation: Incarnation(u64::arbitrary(g)) },
             4 => Message::Registered {
@@ -147,6 +149,7 @@ impl Arbitrary for Arb {
                     env: env(g),
                     cores: u32::arbitrary(g),
                     memory_mb: u64::arbitrary(g),
+                    policy: Default::default(),
                 },
             },
             13 => Message::KillExecutor { request: u64::arbitrary(g), executor: ExecutorId(s(g)) },
@@ -393,6 +396,22 @@ fn group_spec() -> GroupSpec {
         env: vec![("RUST_LOG".into(), "info".into())],
         cores: 2,
         memory_mb: 512,
+        policy: GroupPolicy {
+            restart: RestartPolicy {
+                mode: RestartMode::Service,
+                attempts: Some(5),
+                delay_ms: 1_000,
+                max_delay_ms: 60_000,
+                healthy_after_ms: 30_000,
+            },
+            placement: Some(Placement::Pack),
+            constraints: vec![
+                Constraint::parse("disk=ssd").unwrap(),
+                Constraint::parse("rack!=r9").unwrap(),
+                Constraint::parse("gpu").unwrap(),
+            ],
+            spread: Some("rack".into()),
+        },
     }
 }
 
@@ -445,6 +464,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 }],
                 epoch_seen: Epoch(41),
                 launch_seen: 17,
+                attributes: vec![("disk".into(), "ssd".into()), ("rack".into(), "r1".into())],
             }),
         ),
         ("worker_heartbeat", Message::WorkerHeartbeat { incarnation: Incarnation(0xdead_beef) }),

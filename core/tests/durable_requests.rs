@@ -81,6 +81,7 @@ fn register(worker: &str, inc: u64, executors: Vec<ExecutorReport>) -> Message {
         executors,
         epoch_seen: Epoch(1),
         launch_seen: 0,
+        attributes: vec![],
     })
 }
 
@@ -113,6 +114,7 @@ fn cluster(store: &mut Store) -> (Master, Vec<ExecutorId>) {
         env: vec![],
         cores: 1,
         memory_mb: 1,
+        policy: Default::default(),
     };
     let sends = deliver(&mut m, store, 1, Message::DeclareGroup { request: 1, spec });
     let mut launched: Vec<ExecutorId> = sends

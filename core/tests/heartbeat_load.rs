@@ -43,6 +43,7 @@ fn register(m: &mut Master, now: Millis, i: u64) -> Millis {
         executors: vec![],
         epoch_seen: Epoch(0),
         launch_seen: 0,
+        attributes: vec![],
     };
     let sends = deliver_to_master(m, now, i, Message::RegisterWorker(reg));
     match &sends[..] {

@@ -129,6 +129,7 @@ impl Cluster {
             executors: vec![],
             epoch_seen: Epoch(1),
             launch_seen: 0,
+            attributes: vec![],
         });
         let _ = self.send(100, reg);
     }
@@ -154,6 +155,7 @@ impl Cluster {
             env: vec![],
             cores: 1,
             memory_mb: 64,
+            policy: Default::default(),
         };
         let out = self.send(conn, Message::DeclareGroup { request: 1, spec });
         m_sends(&out)

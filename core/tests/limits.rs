@@ -26,6 +26,7 @@ fn spec(group: &str, slots: u32, cores: u32, memory_mb: u64) -> GroupSpec {
         env: vec![],
         cores,
         memory_mb,
+        policy: Default::default(),
     }
 }
 
@@ -47,6 +48,7 @@ fn cluster_with(config: master::Config) -> Master {
         executors: vec![],
         epoch_seen: Epoch(1),
         launch_seen: 0,
+        attributes: vec![],
     });
     let _ = deliver_to_master(&mut m, T, 100, reg);
     let _ = m.handle(T, master::Event::Connected { conn: ConnId(1) });
@@ -292,6 +294,7 @@ fn register_msg(
         executors,
         epoch_seen: Epoch(1),
         launch_seen: 0,
+        attributes: vec![],
     })
 }
 
@@ -361,6 +364,7 @@ fn a_reregistration_past_the_report_limit_applies_none_of_its_reports() {
         executors: vec![report; limits::MAX_REPORTS_PER_REGISTRATION + 1],
         epoch_seen: Epoch(1),
         launch_seen: 0,
+        attributes: vec![],
     });
     let out = m.handle(T, master::Event::Message { conn: ConnId(100), msg: reg });
     let sends = m_sends(&out);
@@ -409,6 +413,7 @@ fn a_registration_reporting_many_ended_executors_writes_their_framework_once() {
         executors: reports,
         epoch_seen: Epoch(1),
         launch_seen: 0,
+        attributes: vec![],
     });
     let out = m.handle(T, master::Event::Message { conn: ConnId(300), msg: reg });
     let writes = out
@@ -730,4 +735,33 @@ fn worker_ids_filling_one_store_shard_are_refused_naming_the_limit() {
         }
     }
     assert_eq!(m.workers().len(), fit);
+}
+
+#[test]
+fn a_group_policy_past_its_limits_is_refused_naming_the_setting() {
+    use regent_core::policy::Constraint;
+    let names = limits::GroupKey::wire_name;
+    let mut s = spec("g", 1, 1, 0);
+    s.policy.restart.delay_ms = limits::MAX_RESTART_DELAY.0 + 1;
+    let p = limits::group_spec_problem(&s, names).expect("too long a delay");
+    assert_eq!(p.key, limits::GroupKey::Restart);
+    assert!(p.reason.contains("delay") && p.reason.contains("MAX_RESTART_DELAY"), "{}", p.reason);
+
+    let mut s = spec("g", 1, 1, 0);
+    s.policy.restart.delay_ms = 10_000;
+    s.policy.restart.max_delay_ms = 1_000;
+    let p = limits::group_spec_problem(&s, names).expect("max_delay below delay");
+    assert!(p.reason.contains("shorter than delay"), "{}", p.reason);
+
+    let mut s = spec("g", 1, 1, 0);
+    s.policy.constraints =
+        vec![Constraint::parse("disk=ssd").unwrap(); limits::MAX_CONSTRAINTS + 1];
+    let p = limits::group_spec_problem(&s, names).expect("too many constraints");
+    assert_eq!(p.key, limits::GroupKey::Constraints);
+    assert!(p.reason.contains("MAX_CONSTRAINTS"), "{}", p.reason);
+
+    let mut s = spec("g", 1, 1, 0);
+    s.policy.spread = Some("r".repeat(limits::MAX_ATTRIBUTE_BYTES + 1));
+    let p = limits::group_spec_problem(&s, names).expect("too long a spread attribute");
+    assert!(p.message("g").starts_with("group \"g\": spread names an attribute of 257 bytes"));
 }

@@ -61,6 +61,7 @@ fn register(worker: &str, inc: u64) -> Message {
         executors: vec![],
         epoch_seen: Epoch(1),
         launch_seen: 0,
+        attributes: vec![],
     })
 }
 
@@ -89,6 +90,7 @@ fn cluster() -> (Master, ExecutorId) {
         env: vec![],
         cores: 1,
         memory_mb: 1,
+        policy: Default::default(),
     };
     let sends = deliver(&mut m, T, 1, Message::DeclareGroup { request: 1, spec });
     let e = sends

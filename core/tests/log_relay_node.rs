@@ -26,6 +26,7 @@ fn leader_with_one_executor() -> (node_harness::Cluster, regent_core::ExecutorId
         env: vec![],
         cores: 1,
         memory_mb: 64,
+        policy: Default::default(),
     };
     let declare = Message::DeclareGroup { request: 1, spec };
     let _ = c.feed(0, Input::Message { conn: ConnId(20), msg: declare });

@@ -1134,6 +1134,7 @@ fn group(slots: u32) -> Message {
             env: Vec::new(),
             cores: 1,
             memory_mb: 64,
+            policy: Default::default(),
         },
     }
 }

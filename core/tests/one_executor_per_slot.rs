@@ -140,6 +140,7 @@ fn spec(slots: u32) -> GroupSpec {
         env: vec![],
         cores: 1,
         memory_mb: 1,
+        policy: Default::default(),
     }
 }
 
@@ -152,6 +153,7 @@ fn register(worker: &str, inc: u64, executors: Vec<ExecutorReport>, seen: u64) -
         executors,
         epoch_seen: Epoch(1),
         launch_seen: seen,
+        attributes: vec![],
     })
 }
 

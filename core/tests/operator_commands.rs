@@ -101,6 +101,7 @@ fn register(worker: &str, inc: u64, executors: Vec<ExecutorReport>) -> Message {
         executors,
         epoch_seen: Epoch(1),
         launch_seen: 0,
+        attributes: vec![],
     })
 }
 
@@ -219,6 +220,7 @@ impl Cluster {
             env: vec![],
             cores: 1,
             memory_mb: 1,
+            policy: Default::default(),
         };
         let out = m.handle(
             t,
@@ -504,6 +506,7 @@ fn scale_down_kills_the_highest_slots_durably_and_tells_the_subscriber() {
         env: vec![],
         cores: 1,
         memory_mb: 1,
+        policy: Default::default(),
     };
     let sends = c.deliver(t, SUB, Message::DeclareGroup { request: 2, spec });
     assert!(sends.iter().any(|(_, m)| matches!(m, Message::RequestAccepted { request: 2, .. })));

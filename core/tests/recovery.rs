@@ -30,6 +30,7 @@ fn register(i: u64) -> Message {
         executors: vec![],
         epoch_seen: Epoch(0),
         launch_seen: 0,
+        attributes: vec![],
     })
 }
 

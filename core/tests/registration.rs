@@ -246,6 +246,7 @@ fn id_conflict_between_two_incarnations() {
             executors: vec![],
             epoch_seen: Epoch(1),
             launch_seen: 0,
+            attributes: vec![],
         })
     };
     let _ = deliver_to_master(&mut a, T0, 1, reg(&old));
@@ -440,6 +441,7 @@ fn standby_answers_not_leader_with_hint_and_pushes_master_changed_when_elected()
         executors: vec![],
         epoch_seen: Epoch(0),
         launch_seen: 0,
+        attributes: vec![],
     });
     let out = b.handle(T0, master::Event::Message { conn: ConnId(1), msg: reg });
     match &m_sends(&out)[..] {

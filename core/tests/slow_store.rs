@@ -130,6 +130,7 @@ impl World {
             env: vec![],
             cores: 1,
             memory_mb: 128,
+            policy: Default::default(),
         };
         w.push(Millis::ZERO, To::Submit(snode::Input::Declare(spec)));
         if let Some(at) = worker_at {

@@ -43,6 +43,7 @@ fn register_w1(m: &mut Master, now: Millis) {
         executors: vec![],
         epoch_seen: Epoch(0),
         launch_seen: 0,
+        attributes: vec![],
     });
     let sends = deliver_to_master(m, now, 9, msg);
     assert!(sends.iter().any(|(_, m)| matches!(m, Message::Registered { .. })), "{sends:?}");

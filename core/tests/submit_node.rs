@@ -41,6 +41,7 @@ fn spec(slots: u32) -> GroupSpec {
         env: vec![],
         cores: 1,
         memory_mb: 64,
+        policy: Default::default(),
     }
 }
 

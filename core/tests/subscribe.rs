@@ -5,7 +5,8 @@ mod common;
 
 use common::*;
 use regent_core::ids::InstanceId;
-use regent_core::master::{self, Master, Placement};
+use regent_core::master::{self, Master};
+use regent_core::policy::Placement;
 use regent_core::protocol::{ExecutorReport, ExecutorState, GroupSpec, Message, Role, Subscribe};
 use regent_core::store::StoreCommand;
 use regent_core::subscriber::{self, Subscriber};
@@ -31,6 +32,7 @@ fn spec(slots: u32) -> GroupSpec {
         env: vec![],
         cores: 1,
         memory_mb: 512,
+        policy: Default::default(),
     }
 }
 
@@ -287,6 +289,7 @@ fn leader_with_workers(n: u64, placement: Placement) -> Master {
             executors: vec![],
             epoch_seen: Epoch(1),
             launch_seen: 0,
+            attributes: vec![],
         });
         let _ = deliver_to_master(&mut m, T, conn, reg);
     }

@@ -111,6 +111,7 @@ fn spec(group: &str, slots: u32) -> GroupSpec {
         env: vec![("MODE".into(), "prod".into())],
         cores: 1,
         memory_mb: 128,
+        policy: Default::default(),
     }
 }
 

@@ -8,7 +8,8 @@ mod common;
 
 use common::*;
 use regent_core::ids::InstanceId;
-use regent_core::master::{self, Master, Placement, Status, WorkerState};
+use regent_core::master::{self, Master, Status, WorkerState};
+use regent_core::policy::Placement;
 use regent_core::protocol::{
     ExecutorReport, ExecutorState, GroupSpec, Message, RegisterWorker, Role, Subscribe,
 };
@@ -26,6 +27,7 @@ fn spec(slots: u32) -> GroupSpec {
         env: vec![],
         cores: 1,
         memory_mb: 512,
+        policy: Default::default(),
     }
 }
 
@@ -82,6 +84,7 @@ fn register(i: u64, incarnation: u64, executors: Vec<ExecutorReport>) -> Message
         executors,
         epoch_seen: Epoch(1),
         launch_seen: 0,
+        attributes: vec![],
     })
 }
 

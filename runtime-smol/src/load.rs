@@ -399,6 +399,7 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, String> {
                     env: Vec::new(),
                     cores: 1,
                     memory_mb: 1,
+                    policy: Default::default(),
                 };
                 l.feed(opts.workers + f, PeerInput::Framework(snode::Input::Declare(spec)));
             }

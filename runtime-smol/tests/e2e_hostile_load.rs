@@ -135,7 +135,15 @@ struct Seen {
 }
 
 fn group(name: &str, slots: u32, cores: u32, command: Vec<String>) -> GroupSpec {
-    GroupSpec { group: name.to_owned(), slots, command, env: vec![], cores, memory_mb: 16 }
+    GroupSpec {
+        group: name.to_owned(),
+        slots,
+        command,
+        env: vec![],
+        cores,
+        memory_mb: 16,
+        policy: Default::default(),
+    }
 }
 
 /// One round of frames past a limit: a valid subscribe under a framework id
@@ -179,6 +187,7 @@ fn limit_round(addr: &str, i: usize, round: u64, seen: &Seen) {
                 executors: vec![],
                 epoch_seen: Epoch(0),
                 launch_seen: 0,
+                attributes: vec![],
             }),
         ],
         _ => vec![

@@ -52,6 +52,7 @@ fn planted() -> Record {
                 env: vec![],
                 cores: 1,
                 memory_mb: 16,
+                policy: Default::default(),
             },
             slots: vec![SlotOutcome::Pending],
             retries_used: 0,

@@ -120,6 +120,7 @@ async fn worker(addr: String, i: usize, window: usize, c: Arc<Counters>) -> Resu
             executors: vec![],
             epoch_seen: Epoch(0),
             launch_seen: 0,
+            attributes: vec![],
         }),
         &mut out,
     );

@@ -203,7 +203,7 @@ impl Driver {
 
 /// The default configuration (1 s heartbeats, 10 s worker timeout, the
 /// default heartbeat ceiling), with room for the bench's frameworks.
-fn config(placement: master::Placement) -> master::Config {
+fn config(placement: regent_core::policy::Placement) -> master::Config {
     let mut cfg = master::Config::new(MasterId::new("m"), Addr::new("10.0.0.1:7077"));
     cfg.placement = placement;
     cfg.max_frameworks = regent_core::limits::MAX_FRAMEWORKS_LIMIT;
@@ -252,6 +252,7 @@ fn spec(group: &str, slots: u32) -> GroupSpec {
         env: vec![],
         cores: 1,
         memory_mb: 1024,
+        policy: Default::default(),
     }
 }
 
@@ -275,6 +276,7 @@ fn register(d: &mut Driver, i: u64, executors: Vec<ExecutorReport>, t: &mut Tall
         executors,
         epoch_seen: Epoch(0),
         launch_seen: 0,
+        attributes: vec![],
     };
     d.msg(conn, Message::RegisterWorker(reg), t);
 }
@@ -318,7 +320,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// A leader with `n` registered workers (ALIVE, each with a connection).
 /// Prints the registration's cost and memory.
-fn registered_leader(n: u64, placement: master::Placement, report: bool) -> Driver {
+fn registered_leader(n: u64, placement: regent_core::policy::Placement, report: bool) -> Driver {
     let before = live_bytes();
     let mut d = Driver::new(config(placement));
     d.elect_empty();
@@ -546,7 +548,7 @@ fn recovery(n: u64) {
     let frameworks = n / u64::from(SLOTS_PER_FRAMEWORK);
     let recs = records(n);
     let before = live_bytes();
-    let mut d = Driver::new(config(master::Placement::Spread));
+    let mut d = Driver::new(config(regent_core::policy::Placement::Spread));
     d.now = Millis(1_000_000);
     let mut t = Tally::default();
     let all = Stopwatch::start();
@@ -626,7 +628,7 @@ fn main() {
     println!("regent-core master at scale: {n} workers (REGENT_SCALE_WORKERS)");
 
     if run("registry") || run("placement") {
-        let mut d = registered_leader(n, master::Placement::Spread, true);
+        let mut d = registered_leader(n, regent_core::policy::Placement::Spread, true);
         heartbeat_rounds(&mut d, n, 5);
         intervals(&d);
         sweeps_nothing_expired(&mut d, n, 9);
@@ -641,12 +643,13 @@ fn main() {
         black_box(d);
     }
     if run("big-groups") {
-        for (name, policy) in
-            [("spread", master::Placement::Spread), ("pack", master::Placement::Pack)]
-        {
+        for (name, policy) in [
+            ("spread", regent_core::policy::Placement::Spread),
+            ("pack", regent_core::policy::Placement::Pack),
+        ] {
             let mut d = registered_leader(n, policy, false);
             place(&mut d, n / u64::from(BIG_GROUP), BIG_GROUP, name);
-            if policy == master::Placement::Pack {
+            if policy == regent_core::policy::Placement::Pack {
                 // Workers full of executors of big frameworks: every death
                 // loses 16 executors, each a change to a 2,000-slot record.
                 sweep_one_percent_expired(&mut d, n);

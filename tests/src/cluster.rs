@@ -296,6 +296,7 @@ impl Cluster {
             env: vec![],
             cores: 1,
             memory_mb: 128,
+            policy: Default::default(),
         };
         self.sub_event(s, subscriber::Event::Declare(spec));
     }

@@ -514,6 +514,14 @@ impl Master {
             out.push(self.refuse_request(conn, request, problem.message(&spec.group)));
             return;
         }
+        if let Some(reason) = unhonoured_policy(&spec.policy) {
+            out.push(self.refuse_request(
+                conn,
+                request,
+                format!("group {:?}: {reason}", spec.group),
+            ));
+            return;
+        }
         let declared = self.frameworks.get(&id).map_or(0, |f| f.groups.len());
         let is_new = self
             .frameworks
@@ -789,4 +797,27 @@ impl Master {
             }
         }
     }
+}
+
+/// The part of a group's policy this master does not carry out yet, if any:
+/// such a group is refused, never accepted and run as if the policy were
+/// not there.
+fn unhonoured_policy(policy: &crate::policy::GroupPolicy) -> Option<String> {
+    use crate::policy::{GroupPolicy, RestartPolicy};
+    let GroupPolicy { restart, placement, constraints, spread } = policy;
+    let mut unsupported = Vec::new();
+    if *restart != RestartPolicy::default() {
+        unsupported.push("a restart policy");
+    }
+    if placement.is_some() {
+        unsupported.push("a placement");
+    }
+    if !constraints.is_empty() {
+        unsupported.push("constraints");
+    }
+    if spread.is_some() {
+        unsupported.push("spread");
+    }
+    (!unsupported.is_empty())
+        .then(|| format!("this master does not support {} yet", unsupported.join(", ")))
 }

@@ -34,6 +34,7 @@ mod snapshot;
 mod workers;
 
 use crate::ids::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, MasterId, WorkerId};
+use crate::policy::Placement;
 use crate::protocol::{
     ClusterState, ExecutorState, ExecutorView, FrameworkView, GroupView, LeaderHint, Message, Role,
     WorkerView,
@@ -107,16 +108,6 @@ pub struct Config {
     /// whose record would overfill its store shard's listing is refused
     /// ([`crate::limits::MAX_WORKER_SHARD_LISTING`]).
     pub max_workers: usize,
-}
-
-/// Executor placement policy.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Placement {
-    /// Round robin over the workers with room: spreads load.
-    #[default]
-    Spread,
-    /// The fullest worker that still fits: keeps whole workers free.
-    Pack,
 }
 
 impl Config {

@@ -657,6 +657,7 @@ mod tests {
                                 env: Vec::arbitrary(g),
                                 cores: u32::arbitrary(g),
                                 memory_mb: u64::arbitrary(g),
+                                policy: Default::default(),
                             },
                             slots: vec![
                                 crate::store::SlotOutcome::Done {

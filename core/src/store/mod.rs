@@ -177,6 +177,15 @@ pub struct GroupRecord {
     pub retries_used: u32,
 }
 
+impl GroupRecord {
+    /// Whether the record holds nothing the first group layout lacks (so a
+    /// framework record of such groups is written as earlier builds wrote
+    /// it, byte for byte): the default policy.
+    pub fn fits_v1(&self) -> bool {
+        self.spec.policy.is_default()
+    }
+}
+
 /// What became of a slot.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SlotOutcome {
@@ -240,7 +249,9 @@ pub struct HistoryRecord {
 /// address keeps the layout of the first format (so those images are
 /// byte-for-byte what earlier builds wrote and read), one with a callback
 /// address uses a variant appended after it; likewise a framework record
-/// without a registration time keeps the layout of the format before it.
+/// without a registration time keeps the layout of the format before it,
+/// and one whose groups all [`GroupRecord::fits_v1`] the group layout
+/// before policies.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "wire::Record", into = "wire::Record")]
 pub enum Record {
@@ -269,8 +280,9 @@ impl Record {
 /// The encoded shape of [`Record`] (see there): variants are only ever
 /// appended.
 mod wire {
-    use super::{FrameworkRecord, GroupRecord, HistoryRecord, WorkerRecord};
+    use super::{FrameworkRecord, GroupRecord, HistoryRecord, SlotOutcome, WorkerRecord};
     use crate::ids::{Addr, Epoch, FrameworkId, Incarnation, WorkerId};
+    use crate::protocol::GroupSpec;
     use serde::{Deserialize, Serialize};
 
     #[derive(Debug, Serialize, Deserialize)]
@@ -281,10 +293,14 @@ mod wire {
         WorkerWithCallback(WorkerV2),
         FrameworkWithCallback(FrameworkV2),
         History(HistoryRecord),
-        FrameworkWithRegistration(FrameworkRecord),
+        FrameworkWithRegistration(FrameworkV3),
         /// A worker under an operator's cordon or drain (appended: workers
         /// without one keep the earlier layouts byte for byte).
         WorkerWithMaintenance(WorkerRecord),
+        /// A framework with a group whose record holds more than the first
+        /// group layout ([`GroupRecord::fits_v1`]): a policy (appended:
+        /// frameworks without one keep the earlier layouts byte for byte).
+        FrameworkWithPolicies(FrameworkRecord),
     }
 
     /// A worker record of the second format: a callback address, no
@@ -298,6 +314,18 @@ mod wire {
         callback: Option<Addr>,
     }
 
+    /// A framework record of the third format: a registration time, groups
+    /// of the first layout.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct FrameworkV3 {
+        id: FrameworkId,
+        name: String,
+        failover_timeout_ms: u64,
+        groups: Vec<GroupV1>,
+        callback: Option<Addr>,
+        registered_at_ms: Option<u64>,
+    }
+
     /// A framework record of the second format: a callback address, no
     /// registration time.
     #[derive(Debug, Serialize, Deserialize)]
@@ -305,7 +333,7 @@ mod wire {
         id: FrameworkId,
         name: String,
         failover_timeout_ms: u64,
-        groups: Vec<GroupRecord>,
+        groups: Vec<GroupV1>,
         callback: Option<Addr>,
     }
 
@@ -315,7 +343,66 @@ mod wire {
         id: FrameworkId,
         name: String,
         failover_timeout_ms: u64,
-        groups: Vec<GroupRecord>,
+        groups: Vec<GroupV1>,
+    }
+
+    /// A group record of the first layout: no policy.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct GroupV1 {
+        spec: GroupSpecV1,
+        slots: Vec<SlotOutcome>,
+        retries_used: u32,
+    }
+
+    /// A group's declaration in the first layout: no policy.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct GroupSpecV1 {
+        group: String,
+        slots: u32,
+        command: Vec<String>,
+        env: Vec<(String, String)>,
+        cores: u32,
+        memory_mb: u64,
+    }
+
+    impl From<GroupV1> for GroupRecord {
+        fn from(g: GroupV1) -> Self {
+            let GroupSpecV1 { group, slots, command, env, cores, memory_mb } = g.spec;
+            GroupRecord {
+                spec: GroupSpec {
+                    group,
+                    slots,
+                    command,
+                    env,
+                    cores,
+                    memory_mb,
+                    policy: Default::default(),
+                },
+                slots: g.slots,
+                retries_used: g.retries_used,
+            }
+        }
+    }
+
+    impl From<GroupRecord> for GroupV1 {
+        /// Drops what the first layout has no room for: only called for
+        /// records that [`GroupRecord::fits_v1`].
+        fn from(g: GroupRecord) -> Self {
+            let GroupSpec { group, slots, command, env, cores, memory_mb, policy: _ } = g.spec;
+            GroupV1 {
+                spec: GroupSpecV1 { group, slots, command, env, cores, memory_mb },
+                slots: g.slots,
+                retries_used: g.retries_used,
+            }
+        }
+    }
+
+    fn groups_up(groups: Vec<GroupV1>) -> Vec<GroupRecord> {
+        groups.into_iter().map(GroupRecord::from).collect()
+    }
+
+    fn groups_down(groups: Vec<GroupRecord>) -> Vec<GroupV1> {
+        groups.into_iter().map(GroupV1::from).collect()
     }
 
     /// A worker record of the first format: no callback address.
@@ -346,7 +433,7 @@ mod wire {
                         id,
                         name,
                         failover_timeout_ms,
-                        groups,
+                        groups: groups_up(groups),
                         callback: None,
                         registered_at_ms: None,
                     })
@@ -375,13 +462,28 @@ mod wire {
                     id,
                     name,
                     failover_timeout_ms,
-                    groups,
+                    groups: groups_up(groups),
                     callback,
                     registered_at_ms: None,
                 }),
                 Record::History(h) => super::Record::History(h),
-                Record::FrameworkWithRegistration(f) => super::Record::Framework(f),
+                Record::FrameworkWithRegistration(FrameworkV3 {
+                    id,
+                    name,
+                    failover_timeout_ms,
+                    groups,
+                    callback,
+                    registered_at_ms,
+                }) => super::Record::Framework(FrameworkRecord {
+                    id,
+                    name,
+                    failover_timeout_ms,
+                    groups: groups_up(groups),
+                    callback,
+                    registered_at_ms,
+                }),
                 Record::WorkerWithMaintenance(w) => super::Record::Worker(w),
+                Record::FrameworkWithPolicies(f) => super::Record::Framework(f),
             }
         }
     }
@@ -410,9 +512,24 @@ mod wire {
                 super::Record::Worker(WorkerRecord {
                     id, incarnation, cores, memory_mb, ..
                 }) => Record::Worker(WorkerV1 { id, incarnation, cores, memory_mb }),
-                super::Record::Framework(f) if f.registered_at_ms.is_some() => {
-                    Record::FrameworkWithRegistration(f)
+                super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v1) => {
+                    Record::FrameworkWithPolicies(f)
                 }
+                super::Record::Framework(FrameworkRecord {
+                    id,
+                    name,
+                    failover_timeout_ms,
+                    groups,
+                    callback,
+                    registered_at_ms: registered_at_ms @ Some(_),
+                }) => Record::FrameworkWithRegistration(FrameworkV3 {
+                    id,
+                    name,
+                    failover_timeout_ms,
+                    groups: groups_down(groups),
+                    callback,
+                    registered_at_ms,
+                }),
                 super::Record::Framework(FrameworkRecord {
                     id,
                     name,
@@ -424,7 +541,7 @@ mod wire {
                     id,
                     name,
                     failover_timeout_ms,
-                    groups,
+                    groups: groups_down(groups),
                     callback,
                 }),
                 super::Record::Framework(FrameworkRecord {
@@ -433,7 +550,12 @@ mod wire {
                     failover_timeout_ms,
                     groups,
                     ..
-                }) => Record::Framework(FrameworkV1 { id, name, failover_timeout_ms, groups }),
+                }) => Record::Framework(FrameworkV1 {
+                    id,
+                    name,
+                    failover_timeout_ms,
+                    groups: groups_down(groups),
+                }),
                 super::Record::History(h) => Record::History(h),
             }
         }
@@ -487,6 +609,45 @@ mod tests {
             assert_eq!(bytes[0], variant, "{r:?}");
             assert_eq!(postcard::from_bytes::<Record>(&bytes).unwrap(), r);
         }
+    }
+
+    #[test]
+    fn a_framework_with_a_group_policy_uses_an_appended_variant_and_round_trips() {
+        use crate::policy::{Constraint, RestartMode};
+        let group = |policy: crate::policy::GroupPolicy| GroupRecord {
+            spec: GroupSpec {
+                group: "web".into(),
+                slots: 2,
+                command: vec!["srv".into()],
+                env: vec![("A".into(), "1".into())],
+                cores: 1,
+                memory_mb: 64,
+                policy,
+            },
+            slots: vec![SlotOutcome::Pending; 2],
+            retries_used: 1,
+        };
+        let fw = |groups| {
+            Record::Framework(FrameworkRecord {
+                id: FrameworkId::new("fw-1"),
+                name: "etl".into(),
+                failover_timeout_ms: 60_000,
+                groups,
+                callback: None,
+                registered_at_ms: Some(1_764_603_000_000),
+            })
+        };
+        let mut policy = crate::policy::GroupPolicy::default();
+        policy.restart.mode = RestartMode::Service;
+        policy.constraints.push(Constraint::parse("disk=ssd").unwrap());
+        let plain = fw(vec![group(Default::default())]);
+        let with = fw(vec![group(Default::default()), group(policy)]);
+        let bytes = postcard::to_allocvec(&plain).unwrap();
+        assert_eq!(bytes[0], 6, "default policies keep the registration layout");
+        assert_eq!(postcard::from_bytes::<Record>(&bytes).unwrap(), plain);
+        let bytes = postcard::to_allocvec(&with).unwrap();
+        assert_eq!(bytes[0], 8);
+        assert_eq!(postcard::from_bytes::<Record>(&bytes).unwrap(), with);
     }
 
     #[test]

@@ -851,6 +851,7 @@ pub fn register_msg(worker: &str, inc: u64) -> Message {
         executors: Vec::new(),
         epoch_seen: Epoch::ZERO,
         launch_seen: 0,
+        attributes: vec![],
     })
 }
 

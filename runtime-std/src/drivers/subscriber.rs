@@ -300,6 +300,7 @@ pub fn main_group(cfg: &SubscriberConfig) -> GroupSpec {
         env: cfg.env.clone(),
         cores: cfg.cores,
         memory_mb: cfg.memory_mb,
+        policy: Default::default(),
     }
 }
 

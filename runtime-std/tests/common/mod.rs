@@ -45,6 +45,7 @@ pub fn framework(id: &str, name: &str) -> Record {
                 env: vec![("K".into(), "V".into())],
                 cores: 1,
                 memory_mb: 256,
+                policy: Default::default(),
             },
             slots: vec![
                 SlotOutcome::Done { executor: "fw-1/main#0#1.1".into() },

@@ -338,5 +338,6 @@ pub fn group_spec(src: &mut Source) -> GroupSpec {
         env,
         cores: u32_peer(src, limits::MAX_CORES),
         memory_mb: u64_peer(src, limits::MAX_MEMORY_MB),
+        policy: Default::default(),
     }
 }

@@ -40,9 +40,10 @@ use regent_core::codec::{self, DecoderConfig};
 use regent_core::elector::{self, CandidateData, CandidateName};
 use regent_core::ids::InstanceId;
 use regent_core::limits::MAX_RECORD_PAYLOAD;
-use regent_core::master::{self, Placement};
+use regent_core::master;
 use regent_core::node::master::{Config, Input, Leadership, Output};
 use regent_core::node::{DialId, DialResult, Ended, MasterNode, ProbeResult};
+use regent_core::policy::Placement;
 use regent_core::protocol::{
     ExecutorReport, GroupSpec, Hello, LogRead, LogStream, Message, RegisterWorker, Subscribe,
     PROTOCOL_VERSION,
@@ -466,6 +467,7 @@ impl Harness {
                 executors: gen::reports(src, ex, fw),
                 epoch_seen: gen::epoch(src),
                 launch_seen: 0,
+                attributes: vec![],
             }),
             3 => Message::WorkerHeartbeat { incarnation: gen::incarnation(src) },
             4 => Message::ExecutorStatus {
@@ -614,6 +616,7 @@ impl Harness {
                         executors,
                         epoch_seen: gen::epoch(src),
                         launch_seen: 0,
+                        attributes: vec![],
                     };
                     self.send(conn, Message::RegisterWorker(reg));
                 }
@@ -652,6 +655,7 @@ impl Harness {
                     executors: Vec::new(),
                     epoch_seen: gen::epoch(src),
                     launch_seen: 0,
+                    attributes: vec![],
                 };
                 self.send(conn, Message::RegisterWorker(reg));
             }
@@ -1015,6 +1019,7 @@ fn sane_spec(src: &mut Source) -> GroupSpec {
         env: Vec::new(),
         cores: 1 + u32::from(src.u8() % 2),
         memory_mb: 64,
+        policy: Default::default(),
     }
 }
 

@@ -153,6 +153,7 @@ impl Harness {
             env: Vec::new(),
             cores: 1,
             memory_mb: 64,
+            policy: Default::default(),
         }
     }
 

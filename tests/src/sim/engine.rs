@@ -455,6 +455,7 @@ fn spec_for(s: usize, slots: u32) -> GroupSpec {
         env: Vec::new(),
         cores: 1,
         memory_mb: 256,
+        policy: Default::default(),
     }
 }
 

@@ -88,6 +88,8 @@ impl RawGroup {
             GroupKey::Env => self.env.as_ref().map(Spanned::span),
             GroupKey::Cores => self.cores.as_ref().map(Spanned::span),
             GroupKey::MemoryMb => self.memory_mb.as_ref().map(Spanned::span),
+            // Not job-file keys yet (refused by name before validation).
+            GroupKey::Restart | GroupKey::Constraints | GroupKey::Spread => None,
         }
     }
 

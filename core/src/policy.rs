@@ -1,0 +1,228 @@
+//! What a group asks of the master beyond its resources: where its
+//! executors may run (a placement policy, constraints on worker attributes,
+//! an attribute to spread over) and what happens when one ends (a restart
+//! policy).
+//!
+//! A [`GroupPolicy`] travels in [`crate::protocol::GroupSpec::policy`]: a
+//! subscriber declares it with the group, the master keeps it in the
+//! framework record (so a new leader places and restarts the group the same
+//! way), and [`crate::job::JobGroup`] fills it from a job file. The default
+//! policy is what a group got before policies existed: the master's own
+//! placement, no constraints, batch restarts with the master's retry budget
+//! and no delay; a framework record whose groups all have it keeps the
+//! earlier store layout byte for byte.
+//!
+//! Worker attributes, which constraints and `spread` name, are what a worker
+//! announces in [`crate::protocol::RegisterWorker::attributes`]
+//! (`regent worker --attribute rack=r1`).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Executor placement policy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Placement {
+    /// Round robin over the workers with room: spreads load.
+    #[default]
+    Spread,
+    /// The fullest worker that still fits: keeps whole workers free.
+    Pack,
+}
+
+impl Placement {
+    /// The name a flag or a job file uses: `spread` or `pack`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::Spread => "spread",
+            Placement::Pack => "pack",
+        }
+    }
+
+    /// The policy named `name` (`spread` or `pack`).
+    pub fn from_name(name: &str) -> Option<Placement> {
+        match name {
+            "spread" => Some(Placement::Spread),
+            "pack" => Some(Placement::Pack),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Placement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where a group's executors may run and what happens when one ends.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupPolicy {
+    /// What happens when an executor of the group ends.
+    pub restart: RestartPolicy,
+    /// How the group's executors are placed; `None`: the master's
+    /// `--placement`.
+    pub placement: Option<Placement>,
+    /// Every constraint a worker must meet to run an executor of the group.
+    pub constraints: Vec<Constraint>,
+    /// A worker attribute whose values the group's executors are spread
+    /// over evenly (`rack`: as many on each rack as placement allows).
+    pub spread: Option<String>,
+}
+
+impl GroupPolicy {
+    /// Whether this is the default policy (see the module docs).
+    pub fn is_default(&self) -> bool {
+        *self == GroupPolicy::default()
+    }
+}
+
+/// What happens when an executor of a group ends.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestartPolicy {
+    /// Batch or service.
+    pub mode: RestartMode,
+    /// How many failed runs of a slot are retried before the slot fails;
+    /// `None`: the master's `--max-executor-retries`, shared by the group.
+    pub attempts: Option<u32>,
+    /// The wait before the first retry, ms; doubled on every further
+    /// failure in a row, up to `max_delay_ms`.
+    pub delay_ms: u64,
+    /// The longest wait between retries, ms; 0: no cap beyond `delay_ms`
+    /// doubling.
+    pub max_delay_ms: u64,
+    /// How long an executor must run before its failures in a row are
+    /// forgotten (the backoff starts again from `delay_ms`), ms; 0: never.
+    pub healthy_after_ms: u64,
+}
+
+/// Whether a slot is done when its executor exits 0.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RestartMode {
+    /// An exit 0 ends the slot; a failure is retried (the default).
+    #[default]
+    Batch,
+    /// The slot is restarted whenever its executor ends, however it ends.
+    Service,
+}
+
+impl RestartMode {
+    /// The name a flag or a job file uses: `batch` or `service`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RestartMode::Batch => "batch",
+            RestartMode::Service => "service",
+        }
+    }
+
+    /// The mode named `name` (`batch` or `service`).
+    pub fn from_name(name: &str) -> Option<RestartMode> {
+        match name {
+            "batch" => Some(RestartMode::Batch),
+            "service" => Some(RestartMode::Service),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for RestartMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A condition on one worker attribute.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Constraint {
+    /// The attribute's name, e.g. `rack`.
+    pub attribute: String,
+    /// What its value must be.
+    pub op: ConstraintOp,
+}
+
+/// What a [`Constraint`] asks of an attribute's value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ConstraintOp {
+    /// The worker has the attribute with this value (`disk=ssd`).
+    Equals(String),
+    /// The worker does not have the attribute with this value (a worker
+    /// without the attribute meets it) (`rack!=r9`).
+    NotEquals(String),
+    /// The worker has the attribute, whatever its value (`gpu`).
+    Present,
+}
+
+impl Constraint {
+    /// Whether a worker with `attributes` meets this constraint.
+    pub fn allows(&self, attributes: &[(String, String)]) -> bool {
+        let value = attributes.iter().find(|(k, _)| *k == self.attribute).map(|(_, v)| v);
+        match &self.op {
+            ConstraintOp::Equals(want) => value == Some(want),
+            ConstraintOp::NotEquals(not) => value != Some(not),
+            ConstraintOp::Present => value.is_some(),
+        }
+    }
+
+    /// Parses `name=value`, `name!=value` or `name` (the flag and job file
+    /// syntax); the error says what is wrong.
+    pub fn parse(text: &str) -> Result<Constraint, String> {
+        let (attribute, op) = if let Some((k, v)) = text.split_once("!=") {
+            (k, ConstraintOp::NotEquals(v.to_string()))
+        } else if let Some((k, v)) = text.split_once('=') {
+            (k, ConstraintOp::Equals(v.to_string()))
+        } else {
+            (text, ConstraintOp::Present)
+        };
+        if attribute.is_empty() {
+            return Err(format!(
+                "constraint {text:?} names no attribute (write name=value, name!=value or name)"
+            ));
+        }
+        Ok(Constraint { attribute: attribute.to_string(), op })
+    }
+}
+
+impl fmt::Display for Constraint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.op {
+            ConstraintOp::Equals(v) => write!(f, "{}={v}", self.attribute),
+            ConstraintOp::NotEquals(v) => write!(f, "{}!={v}", self.attribute),
+            ConstraintOp::Present => f.write_str(&self.attribute),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attrs(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn constraints_parse_and_print_as_written_and_judge_attributes() {
+        for text in ["disk=ssd", "rack!=r9", "gpu", "empty="] {
+            assert_eq!(Constraint::parse(text).unwrap().to_string(), text);
+        }
+        assert!(Constraint::parse("=ssd").unwrap_err().contains("names no attribute"));
+        let w = attrs(&[("disk", "ssd"), ("rack", "r1")]);
+        assert!(Constraint::parse("disk=ssd").unwrap().allows(&w));
+        assert!(!Constraint::parse("disk=hdd").unwrap().allows(&w));
+        assert!(Constraint::parse("rack!=r9").unwrap().allows(&w));
+        assert!(!Constraint::parse("rack!=r1").unwrap().allows(&w));
+        assert!(Constraint::parse("zone!=z1").unwrap().allows(&w), "absent is not z1");
+        assert!(Constraint::parse("rack").unwrap().allows(&w));
+        assert!(!Constraint::parse("gpu").unwrap().allows(&w));
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for p in [Placement::Spread, Placement::Pack] {
+            assert_eq!(Placement::from_name(p.name()), Some(p));
+        }
+        for m in [RestartMode::Batch, RestartMode::Service] {
+            assert_eq!(RestartMode::from_name(m.name()), Some(m));
+        }
+        assert!(GroupPolicy::default().is_default());
+    }
+}
