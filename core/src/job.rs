@@ -33,6 +33,7 @@
 //! is refused by the file reader by name, never ignored.
 
 use crate::limits::{self, GroupKey};
+use crate::policy::GroupPolicy;
 use crate::protocol::GroupSpec;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -61,6 +62,9 @@ pub struct JobGroup {
     pub cores: u32,
     /// Memory each executor holds, MiB; default [`JobGroup::DEFAULT_MEMORY_MB`].
     pub memory_mb: u64,
+    /// Placement and restarts (`restart`, `placement`, `constraints`,
+    /// `spread`); default: [`GroupPolicy::default`].
+    pub policy: GroupPolicy,
 }
 
 impl JobGroup {
@@ -80,6 +84,7 @@ impl JobGroup {
             env: BTreeMap::new(),
             cores: Self::DEFAULT_CORES,
             memory_mb: Self::DEFAULT_MEMORY_MB,
+            policy: GroupPolicy::default(),
         }
     }
 
@@ -92,7 +97,7 @@ impl JobGroup {
             env: self.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             cores: self.cores,
             memory_mb: self.memory_mb,
-            policy: Default::default(),
+            policy: self.policy.clone(),
         }
     }
 }

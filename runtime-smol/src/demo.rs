@@ -114,6 +114,7 @@ pub async fn run_demo(executor_shim: Option<std::path::PathBuf>) -> Result<(), S
         memory_mb: 64,
         command: vec!["sh".into(), "-c".into(), "sleep 3; echo finished".into()],
         env: vec![],
+        policy: Default::default(),
         net: net.clone(),
         insecure: false,
         connect_timeout: None,

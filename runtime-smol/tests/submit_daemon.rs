@@ -171,6 +171,7 @@ fn options(masters: Vec<Addr>, executors: u32) -> SubmitOptions {
         memory_mb: 64,
         command: vec!["sleep".into(), "1".into()],
         env: vec![],
+        policy: Default::default(),
         net: Arc::new(NetConfig::new(CLUSTER, None)),
         insecure: false,
         connect_timeout: None,

@@ -86,6 +86,9 @@ pub struct SubscriberConfig {
     /// Environment variables of every executor, in order (`regent submit
     /// --env K=V`).
     pub env: Vec<(String, String)>,
+    /// The group's policy (`regent submit --restart`, `--placement`,
+    /// `--constraint`...).
+    pub policy: regent_core::policy::GroupPolicy,
     /// Connection settings (cluster secret, frame size, timeouts).
     pub net: Arc<NetConfig>,
     /// Accept non-loopback masters without a cluster secret.
@@ -291,7 +294,7 @@ pub fn submit_node_config(cfg: &SubscriberConfig, instance: InstanceId) -> Confi
 }
 
 /// The one group `regent submit` declares: [`GROUP`], `executors` slots of
-/// `command` with `env`, `cores` and `memory_mb`.
+/// `command` with `env`, `cores`, `memory_mb` and `policy`.
 pub fn main_group(cfg: &SubscriberConfig) -> GroupSpec {
     GroupSpec {
         group: GROUP.to_owned(),
@@ -300,7 +303,7 @@ pub fn main_group(cfg: &SubscriberConfig) -> GroupSpec {
         env: cfg.env.clone(),
         cores: cfg.cores,
         memory_mb: cfg.memory_mb,
-        policy: Default::default(),
+        policy: cfg.policy.clone(),
     }
 }
 

@@ -106,6 +106,7 @@ async fn submit_options(
         memory_mb: 0,
         command: Vec::new(),
         env: Vec::new(),
+        policy: Default::default(),
         net: net_config(common)?,
         insecure: common.insecure,
         connect_timeout: Some(f.connect_timeout.duration()),
