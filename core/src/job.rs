@@ -150,6 +150,61 @@ pub fn key_name(key: GroupKey) -> &'static str {
 }
 
 impl JobSpec {
+    /// The live framework a run of this job follows instead of starting
+    /// another (a resubmission of the same job file is idempotent): the one
+    /// framework in `state` named like the job; `None` when there is none.
+    /// An error when several are (naming them: `--framework-id` picks one),
+    /// or when the job's groups or counts differ from what that framework
+    /// was declared with (naming the difference, before anything is taken
+    /// over; a changed command, environment or policy is refused by the
+    /// master, which knows the whole declaration).
+    pub fn live_framework(
+        &self,
+        state: &crate::protocol::ClusterState,
+    ) -> Result<Option<crate::ids::FrameworkId>, String> {
+        let named: Vec<&crate::protocol::FrameworkView> =
+            state.frameworks.iter().filter(|f| f.name == self.name).collect();
+        let f = match named[..] {
+            [] => return Ok(None),
+            [f] => f,
+            _ => {
+                return Err(format!(
+                    "job {:?} runs as {} frameworks ({}): give --framework-id to follow one, or --new to start another",
+                    self.name,
+                    named.len(),
+                    named.iter().map(|f| f.id.as_str()).collect::<Vec<_>>().join(", ")
+                ))
+            }
+        };
+        let mut changes = Vec::new();
+        for g in &self.groups {
+            match f.groups.iter().find(|v| v.name == g.name) {
+                None => changes.push(format!("group {:?} is new", g.name)),
+                Some(v) if v.declared != g.count => {
+                    changes.push(format!("group {:?}: count {} -> {}", g.name, v.declared, g.count))
+                }
+                Some(_) => {}
+            }
+        }
+        for v in &f.groups {
+            if !self.groups.iter().any(|g| g.name == v.name) {
+                changes.push(format!("group {:?} is gone from the file", v.name));
+            }
+        }
+        if changes.is_empty() {
+            Ok(Some(f.id.clone()))
+        } else {
+            Err(format!(
+                "job {:?} is live as framework {} and the file changes it ({}); nothing was changed: \
+                 stop it first (regent kill --masters ... {}) or give --new to run another",
+                self.name,
+                f.id,
+                changes.join("; "),
+                f.id
+            ))
+        }
+    }
+
     /// The first rule the job breaks, in the order of its groups (see the
     /// module documentation); `Ok` when the master would accept every
     /// group's declaration.

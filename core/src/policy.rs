@@ -191,6 +191,71 @@ impl fmt::Display for Constraint {
     }
 }
 
+/// What differs between two declarations of one group, in words, key by
+/// key as a job file names them (`count 2 -> 4`, `command`, `env`,
+/// `restart`...): what a refusal of a changed group names. Empty when they
+/// are equal.
+pub fn spec_changes(
+    old: &crate::protocol::GroupSpec,
+    new: &crate::protocol::GroupSpec,
+) -> Vec<String> {
+    let mut changes = Vec::new();
+    if old.slots != new.slots {
+        changes.push(format!("count {} -> {}", old.slots, new.slots));
+    }
+    if old.command != new.command {
+        changes.push(format!("command {:?} -> {:?}", old.command, new.command));
+    }
+    if old.env != new.env {
+        let names = |env: &[(String, String)]| -> Vec<String> {
+            env.iter().map(|(k, _)| k.clone()).collect()
+        };
+        let changed: Vec<String> = names(&old.env)
+            .into_iter()
+            .chain(names(&new.env))
+            .filter(|k| {
+                old.env.iter().find(|(o, _)| o == k) != new.env.iter().find(|(n, _)| n == k)
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        // Values are not shown: an environment may hold credentials.
+        changes.push(format!("env ({})", changed.join(", ")));
+    }
+    if old.cores != new.cores {
+        changes.push(format!("cores {} -> {}", old.cores, new.cores));
+    }
+    if old.memory_mb != new.memory_mb {
+        changes.push(format!("memory_mb {} -> {}", old.memory_mb, new.memory_mb));
+    }
+    let (o, n) = (&old.policy, &new.policy);
+    if o.restart != n.restart {
+        changes.push("restart".into());
+    }
+    if o.placement != n.placement {
+        let name = |p: Option<Placement>| p.map_or("the master's", Placement::name);
+        changes.push(format!("placement {} -> {}", name(o.placement), name(n.placement)));
+    }
+    if o.constraints != n.constraints {
+        let list = |c: &[Constraint]| -> String {
+            c.iter().map(Constraint::to_string).collect::<Vec<_>>().join(", ")
+        };
+        changes.push(format!(
+            "constraints [{}] -> [{}]",
+            list(&o.constraints),
+            list(&n.constraints)
+        ));
+    }
+    if o.spread != n.spread {
+        changes.push(format!(
+            "spread {} -> {}",
+            o.spread.as_deref().unwrap_or("none"),
+            n.spread.as_deref().unwrap_or("none")
+        ));
+    }
+    changes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,6 +278,36 @@ mod tests {
         assert!(Constraint::parse("zone!=z1").unwrap().allows(&w), "absent is not z1");
         assert!(Constraint::parse("rack").unwrap().allows(&w));
         assert!(!Constraint::parse("gpu").unwrap().allows(&w));
+    }
+
+    #[test]
+    fn changes_name_each_key_and_hide_environment_values() {
+        let old = crate::protocol::GroupSpec {
+            group: "web".into(),
+            slots: 2,
+            command: vec!["srv".into()],
+            env: vec![("TOKEN".into(), "s3cret".into()), ("MODE".into(), "a".into())],
+            cores: 1,
+            memory_mb: 64,
+            policy: GroupPolicy::default(),
+        };
+        assert!(spec_changes(&old, &old).is_empty());
+        let mut new = old.clone();
+        new.slots = 4;
+        new.env[0].1 = "other".into();
+        new.policy.placement = Some(Placement::Pack);
+        new.policy.constraints.push(Constraint::parse("disk=ssd").unwrap());
+        let changes = spec_changes(&old, &new);
+        assert_eq!(
+            changes,
+            [
+                "count 2 -> 4",
+                "env (TOKEN)",
+                "placement the master's -> pack",
+                "constraints [] -> [disk=ssd]"
+            ]
+        );
+        assert!(!changes.concat().contains("s3cret"));
     }
 
     #[test]

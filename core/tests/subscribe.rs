@@ -359,7 +359,8 @@ fn declared_group_is_persisted_acknowledged_then_spread_over_workers() {
     // A different spec for the group is refused and kills nothing.
     let refused = declare(&mut m, 1, 3, spec(5));
     assert!(
-        matches!(&refused[..], [(ConnId(1), Message::RequestRefused { request: 3, reason, .. })] if reason.contains("different spec"))
+        matches!(&refused[..], [(ConnId(1), Message::RequestRefused { request: 3, reason, .. })] if reason.contains("different spec (changed: count 3 -> 5)")),
+        "{refused:?}"
     );
     assert_eq!(m.executors().count(), 3);
 }

@@ -161,3 +161,82 @@ fn submit_env_reaches_the_executor() {
     assert_eq!(bad.status.code(), Some(2), "a usage error: {stderr}");
     assert!(stderr.contains("expected KEY=VALUE, found \"NOEQUALS\" (no '=')"), "{stderr}");
 }
+
+/// A one-group job of `count` executors that run until killed.
+fn service_job(count: u32) -> String {
+    format!(
+        r#"name = "webfarm"
+
+[[group]]
+name = "web"
+count = {count}
+command = ["sleep", "600"]
+"#
+    )
+}
+
+/// The ids of the executors the leader shows, sorted.
+fn executor_ids(state: &serde_json::Value) -> Vec<String> {
+    let mut ids: Vec<String> =
+        support::cluster::executors(state).into_iter().map(|(id, _)| id).collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn running_the_same_job_file_again_follows_the_live_framework_and_a_changed_count_is_refused() {
+    let c = Cluster::new("job-rerun");
+    let (spec, _master, _worker) = master_and_worker(&c);
+    let job = c.path("job.toml");
+    std::fs::write(&job, service_job(2)).unwrap();
+    let addr = spec.addr();
+    let run_args = |file: &str| {
+        vec!["run", "--masters", &addr, "--connect-timeout", "30", file]
+            .into_iter()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let args = run_args(job.to_str().unwrap());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut first = c.spawn("run1", Kind::Submit, &args);
+    let before = wait_for(BOUND, "both executors RUNNING", || {
+        let state = api_state(&spec.http_addr()).ok_or("the master does not answer")?;
+        let running =
+            support::cluster::executors(&state).iter().filter(|(_, s)| s == "RUNNING").count();
+        if running == 2 {
+            Ok(executor_ids(&state))
+        } else {
+            Err(format!("{running} running: {state}"))
+        }
+    });
+
+    // The same file again: the live framework is followed, nothing new runs.
+    let mut second = c.spawn("run2", Kind::Submit, &args);
+    wait_until(BOUND, "the second run follows the live framework", || {
+        second.stdout().contains("job \"webfarm\" is live as framework")
+    });
+    let status = first.wait_exit(BOUND);
+    assert_eq!(status.code(), Some(3), "the first run is taken over:\n{}", first.stdout());
+    wait_until(BOUND, "the second run subscribed", || {
+        second.stdout().contains("group web accepted")
+    });
+    let state = api_state(&spec.http_addr()).expect("the master answers");
+    assert_eq!(state["frameworks"].as_array().map(Vec::len), Some(1), "{state}");
+    assert_eq!(executor_ids(&state), before, "the same executors, none added");
+
+    // A changed count is refused before anything is taken over.
+    let changed = c.path("changed.toml");
+    std::fs::write(&changed, service_job(3)).unwrap();
+    let out = c.run(
+        &["run", "--masters", &addr, "--connect-timeout", "30", changed.to_str().unwrap()],
+        BOUND,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("the file changes it (group \"web\": count 2 -> 3)"), "{stderr}");
+    second.assert_running("a refused change takes nothing over");
+    let state = api_state(&spec.http_addr()).expect("the master answers");
+    assert_eq!(executor_ids(&state), before);
+    second.sigterm();
+    let _ = second.wait_exit(BOUND);
+}

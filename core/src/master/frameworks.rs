@@ -556,8 +556,9 @@ impl Master {
                 self.persist_framework(&id, vec![AfterWrite::Accept { conn, request }], out);
             } else {
                 let reason = format!(
-                    "group {:?} is already declared with a different spec ({} slots of {:?}, {} cores, {} MiB); nothing was changed or killed",
-                    spec.group, existing.record.spec.slots, existing.record.spec.command, existing.record.spec.cores, existing.record.spec.memory_mb
+                    "group {:?} is already declared with a different spec (changed: {}); nothing was changed or killed",
+                    spec.group,
+                    crate::policy::spec_changes(&existing.record.spec, &spec).join("; ")
                 );
                 out.push(self.refuse_request(conn, request, reason));
             }

@@ -582,6 +582,11 @@ pub struct RunArgs {
     /// The job file (TOML; docs/jobs.md).
     #[arg(value_name = "JOB.toml")]
     pub job: PathBuf,
+    /// Start another framework even when one named like the job is live
+    /// (without it, a live one is followed: running the same job file twice
+    /// runs it once).
+    #[arg(long, conflicts_with = "framework_id")]
+    pub new: bool,
 }
 
 /// `regent job ...`.

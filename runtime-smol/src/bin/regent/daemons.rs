@@ -149,7 +149,23 @@ pub async fn submit(common: &Common, a: SubmitArgs) -> Result<ExitCode, String> 
 /// before anything is dialled, then its groups submitted and followed.
 pub async fn run_job(common: &Common, a: RunArgs) -> Result<ExitCode, String> {
     let job = crate::job_file::load(&a.job)?;
-    let opts = submit_options(common, &a.follow).await?;
+    let mut opts = submit_options(common, &a.follow).await?;
+    if opts.framework_id.is_none() && !a.new {
+        let state = regent_smol::client::fetch_state_with(
+            &opts.masters,
+            opts.net.clone(),
+            true,
+            crate::common::patience(a.follow.connect_timeout),
+        )
+        .await?;
+        if let Some(id) = job.live_framework(&state)? {
+            println!(
+                "job {:?} is live as framework {id}: following it (the same groups are adopted, a changed one is refused)",
+                job.name
+            );
+            opts.framework_id = Some(id.as_str().to_owned());
+        }
+    }
     use std::io::IsTerminal;
     let progress = std::io::stdout().is_terminal();
     let outcome = regent_smol::submit::run_job_with_progress(
