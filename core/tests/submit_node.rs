@@ -689,3 +689,61 @@ fn issue_20_a_leader_that_answers_keeps_the_connect_timeout_from_ending_the_subm
     let out = n.handle(Millis::from_secs(41), msg(next_dial - 1, subscribed("fw-1", EPOCH)));
     assert!(lines(&out).contains(&"subscribed to m1:1".to_string()), "{out:?}");
 }
+
+/// An update of slot `slot` of group `group`.
+fn group_update(group: &str, slot: u32, state: ExecutorState) -> Message {
+    Message::ExecutorUpdate {
+        epoch: EPOCH,
+        info: ExecutorInfo {
+            id: ExecutorId::new(format!("fw-1/{group}#{slot}#1")),
+            group: group.into(),
+            slot,
+            worker: Some(WorkerId::new("w1")),
+            state,
+        },
+    }
+}
+
+#[test]
+fn a_job_of_several_groups_shows_progress_and_each_groups_end_group_by_group() {
+    let mut n = node(&["m1:1"]);
+    let progress = |out: &[Output]| -> Vec<String> {
+        out.iter()
+            .filter_map(|o| match o {
+                Output::Show(Show::Progress(p)) => Some(p.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let _ = n.handle(Millis(0), Input::Start);
+    let mut driver = spec(1);
+    driver.group = "driver".into();
+    let mut mappers = spec(2);
+    mappers.group = "mappers".into();
+    let _ = n.handle(Millis(0), Input::Declare(driver));
+    let out = n.handle(Millis(0), Input::Declare(mappers));
+    assert_eq!(
+        progress(&out),
+        vec!["[driver 0/1 running, 0 done, 0 failed | mappers 0/2 running, 0 done, 0 failed]"]
+    );
+    let _ = n.handle(Millis(1), dialled(1, 1));
+    let _ = n.handle(Millis(2), msg(1, leading("m1:1", EPOCH)));
+    let _ = n.handle(Millis(3), msg(1, subscribed("fw-1", EPOCH)));
+    let _ = n.handle(Millis(4), msg(1, group_update("mappers", 0, ExecutorState::Running)));
+    let out =
+        n.handle(Millis(5), msg(1, group_update("mappers", 0, ExecutorState::Exited { code: 0 })));
+    assert!(!lines(&out).iter().any(|l| l.starts_with("group mappers:")), "one slot of two");
+    let out =
+        n.handle(Millis(6), msg(1, group_update("mappers", 1, ExecutorState::Exited { code: 0 })));
+    assert!(lines(&out).contains(&"group mappers: all 2 slots done".to_string()), "{out:?}");
+    assert_eq!(
+        progress(&out),
+        vec!["[driver 0/1 running, 0 done, 0 failed | mappers 0/2 running, 2 done, 0 failed]"]
+    );
+    assert!(exit_of(&out).is_none(), "the driver still runs");
+    let out =
+        n.handle(Millis(7), msg(1, group_update("driver", 0, ExecutorState::Exited { code: 0 })));
+    let shown = lines(&out);
+    assert!(shown.contains(&"group driver: its slot is done".to_string()), "{shown:?}");
+    assert!(!shown.iter().any(|l| l.starts_with("group mappers:")), "shown once: {shown:?}");
+}

@@ -219,7 +219,8 @@ pub enum Show {
     /// clear the progress summary first).
     Line(String),
     /// The live summary `[<running>/<slots> running, <done> done, <failed>
-    /// failed]`, emitted at the end of every input that showed a line or
+    /// failed]` (with several groups, one such part per group: `[driver
+    /// 1/1 running, 0 done, 0 failed | mappers ...]`), emitted at the end of every input that showed a line or
     /// changed it. Draw it in place (`\r`) only when the output is a
     /// terminal; a pipe or a file gets plain lines only.
     Progress(String),
@@ -307,6 +308,9 @@ pub struct SubmitNode {
     groups: Vec<GroupProgress>,
     /// Groups whose acceptance was shown.
     accepted: BTreeSet<String>,
+    /// Groups whose end (every slot done or failed) was shown, when there
+    /// are several.
+    settled: BTreeSet<String>,
     /// The state last shown for each executor.
     shown_executors: BTreeMap<ExecutorId, ExecutorState>,
     /// The framework id last shown.
@@ -353,6 +357,7 @@ impl SubmitNode {
             closing: BTreeSet::new(),
             groups: Vec::new(),
             accepted: BTreeSet::new(),
+            settled: BTreeSet::new(),
             shown_executors: BTreeMap::new(),
             framework: None,
             stopped: None,
@@ -529,11 +534,44 @@ impl SubmitNode {
                 return out;
             }
         }
+        self.show_settled_groups(&mut out);
         match self.outcome() {
             Some(outcome) => self.end(now, outcome, &mut out),
             None => self.show_progress(&mut out),
         }
         out
+    }
+
+    /// With several groups, one line per group once all its slots are done
+    /// or failed (`group mappers: all 4 slots done`, `group mappers: 3 done,
+    /// 1 failed`): the progress of a job group by group. One group's end is
+    /// the closing line.
+    fn show_settled_groups(&mut self, out: &mut Vec<Output>) {
+        if self.groups.len() < 2 {
+            return;
+        }
+        let mut lines = Vec::new();
+        for g in &self.groups {
+            if self.settled.contains(g.group()) {
+                continue;
+            }
+            let text = match g.outcome() {
+                Some(Ok(SubmitOutcome::Succeeded)) => match g.counts().slots {
+                    1 => format!("group {}: its slot is done", g.group()),
+                    n => format!("group {}: all {n} slots done", g.group()),
+                },
+                Some(Ok(SubmitOutcome::SlotsFailed(_))) => {
+                    let c = g.counts();
+                    format!("group {}: {} done, {} failed", g.group(), c.done, c.failed)
+                }
+                _ => continue,
+            };
+            lines.push((g.group().to_owned(), text));
+        }
+        for (group, text) in lines {
+            self.settled.insert(group);
+            self.line(text, out);
+        }
     }
 
     /// One subscriber `handle` call and its actions. `context` is what the
@@ -731,9 +769,21 @@ impl SubmitNode {
         if self.groups.is_empty() {
             return;
         }
-        let c = self.counts();
-        let text =
-            format!("[{}/{} running, {} done, {} failed]", c.running, c.slots, c.done, c.failed);
+        let counts = |c: ProgressCounts| {
+            format!("{}/{} running, {} done, {} failed", c.running, c.slots, c.done, c.failed)
+        };
+        // Group by group when there are several: `[driver 1/1 running, 0
+        // done, 0 failed | mappers 2/4 running, 1 done, 0 failed]`.
+        let text = if self.groups.len() > 1 {
+            let parts: Vec<String> = self
+                .groups
+                .iter()
+                .map(|g| format!("{} {}", g.group(), counts(g.counts())))
+                .collect();
+            format!("[{}]", parts.join(" | "))
+        } else {
+            format!("[{}]", counts(self.counts()))
+        };
         if self.showed_line || self.progress.as_deref() != Some(text.as_str()) {
             self.progress = Some(text.clone());
             out.push(Output::Show(Show::Progress(text)));
