@@ -382,7 +382,8 @@ pub(crate) struct SubP {
     /// The executors the program knows of (from `Subscribed` and updates,
     /// as the node's `Observed` outputs report them).
     pub(crate) view: BTreeMap<ExecutorId, ExecutorState>,
-    spec: GroupSpec,
+    /// The groups it declares (a job of one or two groups), in order.
+    specs: Vec<GroupSpec>,
 }
 
 impl SubP {
@@ -481,16 +482,26 @@ impl World {
                 left_behind: Vec::new(),
             })
             .collect();
+        // A second group for some subscribers (a job of two groups), drawn
+        // from a generator of its own so the main one's draws, and so every
+        // recorded seed's schedule, stay as they were.
+        let mut jobs = fastrand::Rng::with_seed(seed ^ 0x6a6f_6273);
         let subs = (0..cfg.subscribers)
             .map(|i| {
                 let slots = rng.u32(1..=3);
+                let mut specs = vec![spec_for(i, slots)];
+                if jobs.bool() {
+                    let mut second = spec_for(i, jobs.u32(1..=2));
+                    second.group = format!("g{i}-b");
+                    specs.push(second);
+                }
                 SubP {
                     p: Proc::default(),
                     node: new_sub(i, InstanceId((i as u64 + 1) << 32), None, cfg.masters, seed),
                     framework: None,
                     exited: None,
                     view: BTreeMap::new(),
-                    spec: spec_for(i, slots),
+                    specs,
                 }
             })
             .collect();
@@ -1015,9 +1026,11 @@ impl World {
                 sp.node = new_sub(i, instance, sp.framework.clone(), n_masters, seed);
                 sp.exited = None;
                 sp.view.clear();
-                let spec = sp.spec.clone();
+                let specs = sp.specs.clone();
                 self.local_input(node, Input::Sub(snode::Input::Start));
-                self.local_input(node, Input::Sub(snode::Input::Declare(spec)));
+                for spec in specs {
+                    self.local_input(node, Input::Sub(snode::Input::Declare(spec)));
+                }
             }
         }
     }
