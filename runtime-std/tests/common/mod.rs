@@ -89,6 +89,27 @@ pub fn maintained_records() -> Vec<Record> {
     v
 }
 
+/// A framework whose group has a policy (issue 22): service restarts with a
+/// backoff, `pack`, two constraints and a spread attribute.
+pub fn framework_with_policy() -> Record {
+    use regent_core::policy::{Constraint, Placement, RestartMode};
+    let Record::Framework(mut f) = framework("fw-2", "webfarm") else {
+        unreachable!("a framework record")
+    };
+    f.registered_at_ms = Some(1_796_137_200_000);
+    let policy = &mut f.groups[0].spec.policy;
+    policy.restart.mode = RestartMode::Service;
+    policy.restart.attempts = Some(5);
+    policy.restart.delay_ms = 1_000;
+    policy.restart.max_delay_ms = 60_000;
+    policy.restart.healthy_after_ms = 30_000;
+    policy.placement = Some(Placement::Pack);
+    policy.constraints =
+        vec![Constraint::parse("disk=ssd").unwrap(), Constraint::parse("rack!=r9").unwrap()];
+    policy.spread = Some("rack".into());
+    Record::Framework(f)
+}
+
 /// Writes `record`'s image under its own file name in `dir`.
 pub fn put_image(dir: &Path, record: &Record) -> PathBuf {
     let path = dir.join(record_file_name(&record.key()));
@@ -176,6 +197,17 @@ pub fn cases() -> Vec<Case> {
         files: maintained.iter().map(file).collect(),
         sealing: Sealing::none(),
         expect: Ok((maintained, vec![])),
+    });
+
+    // A framework with a group policy (issue 22): the appended variant 8;
+    // the records above keep their layouts.
+    let mut policies = vec![Record::Epoch(Epoch(42)), framework_with_policy()];
+    policies.sort_by_key(Record::key);
+    cases.push(Case {
+        name: "policies",
+        files: policies.iter().map(file).collect(),
+        sealing: Sealing::none(),
+        expect: Ok((policies, vec![])),
     });
 
     let cut = 20;
