@@ -65,7 +65,11 @@ pub struct GroupPolicy {
     /// Every constraint a worker must meet to run an executor of the group.
     pub constraints: Vec<Constraint>,
     /// A worker attribute whose values the group's executors are spread
-    /// over evenly (`rack`: as many on each rack as placement allows).
+    /// over evenly (`rack`: as many on each rack as placement allows): the
+    /// next executor goes to a fitting worker whose value has the fewest
+    /// live executors of the group, ties broken by the placement policy.
+    /// Workers lacking the attribute count as one value, `""`
+    /// ([`spread_value`]).
     pub spread: Option<String>,
 }
 
@@ -254,6 +258,44 @@ pub fn spec_changes(
         ));
     }
     changes
+}
+
+/// What is wrong with a worker's attributes, if anything: more than
+/// [`crate::limits::MAX_WORKER_ATTRIBUTES`], a name or value longer than
+/// [`crate::limits::MAX_ATTRIBUTE_BYTES`], an empty or repeated name. The
+/// text reads after a worker's name ("announces ...").
+pub fn attributes_problem(attributes: &[(String, String)]) -> Option<String> {
+    use crate::limits::{MAX_ATTRIBUTE_BYTES, MAX_WORKER_ATTRIBUTES};
+    if attributes.len() > MAX_WORKER_ATTRIBUTES {
+        return Some(format!(
+            "announces {} attributes; the limit is {MAX_WORKER_ATTRIBUTES} (MAX_WORKER_ATTRIBUTES)",
+            attributes.len()
+        ));
+    }
+    for (i, (k, v)) in attributes.iter().enumerate() {
+        if k.is_empty() {
+            return Some("announces an attribute with an empty name".to_string());
+        }
+        if k.len().max(v.len()) > MAX_ATTRIBUTE_BYTES {
+            return Some(format!(
+                "announces attribute {:?} with a name or value of {} bytes; the limit is {MAX_ATTRIBUTE_BYTES} bytes (MAX_ATTRIBUTE_BYTES)",
+                k.chars().take(32).collect::<String>(),
+                k.len().max(v.len())
+            ));
+        }
+        if attributes[..i].iter().any(|(o, _)| o == k) {
+            return Some(format!("announces attribute {k:?} twice"));
+        }
+    }
+    None
+}
+
+/// The value `attribute` has in `attributes`; `""` when it is absent: under
+/// [`GroupPolicy::spread`], the workers lacking the attribute count as one
+/// more value, the empty one (they are not skipped: a group spread over
+/// `rack` still runs on workers with no rack, as evenly as the rest).
+pub fn spread_value<'a>(attributes: &'a [(String, String)], attribute: &str) -> &'a str {
+    attributes.iter().find(|(k, _)| k == attribute).map_or("", |(_, v)| v.as_str())
 }
 
 #[cfg(test)]

@@ -96,6 +96,10 @@ pub struct Config {
     /// (sent to every master after `Hello`, kept in the worker's record: a
     /// new leader dials it, seed 002). `None`: no listener.
     pub callback: Option<Addr>,
+    /// The attributes announced in every registration (`rack=r1`), sorted
+    /// by name, names unique (the master refuses a registration otherwise:
+    /// [`crate::policy::attributes_problem`]). Default none.
+    pub attributes: Vec<(String, String)>,
     /// Test-only: accept master messages of any epoch. Exists so the
     /// simulator can prove it detects the races epoch fencing closes.
     #[doc(hidden)]
@@ -129,6 +133,7 @@ impl Config {
             reconnect_max: Millis(1_000),
             heartbeat_timeout_factor: 4,
             callback: None,
+            attributes: Vec::new(),
             unsafe_no_epoch_fencing: false,
         }
     }
@@ -654,7 +659,7 @@ impl Worker {
             executors: self.executors.values().cloned().collect(),
             epoch_seen: self.max_epoch,
             launch_seen: if self.launch_seen.0 == self.max_epoch { self.launch_seen.1 } else { 0 },
-            attributes: vec![],
+            attributes: self.config.attributes.clone(),
         })
     }
 

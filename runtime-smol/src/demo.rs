@@ -87,6 +87,7 @@ pub async fn run_demo(executor_shim: Option<std::path::PathBuf>) -> Result<(), S
             listen: None,
             advertise: None,
             kill_left_behind: false,
+            attributes: Vec::new(),
             executor_shim: executor_shim.clone(),
         };
         workers.push(smol::spawn(crate::worker::run_worker(opts, workers_shutdown.clone())));

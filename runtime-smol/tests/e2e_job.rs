@@ -240,3 +240,31 @@ fn running_the_same_job_file_again_follows_the_live_framework_and_a_changed_coun
     second.sigterm();
     let _ = second.wait_exit(BOUND);
 }
+
+#[test]
+fn a_constrained_submit_runs_only_on_matching_workers() {
+    let c = Cluster::new("job-constraint");
+    let spec = MasterSpec::new("m1", &["--recovery", "none"]);
+    let _master = c.master(&spec);
+    let _ssd = c.worker("wssd", &[spec.addr()], 4, 1024, &["--attribute", "disk=ssd"]);
+    let _hdd = c.worker("whdd", &[spec.addr()], 4, 1024, &["--attribute", "disk=hdd"]);
+    wait_for(BOUND, "both workers ALIVE", || {
+        let state = api_state(&spec.http_addr()).ok_or("the master does not answer")?;
+        alive_with_workers(&state, &["whdd", "wssd"])
+    });
+    let out = c.path("where");
+    std::fs::create_dir(&out).unwrap();
+    let out_s = out.to_str().unwrap().to_owned();
+    let opts = ["--executors", "4", "--cores", "1", "--memory", "16", "--constraint", "disk=ssd"];
+    let script = format!("pwd > {out_s}/$$");
+    let cmd = ["sh", "-c", script.as_str()];
+    let mut submit = c.submit("submit", &[spec.addr()], &opts, &cmd);
+    let status = submit.wait_exit(BOUND);
+    assert_eq!(status.code(), Some(0), "submit:\n{}\n{}", submit.stdout(), submit.stderr());
+    let dirs: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    assert_eq!(dirs.len(), 4, "every executor ran: {dirs:?}");
+    assert!(dirs.iter().all(|d| d.contains("wssd") && !d.contains("whdd")), "{dirs:?}");
+}

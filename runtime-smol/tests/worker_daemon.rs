@@ -206,6 +206,7 @@ fn options(master: &Addr, work_dir: &Path) -> WorkerOptions {
         listen: None,
         advertise: None,
         kill_left_behind: false,
+        attributes: Vec::new(),
         executor_shim: Some(env!("CARGO_BIN_EXE_regent").into()),
     }
 }

@@ -489,6 +489,9 @@ pub struct WorkerConfig {
     /// Kill the executors a previous process of this worker left running
     /// (those proven its own) instead of adopting them.
     pub kill_left_behind: bool,
+    /// The attributes the worker announces (`--attribute rack=r1`), sorted
+    /// by name, names unique.
+    pub attributes: Vec<(String, String)>,
     /// The program every executor runs under as its shim
     /// ([`crate::exec::shim`]; the `regent` binary, normally
     /// `std::env::current_exe()`), so a re-adopted executor's end is known.
@@ -589,7 +592,7 @@ pub fn prepare_worker(
     };
     // Written before it is used, under the same lock.
     let incarnation = Incarnation(next_ordered_id(&cfg.work_dir.join(INCARNATION_FILE))?);
-    let config = worker::Config::new(
+    let mut config = worker::Config::new(
         cfg.cluster.clone(),
         WorkerId::new(id.clone()),
         incarnation,
@@ -597,6 +600,7 @@ pub fn prepare_worker(
         cfg.cores,
         cfg.memory_mb,
     );
+    config.attributes = cfg.attributes.clone();
     tracing::info!(
         worker = %id,
         %incarnation,

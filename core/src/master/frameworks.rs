@@ -804,21 +804,7 @@ impl Master {
 /// such a group is refused, never accepted and run as if the policy were
 /// not there.
 fn unhonoured_policy(policy: &crate::policy::GroupPolicy) -> Option<String> {
-    use crate::policy::{GroupPolicy, RestartPolicy};
-    let GroupPolicy { restart, placement, constraints, spread } = policy;
-    let mut unsupported = Vec::new();
-    if *restart != RestartPolicy::default() {
-        unsupported.push("a restart policy");
-    }
-    if placement.is_some() {
-        unsupported.push("a placement");
-    }
-    if !constraints.is_empty() {
-        unsupported.push("constraints");
-    }
-    if spread.is_some() {
-        unsupported.push("spread");
-    }
-    (!unsupported.is_empty())
-        .then(|| format!("this master does not support {} yet", unsupported.join(", ")))
+    use crate::policy::RestartPolicy;
+    (policy.restart != RestartPolicy::default())
+        .then(|| "this master does not support a restart policy yet".to_string())
 }

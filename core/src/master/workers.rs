@@ -87,6 +87,10 @@ pub struct WorkerEntry {
     pub timeout: Millis,
     /// An operator's cordon or drain: nothing is placed on it while set.
     pub maintenance: Option<Maintenance>,
+    /// The attributes it announced in its registration, sorted by name
+    /// (what constraints and `spread` match; not in its record: a new
+    /// leader learns them when the worker registers again).
+    pub attributes: Vec<(String, String)>,
     /// Its slot in the registry's silence order.
     slot: u32,
     /// The key it has among the placement candidates, if it is one.
@@ -114,6 +118,7 @@ impl WorkerEntry {
             heartbeat_interval: Millis::ZERO,
             timeout: Millis::ZERO,
             maintenance: None,
+            attributes: Vec::new(),
             slot: u32::MAX,
             placed_as: None,
         }
@@ -644,6 +649,8 @@ impl Master {
             Some(true) => {
                 let entry = self.workers.entries.get_mut(&id).expect("checked");
                 let old_conn = entry.conn.replace(conn);
+                // A recovered entry learns them here.
+                entry.attributes = reg.attributes.clone();
                 let state = entry.state;
                 self.workers.seen(&id, now);
                 if let Some(old) = old_conn.filter(|c| *c != conn) {
@@ -727,6 +734,7 @@ impl Master {
         e.retired = retired;
         e.maintenance = maintenance;
         e.callback = self.conns.get(&conn).and_then(|c| c.callback.clone());
+        e.attributes = reg.attributes;
         self.workers.insert(e);
         self.persist_worker(&id, out);
     }
@@ -923,6 +931,9 @@ fn registration_limit(reg: &RegisterWorker) -> Option<String> {
             "worker {id} offers {} MiB; the limit is {MAX_MEMORY_MB} MiB (MAX_MEMORY_MB)",
             reg.memory_mb
         ));
+    }
+    if let Some(problem) = crate::policy::attributes_problem(&reg.attributes) {
+        return Some(format!("worker {id} {problem}"));
     }
     if reg.executors.len() > MAX_REPORTS_PER_REGISTRATION {
         return Some(format!(

@@ -320,6 +320,24 @@ pub fn slots(src: &mut Source) -> u32 {
     }
 }
 
+/// A group's placement policy, sometimes: a placement, constraints on
+/// worker attributes, an attribute to spread over (restart policies left
+/// default).
+fn group_policy(src: &mut Source) -> regent_core::policy::GroupPolicy {
+    use regent_core::policy::{Constraint, GroupPolicy, Placement};
+    if !src.one_in(4) {
+        return GroupPolicy::default();
+    }
+    let placement =
+        src.pick(&[None, Some(Placement::Pack), Some(Placement::Spread)]).copied().flatten();
+    let n = src.below(3);
+    let constraints = (0..n)
+        .filter_map(|_| Constraint::parse(&text(src, &["disk=ssd", "rack!=r9", "gpu"], 64)).ok())
+        .collect();
+    let spread = src.bool().then(|| text(src, &["rack", "zone"], 64));
+    GroupPolicy { placement, constraints, spread, ..Default::default() }
+}
+
 /// An executor group spec as a subscriber might declare it.
 pub fn group_spec(src: &mut Source) -> GroupSpec {
     let command = strings(src, limits::MAX_COMMAND_ARGS, limits::MAX_ARG_BYTES);
@@ -338,6 +356,6 @@ pub fn group_spec(src: &mut Source) -> GroupSpec {
         env,
         cores: u32_peer(src, limits::MAX_CORES),
         memory_mb: u64_peer(src, limits::MAX_MEMORY_MB),
-        policy: Default::default(),
+        policy: group_policy(src),
     }
 }

@@ -230,19 +230,34 @@ impl Master {
         let mut fit_nowhere: Vec<(u32, u64)> = Vec::new();
         let mut next = self.open_slots.iter().next().cloned();
         while let Some((fid, gi, slot)) = next {
-            let (cores, memory_mb) = {
-                let spec = &self.frameworks[&fid].groups[gi].record.spec;
-                (spec.cores, spec.memory_mb)
+            let (cores, memory_mb, policy) = {
+                let g = &self.frameworks[&fid].groups[gi];
+                let spec = &g.record.spec;
+                let p = &spec.policy;
+                let special = !p.constraints.is_empty()
+                    || p.spread.is_some()
+                    || p.placement.is_some_and(|pl| pl != self.config.placement);
+                (spec.cores, spec.memory_mb, special.then(|| p.clone()))
             };
             let hopeless = fit_nowhere.iter().any(|(c, m)| cores >= *c && memory_mb >= *m);
-            let chosen = if hopeless { None } else { self.choose_worker(cores, memory_mb) };
+            let chosen = if hopeless {
+                None
+            } else {
+                match &policy {
+                    None => self.choose_worker(cores, memory_mb, &[]),
+                    Some(p) => self.choose_for_policy(&fid, gi, cores, memory_mb, p),
+                }
+            };
+            // Only an unconstrained request that fits nowhere says so of
+            // every larger one.
+            let unconstrained = policy.as_ref().map_or(true, |p| p.constraints.is_empty());
             let after = match chosen {
                 Some(worker) => {
                     self.launch(&fid, gi, slot, &worker, out);
                     Bound::Excluded((fid, gi, slot))
                 }
                 None => {
-                    if !hopeless {
+                    if !hopeless && unconstrained {
                         fit_nowhere.push((cores, memory_mb));
                     }
                     // The group's other slots ask the same.
@@ -253,9 +268,20 @@ impl Master {
         }
     }
 
-    fn choose_worker(&mut self, cores: u32, memory_mb: u64) -> Option<WorkerId> {
+    /// A worker for a group placed the master's way: the candidates index
+    /// walked in the master's order from its cursor, skipping the workers
+    /// that do not fit or do not meet `constraints` (a constrained group
+    /// costs the candidates skipped before a match).
+    fn choose_worker(
+        &mut self,
+        cores: u32,
+        memory_mb: u64,
+        constraints: &[crate::policy::Constraint],
+    ) -> Option<WorkerId> {
         let fits = |id: &WorkerId| {
-            self.workers.entries.get(id).is_some_and(|w| fits_on(w, cores, memory_mb))
+            self.workers.entries.get(id).is_some_and(|w| {
+                fits_on(w, cores, memory_mb) && constraints.iter().all(|c| c.allows(&w.attributes))
+            })
         };
         let index = &self.workers.placeable;
         let chosen = match self.config.placement {
@@ -279,6 +305,73 @@ impl Master {
             self.spread_after = Some((0, 0, worker.clone()));
         }
         Some(worker)
+    }
+
+    /// A worker for a group whose policy departs from the master's
+    /// (a placement of its own, or `spread` over an attribute), or that has
+    /// constraints. Constrained groups placed the master's way walk the
+    /// index ([`Master::choose_worker`]); the rest scan every candidate
+    /// (the cost is the number of candidates, plus the group's executors
+    /// for `spread`): among the fitting workers that meet every constraint
+    /// and whose `spread` value has the fewest live executors of the
+    /// group, `pack` takes the fullest (fewest free cores, then memory,
+    /// then id), `spread` the emptiest (most free cores, then memory, then
+    /// lowest id).
+    fn choose_for_policy(
+        &mut self,
+        fid: &FrameworkId,
+        gi: usize,
+        cores: u32,
+        memory_mb: u64,
+        policy: &crate::policy::GroupPolicy,
+    ) -> Option<WorkerId> {
+        let placement = policy.placement.unwrap_or(self.config.placement);
+        if policy.spread.is_none() && placement == self.config.placement {
+            return self.choose_worker(cores, memory_mb, &policy.constraints);
+        }
+        let group = &self.frameworks[fid].groups[gi].record.spec.group;
+        let mut per_value: rustc_hash::FxHashMap<&str, usize> = Default::default();
+        if let Some(attr) = &policy.spread {
+            for e in self.executors.of_framework(fid) {
+                if &e.group != group || e.state.is_terminal() {
+                    continue;
+                }
+                let Some(w) = self.workers.entries.get(&e.worker) else { continue };
+                *per_value.entry(crate::policy::spread_value(&w.attributes, attr)).or_default() +=
+                    1;
+            }
+        }
+        let mut best: Option<((usize, u32, u64), &WorkerId)> = None;
+        for (_, _, id) in &self.workers.placeable {
+            let Some(w) = self.workers.entries.get(id) else { continue };
+            if !fits_on(w, cores, memory_mb)
+                || !policy.constraints.iter().all(|c| c.allows(&w.attributes))
+            {
+                continue;
+            }
+            let count = policy.spread.as_ref().map_or(0, |attr| {
+                per_value
+                    .get(crate::policy::spread_value(&w.attributes, attr))
+                    .copied()
+                    .unwrap_or(0)
+            });
+            let free_cores = w.cores.saturating_sub(w.cores_used);
+            let free_mem = w.memory_mb.saturating_sub(w.memory_used_mb);
+            let key = match placement {
+                Placement::Pack => (count, free_cores, free_mem),
+                Placement::Spread => (count, u32::MAX - free_cores, u64::MAX - free_mem),
+            };
+            // Candidates come in key order, not id order: ties go to the
+            // lowest id.
+            let better = match &best {
+                None => true,
+                Some((k, bid)) => key < *k || (key == *k && id < *bid),
+            };
+            if better {
+                best = Some((key, id));
+            }
+        }
+        best.map(|(_, id)| id.clone())
     }
 
     fn launch(

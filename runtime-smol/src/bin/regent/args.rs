@@ -517,6 +517,11 @@ pub struct WorkerArgs {
     /// logged either way.
     #[arg(long, env = "REGENT_KILL_LEFT_BEHIND")]
     pub kill_left_behind: bool,
+    /// An attribute this worker announces, `KEY=VALUE` (repeatable:
+    /// `--attribute rack=r1 --attribute disk=ssd`); a group's constraints
+    /// and `spread` match them. Names are unique.
+    #[arg(long = "attribute", value_name = "KEY=VALUE")]
+    pub attribute: Vec<String>,
 }
 
 /// How `submit` and `run` subscribe and follow (the same flags for both).
@@ -569,9 +574,29 @@ pub struct SubmitArgs {
     /// the value may hold `=`).
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
     pub env: Vec<(String, String)>,
+    /// How the executors are placed, `pack` or `spread` (default: the
+    /// master's --placement).
+    #[arg(long, value_name = "pack|spread", value_parser = parse_placement)]
+    pub placement: Option<regent_core::policy::Placement>,
+    /// A condition every worker running an executor meets: `KEY=VALUE`,
+    /// `KEY!=VALUE` or `KEY` (has the attribute); repeatable, all must hold.
+    #[arg(long = "constraint", value_name = "EXPR", value_parser = parse_constraint)]
+    pub constraint: Vec<regent_core::policy::Constraint>,
+    /// A worker attribute to spread the executors over evenly (`rack`).
+    #[arg(long, value_name = "ATTR")]
+    pub spread: Option<String>,
     /// The command every executor runs.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
+}
+
+fn parse_placement(s: &str) -> Result<regent_core::policy::Placement, String> {
+    regent_core::policy::Placement::from_name(s)
+        .ok_or_else(|| format!("{s:?} is no placement (pack or spread)"))
+}
+
+fn parse_constraint(s: &str) -> Result<regent_core::policy::Constraint, String> {
+    regent_core::policy::Constraint::parse(s)
 }
 
 /// `regent run JOB.toml`.

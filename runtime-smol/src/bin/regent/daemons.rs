@@ -83,6 +83,7 @@ pub async fn worker(common: &Common, a: WorkerArgs) -> Result<ExitCode, String> 
         listen: a.listen,
         advertise: a.advertise,
         kill_left_behind: a.kill_left_behind,
+        attributes: worker_attributes(&a.attribute)?,
         executor_shim: Some(executor_shim()?),
     };
     regent_smol::worker::run_worker(opts, shutdown_channel()).await?;
@@ -127,6 +128,9 @@ async fn submit_group_options(
     opts.memory_mb = a.memory;
     opts.command = a.command;
     opts.env = a.env;
+    opts.policy.placement = a.placement;
+    opts.policy.constraints = a.constraint;
+    opts.policy.spread = a.spread;
     Ok(opts)
 }
 
@@ -245,6 +249,7 @@ pub async fn run_std(common: &Common, command: Command) -> Result<ExitCode, Stri
                 listen: None,
                 advertise: None,
                 kill_left_behind: a.kill_left_behind,
+                attributes: worker_attributes(&a.attribute)?,
                 executor_shim: Some(executor_shim()?),
             })?;
             stop_on_shutdown(w.stopper());
@@ -282,4 +287,25 @@ pub async fn run_std(common: &Common, command: Command) -> Result<ExitCode, Stri
 pub fn executor_shim() -> Result<PathBuf, String> {
     std::env::current_exe()
         .map_err(|e| format!("cannot find this program's path to run executors under: {e}"))
+}
+
+/// `--attribute KEY=VALUE` flags as a worker announces them: sorted by
+/// name; a malformed or repeated one, or one past the limits, is an error
+/// naming it.
+pub fn worker_attributes(flags: &[String]) -> Result<Vec<(String, String)>, String> {
+    let mut v = Vec::with_capacity(flags.len());
+    for f in flags {
+        let Some((k, val)) = f.split_once('=') else {
+            return Err(format!("--attribute {f:?}: write KEY=VALUE"));
+        };
+        if v.iter().any(|(o, _): &(String, String)| o == k) {
+            return Err(format!("--attribute {f:?}: attribute {k:?} given twice"));
+        }
+        v.push((k.to_string(), val.to_string()));
+    }
+    v.sort();
+    if let Some(problem) = regent_core::policy::attributes_problem(&v) {
+        return Err(format!("--attribute: this worker {problem}"));
+    }
+    Ok(v)
 }

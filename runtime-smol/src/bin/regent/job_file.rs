@@ -29,8 +29,7 @@ use toml::Spanned;
 
 /// Keys of a group the job file will have (issue 22) and this version of
 /// regent does not honour yet: refused by name.
-pub const UNSUPPORTED: [&str; 7] =
-    ["ports", "constraints", "spread", "restart", "artifacts", "kill_grace", "cwd"];
+pub const UNSUPPORTED: [&str; 5] = ["ports", "restart", "artifacts", "kill_grace", "cwd"];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -49,10 +48,11 @@ struct RawGroup {
     env: Option<Spanned<BTreeMap<String, String>>>,
     cores: Option<Spanned<u32>>,
     memory_mb: Option<Spanned<u64>>,
+    placement: Option<Spanned<String>>,
+    constraints: Option<Spanned<Vec<String>>>,
+    spread: Option<Spanned<String>>,
     // Not honoured yet (UNSUPPORTED): read only to be refused by name.
     ports: Option<Spanned<toml::Value>>,
-    constraints: Option<Spanned<toml::Value>>,
-    spread: Option<Spanned<toml::Value>>,
     restart: Option<Spanned<toml::Value>>,
     artifacts: Option<Spanned<toml::Value>>,
     kill_grace: Option<Spanned<toml::Value>>,
@@ -63,15 +63,7 @@ impl RawGroup {
     /// The first key of [`UNSUPPORTED`] this group sets (in the file's
     /// order), with where its value is.
     fn unsupported(&self) -> Option<(&'static str, Range<usize>)> {
-        let set = [
-            &self.ports,
-            &self.constraints,
-            &self.spread,
-            &self.restart,
-            &self.artifacts,
-            &self.kill_grace,
-            &self.cwd,
-        ];
+        let set = [&self.ports, &self.restart, &self.artifacts, &self.kill_grace, &self.cwd];
         UNSUPPORTED
             .iter()
             .zip(set)
@@ -89,8 +81,37 @@ impl RawGroup {
             GroupKey::Cores => self.cores.as_ref().map(Spanned::span),
             GroupKey::MemoryMb => self.memory_mb.as_ref().map(Spanned::span),
             // Not job-file keys yet (refused by name before validation).
-            GroupKey::Restart | GroupKey::Constraints | GroupKey::Spread => None,
+            GroupKey::Constraints => self.constraints.as_ref().map(Spanned::span),
+            GroupKey::Spread => self.spread.as_ref().map(Spanned::span),
+            GroupKey::Restart => None,
         }
+    }
+
+    /// The group's policy keys; an error names the key (the caller adds
+    /// where it is).
+    fn policy(&self) -> Result<regent_core::policy::GroupPolicy, (Range<usize>, String)> {
+        let mut p = regent_core::policy::GroupPolicy::default();
+        if let Some(v) = &self.placement {
+            p.placement =
+                Some(regent_core::policy::Placement::from_name(v.get_ref()).ok_or_else(|| {
+                    (
+                        v.span(),
+                        format!(
+                            "key \"placement\": {:?} is no placement (pack or spread)",
+                            v.get_ref()
+                        ),
+                    )
+                })?);
+        }
+        if let Some(v) = &self.constraints {
+            for c in v.get_ref() {
+                let c = regent_core::policy::Constraint::parse(c)
+                    .map_err(|e| (v.span(), format!("key \"constraints\": {e}")))?;
+                p.constraints.push(c);
+            }
+        }
+        p.spread = self.spread.as_ref().map(|v| v.get_ref().clone());
+        Ok(p)
     }
 
     fn to_group(&self) -> JobGroup {
@@ -99,6 +120,8 @@ impl RawGroup {
         g.env = self.env.as_ref().map_or_else(BTreeMap::new, |v| v.get_ref().clone());
         g.cores = self.cores.as_ref().map_or(g.cores, |v| *v.get_ref());
         g.memory_mb = self.memory_mb.as_ref().map_or(g.memory_mb, |v| *v.get_ref());
+        // Checked in `parse` before.
+        g.policy = self.policy().unwrap_or_default();
         g
     }
 }
@@ -140,6 +163,11 @@ pub fn parse(file: &str, text: &str) -> Result<JobSpec, String> {
             ));
         }
     }
+    for g in &raw.group {
+        if let Err((span, e)) = g.get_ref().policy() {
+            return Err(format!("{}: group {:?}: {e}", at(span.start), g.get_ref().name.get_ref()));
+        }
+    }
     let job = JobSpec {
         name: raw.name.get_ref().clone(),
         groups: raw.group.iter().map(|g| g.get_ref().to_group()).collect(),
@@ -171,7 +199,7 @@ fn serde_message(message: &str) -> String {
     let Some(rest) = message.strip_prefix("unknown field ") else { return message };
     let key = rest.split(',').next().unwrap_or(rest);
     if rest.contains("`count`") {
-        format!("unknown key {key}; a group's keys are name, count, command, env, cores, memory_mb")
+        format!("unknown key {key}; a group's keys are name, count, command, env, cores, memory_mb, placement, constraints, spread")
     } else {
         format!("unknown key {key}; a job's keys are name and group")
     }
@@ -336,5 +364,27 @@ memory_mb = 256
         let text = format!("{TWO}\n[group.restart]\nmode = \"service\"\n");
         let e = err(&text);
         assert!(e.contains("group \"mappers\": \"restart\" is not supported yet"), "{e}");
+    }
+
+    #[test]
+    fn placement_constraints_and_spread_fill_the_policy() {
+        let text = TWO.replace(
+            "cores = 2",
+            "placement = \"pack\"\nconstraints = [\"disk=ssd\", \"rack!=r9\"]\nspread = \"rack\"",
+        );
+        let job = parse("job.toml", &text).unwrap();
+        let p = &job.groups[1].policy;
+        assert_eq!(p.placement, Some(regent_core::policy::Placement::Pack));
+        let shown: Vec<String> = p.constraints.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["disk=ssd", "rack!=r9"]);
+        assert_eq!(p.spread.as_deref(), Some("rack"));
+        assert!(job.groups[0].policy.is_default());
+        let e = err(&TWO.replace("cores = 2", "placement = \"tight\""));
+        assert_eq!(
+            e,
+            "job.toml:12:1: group \"mappers\": key \"placement\": \"tight\" is no placement (pack or spread)"
+        );
+        let e = err(&TWO.replace("cores = 2", "constraints = [\"=ssd\"]"));
+        assert!(e.starts_with("job.toml:12:1: group \"mappers\": key \"constraints\": "), "{e}");
     }
 }
