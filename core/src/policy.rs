@@ -60,7 +60,8 @@ pub struct GroupPolicy {
     /// What happens when an executor of the group ends.
     pub restart: RestartPolicy,
     /// How the group's executors are placed; `None`: the master's
-    /// `--placement`.
+    /// [`crate::master::Config::placement`] (`spread` unless an embedder
+    /// sets it).
     pub placement: Option<Placement>,
     /// Every constraint a worker must meet to run an executor of the group.
     pub constraints: Vec<Constraint>,

@@ -575,7 +575,7 @@ pub struct SubmitArgs {
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
     pub env: Vec<(String, String)>,
     /// How the executors are placed, `pack` or `spread` (default: the
-    /// master's --placement).
+    /// master's policy, `spread`).
     #[arg(long, value_name = "pack|spread", value_parser = parse_placement)]
     pub placement: Option<regent_core::policy::Placement>,
     /// A condition every worker running an executor meets: `KEY=VALUE`,
