@@ -747,6 +747,35 @@ pub const STATE_SNAPSHOT_MAX_AGE: Millis = Millis(1_000);
 /// cluster is quiet.
 pub const STATE_REQUEST_INTERVAL: Millis = Millis(100);
 
+/// What is wrong with a worker's attributes, if anything: more than
+/// [`MAX_WORKER_ATTRIBUTES`], a name or value longer than
+/// [`MAX_ATTRIBUTE_BYTES`], an empty or repeated name. The
+/// text reads after a worker's name ("announces ...").
+pub fn attributes_problem(attributes: &[(String, String)]) -> Option<String> {
+    if attributes.len() > MAX_WORKER_ATTRIBUTES {
+        return Some(format!(
+            "announces {} attributes; the limit is {MAX_WORKER_ATTRIBUTES} (MAX_WORKER_ATTRIBUTES)",
+            attributes.len()
+        ));
+    }
+    for (i, (k, v)) in attributes.iter().enumerate() {
+        if k.is_empty() {
+            return Some("announces an attribute with an empty name".to_string());
+        }
+        if k.len().max(v.len()) > MAX_ATTRIBUTE_BYTES {
+            return Some(format!(
+                "announces attribute {:?} with a name or value of {} bytes; the limit is {MAX_ATTRIBUTE_BYTES} bytes (MAX_ATTRIBUTE_BYTES)",
+                k.chars().take(32).collect::<String>(),
+                k.len().max(v.len())
+            ));
+        }
+        if attributes[..i].iter().any(|(o, _)| o == k) {
+            return Some(format!("announces attribute {k:?} twice"));
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

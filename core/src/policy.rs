@@ -196,101 +196,6 @@ impl fmt::Display for Constraint {
     }
 }
 
-/// What differs between two declarations of one group, in words, key by
-/// key as a job file names them (`count 2 -> 4`, `command`, `env`,
-/// `restart`...): what a refusal of a changed group names. Empty when they
-/// are equal.
-pub fn spec_changes(
-    old: &crate::protocol::GroupSpec,
-    new: &crate::protocol::GroupSpec,
-) -> Vec<String> {
-    let mut changes = Vec::new();
-    if old.slots != new.slots {
-        changes.push(format!("count {} -> {}", old.slots, new.slots));
-    }
-    if old.command != new.command {
-        changes.push(format!("command {:?} -> {:?}", old.command, new.command));
-    }
-    if old.env != new.env {
-        let names = |env: &[(String, String)]| -> Vec<String> {
-            env.iter().map(|(k, _)| k.clone()).collect()
-        };
-        let changed: Vec<String> = names(&old.env)
-            .into_iter()
-            .chain(names(&new.env))
-            .filter(|k| {
-                old.env.iter().find(|(o, _)| o == k) != new.env.iter().find(|(n, _)| n == k)
-            })
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        // Values are not shown: an environment may hold credentials.
-        changes.push(format!("env ({})", changed.join(", ")));
-    }
-    if old.cores != new.cores {
-        changes.push(format!("cores {} -> {}", old.cores, new.cores));
-    }
-    if old.memory_mb != new.memory_mb {
-        changes.push(format!("memory_mb {} -> {}", old.memory_mb, new.memory_mb));
-    }
-    let (o, n) = (&old.policy, &new.policy);
-    if o.restart != n.restart {
-        changes.push("restart".into());
-    }
-    if o.placement != n.placement {
-        let name = |p: Option<Placement>| p.map_or("the master's", Placement::name);
-        changes.push(format!("placement {} -> {}", name(o.placement), name(n.placement)));
-    }
-    if o.constraints != n.constraints {
-        let list = |c: &[Constraint]| -> String {
-            c.iter().map(Constraint::to_string).collect::<Vec<_>>().join(", ")
-        };
-        changes.push(format!(
-            "constraints [{}] -> [{}]",
-            list(&o.constraints),
-            list(&n.constraints)
-        ));
-    }
-    if o.spread != n.spread {
-        changes.push(format!(
-            "spread {} -> {}",
-            o.spread.as_deref().unwrap_or("none"),
-            n.spread.as_deref().unwrap_or("none")
-        ));
-    }
-    changes
-}
-
-/// What is wrong with a worker's attributes, if anything: more than
-/// [`crate::limits::MAX_WORKER_ATTRIBUTES`], a name or value longer than
-/// [`crate::limits::MAX_ATTRIBUTE_BYTES`], an empty or repeated name. The
-/// text reads after a worker's name ("announces ...").
-pub fn attributes_problem(attributes: &[(String, String)]) -> Option<String> {
-    use crate::limits::{MAX_ATTRIBUTE_BYTES, MAX_WORKER_ATTRIBUTES};
-    if attributes.len() > MAX_WORKER_ATTRIBUTES {
-        return Some(format!(
-            "announces {} attributes; the limit is {MAX_WORKER_ATTRIBUTES} (MAX_WORKER_ATTRIBUTES)",
-            attributes.len()
-        ));
-    }
-    for (i, (k, v)) in attributes.iter().enumerate() {
-        if k.is_empty() {
-            return Some("announces an attribute with an empty name".to_string());
-        }
-        if k.len().max(v.len()) > MAX_ATTRIBUTE_BYTES {
-            return Some(format!(
-                "announces attribute {:?} with a name or value of {} bytes; the limit is {MAX_ATTRIBUTE_BYTES} bytes (MAX_ATTRIBUTE_BYTES)",
-                k.chars().take(32).collect::<String>(),
-                k.len().max(v.len())
-            ));
-        }
-        if attributes[..i].iter().any(|(o, _)| o == k) {
-            return Some(format!("announces attribute {k:?} twice"));
-        }
-    }
-    None
-}
-
 /// The value `attribute` has in `attributes`; `""` when it is absent: under
 /// [`GroupPolicy::spread`], the workers lacking the attribute count as one
 /// more value, the empty one (they are not skipped: a group spread over
@@ -334,6 +239,7 @@ mod tests {
             memory_mb: 64,
             policy: GroupPolicy::default(),
         };
+        use crate::protocol::spec_changes;
         assert!(spec_changes(&old, &old).is_empty());
         let mut new = old.clone();
         new.slots = 4;

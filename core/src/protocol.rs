@@ -225,6 +225,70 @@ pub struct GroupSpec {
     pub policy: GroupPolicy,
 }
 
+/// What differs between two declarations of one group, in words, key by
+/// key as a job file names them (`count 2 -> 4`, `command`, `env`,
+/// `restart`...): what a refusal of a changed group names. Empty when they
+/// are equal.
+pub fn spec_changes(old: &GroupSpec, new: &GroupSpec) -> Vec<String> {
+    let mut changes = Vec::new();
+    if old.slots != new.slots {
+        changes.push(format!("count {} -> {}", old.slots, new.slots));
+    }
+    if old.command != new.command {
+        changes.push(format!("command {:?} -> {:?}", old.command, new.command));
+    }
+    if old.env != new.env {
+        let names = |env: &[(String, String)]| -> Vec<String> {
+            env.iter().map(|(k, _)| k.clone()).collect()
+        };
+        let changed: Vec<String> = names(&old.env)
+            .into_iter()
+            .chain(names(&new.env))
+            .filter(|k| {
+                old.env.iter().find(|(o, _)| o == k) != new.env.iter().find(|(n, _)| n == k)
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        // Values are not shown: an environment may hold credentials.
+        changes.push(format!("env ({})", changed.join(", ")));
+    }
+    if old.cores != new.cores {
+        changes.push(format!("cores {} -> {}", old.cores, new.cores));
+    }
+    if old.memory_mb != new.memory_mb {
+        changes.push(format!("memory_mb {} -> {}", old.memory_mb, new.memory_mb));
+    }
+    let (o, n) = (&old.policy, &new.policy);
+    if o.restart != n.restart {
+        changes.push("restart".into());
+    }
+    if o.placement != n.placement {
+        let name = |p: Option<crate::policy::Placement>| {
+            p.map_or("the master's", crate::policy::Placement::name)
+        };
+        changes.push(format!("placement {} -> {}", name(o.placement), name(n.placement)));
+    }
+    if o.constraints != n.constraints {
+        let list = |c: &[crate::policy::Constraint]| -> String {
+            c.iter().map(crate::policy::Constraint::to_string).collect::<Vec<_>>().join(", ")
+        };
+        changes.push(format!(
+            "constraints [{}] -> [{}]",
+            list(&o.constraints),
+            list(&n.constraints)
+        ));
+    }
+    if o.spread != n.spread {
+        changes.push(format!(
+            "spread {} -> {}",
+            o.spread.as_deref().unwrap_or("none"),
+            n.spread.as_deref().unwrap_or("none")
+        ));
+    }
+    changes
+}
+
 /// What one executor runs and with what resources: the master fills it from
 /// the executor's [`GroupSpec`] and sends it in [`Message::LaunchExecutor`],
 /// the worker machine hands it to its runtime in

@@ -98,7 +98,7 @@ pub struct Config {
     pub callback: Option<Addr>,
     /// The attributes announced in every registration (`rack=r1`), sorted
     /// by name, names unique (the master refuses a registration otherwise:
-    /// [`crate::policy::attributes_problem`]). Default none.
+    /// [`crate::limits::attributes_problem`]). Default none.
     pub attributes: Vec<(String, String)>,
     /// Test-only: accept master messages of any epoch. Exists so the
     /// simulator can prove it detects the races epoch fencing closes.

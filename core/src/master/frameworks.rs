@@ -558,7 +558,7 @@ impl Master {
                 let reason = format!(
                     "group {:?} is already declared with a different spec (changed: {}); nothing was changed or killed",
                     spec.group,
-                    crate::policy::spec_changes(&existing.record.spec, &spec).join("; ")
+                    crate::protocol::spec_changes(&existing.record.spec, &spec).join("; ")
                 );
                 out.push(self.refuse_request(conn, request, reason));
             }

@@ -932,7 +932,7 @@ fn registration_limit(reg: &RegisterWorker) -> Option<String> {
             reg.memory_mb
         ));
     }
-    if let Some(problem) = crate::policy::attributes_problem(&reg.attributes) {
+    if let Some(problem) = crate::limits::attributes_problem(&reg.attributes) {
         return Some(format!("worker {id} {problem}"));
     }
     if reg.executors.len() > MAX_REPORTS_PER_REGISTRATION {

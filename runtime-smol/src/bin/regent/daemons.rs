@@ -304,7 +304,7 @@ pub fn worker_attributes(flags: &[String]) -> Result<Vec<(String, String)>, Stri
         v.push((k.to_string(), val.to_string()));
     }
     v.sort();
-    if let Some(problem) = regent_core::policy::attributes_problem(&v) {
+    if let Some(problem) = regent_core::limits::attributes_problem(&v) {
         return Err(format!("--attribute: this worker {problem}"));
     }
     Ok(v)
