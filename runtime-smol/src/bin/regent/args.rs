@@ -519,8 +519,15 @@ pub struct WorkerArgs {
     pub kill_left_behind: bool,
     /// An attribute this worker announces, `KEY=VALUE` (repeatable:
     /// `--attribute rack=r1 --attribute disk=ssd`); a group's constraints
-    /// and `spread` match them. Names are unique.
-    #[arg(long = "attribute", value_name = "KEY=VALUE")]
+    /// and `spread` match them. Names are unique. Several may be given at
+    /// once separated by commas, as `REGENT_ATTRIBUTE=rack=r1,disk=ssd`
+    /// does (a value cannot hold a comma).
+    #[arg(
+        long = "attribute",
+        env = "REGENT_ATTRIBUTE",
+        value_delimiter = ',',
+        value_name = "KEY=VALUE"
+    )]
     pub attribute: Vec<String>,
 }
 
