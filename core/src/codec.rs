@@ -250,6 +250,7 @@ pub fn postcard_len<T: serde::Serialize + ?Sized>(value: &T) -> usize {
 
 // The limits sized against the default frame.
 const _: () = assert!(crate::limits::MAX_HISTORY_STATE_BYTES <= DEFAULT_MAX_FRAME / 4);
+const _: () = assert!(crate::limits::MAX_ATTRIBUTES_STATE_BYTES <= DEFAULT_MAX_FRAME / 4);
 // A queue holds at least one largest default frame, also under pressure.
 const _: () = assert!(
     crate::limits::SEND_QUEUE_SHARE_UNDER_PRESSURE > DEFAULT_MAX_FRAME

@@ -30,6 +30,7 @@
 //! | [`MAX_FAILURE_REASON_BYTES`] (a failed slot's stored reason) | 256 | `master::executors::update_executor` | truncated (marked) |
 //! | finished frameworks kept (`master::Config::retained_frameworks`, default [`DEFAULT_RETAINED_FRAMEWORKS`], at most [`MAX_RETAINED_FRAMEWORKS`]) | 200 | `master::history`, when a framework ends and when a leader loads | the oldest history records are deleted |
 //! | [`MAX_HISTORY_RECORD_BYTES`] (one history record) | 64 KiB | `master::history`, before persisting | the last slots are left out and counted (`slots_omitted`) |
+//! | [`MAX_ATTRIBUTES_STATE_BYTES`] (worker attributes in a `StateReply`) | 256 KiB | `Master::state` | later workers shown without attributes |
 //! | [`MAX_HISTORY_SLOTS_SHOWN`], [`MAX_HISTORY_STATE_BYTES`] (history in a `StateReply`) | 64 slots per framework, 256 KiB in all | `Master::state` | left out and counted (`slots_omitted`, `history_omitted`) |
 //! | [`MAX_LOG_CHUNK`] (bytes of one `LogRequest` / `ReadLog`) | 64 KiB | `master::logs` (leader), `worker` (clamped), the leader again on the worker's answer | `RequestRefused` / answer refused and counted |
 //! | [`MAX_LOG_RELAYS_PER_CONN`] (log reads in flight for one connection) | 4 | `master::logs` | `RequestRefused` |
@@ -660,6 +661,17 @@ pub fn worst_slot_outcome_len(framework: &str, group: &str, slots: u32) -> usize
 pub fn record_headroom(groups: usize) -> usize {
     (MAX_NAME_BYTES + 2) + 10 + 5 * groups + (MAX_ADDR_BYTES + 3)
 }
+
+/// The most bytes of worker attributes one `StateReply` shows (names and
+/// values, four bytes of framing each): workers past it, in id order, are
+/// shown without their attributes, so a cluster of many workers with many
+/// attributes still gets a reply within the frame limit.
+pub const MAX_ATTRIBUTES_STATE_BYTES: usize = 256 * 1024;
+
+/// The most bytes the restart state of one slot takes in its framework
+/// record ([`crate::store::SlotRestart`] and its slot number as varints):
+/// reserved per slot of a group with a restart policy of its own.
+pub const WORST_SLOT_RESTART_LEN: usize = 5 + 5 + 10;
 
 /// `reason` cut to at most [`MAX_FAILURE_REASON_BYTES`] at a char boundary,
 /// marked with `…` when cut.

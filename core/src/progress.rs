@@ -25,6 +25,11 @@
 //! the framework was torn down); so does the master refusing the group's
 //! declaration (an error: the machine forgot it, nothing more will happen).
 //!
+//! A *service* group ([`GroupProgress::service`]: restart mode `service`)
+//! is restarted whatever its executors' ends, so an exit 0 does not make
+//! its slot done: its slots are running or waiting to restart until one
+//! fails for good, and its submission does not complete by itself.
+//!
 //! An operator may scale the group (`regent scale`, seen as
 //! [`Action::GroupScaled`]): the slots followed become the new count, so a
 //! group scaled down completes once its remaining slots are done, and one
@@ -144,8 +149,8 @@ struct Slot {
 }
 
 impl Slot {
-    fn status(&self) -> SlotStatus {
-        if self.executors.values().any(|s| *s == ExecutorState::Exited { code: 0 }) {
+    fn status(&self, service: bool) -> SlotStatus {
+        if !service && self.executors.values().any(|s| *s == ExecutorState::Exited { code: 0 }) {
             SlotStatus::Done
         } else if self.failed.is_some() {
             SlotStatus::Failed
@@ -165,6 +170,8 @@ pub struct GroupProgress {
     slots: Vec<Slot>,
     /// Set when the machine stopped or refused the group's declaration.
     stopped: Option<Result<SubmitOutcome, SubmitError>>,
+    /// A service group: an exit 0 does not end a slot.
+    service: bool,
 }
 
 impl GroupProgress {
@@ -174,7 +181,14 @@ impl GroupProgress {
             group: group.into(),
             slots: vec![Slot::default(); slots as usize],
             stopped: None,
+            service: false,
         }
+    }
+
+    /// The same for a service group (see the module docs), if `service`.
+    pub fn service(mut self, service: bool) -> Self {
+        self.service = service;
+        self
     }
 
     /// The group followed.
@@ -256,14 +270,14 @@ impl GroupProgress {
 
     /// Where slot `slot` stands (`None` past the group's slots).
     pub fn slot_status(&self, slot: u32) -> Option<SlotStatus> {
-        self.slots.get(slot as usize).map(Slot::status)
+        self.slots.get(slot as usize).map(|s| s.status(self.service))
     }
 
     /// How many slots stand where.
     pub fn counts(&self) -> ProgressCounts {
         let mut c = ProgressCounts { slots: self.slots.len(), ..ProgressCounts::default() };
         for s in &self.slots {
-            match s.status() {
+            match s.status(self.service) {
                 SlotStatus::Running => c.running += 1,
                 SlotStatus::Done => c.done += 1,
                 SlotStatus::Failed => c.failed += 1,
@@ -275,8 +289,8 @@ impl GroupProgress {
 
     /// The outcome the slots show, if they show one.
     pub fn completion(&self) -> Option<SubmitOutcome> {
-        let statuses: Vec<SlotStatus> = self.slots.iter().map(Slot::status).collect();
-        if statuses.iter().all(|s| *s == SlotStatus::Done) {
+        let statuses: Vec<SlotStatus> = self.slots.iter().map(|s| s.status(self.service)).collect();
+        if !self.service && statuses.iter().all(|s| *s == SlotStatus::Done) {
             return Some(SubmitOutcome::Succeeded);
         }
         if !statuses.iter().all(|s| matches!(s, SlotStatus::Done | SlotStatus::Failed)) {
@@ -286,7 +300,7 @@ impl GroupProgress {
             .slots
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.status() == SlotStatus::Failed)
+            .filter(|(_, s)| s.status(self.service) == SlotStatus::Failed)
             .map(|(i, s)| format!("slot {i}: {}", s.failed.as_deref().unwrap_or("failed")))
             .collect();
         Some(SubmitOutcome::SlotsFailed(reasons))
@@ -332,6 +346,21 @@ mod tests {
 
     fn slot_failed(p: &mut GroupProgress, group: &str, slot: u32, reason: &str) {
         p.observe(&Action::SlotFailed { group: group.into(), slot, reason: reason.into() });
+    }
+
+    #[test]
+    fn a_service_slot_is_never_done_by_an_exit_0_and_fails_only_for_good() {
+        let mut p = GroupProgress::new(GROUP, 1).service(true);
+        update(&mut p, info("fw/main#0#1", 0, Some("w1"), ExecutorState::Exited { code: 0 }));
+        assert_eq!(p.slot_status(0), Some(SlotStatus::Waiting), "restarting");
+        assert_eq!(p.completion(), None);
+        update(&mut p, info("fw/main#0#2", 0, Some("w1"), ExecutorState::Running));
+        assert_eq!(p.counts().running, 1);
+        slot_failed(&mut p, GROUP, 0, "crash loop");
+        assert_eq!(
+            p.completion(),
+            Some(SubmitOutcome::SlotsFailed(vec!["slot 0: crash loop".into()]))
+        );
     }
 
     #[test]

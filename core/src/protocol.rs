@@ -31,7 +31,11 @@ use serde::{Deserialize, Serialize};
 /// Version 4 (issue 22, jobs): `GroupSpec` carries its
 /// [`crate::policy::GroupPolicy`] and `RegisterWorker` the worker's
 /// attributes.
-pub const PROTOCOL_VERSION: u16 = 4;
+///
+/// Version 5 (issue 22, restart policies): `GroupView` shows the slots
+/// waiting out a restart backoff and the group's latest failure;
+/// `WorkerView` the worker's attributes.
+pub const PROTOCOL_VERSION: u16 = 5;
 
 /// What kind of node is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -829,6 +833,8 @@ pub struct WorkerView {
     pub drain_deadline_ms: Option<u64>,
     /// Its live (launching or running) executors.
     pub executors: u32,
+    /// Its attributes (`regent worker --attribute`), sorted by name.
+    pub attributes: Vec<(String, String)>,
 }
 
 impl WorkerView {
@@ -871,6 +877,12 @@ pub struct GroupView {
     pub declared: u32,
     /// Slots with a live executor.
     pub running: u32,
+    /// Slots waiting out their restart policy's backoff before their next
+    /// executor.
+    pub waiting: u32,
+    /// The group's latest end that counted as a failure (in service mode,
+    /// any end), as this leader saw it: `slot 2: exited 3`.
+    pub last_end: Option<String>,
 }
 
 /// One executor in [`ClusterState`].

@@ -27,6 +27,7 @@ fn worker(id: &str, state: &str, used: u32) -> WorkerView {
         drain: String::new(),
         drain_deadline_ms: None,
         executors: used,
+        attributes: Vec::new(),
     }
 }
 

@@ -609,6 +609,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                     drain: "DRAINING".into(),
                     drain_deadline_ms: Some(1_764_600_000_000),
                     executors: 1,
+                    attributes: vec![("rack".into(), "r1".into())],
                 }],
                 frameworks: vec![FrameworkView {
                     id: FrameworkId::new("f1"),
@@ -620,6 +621,8 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                         slots: 3,
                         declared: 2,
                         running: 1,
+                        waiting: 1,
+                        last_end: Some("slot 2: exited 3".into()),
                     }],
                 }],
                 executors: vec![ExecutorView {
@@ -767,6 +770,7 @@ fn cluster_state(g: &mut Gen) -> ClusterState {
                 drain: s(g),
                 drain_deadline_ms: if bool::arbitrary(g) { Some(u64::arbitrary(g)) } else { None },
                 executors: u32::arbitrary(g),
+                attributes: if bool::arbitrary(g) { vec![(s(g), s(g))] } else { vec![] },
             })
             .collect(),
         frameworks: (0..usize::arbitrary(g) % 3)
@@ -781,6 +785,8 @@ fn cluster_state(g: &mut Gen) -> ClusterState {
                         slots: u32::arbitrary(g),
                         declared: u32::arbitrary(g),
                         running: u32::arbitrary(g),
+                        waiting: u32::arbitrary(g),
+                        last_end: if bool::arbitrary(g) { Some(s(g)) } else { None },
                     })
                     .collect(),
             })

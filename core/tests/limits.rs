@@ -448,6 +448,7 @@ fn a_stored_retry_count_at_u32_max_never_overflows() {
             spec: spec("g", 1, 1, 1),
             slots: vec![SlotOutcome::Pending],
             retries_used: u32::MAX,
+            restarts: Default::default(),
         }],
         callback: None,
         registered_at_ms: None,

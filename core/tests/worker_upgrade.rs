@@ -291,6 +291,7 @@ fn a_leader_recovering_from_its_store_adopts_what_the_new_process_reports() {
                 spec: spec(1),
                 slots: vec![SlotOutcome::Pending],
                 retries_used: 0,
+                restarts: Default::default(),
             }],
             callback: None,
             registered_at_ms: None,

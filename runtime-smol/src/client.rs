@@ -447,7 +447,16 @@ pub fn render_table(state: &ClusterState) -> String {
                         } else {
                             String::new()
                         };
-                        format!("{} {}/{}{scaled}", g.name, g.running, g.slots)
+                        let waiting = if g.waiting > 0 {
+                            format!(", {} waiting to restart", g.waiting)
+                        } else {
+                            String::new()
+                        };
+                        let last = match &g.last_end {
+                            Some(end) => format!(" (last failure {end})"),
+                            None => String::new(),
+                        };
+                        format!("{} {}/{}{scaled}{waiting}{last}", g.name, g.running, g.slots)
                     })
                     .collect();
                 vec![

@@ -45,6 +45,7 @@ fn worker(id: &str, state: &str) -> WorkerView {
         drain: String::new(),
         drain_deadline_ms: None,
         executors: 2,
+        attributes: Vec::new(),
     }
 }
 
@@ -75,7 +76,14 @@ fn sample_state(master: &str, status: &str, epoch: u64) -> ClusterState {
                 name: "etl".into(),
                 state: "ACTIVE".into(),
                 connected: true,
-                groups: vec![GroupView { name: "main".into(), slots: 3, declared: 2, running: 3 }],
+                groups: vec![GroupView {
+                    name: "main".into(),
+                    slots: 3,
+                    declared: 2,
+                    running: 3,
+                    waiting: 0,
+                    last_end: None,
+                }],
             },
             FrameworkView {
                 id: FrameworkId::new("fw-2"),

@@ -56,6 +56,7 @@ fn planted() -> Record {
             },
             slots: vec![SlotOutcome::Pending],
             retries_used: 0,
+            restarts: Default::default(),
         }],
         callback: None,
         registered_at_ms: None,

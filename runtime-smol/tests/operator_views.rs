@@ -20,6 +20,7 @@ fn worker(id: &str, state: &str, cordoned: bool, drain: &str, deadline: Option<u
         drain: drain.into(),
         drain_deadline_ms: deadline,
         executors: 1,
+        attributes: Vec::new(),
     }
 }
 
@@ -46,8 +47,22 @@ fn state() -> ClusterState {
             state: "ACTIVE".into(),
             connected: true,
             groups: vec![
-                GroupView { name: "main".into(), slots: 5, declared: 2, running: 4 },
-                GroupView { name: "aux".into(), slots: 1, declared: 1, running: 1 },
+                GroupView {
+                    name: "main".into(),
+                    slots: 5,
+                    declared: 2,
+                    running: 4,
+                    waiting: 0,
+                    last_end: None,
+                },
+                GroupView {
+                    name: "aux".into(),
+                    slots: 1,
+                    declared: 1,
+                    running: 1,
+                    waiting: 0,
+                    last_end: None,
+                },
             ],
         }],
         executors: vec![],

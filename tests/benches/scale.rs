@@ -522,6 +522,7 @@ fn records(n: u64) -> Vec<Record> {
                 spec: spec("g", SLOTS_PER_FRAMEWORK),
                 slots: vec![SlotOutcome::Pending; SLOTS_PER_FRAMEWORK as usize],
                 retries_used: 0,
+                restarts: Default::default(),
             }],
             callback: Some(Addr(format!("10.200.{}.{}:7079", j >> 8 & 0xff, j & 0xff))),
             registered_at_ms: None,

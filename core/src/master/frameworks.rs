@@ -70,6 +70,11 @@ pub struct GroupState {
     /// declaration, scales), oldest first: writes to one key are confirmed
     /// in order, so each `Persisted` of one confirms the first.
     pub in_flight: std::collections::VecDeque<u32>,
+    /// The latest end of an executor of this group that counted as a
+    /// failure (or, in service mode, any end), and its slot: shown while
+    /// this leadership knows it (a failed slot's reason is durable in its
+    /// outcome).
+    pub last_end: Option<(u32, String)>,
 }
 
 impl FrameworkEntry {
@@ -102,6 +107,7 @@ impl FrameworkEntry {
                     current: vec![None; g.slots.len()],
                     durable_count: u32::try_from(g.slots.len()).unwrap_or(u32::MAX),
                     in_flight: Default::default(),
+                    last_end: None,
                     record: g,
                 })
                 .collect(),
@@ -514,14 +520,6 @@ impl Master {
             out.push(self.refuse_request(conn, request, problem.message(&spec.group)));
             return;
         }
-        if let Some(reason) = unhonoured_policy(&spec.policy) {
-            out.push(self.refuse_request(
-                conn,
-                request,
-                format!("group {:?}: {reason}", spec.group),
-            ));
-            return;
-        }
         let declared = self.frameworks.get(&id).map_or(0, |f| f.groups.len());
         let is_new = self
             .frameworks
@@ -567,10 +565,16 @@ impl Master {
         let slots = spec.slots as usize;
         let group = spec.group.clone();
         fw.groups.push(GroupState {
-            record: GroupRecord { spec, slots: vec![SlotOutcome::Pending; slots], retries_used: 0 },
+            record: GroupRecord {
+                spec,
+                slots: vec![SlotOutcome::Pending; slots],
+                retries_used: 0,
+                restarts: Default::default(),
+            },
             current: vec![None; slots],
             durable_count: 0,
             in_flight: std::iter::once(slots as u32).collect(),
+            last_end: None,
         });
         let then = vec![
             AfterWrite::GroupDurable { framework: id.clone(), group },
@@ -594,12 +598,9 @@ impl Master {
         let reserve: usize = fw
             .groups
             .iter()
-            .map(|g| (&g.record.spec.group, g.slot_count()))
-            .chain(std::iter::once((&spec.group, spec.slots)))
-            .map(|(group, slots)| {
-                let worst = limits::worst_slot_outcome_len(id.as_str(), group, slots);
-                (slots as usize).saturating_mul(worst.saturating_sub(1))
-            })
+            .map(|g| (&g.record.spec, g.slot_count()))
+            .chain(std::iter::once((spec, spec.slots)))
+            .map(|(spec, slots)| slot_reserve(id, spec, slots))
             .fold(0usize, usize::saturating_add);
         let worst = current
             .saturating_add(new_group)
@@ -735,6 +736,7 @@ impl Master {
             out.push(Action::Close { conn, reason: format!("framework {id} killed") });
             self.conns.remove(&conn);
         }
+        self.restart_waits.forget(id, None);
         self.refresh_slots_of(id);
         let mine: Vec<ExecutorId> = self.executors.of_framework(id).map(|e| e.id.clone()).collect();
         let mut touched = Vec::new();
@@ -800,11 +802,13 @@ impl Master {
     }
 }
 
-/// The part of a group's policy this master does not carry out yet, if any:
-/// such a group is refused, never accepted and run as if the policy were
-/// not there.
-fn unhonoured_policy(policy: &crate::policy::GroupPolicy) -> Option<String> {
-    use crate::policy::RestartPolicy;
-    (policy.restart != RestartPolicy::default())
-        .then(|| "this master does not support a restart policy yet".to_string())
+/// What `slots` slots of a group of `spec` may add to framework `id`'s
+/// record beyond a `Pending` outcome each, at worst: each slot's largest
+/// outcome, and its restart state if the group has a restart policy of its
+/// own (`restarts`).
+pub(super) fn slot_reserve(id: &FrameworkId, spec: &GroupSpec, slots: u32) -> usize {
+    let restarts = spec.policy.restart != crate::policy::RestartPolicy::default();
+    let worst = limits::worst_slot_outcome_len(id.as_str(), &spec.group, slots)
+        + if restarts { limits::WORST_SLOT_RESTART_LEN } else { 0 };
+    (slots as usize).saturating_mul(worst.saturating_sub(1))
 }

@@ -98,6 +98,7 @@ impl Master {
                 Record::Framework(f) => {
                     let id = f.id.clone();
                     self.frameworks.insert(id.clone(), FrameworkEntry::from_record(f));
+                    self.resume_waits_of(&id, out);
                     self.refresh_slots_of(&id);
                 }
                 Record::Epoch(_) | Record::History(_) => {}

@@ -29,6 +29,7 @@ mod leadership;
 mod logs;
 mod messages;
 mod operator;
+mod restarts;
 mod silence;
 mod snapshot;
 mod workers;
@@ -302,6 +303,9 @@ pub enum Timer {
     LogRelays,
     /// A drain's deadline passed: kill what still runs on the worker.
     Drain,
+    /// A slot's restart backoff ended: it gets a new executor (see
+    /// `restarts`).
+    Restart,
 }
 
 /// What to do once a write is durable.
@@ -465,6 +469,10 @@ pub struct Master {
     /// durable (`AfterWrite::EndKills`): a report of one meanwhile does
     /// not kill it early.
     ending_kills: BTreeSet<ExecutorId>,
+    /// The time of the event being handled (`handle`'s `now`).
+    now: Millis,
+    /// Slots of groups with a restart policy that wait out a backoff.
+    restart_waits: restarts::Waits,
 }
 
 impl Master {
@@ -502,6 +510,8 @@ impl Master {
             logs: logs::Relays::default(),
             stray_kills: BTreeSet::new(),
             ending_kills: BTreeSet::new(),
+            now: Millis::ZERO,
+            restart_waits: restarts::Waits::default(),
         }
     }
 
@@ -537,6 +547,7 @@ impl Master {
             (Timer::FrameworkHeartbeat, leading),
             (Timer::Recovery, recovering),
             (Timer::LogRelays, self.logs.len() > 0),
+            (Timer::Restart, leading && !self.restart_waits.is_empty()),
         ]
         .into_iter()
         .filter_map(|(t, on)| on.then_some(t))
@@ -564,6 +575,7 @@ impl Master {
                     now + self.config.heartbeat_interval
                 }
                 Timer::LogRelays => self.log_relay_deadline().unwrap_or(now).max(now),
+                Timer::Restart => self.restart_waits.earliest().unwrap_or(now).max(now),
             };
             self.armed.insert(timer, at);
             out.push(Action::SetTimer { timer, at });
@@ -633,6 +645,7 @@ impl Master {
             Status::Alive => "ALIVE",
             Status::Suspended => "SUSPENDED",
         };
+        let mut attribute_budget = crate::limits::MAX_ATTRIBUTES_STATE_BYTES;
         let workers = self
             .workers
             .sorted()
@@ -662,6 +675,16 @@ impl Master {
                     _ => None,
                 },
                 executors: u32::try_from(self.executors.live_on(&w.id)).unwrap_or(u32::MAX),
+                attributes: {
+                    let len: usize = w.attributes.iter().map(|(k, v)| k.len() + v.len() + 4).sum();
+                    if len <= attribute_budget {
+                        attribute_budget -= len;
+                        w.attributes.clone()
+                    } else {
+                        attribute_budget = 0;
+                        Vec::new()
+                    }
+                },
             })
             .collect();
         let frameworks = self
@@ -688,7 +711,8 @@ impl Master {
                     groups: f
                         .groups
                         .iter()
-                        .map(|g| GroupView {
+                        .enumerate()
+                        .map(|(gi, g)| GroupView {
                             name: g.record.spec.group.clone(),
                             slots: g.slot_count(),
                             declared: g.record.spec.slots,
@@ -704,6 +728,11 @@ impl Master {
                                     .count(),
                             )
                             .unwrap_or(u32::MAX),
+                            waiting: self.restart_waits.count_in(&f.id, gi),
+                            last_end: g
+                                .last_end
+                                .as_ref()
+                                .map(|(slot, end)| format!("slot {slot}: {end}")),
                         })
                         .collect(),
                 }
@@ -739,6 +768,7 @@ impl Master {
     #[must_use]
     pub fn handle(&mut self, now: Millis, event: Event) -> Vec<Action> {
         let mut out = Vec::new();
+        self.now = now;
         if let Event::Timer(t) = &event {
             self.armed.remove(t);
         }
@@ -784,8 +814,12 @@ impl Master {
             for (gi, g) in fw.groups.iter().enumerate() {
                 let placeable = g.placeable_slots() as usize;
                 for (slot, outcome) in g.record.slots.iter().enumerate().take(placeable) {
-                    if *outcome == SlotOutcome::Pending && g.current[slot].is_none() {
-                        open.insert((fw.id.clone(), gi, slot as u32));
+                    let key = (fw.id.clone(), gi, slot as u32);
+                    if *outcome == SlotOutcome::Pending
+                        && g.current[slot].is_none()
+                        && !self.restart_waits.contains(&key)
+                    {
+                        open.insert(key);
                     }
                 }
             }
@@ -834,6 +868,11 @@ impl Master {
             }
             Event::Elected { floor, clock } => self.on_elected(now, floor, clock, out),
             Event::Timer(Timer::Drain) => self.on_drain_timer(now, out),
+            Event::Timer(Timer::Restart) => {
+                if self.is_leading() {
+                    self.on_restart_timer(now, out);
+                }
+            }
             Event::Store(StoreEvent::Loaded { records }) => self.on_loaded(records, out),
             Event::Store(StoreEvent::LoadFailed { reason }) => {
                 if self.holds_leadership() {
@@ -1079,6 +1118,7 @@ impl Master {
         self.frameworks.clear();
         self.executors.clear();
         self.open_slots.clear();
+        self.restart_waits = restarts::Waits::default();
         self.after_write.clear();
         self.history = history::History::default();
         self.logs.clear();

@@ -55,7 +55,7 @@ impl Master {
 
     /// The local time of wall-clock instant `wall_ms` (the inverse of
     /// `wall`).
-    fn local(&self, wall_ms: u64) -> Millis {
+    pub(super) fn local(&self, wall_ms: u64) -> Millis {
         Millis(wall_ms.saturating_sub(self.wall_base.unwrap_or(0)))
     }
 
@@ -285,6 +285,7 @@ impl Master {
             surplus = g.current[n..].iter().rev().flatten().cloned().collect();
             g.record.slots.truncate(n);
             g.current.truncate(n);
+            super::restarts::truncate(&mut g.record, slots);
         } else {
             g.record.slots.resize(n, SlotOutcome::Pending);
             g.current.resize(n, None);
@@ -303,6 +304,7 @@ impl Master {
                 x.stop_by_operator();
             }
         }
+        self.restart_waits.forget(&framework, Some((gi, slots)));
         self.refresh_slots_of(&framework);
         let then = vec![
             AfterWrite::GroupDurable { framework: framework.clone(), group: group.clone() },
@@ -329,8 +331,7 @@ impl Master {
             .enumerate()
             .map(|(i, g)| {
                 let n = if i == gi { slots } else { g.slot_count() };
-                let worst = limits::worst_slot_outcome_len(id.as_str(), &g.record.spec.group, n);
-                (n as usize).saturating_mul(worst.saturating_sub(1))
+                super::frameworks::slot_reserve(id, &g.record.spec, n)
             })
             .fold(0usize, usize::saturating_add);
         let worst = current

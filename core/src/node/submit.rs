@@ -460,7 +460,8 @@ impl SubmitNode {
                     ),
                     &mut out,
                 );
-                let progress = GroupProgress::new(spec.group.clone(), spec.slots);
+                let service = spec.policy.restart.mode == crate::policy::RestartMode::Service;
+                let progress = GroupProgress::new(spec.group.clone(), spec.slots).service(service);
                 match self.groups.iter_mut().find(|g| g.group() == spec.group) {
                     Some(g) => *g = progress,
                     None => self.groups.push(progress),

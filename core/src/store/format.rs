@@ -669,6 +669,18 @@ mod tests {
                                 },
                             ],
                             retries_used: u32::arbitrary(g),
+                            restarts: if bool::arbitrary(g) {
+                                [(
+                                    1,
+                                    crate::store::SlotRestart {
+                                        failures: u32::arbitrary(g),
+                                        not_before_ms: u64::arbitrary(g),
+                                    },
+                                )]
+                                .into()
+                            } else {
+                                Default::default()
+                            },
                         }]
                     },
                     callback: None,

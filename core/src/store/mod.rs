@@ -18,6 +18,7 @@ use crate::ids::{Addr, Epoch, ExecutorId, FrameworkId, Incarnation, WorkerId};
 use crate::protocol::FinishedFramework;
 use crate::protocol::{ExecutorState, GroupSpec};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// Identifies one write the machine asked for; echoed back in `Persisted`.
@@ -175,14 +176,40 @@ pub struct GroupRecord {
     pub slots: Vec<SlotOutcome>,
     /// Retries used by failed executors of this group.
     pub retries_used: u32,
+    /// The restart state of the slots that have one (a group with a restart
+    /// policy of its own, [`crate::policy::RestartPolicy`]): failures in a
+    /// row and the backoff's end, by slot. Empty for every group with the
+    /// default restart policy.
+    pub restarts: BTreeMap<u32, SlotRestart>,
+}
+
+/// Where one slot of a group with a restart policy stands: how often its
+/// executors ended in a row without running healthily, and until when the
+/// next one waits. Durable, so a new leader keeps the wait instead of
+/// relaunching at once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotRestart {
+    /// Ends in a row that count against the policy (reset once an executor
+    /// ran for its `healthy_after`).
+    pub failures: u32,
+    /// Wall-clock ms since the Unix epoch (the leader's clock term, like a
+    /// drain's deadline) before which the slot gets no new executor; 0:
+    /// none.
+    pub not_before_ms: u64,
 }
 
 impl GroupRecord {
     /// Whether the record holds nothing the first group layout lacks (so a
     /// framework record of such groups is written as earlier builds wrote
-    /// it, byte for byte): the default policy.
+    /// it, byte for byte): the default policy and no restart state.
     pub fn fits_v1(&self) -> bool {
-        self.spec.policy.is_default()
+        self.spec.policy.is_default() && self.restarts.is_empty()
+    }
+
+    /// Whether the record holds nothing the second group layout (variant 8,
+    /// a policy) lacks: no restart state.
+    pub fn fits_v2(&self) -> bool {
+        self.restarts.is_empty()
     }
 }
 
@@ -300,7 +327,70 @@ mod wire {
         /// A framework with a group whose record holds more than the first
         /// group layout ([`GroupRecord::fits_v1`]): a policy (appended:
         /// frameworks without one keep the earlier layouts byte for byte).
-        FrameworkWithPolicies(FrameworkRecord),
+        FrameworkWithPolicies(FrameworkV4),
+        /// A framework with a group whose slots have restart state
+        /// ([`GroupRecord::fits_v2`]; appended: frameworks without one keep
+        /// the earlier layouts byte for byte).
+        FrameworkWithRestarts(FrameworkRecord),
+    }
+
+    /// A framework record of the fourth format: groups of the second
+    /// layout (a policy, no restart state).
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct FrameworkV4 {
+        id: FrameworkId,
+        name: String,
+        failover_timeout_ms: u64,
+        groups: Vec<GroupV2>,
+        callback: Option<Addr>,
+        registered_at_ms: Option<u64>,
+    }
+
+    /// A group record of the second layout: a policy, no restart state.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct GroupV2 {
+        spec: GroupSpec,
+        slots: Vec<SlotOutcome>,
+        retries_used: u32,
+    }
+
+    impl From<GroupV2> for GroupRecord {
+        fn from(GroupV2 { spec, slots, retries_used }: GroupV2) -> Self {
+            GroupRecord { spec, slots, retries_used, restarts: Default::default() }
+        }
+    }
+
+    impl From<GroupRecord> for GroupV2 {
+        /// Only called for records that [`GroupRecord::fits_v2`].
+        fn from(g: GroupRecord) -> Self {
+            GroupV2 { spec: g.spec, slots: g.slots, retries_used: g.retries_used }
+        }
+    }
+
+    impl From<FrameworkV4> for FrameworkRecord {
+        fn from(f: FrameworkV4) -> Self {
+            FrameworkRecord {
+                id: f.id,
+                name: f.name,
+                failover_timeout_ms: f.failover_timeout_ms,
+                groups: f.groups.into_iter().map(GroupRecord::from).collect(),
+                callback: f.callback,
+                registered_at_ms: f.registered_at_ms,
+            }
+        }
+    }
+
+    impl From<FrameworkRecord> for FrameworkV4 {
+        fn from(f: FrameworkRecord) -> Self {
+            FrameworkV4 {
+                id: f.id,
+                name: f.name,
+                failover_timeout_ms: f.failover_timeout_ms,
+                groups: f.groups.into_iter().map(GroupV2::from).collect(),
+                callback: f.callback,
+                registered_at_ms: f.registered_at_ms,
+            }
+        }
     }
 
     /// A worker record of the second format: a callback address, no
@@ -380,6 +470,7 @@ mod wire {
                 },
                 slots: g.slots,
                 retries_used: g.retries_used,
+                restarts: Default::default(),
             }
         }
     }
@@ -483,7 +574,8 @@ mod wire {
                     registered_at_ms,
                 }),
                 Record::WorkerWithMaintenance(w) => super::Record::Worker(w),
-                Record::FrameworkWithPolicies(f) => super::Record::Framework(f),
+                Record::FrameworkWithPolicies(f) => super::Record::Framework(f.into()),
+                Record::FrameworkWithRestarts(f) => super::Record::Framework(f),
             }
         }
     }
@@ -512,8 +604,11 @@ mod wire {
                 super::Record::Worker(WorkerRecord {
                     id, incarnation, cores, memory_mb, ..
                 }) => Record::Worker(WorkerV1 { id, incarnation, cores, memory_mb }),
+                super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v2) => {
+                    Record::FrameworkWithRestarts(f)
+                }
                 super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v1) => {
-                    Record::FrameworkWithPolicies(f)
+                    Record::FrameworkWithPolicies(f.into())
                 }
                 super::Record::Framework(FrameworkRecord {
                     id,
@@ -626,6 +721,7 @@ mod tests {
             },
             slots: vec![SlotOutcome::Pending; 2],
             retries_used: 1,
+            restarts: Default::default(),
         };
         let fw = |groups| {
             Record::Framework(FrameworkRecord {
@@ -648,6 +744,15 @@ mod tests {
         let bytes = postcard::to_allocvec(&with).unwrap();
         assert_eq!(bytes[0], 8);
         assert_eq!(postcard::from_bytes::<Record>(&bytes).unwrap(), with);
+        // Restart state takes the next variant; without it, variant 8 stays.
+        let Record::Framework(mut restarting) = with else { unreachable!() };
+        restarting.groups[1]
+            .restarts
+            .insert(1, SlotRestart { failures: 3, not_before_ms: 1_764_603_060_000 });
+        let restarting = Record::Framework(restarting);
+        let bytes = postcard::to_allocvec(&restarting).unwrap();
+        assert_eq!(bytes[0], 9);
+        assert_eq!(postcard::from_bytes::<Record>(&bytes).unwrap(), restarting);
     }
 
     #[test]

@@ -405,6 +405,11 @@ pub fn state_json(s: &ClusterState) -> Value {
                 "cores_used": w.cores_used,
                 "memory_mb": w.memory_mb,
                 "memory_used_mb": w.memory_used_mb,
+                "attributes": w
+                    .attributes
+                    .iter()
+                    .map(|(k, v)| (k.clone(), json!(v)))
+                    .collect::<serde_json::Map<String, Value>>(),
             })
         })
         .collect();
@@ -422,6 +427,8 @@ pub fn state_json(s: &ClusterState) -> Value {
                     "slots": g.slots,
                     "declared_slots": g.declared,
                     "running": g.running,
+                    "waiting_to_restart": g.waiting,
+                    "last_failure": g.last_end,
                 })).collect::<Vec<Value>>(),
             })
         })

@@ -52,6 +52,7 @@ pub fn framework(id: &str, name: &str) -> Record {
                 SlotOutcome::Pending,
             ],
             retries_used: 1,
+            restarts: Default::default(),
         }],
         callback: None,
         registered_at_ms: None,

@@ -1054,7 +1054,12 @@ fn record(src: &mut Source, frameworks: &[FrameworkId]) -> Record {
                             },
                         })
                         .collect();
-                    GroupRecord { spec, slots, retries_used: gen::u32_peer(src, 10) }
+                    GroupRecord {
+                        spec,
+                        slots,
+                        retries_used: gen::u32_peer(src, 10),
+                        restarts: Default::default(),
+                    }
                 })
                 .collect();
             Record::Framework(FrameworkRecord {

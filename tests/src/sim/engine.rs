@@ -486,6 +486,10 @@ impl World {
         // from a generator of its own so the main one's draws, and so every
         // recorded seed's schedule, stay as they were.
         let mut jobs = fastrand::Rng::with_seed(seed ^ 0x6a6f_6273);
+        // Some second groups have a restart policy of their own (a batch
+        // retry budget per slot with a backoff), drawn from a third
+        // generator for the same reason.
+        let mut restarts = fastrand::Rng::with_seed(seed ^ 0x7265_7374);
         let subs = (0..cfg.subscribers)
             .map(|i| {
                 let slots = rng.u32(1..=3);
@@ -493,6 +497,15 @@ impl World {
                 if jobs.bool() {
                     let mut second = spec_for(i, jobs.u32(1..=2));
                     second.group = format!("g{i}-b");
+                    if restarts.bool() {
+                        second.policy.restart = regent_core::policy::RestartPolicy {
+                            attempts: Some(restarts.u32(1..=4)),
+                            delay_ms: restarts.u64(100..2_000),
+                            max_delay_ms: 4_000,
+                            healthy_after_ms: restarts.u64(0..20_000),
+                            ..Default::default()
+                        };
+                    }
                     specs.push(second);
                 }
                 SubP {

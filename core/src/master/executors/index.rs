@@ -65,6 +65,12 @@ impl ExecutorMut<'_> {
         self.0.operator_stop = true;
     }
 
+    /// It was seen RUNNING at `now`, unless it was earlier
+    /// ([`ExecutorEntry::running_since`]).
+    pub(in crate::master) fn mark_running(&mut self, now: crate::time::Millis) {
+        self.0.running_since.get_or_insert(now);
+    }
+
     /// Its terminal state is durable ([`ExecutorEntry::recorded`]).
     pub(in crate::master) fn mark_recorded(&mut self) {
         self.0.recorded = true;

@@ -72,6 +72,9 @@ pub struct ExecutorEntry {
     /// The connection its `LaunchExecutor` was sent on (`None`: not
     /// launched by this leadership, or its worker had no connection).
     pub sent_on: Option<crate::ids::ConnId>,
+    /// When this leadership first saw it RUNNING (how long it ran decides
+    /// whether its end resets its slot's backoff: `healthy_after`).
+    pub running_since: Option<crate::time::Millis>,
 }
 
 impl ExecutorEntry {
@@ -165,7 +168,7 @@ impl Master {
             slot < g.placeable_slots()
                 && g.record.slots.get(slot as usize) == Some(&SlotOutcome::Pending)
                 && g.current.get(slot as usize) == Some(&None)
-        })
+        }) && !self.restart_waits.contains(&(fid.clone(), gi, slot))
     }
 
     /// Keeps `open_slots` in step with one slot after a change to it.
@@ -192,8 +195,12 @@ impl Master {
         for (gi, g) in fw.groups.iter().enumerate() {
             let placeable = g.placeable_slots() as usize;
             for (slot, outcome) in g.record.slots.iter().enumerate().take(placeable) {
-                if *outcome == SlotOutcome::Pending && g.current[slot].is_none() {
-                    open.push((fid.clone(), gi, slot as u32));
+                let key = (fid.clone(), gi, slot as u32);
+                if *outcome == SlotOutcome::Pending
+                    && g.current[slot].is_none()
+                    && !self.restart_waits.contains(&key)
+                {
+                    open.push(key);
                 }
             }
         }
@@ -406,6 +413,7 @@ impl Master {
             recorded: false,
             launch: self.next_launch,
             sent_on: self.workers.entries.get(worker).and_then(|w| w.conn),
+            running_since: None,
         };
         self.hold(worker, spec.cores, spec.memory_mb);
         let info = entry.info();
@@ -546,6 +554,7 @@ impl Master {
             recorded: false,
             launch: 0,
             sent_on: None,
+            running_since: None,
         };
         self.hold(worker, entry.cores, entry.memory_mb);
         self.insert_executor(entry);
@@ -619,6 +628,7 @@ impl Master {
                 recorded: false,
                 launch: 0,
                 sent_on: None,
+                running_since: None,
             });
         }
         let then = vec![AfterWrite::Recorded {
@@ -647,6 +657,12 @@ impl Master {
             _ => return,
         }
         self.set_executor_state(id, state.clone());
+        if state == ExecutorState::Running {
+            let now = self.now;
+            if let Some(mut x) = self.executors.get_mut(id) {
+                x.mark_running(now);
+            }
+        }
         let e = self.executors[id].clone();
         self.tell_framework(
             &e.framework,
@@ -659,19 +675,26 @@ impl Master {
         self.release(&e);
         let max_retries = self.config.max_executor_retries;
         let epoch = self.epoch;
+        let ran_ms = e.running_since.map_or(0, |t| self.now.0.saturating_sub(t.0));
+        let wall_now = self.wall_now();
         let mut slot_failed = None;
         let mut settled = None;
+        let mut wait = None;
         if let Some(fw) = self.frameworks.get_mut(&e.framework) {
             settled = fw.groups.iter().position(|g| g.record.spec.group == e.group);
             if let Some(g) = fw.group_mut(&e.group) {
                 let slot = e.slot as usize;
+                let restart = &g.record.spec.policy.restart;
+                let own_policy = *restart != crate::policy::RestartPolicy::default();
+                let service = restart.mode == crate::policy::RestartMode::Service;
                 if g.current.get(slot) == Some(&Some(e.id.clone())) {
                     g.current[slot] = None;
                     let outcome = match &state {
-                        // An exit 0 completes the slot, whoever stopped
-                        // it: the work is done (and a reported exit is never
-                        // lost).
-                        ExecutorState::Exited { code: 0 } => {
+                        // An exit 0 completes a batch slot, whoever
+                        // stopped it: the work is done (and a reported
+                        // exit is never lost).
+                        ExecutorState::Exited { code: 0 } if !service => {
+                            super::restarts::clear(&mut g.record, e.slot);
                             SlotOutcome::Done { executor: e.id.clone() }
                         }
                         // The framework's kill is recorded (and may have
@@ -685,7 +708,39 @@ impl Master {
                         // Lost, or killed by its worker's shutdown: refill
                         // without using the retry budget.
                         ExecutorState::Lost | ExecutorState::Killed => SlotOutcome::Pending,
+                        // A group with a restart policy of its own: the
+                        // end counts against its slot (`restarts`).
+                        ExecutorState::Exited { .. } | ExecutorState::Failed { .. }
+                            if own_policy =>
+                        {
+                            let counted = super::restarts::count_end(
+                                &mut g.record,
+                                e.slot,
+                                &state,
+                                ran_ms,
+                                max_retries,
+                                wall_now,
+                            );
+                            g.last_end = Some((e.slot, super::restarts::describe_end(&state)));
+                            match counted {
+                                super::restarts::Counted::Failed(why) => {
+                                    // The worker's failure text is peer
+                                    // input: the stored reason is capped.
+                                    let reason = crate::limits::cap_reason(format!(
+                                        "executor {} {why}",
+                                        e.id
+                                    ));
+                                    slot_failed = Some(reason.clone());
+                                    SlotOutcome::Failed { executor: e.id.clone(), reason }
+                                }
+                                super::restarts::Counted::Retry(ms) => {
+                                    wait = Some(ms);
+                                    SlotOutcome::Pending
+                                }
+                            }
+                        }
                         ExecutorState::Exited { .. } | ExecutorState::Failed { .. } => {
+                            g.last_end = Some((e.slot, super::restarts::describe_end(&state)));
                             // Stored, so not necessarily written by us
                             // (a planted or damaged record): checked.
                             g.record.retries_used = g.record.retries_used.saturating_add(1);
@@ -709,6 +764,9 @@ impl Master {
                     g.record.slots[slot] = outcome;
                 }
             }
+        }
+        if let (Some(gi), Some(ms)) = (settled, wait) {
+            self.wait_to_restart(&e.framework.clone(), gi, e.slot, ms, out);
         }
         if let Some(gi) = settled {
             self.refresh_slot(&e.framework, gi, e.slot);

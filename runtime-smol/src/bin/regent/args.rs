@@ -592,6 +592,26 @@ pub struct SubmitArgs {
     /// A worker attribute to spread the executors over evenly (`rack`).
     #[arg(long, value_name = "ATTR")]
     pub spread: Option<String>,
+    /// What happens when an executor ends: `batch` (exit 0 ends its slot,
+    /// a failure is retried) or `service` (restarted whenever it ends).
+    #[arg(long, value_name = "batch|service", value_parser = parse_restart_mode)]
+    pub restart: Option<regent_core::policy::RestartMode>,
+    /// How many failures in a row of one slot are retried before the slot
+    /// fails (default: batch slots share the master's
+    /// --max-executor-retries; a service is restarted forever).
+    #[arg(long, value_name = "N")]
+    pub retries: Option<u32>,
+    /// The wait before a failed slot's first retry (`500ms`, `10s`, `1m`),
+    /// doubled on every further failure in a row.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ms)]
+    pub restart_delay: Option<u64>,
+    /// The longest wait between retries (`5m`); default: no cap but a day.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ms)]
+    pub restart_max_delay: Option<u64>,
+    /// How long an executor must run for its slot's failures in a row to
+    /// be forgotten (the wait starts again from --restart-delay).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ms)]
+    pub healthy_after: Option<u64>,
     /// The command every executor runs.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
@@ -600,6 +620,18 @@ pub struct SubmitArgs {
 fn parse_placement(s: &str) -> Result<regent_core::policy::Placement, String> {
     regent_core::policy::Placement::from_name(s)
         .ok_or_else(|| format!("{s:?} is no placement (pack or spread)"))
+}
+
+fn parse_restart_mode(s: &str) -> Result<regent_core::policy::RestartMode, String> {
+    regent_core::policy::RestartMode::from_name(s)
+        .ok_or_else(|| format!("{s:?} is no restart mode (batch or service)"))
+}
+
+/// A duration as people write it (`500ms`, `10s`, `1m 30s`, `2h`), in ms.
+pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
+    let d = humantime::parse_duration(s)
+        .map_err(|e| format!("{s:?} is no duration ({e}; write e.g. 500ms, 10s, 5m)"))?;
+    u64::try_from(d.as_millis()).map_err(|_| format!("{s:?} is too long"))
 }
 
 fn parse_constraint(s: &str) -> Result<regent_core::policy::Constraint, String> {

@@ -131,6 +131,12 @@ async fn submit_group_options(
     opts.policy.placement = a.placement;
     opts.policy.constraints = a.constraint;
     opts.policy.spread = a.spread;
+    let r = &mut opts.policy.restart;
+    r.mode = a.restart.unwrap_or_default();
+    r.attempts = a.retries;
+    r.delay_ms = a.restart_delay.unwrap_or(0);
+    r.max_delay_ms = a.restart_max_delay.unwrap_or(0);
+    r.healthy_after_ms = a.healthy_after.unwrap_or(0);
     Ok(opts)
 }
 

@@ -29,7 +29,7 @@ use toml::Spanned;
 
 /// Keys of a group the job file will have (issue 22) and this version of
 /// regent does not honour yet: refused by name.
-pub const UNSUPPORTED: [&str; 5] = ["ports", "restart", "artifacts", "kill_grace", "cwd"];
+pub const UNSUPPORTED: [&str; 4] = ["ports", "artifacts", "kill_grace", "cwd"];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -51,19 +51,61 @@ struct RawGroup {
     placement: Option<Spanned<String>>,
     constraints: Option<Spanned<Vec<String>>>,
     spread: Option<Spanned<String>>,
+    restart: Option<Spanned<RawRestart>>,
     // Not honoured yet (UNSUPPORTED): read only to be refused by name.
     ports: Option<Spanned<toml::Value>>,
-    restart: Option<Spanned<toml::Value>>,
     artifacts: Option<Spanned<toml::Value>>,
     kill_grace: Option<Spanned<toml::Value>>,
     cwd: Option<Spanned<toml::Value>>,
+}
+
+/// A group's `[group.restart]` table; durations are written as people
+/// write them (`500ms`, `10s`, `5m`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRestart {
+    mode: Option<Spanned<String>>,
+    attempts: Option<Spanned<u32>>,
+    delay: Option<Spanned<String>>,
+    max_delay: Option<Spanned<String>>,
+    healthy_after: Option<Spanned<String>>,
+}
+
+impl RawRestart {
+    /// The policy; an error names the key (the caller adds where it is).
+    fn policy(&self) -> Result<regent_core::policy::RestartPolicy, (Range<usize>, String)> {
+        let mut r = regent_core::policy::RestartPolicy::default();
+        if let Some(v) = &self.mode {
+            r.mode = regent_core::policy::RestartMode::from_name(v.get_ref()).ok_or_else(|| {
+                (
+                    v.span(),
+                    format!(
+                        "key \"restart.mode\": {:?} is no restart mode (batch or service)",
+                        v.get_ref()
+                    ),
+                )
+            })?;
+        }
+        r.attempts = self.attempts.as_ref().map(|v| *v.get_ref());
+        let ms = |key: &str, v: &Option<Spanned<String>>| -> Result<u64, (Range<usize>, String)> {
+            match v {
+                None => Ok(0),
+                Some(v) => crate::args::parse_duration_ms(v.get_ref())
+                    .map_err(|e| (v.span(), format!("key \"restart.{key}\": {e}"))),
+            }
+        };
+        r.delay_ms = ms("delay", &self.delay)?;
+        r.max_delay_ms = ms("max_delay", &self.max_delay)?;
+        r.healthy_after_ms = ms("healthy_after", &self.healthy_after)?;
+        Ok(r)
+    }
 }
 
 impl RawGroup {
     /// The first key of [`UNSUPPORTED`] this group sets (in the file's
     /// order), with where its value is.
     fn unsupported(&self) -> Option<(&'static str, Range<usize>)> {
-        let set = [&self.ports, &self.restart, &self.artifacts, &self.kill_grace, &self.cwd];
+        let set = [&self.ports, &self.artifacts, &self.kill_grace, &self.cwd];
         UNSUPPORTED
             .iter()
             .zip(set)
@@ -83,7 +125,7 @@ impl RawGroup {
             // Not job-file keys yet (refused by name before validation).
             GroupKey::Constraints => self.constraints.as_ref().map(Spanned::span),
             GroupKey::Spread => self.spread.as_ref().map(Spanned::span),
-            GroupKey::Restart => None,
+            GroupKey::Restart => self.restart.as_ref().map(Spanned::span),
         }
     }
 
@@ -111,6 +153,9 @@ impl RawGroup {
             }
         }
         p.spread = self.spread.as_ref().map(|v| v.get_ref().clone());
+        if let Some(r) = &self.restart {
+            p.restart = r.get_ref().policy()?;
+        }
         Ok(p)
     }
 
@@ -199,7 +244,7 @@ fn serde_message(message: &str) -> String {
     let Some(rest) = message.strip_prefix("unknown field ") else { return message };
     let key = rest.split(',').next().unwrap_or(rest);
     if rest.contains("`count`") {
-        format!("unknown key {key}; a group's keys are name, count, command, env, cores, memory_mb, placement, constraints, spread")
+        format!("unknown key {key}; a group's keys are name, count, command, env, cores, memory_mb, placement, constraints, spread, restart")
     } else {
         format!("unknown key {key}; a job's keys are name and group")
     }
@@ -361,9 +406,38 @@ memory_mb = 256
             let e = err(&text);
             assert!(e.contains(&format!("{key:?} is not supported yet")), "{e}");
         }
-        let text = format!("{TWO}\n[group.restart]\nmode = \"service\"\n");
-        let e = err(&text);
-        assert!(e.contains("group \"mappers\": \"restart\" is not supported yet"), "{e}");
+    }
+
+    #[test]
+    fn a_restart_table_fills_the_restart_policy() {
+        let text = format!(
+            "{TWO}\n[group.restart]\nmode = \"service\"\nattempts = 5\ndelay = \"500ms\"\nmax_delay = \"1m\"\nhealthy_after = \"10m\"\n"
+        );
+        let job = parse("job.toml", &text).unwrap();
+        let r = &job.groups[1].policy.restart;
+        assert_eq!(r.mode, regent_core::policy::RestartMode::Service);
+        assert_eq!(
+            (r.attempts, r.delay_ms, r.max_delay_ms, r.healthy_after_ms),
+            (Some(5), 500, 60_000, 600_000)
+        );
+        assert!(job.groups[0].policy.is_default(), "the table is the second group's");
+        let e = err(&format!("{TWO}\n[group.restart]\ndelay = \"soon\"\n"));
+        assert!(
+            e.starts_with(
+                "job.toml:16:1: group \"mappers\": key \"restart.delay\": \"soon\" is no duration"
+            ),
+            "{e}"
+        );
+        let e = err(&format!("{TWO}\n[group.restart]\nmode = \"forever\"\n"));
+        assert!(e.contains("\"forever\" is no restart mode (batch or service)"), "{e}");
+        let e = err(&format!("{TWO}\n[group.restart]\ndelay = \"2m\"\nmax_delay = \"1m\"\n"));
+        assert!(
+            e.starts_with("job.toml:15:1: group \"mappers\": restart: "),
+            "the table is named: {e}"
+        );
+        assert!(e.contains("max_delay"), "{e}");
+        let e = err(&format!("{TWO}\n[group.restart]\nretries = 3\n"));
+        assert!(e.contains("unknown key `retries`"), "{e}");
     }
 
     #[test]
