@@ -49,9 +49,7 @@ pub fn backoff(policy: &RestartPolicy, failures: u32) -> u64 {
     if failures == 0 || policy.delay_ms == 0 {
         return 0;
     }
-    let doublings = (failures - 1).min(63);
-    let wait = policy.delay_ms.checked_shl(doublings).unwrap_or(u64::MAX);
-    let wait = if policy.delay_ms.leading_zeros() < doublings { u64::MAX } else { wait };
+    let wait = policy.delay_ms.saturating_mul(1u64 << (failures - 1).min(63));
     let cap = if policy.max_delay_ms == 0 { u64::MAX } else { policy.max_delay_ms };
     wait.min(cap).min(crate::limits::MAX_RESTART_DELAY.0)
 }
@@ -92,6 +90,8 @@ pub fn count_end(
     }
     state.failures = state.failures.saturating_add(1);
     let failures = state.failures;
+    // The shared budget below needs `group` itself: the entry is looked up
+    // again afterwards.
     let exhausted = match (policy.attempts, policy.mode) {
         (Some(attempts), _) => (failures > attempts).then(|| {
             format!("{failures} ends in a row; the restart policy allows {attempts} retries")

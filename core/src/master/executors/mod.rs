@@ -586,12 +586,15 @@ impl Master {
             return false;
         }
         g.record.slots[slot as usize] = SlotOutcome::Done { executor: report.id.clone() };
+        super::restarts::clear(&mut g.record, slot);
         let replaced = g.current[slot as usize].take();
         if let Some(gi) = self
             .frameworks
             .get(&report.framework)
             .and_then(|f| f.groups.iter().position(|g| g.record.spec.group == group))
         {
+            // A slot done while it waited to restart waits no more.
+            self.restart_waits.remove(&(report.framework.clone(), gi, slot));
             self.refresh_slot(&report.framework, gi, slot);
         }
         if let Some(x) = replaced {
