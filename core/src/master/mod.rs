@@ -646,6 +646,7 @@ impl Master {
             Status::Suspended => "SUSPENDED",
         };
         let mut attribute_budget = crate::limits::MAX_ATTRIBUTES_STATE_BYTES;
+        let waiting = self.restart_waits.counts();
         let workers = self
             .workers
             .sorted()
@@ -728,7 +729,7 @@ impl Master {
                                     .count(),
                             )
                             .unwrap_or(u32::MAX),
-                            waiting: self.restart_waits.count_in(&f.id, gi),
+                            waiting: waiting.get(&(&f.id, gi)).copied().unwrap_or(0),
                             last_end: g
                                 .last_end
                                 .as_ref()

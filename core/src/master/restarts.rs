@@ -170,10 +170,14 @@ impl Waits {
         due
     }
 
-    /// How many slots of framework `fid`'s group `gi` wait.
-    pub fn count_in(&self, fid: &FrameworkId, gi: usize) -> u32 {
-        let n = self.by_slot.keys().filter(|(f, g, _)| f == fid && *g == gi).count();
-        u32::try_from(n).unwrap_or(u32::MAX)
+    /// How many slots wait, by framework and group index (one pass, for
+    /// a snapshot).
+    pub fn counts(&self) -> FxHashMap<(&FrameworkId, usize), u32> {
+        let mut counts: FxHashMap<(&FrameworkId, usize), u32> = FxHashMap::default();
+        for (f, g, _) in self.by_slot.keys() {
+            *counts.entry((f, *g)).or_default() += 1;
+        }
+        counts
     }
 
     /// Forgets every wait of framework `fid` (removed), or of its group
