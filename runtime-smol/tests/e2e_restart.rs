@@ -10,7 +10,7 @@
 mod support;
 
 use std::time::Duration;
-use support::cluster::{alive_with_workers, api_state, wait_for, Cluster, Kind, MasterSpec};
+use support::cluster::{alive_with_workers, api_state, wait_for, Cluster, Kind, MasterSpec, Proc};
 
 /// Generous bound for anything to happen.
 const BOUND: Duration = Duration::from_secs(90);
@@ -29,6 +29,16 @@ fn logging(runs: &std::path::Path, then: &str) -> String {
     format!("date +%s%3N >> {}; {then}", runs.display())
 }
 
+/// Master `spec` and worker `w1` (2 cores, 512 MiB), waited for ALIVE.
+fn master_and_worker(c: &Cluster, spec: &MasterSpec) -> (Proc, Proc) {
+    let master = c.master(spec);
+    let worker = c.worker("w1", &[spec.addr()], 2, 512, &[]);
+    wait_for(BOUND, "the worker ALIVE", || {
+        alive_with_workers(&api_state(&spec.http_addr()).ok_or("no answer")?, &["w1"])
+    });
+    (master, worker)
+}
+
 /// The first framework's first group in the master's `/api/state`.
 fn group(spec: &MasterSpec) -> Result<serde_json::Value, String> {
     let state = api_state(&spec.http_addr()).ok_or("the master does not answer")?;
@@ -42,11 +52,7 @@ fn group(spec: &MasterSpec) -> Result<serde_json::Value, String> {
 fn a_failing_batch_job_is_retried_its_attempts_then_fails_naming_them() {
     let c = Cluster::new("restart-batch");
     let spec = MasterSpec::new("m1", &["--recovery", "none"]);
-    let _master = c.master(&spec);
-    let _worker = c.worker("w1", &[spec.addr()], 2, 512, &[]);
-    wait_for(BOUND, "the worker ALIVE", || {
-        alive_with_workers(&api_state(&spec.http_addr()).ok_or("no answer")?, &["w1"])
-    });
+    let (_master, _worker) = master_and_worker(&c, &spec);
     let log = c.path("runs");
     let job = c.path("job.toml");
     std::fs::write(
@@ -93,11 +99,7 @@ max_delay = "1s"
 fn a_service_is_restarted_after_it_exits_0() {
     let c = Cluster::new("restart-service");
     let spec = MasterSpec::new("m1", &["--recovery", "none"]);
-    let _master = c.master(&spec);
-    let _worker = c.worker("w1", &[spec.addr()], 2, 512, &[]);
-    wait_for(BOUND, "the worker ALIVE", || {
-        alive_with_workers(&api_state(&spec.http_addr()).ok_or("no answer")?, &["w1"])
-    });
+    let (_master, _worker) = master_and_worker(&c, &spec);
     let log = c.path("runs");
     let script = logging(&log, "exit 0");
     let opts = [
@@ -139,11 +141,7 @@ fn a_backoff_outlives_a_kill_9_of_the_master() {
     let store = c.path("store");
     let spec =
         MasterSpec::new("m1", &["--recovery", "filesystem", "--store", store.to_str().unwrap()]);
-    let mut master = c.master(&spec);
-    let _worker = c.worker("w1", &[spec.addr()], 2, 512, &[]);
-    wait_for(BOUND, "the worker ALIVE", || {
-        alive_with_workers(&api_state(&spec.http_addr()).ok_or("no answer")?, &["w1"])
-    });
+    let (mut master, _worker) = master_and_worker(&c, &spec);
     let log = c.path("runs");
     // The first run fails; the retry waits 20 s.
     let script = logging(&log, "exit 3");
