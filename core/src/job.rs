@@ -149,6 +149,38 @@ pub fn key_name(key: GroupKey) -> &'static str {
     }
 }
 
+/// Why a run of a job cannot follow the live framework of its name
+/// ([`JobSpec::live_framework`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LiveJobError {
+    /// Several live frameworks carry the job's name.
+    #[error(
+        "job {job:?} runs as {} frameworks ({}): give --framework-id to follow one, or --new to start another",
+        frameworks.len(),
+        frameworks.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", ")
+    )]
+    Several {
+        /// The job's name.
+        job: String,
+        /// The frameworks of that name.
+        frameworks: Vec<crate::ids::FrameworkId>,
+    },
+    /// The live framework was declared with other groups or counts.
+    #[error(
+        "job {job:?} is live as framework {framework} and the file changes it ({}); nothing was changed: \
+         stop it first (regent kill --masters ... {framework}) or give --new to run another",
+        changes.join("; ")
+    )]
+    Changed {
+        /// The job's name.
+        job: String,
+        /// The live framework.
+        framework: crate::ids::FrameworkId,
+        /// What the file changes, group by group.
+        changes: Vec<String>,
+    },
+}
+
 impl JobSpec {
     /// The live framework a run of this job follows instead of starting
     /// another (a resubmission of the same job file is idempotent): the one
@@ -161,19 +193,17 @@ impl JobSpec {
     pub fn live_framework(
         &self,
         state: &crate::protocol::ClusterState,
-    ) -> Result<Option<crate::ids::FrameworkId>, String> {
+    ) -> Result<Option<crate::ids::FrameworkId>, LiveJobError> {
         let named: Vec<&crate::protocol::FrameworkView> =
             state.frameworks.iter().filter(|f| f.name == self.name).collect();
         let f = match named[..] {
             [] => return Ok(None),
             [f] => f,
             _ => {
-                return Err(format!(
-                    "job {:?} runs as {} frameworks ({}): give --framework-id to follow one, or --new to start another",
-                    self.name,
-                    named.len(),
-                    named.iter().map(|f| f.id.as_str()).collect::<Vec<_>>().join(", ")
-                ))
+                return Err(LiveJobError::Several {
+                    job: self.name.clone(),
+                    frameworks: named.iter().map(|f| f.id.clone()).collect(),
+                })
             }
         };
         let mut changes = Vec::new();
@@ -194,14 +224,7 @@ impl JobSpec {
         if changes.is_empty() {
             Ok(Some(f.id.clone()))
         } else {
-            Err(format!(
-                "job {:?} is live as framework {} and the file changes it ({}); nothing was changed: \
-                 stop it first (regent kill --masters ... {}) or give --new to run another",
-                self.name,
-                f.id,
-                changes.join("; "),
-                f.id
-            ))
+            Err(LiveJobError::Changed { job: self.name.clone(), framework: f.id.clone(), changes })
         }
     }
 

@@ -169,7 +169,7 @@ impl Constraint {
 
     /// Parses `name=value`, `name!=value` or `name` (the flag and job file
     /// syntax); the error says what is wrong.
-    pub fn parse(text: &str) -> Result<Constraint, String> {
+    pub fn parse(text: &str) -> Result<Constraint, ConstraintError> {
         let (attribute, op) = if let Some((k, v)) = text.split_once("!=") {
             (k, ConstraintOp::NotEquals(v.to_string()))
         } else if let Some((k, v)) = text.split_once('=') {
@@ -178,12 +178,18 @@ impl Constraint {
             (text, ConstraintOp::Present)
         };
         if attribute.is_empty() {
-            return Err(format!(
-                "constraint {text:?} names no attribute (write name=value, name!=value or name)"
-            ));
+            return Err(ConstraintError::NoAttribute(text.to_string()));
         }
         Ok(Constraint { attribute: attribute.to_string(), op })
     }
+}
+
+/// Why a constraint's text is not one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConstraintError {
+    /// Nothing before the `=` or `!=` (`=ssd`).
+    #[error("constraint {0:?} names no attribute (write name=value, name!=value or name)")]
+    NoAttribute(String),
 }
 
 impl fmt::Display for Constraint {
@@ -217,7 +223,7 @@ mod tests {
         for text in ["disk=ssd", "rack!=r9", "gpu", "empty="] {
             assert_eq!(Constraint::parse(text).unwrap().to_string(), text);
         }
-        assert!(Constraint::parse("=ssd").unwrap_err().contains("names no attribute"));
+        assert!(Constraint::parse("=ssd").unwrap_err().to_string().contains("names no attribute"));
         let w = attrs(&[("disk", "ssd"), ("rack", "r1")]);
         assert!(Constraint::parse("disk=ssd").unwrap().allows(&w));
         assert!(!Constraint::parse("disk=hdd").unwrap().allows(&w));

@@ -635,7 +635,7 @@ pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
 }
 
 fn parse_constraint(s: &str) -> Result<regent_core::policy::Constraint, String> {
-    regent_core::policy::Constraint::parse(s)
+    regent_core::policy::Constraint::parse(s).map_err(|e| e.to_string())
 }
 
 /// `regent run JOB.toml`.

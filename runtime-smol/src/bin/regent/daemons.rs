@@ -168,7 +168,7 @@ pub async fn run_job(common: &Common, a: RunArgs) -> Result<ExitCode, String> {
             crate::common::patience(a.follow.connect_timeout),
         )
         .await?;
-        if let Some(id) = job.live_framework(&state)? {
+        if let Some(id) = job.live_framework(&state).map_err(|e| e.to_string())? {
             println!(
                 "job {:?} is live as framework {id}: following it (the same groups are adopted, a changed one is refused)",
                 job.name
