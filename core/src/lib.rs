@@ -34,6 +34,8 @@
 //!   [`protocol::ClusterState`] snapshots (`GET /api/events`, `regent events`).
 //! * [`job`]: a job (a framework's executor groups as data, what a job file
 //!   holds), validated against the master's limits before it is declared.
+//! * [`launch`]: what a worker prepares around an executor's process (its
+//!   working directory, kill grace, artifacts fetched before it starts).
 //! * [`progress`]: a submitter's view of one executor group, fed the
 //!   subscriber machine's actions: slot states, completion and
 //!   [`progress::SubmitOutcome`].
@@ -45,6 +47,7 @@ pub mod elector;
 pub mod events;
 pub mod ids;
 pub mod job;
+pub mod launch;
 pub mod limits;
 pub mod master;
 pub mod node;

@@ -1,0 +1,245 @@
+//! What a worker prepares and honours around an executor's process, beyond
+//! its command, environment and resources: the directory it starts in, how
+//! long a stop waits between SIGTERM and SIGKILL, and the artifacts fetched
+//! into its directory before it starts.
+//!
+//! A [`LaunchSpec`] is declared with a group ([`crate::protocol::GroupSpec::launch`],
+//! a job file's `cwd`, `kill_grace` and `[[group.artifacts]]`), kept in the
+//! framework record, and sent with every executor
+//! ([`crate::protocol::ExecutorSpec::launch`]); the worker's runtime carries
+//! it out. The default is what an executor got before: it starts in its
+//! executor directory, the worker's own kill grace applies, nothing is
+//! fetched; a framework record whose groups all have it keeps the earlier
+//! store layout byte for byte.
+//!
+//! What the master checks at declaration ([`LaunchSpec::problem`], called by
+//! [`crate::limits::group_spec_problem`]): paths are relative and stay
+//! inside the executor directory (no `..`, nothing absolute), a digest is
+//! 64 hexadecimal digits, a source is `http://`, `https://` or `file://`,
+//! and the sizes are bounded. What only the worker can know (the fetch, the
+//! digest of what it received, an archive entry that would escape) fails
+//! the executor with a reason naming it; the executor never runs.
+
+use serde::{Deserialize, Serialize};
+
+/// Most artifacts one group fetches.
+pub const MAX_ARTIFACTS: usize = 16;
+/// Longest artifact source URL, in bytes.
+pub const MAX_SOURCE_BYTES: usize = 2_048;
+/// Longest relative path (`cwd`, an artifact's `dest`), in bytes.
+pub const MAX_PATH_BYTES: usize = 256;
+/// Longest kill grace a group may ask for: 1 hour.
+pub const MAX_KILL_GRACE_MS: u64 = 3_600_000;
+
+/// What a worker does around one executor's process (see the module
+/// documentation).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchSpec {
+    /// The directory the process starts in, relative to its executor
+    /// directory (created if missing); `None`: the executor directory.
+    pub cwd: Option<String>,
+    /// How long a stop waits after SIGTERM before SIGKILL, in ms; `None`:
+    /// the worker's own (`regent worker --kill-grace`).
+    pub kill_grace_ms: Option<u64>,
+    /// Fetched into the executor directory, in order, before it starts.
+    pub artifacts: Vec<Artifact>,
+}
+
+/// One file the worker fetches before an executor starts, checked against
+/// its digest, optionally unpacked.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Artifact {
+    /// Where from: `http://…`, `https://…` or `file:///absolute/path`.
+    pub source: String,
+    /// The SHA-256 of the file as fetched, 64 lowercase hexadecimal digits.
+    pub sha256: String,
+    /// The directory it goes to, relative to the executor directory (`""`:
+    /// the executor directory itself).
+    pub dest: String,
+    /// Unpack it (`.tar.gz`, `.tgz`, `.tar`, `.zip`, by the source's name)
+    /// into `dest` instead of placing the file there.
+    pub unpack: bool,
+}
+
+/// Why a [`LaunchSpec`] cannot be declared.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LaunchProblem {
+    /// A path is absolute, climbs out with `..`, or is too long.
+    #[error("{key} {path:?} must be a relative path inside the executor directory of at most {MAX_PATH_BYTES} bytes, without \"..\"")]
+    Path {
+        /// `cwd` or `artifacts[i].dest`.
+        key: String,
+        /// The path as given.
+        path: String,
+    },
+    /// The kill grace is longer than [`MAX_KILL_GRACE_MS`].
+    #[error("kill_grace {0} ms is longer than the most, {MAX_KILL_GRACE_MS} ms (1 hour)")]
+    KillGrace(u64),
+    /// More than [`MAX_ARTIFACTS`] artifacts.
+    #[error("{0} artifacts, more than the most, {MAX_ARTIFACTS}")]
+    TooManyArtifacts(usize),
+    /// A source that is not `http://`, `https://` or `file:///…`, or too long.
+    #[error("artifacts[{index}].source {url:?} must start with http://, https:// or file:/// and be at most {MAX_SOURCE_BYTES} bytes")]
+    Source {
+        /// Which artifact.
+        index: usize,
+        /// The source as given.
+        url: String,
+    },
+    /// A digest that is not 64 lowercase hexadecimal digits.
+    #[error("artifacts[{index}].sha256 {digest:?} must be 64 lowercase hexadecimal digits")]
+    Digest {
+        /// Which artifact.
+        index: usize,
+        /// The digest as given.
+        digest: String,
+    },
+    /// `unpack` on a source whose name is no archive regent unpacks.
+    #[error("artifacts[{index}] has unpack = true but {url:?} does not end in .tar.gz, .tgz, .tar or .zip")]
+    NotAnArchive {
+        /// Which artifact.
+        index: usize,
+        /// The source as given.
+        url: String,
+    },
+}
+
+/// The kind of archive a source's name says it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArchiveKind {
+    /// `.tar.gz` or `.tgz`.
+    TarGz,
+    /// `.tar`.
+    Tar,
+    /// `.zip`.
+    Zip,
+}
+
+impl ArchiveKind {
+    /// What the last part of `source`'s path (before any `?` or `#`) says.
+    pub fn of(source: &str) -> Option<ArchiveKind> {
+        let path = source.split(['?', '#']).next().unwrap_or(source).to_ascii_lowercase();
+        if path.ends_with(".tar.gz") || path.ends_with(".tgz") {
+            Some(ArchiveKind::TarGz)
+        } else if path.ends_with(".tar") {
+            Some(ArchiveKind::Tar)
+        } else if path.ends_with(".zip") {
+            Some(ArchiveKind::Zip)
+        } else {
+            None
+        }
+    }
+}
+
+/// Whether `path` is relative and stays inside the directory it is taken
+/// from: not absolute, no `..` component, at most [`MAX_PATH_BYTES`].
+pub fn is_inside(path: &str) -> bool {
+    path.len() <= MAX_PATH_BYTES
+        && !path.starts_with('/')
+        && !path.contains('\0')
+        && path.split('/').all(|part| part != "..")
+}
+
+impl LaunchSpec {
+    /// Whether this is the default (nothing beyond what every executor gets).
+    pub fn is_default(&self) -> bool {
+        *self == LaunchSpec::default()
+    }
+
+    /// The first rule this breaks, if any (see the module documentation).
+    pub fn problem(&self) -> Option<LaunchProblem> {
+        if let Some(cwd) = &self.cwd {
+            if !is_inside(cwd) {
+                return Some(LaunchProblem::Path { key: "cwd".into(), path: cwd.clone() });
+            }
+        }
+        if let Some(grace) = self.kill_grace_ms {
+            if grace > MAX_KILL_GRACE_MS {
+                return Some(LaunchProblem::KillGrace(grace));
+            }
+        }
+        if self.artifacts.len() > MAX_ARTIFACTS {
+            return Some(LaunchProblem::TooManyArtifacts(self.artifacts.len()));
+        }
+        for (index, a) in self.artifacts.iter().enumerate() {
+            let scheme_ok = a.source.starts_with("http://")
+                || a.source.starts_with("https://")
+                || a.source.starts_with("file:///");
+            if !scheme_ok || a.source.len() > MAX_SOURCE_BYTES {
+                return Some(LaunchProblem::Source { index, url: a.source.clone() });
+            }
+            let hex = a.sha256.len() == 64
+                && a.sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            if !hex {
+                return Some(LaunchProblem::Digest { index, digest: a.sha256.clone() });
+            }
+            if !is_inside(&a.dest) {
+                return Some(LaunchProblem::Path {
+                    key: format!("artifacts[{index}].dest"),
+                    path: a.dest.clone(),
+                });
+            }
+            if a.unpack && ArchiveKind::of(&a.source).is_none() {
+                return Some(LaunchProblem::NotAnArchive { index, url: a.source.clone() });
+            }
+        }
+        None
+    }
+
+    /// The bytes this adds to a record at most (what
+    /// [`crate::limits::group_spec_problem`] counts with the command and
+    /// environment).
+    pub fn size(&self) -> usize {
+        self.cwd.as_ref().map_or(0, |c| c.len())
+            + self
+                .artifacts
+                .iter()
+                .map(|a| a.source.len() + a.sha256.len() + a.dest.len() + 1)
+                .sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn artifact(source: &str) -> Artifact {
+        Artifact {
+            source: source.into(),
+            sha256: "a".repeat(64),
+            dest: "bin".into(),
+            unpack: false,
+        }
+    }
+
+    #[test]
+    fn paths_must_stay_inside_the_executor_directory() {
+        for good in ["", "bin", "a/b/c", "./x", "a..b"] {
+            assert!(is_inside(good), "{good}");
+        }
+        for bad in ["/etc", "..", "a/../..", "../x", "a/.."] {
+            assert!(!is_inside(bad), "{bad}");
+        }
+        let spec = LaunchSpec { cwd: Some("../up".into()), ..Default::default() };
+        assert!(matches!(spec.problem(), Some(LaunchProblem::Path { .. })));
+    }
+
+    #[test]
+    fn artifacts_need_a_known_scheme_a_digest_and_an_archive_name_to_unpack() {
+        let ok = LaunchSpec { artifacts: vec![artifact("https://h/x.tgz")], ..Default::default() };
+        assert_eq!(ok.problem(), None);
+        let ftp = LaunchSpec { artifacts: vec![artifact("ftp://h/x")], ..Default::default() };
+        assert!(ftp.problem().unwrap().to_string().contains("http://, https:// or file:///"));
+        let mut short = artifact("file:///srv/x");
+        short.sha256 = "abc".into();
+        let spec = LaunchSpec { artifacts: vec![short], ..Default::default() };
+        assert!(matches!(spec.problem(), Some(LaunchProblem::Digest { index: 0, .. })));
+        let mut plain = artifact("http://h/prog");
+        plain.unpack = true;
+        let spec = LaunchSpec { artifacts: vec![plain], ..Default::default() };
+        assert!(matches!(spec.problem(), Some(LaunchProblem::NotAnArchive { .. })));
+        assert_eq!(ArchiveKind::of("http://h/a.tar.gz?x=1"), Some(ArchiveKind::TarGz));
+        assert_eq!(ArchiveKind::of("file:///a/B.ZIP"), Some(ArchiveKind::Zip));
+        assert_eq!(ArchiveKind::of("http://h/a.gz"), None);
+    }
+}
