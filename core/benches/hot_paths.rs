@@ -156,6 +156,7 @@ fn placement_seconds(
             cores: 1,
             memory_mb: 1024,
             policy: Default::default(),
+            launch: Default::default(),
         };
         let out = m.handle(
             Millis(0),

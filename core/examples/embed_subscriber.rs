@@ -39,6 +39,7 @@ fn main() {
             cores: 1,
             memory_mb: 256,
             policy: Default::default(),
+            launch: Default::default(),
         }),
     ));
     let conn = ConnId(1);

@@ -32,6 +32,7 @@
 //! roadmap describes (ports, constraints, restart policies, artifacts...)
 //! is refused by the file reader by name, never ignored.
 
+use crate::launch::LaunchSpec;
 use crate::limits::{self, GroupKey};
 use crate::policy::GroupPolicy;
 use crate::protocol::GroupSpec;
@@ -65,6 +66,9 @@ pub struct JobGroup {
     /// Placement and restarts (`restart`, `placement`, `constraints`,
     /// `spread`); default: [`GroupPolicy::default`].
     pub policy: GroupPolicy,
+    /// What the worker does around each executor's process (`cwd`,
+    /// `kill_grace`, `artifacts`); default: [`LaunchSpec::default`].
+    pub launch: LaunchSpec,
 }
 
 impl JobGroup {
@@ -85,6 +89,7 @@ impl JobGroup {
             cores: Self::DEFAULT_CORES,
             memory_mb: Self::DEFAULT_MEMORY_MB,
             policy: GroupPolicy::default(),
+            launch: LaunchSpec::default(),
         }
     }
 
@@ -98,6 +103,7 @@ impl JobGroup {
             cores: self.cores,
             memory_mb: self.memory_mb,
             policy: self.policy.clone(),
+            launch: Box::new(self.launch.clone()),
         }
     }
 }
@@ -146,6 +152,9 @@ pub fn key_name(key: GroupKey) -> &'static str {
         GroupKey::Restart => "restart",
         GroupKey::Constraints => "constraints",
         GroupKey::Spread => "spread",
+        GroupKey::Cwd => "cwd",
+        GroupKey::KillGrace => "kill_grace",
+        GroupKey::Artifacts => "artifacts",
     }
 }
 

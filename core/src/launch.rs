@@ -39,7 +39,7 @@ pub struct LaunchSpec {
     /// directory (created if missing); `None`: the executor directory.
     pub cwd: Option<String>,
     /// How long a stop waits after SIGTERM before SIGKILL, in ms; `None`:
-    /// the worker's own (`regent worker --kill-grace`).
+    /// the worker's own (3 s in the daemons).
     pub kill_grace_ms: Option<u64>,
     /// Fetched into the executor directory, in order, before it starts.
     pub artifacts: Vec<Artifact>,

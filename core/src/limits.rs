@@ -330,6 +330,12 @@ pub enum GroupKey {
     Constraints,
     /// The attribute to spread over.
     Spread,
+    /// The working directory.
+    Cwd,
+    /// The kill grace.
+    KillGrace,
+    /// The artifacts.
+    Artifacts,
 }
 
 impl GroupKey {
@@ -347,6 +353,9 @@ impl GroupKey {
             GroupKey::Restart => "restart",
             GroupKey::Constraints => "constraints",
             GroupKey::Spread => "spread",
+            GroupKey::Cwd => "cwd",
+            GroupKey::KillGrace => "kill_grace",
+            GroupKey::Artifacts => "artifacts",
         }
     }
 }
@@ -482,7 +491,8 @@ pub fn group_spec_problem(
     // Each string is at most 16 KiB and there are at most 3 * 1,024 of them:
     // the sum cannot overflow.
     let total: usize = spec.command.iter().map(String::len).sum::<usize>()
-        + spec.env.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+        + spec.env.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
+        + spec.launch.size();
     if total > MAX_GROUP_SPEC_BYTES {
         return problem(
             K::Env,
@@ -490,6 +500,15 @@ pub fn group_spec_problem(
                 "{command} and {env} are {total} bytes together; the limit is {MAX_GROUP_SPEC_BYTES} bytes (MAX_GROUP_SPEC_BYTES)"
             ),
         );
+    }
+    if let Some(p) = spec.launch.problem() {
+        use crate::launch::LaunchProblem as L;
+        let key = match &p {
+            L::Path { key, .. } if key == "cwd" => K::Cwd,
+            L::KillGrace(_) => K::KillGrace,
+            _ => K::Artifacts,
+        };
+        return problem(key, p.to_string());
     }
     policy_problem(&spec.policy, names)
 }

@@ -244,6 +244,7 @@ mod tests {
             cores: 1,
             memory_mb: 64,
             policy: GroupPolicy::default(),
+            launch: Default::default(),
         };
         use crate::protocol::spec_changes;
         assert!(spec_changes(&old, &old).is_empty());

@@ -12,6 +12,7 @@
 use crate::ids::{
     Addr, Epoch, ExecutorId, FrameworkId, Incarnation, InstanceId, MasterId, WorkerId,
 };
+use crate::launch::LaunchSpec;
 use crate::policy::GroupPolicy;
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
@@ -35,7 +36,11 @@ use serde::{Deserialize, Serialize};
 /// Version 5 (issue 22, restart policies): `GroupView` shows the slots
 /// waiting out a restart backoff and the group's latest failure;
 /// `WorkerView` the worker's attributes.
-pub const PROTOCOL_VERSION: u16 = 5;
+///
+/// Version 6 (issue 22, launch options): `GroupSpec` and `ExecutorSpec`
+/// carry a [`crate::launch::LaunchSpec`] (working directory, kill grace,
+/// artifacts).
+pub const PROTOCOL_VERSION: u16 = 6;
 
 /// What kind of node is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -227,6 +232,23 @@ pub struct GroupSpec {
     pub memory_mb: u64,
     /// Where its executors may run and what happens when one ends.
     pub policy: GroupPolicy,
+    /// What the worker does around each executor's process (working
+    /// directory, kill grace, artifacts); boxed, as most groups have the
+    /// default (postcard writes a box as what it holds).
+    pub launch: Box<LaunchSpec>,
+}
+
+impl GroupSpec {
+    /// What one executor of this group runs, as the master sends it.
+    pub fn executor(&self) -> ExecutorSpec {
+        ExecutorSpec {
+            command: self.command.clone(),
+            env: self.env.clone(),
+            cores: self.cores,
+            memory_mb: self.memory_mb,
+            launch: self.launch.clone(),
+        }
+    }
 }
 
 /// What differs between two declarations of one group, in words, key by
@@ -290,6 +312,21 @@ pub fn spec_changes(old: &GroupSpec, new: &GroupSpec) -> Vec<String> {
             n.spread.as_deref().unwrap_or("none")
         ));
     }
+    let (o, n) = (&old.launch, &new.launch);
+    if o.cwd != n.cwd {
+        changes.push(format!(
+            "cwd {} -> {}",
+            o.cwd.as_deref().unwrap_or("none"),
+            n.cwd.as_deref().unwrap_or("none")
+        ));
+    }
+    if o.kill_grace_ms != n.kill_grace_ms {
+        let ms = |g: Option<u64>| g.map_or("the worker's".to_string(), |g| format!("{g} ms"));
+        changes.push(format!("kill_grace {} -> {}", ms(o.kill_grace_ms), ms(n.kill_grace_ms)));
+    }
+    if o.artifacts != n.artifacts {
+        changes.push("artifacts".into());
+    }
     changes
 }
 
@@ -316,6 +353,10 @@ pub struct ExecutorSpec {
     pub cores: u32,
     /// Memory it holds, in MiB (accounted, not enforced).
     pub memory_mb: u64,
+    /// What the worker does around the process (working directory, kill
+    /// grace, artifacts fetched before it starts); boxed like
+    /// [`GroupSpec::launch`].
+    pub launch: Box<LaunchSpec>,
 }
 
 /// What a master tells a subscriber about one executor of its framework.

@@ -42,6 +42,44 @@ fn strings(g: &mut Gen) -> Vec<String> {
     (0..usize::arbitrary(g) % 4).map(|_| s(g)).collect()
 }
 
+fn launch_spec(g: &mut Gen) -> Box<regent_core::launch::LaunchSpec> {
+    Box::new(regent_core::launch::LaunchSpec {
+        cwd: if bool::arbitrary(g) { Some(s(g)) } else { None },
+        kill_grace_ms: Option::<u64>::arbitrary(g),
+        artifacts: (0..usize::arbitrary(g) % 3)
+            .map(|_| regent_core::launch::Artifact {
+                source: s(g),
+                sha256: s(g),
+                dest: s(g),
+                unpack: bool::arbitrary(g),
+            })
+            .collect(),
+    })
+}
+
+/// Launch options with every field set: a cwd, a kill grace, an artifact
+/// to unpack and one to place.
+fn golden_launch() -> regent_core::launch::LaunchSpec {
+    regent_core::launch::LaunchSpec {
+        cwd: Some("work".into()),
+        kill_grace_ms: Some(10_000),
+        artifacts: vec![
+            regent_core::launch::Artifact {
+                source: "https://files.example/tool-1.2.tar.gz".into(),
+                sha256: "5e".repeat(32),
+                dest: "bin".into(),
+                unpack: true,
+            },
+            regent_core::launch::Artifact {
+                source: "file:///srv/data.csv".into(),
+                sha256: "0a".repeat(32),
+                dest: String::new(),
+                unpack: false,
+            },
+        ],
+    }
+}
+
 fn env(g: &mut Gen) -> Vec<(String, String)> {
     (0..usize::arbitrary(g) % 3).map(|_| (s(g), s(g))).collect()
 }
@@ -150,6 +188,7 @@ impl Arbitrary for Arb {
                     cores: u32::arbitrary(g),
                     memory_mb: u64::arbitrary(g),
                     policy: Default::default(),
+                    launch: launch_spec(g),
                 },
             },
             13 => Message::KillExecutor { request: u64::arbitrary(g), executor: ExecutorId(s(g)) },
@@ -188,6 +227,7 @@ impl Arbitrary for Arb {
                     env: env(g),
                     cores: u32::arbitrary(g),
                     memory_mb: u64::arbitrary(g),
+                    launch: launch_spec(g),
                 },
                 launch: u64::arbitrary(g),
             },
@@ -412,6 +452,7 @@ fn group_spec() -> GroupSpec {
             ],
             spread: Some("rack".into()),
         },
+        launch: Box::new(golden_launch()),
     }
 }
 
@@ -565,6 +606,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                     env: group_spec().env,
                     cores: 2,
                     memory_mb: 512,
+                    launch: Box::new(golden_launch()),
                 },
                 launch: 18,
             },

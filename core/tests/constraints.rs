@@ -74,6 +74,7 @@ fn spec(group: &str, slots: u32, policy: GroupPolicy) -> GroupSpec {
         cores: 1,
         memory_mb: 1,
         policy,
+        launch: Default::default(),
     }
 }
 

@@ -115,6 +115,7 @@ fn cluster(store: &mut Store) -> (Master, Vec<ExecutorId>) {
         cores: 1,
         memory_mb: 1,
         policy: Default::default(),
+        launch: Default::default(),
     };
     let sends = deliver(&mut m, store, 1, Message::DeclareGroup { request: 1, spec });
     let mut launched: Vec<ExecutorId> = sends

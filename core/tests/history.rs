@@ -156,6 +156,7 @@ impl Cluster {
             cores: 1,
             memory_mb: 64,
             policy: Default::default(),
+            launch: Default::default(),
         };
         let out = self.send(conn, Message::DeclareGroup { request: 1, spec });
         m_sends(&out)

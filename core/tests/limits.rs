@@ -27,6 +27,7 @@ fn spec(group: &str, slots: u32, cores: u32, memory_mb: u64) -> GroupSpec {
         cores,
         memory_mb,
         policy: Default::default(),
+        launch: Default::default(),
     }
 }
 

@@ -91,6 +91,7 @@ fn cluster() -> (Master, ExecutorId) {
         cores: 1,
         memory_mb: 1,
         policy: Default::default(),
+        launch: Default::default(),
     };
     let sends = deliver(&mut m, T, 1, Message::DeclareGroup { request: 1, spec });
     let e = sends
@@ -377,6 +378,7 @@ fn the_worker_reads_for_the_master_it_follows_and_says_whether_the_executor_runs
             env: vec![],
             cores: 1,
             memory_mb: 1,
+            launch: Default::default(),
         },
         launch: 1,
     };

@@ -27,6 +27,7 @@ fn leader_with_one_executor() -> (node_harness::Cluster, regent_core::ExecutorId
         cores: 1,
         memory_mb: 64,
         policy: Default::default(),
+        launch: Default::default(),
     };
     let declare = Message::DeclareGroup { request: 1, spec };
     let _ = c.feed(0, Input::Message { conn: ConnId(20), msg: declare });

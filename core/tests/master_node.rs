@@ -1135,6 +1135,7 @@ fn group(slots: u32) -> Message {
             cores: 1,
             memory_mb: 64,
             policy: Default::default(),
+            launch: Default::default(),
         },
     }
 }

@@ -141,6 +141,7 @@ fn spec(slots: u32) -> GroupSpec {
         cores: 1,
         memory_mb: 1,
         policy: Default::default(),
+        launch: Default::default(),
     }
 }
 
@@ -378,6 +379,7 @@ fn a_launch_the_worker_does_not_take_is_answered() {
             env: vec![],
             cores: 1,
             memory_mb: 1,
+            launch: Default::default(),
         },
         launch: 1,
     };
@@ -407,6 +409,7 @@ fn a_launch_the_worker_does_not_take_is_answered() {
             env: vec![],
             cores: 1,
             memory_mb: 1,
+            launch: Default::default(),
         },
         launch: 1,
     };
@@ -670,6 +673,7 @@ fn a_launch_into_a_slot_that_already_runs_here_is_answered_not_started() {
             env: vec![],
             cores: 1,
             memory_mb: 1,
+            launch: Default::default(),
         },
         launch: n,
     };
@@ -709,6 +713,7 @@ fn a_launch_into_a_slot_that_already_runs_here_is_answered_not_started() {
             env: vec![],
             cores: 1,
             memory_mb: 1,
+            launch: Default::default(),
         },
         launch: 2,
     };

@@ -221,6 +221,7 @@ impl Cluster {
             cores: 1,
             memory_mb: 1,
             policy: Default::default(),
+            launch: Default::default(),
         };
         let out = m.handle(
             t,
@@ -507,6 +508,7 @@ fn scale_down_kills_the_highest_slots_durably_and_tells_the_subscriber() {
         cores: 1,
         memory_mb: 1,
         policy: Default::default(),
+        launch: Default::default(),
     };
     let sends = c.deliver(t, SUB, Message::DeclareGroup { request: 2, spec });
     assert!(sends.iter().any(|(_, m)| matches!(m, Message::RequestAccepted { request: 2, .. })));

@@ -69,6 +69,7 @@ fn spec(restart: RestartPolicy) -> GroupSpec {
         cores: 1,
         memory_mb: 1,
         policy: GroupPolicy { restart, ..Default::default() },
+        launch: Default::default(),
     }
 }
 

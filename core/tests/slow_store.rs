@@ -131,6 +131,7 @@ impl World {
             cores: 1,
             memory_mb: 128,
             policy: Default::default(),
+            launch: Default::default(),
         };
         w.push(Millis::ZERO, To::Submit(snode::Input::Declare(spec)));
         if let Some(at) = worker_at {

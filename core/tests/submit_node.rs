@@ -42,6 +42,7 @@ fn spec(slots: u32) -> GroupSpec {
         cores: 1,
         memory_mb: 64,
         policy: Default::default(),
+        launch: Default::default(),
     }
 }
 

@@ -112,6 +112,7 @@ fn spec(group: &str, slots: u32) -> GroupSpec {
         cores: 1,
         memory_mb: 128,
         policy: Default::default(),
+        launch: Default::default(),
     }
 }
 

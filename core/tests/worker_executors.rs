@@ -21,6 +21,7 @@ fn launch(epoch: u64, id: &str) -> Message {
             env: vec![("A".into(), "1".into())],
             cores: 1,
             memory_mb: 64,
+            launch: Default::default(),
         },
         launch: 1,
     }
@@ -71,6 +72,7 @@ fn launches_only_for_the_followed_master_at_the_current_epoch() {
                 env: vec![("A".to_string(), "1".to_string())],
                 cores: 1,
                 memory_mb: 64,
+                launch: Default::default(),
             };
             assert_eq!(spec, &expected, "the spec the master sent, untouched");
         }

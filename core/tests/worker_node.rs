@@ -190,7 +190,13 @@ fn once_stopping_no_executor_starts_and_the_launch_is_reported_killed() {
         epoch: Epoch(5),
         executor: ExecutorId::new("e1"),
         framework: FrameworkId::new("f1"),
-        spec: ExecutorSpec { command: vec!["true".into()], env: vec![], cores: 1, memory_mb: 1 },
+        spec: ExecutorSpec {
+            command: vec!["true".into()],
+            env: vec![],
+            cores: 1,
+            memory_mb: 1,
+            launch: Default::default(),
+        },
         launch: 1,
     };
     let out = n.handle(Millis(5), Input::Message { conn: ConnId(4), msg: launch });

@@ -28,6 +28,7 @@ fn spec(slots: u32) -> GroupSpec {
         cores: 1,
         memory_mb: 512,
         policy: Default::default(),
+        launch: Default::default(),
     }
 }
 

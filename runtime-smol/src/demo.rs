@@ -121,6 +121,7 @@ pub async fn run_demo(executor_shim: Option<std::path::PathBuf>) -> Result<(), S
         connect_timeout: None,
         callback: None,
         state_dir: None,
+        launch: Default::default(),
     };
     let (_stop_submit, submit_shutdown) = async_channel::bounded::<()>(1);
     let app = smol::spawn(crate::submit::run_submit(submit, std::io::sink(), submit_shutdown));

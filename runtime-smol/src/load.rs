@@ -400,6 +400,7 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, String> {
                     cores: 1,
                     memory_mb: 1,
                     policy: Default::default(),
+                    launch: Default::default(),
                 };
                 l.feed(opts.workers + f, PeerInput::Framework(snode::Input::Declare(spec)));
             }

@@ -143,6 +143,7 @@ fn group(name: &str, slots: u32, cores: u32, command: Vec<String>) -> GroupSpec 
         cores,
         memory_mb: 16,
         policy: Default::default(),
+        launch: Default::default(),
     }
 }
 

@@ -27,8 +27,9 @@ fn master_and_worker(c: &Cluster) -> (MasterSpec, Proc, Proc) {
     (spec, master, worker)
 }
 
-/// Two groups: `driver` (one slot) and `mappers` (two slots, 2 cores), each
-/// executor writing `<group>-<executor id>` into `out` holding `$GREETING`.
+/// Two groups: `driver` (one slot) and `mappers` (two slots, 2 cores, a
+/// `cwd` and a `kill_grace`), each executor writing `<group>-<executor id>`
+/// into `out` holding `$GREETING` (and the mappers where they ran).
 fn two_group_job(out: &str) -> String {
     format!(
         r#"name = "wordcount"
@@ -41,8 +42,10 @@ env = {{ GREETING = "hello", OUT = "{out}" }}
 [[group]]
 name = "mappers"
 count = 2
-command = ["sh", "-c", "echo \"$GREETING from mappers\" > \"$OUT/mappers-$(echo $REGENT_EXECUTOR_ID | tr '/#' '__')\""]
+command = ["sh", "-c", "echo \"$GREETING from mappers in $(basename $(dirname $(pwd)))/$(basename $(pwd))\" > \"$OUT/mappers-$(echo $REGENT_EXECUTOR_ID | tr '/#' '__')\""]
 env = {{ GREETING = "bonjour", OUT = "{out}" }}
+cwd = "work/sub"
+kill_grace = "10s"
 cores = 2
 memory_mb = 64
 "#
@@ -67,19 +70,20 @@ fn validate_checks_a_job_file_offline() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("bad.toml:13:1: group \"mappers\": cores must be at least 1"),
+        stderr.contains("bad.toml:15:1: group \"mappers\": cores must be at least 1"),
         "{stderr}"
     );
     assert!(out.stdout.is_empty(), "nothing on stdout for an invalid file");
 
     let later = c.path("later.toml");
-    std::fs::write(&later, two_group_job("/tmp").replace("cores = 2", "cwd = \"data\"")).unwrap();
+    std::fs::write(&later, two_group_job("/tmp").replace("cores = 2", "ports = [\"http\"]"))
+        .unwrap();
     let out = c.run(&["job", "validate", later.to_str().unwrap()], BOUND);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains(
-            "later.toml:13:1: group \"mappers\": \"cwd\" is not supported yet by this version of regent"
+            "later.toml:15:1: group \"mappers\": \"ports\" is not supported yet by this version of regent"
         ),
         "{stderr}"
     );
@@ -117,10 +121,10 @@ fn run_declares_every_group_of_a_job_and_ends_when_all_are_done() {
         written,
         vec![
             ("driver".to_owned(), "hello from driver\n".to_owned()),
-            ("mappers".to_owned(), "bonjour from mappers\n".to_owned()),
-            ("mappers".to_owned(), "bonjour from mappers\n".to_owned()),
+            ("mappers".to_owned(), "bonjour from mappers in work/sub\n".to_owned()),
+            ("mappers".to_owned(), "bonjour from mappers in work/sub\n".to_owned()),
         ],
-        "one file per executor, each with its group's variable; run:\n{}",
+        "one file per executor, each with its group's variable, the mappers in their cwd; run:\n{}",
         run.stdout()
     );
     let state = api_state(&spec.http_addr()).expect("the master answers");

@@ -53,6 +53,7 @@ fn planted() -> Record {
                 cores: 1,
                 memory_mb: 16,
                 policy: Default::default(),
+                launch: Default::default(),
             },
             slots: vec![SlotOutcome::Pending],
             retries_used: 0,

@@ -177,6 +177,7 @@ fn options(masters: Vec<Addr>, executors: u32) -> SubmitOptions {
         connect_timeout: None,
         callback: None,
         state_dir: None,
+        launch: Default::default(),
     }
 }
 

@@ -117,6 +117,7 @@ async fn serve(listener: TcpListener, me: Addr, script: Script, seen: Sender<Mes
                                     env: vec![],
                                     cores: 1,
                                     memory_mb: 64,
+                                    launch: Default::default(),
                                 },
                                 launch: 1,
                             });

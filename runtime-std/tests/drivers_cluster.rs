@@ -90,6 +90,7 @@ fn an_application_completes_on_std_drivers() {
         connect_timeout: None,
         callback: None,
         state_dir: None,
+        launch: Default::default(),
     })
     .unwrap();
     let events: Vec<Action> = sub.events().iter().collect();
@@ -185,6 +186,7 @@ fn an_interrupted_submission_leaves_its_executor_until_the_worker_shuts_down() {
         connect_timeout: None,
         callback: None,
         state_dir: None,
+        launch: Default::default(),
     })
     .unwrap();
     let running = |a: &Action| {

@@ -60,6 +60,7 @@ fn spec(id: &str, command: &[&str]) -> (ExecutorId, ExecutorSpec) {
         env: vec![],
         cores: 2,
         memory_mb: 512,
+        launch: Default::default(),
     };
     (ExecutorId::new(id), spec)
 }
@@ -184,6 +185,56 @@ fn environment_and_working_directory_are_set() {
     assert_eq!(lines.next(), Some("exec/1 x|fw-1|2|512|bar baz"));
     let pwd = PathBuf::from(lines.next().unwrap());
     assert_eq!(pwd.canonicalize().unwrap(), edir.canonicalize().unwrap());
+}
+
+#[test]
+fn a_group_cwd_is_made_inside_the_executor_directory_and_the_process_starts_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sup, rx) = supervisor(dir.path());
+    let mut s = sh("e1", "pwd; echo here > marker");
+    s.1.launch.cwd = Some("work/sub".into());
+    started(launch(&sup, s));
+    expect_state(&rx, "e1", ExecutorState::Running);
+    expect_state(&rx, "e1", ExecutorState::Exited { code: 0 });
+    let edir = sup.executor_dir(&ExecutorId::new("e1"));
+    // The logs stay in the executor directory; the process ran in its cwd.
+    let out = std::fs::read_to_string(edir.join("stdout")).unwrap();
+    let pwd = PathBuf::from(out.lines().next().unwrap());
+    assert_eq!(pwd.canonicalize().unwrap(), edir.join("work/sub").canonicalize().unwrap());
+    assert_eq!(std::fs::read_to_string(edir.join("work/sub/marker")).unwrap(), "here\n");
+    // A cwd that would leave the directory is refused before anything runs
+    // (the master refuses it too; the worker does not rely on that).
+    let mut s = sh("e2", "echo ran > ../../escaped");
+    s.1.launch.cwd = Some("../..".into());
+    let l = launch(&sup, s);
+    let Launched::Failed { reason } = l else { panic!("expected a failure, got {l:?}") };
+    assert!(reason.contains("not inside the executor directory"), "{reason}");
+    expect_state(&rx, "e2", ExecutorState::Failed { reason });
+    assert!(!dir.path().join("escaped").exists() && !edir.join("../../escaped").exists());
+}
+
+#[test]
+fn a_group_kill_grace_overrides_the_workers_and_is_kept_in_the_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = SupervisorConfig::new(dir.path());
+    // The worker's own grace is far longer than the test's deadline: only
+    // the group's 300 ms lets the kill finish in time.
+    config.kill_grace = Duration::from_secs(600);
+    let (sup, rx) = supervisor_with(config);
+    let mut s = sh("e1", "trap '' TERM; sleep 1000 & echo $! > grandchild; wait");
+    s.1.launch.kill_grace_ms = Some(300);
+    let pid = started(launch(&sup, s));
+    expect_state(&rx, "e1", ExecutorState::Running);
+    let recs = records(dir.path());
+    assert_eq!(recs.len(), 1);
+    let text = std::fs::read_to_string(&recs[0]).unwrap();
+    assert!(text.contains("\nkill_grace_ms=300\n"), "{text}");
+    let id = ExecutorId::new("e1");
+    let grandchild = read_pid(&sup.executor_dir(&id).join("grandchild"));
+    assert!(sup.kill(&id));
+    expect_state(&rx, "e1", ExecutorState::Killed);
+    wait_gone(pid);
+    wait_gone(grandchild);
 }
 
 #[test]
@@ -532,6 +583,7 @@ fn write_record(dir: &Path, name: &str, pgid: u32, start_time: Option<u64>, boot
         boot_id: boot.map(str::to_owned),
         cores: 1,
         memory_mb: 64,
+        kill_grace_ms: Default::default(),
     };
     record::write(&running, &rec).unwrap();
 }
@@ -584,6 +636,7 @@ fn rec(pgid: u32, start_time: Option<u64>, boot: Option<&str>) -> Record {
         boot_id: boot.map(str::to_owned),
         cores: 1,
         memory_mb: 64,
+        kill_grace_ms: Default::default(),
     }
 }
 

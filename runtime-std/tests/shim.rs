@@ -122,6 +122,7 @@ fn spec(id: &str, command: &[&str]) -> (ExecutorId, ExecutorSpec) {
         env: vec![],
         cores: 1,
         memory_mb: 64,
+        launch: Default::default(),
     };
     (ExecutorId::new(id), spec)
 }

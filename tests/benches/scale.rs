@@ -253,6 +253,7 @@ fn spec(group: &str, slots: u32) -> GroupSpec {
         cores: 1,
         memory_mb: 1024,
         policy: Default::default(),
+        launch: Default::default(),
     }
 }
 

@@ -297,6 +297,7 @@ impl Cluster {
             cores: 1,
             memory_mb: 128,
             policy: Default::default(),
+            launch: Default::default(),
         };
         self.sub_event(s, subscriber::Event::Declare(spec));
     }

@@ -658,6 +658,7 @@ mod tests {
                                 cores: u32::arbitrary(g),
                                 memory_mb: u64::arbitrary(g),
                                 policy: Default::default(),
+                                launch: Default::default(),
                             },
                             slots: vec![
                                 crate::store::SlotOutcome::Done {

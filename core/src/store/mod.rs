@@ -203,13 +203,19 @@ impl GroupRecord {
     /// framework record of such groups is written as earlier builds wrote
     /// it, byte for byte): the default policy and no restart state.
     pub fn fits_v1(&self) -> bool {
-        self.spec.policy.is_default() && self.restarts.is_empty()
+        self.spec.policy.is_default() && self.fits_v2()
     }
 
     /// Whether the record holds nothing the second group layout (variant 8,
-    /// a policy) lacks: no restart state.
+    /// a policy) lacks: no restart state, the default launch options.
     pub fn fits_v2(&self) -> bool {
-        self.restarts.is_empty()
+        self.restarts.is_empty() && self.fits_v3()
+    }
+
+    /// Whether the record holds nothing the third group layout (variant 9,
+    /// restart state) lacks: the default [`crate::launch::LaunchSpec`].
+    pub fn fits_v3(&self) -> bool {
+        self.spec.launch.is_default()
     }
 }
 
@@ -331,7 +337,116 @@ mod wire {
         /// A framework with a group whose slots have restart state
         /// ([`GroupRecord::fits_v2`]; appended: frameworks without one keep
         /// the earlier layouts byte for byte).
-        FrameworkWithRestarts(FrameworkRecord),
+        FrameworkWithRestarts(FrameworkV5),
+        /// A framework with a group that has launch options
+        /// ([`GroupRecord::fits_v3`]: a working directory, a kill grace,
+        /// artifacts; appended: frameworks without one keep the earlier
+        /// layouts byte for byte).
+        FrameworkWithLaunch(FrameworkRecord),
+    }
+
+    /// A framework record of the fifth format: groups of the third layout
+    /// (a policy and restart state, no launch options).
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct FrameworkV5 {
+        id: FrameworkId,
+        name: String,
+        failover_timeout_ms: u64,
+        groups: Vec<GroupV3>,
+        callback: Option<Addr>,
+        registered_at_ms: Option<u64>,
+    }
+
+    /// A group record of the third layout: a policy and restart state, no
+    /// launch options.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct GroupV3 {
+        spec: GroupSpecV2,
+        slots: Vec<SlotOutcome>,
+        retries_used: u32,
+        restarts: std::collections::BTreeMap<u32, super::SlotRestart>,
+    }
+
+    /// A group's declaration in the second layout: a policy, no launch
+    /// options.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct GroupSpecV2 {
+        group: String,
+        slots: u32,
+        command: Vec<String>,
+        env: Vec<(String, String)>,
+        cores: u32,
+        memory_mb: u64,
+        policy: crate::policy::GroupPolicy,
+    }
+
+    impl From<GroupSpecV2> for GroupSpec {
+        fn from(s: GroupSpecV2) -> Self {
+            let GroupSpecV2 { group, slots, command, env, cores, memory_mb, policy } = s;
+            GroupSpec {
+                group,
+                slots,
+                command,
+                env,
+                cores,
+                memory_mb,
+                policy,
+                launch: Default::default(),
+            }
+        }
+    }
+
+    impl From<GroupSpec> for GroupSpecV2 {
+        /// Drops the launch options: only called for records that
+        /// [`GroupRecord::fits_v3`].
+        fn from(s: GroupSpec) -> Self {
+            let GroupSpec { group, slots, command, env, cores, memory_mb, policy, launch: _ } = s;
+            GroupSpecV2 { group, slots, command, env, cores, memory_mb, policy }
+        }
+    }
+
+    impl From<GroupV3> for GroupRecord {
+        fn from(GroupV3 { spec, slots, retries_used, restarts }: GroupV3) -> Self {
+            GroupRecord { spec: spec.into(), slots, retries_used, restarts }
+        }
+    }
+
+    impl From<GroupRecord> for GroupV3 {
+        /// Only called for records that [`GroupRecord::fits_v3`].
+        fn from(g: GroupRecord) -> Self {
+            GroupV3 {
+                spec: g.spec.into(),
+                slots: g.slots,
+                retries_used: g.retries_used,
+                restarts: g.restarts,
+            }
+        }
+    }
+
+    impl From<FrameworkV5> for FrameworkRecord {
+        fn from(f: FrameworkV5) -> Self {
+            FrameworkRecord {
+                id: f.id,
+                name: f.name,
+                failover_timeout_ms: f.failover_timeout_ms,
+                groups: f.groups.into_iter().map(GroupRecord::from).collect(),
+                callback: f.callback,
+                registered_at_ms: f.registered_at_ms,
+            }
+        }
+    }
+
+    impl From<FrameworkRecord> for FrameworkV5 {
+        fn from(f: FrameworkRecord) -> Self {
+            FrameworkV5 {
+                id: f.id,
+                name: f.name,
+                failover_timeout_ms: f.failover_timeout_ms,
+                groups: f.groups.into_iter().map(GroupV3::from).collect(),
+                callback: f.callback,
+                registered_at_ms: f.registered_at_ms,
+            }
+        }
     }
 
     /// A framework record of the fourth format: groups of the second
@@ -349,21 +464,21 @@ mod wire {
     /// A group record of the second layout: a policy, no restart state.
     #[derive(Debug, Serialize, Deserialize)]
     pub struct GroupV2 {
-        spec: GroupSpec,
+        spec: GroupSpecV2,
         slots: Vec<SlotOutcome>,
         retries_used: u32,
     }
 
     impl From<GroupV2> for GroupRecord {
         fn from(GroupV2 { spec, slots, retries_used }: GroupV2) -> Self {
-            GroupRecord { spec, slots, retries_used, restarts: Default::default() }
+            GroupRecord { spec: spec.into(), slots, retries_used, restarts: Default::default() }
         }
     }
 
     impl From<GroupRecord> for GroupV2 {
         /// Only called for records that [`GroupRecord::fits_v2`].
         fn from(g: GroupRecord) -> Self {
-            GroupV2 { spec: g.spec, slots: g.slots, retries_used: g.retries_used }
+            GroupV2 { spec: g.spec.into(), slots: g.slots, retries_used: g.retries_used }
         }
     }
 
@@ -467,6 +582,7 @@ mod wire {
                     cores,
                     memory_mb,
                     policy: Default::default(),
+                    launch: Default::default(),
                 },
                 slots: g.slots,
                 retries_used: g.retries_used,
@@ -479,7 +595,7 @@ mod wire {
         /// Drops what the first layout has no room for: only called for
         /// records that [`GroupRecord::fits_v1`].
         fn from(g: GroupRecord) -> Self {
-            let GroupSpec { group, slots, command, env, cores, memory_mb, policy: _ } = g.spec;
+            let GroupSpec { group, slots, command, env, cores, memory_mb, .. } = g.spec;
             GroupV1 {
                 spec: GroupSpecV1 { group, slots, command, env, cores, memory_mb },
                 slots: g.slots,
@@ -575,7 +691,8 @@ mod wire {
                 }),
                 Record::WorkerWithMaintenance(w) => super::Record::Worker(w),
                 Record::FrameworkWithPolicies(f) => super::Record::Framework(f.into()),
-                Record::FrameworkWithRestarts(f) => super::Record::Framework(f),
+                Record::FrameworkWithRestarts(f) => super::Record::Framework(f.into()),
+                Record::FrameworkWithLaunch(f) => super::Record::Framework(f),
             }
         }
     }
@@ -604,8 +721,11 @@ mod wire {
                 super::Record::Worker(WorkerRecord {
                     id, incarnation, cores, memory_mb, ..
                 }) => Record::Worker(WorkerV1 { id, incarnation, cores, memory_mb }),
+                super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v3) => {
+                    Record::FrameworkWithLaunch(f)
+                }
                 super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v2) => {
-                    Record::FrameworkWithRestarts(f)
+                    Record::FrameworkWithRestarts(f.into())
                 }
                 super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v1) => {
                     Record::FrameworkWithPolicies(f.into())
@@ -718,6 +838,7 @@ mod tests {
                 cores: 1,
                 memory_mb: 64,
                 policy,
+                launch: Default::default(),
             },
             slots: vec![SlotOutcome::Pending; 2],
             retries_used: 1,
@@ -753,6 +874,25 @@ mod tests {
         let bytes = postcard::to_allocvec(&restarting).unwrap();
         assert_eq!(bytes[0], 9);
         assert_eq!(postcard::from_bytes::<Record>(&bytes).unwrap(), restarting);
+        // Launch options take the next one, with or without restart state.
+        let Record::Framework(mut launching) = restarting else { unreachable!() };
+        launching.groups[0].spec.launch.cwd = Some("work".into());
+        launching.groups[0].spec.launch.kill_grace_ms = Some(10_000);
+        launching.groups[0].spec.launch.artifacts.push(crate::launch::Artifact {
+            source: "http://files/tool.tar.gz".into(),
+            sha256: "ab".repeat(32),
+            dest: "bin".into(),
+            unpack: true,
+        });
+        for restarts in [true, false] {
+            if !restarts {
+                launching.groups[1].restarts.clear();
+            }
+            let r = Record::Framework(launching.clone());
+            let bytes = postcard::to_allocvec(&r).unwrap();
+            assert_eq!(bytes[0], 10);
+            assert_eq!(postcard::from_bytes::<Record>(&bytes).unwrap(), r);
+        }
     }
 
     #[test]

@@ -89,6 +89,9 @@ pub struct SubscriberConfig {
     /// The group's policy (`regent submit --restart`, `--placement`,
     /// `--constraint`...).
     pub policy: regent_core::policy::GroupPolicy,
+    /// What the worker does around each executor's process (`regent
+    /// submit --cwd`, `--kill-grace`).
+    pub launch: regent_core::launch::LaunchSpec,
     /// Connection settings (cluster secret, frame size, timeouts).
     pub net: Arc<NetConfig>,
     /// Accept non-loopback masters without a cluster secret.
@@ -294,7 +297,7 @@ pub fn submit_node_config(cfg: &SubscriberConfig, instance: InstanceId) -> Confi
 }
 
 /// The one group `regent submit` declares: [`GROUP`], `executors` slots of
-/// `command` with `env`, `cores`, `memory_mb` and `policy`.
+/// `command` with `env`, `cores`, `memory_mb`, `policy` and `launch`.
 pub fn main_group(cfg: &SubscriberConfig) -> GroupSpec {
     GroupSpec {
         group: GROUP.to_owned(),
@@ -304,6 +307,7 @@ pub fn main_group(cfg: &SubscriberConfig) -> GroupSpec {
         cores: cfg.cores,
         memory_mb: cfg.memory_mb,
         policy: cfg.policy.clone(),
+        launch: Box::new(cfg.launch.clone()),
     }
 }
 

@@ -50,6 +50,7 @@ impl Supervisor {
             boot_id: shared.boot_id.clone(),
             cores: spec.cores,
             memory_mb: spec.memory_mb,
+            kill_grace_ms: spec.launch.kill_grace_ms,
         };
         if let Err(e) = record::write(&shared.running_dir, &rec) {
             destroy(child, pgid);
@@ -70,6 +71,7 @@ impl Supervisor {
             framework: framework.clone(),
             pgid,
             adopted_start: None,
+            kill_grace: spec.launch.kill_grace_ms.map(Duration::from_millis),
             state: Mutex::new(EntryState::default()),
             changed: Condvar::new(),
         });
@@ -132,6 +134,19 @@ impl Supervisor {
         }
         fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create directory {}: {e}", dir.display()))?;
+        let cwd = match &spec.launch.cwd {
+            None => dir.to_path_buf(),
+            // The master refuses such a cwd; a worker does not trust that.
+            Some(cwd) if !regent_core::launch::is_inside(cwd) => {
+                return Err(format!("cwd {cwd:?} is not inside the executor directory"))
+            }
+            Some(cwd) => {
+                let cwd = dir.join(cwd);
+                fs::create_dir_all(&cwd)
+                    .map_err(|e| format!("cannot create cwd {}: {e}", cwd.display()))?;
+                cwd
+            }
+        };
         let log = |name: &str| {
             let path = dir.join(name);
             OpenOptions::new()
@@ -174,7 +189,7 @@ impl Supervisor {
             .env("REGENT_EXECUTOR_ID", executor.as_str())
             .env("REGENT_CORES", spec.cores.to_string())
             .env("REGENT_MEMORY_MB", spec.memory_mb.to_string())
-            .current_dir(dir)
+            .current_dir(&cwd)
             .stdin(Stdio::null())
             .stderr(stderr)
             .process_group(0);

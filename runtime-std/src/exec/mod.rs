@@ -280,6 +280,8 @@ struct Entry {
     /// Adopted (not this process's child): the leader's start time, checked
     /// before every signal.
     adopted_start: Option<u64>,
+    /// Its group's kill grace, if the group set one (else the supervisor's).
+    kill_grace: Option<Duration>,
     state: Mutex<EntryState>,
     changed: Condvar,
 }

@@ -253,6 +253,7 @@ pub(super) fn adopt(
         framework: rec.framework.clone(),
         pgid,
         adopted_start: Some(start_time),
+        kill_grace: rec.kill_grace_ms.map(Duration::from_millis),
         state: Mutex::new(EntryState::default()),
         changed: Condvar::new(),
     });

@@ -14,8 +14,13 @@
 //! boot_id=<the contents of /proc/sys/kernel/random/boot_id, or - when unknown>
 //! cores=<cores it holds>
 //! memory_mb=<memory it holds in MiB>
+//! kill_grace_ms=<its group's kill grace in ms; only when the group set one>
 //! end
 //! ```
+//!
+//! The `kill_grace_ms` line is optional (a record without it is written
+//! byte for byte as before it existed, and earlier builds skip lines they
+//! do not know), so a re-adopted executor keeps its group's grace.
 //!
 //! Version 1 records (written before worker upgrades re-adopted executors)
 //! have no `boot_id`, `cores` or `memory_mb` line; they still read, with no
@@ -68,6 +73,9 @@ pub struct Record {
     pub cores: u32,
     /// Memory the executor holds in MiB (0 in a version 1 record).
     pub memory_mb: u64,
+    /// Its group's kill grace, when the group set one
+    /// ([`regent_core::launch::LaunchSpec::kill_grace_ms`]).
+    pub kill_grace_ms: Option<u64>,
 }
 
 impl Record {
@@ -75,9 +83,10 @@ impl Record {
     pub fn encode(&self) -> String {
         let start = self.start_time.map_or_else(|| "-".to_owned(), |t| t.to_string());
         let boot = self.boot_id.as_deref().map_or_else(|| "-".to_owned(), escape);
+        let grace = self.kill_grace_ms.map_or_else(String::new, |g| format!("kill_grace_ms={g}\n"));
         format!(
             "{HEADER}\nexecutor={}\nframework={}\npgid={}\nstart_time={start}\nboot_id={boot}\n\
-             cores={}\nmemory_mb={}\nend\n",
+             cores={}\nmemory_mb={}\n{grace}end\n",
             escape(self.executor.as_str()),
             escape(self.framework.as_str()),
             self.pgid,
@@ -96,7 +105,7 @@ impl Record {
             _ => return None,
         };
         let (mut executor, mut framework, mut pgid, mut start) = (None, None, None, None);
-        let (mut boot, mut cores, mut memory) = (None, None, None);
+        let (mut boot, mut cores, mut memory, mut grace) = (None, None, None, None);
         for line in lines {
             let (k, v) = line.split_once('=')?;
             match k {
@@ -107,6 +116,7 @@ impl Record {
                 "boot_id" if v2 => boot = Some(if v == "-" { None } else { Some(unescape(v)?) }),
                 "cores" if v2 => cores = Some(v.parse().ok()?),
                 "memory_mb" if v2 => memory = Some(v.parse().ok()?),
+                "kill_grace_ms" if v2 => grace = Some(v.parse().ok()?),
                 _ => {}
             }
         }
@@ -119,6 +129,7 @@ impl Record {
             boot_id,
             cores,
             memory_mb,
+            kill_grace_ms: grace,
         })
     }
 }
@@ -242,10 +253,17 @@ mod tests {
             boot_id: Some("0b5e1c8a-3c1e-4a55-9d5e-6c3f2f9b7a10".into()),
             cores: 2,
             memory_mb: 512,
+            kill_grace_ms: Default::default(),
         };
         assert_eq!(Record::decode(&r.encode()), Some(r.clone()));
-        let unknown = Record { start_time: None, boot_id: None, ..r };
+        let unknown = Record { start_time: None, boot_id: None, ..r.clone() };
         assert_eq!(Record::decode(&unknown.encode()), Some(unknown.clone()));
+        // A group's kill grace is one more line; without one, the text is
+        // what it was before the line existed.
+        assert!(!r.encode().contains("kill_grace_ms"));
+        let graced = Record { kill_grace_ms: Some(10_000), ..r };
+        assert!(graced.encode().ends_with("\nkill_grace_ms=10000\nend\n"));
+        assert_eq!(Record::decode(&graced.encode()), Some(graced.clone()));
         // A torn record (any prefix of a complete one) never parses.
         let text = unknown.encode();
         for cut in 0..text.len() {

@@ -11,11 +11,13 @@ use std::time::{Duration, Instant};
 
 impl Supervisor {
     /// Kills an executor: SIGTERM to its whole process group, SIGKILL after
-    /// the grace period if the leader still runs; its terminal state is
-    /// then `Killed`. Returns `false` if no such executor runs. Idempotent:
-    /// a repeated kill while one is under way does nothing more.
+    /// the grace period (its group's `kill_grace`, else the supervisor's) if
+    /// the leader still runs; its terminal state is then `Killed`. Returns
+    /// `false` if no such executor runs. Idempotent: a repeated kill while
+    /// one is under way does nothing more.
     pub fn kill(&self, executor: &ExecutorId) -> bool {
-        self.stop(executor, self.shared.config.kill_grace)
+        let grace = lock(&self.shared.executors).get(executor).and_then(|e| e.kill_grace);
+        self.stop(executor, grace.unwrap_or(self.shared.config.kill_grace))
     }
 
     /// Stops an executor (a drain): SIGTERM to its whole process group,
@@ -46,7 +48,9 @@ impl Supervisor {
     }
 
     /// Kills every executor (worker shutdown): SIGTERM to every group,
-    /// SIGKILL to those still running after the grace period, then waits
+    /// SIGKILL to those still running after its grace period (its group's
+    /// `kill_grace`, else the supervisor's; all counted from the same
+    /// SIGTERM), then waits
     /// (bounded by the reap timeout) until each has been reported. Returns
     /// the executors that still were not reported when it gave up (normally
     /// none). Executors launched while it runs are not included: stop
@@ -57,8 +61,11 @@ impl Supervisor {
         for (_, e) in &entries {
             request_kill(e);
         }
-        let grace_end = Instant::now() + self.shared.config.kill_grace;
-        for (_, e) in &entries {
+        let start = Instant::now();
+        let mut by_grace: Vec<&(ExecutorId, Arc<Entry>)> = entries.iter().collect();
+        by_grace.sort_by_key(|(_, e)| e.kill_grace.unwrap_or(self.shared.config.kill_grace));
+        for (_, e) in by_grace {
+            let grace_end = start + e.kill_grace.unwrap_or(self.shared.config.kill_grace);
             if !wait_until(e, grace_end, |s| s.exited) {
                 signal(e, Signal::KILL);
             }

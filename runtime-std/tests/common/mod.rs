@@ -46,6 +46,7 @@ pub fn framework(id: &str, name: &str) -> Record {
                 cores: 1,
                 memory_mb: 256,
                 policy: Default::default(),
+                launch: Default::default(),
             },
             slots: vec![
                 SlotOutcome::Done { executor: "fw-1/main#0#1.1".into() },
@@ -108,6 +109,28 @@ pub fn framework_with_policy() -> Record {
     policy.constraints =
         vec![Constraint::parse("disk=ssd").unwrap(), Constraint::parse("rack!=r9").unwrap()];
     policy.spread = Some("rack".into());
+    Record::Framework(f)
+}
+
+/// A framework whose group has restart state and launch options (a cwd, a
+/// kill grace, an artifact to unpack): the appended store variant 10.
+pub fn framework_with_launch() -> Record {
+    use regent_core::store::SlotRestart;
+    let Record::Framework(mut f) = framework_with_policy() else {
+        unreachable!("a framework record")
+    };
+    f.id = regent_core::FrameworkId::new("fw-3");
+    f.name = "tools".into();
+    let g = &mut f.groups[0];
+    g.restarts.insert(0, SlotRestart { failures: 2, not_before_ms: 1_796_137_260_000 });
+    g.spec.launch.cwd = Some("work".into());
+    g.spec.launch.kill_grace_ms = Some(10_000);
+    g.spec.launch.artifacts.push(regent_core::launch::Artifact {
+        source: "https://files.example/tool-1.2.tar.gz".into(),
+        sha256: "5e".repeat(32),
+        dest: "bin".into(),
+        unpack: true,
+    });
     Record::Framework(f)
 }
 
@@ -209,6 +232,17 @@ pub fn cases() -> Vec<Case> {
         files: policies.iter().map(file).collect(),
         sealing: Sealing::none(),
         expect: Ok((policies, vec![])),
+    });
+
+    // A framework with restart state and launch options (issue 22): the
+    // appended variant 10; the records above keep their layouts.
+    let mut launch = vec![Record::Epoch(Epoch(43)), framework_with_launch()];
+    launch.sort_by_key(Record::key);
+    cases.push(Case {
+        name: "launch",
+        files: launch.iter().map(file).collect(),
+        sealing: Sealing::none(),
+        expect: Ok((launch, vec![])),
     });
 
     let cut = 20;

@@ -357,5 +357,6 @@ pub fn group_spec(src: &mut Source) -> GroupSpec {
         cores: u32_peer(src, limits::MAX_CORES),
         memory_mb: u64_peer(src, limits::MAX_MEMORY_MB),
         policy: group_policy(src),
+        launch: Default::default(),
     }
 }

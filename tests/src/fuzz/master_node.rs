@@ -1020,6 +1020,7 @@ fn sane_spec(src: &mut Source) -> GroupSpec {
         cores: 1 + u32::from(src.u8() % 2),
         memory_mb: 64,
         policy: Default::default(),
+        launch: Default::default(),
     }
 }
 

@@ -154,6 +154,7 @@ impl Harness {
             cores: 1,
             memory_mb: 64,
             policy: Default::default(),
+            launch: Default::default(),
         }
     }
 

@@ -281,6 +281,7 @@ impl Harness {
                         env: spec.env,
                         cores: spec.cores,
                         memory_mb: spec.memory_mb,
+                        launch: Default::default(),
                     },
                     // Drawn from nothing: the corpus keeps its meaning.
                     launch: 1,
@@ -354,6 +355,7 @@ impl Harness {
                         env: Vec::new(),
                         cores: 1,
                         memory_mb: 64,
+                        launch: Default::default(),
                     },
                     launch: self.next_executor,
                 }

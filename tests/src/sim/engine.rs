@@ -457,6 +457,7 @@ fn spec_for(s: usize, slots: u32) -> GroupSpec {
         cores: 1,
         memory_mb: 256,
         policy: Default::default(),
+        launch: Default::default(),
     }
 }
 

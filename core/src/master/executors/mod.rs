@@ -430,6 +430,7 @@ impl Master {
                         env: spec.env,
                         cores: spec.cores,
                         memory_mb: spec.memory_mb,
+                        launch: spec.launch,
                     },
                     launch: self.next_launch,
                 },

@@ -612,6 +612,14 @@ pub struct SubmitArgs {
     /// be forgotten (the wait starts again from --restart-delay).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_ms)]
     pub healthy_after: Option<u64>,
+    /// The directory every executor starts in, relative to its executor
+    /// directory (created; default: the executor directory itself).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<String>,
+    /// How long a kill waits after SIGTERM before SIGKILL (`30s`); default:
+    /// the worker's own, 3 s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ms)]
+    pub kill_grace: Option<u64>,
     /// The command every executor runs.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,

@@ -108,6 +108,7 @@ async fn submit_options(
         command: Vec::new(),
         env: Vec::new(),
         policy: Default::default(),
+        launch: Default::default(),
         net: net_config(common)?,
         insecure: common.insecure,
         connect_timeout: Some(f.connect_timeout.duration()),
@@ -137,6 +138,8 @@ async fn submit_group_options(
     r.delay_ms = a.restart_delay.unwrap_or(0);
     r.max_delay_ms = a.restart_max_delay.unwrap_or(0);
     r.healthy_after_ms = a.healthy_after.unwrap_or(0);
+    opts.launch.cwd = a.cwd;
+    opts.launch.kill_grace_ms = a.kill_grace;
     Ok(opts)
 }
 

@@ -29,7 +29,7 @@ use toml::Spanned;
 
 /// Keys of a group the job file will have (issue 22) and this version of
 /// regent does not honour yet: refused by name.
-pub const UNSUPPORTED: [&str; 4] = ["ports", "artifacts", "kill_grace", "cwd"];
+pub const UNSUPPORTED: [&str; 1] = ["ports"];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -52,11 +52,23 @@ struct RawGroup {
     constraints: Option<Spanned<Vec<String>>>,
     spread: Option<Spanned<String>>,
     restart: Option<Spanned<RawRestart>>,
+    cwd: Option<Spanned<String>>,
+    kill_grace: Option<Spanned<String>>,
+    artifacts: Option<Spanned<Vec<RawArtifact>>>,
     // Not honoured yet (UNSUPPORTED): read only to be refused by name.
     ports: Option<Spanned<toml::Value>>,
-    artifacts: Option<Spanned<toml::Value>>,
-    kill_grace: Option<Spanned<toml::Value>>,
-    cwd: Option<Spanned<toml::Value>>,
+}
+
+/// One of a group's `[[group.artifacts]]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawArtifact {
+    source: String,
+    sha256: String,
+    #[serde(default)]
+    dest: String,
+    #[serde(default)]
+    unpack: bool,
 }
 
 /// A group's `[group.restart]` table; durations are written as people
@@ -105,7 +117,7 @@ impl RawGroup {
     /// The first key of [`UNSUPPORTED`] this group sets (in the file's
     /// order), with where its value is.
     fn unsupported(&self) -> Option<(&'static str, Range<usize>)> {
-        let set = [&self.ports, &self.artifacts, &self.kill_grace, &self.cwd];
+        let set = [&self.ports];
         UNSUPPORTED
             .iter()
             .zip(set)
@@ -126,7 +138,39 @@ impl RawGroup {
             GroupKey::Constraints => self.constraints.as_ref().map(Spanned::span),
             GroupKey::Spread => self.spread.as_ref().map(Spanned::span),
             GroupKey::Restart => self.restart.as_ref().map(Spanned::span),
+            GroupKey::Cwd => self.cwd.as_ref().map(Spanned::span),
+            GroupKey::KillGrace => self.kill_grace.as_ref().map(Spanned::span),
+            GroupKey::Artifacts => self.artifacts.as_ref().map(Spanned::span),
         }
+    }
+
+    /// The group's launch keys (`cwd`, `kill_grace`, `artifacts`); an error
+    /// names the key (the caller adds where it is). Their rules are checked
+    /// by the job's validation.
+    fn launch(&self) -> Result<regent_core::launch::LaunchSpec, (Range<usize>, String)> {
+        let mut l = regent_core::launch::LaunchSpec {
+            cwd: self.cwd.as_ref().map(|v| v.get_ref().clone()),
+            ..Default::default()
+        };
+        if let Some(v) = &self.kill_grace {
+            l.kill_grace_ms = Some(
+                crate::args::parse_duration_ms(v.get_ref())
+                    .map_err(|e| (v.span(), format!("key \"kill_grace\": {e}")))?,
+            );
+        }
+        if let Some(v) = &self.artifacts {
+            l.artifacts = v
+                .get_ref()
+                .iter()
+                .map(|a| regent_core::launch::Artifact {
+                    source: a.source.clone(),
+                    sha256: a.sha256.clone(),
+                    dest: a.dest.clone(),
+                    unpack: a.unpack,
+                })
+                .collect();
+        }
+        Ok(l)
     }
 
     /// The group's policy keys; an error names the key (the caller adds
@@ -167,6 +211,7 @@ impl RawGroup {
         g.memory_mb = self.memory_mb.as_ref().map_or(g.memory_mb, |v| *v.get_ref());
         // Checked in `parse` before.
         g.policy = self.policy().unwrap_or_default();
+        g.launch = self.launch().unwrap_or_default();
         g
     }
 }
@@ -209,7 +254,7 @@ pub fn parse(file: &str, text: &str) -> Result<JobSpec, String> {
         }
     }
     for g in &raw.group {
-        if let Err((span, e)) = g.get_ref().policy() {
+        if let Err((span, e)) = g.get_ref().policy().and_then(|_| g.get_ref().launch()) {
             return Err(format!("{}: group {:?}: {e}", at(span.start), g.get_ref().name.get_ref()));
         }
     }
@@ -243,8 +288,10 @@ fn serde_message(message: &str) -> String {
     let message = message.replace("missing field", "missing key");
     let Some(rest) = message.strip_prefix("unknown field ") else { return message };
     let key = rest.split(',').next().unwrap_or(rest);
-    if rest.contains("`count`") {
-        format!("unknown key {key}; a group's keys are name, count, command, env, cores, memory_mb, placement, constraints, spread, restart")
+    if rest.contains("`sha256`") {
+        format!("unknown key {key}; an artifact's keys are source, sha256, dest, unpack")
+    } else if rest.contains("`count`") {
+        format!("unknown key {key}; a group's keys are name, count, command, env, cores, memory_mb, placement, constraints, spread, restart, cwd, kill_grace, artifacts")
     } else {
         format!("unknown key {key}; a job's keys are name and group")
     }
@@ -460,5 +507,48 @@ memory_mb = 256
         );
         let e = err(&TWO.replace("cores = 2", "constraints = [\"=ssd\"]"));
         assert!(e.starts_with("job.toml:12:1: group \"mappers\": key \"constraints\": "), "{e}");
+    }
+
+    #[test]
+    fn cwd_kill_grace_and_artifacts_fill_the_launch_options() {
+        let digest = "ab".repeat(32);
+        let text = format!(
+            "{}\n[[group.artifacts]]\nsource = \"http://127.0.0.1:1/tool.tar.gz\"\nsha256 = \"{digest}\"\ndest = \"bin\"\nunpack = true\n\n[[group.artifacts]]\nsource = \"file:///srv/data.csv\"\nsha256 = \"{digest}\"\n",
+            TWO.replace("cores = 2", "cwd = \"work\"\nkill_grace = \"10s\"")
+        );
+        let job = parse("job.toml", &text).unwrap();
+        let l = &job.groups[1].launch;
+        assert_eq!(l.cwd.as_deref(), Some("work"));
+        assert_eq!(l.kill_grace_ms, Some(10_000));
+        assert_eq!(l.artifacts.len(), 2);
+        assert_eq!(
+            (l.artifacts[0].dest.as_str(), l.artifacts[0].unpack, l.artifacts[1].dest.as_str()),
+            ("bin", true, "")
+        );
+        assert!(job.groups[0].launch.is_default());
+        let e = err(&TWO.replace("cores = 2", "cwd = \"../elsewhere\""));
+        assert!(
+            e.starts_with(
+                "job.toml:12:1: group \"mappers\": cwd \"../elsewhere\" must be a relative path"
+            ),
+            "{e}"
+        );
+        let e = err(&TWO.replace("cores = 2", "kill_grace = \"later\""));
+        assert!(
+            e.starts_with(
+                "job.toml:12:1: group \"mappers\": key \"kill_grace\": \"later\" is no duration"
+            ),
+            "{e}"
+        );
+        let e = err(&TWO.replace("cores = 2", "kill_grace = \"2h\""));
+        assert!(e.contains("kill_grace 7200000 ms is longer than the most"), "{e}");
+        let bad = text.replace(&format!("sha256 = \"{digest}\"\ndest"), "sha256 = \"beef\"\ndest");
+        let e = err(&bad);
+        assert!(e.contains("group \"mappers\": artifacts[0].sha256 \"beef\" must be 64 lowercase hexadecimal digits"), "{e}");
+        let e = err(&text.replace("unpack = true", "unpak = true"));
+        assert!(
+            e.contains("unknown key `unpak`; an artifact's keys are source, sha256, dest, unpack"),
+            "{e}"
+        );
     }
 }
