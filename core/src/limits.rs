@@ -36,6 +36,7 @@
 //! | [`MAX_LOG_RELAYS_PER_CONN`] (log reads in flight for one connection) | 4 | `master::logs` | `RequestRefused` |
 //! | [`MAX_LOG_RELAYS`] (log reads in flight at the leader) | 256 | `master::logs` | `RequestRefused` |
 //! | [`LOG_RELAY_TIMEOUT`] (a worker's answer to `ReadLog`) | 10 s | `master::logs` | `RequestRefused` naming the silent worker |
+//! | [`MAX_PLAN_PLACEMENTS`] (placements listed in one `PlanReply`) | 4,096 | `master::plan` | the rest counted (`placed_omitted`) |
 //! | [`MAX_LOG_READS_PER_WORKER`] (reads a worker node has asked its runtime for and not had answered) | 256 | `node::worker` | `LogData` with `Failed` (busy) |
 //!
 //!
@@ -634,6 +635,11 @@ pub const MAX_LOG_RELAYS_PER_CONN: usize = 4;
 /// together: at most this many chunks ([`MAX_LOG_CHUNK`] each, 16 MiB in
 /// all) are ever on their way through the leader.
 pub const MAX_LOG_RELAYS: usize = 256;
+
+/// The most `(slot, worker)` placements one `PlanReply` lists (about 64
+/// bytes each with a long worker id, so a reply stays far below a frame);
+/// further placed slots are counted in `GroupPlan::placed_omitted`.
+pub const MAX_PLAN_PLACEMENTS: usize = 4_096;
 
 /// How long the leader waits for a worker's answer to `ReadLog` before it
 /// answers the operator that the worker did not answer.

@@ -37,9 +37,9 @@ use serde::{Deserialize, Serialize};
 /// waiting out a restart backoff and the group's latest failure;
 /// `WorkerView` the worker's attributes.
 ///
-/// Version 6 (issue 22, launch options): `GroupSpec` and `ExecutorSpec`
-/// carry a [`crate::launch::LaunchSpec`] (working directory, kill grace,
-/// artifacts).
+/// Version 6 (issue 22, launch options and plans): `GroupSpec` and
+/// `ExecutorSpec` carry a [`crate::launch::LaunchSpec`] (working directory,
+/// kill grace, artifacts); `PlanRequest` / `PlanReply` (`regent job plan`).
 pub const PROTOCOL_VERSION: u16 = 6;
 
 /// What kind of node is speaking.
@@ -775,6 +775,47 @@ pub enum Message {
         /// Why, naming the limit or the conflict.
         reason: String,
     },
+    /// Operator → leader: where these groups' slots would be placed now
+    /// (`regent job plan`); nothing is declared, placed or written.
+    /// Answered with `PlanReply`, or refused like any request that needs
+    /// an acting leader.
+    PlanRequest {
+        /// Echoed in the answer.
+        request: u64,
+        /// The groups, as a subscriber would declare them.
+        groups: Vec<GroupSpec>,
+    },
+    /// Leader → operator: the answer to `PlanRequest`, one entry per group
+    /// in the request's order.
+    PlanReply {
+        /// The leader's epoch.
+        epoch: Epoch,
+        /// The request's number.
+        request: u64,
+        /// Where each group's slots would go.
+        groups: Vec<GroupPlan>,
+    },
+}
+
+/// Where one group's slots would be placed now, and why those that would
+/// not be placed would not (the answer to [`Message::PlanRequest`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupPlan {
+    /// The group.
+    pub group: String,
+    /// Its slot count.
+    pub slots: u32,
+    /// `(slot, worker)` for the slots that would be placed, in slot order;
+    /// at most [`crate::limits::MAX_PLAN_PLACEMENTS`] in one reply, the
+    /// rest counted in `placed_omitted`.
+    pub placed: Vec<(u32, WorkerId)>,
+    /// Placed slots left out of `placed`.
+    pub placed_omitted: u32,
+    /// Slots that would not be placed now.
+    pub unplaced: u32,
+    /// Why not (the first slot that found no worker; the group's later
+    /// slots ask the same), e.g. `no ALIVE worker has attribute rack=r9`.
+    pub reason: Option<String>,
 }
 
 /// Which output file of an executor (`<work_dir>/executors/<id>/stdout` or
@@ -981,7 +1022,8 @@ impl Message {
             Message::SubscribeRefused { epoch, .. }
             | Message::StopExecutorOnWorker { epoch, .. }
             | Message::GroupScaled { epoch, .. }
-            | Message::RegisterRefused { epoch, .. } => Some(*epoch),
+            | Message::RegisterRefused { epoch, .. }
+            | Message::PlanReply { epoch, .. } => Some(*epoch),
             Message::Hello(_)
             | Message::RegisterWorker(_)
             | Message::WorkerHeartbeat { .. }
@@ -1002,7 +1044,8 @@ impl Message {
             | Message::UncordonWorker { .. }
             | Message::DrainWorker { .. }
             | Message::ScaleGroup { .. }
-            | Message::OperatorKillExecutor { .. } => None,
+            | Message::OperatorKillExecutor { .. }
+            | Message::PlanRequest { .. } => None,
         }
     }
 
@@ -1055,6 +1098,8 @@ impl Message {
             Message::StopExecutorOnWorker { .. } => "StopExecutorOnWorker",
             Message::GroupScaled { .. } => "GroupScaled",
             Message::RegisterRefused { .. } => "RegisterRefused",
+            Message::PlanRequest { .. } => "PlanRequest",
+            Message::PlanReply { .. } => "PlanReply",
         }
     }
 }

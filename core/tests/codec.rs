@@ -114,7 +114,7 @@ fn log_stream(g: &mut Gen) -> LogStream {
 
 /// Number of `Message` variants; a new variant must be added to `arb` and
 /// to `golden_samples`.
-const VARIANTS: u8 = 46;
+const VARIANTS: u8 = 48;
 
 #[derive(Clone, Debug)]
 struct Arb(Message);
@@ -307,7 +307,38 @@ impl Arbitrary for Arb {
                 grace: Millis(u64::arbitrary(g)),
             },
             44 => Message::GroupScaled { epoch: e(g), group: s(g), slots: u32::arbitrary(g) },
-            _ => Message::RegisterRefused { epoch: e(g), reason: s(g) },
+            45 => Message::RegisterRefused { epoch: e(g), reason: s(g) },
+            46 => Message::PlanRequest {
+                request: u64::arbitrary(g),
+                groups: (0..usize::arbitrary(g) % 3)
+                    .map(|_| GroupSpec {
+                        group: s(g),
+                        slots: u32::arbitrary(g),
+                        command: strings(g),
+                        env: env(g),
+                        cores: u32::arbitrary(g),
+                        memory_mb: u64::arbitrary(g),
+                        policy: Default::default(),
+                        launch: launch_spec(g),
+                    })
+                    .collect(),
+            },
+            _ => Message::PlanReply {
+                epoch: e(g),
+                request: u64::arbitrary(g),
+                groups: (0..usize::arbitrary(g) % 3)
+                    .map(|_| GroupPlan {
+                        group: s(g),
+                        slots: u32::arbitrary(g),
+                        placed: (0..usize::arbitrary(g) % 3)
+                            .map(|_| (u32::arbitrary(g), WorkerId(s(g))))
+                            .collect(),
+                        placed_omitted: u32::arbitrary(g),
+                        unplaced: u32::arbitrary(g),
+                        reason: if bool::arbitrary(g) { Some(s(g)) } else { None },
+                    })
+                    .collect(),
+            },
         })
     }
 }
@@ -789,6 +820,22 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
             Message::RegisterRefused {
                 epoch: Epoch(42),
                 reason: "the cluster has 2 workers; the limit is 2 (max_workers)".into(),
+            },
+        ),
+        ("plan_request", Message::PlanRequest { request: 9, groups: vec![group_spec()] }),
+        (
+            "plan_reply",
+            Message::PlanReply {
+                epoch: Epoch(42),
+                request: 9,
+                groups: vec![GroupPlan {
+                    group: "web".into(),
+                    slots: 4,
+                    placed: vec![(0, WorkerId::new("w1")), (1, WorkerId::new("w2"))],
+                    placed_omitted: 0,
+                    unplaced: 2,
+                    reason: Some("needs 8 cores, the largest free is 4".into()),
+                }],
             },
         ),
     ]

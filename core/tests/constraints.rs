@@ -1,6 +1,7 @@
 //! Placement by a group's policy: constraints on worker attributes, a
-//! placement of the group's own, spread over an attribute; and the checks
-//! on a worker's announced attributes.
+//! placement of the group's own, spread over an attribute; the checks on a
+//! worker's announced attributes; and plans (`PlanRequest`: where a job
+//! would go now and why not, changing nothing).
 
 mod common;
 
@@ -227,4 +228,111 @@ fn registrations_with_bad_attributes_are_refused_naming_them() {
     let why = refusal(&deliver_to_master(&mut m, T, 103, reg(long))).expect("refused");
     assert!(why.contains("MAX_ATTRIBUTE_BYTES"), "{why}");
     assert_eq!(m.workers().len(), 1, "only w0 is registered");
+}
+
+/// Asks `m` on the subscriber's connection for a plan of `groups`; the
+/// plan, and every action the request caused.
+fn plan(m: &mut Master, groups: Vec<GroupSpec>) -> (Vec<regent_core::protocol::GroupPlan>, usize) {
+    let out = m.handle(
+        T,
+        master::Event::Message {
+            conn: ConnId(1),
+            msg: Message::PlanRequest { request: 9, groups },
+        },
+    );
+    let n = out.len();
+    let plan = out.into_iter().find_map(|a| match a {
+        master::Action::Send { msg: Message::PlanReply { request: 9, groups, .. }, .. } => {
+            Some(groups)
+        }
+        _ => None,
+    });
+    (plan.expect("a PlanReply"), n)
+}
+
+fn state(m: &mut Master) -> regent_core::protocol::ClusterState {
+    let sends = deliver_to_master(m, T, 1, Message::StateRequest);
+    match sends.into_iter().next() {
+        Some((_, Message::StateReply(s))) => *s,
+        other => panic!("expected a StateReply, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_plan_says_where_slots_would_go_and_why_others_would_not_changing_nothing() {
+    let mut m = cluster(Placement::Spread, 8);
+    let before = state(&mut m);
+    let mut big = spec("big", 1, GroupPolicy::default());
+    big.cores = 16;
+    let mut huge_memory = spec("memory", 1, GroupPolicy::default());
+    huge_memory.memory_mb = 1 << 20;
+    let groups = vec![
+        spec("ssd", 6, constrained(&["disk=ssd"])),
+        spec("r9", 2, constrained(&["rack=r9"])),
+        spec("both", 1, constrained(&["disk=hdd", "rack=r2"])),
+        big,
+        huge_memory,
+    ];
+    let (p, actions) = plan(&mut m, groups);
+    assert_eq!(actions, 1, "only the reply: nothing launched, nothing written");
+    assert_eq!((p[0].placed.len(), p[0].unplaced), (6, 0));
+    let on: std::collections::BTreeSet<&str> =
+        p[0].placed.iter().map(|(_, w)| w.as_str()).collect();
+    assert_eq!(on, ["w0", "w2"].into(), "only the ssd workers, spread over both");
+    assert_eq!(p[0].placed.iter().map(|(s, _)| *s).collect::<Vec<_>>(), [0, 1, 2, 3, 4, 5]);
+    assert_eq!(p[1].unplaced, 2);
+    assert_eq!(p[1].reason.as_deref(), Some("no ALIVE worker has attribute rack=r9"));
+    assert_eq!(
+        p[2].reason.as_deref(),
+        Some("no ALIVE worker meets all of disk=hdd, rack=r2 at once")
+    );
+    assert_eq!(p[3].reason.as_deref(), Some("needs 16 cores, the largest worker has 8"));
+    assert_eq!(p[4].reason.as_deref(), Some("needs 1048576 MiB, the largest worker has 65536 MiB"));
+    assert_eq!(state(&mut m), before, "the cluster is as it was");
+    // The same groups declared for real are placed as planned (counts).
+    let by = launches_by_conn(&declare(&mut m, spec("ssd", 6, constrained(&["disk=ssd"]))));
+    assert_eq!(by.values().sum::<usize>(), 6);
+    assert!(by.keys().all(|c| *c == 100 || *c == 102), "{by:?}");
+}
+
+#[test]
+fn a_plan_counts_what_its_earlier_slots_and_live_executors_hold() {
+    // Four workers of 8 cores; 3 live executors of 4 cores on them.
+    let mut m = cluster(Placement::Spread, 8);
+    let mut live = spec("live", 3, GroupPolicy::default());
+    live.cores = 4;
+    assert!(accepted(&declare(&mut m, live)));
+    // 32 cores, 12 held: 20 free, at most 4+4+4+8 whole 4-core slots = 5.
+    let mut g = spec("more", 7, GroupPolicy::default());
+    g.cores = 4;
+    let (p, _) = plan(&mut m, vec![g.clone()]);
+    assert_eq!((p[0].placed.len(), p[0].unplaced), (5, 2), "{p:?}");
+    assert!(
+        p[0].reason.as_deref().unwrap().starts_with("needs 4 cores, the largest free is 0"),
+        "{p:?}"
+    );
+    // A second group in the same plan sees what the first would take.
+    let (p, _) = plan(&mut m, vec![spec("first", 5, GroupPolicy::default()), g]);
+    assert_eq!(p[0].placed.len(), 5);
+    assert!(p[1].placed.len() < 5, "fewer 4-core slots fit after 5 cores are planned: {p:?}");
+}
+
+#[test]
+fn a_plan_needs_an_acting_leader() {
+    let mut m = Master::new(master::Config::new("a".into(), addr("a")));
+    let out = m.handle(
+        T,
+        master::Event::Message {
+            conn: ConnId(1),
+            msg: Message::PlanRequest {
+                request: 9,
+                groups: vec![spec("g", 1, GroupPolicy::default())],
+            },
+        },
+    );
+    assert!(
+        !out.iter()
+            .any(|a| matches!(a, master::Action::Send { msg: Message::PlanReply { .. }, .. })),
+        "a standby does not plan: {out:?}"
+    );
 }

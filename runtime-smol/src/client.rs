@@ -122,6 +122,75 @@ pub async fn fetch_state_with(
     .await
 }
 
+/// Asks the leader where `groups` would be placed now (`regent job plan`),
+/// following leader hints; nothing is declared, placed or written. The
+/// answer has one [`GroupPlan`](regent_core::protocol::GroupPlan) per
+/// group, in order. Errors name every master tried and why.
+pub async fn plan_with(
+    masters: &[Addr],
+    net: Arc<NetConfig>,
+    groups: Vec<regent_core::protocol::GroupSpec>,
+    patience: Patience<'_>,
+) -> Result<Vec<regent_core::protocol::GroupPlan>, String> {
+    ask_patiently(
+        masters,
+        &net,
+        true,
+        patience,
+        || Message::PlanRequest { request: 1, groups: groups.clone() },
+        |msg| match msg {
+            Message::PlanReply { groups, .. } => Some(groups),
+            _ => None,
+        },
+    )
+    .await
+}
+
+/// A plan in words, one line per group (and the job's first line): where
+/// the slots would go (`slot 0 -> w1`, runs of one worker shown once),
+/// how many would not, and why.
+pub fn render_plan(job: &str, plan: &[regent_core::protocol::GroupPlan]) -> String {
+    use std::fmt::Write as _;
+    let mut out = format!("job {job:?}: a plan against the leader now; nothing was changed\n");
+    for g in plan {
+        let placed = g.placed.len() as u32 + g.placed_omitted;
+        let _ = write!(out, "group {:?}: {placed} of {} slot(s) would be placed", g.group, g.slots);
+        if !g.placed.is_empty() {
+            // Consecutive slots on one worker in one entry: `slots 0-3 -> w1`.
+            let mut parts: Vec<String> = Vec::new();
+            let mut i = 0;
+            while i < g.placed.len() {
+                let (first, worker) = &g.placed[i];
+                let mut j = i;
+                while j + 1 < g.placed.len()
+                    && g.placed[j + 1].1 == *worker
+                    && g.placed[j + 1].0 == g.placed[j].0 + 1
+                {
+                    j += 1;
+                }
+                let last = g.placed[j].0;
+                parts.push(if last == *first {
+                    format!("slot {first} -> {worker}")
+                } else {
+                    format!("slots {first}-{last} -> {worker}")
+                });
+                i = j + 1;
+            }
+            let _ = write!(out, " ({}", parts.join(", "));
+            if g.placed_omitted > 0 {
+                let _ = write!(out, ", {} more not listed", g.placed_omitted);
+            }
+            out.push(')');
+        }
+        if g.unplaced > 0 {
+            let reason = g.reason.as_deref().unwrap_or("no reason given");
+            let _ = write!(out, "; {} would not: {reason}", g.unplaced);
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// Asks the leader to tear framework `framework` down (kill its executors
 /// and forget it). `Ok` once the leader has made that durable; a refusal
 /// (for instance an unknown framework) is `Err` with the leader's reason.

@@ -272,3 +272,105 @@ fn a_constrained_submit_runs_only_on_matching_workers() {
     assert_eq!(dirs.len(), 4, "every executor ran: {dirs:?}");
     assert!(dirs.iter().all(|d| d.contains("wssd") && !d.contains("whdd")), "{dirs:?}");
 }
+
+/// Every file under `dir` with its bytes, by path (a store's whole image).
+fn tree(dir: &std::path::Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
+    let mut files = std::collections::BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                files.insert(p.clone(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn job_plan_shows_placements_and_reasons_and_changes_nothing() {
+    let c = Cluster::new("job-plan");
+    let store = c.path("store");
+    let spec =
+        MasterSpec::new("m1", &["--recovery", "filesystem", "--store", store.to_str().unwrap()]);
+    let _master = c.master(&spec);
+    let _ssd = c.worker("w1", &[spec.addr()], 4, 1024, &["--attribute", "disk=ssd"]);
+    let _hdd = c.worker("w2", &[spec.addr()], 4, 1024, &["--attribute", "disk=hdd"]);
+    wait_for(BOUND, "the workers ALIVE", || {
+        let state = api_state(&spec.http_addr()).ok_or("the master does not answer")?;
+        alive_with_workers(&state, &["w1", "w2"])
+    });
+    let job = c.path("plan.toml");
+    std::fs::write(
+        &job,
+        r#"name = "planned"
+
+[[group]]
+name = "ssd"
+count = 3
+command = ["true"]
+constraints = ["disk=ssd"]
+
+[[group]]
+name = "r9"
+command = ["true"]
+constraints = ["rack=r9"]
+
+[[group]]
+name = "big"
+command = ["true"]
+cores = 8
+"#,
+    )
+    .unwrap();
+    let frameworks = |state: &serde_json::Value| state["frameworks"].as_array().map(Vec::len);
+    let before_state = api_state(&spec.http_addr()).expect("the master answers");
+    let before = tree(&store);
+    let out = c.run(
+        &[
+            "job",
+            "plan",
+            "--masters",
+            &spec.addr(),
+            "--connect-timeout",
+            "30",
+            job.to_str().unwrap(),
+        ],
+        BOUND,
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "some slots would not be placed:\n{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("job \"planned\": a plan against the leader now; nothing was changed"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("group \"ssd\": 3 of 3 slot(s) would be placed (slots 0-2 -> w1)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("group \"r9\": 0 of 1 slot(s) would be placed; 1 would not: no ALIVE worker has attribute rack=r9"), "{stdout}");
+    assert!(stdout.contains("group \"big\": 0 of 1 slot(s) would be placed; 1 would not: needs 8 cores, the largest worker has 4"), "{stdout}");
+    assert_eq!(tree(&store), before, "the store is byte for byte as it was");
+    let after_state = api_state(&spec.http_addr()).expect("the master answers");
+    assert_eq!(frameworks(&after_state), frameworks(&before_state), "no framework: {after_state}");
+    assert_eq!(after_state["workers"], before_state["workers"], "nothing held on any worker");
+
+    // A job that fits exits 0.
+    std::fs::write(
+        &job,
+        "name = \"fits\"\n[[group]]\nname = \"g\"\ncount = 2\ncommand = [\"true\"]\n",
+    )
+    .unwrap();
+    let out = c.run(&["job", "plan", "--masters", &spec.addr(), job.to_str().unwrap()], BOUND);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("group \"g\": 2 of 2 slot(s) would be placed"), "{stdout}");
+}

@@ -12,7 +12,8 @@
 //!   connection that carries another worker or framework is refused
 //!   ([`Master::binding_conflict`]).
 //! * `StateRequest` is always answered, with a fresh or the cached snapshot
-//!   ([`super::snapshot`]).
+//!   ([`super::snapshot`]); a `PlanRequest` by an acting leader only
+//!   ([`super::plan`]: it places against the live registry).
 //! * Anything unexpected (say, master-to-peer messages) is refused and
 //!   counted in `Metrics::rejected`, never fatal.
 //!
@@ -183,6 +184,13 @@ impl Master {
             Message::OperatorKillExecutor { request, executor, refill } if self.acting() => {
                 self.operator_kill(conn, request, executor, refill, out)
             }
+            Message::PlanRequest { request, groups } if self.acting() => {
+                let groups = self.plan(&groups);
+                out.push(Action::Send {
+                    conn,
+                    msg: Message::PlanReply { epoch: self.epoch, request, groups },
+                });
+            }
             Message::DeclareGroup { .. }
             | Message::KillExecutor { .. }
             | Message::Teardown { .. }
@@ -193,7 +201,8 @@ impl Master {
             | Message::UncordonWorker { .. }
             | Message::DrainWorker { .. }
             | Message::ScaleGroup { .. }
-            | Message::OperatorKillExecutor { .. } => out.push(self.refusal(conn)),
+            | Message::OperatorKillExecutor { .. }
+            | Message::PlanRequest { .. } => out.push(self.refusal(conn)),
             // Anything else (master-to-peer messages): refused and counted,
             // never fatal.
             _ => {

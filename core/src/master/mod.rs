@@ -29,6 +29,7 @@ mod leadership;
 mod logs;
 mod messages;
 mod operator;
+mod plan;
 mod restarts;
 mod silence;
 mod snapshot;
@@ -785,7 +786,8 @@ impl Master {
                     | Message::WorkerHeartbeat { .. }
                     | Message::FrameworkHeartbeatAck { .. }
                     | Message::LogRequest { .. }
-                    | Message::LogData { .. },
+                    | Message::LogData { .. }
+                    | Message::PlanRequest { .. },
                 ..
             }
         ) {

@@ -357,6 +357,39 @@ pub fn group_spec(src: &mut Source) -> GroupSpec {
         cores: u32_peer(src, limits::MAX_CORES),
         memory_mb: u64_peer(src, limits::MAX_MEMORY_MB),
         policy: group_policy(src),
-        launch: Default::default(),
+        launch: Box::new(launch_spec(src)),
+    }
+}
+
+/// Launch options, mostly the default, sometimes set or past a limit (a
+/// cwd that climbs out, a digest of the wrong length, too many artifacts).
+pub fn launch_spec(src: &mut Source) -> regent_core::launch::LaunchSpec {
+    use regent_core::launch::{Artifact, LaunchSpec, MAX_ARTIFACTS};
+    match src.u8() % 8 {
+        0 => LaunchSpec {
+            cwd: Some(text(src, &["work", "../up", "/abs", "a/b"], 64)),
+            kill_grace_ms: Some(u64::from(src.u16()) << (src.u8() % 40)),
+            artifacts: (0..usize::from(src.u8() % 3))
+                .map(|_| Artifact {
+                    source: text(src, &["http://h/x.tgz", "file:///x", "ftp://x"], 128),
+                    sha256: text(src, &["ab", &"a".repeat(64)], 80),
+                    dest: text(src, &["", "bin", ".."], 32),
+                    unpack: src.bool(),
+                })
+                .collect(),
+        },
+        1 => LaunchSpec {
+            artifacts: vec![
+                Artifact {
+                    source: "file:///x".into(),
+                    sha256: "a".repeat(64),
+                    dest: String::new(),
+                    unpack: false,
+                };
+                MAX_ARTIFACTS + 1
+            ],
+            ..Default::default()
+        },
+        _ => LaunchSpec::default(),
     }
 }

@@ -452,7 +452,7 @@ impl Harness {
     /// (with the ids seen so far in the mix).
     fn message(&mut self, src: &mut Source) -> Message {
         let (ex, fw) = (&self.executors, &self.frameworks);
-        match src.u8() % 23 {
+        match src.u8() % 24 {
             0 => Message::Hello(Hello {
                 version: if src.one_in(8) { src.u16() } else { PROTOCOL_VERSION },
                 cluster: gen::text(src, &["regent", "other"], 64),
@@ -538,10 +538,14 @@ impl Harness {
                 group: gen::text(src, &["g", "h"], regent_core::limits::MAX_NAME_BYTES),
                 slots: gen::u32_peer(src, regent_core::limits::MAX_SLOTS_PER_GROUP),
             },
-            _ => Message::OperatorKillExecutor {
+            22 => Message::OperatorKillExecutor {
                 request: u64::from(src.u8()),
                 executor: gen::executor_id(src, ex, fw),
                 refill: src.bool(),
+            },
+            _ => Message::PlanRequest {
+                request: u64::from(src.u8()),
+                groups: (0..src.u8() % 4).map(|_| gen::group_spec(src)).collect(),
             },
         }
     }
@@ -678,8 +682,13 @@ impl Harness {
                 let conn = self.conn(src);
                 let worker = WorkerId(format!("w{}", src.u8() % 4));
                 let request = u64::from(src.u8());
-                let msg = match src.u8() % 9 {
+                let msg = match src.u8() % 10 {
                     0 | 1 => Message::StateRequest,
+                    // A plan of sane groups: it must change nothing.
+                    9 => Message::PlanRequest {
+                        request,
+                        groups: (0..1 + src.u8() % 3).map(|_| sane_spec(src)).collect(),
+                    },
                     2 => Message::RemoveWorker { request, worker: gen::worker_id(src) },
                     3 => Message::CordonWorker { request, worker },
                     4 => Message::UncordonWorker { request, worker },

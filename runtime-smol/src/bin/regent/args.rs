@@ -671,6 +671,20 @@ pub enum JobCommand {
         #[arg(value_name = "JOB.toml")]
         job: PathBuf,
     },
+    /// Ask the leader where a job's slots would be placed now, and why
+    /// those that would not be placed would not; changes nothing. Exit 0
+    /// when every slot would be placed, 2 when some would not, 1 on an
+    /// error.
+    Plan {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+        /// The job file (TOML; docs/jobs.md).
+        #[arg(value_name = "JOB.toml")]
+        job: PathBuf,
+    },
 }
 
 /// `--env KEY=VALUE`: split at the first `=`; the name must not be empty

@@ -75,6 +75,9 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Submit(a) => daemons::submit(&common, a).await,
         Command::Run(a) => daemons::run_job(&common, a).await,
         Command::Job { command: JobCommand::Validate { job } } => daemons::validate_job(&job),
+        Command::Job { command: JobCommand::Plan { masters, connect_timeout, job } } => {
+            operator::plan_job(&common, &masters, connect_timeout, &job).await
+        }
         Command::Demo => daemons::demo().await,
         Command::Store { command: StoreCommand::Seal(a) } => store::seal_command(&common, a).await,
         Command::Store { command } => store::store_command(&common, command).await,

@@ -218,3 +218,23 @@ pub async fn operator_change(
     )
     .await
 }
+
+/// `regent job plan JOB.toml`: the leader's plan of the job's groups.
+pub async fn plan_job(
+    common: &Common,
+    masters: &[String],
+    connect_timeout: ConnectTimeout,
+    path: &std::path::Path,
+) -> Result<ExitCode, String> {
+    let job = crate::job_file::load(path)?;
+    let plan = regent_smol::client::plan_with(
+        &masters_of(common, masters).await?,
+        net_config(common)?,
+        job.groups_to_declare(),
+        patience(connect_timeout),
+    )
+    .await?;
+    print!("{}", regent_smol::client::render_plan(&job.name, &plan));
+    let all_placed = plan.iter().all(|g| g.unplaced == 0);
+    Ok(if all_placed { ExitCode::SUCCESS } else { ExitCode::from(2) })
+}

@@ -1,0 +1,192 @@
+//! Plans: where a job's groups would be placed now, and why the slots that
+//! would not be placed would not (`Message::PlanRequest`, `regent job
+//! plan`, Nomad's `job plan`). Nothing is declared, placed or written: the
+//! planner reads the registry and keeps what its own earlier slots would
+//! take in an overlay.
+//!
+//! The rules are the placement's ([`super::executors`]): the candidates
+//! are the placeable workers (ALIVE, connected, not cordoned or draining,
+//! with room for one more executor), a group's constraints must all hold,
+//! and its executors need their cores and memory free. Among the
+//! candidates of the value of the `spread` attribute with the fewest of
+//! the group's planned slots, `pack` takes the fullest worker and `spread`
+//! the emptiest (ties to the lowest id). The master's own `spread` is a
+//! round robin in id order, so on a cluster of equal workers a run may pick
+//! other workers than the plan of equal standing; the counts and the
+//! reasons are the same. A plan is of the cluster now: workers that come
+//! or go, and other jobs placed, between the plan and the run change it.
+//!
+//! Cost: per group, one pass over the placeable workers and a logarithmic
+//! step per slot (`O(W log W + S log W)`), on the master's loop; the reply
+//! lists at most [`crate::limits::MAX_PLAN_PLACEMENTS`] placements.
+
+use super::Master;
+use crate::ids::WorkerId;
+use crate::limits::{group_spec_problem, GroupKey, MAX_PLAN_PLACEMENTS};
+use crate::policy::{spread_value, ConstraintOp, Placement};
+use crate::protocol::{GroupPlan, GroupSpec};
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What the plan's own slots hold on each worker: cores and memory.
+type Overlay<'a> = FxHashMap<&'a WorkerId, (u32, u64)>;
+
+/// A candidate's order within its spread value: the placement key, then id.
+type Key<'a> = (u32, u64, &'a WorkerId);
+
+impl Master {
+    /// Where `groups` would be placed now, one [`GroupPlan`] per group in
+    /// order (later groups see what earlier ones would take).
+    pub(super) fn plan(&self, groups: &[GroupSpec]) -> Vec<GroupPlan> {
+        let mut overlay = Overlay::default();
+        let mut listed = 0usize;
+        groups.iter().map(|g| self.plan_group(g, &mut overlay, &mut listed)).collect()
+    }
+
+    fn plan_group<'a>(
+        &'a self,
+        g: &GroupSpec,
+        overlay: &mut Overlay<'a>,
+        listed: &mut usize,
+    ) -> GroupPlan {
+        let mut plan = GroupPlan {
+            group: g.group.clone(),
+            slots: g.slots,
+            placed: Vec::new(),
+            placed_omitted: 0,
+            unplaced: 0,
+            reason: None,
+        };
+        if let Some(p) = group_spec_problem(g, GroupKey::wire_name) {
+            plan.unplaced = g.slots;
+            plan.reason = Some(format!("the master would refuse it: {}", p.message(&g.group)));
+            return plan;
+        }
+        let policy = &g.policy;
+        let placement = policy.placement.unwrap_or(self.config.placement);
+        let free = |overlay: &Overlay<'a>, w: &'a super::WorkerEntry| {
+            let (c, m) = overlay.get(&w.id).copied().unwrap_or_default();
+            let cores = w.cores.saturating_sub(w.cores_used).saturating_sub(c);
+            let memory = w.memory_mb.saturating_sub(w.memory_used_mb).saturating_sub(m);
+            (cores, memory)
+        };
+        let key = |(cores, memory): (u32, u64), id: &'a WorkerId| -> Key<'a> {
+            match placement {
+                Placement::Pack => (cores, memory, id),
+                Placement::Spread => (u32::MAX - cores, u64::MAX - memory, id),
+            }
+        };
+        // Candidates by spread value (one value, "", without `spread`).
+        let mut by_value: BTreeMap<&'a str, BTreeSet<Key<'a>>> = BTreeMap::new();
+        for (_, _, id) in &self.workers.placeable {
+            let Some(w) = self.workers.entries.get(id) else { continue };
+            if !policy.constraints.iter().all(|c| c.allows(&w.attributes)) {
+                continue;
+            }
+            let f = free(overlay, w);
+            if f.0 < g.cores || f.1 < g.memory_mb {
+                continue;
+            }
+            let value = policy.spread.as_deref().map_or("", |a| spread_value(&w.attributes, a));
+            by_value.entry(value).or_default().insert(key(f, &w.id));
+        }
+        // Values by how many of the group's slots they would hold.
+        let mut order: BTreeSet<(u32, &'a str)> = by_value.keys().map(|v| (0, *v)).collect();
+        for slot in 0..g.slots {
+            let Some((count, value)) = order.pop_first() else {
+                plan.unplaced = g.slots - slot;
+                plan.reason = Some(self.why_not_placed(g, overlay));
+                break;
+            };
+            let set = by_value.get_mut(value).expect("every ordered value has candidates");
+            let (_, _, id) = set.pop_first().expect("an ordered value has a candidate");
+            let held = overlay.entry(id).or_default();
+            held.0 = held.0.saturating_add(g.cores);
+            held.1 = held.1.saturating_add(g.memory_mb);
+            if *listed < MAX_PLAN_PLACEMENTS {
+                plan.placed.push((slot, id.clone()));
+                *listed += 1;
+            } else {
+                plan.placed_omitted += 1;
+            }
+            let w = &self.workers.entries[id];
+            let f = free(overlay, w);
+            if f.0 >= g.cores && f.1 >= g.memory_mb {
+                set.insert(key(f, id));
+            }
+            if !set.is_empty() {
+                order.insert((count + 1, value));
+            }
+        }
+        plan
+    }
+
+    /// Why no candidate is left for `g`'s next slot, in the words an
+    /// operator acts on: no worker at all, a constraint no worker meets,
+    /// an executor larger than every matching worker, or not enough free.
+    fn why_not_placed(&self, g: &GroupSpec, overlay: &Overlay<'_>) -> String {
+        let placeable: Vec<&super::WorkerEntry> = self
+            .workers
+            .placeable
+            .iter()
+            .filter_map(|(_, _, id)| self.workers.entries.get(id))
+            .collect();
+        if placeable.is_empty() {
+            return match self.workers.entries.len() {
+                0 => "no worker is registered".to_owned(),
+                n => format!(
+                    "no ALIVE worker takes executors ({n} registered: dead, unknown, cordoned, draining or full)"
+                ),
+            };
+        }
+        let constraints = &g.policy.constraints;
+        for c in constraints {
+            if !placeable.iter().any(|w| c.allows(&w.attributes)) {
+                return match c.op {
+                    ConstraintOp::NotEquals(_) => format!("no ALIVE worker meets {c}"),
+                    _ => format!("no ALIVE worker has attribute {c}"),
+                };
+            }
+        }
+        let matching: Vec<&super::WorkerEntry> = placeable
+            .into_iter()
+            .filter(|w| constraints.iter().all(|c| c.allows(&w.attributes)))
+            .collect();
+        if matching.is_empty() {
+            let all: Vec<String> = constraints.iter().map(ToString::to_string).collect();
+            return format!("no ALIVE worker meets all of {} at once", all.join(", "));
+        }
+        let which = if constraints.is_empty() { "worker" } else { "matching worker" };
+        let largest_cores = matching.iter().map(|w| w.cores).max().unwrap_or(0);
+        if g.cores > largest_cores {
+            return format!("needs {} cores, the largest {which} has {largest_cores}", g.cores);
+        }
+        let largest_memory = matching.iter().map(|w| w.memory_mb).max().unwrap_or(0);
+        if g.memory_mb > largest_memory {
+            return format!(
+                "needs {} MiB, the largest {which} has {largest_memory} MiB",
+                g.memory_mb
+            );
+        }
+        let free = |w: &super::WorkerEntry| {
+            let (c, m) = overlay.get(&w.id).copied().unwrap_or_default();
+            (
+                w.cores.saturating_sub(w.cores_used).saturating_sub(c),
+                w.memory_mb.saturating_sub(w.memory_used_mb).saturating_sub(m),
+            )
+        };
+        let most_cores = matching.iter().map(|w| (free(w), &w.id)).max_by_key(|((c, _), _)| *c);
+        let most_memory = matching.iter().map(|w| (free(w), &w.id)).max_by_key(|((_, m), _)| *m);
+        match (most_cores, most_memory) {
+            (Some(((c, cm), cid)), Some(((mc, m), mid))) if g.cores > c => format!(
+                "needs {} cores, the largest free is {c} (on {cid}, with {cm} MiB; the most free memory is {m} MiB on {mid}, with {mc} cores)",
+                g.cores
+            ),
+            (Some(((c, cm), cid)), Some(((mc, m), mid))) => format!(
+                "needs {} cores and {} MiB on one worker; none has both free (most free cores: {c} on {cid}, with {cm} MiB; most free memory: {m} MiB on {mid}, with {mc} cores)",
+                g.cores, g.memory_mb
+            ),
+            _ => "no matching worker has room".to_owned(),
+        }
+    }
+}
