@@ -86,7 +86,7 @@ fn run(m: &mut Master, n: u64, gap: u64, until: Millis) -> BTreeMap<u64, u64> {
     loop {
         let join_at = Millis(joined * gap);
         let due = next.peek().map(|Reverse((t, _))| *t);
-        if joined < n && due.map_or(true, |t| join_at <= t) {
+        if joined < n && due.is_none_or(|t| join_at <= t) {
             let now = join_at;
             let interval = register(m, now, joined);
             told.insert(joined, interval);

@@ -954,13 +954,13 @@ fn random_msg(kind: u8, epoch: u8) -> Message {
         5 => Message::FrameworkError {
             epoch: e,
             message: "x".into(),
-            failed_over_to: if (kind / 12) % 4 == 0 { Some(InstanceId(1)) } else { None },
+            failed_over_to: if (kind / 12).is_multiple_of(4) { Some(InstanceId(1)) } else { None },
         },
         6 => Message::LeaderSuspended { epoch: e },
         7 => Message::HelloReply(HelloReply {
             role: Role::Master,
             master: MasterId::new(other),
-            leading: kind % 2 == 0,
+            leading: kind.is_multiple_of(2),
             epoch: e,
             leader: Some(hint(other, u64::from(epoch))),
             masters: vec![addr(other)],
@@ -1155,7 +1155,7 @@ fn against_a_slow_store(
         let timer = timers.iter().min_by_key(|(_, at)| **at).map(|(t, at)| (*t, *at));
         let delivery = (0..deliveries.len()).min_by_key(|i| deliveries[*i].0);
         match (timer, delivery) {
-            (Some((t, at)), d) if d.map_or(true, |i| at <= deliveries[i].0) => {
+            (Some((t, at)), d) if d.is_none_or(|i| at <= deliveries[i].0) => {
                 if at > until {
                     return (None, timeouts);
                 }

@@ -408,7 +408,7 @@ pub fn parse_deadline(text: &str) -> Result<Duration, String> {
 /// A deadline as given back to the operator (`90s`, `1500ms`).
 pub fn deadline_text(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         format!("{ms}ms")
@@ -770,7 +770,7 @@ async fn ask_patiently<T>(
                 )
             });
         }
-        if last_notice.map_or(true, |at: std::time::Instant| at.elapsed() >= NOTICE_INTERVAL) {
+        if last_notice.is_none_or(|at: std::time::Instant| at.elapsed() >= NOTICE_INTERVAL) {
             last_notice = Some(std::time::Instant::now());
             let next: Vec<String> = failed.tried.iter().map(|a| a.to_string()).collect();
             let left = patience.connect_timeout.saturating_sub(elapsed);

@@ -87,6 +87,7 @@ pub async fn run_demo(executor_shim: Option<std::path::PathBuf>) -> Result<(), S
             listen: None,
             advertise: None,
             kill_left_behind: false,
+            artifact_cache_bytes: regent_std::exec::artifacts::DEFAULT_CACHE_BYTES,
             attributes: Vec::new(),
             executor_shim: executor_shim.clone(),
         };

@@ -112,7 +112,7 @@ pub async fn print_logs(
                     patience.connect_timeout
                 ));
             }
-            if last_notice.map_or(true, |at| at.elapsed() >= crate::client::NOTICE_INTERVAL) {
+            if last_notice.is_none_or(|at| at.elapsed() >= crate::client::NOTICE_INTERVAL) {
                 last_notice = Some(Instant::now());
                 (patience.notice)(&format!("{why}; trying again"));
             }

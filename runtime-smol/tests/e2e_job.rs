@@ -374,3 +374,122 @@ cores = 8
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(stdout.contains("group \"g\": 2 of 2 slot(s) would be placed"), "{stdout}");
 }
+
+/// A gzipped tarball of `entries` (path, bytes, mode), the path's bytes
+/// written as given (a hostile `../` included).
+fn tar_gz(entries: &[(&str, &[u8], u32)]) -> Vec<u8> {
+    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut b = tar::Builder::new(gz);
+    for (path, data, mode) in entries {
+        let mut h = tar::Header::new_gnu();
+        h.as_gnu_mut().unwrap().name[..path.len()].copy_from_slice(path.as_bytes());
+        h.set_size(data.len() as u64);
+        h.set_mode(*mode);
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_cksum();
+        b.append(&h, *data).unwrap();
+    }
+    b.into_inner().unwrap().finish().unwrap()
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn artifacts_are_fetched_checked_and_unpacked_before_an_executor_runs() {
+    let c = Cluster::new("job-artifacts");
+    let (spec, _master, mut worker) = master_and_worker(&c);
+    let out = c.path("out");
+    std::fs::create_dir(&out).unwrap();
+    let good = tar_gz(&[(
+        "tool/run.sh",
+        b"#!/bin/sh\necho \"tool ran in $(pwd)\" > \"$OUT/$1\"\n",
+        0o755,
+    )]);
+    let evil = tar_gz(&[("../../../escaped", b"x", 0o644)]);
+    let server = support::file_server::FileServer::start(vec![
+        ("tool.tar.gz".into(), good.clone()),
+        ("evil.tar.gz".into(), evil.clone()),
+    ]);
+    let job = c.path("artifacts.toml");
+    let out_s = out.to_str().unwrap();
+    std::fs::write(
+        &job,
+        format!(
+            r#"name = "tools"
+
+[[group]]
+name = "good"
+count = 2
+command = ["bin/tool/run.sh", "good"]
+env = {{ OUT = "{out_s}" }}
+[[group.artifacts]]
+source = "{good_url}"
+sha256 = "{good_sha}"
+dest = "bin"
+unpack = true
+
+[[group]]
+name = "mismatch"
+command = ["sh", "-c", "echo ran > \"$OUT/mismatch\""]
+env = {{ OUT = "{out_s}" }}
+[group.restart]
+attempts = 0
+[[group.artifacts]]
+source = "{good_url}"
+sha256 = "{wrong}"
+
+[[group]]
+name = "escape"
+command = ["sh", "-c", "echo ran > \"$OUT/escape\""]
+env = {{ OUT = "{out_s}" }}
+[group.restart]
+attempts = 0
+[[group.artifacts]]
+source = "{evil_url}"
+sha256 = "{evil_sha}"
+unpack = true
+"#,
+            good_url = server.url("tool.tar.gz"),
+            good_sha = sha256(&good),
+            wrong = "0".repeat(64),
+            evil_url = server.url("evil.tar.gz"),
+            evil_sha = sha256(&evil),
+        ),
+    )
+    .unwrap();
+    let validate = c.run(&["job", "validate", job.to_str().unwrap()], BOUND);
+    assert_eq!(validate.status.code(), Some(0), "{}", String::from_utf8_lossy(&validate.stderr));
+    let mut run = c.spawn(
+        "run",
+        Kind::Submit,
+        &["run", "--masters", &spec.addr(), "--connect-timeout", "30", job.to_str().unwrap()],
+    );
+    let status = run.wait_exit(BOUND);
+    let shown = format!("{}\n{}", run.stdout(), run.stderr());
+    assert_eq!(status.code(), Some(2), "two groups' slots fail:\n{shown}");
+    // The good group ran its fetched, unpacked program (twice: two slots),
+    // in its executor directory.
+    let ran = std::fs::read_to_string(out.join("good")).unwrap_or_default();
+    assert!(ran.starts_with("tool ran in "), "{ran}\n{shown}");
+    assert!(ran.contains("/executors/"), "{ran}");
+    // The others never ran, and say why.
+    assert!(!out.join("mismatch").exists() && !out.join("escape").exists(), "{shown}");
+    assert!(
+        shown.contains(&format!(
+            "sha256 mismatch: expected {}, received {}",
+            "0".repeat(64),
+            sha256(&good)
+        )),
+        "{shown}"
+    );
+    assert!(shown.contains("would escape the executor directory"), "{shown}");
+    assert!(!c.dir().join("escaped").exists() && !std::path::Path::new("/escaped").exists());
+    // Three fetches: the good tarball once for both slots of its group
+    // (cached by digest), the mismatching one once (never cached: it did
+    // not check), the escaping one once.
+    assert_eq!(server.hits.load(std::sync::atomic::Ordering::SeqCst), 3, "{shown}");
+    worker.assert_running("after failed artifacts");
+}

@@ -207,6 +207,7 @@ fn options(master: &Addr, work_dir: &Path) -> WorkerOptions {
         listen: None,
         advertise: None,
         kill_left_behind: false,
+        artifact_cache_bytes: regent_std::exec::artifacts::DEFAULT_CACHE_BYTES,
         attributes: Vec::new(),
         executor_shim: Some(env!("CARGO_BIN_EXE_regent").into()),
     }

@@ -489,6 +489,9 @@ pub struct WorkerConfig {
     /// Kill the executors a previous process of this worker left running
     /// (those proven its own) instead of adopting them.
     pub kill_left_behind: bool,
+    /// The most bytes its artifact cache keeps
+    /// ([`crate::exec::artifacts`]; `--artifact-cache-mb`).
+    pub artifact_cache_bytes: u64,
     /// The attributes the worker announces (`--attribute rack=r1`), sorted
     /// by name, names unique.
     pub attributes: Vec<(String, String)>,
@@ -583,6 +586,7 @@ pub fn prepare_worker(
         sup_cfg.left_behind = LeftBehindPolicy::Kill;
     }
     sup_cfg.shim = cfg.executor_shim.clone();
+    sup_cfg.artifact_cache_bytes = cfg.artifact_cache_bytes;
     let (supervisor, left_behind) = Supervisor::with_config(sup_cfg, sink)
         .map_err(|source| HostError::Supervise { dir: cfg.work_dir.clone(), source })?;
     // Under the supervisor's lock: no other worker races for the id file.
@@ -687,7 +691,7 @@ impl ConnectionCeiling {
             return false;
         }
         self.refused += 1;
-        if self.logged.map_or(true, |t| t.elapsed() >= Duration::from_secs(10)) {
+        if self.logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
             self.logged = Some(Instant::now());
             let peer = peer.map(|p| p.to_string()).unwrap_or_default();
             tracing::warn!(

@@ -238,6 +238,41 @@ fn a_group_kill_grace_overrides_the_workers_and_is_kept_in_the_record() {
 }
 
 #[test]
+fn artifacts_are_installed_before_the_process_starts_and_a_bad_digest_never_runs() {
+    use sha2::Digest as _;
+    let dir = tempfile::tempdir().unwrap();
+    let (sup, rx) = supervisor(dir.path());
+    let src = dir.path().join("input.txt");
+    std::fs::write(&src, b"fetched data\n").unwrap();
+    let digest: String =
+        sha2::Sha256::digest(b"fetched data\n").iter().map(|b| format!("{b:02x}")).collect();
+    let artifact = |sha256: &str| regent_core::launch::Artifact {
+        source: format!("file://{}", src.display()),
+        sha256: sha256.into(),
+        dest: "in".into(),
+        unpack: false,
+    };
+    let mut s = sh("e1", "cat in/input.txt > seen");
+    s.1.launch.artifacts = vec![artifact(&digest)];
+    started(launch(&sup, s));
+    expect_state(&rx, "e1", ExecutorState::Running);
+    expect_state(&rx, "e1", ExecutorState::Exited { code: 0 });
+    let seen = sup.executor_dir(&ExecutorId::new("e1")).join("seen");
+    assert_eq!(std::fs::read_to_string(seen).unwrap(), "fetched data\n");
+    // A digest that does not match: the launch fails naming both digests,
+    // and the command never ran.
+    let wrong = "0".repeat(64);
+    let mut s = sh("e2", "echo ran > ran");
+    s.1.launch.artifacts = vec![artifact(&wrong)];
+    let l = launch(&sup, s);
+    let Launched::Failed { reason } = l else { panic!("expected a failure, got {l:?}") };
+    assert!(reason.contains(&format!("expected {wrong}, received {digest}")), "{reason}");
+    expect_state(&rx, "e2", ExecutorState::Failed { reason });
+    assert!(!sup.executor_dir(&ExecutorId::new("e2")).join("ran").exists(), "never ran");
+    assert!(records(dir.path()).is_empty());
+}
+
+#[test]
 fn kill_kills_the_whole_group() {
     let dir = tempfile::tempdir().unwrap();
     let (sup, rx) = supervisor(dir.path());

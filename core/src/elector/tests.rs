@@ -679,7 +679,7 @@ fn far_from_zookeeper(rtt: Millis, session_timeout: Millis, run: Millis) -> (usi
         let timer = timers.iter().min_by_key(|(_, at)| **at).map(|(t, at)| (*t, *at));
         let next = inbox.keys().next().copied();
         let event = match (timer, next) {
-            (Some((t, at)), n) if n.map_or(true, |(d, _)| at < d) => {
+            (Some((t, at)), n) if n.is_none_or(|(d, _)| at < d) => {
                 timers.remove(&t);
                 now = now.max(at);
                 Event::Timer(t)

@@ -198,7 +198,7 @@ impl Master {
         let answer = match read {
             LogRead::Chunk { offset, data, size } => {
                 let fits = data.len() <= r.max as usize
-                    && r.offset.map_or(true, |o| o == offset)
+                    && r.offset.is_none_or(|o| o == offset)
                     && offset.checked_add(data.len() as u64).is_some_and(|end| end <= size);
                 if fits {
                     let finished = !live

@@ -167,7 +167,7 @@ impl Master {
             .map(|d| if d <= now { now + OVERDUE_DRAIN_RECHECK } else { d })
             .min();
         if let Some(at) = next {
-            if self.armed.get(&Timer::Drain).map_or(true, |t| *t > at || *t <= now) {
+            if self.armed.get(&Timer::Drain).is_none_or(|t| *t > at || *t <= now) {
                 out.push(Action::SetTimer { timer: Timer::Drain, at });
             }
         }

@@ -187,7 +187,7 @@ impl Waits {
             .by_slot
             .keys()
             .filter(|(f, g, s)| {
-                f == fid && group_from.map_or(true, |(gi, from)| *g == gi && *s >= from)
+                f == fid && group_from.is_none_or(|(gi, from)| *g == gi && *s >= from)
             })
             .cloned()
             .collect();
@@ -260,7 +260,7 @@ impl Master {
             super::Action::SetTimer { timer: super::Timer::Restart, at } => Some(*at),
             _ => None,
         });
-        if pending.or(armed).map_or(true, |t| t > at) {
+        if pending.or(armed).is_none_or(|t| t > at) {
             out.push(super::Action::SetTimer { timer: super::Timer::Restart, at });
         }
     }

@@ -267,7 +267,7 @@ impl SubmitExit {
 
 /// `30 s`, `1500 ms`: a duration for a line.
 fn human(t: Millis) -> String {
-    if t.0 % 1000 == 0 {
+    if t.0.is_multiple_of(1000) {
         format!("{} s", t.0 / 1000)
     } else {
         format!("{} ms", t.0)
@@ -909,7 +909,7 @@ impl SubmitNode {
 
 /// `30s`, `1500ms`.
 fn duration_text(d: Millis) -> String {
-    if d.0 % 1000 == 0 {
+    if d.0.is_multiple_of(1000) {
         format!("{}s", d.0 / 1000)
     } else {
         format!("{}ms", d.0)

@@ -4,6 +4,7 @@
 pub mod chromium;
 pub mod cluster;
 pub mod elector_driver;
+pub mod file_server;
 pub mod tcp_proxy;
 pub mod zk_proxy;
 pub mod zk_server;

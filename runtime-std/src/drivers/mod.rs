@@ -262,7 +262,7 @@ impl<T, E: From<DriverError>> DriverThread<T, E> {
     }
 
     fn is_finished(&self) -> bool {
-        self.thread.as_ref().map_or(true, |t| t.is_finished())
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
     }
 
     /// Waits for the driver's end; `None` when it was waited for already.

@@ -36,6 +36,11 @@ impl Supervisor {
             return Launched::AlreadyRunning;
         }
         let dir = self.executor_dir(&executor);
+        if !spec.launch.artifacts.is_empty() {
+            if let Err(reason) = self.install_artifacts(&spec, &dir) {
+                return self.fail(&executor, &framework, reason);
+            }
+        }
         let mut child = match self.spawn(&executor, &framework, &spec, &dir) {
             Ok(child) => child,
             Err(reason) => return self.fail(&executor, &framework, reason),
@@ -115,6 +120,28 @@ impl Supervisor {
             });
         }
         Launched::Started { pid }
+    }
+
+    /// Fetches (or takes from the cache) and installs the spec's artifacts
+    /// into the executor's directory; the reason it failed, naming the
+    /// artifact, otherwise.
+    fn install_artifacts(&self, spec: &ExecutorSpec, dir: &Path) -> Result<(), String> {
+        let cache = {
+            let mut slot = lock(&self.shared.artifacts);
+            match &*slot {
+                Some(cache) => cache.clone(),
+                None => {
+                    let config = &self.shared.config;
+                    let cache = super::artifacts::ArtifactCache::new(
+                        config.work_dir.join(super::artifacts::CACHE_DIR),
+                        config.artifact_cache_bytes,
+                    )
+                    .map_err(|e| e.to_string())?;
+                    slot.insert(Arc::new(cache)).clone()
+                }
+            }
+        };
+        cache.install(&spec.launch.artifacts, dir).map_err(|e| e.to_string())
     }
 
     pub(super) fn spawn(

@@ -98,6 +98,7 @@
 //! and their waiter threads keep reporting. Call [`Supervisor::kill_all`] to
 //! stop them on shutdown (adopted ones too).
 
+pub mod artifacts;
 mod launch;
 pub mod logs;
 pub mod names;
@@ -152,11 +153,15 @@ pub struct SupervisorConfig {
     /// starts the command directly: an adopted executor's end is then
     /// reported `Lost`.
     pub shim: Option<PathBuf>,
+    /// The most bytes the artifact cache (`<work_dir>/artifact-cache`)
+    /// keeps ([`artifacts`]).
+    pub artifact_cache_bytes: u64,
 }
 
 impl SupervisorConfig {
     /// Defaults: 3 s grace, 5 s reap timeout, adopt what a previous
-    /// supervisor left, polled every 100 ms, no shim (the daemons set
+    /// supervisor left, polled every 100 ms, a 1 GiB artifact cache, no
+    /// shim (the daemons set
     /// [`SupervisorConfig::shim`] to their own binary).
     pub fn new(work_dir: impl Into<PathBuf>) -> Self {
         SupervisorConfig {
@@ -166,6 +171,7 @@ impl SupervisorConfig {
             left_behind: LeftBehindPolicy::Adopt,
             adopt_poll: Duration::from_millis(100),
             shim: None,
+            artifact_cache_bytes: artifacts::DEFAULT_CACHE_BYTES,
         }
     }
 }
@@ -272,6 +278,8 @@ struct Shared {
     boot_id: Option<String>,
     sink: Sink,
     executors: Mutex<HashMap<ExecutorId, Arc<Entry>>>,
+    /// The artifact cache, opened at the first launch that needs it.
+    artifacts: Mutex<Option<Arc<artifacts::ArtifactCache>>>,
 }
 
 struct Entry {
@@ -361,6 +369,7 @@ impl Supervisor {
             boot_id,
             sink: Box::new(sink),
             executors: Mutex::new(HashMap::new()),
+            artifacts: Mutex::new(None),
         });
         let left = reclaim::reclaim(&shared).map_err(io_err("reclaim records in", &running_dir))?;
         Ok((Supervisor { shared, _lock: lock_file }, left))

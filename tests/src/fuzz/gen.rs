@@ -72,7 +72,7 @@ impl<'a> Source<'a> {
 
     /// `true` about once in `n` (on the next byte).
     pub fn one_in(&mut self, n: u8) -> bool {
-        self.u8() % n.max(1) == 0
+        self.u8().is_multiple_of(n.max(1))
     }
 
     /// Up to `n` next bytes.
@@ -197,7 +197,7 @@ pub fn worker_id(src: &mut Source) -> WorkerId {
 
 /// A framework id: one of `known`, or from a small pool, or odd.
 pub fn framework_id(src: &mut Source, known: &[FrameworkId]) -> FrameworkId {
-    if !known.is_empty() && src.u8() % 4 != 0 {
+    if !known.is_empty() && !src.u8().is_multiple_of(4) {
         return src.pick(known).cloned().unwrap_or_else(|| FrameworkId::new("f0"));
     }
     FrameworkId(text(src, &["f0", "f1", "fw-1"], limits::MAX_ID_BYTES))

@@ -392,12 +392,15 @@ impl Harness {
         // A probe of the fast takeover, refused three times in four (no
         // byte of the input either).
         if let Some(probe) = self.probes.pop_front() {
-            let result =
-                if self.calls % 4 == 0 { ProbeResult::Accepted } else { ProbeResult::Refused };
+            let result = if self.calls.is_multiple_of(4) {
+                ProbeResult::Accepted
+            } else {
+                ProbeResult::Refused
+            };
             self.feed(Input::Probed { probe, result });
         }
         let Some(dial) = self.dials.pop_front() else { return };
-        let result = if self.calls % 2 == 0 {
+        let result = if self.calls.is_multiple_of(2) {
             let conn = self.fresh_conn();
             self.open.push(conn);
             DialResult::Connected { conn, peer: None }
@@ -953,7 +956,7 @@ impl Harness {
                 // In its shard, or (one stem length in three, so that no
                 // byte of the input changes meaning) flat, as an earlier
                 // version wrote it: the next load moves it.
-                let path = if stem.len() % 3 == 0 {
+                let path = if stem.len().is_multiple_of(3) {
                     layout::flat_path(&state, &stem)
                 } else {
                     layout::stem_path(&state, &stem)

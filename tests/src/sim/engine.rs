@@ -2019,7 +2019,7 @@ impl World {
             }
             (4, _, Some(executor)) => {
                 self.obs.kill_requested.insert(executor.clone());
-                Message::OperatorKillExecutor { request, executor, refill: n % 2 == 0 }
+                Message::OperatorKillExecutor { request, executor, refill: n.is_multiple_of(2) }
             }
             _ => return,
         };

@@ -257,7 +257,7 @@ impl Master {
             };
             // Only an unconstrained request that fits nowhere says so of
             // every larger one.
-            let unconstrained = policy.as_ref().map_or(true, |p| p.constraints.is_empty());
+            let unconstrained = policy.as_ref().is_none_or(|p| p.constraints.is_empty());
             let after = match chosen {
                 Some(worker) => {
                     self.launch(&fid, gi, slot, &worker, out);

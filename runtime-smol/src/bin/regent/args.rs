@@ -517,6 +517,11 @@ pub struct WorkerArgs {
     /// logged either way.
     #[arg(long, env = "REGENT_KILL_LEFT_BEHIND")]
     pub kill_left_behind: bool,
+    /// The most MiB the worker's artifact cache
+    /// (`<work-dir>/artifact-cache`, by digest) keeps; the least recently
+    /// used artifacts go first. An artifact larger than this is refused.
+    #[arg(long, env = "REGENT_ARTIFACT_CACHE_MB", default_value_t = 1024, value_name = "MIB")]
+    pub artifact_cache_mb: u64,
     /// An attribute this worker announces, `KEY=VALUE` (repeatable:
     /// `--attribute rack=r1 --attribute disk=ssd`); a group's constraints
     /// and `spread` match them. Names are unique. Several may be given at

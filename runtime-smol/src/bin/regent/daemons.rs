@@ -83,6 +83,7 @@ pub async fn worker(common: &Common, a: WorkerArgs) -> Result<ExitCode, String> 
         listen: a.listen,
         advertise: a.advertise,
         kill_left_behind: a.kill_left_behind,
+        artifact_cache_bytes: a.artifact_cache_mb.saturating_mul(1 << 20),
         attributes: worker_attributes(&a.attribute)?,
         executor_shim: Some(executor_shim()?),
     };
@@ -258,6 +259,7 @@ pub async fn run_std(common: &Common, command: Command) -> Result<ExitCode, Stri
                 listen: None,
                 advertise: None,
                 kill_left_behind: a.kill_left_behind,
+                artifact_cache_bytes: a.artifact_cache_mb.saturating_mul(1 << 20),
                 attributes: worker_attributes(&a.attribute)?,
                 executor_shim: Some(executor_shim()?),
             })?;
