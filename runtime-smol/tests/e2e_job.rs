@@ -493,3 +493,27 @@ unpack = true
     assert_eq!(server.hits.load(std::sync::atomic::Ordering::SeqCst), 3, "{shown}");
     worker.assert_running("after failed artifacts");
 }
+
+#[test]
+fn the_readme_quickstart_job_plans_and_runs() {
+    let c = Cluster::new("job-quickstart");
+    let spec = MasterSpec::new("m1", &["--recovery", "none"]);
+    let _master = c.master(&spec);
+    let _w1 = c.worker("w1", &[spec.addr()], 4, 4096, &[]);
+    let _w2 = c.worker("w2", &[spec.addr()], 4, 4096, &["--attribute", "disk=ssd"]);
+    wait_for(BOUND, "the workers ALIVE", || {
+        let state = api_state(&spec.http_addr()).ok_or("the master does not answer")?;
+        alive_with_workers(&state, &["w1", "w2"])
+    });
+    let job = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/jobs/quickstart.toml");
+    let plan = c.run(&["job", "plan", "--masters", &spec.addr(), job], BOUND);
+    let stdout = String::from_utf8_lossy(&plan.stdout);
+    assert_eq!(plan.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&plan.stderr));
+    assert!(
+        stdout.contains("group \"indexers\": 2 of 2 slot(s) would be placed (slots 0-1 -> w2)"),
+        "{stdout}"
+    );
+    let mut run = c.spawn("run", Kind::Submit, &["run", "--masters", &spec.addr(), job]);
+    let status = run.wait_exit(BOUND);
+    assert_eq!(status.code(), Some(0), "run:\n{}\n{}", run.stdout(), run.stderr());
+}
