@@ -36,6 +36,7 @@
 //! | [`MAX_LOG_RELAYS_PER_CONN`] (log reads in flight for one connection) | 4 | `master::logs` | `RequestRefused` |
 //! | [`MAX_LOG_RELAYS`] (log reads in flight at the leader) | 256 | `master::logs` | `RequestRefused` |
 //! | [`LOG_RELAY_TIMEOUT`] (a worker's answer to `ReadLog`) | 10 s | `master::logs` | `RequestRefused` naming the silent worker |
+//! | [`MAX_CONSTRAINT_VALUES`] (values of one `in [..]` / `not in [..]` constraint) | 64 | `declare_group` ([`group_spec_problem`]) | `RequestRefused` |
 //! | [`MAX_PLAN_PLACEMENTS`] (placements listed in one `PlanReply`) | 4,096 | `master::plan` | the rest counted (`placed_omitted`) |
 //! | [`MAX_LOG_READS_PER_WORKER`] (reads a worker node has asked its runtime for and not had answered) | 256 | `node::worker` | `LogData` with `Failed` (busy) |
 //!
@@ -568,10 +569,20 @@ fn policy_problem(
         );
     }
     for c in &policy.constraints {
-        let value = match &c.op {
-            ConstraintOp::Equals(v) | ConstraintOp::NotEquals(v) => v.len(),
-            ConstraintOp::Present => 0,
-        };
+        let values = c.op.values();
+        if values.len() > MAX_CONSTRAINT_VALUES {
+            return problem(
+                K::Constraints,
+                format!(
+                    "{constraints}: {c} lists {} values; the limit is {MAX_CONSTRAINT_VALUES} (MAX_CONSTRAINT_VALUES)",
+                    values.len()
+                ),
+            );
+        }
+        if matches!(&c.op, ConstraintOp::In(v) | ConstraintOp::NotIn(v) if v.is_empty()) {
+            return problem(K::Constraints, format!("{constraints}: {c} lists no value"));
+        }
+        let value = values.iter().map(|v| v.len()).max().unwrap_or(0);
         if c.attribute.is_empty() {
             return problem(
                 K::Constraints,
@@ -640,6 +651,9 @@ pub const MAX_LOG_RELAYS: usize = 256;
 /// bytes each with a long worker id, so a reply stays far below a frame);
 /// further placed slots are counted in `GroupPlan::placed_omitted`.
 pub const MAX_PLAN_PLACEMENTS: usize = 4_096;
+
+/// The most values one `in [..]` or `not in [..]` constraint lists.
+pub const MAX_CONSTRAINT_VALUES: usize = 64;
 
 /// How long the leader waits for a worker's answer to `ReadLog` before it
 /// answers the operator that the worker did not answer.

@@ -154,6 +154,25 @@ pub enum ConstraintOp {
     NotEquals(String),
     /// The worker has the attribute, whatever its value (`gpu`).
     Present,
+    /// The worker has the attribute with one of these values
+    /// (`rack in [r1, r2]`; appended: earlier encodings are unchanged).
+    In(Vec<String>),
+    /// The worker does not have the attribute with any of these values (a
+    /// worker without the attribute meets it) (`rack not in [r8, r9]`).
+    NotIn(Vec<String>),
+}
+
+impl ConstraintOp {
+    /// The values it names (none for [`ConstraintOp::Present`]).
+    pub fn values(&self) -> Vec<&str> {
+        match self {
+            ConstraintOp::Equals(v) | ConstraintOp::NotEquals(v) => vec![v.as_str()],
+            ConstraintOp::Present => vec![],
+            ConstraintOp::In(vs) | ConstraintOp::NotIn(vs) => {
+                vs.iter().map(String::as_str).collect()
+            }
+        }
+    }
 }
 
 impl Constraint {
@@ -164,20 +183,42 @@ impl Constraint {
             ConstraintOp::Equals(want) => value == Some(want),
             ConstraintOp::NotEquals(not) => value != Some(not),
             ConstraintOp::Present => value.is_some(),
+            ConstraintOp::In(vs) => value.is_some_and(|v| vs.contains(v)),
+            ConstraintOp::NotIn(vs) => value.is_none_or(|v| !vs.contains(v)),
         }
     }
 
-    /// Parses `name=value`, `name!=value` or `name` (the flag and job file
+    /// Parses `name=value` (or `name==value`), `name!=value`, `name in
+    /// [a, b]`, `name not in [a, b]` or `name` (the flag and job file
     /// syntax); the error says what is wrong.
     pub fn parse(text: &str) -> Result<Constraint, ConstraintError> {
-        let (attribute, op) = if let Some((k, v)) = text.split_once("!=") {
+        let list = |rest: &str| -> Result<Vec<String>, ConstraintError> {
+            let inner = rest
+                .trim()
+                .strip_prefix('[')
+                .and_then(|r| r.strip_suffix(']'))
+                .ok_or_else(|| ConstraintError::NoList(text.to_string()))?;
+            let values: Vec<String> =
+                inner.split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect();
+            if values.is_empty() {
+                return Err(ConstraintError::NoList(text.to_string()));
+            }
+            Ok(values)
+        };
+        let (attribute, op) = if let Some((k, rest)) = text.split_once(" not in ") {
+            (k.trim(), ConstraintOp::NotIn(list(rest)?))
+        } else if let Some((k, rest)) = text.split_once(" in ") {
+            (k.trim(), ConstraintOp::In(list(rest)?))
+        } else if let Some((k, v)) = text.split_once("!=") {
             (k, ConstraintOp::NotEquals(v.to_string()))
+        } else if let Some((k, v)) = text.split_once("==") {
+            (k, ConstraintOp::Equals(v.to_string()))
         } else if let Some((k, v)) = text.split_once('=') {
             (k, ConstraintOp::Equals(v.to_string()))
         } else {
             (text, ConstraintOp::Present)
         };
-        if attribute.is_empty() {
+        if attribute.is_empty() || attribute.contains(char::is_whitespace) {
             return Err(ConstraintError::NoAttribute(text.to_string()));
         }
         Ok(Constraint { attribute: attribute.to_string(), op })
@@ -188,8 +229,11 @@ impl Constraint {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ConstraintError {
     /// Nothing before the `=` or `!=` (`=ssd`).
-    #[error("constraint {0:?} names no attribute (write name=value, name!=value or name)")]
+    #[error("constraint {0:?} names no attribute (write name=value, name!=value, name in [a, b], name not in [a, b] or name)")]
     NoAttribute(String),
+    /// `in` or `not in` without a bracketed, non-empty list.
+    #[error("constraint {0:?}: `in` and `not in` take a list of values, as in rack in [r1, r2]")]
+    NoList(String),
 }
 
 impl fmt::Display for Constraint {
@@ -198,6 +242,8 @@ impl fmt::Display for Constraint {
             ConstraintOp::Equals(v) => write!(f, "{}={v}", self.attribute),
             ConstraintOp::NotEquals(v) => write!(f, "{}!={v}", self.attribute),
             ConstraintOp::Present => f.write_str(&self.attribute),
+            ConstraintOp::In(vs) => write!(f, "{} in [{}]", self.attribute, vs.join(", ")),
+            ConstraintOp::NotIn(vs) => write!(f, "{} not in [{}]", self.attribute, vs.join(", ")),
         }
     }
 }
@@ -220,9 +266,18 @@ mod tests {
 
     #[test]
     fn constraints_parse_and_print_as_written_and_judge_attributes() {
-        for text in ["disk=ssd", "rack!=r9", "gpu", "empty="] {
+        for text in
+            ["disk=ssd", "rack!=r9", "gpu", "empty=", "rack in [r1, r2]", "rack not in [r9]"]
+        {
             assert_eq!(Constraint::parse(text).unwrap().to_string(), text);
         }
+        assert_eq!(Constraint::parse("disk==ssd").unwrap().to_string(), "disk=ssd");
+        assert_eq!(Constraint::parse("rack in [r1,r2 ]").unwrap().to_string(), "rack in [r1, r2]");
+        for bad in ["rack in r1", "rack in []", "rack not in [ , ]"] {
+            let e = Constraint::parse(bad).unwrap_err().to_string();
+            assert!(e.contains("take a list of values"), "{bad}: {e}");
+        }
+        assert!(Constraint::parse(" in [a]").is_err());
         assert!(Constraint::parse("=ssd").unwrap_err().to_string().contains("names no attribute"));
         let w = attrs(&[("disk", "ssd"), ("rack", "r1")]);
         assert!(Constraint::parse("disk=ssd").unwrap().allows(&w));
@@ -232,6 +287,12 @@ mod tests {
         assert!(Constraint::parse("zone!=z1").unwrap().allows(&w), "absent is not z1");
         assert!(Constraint::parse("rack").unwrap().allows(&w));
         assert!(!Constraint::parse("gpu").unwrap().allows(&w));
+        assert!(Constraint::parse("rack in [r0, r1]").unwrap().allows(&w));
+        assert!(!Constraint::parse("rack in [r2, r3]").unwrap().allows(&w));
+        assert!(!Constraint::parse("zone in [z1]").unwrap().allows(&w), "absent is in no list");
+        assert!(Constraint::parse("rack not in [r2, r3]").unwrap().allows(&w));
+        assert!(!Constraint::parse("rack not in [r1]").unwrap().allows(&w));
+        assert!(Constraint::parse("zone not in [z1]").unwrap().allows(&w), "absent is in none");
     }
 
     #[test]

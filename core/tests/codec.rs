@@ -480,6 +480,8 @@ fn group_spec() -> GroupSpec {
                 Constraint::parse("disk=ssd").unwrap(),
                 Constraint::parse("rack!=r9").unwrap(),
                 Constraint::parse("gpu").unwrap(),
+                Constraint::parse("zone in [z1, z2]").unwrap(),
+                Constraint::parse("rack not in [r8]").unwrap(),
             ],
             spread: Some("rack".into()),
         },

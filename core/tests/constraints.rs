@@ -140,6 +140,29 @@ fn not_equals_and_present_constraints() {
 }
 
 #[test]
+fn in_and_not_in_constraints_take_lists_of_values() {
+    let mut m = cluster(Placement::Spread, 8);
+    let by = launches_by_conn(&declare(&mut m, spec("g", 6, constrained(&["rack in [r2, r7]"]))));
+    assert_eq!(by, BTreeMap::from([(102, 6)]), "only w2 is on r2 or r7");
+    let mut m = cluster(Placement::Spread, 8);
+    let by =
+        launches_by_conn(&declare(&mut m, spec("g", 6, constrained(&["rack not in [r1, r2]"]))));
+    assert_eq!(by, BTreeMap::from([(103, 6)]), "w3 has no rack: in neither");
+    let (p, _) = plan(&mut m, vec![spec("x", 1, constrained(&["rack in [r8, r9]"]))]);
+    assert_eq!(p[0].reason.as_deref(), Some("no ALIVE worker has attribute rack in [r8, r9]"));
+    // A list past the limit is refused at declaration, naming it.
+    let many: Vec<String> =
+        (0..=regent_core::limits::MAX_CONSTRAINT_VALUES).map(|i| format!("r{i}")).collect();
+    let text = format!("rack in [{}]", many.join(", "));
+    let sends = declare(&mut m, spec("y", 1, constrained(&[text.as_str()])));
+    let refused = sends.iter().find_map(|(_, m)| match m {
+        Message::RequestRefused { reason, .. } => Some(reason.clone()),
+        _ => None,
+    });
+    assert!(refused.is_some_and(|r| r.contains("MAX_CONSTRAINT_VALUES")), "{sends:?}");
+}
+
+#[test]
 fn an_unplaceable_group_waits_and_is_placed_when_a_matching_worker_registers() {
     let mut m = cluster(Placement::Spread, 8);
     let sends = declare(&mut m, spec("g", 2, constrained(&["rack=r9"])));

@@ -143,7 +143,9 @@ impl Master {
         for c in constraints {
             if !placeable.iter().any(|w| c.allows(&w.attributes)) {
                 return match c.op {
-                    ConstraintOp::NotEquals(_) => format!("no ALIVE worker meets {c}"),
+                    ConstraintOp::NotEquals(_) | ConstraintOp::NotIn(_) => {
+                        format!("no ALIVE worker meets {c}")
+                    }
                     _ => format!("no ALIVE worker has attribute {c}"),
                 };
             }

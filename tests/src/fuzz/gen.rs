@@ -332,7 +332,14 @@ fn group_policy(src: &mut Source) -> regent_core::policy::GroupPolicy {
         src.pick(&[None, Some(Placement::Pack), Some(Placement::Spread)]).copied().flatten();
     let n = src.below(3);
     let constraints = (0..n)
-        .filter_map(|_| Constraint::parse(&text(src, &["disk=ssd", "rack!=r9", "gpu"], 64)).ok())
+        .filter_map(|_| {
+            Constraint::parse(&text(
+                src,
+                &["disk=ssd", "rack!=r9", "gpu", "rack in [r1, r2]", "zone not in [z9]"],
+                64,
+            ))
+            .ok()
+        })
         .collect();
     let spread = src.bool().then(|| text(src, &["rack", "zone"], 64));
     GroupPolicy { placement, constraints, spread, ..Default::default() }

@@ -591,7 +591,8 @@ pub struct SubmitArgs {
     #[arg(long, value_name = "pack|spread", value_parser = parse_placement)]
     pub placement: Option<regent_core::policy::Placement>,
     /// A condition every worker running an executor meets: `KEY=VALUE`,
-    /// `KEY!=VALUE` or `KEY` (has the attribute); repeatable, all must hold.
+    /// `KEY!=VALUE`, `KEY in [A, B]`, `KEY not in [A, B]` or `KEY` (has the
+    /// attribute); repeatable, all must hold.
     #[arg(long = "constraint", value_name = "EXPR", value_parser = parse_constraint)]
     pub constraint: Vec<regent_core::policy::Constraint>,
     /// A worker attribute to spread the executors over evenly (`rack`).
