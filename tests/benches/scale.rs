@@ -13,7 +13,9 @@
 //! over groups of 2,000), and a failover's recovery from N worker records
 //! and N/10 framework records (`Elected` → `LoadRecords` → `Loaded` → epoch
 //! durable → RECOVERING → every worker re-registers reporting its executor →
-//! ALIVE → every framework resubscribes). Every `Persist` and `Unpersist` is
+//! ALIVE → every framework resubscribes), and placement with constraints
+//! (`REGENT_SCALE_ONLY=constraints`: groups constrained to a quarter and to
+//! 2 % of the workers, one spread over racks, a `job plan`). Every `Persist` and `Unpersist` is
 //! made durable at once (fed back as `Persisted` right after the step that
 //! asked for it), so the figures are the machine's own cost. Memory is
 //! counted by the global allocator below: bytes live in the process after a
@@ -259,6 +261,24 @@ fn spec(group: &str, slots: u32) -> GroupSpec {
 
 /// What a worker's connection says, up to and including its registration.
 fn register(d: &mut Driver, i: u64, executors: Vec<ExecutorReport>, t: &mut Tally) {
+    register_with(d, i, executors, vec![], t)
+}
+
+/// The attributes of worker `i` in the constraints phase: `disk=ssd` on
+/// every fourth worker (`hdd` on the rest), `rack=r<i mod 100>`.
+fn attributes(i: u64) -> Vec<(String, String)> {
+    let disk = if i % 4 == 0 { "ssd" } else { "hdd" };
+    vec![("disk".into(), disk.into()), ("rack".into(), format!("r{}", i % 100))]
+}
+
+/// [`register`] announcing `attributes`.
+fn register_with(
+    d: &mut Driver,
+    i: u64,
+    executors: Vec<ExecutorReport>,
+    attributes: Vec<(String, String)>,
+    t: &mut Tally,
+) {
     let conn = worker_conn(i);
     d.feed(master::Event::Connected { conn }, t);
     let hello = Hello {
@@ -277,7 +297,7 @@ fn register(d: &mut Driver, i: u64, executors: Vec<ExecutorReport>, t: &mut Tall
         executors,
         epoch_seen: Epoch(0),
         launch_seen: 0,
-        attributes: vec![],
+        attributes,
     };
     d.msg(conn, Message::RegisterWorker(reg), t);
 }
@@ -616,6 +636,96 @@ fn recovery(n: u64) {
     black_box(d);
 }
 
+/// Placement with constraints at `n` workers (issue 22): every fourth
+/// worker `disk=ssd`, 100 racks. Groups of 2,000 constrained to `disk=ssd`
+/// (a quarter match: the index walk skips the rest), one to `rack in [r1,
+/// r2]` (2 % match), one spread over `rack` (placed in one batch: one pass
+/// over the candidates, a logarithmic step per slot), and a plan of a
+/// three-group job.
+fn constraints(n: u64) {
+    use regent_core::policy::{Constraint, GroupPolicy};
+    let mut d = Driver::new(config(regent_core::policy::Placement::Spread));
+    d.elect_empty();
+    let mut t = Tally::default();
+    let watch = Stopwatch::start();
+    for i in 0..n {
+        register_with(&mut d, i, vec![], attributes(i), &mut t);
+    }
+    let took = watch.stop();
+    assert_eq!(t.registered as u64, n);
+    println!(
+        "constraints: register {n} workers with 2 attributes each: {}",
+        took.report(n as usize)
+    );
+    let constrained = |slots: u32, c: &str| GroupSpec {
+        policy: GroupPolicy {
+            constraints: vec![Constraint::parse(c).unwrap()],
+            ..Default::default()
+        },
+        ..spec("g", slots)
+    };
+    let declare = |d: &mut Driver, j: u64, group: GroupSpec, label: &str| {
+        let mut t = Tally::default();
+        subscribe(d, j, &mut t);
+        let slots = group.slots as usize;
+        let watch = Stopwatch::start();
+        let mut t = Tally::default();
+        d.msg(framework_conn(j), Message::DeclareGroup { request: 1, spec: group }, &mut t);
+        let took = watch.stop();
+        assert_eq!(t.launches, slots, "{label}: every executor placed");
+        println!("constraints: placement of {slots} executors ({label}): {}", took.report(slots));
+    };
+    let ssd_groups = (n / 4 / u64::from(BIG_GROUP)).max(1);
+    let watch = Stopwatch::start();
+    for j in 0..ssd_groups {
+        declare(
+            &mut d,
+            j,
+            constrained(BIG_GROUP, "disk=ssd"),
+            "disk=ssd, a quarter of the workers",
+        );
+    }
+    let total = watch.stop();
+    let placed = ssd_groups as usize * BIG_GROUP as usize;
+    println!(
+        "constraints: {placed} executors constrained to disk=ssd in all: {}",
+        total.report(placed)
+    );
+    declare(
+        &mut d,
+        ssd_groups,
+        constrained(BIG_GROUP, "rack in [r1, r2]"),
+        "rack in [r1, r2], 2 % of the workers",
+    );
+    let spread = GroupSpec {
+        policy: GroupPolicy { spread: Some("rack".into()), ..Default::default() },
+        ..spec("g", 1_000)
+    };
+    declare(&mut d, ssd_groups + 1, spread, "spread over 100 racks, placed in one batch");
+    let mut big = spec("big", 10);
+    big.cores = CORES + 1;
+    let job = vec![constrained(BIG_GROUP, "disk=ssd"), constrained(100, "rack=r999"), big];
+    let watch = Stopwatch::start();
+    let out = d.m.handle(
+        d.now,
+        master::Event::Message {
+            conn: framework_conn(0),
+            msg: Message::PlanRequest { request: 1, groups: job },
+        },
+    );
+    let took = watch.stop();
+    let planned = out.iter().any(|a| {
+        matches!(a, master::Action::Send { msg: Message::PlanReply { groups, .. }, .. }
+            if groups[0].unplaced == 0 && groups[1].unplaced == 100 && groups[2].unplaced == 10)
+    });
+    assert!(planned, "the plan places the ssd group and says why not the others");
+    println!(
+        "constraints: job plan of 3 groups (2,000 ssd slots placed, 100 on a missing rack, 10 too large) at {n} workers: {}",
+        took.report(1)
+    );
+    black_box(d);
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--test" || a == "--list") {
         return; // `cargo test --all-targets` builds benches; nothing to run there
@@ -661,5 +771,8 @@ fn main() {
     }
     if run("recovery") {
         recovery(n);
+    }
+    if run("constraints") {
+        constraints(n);
     }
 }

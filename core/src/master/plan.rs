@@ -22,14 +22,14 @@
 
 use super::Master;
 use crate::ids::WorkerId;
-use crate::limits::{group_spec_problem, GroupKey, MAX_PLAN_PLACEMENTS};
+use crate::limits::{group_spec_problem, GroupKey, MAX_EXECUTORS_PER_WORKER, MAX_PLAN_PLACEMENTS};
 use crate::policy::{spread_value, ConstraintOp, Placement};
 use crate::protocol::{GroupPlan, GroupSpec};
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What the plan's own slots hold on each worker: cores and memory.
-type Overlay<'a> = FxHashMap<&'a WorkerId, (u32, u64)>;
+pub(super) type Overlay<'a> = FxHashMap<&'a WorkerId, (u32, u64, usize)>;
 
 /// A candidate's order within its spread value: the placement key, then id.
 type Key<'a> = (u32, u64, &'a WorkerId);
@@ -62,10 +62,43 @@ impl Master {
             plan.reason = Some(format!("the master would refuse it: {}", p.message(&g.group)));
             return plan;
         }
+        let mut placed = 0u32;
+        let unplaced = self.assign(g, &BTreeMap::new(), overlay, 0..g.slots, |slot, id| {
+            placed += 1;
+            if *listed < MAX_PLAN_PLACEMENTS {
+                plan.placed.push((slot, id.clone()));
+                *listed += 1;
+            } else {
+                plan.placed_omitted += 1;
+            }
+        });
+        if let Some(first) = unplaced {
+            plan.unplaced = g.slots - first;
+            plan.reason = Some(self.why_not_placed(g, overlay));
+        }
+        debug_assert_eq!(placed + plan.unplaced, g.slots);
+        plan
+    }
+
+    /// Assigns `slots` of group `g` to workers, in order, by the group's
+    /// policy (see the module documentation), holding each assignment in
+    /// `overlay` and telling `chosen`; `live` counts the group's live
+    /// executors per value of its `spread` attribute. The first slot that
+    /// found no worker, if one did not (the rest ask the same and are not
+    /// tried). One pass over the placeable workers, then a logarithmic
+    /// step per slot.
+    pub(super) fn assign<'a>(
+        &'a self,
+        g: &GroupSpec,
+        live: &BTreeMap<&str, u32>,
+        overlay: &mut Overlay<'a>,
+        slots: impl IntoIterator<Item = u32>,
+        mut chosen: impl FnMut(u32, &'a WorkerId),
+    ) -> Option<u32> {
         let policy = &g.policy;
         let placement = policy.placement.unwrap_or(self.config.placement);
         let free = |overlay: &Overlay<'a>, w: &'a super::WorkerEntry| {
-            let (c, m) = overlay.get(&w.id).copied().unwrap_or_default();
+            let (c, m, _) = overlay.get(&w.id).copied().unwrap_or_default();
             let cores = w.cores.saturating_sub(w.cores_used).saturating_sub(c);
             let memory = w.memory_mb.saturating_sub(w.memory_used_mb).saturating_sub(m);
             (cores, memory)
@@ -90,35 +123,33 @@ impl Master {
             let value = policy.spread.as_deref().map_or("", |a| spread_value(&w.attributes, a));
             by_value.entry(value).or_default().insert(key(f, &w.id));
         }
-        // Values by how many of the group's slots they would hold.
-        let mut order: BTreeSet<(u32, &'a str)> = by_value.keys().map(|v| (0, *v)).collect();
-        for slot in 0..g.slots {
-            let Some((count, value)) = order.pop_first() else {
-                plan.unplaced = g.slots - slot;
-                plan.reason = Some(self.why_not_placed(g, overlay));
-                break;
-            };
+        // Values by how many of the group's executors they hold, then by
+        // their best candidate: the first is the global best, as a scan of
+        // every candidate would find it.
+        let mut order: BTreeSet<(u32, Key<'a>, &'a str)> = by_value
+            .iter()
+            .filter_map(|(v, set)| set.first().map(|k| (live.get(v).copied().unwrap_or(0), *k, *v)))
+            .collect();
+        for slot in slots {
+            let Some((count, _, value)) = order.pop_first() else { return Some(slot) };
             let set = by_value.get_mut(value).expect("every ordered value has candidates");
             let (_, _, id) = set.pop_first().expect("an ordered value has a candidate");
             let held = overlay.entry(id).or_default();
             held.0 = held.0.saturating_add(g.cores);
             held.1 = held.1.saturating_add(g.memory_mb);
-            if *listed < MAX_PLAN_PLACEMENTS {
-                plan.placed.push((slot, id.clone()));
-                *listed += 1;
-            } else {
-                plan.placed_omitted += 1;
-            }
+            held.2 += 1;
+            let room = self.executors.live_on(id) + held.2 < MAX_EXECUTORS_PER_WORKER;
+            chosen(slot, id);
             let w = &self.workers.entries[id];
             let f = free(overlay, w);
-            if f.0 >= g.cores && f.1 >= g.memory_mb {
+            if room && f.0 >= g.cores && f.1 >= g.memory_mb {
                 set.insert(key(f, id));
             }
-            if !set.is_empty() {
-                order.insert((count + 1, value));
+            if let Some(best) = set.first() {
+                order.insert((count + 1, *best, value));
             }
         }
-        plan
+        None
     }
 
     /// Why no candidate is left for `g`'s next slot, in the words an
@@ -171,7 +202,7 @@ impl Master {
             );
         }
         let free = |w: &super::WorkerEntry| {
-            let (c, m) = overlay.get(&w.id).copied().unwrap_or_default();
+            let (c, m, _) = overlay.get(&w.id).copied().unwrap_or_default();
             (
                 w.cores.saturating_sub(w.cores_used).saturating_sub(c),
                 w.memory_mb.saturating_sub(w.memory_used_mb).saturating_sub(m),

@@ -247,6 +247,28 @@ impl Master {
                 (spec.cores, spec.memory_mb, special.then(|| p.clone()))
             };
             let hopeless = fit_nowhere.iter().any(|(c, m)| cores >= *c && memory_mb >= *m);
+            // A group that would scan every candidate per slot (a placement
+            // of its own, or `spread` over an attribute) and has several
+            // slots open is placed in one batch: one pass over the
+            // candidates, a logarithmic step per slot (`plan::assign`).
+            let scans = policy.as_ref().is_some_and(|p| {
+                p.spread.is_some() || p.placement.is_some_and(|pl| pl != self.config.placement)
+            });
+            if scans && !hopeless {
+                let slots: Vec<u32> = self
+                    .open_slots
+                    .range((fid.clone(), gi, 0)..(fid.clone(), gi + 1, 0))
+                    .map(|(_, _, s)| *s)
+                    .collect();
+                if slots.len() > 1 {
+                    for (slot, worker) in self.assign_open_slots(&fid, gi, &slots) {
+                        self.launch(&fid, gi, slot, &worker, out);
+                    }
+                    let after = Bound::Included((fid, gi + 1, 0));
+                    next = self.open_slots.range((after, Bound::Unbounded)).next().cloned();
+                    continue;
+                }
+            }
             let chosen = if hopeless {
                 None
             } else {
@@ -273,6 +295,33 @@ impl Master {
             };
             next = self.open_slots.range((after, Bound::Unbounded)).next().cloned();
         }
+    }
+
+    /// Where `slots` of group `gi` of `fid` go, in one batch, counting the
+    /// group's live executors per value of its `spread` attribute.
+    fn assign_open_slots(
+        &self,
+        fid: &FrameworkId,
+        gi: usize,
+        slots: &[u32],
+    ) -> Vec<(u32, WorkerId)> {
+        let spec = &self.frameworks[fid].groups[gi].record.spec;
+        let mut live: std::collections::BTreeMap<&str, u32> = Default::default();
+        if let Some(attr) = &spec.policy.spread {
+            for e in self.executors.of_framework(fid) {
+                if e.group != spec.group || e.state.is_terminal() {
+                    continue;
+                }
+                let Some(w) = self.workers.entries.get(&e.worker) else { continue };
+                *live.entry(crate::policy::spread_value(&w.attributes, attr)).or_default() += 1;
+            }
+        }
+        let mut overlay = Default::default();
+        let mut out = Vec::with_capacity(slots.len());
+        self.assign(spec, &live, &mut overlay, slots.iter().copied(), |slot, id| {
+            out.push((slot, id.clone()))
+        });
+        out
     }
 
     /// A worker for a group placed the master's way: the candidates index
@@ -323,7 +372,9 @@ impl Master {
     /// and whose `spread` value has the fewest live executors of the
     /// group, `pack` takes the fullest (fewest free cores, then memory,
     /// then id), `spread` the emptiest (most free cores, then memory, then
-    /// lowest id).
+    /// lowest id). Used for one open slot; several open slots of such a
+    /// group are placed in one batch by the same rule
+    /// ([`Master::assign_open_slots`]).
     fn choose_for_policy(
         &mut self,
         fid: &FrameworkId,
