@@ -267,7 +267,7 @@ fn register(d: &mut Driver, i: u64, executors: Vec<ExecutorReport>, t: &mut Tall
 /// The attributes of worker `i` in the constraints phase: `disk=ssd` on
 /// every fourth worker (`hdd` on the rest), `rack=r<i mod 100>`.
 fn attributes(i: u64) -> Vec<(String, String)> {
-    let disk = if i % 4 == 0 { "ssd" } else { "hdd" };
+    let disk = if i.is_multiple_of(4) { "ssd" } else { "hdd" };
     vec![("disk".into(), disk.into()), ("rack".into(), format!("r{}", i % 100))]
 }
 
