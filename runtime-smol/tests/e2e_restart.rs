@@ -136,6 +136,65 @@ fn a_service_is_restarted_after_it_exits_0() {
 }
 
 #[test]
+fn a_service_killed_with_sigkill_is_restarted_after_its_backoff() {
+    let c = Cluster::new("restart-service-kill9");
+    let spec = MasterSpec::new("m1", &["--recovery", "none"]);
+    let (_master, _worker) = master_and_worker(&c, &spec);
+    let log = c.path("runs");
+    let pid = c.path("pid");
+    // Runs until killed; writes its pid once it is logged.
+    let script = logging(&log, &format!("echo $$ > {}; exec sleep 1000", pid.display()));
+    let opts = [
+        "--executors",
+        "1",
+        "--cores",
+        "1",
+        "--memory",
+        "16",
+        "--restart",
+        "service",
+        "--restart-delay",
+        "2s",
+        "--restart-max-delay",
+        "2s",
+    ];
+    let mut submit = c.submit("submit", &[spec.addr()], &opts, &["sh", "-c", &script]);
+    let first = wait_for(BOUND, "the service running", || {
+        std::fs::read_to_string(&pid)
+            .ok()
+            .and_then(|p| p.trim().parse::<i32>().ok())
+            .ok_or_else(|| format!("no pid yet; submit: {}", submit.stdout()))
+    });
+    let _ = std::fs::remove_file(&pid);
+    let status = std::process::Command::new("kill").args(["-9", &first.to_string()]).status();
+    assert!(status.is_ok_and(|s| s.success()), "kill -9 {first}");
+    wait_for(BOUND, "the service restarted", || {
+        let n = runs(&log).len();
+        if n >= 2 {
+            Ok(())
+        } else {
+            Err(format!("{n} runs; group {:?}", group(&spec)))
+        }
+    });
+    let starts = runs(&log);
+    assert!(starts[1] - starts[0] >= 1_900, "the restart waited out the 2 s backoff: {starts:?}");
+    let g = group(&spec).expect("the group is shown");
+    assert!(
+        g["last_failure"].as_str().is_some_and(|s| s.contains("137") || s.contains("signal")),
+        "the SIGKILL is the last end shown: {g}"
+    );
+    // The restarted executor runs; stop everything.
+    wait_for(BOUND, "the second pid", || {
+        std::fs::read_to_string(&pid)
+            .ok()
+            .filter(|p| !p.trim().is_empty())
+            .ok_or_else(|| "no pid".to_string())
+    });
+    submit.sigterm();
+    let _ = submit.wait_exit(BOUND);
+}
+
+#[test]
 fn a_backoff_outlives_a_kill_9_of_the_master() {
     let c = Cluster::new("restart-durable");
     let store = c.path("store");
