@@ -491,6 +491,9 @@ impl World {
         // retry budget per slot with a backoff), drawn from a third
         // generator for the same reason.
         let mut restarts = fastrand::Rng::with_seed(seed ^ 0x7265_7374);
+        // And some a placement policy (spread over the racks, a constraint
+        // every worker meets, or a placement of their own), from a fourth.
+        let mut places = fastrand::Rng::with_seed(seed ^ 0x636f_6e73);
         let subs = (0..cfg.subscribers)
             .map(|i| {
                 let slots = rng.u32(1..=3);
@@ -506,6 +509,16 @@ impl World {
                             healthy_after_ms: restarts.u64(0..20_000),
                             ..Default::default()
                         };
+                    }
+                    match places.u8(0..4) {
+                        0 => second.policy.spread = Some("rack".into()),
+                        1 => {
+                            second.policy.constraints =
+                                vec![regent_core::policy::Constraint::parse("rack in [r0, r1]")
+                                    .expect("a constraint")]
+                        }
+                        2 => second.policy.placement = Some(regent_core::policy::Placement::Pack),
+                        _ => {}
                     }
                     specs.push(second);
                 }
@@ -2409,6 +2422,9 @@ fn new_worker(
     );
     c.seed = seed;
     c.unsafe_no_epoch_fencing = knobs.no_epoch_fencing;
+    // Two racks, so groups can spread over them and be constrained to
+    // them (every worker meets `rack in [r0, r1]`: liveness is unchanged).
+    c.attributes = vec![("rack".into(), format!("r{}", i % 2))];
     WorkerNode::new(c)
 }
 
