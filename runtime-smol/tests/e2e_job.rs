@@ -517,3 +517,63 @@ fn the_readme_quickstart_job_plans_and_runs() {
     let status = run.wait_exit(BOUND);
     assert_eq!(status.code(), Some(0), "run:\n{}\n{}", run.stdout(), run.stderr());
 }
+
+#[test]
+fn a_constrained_job_keeps_its_constraint_across_a_kill_9_of_the_leader() {
+    let c = Cluster::new("job-constraint-failover");
+    let store = c.path("store");
+    let spec =
+        MasterSpec::new("m1", &["--recovery", "filesystem", "--store", store.to_str().unwrap()]);
+    let mut master = c.master(&spec);
+    let _ssd = c.worker("wssd", &[spec.addr()], 8, 1024, &["--attribute", "disk=ssd"]);
+    let _hdd = c.worker("whdd", &[spec.addr()], 8, 1024, &["--attribute", "disk=hdd"]);
+    let both = || {
+        wait_for(BOUND, "both workers ALIVE", || {
+            let state = api_state(&spec.http_addr()).ok_or("the master does not answer")?;
+            alive_with_workers(&state, &["whdd", "wssd"])
+        })
+    };
+    both();
+    let out = c.path("where");
+    std::fs::create_dir(&out).unwrap();
+    // Each executor writes where it runs, then stays.
+    let script = format!("pwd > {}/$$; exec sleep 600", out.display());
+    let opts = ["--executors", "2", "--cores", "1", "--memory", "16", "--constraint", "disk=ssd"];
+    let mut submit = c.submit("submit", &[spec.addr()], &opts, &["sh", "-c", script.as_str()]);
+    let dirs = |n: usize| {
+        wait_for(BOUND, "the executors' reports", || {
+            let d: Vec<String> = std::fs::read_dir(&out)
+                .unwrap()
+                .filter_map(|e| std::fs::read_to_string(e.unwrap().path()).ok())
+                .filter(|d| !d.is_empty())
+                .collect();
+            if d.len() >= n {
+                Ok(d)
+            } else {
+                Err(format!("{} of {n}; submit: {}", d.len(), submit.stdout()))
+            }
+        })
+    };
+    assert!(dirs(2).iter().all(|d| d.contains("wssd")), "placed on ssd before the failover");
+    master.kill9();
+    let _master = c.master(&spec);
+    both();
+    // The recovered group, scaled up by an operator: the new executors
+    // land on the ssd worker too (the constraint came back with the
+    // framework record, the attributes with the re-registrations).
+    let state = wait_for(BOUND, "the framework recovered", || {
+        let s = api_state(&spec.http_addr()).ok_or("no answer")?;
+        if s["frameworks"][0]["id"].is_string() {
+            Ok(s)
+        } else {
+            Err(format!("no framework yet: {s}"))
+        }
+    });
+    let fw = state["frameworks"][0]["id"].as_str().unwrap().to_owned();
+    let scaled = c.run(&["scale", "--masters", &spec.addr(), &fw, "main", "5"], BOUND);
+    assert!(scaled.status.success(), "{}", String::from_utf8_lossy(&scaled.stderr));
+    let all = dirs(5);
+    assert!(all.iter().all(|d| d.contains("wssd") && !d.contains("whdd")), "{all:?}");
+    submit.sigterm();
+    let _ = submit.wait_exit(BOUND);
+}
