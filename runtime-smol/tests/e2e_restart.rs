@@ -39,6 +39,22 @@ fn master_and_worker(c: &Cluster, spec: &MasterSpec) -> (Proc, Proc) {
     (master, worker)
 }
 
+/// `regent submit` of one slot (1 core, 16 MiB) running `sh -c script`
+/// with `policy` flags and a backoff from `delay` up to `max_delay`.
+fn one_slot(
+    c: &Cluster,
+    spec: &MasterSpec,
+    policy: &[&str],
+    delay: &str,
+    max_delay: &str,
+    script: &str,
+) -> Proc {
+    let mut opts = vec!["--executors", "1", "--cores", "1", "--memory", "16"];
+    opts.extend_from_slice(policy);
+    opts.extend(["--restart-delay", delay, "--restart-max-delay", max_delay]);
+    c.submit("submit", &[spec.addr()], &opts, &["sh", "-c", script])
+}
+
 /// The first framework's first group in the master's `/api/state`.
 fn group(spec: &MasterSpec) -> Result<serde_json::Value, String> {
     let state = api_state(&spec.http_addr()).ok_or("the master does not answer")?;
@@ -102,21 +118,7 @@ fn a_service_is_restarted_after_it_exits_0() {
     let (_master, _worker) = master_and_worker(&c, &spec);
     let log = c.path("runs");
     let script = logging(&log, "exit 0");
-    let opts = [
-        "--executors",
-        "1",
-        "--cores",
-        "1",
-        "--memory",
-        "16",
-        "--restart",
-        "service",
-        "--restart-delay",
-        "100ms",
-        "--restart-max-delay",
-        "300ms",
-    ];
-    let mut submit = c.submit("submit", &[spec.addr()], &opts, &["sh", "-c", &script]);
+    let mut submit = one_slot(&c, &spec, &["--restart", "service"], "100ms", "300ms", &script);
     wait_for(BOUND, "the service started three times", || {
         let n = runs(&log).len();
         if n >= 3 {
@@ -144,21 +146,7 @@ fn a_service_killed_with_sigkill_is_restarted_after_its_backoff() {
     let pid = c.path("pid");
     // Runs until killed; writes its pid once it is logged.
     let script = logging(&log, &format!("echo $$ > {}; exec sleep 1000", pid.display()));
-    let opts = [
-        "--executors",
-        "1",
-        "--cores",
-        "1",
-        "--memory",
-        "16",
-        "--restart",
-        "service",
-        "--restart-delay",
-        "2s",
-        "--restart-max-delay",
-        "2s",
-    ];
-    let mut submit = c.submit("submit", &[spec.addr()], &opts, &["sh", "-c", &script]);
+    let mut submit = one_slot(&c, &spec, &["--restart", "service"], "2s", "2s", &script);
     let first = wait_for(BOUND, "the service running", || {
         std::fs::read_to_string(&pid)
             .ok()
@@ -204,21 +192,7 @@ fn a_backoff_outlives_a_kill_9_of_the_master() {
     let log = c.path("runs");
     // The first run fails; the retry waits 20 s.
     let script = logging(&log, "exit 3");
-    let opts = [
-        "--executors",
-        "1",
-        "--cores",
-        "1",
-        "--memory",
-        "16",
-        "--retries",
-        "3",
-        "--restart-delay",
-        "20s",
-        "--restart-max-delay",
-        "20s",
-    ];
-    let mut submit = c.submit("submit", &[spec.addr()], &opts, &["sh", "-c", &script]);
+    let mut submit = one_slot(&c, &spec, &["--retries", "3"], "20s", "20s", &script);
     wait_for(BOUND, "the first run failed and its slot waits", || {
         let g = group(&spec)?;
         if g["waiting_to_restart"] == 1 {

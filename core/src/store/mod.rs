@@ -347,14 +347,48 @@ mod wire {
 
     /// A framework record of the fifth format: groups of the third layout
     /// (a policy and restart state, no launch options).
+    pub type FrameworkV5 = FrameworkOf<GroupV3>;
+
+    /// A framework record of the fourth format on: the current record's
+    /// fields, with groups of the layout `G` (postcard writes a generic
+    /// struct as its fields, so each alias keeps its format's bytes).
     #[derive(Debug, Serialize, Deserialize)]
-    pub struct FrameworkV5 {
+    pub struct FrameworkOf<G> {
         id: FrameworkId,
         name: String,
         failover_timeout_ms: u64,
-        groups: Vec<GroupV3>,
+        groups: Vec<G>,
         callback: Option<Addr>,
         registered_at_ms: Option<u64>,
+    }
+
+    impl<G> From<FrameworkOf<G>> for FrameworkRecord
+    where
+        GroupRecord: From<G>,
+    {
+        fn from(f: FrameworkOf<G>) -> Self {
+            FrameworkRecord {
+                id: f.id,
+                name: f.name,
+                failover_timeout_ms: f.failover_timeout_ms,
+                groups: f.groups.into_iter().map(GroupRecord::from).collect(),
+                callback: f.callback,
+                registered_at_ms: f.registered_at_ms,
+            }
+        }
+    }
+
+    impl<G: From<GroupRecord>> From<FrameworkRecord> for FrameworkOf<G> {
+        fn from(f: FrameworkRecord) -> Self {
+            FrameworkOf {
+                id: f.id,
+                name: f.name,
+                failover_timeout_ms: f.failover_timeout_ms,
+                groups: f.groups.into_iter().map(G::from).collect(),
+                callback: f.callback,
+                registered_at_ms: f.registered_at_ms,
+            }
+        }
     }
 
     /// A group record of the third layout: a policy and restart state, no
@@ -423,43 +457,9 @@ mod wire {
         }
     }
 
-    impl From<FrameworkV5> for FrameworkRecord {
-        fn from(f: FrameworkV5) -> Self {
-            FrameworkRecord {
-                id: f.id,
-                name: f.name,
-                failover_timeout_ms: f.failover_timeout_ms,
-                groups: f.groups.into_iter().map(GroupRecord::from).collect(),
-                callback: f.callback,
-                registered_at_ms: f.registered_at_ms,
-            }
-        }
-    }
-
-    impl From<FrameworkRecord> for FrameworkV5 {
-        fn from(f: FrameworkRecord) -> Self {
-            FrameworkV5 {
-                id: f.id,
-                name: f.name,
-                failover_timeout_ms: f.failover_timeout_ms,
-                groups: f.groups.into_iter().map(GroupV3::from).collect(),
-                callback: f.callback,
-                registered_at_ms: f.registered_at_ms,
-            }
-        }
-    }
-
     /// A framework record of the fourth format: groups of the second
     /// layout (a policy, no restart state).
-    #[derive(Debug, Serialize, Deserialize)]
-    pub struct FrameworkV4 {
-        id: FrameworkId,
-        name: String,
-        failover_timeout_ms: u64,
-        groups: Vec<GroupV2>,
-        callback: Option<Addr>,
-        registered_at_ms: Option<u64>,
-    }
+    pub type FrameworkV4 = FrameworkOf<GroupV2>;
 
     /// A group record of the second layout: a policy, no restart state.
     #[derive(Debug, Serialize, Deserialize)]
@@ -479,32 +479,6 @@ mod wire {
         /// Only called for records that [`GroupRecord::fits_v2`].
         fn from(g: GroupRecord) -> Self {
             GroupV2 { spec: g.spec.into(), slots: g.slots, retries_used: g.retries_used }
-        }
-    }
-
-    impl From<FrameworkV4> for FrameworkRecord {
-        fn from(f: FrameworkV4) -> Self {
-            FrameworkRecord {
-                id: f.id,
-                name: f.name,
-                failover_timeout_ms: f.failover_timeout_ms,
-                groups: f.groups.into_iter().map(GroupRecord::from).collect(),
-                callback: f.callback,
-                registered_at_ms: f.registered_at_ms,
-            }
-        }
-    }
-
-    impl From<FrameworkRecord> for FrameworkV4 {
-        fn from(f: FrameworkRecord) -> Self {
-            FrameworkV4 {
-                id: f.id,
-                name: f.name,
-                failover_timeout_ms: f.failover_timeout_ms,
-                groups: f.groups.into_iter().map(GroupV2::from).collect(),
-                callback: f.callback,
-                registered_at_ms: f.registered_at_ms,
-            }
         }
     }
 
