@@ -56,12 +56,16 @@ pub fn left_behind_report(lb: LeftBehind) -> ExecutorReport {
 /// pool, since a launch forks and fsyncs a record). What happens to the
 /// executor comes back through the supervisor's sink: `Running` or `Failed`
 /// after a start, `Killed` after a kill or a stop.
-pub fn execute_executor_command(supervisor: &Supervisor, cmd: ExecutorCommand) {
+pub fn execute_executor_command(supervisor: &Arc<Supervisor>, cmd: ExecutorCommand) {
     match cmd {
         ExecutorCommand::Start { executor, framework, spec } => {
             tracing::debug!(%executor, %framework, command = ?spec.command, "starting executor");
             let id = executor.clone();
-            log_launched(&id, supervisor.launch(executor, framework, spec));
+            // A launch with artifacts to fetch goes on in the background:
+            // the caller, the worker's pump, must keep heartbeating.
+            if let Some(launched) = supervisor.launch_in_background(executor, framework, spec) {
+                log_launched(&id, launched);
+            }
         }
         ExecutorCommand::Stop { executor, grace } => {
             tracing::debug!(%executor, %grace, "stopping executor (drain)");
@@ -89,11 +93,14 @@ pub fn read_executor_log(supervisor: &Supervisor, req: LogReadRequest) -> NodeIn
 
 /// Logs how a launch went (`Running` or `Failed` itself comes back through
 /// the supervisor's sink).
-fn log_launched(executor: &ExecutorId, launched: Launched) {
+pub(crate) fn log_launched(executor: &ExecutorId, launched: Launched) {
     match launched {
         Launched::Started { pid } => tracing::debug!(%executor, pid, "executor started"),
         Launched::Failed { reason } => {
             tracing::warn!(%executor, %reason, "executor launch failed")
+        }
+        Launched::Cancelled => {
+            tracing::info!(%executor, "executor killed while its artifacts were fetched")
         }
         Launched::AlreadyRunning => {
             tracing::warn!(%executor, "executor already runs; launch ignored")

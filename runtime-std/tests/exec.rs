@@ -272,6 +272,59 @@ fn artifacts_are_installed_before_the_process_starts_and_a_bad_digest_never_runs
     assert!(records(dir.path()).is_empty());
 }
 
+/// An artifact read from a FIFO: its fetch blocks until the test writes
+/// it, a download as slow as the test wants, with no sleep.
+fn fifo_artifact(dir: &Path, name: &str, data: &[u8]) -> (PathBuf, regent_core::launch::Artifact) {
+    use sha2::Digest as _;
+    let path = dir.join(name);
+    assert!(Command::new("mkfifo").arg(&path).status().unwrap().success(), "mkfifo");
+    let artifact = regent_core::launch::Artifact {
+        source: format!("file://{}", path.display()),
+        sha256: sha2::Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect(),
+        dest: String::new(),
+        unpack: false,
+    };
+    (path, artifact)
+}
+
+#[test]
+fn a_launch_fetching_artifacts_does_not_hold_its_caller_and_a_kill_meanwhile_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tx, rx) = channel();
+    let (sup, _) = Supervisor::with_config(SupervisorConfig::new(dir.path()), move |e| {
+        let _ = tx.send(e);
+    })
+    .unwrap();
+    let sup = std::sync::Arc::new(sup);
+    // Killed while its artifact is fetched: it never starts.
+    let (fifo, a) = fifo_artifact(dir.path(), "slow-1", b"data");
+    let mut s = sh("e1", "echo ran > ran");
+    s.1.launch.artifacts = vec![a];
+    let (id, spec) = s;
+    // Returns at once although nothing has written the FIFO yet.
+    assert_eq!(sup.launch_in_background(id.clone(), FrameworkId::new("fw-1"), spec.clone()), None);
+    assert_eq!(
+        sup.launch_in_background(id.clone(), FrameworkId::new("fw-1"), spec),
+        Some(Launched::AlreadyRunning),
+        "a second start while it is prepared"
+    );
+    assert!(sup.kill(&id), "the kill is kept for the executor being prepared");
+    std::fs::write(&fifo, b"data").unwrap();
+    expect_state(&rx, "e1", ExecutorState::Killed);
+    assert!(!sup.executor_dir(&id).join("ran").exists(), "never ran");
+    // Not killed: it runs once its artifact has come.
+    let (fifo, a) = fifo_artifact(dir.path(), "slow-2", b"more");
+    let mut s = sh("e2", "cat slow-2 > ran");
+    s.1.launch.artifacts = vec![a];
+    let (id, spec) = s;
+    assert_eq!(sup.launch_in_background(id.clone(), FrameworkId::new("fw-1"), spec), None);
+    std::fs::write(&fifo, b"more").unwrap();
+    expect_state(&rx, "e2", ExecutorState::Running);
+    expect_state(&rx, "e2", ExecutorState::Exited { code: 0 });
+    assert_eq!(std::fs::read(sup.executor_dir(&id).join("ran")).unwrap(), b"more");
+    assert!(sup.kill_all().is_empty());
+}
+
 #[test]
 fn kill_kills_the_whole_group() {
     let dir = tempfile::tempdir().unwrap();

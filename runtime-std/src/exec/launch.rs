@@ -40,6 +40,16 @@ impl Supervisor {
             if let Err(reason) = self.install_artifacts(&spec, &dir) {
                 return self.fail(&executor, &framework, reason);
             }
+            // Killed while its artifacts were fetched: it never starts.
+            if lock(&shared.preparing).get(&executor) == Some(&true) {
+                lock(&shared.preparing).remove(&executor);
+                (shared.sink)(ExecEvent {
+                    executor: executor.clone(),
+                    framework: framework.clone(),
+                    state: ExecutorState::Killed,
+                });
+                return Launched::Cancelled;
+            }
         }
         let mut child = match self.spawn(&executor, &framework, &spec, &dir) {
             Ok(child) => child,
@@ -80,7 +90,7 @@ impl Supervisor {
             state: Mutex::new(EntryState::default()),
             changed: Condvar::new(),
         });
-        {
+        let cancelled = {
             let mut map = lock(&shared.executors);
             if map.contains_key(&executor) {
                 // A concurrent launch of the same id won the race; ours is
@@ -90,7 +100,10 @@ impl Supervisor {
                 return Launched::AlreadyRunning;
             }
             map.insert(executor.clone(), entry.clone());
-        }
+            // From here a kill finds it in the map; one that came while
+            // its artifacts were fetched is carried out below.
+            lock(&shared.preparing).remove(&executor).unwrap_or(false)
+        };
         tracing::info!(executor = %executor, pid, "executor started");
         (shared.sink)(ExecEvent {
             executor: executor.clone(),
@@ -118,8 +131,51 @@ impl Supervisor {
                     reason: format!("cannot start a thread to wait for the process: {e}"),
                 },
             });
+        } else if cancelled {
+            self.kill(&executor);
         }
         Launched::Started { pid }
+    }
+
+    /// [`Supervisor::launch`] on a thread of its own when the spec has
+    /// artifacts to fetch (a download may take minutes: the caller, a
+    /// worker's pump, must go on heartbeating), else at once. A kill or
+    /// stop while the artifacts are fetched is kept and carried out: the
+    /// executor then never starts (reported `Killed`), or is killed as soon
+    /// as it does. A second start of an executor being prepared is ignored.
+    pub fn launch_in_background(
+        self: &Arc<Self>,
+        executor: ExecutorId,
+        framework: FrameworkId,
+        spec: ExecutorSpec,
+    ) -> Option<Launched> {
+        if spec.launch.artifacts.is_empty() {
+            return Some(self.launch(executor, framework, spec));
+        }
+        {
+            let running = lock(&self.shared.executors);
+            let mut preparing = lock(&self.shared.preparing);
+            if running.contains_key(&executor) || preparing.contains_key(&executor) {
+                return Some(Launched::AlreadyRunning);
+            }
+            preparing.insert(executor.clone(), false);
+        }
+        let sup = self.clone();
+        let id = executor.clone();
+        let spawned =
+            std::thread::Builder::new().name("regent-artifacts".into()).spawn(move || {
+                let launched = sup.launch(id.clone(), framework, spec);
+                lock(&sup.shared.preparing).remove(&id);
+                crate::host::log_launched(&id, launched);
+            });
+        match spawned {
+            Ok(_) => None,
+            Err(e) => {
+                lock(&self.shared.preparing).remove(&executor);
+                tracing::error!(%executor, error = %e, "cannot start a thread to fetch artifacts");
+                Some(Launched::Failed { reason: format!("cannot start a thread: {e}") })
+            }
+        }
     }
 
     /// Fetches (or takes from the cache) and installs the spec's artifacts
@@ -292,6 +348,9 @@ impl Supervisor {
 /// [`ExecEvent`], except for `AlreadyRunning`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Launched {
+    /// Killed while its artifacts were fetched: never started (reported
+    /// `Killed`).
+    Cancelled,
     /// The child runs and its process group is recorded.
     Started {
         /// Its pid, which is also its process group id.

@@ -280,6 +280,10 @@ struct Shared {
     executors: Mutex<HashMap<ExecutorId, Arc<Entry>>>,
     /// The artifact cache, opened at the first launch that needs it.
     artifacts: Mutex<Option<Arc<artifacts::ArtifactCache>>>,
+    /// Executors whose artifacts are being fetched
+    /// ([`Supervisor::launch_in_background`]), and whether a kill or stop
+    /// came for them meanwhile (always locked after `executors`).
+    preparing: Mutex<HashMap<ExecutorId, bool>>,
 }
 
 struct Entry {
@@ -370,6 +374,7 @@ impl Supervisor {
             sink: Box::new(sink),
             executors: Mutex::new(HashMap::new()),
             artifacts: Mutex::new(None),
+            preparing: Mutex::new(HashMap::new()),
         });
         let left = reclaim::reclaim(&shared).map_err(io_err("reclaim records in", &running_dir))?;
         Ok((Supervisor { shared, _lock: lock_file }, left))

@@ -20,13 +20,31 @@ impl Supervisor {
         self.stop(executor, grace.unwrap_or(self.shared.config.kill_grace))
     }
 
+    /// Marks an executor whose artifacts are being fetched as killed (it
+    /// never starts, or is killed once it does); `false` if none is. Called
+    /// with the executors' map locked and the executor not in it, so a
+    /// launch cannot slip between the two looks.
+    fn cancel_preparing(&self, executor: &ExecutorId) -> bool {
+        match lock(&self.shared.preparing).get_mut(executor) {
+            Some(cancelled) => {
+                *cancelled = true;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Stops an executor (a drain): SIGTERM to its whole process group,
     /// SIGKILL after `grace` if the leader still runs; as [`Supervisor::kill`]
     /// with the grace period given. A stop or kill already under way is not
     /// repeated (its own grace period stands).
     pub fn stop(&self, executor: &ExecutorId, grace: Duration) -> bool {
-        let Some(entry) = lock(&self.shared.executors).get(executor).cloned() else {
-            return false;
+        let entry = {
+            let map = lock(&self.shared.executors);
+            match map.get(executor) {
+                Some(e) => e.clone(),
+                None => return self.cancel_preparing(executor),
+            }
         };
         if !request_kill(&entry) {
             return true;
@@ -56,8 +74,12 @@ impl Supervisor {
     /// none). Executors launched while it runs are not included: stop
     /// launching first.
     pub fn kill_all(&self) -> Vec<ExecutorId> {
-        let entries: Vec<(ExecutorId, Arc<Entry>)> =
-            lock(&self.shared.executors).iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let entries: Vec<(ExecutorId, Arc<Entry>)> = {
+            let map = lock(&self.shared.executors);
+            // Those still fetching artifacts never start.
+            lock(&self.shared.preparing).values_mut().for_each(|c| *c = true);
+            map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        };
         for (_, e) in &entries {
             request_kill(e);
         }
