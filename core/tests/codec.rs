@@ -42,6 +42,19 @@ fn strings(g: &mut Gen) -> Vec<String> {
     (0..usize::arbitrary(g) % 4).map(|_| s(g)).collect()
 }
 
+fn group_spec_arb(g: &mut Gen) -> GroupSpec {
+    GroupSpec {
+        group: s(g),
+        slots: u32::arbitrary(g),
+        command: strings(g),
+        env: env(g),
+        cores: u32::arbitrary(g),
+        memory_mb: u64::arbitrary(g),
+        policy: Default::default(),
+        launch: launch_spec(g),
+    }
+}
+
 fn launch_spec(g: &mut Gen) -> Box<regent_core::launch::LaunchSpec> {
     Box::new(regent_core::launch::LaunchSpec {
         cwd: if bool::arbitrary(g) { Some(s(g)) } else { None },
@@ -178,19 +191,7 @@ impl Arbitrary for Arb {
                 attempt: u64::arbitrary(g),
                 failover_timeout: Millis(u64::arbitrary(g)),
             }),
-            12 => Message::DeclareGroup {
-                request: u64::arbitrary(g),
-                spec: GroupSpec {
-                    group: s(g),
-                    slots: u32::arbitrary(g),
-                    command: strings(g),
-                    env: env(g),
-                    cores: u32::arbitrary(g),
-                    memory_mb: u64::arbitrary(g),
-                    policy: Default::default(),
-                    launch: launch_spec(g),
-                },
-            },
+            12 => Message::DeclareGroup { request: u64::arbitrary(g), spec: group_spec_arb(g) },
             13 => Message::KillExecutor { request: u64::arbitrary(g), executor: ExecutorId(s(g)) },
             14 => Message::Teardown { request: u64::arbitrary(g) },
             15 => Message::Subscribed {
@@ -310,18 +311,7 @@ impl Arbitrary for Arb {
             45 => Message::RegisterRefused { epoch: e(g), reason: s(g) },
             46 => Message::PlanRequest {
                 request: u64::arbitrary(g),
-                groups: (0..usize::arbitrary(g) % 3)
-                    .map(|_| GroupSpec {
-                        group: s(g),
-                        slots: u32::arbitrary(g),
-                        command: strings(g),
-                        env: env(g),
-                        cores: u32::arbitrary(g),
-                        memory_mb: u64::arbitrary(g),
-                        policy: Default::default(),
-                        launch: launch_spec(g),
-                    })
-                    .collect(),
+                groups: (0..usize::arbitrary(g) % 3).map(|_| group_spec_arb(g)).collect(),
             },
             _ => Message::PlanReply {
                 epoch: e(g),

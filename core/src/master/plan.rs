@@ -34,6 +34,14 @@ pub(super) type Overlay<'a> = FxHashMap<&'a WorkerId, (u32, u64, usize)>;
 /// A candidate's order within its spread value: the placement key, then id.
 type Key<'a> = (u32, u64, &'a WorkerId);
 
+/// What `w` has free once the plan's own slots there are counted.
+fn free(overlay: &Overlay<'_>, w: &super::WorkerEntry) -> (u32, u64) {
+    let (c, m, _) = overlay.get(&w.id).copied().unwrap_or_default();
+    let cores = w.cores.saturating_sub(w.cores_used).saturating_sub(c);
+    let memory = w.memory_mb.saturating_sub(w.memory_used_mb).saturating_sub(m);
+    (cores, memory)
+}
+
 impl Master {
     /// Where `groups` would be placed now, one [`GroupPlan`] per group in
     /// order (later groups see what earlier ones would take).
@@ -97,12 +105,6 @@ impl Master {
     ) -> Option<u32> {
         let policy = &g.policy;
         let placement = policy.placement.unwrap_or(self.config.placement);
-        let free = |overlay: &Overlay<'a>, w: &'a super::WorkerEntry| {
-            let (c, m, _) = overlay.get(&w.id).copied().unwrap_or_default();
-            let cores = w.cores.saturating_sub(w.cores_used).saturating_sub(c);
-            let memory = w.memory_mb.saturating_sub(w.memory_used_mb).saturating_sub(m);
-            (cores, memory)
-        };
         let key = |(cores, memory): (u32, u64), id: &'a WorkerId| -> Key<'a> {
             match placement {
                 Placement::Pack => (cores, memory, id),
@@ -201,13 +203,7 @@ impl Master {
                 g.memory_mb
             );
         }
-        let free = |w: &super::WorkerEntry| {
-            let (c, m, _) = overlay.get(&w.id).copied().unwrap_or_default();
-            (
-                w.cores.saturating_sub(w.cores_used).saturating_sub(c),
-                w.memory_mb.saturating_sub(w.memory_used_mb).saturating_sub(m),
-            )
-        };
+        let free = |w: &super::WorkerEntry| free(overlay, w);
         let most_cores = matching.iter().map(|w| (free(w), &w.id)).max_by_key(|((c, _), _)| *c);
         let most_memory = matching.iter().map(|w| (free(w), &w.id)).max_by_key(|((_, m), _)| *m);
         match (most_cores, most_memory) {

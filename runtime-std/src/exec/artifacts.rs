@@ -83,6 +83,15 @@ pub enum ArtifactError {
         /// The digest of what was fetched.
         received: String,
     },
+    /// The declared digest is not 64 hexadecimal digits (the master refuses
+    /// such a declaration; a worker does not rely on it): nothing fetched.
+    #[error("artifact {url}: sha256 {digest:?} is not 64 hexadecimal digits; nothing was fetched")]
+    BadDigest {
+        /// The artifact's source.
+        url: String,
+        /// The digest as declared.
+        digest: String,
+    },
     /// An archive entry would land outside its destination.
     #[error("artifact {url}: archive entry {entry:?} would escape the executor directory (absolute, \"..\" or a link out); nothing was unpacked")]
     Escape {
@@ -170,9 +179,13 @@ impl ArtifactCache {
                 path: target.clone(),
                 source,
             })?;
-            let lock = self.lock_for(&a.sha256);
-            let _held = lock.lock().unwrap_or_else(|e| e.into_inner());
-            let cached = self.fetch(a)?;
+            // The digest's lock covers the fetch only: installing into this
+            // executor's own directory needs no other to wait.
+            let cached = {
+                let lock = self.lock_for(&a.sha256);
+                let _held = lock.lock().unwrap_or_else(|e| e.into_inner());
+                self.fetch(a)?
+            };
             match (a.unpack, ArchiveKind::of(&a.source)) {
                 (true, Some(kind)) => unpack(&a.source, &cached, kind, &target)?,
                 (true, None) => {
@@ -200,11 +213,7 @@ impl ArtifactCache {
         if !digest_ok {
             // The master refuses such a digest; a worker does not trust that
             // (it names a file in the cache).
-            return Err(ArtifactError::DigestMismatch {
-                url: url(),
-                expected: a.sha256.clone(),
-                received: "(not fetched: the declared digest is not 64 hex digits)".into(),
-            });
+            return Err(ArtifactError::BadDigest { url: url(), digest: a.sha256.clone() });
         }
         let path = self.dir.join(a.sha256.to_ascii_lowercase());
         if path.is_file() {
