@@ -47,6 +47,8 @@ fn heartbeats_per_second(workers: u64) -> f64 {
         };
         let _ = m.handle(Millis(0), master::Event::Message { conn, msg: Message::Hello(hello) });
         let reg = RegisterWorker {
+            host: Default::default(),
+            ports: Default::default(),
             worker: WorkerId(format!("w{i}")),
             incarnation: Incarnation(i),
             cores: 8,
@@ -100,6 +102,8 @@ fn leader_with_workers(workers: u64, placement: regent_core::policy::Placement) 
         let conn = ConnId(i);
         let _ = m.handle(Millis(0), master::Event::Connected { conn });
         let reg = RegisterWorker {
+            host: Default::default(),
+            ports: Default::default(),
             worker: WorkerId(format!("w{i:05}")),
             incarnation: Incarnation(i),
             cores: 16,

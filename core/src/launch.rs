@@ -1,7 +1,7 @@
 //! What a worker prepares and honours around an executor's process, beyond
 //! its command, environment and resources: the directory it starts in, how
 //! long a stop waits between SIGTERM and SIGKILL, and the artifacts fetched
-//! into its directory before it starts.
+//! into its directory before it starts, and the ports it asks for by name.
 //!
 //! A [`LaunchSpec`] is declared with a group ([`crate::protocol::GroupSpec::launch`],
 //! a job file's `cwd`, `kill_grace` and `[[group.artifacts]]`), kept in the
@@ -43,6 +43,10 @@ pub struct LaunchSpec {
     pub kill_grace_ms: Option<u64>,
     /// Fetched into the executor directory, in order, before it starts.
     pub artifacts: Vec<Artifact>,
+    /// The ports the executor asks for, by name (`http`): numbered by its
+    /// worker from the worker's ranges, given as `REGENT_PORT_<NAME>` (see
+    /// [`crate::ports`]).
+    pub ports: Vec<String>,
 }
 
 /// One file the worker fetches before an executor starts, checked against
@@ -102,6 +106,9 @@ pub enum LaunchProblem {
         /// The source as given.
         url: String,
     },
+    /// The port names break a rule of [`crate::ports::names_problem`].
+    #[error("ports: {0}")]
+    Ports(crate::ports::PortsProblem),
 }
 
 /// The kind of archive a source's name says it is.
@@ -183,7 +190,7 @@ impl LaunchSpec {
                 return Some(LaunchProblem::NotAnArchive { index, url: a.source.clone() });
             }
         }
-        None
+        crate::ports::names_problem(&self.ports).map(LaunchProblem::Ports)
     }
 
     /// The bytes this adds to a record at most (what
@@ -196,6 +203,7 @@ impl LaunchSpec {
                 .iter()
                 .map(|a| a.source.len() + a.sha256.len() + a.dest.len() + 1)
                 .sum::<usize>()
+            + self.ports.iter().map(String::len).sum::<usize>()
     }
 }
 

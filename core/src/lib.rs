@@ -52,6 +52,7 @@ pub mod limits;
 pub mod master;
 pub mod node;
 pub mod policy;
+pub mod ports;
 pub mod progress;
 pub mod protocol;
 pub mod rng;

@@ -37,6 +37,8 @@
 //! | [`MAX_LOG_RELAYS`] (log reads in flight at the leader) | 256 | `master::logs` | `RequestRefused` |
 //! | [`LOG_RELAY_TIMEOUT`] (a worker's answer to `ReadLog`) | 10 s | `master::logs` | `RequestRefused` naming the silent worker |
 //! | [`MAX_CONSTRAINT_VALUES`] (values of one `in [..]` / `not in [..]` constraint) | 64 | `declare_group` ([`group_spec_problem`]) | `RequestRefused` |
+//! | [`MAX_HOST_BYTES`] (the host a worker says its executors' ports are reached at) | 255 | `register_worker` | `Shutdown` |
+//! | [`crate::ports::MAX_PORT_RANGES`], [`crate::ports::MAX_PORTS_PER_GROUP`] (a worker's port ranges; a group's named ports, and the ports one executor report carries) | 64 ranges; 16 ports | `register_worker`; `declare_group`; `master::executors::apply_report` | `Shutdown`; `RequestRefused`; the report's ports past 16 are dropped |
 //! | [`MAX_PLAN_PLACEMENTS`] (placements listed in one `PlanReply`) | 4,096 | `master::plan` | the rest counted (`placed_omitted`) |
 //! | [`MAX_LOG_READS_PER_WORKER`] (reads a worker node has asked its runtime for and not had answered) | 256 | `node::worker` | `LogData` with `Failed` (busy) |
 //!
@@ -301,6 +303,10 @@ pub const MAX_RESTART_ATTEMPTS: u32 = 1_000_000;
 /// The longest failover timeout a framework may ask for: 7 days. A longer
 /// one (`u64::MAX` would keep a record forever) is refused.
 pub const MAX_FAILOVER_TIMEOUT: Millis = Millis(7 * 24 * 3_600 * 1_000);
+
+/// The longest host name a worker may say its executors' ports are
+/// reached at (a DNS name's limit).
+pub const MAX_HOST_BYTES: usize = 255;
 
 /// The most cores one executor may ask for and one worker may offer.
 pub const MAX_CORES: u32 = 1 << 20;

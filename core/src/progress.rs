@@ -324,6 +324,8 @@ mod tests {
 
     fn info(id: &str, slot: u32, worker: Option<&str>, state: ExecutorState) -> ExecutorInfo {
         ExecutorInfo {
+            host: Default::default(),
+            ports: Default::default(),
             id: ExecutorId::new(id),
             group: GROUP.into(),
             slot,

@@ -40,7 +40,12 @@ use serde::{Deserialize, Serialize};
 /// Version 6 (issue 22, launch options and plans): `GroupSpec` and
 /// `ExecutorSpec` carry a [`crate::launch::LaunchSpec`] (working directory,
 /// kill grace, artifacts); `PlanRequest` / `PlanReply` (`regent job plan`).
-pub const PROTOCOL_VERSION: u16 = 6;
+///
+/// Version 7 (issue 22, ports): `LaunchSpec` names ports; `RegisterWorker`
+/// carries the worker's port ranges and host; `ExecutorReport` and
+/// `ExecutorInfo` the executor's numbered ports (and `ExecutorInfo` its
+/// host); `WorkerView` the port counts. See [`crate::ports`].
+pub const PROTOCOL_VERSION: u16 = 7;
 
 /// What kind of node is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -114,6 +119,9 @@ pub struct ExecutorReport {
     pub memory_mb: u64,
     /// Where it is in its life.
     pub state: ExecutorState,
+    /// The ports its worker numbered for it, by name, in the group's order
+    /// (empty until it is started, and for a group that names none).
+    pub ports: Vec<(String, u16)>,
 }
 
 /// The life of an executor process.
@@ -189,6 +197,12 @@ pub struct RegisterWorker {
     /// name order: what group constraints and `spread` name (see
     /// [`crate::policy`]).
     pub attributes: Vec<(String, String)>,
+    /// The port ranges it numbers executors' ports from, sorted, not
+    /// overlapping ([`crate::ports::ranges_problem`]); empty: none offered.
+    pub ports: Vec<crate::ports::PortRange>,
+    /// The host name or address its executors' ports are reached at (what
+    /// subscribers are told, [`ExecutorInfo::host`]); `None`: not said.
+    pub host: Option<String>,
 }
 
 /// A framework's SUBSCRIBE (Mesos semantics, seed 001): the master always
@@ -372,6 +386,11 @@ pub struct ExecutorInfo {
     pub worker: Option<WorkerId>,
     /// Where it is in its life.
     pub state: ExecutorState,
+    /// The host its worker said its ports are reached at, if it said.
+    pub host: Option<String>,
+    /// Its ports, by name, as its worker numbered them (empty until its
+    /// worker reports it started, and for a group that names none).
+    pub ports: Vec<(String, u16)>,
 }
 
 /// Every message of the protocol. Append new variants at the end only.
@@ -917,6 +936,12 @@ pub struct WorkerView {
     pub executors: u32,
     /// Its attributes (`regent worker --attribute`), sorted by name.
     pub attributes: Vec<(String, String)>,
+    /// Ports offered (`regent worker --ports`).
+    pub ports: u32,
+    /// Ports held by executors.
+    pub ports_used: u32,
+    /// The host it said its executors' ports are reached at.
+    pub host: Option<String>,
 }
 
 impl WorkerView {
@@ -978,6 +1003,9 @@ pub struct ExecutorView {
     pub worker: Option<WorkerId>,
     /// Its state.
     pub state: ExecutorState,
+    /// Its ports as its worker numbered them (reached at its worker's
+    /// [`WorkerView::host`]).
+    pub ports: Vec<(String, u16)>,
 }
 
 impl Message {

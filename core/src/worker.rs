@@ -100,6 +100,13 @@ pub struct Config {
     /// by name, names unique (the master refuses a registration otherwise:
     /// [`crate::limits::attributes_problem`]). Default none.
     pub attributes: Vec<(String, String)>,
+    /// The port ranges executors' named ports are numbered from, sorted,
+    /// not overlapping ([`crate::ports`]). Default none: a launch that
+    /// names ports fails here (the leader places none here).
+    pub ports: Vec<crate::ports::PortRange>,
+    /// The host executors' ports are reached at, announced in every
+    /// registration and told to subscribers. Default `None`.
+    pub host: Option<String>,
     /// Test-only: accept master messages of any epoch. Exists so the
     /// simulator can prove it detects the races epoch fencing closes.
     #[doc(hidden)]
@@ -134,6 +141,8 @@ impl Config {
             heartbeat_timeout_factor: 4,
             callback: None,
             attributes: Vec::new(),
+            ports: Vec::new(),
+            host: None,
             unsafe_no_epoch_fencing: false,
         }
     }
@@ -660,6 +669,8 @@ impl Worker {
             epoch_seen: self.max_epoch,
             launch_seen: if self.launch_seen.0 == self.max_epoch { self.launch_seen.1 } else { 0 },
             attributes: self.config.attributes.clone(),
+            ports: self.config.ports.clone(),
+            host: self.config.host.clone(),
         })
     }
 
@@ -782,6 +793,7 @@ impl Worker {
                     cores: spec.cores,
                     memory_mb: spec.memory_mb,
                     state: ExecutorState::Launching,
+                    ports: Vec::new(),
                 };
                 self.on_launch(from, epoch, launch, report, spec, out);
             }
@@ -902,6 +914,17 @@ impl Worker {
                     && e.id.group_slot(&e.framework) == slot
             });
         if followed && self.registered && !slot_taken {
+            let mut spec = spec;
+            if let Err(reason) = self.number_ports(&mut report, &mut spec) {
+                // The leader counted a free port that is not (a stray, say,
+                // still holds it): the launch fails with the reason, the
+                // slot is retried.
+                report.state = ExecutorState::Failed { reason };
+                self.executors.insert(report.id.clone(), report.clone());
+                let msg = Message::ExecutorStatus { incarnation: self.config.incarnation, report };
+                out.push(Action::Send { to: from, msg });
+                return;
+            }
             let ExecutorReport { id, framework, .. } = report.clone();
             self.executors.insert(id.clone(), report);
             out.push(Action::Executor(ExecutorCommand::Start { executor: id, framework, spec }));
@@ -915,6 +938,45 @@ impl Worker {
         }
         let msg = Message::ExecutorStatus { incarnation: self.config.incarnation, report };
         out.push(Action::Send { to: from, msg });
+    }
+
+    /// Numbers the ports `spec` names from this worker's ranges, none held
+    /// by a live executor here ([`crate::ports::allocate`]), into the
+    /// report and the executor's environment (`REGENT_PORT_<NAME>`, set
+    /// after the group's own variables, so it wins); the reason if too few
+    /// are free.
+    fn number_ports(
+        &self,
+        report: &mut ExecutorReport,
+        spec: &mut ExecutorSpec,
+    ) -> Result<(), String> {
+        let names = &spec.launch.ports;
+        if names.is_empty() {
+            return Ok(());
+        }
+        let taken: std::collections::BTreeSet<u16> = self
+            .executors
+            .values()
+            .filter(|e| !e.state.is_terminal())
+            .flat_map(|e| e.ports.iter().map(|(_, p)| *p))
+            .collect();
+        let Some(ports) = crate::ports::allocate(&self.config.ports, &taken, names) else {
+            let offered: Vec<String> = self.config.ports.iter().map(|r| r.to_string()).collect();
+            return Err(format!(
+                "worker {} has too few free ports for {} ({}): {} of {} offered ({}) are held",
+                self.config.id,
+                names.len(),
+                names.join(", "),
+                taken.len(),
+                crate::ports::count(&self.config.ports),
+                if offered.is_empty() { "none".to_string() } else { offered.join(",") },
+            ));
+        };
+        for (name, port) in &ports {
+            spec.env.push((crate::ports::env_name(name), port.to_string()));
+        }
+        report.ports = ports;
+        Ok(())
     }
 
     /// `from` says it does not lead. If it is the master followed, stop

@@ -17,6 +17,9 @@ fn hint(id: &str, epoch: u64) -> Option<LeaderHint> {
 
 fn worker(id: &str, state: &str, used: u32) -> WorkerView {
     WorkerView {
+        host: Default::default(),
+        ports: Default::default(),
+        ports_used: Default::default(),
         id: WorkerId::new(id),
         state: state.into(),
         cores: 4,
@@ -33,6 +36,7 @@ fn worker(id: &str, state: &str, used: u32) -> WorkerView {
 
 fn executor(id: &str, state: ExecutorState) -> ExecutorView {
     ExecutorView {
+        ports: Default::default(),
         id: ExecutorId::new(id),
         framework: FrameworkId::new("fw-1"),
         worker: Some(WorkerId::new("w1")),

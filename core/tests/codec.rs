@@ -57,6 +57,7 @@ fn group_spec_arb(g: &mut Gen) -> GroupSpec {
 
 fn launch_spec(g: &mut Gen) -> Box<regent_core::launch::LaunchSpec> {
     Box::new(regent_core::launch::LaunchSpec {
+        ports: Default::default(),
         cwd: if bool::arbitrary(g) { Some(s(g)) } else { None },
         kill_grace_ms: Option::<u64>::arbitrary(g),
         artifacts: (0..usize::arbitrary(g) % 3)
@@ -74,6 +75,7 @@ fn launch_spec(g: &mut Gen) -> Box<regent_core::launch::LaunchSpec> {
 /// to unpack and one to place.
 fn golden_launch() -> regent_core::launch::LaunchSpec {
     regent_core::launch::LaunchSpec {
+        ports: Default::default(),
         cwd: Some("work".into()),
         kill_grace_ms: Some(10_000),
         artifacts: vec![
@@ -99,6 +101,8 @@ fn env(g: &mut Gen) -> Vec<(String, String)> {
 
 fn exec_info(g: &mut Gen) -> ExecutorInfo {
     ExecutorInfo {
+        host: Default::default(),
+        ports: Default::default(),
         id: ExecutorId(s(g)),
         group: s(g),
         slot: u32::arbitrary(g),
@@ -109,6 +113,7 @@ fn exec_info(g: &mut Gen) -> ExecutorInfo {
 
 fn exec_report(g: &mut Gen) -> ExecutorReport {
     ExecutorReport {
+        ports: Default::default(),
         id: ExecutorId(s(g)),
         framework: FrameworkId(s(g)),
         cores: u32::arbitrary(g),
@@ -151,12 +156,15 @@ impl Arbitrary for Arb {
                 masters: addrs(g),
             }),
             2 => Message::RegisterWorker(RegisterWorker {
+                host: Default::default(),
+                ports: Default::default(),
                 worker: WorkerId(s(g)),
                 incarnation: Incarnation(u64::arbitrary(g)),
                 cores: u32::arbitrary(g),
                 memory_mb: u64::arbitrary(g),
                 executors: (0..usize::arbitrary(g) % 3)
                     .map(|_| ExecutorReport {
+                        ports: Default::default(),
                         id: ExecutorId(s(g)),
                         framework: FrameworkId(s(g)),
                         cores: u32::arbitrary(g),
@@ -485,6 +493,8 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
         LeaderHint { id: MasterId::new("m1"), addr: Addr::new("10.0.0.1:7077"), epoch: Epoch(42) };
     let masters = vec![Addr::new("10.0.0.1:7077"), Addr::new("10.0.0.2:7077")];
     let exec_info = ExecutorInfo {
+        host: Default::default(),
+        ports: Default::default(),
         id: ExecutorId::new("e1"),
         group: "web".into(),
         slot: 0,
@@ -515,11 +525,14 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
         (
             "register_worker",
             Message::RegisterWorker(RegisterWorker {
+                host: Default::default(),
+                ports: Default::default(),
                 worker: WorkerId::new("w1"),
                 incarnation: Incarnation(0xdead_beef),
                 cores: 8,
                 memory_mb: 16_384,
                 executors: vec![ExecutorReport {
+                    ports: Default::default(),
                     id: ExecutorId::new("e1"),
                     framework: FrameworkId::new("f1"),
                     cores: 2,
@@ -572,6 +585,8 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 executors: vec![
                     exec_info.clone(),
                     ExecutorInfo {
+                        host: Default::default(),
+                        ports: Default::default(),
                         id: ExecutorId::new("e2"),
                         group: "web".into(),
                         slot: 1,
@@ -643,6 +658,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
             Message::ExecutorStatus {
                 incarnation: Incarnation(0xdead_beef),
                 report: ExecutorReport {
+                    ports: Default::default(),
                     id: ExecutorId::new("e1"),
                     framework: FrameworkId::new("f1"),
                     cores: 2,
@@ -664,6 +680,9 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 epoch: Epoch(42),
                 leader: None,
                 workers: vec![WorkerView {
+                    host: Default::default(),
+                    ports: Default::default(),
+                    ports_used: Default::default(),
                     id: WorkerId::new("w1"),
                     state: "ALIVE".into(),
                     cores: 8,
@@ -691,6 +710,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                     }],
                 }],
                 executors: vec![ExecutorView {
+                    ports: Default::default(),
                     id: ExecutorId::new("e1"),
                     framework: FrameworkId::new("f1"),
                     worker: Some(WorkerId::new("w1")),
@@ -841,6 +861,9 @@ fn cluster_state(g: &mut Gen) -> ClusterState {
         leader: if bool::arbitrary(g) { Some(hint(g)) } else { None },
         workers: (0..usize::arbitrary(g) % 3)
             .map(|_| WorkerView {
+                host: Default::default(),
+                ports: Default::default(),
+                ports_used: Default::default(),
                 id: WorkerId(s(g)),
                 state: s(g),
                 cores: u32::arbitrary(g),
@@ -874,6 +897,7 @@ fn cluster_state(g: &mut Gen) -> ClusterState {
             .collect(),
         executors: (0..usize::arbitrary(g) % 3)
             .map(|_| ExecutorView {
+                ports: Default::default(),
                 id: ExecutorId(s(g)),
                 framework: FrameworkId(s(g)),
                 worker: if bool::arbitrary(g) { Some(WorkerId(s(g))) } else { None },
@@ -946,6 +970,7 @@ fn golden_frames_pin_the_wire_format() {
 fn a_large_frame_is_encoded_and_sealed_into_a_buffer_of_its_exact_length() {
     let executors = (0..12_000)
         .map(|i| ExecutorView {
+            ports: Default::default(),
             id: ExecutorId(format!("framework/group#{i}#1.{i}")),
             framework: FrameworkId::new("framework"),
             worker: Some(WorkerId::new("worker")),

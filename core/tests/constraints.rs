@@ -30,6 +30,8 @@ fn register(
 ) -> Vec<(ConnId, Message)> {
     let _ = connect_worker(m, T, conn, name);
     let reg = Message::RegisterWorker(RegisterWorker {
+        host: Default::default(),
+        ports: Default::default(),
         worker: name.into(),
         incarnation: regent_core::Incarnation(conn),
         cores,
@@ -229,6 +231,8 @@ fn registrations_with_bad_attributes_are_refused_naming_them() {
     let _ = connect_worker(&mut m, T, 101, "w1");
     let reg = |attributes| {
         Message::RegisterWorker(RegisterWorker {
+            host: Default::default(),
+            ports: Default::default(),
             worker: "w1".into(),
             incarnation: regent_core::Incarnation(1),
             cores: 4,

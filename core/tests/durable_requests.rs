@@ -74,6 +74,8 @@ fn deliver(m: &mut Master, store: &mut Store, conn: u64, msg: Message) -> Vec<(C
 
 fn register(worker: &str, inc: u64, executors: Vec<ExecutorReport>) -> Message {
     Message::RegisterWorker(RegisterWorker {
+        host: Default::default(),
+        ports: Default::default(),
         worker: worker.into(),
         incarnation: Incarnation(inc),
         cores: 4,
@@ -132,7 +134,14 @@ fn cluster(store: &mut Store) -> (Master, Vec<ExecutorId>) {
 
 fn report(id: &ExecutorId, state: ExecutorState) -> ExecutorReport {
     let framework = m_framework(id);
-    ExecutorReport { id: id.clone(), framework, cores: 1, memory_mb: 1, state }
+    ExecutorReport {
+        ports: Default::default(),
+        id: id.clone(),
+        framework,
+        cores: 1,
+        memory_mb: 1,
+        state,
+    }
 }
 
 fn m_framework(id: &ExecutorId) -> regent_core::FrameworkId {

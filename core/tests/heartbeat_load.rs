@@ -36,6 +36,8 @@ fn name(i: u64) -> String {
 fn register(m: &mut Master, now: Millis, i: u64) -> Millis {
     let _ = connect_worker(m, now, i, &name(i));
     let reg = RegisterWorker {
+        host: Default::default(),
+        ports: Default::default(),
         worker: WorkerId(name(i)),
         incarnation: Incarnation(100 + i),
         cores: 4,

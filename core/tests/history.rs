@@ -122,6 +122,8 @@ impl Cluster {
     fn register_worker(&mut self) {
         self.open(100, Role::Worker);
         let reg = Message::RegisterWorker(regent_core::protocol::RegisterWorker {
+            host: Default::default(),
+            ports: Default::default(),
             worker: "w0".into(),
             incarnation: Incarnation(100),
             cores: 16,
@@ -170,6 +172,7 @@ impl Cluster {
 
     fn report(&mut self, fw: &str, ex: &ExecutorId, state: ExecutorState) {
         let report = ExecutorReport {
+            ports: Default::default(),
             id: ex.clone(),
             framework: FrameworkId::new(fw),
             cores: 1,

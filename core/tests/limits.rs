@@ -42,6 +42,8 @@ fn cluster_with(config: master::Config) -> Master {
     let _ = elect(&mut m, T, 1);
     let _ = connect_worker(&mut m, T, 100, "w0");
     let reg = Message::RegisterWorker(RegisterWorker {
+        host: Default::default(),
+        ports: Default::default(),
         worker: "w0".into(),
         incarnation: Incarnation(100),
         cores: 4,
@@ -288,6 +290,8 @@ fn register_msg(
     executors: Vec<ExecutorReport>,
 ) -> Message {
     Message::RegisterWorker(RegisterWorker {
+        host: Default::default(),
+        ports: Default::default(),
         worker: worker.into(),
         incarnation: Incarnation(7),
         cores,
@@ -303,6 +307,7 @@ fn register_msg(
 fn a_worker_offering_more_than_the_core_or_memory_limit_is_refused_and_told_why() {
     let mut m = cluster();
     let report = ExecutorReport {
+        ports: Default::default(),
         id: ExecutorId::new("fw/g#0#1.1"),
         framework: FrameworkId::new("fw"),
         cores: 0,
@@ -351,6 +356,7 @@ fn a_worker_offering_more_than_the_core_or_memory_limit_is_refused_and_told_why(
 fn a_reregistration_past_the_report_limit_applies_none_of_its_reports() {
     let mut m = cluster();
     let report = ExecutorReport {
+        ports: Default::default(),
         id: ExecutorId::new("stray"),
         framework: FrameworkId::new("fw"),
         cores: 0,
@@ -358,6 +364,8 @@ fn a_reregistration_past_the_report_limit_applies_none_of_its_reports() {
         state: ExecutorState::Running,
     };
     let reg = Message::RegisterWorker(RegisterWorker {
+        host: Default::default(),
+        ports: Default::default(),
         worker: "w0".into(),
         incarnation: Incarnation(100),
         cores: 4,
@@ -398,6 +406,7 @@ fn a_registration_reporting_many_ended_executors_writes_their_framework_once() {
     let n = limits::MAX_REPORTS_PER_REGISTRATION;
     let reports = (0..n)
         .map(|i| ExecutorReport {
+            ports: Default::default(),
             id: ExecutorId(format!("stray-{i}")),
             framework: framework.clone(),
             cores: 0,
@@ -407,6 +416,8 @@ fn a_registration_reporting_many_ended_executors_writes_their_framework_once() {
         .collect();
     let _ = connect_worker(&mut m, T, 300, "w9");
     let reg = Message::RegisterWorker(RegisterWorker {
+        host: Default::default(),
+        ports: Default::default(),
         worker: "w9".into(),
         incarnation: Incarnation(9),
         cores: 1,
@@ -471,6 +482,7 @@ fn a_stored_retry_count_at_u32_max_never_overflows() {
     let failed = Message::ExecutorStatus {
         incarnation: Incarnation(7),
         report: ExecutorReport {
+            ports: Default::default(),
             id: executor,
             framework: FrameworkId::new("fw"),
             cores: 1,
@@ -511,6 +523,7 @@ fn a_resubscription_snapshot_leaves_out_superseded_attempts() {
         let killed = Message::ExecutorStatus {
             incarnation: Incarnation(100),
             report: ExecutorReport {
+                ports: Default::default(),
                 id: executor,
                 framework: framework.clone(),
                 cores: 1,

@@ -54,6 +54,8 @@ fn deliver(m: &mut Master, now: Millis, conn: u64, msg: Message) -> Vec<(ConnId,
 
 fn register(worker: &str, inc: u64) -> Message {
     Message::RegisterWorker(RegisterWorker {
+        host: Default::default(),
+        ports: Default::default(),
         worker: worker.into(),
         incarnation: Incarnation(inc),
         cores: 4,
@@ -183,6 +185,7 @@ fn finished_only_once_the_leader_and_the_worker_both_know_the_executor_ended() {
     let report = |state| Message::ExecutorStatus {
         incarnation: Incarnation(100),
         report: ExecutorReport {
+            ports: Default::default(),
             id: e.clone(),
             framework: FrameworkId::new("fw"),
             cores: 1,

@@ -147,6 +147,8 @@ fn spec(slots: u32) -> GroupSpec {
 
 fn register(worker: &str, inc: u64, executors: Vec<ExecutorReport>, seen: u64) -> Message {
     Message::RegisterWorker(RegisterWorker {
+        host: Default::default(),
+        ports: Default::default(),
         worker: worker.into(),
         incarnation: Incarnation(inc),
         cores: 8,
@@ -189,7 +191,14 @@ fn lost(sends: &[(ConnId, Message)]) -> Vec<ExecutorId> {
 
 /// A report of `id` (of framework "fw", one core, 1 MiB) in `state`.
 fn report_of(id: ExecutorId, state: ExecutorState) -> ExecutorReport {
-    ExecutorReport { id, framework: FrameworkId("fw".into()), cores: 1, memory_mb: 1, state }
+    ExecutorReport {
+        ports: Default::default(),
+        id,
+        framework: FrameworkId("fw".into()),
+        cores: 1,
+        memory_mb: 1,
+        state,
+    }
 }
 
 fn slot_of(id: &ExecutorId) -> u32 {

@@ -94,6 +94,8 @@ impl Store {
 
 fn register(worker: &str, inc: u64, executors: Vec<ExecutorReport>) -> Message {
     Message::RegisterWorker(RegisterWorker {
+        host: Default::default(),
+        ports: Default::default(),
         worker: worker.into(),
         incarnation: Incarnation(inc),
         cores: 8,
@@ -107,7 +109,14 @@ fn register(worker: &str, inc: u64, executors: Vec<ExecutorReport>) -> Message {
 
 fn report(id: &ExecutorId, state: ExecutorState) -> ExecutorReport {
     let framework = FrameworkId(id.as_str().split('/').next().expect("prefix").into());
-    ExecutorReport { id: id.clone(), framework, cores: 1, memory_mb: 1, state }
+    ExecutorReport {
+        ports: Default::default(),
+        id: id.clone(),
+        framework,
+        cores: 1,
+        memory_mb: 1,
+        state,
+    }
 }
 
 fn status(inc: u64, id: &ExecutorId, state: ExecutorState) -> Message {

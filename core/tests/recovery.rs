@@ -23,6 +23,8 @@ fn worker_record(i: u64) -> Record {
 
 fn register(i: u64) -> Message {
     Message::RegisterWorker(RegisterWorker {
+        host: Default::default(),
+        ports: Default::default(),
         worker: WorkerId(format!("w{i}")),
         incarnation: Incarnation(100 + i),
         cores: 4,

@@ -239,6 +239,8 @@ fn id_conflict_between_two_incarnations() {
     let new = worker("w1", 200, &["a"]);
     let reg = |w: &regent_core::worker::Worker| {
         Message::RegisterWorker(regent_core::protocol::RegisterWorker {
+            host: Default::default(),
+            ports: Default::default(),
             worker: w.config().id.clone(),
             incarnation: w.config().incarnation,
             cores: 4,
@@ -434,6 +436,8 @@ fn standby_answers_not_leader_with_hint_and_pushes_master_changed_when_elected()
     let _ =
         b.handle(T0, master::Event::Message { conn: ConnId(2), msg: hello(Role::Client, "ops") });
     let reg = Message::RegisterWorker(regent_core::protocol::RegisterWorker {
+        host: Default::default(),
+        ports: Default::default(),
         worker: "w1".into(),
         incarnation: Incarnation(1),
         cores: 1,

@@ -30,6 +30,8 @@ fn leader_at(now: Millis, records: Vec<Record>) -> Master {
 fn register(m: &mut Master, now: Millis, executors: Vec<ExecutorReport>) -> Vec<(ConnId, Message)> {
     let _ = connect_worker(m, now, 100, "w0");
     let reg = Message::RegisterWorker(RegisterWorker {
+        host: Default::default(),
+        ports: Default::default(),
         worker: "w0".into(),
         incarnation: Incarnation(1),
         cores: 8,
@@ -93,7 +95,14 @@ fn report(
     let framework = m.frameworks().next().expect("a framework").id.clone();
     let msg = Message::ExecutorStatus {
         incarnation: Incarnation(1),
-        report: ExecutorReport { id: id.clone(), framework, cores: 1, memory_mb: 1, state },
+        report: ExecutorReport {
+            ports: Default::default(),
+            id: id.clone(),
+            framework,
+            cores: 1,
+            memory_mb: 1,
+            state,
+        },
     };
     deliver_to_master(m, now, 100, msg)
 }
@@ -254,6 +263,7 @@ fn a_new_leader_keeps_a_stored_backoff_but_never_longer_than_the_policy_allows()
     let msg = Message::ExecutorStatus {
         incarnation: Incarnation(1),
         report: ExecutorReport {
+            ports: Default::default(),
             id: x.clone(),
             framework: framework.clone(),
             cores: 1,

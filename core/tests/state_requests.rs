@@ -36,6 +36,8 @@ fn operator(m: &mut Master, now: Millis, conn: u64) {
 fn register_w1(m: &mut Master, now: Millis) {
     let _ = connect_worker(m, now, 9, "w1");
     let msg = Message::RegisterWorker(RegisterWorker {
+        host: Default::default(),
+        ports: Default::default(),
         worker: WorkerId::new("w1"),
         incarnation: Incarnation(1),
         cores: 4,

@@ -112,6 +112,8 @@ fn update(slot: u32, state: ExecutorState) -> Message {
     Message::ExecutorUpdate {
         epoch: EPOCH,
         info: ExecutorInfo {
+            host: Default::default(),
+            ports: Default::default(),
             id: ExecutorId::new(format!("fw-1/main#{slot}#1")),
             group: "main".into(),
             slot,
@@ -696,6 +698,8 @@ fn group_update(group: &str, slot: u32, state: ExecutorState) -> Message {
     Message::ExecutorUpdate {
         epoch: EPOCH,
         info: ExecutorInfo {
+            host: Default::default(),
+            ports: Default::default(),
             id: ExecutorId::new(format!("fw-1/{group}#{slot}#1")),
             group: group.into(),
             slot,

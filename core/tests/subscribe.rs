@@ -283,6 +283,8 @@ fn leader_with_workers(n: u64, placement: Placement) -> Master {
         let conn = 100 + i;
         let _ = connect_worker(&mut m, T, conn, &format!("w{i}"));
         let reg = Message::RegisterWorker(regent_core::protocol::RegisterWorker {
+            host: Default::default(),
+            ports: Default::default(),
             worker: format!("w{i}").as_str().into(),
             incarnation: regent_core::Incarnation(conn),
             cores: 4,
@@ -318,8 +320,14 @@ fn status(
     fw: &FrameworkId,
     state: ExecutorState,
 ) -> Vec<(ConnId, Message)> {
-    let report =
-        ExecutorReport { id: id.clone(), framework: fw.clone(), cores: 1, memory_mb: 512, state };
+    let report = ExecutorReport {
+        ports: Default::default(),
+        id: id.clone(),
+        framework: fw.clone(),
+        cores: 1,
+        memory_mb: 512,
+        state,
+    };
     let msg =
         Message::ExecutorStatus { incarnation: regent_core::Incarnation(worker_conn), report };
     deliver_to_master(m, T, worker_conn, msg)

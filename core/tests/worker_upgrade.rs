@@ -78,6 +78,8 @@ fn cluster(n: u64, slots: u32) -> (Master, FrameworkId, Vec<(ConnId, ExecutorId)
 
 fn register(i: u64, incarnation: u64, executors: Vec<ExecutorReport>) -> Message {
     Message::RegisterWorker(RegisterWorker {
+        host: Default::default(),
+        ports: Default::default(),
         worker: WorkerId(format!("w{i}")),
         incarnation: Incarnation(incarnation),
         cores: 4,
@@ -90,7 +92,14 @@ fn register(i: u64, incarnation: u64, executors: Vec<ExecutorReport>) -> Message
 }
 
 fn report(id: &ExecutorId, fw: &FrameworkId, state: ExecutorState) -> ExecutorReport {
-    ExecutorReport { id: id.clone(), framework: fw.clone(), cores: 1, memory_mb: 512, state }
+    ExecutorReport {
+        ports: Default::default(),
+        id: id.clone(),
+        framework: fw.clone(),
+        cores: 1,
+        memory_mb: 512,
+        state,
+    }
 }
 
 fn status(

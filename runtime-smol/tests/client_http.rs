@@ -35,6 +35,9 @@ fn leader_hint(id: &str, addr: &str, epoch: u64) -> LeaderHint {
 
 fn worker(id: &str, state: &str) -> WorkerView {
     WorkerView {
+        host: Default::default(),
+        ports: Default::default(),
+        ports_used: Default::default(),
         id: WorkerId::new(id),
         state: state.into(),
         cores: 8,
@@ -51,6 +54,7 @@ fn worker(id: &str, state: &str) -> WorkerView {
 
 fn executor(id: &str, worker: Option<&str>, state: ExecutorState) -> ExecutorView {
     ExecutorView {
+        ports: Default::default(),
         id: ExecutorId::new(id),
         framework: FrameworkId::new("fw-1"),
         worker: worker.map(WorkerId::new),

@@ -181,6 +181,8 @@ fn limit_round(addr: &str, i: usize, round: u64, seen: &Seen) {
         1 => vec![
             hello(Role::Worker, &node),
             Message::RegisterWorker(RegisterWorker {
+                host: Default::default(),
+                ports: Default::default(),
                 worker: WorkerId::new(format!("hostile-w-{i}")),
                 incarnation: Incarnation(round + 1),
                 cores: u32::MAX,

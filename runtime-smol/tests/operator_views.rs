@@ -10,6 +10,9 @@ use std::time::Duration;
 
 fn worker(id: &str, state: &str, cordoned: bool, drain: &str, deadline: Option<u64>) -> WorkerView {
     WorkerView {
+        host: Default::default(),
+        ports: Default::default(),
+        ports_used: Default::default(),
         id: WorkerId::new(id),
         state: state.into(),
         cores: 4,

@@ -183,6 +183,8 @@ fn options(masters: Vec<Addr>, executors: u32) -> SubmitOptions {
 
 fn info(framework: &str, slot: u32, launch: u32, state: ExecutorState) -> ExecutorInfo {
     ExecutorInfo {
+        host: Default::default(),
+        ports: Default::default(),
         id: ExecutorId::new(format!("{framework}/main#{slot}#{launch}")),
         group: "main".into(),
         slot,

@@ -113,6 +113,8 @@ async fn worker(addr: String, i: usize, window: usize, c: Arc<Counters>) -> Resu
     );
     encode_into(
         &Message::RegisterWorker(RegisterWorker {
+            host: Default::default(),
+            ports: Default::default(),
             worker: WorkerId::new(format!("bench-w{i}")),
             incarnation: inc,
             cores: 8,

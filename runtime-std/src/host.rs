@@ -43,6 +43,7 @@ pub const FLUSH_GRACE: Duration = Duration::from_millis(500);
 pub fn left_behind_report(lb: LeftBehind) -> ExecutorReport {
     // The supervisor logged what it found and did.
     ExecutorReport {
+        ports: Default::default(),
         state: lb.state(),
         id: lb.executor,
         framework: lb.framework,

@@ -290,6 +290,8 @@ fn register_with(
     d.msg(conn, Message::Hello(hello), t);
     d.msg(conn, Message::Callback { addr: callback(i) }, t);
     let reg = RegisterWorker {
+        host: Default::default(),
+        ports: Default::default(),
         worker: worker_id(i),
         incarnation: Incarnation(1_000_000 + i),
         cores: CORES,
@@ -558,6 +560,7 @@ fn executor_of(i: u64) -> ExecutorReport {
     let slot = i % u64::from(SLOTS_PER_FRAMEWORK);
     let fid = framework_id(j);
     ExecutorReport {
+        ports: Default::default(),
         id: ExecutorId(format!("{fid}/g#{slot}#6.{}", i + 1)),
         framework: fid,
         cores: 1,

@@ -467,7 +467,7 @@ impl Master {
             .executors
             .of_framework(framework)
             .filter(|e| !e.state.is_terminal())
-            .map(|e| e.info())
+            .map(|e| self.info(e))
             .collect();
         // Finished slots, as the durable record has them: a subscriber that
         // missed an exit (it was disconnected, or the leader changed) learns
@@ -485,6 +485,8 @@ impl Master {
                                 slot: slot as u32,
                                 worker: None,
                                 state,
+                                host: None,
+                                ports: Vec::new(),
                             });
                         }
                     }

@@ -687,6 +687,9 @@ impl Master {
                         Vec::new()
                     }
                 },
+                ports: w.ports,
+                ports_used: w.ports_used,
+                host: w.host.clone(),
             })
             .collect();
         let frameworks = self
@@ -748,6 +751,7 @@ impl Master {
                 framework: e.framework.clone(),
                 worker: Some(e.worker.clone()),
                 state: e.state.clone(),
+                ports: e.ports.clone(),
             })
             .collect();
         let (history, history_omitted) = self.history_view();

@@ -28,18 +28,25 @@ use crate::protocol::{GroupPlan, GroupSpec};
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// What the plan's own slots hold on each worker: cores and memory.
-pub(super) type Overlay<'a> = FxHashMap<&'a WorkerId, (u32, u64, usize)>;
+/// What the plan's own slots hold on each worker: cores, memory, executors
+/// and ports.
+pub(super) type Overlay<'a> = FxHashMap<&'a WorkerId, (u32, u64, usize, u32)>;
 
 /// A candidate's order within its spread value: the placement key, then id.
 type Key<'a> = (u32, u64, &'a WorkerId);
 
 /// What `w` has free once the plan's own slots there are counted.
 fn free(overlay: &Overlay<'_>, w: &super::WorkerEntry) -> (u32, u64) {
-    let (c, m, _) = overlay.get(&w.id).copied().unwrap_or_default();
+    let (c, m, _, _) = overlay.get(&w.id).copied().unwrap_or_default();
     let cores = w.cores.saturating_sub(w.cores_used).saturating_sub(c);
     let memory = w.memory_mb.saturating_sub(w.memory_used_mb).saturating_sub(m);
     (cores, memory)
+}
+
+/// How many ports `w` has free once the plan's own slots there are counted.
+fn free_ports(overlay: &Overlay<'_>, w: &super::WorkerEntry) -> u32 {
+    let (_, _, _, p) = overlay.get(&w.id).copied().unwrap_or_default();
+    w.ports.saturating_sub(w.ports_used).saturating_sub(p)
 }
 
 impl Master {
@@ -104,6 +111,7 @@ impl Master {
         mut chosen: impl FnMut(u32, &'a WorkerId),
     ) -> Option<u32> {
         let policy = &g.policy;
+        let ports = g.launch.ports.len() as u32;
         let placement = policy.placement.unwrap_or(self.config.placement);
         let key = |(cores, memory): (u32, u64), id: &'a WorkerId| -> Key<'a> {
             match placement {
@@ -119,7 +127,7 @@ impl Master {
                 continue;
             }
             let f = free(overlay, w);
-            if f.0 < g.cores || f.1 < g.memory_mb {
+            if f.0 < g.cores || f.1 < g.memory_mb || free_ports(overlay, w) < ports {
                 continue;
             }
             let value = policy.spread.as_deref().map_or("", |a| spread_value(&w.attributes, a));
@@ -140,11 +148,12 @@ impl Master {
             held.0 = held.0.saturating_add(g.cores);
             held.1 = held.1.saturating_add(g.memory_mb);
             held.2 += 1;
+            held.3 = held.3.saturating_add(ports);
             let room = self.executors.live_on(id) + held.2 < MAX_EXECUTORS_PER_WORKER;
             chosen(slot, id);
             let w = &self.workers.entries[id];
             let f = free(overlay, w);
-            if room && f.0 >= g.cores && f.1 >= g.memory_mb {
+            if room && f.0 >= g.cores && f.1 >= g.memory_mb && free_ports(overlay, w) >= ports {
                 set.insert(key(f, id));
             }
             if let Some(best) = set.first() {
@@ -202,6 +211,28 @@ impl Master {
                 "needs {} MiB, the largest {which} has {largest_memory} MiB",
                 g.memory_mb
             );
+        }
+        let ports = g.launch.ports.len() as u32;
+        if ports > 0 {
+            let most = matching.iter().map(|w| w.ports).max().unwrap_or(0);
+            if ports > most {
+                return format!("needs {ports} ports, the most a {which} offers is {most} (regent worker --ports)");
+            }
+            let fitting: Vec<&&super::WorkerEntry> = matching
+                .iter()
+                .filter(|w| {
+                    let (c, m) = free(overlay, w);
+                    c >= g.cores && m >= g.memory_mb
+                })
+                .collect();
+            if !fitting.is_empty() && fitting.iter().all(|w| free_ports(overlay, w) < ports) {
+                let (most_free, on) = fitting
+                    .iter()
+                    .map(|w| (free_ports(overlay, w), &w.id))
+                    .max()
+                    .expect("not empty");
+                return format!("needs {ports} ports, the most free on a {which} with room is {most_free} (on {on})");
+            }
         }
         let free = |w: &super::WorkerEntry| free(overlay, w);
         let most_cores = matching.iter().map(|w| (free(w), &w.id)).max_by_key(|((c, _), _)| *c);

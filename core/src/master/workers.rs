@@ -19,7 +19,7 @@
 use super::silence::Silence;
 use super::{Action, Master, Placement, Timer};
 use crate::ids::{Addr, ConnId, Epoch, Incarnation, WorkerId};
-use crate::limits::MAX_EXECUTORS_PER_WORKER;
+use crate::limits::{MAX_EXECUTORS_PER_WORKER, MAX_HOST_BYTES};
 use crate::protocol::{Message, RegisterWorker};
 use crate::store::StoreCommand;
 use crate::store::{Maintenance, Record, RecordKey, WorkerRecord, WriteId};
@@ -91,6 +91,13 @@ pub struct WorkerEntry {
     /// (what constraints and `spread` match; not in its record: a new
     /// leader learns them when the worker registers again).
     pub attributes: Vec<(String, String)>,
+    /// Ports it offers ([`crate::ports::count`] of its ranges; learned at
+    /// registration, like its attributes).
+    pub ports: u32,
+    /// Ports held by its live executors.
+    pub ports_used: u32,
+    /// The host it said its executors' ports are reached at.
+    pub host: Option<String>,
     /// Its slot in the registry's silence order.
     slot: u32,
     /// The key it has among the placement candidates, if it is one.
@@ -119,6 +126,9 @@ impl WorkerEntry {
             timeout: Millis::ZERO,
             maintenance: None,
             attributes: Vec::new(),
+            ports: 0,
+            ports_used: 0,
+            host: None,
             slot: u32::MAX,
             placed_as: None,
         }
@@ -651,6 +661,8 @@ impl Master {
                 let old_conn = entry.conn.replace(conn);
                 // A recovered entry learns them here.
                 entry.attributes = reg.attributes.clone();
+                entry.ports = crate::ports::count(&reg.ports);
+                entry.host = reg.host.clone();
                 let state = entry.state;
                 self.workers.seen(&id, now);
                 if let Some(old) = old_conn.filter(|c| *c != conn) {
@@ -735,6 +747,8 @@ impl Master {
         e.maintenance = maintenance;
         e.callback = self.conns.get(&conn).and_then(|c| c.callback.clone());
         e.attributes = reg.attributes;
+        e.ports = crate::ports::count(&reg.ports);
+        e.host = reg.host;
         self.workers.insert(e);
         self.persist_worker(&id, out);
     }
@@ -934,6 +948,15 @@ fn registration_limit(reg: &RegisterWorker) -> Option<String> {
     }
     if let Some(problem) = crate::limits::attributes_problem(&reg.attributes) {
         return Some(format!("worker {id} {problem}"));
+    }
+    if let Some(problem) = crate::ports::ranges_problem(&reg.ports) {
+        return Some(format!("worker {id} offers ports badly: {problem}"));
+    }
+    if let Some(host) = reg.host.as_ref().filter(|h| h.is_empty() || h.len() > MAX_HOST_BYTES) {
+        return Some(format!(
+            "worker {id} names a host of {} bytes; it must be 1 to {MAX_HOST_BYTES} (MAX_HOST_BYTES)",
+            host.len()
+        ));
     }
     if reg.executors.len() > MAX_REPORTS_PER_REGISTRATION {
         return Some(format!(

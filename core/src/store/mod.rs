@@ -217,6 +217,12 @@ impl GroupRecord {
     pub fn fits_v3(&self) -> bool {
         self.spec.launch.is_default()
     }
+
+    /// Whether the record holds nothing the fourth group layout (variant
+    /// 10, launch options) lacks: no named ports.
+    pub fn fits_v4(&self) -> bool {
+        self.spec.launch.ports.is_empty()
+    }
 }
 
 /// What became of a slot.
@@ -342,7 +348,90 @@ mod wire {
         /// ([`GroupRecord::fits_v3`]: a working directory, a kill grace,
         /// artifacts; appended: frameworks without one keep the earlier
         /// layouts byte for byte).
-        FrameworkWithLaunch(FrameworkRecord),
+        FrameworkWithLaunch(FrameworkV6),
+        /// A framework with a group that names ports
+        /// ([`GroupRecord::fits_v4`]; appended: frameworks without one keep
+        /// the earlier layouts byte for byte).
+        FrameworkWithPorts(FrameworkRecord),
+    }
+
+    /// A framework record of the sixth format: groups of the fourth layout
+    /// (launch options without ports).
+    pub type FrameworkV6 = FrameworkOf<GroupV4>;
+
+    /// A group record of the fourth layout: launch options without ports.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct GroupV4 {
+        spec: GroupSpecV3,
+        slots: Vec<SlotOutcome>,
+        retries_used: u32,
+        restarts: std::collections::BTreeMap<u32, super::SlotRestart>,
+    }
+
+    /// A group's declaration in the third layout: launch options without
+    /// ports.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct GroupSpecV3 {
+        group: String,
+        slots: u32,
+        command: Vec<String>,
+        env: Vec<(String, String)>,
+        cores: u32,
+        memory_mb: u64,
+        policy: crate::policy::GroupPolicy,
+        launch: LaunchSpecV1,
+    }
+
+    /// Launch options of the first layout: no ports.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct LaunchSpecV1 {
+        cwd: Option<String>,
+        kill_grace_ms: Option<u64>,
+        artifacts: Vec<crate::launch::Artifact>,
+    }
+
+    impl From<GroupV4> for GroupRecord {
+        fn from(GroupV4 { spec, slots, retries_used, restarts }: GroupV4) -> Self {
+            let GroupSpecV3 { group, slots: n, command, env, cores, memory_mb, policy, launch } =
+                spec;
+            let LaunchSpecV1 { cwd, kill_grace_ms, artifacts } = launch;
+            let launch = crate::launch::LaunchSpec { cwd, kill_grace_ms, artifacts, ports: vec![] };
+            let spec = GroupSpec {
+                group,
+                slots: n,
+                command,
+                env,
+                cores,
+                memory_mb,
+                policy,
+                launch: Box::new(launch),
+            };
+            GroupRecord { spec, slots, retries_used, restarts }
+        }
+    }
+
+    impl From<GroupRecord> for GroupV4 {
+        /// Drops the ports: only called for records that
+        /// [`GroupRecord::fits_v4`].
+        fn from(g: GroupRecord) -> Self {
+            let GroupSpec { group, slots, command, env, cores, memory_mb, policy, launch } = g.spec;
+            let crate::launch::LaunchSpec { cwd, kill_grace_ms, artifacts, ports: _ } = *launch;
+            GroupV4 {
+                spec: GroupSpecV3 {
+                    group,
+                    slots,
+                    command,
+                    env,
+                    cores,
+                    memory_mb,
+                    policy,
+                    launch: LaunchSpecV1 { cwd, kill_grace_ms, artifacts },
+                },
+                slots: g.slots,
+                retries_used: g.retries_used,
+                restarts: g.restarts,
+            }
+        }
     }
 
     /// A framework record of the fifth format: groups of the third layout
@@ -666,7 +755,8 @@ mod wire {
                 Record::WorkerWithMaintenance(w) => super::Record::Worker(w),
                 Record::FrameworkWithPolicies(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithRestarts(f) => super::Record::Framework(f.into()),
-                Record::FrameworkWithLaunch(f) => super::Record::Framework(f),
+                Record::FrameworkWithLaunch(f) => super::Record::Framework(f.into()),
+                Record::FrameworkWithPorts(f) => super::Record::Framework(f),
             }
         }
     }
@@ -695,8 +785,11 @@ mod wire {
                 super::Record::Worker(WorkerRecord {
                     id, incarnation, cores, memory_mb, ..
                 }) => Record::Worker(WorkerV1 { id, incarnation, cores, memory_mb }),
+                super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v4) => {
+                    Record::FrameworkWithPorts(f)
+                }
                 super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v3) => {
-                    Record::FrameworkWithLaunch(f)
+                    Record::FrameworkWithLaunch(f.into())
                 }
                 super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v2) => {
                     Record::FrameworkWithRestarts(f.into())

@@ -844,6 +844,8 @@ pub fn hello(role: Role, node: &str) -> Message {
 
 pub fn register_msg(worker: &str, inc: u64) -> Message {
     Message::RegisterWorker(RegisterWorker {
+        host: Default::default(),
+        ports: Default::default(),
         worker: WorkerId::new(worker),
         incarnation: Incarnation(inc),
         cores: 4,

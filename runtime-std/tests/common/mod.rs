@@ -134,6 +134,18 @@ pub fn framework_with_launch() -> Record {
     Record::Framework(f)
 }
 
+/// A framework record whose group names ports (issue 22): the appended
+/// store variant 11.
+pub fn framework_with_ports() -> Record {
+    let Record::Framework(mut f) = framework_with_launch() else {
+        unreachable!("a framework record")
+    };
+    f.id = regent_core::FrameworkId::new("fw-4");
+    f.name = "web".into();
+    f.groups[0].spec.launch.ports = vec!["http".into(), "admin".into()];
+    Record::Framework(f)
+}
+
 /// Writes `record`'s image under its own file name in `dir`.
 pub fn put_image(dir: &Path, record: &Record) -> PathBuf {
     let path = dir.join(record_file_name(&record.key()));
@@ -243,6 +255,17 @@ pub fn cases() -> Vec<Case> {
         files: launch.iter().map(file).collect(),
         sealing: Sealing::none(),
         expect: Ok((launch, vec![])),
+    });
+
+    // A framework whose group names ports (issue 22): the appended variant
+    // 11; the records above keep their layouts.
+    let mut ports = vec![Record::Epoch(Epoch(44)), framework_with_ports()];
+    ports.sort_by_key(Record::key);
+    cases.push(Case {
+        name: "ports",
+        files: ports.iter().map(file).collect(),
+        sealing: Sealing::none(),
+        expect: Ok((ports, vec![])),
     });
 
     let cut = 20;

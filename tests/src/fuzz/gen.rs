@@ -254,6 +254,7 @@ pub fn report(
     frameworks: &[FrameworkId],
 ) -> ExecutorReport {
     ExecutorReport {
+        ports: Default::default(),
         id: executor_id(src, known, frameworks),
         framework: framework_id(src, frameworks),
         cores: u32_peer(src, limits::MAX_CORES),
@@ -374,6 +375,7 @@ pub fn launch_spec(src: &mut Source) -> regent_core::launch::LaunchSpec {
     use regent_core::launch::{Artifact, LaunchSpec, MAX_ARTIFACTS};
     match src.u8() % 8 {
         0 => LaunchSpec {
+            ports: Default::default(),
             cwd: Some(text(src, &["work", "../up", "/abs", "a/b"], 64)),
             kill_grace_ms: Some(u64::from(src.u16()) << (src.u8() % 40)),
             artifacts: (0..usize::from(src.u8() % 3))

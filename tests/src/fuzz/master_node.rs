@@ -463,6 +463,8 @@ impl Harness {
                 node: gen::text(src, &["w0", "app"], 256),
             }),
             1 | 2 => Message::RegisterWorker(RegisterWorker {
+                host: Default::default(),
+                ports: Default::default(),
                 worker: gen::worker_id(src),
                 incarnation: gen::incarnation(src),
                 cores: gen::u32_peer(src, regent_core::limits::MAX_CORES),
@@ -583,6 +585,7 @@ impl Harness {
                     None => gen::incarnation(src),
                 };
                 let report = ExecutorReport {
+                    ports: Default::default(),
                     id: l.executor,
                     framework: l.framework,
                     cores: l.cores,
@@ -608,6 +611,7 @@ impl Harness {
                         .iter()
                         .filter(|l| l.conn == conn)
                         .map(|l| ExecutorReport {
+                            ports: Default::default(),
                             id: l.executor.clone(),
                             framework: l.framework.clone(),
                             cores: l.cores,
@@ -616,6 +620,8 @@ impl Harness {
                         })
                         .collect();
                     let reg = RegisterWorker {
+                        host: Default::default(),
+                        ports: Default::default(),
                         worker,
                         incarnation,
                         cores: 16,
@@ -655,6 +661,8 @@ impl Harness {
                 // A sane worker registers on a fresh connection.
                 let conn = self.fresh_conn();
                 let reg = RegisterWorker {
+                    host: Default::default(),
+                    ports: Default::default(),
                     worker: WorkerId(format!("w{}", src.u8() % 4)),
                     incarnation: Incarnation(u64::from(src.u8() % 4)),
                     cores: 1 + u32::from(src.u8() % 16),

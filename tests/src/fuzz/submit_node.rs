@@ -239,6 +239,8 @@ impl Harness {
     fn info(&self, src: &mut Source) -> ExecutorInfo {
         let names: Vec<&str> = self.groups.iter().map(|(g, _)| g.as_str()).collect();
         ExecutorInfo {
+            host: Default::default(),
+            ports: Default::default(),
             id: gen::executor_id(src, &self.executors, std::slice::from_ref(&self.framework)),
             group: gen::text(src, &names, limits::MAX_NAME_BYTES),
             slot: gen::u32_peer(src, 4),
@@ -384,6 +386,8 @@ impl Harness {
             self.executors.push(id.clone());
         }
         ExecutorInfo {
+            host: Default::default(),
+            ports: Default::default(),
             id,
             group,
             slot,

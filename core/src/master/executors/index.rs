@@ -71,6 +71,13 @@ impl ExecutorMut<'_> {
         self.0.running_since.get_or_insert(now);
     }
 
+    /// Its worker numbered its ports ([`ExecutorEntry::ports`]; a report
+    /// carries at most [`crate::ports::MAX_PORTS_PER_GROUP`]).
+    pub(in crate::master) fn set_ports(&mut self, mut ports: Vec<(String, u16)>) {
+        ports.truncate(crate::ports::MAX_PORTS_PER_GROUP);
+        self.0.ports = ports;
+    }
+
     /// Its terminal state is durable ([`ExecutorEntry::recorded`]).
     pub(in crate::master) fn mark_recorded(&mut self) {
         self.0.recorded = true;

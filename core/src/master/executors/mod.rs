@@ -75,21 +75,28 @@ pub struct ExecutorEntry {
     /// When this leadership first saw it RUNNING (how long it ran decides
     /// whether its end resets its slot's backoff: `healthy_after`).
     pub running_since: Option<crate::time::Millis>,
-}
-
-impl ExecutorEntry {
-    pub(super) fn info(&self) -> ExecutorInfo {
-        ExecutorInfo {
-            id: self.id.clone(),
-            group: self.group.clone(),
-            slot: self.slot,
-            worker: Some(self.worker.clone()),
-            state: self.state.clone(),
-        }
-    }
+    /// How many ports it holds on its worker (its group's named ports, or
+    /// what its worker reported for one adopted).
+    pub port_count: u32,
+    /// Its ports as its worker numbered them (empty until reported).
+    pub ports: Vec<(String, u16)>,
 }
 
 impl Master {
+    /// What its framework's subscriber is told of `e`: with its worker's
+    /// host, where its ports are reached.
+    pub(super) fn info(&self, e: &ExecutorEntry) -> ExecutorInfo {
+        ExecutorInfo {
+            id: e.id.clone(),
+            group: e.group.clone(),
+            slot: e.slot,
+            worker: Some(e.worker.clone()),
+            state: e.state.clone(),
+            host: self.workers.entries.get(&e.worker).and_then(|w| w.host.clone()),
+            ports: e.ports.clone(),
+        }
+    }
+
     /// Sends `msg` to `worker`, if it has a connection.
     fn tell_worker(&self, worker: &WorkerId, msg: Message, out: &mut Vec<Action>) {
         if let Some(conn) = self.workers.entries.get(worker).and_then(|w| w.conn) {
@@ -112,6 +119,7 @@ impl Master {
         if let Some(w) = self.workers.entries.get_mut(&e.worker) {
             w.cores_used = w.cores_used.saturating_sub(e.cores);
             w.memory_used_mb = w.memory_used_mb.saturating_sub(e.memory_mb);
+            w.ports_used = w.ports_used.saturating_sub(e.port_count);
             // Only `pack` orders candidates by what they hold.
             if self.config.placement == Placement::Pack {
                 self.reindex_worker(&e.worker);
@@ -119,12 +127,13 @@ impl Master {
         }
     }
 
-    fn hold(&mut self, worker: &WorkerId, cores: u32, memory_mb: u64) {
+    fn hold(&mut self, worker: &WorkerId, cores: u32, memory_mb: u64, ports: u32) {
         if let Some(w) = self.workers.entries.get_mut(worker) {
             // Only after `fits_on` (or for a terminal report, which holds
             // nothing for long): saturate rather than wrap on peer numbers.
             w.cores_used = w.cores_used.saturating_add(cores);
             w.memory_used_mb = w.memory_used_mb.saturating_add(memory_mb);
+            w.ports_used = w.ports_used.saturating_add(ports);
             if self.config.placement == Placement::Pack {
                 self.reindex_worker(worker);
             }
@@ -234,19 +243,21 @@ impl Master {
         // Requests that fitted on no worker during this placement: capacity
         // only shrinks while it runs, so a request at least as large fits
         // nowhere either, and the rest of its group is skipped.
-        let mut fit_nowhere: Vec<(u32, u64)> = Vec::new();
+        let mut fit_nowhere: Vec<(u32, u64, u32)> = Vec::new();
         let mut next = self.open_slots.iter().next().cloned();
         while let Some((fid, gi, slot)) = next {
-            let (cores, memory_mb, policy) = {
+            let (need, policy) = {
                 let g = &self.frameworks[&fid].groups[gi];
                 let spec = &g.record.spec;
                 let p = &spec.policy;
                 let special = !p.constraints.is_empty()
                     || p.spread.is_some()
                     || p.placement.is_some_and(|pl| pl != self.config.placement);
-                (spec.cores, spec.memory_mb, special.then(|| p.clone()))
+                (Need::of(spec), special.then(|| p.clone()))
             };
-            let hopeless = fit_nowhere.iter().any(|(c, m)| cores >= *c && memory_mb >= *m);
+            let hopeless = fit_nowhere
+                .iter()
+                .any(|(c, m, p)| need.cores >= *c && need.memory_mb >= *m && need.ports >= *p);
             // A group that would scan every candidate per slot (a placement
             // of its own, or `spread` over an attribute) and has several
             // slots open is placed in one batch: one pass over the
@@ -273,8 +284,8 @@ impl Master {
                 None
             } else {
                 match &policy {
-                    None => self.choose_worker(cores, memory_mb, &[]),
-                    Some(p) => self.choose_for_policy(&fid, gi, cores, memory_mb, p),
+                    None => self.choose_worker(need, &[]),
+                    Some(p) => self.choose_for_policy(&fid, gi, need, p),
                 }
             };
             // Only an unconstrained request that fits nowhere says so of
@@ -287,7 +298,7 @@ impl Master {
                 }
                 None => {
                     if !hopeless && unconstrained {
-                        fit_nowhere.push((cores, memory_mb));
+                        fit_nowhere.push((need.cores, need.memory_mb, need.ports));
                     }
                     // The group's other slots ask the same.
                     Bound::Included((fid, gi + 1, 0))
@@ -330,15 +341,15 @@ impl Master {
     /// costs the candidates skipped before a match).
     fn choose_worker(
         &mut self,
-        cores: u32,
-        memory_mb: u64,
+        need: Need,
         constraints: &[crate::policy::Constraint],
     ) -> Option<WorkerId> {
         let fits = |id: &WorkerId| {
             self.workers.entries.get(id).is_some_and(|w| {
-                fits_on(w, cores, memory_mb) && constraints.iter().all(|c| c.allows(&w.attributes))
+                fits_on(w, need) && constraints.iter().all(|c| c.allows(&w.attributes))
             })
         };
+        let (cores, memory_mb) = (need.cores, need.memory_mb);
         let index = &self.workers.placeable;
         let chosen = match self.config.placement {
             // Round robin in id order, from the worker after the last one
@@ -379,13 +390,12 @@ impl Master {
         &mut self,
         fid: &FrameworkId,
         gi: usize,
-        cores: u32,
-        memory_mb: u64,
+        need: Need,
         policy: &crate::policy::GroupPolicy,
     ) -> Option<WorkerId> {
         let placement = policy.placement.unwrap_or(self.config.placement);
         if policy.spread.is_none() && placement == self.config.placement {
-            return self.choose_worker(cores, memory_mb, &policy.constraints);
+            return self.choose_worker(need, &policy.constraints);
         }
         let group = &self.frameworks[fid].groups[gi].record.spec.group;
         let mut per_value: rustc_hash::FxHashMap<&str, usize> = Default::default();
@@ -402,9 +412,7 @@ impl Master {
         let mut best: Option<((usize, u32, u64), &WorkerId)> = None;
         for (_, _, id) in &self.workers.placeable {
             let Some(w) = self.workers.entries.get(id) else { continue };
-            if !fits_on(w, cores, memory_mb)
-                || !policy.constraints.iter().all(|c| c.allows(&w.attributes))
-            {
+            if !fits_on(w, need) || !policy.constraints.iter().all(|c| c.allows(&w.attributes)) {
                 continue;
             }
             let count = policy.spread.as_ref().map_or(0, |attr| {
@@ -465,9 +473,11 @@ impl Master {
             launch: self.next_launch,
             sent_on: self.workers.entries.get(worker).and_then(|w| w.conn),
             running_since: None,
+            port_count: Need::of(&spec).ports,
+            ports: Vec::new(),
         };
-        self.hold(worker, spec.cores, spec.memory_mb);
-        let info = entry.info();
+        self.hold(worker, spec.cores, spec.memory_mb, entry.port_count);
+        let info = self.info(&entry);
         self.insert_executor(entry);
         if let Some(conn) = self.workers.entries.get(worker).and_then(|w| w.conn) {
             out.push(Action::Send {
@@ -521,7 +531,14 @@ impl Master {
                     }
                 }
             }
-            Some((true, false)) => self.update_executor(&report.id, report.state, true, out),
+            Some((true, false)) => {
+                if !report.ports.is_empty() {
+                    if let Some(mut e) = self.executors.get_mut(&report.id) {
+                        e.set_ports(report.ports);
+                    }
+                }
+                self.update_executor(&report.id, report.state, true, out)
+            }
             Some((false, _)) => self.kill_stray(worker, &report, out),
             None => self.adopt_or_kill(worker, report, out),
         }
@@ -570,13 +587,10 @@ impl Master {
                 && gs.current[slot as usize].is_none();
             free.then_some((group, slot, g))
         });
-        let fits = self
-            .workers
-            .entries
-            .get(worker)
-            .is_some_and(|w| fits_on(w, report.cores, report.memory_mb))
-            && (report.state.is_terminal()
-                || self.executors.live_on(worker) < MAX_EXECUTORS_PER_WORKER);
+        let fits =
+            self.workers.entries.get(worker).is_some_and(|w| fits_on(w, Need::of_report(&report)))
+                && (report.state.is_terminal()
+                    || self.executors.live_on(worker) < MAX_EXECUTORS_PER_WORKER);
         let slot_free = slot_free.filter(|_| fits || report.state.is_terminal());
         let Some((group, slot, gi)) = slot_free else {
             // Not adoptable: no such pending slot, or adopting it would put
@@ -607,8 +621,10 @@ impl Master {
             launch: 0,
             sent_on: None,
             running_since: None,
+            port_count: if fits { Need::of_report(&report).ports } else { 0 },
+            ports: report.ports.iter().take(crate::ports::MAX_PORTS_PER_GROUP).cloned().collect(),
         };
-        self.hold(worker, entry.cores, entry.memory_mb);
+        self.hold(worker, entry.cores, entry.memory_mb, entry.port_count);
         self.insert_executor(entry);
         self.update_executor(&report.id, report.state, true, out);
     }
@@ -660,6 +676,8 @@ impl Master {
             slot,
             worker: Some(worker.clone()),
             state: report.state.clone(),
+            host: None,
+            ports: Vec::new(),
         };
         self.tell_framework(
             &report.framework,
@@ -684,6 +702,8 @@ impl Master {
                 launch: 0,
                 sent_on: None,
                 running_since: None,
+                port_count: 0,
+                ports: Vec::new(),
             });
         }
         let then = vec![AfterWrite::Recorded {
@@ -721,7 +741,7 @@ impl Master {
         let e = self.executors[id].clone();
         self.tell_framework(
             &e.framework,
-            Message::ExecutorUpdate { epoch: self.epoch, info: e.info() },
+            Message::ExecutorUpdate { epoch: self.epoch, info: self.info(&e) },
             out,
         );
         if !state.is_terminal() {
@@ -968,21 +988,50 @@ impl Master {
     /// The resources of executors kept across a new incarnation of
     /// `worker` are held on its new entry.
     pub(super) fn hold_kept(&mut self, worker: &WorkerId, kept: &BTreeSet<ExecutorId>) {
-        let held: Vec<(u32, u64)> = kept
+        let held: Vec<(u32, u64, u32)> = kept
             .iter()
             .filter_map(|id| self.executors.get(id))
-            .map(|e| (e.cores, e.memory_mb))
+            .map(|e| (e.cores, e.memory_mb, e.port_count))
             .collect();
-        for (cores, memory_mb) in held {
-            self.hold(worker, cores, memory_mb);
+        for (cores, memory_mb, ports) in held {
+            self.hold(worker, cores, memory_mb, ports);
         }
     }
 }
 
-/// Whether `cores` and `memory_mb` more fit on `w`. Peer-supplied numbers
-/// meet here, so the arithmetic is checked: a sum that overflows does not
-/// fit (DESIGN rule 6).
-fn fits_on(w: &super::WorkerEntry, cores: u32, memory_mb: u64) -> bool {
-    w.cores_used.checked_add(cores).is_some_and(|c| c <= w.cores)
-        && w.memory_used_mb.checked_add(memory_mb).is_some_and(|m| m <= w.memory_mb)
+/// What one executor holds on its worker while it lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Need {
+    /// Cores.
+    pub(super) cores: u32,
+    /// Memory, in MiB.
+    pub(super) memory_mb: u64,
+    /// Ports (numbered by the worker; the leader counts them).
+    pub(super) ports: u32,
+}
+
+impl Need {
+    /// What an executor of group `spec` holds.
+    pub(super) fn of(spec: &crate::protocol::GroupSpec) -> Need {
+        Need { cores: spec.cores, memory_mb: spec.memory_mb, ports: spec.launch.ports.len() as u32 }
+    }
+
+    /// What a reported executor holds (its ports as its worker numbered
+    /// them, at most [`crate::ports::MAX_PORTS_PER_GROUP`]).
+    fn of_report(r: &ExecutorReport) -> Need {
+        Need {
+            cores: r.cores,
+            memory_mb: r.memory_mb,
+            ports: r.ports.len().min(crate::ports::MAX_PORTS_PER_GROUP) as u32,
+        }
+    }
+}
+
+/// Whether `need` more fits on `w`. Peer-supplied numbers meet here, so the
+/// arithmetic is checked: a sum that overflows does not fit (DESIGN rule
+/// 6).
+fn fits_on(w: &super::WorkerEntry, need: Need) -> bool {
+    w.cores_used.checked_add(need.cores).is_some_and(|c| c <= w.cores)
+        && w.memory_used_mb.checked_add(need.memory_mb).is_some_and(|m| m <= w.memory_mb)
+        && w.ports_used.checked_add(need.ports).is_some_and(|p| p <= w.ports)
 }
