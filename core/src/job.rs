@@ -27,10 +27,7 @@
 //! declaration, naming the limit.
 //!
 //! [`JobSpec::groups_to_declare`] maps a job to the
-//! [`GroupSpec`]s a subscriber declares, one per group, in order. Only the
-//! keys the cluster honours today are here; the rest of the job file the
-//! roadmap describes (ports, constraints, restart policies, artifacts...)
-//! is refused by the file reader by name, never ignored.
+//! [`GroupSpec`]s a subscriber declares, one per group, in order.
 
 use crate::launch::LaunchSpec;
 use crate::limits::{self, GroupKey};
@@ -155,6 +152,7 @@ pub fn key_name(key: GroupKey) -> &'static str {
         GroupKey::Cwd => "cwd",
         GroupKey::KillGrace => "kill_grace",
         GroupKey::Artifacts => "artifacts",
+        GroupKey::Ports => "ports",
     }
 }
 

@@ -344,6 +344,8 @@ pub enum GroupKey {
     KillGrace,
     /// The artifacts.
     Artifacts,
+    /// The named ports.
+    Ports,
 }
 
 impl GroupKey {
@@ -364,6 +366,7 @@ impl GroupKey {
             GroupKey::Cwd => "cwd",
             GroupKey::KillGrace => "kill_grace",
             GroupKey::Artifacts => "artifacts",
+            GroupKey::Ports => "ports",
         }
     }
 }
@@ -514,6 +517,7 @@ pub fn group_spec_problem(
         let key = match &p {
             L::Path { key, .. } if key == "cwd" => K::Cwd,
             L::KillGrace(_) => K::KillGrace,
+            L::Ports(_) => K::Ports,
             _ => K::Artifacts,
         };
         return problem(key, p.to_string());

@@ -175,6 +175,29 @@ pub fn allocate(
     names.iter().map(|n| free.next().map(|p| (n.clone(), p))).collect()
 }
 
+/// `20000-20999,21050` (as `--ports` takes them), or `none`.
+pub fn describe_ranges(ranges: &[PortRange]) -> String {
+    if ranges.is_empty() {
+        return "none".to_string();
+    }
+    ranges.iter().map(PortRange::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// The numbers a worker gave the ports `names` of an executor, read back
+/// from the environment it starts with (`REGENT_PORT_<NAME>`, the last
+/// value of each winning, as for the process): what its runtime records so
+/// a re-adopted executor keeps them. A name without a number is left out.
+pub fn numbered(names: &[String], env: &[(String, String)]) -> Vec<(String, u16)> {
+    names
+        .iter()
+        .filter_map(|n| {
+            let key = env_name(n);
+            let value = env.iter().rev().find(|(k, _)| *k == key)?;
+            Some((n.clone(), value.1.parse().ok()?))
+        })
+        .collect()
+}
+
 /// `http=20000 admin=20001`, for logs and the subscriber's lines.
 pub fn describe(ports: &[(String, u16)]) -> String {
     ports.iter().map(|(n, p)| format!("{n}={p}")).collect::<Vec<_>>().join(" ")
@@ -194,6 +217,8 @@ mod tests {
         let r = parse_ranges("21000-21001, 20000-20999,8080").unwrap();
         assert_eq!(r[0], PortRange { first: 8080, last: 8080 });
         assert_eq!(count(&r), 1 + 1000 + 2);
+        assert_eq!(describe_ranges(&r), "8080,20000-20999,21000-21001");
+        assert_eq!(describe_ranges(&[]), "none");
         for bad in ["", "x", "0-10", "10-5", "70000", "1-2-3"] {
             assert!(parse_ranges(bad).is_err(), "{bad}");
         }
@@ -218,6 +243,19 @@ mod tests {
         assert_eq!(got, vec![("a".into(), 101), ("b".into(), 200)]);
         assert_eq!(allocate(&r, &taken, &names(&["a", "b", "c"])), None);
         assert_eq!(describe(&got), "a=101 b=200");
+    }
+
+    #[test]
+    fn numbers_read_back_from_the_environment_the_worker_set() {
+        let env = vec![
+            ("REGENT_PORT_HTTP".to_string(), "80".to_string()),
+            ("OTHER".to_string(), "1".to_string()),
+            // The worker's own value comes last and wins over the group's.
+            ("REGENT_PORT_HTTP".to_string(), "20001".to_string()),
+            ("REGENT_PORT_ADMIN".to_string(), "not a number".to_string()),
+        ];
+        let got = numbered(&names(&["http", "admin", "gone"]), &env);
+        assert_eq!(got, vec![("http".into(), 20001)]);
     }
 
     quickcheck! {

@@ -961,7 +961,6 @@ impl Worker {
             .flat_map(|e| e.ports.iter().map(|(_, p)| *p))
             .collect();
         let Some(ports) = crate::ports::allocate(&self.config.ports, &taken, names) else {
-            let offered: Vec<String> = self.config.ports.iter().map(|r| r.to_string()).collect();
             return Err(format!(
                 "worker {} has too few free ports for {} ({}): {} of {} offered ({}) are held",
                 self.config.id,
@@ -969,7 +968,7 @@ impl Worker {
                 names.join(", "),
                 taken.len(),
                 crate::ports::count(&self.config.ports),
-                if offered.is_empty() { "none".to_string() } else { offered.join(",") },
+                crate::ports::describe_ranges(&self.config.ports),
             ));
         };
         for (name, port) in &ports {

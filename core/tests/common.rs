@@ -139,3 +139,21 @@ pub fn elect(m: &mut Master, now: Millis, epoch: u64) -> Vec<master::Action> {
 pub fn from(w: &mut Worker, now: Millis, master: &str, msg: Message) -> Vec<worker::Action> {
     w.handle(now, worker::Event::Message { from: addr(master), msg })
 }
+
+/// Connects `conn` to `m` as the subscriber of a new framework `app`, at
+/// time 0.
+pub fn subscribe(m: &mut Master, conn: u64) {
+    let _ = m.handle(Millis(0), master::Event::Connected { conn: ConnId(conn) });
+    let _ = m.handle(
+        Millis(0),
+        master::Event::Message { conn: ConnId(conn), msg: hello(Role::Subscriber, "x") },
+    );
+    let msg = Message::Subscribe(regent_core::protocol::Subscribe {
+        framework: None::<regent_core::FrameworkId>,
+        name: "app".into(),
+        instance: regent_core::ids::InstanceId(7),
+        attempt: 1,
+        failover_timeout: Millis(30_000),
+    });
+    let _ = deliver_to_master(m, Millis(0), conn, msg);
+}

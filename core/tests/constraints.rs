@@ -6,11 +6,10 @@
 mod common;
 
 use common::*;
-use regent_core::ids::InstanceId;
 use regent_core::master::{self, Master};
 use regent_core::policy::{Constraint, GroupPolicy, Placement};
-use regent_core::protocol::{GroupSpec, Message, RegisterWorker, Role, Subscribe};
-use regent_core::{ConnId, Epoch, FrameworkId, Millis};
+use regent_core::protocol::{GroupSpec, Message, RegisterWorker};
+use regent_core::{ConnId, Epoch, Millis};
 use std::collections::BTreeMap;
 
 const T: Millis = Millis(0);
@@ -50,22 +49,6 @@ fn leader(placement: Placement) -> Master {
     let mut m = Master::new(cfg);
     let _ = elect(&mut m, T, 1);
     m
-}
-
-fn subscribe(m: &mut Master, conn: u64) {
-    let _ = m.handle(T, master::Event::Connected { conn: ConnId(conn) });
-    let _ = m.handle(
-        T,
-        master::Event::Message { conn: ConnId(conn), msg: hello(Role::Subscriber, "x") },
-    );
-    let msg = Message::Subscribe(Subscribe {
-        framework: None::<FrameworkId>,
-        name: "app".into(),
-        instance: InstanceId(7),
-        attempt: 1,
-        failover_timeout: Millis(30_000),
-    });
-    let _ = deliver_to_master(m, T, conn, msg);
 }
 
 fn spec(group: &str, slots: u32, policy: GroupPolicy) -> GroupSpec {

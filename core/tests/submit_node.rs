@@ -752,3 +752,33 @@ fn a_job_of_several_groups_shows_progress_and_each_groups_end_group_by_group() {
     assert!(shown.contains(&"group driver: its slot is done".to_string()), "{shown:?}");
     assert!(!shown.iter().any(|l| l.starts_with("group mappers:")), "shown once: {shown:?}");
 }
+
+/// A driver learns where its executors listen from the line a running
+/// executor prints: every named port at its worker's host.
+#[test]
+fn a_running_executor_line_names_where_its_ports_are_reached() {
+    let mut info = ExecutorInfo {
+        host: Some("10.0.0.7".into()),
+        ports: vec![("http".into(), 20000), ("admin".into(), 20001)],
+        id: ExecutorId::new("fw-1/server#0#1"),
+        group: "server".into(),
+        slot: 0,
+        worker: Some(WorkerId::new("w1")),
+        state: ExecutorState::Running,
+    };
+    assert_eq!(
+        regent_core::node::submit::executor_line(&info),
+        "fw-1/server#0#1 slot 0 on w1: RUNNING http=10.0.0.7:20000 admin=10.0.0.7:20001"
+    );
+    info.host = Some("::1".into());
+    assert_eq!(
+        regent_core::node::submit::listening(&info).as_deref(),
+        Some("http=[::1]:20000 admin=[::1]:20001")
+    );
+    // An ended executor listens nowhere.
+    info.state = ExecutorState::Exited { code: 0 };
+    assert_eq!(
+        regent_core::node::submit::executor_line(&info),
+        "fw-1/server#0#1 slot 0 on w1: EXITED 0"
+    );
+}

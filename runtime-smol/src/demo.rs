@@ -88,6 +88,8 @@ pub async fn run_demo(executor_shim: Option<std::path::PathBuf>) -> Result<(), S
             advertise: None,
             kill_left_behind: false,
             artifact_cache_bytes: regent_std::exec::artifacts::DEFAULT_CACHE_BYTES,
+            ports: Vec::new(),
+            host: None,
             attributes: Vec::new(),
             executor_shim: executor_shim.clone(),
         };

@@ -75,16 +75,23 @@ fn validate_checks_a_job_file_offline() {
     );
     assert!(out.stdout.is_empty(), "nothing on stdout for an invalid file");
 
-    let later = c.path("later.toml");
-    std::fs::write(&later, two_group_job("/tmp").replace("cores = 2", "ports = [\"http\"]"))
+    let served = c.path("served.toml");
+    std::fs::write(&served, two_group_job("/tmp").replace("cores = 2", "ports = [\"http\"]"))
         .unwrap();
-    let out = c.run(&["job", "validate", later.to_str().unwrap()], BOUND);
+    let out = c.run(&["job", "validate", served.to_str().unwrap()], BOUND);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stdout.contains("group \"mappers\": count 2, cores 1, memory 64 MiB, ports http"),
+        "{stdout}"
+    );
+    std::fs::write(&served, two_group_job("/tmp").replace("cores = 2", "ports = [\"Http\"]"))
+        .unwrap();
+    let out = c.run(&["job", "validate", served.to_str().unwrap()], BOUND);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains(
-            "later.toml:15:1: group \"mappers\": \"ports\" is not supported yet by this version of regent"
-        ),
+        stderr.contains("served.toml:15:1: group \"mappers\": port name \"Http\" must be"),
         "{stderr}"
     );
 }

@@ -208,6 +208,8 @@ fn options(master: &Addr, work_dir: &Path) -> WorkerOptions {
         advertise: None,
         kill_left_behind: false,
         artifact_cache_bytes: regent_std::exec::artifacts::DEFAULT_CACHE_BYTES,
+        ports: Vec::new(),
+        host: None,
         attributes: Vec::new(),
         executor_shim: Some(env!("CARGO_BIN_EXE_regent").into()),
     }

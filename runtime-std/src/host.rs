@@ -43,7 +43,9 @@ pub const FLUSH_GRACE: Duration = Duration::from_millis(500);
 pub fn left_behind_report(lb: LeftBehind) -> ExecutorReport {
     // The supervisor logged what it found and did.
     ExecutorReport {
-        ports: Default::default(),
+        // Reported again, so the leader keeps telling the framework where
+        // it listens and no other executor here is given its numbers.
+        ports: lb.ports.clone(),
         state: lb.state(),
         id: lb.executor,
         framework: lb.framework,
@@ -195,6 +197,18 @@ pub enum HostError {
     /// The configured worker id is empty.
     #[error("the worker id is empty")]
     EmptyWorkerId,
+    /// `--host` is empty or longer than a host name may be.
+    #[error(
+        "host {host:?} for executors' ports must be 1 to {} bytes",
+        regent_core::limits::MAX_HOST_BYTES
+    )]
+    BadHost {
+        /// The host given.
+        host: String,
+    },
+    /// The port ranges offered break a rule of [`regent_core::ports`].
+    #[error("--ports: {0}")]
+    BadPorts(regent_core::ports::PortsProblem),
     /// The executor supervisor could not take the work directory.
     #[error("cannot supervise executors in {}: {source}", dir.display())]
     Supervise {
@@ -439,16 +453,46 @@ fn write_durably(path: &Path, line: &str) -> std::io::Result<()> {
     fs::File::open(dir)?.sync_all()
 }
 
-/// `worker-<hostname>-<random hex>`: readable, and unique even for two
-/// workers on one host.
-fn generate_id() -> String {
-    let host: String = fs::read_to_string("/proc/sys/kernel/hostname")
+/// This machine's host name (`/proc/sys/kernel/hostname`, else
+/// `/etc/hostname`), only the characters a host name may hold; empty when
+/// neither is readable.
+fn machine_hostname() -> String {
+    fs::read_to_string("/proc/sys/kernel/hostname")
         .or_else(|_| fs::read_to_string("/etc/hostname"))
         .unwrap_or_default()
         .trim()
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.')
-        .collect();
+        .collect()
+}
+
+/// The host a worker's executors' ports are reached at: `--host`, else
+/// `127.0.0.1` when every configured master is on loopback (a local
+/// cluster), else this machine's host name; `None` only when none is
+/// known. Refused when longer than [`regent_core::limits::MAX_HOST_BYTES`].
+pub fn executor_host(cfg: &WorkerConfig) -> Result<Option<String>, HostError> {
+    let host = match &cfg.host {
+        Some(h) => Some(h.clone()),
+        None => {
+            if all_loopback(&cfg.masters) {
+                Some("127.0.0.1".to_string())
+            } else {
+                Some(machine_hostname()).filter(|h| !h.is_empty())
+            }
+        }
+    };
+    match host {
+        Some(h) if h.is_empty() || h.len() > regent_core::limits::MAX_HOST_BYTES => {
+            Err(HostError::BadHost { host: h })
+        }
+        h => Ok(h),
+    }
+}
+
+/// `worker-<hostname>-<random hex>`: readable, and unique even for two
+/// workers on one host.
+fn generate_id() -> String {
+    let host = machine_hostname();
     let suffix = format!("{:08x}", random_u64() as u32);
     if host.is_empty() {
         format!("worker-{suffix}")
@@ -503,6 +547,13 @@ pub struct WorkerConfig {
     /// The attributes the worker announces (`--attribute rack=r1`), sorted
     /// by name, names unique.
     pub attributes: Vec<(String, String)>,
+    /// The port ranges the worker offers executors' named ports from
+    /// (`--ports 20000-20999`; [`regent_core::ports`]), sorted, not
+    /// overlapping; empty: none.
+    pub ports: Vec<regent_core::ports::PortRange>,
+    /// The host executors' ports are reached at (`--host`; default:
+    /// [`executor_host`]).
+    pub host: Option<String>,
     /// The program every executor runs under as its shim
     /// ([`crate::exec::shim`]; the `regent` binary, normally
     /// `std::env::current_exe()`), so a re-adopted executor's end is known.
@@ -532,21 +583,21 @@ pub fn callback_listen_for(
     use std::net::{Ipv4Addr, SocketAddr};
     let listen = match listen {
         Some(l) => Some(l),
-        None => {
-            let loopback = |m: &Addr| {
-                m.as_str()
-                    .to_socket_addrs()
-                    .map(|mut a| a.all(|a| a.ip().is_loopback()))
-                    .unwrap_or(false)
-            };
-            masters.iter().all(loopback).then_some(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
-        }
+        None => all_loopback(masters).then_some(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))),
     };
     if let Some(l) = &listen {
         check_exposure(l, secret, insecure)
             .map_err(|source| HostError::ListenExposed { listen: *l, source })?;
     }
     Ok(listen)
+}
+
+/// Whether every one of `masters` resolves to loopback addresses only (a
+/// cluster on one machine).
+fn all_loopback(masters: &[Addr]) -> bool {
+    masters.iter().all(|m| {
+        m.as_str().to_socket_addrs().map(|mut a| a.all(|a| a.ip().is_loopback())).unwrap_or(false)
+    })
 }
 
 /// What a worker runtime starts with: the supervisor over the work
@@ -589,6 +640,9 @@ pub fn prepare_worker(
     if cfg.id.as_ref().is_some_and(|id| id.trim().is_empty()) {
         return Err(HostError::EmptyWorkerId);
     }
+    if let Some(problem) = regent_core::ports::ranges_problem(&cfg.ports) {
+        return Err(HostError::BadPorts(problem));
+    }
     let mut sup_cfg = SupervisorConfig::new(cfg.work_dir.clone());
     if cfg.kill_left_behind {
         sup_cfg.left_behind = LeftBehindPolicy::Kill;
@@ -613,12 +667,16 @@ pub fn prepare_worker(
         cfg.memory_mb,
     );
     config.attributes = cfg.attributes.clone();
+    config.ports = cfg.ports.clone();
+    config.host = executor_host(cfg)?;
     tracing::info!(
         worker = %id,
         %incarnation,
         masters = ?cfg.masters,
         cores = cfg.cores,
         memory_mb = cfg.memory_mb,
+        ports = %regent_core::ports::describe_ranges(&cfg.ports),
+        host = ?config.host,
         work_dir = %cfg.work_dir.display(),
         "worker starting"
     );

@@ -41,6 +41,8 @@ fn worker(master: &str, dir: &Path, id: &str) -> WorkerHandle {
         advertise: None,
         kill_left_behind: false,
         artifact_cache_bytes: regent_std::exec::artifacts::DEFAULT_CACHE_BYTES,
+        ports: Vec::new(),
+        host: None,
         attributes: Vec::new(),
         // regent-std's tests have no `regent` binary: commands run directly.
         executor_shim: None,

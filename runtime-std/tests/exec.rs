@@ -502,7 +502,12 @@ fn dropping_the_supervisor_leaves_executors_running_for_the_next_one_which_adopt
         let _ = tx.send(e);
     })
     .unwrap();
-    let pid = started(launch(&sup, spec("e1", &["sleep", "1000"])));
+    // Started with the port numbers its worker gave it (REGENT_PORT_*).
+    let (id, mut served) = spec("e1", &["sleep", "1000"]);
+    served.launch.ports = vec!["http".into(), "admin".into()];
+    served.env.push(("REGENT_PORT_HTTP".into(), "20001".into()));
+    served.env.push(("REGENT_PORT_ADMIN".into(), "20000".into()));
+    let pid = started(launch(&sup, (id, served)));
     expect_state(&rx, "e1", ExecutorState::Running);
     drop(sup);
     assert!(!is_gone(pid), "dropping the supervisor killed nothing");
@@ -518,6 +523,8 @@ fn dropping_the_supervisor_leaves_executors_running_for_the_next_one_which_adopt
     assert_eq!(left[0].executor.as_str(), "e1");
     assert_eq!(left[0].framework.as_str(), "fw-1");
     assert_eq!((left[0].cores, left[0].memory_mb), (2, 512), "recorded resources");
+    let ports = vec![("http".to_string(), 20001), ("admin".to_string(), 20000)];
+    assert_eq!(left[0].ports, ports, "an adopted executor keeps its port numbers");
     assert_eq!(left[0].outcome, LeftBehindOutcome::Adopted);
     assert_eq!(left[0].state(), ExecutorState::Running);
     assert!(!is_gone(pid), "adopted, not killed");
@@ -672,6 +679,7 @@ fn write_record(dir: &Path, name: &str, pgid: u32, start_time: Option<u64>, boot
         cores: 1,
         memory_mb: 64,
         kill_grace_ms: Default::default(),
+        ports: Vec::new(),
     };
     record::write(&running, &rec).unwrap();
 }
@@ -725,6 +733,7 @@ fn rec(pgid: u32, start_time: Option<u64>, boot: Option<&str>) -> Record {
         cores: 1,
         memory_mb: 64,
         kill_grace_ms: Default::default(),
+        ports: Vec::new(),
     }
 }
 

@@ -968,7 +968,26 @@ pub fn describe_request(command: &Request) -> String {
 /// RUNNING`).
 pub fn executor_line(info: &ExecutorInfo) -> String {
     let on = info.worker.as_ref().map(|w| format!(" on {w}")).unwrap_or_default();
-    format!("{} slot {}{on}: {}", info.id, info.slot, state_text(&info.state))
+    let line = format!("{} slot {}{on}: {}", info.id, info.slot, state_text(&info.state));
+    match listening(info) {
+        Some(at) if !info.state.is_terminal() => format!("{line} {at}"),
+        _ => line,
+    }
+}
+
+/// Where an executor's named ports are reached, `http=HOST:PORT
+/// admin=HOST:PORT` (the port alone when its worker named no host); `None`
+/// when it holds none.
+pub fn listening(info: &ExecutorInfo) -> Option<String> {
+    if info.ports.is_empty() {
+        return None;
+    }
+    let at = |port: u16| match &info.host {
+        Some(h) if h.contains(':') => format!("[{h}]:{port}"),
+        Some(h) => format!("{h}:{port}"),
+        None => port.to_string(),
+    };
+    Some(info.ports.iter().map(|(n, p)| format!("{n}={}", at(*p))).collect::<Vec<_>>().join(" "))
 }
 
 /// How an executor state is shown (`RUNNING`, `EXITED 1`, `FAILED: <why>`...).

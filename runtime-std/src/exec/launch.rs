@@ -66,6 +66,7 @@ impl Supervisor {
             cores: spec.cores,
             memory_mb: spec.memory_mb,
             kill_grace_ms: spec.launch.kill_grace_ms,
+            ports: regent_core::ports::numbered(&spec.launch.ports, &spec.env),
         };
         if let Err(e) = record::write(&shared.running_dir, &rec) {
             destroy(child, pgid);

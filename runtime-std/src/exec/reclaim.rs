@@ -31,6 +31,8 @@ pub struct LeftBehind {
     pub cores: u32,
     /// Memory it holds in MiB, as recorded (0 in an old record).
     pub memory_mb: u64,
+    /// The named ports it holds, as recorded (none in an old record).
+    pub ports: Vec<(String, u16)>,
     /// What the new supervisor found and did.
     pub outcome: LeftBehindOutcome,
 }
@@ -217,6 +219,7 @@ pub(super) fn reclaim(shared: &Arc<Shared>) -> io::Result<Vec<LeftBehind>> {
             pgid: rec.pgid,
             cores: rec.cores,
             memory_mb: rec.memory_mb,
+            ports: rec.ports.clone(),
             outcome,
         });
     }

@@ -15,12 +15,15 @@
 //! cores=<cores it holds>
 //! memory_mb=<memory it holds in MiB>
 //! kill_grace_ms=<its group's kill grace in ms; only when the group set one>
+//! ports=<name>:<number>,...  (only when the executor holds named ports)
 //! end
 //! ```
 //!
-//! The `kill_grace_ms` line is optional (a record without it is written
-//! byte for byte as before it existed, and earlier builds skip lines they
-//! do not know), so a re-adopted executor keeps its group's grace.
+//! The `kill_grace_ms` and `ports` lines are optional (a record without
+//! them is written byte for byte as before they existed, and earlier
+//! builds skip lines they do not know), so a re-adopted executor keeps its
+//! group's grace and its port numbers (reported again to the leader, and
+//! never handed to another executor of this worker).
 //!
 //! Version 1 records (written before worker upgrades re-adopted executors)
 //! have no `boot_id`, `cores` or `memory_mb` line; they still read, with no
@@ -76,6 +79,9 @@ pub struct Record {
     /// Its group's kill grace, when the group set one
     /// ([`regent_core::launch::LaunchSpec::kill_grace_ms`]).
     pub kill_grace_ms: Option<u64>,
+    /// The named ports the worker numbered for it
+    /// ([`regent_core::ports`]), in its group's order; empty when none.
+    pub ports: Vec<(String, u16)>,
 }
 
 impl Record {
@@ -84,9 +90,16 @@ impl Record {
         let start = self.start_time.map_or_else(|| "-".to_owned(), |t| t.to_string());
         let boot = self.boot_id.as_deref().map_or_else(|| "-".to_owned(), escape);
         let grace = self.kill_grace_ms.map_or_else(String::new, |g| format!("kill_grace_ms={g}\n"));
+        let ports = if self.ports.is_empty() {
+            String::new()
+        } else {
+            let list: Vec<String> =
+                self.ports.iter().map(|(n, p)| format!("{}:{p}", escape(n))).collect();
+            format!("ports={}\n", list.join(","))
+        };
         format!(
             "{HEADER}\nexecutor={}\nframework={}\npgid={}\nstart_time={start}\nboot_id={boot}\n\
-             cores={}\nmemory_mb={}\n{grace}end\n",
+             cores={}\nmemory_mb={}\n{grace}{ports}end\n",
             escape(self.executor.as_str()),
             escape(self.framework.as_str()),
             self.pgid,
@@ -106,6 +119,7 @@ impl Record {
         };
         let (mut executor, mut framework, mut pgid, mut start) = (None, None, None, None);
         let (mut boot, mut cores, mut memory, mut grace) = (None, None, None, None);
+        let mut ports = Vec::new();
         for line in lines {
             let (k, v) = line.split_once('=')?;
             match k {
@@ -117,6 +131,7 @@ impl Record {
                 "cores" if v2 => cores = Some(v.parse().ok()?),
                 "memory_mb" if v2 => memory = Some(v.parse().ok()?),
                 "kill_grace_ms" if v2 => grace = Some(v.parse().ok()?),
+                "ports" if v2 => ports = decode_ports(v)?,
                 _ => {}
             }
         }
@@ -130,8 +145,19 @@ impl Record {
             cores,
             memory_mb,
             kill_grace_ms: grace,
+            ports,
         })
     }
+}
+
+/// A `ports=` line's value: `name:number` pairs separated by commas.
+fn decode_ports(v: &str) -> Option<Vec<(String, u16)>> {
+    v.split(',')
+        .map(|pair| {
+            let (n, p) = pair.rsplit_once(':')?;
+            Some((unescape(n)?, p.parse().ok()?))
+        })
+        .collect()
 }
 
 /// The committed file of an executor's record.
@@ -254,6 +280,7 @@ mod tests {
             cores: 2,
             memory_mb: 512,
             kill_grace_ms: Default::default(),
+            ports: Vec::new(),
         };
         assert_eq!(Record::decode(&r.encode()), Some(r.clone()));
         let unknown = Record { start_time: None, boot_id: None, ..r.clone() };
@@ -261,9 +288,17 @@ mod tests {
         // A group's kill grace is one more line; without one, the text is
         // what it was before the line existed.
         assert!(!r.encode().contains("kill_grace_ms"));
-        let graced = Record { kill_grace_ms: Some(10_000), ..r };
+        let graced = Record { kill_grace_ms: Some(10_000), ..r.clone() };
         assert!(graced.encode().ends_with("\nkill_grace_ms=10000\nend\n"));
         assert_eq!(Record::decode(&graced.encode()), Some(graced.clone()));
+        // Named ports are one more line, kept in order through a round trip.
+        assert!(!r.encode().contains("ports="));
+        let served =
+            Record { ports: vec![("http".into(), 20001), ("admin".into(), 20000)], ..r.clone() };
+        assert!(served.encode().ends_with("\nports=http:20001,admin:20000\nend\n"));
+        assert_eq!(Record::decode(&served.encode()), Some(served.clone()));
+        let bad = served.encode().replace("admin:20000", "admin:99999");
+        assert_eq!(Record::decode(&bad), None, "a port past 65535 is a damaged record");
         // A torn record (any prefix of a complete one) never parses.
         let text = unknown.encode();
         for cut in 0..text.len() {

@@ -389,6 +389,9 @@ const MASTER_STATUSES: [&str; 4] = ["STANDBY", "RECOVERING", "ALIVE", "SUSPENDED
 /// * framework `state`: ACTIVE, FINISHED, FAILED or DISCONNECTED.
 /// * executor `state`: one of [`executor_state_name`]'s names; EXITED adds
 ///   `exit_code`, FAILED adds `reason`. `worker_id` is `null` when unknown.
+/// * named ports: a worker's `host`, `ports` (how many it offers) and
+///   `ports_used`; an executor's `ports` (`{"http": 20000}`) and
+///   `addresses` (`{"http": "10.0.0.7:20000"}`, at its worker's host).
 pub fn state_json(s: &ClusterState) -> Value {
     let workers: Vec<Value> = s
         .workers
@@ -410,6 +413,9 @@ pub fn state_json(s: &ClusterState) -> Value {
                     .iter()
                     .map(|(k, v)| (k.clone(), json!(v)))
                     .collect::<serde_json::Map<String, Value>>(),
+                "host": w.host,
+                "ports": w.ports,
+                "ports_used": w.ports_used,
             })
         })
         .collect();
@@ -433,15 +439,28 @@ pub fn state_json(s: &ClusterState) -> Value {
             })
         })
         .collect();
+    let hosts: std::collections::HashMap<&str, &str> =
+        s.workers.iter().filter_map(|w| w.host.as_deref().map(|h| (w.id.as_str(), h))).collect();
     let executors: Vec<Value> = s
         .executors
         .iter()
         .map(|e| {
+            let host = e.worker.as_ref().and_then(|w| hosts.get(w.as_str()).copied());
             let mut v = json!({
                 "id": e.id.as_str(),
                 "framework_id": e.framework.as_str(),
                 "worker_id": e.worker.as_ref().map(|w| w.as_str()),
                 "state": executor_state_name(&e.state),
+                "ports": e.ports.iter().map(|(n, p)| (n.clone(), json!(p)))
+                    .collect::<serde_json::Map<String, Value>>(),
+                "addresses": e.ports.iter().map(|(n, p)| {
+                    let at = match host {
+                        Some(h) if h.contains(':') => format!("[{h}]:{p}"),
+                        Some(h) => format!("{h}:{p}"),
+                        None => p.to_string(),
+                    };
+                    (n.clone(), json!(at))
+                }).collect::<serde_json::Map<String, Value>>(),
             });
             match &e.state {
                 ExecutorState::Exited { code } => v["exit_code"] = json!(code),

@@ -494,6 +494,8 @@ impl World {
         // And some a placement policy (spread over the racks, a constraint
         // every worker meets, or a placement of their own), from a fourth.
         let mut places = fastrand::Rng::with_seed(seed ^ 0x636f_6e73);
+        // And some name a port (numbered by their worker), from a fifth.
+        let mut ports = fastrand::Rng::with_seed(seed ^ 0x706f_7274);
         let subs = (0..cfg.subscribers)
             .map(|i| {
                 let slots = rng.u32(1..=3);
@@ -519,6 +521,9 @@ impl World {
                         }
                         2 => second.policy.placement = Some(regent_core::policy::Placement::Pack),
                         _ => {}
+                    }
+                    if ports.bool() {
+                        second.launch.ports = vec!["http".into()];
                     }
                     specs.push(second);
                 }
@@ -2425,6 +2430,10 @@ fn new_worker(
     // Two racks, so groups can spread over them and be constrained to
     // them (every worker meets `rack in [r0, r1]`: liveness is unchanged).
     c.attributes = vec![("rack".into(), format!("r{}", i % 2))];
+    // Four ports each, one per core at most: groups naming a port are
+    // numbered here and never wait for ports alone (liveness unchanged).
+    c.ports = vec![regent_core::ports::PortRange { first: 30_000, last: 30_003 }];
+    c.host = Some(format!("w{i}.sim"));
     WorkerNode::new(c)
 }
 

@@ -534,6 +534,26 @@ pub struct WorkerArgs {
         value_name = "KEY=VALUE"
     )]
     pub attribute: Vec<String>,
+    /// The port numbers this worker offers executors' named ports from,
+    /// `FIRST-LAST` or one port, comma-separated (`20000-20999,8080`):
+    /// counted by the leader like cores, numbered by the worker at launch
+    /// (`REGENT_PORT_<NAME>`). Default: none (a group naming ports is
+    /// placed elsewhere).
+    #[arg(long, env = "REGENT_PORTS", value_name = "RANGES", value_parser = parse_port_ranges)]
+    pub ports: Option<PortRanges>,
+    /// The host executors' ports are reached at, told to the frameworks
+    /// with every executor's ports (default: 127.0.0.1 when every master
+    /// is on loopback, else this machine's host name).
+    #[arg(long, env = "REGENT_HOST")]
+    pub host: Option<String>,
+}
+
+/// `--ports 20000-20999,8080`, parsed and checked.
+#[derive(Clone, Debug)]
+pub struct PortRanges(pub Vec<regent_core::ports::PortRange>);
+
+fn parse_port_ranges(s: &str) -> Result<PortRanges, String> {
+    regent_core::ports::parse_ranges(s).map(PortRanges).map_err(|e| e.to_string())
 }
 
 /// How `submit` and `run` subscribe and follow (the same flags for both).
@@ -598,6 +618,12 @@ pub struct SubmitArgs {
     /// A worker attribute to spread the executors over evenly (`rack`).
     #[arg(long, value_name = "ATTR")]
     pub spread: Option<String>,
+    /// A named port every executor gets (repeatable: `--port http --port
+    /// admin`), numbered by its worker from `regent worker --ports` and
+    /// given as `REGENT_PORT_<NAME>`; the executors' `host:port` are
+    /// printed as they start.
+    #[arg(long = "port", value_name = "NAME")]
+    pub port: Vec<String>,
     /// What happens when an executor ends: `batch` (exit 0 ends its slot,
     /// a failure is retried) or `service` (restarted whenever it ends).
     #[arg(long, value_name = "batch|service", value_parser = parse_restart_mode)]

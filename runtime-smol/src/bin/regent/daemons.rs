@@ -85,6 +85,8 @@ pub async fn worker(common: &Common, a: WorkerArgs) -> Result<ExitCode, String> 
         kill_left_behind: a.kill_left_behind,
         artifact_cache_bytes: a.artifact_cache_mb.saturating_mul(1 << 20),
         attributes: worker_attributes(&a.attribute)?,
+        ports: a.ports.map(|p| p.0).unwrap_or_default(),
+        host: a.host,
         executor_shim: Some(executor_shim()?),
     };
     regent_smol::worker::run_worker(opts, shutdown_channel()).await?;
@@ -141,6 +143,10 @@ async fn submit_group_options(
     r.healthy_after_ms = a.healthy_after.unwrap_or(0);
     opts.launch.cwd = a.cwd;
     opts.launch.kill_grace_ms = a.kill_grace;
+    if let Some(problem) = regent_core::ports::names_problem(&a.port) {
+        return Err(format!("--port: {problem}"));
+    }
+    opts.launch.ports = a.port;
     Ok(opts)
 }
 
@@ -198,8 +204,13 @@ pub fn validate_job(path: &std::path::Path) -> Result<ExitCode, String> {
     let job = crate::job_file::load(path)?;
     println!("job {:?}: {} group(s), valid", job.name, job.groups.len());
     for g in &job.groups {
+        let ports = if g.launch.ports.is_empty() {
+            String::new()
+        } else {
+            format!(", ports {}", g.launch.ports.join(" "))
+        };
         println!(
-            "group {:?}: count {}, cores {}, memory {} MiB, command {:?}",
+            "group {:?}: count {}, cores {}, memory {} MiB{ports}, command {:?}",
             g.name, g.count, g.cores, g.memory_mb, g.command
         );
     }
@@ -261,6 +272,8 @@ pub async fn run_std(common: &Common, command: Command) -> Result<ExitCode, Stri
                 kill_left_behind: a.kill_left_behind,
                 artifact_cache_bytes: a.artifact_cache_mb.saturating_mul(1 << 20),
                 attributes: worker_attributes(&a.attribute)?,
+                ports: a.ports.map(|p| p.0).unwrap_or_default(),
+                host: a.host,
                 executor_shim: Some(executor_shim()?),
             })?;
             stop_on_shutdown(w.stopper());

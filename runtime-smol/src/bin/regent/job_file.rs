@@ -15,8 +15,7 @@
 //!
 //! Every error names the file, the line and column, and the key:
 //! `job.toml:12:5: group "mappers": cores must be at least 1`. An unknown
-//! key is an error naming it; a key of the job file the cluster does not
-//! honour yet ([`UNSUPPORTED`]) is refused by name, never ignored.
+//! key is an error naming it.
 
 use crate::config_file::position;
 use regent_core::job::{JobGroup, JobKey, JobSpec};
@@ -26,10 +25,6 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::Path;
 use toml::Spanned;
-
-/// Keys of a group the job file will have (issue 22) and this version of
-/// regent does not honour yet: refused by name.
-pub const UNSUPPORTED: [&str; 1] = ["ports"];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -55,8 +50,7 @@ struct RawGroup {
     cwd: Option<Spanned<String>>,
     kill_grace: Option<Spanned<String>>,
     artifacts: Option<Spanned<Vec<RawArtifact>>>,
-    // Not honoured yet (UNSUPPORTED): read only to be refused by name.
-    ports: Option<Spanned<toml::Value>>,
+    ports: Option<Spanned<Vec<String>>>,
 }
 
 /// One of a group's `[[group.artifacts]]`.
@@ -114,17 +108,6 @@ impl RawRestart {
 }
 
 impl RawGroup {
-    /// The first key of [`UNSUPPORTED`] this group sets (in the file's
-    /// order), with where its value is.
-    fn unsupported(&self) -> Option<(&'static str, Range<usize>)> {
-        let set = [&self.ports];
-        UNSUPPORTED
-            .iter()
-            .zip(set)
-            .filter_map(|(key, v)| v.as_ref().map(|v| (*key, v.span())))
-            .min_by_key(|(_, span)| span.start)
-    }
-
     /// Where `key`'s value is, if the group sets it.
     fn span_of(&self, key: GroupKey) -> Option<Range<usize>> {
         match key {
@@ -134,22 +117,23 @@ impl RawGroup {
             GroupKey::Env => self.env.as_ref().map(Spanned::span),
             GroupKey::Cores => self.cores.as_ref().map(Spanned::span),
             GroupKey::MemoryMb => self.memory_mb.as_ref().map(Spanned::span),
-            // Not job-file keys yet (refused by name before validation).
             GroupKey::Constraints => self.constraints.as_ref().map(Spanned::span),
             GroupKey::Spread => self.spread.as_ref().map(Spanned::span),
             GroupKey::Restart => self.restart.as_ref().map(Spanned::span),
             GroupKey::Cwd => self.cwd.as_ref().map(Spanned::span),
             GroupKey::KillGrace => self.kill_grace.as_ref().map(Spanned::span),
             GroupKey::Artifacts => self.artifacts.as_ref().map(Spanned::span),
+            GroupKey::Ports => self.ports.as_ref().map(Spanned::span),
         }
     }
 
-    /// The group's launch keys (`cwd`, `kill_grace`, `artifacts`); an error
+    /// The group's launch keys (`cwd`, `kill_grace`, `artifacts`, `ports`); an error
     /// names the key (the caller adds where it is). Their rules are checked
     /// by the job's validation.
     fn launch(&self) -> Result<regent_core::launch::LaunchSpec, (Range<usize>, String)> {
         let mut l = regent_core::launch::LaunchSpec {
             cwd: self.cwd.as_ref().map(|v| v.get_ref().clone()),
+            ports: self.ports.as_ref().map_or_else(Vec::new, |v| v.get_ref().clone()),
             ..Default::default()
         };
         if let Some(v) = &self.kill_grace {
@@ -245,15 +229,6 @@ pub fn parse(file: &str, text: &str) -> Result<JobSpec, String> {
         }
     })?;
     for g in &raw.group {
-        if let Some((key, span)) = g.get_ref().unsupported() {
-            return Err(format!(
-                "{}: group {:?}: {key:?} is not supported yet by this version of regent",
-                at(span.start),
-                g.get_ref().name.get_ref()
-            ));
-        }
-    }
-    for g in &raw.group {
         if let Err((span, e)) = g.get_ref().policy().and_then(|_| g.get_ref().launch()) {
             return Err(format!("{}: group {:?}: {e}", at(span.start), g.get_ref().name.get_ref()));
         }
@@ -291,7 +266,7 @@ fn serde_message(message: &str) -> String {
     if rest.contains("`sha256`") {
         format!("unknown key {key}; an artifact's keys are source, sha256, dest, unpack")
     } else if rest.contains("`count`") {
-        format!("unknown key {key}; a group's keys are name, count, command, env, cores, memory_mb, placement, constraints, spread, restart, cwd, kill_grace, artifacts")
+        format!("unknown key {key}; a group's keys are name, count, command, env, cores, memory_mb, placement, constraints, spread, restart, cwd, kill_grace, artifacts, ports")
     } else {
         format!("unknown key {key}; a job's keys are name and group")
     }
@@ -421,7 +396,6 @@ memory_mb = 256
         let e = err(&TWO.replace("cores = 2", "coers = 2"));
         assert!(e.starts_with("job.toml:12:1: "), "{e}");
         assert!(e.contains("unknown key `coers`"), "{e}");
-        assert!(!e.contains("ports"), "keys not supported yet are not offered: {e}");
         assert_eq!(
             err(&format!("owner = \"me\"\n{TWO}")),
             "job.toml:1:1: unknown key `owner`; a job's keys are name and group"
@@ -442,17 +416,20 @@ memory_mb = 256
     }
 
     #[test]
-    fn a_key_not_supported_yet_is_refused_by_name() {
-        let text = TWO.replace("cores = 2", "ports = [\"http\"]");
-        assert_eq!(
-            err(&text),
-            "job.toml:12:1: group \"mappers\": \"ports\" is not supported yet by this version of regent"
-        );
-        for key in UNSUPPORTED {
-            let text = TWO.replace("cores = 2", &format!("{key} = \"x\""));
-            let e = err(&text);
-            assert!(e.contains(&format!("{key:?} is not supported yet")), "{e}");
-        }
+    fn named_ports_are_read_and_their_names_checked() {
+        let text = TWO.replace("cores = 2", "ports = [\"http\", \"admin\"]");
+        let job = parse("job.toml", &text).unwrap();
+        assert_eq!(job.groups[1].launch.ports, ["http", "admin"]);
+        assert!(job.groups[0].launch.ports.is_empty());
+        let text = TWO.replace("cores = 2", "ports = [\"HTTP\"]");
+        let e = err(&text);
+        assert!(e.starts_with("job.toml:12:1: group \"mappers\": "), "{e}");
+        assert!(e.contains("port name \"HTTP\" must be"), "{e}");
+        let text = TWO.replace("cores = 2", "ports = [\"a\", \"a\"]");
+        assert!(err(&text).contains("port \"a\" is named twice"), "{}", err(&text));
+        let text = TWO.replace("cores = 2", "ports = \"http\"");
+        let e = err(&text);
+        assert!(e.starts_with("job.toml:12:1: group \"mappers\": key \"ports\": "), "{e}");
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod executor_exits;
 pub mod kills;
 pub mod liveness;
 pub mod one_executor;
+pub mod ports;
 pub mod registry;
 pub mod resources;
 pub mod single_leader;
@@ -95,11 +96,12 @@ type Check = fn(&mut World) -> Result<(), String>;
 
 /// The state-based invariants, after every step.
 pub(crate) fn check_all(w: &mut World) -> Result<(), Violation> {
-    let checks: [(&'static str, Check); 5] = [
+    let checks: [(&'static str, Check); 6] = [
         ("single_leader", |w| single_leader::check(w)),
         ("epochs", epochs::check),
         ("registry", |w| registry::check(w)),
         ("resources", |w| resources::check(w)),
+        ("ports", |w| ports::check(w)),
         ("one_executor", one_executor::check),
     ];
     for (invariant, check) in checks {
