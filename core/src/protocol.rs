@@ -45,7 +45,7 @@ use serde::{Deserialize, Serialize};
 /// carries the worker's port ranges and host; `ExecutorReport` and
 /// `ExecutorInfo` the executor's numbered ports (and `ExecutorInfo` its
 /// host); `WorkerView` the port counts. See [`crate::ports`].
-pub const PROTOCOL_VERSION: u16 = 7;
+pub const PROTOCOL_VERSION: u16 = 8;
 
 /// What kind of node is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -814,6 +814,19 @@ pub enum Message {
         /// Where each group's slots would go.
         groups: Vec<GroupPlan>,
     },
+    /// Subscriber → master: replace a declared group's spec (`regent run
+    /// --update`) and its live executors slot by slot, at most
+    /// `max_parallel` slots down at once (a group not declared yet is
+    /// declared). Answered by `RequestAccepted` once the new spec is
+    /// durable, or `RequestRefused`.
+    UpdateGroup {
+        /// The subscriber's request id.
+        request: u64,
+        /// The group as it should now be.
+        spec: GroupSpec,
+        /// The most slots replaced at once (at least 1).
+        max_parallel: u32,
+    },
 }
 
 /// Where one group's slots would be placed now, and why those that would
@@ -1057,6 +1070,7 @@ impl Message {
             | Message::WorkerHeartbeat { .. }
             | Message::Subscribe(_)
             | Message::DeclareGroup { .. }
+            | Message::UpdateGroup { .. }
             | Message::KillExecutor { .. }
             | Message::Teardown { .. }
             | Message::ExecutorStatus { .. }
@@ -1128,6 +1142,7 @@ impl Message {
             Message::RegisterRefused { .. } => "RegisterRefused",
             Message::PlanRequest { .. } => "PlanRequest",
             Message::PlanReply { .. } => "PlanReply",
+            Message::UpdateGroup { .. } => "UpdateGroup",
         }
     }
 }

@@ -127,6 +127,11 @@ pub struct Config {
     /// A backoff delay is drawn uniformly from `jitter_min_pct`%..=100% of
     /// the nominal delay. Default 50; 100 disables jitter.
     pub jitter_min_pct: u64,
+    /// Declare the groups as updates (`regent run --update`):
+    /// `UpdateGroup` with this `max_parallel`, so a group declared before
+    /// with another spec is replaced slot by slot instead of refused.
+    /// Default `None`: `DeclareGroup`.
+    pub update: Option<u32>,
 }
 
 impl Config {
@@ -153,6 +158,7 @@ impl Config {
             backoff_min: Millis(200),
             backoff_max: Millis::from_secs(10),
             jitter_min_pct: 50,
+            update: None,
         }
     }
 }
@@ -1105,10 +1111,13 @@ impl Subscriber {
             return;
         };
         *sent = request;
-        out.push(Action::Send {
-            to: master,
-            msg: Message::DeclareGroup { request, spec: spec.clone() },
-        });
+        let msg = match self.config.update {
+            Some(max_parallel) => {
+                Message::UpdateGroup { request, spec: spec.clone(), max_parallel }
+            }
+            None => Message::DeclareGroup { request, spec: spec.clone() },
+        };
+        out.push(Action::Send { to: master, msg });
     }
 
     fn send_unanswered(&mut self, i: usize, out: &mut Vec<Action>) {

@@ -132,7 +132,7 @@ fn log_stream(g: &mut Gen) -> LogStream {
 
 /// Number of `Message` variants; a new variant must be added to `arb` and
 /// to `golden_samples`.
-const VARIANTS: u8 = 48;
+const VARIANTS: u8 = 49;
 
 #[derive(Clone, Debug)]
 struct Arb(Message);
@@ -835,6 +835,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
             },
         ),
         ("plan_request", Message::PlanRequest { request: 9, groups: vec![group_spec()] }),
+        ("update_group", Message::UpdateGroup { request: 10, spec: group_spec(), max_parallel: 2 }),
         (
             "plan_reply",
             Message::PlanReply {

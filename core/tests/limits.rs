@@ -457,6 +457,7 @@ fn a_stored_retry_count_at_u32_max_never_overflows() {
         name: "app".into(),
         failover_timeout_ms: 60_000,
         groups: vec![GroupRecord {
+            rollout: Default::default(),
             spec: spec("g", 1, 1, 1),
             slots: vec![SlotOutcome::Pending],
             retries_used: u32::MAX,

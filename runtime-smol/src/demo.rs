@@ -108,6 +108,7 @@ pub async fn run_demo(executor_shim: Option<std::path::PathBuf>) -> Result<(), S
     );
 
     let submit = SubmitOptions {
+        update: Default::default(),
         cluster: "demo".into(),
         masters: masters.clone(),
         name: "demo-app".into(),

@@ -584,3 +584,102 @@ fn a_constrained_job_keeps_its_constraint_across_a_kill_9_of_the_leader() {
     submit.sigterm();
     let _ = submit.wait_exit(BOUND);
 }
+
+/// A job of three executors that each write `$V` into a file of their own
+/// under `out`, then run until killed.
+fn versioned_job(out: &str, version: &str) -> String {
+    format!(
+        r#"name = "rolling"
+
+[[group]]
+name = "web"
+count = 3
+command = ["sh", "-c", "echo $V > \"$OUT/$(echo $REGENT_EXECUTOR_ID | tr '/#' '__')\"; exec sleep 600"]
+env = {{ V = "{version}", OUT = "{out}" }}
+"#
+    )
+}
+
+/// The running executors the leader shows.
+fn running_ids(state: &serde_json::Value) -> Vec<String> {
+    let mut ids: Vec<String> = support::cluster::executors(state)
+        .into_iter()
+        .filter(|(_, s)| s == "RUNNING")
+        .map(|(id, _)| id)
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn run_update_replaces_a_changed_group_slot_by_slot_and_without_it_a_change_is_refused() {
+    let c = Cluster::new("job-update");
+    let (spec, _master, _worker) = master_and_worker(&c);
+    let out = c.path("out");
+    std::fs::create_dir(&out).unwrap();
+    let out_s = out.to_str().unwrap().to_owned();
+    let v1 = c.path("v1.toml");
+    std::fs::write(&v1, versioned_job(&out_s, "v1")).unwrap();
+    let v2 = c.path("v2.toml");
+    std::fs::write(&v2, versioned_job(&out_s, "v2")).unwrap();
+    let addr = spec.addr();
+    let mut first =
+        c.spawn("run1", Kind::Submit, &["run", "--masters", &addr, v1.to_str().unwrap()]);
+    let before = wait_for(BOUND, "three v1 executors RUNNING", || {
+        let state = api_state(&spec.http_addr()).ok_or("the master does not answer")?;
+        let ids = running_ids(&state);
+        if ids.len() == 3 {
+            Ok(ids)
+        } else {
+            Err(format!("{state}"))
+        }
+    });
+
+    // Without --update the changed file is refused, naming the change.
+    let mut refused =
+        c.spawn("run2", Kind::Submit, &["run", "--masters", &addr, v2.to_str().unwrap()]);
+    let status = refused.wait_exit(BOUND);
+    assert_ne!(status.code(), Some(0), "{}", refused.stdout());
+    let said = format!("{}{}", refused.stdout(), refused.stderr());
+    assert!(said.contains("already declared with a different spec"), "{said}");
+    let state = api_state(&spec.http_addr()).expect("the master answers");
+    assert_eq!(running_ids(&state), before, "nothing was replaced");
+
+    // With --update every slot is replaced by an executor of the new spec.
+    let mut update = c.spawn(
+        "run3",
+        Kind::Submit,
+        &["run", "--masters", &addr, "--update", "--max-parallel", "1", v2.to_str().unwrap()],
+    );
+    wait_until(BOUND, "the update follows the live framework", || {
+        update.stdout().contains("is live as framework") && update.stdout().contains("updating it")
+    });
+    let after = wait_for(BOUND, "three new executors RUNNING", || {
+        let state = api_state(&spec.http_addr()).ok_or("the master does not answer")?;
+        let ids = running_ids(&state);
+        if ids.len() == 3 && ids.iter().all(|id| !before.contains(id)) {
+            Ok(ids)
+        } else {
+            Err(format!("running {ids:?}, before {before:?}"))
+        }
+    });
+    for id in &after {
+        let file = out.join(id.replace(['/', '#'], "_"));
+        let v = wait_for(BOUND, "the new executor to write its version", || {
+            std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))
+        });
+        assert_eq!(v.trim(), "v2", "{id} runs the new spec");
+    }
+    for id in &before {
+        let file = out.join(id.replace(['/', '#'], "_"));
+        assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), "v1");
+    }
+    let state = api_state(&spec.http_addr()).expect("the master answers");
+    let f = &state["frameworks"][0];
+    assert_eq!(state["frameworks"].as_array().map(Vec::len), Some(1), "{state}");
+    assert_eq!(f["groups"][0]["running"].as_u64(), Some(3), "{f}");
+    let _ = first.wait_exit(BOUND);
+    update.assert_running("the update follows the framework on");
+    update.sigterm();
+    let _ = update.wait_exit(BOUND);
+}

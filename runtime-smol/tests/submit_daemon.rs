@@ -161,6 +161,7 @@ impl Fake {
 
 fn options(masters: Vec<Addr>, executors: u32) -> SubmitOptions {
     SubmitOptions {
+        update: Default::default(),
         cluster: CLUSTER.into(),
         masters,
         name: "test-app".into(),

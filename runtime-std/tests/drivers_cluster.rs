@@ -77,6 +77,7 @@ fn an_application_completes_on_std_drivers() {
     eventually("both workers ALIVE at the master", || alive_workers(&m).len() == 2);
 
     let sub = spawn_subscriber(SubscriberConfig {
+        update: Default::default(),
         cluster: "regent".into(),
         masters: vec![Addr::new(&addr)],
         name: "app".into(),
@@ -173,6 +174,7 @@ fn an_interrupted_submission_leaves_its_executor_until_the_worker_shuts_down() {
     let w = worker(&addr, dir.path(), "w1");
     eventually("the worker ALIVE", || alive_workers(&m).len() == 1);
     let sub = spawn_subscriber(SubscriberConfig {
+        update: Default::default(),
         cluster: "regent".into(),
         masters: vec![Addr::new(&addr)],
         name: "app".into(),

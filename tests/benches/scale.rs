@@ -542,6 +542,7 @@ fn records(n: u64) -> Vec<Record> {
             name: format!("app-{j}"),
             failover_timeout_ms: 3_600_000,
             groups: vec![GroupRecord {
+                rollout: Default::default(),
                 spec: spec("g", SLOTS_PER_FRAMEWORK),
                 slots: vec![SlotOutcome::Pending; SLOTS_PER_FRAMEWORK as usize],
                 retries_used: 0,

@@ -75,6 +75,10 @@ pub struct GroupState {
     /// this leadership knows it (a failed slot's reason is durable in its
     /// outcome).
     pub last_end: Option<(u32, String)>,
+    /// Its rollout ([`GroupRecord::rollout`]) is durable and may stop
+    /// executors: set once the update's write is confirmed, or when the
+    /// record is loaded with one.
+    pub rolling: bool,
 }
 
 impl FrameworkEntry {
@@ -108,6 +112,7 @@ impl FrameworkEntry {
                     durable_count: u32::try_from(g.slots.len()).unwrap_or(u32::MAX),
                     in_flight: Default::default(),
                     last_end: None,
+                    rolling: g.rollout.is_some(),
                     record: g,
                 })
                 .collect(),
@@ -497,9 +502,28 @@ impl Master {
     }
 
     /// The framework bound to `conn`, if `conn` is its live subscription.
-    fn subscribed_framework(&self, conn: ConnId) -> Option<FrameworkId> {
+    pub(super) fn subscribed_framework(&self, conn: ConnId) -> Option<FrameworkId> {
         let id = self.conns.get(&conn)?.framework.clone()?;
         (self.frameworks.get(&id)?.conn == Some(conn)).then_some(id)
+    }
+
+    /// The framework `conn` is the live subscription of; otherwise
+    /// `request` is refused (`not subscribed on this connection`).
+    pub(super) fn subscription_of(
+        &self,
+        conn: ConnId,
+        request: u64,
+        out: &mut Vec<Action>,
+    ) -> Option<FrameworkId> {
+        let id = self.subscribed_framework(conn);
+        if id.is_none() {
+            out.push(self.refuse_request(
+                conn,
+                request,
+                "not subscribed on this connection".into(),
+            ));
+        }
+        id
     }
 
     pub(super) fn declare_group(
@@ -509,14 +533,7 @@ impl Master {
         spec: GroupSpec,
         out: &mut Vec<Action>,
     ) {
-        let Some(id) = self.subscribed_framework(conn) else {
-            out.push(self.refuse_request(
-                conn,
-                request,
-                "not subscribed on this connection".into(),
-            ));
-            return;
-        };
+        let Some(id) = self.subscription_of(conn, request, out) else { return };
         // Checked before anything is allocated or persisted (DESIGN rule 6).
         if let Some(problem) = limits::group_spec_problem(&spec, limits::GroupKey::wire_name) {
             out.push(self.refuse_request(conn, request, problem.message(&spec.group)));
@@ -568,6 +585,7 @@ impl Master {
         let group = spec.group.clone();
         fw.groups.push(GroupState {
             record: GroupRecord {
+                rollout: Default::default(),
                 spec,
                 slots: vec![SlotOutcome::Pending; slots],
                 retries_used: 0,
@@ -577,6 +595,7 @@ impl Master {
             durable_count: 0,
             in_flight: std::iter::once(slots as u32).collect(),
             last_end: None,
+            rolling: false,
         });
         let then = vec![
             AfterWrite::GroupDurable { framework: id.clone(), group },
@@ -590,7 +609,7 @@ impl Master {
     /// grow past the record limit, if it would. The worst case counts every
     /// slot at its largest outcome and reserves the headroom documented in
     /// [`crate::limits`], so an accepted record never outgrows the store.
-    fn record_limit(&self, id: &FrameworkId, spec: &GroupSpec) -> Option<String> {
+    pub(super) fn record_limit(&self, id: &FrameworkId, spec: &GroupSpec) -> Option<String> {
         let fw = self.frameworks.get(id)?;
         let current = crate::store::format::payload_len(&fw.record());
         // The new group as it would be recorded: its spec, `slots` Pending
@@ -624,14 +643,7 @@ impl Master {
         executor: ExecutorId,
         out: &mut Vec<Action>,
     ) {
-        let Some(id) = self.subscribed_framework(conn) else {
-            out.push(self.refuse_request(
-                conn,
-                request,
-                "not subscribed on this connection".into(),
-            ));
-            return;
-        };
+        let Some(id) = self.subscription_of(conn, request, out) else { return };
         // Durable before accepted (DESIGN rule 3): the slot's outcome records
         // the kill, and both the kill and `RequestAccepted` follow the write,
         // so a new leader never relaunches a slot whose kill was accepted.
@@ -682,14 +694,7 @@ impl Master {
         request: u64,
         out: &mut Vec<Action>,
     ) {
-        let Some(id) = self.subscribed_framework(conn) else {
-            out.push(self.refuse_request(
-                conn,
-                request,
-                "not subscribed on this connection".into(),
-            ));
-            return;
-        };
+        let Some(id) = self.subscription_of(conn, request, out) else { return };
         let then = Some(AfterWrite::Accept { conn, request });
         self.remove_framework(now, &id, Ending::Teardown, then, out);
     }

@@ -113,6 +113,9 @@ impl Master {
             Message::DeclareGroup { request, spec } if self.acting() => {
                 self.declare_group(conn, request, spec, out)
             }
+            Message::UpdateGroup { request, spec, max_parallel } if self.acting() => {
+                self.update_group(conn, request, spec, max_parallel, out)
+            }
             Message::KillExecutor { request, executor } if self.acting() => {
                 self.kill_request(conn, request, executor, out)
             }
@@ -192,6 +195,7 @@ impl Master {
                 });
             }
             Message::DeclareGroup { .. }
+            | Message::UpdateGroup { .. }
             | Message::KillExecutor { .. }
             | Message::Teardown { .. }
             | Message::RemoveWorker { .. }

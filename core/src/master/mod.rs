@@ -31,6 +31,7 @@ mod messages;
 mod operator;
 mod plan;
 mod restarts;
+mod rollout;
 mod silence;
 mod snapshot;
 mod workers;
@@ -339,6 +340,9 @@ enum AfterWrite {
     /// A scale is durable in the framework's record: tell the subscriber,
     /// kill the surplus executors.
     Scaled { framework: FrameworkId, group: String, slots: u32, surplus: Vec<ExecutorId> },
+    /// An update's new spec and rollout are durable: its old executors may
+    /// be stopped.
+    Rolling { framework: FrameworkId, group: String },
 }
 
 /// The leadership lifecycle.
@@ -797,7 +801,20 @@ impl Master {
         ) {
             self.snapshot.invalidate();
         }
+        let may_roll = !matches!(
+            &event,
+            Event::Message {
+                msg: Message::WorkerHeartbeat { .. }
+                    | Message::FrameworkHeartbeatAck { .. }
+                    | Message::StateRequest
+                    | Message::PlanRequest { .. },
+                ..
+            }
+        );
         self.dispatch(now, event, &mut out);
+        if may_roll {
+            self.roll(&mut out);
+        }
         self.finish_framework_writes(&mut out);
         self.keep_timers(now, &mut out);
         #[cfg(debug_assertions)]
@@ -966,6 +983,13 @@ impl Master {
             }
             AfterWrite::Scaled { framework, group, slots, surplus } => {
                 self.on_scaled(&framework, group, slots, surplus, out)
+            }
+            AfterWrite::Rolling { framework, group } => {
+                if let Some(g) =
+                    self.frameworks.get_mut(&framework).and_then(|f| f.group_mut(&group))
+                {
+                    g.rolling = g.record.rollout.is_some();
+                }
             }
         }
     }

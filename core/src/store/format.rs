@@ -650,6 +650,7 @@ mod tests {
                         vec![]
                     } else {
                         vec![crate::store::GroupRecord {
+                            rollout: Default::default(),
                             spec: crate::protocol::GroupSpec {
                                 group: String::arbitrary(g),
                                 slots: 2,

@@ -181,6 +181,42 @@ pub struct GroupRecord {
     /// row and the backoff's end, by slot. Empty for every group with the
     /// default restart policy.
     pub restarts: BTreeMap<u32, SlotRestart>,
+    /// The rolling replacement of its executors after its spec was updated
+    /// (`regent run --update`), while one is under way.
+    pub rollout: Option<Rollout>,
+}
+
+/// A group's spec was replaced (`regent run --update`): its live executors
+/// launched before the update run the previous spec and are stopped and
+/// replaced, at most `max_parallel` slots down at a time. Durable, so a new
+/// leader goes on with it: an executor's id carries the epoch and launch
+/// number it was launched at, which tell old from new.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rollout {
+    /// The most slots of the group down for the replacement at once (at
+    /// least 1).
+    pub max_parallel: u32,
+    /// The epoch of the update: executors launched at an earlier epoch, or
+    /// at this one below `before_launch`, run the previous spec.
+    pub before_epoch: u64,
+    /// The first launch number at `before_epoch` that runs the new spec.
+    pub before_launch: u64,
+}
+
+impl Rollout {
+    /// Whether `executor` (an id the leader made, `…#<slot>#<epoch>.<launch>`)
+    /// was launched before the update, so runs the previous spec. An id of
+    /// another shape is taken as old (it can only predate this layout).
+    pub fn predates(&self, executor: &crate::ids::ExecutorId) -> bool {
+        let launched = executor.as_str().rsplit('#').next().and_then(|t| {
+            let (e, l) = t.split_once('.')?;
+            Some((e.parse::<u64>().ok()?, l.parse::<u64>().ok()?))
+        });
+        match launched {
+            Some(at) => at < (self.before_epoch, self.before_launch),
+            None => true,
+        }
+    }
 }
 
 /// Where one slot of a group with a restart policy stands: how often its
@@ -215,13 +251,19 @@ impl GroupRecord {
     /// Whether the record holds nothing the third group layout (variant 9,
     /// restart state) lacks: the default [`crate::launch::LaunchSpec`].
     pub fn fits_v3(&self) -> bool {
-        self.spec.launch.is_default()
+        self.spec.launch.is_default() && self.fits_v4()
     }
 
     /// Whether the record holds nothing the fourth group layout (variant
     /// 10, launch options) lacks: no named ports.
     pub fn fits_v4(&self) -> bool {
-        self.spec.launch.ports.is_empty()
+        self.spec.launch.ports.is_empty() && self.fits_v5()
+    }
+
+    /// Whether the record holds nothing the fifth group layout (variant
+    /// 11, named ports) lacks: no rollout under way.
+    pub fn fits_v5(&self) -> bool {
+        self.rollout.is_none()
     }
 }
 
@@ -352,7 +394,43 @@ mod wire {
         /// A framework with a group that names ports
         /// ([`GroupRecord::fits_v4`]; appended: frameworks without one keep
         /// the earlier layouts byte for byte).
-        FrameworkWithPorts(FrameworkRecord),
+        FrameworkWithPorts(FrameworkV7),
+        /// A framework with a group whose executors are being replaced
+        /// after an update ([`GroupRecord::fits_v5`]; appended: frameworks
+        /// without one keep the earlier layouts byte for byte).
+        FrameworkWithRollout(FrameworkRecord),
+    }
+
+    /// A framework record of the seventh format: groups of the fifth
+    /// layout (named ports, no rollout).
+    pub type FrameworkV7 = FrameworkOf<GroupV5>;
+
+    /// A group record of the fifth layout: the current spec, no rollout.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct GroupV5 {
+        spec: GroupSpec,
+        slots: Vec<SlotOutcome>,
+        retries_used: u32,
+        restarts: std::collections::BTreeMap<u32, super::SlotRestart>,
+    }
+
+    impl From<GroupV5> for GroupRecord {
+        fn from(GroupV5 { spec, slots, retries_used, restarts }: GroupV5) -> Self {
+            GroupRecord { spec, slots, retries_used, restarts, rollout: None }
+        }
+    }
+
+    impl From<GroupRecord> for GroupV5 {
+        /// Drops the rollout: only called for records that
+        /// [`GroupRecord::fits_v5`].
+        fn from(g: GroupRecord) -> Self {
+            GroupV5 {
+                spec: g.spec,
+                slots: g.slots,
+                retries_used: g.retries_used,
+                restarts: g.restarts,
+            }
+        }
     }
 
     /// A framework record of the sixth format: groups of the fourth layout
@@ -406,7 +484,7 @@ mod wire {
                 policy,
                 launch: Box::new(launch),
             };
-            GroupRecord { spec, slots, retries_used, restarts }
+            GroupRecord { spec, slots, retries_used, restarts, rollout: None }
         }
     }
 
@@ -530,7 +608,7 @@ mod wire {
 
     impl From<GroupV3> for GroupRecord {
         fn from(GroupV3 { spec, slots, retries_used, restarts }: GroupV3) -> Self {
-            GroupRecord { spec: spec.into(), slots, retries_used, restarts }
+            GroupRecord { spec: spec.into(), slots, retries_used, restarts, rollout: None }
         }
     }
 
@@ -560,7 +638,13 @@ mod wire {
 
     impl From<GroupV2> for GroupRecord {
         fn from(GroupV2 { spec, slots, retries_used }: GroupV2) -> Self {
-            GroupRecord { spec: spec.into(), slots, retries_used, restarts: Default::default() }
+            GroupRecord {
+                spec: spec.into(),
+                slots,
+                retries_used,
+                restarts: Default::default(),
+                rollout: None,
+            }
         }
     }
 
@@ -637,6 +721,7 @@ mod wire {
         fn from(g: GroupV1) -> Self {
             let GroupSpecV1 { group, slots, command, env, cores, memory_mb } = g.spec;
             GroupRecord {
+                rollout: Default::default(),
                 spec: GroupSpec {
                     group,
                     slots,
@@ -756,7 +841,8 @@ mod wire {
                 Record::FrameworkWithPolicies(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithRestarts(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithLaunch(f) => super::Record::Framework(f.into()),
-                Record::FrameworkWithPorts(f) => super::Record::Framework(f),
+                Record::FrameworkWithPorts(f) => super::Record::Framework(f.into()),
+                Record::FrameworkWithRollout(f) => super::Record::Framework(f),
             }
         }
     }
@@ -785,8 +871,11 @@ mod wire {
                 super::Record::Worker(WorkerRecord {
                     id, incarnation, cores, memory_mb, ..
                 }) => Record::Worker(WorkerV1 { id, incarnation, cores, memory_mb }),
+                super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v5) => {
+                    Record::FrameworkWithRollout(f)
+                }
                 super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v4) => {
-                    Record::FrameworkWithPorts(f)
+                    Record::FrameworkWithPorts(f.into())
                 }
                 super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v3) => {
                     Record::FrameworkWithLaunch(f.into())
@@ -897,6 +986,7 @@ mod tests {
     fn a_framework_with_a_group_policy_uses_an_appended_variant_and_round_trips() {
         use crate::policy::{Constraint, RestartMode};
         let group = |policy: crate::policy::GroupPolicy| GroupRecord {
+            rollout: Default::default(),
             spec: GroupSpec {
                 group: "web".into(),
                 slots: 2,

@@ -111,6 +111,10 @@ pub struct SubscriberConfig {
     /// clock stepped back ([`crate::host::next_instance_id`]). `None`: the
     /// instance id is the clock's alone.
     pub state_dir: Option<std::path::PathBuf>,
+    /// Declare the groups as updates with this `max_parallel` (`regent
+    /// run --update`; [`regent_core::subscriber::Config::update`]): a group
+    /// declared before with another spec is replaced slot by slot.
+    pub update: Option<u32>,
 }
 
 /// The default of `--connect-timeout`: how long a client tries to reach a
@@ -290,6 +294,7 @@ pub fn submit_node_config(cfg: &SubscriberConfig, instance: InstanceId) -> Confi
     );
     sub.framework = cfg.framework_id.clone().map(FrameworkId::new);
     sub.failover_timeout = Millis(cfg.failover_timeout.as_millis() as u64);
+    sub.update = cfg.update;
     let mut config = Config::new(sub);
     config.dial_timeout = Millis(DIAL_TIMEOUT.as_millis() as u64);
     config.connect_timeout = cfg.connect_timeout.map(|d| Millis(d.as_millis() as u64));

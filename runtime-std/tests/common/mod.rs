@@ -38,6 +38,7 @@ pub fn framework(id: &str, name: &str) -> Record {
         name: name.into(),
         failover_timeout_ms: 60_000,
         groups: vec![GroupRecord {
+            rollout: Default::default(),
             spec: GroupSpec {
                 group: "main".into(),
                 slots: 2,
@@ -143,6 +144,15 @@ pub fn framework_with_ports() -> Record {
     f.id = regent_core::FrameworkId::new("fw-4");
     f.name = "web".into();
     f.groups[0].spec.launch.ports = vec!["http".into(), "admin".into()];
+    Record::Framework(f)
+}
+
+/// A framework record whose group is being rolled to a new spec (`regent
+/// run --update`): the appended variant 12.
+pub fn framework_with_rollout() -> Record {
+    let Record::Framework(mut f) = framework_with_ports() else { unreachable!() };
+    f.groups[0].rollout =
+        Some(regent_core::store::Rollout { max_parallel: 2, before_epoch: 44, before_launch: 17 });
     Record::Framework(f)
 }
 
@@ -266,6 +276,17 @@ pub fn cases() -> Vec<Case> {
         files: ports.iter().map(file).collect(),
         sealing: Sealing::none(),
         expect: Ok((ports, vec![])),
+    });
+
+    // A framework whose group is being rolled to a new spec: the appended
+    // variant 12, variant 11 frozen.
+    let mut rollout = vec![Record::Epoch(Epoch(45)), framework_with_rollout()];
+    rollout.sort_by_key(Record::key);
+    cases.push(Case {
+        name: "rollout",
+        files: rollout.iter().map(file).collect(),
+        sealing: Sealing::none(),
+        expect: Ok((rollout, vec![])),
     });
 
     let cut = 20;

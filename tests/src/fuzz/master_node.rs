@@ -640,10 +640,16 @@ impl Harness {
                     return;
                 };
                 let (ex, fw) = (&self.executors, &self.frameworks);
-                let msg = match src.u8() % 6 {
+                let msg = match src.u8() % 7 {
                     0 | 1 => {
                         Message::DeclareGroup { request: u64::from(src.u8()), spec: sane_spec(src) }
                     }
+                    // A rolling update (max_parallel 0 is refused).
+                    5 => Message::UpdateGroup {
+                        request: u64::from(src.u8()),
+                        spec: sane_spec(src),
+                        max_parallel: u32::from(src.u8() % 4),
+                    },
                     2 => Message::DeclareGroup {
                         request: u64::from(src.u8()),
                         spec: gen::group_spec(src),
@@ -1076,6 +1082,7 @@ fn record(src: &mut Source, frameworks: &[FrameworkId]) -> Record {
                         })
                         .collect();
                     GroupRecord {
+                        rollout: Default::default(),
                         spec,
                         slots,
                         retries_used: gen::u32_peer(src, 10),

@@ -691,6 +691,18 @@ pub struct RunArgs {
     /// runs it once).
     #[arg(long, conflicts_with = "framework_id")]
     pub new: bool,
+    /// Replace the groups the file changes (command, environment,
+    /// resources, policy, launch options; not their count: `regent
+    /// scale`) in the live framework, slot by slot: each old executor is
+    /// stopped and its slot refilled with the new spec, at most
+    /// --max-parallel slots down at a time. Without it a changed group is
+    /// refused.
+    #[arg(long, conflicts_with = "new")]
+    pub update: bool,
+    /// With --update: how many slots of a group are replaced at once.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "update",
+          value_parser = clap::value_parser!(u32).range(1..=regent_core::limits::MAX_SLOTS_PER_GROUP as i64))]
+    pub max_parallel: u32,
 }
 
 /// `regent job ...`.

@@ -100,6 +100,7 @@ async fn submit_options(
     f: &FollowArgs,
 ) -> Result<regent_smol::submit::SubmitOptions, String> {
     Ok(regent_smol::submit::SubmitOptions {
+        update: Default::default(),
         cluster: common.cluster.clone(),
         masters: masters_of(common, &f.masters).await?,
         name: String::new(),
@@ -170,6 +171,7 @@ pub async fn submit(common: &Common, a: SubmitArgs) -> Result<ExitCode, String> 
 pub async fn run_job(common: &Common, a: RunArgs) -> Result<ExitCode, String> {
     let job = crate::job_file::load(&a.job)?;
     let mut opts = submit_options(common, &a.follow).await?;
+    opts.update = a.update.then_some(a.max_parallel);
     if opts.framework_id.is_none() && !a.new {
         let state = regent_smol::client::fetch_state_with(
             &opts.masters,
@@ -179,10 +181,17 @@ pub async fn run_job(common: &Common, a: RunArgs) -> Result<ExitCode, String> {
         )
         .await?;
         if let Some(id) = job.live_framework(&state).map_err(|e| e.to_string())? {
-            println!(
-                "job {:?} is live as framework {id}: following it (the same groups are adopted, a changed one is refused)",
-                job.name
-            );
+            if a.update {
+                println!(
+                    "job {:?} is live as framework {id}: updating it (changed groups are replaced, at most {} slot(s) at a time)",
+                    job.name, a.max_parallel
+                );
+            } else {
+                println!(
+                    "job {:?} is live as framework {id}: following it (the same groups are adopted, a changed one is refused)",
+                    job.name
+                );
+            }
             opts.framework_id = Some(id.as_str().to_owned());
         }
     }

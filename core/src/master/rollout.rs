@@ -1,0 +1,199 @@
+//! Rolling updates of a declared group (`Message::UpdateGroup`, `regent run
+//! --update`).
+//!
+//! * **Durable first.** The new spec and the rollout
+//!   ([`crate::store::Rollout`]: `max_parallel`, and the epoch and launch
+//!   number of the update) are written into the framework record; the
+//!   request is accepted, and old executors are stopped, only once that
+//!   write is durable (DESIGN rule 3). Every slot placed from then on runs
+//!   the new spec.
+//! * **Old from new by id.** An executor id ends in the epoch and launch
+//!   number it was launched at, so every leader (a new one after a failover
+//!   too) tells the executors launched before the update from those after
+//!   ([`crate::store::Rollout::predates`]).
+//! * **At most `max_parallel` slots down.** A slot of the group is down
+//!   while it waits for an executor, its executor is not RUNNING yet, or its
+//!   old executor is being stopped. While fewer than `max_parallel` are
+//!   down, the next old RUNNING executor (lowest slot first) is asked to
+//!   stop (SIGTERM, SIGKILL after the group's kill grace); its slot is
+//!   refilled with the new spec without charging a retry (as a drain's).
+//!   Slots that finished (a batch slot's exit 0, a kill) are left alone.
+//! * **Done** when no live executor of the group predates the update and
+//!   every open slot runs a new one: the rollout is cleared from the record.
+//!   Nothing is stopped while a new leader recovers (its workers' executors
+//!   are not all known yet).
+//! * A group's count is not changed by an update (`regent scale` does that):
+//!   an update changing it is refused, naming both counts. A spec equal to
+//!   the declared one is a declaration (accepted again, idempotently).
+
+use super::{Action, AfterWrite, Master};
+use crate::ids::{ConnId, ExecutorId, FrameworkId, WorkerId};
+use crate::limits;
+use crate::protocol::{ExecutorState, GroupSpec, Message};
+use crate::store::{Rollout, SlotOutcome};
+use crate::time::Millis;
+
+/// How long a stopped old executor may take to exit after SIGTERM when its
+/// group names no kill grace (the worker's own default).
+const DEFAULT_GRACE: Millis = Millis(3_000);
+
+impl Master {
+    /// `UpdateGroup` from a subscriber.
+    pub(super) fn update_group(
+        &mut self,
+        conn: ConnId,
+        request: u64,
+        spec: GroupSpec,
+        max_parallel: u32,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(id) = self.subscription_of(conn, request, out) else { return };
+        let refuse = |m: &Self, reason: String| m.refuse_request(conn, request, reason);
+        if max_parallel == 0 {
+            out.push(refuse(
+                self,
+                format!("update of group {:?}: max_parallel must be at least 1", spec.group),
+            ));
+            return;
+        }
+        let fw = self.frameworks.get(&id).expect("subscribed_framework checked");
+        let Some(gi) = fw.groups.iter().position(|g| g.record.spec.group == spec.group) else {
+            // Not declared yet: an update declares it.
+            return self.declare_group(conn, request, spec, out);
+        };
+        let g = &fw.groups[gi];
+        if g.record.spec == spec {
+            return self.declare_group(conn, request, spec, out);
+        }
+        if let Some(problem) = limits::group_spec_problem(&spec, limits::GroupKey::wire_name) {
+            out.push(refuse(self, problem.message(&spec.group)));
+            return;
+        }
+        if !g.declared_durably() {
+            let reason = format!(
+                "group {:?} is still being declared; update it once that is done (nothing was changed)",
+                spec.group
+            );
+            out.push(refuse(self, reason));
+            return;
+        }
+        if spec.slots != g.record.spec.slots {
+            let reason = format!(
+                "an update does not change a group's count (group {:?}: {} -> {}); scale it with `regent scale {id} {} {}` (nothing was changed)",
+                spec.group, g.record.spec.slots, spec.slots, spec.group, spec.slots
+            );
+            out.push(refuse(self, reason));
+            return;
+        }
+        // Conservative: the new spec counted as one more group.
+        if let Some(reason) = self.record_limit(&id, &spec) {
+            out.push(refuse(self, reason));
+            return;
+        }
+        let rollout = Rollout {
+            max_parallel,
+            before_epoch: self.epoch.0,
+            before_launch: self.next_launch + 1,
+        };
+        let group = spec.group.clone();
+        let fw = self.frameworks.get_mut(&id).expect("checked above");
+        let g = &mut fw.groups[gi];
+        g.record.spec = spec;
+        g.record.rollout = Some(rollout);
+        // Stops nothing until the write is durable.
+        g.rolling = false;
+        let then = vec![
+            AfterWrite::Rolling { framework: id.clone(), group },
+            AfterWrite::Accept { conn, request },
+            AfterWrite::Place,
+        ];
+        self.persist_framework(&id, then, out);
+    }
+
+    /// Goes on with every durable rollout: stops the next old executors of
+    /// each rolling group while fewer than its `max_parallel` slots are down,
+    /// and clears the rollouts that are done. Called after every event but
+    /// heartbeats (it looks at the rolling groups only).
+    pub(super) fn roll(&mut self, out: &mut Vec<Action>) {
+        // Not while recovering: executors the workers have not reported yet
+        // would look like slots without one.
+        if self.status() != super::Status::Alive {
+            return;
+        }
+        let rolling: Vec<(FrameworkId, usize)> = self
+            .frameworks
+            .iter()
+            .flat_map(|(id, f)| {
+                f.groups
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, g)| g.rolling && g.record.rollout.is_some())
+                    .map(move |(gi, _)| (id.clone(), gi))
+            })
+            .collect();
+        for (id, gi) in rolling {
+            self.roll_group(&id, gi, out);
+        }
+    }
+
+    fn roll_group(&mut self, id: &FrameworkId, gi: usize, out: &mut Vec<Action>) {
+        let g = &self.frameworks[id].groups[gi];
+        let Some(rollout) = g.record.rollout else { return };
+        let mut down = 0u32;
+        let mut old_live = 0u32;
+        let mut to_stop: Vec<(ExecutorId, WorkerId)> = Vec::new();
+        let placeable = g.placeable_slots() as usize;
+        for (slot, outcome) in g.record.slots.iter().enumerate().take(placeable) {
+            if *outcome != SlotOutcome::Pending {
+                continue;
+            }
+            let e = g.current.get(slot).cloned().flatten().and_then(|x| self.executors.get(&x));
+            let Some(e) = e.filter(|e| !e.state.is_terminal()) else {
+                down += 1;
+                continue;
+            };
+            let old = rollout.predates(&e.id);
+            old_live += u32::from(old);
+            if old && e.operator_stop {
+                down += 1;
+            } else if old && e.state == ExecutorState::Running {
+                to_stop.push((e.id.clone(), e.worker.clone()));
+            } else if e.state != ExecutorState::Running {
+                down += 1;
+            }
+        }
+        // Old executors outside the current slots (a slot refilled while an
+        // earlier executor of it still ran) count until they end.
+        old_live = old_live.max(
+            self.executors
+                .of_framework(id)
+                .filter(|e| e.group == g.record.spec.group && !e.state.is_terminal())
+                .filter(|e| rollout.predates(&e.id))
+                .count() as u32,
+        );
+        let grace = g.record.spec.launch.kill_grace_ms.map_or(DEFAULT_GRACE, Millis);
+        // Done once nothing old runs and every open slot runs a new
+        // executor (an old one on a worker that has not reported yet would
+        // show up as a slot without one).
+        if old_live == 0 && down == 0 {
+            let fw = self.frameworks.get_mut(id).expect("rolling groups are of live frameworks");
+            let g = &mut fw.groups[gi];
+            g.record.rollout = None;
+            g.rolling = false;
+            self.persist_framework(id, Vec::new(), out);
+            return;
+        }
+        let budget = rollout.max_parallel.saturating_sub(down) as usize;
+        for (executor, worker) in to_stop.into_iter().take(budget) {
+            let Some(conn) = self.workers.entries.get(&worker).and_then(|w| w.conn) else {
+                // Stopped once its worker is connected again.
+                continue;
+            };
+            if let Some(mut x) = self.executors.get_mut(&executor) {
+                x.stop_by_operator();
+            }
+            let msg = Message::StopExecutorOnWorker { epoch: self.epoch, executor, grace };
+            out.push(Action::Send { conn, msg });
+        }
+    }
+}
