@@ -119,7 +119,7 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
     let mut d = Pump {
         clock: crate::RuntimeClock::start(),
         node: WorkerNode::new(config),
-        supervisor: Arc::new(supervisor),
+        supervisor,
         net: opts.net.clone(),
         insecure: opts.insecure,
         conns: HashMap::new(),

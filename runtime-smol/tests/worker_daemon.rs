@@ -196,6 +196,7 @@ fn registration(msg: &Message) -> Option<&RegisterWorker> {
 
 fn options(master: &Addr, work_dir: &Path) -> WorkerOptions {
     WorkerOptions {
+        gc: Default::default(),
         cluster: CLUSTER.to_owned(),
         masters: vec![master.clone()],
         cores: 2,

@@ -554,6 +554,9 @@ pub struct WorkerConfig {
     /// The host executors' ports are reached at (`--host`; default:
     /// [`executor_host`]).
     pub host: Option<String>,
+    /// When ended executors' directories are removed
+    /// (`--work-dir-ttl`, `--work-dir-max-used`; [`crate::exec::gc`]).
+    pub gc: crate::exec::gc::GcPolicy,
     /// The program every executor runs under as its shim
     /// ([`crate::exec::shim`]; the `regent` binary, normally
     /// `std::env::current_exe()`), so a re-adopted executor's end is known.
@@ -606,8 +609,9 @@ fn all_loopback(masters: &[Addr]) -> bool {
 #[derive(Debug)]
 pub struct PreparedWorker {
     /// The executor supervisor; its events go to the sink given to
-    /// [`prepare_worker`].
-    pub supervisor: Supervisor,
+    /// [`prepare_worker`]. Its work directory is cleaned by a thread of
+    /// its own ([`spawn_work_dir_gc`]) while it lives.
+    pub supervisor: Arc<Supervisor>,
     /// Process groups a previous process of this worker left (adopted,
     /// killed, ended or left alone).
     pub left_behind: Vec<LeftBehind>,
@@ -680,7 +684,38 @@ pub fn prepare_worker(
         work_dir = %cfg.work_dir.display(),
         "worker starting"
     );
+    let supervisor = Arc::new(supervisor);
+    spawn_work_dir_gc(&supervisor, cfg.gc);
     Ok(PreparedWorker { supervisor, left_behind, id, config })
+}
+
+/// Cleans `supervisor`'s work directory by `policy` on a thread of its
+/// own ([`Supervisor::collect_garbage`]), first at once and then every
+/// quarter of the time to live (at least every 10 minutes, at most every
+/// second), until the supervisor is dropped.
+pub fn spawn_work_dir_gc(supervisor: &Arc<Supervisor>, policy: crate::exec::gc::GcPolicy) {
+    let weak = Arc::downgrade(supervisor);
+    let every = (policy.ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(600));
+    let spawned = std::thread::Builder::new().name("regent-work-dir-gc".into()).spawn(move || {
+        // Checks often whether the supervisor is gone, sleeps `every` in all.
+        let tick = every.min(Duration::from_millis(500));
+        let mut waited = every;
+        loop {
+            if waited >= every {
+                let Some(sup) = weak.upgrade() else { return };
+                let _ = sup.collect_garbage(policy, std::time::SystemTime::now());
+                waited = Duration::ZERO;
+            }
+            std::thread::sleep(tick);
+            waited += tick;
+            if weak.strong_count() == 0 {
+                return;
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "cannot start the work directory's cleaning thread; ended executors' directories stay");
+    }
 }
 
 /// The master machine's settings from a daemon's flags: the worker timeout,

@@ -29,6 +29,7 @@ fn master(recovery: Recovery, listen: &str) -> MasterHandle {
 
 fn worker(master: &str, dir: &Path, id: &str) -> WorkerHandle {
     spawn_worker(WorkerConfig {
+        gc: Default::default(),
         cluster: "regent".into(),
         masters: vec![Addr::new(master)],
         cores: 4,

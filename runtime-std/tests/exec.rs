@@ -909,3 +909,55 @@ fn damaged_and_torn_records_are_set_aside() {
     names.sort();
     assert_eq!(names, ["x.rec.corrupt"]);
 }
+
+/// Sets the modification time of `dir` and the files in it `age` back.
+fn backdate(dir: &Path, age: Duration) {
+    let when = std::time::SystemTime::now() - age;
+    let mut paths = vec![dir.to_path_buf()];
+    paths.extend(std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()));
+    for p in paths {
+        let f = std::fs::File::open(&p).unwrap();
+        f.set_times(std::fs::FileTimes::new().set_modified(when)).unwrap();
+    }
+}
+
+#[test]
+fn the_work_dir_gc_removes_ended_executors_past_the_ttl_never_a_running_or_recorded_one() {
+    use regent_std::exec::gc::GcPolicy;
+    let dir = tempfile::tempdir().unwrap();
+    let (sup, rx) = supervisor(dir.path());
+    let _ = started(launch(&sup, spec("ended", &["sh", "-c", "echo done"])));
+    expect_state(&rx, "ended", ExecutorState::Running);
+    expect_state(&rx, "ended", ExecutorState::Exited { code: 0 });
+    let pid = started(launch(&sup, spec("running", &["sleep", "1000"])));
+    expect_state(&rx, "running", ExecutorState::Running);
+    // A record of an executor a previous process left (re-adoptable).
+    write_record(dir.path(), "recorded", 999_999, None, None);
+    std::fs::create_dir_all(sup.executor_dir(&ExecutorId::new("recorded"))).unwrap();
+    let young = sup.executor_dir(&ExecutorId::new("young"));
+    std::fs::create_dir_all(&young).unwrap();
+    std::fs::write(young.join("stdout"), "x").unwrap();
+    let week = Duration::from_secs(8 * 24 * 3600);
+    for id in ["ended", "running", "recorded"] {
+        backdate(&sup.executor_dir(&ExecutorId::new(id)), week);
+    }
+    let report = sup.collect_garbage(GcPolicy::default(), std::time::SystemTime::now());
+    let removed: Vec<_> = report.removed.iter().map(|(p, _)| p.clone()).collect();
+    assert_eq!(removed, vec![sup.executor_dir(&ExecutorId::new("ended"))], "{report:?}");
+    assert!(report.removed[0].1.contains("ttl 604800 s"), "{report:?}");
+    assert!(sup.executor_dir(&ExecutorId::new("running")).join("stdout").exists());
+    assert!(sup.executor_dir(&ExecutorId::new("recorded")).exists(), "a recorded one stays");
+    assert!(young.exists(), "younger than the ttl");
+    // Under disk pressure ended ones go oldest first, whatever their age
+    // beyond a minute; the running one still stays.
+    backdate(&young, Duration::from_secs(3600));
+    let full = GcPolicy { max_used_pct: 1, ..GcPolicy::default() };
+    let report = sup.collect_garbage(full, std::time::SystemTime::now());
+    if regent_std::exec::gc::used_pct(dir.path()).is_some_and(|u| u > 1) {
+        assert_eq!(report.removed.len(), 1, "{report:?}");
+        assert!(report.removed[0].1.contains("% full"), "{report:?}");
+        assert!(!young.exists());
+    }
+    assert!(sup.executor_dir(&ExecutorId::new("running")).exists());
+    assert!(!is_gone(pid));
+}

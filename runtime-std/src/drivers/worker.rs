@@ -117,7 +117,7 @@ pub fn spawn_worker(cfg: WorkerConfig) -> Result<WorkerHandle, DriverError> {
         clock: RuntimeClock::start(),
         node,
         status: status.clone(),
-        supervisor: Arc::new(supervisor),
+        supervisor,
         net: cfg.net.clone(),
         insecure: cfg.insecure,
         conns: HashMap::new(),

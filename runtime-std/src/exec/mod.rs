@@ -99,6 +99,7 @@
 //! stop them on shutdown (adopted ones too).
 
 pub mod artifacts;
+pub mod gc;
 mod launch;
 pub mod logs;
 pub mod names;

@@ -546,6 +546,18 @@ pub struct WorkerArgs {
     /// is on loopback, else this machine's host name).
     #[arg(long, env = "REGENT_HOST")]
     pub host: Option<String>,
+    /// How long the directory of an executor that ended (its output
+    /// included) is kept after it last changed (`7d`, `12h`); then it is
+    /// removed. Never a running or re-adoptable executor's.
+    #[arg(long, env = "REGENT_WORK_DIR_TTL", value_name = "DURATION", default_value = "7d",
+          value_parser = parse_duration_ms)]
+    pub work_dir_ttl: u64,
+    /// While the work directory's file system is fuller than this percent,
+    /// ended executors' directories are removed, oldest first (100: never
+    /// for space).
+    #[arg(long, env = "REGENT_WORK_DIR_MAX_USED", value_name = "PERCENT", default_value_t = 90,
+          value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub work_dir_max_used: u8,
 }
 
 /// `--ports 20000-20999,8080`, parsed and checked.
