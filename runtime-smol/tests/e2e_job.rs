@@ -91,7 +91,7 @@ fn validate_checks_a_job_file_offline() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("served.toml:15:1: group \"mappers\": port name \"Http\" must be"),
+        stderr.contains("served.toml:15:1: group \"mappers\": ports: port name \"Http\" must be"),
         "{stderr}"
     );
 }
