@@ -529,7 +529,14 @@ impl World {
                 }
                 SubP {
                     p: Proc::default(),
-                    node: new_sub(i, InstanceId((i as u64 + 1) << 32), None, cfg.masters, seed),
+                    node: new_sub(
+                        i,
+                        InstanceId((i as u64 + 1) << 32),
+                        None,
+                        cfg.masters,
+                        seed,
+                        None,
+                    ),
                     framework: None,
                     exited: None,
                     view: BTreeMap::new(),
@@ -1055,7 +1062,17 @@ impl World {
             Node::Sub(i) => {
                 let instance = InstanceId(self.process_id(node, ((i as u64 + 1) << 32) | gen));
                 let sp = &mut self.subs[i];
-                sp.node = new_sub(i, instance, sp.framework.clone(), n_masters, seed);
+                // Some restarted subscribers bring a changed first group and
+                // roll it out (`regent run --update`), one or two slots at
+                // a time, decided by the seed.
+                let draw =
+                    seed ^ (i as u64).wrapping_mul(0x9e37_79b9) ^ gen.wrapping_mul(0x85eb_ca6b);
+                let update = sp.framework.is_some() && draw.is_multiple_of(3);
+                if update {
+                    sp.specs[0].command = vec!["run".into(), format!("job-{i}"), format!("v{gen}")];
+                }
+                let max_parallel = update.then_some(1 + (gen % 2) as u32);
+                sp.node = new_sub(i, instance, sp.framework.clone(), n_masters, seed, max_parallel);
                 sp.exited = None;
                 sp.view.clear();
                 let specs = sp.specs.clone();
@@ -2443,6 +2460,7 @@ fn new_sub(
     framework: Option<Fid>,
     masters: usize,
     seed: u64,
+    update: Option<u32>,
 ) -> SubmitNode {
     let mut c = subscriber::Config::new(
         CLUSTER,
@@ -2452,6 +2470,7 @@ fn new_sub(
     );
     c.framework = framework;
     c.seed = seed;
+    c.update = update;
     let mut config = snode::Config::new(c);
     config.dial_timeout = CONNECT_TIMEOUT;
     SubmitNode::new(config)
