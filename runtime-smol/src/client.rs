@@ -541,7 +541,7 @@ pub fn render_table(state: &ClusterState) -> String {
 
     out.push_str(&format!("\nEXECUTORS ({})\n", state.executors.len()));
     out.push_str(&table(
-        &["ID", "FRAMEWORK", "WORKER", "STATE"],
+        &["ID", "FRAMEWORK", "WORKER", "STATE", "PORTS"],
         state
             .executors
             .iter()
@@ -556,6 +556,11 @@ pub fn render_table(state: &ClusterState) -> String {
                     e.framework.to_string(),
                     e.worker.as_ref().map(|w| w.to_string()).unwrap_or_else(|| "-".into()),
                     st,
+                    if e.ports.is_empty() {
+                        "-".into()
+                    } else {
+                        regent_core::ports::describe(&e.ports)
+                    },
                 ]
             })
             .collect(),

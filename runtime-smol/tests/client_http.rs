@@ -365,6 +365,12 @@ fn render_table_lists_master_workers_frameworks_and_executors() {
     ] {
         assert!(table.contains(needle), "{needle:?} missing from\n{table}");
     }
+    // An executor's named ports are listed with it.
+    let mut served = sample_state("m1", "ALIVE", 7);
+    served.executors[0].ports = vec![("http".into(), 20000), ("admin".into(), 20001)];
+    let table = render_table(&served);
+    assert!(table.contains("PORTS"), "{table}");
+    assert!(table.contains("http=20000 admin=20001"), "{table}");
     let mut empty = sample_state("m2", "STANDBY", 1);
     empty.leader = None;
     empty.workers.clear();
