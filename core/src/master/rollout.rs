@@ -140,7 +140,6 @@ impl Master {
         let g = &self.frameworks[id].groups[gi];
         let Some(rollout) = g.record.rollout else { return };
         let mut down = 0u32;
-        let mut old_live = 0u32;
         let mut to_stop: Vec<(ExecutorId, WorkerId)> = Vec::new();
         let placeable = g.placeable_slots() as usize;
         for (slot, outcome) in g.record.slots.iter().enumerate().take(placeable) {
@@ -153,7 +152,6 @@ impl Master {
                 continue;
             };
             let old = rollout.predates(&e.id);
-            old_live += u32::from(old);
             if old && e.operator_stop {
                 down += 1;
             } else if old && e.state == ExecutorState::Running {
@@ -162,20 +160,18 @@ impl Master {
                 down += 1;
             }
         }
-        // Old executors outside the current slots (a slot refilled while an
-        // earlier executor of it still ran) count until they end.
-        old_live = old_live.max(
-            self.executors
-                .of_framework(id)
-                .filter(|e| e.group == g.record.spec.group && !e.state.is_terminal())
-                .filter(|e| rollout.predates(&e.id))
-                .count() as u32,
-        );
+        // Every live old executor of the group, in a current slot or not (a
+        // slot refilled while an earlier executor of it still ran).
+        let old_live = self
+            .executors
+            .of_framework(id)
+            .filter(|e| e.group == g.record.spec.group && !e.state.is_terminal())
+            .any(|e| rollout.predates(&e.id));
         let grace = g.record.spec.launch.kill_grace_ms.map_or(DEFAULT_GRACE, Millis);
         // Done once nothing old runs and every open slot runs a new
         // executor (an old one on a worker that has not reported yet would
         // show up as a slot without one).
-        if old_live == 0 && down == 0 {
+        if !old_live && down == 0 {
             let fw = self.frameworks.get_mut(id).expect("rolling groups are of live frameworks");
             let g = &mut fw.groups[gi];
             g.record.rollout = None;
