@@ -207,8 +207,28 @@ impl LaunchSpec {
     }
 }
 
+/// How the reason of an executor the kernel killed for reaching its memory
+/// limit begins (`out of memory: limit 64 MiB, peak 64 MiB`, written by a
+/// worker that enforces limits with cgroups): a `Failed` state with such a
+/// reason is an out-of-memory kill, not a crash ([`is_out_of_memory`]).
+pub const OUT_OF_MEMORY: &str = "out of memory";
+
+/// Whether a `Failed` reason reports an out-of-memory kill
+/// ([`OUT_OF_MEMORY`]).
+pub fn is_out_of_memory(reason: &str) -> bool {
+    reason.strip_prefix(OUT_OF_MEMORY).is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn out_of_memory_reasons_are_recognised() {
+        assert!(super::is_out_of_memory("out of memory: limit 64 MiB, peak 64 MiB"));
+        assert!(super::is_out_of_memory("out of memory"));
+        assert!(!super::is_out_of_memory("out of memoryless: x"));
+        assert!(!super::is_out_of_memory("cannot start \"x\": out of memory"));
+    }
+
     use super::*;
 
     fn artifact(source: &str) -> Artifact {

@@ -327,3 +327,25 @@ fn a_group_without_a_policy_keeps_the_shared_budget_and_no_wait() {
     assert!(slot_failed(&sends).unwrap().contains("the group's 1 retries are used up"));
     assert!(m.frameworks().next().unwrap().groups[0].record.restarts.is_empty());
 }
+
+#[test]
+fn an_out_of_memory_kill_is_counted_and_retried_like_any_failure() {
+    let (mut m, x) = cluster(restart(RestartMode::Batch, Some(2), 1_000));
+    let now = Millis(10);
+    let reason = "out of memory: limit 32 MiB, peak 32 MiB".to_owned();
+    let sends = report(&mut m, now, &x, ExecutorState::Failed { reason });
+    assert!(slot_failed(&sends).is_none(), "one failure of two allowed retries: {sends:?}");
+    assert_eq!(m.metrics().out_of_memory_kills, 1);
+    let g = &m.state().frameworks[0].groups[0];
+    assert_eq!(
+        g.last_end.as_deref(),
+        Some("slot 0: failed: out of memory: limit 32 MiB, peak 32 MiB"),
+        "the reason is shown with the slot"
+    );
+    assert_eq!(restart_due(&m), Some(now + Millis(1_000)), "retried after its backoff");
+    // A crash is not an out-of-memory kill.
+    let sends = restart_timer(&mut m, now + Millis(1_000));
+    let x = launches(&sends)[0].clone();
+    let _ = report(&mut m, now + Millis(1_100), &x, ExecutorState::Exited { code: 137 });
+    assert_eq!(m.metrics().out_of_memory_kills, 1);
+}

@@ -77,6 +77,8 @@ pub async fn run_demo(executor_shim: Option<std::path::PathBuf>) -> Result<(), S
     for i in 1..=3 {
         let opts = WorkerOptions {
             gc: Default::default(),
+            isolation: Default::default(),
+            executor_logs: Default::default(),
             cluster: "demo".into(),
             masters: masters.clone(),
             cores: 2,

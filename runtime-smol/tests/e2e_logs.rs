@@ -422,3 +422,119 @@ fn logs_follow_survives_a_leader_failover() {
     let st = leader_state(next).expect("the new leader answers");
     assert!(executor_of(&st, "ticker", &["EXITED"]).is_ok(), "it ended: {st}");
 }
+
+/// The on-disk bytes of `stream` (`stdout`, `stdout.1`, ...) of every
+/// executor under `work`.
+fn output_bytes_on_disk(work: &std::path::Path, stream: &str) -> u64 {
+    let mut total = 0;
+    for exec in std::fs::read_dir(work.join("executors")).into_iter().flatten().flatten() {
+        for f in std::fs::read_dir(exec.path()).into_iter().flatten().flatten() {
+            let name = f.file_name().to_string_lossy().into_owned();
+            let numbered = name.strip_prefix(stream).is_some_and(|rest| {
+                rest.is_empty() || rest[1..].chars().all(|c| c.is_ascii_digit())
+            });
+            if numbered && (name == stream || name.as_bytes().get(stream.len()) == Some(&b'.')) {
+                total += f.metadata().map(|m| m.len()).unwrap_or(0);
+            }
+        }
+    }
+    total
+}
+
+/// A master and a worker `w1` whose executors' output rotates at
+/// `max_bytes` into `files` files, with a cluster secret.
+struct Rotating {
+    cluster: Cluster,
+    secret: String,
+    masters: String,
+    spec: MasterSpec,
+    _procs: Vec<support::cluster::Proc>,
+}
+
+impl Rotating {
+    fn start(name: &str, max_bytes: &str, files: &str) -> Rotating {
+        let cluster = Cluster::new(name);
+        let secret = secret_file(&cluster);
+        let spec = MasterSpec::new("m1", &["--recovery", "none", "--secret-file", &secret]);
+        let masters = spec.addr();
+        let master = cluster.master(&spec);
+        let flags = [
+            "--secret-file",
+            &secret,
+            "--executor-log-max-bytes",
+            max_bytes,
+            "--executor-log-files",
+            files,
+        ];
+        let worker = cluster.worker("w1", std::slice::from_ref(&masters), 2, 512, &flags);
+        let r = Rotating { cluster, secret, masters, spec, _procs: vec![master, worker] };
+        wait_for(BOUND, "the worker ALIVE", || alive_with_workers(&r.state()?, &["w1"]));
+        r
+    }
+
+    fn state(&self) -> Result<Value, String> {
+        api_state(&self.spec.http_addr()).ok_or_else(|| "the master does not answer".to_owned())
+    }
+}
+
+#[test]
+fn three_hundred_mib_of_output_leave_at_most_files_times_max_bytes_and_logs_has_the_newest() {
+    let r = Rotating::start("logs-rotate", "1048576", "3");
+    let (c, secret, masters) = (&r.cluster, &r.secret, &r.masters);
+    let state = || r.state();
+    let script = "head -c 314572800 /dev/zero | tr '\\000' x; echo; echo err-end >&2; echo THE-END";
+    let opts = ["--name", "chatty", "--executors", "1", "--cores", "1", "--memory", "64"];
+    let mut submit = c.submit(
+        "app",
+        std::slice::from_ref(masters),
+        &[&opts[..], &["--secret-file", secret]].concat(),
+        &["sh", "-c", script],
+    );
+    assert!(submit.wait_exit(BOUND * 3).success(), "the application succeeds: {}", submit.stderr());
+    let executor =
+        wait_for(BOUND, "the executor EXITED", || executor_of(&state()?, "chatty", &["EXITED"]));
+    let on_disk = output_bytes_on_disk(&c.work_dir("w1"), "stdout");
+    assert!(on_disk <= 3 * 1048576, "{on_disk} bytes of stdout on disk, at most 3 × 1 MiB");
+    assert!(on_disk >= 2 * 1048576, "{on_disk} bytes: the kept files are full ones");
+    let out = logs(c, secret, masters, &[&executor, "--tail-bytes", "20"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.stdout, b"xxxxxxxxxxx\nTHE-END\n".to_vec(), "the newest 20 bytes");
+    let err = logs(c, secret, masters, &[&executor, "--stderr"]);
+    assert_eq!(String::from_utf8_lossy(&err.stdout), "err-end\n");
+}
+
+#[test]
+fn logs_follow_goes_on_across_rotations() {
+    let r = Rotating::start("logs-follow-rotate", "400", "5");
+    let (c, secret, masters) = (&r.cluster, &r.secret, &r.masters);
+    let state = || r.state();
+    // 40 lines of 50 bytes, one every 150 ms: the 400-byte files rotate
+    // four times while the follower reads.
+    let line = "0123456789012345678901234567890123456789";
+    let script = format!("for i in $(seq 100 139); do echo tick-$i-{line}; sleep 0.15; done");
+    let opts = ["--name", "ticker", "--executors", "1", "--cores", "1", "--memory", "64"];
+    let _submit = c.submit(
+        "ticker",
+        std::slice::from_ref(masters),
+        &[&opts[..], &["--secret-file", secret]].concat(),
+        &["sh", "-c", &script],
+    );
+    let executor =
+        wait_for(BOUND, "the executor RUNNING", || executor_of(&state()?, "ticker", &["RUNNING"]));
+    let mut follow = c.spawn(
+        "follow",
+        support::cluster::Kind::Other,
+        &["--secret-file", secret, "logs", "--masters", masters, "--follow", &executor],
+    );
+    let status = follow.wait_exit(BOUND);
+    assert!(status.success(), "regent logs --follow exits 0: {}", follow.stderr());
+    let expected: String = (100..140).map(|i| format!("tick-{i}-{line}\n")).collect();
+    assert_eq!(follow.stdout(), expected, "every line once, in order, across the rotations");
+    assert!(c
+        .work_dir("w1")
+        .join("executors")
+        .read_dir()
+        .unwrap()
+        .flatten()
+        .any(|e| e.path().join("stdout.4").exists()));
+}

@@ -197,6 +197,8 @@ fn registration(msg: &Message) -> Option<&RegisterWorker> {
 fn options(master: &Addr, work_dir: &Path) -> WorkerOptions {
     WorkerOptions {
         gc: Default::default(),
+        isolation: Default::default(),
+        executor_logs: Default::default(),
         cluster: CLUSTER.to_owned(),
         masters: vec![master.clone()],
         cores: 2,

@@ -209,6 +209,9 @@ pub enum HostError {
     /// The port ranges offered break a rule of [`regent_core::ports`].
     #[error("--ports: {0}")]
     BadPorts(regent_core::ports::PortsProblem),
+    /// The executors' cgroups cannot be made (`--isolation`).
+    #[error("cannot isolate executors with cgroups: {0}")]
+    Isolation(#[from] crate::exec::cgroup::CgroupError),
     /// The executor supervisor could not take the work directory.
     #[error("cannot supervise executors in {}: {source}", dir.display())]
     Supervise {
@@ -557,6 +560,13 @@ pub struct WorkerConfig {
     /// When ended executors' directories are removed
     /// (`--work-dir-ttl`, `--work-dir-max-used`; [`crate::exec::gc`]).
     pub gc: crate::exec::gc::GcPolicy,
+    /// How executors' limits are enforced (`--isolation`; cgroups when
+    /// the host offers them: [`crate::exec::cgroup`]).
+    pub isolation: crate::exec::cgroup::IsolationConfig,
+    /// How executors' stdout and stderr are rotated
+    /// (`--executor-log-max-bytes`, `--executor-log-files`;
+    /// [`crate::exec::rotate`]).
+    pub executor_logs: crate::exec::rotate::Rotation,
     /// The program every executor runs under as its shim
     /// ([`crate::exec::shim`]; the `regent` binary, normally
     /// `std::env::current_exe()`), so a re-adopted executor's end is known.
@@ -653,6 +663,7 @@ pub fn prepare_worker(
     }
     sup_cfg.shim = cfg.executor_shim.clone();
     sup_cfg.artifact_cache_bytes = cfg.artifact_cache_bytes;
+    sup_cfg.log_rotation = Some(cfg.executor_logs);
     let (supervisor, left_behind) = Supervisor::with_config(sup_cfg, sink)
         .map_err(|source| HostError::Supervise { dir: cfg.work_dir.clone(), source })?;
     // Under the supervisor's lock: no other worker races for the id file.
@@ -684,9 +695,39 @@ pub fn prepare_worker(
         work_dir = %cfg.work_dir.display(),
         "worker starting"
     );
+    isolate(&supervisor, cfg, &id)?;
     let supervisor = Arc::new(supervisor);
     spawn_work_dir_gc(&supervisor, cfg.gc);
     Ok(PreparedWorker { supervisor, left_behind, id, config })
+}
+
+/// Enforces executors' limits with cgroups as `cfg.isolation` says
+/// ([`crate::exec::cgroup`]), or says clearly in the log that they are
+/// accounted only.
+fn isolate(supervisor: &Supervisor, cfg: &WorkerConfig, id: &str) -> Result<(), HostError> {
+    use crate::exec::cgroup::{self, Cgroups, IsolationMode};
+    let name = cgroup::worker_cgroup_name(id, &cfg.work_dir);
+    match Cgroups::open(&cfg.isolation, &name)? {
+        Some(cg) => {
+            tracing::info!(
+                isolation = %cg.offered(),
+                parents = ?cg.parents(),
+                pids_max = cg.pids_max(),
+                "executors' memory, cpu and process limits are enforced with cgroups"
+            );
+            // A fresh supervisor: its cgroups were never set.
+            let _ = supervisor.isolate(cg);
+        }
+        None if cfg.isolation.mode == IsolationMode::None => tracing::warn!(
+            "--isolation none: executors' cores and memory are accounted only, not enforced"
+        ),
+        None => tracing::warn!(
+            root = %cfg.isolation.root.display(),
+            "no cgroup file system here: executors' cores and memory are accounted only, not \
+             enforced"
+        ),
+    }
+    Ok(())
 }
 
 /// Cleans `supervisor`'s work directory by `policy` on a thread of its

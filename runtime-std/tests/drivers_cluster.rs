@@ -30,6 +30,8 @@ fn master(recovery: Recovery, listen: &str) -> MasterHandle {
 fn worker(master: &str, dir: &Path, id: &str) -> WorkerHandle {
     spawn_worker(WorkerConfig {
         gc: Default::default(),
+        isolation: Default::default(),
+        executor_logs: Default::default(),
         cluster: "regent".into(),
         masters: vec![Addr::new(master)],
         cores: 4,

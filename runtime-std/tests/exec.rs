@@ -6,6 +6,9 @@
 //! time, no boot id, a leader that left its group). Every wait is bounded
 //! by a deadline; every process a test starts is killed before it ends.
 
+mod harness;
+
+use harness::Guarded;
 use regent_core::protocol::{ExecutorSpec, ExecutorState};
 use regent_core::{ExecutorId, FrameworkId};
 use regent_std::exec::record::{self, Record};
@@ -22,23 +25,6 @@ use std::time::{Duration, Instant};
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
-/// A supervisor that kills its executors when the test ends, even when it
-/// fails.
-struct Guarded(Supervisor);
-
-impl std::ops::Deref for Guarded {
-    type Target = Supervisor;
-    fn deref(&self) -> &Supervisor {
-        &self.0
-    }
-}
-
-impl Drop for Guarded {
-    fn drop(&mut self) {
-        self.0.kill_all();
-    }
-}
-
 fn supervisor(dir: &Path) -> (Guarded, Receiver<ExecEvent>) {
     supervisor_with(SupervisorConfig::new(dir))
 }
@@ -50,7 +36,7 @@ fn supervisor_with(config: SupervisorConfig) -> (Guarded, Receiver<ExecEvent>) {
     })
     .expect("supervisor");
     assert!(left.is_empty(), "nothing left behind in a fresh dir: {left:?}");
-    (Guarded(sup), rx)
+    (Guarded::new(sup), rx)
 }
 
 /// An executor of framework `fw-1` and what it runs.
@@ -646,7 +632,7 @@ fn groups_left_by_a_killed_supervisor_are_adopted_and_their_end_is_seen() {
             panic!("{e}");
         }
     };
-    let sup = Guarded(sup);
+    let sup = Guarded::new(sup);
     assert_eq!(left.len(), 1, "{left:?}");
     assert_eq!(left[0].outcome, LeftBehindOutcome::Adopted);
     assert!(!is_gone(leader) && !is_gone(grandchild), "adoption kills nothing");
@@ -883,7 +869,7 @@ fn an_adopted_group_that_exits_by_itself_is_reported_lost() {
         let _ = tx.send(e);
     })
     .unwrap();
-    let sup = Guarded(sup);
+    let sup = Guarded::new(sup);
     assert_eq!(left[0].outcome, LeftBehindOutcome::Adopted, "{left:?}");
     assert_eq!((left[0].cores, left[0].memory_mb), (1, 64));
     // Its zombie (our child here) counts as ended.

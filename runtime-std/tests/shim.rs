@@ -13,6 +13,9 @@
 //! after the other. Every wait is bounded; every process a test starts is
 //! killed before it ends.
 
+mod harness;
+
+use harness::Guarded;
 use regent_core::protocol::{ExecutorSpec, ExecutorState};
 use regent_core::{ExecutorId, FrameworkId};
 use regent_std::exec::shim::{self, ShimArgs, ShimStatus};
@@ -28,13 +31,12 @@ use std::time::{Duration, Instant};
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
-type Test = (&'static str, fn());
-
-const TESTS: &[Test] = &[
+const TESTS: &[harness::Test] = &[
     ("status_files_round_trip_and_torn_ones_do_not_parse", status_files_round_trip),
     ("shim_arguments_parse_and_bad_ones_are_named", shim_arguments_parse),
     ("an_exit_code_is_recorded_and_reported", an_exit_code_is_recorded_and_reported),
     ("a_terminating_signal_is_recorded_and_reported", a_terminating_signal_is_recorded),
+    ("output_is_rotated_by_size_and_read_across_the_files", output_is_rotated),
     ("a_graceful_stop_of_the_group_is_recorded_by_the_surviving_shim", a_graceful_stop),
     ("an_unstartable_command_fails_synchronously_with_the_reason", an_unstartable_command),
     ("adopted_executors_are_reported_as_they_ended_not_lost", adopted_executors_end_exactly),
@@ -43,60 +45,17 @@ const TESTS: &[Test] = &[
 ];
 
 fn main() {
+    harness::act_as_shim_if_asked();
     let mut args = std::env::args_os().skip(1);
-    match args.next().as_ref().and_then(|a| a.to_str()) {
-        Some(shim::SUBCOMMAND) => {
-            let parsed = ShimArgs::parse(args).unwrap_or_else(|e| {
-                eprintln!("executor-shim: {e}");
-                std::process::exit(2)
-            });
-            std::process::exit(shim::run(&parsed));
-        }
-        Some(HELPER) => helper(args.collect()),
-        _ => {}
+    if args.next().as_ref().and_then(|a| a.to_str()) == Some(HELPER) {
+        helper(args.collect())
     }
-    let filters: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
-    let chosen: Vec<&Test> = TESTS
-        .iter()
-        .filter(|(name, _)| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())))
-        .collect();
-    println!("running {} tests", chosen.len());
-    let mut failed = Vec::new();
-    for (name, test) in chosen {
-        let outcome = std::panic::catch_unwind(test);
-        println!("test {name} ... {}", if outcome.is_ok() { "ok" } else { "FAILED" });
-        if outcome.is_err() {
-            failed.push(*name);
-        }
-    }
-    if failed.is_empty() {
-        println!("test result: ok");
-    } else {
-        println!("test result: FAILED: {failed:?}");
-        std::process::exit(101);
-    }
+    harness::run(TESTS)
 }
 
 /// This binary, acting as the shim.
 fn this_shim() -> PathBuf {
     std::env::current_exe().expect("the test binary's path")
-}
-
-/// A supervisor that kills its executors when the test ends, even when it
-/// fails.
-struct Guarded(Supervisor);
-
-impl std::ops::Deref for Guarded {
-    type Target = Supervisor;
-    fn deref(&self) -> &Supervisor {
-        &self.0
-    }
-}
-
-impl Drop for Guarded {
-    fn drop(&mut self) {
-        self.0.kill_all();
-    }
 }
 
 fn config(dir: &Path) -> SupervisorConfig {
@@ -112,7 +71,7 @@ fn supervisor(config: SupervisorConfig) -> (Guarded, Receiver<ExecEvent>) {
     })
     .expect("supervisor");
     assert!(left.is_empty(), "nothing left behind in a fresh dir: {left:?}");
-    (Guarded(sup), rx)
+    (Guarded::new(sup), rx)
 }
 
 /// An executor of framework `fw-1` and what it runs.
@@ -218,6 +177,9 @@ fn shim_arguments_parse() {
     let args = ShimArgs {
         status: "/w/exit-status".into(),
         stdout: "/w/stdout".into(),
+        stderr: Some("/w/stderr".into()),
+        rotation: Some(regent_std::exec::rotate::Rotation { max_bytes: 1000, files: 3 }),
+        cgroups: vec!["/cg/memory/x".into(), "/cg/cpu/x".into()],
         command: os(&["sh", "-c", "exit 3"]),
     };
     let line = args.to_args();
@@ -228,6 +190,11 @@ fn shim_arguments_parse() {
     assert!(err(&["--stdout", "o", "--", "true"]).contains("--status"));
     assert!(err(&["--status", "s", "--", "true"]).contains("--stdout"));
     assert!(err(&["--status"]).contains("--status needs a value"));
+    assert!(err(&["--status", "s", "--stdout", "o", "--cgroup"]).contains("--cgroup needs a value"));
+    let half = ["--status", "s", "--stdout", "o", "--log-files", "2", "--", "true"];
+    assert!(err(&half).contains("--log-max-bytes"), "{}", err(&half));
+    let zero = ["--status", "s", "--stdout", "o", "--log-files", "0", "--", "true"];
+    assert!(err(&zero).contains("--log-files needs a positive number"), "{}", err(&zero));
     assert!(err(&["--bogus", "--", "true"]).contains("--bogus"));
     assert!(err(&["--status", "s", "--stdout", "o"]).contains("--"));
 }
@@ -256,6 +223,35 @@ fn an_exit_code_is_recorded_and_reported() {
     let seen = wait_for_file(&edir.join("seen"));
     let want = format!("e2 {} {pid} {pid}\n", edir.canonicalize().unwrap().display());
     assert_eq!(seen, want, "(executor id, cwd, pgid, parent = the shim)");
+}
+
+fn output_is_rotated() {
+    use regent_core::protocol::{LogRead, LogStream};
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.log_rotation = Some(regent_std::exec::rotate::Rotation { max_bytes: 1000, files: 2 });
+    let (sup, rx) = supervisor(cfg);
+    // 10,000 bytes of stdout (lines of 10), 2,000 of stderr, then markers.
+    let script = "seq 100000000 100000999 | head -c 10000; echo out-end; \
+                  seq 200000000 200000199 >&2; echo err-end >&2";
+    started(launch(&sup, sh("e1", script)));
+    expect_state(&rx, "e1", ExecutorState::Running);
+    expect_state(&rx, "e1", ExecutorState::Exited { code: 0 });
+    let edir = sup.executor_dir(&ExecutorId::new("e1"));
+    let len = |name: &str| std::fs::metadata(edir.join(name)).map(|m| m.len()).unwrap_or(0);
+    assert_eq!(len("stdout.1"), 1000, "the older file is full");
+    assert!(len("stdout") <= 1000);
+    assert!(!edir.join("stdout.2").exists(), "two files kept in all");
+    assert_eq!(len("stderr.1"), 1000);
+    let id = ExecutorId::new("e1");
+    let LogRead::Chunk { data, size, .. } = sup.read_log(&id, LogStream::Stdout, None, 12) else {
+        panic!("no chunk")
+    };
+    assert_eq!((data, size), (b"999\nout-end\n".to_vec(), 10_008));
+    let LogRead::Chunk { data, size, .. } = sup.read_log(&id, LogStream::Stderr, None, 8) else {
+        panic!("no chunk")
+    };
+    assert_eq!((data, size), (b"err-end\n".to_vec(), 2_008));
 }
 
 fn a_terminating_signal_is_recorded() {
@@ -418,7 +414,7 @@ fn adopted_executors_end_exactly() {
         let _ = tx.send(e);
     })
     .expect("supervisor");
-    let sup = Guarded(sup);
+    let sup = Guarded::new(sup);
     assert_eq!(left.len(), 3, "{left:?}");
     assert!(left.iter().all(|l| l.outcome == LeftBehindOutcome::Adopted), "{left:?}");
     let go = |id: &str| {
@@ -448,7 +444,7 @@ fn adopted_without_status_is_lost() {
         let _ = tx.send(e);
     })
     .expect("supervisor");
-    let sup = Guarded(sup);
+    let sup = Guarded::new(sup);
     assert_eq!(left[0].outcome, LeftBehindOutcome::Adopted, "{left:?}");
     // Someone else kills the whole group with SIGKILL: the shim writes
     // nothing, so the end is unknown.
@@ -487,7 +483,7 @@ fn ended_unwatched() {
         std::thread::sleep(Duration::from_millis(10));
     }
     let (sup, left) = Supervisor::with_config(config(dir.path()), |_| {}).expect("supervisor");
-    let sup = Guarded(sup);
+    let sup = Guarded::new(sup);
     let mut found: Vec<(String, LeftBehindOutcome, ExecutorState)> =
         left.iter().map(|l| (l.executor.to_string(), l.outcome.clone(), l.state())).collect();
     found.sort_by(|a, b| a.0.cmp(&b.0));

@@ -403,6 +403,10 @@ pub struct Metrics {
     /// connection, or not fitting what was asked (hostile or confused
     /// workers). Also counted in `rejected`.
     pub log_answers_refused: u64,
+    /// Executors their worker reported killed by the kernel at their
+    /// memory limit (`Failed` with an [`crate::launch::OUT_OF_MEMORY`]
+    /// reason), while this master led.
+    pub out_of_memory_kills: u64,
 }
 
 #[derive(Clone, Debug, Default)]

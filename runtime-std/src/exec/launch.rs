@@ -4,6 +4,7 @@
 //! per executor that reaps it and reports how it ended (the shim's status
 //! file first, the wait status otherwise).
 
+use super::cgroup::Limits;
 use super::{lock, logs, record, shim, Entry, EntryState, ExecEvent, Shared, Supervisor};
 use record::Record;
 use regent_core::protocol::{ExecutorSpec, ExecutorState};
@@ -240,6 +241,15 @@ impl Supervisor {
                 .map_err(|e| format!("cannot open {}: {e}", path.display()))
         };
         let (stdout, stderr) = (log("stdout")?, log("stderr")?);
+        let cgroups = match self.shared.cgroups.get() {
+            None => Vec::new(),
+            Some(cg) => cg
+                .create(
+                    executor.as_str(),
+                    Limits::for_executor(spec.cores, spec.memory_mb, cg.pids_max()),
+                )
+                .map_err(|e| e.to_string())?,
+        };
         let mut cmd = match &self.shared.config.shim {
             None => {
                 let mut cmd = Command::new(program);
@@ -259,6 +269,9 @@ impl Supervisor {
                 let shim_args = ShimArgs {
                     status,
                     stdout: dir.join("stdout"),
+                    stderr: self.shared.config.log_rotation.map(|_| dir.join("stderr")),
+                    rotation: self.shared.config.log_rotation,
+                    cgroups: cgroups.clone(),
                     command: spec.command.iter().map(Into::into).collect(),
                 };
                 let mut cmd = Command::new(shim_program);
@@ -278,7 +291,26 @@ impl Supervisor {
             .stderr(stderr)
             .process_group(0);
         match &self.shared.config.shim {
-            None => cmd.spawn().map_err(|e| format!("cannot start {program:?}: {e}")),
+            None => {
+                let child = cmd.spawn().map_err(|e| format!("cannot start {program:?}: {e}"))?;
+                // Without a shim the child is moved after it started: what
+                // it forks before that is not limited (embedders without a
+                // shim only; the daemons always have one).
+                let pid = child.id().to_string();
+                for dir in &cgroups {
+                    if let Err(e) = super::cgroup::write_file(&dir.join("cgroup.procs"), &pid) {
+                        destroy(
+                            child,
+                            Pid::from_raw(pid.parse().unwrap_or(0)).unwrap_or(Pid::INIT),
+                        );
+                        return Err(format!(
+                            "cannot move the executor into cgroup {}: {e}",
+                            dir.display()
+                        ));
+                    }
+                }
+                Ok(child)
+            }
             Some(shim_program) => cmd.spawn().map_err(|e| {
                 format!(
                     "cannot start the executor shim {} (to run {program:?}): {e}",
@@ -332,6 +364,7 @@ impl Supervisor {
         reason: String,
     ) -> Launched {
         tracing::warn!(executor = %executor, %reason, "executor launch failed");
+        remove_cgroup(&self.shared, executor);
         let stderr = self.executor_dir(executor).join("stderr");
         if let Ok(mut f) = OpenOptions::new().append(true).open(stderr) {
             let _ = writeln!(f, "regent: {reason}");
@@ -391,8 +424,10 @@ pub(super) fn wait_for(shared: &Shared, id: ExecutorId, entry: &Entry, mut child
     };
     // The leader is gone; whatever remains of its group goes with it.
     let _ = kill_process_group(entry.pgid, Signal::KILL);
+    let oom = end_cgroup(shared, &id);
     let state = match child.wait() {
         Ok(_) if killed => ExecutorState::Killed,
+        Ok(_) if oom.is_some() => ExecutorState::Failed { reason: oom.unwrap_or_default() },
         // Under a shim, its record is the precise one; without (or when the
         // shim was killed before writing it), the exit status itself.
         Ok(status) => match read_shim_status(shared, &id) {
@@ -429,6 +464,25 @@ pub fn shim_state(status: ShimStatus) -> ExecutorState {
         ShimStatus::Exited { code } => ExecutorState::Exited { code },
         ShimStatus::Signaled { signal } => ExecutorState::Exited { code: 128 + signal },
         ShimStatus::CannotStart { reason } => ExecutorState::Failed { reason },
+    }
+}
+
+/// How the executor's cgroup saw its end (the out-of-memory reason when the
+/// kernel killed it for memory), read before the cgroup is removed with
+/// whatever still ran in it. `None` without cgroups.
+pub(super) fn end_cgroup(shared: &Shared, id: &ExecutorId) -> Option<String> {
+    let cg = shared.cgroups.get()?;
+    let oom = cg.out_of_memory(id.as_str()).map(|o| o.reason());
+    remove_cgroup(shared, id);
+    oom
+}
+
+/// Kills what is left in `id`'s cgroup and removes it (logged when that
+/// fails).
+pub(super) fn remove_cgroup(shared: &Shared, id: &ExecutorId) {
+    let Some(cg) = shared.cgroups.get() else { return };
+    for problem in cg.remove(id.as_str(), Duration::from_secs(2)) {
+        tracing::warn!(executor = %id, %problem, "cannot remove the executor's cgroup");
     }
 }
 

@@ -10,7 +10,7 @@
 //! directory `executors/%2E%2E%2F%2E%2E%2Fetc%2Fpasswd`, which does not
 //! exist.
 
-use super::{names, EXECUTORS_DIR};
+use super::{names, rotate, EXECUTORS_DIR};
 use regent_core::limits::MAX_LOG_CHUNK;
 use regent_core::protocol::{LogRead, LogStream};
 use regent_core::ExecutorId;
@@ -33,10 +33,12 @@ pub fn executor_dir(work_dir: &Path, executor: &ExecutorId) -> PathBuf {
 }
 
 /// Reads at most `max` bytes (capped at [`MAX_LOG_CHUNK`]) of `executor`'s
-/// `stream` file under `work_dir`: from `offset`, or the last `max` bytes
-/// when `offset` is `None`. The chunk never goes past the size the file had
-/// when it was opened (`offset + data.len() <= size`); an offset past the
-/// end gives no bytes. Failures come back as [`LogRead::Failed`] naming
+/// `stream` under `work_dir`: from `offset`, or the last `max` bytes when
+/// `offset` is `None`. Offsets and `size` are positions in the whole stream,
+/// across its rotated files ([`rotate`]); an offset before the oldest kept
+/// byte reads from there (the chunk's offset says where). The chunk never
+/// goes past the size the stream had when it was opened
+/// (`offset + data.len() <= size`); an offset past the end gives no bytes. Failures come back as [`LogRead::Failed`] naming
 /// the file and the error, never as a panic.
 pub fn read_log(
     work_dir: &Path,
@@ -66,6 +68,80 @@ pub fn read_log(
     }
 }
 
+/// The most rotated files looked at (far more than `--executor-log-files`
+/// allows).
+const MAX_ROTATED: u32 = 1000;
+
+/// Opens `name` in `dir` for reading: a regular file, never through a link.
+fn open_regular(dir: &impl rustix::fd::AsFd, name: &str) -> Result<File, Errno> {
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    let file = File::from(rustix::fs::openat(dir, name, flags, Mode::empty())?);
+    let meta = file.metadata().map_err(|e| Errno::from_io_error(&e).unwrap_or(Errno::IO))?;
+    if !meta.is_file() {
+        return Err(Errno::NOTDIR);
+    }
+    Ok(file)
+}
+
+/// The `<name>.start` record ([`rotate::start_record`]), read through `dir`.
+fn start_record(dir: &impl rustix::fd::AsFd, name: &str) -> Option<(u64, u64)> {
+    let mut text = String::new();
+    let mut f = open_regular(dir, &format!("{name}{}", rotate::START_SUFFIX)).ok()?;
+    std::io::Read::read_to_string(&mut f, &mut text).ok()?;
+    let (start, inode) = text.trim().split_once(' ')?;
+    Some((start.parse().ok()?, inode.parse().ok()?))
+}
+
+/// One file of a stream and where it starts in the whole stream.
+struct Segment {
+    start: u64,
+    len: u64,
+    file: File,
+}
+
+/// The files of `name` (the rotated ones first, oldest first), each placed
+/// in the whole stream ([`rotate`]). Retried while a rotation is half done.
+fn segments(dir: &impl rustix::fd::AsFd, name: &str) -> Result<Vec<Segment>, Errno> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = |f: &File| f.metadata().map_err(|e| Errno::from_io_error(&e).unwrap_or(Errno::IO));
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let current = open_regular(dir, name)?;
+        let m = meta(&current)?;
+        let record = start_record(dir, name);
+        let start = match record {
+            None => 0,
+            Some((start, inode)) if inode == m.ino() => start,
+            // The files moved on and the record is not written yet.
+            Some(_) if attempt < 20 => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                continue;
+            }
+            Some((start, _)) => start,
+        };
+        let mut segs = vec![Segment { start, len: m.len(), file: current }];
+        let mut at = start;
+        for n in 1..=MAX_ROTATED {
+            match open_regular(dir, &format!("{name}.{n}")) {
+                Ok(file) => {
+                    let len = meta(&file)?.len();
+                    at = at.saturating_sub(len);
+                    segs.push(Segment { start: at, len, file });
+                }
+                Err(Errno::NOENT) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        // A rotation while the files were opened shifted them: again.
+        if start_record(dir, name) != record && attempt < 20 {
+            continue;
+        }
+        segs.reverse();
+        return Ok(segs);
+    }
+}
+
 fn read_chunk(
     dir: &Path,
     stream: LogStream,
@@ -74,26 +150,37 @@ fn read_chunk(
 ) -> Result<(u64, Vec<u8>, u64), Errno> {
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let dir = rustix::fs::open(dir, flags | OFlags::DIRECTORY, Mode::empty())?;
-    let fd = rustix::fs::openat(&dir, stream.file_name(), flags | OFlags::NONBLOCK, Mode::empty())?;
-    let file = File::from(fd);
-    let meta = file.metadata().map_err(|e| Errno::from_io_error(&e).unwrap_or(Errno::IO))?;
-    if !meta.is_file() {
-        return Err(Errno::NOTDIR);
-    }
-    let size = meta.len();
+    let segs = segments(&dir, stream.file_name())?;
+    let last = segs.last().ok_or(Errno::NOENT)?;
+    let size = last.start + last.len;
+    let earliest = segs.first().map_or(0, |s| s.start);
     let start = offset.unwrap_or_else(|| size.saturating_sub(u64::from(max)));
-    let len = size.saturating_sub(start).min(u64::from(max)) as usize;
-    let mut data = vec![0u8; len];
-    let mut got = 0;
-    while got < len {
-        match file.read_at(&mut data[got..], start + got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Errno::from_io_error(&e).unwrap_or(Errno::IO)),
+    // Bytes of deleted files are gone: from the oldest kept one.
+    let start = start.max(earliest);
+    let end = size.min(start.saturating_add(u64::from(max)));
+    let mut data = Vec::with_capacity(end.saturating_sub(start) as usize);
+    for seg in &segs {
+        let (from, to) = (start.max(seg.start), end.min(seg.start + seg.len));
+        if from >= to {
+            continue;
+        }
+        let at = data.len();
+        data.resize(at + (to - from) as usize, 0);
+        let mut got = 0;
+        while at + got < data.len() {
+            match seg.file.read_at(&mut data[at + got..], from - seg.start + got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Errno::from_io_error(&e).unwrap_or(Errno::IO)),
+            }
+        }
+        data.truncate(at + got);
+        if got < (to - from) as usize {
+            // The file is shorter than it was (truncated meanwhile).
+            break;
         }
     }
-    data.truncate(got);
     Ok((start, data, size))
 }
 
@@ -139,6 +226,65 @@ mod tests {
             let path = executor_dir(dir.path(), &ExecutorId::new(evil));
             assert_eq!(path.parent().unwrap(), dir.path().join(EXECUTORS_DIR), "{evil}");
         }
+    }
+
+    #[test]
+    fn reads_span_rotated_files_with_offsets_in_the_whole_stream() {
+        use crate::exec::rotate::{RotatingFile, Rotation};
+        let dir = tempfile::tempdir().unwrap();
+        let id = ExecutorId::new("chatty");
+        let exec = executor_dir(dir.path(), &id);
+        std::fs::create_dir_all(&exec).unwrap();
+        let rotation = Rotation { max_bytes: 10, files: 3 };
+        let mut out = RotatingFile::open(&exec.join("stdout"), rotation).unwrap();
+        // 45 bytes: "00".."44" as digits of one stream, in writes of 7.
+        let stream: Vec<u8> = (0..45u8).map(|i| b'a' + i % 26).collect();
+        for chunk in stream.chunks(7) {
+            out.write_all(chunk).unwrap();
+        }
+        let on_disk: u64 = std::fs::read_dir(&exec)
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                e.file_name().to_string_lossy().starts_with("stdout")
+                    && !e.file_name().to_string_lossy().ends_with(".start")
+            })
+            .map(|e| e.metadata().unwrap().len())
+            .sum();
+        assert_eq!(on_disk, 25, "3 files of at most 10 bytes: 10 + 10 + 5");
+        assert!(!exec.join("stdout.3").exists());
+        // The tail spans files and is the newest bytes.
+        let read = read_log(dir.path(), &id, LogStream::Stdout, None, 12);
+        assert_eq!(read, LogRead::Chunk { offset: 33, data: stream[33..].to_vec(), size: 45 });
+        // From the start: the oldest kept byte is 20 (bytes 0..20 are gone).
+        let read = read_log(dir.path(), &id, LogStream::Stdout, Some(0), 100);
+        assert_eq!(read, LogRead::Chunk { offset: 20, data: stream[20..].to_vec(), size: 45 });
+        // A follower at offset 38 goes on across the next rotation.
+        let read = read_log(dir.path(), &id, LogStream::Stdout, Some(38), 100);
+        assert_eq!(read, LogRead::Chunk { offset: 38, data: stream[38..].to_vec(), size: 45 });
+        out.write_all(b"0123456789AB").unwrap();
+        let read = read_log(dir.path(), &id, LogStream::Stdout, Some(45), 100);
+        assert_eq!(read, LogRead::Chunk { offset: 45, data: b"0123456789AB".to_vec(), size: 57 });
+        // A reopened file (a restarted shim) goes on from the record.
+        drop(out);
+        let mut again = RotatingFile::open(&exec.join("stdout"), rotation).unwrap();
+        again.write_all(b"xyz").unwrap();
+        let read = read_log(dir.path(), &id, LogStream::Stdout, Some(57), 100);
+        assert_eq!(read, LogRead::Chunk { offset: 57, data: b"xyz".to_vec(), size: 60 });
+    }
+
+    #[test]
+    fn one_file_rotation_keeps_only_the_newest_bytes() {
+        use crate::exec::rotate::{RotatingFile, Rotation};
+        let dir = tempfile::tempdir().unwrap();
+        let id = ExecutorId::new("one");
+        let exec = executor_dir(dir.path(), &id);
+        std::fs::create_dir_all(&exec).unwrap();
+        let mut out =
+            RotatingFile::open(&exec.join("stderr"), Rotation { max_bytes: 4, files: 1 }).unwrap();
+        out.write_all(b"abcdefghij").unwrap();
+        let read = read_log(dir.path(), &id, LogStream::Stderr, Some(0), 100);
+        assert_eq!(read, LogRead::Chunk { offset: 8, data: b"ij".to_vec(), size: 10 });
     }
 
     #[test]

@@ -99,12 +99,14 @@
 //! stop them on shutdown (adopted ones too).
 
 pub mod artifacts;
+pub mod cgroup;
 pub mod gc;
 mod launch;
 pub mod logs;
 pub mod names;
 mod reclaim;
 pub mod record;
+pub mod rotate;
 pub mod shim;
 mod stop;
 
@@ -157,11 +159,16 @@ pub struct SupervisorConfig {
     /// The most bytes the artifact cache (`<work_dir>/artifact-cache`)
     /// keeps ([`artifacts`]).
     pub artifact_cache_bytes: u64,
+    /// How executors' stdout and stderr are rotated by size ([`rotate`];
+    /// by the shim, so only with [`SupervisorConfig::shim`]). `None`: the
+    /// files grow without bound.
+    pub log_rotation: Option<rotate::Rotation>,
 }
 
 impl SupervisorConfig {
     /// Defaults: 3 s grace, 5 s reap timeout, adopt what a previous
-    /// supervisor left, polled every 100 ms, a 1 GiB artifact cache, no
+    /// supervisor left, polled every 100 ms, a 1 GiB artifact cache,
+    /// output rotated at 64 MiB into 5 files (under a shim), no
     /// shim (the daemons set
     /// [`SupervisorConfig::shim`] to their own binary).
     pub fn new(work_dir: impl Into<PathBuf>) -> Self {
@@ -173,6 +180,7 @@ impl SupervisorConfig {
             adopt_poll: Duration::from_millis(100),
             shim: None,
             artifact_cache_bytes: artifacts::DEFAULT_CACHE_BYTES,
+            log_rotation: Some(rotate::Rotation::default()),
         }
     }
 }
@@ -285,6 +293,9 @@ struct Shared {
     /// ([`Supervisor::launch_in_background`]), and whether a kill or stop
     /// came for them meanwhile (always locked after `executors`).
     preparing: Mutex<HashMap<ExecutorId, bool>>,
+    /// The executors' cgroups, once [`Supervisor::isolate`] set them
+    /// (limits are accounted only until then, or without).
+    cgroups: std::sync::OnceLock<cgroup::Cgroups>,
 }
 
 struct Entry {
@@ -376,6 +387,7 @@ impl Supervisor {
             executors: Mutex::new(HashMap::new()),
             artifacts: Mutex::new(None),
             preparing: Mutex::new(HashMap::new()),
+            cgroups: std::sync::OnceLock::new(),
         });
         let left = reclaim::reclaim(&shared).map_err(io_err("reclaim records in", &running_dir))?;
         Ok((Supervisor { shared, _lock: lock_file }, left))
@@ -400,6 +412,47 @@ impl Supervisor {
         max: u32,
     ) -> regent_core::protocol::LogRead {
         logs::read_log(&self.shared.config.work_dir, executor, stream, offset, max)
+    }
+
+    /// Enforces every later executor's limits with `cgroups` (set once: a
+    /// second call is refused, returning them), and cleans what a previous
+    /// process of this worker left under its parents: the cgroups of
+    /// executors that no longer run are removed; one that still holds
+    /// processes but whose executor was not re-adopted (it could not be
+    /// proven this worker's) is left alone, with a warning.
+    pub fn isolate(&self, cgroups: cgroup::Cgroups) -> Result<(), cgroup::Cgroups> {
+        self.shared.cgroups.set(cgroups)?;
+        let Some(cg) = self.shared.cgroups.get() else { return Ok(()) };
+        let running = lock(&self.shared.executors);
+        for id in cg.existing() {
+            if running.contains_key(&ExecutorId::new(id.clone())) {
+                continue;
+            }
+            let pids = cg.pids(&id);
+            if pids.is_empty() {
+                for problem in cg.remove(&id, Duration::from_secs(1)) {
+                    tracing::warn!(executor = %id, %problem, "cannot remove a cgroup left behind");
+                }
+            } else {
+                tracing::warn!(
+                    executor = %id,
+                    ?pids,
+                    "a cgroup left behind holds processes of an executor this worker did not                      re-adopt: left alone"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The executors' cgroups, when limits are enforced.
+    pub fn cgroups(&self) -> Option<&cgroup::Cgroups> {
+        self.shared.cgroups.get()
+    }
+
+    /// An executor's memory and CPU use, from its cgroup (`None` without
+    /// enforcement).
+    pub fn usage(&self, executor: &ExecutorId) -> Option<cgroup::Usage> {
+        Some(self.shared.cgroups.get()?.usage(executor.as_str()))
     }
 
     /// The executors running now.

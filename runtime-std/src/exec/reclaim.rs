@@ -313,8 +313,10 @@ pub(super) fn watch_adopted(shared: &Shared, id: ExecutorId, entry: &Entry, star
         &logs::executor_dir(&shared.config.work_dir, &id).join(shim::STATUS_FILE),
     );
     let known = recorded.is_some();
+    let oom = super::launch::end_cgroup(shared, &id);
     let state = match recorded {
         _ if killed => ExecutorState::Killed,
+        _ if oom.is_some() => ExecutorState::Failed { reason: oom.unwrap_or_default() },
         Some(recorded) => shim_state(recorded),
         None => ExecutorState::Lost,
     };

@@ -4,7 +4,7 @@
 //! An executor a new worker process re-adopts (see the module docs of
 //! [`super`]) is not that process's child: it cannot `wait` for it. So every
 //! executor runs under a shim — the `regent` binary itself, started as
-//! `regent executor-shim --status FILE --stdout FILE -- CMD ARGS...` (a
+//! `regent executor-shim --status FILE --stdout FILE [--cgroup DIR]... -- CMD ARGS...` (a
 //! hidden subcommand; [`ShimArgs`]) — which the supervisor starts as the
 //! leader of the executor's process group:
 //!
@@ -163,6 +163,18 @@ pub struct ShimArgs {
     /// The file the command's stdout is appended to (the shim's own stdout
     /// is the handshake pipe).
     pub stdout: PathBuf,
+    /// The command's stderr file, when the shim writes it (with
+    /// `rotation`); else the command inherits the shim's stderr.
+    pub stderr: Option<PathBuf>,
+    /// Rotate the command's stdout (and `stderr`) by size
+    /// (`--log-max-bytes N --log-files K`; [`super::rotate`]): the command
+    /// writes into pipes the shim copies into rotating files. `None`: the
+    /// command writes the files itself, unbounded.
+    pub rotation: Option<super::rotate::Rotation>,
+    /// The cgroups the shim joins before it starts the command
+    /// (`--cgroup DIR`, one per hierarchy: [`super::cgroup`]), so the
+    /// command and all it forks are limited from the start. Empty: none.
+    pub cgroups: Vec<PathBuf>,
     /// The program (looked up in `PATH`) and its arguments.
     pub command: Vec<OsString>,
 }
@@ -177,8 +189,22 @@ impl ShimArgs {
             self.status.clone().into(),
             "--stdout".into(),
             self.stdout.clone().into(),
-            "--".into(),
         ];
+        if let Some(stderr) = &self.stderr {
+            v.push("--stderr".into());
+            v.push(stderr.clone().into());
+        }
+        if let Some(r) = self.rotation {
+            v.push("--log-max-bytes".into());
+            v.push(r.max_bytes.to_string().into());
+            v.push("--log-files".into());
+            v.push(r.files.to_string().into());
+        }
+        for dir in &self.cgroups {
+            v.push("--cgroup".into());
+            v.push(dir.clone().into());
+        }
+        v.push("--".into());
         v.extend(self.command.iter().cloned());
         v
     }
@@ -188,13 +214,36 @@ impl ShimArgs {
     /// tests). Names the problem on bad input.
     pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<ShimArgs, ShimError> {
         let mut args = args.into_iter();
-        let (mut status, mut stdout) = (None, None);
+        let (mut status, mut stdout, mut cgroups) = (None, None, Vec::new());
+        let (mut stderr, mut max_bytes, mut files) = (None, None, None);
         loop {
             let Some(arg) = args.next() else {
                 return Err(ShimError::NoSeparator);
             };
             match arg.to_str() {
                 Some("--") => break,
+                Some("--stderr") => {
+                    stderr =
+                        Some(PathBuf::from(args.next().ok_or(ShimError::NoValue("--stderr"))?));
+                }
+                Some(flag @ ("--log-max-bytes" | "--log-files")) => {
+                    let name =
+                        if flag == "--log-files" { "--log-files" } else { "--log-max-bytes" };
+                    let value = args.next().ok_or(ShimError::NoValue(name))?;
+                    let n: u64 = value
+                        .to_str()
+                        .and_then(|v| v.parse().ok())
+                        .filter(|n| *n > 0)
+                        .ok_or(ShimError::BadNumber(name))?;
+                    if name == "--log-files" {
+                        files = Some(u32::try_from(n).map_err(|_| ShimError::BadNumber(name))?);
+                    } else {
+                        max_bytes = Some(n);
+                    }
+                }
+                Some("--cgroup") => {
+                    cgroups.push(PathBuf::from(args.next().ok_or(ShimError::NoValue("--cgroup"))?));
+                }
                 Some(flag @ ("--status" | "--stdout")) => {
                     let flag = if flag == "--status" { "--status" } else { "--stdout" };
                     let value = args.next().ok_or(ShimError::NoValue(flag))?;
@@ -211,6 +260,16 @@ impl ShimArgs {
         Ok(ShimArgs {
             status: status.ok_or(ShimError::Missing("--status FILE"))?,
             stdout: stdout.ok_or(ShimError::Missing("--stdout FILE"))?,
+            stderr,
+            rotation: match (max_bytes, files) {
+                (None, None) => None,
+                (Some(max_bytes), Some(files)) => {
+                    Some(super::rotate::Rotation { max_bytes, files })
+                }
+                (None, Some(_)) => return Err(ShimError::Missing("--log-max-bytes N")),
+                (Some(_), None) => return Err(ShimError::Missing("--log-files K")),
+            },
+            cgroups,
             command,
         })
     }
@@ -228,6 +287,9 @@ pub enum ShimError {
     /// An argument the shim does not take.
     #[error("unexpected argument {0:?}")]
     Unexpected(OsString),
+    /// A count that is not a positive number.
+    #[error("{0} needs a positive number")]
+    BadNumber(&'static str),
     /// Nothing after `--`.
     #[error("no command after `--`")]
     NoCommand,
@@ -247,26 +309,36 @@ pub fn run(args: &ShimArgs) -> i32 {
     if let Err(e) = ctrlc::set_handler(|| {}) {
         eprintln!("regent {SUBCOMMAND}: cannot handle termination signals: {e}");
     }
-    let started = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&args.stdout)
-        .map_err(|e| format!("cannot open {}: {e}", args.stdout.display()))
-        .and_then(|out| {
+    let started = join_cgroups(&args.cgroups)
+        .and_then(|()| {
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&args.stdout)
+                .map_err(|e| format!("cannot open {}: {e}", args.stdout.display()))
+        })
+        .and_then(|out| Ok((out, open_rotating(args)?)))
+        .and_then(|(out, rotating)| {
             let (program, rest) = args.command.split_first().ok_or("empty command")?;
-            let child_out = out
-                .try_clone()
-                .map_err(|e| format!("cannot open {}: {e}", args.stdout.display()))?;
-            Command::new(program)
-                .args(rest)
-                .stdin(Stdio::inherit())
-                .stdout(child_out)
-                .stderr(Stdio::inherit())
-                .spawn()
-                .map(|child| (child, out))
+            let mut cmd = Command::new(program);
+            cmd.args(rest).stdin(Stdio::inherit());
+            match &rotating {
+                None => {
+                    let child_out = out
+                        .try_clone()
+                        .map_err(|e| format!("cannot open {}: {e}", args.stdout.display()))?;
+                    cmd.stdout(child_out).stderr(Stdio::inherit());
+                }
+                Some((_, err)) => {
+                    cmd.stdout(Stdio::piped());
+                    cmd.stderr(if err.is_some() { Stdio::piped() } else { Stdio::inherit() });
+                }
+            }
+            cmd.spawn()
+                .map(|child| (child, out, rotating))
                 .map_err(|e| format!("cannot start {:?}: {e}", program.to_string_lossy()))
         });
-    let (mut child, out) = match started {
+    let (mut child, out, rotating) = match started {
         Ok(started) => started,
         Err(reason) => {
             let status = ShimStatus::CannotStart { reason: one_line(&reason) };
@@ -276,6 +348,19 @@ pub fn run(args: &ShimArgs) -> i32 {
         }
     };
     handshake(&format!("{HANDSHAKE_STARTED} {}", child.id()));
+    let copiers = rotating.map(|(out_file, err_file)| {
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let mut n = 0;
+        if let Some(pipe) = child.stdout.take() {
+            copy_in_background(pipe, out_file, done_tx.clone());
+            n += 1;
+        }
+        if let (Some(pipe), Some(file)) = (child.stderr.take(), err_file) {
+            copy_in_background(pipe, file, done_tx);
+            n += 1;
+        }
+        (done_rx, n)
+    });
     // The handshake pipe closes: the supervisor reads to its end.
     if let Err(e) = rustix::stdio::dup2_stdout(&out) {
         eprintln!("regent {SUBCOMMAND}: cannot close the handshake pipe: {e}");
@@ -293,8 +378,85 @@ pub fn run(args: &ShimArgs) -> i32 {
             return 255;
         }
     };
+    if let Some((done, n)) = copiers {
+        // The command's output is copied to its end; a process it left
+        // behind that still holds the pipes is not waited for long (the
+        // worker kills the group once the shim ends).
+        let deadline = std::time::Instant::now() + COPY_GRACE;
+        for _ in 0..n {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if done.recv_timeout(left).is_err() {
+                break;
+            }
+        }
+    }
     record(&args.status, &status);
     status.exit_code()
+}
+
+/// How long the shim waits, after the command ended, for its output pipes
+/// to be copied to their end.
+const COPY_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+type Rotating = (super::rotate::RotatingFile, Option<super::rotate::RotatingFile>);
+
+/// The rotating stdout (and stderr) files, when `args` rotate.
+fn open_rotating(args: &ShimArgs) -> Result<Option<Rotating>, String> {
+    let Some(rotation) = args.rotation else { return Ok(None) };
+    let open = |path: &Path| {
+        super::rotate::RotatingFile::open(path, rotation)
+            .map_err(|e| format!("cannot open {}: {e}", path.display()))
+    };
+    let out = open(&args.stdout)?;
+    let err = args.stderr.as_deref().map(open).transpose()?;
+    Ok(Some((out, err)))
+}
+
+/// Copies `pipe` into `file` on a thread of its own until the pipe ends,
+/// then says so on `done`. A file that cannot be written is reported once
+/// and the pipe still drained (the command must never block on it).
+fn copy_in_background(
+    mut pipe: impl io::Read + Send + 'static,
+    mut file: super::rotate::RotatingFile,
+    done: std::sync::mpsc::Sender<()>,
+) {
+    let spawned = std::thread::Builder::new().name("regent-shim-copy".into()).spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut failed = false;
+        loop {
+            match pipe.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    if let Err(e) = file.write_all(&buf[..n]) {
+                        if !failed {
+                            eprintln!(
+                                "regent {SUBCOMMAND}: cannot write the command's output: {e}"
+                            );
+                            failed = true;
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        let _ = done.send(());
+    });
+    if let Err(e) = spawned {
+        eprintln!("regent {SUBCOMMAND}: cannot start a thread to copy the command's output: {e}");
+    }
+}
+
+/// Moves the shim into each of `cgroups` (its pid written to
+/// `cgroup.procs`); the command it starts next inherits them.
+fn join_cgroups(cgroups: &[PathBuf]) -> Result<(), String> {
+    let pid = std::process::id().to_string();
+    for dir in cgroups {
+        let procs = dir.join("cgroup.procs");
+        super::cgroup::write_file(&procs, &pid)
+            .map_err(|e| format!("cannot join cgroup {}: {e}", dir.display()))?;
+    }
+    Ok(())
 }
 
 fn record(path: &Path, status: &ShimStatus) {

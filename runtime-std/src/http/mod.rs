@@ -705,6 +705,12 @@ pub fn metrics_text(s: &HttpSnapshot) -> String {
         vec![(None, m.log_answers_refused)],
     );
     family(
+        "regent_executor_out_of_memory_kills_total",
+        "counter",
+        "Executors their worker reported killed by the kernel at their cgroup's memory limit (FAILED, out of memory), while this master led.",
+        vec![(None, m.out_of_memory_kills)],
+    );
+    family(
         "regent_workers",
         "gauge",
         "Workers in this master's registry, by state.",

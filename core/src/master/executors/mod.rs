@@ -537,6 +537,11 @@ impl Master {
                         e.set_ports(report.ports);
                     }
                 }
+                if let ExecutorState::Failed { reason } = &report.state {
+                    if crate::launch::is_out_of_memory(reason) {
+                        self.metrics.out_of_memory_kills += 1;
+                    }
+                }
                 self.update_executor(&report.id, report.state, true, out)
             }
             Some((false, _)) => self.kill_stray(worker, &report, out),

@@ -61,6 +61,21 @@ pub struct ExecutorShimArgs {
     /// The file the command's stdout is appended to.
     #[arg(long, value_name = "FILE")]
     pub stdout: PathBuf,
+    /// The command's stderr file (with rotation; else it inherits the
+    /// shim's stderr).
+    #[arg(long, value_name = "FILE")]
+    pub stderr: Option<PathBuf>,
+    /// Rotate the command's output at this many bytes per file.
+    #[arg(long, value_name = "BYTES", requires = "log_files",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub log_max_bytes: Option<u64>,
+    /// Keep this many files per output stream.
+    #[arg(long, value_name = "FILES", requires = "log_max_bytes",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub log_files: Option<u32>,
+    /// A cgroup to join before the command starts (one per hierarchy).
+    #[arg(long = "cgroup", value_name = "DIR")]
+    pub cgroups: Vec<PathBuf>,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<std::ffi::OsString>,
@@ -558,6 +573,53 @@ pub struct WorkerArgs {
     #[arg(long, env = "REGENT_WORK_DIR_MAX_USED", value_name = "PERCENT", default_value_t = 90,
           value_parser = clap::value_parser!(u8).range(1..=100))]
     pub work_dir_max_used: u8,
+    /// How executors' cores, memory and process counts are enforced:
+    /// `cgroups` (one cgroup per executor; the worker does not start when
+    /// it cannot make them, and says why), `none` (accounted only, logged),
+    /// or `auto`: cgroups when the host has a cgroup file system (v2, or
+    /// the v1 controllers), else none. See docs/operating.md.
+    #[arg(long, env = "REGENT_ISOLATION", value_name = "auto|cgroups|none", default_value = "auto",
+          value_parser = |s: &str| s.parse::<regent_std::exec::cgroup::IsolationMode>())]
+    pub isolation: regent_std::exec::cgroup::IsolationMode,
+    /// Where the cgroup file systems are mounted.
+    #[arg(long, env = "REGENT_CGROUP_ROOT", value_name = "DIR", default_value = "/sys/fs/cgroup")]
+    pub cgroup_root: PathBuf,
+    /// The most processes and threads one executor may have (its cgroup's
+    /// pids limit): a fork bomb stops there.
+    #[arg(long, env = "REGENT_EXECUTOR_PIDS_MAX", value_name = "N", default_value_t = 4096,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub executor_pids_max: u32,
+    /// The most bytes of one of an executor's output files: past it,
+    /// `stdout` (or `stderr`) becomes `stdout.1`, the older ones shift and
+    /// the oldest beyond `--executor-log-files` is deleted. `regent logs`
+    /// reads across them. Default 64 MiB.
+    #[arg(long, env = "REGENT_EXECUTOR_LOG_MAX_BYTES", value_name = "BYTES",
+          default_value_t = 64 << 20, value_parser = clap::value_parser!(u64).range(1..))]
+    pub executor_log_max_bytes: u64,
+    /// How many files of each output stream are kept, the current one
+    /// included: at most FILES × BYTES per stream on disk.
+    #[arg(long, env = "REGENT_EXECUTOR_LOG_FILES", value_name = "FILES", default_value_t = 5,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub executor_log_files: u32,
+}
+
+impl WorkerArgs {
+    /// `--executor-log-max-bytes`, `--executor-log-files`.
+    pub fn executor_logs(&self) -> regent_std::exec::rotate::Rotation {
+        regent_std::exec::rotate::Rotation {
+            max_bytes: self.executor_log_max_bytes,
+            files: self.executor_log_files,
+        }
+    }
+
+    /// `--isolation`, `--cgroup-root`, `--executor-pids-max`.
+    pub fn isolation(&self) -> regent_std::exec::cgroup::IsolationConfig {
+        regent_std::exec::cgroup::IsolationConfig {
+            mode: self.isolation,
+            root: self.cgroup_root.clone(),
+            pids_max: self.executor_pids_max,
+        }
+    }
 }
 
 /// `--ports 20000-20999,8080`, parsed and checked.

@@ -72,6 +72,8 @@ pub async fn master(common: &Common, a: MasterArgs) -> Result<ExitCode, String> 
 /// `regent worker` on the smol runtime.
 pub async fn worker(common: &Common, a: WorkerArgs) -> Result<ExitCode, String> {
     let opts = regent_smol::worker::WorkerOptions {
+        isolation: a.isolation(),
+        executor_logs: a.executor_logs(),
         gc: regent_std::exec::gc::GcPolicy {
             ttl: Duration::from_millis(a.work_dir_ttl),
             max_used_pct: a.work_dir_max_used,
@@ -272,6 +274,8 @@ pub async fn run_std(common: &Common, command: Command) -> Result<ExitCode, Stri
                     .into());
             }
             let w = d::spawn_worker(d::WorkerConfig {
+                isolation: a.isolation(),
+                executor_logs: a.executor_logs(),
                 gc: regent_std::exec::gc::GcPolicy {
                     ttl: Duration::from_millis(a.work_dir_ttl),
                     max_used_pct: a.work_dir_max_used,

@@ -38,6 +38,12 @@ fn main() -> ExitCode {
         let code = regent_std::exec::shim::run(&regent_std::exec::shim::ShimArgs {
             status: a.status.clone(),
             stdout: a.stdout.clone(),
+            stderr: a.stderr.clone(),
+            rotation: a
+                .log_max_bytes
+                .zip(a.log_files)
+                .map(|(max_bytes, files)| regent_std::exec::rotate::Rotation { max_bytes, files }),
+            cgroups: a.cgroups.clone(),
             command: a.command.clone(),
         });
         return ExitCode::from(u8::try_from(code).unwrap_or(255));
