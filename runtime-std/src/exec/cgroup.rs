@@ -506,6 +506,15 @@ impl Cgroups {
         }
     }
 
+    /// Removes this worker's parent cgroups if no executor's cgroup is left
+    /// in them (a worker that stops with executors it may re-adopt keeps
+    /// them).
+    pub fn remove_parents_if_empty(&self) {
+        for parent in self.parents() {
+            let _ = fs::remove_dir(&parent);
+        }
+    }
+
     /// The executors with a cgroup under this worker's parents (their ids
     /// unescaped), for cleaning up after a restart.
     pub fn existing(&self) -> Vec<String> {

@@ -298,6 +298,16 @@ struct Shared {
     cgroups: std::sync::OnceLock<cgroup::Cgroups>,
 }
 
+impl Drop for Shared {
+    /// The last holder of the supervisor is gone (its executors' waiters
+    /// too): the worker's parent cgroups go if they are empty.
+    fn drop(&mut self) {
+        if let Some(cg) = self.cgroups.get() {
+            cg.remove_parents_if_empty();
+        }
+    }
+}
+
 struct Entry {
     framework: FrameworkId,
     pgid: Pid,
