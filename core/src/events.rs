@@ -191,6 +191,7 @@ pub fn diff(before: &ClusterState, after: &ClusterState) -> Vec<ClusterEvent> {
         &after.workers,
         |w| &w.id,
         |w| w.shown_state().to_string(),
+        same_worker,
         worker_event,
         &mut out,
     );
@@ -199,6 +200,7 @@ pub fn diff(before: &ClusterState, after: &ClusterState) -> Vec<ClusterEvent> {
         &after.frameworks,
         |f| &f.id,
         |f| f.state.clone(),
+        |a, b| a == b,
         framework_event,
         &mut out,
     );
@@ -207,6 +209,7 @@ pub fn diff(before: &ClusterState, after: &ClusterState) -> Vec<ClusterEvent> {
         &after.executors,
         |e| &e.id,
         |e| executor_state_name(&e.state).to_string(),
+        same_executor,
         executor_event,
         &mut out,
     );
@@ -225,12 +228,55 @@ pub fn diff(before: &ClusterState, after: &ClusterState) -> Vec<ClusterEvent> {
     out
 }
 
-/// Compares two lists of views by id (not trusting their order).
-fn entities<V: PartialEq, K: Ord>(
+/// A worker's view unchanged but for its usage sample (which changes
+/// every few seconds and is no event).
+fn same_worker(a: &WorkerView, b: &WorkerView) -> bool {
+    let WorkerView {
+        id,
+        state,
+        cores,
+        cores_used,
+        memory_mb,
+        memory_used_mb,
+        cordoned,
+        drain,
+        drain_deadline_ms,
+        executors,
+        attributes,
+        ports,
+        ports_used,
+        host,
+        usage: _,
+    } = a;
+    (id, state, cores, cores_used, memory_mb, memory_used_mb, cordoned, drain)
+        == (
+            &b.id,
+            &b.state,
+            &b.cores,
+            &b.cores_used,
+            &b.memory_mb,
+            &b.memory_used_mb,
+            &b.cordoned,
+            &b.drain,
+        )
+        && (drain_deadline_ms, executors, attributes, ports, ports_used, host)
+            == (&b.drain_deadline_ms, &b.executors, &b.attributes, &b.ports, &b.ports_used, &b.host)
+}
+
+/// An executor's view unchanged but for its usage.
+fn same_executor(a: &ExecutorView, b: &ExecutorView) -> bool {
+    let ExecutorView { id, framework, worker, state, ports, usage: _ } = a;
+    (id, framework, worker, state, ports) == (&b.id, &b.framework, &b.worker, &b.state, &b.ports)
+}
+
+/// Compares two lists of views by id (not trusting their order); `same`
+/// tells views that show no change.
+fn entities<V, K: Ord>(
     before: &[V],
     after: &[V],
     id: impl Fn(&V) -> &K,
     state: impl Fn(&V) -> String,
+    same: impl Fn(&V, &V) -> bool,
     event: impl Fn(Change, &V, Option<String>) -> ClusterEvent,
     out: &mut Vec<ClusterEvent>,
 ) {
@@ -243,7 +289,7 @@ fn entities<V: PartialEq, K: Ord>(
         match (old.get(k), new.get(k)) {
             (None, Some(v)) => out.push(event(Change::Added, v, None)),
             (Some(v), None) => out.push(event(Change::Removed, v, None)),
-            (Some(a), Some(b)) if a != b => {
+            (Some(a), Some(b)) if !same(a, b) => {
                 let (was, now) = (state(a), state(b));
                 if was != now {
                     out.push(event(Change::State, b, Some(was)));

@@ -45,7 +45,13 @@ use serde::{Deserialize, Serialize};
 /// carries the worker's port ranges and host; `ExecutorReport` and
 /// `ExecutorInfo` the executor's numbered ports (and `ExecutorInfo` its
 /// host); `WorkerView` the port counts. See [`crate::ports`].
-pub const PROTOCOL_VERSION: u16 = 8;
+///
+/// Version 8 (issue 22, rolling updates): `UpdateGroup`.
+///
+/// Version 9 (issue 23, the sandbox): `WorkerUsage` (executors' memory
+/// and CPU from their cgroups, the work directory's free space), shown in
+/// `WorkerView::usage` and `ExecutorView::usage`.
+pub const PROTOCOL_VERSION: u16 = 9;
 
 /// What kind of node is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -827,6 +833,51 @@ pub enum Message {
         /// The most slots replaced at once (at least 1).
         max_parallel: u32,
     },
+    /// Worker → master: what its executors use and what its work directory
+    /// has left, sampled by its runtime, sent with a heartbeat at most
+    /// once per [`crate::worker::USAGE_INTERVAL`]. Observational: shown,
+    /// never acted on.
+    WorkerUsage {
+        /// The sending process's incarnation.
+        incarnation: Incarnation,
+        /// The sample.
+        usage: WorkerUsage,
+    },
+}
+
+/// An executor's use of its worker's resources, from its cgroup (each
+/// figure `None` where the host does not report it, or the worker does not
+/// enforce limits).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// The memory it uses now, in bytes.
+    pub memory_bytes: Option<u64>,
+    /// The most memory it used, in bytes.
+    pub memory_peak_bytes: Option<u64>,
+    /// The CPU time it used, in microseconds.
+    pub cpu_usec: Option<u64>,
+}
+
+/// One executor's [`Usage`] in a [`WorkerUsage`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutorUsage {
+    /// The executor.
+    pub executor: ExecutorId,
+    /// What it uses.
+    pub usage: Usage,
+}
+
+/// A worker's sample of its executors' usage and its work directory's
+/// space ([`Message::WorkerUsage`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerUsage {
+    /// Its running executors' usage (at most
+    /// [`crate::limits::MAX_EXECUTORS_PER_WORKER`]).
+    pub executors: Vec<ExecutorUsage>,
+    /// Bytes free for it in its work directory's file system.
+    pub work_dir_free_bytes: Option<u64>,
+    /// The size of that file system, in bytes.
+    pub work_dir_total_bytes: Option<u64>,
 }
 
 /// Where one group's slots would be placed now, and why those that would
@@ -955,6 +1006,24 @@ pub struct WorkerView {
     pub ports_used: u32,
     /// The host it said its executors' ports are reached at.
     pub host: Option<String>,
+    /// Its latest [`WorkerUsage`] sample, summed over its executors
+    /// (`None` before the first).
+    pub usage: Option<WorkerUsageView>,
+}
+
+/// A worker's latest usage sample in [`WorkerView`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerUsageView {
+    /// The memory its executors use now, in bytes (those that report it).
+    pub memory_bytes: u64,
+    /// The CPU time its running executors used, in microseconds.
+    pub cpu_usec: u64,
+    /// Bytes free in its work directory's file system.
+    pub work_dir_free_bytes: Option<u64>,
+    /// The size of that file system, in bytes.
+    pub work_dir_total_bytes: Option<u64>,
+    /// When the leader received it (its clock, milliseconds).
+    pub received_at: Millis,
 }
 
 impl WorkerView {
@@ -1019,6 +1088,9 @@ pub struct ExecutorView {
     /// Its ports as its worker numbered them (reached at its worker's
     /// [`WorkerView::host`]).
     pub ports: Vec<(String, u16)>,
+    /// What it uses, from its worker's latest sample (`None`: not
+    /// reported, or not running).
+    pub usage: Option<Usage>,
 }
 
 impl Message {
@@ -1068,6 +1140,7 @@ impl Message {
             Message::Hello(_)
             | Message::RegisterWorker(_)
             | Message::WorkerHeartbeat { .. }
+            | Message::WorkerUsage { .. }
             | Message::Subscribe(_)
             | Message::DeclareGroup { .. }
             | Message::UpdateGroup { .. }
@@ -1143,6 +1216,7 @@ impl Message {
             Message::PlanRequest { .. } => "PlanRequest",
             Message::PlanReply { .. } => "PlanReply",
             Message::UpdateGroup { .. } => "UpdateGroup",
+            Message::WorkerUsage { .. } => "WorkerUsage",
         }
     }
 }

@@ -3,9 +3,10 @@
 
 use regent_core::events::{diff, summary, Change, ClusterEvent};
 use regent_core::protocol::{
-    ClusterState, ExecutorState, ExecutorView, FrameworkView, LeaderHint, WorkerView,
+    ClusterState, ExecutorState, ExecutorView, FrameworkView, LeaderHint, Usage, WorkerUsageView,
+    WorkerView,
 };
-use regent_core::{Addr, Epoch, ExecutorId, FrameworkId, MasterId, WorkerId};
+use regent_core::{Addr, Epoch, ExecutorId, FrameworkId, MasterId, Millis, WorkerId};
 
 fn hint(id: &str, epoch: u64) -> Option<LeaderHint> {
     Some(LeaderHint {
@@ -17,6 +18,7 @@ fn hint(id: &str, epoch: u64) -> Option<LeaderHint> {
 
 fn worker(id: &str, state: &str, used: u32) -> WorkerView {
     WorkerView {
+        usage: None,
         host: Default::default(),
         ports: Default::default(),
         ports_used: Default::default(),
@@ -36,6 +38,7 @@ fn worker(id: &str, state: &str, used: u32) -> WorkerView {
 
 fn executor(id: &str, state: ExecutorState) -> ExecutorView {
     ExecutorView {
+        usage: None,
         ports: Default::default(),
         id: ExecutorId::new(id),
         framework: FrameworkId::new("fw-1"),
@@ -78,6 +81,27 @@ fn equal_snapshots_and_counters_alone_give_no_event() {
     b.messages = 1_000;
     b.rejected = 3;
     assert_eq!(diff(&a, &b), vec![]);
+}
+
+#[test]
+fn a_new_usage_sample_alone_gives_no_event() {
+    let mut a = state("m1", "ALIVE", 7);
+    a.workers = vec![worker("w1", "ALIVE", 1)];
+    a.executors = vec![executor("e1", ExecutorState::Running)];
+    let mut b = a.clone();
+    b.workers[0].usage = Some(WorkerUsageView {
+        memory_bytes: 1 << 20,
+        cpu_usec: 1_000,
+        work_dir_free_bytes: Some(1 << 30),
+        work_dir_total_bytes: Some(1 << 31),
+        received_at: Millis(5),
+    });
+    b.executors[0].usage =
+        Some(Usage { memory_bytes: Some(1 << 20), memory_peak_bytes: None, cpu_usec: Some(1_000) });
+    assert_eq!(diff(&a, &b), vec![], "usage changes every few seconds: no event");
+    // A change beside it still is one.
+    b.executors[0].state = ExecutorState::Exited { code: 0 };
+    assert_eq!(diff(&a, &b).len(), 1);
 }
 
 #[test]

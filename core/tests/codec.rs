@@ -132,7 +132,19 @@ fn log_stream(g: &mut Gen) -> LogStream {
 
 /// Number of `Message` variants; a new variant must be added to `arb` and
 /// to `golden_samples`.
-const VARIANTS: u8 = 49;
+const VARIANTS: u8 = 50;
+
+fn opt_u64(g: &mut Gen) -> Option<u64> {
+    if bool::arbitrary(g) {
+        Some(u64::arbitrary(g))
+    } else {
+        None
+    }
+}
+
+fn usage_arb(g: &mut Gen) -> Usage {
+    Usage { memory_bytes: opt_u64(g), memory_peak_bytes: opt_u64(g), cpu_usec: opt_u64(g) }
+}
 
 #[derive(Clone, Debug)]
 struct Arb(Message);
@@ -321,6 +333,16 @@ impl Arbitrary for Arb {
                 request: u64::arbitrary(g),
                 groups: (0..usize::arbitrary(g) % 3).map(|_| group_spec_arb(g)).collect(),
             },
+            47 => Message::WorkerUsage {
+                incarnation: Incarnation(u64::arbitrary(g)),
+                usage: WorkerUsage {
+                    executors: (0..usize::arbitrary(g) % 3)
+                        .map(|_| ExecutorUsage { executor: ExecutorId(s(g)), usage: usage_arb(g) })
+                        .collect(),
+                    work_dir_free_bytes: opt_u64(g),
+                    work_dir_total_bytes: opt_u64(g),
+                },
+            },
             _ => Message::PlanReply {
                 epoch: e(g),
                 request: u64::arbitrary(g),
@@ -428,10 +450,11 @@ fn malformed_unsupported_version_and_wrong_cluster_are_named() {
         }))
     };
     let mut d = Decoder::new(cfg.clone());
-    d.feed(&hello(9, "prod")).unwrap();
+    let other = PROTOCOL_VERSION + 1;
+    d.feed(&hello(other, "prod")).unwrap();
     let e = d.next_message().unwrap_err();
-    assert_eq!(e, DecodeError::UnsupportedVersion { got: 9, supported: PROTOCOL_VERSION });
-    assert!(e.to_string().contains("version 9"));
+    assert_eq!(e, DecodeError::UnsupportedVersion { got: other, supported: PROTOCOL_VERSION });
+    assert!(e.to_string().contains(&format!("version {other}")));
     let mut d = Decoder::new(cfg.clone());
     d.feed(&hello(PROTOCOL_VERSION, "staging")).unwrap();
     let e = d.next_message().unwrap_err();
@@ -680,6 +703,13 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 epoch: Epoch(42),
                 leader: None,
                 workers: vec![WorkerView {
+                    usage: Some(WorkerUsageView {
+                        memory_bytes: 1 << 26,
+                        cpu_usec: 2_500_000,
+                        work_dir_free_bytes: Some(50 << 30),
+                        work_dir_total_bytes: Some(100 << 30),
+                        received_at: Millis(9_000),
+                    }),
                     host: Default::default(),
                     ports: Default::default(),
                     ports_used: Default::default(),
@@ -710,6 +740,11 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                     }],
                 }],
                 executors: vec![ExecutorView {
+                    usage: Some(Usage {
+                        memory_bytes: Some(1 << 26),
+                        memory_peak_bytes: Some(1 << 27),
+                        cpu_usec: Some(2_500_000),
+                    }),
                     ports: Default::default(),
                     id: ExecutorId::new("e1"),
                     framework: FrameworkId::new("f1"),
@@ -837,6 +872,24 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
         ("plan_request", Message::PlanRequest { request: 9, groups: vec![group_spec()] }),
         ("update_group", Message::UpdateGroup { request: 10, spec: group_spec(), max_parallel: 2 }),
         (
+            "worker_usage",
+            Message::WorkerUsage {
+                incarnation: Incarnation(7),
+                usage: WorkerUsage {
+                    executors: vec![ExecutorUsage {
+                        executor: ExecutorId::new("e1"),
+                        usage: Usage {
+                            memory_bytes: Some(1 << 26),
+                            memory_peak_bytes: None,
+                            cpu_usec: Some(2_500_000),
+                        },
+                    }],
+                    work_dir_free_bytes: Some(50 << 30),
+                    work_dir_total_bytes: Some(100 << 30),
+                },
+            },
+        ),
+        (
             "plan_reply",
             Message::PlanReply {
                 epoch: Epoch(42),
@@ -862,6 +915,17 @@ fn cluster_state(g: &mut Gen) -> ClusterState {
         leader: if bool::arbitrary(g) { Some(hint(g)) } else { None },
         workers: (0..usize::arbitrary(g) % 3)
             .map(|_| WorkerView {
+                usage: if bool::arbitrary(g) {
+                    Some(WorkerUsageView {
+                        memory_bytes: u64::arbitrary(g),
+                        cpu_usec: u64::arbitrary(g),
+                        work_dir_free_bytes: opt_u64(g),
+                        work_dir_total_bytes: opt_u64(g),
+                        received_at: Millis(u64::arbitrary(g)),
+                    })
+                } else {
+                    None
+                },
                 host: Default::default(),
                 ports: Default::default(),
                 ports_used: Default::default(),
@@ -898,6 +962,7 @@ fn cluster_state(g: &mut Gen) -> ClusterState {
             .collect(),
         executors: (0..usize::arbitrary(g) % 3)
             .map(|_| ExecutorView {
+                usage: if bool::arbitrary(g) { Some(usage_arb(g)) } else { None },
                 ports: Default::default(),
                 id: ExecutorId(s(g)),
                 framework: FrameworkId(s(g)),
@@ -971,6 +1036,7 @@ fn golden_frames_pin_the_wire_format() {
 fn a_large_frame_is_encoded_and_sealed_into_a_buffer_of_its_exact_length() {
     let executors = (0..12_000)
         .map(|i| ExecutorView {
+            usage: None,
             ports: Default::default(),
             id: ExecutorId(format!("framework/group#{i}#1.{i}")),
             framework: FrameworkId::new("framework"),

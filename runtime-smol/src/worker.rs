@@ -101,6 +101,15 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
         .await?
     };
     let PreparedWorker { supervisor, left_behind, mut config, .. } = prepared;
+    let (usage_tx, usage_rx) = async_channel::bounded::<regent_core::protocol::WorkerUsage>(1);
+    regent_std::host::spawn_usage_sampler(
+        &supervisor,
+        regent_std::host::USAGE_SAMPLE_EVERY,
+        move |usage| {
+            // A sample the loop has not taken yet is simply replaced later.
+            !matches!(usage_tx.try_send(usage), Err(async_channel::TrySendError::Closed(_)))
+        },
+    );
 
     // The callback listener (seed 002): a new leader dials it.
     let (accept_rx, _listener) = match callback_listen(&opts)? {
@@ -170,9 +179,17 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
                             exec_rx.recv().await.expect("the supervisor's sink holds a sender"),
                         )
                     },
-                    async {
-                        Wake::Dialed(dial_rx.recv().await.expect("the daemon holds a sender"))
-                    },
+                    future::or(
+                        async {
+                            Wake::Dialed(dial_rx.recv().await.expect("the daemon holds a sender"))
+                        },
+                        async {
+                            match usage_rx.recv().await {
+                                Ok(usage) => Wake::Usage(usage),
+                                Err(_) => future::pending().await,
+                            }
+                        },
+                    ),
                 ),
                 future::or(
                     future::or(
@@ -205,6 +222,7 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
             Wake::Exec(ev) => d.on_exec(ev).await,
             Wake::Dialed(dialed) => d.on_dialed(dialed).await,
             Wake::Deadline => d.feed(NodeInput::Tick).await,
+            Wake::Usage(usage) => d.feed(NodeInput::Usage(usage)).await,
             Wake::Shutdown => {
                 // Kill on a blocking thread while the loop goes on, so the
                 // reports of executors that die go out as they die and
@@ -239,6 +257,7 @@ enum Wake {
     Deadline,
     Shutdown,
     Killed(Vec<ExecutorId>),
+    Usage(regent_core::protocol::WorkerUsage),
 }
 
 /// The outcome of one dial.

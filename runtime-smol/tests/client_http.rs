@@ -35,6 +35,7 @@ fn leader_hint(id: &str, addr: &str, epoch: u64) -> LeaderHint {
 
 fn worker(id: &str, state: &str) -> WorkerView {
     WorkerView {
+        usage: None,
         host: Default::default(),
         ports: Default::default(),
         ports_used: Default::default(),
@@ -54,6 +55,7 @@ fn worker(id: &str, state: &str) -> WorkerView {
 
 fn executor(id: &str, worker: Option<&str>, state: ExecutorState) -> ExecutorView {
     ExecutorView {
+        usage: None,
         ports: Default::default(),
         id: ExecutorId::new(id),
         framework: FrameworkId::new("fw-1"),

@@ -12,6 +12,8 @@
 //! * `--isolation cgroups` where there are none: the worker exits non-zero
 //!   naming why; `--isolation none` starts and says limits are accounted
 //!   only.
+//! * An executor's memory in use (from its cgroup) and the worker's work
+//!   directory's free space reach the leader's `/api/state` and `/metrics`.
 
 mod support;
 
@@ -163,4 +165,49 @@ fn isolation_cgroups_without_cgroups_refuses_to_start_and_none_says_accounted_on
     assert!(err.contains("accounted only, not enforced"), "{err}");
     none.sigterm();
     let _ = none.wait_exit(BOUND);
+}
+
+#[test]
+fn executors_usage_and_the_work_dirs_space_reach_the_leader() {
+    let c = Cluster::new("cgroup-usage");
+    let spec = MasterSpec::new("m1", &["--recovery", "none"]);
+    let _master = c.master(&spec);
+    let masters = [spec.addr()];
+    let _worker = c.worker("use-w1", &masters, 2, 1024, &[]);
+    wait_for(BOUND, "the worker ALIVE", || {
+        let state = api_state(&spec.http_addr()).ok_or("the master does not answer")?;
+        alive_with_workers(&state, &["use-w1"])
+    });
+    // Holds 24 MiB of written memory.
+    let opts = ["--executors", "1", "--cores", "1", "--memory", "64", "--failover-timeout", "1000"];
+    let hold = "import time\nb = b'x' * (24 << 20)\ntime.sleep(600)";
+    let mut job = c.submit("hold", &masters, &opts, &["python3", "-c", hold]);
+    // Samples go every 10 s at most: within a generous bound the leader
+    // shows the executor's memory and the worker's disk.
+    let (memory, free) = wait_for(BOUND, "the executor's usage at the leader", || {
+        let state = api_state(&spec.http_addr()).ok_or("the master does not answer")?;
+        let x = state["executors"]
+            .as_array()
+            .and_then(|a| a.iter().find(|x| x["state"] == "RUNNING"))
+            .ok_or("no running executor")?;
+        let memory = x["memory_bytes"].as_u64().ok_or(format!("no usage yet: {x}"))?;
+        if memory < 24 << 20 {
+            return Err(format!("{memory} bytes so far"));
+        }
+        let w = &state["workers"][0]["usage"];
+        let free = w["work_dir_free_bytes"].as_u64().ok_or(format!("no disk figure: {w}"))?;
+        Ok((memory, free))
+    });
+    assert!(memory < 64 << 20, "{memory} bytes: more than its limit?");
+    assert!(free > 0);
+    let (code, metrics) = support::cluster::http_get(&spec.http_addr(), "/metrics").unwrap();
+    assert_eq!(code, 200);
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with("regent_executor_memory_in_use_bytes "))
+        .expect("the usage gauge");
+    let value: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(value >= 24 << 20, "{line}");
+    job.sigterm();
+    let _ = job.wait_exit(BOUND);
 }

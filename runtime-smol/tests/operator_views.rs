@@ -11,6 +11,7 @@ use std::time::Duration;
 fn worker(id: &str, state: &str, cordoned: bool, drain: &str, deadline: Option<u64>) -> WorkerView {
     WorkerView {
         host: Default::default(),
+        usage: None,
         ports: Default::default(),
         ports_used: Default::default(),
         id: WorkerId::new(id),

@@ -730,21 +730,61 @@ fn isolate(supervisor: &Supervisor, cfg: &WorkerConfig, id: &str) -> Result<(), 
     Ok(())
 }
 
+/// How often a worker samples its executors' usage: as often as the node
+/// sends it at most ([`regent_core::worker::USAGE_INTERVAL`]).
+pub const USAGE_SAMPLE_EVERY: Duration =
+    Duration::from_millis(regent_core::worker::USAGE_INTERVAL.0);
+
+/// Samples `supervisor`'s usage ([`Supervisor::usage_sample`]) on a
+/// thread of its own, first at once and then every `every`, handing each
+/// sample to `send` (for the worker node's `Input::Usage`), until the
+/// supervisor is dropped or `send` returns `false` (the daemon is gone).
+pub fn spawn_usage_sampler(
+    supervisor: &Arc<Supervisor>,
+    every: Duration,
+    send: impl Fn(regent_core::protocol::WorkerUsage) -> bool + Send + 'static,
+) {
+    spawn_periodic(supervisor, "regent-usage", every, move |sup| send(sup.usage_sample()))
+        .unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "cannot start the usage sampler: executors' usage is not reported")
+        });
+}
+
 /// Cleans `supervisor`'s work directory by `policy` on a thread of its
 /// own ([`Supervisor::collect_garbage`]), first at once and then every
 /// quarter of the time to live (at least every 10 minutes, at most every
 /// second), until the supervisor is dropped.
 pub fn spawn_work_dir_gc(supervisor: &Arc<Supervisor>, policy: crate::exec::gc::GcPolicy) {
-    let weak = Arc::downgrade(supervisor);
     let every = (policy.ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(600));
-    let spawned = std::thread::Builder::new().name("regent-work-dir-gc".into()).spawn(move || {
-        // Checks often whether the supervisor is gone, sleeps `every` in all.
+    spawn_periodic(supervisor, "regent-work-dir-gc", every, move |sup| {
+        let _ = sup.collect_garbage(policy, std::time::SystemTime::now());
+        true
+    })
+    .unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "cannot start the work directory's cleaning thread; ended executors' directories stay")
+    });
+}
+
+/// Runs `work` on a thread named `name`, first at once and then every
+/// `every`, until it returns `false` or the supervisor is dropped (looked
+/// for at least every half second; the thread holds it only while `work`
+/// runs).
+fn spawn_periodic(
+    supervisor: &Arc<Supervisor>,
+    name: &str,
+    every: Duration,
+    work: impl Fn(&Supervisor) -> bool + Send + 'static,
+) -> std::io::Result<()> {
+    let weak = Arc::downgrade(supervisor);
+    std::thread::Builder::new().name(name.into()).spawn(move || {
         let tick = every.min(Duration::from_millis(500));
         let mut waited = every;
         loop {
             if waited >= every {
                 let Some(sup) = weak.upgrade() else { return };
-                let _ = sup.collect_garbage(policy, std::time::SystemTime::now());
+                if !work(&sup) {
+                    return;
+                }
                 waited = Duration::ZERO;
             }
             std::thread::sleep(tick);
@@ -753,10 +793,8 @@ pub fn spawn_work_dir_gc(supervisor: &Arc<Supervisor>, policy: crate::exec::gc::
                 return;
             }
         }
-    });
-    if let Err(e) = spawned {
-        tracing::warn!(error = %e, "cannot start the work directory's cleaning thread; ended executors' directories stay");
-    }
+    })?;
+    Ok(())
 }
 
 /// The master machine's settings from a daemon's flags: the worker timeout,

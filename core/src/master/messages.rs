@@ -103,6 +103,16 @@ impl Master {
                     _ => self.metrics.rejected += 1,
                 }
             }
+            Message::WorkerUsage { incarnation, usage } => {
+                let bound = self.conns.get(&conn).and_then(|c| c.worker.clone());
+                match bound {
+                    Some(w) if self.acting() && self.workers.is_bound(&w, incarnation, conn) => {
+                        self.worker_usage(now, &w, usage)
+                    }
+                    // Observational: a sample not taken now is not missed.
+                    _ => {}
+                }
+            }
             Message::Subscribe(sub) => {
                 if self.acting() {
                     self.subscribe(now, conn, sub, out);

@@ -40,7 +40,7 @@ use crate::ids::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, MasterId, WorkerI
 use crate::policy::Placement;
 use crate::protocol::{
     ClusterState, ExecutorState, ExecutorView, FrameworkView, GroupView, LeaderHint, Message, Role,
-    WorkerView,
+    Usage, WorkerUsageView, WorkerView,
 };
 use crate::store::{Maintenance, SlotOutcome};
 use crate::store::{Record, WriteId};
@@ -698,7 +698,21 @@ impl Master {
                 ports: w.ports,
                 ports_used: w.ports_used,
                 host: w.host.clone(),
+                usage: w.usage.as_deref().map(|(u, at)| WorkerUsageView {
+                    memory_bytes: u.executors.iter().filter_map(|e| e.usage.memory_bytes).sum(),
+                    cpu_usec: u.executors.iter().filter_map(|e| e.usage.cpu_usec).sum(),
+                    work_dir_free_bytes: u.work_dir_free_bytes,
+                    work_dir_total_bytes: u.work_dir_total_bytes,
+                    received_at: *at,
+                }),
             })
+            .collect();
+        let usage: FxHashMap<&ExecutorId, &Usage> = self
+            .workers
+            .entries
+            .values()
+            .filter_map(|w| w.usage.as_deref())
+            .flat_map(|(u, _)| u.executors.iter().map(|e| (&e.executor, &e.usage)))
             .collect();
         let frameworks = self
             .frameworks
@@ -760,6 +774,7 @@ impl Master {
                 worker: Some(e.worker.clone()),
                 state: e.state.clone(),
                 ports: e.ports.clone(),
+                usage: (!e.state.is_terminal()).then(|| usage.get(&e.id).map(|u| **u)).flatten(),
             })
             .collect();
         let (history, history_omitted) = self.history_view();
@@ -790,12 +805,14 @@ impl Master {
         // change what a snapshot shows. Heartbeats move its counters only (messages
         // handled), which a cached snapshot may show late by up to its
         // maximum age: so a cluster of 100,000 heartbeating workers does not
-        // make every `StateRequest` build anew.
+        // make every `StateRequest` build anew. Usage samples are shown as
+        // late, for the same reason (one per worker every 10 s).
         if !matches!(
             &event,
             Event::Message {
                 msg: Message::StateRequest
                     | Message::WorkerHeartbeat { .. }
+                    | Message::WorkerUsage { .. }
                     | Message::FrameworkHeartbeatAck { .. }
                     | Message::LogRequest { .. }
                     | Message::LogData { .. }
@@ -809,6 +826,7 @@ impl Master {
             &event,
             Event::Message {
                 msg: Message::WorkerHeartbeat { .. }
+                    | Message::WorkerUsage { .. }
                     | Message::FrameworkHeartbeatAck { .. }
                     | Message::StateRequest
                     | Message::PlanRequest { .. },

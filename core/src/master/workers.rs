@@ -98,6 +98,9 @@ pub struct WorkerEntry {
     pub ports_used: u32,
     /// The host it said its executors' ports are reached at.
     pub host: Option<String>,
+    /// Its latest usage sample and when it came (observational; boxed:
+    /// most of a large registry's entries never need it at once).
+    pub usage: Option<Box<(crate::protocol::WorkerUsage, Millis)>>,
     /// Its slot in the registry's silence order.
     slot: u32,
     /// The key it has among the placement candidates, if it is one.
@@ -129,6 +132,7 @@ impl WorkerEntry {
             ports: 0,
             ports_used: 0,
             host: None,
+            usage: None,
             slot: u32::MAX,
             placed_as: None,
         }
@@ -842,6 +846,27 @@ impl Master {
             Some(Heard::Unknown) | None => {
                 out.push(Action::Send { conn, msg: Message::ReconnectWorker { epoch } })
             }
+        }
+    }
+
+    /// A bound worker's usage sample ([`Message::WorkerUsage`]): kept for
+    /// the views, only for executors it runs per the leader (others are
+    /// dropped), at most [`crate::limits::MAX_EXECUTORS_PER_WORKER`].
+    pub(super) fn worker_usage(
+        &mut self,
+        now: Millis,
+        worker: &WorkerId,
+        mut usage: crate::protocol::WorkerUsage,
+    ) {
+        usage.executors.truncate(crate::limits::MAX_EXECUTORS_PER_WORKER);
+        let executors = &self.executors;
+        usage.executors.retain(|e| {
+            executors
+                .get(&e.executor)
+                .is_some_and(|x| x.worker == *worker && !x.state.is_terminal())
+        });
+        if let Some(w) = self.workers.entries.get_mut(worker) {
+            w.usage = Some(Box::new((usage, now)));
         }
     }
 

@@ -79,6 +79,10 @@ pub enum Input {
         /// Its new state.
         state: ExecutorState,
     },
+    /// The runtime's periodic sample of its executors' usage and its work
+    /// directory's space ([`worker::Event::Usage`]; sample about every
+    /// [`worker::USAGE_INTERVAL`]).
+    Usage(crate::protocol::WorkerUsage),
     /// The deadline from [`WorkerNode::poll_timeout`] passed.
     Tick,
     /// Shutdown begins: the runtime kills every executor (feeding their
@@ -316,6 +320,7 @@ impl WorkerNode {
         match input {
             Input::Start => events.push(worker::Event::Start),
             Input::LeftBehind(report) => events.push(worker::Event::LeftBehind(report)),
+            Input::Usage(usage) => events.push(worker::Event::Usage(usage)),
             Input::Dialed { dial, result } => self.on_dialed(dial, result, &mut events, &mut out),
             Input::Accepted { conn } => {
                 self.callbacks.insert(conn);

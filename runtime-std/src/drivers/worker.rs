@@ -47,6 +47,8 @@ enum Input {
     Shutdown,
     /// `kill_all` of a shutdown finished; these were not confirmed dead.
     Killed(Vec<ExecutorId>),
+    /// The usage sampler's newest sample.
+    Usage(regent_core::protocol::WorkerUsage),
 }
 
 /// A running worker. Dropping it shuts the worker down (as [`shutdown`]).
@@ -111,6 +113,10 @@ pub fn spawn_worker(cfg: WorkerConfig) -> Result<WorkerHandle, DriverError> {
         // Fails only once the daemon is gone, when nobody needs the event.
         let _ = sink.lock().unwrap_or_else(|e| e.into_inner()).send(Input::Exec(ev));
     })?;
+    let usage_tx = Mutex::new(tx.clone());
+    crate::host::spawn_usage_sampler(&supervisor, crate::host::USAGE_SAMPLE_EVERY, move |usage| {
+        usage_tx.lock().unwrap_or_else(|e| e.into_inner()).send(Input::Usage(usage)).is_ok()
+    });
     let node = WorkerNode::new(config);
     let status = Arc::new(Mutex::new(node.status()));
     let d = Pump {
@@ -185,6 +191,7 @@ impl Pump {
                 Err(RecvTimeoutError::Disconnected) => return Ok(()),
                 Ok(Input::Net(ev)) => self.on_net(ev),
                 Ok(Input::Exec(ev)) => self.on_exec(ev),
+                Ok(Input::Usage(usage)) => self.feed(NodeInput::Usage(usage)),
                 Ok(Input::Dialed { dial, result }) => self.on_dialed(dial, result),
                 Ok(Input::Shutdown) => {
                     if self.stopping {

@@ -70,6 +70,13 @@ pub fn used_pct(path: &Path) -> Option<u8> {
     Some(((used as u128 * 100).div_ceil(total as u128)).min(100) as u8)
 }
 
+/// The bytes free to unprivileged users and the size of the file system
+/// holding `path` (as `df` shows them).
+pub fn space(path: &Path) -> Option<(u64, u64)> {
+    let st = rustix::fs::statvfs(path).ok()?;
+    Some((st.f_bavail.saturating_mul(st.f_frsize), st.f_blocks.saturating_mul(st.f_frsize)))
+}
+
 /// The newest modification time of `dir` and the files directly in it.
 fn last_change(dir: &Path) -> Option<SystemTime> {
     let mut newest = fs::symlink_metadata(dir).ok()?.modified().ok()?;

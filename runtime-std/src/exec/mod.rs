@@ -465,6 +465,37 @@ impl Supervisor {
         Some(self.shared.cgroups.get()?.usage(executor.as_str()))
     }
 
+    /// A sample of the running executors' usage (from their cgroups; none
+    /// without enforcement) and the work directory's free space, for the
+    /// worker's [`regent_core::protocol::Message::WorkerUsage`].
+    pub fn usage_sample(&self) -> regent_core::protocol::WorkerUsage {
+        use regent_core::protocol::{ExecutorUsage, Usage, WorkerUsage};
+        let executors = match self.shared.cgroups.get() {
+            None => Vec::new(),
+            Some(cg) => self
+                .running()
+                .into_iter()
+                .map(|r| {
+                    let u = cg.usage(r.executor.as_str());
+                    ExecutorUsage {
+                        executor: r.executor,
+                        usage: Usage {
+                            memory_bytes: u.memory_bytes,
+                            memory_peak_bytes: u.memory_peak_bytes,
+                            cpu_usec: u.cpu_usec,
+                        },
+                    }
+                })
+                .collect(),
+        };
+        let space = gc::space(&self.shared.config.work_dir);
+        WorkerUsage {
+            executors,
+            work_dir_free_bytes: space.map(|(free, _)| free),
+            work_dir_total_bytes: space.map(|(_, total)| total),
+        }
+    }
+
     /// The executors running now.
     pub fn running(&self) -> Vec<RunningExecutor> {
         let mut v: Vec<_> = lock(&self.shared.executors)

@@ -392,6 +392,12 @@ const MASTER_STATUSES: [&str; 4] = ["STANDBY", "RECOVERING", "ALIVE", "SUSPENDED
 /// * named ports: a worker's `host`, `ports` (how many it offers) and
 ///   `ports_used`; an executor's `ports` (`{"http": 20000}`) and
 ///   `addresses` (`{"http": "10.0.0.7:20000"}`, at its worker's host).
+/// * usage (from the worker's latest sample, every 10 s at most; `null`
+///   before one, or where the host does not report it): a worker's
+///   `usage` `{memory_bytes, cpu_seconds, work_dir_free_bytes,
+///   work_dir_total_bytes}` (memory and CPU summed over its running
+///   executors); a running executor's `memory_bytes`,
+///   `memory_peak_bytes`, `cpu_seconds`.
 pub fn state_json(s: &ClusterState) -> Value {
     let workers: Vec<Value> = s
         .workers
@@ -416,6 +422,12 @@ pub fn state_json(s: &ClusterState) -> Value {
                 "host": w.host,
                 "ports": w.ports,
                 "ports_used": w.ports_used,
+                "usage": w.usage.as_ref().map(|u| json!({
+                    "memory_bytes": u.memory_bytes,
+                    "cpu_seconds": u.cpu_usec as f64 / 1e6,
+                    "work_dir_free_bytes": u.work_dir_free_bytes,
+                    "work_dir_total_bytes": u.work_dir_total_bytes,
+                })),
             })
         })
         .collect();
@@ -461,6 +473,9 @@ pub fn state_json(s: &ClusterState) -> Value {
                     };
                     (n.clone(), json!(at))
                 }).collect::<serde_json::Map<String, Value>>(),
+                "memory_bytes": e.usage.and_then(|u| u.memory_bytes),
+                "memory_peak_bytes": e.usage.and_then(|u| u.memory_peak_bytes),
+                "cpu_seconds": e.usage.and_then(|u| u.cpu_usec).map(|us| us as f64 / 1e6),
             });
             match &e.state {
                 ExecutorState::Exited { code } => v["exit_code"] = json!(code),
@@ -753,6 +768,25 @@ pub fn metrics_text(s: &HttpSnapshot) -> String {
         "gauge",
         "Memory held by executors on the workers in the registry, in bytes.",
         vec![(None, st.workers.iter().map(|w| w.memory_used_mb.saturating_mul(1 << 20)).sum())],
+    );
+    let sampled = || st.workers.iter().filter_map(|w| w.usage.as_ref());
+    family(
+        "regent_executor_memory_in_use_bytes",
+        "gauge",
+        "Memory the running executors use, from their cgroups (the workers' latest samples, every 10 s at most), in bytes.",
+        vec![(None, sampled().map(|u| u.memory_bytes).sum())],
+    );
+    family(
+        "regent_executor_cpu_seconds",
+        "gauge",
+        "CPU time the running executors used so far, from their cgroups (the workers' latest samples), in seconds.",
+        vec![(None, sampled().map(|u| u.cpu_usec).sum::<u64>() / 1_000_000)],
+    );
+    family(
+        "regent_work_dir_free_bytes_min",
+        "gauge",
+        "The least free space of any worker's work directory (the workers' latest samples), in bytes; 0 before any sample.",
+        vec![(None, sampled().filter_map(|u| u.work_dir_free_bytes).min().unwrap_or(0))],
     );
     family(
         "regent_frameworks",

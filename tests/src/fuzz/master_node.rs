@@ -605,6 +605,26 @@ impl Harness {
                 };
                 if src.bool() {
                     self.send(conn, Message::WorkerHeartbeat { incarnation });
+                } else if src.u8().is_multiple_of(4) {
+                    // A usage sample: its executors, some unknown or
+                    // another worker's, with any figures.
+                    let (ex, fw) = (&self.executors, &self.frameworks);
+                    let executors = (0..src.u8() % 4)
+                        .map(|_| regent_core::protocol::ExecutorUsage {
+                            executor: gen::executor_id(src, ex, fw),
+                            usage: regent_core::protocol::Usage {
+                                memory_bytes: src.bool().then(|| u64::from(src.u8()) << 20),
+                                memory_peak_bytes: None,
+                                cpu_usec: Some(u64::from(src.u8())),
+                            },
+                        })
+                        .collect();
+                    let usage = regent_core::protocol::WorkerUsage {
+                        executors,
+                        work_dir_free_bytes: Some(u64::MAX),
+                        work_dir_total_bytes: None,
+                    };
+                    self.send(conn, Message::WorkerUsage { incarnation, usage });
                 } else {
                     let executors = self
                         .launched
