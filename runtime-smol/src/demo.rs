@@ -79,6 +79,7 @@ pub async fn run_demo(executor_shim: Option<std::path::PathBuf>) -> Result<(), S
             gc: Default::default(),
             isolation: Default::default(),
             executor_logs: Default::default(),
+            executor_user: None,
             cluster: "demo".into(),
             masters: masters.clone(),
             cores: 2,

@@ -12,6 +12,8 @@
 //! * `--isolation cgroups` where there are none: the worker exits non-zero
 //!   naming why; `--isolation none` starts and says limits are accounted
 //!   only.
+//! * `--executor-user`: an executor runs as that user and cannot read the
+//!   worker's secret; an unknown user is refused at start.
 //! * An executor's memory in use (from its cgroup) and the worker's work
 //!   directory's free space reach the leader's `/api/state` and `/metrics`.
 
@@ -210,4 +212,63 @@ fn executors_usage_and_the_work_dirs_space_reach_the_leader() {
     assert!(value >= 24 << 20, "{line}");
     job.sigterm();
     let _ = job.wait_exit(BOUND);
+}
+
+#[test]
+fn a_worker_with_executor_user_runs_executors_as_that_user_away_from_its_secret() {
+    let c = Cluster::new("run-as");
+    let name = format!("regent-e{}", std::process::id());
+    let made = std::process::Command::new("useradd")
+        .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", &name])
+        .status()
+        .expect("useradd runs");
+    assert!(made.success(), "useradd {name}");
+    struct Gone(String);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("userdel").arg(&self.0).status();
+        }
+    }
+    let _gone = Gone(name.clone());
+    // The cluster secret: root's, 0600.
+    let secret = c.path("secret");
+    std::fs::write(&secret, "run-as-test-secret-0123456789abcdef\n").unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let secret = secret.to_str().unwrap().to_owned();
+    let spec = MasterSpec::new("m1", &["--recovery", "none", "--secret-file", &secret]);
+    let _master = c.master(&spec);
+    let masters = [spec.addr()];
+    let _worker = c.worker(
+        "user-w1",
+        &masters,
+        2,
+        1024,
+        &["--secret-file", &secret, "--executor-user", &name],
+    );
+    wait_for(BOUND, "the worker ALIVE", || {
+        let state = api_state(&spec.http_addr()).ok_or("the master does not answer")?;
+        alive_with_workers(&state, &["user-w1"])
+    });
+    let script =
+        format!("id -un; if cat {secret} 2>/dev/null; then echo READ; else echo denied; fi");
+    let opts = ["--executors", "1", "--cores", "1", "--memory", "32", "--secret-file", &secret];
+    let mut job = c.submit("whoami", &masters, &opts, &["sh", "-c", &script]);
+    assert!(job.wait_exit(BOUND).success(), "{}", job.stderr());
+    let dirs: Vec<_> =
+        std::fs::read_dir(c.work_dir("user-w1").join("executors")).unwrap().flatten().collect();
+    assert_eq!(dirs.len(), 1);
+    let out = std::fs::read_to_string(dirs[0].path().join("stdout")).unwrap();
+    assert_eq!(out, format!("{name}\ndenied\n"), "runs as {name}, cannot read the secret");
+    // A worker that is not root, or a user that does not exist, is refused
+    // at start with the reason.
+    let mut refused = c.worker(
+        "user-w2",
+        &masters,
+        1,
+        256,
+        &["--secret-file", &secret, "--executor-user", "no-such-user-here"],
+    );
+    assert!(!refused.wait_exit(BOUND).success());
+    assert!(refused.stderr().contains("no such user"), "{}", refused.stderr());
 }

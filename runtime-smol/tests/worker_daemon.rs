@@ -199,6 +199,7 @@ fn options(master: &Addr, work_dir: &Path) -> WorkerOptions {
         gc: Default::default(),
         isolation: Default::default(),
         executor_logs: Default::default(),
+        executor_user: None,
         cluster: CLUSTER.to_owned(),
         masters: vec![master.clone()],
         cores: 2,

@@ -209,6 +209,9 @@ pub enum HostError {
     /// The port ranges offered break a rule of [`regent_core::ports`].
     #[error("--ports: {0}")]
     BadPorts(regent_core::ports::PortsProblem),
+    /// The executors' user cannot be used (`--executor-user`).
+    #[error(transparent)]
+    User(#[from] crate::exec::user::UserError),
     /// The executors' cgroups cannot be made (`--isolation`).
     #[error("cannot isolate executors with cgroups: {0}")]
     Isolation(#[from] crate::exec::cgroup::CgroupError),
@@ -567,6 +570,9 @@ pub struct WorkerConfig {
     /// (`--executor-log-max-bytes`, `--executor-log-files`;
     /// [`crate::exec::rotate`]).
     pub executor_logs: crate::exec::rotate::Rotation,
+    /// The user every executor runs as (`--executor-user`; the worker must
+    /// be root: [`crate::exec::user`]). `None`: the worker's own.
+    pub executor_user: Option<String>,
     /// The program every executor runs under as its shim
     /// ([`crate::exec::shim`]; the `regent` binary, normally
     /// `std::env::current_exe()`), so a re-adopted executor's end is known.
@@ -664,6 +670,11 @@ pub fn prepare_worker(
     sup_cfg.shim = cfg.executor_shim.clone();
     sup_cfg.artifact_cache_bytes = cfg.artifact_cache_bytes;
     sup_cfg.log_rotation = Some(cfg.executor_logs);
+    sup_cfg.run_as =
+        cfg.executor_user.as_deref().map(crate::exec::user::RunAs::lookup).transpose()?;
+    if let Some(user) = &sup_cfg.run_as {
+        tracing::info!(user = %user.name, uid = user.uid, gid = user.gid, "executors run as another user");
+    }
     let (supervisor, left_behind) = Supervisor::with_config(sup_cfg, sink)
         .map_err(|source| HostError::Supervise { dir: cfg.work_dir.clone(), source })?;
     // Under the supervisor's lock: no other worker races for the id file.

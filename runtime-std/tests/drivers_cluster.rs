@@ -32,6 +32,7 @@ fn worker(master: &str, dir: &Path, id: &str) -> WorkerHandle {
         gc: Default::default(),
         isolation: Default::default(),
         executor_logs: Default::default(),
+        executor_user: None,
         cluster: "regent".into(),
         masters: vec![Addr::new(master)],
         cores: 4,

@@ -37,6 +37,7 @@ const TESTS: &[harness::Test] = &[
     ("an_exit_code_is_recorded_and_reported", an_exit_code_is_recorded_and_reported),
     ("a_terminating_signal_is_recorded_and_reported", a_terminating_signal_is_recorded),
     ("output_is_rotated_by_size_and_read_across_the_files", output_is_rotated),
+    ("an_executor_run_as_another_user_cannot_read_the_workers_secret", run_as_another_user),
     ("a_graceful_stop_of_the_group_is_recorded_by_the_surviving_shim", a_graceful_stop),
     ("an_unstartable_command_fails_synchronously_with_the_reason", an_unstartable_command),
     ("adopted_executors_are_reported_as_they_ended_not_lost", adopted_executors_end_exactly),
@@ -178,6 +179,7 @@ fn shim_arguments_parse() {
         status: "/w/exit-status".into(),
         stdout: "/w/stdout".into(),
         stderr: Some("/w/stderr".into()),
+        user: Some("1000:1000:1000,27".parse().unwrap()),
         rotation: Some(regent_std::exec::rotate::Rotation { max_bytes: 1000, files: 3 }),
         cgroups: vec!["/cg/memory/x".into(), "/cg/cpu/x".into()],
         command: os(&["sh", "-c", "exit 3"]),
@@ -252,6 +254,74 @@ fn output_is_rotated() {
         panic!("no chunk")
     };
     assert_eq!((data, size), (b"err-end\n".to_vec(), 2_008));
+}
+
+/// A throwaway system user for the test, removed when dropped.
+struct TestUser(String);
+
+impl TestUser {
+    fn create() -> Option<TestUser> {
+        if !rustix::process::geteuid().is_root() {
+            println!("skipped: not root (running executors as another user needs root)");
+            return None;
+        }
+        let name = format!("regent-t{}", std::process::id());
+        let made = Command::new("useradd")
+            .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", &name])
+            .status()
+            .expect("useradd (Debian's passwd package) runs");
+        assert!(made.success(), "useradd {name} failed");
+        Some(TestUser(name))
+    }
+}
+
+impl Drop for TestUser {
+    fn drop(&mut self) {
+        let _ = Command::new("userdel").arg(&self.0).status();
+    }
+}
+
+fn run_as_another_user() {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let Some(user) = TestUser::create() else { return };
+    let run_as = regent_std::exec::user::RunAs::lookup(&user.0).expect("the test user resolves");
+    let dir = tempfile::tempdir().unwrap();
+    // The worker's secret: root's, 0600, beside the work directory.
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "cluster-secret").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cfg = config(&dir.path().join("work"));
+    cfg.run_as = Some(run_as.clone());
+    let (sup, rx) = supervisor(cfg);
+    let script = format!(
+        "id -u; id -g; echo \"$USER $HOME\"; if cat {} 2>/dev/null; then echo READ; else echo denied; fi; \
+         touch own-file && echo wrote",
+        secret.display()
+    );
+    started(launch(&sup, sh("e1", &script)));
+    expect_state(&rx, "e1", ExecutorState::Running);
+    expect_state(&rx, "e1", ExecutorState::Exited { code: 0 });
+    let edir = sup.executor_dir(&ExecutorId::new("e1"));
+    let out = std::fs::read_to_string(edir.join("stdout")).unwrap();
+    let want = format!(
+        "{}\n{}\n{} {}\ndenied\nwrote\n",
+        run_as.uid,
+        run_as.gid,
+        user.0,
+        run_as.home.display()
+    );
+    assert_eq!(out, want, "runs as the user and cannot read the secret");
+    let meta = std::fs::metadata(&edir).unwrap();
+    assert_eq!((meta.uid(), meta.mode() & 0o777), (run_as.uid, 0o700), "its directory is its own");
+    assert_eq!(std::fs::metadata(edir.join("own-file")).unwrap().uid(), run_as.uid);
+    // The shim stayed root: it recorded how the command ended.
+    assert_eq!(status_of(&sup, "e1"), Some(ShimStatus::Exited { code: 0 }));
+    // Root is refused as the user to run as.
+    let err = regent_std::exec::user::RunAs::lookup("root").unwrap_err().to_string();
+    assert!(err.contains("is root (uid 0)"), "{err}");
+    let err = regent_std::exec::user::RunAs::lookup("no-such-user-here").unwrap_err().to_string();
+    assert!(err.contains("no such user"), "{err}");
 }
 
 fn a_terminating_signal_is_recorded() {

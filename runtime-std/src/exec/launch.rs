@@ -241,6 +241,10 @@ impl Supervisor {
                 .map_err(|e| format!("cannot open {}: {e}", path.display()))
         };
         let (stdout, stderr) = (log("stdout")?, log("stderr")?);
+        let run_as = self.shared.config.run_as.as_ref();
+        if let Some(user) = run_as {
+            give_to(user, dir, &self.shared.config.work_dir)?;
+        }
         let cgroups = match self.shared.cgroups.get() {
             None => Vec::new(),
             Some(cg) => cg
@@ -271,6 +275,7 @@ impl Supervisor {
                     stdout: dir.join("stdout"),
                     stderr: self.shared.config.log_rotation.map(|_| dir.join("stderr")),
                     rotation: self.shared.config.log_rotation,
+                    user: run_as.map(super::user::Identity::from),
                     cgroups: cgroups.clone(),
                     command: spec.command.iter().map(Into::into).collect(),
                 };
@@ -290,6 +295,14 @@ impl Supervisor {
             .stdin(Stdio::null())
             .stderr(stderr)
             .process_group(0);
+        if let Some(user) = run_as {
+            cmd.env("USER", &user.name).env("LOGNAME", &user.name).env("HOME", &user.home);
+            if self.shared.config.shim.is_none() {
+                // Without a shim, std drops to the user (uid and gid; the
+                // supplementary groups are cleared, not set).
+                cmd.uid(user.uid).gid(user.gid);
+            }
+        }
         match &self.shared.config.shim {
             None => {
                 let child = cmd.spawn().map_err(|e| format!("cannot start {program:?}: {e}"))?;
@@ -465,6 +478,22 @@ pub fn shim_state(status: ShimStatus) -> ExecutorState {
         ShimStatus::Signaled { signal } => ExecutorState::Exited { code: 128 + signal },
         ShimStatus::CannotStart { reason } => ExecutorState::Failed { reason },
     }
+}
+
+/// Gives an executor's directory (and what it holds: output files, its
+/// working directory, installed artifacts) to `user`, 0700, and makes
+/// `<work_dir>/executors` traversable (0711) but not listable by it.
+fn give_to(user: &super::user::RunAs, dir: &Path, work_dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let set_mode = |path: &Path, mode: u32| {
+        fs::set_permissions(path, fs::Permissions::from_mode(mode))
+            .map_err(|e| format!("cannot set the mode of {}: {e}", path.display()))
+    };
+    set_mode(&work_dir.join(super::EXECUTORS_DIR), 0o711)?;
+    user.own_tree(dir).map_err(|e| {
+        format!("cannot give {} to user {} (uid {}): {e}", dir.display(), user.name, user.uid)
+    })?;
+    set_mode(dir, 0o700)
 }
 
 /// How the executor's cgroup saw its end (the out-of-memory reason when the

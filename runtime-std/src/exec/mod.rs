@@ -109,6 +109,7 @@ pub mod record;
 pub mod rotate;
 pub mod shim;
 mod stop;
+pub mod user;
 
 pub use launch::{exit_code, shim_state, Launched};
 pub use reclaim::{classify, Finding, LeftBehind, LeftBehindOutcome};
@@ -163,6 +164,9 @@ pub struct SupervisorConfig {
     /// by the shim, so only with [`SupervisorConfig::shim`]). `None`: the
     /// files grow without bound.
     pub log_rotation: Option<rotate::Rotation>,
+    /// The user every executor runs as ([`user`]; resolved, the worker
+    /// being root). `None`: the worker's own user.
+    pub run_as: Option<user::RunAs>,
 }
 
 impl SupervisorConfig {
@@ -181,6 +185,7 @@ impl SupervisorConfig {
             shim: None,
             artifact_cache_bytes: artifacts::DEFAULT_CACHE_BYTES,
             log_rotation: Some(rotate::Rotation::default()),
+            run_as: None,
         }
     }
 }

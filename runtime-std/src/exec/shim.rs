@@ -171,6 +171,10 @@ pub struct ShimArgs {
     /// writes into pipes the shim copies into rotating files. `None`: the
     /// command writes the files itself, unbounded.
     pub rotation: Option<super::rotate::Rotation>,
+    /// The identity the command runs as (`--user UID:GID:GROUPS`; the
+    /// shim stays root and starts it through
+    /// [`super::user::EXEC_SUBCOMMAND`]). `None`: the shim's own.
+    pub user: Option<super::user::Identity>,
     /// The cgroups the shim joins before it starts the command
     /// (`--cgroup DIR`, one per hierarchy: [`super::cgroup`]), so the
     /// command and all it forks are limited from the start. Empty: none.
@@ -200,6 +204,10 @@ impl ShimArgs {
             v.push("--log-files".into());
             v.push(r.files.to_string().into());
         }
+        if let Some(user) = &self.user {
+            v.push("--user".into());
+            v.push(user.to_string().into());
+        }
         for dir in &self.cgroups {
             v.push("--cgroup".into());
             v.push(dir.clone().into());
@@ -216,12 +224,18 @@ impl ShimArgs {
         let mut args = args.into_iter();
         let (mut status, mut stdout, mut cgroups) = (None, None, Vec::new());
         let (mut stderr, mut max_bytes, mut files) = (None, None, None);
+        let mut user = None;
         loop {
             let Some(arg) = args.next() else {
                 return Err(ShimError::NoSeparator);
             };
             match arg.to_str() {
                 Some("--") => break,
+                Some("--user") => {
+                    let value = args.next().ok_or(ShimError::NoValue("--user"))?;
+                    let parsed = value.to_str().and_then(|v| v.parse().ok());
+                    user = Some(parsed.ok_or(ShimError::BadNumber("--user UID:GID:GROUPS"))?);
+                }
                 Some("--stderr") => {
                     stderr =
                         Some(PathBuf::from(args.next().ok_or(ShimError::NoValue("--stderr"))?));
@@ -261,6 +275,7 @@ impl ShimArgs {
             status: status.ok_or(ShimError::Missing("--status FILE"))?,
             stdout: stdout.ok_or(ShimError::Missing("--stdout FILE"))?,
             stderr,
+            user,
             rotation: match (max_bytes, files) {
                 (None, None) => None,
                 (Some(max_bytes), Some(files)) => {
@@ -320,8 +335,26 @@ pub fn run(args: &ShimArgs) -> i32 {
         .and_then(|out| Ok((out, open_rotating(args)?)))
         .and_then(|(out, rotating)| {
             let (program, rest) = args.command.split_first().ok_or("empty command")?;
-            let mut cmd = Command::new(program);
-            cmd.args(rest).stdin(Stdio::inherit());
+            let mut cmd = match &args.user {
+                None => {
+                    let mut cmd = Command::new(program);
+                    cmd.args(rest);
+                    cmd
+                }
+                // This binary drops to the user in a process of its own and
+                // execs the command there (same pid).
+                Some(identity) => {
+                    let me = std::env::current_exe()
+                        .map_err(|e| format!("cannot find the shim's own binary: {e}"))?;
+                    let mut cmd = Command::new(me);
+                    cmd.arg(super::user::EXEC_SUBCOMMAND)
+                        .arg(identity.to_string())
+                        .arg("--")
+                        .args(&args.command);
+                    cmd
+                }
+            };
+            cmd.stdin(Stdio::inherit());
             match &rotating {
                 None => {
                     let child_out = out

@@ -45,6 +45,7 @@ pub type Test = (&'static str, fn());
 /// Run as `executor-shim ...` (the supervisor starts this binary as its
 /// shim): be the shim, exactly as `regent executor-shim`, and exit.
 pub fn act_as_shim_if_asked() {
+    regent_std::exec::user::exec_if_asked();
     let mut args = std::env::args_os().skip(1);
     if args.next().as_ref().and_then(|a| a.to_str()) == Some(shim::SUBCOMMAND) {
         let parsed = ShimArgs::parse(args).unwrap_or_else(|e| {

@@ -73,6 +73,10 @@ pub struct ExecutorShimArgs {
     #[arg(long, value_name = "FILES", requires = "log_max_bytes",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub log_files: Option<u32>,
+    /// Run the command as UID:GID:GROUPS.
+    #[arg(long, value_name = "UID:GID:GROUPS",
+          value_parser = |s: &str| s.parse::<regent_std::exec::user::Identity>())]
+    pub user: Option<regent_std::exec::user::Identity>,
     /// A cgroup to join before the command starts (one per hierarchy).
     #[arg(long = "cgroup", value_name = "DIR")]
     pub cgroups: Vec<PathBuf>,
@@ -601,6 +605,12 @@ pub struct WorkerArgs {
     #[arg(long, env = "REGENT_EXECUTOR_LOG_FILES", value_name = "FILES", default_value_t = 5,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub executor_log_files: u32,
+    /// Run every executor as this user (its uid, gid and groups; the
+    /// worker must run as root): executors cannot read the worker's files
+    /// (its secret) nor each other's directories. Default: the worker's
+    /// own user.
+    #[arg(long, env = "REGENT_EXECUTOR_USER", value_name = "NAME")]
+    pub executor_user: Option<String>,
 }
 
 impl WorkerArgs {

@@ -24,6 +24,17 @@ pub fn read_secret(path: &std::path::Path) -> Result<Secret, String> {
     let bytes = std::fs::read(path)
         .map_err(|e| format!("cannot read the secret file {}: {e}", path.display()))?;
     let trimmed = bytes.trim_ascii().to_vec();
+    // Anyone who can read it can join the cluster and read every frame.
+    if let Ok(meta) = std::fs::metadata(path) {
+        use std::os::unix::fs::PermissionsExt as _;
+        if meta.permissions().mode() & 0o077 != 0 {
+            notice(&format!(
+                "warning: the secret file {} is readable by others (mode {:o}); chmod 600 it",
+                path.display(),
+                meta.permissions().mode() & 0o777
+            ));
+        }
+    }
     Secret::new(trimmed).map_err(|e| format!("secret file {}: {e}", path.display()))
 }
 

@@ -74,6 +74,7 @@ pub async fn worker(common: &Common, a: WorkerArgs) -> Result<ExitCode, String> 
     let opts = regent_smol::worker::WorkerOptions {
         isolation: a.isolation(),
         executor_logs: a.executor_logs(),
+        executor_user: a.executor_user.clone(),
         gc: regent_std::exec::gc::GcPolicy {
             ttl: Duration::from_millis(a.work_dir_ttl),
             max_used_pct: a.work_dir_max_used,
@@ -276,6 +277,7 @@ pub async fn run_std(common: &Common, command: Command) -> Result<ExitCode, Stri
             let w = d::spawn_worker(d::WorkerConfig {
                 isolation: a.isolation(),
                 executor_logs: a.executor_logs(),
+                executor_user: a.executor_user.clone(),
                 gc: regent_std::exec::gc::GcPolicy {
                     ttl: Duration::from_millis(a.work_dir_ttl),
                     max_used_pct: a.work_dir_max_used,

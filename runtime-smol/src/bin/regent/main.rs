@@ -24,6 +24,9 @@ use args::{Cli, Command, JobCommand, Runtime, StoreCommand};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // `regent executor-exec` (started by an executor's shim to run it as
+    // another user): drops to the user and execs, before anything else.
+    regent_std::exec::user::exec_if_asked();
     let cli = match config_file::parse(std::env::args_os().collect()) {
         Ok(cli) => cli,
         Err(config_file::ParseError::Clap(e)) => e.exit(),
@@ -39,6 +42,7 @@ fn main() -> ExitCode {
             status: a.status.clone(),
             stdout: a.stdout.clone(),
             stderr: a.stderr.clone(),
+            user: a.user.clone(),
             rotation: a
                 .log_max_bytes
                 .zip(a.log_files)
