@@ -153,6 +153,7 @@ pub fn key_name(key: GroupKey) -> &'static str {
         GroupKey::KillGrace => "kill_grace",
         GroupKey::Artifacts => "artifacts",
         GroupKey::Ports => "ports",
+        GroupKey::User => "user",
     }
 }
 

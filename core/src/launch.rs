@@ -47,6 +47,25 @@ pub struct LaunchSpec {
     /// worker from the worker's ranges, given as `REGENT_PORT_<NAME>` (see
     /// [`crate::ports`]).
     pub ports: Vec<String>,
+    /// The user the executor runs as (a job's `user = "alice"`); its
+    /// worker starts it so only when it runs as root and the user is in
+    /// its `--allowed-users`, and fails the launch with the reason
+    /// otherwise. `None`: the worker's executor user.
+    pub user: Option<String>,
+}
+
+/// Longest user name a group may name, in bytes (as `useradd` allows).
+pub const MAX_USER_BYTES: usize = 32;
+
+/// Whether `name` is a user name a group may name: 1 to
+/// [`MAX_USER_BYTES`] bytes of ASCII letters, digits, `_`, `-` and `.`,
+/// not starting with `-` (what `useradd` accepts, so never a path or a
+/// flag).
+pub fn is_user_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_USER_BYTES
+        && !name.starts_with('-')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
 /// One file the worker fetches before an executor starts, checked against
@@ -109,6 +128,9 @@ pub enum LaunchProblem {
     /// The port names break a rule of [`crate::ports::names_problem`].
     #[error("ports: {0}")]
     Ports(crate::ports::PortsProblem),
+    /// A user name that is no user name ([`is_user_name`]).
+    #[error("user {0:?} must be 1 to {MAX_USER_BYTES} letters, digits, '_', '-' or '.', not starting with '-'")]
+    User(String),
 }
 
 /// The kind of archive a source's name says it is.
@@ -155,6 +177,9 @@ impl LaunchSpec {
 
     /// The first rule this breaks, if any (see the module documentation).
     pub fn problem(&self) -> Option<LaunchProblem> {
+        if let Some(user) = self.user.as_ref().filter(|u| !is_user_name(u)) {
+            return Some(LaunchProblem::User(user.clone()));
+        }
         if let Some(cwd) = &self.cwd {
             if !is_inside(cwd) {
                 return Some(LaunchProblem::Path { key: "cwd".into(), path: cwd.clone() });
@@ -204,6 +229,7 @@ impl LaunchSpec {
                 .map(|a| a.source.len() + a.sha256.len() + a.dest.len() + 1)
                 .sum::<usize>()
             + self.ports.iter().map(String::len).sum::<usize>()
+            + self.user.as_ref().map_or(0, String::len)
     }
 }
 

@@ -346,6 +346,8 @@ pub enum GroupKey {
     Artifacts,
     /// The named ports.
     Ports,
+    /// The user to run as.
+    User,
 }
 
 impl GroupKey {
@@ -367,6 +369,7 @@ impl GroupKey {
             GroupKey::KillGrace => "kill_grace",
             GroupKey::Artifacts => "artifacts",
             GroupKey::Ports => "ports",
+            GroupKey::User => "user",
         }
     }
 }
@@ -518,6 +521,7 @@ pub fn group_spec_problem(
             L::Path { key, .. } if key == "cwd" => K::Cwd,
             L::KillGrace(_) => K::KillGrace,
             L::Ports(_) => K::Ports,
+            L::User(_) => K::User,
             _ => K::Artifacts,
         };
         return problem(key, p.to_string());

@@ -58,6 +58,7 @@ fn group_spec_arb(g: &mut Gen) -> GroupSpec {
 fn launch_spec(g: &mut Gen) -> Box<regent_core::launch::LaunchSpec> {
     Box::new(regent_core::launch::LaunchSpec {
         ports: Default::default(),
+        user: if bool::arbitrary(g) { Some(s(g)) } else { None },
         cwd: if bool::arbitrary(g) { Some(s(g)) } else { None },
         kill_grace_ms: Option::<u64>::arbitrary(g),
         artifacts: (0..usize::arbitrary(g) % 3)
@@ -72,10 +73,11 @@ fn launch_spec(g: &mut Gen) -> Box<regent_core::launch::LaunchSpec> {
 }
 
 /// Launch options with every field set: a cwd, a kill grace, an artifact
-/// to unpack and one to place.
+/// to unpack and one to place, a user.
 fn golden_launch() -> regent_core::launch::LaunchSpec {
     regent_core::launch::LaunchSpec {
         ports: Default::default(),
+        user: Some("alice".into()),
         cwd: Some("work".into()),
         kill_grace_ms: Some(10_000),
         artifacts: vec![

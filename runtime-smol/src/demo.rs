@@ -80,6 +80,7 @@ pub async fn run_demo(executor_shim: Option<std::path::PathBuf>) -> Result<(), S
             isolation: Default::default(),
             executor_logs: Default::default(),
             executor_user: None,
+            allowed_users: Vec::new(),
             cluster: "demo".into(),
             masters: masters.clone(),
             cores: 2,

@@ -200,6 +200,7 @@ fn options(master: &Addr, work_dir: &Path) -> WorkerOptions {
         isolation: Default::default(),
         executor_logs: Default::default(),
         executor_user: None,
+        allowed_users: Vec::new(),
         cluster: CLUSTER.to_owned(),
         masters: vec![master.clone()],
         cores: 2,

@@ -210,7 +210,7 @@ pub enum HostError {
     #[error("--ports: {0}")]
     BadPorts(regent_core::ports::PortsProblem),
     /// The executors' user cannot be used (`--executor-user`).
-    #[error(transparent)]
+    #[error("--executor-user: {0}")]
     User(#[from] crate::exec::user::UserError),
     /// The executors' cgroups cannot be made (`--isolation`).
     #[error("cannot isolate executors with cgroups: {0}")]
@@ -573,6 +573,9 @@ pub struct WorkerConfig {
     /// The user every executor runs as (`--executor-user`; the worker must
     /// be root: [`crate::exec::user`]). `None`: the worker's own.
     pub executor_user: Option<String>,
+    /// The users a group may name to run as (`--allowed-users`); others
+    /// are refused at launch.
+    pub allowed_users: Vec<String>,
     /// The program every executor runs under as its shim
     /// ([`crate::exec::shim`]; the `regent` binary, normally
     /// `std::env::current_exe()`), so a re-adopted executor's end is known.
@@ -672,6 +675,7 @@ pub fn prepare_worker(
     sup_cfg.log_rotation = Some(cfg.executor_logs);
     sup_cfg.run_as =
         cfg.executor_user.as_deref().map(crate::exec::user::RunAs::lookup).transpose()?;
+    sup_cfg.allowed_users = cfg.allowed_users.clone();
     if let Some(user) = &sup_cfg.run_as {
         tracing::info!(user = %user.name, uid = user.uid, gid = user.gid, "executors run as another user");
     }

@@ -33,6 +33,7 @@ fn worker(master: &str, dir: &Path, id: &str) -> WorkerHandle {
         isolation: Default::default(),
         executor_logs: Default::default(),
         executor_user: None,
+        allowed_users: Vec::new(),
         cluster: "regent".into(),
         masters: vec![Addr::new(master)],
         cores: 4,

@@ -317,6 +317,25 @@ fn run_as_another_user() {
     assert_eq!(std::fs::metadata(edir.join("own-file")).unwrap().uid(), run_as.uid);
     // The shim stayed root: it recorded how the command ended.
     assert_eq!(status_of(&sup, "e1"), Some(ShimStatus::Exited { code: 0 }));
+    // A group naming a user: run as it only when the worker allows it.
+    let dir2 = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir2.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cfg = config(&dir2.path().join("work"));
+    cfg.allowed_users = vec![user.0.clone()];
+    let (sup, rx) = supervisor(cfg);
+    let (id, mut spec) = sh("e2", "id -un");
+    spec.launch.user = Some(user.0.clone());
+    started(launch(&sup, (id, spec)));
+    expect_state(&rx, "e2", ExecutorState::Running);
+    expect_state(&rx, "e2", ExecutorState::Exited { code: 0 });
+    let out = std::fs::read_to_string(sup.executor_dir(&ExecutorId::new("e2")).join("stdout"));
+    assert_eq!(out.unwrap(), format!("{}\n", user.0), "the group's user");
+    let (id, mut spec) = sh("e3", "id -un");
+    spec.launch.user = Some("daemon".into());
+    let Launched::Failed { reason } = launch(&sup, (id, spec)) else { panic!("not refused") };
+    let want =
+        format!("user \"daemon\" is not allowed on this worker (--allowed-users: {})", user.0);
+    assert_eq!(reason, want);
     // Root is refused as the user to run as.
     let err = regent_std::exec::user::RunAs::lookup("root").unwrap_err().to_string();
     assert!(err.contains("is root (uid 0)"), "{err}");

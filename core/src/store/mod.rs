@@ -263,7 +263,13 @@ impl GroupRecord {
     /// Whether the record holds nothing the fifth group layout (variant
     /// 11, named ports) lacks: no rollout under way.
     pub fn fits_v5(&self) -> bool {
-        self.rollout.is_none()
+        self.rollout.is_none() && self.fits_v6()
+    }
+
+    /// Whether the record holds nothing the sixth group layout (variant
+    /// 12, a rollout) lacks: no user to run as.
+    pub fn fits_v6(&self) -> bool {
+        self.spec.launch.user.is_none()
     }
 }
 
@@ -398,17 +404,109 @@ mod wire {
         /// A framework with a group whose executors are being replaced
         /// after an update ([`GroupRecord::fits_v5`]; appended: frameworks
         /// without one keep the earlier layouts byte for byte).
-        FrameworkWithRollout(FrameworkRecord),
+        FrameworkWithRollout(FrameworkV8),
+        /// A framework with a group that names a user to run as
+        /// ([`GroupRecord::fits_v6`]; appended: frameworks without one
+        /// keep the earlier layouts byte for byte).
+        FrameworkWithUser(FrameworkRecord),
+    }
+
+    /// A framework record of the eighth format: groups of the sixth layout
+    /// (a rollout, no user).
+    pub type FrameworkV8 = FrameworkOf<GroupV6>;
+
+    /// A group record of the sixth layout: named ports and a rollout, no
+    /// user.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct GroupV6 {
+        spec: GroupSpecV4,
+        slots: Vec<SlotOutcome>,
+        retries_used: u32,
+        restarts: std::collections::BTreeMap<u32, super::SlotRestart>,
+        rollout: Option<super::Rollout>,
+    }
+
+    /// A group's declaration in the fourth layout: launch options with
+    /// ports, no user.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct GroupSpecV4 {
+        group: String,
+        slots: u32,
+        command: Vec<String>,
+        env: Vec<(String, String)>,
+        cores: u32,
+        memory_mb: u64,
+        policy: crate::policy::GroupPolicy,
+        launch: LaunchSpecV2,
+    }
+
+    /// Launch options of the second layout: ports, no user.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct LaunchSpecV2 {
+        cwd: Option<String>,
+        kill_grace_ms: Option<u64>,
+        artifacts: Vec<crate::launch::Artifact>,
+        ports: Vec<String>,
+    }
+
+    impl From<GroupSpecV4> for GroupSpec {
+        fn from(s: GroupSpecV4) -> Self {
+            let GroupSpecV4 { group, slots, command, env, cores, memory_mb, policy, launch } = s;
+            let LaunchSpecV2 { cwd, kill_grace_ms, artifacts, ports } = launch;
+            let launch =
+                crate::launch::LaunchSpec { cwd, kill_grace_ms, artifacts, ports, user: None };
+            GroupSpec {
+                group,
+                slots,
+                command,
+                env,
+                cores,
+                memory_mb,
+                policy,
+                launch: Box::new(launch),
+            }
+        }
+    }
+
+    impl From<GroupSpec> for GroupSpecV4 {
+        /// Drops the user: only called for specs without one.
+        fn from(s: GroupSpec) -> Self {
+            let GroupSpec { group, slots, command, env, cores, memory_mb, policy, launch } = s;
+            let crate::launch::LaunchSpec { cwd, kill_grace_ms, artifacts, ports, user: _ } =
+                *launch;
+            let launch = LaunchSpecV2 { cwd, kill_grace_ms, artifacts, ports };
+            GroupSpecV4 { group, slots, command, env, cores, memory_mb, policy, launch }
+        }
+    }
+
+    impl From<GroupV6> for GroupRecord {
+        fn from(GroupV6 { spec, slots, retries_used, restarts, rollout }: GroupV6) -> Self {
+            GroupRecord { spec: spec.into(), slots, retries_used, restarts, rollout }
+        }
+    }
+
+    impl From<GroupRecord> for GroupV6 {
+        /// Drops the user: only called for records that
+        /// [`GroupRecord::fits_v6`].
+        fn from(g: GroupRecord) -> Self {
+            GroupV6 {
+                spec: g.spec.into(),
+                slots: g.slots,
+                retries_used: g.retries_used,
+                restarts: g.restarts,
+                rollout: g.rollout,
+            }
+        }
     }
 
     /// A framework record of the seventh format: groups of the fifth
     /// layout (named ports, no rollout).
     pub type FrameworkV7 = FrameworkOf<GroupV5>;
 
-    /// A group record of the fifth layout: the current spec, no rollout.
+    /// A group record of the fifth layout: named ports, no rollout.
     #[derive(Debug, Serialize, Deserialize)]
     pub struct GroupV5 {
-        spec: GroupSpec,
+        spec: GroupSpecV4,
         slots: Vec<SlotOutcome>,
         retries_used: u32,
         restarts: std::collections::BTreeMap<u32, super::SlotRestart>,
@@ -416,7 +514,7 @@ mod wire {
 
     impl From<GroupV5> for GroupRecord {
         fn from(GroupV5 { spec, slots, retries_used, restarts }: GroupV5) -> Self {
-            GroupRecord { spec, slots, retries_used, restarts, rollout: None }
+            GroupRecord { spec: spec.into(), slots, retries_used, restarts, rollout: None }
         }
     }
 
@@ -425,7 +523,7 @@ mod wire {
         /// [`GroupRecord::fits_v5`].
         fn from(g: GroupRecord) -> Self {
             GroupV5 {
-                spec: g.spec,
+                spec: g.spec.into(),
                 slots: g.slots,
                 retries_used: g.retries_used,
                 restarts: g.restarts,
@@ -473,7 +571,13 @@ mod wire {
             let GroupSpecV3 { group, slots: n, command, env, cores, memory_mb, policy, launch } =
                 spec;
             let LaunchSpecV1 { cwd, kill_grace_ms, artifacts } = launch;
-            let launch = crate::launch::LaunchSpec { cwd, kill_grace_ms, artifacts, ports: vec![] };
+            let launch = crate::launch::LaunchSpec {
+                cwd,
+                kill_grace_ms,
+                artifacts,
+                ports: vec![],
+                user: None,
+            };
             let spec = GroupSpec {
                 group,
                 slots: n,
@@ -493,7 +597,8 @@ mod wire {
         /// [`GroupRecord::fits_v4`].
         fn from(g: GroupRecord) -> Self {
             let GroupSpec { group, slots, command, env, cores, memory_mb, policy, launch } = g.spec;
-            let crate::launch::LaunchSpec { cwd, kill_grace_ms, artifacts, ports: _ } = *launch;
+            let crate::launch::LaunchSpec { cwd, kill_grace_ms, artifacts, ports: _, user: _ } =
+                *launch;
             GroupV4 {
                 spec: GroupSpecV3 {
                     group,
@@ -842,7 +947,8 @@ mod wire {
                 Record::FrameworkWithRestarts(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithLaunch(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithPorts(f) => super::Record::Framework(f.into()),
-                Record::FrameworkWithRollout(f) => super::Record::Framework(f),
+                Record::FrameworkWithRollout(f) => super::Record::Framework(f.into()),
+                Record::FrameworkWithUser(f) => super::Record::Framework(f),
             }
         }
     }
@@ -871,8 +977,11 @@ mod wire {
                 super::Record::Worker(WorkerRecord {
                     id, incarnation, cores, memory_mb, ..
                 }) => Record::Worker(WorkerV1 { id, incarnation, cores, memory_mb }),
+                super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v6) => {
+                    Record::FrameworkWithUser(f)
+                }
                 super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v5) => {
-                    Record::FrameworkWithRollout(f)
+                    Record::FrameworkWithRollout(f.into())
                 }
                 super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v4) => {
                     Record::FrameworkWithPorts(f.into())

@@ -241,7 +241,11 @@ impl Supervisor {
                 .map_err(|e| format!("cannot open {}: {e}", path.display()))
         };
         let (stdout, stderr) = (log("stdout")?, log("stderr")?);
-        let run_as = self.shared.config.run_as.as_ref();
+        let spec_user = match &spec.launch.user {
+            None => None,
+            Some(name) => self.user_for(name)?,
+        };
+        let run_as = spec_user.as_ref().or(self.shared.config.run_as.as_ref());
         if let Some(user) = run_as {
             give_to(user, dir, &self.shared.config.work_dir)?;
         }
@@ -331,6 +335,34 @@ impl Supervisor {
                 )
             }),
         }
+    }
+
+    /// The user a spec's `user` names, resolved, if this worker may run it
+    /// (`None`: it is the worker's own user); the reason otherwise.
+    fn user_for(&self, name: &str) -> Result<Option<super::user::RunAs>, String> {
+        let config = &self.shared.config;
+        if config.run_as.as_ref().is_some_and(|r| r.name == name) {
+            return Ok(config.run_as.clone());
+        }
+        let me = rustix::process::geteuid();
+        let own = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(me.as_raw()))
+            .ok()
+            .flatten()
+            .map(|u| u.name);
+        if config.run_as.is_none() && own.as_deref() == Some(name) {
+            return Ok(None);
+        }
+        if !config.allowed_users.iter().any(|u| u == name) {
+            let allowed = if config.allowed_users.is_empty() {
+                "none".to_owned()
+            } else {
+                config.allowed_users.join(", ")
+            };
+            return Err(format!(
+                "user {name:?} is not allowed on this worker (--allowed-users: {allowed})"
+            ));
+        }
+        super::user::RunAs::lookup(name).map(Some).map_err(|e| e.to_string())
     }
 
     /// Under a shim: waits for its handshake line, `Ok` once the command

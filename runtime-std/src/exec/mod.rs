@@ -167,6 +167,10 @@ pub struct SupervisorConfig {
     /// The user every executor runs as ([`user`]; resolved, the worker
     /// being root). `None`: the worker's own user.
     pub run_as: Option<user::RunAs>,
+    /// The users an executor's spec may name to run as
+    /// ([`regent_core::launch::LaunchSpec::user`]; resolved at each
+    /// launch). Any other is refused, with the reason.
+    pub allowed_users: Vec<String>,
 }
 
 impl SupervisorConfig {
@@ -186,6 +190,7 @@ impl SupervisorConfig {
             artifact_cache_bytes: artifacts::DEFAULT_CACHE_BYTES,
             log_rotation: Some(rotate::Rotation::default()),
             run_as: None,
+            allowed_users: Vec::new(),
         }
     }
 }

@@ -45,10 +45,10 @@ pub struct RunAs {
 #[derive(Debug, thiserror::Error)]
 pub enum UserError {
     /// No such user.
-    #[error("--executor-user {0:?}: no such user on this machine")]
+    #[error("user {0:?}: no such user on this machine")]
     Unknown(String),
     /// The lookup failed.
-    #[error("--executor-user {name:?}: cannot look the user up: {source}")]
+    #[error("user {name:?}: cannot look the user up: {source}")]
     Lookup {
         /// The name.
         name: String,
@@ -57,10 +57,12 @@ pub enum UserError {
         source: std::io::Error,
     },
     /// Only root can start processes as another user.
-    #[error("--executor-user {0:?}: this worker runs as uid {1}, not root, so it cannot start executors as another user")]
+    #[error("user {0:?}: this worker runs as uid {1}, not root, so it cannot start executors as another user")]
     NotRoot(String, u32),
     /// Root itself: nothing would be isolated.
-    #[error("--executor-user {0:?} is root (uid 0): executors would not be isolated; name an unprivileged user")]
+    #[error(
+        "user {0:?} is root (uid 0): executors would not be isolated; name an unprivileged user"
+    )]
     IsRoot(String),
 }
 

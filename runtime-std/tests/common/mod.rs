@@ -156,6 +156,15 @@ pub fn framework_with_rollout() -> Record {
     Record::Framework(f)
 }
 
+/// A framework record whose group runs as a named user (issue 23), its
+/// rollout under way: the appended variant 13.
+pub fn framework_with_user() -> Record {
+    let Record::Framework(mut f) = framework_with_rollout() else { unreachable!() };
+    f.id = regent_core::FrameworkId::new("fw-5");
+    f.groups[0].spec.launch.user = Some("alice".into());
+    Record::Framework(f)
+}
+
 /// Writes `record`'s image under its own file name in `dir`.
 pub fn put_image(dir: &Path, record: &Record) -> PathBuf {
     let path = dir.join(record_file_name(&record.key()));
@@ -287,6 +296,17 @@ pub fn cases() -> Vec<Case> {
         files: rollout.iter().map(file).collect(),
         sealing: Sealing::none(),
         expect: Ok((rollout, vec![])),
+    });
+
+    // A framework whose group names a user to run as: the appended variant
+    // 13, variant 12 frozen.
+    let mut user = vec![Record::Epoch(Epoch(46)), framework_with_user()];
+    user.sort_by_key(Record::key);
+    cases.push(Case {
+        name: "user",
+        files: user.iter().map(file).collect(),
+        sealing: Sealing::none(),
+        expect: Ok((user, vec![])),
     });
 
     let cut = 20;

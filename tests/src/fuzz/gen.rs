@@ -376,6 +376,7 @@ pub fn launch_spec(src: &mut Source) -> regent_core::launch::LaunchSpec {
     match src.u8() % 8 {
         0 => LaunchSpec {
             ports: Default::default(),
+            user: src.bool().then(|| text(src, &["alice", "-rf", "a/b", "x"], 40)),
             cwd: Some(text(src, &["work", "../up", "/abs", "a/b"], 64)),
             kill_grace_ms: Some(u64::from(src.u16()) << (src.u8() % 40)),
             artifacts: (0..usize::from(src.u8() % 3))

@@ -611,6 +611,12 @@ pub struct WorkerArgs {
     /// own user.
     #[arg(long, env = "REGENT_EXECUTOR_USER", value_name = "NAME")]
     pub executor_user: Option<String>,
+    /// The users a group may name to run as (`user = "alice"` in a job
+    /// file, `submit --user`), comma-separated; any other is refused at
+    /// launch with the reason. Default: none (groups run as
+    /// `--executor-user`, or the worker's own user).
+    #[arg(long, env = "REGENT_ALLOWED_USERS", value_name = "NAME,...", value_delimiter = ',')]
+    pub allowed_users: Vec<String>,
 }
 
 impl WorkerArgs {
@@ -708,6 +714,10 @@ pub struct SubmitArgs {
     /// printed as they start.
     #[arg(long = "port", value_name = "NAME")]
     pub port: Vec<String>,
+    /// Run the executors as this user (their worker must run as root and
+    /// allow it: `regent worker --allowed-users`).
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
     /// What happens when an executor ends: `batch` (exit 0 ends its slot,
     /// a failure is retried) or `service` (restarted whenever it ends).
     #[arg(long, value_name = "batch|service", value_parser = parse_restart_mode)]

@@ -75,6 +75,7 @@ pub async fn worker(common: &Common, a: WorkerArgs) -> Result<ExitCode, String> 
         isolation: a.isolation(),
         executor_logs: a.executor_logs(),
         executor_user: a.executor_user.clone(),
+        allowed_users: a.allowed_users.clone(),
         gc: regent_std::exec::gc::GcPolicy {
             ttl: Duration::from_millis(a.work_dir_ttl),
             max_used_pct: a.work_dir_max_used,
@@ -155,6 +156,10 @@ async fn submit_group_options(
         return Err(format!("--port: {problem}"));
     }
     opts.launch.ports = a.port;
+    if let Some(user) = a.user.as_deref().filter(|u| !regent_core::launch::is_user_name(u)) {
+        return Err(format!("--user: {}", regent_core::launch::LaunchProblem::User(user.into())));
+    }
+    opts.launch.user = a.user;
     Ok(opts)
 }
 
@@ -278,6 +283,7 @@ pub async fn run_std(common: &Common, command: Command) -> Result<ExitCode, Stri
                 isolation: a.isolation(),
                 executor_logs: a.executor_logs(),
                 executor_user: a.executor_user.clone(),
+                allowed_users: a.allowed_users.clone(),
                 gc: regent_std::exec::gc::GcPolicy {
                     ttl: Duration::from_millis(a.work_dir_ttl),
                     max_used_pct: a.work_dir_max_used,

@@ -51,6 +51,7 @@ struct RawGroup {
     kill_grace: Option<Spanned<String>>,
     artifacts: Option<Spanned<Vec<RawArtifact>>>,
     ports: Option<Spanned<Vec<String>>>,
+    user: Option<Spanned<String>>,
 }
 
 /// One of a group's `[[group.artifacts]]`.
@@ -124,16 +125,19 @@ impl RawGroup {
             GroupKey::KillGrace => self.kill_grace.as_ref().map(Spanned::span),
             GroupKey::Artifacts => self.artifacts.as_ref().map(Spanned::span),
             GroupKey::Ports => self.ports.as_ref().map(Spanned::span),
+            GroupKey::User => self.user.as_ref().map(Spanned::span),
         }
     }
 
-    /// The group's launch keys (`cwd`, `kill_grace`, `artifacts`, `ports`); an error
+    /// The group's launch keys (`cwd`, `kill_grace`, `artifacts`, `ports`,
+    /// `user`); an error
     /// names the key (the caller adds where it is). Their rules are checked
     /// by the job's validation.
     fn launch(&self) -> Result<regent_core::launch::LaunchSpec, (Range<usize>, String)> {
         let mut l = regent_core::launch::LaunchSpec {
             cwd: self.cwd.as_ref().map(|v| v.get_ref().clone()),
             ports: self.ports.as_ref().map_or_else(Vec::new, |v| v.get_ref().clone()),
+            user: self.user.as_ref().map(|v| v.get_ref().clone()),
             ..Default::default()
         };
         if let Some(v) = &self.kill_grace {
@@ -266,7 +270,7 @@ fn serde_message(message: &str) -> String {
     if rest.contains("`sha256`") {
         format!("unknown key {key}; an artifact's keys are source, sha256, dest, unpack")
     } else if rest.contains("`count`") {
-        format!("unknown key {key}; a group's keys are name, count, command, env, cores, memory_mb, placement, constraints, spread, restart, cwd, kill_grace, artifacts, ports")
+        format!("unknown key {key}; a group's keys are name, count, command, env, cores, memory_mb, placement, constraints, spread, restart, cwd, kill_grace, artifacts, ports, user")
     } else {
         format!("unknown key {key}; a job's keys are name and group")
     }
@@ -413,6 +417,18 @@ memory_mb = 256
             err(&TWO.replace("cores = 2", "count = 2")),
             "job.toml:12:1: key \"count\": duplicate key"
         );
+    }
+
+    #[test]
+    fn a_user_to_run_as_is_read_and_checked() {
+        let text = TWO.replace("cores = 2", "user = \"alice\"");
+        let job = parse("job.toml", &text).unwrap();
+        assert_eq!(job.groups[1].launch.user.as_deref(), Some("alice"));
+        assert_eq!(job.groups[0].launch.user, None);
+        let e = err(&TWO.replace("cores = 2", "user = \"-rf\""));
+        assert!(e.starts_with("job.toml:12:1: group \"mappers\": "), "{e}");
+        assert!(e.contains("user \"-rf\" must be 1 to 32 letters"), "{e}");
+        assert!(err(&TWO.replace("cores = 2", "user = \"a/b\"")).contains("user \"a/b\""));
     }
 
     #[test]
