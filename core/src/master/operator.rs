@@ -355,9 +355,21 @@ impl Master {
         surplus: Vec<ExecutorId>,
         out: &mut Vec<Action>,
     ) {
+        let group_state = self
+            .frameworks
+            .get(framework)
+            .and_then(|f| f.groups.iter().find(|g| g.record.spec.group == group));
         for id in surplus {
             if let Some(e) = self.executors.get(&id) {
-                if !e.state.is_terminal() {
+                // A later scale brought its slot back while this write was
+                // in flight, and the slot names it again (`scale_group`'s
+                // `still_live`): it keeps running there. Killing it would
+                // stop the executor that holds a live slot (seed 2492:
+                // scales to 1 and to 4 in one instant).
+                let holds = group_state.is_some_and(|g| {
+                    g.current.get(e.slot as usize).is_some_and(|c| c.as_ref() == Some(&id))
+                });
+                if !e.state.is_terminal() && !holds {
                     let worker = e.worker.clone();
                     self.send_kill(&worker, &id, out);
                 }

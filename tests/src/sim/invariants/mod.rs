@@ -49,8 +49,9 @@ pub(crate) struct Obs {
     /// (subscriber, process generation, request id) -> declared group.
     pub(crate) sub_requests: BTreeMap<(usize, u64, u64), String>,
     /// (subscriber, process generation, request id) -> what backs its
-    /// acceptance, and whether a write of it landed since it was sent.
-    pub(crate) backed_requests: BTreeMap<(usize, u64, u64), (durable_acks::Backing, bool)>,
+    /// acceptance, whether a write of it landed since it was sent, and the
+    /// later requests that superseded it (see `durable_acks`).
+    pub(crate) backed_requests: BTreeMap<(usize, u64, u64), durable_acks::Pending>,
     // executors
     pub(crate) last_report: BTreeMap<(usize, ExecutorId), ExecutorState>,
     pub(crate) lost: BTreeSet<ExecutorId>,
