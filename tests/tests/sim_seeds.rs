@@ -386,13 +386,7 @@ fn regressions_found_by_the_issue_20_soak() {
 /// supersedes it (see `durable_acks`). Kept as a named regression.
 #[test]
 fn regression_a_superseded_scale_is_backed_by_the_write_of_the_newer_one() {
-    let cfg = SimConfig {
-        operator: true,
-        slow_store: true,
-        zk_latency: true,
-        clock_steps: true,
-        ..SimConfig::default()
-    };
+    let cfg = every_fault();
     if let Err(f) = run_seed(2330, &cfg) {
         panic!("{f}");
     }
@@ -408,14 +402,19 @@ fn regression_a_superseded_scale_is_backed_by_the_write_of_the_newer_one() {
 /// of a scale is killed only if no later scale gave it its slot back.
 #[test]
 fn regression_a_scale_up_in_flight_keeps_the_executors_a_scale_down_cut() {
-    let cfg = SimConfig {
+    let cfg = every_fault();
+    if let Err(f) = run_seed(2492, &cfg) {
+        panic!("{f}");
+    }
+}
+
+/// Every fault at once: `--operator --slow-store --zk-latency --clock-steps`.
+fn every_fault() -> SimConfig {
+    SimConfig {
         operator: true,
         slow_store: true,
         zk_latency: true,
         clock_steps: true,
         ..SimConfig::default()
-    };
-    if let Err(f) = run_seed(2492, &cfg) {
-        panic!("{f}");
     }
 }
