@@ -120,8 +120,8 @@ fn a_restarted_worker_keeps_its_executors_cgroup_and_limits() {
         let state = api_state(&spec.http_addr()).ok_or("the master does not answer")?;
         alive_with_workers(&state, &["keep-w1"])
     });
-    // The restart cleaned nothing of its re-adopted executor.
-    std::thread::sleep(Duration::from_secs(1));
+    // The restart cleaned nothing of its re-adopted executor (its cleanup
+    // of leftovers runs before the worker registers).
     assert_eq!(executor_cgroups("keep-w1"), vec![dir.clone()]);
     assert_eq!(memory_limit(&dir), 48 << 20, "the limit is kept across the restart");
     assert_eq!(procs(&dir), before, "the executor's processes stay in its cgroup");

@@ -249,6 +249,11 @@ fn real_out_of_memory() {
     let ExecutorState::Failed { reason } = &state else { panic!("not failed: {state:?}") };
     assert!(reason.starts_with("out of memory: limit 32 MiB, peak "), "{reason}");
     assert!(dirs.iter().all(|d| !d.exists()), "its cgroups are removed after it ended");
+    // A helper killed for memory while the command itself exits 0: the
+    // slot is done, not failed.
+    let helper = "python3 -c \"b = b'x' * (256 << 20)\"; exit 0";
+    launch(&sup, "helper", 1, 32, helper);
+    assert_eq!(next_end(&rx, "helper"), ExecutorState::Exited { code: 0 });
     // A run within its limit is not mistaken for one.
     launch(&sup, "small", 1, 32, "python3 -c \"b = b'x' * (4 << 20)\"");
     assert_eq!(next_end(&rx, "small"), ExecutorState::Exited { code: 0 });

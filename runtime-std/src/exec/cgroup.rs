@@ -37,6 +37,7 @@
 //! machine's real controllers.
 
 use super::names;
+use regent_core::protocol::Usage;
 use std::fmt;
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write as _};
@@ -271,17 +272,6 @@ impl OutOfMemory {
     }
 }
 
-/// One executor's usage, read from its cgroup.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Usage {
-    /// The memory it uses now, in bytes.
-    pub memory_bytes: Option<u64>,
-    /// The most it used, in bytes.
-    pub memory_peak_bytes: Option<u64>,
-    /// The CPU time it used, in microseconds.
-    pub cpu_usec: Option<u64>,
-}
-
 /// The flavour in use and its parent directories.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Layout {
@@ -450,7 +440,8 @@ impl Cgroups {
         Some(OutOfMemory { limit_bytes: limit, peak_bytes: peak })
     }
 
-    /// `executor`'s memory and CPU use now.
+    /// `executor`'s memory and CPU use now (the figures the worker sends
+    /// its leader).
     pub fn usage(&self, executor: &str) -> Usage {
         let mem = self.dir_of("memory", executor);
         match &self.layout {

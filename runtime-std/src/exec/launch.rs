@@ -316,10 +316,8 @@ impl Supervisor {
                 let pid = child.id().to_string();
                 for dir in &cgroups {
                     if let Err(e) = super::cgroup::write_file(&dir.join("cgroup.procs"), &pid) {
-                        destroy(
-                            child,
-                            Pid::from_raw(pid.parse().unwrap_or(0)).unwrap_or(Pid::INIT),
-                        );
+                        let pgid = Pid::from_child(&child);
+                        destroy(child, pgid);
                         return Err(format!(
                             "cannot move the executor into cgroup {}: {e}",
                             dir.display()
@@ -472,13 +470,15 @@ pub(super) fn wait_for(shared: &Shared, id: ExecutorId, entry: &Entry, mut child
     let oom = end_cgroup(shared, &id);
     let state = match child.wait() {
         Ok(_) if killed => ExecutorState::Killed,
-        Ok(_) if oom.is_some() => ExecutorState::Failed { reason: oom.unwrap_or_default() },
         // Under a shim, its record is the precise one; without (or when the
         // shim was killed before writing it), the exit status itself.
-        Ok(status) => match read_shim_status(shared, &id) {
-            Some(recorded) => shim_state(recorded),
-            None => ExecutorState::Exited { code: exit_code(status) },
-        },
+        Ok(status) => with_oom(
+            match read_shim_status(shared, &id) {
+                Some(recorded) => shim_state(recorded),
+                None => ExecutorState::Exited { code: exit_code(status) },
+            },
+            oom,
+        ),
         Err(e) => ExecutorState::Failed { reason: format!("cannot wait for the process: {e}") },
     };
     if let Err(e) = record::remove(&shared.running_dir, &id) {
@@ -526,6 +526,17 @@ fn give_to(user: &super::user::RunAs, dir: &Path, work_dir: &Path) -> Result<(),
         format!("cannot give {} to user {} (uid {}): {e}", dir.display(), user.name, user.uid)
     })?;
     set_mode(dir, 0o700)
+}
+
+/// How an executor that ended by itself is reported when its cgroup saw an
+/// out-of-memory kill (`oom`, the reason): `Failed` with it — unless the
+/// command exited 0, when the kill hit a helper it could do without and
+/// its slot is done.
+pub(super) fn with_oom(ended: ExecutorState, oom: Option<String>) -> ExecutorState {
+    match (ended, oom) {
+        (ended @ ExecutorState::Exited { code: 0 }, _) | (ended, None) => ended,
+        (_, Some(reason)) => ExecutorState::Failed { reason },
+    }
 }
 
 /// How the executor's cgroup saw its end (the out-of-memory reason when the

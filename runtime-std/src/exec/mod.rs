@@ -471,7 +471,7 @@ impl Supervisor {
 
     /// An executor's memory and CPU use, from its cgroup (`None` without
     /// enforcement).
-    pub fn usage(&self, executor: &ExecutorId) -> Option<cgroup::Usage> {
+    pub fn usage(&self, executor: &ExecutorId) -> Option<regent_core::protocol::Usage> {
         Some(self.shared.cgroups.get()?.usage(executor.as_str()))
     }
 
@@ -479,22 +479,15 @@ impl Supervisor {
     /// without enforcement) and the work directory's free space, for the
     /// worker's [`regent_core::protocol::Message::WorkerUsage`].
     pub fn usage_sample(&self) -> regent_core::protocol::WorkerUsage {
-        use regent_core::protocol::{ExecutorUsage, Usage, WorkerUsage};
+        use regent_core::protocol::{ExecutorUsage, WorkerUsage};
         let executors = match self.shared.cgroups.get() {
             None => Vec::new(),
             Some(cg) => self
                 .running()
                 .into_iter()
-                .map(|r| {
-                    let u = cg.usage(r.executor.as_str());
-                    ExecutorUsage {
-                        executor: r.executor,
-                        usage: Usage {
-                            memory_bytes: u.memory_bytes,
-                            memory_peak_bytes: u.memory_peak_bytes,
-                            cpu_usec: u.cpu_usec,
-                        },
-                    }
+                .map(|r| ExecutorUsage {
+                    usage: cg.usage(r.executor.as_str()),
+                    executor: r.executor,
                 })
                 .collect(),
         };

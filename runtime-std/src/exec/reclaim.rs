@@ -316,9 +316,9 @@ pub(super) fn watch_adopted(shared: &Shared, id: ExecutorId, entry: &Entry, star
     let oom = super::launch::end_cgroup(shared, &id);
     let state = match recorded {
         _ if killed => ExecutorState::Killed,
-        _ if oom.is_some() => ExecutorState::Failed { reason: oom.unwrap_or_default() },
-        Some(recorded) => shim_state(recorded),
-        None => ExecutorState::Lost,
+        Some(recorded) => super::launch::with_oom(shim_state(recorded), oom),
+        // Its end is unknown but for the kernel's out-of-memory kill.
+        None => super::launch::with_oom(ExecutorState::Lost, oom),
     };
     if let Err(e) = record::remove(&shared.running_dir, &id) {
         tracing::error!(executor = %id, error = %e, "cannot remove executor record");
