@@ -16,7 +16,7 @@ use serde_json::Value;
 use std::process::Output;
 use std::time::Duration;
 use support::cluster::{
-    alive_with_workers, api_state, http_get, unique, wait_for, Cluster, MasterSpec,
+    alive_with_workers, api_state, http_get, unique, wait_for, wait_until, Cluster, MasterSpec,
 };
 
 /// Generous bound for anything to happen.
@@ -448,7 +448,9 @@ struct Rotating {
     secret: String,
     masters: String,
     spec: MasterSpec,
-    _procs: Vec<support::cluster::Proc>,
+    rotation: (String, String),
+    _master: support::cluster::Proc,
+    worker: support::cluster::Proc,
 }
 
 impl Rotating {
@@ -458,18 +460,38 @@ impl Rotating {
         let spec = MasterSpec::new("m1", &["--recovery", "none", "--secret-file", &secret]);
         let masters = spec.addr();
         let master = cluster.master(&spec);
+        let rotation = (max_bytes.to_owned(), files.to_owned());
+        let worker = Self::worker_of(&cluster, &masters, &secret, &rotation);
+        let r = Rotating { cluster, secret, masters, spec, rotation, _master: master, worker };
+        wait_for(BOUND, "the worker ALIVE", || alive_with_workers(&r.state()?, &["w1"]));
+        r
+    }
+
+    fn worker_of(
+        c: &Cluster,
+        masters: &str,
+        secret: &str,
+        (max_bytes, files): &(String, String),
+    ) -> support::cluster::Proc {
         let flags = [
             "--secret-file",
-            &secret,
+            secret,
             "--executor-log-max-bytes",
             max_bytes,
             "--executor-log-files",
             files,
         ];
-        let worker = cluster.worker("w1", std::slice::from_ref(&masters), 2, 512, &flags);
-        let r = Rotating { cluster, secret, masters, spec, _procs: vec![master, worker] };
-        wait_for(BOUND, "the worker ALIVE", || alive_with_workers(&r.state()?, &["w1"]));
-        r
+        c.worker("w1", &[masters.to_owned()], 2, 512, &flags)
+    }
+
+    /// Kills the worker with SIGKILL and starts it again over its work
+    /// directory; returns once it is ALIVE.
+    fn restart_worker(&mut self) {
+        self.worker.kill9();
+        self.worker = Self::worker_of(&self.cluster, &self.masters, &self.secret, &self.rotation);
+        wait_for(BOUND, "the restarted worker ALIVE", || {
+            alive_with_workers(&self.state()?, &["w1"])
+        });
     }
 
     fn state(&self) -> Result<Value, String> {
@@ -537,4 +559,40 @@ fn logs_follow_goes_on_across_rotations() {
         .unwrap()
         .flatten()
         .any(|e| e.path().join("stdout.4").exists()));
+}
+
+#[test]
+fn rotation_goes_on_while_the_worker_is_killed_and_restarted() {
+    let mut r = Rotating::start("logs-rotate-restart", "400", "5");
+    // 40 lines of 50 bytes, one every 150 ms: 2,000 bytes in five 400-byte
+    // files, rotated by the shim, which outlives its worker.
+    let line = "0123456789012345678901234567890123456789";
+    let script = format!("for i in $(seq 100 139); do echo tick-$i-{line}; sleep 0.15; done");
+    let opts = ["--name", "ticker", "--executors", "1", "--cores", "1", "--memory", "64"];
+    let mut submit = r.cluster.submit(
+        "ticker",
+        std::slice::from_ref(&r.masters),
+        &[&opts[..], &["--secret-file", &r.secret]].concat(),
+        &["sh", "-c", &script],
+    );
+    let executor = wait_for(BOUND, "the executor RUNNING", || {
+        executor_of(&r.state()?, "ticker", &["RUNNING"])
+    });
+    let stdout = r.cluster.work_dir("w1").join("executors");
+    wait_until(BOUND, "a first rotation", || {
+        stdout
+            .read_dir()
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| e.path().join("stdout.1").exists())
+    });
+    r.restart_worker();
+    assert!(submit.wait_exit(BOUND).success(), "the job completes: {}", submit.stderr());
+    let (c, secret, masters) = (&r.cluster, &r.secret, &r.masters);
+    let out = logs(c, secret, masters, &[&executor, "--tail-bytes", "2000"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let expected: String = (100..140).map(|i| format!("tick-{i}-{line}\n")).collect();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), expected, "every line once, in order");
+    assert!(stdout.read_dir().unwrap().flatten().any(|e| e.path().join("stdout.4").exists()));
 }
