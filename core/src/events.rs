@@ -246,6 +246,7 @@ fn same_worker(a: &WorkerView, b: &WorkerView) -> bool {
         ports,
         ports_used,
         host,
+        resources,
         usage: _,
     } = a;
     (id, state, cores, cores_used, memory_mb, memory_used_mb, cordoned, drain)
@@ -261,12 +262,14 @@ fn same_worker(a: &WorkerView, b: &WorkerView) -> bool {
         )
         && (drain_deadline_ms, executors, attributes, ports, ports_used, host)
             == (&b.drain_deadline_ms, &b.executors, &b.attributes, &b.ports, &b.ports_used, &b.host)
+        && resources == &b.resources
 }
 
 /// An executor's view unchanged but for its usage.
 fn same_executor(a: &ExecutorView, b: &ExecutorView) -> bool {
-    let ExecutorView { id, framework, worker, state, ports, usage: _ } = a;
-    (id, framework, worker, state, ports) == (&b.id, &b.framework, &b.worker, &b.state, &b.ports)
+    let ExecutorView { id, framework, worker, state, ports, resources, usage: _ } = a;
+    (id, framework, worker, state, ports, resources)
+        == (&b.id, &b.framework, &b.worker, &b.state, &b.ports, &b.resources)
 }
 
 /// Compares two lists of views by id (not trusting their order); `same`

@@ -154,6 +154,7 @@ pub fn key_name(key: GroupKey) -> &'static str {
         GroupKey::Artifacts => "artifacts",
         GroupKey::Ports => "ports",
         GroupKey::User => "user",
+        GroupKey::Resources => "resources",
     }
 }
 

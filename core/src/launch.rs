@@ -52,6 +52,11 @@ pub struct LaunchSpec {
     /// its `--allowed-users`, and fails the launch with the reason
     /// otherwise. `None`: the worker's executor user.
     pub user: Option<String>,
+    /// Named resources the executor asks for, by name and amount
+    /// (`resources = { gpu = 1 }`), in name order: counted by the leader
+    /// like cores, the addresses picked by the worker and given as
+    /// `REGENT_RESOURCE_<NAME>` (see [`crate::resources`]).
+    pub resources: Vec<(String, u32)>,
 }
 
 /// Longest user name a group may name, in bytes (as `useradd` allows).
@@ -128,6 +133,10 @@ pub enum LaunchProblem {
     /// The port names break a rule of [`crate::ports::names_problem`].
     #[error("ports: {0}")]
     Ports(crate::ports::PortsProblem),
+    /// The named resources break a rule of
+    /// [`crate::resources::amounts_problem`].
+    #[error("resources: {0}")]
+    Resources(crate::resources::ResourcesProblem),
     /// A user name that is no user name ([`is_user_name`]).
     #[error("user {0:?} must be 1 to {MAX_USER_BYTES} letters, digits, '_', '-' or '.', not starting with '-'")]
     User(String),
@@ -215,6 +224,9 @@ impl LaunchSpec {
                 return Some(LaunchProblem::NotAnArchive { index, url: a.source.clone() });
             }
         }
+        if let Some(p) = crate::resources::amounts_problem(&self.resources) {
+            return Some(LaunchProblem::Resources(p));
+        }
         crate::ports::names_problem(&self.ports).map(LaunchProblem::Ports)
     }
 
@@ -230,6 +242,7 @@ impl LaunchSpec {
                 .sum::<usize>()
             + self.ports.iter().map(String::len).sum::<usize>()
             + self.user.as_ref().map_or(0, String::len)
+            + self.resources.iter().map(|(n, _)| n.len() + 4).sum::<usize>()
     }
 }
 

@@ -55,6 +55,7 @@ pub mod policy;
 pub mod ports;
 pub mod progress;
 pub mod protocol;
+pub mod resources;
 pub mod rng;
 pub mod secret;
 pub mod store;

@@ -348,6 +348,8 @@ pub enum GroupKey {
     Ports,
     /// The user to run as.
     User,
+    /// The named resources.
+    Resources,
 }
 
 impl GroupKey {
@@ -370,6 +372,7 @@ impl GroupKey {
             GroupKey::Artifacts => "artifacts",
             GroupKey::Ports => "ports",
             GroupKey::User => "user",
+            GroupKey::Resources => "resources",
         }
     }
 }
@@ -522,6 +525,7 @@ pub fn group_spec_problem(
             L::KillGrace(_) => K::KillGrace,
             L::Ports(_) => K::Ports,
             L::User(_) => K::User,
+            L::Resources(_) => K::Resources,
             _ => K::Artifacts,
         };
         return problem(key, p.to_string());

@@ -324,6 +324,7 @@ mod tests {
 
     fn info(id: &str, slot: u32, worker: Option<&str>, state: ExecutorState) -> ExecutorInfo {
         ExecutorInfo {
+            resources: Default::default(),
             host: Default::default(),
             ports: Default::default(),
             id: ExecutorId::new(id),

@@ -51,7 +51,13 @@ use serde::{Deserialize, Serialize};
 /// Version 9 (issue 23, the sandbox): `WorkerUsage` (executors' memory
 /// and CPU from their cgroups, the work directory's free space), shown in
 /// `WorkerView::usage` and `ExecutorView::usage`.
-pub const PROTOCOL_VERSION: u16 = 9;
+///
+/// Version 10 (issue 23, named resources): `LaunchSpec` asks for amounts of
+/// named resources; `RegisterWorker` carries the worker's offered
+/// addresses; `ExecutorReport`, `ExecutorInfo` and `ExecutorView` the
+/// addresses an executor was given; `WorkerView` each kind's offered and
+/// used addresses. See [`crate::resources`].
+pub const PROTOCOL_VERSION: u16 = 10;
 
 /// What kind of node is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -128,6 +134,10 @@ pub struct ExecutorReport {
     /// The ports its worker numbered for it, by name, in the group's order
     /// (empty until it is started, and for a group that names none).
     pub ports: Vec<(String, u16)>,
+    /// The named resources' addresses its worker gave it, by name, in the
+    /// group's order (empty until it is started, and for a group that asks
+    /// for none; see [`crate::resources`]).
+    pub resources: crate::resources::Assigned,
 }
 
 /// The life of an executor process.
@@ -209,6 +219,10 @@ pub struct RegisterWorker {
     /// The host name or address its executors' ports are reached at (what
     /// subscribers are told, [`ExecutorInfo::host`]); `None`: not said.
     pub host: Option<String>,
+    /// The named resources it offers, each kind's addresses in the order
+    /// they are handed out ([`crate::resources::offers_problem`]); empty:
+    /// none.
+    pub resources: Vec<crate::resources::Resource>,
 }
 
 /// A framework's SUBSCRIBE (Mesos semantics, seed 001): the master always
@@ -347,6 +361,20 @@ pub fn spec_changes(old: &GroupSpec, new: &GroupSpec) -> Vec<String> {
     if o.artifacts != n.artifacts {
         changes.push("artifacts".into());
     }
+    if o.ports != n.ports {
+        changes.push(format!("ports [{}] -> [{}]", o.ports.join(", "), n.ports.join(", ")));
+    }
+    if o.user != n.user {
+        let who = |u: &Option<String>| u.clone().unwrap_or_else(|| "the worker's".into());
+        changes.push(format!("user {} -> {}", who(&o.user), who(&n.user)));
+    }
+    if o.resources != n.resources {
+        let list = |r: &[(String, u32)]| match crate::resources::describe_amounts(r) {
+            d if d.is_empty() => "none".to_string(),
+            d => d,
+        };
+        changes.push(format!("resources {} -> {}", list(&o.resources), list(&n.resources)));
+    }
     changes
 }
 
@@ -397,6 +425,9 @@ pub struct ExecutorInfo {
     /// Its ports, by name, as its worker numbered them (empty until its
     /// worker reports it started, and for a group that names none).
     pub ports: Vec<(String, u16)>,
+    /// The named resources' addresses its worker gave it (empty until its
+    /// worker reports it started, and for a group that asks for none).
+    pub resources: crate::resources::Assigned,
 }
 
 /// Every message of the protocol. Append new variants at the end only.
@@ -1006,9 +1037,27 @@ pub struct WorkerView {
     pub ports_used: u32,
     /// The host it said its executors' ports are reached at.
     pub host: Option<String>,
+    /// The named resources it offers, with the addresses its executors
+    /// hold (`regent worker --resource`).
+    pub resources: Vec<ResourceView>,
     /// Its latest [`WorkerUsage`] sample, summed over its executors
     /// (`None` before the first).
     pub usage: Option<WorkerUsageView>,
+}
+
+/// One kind of named resource a worker offers, in [`WorkerView`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceView {
+    /// Its name (`gpu`).
+    pub name: String,
+    /// Every address offered, in the order they are handed out.
+    pub addresses: Vec<String>,
+    /// The addresses its live executors hold (as reported), in offer
+    /// order; counted, not yet known, for an executor still launching
+    /// ([`ResourceView::held`]).
+    pub used: Vec<String>,
+    /// How many addresses its live executors hold, reported or not.
+    pub held: u32,
 }
 
 /// A worker's latest usage sample in [`WorkerView`].
@@ -1088,6 +1137,8 @@ pub struct ExecutorView {
     /// Its ports as its worker numbered them (reached at its worker's
     /// [`WorkerView::host`]).
     pub ports: Vec<(String, u16)>,
+    /// The named resources' addresses its worker gave it.
+    pub resources: crate::resources::Assigned,
     /// What it uses, from its worker's latest sample (`None`: not
     /// reported, or not running).
     pub usage: Option<Usage>,

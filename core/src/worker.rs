@@ -107,6 +107,11 @@ pub struct Config {
     /// The host executors' ports are reached at, announced in every
     /// registration and told to subscribers. Default `None`.
     pub host: Option<String>,
+    /// The named resources executors are given addresses of (`gpu` with
+    /// `0,1,2,3`; [`crate::resources`]), announced in every registration.
+    /// Default none: a launch that asks for some fails here (the leader
+    /// places none here).
+    pub resources: Vec<crate::resources::Resource>,
     /// Test-only: accept master messages of any epoch. Exists so the
     /// simulator can prove it detects the races epoch fencing closes.
     #[doc(hidden)]
@@ -143,6 +148,7 @@ impl Config {
             attributes: Vec::new(),
             ports: Vec::new(),
             host: None,
+            resources: Vec::new(),
             unsafe_no_epoch_fencing: false,
         }
     }
@@ -688,6 +694,7 @@ impl Worker {
             attributes: self.config.attributes.clone(),
             ports: self.config.ports.clone(),
             host: self.config.host.clone(),
+            resources: self.config.resources.clone(),
         })
     }
 
@@ -811,6 +818,7 @@ impl Worker {
                     memory_mb: spec.memory_mb,
                     state: ExecutorState::Launching,
                     ports: Vec::new(),
+                    resources: Vec::new(),
                 };
                 self.on_launch(from, epoch, launch, report, spec, out);
             }
@@ -932,7 +940,10 @@ impl Worker {
             });
         if followed && self.registered && !slot_taken {
             let mut spec = spec;
-            if let Err(reason) = self.number_ports(&mut report, &mut spec) {
+            let given = self
+                .number_ports(&mut report, &mut spec)
+                .and_then(|()| self.give_resources(&mut report, &mut spec));
+            if let Err(reason) = given {
                 // The leader counted a free port that is not (a stray, say,
                 // still holds it): the launch fails with the reason, the
                 // slot is retried.
@@ -992,6 +1003,53 @@ impl Worker {
             spec.env.push((crate::ports::env_name(name), port.to_string()));
         }
         report.ports = ports;
+        Ok(())
+    }
+
+    /// Gives the executor the addresses of the named resources `spec` asks
+    /// for, the first free ones of this worker's offer, none held by a
+    /// live executor here ([`crate::resources::allocate`]), into the report
+    /// and the executor's environment (`REGENT_RESOURCE_<NAME>`, and
+    /// `CUDA_VISIBLE_DEVICES` for `gpu`, set after the group's own
+    /// variables, so they win); the reason if too few are free.
+    fn give_resources(
+        &self,
+        report: &mut ExecutorReport,
+        spec: &mut ExecutorSpec,
+    ) -> Result<(), String> {
+        let amounts = &spec.launch.resources;
+        if amounts.is_empty() {
+            return Ok(());
+        }
+        let taken: std::collections::BTreeSet<(&str, &str)> = self
+            .executors
+            .values()
+            .filter(|e| !e.state.is_terminal())
+            .flat_map(|e| {
+                e.resources
+                    .iter()
+                    .flat_map(|(n, a)| a.iter().map(move |a| (n.as_str(), a.as_str())))
+            })
+            .collect();
+        let offers = &self.config.resources;
+        let Some(assigned) = crate::resources::allocate(offers, &taken, amounts) else {
+            let (name, n) = amounts
+                .iter()
+                .find(|(name, n)| {
+                    let held = taken.iter().filter(|(t, _)| t == name).count() as u32;
+                    crate::resources::offered(offers, name).saturating_sub(held) < *n
+                })
+                .cloned()
+                .unwrap_or_else(|| amounts[0].clone());
+            let offered = crate::resources::offered(offers, &name);
+            let held = taken.iter().filter(|(t, _)| *t == name).count();
+            return Err(format!(
+                "worker {} has too few free {name} for {n}: {held} of {offered} offered are held",
+                self.config.id,
+            ));
+        };
+        spec.env.extend(crate::resources::env(&assigned));
+        report.resources = assigned;
         Ok(())
     }
 

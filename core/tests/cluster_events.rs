@@ -18,6 +18,7 @@ fn hint(id: &str, epoch: u64) -> Option<LeaderHint> {
 
 fn worker(id: &str, state: &str, used: u32) -> WorkerView {
     WorkerView {
+        resources: Default::default(),
         usage: None,
         host: Default::default(),
         ports: Default::default(),
@@ -38,6 +39,7 @@ fn worker(id: &str, state: &str, used: u32) -> WorkerView {
 
 fn executor(id: &str, state: ExecutorState) -> ExecutorView {
     ExecutorView {
+        resources: Default::default(),
         usage: None,
         ports: Default::default(),
         id: ExecutorId::new(id),

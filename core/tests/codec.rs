@@ -57,6 +57,7 @@ fn group_spec_arb(g: &mut Gen) -> GroupSpec {
 
 fn launch_spec(g: &mut Gen) -> Box<regent_core::launch::LaunchSpec> {
     Box::new(regent_core::launch::LaunchSpec {
+        resources: Default::default(),
         ports: Default::default(),
         user: if bool::arbitrary(g) { Some(s(g)) } else { None },
         cwd: if bool::arbitrary(g) { Some(s(g)) } else { None },
@@ -76,6 +77,7 @@ fn launch_spec(g: &mut Gen) -> Box<regent_core::launch::LaunchSpec> {
 /// to unpack and one to place, a user.
 fn golden_launch() -> regent_core::launch::LaunchSpec {
     regent_core::launch::LaunchSpec {
+        resources: Default::default(),
         ports: Default::default(),
         user: Some("alice".into()),
         cwd: Some("work".into()),
@@ -103,6 +105,7 @@ fn env(g: &mut Gen) -> Vec<(String, String)> {
 
 fn exec_info(g: &mut Gen) -> ExecutorInfo {
     ExecutorInfo {
+        resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),
         id: ExecutorId(s(g)),
@@ -115,6 +118,7 @@ fn exec_info(g: &mut Gen) -> ExecutorInfo {
 
 fn exec_report(g: &mut Gen) -> ExecutorReport {
     ExecutorReport {
+        resources: Default::default(),
         ports: Default::default(),
         id: ExecutorId(s(g)),
         framework: FrameworkId(s(g)),
@@ -170,6 +174,7 @@ impl Arbitrary for Arb {
                 masters: addrs(g),
             }),
             2 => Message::RegisterWorker(RegisterWorker {
+                resources: Default::default(),
                 host: Default::default(),
                 ports: Default::default(),
                 worker: WorkerId(s(g)),
@@ -178,6 +183,7 @@ impl Arbitrary for Arb {
                 memory_mb: u64::arbitrary(g),
                 executors: (0..usize::arbitrary(g) % 3)
                     .map(|_| ExecutorReport {
+                        resources: Default::default(),
                         ports: Default::default(),
                         id: ExecutorId(s(g)),
                         framework: FrameworkId(s(g)),
@@ -518,6 +524,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
         LeaderHint { id: MasterId::new("m1"), addr: Addr::new("10.0.0.1:7077"), epoch: Epoch(42) };
     let masters = vec![Addr::new("10.0.0.1:7077"), Addr::new("10.0.0.2:7077")];
     let exec_info = ExecutorInfo {
+        resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),
         id: ExecutorId::new("e1"),
@@ -550,6 +557,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
         (
             "register_worker",
             Message::RegisterWorker(RegisterWorker {
+                resources: Default::default(),
                 host: Default::default(),
                 ports: Default::default(),
                 worker: WorkerId::new("w1"),
@@ -557,6 +565,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 cores: 8,
                 memory_mb: 16_384,
                 executors: vec![ExecutorReport {
+                    resources: Default::default(),
                     ports: Default::default(),
                     id: ExecutorId::new("e1"),
                     framework: FrameworkId::new("f1"),
@@ -610,6 +619,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 executors: vec![
                     exec_info.clone(),
                     ExecutorInfo {
+                        resources: Default::default(),
                         host: Default::default(),
                         ports: Default::default(),
                         id: ExecutorId::new("e2"),
@@ -683,6 +693,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
             Message::ExecutorStatus {
                 incarnation: Incarnation(0xdead_beef),
                 report: ExecutorReport {
+                    resources: Default::default(),
                     ports: Default::default(),
                     id: ExecutorId::new("e1"),
                     framework: FrameworkId::new("f1"),
@@ -705,6 +716,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 epoch: Epoch(42),
                 leader: None,
                 workers: vec![WorkerView {
+                    resources: Default::default(),
                     usage: Some(WorkerUsageView {
                         memory_bytes: 1 << 26,
                         cpu_usec: 2_500_000,
@@ -742,6 +754,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                     }],
                 }],
                 executors: vec![ExecutorView {
+                    resources: Default::default(),
                     usage: Some(Usage {
                         memory_bytes: Some(1 << 26),
                         memory_peak_bytes: Some(1 << 27),
@@ -917,6 +930,7 @@ fn cluster_state(g: &mut Gen) -> ClusterState {
         leader: if bool::arbitrary(g) { Some(hint(g)) } else { None },
         workers: (0..usize::arbitrary(g) % 3)
             .map(|_| WorkerView {
+                resources: Default::default(),
                 usage: if bool::arbitrary(g) {
                     Some(WorkerUsageView {
                         memory_bytes: u64::arbitrary(g),
@@ -964,6 +978,7 @@ fn cluster_state(g: &mut Gen) -> ClusterState {
             .collect(),
         executors: (0..usize::arbitrary(g) % 3)
             .map(|_| ExecutorView {
+                resources: Default::default(),
                 usage: if bool::arbitrary(g) { Some(usage_arb(g)) } else { None },
                 ports: Default::default(),
                 id: ExecutorId(s(g)),
@@ -1038,6 +1053,7 @@ fn golden_frames_pin_the_wire_format() {
 fn a_large_frame_is_encoded_and_sealed_into_a_buffer_of_its_exact_length() {
     let executors = (0..12_000)
         .map(|i| ExecutorView {
+            resources: Default::default(),
             usage: None,
             ports: Default::default(),
             id: ExecutorId(format!("framework/group#{i}#1.{i}")),

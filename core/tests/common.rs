@@ -157,3 +157,81 @@ pub fn subscribe(m: &mut Master, conn: u64) {
     });
     let _ = deliver_to_master(m, Millis(0), conn, msg);
 }
+
+/// A worker on `cfg` registered with master `a` at epoch 2, at time 0.
+pub fn registered_worker_with(cfg: worker::Config) -> Worker {
+    let mut w = Worker::new(cfg);
+    let _ = w.handle(Millis(0), worker::Event::Start);
+    let _ = w.handle(Millis(0), worker::Event::Connected { master: addr("a") });
+    let _ = from(
+        &mut w,
+        Millis(0),
+        "a",
+        Message::Registered {
+            epoch: Epoch(2),
+            heartbeat_interval: Millis(1_000),
+            duplicate: false,
+            masters: vec![addr("a")],
+        },
+    );
+    assert!(w.status().registered);
+    w
+}
+
+/// What a worker started in `out`, with the environment it gave; or the
+/// failure it reported instead.
+pub fn started(out: &[worker::Action]) -> Result<Vec<(String, String)>, String> {
+    use regent_core::protocol::ExecutorState;
+    use regent_core::worker::ExecutorCommand;
+    for a in out {
+        match a {
+            worker::Action::Executor(ExecutorCommand::Start { spec, .. }) => {
+                return Ok(spec.env.clone())
+            }
+            worker::Action::Send { msg: Message::ExecutorStatus { report, .. }, .. } => {
+                if let ExecutorState::Failed { reason } = &report.state {
+                    return Err(reason.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+    panic!("neither started nor failed: {out:?}")
+}
+
+/// The launches in `sends`: (worker connection, executor, framework).
+pub fn launches(
+    sends: &[(ConnId, Message)],
+) -> Vec<(u64, regent_core::ExecutorId, regent_core::FrameworkId)> {
+    sends
+        .iter()
+        .filter_map(|(c, m)| match m {
+            Message::LaunchExecutor { executor, framework, .. } => {
+                Some((c.0, executor.clone(), framework.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// What `m` plans for group `g` alone, asked on connection 1.
+pub fn plan_one(
+    m: &mut Master,
+    g: regent_core::protocol::GroupSpec,
+) -> regent_core::protocol::GroupPlan {
+    let out = m.handle(
+        Millis(0),
+        master::Event::Message {
+            conn: ConnId(1),
+            msg: Message::PlanRequest { request: 9, groups: vec![g] },
+        },
+    );
+    out.into_iter()
+        .find_map(|a| match a {
+            master::Action::Send { msg: Message::PlanReply { groups, .. }, .. } => {
+                Some(groups.into_iter().next().expect("one group planned"))
+            }
+            _ => None,
+        })
+        .expect("a PlanReply")
+}

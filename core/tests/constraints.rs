@@ -29,6 +29,7 @@ fn register(
 ) -> Vec<(ConnId, Message)> {
     let _ = connect_worker(m, T, conn, name);
     let reg = Message::RegisterWorker(RegisterWorker {
+        resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),
         worker: name.into(),
@@ -214,6 +215,7 @@ fn registrations_with_bad_attributes_are_refused_naming_them() {
     let _ = connect_worker(&mut m, T, 101, "w1");
     let reg = |attributes| {
         Message::RegisterWorker(RegisterWorker {
+            resources: Default::default(),
             host: Default::default(),
             ports: Default::default(),
             worker: "w1".into(),

@@ -74,6 +74,7 @@ fn deliver(m: &mut Master, store: &mut Store, conn: u64, msg: Message) -> Vec<(C
 
 fn register(worker: &str, inc: u64, executors: Vec<ExecutorReport>) -> Message {
     Message::RegisterWorker(RegisterWorker {
+        resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),
         worker: worker.into(),
@@ -135,6 +136,7 @@ fn cluster(store: &mut Store) -> (Master, Vec<ExecutorId>) {
 fn report(id: &ExecutorId, state: ExecutorState) -> ExecutorReport {
     let framework = m_framework(id);
     ExecutorReport {
+        resources: Default::default(),
         ports: Default::default(),
         id: id.clone(),
         framework,

@@ -122,6 +122,7 @@ impl Cluster {
     fn register_worker(&mut self) {
         self.open(100, Role::Worker);
         let reg = Message::RegisterWorker(regent_core::protocol::RegisterWorker {
+            resources: Default::default(),
             host: Default::default(),
             ports: Default::default(),
             worker: "w0".into(),
@@ -172,6 +173,7 @@ impl Cluster {
 
     fn report(&mut self, fw: &str, ex: &ExecutorId, state: ExecutorState) {
         let report = ExecutorReport {
+            resources: Default::default(),
             ports: Default::default(),
             id: ex.clone(),
             framework: FrameworkId::new(fw),

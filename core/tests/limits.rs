@@ -42,6 +42,7 @@ fn cluster_with(config: master::Config) -> Master {
     let _ = elect(&mut m, T, 1);
     let _ = connect_worker(&mut m, T, 100, "w0");
     let reg = Message::RegisterWorker(RegisterWorker {
+        resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),
         worker: "w0".into(),
@@ -290,6 +291,7 @@ fn register_msg(
     executors: Vec<ExecutorReport>,
 ) -> Message {
     Message::RegisterWorker(RegisterWorker {
+        resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),
         worker: worker.into(),
@@ -307,6 +309,7 @@ fn register_msg(
 fn a_worker_offering_more_than_the_core_or_memory_limit_is_refused_and_told_why() {
     let mut m = cluster();
     let report = ExecutorReport {
+        resources: Default::default(),
         ports: Default::default(),
         id: ExecutorId::new("fw/g#0#1.1"),
         framework: FrameworkId::new("fw"),
@@ -356,6 +359,7 @@ fn a_worker_offering_more_than_the_core_or_memory_limit_is_refused_and_told_why(
 fn a_reregistration_past_the_report_limit_applies_none_of_its_reports() {
     let mut m = cluster();
     let report = ExecutorReport {
+        resources: Default::default(),
         ports: Default::default(),
         id: ExecutorId::new("stray"),
         framework: FrameworkId::new("fw"),
@@ -364,6 +368,7 @@ fn a_reregistration_past_the_report_limit_applies_none_of_its_reports() {
         state: ExecutorState::Running,
     };
     let reg = Message::RegisterWorker(RegisterWorker {
+        resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),
         worker: "w0".into(),
@@ -406,6 +411,7 @@ fn a_registration_reporting_many_ended_executors_writes_their_framework_once() {
     let n = limits::MAX_REPORTS_PER_REGISTRATION;
     let reports = (0..n)
         .map(|i| ExecutorReport {
+            resources: Default::default(),
             ports: Default::default(),
             id: ExecutorId(format!("stray-{i}")),
             framework: framework.clone(),
@@ -416,6 +422,7 @@ fn a_registration_reporting_many_ended_executors_writes_their_framework_once() {
         .collect();
     let _ = connect_worker(&mut m, T, 300, "w9");
     let reg = Message::RegisterWorker(RegisterWorker {
+        resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),
         worker: "w9".into(),
@@ -483,6 +490,7 @@ fn a_stored_retry_count_at_u32_max_never_overflows() {
     let failed = Message::ExecutorStatus {
         incarnation: Incarnation(7),
         report: ExecutorReport {
+            resources: Default::default(),
             ports: Default::default(),
             id: executor,
             framework: FrameworkId::new("fw"),
@@ -524,6 +532,7 @@ fn a_resubscription_snapshot_leaves_out_superseded_attempts() {
         let killed = Message::ExecutorStatus {
             incarnation: Incarnation(100),
             report: ExecutorReport {
+                resources: Default::default(),
                 ports: Default::default(),
                 id: executor,
                 framework: framework.clone(),

@@ -54,6 +54,7 @@ fn deliver(m: &mut Master, now: Millis, conn: u64, msg: Message) -> Vec<(ConnId,
 
 fn register(worker: &str, inc: u64) -> Message {
     Message::RegisterWorker(RegisterWorker {
+        resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),
         worker: worker.into(),
@@ -185,6 +186,7 @@ fn finished_only_once_the_leader_and_the_worker_both_know_the_executor_ended() {
     let report = |state| Message::ExecutorStatus {
         incarnation: Incarnation(100),
         report: ExecutorReport {
+            resources: Default::default(),
             ports: Default::default(),
             id: e.clone(),
             framework: FrameworkId::new("fw"),

@@ -147,6 +147,7 @@ fn spec(slots: u32) -> GroupSpec {
 
 fn register(worker: &str, inc: u64, executors: Vec<ExecutorReport>, seen: u64) -> Message {
     Message::RegisterWorker(RegisterWorker {
+        resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),
         worker: worker.into(),
@@ -192,6 +193,7 @@ fn lost(sends: &[(ConnId, Message)]) -> Vec<ExecutorId> {
 /// A report of `id` (of framework "fw", one core, 1 MiB) in `state`.
 fn report_of(id: ExecutorId, state: ExecutorState) -> ExecutorReport {
     ExecutorReport {
+        resources: Default::default(),
         ports: Default::default(),
         id,
         framework: FrameworkId("fw".into()),

@@ -94,6 +94,7 @@ impl Store {
 
 fn register(worker: &str, inc: u64, executors: Vec<ExecutorReport>) -> Message {
     Message::RegisterWorker(RegisterWorker {
+        resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),
         worker: worker.into(),
@@ -110,6 +111,7 @@ fn register(worker: &str, inc: u64, executors: Vec<ExecutorReport>) -> Message {
 fn report(id: &ExecutorId, state: ExecutorState) -> ExecutorReport {
     let framework = FrameworkId(id.as_str().split('/').next().expect("prefix").into());
     ExecutorReport {
+        resources: Default::default(),
         ports: Default::default(),
         id: id.clone(),
         framework,

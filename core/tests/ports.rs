@@ -12,7 +12,7 @@ use regent_core::ports::{parse_ranges, PortRange};
 use regent_core::protocol::{
     ExecutorReport, ExecutorSpec, ExecutorState, GroupSpec, Message, RegisterWorker,
 };
-use regent_core::worker::{self, ExecutorCommand};
+use regent_core::worker;
 use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, Millis};
 
 const T: Millis = Millis(0);
@@ -20,6 +20,7 @@ const T: Millis = Millis(0);
 fn register(m: &mut Master, conn: u64, name: &str, ports: &str) -> Vec<(ConnId, Message)> {
     let _ = connect_worker(m, T, conn, name);
     let reg = Message::RegisterWorker(RegisterWorker {
+        resources: Default::default(),
         host: Some(format!("{name}.example")),
         ports: if ports.is_empty() { vec![] } else { parse_ranges(ports).unwrap() },
         worker: name.into(),
@@ -57,19 +58,6 @@ fn server(slots: u32, ports: &[&str]) -> GroupSpec {
     }
 }
 
-/// The launches in `sends`: (worker connection, executor, framework).
-fn launches(sends: &[(ConnId, Message)]) -> Vec<(u64, ExecutorId, FrameworkId)> {
-    sends
-        .iter()
-        .filter_map(|(c, m)| match m {
-            Message::LaunchExecutor { executor, framework, .. } => {
-                Some((c.0, executor.clone(), framework.clone()))
-            }
-            _ => None,
-        })
-        .collect()
-}
-
 fn status(
     m: &mut Master,
     conn: u64,
@@ -79,6 +67,7 @@ fn status(
     ports: &[(&str, u16)],
 ) -> Vec<(ConnId, Message)> {
     let report = ExecutorReport {
+        resources: Default::default(),
         id: id.clone(),
         framework: fw.clone(),
         cores: 1,
@@ -143,30 +132,13 @@ fn a_plan_says_why_a_group_naming_ports_does_not_fit() {
     let _ = register(&mut m, 100, "w0", "");
     let _ = register(&mut m, 101, "w1", "20000-20001");
     subscribe(&mut m, 1);
-    let plan = |m: &mut Master, g: GroupSpec| {
-        let out = m.handle(
-            T,
-            master::Event::Message {
-                conn: ConnId(1),
-                msg: Message::PlanRequest { request: 9, groups: vec![g] },
-            },
-        );
-        out.into_iter()
-            .find_map(|a| match a {
-                master::Action::Send { msg: Message::PlanReply { groups, .. }, .. } => {
-                    Some(groups.into_iter().next().unwrap())
-                }
-                _ => None,
-            })
-            .expect("a PlanReply")
-    };
-    let p = plan(&mut m, server(1, &["a", "b", "c"]));
+    let p = plan_one(&mut m, server(1, &["a", "b", "c"]));
     assert_eq!(p.unplaced, 1);
     assert_eq!(
         p.reason.as_deref(),
         Some("needs 3 ports, the most a worker offers is 2 (regent worker --ports)")
     );
-    let p = plan(&mut m, server(3, &["http"]));
+    let p = plan_one(&mut m, server(3, &["http"]));
     assert_eq!((p.placed.len(), p.unplaced), (2, 1), "{p:?}");
     assert!(p.placed.iter().all(|(_, w)| w.as_str() == "w1"), "{p:?}");
     let reason = p.reason.unwrap();
@@ -178,6 +150,7 @@ fn a_registration_with_overlapping_or_zero_port_ranges_is_refused() {
     let mut m = leader();
     let _ = connect_worker(&mut m, T, 100, "w0");
     let reg = Message::RegisterWorker(RegisterWorker {
+        resources: Default::default(),
         host: None,
         ports: vec![PortRange { first: 100, last: 200 }, PortRange { first: 150, last: 160 }],
         worker: "w0".into(),
@@ -220,40 +193,7 @@ fn registered_worker(ports: &str) -> regent_core::worker::Worker {
     let mut cfg = worker_cfg("w1", 7, &["a"]);
     cfg.ports = parse_ranges(ports).unwrap();
     cfg.host = Some("w1.example".into());
-    let mut w = regent_core::worker::Worker::new(cfg);
-    let _ = w.handle(T, worker::Event::Start);
-    let _ = w.handle(T, worker::Event::Connected { master: addr("a") });
-    let _ = from(
-        &mut w,
-        T,
-        "a",
-        Message::Registered {
-            epoch: Epoch(2),
-            heartbeat_interval: Millis(1_000),
-            duplicate: false,
-            masters: vec![addr("a")],
-        },
-    );
-    assert!(w.status().registered);
-    w
-}
-
-/// What the worker started, with the env it gave; or the failure it sent.
-fn started(out: &[worker::Action]) -> Result<Vec<(String, String)>, String> {
-    for a in out {
-        match a {
-            worker::Action::Executor(ExecutorCommand::Start { spec, .. }) => {
-                return Ok(spec.env.clone())
-            }
-            worker::Action::Send { msg: Message::ExecutorStatus { report, .. }, .. } => {
-                if let ExecutorState::Failed { reason } = &report.state {
-                    return Err(reason.clone());
-                }
-            }
-            _ => {}
-        }
-    }
-    panic!("neither started nor failed: {out:?}")
+    registered_worker_with(cfg)
 }
 
 fn port_of(env: &[(String, String)], name: &str) -> u16 {
@@ -266,6 +206,7 @@ fn the_worker_numbers_ports_from_its_ranges_never_one_a_live_executor_holds() {
     // What a previous process of this worker left running, re-adopted with
     // the port numbers its running record kept.
     let adopted = ExecutorReport {
+        resources: Default::default(),
         id: ExecutorId::new("old"),
         framework: FrameworkId::new("f"),
         cores: 1,

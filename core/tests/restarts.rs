@@ -30,6 +30,7 @@ fn leader_at(now: Millis, records: Vec<Record>) -> Master {
 fn register(m: &mut Master, now: Millis, executors: Vec<ExecutorReport>) -> Vec<(ConnId, Message)> {
     let _ = connect_worker(m, now, 100, "w0");
     let reg = Message::RegisterWorker(RegisterWorker {
+        resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),
         worker: "w0".into(),
@@ -96,6 +97,7 @@ fn report(
     let msg = Message::ExecutorStatus {
         incarnation: Incarnation(1),
         report: ExecutorReport {
+            resources: Default::default(),
             ports: Default::default(),
             id: id.clone(),
             framework,
@@ -263,6 +265,7 @@ fn a_new_leader_keeps_a_stored_backoff_but_never_longer_than_the_policy_allows()
     let msg = Message::ExecutorStatus {
         incarnation: Incarnation(1),
         report: ExecutorReport {
+            resources: Default::default(),
             ports: Default::default(),
             id: x.clone(),
             framework: framework.clone(),

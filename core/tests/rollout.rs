@@ -49,6 +49,7 @@ impl Run {
 
 fn registration(executors: Vec<ExecutorReport>) -> Message {
     Message::RegisterWorker(RegisterWorker {
+        resources: Default::default(),
         host: None,
         ports: vec![],
         worker: "w1".into(),
@@ -77,6 +78,7 @@ fn web(version: &str) -> GroupSpec {
 
 fn report(id: &ExecutorId, fw: &FrameworkId, state: ExecutorState) -> ExecutorReport {
     ExecutorReport {
+        resources: Default::default(),
         id: id.clone(),
         framework: fw.clone(),
         cores: 1,

@@ -112,6 +112,7 @@ fn update(slot: u32, state: ExecutorState) -> Message {
     Message::ExecutorUpdate {
         epoch: EPOCH,
         info: ExecutorInfo {
+            resources: Default::default(),
             host: Default::default(),
             ports: Default::default(),
             id: ExecutorId::new(format!("fw-1/main#{slot}#1")),
@@ -698,6 +699,7 @@ fn group_update(group: &str, slot: u32, state: ExecutorState) -> Message {
     Message::ExecutorUpdate {
         epoch: EPOCH,
         info: ExecutorInfo {
+            resources: Default::default(),
             host: Default::default(),
             ports: Default::default(),
             id: ExecutorId::new(format!("fw-1/{group}#{slot}#1")),
@@ -758,6 +760,7 @@ fn a_job_of_several_groups_shows_progress_and_each_groups_end_group_by_group() {
 #[test]
 fn a_running_executor_line_names_where_its_ports_are_reached() {
     let mut info = ExecutorInfo {
+        resources: Default::default(),
         host: Some("10.0.0.7".into()),
         ports: vec![("http".into(), 20000), ("admin".into(), 20001)],
         id: ExecutorId::new("fw-1/server#0#1"),

@@ -283,6 +283,7 @@ fn leader_with_workers(n: u64, placement: Placement) -> Master {
         let conn = 100 + i;
         let _ = connect_worker(&mut m, T, conn, &format!("w{i}"));
         let reg = Message::RegisterWorker(regent_core::protocol::RegisterWorker {
+            resources: Default::default(),
             host: Default::default(),
             ports: Default::default(),
             worker: format!("w{i}").as_str().into(),
@@ -321,6 +322,7 @@ fn status(
     state: ExecutorState,
 ) -> Vec<(ConnId, Message)> {
     let report = ExecutorReport {
+        resources: Default::default(),
         ports: Default::default(),
         id: id.clone(),
         framework: fw.clone(),

@@ -705,6 +705,7 @@ fn leader_suspended_is_retried() {
 fn lower_epoch_messages_are_ignored() {
     let mut s = subscribed_with_a(&["a", "b"]);
     let info = ExecutorInfo {
+        resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),
         id: ExecutorId::new("e1"),
@@ -856,6 +857,7 @@ fn slot_failures_and_snapshots_reach_the_program() {
     let _ = ev(&mut s, 0, Event::Start);
     let _ = ev(&mut s, 1, connected("a"));
     let info = ExecutorInfo {
+        resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),
         id: ExecutorId::new("e1"),

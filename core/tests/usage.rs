@@ -105,6 +105,7 @@ fn leader_with_a_running_executor() -> (Master, ExecutorId) {
     let _ = elect(&mut m, Millis(0), 1);
     let _ = connect_worker(&mut m, Millis(0), 100, "w0");
     let reg = Message::RegisterWorker(RegisterWorker {
+        resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),
         worker: "w0".into(),
@@ -138,6 +139,7 @@ fn leader_with_a_running_executor() -> (Master, ExecutorId) {
         .expect("a launch");
     let framework = m.frameworks().next().expect("a framework").id.clone();
     let report = ExecutorReport {
+        resources: Default::default(),
         ports: Default::default(),
         id: executor.clone(),
         framework,
@@ -176,6 +178,7 @@ fn the_leader_shows_a_workers_sample_per_executor_and_summed_per_worker() {
     // An executor that ended shows no usage.
     let framework = m.frameworks().next().unwrap().id.clone();
     let report = ExecutorReport {
+        resources: Default::default(),
         ports: Default::default(),
         id: x.clone(),
         framework,

@@ -78,6 +78,7 @@ fn cluster(n: u64, slots: u32) -> (Master, FrameworkId, Vec<(ConnId, ExecutorId)
 
 fn register(i: u64, incarnation: u64, executors: Vec<ExecutorReport>) -> Message {
     Message::RegisterWorker(RegisterWorker {
+        resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),
         worker: WorkerId(format!("w{i}")),
@@ -93,6 +94,7 @@ fn register(i: u64, incarnation: u64, executors: Vec<ExecutorReport>) -> Message
 
 fn report(id: &ExecutorId, fw: &FrameworkId, state: ExecutorState) -> ExecutorReport {
     ExecutorReport {
+        resources: Default::default(),
         ports: Default::default(),
         id: id.clone(),
         framework: fw.clone(),

@@ -76,6 +76,7 @@ pub async fn run_demo(executor_shim: Option<std::path::PathBuf>) -> Result<(), S
     let mut workers = Vec::new();
     for i in 1..=3 {
         let opts = WorkerOptions {
+            resources: Default::default(),
             gc: Default::default(),
             isolation: Default::default(),
             executor_logs: Default::default(),

@@ -35,6 +35,7 @@ fn leader_hint(id: &str, addr: &str, epoch: u64) -> LeaderHint {
 
 fn worker(id: &str, state: &str) -> WorkerView {
     WorkerView {
+        resources: Default::default(),
         usage: None,
         host: Default::default(),
         ports: Default::default(),
@@ -55,6 +56,7 @@ fn worker(id: &str, state: &str) -> WorkerView {
 
 fn executor(id: &str, worker: Option<&str>, state: ExecutorState) -> ExecutorView {
     ExecutorView {
+        resources: Default::default(),
         usage: None,
         ports: Default::default(),
         id: ExecutorId::new(id),

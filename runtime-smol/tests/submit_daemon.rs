@@ -184,6 +184,7 @@ fn options(masters: Vec<Addr>, executors: u32) -> SubmitOptions {
 
 fn info(framework: &str, slot: u32, launch: u32, state: ExecutorState) -> ExecutorInfo {
     ExecutorInfo {
+        resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),
         id: ExecutorId::new(format!("{framework}/main#{slot}#{launch}")),

@@ -196,6 +196,7 @@ fn registration(msg: &Message) -> Option<&RegisterWorker> {
 
 fn options(master: &Addr, work_dir: &Path) -> WorkerOptions {
     WorkerOptions {
+        resources: Default::default(),
         gc: Default::default(),
         isolation: Default::default(),
         executor_logs: Default::default(),

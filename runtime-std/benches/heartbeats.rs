@@ -113,6 +113,7 @@ async fn worker(addr: String, i: usize, window: usize, c: Arc<Counters>) -> Resu
     );
     encode_into(
         &Message::RegisterWorker(RegisterWorker {
+            resources: Default::default(),
             host: Default::default(),
             ports: Default::default(),
             worker: WorkerId::new(format!("bench-w{i}")),

@@ -44,8 +44,10 @@ pub fn left_behind_report(lb: LeftBehind) -> ExecutorReport {
     // The supervisor logged what it found and did.
     ExecutorReport {
         // Reported again, so the leader keeps telling the framework where
-        // it listens and no other executor here is given its numbers.
+        // it listens and no other executor here is given its numbers (or
+        // its resources' addresses).
         ports: lb.ports.clone(),
+        resources: lb.resources.clone(),
         state: lb.state(),
         id: lb.executor,
         framework: lb.framework,
@@ -209,6 +211,10 @@ pub enum HostError {
     /// The port ranges offered break a rule of [`regent_core::ports`].
     #[error("--ports: {0}")]
     BadPorts(regent_core::ports::PortsProblem),
+    /// The named resources offered break a rule of
+    /// [`regent_core::resources`].
+    #[error("--resource: {0}")]
+    BadResources(regent_core::resources::ResourcesProblem),
     /// The executors' user cannot be used (`--executor-user`).
     #[error("--executor-user: {0}")]
     User(#[from] crate::exec::user::UserError),
@@ -560,6 +566,9 @@ pub struct WorkerConfig {
     /// The host executors' ports are reached at (`--host`; default:
     /// [`executor_host`]).
     pub host: Option<String>,
+    /// The named resources the worker offers (`--resource gpu=0,1`, or
+    /// found by `--resource-discovery`; [`regent_core::resources`]).
+    pub resources: Vec<regent_core::resources::Resource>,
     /// When ended executors' directories are removed
     /// (`--work-dir-ttl`, `--work-dir-max-used`; [`crate::exec::gc`]).
     pub gc: crate::exec::gc::GcPolicy,
@@ -666,6 +675,9 @@ pub fn prepare_worker(
     if let Some(problem) = regent_core::ports::ranges_problem(&cfg.ports) {
         return Err(HostError::BadPorts(problem));
     }
+    if let Some(problem) = regent_core::resources::offers_problem(&cfg.resources) {
+        return Err(HostError::BadResources(problem));
+    }
     let mut sup_cfg = SupervisorConfig::new(cfg.work_dir.clone());
     if cfg.kill_left_behind {
         sup_cfg.left_behind = LeftBehindPolicy::Kill;
@@ -698,6 +710,7 @@ pub fn prepare_worker(
     );
     config.attributes = cfg.attributes.clone();
     config.ports = cfg.ports.clone();
+    config.resources = cfg.resources.clone();
     config.host = executor_host(cfg)?;
     tracing::info!(
         worker = %id,
@@ -707,6 +720,7 @@ pub fn prepare_worker(
         memory_mb = cfg.memory_mb,
         ports = %regent_core::ports::describe_ranges(&cfg.ports),
         host = ?config.host,
+        resources = %cfg.resources.iter().map(ToString::to_string).collect::<Vec<_>>().join(" "),
         work_dir = %cfg.work_dir.display(),
         "worker starting"
     );

@@ -42,6 +42,7 @@
 pub mod clock;
 pub mod config;
 pub mod conns;
+pub mod discovery;
 pub mod drivers;
 pub mod error;
 pub mod exec;

@@ -29,6 +29,7 @@ fn master(recovery: Recovery, listen: &str) -> MasterHandle {
 
 fn worker(master: &str, dir: &Path, id: &str) -> WorkerHandle {
     spawn_worker(WorkerConfig {
+        resources: Default::default(),
         gc: Default::default(),
         isolation: Default::default(),
         executor_logs: Default::default(),

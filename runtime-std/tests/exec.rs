@@ -657,6 +657,7 @@ fn write_record(dir: &Path, name: &str, pgid: u32, start_time: Option<u64>, boot
     let running = dir.join(RUNNING_DIR);
     std::fs::create_dir_all(&running).unwrap();
     let rec = Record {
+        resources: Default::default(),
         executor: ExecutorId::new(name),
         framework: FrameworkId::new("fw"),
         pgid: pgid as i32,
@@ -711,6 +712,7 @@ fn start_time(pid: u32) -> u64 {
 
 fn rec(pgid: u32, start_time: Option<u64>, boot: Option<&str>) -> Record {
     Record {
+        resources: Default::default(),
         executor: ExecutorId::new("e"),
         framework: FrameworkId::new("fw"),
         pgid: pgid as i32,

@@ -290,6 +290,7 @@ fn register_with(
     d.msg(conn, Message::Hello(hello), t);
     d.msg(conn, Message::Callback { addr: callback(i) }, t);
     let reg = RegisterWorker {
+        resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),
         worker: worker_id(i),
@@ -561,6 +562,7 @@ fn executor_of(i: u64) -> ExecutorReport {
     let slot = i % u64::from(SLOTS_PER_FRAMEWORK);
     let fid = framework_id(j);
     ExecutorReport {
+        resources: Default::default(),
         ports: Default::default(),
         id: ExecutorId(format!("{fid}/g#{slot}#6.{}", i + 1)),
         framework: fid,

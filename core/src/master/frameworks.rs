@@ -492,6 +492,7 @@ impl Master {
                                 state,
                                 host: None,
                                 ports: Vec::new(),
+                                resources: Vec::new(),
                             });
                         }
                     }

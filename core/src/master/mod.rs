@@ -698,6 +698,7 @@ impl Master {
                 ports: w.ports,
                 ports_used: w.ports_used,
                 host: w.host.clone(),
+                resources: self.resource_views(w),
                 usage: w.usage.as_deref().map(|(u, at)| WorkerUsageView {
                     memory_bytes: u.executors.iter().filter_map(|e| e.usage.memory_bytes).sum(),
                     cpu_usec: u.executors.iter().filter_map(|e| e.usage.cpu_usec).sum(),
@@ -774,6 +775,7 @@ impl Master {
                 worker: Some(e.worker.clone()),
                 state: e.state.clone(),
                 ports: e.ports.clone(),
+                resources: e.resources.clone(),
                 usage: (!e.state.is_terminal()).then(|| usage.get(&e.id).map(|u| **u)).flatten(),
             })
             .collect();

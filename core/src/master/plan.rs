@@ -28,24 +28,49 @@ use crate::protocol::{GroupPlan, GroupSpec};
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// What the plan's own slots hold on each worker: cores, memory, executors
-/// and ports.
-pub(super) type Overlay<'a> = FxHashMap<&'a WorkerId, (u32, u64, usize, u32)>;
+/// What the plan's own slots hold on each worker.
+pub(super) type Overlay<'a> = FxHashMap<&'a WorkerId, Held>;
+
+/// What the plan's own slots hold on one worker.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Held {
+    cores: u32,
+    memory_mb: u64,
+    executors: usize,
+    ports: u32,
+    /// Addresses by resource name.
+    resources: Vec<(String, u32)>,
+}
 
 /// A candidate's order within its spread value: the placement key, then id.
 type Key<'a> = (u32, u64, &'a WorkerId);
 
 /// What `w` has free once the plan's own slots there are counted.
 fn free(overlay: &Overlay<'_>, w: &super::WorkerEntry) -> (u32, u64) {
-    let (c, m, _, _) = overlay.get(&w.id).copied().unwrap_or_default();
+    let (c, m) = overlay.get(&w.id).map_or((0, 0), |h| (h.cores, h.memory_mb));
     let cores = w.cores.saturating_sub(w.cores_used).saturating_sub(c);
     let memory = w.memory_mb.saturating_sub(w.memory_used_mb).saturating_sub(m);
     (cores, memory)
 }
 
+/// How many addresses of resource `name` `w` has free once the plan's own
+/// slots there are counted.
+fn free_resource(overlay: &Overlay<'_>, w: &super::WorkerEntry, name: &str) -> u32 {
+    let planned = overlay
+        .get(&w.id)
+        .and_then(|h| h.resources.iter().find(|(n, _)| n == name))
+        .map_or(0, |(_, k)| *k);
+    w.resources_free(name).saturating_sub(planned)
+}
+
+/// Whether `w` has every resource `g` asks for free, the plan counted.
+fn resources_fit(overlay: &Overlay<'_>, w: &super::WorkerEntry, g: &GroupSpec) -> bool {
+    g.launch.resources.iter().all(|(name, n)| free_resource(overlay, w, name) >= *n)
+}
+
 /// How many ports `w` has free once the plan's own slots there are counted.
 fn free_ports(overlay: &Overlay<'_>, w: &super::WorkerEntry) -> u32 {
-    let (_, _, _, p) = overlay.get(&w.id).copied().unwrap_or_default();
+    let p = overlay.get(&w.id).map_or(0, |h| h.ports);
     w.ports.saturating_sub(w.ports_used).saturating_sub(p)
 }
 
@@ -127,7 +152,11 @@ impl Master {
                 continue;
             }
             let f = free(overlay, w);
-            if f.0 < g.cores || f.1 < g.memory_mb || free_ports(overlay, w) < ports {
+            if f.0 < g.cores
+                || f.1 < g.memory_mb
+                || free_ports(overlay, w) < ports
+                || !resources_fit(overlay, w, g)
+            {
                 continue;
             }
             let value = policy.spread.as_deref().map_or("", |a| spread_value(&w.attributes, a));
@@ -145,15 +174,26 @@ impl Master {
             let set = by_value.get_mut(value).expect("every ordered value has candidates");
             let (_, _, id) = set.pop_first().expect("an ordered value has a candidate");
             let held = overlay.entry(id).or_default();
-            held.0 = held.0.saturating_add(g.cores);
-            held.1 = held.1.saturating_add(g.memory_mb);
-            held.2 += 1;
-            held.3 = held.3.saturating_add(ports);
-            let room = self.executors.live_on(id) + held.2 < MAX_EXECUTORS_PER_WORKER;
+            held.cores = held.cores.saturating_add(g.cores);
+            held.memory_mb = held.memory_mb.saturating_add(g.memory_mb);
+            held.executors += 1;
+            held.ports = held.ports.saturating_add(ports);
+            for (name, n) in &g.launch.resources {
+                match held.resources.iter_mut().find(|(h, _)| h == name) {
+                    Some((_, k)) => *k = k.saturating_add(*n),
+                    None => held.resources.push((name.clone(), *n)),
+                }
+            }
+            let room = self.executors.live_on(id) + held.executors < MAX_EXECUTORS_PER_WORKER;
             chosen(slot, id);
             let w = &self.workers.entries[id];
             let f = free(overlay, w);
-            if room && f.0 >= g.cores && f.1 >= g.memory_mb && free_ports(overlay, w) >= ports {
+            if room
+                && f.0 >= g.cores
+                && f.1 >= g.memory_mb
+                && free_ports(overlay, w) >= ports
+                && resources_fit(overlay, w, g)
+            {
                 set.insert(key(f, id));
             }
             if let Some(best) = set.first() {
@@ -212,19 +252,20 @@ impl Master {
                 g.memory_mb
             );
         }
+        // The matching workers with the cores and memory free.
+        let fitting: Vec<&&super::WorkerEntry> = matching
+            .iter()
+            .filter(|w| {
+                let (c, m) = free(overlay, w);
+                c >= g.cores && m >= g.memory_mb
+            })
+            .collect();
         let ports = g.launch.ports.len() as u32;
         if ports > 0 {
             let most = matching.iter().map(|w| w.ports).max().unwrap_or(0);
             if ports > most {
                 return format!("needs {ports} ports, the most a {which} offers is {most} (regent worker --ports)");
             }
-            let fitting: Vec<&&super::WorkerEntry> = matching
-                .iter()
-                .filter(|w| {
-                    let (c, m) = free(overlay, w);
-                    c >= g.cores && m >= g.memory_mb
-                })
-                .collect();
             if !fitting.is_empty() && fitting.iter().all(|w| free_ports(overlay, w) < ports) {
                 let (most_free, on) = fitting
                     .iter()
@@ -232,6 +273,29 @@ impl Master {
                     .max()
                     .expect("not empty");
                 return format!("needs {ports} ports, the most free on a {which} with room is {most_free} (on {on})");
+            }
+        }
+        for (name, n) in &g.launch.resources {
+            let most = matching
+                .iter()
+                .map(|w| {
+                    w.resources.as_ref().map_or(0, |r| crate::resources::offered(&r.offered, name))
+                })
+                .max()
+                .unwrap_or(0);
+            if most == 0 {
+                return format!("needs {n} {name}, no ALIVE {which} offers {name} (regent worker --resource {name}=...)");
+            }
+            if *n > most {
+                return format!("needs {n} {name}, the most a {which} offers is {most}");
+            }
+            if !fitting.is_empty() && fitting.iter().all(|w| free_resource(overlay, w, name) < *n) {
+                let (most_free, on) = fitting
+                    .iter()
+                    .map(|w| (free_resource(overlay, w, name), &w.id))
+                    .max()
+                    .expect("not empty");
+                return format!("needs {n} {name}, the most free on a {which} with room is {most_free} (on {on})");
             }
         }
         let free = |w: &super::WorkerEntry| free(overlay, w);

@@ -98,6 +98,9 @@ pub struct WorkerEntry {
     pub ports_used: u32,
     /// The host it said its executors' ports are reached at.
     pub host: Option<String>,
+    /// The named resources it offers and how many of each its live
+    /// executors hold (`None`: it offers none; boxed, as most workers).
+    pub resources: Option<Box<WorkerResources>>,
     /// Its latest usage sample and when it came (observational; boxed:
     /// most of a large registry's entries never need it at once).
     pub usage: Option<Box<(crate::protocol::WorkerUsage, Millis)>>,
@@ -107,7 +110,70 @@ pub struct WorkerEntry {
     placed_as: Option<(u32, u64)>,
 }
 
+/// The named resources a worker offers, and how many addresses of each
+/// its live executors hold (the leader counts; the worker picks the
+/// addresses, [`crate::resources`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkerResources {
+    /// What it offered in its registration.
+    pub offered: Vec<crate::resources::Resource>,
+    /// Addresses held per kind, parallel to `offered`.
+    pub held: Vec<u32>,
+}
+
 impl WorkerEntry {
+    /// How many addresses of resource `name` are free here.
+    pub fn resources_free(&self, name: &str) -> u32 {
+        let Some(r) = &self.resources else { return 0 };
+        r.offered
+            .iter()
+            .zip(&r.held)
+            .find(|(o, _)| o.name == name)
+            .map_or(0, |(o, held)| (o.addresses.len() as u32).saturating_sub(*held))
+    }
+
+    /// Takes the offer of a (new or repeated) registration, keeping what
+    /// live executors hold of each kind still offered.
+    pub(super) fn offer_resources(&mut self, offered: &[crate::resources::Resource]) {
+        if offered.is_empty() {
+            self.resources = None;
+            return;
+        }
+        let before = self.resources.take();
+        let held = offered
+            .iter()
+            .map(|o| {
+                before.as_ref().map_or(0, |b| {
+                    b.offered
+                        .iter()
+                        .zip(&b.held)
+                        .find(|(p, _)| p.name == o.name)
+                        .map_or(0, |x| *x.1)
+                })
+            })
+            .collect();
+        self.resources = Some(Box::new(WorkerResources { offered: offered.to_vec(), held }));
+    }
+
+    /// Counts `amounts` as held by an executor placed or adopted here.
+    pub(super) fn hold_resources(&mut self, amounts: &[(String, u32)]) {
+        self.change_resources(amounts, u32::saturating_add);
+    }
+
+    /// Gives `amounts` back, held by an executor that ended.
+    pub(super) fn release_resources(&mut self, amounts: &[(String, u32)]) {
+        self.change_resources(amounts, u32::saturating_sub);
+    }
+
+    fn change_resources(&mut self, amounts: &[(String, u32)], op: fn(u32, u32) -> u32) {
+        let Some(r) = self.resources.as_mut() else { return };
+        for (name, n) in amounts {
+            if let Some(i) = r.offered.iter().position(|o| o.name == *name) {
+                r.held[i] = op(r.held[i], *n);
+            }
+        }
+    }
+
     /// A new entry (not yet in a registry: [`Registry::insert`] gives it its
     /// slot).
     fn new(id: WorkerId, incarnation: Incarnation, cores: u32, memory_mb: u64) -> Self {
@@ -132,6 +198,7 @@ impl WorkerEntry {
             ports: 0,
             ports_used: 0,
             host: None,
+            resources: None,
             usage: None,
             slot: u32::MAX,
             placed_as: None,
@@ -667,6 +734,7 @@ impl Master {
                 entry.attributes = reg.attributes.clone();
                 entry.ports = crate::ports::count(&reg.ports);
                 entry.host = reg.host.clone();
+                entry.offer_resources(&reg.resources);
                 let state = entry.state;
                 self.workers.seen(&id, now);
                 if let Some(old) = old_conn.filter(|c| *c != conn) {
@@ -753,6 +821,7 @@ impl Master {
         e.attributes = reg.attributes;
         e.ports = crate::ports::count(&reg.ports);
         e.host = reg.host;
+        e.offer_resources(&reg.resources);
         self.workers.insert(e);
         self.persist_worker(&id, out);
     }
@@ -976,6 +1045,9 @@ fn registration_limit(reg: &RegisterWorker) -> Option<String> {
     }
     if let Some(problem) = crate::ports::ranges_problem(&reg.ports) {
         return Some(format!("worker {id} offers ports badly: {problem}"));
+    }
+    if let Some(problem) = crate::resources::offers_problem(&reg.resources) {
+        return Some(format!("worker {id} offers named resources badly: {problem}"));
     }
     if let Some(host) = reg.host.as_ref().filter(|h| h.is_empty() || h.len() > MAX_HOST_BYTES) {
         return Some(format!(

@@ -969,10 +969,14 @@ pub fn describe_request(command: &Request) -> String {
 pub fn executor_line(info: &ExecutorInfo) -> String {
     let on = info.worker.as_ref().map(|w| format!(" on {w}")).unwrap_or_default();
     let line = format!("{} slot {}{on}: {}", info.id, info.slot, state_text(&info.state));
-    match listening(info) {
+    let line = match listening(info) {
         Some(at) if !info.state.is_terminal() => format!("{line} {at}"),
         _ => line,
+    };
+    if info.resources.is_empty() || info.state.is_terminal() {
+        return line;
     }
+    format!("{line} {}", crate::resources::describe(&info.resources))
 }
 
 /// Where an executor's named ports are reached, `http=HOST:PORT

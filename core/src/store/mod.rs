@@ -269,7 +269,13 @@ impl GroupRecord {
     /// Whether the record holds nothing the sixth group layout (variant
     /// 12, a rollout) lacks: no user to run as.
     pub fn fits_v6(&self) -> bool {
-        self.spec.launch.user.is_none()
+        self.spec.launch.user.is_none() && self.fits_v7()
+    }
+
+    /// Whether the record holds nothing the seventh group layout (variant
+    /// 13, a user) lacks: no named resources.
+    pub fn fits_v7(&self) -> bool {
+        self.spec.launch.resources.is_empty()
     }
 }
 
@@ -408,7 +414,111 @@ mod wire {
         /// A framework with a group that names a user to run as
         /// ([`GroupRecord::fits_v6`]; appended: frameworks without one
         /// keep the earlier layouts byte for byte).
-        FrameworkWithUser(FrameworkRecord),
+        FrameworkWithUser(FrameworkV9),
+        /// A framework with a group that asks for named resources
+        /// ([`GroupRecord::fits_v7`]; appended: frameworks without one
+        /// keep the earlier layouts byte for byte).
+        FrameworkWithResources(FrameworkRecord),
+    }
+
+    /// A framework record of the ninth format: groups of the seventh
+    /// layout (a user, no named resources).
+    pub type FrameworkV9 = FrameworkOf<GroupV7>;
+
+    /// A group record of the seventh layout: a user, no named resources.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct GroupV7 {
+        spec: GroupSpecV5,
+        slots: Vec<SlotOutcome>,
+        retries_used: u32,
+        restarts: std::collections::BTreeMap<u32, super::SlotRestart>,
+        rollout: Option<super::Rollout>,
+    }
+
+    /// A group's declaration in the fifth layout: launch options with a
+    /// user, no named resources.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct GroupSpecV5 {
+        group: String,
+        slots: u32,
+        command: Vec<String>,
+        env: Vec<(String, String)>,
+        cores: u32,
+        memory_mb: u64,
+        policy: crate::policy::GroupPolicy,
+        launch: LaunchSpecV3,
+    }
+
+    /// Launch options of the third layout: a user, no named resources.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct LaunchSpecV3 {
+        cwd: Option<String>,
+        kill_grace_ms: Option<u64>,
+        artifacts: Vec<crate::launch::Artifact>,
+        ports: Vec<String>,
+        user: Option<String>,
+    }
+
+    impl From<GroupSpecV5> for GroupSpec {
+        fn from(s: GroupSpecV5) -> Self {
+            let GroupSpecV5 { group, slots, command, env, cores, memory_mb, policy, launch } = s;
+            let LaunchSpecV3 { cwd, kill_grace_ms, artifacts, ports, user } = launch;
+            let launch = crate::launch::LaunchSpec {
+                cwd,
+                kill_grace_ms,
+                artifacts,
+                ports,
+                user,
+                resources: Vec::new(),
+            };
+            GroupSpec {
+                group,
+                slots,
+                command,
+                env,
+                cores,
+                memory_mb,
+                policy,
+                launch: Box::new(launch),
+            }
+        }
+    }
+
+    impl From<GroupSpec> for GroupSpecV5 {
+        /// Drops the named resources: only called for specs without any.
+        fn from(s: GroupSpec) -> Self {
+            let GroupSpec { group, slots, command, env, cores, memory_mb, policy, launch } = s;
+            let crate::launch::LaunchSpec {
+                cwd,
+                kill_grace_ms,
+                artifacts,
+                ports,
+                user,
+                resources: _,
+            } = *launch;
+            let launch = LaunchSpecV3 { cwd, kill_grace_ms, artifacts, ports, user };
+            GroupSpecV5 { group, slots, command, env, cores, memory_mb, policy, launch }
+        }
+    }
+
+    impl From<GroupV7> for GroupRecord {
+        fn from(GroupV7 { spec, slots, retries_used, restarts, rollout }: GroupV7) -> Self {
+            GroupRecord { spec: spec.into(), slots, retries_used, restarts, rollout }
+        }
+    }
+
+    impl From<GroupRecord> for GroupV7 {
+        /// Drops the named resources: only called for records that
+        /// [`GroupRecord::fits_v7`].
+        fn from(g: GroupRecord) -> Self {
+            GroupV7 {
+                spec: g.spec.into(),
+                slots: g.slots,
+                retries_used: g.retries_used,
+                restarts: g.restarts,
+                rollout: g.rollout,
+            }
+        }
     }
 
     /// A framework record of the eighth format: groups of the sixth layout
@@ -453,8 +563,14 @@ mod wire {
         fn from(s: GroupSpecV4) -> Self {
             let GroupSpecV4 { group, slots, command, env, cores, memory_mb, policy, launch } = s;
             let LaunchSpecV2 { cwd, kill_grace_ms, artifacts, ports } = launch;
-            let launch =
-                crate::launch::LaunchSpec { cwd, kill_grace_ms, artifacts, ports, user: None };
+            let launch = crate::launch::LaunchSpec {
+                cwd,
+                kill_grace_ms,
+                artifacts,
+                ports,
+                user: None,
+                resources: Vec::new(),
+            };
             GroupSpec {
                 group,
                 slots,
@@ -472,8 +588,7 @@ mod wire {
         /// Drops the user: only called for specs without one.
         fn from(s: GroupSpec) -> Self {
             let GroupSpec { group, slots, command, env, cores, memory_mb, policy, launch } = s;
-            let crate::launch::LaunchSpec { cwd, kill_grace_ms, artifacts, ports, user: _ } =
-                *launch;
+            let crate::launch::LaunchSpec { cwd, kill_grace_ms, artifacts, ports, .. } = *launch;
             let launch = LaunchSpecV2 { cwd, kill_grace_ms, artifacts, ports };
             GroupSpecV4 { group, slots, command, env, cores, memory_mb, policy, launch }
         }
@@ -577,6 +692,7 @@ mod wire {
                 artifacts,
                 ports: vec![],
                 user: None,
+                resources: vec![],
             };
             let spec = GroupSpec {
                 group,
@@ -597,8 +713,7 @@ mod wire {
         /// [`GroupRecord::fits_v4`].
         fn from(g: GroupRecord) -> Self {
             let GroupSpec { group, slots, command, env, cores, memory_mb, policy, launch } = g.spec;
-            let crate::launch::LaunchSpec { cwd, kill_grace_ms, artifacts, ports: _, user: _ } =
-                *launch;
+            let crate::launch::LaunchSpec { cwd, kill_grace_ms, artifacts, .. } = *launch;
             GroupV4 {
                 spec: GroupSpecV3 {
                     group,
@@ -948,7 +1063,8 @@ mod wire {
                 Record::FrameworkWithLaunch(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithPorts(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithRollout(f) => super::Record::Framework(f.into()),
-                Record::FrameworkWithUser(f) => super::Record::Framework(f),
+                Record::FrameworkWithUser(f) => super::Record::Framework(f.into()),
+                Record::FrameworkWithResources(f) => super::Record::Framework(f),
             }
         }
     }
@@ -977,8 +1093,11 @@ mod wire {
                 super::Record::Worker(WorkerRecord {
                     id, incarnation, cores, memory_mb, ..
                 }) => Record::Worker(WorkerV1 { id, incarnation, cores, memory_mb }),
+                super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v7) => {
+                    Record::FrameworkWithResources(f)
+                }
                 super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v6) => {
-                    Record::FrameworkWithUser(f)
+                    Record::FrameworkWithUser(f.into())
                 }
                 super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v5) => {
                     Record::FrameworkWithRollout(f.into())

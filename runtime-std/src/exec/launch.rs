@@ -68,6 +68,7 @@ impl Supervisor {
             memory_mb: spec.memory_mb,
             kill_grace_ms: spec.launch.kill_grace_ms,
             ports: regent_core::ports::numbered(&spec.launch.ports, &spec.env),
+            resources: regent_core::resources::assigned_from_env(&spec.launch.resources, &spec.env),
         };
         if let Err(e) = record::write(&shared.running_dir, &rec) {
             destroy(child, pgid);

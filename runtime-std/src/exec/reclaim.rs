@@ -33,6 +33,9 @@ pub struct LeftBehind {
     pub memory_mb: u64,
     /// The named ports it holds, as recorded (none in an old record).
     pub ports: Vec<(String, u16)>,
+    /// The named resources' addresses it holds, as recorded (none in an
+    /// old record).
+    pub resources: regent_core::resources::Assigned,
     /// What the new supervisor found and did.
     pub outcome: LeftBehindOutcome,
 }
@@ -220,6 +223,7 @@ pub(super) fn reclaim(shared: &Arc<Shared>) -> io::Result<Vec<LeftBehind>> {
             cores: rec.cores,
             memory_mb: rec.memory_mb,
             ports: rec.ports.clone(),
+            resources: rec.resources.clone(),
             outcome,
         });
     }

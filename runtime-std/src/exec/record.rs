@@ -16,14 +16,16 @@
 //! memory_mb=<memory it holds in MiB>
 //! kill_grace_ms=<its group's kill grace in ms; only when the group set one>
 //! ports=<name>:<number>,...  (only when the executor holds named ports)
+//! resources=<name>:<address>+<address>...,...  (only when it holds named resources)
 //! end
 //! ```
 //!
-//! The `kill_grace_ms` and `ports` lines are optional (a record without
+//! The `kill_grace_ms`, `ports` and `resources` lines are optional (a record without
 //! them is written byte for byte as before they existed, and earlier
 //! builds skip lines they do not know), so a re-adopted executor keeps its
-//! group's grace and its port numbers (reported again to the leader, and
-//! never handed to another executor of this worker).
+//! group's grace, its port numbers and its resources' addresses (reported
+//! again to the leader, and never handed to another executor of this
+//! worker).
 //!
 //! Version 1 records (written before worker upgrades re-adopted executors)
 //! have no `boot_id`, `cores` or `memory_mb` line; they still read, with no
@@ -82,6 +84,9 @@ pub struct Record {
     /// The named ports the worker numbered for it
     /// ([`regent_core::ports`]), in its group's order; empty when none.
     pub ports: Vec<(String, u16)>,
+    /// The named resources' addresses the worker gave it
+    /// ([`regent_core::resources`]), in its group's order; empty when none.
+    pub resources: regent_core::resources::Assigned,
 }
 
 impl Record {
@@ -97,9 +102,22 @@ impl Record {
                 self.ports.iter().map(|(n, p)| format!("{}:{p}", escape(n))).collect();
             format!("ports={}\n", list.join(","))
         };
+        let resources = if self.resources.is_empty() {
+            String::new()
+        } else {
+            let list: Vec<String> = self
+                .resources
+                .iter()
+                .map(|(n, a)| {
+                    let addresses: Vec<String> = a.iter().map(|a| escape(a)).collect();
+                    format!("{}:{}", escape(n), addresses.join("+"))
+                })
+                .collect();
+            format!("resources={}\n", list.join(","))
+        };
         format!(
             "{HEADER}\nexecutor={}\nframework={}\npgid={}\nstart_time={start}\nboot_id={boot}\n\
-             cores={}\nmemory_mb={}\n{grace}{ports}end\n",
+             cores={}\nmemory_mb={}\n{grace}{ports}{resources}end\n",
             escape(self.executor.as_str()),
             escape(self.framework.as_str()),
             self.pgid,
@@ -120,6 +138,7 @@ impl Record {
         let (mut executor, mut framework, mut pgid, mut start) = (None, None, None, None);
         let (mut boot, mut cores, mut memory, mut grace) = (None, None, None, None);
         let mut ports = Vec::new();
+        let mut resources = Vec::new();
         for line in lines {
             let (k, v) = line.split_once('=')?;
             match k {
@@ -132,6 +151,7 @@ impl Record {
                 "memory_mb" if v2 => memory = Some(v.parse().ok()?),
                 "kill_grace_ms" if v2 => grace = Some(v.parse().ok()?),
                 "ports" if v2 => ports = decode_ports(v)?,
+                "resources" if v2 => resources = decode_resources(v)?,
                 _ => {}
             }
         }
@@ -146,6 +166,7 @@ impl Record {
             memory_mb,
             kill_grace_ms: grace,
             ports,
+            resources,
         })
     }
 }
@@ -156,6 +177,18 @@ fn decode_ports(v: &str) -> Option<Vec<(String, u16)>> {
         .map(|pair| {
             let (n, p) = pair.rsplit_once(':')?;
             Some((unescape(n)?, p.parse().ok()?))
+        })
+        .collect()
+}
+
+/// A `resources=` line's value: `name:address+address` separated by
+/// commas (names and addresses escaped).
+fn decode_resources(v: &str) -> Option<regent_core::resources::Assigned> {
+    v.split(',')
+        .map(|kind| {
+            let (n, list) = kind.split_once(':')?;
+            let addresses = list.split('+').map(unescape).collect::<Option<Vec<String>>>()?;
+            Some((unescape(n)?, addresses))
         })
         .collect()
 }
@@ -272,6 +305,7 @@ mod tests {
     #[test]
     fn record_round_trips() {
         let r = Record {
+            resources: Default::default(),
             executor: ExecutorId::new("e 1/x=y"),
             framework: FrameworkId::new("fw\n2"),
             pgid: 4242,
@@ -296,6 +330,17 @@ mod tests {
         let served =
             Record { ports: vec![("http".into(), 20001), ("admin".into(), 20000)], ..r.clone() };
         assert!(served.encode().ends_with("\nports=http:20001,admin:20000\nend\n"));
+        // So are named resources' addresses.
+        let gpus = Record {
+            resources: vec![
+                ("gpu".into(), vec!["2".into(), "3".into()]),
+                ("fpga".into(), vec!["0000:3b:00.0".into()]),
+            ],
+            ..served.clone()
+        };
+        let text = gpus.encode();
+        assert!(text.ends_with("\nresources=gpu:2+3,fpga:0000%3A3b%3A00.0\nend\n"), "{text}");
+        assert_eq!(Record::decode(&text), Some(gpus));
         assert_eq!(Record::decode(&served.encode()), Some(served.clone()));
         let bad = served.encode().replace("admin:20000", "admin:99999");
         assert_eq!(Record::decode(&bad), None, "a port past 65535 is a damaged record");

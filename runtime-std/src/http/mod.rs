@@ -392,6 +392,11 @@ const MASTER_STATUSES: [&str; 4] = ["STANDBY", "RECOVERING", "ALIVE", "SUSPENDED
 /// * named ports: a worker's `host`, `ports` (how many it offers) and
 ///   `ports_used`; an executor's `ports` (`{"http": 20000}`) and
 ///   `addresses` (`{"http": "10.0.0.7:20000"}`, at its worker's host).
+/// * named resources: a worker's `resources` (`{"gpu": {"addresses":
+///   ["0","1"], "used": ["1"], "free": ["0"], "held": 1}}`: `used` are the
+///   addresses its executors were reported to hold, `held` how many they
+///   hold in all, launching ones included); an executor's `resources`
+///   (`{"gpu": ["1"]}`).
 /// * usage (from the worker's latest sample, every 10 s at most; `null`
 ///   before one, or where the host does not report it): a worker's
 ///   `usage` `{memory_bytes, cpu_seconds, work_dir_free_bytes,
@@ -422,6 +427,12 @@ pub fn state_json(s: &ClusterState) -> Value {
                 "host": w.host,
                 "ports": w.ports,
                 "ports_used": w.ports_used,
+                "resources": w.resources.iter().map(|r| (r.name.clone(), json!({
+                    "addresses": r.addresses,
+                    "used": r.used,
+                    "free": r.addresses.iter().filter(|a| !r.used.contains(a)).collect::<Vec<_>>(),
+                    "held": r.held,
+                }))).collect::<serde_json::Map<String, Value>>(),
                 "usage": w.usage.as_ref().map(|u| json!({
                     "memory_bytes": u.memory_bytes,
                     "cpu_seconds": u.cpu_usec as f64 / 1e6,
@@ -473,6 +484,8 @@ pub fn state_json(s: &ClusterState) -> Value {
                     };
                     (n.clone(), json!(at))
                 }).collect::<serde_json::Map<String, Value>>(),
+                "resources": e.resources.iter().map(|(n, a)| (n.clone(), json!(a)))
+                    .collect::<serde_json::Map<String, Value>>(),
                 "memory_bytes": e.usage.and_then(|u| u.memory_bytes),
                 "memory_peak_bytes": e.usage.and_then(|u| u.memory_peak_bytes),
                 "cpu_seconds": e.usage.and_then(|u| u.cpu_usec).map(|us| us as f64 / 1e6),

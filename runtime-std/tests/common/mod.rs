@@ -165,6 +165,15 @@ pub fn framework_with_user() -> Record {
     Record::Framework(f)
 }
 
+/// A framework record whose group asks for named resources (issue 23,
+/// GPUs), as well as a user: the appended variant 14.
+pub fn framework_with_resources() -> Record {
+    let Record::Framework(mut f) = framework_with_user() else { unreachable!() };
+    f.id = regent_core::FrameworkId::new("fw-6");
+    f.groups[0].spec.launch.resources = vec![("fpga".into(), 1), ("gpu".into(), 2)];
+    Record::Framework(f)
+}
+
 /// Writes `record`'s image under its own file name in `dir`.
 pub fn put_image(dir: &Path, record: &Record) -> PathBuf {
     let path = dir.join(record_file_name(&record.key()));
@@ -307,6 +316,17 @@ pub fn cases() -> Vec<Case> {
         files: user.iter().map(file).collect(),
         sealing: Sealing::none(),
         expect: Ok((user, vec![])),
+    });
+
+    // A framework whose group asks for named resources: the appended
+    // variant 14, variant 13 frozen.
+    let mut resources = vec![Record::Epoch(Epoch(47)), framework_with_resources()];
+    resources.sort_by_key(Record::key);
+    cases.push(Case {
+        name: "resources",
+        files: resources.iter().map(file).collect(),
+        sealing: Sealing::none(),
+        expect: Ok((resources, vec![])),
     });
 
     let cut = 20;

@@ -105,6 +105,9 @@ fn main() {
     let step_downs = Arc::new(AtomicU64::new(0));
     let depositions = Arc::new(AtomicU64::new(0));
     let live_depositions = Arc::new(AtomicU64::new(0));
+    // Executors started, and those given GPUs (named resources).
+    let started = Arc::new(AtomicU64::new(0));
+    let gpu_started = Arc::new(AtomicU64::new(0));
     let failures: Arc<Mutex<Vec<u64>>> = Arc::default();
     let start = Instant::now();
     let workers: Vec<_> = (0..args.threads)
@@ -113,6 +116,7 @@ fn main() {
                 (next.clone(), done.clone(), events.clone(), failures.clone());
             let (step_downs, depositions, live_depositions) =
                 (step_downs.clone(), depositions.clone(), live_depositions.clone());
+            let (started, gpu_started) = (started.clone(), gpu_started.clone());
             let config = args.config.clone();
             let keep_going = args.keep_going;
             std::thread::spawn(move || loop {
@@ -129,6 +133,8 @@ fn main() {
                         step_downs.fetch_add(stats.step_downs, Ordering::Relaxed);
                         depositions.fetch_add(stats.depositions, Ordering::Relaxed);
                         live_depositions.fetch_add(stats.live_depositions, Ordering::Relaxed);
+                        started.fetch_add(stats.executors_started, Ordering::Relaxed);
+                        gpu_started.fetch_add(stats.resource_executors_started, Ordering::Relaxed);
                     }
                     Err(f) => {
                         println!("FAILURE\n{f}\n");
@@ -159,10 +165,12 @@ fn main() {
         failed.len()
     );
     println!(
-        "passing runs: {} step-downs, {} depositions (fast takeovers), {} of them of a live leader",
+        "passing runs: {} step-downs, {} depositions (fast takeovers), {} of them of a live leader; {} executors started, {} of them with GPUs",
         step_downs.load(Ordering::Relaxed),
         depositions.load(Ordering::Relaxed),
-        live_depositions.load(Ordering::Relaxed)
+        live_depositions.load(Ordering::Relaxed),
+        started.load(Ordering::Relaxed),
+        gpu_started.load(Ordering::Relaxed)
     );
     if !failed.is_empty() {
         std::process::exit(1);

@@ -254,6 +254,7 @@ pub fn report(
     frameworks: &[FrameworkId],
 ) -> ExecutorReport {
     ExecutorReport {
+        resources: Default::default(),
         ports: Default::default(),
         id: executor_id(src, known, frameworks),
         framework: framework_id(src, frameworks),
@@ -375,6 +376,7 @@ pub fn launch_spec(src: &mut Source) -> regent_core::launch::LaunchSpec {
     use regent_core::launch::{Artifact, LaunchSpec, MAX_ARTIFACTS};
     match src.u8() % 8 {
         0 => LaunchSpec {
+            resources: Default::default(),
             ports: Default::default(),
             user: src.bool().then(|| text(src, &["alice", "-rf", "a/b", "x"], 40)),
             cwd: Some(text(src, &["work", "../up", "/abs", "a/b"], 64)),

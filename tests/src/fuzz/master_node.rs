@@ -463,6 +463,7 @@ impl Harness {
                 node: gen::text(src, &["w0", "app"], 256),
             }),
             1 | 2 => Message::RegisterWorker(RegisterWorker {
+                resources: Default::default(),
                 host: Default::default(),
                 ports: Default::default(),
                 worker: gen::worker_id(src),
@@ -585,6 +586,7 @@ impl Harness {
                     None => gen::incarnation(src),
                 };
                 let report = ExecutorReport {
+                    resources: Default::default(),
                     ports: Default::default(),
                     id: l.executor,
                     framework: l.framework,
@@ -631,6 +633,7 @@ impl Harness {
                         .iter()
                         .filter(|l| l.conn == conn)
                         .map(|l| ExecutorReport {
+                            resources: Default::default(),
                             ports: Default::default(),
                             id: l.executor.clone(),
                             framework: l.framework.clone(),
@@ -640,6 +643,7 @@ impl Harness {
                         })
                         .collect();
                     let reg = RegisterWorker {
+                        resources: Default::default(),
                         host: Default::default(),
                         ports: Default::default(),
                         worker,
@@ -687,6 +691,7 @@ impl Harness {
                 // A sane worker registers on a fresh connection.
                 let conn = self.fresh_conn();
                 let reg = RegisterWorker {
+                    resources: Default::default(),
                     host: Default::default(),
                     ports: Default::default(),
                     worker: WorkerId(format!("w{}", src.u8() % 4)),

@@ -239,6 +239,7 @@ impl Harness {
     fn info(&self, src: &mut Source) -> ExecutorInfo {
         let names: Vec<&str> = self.groups.iter().map(|(g, _)| g.as_str()).collect();
         ExecutorInfo {
+            resources: Default::default(),
             host: Default::default(),
             ports: Default::default(),
             id: gen::executor_id(src, &self.executors, std::slice::from_ref(&self.framework)),
@@ -386,6 +387,7 @@ impl Harness {
             self.executors.push(id.clone());
         }
         ExecutorInfo {
+            resources: Default::default(),
             host: Default::default(),
             ports: Default::default(),
             id,

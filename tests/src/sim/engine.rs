@@ -428,6 +428,8 @@ pub(crate) struct World {
     trace: Option<VecDeque<String>>,
     events: u64,
     executors_started: u64,
+    /// Of them, those given named resources' addresses.
+    resource_executors_started: u64,
     step_downs: u64,
     /// Operator changes sent ([`Fault::Operate`]).
     operator_changes: u64,
@@ -496,6 +498,9 @@ impl World {
         let mut places = fastrand::Rng::with_seed(seed ^ 0x636f_6e73);
         // And some name a port (numbered by their worker), from a fifth.
         let mut ports = fastrand::Rng::with_seed(seed ^ 0x706f_7274);
+        // And some ask for GPUs (addresses picked by their worker), from a
+        // sixth.
+        let mut gpus = fastrand::Rng::with_seed(seed ^ 0x6770_7573);
         let subs = (0..cfg.subscribers)
             .map(|i| {
                 let slots = rng.u32(1..=3);
@@ -524,6 +529,9 @@ impl World {
                     }
                     if ports.bool() {
                         second.launch.ports = vec!["http".into()];
+                    }
+                    if gpus.u8(0..3) == 0 {
+                        second.launch.resources = vec![("gpu".into(), gpus.u32(1..=2))];
                     }
                     specs.push(second);
                 }
@@ -571,6 +579,7 @@ impl World {
             trace: trace.then(VecDeque::new),
             events: 0,
             executors_started: 0,
+            resource_executors_started: 0,
             step_downs: 0,
             operator_changes: 0,
             depositions: 0,
@@ -672,6 +681,7 @@ impl World {
                         settled_after: self.now.since(self.heal_at),
                         leaderships: self.obs.leaderships,
                         executors_started: self.executors_started,
+                        resource_executors_started: self.resource_executors_started,
                         step_downs: self.step_downs,
                         operator_changes: self.operator_changes,
                         depositions: self.depositions,
@@ -1847,8 +1857,11 @@ impl World {
                     self.send(conn, true, msg);
                 }
                 wnode::Output::Close { conn, .. } => self.client_close(conn),
-                wnode::Output::Executor(ExecutorCommand::Start { executor, .. }) => {
+                wnode::Output::Executor(ExecutorCommand::Start { executor, spec, .. }) => {
                     self.executors_started += 1;
+                    if !spec.launch.resources.is_empty() {
+                        self.resource_executors_started += 1;
+                    }
                     self.execs.insert((w, executor.clone()), true);
                     let start = Millis(self.rng.u64(5..60));
                     let run = Millis(self.rng.u64(2_000..40_000));
@@ -2451,6 +2464,13 @@ fn new_worker(
     // numbered here and never wait for ports alone (liveness unchanged).
     c.ports = vec![regent_core::ports::PortRange { first: 30_000, last: 30_003 }];
     c.host = Some(format!("w{i}.sim"));
+    // Two or three GPUs each: fewer than a worker's executors may be, so
+    // groups asking for them wait for addresses (and the leader's count
+    // and the worker's pick are both exercised under scarcity).
+    c.resources = vec![regent_core::resources::Resource {
+        name: "gpu".into(),
+        addresses: (0..2 + (i % 2)).map(|a| format!("GPU-{a}")).collect(),
+    }];
     WorkerNode::new(c)
 }
 

@@ -214,6 +214,8 @@ pub struct RunStats {
     pub leaderships: u64,
     /// Executors started by workers.
     pub executors_started: u64,
+    /// Of them, executors given named resources' addresses (GPUs).
+    pub resource_executors_started: u64,
     /// Leaderships given up on purpose (step-downs, fenced writes, a
     /// damaged store): the node's `SteppedDown` notes.
     pub step_downs: u64,

@@ -78,6 +78,12 @@ impl ExecutorMut<'_> {
         self.0.ports = ports;
     }
 
+    /// Its worker gave it named resources' addresses
+    /// ([`ExecutorEntry::resources`]).
+    pub(in crate::master) fn set_resources(&mut self, resources: crate::resources::Assigned) {
+        self.0.resources = resources;
+    }
+
     /// Its terminal state is durable ([`ExecutorEntry::recorded`]).
     pub(in crate::master) fn mark_recorded(&mut self) {
         self.0.recorded = true;

@@ -80,6 +80,12 @@ pub struct ExecutorEntry {
     pub port_count: u32,
     /// Its ports as its worker numbered them (empty until reported).
     pub ports: Vec<(String, u16)>,
+    /// How many addresses of each named resource it holds on its worker
+    /// (its group's request, or what its worker reported for one adopted).
+    pub resources_held: Vec<(String, u32)>,
+    /// The named resources' addresses its worker gave it (empty until
+    /// reported).
+    pub resources: crate::resources::Assigned,
 }
 
 impl Master {
@@ -94,7 +100,42 @@ impl Master {
             state: e.state.clone(),
             host: self.workers.entries.get(&e.worker).and_then(|w| w.host.clone()),
             ports: e.ports.clone(),
+            resources: e.resources.clone(),
         }
+    }
+
+    /// Each named resource `w` offers, with the addresses its live
+    /// executors were reported to hold and how many they hold in all.
+    pub(super) fn resource_views(
+        &self,
+        w: &super::WorkerEntry,
+    ) -> Vec<crate::protocol::ResourceView> {
+        let Some(r) = &w.resources else { return Vec::new() };
+        let live = self.executors.live_ids_on(&w.id);
+        let held: BTreeSet<(&str, &str)> = live
+            .iter()
+            .filter_map(|id| self.executors.get(id))
+            .flat_map(|e| {
+                e.resources
+                    .iter()
+                    .flat_map(|(n, a)| a.iter().map(move |a| (n.as_str(), a.as_str())))
+            })
+            .collect();
+        r.offered
+            .iter()
+            .zip(&r.held)
+            .map(|(o, count)| crate::protocol::ResourceView {
+                name: o.name.clone(),
+                addresses: o.addresses.clone(),
+                used: o
+                    .addresses
+                    .iter()
+                    .filter(|a| held.contains(&(o.name.as_str(), a.as_str())))
+                    .cloned()
+                    .collect(),
+                held: *count,
+            })
+            .collect()
     }
 
     /// Sends `msg` to `worker`, if it has a connection.
@@ -120,6 +161,7 @@ impl Master {
             w.cores_used = w.cores_used.saturating_sub(e.cores);
             w.memory_used_mb = w.memory_used_mb.saturating_sub(e.memory_mb);
             w.ports_used = w.ports_used.saturating_sub(e.port_count);
+            w.release_resources(&e.resources_held);
             // Only `pack` orders candidates by what they hold.
             if self.config.placement == Placement::Pack {
                 self.reindex_worker(&e.worker);
@@ -127,13 +169,14 @@ impl Master {
         }
     }
 
-    fn hold(&mut self, worker: &WorkerId, cores: u32, memory_mb: u64, ports: u32) {
+    fn hold(&mut self, worker: &WorkerId, need: &Need) {
         if let Some(w) = self.workers.entries.get_mut(worker) {
             // Only after `fits_on` (or for a terminal report, which holds
             // nothing for long): saturate rather than wrap on peer numbers.
-            w.cores_used = w.cores_used.saturating_add(cores);
-            w.memory_used_mb = w.memory_used_mb.saturating_add(memory_mb);
-            w.ports_used = w.ports_used.saturating_add(ports);
+            w.cores_used = w.cores_used.saturating_add(need.cores);
+            w.memory_used_mb = w.memory_used_mb.saturating_add(need.memory_mb);
+            w.ports_used = w.ports_used.saturating_add(need.ports);
+            w.hold_resources(&need.resources);
             if self.config.placement == Placement::Pack {
                 self.reindex_worker(worker);
             }
@@ -243,7 +286,7 @@ impl Master {
         // Requests that fitted on no worker during this placement: capacity
         // only shrinks while it runs, so a request at least as large fits
         // nowhere either, and the rest of its group is skipped.
-        let mut fit_nowhere: Vec<(u32, u64, u32)> = Vec::new();
+        let mut fit_nowhere: Vec<Need> = Vec::new();
         let mut next = self.open_slots.iter().next().cloned();
         while let Some((fid, gi, slot)) = next {
             let (need, policy) = {
@@ -255,9 +298,7 @@ impl Master {
                     || p.placement.is_some_and(|pl| pl != self.config.placement);
                 (Need::of(spec), special.then(|| p.clone()))
             };
-            let hopeless = fit_nowhere
-                .iter()
-                .any(|(c, m, p)| need.cores >= *c && need.memory_mb >= *m && need.ports >= *p);
+            let hopeless = fit_nowhere.iter().any(|smaller| need.covers(smaller));
             // A group that would scan every candidate per slot (a placement
             // of its own, or `spread` over an attribute) and has several
             // slots open is placed in one batch: one pass over the
@@ -284,8 +325,8 @@ impl Master {
                 None
             } else {
                 match &policy {
-                    None => self.choose_worker(need, &[]),
-                    Some(p) => self.choose_for_policy(&fid, gi, need, p),
+                    None => self.choose_worker(&need, &[]),
+                    Some(p) => self.choose_for_policy(&fid, gi, &need, p),
                 }
             };
             // Only an unconstrained request that fits nowhere says so of
@@ -298,7 +339,7 @@ impl Master {
                 }
                 None => {
                     if !hopeless && unconstrained {
-                        fit_nowhere.push((need.cores, need.memory_mb, need.ports));
+                        fit_nowhere.push(need);
                     }
                     // The group's other slots ask the same.
                     Bound::Included((fid, gi + 1, 0))
@@ -341,7 +382,7 @@ impl Master {
     /// costs the candidates skipped before a match).
     fn choose_worker(
         &mut self,
-        need: Need,
+        need: &Need,
         constraints: &[crate::policy::Constraint],
     ) -> Option<WorkerId> {
         let fits = |id: &WorkerId| {
@@ -390,7 +431,7 @@ impl Master {
         &mut self,
         fid: &FrameworkId,
         gi: usize,
-        need: Need,
+        need: &Need,
         policy: &crate::policy::GroupPolicy,
     ) -> Option<WorkerId> {
         let placement = policy.placement.unwrap_or(self.config.placement);
@@ -475,8 +516,10 @@ impl Master {
             running_since: None,
             port_count: Need::of(&spec).ports,
             ports: Vec::new(),
+            resources_held: spec.launch.resources.clone(),
+            resources: Vec::new(),
         };
-        self.hold(worker, spec.cores, spec.memory_mb, entry.port_count);
+        self.hold(worker, &Need::of(&spec));
         let info = self.info(&entry);
         self.insert_executor(entry);
         if let Some(conn) = self.workers.entries.get(worker).and_then(|w| w.conn) {
@@ -532,9 +575,15 @@ impl Master {
                 }
             }
             Some((true, false)) => {
-                if !report.ports.is_empty() {
+                if !report.ports.is_empty() || !report.resources.is_empty() {
+                    let resources = reported_resources(&report);
                     if let Some(mut e) = self.executors.get_mut(&report.id) {
-                        e.set_ports(report.ports);
+                        if !report.ports.is_empty() {
+                            e.set_ports(report.ports);
+                        }
+                        if !resources.is_empty() {
+                            e.set_resources(resources);
+                        }
                     }
                 }
                 if let ExecutorState::Failed { reason } = &report.state {
@@ -593,7 +642,7 @@ impl Master {
             free.then_some((group, slot, g))
         });
         let fits =
-            self.workers.entries.get(worker).is_some_and(|w| fits_on(w, Need::of_report(&report)))
+            self.workers.entries.get(worker).is_some_and(|w| fits_on(w, &Need::of_report(&report)))
                 && (report.state.is_terminal()
                     || self.executors.live_on(worker) < MAX_EXECUTORS_PER_WORKER);
         let slot_free = slot_free.filter(|_| fits || report.state.is_terminal());
@@ -628,8 +677,16 @@ impl Master {
             running_since: None,
             port_count: if fits { Need::of_report(&report).ports } else { 0 },
             ports: report.ports.iter().take(crate::ports::MAX_PORTS_PER_GROUP).cloned().collect(),
+            resources_held: if fits { Need::of_report(&report).resources } else { Vec::new() },
+            resources: reported_resources(&report),
         };
-        self.hold(worker, entry.cores, entry.memory_mb, entry.port_count);
+        let held = Need {
+            cores: entry.cores,
+            memory_mb: entry.memory_mb,
+            ports: entry.port_count,
+            resources: entry.resources_held.clone(),
+        };
+        self.hold(worker, &held);
         self.insert_executor(entry);
         self.update_executor(&report.id, report.state, true, out);
     }
@@ -683,6 +740,7 @@ impl Master {
             state: report.state.clone(),
             host: None,
             ports: Vec::new(),
+            resources: Vec::new(),
         };
         self.tell_framework(
             &report.framework,
@@ -709,6 +767,8 @@ impl Master {
                 running_since: None,
                 port_count: 0,
                 ports: Vec::new(),
+                resources_held: Vec::new(),
+                resources: Vec::new(),
             });
         }
         let then = vec![AfterWrite::Recorded {
@@ -993,19 +1053,24 @@ impl Master {
     /// The resources of executors kept across a new incarnation of
     /// `worker` are held on its new entry.
     pub(super) fn hold_kept(&mut self, worker: &WorkerId, kept: &BTreeSet<ExecutorId>) {
-        let held: Vec<(u32, u64, u32)> = kept
+        let held: Vec<Need> = kept
             .iter()
             .filter_map(|id| self.executors.get(id))
-            .map(|e| (e.cores, e.memory_mb, e.port_count))
+            .map(|e| Need {
+                cores: e.cores,
+                memory_mb: e.memory_mb,
+                ports: e.port_count,
+                resources: e.resources_held.clone(),
+            })
             .collect();
-        for (cores, memory_mb, ports) in held {
-            self.hold(worker, cores, memory_mb, ports);
+        for need in held {
+            self.hold(worker, &need);
         }
     }
 }
 
 /// What one executor holds on its worker while it lives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Need {
     /// Cores.
     pub(super) cores: u32,
@@ -1013,12 +1078,32 @@ pub(super) struct Need {
     pub(super) memory_mb: u64,
     /// Ports (numbered by the worker; the leader counts them).
     pub(super) ports: u32,
+    /// Named resources by name and amount (addresses picked by the worker;
+    /// the leader counts them).
+    pub(super) resources: Vec<(String, u32)>,
 }
 
 impl Need {
     /// What an executor of group `spec` holds.
     pub(super) fn of(spec: &crate::protocol::GroupSpec) -> Need {
-        Need { cores: spec.cores, memory_mb: spec.memory_mb, ports: spec.launch.ports.len() as u32 }
+        Need {
+            cores: spec.cores,
+            memory_mb: spec.memory_mb,
+            ports: spec.launch.ports.len() as u32,
+            resources: spec.launch.resources.clone(),
+        }
+    }
+
+    /// Whether this asks at least as much as `smaller` of everything (so,
+    /// if `smaller` fits nowhere, neither does this).
+    fn covers(&self, smaller: &Need) -> bool {
+        self.cores >= smaller.cores
+            && self.memory_mb >= smaller.memory_mb
+            && self.ports >= smaller.ports
+            && smaller
+                .resources
+                .iter()
+                .all(|(name, n)| self.resources.iter().any(|(mine, m)| mine == name && m >= n))
     }
 
     /// What a reported executor holds (its ports as its worker numbered
@@ -1028,6 +1113,10 @@ impl Need {
             cores: r.cores,
             memory_mb: r.memory_mb,
             ports: r.ports.len().min(crate::ports::MAX_PORTS_PER_GROUP) as u32,
+            resources: reported_resources(r)
+                .iter()
+                .map(|(name, addresses)| (name.clone(), addresses.len() as u32))
+                .collect(),
         }
     }
 }
@@ -1035,8 +1124,26 @@ impl Need {
 /// Whether `need` more fits on `w`. Peer-supplied numbers meet here, so the
 /// arithmetic is checked: a sum that overflows does not fit (DESIGN rule
 /// 6).
-fn fits_on(w: &super::WorkerEntry, need: Need) -> bool {
+fn fits_on(w: &super::WorkerEntry, need: &Need) -> bool {
     w.cores_used.checked_add(need.cores).is_some_and(|c| c <= w.cores)
         && w.memory_used_mb.checked_add(need.memory_mb).is_some_and(|m| m <= w.memory_mb)
         && w.ports_used.checked_add(need.ports).is_some_and(|p| p <= w.ports)
+        && need.resources.iter().all(|(name, n)| w.resources_free(name) >= *n)
+}
+
+/// The named resources' addresses `r` says its executor holds, within the
+/// limits a worker's offer has ([`crate::resources::MAX_RESOURCE_KINDS`]
+/// kinds of at most [`crate::resources::MAX_ADDRESSES`]): a peer's report
+/// past them is cut, never trusted to grow the leader's accounting.
+fn reported_resources(r: &ExecutorReport) -> crate::resources::Assigned {
+    r.resources
+        .iter()
+        .take(crate::resources::MAX_RESOURCE_KINDS)
+        .map(|(name, addresses)| {
+            (
+                name.clone(),
+                addresses.iter().take(crate::resources::MAX_ADDRESSES).cloned().collect(),
+            )
+        })
+        .collect()
 }

@@ -565,6 +565,31 @@ pub struct WorkerArgs {
     /// is on loopback, else this machine's host name).
     #[arg(long, env = "REGENT_HOST")]
     pub host: Option<String>,
+    /// A named resource this worker offers, `NAME=ADDRESS,...`
+    /// (repeatable: `--resource gpu=0,1,2,3 --resource fpga=a`): counted by
+    /// the leader like cores; each executor asking for some gets addresses
+    /// of its own (`REGENT_RESOURCE_<NAME>`, and `CUDA_VISIBLE_DEVICES` for
+    /// `gpu`). `REGENT_RESOURCE` takes several separated by `;`.
+    #[arg(
+        long = "resource",
+        env = "REGENT_RESOURCE",
+        value_delimiter = ';',
+        value_name = "NAME=ADDRESS,...",
+        value_parser = parse_resource_offer
+    )]
+    pub resource: Vec<regent_core::resources::Resource>,
+    /// A script printing a named resource's addresses in Spark's format,
+    /// `{"name":"gpu","addresses":["0","1"]}`, run once at start
+    /// (repeatable: `--resource-discovery gpu=/opt/find-gpus.sh`; the
+    /// worker does not start if it fails). `REGENT_RESOURCE_DISCOVERY`
+    /// takes several separated by `;`.
+    #[arg(
+        long = "resource-discovery",
+        env = "REGENT_RESOURCE_DISCOVERY",
+        value_delimiter = ';',
+        value_name = "NAME=SCRIPT"
+    )]
+    pub resource_discovery: Vec<String>,
     /// How long the directory of an executor that ended (its output
     /// included) is kept after it last changed (`7d`, `12h`); then it is
     /// removed. Never a running or re-adoptable executor's.
@@ -636,6 +661,14 @@ impl WorkerArgs {
             pids_max: self.executor_pids_max,
         }
     }
+}
+
+fn parse_resource_offer(s: &str) -> Result<regent_core::resources::Resource, String> {
+    regent_core::resources::parse_offer(s).map_err(|e| e.to_string())
+}
+
+fn parse_resource_amount(s: &str) -> Result<(String, u32), String> {
+    regent_core::resources::parse_amount(s).map_err(|e| e.to_string())
 }
 
 /// `--ports 20000-20999,8080`, parsed and checked.
@@ -714,6 +747,12 @@ pub struct SubmitArgs {
     /// printed as they start.
     #[arg(long = "port", value_name = "NAME")]
     pub port: Vec<String>,
+    /// An amount of a named resource every executor gets (repeatable:
+    /// `--resource gpu=1`): placed only on workers with that many free
+    /// addresses (`regent worker --resource`), given as
+    /// `REGENT_RESOURCE_<NAME>` (and `CUDA_VISIBLE_DEVICES` for `gpu`).
+    #[arg(long = "resource", value_name = "NAME=N", value_parser = parse_resource_amount)]
+    pub resource: Vec<(String, u32)>,
     /// Run the executors as this user (their worker must run as root and
     /// allow it: `regent worker --allowed-users`).
     #[arg(long, value_name = "NAME")]

@@ -94,6 +94,7 @@ pub async fn worker(common: &Common, a: WorkerArgs) -> Result<ExitCode, String> 
         artifact_cache_bytes: a.artifact_cache_mb.saturating_mul(1 << 20),
         attributes: worker_attributes(&a.attribute)?,
         ports: a.ports.map(|p| p.0).unwrap_or_default(),
+        resources: worker_resources(&a.resource, &a.resource_discovery)?,
         host: a.host,
         executor_shim: Some(executor_shim()?),
     };
@@ -156,6 +157,12 @@ async fn submit_group_options(
         return Err(format!("--port: {problem}"));
     }
     opts.launch.ports = a.port;
+    let mut resources = a.resource;
+    resources.sort();
+    if let Some(problem) = regent_core::resources::amounts_problem(&resources) {
+        return Err(format!("--resource: {problem}"));
+    }
+    opts.launch.resources = resources;
     if let Some(user) = a.user.as_deref().filter(|u| !regent_core::launch::is_user_name(u)) {
         return Err(format!("--user: {}", regent_core::launch::LaunchProblem::User(user.into())));
     }
@@ -302,6 +309,7 @@ pub async fn run_std(common: &Common, command: Command) -> Result<ExitCode, Stri
                 artifact_cache_bytes: a.artifact_cache_mb.saturating_mul(1 << 20),
                 attributes: worker_attributes(&a.attribute)?,
                 ports: a.ports.map(|p| p.0).unwrap_or_default(),
+                resources: worker_resources(&a.resource, &a.resource_discovery)?,
                 host: a.host,
                 executor_shim: Some(executor_shim()?),
             })?;
@@ -340,6 +348,29 @@ pub async fn run_std(common: &Common, command: Command) -> Result<ExitCode, Stri
 pub fn executor_shim() -> Result<PathBuf, String> {
     std::env::current_exe()
         .map_err(|e| format!("cannot find this program's path to run executors under: {e}"))
+}
+
+/// The named resources a worker offers: `--resource` ones, then what each
+/// `--resource-discovery NAME=SCRIPT` prints (run now, once), checked
+/// together (a name given twice is refused).
+pub fn worker_resources(
+    offers: &[regent_core::resources::Resource],
+    discovery: &[String],
+) -> Result<Vec<regent_core::resources::Resource>, String> {
+    let mut all = offers.to_vec();
+    for d in discovery {
+        let Some((name, script)) = d.split_once('=') else {
+            return Err(format!("--resource-discovery {d:?}: write NAME=SCRIPT"));
+        };
+        let found = regent_std::discovery::discover(name, std::path::Path::new(script))
+            .map_err(|e| e.to_string())?;
+        tracing::info!(resource = %found, script, "named resource discovered");
+        all.push(found);
+    }
+    if let Some(problem) = regent_core::resources::offers_problem(&all) {
+        return Err(format!("--resource: {problem}"));
+    }
+    Ok(all)
 }
 
 /// `--attribute KEY=VALUE` flags as a worker announces them: sorted by

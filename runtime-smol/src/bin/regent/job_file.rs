@@ -52,6 +52,7 @@ struct RawGroup {
     artifacts: Option<Spanned<Vec<RawArtifact>>>,
     ports: Option<Spanned<Vec<String>>>,
     user: Option<Spanned<String>>,
+    resources: Option<Spanned<BTreeMap<String, u32>>>,
 }
 
 /// One of a group's `[[group.artifacts]]`.
@@ -126,11 +127,12 @@ impl RawGroup {
             GroupKey::Artifacts => self.artifacts.as_ref().map(Spanned::span),
             GroupKey::Ports => self.ports.as_ref().map(Spanned::span),
             GroupKey::User => self.user.as_ref().map(Spanned::span),
+            GroupKey::Resources => self.resources.as_ref().map(Spanned::span),
         }
     }
 
     /// The group's launch keys (`cwd`, `kill_grace`, `artifacts`, `ports`,
-    /// `user`); an error
+    /// `user`, `resources`); an error
     /// names the key (the caller adds where it is). Their rules are checked
     /// by the job's validation.
     fn launch(&self) -> Result<regent_core::launch::LaunchSpec, (Range<usize>, String)> {
@@ -138,6 +140,11 @@ impl RawGroup {
             cwd: self.cwd.as_ref().map(|v| v.get_ref().clone()),
             ports: self.ports.as_ref().map_or_else(Vec::new, |v| v.get_ref().clone()),
             user: self.user.as_ref().map(|v| v.get_ref().clone()),
+            // A table, so in name order.
+            resources: self
+                .resources
+                .as_ref()
+                .map_or_else(Vec::new, |v| v.get_ref().clone().into_iter().collect()),
             ..Default::default()
         };
         if let Some(v) = &self.kill_grace {
@@ -270,7 +277,7 @@ fn serde_message(message: &str) -> String {
     if rest.contains("`sha256`") {
         format!("unknown key {key}; an artifact's keys are source, sha256, dest, unpack")
     } else if rest.contains("`count`") {
-        format!("unknown key {key}; a group's keys are name, count, command, env, cores, memory_mb, placement, constraints, spread, restart, cwd, kill_grace, artifacts, ports, user")
+        format!("unknown key {key}; a group's keys are name, count, command, env, cores, memory_mb, placement, constraints, spread, restart, cwd, kill_grace, artifacts, ports, user, resources")
     } else {
         format!("unknown key {key}; a job's keys are name and group")
     }
@@ -429,6 +436,20 @@ memory_mb = 256
         assert!(e.starts_with("job.toml:12:1: group \"mappers\": "), "{e}");
         assert!(e.contains("user \"-rf\" must be 1 to 32 letters"), "{e}");
         assert!(err(&TWO.replace("cores = 2", "user = \"a/b\"")).contains("user \"a/b\""));
+    }
+
+    #[test]
+    fn named_resources_are_read_and_checked() {
+        let text = TWO.replace("cores = 2", "resources = { gpu = 2, fpga = 1 }");
+        let job = parse("job.toml", &text).unwrap();
+        let want = vec![("fpga".to_string(), 1), ("gpu".to_string(), 2)];
+        assert_eq!(job.groups[1].launch.resources, want);
+        assert!(job.groups[0].launch.resources.is_empty());
+        let e = err(&TWO.replace("cores = 2", "resources = { gpu = 0 }"));
+        assert!(e.starts_with("job.toml:12:1: group \"mappers\": "), "{e}");
+        assert!(e.contains("amount \"0\" must be a whole number from 1 to 256"), "{e}");
+        let e = err(&TWO.replace("cores = 2", "resources = { GPU = 1 }"));
+        assert!(e.contains("resource name \"GPU\""), "{e}");
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod epochs;
 pub mod executor_exits;
 pub mod kills;
 pub mod liveness;
+pub mod named_resources;
 pub mod one_executor;
 pub mod ports;
 pub mod registry;
@@ -97,12 +98,13 @@ type Check = fn(&mut World) -> Result<(), String>;
 
 /// The state-based invariants, after every step.
 pub(crate) fn check_all(w: &mut World) -> Result<(), Violation> {
-    let checks: [(&'static str, Check); 6] = [
+    let checks: [(&'static str, Check); 7] = [
         ("single_leader", |w| single_leader::check(w)),
         ("epochs", epochs::check),
         ("registry", |w| registry::check(w)),
         ("resources", |w| resources::check(w)),
         ("ports", |w| ports::check(w)),
+        ("named_resources", |w| named_resources::check(w)),
         ("one_executor", one_executor::check),
     ];
     for (invariant, check) in checks {
