@@ -39,6 +39,7 @@
 //! | [`MAX_CONSTRAINT_VALUES`] (values of one `in [..]` / `not in [..]` constraint) | 64 | `declare_group` ([`group_spec_problem`]) | `RequestRefused` |
 //! | [`MAX_HOST_BYTES`] (the host a worker says its executors' ports are reached at) | 255 | `register_worker` | `Shutdown` |
 //! | [`crate::ports::MAX_PORT_RANGES`], [`crate::ports::MAX_PORTS_PER_GROUP`] (a worker's port ranges; a group's named ports, and the ports one executor report carries) | 64 ranges; 16 ports | `register_worker`; `declare_group`; `master::executors::apply_report` | `Shutdown`; `RequestRefused`; the report's ports past 16 are dropped |
+//! | [`crate::resources::MAX_RESOURCE_KINDS`], [`crate::resources::MAX_ADDRESSES`], [`crate::resources::MAX_RESOURCE_NAME_BYTES`], [`crate::resources::MAX_ADDRESS_BYTES`] (a worker's named resources; a group's request; what one executor report carries) | 16 kinds of 256 addresses, names 32 B, addresses 64 B | `register_worker`; `declare_group`; `master::executors::apply_report` | `Shutdown`; `RequestRefused`; a report's kinds and addresses past the limits are dropped |
 //! | [`MAX_PLAN_PLACEMENTS`] (placements listed in one `PlanReply`) | 4,096 | `master::plan` | the rest counted (`placed_omitted`) |
 //! | [`MAX_LOG_READS_PER_WORKER`] (reads a worker node has asked its runtime for and not had answered) | 256 | `node::worker` | `LogData` with `Failed` (busy) |
 //!

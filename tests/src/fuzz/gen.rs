@@ -254,7 +254,7 @@ pub fn report(
     frameworks: &[FrameworkId],
 ) -> ExecutorReport {
     ExecutorReport {
-        resources: Default::default(),
+        resources: assigned(src),
         ports: Default::default(),
         id: executor_id(src, known, frameworks),
         framework: framework_id(src, frameworks),
@@ -281,7 +281,9 @@ pub fn reports(
         1 => limits::MAX_REPORTS_PER_REGISTRATION / 2,
         k => usize::from(k % 4),
     };
-    let mut out = Vec::with_capacity(n.min(8));
+    // Exactly `n`: the harness's own vector, grown by doubling, would pass
+    // the 1 MiB it allows (8,192 reports of 136 bytes) for 4,097 reports.
+    let mut out = Vec::with_capacity(n);
     for _ in 0..n {
         out.push(report(src, known, frameworks));
     }
@@ -376,7 +378,7 @@ pub fn launch_spec(src: &mut Source) -> regent_core::launch::LaunchSpec {
     use regent_core::launch::{Artifact, LaunchSpec, MAX_ARTIFACTS};
     match src.u8() % 8 {
         0 => LaunchSpec {
-            resources: Default::default(),
+            resources: resource_amounts(src),
             ports: Default::default(),
             user: src.bool().then(|| text(src, &["alice", "-rf", "a/b", "x"], 40)),
             cwd: Some(text(src, &["work", "../up", "/abs", "a/b"], 64)),
@@ -403,5 +405,48 @@ pub fn launch_spec(src: &mut Source) -> regent_core::launch::LaunchSpec {
             ..Default::default()
         },
         _ => LaunchSpec::default(),
+    }
+}
+
+/// A group's named-resource request: mostly none, sometimes sane, past a
+/// limit (too many kinds, an amount of 0 or 257, a bad or repeated name).
+pub fn resource_amounts(src: &mut Source) -> Vec<(String, u32)> {
+    use regent_core::resources::{MAX_ADDRESSES, MAX_RESOURCE_KINDS};
+    match src.u8() % 6 {
+        0 => vec![("gpu".into(), 1)],
+        1 => vec![(text(src, &["gpu", "GPU", "fpga"], 40), src.u32() % (MAX_ADDRESSES as u32 + 2))],
+        2 => (0..=MAX_RESOURCE_KINDS).map(|i| (format!("r{i}"), 1)).collect(),
+        3 => vec![("gpu".into(), 1), ("gpu".into(), 2)],
+        _ => Vec::new(),
+    }
+}
+
+/// A worker's named-resource offer: mostly none, sometimes sane, past a
+/// limit (no addresses, too many, a repeated address, a bad name).
+pub fn resource_offers(src: &mut Source) -> Vec<regent_core::resources::Resource> {
+    use regent_core::resources::{Resource, MAX_ADDRESSES};
+    let gpus = |n: usize| Resource {
+        name: "gpu".into(),
+        addresses: (0..n).map(|i| i.to_string()).collect(),
+    };
+    match src.u8() % 6 {
+        0 => vec![gpus(1 + usize::from(src.u8() % 8))],
+        1 => vec![gpus(MAX_ADDRESSES + 1)],
+        2 => vec![Resource { name: "gpu".into(), addresses: vec!["0".into(), "0".into()] }],
+        3 => vec![Resource {
+            name: text(src, &["gpu", "Gpu", ""], 40),
+            addresses: vec![text(src, &["0", "a b", ""], 80)],
+        }],
+        _ => Vec::new(),
+    }
+}
+
+/// The addresses a (possibly hostile) report says its executor holds.
+pub fn assigned(src: &mut Source) -> regent_core::resources::Assigned {
+    match src.u8() % 5 {
+        0 => vec![("gpu".into(), vec![src.u8().to_string()])],
+        1 => vec![("gpu".into(), (0..300).map(|i| i.to_string()).collect())],
+        2 => (0..20).map(|i| (format!("r{i}"), vec!["0".into()])).collect(),
+        _ => Vec::new(),
     }
 }

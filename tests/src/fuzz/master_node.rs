@@ -463,7 +463,7 @@ impl Harness {
                 node: gen::text(src, &["w0", "app"], 256),
             }),
             1 | 2 => Message::RegisterWorker(RegisterWorker {
-                resources: Default::default(),
+                resources: gen::resource_offers(src),
                 host: Default::default(),
                 ports: Default::default(),
                 worker: gen::worker_id(src),
