@@ -47,6 +47,7 @@ fn heartbeats_per_second(workers: u64) -> f64 {
         };
         let _ = m.handle(Millis(0), master::Event::Message { conn, msg: Message::Hello(hello) });
         let reg = RegisterWorker {
+            users: Default::default(),
             resources: Default::default(),
             host: Default::default(),
             ports: Default::default(),
@@ -103,6 +104,7 @@ fn leader_with_workers(workers: u64, placement: regent_core::policy::Placement) 
         let conn = ConnId(i);
         let _ = m.handle(Millis(0), master::Event::Connected { conn });
         let reg = RegisterWorker {
+            users: Default::default(),
             resources: Default::default(),
             host: Default::default(),
             ports: Default::default(),

@@ -247,6 +247,7 @@ fn same_worker(a: &WorkerView, b: &WorkerView) -> bool {
         ports_used,
         host,
         resources,
+        users,
         usage: _,
     } = a;
     (id, state, cores, cores_used, memory_mb, memory_used_mb, cordoned, drain)
@@ -262,7 +263,7 @@ fn same_worker(a: &WorkerView, b: &WorkerView) -> bool {
         )
         && (drain_deadline_ms, executors, attributes, ports, ports_used, host)
             == (&b.drain_deadline_ms, &b.executors, &b.attributes, &b.ports, &b.ports_used, &b.host)
-        && resources == &b.resources
+        && (resources, users) == (&b.resources, &b.users)
 }
 
 /// An executor's view unchanged but for its usage.

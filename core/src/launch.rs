@@ -62,6 +62,10 @@ pub struct LaunchSpec {
 /// Longest user name a group may name, in bytes (as `useradd` allows).
 pub const MAX_USER_BYTES: usize = 32;
 
+/// Most users a worker may announce it starts executors as
+/// ([`crate::protocol::RegisterWorker::users`]).
+pub const MAX_WORKER_USERS: usize = 64;
+
 /// Whether `name` is a user name a group may name: 1 to
 /// [`MAX_USER_BYTES`] bytes of ASCII letters, digits, `_`, `-` and `.`,
 /// not starting with `-` (what `useradd` accepts, so never a path or a

@@ -56,7 +56,9 @@ use serde::{Deserialize, Serialize};
 /// named resources; `RegisterWorker` carries the worker's offered
 /// addresses; `ExecutorReport`, `ExecutorInfo` and `ExecutorView` the
 /// addresses an executor was given; `WorkerView` each kind's offered and
-/// used addresses. See [`crate::resources`].
+/// used addresses. See [`crate::resources`]. `RegisterWorker` and
+/// `WorkerView` also carry the users the worker starts executors as, so a
+/// group naming a user is placed only where it may run.
 pub const PROTOCOL_VERSION: u16 = 10;
 
 /// What kind of node is speaking.
@@ -223,6 +225,11 @@ pub struct RegisterWorker {
     /// they are handed out ([`crate::resources::offers_problem`]); empty:
     /// none.
     pub resources: Vec<crate::resources::Resource>,
+    /// The users it starts executors as: its executor user (or its own),
+    /// then, when it runs as root, its `--allowed-users`. A group naming a
+    /// user ([`crate::launch::LaunchSpec::user`]) is placed only on a worker
+    /// listing it. Empty: not said (no group naming a user is placed there).
+    pub users: Vec<String>,
 }
 
 /// A framework's SUBSCRIBE (Mesos semantics, seed 001): the master always
@@ -1040,6 +1047,8 @@ pub struct WorkerView {
     /// The named resources it offers, with the addresses its executors
     /// hold (`regent worker --resource`).
     pub resources: Vec<ResourceView>,
+    /// The users it starts executors as ([`RegisterWorker::users`]).
+    pub users: Vec<String>,
     /// Its latest [`WorkerUsage`] sample, summed over its executors
     /// (`None` before the first).
     pub usage: Option<WorkerUsageView>,

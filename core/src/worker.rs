@@ -112,6 +112,11 @@ pub struct Config {
     /// Default none: a launch that asks for some fails here (the leader
     /// places none here).
     pub resources: Vec<crate::resources::Resource>,
+    /// The users executors may be started as here, announced in every
+    /// registration ([`crate::protocol::RegisterWorker::users`]): the
+    /// leader places a group naming a user only on workers listing it.
+    /// Default none.
+    pub users: Vec<String>,
     /// Test-only: accept master messages of any epoch. Exists so the
     /// simulator can prove it detects the races epoch fencing closes.
     #[doc(hidden)]
@@ -149,6 +154,7 @@ impl Config {
             ports: Vec::new(),
             host: None,
             resources: Vec::new(),
+            users: Vec::new(),
             unsafe_no_epoch_fencing: false,
         }
     }
@@ -695,6 +701,7 @@ impl Worker {
             ports: self.config.ports.clone(),
             host: self.config.host.clone(),
             resources: self.config.resources.clone(),
+            users: self.config.users.clone(),
         })
     }
 

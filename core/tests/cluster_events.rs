@@ -18,6 +18,7 @@ fn hint(id: &str, epoch: u64) -> Option<LeaderHint> {
 
 fn worker(id: &str, state: &str, used: u32) -> WorkerView {
     WorkerView {
+        users: Default::default(),
         resources: Default::default(),
         usage: None,
         host: Default::default(),

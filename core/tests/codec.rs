@@ -174,6 +174,7 @@ impl Arbitrary for Arb {
                 masters: addrs(g),
             }),
             2 => Message::RegisterWorker(RegisterWorker {
+                users: Default::default(),
                 resources: Default::default(),
                 host: Default::default(),
                 ports: Default::default(),
@@ -557,6 +558,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
         (
             "register_worker",
             Message::RegisterWorker(RegisterWorker {
+                users: Default::default(),
                 resources: Default::default(),
                 host: Default::default(),
                 ports: Default::default(),
@@ -716,6 +718,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 epoch: Epoch(42),
                 leader: None,
                 workers: vec![WorkerView {
+                    users: Default::default(),
                     resources: Default::default(),
                     usage: Some(WorkerUsageView {
                         memory_bytes: 1 << 26,
@@ -930,6 +933,7 @@ fn cluster_state(g: &mut Gen) -> ClusterState {
         leader: if bool::arbitrary(g) { Some(hint(g)) } else { None },
         workers: (0..usize::arbitrary(g) % 3)
             .map(|_| WorkerView {
+                users: Default::default(),
                 resources: Default::default(),
                 usage: if bool::arbitrary(g) {
                     Some(WorkerUsageView {

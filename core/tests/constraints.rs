@@ -29,6 +29,7 @@ fn register(
 ) -> Vec<(ConnId, Message)> {
     let _ = connect_worker(m, T, conn, name);
     let reg = Message::RegisterWorker(RegisterWorker {
+        users: Default::default(),
         resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),
@@ -215,6 +216,7 @@ fn registrations_with_bad_attributes_are_refused_naming_them() {
     let _ = connect_worker(&mut m, T, 101, "w1");
     let reg = |attributes| {
         Message::RegisterWorker(RegisterWorker {
+            users: Default::default(),
             resources: Default::default(),
             host: Default::default(),
             ports: Default::default(),

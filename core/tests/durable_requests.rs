@@ -74,6 +74,7 @@ fn deliver(m: &mut Master, store: &mut Store, conn: u64, msg: Message) -> Vec<(C
 
 fn register(worker: &str, inc: u64, executors: Vec<ExecutorReport>) -> Message {
     Message::RegisterWorker(RegisterWorker {
+        users: Default::default(),
         resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),

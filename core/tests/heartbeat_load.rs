@@ -36,6 +36,7 @@ fn name(i: u64) -> String {
 fn register(m: &mut Master, now: Millis, i: u64) -> Millis {
     let _ = connect_worker(m, now, i, &name(i));
     let reg = RegisterWorker {
+        users: Default::default(),
         resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),

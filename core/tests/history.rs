@@ -122,6 +122,7 @@ impl Cluster {
     fn register_worker(&mut self) {
         self.open(100, Role::Worker);
         let reg = Message::RegisterWorker(regent_core::protocol::RegisterWorker {
+            users: Default::default(),
             resources: Default::default(),
             host: Default::default(),
             ports: Default::default(),

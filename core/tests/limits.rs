@@ -42,6 +42,7 @@ fn cluster_with(config: master::Config) -> Master {
     let _ = elect(&mut m, T, 1);
     let _ = connect_worker(&mut m, T, 100, "w0");
     let reg = Message::RegisterWorker(RegisterWorker {
+        users: Default::default(),
         resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),
@@ -291,6 +292,7 @@ fn register_msg(
     executors: Vec<ExecutorReport>,
 ) -> Message {
     Message::RegisterWorker(RegisterWorker {
+        users: Default::default(),
         resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),
@@ -368,6 +370,7 @@ fn a_reregistration_past_the_report_limit_applies_none_of_its_reports() {
         state: ExecutorState::Running,
     };
     let reg = Message::RegisterWorker(RegisterWorker {
+        users: Default::default(),
         resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),
@@ -422,6 +425,7 @@ fn a_registration_reporting_many_ended_executors_writes_their_framework_once() {
         .collect();
     let _ = connect_worker(&mut m, T, 300, "w9");
     let reg = Message::RegisterWorker(RegisterWorker {
+        users: Default::default(),
         resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),

@@ -54,6 +54,7 @@ fn deliver(m: &mut Master, now: Millis, conn: u64, msg: Message) -> Vec<(ConnId,
 
 fn register(worker: &str, inc: u64) -> Message {
     Message::RegisterWorker(RegisterWorker {
+        users: Default::default(),
         resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),

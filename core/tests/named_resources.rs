@@ -28,6 +28,7 @@ fn gpus(n: usize) -> Vec<Resource> {
 
 fn registration(name: &str, conn: u64, n: usize, executors: Vec<ExecutorReport>) -> Message {
     Message::RegisterWorker(RegisterWorker {
+        users: Default::default(),
         resources: gpus(n),
         host: None,
         ports: vec![],

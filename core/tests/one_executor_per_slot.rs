@@ -147,6 +147,7 @@ fn spec(slots: u32) -> GroupSpec {
 
 fn register(worker: &str, inc: u64, executors: Vec<ExecutorReport>, seen: u64) -> Message {
     Message::RegisterWorker(RegisterWorker {
+        users: Default::default(),
         resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),

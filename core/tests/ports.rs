@@ -20,6 +20,7 @@ const T: Millis = Millis(0);
 fn register(m: &mut Master, conn: u64, name: &str, ports: &str) -> Vec<(ConnId, Message)> {
     let _ = connect_worker(m, T, conn, name);
     let reg = Message::RegisterWorker(RegisterWorker {
+        users: Default::default(),
         resources: Default::default(),
         host: Some(format!("{name}.example")),
         ports: if ports.is_empty() { vec![] } else { parse_ranges(ports).unwrap() },
@@ -150,6 +151,7 @@ fn a_registration_with_overlapping_or_zero_port_ranges_is_refused() {
     let mut m = leader();
     let _ = connect_worker(&mut m, T, 100, "w0");
     let reg = Message::RegisterWorker(RegisterWorker {
+        users: Default::default(),
         resources: Default::default(),
         host: None,
         ports: vec![PortRange { first: 100, last: 200 }, PortRange { first: 150, last: 160 }],

@@ -23,6 +23,7 @@ fn worker_record(i: u64) -> Record {
 
 fn register(i: u64) -> Message {
     Message::RegisterWorker(RegisterWorker {
+        users: Default::default(),
         resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),

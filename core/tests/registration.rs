@@ -239,6 +239,7 @@ fn id_conflict_between_two_incarnations() {
     let new = worker("w1", 200, &["a"]);
     let reg = |w: &regent_core::worker::Worker| {
         Message::RegisterWorker(regent_core::protocol::RegisterWorker {
+            users: Default::default(),
             resources: Default::default(),
             host: Default::default(),
             ports: Default::default(),
@@ -437,6 +438,7 @@ fn standby_answers_not_leader_with_hint_and_pushes_master_changed_when_elected()
     let _ =
         b.handle(T0, master::Event::Message { conn: ConnId(2), msg: hello(Role::Client, "ops") });
     let reg = Message::RegisterWorker(regent_core::protocol::RegisterWorker {
+        users: Default::default(),
         resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),

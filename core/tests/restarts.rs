@@ -30,6 +30,7 @@ fn leader_at(now: Millis, records: Vec<Record>) -> Master {
 fn register(m: &mut Master, now: Millis, executors: Vec<ExecutorReport>) -> Vec<(ConnId, Message)> {
     let _ = connect_worker(m, now, 100, "w0");
     let reg = Message::RegisterWorker(RegisterWorker {
+        users: Default::default(),
         resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),

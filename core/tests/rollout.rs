@@ -49,6 +49,7 @@ impl Run {
 
 fn registration(executors: Vec<ExecutorReport>) -> Message {
     Message::RegisterWorker(RegisterWorker {
+        users: Default::default(),
         resources: Default::default(),
         host: None,
         ports: vec![],

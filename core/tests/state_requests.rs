@@ -36,6 +36,7 @@ fn operator(m: &mut Master, now: Millis, conn: u64) {
 fn register_w1(m: &mut Master, now: Millis) {
     let _ = connect_worker(m, now, 9, "w1");
     let msg = Message::RegisterWorker(RegisterWorker {
+        users: Default::default(),
         resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),

@@ -283,6 +283,7 @@ fn leader_with_workers(n: u64, placement: Placement) -> Master {
         let conn = 100 + i;
         let _ = connect_worker(&mut m, T, conn, &format!("w{i}"));
         let reg = Message::RegisterWorker(regent_core::protocol::RegisterWorker {
+            users: Default::default(),
             resources: Default::default(),
             host: Default::default(),
             ports: Default::default(),

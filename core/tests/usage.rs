@@ -105,6 +105,7 @@ fn leader_with_a_running_executor() -> (Master, ExecutorId) {
     let _ = elect(&mut m, Millis(0), 1);
     let _ = connect_worker(&mut m, Millis(0), 100, "w0");
     let reg = Message::RegisterWorker(RegisterWorker {
+        users: Default::default(),
         resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),

@@ -78,6 +78,7 @@ fn cluster(n: u64, slots: u32) -> (Master, FrameworkId, Vec<(ConnId, ExecutorId)
 
 fn register(i: u64, incarnation: u64, executors: Vec<ExecutorReport>) -> Message {
     Message::RegisterWorker(RegisterWorker {
+        users: Default::default(),
         resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),

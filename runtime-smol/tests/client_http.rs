@@ -35,6 +35,7 @@ fn leader_hint(id: &str, addr: &str, epoch: u64) -> LeaderHint {
 
 fn worker(id: &str, state: &str) -> WorkerView {
     WorkerView {
+        users: Default::default(),
         resources: Default::default(),
         usage: None,
         host: Default::default(),

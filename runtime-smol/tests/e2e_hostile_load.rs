@@ -181,6 +181,7 @@ fn limit_round(addr: &str, i: usize, round: u64, seen: &Seen) {
         1 => vec![
             hello(Role::Worker, &node),
             Message::RegisterWorker(RegisterWorker {
+                users: Default::default(),
                 resources: Default::default(),
                 host: Default::default(),
                 ports: Default::default(),

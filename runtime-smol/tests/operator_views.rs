@@ -10,6 +10,7 @@ use std::time::Duration;
 
 fn worker(id: &str, state: &str, cordoned: bool, drain: &str, deadline: Option<u64>) -> WorkerView {
     WorkerView {
+        users: Default::default(),
         resources: Default::default(),
         host: Default::default(),
         usage: None,

@@ -113,6 +113,7 @@ async fn worker(addr: String, i: usize, window: usize, c: Arc<Counters>) -> Resu
     );
     encode_into(
         &Message::RegisterWorker(RegisterWorker {
+            users: Default::default(),
             resources: Default::default(),
             host: Default::default(),
             ports: Default::default(),

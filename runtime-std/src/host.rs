@@ -711,6 +711,7 @@ pub fn prepare_worker(
     config.attributes = cfg.attributes.clone();
     config.ports = cfg.ports.clone();
     config.resources = cfg.resources.clone();
+    config.users = executor_users(cfg);
     config.host = executor_host(cfg)?;
     tracing::info!(
         worker = %id,
@@ -728,6 +729,31 @@ pub fn prepare_worker(
     let supervisor = Arc::new(supervisor);
     spawn_work_dir_gc(&supervisor, cfg.gc);
     Ok(PreparedWorker { supervisor, left_behind, id, config })
+}
+
+/// The users this worker starts executors as, announced to the leader so
+/// it places a group naming a user only where it may run: the executor
+/// user (`--executor-user`, else the worker's own), then, as root, every
+/// `--allowed-users` one (a worker not running as root starts no one
+/// else).
+pub fn executor_users(cfg: &WorkerConfig) -> Vec<String> {
+    let euid = rustix::process::geteuid();
+    let own = cfg.executor_user.clone().or_else(|| {
+        nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(euid.as_raw()))
+            .ok()
+            .flatten()
+            .map(|u| u.name)
+    });
+    let mut users: Vec<String> = own.into_iter().collect();
+    if euid.is_root() {
+        for u in &cfg.allowed_users {
+            if !users.contains(u) && users.len() < regent_core::launch::MAX_WORKER_USERS {
+                users.push(u.clone());
+            }
+        }
+    }
+    users.retain(|u| regent_core::launch::is_user_name(u));
+    users
 }
 
 /// Enforces executors' limits with cgroups as `cfg.isolation` says

@@ -290,6 +290,7 @@ fn register_with(
     d.msg(conn, Message::Hello(hello), t);
     d.msg(conn, Message::Callback { addr: callback(i) }, t);
     let reg = RegisterWorker {
+        users: Default::default(),
         resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),

@@ -699,6 +699,7 @@ impl Master {
                 ports_used: w.ports_used,
                 host: w.host.clone(),
                 resources: self.resource_views(w),
+                users: w.users.to_vec(),
                 usage: w.usage.as_deref().map(|(u, at)| WorkerUsageView {
                     memory_bytes: u.executors.iter().filter_map(|e| e.usage.memory_bytes).sum(),
                     cpu_usec: u.executors.iter().filter_map(|e| e.usage.cpu_usec).sum(),

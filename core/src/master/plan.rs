@@ -68,6 +68,12 @@ fn resources_fit(overlay: &Overlay<'_>, w: &super::WorkerEntry, g: &GroupSpec) -
     g.launch.resources.iter().all(|(name, n)| free_resource(overlay, w, name) >= *n)
 }
 
+/// Whether `w` starts executors as the user `g` names (any, if it names
+/// none).
+fn runs_as(w: &super::WorkerEntry, g: &GroupSpec) -> bool {
+    g.launch.user.as_ref().is_none_or(|u| w.users.iter().any(|x| x == u))
+}
+
 /// How many ports `w` has free once the plan's own slots there are counted.
 fn free_ports(overlay: &Overlay<'_>, w: &super::WorkerEntry) -> u32 {
     let p = overlay.get(&w.id).map_or(0, |h| h.ports);
@@ -148,7 +154,7 @@ impl Master {
         let mut by_value: BTreeMap<&'a str, BTreeSet<Key<'a>>> = BTreeMap::new();
         for (_, _, id) in &self.workers.placeable {
             let Some(w) = self.workers.entries.get(id) else { continue };
-            if !policy.constraints.iter().all(|c| c.allows(&w.attributes)) {
+            if !policy.constraints.iter().all(|c| c.allows(&w.attributes)) || !runs_as(w, g) {
                 continue;
             }
             let f = free(overlay, w);
@@ -240,6 +246,16 @@ impl Master {
             let all: Vec<String> = constraints.iter().map(ToString::to_string).collect();
             return format!("no ALIVE worker meets all of {} at once", all.join(", "));
         }
+        if let Some(user) = &g.launch.user {
+            if !matching.iter().any(|w| runs_as(w, g)) {
+                return format!(
+                    "runs as user {user}; no ALIVE {}worker starts executors as {user} (regent worker --allowed-users {user}, as root)",
+                    if constraints.is_empty() { "" } else { "matching " }
+                );
+            }
+        }
+        let matching: Vec<&super::WorkerEntry> =
+            matching.into_iter().filter(|w| runs_as(w, g)).collect();
         let which = if constraints.is_empty() { "worker" } else { "matching worker" };
         let largest_cores = matching.iter().map(|w| w.cores).max().unwrap_or(0);
         if g.cores > largest_cores {

@@ -101,6 +101,9 @@ pub struct WorkerEntry {
     /// The named resources it offers and how many of each its live
     /// executors hold (`None`: it offers none; boxed, as most workers).
     pub resources: Option<Box<WorkerResources>>,
+    /// The users it starts executors as (from its registration): a group
+    /// naming a user is placed here only if it is one of them.
+    pub users: Box<[String]>,
     /// Its latest usage sample and when it came (observational; boxed:
     /// most of a large registry's entries never need it at once).
     pub usage: Option<Box<(crate::protocol::WorkerUsage, Millis)>>,
@@ -199,6 +202,7 @@ impl WorkerEntry {
             ports_used: 0,
             host: None,
             resources: None,
+            users: Box::default(),
             usage: None,
             slot: u32::MAX,
             placed_as: None,
@@ -735,6 +739,7 @@ impl Master {
                 entry.ports = crate::ports::count(&reg.ports);
                 entry.host = reg.host.clone();
                 entry.offer_resources(&reg.resources);
+                entry.users = reg.users.clone().into_boxed_slice();
                 let state = entry.state;
                 self.workers.seen(&id, now);
                 if let Some(old) = old_conn.filter(|c| *c != conn) {
@@ -822,6 +827,7 @@ impl Master {
         e.ports = crate::ports::count(&reg.ports);
         e.host = reg.host;
         e.offer_resources(&reg.resources);
+        e.users = reg.users.into_boxed_slice();
         self.workers.insert(e);
         self.persist_worker(&id, out);
     }
@@ -1048,6 +1054,16 @@ fn registration_limit(reg: &RegisterWorker) -> Option<String> {
     }
     if let Some(problem) = crate::resources::offers_problem(&reg.resources) {
         return Some(format!("worker {id} offers named resources badly: {problem}"));
+    }
+    if reg.users.len() > crate::launch::MAX_WORKER_USERS {
+        return Some(format!(
+            "worker {id} announces {} users; the limit is {} (MAX_WORKER_USERS)",
+            reg.users.len(),
+            crate::launch::MAX_WORKER_USERS
+        ));
+    }
+    if let Some(bad) = reg.users.iter().find(|u| !crate::launch::is_user_name(u)) {
+        return Some(format!("worker {id} announces user {bad:?}, which is no user name"));
     }
     if let Some(host) = reg.host.as_ref().filter(|h| h.is_empty() || h.len() > MAX_HOST_BYTES) {
         return Some(format!(

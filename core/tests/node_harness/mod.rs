@@ -844,6 +844,7 @@ pub fn hello(role: Role, node: &str) -> Message {
 
 pub fn register_msg(worker: &str, inc: u64) -> Message {
     Message::RegisterWorker(RegisterWorker {
+        users: Default::default(),
         resources: Default::default(),
         host: Default::default(),
         ports: Default::default(),

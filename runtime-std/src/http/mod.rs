@@ -397,6 +397,9 @@ const MASTER_STATUSES: [&str; 4] = ["STANDBY", "RECOVERING", "ALIVE", "SUSPENDED
 ///   addresses its executors were reported to hold, `held` how many they
 ///   hold in all, launching ones included); an executor's `resources`
 ///   (`{"gpu": ["1"]}`).
+/// * a worker's `users`: whom it starts executors as (its executor user,
+///   then its `--allowed-users` when it runs as root); a group naming a
+///   user is placed only on a worker listing it.
 /// * usage (from the worker's latest sample, every 10 s at most; `null`
 ///   before one, or where the host does not report it): a worker's
 ///   `usage` `{memory_bytes, cpu_seconds, work_dir_free_bytes,
@@ -427,6 +430,7 @@ pub fn state_json(s: &ClusterState) -> Value {
                 "host": w.host,
                 "ports": w.ports,
                 "ports_used": w.ports_used,
+                "users": w.users,
                 "resources": w.resources.iter().map(|r| (r.name.clone(), json!({
                     "addresses": r.addresses,
                     "used": r.used,

@@ -463,6 +463,7 @@ impl Harness {
                 node: gen::text(src, &["w0", "app"], 256),
             }),
             1 | 2 => Message::RegisterWorker(RegisterWorker {
+                users: Default::default(),
                 resources: gen::resource_offers(src),
                 host: Default::default(),
                 ports: Default::default(),
@@ -643,6 +644,7 @@ impl Harness {
                         })
                         .collect();
                     let reg = RegisterWorker {
+                        users: Default::default(),
                         resources: Default::default(),
                         host: Default::default(),
                         ports: Default::default(),
@@ -691,6 +693,7 @@ impl Harness {
                 // A sane worker registers on a fresh connection.
                 let conn = self.fresh_conn();
                 let reg = RegisterWorker {
+                    users: Default::default(),
                     resources: Default::default(),
                     host: Default::default(),
                     ports: Default::default(),

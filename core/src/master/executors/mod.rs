@@ -685,6 +685,7 @@ impl Master {
             memory_mb: entry.memory_mb,
             ports: entry.port_count,
             resources: entry.resources_held.clone(),
+            user: None,
         };
         self.hold(worker, &held);
         self.insert_executor(entry);
@@ -1061,6 +1062,7 @@ impl Master {
                 memory_mb: e.memory_mb,
                 ports: e.port_count,
                 resources: e.resources_held.clone(),
+                user: None,
             })
             .collect();
         for need in held {
@@ -1081,6 +1083,9 @@ pub(super) struct Need {
     /// Named resources by name and amount (addresses picked by the worker;
     /// the leader counts them).
     pub(super) resources: Vec<(String, u32)>,
+    /// The user it runs as, if its group names one: only a worker that
+    /// starts executors as that user takes it (not held, a condition).
+    pub(super) user: Option<String>,
 }
 
 impl Need {
@@ -1091,6 +1096,7 @@ impl Need {
             memory_mb: spec.memory_mb,
             ports: spec.launch.ports.len() as u32,
             resources: spec.launch.resources.clone(),
+            user: spec.launch.user.clone(),
         }
     }
 
@@ -1104,6 +1110,7 @@ impl Need {
                 .resources
                 .iter()
                 .all(|(name, n)| self.resources.iter().any(|(mine, m)| mine == name && m >= n))
+            && (smaller.user.is_none() || smaller.user == self.user)
     }
 
     /// What a reported executor holds (its ports as its worker numbered
@@ -1117,6 +1124,8 @@ impl Need {
                 .iter()
                 .map(|(name, addresses)| (name.clone(), addresses.len() as u32))
                 .collect(),
+            // An executor already running is adopted whoever it runs as.
+            user: None,
         }
     }
 }
@@ -1129,6 +1138,7 @@ fn fits_on(w: &super::WorkerEntry, need: &Need) -> bool {
         && w.memory_used_mb.checked_add(need.memory_mb).is_some_and(|m| m <= w.memory_mb)
         && w.ports_used.checked_add(need.ports).is_some_and(|p| p <= w.ports)
         && need.resources.iter().all(|(name, n)| w.resources_free(name) >= *n)
+        && need.user.as_ref().is_none_or(|u| w.users.iter().any(|x| x == u))
 }
 
 /// The named resources' addresses `r` says its executor holds, within the
