@@ -155,6 +155,7 @@ pub fn key_name(key: GroupKey) -> &'static str {
         GroupKey::Ports => "ports",
         GroupKey::User => "user",
         GroupKey::Resources => "resources",
+        GroupKey::Logs => "logs",
     }
 }
 

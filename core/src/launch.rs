@@ -57,7 +57,27 @@ pub struct LaunchSpec {
     /// like cores, the addresses picked by the worker and given as
     /// `REGENT_RESOURCE_<NAME>` (see [`crate::resources`]).
     pub resources: Vec<(String, u32)>,
+    /// How the executor's stdout and stderr are rotated, where the group
+    /// says (`[group.logs]`, `submit --log-max-bytes/--log-files`); what it
+    /// leaves unsaid is the worker's (`--executor-log-max-bytes`,
+    /// `--executor-log-files`). `None`: the worker's.
+    pub logs: Option<LogRotation>,
 }
+
+/// A group's own rotation of its executors' output (see
+/// [`LaunchSpec::logs`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogRotation {
+    /// The most bytes of one output file, 1 to [`MAX_LOG_BYTES`].
+    pub max_bytes: Option<u64>,
+    /// How many files of each stream are kept, 1 to [`MAX_LOG_FILES`].
+    pub files: Option<u32>,
+}
+
+/// The largest output file a group may ask for: 1 TiB.
+pub const MAX_LOG_BYTES: u64 = 1 << 40;
+/// The most output files per stream a group may ask for.
+pub const MAX_LOG_FILES: u32 = 1_000;
 
 /// Longest user name a group may name, in bytes (as `useradd` allows).
 pub const MAX_USER_BYTES: usize = 32;
@@ -141,6 +161,11 @@ pub enum LaunchProblem {
     /// [`crate::resources::amounts_problem`].
     #[error("resources: {0}")]
     Resources(crate::resources::ResourcesProblem),
+    /// A rotation past its limits.
+    #[error(
+        "logs: max_bytes must be 1 to {MAX_LOG_BYTES} and files 1 to {MAX_LOG_FILES} (got {0:?})"
+    )]
+    Logs(LogRotation),
     /// A user name that is no user name ([`is_user_name`]).
     #[error("user {0:?} must be 1 to {MAX_USER_BYTES} letters, digits, '_', '-' or '.', not starting with '-'")]
     User(String),
@@ -230,6 +255,13 @@ impl LaunchSpec {
         }
         if let Some(p) = crate::resources::amounts_problem(&self.resources) {
             return Some(LaunchProblem::Resources(p));
+        }
+        if let Some(logs) = &self.logs {
+            if logs.max_bytes.is_some_and(|b| b == 0 || b > MAX_LOG_BYTES)
+                || logs.files.is_some_and(|f| f == 0 || f > MAX_LOG_FILES)
+            {
+                return Some(LaunchProblem::Logs(*logs));
+            }
         }
         crate::ports::names_problem(&self.ports).map(LaunchProblem::Ports)
     }

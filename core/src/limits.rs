@@ -351,6 +351,8 @@ pub enum GroupKey {
     User,
     /// The named resources.
     Resources,
+    /// The output rotation.
+    Logs,
 }
 
 impl GroupKey {
@@ -374,6 +376,7 @@ impl GroupKey {
             GroupKey::Ports => "ports",
             GroupKey::User => "user",
             GroupKey::Resources => "resources",
+            GroupKey::Logs => "logs",
         }
     }
 }
@@ -527,6 +530,7 @@ pub fn group_spec_problem(
             L::Ports(_) => K::Ports,
             L::User(_) => K::User,
             L::Resources(_) => K::Resources,
+            L::Logs(_) => K::Logs,
             _ => K::Artifacts,
         };
         return problem(key, p.to_string());

@@ -382,6 +382,9 @@ pub fn spec_changes(old: &GroupSpec, new: &GroupSpec) -> Vec<String> {
         };
         changes.push(format!("resources {} -> {}", list(&o.resources), list(&n.resources)));
     }
+    if o.logs != n.logs {
+        changes.push("logs".into());
+    }
     changes
 }
 

@@ -57,6 +57,7 @@ fn group_spec_arb(g: &mut Gen) -> GroupSpec {
 
 fn launch_spec(g: &mut Gen) -> Box<regent_core::launch::LaunchSpec> {
     Box::new(regent_core::launch::LaunchSpec {
+        logs: Default::default(),
         resources: Default::default(),
         ports: Default::default(),
         user: if bool::arbitrary(g) { Some(s(g)) } else { None },
@@ -77,6 +78,7 @@ fn launch_spec(g: &mut Gen) -> Box<regent_core::launch::LaunchSpec> {
 /// to unpack and one to place, a user.
 fn golden_launch() -> regent_core::launch::LaunchSpec {
     regent_core::launch::LaunchSpec {
+        logs: Default::default(),
         resources: Default::default(),
         ports: Default::default(),
         user: Some("alice".into()),

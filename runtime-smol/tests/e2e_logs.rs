@@ -526,6 +526,32 @@ fn three_hundred_mib_of_output_leave_at_most_files_times_max_bytes_and_logs_has_
 }
 
 #[test]
+fn a_groups_own_rotation_overrides_the_workers() {
+    // The worker keeps 3 files of 1 MiB; the group asks for 2 of 64 KiB.
+    let r = Rotating::start("logs-rotate-group", "1048576", "3");
+    let (c, secret, masters) = (&r.cluster, &r.secret, &r.masters);
+    let script = "head -c 1048576 /dev/zero | tr '\\000' y; echo; echo THE-END";
+    let opts = [
+        &["--name", "own", "--executors", "1", "--cores", "1", "--memory", "64"][..],
+        &["--log-max-bytes", "65536", "--log-files", "2", "--secret-file", secret][..],
+    ]
+    .concat();
+    let mut submit = c.submit("app", std::slice::from_ref(masters), &opts, &["sh", "-c", script]);
+    assert!(submit.wait_exit(BOUND * 2).success(), "the application succeeds: {}", submit.stderr());
+    let executor =
+        wait_for(BOUND, "the executor EXITED", || executor_of(&r.state()?, "own", &["EXITED"]));
+    let on_disk = output_bytes_on_disk(&c.work_dir("w1"), "stdout");
+    assert!(
+        on_disk <= 2 * 65536,
+        "{on_disk} bytes of stdout on disk, at most the group's 2 × 64 KiB"
+    );
+    assert!(on_disk >= 65536, "{on_disk} bytes: a full rotated file is kept");
+    let out = logs(c, secret, masters, &[&executor, "--tail-bytes", "12"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.stdout, b"yyy\nTHE-END\n".to_vec(), "the newest bytes");
+}
+
+#[test]
 fn logs_follow_goes_on_across_rotations() {
     let r = Rotating::start("logs-follow-rotate", "400", "5");
     let (c, secret, masters) = (&r.cluster, &r.secret, &r.masters);

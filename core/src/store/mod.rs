@@ -273,9 +273,10 @@ impl GroupRecord {
     }
 
     /// Whether the record holds nothing the seventh group layout (variant
-    /// 13, a user) lacks: no named resources.
+    /// 13, a user) lacks: no named resources, no output rotation of its
+    /// own.
     pub fn fits_v7(&self) -> bool {
-        self.spec.launch.resources.is_empty()
+        self.spec.launch.resources.is_empty() && self.spec.launch.logs.is_none()
     }
 }
 
@@ -415,9 +416,10 @@ mod wire {
         /// ([`GroupRecord::fits_v6`]; appended: frameworks without one
         /// keep the earlier layouts byte for byte).
         FrameworkWithUser(FrameworkV9),
-        /// A framework with a group that asks for named resources
-        /// ([`GroupRecord::fits_v7`]; appended: frameworks without one
-        /// keep the earlier layouts byte for byte).
+        /// A framework with a group that asks for named resources or
+        /// rotates its output its own way ([`GroupRecord::fits_v7`];
+        /// appended: frameworks without one keep the earlier layouts byte
+        /// for byte).
         FrameworkWithResources(FrameworkRecord),
     }
 
@@ -470,6 +472,7 @@ mod wire {
                 ports,
                 user,
                 resources: Vec::new(),
+                logs: None,
             };
             GroupSpec {
                 group,
@@ -485,17 +488,12 @@ mod wire {
     }
 
     impl From<GroupSpec> for GroupSpecV5 {
-        /// Drops the named resources: only called for specs without any.
+        /// Drops the named resources and the rotation: only called for
+        /// specs without them.
         fn from(s: GroupSpec) -> Self {
             let GroupSpec { group, slots, command, env, cores, memory_mb, policy, launch } = s;
-            let crate::launch::LaunchSpec {
-                cwd,
-                kill_grace_ms,
-                artifacts,
-                ports,
-                user,
-                resources: _,
-            } = *launch;
+            let crate::launch::LaunchSpec { cwd, kill_grace_ms, artifacts, ports, user, .. } =
+                *launch;
             let launch = LaunchSpecV3 { cwd, kill_grace_ms, artifacts, ports, user };
             GroupSpecV5 { group, slots, command, env, cores, memory_mb, policy, launch }
         }
@@ -564,6 +562,7 @@ mod wire {
             let GroupSpecV4 { group, slots, command, env, cores, memory_mb, policy, launch } = s;
             let LaunchSpecV2 { cwd, kill_grace_ms, artifacts, ports } = launch;
             let launch = crate::launch::LaunchSpec {
+                logs: Default::default(),
                 cwd,
                 kill_grace_ms,
                 artifacts,
@@ -687,6 +686,7 @@ mod wire {
                 spec;
             let LaunchSpecV1 { cwd, kill_grace_ms, artifacts } = launch;
             let launch = crate::launch::LaunchSpec {
+                logs: Default::default(),
                 cwd,
                 kill_grace_ms,
                 artifacts,

@@ -275,11 +275,19 @@ impl Supervisor {
                     }
                     _ => {}
                 }
+                // The worker's rotation, with what the group says of its own.
+                let rotation = self.shared.config.log_rotation.map(|r| {
+                    let own = spec.launch.logs.unwrap_or_default();
+                    super::rotate::Rotation {
+                        max_bytes: own.max_bytes.unwrap_or(r.max_bytes),
+                        files: own.files.unwrap_or(r.files),
+                    }
+                });
                 let shim_args = ShimArgs {
                     status,
                     stdout: dir.join("stdout"),
-                    stderr: self.shared.config.log_rotation.map(|_| dir.join("stderr")),
-                    rotation: self.shared.config.log_rotation,
+                    stderr: rotation.map(|_| dir.join("stderr")),
+                    rotation,
                     user: run_as.map(super::user::Identity::from),
                     cgroups: cgroups.clone(),
                     command: spec.command.iter().map(Into::into).collect(),

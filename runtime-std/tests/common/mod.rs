@@ -166,11 +166,14 @@ pub fn framework_with_user() -> Record {
 }
 
 /// A framework record whose group asks for named resources (issue 23,
-/// GPUs), as well as a user: the appended variant 14.
+/// GPUs) and rotates its output its own way, as well as a user: the
+/// appended variant 14.
 pub fn framework_with_resources() -> Record {
     let Record::Framework(mut f) = framework_with_user() else { unreachable!() };
     f.id = regent_core::FrameworkId::new("fw-6");
     f.groups[0].spec.launch.resources = vec![("fpga".into(), 1), ("gpu".into(), 2)];
+    f.groups[0].spec.launch.logs =
+        Some(regent_core::launch::LogRotation { max_bytes: Some(65_536), files: Some(2) });
     Record::Framework(f)
 }
 

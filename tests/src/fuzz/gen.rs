@@ -378,6 +378,7 @@ pub fn launch_spec(src: &mut Source) -> regent_core::launch::LaunchSpec {
     use regent_core::launch::{Artifact, LaunchSpec, MAX_ARTIFACTS};
     match src.u8() % 8 {
         0 => LaunchSpec {
+            logs: Default::default(),
             resources: resource_amounts(src),
             ports: Default::default(),
             user: src.bool().then(|| text(src, &["alice", "-rf", "a/b", "x"], 40)),

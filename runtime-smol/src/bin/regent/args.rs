@@ -753,6 +753,14 @@ pub struct SubmitArgs {
     /// `REGENT_RESOURCE_<NAME>` (and `CUDA_VISIBLE_DEVICES` for `gpu`).
     #[arg(long = "resource", value_name = "NAME=N", value_parser = parse_resource_amount)]
     pub resource: Vec<(String, u32)>,
+    /// The most bytes of one of each executor's output files before it is
+    /// rotated (default: the worker's `--executor-log-max-bytes`).
+    #[arg(long, value_name = "BYTES")]
+    pub log_max_bytes: Option<u64>,
+    /// How many output files of each stream are kept per executor
+    /// (default: the worker's `--executor-log-files`).
+    #[arg(long, value_name = "FILES")]
+    pub log_files: Option<u32>,
     /// Run the executors as this user (their worker must run as root and
     /// allow it: `regent worker --allowed-users`).
     #[arg(long, value_name = "NAME")]

@@ -163,6 +163,15 @@ async fn submit_group_options(
         return Err(format!("--resource: {problem}"));
     }
     opts.launch.resources = resources;
+    if a.log_max_bytes.is_some() || a.log_files.is_some() {
+        opts.launch.logs = Some(regent_core::launch::LogRotation {
+            max_bytes: a.log_max_bytes,
+            files: a.log_files,
+        });
+    }
+    if let Some(p) = opts.launch.problem() {
+        return Err(format!("submit: {p}"));
+    }
     if let Some(user) = a.user.as_deref().filter(|u| !regent_core::launch::is_user_name(u)) {
         return Err(format!("--user: {}", regent_core::launch::LaunchProblem::User(user.into())));
     }

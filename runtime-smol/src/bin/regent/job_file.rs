@@ -53,6 +53,15 @@ struct RawGroup {
     ports: Option<Spanned<Vec<String>>>,
     user: Option<Spanned<String>>,
     resources: Option<Spanned<BTreeMap<String, u32>>>,
+    logs: Option<Spanned<RawLogs>>,
+}
+
+/// A group's `[group.logs]` table: its executors' own output rotation.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLogs {
+    max_bytes: Option<u64>,
+    files: Option<u32>,
 }
 
 /// One of a group's `[[group.artifacts]]`.
@@ -128,6 +137,7 @@ impl RawGroup {
             GroupKey::Ports => self.ports.as_ref().map(Spanned::span),
             GroupKey::User => self.user.as_ref().map(Spanned::span),
             GroupKey::Resources => self.resources.as_ref().map(Spanned::span),
+            GroupKey::Logs => self.logs.as_ref().map(Spanned::span),
         }
     }
 
@@ -145,6 +155,10 @@ impl RawGroup {
                 .resources
                 .as_ref()
                 .map_or_else(Vec::new, |v| v.get_ref().clone().into_iter().collect()),
+            logs: self.logs.as_ref().map(|v| regent_core::launch::LogRotation {
+                max_bytes: v.get_ref().max_bytes,
+                files: v.get_ref().files,
+            }),
             ..Default::default()
         };
         if let Some(v) = &self.kill_grace {
@@ -277,7 +291,7 @@ fn serde_message(message: &str) -> String {
     if rest.contains("`sha256`") {
         format!("unknown key {key}; an artifact's keys are source, sha256, dest, unpack")
     } else if rest.contains("`count`") {
-        format!("unknown key {key}; a group's keys are name, count, command, env, cores, memory_mb, placement, constraints, spread, restart, cwd, kill_grace, artifacts, ports, user, resources")
+        format!("unknown key {key}; a group's keys are name, count, command, env, cores, memory_mb, placement, constraints, spread, restart, cwd, kill_grace, artifacts, ports, user, resources, logs")
     } else {
         format!("unknown key {key}; a job's keys are name and group")
     }
@@ -436,6 +450,20 @@ memory_mb = 256
         assert!(e.starts_with("job.toml:12:1: group \"mappers\": "), "{e}");
         assert!(e.contains("user \"-rf\" must be 1 to 32 letters"), "{e}");
         assert!(err(&TWO.replace("cores = 2", "user = \"a/b\"")).contains("user \"a/b\""));
+    }
+
+    #[test]
+    fn a_groups_own_log_rotation_is_read_and_checked() {
+        let text = TWO.replace("cores = 2", "logs = { max_bytes = 65536, files = 2 }");
+        let job = parse("job.toml", &text).unwrap();
+        let want = regent_core::launch::LogRotation { max_bytes: Some(65536), files: Some(2) };
+        assert_eq!(job.groups[1].launch.logs, Some(want));
+        assert_eq!(job.groups[0].launch.logs, None);
+        let e = err(&TWO.replace("cores = 2", "logs = { files = 0 }"));
+        assert!(e.starts_with("job.toml:12:1: group \"mappers\": "), "{e}");
+        assert!(e.contains("files 1 to 1000"), "{e}");
+        let e = err(&TWO.replace("cores = 2", "logs = { size = 1 }"));
+        assert!(e.contains("unknown"), "{e}");
     }
 
     #[test]
