@@ -47,7 +47,7 @@ fn the_page_shows_the_cluster_and_follows_it_live_in_chromium() {
     let spec = MasterSpec::new("m1", &["--worker-timeout", "3000", "--heartbeat-interval", "500"]);
     let _master = cluster.master(&spec);
     let masters = vec![spec.addr()];
-    let _w1 = cluster.worker("w1", &masters, 4, 2048, &[]);
+    let _w1 = cluster.worker("w1", &masters, 4, 2048, &["--resource", "gpu=0,1"]);
     let mut w2 = cluster.worker("w2", &masters, 4, 2048, &[]);
     let _app = cluster.submit(
         "etl",
@@ -127,8 +127,11 @@ fn the_page_shows_the_cluster_and_follows_it_live_in_chromium() {
         let v = browser.eval(READ_PAGE);
         let t = v["text"].as_str().unwrap_or_default().to_owned();
         let n = v["executors"].as_array().map_or(0, Vec::len);
+        // Its named resources, free and used, and whom it runs executors as.
         if t.contains("Worker w1")
             && t.contains(&format!("Executors on w1 ({on_w1})"))
+            && t.contains("gpu: free 0,1; used none (0 of 2 held)")
+            && t.contains("Runs executors as")
             && n == on_w1
         {
             Ok(())
