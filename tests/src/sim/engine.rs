@@ -501,6 +501,9 @@ impl World {
         // And some ask for GPUs (addresses picked by their worker), from a
         // sixth.
         let mut gpus = fastrand::Rng::with_seed(seed ^ 0x6770_7573);
+        // And some groups with a restart policy are services (restarted
+        // whenever their executors end), from a seventh.
+        let mut services = fastrand::Rng::with_seed(seed ^ 0x7365_7276);
         let subs = (0..cfg.subscribers)
             .map(|i| {
                 let slots = rng.u32(1..=3);
@@ -516,6 +519,14 @@ impl World {
                             healthy_after_ms: restarts.u64(0..20_000),
                             ..Default::default()
                         };
+                        if services.u8(0..3) == 0 {
+                            second.policy.restart.mode = regent_core::policy::RestartMode::Service;
+                            // A service is restarted forever unless a
+                            // budget is given; half of them have none.
+                            if services.bool() {
+                                second.policy.restart.attempts = None;
+                            }
+                        }
                     }
                     match places.u8(0..4) {
                         0 => second.policy.spread = Some("rack".into()),

@@ -8,6 +8,9 @@
 //! replaced it in its slot. Exits of a removed framework, and of executors
 //! in slots an operator scaled away (even if a later scale-up made new
 //! slots at those indexes: seed 201496 with `--operator`), are exempt.
+//! A service's slot is restarted whenever its executor ends, so its exit
+//! 0 settles nothing: it is recorded as any end of a service is (the
+//! master knows it ended, or it was written off or replaced).
 
 use crate::sim::engine::{parse_executor, Node, World};
 use regent_core::protocol::ExecutorState;
@@ -29,6 +32,7 @@ pub(crate) fn on_ack(
     if w.obs.removed_frameworks.contains(&fw) || w.obs.scaled_away.contains(x) {
         return Ok(());
     }
+    let mut service = false;
     let outcome = match w.stored_at(&RecordKey::Framework(fw.clone())) {
         None => return Ok(()),
         Some(Record::Framework(r)) => {
@@ -38,13 +42,19 @@ pub(crate) fn on_ack(
                 // is moot.
                 return Ok(());
             }
+            service = g.is_some_and(|g| {
+                g.spec.policy.restart.mode == regent_core::policy::RestartMode::Service
+            });
             g.and_then(|g| g.slots.get(slot).cloned())
         }
         Some(_) => None,
     };
+    // A service's exit 0 is an end like any other.
+    let done_on_zero = !service;
     let settled = match (&outcome, code) {
         (Some(SlotOutcome::Done { .. }), 0) => true,
-        (Some(SlotOutcome::Pending), 0) | (None, _) => false,
+        (Some(SlotOutcome::Pending), 0) if done_on_zero => false,
+        (None, _) => false,
         (Some(SlotOutcome::Pending), _) => {
             let master = w.masters[m].master();
             let replaced = master
