@@ -5,7 +5,7 @@
 use regent_core::protocol::{ClusterState, FrameworkView, GroupView, WorkerView};
 use regent_core::{Epoch, FrameworkId, MasterId, WorkerId};
 use regent_smol::client::{deadline_text, parse_deadline, placement_text, render_table, utc_text};
-use regent_smol::http::{metrics_text, state_json, HttpSnapshot};
+use regent_smol::http::{metrics_text, paged_state_body, state_json, state_page, HttpSnapshot};
 use std::time::Duration;
 
 fn worker(id: &str, state: &str, cordoned: bool, drain: &str, deadline: Option<u64>) -> WorkerView {
@@ -180,4 +180,49 @@ fn drain_deadlines_parse_with_units_and_refuse_the_rest_by_name() {
     );
     assert_eq!(deadline_text(Duration::from_secs(60)), "60s");
     assert_eq!(deadline_text(Duration::from_millis(1_500)), "1500ms");
+}
+
+#[test]
+fn api_state_pages_workers_in_id_order_with_their_executors() {
+    let snap = |s: ClusterState| HttpSnapshot {
+        state: s,
+        rejected_connections: 0,
+        node: Default::default(),
+        master: Default::default(),
+    };
+    let mut s = state();
+    s.executors = vec![regent_core::protocol::ExecutorView {
+        id: regent_core::ExecutorId::new("fw-1/main#0#1.1"),
+        framework: FrameworkId::new("fw-1"),
+        worker: Some(WorkerId::new("w-open")),
+        state: regent_core::protocol::ExecutorState::Running,
+        ports: vec![],
+        resources: vec![],
+        usage: None,
+    }];
+    let snap = snap(s);
+    let first = state_page("/api/state?limit=4").unwrap().unwrap();
+    let v: serde_json::Value = serde_json::from_str(&paged_state_body(&snap, &first)).unwrap();
+    let ids = |v: &serde_json::Value| -> Vec<String> {
+        v["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(ids(&v), ["w-cordoned", "w-dead-drained", "w-drained", "w-draining"]);
+    assert_eq!(v["page"]["next_after"], "w-draining");
+    assert_eq!(v["page"]["workers_total"], 6);
+    assert_eq!(v["executors"].as_array().unwrap().len(), 0, "w-open is on the next page");
+    assert_eq!(v["frameworks"].as_array().unwrap().len(), 1, "every framework on every page");
+    let next = state_page("/api/state?limit=4&after=w-draining").unwrap().unwrap();
+    let v: serde_json::Value = serde_json::from_str(&paged_state_body(&snap, &next)).unwrap();
+    assert_eq!(ids(&v), ["w-open", "w-unknown"]);
+    assert!(v["page"]["next_after"].is_null(), "the last page");
+    assert_eq!(v["executors"][0]["worker_id"], "w-open");
+    assert_eq!(state_page("/api/state").unwrap(), None);
+    assert!(state_page("/api/state?limit=0").unwrap_err().contains("limit=0"));
+    assert!(state_page("/api/state?limit=10001").is_err());
+    assert!(state_page("/api/state?sort=id").unwrap_err().contains("unknown parameter \"sort\""));
 }

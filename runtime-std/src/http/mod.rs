@@ -289,10 +289,18 @@ fn respond(
                 .with_header(header("Content-Type", "text/html; charset=utf-8"))
                 .with_header(header("Cache-Control", "no-cache"))
         }
-        (tiny_http::Method::Get | tiny_http::Method::Head, Some(page)) => match snapshot(queries) {
-            Some(snap) => render(page, &snap),
-            None => text(503, "the master did not answer in time; retry\n"),
-        },
+        (tiny_http::Method::Get | tiny_http::Method::Head, Some(page)) => {
+            match (page, state_page(request.url())) {
+                (Page::State, Err(why)) => text(400, &format!("{why}\n")),
+                (_, paged) => match snapshot(queries) {
+                    Some(snap) => match (page, paged) {
+                        (Page::State, Ok(Some(p))) => paged_state(&snap, &p),
+                        _ => render(page, &snap),
+                    },
+                    None => text(503, "the master did not answer in time; retry\n"),
+                },
+            }
+        }
         (_, Some(_)) => {
             text(405, "method not allowed: use GET\n").with_header(header("Allow", "GET, HEAD"))
         }
@@ -305,9 +313,105 @@ fn respond(
 }
 
 /// Asks the daemon for a snapshot; `None` after [`QUERY_TIMEOUT`] or when
-/// the daemon is gone.
+/// the daemon is gone. The master's cached one
+/// ([`HttpQuery::cached`]): rebuilt only when something other than
+/// heartbeats happened since, or once it is
+/// [`regent_core::limits::STATE_SNAPSHOT_MAX_AGE`] old, so a dashboard or
+/// a Prometheus scraping `/api/state` and `/metrics` costs the master's
+/// loop at most one build per that age while the cluster is quiet (its
+/// heartbeat counters may lag by it).
 fn snapshot(queries: &async_channel::Sender<HttpQuery>) -> Option<HttpSnapshot> {
-    snapshot_of(queries, false)
+    snapshot_of(queries, true)
+}
+
+/// The most workers one page of `/api/state` lists.
+pub const MAX_PAGE_WORKERS: usize = 10_000;
+
+/// A page of `GET /api/state?limit=N&after=WORKER`: the workers whose ids
+/// come after `after` (in id order), at most `limit` of them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatePage {
+    /// How many workers at most (1 to [`MAX_PAGE_WORKERS`]).
+    pub limit: usize,
+    /// The last worker id of the page before (`None`: from the first).
+    pub after: Option<String>,
+}
+
+/// The page `url` asks for: `None` without `limit` or `after` (the whole
+/// state); an error naming a parameter that is unknown or malformed.
+pub fn state_page(url: &str) -> Result<Option<StatePage>, String> {
+    let Some((_, query)) = url.split_once('?') else { return Ok(None) };
+    let (mut limit, mut after) = (None, None);
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        match k {
+            "limit" => {
+                let n: usize = v
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=MAX_PAGE_WORKERS).contains(n))
+                    .ok_or_else(|| {
+                        format!("limit={v}: write a number of workers from 1 to {MAX_PAGE_WORKERS}")
+                    })?;
+                limit = Some(n);
+            }
+            "after" => {
+                after = Some(
+                    crate::exec::names::unescape(v)
+                        .ok_or_else(|| format!("after={v}: not a percent-encoded worker id"))?,
+                )
+            }
+            other => {
+                return Err(format!(
+                    "unknown parameter {other:?}: /api/state takes limit=N and after=WORKER_ID"
+                ))
+            }
+        }
+    }
+    if limit.is_none() && after.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(StatePage { limit: limit.unwrap_or(1_000), after }))
+}
+
+/// One page of `/api/state` as a response: the page's workers and the executors placed on
+/// them, every framework (and the history), and `page`: `{limit, after,
+/// next_after, workers_total}` (`next_after` is what to pass as `after`
+/// for the next page, `null` on the last).
+fn paged_state(snap: &HttpSnapshot, page: &StatePage) -> Response {
+    tiny_http::Response::from_string(paged_state_body(snap, page))
+        .with_header(header("Content-Type", "application/json"))
+}
+
+/// The body of one page of `/api/state` (see [`state_page`]), on one line.
+pub fn paged_state_body(snap: &HttpSnapshot, page: &StatePage) -> String {
+    let mut snap = snap.clone();
+    let total = snap.state.workers.len();
+    let mut workers: Vec<_> = std::mem::take(&mut snap.state.workers);
+    workers.sort_by(|a, b| a.id.cmp(&b.id));
+    let start = match &page.after {
+        Some(a) => workers.partition_point(|w| w.id.as_str() <= a.as_str()),
+        None => 0,
+    };
+    let end = (start + page.limit).min(workers.len());
+    let listed: Vec<_> = workers.drain(start..end).collect();
+    let next_after =
+        (end < total).then(|| listed.last().map(|w| w.id.as_str().to_owned())).flatten();
+    let on_page: std::collections::HashSet<&str> = listed.iter().map(|w| w.id.as_str()).collect();
+    snap.state
+        .executors
+        .retain(|e| e.worker.as_ref().is_some_and(|w| on_page.contains(w.as_str())));
+    snap.state.workers = listed;
+    let mut body: Value = serde_json::from_str(&state_body(&snap, false)).unwrap_or_default();
+    body["page"] = json!({
+        "limit": page.limit,
+        "after": page.after,
+        "next_after": next_after,
+        "workers_total": total,
+    });
+    let mut text = serde_json::to_string(&body).unwrap_or_else(|_| "{}".into());
+    text.push('\n');
+    text
 }
 
 /// [`snapshot`], the cached one when `cached` (see [`HttpQuery::cached`]).
