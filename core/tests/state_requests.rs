@@ -185,7 +185,7 @@ fn the_event_pollers_cached_state_builds_only_after_a_change() {
     let after = m.cached_state(Millis(910));
     assert_eq!(after.workers.len(), 1, "the registration shows at the next poll");
     assert_eq!(m.metrics().state_snapshots_built - before, 2);
-    assert_eq!(ask(&mut m, Millis(920), 1), after, "a StateRequest gets the same snapshot");
+    assert_eq!(ask(&mut m, Millis(920), 1), *after, "a StateRequest gets the same snapshot");
     // Past the maximum age the poller gets a fresh one even when quiet.
     let later = Millis(910) + STATE_SNAPSHOT_MAX_AGE;
     let _ = m.cached_state(later);

@@ -287,7 +287,7 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
                     let now = pump.now();
                     pump.node.cached_state(now)
                 } else {
-                    pump.node.master().state()
+                    std::sync::Arc::new(pump.node.master().state())
                 };
                 let snapshot = HttpSnapshot {
                     state,

@@ -265,7 +265,7 @@ fn metrics_text_has_help_type_and_every_family() {
         ..Default::default()
     };
     let snap = HttpSnapshot {
-        state: sample_state("m1", "ALIVE", 7),
+        state: sample_state("m1", "ALIVE", 7).into(),
         rejected_connections: 5,
         node: Default::default(),
         master,
@@ -318,7 +318,7 @@ fn metrics_text_has_help_type_and_every_family() {
     s.workers.clear();
     s.executors.clear();
     let text = metrics_text(&HttpSnapshot {
-        state: s,
+        state: s.into(),
         rejected_connections: 0,
         node: Default::default(),
         master: Default::default(),
@@ -438,7 +438,7 @@ fn wait_finished(handle: &std::thread::JoinHandle<()>, bound: Duration) -> bool 
 #[test]
 fn serve_answers_state_metrics_and_html_404_and_405() {
     let snap = HttpSnapshot {
-        state: sample_state("m1", "ALIVE", 7),
+        state: sample_state("m1", "ALIVE", 7).into(),
         rejected_connections: 5,
         node: Default::default(),
         master: Default::default(),
@@ -561,7 +561,7 @@ fn an_event_stream_that_falls_behind_the_backlog_gets_a_fresh_snapshot() {
             while let Ok(q) = qrx.recv_blocking() {
                 let state = current.lock().unwrap().clone();
                 let _ = q.reply.send(HttpSnapshot {
-                    state,
+                    state: state.into(),
                     rejected_connections: 0,
                     node: Default::default(),
                     master: Default::default(),

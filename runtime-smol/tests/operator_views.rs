@@ -118,7 +118,7 @@ fn api_state_shows_cordons_and_drains_and_keeps_the_other_states() {
 #[test]
 fn metrics_count_cordoned_workers_by_maintenance() {
     let text = metrics_text(&HttpSnapshot {
-        state: state(),
+        state: state().into(),
         rejected_connections: 0,
         node: regent_core::node::master::Metrics::default(),
         master: Default::default(),
@@ -185,7 +185,7 @@ fn drain_deadlines_parse_with_units_and_refuse_the_rest_by_name() {
 #[test]
 fn api_state_pages_workers_in_id_order_with_their_executors() {
     let snap = |s: ClusterState| HttpSnapshot {
-        state: s,
+        state: s.into(),
         rejected_connections: 0,
         node: Default::default(),
         master: Default::default(),

@@ -283,7 +283,8 @@ impl Master {
                 c.last_fresh_state = Some(now);
             }
         }
-        state
+        // The message owns its copy (it is encoded on the way out).
+        Box::new((*state).clone())
     }
 
     /// The answer to a request this master cannot act on right now.

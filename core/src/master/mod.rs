@@ -1131,8 +1131,8 @@ impl Master {
     /// reads happened since it was built and it is younger than
     /// [`crate::limits::STATE_SNAPSHOT_MAX_AGE`] (its message counters may
     /// lag that long); else a fresh one, kept for the next asker.
-    pub fn cached_state(&mut self, now: Millis) -> ClusterState {
-        *self.snapshot_for(now, None).0
+    pub fn cached_state(&mut self, now: Millis) -> std::sync::Arc<ClusterState> {
+        self.snapshot_for(now, None).0
     }
 
     /// The snapshot for an asker at `now` that last got a freshly built one
@@ -1143,7 +1143,7 @@ impl Master {
         &mut self,
         now: Millis,
         last_fresh: Option<Millis>,
-    ) -> (Box<ClusterState>, bool) {
+    ) -> (std::sync::Arc<ClusterState>, bool) {
         if !self.snapshot.needs_build(now, last_fresh) {
             if let Some(state) = self.snapshot.reply() {
                 self.metrics.state_replies_cached += 1;
@@ -1152,8 +1152,8 @@ impl Master {
         }
         self.metrics.state_snapshots_built += 1;
         let state = self.state();
-        self.snapshot.store(now, state.clone());
-        (Box::new(state), true)
+        self.snapshot.store(now, state);
+        (self.snapshot.reply().expect("just stored"), true)
     }
 
     fn abdicate(&mut self, reason: String, out: &mut Vec<Action>) {

@@ -28,7 +28,8 @@ struct Cached {
     built_at: Millis,
     /// Something other than a `StateRequest` was handled since.
     stale: bool,
-    state: Box<ClusterState>,
+    /// Shared: an HTTP poller's copy is a pointer, not the cluster.
+    state: std::sync::Arc<ClusterState>,
 }
 
 impl SnapshotCache {
@@ -53,11 +54,12 @@ impl SnapshotCache {
 
     /// Keeps `state`, built at `now`.
     pub(super) fn store(&mut self, now: Millis, state: ClusterState) {
-        self.cached = Some(Cached { built_at: now, stale: false, state: Box::new(state) });
+        self.cached =
+            Some(Cached { built_at: now, stale: false, state: std::sync::Arc::new(state) });
     }
 
-    /// The cached snapshot (a copy to send).
-    pub(super) fn reply(&self) -> Option<Box<ClusterState>> {
+    /// The cached snapshot (shared).
+    pub(super) fn reply(&self) -> Option<std::sync::Arc<ClusterState>> {
         self.cached.as_ref().map(|c| c.state.clone())
     }
 }

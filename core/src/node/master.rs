@@ -505,7 +505,7 @@ impl MasterNode {
     /// The master's view at `now` for a poller that may see it a moment
     /// late ([`Master::cached_state`]); feed [`Input::Tick`] first, so a
     /// leadership whose lease ran out is not shown.
-    pub fn cached_state(&mut self, now: Millis) -> ClusterState {
+    pub fn cached_state(&mut self, now: Millis) -> std::sync::Arc<ClusterState> {
         self.master.cached_state(now)
     }
 

@@ -528,7 +528,7 @@ impl Pump {
                         let now = self.now();
                         self.node.cached_state(now)
                     } else {
-                        self.node.master().state()
+                        std::sync::Arc::new(self.node.master().state())
                     };
                     let _ = q.reply.try_send(HttpSnapshot {
                         state,

@@ -78,8 +78,8 @@ pub struct HttpQuery {
 /// What the daemon loop answers to an [`HttpQuery`].
 #[derive(Clone, Debug)]
 pub struct HttpSnapshot {
-    /// The master's view (its machine's `state()`).
-    pub state: ClusterState,
+    /// The master's view (its machine's `state()`; shared with its cache).
+    pub state: std::sync::Arc<ClusterState>,
     /// Connections the runtime refused or closed (wrong cluster or secret,
     /// garbage, oversized frames, too many connections) since start.
     pub rejected_connections: u64,
@@ -385,23 +385,39 @@ fn paged_state(snap: &HttpSnapshot, page: &StatePage) -> Response {
 
 /// The body of one page of `/api/state` (see [`state_page`]), on one line.
 pub fn paged_state_body(snap: &HttpSnapshot, page: &StatePage) -> String {
-    let mut snap = snap.clone();
-    let total = snap.state.workers.len();
-    let mut workers: Vec<_> = std::mem::take(&mut snap.state.workers);
+    let s = &*snap.state;
+    let total = s.workers.len();
+    let mut workers: Vec<&regent_core::protocol::WorkerView> = s.workers.iter().collect();
     workers.sort_by(|a, b| a.id.cmp(&b.id));
     let start = match &page.after {
         Some(a) => workers.partition_point(|w| w.id.as_str() <= a.as_str()),
         None => 0,
     };
     let end = (start + page.limit).min(workers.len());
-    let listed: Vec<_> = workers.drain(start..end).collect();
+    let listed = &workers[start..end];
     let next_after =
         (end < total).then(|| listed.last().map(|w| w.id.as_str().to_owned())).flatten();
     let on_page: std::collections::HashSet<&str> = listed.iter().map(|w| w.id.as_str()).collect();
-    snap.state
-        .executors
-        .retain(|e| e.worker.as_ref().is_some_and(|w| on_page.contains(w.as_str())));
-    snap.state.workers = listed;
+    // Only the page is copied, never the whole cluster.
+    let state = ClusterState {
+        master: s.master.clone(),
+        status: s.status.clone(),
+        epoch: s.epoch,
+        leader: s.leader.clone(),
+        workers: listed.iter().map(|w| (*w).clone()).collect(),
+        frameworks: s.frameworks.clone(),
+        executors: s
+            .executors
+            .iter()
+            .filter(|e| e.worker.as_ref().is_some_and(|w| on_page.contains(w.as_str())))
+            .cloned()
+            .collect(),
+        messages: s.messages,
+        rejected: s.rejected,
+        history: s.history.clone(),
+        history_omitted: s.history_omitted,
+    };
+    let snap = HttpSnapshot { state: std::sync::Arc::new(state), ..snap.clone() };
     let mut body: Value = serde_json::from_str(&state_body(&snap, false)).unwrap_or_default();
     body["page"] = json!({
         "limit": page.limit,
