@@ -338,7 +338,8 @@ pub struct StatePage {
 }
 
 /// The page `url` asks for: `None` without `limit` or `after` (the whole
-/// state); an error naming a parameter that is unknown or malformed.
+/// state); an error naming a malformed `limit` or `after` (other
+/// parameters are ignored).
 pub fn state_page(url: &str) -> Result<Option<StatePage>, String> {
     let Some((_, query)) = url.split_once('?') else { return Ok(None) };
     let (mut limit, mut after) = (None, None);
@@ -361,11 +362,9 @@ pub fn state_page(url: &str) -> Result<Option<StatePage>, String> {
                         .ok_or_else(|| format!("after={v}: not a percent-encoded worker id"))?,
                 )
             }
-            other => {
-                return Err(format!(
-                    "unknown parameter {other:?}: /api/state takes limit=N and after=WORKER_ID"
-                ))
-            }
+            // Other parameters (a cache buster, `pretty`) are ignored, as
+            // they always were.
+            _ => {}
         }
     }
     if limit.is_none() && after.is_none() {
