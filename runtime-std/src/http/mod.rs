@@ -327,6 +327,17 @@ fn snapshot(queries: &async_channel::Sender<HttpQuery>) -> Option<HttpSnapshot> 
 /// The most workers one page of `/api/state` lists.
 pub const MAX_PAGE_WORKERS: usize = 10_000;
 
+/// Why `/api/state`'s page parameters are refused (a `400`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PageError {
+    /// `limit` is not a number from 1 to [`MAX_PAGE_WORKERS`].
+    #[error("limit={0}: write a number of workers from 1 to {MAX_PAGE_WORKERS}")]
+    Limit(String),
+    /// `after` is not a percent-encoded worker id.
+    #[error("after={0}: not a percent-encoded worker id")]
+    After(String),
+}
+
 /// A page of `GET /api/state?limit=N&after=WORKER`: the workers whose ids
 /// come after `after` (in id order), at most `limit` of them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -340,7 +351,7 @@ pub struct StatePage {
 /// The page `url` asks for: `None` without `limit` or `after` (the whole
 /// state); an error naming a malformed `limit` or `after` (other
 /// parameters are ignored).
-pub fn state_page(url: &str) -> Result<Option<StatePage>, String> {
+pub fn state_page(url: &str) -> Result<Option<StatePage>, PageError> {
     let Some((_, query)) = url.split_once('?') else { return Ok(None) };
     let (mut limit, mut after) = (None, None);
     for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -351,15 +362,13 @@ pub fn state_page(url: &str) -> Result<Option<StatePage>, String> {
                     .parse()
                     .ok()
                     .filter(|n| (1..=MAX_PAGE_WORKERS).contains(n))
-                    .ok_or_else(|| {
-                        format!("limit={v}: write a number of workers from 1 to {MAX_PAGE_WORKERS}")
-                    })?;
+                    .ok_or_else(|| PageError::Limit(v.to_owned()))?;
                 limit = Some(n);
             }
             "after" => {
                 after = Some(
                     crate::exec::names::unescape(v)
-                        .ok_or_else(|| format!("after={v}: not a percent-encoded worker id"))?,
+                        .ok_or_else(|| PageError::After(v.to_owned()))?,
                 )
             }
             // Other parameters (a cache buster, `pretty`) are ignored, as
