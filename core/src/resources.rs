@@ -10,7 +10,7 @@
 //!   are free); the worker picks the addresses when it starts the executor
 //!   ([`allocate`]: the first free ones in its offer's order, never one a
 //!   live executor of its own holds), puts them in the executor's
-//!   environment ([`env`]: `REGENT_RESOURCE_GPU=2`, and for `gpu`
+//!   environment ([`env()`]: `REGENT_RESOURCE_GPU=2`, and for `gpu`
 //!   `CUDA_VISIBLE_DEVICES=2`) and reports them with the executor
 //!   ([`crate::protocol::ExecutorReport::resources`]). The worker is the one
 //!   place that knows every live executor on it, including one a new leader
