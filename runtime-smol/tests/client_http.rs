@@ -458,6 +458,22 @@ fn serve_answers_state_metrics_and_html_404_and_405() {
     assert_eq!(status, 200);
     assert!(body.contains("\"executors\""));
 
+    // Paged: two workers at a time, then the rest; a bad limit is a 400.
+    let (status, _, body) = http_request(addr, "GET", "/api/state?limit=2");
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("JSON body");
+    assert_eq!(v["workers"].as_array().map(Vec::len), Some(2), "{v}");
+    assert_eq!(v["page"]["workers_total"], 4);
+    let after = v["page"]["next_after"].as_str().expect("a next page").to_owned();
+    let (status, _, body) = http_request(addr, "GET", &format!("/api/state?limit=2&after={after}"));
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("JSON body");
+    assert_eq!(v["workers"].as_array().map(Vec::len), Some(2), "{v}");
+    assert!(v["page"]["next_after"].is_null(), "the last page: {v}");
+    let (status, _, body) = http_request(addr, "GET", "/api/state?limit=0");
+    assert_eq!(status, 400);
+    assert!(body.contains("limit=0: write a number of workers from 1 to 10000"), "{body}");
+
     let (status, head, body) = http_request(addr, "GET", "/metrics");
     assert_eq!(status, 200, "{head}");
     assert!(head.to_ascii_lowercase().contains("content-type: text/plain"), "{head}");
