@@ -220,26 +220,55 @@ pub fn offered(offers: &[Resource], name: &str) -> u32 {
     offers.iter().find(|r| r.name == name).map_or(0, |r| r.addresses.len() as u32)
 }
 
+/// The (name, address) pairs `assigned` lists hold: what live executors
+/// hold, for [`allocate`] and the views.
+pub fn held<'a>(assigned: impl IntoIterator<Item = &'a Assigned>) -> BTreeSet<(&'a str, &'a str)> {
+    assigned
+        .into_iter()
+        .flatten()
+        .flat_map(|(n, a)| a.iter().map(move |a| (n.as_str(), a.as_str())))
+        .collect()
+}
+
+/// Too few free addresses of one kind for an executor ([`allocate`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("too few free {name} for {wanted}: {held} of {offered} offered are held")]
+pub struct Shortfall {
+    /// The resource.
+    pub name: String,
+    /// How many the executor asks for.
+    pub wanted: u32,
+    /// How many the worker offers.
+    pub offered: u32,
+    /// How many of those live executors hold.
+    pub held: u32,
+}
+
 /// Addresses for `amounts` from `offers`, none of them in `taken` (pairs
-/// of name and address held by live executors): the first free ones in
-/// each offer's order; `None` if some kind has fewer free than asked.
+/// of name and address held by live executors, [`held`]): the first free
+/// ones in each offer's order; the first kind with fewer free than asked
+/// otherwise.
 pub fn allocate(
     offers: &[Resource],
     taken: &BTreeSet<(&str, &str)>,
     amounts: &[(String, u32)],
-) -> Option<Assigned> {
+) -> Result<Assigned, Shortfall> {
     amounts
         .iter()
         .map(|(name, n)| {
-            let offer = offers.iter().find(|r| r.name == *name)?;
-            let free: Vec<String> = offer
-                .addresses
-                .iter()
-                .filter(|a| !taken.contains(&(name.as_str(), a.as_str())))
-                .take(*n as usize)
-                .cloned()
-                .collect();
-            (free.len() == *n as usize).then(|| (name.clone(), free))
+            let addresses =
+                offers.iter().find(|r| r.name == *name).map_or(&[][..], |r| &r.addresses);
+            let (held, free): (Vec<&String>, Vec<&String>) =
+                addresses.iter().partition(|a| taken.contains(&(name.as_str(), a.as_str())));
+            if free.len() < *n as usize {
+                return Err(Shortfall {
+                    name: name.clone(),
+                    wanted: *n,
+                    offered: addresses.len() as u32,
+                    held: held.len() as u32,
+                });
+            }
+            Ok((name.clone(), free.into_iter().take(*n as usize).cloned().collect()))
         })
         .collect()
 }
@@ -330,8 +359,10 @@ mod tests {
         let taken: BTreeSet<(&str, &str)> = [("gpu", "0"), ("gpu", "2")].into_iter().collect();
         let got = allocate(&offers, &taken, &[("gpu".into(), 2)]).unwrap();
         assert_eq!(got, vec![("gpu".to_string(), vec!["1".to_string(), "3".to_string()])]);
-        assert_eq!(allocate(&offers, &taken, &[("gpu".into(), 3)]), None);
-        assert_eq!(allocate(&offers, &taken, &[("fpga".into(), 1)]), None);
+        let short = allocate(&offers, &taken, &[("gpu".into(), 3)]).unwrap_err();
+        assert_eq!(short.to_string(), "too few free gpu for 3: 2 of 4 offered are held");
+        let none = allocate(&offers, &taken, &[("fpga".into(), 1)]).unwrap_err();
+        assert_eq!((none.offered, none.held), (0, 0));
         let vars = env(&got);
         assert!(vars.contains(&("CUDA_VISIBLE_DEVICES".into(), "1,3".into())));
         assert!(vars.contains(&("REGENT_RESOURCE_GPU".into(), "1,3".into())));
@@ -357,7 +388,7 @@ mod tests {
                     .map(|a| ("gpu", a.as_str()))
                     .collect();
                 let free = 5 - taken.len() as u32;
-                match allocate(&offers, &taken, &[("gpu".into(), want)]) {
+                match allocate(&offers, &taken, &[("gpu".into(), want)]).ok() {
                     Some(got) => {
                         if want > free || got[0].1.len() != want as usize {
                             return false;

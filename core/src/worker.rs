@@ -1028,33 +1028,10 @@ impl Worker {
         if amounts.is_empty() {
             return Ok(());
         }
-        let taken: std::collections::BTreeSet<(&str, &str)> = self
-            .executors
-            .values()
-            .filter(|e| !e.state.is_terminal())
-            .flat_map(|e| {
-                e.resources
-                    .iter()
-                    .flat_map(|(n, a)| a.iter().map(move |a| (n.as_str(), a.as_str())))
-            })
-            .collect();
-        let offers = &self.config.resources;
-        let Some(assigned) = crate::resources::allocate(offers, &taken, amounts) else {
-            let (name, n) = amounts
-                .iter()
-                .find(|(name, n)| {
-                    let held = taken.iter().filter(|(t, _)| t == name).count() as u32;
-                    crate::resources::offered(offers, name).saturating_sub(held) < *n
-                })
-                .cloned()
-                .unwrap_or_else(|| amounts[0].clone());
-            let offered = crate::resources::offered(offers, &name);
-            let held = taken.iter().filter(|(t, _)| *t == name).count();
-            return Err(format!(
-                "worker {} has too few free {name} for {n}: {held} of {offered} offered are held",
-                self.config.id,
-            ));
-        };
+        let live = self.executors.values().filter(|e| !e.state.is_terminal());
+        let taken = crate::resources::held(live.map(|e| &e.resources));
+        let assigned = crate::resources::allocate(&self.config.resources, &taken, amounts)
+            .map_err(|short| format!("worker {} has {short}", self.config.id))?;
         spec.env.extend(crate::resources::env(&assigned));
         report.resources = assigned;
         Ok(())

@@ -112,15 +112,9 @@ impl Master {
     ) -> Vec<crate::protocol::ResourceView> {
         let Some(r) = &w.resources else { return Vec::new() };
         let live = self.executors.live_ids_on(&w.id);
-        let held: BTreeSet<(&str, &str)> = live
-            .iter()
-            .filter_map(|id| self.executors.get(id))
-            .flat_map(|e| {
-                e.resources
-                    .iter()
-                    .flat_map(|(n, a)| a.iter().map(move |a| (n.as_str(), a.as_str())))
-            })
-            .collect();
+        let held = crate::resources::held(
+            live.iter().filter_map(|id| self.executors.get(id)).map(|e| &e.resources),
+        );
         r.offered
             .iter()
             .zip(&r.held)
