@@ -235,3 +235,42 @@ pub fn plan_one(
         })
         .expect("a PlanReply")
 }
+
+/// Worker `name`'s registration on connection `conn` (its incarnation): 8
+/// cores, 64 GiB, no executors, nothing offered beyond; tests set the
+/// fields they are about with `..registration(..)`.
+pub fn registration(name: &str, conn: u64) -> regent_core::protocol::RegisterWorker {
+    regent_core::protocol::RegisterWorker {
+        worker: name.into(),
+        incarnation: Incarnation(conn),
+        cores: 8,
+        memory_mb: 64 * 1024,
+        executors: vec![],
+        epoch_seen: Epoch(1),
+        launch_seen: 0,
+        attributes: vec![],
+        ports: vec![],
+        host: None,
+        resources: vec![],
+        users: vec![],
+    }
+}
+
+/// A group `name` of `slots` executors of 1 core and 1 MiB running
+/// `sleep 10`, with `launch`.
+pub fn group_with(
+    name: &str,
+    slots: u32,
+    launch: regent_core::launch::LaunchSpec,
+) -> regent_core::protocol::GroupSpec {
+    regent_core::protocol::GroupSpec {
+        group: name.into(),
+        slots,
+        command: vec!["/bin/sleep".into(), "10".into()],
+        env: vec![],
+        cores: 1,
+        memory_mb: 1,
+        policy: Default::default(),
+        launch: Box::new(launch),
+    }
+}

@@ -26,26 +26,17 @@ fn gpus(n: usize) -> Vec<Resource> {
     vec![Resource { name: "gpu".into(), addresses: (0..n).map(|i| i.to_string()).collect() }]
 }
 
-fn registration(name: &str, conn: u64, n: usize, executors: Vec<ExecutorReport>) -> Message {
+fn offering(name: &str, conn: u64, n: usize, executors: Vec<ExecutorReport>) -> Message {
     Message::RegisterWorker(RegisterWorker {
-        users: Default::default(),
         resources: gpus(n),
-        host: None,
-        ports: vec![],
-        worker: name.into(),
-        incarnation: Incarnation(conn),
-        cores: 8,
-        memory_mb: 64 * 1024,
         executors,
-        epoch_seen: Epoch(1),
-        launch_seen: 0,
-        attributes: vec![],
+        ..registration(name, conn)
     })
 }
 
 fn register(m: &mut Master, conn: u64, name: &str, n: usize) -> Vec<(ConnId, Message)> {
     let _ = connect_worker(m, T, conn, name);
-    deliver_to_master(m, T, conn, registration(name, conn, n, vec![]))
+    deliver_to_master(m, T, conn, offering(name, conn, n, vec![]))
 }
 
 fn leader(id: &str, epoch: u64) -> Master {
@@ -59,16 +50,7 @@ fn trainer(slots: u32, gpu: u32) -> GroupSpec {
         resources: vec![("gpu".into(), gpu)],
         ..Default::default()
     };
-    GroupSpec {
-        group: "train".into(),
-        slots,
-        command: vec!["/bin/sleep".into(), "10".into()],
-        env: vec![],
-        cores: 1,
-        memory_mb: 1,
-        policy: Default::default(),
-        launch: Box::new(launch),
-    }
+    group_with("train", slots, launch)
 }
 
 fn report(
@@ -168,7 +150,7 @@ fn a_new_leader_learns_every_assignment_from_the_registration_and_counts_it() {
         report(&id(0), &fw, ExecutorState::Running, &["0"]),
         report(&id(1), &fw, ExecutorState::Running, &["1"]),
     ];
-    let sends = deliver_to_master(&mut m, T, 101, registration("w1", 101, 3, held));
+    let sends = deliver_to_master(&mut m, T, 101, offering("w1", 101, 3, held));
     let w1 = worker_view(&m, "w1");
     assert_eq!(w1.resources[0].held, 3, "two adopted and one placed: {w1:?} {sends:?}");
     assert_eq!(w1.resources[0].used, vec!["0", "1"]);
@@ -203,7 +185,7 @@ fn a_plan_says_why_a_gpu_slot_would_wait() {
 fn a_registration_offering_an_address_twice_is_refused() {
     let mut m = leader("a", 1);
     let _ = connect_worker(&mut m, T, 100, "w0");
-    let mut reg = registration("w0", 1, 2, vec![]);
+    let mut reg = offering("w0", 1, 2, vec![]);
     if let Message::RegisterWorker(r) = &mut reg {
         r.resources[0].addresses = vec!["0".into(), "0".into()];
     }

@@ -20,18 +20,9 @@ const T: Millis = Millis(0);
 fn register(m: &mut Master, conn: u64, name: &str, ports: &str) -> Vec<(ConnId, Message)> {
     let _ = connect_worker(m, T, conn, name);
     let reg = Message::RegisterWorker(RegisterWorker {
-        users: Default::default(),
-        resources: Default::default(),
         host: Some(format!("{name}.example")),
         ports: if ports.is_empty() { vec![] } else { parse_ranges(ports).unwrap() },
-        worker: name.into(),
-        incarnation: Incarnation(conn),
-        cores: 8,
-        memory_mb: 64 * 1024,
-        executors: vec![],
-        epoch_seen: Epoch(1),
-        launch_seen: 0,
-        attributes: vec![],
+        ..registration(name, conn)
     });
     deliver_to_master(m, T, conn, reg)
 }
@@ -47,16 +38,7 @@ fn server(slots: u32, ports: &[&str]) -> GroupSpec {
         ports: ports.iter().map(|p| p.to_string()).collect(),
         ..Default::default()
     };
-    GroupSpec {
-        group: "server".into(),
-        slots,
-        command: vec!["/bin/sleep".into(), "10".into()],
-        env: vec![],
-        cores: 1,
-        memory_mb: 1,
-        policy: Default::default(),
-        launch: Box::new(launch),
-    }
+    group_with("server", slots, launch)
 }
 
 fn status(

@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use regent_core::master::{self, Master};
 use regent_core::protocol::{GroupSpec, Message, RegisterWorker};
-use regent_core::{Epoch, Incarnation, Millis};
+use regent_core::Millis;
 
 const T: Millis = Millis(0);
 
@@ -16,17 +16,7 @@ fn register(m: &mut Master, conn: u64, name: &str, users: &[&str]) {
     let _ = connect_worker(m, T, conn, name);
     let reg = Message::RegisterWorker(RegisterWorker {
         users: users.iter().map(|u| u.to_string()).collect(),
-        resources: vec![],
-        host: None,
-        ports: vec![],
-        worker: name.into(),
-        incarnation: Incarnation(conn),
-        cores: 8,
-        memory_mb: 1024,
-        executors: vec![],
-        epoch_seen: Epoch(1),
-        launch_seen: 0,
-        attributes: vec![],
+        ..registration(name, conn)
     });
     let _ = deliver_to_master(m, T, conn, reg);
 }
@@ -34,16 +24,7 @@ fn register(m: &mut Master, conn: u64, name: &str, users: &[&str]) {
 fn as_user(slots: u32, user: Option<&str>) -> GroupSpec {
     let launch =
         regent_core::launch::LaunchSpec { user: user.map(str::to_string), ..Default::default() };
-    GroupSpec {
-        group: "g".into(),
-        slots,
-        command: vec!["/bin/true".into()],
-        env: vec![],
-        cores: 1,
-        memory_mb: 1,
-        policy: Default::default(),
-        launch: Box::new(launch),
-    }
+    group_with("g", slots, launch)
 }
 
 fn cluster() -> Master {
