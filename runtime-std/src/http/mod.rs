@@ -425,17 +425,14 @@ pub fn paged_state_body(snap: &HttpSnapshot, page: &StatePage) -> String {
         history: s.history.clone(),
         history_omitted: s.history_omitted,
     };
-    let snap = HttpSnapshot { state: std::sync::Arc::new(state), ..snap.clone() };
-    let mut body: Value = serde_json::from_str(&state_body(&snap, false)).unwrap_or_default();
+    let mut body = state_value(&state, snap.rejected_connections);
     body["page"] = json!({
         "limit": page.limit,
         "after": page.after,
         "next_after": next_after,
         "workers_total": total,
     });
-    let mut text = serde_json::to_string(&body).unwrap_or_else(|_| "{}".into());
-    text.push('\n');
-    text
+    json_text(&body, false)
 }
 
 /// [`snapshot`], the cached one when `cached` (see [`HttpQuery::cached`]).
@@ -462,9 +459,19 @@ fn render(page: Page, snap: &HttpSnapshot) -> Response {
 /// The body of `GET /api/state`: [`state_json`] plus
 /// `rejected_connections`, pretty or on one line, ending with a newline.
 pub fn state_body(snap: &HttpSnapshot, pretty: bool) -> String {
-    let mut v = state_json(&snap.state);
-    v["rejected_connections"] = json!(snap.rejected_connections);
-    let body = if pretty { serde_json::to_string_pretty(&v) } else { serde_json::to_string(&v) };
+    json_text(&state_value(&snap.state, snap.rejected_connections), pretty)
+}
+
+/// [`state_json`] plus `rejected_connections`.
+fn state_value(state: &ClusterState, rejected_connections: u64) -> Value {
+    let mut v = state_json(state);
+    v["rejected_connections"] = json!(rejected_connections);
+    v
+}
+
+/// `v` as text, pretty or on one line, ending with a newline.
+fn json_text(v: &Value, pretty: bool) -> String {
+    let body = if pretty { serde_json::to_string_pretty(v) } else { serde_json::to_string(v) };
     let mut body = body.unwrap_or_else(|_| "{}".into());
     body.push('\n');
     body

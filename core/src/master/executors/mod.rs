@@ -487,6 +487,7 @@ impl Master {
         let fw = self.frameworks.get_mut(fid).expect("placement reads live frameworks");
         let g = &mut fw.groups[gi];
         let spec = g.record.spec.clone();
+        let need = Need::of(&spec);
         let id = ExecutorId(format!(
             "{fid}/{}#{slot}#{}.{}",
             spec.group, self.epoch.0, self.next_launch
@@ -508,12 +509,12 @@ impl Master {
             launch: self.next_launch,
             sent_on: self.workers.entries.get(worker).and_then(|w| w.conn),
             running_since: None,
-            port_count: Need::of(&spec).ports,
+            port_count: need.ports,
             ports: Vec::new(),
             resources_held: spec.launch.resources.clone(),
             resources: Vec::new(),
         };
-        self.hold(worker, &Need::of(&spec));
+        self.hold(worker, &need);
         let info = self.info(&entry);
         self.insert_executor(entry);
         if let Some(conn) = self.workers.entries.get(worker).and_then(|w| w.conn) {
