@@ -12,18 +12,27 @@
 //! * **failover under load**: two ZooKeeper masters, two `regent load`
 //!   processes (`--shard 0/2`, `1/2`; each simulated worker keeps a
 //!   connection to both masters), `kill -9` or SIGTERM of the leader: from
-//!   the signal to the other master ALIVE with every worker re-registered.
+//!   the signal to the other master ALIVE with every worker re-registered;
+//! * **the floor** (issue 24), in the same run at each size: a bare
+//!   level-triggered epoll server (`support/floor.rs`, a child process)
+//!   answering N connections' 40-byte request with a 40-byte reply once a
+//!   second each, driven by a bare epoll client: the CPU, memory per
+//!   connection and round trips the machine itself costs at that rate,
+//!   against which the master's are read (targets: CPU at most 1.3× the
+//!   floor's, RSS at most 2 kB per worker, p99 at most 2 ms).
 //!
 //! `cargo bench -p regent-smol --bench scale` (release build). Environment:
 //! `REGENT_SCALE_WORKERS` (comma-separated sizes, default `1000,5000,18000`),
 //! `REGENT_SCALE_SECS` (measured seconds, default 10),
 //! `REGENT_SCALE_FAILOVER_WORKERS` (default 9000 per generator, two
 //! generators), `REGENT_SCALE_SKIP` (comma-separated parts to skip:
-//! `steady`, `secret`, `std`, `durable`, `failover`). Figures, not
-//! assertions.
+//! `steady`, `secret`, `std`, `durable`, `failover`, `floor`). Figures,
+//! not assertions.
 
 #[path = "../tests/support/cluster.rs"]
 mod cluster;
+#[path = "support/floor.rs"]
+mod floor;
 #[path = "../tests/support/zk_server.rs"]
 mod zk_server;
 
@@ -295,7 +304,40 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+/// The floor at `n` connections: a row in the table's columns.
+fn floor_row(n: usize, secs: u64) -> Row {
+    let addr = cluster::loopback(cluster::free_port());
+    let mut server = std::process::Command::new(std::env::current_exe().expect("the bench binary"))
+        .env("REGENT_FLOOR_SERVE", &addr)
+        .spawn()
+        .expect("start the floor server");
+    listening(&addr);
+    std::thread::sleep(Duration::from_millis(300));
+    let run = floor::drive(&addr, server.id(), n, secs);
+    let _ = server.kill();
+    let _ = server.wait();
+    eprintln!(
+        "  floor, N={n}: {} answered, CPU {:.1} %, {:.0} B/conn, p50 {:.2} ms, p99 {:.2} ms",
+        run.answered, run.cpu, run.bytes_per_conn, run.p50, run.p99
+    );
+    Row {
+        name: format!("floor (bare epoll, 40 B each way), N={n}"),
+        workers: n as u64,
+        registered: n as u64,
+        registration_ms: f64::NAN,
+        cpu: run.cpu,
+        rss_per_worker_kb: run.bytes_per_conn / 1024.0,
+        p50: run.p50,
+        p99: run.p99,
+        rate: run.answered as f64 / secs as f64,
+        errors: 0,
+    }
+}
+
 fn main() {
+    if let Ok(addr) = std::env::var("REGENT_FLOOR_SERVE") {
+        floor::serve(&addr);
+    }
     if !std::env::args().any(|a| a == "--bench") {
         println!("scale: run with `cargo bench -p regent-smol --bench scale`");
         return;
@@ -304,6 +346,9 @@ fn main() {
     let secs = env_list("REGENT_SCALE_SECS", "10").first().copied().unwrap_or(10) as u64;
     let mut rows = Vec::new();
     for &n in &sizes {
+        if !skip("floor") {
+            rows.push(floor_row(n, secs));
+        }
         if !skip("steady") {
             rows.push(steady(
                 &format!("smol, no secret, N={n}"),

@@ -8,6 +8,8 @@
 //!
 //! Modules:
 //! * [`net`]: TCP connections with the cluster-secret handshake and framing.
+//! * [`poller`]: the master's connections on one epoll instance (no task
+//!   or channel per connection).
 //! * [`master`]: the master daemon, an I/O pump for
 //!   `regent_core::node::MasterNode` (TCP, ZooKeeper, store, HTTP).
 //! * [`worker`]: the worker daemon (executors as real processes).
@@ -29,6 +31,7 @@ pub mod load;
 pub mod logs;
 pub mod master;
 pub mod net;
+pub mod poller;
 pub mod submit;
 pub mod worker;
 pub mod zk;

@@ -5,13 +5,16 @@
 //! shutdown; makes one `handle` call; executes every output in order. It
 //! makes no protocol decision: leadership, the lease, the fenced ZooKeeper
 //! store (on the elector's one session) and stepping down all live in the
-//! node. The pump's I/O: TCP connections ([`crate::net`]), the ZooKeeper
+//! node. The pump's I/O: TCP connections (the listener and every peer on
+//! one epoll instance, [`crate::poller`]: frames are handled inline, on the
+//! loop, as their socket becomes readable), the ZooKeeper
 //! client ([`ZkBackend`]: sessions and requests), the filesystem store's
 //! writer thread (group commit, fsync off the loop) or nothing (`none`:
 //! acknowledged at once), HTTP, the clock.
 
 use crate::http::{self, HttpQuery, HttpSnapshot};
-use crate::net::{self, ConnHandle, NetConfig, NetEvent};
+use crate::net::{self, NetConfig, NetEvent};
+use crate::poller::{Poller, Ready};
 use crate::zk::{ZkBackend, ZkConfig};
 use async_channel::{Receiver, Sender};
 use regent_core::auth::Side;
@@ -23,18 +26,12 @@ use regent_core::{Addr, ConnId, MasterId, Millis};
 use regent_std::conns::Conns;
 use regent_std::host::{proc_limit, ConnectionCeiling};
 use regent_std::store::{master_sealing, LocalStore};
-use smol::net::{TcpListener, TcpStream};
+use smol::net::TcpStream;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use regent_std::config::{MasterConfig, Recovery};
-
-/// How many connection events (frames, closes) wait for the loop at most.
-/// A reader with no room waits before it reads on, so a peer that sends
-/// faster than the master handles is held back by TCP instead of buffered
-/// (each waiting event holds at most one decoded frame).
-const NET_EVENT_QUEUE: usize = 128;
 
 /// File descriptors a master keeps for itself (store files, the ZooKeeper
 /// client, HTTP requests, dials): peer connections stop this far below the
@@ -43,10 +40,8 @@ const NET_EVENT_QUEUE: usize = 128;
 const FD_RESERVE: usize = 256;
 
 enum Input {
-    Accepted(std::io::Result<TcpStream>),
     Dialled { dial: DialId, result: Result<TcpStream, net::DialError> },
     Probed { probe: u64, result: ProbeResult },
-    Net(NetEvent),
     Store(Vec<StoreEvent>),
     Http(HttpQuery),
     Shutdown,
@@ -55,7 +50,12 @@ enum Input {
 enum Wake {
     Input(Input),
     Zk(regent_core::zk::ZkEvent),
+    /// A socket is ready ([`Poller::poll`]).
+    Net,
+    /// The node's deadline.
     Deadline,
+    /// The connections' timeout sweep is due ([`Poller::sweep`]).
+    Sweep,
 }
 
 /// Runs a master until `shutdown` fires (Ok), or, in the single-master
@@ -87,35 +87,21 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
             .await
             .map_err(|e| format!("--zk: {e}"))?;
     }
-    let listener = TcpListener::bind(opts.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", opts.listen))?;
-    regent_std::net::widen_backlog(&listener)
-        .map_err(|e| format!("cannot listen on {}: {e}", opts.listen))?;
-    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    // The listener is the poller's: when this function returns it closes at
+    // once, so a master restarted in the same process can bind the same
+    // port.
+    let listen_failed = |e: std::io::Error| format!("cannot listen on {}: {e}", opts.listen);
+    let listener = std::net::TcpListener::bind(opts.listen).map_err(listen_failed)?;
+    regent_std::net::widen_backlog(&listener).map_err(listen_failed)?;
+    let poller = Poller::new(listener, opts.net.clone()).map_err(listen_failed)?;
+    let bound = poller.local_addr().map_err(|e| e.to_string())?;
     let advertise = opts.advertise.clone().unwrap_or_else(|| Addr(bound.to_string()));
     let (tx, rx) = async_channel::unbounded::<Input>();
-    // Every connection's events, bounded (see `NET_EVENT_QUEUE`).
-    let (net_tx, net_rx) = async_channel::bounded::<NetEvent>(NET_EVENT_QUEUE);
     // The connections' read and write timeouts scale with the heartbeat
     // interval this master tells its peers.
     opts.net.set_heartbeat_interval(opts.heartbeat_interval);
 
     // Inputs from the outside world, each forwarded into the loop's channel.
-    // The acceptor is held, not detached: when this function returns it is
-    // cancelled and the listening socket closes at once, so a master
-    // restarted in the same process can bind the same port.
-    let _acceptor = {
-        let tx = tx.clone();
-        smol::spawn(async move {
-            loop {
-                let accepted = listener.accept().await.map(|(s, _)| s);
-                if tx.send(Input::Accepted(accepted)).await.is_err() {
-                    break;
-                }
-            }
-        })
-    };
     {
         let tx = tx.clone();
         smol::spawn(async move {
@@ -193,10 +179,10 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
         clock,
         node,
         net: opts.net.clone(),
-        net_tx,
         tx: tx.clone(),
         conns: Conns::new(),
-        next_conn: 1,
+        poller,
+        ready: Vec::new(),
         local,
         backend,
         insecure: opts.insecure,
@@ -213,56 +199,53 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
     };
     pump.feed(NodeInput::Start)?;
     loop {
-        match pump.next_wake(&rx, &net_rx).await {
+        // What the last turn sent is written, and what that ended reported,
+        // before the loop waits again.
+        pump.settle().await?;
+        match pump.next_wake(&rx).await {
             Wake::Deadline => pump.feed(NodeInput::Tick)?,
+            Wake::Sweep => {
+                let mut ready = std::mem::take(&mut pump.ready);
+                pump.poller.sweep(Instant::now(), &mut ready);
+                pump.ready = ready;
+            }
+            Wake::Net => {
+                let mut ready = std::mem::take(&mut pump.ready);
+                pump.poller.poll(&mut ready);
+                pump.ready = ready;
+            }
             Wake::Zk(event) => pump.feed(NodeInput::Zk(event))?,
             Wake::Input(Input::Shutdown) => {
                 tracing::info!("shutting down");
                 // Closing the session lets a standby take over at once.
                 let _ = pump.feed(NodeInput::Stop);
-                pump.conns.close_all();
+                pump.poller.close_all();
                 // Let the session close and the last frames reach the wire.
-                async_io::Timer::after(Duration::from_millis(100)).await;
+                pump.linger(Duration::from_millis(100)).await;
                 return Ok(());
             }
-            // File descriptors are kept for the store, ZooKeeper, HTTP and
-            // dials: a connection past the ceiling is closed at once.
-            Wake::Input(Input::Accepted(Ok(stream)))
-                if pump.ceiling.refuses(pump.conns.len(), stream.peer_addr().ok()) =>
-            {
-                pump.conns.count_refused();
-            }
-            Wake::Input(Input::Accepted(Ok(stream))) => {
-                let conn = pump.run_connection(stream, Side::Server);
-                pump.feed(NodeInput::Connected { conn })?;
-            }
             Wake::Input(Input::Dialled { dial, result }) => {
-                let result = match result {
-                    Ok(stream) => {
-                        let peer = stream.peer_addr().ok().map(|a| Addr::new(a.to_string()));
-                        let conn = pump.run_connection(stream, Side::Client);
-                        DialResult::Connected { conn, peer }
-                    }
+                let result = match result.and_then(|stream| {
+                    crate::poller::into_std(stream).map_err(|e| net::DialError {
+                        reason: format!("cannot run the dialled connection: {e}"),
+                        refused: false,
+                    })
+                }) {
+                    Ok(stream) => match pump.run_connection(stream, Side::Client) {
+                        Ok((conn, peer)) => {
+                            DialResult::Connected { conn, peer: Some(Addr::new(peer.to_string())) }
+                        }
+                        Err(e) => DialResult::Failed {
+                            reason: format!("cannot run the dialled connection: {e}"),
+                            refused: false,
+                        },
+                    },
                     Err(e) => DialResult::Failed { reason: e.reason, refused: e.refused },
                 };
                 pump.feed(NodeInput::Dialled { dial, result })?;
             }
             Wake::Input(Input::Probed { probe, result }) => {
                 pump.feed(NodeInput::Probed { probe, result })?;
-            }
-            Wake::Input(Input::Accepted(Err(e))) => {
-                tracing::warn!("accept failed: {e}");
-                async_io::Timer::after(Duration::from_millis(50)).await;
-            }
-            Wake::Input(Input::Net(NetEvent::Message { conn, msg })) => {
-                if pump.conns.contains(conn) {
-                    pump.feed(NodeInput::Message { conn, msg })?;
-                }
-            }
-            Wake::Input(Input::Net(NetEvent::Closed { conn, cause })) => {
-                if let Some(how) = pump.conns.ended(conn, &cause) {
-                    pump.feed(NodeInput::Disconnected { conn, how })?;
-                }
             }
             Wake::Input(Input::Store(results)) => {
                 for r in results {
@@ -308,12 +291,14 @@ struct Pump {
     clock: crate::RuntimeClock,
     node: MasterNode,
     net: Arc<NetConfig>,
-    /// Every connection's events (bounded).
-    net_tx: Sender<NetEvent>,
     /// The daemon's own inputs (dial results come back here).
     tx: Sender<Input>,
-    conns: Conns<ConnHandle>,
-    next_conn: u64,
+    /// Which connections the node knows, by number, with the peer's address.
+    conns: Conns<String>,
+    /// The connections themselves.
+    poller: Poller,
+    /// What the poller reported and the node has not been fed yet.
+    ready: Vec<Ready>,
     /// The single-master modes' store.
     local: Option<LocalStore>,
     /// ZooKeeper mode's client.
@@ -342,46 +327,129 @@ impl Pump {
         self.clock.now()
     }
 
-    /// Runs a new connection over `stream` (`side` says who dialled) and
-    /// returns its number.
-    fn run_connection(&mut self, stream: TcpStream, side: Side) -> ConnId {
-        let conn = ConnId(self.next_conn);
-        self.next_conn += 1;
-        let handle =
-            net::spawn_connection(stream, side, conn, self.net.clone(), self.net_tx.clone());
-        self.conns.insert(conn, handle);
-        conn
+    /// Runs a new connection over `stream` (`side` says who dialled): its
+    /// number and the peer's address.
+    fn run_connection(
+        &mut self,
+        stream: std::net::TcpStream,
+        side: Side,
+    ) -> std::io::Result<(ConnId, std::net::SocketAddr)> {
+        let (conn, peer) = self.poller.add(stream, side)?;
+        self.conns.insert(conn, peer.to_string());
+        Ok((conn, peer))
     }
 
-    /// Waits for the next input, ZooKeeper event or the node's deadline. A
-    /// deadline that has passed comes first, then the daemon's own inputs
-    /// (accepts, store answers, HTTP, shutdown), then ZooKeeper, then
-    /// connection events: a flood of frames cannot hold back the node's
-    /// timers or its coordination session.
-    async fn next_wake(&mut self, rx: &Receiver<Input>, net: &Receiver<NetEvent>) -> Wake {
+    /// Feeds the node what the poller reported (and what feeding it ended,
+    /// e.g. a send queue past its bound), writes what that sent, until
+    /// nothing is left.
+    async fn settle(&mut self) -> Result<(), String> {
+        let mut batch = Vec::new();
+        loop {
+            let mut ready = std::mem::take(&mut self.ready);
+            self.poller.flush(&mut ready);
+            if ready.is_empty() {
+                self.ready = ready;
+                return Ok(());
+            }
+            std::mem::swap(&mut batch, &mut ready);
+            self.ready = ready;
+            for r in batch.drain(..) {
+                self.on_ready(r).await?;
+            }
+        }
+    }
+
+    async fn on_ready(&mut self, r: Ready) -> Result<(), String> {
+        match r {
+            // File descriptors are kept for the store, ZooKeeper, HTTP and
+            // dials: a connection past the ceiling is closed at once.
+            Ready::Accepted(stream)
+                if self.ceiling.refuses(self.conns.len(), stream.peer_addr().ok()) =>
+            {
+                self.conns.count_refused();
+            }
+            Ready::Accepted(stream) => match self.run_connection(stream, Side::Server) {
+                Ok((conn, _)) => self.feed(NodeInput::Connected { conn })?,
+                Err(e) => tracing::warn!("cannot run an accepted connection: {e}"),
+            },
+            Ready::AcceptFailed(e) => {
+                tracing::warn!("accept failed: {e}");
+                async_io::Timer::after(Duration::from_millis(50)).await;
+            }
+            Ready::Net(NetEvent::Message { conn, msg }) => {
+                if self.conns.contains(conn) {
+                    self.feed(NodeInput::Message { conn, msg })?;
+                }
+            }
+            Ready::Net(NetEvent::Closed { conn, cause }) => {
+                if let Some(how) = self.conns.ended(conn, &cause) {
+                    self.feed(NodeInput::Disconnected { conn, how })?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes what is queued for up to `d` (shutdown).
+    async fn linger(&mut self, d: Duration) {
+        let until = Instant::now() + d;
+        let mut ready = Vec::new();
+        while Instant::now() < until && self.poller.queued_bytes() > 0 {
+            self.poller.flush(&mut ready);
+            self.poller.poll(&mut ready);
+            ready.clear();
+            let wait = async {
+                let _ = self.poller.ready().await;
+            };
+            smol::future::or(wait, async {
+                async_io::Timer::at(until).await;
+            })
+            .await;
+        }
+    }
+
+    /// Waits for the next input, ZooKeeper event, ready socket or the
+    /// node's deadline. A deadline that has passed comes first, then the
+    /// daemon's own inputs (store answers, HTTP, dials, shutdown), then
+    /// ZooKeeper, then the sockets: a flood of frames cannot hold back the
+    /// node's timers or its coordination session.
+    async fn next_wake(&mut self, rx: &Receiver<Input>) -> Wake {
         let deadline = self.clock.wake_at(self.node.poll_timeout());
-        if deadline.is_some_and(|when| when <= Instant::now()) {
+        let now = Instant::now();
+        if deadline.is_some_and(|when| when <= now) {
             return Wake::Deadline;
+        }
+        let sweep = self.poller.next_sweep();
+        if sweep <= now {
+            return Wake::Sweep;
         }
         let timer = async {
             match deadline {
-                Some(when) => {
+                Some(when) if when < sweep => {
                     async_io::Timer::at(when).await;
+                    Wake::Deadline
                 }
-                None => smol::future::pending::<()>().await,
+                _ => {
+                    async_io::Timer::at(sweep).await;
+                    Wake::Sweep
+                }
             }
-            Wake::Deadline
         };
         let input = async { Wake::Input(rx.recv().await.unwrap_or(Input::Shutdown)) };
-        // The pump holds a sender, so `net` never closes.
+        let poller = &self.poller;
         let net = async {
-            match net.recv().await {
-                Ok(e) => Wake::Input(Input::Net(e)),
-                Err(_) => smol::future::pending().await,
+            match poller.ready().await {
+                Ok(()) => Wake::Net,
+                Err(e) => {
+                    tracing::warn!("waiting for the connections failed: {e}");
+                    async_io::Timer::after(Duration::from_millis(50)).await;
+                    Wake::Net
+                }
             }
         };
+        let backend = &mut self.backend;
         let zk = async {
-            match &mut self.backend {
+            match backend {
                 // `next_event` is cancel-safe: losing the race loses nothing.
                 Some(b) => Wake::Zk(b.next_event().await),
                 None => smol::future::pending().await,
@@ -409,8 +477,16 @@ impl Pump {
                         let _ = reply.try_send(answer);
                     }
                 }
-                Output::Send { conn, msg } => self.conns.send(conn, msg),
-                Output::Close { conn, reason } => self.conns.close(conn, &reason),
+                Output::Send { conn, msg } => {
+                    if self.conns.route(conn, &msg).is_some() {
+                        self.poller.send(conn, &msg, &mut self.ready);
+                    }
+                }
+                Output::Close { conn, reason } => {
+                    if self.conns.forget(conn, &reason).is_some() {
+                        self.poller.close(conn);
+                    }
+                }
                 Output::Store(command) => {
                     if let Some(local) = &mut self.local {
                         let result = local.execute(command);

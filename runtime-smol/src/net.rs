@@ -1,6 +1,10 @@
 //! Connections: TCP, the optional cluster-secret handshake, and framing.
 //!
-//! Every connection runs as two small tasks (reader and writer) that turn
+//! This is the connection layer of the daemons with a handful of
+//! connections (the worker, the subscriber, the operator tools, the load
+//! generator's simulated peers); the master runs its thousands on one epoll
+//! instance instead ([`crate::poller`], the same limits and the same
+//! [`NetEvent`]s). Every connection here runs as two small tasks (reader and writer) that turn
 //! bytes into [`NetEvent`]s and [`Outbound`] frames into bytes. Nothing
 //! here decides protocol: the handshake and the frame MACs are
 //! `regent_core::auth`, the frames are `regent_core::codec`, and what a
@@ -82,15 +86,18 @@ impl ConnHandle {
     }
 }
 
+impl regent_std::conns::Named for ConnHandle {
+    fn peer(&self) -> &str {
+        &self.peer
+    }
+}
+
 impl regent_std::conns::Peer for ConnHandle {
     fn send(&self, msg: Message) {
         ConnHandle::send(self, msg)
     }
     fn close(&self) {
         ConnHandle::close(self)
-    }
-    fn peer(&self) -> &str {
-        &self.peer
     }
 }
 
@@ -461,13 +468,14 @@ pub async fn dial(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use regent_core::protocol::{Hello, Role, PROTOCOL_VERSION};
     use regent_core::Incarnation;
     use std::time::Instant;
 
-    fn big(n: usize) -> Message {
+    /// A `Hello` of about `n` bytes (the poller's twin tests use it too).
+    pub(crate) fn big(n: usize) -> Message {
         Message::Hello(Hello {
             version: PROTOCOL_VERSION,
             cluster: "c".into(),
@@ -555,12 +563,7 @@ mod tests {
 
     #[test]
     fn a_write_without_progress_times_out() {
-        let mut cfg = NetConfig::new("c", None);
-        cfg.write_timeout_floor = Duration::from_millis(300);
-        cfg.set_heartbeat_interval(Duration::from_millis(1));
-        // No queue bound in the way: only the write timeout can fire.
-        cfg.max_send_queue = usize::MAX / 4;
-        cfg.send_queue_budget = usize::MAX / 2;
+        let cfg = NetConfig::write_timeout_only("c", Duration::from_millis(300));
         let (cause, cfg) = flood_until_closed(cfg, big(256 * 1024), Duration::from_millis(2));
         assert!(cause.to_string().contains("write timed out after 300ms"), "{cause}");
         assert_eq!(cfg.queued_bytes(), 0);

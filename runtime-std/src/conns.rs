@@ -17,15 +17,28 @@ use std::collections::{HashMap, HashSet};
 /// every end.
 pub const CONN_TARGET: &str = "regent::conn";
 
+/// What the table keeps of a connection at least: the peer's address, for
+/// logs. A connection layer that sends through the table's owner rather
+/// than through a handle (`regent_smol::poller`) keeps only this, and asks
+/// [`Conns::route`] and [`Conns::forget`].
+pub trait Named {
+    /// The peer's address, for logs.
+    fn peer(&self) -> &str;
+}
+
+impl Named for String {
+    fn peer(&self) -> &str {
+        self
+    }
+}
+
 /// A daemon's end of one connection, as the table drives it.
-pub trait Peer {
+pub trait Peer: Named {
     /// Queues `msg`; never blocks (past the send queue's bound the
     /// connection closes instead).
     fn send(&self, msg: Message);
     /// Flushes what was queued and closes; never blocks.
     fn close(&self);
-    /// The peer's address, for logs.
-    fn peer(&self) -> &str;
 }
 
 /// The open connections of a master pump, by number.
@@ -45,7 +58,7 @@ impl<H> Default for Conns<H> {
     }
 }
 
-impl<H: Peer> Conns<H> {
+impl<H: Named> Conns<H> {
     /// An empty table.
     pub fn new() -> Self {
         Self::default()
@@ -72,11 +85,11 @@ impl<H: Peer> Conns<H> {
         self.open.is_empty()
     }
 
-    /// Sends `msg` on `conn` (dropped if it is gone). A command is logged
+    /// Whether `msg` goes out on `conn` (it is open); a command is logged
     /// once, by kind, at target `regent::command` (for audits, and the
     /// fast-takeover tests: never two leaders' commands interleaved).
-    pub fn send(&self, conn: ConnId, msg: Message) {
-        let Some(c) = self.open.get(&conn) else { return };
+    pub fn route(&self, conn: ConnId, msg: &Message) -> Option<&H> {
+        let c = self.open.get(&conn)?;
         if msg.is_command() {
             let epoch = msg.master_epoch().map(|e| e.0).unwrap_or(0);
             tracing::debug!(
@@ -87,24 +100,17 @@ impl<H: Peer> Conns<H> {
                 msg.kind()
             );
         }
-        c.send(msg);
+        Some(c)
     }
 
-    /// Closes `conn` for the node, after what was queued on it; its end is
-    /// not fed back ([`Conns::ended`] answers `None` for it).
-    pub fn close(&mut self, conn: ConnId, reason: &str) {
-        if let Some(c) = self.open.remove(&conn) {
-            tracing::info!(target: CONN_TARGET, peer = %c.peer(), %conn, "closing: {reason}");
-            c.close();
-            self.closed_by_us.insert(conn);
-        }
-    }
-
-    /// Closes every connection (shutdown).
-    pub fn close_all(&self) {
-        for c in self.open.values() {
-            c.close();
-        }
+    /// The node closes `conn`: it leaves the table and its end is not fed
+    /// back ([`Conns::ended`] answers `None` for it). The handle, if it was
+    /// open, for the caller to close after what was queued on it.
+    pub fn forget(&mut self, conn: ConnId, reason: &str) -> Option<H> {
+        let c = self.open.remove(&conn)?;
+        tracing::info!(target: CONN_TARGET, peer = %c.peer(), %conn, "closing: {reason}");
+        self.closed_by_us.insert(conn);
+        Some(c)
     }
 
     /// Counts a connection refused before it ran (the descriptor ceiling).
@@ -136,6 +142,30 @@ impl<H: Peer> Conns<H> {
     }
 }
 
+impl<H: Peer> Conns<H> {
+    /// Sends `msg` on `conn` (dropped if it is gone; see [`Conns::route`]).
+    pub fn send(&self, conn: ConnId, msg: Message) {
+        if let Some(c) = self.route(conn, &msg) {
+            c.send(msg);
+        }
+    }
+
+    /// Closes `conn` for the node, after what was queued on it (see
+    /// [`Conns::forget`]).
+    pub fn close(&mut self, conn: ConnId, reason: &str) {
+        if let Some(c) = self.forget(conn, reason) {
+            c.close();
+        }
+    }
+
+    /// Closes every connection (shutdown).
+    pub fn close_all(&self) {
+        for c in self.open.values() {
+            c.close();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,15 +177,18 @@ mod tests {
         closed: RefCell<bool>,
     }
 
+    impl Named for &Fake {
+        fn peer(&self) -> &str {
+            "127.0.0.1:1"
+        }
+    }
+
     impl Peer for &Fake {
         fn send(&self, msg: Message) {
             self.sent.borrow_mut().push(msg);
         }
         fn close(&self) {
             *self.closed.borrow_mut() = true;
-        }
-        fn peer(&self) -> &str {
-            "127.0.0.1:1"
         }
     }
 

@@ -133,6 +133,39 @@ impl NetConfig {
     pub fn queued_bytes(&self) -> usize {
         self.queued_total.load(Ordering::Relaxed)
     }
+
+    /// A configuration in which only the write timeout (`floor`) can end a
+    /// connection whose peer does not read: no send-queue bound in the
+    /// way, a 1 ms heartbeat so the floor is the timeout. The connection
+    /// layers' write-timeout tests run on it.
+    pub fn write_timeout_only(cluster: &str, floor: Duration) -> NetConfig {
+        let mut cfg = NetConfig::new(cluster, None);
+        cfg.write_timeout_floor = floor;
+        cfg.set_heartbeat_interval(Duration::from_millis(1));
+        cfg.max_send_queue = usize::MAX / 4;
+        cfg.send_queue_budget = usize::MAX / 2;
+        cfg
+    }
+
+    /// Why a connection holding `own` bytes must close when the process's
+    /// queues hold `total` (both counting the frame being admitted), if it
+    /// must: the rule of [`SendQueue`], shared with connection layers that
+    /// count their queues themselves.
+    pub fn queue_overflow(&self, own: usize, total: usize) -> Option<CloseCause> {
+        if own > self.max_send_queue {
+            Some(CloseCause::QueueFull { limit: self.max_send_queue, queued: own })
+        } else if total > self.send_queue_budget && own > limits::SEND_QUEUE_SHARE_UNDER_PRESSURE {
+            Some(CloseCause::OverBudget { queued: own, budget: self.send_queue_budget })
+        } else {
+            None
+        }
+    }
+}
+
+/// What a frame of `len` encoded bytes counts in a send queue: its bytes,
+/// the MAC tag and `limits::SEND_QUEUE_ENTRY_OVERHEAD`.
+pub fn frame_cost(len: usize) -> usize {
+    len + auth::TAG_LEN + limits::SEND_QUEUE_ENTRY_OVERHEAD
 }
 
 /// What [`SendQueue::admit`] decides about one frame.
@@ -193,23 +226,14 @@ impl SendQueue {
 
     /// Counts in a frame of `len` encoded bytes (see [`Admit`]).
     pub fn admit(&self, len: usize) -> Admit {
-        let cost = len + auth::TAG_LEN + limits::SEND_QUEUE_ENTRY_OVERHEAD;
+        let cost = frame_cost(len);
         let mut st = self.lock();
         if st.closed {
             return Admit::Closed;
         }
         let own = st.bytes + cost;
         let total = self.cfg.queued_total.load(Ordering::Relaxed) + cost;
-        let cause = if own > self.cfg.max_send_queue {
-            Some(CloseCause::QueueFull { limit: self.cfg.max_send_queue, queued: own })
-        } else if total > self.cfg.send_queue_budget
-            && own > limits::SEND_QUEUE_SHARE_UNDER_PRESSURE
-        {
-            Some(CloseCause::OverBudget { queued: own, budget: self.cfg.send_queue_budget })
-        } else {
-            None
-        };
-        match cause {
+        match self.cfg.queue_overflow(own, total) {
             Some(cause) => {
                 Self::end(&self.cfg, &mut st, cause.clone());
                 Admit::Overflow { cause }

@@ -93,15 +93,18 @@ impl ConnHandle {
     }
 }
 
+impl crate::conns::Named for ConnHandle {
+    fn peer(&self) -> &str {
+        &self.peer
+    }
+}
+
 impl crate::conns::Peer for ConnHandle {
     fn send(&self, msg: Message) {
         ConnHandle::send(self, msg)
     }
     fn close(&self) {
         ConnHandle::close(self)
-    }
-    fn peer(&self) -> &str {
-        &self.peer
     }
 }
 
@@ -545,12 +548,7 @@ mod tests {
 
     #[test]
     fn a_write_without_progress_times_out() {
-        let mut cfg = NetConfig::new("c", None);
-        cfg.write_timeout_floor = Duration::from_millis(300);
-        cfg.set_heartbeat_interval(Duration::from_millis(1));
-        // No queue bound in the way: only the write timeout can fire.
-        cfg.max_send_queue = usize::MAX / 4;
-        cfg.send_queue_budget = usize::MAX / 2;
+        let cfg = NetConfig::write_timeout_only("c", Duration::from_millis(300));
         let (cause, cfg) = flood_until_closed(cfg, big(256 * 1024), Duration::from_millis(2));
         assert!(cause.to_string().contains("write timed out after 300ms"), "{cause}");
         assert_eq!(cause.ended(), regent_core::node::Ended::TimedOut, "{cause}");

@@ -1,0 +1,863 @@
+//! The master's connections on one level-triggered epoll instance (issue
+//! 24): no task, channel or timer per connection.
+//!
+//! [`Poller`] owns the listening socket and every peer connection, in a
+//! slab. The master's loop awaits the one epoll descriptor through async-io
+//! ([`Poller::ready`]), then [`Poller::poll`] takes every ready socket in
+//! turn: a listener accepts, a connection is read **once** into a buffer
+//! shared by all connections, its whole frames are opened and handed back as
+//! [`NetEvent`]s for the loop to feed the node inline. What the node sends
+//! is sealed straight into the connection's output buffer
+//! ([`Poller::send`]), and [`Poller::flush`] writes every buffer that has
+//! bytes once per batch: a heartbeat costs one `read` and one `write`.
+//! Writable interest is asked for only while a buffer cannot be written
+//! whole (level-triggered: nothing to re-arm after a read).
+//!
+//! The limits are the old connection layer's ([`crate::net`], still used by
+//! the worker, the subscriber and the operator tools, and the std runtime's
+//! twin): the frame size checked before a body is buffered, the
+//! cluster-secret handshake (`regent_core::auth`, sans-IO) within the
+//! handshake timeout, the read and write timeouts of [`NetConfig`] scaled
+//! with the heartbeat interval, and the send-queue bounds
+//! (`max_send_queue` per peer, `send_queue_budget` for all). Timeouts are
+//! activity timestamps swept every [`SWEEP_EVERY`] ([`Poller::sweep`]), not
+//! timers. A connection closed after its last frames is shut for writing
+//! and drained for up to [`DRAIN_FOR`], so the peer reads those frames
+//! instead of a reset.
+//!
+//! epoll through rustix's safe calls rather than the `polling` crate: its
+//! `add` is `unsafe` (a source must be deleted before it is closed) and the
+//! workspace forbids unsafe code; here a connection's socket is deleted
+//! from the instance before it is dropped, in one place
+//! ([`Poller::remove`]).
+
+use crate::net::{nonce, CloseCause, NetConfig, NetEvent};
+use async_io::Async;
+use regent_core::auth::{self, FrameOpener, FrameReader, FrameSealer, Handshake, Side, Step};
+use regent_core::codec::DecoderConfig;
+use regent_core::protocol::Message;
+use regent_core::ConnId;
+use regent_std::net::frame_cost;
+use rustix::event::epoll;
+use slab::Slab;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often [`Poller::sweep`] looks for timed-out connections: a timeout
+/// fires at most this late.
+pub const SWEEP_EVERY: Duration = Duration::from_millis(250);
+
+/// How long a connection closed after its last frames keeps reading (and
+/// discarding) before it is dropped: long enough for the peer to read what
+/// was written and close its end, so unread bytes of its own do not turn
+/// the close into a reset that discards ours.
+pub const DRAIN_FOR: Duration = Duration::from_secs(2);
+
+/// The shared read buffer: what one `read` of one socket takes at most.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Ready sockets taken from one `epoll_wait` at most (the rest come on the
+/// next turn, after the loop's timers and other inputs had theirs).
+const EVENTS_PER_TURN: usize = 1024;
+
+/// Connections accepted per listener readiness at most.
+const ACCEPTS_PER_TURN: usize = 256;
+
+/// The output buffer an idle connection keeps at most: past it, a drained
+/// buffer is given back.
+const KEEP_OUT: usize = 4 * 1024;
+
+/// The listener's key in the epoll instance (connections use slab keys).
+const LISTENER: u64 = u64::MAX;
+
+/// What [`Poller::poll`] and [`Poller::sweep`] report.
+// A message is most of what comes out, kept inline: boxing it would cost an
+// allocation per frame on the hot path.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Ready {
+    /// A connection arrived on the listener (nonblocking, `TCP_NODELAY`);
+    /// the daemon decides whether to [`Poller::add`] it.
+    Accepted(TcpStream),
+    /// A message or a close.
+    Net(NetEvent),
+    /// `accept` failed (e.g. out of descriptors); the listener is retried
+    /// on the next turn.
+    AcceptFailed(std::io::Error),
+}
+
+/// Where a connection's session stands.
+enum Link {
+    /// The cluster-secret handshake is under way. Frames the daemon sends
+    /// meanwhile wait in `held`, sealed once the session exists.
+    Handshake { hs: Box<Handshake>, held: Vec<Message> },
+    /// Frames flow, sealed and opened.
+    Open { sealer: FrameSealer, opener: FrameOpener },
+}
+
+/// One peer connection.
+struct Conn {
+    id: ConnId,
+    stream: TcpStream,
+    peer: SocketAddr,
+    link: Link,
+    reader: FrameReader,
+    /// Sealed bytes; those before `out_at` are written.
+    out: Vec<u8>,
+    out_at: usize,
+    /// Bytes counted against the send-queue bounds (written ones out).
+    queued: usize,
+    opened: Instant,
+    last_read: Instant,
+    /// Since when the output has waited without a write making progress.
+    stalled_since: Option<Instant>,
+    /// Writable interest is registered.
+    want_write: bool,
+    /// Already in the poller's flush list.
+    dirty: bool,
+    /// What closing has reached.
+    closing: Closing,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Closing {
+    No,
+    /// Write what is queued, then shut.
+    AfterFlush,
+    /// Shut for writing since then; reads are discarded until EOF.
+    Draining(Instant),
+}
+
+/// Every connection of one master, on one epoll instance.
+pub struct Poller {
+    epoll: Async<OwnedFd>,
+    listener: TcpListener,
+    conns: Slab<Conn>,
+    next_id: u64,
+    cfg: Arc<NetConfig>,
+    decoder: DecoderConfig,
+    scratch: Vec<u8>,
+    /// Connections whose output buffer may hold bytes.
+    to_flush: Vec<usize>,
+    /// Bytes counted for all connections (`send_queue_budget`).
+    queued_total: usize,
+    next_sweep: Instant,
+}
+
+impl std::fmt::Debug for Poller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Poller")
+            .field("connections", &self.conns.len())
+            .field("queued_total", &self.queued_total)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Poller {
+    /// A poller around `listener` (made nonblocking here).
+    pub fn new(listener: TcpListener, cfg: Arc<NetConfig>) -> std::io::Result<Poller> {
+        listener.set_nonblocking(true)?;
+        let fd = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        epoll::add(&fd, &listener, epoll::EventData::new_u64(LISTENER), epoll::EventFlags::IN)?;
+        let decoder =
+            DecoderConfig { max_frame: cfg.max_frame, cluster: Some(cfg.cluster.clone()) };
+        Ok(Poller {
+            epoll: Async::new(fd)?,
+            listener,
+            conns: Slab::new(),
+            next_id: 1,
+            cfg,
+            decoder,
+            scratch: vec![0; READ_CHUNK],
+            to_flush: Vec::new(),
+            queued_total: 0,
+            next_sweep: Instant::now() + SWEEP_EVERY,
+        })
+    }
+
+    /// The listener's address.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// How many connections are open (draining ones included).
+    pub fn len(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.conns.is_empty()
+    }
+
+    /// Bytes queued for all peers and not yet written.
+    pub fn queued_bytes(&self) -> usize {
+        self.queued_total
+    }
+
+    /// When [`Poller::sweep`] is due.
+    pub fn next_sweep(&self) -> Instant {
+        self.next_sweep
+    }
+
+    /// Resolves once a socket is ready (cancel-safe: losing a race loses
+    /// nothing, the readiness stays).
+    pub async fn ready(&self) -> std::io::Result<()> {
+        self.epoll.readable().await
+    }
+
+    /// Runs `stream` as a connection; `side` says who dialled. With a
+    /// cluster secret the handshake starts (a client sends its first frame
+    /// on the next [`Poller::flush`]). Returns its number and the peer's
+    /// address.
+    pub fn add(&mut self, stream: TcpStream, side: Side) -> std::io::Result<(ConnId, SocketAddr)> {
+        stream.set_nonblocking(true)?;
+        let _ = stream.set_nodelay(true);
+        let peer = stream.peer_addr()?;
+        let now = Instant::now();
+        let key = self.conns.vacant_key();
+        let id = self.number(key);
+        epoll::add(
+            self.epoll.get_ref(),
+            &stream,
+            epoll::EventData::new_u64(key as u64),
+            epoll::EventFlags::IN | epoll::EventFlags::RDHUP,
+        )?;
+        let (link, first, max_body) = match &self.cfg.secret {
+            None => (
+                Link::Open { sealer: auth::Session::plain().sealer, opener: FrameOpener::plain() },
+                None,
+                self.cfg.max_frame,
+            ),
+            Some(secret) => {
+                let (hs, first) = match side {
+                    Side::Client => {
+                        let (hs, frame) = Handshake::client(secret, nonce());
+                        (hs, Some(frame))
+                    }
+                    Side::Server => (Handshake::server(secret, nonce()), None),
+                };
+                (
+                    Link::Handshake { hs: Box::new(hs), held: Vec::new() },
+                    first,
+                    auth::HANDSHAKE_MAX_BODY,
+                )
+            }
+        };
+        self.conns.insert(Conn {
+            id,
+            stream,
+            peer,
+            link,
+            reader: FrameReader::new(max_body),
+            out: first.unwrap_or_default(),
+            out_at: 0,
+            queued: 0,
+            opened: now,
+            last_read: now,
+            stalled_since: None,
+            want_write: false,
+            dirty: false,
+            closing: Closing::No,
+        });
+        self.mark(key);
+        Ok((id, peer))
+    }
+
+    /// A connection's number carries its slab key in the low 32 bits and a
+    /// sequence number above them: keys are reused, numbers never are.
+    fn number(&mut self, key: usize) -> ConnId {
+        let id = ConnId((self.next_id << 32) | key as u64);
+        self.next_id += 1;
+        id
+    }
+
+    /// The slab key of `conn`, if it is still open.
+    fn key_of(&self, conn: ConnId) -> Option<usize> {
+        let key = (conn.0 & 0xFFFF_FFFF) as usize;
+        self.conns.get(key).filter(|c| c.id == conn).map(|_| key)
+    }
+
+    fn mark(&mut self, key: usize) {
+        if let Some(c) = self.conns.get_mut(key) {
+            if !c.dirty {
+                c.dirty = true;
+                self.to_flush.push(key);
+            }
+        }
+    }
+
+    /// Seals `msg` into `conn`'s output buffer (written on the next
+    /// [`Poller::flush`]); never blocks. Past a send-queue bound the
+    /// connection closes at once and its `Closed` comes out of the next
+    /// [`Poller::poll`] or [`Poller::sweep`] (`out`). On a connection that
+    /// is gone or closing, `msg` goes nowhere.
+    pub fn send(&mut self, conn: ConnId, msg: &Message, out: &mut Vec<Ready>) {
+        let Some(key) = self.key_of(conn) else { return };
+        let c = &mut self.conns[key];
+        if c.closing != Closing::No {
+            return;
+        }
+        let cost = frame_cost(regent_core::codec::frame_len(msg));
+        let own = c.queued + cost;
+        let total = self.queued_total + cost;
+        if let Some(cause) = self.cfg.queue_overflow(own, total) {
+            tracing::debug!(peer = %c.peer, %conn, reason = %cause, "closing");
+            self.remove(key, cause, out);
+            return;
+        }
+        c.queued = own;
+        self.queued_total = total;
+        match &mut c.link {
+            Link::Handshake { held, .. } => held.push(msg.clone()),
+            Link::Open { sealer, .. } => sealer.seal_into(msg, &mut c.out),
+        }
+        self.mark(key);
+    }
+
+    /// Writes what `conn` has queued, then closes it; never blocks. Its
+    /// `Closed` (cause [`CloseCause::Local`]) comes out once it is gone.
+    pub fn close(&mut self, conn: ConnId) {
+        if let Some(key) = self.key_of(conn) {
+            let c = &mut self.conns[key];
+            if c.closing == Closing::No {
+                c.closing = Closing::AfterFlush;
+                self.mark(key);
+            }
+        }
+    }
+
+    /// Closes every connection after what it has queued (shutdown).
+    pub fn close_all(&mut self) {
+        let conns: Vec<ConnId> = self.conns.iter().map(|(_, c)| c.id).collect();
+        for conn in conns {
+            self.close(conn);
+        }
+    }
+
+    /// Takes every ready socket once (see the module docs); what happened
+    /// lands in `out`, in order.
+    pub fn poll(&mut self, out: &mut Vec<Ready>) {
+        // On the stack: the events hold pointers (not `Send`), and a turn
+        // allocates nothing.
+        let mut events = [std::mem::MaybeUninit::<epoll::Event>::uninit(); EVENTS_PER_TURN];
+        let zero = rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 };
+        let events = match epoll::wait(self.epoll.get_ref(), &mut events, Some(&zero)) {
+            Ok((events, _)) => events,
+            Err(e) => {
+                if e != rustix::io::Errno::INTR {
+                    tracing::warn!("epoll_wait failed: {e}");
+                }
+                return;
+            }
+        };
+        let now = Instant::now();
+        for ev in events.iter().copied() {
+            let key = ev.data.u64();
+            if key == LISTENER {
+                self.accept(out);
+                continue;
+            }
+            let key = key as usize;
+            let flags = ev.flags;
+            use epoll::EventFlags as F;
+            if flags.intersects(F::IN | F::RDHUP | F::HUP | F::ERR) {
+                self.read(key, now, out);
+            }
+            if flags.contains(F::OUT) {
+                self.write(key, now, out);
+            }
+        }
+    }
+
+    fn accept(&mut self, out: &mut Vec<Ready>) {
+        for _ in 0..ACCEPTS_PER_TURN {
+            match self.listener.accept() {
+                Ok((stream, _)) => out.push(Ready::Accepted(stream)),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    out.push(Ready::AcceptFailed(e));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// One read of connection `key` into the shared buffer, and every whole
+    /// frame in it.
+    fn read(&mut self, key: usize, now: Instant, out: &mut Vec<Ready>) {
+        let Some(c) = self.conns.get_mut(key) else { return };
+        let n = match c.stream.read(&mut self.scratch) {
+            Ok(0) => {
+                let cause = match c.closing {
+                    Closing::Draining(_) => CloseCause::Local,
+                    _ => CloseCause::PeerClosed,
+                };
+                self.remove(key, cause, out);
+                return;
+            }
+            Ok(n) => n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => return,
+            Err(e) => {
+                self.remove(key, CloseCause::read(&e), out);
+                return;
+            }
+        };
+        if matches!(c.closing, Closing::Draining(_)) {
+            return;
+        }
+        c.last_read = now;
+        if let Err(e) = c.reader.feed(&self.scratch[..n]) {
+            self.remove(key, CloseCause::Frame(e), out);
+            return;
+        }
+        let conn = c.id;
+        let mut failed = None;
+        let mut wrote = false;
+        let Conn { reader, link, out: buf, .. } = c;
+        loop {
+            let body = match reader.next_body() {
+                Ok(Some(body)) => body,
+                Ok(None) => break,
+                Err(e) => {
+                    failed = Some(CloseCause::Frame(e));
+                    break;
+                }
+            };
+            match link {
+                Link::Open { opener, .. } => match opener.open(body, &self.decoder) {
+                    Ok(msg) => out.push(Ready::Net(NetEvent::Message { conn, msg })),
+                    Err(e) => {
+                        failed = Some(CloseCause::Refused(e));
+                        break;
+                    }
+                },
+                Link::Handshake { hs, held } => match hs.receive(body) {
+                    Step::Send(frame) => {
+                        buf.extend_from_slice(&frame);
+                        wrote = true;
+                    }
+                    Step::Established { frame, session } => {
+                        if let Some(frame) = frame {
+                            buf.extend_from_slice(&frame);
+                        }
+                        let auth::Session { mut sealer, opener } = session;
+                        for msg in held.drain(..) {
+                            sealer.seal_into(&msg, buf);
+                        }
+                        reader.set_max_body(opener.max_body(self.cfg.max_frame));
+                        *link = Link::Open { sealer, opener };
+                        wrote = true;
+                    }
+                    Step::Failed { error, frame } => {
+                        if let Some(frame) = frame {
+                            // Best effort: the refusal names the reason.
+                            let _ = c.stream.write(&frame);
+                        }
+                        failed = Some(CloseCause::HandshakeRefused(error));
+                        break;
+                    }
+                },
+            }
+        }
+        if let Some(cause) = failed {
+            self.remove(key, cause, out);
+        } else if wrote {
+            self.mark(key);
+        }
+    }
+
+    /// Writes what connection `key` has, as far as the socket takes it.
+    fn write(&mut self, key: usize, now: Instant, out: &mut Vec<Ready>) {
+        let Some(c) = self.conns.get_mut(key) else { return };
+        let mut progressed = false;
+        while c.out_at < c.out.len() {
+            match c.stream.write(&c.out[c.out_at..]) {
+                Ok(0) => break,
+                Ok(n) => {
+                    c.out_at += n;
+                    progressed = true;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    let cause = match e.kind() {
+                        ErrorKind::BrokenPipe | ErrorKind::ConnectionReset => {
+                            CloseCause::PeerReset(e.to_string())
+                        }
+                        _ => CloseCause::write(&e),
+                    };
+                    self.remove(key, cause, out);
+                    return;
+                }
+            }
+        }
+        if c.out_at == c.out.len() {
+            c.out.clear();
+            c.out_at = 0;
+            if c.out.capacity() > KEEP_OUT {
+                c.out = Vec::new();
+            }
+            self.queued_total -= c.queued;
+            c.queued = 0;
+            c.stalled_since = None;
+            if c.closing == Closing::AfterFlush && matches!(c.link, Link::Open { .. }) {
+                let _ = c.stream.shutdown(Shutdown::Write);
+                c.closing = Closing::Draining(now);
+            }
+            if c.want_write {
+                c.want_write = false;
+                let _ = epoll::modify(
+                    self.epoll.get_ref(),
+                    &c.stream,
+                    epoll::EventData::new_u64(key as u64),
+                    epoll::EventFlags::IN | epoll::EventFlags::RDHUP,
+                );
+            }
+        } else {
+            if progressed || c.stalled_since.is_none() {
+                c.stalled_since = Some(now);
+            }
+            if !c.want_write {
+                c.want_write = true;
+                let _ = epoll::modify(
+                    self.epoll.get_ref(),
+                    &c.stream,
+                    epoll::EventData::new_u64(key as u64),
+                    epoll::EventFlags::IN | epoll::EventFlags::OUT | epoll::EventFlags::RDHUP,
+                );
+            }
+        }
+        if c.closing == Closing::AfterFlush && matches!(c.link, Link::Handshake { .. }) {
+            // Closed before its session existed: nothing sealed to write.
+            self.remove(key, CloseCause::Local, out);
+        }
+    }
+
+    /// Writes every output buffer that has bytes, once (see the module
+    /// docs); connections that end doing so report in `out`.
+    pub fn flush(&mut self, out: &mut Vec<Ready>) {
+        if self.to_flush.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let keys = std::mem::take(&mut self.to_flush);
+        for &key in &keys {
+            if let Some(c) = self.conns.get_mut(key) {
+                c.dirty = false;
+                if !c.want_write {
+                    self.write(key, now, out);
+                }
+            }
+        }
+        let mut keys = keys;
+        keys.clear();
+        if self.to_flush.is_empty() {
+            self.to_flush = keys;
+        }
+    }
+
+    /// Closes the connections past a timeout (handshake, read, write,
+    /// drain), if the sweep is due; they report in `out`.
+    pub fn sweep(&mut self, now: Instant, out: &mut Vec<Ready>) {
+        if now < self.next_sweep {
+            return;
+        }
+        self.next_sweep = now + SWEEP_EVERY;
+        let (read, write, handshake) =
+            (self.cfg.read_timeout(), self.cfg.write_timeout(), self.cfg.handshake_timeout);
+        let mut ended = Vec::new();
+        for (key, c) in &self.conns {
+            let cause = match c.closing {
+                Closing::Draining(since) if now.duration_since(since) >= DRAIN_FOR => {
+                    Some(CloseCause::Local)
+                }
+                Closing::Draining(_) => None,
+                _ if matches!(c.link, Link::Handshake { .. })
+                    && now.duration_since(c.opened) >= handshake =>
+                {
+                    Some(CloseCause::TimedOut { what: "handshake", after: handshake })
+                }
+                _ if c.stalled_since.is_some_and(|s| now.duration_since(s) >= write) => {
+                    Some(CloseCause::WriteStalled { after: write })
+                }
+                _ if now.duration_since(c.last_read) >= read => {
+                    Some(CloseCause::TimedOut { what: "idle connection", after: read })
+                }
+                _ => None,
+            };
+            if let Some(cause) = cause {
+                ended.push((key, cause));
+            }
+        }
+        for (key, cause) in ended {
+            self.remove(key, cause, out);
+        }
+    }
+
+    /// Drops connection `key` at once (nothing more is written): deleted
+    /// from the epoll instance first, then closed; its `Closed` goes to
+    /// `out`.
+    fn remove(&mut self, key: usize, cause: CloseCause, out: &mut Vec<Ready>) {
+        if !self.conns.contains(key) {
+            return;
+        }
+        let c = self.conns.remove(key);
+        let _ = epoll::delete(self.epoll.get_ref(), &c.stream);
+        self.queued_total -= c.queued;
+        tracing::debug!(peer = %c.peer, conn = %c.id, reason = %cause, "connection ended");
+        out.push(Ready::Net(NetEvent::Closed { conn: c.id, cause }));
+    }
+}
+
+/// The std stream under a smol one (a dialled connection handed to the
+/// poller): taken out of async-io's reactor, still nonblocking.
+pub fn into_std(stream: smol::net::TcpStream) -> std::io::Result<TcpStream> {
+    let shared: Arc<Async<TcpStream>> = stream.into();
+    Arc::try_unwrap(shared)
+        .map_err(|_| std::io::Error::other("the stream is still shared"))?
+        .into_inner()
+}
+
+#[cfg(test)]
+mod tests {
+    //! The twins of `crate::net`'s tests, on the poller: a peer that does
+    //! not read, a write without progress, frames sent before a close, a
+    //! half-open connection, and the sealed handshake with the old layer
+    //! on the other end.
+    use super::*;
+    use crate::net::spawn_connection;
+    use crate::net::tests::big;
+    use regent_core::secret::Secret;
+    use regent_core::{Epoch, Incarnation};
+
+    fn secret() -> Option<Secret> {
+        Some(Secret::new(b"0123456789abcdef-secret".to_vec()).unwrap())
+    }
+
+    fn poller(cfg: NetConfig) -> Poller {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        Poller::new(l, Arc::new(cfg)).unwrap()
+    }
+
+    /// One turn of a master's loop: wait up to 50 ms for a ready socket,
+    /// take them, sweep, flush; what happened.
+    fn turn(p: &mut Poller) -> Vec<Ready> {
+        smol::block_on(async {
+            let wait = async {
+                let _ = p.ready().await;
+            };
+            smol::future::or(wait, async {
+                async_io::Timer::after(Duration::from_millis(50)).await;
+            })
+            .await;
+        });
+        let mut out = Vec::new();
+        p.poll(&mut out);
+        p.sweep(Instant::now(), &mut out);
+        p.flush(&mut out);
+        out
+    }
+
+    /// Turns until `f` picks something out of a report (60 s bound).
+    fn until<T>(
+        p: &mut Poller,
+        what: &str,
+        mut f: impl FnMut(&mut Poller, Ready) -> Option<T>,
+    ) -> T {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            assert!(Instant::now() < deadline, "never saw {what}");
+            for r in turn(p) {
+                if let Some(t) = f(p, r) {
+                    return t;
+                }
+            }
+        }
+    }
+
+    /// Accepts one connection: its number.
+    fn accept(p: &mut Poller) -> ConnId {
+        until(p, "the connection", |p, r| match r {
+            Ready::Accepted(s) => Some(p.add(s, Side::Server).unwrap().0),
+            _ => None,
+        })
+    }
+
+    fn closed(p: &mut Poller, conn: ConnId) -> CloseCause {
+        until(p, "the close", |_, r| match r {
+            Ready::Net(NetEvent::Closed { conn: c, cause }) if c == conn => Some(cause),
+            _ => None,
+        })
+    }
+
+    /// Sends `msg` every `pause` to a raw client that never reads, until the
+    /// connection closes: why.
+    fn flood(cfg: NetConfig, msg: Message, pause: Duration) -> (CloseCause, Poller) {
+        let mut p = poller(cfg);
+        let _c = std::net::TcpStream::connect(p.local_addr().unwrap()).unwrap();
+        let conn = accept(&mut p);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            assert!(Instant::now() < deadline, "the non-reading peer was never disconnected");
+            let mut out = Vec::new();
+            p.send(conn, &msg, &mut out);
+            p.flush(&mut out);
+            p.sweep(Instant::now(), &mut out);
+            for r in out {
+                if let Ready::Net(NetEvent::Closed { cause, .. }) = r {
+                    return (cause, p);
+                }
+            }
+            std::thread::sleep(pause);
+        }
+    }
+
+    #[test]
+    fn a_peer_that_does_not_read_is_disconnected_past_the_queue_bound() {
+        let mut cfg = NetConfig::new("c", None);
+        cfg.max_send_queue = 256 * 1024;
+        let (cause, p) = flood(cfg, big(16 * 1024), Duration::from_micros(100));
+        let reason = cause.to_string();
+        assert!(reason.contains("send queue over 262144 bytes"), "{reason}");
+        assert!(reason.contains("not reading") && cause.is_refusal(), "{reason}");
+        assert_eq!(p.queued_bytes(), 0, "nothing stays counted once closed");
+        assert!(p.is_empty());
+    }
+
+    #[test]
+    fn a_write_without_progress_times_out() {
+        let cfg = NetConfig::write_timeout_only("c", Duration::from_millis(300));
+        let (cause, p) = flood(cfg, big(256 * 1024), Duration::from_millis(2));
+        assert!(cause.to_string().contains("write timed out after 300ms"), "{cause}");
+        assert_eq!(p.queued_bytes(), 0);
+    }
+
+    /// Regression twin of seed-002's: a master that tells a peer something
+    /// and hangs up at once must not cut those frames off — even while the
+    /// peer keeps sending (unread bytes at close would turn it into a reset).
+    #[test]
+    fn frames_sent_before_close_reach_the_peer_even_while_it_sends() {
+        let mut p = poller(NetConfig::new("c", None));
+        let mut c = std::net::TcpStream::connect(p.local_addr().unwrap()).unwrap();
+        let conn = accept(&mut p);
+        let hb = Message::WorkerHeartbeat { incarnation: Incarnation(7) };
+        for _ in 0..50 {
+            c.write_all(&regent_core::codec::encode(&hb)).unwrap();
+        }
+        // Not read by the master before it closes: still in its socket.
+        let mut out = Vec::new();
+        p.send(conn, &big(100_000), &mut out);
+        p.send(conn, &Message::HeartbeatAck { epoch: Epoch(3) }, &mut out);
+        p.close(conn);
+        p.flush(&mut out);
+        let reader = std::thread::spawn(move || {
+            c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            let mut all = Vec::new();
+            c.read_to_end(&mut all).map(|_| all)
+        });
+        closed(&mut p, conn);
+        let all = reader.join().unwrap().expect("EOF, not a reset");
+        let mut d =
+            regent_core::codec::Decoder::new(DecoderConfig { max_frame: 1 << 20, cluster: None });
+        d.feed(&all).unwrap();
+        assert_eq!(d.next_message().unwrap(), Some(big(100_000)));
+        assert_eq!(d.next_message().unwrap(), Some(Message::HeartbeatAck { epoch: Epoch(3) }));
+        assert_eq!(d.next_message().unwrap(), None);
+    }
+
+    /// A peer that vanished without a FIN (half-open) is found by the read
+    /// timeout, reported as one.
+    #[test]
+    fn a_silent_connection_is_closed_by_the_read_timeout() {
+        let mut cfg = NetConfig::new("c", None);
+        cfg.idle_timeout = Duration::from_millis(400);
+        cfg.set_heartbeat_interval(Duration::from_millis(1));
+        let mut p = poller(cfg);
+        let _c = std::net::TcpStream::connect(p.local_addr().unwrap()).unwrap();
+        let conn = accept(&mut p);
+        let cause = closed(&mut p, conn);
+        assert!(cause.to_string().contains("idle connection timed out after 400ms"), "{cause}");
+        assert_eq!(cause.ended(), regent_core::node::Ended::TimedOut);
+    }
+
+    #[test]
+    fn an_oversized_frame_is_refused_before_its_body_arrives() {
+        let mut p = poller(NetConfig::new("c", None));
+        let mut c = std::net::TcpStream::connect(p.local_addr().unwrap()).unwrap();
+        let conn = accept(&mut p);
+        c.write_all(&u32::MAX.to_be_bytes()).unwrap();
+        let cause = closed(&mut p, conn);
+        assert!(
+            cause.is_refusal() && cause.to_string().contains("exceeds the maximum of 1048576"),
+            "{cause}"
+        );
+    }
+
+    #[test]
+    fn a_peer_without_the_secret_is_refused_and_a_silent_one_times_out() {
+        let mut cfg = NetConfig::new("c", secret());
+        cfg.handshake_timeout = Duration::from_millis(300);
+        let mut p = poller(cfg);
+        let mut plain = std::net::TcpStream::connect(p.local_addr().unwrap()).unwrap();
+        let conn = accept(&mut p);
+        plain.write_all(&regent_core::codec::encode(&big(3))).unwrap();
+        let cause = closed(&mut p, conn);
+        assert!(cause.is_handshake_refusal(), "{cause}");
+
+        let _silent = std::net::TcpStream::connect(p.local_addr().unwrap()).unwrap();
+        let conn = accept(&mut p);
+        let cause = closed(&mut p, conn);
+        assert!(cause.to_string().contains("handshake timed out after 300ms"), "{cause}");
+    }
+
+    /// The poller's server end and the old layer's client end agree on the
+    /// handshake and the sealed frames, in order both ways; what the
+    /// master sends before the handshake is done waits for it.
+    #[test]
+    fn sealed_frames_arrive_in_order_both_ways() {
+        let mut p = poller(NetConfig::new("c", secret()));
+        let addr = p.local_addr().unwrap();
+        let (ctx, crx) = async_channel::unbounded();
+        let client = smol::block_on(async {
+            let s = smol::net::TcpStream::connect(addr).await.unwrap();
+            spawn_connection(
+                s,
+                Side::Client,
+                ConnId(2),
+                Arc::new(NetConfig::new("c", secret())),
+                ctx,
+            )
+        });
+        let conn = accept(&mut p);
+        let hb = |i| Message::WorkerHeartbeat { incarnation: Incarnation(i) };
+        let mut out = Vec::new();
+        for i in 0..500 {
+            client.send(hb(i));
+            p.send(conn, &hb(1_000 + i), &mut out);
+        }
+        assert!(out.is_empty());
+        let mut got = 0;
+        until(&mut p, "500 frames", |_, r| match r {
+            Ready::Net(NetEvent::Message { msg, .. }) => {
+                assert_eq!(msg, hb(got));
+                got += 1;
+                (got == 500).then_some(())
+            }
+            other => panic!("{other:?}"),
+        });
+        smol::block_on(async {
+            for i in 0..500 {
+                match crx.recv().await.unwrap() {
+                    NetEvent::Message { msg, .. } => assert_eq!(msg, hb(1_000 + i)),
+                    other => panic!("{other:?}"),
+                }
+            }
+        });
+        assert_eq!(p.queued_bytes(), 0, "everything written is counted out");
+    }
+}
