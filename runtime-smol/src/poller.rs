@@ -48,7 +48,7 @@ use std::time::{Duration, Instant};
 
 /// How often [`Poller::sweep`] looks for timed-out connections: a timeout
 /// fires at most this late.
-pub const SWEEP_EVERY: Duration = Duration::from_millis(250);
+pub const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 /// How long a connection closed after its last frames keeps reading (and
 /// discarding) before it is dropped: long enough for the peer to read what
@@ -60,8 +60,10 @@ pub const DRAIN_FOR: Duration = Duration::from_secs(2);
 const READ_CHUNK: usize = 64 * 1024;
 
 /// Ready sockets taken from one `epoll_wait` at most (the rest come on the
-/// next turn, after the loop's timers and other inputs had theirs).
-const EVENTS_PER_TURN: usize = 1024;
+/// next turn, after the loop's timers and other inputs had theirs). Replies
+/// are written once per turn, so this bounds how long the first reply of a
+/// turn waits for the others' handling (128 heartbeats: about 1 ms).
+const EVENTS_PER_TURN: usize = 128;
 
 /// Connections accepted per listener readiness at most.
 const ACCEPTS_PER_TURN: usize = 256;

@@ -10,7 +10,7 @@ use crate::net::CloseCause;
 use regent_core::node::Ended;
 use regent_core::protocol::Message;
 use regent_core::ConnId;
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// The log target of a master's connection lines (closes, refusals, ends),
 /// the same in both runtimes: `RUST_LOG=info,regent::conn=debug` shows
@@ -44,9 +44,9 @@ pub trait Peer: Named {
 /// The open connections of a master pump, by number.
 #[derive(Debug)]
 pub struct Conns<H> {
-    open: HashMap<ConnId, H>,
+    open: FxHashMap<ConnId, H>,
     /// Closed by the node (`Output::Close`) and not yet reported ended.
-    closed_by_us: HashSet<ConnId>,
+    closed_by_us: FxHashSet<ConnId>,
     /// Connections refused: past the ceiling, or closed by a refusal
     /// (`regent_rejected_connections_total`).
     rejected: u64,
@@ -54,7 +54,7 @@ pub struct Conns<H> {
 
 impl<H> Default for Conns<H> {
     fn default() -> Self {
-        Self { open: HashMap::new(), closed_by_us: HashSet::new(), rejected: 0 }
+        Self { open: FxHashMap::default(), closed_by_us: FxHashSet::default(), rejected: 0 }
     }
 }
 
