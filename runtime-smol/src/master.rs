@@ -93,7 +93,7 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
     let listen_failed = |e: std::io::Error| format!("cannot listen on {}: {e}", opts.listen);
     let listener = std::net::TcpListener::bind(opts.listen).map_err(listen_failed)?;
     regent_std::net::widen_backlog(&listener).map_err(listen_failed)?;
-    let poller = Poller::new(listener, opts.net.clone()).map_err(listen_failed)?;
+    let poller = Poller::new(Some(listener), opts.net.clone()).map_err(listen_failed)?;
     let bound = poller.local_addr().map_err(|e| e.to_string())?;
     let advertise = opts.advertise.clone().unwrap_or_else(|| Addr(bound.to_string()));
     let (tx, rx) = async_channel::unbounded::<Input>();
@@ -213,6 +213,11 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
                 let mut ready = std::mem::take(&mut pump.ready);
                 pump.poller.poll(&mut ready);
                 pump.ready = ready;
+                // The tasks that feed the loop's other inputs (HTTP
+                // queries, the ZooKeeper client, dials) share its executor:
+                // under a flood the sockets are always ready, so the loop
+                // gives them their turn here.
+                smol::future::yield_now().await;
             }
             Wake::Zk(event) => pump.feed(NodeInput::Zk(event))?,
             Wake::Input(Input::Shutdown) => {
@@ -348,6 +353,10 @@ impl Pump {
             let mut ready = std::mem::take(&mut self.ready);
             self.poller.flush(&mut ready);
             if ready.is_empty() {
+                // A flood's batch is not kept for the quiet turns after it.
+                if ready.capacity() > 4096 {
+                    ready = Vec::new();
+                }
                 self.ready = ready;
                 return Ok(());
             }
@@ -437,15 +446,10 @@ impl Pump {
         };
         let input = async { Wake::Input(rx.recv().await.unwrap_or(Input::Shutdown)) };
         let poller = &self.poller;
+        // Polled last: the inputs above come first when they are ready.
         let net = async {
-            match poller.ready().await {
-                Ok(()) => Wake::Net,
-                Err(e) => {
-                    tracing::warn!("waiting for the connections failed: {e}");
-                    async_io::Timer::after(Duration::from_millis(50)).await;
-                    Wake::Net
-                }
-            }
+            poller.next_turn().await;
+            Wake::Net
         };
         let backend = &mut self.backend;
         let zk = async {

@@ -65,6 +65,13 @@ const READ_CHUNK: usize = 64 * 1024;
 /// turn waits for the others' handling (128 heartbeats: about 1 ms).
 const EVENTS_PER_TURN: usize = 128;
 
+/// Frames opened from one connection per turn at most: the rest stay in its
+/// frame reader (the connection waits in the backlog, its socket unread)
+/// until the next turn. A peer that floods small requests gets its share of
+/// the loop, not all of it, and what one turn holds decoded is bounded
+/// (`EVENTS_PER_TURN × MAX_FRAMES_PER_TURN` messages).
+const MAX_FRAMES_PER_TURN: usize = 64;
+
 /// Connections accepted per listener readiness at most.
 const ACCEPTS_PER_TURN: usize = 256;
 
@@ -120,6 +127,8 @@ struct Conn {
     want_write: bool,
     /// Already in the poller's flush list.
     dirty: bool,
+    /// Holds whole frames not opened yet; in the poller's backlog.
+    backlogged: bool,
     /// What closing has reached.
     closing: Closing,
 }
@@ -136,7 +145,7 @@ enum Closing {
 /// Every connection of one master, on one epoll instance.
 pub struct Poller {
     epoll: Async<OwnedFd>,
-    listener: TcpListener,
+    listener: Option<TcpListener>,
     conns: Slab<Conn>,
     next_id: u64,
     cfg: Arc<NetConfig>,
@@ -144,6 +153,8 @@ pub struct Poller {
     scratch: Vec<u8>,
     /// Connections whose output buffer may hold bytes.
     to_flush: Vec<usize>,
+    /// Connections holding whole frames past [`MAX_FRAMES_PER_TURN`].
+    backlog: Vec<usize>,
     /// Bytes counted for all connections (`send_queue_budget`).
     queued_total: usize,
     next_sweep: Instant,
@@ -159,11 +170,16 @@ impl std::fmt::Debug for Poller {
 }
 
 impl Poller {
-    /// A poller around `listener` (made nonblocking here).
-    pub fn new(listener: TcpListener, cfg: Arc<NetConfig>) -> std::io::Result<Poller> {
-        listener.set_nonblocking(true)?;
+    /// A poller around `listener` (made nonblocking here; `None`: a poller
+    /// of dialled connections only, such as the load generator's without a
+    /// callback listener).
+    pub fn new(listener: Option<TcpListener>, cfg: Arc<NetConfig>) -> std::io::Result<Poller> {
         let fd = epoll::create(epoll::CreateFlags::CLOEXEC)?;
-        epoll::add(&fd, &listener, epoll::EventData::new_u64(LISTENER), epoll::EventFlags::IN)?;
+        if let Some(listener) = &listener {
+            listener.set_nonblocking(true)?;
+            let key = epoll::EventData::new_u64(LISTENER);
+            epoll::add(&fd, listener, key, epoll::EventFlags::IN)?;
+        }
         let decoder =
             DecoderConfig { max_frame: cfg.max_frame, cluster: Some(cfg.cluster.clone()) };
         Ok(Poller {
@@ -175,6 +191,7 @@ impl Poller {
             decoder,
             scratch: vec![0; READ_CHUNK],
             to_flush: Vec::new(),
+            backlog: Vec::new(),
             queued_total: 0,
             next_sweep: Instant::now() + SWEEP_EVERY,
         })
@@ -182,7 +199,10 @@ impl Poller {
 
     /// The listener's address.
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.listener.local_addr()
+        match &self.listener {
+            Some(l) => l.local_addr(),
+            None => Err(std::io::Error::other("this poller has no listener")),
+        }
     }
 
     /// How many connections are open (draining ones included).
@@ -203,6 +223,25 @@ impl Poller {
     /// When [`Poller::sweep`] is due.
     pub fn next_sweep(&self) -> Instant {
         self.next_sweep
+    }
+
+    /// Whether connections hold frames not yet opened: the next
+    /// [`Poller::poll`] has work without waiting for a socket.
+    pub fn has_backlog(&self) -> bool {
+        !self.backlog.is_empty()
+    }
+
+    /// Resolves when [`Poller::poll`] has work: at once while frames wait
+    /// in the backlog, else once a socket is ready (a failed wait is logged
+    /// and retried after 50 ms). Cancel-safe.
+    pub async fn next_turn(&self) {
+        if self.has_backlog() {
+            return;
+        }
+        if let Err(e) = self.ready().await {
+            tracing::warn!("waiting for the connections failed: {e}");
+            async_io::Timer::after(Duration::from_millis(50)).await;
+        }
     }
 
     /// Resolves once a socket is ready (cancel-safe: losing a race loses
@@ -263,6 +302,7 @@ impl Poller {
             stalled_since: None,
             want_write: false,
             dirty: false,
+            backlogged: false,
             closing: Closing::No,
         });
         self.mark(key);
@@ -343,6 +383,12 @@ impl Poller {
     /// Takes every ready socket once (see the module docs); what happened
     /// lands in `out`, in order.
     pub fn poll(&mut self, out: &mut Vec<Ready>) {
+        for key in std::mem::take(&mut self.backlog) {
+            if let Some(c) = self.conns.get_mut(key).filter(|c| c.backlogged) {
+                c.backlogged = false;
+                self.open_frames(key, out);
+            }
+        }
         // On the stack: the events hold pointers (not `Send`), and a turn
         // allocates nothing.
         let mut events = [std::mem::MaybeUninit::<epoll::Event>::uninit(); EVENTS_PER_TURN];
@@ -377,7 +423,8 @@ impl Poller {
 
     fn accept(&mut self, out: &mut Vec<Ready>) {
         for _ in 0..ACCEPTS_PER_TURN {
-            match self.listener.accept() {
+            let Some(listener) = &self.listener else { return };
+            match listener.accept() {
                 Ok((stream, _)) => out.push(Ready::Accepted(stream)),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -393,6 +440,10 @@ impl Poller {
     /// frame in it.
     fn read(&mut self, key: usize, now: Instant, out: &mut Vec<Ready>) {
         let Some(c) = self.conns.get_mut(key) else { return };
+        if c.backlogged {
+            // Its socket waits until what it already sent is opened.
+            return;
+        }
         let n = match c.stream.read(&mut self.scratch) {
             Ok(0) => {
                 let cause = match c.closing {
@@ -417,11 +468,26 @@ impl Poller {
             self.remove(key, CloseCause::Frame(e), out);
             return;
         }
+        self.open_frames(key, out);
+    }
+
+    /// Opens up to [`MAX_FRAMES_PER_TURN`] whole frames of connection `key`
+    /// (the handshake's, then messages into `out`); more wait in the
+    /// backlog.
+    fn open_frames(&mut self, key: usize, out: &mut Vec<Ready>) {
+        let Some(c) = self.conns.get_mut(key) else { return };
         let conn = c.id;
         let mut failed = None;
         let mut wrote = false;
+        let mut opened = 0;
         let Conn { reader, link, out: buf, .. } = c;
         loop {
+            if opened == MAX_FRAMES_PER_TURN {
+                c.backlogged = true;
+                self.backlog.push(key);
+                break;
+            }
+            opened += 1;
             let body = match reader.next_body() {
                 Ok(Some(body)) => body,
                 Ok(None) => break,
@@ -643,7 +709,7 @@ mod tests {
 
     fn poller(cfg: NetConfig) -> Poller {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        Poller::new(l, Arc::new(cfg)).unwrap()
+        Poller::new(Some(l), Arc::new(cfg)).unwrap()
     }
 
     /// One turn of a master's loop: wait up to 50 ms for a ready socket,
@@ -770,6 +836,37 @@ mod tests {
         assert_eq!(d.next_message().unwrap(), Some(big(100_000)));
         assert_eq!(d.next_message().unwrap(), Some(Message::HeartbeatAck { epoch: Epoch(3) }));
         assert_eq!(d.next_message().unwrap(), None);
+    }
+
+    /// A peer that sends a thousand frames at once gets 64 opened a turn,
+    /// the rest in later turns, in order: a flood cannot hold the loop or
+    /// fill memory with decoded messages.
+    #[test]
+    fn a_flood_of_frames_is_opened_a_share_per_turn_in_order() {
+        let mut p = poller(NetConfig::new("c", None));
+        let mut c = std::net::TcpStream::connect(p.local_addr().unwrap()).unwrap();
+        let conn = accept(&mut p);
+        let hb = |i| Message::WorkerHeartbeat { incarnation: Incarnation(i) };
+        let mut bytes = Vec::new();
+        for i in 0..1_000 {
+            bytes.extend(regent_core::codec::encode(&hb(i)));
+        }
+        c.write_all(&bytes).unwrap();
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while got.len() < 1_000 {
+            assert!(Instant::now() < deadline, "only {} of 1000 frames arrived", got.len());
+            let turn = turn(&mut p);
+            assert!(turn.len() <= MAX_FRAMES_PER_TURN, "{} messages in one turn", turn.len());
+            for r in turn {
+                match r {
+                    Ready::Net(NetEvent::Message { conn: c, msg }) if c == conn => got.push(msg),
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+        assert_eq!(got, (0..1_000).map(hb).collect::<Vec<_>>());
+        assert!(!p.has_backlog());
     }
 
     /// A peer that vanished without a FIN (half-open) is found by the read
