@@ -26,7 +26,9 @@
 //! `REGENT_SCALE_SECS` (measured seconds, default 10),
 //! `REGENT_SCALE_FAILOVER_WORKERS` (default 9000 per generator, two
 //! generators), `REGENT_SCALE_SKIP` (comma-separated parts to skip:
-//! `steady`, `secret`, `std`, `durable`, `failover`, `floor`). Figures,
+//! `steady`, `spread`, `secret`, `std`, `durable`, `failover`, `floor`;
+//! `spread`: the workers started evenly over a second, so the round trips
+//! measure the master rather than a cold start's aligned bursts). Figures,
 //! not assertions.
 
 #[path = "../tests/support/cluster.rs"]
@@ -144,6 +146,19 @@ fn header() {
 
 /// One steady-state run: a master from `master_args`, `n` workers.
 fn steady(name: &str, n: usize, secs: u64, master_args: &[&str], secret: bool) -> Row {
+    steady_spread(name, n, secs, master_args, secret, 0)
+}
+
+/// [`steady`] with the workers started evenly over `spread_ms` (their
+/// heartbeats spread over the second as a running cluster's are).
+fn steady_spread(
+    name: &str,
+    n: usize,
+    secs: u64,
+    master_args: &[&str],
+    secret: bool,
+    spread_ms: u64,
+) -> Row {
     let c = Cluster::new("bench-scale");
     let spec = MasterSpec::new("m1", &[]);
     let addr = spec.addr();
@@ -166,7 +181,8 @@ fn steady(name: &str, n: usize, secs: u64, master_args: &[&str], secret: bool) -
     let (n_s, secs_s, pid) = (n.to_string(), secs.to_string(), master.pid().to_string());
     let mut largs = common;
     largs.extend(["--masters", &addr, "--workers", &n_s, "--secs", &secs_s]);
-    largs.extend(["--master-pid", &pid, "--register-within", "60"]);
+    let spread = spread_ms.to_string();
+    largs.extend(["--master-pid", &pid, "--register-within", "60", "--spread-start", &spread]);
     let v = load(&c, &largs);
     eprintln!("  {name}: {v}");
     Row::of(name.to_string(), &v)
@@ -356,6 +372,16 @@ fn main() {
                 secs,
                 &["master", "--recovery", "none"],
                 false,
+            ));
+        }
+        if !skip("spread") {
+            rows.push(steady_spread(
+                &format!("smol, no secret, starts spread over 1 s, N={n}"),
+                n,
+                secs,
+                &["master", "--recovery", "none"],
+                false,
+                1_000,
             ));
         }
         if !skip("secret") {

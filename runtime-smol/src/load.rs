@@ -36,8 +36,7 @@
 //! real worker does. Without a listener (`--no-callback`) the peers find a
 //! new leader through `--masters` and the master set leaders advertise.
 
-use crate::net::{NetConfig, NetEvent};
-use crate::poller::{Poller, Ready};
+use crate::net::{spawn_connection, ConnHandle, NetConfig, NetEvent};
 use regent_core::auth::Side;
 use regent_core::ids::InstanceId;
 use regent_core::node::submit::{self as snode, SubmitNode};
@@ -49,7 +48,7 @@ use regent_core::{Addr, ConnId, Incarnation, Millis, WorkerId};
 use regent_std::host::{cpu_ticks, rss_kb};
 use smol::future;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -94,6 +93,12 @@ pub struct LoadOptions {
     pub listen: Option<std::net::SocketAddr>,
     /// The address masters should dial for it (default: the bound one).
     pub advertise: Option<String>,
+    /// Start the simulated peers evenly over this long instead of all at
+    /// once: their heartbeats are then spread over the interval as a real
+    /// cluster's are, rather than phase-aligned by a cold start (the round
+    /// trips then measure the master, not the burst). Registration time
+    /// includes the spread.
+    pub spread_start: Duration,
 }
 
 /// What a load run measured.
@@ -213,7 +218,8 @@ enum PeerInput {
 }
 
 enum Wake {
-    Net,
+    Net(NetEvent),
+    Accepted(smol::net::TcpStream),
     Dialled(usize, Dial, Result<smol::net::TcpStream, String>),
     Deadline,
     End,
@@ -232,19 +238,15 @@ struct Load {
     /// The next deadline of each peer, as queued in `timers`.
     scheduled: Vec<Option<Millis>>,
     timers: BinaryHeap<Reverse<(Millis, usize)>>,
-    /// Each connection's simulated peer.
-    conns: HashMap<ConnId, usize>,
+    conns: HashMap<ConnId, (usize, ConnHandle)>,
     /// Connections masters dialled to the shared callback listener.
-    callbacks: HashSet<ConnId>,
+    callbacks: HashMap<ConnId, ConnHandle>,
     /// Callback connections that delivered a leader's `MasterChanged`.
     contacts: u64,
-    /// Every connection, the callback listener's included (the master's
-    /// connection layer: one epoll instance, no task per connection).
-    poller: Poller,
-    /// What the poller reported and the peers have not been fed yet.
-    ready: Vec<Ready>,
+    next_conn: u64,
     net: Arc<NetConfig>,
     insecure: bool,
+    net_tx: async_channel::Sender<NetEvent>,
     dial_tx: async_channel::Sender<(usize, Dial, Result<smol::net::TcpStream, String>)>,
     dials_waiting: VecDeque<(usize, Dial, Addr)>,
     dials_out: usize,
@@ -290,23 +292,14 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, String> {
     }
     let (shard, shards) = opts.shard;
     // The shared callback listener, bound before any peer says where it is.
-    let (poller, callback) = match opts.listen {
+    let (accept_rx, _listener, callback) = match opts.listen {
         Some(listen) => {
-            let failed = |e: std::io::Error| {
-                format!("cannot listen on {listen} (the callback listener): {e}")
-            };
-            let listener = std::net::TcpListener::bind(listen).map_err(failed)?;
-            let poller = Poller::new(Some(listener), opts.net.clone()).map_err(failed)?;
-            let bound = poller.local_addr().map_err(failed)?;
+            let (bound, rx, task) = crate::net::callback_listener(listen).await?;
             let advertise = opts.advertise.clone().unwrap_or_else(|| bound.to_string());
             tracing::info!(listen = %bound, %advertise, "shared callback listener");
-            (poller, Some(Addr::new(advertise)))
+            (rx, Some(task), Some(Addr::new(advertise)))
         }
-        None => {
-            let poller = Poller::new(None, opts.net.clone())
-                .map_err(|e| format!("cannot start the connection poller: {e}"))?;
-            (poller, None)
-        }
+        None => (async_channel::unbounded().1, None, None),
     };
     let start = Instant::now();
     let mut peers = Vec::with_capacity(opts.workers + opts.frameworks);
@@ -335,6 +328,7 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, String> {
         peers.push(Peer::Framework(Box::new(SubmitNode::new(snode::Config::new(c)))));
     }
     let n = peers.len();
+    let (net_tx, net_rx) = async_channel::unbounded();
     let (dial_tx, dial_rx) = async_channel::unbounded();
     let mut l = Load {
         clock: crate::RuntimeClock::start(),
@@ -342,12 +336,12 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, String> {
         scheduled: vec![None; n],
         timers: BinaryHeap::new(),
         conns: HashMap::new(),
-        callbacks: HashSet::new(),
+        callbacks: HashMap::new(),
         contacts: 0,
-        poller,
-        ready: Vec::new(),
+        next_conn: 0,
         net: opts.net.clone(),
         insecure: opts.insecure,
+        net_tx,
         dial_tx,
         dials_waiting: VecDeque::new(),
         dials_out: 0,
@@ -371,9 +365,9 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, String> {
         shards,
         "load starts"
     );
-    for i in 0..n {
-        l.feed(i, l.start_input(i));
-    }
+    // Peer i starts at i/n of the spread.
+    let mut starts: VecDeque<(Instant, usize)> =
+        (0..n).map(|i| (start + opts.spread_start.mul_f64(i as f64 / n as f64), i)).collect();
     // Frameworks declare their share once every worker is registered.
     let per = if opts.frameworks > 0 { opts.executors / opts.frameworks as u32 } else { 0 };
     let extra = if opts.frameworks > 0 { opts.executors % opts.frameworks as u32 } else { 0 };
@@ -449,18 +443,35 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, String> {
         if (measured.is_some() && frameworks_done) || now > end_by {
             break;
         }
+        while let Some(&(at, i)) = starts.front() {
+            if at > now {
+                break;
+            }
+            starts.pop_front();
+            l.feed(i, l.start_input(i));
+        }
+        let next_start = starts.front().map(|(at, _)| *at);
         let deadline = l.clock.wake_at(l.timers.peek().map(|Reverse((at, _))| *at));
+        let deadline = match (deadline, next_start) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let tick = now + Duration::from_millis(50);
-        let poller = &l.poller;
         let wake = future::or(
             future::or(
+                future::or(
+                    async { Wake::Net(net_rx.recv().await.expect("the load holds a sender")) },
+                    async {
+                        let (i, d, r) = dial_rx.recv().await.expect("the load holds a sender");
+                        Wake::Dialled(i, d, r)
+                    },
+                ),
                 async {
-                    poller.next_turn().await;
-                    Wake::Net
-                },
-                async {
-                    let (i, d, r) = dial_rx.recv().await.expect("the load holds a sender");
-                    Wake::Dialled(i, d, r)
+                    match accept_rx.recv().await {
+                        Ok(stream) => Wake::Accepted(stream),
+                        // No listener: never wakes.
+                        Err(_) => future::pending().await,
+                    }
                 },
             ),
             async {
@@ -478,18 +489,18 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, String> {
         )
         .await;
         match wake {
-            Wake::Net => {
-                let mut ready = std::mem::take(&mut l.ready);
-                l.poller.poll(&mut ready);
-                l.ready = ready;
-                // The dial tasks share the executor.
-                smol::future::yield_now().await;
+            Wake::Net(ev) => {
+                l.on_net(ev);
+                // Drain what else is there, one handle call each.
+                while let Ok(ev) = net_rx.try_recv() {
+                    l.on_net(ev);
+                }
             }
             Wake::Dialled(i, d, r) => l.on_dialled(i, d, r),
+            Wake::Accepted(stream) => l.on_accepted(stream),
             Wake::Deadline | Wake::End => {}
         }
         l.run_due();
-        l.settle();
     }
     let (secs, cpu) = measured.unwrap_or((0.0, None));
     let mut rtts = std::mem::take(&mut l.rtts_us);
@@ -520,16 +531,14 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, String> {
         callback: callback.map(|a| a.as_str().to_owned()),
         contacts: l.contacts,
     };
-    l.poller.close_all();
-    // Let the closes reach the wire.
-    let until = Instant::now() + Duration::from_millis(200);
-    while Instant::now() < until && !l.poller.is_empty() {
-        let mut ready = Vec::new();
-        l.poller.poll(&mut ready);
-        l.poller.flush(&mut ready);
-        l.poller.sweep(Instant::now(), &mut ready);
-        async_io::Timer::after(Duration::from_millis(10)).await;
+    for (_, (_, h)) in l.conns.drain() {
+        h.close();
     }
+    for (_, h) in l.callbacks.drain() {
+        h.close();
+    }
+    // Let the closes reach the wire.
+    async_io::Timer::after(Duration::from_millis(200)).await;
     Ok(report)
 }
 
@@ -638,9 +647,15 @@ impl Load {
                 if matches!(msg, Message::WorkerHeartbeat { .. }) {
                     self.heartbeat_sent.insert(conn, Instant::now());
                 }
-                self.send(conn, &msg);
+                if let Some((_, h)) = self.conns.get(&conn) {
+                    h.send(msg);
+                }
             }
-            wnode::Output::Close { conn, .. } => self.close(conn),
+            wnode::Output::Close { conn, .. } => {
+                if let Some((_, h)) = self.conns.remove(&conn) {
+                    h.close();
+                }
+            }
             wnode::Output::Executor(wnode::ExecutorCommand::Start { executor, .. }) => {
                 self.launched += 1;
                 let state = ExecutorState::Running;
@@ -679,8 +694,16 @@ impl Load {
     fn framework_output(&mut self, i: usize, o: snode::Output) {
         match o {
             snode::Output::Dial { dial, master, .. } => self.dial(i, Dial::Framework(dial), master),
-            snode::Output::Send { conn, msg } => self.send(conn, &msg),
-            snode::Output::Close { conn, .. } => self.close(conn),
+            snode::Output::Send { conn, msg } => {
+                if let Some((_, h)) = self.conns.get(&conn) {
+                    h.send(msg);
+                }
+            }
+            snode::Output::Close { conn, .. } => {
+                if let Some((_, h)) = self.conns.remove(&conn) {
+                    h.close();
+                }
+            }
             snode::Output::Exit(exit) => {
                 if !self.gave_up[i] {
                     self.gave_up[i] = true;
@@ -689,44 +712,6 @@ impl Load {
                 }
             }
             snode::Output::Show(_) | snode::Output::Observed(_) => {}
-        }
-    }
-
-    fn send(&mut self, conn: ConnId, msg: &Message) {
-        if self.conns.contains_key(&conn) {
-            self.poller.send(conn, msg, &mut self.ready);
-        }
-    }
-
-    fn close(&mut self, conn: ConnId) {
-        if self.conns.remove(&conn).is_some() {
-            self.poller.close(conn);
-        }
-    }
-
-    /// Feeds the peers what the poller reported (and what that ended),
-    /// writes what they sent and sweeps the timeouts, until nothing is left.
-    fn settle(&mut self) {
-        let mut batch = Vec::new();
-        loop {
-            let mut ready = std::mem::take(&mut self.ready);
-            self.poller.sweep(Instant::now(), &mut ready);
-            self.poller.flush(&mut ready);
-            if ready.is_empty() {
-                self.ready = ready;
-                return;
-            }
-            std::mem::swap(&mut batch, &mut ready);
-            self.ready = ready;
-            for r in batch.drain(..) {
-                match r {
-                    Ready::Net(ev) => self.on_net(ev),
-                    Ready::Accepted(stream) => self.on_accepted(stream),
-                    Ready::AcceptFailed(e) => {
-                        tracing::warn!("the callback listener: accept failed: {e}")
-                    }
-                }
-            }
         }
     }
 
@@ -752,14 +737,19 @@ impl Load {
     fn on_dialled(&mut self, i: usize, d: Dial, r: Result<smol::net::TcpStream, String>) {
         self.dials_out -= 1;
         self.start_dials();
-        let added = r.and_then(|stream| {
-            crate::poller::into_std(stream)
-                .and_then(|stream| self.poller.add(stream, Side::Client))
-                .map_err(|e| format!("cannot run the connection: {e}"))
-        });
-        let conn = match added {
-            Ok((conn, _)) => {
-                self.conns.insert(conn, i);
+        let conn = match r {
+            Ok(stream) => {
+                let _ = stream.set_nodelay(true);
+                self.next_conn += 1;
+                let conn = ConnId(self.next_conn);
+                let h = spawn_connection(
+                    stream,
+                    Side::Client,
+                    conn,
+                    self.net.clone(),
+                    self.net_tx.clone(),
+                );
+                self.conns.insert(conn, (i, h));
                 Ok(conn)
             }
             Err(reason) => {
@@ -779,14 +769,13 @@ impl Load {
     }
 
     /// A master dialled the shared callback listener.
-    fn on_accepted(&mut self, stream: std::net::TcpStream) {
-        match self.poller.add(stream, Side::Server) {
-            Ok((conn, peer)) => {
-                tracing::debug!(%peer, %conn, "a master dialled the shared callback listener");
-                self.callbacks.insert(conn);
-            }
-            Err(e) => tracing::warn!("the callback listener: cannot run a connection: {e}"),
-        }
+    fn on_accepted(&mut self, stream: smol::net::TcpStream) {
+        let _ = stream.set_nodelay(true);
+        self.next_conn += 1;
+        let conn = ConnId(self.next_conn);
+        let h = spawn_connection(stream, Side::Server, conn, self.net.clone(), self.net_tx.clone());
+        tracing::debug!(peer = %h.peer, %conn, "a master dialled the shared callback listener");
+        self.callbacks.insert(conn, h);
     }
 
     /// What a master says on the shared callback listener: a leader's
@@ -813,19 +802,20 @@ impl Load {
             self.feed(i, accepted);
             self.feed(i, message);
         }
-        if self.callbacks.remove(&conn) {
-            self.poller.close(conn);
+        if let Some(h) = self.callbacks.remove(&conn) {
+            h.close();
         }
     }
 
     fn on_net(&mut self, ev: NetEvent) {
         match ev {
-            NetEvent::Message { conn, msg } if self.callbacks.contains(&conn) => {
+            NetEvent::Message { conn, msg } if self.callbacks.contains_key(&conn) => {
                 self.on_callback_message(conn, msg)
             }
-            NetEvent::Closed { conn, .. } if self.callbacks.remove(&conn) => {}
+            NetEvent::Closed { conn, .. } if self.callbacks.remove(&conn).is_some() => {}
             NetEvent::Message { conn, msg } => {
-                let Some(&i) = self.conns.get(&conn) else { return };
+                let Some((i, _)) = self.conns.get(&conn) else { return };
+                let i = *i;
                 match &msg {
                     Message::HeartbeatAck { .. } => {
                         if let Some(sent) = self.heartbeat_sent.remove(&conn) {
@@ -853,7 +843,7 @@ impl Load {
             }
             NetEvent::Closed { conn, cause } => {
                 self.heartbeat_sent.remove(&conn);
-                let Some(i) = self.conns.remove(&conn) else { return };
+                let Some((i, _)) = self.conns.remove(&conn) else { return };
                 self.errors += 1;
                 tracing::debug!(peer = i, %conn, "connection closed: {cause}");
                 let reason = cause.to_string();

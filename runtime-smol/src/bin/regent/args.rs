@@ -314,6 +314,11 @@ pub struct LoadArgs {
     /// Seconds to wait for every worker to register before measuring anyway.
     #[arg(long, value_name = "SECS", default_value_t = 120)]
     pub register_within: u64,
+    /// Start the simulated workers evenly over this many milliseconds
+    /// instead of all at once, so their heartbeats spread over the interval
+    /// as a running cluster's do (registration time then includes it).
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    pub spread_start: u64,
     /// Print one line of JSON at the end instead of the text report.
     #[arg(long)]
     pub json: bool,

@@ -188,6 +188,7 @@ pub async fn load(common: &Common, a: LoadArgs) -> Result<ExitCode, String> {
         executors: a.executors,
         master_pid: a.master_pid,
         register_within: Duration::from_secs(a.register_within),
+        spread_start: Duration::from_millis(a.spread_start),
         net: net_config(common)?,
         insecure: common.insecure,
     };
