@@ -61,10 +61,11 @@ pub fn master_config(common: &Common, a: MasterArgs) -> Result<MasterConfig, Str
 /// `regent master` on the smol runtime.
 pub async fn master(common: &Common, a: MasterArgs) -> Result<ExitCode, String> {
     let cfg = master_config(common, a)?;
-    // On the executor thread that runs the connections' tasks: a
-    // frame then reaches the master's loop, and its reply the
-    // connection's writer, without waking another thread (half the
-    // CPU of a heartbeat, measured with `regent load`).
+    // On smol's executor thread, beside the tasks of its ZooKeeper client,
+    // HTTP and dials (its connections are its poller's, on no task).
+    // Measured: run on this thread instead (which drives async-io's
+    // reactor while it waits), 18,000 workers cost the same (14.7 % of a
+    // core, p99 5.0 ms, against 15.0 % and 4.6 ms).
     smol::spawn(regent_smol::master::run_master(cfg, shutdown_channel())).await?;
     Ok(ExitCode::SUCCESS)
 }
