@@ -51,6 +51,7 @@ pub mod http;
 pub mod net;
 pub mod notes;
 pub mod store;
+pub mod tls;
 
 pub use store::{
     spawn_writer, Completion, FsStore, Loaded, Op, Outcome, StoreError, Warning, WriterEvent,

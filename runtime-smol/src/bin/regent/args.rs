@@ -273,6 +273,12 @@ pub enum Command {
     /// (records how the command ended in `--status`).
     #[command(hide = true, name = "executor-shim")]
     ExecutorShim(ExecutorShimArgs),
+    /// TLS material for a cluster (issue 24, first step: the connections do
+    /// not use it yet).
+    Tls {
+        #[command(subcommand)]
+        command: TlsCommand,
+    },
     /// A load generator: N simulated workers (real worker nodes on real
     /// connections; executors simulated) and optionally M frameworks
     /// declaring K executors, then a report of registration time, heartbeat
@@ -849,6 +855,28 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 1, requires = "update",
           value_parser = clap::value_parser!(u32).range(1..=regent_core::limits::MAX_SLOTS_PER_GROUP as i64))]
     pub max_parallel: u32,
+}
+
+/// `regent tls ...`.
+#[derive(Subcommand, Debug)]
+pub enum TlsCommand {
+    /// A development CA and a certificate for each node, in `--out`:
+    /// `ca.pem` (every node's CA), `ca-key.pem`, and `NAME.pem` with
+    /// `NAME-key.pem` per `--node` (keys mode 0600). Refuses a directory
+    /// that already holds a `ca.pem`. Not for production: the CA's
+    /// validity is open-ended and its key sits beside the certificates.
+    GenDevCa {
+        /// Where the files go (created if missing).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// The cluster the CA is named after.
+        #[arg(long, default_value = "regent")]
+        cluster: String,
+        /// A node's certificate, for the name or IP address peers dial it
+        /// at (repeat for each node).
+        #[arg(long = "node", value_name = "NAME", required = true)]
+        nodes: Vec<String>,
+    },
 }
 
 /// `regent job ...`.

@@ -20,7 +20,7 @@ mod job_file;
 mod operator;
 mod store;
 
-use args::{Cli, Command, JobCommand, Runtime, StoreCommand};
+use args::{Cli, Command, JobCommand, Runtime, StoreCommand, TlsCommand};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -93,6 +93,53 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Store { command } => store::store_command(&common, command).await,
         Command::ExecutorShim(_) => Err("executor-shim is run before the runtime starts".into()),
         Command::Load(a) => operator::load(&common, a).await,
+        Command::Tls { command: TlsCommand::GenDevCa { out, cluster, nodes } } => {
+            gen_dev_ca(&out, &cluster, &nodes)
+        }
         command => operator::run(&common, command).await,
     }
+}
+
+/// `regent tls gen-dev-ca`: see [`TlsCommand::GenDevCa`].
+fn gen_dev_ca(out: &std::path::Path, cluster: &str, nodes: &[String]) -> Result<ExitCode, String> {
+    use regent_std::tls::{DevCa, Validity};
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if out.join("ca.pem").exists() {
+        return Err(format!(
+            "{} already holds a ca.pem: refusing to replace a CA (remove it first)",
+            out.display()
+        ));
+    }
+    for n in nodes {
+        if n.is_empty() || n.contains('/') || n.starts_with('.') {
+            return Err(format!("--node {n:?}: write a host name or an IP address"));
+        }
+    }
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let write = |name: &str, text: &str, secret: bool| -> Result<(), String> {
+        let path = out.join(name);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(if secret { 0o600 } else { 0o644 })
+            .open(&path)
+            .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        f.write_all(text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    };
+    let ca = DevCa::new(cluster).map_err(|e| e.to_string())?;
+    write("ca.pem", &ca.cert_pem(), false)?;
+    write("ca-key.pem", &ca.key_pem(), true)?;
+    for n in nodes {
+        let issued =
+            ca.issue(std::slice::from_ref(n), Validity::Open).map_err(|e| e.to_string())?;
+        write(&format!("{n}.pem"), &issued.cert_pem, false)?;
+        write(&format!("{n}-key.pem"), &issued.key_pem, true)?;
+    }
+    println!(
+        "a development CA for cluster {cluster} and {} node certificate(s) in {}",
+        nodes.len(),
+        out.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }

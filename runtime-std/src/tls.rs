@@ -1,0 +1,319 @@
+//! TLS material (issue 24 item 4, first step): a node's certificate, key
+//! and cluster CA loaded into rustls configurations for **mutual** TLS —
+//! a server requires a client certificate chaining to the cluster's CA, a
+//! client checks the server's against it — and a development CA
+//! ([`DevCa`]) to issue them with.
+//!
+//! Not wired into the connection layers yet: no flag takes these files, and
+//! every connection is still TCP with the optional cluster-secret
+//! handshake. What is here is checked by in-memory rustls handshakes (a
+//! wrong CA, an expired certificate, another cluster's client certificate
+//! each refused, naming why).
+//!
+//! rustls with its `ring` provider (the one already in the tree through
+//! ureq), certificates made with rcgen.
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Why TLS material could not be read, made or used.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A file could not be read.
+    #[error("cannot read {what} {path}: {source}")]
+    Read {
+        /// What the file holds (`certificate`, `key`, `CA`).
+        what: &'static str,
+        /// Where.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The PEM holds nothing usable.
+    #[error("{what}: {reason}")]
+    Pem {
+        /// What was being read.
+        what: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// rustls refused the material (a key that does not match, a CA it
+    /// cannot use).
+    #[error("TLS configuration refused: {0}")]
+    Config(String),
+    /// rcgen could not make a key or certificate.
+    #[error("cannot make a certificate: {0}")]
+    Generate(String),
+}
+
+/// A node's TLS material: its certificate chain and key, and the cluster's
+/// CA its peers must chain to.
+#[derive(Debug)]
+pub struct TlsMaterial {
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    roots: Arc<RootCertStore>,
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+impl TlsMaterial {
+    /// From PEM text: `cert` (the node's certificate, then any
+    /// intermediates), `key` (its private key), `ca` (one or more CA
+    /// certificates).
+    pub fn from_pem(cert: &str, key: &str, ca: &str) -> Result<TlsMaterial, TlsError> {
+        let chain = certificates("certificate", cert)?;
+        let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).map_err(|e| TlsError::Pem {
+            what: "key",
+            reason: format!("no private key in it ({e})"),
+        })?;
+        let mut roots = RootCertStore::empty();
+        for c in certificates("CA", ca)? {
+            roots.add(c).map_err(|e| TlsError::Pem { what: "CA", reason: e.to_string() })?;
+        }
+        Ok(TlsMaterial { chain, key, roots: Arc::new(roots) })
+    }
+
+    /// From the files of `--tls-cert`, `--tls-key` and `--tls-ca`; an error
+    /// names the file.
+    pub fn load(cert: &Path, key: &Path, ca: &Path) -> Result<TlsMaterial, TlsError> {
+        let read = |what, p: &Path| {
+            std::fs::read_to_string(p).map_err(|source| TlsError::Read {
+                what,
+                path: p.display().to_string(),
+                source,
+            })
+        };
+        TlsMaterial::from_pem(&read("certificate", cert)?, &read("key", key)?, &read("CA", ca)?)
+    }
+
+    /// The accepting side: presents the node's certificate and requires a
+    /// client certificate chaining to the cluster's CA.
+    pub fn server_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            self.roots.clone(),
+            provider(),
+        )
+        .build()
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+        let config = ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| TlsError::Config(e.to_string()))?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(self.chain.clone(), self.key.clone_key())
+            .map_err(|e| TlsError::Config(e.to_string()))?;
+        Ok(Arc::new(config))
+    }
+
+    /// The dialling side: checks the server's certificate against the
+    /// cluster's CA and presents the node's own.
+    pub fn client_config(&self) -> Result<Arc<ClientConfig>, TlsError> {
+        let config = ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| TlsError::Config(e.to_string()))?
+            .with_root_certificates(self.roots.clone())
+            .with_client_auth_cert(self.chain.clone(), self.key.clone_key())
+            .map_err(|e| TlsError::Config(e.to_string()))?;
+        Ok(Arc::new(config))
+    }
+}
+
+fn certificates(what: &'static str, pem: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs = CertificateDer::pem_slice_iter(pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsError::Pem { what, reason: e.to_string() })?;
+    if certs.is_empty() {
+        return Err(TlsError::Pem { what, reason: "no certificate in it".into() });
+    }
+    Ok(certs)
+}
+
+/// A development CA: issues node certificates for one cluster. Not for
+/// production (its key is wherever it was written, its validity open-ended).
+pub struct DevCa {
+    cert: rcgen::Certificate,
+    key: rcgen::KeyPair,
+}
+
+impl std::fmt::Debug for DevCa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DevCa").finish_non_exhaustive()
+    }
+}
+
+/// A certificate and its key, PEM.
+#[derive(Debug, Clone)]
+pub struct Issued {
+    /// The certificate.
+    pub cert_pem: String,
+    /// Its private key.
+    pub key_pem: String,
+}
+
+/// How long an issued certificate is valid.
+#[derive(Debug, Clone, Copy)]
+pub enum Validity {
+    /// rcgen's default (from 1975 to 4096): a development certificate.
+    Open,
+    /// From and until these calendar years (January 1st, UTC).
+    Years {
+        /// First year.
+        from: i32,
+        /// Until January 1st of this year.
+        until: i32,
+    },
+}
+
+fn generate(e: rcgen::Error) -> TlsError {
+    TlsError::Generate(e.to_string())
+}
+
+impl DevCa {
+    /// A new CA named after `cluster`.
+    pub fn new(cluster: &str) -> Result<DevCa, TlsError> {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(generate)?;
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, format!("regent development CA, cluster {cluster}"));
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params.key_usages =
+            vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::CrlSign];
+        let key = rcgen::KeyPair::generate().map_err(generate)?;
+        let cert = params.self_signed(&key).map_err(generate)?;
+        Ok(DevCa { cert, key })
+    }
+
+    /// The CA certificate, PEM (every node's `--tls-ca`).
+    pub fn cert_pem(&self) -> String {
+        self.cert.pem()
+    }
+
+    /// The CA's private key, PEM (keep it off the nodes).
+    pub fn key_pem(&self) -> String {
+        self.key.serialize_pem()
+    }
+
+    /// A node certificate for `names` (host names or IP addresses, as its
+    /// peers dial it), good for both ends of a connection.
+    pub fn issue(&self, names: &[String], validity: Validity) -> Result<Issued, TlsError> {
+        let mut params = rcgen::CertificateParams::new(names.to_vec()).map_err(generate)?;
+        if let Some(first) = names.first() {
+            params.distinguished_name.push(rcgen::DnType::CommonName, first.clone());
+        }
+        params.extended_key_usages = vec![
+            rcgen::ExtendedKeyUsagePurpose::ServerAuth,
+            rcgen::ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        if let Validity::Years { from, until } = validity {
+            params.not_before = rcgen::date_time_ymd(from, 1, 1);
+            params.not_after = rcgen::date_time_ymd(until, 1, 1);
+        }
+        let key = rcgen::KeyPair::generate().map_err(generate)?;
+        let cert = params.signed_by(&key, &self.cert, &self.key).map_err(generate)?;
+        Ok(Issued { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustls::pki_types::ServerName;
+    use rustls::{ClientConnection, ServerConnection};
+
+    /// Runs a handshake in memory: `Ok` once both ends are done, else which
+    /// end refused and why.
+    fn handshake(server: &TlsMaterial, client: &TlsMaterial, name: &str) -> Result<(), String> {
+        let mut s = ServerConnection::new(server.server_config().unwrap()).unwrap();
+        let name = ServerName::try_from(name.to_string()).unwrap();
+        let mut c = ClientConnection::new(client.client_config().unwrap(), name).unwrap();
+        for _ in 0..20 {
+            let mut buf = Vec::new();
+            while c.wants_write() {
+                c.write_tls(&mut buf).unwrap();
+            }
+            if !buf.is_empty() {
+                s.read_tls(&mut &buf[..]).unwrap();
+                s.process_new_packets().map_err(|e| format!("server refused: {e}"))?;
+            }
+            let mut buf = Vec::new();
+            while s.wants_write() {
+                s.write_tls(&mut buf).unwrap();
+            }
+            if !buf.is_empty() {
+                c.read_tls(&mut &buf[..]).unwrap();
+                c.process_new_packets().map_err(|e| format!("client refused: {e}"))?;
+            }
+            if !c.is_handshaking() && !s.is_handshaking() && !c.wants_write() {
+                return Ok(());
+            }
+        }
+        Err("the handshake made no progress".into())
+    }
+
+    fn node(ca: &DevCa, name: &str, validity: Validity) -> TlsMaterial {
+        let issued = ca.issue(&[name.to_string()], validity).unwrap();
+        TlsMaterial::from_pem(&issued.cert_pem, &issued.key_pem, &ca.cert_pem()).unwrap()
+    }
+
+    #[test]
+    fn two_nodes_of_one_cluster_complete_a_mutual_handshake() {
+        let ca = DevCa::new("c1").unwrap();
+        let (m, w) = (node(&ca, "127.0.0.1", Validity::Open), node(&ca, "w1", Validity::Open));
+        handshake(&m, &w, "127.0.0.1").unwrap();
+    }
+
+    #[test]
+    fn a_server_certificate_of_another_ca_is_refused_by_the_client() {
+        let (ca, other) = (DevCa::new("c1").unwrap(), DevCa::new("c2").unwrap());
+        let err = handshake(
+            &node(&other, "127.0.0.1", Validity::Open),
+            &node(&ca, "w1", Validity::Open),
+            "127.0.0.1",
+        )
+        .unwrap_err();
+        assert!(err.starts_with("client refused") && err.contains("UnknownIssuer"), "{err}");
+    }
+
+    #[test]
+    fn an_expired_certificate_is_refused() {
+        let ca = DevCa::new("c1").unwrap();
+        let expired = node(&ca, "127.0.0.1", Validity::Years { from: 2020, until: 2021 });
+        let err = handshake(&expired, &node(&ca, "w1", Validity::Open), "127.0.0.1").unwrap_err();
+        assert!(err.starts_with("client refused") && err.contains("certificate expired"), "{err}");
+    }
+
+    #[test]
+    fn a_client_certificate_of_another_cluster_is_refused_by_the_server() {
+        let (ca, other) = (DevCa::new("c1").unwrap(), DevCa::new("c2").unwrap());
+        // The client trusts the server's CA but presents another cluster's
+        // certificate.
+        let theirs = other.issue(&["w9".to_string()], Validity::Open).unwrap();
+        let client =
+            TlsMaterial::from_pem(&theirs.cert_pem, &theirs.key_pem, &ca.cert_pem()).unwrap();
+        let err =
+            handshake(&node(&ca, "127.0.0.1", Validity::Open), &client, "127.0.0.1").unwrap_err();
+        assert!(err.starts_with("server refused") && err.contains("UnknownIssuer"), "{err}");
+    }
+
+    #[test]
+    fn unreadable_or_empty_material_is_refused_naming_it() {
+        let err = TlsMaterial::load(
+            Path::new("/nonexistent/cert.pem"),
+            Path::new("/nonexistent/key.pem"),
+            Path::new("/nonexistent/ca.pem"),
+        )
+        .unwrap_err();
+        assert!(err.to_string().starts_with("cannot read certificate /nonexistent/cert.pem"));
+        let ca = DevCa::new("c1").unwrap();
+        let issued = ca.issue(&["n".to_string()], Validity::Open).unwrap();
+        let err = TlsMaterial::from_pem("", &issued.key_pem, &ca.cert_pem()).unwrap_err();
+        assert_eq!(err.to_string(), "certificate: no certificate in it");
+        let err = TlsMaterial::from_pem(&issued.cert_pem, "", &ca.cert_pem()).unwrap_err();
+        assert!(err.to_string().starts_with("key: no private key in it"), "{err}");
+    }
+}
