@@ -204,15 +204,9 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
         pump.settle().await?;
         match pump.next_wake(&rx).await {
             Wake::Deadline => pump.feed(NodeInput::Tick)?,
-            Wake::Sweep => {
-                let mut ready = std::mem::take(&mut pump.ready);
-                pump.poller.sweep(Instant::now(), &mut ready);
-                pump.ready = ready;
-            }
+            Wake::Sweep => pump.poller.sweep(Instant::now(), &mut pump.ready),
             Wake::Net => {
-                let mut ready = std::mem::take(&mut pump.ready);
-                pump.poller.poll(&mut ready);
-                pump.ready = ready;
+                pump.poller.poll(&mut pump.ready);
                 // The tasks that feed the loop's other inputs (HTTP
                 // queries, the ZooKeeper client, dials) share its executor:
                 // under a flood the sockets are always ready, so the loop
@@ -350,18 +344,17 @@ impl Pump {
     async fn settle(&mut self) -> Result<(), String> {
         let mut batch = Vec::new();
         loop {
-            let mut ready = std::mem::take(&mut self.ready);
-            self.poller.flush(&mut ready);
-            if ready.is_empty() {
+            self.poller.flush(&mut self.ready);
+            if self.ready.is_empty() {
                 // A flood's batch is not kept for the quiet turns after it.
-                if ready.capacity() > 4096 {
-                    ready = Vec::new();
+                if self.ready.capacity() > 4096 {
+                    self.ready = Vec::new();
                 }
-                self.ready = ready;
                 return Ok(());
             }
-            std::mem::swap(&mut batch, &mut ready);
-            self.ready = ready;
+            // Fed from `batch`: feeding may report more into `self.ready`
+            // (a send past a queue bound), taken on the next round.
+            std::mem::swap(&mut batch, &mut self.ready);
             for r in batch.drain(..) {
                 self.on_ready(r).await?;
             }
