@@ -220,6 +220,12 @@ impl Poller {
         self.queued_total
     }
 
+    /// Bytes in `conn`'s output buffer not yet written (tests).
+    #[cfg(test)]
+    fn pending(&self, conn: ConnId) -> usize {
+        self.key_of(conn).map_or(0, |k| self.conns[k].out.len() - self.conns[k].out_at)
+    }
+
     /// When [`Poller::sweep`] is due.
     pub fn next_sweep(&self) -> Instant {
         self.next_sweep
@@ -548,6 +554,13 @@ impl Poller {
                 Ok(0) => break,
                 Ok(n) => {
                     c.out_at += n;
+                    // Written bytes leave the queue's count at once: a
+                    // peer that reads steadily while more is queued never
+                    // drains the buffer whole, and must not be counted as
+                    // not reading (the frames' overheads leave when it does).
+                    let written = n.min(c.queued);
+                    c.queued -= written;
+                    self.queued_total -= written;
                     progressed = true;
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -589,6 +602,12 @@ impl Poller {
         } else {
             if progressed || c.stalled_since.is_none() {
                 c.stalled_since = Some(now);
+            }
+            // The written prefix is given back once it is most of the
+            // buffer, so a buffer that never drains whole stays bounded.
+            if c.out_at > KEEP_OUT && c.out_at * 2 > c.out.len() {
+                c.out.drain(..c.out_at);
+                c.out_at = 0;
             }
             if !c.want_write {
                 c.want_write = true;
@@ -803,6 +822,60 @@ mod tests {
         let (cause, p) = flood(cfg, big(256 * 1024), Duration::from_millis(2));
         assert!(cause.to_string().contains("write timed out after 300ms"), "{cause}");
         assert_eq!(p.queued_bytes(), 0);
+    }
+
+    /// A peer that reads steadily while the master keeps its buffer from
+    /// ever draining whole is served, not taken for one that does not read:
+    /// written bytes leave the send queue's count as they are written.
+    #[test]
+    fn a_peer_reading_steadily_is_sent_past_the_queue_bound_without_a_close() {
+        let mut cfg = NetConfig::new("c", None);
+        cfg.max_send_queue = 1 << 20;
+        let mut p = poller(cfg);
+        let mut c = std::net::TcpStream::connect(p.local_addr().unwrap()).unwrap();
+        // Small kernel buffers both ends, so the reader's pace is felt.
+        rustix::net::sockopt::set_socket_recv_buffer_size(&c, 64 * 1024).unwrap();
+        let conn = until(&mut p, "the connection", |p, r| match r {
+            Ready::Accepted(s) => {
+                rustix::net::sockopt::set_socket_send_buffer_size(&s, 64 * 1024).unwrap();
+                Some(p.add(s, Side::Server).unwrap().0)
+            }
+            _ => None,
+        });
+        let reader = std::thread::spawn(move || {
+            let mut buf = vec![0u8; 16 * 1024];
+            let mut total = 0usize;
+            c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            while let Ok(n) = c.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                total += n;
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            total
+        });
+        // 8 MiB in all, eight times the bound, as fast as the buffer holds
+        // under half the bound: it never drains whole.
+        let frame = big(32 * 1024);
+        let len = regent_core::codec::frame_len(&frame);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut sent = 0usize;
+        while sent < 8 << 20 {
+            assert!(Instant::now() < deadline, "only {sent} bytes sent");
+            let mut out = Vec::new();
+            if p.pending(conn) < 512 * 1024 {
+                p.send(conn, &frame, &mut out);
+                sent += len;
+            }
+            p.poll(&mut out);
+            p.flush(&mut out);
+            assert!(out.is_empty(), "closed while the peer reads: {out:?}");
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        p.close(conn);
+        closed(&mut p, conn);
+        assert_eq!(reader.join().unwrap(), sent, "every byte arrived");
     }
 
     /// Regression twin of seed-002's: a master that tells a peer something
