@@ -30,9 +30,8 @@
 //! not retried. The plain variants make one round.
 
 use crate::http::executor_state_name;
-use crate::net::{spawn_connection, CloseCause, ConnHandle, NetConfig, NetEvent};
+use crate::net::{CloseCause, ConnHandle, NetConfig, NetEvent};
 use async_channel::Receiver;
-use regent_core::auth::Side;
 use regent_core::protocol::{
     ClusterState, ExecutorState, Hello, LeaderHint, Message, Role, WorkerView, PROTOCOL_VERSION,
 };
@@ -875,13 +874,13 @@ async fn ask_one<T>(
     let insecure = net.insecure;
     // Refuses a non-loopback master without a secret unless --insecure,
     // before a single byte goes out.
-    let stream = match crate::net::dial(addr, has_secret, insecure, true, CONNECT_TIMEOUT).await {
+    let dialled = match crate::net::dial(addr, has_secret, insecure, true, CONNECT_TIMEOUT).await {
         Ok(s) => s,
         Err(e) if e.refused => return Attempt::Refused(format!("connect failed: {}", e.reason)),
         Err(e) => return Attempt::Failed(format!("connect failed: {}", e.reason)),
     };
     let (events_tx, events) = async_channel::unbounded();
-    let handle = spawn_connection(stream, Side::Client, conn, net.clone(), events_tx);
+    let handle = crate::net::spawn_dialled(dialled, conn, net.clone(), events_tx);
     let exchange = exchange(&handle, &events, net, leader_only, request, answer);
     let attempt = match deadline(ANSWER_TIMEOUT, exchange).await {
         Some(a) => a,

@@ -220,7 +220,7 @@ enum PeerInput {
 enum Wake {
     Net(NetEvent),
     Accepted(smol::net::TcpStream),
-    Dialled(usize, Dial, Result<smol::net::TcpStream, String>),
+    Dialled(usize, Dial, Result<crate::net::Dialled, String>),
     Deadline,
     End,
 }
@@ -247,7 +247,7 @@ struct Load {
     net: Arc<NetConfig>,
     insecure: bool,
     net_tx: async_channel::Sender<NetEvent>,
-    dial_tx: async_channel::Sender<(usize, Dial, Result<smol::net::TcpStream, String>)>,
+    dial_tx: async_channel::Sender<(usize, Dial, Result<crate::net::Dialled, String>)>,
     dials_waiting: VecDeque<(usize, Dial, Addr)>,
     dials_out: usize,
     /// Heartbeats in flight: connection → send time.
@@ -551,7 +551,7 @@ async fn dial(
     i: usize,
     has_secret: bool,
     insecure: bool,
-) -> Result<smol::net::TcpStream, String> {
+) -> Result<crate::net::Dialled, String> {
     match master.as_str().parse::<std::net::SocketAddr>() {
         Ok(dst) if dst.ip().is_loopback() && dst.is_ipv4() => {
             let src =
@@ -564,7 +564,8 @@ async fn dial(
                 if let Some(e) = stream.get_ref().take_error().map_err(|e| e.to_string())? {
                     return Err(format!("cannot connect to {dst}: {e}"));
                 }
-                Ok(smol::net::TcpStream::from(stream))
+                let stream = smol::net::TcpStream::from(stream);
+                Ok(crate::net::Dialled { stream, addr: master.clone() })
             };
             future::or(attempt, async {
                 async_io::Timer::after(DIAL_TIMEOUT).await;
@@ -734,21 +735,16 @@ impl Load {
         }
     }
 
-    fn on_dialled(&mut self, i: usize, d: Dial, r: Result<smol::net::TcpStream, String>) {
+    fn on_dialled(&mut self, i: usize, d: Dial, r: Result<crate::net::Dialled, String>) {
         self.dials_out -= 1;
         self.start_dials();
         let conn = match r {
-            Ok(stream) => {
-                let _ = stream.set_nodelay(true);
+            Ok(dialled) => {
+                let _ = dialled.stream.set_nodelay(true);
                 self.next_conn += 1;
                 let conn = ConnId(self.next_conn);
-                let h = spawn_connection(
-                    stream,
-                    Side::Client,
-                    conn,
-                    self.net.clone(),
-                    self.net_tx.clone(),
-                );
+                let h =
+                    crate::net::spawn_dialled(dialled, conn, self.net.clone(), self.net_tx.clone());
                 self.conns.insert(conn, (i, h));
                 Ok(conn)
             }

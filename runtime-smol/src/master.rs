@@ -26,7 +26,6 @@ use regent_core::{Addr, ConnId, MasterId, Millis};
 use regent_std::conns::Conns;
 use regent_std::host::{proc_limit, ConnectionCeiling};
 use regent_std::store::{master_sealing, LocalStore};
-use smol::net::TcpStream;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,7 +39,7 @@ pub use regent_std::config::{MasterConfig, Recovery};
 const FD_RESERVE: usize = 256;
 
 enum Input {
-    Dialled { dial: DialId, result: Result<TcpStream, net::DialError> },
+    Dialled { dial: DialId, result: Result<net::Dialled, net::DialError> },
     Probed { probe: u64, result: ProbeResult },
     Store(Vec<StoreEvent>),
     Http(HttpQuery),
@@ -224,13 +223,14 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
                 return Ok(());
             }
             Wake::Input(Input::Dialled { dial, result }) => {
-                let result = match result.and_then(|stream| {
-                    crate::poller::into_std(stream).map_err(|e| net::DialError {
+                let result = match result.and_then(|d| {
+                    let stream = crate::poller::into_std(d.stream).map_err(|e| net::DialError {
                         reason: format!("cannot run the dialled connection: {e}"),
                         refused: false,
-                    })
+                    })?;
+                    Ok((stream, d.addr))
                 }) {
-                    Ok(stream) => match pump.run_connection(stream, Side::Client) {
+                    Ok((stream, addr)) => match pump.run_connection(stream, Some(addr)) {
                         Ok((conn, peer)) => {
                             DialResult::Connected { conn, peer: Some(Addr::new(peer.to_string())) }
                         }
@@ -326,14 +326,18 @@ impl Pump {
         self.clock.now()
     }
 
-    /// Runs a new connection over `stream` (`side` says who dialled): its
-    /// number and the peer's address.
+    /// Runs a new connection over `stream`: accepted, or dialled to
+    /// `dialled` (the name a TLS peer's certificate must carry). Its number
+    /// and the peer's address.
     fn run_connection(
         &mut self,
         stream: std::net::TcpStream,
-        side: Side,
+        dialled: Option<Addr>,
     ) -> std::io::Result<(ConnId, std::net::SocketAddr)> {
-        let (conn, peer) = self.poller.add(stream, side)?;
+        let (conn, peer) = match dialled {
+            None => self.poller.add(stream, Side::Server)?,
+            Some(addr) => self.poller.add_dialled(stream, &addr)?,
+        };
         self.conns.insert(conn, peer.to_string());
         Ok((conn, peer))
     }
@@ -370,7 +374,7 @@ impl Pump {
             {
                 self.conns.count_refused();
             }
-            Ready::Accepted(stream) => match self.run_connection(stream, Side::Server) {
+            Ready::Accepted(stream) => match self.run_connection(stream, None) {
                 Ok((conn, _)) => self.feed(NodeInput::Connected { conn })?,
                 Err(e) => tracing::warn!("cannot run an accepted connection: {e}"),
             },

@@ -39,7 +39,7 @@ pub use regent_std::net::{
     check_exposure, nonce, random_u64, Admit, CloseCause, NetConfig, NetEvent, Outbound, SendQueue,
 };
 use regent_std::net::{fill_batch, Batch};
-use smol::io::{AsyncReadExt, AsyncWriteExt};
+use smol::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use smol::net::TcpStream;
 use std::sync::Arc;
 use std::time::Duration;
@@ -102,9 +102,34 @@ impl regent_std::conns::Peer for ConnHandle {
 }
 
 /// Starts the tasks of a connection over `stream`; `side` says who dialled.
+/// With TLS, a dialled peer's certificate must name its IP address (a peer
+/// dialled by name: [`spawn_dialled`]).
 pub fn spawn_connection(
     stream: TcpStream,
     side: Side,
+    conn: ConnId,
+    cfg: Arc<NetConfig>,
+    events: Sender<NetEvent>,
+) -> ConnHandle {
+    spawn_with(stream, side, None, conn, cfg, events)
+}
+
+/// Starts the tasks of a connection [`dial`] made: with TLS, the peer's
+/// certificate must name the host it was dialled at.
+pub fn spawn_dialled(
+    dialled: Dialled,
+    conn: ConnId,
+    cfg: Arc<NetConfig>,
+    events: Sender<NetEvent>,
+) -> ConnHandle {
+    let Dialled { stream, addr } = dialled;
+    spawn_with(stream, Side::Client, Some(addr.0), conn, cfg, events)
+}
+
+fn spawn_with(
+    stream: TcpStream,
+    side: Side,
+    name: Option<String>,
     conn: ConnId,
     cfg: Arc<NetConfig>,
     events: Sender<NetEvent>,
@@ -116,7 +141,7 @@ pub fn spawn_connection(
     let queue = Arc::new(SendQueue::new(cfg.clone()));
     let handle = ConnHandle { conn, peer: peer.clone(), tx, queue: queue.clone(), kill };
     smol::spawn(async move {
-        let io = run(stream, side, conn, &cfg, &events, rx, queue.clone());
+        let io = run(stream, side, name, conn, &cfg, &events, rx, queue.clone());
         let result = smol::future::or(io, async {
             // A kill ends the connection at once, for the cause the queue
             // recorded before the kill (reported below). The handle merely
@@ -166,8 +191,10 @@ thread_local! {
 
 /// Reads what the socket has into `reader`, through the thread's scratch
 /// buffer (borrowed only inside one poll, never across an await).
-async fn read_into(stream: &mut TcpStream, reader: &mut FrameReader) -> Result<(), CloseCause> {
-    use smol::io::AsyncRead;
+async fn read_into<R: AsyncRead + Unpin>(
+    stream: &mut R,
+    reader: &mut FrameReader,
+) -> Result<(), CloseCause> {
     use std::task::Poll;
     smol::future::poll_fn(|cx| {
         READ_SCRATCH.with(|scratch| {
@@ -175,9 +202,19 @@ async fn read_into(stream: &mut TcpStream, reader: &mut FrameReader) -> Result<(
             match std::pin::Pin::new(&mut *stream).poll_read(cx, &mut scratch[..]) {
                 Poll::Ready(Ok(0)) => Poll::Ready(Err(CloseCause::PeerClosed)),
                 Poll::Ready(Ok(n)) => {
-                    Poll::Ready(reader.feed(&scratch[..n]).map_err(CloseCause::Frame))
+                    Poll::Ready(reader.feed(&scratch[..n]).map_err(CloseCause::frame))
                 }
-                Poll::Ready(Err(e)) => Poll::Ready(Err(CloseCause::read(&e))),
+                // TLS: the peer's end closed without a close_notify (a
+                // killed process): for the fast takeover, the peer's close.
+                Poll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    Poll::Ready(Err(CloseCause::PeerClosed))
+                }
+                Poll::Ready(Err(e)) => Poll::Ready(Err(match rustls_error(&e) {
+                    // A TLS alert after the handshake (TLS 1.3: a refused
+                    // client certificate), named.
+                    Some(tls) => CloseCause::Tls(regent_std::tls::describe(tls)),
+                    None => CloseCause::read(&e),
+                })),
                 Poll::Pending => Poll::Pending,
             }
         })
@@ -185,7 +222,10 @@ async fn read_into(stream: &mut TcpStream, reader: &mut FrameReader) -> Result<(
     .await
 }
 
-async fn read_some(stream: &mut TcpStream, buf: &mut [u8]) -> Result<usize, CloseCause> {
+async fn read_some<R: AsyncRead + Unpin>(
+    stream: &mut R,
+    buf: &mut [u8],
+) -> Result<usize, CloseCause> {
     match stream.read(buf).await {
         Ok(0) => Err(CloseCause::PeerClosed),
         Ok(n) => Ok(n),
@@ -193,8 +233,9 @@ async fn read_some(stream: &mut TcpStream, buf: &mut [u8]) -> Result<usize, Clos
     }
 }
 
-async fn handshake(
-    stream: &mut TcpStream,
+async fn handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    rstream: &mut R,
+    stream: &mut W,
     reader: &mut FrameReader,
     side: Side,
     secret: &Secret,
@@ -209,7 +250,7 @@ async fn handshake(
     };
     let mut buf = vec![0u8; 4096];
     loop {
-        while let Some(body) = reader.next_body().map_err(CloseCause::Frame)? {
+        while let Some(body) = reader.next_body().map_err(CloseCause::frame)? {
             match hs.receive(body) {
                 Step::Send(frame) => {
                     stream.write_all(&frame).await.map_err(|e| CloseCause::write(&e))?
@@ -218,34 +259,45 @@ async fn handshake(
                     if let Some(frame) = frame {
                         stream.write_all(&frame).await.map_err(|e| CloseCause::write(&e))?;
                     }
+                    stream.flush().await.map_err(|e| CloseCause::write(&e))?;
                     return Ok(session);
                 }
                 Step::Failed { error, frame } => {
                     if let Some(frame) = frame {
                         let _ = stream.write_all(&frame).await;
+                        let _ = stream.flush().await;
                     }
                     return Err(CloseCause::HandshakeRefused(error));
                 }
             }
         }
-        let n = read_some(stream, &mut buf).await?;
-        reader.feed(&buf[..n]).map_err(CloseCause::Frame)?;
+        stream.flush().await.map_err(|e| CloseCause::write(&e))?;
+        let n = read_some(rstream, &mut buf).await?;
+        reader.feed(&buf[..n]).map_err(CloseCause::frame)?;
     }
 }
 
 /// Writes `buf` whole; a write that makes no progress for the write
 /// timeout (read again for every write: the heartbeat interval may change
 /// it) ends the connection, saying so through the queue.
-async fn write_timed(
-    stream: &mut TcpStream,
+async fn write_timed<W: AsyncWrite + Unpin>(
+    stream: &mut W,
     buf: &[u8],
     cfg: &NetConfig,
     queue: &SendQueue,
 ) -> Result<(), ()> {
     let mut at = 0;
-    while at < buf.len() {
+    // Past the bytes, a flush: TLS holds records until flushed.
+    while at <= buf.len() {
         let d = cfg.write_timeout();
-        let wrote = smol::future::or(async { Some(stream.write(&buf[at..]).await) }, async {
+        let step = async {
+            Some(if at < buf.len() {
+                stream.write(&buf[at..]).await
+            } else {
+                stream.flush().await.map(|()| 1)
+            })
+        };
+        let wrote = smol::future::or(step, async {
             async_io::Timer::after(d).await;
             None
         })
@@ -265,8 +317,8 @@ async fn write_timed(
 
 /// The writer: seals in the order frames go on the wire, batching whatever
 /// is queued into one write.
-async fn write_loop(
-    mut stream: TcpStream,
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut stream: W,
     mut sealer: auth::FrameSealer,
     rx: Receiver<Outbound>,
     cfg: Arc<NetConfig>,
@@ -295,8 +347,132 @@ async fn write_loop(
     let _ = stream.close().await;
 }
 
+/// A connection's bytes: plain TCP, or TLS over it.
+enum Wire {
+    Plain(TcpStream),
+    Tls(Box<futures_rustls::TlsStream<TcpStream>>),
+}
+
+/// Sets up TLS (or not) on `stream` (see [`NetConfig::tls`]): a dialling
+/// side with TLS material always speaks TLS; an accepting side reads the
+/// peer's first byte ([`TlsContext::sniff`]) and refuses a peer that
+/// speaks the other.
+///
+/// [`TlsContext::sniff`]: regent_std::tls::TlsContext::sniff
+async fn secure(
+    stream: TcpStream,
+    side: Side,
+    name: Option<String>,
+    cfg: &NetConfig,
+) -> Result<Wire, CloseCause> {
+    match side {
+        Side::Client => {
+            let Some(tls) = &cfg.tls else { return Ok(Wire::Plain(stream)) };
+            let name = match name {
+                Some(addr) => regent_std::tls::server_name(&addr),
+                None => stream
+                    .peer_addr()
+                    .map_err(|e| e.to_string())
+                    .and_then(|a| regent_std::tls::server_name(&a.ip().to_string())),
+            }
+            .map_err(CloseCause::Tls)?;
+            let connector = futures_rustls::TlsConnector::from(tls.client());
+            let tls = connector.connect(name, stream).await.map_err(tls_failure)?;
+            Ok(Wire::Tls(Box::new(futures_rustls::TlsStream::Client(tls))))
+        }
+        // Without TLS, a TLS peer's first bytes are no frame's and are
+        // refused as such (`CloseCause::frame`).
+        Side::Server if cfg.tls.is_none() => Ok(Wire::Plain(stream)),
+        Side::Server => {
+            let mut first = [0u8; 1];
+            match stream.peek(&mut first).await {
+                Ok(0) => return Err(CloseCause::PeerClosed),
+                Ok(_) => {}
+                Err(e) => return Err(CloseCause::read(&e)),
+            }
+            match regent_std::tls::TlsContext::sniff(cfg.tls.as_deref(), first[0]) {
+                Err(reason) => {
+                    if cfg.tls.is_some() {
+                        // What it sent is read first, so the close is a
+                        // FIN: the alert tells it it met TLS.
+                        let mut stream = stream;
+                        let mut sink = [0u8; 4096];
+                        let _ = stream.read(&mut sink).await;
+                        let _ = stream.write_all(&regent_std::tls::PLAIN_PEER_ALERT).await;
+                    }
+                    Err(CloseCause::Tls(reason))
+                }
+                Ok(false) => Ok(Wire::Plain(stream)),
+                Ok(true) => {
+                    let tls = cfg.tls.as_ref().expect("sniff speaks TLS only with a context");
+                    let acceptor = futures_rustls::TlsAcceptor::from(tls.server());
+                    let tls = acceptor.accept(stream).await.map_err(tls_failure)?;
+                    Ok(Wire::Tls(Box::new(futures_rustls::TlsStream::Server(tls))))
+                }
+            }
+        }
+    }
+}
+
+/// A failed TLS handshake, named: rustls' error as
+/// [`regent_std::tls::describe`] puts it, or the peer's close in the middle
+/// (it does not speak TLS).
+pub fn tls_failure(e: std::io::Error) -> CloseCause {
+    if let Some(tls) = rustls_error(&e) {
+        return CloseCause::Tls(regent_std::tls::describe(tls));
+    }
+    match e.kind() {
+        std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset => {
+            CloseCause::Tls(format!(
+                "the peer closed the connection during the TLS handshake ({e}): it has no TLS \
+                 material, or refused this node's"
+            ))
+        }
+        _ => CloseCause::Tls(format!("the TLS handshake failed: {e}")),
+    }
+}
+
+/// The rustls error an I/O error of futures-rustls carries, if any.
+fn rustls_error(e: &std::io::Error) -> Option<&rustls::Error> {
+    e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>())
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn run(
     stream: TcpStream,
+    side: Side,
+    name: Option<String>,
+    conn: ConnId,
+    cfg: &Arc<NetConfig>,
+    events: &Sender<NetEvent>,
+    rx: Receiver<Outbound>,
+    queue: Arc<SendQueue>,
+) -> Result<(), CloseCause> {
+    let raw = stream.clone();
+    let secured = with_deadline(cfg.handshake_timeout, "TLS handshake", async {
+        if cfg.tls.is_none() {
+            return Ok(Wire::Plain(stream));
+        }
+        // Boxed: the TLS handshake's state lives only while it runs.
+        Box::pin(secure(stream, side, name, cfg)).await
+    })
+    .await;
+    let result = match secured {
+        Err(cause) => Err(cause),
+        Ok(Wire::Plain(s)) => run_on(s.clone(), s, side, conn, cfg, events, rx, queue).await,
+        Ok(Wire::Tls(tls)) => {
+            let (r, w) = smol::io::split(*tls);
+            run_on(r, w, side, conn, cfg, events, rx, queue).await
+        }
+    };
+    let _ = raw.shutdown(std::net::Shutdown::Both);
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_on<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + Send + 'static>(
+    mut rstream: R,
+    mut wstream: W,
     side: Side,
     conn: ConnId,
     cfg: &Arc<NetConfig>,
@@ -304,7 +480,6 @@ async fn run(
     rx: Receiver<Outbound>,
     queue: Arc<SendQueue>,
 ) -> Result<(), CloseCause> {
-    let mut rstream = stream.clone();
     let mut reader = FrameReader::new(match cfg.secret {
         Some(_) => auth::HANDSHAKE_MAX_BODY,
         None => cfg.max_frame,
@@ -317,18 +492,18 @@ async fn run(
             Box::pin(with_deadline(
                 cfg.handshake_timeout,
                 "handshake",
-                handshake(&mut rstream, &mut reader, side, secret),
+                handshake(&mut rstream, &mut wstream, &mut reader, side, secret),
             ))
             .await?
         }
     };
     reader.set_max_body(session.opener.max_body(cfg.max_frame));
     let Session { sealer, mut opener } = session;
-    let writer = smol::spawn(write_loop(stream, sealer, rx, cfg.clone(), queue));
+    let writer = smol::spawn(write_loop(wstream, sealer, rx, cfg.clone(), queue));
     let decoder = DecoderConfig { max_frame: cfg.max_frame, cluster: Some(cfg.cluster.clone()) };
     let result = async {
         loop {
-            while let Some(body) = reader.next_body().map_err(CloseCause::Frame)? {
+            while let Some(body) = reader.next_body().map_err(CloseCause::frame)? {
                 let msg = opener.open(body, &decoder).map_err(CloseCause::Refused)?;
                 if events.send(NetEvent::Message { conn, msg }).await.is_err() {
                     return Ok(());
@@ -339,13 +514,11 @@ async fn run(
             with_deadline(d, "idle connection", read_into(&mut rstream, &mut reader)).await?;
         }
     };
-    let result: Result<(), CloseCause> = smol::future::or(result, async {
+    smol::future::or(result, async {
         writer.await;
         Ok(())
     })
-    .await;
-    let _ = rstream.shutdown(std::net::Shutdown::Both);
-    result
+    .await
 }
 
 /// Binds a callback listener on `listen` (seed 002: a new leader dials it
@@ -402,6 +575,16 @@ pub async fn probe(addr: &str, timeout: Duration) -> regent_core::node::ProbeRes
     .await
 }
 
+/// A connection [`dial`] made, and the address it was dialled at (the name
+/// a TLS peer's certificate must carry).
+#[derive(Debug)]
+pub struct Dialled {
+    /// The connected socket (`TCP_NODELAY`).
+    pub stream: TcpStream,
+    /// What was dialled, as given.
+    pub addr: regent_core::Addr,
+}
+
 /// Why dialling a master failed.
 #[derive(Debug)]
 pub struct DialError {
@@ -423,7 +606,7 @@ pub async fn dial(
     insecure: bool,
     strict: bool,
     timeout: Duration,
-) -> Result<TcpStream, DialError> {
+) -> Result<Dialled, DialError> {
     let attempt = async {
         let addrs = smol::net::resolve(master.as_str()).await.map_err(|e| DialError {
             reason: format!("cannot resolve {master}: {e}"),
@@ -449,7 +632,7 @@ pub async fn dial(
             match TcpStream::connect(addr).await {
                 Ok(stream) => {
                     let _ = stream.set_nodelay(true);
-                    return Ok(stream);
+                    return Ok(Dialled { stream, addr: master.clone() });
                 }
                 Err(e) => err.reason = format!("cannot connect to {addr}: {e}"),
             }

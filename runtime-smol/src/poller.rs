@@ -107,11 +107,42 @@ enum Link {
     Open { sealer: FrameSealer, opener: FrameOpener },
 }
 
+/// What carries a connection's bytes.
+enum Wire {
+    /// Accepted, its first byte not read yet: that byte says TLS or plain
+    /// ([`TlsContext::sniff`]). Nothing is written meanwhile.
+    ///
+    /// [`TlsContext::sniff`]: regent_std::tls::TlsContext::sniff
+    Unsniffed,
+    /// Plain TCP.
+    Plain,
+    /// TLS (rustls' sans-IO connection): reads go through it into the
+    /// frame reader, the output buffer's bytes into it as it takes them.
+    Tls(Box<rustls::Connection>),
+}
+
+impl Wire {
+    /// Still before the point where frames can flow.
+    fn handshaking(&self) -> bool {
+        match self {
+            Wire::Unsniffed => true,
+            Wire::Plain => false,
+            Wire::Tls(tls) => tls.is_handshaking(),
+        }
+    }
+}
+
+/// Plaintext moved into a TLS connection at once at most: about four
+/// records, so rustls' own buffer stays small and the rest waits (counted)
+/// in the output buffer.
+const TLS_CHUNK: usize = 64 * 1024;
+
 /// One peer connection.
 struct Conn {
     id: ConnId,
     stream: TcpStream,
     peer: SocketAddr,
+    wire: Wire,
     link: Link,
     reader: FrameReader,
     /// Sealed bytes; those before `out_at` are written.
@@ -151,6 +182,8 @@ pub struct Poller {
     cfg: Arc<NetConfig>,
     decoder: DecoderConfig,
     scratch: Vec<u8>,
+    /// Where a TLS connection's plaintext lands before its frame reader.
+    plain: Vec<u8>,
     /// Connections whose output buffer may hold bytes.
     to_flush: Vec<usize>,
     /// Connections holding whole frames past [`MAX_FRAMES_PER_TURN`].
@@ -190,6 +223,7 @@ impl Poller {
             cfg,
             decoder,
             scratch: vec![0; READ_CHUNK],
+            plain: Vec::new(),
             to_flush: Vec::new(),
             backlog: Vec::new(),
             queued_total: 0,
@@ -261,6 +295,54 @@ impl Poller {
     /// on the next [`Poller::flush`]). Returns its number and the peer's
     /// address.
     pub fn add(&mut self, stream: TcpStream, side: Side) -> std::io::Result<(ConnId, SocketAddr)> {
+        let wire = match side {
+            // With TLS the peer's first byte says which
+            // (`TlsContext::sniff`); without, a TLS peer's first bytes are
+            // no frame's and are refused as such (`CloseCause::frame`).
+            Side::Server if self.cfg.tls.is_some() => Wire::Unsniffed,
+            Side::Server => Wire::Plain,
+            Side::Client => match &self.cfg.tls {
+                None => Wire::Plain,
+                Some(_) => {
+                    let ip = stream.peer_addr()?.ip().to_string();
+                    return self.add_tls_client(stream, &ip);
+                }
+            },
+        };
+        self.add_on(stream, side, wire)
+    }
+
+    /// Runs `stream`, dialled to `addr`, as a connection: with TLS, the
+    /// peer's certificate must name `addr`'s host.
+    pub fn add_dialled(
+        &mut self,
+        stream: TcpStream,
+        addr: &regent_core::Addr,
+    ) -> std::io::Result<(ConnId, SocketAddr)> {
+        match &self.cfg.tls {
+            None => self.add_on(stream, Side::Client, Wire::Plain),
+            Some(_) => self.add_tls_client(stream, addr.as_str()),
+        }
+    }
+
+    fn add_tls_client(
+        &mut self,
+        stream: TcpStream,
+        name: &str,
+    ) -> std::io::Result<(ConnId, SocketAddr)> {
+        let tls = self.cfg.tls.as_ref().expect("called with TLS");
+        let name = regent_std::tls::server_name(name).map_err(std::io::Error::other)?;
+        let conn = rustls::ClientConnection::new(tls.client(), name)
+            .map_err(|e| std::io::Error::other(format!("TLS: {e}")))?;
+        self.add_on(stream, Side::Client, Wire::Tls(Box::new(conn.into())))
+    }
+
+    fn add_on(
+        &mut self,
+        stream: TcpStream,
+        side: Side,
+        wire: Wire,
+    ) -> std::io::Result<(ConnId, SocketAddr)> {
         stream.set_nonblocking(true)?;
         let _ = stream.set_nodelay(true);
         let peer = stream.peer_addr()?;
@@ -298,6 +380,7 @@ impl Poller {
             id,
             stream,
             peer,
+            wire,
             link,
             reader: FrameReader::new(max_body),
             out: first.unwrap_or_default(),
@@ -470,9 +553,21 @@ impl Poller {
             return;
         }
         c.last_read = now;
-        if let Err(e) = c.reader.feed(&self.scratch[..n]) {
-            self.remove(key, CloseCause::Frame(e), out);
+        let was_handshaking = c.wire.handshaking();
+        let bytes = &self.scratch[..n];
+        let taken = take_in(c, bytes, &mut self.plain, self.cfg.tls.as_deref());
+        let (wants_write, opened) = match &c.wire {
+            Wire::Tls(tls) => (tls.wants_write(), was_handshaking && !tls.is_handshaking()),
+            _ => (false, false),
+        };
+        if let Err(cause) = taken {
+            self.remove(key, cause, out);
             return;
+        }
+        if wants_write || opened {
+            // TLS handshake records to answer, or what waited for the
+            // handshake to end.
+            self.mark(key);
         }
         self.open_frames(key, out);
     }
@@ -498,7 +593,7 @@ impl Poller {
                 Ok(Some(body)) => body,
                 Ok(None) => break,
                 Err(e) => {
-                    failed = Some(CloseCause::Frame(e));
+                    failed = Some(CloseCause::frame(e));
                     break;
                 }
             };
@@ -530,7 +625,7 @@ impl Poller {
                     Step::Failed { error, frame } => {
                         if let Some(frame) = frame {
                             // Best effort: the refusal names the reason.
-                            let _ = c.stream.write(&frame);
+                            write_now(&mut c.wire, &mut c.stream, &frame);
                         }
                         failed = Some(CloseCause::HandshakeRefused(error));
                         break;
@@ -549,9 +644,53 @@ impl Poller {
     fn write(&mut self, key: usize, now: Instant, out: &mut Vec<Ready>) {
         let Some(c) = self.conns.get_mut(key) else { return };
         let mut progressed = false;
-        while c.out_at < c.out.len() {
-            match c.stream.write(&c.out[c.out_at..]) {
-                Ok(0) => break,
+        // The socket refused more (writable interest is then asked for);
+        // otherwise what is left waits for a handshake to end.
+        let mut blocked = false;
+        loop {
+            let wrote = match &mut c.wire {
+                Wire::Unsniffed => break,
+                Wire::Plain => {
+                    if c.out_at == c.out.len() {
+                        break;
+                    }
+                    c.stream.write(&c.out[c.out_at..])
+                }
+                Wire::Tls(tls) => {
+                    if !tls.wants_write() {
+                        if tls.is_handshaking() || c.out_at == c.out.len() {
+                            break;
+                        }
+                        let end = c.out.len().min(c.out_at + TLS_CHUNK);
+                        let n = tls.writer().write(&c.out[c.out_at..end]).unwrap_or(0);
+                        if n == 0 {
+                            break;
+                        }
+                        c.out_at += n;
+                        let taken = n.min(c.queued);
+                        c.queued -= taken;
+                        self.queued_total -= taken;
+                    }
+                    // TLS records: the plaintext left the count as rustls
+                    // took it (at most TLS_CHUNK of it waits in there).
+                    match tls.write_tls(&mut c.stream) {
+                        Ok(n) => {
+                            if n == 0 {
+                                blocked = true;
+                                break;
+                            }
+                            progressed = true;
+                            continue;
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
+            };
+            match wrote {
+                Ok(0) => {
+                    blocked = true;
+                    break;
+                }
                 Ok(n) => {
                     c.out_at += n;
                     // Written bytes leave the queue's count at once: a
@@ -564,7 +703,10 @@ impl Poller {
                     progressed = true;
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    blocked = true;
+                    break;
+                }
                 Err(e) => {
                     let cause = match e.kind() {
                         ErrorKind::BrokenPipe | ErrorKind::ConnectionReset => {
@@ -577,7 +719,8 @@ impl Poller {
                 }
             }
         }
-        if c.out_at == c.out.len() {
+        let tls_pending = matches!(&c.wire, Wire::Tls(tls) if tls.wants_write());
+        if c.out_at == c.out.len() && !tls_pending {
             c.out.clear();
             c.out_at = 0;
             if c.out.capacity() > KEEP_OUT {
@@ -586,7 +729,14 @@ impl Poller {
             self.queued_total -= c.queued;
             c.queued = 0;
             c.stalled_since = None;
-            if c.closing == Closing::AfterFlush && matches!(c.link, Link::Open { .. }) {
+            if c.closing == Closing::AfterFlush
+                && matches!(c.link, Link::Open { .. })
+                && !c.wire.handshaking()
+            {
+                if let Wire::Tls(tls) = &mut c.wire {
+                    tls.send_close_notify();
+                    let _ = tls.write_tls(&mut c.stream);
+                }
                 let _ = c.stream.shutdown(Shutdown::Write);
                 c.closing = Closing::Draining(now);
             }
@@ -599,6 +749,9 @@ impl Poller {
                     epoll::EventFlags::IN | epoll::EventFlags::RDHUP,
                 );
             }
+        } else if !blocked {
+            // Waiting for a TLS handshake (or the first byte): the
+            // handshake timeout covers it, the read's turn writes it.
         } else {
             if progressed || c.stalled_since.is_none() {
                 c.stalled_since = Some(now);
@@ -619,7 +772,9 @@ impl Poller {
                 );
             }
         }
-        if c.closing == Closing::AfterFlush && matches!(c.link, Link::Handshake { .. }) {
+        if c.closing == Closing::AfterFlush
+            && (matches!(c.link, Link::Handshake { .. }) || c.wire.handshaking())
+        {
             // Closed before its session existed: nothing sealed to write.
             self.remove(key, CloseCause::Local, out);
         }
@@ -664,7 +819,7 @@ impl Poller {
                     Some(CloseCause::Local)
                 }
                 Closing::Draining(_) => None,
-                _ if matches!(c.link, Link::Handshake { .. })
+                _ if (matches!(c.link, Link::Handshake { .. }) || c.wire.handshaking())
                     && now.duration_since(c.opened) >= handshake =>
                 {
                     Some(CloseCause::TimedOut { what: "handshake", after: handshake })
@@ -701,6 +856,84 @@ impl Poller {
     }
 }
 
+/// Takes `bytes` read from `c`'s socket: decides its wire on the first
+/// byte of an accepted connection, opens TLS records, and feeds the
+/// plaintext to the frame reader. A refusal or a TLS failure is the
+/// connection's close cause (a TLS alert naming it is written first, best
+/// effort).
+fn take_in(
+    c: &mut Conn,
+    bytes: &[u8],
+    plain: &mut Vec<u8>,
+    tls: Option<&regent_std::tls::TlsContext>,
+) -> Result<(), CloseCause> {
+    if let (Wire::Unsniffed, Some(&first)) = (&c.wire, bytes.first()) {
+        use regent_std::tls::TlsContext;
+        let sniffed = TlsContext::sniff(tls, first).map_err(|reason| {
+            if tls.is_some() {
+                // It tells the peer it met TLS (its bytes were all read:
+                // the close is a FIN, not a reset that would discard this).
+                let _ = c.stream.write(&regent_std::tls::PLAIN_PEER_ALERT);
+            }
+            CloseCause::Tls(reason)
+        })?;
+        c.wire = match sniffed {
+            false => {
+                if tls.is_some() {
+                    tracing::info!(peer = %c.peer, "a plain-TCP peer accepted (--tls-optional)");
+                }
+                Wire::Plain
+            }
+            true => {
+                let tls = tls.expect("sniff speaks TLS only with a context");
+                let conn = rustls::ServerConnection::new(tls.server())
+                    .map_err(|e| CloseCause::Tls(regent_std::tls::describe(&e)))?;
+                Wire::Tls(Box::new(conn.into()))
+            }
+        };
+    }
+    let Wire::Tls(tls) = &mut c.wire else {
+        return c.reader.feed(bytes).map_err(CloseCause::frame);
+    };
+    if plain.is_empty() {
+        // Only a poller with TLS connections keeps this buffer.
+        plain.resize(READ_CHUNK, 0);
+    }
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        tls.read_tls(&mut rest)
+            .map_err(|e| CloseCause::Tls(format!("reading TLS records: {e}")))?;
+        if let Err(e) = tls.process_new_packets() {
+            // The alert rustls queued tells the peer why.
+            let _ = tls.write_tls(&mut c.stream);
+            return Err(CloseCause::Tls(regent_std::tls::describe(&e)));
+        }
+        loop {
+            match tls.reader().read(plain) {
+                // The peer's close_notify.
+                Ok(0) => return Err(CloseCause::PeerClosed),
+                Ok(n) => c.reader.feed(&plain[..n]).map_err(CloseCause::frame)?,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) => return Err(CloseCause::Tls(format!("reading TLS: {e}"))),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes `bytes` at once, best effort (a refusal's last frame).
+fn write_now(wire: &mut Wire, stream: &mut TcpStream, bytes: &[u8]) {
+    match wire {
+        Wire::Tls(tls) => {
+            let _ = tls.writer().write_all(bytes);
+            let _ = tls.write_tls(stream);
+        }
+        _ => {
+            let _ = stream.write(bytes);
+        }
+    }
+}
+
 /// The std stream under a smol one (a dialled connection handed to the
 /// poller): taken out of async-io's reactor, still nonblocking.
 pub fn into_std(stream: smol::net::TcpStream) -> std::io::Result<TcpStream> {
@@ -719,8 +952,10 @@ mod tests {
     use super::*;
     use crate::net::spawn_connection;
     use crate::net::tests::big;
+    use async_channel::Receiver;
     use regent_core::secret::Secret;
     use regent_core::{Epoch, Incarnation};
+    use regent_std::tls::{DevCa, TlsContext, TlsMaterial, Validity};
 
     fn secret() -> Option<Secret> {
         Some(Secret::new(b"0123456789abcdef-secret".to_vec()).unwrap())
@@ -1031,5 +1266,194 @@ mod tests {
             }
         });
         assert_eq!(p.queued_bytes(), 0, "everything written is counted out");
+    }
+
+    /// TLS material of one development CA: a master's (naming 127.0.0.1)
+    /// and a worker's.
+    fn tls_pair(optional: bool) -> (Arc<TlsContext>, Arc<TlsContext>) {
+        let ca = DevCa::new("c").unwrap();
+        let ctx = |name: &str| {
+            let issued = ca.issue(&[name.to_string()], Validity::Open).unwrap();
+            let m = TlsMaterial::from_pem(&issued.cert_pem, &issued.key_pem, &ca.cert_pem());
+            Arc::new(TlsContext::new(&m.unwrap(), optional).unwrap())
+        };
+        (ctx("127.0.0.1"), ctx("w1"))
+    }
+
+    fn with_tls(mut cfg: NetConfig, tls: &Arc<TlsContext>) -> NetConfig {
+        cfg.tls = Some(tls.clone());
+        cfg
+    }
+
+    /// A task-layer client of `p` with `cfg`: its handle and events.
+    fn client_of(p: &Poller, cfg: NetConfig) -> (crate::net::ConnHandle, Receiver<NetEvent>) {
+        let addr = p.local_addr().unwrap();
+        let (ctx, crx) = async_channel::unbounded();
+        let h = smol::block_on(async {
+            let s = smol::net::TcpStream::connect(addr).await.unwrap();
+            spawn_connection(s, Side::Client, ConnId(2), Arc::new(cfg), ctx)
+        });
+        (h, crx)
+    }
+
+    fn recv(rx: &Receiver<NetEvent>) -> NetEvent {
+        smol::block_on(async {
+            smol::future::or(async { rx.recv().await.unwrap() }, async {
+                async_io::Timer::after(Duration::from_secs(60)).await;
+                panic!("nothing arrived within 60 s")
+            })
+            .await
+        })
+    }
+
+    /// Turns `p` until the client hears something (60 s bound).
+    fn turn_until_heard(p: &mut Poller, rx: &Receiver<NetEvent>) -> NetEvent {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            assert!(Instant::now() < deadline, "the client heard nothing");
+            turn(p);
+            if let Ok(e) = rx.try_recv() {
+                return e;
+            }
+        }
+    }
+
+    /// The poller's TLS server end and the task layer's TLS client end,
+    /// with the cluster secret under TLS: the handshakes complete, frames
+    /// arrive in order both ways, and what the master sent before them
+    /// waited for them.
+    #[test]
+    fn tls_frames_arrive_in_order_both_ways_over_the_secret_handshake() {
+        let (server, worker) = tls_pair(false);
+        let mut p = poller(with_tls(NetConfig::new("c", secret()), &server));
+        let (client, crx) = client_of(&p, with_tls(NetConfig::new("c", secret()), &worker));
+        let conn = accept(&mut p);
+        let hb = |i| Message::WorkerHeartbeat { incarnation: Incarnation(i) };
+        let mut out = Vec::new();
+        for i in 0..500 {
+            client.send(hb(i));
+            p.send(conn, &hb(1_000 + i), &mut out);
+        }
+        // And one frame larger than a TLS record and the chunk moved at once.
+        p.send(conn, &big(200_000), &mut out);
+        let mut got = 0;
+        until(&mut p, "500 frames", |_, r| match r {
+            Ready::Net(NetEvent::Message { msg, .. }) => {
+                assert_eq!(msg, hb(got));
+                got += 1;
+                (got == 500).then_some(())
+            }
+            other => panic!("{other:?}"),
+        });
+        for i in 0..500 {
+            match recv(&crx) {
+                NetEvent::Message { msg, .. } => assert_eq!(msg, hb(1_000 + i)),
+                other => panic!("{other:?}"),
+            }
+        }
+        let last = turn_until_heard(&mut p, &crx);
+        assert!(matches!(last, NetEvent::Message { msg, .. } if msg == big(200_000)));
+        assert_eq!(p.queued_bytes(), 0, "everything written is counted out");
+        // A close after the last frame reaches the client as the peer's.
+        p.close(conn);
+        closed(&mut p, conn);
+        match recv(&crx) {
+            NetEvent::Closed { cause, .. } => assert_eq!(cause, CloseCause::PeerClosed),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A plain-TCP client of a master that requires TLS is refused with the
+    /// reason, and is itself told it met TLS (not "peer closed").
+    #[test]
+    fn a_plain_peer_is_refused_by_a_tls_master_and_told_it_met_tls() {
+        let (server, _) = tls_pair(false);
+        let mut p = poller(with_tls(NetConfig::new("c", None), &server));
+        let (client, crx) = client_of(&p, NetConfig::new("c", None));
+        client.send(big(3));
+        let conn = accept(&mut p);
+        let cause = closed(&mut p, conn);
+        assert_eq!(cause, CloseCause::Tls(regent_std::tls::PLAIN_PEER_REFUSED.into()));
+        match recv(&crx) {
+            NetEvent::Closed { cause, .. } => {
+                assert!(cause.is_handshake_refusal(), "{cause}");
+                assert_eq!(
+                    cause.to_string(),
+                    format!("TLS: {}", regent_std::tls::TLS_PEER_REFUSED)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// With `--tls-optional` the same plain client is served, and a TLS
+    /// client beside it too.
+    #[test]
+    fn tls_optional_serves_a_plain_and_a_tls_peer_at_once() {
+        let (server, worker) = tls_pair(true);
+        let mut p = poller(with_tls(NetConfig::new("c", None), &server));
+        for cfg in [NetConfig::new("c", None), with_tls(NetConfig::new("c", None), &worker)] {
+            let (client, crx) = client_of(&p, cfg);
+            client.send(big(3));
+            let conn = accept(&mut p);
+            let msg = until(&mut p, "the frame", |_, r| match r {
+                Ready::Net(NetEvent::Message { msg, .. }) => Some(msg),
+                other => panic!("{other:?}"),
+            });
+            assert_eq!(msg, big(3));
+            let mut out = Vec::new();
+            p.send(conn, &big(4), &mut out);
+            let answer = turn_until_heard(&mut p, &crx);
+            assert!(matches!(answer, NetEvent::Message { msg, .. } if msg == big(4)));
+        }
+    }
+
+    /// A TLS peer that completes its handshake and then stops reading is
+    /// disconnected past the queue bound, as a plain one is: what waits in
+    /// rustls is bounded by the chunk moved at once.
+    #[test]
+    fn a_tls_peer_that_does_not_read_is_disconnected_past_the_queue_bound() {
+        let (server, worker) = tls_pair(false);
+        let mut cfg = with_tls(NetConfig::new("c", None), &server);
+        cfg.max_send_queue = 256 * 1024;
+        let mut p = poller(cfg);
+        let mut raw = std::net::TcpStream::connect(p.local_addr().unwrap()).unwrap();
+        let conn = accept(&mut p);
+        let name = regent_std::tls::server_name("127.0.0.1").unwrap();
+        let mut tls = rustls::ClientConnection::new(worker.client(), name).unwrap();
+        // The handshake, driven by hand on the client's side.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        raw.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+        while tls.is_handshaking() {
+            assert!(Instant::now() < deadline, "the TLS handshake never completed");
+            while tls.wants_write() {
+                tls.write_tls(&mut raw).unwrap();
+            }
+            turn(&mut p);
+            match tls.read_tls(&mut raw) {
+                Ok(_) => {
+                    tls.process_new_packets().unwrap();
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+        while tls.wants_write() {
+            tls.write_tls(&mut raw).unwrap();
+        }
+        let msg = big(16 * 1024);
+        loop {
+            assert!(Instant::now() < deadline, "the non-reading peer was never disconnected");
+            let mut out = Vec::new();
+            p.send(conn, &msg, &mut out);
+            p.poll(&mut out);
+            p.flush(&mut out);
+            if let Some(Ready::Net(NetEvent::Closed { cause, .. })) = out.pop() {
+                assert!(cause.to_string().contains("send queue over 262144 bytes"), "{cause}");
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        assert_eq!(p.queued_bytes(), 0);
     }
 }

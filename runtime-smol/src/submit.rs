@@ -282,7 +282,7 @@ enum Wake {
 /// A finished dial.
 struct Dialled {
     dial: DialId,
-    result: Result<TcpStream, DialError>,
+    result: Result<crate::net::Dialled, DialError>,
 }
 
 /// The I/O pump around one `SubmitNode`, following the pump contract of
@@ -344,17 +344,12 @@ impl<W: Write> Pump<W> {
 
     fn on_dialled(&mut self, d: Dialled) {
         let result = match d.result {
-            Ok(stream) => {
+            Ok(dialled) => {
                 let conn = ConnId(self.next_conn);
                 self.next_conn += 1;
-                let peer = stream.peer_addr().ok().map(|a| Addr(a.to_string()));
-                let h = spawn_connection(
-                    stream,
-                    Side::Client,
-                    conn,
-                    self.net.clone(),
-                    self.net_tx.clone(),
-                );
+                let peer = dialled.stream.peer_addr().ok().map(|a| Addr(a.to_string()));
+                let h =
+                    crate::net::spawn_dialled(dialled, conn, self.net.clone(), self.net_tx.clone());
                 tracing::debug!(dial = %d.dial, %conn, peer = %h.peer, "connected");
                 self.conns.insert(conn, h);
                 DialResult::Connected { conn, peer }

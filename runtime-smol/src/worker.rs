@@ -263,7 +263,7 @@ enum Wake {
 /// The outcome of one dial.
 struct Dialed {
     dial: DialId,
-    result: Result<TcpStream, DialError>,
+    result: Result<crate::net::Dialled, DialError>,
 }
 
 /// The I/O pump around one `WorkerNode`, following the pump contract of
@@ -382,17 +382,11 @@ impl Pump {
     async fn on_dialed(&mut self, dialed: Dialed) {
         let Dialed { dial, result } = dialed;
         let result = match result {
-            Ok(stream) => {
-                let _ = stream.set_nodelay(true);
+            Ok(dialled) => {
                 self.next_conn += 1;
                 let conn = ConnId(self.next_conn);
-                let handle = spawn_connection(
-                    stream,
-                    Side::Client,
-                    conn,
-                    self.net.clone(),
-                    self.net_tx.clone(),
-                );
+                let handle =
+                    crate::net::spawn_dialled(dialled, conn, self.net.clone(), self.net_tx.clone());
                 tracing::debug!(peer = %handle.peer, %conn, "connection started");
                 self.conns.insert(conn, handle);
                 DialResult::Connected { conn, peer: None }

@@ -68,6 +68,10 @@ pub struct NetConfig {
     /// Allow dialling a non-loopback address without a secret (operator
     /// tools check this; daemons also take it in their own options).
     pub insecure: bool,
+    /// TLS under every connection (`--tls-cert`, `--tls-key`, `--tls-ca`):
+    /// the smol runtime's connection layers use it; the std runtime refuses
+    /// to start with it.
+    pub tls: Option<Arc<crate::tls::TlsContext>>,
     /// The heartbeat interval the timeouts scale with, ms.
     heartbeat_ms: AtomicU64,
     /// Bytes queued for all peers of this process.
@@ -90,6 +94,7 @@ impl NetConfig {
             max_send_queue: limits::MAX_SEND_QUEUE_BYTES,
             send_queue_budget: limits::SEND_QUEUE_BUDGET_BYTES,
             insecure: false,
+            tls: None,
             heartbeat_ms: AtomicU64::new(1_000),
             queued_total: AtomicUsize::new(0),
         }
@@ -615,6 +620,11 @@ pub enum CloseCause {
     /// A frame was refused (bad MAC, undecodable message, another cluster).
     #[error("{0}")]
     Refused(auth::FrameError),
+    /// TLS refused the peer or failed (`regent_std::tls::describe`'s
+    /// line), or the peer's first byte says it speaks the other of TLS and
+    /// plain TCP: a configuration error, not worth retrying.
+    #[error("TLS: {0}")]
+    Tls(String),
     /// This process could not run the connection (no thread for its
     /// writer).
     #[error("cannot start the writer thread: {0}")]
@@ -629,6 +639,19 @@ impl CloseCause {
         } else {
             CloseCause::ReadFailed { kind: e.kind(), message: e.to_string() }
         }
+    }
+
+    /// Bytes that are not frames. A TLS record where a frame's length
+    /// prefix should be (a prefix of `0x15 0x03 ..` or `0x16 0x03 ..`,
+    /// hundreds of megabytes) is a TLS peer: said so, with the flags.
+    pub fn frame(e: codec::DecodeError) -> CloseCause {
+        if let codec::DecodeError::FrameTooLarge { len, .. } = &e {
+            let (kind, major) = ((len >> 24) as u8, (len >> 16) as u8);
+            if matches!(kind, 0x15 | crate::tls::TLS_HANDSHAKE_RECORD) && major == 3 {
+                return CloseCause::Tls(crate::tls::TLS_PEER_REFUSED.to_string());
+            }
+        }
+        CloseCause::Frame(e)
     }
 
     /// A failed write of the handshake.
@@ -648,9 +671,10 @@ impl CloseCause {
         )
     }
 
-    /// Whether the handshake refused the peer.
+    /// Whether the handshake (the cluster secret's or TLS) refused the
+    /// peer.
     pub fn is_handshake_refusal(&self) -> bool {
-        matches!(self, CloseCause::HandshakeRefused(_))
+        matches!(self, CloseCause::HandshakeRefused(_) | CloseCause::Tls(_))
     }
 
     /// How the connection ended, as the node's fast takeover sees it: by the

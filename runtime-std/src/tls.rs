@@ -4,11 +4,14 @@
 //! client checks the server's against it — and a development CA
 //! ([`DevCa`]) to issue them with.
 //!
-//! Not wired into the connection layers yet: no flag takes these files, and
-//! every connection is still TCP with the optional cluster-secret
-//! handshake. What is here is checked by in-memory rustls handshakes (a
-//! wrong CA, an expired certificate, another cluster's client certificate
-//! each refused, naming why).
+//! [`TlsContext`] is what a daemon's connections use (`--tls-cert`,
+//! `--tls-key`, `--tls-ca`, `--tls-optional`): the current configurations,
+//! replaced whole by [`TlsContext::reload`] (connections already open keep
+//! theirs), and the rule for a peer's first byte ([`TlsContext::sniff`]: a
+//! TLS record or a regent frame, never ambiguous). TLS sits under the
+//! cluster-secret handshake and the frame MACs, which still authorize: TLS
+//! adds confidentiality and host authentication. [`describe`] turns a
+//! rustls error into a line an operator can act on.
 //!
 //! rustls with its `ring` provider (the one already in the tree through
 //! ureq), certificates made with rcgen.
@@ -16,8 +19,8 @@
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 
 /// Why TLS material could not be read, made or used.
 #[derive(Debug, thiserror::Error)]
@@ -120,6 +123,158 @@ impl TlsMaterial {
             .with_client_auth_cert(self.chain.clone(), self.key.clone_key())
             .map_err(|e| TlsError::Config(e.to_string()))?;
         Ok(Arc::new(config))
+    }
+}
+
+/// Where a node's TLS material lives (`--tls-cert`, `--tls-key`,
+/// `--tls-ca`), read again by [`TlsContext::reload`].
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// The node's certificate (then any intermediates), PEM.
+    pub cert: PathBuf,
+    /// Its private key, PEM.
+    pub key: PathBuf,
+    /// The cluster's CA certificate(s), PEM.
+    pub ca: PathBuf,
+}
+
+/// The first byte of every TLS connection: a handshake record. A regent
+/// frame starts with its big-endian length, and a first byte of `0x16`
+/// would announce a body over 369 MB, far past any frame limit: the two are
+/// told apart by one byte.
+pub const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+
+/// A node's TLS settings as its connections use them.
+#[derive(Debug)]
+pub struct TlsContext {
+    files: Option<TlsFiles>,
+    current: RwLock<(Arc<ServerConfig>, Arc<ClientConfig>)>,
+    optional: bool,
+}
+
+impl TlsContext {
+    /// From loaded material; `optional`: plain-TCP peers are still accepted
+    /// (`--tls-optional`, for a rollout). Such a context cannot
+    /// [`TlsContext::reload`].
+    pub fn new(material: &TlsMaterial, optional: bool) -> Result<TlsContext, TlsError> {
+        let current = RwLock::new((material.server_config()?, material.client_config()?));
+        Ok(TlsContext { files: None, current, optional })
+    }
+
+    /// From the files of `--tls-cert`, `--tls-key`, `--tls-ca`.
+    pub fn from_files(files: TlsFiles, optional: bool) -> Result<TlsContext, TlsError> {
+        let material = TlsMaterial::load(&files.cert, &files.key, &files.ca)?;
+        let mut ctx = TlsContext::new(&material, optional)?;
+        ctx.files = Some(files);
+        Ok(ctx)
+    }
+
+    /// Reads the files again (SIGHUP): new connections use the new
+    /// material, open ones keep theirs. On an error the old material stays
+    /// in force.
+    pub fn reload(&self) -> Result<(), TlsError> {
+        let Some(files) = &self.files else {
+            return Err(TlsError::Config("this TLS context was not made from files".into()));
+        };
+        let material = TlsMaterial::load(&files.cert, &files.key, &files.ca)?;
+        let fresh = (material.server_config()?, material.client_config()?);
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = fresh;
+        Ok(())
+    }
+
+    /// The accepting side's configuration in force.
+    pub fn server(&self) -> Arc<ServerConfig> {
+        self.current.read().unwrap_or_else(|p| p.into_inner()).0.clone()
+    }
+
+    /// The dialling side's configuration in force.
+    pub fn client(&self) -> Arc<ClientConfig> {
+        self.current.read().unwrap_or_else(|p| p.into_inner()).1.clone()
+    }
+
+    /// Whether plain-TCP peers are accepted too (`--tls-optional`).
+    pub fn optional(&self) -> bool {
+        self.optional
+    }
+
+    /// What an accepted connection whose first byte is `first` runs: TLS
+    /// (`Ok(true)`), plain TCP (`Ok(false)`, only with `--tls-optional`, or
+    /// on a node without TLS), or a refusal naming why. `tls` is the
+    /// node's context, if it has one.
+    pub fn sniff(tls: Option<&TlsContext>, first: u8) -> Result<bool, String> {
+        let speaks_tls = first == TLS_HANDSHAKE_RECORD;
+        match tls {
+            Some(_) if speaks_tls => Ok(true),
+            Some(t) if t.optional => Ok(false),
+            Some(_) => Err(PLAIN_PEER_REFUSED.to_string()),
+            None if speaks_tls => Err(TLS_PEER_REFUSED.to_string()),
+            None => Ok(false),
+        }
+    }
+}
+
+/// Why a plain-TCP peer is refused by a node that requires TLS.
+pub const PLAIN_PEER_REFUSED: &str = "a plain-TCP peer, and this node requires TLS: give the \
+     peer --tls-cert, --tls-key and --tls-ca, or run this node with --tls-optional during a rollout";
+
+/// What a node requiring TLS answers a plain-TCP peer before it closes: a
+/// TLS alert record (fatal, `handshake_failure`). Its first bytes, read as
+/// a frame's length prefix, tell the peer it met TLS
+/// ([`crate::net::CloseCause::frame`]).
+pub const PLAIN_PEER_ALERT: [u8; 7] = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28];
+
+/// Why a TLS peer is refused by a node without TLS.
+pub const TLS_PEER_REFUSED: &str = "the peer speaks TLS and this node has no TLS material: \
+     give it --tls-cert, --tls-key and --tls-ca";
+
+/// The server name a dialled peer's certificate must carry: the host of
+/// `addr` (`host:port`, `[v6]:port`), a DNS name or an IP address.
+pub fn server_name(addr: &str) -> Result<rustls::pki_types::ServerName<'static>, String> {
+    let host = match addr.rsplit_once(':') {
+        Some((host, port)) if port.parse::<u16>().is_ok() => host,
+        _ => addr,
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    rustls::pki_types::ServerName::try_from(host.to_string())
+        .map_err(|e| format!("{addr}: {host} is no name a certificate can carry ({e})"))
+}
+
+/// A rustls error as a line an operator can act on: which side refused
+/// what, and the flag to look at.
+pub fn describe(e: &rustls::Error) -> String {
+    use rustls::{AlertDescription as A, CertificateError as C, Error as E};
+    match e {
+        E::InvalidCertificate(C::UnknownIssuer | C::BadSignature) => format!(
+            "{e}: the peer's certificate is not signed by this node's --tls-ca \
+             (a certificate of another cluster or CA)"
+        ),
+        E::InvalidCertificate(C::Expired | C::ExpiredContext { .. }) => {
+            format!("{e}: the peer's certificate has expired; issue it a new one")
+        }
+        E::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => format!(
+            "{e}: the peer's certificate does not name the address it was dialled at \
+             (issue it for that host name or IP address)"
+        ),
+        E::NoCertificatesPresented => {
+            format!("{e}: the peer presented no certificate (it needs --tls-cert and --tls-key)")
+        }
+        E::AlertReceived(
+            alert @ (A::UnknownCA | A::BadCertificate | A::CertificateUnknown | A::DecryptError),
+        ) => {
+            format!(
+                "the peer refused this node's certificate (TLS alert {alert:?}): \
+                 it is not signed by the peer's --tls-ca"
+            )
+        }
+        E::AlertReceived(A::CertificateExpired) => {
+            "the peer refused this node's certificate (TLS alert CertificateExpired): \
+             it has expired; issue a new one"
+                .to_string()
+        }
+        E::AlertReceived(A::CertificateRequired) => "the peer requires a client certificate \
+             (TLS alert CertificateRequired): give this node --tls-cert and --tls-key"
+            .to_string(),
+        _ => e.to_string(),
     }
 }
 

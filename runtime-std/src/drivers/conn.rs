@@ -204,7 +204,7 @@ fn handshake(
     };
     let mut buf = vec![0u8; 4096];
     loop {
-        while let Some(body) = reader.next_body().map_err(CloseCause::Frame)? {
+        while let Some(body) = reader.next_body().map_err(CloseCause::frame)? {
             match hs.receive(body) {
                 Step::Send(frame) => write_frame(stream, &frame)?,
                 Step::Established { frame, session } => {
@@ -227,7 +227,7 @@ fn handshake(
         }
         stream.set_read_timeout(Some(left)).map_err(|e| CloseCause::read(&e))?;
         let n = read_some(stream, &mut buf, "handshake", timeout)?;
-        reader.feed(&buf[..n]).map_err(CloseCause::Frame)?;
+        reader.feed(&buf[..n]).map_err(CloseCause::frame)?;
     }
 }
 
@@ -324,7 +324,7 @@ fn run(
     let mut buf = vec![0u8; 64 * 1024];
     let mut timeout = None;
     let result = (|| loop {
-        while let Some(body) = reader.next_body().map_err(CloseCause::Frame)? {
+        while let Some(body) = reader.next_body().map_err(CloseCause::frame)? {
             let msg = opener.open(body, &decoder).map_err(CloseCause::Refused)?;
             sink(NetEvent::Message { conn, msg });
         }
@@ -335,7 +335,7 @@ fn run(
             timeout = Some(d);
         }
         let n = read_some(rstream, &mut buf, "idle connection", d)?;
-        reader.feed(&buf[..n]).map_err(CloseCause::Frame)?;
+        reader.feed(&buf[..n]).map_err(CloseCause::frame)?;
     })();
     // Did the send side end the connection (its queue overflowed, a write
     // made no progress)? That is the reason, whatever the read saw.

@@ -28,6 +28,21 @@ pub struct Common {
     /// Allow non-loopback addresses without a secret.
     #[arg(long, env = "REGENT_INSECURE", global = true)]
     pub insecure: bool,
+    /// This node's TLS certificate (PEM, then any intermediates): every
+    /// connection then runs over mutual TLS. With --tls-key and --tls-ca.
+    #[arg(long, env = "REGENT_TLS_CERT", global = true, value_name = "F")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, env = "REGENT_TLS_KEY", global = true, value_name = "F")]
+    pub tls_key: Option<PathBuf>,
+    /// The cluster's CA certificate (PEM): a peer's certificate must chain
+    /// to it.
+    #[arg(long, env = "REGENT_TLS_CA", global = true, value_name = "F")]
+    pub tls_ca: Option<PathBuf>,
+    /// Accept plain-TCP peers too (a rollout to TLS: the accepting nodes
+    /// first, then every dialling node, then without this flag).
+    #[arg(long, env = "REGENT_TLS_OPTIONAL", global = true)]
+    pub tls_optional: bool,
     /// Which runtime drives `master`, `worker` and `submit`: `smol` (async,
     /// every feature) or `std` (blocking threads; recovery none/filesystem,
     /// no ZooKeeper; the same HTTP endpoints).

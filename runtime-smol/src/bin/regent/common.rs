@@ -46,7 +46,39 @@ pub fn net_config(common: &Common) -> Result<Arc<NetConfig>, String> {
     let secret = common.secret_file.as_deref().map(read_secret).transpose()?;
     let mut net = NetConfig::new(common.cluster.clone(), secret);
     net.insecure = common.insecure;
+    net.tls = tls_context(common)?;
     Ok(Arc::new(net))
+}
+
+/// The TLS material of `--tls-cert`, `--tls-key`, `--tls-ca` (all three or
+/// none), loaded.
+pub fn tls_context(common: &Common) -> Result<Option<Arc<regent_std::tls::TlsContext>>, String> {
+    use regent_std::tls::{TlsContext, TlsFiles};
+    let given = [
+        ("--tls-cert", &common.tls_cert),
+        ("--tls-key", &common.tls_key),
+        ("--tls-ca", &common.tls_ca),
+    ];
+    let missing: Vec<&str> =
+        given.iter().filter(|(_, p)| p.is_none()).map(|(flag, _)| *flag).collect();
+    match (&common.tls_cert, &common.tls_key, &common.tls_ca) {
+        (Some(cert), Some(key), Some(ca)) => {
+            let files = TlsFiles { cert: cert.clone(), key: key.clone(), ca: ca.clone() };
+            let ctx = TlsContext::from_files(files, common.tls_optional)
+                .map_err(|e| format!("TLS: {e}"))?;
+            Ok(Some(Arc::new(ctx)))
+        }
+        (None, None, None) if common.tls_optional => {
+            Err("--tls-optional needs --tls-cert, --tls-key and --tls-ca (without them every \
+             connection is plain TCP already)"
+                .into())
+        }
+        (None, None, None) => Ok(None),
+        _ => Err(format!(
+            "--tls-cert, --tls-key and --tls-ca go together: missing {}",
+            missing.join(", ")
+        )),
+    }
 }
 
 pub fn addrs(list: &[String]) -> Vec<Addr> {

@@ -77,6 +77,11 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Master(_) | Command::Worker(_) | Command::Submit(_) | Command::Run(_)
     );
     if common.runtime == Runtime::Std && daemon {
+        if common.tls_cert.is_some() || common.tls_key.is_some() || common.tls_ca.is_some() {
+            return Err("TLS (--tls-cert, --tls-key, --tls-ca) runs on --runtime smol only: \
+                 the std runtime's connections are plain TCP"
+                .into());
+        }
         return daemons::run_std(&common, cli.command).await;
     }
     match cli.command {
