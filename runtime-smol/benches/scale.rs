@@ -26,7 +26,8 @@
 //! `REGENT_SCALE_SECS` (measured seconds, default 10),
 //! `REGENT_SCALE_FAILOVER_WORKERS` (default 9000 per generator, two
 //! generators), `REGENT_SCALE_SKIP` (comma-separated parts to skip:
-//! `steady`, `spread`, `secret`, `std`, `durable`, `failover`, `floor`;
+//! `steady`, `spread`, `secret`, `tls`, `std`, `durable`, `failover`,
+//! `floor`; `tls`: the secret with and without mutual TLS under it;
 //! `spread`: the workers started evenly over a second, so the round trips
 //! measure the master rather than a cold start's aligned bursts). Figures,
 //! not assertions.
@@ -146,7 +147,16 @@ fn header() {
 
 /// One steady-state run: a master from `master_args`, `n` workers.
 fn steady(name: &str, n: usize, secs: u64, master_args: &[&str], secret: bool) -> Row {
-    steady_spread(name, n, secs, master_args, secret, 0)
+    steady_spread(name, n, secs, master_args, Wire { secret, tls: false }, 0)
+}
+
+/// What every connection of a run carries.
+#[derive(Clone, Copy)]
+struct Wire {
+    /// The cluster secret (the handshake and a MAC per frame).
+    secret: bool,
+    /// Mutual TLS under it (one development CA).
+    tls: bool,
 }
 
 /// [`steady`] with the workers started evenly over `spread_ms` (their
@@ -156,7 +166,7 @@ fn steady_spread(
     n: usize,
     secs: u64,
     master_args: &[&str],
-    secret: bool,
+    wire: Wire,
     spread_ms: u64,
 ) -> Row {
     let c = Cluster::new("bench-scale");
@@ -166,8 +176,26 @@ fn steady_spread(
     std::fs::write(&secret_file, "bench-secret-0123456789abcdef").expect("write the secret");
     let secret_file = secret_file.to_str().unwrap().to_owned();
     let mut common: Vec<&str> = Vec::new();
-    if secret {
+    if wire.secret {
         common.extend(["--secret-file", &secret_file]);
+    }
+    let tls_dir = c.path("tls");
+    let tls_files: Vec<String> = ["127.0.0.1.pem", "127.0.0.1-key.pem", "ca.pem"]
+        .iter()
+        .map(|f| tls_dir.join(f).to_str().unwrap().to_owned())
+        .collect();
+    if wire.tls {
+        let ca = regent_std::tls::DevCa::new("regent").expect("a development CA");
+        let node = ca
+            .issue(&["127.0.0.1".to_string()], regent_std::tls::Validity::Open)
+            .expect("a certificate");
+        std::fs::create_dir_all(&tls_dir).expect("the TLS directory");
+        for (path, pem) in tls_files.iter().zip([node.cert_pem, node.key_pem, ca.cert_pem()]) {
+            std::fs::write(path, pem).expect("write the TLS material");
+        }
+        // One certificate for the master and the simulated workers alike.
+        common.extend(["--tls-cert", &tls_files[0], "--tls-key", &tls_files[1]]);
+        common.extend(["--tls-ca", &tls_files[2]]);
     }
     let mut args = common.clone();
     args.extend(master_args);
@@ -380,9 +408,21 @@ fn main() {
                 n,
                 secs,
                 &["master", "--recovery", "none"],
-                false,
+                Wire { secret: false, tls: false },
                 1_000,
             ));
+        }
+        if !skip("tls") {
+            for (label, tls) in [("secret", false), ("secret + TLS", true)] {
+                rows.push(steady_spread(
+                    &format!("smol, {label}, starts spread over 1 s, N={n}"),
+                    n,
+                    secs,
+                    &["master", "--recovery", "none"],
+                    Wire { secret: true, tls },
+                    1_000,
+                ));
+            }
         }
         if !skip("secret") {
             rows.push(steady(

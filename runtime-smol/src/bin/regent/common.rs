@@ -66,7 +66,9 @@ pub fn tls_context(common: &Common) -> Result<Option<Arc<regent_std::tls::TlsCon
             let files = TlsFiles { cert: cert.clone(), key: key.clone(), ca: ca.clone() };
             let ctx = TlsContext::from_files(files, common.tls_optional)
                 .map_err(|e| format!("TLS: {e}"))?;
-            Ok(Some(Arc::new(ctx)))
+            let ctx = Arc::new(ctx);
+            TLS_CONTEXTS.lock().unwrap_or_else(|p| p.into_inner()).push(ctx.clone());
+            Ok(Some(ctx))
         }
         (None, None, None) if common.tls_optional => {
             Err("--tls-optional needs --tls-cert, --tls-key and --tls-ca (without them every \
@@ -114,10 +116,48 @@ pub async fn masters_of(common: &Common, list: &[String]) -> Result<Vec<Addr>, S
 }
 
 /// A channel closed by SIGTERM/SIGINT: every daemon's shutdown signal.
+/// SIGHUP reloads the TLS material instead ([`reload_tls`]): new
+/// connections use the new files, open ones keep theirs.
 pub fn shutdown_channel() -> async_channel::Receiver<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let (tx, rx) = async_channel::bounded::<()>(1);
-    let _ = ctrlc::set_handler(move || {
-        let _ = tx.try_send(());
-    });
+    match signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) {
+        Ok(mut signals) => {
+            let spawned = std::thread::Builder::new().name("signals".into()).spawn(move || {
+                for signal in signals.forever() {
+                    if signal == SIGHUP {
+                        reload_tls();
+                    } else {
+                        let _ = tx.try_send(());
+                    }
+                }
+            });
+            if let Err(e) = spawned {
+                notice(&format!("warning: no signal thread ({e}): SIGTERM kills at once"));
+            }
+        }
+        Err(e) => notice(&format!("warning: cannot handle signals ({e}): SIGTERM kills at once")),
+    }
     rx
+}
+
+/// The TLS contexts this process made (`net_config`), reloaded on SIGHUP.
+static TLS_CONTEXTS: std::sync::Mutex<Vec<Arc<regent_std::tls::TlsContext>>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Reads every TLS context's files again; on an error the old material
+/// stays in force and the log says why.
+pub fn reload_tls() {
+    let contexts = TLS_CONTEXTS.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    if contexts.is_empty() {
+        tracing::info!("SIGHUP: no TLS material to reload");
+    }
+    for ctx in contexts {
+        match ctx.reload() {
+            Ok(()) => tracing::info!(
+                "SIGHUP: TLS material reloaded: new connections use it, open ones keep theirs"
+            ),
+            Err(e) => tracing::warn!("SIGHUP: TLS material not reloaded (the old stays): {e}"),
+        }
+    }
 }
