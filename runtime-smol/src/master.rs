@@ -111,7 +111,12 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
     }
     if let Some(addr) = opts.http {
         let (qtx, qrx) = async_channel::unbounded::<HttpQuery>();
-        http::serve_with(addr, http::required_token(addr, opts.net.secret.as_ref()), qtx)?;
+        let token = http::required_token(addr, opts.net.secret.as_ref());
+        match &opts.net.tls {
+            // HTTPS with the node's certificate (no client certificate).
+            Some(tls) => http::https::serve_tls(addr, token, qtx, tls.clone())?,
+            None => http::serve_with(addr, token, qtx)?,
+        };
         let tx = tx.clone();
         smol::spawn(async move {
             while let Ok(q) = qrx.recv().await {

@@ -113,6 +113,18 @@ impl TlsMaterial {
         Ok(Arc::new(config))
     }
 
+    /// The HTTPS side: presents the node's certificate and asks browsers
+    /// for none (the HTTP bearer token is what authorizes there).
+    pub fn https_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
+        let config = ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| TlsError::Config(e.to_string()))?
+            .with_no_client_auth()
+            .with_single_cert(self.chain.clone(), self.key.clone_key())
+            .map_err(|e| TlsError::Config(e.to_string()))?;
+        Ok(Arc::new(config))
+    }
+
     /// The dialling side: checks the server's certificate against the
     /// cluster's CA and presents the node's own.
     pub fn client_config(&self) -> Result<Arc<ClientConfig>, TlsError> {
@@ -148,8 +160,26 @@ pub const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 #[derive(Debug)]
 pub struct TlsContext {
     files: Option<TlsFiles>,
-    current: RwLock<(Arc<ServerConfig>, Arc<ClientConfig>)>,
+    current: RwLock<Configs>,
     optional: bool,
+}
+
+/// The configurations of one set of material.
+#[derive(Debug)]
+struct Configs {
+    server: Arc<ServerConfig>,
+    client: Arc<ClientConfig>,
+    https: Arc<ServerConfig>,
+}
+
+impl Configs {
+    fn of(m: &TlsMaterial) -> Result<Configs, TlsError> {
+        Ok(Configs {
+            server: m.server_config()?,
+            client: m.client_config()?,
+            https: m.https_config()?,
+        })
+    }
 }
 
 impl TlsContext {
@@ -157,7 +187,7 @@ impl TlsContext {
     /// (`--tls-optional`, for a rollout). Such a context cannot
     /// [`TlsContext::reload`].
     pub fn new(material: &TlsMaterial, optional: bool) -> Result<TlsContext, TlsError> {
-        let current = RwLock::new((material.server_config()?, material.client_config()?));
+        let current = RwLock::new(Configs::of(material)?);
         Ok(TlsContext { files: None, current, optional })
     }
 
@@ -177,19 +207,24 @@ impl TlsContext {
             return Err(TlsError::Config("this TLS context was not made from files".into()));
         };
         let material = TlsMaterial::load(&files.cert, &files.key, &files.ca)?;
-        let fresh = (material.server_config()?, material.client_config()?);
+        let fresh = Configs::of(&material)?;
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = fresh;
         Ok(())
     }
 
     /// The accepting side's configuration in force.
     pub fn server(&self) -> Arc<ServerConfig> {
-        self.current.read().unwrap_or_else(|p| p.into_inner()).0.clone()
+        self.current.read().unwrap_or_else(|p| p.into_inner()).server.clone()
+    }
+
+    /// The HTTPS server's configuration in force (no client certificate).
+    pub fn https(&self) -> Arc<ServerConfig> {
+        self.current.read().unwrap_or_else(|p| p.into_inner()).https.clone()
     }
 
     /// The dialling side's configuration in force.
     pub fn client(&self) -> Arc<ClientConfig> {
-        self.current.read().unwrap_or_else(|p| p.into_inner()).1.clone()
+        self.current.read().unwrap_or_else(|p| p.into_inner()).client.clone()
     }
 
     /// Whether plain-TCP peers are accepted too (`--tls-optional`).

@@ -696,3 +696,39 @@ pub fn unique(name: &str) -> String {
         N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     )
 }
+
+/// `GET path` over HTTPS (a master with `--tls-cert`), trusting the CA of
+/// `ca_pem` for `addr`'s IP: the status code and body, or why not.
+pub fn https_get(addr: &str, path: &str, ca_pem: &str) -> Result<(u16, String), String> {
+    use rustls::pki_types::{pem::PemObject, CertificateDer};
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(c.map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let sa: std::net::SocketAddr = addr.parse().map_err(|e| format!("{addr}: {e}"))?;
+    let name = rustls::pki_types::ServerName::from(sa.ip());
+    let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name)
+        .map_err(|e| e.to_string())?;
+    let s = TcpStream::connect_timeout(&sa, Duration::from_secs(2)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+    let mut tls = rustls::StreamOwned::new(conn, s);
+    write!(tls, "GET {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
+        .map_err(|e| e.to_string())?;
+    let mut raw = Vec::new();
+    match tls.read_to_end(&mut raw) {
+        Ok(_) => {}
+        // A close without close_notify after the whole answer.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !raw.is_empty() => {}
+        Err(e) => return Err(e.to_string()),
+    }
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text.split_once("\r\n\r\n").ok_or("no HTTP answer")?;
+    let code = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).ok_or("no status")?;
+    Ok((code, body.to_owned()))
+}

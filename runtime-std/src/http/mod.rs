@@ -46,6 +46,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub mod events;
+pub mod https;
 pub mod logs;
 pub mod page;
 
