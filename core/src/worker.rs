@@ -353,8 +353,9 @@ struct Link {
     state: LinkState,
     backoff: Millis,
     retry_at: Millis,
-    /// Opened since it last went down: its next drop is redialled within
-    /// `reconnect_first_max`, not after a backoff.
+    /// A frame arrived from the master since the link last went down: its
+    /// next drop is redialled within `reconnect_first_max`, not after a
+    /// backoff (a link refused in its handshake never gets here).
     was_open: bool,
 }
 
@@ -542,9 +543,11 @@ impl Worker {
         let Some(link) = self.links.get_mut(&master) else {
             return;
         };
+        // Open for sending; the backoff is reset (and a drop redialled at
+        // once) only by the master's first frame (`on_message`): a link the
+        // master refuses in its handshake (a wrong secret, a refused TLS
+        // certificate) closes before any frame and backs off.
         link.state = LinkState::Open;
-        link.backoff = self.config.reconnect_min;
-        link.was_open = true;
         out.push(self.hello(master.clone()));
         if let Some(addr) = &self.config.callback {
             out.push(Action::Send { to: master, msg: Message::Callback { addr: addr.clone() } });
@@ -744,8 +747,13 @@ impl Worker {
     }
 
     fn on_message(&mut self, now: Millis, from: Addr, msg: Message, out: &mut Vec<Action>) {
-        if !self.links.contains_key(&from) {
+        let Some(link) = self.links.get_mut(&from) else {
             return;
+        };
+        if !link.was_open {
+            // The master's first frame: the link works end to end.
+            link.was_open = true;
+            link.backoff = self.config.reconnect_min;
         }
         if let Some(reason) = advertised_in_message_problem(&msg) {
             // Checked before any of it is learned or dialled (DESIGN rule

@@ -368,14 +368,12 @@ async fn secure(
     match side {
         Side::Client => {
             let Some(tls) = &cfg.tls else { return Ok(Wire::Plain(stream)) };
-            let name = match name {
-                Some(addr) => regent_std::tls::server_name(&addr),
-                None => stream
-                    .peer_addr()
-                    .map_err(|e| e.to_string())
-                    .and_then(|a| regent_std::tls::server_name(&a.ip().to_string())),
-            }
-            .map_err(CloseCause::Tls)?;
+            let addr = match name {
+                Some(addr) => addr,
+                None => stream.peer_addr().map_err(|e| CloseCause::read(&e))?.ip().to_string(),
+            };
+            let name =
+                regent_std::tls::server_name(&addr).map_err(|e| CloseCause::Tls(e.to_string()))?;
             let connector = futures_rustls::TlsConnector::from(tls.client());
             let tls = connector.connect(name, stream).await.map_err(tls_failure)?;
             Ok(Wire::Tls(Box::new(futures_rustls::TlsStream::Client(tls))))
@@ -400,7 +398,7 @@ async fn secure(
                         let _ = stream.read(&mut sink).await;
                         let _ = stream.write_all(&regent_std::tls::PLAIN_PEER_ALERT).await;
                     }
-                    Err(CloseCause::Tls(reason))
+                    Err(CloseCause::Tls(reason.to_string()))
                 }
                 Ok(false) => Ok(Wire::Plain(stream)),
                 Ok(true) => {

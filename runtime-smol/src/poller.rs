@@ -875,7 +875,7 @@ fn take_in(
                 // the close is a FIN, not a reset that would discard this).
                 let _ = c.stream.write(&regent_std::tls::PLAIN_PEER_ALERT);
             }
-            CloseCause::Tls(reason)
+            CloseCause::Tls(reason.to_string())
         })?;
         c.wire = match sniffed {
             false => {

@@ -4,7 +4,7 @@
 //! then refused and one of the new CA served, while the worker connected
 //! under the old material stays connected and registered. A reload of files
 //! that do not load keeps the material in force and says why; SIGHUP no
-//! longer shuts a daemon down.
+//! longer shuts a daemon down. HTTPS presents the new certificate too.
 //! Real `regent` processes on loopback; bounded waits, never timings.
 
 mod support;
@@ -12,7 +12,7 @@ mod support;
 use regent_std::tls::{DevCa, Validity};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use support::cluster::{alive_with_workers, api_state, wait_for, wait_until, Cluster, MasterSpec};
+use support::cluster::{alive_with_workers, https_get, wait_for, wait_until, Cluster, MasterSpec};
 
 /// Generous bound for anything to happen.
 const BOUND: Duration = Duration::from_secs(60);
@@ -69,9 +69,13 @@ fn sighup_reloads_the_tls_material_and_keeps_open_connections() {
     let old_flags = flags(&old);
     let old_args: Vec<&str> = old_flags.iter().map(String::as_str).collect();
     let mut worker = c.worker("w1", &masters, 1, 128, &old_args);
-    let state =
-        || api_state(&spec.http_addr()).ok_or_else(|| "the master does not answer".to_owned());
-    wait_for(BOUND, "the TLS worker ALIVE", || alive_with_workers(&state()?, &["w1"]));
+    // `/api/state` over HTTPS, trusting the CA whose certificate the
+    // master presents (HTTPS reloads with the rest).
+    let state = |ca: &DevCa| match https_get(&spec.http_addr(), "/api/state", &ca.cert_pem()) {
+        Ok((200, body)) => serde_json::from_str(&body).map_err(|e| e.to_string()),
+        other => Err(format!("the master does not answer: {other:?}")),
+    };
+    wait_for(BOUND, "the TLS worker ALIVE", || alive_with_workers(&state(&old_ca)?, &["w1"]));
     let (ok, err) = status(&c, &spec.addr(), &old);
     assert!(ok, "a client of the old CA before the reload: {err}");
 
@@ -92,7 +96,7 @@ fn sighup_reloads_the_tls_material_and_keeps_open_connections() {
     // The worker's connection, made under the old material, was not
     // dropped: it is still registered and never connected again (a
     // reconnection would now be refused: its CA is the old one).
-    alive_with_workers(&state().unwrap(), &["w1"]).unwrap();
+    alive_with_workers(&state(&new_ca).unwrap(), &["w1"]).unwrap();
     worker.assert_running("after the master's reload");
     let log = worker.stderr();
     assert_eq!(log.matches("connected to master").count(), 1, "one connection only:\n{log}");

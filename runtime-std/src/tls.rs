@@ -50,6 +50,22 @@ pub enum TlsError {
     /// rcgen could not make a key or certificate.
     #[error("cannot make a certificate: {0}")]
     Generate(String),
+    /// A plain-TCP peer of a node that requires TLS ([`PLAIN_PEER_REFUSED`]).
+    #[error("{PLAIN_PEER_REFUSED}")]
+    PlainPeer,
+    /// A TLS peer of a node without TLS ([`TLS_PEER_REFUSED`]).
+    #[error("{TLS_PEER_REFUSED}")]
+    TlsPeer,
+    /// A dialled address whose host no certificate can name.
+    #[error("{addr}: {host} is no name a certificate can carry ({reason})")]
+    ServerName {
+        /// The address dialled.
+        addr: String,
+        /// Its host part.
+        host: String,
+        /// Why it is no name.
+        reason: String,
+    },
 }
 
 /// A node's TLS material: its certificate chain and key, and the cluster's
@@ -236,13 +252,13 @@ impl TlsContext {
     /// (`Ok(true)`), plain TCP (`Ok(false)`, only with `--tls-optional`, or
     /// on a node without TLS), or a refusal naming why. `tls` is the
     /// node's context, if it has one.
-    pub fn sniff(tls: Option<&TlsContext>, first: u8) -> Result<bool, String> {
+    pub fn sniff(tls: Option<&TlsContext>, first: u8) -> Result<bool, TlsError> {
         let speaks_tls = first == TLS_HANDSHAKE_RECORD;
         match tls {
             Some(_) if speaks_tls => Ok(true),
             Some(t) if t.optional => Ok(false),
-            Some(_) => Err(PLAIN_PEER_REFUSED.to_string()),
-            None if speaks_tls => Err(TLS_PEER_REFUSED.to_string()),
+            Some(_) => Err(TlsError::PlainPeer),
+            None if speaks_tls => Err(TlsError::TlsPeer),
             None => Ok(false),
         }
     }
@@ -264,14 +280,17 @@ pub const TLS_PEER_REFUSED: &str = "the peer speaks TLS and this node has no TLS
 
 /// The server name a dialled peer's certificate must carry: the host of
 /// `addr` (`host:port`, `[v6]:port`), a DNS name or an IP address.
-pub fn server_name(addr: &str) -> Result<rustls::pki_types::ServerName<'static>, String> {
+pub fn server_name(addr: &str) -> Result<rustls::pki_types::ServerName<'static>, TlsError> {
     let host = match addr.rsplit_once(':') {
         Some((host, port)) if port.parse::<u16>().is_ok() => host,
         _ => addr,
     };
     let host = host.trim_start_matches('[').trim_end_matches(']');
-    rustls::pki_types::ServerName::try_from(host.to_string())
-        .map_err(|e| format!("{addr}: {host} is no name a certificate can carry ({e})"))
+    rustls::pki_types::ServerName::try_from(host.to_string()).map_err(|e| TlsError::ServerName {
+        addr: addr.to_string(),
+        host: host.to_string(),
+        reason: e.to_string(),
+    })
 }
 
 /// A rustls error as a line an operator can act on: which side refused
