@@ -25,7 +25,8 @@
 //! `REGENT_SCALE_WORKERS` (comma-separated sizes, default `1000,5000,18000`),
 //! `REGENT_SCALE_SECS` (measured seconds, default 10),
 //! `REGENT_SCALE_FAILOVER_WORKERS` (default 9000 per generator, two
-//! generators), `REGENT_SCALE_SKIP` (comma-separated parts to skip:
+//! generators; `REGENT_SCALE_FAILOVER_TLS=1`: every connection over mutual
+//! TLS), `REGENT_SCALE_SKIP` (comma-separated parts to skip:
 //! `steady`, `spread`, `secret`, `tls`, `std`, `durable`, `failover`,
 //! `floor`; `tls`: the secret with and without mutual TLS under it;
 //! `spread`: the workers started evenly over a second, so the round trips
@@ -39,7 +40,7 @@ mod floor;
 #[path = "../tests/support/zk_server.rs"]
 mod zk_server;
 
-use cluster::{http_get, unique, wait_for, Cluster, Kind, MasterSpec, Proc};
+use cluster::{http_get, https_get, unique, wait_for, Cluster, Kind, MasterSpec, Proc};
 use regent_std::host::cpu_ticks;
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -218,8 +219,11 @@ fn steady_spread(
 
 /// The number of ALIVE workers a master's `/metrics` reports, and whether it
 /// is ALIVE itself.
-fn alive_workers(http: &str) -> Option<(bool, u64)> {
-    let (code, body) = http_get(http, "/metrics")?;
+fn alive_workers(http: &str, ca: Option<&str>) -> Option<(bool, u64)> {
+    let (code, body) = match ca {
+        None => http_get(http, "/metrics")?,
+        Some(ca) => https_get(http, "/metrics", ca).ok()?,
+    };
     if code != 200 {
         return None;
     }
@@ -238,18 +242,46 @@ fn alive_workers(http: &str) -> Option<(bool, u64)> {
 
 /// Failover under load: returns (ms from the signal to the other master
 /// ALIVE with every worker, ms from the signal to its election log line).
-fn failover(zk: &ZkServer, per_generator: usize, kill9: bool) -> (f64, Option<f64>) {
+fn failover(zk: &ZkServer, per_generator: usize, kill9: bool, tls: bool) -> (f64, Option<f64>) {
     let c = Cluster::new("bench-scale-failover");
     let root = format!("/{}", unique("scale"));
+    // With `tls`: one development CA, one certificate for 127.0.0.1 for the
+    // masters and the simulated workers alike.
+    let (tls_args, ca_pem) = if tls {
+        let ca = regent_std::tls::DevCa::new("regent").expect("a development CA");
+        let node = ca
+            .issue(&["127.0.0.1".to_string()], regent_std::tls::Validity::Open)
+            .expect("a certificate");
+        let mut args = Vec::new();
+        for (flag, file, pem) in [
+            ("--tls-cert", "node.pem", node.cert_pem),
+            ("--tls-key", "node-key.pem", node.key_pem),
+            ("--tls-ca", "ca.pem", ca.cert_pem()),
+        ] {
+            let path = c.path(file);
+            std::fs::write(&path, pem).expect("write the TLS material");
+            args.extend([flag.to_string(), path.to_str().unwrap().to_owned()]);
+        }
+        (args, Some(ca.cert_pem()))
+    } else {
+        (Vec::new(), None)
+    };
+    let ca = ca_pem.as_deref();
     let specs: Vec<MasterSpec> = ["m1", "m2"]
         .iter()
-        .map(|id| MasterSpec::zookeeper(id, &zk.addr(), &root, 10_000))
+        .map(|id| {
+            let mut spec = MasterSpec::zookeeper(id, &zk.addr(), &root, 10_000);
+            spec.args.extend(tls_args.iter().cloned());
+            spec
+        })
         .collect();
     let mut masters: Vec<Proc> = Vec::new();
     masters.push(c.master(&specs[0]));
-    wait_for(Duration::from_secs(60), "m1 ALIVE", || match alive_workers(&specs[0].http_addr()) {
-        Some((true, _)) => Ok(()),
-        other => Err(format!("{other:?}")),
+    wait_for(Duration::from_secs(60), "m1 ALIVE", || {
+        match alive_workers(&specs[0].http_addr(), ca) {
+            Some((true, _)) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
     });
     masters.push(c.master(&specs[1]));
     std::thread::sleep(Duration::from_secs(1));
@@ -259,27 +291,25 @@ fn failover(zk: &ZkServer, per_generator: usize, kill9: bool) -> (f64, Option<f6
     let generators: Vec<Proc> = (0..2)
         .map(|i| {
             let shard = format!("{i}/2");
-            c.spawn(
-                &format!("load{i}"),
-                Kind::Other,
-                &[
-                    "load",
-                    "--masters",
-                    &addrs,
-                    "--workers",
-                    &n,
-                    "--shard",
-                    &shard,
-                    "--secs",
-                    "600",
-                    "--register-within",
-                    "600",
-                ],
-            )
+            let mut args = vec![
+                "load",
+                "--masters",
+                &addrs,
+                "--workers",
+                &n,
+                "--shard",
+                &shard,
+                "--secs",
+                "600",
+                "--register-within",
+                "600",
+            ];
+            args.extend(tls_args.iter().map(String::as_str));
+            c.spawn(&format!("load{i}"), Kind::Other, &args)
         })
         .collect();
     wait_for(Duration::from_secs(600), "every worker on m1", || {
-        match alive_workers(&specs[0].http_addr()) {
+        match alive_workers(&specs[0].http_addr(), ca) {
             Some((true, w)) if w >= total => Ok(()),
             other => Err(format!("{other:?} of {total}")),
         }
@@ -298,7 +328,7 @@ fn failover(zk: &ZkServer, per_generator: usize, kill9: bool) -> (f64, Option<f6
         // Every 100 ms: `/metrics` of a master with thousands of workers is
         // not free, and polling it faster slows the master being measured.
         std::thread::sleep(Duration::from_millis(100));
-        let seen = alive_workers(&specs[1].http_addr());
+        let seen = alive_workers(&specs[1].http_addr(), ca);
         if start.elapsed() >= last_print + Duration::from_millis(500) {
             last_print = start.elapsed();
             let cpu: Vec<u64> = std::iter::once(masters[1].pid())
@@ -471,8 +501,9 @@ fn main() {
         let per =
             env_list("REGENT_SCALE_FAILOVER_WORKERS", "9000").first().copied().unwrap_or(9000);
         let zk = ZkServer::start();
+        let tls = std::env::var("REGENT_SCALE_FAILOVER_TLS").is_ok_and(|v| v == "1");
         for kill9 in [true, false] {
-            let (took, elected) = failover(&zk, per, kill9);
+            let (took, elected) = failover(&zk, per, kill9, tls);
             eprintln!(
                 "  failover under load ({}), {} workers: {took:.0} ms",
                 if kill9 { "kill -9" } else { "SIGTERM" },
