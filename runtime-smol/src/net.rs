@@ -39,6 +39,7 @@ pub use regent_std::net::{
     check_exposure, nonce, random_u64, Admit, CloseCause, NetConfig, NetEvent, Outbound, SendQueue,
 };
 use regent_std::net::{fill_batch, Batch};
+use regent_std::tls::TlsContext;
 use smol::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use smol::net::TcpStream;
 use std::sync::Arc;
@@ -353,80 +354,73 @@ enum Wire {
     Tls(Box<futures_rustls::TlsStream<TcpStream>>),
 }
 
-/// Sets up TLS (or not) on `stream` (see [`NetConfig::tls`]): a dialling
-/// side with TLS material always speaks TLS; an accepting side reads the
-/// peer's first byte ([`TlsContext::sniff`]) and refuses a peer that
-/// speaks the other.
-///
-/// [`TlsContext::sniff`]: regent_std::tls::TlsContext::sniff
+/// Sets up TLS (or not) on `stream` for a node with TLS material: a
+/// dialling side always speaks TLS; an accepting side reads the peer's
+/// first byte ([`TlsContext::sniff`]) and refuses a peer that speaks the
+/// other. (Without material no TLS is set up: a TLS peer's first bytes are
+/// no frame's and are refused as such, `CloseCause::frame`.)
 async fn secure(
     stream: TcpStream,
     side: Side,
     name: Option<String>,
-    cfg: &NetConfig,
+    tls: &TlsContext,
 ) -> Result<Wire, CloseCause> {
-    match side {
-        Side::Client => {
-            let Some(tls) = &cfg.tls else { return Ok(Wire::Plain(stream)) };
-            let addr = match name {
-                Some(addr) => addr,
-                None => stream.peer_addr().map_err(|e| CloseCause::read(&e))?.ip().to_string(),
-            };
-            let name =
-                regent_std::tls::server_name(&addr).map_err(|e| CloseCause::Tls(e.to_string()))?;
-            let connector = futures_rustls::TlsConnector::from(tls.client());
-            let tls = connector.connect(name, stream).await.map_err(tls_failure)?;
-            Ok(Wire::Tls(Box::new(futures_rustls::TlsStream::Client(tls))))
+    if side == Side::Client {
+        let addr = match name {
+            Some(addr) => addr,
+            None => stream.peer_addr().map_err(|e| CloseCause::read(&e))?.ip().to_string(),
+        };
+        let name =
+            regent_std::tls::server_name(&addr).map_err(|e| CloseCause::Tls(e.to_string()))?;
+        let connector = futures_rustls::TlsConnector::from(tls.client());
+        let tls = connector.connect(name, stream).await.map_err(tls_failure)?;
+        return Ok(Wire::Tls(Box::new(futures_rustls::TlsStream::Client(tls))));
+    }
+    let mut first = [0u8; 1];
+    match stream.peek(&mut first).await {
+        Ok(0) => return Err(CloseCause::PeerClosed),
+        Ok(_) => {}
+        Err(e) => return Err(CloseCause::read(&e)),
+    }
+    match TlsContext::sniff(Some(tls), first[0]) {
+        Err(reason) => {
+            // What it sent is read first, so the close is a FIN: the alert
+            // tells it it met TLS.
+            let mut stream = stream;
+            let mut sink = [0u8; 4096];
+            let _ = stream.read(&mut sink).await;
+            let _ = stream.write_all(&regent_std::tls::PLAIN_PEER_ALERT).await;
+            Err(CloseCause::Tls(reason.to_string()))
         }
-        // Without TLS, a TLS peer's first bytes are no frame's and are
-        // refused as such (`CloseCause::frame`).
-        Side::Server if cfg.tls.is_none() => Ok(Wire::Plain(stream)),
-        Side::Server => {
-            let mut first = [0u8; 1];
-            match stream.peek(&mut first).await {
-                Ok(0) => return Err(CloseCause::PeerClosed),
-                Ok(_) => {}
-                Err(e) => return Err(CloseCause::read(&e)),
-            }
-            match regent_std::tls::TlsContext::sniff(cfg.tls.as_deref(), first[0]) {
-                Err(reason) => {
-                    if cfg.tls.is_some() {
-                        // What it sent is read first, so the close is a
-                        // FIN: the alert tells it it met TLS.
-                        let mut stream = stream;
-                        let mut sink = [0u8; 4096];
-                        let _ = stream.read(&mut sink).await;
-                        let _ = stream.write_all(&regent_std::tls::PLAIN_PEER_ALERT).await;
-                    }
-                    Err(CloseCause::Tls(reason.to_string()))
-                }
-                Ok(false) => Ok(Wire::Plain(stream)),
-                Ok(true) => {
-                    let tls = cfg.tls.as_ref().expect("sniff speaks TLS only with a context");
-                    let acceptor = futures_rustls::TlsAcceptor::from(tls.server());
-                    let tls = acceptor.accept(stream).await.map_err(tls_failure)?;
-                    Ok(Wire::Tls(Box::new(futures_rustls::TlsStream::Server(tls))))
-                }
-            }
+        Ok(false) => Ok(Wire::Plain(stream)),
+        Ok(true) => {
+            let acceptor = futures_rustls::TlsAcceptor::from(tls.server());
+            let tls = acceptor.accept(stream).await.map_err(tls_failure)?;
+            Ok(Wire::Tls(Box::new(futures_rustls::TlsStream::Server(tls))))
         }
     }
 }
 
-/// A failed TLS handshake, named: rustls' error as
-/// [`regent_std::tls::describe`] puts it, or the peer's close in the middle
-/// (it does not speak TLS).
-pub fn tls_failure(e: std::io::Error) -> CloseCause {
+/// A failed TLS handshake. A rustls error (a certificate refused either
+/// way, an alert) is a refusal, named as [`regent_std::tls::describe`] puts
+/// it; anything else is the connection's failure and may be retried — the
+/// peer's close in the middle says what it may mean (a node without TLS
+/// closes on our first record, but so does a master killed mid-handshake).
+fn tls_failure(e: std::io::Error) -> CloseCause {
     if let Some(tls) = rustls_error(&e) {
         return CloseCause::Tls(regent_std::tls::describe(tls));
     }
     match e.kind() {
         std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset => {
-            CloseCause::Tls(format!(
-                "the peer closed the connection during the TLS handshake ({e}): it has no TLS \
-                 material, or refused this node's"
-            ))
+            CloseCause::ReadFailed {
+                kind: e.kind(),
+                message: format!(
+                    "the peer closed the connection during the TLS handshake ({e}): it has no \
+                     TLS material, or refused this node's"
+                ),
+            }
         }
-        _ => CloseCause::Tls(format!("the TLS handshake failed: {e}")),
+        _ => CloseCause::read(&e),
     }
 }
 
@@ -447,14 +441,14 @@ async fn run(
     queue: Arc<SendQueue>,
 ) -> Result<(), CloseCause> {
     let raw = stream.clone();
-    let secured = with_deadline(cfg.handshake_timeout, "TLS handshake", async {
-        if cfg.tls.is_none() {
-            return Ok(Wire::Plain(stream));
-        }
+    let secured = match &cfg.tls {
+        None => Ok(Wire::Plain(stream)),
         // Boxed: the TLS handshake's state lives only while it runs.
-        Box::pin(secure(stream, side, name, cfg)).await
-    })
-    .await;
+        Some(tls) => {
+            let secure = Box::pin(secure(stream, side, name, tls));
+            with_deadline(cfg.handshake_timeout, "TLS handshake", secure).await
+        }
+    };
     let result = match secured {
         Err(cause) => Err(cause),
         Ok(Wire::Plain(s)) => run_on(s.clone(), s, side, conn, cfg, events, rx, queue).await,
