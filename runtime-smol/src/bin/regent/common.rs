@@ -51,9 +51,13 @@ pub fn net_config(common: &Common) -> Result<Arc<NetConfig>, String> {
 }
 
 /// The TLS material of `--tls-cert`, `--tls-key`, `--tls-ca` (all three or
-/// none), loaded.
+/// none), loaded once per process (a command may build its connection
+/// settings more than once; SIGHUP reloads the one context).
 pub fn tls_context(common: &Common) -> Result<Option<Arc<regent_std::tls::TlsContext>>, String> {
     use regent_std::tls::{TlsContext, TlsFiles};
+    if let Some(ctx) = TLS_CONTEXTS.lock().unwrap_or_else(|p| p.into_inner()).first() {
+        return Ok(Some(ctx.clone()));
+    }
     let given = [
         ("--tls-cert", &common.tls_cert),
         ("--tls-key", &common.tls_key),
@@ -141,7 +145,8 @@ pub fn shutdown_channel() -> async_channel::Receiver<()> {
     rx
 }
 
-/// The TLS contexts this process made (`net_config`), reloaded on SIGHUP.
+/// The TLS context this process made (`net_config`; at most one: one
+/// command line), reloaded on SIGHUP.
 static TLS_CONTEXTS: std::sync::Mutex<Vec<Arc<regent_std::tls::TlsContext>>> =
     std::sync::Mutex::new(Vec::new());
 
