@@ -1228,19 +1228,21 @@ mod tests {
     #[test]
     fn sealed_frames_arrive_in_order_both_ways() {
         let mut p = poller(NetConfig::new("c", secret()));
-        let addr = p.local_addr().unwrap();
-        let (ctx, crx) = async_channel::unbounded();
-        let client = smol::block_on(async {
-            let s = smol::net::TcpStream::connect(addr).await.unwrap();
-            spawn_connection(
-                s,
-                Side::Client,
-                ConnId(2),
-                Arc::new(NetConfig::new("c", secret())),
-                ctx,
-            )
-        });
+        let (client, crx) = client_of(&p, NetConfig::new("c", secret()));
         let conn = accept(&mut p);
+        exchange_in_order(&mut p, &client, &crx, conn);
+        assert_eq!(p.queued_bytes(), 0, "everything written is counted out");
+    }
+
+    /// 500 heartbeats each way between `p`'s `conn` and `client` (the
+    /// master's sent at once, before any handshake is done): each side
+    /// receives the other's in order.
+    fn exchange_in_order(
+        p: &mut Poller,
+        client: &crate::net::ConnHandle,
+        crx: &Receiver<NetEvent>,
+        conn: ConnId,
+    ) {
         let hb = |i| Message::WorkerHeartbeat { incarnation: Incarnation(i) };
         let mut out = Vec::new();
         for i in 0..500 {
@@ -1249,7 +1251,7 @@ mod tests {
         }
         assert!(out.is_empty());
         let mut got = 0;
-        until(&mut p, "500 frames", |_, r| match r {
+        until(p, "500 frames", |_, r| match r {
             Ready::Net(NetEvent::Message { msg, .. }) => {
                 assert_eq!(msg, hb(got));
                 got += 1;
@@ -1257,15 +1259,12 @@ mod tests {
             }
             other => panic!("{other:?}"),
         });
-        smol::block_on(async {
-            for i in 0..500 {
-                match crx.recv().await.unwrap() {
-                    NetEvent::Message { msg, .. } => assert_eq!(msg, hb(1_000 + i)),
-                    other => panic!("{other:?}"),
-                }
+        for i in 0..500 {
+            match recv(crx) {
+                NetEvent::Message { msg, .. } => assert_eq!(msg, hb(1_000 + i)),
+                other => panic!("{other:?}"),
             }
-        });
-        assert_eq!(p.queued_bytes(), 0, "everything written is counted out");
+        }
     }
 
     /// TLS material of one development CA: a master's (naming 127.0.0.1)
@@ -1328,29 +1327,10 @@ mod tests {
         let mut p = poller(with_tls(NetConfig::new("c", secret()), &server));
         let (client, crx) = client_of(&p, with_tls(NetConfig::new("c", secret()), &worker));
         let conn = accept(&mut p);
-        let hb = |i| Message::WorkerHeartbeat { incarnation: Incarnation(i) };
-        let mut out = Vec::new();
-        for i in 0..500 {
-            client.send(hb(i));
-            p.send(conn, &hb(1_000 + i), &mut out);
-        }
+        exchange_in_order(&mut p, &client, &crx, conn);
         // And one frame larger than a TLS record and the chunk moved at once.
+        let mut out = Vec::new();
         p.send(conn, &big(200_000), &mut out);
-        let mut got = 0;
-        until(&mut p, "500 frames", |_, r| match r {
-            Ready::Net(NetEvent::Message { msg, .. }) => {
-                assert_eq!(msg, hb(got));
-                got += 1;
-                (got == 500).then_some(())
-            }
-            other => panic!("{other:?}"),
-        });
-        for i in 0..500 {
-            match recv(&crx) {
-                NetEvent::Message { msg, .. } => assert_eq!(msg, hb(1_000 + i)),
-                other => panic!("{other:?}"),
-            }
-        }
         let last = turn_until_heard(&mut p, &crx);
         assert!(matches!(last, NetEvent::Message { msg, .. } if msg == big(200_000)));
         assert_eq!(p.queued_bytes(), 0, "everything written is counted out");

@@ -120,22 +120,23 @@ impl TlsMaterial {
         )
         .build()
         .map_err(|e| TlsError::Config(e.to_string()))?;
-        let config = ServerConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| TlsError::Config(e.to_string()))?
-            .with_client_cert_verifier(verifier)
-            .with_single_cert(self.chain.clone(), self.key.clone_key())
-            .map_err(|e| TlsError::Config(e.to_string()))?;
-        Ok(Arc::new(config))
+        self.server_with(verifier)
     }
 
     /// The HTTPS side: presents the node's certificate and asks browsers
     /// for none (the HTTP bearer token is what authorizes there).
     pub fn https_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
+        self.server_with(Arc::new(rustls::server::NoClientAuth))
+    }
+
+    fn server_with(
+        &self,
+        verifier: Arc<dyn rustls::server::danger::ClientCertVerifier>,
+    ) -> Result<Arc<ServerConfig>, TlsError> {
         let config = ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| TlsError::Config(e.to_string()))?
-            .with_no_client_auth()
+            .with_client_cert_verifier(verifier)
             .with_single_cert(self.chain.clone(), self.key.clone_key())
             .map_err(|e| TlsError::Config(e.to_string()))?;
         Ok(Arc::new(config))
