@@ -166,17 +166,27 @@ pub enum ExecutorState {
 }
 
 impl ExecutorState {
+    /// Every state's name, in [`ExecutorState::kind`] order.
+    pub const NAMES: [&'static str; 6] =
+        ["LAUNCHING", "RUNNING", "EXITED", "FAILED", "KILLED", "LOST"];
+
     /// The state's name, the one table every view uses (the HTTP API and
     /// cluster events, finished frameworks, `regent submit`'s lines):
     /// `LAUNCHING`, `RUNNING`, `EXITED`, `FAILED`, `KILLED` or `LOST`.
     pub fn name(&self) -> &'static str {
+        Self::NAMES[self.kind()]
+    }
+
+    /// The state's place in [`ExecutorState::NAMES`] (its kind, without
+    /// the exit code or reason).
+    pub fn kind(&self) -> usize {
         match self {
-            ExecutorState::Launching => "LAUNCHING",
-            ExecutorState::Running => "RUNNING",
-            ExecutorState::Exited { .. } => "EXITED",
-            ExecutorState::Failed { .. } => "FAILED",
-            ExecutorState::Killed => "KILLED",
-            ExecutorState::Lost => "LOST",
+            ExecutorState::Launching => 0,
+            ExecutorState::Running => 1,
+            ExecutorState::Exited { .. } => 2,
+            ExecutorState::Failed { .. } => 3,
+            ExecutorState::Killed => 4,
+            ExecutorState::Lost => 5,
         }
     }
 }

@@ -256,7 +256,7 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
                     pump.feed(NodeInput::Store(r))?;
                 }
             }
-            Wake::Input(Input::Http(HttpQuery { log: Some(q), .. })) => {
+            Wake::Input(Input::Http(HttpQuery::Log(q))) => {
                 // `GET /api/logs/...`: the node answers it
                 // (`Output::LogAnswer`, see `Pump::step`).
                 pump.feed(NodeInput::Tick)?;
@@ -265,12 +265,23 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
                 pump.next_query += 1;
                 pump.feed(input)?;
             }
-            Wake::Input(Input::Http(q)) => {
+            Wake::Input(Input::Http(HttpQuery::Metrics { reply })) => {
+                // Counters only (see `Master::gauges`): a scrape costs the
+                // loop one pass over the worker entries, no snapshot.
+                pump.feed(NodeInput::Tick)?;
+                let _ = reply.try_send(http::MetricsSnapshot {
+                    gauges: pump.node.master().gauges(),
+                    rejected_connections: pump.conns.rejected(),
+                    node: pump.node.metrics(),
+                    master: pump.node.master().metrics().clone(),
+                });
+            }
+            Wake::Input(Input::Http(HttpQuery::State { reply, cached })) => {
                 // A handle call at the current time first: a leader whose
                 // lease ran out (a paused process) reports STANDBY, never a
                 // leadership it no longer holds.
                 pump.feed(NodeInput::Tick)?;
-                let state = if q.cached {
+                let state = if cached {
                     let now = pump.now();
                     pump.node.cached_state(now)
                 } else {
@@ -282,7 +293,7 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
                     node: pump.node.metrics(),
                     master: pump.node.master().metrics().clone(),
                 };
-                let _ = q.reply.try_send(snapshot);
+                let _ = reply.try_send(snapshot);
             }
         }
     }

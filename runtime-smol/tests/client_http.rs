@@ -13,7 +13,7 @@ use regent_core::protocol::{FinishedFramework, FinishedSlot, FrameworkOutcome};
 use regent_core::secret::Secret;
 use regent_core::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, MasterId, WorkerId};
 use regent_smol::client::{fetch_state, kill_framework, remove_worker, render_table};
-use regent_smol::http::{self, metrics_text, state_json, HttpQuery, HttpSnapshot};
+use regent_smol::http::{self, metrics_text, state_json, HttpQuery, HttpSnapshot, MetricsSnapshot};
 use regent_smol::net::{spawn_connection, NetConfig, NetEvent};
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -270,7 +270,7 @@ fn metrics_text_has_help_type_and_every_family() {
         node: Default::default(),
         master,
     };
-    let text = metrics_text(&snap);
+    let text = metrics_text(&MetricsSnapshot::from(&snap));
     let lines: Vec<&str> = text.lines().collect();
     for expected in [
         "regent_state_snapshots_built_total 11",
@@ -317,12 +317,12 @@ fn metrics_text_has_help_type_and_every_family() {
     let mut s = sample_state("m2", "STANDBY", 3);
     s.workers.clear();
     s.executors.clear();
-    let text = metrics_text(&HttpSnapshot {
+    let text = metrics_text(&MetricsSnapshot::from(&HttpSnapshot {
         state: s.into(),
         rejected_connections: 0,
         node: Default::default(),
         master: Default::default(),
-    });
+    }));
     assert!(text.lines().any(|l| l == "regent_master_status{status=\"STANDBY\"} 1"));
     assert!(text.lines().any(|l| l == "regent_master_status{status=\"ALIVE\"} 0"));
     assert!(text.lines().any(|l| l == "regent_executors{state=\"RUNNING\"} 0"));
@@ -417,11 +417,24 @@ fn serve_with_daemon(
                 None
             }));
             if let Some(q) = q {
-                let _ = q.reply.send(snap.clone());
+                answer(q, &snap);
             }
         }
     });
     (addr, stop_tx, handle)
+}
+
+/// Answers `q` as a daemon whose state is `snap` would.
+fn answer(q: HttpQuery, snap: &HttpSnapshot) {
+    match q {
+        HttpQuery::State { reply, .. } => {
+            let _ = reply.send(snap.clone());
+        }
+        HttpQuery::Metrics { reply } => {
+            let _ = reply.send(MetricsSnapshot::from(snap));
+        }
+        HttpQuery::Log(_) => {}
+    }
 }
 
 fn wait_finished(handle: &std::thread::JoinHandle<()>, bound: Duration) -> bool {
@@ -518,8 +531,8 @@ fn serve_answers_503_when_the_daemon_does_not_answer() {
     let answerer = std::thread::spawn({
         let qrx = qrx.clone();
         move || {
-            let q = qrx.recv_blocking().unwrap();
-            drop(q.reply);
+            // Dropped unanswered.
+            let _q = qrx.recv_blocking().unwrap();
         }
     });
     let (status, _, _) = http_request(addr, "GET", "/metrics");
@@ -576,12 +589,13 @@ fn an_event_stream_that_falls_behind_the_backlog_gets_a_fresh_snapshot() {
         std::thread::spawn(move || {
             while let Ok(q) = qrx.recv_blocking() {
                 let state = current.lock().unwrap().clone();
-                let _ = q.reply.send(HttpSnapshot {
+                let snap = HttpSnapshot {
                     state: state.into(),
                     rejected_connections: 0,
                     node: Default::default(),
                     master: Default::default(),
-                });
+                };
+                answer(q, &snap);
             }
         })
     };

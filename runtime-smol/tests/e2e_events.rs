@@ -130,6 +130,58 @@ fn the_event_stream_starts_with_a_snapshot_then_reports_a_worker_joining_and_dyi
     snapshot_then_worker_join_and_death(&c, &spec, &[]);
 }
 
+/// The value of the one sample `name` (with its labels) in `metrics`.
+fn sample(metrics: &str, name: &str) -> Option<u64> {
+    metrics.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Issue 24 item 3: `/metrics` reads the master's counters. Scraping it
+/// builds no snapshot of the cluster (the counter of snapshots built
+/// stands still across scrapes), and its gauges still follow the cluster:
+/// a worker joining shows in the counts and the cores offered.
+#[test]
+fn metrics_scrapes_build_no_snapshot_and_follow_the_cluster() {
+    let c = Cluster::new("metrics-counters");
+    let spec = MasterSpec::new("m1", &["--worker-timeout", "2000", "--heartbeat-interval", "200"]);
+    let _m = c.master(&spec);
+    let http = spec.http_addr();
+    let scrape = || http_get(&http, "/metrics").filter(|(code, _)| *code == 200).map(|(_, m)| m);
+    wait_for(BOUND, "the master ALIVE in /metrics", || match scrape() {
+        Some(m) if sample(&m, "regent_master_status{status=\"ALIVE\"}") == Some(1) => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    let _w = c.worker("w1", &[spec.addr()], 3, 512, &[]);
+    let joined = wait_for(BOUND, "w1 ALIVE in /metrics", || match scrape() {
+        Some(m) if sample(&m, "regent_workers{state=\"ALIVE\"}") == Some(1) => Ok(m),
+        other => Err(format!("{other:?}")),
+    });
+    assert_eq!(sample(&joined, "regent_cores_offered"), Some(3), "{joined}");
+    assert_eq!(sample(&joined, "regent_memory_offered_bytes"), Some(512 << 20), "{joined}");
+    let built = sample(&joined, "regent_state_snapshots_built_total").expect("the counter");
+    // Twenty scrapes while the worker heartbeats every 200 ms.
+    let mut last = joined;
+    for _ in 0..20 {
+        last = scrape().expect("/metrics answers");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        sample(&last, "regent_state_snapshots_built_total"),
+        Some(built),
+        "a /metrics scrape built a snapshot:\n{last}"
+    );
+    assert!(
+        sample(&last, "regent_messages_total") > sample(&last, "regent_rejected_messages_total")
+    );
+    // `/api/state` does build one (the cached one, at most once per
+    // interval): the counter is the one that would have moved.
+    assert_eq!(api_state(&http).expect("/api/state")["workers"][0]["id"], "w1");
+    let after = scrape().expect("/metrics answers");
+    assert!(
+        sample(&after, "regent_state_snapshots_built_total") > Some(built),
+        "/api/state built no snapshot?\n{after}"
+    );
+}
+
 #[test]
 fn a_std_master_serves_the_same_endpoints_and_event_stream() {
     let c = Cluster::new("events-std");

@@ -5,7 +5,9 @@
 use regent_core::protocol::{ClusterState, FrameworkView, GroupView, WorkerView};
 use regent_core::{Epoch, FrameworkId, MasterId, WorkerId};
 use regent_smol::client::{deadline_text, parse_deadline, placement_text, render_table, utc_text};
-use regent_smol::http::{metrics_text, paged_state_body, state_json, state_page, HttpSnapshot};
+use regent_smol::http::{
+    metrics_text, paged_state_body, state_json, state_page, HttpSnapshot, MetricsSnapshot,
+};
 use std::time::Duration;
 
 fn worker(id: &str, state: &str, cordoned: bool, drain: &str, deadline: Option<u64>) -> WorkerView {
@@ -117,12 +119,12 @@ fn api_state_shows_cordons_and_drains_and_keeps_the_other_states() {
 
 #[test]
 fn metrics_count_cordoned_workers_by_maintenance() {
-    let text = metrics_text(&HttpSnapshot {
+    let text = metrics_text(&MetricsSnapshot::from(&HttpSnapshot {
         state: state().into(),
         rejected_connections: 0,
         node: regent_core::node::master::Metrics::default(),
         master: Default::default(),
-    });
+    }));
     assert!(text.contains("# TYPE regent_workers_cordoned gauge"), "{text}");
     for line in [
         "regent_workers_cordoned{maintenance=\"CORDONED\"} 2",

@@ -24,6 +24,7 @@
 
 mod executors;
 mod frameworks;
+mod gauges;
 mod history;
 mod leadership;
 mod logs;
@@ -51,6 +52,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 pub use executors::ExecutorEntry;
 pub use frameworks::{FrameworkEntry, GroupState};
+pub use gauges::{Gauges, MAINTENANCE_NAMES, WORKER_STATE_NAMES};
 pub use workers::{WorkerEntry, WorkerState};
 
 /// Master configuration.
@@ -856,6 +858,7 @@ impl Master {
             return;
         }
         self.executors.check();
+        assert_eq!(self.gauges(), Gauges::of_state(&self.state()), "the gauges from the counters");
         let live = |w: &WorkerId| self.executors.live_on(w);
         self.workers.check(self.config.placement, self.config.worker_timeout, live);
         let mut open = BTreeSet::new();

@@ -508,7 +508,7 @@ impl Pump {
                 Input::State(reply) => {
                     let _ = reply.send(self.node.master().state());
                 }
-                Input::Http(HttpQuery { log: Some(q), .. }) => {
+                Input::Http(HttpQuery::Log(q)) => {
                     // The node answers it (`Output::LogAnswer`, in `step`).
                     let (input, reply) = q.into_input(self.next_query);
                     self.http_logs.insert(self.next_query, reply);
@@ -516,7 +516,20 @@ impl Pump {
                     pending.push_back(NodeInput::Tick);
                     pending.push_back(input);
                 }
-                Input::Http(q) => {
+                Input::Http(HttpQuery::Metrics { reply }) => {
+                    // Counters only: no snapshot is built (see `Master::gauges`).
+                    pending.push_back(NodeInput::Tick);
+                    while let Some(event) = pending.pop_front() {
+                        self.step(event, pending)?;
+                    }
+                    let _ = reply.try_send(http::MetricsSnapshot {
+                        gauges: self.node.master().gauges(),
+                        rejected_connections: self.conns.rejected(),
+                        node: self.node.metrics(),
+                        master: self.node.master().metrics().clone(),
+                    });
+                }
+                Input::Http(HttpQuery::State { reply, cached }) => {
                     // Inputs taken so far first, then a handle call at the
                     // current time, as the smol master does: the snapshot
                     // shows them, and never a leadership whose lease ran out.
@@ -524,13 +537,13 @@ impl Pump {
                     while let Some(event) = pending.pop_front() {
                         self.step(event, pending)?;
                     }
-                    let state = if q.cached {
+                    let state = if cached {
                         let now = self.now();
                         self.node.cached_state(now)
                     } else {
                         std::sync::Arc::new(self.node.master().state())
                     };
-                    let _ = q.reply.try_send(HttpSnapshot {
+                    let _ = reply.try_send(HttpSnapshot {
                         state,
                         rejected_connections: self.conns.rejected(),
                         node: self.node.metrics(),

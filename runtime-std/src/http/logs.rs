@@ -130,14 +130,9 @@ pub fn respond(url: &str, queries: &async_channel::Sender<HttpQuery>) -> Respons
         }
     }
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    let (snapshot_tx, _) = std::sync::mpsc::sync_channel(1);
     let log = LogQuery { executor: executor.clone(), stream, offset, max, reply: tx };
     // The query channel is unbounded: this never blocks.
-    let answer = match queries.send_blocking(HttpQuery {
-        reply: snapshot_tx,
-        log: Some(log),
-        cached: false,
-    }) {
+    let answer = match queries.send_blocking(HttpQuery::Log(log)) {
         Ok(()) => rx.recv_timeout(ANSWER_TIMEOUT).ok(),
         Err(_) => None,
     };

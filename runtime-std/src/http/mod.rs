@@ -37,6 +37,7 @@
 //! over the authenticated wire protocol.
 
 use hmac::{Hmac, Mac};
+use regent_core::master::{MAINTENANCE_NAMES, WORKER_STATE_NAMES};
 use regent_core::protocol::{ClusterState, ExecutorState};
 use regent_core::secret::Secret;
 use serde_json::{json, Value};
@@ -56,27 +57,64 @@ pub const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 /// How often the server thread checks whether the daemon is gone.
 const POLL_INTERVAL: Duration = Duration::from_millis(500);
 
-/// A request from the HTTP thread to the daemon loop: "send me a snapshot on
-/// `reply`". The daemon answers with one [`HttpSnapshot`] (or drops `reply`,
-/// which the request sees as `503`). The queries travel on an
-/// `async_channel` (runtime-neutral: the smol master awaits it, the std
-/// master's forwarding thread blocks on it); the reply is a std channel the
-/// HTTP thread waits on with a timeout.
+/// A request from the HTTP thread to the daemon loop. The daemon answers
+/// each on the query's own reply channel (or drops it, which the request
+/// sees as `503`). The queries travel on an `async_channel`
+/// (runtime-neutral: the smol master awaits it, the std master's
+/// forwarding thread blocks on it); the replies are std channels the HTTP
+/// thread waits on with a timeout.
 #[derive(Debug)]
-pub struct HttpQuery {
-    /// Where the daemon sends the snapshot (`try_send`: room for one).
-    pub reply: std::sync::mpsc::SyncSender<HttpSnapshot>,
-    /// A log read instead of a snapshot (`GET /api/logs/...`): the daemon
-    /// answers on the query's own channel and leaves `reply` unused.
-    pub log: Option<logs::LogQuery>,
-    /// The asker may see the state a moment late (the event stream's
-    /// poller): the daemon answers with the master's cached snapshot
-    /// (`MasterNode::cached_state`), rebuilt only when something other
-    /// than heartbeats happened. `false`: a snapshot built now.
-    pub cached: bool,
+pub enum HttpQuery {
+    /// `GET /api/state` and the event stream: a snapshot of the cluster.
+    State {
+        /// Where the daemon sends it (`try_send`: room for one).
+        reply: std::sync::mpsc::SyncSender<HttpSnapshot>,
+        /// The asker may see the state a moment late (`/api/state`, the
+        /// event stream's poller): the daemon answers with the master's
+        /// cached snapshot (`MasterNode::cached_state`), rebuilt only when
+        /// something other than heartbeats happened. `false`: a snapshot
+        /// built now.
+        cached: bool,
+    },
+    /// `GET /metrics`: the counters and gauges, no snapshot
+    /// (`Master::gauges`: microseconds of the loop at 18,000 workers).
+    Metrics {
+        /// Where the daemon sends them (`try_send`: room for one).
+        reply: std::sync::mpsc::SyncSender<MetricsSnapshot>,
+    },
+    /// `GET /api/logs/...`: a log read, answered on its own channel.
+    Log(logs::LogQuery),
 }
 
-/// What the daemon loop answers to an [`HttpQuery`].
+/// What the daemon loop answers to an [`HttpQuery::Metrics`].
+#[derive(Clone, Debug, Default)]
+pub struct MetricsSnapshot {
+    /// The cluster's counts and gauges, from the master's counters.
+    pub gauges: regent_core::master::Gauges,
+    /// Connections the runtime refused or closed (see
+    /// [`HttpSnapshot::rejected_connections`]).
+    pub rejected_connections: u64,
+    /// The node's leadership counters.
+    pub node: regent_core::node::master::Metrics,
+    /// The master machine's counters.
+    pub master: regent_core::master::Metrics,
+}
+
+impl From<&HttpSnapshot> for MetricsSnapshot {
+    /// The metrics a snapshot shows: its gauges computed from the state
+    /// ([`Gauges::of_state`](regent_core::master::Gauges::of_state)), the
+    /// same counters. For daemons and tests that answer with snapshots.
+    fn from(snap: &HttpSnapshot) -> MetricsSnapshot {
+        MetricsSnapshot {
+            gauges: regent_core::master::Gauges::of_state(&snap.state),
+            rejected_connections: snap.rejected_connections,
+            node: snap.node.clone(),
+            master: snap.master.clone(),
+        }
+    }
+}
+
+/// What the daemon loop answers to an [`HttpQuery::State`].
 #[derive(Clone, Debug)]
 pub struct HttpSnapshot {
     /// The master's view (its machine's `state()`; shared with its cache).
@@ -290,6 +328,15 @@ fn respond(
                 .with_header(header("Content-Type", "text/html; charset=utf-8"))
                 .with_header(header("Cache-Control", "no-cache"))
         }
+        (tiny_http::Method::Get | tiny_http::Method::Head, Some(Page::Metrics)) => {
+            match metrics_of(queries) {
+                Some(m) => tiny_http::Response::from_string(metrics_text(&m)).with_header(header(
+                    "Content-Type",
+                    "text/plain; version=0.0.4; charset=utf-8",
+                )),
+                None => text(503, "the master did not answer in time; retry\n"),
+            }
+        }
         (tiny_http::Method::Get | tiny_http::Method::Head, Some(page)) => {
             match (page, state_page(request.url())) {
                 (Page::State, Err(why)) => text(400, &format!("{why}\n")),
@@ -315,10 +362,10 @@ fn respond(
 
 /// Asks the daemon for a snapshot; `None` after [`QUERY_TIMEOUT`] or when
 /// the daemon is gone. The master's cached one
-/// ([`HttpQuery::cached`]): rebuilt only when something other than
+/// (`cached` in [`HttpQuery::State`]): rebuilt only when something other than
 /// heartbeats happened since, or once it is
-/// [`regent_core::limits::STATE_SNAPSHOT_MAX_AGE`] old, so a dashboard or
-/// a Prometheus scraping `/api/state` and `/metrics` costs the master's
+/// [`regent_core::limits::STATE_SNAPSHOT_MAX_AGE`] old, so a dashboard
+/// polling `/api/state` costs the master's
 /// loop at most one build per that age while the cluster is quiet (its
 /// heartbeat counters may lag by it).
 fn snapshot(queries: &async_channel::Sender<HttpQuery>) -> Option<HttpSnapshot> {
@@ -436,11 +483,19 @@ pub fn paged_state_body(snap: &HttpSnapshot, page: &StatePage) -> String {
     json_text(&body, false)
 }
 
-/// [`snapshot`], the cached one when `cached` (see [`HttpQuery::cached`]).
+/// [`snapshot`], the cached one when `cached` (see [`HttpQuery::State`]).
 fn snapshot_of(queries: &async_channel::Sender<HttpQuery>, cached: bool) -> Option<HttpSnapshot> {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     // The channel is unbounded: this never blocks.
-    queries.send_blocking(HttpQuery { reply: tx, log: None, cached }).ok()?;
+    queries.send_blocking(HttpQuery::State { reply: tx, cached }).ok()?;
+    rx.recv_timeout(QUERY_TIMEOUT).ok()
+}
+
+/// Asks the daemon for its counters and gauges (`GET /metrics`); `None`
+/// after [`QUERY_TIMEOUT`] or when the daemon is gone.
+fn metrics_of(queries: &async_channel::Sender<HttpQuery>) -> Option<MetricsSnapshot> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    queries.send_blocking(HttpQuery::Metrics { reply: tx }).ok()?;
     rx.recv_timeout(QUERY_TIMEOUT).ok()
 }
 
@@ -450,10 +505,10 @@ fn render(page: Page, snap: &HttpSnapshot) -> Response {
     match page {
         Page::State => tiny_http::Response::from_string(state_body(snap, true))
             .with_header(header("Content-Type", "application/json")),
-        Page::Metrics => tiny_http::Response::from_string(metrics_text(snap))
-            .with_header(header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")),
         // Answered without a snapshot (see `respond`).
-        Page::Html | Page::Events => text(500, "internal error: not a snapshot page\n"),
+        Page::Metrics | Page::Html | Page::Events => {
+            text(500, "internal error: not a snapshot page\n")
+        }
     }
 }
 
@@ -492,10 +547,6 @@ fn header(name: &str, value: &str) -> tiny_http::Header {
 /// The executor state's name as the API shows it (one definition, in core).
 pub use regent_core::events::executor_state_name;
 
-/// Every executor state name, in life order (metrics list them all).
-const EXECUTOR_STATES: [&str; 6] = ["LAUNCHING", "RUNNING", "EXITED", "FAILED", "KILLED", "LOST"];
-/// Every worker state the master reports (metrics list them all).
-const WORKER_STATES: [&str; 4] = ["REGISTERING", "ALIVE", "UNKNOWN", "DEAD"];
 /// Every master status.
 const MASTER_STATUSES: [&str; 4] = ["STANDBY", "RECOVERING", "ALIVE", "SUSPENDED"];
 
@@ -700,8 +751,12 @@ pub fn state_json(s: &ClusterState) -> Value {
 /// `regent_frameworks_connected`, `regent_executors{state}`,
 /// `regent_messages_total`, `regent_rejected_messages_total`,
 /// `regent_rejected_connections_total`.
-pub fn metrics_text(s: &HttpSnapshot) -> String {
-    let st = &s.state;
+///
+/// Every figure comes from the master's counters ([`MetricsSnapshot`],
+/// `Master::gauges`), never from a snapshot of the cluster: a scrape costs
+/// the master's loop one pass over its worker entries.
+pub fn metrics_text(s: &MetricsSnapshot) -> String {
+    let g = &s.gauges;
     let mut out = String::new();
     let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(Option<String>, u64)>| {
         let _ = writeln!(out, "# HELP {name} {help}");
@@ -717,32 +772,24 @@ pub fn metrics_text(s: &HttpSnapshot) -> String {
             }
         }
     };
-    let labelled = |label: &str, known: &[&str], seen: Vec<&str>| -> Vec<(Option<String>, u64)> {
-        let mut names: Vec<String> = known.iter().map(|s| s.to_string()).collect();
-        for s in &seen {
-            if !names.iter().any(|n| n == s) {
-                names.push(s.to_string());
-            }
-        }
+    let labelled = |label: &str, names: &[&str], counts: &[u64]| -> Vec<(Option<String>, u64)> {
         names
             .iter()
-            .map(|n| {
-                let count = seen.iter().filter(|s| **s == n).count() as u64;
-                (Some(format!("{label}=\"{}\"", label_escape(n))), count)
-            })
+            .zip(counts)
+            .map(|(n, count)| (Some(format!("{label}=\"{}\"", label_escape(n))), *count))
             .collect()
     };
     family(
         "regent_master_status",
         "gauge",
         "Status of this master: 1 for its current status, 0 for the others.",
-        labelled("status", &MASTER_STATUSES, vec![st.status.as_str()]),
+        labelled("status", &MASTER_STATUSES, &MASTER_STATUSES.map(|n| u64::from(n == g.status))),
     );
     family(
         "regent_epoch",
         "gauge",
         "This master's epoch (its own when leading, else the highest it knows of).",
-        vec![(None, st.epoch.0)],
+        vec![(None, g.epoch.0)],
     );
     let n = &s.node;
     family(
@@ -882,98 +929,85 @@ pub fn metrics_text(s: &HttpSnapshot) -> String {
         "regent_workers",
         "gauge",
         "Workers in this master's registry, by state.",
-        labelled("state", &WORKER_STATES, st.workers.iter().map(|w| w.state.as_str()).collect()),
+        labelled("state", &WORKER_STATE_NAMES, &g.workers),
     );
     family(
         "regent_workers_cordoned",
         "gauge",
         "Workers on which nothing new is placed (cordoned, draining or drained), by maintenance: CORDONED, DRAINING or DRAINED.",
-        labelled(
-            "maintenance",
-            &["CORDONED", "DRAINING", "DRAINED"],
-            st.workers
-                .iter()
-                .filter(|w| w.cordoned)
-                .map(|w| if w.drain.is_empty() { "CORDONED" } else { w.drain.as_str() })
-                .collect(),
-        ),
+        labelled("maintenance", &MAINTENANCE_NAMES, &g.maintenance),
     );
     family(
         "regent_cores_offered",
         "gauge",
         "Cores offered by the workers in the registry.",
-        vec![(None, st.workers.iter().map(|w| u64::from(w.cores)).sum())],
+        vec![(None, g.cores_offered)],
     );
     family(
         "regent_cores_used",
         "gauge",
         "Cores held by executors on the workers in the registry.",
-        vec![(None, st.workers.iter().map(|w| u64::from(w.cores_used)).sum())],
+        vec![(None, g.cores_used)],
     );
     family(
         "regent_memory_offered_bytes",
         "gauge",
         "Memory offered by the workers in the registry, in bytes.",
-        vec![(None, st.workers.iter().map(|w| w.memory_mb.saturating_mul(1 << 20)).sum())],
+        vec![(None, g.memory_offered_mb.saturating_mul(1 << 20))],
     );
     family(
         "regent_memory_used_bytes",
         "gauge",
         "Memory held by executors on the workers in the registry, in bytes.",
-        vec![(None, st.workers.iter().map(|w| w.memory_used_mb.saturating_mul(1 << 20)).sum())],
+        vec![(None, g.memory_used_mb.saturating_mul(1 << 20))],
     );
-    let sampled = || st.workers.iter().filter_map(|w| w.usage.as_ref());
     family(
         "regent_executor_memory_in_use_bytes",
         "gauge",
         "Memory the running executors use, from their cgroups (the workers' latest samples, every 10 s at most), in bytes.",
-        vec![(None, sampled().map(|u| u.memory_bytes).sum())],
+        vec![(None, g.executor_memory_bytes)],
     );
     family(
         "regent_executor_cpu_seconds",
         "gauge",
         "CPU time the running executors used so far, from their cgroups (the workers' latest samples), in seconds.",
-        vec![(None, sampled().map(|u| u.cpu_usec).sum::<u64>() / 1_000_000)],
+        vec![(None, g.executor_cpu_usec / 1_000_000)],
     );
     family(
         "regent_work_dir_free_bytes_min",
         "gauge",
         "The least free space of any worker's work directory (the workers' latest samples), in bytes; 0 before any sample.",
-        vec![(None, sampled().filter_map(|u| u.work_dir_free_bytes).min().unwrap_or(0))],
+        vec![(None, g.work_dir_free_bytes_min.unwrap_or(0))],
     );
     family(
         "regent_frameworks",
         "gauge",
         "Frameworks this master knows of.",
-        vec![(None, st.frameworks.len() as u64)],
+        vec![(None, g.frameworks)],
     );
     family(
         "regent_frameworks_connected",
         "gauge",
         "Frameworks with a live subscription.",
-        vec![(None, st.frameworks.iter().filter(|f| f.connected).count() as u64)],
+        vec![(None, g.frameworks_connected)],
     );
     family(
         "regent_executors",
         "gauge",
         "Executors this master knows of, by state.",
-        labelled(
-            "state",
-            &EXECUTOR_STATES,
-            st.executors.iter().map(|e| executor_state_name(&e.state)).collect(),
-        ),
+        labelled("state", &ExecutorState::NAMES, &g.executors),
     );
     family(
         "regent_messages_total",
         "counter",
         "Protocol messages handled since this master started.",
-        vec![(None, st.messages)],
+        vec![(None, g.messages)],
     );
     family(
         "regent_rejected_messages_total",
         "counter",
         "Protocol messages refused since this master started.",
-        vec![(None, st.rejected)],
+        vec![(None, g.rejected)],
     );
     family(
         "regent_rejected_connections_total",

@@ -22,6 +22,9 @@ pub(in crate::master) struct Executors {
     /// The live (not terminal) executors of each worker, unordered; no
     /// empty list is kept.
     live_by_worker: FxHashMap<WorkerId, Vec<ExecutorId>>,
+    /// How many entries are in each state, by [`ExecutorState::kind`]
+    /// (the `/metrics` gauges read it, not the entries).
+    by_state: [usize; 6],
 }
 
 /// What a change did to the placement candidates: the worker whose count
@@ -136,6 +139,11 @@ impl Executors {
             .filter(move |e| &e.framework == framework)
     }
 
+    /// How many executors are in each state, by [`ExecutorState::kind`].
+    pub(in crate::master) fn counts(&self) -> [usize; 6] {
+        self.by_state
+    }
+
     /// How many live (not terminal) executors `worker` has.
     pub(in crate::master) fn live_on(&self, worker: &WorkerId) -> usize {
         self.live_by_worker.get(worker).map_or(0, Vec::len)
@@ -152,6 +160,7 @@ impl Executors {
     pub(in crate::master) fn insert(&mut self, e: ExecutorEntry) -> Crossed {
         debug_assert!(!self.entries.contains_key(&e.id), "executor {} inserted twice", e.id);
         let (worker, id, live) = (e.worker.clone(), e.id.clone(), !e.state.is_terminal());
+        self.by_state[e.state.kind()] += 1;
         self.entries.insert(id.clone(), e);
         self.track_live(&worker, &id, false, live)
     }
@@ -166,6 +175,8 @@ impl Executors {
         let e = self.entries.get_mut(id)?;
         let was = !e.state.is_terminal();
         let is = !state.is_terminal();
+        self.by_state[e.state.kind()] -= 1;
+        self.by_state[state.kind()] += 1;
         e.state = state;
         e.recorded = false;
         let worker = e.worker.clone();
@@ -178,6 +189,7 @@ impl Executors {
         id: &ExecutorId,
     ) -> Option<(ExecutorEntry, Crossed)> {
         let e = self.entries.remove(id)?;
+        self.by_state[e.state.kind()] -= 1;
         let crossed = self.track_live(&e.worker, id, !e.state.is_terminal(), false);
         Some((e, crossed))
     }
@@ -186,6 +198,7 @@ impl Executors {
     pub(in crate::master) fn clear(&mut self) {
         self.entries.clear();
         self.live_by_worker.clear();
+        self.by_state = [0; 6];
     }
 
     /// Keeps `live_by_worker` in step with an executor that was live
@@ -234,5 +247,10 @@ impl Executors {
             v.sort();
         }
         assert_eq!(live, indexed, "live executors by worker");
+        let mut by_state = [0; 6];
+        for e in self.entries.values() {
+            by_state[e.state.kind()] += 1;
+        }
+        assert_eq!(by_state, self.by_state, "executors by state");
     }
 }
