@@ -191,3 +191,29 @@ fn the_event_pollers_cached_state_builds_only_after_a_change() {
     let _ = m.cached_state(later);
     assert_eq!(m.metrics().state_snapshots_built - before, 3);
 }
+
+/// Every HTTP asker together counts as one connection: dashboards polling
+/// a cluster that changes all the time cost at most one build per
+/// `STATE_REQUEST_INTERVAL` (issue 24: the snapshot built at most once per
+/// interval), and a change shows at most that interval late.
+#[test]
+fn http_askers_of_a_changing_cluster_cost_one_build_per_interval() {
+    let mut m = alive_master();
+    let before = m.metrics().state_snapshots_built;
+    let first = m.cached_state(Millis(1_000));
+    assert_eq!(m.metrics().state_snapshots_built - before, 1);
+    // Something changes every 10 ms; ten dashboards poll every 10 ms.
+    for t in (1_010..1_100).step_by(10) {
+        let _ = m.handle(Millis(t), master::Event::Timer(master::Timer::Sweep));
+        for _ in 0..10 {
+            assert_eq!(m.cached_state(Millis(t)), first, "at {t} ms: the cached one");
+        }
+    }
+    assert_eq!(m.metrics().state_snapshots_built - before, 1, "no build within the interval");
+    register_w1(&mut m, Millis(1_095));
+    let t = Millis(1_000) + STATE_REQUEST_INTERVAL;
+    let fresh = m.cached_state(t);
+    assert_eq!(fresh.workers.len(), 1, "the change shows once the interval has passed");
+    assert_eq!(m.cached_state(t), fresh, "the other askers share it");
+    assert_eq!(m.metrics().state_snapshots_built - before, 2);
+}

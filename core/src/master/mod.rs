@@ -1128,14 +1128,23 @@ impl Master {
         WriteId(self.next_write)
     }
 
-    /// The cluster as [`Master::state`] shows it, for a poller that may see
-    /// it a moment late (the HTTP event stream): the snapshot cached for
-    /// `StateReply`s while nothing but heartbeats, state requests and log
-    /// reads happened since it was built and it is younger than
-    /// [`crate::limits::STATE_SNAPSHOT_MAX_AGE`] (its message counters may
-    /// lag that long); else a fresh one, kept for the next asker.
+    /// The cluster as [`Master::state`] shows it, for the HTTP side, which
+    /// may see it a moment late (`/api/state`, the event stream's poller):
+    /// the snapshot cached for `StateReply`s while nothing but heartbeats,
+    /// state requests and log reads happened since it was built and it is
+    /// younger than [`crate::limits::STATE_SNAPSHOT_MAX_AGE`] (its message
+    /// counters may lag that long); else a fresh one, kept for the next
+    /// asker. Every HTTP asker together counts as one connection: after a
+    /// change, a fresh one is built for them at most once per
+    /// [`crate::limits::STATE_REQUEST_INTERVAL`] (a change shows up to
+    /// that late), so dashboards polling a busy cluster hold the loop for
+    /// at most one build per interval.
     pub fn cached_state(&mut self, now: Millis) -> std::sync::Arc<ClusterState> {
-        self.snapshot_for(now, None).0
+        let (state, fresh) = self.snapshot_for(now, self.snapshot.http_fresh_at());
+        if fresh {
+            self.snapshot.http_built(now);
+        }
+        state
     }
 
     /// The snapshot for an asker at `now` that last got a freshly built one

@@ -21,6 +21,11 @@ use crate::time::Millis;
 #[derive(Debug, Default)]
 pub(super) struct SnapshotCache {
     cached: Option<Cached>,
+    /// When the HTTP side (`/api/state`, the event stream's poller) last
+    /// had a snapshot built for it: all its askers count as one
+    /// connection, so however many dashboards poll a changing cluster,
+    /// they cost at most one build per [`STATE_REQUEST_INTERVAL`].
+    http_fresh_at: Option<Millis>,
 }
 
 #[derive(Debug)]
@@ -56,6 +61,16 @@ impl SnapshotCache {
     pub(super) fn store(&mut self, now: Millis, state: ClusterState) {
         self.cached =
             Some(Cached { built_at: now, stale: false, state: std::sync::Arc::new(state) });
+    }
+
+    /// When the HTTP side last had a snapshot built for it.
+    pub(super) fn http_fresh_at(&self) -> Option<Millis> {
+        self.http_fresh_at
+    }
+
+    /// The HTTP side had a snapshot built for it at `now`.
+    pub(super) fn http_built(&mut self, now: Millis) {
+        self.http_fresh_at = Some(now);
     }
 
     /// The cached snapshot (shared).
