@@ -333,10 +333,11 @@ fn failover(zk: &ZkServer, per_generator: usize, kill9: bool, tls: bool) -> (f64
             last_print = start.elapsed();
             let cpu: Vec<u64> = std::iter::once(masters[1].pid())
                 .chain(generators.iter().map(Proc::pid))
+                .chain(std::iter::once(zk.pid()))
                 .map(|pid| cpu_ticks(pid).unwrap_or(0))
                 .collect();
             eprintln!(
-                "    {:>6.0} ms: m2 {seen:?}, CPU ticks m2/load0/load1 {cpu:?}",
+                "    {:>6.0} ms: m2 {seen:?}, CPU ticks m2/load0/load1/zookeeper {cpu:?}",
                 ms(start.elapsed())
             );
         }

@@ -135,6 +135,11 @@ impl ZkServer {
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// The server's process id (its JVM).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The client port.
     pub fn port(&self) -> u16 {
         self.port
