@@ -19,7 +19,11 @@
 //!   second each, driven by a bare epoll client: the CPU, memory per
 //!   connection and round trips the machine itself costs at that rate,
 //!   against which the master's are read (targets: CPU at most 1.3× the
-//!   floor's, RSS at most 2 kB per worker, p99 at most 2 ms).
+//!   floor's, RSS at most 2 kB per worker, p99 at most 2 ms);
+//! * **the probe** (`support/probe.rs`), in the steady runs on plain
+//!   connections: one more worker on its own thread heartbeating every
+//!   10 ms and timing each acknowledgement, so the master's round trips are
+//!   read without the generator's own queueing.
 //!
 //! `cargo bench -p regent-smol --bench scale` (release build). Environment:
 //! `REGENT_SCALE_WORKERS` (comma-separated sizes, default `1000,5000,18000`),
@@ -37,6 +41,8 @@
 mod cluster;
 #[path = "support/floor.rs"]
 mod floor;
+#[path = "support/probe.rs"]
+mod probe;
 #[path = "../tests/support/zk_server.rs"]
 mod zk_server;
 
@@ -91,6 +97,9 @@ struct Row {
     p99: f64,
     rate: f64,
     errors: u64,
+    /// The probe's samples, p50, p99 and max round trip in ms
+    /// (`support/probe.rs`), where one ran.
+    probe: Option<(usize, f64, f64, f64)>,
 }
 
 impl Row {
@@ -110,6 +119,7 @@ impl Row {
             p99: f("rtt_p99_ms"),
             rate: f("heartbeats_per_sec"),
             errors: u("errors") + u("rejections"),
+            probe: None,
         }
     }
 
@@ -127,6 +137,12 @@ impl Row {
             self.rate,
             self.errors
         );
+        if let Some((n, p50, p99, max)) = self.probe {
+            println!(
+                "{:<44} probe (one worker heartbeating every 10 ms on its own thread, {n} round trips): p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms",
+                ""
+            );
+        }
     }
 }
 
@@ -212,10 +228,42 @@ fn steady_spread(
     largs.extend(["--masters", &addr, "--workers", &n_s, "--secs", &secs_s]);
     let spread = spread_ms.to_string();
     largs.extend(["--master-pid", &pid, "--register-within", "60", "--spread-start", &spread]);
+    // On plain connections, one more worker on its own thread measures
+    // the master's round trips without the generator's queueing.
+    let probe = (!wire.secret && !wire.tls).then(|| probe::start(&addr, "regent", PROBE_EVERY));
     let v = load(&c, &largs);
+    let ended = Instant::now();
     eprintln!("  {name}: {v}");
-    Row::of(name.to_string(), &v)
+    let mut row = Row::of(name.to_string(), &v);
+    if let Some(probe) = probe {
+        // The load's measured seconds end as it exits: the probe's samples
+        // of the same window, less half a second at its end for the exit.
+        let from = ended - Duration::from_secs(secs);
+        let to = ended - Duration::from_millis(500);
+        match probe.finish() {
+            Ok(samples) => {
+                let mut rtts: Vec<Duration> = samples
+                    .into_iter()
+                    .filter(|(at, _)| *at >= from && *at < to)
+                    .map(|(_, d)| d)
+                    .collect();
+                rtts.sort_unstable();
+                row.probe = Some((
+                    rtts.len(),
+                    probe::quantile_ms(&rtts, 0.5),
+                    probe::quantile_ms(&rtts, 0.99),
+                    probe::quantile_ms(&rtts, 1.0),
+                ));
+            }
+            Err(e) => eprintln!("  {name}: the probe failed: {e}"),
+        }
+    }
+    row
 }
+
+/// How often the probe heartbeats (100 a second: noise beside the
+/// generator's thousands, a thousand samples in 10 s).
+const PROBE_EVERY: Duration = Duration::from_millis(10);
 
 /// The number of ALIVE workers a master's `/metrics` reports, and whether it
 /// is ALIVE itself.
@@ -406,6 +454,7 @@ fn floor_row(n: usize, secs: u64) -> Row {
         p99: run.p99,
         rate: run.answered as f64 / secs as f64,
         errors: 0,
+        probe: None,
     }
 }
 

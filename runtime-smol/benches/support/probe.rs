@@ -1,0 +1,139 @@
+//! The heartbeat probe of the scale bench (issue 24: "p99 round trip
+//! measured by a generator that is not itself saturated").
+//!
+//! `regent load` simulates thousands of workers in one process, and the
+//! round trips it reports include its own queueing. The probe is one more
+//! worker on its own thread and its own blocking socket, speaking the wire
+//! protocol directly (`Hello`, `RegisterWorker`, then `WorkerHeartbeat` and
+//! its `HeartbeatAck`, one at a time): it sends a heartbeat every
+//! `every`, waits for the acknowledgement and records the time between.
+//! It does nothing else, so what it measures is the master's round trip
+//! under the load the generator puts on it, plus one loopback write and
+//! read each way. Plain connections only (no secret, no TLS).
+
+use regent_core::auth::FrameReader;
+use regent_core::codec::{self, DecoderConfig};
+use regent_core::protocol::{Hello, Message, RegisterWorker, Role, PROTOCOL_VERSION};
+use regent_core::{Epoch, Incarnation, WorkerId};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A running probe.
+pub struct Probe {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<Result<Vec<(Instant, Duration)>, String>>,
+}
+
+/// One blocking worker connection: its socket and frame reader.
+struct Conn {
+    s: TcpStream,
+    reader: FrameReader,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    fn send(&mut self, msg: &Message) -> Result<(), String> {
+        self.s.write_all(&codec::encode(msg)).map_err(|e| format!("probe write: {e}"))
+    }
+
+    /// The next message from the master.
+    fn next(&mut self) -> Result<Message, String> {
+        let cfg = DecoderConfig { max_frame: codec::DEFAULT_MAX_FRAME, cluster: None };
+        loop {
+            if let Some(body) = self.reader.next_body().map_err(|e| format!("probe frame: {e}"))? {
+                return codec::decode_body(body, &cfg).map_err(|e| format!("probe decode: {e}"));
+            }
+            let n = self.s.read(&mut self.buf).map_err(|e| format!("probe read: {e}"))?;
+            if n == 0 {
+                return Err("the master closed the probe's connection".into());
+            }
+            self.reader.feed(&self.buf[..n]).map_err(|e| format!("probe frame: {e}"))?;
+        }
+    }
+}
+
+/// Registers a worker named `probe` at `addr` and heartbeats every `every`
+/// until [`Probe::finish`].
+pub fn start(addr: &str, cluster: &str, every: Duration) -> Probe {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (addr, cluster, flag) = (addr.to_owned(), cluster.to_owned(), stop.clone());
+    let thread = std::thread::spawn(move || run(&addr, &cluster, every, &flag));
+    Probe { stop, thread }
+}
+
+fn run(
+    addr: &str,
+    cluster: &str,
+    every: Duration,
+    stop: &AtomicBool,
+) -> Result<Vec<(Instant, Duration)>, String> {
+    let s = TcpStream::connect(addr).map_err(|e| format!("probe connect: {e}"))?;
+    s.set_nodelay(true).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+    let mut c = Conn { s, reader: FrameReader::new(codec::DEFAULT_MAX_FRAME), buf: vec![0; 4096] };
+    let incarnation = Incarnation(1);
+    c.send(&Message::Hello(Hello {
+        version: PROTOCOL_VERSION,
+        cluster: cluster.to_owned(),
+        role: Role::Worker,
+        node: "probe".into(),
+    }))?;
+    c.send(&Message::RegisterWorker(RegisterWorker {
+        users: Default::default(),
+        resources: Default::default(),
+        host: Default::default(),
+        ports: Default::default(),
+        worker: WorkerId::new("probe"),
+        incarnation,
+        cores: 1,
+        memory_mb: 1,
+        executors: vec![],
+        epoch_seen: Epoch(0),
+        launch_seen: 0,
+        attributes: vec![],
+    }))?;
+    loop {
+        match c.next()? {
+            Message::Registered { .. } => break,
+            Message::Hello(_) | Message::HelloReply(_) => {}
+            other => return Err(format!("the probe's registration answered with {other:?}")),
+        }
+    }
+    let mut samples = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(every);
+        let sent = Instant::now();
+        c.send(&Message::WorkerHeartbeat { incarnation })?;
+        // A `Registered` repeat (heartbeat load control) may come first.
+        loop {
+            match c.next()? {
+                Message::HeartbeatAck { .. } => break,
+                Message::Registered { .. } => {}
+                other => return Err(format!("the probe's heartbeat answered with {other:?}")),
+            }
+        }
+        samples.push((sent, sent.elapsed()));
+    }
+    Ok(samples)
+}
+
+impl Probe {
+    /// Stops the probe; every (sent at, round trip) it recorded.
+    pub fn finish(self) -> Result<Vec<(Instant, Duration)>, String> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().map_err(|_| "the probe thread panicked".to_string())?
+    }
+}
+
+/// The `p` quantile (0..=1) of `sorted`, in milliseconds.
+pub fn quantile_ms(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1000.0
+}
