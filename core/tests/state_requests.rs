@@ -217,3 +217,22 @@ fn http_askers_of_a_changing_cluster_cost_one_build_per_interval() {
     assert_eq!(m.cached_state(t), fresh, "the other askers share it");
     assert_eq!(m.metrics().state_snapshots_built - before, 2);
 }
+
+/// The HTTP side's interval never hides a change of leadership: a master
+/// that lost it (or whose session is in doubt) says so at the next poll,
+/// however recently the last view was built, so no operator or test ever
+/// sees two ALIVE masters because one of them answered from its cache.
+#[test]
+fn http_askers_see_a_change_of_leadership_at_once() {
+    let mut m = alive_master();
+    assert_eq!(m.cached_state(Millis(1_000)).status, "ALIVE");
+    let _ = m.handle(Millis(1_010), master::Event::Suspended);
+    assert_eq!(m.cached_state(Millis(1_020)).status, "SUSPENDED", "within the interval");
+    let _ = m.handle(Millis(1_030), master::Event::Revoked);
+    assert_eq!(m.cached_state(Millis(1_040)).status, "STANDBY", "within the interval");
+    // Anything else still waits for the interval.
+    let before = m.metrics().state_snapshots_built;
+    let _ = m.handle(Millis(1_050), master::Event::Timer(master::Timer::Sweep));
+    let _ = m.cached_state(Millis(1_060));
+    assert_eq!(m.metrics().state_snapshots_built, before, "no build within the interval");
+}

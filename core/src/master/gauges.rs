@@ -11,7 +11,7 @@
 //! computes the same figures from a snapshot, and the soak checks the two
 //! agree after every step.
 
-use super::{Master, Status, WorkerState};
+use super::{Master, WorkerState};
 use crate::ids::Epoch;
 use crate::protocol::ClusterState;
 use crate::store::Maintenance;
@@ -128,14 +128,8 @@ impl Master {
     /// microseconds where [`Master::state`] costs milliseconds. Equal to
     /// `Gauges::of_state(&self.state())` at every step.
     pub fn gauges(&self) -> Gauges {
-        let status = match self.status() {
-            Status::Standby => "STANDBY",
-            Status::Recovering => "RECOVERING",
-            Status::Alive => "ALIVE",
-            Status::Suspended => "SUSPENDED",
-        };
         let mut g = Gauges {
-            status,
+            status: self.status().name(),
             epoch: self.epoch,
             frameworks: self.frameworks.len() as u64,
             frameworks_connected: self.frameworks.values().filter(|f| f.conn.is_some()).count()

@@ -362,6 +362,19 @@ pub enum Status {
     Suspended,
 }
 
+impl Status {
+    /// The status's name, as every view shows it: `STANDBY`,
+    /// `RECOVERING`, `ALIVE` or `SUSPENDED`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Standby => "STANDBY",
+            Status::Recovering => "RECOVERING",
+            Status::Alive => "ALIVE",
+            Status::Suspended => "SUSPENDED",
+        }
+    }
+}
+
 /// Where the leadership is, internally.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Phase {
@@ -650,12 +663,7 @@ impl Master {
 
     /// The cluster as this master sees it, for operators.
     pub fn state(&self) -> ClusterState {
-        let status = match self.status() {
-            Status::Standby => "STANDBY",
-            Status::Recovering => "RECOVERING",
-            Status::Alive => "ALIVE",
-            Status::Suspended => "SUSPENDED",
-        };
+        let status = self.status().name();
         let mut attribute_budget = crate::limits::MAX_ATTRIBUTES_STATE_BYTES;
         let waiting = self.restart_waits.counts();
         let workers = self
@@ -1138,9 +1146,17 @@ impl Master {
     /// change, a fresh one is built for them at most once per
     /// [`crate::limits::STATE_REQUEST_INTERVAL`] (a change shows up to
     /// that late), so dashboards polling a busy cluster hold the loop for
-    /// at most one build per interval.
+    /// at most one build per interval — except a change of leadership (the
+    /// status, the epoch or the leader named): that is shown at once, never
+    /// a leadership this master no longer holds.
     pub fn cached_state(&mut self, now: Millis) -> std::sync::Arc<ClusterState> {
-        let (state, fresh) = self.snapshot_for(now, self.snapshot.http_fresh_at());
+        let leadership_moved = self.snapshot.reply().is_some_and(|s| {
+            s.status != self.status().name()
+                || s.epoch != self.epoch
+                || s.leader != self.leader_hint()
+        });
+        let last_fresh = if leadership_moved { None } else { self.snapshot.http_fresh_at() };
+        let (state, fresh) = self.snapshot_for(now, last_fresh);
         if fresh {
             self.snapshot.http_built(now);
         }
