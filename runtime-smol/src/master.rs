@@ -200,6 +200,8 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
         local_loaded: 0,
         http_logs: HashMap::new(),
         next_query: 0,
+        timer: async_io::Timer::never(),
+        timer_at: None,
     };
     pump.feed(NodeInput::Start)?;
     loop {
@@ -335,6 +337,13 @@ struct Pump {
     /// where its `LogAnswer` goes.
     http_logs: HashMap<u64, std::sync::mpsc::SyncSender<regent_core::protocol::Message>>,
     next_query: u64,
+    /// The loop's one timer, for the node's deadline or the poller's sweep,
+    /// whichever is first: kept across turns and moved only when that
+    /// instant changes (a timer made per turn is registered with the
+    /// reactor and woke its thread on every turn).
+    timer: async_io::Timer,
+    /// Where [`Pump::timer`] is set; `None` once it fired (or never set).
+    timer_at: Option<Instant>,
 }
 
 impl Pump {
@@ -445,17 +454,19 @@ impl Pump {
         if sweep <= now {
             return Wake::Sweep;
         }
-        let timer = async {
-            match deadline {
-                Some(when) if when < sweep => {
-                    async_io::Timer::at(when).await;
-                    Wake::Deadline
-                }
-                _ => {
-                    async_io::Timer::at(sweep).await;
-                    Wake::Sweep
-                }
-            }
+        let (at, wake) = match deadline {
+            Some(when) if when < sweep => (when, Wake::Deadline),
+            _ => (sweep, Wake::Sweep),
+        };
+        if self.timer_at != Some(at) {
+            self.timer.set_at(at);
+            self.timer_at = Some(at);
+        }
+        let (timer, timer_at) = (&mut self.timer, &mut self.timer_at);
+        let timer = async move {
+            timer.await;
+            *timer_at = None;
+            wake
         };
         let input = async { Wake::Input(rx.recv().await.unwrap_or(Input::Shutdown)) };
         let poller = &self.poller;
