@@ -190,7 +190,7 @@ fn steady_spread(
     let spec = MasterSpec::new("m1", &[]);
     let addr = spec.addr();
     let secret_file = c.path("secret");
-    std::fs::write(&secret_file, "bench-secret-0123456789abcdef").expect("write the secret");
+    std::fs::write(&secret_file, SECRET).expect("write the secret");
     let secret_file = secret_file.to_str().unwrap().to_owned();
     let mut common: Vec<&str> = Vec::new();
     if wire.secret {
@@ -228,14 +228,28 @@ fn steady_spread(
     largs.extend(["--masters", &addr, "--workers", &n_s, "--secs", &secs_s]);
     let spread = spread_ms.to_string();
     largs.extend(["--master-pid", &pid, "--register-within", "60", "--spread-start", &spread]);
-    // On plain connections, one more worker on its own thread measures
-    // the master's round trips without the generator's queueing.
-    let probe = (!wire.secret && !wire.tls).then(|| probe::start(&addr, "regent", PROBE_EVERY));
+    // One more worker on its own thread measures the master's round trips
+    // without the generator's queueing, on the same wire as the others.
+    let probe_wire = probe::Wire {
+        secret: wire.secret.then(|| {
+            regent_core::secret::Secret::new(SECRET.to_vec()).expect("the bench's secret")
+        }),
+        tls: wire.tls.then(|| {
+            let m = regent_std::tls::TlsMaterial::load(
+                tls_files[0].as_ref(),
+                tls_files[1].as_ref(),
+                tls_files[2].as_ref(),
+            )
+            .expect("the bench's TLS material");
+            m.client_config().expect("a client configuration")
+        }),
+    };
+    let probe = probe::start(&addr, "regent", probe_wire, PROBE_EVERY);
     let v = load(&c, &largs);
     let ended = Instant::now();
     eprintln!("  {name}: {v}");
     let mut row = Row::of(name.to_string(), &v);
-    if let Some(probe) = probe {
+    {
         // The load's measured seconds end as it exits: the probe's samples
         // of the same window, less half a second at its end for the exit.
         let from = ended - Duration::from_secs(secs);
@@ -260,6 +274,9 @@ fn steady_spread(
     }
     row
 }
+
+/// The cluster secret of the runs with one.
+const SECRET: &[u8] = b"bench-secret-0123456789abcdef";
 
 /// How often the probe heartbeats (100 a second: noise beside the
 /// generator's thousands, a thousand samples in 10 s).

@@ -9,11 +9,14 @@
 //! `every`, waits for the acknowledgement and records the time between.
 //! It does nothing else, so what it measures is the master's round trip
 //! under the load the generator puts on it, plus one loopback write and
-//! read each way. Plain connections only (no secret, no TLS).
+//! read each way. With a cluster secret it runs the secret's handshake
+//! (`regent_core::auth::Handshake`) and seals its frames; with TLS it runs
+//! under a rustls client stream, as a worker of the cluster does.
 
-use regent_core::auth::FrameReader;
+use regent_core::auth::{FrameReader, Handshake, Session, Step};
 use regent_core::codec::{self, DecoderConfig};
 use regent_core::protocol::{Hello, Message, RegisterWorker, Role, PROTOCOL_VERSION};
+use regent_core::secret::Secret;
 use regent_core::{Epoch, Incarnation, WorkerId};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -28,24 +31,45 @@ pub struct Probe {
     thread: JoinHandle<Result<Vec<(Instant, Duration)>, String>>,
 }
 
-/// One blocking worker connection: its socket and frame reader.
+/// What the probe's connection carries besides the frames.
+#[derive(Clone, Default)]
+pub struct Wire {
+    /// The cluster secret: the handshake, then a MAC on every frame.
+    pub secret: Option<Secret>,
+    /// A rustls client configuration: every byte under TLS.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+/// A socket, or a TLS stream over one.
+trait Stream: Read + Write + Send {}
+impl<T: Read + Write + Send> Stream for T {}
+
+/// One blocking worker connection: its stream, frame reader and session.
 struct Conn {
-    s: TcpStream,
+    s: Box<dyn Stream>,
     reader: FrameReader,
     buf: Vec<u8>,
+    session: Session,
 }
 
 impl Conn {
     fn send(&mut self, msg: &Message) -> Result<(), String> {
-        self.s.write_all(&codec::encode(msg)).map_err(|e| format!("probe write: {e}"))
+        let frame = self.session.sealer.seal(msg);
+        self.write(&frame)
     }
 
-    /// The next message from the master.
-    fn next(&mut self) -> Result<Message, String> {
-        let cfg = DecoderConfig { max_frame: codec::DEFAULT_MAX_FRAME, cluster: None };
+    fn write(&mut self, bytes: &[u8]) -> Result<(), String> {
+        self.s
+            .write_all(bytes)
+            .and_then(|()| self.s.flush())
+            .map_err(|e| format!("probe write: {e}"))
+    }
+
+    /// The next frame body from the master, as received.
+    fn next_body(&mut self) -> Result<Vec<u8>, String> {
         loop {
             if let Some(body) = self.reader.next_body().map_err(|e| format!("probe frame: {e}"))? {
-                return codec::decode_body(body, &cfg).map_err(|e| format!("probe decode: {e}"));
+                return Ok(body.to_vec());
             }
             let n = self.s.read(&mut self.buf).map_err(|e| format!("probe read: {e}"))?;
             if n == 0 {
@@ -54,27 +78,77 @@ impl Conn {
             self.reader.feed(&self.buf[..n]).map_err(|e| format!("probe frame: {e}"))?;
         }
     }
+
+    /// The next message from the master.
+    fn next(&mut self) -> Result<Message, String> {
+        let cfg = DecoderConfig { max_frame: codec::DEFAULT_MAX_FRAME, cluster: None };
+        let body = self.next_body()?;
+        self.session.opener.open(&body, &cfg).map_err(|e| format!("probe open: {e}"))
+    }
+
+    /// The cluster secret's handshake, as the dialling side.
+    fn handshake(&mut self, secret: &Secret) -> Result<(), String> {
+        let mut nonce = [0u8; regent_core::auth::NONCE_LEN];
+        for chunk in nonce.chunks_mut(8) {
+            chunk.copy_from_slice(&regent_std::net::random_u64().to_le_bytes());
+        }
+        let (mut hs, first) = Handshake::client(secret, nonce);
+        self.write(&first)?;
+        loop {
+            let body = self.next_body()?;
+            match hs.receive(&body) {
+                Step::Send(frame) => self.write(&frame)?,
+                Step::Established { frame, session } => {
+                    if let Some(frame) = frame {
+                        self.write(&frame)?;
+                    }
+                    self.session = session;
+                    return Ok(());
+                }
+                Step::Failed { error, .. } => return Err(format!("probe handshake: {error}")),
+            }
+        }
+    }
 }
 
 /// Registers a worker named `probe` at `addr` and heartbeats every `every`
 /// until [`Probe::finish`].
-pub fn start(addr: &str, cluster: &str, every: Duration) -> Probe {
+pub fn start(addr: &str, cluster: &str, wire: Wire, every: Duration) -> Probe {
     let stop = Arc::new(AtomicBool::new(false));
     let (addr, cluster, flag) = (addr.to_owned(), cluster.to_owned(), stop.clone());
-    let thread = std::thread::spawn(move || run(&addr, &cluster, every, &flag));
+    let thread = std::thread::spawn(move || run(&addr, &cluster, &wire, every, &flag));
     Probe { stop, thread }
 }
 
 fn run(
     addr: &str,
     cluster: &str,
+    wire: &Wire,
     every: Duration,
     stop: &AtomicBool,
 ) -> Result<Vec<(Instant, Duration)>, String> {
     let s = TcpStream::connect(addr).map_err(|e| format!("probe connect: {e}"))?;
     s.set_nodelay(true).map_err(|e| e.to_string())?;
     s.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
-    let mut c = Conn { s, reader: FrameReader::new(codec::DEFAULT_MAX_FRAME), buf: vec![0; 4096] };
+    let s: Box<dyn Stream> = match &wire.tls {
+        None => Box::new(s),
+        Some(config) => {
+            let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+            let name = regent_std::tls::server_name(host).map_err(|e| e.to_string())?;
+            let tls = rustls::ClientConnection::new(config.clone(), name)
+                .map_err(|e| format!("probe TLS: {e}"))?;
+            Box::new(rustls::StreamOwned::new(tls, s))
+        }
+    };
+    let mut c = Conn {
+        s,
+        reader: FrameReader::new(codec::DEFAULT_MAX_FRAME),
+        buf: vec![0; 4096],
+        session: Session::plain(),
+    };
+    if let Some(secret) = &wire.secret {
+        c.handshake(secret)?;
+    }
     let incarnation = Incarnation(1);
     c.send(&Message::Hello(Hello {
         version: PROTOCOL_VERSION,
