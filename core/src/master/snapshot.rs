@@ -21,11 +21,11 @@ use crate::time::Millis;
 #[derive(Debug, Default)]
 pub(super) struct SnapshotCache {
     cached: Option<Cached>,
-    /// When the HTTP side (`/api/state`, the event stream's poller) last
-    /// had a snapshot built for it: all its askers count as one
-    /// connection, so however many dashboards poll a changing cluster,
-    /// they cost at most one build per [`STATE_REQUEST_INTERVAL`].
-    http_fresh_at: Option<Millis>,
+    /// When the HTTP side (`/api/state`, the event stream's poller) may
+    /// next have a snapshot built for it: all its askers count as one,
+    /// paced by the size of the last view
+    /// ([`crate::limits::HTTP_SNAPSHOT_GAP_PER_ENTRY_US`]).
+    http_next_build: Option<Millis>,
 }
 
 #[derive(Debug)]
@@ -63,14 +63,16 @@ impl SnapshotCache {
             Some(Cached { built_at: now, stale: false, state: std::sync::Arc::new(state) });
     }
 
-    /// When the HTTP side last had a snapshot built for it.
-    pub(super) fn http_fresh_at(&self) -> Option<Millis> {
-        self.http_fresh_at
+    /// Whether the HTTP side may have a snapshot built for it at `now`.
+    pub(super) fn http_may_build(&self, now: Millis) -> bool {
+        self.http_next_build.is_none_or(|at| now >= at)
     }
 
-    /// The HTTP side had a snapshot built for it at `now`.
-    pub(super) fn http_built(&mut self, now: Millis) {
-        self.http_fresh_at = Some(now);
+    /// The HTTP side had a snapshot of `entries` workers, executors and
+    /// frameworks built for it at `now`.
+    pub(super) fn http_built(&mut self, now: Millis, entries: usize) {
+        let gap_us = (entries as u64).saturating_mul(crate::limits::HTTP_SNAPSHOT_GAP_PER_ENTRY_US);
+        self.http_next_build = Some(now + Millis(gap_us / 1_000));
     }
 
     /// The cached snapshot (shared).

@@ -73,9 +73,9 @@ pub enum HttpQuery {
         /// event stream's poller): the daemon answers with the master's
         /// cached snapshot (`MasterNode::cached_state`), rebuilt only when
         /// something other than heartbeats happened, and for all HTTP
-        /// askers together at most once per
-        /// [`regent_core::limits::STATE_REQUEST_INTERVAL`]. `false`: a
-        /// snapshot built now.
+        /// askers together paced by the view's size
+        /// ([`regent_core::limits::HTTP_SNAPSHOT_GAP_PER_ENTRY_US`]).
+        /// `false`: a snapshot built now.
         cached: bool,
     },
     /// `GET /metrics`: the counters and gauges, no snapshot
@@ -369,8 +369,9 @@ fn respond(
 /// [`regent_core::limits::STATE_SNAPSHOT_MAX_AGE`] old, so a dashboard
 /// polling `/api/state` costs the master's
 /// loop at most one build per that age while the cluster is quiet (its
-/// heartbeat counters may lag by it), and all HTTP askers together at most
-/// one per [`regent_core::limits::STATE_REQUEST_INTERVAL`] while it changes.
+/// heartbeat counters may lag by it), and all HTTP askers together paced by
+/// the view's size while it changes
+/// ([`regent_core::limits::HTTP_SNAPSHOT_GAP_PER_ENTRY_US`]).
 fn snapshot(queries: &async_channel::Sender<HttpQuery>) -> Option<HttpSnapshot> {
     snapshot_of(queries, true)
 }
