@@ -1157,10 +1157,13 @@ impl Master {
                 || s.epoch != self.epoch
                 || s.leader != self.leader_hint()
         });
-        // `Some(now)`: an asker that may not build now (the cached view,
-        // if there is one); `None`: one that may.
-        let may_build = leadership_moved || self.snapshot.http_may_build(now);
-        let (state, fresh) = self.snapshot_for(now, (!may_build).then_some(now));
+        if !leadership_moved && !self.snapshot.http_may_build(now) {
+            if let Some(state) = self.snapshot.reply() {
+                self.metrics.state_replies_cached += 1;
+                return state;
+            }
+        }
+        let (state, fresh) = self.snapshot_for(now, None);
         if fresh {
             let entries = state.workers.len() + state.executors.len() + state.frameworks.len();
             self.snapshot.http_built(now, entries);
