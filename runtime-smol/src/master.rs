@@ -271,31 +271,17 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
                 // Counters only (see `Master::gauges`): a scrape costs the
                 // loop one pass over the worker entries, no snapshot.
                 pump.feed(NodeInput::Tick)?;
-                let _ = reply.try_send(http::MetricsSnapshot {
-                    gauges: pump.node.master().gauges(),
-                    rejected_connections: pump.conns.rejected(),
-                    node: pump.node.metrics(),
-                    master: pump.node.master().metrics().clone(),
-                });
+                let metrics = http::MetricsSnapshot::of_node(&pump.node, pump.conns.rejected());
+                let _ = reply.try_send(metrics);
             }
             Wake::Input(Input::Http(HttpQuery::State { reply, cached })) => {
                 // A handle call at the current time first: a leader whose
                 // lease ran out (a paused process) reports STANDBY, never a
                 // leadership it no longer holds.
                 pump.feed(NodeInput::Tick)?;
-                let state = if cached {
-                    let now = pump.now();
-                    pump.node.cached_state(now)
-                } else {
-                    std::sync::Arc::new(pump.node.master().state())
-                };
-                let snapshot = HttpSnapshot {
-                    state,
-                    rejected_connections: pump.conns.rejected(),
-                    node: pump.node.metrics(),
-                    master: pump.node.master().metrics().clone(),
-                };
-                let _ = reply.try_send(snapshot);
+                let (now, rejected) = (pump.now(), pump.conns.rejected());
+                let _ =
+                    reply.try_send(HttpSnapshot::of_node(&mut pump.node, now, cached, rejected));
             }
         }
     }

@@ -522,12 +522,8 @@ impl Pump {
                     while let Some(event) = pending.pop_front() {
                         self.step(event, pending)?;
                     }
-                    let _ = reply.try_send(http::MetricsSnapshot {
-                        gauges: self.node.master().gauges(),
-                        rejected_connections: self.conns.rejected(),
-                        node: self.node.metrics(),
-                        master: self.node.master().metrics().clone(),
-                    });
+                    let metrics = http::MetricsSnapshot::of_node(&self.node, self.conns.rejected());
+                    let _ = reply.try_send(metrics);
                 }
                 Input::Http(HttpQuery::State { reply, cached }) => {
                     // Inputs taken so far first, then a handle call at the
@@ -537,18 +533,9 @@ impl Pump {
                     while let Some(event) = pending.pop_front() {
                         self.step(event, pending)?;
                     }
-                    let state = if cached {
-                        let now = self.now();
-                        self.node.cached_state(now)
-                    } else {
-                        std::sync::Arc::new(self.node.master().state())
-                    };
-                    let _ = reply.try_send(HttpSnapshot {
-                        state,
-                        rejected_connections: self.conns.rejected(),
-                        node: self.node.metrics(),
-                        master: self.node.master().metrics().clone(),
-                    });
+                    let (now, rejected) = (self.now(), self.conns.rejected());
+                    let snap = HttpSnapshot::of_node(&mut self.node, now, cached, rejected);
+                    let _ = reply.try_send(snap);
                 }
             }
         }

@@ -38,6 +38,7 @@
 
 use hmac::{Hmac, Mac};
 use regent_core::master::{MAINTENANCE_NAMES, WORKER_STATE_NAMES};
+use regent_core::node::master::MasterNode;
 use regent_core::protocol::{ClusterState, ExecutorState};
 use regent_core::secret::Secret;
 use serde_json::{json, Value};
@@ -79,7 +80,8 @@ pub enum HttpQuery {
         cached: bool,
     },
     /// `GET /metrics`: the counters and gauges, no snapshot
-    /// (`Master::gauges`: microseconds of the loop at 18,000 workers).
+    /// (`Master::gauges`: about a quarter of a millisecond of the loop at
+    /// 18,000 workers and executors).
     Metrics {
         /// Where the daemon sends them (`try_send`: room for one).
         reply: std::sync::mpsc::SyncSender<MetricsSnapshot>,
@@ -100,6 +102,20 @@ pub struct MetricsSnapshot {
     pub node: regent_core::node::master::Metrics,
     /// The master machine's counters.
     pub master: regent_core::master::Metrics,
+}
+
+impl MetricsSnapshot {
+    /// What `/metrics` shows of `node` now, with the runtime's count of
+    /// refused connections: the master's counters, no snapshot. Feed the
+    /// node a `Tick` first, so its status is the current one.
+    pub fn of_node(node: &MasterNode, rejected_connections: u64) -> MetricsSnapshot {
+        MetricsSnapshot {
+            gauges: node.master().gauges(),
+            rejected_connections,
+            node: node.metrics(),
+            master: node.master().metrics().clone(),
+        }
+    }
 }
 
 impl From<&HttpSnapshot> for MetricsSnapshot {
@@ -130,6 +146,31 @@ pub struct HttpSnapshot {
     /// The master machine's counters (snapshots built and cached, the log
     /// relay).
     pub master: regent_core::master::Metrics,
+}
+
+impl HttpSnapshot {
+    /// What `/api/state` and the event stream show of `node` at `now`: its
+    /// cached view when `cached` ([`HttpQuery::State`]), else one built
+    /// now, with the runtime's count of refused connections. Feed the node
+    /// a `Tick` first: never a leadership whose lease ran out.
+    pub fn of_node(
+        node: &mut MasterNode,
+        now: regent_core::Millis,
+        cached: bool,
+        rejected_connections: u64,
+    ) -> HttpSnapshot {
+        let state = if cached {
+            node.cached_state(now)
+        } else {
+            std::sync::Arc::new(node.master().state())
+        };
+        HttpSnapshot {
+            state,
+            rejected_connections,
+            node: node.metrics(),
+            master: node.master().metrics().clone(),
+        }
+    }
 }
 
 /// What the bearer token is derived from: HMAC-SHA256 of this under the
