@@ -256,18 +256,14 @@ fn steady_spread(
         let to = ended - Duration::from_millis(500);
         match probe.finish() {
             Ok(samples) => {
-                let mut rtts: Vec<Duration> = samples
+                let mut rtts_us: Vec<u32> = samples
                     .into_iter()
                     .filter(|(at, _)| *at >= from && *at < to)
-                    .map(|(_, d)| d)
+                    .map(|(_, d)| d.as_micros().min(u128::from(u32::MAX)) as u32)
                     .collect();
-                rtts.sort_unstable();
-                row.probe = Some((
-                    rtts.len(),
-                    probe::quantile_ms(&rtts, 0.5),
-                    probe::quantile_ms(&rtts, 0.99),
-                    probe::quantile_ms(&rtts, 1.0),
-                ));
+                rtts_us.sort_unstable();
+                let pct = |p: f64| regent_smol::load::percentile(&rtts_us, p);
+                row.probe = Some((rtts_us.len(), pct(0.5), pct(0.99), pct(1.0)));
             }
             Err(e) => eprintln!("  {name}: the probe failed: {e}"),
         }

@@ -270,7 +270,11 @@ fn incarnation() -> u64 {
     u64::from_le_bytes(b)
 }
 
-fn percentile(sorted: &[u32], p: f64) -> f64 {
+/// The `p` quantile (0 to 1) of `sorted` round trips in microseconds, in
+/// milliseconds (0 when there are none): the one definition of the round
+/// trip figures `regent load` reports and the scale bench's floor and probe
+/// report beside them.
+pub fn percentile(sorted: &[u32], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }

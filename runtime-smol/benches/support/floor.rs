@@ -174,10 +174,7 @@ pub fn drive(addr: &str, pid: u32, n: usize, secs: u64) -> FloorRun {
     let measured = at.elapsed().as_secs_f64();
     let rss = regent_std::host::rss_kb(pid).unwrap_or(0);
     rtts.sort_unstable();
-    let pct = |p: f64| {
-        rtts.get(((rtts.len() as f64 * p) as usize).min(rtts.len().saturating_sub(1)))
-            .map_or(f64::NAN, |u| f64::from(*u) / 1000.0)
-    };
+    let pct = |p: f64| regent_smol::load::percentile(&rtts, p);
     FloorRun {
         answered: rtts.len() as u64,
         p50: pct(0.50),

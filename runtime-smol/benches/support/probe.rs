@@ -202,12 +202,3 @@ impl Probe {
         self.thread.join().map_err(|_| "the probe thread panicked".to_string())?
     }
 }
-
-/// The `p` quantile (0..=1) of `sorted`, in milliseconds.
-pub fn quantile_ms(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i].as_secs_f64() * 1000.0
-}
