@@ -288,6 +288,23 @@ impl LaunchSpec {
 /// reason is an out-of-memory kill, not a crash ([`is_out_of_memory`]).
 pub const OUT_OF_MEMORY: &str = "out of memory";
 
+/// How a worker's `Failed` reason begins when it refused a launch for lack
+/// of a port or a named resource the leader counted free (something the
+/// leader has not heard of yet still holds it): no failure of the
+/// executor's own, so the leader re-queues the slot without charging a
+/// retry ([`is_refused_launch`]).
+pub const REFUSED_LAUNCH: &str = "not started";
+
+/// The `Failed` reason of a launch refused for `why` ([`REFUSED_LAUNCH`]).
+pub fn refused_launch(why: &str) -> String {
+    format!("{REFUSED_LAUNCH}: {why}")
+}
+
+/// Whether a `Failed` reason is a refused launch ([`REFUSED_LAUNCH`]).
+pub fn is_refused_launch(reason: &str) -> bool {
+    reason.strip_prefix(REFUSED_LAUNCH).is_some_and(|rest| rest.starts_with(": "))
+}
+
 /// Whether a `Failed` reason reports an out-of-memory kill
 /// ([`OUT_OF_MEMORY`]).
 pub fn is_out_of_memory(reason: &str) -> bool {

@@ -716,6 +716,14 @@ pub fn worst_slot_outcome_len(framework: &str, group: &str, slots: u32) -> usize
     1 + varint_len(id) + id + varint_len(reason) + reason
 }
 
+/// The most bytes a slot's counted end takes in its framework record
+/// ([`crate::store::GroupRecord::counted`]): the slot number as a 5-byte
+/// varint and the longest executor id of the group with its length.
+pub fn worst_slot_counted_len(framework: &str, group: &str, slots: u32) -> usize {
+    let id = max_executor_id_len(framework, group, slots);
+    5 + varint_len(id) + id
+}
+
 /// Headroom reserved in every framework record for what may grow without a
 /// declaration: the name up to [`MAX_NAME_BYTES`] (plus its length prefix),
 /// the failover timeout up to a 10-byte varint, each group's retry counter

@@ -59,7 +59,10 @@ use serde::{Deserialize, Serialize};
 /// used addresses. See [`crate::resources`]. `RegisterWorker` and
 /// `WorkerView` also carry the users the worker starts executors as, so a
 /// group naming a user is placed only where it may run.
-pub const PROTOCOL_VERSION: u16 = 10;
+///
+/// Version 11 (issue 41, the job layer's promises): `ExecutorReport`
+/// carries how long the executor ran by its worker's clock (`ran_ms`).
+pub const PROTOCOL_VERSION: u16 = 11;
 
 /// What kind of node is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -140,6 +143,12 @@ pub struct ExecutorReport {
     /// group's order (empty until it is started, and for a group that asks
     /// for none; see [`crate::resources`]).
     pub resources: crate::resources::Assigned,
+    /// How long it has run (from RUNNING), by its worker's clock: until
+    /// the report for a live executor, until its end for an ended one;
+    /// `None` if it never ran or its worker does not know (re-adopted by a
+    /// new worker process, counted from then). A leader judges a run
+    /// healthy by it (`healthy_after`), so a failover forgets no run.
+    pub ran_ms: Option<u64>,
 }
 
 /// The life of an executor process.

@@ -401,6 +401,11 @@ pub struct Worker {
     usage: Option<crate::protocol::WorkerUsage>,
     /// When a usage sample was last sent.
     usage_sent: Option<Millis>,
+    /// When each live executor was first seen RUNNING, by this process's
+    /// clock: reports carry how long it ran (`ExecutorReport::ran_ms`).
+    running_since: BTreeMap<ExecutorId, Millis>,
+    /// The time of the event being handled.
+    now: Millis,
 }
 
 /// The most often a worker sends its usage ([`Event::Usage`]): 10 s, so
@@ -437,6 +442,8 @@ impl Worker {
             last_ack: Millis::ZERO,
             exited: false,
             executors: BTreeMap::new(),
+            running_since: BTreeMap::new(),
+            now: Millis::ZERO,
             probed: BTreeMap::new(),
             rejected: 0,
             launch_seen: (Epoch::ZERO, 0),
@@ -487,6 +494,7 @@ impl Worker {
     /// Handles one event at time `now`.
     #[must_use]
     pub fn handle(&mut self, now: Millis, event: Event) -> Vec<Action> {
+        self.now = now;
         let mut out = Vec::new();
         if self.exited {
             return out;
@@ -507,6 +515,11 @@ impl Worker {
             Event::Usage(usage) => self.usage = Some(usage),
             Event::LeftBehind(report) => {
                 let id = report.id.clone();
+                if report.state == ExecutorState::Running {
+                    // Re-adopted: how long it ran before is not known; it
+                    // counts from now.
+                    self.running_since.insert(id.clone(), now);
+                }
                 self.executors.insert(id.clone(), report);
                 self.report_executor(&id, &mut out);
             }
@@ -697,7 +710,7 @@ impl Worker {
             incarnation: self.config.incarnation,
             cores: self.config.cores,
             memory_mb: self.config.memory_mb,
-            executors: self.executors.values().cloned().collect(),
+            executors: self.executors.keys().filter_map(|id| self.report(id)).collect(),
             epoch_seen: self.max_epoch,
             launch_seen: if self.launch_seen.0 == self.max_epoch { self.launch_seen.1 } else { 0 },
             attributes: self.config.attributes.clone(),
@@ -827,6 +840,7 @@ impl Worker {
             // were fenced above), may start or stop executors here.
             Message::LaunchExecutor { epoch, executor, framework, spec, launch } => {
                 let report = ExecutorReport {
+                    ran_ms: None,
                     id: executor,
                     framework,
                     cores: spec.cores,
@@ -962,6 +976,7 @@ impl Worker {
                 // The leader counted a free port that is not (a stray, say,
                 // still holds it): the launch fails with the reason, the
                 // slot is retried.
+                let reason = crate::launch::refused_launch(&reason);
                 report.state = ExecutorState::Failed { reason };
                 self.executors.insert(report.id.clone(), report.clone());
                 let msg = Message::ExecutorStatus { incarnation: self.config.incarnation, report };
@@ -1192,24 +1207,37 @@ impl Worker {
         if e.state.is_terminal() || e.state == state {
             return; // a terminal state is final
         }
+        if state == ExecutorState::Running {
+            self.running_since.insert(executor.clone(), self.now);
+        } else if state.is_terminal() {
+            // How long it ran is fixed at its end.
+            e.ran_ms = self.running_since.remove(&executor).map(|t| self.now.since(t).0);
+        }
         e.state = state;
         self.report_executor(&executor, out);
     }
 
     /// Tells the followed master about one executor, if registered with it.
     fn report_executor(&self, id: &ExecutorId, out: &mut Vec<Action>) {
-        let (Some(active), Some(report)) = (self.active.clone(), self.executors.get(id)) else {
+        let (Some(active), Some(report)) = (self.active.clone(), self.report(id)) else {
             return;
         };
         if self.registered && self.link_open(&active) {
             out.push(Action::Send {
                 to: active,
-                msg: Message::ExecutorStatus {
-                    incarnation: self.config.incarnation,
-                    report: report.clone(),
-                },
+                msg: Message::ExecutorStatus { incarnation: self.config.incarnation, report },
             });
         }
+    }
+
+    /// The report of executor `id` as of now: a live one's `ran_ms` is how
+    /// long it has run so far.
+    fn report(&self, id: &ExecutorId) -> Option<ExecutorReport> {
+        let mut report = self.executors.get(id)?.clone();
+        if let Some(since) = self.running_since.get(id) {
+            report.ran_ms = Some(self.now.since(*since).0);
+        }
+        Some(report)
     }
 
     /// The executors this worker knows of: running ones and terminal ones

@@ -120,6 +120,7 @@ fn exec_info(g: &mut Gen) -> ExecutorInfo {
 
 fn exec_report(g: &mut Gen) -> ExecutorReport {
     ExecutorReport {
+        ran_ms: None,
         resources: Default::default(),
         ports: Default::default(),
         id: ExecutorId(s(g)),
@@ -186,6 +187,7 @@ impl Arbitrary for Arb {
                 memory_mb: u64::arbitrary(g),
                 executors: (0..usize::arbitrary(g) % 3)
                     .map(|_| ExecutorReport {
+                        ran_ms: None,
                         resources: Default::default(),
                         ports: Default::default(),
                         id: ExecutorId(s(g)),
@@ -569,6 +571,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 cores: 8,
                 memory_mb: 16_384,
                 executors: vec![ExecutorReport {
+                    ran_ms: None,
                     resources: Default::default(),
                     ports: Default::default(),
                     id: ExecutorId::new("e1"),
@@ -697,6 +700,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
             Message::ExecutorStatus {
                 incarnation: Incarnation(0xdead_beef),
                 report: ExecutorReport {
+                    ran_ms: None,
                     resources: Default::default(),
                     ports: Default::default(),
                     id: ExecutorId::new("e1"),

@@ -137,6 +137,7 @@ fn cluster(store: &mut Store) -> (Master, Vec<ExecutorId>) {
 fn report(id: &ExecutorId, state: ExecutorState) -> ExecutorReport {
     let framework = m_framework(id);
     ExecutorReport {
+        ran_ms: None,
         resources: Default::default(),
         ports: Default::default(),
         id: id.clone(),
@@ -251,6 +252,7 @@ fn a_kill_that_was_not_yet_durable_was_not_accepted() {
 
 fn worker_record(i: u64) -> Record {
     Record::Worker(WorkerRecord {
+        dead: false,
         id: WorkerId(format!("w{i}")),
         incarnation: Incarnation(100 + i),
         cores: 4,

@@ -321,6 +321,7 @@ fn a_new_leader_waits_for_its_recorded_workers_as_long_as_their_intervals_call_f
     let records = (0..400)
         .map(|i| {
             Record::Worker(WorkerRecord {
+                dead: false,
                 id: WorkerId(name(i)),
                 incarnation: Incarnation(100 + i),
                 cores: 4,

@@ -174,6 +174,7 @@ impl Cluster {
 
     fn report(&mut self, fw: &str, ex: &ExecutorId, state: ExecutorState) {
         let report = ExecutorReport {
+            ran_ms: None,
             resources: Default::default(),
             ports: Default::default(),
             id: ex.clone(),

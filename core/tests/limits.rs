@@ -311,6 +311,7 @@ fn register_msg(
 fn a_worker_offering_more_than_the_core_or_memory_limit_is_refused_and_told_why() {
     let mut m = cluster();
     let report = ExecutorReport {
+        ran_ms: None,
         resources: Default::default(),
         ports: Default::default(),
         id: ExecutorId::new("fw/g#0#1.1"),
@@ -361,6 +362,7 @@ fn a_worker_offering_more_than_the_core_or_memory_limit_is_refused_and_told_why(
 fn a_reregistration_past_the_report_limit_applies_none_of_its_reports() {
     let mut m = cluster();
     let report = ExecutorReport {
+        ran_ms: None,
         resources: Default::default(),
         ports: Default::default(),
         id: ExecutorId::new("stray"),
@@ -414,6 +416,7 @@ fn a_registration_reporting_many_ended_executors_writes_their_framework_once() {
     let n = limits::MAX_REPORTS_PER_REGISTRATION;
     let reports = (0..n)
         .map(|i| ExecutorReport {
+            ran_ms: None,
             resources: Default::default(),
             ports: Default::default(),
             id: ExecutorId(format!("stray-{i}")),
@@ -468,6 +471,7 @@ fn a_stored_retry_count_at_u32_max_never_overflows() {
         name: "app".into(),
         failover_timeout_ms: 60_000,
         groups: vec![GroupRecord {
+            counted: Default::default(),
             rollout: Default::default(),
             spec: spec("g", 1, 1, 1),
             slots: vec![SlotOutcome::Pending],
@@ -494,6 +498,7 @@ fn a_stored_retry_count_at_u32_max_never_overflows() {
     let failed = Message::ExecutorStatus {
         incarnation: Incarnation(7),
         report: ExecutorReport {
+            ran_ms: None,
             resources: Default::default(),
             ports: Default::default(),
             id: executor,
@@ -536,6 +541,7 @@ fn a_resubscription_snapshot_leaves_out_superseded_attempts() {
         let killed = Message::ExecutorStatus {
             incarnation: Incarnation(100),
             report: ExecutorReport {
+                ran_ms: None,
                 resources: Default::default(),
                 ports: Default::default(),
                 id: executor,
@@ -651,6 +657,7 @@ fn fw_record(m: &Master) -> Record {
 #[test]
 fn encode_of_an_oversized_record_is_an_error_not_a_panic() {
     let record = Record::Worker(WorkerRecord {
+        dead: false,
         id: WorkerId("w".repeat(MAX_PAYLOAD as usize + 1)),
         incarnation: Incarnation(1),
         cores: 1,

@@ -23,6 +23,7 @@ use regent_core::{Addr, ConnId, Epoch, Incarnation, MasterId, Millis, WorkerId};
 
 fn worker_record(id: &str, inc: u64) -> Record {
     Record::Worker(WorkerRecord {
+        dead: false,
         id: WorkerId::new(id),
         incarnation: Incarnation(inc),
         cores: 4,

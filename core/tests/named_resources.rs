@@ -60,6 +60,7 @@ fn report(
     gpus: &[&str],
 ) -> ExecutorReport {
     ExecutorReport {
+        ran_ms: None,
         resources: if gpus.is_empty() {
             vec![]
         } else {
@@ -241,7 +242,7 @@ fn the_worker_gives_each_executor_its_own_gpus_never_one_a_live_executor_holds()
     let env = started(&from(&mut w, T, "a", launch(2, 1))).unwrap();
     assert_eq!(var(&env, "CUDA_VISIBLE_DEVICES"), "3");
     let err = started(&from(&mut w, T, "a", launch(3, 1))).unwrap_err();
-    assert_eq!(err, "worker w1 has too few free gpu for 1: 4 of 4 offered are held");
+    assert_eq!(err, "not started: worker w1 has too few free gpu for 1: 4 of 4 offered are held");
     // The adopted executor ends: its GPU is free again.
     let _ = w.handle(
         T,

@@ -112,6 +112,7 @@ fn register(worker: &str, inc: u64, executors: Vec<ExecutorReport>) -> Message {
 fn report(id: &ExecutorId, state: ExecutorState) -> ExecutorReport {
     let framework = FrameworkId(id.as_str().split('/').next().expect("prefix").into());
     ExecutorReport {
+        ran_ms: None,
         resources: Default::default(),
         ports: Default::default(),
         id: id.clone(),
@@ -666,14 +667,14 @@ fn refusals_name_the_problem() {
         refusal(&sends, 8),
         format!("executor {x0} has already ended (Exited {{ code: 0 }})")
     );
-    // A DEAD worker: its record is gone.
+    // A DEAD worker.
     let out = c.m.handle(Millis(60_000), master::Event::Timer(master::Timer::Sweep));
     let _ = c.store.settle(&mut c.m, Millis(60_000), out);
     let msg = Message::CordonWorker { request: 9, worker: WorkerId::new("w0") };
     let (_, sends) = c.operate(Millis(60_000), msg);
     assert_eq!(
         refusal(&sends, 9),
-        "worker w0 is DEAD: its record is gone; it can be cordoned or drained once it registers again"
+        "worker w0 is DEAD: it can be cordoned or drained once it registers again (a cordon or drain it had is kept)"
     );
 }
 

@@ -50,6 +50,7 @@ fn status(
     ports: &[(&str, u16)],
 ) -> Vec<(ConnId, Message)> {
     let report = ExecutorReport {
+        ran_ms: None,
         resources: Default::default(),
         id: id.clone(),
         framework: fw.clone(),
@@ -190,6 +191,7 @@ fn the_worker_numbers_ports_from_its_ranges_never_one_a_live_executor_holds() {
     // What a previous process of this worker left running, re-adopted with
     // the port numbers its running record kept.
     let adopted = ExecutorReport {
+        ran_ms: None,
         resources: Default::default(),
         id: ExecutorId::new("old"),
         framework: FrameworkId::new("f"),

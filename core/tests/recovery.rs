@@ -12,6 +12,7 @@ use regent_core::{ConnId, Epoch, Incarnation, Millis, WorkerId};
 
 fn worker_record(i: u64) -> Record {
     Record::Worker(WorkerRecord {
+        dead: false,
         id: WorkerId(format!("w{i}")),
         incarnation: Incarnation(100 + i),
         cores: 4,

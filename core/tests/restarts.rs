@@ -98,6 +98,7 @@ fn report(
     let msg = Message::ExecutorStatus {
         incarnation: Incarnation(1),
         report: ExecutorReport {
+            ran_ms: None,
             resources: Default::default(),
             ports: Default::default(),
             id: id.clone(),
@@ -266,6 +267,7 @@ fn a_new_leader_keeps_a_stored_backoff_but_never_longer_than_the_policy_allows()
     let msg = Message::ExecutorStatus {
         incarnation: Incarnation(1),
         report: ExecutorReport {
+            ran_ms: None,
             resources: Default::default(),
             ports: Default::default(),
             id: x.clone(),

@@ -323,6 +323,7 @@ fn status(
     state: ExecutorState,
 ) -> Vec<(ConnId, Message)> {
     let report = ExecutorReport {
+        ran_ms: None,
         resources: Default::default(),
         ports: Default::default(),
         id: id.clone(),

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use regent_core::protocol::{ExecutorSpec, ExecutorState, LeaderHint, Message};
+use regent_core::protocol::{ExecutorReport, ExecutorSpec, ExecutorState, LeaderHint, Message};
 use regent_core::worker::{self, ExecutorCommand, Worker};
 use regent_core::{Epoch, ExecutorId, FrameworkId, MasterId, Millis};
 
@@ -208,6 +208,7 @@ fn a_drain_stop_comes_only_from_the_followed_master_and_carries_its_grace() {
 fn executors_left_behind_by_a_previous_incarnation_are_reported() {
     let mut w = worker_on_a();
     let report = regent_core::protocol::ExecutorReport {
+        ran_ms: None,
         resources: Default::default(),
         ports: Default::default(),
         id: ExecutorId::new("old"),
@@ -231,6 +232,7 @@ fn an_adopted_executor_is_registered_running_and_obeys_the_master() {
     let mut w = worker("w1", 8, &["a"]);
     let _ = w.handle(T, worker::Event::Start);
     let adopted = regent_core::protocol::ExecutorReport {
+        ran_ms: None,
         resources: Default::default(),
         ports: Default::default(),
         id: ExecutorId::new("f/main#0#1.1"),
@@ -254,7 +256,11 @@ fn an_adopted_executor_is_registered_running_and_obeys_the_master() {
     });
     let out = from(&mut w, T, "a", reply);
     match only_send_to(&out, "a") {
-        Message::RegisterWorker(reg) => assert_eq!(reg.executors, vec![adopted.clone()]),
+        Message::RegisterWorker(reg) => {
+            // Re-adopted: it has run 0 ms as far as this process knows.
+            let reported = ExecutorReport { ran_ms: Some(0), ..adopted.clone() };
+            assert_eq!(reg.executors, vec![reported])
+        }
         other => panic!("expected a registration, got {other:?}"),
     }
     let _ = from(&mut w, T, "a", registered(2, &["a"]));

@@ -95,6 +95,7 @@ fn register(i: u64, incarnation: u64, executors: Vec<ExecutorReport>) -> Message
 
 fn report(id: &ExecutorId, fw: &FrameworkId, state: ExecutorState) -> ExecutorReport {
     ExecutorReport {
+        ran_ms: None,
         resources: Default::default(),
         ports: Default::default(),
         id: id.clone(),
@@ -289,6 +290,7 @@ fn a_leader_recovering_from_its_store_adopts_what_the_new_process_reports() {
     let records = vec![
         Record::Epoch(Epoch(1)),
         Record::Worker(WorkerRecord {
+            dead: false,
             id: WorkerId::new("w0"),
             incarnation: Incarnation(100),
             cores: 4,
@@ -301,6 +303,7 @@ fn a_leader_recovering_from_its_store_adopts_what_the_new_process_reports() {
             name: "app".into(),
             failover_timeout_ms: 30_000,
             groups: vec![GroupRecord {
+                counted: Default::default(),
                 rollout: Default::default(),
                 spec: spec(1),
                 slots: vec![SlotOutcome::Pending],

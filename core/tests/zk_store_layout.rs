@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 fn worker(id: &str) -> Record {
     Record::Worker(WorkerRecord {
+        dead: false,
         id: WorkerId::new(id),
         incarnation: Incarnation(1),
         cores: 4,

@@ -33,6 +33,7 @@ fn previous() -> Secret {
 
 fn worker(id: &str, inc: u64) -> Record {
     Record::Worker(WorkerRecord {
+        dead: false,
         id: WorkerId::new(id),
         incarnation: Incarnation(inc),
         cores: 4,

@@ -58,6 +58,7 @@ const PLANT_IN_FLIGHT: usize = 8;
 
 fn worker(i: usize) -> Record {
     Record::Worker(WorkerRecord {
+        dead: false,
         id: WorkerId::new(format!("bench-worker-{i:06}")),
         incarnation: Incarnation(1 + i as u64),
         cores: 16,

@@ -29,6 +29,7 @@ fn records_of(workers: usize) -> Vec<Record> {
     let mut out = vec![Record::Epoch(Epoch(41))];
     out.extend((0..workers).map(|i| {
         Record::Worker(WorkerRecord {
+            dead: false,
             id: WorkerId::new(format!("old-{i:03}")),
             incarnation: Incarnation(1),
             cores: 2,

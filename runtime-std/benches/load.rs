@@ -54,6 +54,7 @@ fn build(dir: &Path, n: usize) {
     }
     for i in 0..n - 1 - frameworks {
         write(&Record::Worker(WorkerRecord {
+            dead: false,
             id: WorkerId::new(format!("rack-{:03}/host-{i:06}.example.net", i % 512)),
             incarnation: Incarnation(0x9e37_79b9_7f4a_7c15 ^ i as u64),
             cores: 64,

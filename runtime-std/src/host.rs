@@ -43,6 +43,7 @@ pub const FLUSH_GRACE: Duration = Duration::from_millis(500);
 pub fn left_behind_report(lb: LeftBehind) -> ExecutorReport {
     // The supervisor logged what it found and did.
     ExecutorReport {
+        ran_ms: None,
         // Reported again, so the leader keeps telling the framework where
         // it listens and no other executor here is given its numbers (or
         // its resources' addresses).

@@ -556,6 +556,7 @@ fn records(n: u64) -> Vec<Record> {
     let mut v = vec![Record::Epoch(Epoch(7))];
     for i in 0..n {
         v.push(Record::Worker(WorkerRecord {
+            dead: false,
             id: worker_id(i),
             incarnation: Incarnation(1_000_000 + i),
             cores: CORES,
@@ -570,6 +571,7 @@ fn records(n: u64) -> Vec<Record> {
             name: format!("app-{j}"),
             failover_timeout_ms: 3_600_000,
             groups: vec![GroupRecord {
+                counted: Default::default(),
                 rollout: Default::default(),
                 spec: spec("g", SLOTS_PER_FRAMEWORK),
                 slots: vec![SlotOutcome::Pending; SLOTS_PER_FRAMEWORK as usize],
@@ -589,6 +591,7 @@ fn executor_of(i: u64) -> ExecutorReport {
     let slot = i % u64::from(SLOTS_PER_FRAMEWORK);
     let fid = framework_id(j);
     ExecutorReport {
+        ran_ms: None,
         resources: Default::default(),
         ports: Default::default(),
         id: ExecutorId(format!("{fid}/g#{slot}#6.{}", i + 1)),

@@ -591,6 +591,7 @@ impl Master {
                 slots: vec![SlotOutcome::Pending; slots],
                 retries_used: 0,
                 restarts: Default::default(),
+                counted: Default::default(),
             },
             current: vec![None; slots],
             durable_count: 0,
@@ -729,7 +730,6 @@ impl Master {
             .filter(|e| !e.state.is_terminal())
             .map(|e| (e.worker.clone(), e.id.clone()))
             .collect();
-        self.ending_kills.extend(kills.iter().map(|(_, x)| x.clone()));
         let mut after_end = vec![AfterWrite::EndKills { kills }];
         after_end.extend(then);
         // Written before anything else of the ending: the history record
@@ -751,7 +751,10 @@ impl Master {
         for ex in mine {
             if let Some(e) = self.remove_executor(&ex) {
                 if !e.state.is_terminal() {
-                    self.release(&e);
+                    // Dying: what it holds stays held until its end is
+                    // reported, then goes to the slots that wait (`kills`).
+                    let need = super::executors::Need::held_by(&e);
+                    self.start_dying(&e.worker, &e.id, need, true, false, out);
                     touched.push(e.worker);
                 }
             }
@@ -817,6 +820,7 @@ impl Master {
 pub(super) fn slot_reserve(id: &FrameworkId, spec: &GroupSpec, slots: u32) -> usize {
     let restarts = spec.policy.restart != crate::policy::RestartPolicy::default();
     let worst = limits::worst_slot_outcome_len(id.as_str(), &spec.group, slots)
+        + limits::worst_slot_counted_len(id.as_str(), &spec.group, slots)
         + if restarts { limits::WORST_SLOT_RESTART_LEN } else { 0 };
     (slots as usize).saturating_mul(worst.saturating_sub(1))
 }

@@ -71,9 +71,14 @@ impl Master {
                     self.register_worker(now, conn, reg, out);
                     if self.workers.is_bound(&worker, incarnation, conn) {
                         self.reconcile(&worker, &reports, seen, conn, out);
+                        let ids: Vec<_> = reports.iter().map(|r| r.id.clone()).collect();
                         for report in reports {
                             self.apply_report(&worker, report, out);
                         }
+                        // Kills owed to what it runs are sent again; what
+                        // dying executors held that it no longer has is
+                        // free (`kills`).
+                        self.settle_kills_on_registration(&worker, &ids, out);
                         // A draining worker (say, after a failover): what it
                         // runs is asked to stop, with what is left of the
                         // recorded deadline.

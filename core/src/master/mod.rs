@@ -26,6 +26,7 @@ mod executors;
 mod frameworks;
 mod gauges;
 mod history;
+mod kills;
 mod leadership;
 mod logs;
 mod messages;
@@ -53,6 +54,7 @@ use std::collections::{BTreeMap, BTreeSet};
 pub use executors::ExecutorEntry;
 pub use frameworks::{FrameworkEntry, GroupState};
 pub use gauges::{Gauges, MAINTENANCE_NAMES, WORKER_STATE_NAMES};
+pub use kills::{DyingHold, Owed};
 pub use workers::{WorkerEntry, WorkerState};
 
 /// Master configuration.
@@ -483,16 +485,13 @@ pub struct Master {
     wall_base: Option<u64>,
     /// Log reads relayed to workers, not yet answered.
     logs: logs::Relays,
-    /// Executors this leadership told a worker to kill as strays (not
-    /// adoptable when reported): a later report of the same executor is
-    /// not adopted, since the kill may still be on its way (held by the
-    /// acting lease, or in flight) — sim seed 209760. Bounded by
-    /// `executors::MAX_STRAY_KILLS_REMEMBERED`.
-    stray_kills: BTreeSet<ExecutorId>,
-    /// Executors of ended frameworks whose kill waits for the end to be
-    /// durable (`AfterWrite::EndKills`): a report of one meanwhile does
-    /// not kill it early.
-    ending_kills: BTreeSet<ExecutorId>,
+    /// Executors this leadership kills that are not live in its registry
+    /// (see `kills`): strays (not adoptable when reported again, since the
+    /// kill may still be on its way, held by the acting lease or in flight
+    /// — sim seed 209760), a removed framework's (whose kill waits for the
+    /// end to be durable), written-off ones reported running; each holds
+    /// what it uses on its worker until its end is reported.
+    dying: kills::Dying,
     /// The time of the event being handled (`handle`'s `now`).
     now: Millis,
     /// Slots of groups with a restart policy that wait out a backoff.
@@ -532,8 +531,7 @@ impl Master {
             history: history::History::default(),
             wall_base: None,
             logs: logs::Relays::default(),
-            stray_kills: BTreeSet::new(),
-            ending_kills: BTreeSet::new(),
+            dying: kills::Dying::default(),
             now: Millis::ZERO,
             restart_waits: restarts::Waits::default(),
         }
@@ -999,22 +997,14 @@ impl Master {
                 }
             }
             AfterWrite::Place => self.place(out),
-            AfterWrite::KillDurable { executor } => {
-                if let Some(e) = self.executors.get(&executor) {
-                    if !e.state.is_terminal() {
-                        let worker = e.worker.clone();
-                        self.send_kill(&worker, &executor, out);
-                    }
-                }
-            }
+            AfterWrite::KillDurable { executor } => self.owe_kill(&executor, out),
             AfterWrite::HistoryDurable { framework, seq, then } => {
                 self.on_history_durable(now, framework, seq, then, out)
             }
             AfterWrite::DrainDurable { worker } => self.stop_draining_executors(now, &worker, out),
             AfterWrite::EndKills { kills } => {
-                for (worker, executor) in kills {
-                    self.ending_kills.remove(&executor);
-                    self.send_kill(&worker, &executor, out);
+                for (_, executor) in kills {
+                    self.kill_dying(&executor, out);
                 }
             }
             AfterWrite::Scaled { framework, group, slots, surplus } => {
@@ -1214,8 +1204,7 @@ impl Master {
         self.after_write.clear();
         self.history = history::History::default();
         self.logs.clear();
-        self.stray_kills.clear();
-        self.ending_kills.clear();
+        self.dying.clear();
         let mut conns: Vec<ConnId> = self.conns.keys().copied().collect();
         conns.sort();
         for conn in conns {

@@ -91,7 +91,7 @@ impl Master {
         };
         if e.state == WorkerState::Dead {
             let reason = format!(
-                "worker {worker} is DEAD: its record is gone; it can be cordoned or drained once it registers again"
+                "worker {worker} is DEAD: it can be cordoned or drained once it registers again (a cordon or drain it had is kept)"
             );
             out.push(self.refuse_request(conn, request, reason));
             return;
@@ -203,7 +203,7 @@ impl Master {
                 if let Some(mut x) = self.executors.get_mut(&id) {
                     x.stop_by_operator();
                 }
-                self.send_kill(&worker, &id, out);
+                self.owe_kill(&id, out);
             }
         }
         self.arm_drain_timer(now, out);
@@ -359,6 +359,7 @@ impl Master {
             .frameworks
             .get(framework)
             .and_then(|f| f.groups.iter().find(|g| g.record.spec.group == group));
+        let mut owed = Vec::new();
         for id in surplus {
             if let Some(e) = self.executors.get(&id) {
                 // A later scale brought its slot back while this write was
@@ -370,10 +371,12 @@ impl Master {
                     g.current.get(e.slot as usize).is_some_and(|c| c.as_ref() == Some(&id))
                 });
                 if !e.state.is_terminal() && !holds {
-                    let worker = e.worker.clone();
-                    self.send_kill(&worker, &id, out);
+                    owed.push(id);
                 }
             }
+        }
+        for id in owed {
+            self.owe_kill(&id, out);
         }
         if let Some(conn) = self.frameworks.get(framework).and_then(|f| f.conn) {
             let msg = Message::GroupScaled { epoch: self.epoch, group, slots };

@@ -284,12 +284,14 @@ impl Master {
 /// Forgets the restart state of slots `from..` of `group` (scaled down).
 pub fn truncate(group: &mut GroupRecord, from: u32) {
     group.restarts.retain(|slot, _| *slot < from);
+    group.counted.retain(|slot, _| *slot < from);
 }
 
 /// The slot's restart state once its executor exited 0 in batch mode (the
 /// slot is done): none.
 pub fn clear(group: &mut GroupRecord, slot: u32) {
     group.restarts.remove(&slot);
+    group.counted.remove(&slot);
 }
 
 #[cfg(test)]

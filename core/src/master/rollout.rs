@@ -100,6 +100,19 @@ impl Master {
         let g = &mut fw.groups[gi];
         g.record.spec = spec;
         g.record.rollout = Some(rollout);
+        // A new version gets its own chance: slots that failed (under the
+        // previous spec, or a broken update that stopped) are open again,
+        // with the group's retry budget and their restart state afresh.
+        let failed: Vec<u32> = (0..g.record.slots.len() as u32)
+            .filter(|s| matches!(g.record.slots[*s as usize], SlotOutcome::Failed { .. }))
+            .collect();
+        for slot in &failed {
+            g.record.slots[*slot as usize] = SlotOutcome::Pending;
+            super::restarts::clear(&mut g.record, *slot);
+        }
+        if !failed.is_empty() {
+            g.record.retries_used = 0;
+        }
         // Stops nothing until the write is durable.
         g.rolling = false;
         let then = vec![
@@ -143,8 +156,15 @@ impl Master {
         let mut to_stop: Vec<(ExecutorId, WorkerId)> = Vec::new();
         let placeable = g.placeable_slots() as usize;
         for (slot, outcome) in g.record.slots.iter().enumerate().take(placeable) {
-            if *outcome != SlotOutcome::Pending {
-                continue;
+            match outcome {
+                SlotOutcome::Pending => {}
+                // A failed slot is down too: it runs nothing.
+                SlotOutcome::Failed { .. } => {
+                    down += 1;
+                    continue;
+                }
+                // Finished (a batch slot's exit 0, a kill): left alone.
+                SlotOutcome::Done { .. } | SlotOutcome::Killed { .. } => continue,
             }
             let e = g.current.get(slot).cloned().flatten().and_then(|x| self.executors.get(&x));
             let Some(e) = e.filter(|e| !e.state.is_terminal()) else {
@@ -187,9 +207,31 @@ impl Master {
             };
             if let Some(mut x) = self.executors.get_mut(&executor) {
                 x.stop_by_operator();
+                x.owe(super::Owed::Stop { grace });
             }
             let msg = Message::StopExecutorOnWorker { epoch: self.epoch, executor, grace };
             out.push(Action::Send { conn, msg });
         }
+    }
+
+    /// A slot of a rolling group failed for good with executor `e`: if `e`
+    /// runs the new spec, the new version fails and the rollout stops here
+    /// (cleared from the record in the write that records the failure):
+    /// no more old executors are stopped, and those still running keep
+    /// running (docs/jobs.md: at most `max_parallel` slots down, failed ones
+    /// included). A later update, a fixed spec, reopens the failed slot.
+    pub(super) fn halt_rollout_on_failure(&mut self, e: &super::ExecutorEntry) {
+        let Some(g) = self.frameworks.get_mut(&e.framework).and_then(|f| f.group_mut(&e.group))
+        else {
+            return;
+        };
+        let Some(rollout) = g.record.rollout else { return };
+        if rollout.predates(&e.id) {
+            return;
+        }
+        g.record.rollout = None;
+        g.rolling = false;
+        let why = g.last_end.as_ref().map_or(String::new(), |(_, why)| why.clone());
+        g.last_end = Some((e.slot, format!("{why}; the rollout stopped: the new version fails")));
     }
 }

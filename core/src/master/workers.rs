@@ -374,10 +374,12 @@ impl Registry {
     ) {
         let mut e = WorkerEntry::new(r.id, r.incarnation, r.cores, r.memory_mb);
         (e.heartbeat_interval, e.timeout) = heartbeat;
-        e.state = WorkerState::Unknown;
+        // A DEAD worker's record kept for its maintenance: DEAD again, and
+        // no report of it is waited for.
+        e.state = if r.dead { WorkerState::Dead } else { WorkerState::Unknown };
         e.last_seen = now;
         e.durable = true;
-        e.recovered = true;
+        e.recovered = !r.dead;
         e.callback = r.callback;
         e.maintenance = r.maintenance;
         // A store holds one record per worker id; a second one (a damaged
@@ -968,6 +970,13 @@ impl Master {
         self.workers.set_state(id, WorkerState::Dead);
         self.reindex_worker(id);
         let e = self.workers.entries.get_mut(id).expect("checked above");
+        if e.maintenance.is_some() {
+            // An operator's cordon or drain outlives the worker's absence
+            // and a new leader (issue 41, scenario 3): its record is kept,
+            // marked DEAD.
+            let _ = self.persist_worker_maintenance(id, out);
+            return;
+        }
         e.durable = false;
         let incarnation = e.incarnation;
         let write = self.next_write();
@@ -997,6 +1006,7 @@ fn worker_record(e: &WorkerEntry) -> Record {
         memory_mb: e.memory_mb,
         callback: e.callback.clone(),
         maintenance: e.maintenance,
+        dead: e.state == WorkerState::Dead,
     })
 }
 

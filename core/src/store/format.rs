@@ -496,6 +496,7 @@ mod tests {
 
     fn worker() -> Record {
         Record::Worker(WorkerRecord {
+            dead: false,
             id: WorkerId::new("worker-1"),
             incarnation: Incarnation(0xfeed),
             cores: 8,
@@ -528,6 +529,7 @@ mod tests {
     #[test]
     fn encode_of_an_oversized_record_is_an_error_that_leaves_the_buffer_alone() {
         let big = Record::Worker(WorkerRecord {
+            dead: false,
             id: WorkerId("w".repeat(MAX_PAYLOAD as usize)),
             incarnation: Incarnation(1),
             cores: 1,
@@ -635,6 +637,7 @@ mod tests {
             let r = match u8::arbitrary(g) % 3 {
                 0 => Record::Epoch(Epoch(u64::arbitrary(g))),
                 1 => Record::Worker(WorkerRecord {
+                    dead: false,
                     id: WorkerId(String::arbitrary(g)),
                     incarnation: Incarnation(u64::arbitrary(g)),
                     cores: u32::arbitrary(g),
@@ -650,6 +653,7 @@ mod tests {
                         vec![]
                     } else {
                         vec![crate::store::GroupRecord {
+                            counted: Default::default(),
                             rollout: Default::default(),
                             spec: crate::protocol::GroupSpec {
                                 group: String::arbitrary(g),

@@ -127,6 +127,12 @@ pub struct WorkerRecord {
     pub callback: Option<Addr>,
     /// An operator's cordon or drain of the worker, if any.
     pub maintenance: Option<Maintenance>,
+    /// The worker was declared DEAD. A DEAD worker's record is deleted,
+    /// unless it is under an operator's cordon or drain: that record is
+    /// kept, so the maintenance outlives the worker's absence and a new
+    /// leader; a new leader recovers it DEAD (it waits for no report of
+    /// it), and it keeps its maintenance when it registers again.
+    pub dead: bool,
 }
 
 /// An operator's hold on a worker (`regent cordon`, `regent drain`): no new
@@ -184,6 +190,12 @@ pub struct GroupRecord {
     /// The rolling replacement of its executors after its spec was updated
     /// (`regent run --update`), while one is under way.
     pub rollout: Option<Rollout>,
+    /// By slot, the executor whose end was counted last against the slot's
+    /// restart policy or the group's retry budget: a report of that end
+    /// again (its worker gives a new leader a report the old one recorded
+    /// but died before acknowledging) is not counted twice. Cleared when
+    /// the slot is done.
+    pub counted: BTreeMap<u32, crate::ids::ExecutorId>,
 }
 
 /// A group's spec was replaced (`regent run --update`): its live executors
@@ -276,7 +288,13 @@ impl GroupRecord {
     /// 13, a user) lacks: no named resources, no output rotation of its
     /// own.
     pub fn fits_v7(&self) -> bool {
-        self.spec.launch.resources.is_empty() && self.spec.launch.logs.is_none()
+        self.spec.launch.resources.is_empty() && self.spec.launch.logs.is_none() && self.fits_v8()
+    }
+
+    /// Whether the record holds nothing the eighth group layout (variant
+    /// 14, named resources) lacks: no counted ends.
+    pub fn fits_v8(&self) -> bool {
+        self.counted.is_empty()
     }
 }
 
@@ -390,7 +408,7 @@ mod wire {
         FrameworkWithRegistration(FrameworkV3),
         /// A worker under an operator's cordon or drain (appended: workers
         /// without one keep the earlier layouts byte for byte).
-        WorkerWithMaintenance(WorkerRecord),
+        WorkerWithMaintenance(WorkerV3),
         /// A framework with a group whose record holds more than the first
         /// group layout ([`GroupRecord::fits_v1`]): a policy (appended:
         /// frameworks without one keep the earlier layouts byte for byte).
@@ -420,7 +438,78 @@ mod wire {
         /// rotates its output its own way ([`GroupRecord::fits_v7`];
         /// appended: frameworks without one keep the earlier layouts byte
         /// for byte).
-        FrameworkWithResources(FrameworkRecord),
+        FrameworkWithResources(FrameworkV10),
+        /// A worker declared DEAD whose record is kept for its maintenance
+        /// ([`WorkerRecord::dead`]; appended: live workers keep the
+        /// earlier layouts byte for byte).
+        WorkerDead(WorkerRecord),
+        /// A framework with a group whose slots have counted ends
+        /// ([`GroupRecord::fits_v8`]; appended: frameworks without one
+        /// keep the earlier layouts byte for byte).
+        FrameworkWithCountedEnds(FrameworkRecord),
+    }
+
+    /// A worker record of the third layout: a cordon or drain, not DEAD.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct WorkerV3 {
+        id: WorkerId,
+        incarnation: Incarnation,
+        cores: u32,
+        memory_mb: u64,
+        callback: Option<Addr>,
+        maintenance: Option<super::Maintenance>,
+    }
+
+    impl From<WorkerV3> for WorkerRecord {
+        fn from(w: WorkerV3) -> Self {
+            let WorkerV3 { id, incarnation, cores, memory_mb, callback, maintenance } = w;
+            WorkerRecord { id, incarnation, cores, memory_mb, callback, maintenance, dead: false }
+        }
+    }
+
+    impl From<WorkerRecord> for WorkerV3 {
+        /// Drops `dead`: only called for workers that are not.
+        fn from(w: WorkerRecord) -> Self {
+            let WorkerRecord { id, incarnation, cores, memory_mb, callback, maintenance, .. } = w;
+            WorkerV3 { id, incarnation, cores, memory_mb, callback, maintenance }
+        }
+    }
+
+    /// A framework record of the tenth format: groups of the eighth layout
+    /// (named resources, no counted ends).
+    pub type FrameworkV10 = FrameworkOf<GroupV8>;
+
+    /// A group record of the eighth layout: named resources, no counted
+    /// ends.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct GroupV8 {
+        spec: GroupSpec,
+        slots: Vec<SlotOutcome>,
+        retries_used: u32,
+        restarts: std::collections::BTreeMap<u32, super::SlotRestart>,
+        rollout: Option<super::Rollout>,
+    }
+
+    impl From<GroupV8> for GroupRecord {
+        fn from(GroupV8 { spec, slots, retries_used, restarts, rollout }: GroupV8) -> Self {
+            GroupRecord {
+                spec,
+                slots,
+                retries_used,
+                restarts,
+                rollout,
+                counted: Default::default(),
+            }
+        }
+    }
+
+    impl From<GroupRecord> for GroupV8 {
+        /// Drops the counted ends: only called for records that
+        /// [`GroupRecord::fits_v8`].
+        fn from(g: GroupRecord) -> Self {
+            let GroupRecord { spec, slots, retries_used, restarts, rollout, .. } = g;
+            GroupV8 { spec, slots, retries_used, restarts, rollout }
+        }
     }
 
     /// A framework record of the ninth format: groups of the seventh
@@ -501,7 +590,14 @@ mod wire {
 
     impl From<GroupV7> for GroupRecord {
         fn from(GroupV7 { spec, slots, retries_used, restarts, rollout }: GroupV7) -> Self {
-            GroupRecord { spec: spec.into(), slots, retries_used, restarts, rollout }
+            GroupRecord {
+                spec: spec.into(),
+                slots,
+                retries_used,
+                restarts,
+                rollout,
+                counted: Default::default(),
+            }
         }
     }
 
@@ -595,7 +691,14 @@ mod wire {
 
     impl From<GroupV6> for GroupRecord {
         fn from(GroupV6 { spec, slots, retries_used, restarts, rollout }: GroupV6) -> Self {
-            GroupRecord { spec: spec.into(), slots, retries_used, restarts, rollout }
+            GroupRecord {
+                spec: spec.into(),
+                slots,
+                retries_used,
+                restarts,
+                rollout,
+                counted: Default::default(),
+            }
         }
     }
 
@@ -628,7 +731,14 @@ mod wire {
 
     impl From<GroupV5> for GroupRecord {
         fn from(GroupV5 { spec, slots, retries_used, restarts }: GroupV5) -> Self {
-            GroupRecord { spec: spec.into(), slots, retries_used, restarts, rollout: None }
+            GroupRecord {
+                spec: spec.into(),
+                slots,
+                retries_used,
+                restarts,
+                rollout: None,
+                counted: Default::default(),
+            }
         }
     }
 
@@ -704,7 +814,14 @@ mod wire {
                 policy,
                 launch: Box::new(launch),
             };
-            GroupRecord { spec, slots, retries_used, restarts, rollout: None }
+            GroupRecord {
+                spec,
+                slots,
+                retries_used,
+                restarts,
+                rollout: None,
+                counted: Default::default(),
+            }
         }
     }
 
@@ -828,7 +945,14 @@ mod wire {
 
     impl From<GroupV3> for GroupRecord {
         fn from(GroupV3 { spec, slots, retries_used, restarts }: GroupV3) -> Self {
-            GroupRecord { spec: spec.into(), slots, retries_used, restarts, rollout: None }
+            GroupRecord {
+                spec: spec.into(),
+                slots,
+                retries_used,
+                restarts,
+                rollout: None,
+                counted: Default::default(),
+            }
         }
     }
 
@@ -864,6 +988,7 @@ mod wire {
                 retries_used,
                 restarts: Default::default(),
                 rollout: None,
+                counted: Default::default(),
             }
         }
     }
@@ -955,6 +1080,7 @@ mod wire {
                 slots: g.slots,
                 retries_used: g.retries_used,
                 restarts: Default::default(),
+                counted: Default::default(),
             }
         }
     }
@@ -1001,6 +1127,7 @@ mod wire {
                         memory_mb,
                         callback: None,
                         maintenance: None,
+                        dead: false,
                     })
                 }
                 Record::Framework(FrameworkV1 { id, name, failover_timeout_ms, groups }) => {
@@ -1026,6 +1153,7 @@ mod wire {
                     memory_mb,
                     callback,
                     maintenance: None,
+                    dead: false,
                 }),
                 Record::FrameworkWithCallback(FrameworkV2 {
                     id,
@@ -1057,14 +1185,16 @@ mod wire {
                     callback,
                     registered_at_ms,
                 }),
-                Record::WorkerWithMaintenance(w) => super::Record::Worker(w),
+                Record::WorkerWithMaintenance(w) => super::Record::Worker(w.into()),
+                Record::WorkerDead(w) => super::Record::Worker(w),
+                Record::FrameworkWithCountedEnds(f) => super::Record::Framework(f),
                 Record::FrameworkWithPolicies(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithRestarts(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithLaunch(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithPorts(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithRollout(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithUser(f) => super::Record::Framework(f.into()),
-                Record::FrameworkWithResources(f) => super::Record::Framework(f),
+                Record::FrameworkWithResources(f) => super::Record::Framework(f.into()),
             }
         }
     }
@@ -1073,8 +1203,9 @@ mod wire {
         fn from(r: super::Record) -> Self {
             match r {
                 super::Record::Epoch(e) => Record::Epoch(e),
+                super::Record::Worker(w) if w.dead => Record::WorkerDead(w),
                 super::Record::Worker(w) if w.maintenance.is_some() => {
-                    Record::WorkerWithMaintenance(w)
+                    Record::WorkerWithMaintenance(w.into())
                 }
                 super::Record::Worker(WorkerRecord {
                     id,
@@ -1093,8 +1224,11 @@ mod wire {
                 super::Record::Worker(WorkerRecord {
                     id, incarnation, cores, memory_mb, ..
                 }) => Record::Worker(WorkerV1 { id, incarnation, cores, memory_mb }),
+                super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v8) => {
+                    Record::FrameworkWithCountedEnds(f)
+                }
                 super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v7) => {
-                    Record::FrameworkWithResources(f)
+                    Record::FrameworkWithResources(f.into())
                 }
                 super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v6) => {
                     Record::FrameworkWithUser(f.into())
@@ -1173,6 +1307,7 @@ mod tests {
             memory_mb: 1024,
             callback: callback.map(Addr::new),
             maintenance: None,
+            dead: false,
         })
     }
 
@@ -1228,6 +1363,7 @@ mod tests {
             slots: vec![SlotOutcome::Pending; 2],
             retries_used: 1,
             restarts: Default::default(),
+            counted: Default::default(),
         };
         let fw = |groups| {
             Record::Framework(FrameworkRecord {

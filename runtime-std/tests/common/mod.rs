@@ -23,6 +23,7 @@ pub fn fixtures_root() -> PathBuf {
 
 pub fn worker(id: &str, inc: u64) -> Record {
     Record::Worker(WorkerRecord {
+        dead: false,
         id: WorkerId::new(id),
         incarnation: Incarnation(inc),
         cores: 8,
@@ -38,6 +39,7 @@ pub fn framework(id: &str, name: &str) -> Record {
         name: name.into(),
         failover_timeout_ms: 60_000,
         groups: vec![GroupRecord {
+            counted: Default::default(),
             rollout: Default::default(),
             spec: GroupSpec {
                 group: "main".into(),

@@ -254,6 +254,7 @@ pub fn report(
     frameworks: &[FrameworkId],
 ) -> ExecutorReport {
     ExecutorReport {
+        ran_ms: None,
         resources: assigned(src),
         ports: Default::default(),
         id: executor_id(src, known, frameworks),

@@ -587,6 +587,7 @@ impl Harness {
                     None => gen::incarnation(src),
                 };
                 let report = ExecutorReport {
+                    ran_ms: None,
                     resources: Default::default(),
                     ports: Default::default(),
                     id: l.executor,
@@ -634,6 +635,7 @@ impl Harness {
                         .iter()
                         .filter(|l| l.conn == conn)
                         .map(|l| ExecutorReport {
+                            ran_ms: None,
                             resources: Default::default(),
                             ports: Default::default(),
                             id: l.executor.clone(),
@@ -1084,6 +1086,7 @@ fn record(src: &mut Source, frameworks: &[FrameworkId]) -> Record {
     match src.u8() % 4 {
         0 => Record::Epoch(gen::epoch(src)),
         1 => Record::Worker(WorkerRecord {
+            dead: false,
             id: gen::worker_id(src),
             incarnation: gen::incarnation(src),
             cores: gen::u32_peer(src, regent_core::limits::MAX_CORES),
@@ -1110,6 +1113,7 @@ fn record(src: &mut Source, frameworks: &[FrameworkId]) -> Record {
                         })
                         .collect();
                     GroupRecord {
+                        counted: Default::default(),
                         rollout: Default::default(),
                         spec,
                         slots,

@@ -63,6 +63,12 @@ impl ExecutorMut<'_> {
         self.0.kill_requested = true;
     }
 
+    /// A kill or stop was sent to it, owed until its end is reported
+    /// ([`ExecutorEntry::owed`]).
+    pub(in crate::master) fn owe(&mut self, owed: crate::master::Owed) {
+        self.0.owed = Some(owed);
+    }
+
     /// An operator asked it to stop ([`ExecutorEntry::operator_stop`]).
     pub(in crate::master) fn stop_by_operator(&mut self) {
         self.0.operator_stop = true;
@@ -85,6 +91,11 @@ impl ExecutorMut<'_> {
     /// ([`ExecutorEntry::resources`]).
     pub(in crate::master) fn set_resources(&mut self, resources: crate::resources::Assigned) {
         self.0.resources = resources;
+    }
+
+    /// Its worker reported how long it ran ([`ExecutorEntry::ran_ms`]).
+    pub(in crate::master) fn set_ran(&mut self, ran_ms: Option<u64>) {
+        self.0.ran_ms = ran_ms.or(self.0.ran_ms);
     }
 
     /// Its terminal state is durable ([`ExecutorEntry::recorded`]).

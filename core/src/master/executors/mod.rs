@@ -33,9 +33,11 @@ mod index;
 
 pub(super) use index::Executors;
 
-/// How many executors killed as strays a leadership remembers (see
-/// `Master::stray_kills`): past it, more are killed but not remembered.
-pub(super) const MAX_STRAY_KILLS_REMEMBERED: usize = 65_536;
+/// How long a slot whose launch its worker refused (a port or named
+/// resource held by something the leader has not heard of yet) waits
+/// before it is placed again: a report on its way arrives within it, and a
+/// refusal never turns into a launch loop.
+pub(super) const REFUSED_LAUNCH_WAIT: crate::time::Millis = crate::time::Millis(1_000);
 
 /// One executor at the leader.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,6 +67,9 @@ pub struct ExecutorEntry {
     pub operator_stop: bool,
     /// Its terminal state is durable in the framework record.
     pub recorded: bool,
+    /// A kill or stop was sent to it: sent again on every registration of
+    /// its worker until its end is reported (see `kills`).
+    pub owed: Option<super::Owed>,
     /// The launch number this leadership gave it (`LaunchExecutor::launch`);
     /// 0 for an executor it did not launch (recovered or adopted from a
     /// report), which counts as launched before any report.
@@ -75,6 +80,10 @@ pub struct ExecutorEntry {
     /// When this leadership first saw it RUNNING (how long it ran decides
     /// whether its end resets its slot's backoff: `healthy_after`).
     pub running_since: Option<crate::time::Millis>,
+    /// How long its worker last said it had run
+    /// ([`ExecutorReport::ran_ms`]): a run that began under an earlier
+    /// leader counts whole.
+    pub ran_ms: Option<u64>,
     /// How many ports it holds on its worker (its group's named ports, or
     /// what its worker reported for one adopted).
     pub port_count: u32,
@@ -151,19 +160,24 @@ impl Master {
 
     /// Gives the executor's resources back to its worker.
     pub(super) fn release(&mut self, e: &ExecutorEntry) {
-        if let Some(w) = self.workers.entries.get_mut(&e.worker) {
-            w.cores_used = w.cores_used.saturating_sub(e.cores);
-            w.memory_used_mb = w.memory_used_mb.saturating_sub(e.memory_mb);
-            w.ports_used = w.ports_used.saturating_sub(e.port_count);
-            w.release_resources(&e.resources_held);
+        self.release_need(&e.worker, &Need::held_by(e));
+    }
+
+    /// Gives `need` back to `worker`.
+    pub(super) fn release_need(&mut self, worker: &WorkerId, need: &Need) {
+        if let Some(w) = self.workers.entries.get_mut(worker) {
+            w.cores_used = w.cores_used.saturating_sub(need.cores);
+            w.memory_used_mb = w.memory_used_mb.saturating_sub(need.memory_mb);
+            w.ports_used = w.ports_used.saturating_sub(need.ports);
+            w.release_resources(&need.resources);
             // Only `pack` orders candidates by what they hold.
             if self.config.placement == Placement::Pack {
-                self.reindex_worker(&e.worker);
+                self.reindex_worker(worker);
             }
         }
     }
 
-    fn hold(&mut self, worker: &WorkerId, need: &Need) {
+    pub(super) fn hold(&mut self, worker: &WorkerId, need: &Need) {
         if let Some(w) = self.workers.entries.get_mut(worker) {
             // Only after `fits_on` (or for a terminal report, which holds
             // nothing for long): saturate rather than wrap on peer numbers.
@@ -506,9 +520,11 @@ impl Master {
             kill_requested: false,
             operator_stop: false,
             recorded: false,
+            owed: None,
             launch: self.next_launch,
             sent_on: self.workers.entries.get(worker).and_then(|w| w.conn),
             running_since: None,
+            ran_ms: None,
             port_count: need.ports,
             ports: Vec::new(),
             resources_held: spec.launch.resources.clone(),
@@ -554,8 +570,18 @@ impl Master {
             Some((true, true)) => {
                 if !report.state.is_terminal() {
                     // Written off (LOST) but it runs: its slot has moved on.
-                    self.send_kill(worker, &report.id, out);
-                } else if self.late_success(worker, &report, out) {
+                    // It is killed, holding what it uses until its end is
+                    // reported (`kills`).
+                    if self.dying.contains(&report.id) {
+                        self.still_dying(&report.id, out);
+                    } else {
+                        let need = Need::held_by(&self.executors[&report.id]);
+                        self.start_dying(worker, &report.id, need, false, true, out);
+                    }
+                    return;
+                }
+                self.end_dying(&report.id, out);
+                if self.late_success(worker, &report, out) {
                 } else {
                     let e = &self.executors[&report.id];
                     match (e.state == report.state, e.recorded) {
@@ -570,6 +596,11 @@ impl Master {
                 }
             }
             Some((true, false)) => {
+                if report.ran_ms.is_some() {
+                    if let Some(mut e) = self.executors.get_mut(&report.id) {
+                        e.set_ran(report.ran_ms);
+                    }
+                }
                 if !report.ports.is_empty() || !report.resources.is_empty() {
                     let resources = reported_resources(&report);
                     if let Some(mut e) = self.executors.get_mut(&report.id) {
@@ -605,11 +636,10 @@ impl Master {
             } else {
                 self.ack_report(worker, &report.id, out);
             }
-        } else if !self.ending_kills.contains(&report.id) {
-            if self.stray_kills.len() < MAX_STRAY_KILLS_REMEMBERED {
-                self.stray_kills.insert(report.id.clone());
-            }
-            self.send_kill(worker, &report.id, out);
+        } else if self.dying.contains(&report.id) {
+            self.still_dying(&report.id, out);
+        } else {
+            self.start_dying(worker, &report.id, Need::of_report(report), false, true, out);
         }
     }
 
@@ -619,9 +649,9 @@ impl Master {
     /// may still be on its way (held by the acting lease or in flight), and
     /// adopting it now would leave its slot to an executor about to die.
     fn adopt_or_kill(&mut self, worker: &WorkerId, report: ExecutorReport, out: &mut Vec<Action>) {
-        if self.stray_kills.contains(&report.id) {
+        if self.dying.contains(&report.id) {
             if report.state.is_terminal() {
-                self.stray_kills.remove(&report.id);
+                self.end_dying(&report.id, out);
             }
             if !self.late_success(worker, &report, out) {
                 self.kill_stray(worker, &report, out);
@@ -667,9 +697,11 @@ impl Master {
             kill_requested: false,
             operator_stop: false,
             recorded: false,
+            owed: None,
             launch: 0,
             sent_on: None,
             running_since: None,
+            ran_ms: report.ran_ms,
             port_count: if fits { Need::of_report(&report).ports } else { 0 },
             ports: report.ports.iter().take(crate::ports::MAX_PORTS_PER_GROUP).cloned().collect(),
             resources_held: if fits { Need::of_report(&report).resources } else { Vec::new() },
@@ -709,6 +741,14 @@ impl Master {
             return false;
         };
         if g.record.slots.get(slot as usize) != Some(&SlotOutcome::Pending) {
+            return false;
+        }
+        // A service's exit 0 is an end like any other, never a completion
+        // (docs/jobs.md, "What the job layer promises": a service's slot
+        // never ends while its framework lives). The slot moved on to a
+        // replacement when this executor was written off: nothing of this
+        // late end is counted (issue 41, scenario 1).
+        if g.record.spec.policy.restart.mode == crate::policy::RestartMode::Service {
             return false;
         }
         g.record.slots[slot as usize] = SlotOutcome::Done { executor: report.id.clone() };
@@ -758,9 +798,11 @@ impl Master {
                 kill_requested: false,
                 operator_stop: false,
                 recorded: false,
+                owed: None,
                 launch: 0,
                 sent_on: None,
                 running_since: None,
+                ran_ms: None,
                 port_count: 0,
                 ports: Vec::new(),
                 resources_held: Vec::new(),
@@ -811,7 +853,10 @@ impl Master {
         self.release(&e);
         let max_retries = self.config.max_executor_retries;
         let epoch = self.epoch;
-        let ran_ms = e.running_since.map_or(0, |t| self.now.0.saturating_sub(t.0));
+        // The longer of what this leader saw and what the worker reports
+        // (which covers a run that began under an earlier leader).
+        let seen_ms = e.running_since.map_or(0, |t| self.now.0.saturating_sub(t.0));
+        let ran_ms = seen_ms.max(e.ran_ms.unwrap_or(0));
         let wall_now = self.wall_now();
         let mut slot_failed = None;
         let mut settled = None;
@@ -844,11 +889,33 @@ impl Master {
                         // Lost, or killed by its worker's shutdown: refill
                         // without using the retry budget.
                         ExecutorState::Lost | ExecutorState::Killed => SlotOutcome::Pending,
+                        // Its worker refused the launch: a port or named
+                        // resource the leader counted free is held by
+                        // something it has not heard of yet. Re-queued
+                        // after a short wait, charging nothing (issue 41,
+                        // scenario 7).
+                        ExecutorState::Failed { reason }
+                            if crate::launch::is_refused_launch(reason) =>
+                        {
+                            wait = Some(REFUSED_LAUNCH_WAIT.0);
+                            SlotOutcome::Pending
+                        }
+                        // Counted already (by a leader that recorded it and
+                        // died before its acknowledgement reached the
+                        // worker, which reports it again): an end is
+                        // counted once, keyed by its executor (issue 41,
+                        // scenario 6).
+                        ExecutorState::Exited { .. } | ExecutorState::Failed { .. }
+                            if g.record.counted.get(&e.slot) == Some(&e.id) =>
+                        {
+                            SlotOutcome::Pending
+                        }
                         // A group with a restart policy of its own: the
                         // end counts against its slot (`restarts`).
                         ExecutorState::Exited { .. } | ExecutorState::Failed { .. }
                             if own_policy =>
                         {
+                            g.record.counted.insert(e.slot, e.id.clone());
                             let counted = super::restarts::count_end(
                                 &mut g.record,
                                 e.slot,
@@ -876,6 +943,7 @@ impl Master {
                             }
                         }
                         ExecutorState::Exited { .. } | ExecutorState::Failed { .. } => {
+                            g.record.counted.insert(e.slot, e.id.clone());
                             g.last_end = Some((e.slot, super::restarts::describe_end(&state)));
                             // Stored, so not necessarily written by us
                             // (a planted or damaged record): checked.
@@ -908,6 +976,7 @@ impl Master {
             self.refresh_slot(&e.framework, gi, e.slot);
         }
         if let Some(reason) = slot_failed {
+            self.halt_rollout_on_failure(&e);
             let msg = Message::SlotFailed { epoch, group: e.group.clone(), slot: e.slot, reason };
             self.tell_framework(&e.framework, msg, out);
         }
@@ -1084,6 +1153,17 @@ pub(super) struct Need {
 }
 
 impl Need {
+    /// What executor `e` holds on its worker.
+    pub(super) fn held_by(e: &ExecutorEntry) -> Need {
+        Need {
+            cores: e.cores,
+            memory_mb: e.memory_mb,
+            ports: e.port_count,
+            resources: e.resources_held.clone(),
+            user: None,
+        }
+    }
+
     /// What an executor of group `spec` holds.
     pub(super) fn of(spec: &crate::protocol::GroupSpec) -> Need {
         Need {
@@ -1110,7 +1190,7 @@ impl Need {
 
     /// What a reported executor holds (its ports as its worker numbered
     /// them, at most [`crate::ports::MAX_PORTS_PER_GROUP`]).
-    fn of_report(r: &ExecutorReport) -> Need {
+    pub(super) fn of_report(r: &ExecutorReport) -> Need {
         Need {
             cores: r.cores,
             memory_mb: r.memory_mb,

@@ -21,6 +21,7 @@ fn secret(s: &str) -> Secret {
 
 fn worker(id: &str) -> Record {
     Record::Worker(WorkerRecord {
+        dead: false,
         id: crate::ids::WorkerId::new(id),
         incarnation: Incarnation(1),
         cores: 1,
@@ -504,6 +505,7 @@ fn records_are_reported_in_the_order_of_their_keys() {
 fn the_largest_worker_records_fill_a_fifth_of_the_packet_limit_per_batch() {
     use crate::limits::{MAX_ADDR_BYTES, MAX_ID_BYTES};
     let largest = Record::Worker(WorkerRecord {
+        dead: false,
         id: crate::ids::WorkerId::new("\u{10ffff}".repeat(MAX_ID_BYTES / 4)),
         incarnation: Incarnation(u64::MAX),
         cores: u32::MAX,

@@ -18,7 +18,10 @@ pub(crate) fn on_kill(
     x: &ExecutorId,
 ) -> Result<(), (&'static str, String)> {
     let Node::Worker(i) = client else { return Ok(()) };
-    if w.obs.kill_requested.contains(x) || w.obs.lost.contains(x) {
+    // A kill sent again (kills are owed until the executor's end is
+    // reported) of an executor whose slot an operator scaled away, even if
+    // a later scale-up brought the slot back while it still ran.
+    if w.obs.kill_requested.contains(x) || w.obs.lost.contains(x) || w.obs.scaled_away.contains(x) {
         return Ok(());
     }
     let Some((fw, group, slot)) = parse_executor(x) else { return Ok(()) };

@@ -42,6 +42,7 @@ pub(crate) fn check(w: &World) -> Result<(), String> {
             continue;
         }
         let execs: Vec<_> = mp.master().executors().filter(|e| !e.state.is_terminal()).collect();
+        let dying = mp.master().dying_holds();
         for e in mp.master().workers() {
             let Some(r) = &e.resources else {
                 if let Some(x) =
@@ -62,9 +63,18 @@ pub(crate) fn check(w: &World) -> Result<(), String> {
                     .filter(|(n, _)| *n == offer.name)
                     .map(|(_, k)| *k)
                     .sum();
-                if *held as usize > offer.addresses.len() || *held != placed {
+                // Killed executors whose end is not reported yet still
+                // hold theirs (`Master::dying_holds`).
+                let killed: u32 = dying
+                    .iter()
+                    .filter(|d| d.worker == e.id)
+                    .flat_map(|d| &d.resources)
+                    .filter(|(n, _)| *n == offer.name)
+                    .map(|(_, k)| *k)
+                    .sum();
+                if placed as usize > offer.addresses.len() || *held != placed + killed {
                     return Err(format!(
-                        "m{i}: worker {} counts {held}/{} {} held, its live executors hold {placed}",
+                        "m{i}: worker {} counts {held}/{} {} held, its live executors hold {placed} and dying ones {killed}",
                         e.id,
                         offer.addresses.len(),
                         offer.name

@@ -39,11 +39,16 @@ pub(crate) fn check(w: &World) -> Result<(), String> {
             continue;
         }
         let execs: Vec<_> = mp.master().executors().filter(|e| !e.state.is_terminal()).collect();
+        let dying = mp.master().dying_holds();
         for e in mp.master().workers() {
-            let held: u32 = execs.iter().filter(|x| x.worker == e.id).map(|x| x.port_count).sum();
-            if e.ports_used > e.ports || held != e.ports_used {
+            // Killed executors whose end is not reported yet still hold
+            // theirs (`Master::dying_holds`).
+            let killed: u32 = dying.iter().filter(|d| d.worker == e.id).map(|d| d.ports).sum();
+            let placed: u32 = execs.iter().filter(|x| x.worker == e.id).map(|x| x.port_count).sum();
+            let held = placed + killed;
+            if placed > e.ports || held != e.ports_used {
                 return Err(format!(
-                    "m{i}: worker {} counts {}/{} ports used, its live executors hold {held}",
+                    "m{i}: worker {} counts {}/{} ports used, its live and dying executors hold {held}",
                     e.id, e.ports_used, e.ports
                 ));
             }

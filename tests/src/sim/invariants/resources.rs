@@ -12,8 +12,14 @@ pub(crate) fn check(w: &World) -> Result<(), String> {
             continue;
         }
         let execs: Vec<_> = mp.master().executors().filter(|e| !e.state.is_terminal()).collect();
+        let dying = mp.master().dying_holds();
         for e in mp.master().workers() {
-            if e.cores_used > e.cores || e.memory_used_mb > e.memory_mb {
+            let (dc, dm) = dying
+                .iter()
+                .filter(|d| d.worker == e.id)
+                .fold((0u32, 0u64), |(c, m), d| (c + d.cores, m + d.memory_mb));
+            let placed = (e.cores_used.saturating_sub(dc), e.memory_used_mb.saturating_sub(dm));
+            if placed.0 > e.cores || placed.1 > e.memory_mb {
                 return Err(format!(
                     "m{i}: worker {} over-allocated: {}/{} cores, {}/{} MiB",
                     e.id, e.cores_used, e.cores, e.memory_used_mb, e.memory_mb
@@ -22,10 +28,10 @@ pub(crate) fn check(w: &World) -> Result<(), String> {
             let (cores, mem) = execs
                 .iter()
                 .filter(|x| x.worker == e.id)
-                .fold((0u32, 0u64), |(c, m), x| (c + x.cores, m + x.memory_mb));
+                .fold((dc, dm), |(c, m), x| (c + x.cores, m + x.memory_mb));
             if (cores, mem) != (e.cores_used, e.memory_used_mb) {
                 return Err(format!(
-                    "m{i}: worker {} counts {} cores / {} MiB used, its live executors hold {cores} / {mem}",
+                    "m{i}: worker {} counts {} cores / {} MiB used, its live and dying executors hold {cores} / {mem}",
                     e.id, e.cores_used, e.memory_used_mb
                 ));
             }
