@@ -225,19 +225,8 @@ fn executors_usage_and_the_work_dirs_space_reach_the_leader() {
 #[test]
 fn a_worker_with_executor_user_runs_executors_as_that_user_away_from_its_secret() {
     let c = Cluster::new("run-as");
-    let name = format!("regent-e{}", std::process::id());
-    let made = std::process::Command::new("useradd")
-        .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", &name])
-        .status()
-        .expect("useradd runs");
-    assert!(made.success(), "useradd {name}");
-    struct Gone(String);
-    impl Drop for Gone {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("userdel").arg(&self.0).status();
-        }
-    }
-    let _gone = Gone(name.clone());
+    let user = ThrowawayUser::new("regent-e");
+    let name = user.name.clone();
     // The cluster secret: root's, 0600.
     let secret = c.path("secret");
     std::fs::write(&secret, "run-as-test-secret-0123456789abcdef\n").unwrap();
@@ -281,6 +270,9 @@ fn a_worker_with_executor_user_runs_executors_as_that_user_away_from_its_secret(
     assert!(refused.stderr().contains("no such user"), "{}", refused.stderr());
 }
 
+/// useradd and userdel lock /etc/passwd: one at a time in this suite.
+static PASSWD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A throwaway system user (removed on drop) and its uid and gid.
 struct ThrowawayUser {
     name: String,
@@ -291,6 +283,7 @@ struct ThrowawayUser {
 impl ThrowawayUser {
     fn new(prefix: &str) -> ThrowawayUser {
         let name = format!("{prefix}{}", std::process::id());
+        let _one = PASSWD.lock().unwrap_or_else(|e| e.into_inner());
         let made = std::process::Command::new("useradd")
             .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", &name])
             .status()
@@ -307,6 +300,7 @@ impl ThrowawayUser {
 
 impl Drop for ThrowawayUser {
     fn drop(&mut self) {
+        let _one = PASSWD.lock().unwrap_or_else(|e| e.into_inner());
         let _ = std::process::Command::new("userdel").arg(&self.name).status();
     }
 }
@@ -353,7 +347,21 @@ fn own_cgroups() -> Vec<PathBuf> {
 }
 
 impl DelegatedCgroup {
+    /// Made and `chown -R`ed to `user`.
     fn new(name: &str, user: &ThrowawayUser) -> DelegatedCgroup {
+        let made = Self::made(name);
+        for dir in &made.dirs {
+            let owner = format!("{}:{}", user.uid, user.gid);
+            let chown =
+                std::process::Command::new("chown").args(["-R", &owner]).arg(dir).status().unwrap();
+            assert!(chown.success(), "chown -R {owner} {}", dir.display());
+        }
+        made
+    }
+
+    /// Made, root's (as systemd makes a unit's cgroups on v1 without
+    /// delegating them to its `User=`).
+    fn made(name: &str) -> DelegatedCgroup {
         let root = Path::new("/sys/fs/cgroup");
         // v2: below the root (a cgroup of ours holds processes, so it
         // could not enable controllers for a child).
@@ -366,10 +374,6 @@ impl DelegatedCgroup {
         let made = DelegatedCgroup { dirs, v2 };
         for dir in &made.dirs {
             std::fs::create_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-            let owner = format!("{}:{}", user.uid, user.gid);
-            let chown =
-                std::process::Command::new("chown").args(["-R", &owner]).arg(dir).status().unwrap();
-            assert!(chown.success(), "chown -R {owner} {}", dir.display());
         }
         made
     }
@@ -382,13 +386,18 @@ impl DelegatedCgroup {
     /// A wrapper for [`Cluster::worker_via`]: as root, moves the process
     /// into the delegated cgroup (on v2 into its `supervisor` leaf once the
     /// worker made one, as systemd's `DelegateSubgroup=supervisor` would),
-    /// then `exec`s the worker as `user`.
-    fn wrapper(&self, user: &ThrowawayUser) -> Vec<String> {
+    /// then runs `pre` (as root, in those cgroups: a unit's
+    /// `ExecStartPre=+`), then `exec`s the worker as `user`.
+    fn wrapper(&self, user: &ThrowawayUser, pre: Option<&str>) -> Vec<String> {
         let mut script = String::new();
         for dir in &self.dirs {
             let leaf = dir.join("supervisor");
             let target = if self.v2 && leaf.exists() { leaf } else { dir.clone() };
             script.push_str(&format!("echo $$ > '{}/cgroup.procs' && ", target.display()));
+        }
+        if let Some(pre) = pre {
+            script.push_str(pre);
+            script.push_str(" && ");
         }
         script.push_str("exec \"$@\"");
         let (uid, gid) = (user.uid.to_string(), user.gid.to_string());
@@ -478,7 +487,7 @@ fn a_worker_run_as_a_user_in_a_delegated_cgroup_puts_executors_below_its_own() {
     let spec = MasterSpec::new("m1", &["--recovery", "none"]);
     let _master = c.master(&spec);
     let masters = [spec.addr()];
-    let wrapper = delegated.wrapper(&user);
+    let wrapper = delegated.wrapper(&user, None);
     let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
     // The default isolation, as the unit runs it.
     let mut worker = c.worker_via("dlg-w1", &wrapper, &masters, 2, 1024, &[], &[]);
@@ -513,7 +522,7 @@ fn a_worker_run_as_a_user_in_a_delegated_cgroup_puts_executors_below_its_own() {
     // A restart (kill -9, started again in the same delegated cgroup)
     // re-adopts the executor in the same cgroup with the same limit.
     worker.kill9();
-    let wrapper = delegated.wrapper(&user);
+    let wrapper = delegated.wrapper(&user, None);
     let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
     let mut worker = c.worker_via("dlg-w1", &wrapper, &masters, 2, 1024, &[], &[]);
     wait_for(BOUND, "the restarted delegated worker ALIVE", || {
@@ -554,6 +563,71 @@ fn a_worker_run_as_a_user_in_a_delegated_cgroup_puts_executors_below_its_own() {
         own_memory.display()
     );
     assert!(err.contains(&expected), "expected {expected:?} in:\n{err}");
+    worker.sigterm();
+    let _ = worker.wait_exit(BOUND);
+}
+
+#[test]
+fn the_units_v1_recipe_hands_its_cgroups_to_the_worker_user_with_delegate_cgroups() {
+    let user = ThrowawayUser::new("regent-v");
+    let c = Cluster::new("cgroup-hand-over");
+    if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        // cgroup v2: Delegate=yes does it; the command says so and does
+        // nothing.
+        let out = c.run(&["delegate-cgroups", "--user", &user.name], BOUND);
+        assert!(out.status.success());
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(said.contains("nothing to hand over"), "{said}");
+        return;
+    }
+    // systemd on v1 makes the unit's cgroups (MemoryAccounting= and the
+    // like) but gives them to no User=: root's ExecStartPre=+ does.
+    let unit = DelegatedCgroup::made(&format!("regent-e2e-unit-{}", std::process::id()));
+    use std::os::unix::fs::MetadataExt as _;
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(c.dir(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let work = c.work_dir("unit-w1");
+    std::fs::create_dir(&work).unwrap();
+    std::os::unix::fs::chown(&work, Some(user.uid), Some(user.gid)).unwrap();
+    let spec = MasterSpec::new("m1", &["--recovery", "none"]);
+    let _master = c.master(&spec);
+    let masters = [spec.addr()];
+    let said = c.path("delegate-cgroups.out");
+    let pre = format!(
+        "'{}' delegate-cgroups --user '{}' > '{}'",
+        support::cluster::BIN,
+        user.name,
+        said.display()
+    );
+    let wrapper = unit.wrapper(&user, Some(&pre));
+    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+    let mut worker = c.worker_via("unit-w1", &wrapper, &masters, 2, 1024, &[], &[]);
+    wait_for(BOUND, "the worker ALIVE", || {
+        let state = api_state(&spec.http_addr()).ok_or("the master does not answer")?;
+        alive_with_workers(&state, &["unit-w1"]).map_err(|e| format!("{e}; {}", worker.stderr()))
+    });
+    let said = std::fs::read_to_string(&said).unwrap();
+    for dir in &unit.dirs {
+        assert!(said.contains(&format!("{} handed to {}", dir.display(), user.name)), "{said}");
+        assert_eq!(std::fs::metadata(dir).unwrap().uid(), user.uid);
+        assert_eq!(std::fs::metadata(dir.join("cgroup.procs")).unwrap().uid(), user.uid);
+    }
+    // The unit's own limit stays root's.
+    let limit = unit.memory().join("memory.limit_in_bytes");
+    assert_eq!(std::fs::metadata(&limit).unwrap().uid(), 0);
+    let opts = ["--executors", "1", "--cores", "1", "--memory", "40", "--failover-timeout", "1000"];
+    let mut job = c.submit("long", &masters, &opts, &["sleep", "600"]);
+    let dir = wait_for(BOUND, "the executor's cgroup below the unit's", || {
+        let dirs = executor_cgroups_below(unit.memory(), "unit-w1");
+        match dirs.as_slice() {
+            [one] if !procs(one).is_empty() => Ok(one.clone()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    assert_eq!(memory_limit(&dir), 40 << 20);
+    job.sigterm();
+    let _ = job.wait_exit(BOUND);
+    wait_until(BOUND, "the executor's cgroup removed", || !dir.exists());
     worker.sigterm();
     let _ = worker.wait_exit(BOUND);
 }

@@ -692,12 +692,7 @@ fn open_v1(
     who: &Opener,
 ) -> Result<Vec<(&'static str, PathBuf)>, CgroupError> {
     let mut tops = Vec::new();
-    let mut controllers: Vec<&'static str> = V1_REQUIRED.to_vec();
-    let cpu_has_usage = root.join("cpu").join("cpuacct.usage").exists();
-    if !cpu_has_usage && root.join("cpuacct").join("cgroup.procs").is_file() {
-        controllers.push("cpuacct");
-    }
-    for c in controllers {
+    for c in v1_controllers(root) {
         let mount = root.join(c);
         if !mount.join("cgroup.procs").is_file() {
             return Err(CgroupError::MissingController {
@@ -722,6 +717,17 @@ fn open_v1(
         parents.push((c, parent));
     }
     Ok(parents)
+}
+
+/// The v1 controllers a worker uses under `root`: memory, cpu and pids,
+/// and cpuacct when it is mounted apart from cpu (for the CPU time).
+pub fn v1_controllers(root: &Path) -> Vec<&'static str> {
+    let mut controllers: Vec<&'static str> = V1_REQUIRED.to_vec();
+    let cpu_has_usage = root.join("cpu").join("cpuacct.usage").exists();
+    if !cpu_has_usage && root.join("cpuacct").join("cgroup.procs").is_file() {
+        controllers.push("cpuacct");
+    }
+    controllers
 }
 
 fn make_dir(dir: &Path) -> Result<(), CgroupError> {

@@ -36,6 +36,14 @@
 //! `chown -R USER <own>` does. A worker that is not root and whose own
 //! cgroup is not delegated is refused with the fix named
 //! ([`super::cgroup::CgroupError::NotDelegated`]).
+//!
+//! **systemd on cgroup v1.** On the legacy hierarchy systemd delegates no
+//! controller to a unit whose process drops privileges (`User=`): only its
+//! `name=systemd` tree. There root hands the unit's own memory, cpu,
+//! cpuacct and pids cgroups to the worker's user before it starts
+//! (`ExecStartPre=+regent delegate-cgroups --user regent`, [`hand_over`]):
+//! the directory, its `cgroup.procs` and `tasks`, as systemd's delegation
+//! does on v2, and nothing else (the unit's own limits stay root's).
 
 use std::fs;
 use std::io;
@@ -172,6 +180,76 @@ pub fn move_into_supervisor(own: &Path, who: &Opener) -> io::Result<PathBuf> {
     Ok(leaf)
 }
 
+/// Why [`hand_over`] cannot hand a cgroup over.
+#[derive(Debug, thiserror::Error)]
+pub enum HandOverError {
+    /// The process's cgroup in a hierarchy is that hierarchy's root (or
+    /// unknown): handing it over would give the user the whole machine.
+    #[error("this process's {controller} cgroup is the root of {} (or /proc/self/cgroup names none): refusing to hand the whole hierarchy over; under systemd set MemoryAccounting=yes, CPUAccounting=yes and TasksAccounting=yes so that the unit gets cgroups of its own", mount.display())]
+    HierarchyRoot {
+        /// `memory`, `cpu`, `cpuacct` or `pids`.
+        controller: &'static str,
+        /// The hierarchy's mount point.
+        mount: PathBuf,
+    },
+    /// A `chown` failed.
+    #[error("cannot give {} to uid {uid}: {source}", path.display())]
+    Chown {
+        /// The file.
+        path: PathBuf,
+        /// The user.
+        uid: u32,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+crate::error::into_report!(HandOverError);
+
+/// On cgroup v1, gives user `uid`:`gid` the cgroup `who` is in, in every
+/// hierarchy a worker uses (`controllers`, mounted at `<root>/<controller>`):
+/// the directory and its `cgroup.procs` and `tasks`. A cgroup named
+/// `supervisor` or `.control` (systemd's for its own helper processes)
+/// stands for its parent, as in [`delegated`]. Returns the directories
+/// handed over; nothing on a host without v1 controllers.
+pub fn hand_over(
+    root: &Path,
+    controllers: &[&'static str],
+    who: &Opener,
+    uid: u32,
+    gid: u32,
+) -> Result<Vec<PathBuf>, HandOverError> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for &controller in controllers {
+        let mount = root.join(controller);
+        let dir = who
+            .own_v1(controller)
+            .and_then(|own| {
+                let own = own.strip_suffix("/.control").unwrap_or(own);
+                delegated(&mount, own)
+            })
+            .map(|(dir, _)| dir)
+            .filter(|dir| *dir != mount && dir.is_dir());
+        let Some(dir) = dir else {
+            return Err(HandOverError::HierarchyRoot { controller, mount });
+        };
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
+    for dir in &dirs {
+        for path in [dir.clone(), dir.join("cgroup.procs"), dir.join("tasks")] {
+            if path != *dir && !path.exists() {
+                continue;
+            }
+            std::os::unix::fs::chown(&path, Some(uid), Some(gid))
+                .map_err(|source| HandOverError::Chown { path, uid, source })?;
+        }
+    }
+    Ok(dirs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,6 +334,52 @@ mod tests {
         assert!(writable_by(&own, &Opener { uid: uid + 1, ..who.clone() }));
         assert!(!writable_by(&own, &stranger));
         assert!(!writable_by(&dir.path().join("missing"), &who));
+    }
+
+    #[test]
+    fn root_hands_over_its_own_v1_cgroups_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let unit = "system.slice/regent-worker.service";
+        for c in ["memory", "cpu", "pids"] {
+            fs::create_dir_all(root.join(c).join(unit)).unwrap();
+            fs::write(root.join(c).join("cgroup.procs"), "").unwrap();
+            fs::write(root.join(c).join(unit).join("cgroup.procs"), "").unwrap();
+            fs::write(root.join(c).join(unit).join("tasks"), "").unwrap();
+            fs::write(root.join(c).join(unit).join("memory.limit_in_bytes"), "").unwrap();
+        }
+        // Root as a test runner may give files away; anyone may "give"
+        // them to themselves.
+        let me = fs::metadata(root).unwrap();
+        let (uid, gid) =
+            if rustix::process::geteuid().is_root() { (4000, 4000) } else { (me.uid(), me.gid()) };
+        let text = format!(
+            "9:name=systemd:/{unit}/.control\n8:pids:/{unit}\n4:memory:/{unit}/.control\n\
+             1:cpu,cpuacct:/{unit}\n"
+        );
+        let who = Opener { uid: 0, gid: 0, pid: 1, proc_cgroup: text.clone() };
+        let dirs = hand_over(root, &["memory", "cpu", "pids"], &who, uid, gid).unwrap();
+        let units: Vec<PathBuf> =
+            ["memory", "cpu", "pids"].iter().map(|c| root.join(c).join(unit)).collect();
+        assert_eq!(dirs, units);
+        for d in &units {
+            for f in ["", "cgroup.procs", "tasks"] {
+                assert_eq!(fs::metadata(d.join(f)).unwrap().uid(), uid, "{d:?} {f}");
+            }
+            // The unit's own limits stay root's.
+            assert_eq!(fs::metadata(d.join("memory.limit_in_bytes")).unwrap().uid(), me.uid());
+        }
+        // The worker then finds them delegated.
+        let worker = Opener { uid, gid, pid: 2, proc_cgroup: text.replace("/.control", "") };
+        for c in ["memory", "cpu", "pids"] {
+            let (own, _) = delegated(&root.join(c), worker.own_v1(c).unwrap()).unwrap();
+            assert!(writable_by(&own, &worker), "{own:?}");
+        }
+        // A process at a hierarchy's root hands nothing over.
+        let top = Opener { proc_cgroup: format!("8:pids:/\n4:memory:/{unit}\n"), ..who };
+        let err = hand_over(root, &["memory", "pids"], &top, uid, gid).unwrap_err().to_string();
+        assert!(err.starts_with("this process's pids cgroup is the root of"), "{err}");
+        assert!(err.contains("TasksAccounting=yes"), "{err}");
     }
 
     #[test]
