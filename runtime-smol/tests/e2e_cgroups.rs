@@ -581,7 +581,8 @@ fn the_units_v1_recipe_hands_its_cgroups_to_the_worker_user_with_delegate_cgroup
         return;
     }
     // systemd on v1 makes the unit's cgroups (MemoryAccounting= and the
-    // like) but gives them to no User=: root's ExecStartPre=+ does.
+    // like) but gives them to no User=: the unit's ExecStartPre=+ does, as
+    // root, in the cgroups the worker then starts in.
     let unit = DelegatedCgroup::made(&format!("regent-e2e-unit-{}", std::process::id()));
     use std::os::unix::fs::MetadataExt as _;
     use std::os::unix::fs::PermissionsExt as _;
@@ -592,11 +593,21 @@ fn the_units_v1_recipe_hands_its_cgroups_to_the_worker_user_with_delegate_cgroup
     let spec = MasterSpec::new("m1", &["--recovery", "none"]);
     let _master = c.master(&spec);
     let masters = [spec.addr()];
+    // The unit's own ExecStartPre=+ line, with this build's binary and the
+    // throwaway user for its User=.
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/regent-worker.service");
+    let file = std::fs::read_to_string(file).unwrap();
+    let line = |key: &str| file.lines().find_map(|l| l.strip_prefix(key)).map(str::to_owned);
+    let unit_user = line("User=").expect("the unit runs the worker as a user");
+    let pre = line("ExecStartPre=+").expect("the unit hands its v1 cgroups over as root");
+    let user_arg = format!("--user {unit_user}");
+    assert!(pre.starts_with("/usr/local/bin/regent delegate-cgroups "), "{pre}");
+    assert!(pre.ends_with(&user_arg), "{pre} names the unit's User=");
     let said = c.path("delegate-cgroups.out");
     let pre = format!(
-        "'{}' delegate-cgroups --user '{}' > '{}'",
-        support::cluster::BIN,
-        user.name,
+        "{} > '{}'",
+        pre.replace("/usr/local/bin/regent", support::cluster::BIN)
+            .replace(&user_arg, &format!("--user {}", user.name)),
         said.display()
     );
     let wrapper = unit.wrapper(&user, Some(&pre));
