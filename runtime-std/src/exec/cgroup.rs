@@ -21,9 +21,10 @@
 //! `<root>/<controller>/<own>/regent/<worker>/<executor>` on v1
 //! ([`super::delegation`]). The parents are made at worker start
 //! ([`Cgroups::open`], which says exactly why when it cannot: not root and
-//! not delegated, a controller not offered, a read-only mount). The limits: memory hard limit = the executor's
-//! memory, no swap; CPU quota = cores × the period (100 ms); a pids limit
-//! ([`DEFAULT_PIDS_MAX`] unless configured).
+//! not delegated, a controller not offered, a read-only mount). The
+//! limits: memory hard limit = the executor's memory, no swap; CPU quota =
+//! cores × the period (100 ms); a pids limit ([`DEFAULT_PIDS_MAX`] unless
+//! configured).
 //!
 //! The executor's shim joins every cgroup of the executor (it writes its own
 //! pid to `cgroup.procs`) *before* it starts the command, so the command
@@ -600,8 +601,7 @@ fn is_cgroup_fs(path: &Path) -> bool {
 /// `<own>`) into the leaf `<own>/supervisor`, so that `<own>` may enable
 /// controllers for its children.
 fn open_v2_delegated(root: &Path, worker: &str, who: &Opener) -> Result<PathBuf, CgroupError> {
-    let own = own_dir(root, who.own_v2(), "the unified hierarchy (0::)", who)?;
-    let (base, in_leaf) = own;
+    let (base, in_leaf) = own_dir(root, who.own_v2(), "the unified hierarchy (0::)", who)?;
     if !in_leaf {
         delegation::move_into_supervisor(&base, who).map_err(|source| CgroupError::Io {
             what: "move the worker into",
