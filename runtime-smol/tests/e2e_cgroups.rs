@@ -553,12 +553,17 @@ fn a_worker_run_as_a_user_in_a_delegated_cgroup_puts_executors_below_its_own() {
     assert!(!refused.wait_exit(BOUND).success());
     let err = refused.stderr();
     let own_memory = own_cgroups().remove(0);
+    let fix = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        "run the worker under systemd with Delegate=yes (as deploy/regent-worker.service does)"
+    } else {
+        "run the worker under systemd with Delegate=yes and, on cgroup v1, ExecStartPre=+regent \
+         delegate-cgroups --user USER (as deploy/regent-worker.service does)"
+    };
     let expected = format!(
         "cannot isolate executors with cgroups: the worker runs as uid {}, not root, and its own \
          cgroup {} is not delegated to it (the directory or its cgroup.procs is not writable by \
-         this user): run the worker under systemd with Delegate=yes (as \
-         deploy/regent-worker.service does), or have root chown -R that cgroup to this user; use \
-         --isolation none to run with limits accounted only",
+         this user): {fix}, or have root chown -R that cgroup to this user; use --isolation none \
+         to run with limits accounted only",
         user.uid,
         own_memory.display()
     );

@@ -341,6 +341,12 @@ fn not_delegated() {
         );
         assert!(err.starts_with(&expected), "{err}");
         assert!(err.contains("systemd with Delegate=yes"), "{err}");
+        // On v1 systemd gives a unit with User= no controller: the unit's
+        // hand-over is named too.
+        assert!(
+            err.contains("on cgroup v1, ExecStartPre=+regent delegate-cgroups --user USER"),
+            "{err}"
+        );
         assert!(err.contains("chown -R that cgroup to this user"), "{err}");
         assert!(err.contains("--isolation none"), "{err}");
     }
@@ -373,6 +379,8 @@ fn not_delegated() {
         .unwrap_err()
         .to_string();
     assert!(err.contains(&format!("its own cgroup {} is not delegated", user.display())), "{err}");
+    assert!(err.contains("systemd with Delegate=yes (as"), "{err}");
+    assert!(!err.contains("delegate-cgroups"), "nothing to hand over on v2: {err}");
     assert!(!user.join("supervisor").exists(), "the worker was not moved");
     // None stays none, and a host without cgroups stays accounted only.
     assert_eq!(

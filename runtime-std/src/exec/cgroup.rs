@@ -186,20 +186,24 @@ pub enum CgroupError {
         detail: String,
     },
     /// A worker that is not root, whose own cgroup is not delegated to it.
-    #[error("the worker runs as uid {uid}, not root, and its own cgroup {} is not delegated to it (the directory or its cgroup.procs is not writable by this user): run the worker under systemd with Delegate=yes (as deploy/regent-worker.service does), or have root chown -R that cgroup to this user; use --isolation none to run with limits accounted only", dir.display())]
+    #[error("the worker runs as uid {uid}, not root, and its own cgroup {} is not delegated to it (the directory or its cgroup.procs is not writable by this user): {}, or have root chown -R that cgroup to this user; use --isolation none to run with limits accounted only", dir.display(), systemd_fix(*v1))]
     NotDelegated {
         /// The worker's effective uid.
         uid: u32,
         /// Its own cgroup (for the first hierarchy that is not delegated).
         dir: PathBuf,
+        /// On cgroup v1 (where systemd's delegation needs a hand).
+        v1: bool,
     },
     /// A worker that is not root cannot tell its own cgroup.
-    #[error("the worker runs as uid {uid}, not root, so its executors' cgroups go below its own, but {detail}: run the worker under systemd with Delegate=yes (as deploy/regent-worker.service does); use --isolation none to run with limits accounted only")]
+    #[error("the worker runs as uid {uid}, not root, so its executors' cgroups go below its own, but {detail}: {}; use --isolation none to run with limits accounted only", systemd_fix(*v1))]
     NoOwnCgroup {
         /// The worker's effective uid.
         uid: u32,
         /// What is wrong with `/proc/self/cgroup`.
         detail: String,
+        /// On cgroup v1.
+        v1: bool,
     },
     /// A file-system step failed.
     #[error("cannot {what} {}: {source}{}; use --isolation none to run with limits accounted only", path.display(), hint(source))]
@@ -214,6 +218,18 @@ pub enum CgroupError {
 }
 
 crate::error::into_report!(CgroupError);
+
+/// How systemd delegates a worker's cgroup, for the messages: on cgroup v1
+/// systemd gives a unit with `User=` no controller, so root hands them over
+/// ([`delegation::hand_over`]).
+fn systemd_fix(v1: bool) -> &'static str {
+    if v1 {
+        "run the worker under systemd with Delegate=yes and, on cgroup v1, \
+         ExecStartPre=+regent delegate-cgroups --user USER (as deploy/regent-worker.service does)"
+    } else {
+        "run the worker under systemd with Delegate=yes (as deploy/regent-worker.service does)"
+    }
+}
 
 /// The likely cause of an OS error on a cgroup file, for the message.
 fn hint(e: &io::Error) -> &'static str {
@@ -601,7 +617,7 @@ fn is_cgroup_fs(path: &Path) -> bool {
 /// `<own>`) into the leaf `<own>/supervisor`, so that `<own>` may enable
 /// controllers for its children.
 fn open_v2_delegated(root: &Path, worker: &str, who: &Opener) -> Result<PathBuf, CgroupError> {
-    let (base, in_leaf) = own_dir(root, who.own_v2(), "the unified hierarchy (0::)", who)?;
+    let (base, in_leaf) = own_dir(root, who.own_v2(), "the unified hierarchy (0::)", who, false)?;
     if !in_leaf {
         delegation::move_into_supervisor(&base, who).map_err(|source| CgroupError::Io {
             what: "move the worker into",
@@ -620,11 +636,12 @@ fn own_dir(
     own: Option<&str>,
     hierarchy: &str,
     who: &Opener,
+    v1: bool,
 ) -> Result<(PathBuf, bool), CgroupError> {
     let uid = who.uid;
     let Some(own) = own else {
         let detail = format!("/proc/self/cgroup names no cgroup of it in {hierarchy}");
-        return Err(CgroupError::NoOwnCgroup { uid, detail });
+        return Err(CgroupError::NoOwnCgroup { uid, detail, v1 });
     };
     let found = delegation::delegated(mount, own).filter(|(dir, _)| dir.is_dir());
     let Some((dir, in_leaf)) = found else {
@@ -632,10 +649,10 @@ fn own_dir(
             "its cgroup {own} in {hierarchy} (from /proc/self/cgroup) is not a directory under {}",
             mount.display()
         );
-        return Err(CgroupError::NoOwnCgroup { uid, detail });
+        return Err(CgroupError::NoOwnCgroup { uid, detail, v1 });
     };
     if !delegation::writable_by(&dir, who) {
-        return Err(CgroupError::NotDelegated { uid, dir });
+        return Err(CgroupError::NotDelegated { uid, dir, v1 });
     }
     Ok((dir, in_leaf))
 }
@@ -704,7 +721,7 @@ fn open_v1(
         let top = if who.is_root() {
             mount
         } else {
-            own_dir(&mount, who.own_v1(c), &format!("the v1 {c} hierarchy"), who)?.0
+            own_dir(&mount, who.own_v1(c), &format!("the v1 {c} hierarchy"), who, true)?.0
         };
         tops.push((c, top));
     }
