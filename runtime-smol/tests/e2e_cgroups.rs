@@ -328,16 +328,21 @@ fn own_cgroups() -> Vec<PathBuf> {
             let (id, cs, path) = (parts.next()?, parts.next()?, parts.next()?);
             wanted(id, cs).then(|| path.to_owned())
         });
-        line.unwrap_or_else(|| "/".to_owned()).trim_start_matches('/').to_owned()
+        line.unwrap_or_default()
+    };
+    // `/a/b` below a mount; `/` is the mount itself (no trailing slash, as
+    // the worker names it).
+    let under = |mount: PathBuf, own: String| -> PathBuf {
+        own.split('/').filter(|p| !p.is_empty()).fold(mount, |dir, p| dir.join(p))
     };
     if root.join("cgroup.controllers").exists() {
-        return vec![root.join(own_in(&|id, cs| id == "0" && cs.is_empty()))];
+        return vec![under(root.to_owned(), own_in(&|id, cs| id == "0" && cs.is_empty()))];
     }
     let mut dirs = Vec::new();
     for c in ["memory", "cpu", "cpuacct", "pids"] {
         let mount = root.join(c);
         if mount.join("cgroup.procs").exists() {
-            let dir = mount.join(own_in(&|_, cs| cs.split(',').any(|have| have == c)));
+            let dir = under(mount, own_in(&|_, cs| cs.split(',').any(|have| have == c)));
             if !dirs.contains(&dir) {
                 dirs.push(dir);
             }
