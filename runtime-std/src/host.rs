@@ -767,6 +767,7 @@ fn isolate(supervisor: &Supervisor, cfg: &WorkerConfig, id: &str) -> Result<(), 
         Some(cg) => {
             tracing::info!(
                 isolation = %cg.offered(),
+                delegated = cg.delegated(),
                 parents = ?cg.parents(),
                 pids_max = cg.pids_max(),
                 "executors' memory, cpu and process limits are enforced with cgroups"

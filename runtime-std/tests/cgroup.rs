@@ -29,6 +29,7 @@ use regent_core::{ExecutorId, FrameworkId};
 use regent_std::exec::cgroup::{
     self, Cgroups, IsolationConfig, IsolationMode, Limits, Offered, OutOfMemory,
 };
+use regent_std::exec::delegation::Opener;
 use regent_std::exec::{ExecEvent, Launched, Supervisor, SupervisorConfig};
 use std::fs;
 use std::path::Path;
@@ -41,6 +42,9 @@ const TESTS: &[harness::Test] = &[
     ("a_fake_v2_tree_gets_parents_controllers_and_limits", fake_v2),
     ("a_fake_v1_tree_gets_a_cgroup_per_controller", fake_v1),
     ("trees_that_cannot_be_used_are_refused_naming_why", refusals),
+    ("a_fake_v2_tree_delegated_to_a_user_holds_its_executors_below_its_own", fake_v2_delegated),
+    ("a_fake_v1_tree_delegated_to_a_user_holds_its_executors_below_its_own", fake_v1_delegated),
+    ("a_user_without_a_delegated_cgroup_is_refused_naming_delegate_yes", not_delegated),
     ("real_an_executor_past_its_memory_is_reported_out_of_memory", real_out_of_memory),
     ("real_two_busy_loops_with_one_core_use_about_one_core", real_cpu_quota),
     ("real_a_fork_loop_stops_at_the_pids_limit", real_pids_limit),
@@ -59,12 +63,53 @@ fn config(root: &Path, mode: IsolationMode, pids_max: u32) -> IsolationConfig {
     IsolationConfig { mode, root: root.to_owned(), pids_max }
 }
 
+/// Root, whoever runs the test: the machine-wide layout.
+fn as_root() -> Opener {
+    Opener { uid: 0, gid: 0, pid: 1, proc_cgroup: "0::/\n".to_owned() }
+}
+
+/// Opens a fake tree as root.
+fn open_as_root(
+    cfg: &IsolationConfig,
+    worker: &str,
+) -> Result<Option<Cgroups>, cgroup::CgroupError> {
+    Cgroups::open_as(cfg, worker, &as_root())
+}
+
+/// Delegates `dirs` (and their `cgroup.procs`) to a user who is not root,
+/// as systemd's `Delegate=yes` does: a made-up uid when the test runs as
+/// root (it owns the files; no process of it is needed), else the test's
+/// own. Returns that user, in cgroups `proc_cgroup`, as pid 4242.
+fn delegate(dirs: &[&Path], proc_cgroup: &str) -> Opener {
+    let (uid, gid) = if rustix::process::geteuid().is_root() {
+        for dir in dirs {
+            for p in [dir.to_path_buf(), dir.join("cgroup.procs")] {
+                std::os::unix::fs::chown(&p, Some(4000), Some(4000)).unwrap();
+            }
+        }
+        (4000, 4000)
+    } else {
+        (rustix::process::geteuid().as_raw(), rustix::process::getegid().as_raw())
+    };
+    Opener { uid, gid, pid: 4242, proc_cgroup: proc_cgroup.to_owned() }
+}
+
+/// A fake cgroup directory: `cgroup.procs` holding `procs`, and, for v2,
+/// `cgroup.controllers` offering memory, cpu and pids.
+fn fake_cgroup(dir: &Path, v2: bool, procs: &str) {
+    fs::create_dir_all(dir).unwrap();
+    fs::write(dir.join("cgroup.procs"), procs).unwrap();
+    if v2 {
+        fs::write(dir.join("cgroup.controllers"), "cpu memory pids\n").unwrap();
+    }
+}
+
 fn fake_v2() {
     let root = tempfile::tempdir().unwrap();
     let root = root.path();
     fs::write(root.join("cgroup.controllers"), "cpuset cpu io memory hugetlb pids\n").unwrap();
     assert_eq!(cgroup::detect(root), Offered::V2);
-    let cg = Cgroups::open(&config(root, IsolationMode::Auto, 100), "w1@0011")
+    let cg = open_as_root(&config(root, IsolationMode::Auto, 100), "w1@0011")
         .unwrap()
         .expect("v2 offered");
     let parent = root.join("regent").join("w1@0011");
@@ -115,7 +160,7 @@ fn fake_v1() {
     fs::create_dir(root.join("unified")).unwrap();
     fs::write(root.join("unified").join("cgroup.controllers"), "").unwrap();
     assert_eq!(cgroup::detect(root), Offered::V1 { hybrid: true });
-    let cg = Cgroups::open(&config(root, IsolationMode::Cgroups, 4096), "w1@0011")
+    let cg = open_as_root(&config(root, IsolationMode::Cgroups, 4096), "w1@0011")
         .unwrap()
         .expect("v1 offered");
     // cpuacct is mounted apart from cpu: a cgroup there too, for CPU time.
@@ -145,9 +190,9 @@ fn refusals() {
     let empty = tempfile::tempdir().unwrap();
     assert_eq!(cgroup::detect(empty.path()), Offered::Nothing);
     // Auto on a host without cgroups: accounted only; cgroups: an error.
-    assert_eq!(Cgroups::open(&config(empty.path(), IsolationMode::Auto, 1), "w").unwrap(), None);
-    assert_eq!(Cgroups::open(&config(empty.path(), IsolationMode::None, 1), "w").unwrap(), None);
-    let err = Cgroups::open(&config(empty.path(), IsolationMode::Cgroups, 1), "w")
+    assert_eq!(open_as_root(&config(empty.path(), IsolationMode::Auto, 1), "w").unwrap(), None);
+    assert_eq!(open_as_root(&config(empty.path(), IsolationMode::None, 1), "w").unwrap(), None);
+    let err = open_as_root(&config(empty.path(), IsolationMode::Cgroups, 1), "w")
         .unwrap_err()
         .to_string();
     assert!(err.contains("no cgroup file system under"), "{err}");
@@ -156,7 +201,7 @@ fn refusals() {
     let v2 = tempfile::tempdir().unwrap();
     fs::write(v2.path().join("cgroup.controllers"), "cpu memory\n").unwrap();
     let err =
-        Cgroups::open(&config(v2.path(), IsolationMode::Auto, 1), "w").unwrap_err().to_string();
+        open_as_root(&config(v2.path(), IsolationMode::Auto, 1), "w").unwrap_err().to_string();
     assert!(err.contains("the pids controller is not available"), "{err}");
     assert!(err.contains("\"cpu memory\""), "{err}");
     // A tree this process cannot write (a read-only directory, for a
@@ -169,12 +214,183 @@ fn refusals() {
         std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o555);
         fs::set_permissions(ro.path(), perm).unwrap();
         let err =
-            Cgroups::open(&config(ro.path(), IsolationMode::Auto, 1), "w").unwrap_err().to_string();
+            open_as_root(&config(ro.path(), IsolationMode::Auto, 1), "w").unwrap_err().to_string();
         assert!(err.contains("not root"), "{err}");
     }
     assert_eq!(
         "sometimes".parse::<IsolationMode>().unwrap_err(),
         "unknown isolation \"sometimes\": expected auto, cgroups or none"
+    );
+}
+
+fn fake_v2_delegated() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    fs::write(root.join("cgroup.controllers"), "cpuset cpu io memory pids\n").unwrap();
+    // systemd's unit cgroup with Delegate=yes: the worker (4242) and the
+    // wrapper that started it (17) in it.
+    let own = root.join("system.slice/regent-worker.service");
+    fake_cgroup(&own, true, "17\n4242\n");
+    let who = delegate(&[&own], "0::/system.slice/regent-worker.service\n");
+    let cfg = config(root, IsolationMode::Auto, 100);
+    let cg = Cgroups::open_as(&cfg, "w1@0011", &who).unwrap().expect("v2 offered");
+    assert!(cg.delegated());
+    let parent = own.join("regent/w1@0011");
+    assert_eq!(cg.parents(), vec![parent.clone()]);
+    // The no-internal-processes rule: the processes moved into the
+    // supervisor leaf (a fake file keeps the last write; the worker's own
+    // pid went first), then the controllers enabled below the own cgroup.
+    assert_eq!(read(&own.join("supervisor/cgroup.procs")), "17");
+    for dir in [&own, &own.join("regent"), &parent] {
+        assert_eq!(read(&dir.join("cgroup.subtree_control")), "+memory +cpu +pids", "{dir:?}");
+    }
+    // Nothing outside the delegated cgroup is touched.
+    assert!(!root.join("regent").exists());
+    assert!(!root.join("cgroup.subtree_control").exists());
+    let dirs = cg.create("fw-1/main/0", Limits::for_executor(1, 64, cg.pids_max())).unwrap();
+    assert_eq!(dirs, vec![parent.join("fw-1%2Fmain%2F0")], "below the worker's own cgroup");
+    assert_eq!(read(&dirs[0].join("memory.max")), "67108864");
+    assert_eq!(read(&dirs[0].join("cpu.max")), "100000 100000");
+    // A restarted worker: systemd's DelegateSubgroup=supervisor (or the
+    // previous process's move) started it in the leaf. It finds the same
+    // parent and the executor's cgroup to re-adopt, and moves nothing.
+    fs::write(own.join("supervisor/cgroup.procs"), "5151").unwrap();
+    let again = Opener {
+        pid: 5151,
+        proc_cgroup: "0::/system.slice/regent-worker.service/supervisor\n".to_owned(),
+        ..who.clone()
+    };
+    let cg2 = Cgroups::open_as(&cfg, "w1@0011", &again).unwrap().expect("v2 offered");
+    assert_eq!(cg2.parents(), cg.parents());
+    assert_eq!(cg2.existing(), vec!["fw-1/main/0".to_owned()]);
+    assert_eq!(read(&own.join("supervisor/cgroup.procs")), "5151");
+    assert!(!own.join("supervisor/supervisor").exists());
+    // Its executors gone, the worker leaves nothing of its own behind
+    // (a fake tree holds the files written into it: removed first).
+    assert!(cg2.remove("fw-1/main/0", Duration::from_secs(1)).is_empty());
+    for d in [&parent, &own.join("regent")] {
+        fs::remove_file(d.join("cgroup.subtree_control")).unwrap();
+    }
+    cg2.remove_parents_if_empty();
+    assert!(!own.join("regent").exists());
+}
+
+fn fake_v1_delegated() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    for c in ["memory", "cpu", "cpuacct", "pids"] {
+        fake_cgroup(&root.join(c), false, "");
+    }
+    // Each controller places the worker elsewhere; cpu and cpuacct are
+    // co-mounted in /proc/self/cgroup's view.
+    let mem = root.join("memory/process_api/74ba/regent-worker");
+    let cpu = root.join("cpu/regent-worker");
+    let acct = root.join("cpuacct/regent-worker");
+    let pids = root.join("pids/system.slice/regent-worker");
+    for d in [&mem, &cpu, &acct, &pids] {
+        fake_cgroup(d, false, "4242\n");
+    }
+    let text = "9:name=systemd:/\n8:pids:/system.slice/regent-worker\n\
+                4:memory:/process_api/74ba/regent-worker\n2:cpu,cpuacct:/regent-worker\n0::/\n";
+    let who = delegate(&[&mem, &cpu, &acct, &pids], text);
+    let cfg = config(root, IsolationMode::Cgroups, 4096);
+    let cg = Cgroups::open_as(&cfg, "w1@0011", &who).unwrap().expect("v1 offered");
+    assert!(cg.delegated());
+    let parent = |own: &Path| own.join("regent/w1@0011");
+    assert_eq!(cg.parents(), vec![parent(&mem), parent(&cpu), parent(&pids), parent(&acct)]);
+    // v1 has no no-internal-processes rule: the worker stays where it is.
+    assert!(!mem.join("supervisor").exists());
+    assert!(!root.join("memory/regent").exists());
+    let dirs = cg.create("e1", Limits::for_executor(1, 32, 4096)).unwrap();
+    assert_eq!(dirs.len(), 4);
+    assert_eq!(read(&parent(&mem).join("e1/memory.limit_in_bytes")), "33554432");
+    assert_eq!(read(&parent(&cpu).join("e1/cpu.cfs_quota_us")), "100000");
+    assert_eq!(read(&parent(&pids).join("e1/pids.max")), "4096");
+    // Restarted in the same cgroups: the same parents, the executor found.
+    let cg2 = Cgroups::open_as(&cfg, "w1@0011", &Opener { pid: 5151, ..who.clone() })
+        .unwrap()
+        .expect("v1 offered");
+    assert_eq!(cg2.parents(), cg.parents());
+    assert_eq!(cg2.existing(), vec!["e1".to_owned()]);
+    assert!(cg2.remove("e1", Duration::from_secs(1)).is_empty());
+    cg2.remove_parents_if_empty();
+    assert!(!mem.join("regent").exists());
+    assert!(!pids.join("regent").exists());
+}
+
+fn not_delegated() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    for c in ["memory", "cpu", "pids"] {
+        fake_cgroup(&root.join(c), false, "");
+    }
+    // Delegated in memory and cpu, but its pids cgroup is the hierarchy's
+    // root: refused before anything is made, naming that cgroup and the
+    // fix, whether --isolation is auto or cgroups.
+    let mem = root.join("memory/svc");
+    let cpu = root.join("cpu/svc");
+    fake_cgroup(&mem, false, "4242\n");
+    fake_cgroup(&cpu, false, "4242\n");
+    let who = delegate(&[&mem, &cpu], "8:pids:/\n4:memory:/svc\n1:cpu:/svc\n");
+    for mode in [IsolationMode::Auto, IsolationMode::Cgroups] {
+        let err = Cgroups::open_as(&config(root, mode, 1), "w", &who).unwrap_err().to_string();
+        let expected = format!(
+            "the worker runs as uid {}, not root, and its own cgroup {} is not delegated to it",
+            who.uid,
+            root.join("pids").display()
+        );
+        assert!(err.starts_with(&expected), "{err}");
+        assert!(err.contains("systemd with Delegate=yes"), "{err}");
+        // On v1 systemd gives a unit with User= no controller: the unit's
+        // hand-over is named too.
+        assert!(
+            err.contains("on cgroup v1, ExecStartPre=+regent delegate-cgroups --user USER"),
+            "{err}"
+        );
+        assert!(err.contains("chown -R that cgroup to this user"), "{err}");
+        assert!(err.contains("--isolation none"), "{err}");
+    }
+    assert!(!mem.join("regent").exists(), "nothing made in the other hierarchies");
+    // Not even a line for the controller, or a cgroup that is not there.
+    let who = Opener { proc_cgroup: "4:memory:/svc\n1:cpu:/svc\n".to_owned(), ..who };
+    let err =
+        Cgroups::open_as(&config(root, IsolationMode::Auto, 1), "w", &who).unwrap_err().to_string();
+    assert!(
+        err.contains("/proc/self/cgroup names no cgroup of it in the v1 pids hierarchy"),
+        "{err}"
+    );
+    assert!(err.contains("Delegate=yes"), "{err}");
+    let who = Opener { proc_cgroup: "8:pids:/gone\n4:memory:/svc\n1:cpu:/svc\n".to_owned(), ..who };
+    let err =
+        Cgroups::open_as(&config(root, IsolationMode::Auto, 1), "w", &who).unwrap_err().to_string();
+    assert!(err.contains("its cgroup /gone in the v1 pids hierarchy"), "{err}");
+    // v2: the own cgroup not writable by the user.
+    let v2 = tempfile::tempdir().unwrap();
+    fs::write(v2.path().join("cgroup.controllers"), "cpu memory pids\n").unwrap();
+    let user = v2.path().join("user.slice");
+    fake_cgroup(&user, true, "4242\n");
+    let stranger = Opener {
+        uid: who.uid + 1,
+        gid: who.gid + 1,
+        pid: 4242,
+        proc_cgroup: "0::/user.slice\n".to_owned(),
+    };
+    let err = Cgroups::open_as(&config(v2.path(), IsolationMode::Auto, 1), "w", &stranger)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&format!("its own cgroup {} is not delegated", user.display())), "{err}");
+    assert!(err.contains("systemd with Delegate=yes (as"), "{err}");
+    assert!(!err.contains("delegate-cgroups"), "nothing to hand over on v2: {err}");
+    assert!(!user.join("supervisor").exists(), "the worker was not moved");
+    // None stays none, and a host without cgroups stays accounted only.
+    assert_eq!(
+        Cgroups::open_as(&config(root, IsolationMode::None, 1), "w", &stranger).unwrap(),
+        None
+    );
+    let empty = tempfile::tempdir().unwrap();
+    assert_eq!(
+        Cgroups::open_as(&config(empty.path(), IsolationMode::Auto, 1), "w", &stranger).unwrap(),
+        None
     );
 }
 

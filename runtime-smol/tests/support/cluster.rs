@@ -332,7 +332,21 @@ impl Cluster {
     /// its last instance id), no colours in logs, `RUST_LOG=info` unless
     /// the test runs with its own `RUST_LOG`.
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(BIN);
+        self.command_via(&[], args)
+    }
+
+    /// [`Cluster::command`] run through `wrapper` (`wrapper... regent
+    /// ARGS`: a program that prepares the process and `exec`s the rest,
+    /// keeping its pid).
+    pub fn command_via(&self, wrapper: &[&str], args: &[&str]) -> Command {
+        let mut cmd = match wrapper.split_first() {
+            None => Command::new(BIN),
+            Some((program, rest)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(rest).arg(BIN);
+                cmd
+            }
+        };
         cmd.args(args).current_dir(self.dir()).env("NO_COLOR", "1").stdin(Stdio::null());
         // `regent submit` keeps its last instance id here, not in $HOME.
         cmd.env("XDG_STATE_HOME", self.dir());
@@ -351,11 +365,23 @@ impl Cluster {
     /// [`Cluster::spawn`] with extra environment variables (e.g. a
     /// `RUST_LOG` of the test's own, over the fixture's).
     pub fn spawn_env(&self, name: &str, kind: Kind, args: &[&str], env: &[(&str, &str)]) -> Proc {
+        self.spawn_via(name, kind, &[], args, env)
+    }
+
+    /// [`Cluster::spawn_env`] through `wrapper` ([`Cluster::command_via`]).
+    pub fn spawn_via(
+        &self,
+        name: &str,
+        kind: Kind,
+        wrapper: &[&str],
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Proc {
         let n = self.spawned.get();
         self.spawned.set(n + 1);
         let stderr = self.path(&format!("{name}.{n}.stderr"));
         let stdout = self.path(&format!("{name}.{n}.stdout"));
-        let mut cmd = self.command(args);
+        let mut cmd = self.command_via(wrapper, args);
         cmd.stdout(fs::File::create(&stdout).expect("create a stdout capture"))
             .stderr(fs::File::create(&stderr).expect("create a stderr capture"))
             .process_group(0);
@@ -413,6 +439,22 @@ impl Cluster {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Proc {
+        self.worker_via(id, &[], masters, cores, memory_mb, extra, env)
+    }
+
+    /// [`Cluster::worker_env`] through `wrapper` ([`Cluster::command_via`]:
+    /// e.g. one that moves it into a cgroup and drops to another user).
+    #[allow(clippy::too_many_arguments)]
+    pub fn worker_via(
+        &self,
+        id: &str,
+        wrapper: &[&str],
+        masters: &[String],
+        cores: u32,
+        memory_mb: u64,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Proc {
         let (masters, cores, memory) =
             (masters.join(","), cores.to_string(), memory_mb.to_string());
         let work = self.work_dir(id);
@@ -431,7 +473,7 @@ impl Cluster {
             id,
         ];
         args.extend_from_slice(extra);
-        self.spawn_env(id, Kind::Worker, &args, env)
+        self.spawn_via(id, Kind::Worker, wrapper, &args, env)
     }
 
     /// Starts `regent submit --masters M OPTS -- CMD`.

@@ -12,12 +12,19 @@
 //! ```
 //!
 //! `<root>` is `/sys/fs/cgroup` (`regent worker --cgroup-root`); `<worker>`
-//! and `<executor>` are escaped ids ([`super::names::file_name`]). The
-//! parents are made at worker start ([`Cgroups::open`], which says exactly
-//! why when it cannot: not root, a controller not offered or not delegated,
-//! a read-only mount). The limits: memory hard limit = the executor's
-//! memory, no swap; CPU quota = cores × the period (100 ms); a pids limit
-//! ([`DEFAULT_PIDS_MAX`] unless configured).
+//! and `<executor>` are escaped ids ([`super::names::file_name`]). That is
+//! the layout of a worker running as root. A worker running as another user
+//! puts the same `regent/<worker>/<executor>` below its own cgroup (read
+//! from `/proc/self/cgroup`), which must be delegated to it (systemd
+//! `Delegate=yes`): `<own>/regent/<worker>/<executor>` on v2, where the
+//! worker moves itself into `<own>/supervisor` first, and
+//! `<root>/<controller>/<own>/regent/<worker>/<executor>` on v1
+//! ([`super::delegation`]). The parents are made at worker start
+//! ([`Cgroups::open`], which says exactly why when it cannot: not root and
+//! not delegated, a controller not offered, a read-only mount). The
+//! limits: memory hard limit = the executor's memory, no swap; CPU quota =
+//! cores × the period (100 ms); a pids limit ([`DEFAULT_PIDS_MAX`] unless
+//! configured).
 //!
 //! The executor's shim joins every cgroup of the executor (it writes its own
 //! pid to `cgroup.procs`) *before* it starts the command, so the command
@@ -36,6 +43,7 @@
 //! (`runtime-std/tests/cgroup.rs`) as well as the v1 path on this
 //! machine's real controllers.
 
+use super::delegation::{self, Opener};
 use super::names;
 use regent_core::protocol::Usage;
 use std::fmt;
@@ -177,6 +185,26 @@ pub enum CgroupError {
         /// What was found instead.
         detail: String,
     },
+    /// A worker that is not root, whose own cgroup is not delegated to it.
+    #[error("the worker runs as uid {uid}, not root, and its own cgroup {} is not delegated to it (the directory or its cgroup.procs is not writable by this user): {}, or have root chown -R that cgroup to this user; use --isolation none to run with limits accounted only", dir.display(), systemd_fix(*v1))]
+    NotDelegated {
+        /// The worker's effective uid.
+        uid: u32,
+        /// Its own cgroup (for the first hierarchy that is not delegated).
+        dir: PathBuf,
+        /// On cgroup v1 (where systemd's delegation needs a hand).
+        v1: bool,
+    },
+    /// A worker that is not root cannot tell its own cgroup.
+    #[error("the worker runs as uid {uid}, not root, so its executors' cgroups go below its own, but {detail}: {}; use --isolation none to run with limits accounted only", systemd_fix(*v1))]
+    NoOwnCgroup {
+        /// The worker's effective uid.
+        uid: u32,
+        /// What is wrong with `/proc/self/cgroup`.
+        detail: String,
+        /// On cgroup v1.
+        v1: bool,
+    },
     /// A file-system step failed.
     #[error("cannot {what} {}: {source}{}; use --isolation none to run with limits accounted only", path.display(), hint(source))]
     Io {
@@ -190,6 +218,18 @@ pub enum CgroupError {
 }
 
 crate::error::into_report!(CgroupError);
+
+/// How systemd delegates a worker's cgroup, for the messages: on cgroup v1
+/// systemd gives a unit with `User=` no controller, so root hands them over
+/// ([`delegation::hand_over`]).
+fn systemd_fix(v1: bool) -> &'static str {
+    if v1 {
+        "run the worker under systemd with Delegate=yes and, on cgroup v1, \
+         ExecStartPre=+regent delegate-cgroups --user USER (as deploy/regent-worker.service does)"
+    } else {
+        "run the worker under systemd with Delegate=yes (as deploy/regent-worker.service does)"
+    }
+}
 
 /// The likely cause of an OS error on a cgroup file, for the message.
 fn hint(e: &io::Error) -> &'static str {
@@ -286,16 +326,39 @@ enum Layout {
 pub struct Cgroups {
     offered: Offered,
     layout: Layout,
+    delegated: bool,
     pids_max: u32,
 }
 
 impl Cgroups {
     /// Makes (or finds) the parent cgroups `regent/<worker>` (a name from
-    /// [`worker_cgroup_name`]) under `config.root` and checks they can hold
+    /// [`worker_cgroup_name`]) under `config.root` (as root) or under this
+    /// process's own delegated cgroup (as another user; on v2 it moves
+    /// itself into `<own>/supervisor`), and checks they can hold
     /// executors' cgroups. `None` when the mode is `None`, or `Auto` on a
     /// host without cgroups (the caller logs that limits are accounted
-    /// only); an error naming the cause otherwise.
+    /// only); an error naming the cause otherwise — for a worker that is
+    /// not root and has no delegated cgroup, with either mode: the host
+    /// could enforce the limits, and the fix is one line of its unit
+    /// ([`CgroupError::NotDelegated`]).
     pub fn open(config: &IsolationConfig, worker: &str) -> Result<Option<Cgroups>, CgroupError> {
+        let who = Opener::this_process().unwrap_or_else(|_| Opener {
+            uid: rustix::process::geteuid().as_raw(),
+            gid: rustix::process::getegid().as_raw(),
+            pid: std::process::id(),
+            // No /proc: a worker that is not root is told it has no cgroup.
+            proc_cgroup: String::new(),
+        });
+        Cgroups::open_as(config, worker, &who)
+    }
+
+    /// [`Cgroups::open`] for the process `who` describes (tests pass a
+    /// fake `/proc/self/cgroup` and identity).
+    pub fn open_as(
+        config: &IsolationConfig,
+        worker: &str,
+        who: &Opener,
+    ) -> Result<Option<Cgroups>, CgroupError> {
         let (mode, root, pids_max) = (config.mode, config.root.as_path(), config.pids_max);
         let offered = match mode {
             IsolationMode::None => return Ok(None),
@@ -307,10 +370,17 @@ impl Cgroups {
         let layout = match offered {
             Offered::Nothing if mode == IsolationMode::Auto => return Ok(None),
             Offered::Nothing => return Err(CgroupError::NotOffered { root: root.to_owned() }),
-            Offered::V2 => Layout::V2 { parent: open_v2(root, &worker)? },
-            Offered::V1 { .. } => Layout::V1 { parents: open_v1(root, &worker)? },
+            Offered::V2 if who.is_root() => Layout::V2 { parent: open_v2(root, &worker)? },
+            Offered::V2 => Layout::V2 { parent: open_v2_delegated(root, &worker, who)? },
+            Offered::V1 { .. } => Layout::V1 { parents: open_v1(root, &worker, who)? },
         };
-        Ok(Some(Cgroups { offered, layout, pids_max }))
+        Ok(Some(Cgroups { offered, layout, delegated: !who.is_root(), pids_max }))
+    }
+
+    /// Whether the parents are below the worker's own delegated cgroup
+    /// (a worker that is not root), not the machine-wide `<root>/regent`.
+    pub fn delegated(&self) -> bool {
+        self.delegated
     }
 
     /// What the host offered.
@@ -503,6 +573,13 @@ impl Cgroups {
     pub fn remove_parents_if_empty(&self) {
         for parent in self.parents() {
             let _ = fs::remove_dir(&parent);
+            // Below a delegated cgroup `regent` is this user's alone (the
+            // machine-wide one is shared by every worker of the host).
+            if self.delegated {
+                if let Some(top) = parent.parent() {
+                    let _ = fs::remove_dir(top);
+                }
+            }
         }
     }
 
@@ -535,8 +612,54 @@ fn is_cgroup_fs(path: &Path) -> bool {
     })
 }
 
-/// `<root>/regent/<worker>` on the unified hierarchy, with the memory, cpu
-/// and pids controllers enabled for the children of each level.
+/// `<own>/regent/<worker>` below the worker's own delegated cgroup on the
+/// unified hierarchy, after moving the worker (and whatever else runs in
+/// `<own>`) into the leaf `<own>/supervisor`, so that `<own>` may enable
+/// controllers for its children.
+fn open_v2_delegated(root: &Path, worker: &str, who: &Opener) -> Result<PathBuf, CgroupError> {
+    let (base, in_leaf) = own_dir(root, who.own_v2(), "the unified hierarchy (0::)", who, false)?;
+    if !in_leaf {
+        delegation::move_into_supervisor(&base, who).map_err(|source| CgroupError::Io {
+            what: "move the worker into",
+            path: base.join(delegation::SUPERVISOR),
+            source,
+        })?;
+    }
+    open_v2(&base, worker)
+}
+
+/// The delegated cgroup of `who` in a hierarchy mounted at `mount`, where
+/// `/proc/self/cgroup` says it is `own`; whether it already runs in its
+/// `supervisor` leaf. Refused when it is not there or not delegated.
+fn own_dir(
+    mount: &Path,
+    own: Option<&str>,
+    hierarchy: &str,
+    who: &Opener,
+    v1: bool,
+) -> Result<(PathBuf, bool), CgroupError> {
+    let uid = who.uid;
+    let Some(own) = own else {
+        let detail = format!("/proc/self/cgroup names no cgroup of it in {hierarchy}");
+        return Err(CgroupError::NoOwnCgroup { uid, detail, v1 });
+    };
+    let found = delegation::delegated(mount, own).filter(|(dir, _)| dir.is_dir());
+    let Some((dir, in_leaf)) = found else {
+        let detail = format!(
+            "its cgroup {own} in {hierarchy} (from /proc/self/cgroup) is not a directory under {}",
+            mount.display()
+        );
+        return Err(CgroupError::NoOwnCgroup { uid, detail, v1 });
+    };
+    if !delegation::writable_by(&dir, who) {
+        return Err(CgroupError::NotDelegated { uid, dir, v1 });
+    }
+    Ok((dir, in_leaf))
+}
+
+/// `<top>/regent/<worker>` on the unified hierarchy, with the memory, cpu
+/// and pids controllers enabled for the children of each level (`top` is
+/// the root, or a worker's delegated cgroup).
 fn open_v2(root: &Path, worker: &str) -> Result<PathBuf, CgroupError> {
     let controllers = fs::read_to_string(root.join("cgroup.controllers")).map_err(|source| {
         CgroupError::Io { what: "read", path: root.join("cgroup.controllers"), source }
@@ -577,15 +700,16 @@ fn enable_v2(dir: &Path, enable: &str) -> Result<(), CgroupError> {
 }
 
 /// `<root>/<controller>/regent/<worker>` for every v1 controller (and
-/// `cpuacct` when it is mounted apart from `cpu`, for the CPU time).
-fn open_v1(root: &Path, worker: &str) -> Result<Vec<(&'static str, PathBuf)>, CgroupError> {
-    let mut parents = Vec::new();
-    let mut controllers: Vec<&'static str> = V1_REQUIRED.to_vec();
-    let cpu_has_usage = root.join("cpu").join("cpuacct.usage").exists();
-    if !cpu_has_usage && root.join("cpuacct").join("cgroup.procs").is_file() {
-        controllers.push("cpuacct");
-    }
-    for c in controllers {
+/// `cpuacct` when it is mounted apart from `cpu`, for the CPU time); for a
+/// worker that is not root, `<root>/<controller>/<own>/regent/<worker>`
+/// below its own delegated cgroup of each controller.
+fn open_v1(
+    root: &Path,
+    worker: &str,
+    who: &Opener,
+) -> Result<Vec<(&'static str, PathBuf)>, CgroupError> {
+    let mut tops = Vec::new();
+    for c in v1_controllers(root) {
         let mount = root.join(c);
         if !mount.join("cgroup.procs").is_file() {
             return Err(CgroupError::MissingController {
@@ -594,12 +718,33 @@ fn open_v1(root: &Path, worker: &str) -> Result<Vec<(&'static str, PathBuf)>, Cg
                 detail: format!("{} is not a mounted v1 hierarchy", mount.display()),
             });
         }
-        let parent = mount.join(TOP).join(worker);
-        make_dir(&mount.join(TOP))?;
+        let top = if who.is_root() {
+            mount
+        } else {
+            own_dir(&mount, who.own_v1(c), &format!("the v1 {c} hierarchy"), who, true)?.0
+        };
+        tops.push((c, top));
+    }
+    // Every hierarchy checked before anything is made.
+    let mut parents = Vec::new();
+    for (c, top) in tops {
+        let parent = top.join(TOP).join(worker);
+        make_dir(&top.join(TOP))?;
         make_dir(&parent)?;
         parents.push((c, parent));
     }
     Ok(parents)
+}
+
+/// The v1 controllers a worker uses under `root`: memory, cpu and pids,
+/// and cpuacct when it is mounted apart from cpu (for the CPU time).
+pub fn v1_controllers(root: &Path) -> Vec<&'static str> {
+    let mut controllers: Vec<&'static str> = V1_REQUIRED.to_vec();
+    let cpu_has_usage = root.join("cpu").join("cpuacct.usage").exists();
+    if !cpu_has_usage && root.join("cpuacct").join("cgroup.procs").is_file() {
+        controllers.push("cpuacct");
+    }
+    controllers
 }
 
 fn make_dir(dir: &Path) -> Result<(), CgroupError> {

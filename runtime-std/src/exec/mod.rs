@@ -100,6 +100,7 @@
 
 pub mod artifacts;
 pub mod cgroup;
+pub mod delegation;
 pub mod gc;
 mod launch;
 pub mod logs;

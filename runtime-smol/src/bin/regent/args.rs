@@ -284,6 +284,21 @@ pub enum Command {
     /// The main job: a master, three workers and an application in one
     /// process; the master is killed and restarted while executors run.
     Demo,
+    /// As root, just before a worker that runs as USER starts in the same
+    /// cgroups (a systemd unit's `ExecStartPre=+`): on cgroup v1, gives
+    /// USER this process's own memory, cpu, cpuacct and pids cgroups (the
+    /// directories, their cgroup.procs and tasks), which systemd's
+    /// Delegate=yes does not hand to a unit with User= there, so the worker
+    /// can make its executors' cgroups below them. Does nothing on cgroup
+    /// v2, where Delegate=yes does it.
+    DelegateCgroups {
+        /// The user the worker runs as.
+        #[arg(long)]
+        user: String,
+        /// Where the cgroup file systems are mounted.
+        #[arg(long, value_name = "DIR", default_value = "/sys/fs/cgroup")]
+        cgroup_root: PathBuf,
+    },
     /// Internal: the parent process a worker runs every executor under
     /// (records how the command ended in `--status`).
     #[command(hide = true, name = "executor-shim")]

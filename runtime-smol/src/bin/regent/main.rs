@@ -101,8 +101,40 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Tls { command: TlsCommand::GenDevCa { out, cluster, nodes } } => {
             gen_dev_ca(&out, &cluster, &nodes)
         }
+        Command::DelegateCgroups { user, cgroup_root } => delegate_cgroups(&user, &cgroup_root),
         command => operator::run(&common, command).await,
     }
+}
+
+/// `regent delegate-cgroups`: see [`Command::DelegateCgroups`].
+fn delegate_cgroups(user: &str, root: &std::path::Path) -> Result<ExitCode, String> {
+    use regent_std::exec::{cgroup, delegation};
+    let who = delegation::Opener::this_process()
+        .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+    if !who.is_root() {
+        return Err(format!(
+            "delegate-cgroups gives cgroups away, which only root may do (this is uid {}); in a \
+             systemd unit run it as ExecStartPre=+...",
+            who.uid
+        ));
+    }
+    let to = regent_std::exec::user::RunAs::lookup(user).map_err(|e| e.to_string())?;
+    match cgroup::detect(root) {
+        cgroup::Offered::V1 { .. } => {
+            let controllers = cgroup::v1_controllers(root);
+            let dirs = delegation::hand_over(root, &controllers, &who, to.uid, to.gid)
+                .map_err(|e| e.to_string())?;
+            for dir in dirs {
+                println!("{} handed to {user} (uid {})", dir.display(), to.uid);
+            }
+        }
+        other => println!(
+            "{other} under {}: nothing to hand over (on cgroup v2 the unit's Delegate=yes \
+             delegates)",
+            root.display()
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `regent tls gen-dev-ca`: see [`TlsCommand::GenDevCa`].
