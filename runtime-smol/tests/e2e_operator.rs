@@ -419,3 +419,36 @@ fn a_drain_under_way_survives_a_master_kill9_restart() {
         }
     });
 }
+
+/// Issue 41 scenario 8, against real processes: one worker of 2 cores,
+/// framework A running two long executors, framework B waiting for both
+/// cores. `regent kill A` tears A down; its executors end, and B's two
+/// slots run on the freed cores (on main 87b59ae they stayed waiting).
+#[test]
+fn capacity_freed_by_regent_kill_goes_to_the_framework_that_waits() {
+    let c = Cluster::new("operator-kill-frees");
+    let spec = fs_master(&c);
+    let masters = vec![spec.addr()];
+    let m = spec.addr();
+    let _master = c.master(&spec);
+    let _w1 = c.worker("w1", &masters, 2, 1024, &[]);
+    wait_for(BOUND, "the master ALIVE with w1", || alive_with_workers(&state_of(&spec)?, &["w1"]));
+    let args = ["--executors", "2", "--cores", "1", "--memory", "64"];
+    let _a = c.submit("submit-a", &masters, &args, &["sleep", "300"]);
+    let a = wait_running(&spec, 2, &["w1"], "A's 2 executors RUNNING");
+    let a_id = a[0].0.split('/').next().expect("framework part").to_owned();
+    let _b = c.submit("submit-b", &masters, &args, &["sleep", "300"]);
+    wait_for(BOUND, "B subscribed and waiting", || {
+        let s = state_of(&spec)?;
+        let n = s["frameworks"].as_array().map_or(0, |f| f.len());
+        if n == 2 {
+            Ok(())
+        } else {
+            Err(format!("{n} frameworks"))
+        }
+    });
+    assert_eq!(running(&state_of(&spec).unwrap()), a, "B waits: both cores are A's");
+    ok(&c, &["kill", "--masters", &m, &a_id]);
+    let b = wait_running(&spec, 2, &["w1"], "B's 2 executors RUNNING on the freed cores");
+    assert!(b.iter().all(|(x, _)| !x.starts_with(&a_id)), "{b:?}");
+}
