@@ -179,6 +179,24 @@ pub fn framework_with_resources() -> Record {
     Record::Framework(f)
 }
 
+/// A framework record whose group's slot 0 has a counted end (issue 41):
+/// the appended variant 16, variant 14 frozen.
+pub fn framework_with_counted_ends() -> Record {
+    let Record::Framework(mut f) = framework_with_resources() else { unreachable!() };
+    f.id = regent_core::FrameworkId::new("fw-7");
+    f.groups[0].counted.insert(0, regent_core::ExecutorId::new("fw-7/g#0#48.3"));
+    Record::Framework(f)
+}
+
+/// A cordoned worker declared DEAD, its record kept (issue 41): the
+/// appended variant 15, variant 7 frozen.
+pub fn dead_cordoned_worker() -> Record {
+    let Record::Worker(mut w) = worker("worker-9", 5) else { unreachable!() };
+    w.maintenance = Some(regent_core::store::Maintenance::Cordoned);
+    w.dead = true;
+    Record::Worker(w)
+}
+
 /// Writes `record`'s image under its own file name in `dir`.
 pub fn put_image(dir: &Path, record: &Record) -> PathBuf {
     let path = dir.join(record_file_name(&record.key()));
@@ -332,6 +350,18 @@ pub fn cases() -> Vec<Case> {
         files: resources.iter().map(file).collect(),
         sealing: Sealing::none(),
         expect: Ok((resources, vec![])),
+    });
+
+    // A cordoned worker declared DEAD (variant 15) and a framework with a
+    // counted end (variant 16).
+    let mut counted =
+        vec![Record::Epoch(Epoch(48)), dead_cordoned_worker(), framework_with_counted_ends()];
+    counted.sort_by_key(Record::key);
+    cases.push(Case {
+        name: "counted",
+        files: counted.iter().map(file).collect(),
+        sealing: Sealing::none(),
+        expect: Ok((counted, vec![])),
     });
 
     let cut = 20;
