@@ -680,3 +680,32 @@ fn a_healthy_run_is_remembered_across_a_failover() {
     );
     assert_eq!(launches(&sends).len(), 1, "{sends:?}");
 }
+
+#[test]
+fn a_slot_failed_during_a_rollout_counts_as_down() {
+    let policy = RestartPolicy { attempts: Some(0), ..Default::default() };
+    let mut s = Sim::new();
+    let _ = s.register(100, "w0", 1, 8, 0, vec![]);
+    let fw = s.subscribe(1);
+    let old = spec("web", 3, policy);
+    let first = launches(&s.declare(1, old.clone()));
+    assert_eq!(first.len(), 3);
+    for (_, x) in &first {
+        let _ = s.status(100, x, ExecutorState::Running);
+    }
+    let mut new = old;
+    new.command = vec!["/bin/sleep".into(), "2000".into()];
+    let sends = s.send(1, Message::UpdateGroup { request: 2, spec: new, max_parallel: 1 });
+    let stopped = kills(&sends);
+    assert_eq!(stopped.len(), 1, "{sends:?}");
+    // Meanwhile an old executor of another slot crashes for good.
+    let crashed = first.iter().map(|(_, x)| x).find(|x| **x != stopped[0].1).expect("another");
+    let _ = s.status(100, crashed, ExecutorState::Exited { code: 1 });
+    assert!(s.slots(&fw).iter().any(|o| matches!(o, SlotOutcome::Failed { .. })));
+    // The stopped one ends and its slot runs the new version: one slot is
+    // still down (the failed one), so nothing more is stopped.
+    let sends = s.status(100, &stopped[0].1, ExecutorState::Killed);
+    let [(100, y)] = &launches(&sends)[..] else { panic!("{sends:?}") };
+    let sends = s.status(100, y, ExecutorState::Running);
+    assert!(kills(&sends).is_empty(), "a failed slot is down: max_parallel 1 reached: {sends:?}");
+}
