@@ -11,9 +11,10 @@ mod support;
 use serde_json::Value;
 use std::time::Duration;
 use support::cluster::{
-    alive_with_workers, api_state, leaders_with_marker, processes_under, unique, wait_for, Cluster,
-    MasterSpec,
+    alive_with_workers, api_state, free_port, leaders_with_marker, processes_under, unique,
+    wait_for, Cluster, MasterSpec,
 };
+use support::tcp_proxy::TcpProxy;
 
 /// Generous bound for anything to happen.
 const BOUND: Duration = Duration::from_secs(60);
@@ -451,4 +452,33 @@ fn capacity_freed_by_regent_kill_goes_to_the_framework_that_waits() {
     ok(&c, &["kill", "--masters", &m, &a_id]);
     let b = wait_running(&spec, 2, &["w1"], "B's 2 executors RUNNING on the freed cores");
     assert!(b.iter().all(|(x, _)| !x.starts_with(&a_id)), "{b:?}");
+}
+
+/// Issue 41 scenario 5, against real processes: the worker reaches the
+/// master through a proxy (the address the master advertises); the proxy
+/// stops, cutting the worker's connection (it stays ALIVE and redials);
+/// meanwhile `regent kill-executor --no-refill` is accepted. When the
+/// proxy listens again the worker registers again reporting the executor
+/// running, and the leader sends the kill again: it ends (on main 87b59ae
+/// it ran for ever, its slot recorded killed).
+#[test]
+fn an_accepted_kill_is_carried_out_after_a_worker_connection_blip() {
+    let c = Cluster::new("operator-kill-blip");
+    let mut spec = fs_master(&c);
+    let m = spec.addr();
+    let mut proxy = TcpProxy::start(free_port(), &m);
+    spec.args.extend(["--advertise".to_owned(), proxy.addr()]);
+    let _master = c.master(&spec);
+    let _w1 = c.worker("w1", &[proxy.addr()], 2, 1024, &[]);
+    wait_for(BOUND, "the master ALIVE with w1", || alive_with_workers(&state_of(&spec)?, &["w1"]));
+    let args = ["--executors", "2", "--cores", "1", "--memory", "64"];
+    let _submit = c.submit("submit", &[m.clone()], &args, &["sleep", "300"]);
+    let two = wait_running(&spec, 2, &["w1"], "2 executors RUNNING");
+    // The kill goes out while the connection is cut (whether or not the
+    // leader has seen it close yet): it is lost on the way.
+    proxy.stop();
+    ok(&c, &["kill-executor", "--masters", &m, &two[1].0, "--no-refill"]);
+    proxy.restart();
+    let left = wait_running(&spec, 1, &["w1"], "the killed executor ended after the blip");
+    assert_eq!(left, vec![two[0].clone()], "only the other executor runs");
 }
