@@ -472,7 +472,7 @@ fn an_accepted_kill_is_carried_out_after_a_worker_connection_blip() {
     let _w1 = c.worker("w1", &[proxy.addr()], 2, 1024, &[]);
     wait_for(BOUND, "the master ALIVE with w1", || alive_with_workers(&state_of(&spec)?, &["w1"]));
     let args = ["--executors", "2", "--cores", "1", "--memory", "64"];
-    let _submit = c.submit("submit", &[m.clone()], &args, &["sleep", "300"]);
+    let _submit = c.submit("submit", std::slice::from_ref(&m), &args, &["sleep", "300"]);
     let two = wait_running(&spec, 2, &["w1"], "2 executors RUNNING");
     // The kill goes out while the connection is cut (whether or not the
     // leader has seen it close yet): it is lost on the way.
