@@ -450,6 +450,22 @@ pub(crate) struct World {
     last_ids: BTreeMap<Node, u64>,
 }
 
+impl World {
+    /// Store writes or the ZooKeeper link may be slower than every client
+    /// timer in this run (`--slow-store`, `--zk-latency`).
+    pub(crate) fn slow_dependencies(&self) -> bool {
+        self.cfg.slow_store || self.cfg.zk_latency
+    }
+
+    /// The master acting as leader, if one is.
+    pub(crate) fn acting_leader(&self) -> Option<usize> {
+        (0..self.masters.len()).find(|&m| {
+            self.masters[m].p.up
+                && self.masters[m].elector().is_acting(self.node_now(Node::Master(m)))
+        })
+    }
+}
+
 fn spec_for(s: usize, slots: u32) -> GroupSpec {
     GroupSpec {
         group: format!("g{s}"),
@@ -2104,6 +2120,7 @@ impl World {
             let gen = self.subs[s].p.gen;
             invariants::durable_acks::on_request(self, s, gen, request, backing);
         }
+        invariants::on_sub_send(self, s, &msg);
         self.log(|| format!("operator on f{s}'s connection sends {msg:?}"));
         self.operator_changes += 1;
         self.send(conn, true, msg);
