@@ -47,6 +47,8 @@ use regent_core::{Addr, ConnId, ExecutorId, FrameworkId, Incarnation, MasterId, 
 use regent_core::{FrameworkId as Fid, WorkerId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+pub(crate) mod explore;
+
 /// The simulated cluster's name.
 const CLUSTER: &str = "sim";
 
@@ -448,6 +450,12 @@ pub(crate) struct World {
     wall_offset: BTreeMap<Node, i64>,
     /// The last id each host's process series drew ([`World::process_id`]).
     last_ids: BTreeMap<Node, u64>,
+    /// Executors run until the exhaustive checker ends them (no random
+    /// exits: [`World::script_executors`]).
+    scripted_execs: bool,
+    /// How many trace lines are kept ([`TRACE_LEN`] unless the checker
+    /// asks for more).
+    trace_len: usize,
 }
 
 impl World {
@@ -616,6 +624,8 @@ impl World {
             zk_links: vec![(Millis::ZERO, Millis::ZERO); cfg.masters],
             wall_offset: BTreeMap::new(),
             last_ids: BTreeMap::new(),
+            scripted_execs: false,
+            trace_len: TRACE_LEN,
         };
         w.obs.init(cfg);
         for (t, f) in schedule.faults.clone() {
@@ -661,7 +671,7 @@ impl World {
 
     fn log(&mut self, what: impl FnOnce() -> String) {
         if let Some(t) = self.trace.as_mut() {
-            if t.len() >= TRACE_LEN {
+            if t.len() >= self.trace_len {
                 t.pop_front();
             }
             let mut line = format!("{:>7} {}", self.now.0, what());
@@ -1895,7 +1905,9 @@ impl World {
                     let code = if self.rng.u8(0..100) < 85 { 0 } else { 1 };
                     let x = executor;
                     self.after(start, Ev::Exec { w, gen, x: x.clone(), what: ExecWhat::Running });
-                    self.after(start + run, Ev::Exec { w, gen, x, what: ExecWhat::Exit(code) });
+                    if !self.scripted_execs {
+                        self.after(start + run, Ev::Exec { w, gen, x, what: ExecWhat::Exit(code) });
+                    }
                 }
                 wnode::Output::Executor(
                     ExecutorCommand::Kill { executor } | ExecutorCommand::Stop { executor, .. },

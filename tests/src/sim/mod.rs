@@ -28,7 +28,7 @@
 //! ordered, every random draw comes from one `fastrand` generator seeded by
 //! the seed, and time is virtual.
 
-mod engine;
+pub(crate) mod engine;
 pub mod invariants;
 pub mod schedule;
 
