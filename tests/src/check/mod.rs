@@ -158,7 +158,20 @@ impl std::fmt::Display for Report {
 const TRACE_KEEP_REPLAY: usize = 100_000;
 
 /// How many trace lines a counterexample keeps.
-const TRACE_KEEP: usize = 60;
+const TRACE_KEEP: usize = 40;
+
+/// Trace lines a counterexample leaves out.
+const NOISE: [&str; 9] = [
+    "<- Master(Zk(",
+    "(Tick)",
+    "Heartbeat",
+    "note: Status",
+    "Hello",
+    "Dialed {",
+    "Dialled {",
+    "DialFailed",
+    "show: Progress",
+];
 
 /// Explores `scenario` within `bound`; stops at the first violation.
 pub fn explore(scenario: &Scenario, bound: Bound) -> Report {
@@ -386,6 +399,9 @@ impl Explorer<'_> {
         } else if let Ok(w) = self.scenario.settled(true) {
             drop(w);
         }
+        // The control plane's own chatter (ZooKeeper, ticks, heartbeats) is
+        // left out: what is kept is what the job layer did.
+        trace.retain(|l| !NOISE.iter().any(|n| l.contains(n)));
         if trace.len() > TRACE_KEEP {
             trace.drain(..trace.len() - TRACE_KEEP);
         }

@@ -272,7 +272,7 @@ pub fn all() -> Vec<Scenario> {
                 Action::after(What::Exit { target: Target { group: "svc", slot: 0 }, code: 0 }, 0),
             ],
             small: bound(3, 20_000),
-            large: bound(5, 20_000),
+            large: bound(9, 20_000),
         },
         Scenario {
             name: "kill_during_blip",
@@ -301,7 +301,7 @@ pub fn all() -> Vec<Scenario> {
             ready: |w| running(w, 2),
             actions: vec![Action::new(What::Teardown)],
             small: bound(2, 6_000),
-            large: bound(4, 6_000),
+            large: bound(8, 6_000),
         },
         Scenario {
             name: "end_reported_to_new_leader",
