@@ -68,6 +68,9 @@ const CONNECT_TIMEOUT: Millis = Millis(1_000);
 const WALL_BASE: u64 = 1_780_000_000_000;
 /// A wall-clock step ([`Fault::ClockStep`]): an hour.
 const CLOCK_STEP: i64 = 3_600_000;
+/// The word that makes an executor's command fail at once (a broken
+/// update, `regent-soak --jobs`).
+const BROKEN: &str = "broken-update";
 /// How long a dropped ZooKeeper connection stays down by default.
 const ZK_RECONNECT: Millis = Millis(50);
 
@@ -1117,6 +1120,11 @@ impl World {
                 let update = sp.framework.is_some() && draw.is_multiple_of(3);
                 if update {
                     sp.specs[0].command = vec!["run".into(), format!("job-{i}"), format!("v{gen}")];
+                    // With the job layer's faults, a third of the updates
+                    // are broken: the new command fails at once.
+                    if self.cfg.jobs && (draw / 3).is_multiple_of(3) {
+                        sp.specs[0].command.push(BROKEN.into());
+                    }
                 }
                 let max_parallel = update.then_some(1 + (gen % 2) as u32);
                 sp.node = new_sub(i, instance, sp.framework.clone(), n_masters, seed, max_parallel);
@@ -1895,14 +1903,20 @@ impl World {
                 }
                 wnode::Output::Close { conn, .. } => self.client_close(conn),
                 wnode::Output::Executor(ExecutorCommand::Start { executor, spec, .. }) => {
+                    invariants::on_executor_start(self, w, &executor);
                     self.executors_started += 1;
                     if !spec.launch.resources.is_empty() {
                         self.resource_executors_started += 1;
                     }
                     self.execs.insert((w, executor.clone()), true);
                     let start = Millis(self.rng.u64(5..60));
-                    let run = Millis(self.rng.u64(2_000..40_000));
-                    let code = if self.rng.u8(0..100) < 85 { 0 } else { 1 };
+                    let mut run = Millis(self.rng.u64(2_000..40_000));
+                    let mut code = if self.rng.u8(0..100) < 85 { 0 } else { 1 };
+                    if spec.command.iter().any(|c| c == BROKEN) {
+                        // A broken update's command fails at once.
+                        run = Millis(self.rng.u64(20..200));
+                        code = 1;
+                    }
                     let x = executor;
                     self.after(start, Ev::Exec { w, gen, x: x.clone(), what: ExecWhat::Running });
                     if !self.scripted_execs {
@@ -2138,6 +2152,42 @@ impl World {
         self.send(conn, true, msg);
     }
 
+    /// A blip of worker `w`'s connections ([`Fault::BlipWorker`]): each is
+    /// reset under both ends; the worker process lives and dials again.
+    fn blip(&mut self, w: usize) {
+        let conns: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.client == Node::Worker(w) && c.open && !c.broken)
+            .map(|(id, _)| *id)
+            .collect();
+        for conn in conns {
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.broken = true;
+                c.ended.get_or_insert(EndCause::Cut);
+            }
+            self.after(Millis(1), Ev::MasterSeesClose { conn });
+            self.after(Millis(1), Ev::ClientSeesClose { conn });
+        }
+    }
+
+    /// Subscriber `s` tears its framework down (`regent kill`), on its
+    /// subscription's connection. `false` if it has none.
+    fn send_teardown(&mut self, s: usize) -> bool {
+        let node = Node::Sub(s);
+        if !self.proc(node).up || self.proc(node).paused(self.now) {
+            return false;
+        }
+        let Some((_, conn)) = self.subscription_conn(s) else { return false };
+        let request = self.next_kill;
+        self.next_kill += 1;
+        let msg = Message::Teardown { request };
+        self.log(|| format!("f{s} tears its framework down: {msg:?}"));
+        invariants::on_sub_send(self, s, &msg);
+        self.send(conn, true, msg);
+        true
+    }
+
     // ----- faults -------------------------------------------------------------
 
     /// The master acting as leader now (else the one holding leadership,
@@ -2307,6 +2357,12 @@ impl World {
                     return;
                 }
                 self.operate(s % ns, w, op, n);
+            }
+            Fault::BlipWorker { w } => self.blip(w % nw),
+            Fault::Teardown { s } => {
+                if ns > 0 {
+                    self.send_teardown(s % ns);
+                }
             }
             Fault::SubKill { s } => {
                 if ns == 0 {

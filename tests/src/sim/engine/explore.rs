@@ -9,7 +9,7 @@
 //! start, which the engine makes deterministic (every draw comes from the
 //! seeded generator, every collection is ordered).
 
-use super::{EndCause, Ev, ExecWhat, Node, World};
+use super::{Ev, ExecWhat, Node, World};
 use crate::sim::{Fault, Violation};
 use regent_core::protocol::{GroupSpec, Message};
 use regent_core::{ExecutorId, Millis};
@@ -165,35 +165,16 @@ impl World {
     /// again at once.
     pub(crate) fn blip_worker(&mut self, w: usize) -> Result<(), Violation> {
         self.log(|| format!("BLIP w{w}'s connections"));
-        let conns: Vec<_> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.client == Node::Worker(w) && c.open && !c.broken)
-            .map(|(id, _)| *id)
-            .collect();
-        for conn in conns {
-            if let Some(c) = self.conns.get_mut(&conn) {
-                c.broken = true;
-                c.ended.get_or_insert(EndCause::Cut);
-            }
-            self.after(Millis(1), Ev::MasterSeesClose { conn });
-            self.after(Millis(1), Ev::ClientSeesClose { conn });
-        }
+        self.blip(w);
         self.check()
     }
 
     /// Subscriber `s` tears its framework down (`regent kill`), on its
     /// subscription's connection. `false` if it has none.
     pub(crate) fn teardown(&mut self, s: usize) -> Result<bool, Violation> {
-        let Some((_, conn)) = self.subscription_conn(s) else { return Ok(false) };
-        let request = self.next_kill;
-        self.next_kill += 1;
-        let msg = Message::Teardown { request };
-        self.log(|| format!("f{s} tears its framework down: {msg:?}"));
-        crate::sim::invariants::on_sub_send(self, s, &msg);
-        self.send(conn, true, msg);
+        let sent = self.send_teardown(s);
         self.check()?;
-        Ok(true)
+        Ok(sent)
     }
 
     /// Subscriber `s`'s program kills its first running executor

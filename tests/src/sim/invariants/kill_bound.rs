@@ -4,7 +4,9 @@
 //! without refill), a scale below the executor's slot, or a framework's
 //! teardown (`regent kill`): from then on the executor (for a scale or a
 //! teardown, every live executor the accepting leader knew in the slots
-//! scaled away or in the framework) must end. Its worker is reachable
+//! scaled away or in the framework) must end. A later scale of the same
+//! group supersedes an earlier one: the executors it gives their slots
+//! back to are no longer doomed. Its worker is reachable
 //! while its process runs unpaused with a live connection to an acting
 //! leader that knows it ALIVE on that connection; once that has held for
 //! [`BOUND`] without a break, the executor's process must have ended
@@ -48,6 +50,18 @@ pub(crate) fn on_request(w: &mut World, s: usize, msg: &Message) {
         Message::Teardown { request } => (*request, Intent::Teardown),
         _ => return,
     };
+    if let Intent::Scale { framework, group, slots } = &intent {
+        // A later scale supersedes an earlier one: the executors it gives
+        // their slots back to are no longer doomed (the leader kills a
+        // scale's surplus only if no later scale gave it its slot back).
+        let key = (framework.clone(), group.clone());
+        w.obs.latest_scale.insert(key, request);
+        w.obs.accepted_kills.retain(|x, _| {
+            !parse_executor(x).is_some_and(|(f, g, slot)| {
+                f == *framework && g == *group && slot < *slots as usize
+            })
+        });
+    }
     let framework = w.subs[s].framework.clone();
     w.obs.kill_intents.insert(request, (framework, intent));
 }
@@ -59,10 +73,16 @@ pub(crate) fn on_accepted(w: &mut World, m: usize, request: u64) {
     let live = master.executors().filter(|e| !e.state.is_terminal());
     let doomed: Vec<ExecutorId> = match intent {
         Intent::Executor(x) => vec![x],
-        Intent::Scale { framework, group, slots } => live
-            .filter(|e| e.framework == framework && e.group == group && e.slot >= slots)
-            .map(|e| e.id.clone())
-            .collect(),
+        Intent::Scale { framework, group, slots } => {
+            let key = (framework.clone(), group.clone());
+            if w.obs.latest_scale.get(&key) != Some(&request) {
+                // A later scale of the group was sent since: it decides.
+                return;
+            }
+            live.filter(|e| e.framework == framework && e.group == group && e.slot >= slots)
+                .map(|e| e.id.clone())
+                .collect()
+        }
         Intent::Teardown => live
             .filter(|e| Some(&e.framework) == framework.as_ref())
             .map(|e| e.id.clone())

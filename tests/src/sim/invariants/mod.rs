@@ -21,8 +21,10 @@ pub mod one_executor;
 pub mod ports;
 pub mod registry;
 pub mod resources;
+pub mod rollout_down;
 pub mod service_slots;
 pub mod single_leader;
+pub mod slot_failures;
 
 use super::engine::{Node, World};
 use super::{SimConfig, Violation};
@@ -94,6 +96,8 @@ pub(crate) struct Obs {
     /// Executors whose kill a leader accepted: when, and since when their
     /// worker has been reachable without a break ([`kill_bound`]).
     pub(crate) accepted_kills: BTreeMap<ExecutorId, (Millis, Option<Millis>)>,
+    /// The latest scale request sent for each group ([`kill_bound`]).
+    pub(crate) latest_scale: BTreeMap<(FrameworkId, String), u64>,
     /// Cordons, drains (`true`) and uncordons (`false`) sent and not yet
     /// answered, by request id ([`maintenance`]).
     pub(crate) maintenance_requests: BTreeMap<u64, (WorkerId, bool)>,
@@ -101,6 +105,8 @@ pub(crate) struct Obs {
     pub(crate) maintained: BTreeMap<WorkerId, bool>,
     /// Executors a worker reported terminal ([`ends_counted`]).
     pub(crate) ended: BTreeSet<ExecutorId>,
+    /// Executors a worker started a process for ([`slot_failures`]).
+    pub(crate) started: BTreeSet<ExecutorId>,
     /// Waiting slots that fit a free worker, since when
     /// ([`capacity_offered`]).
     pub(crate) fitting_since: BTreeMap<capacity_offered::Waiting, Millis>,
@@ -203,6 +209,11 @@ pub(crate) fn on_master_send(w: &mut World, m: usize, conn: ConnId, msg: &Messag
     {
         w.obs.kills_sent.insert(executor.clone());
     }
+    if let Message::StopExecutorOnWorker { executor, .. } = msg {
+        if let Err(detail) = rollout_down::on_stop(w, m, executor) {
+            fail(w, "rollout_down", detail);
+        }
+    }
     let Some(client) = client_of(w, conn) else { return };
     if matches!(client, Node::Sub(_)) {
         match msg {
@@ -296,7 +307,10 @@ pub(crate) fn on_store_write(w: &mut World, m: usize, record: &Record) {
         .and_then(|()| {
             service_slots::on_store_write(w, m, record).map_err(|d| ("service_slots", d))
         })
-        .and_then(|()| ends_counted::on_store_write(w, m, record).map_err(|d| ("ends_counted", d)));
+        .and_then(|()| ends_counted::on_store_write(w, m, record).map_err(|d| ("ends_counted", d)))
+        .and_then(|()| {
+            slot_failures::on_store_write(w, m, record).map_err(|d| ("slot_failures", d))
+        });
     if let Err((invariant, detail)) = r {
         fail(w, invariant, detail);
     }
@@ -319,4 +333,9 @@ pub(crate) fn on_sub_exit(w: &mut World, s: usize, reason: &str) {
     if let Err(detail) = conflict_exits::on_sub_exit(w, s, reason) {
         fail(w, "conflict_exits", detail);
     }
+}
+
+/// Worker `i` starts a process for executor `x`.
+pub(crate) fn on_executor_start(w: &mut World, _i: usize, x: &ExecutorId) {
+    w.obs.started.insert(x.clone());
 }
