@@ -101,6 +101,14 @@ pub enum What {
     /// The first subscriber whose framework has a running executor tears
     /// it down (`regent kill`).
     Teardown,
+    /// Subscriber `s` restarts with an update of its first group (`regent
+    /// run --update`, `max_parallel`) whose new command fails at once.
+    BrokenUpdate {
+        /// Whose framework.
+        s: usize,
+        /// The rollout's `max_parallel`.
+        max_parallel: u32,
+    },
     /// An operator cordons the worker running `target`.
     Cordon {
         /// Whose worker.
@@ -144,7 +152,10 @@ impl Action {
             }
             What::Teardown => teardown_candidate(w).is_some(),
             What::BlipWorker { w: i } => w.workers[*i].p.up,
-            What::Scale { .. } | What::OperatorKill { .. } | What::FrameworkKill { .. } => true,
+            What::Scale { .. }
+            | What::OperatorKill { .. }
+            | What::FrameworkKill { .. }
+            | What::BrokenUpdate { .. } => true,
         }
     }
 
@@ -169,6 +180,9 @@ impl Action {
             What::Scale { s, slots } => w.operator(*s, 0, 3, slots.saturating_sub(1)),
             What::OperatorKill { s, refill } => w.operator(*s, 0, 4, u32::from(!*refill)),
             What::FrameworkKill { s } => w.framework_kill(*s),
+            What::BrokenUpdate { s, max_parallel } => {
+                w.restart_with_update(*s, *max_parallel, true)
+            }
             What::Teardown => match teardown_candidate(w) {
                 Some(s) => w.teardown(s).map(|_| ()),
                 None => Ok(()),
@@ -322,6 +336,22 @@ pub fn all() -> Vec<Scenario> {
             ],
             small: bound(5, 3_000),
             large: bound(8, 8_000),
+        },
+        Scenario {
+            name: "broken_rollout",
+            targets: 4,
+            about: "three slots allowed one retry each are updated one at a time (max_parallel 1) to a command that fails at once",
+            config: cluster(2, 2, 1),
+            seed: 6,
+            specs: || {
+                let mut g = World::plain_group("u", 3);
+                g.policy.restart.attempts = Some(1);
+                vec![vec![g]]
+            },
+            ready: |w| running(w, 3),
+            actions: vec![Action::new(What::BrokenUpdate { s: 0, max_parallel: 1 })],
+            small: bound(2, 8_000),
+            large: bound(6, 8_000),
         },
         Scenario {
             name: "cordon_dead_failover",

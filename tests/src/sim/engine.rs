@@ -389,6 +389,10 @@ pub(crate) struct SubP {
     pub(crate) view: BTreeMap<ExecutorId, ExecutorState>,
     /// The groups it declares (a job of one or two groups), in order.
     specs: Vec<GroupSpec>,
+    /// Its next start updates its first group (`regent run --update`)
+    /// with this `max_parallel`, to a broken command if `.1` (the
+    /// exhaustive checker's [`World::restart_with_update`]).
+    forced_update: Option<(u32, bool)>,
 }
 
 impl SubP {
@@ -587,6 +591,7 @@ impl World {
                     exited: None,
                     view: BTreeMap::new(),
                     specs,
+                    forced_update: None,
                 }
             })
             .collect();
@@ -1117,16 +1122,19 @@ impl World {
                 // a time, decided by the seed.
                 let draw =
                     seed ^ (i as u64).wrapping_mul(0x9e37_79b9) ^ gen.wrapping_mul(0x85eb_ca6b);
-                let update = sp.framework.is_some() && draw.is_multiple_of(3);
+                let forced = sp.forced_update.take();
+                let update = sp.framework.is_some() && (draw.is_multiple_of(3) || forced.is_some());
                 if update {
                     sp.specs[0].command = vec!["run".into(), format!("job-{i}"), format!("v{gen}")];
                     // With the job layer's faults, a third of the updates
                     // are broken: the new command fails at once.
-                    if self.cfg.jobs && (draw / 3).is_multiple_of(3) {
+                    let broken =
+                        forced.map_or(self.cfg.jobs && (draw / 3).is_multiple_of(3), |f| f.1);
+                    if broken {
                         sp.specs[0].command.push(BROKEN.into());
                     }
                 }
-                let max_parallel = update.then_some(1 + (gen % 2) as u32);
+                let max_parallel = update.then_some(forced.map_or(1 + (gen % 2) as u32, |f| f.0));
                 sp.node = new_sub(i, instance, sp.framework.clone(), n_masters, seed, max_parallel);
                 sp.exited = None;
                 sp.view.clear();
@@ -1912,14 +1920,21 @@ impl World {
                     let start = Millis(self.rng.u64(5..60));
                     let mut run = Millis(self.rng.u64(2_000..40_000));
                     let mut code = if self.rng.u8(0..100) < 85 { 0 } else { 1 };
-                    if spec.command.iter().any(|c| c == BROKEN) {
-                        // A broken update's command fails at once.
+                    let broken = spec.command.iter().any(|c| c == BROKEN);
+                    if broken {
+                        // A broken update's command fails at once (before
+                        // it was ever RUNNING).
                         run = Millis(self.rng.u64(20..200));
                         code = 1;
                     }
                     let x = executor;
-                    self.after(start, Ev::Exec { w, gen, x: x.clone(), what: ExecWhat::Running });
-                    if !self.scripted_execs {
+                    // A broken update's command never runs: it fails as it
+                    // starts.
+                    if !broken {
+                        let what = ExecWhat::Running;
+                        self.after(start, Ev::Exec { w, gen, x: x.clone(), what });
+                    }
+                    if !self.scripted_execs || broken {
                         self.after(start + run, Ev::Exec { w, gen, x, what: ExecWhat::Exit(code) });
                     }
                 }

@@ -177,6 +177,27 @@ impl World {
         Ok(sent)
     }
 
+    /// Subscriber `s`'s process restarts at once and updates its first
+    /// group (`regent run --update`) with `max_parallel`, to a command that
+    /// fails at once if `broken`.
+    pub(crate) fn restart_with_update(
+        &mut self,
+        s: usize,
+        max_parallel: u32,
+        broken: bool,
+    ) -> Result<(), Violation> {
+        let node = Node::Sub(s);
+        self.log(|| {
+            format!("UPDATE f{s}'s first group (max_parallel {max_parallel}, broken {broken})")
+        });
+        self.subs[s].forced_update = Some((max_parallel, broken));
+        if self.proc(node).up {
+            self.crash(node);
+        }
+        self.restart(node);
+        self.check()
+    }
+
     /// Subscriber `s`'s program kills its first running executor
     /// (`KillExecutor`).
     pub(crate) fn framework_kill(&mut self, s: usize) -> Result<(), Violation> {
