@@ -633,7 +633,12 @@ impl World {
             wall_offset: BTreeMap::new(),
             last_ids: BTreeMap::new(),
             scripted_execs: false,
-            trace_len: TRACE_LEN,
+            // A replay may keep more (`REGENT_SIM_TRACE_LEN=N regent-soak
+            // --replay SEED`).
+            trace_len: std::env::var("REGENT_SIM_TRACE_LEN")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(TRACE_LEN),
         };
         w.obs.init(cfg);
         for (t, f) in schedule.faults.clone() {
