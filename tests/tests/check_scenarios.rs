@@ -6,8 +6,9 @@
 //! checker"): `service_late_exit_0` (scenario 1), `broken_rollout` (4),
 //! `kill_during_blip` (5), `end_reported_to_new_leader` (6) and
 //! `teardown_frees_capacity` (8): that is how the checker was shown able
-//! to fail. `cordon_dead_failover` (3) passes at its small bound; its
-//! large bound (`regent-check`) finds scenario 3.
+//! to fail. `cordon_dead_failover` (3) and `healthy_run_then_failover` (2)
+//! pass at their small bounds; their large bounds (`regent-check`) find
+//! scenarios 3 and 2.
 
 use regent_tests::check::{all, explore, Scenario};
 
@@ -44,6 +45,11 @@ fn end_reported_to_new_leader() {
 }
 
 #[test]
+fn healthy_run_then_failover() {
+    holds("healthy_run_then_failover");
+}
+
+#[test]
 fn broken_rollout() {
     holds("broken_rollout");
 }
@@ -63,6 +69,7 @@ fn every_scenario_has_a_test() {
             "kill_during_blip",
             "teardown_frees_capacity",
             "end_reported_to_new_leader",
+            "healthy_run_then_failover",
             "broken_rollout",
             "cordon_dead_failover"
         ]

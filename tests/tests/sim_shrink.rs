@@ -9,6 +9,8 @@ use regent_tests::sim::{run_schedule, shrink, Fault, Knobs, Schedule, SimConfig}
 /// schedules (the `KNOWN_BUGS` of `sim_seeds.rs`): remove each once its fix
 /// is merged.
 const KNOWN_BUGS: &[&str] = &[
+    "healthy_runs",
+    "rollout_down",
     "service_slots",
     "kill_bound",
     "ends_counted",

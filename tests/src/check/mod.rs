@@ -433,6 +433,7 @@ impl Scenario {
                 panic!("scenario {} did not settle within {limit}", self.name);
             }
         }
+        w.mark_settled();
         Ok(w)
     }
 }

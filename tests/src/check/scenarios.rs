@@ -58,6 +58,14 @@ pub enum What {
         /// Down time.
         ms: u32,
     },
+    /// The acting leader's process crashes, `after_ms` of virtual time or
+    /// more after the scenario's setup; it starts again after `ms`.
+    CrashLeaderAfter {
+        /// Down time.
+        ms: u32,
+        /// The earliest time (after the setup) it may happen.
+        after_ms: u64,
+    },
     /// Once a leader declared some live worker DEAD (the store no longer
     /// holds its record), the acting leader's process crashes; it starts
     /// again after `ms`.
@@ -143,6 +151,9 @@ impl Action {
             | What::Blip { target }
             | What::Cordon { target } => target.find(w).is_some(),
             What::CrashLeader { .. } => w.acting_leader().is_some(),
+            What::CrashLeaderAfter { after_ms, .. } => {
+                w.acting_leader().is_some() && w.now.0 >= w.settled_at().0 + after_ms
+            }
             What::CrashLeaderOnceDead { .. } => {
                 w.acting_leader().is_some()
                     && w.workers.iter().any(|wp| {
@@ -169,7 +180,9 @@ impl Action {
                 Some((i, x)) => w.exit_executor(i, &x, *code),
                 None => Ok(()),
             },
-            What::CrashLeader { ms } | What::CrashLeaderOnceDead { ms } => {
+            What::CrashLeader { ms }
+            | What::CrashLeaderOnceDead { ms }
+            | What::CrashLeaderAfter { ms, .. } => {
                 w.inject(Fault::CrashMaster { m: 0, leader: true, ms: *ms })
             }
             What::Blip { target } => match target.find(w) {
@@ -336,6 +349,27 @@ pub fn all() -> Vec<Scenario> {
             ],
             small: bound(5, 3_000),
             large: bound(8, 8_000),
+        },
+        Scenario {
+            name: "healthy_run_then_failover",
+            targets: 2,
+            about: "a slot allowed one retry fails once; its retry runs past healthy_after (5 s); the leader fails over; the retry crashes",
+            config: cluster(2, 2, 1),
+            seed: 7,
+            specs: || {
+                let mut g = World::plain_group("h", 1);
+                g.policy.restart.attempts = Some(1);
+                g.policy.restart.healthy_after_ms = 5_000;
+                vec![vec![g]]
+            },
+            ready: |w| running(w, 1),
+            actions: vec![
+                Action::new(What::Exit { target: Target { group: "h", slot: 0 }, code: 1 }),
+                Action::after(What::CrashLeaderAfter { ms: 500, after_ms: 6_000 }, 0),
+                Action::after(What::Exit { target: Target { group: "h", slot: 0 }, code: 1 }, 1),
+            ],
+            small: Bound { quiet_ms: 6_000, ..bound(8, 4_000) },
+            large: Bound { quiet_ms: 6_000, ..bound(13, 4_000) },
         },
         Scenario {
             name: "broken_rollout",

@@ -460,6 +460,9 @@ pub(crate) struct World {
     /// Executors run until the exhaustive checker ends them (no random
     /// exits: [`World::script_executors`]).
     scripted_execs: bool,
+    /// When an exhaustive checker's scenario was set up
+    /// ([`World::mark_settled`]).
+    settled_at: Millis,
     /// How many trace lines are kept ([`TRACE_LEN`] unless the checker
     /// asks for more).
     trace_len: usize,
@@ -633,6 +636,7 @@ impl World {
             wall_offset: BTreeMap::new(),
             last_ids: BTreeMap::new(),
             scripted_execs: false,
+            settled_at: Millis::ZERO,
             // A replay may keep more (`REGENT_SIM_TRACE_LEN=N regent-soak
             // --replay SEED`).
             trace_len: std::env::var("REGENT_SIM_TRACE_LEN")
@@ -2008,6 +2012,7 @@ impl World {
                 ExecutorState::Lost
             }
         };
+        invariants::on_executor_changed(self, w, &x, &state);
         let input = wnode::Input::ExecutorChanged { executor: x, state };
         self.deliver(Node::Worker(w), gen, Input::Worker(input));
     }

@@ -56,6 +56,16 @@ impl World {
         GroupSpec { group: name.into(), ..super::spec_for(0, slots) }
     }
 
+    /// The scenario's setup is over now.
+    pub(crate) fn mark_settled(&mut self) {
+        self.settled_at = self.now;
+    }
+
+    /// When the scenario's setup was over.
+    pub(crate) fn settled_at(&self) -> Millis {
+        self.settled_at
+    }
+
     /// Replaces the groups subscriber `s` declares (before it starts).
     pub(crate) fn set_specs(&mut self, s: usize, specs: Vec<GroupSpec>) {
         self.subs[s].specs = specs;

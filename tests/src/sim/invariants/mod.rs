@@ -12,6 +12,7 @@ pub mod durable_acks;
 pub mod ends_counted;
 pub mod epochs;
 pub mod executor_exits;
+pub mod healthy_runs;
 pub mod kill_bound;
 pub mod kills;
 pub mod liveness;
@@ -105,6 +106,9 @@ pub(crate) struct Obs {
     pub(crate) maintained: BTreeMap<WorkerId, bool>,
     /// Executors a worker reported terminal ([`ends_counted`]).
     pub(crate) ended: BTreeSet<ExecutorId>,
+    /// Executors' runs on their workers: since RUNNING, until they ended
+    /// (exited or failed) ([`healthy_runs`]).
+    pub(crate) ran: BTreeMap<ExecutorId, (Millis, Option<Millis>)>,
     /// Executors a worker started a process for ([`slot_failures`]).
     pub(crate) started: BTreeSet<ExecutorId>,
     /// Waiting slots that fit a free worker, since when
@@ -310,7 +314,8 @@ pub(crate) fn on_store_write(w: &mut World, m: usize, record: &Record) {
         .and_then(|()| ends_counted::on_store_write(w, m, record).map_err(|d| ("ends_counted", d)))
         .and_then(|()| {
             slot_failures::on_store_write(w, m, record).map_err(|d| ("slot_failures", d))
-        });
+        })
+        .and_then(|()| healthy_runs::on_store_write(w, m, record).map_err(|d| ("healthy_runs", d)));
     if let Err((invariant, detail)) = r {
         fail(w, invariant, detail);
     }
@@ -338,4 +343,14 @@ pub(crate) fn on_sub_exit(w: &mut World, s: usize, reason: &str) {
 /// Worker `i` starts a process for executor `x`.
 pub(crate) fn on_executor_start(w: &mut World, _i: usize, x: &ExecutorId) {
     w.obs.started.insert(x.clone());
+}
+
+/// Executor `x`'s process on worker `_i` changed to `state` (RUNNING, or
+/// ended).
+pub(crate) fn on_executor_changed(w: &mut World, _i: usize, x: &ExecutorId, state: &ExecutorState) {
+    if *state == ExecutorState::Running {
+        healthy_runs::on_running(w, x);
+    } else {
+        healthy_runs::on_end(w, x, state);
+    }
 }
