@@ -176,16 +176,7 @@ const NOISE: [&str; 9] = [
 /// Explores `scenario` within `bound`; stops at the first violation.
 pub fn explore(scenario: &Scenario, bound: Bound) -> Report {
     let started = Instant::now();
-    let mut x = Explorer {
-        scenario,
-        bound,
-        visited: HashMap::new(),
-        states: 0,
-        transitions: 0,
-        revisits: 0,
-        tails: 0,
-        cut: false,
-    };
+    let mut x = Explorer::new(scenario, bound);
     let root = x.replay(&[], false).unwrap_or_else(|v| {
         panic!("scenario {}: the setup violated {}: {}", scenario.name, v.invariant, v.detail)
     });
@@ -215,22 +206,13 @@ pub fn replay(
     bound: Bound,
     path: &[Choice],
 ) -> (Option<Violation>, Vec<String>) {
-    let x = Explorer {
-        scenario,
-        bound,
-        visited: HashMap::new(),
-        states: 0,
-        transitions: 0,
-        revisits: 0,
-        tails: 0,
-        cut: false,
-    };
+    let x = Explorer::new(scenario, bound);
     let mut w = match x.scenario.settled(true) {
         Ok(w) => w,
         Err(v) => return (Some(v), Vec::new()),
     };
     for c in path {
-        if let Err(v) = x.apply(&mut w, c, path) {
+        if let Err(v) = x.apply(&mut w, c) {
             return (Some(v), w.take_trace());
         }
     }
@@ -260,12 +242,25 @@ struct Explorer<'a> {
 /// A violation found: the path to it, what broke, whether in the tail.
 type Found = (Vec<Choice>, Violation, bool);
 
-impl Explorer<'_> {
+impl<'a> Explorer<'a> {
+    fn new(scenario: &'a Scenario, bound: Bound) -> Self {
+        Explorer {
+            scenario,
+            bound,
+            visited: HashMap::new(),
+            states: 0,
+            transitions: 0,
+            revisits: 0,
+            tails: 0,
+            cut: false,
+        }
+    }
+
     /// The settled state, then `path` applied to it.
     fn replay(&self, path: &[Choice], trace: bool) -> Result<World, Violation> {
         let mut w = self.scenario.settled(trace)?;
         for c in path {
-            self.apply(&mut w, c, path)?;
+            self.apply(&mut w, c)?;
         }
         Ok(w)
     }
@@ -306,7 +301,7 @@ impl Explorer<'_> {
         out
     }
 
-    fn apply(&self, w: &mut World, c: &Choice, _path: &[Choice]) -> Result<(), Violation> {
+    fn apply(&self, w: &mut World, c: &Choice) -> Result<(), Violation> {
         match c {
             Choice::Continue => {
                 let until = w.now + Millis(self.bound.quiet_ms);
@@ -356,7 +351,7 @@ impl Explorer<'_> {
             };
             path.push(c.clone());
             self.transitions += 1;
-            if let Err(v) = self.apply(&mut w, &c, path) {
+            if let Err(v) = self.apply(&mut w, &c) {
                 return Err((path.clone(), v, false));
             }
             let h = w.state_hash();
@@ -396,8 +391,6 @@ impl Explorer<'_> {
                 while w.now < until && matches!(w.fire_next(), Ok(true)) {}
             }
             trace = w.take_trace();
-        } else if let Ok(w) = self.scenario.settled(true) {
-            drop(w);
         }
         // The control plane's own chatter (ZooKeeper, ticks, heartbeats) is
         // left out: what is kept is what the job layer did.
