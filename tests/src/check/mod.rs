@@ -3,7 +3,7 @@
 //!
 //! A [`Scenario`] is a small cluster of the simulator's production nodes
 //! (`MasterNode`s on the ZooKeeper model, `WorkerNode`s, `SubmitNode`s:
-//! the same [`World`] the soak runs, with executors that run until the
+//! the same `World` the soak runs, with executors that run until the
 //! scenario ends them), a setup run in time order until the cluster has
 //! settled (a leader, workers registered, the frameworks' executors
 //! running), and a handful of actions: faults (a worker cut off, a
@@ -21,7 +21,7 @@
 //! `horizon_ms` that heads its lane (a connection's direction stays FIFO,
 //! as TCP is), or inject any **action** not yet used (some only after
 //! another: an exit during a cut, say). Every state reached is hashed
-//! ([`World::state_hash`]: virtual time and the Debug rendering of every
+//! (`World::state_hash`: virtual time and the Debug rendering of every
 //! node, connection, executor, pending event and the ZooKeeper model), so
 //! a state reached again by another order is explored once. Past the
 //! depth, a deterministic tail runs the cluster `tail_ms` further in time

@@ -2,7 +2,7 @@
 //! acting leader (ALIVE, not recovering, its process up and unpaused)
 //! leaves no waiting slot unplaced that fits the free cores and memory of
 //! one of its ALIVE, uncordoned workers with a durable record and a
-//! connection for longer than [`BOUND`]. Whatever frees the capacity (an
+//! connection for longer than `BOUND` (2 s). Whatever frees the capacity (an
 //! executor's end, a teardown, a scale-down, a worker joining), what waits
 //! is placed (issue 41's eighth scenario: capacity a teardown freed was
 //! never offered to the framework waiting for it).
@@ -10,7 +10,7 @@
 //! Not literally the same step: a leader rightly waits for a store write
 //! before it places (a slot whose executor was written off is placed once
 //! that end is durable, a worker once its record is), so the invariant
-//! allows a slot to wait [`BOUND`], a few store round trips, while the
+//! allows a slot to wait `BOUND` (2 s), a few store round trips, while the
 //! same acting leader could place it all along. With slow store writes
 //! (`--slow-store`, `--zk-latency`) it is not checked.
 //!

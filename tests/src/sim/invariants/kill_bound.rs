@@ -1,4 +1,4 @@
-//! Every accepted kill is carried out within [`BOUND`] once its worker is
+//! Every accepted kill is carried out within `BOUND` (5 s) once its worker is
 //! reachable. A kill is accepted when the leader answers `RequestAccepted`
 //! to a framework's `KillExecutor`, an operator's `kill-executor` (with or
 //! without refill), a scale below the executor's slot, or a framework's
@@ -9,7 +9,7 @@
 //! back to are no longer doomed. Its worker is reachable
 //! while its process runs unpaused with a live connection to an acting
 //! leader that knows it ALIVE on that connection; once that has held for
-//! [`BOUND`] without a break, the executor's process must have ended
+//! `BOUND` (5 s) without a break, the executor's process must have ended
 //! (issue 41's fifth scenario: a kill sent once, into a connection that
 //! had just dropped, was never sent again).
 
