@@ -9,6 +9,7 @@
 //! fails any single allocation over 1 MiB while one runs.
 #![warn(missing_docs)]
 
+pub mod check;
 pub mod cluster;
 pub mod fuzz;
 pub mod sim;

@@ -42,9 +42,22 @@ const REFOUND: &[(u64, &str)] = &[
 ];
 
 /// Invariants that bugs not yet fixed on this branch break in many seeds,
-/// skipped by every test below (none since issue 20's fixes: keep the list
-/// for the next open bug, with its regression seed named here).
-const KNOWN_BUGS: &[&str] = &[];
+/// skipped by every test below. Issue 41's job-layer invariants, until its
+/// fixes land in core (each fails on the code before them: `service_slots`
+/// at seed 30, `kill_bound` at 49, `ends_counted` at 18, `capacity_offered`
+/// at 107, `maintenance` at 1101 with `--operator`, `slot_failures` at 1420
+/// with `--operator`, `healthy_runs` at 56 with `--operator --jobs`,
+/// `rollout_down` with `--jobs`): remove each once its fix is merged.
+const KNOWN_BUGS: &[&str] = &[
+    "healthy_runs",
+    "rollout_down",
+    "service_slots",
+    "kill_bound",
+    "ends_counted",
+    "capacity_offered",
+    "maintenance",
+    "slot_failures",
+];
 
 /// The default cluster, without the invariants of [`KNOWN_BUGS`].
 fn base() -> SimConfig {
@@ -249,7 +262,7 @@ fn run_all(cfg: &SimConfig, n: u64) {
 /// `--slow-store` breaks `one_executor` (scenario 1).
 #[test]
 fn seeds_0_to_99_with_a_slow_store() {
-    run_all(&SimConfig { slow_store: true, skip: Vec::new(), ..base() }, 100);
+    run_all(&SimConfig { slow_store: true, ..base() }, 100);
 }
 
 /// A leader's ZooKeeper link with 75–500 ms more latency each way (a round

@@ -37,7 +37,7 @@ struct Args {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--lost-id-state] [--suspend] [--skip INVARIANT] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--monotonic-clock] [--keep-going]\n       regent-soak --replay SEED [knobs]"
+        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--jobs] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--lost-id-state] [--suspend] [--skip INVARIANT] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--monotonic-clock] [--keep-going]\n       regent-soak --replay SEED [knobs]"
     );
     std::process::exit(2)
 }
@@ -66,6 +66,7 @@ fn parse() -> Args {
             "--datagram" => a.config.datagram = true,
             "--takeovers" => a.config.takeovers = true,
             "--operator" => a.config.operator = true,
+            "--jobs" => a.config.jobs = true,
             "--slow-store" => a.config.slow_store = true,
             "--zk-latency" => a.config.zk_latency = true,
             "--zk-packet-limit" => a.config.zk_packet_limit = num(&mut it) as usize,

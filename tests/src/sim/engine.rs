@@ -47,6 +47,8 @@ use regent_core::{Addr, ConnId, ExecutorId, FrameworkId, Incarnation, MasterId, 
 use regent_core::{FrameworkId as Fid, WorkerId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+pub(crate) mod explore;
+
 /// The simulated cluster's name.
 const CLUSTER: &str = "sim";
 
@@ -66,6 +68,9 @@ const CONNECT_TIMEOUT: Millis = Millis(1_000);
 const WALL_BASE: u64 = 1_780_000_000_000;
 /// A wall-clock step ([`Fault::ClockStep`]): an hour.
 const CLOCK_STEP: i64 = 3_600_000;
+/// The word that makes an executor's command fail at once (a broken
+/// update, `regent-soak --jobs`).
+const BROKEN: &str = "broken-update";
 /// How long a dropped ZooKeeper connection stays down by default.
 const ZK_RECONNECT: Millis = Millis(50);
 
@@ -384,6 +389,10 @@ pub(crate) struct SubP {
     pub(crate) view: BTreeMap<ExecutorId, ExecutorState>,
     /// The groups it declares (a job of one or two groups), in order.
     specs: Vec<GroupSpec>,
+    /// Its next start updates its first group (`regent run --update`)
+    /// with this `max_parallel`, to a broken command if `.1` (the
+    /// exhaustive checker's [`World::restart_with_update`]).
+    forced_update: Option<(u32, bool)>,
 }
 
 impl SubP {
@@ -448,6 +457,31 @@ pub(crate) struct World {
     wall_offset: BTreeMap<Node, i64>,
     /// The last id each host's process series drew ([`World::process_id`]).
     last_ids: BTreeMap<Node, u64>,
+    /// Executors run until the exhaustive checker ends them (no random
+    /// exits: [`World::script_executors`]).
+    scripted_execs: bool,
+    /// When an exhaustive checker's scenario was set up
+    /// ([`World::mark_settled`]).
+    settled_at: Millis,
+    /// How many trace lines are kept ([`TRACE_LEN`] unless the checker
+    /// asks for more).
+    trace_len: usize,
+}
+
+impl World {
+    /// Store writes or the ZooKeeper link may be slower than every client
+    /// timer in this run (`--slow-store`, `--zk-latency`).
+    pub(crate) fn slow_dependencies(&self) -> bool {
+        self.cfg.slow_store || self.cfg.zk_latency
+    }
+
+    /// The master acting as leader, if one is.
+    pub(crate) fn acting_leader(&self) -> Option<usize> {
+        (0..self.masters.len()).find(|&m| {
+            self.masters[m].p.up
+                && self.masters[m].elector().is_acting(self.node_now(Node::Master(m)))
+        })
+    }
 }
 
 fn spec_for(s: usize, slots: u32) -> GroupSpec {
@@ -560,6 +594,7 @@ impl World {
                     exited: None,
                     view: BTreeMap::new(),
                     specs,
+                    forced_update: None,
                 }
             })
             .collect();
@@ -600,6 +635,14 @@ impl World {
             zk_links: vec![(Millis::ZERO, Millis::ZERO); cfg.masters],
             wall_offset: BTreeMap::new(),
             last_ids: BTreeMap::new(),
+            scripted_execs: false,
+            settled_at: Millis::ZERO,
+            // A replay may keep more (`REGENT_SIM_TRACE_LEN=N regent-soak
+            // --replay SEED`).
+            trace_len: std::env::var("REGENT_SIM_TRACE_LEN")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(TRACE_LEN),
         };
         w.obs.init(cfg);
         for (t, f) in schedule.faults.clone() {
@@ -645,7 +688,7 @@ impl World {
 
     fn log(&mut self, what: impl FnOnce() -> String) {
         if let Some(t) = self.trace.as_mut() {
-            if t.len() >= TRACE_LEN {
+            if t.len() >= self.trace_len {
                 t.pop_front();
             }
             let mut line = format!("{:>7} {}", self.now.0, what());
@@ -1088,11 +1131,19 @@ impl World {
                 // a time, decided by the seed.
                 let draw =
                     seed ^ (i as u64).wrapping_mul(0x9e37_79b9) ^ gen.wrapping_mul(0x85eb_ca6b);
-                let update = sp.framework.is_some() && draw.is_multiple_of(3);
+                let forced = sp.forced_update.take();
+                let update = sp.framework.is_some() && (draw.is_multiple_of(3) || forced.is_some());
                 if update {
                     sp.specs[0].command = vec!["run".into(), format!("job-{i}"), format!("v{gen}")];
+                    // With the job layer's faults, a third of the updates
+                    // are broken: the new command fails at once.
+                    let broken =
+                        forced.map_or(self.cfg.jobs && (draw / 3).is_multiple_of(3), |f| f.1);
+                    if broken {
+                        sp.specs[0].command.push(BROKEN.into());
+                    }
                 }
-                let max_parallel = update.then_some(1 + (gen % 2) as u32);
+                let max_parallel = update.then_some(forced.map_or(1 + (gen % 2) as u32, |f| f.0));
                 sp.node = new_sub(i, instance, sp.framework.clone(), n_masters, seed, max_parallel);
                 sp.exited = None;
                 sp.view.clear();
@@ -1869,17 +1920,32 @@ impl World {
                 }
                 wnode::Output::Close { conn, .. } => self.client_close(conn),
                 wnode::Output::Executor(ExecutorCommand::Start { executor, spec, .. }) => {
+                    invariants::on_executor_start(self, w, &executor);
                     self.executors_started += 1;
                     if !spec.launch.resources.is_empty() {
                         self.resource_executors_started += 1;
                     }
                     self.execs.insert((w, executor.clone()), true);
                     let start = Millis(self.rng.u64(5..60));
-                    let run = Millis(self.rng.u64(2_000..40_000));
-                    let code = if self.rng.u8(0..100) < 85 { 0 } else { 1 };
+                    let mut run = Millis(self.rng.u64(2_000..40_000));
+                    let mut code = if self.rng.u8(0..100) < 85 { 0 } else { 1 };
+                    let broken = spec.command.iter().any(|c| c == BROKEN);
+                    if broken {
+                        // A broken update's command fails at once (before
+                        // it was ever RUNNING).
+                        run = Millis(self.rng.u64(20..200));
+                        code = 1;
+                    }
                     let x = executor;
-                    self.after(start, Ev::Exec { w, gen, x: x.clone(), what: ExecWhat::Running });
-                    self.after(start + run, Ev::Exec { w, gen, x, what: ExecWhat::Exit(code) });
+                    // A broken update's command never runs: it fails as it
+                    // starts.
+                    if !broken {
+                        let what = ExecWhat::Running;
+                        self.after(start, Ev::Exec { w, gen, x: x.clone(), what });
+                    }
+                    if !self.scripted_execs || broken {
+                        self.after(start + run, Ev::Exec { w, gen, x, what: ExecWhat::Exit(code) });
+                    }
                 }
                 wnode::Output::Executor(
                     ExecutorCommand::Kill { executor } | ExecutorCommand::Stop { executor, .. },
@@ -1946,6 +2012,7 @@ impl World {
                 ExecutorState::Lost
             }
         };
+        invariants::on_executor_changed(self, w, &x, &state);
         let input = wnode::Input::ExecutorChanged { executor: x, state };
         self.deliver(Node::Worker(w), gen, Input::Worker(input));
     }
@@ -2104,9 +2171,46 @@ impl World {
             let gen = self.subs[s].p.gen;
             invariants::durable_acks::on_request(self, s, gen, request, backing);
         }
+        invariants::on_sub_send(self, s, &msg);
         self.log(|| format!("operator on f{s}'s connection sends {msg:?}"));
         self.operator_changes += 1;
         self.send(conn, true, msg);
+    }
+
+    /// A blip of worker `w`'s connections ([`Fault::BlipWorker`]): each is
+    /// reset under both ends; the worker process lives and dials again.
+    fn blip(&mut self, w: usize) {
+        let conns: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.client == Node::Worker(w) && c.open && !c.broken)
+            .map(|(id, _)| *id)
+            .collect();
+        for conn in conns {
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.broken = true;
+                c.ended.get_or_insert(EndCause::Cut);
+            }
+            self.after(Millis(1), Ev::MasterSeesClose { conn });
+            self.after(Millis(1), Ev::ClientSeesClose { conn });
+        }
+    }
+
+    /// Subscriber `s` tears its framework down (`regent kill`), on its
+    /// subscription's connection. `false` if it has none.
+    fn send_teardown(&mut self, s: usize) -> bool {
+        let node = Node::Sub(s);
+        if !self.proc(node).up || self.proc(node).paused(self.now) {
+            return false;
+        }
+        let Some((_, conn)) = self.subscription_conn(s) else { return false };
+        let request = self.next_kill;
+        self.next_kill += 1;
+        let msg = Message::Teardown { request };
+        self.log(|| format!("f{s} tears its framework down: {msg:?}"));
+        invariants::on_sub_send(self, s, &msg);
+        self.send(conn, true, msg);
+        true
     }
 
     // ----- faults -------------------------------------------------------------
@@ -2278,6 +2382,12 @@ impl World {
                     return;
                 }
                 self.operate(s % ns, w, op, n);
+            }
+            Fault::BlipWorker { w } => self.blip(w % nw),
+            Fault::Teardown { s } => {
+                if ns > 0 {
+                    self.send_teardown(s % ns);
+                }
             }
             Fault::SubKill { s } => {
                 if ns == 0 {

@@ -28,7 +28,7 @@
 //! ordered, every random draw comes from one `fastrand` generator seeded by
 //! the seed, and time is virtual.
 
-mod engine;
+pub(crate) mod engine;
 pub mod invariants;
 pub mod schedule;
 
@@ -85,6 +85,13 @@ pub struct SimConfig {
     /// kill single executors ([`Schedule::with_operator_commands`]). Off by
     /// default, so the regression seeds keep their schedules.
     pub operator: bool,
+    /// The job layer's faults too (issue 41, `regent-soak --jobs`): blips
+    /// of workers' connections met by operator kills and scales and
+    /// framework kills ([`Schedule::with_job_faults`]), framework
+    /// teardowns, and broken rolling updates (a third of the updates' new
+    /// commands fail at once). Off by default, so the regression seeds keep
+    /// their schedules.
+    pub jobs: bool,
     /// Invariants not checked, by name (`regent-soak --skip NAME`): to soak
     /// the other properties while a known bug breaks one. Empty by default.
     pub skip: Vec<String>,
@@ -129,6 +136,7 @@ impl Default for SimConfig {
             datagram: false,
             takeovers: false,
             operator: false,
+            jobs: false,
             skip: Vec::new(),
             slow_store: false,
             zk_latency: false,
@@ -163,6 +171,7 @@ impl SimConfig {
             (self.datagram, "--datagram"),
             (self.takeovers, "--takeovers"),
             (self.operator, "--operator"),
+            (self.jobs, "--jobs"),
             (self.slow_store, "--slow-store"),
             (self.zk_latency, "--zk-latency"),
             (self.clock_steps, "--clock-steps"),
@@ -302,6 +311,9 @@ pub fn run_seed(seed: u64, base: &SimConfig) -> Result<RunStats, Box<Failure>> {
         Schedule::from_seed_with(seed, config.window_ms, config.faults, config.takeovers);
     if config.operator {
         schedule = schedule.with_operator_commands(seed, config.window_ms);
+    }
+    if config.jobs {
+        schedule = schedule.with_job_faults(seed, config.window_ms);
     }
     if config.clock_steps {
         schedule = schedule.with_clock_steps(seed, config.window_ms);

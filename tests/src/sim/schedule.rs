@@ -125,6 +125,20 @@ pub enum Fault {
     /// An operator asks the acting leader to step down (`regent
     /// step-down`).
     StepDown,
+    /// A blip of worker `w`'s connections (`regent-soak --jobs`): each is
+    /// reset under both ends, what is in flight on them is lost; the
+    /// worker process lives and dials again at once (a drop it survives
+    /// well within its timeout).
+    BlipWorker {
+        /// The worker.
+        w: usize,
+    },
+    /// Subscriber `s` tears its framework down (`regent kill`;
+    /// `regent-soak --jobs`).
+    Teardown {
+        /// The subscriber.
+        s: usize,
+    },
     /// An operator's change to the cluster (issue 14), sent on subscriber
     /// `s`'s live connection to the leader: `op % 5` is a cordon (0),
     /// uncordon (1) or drain with a deadline of `n` ms (2) of worker `w`, a
@@ -309,6 +323,39 @@ impl Schedule {
         self
     }
 
+    /// This schedule with the job layer's faults added (issue 41,
+    /// `regent-soak --jobs`), from a stream of their own: two to five
+    /// blips of a worker's connections ([`Fault::BlipWorker`]), each
+    /// followed within 20 ms, two times in three, by an operator's scale or
+    /// kill-executor or a framework's kill (so the kill meets the
+    /// reconnection), and in one seed in four a framework's teardown
+    /// ([`Fault::Teardown`]).
+    pub fn with_job_faults(mut self, seed: u64, window: u32) -> Self {
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0x6a0b_5fa1);
+        for _ in 0..rng.usize(2..=5) {
+            let t = rng.u32(0..window.max(1));
+            self.faults.push((t, Fault::BlipWorker { w: rng.usize(0..8) }));
+            let s = rng.usize(0..8);
+            let after = t + rng.u32(0..20);
+            match rng.u8(0..3) {
+                0 => {
+                    let op = Fault::Operate { s, w: 0, op: 3, n: rng.u32(0..4) };
+                    self.faults.push((after, op));
+                }
+                1 => {
+                    let op = Fault::Operate { s, w: 0, op: 4, n: rng.u32(0..2) };
+                    self.faults.push((after, op));
+                }
+                _ => self.faults.push((after, Fault::SubKill { s })),
+            }
+        }
+        if rng.u8(0..4) == 0 {
+            self.faults.push((rng.u32(0..window.max(1)), Fault::Teardown { s: rng.usize(0..8) }));
+        }
+        self.faults.sort_by_key(|(t, _)| *t);
+        self
+    }
+
     /// This schedule with slow dependencies added (issue 20), each from a
     /// stream of its own so the seed's other faults stay as they were:
     /// with `slow_store`, one or two windows of 5–30 s in which store
@@ -435,6 +482,8 @@ impl Fault {
             | Fault::SubKill { .. }
             | Fault::StepDown
             | Fault::ClockStep { .. }
+            | Fault::BlipWorker { .. }
+            | Fault::Teardown { .. }
             | Fault::Operate { .. } => 0,
         }
     }

@@ -5,19 +5,27 @@
 //! applied, a worker exits) from the hooks below. [`liveness`] is checked
 //! separately, once the faults are over.
 
+pub mod capacity_offered;
 pub mod command_order;
 pub mod conflict_exits;
 pub mod durable_acks;
+pub mod ends_counted;
 pub mod epochs;
 pub mod executor_exits;
+pub mod healthy_runs;
+pub mod kill_bound;
 pub mod kills;
 pub mod liveness;
+pub mod maintenance;
 pub mod named_resources;
 pub mod one_executor;
 pub mod ports;
 pub mod registry;
 pub mod resources;
+pub mod rollout_down;
+pub mod service_slots;
 pub mod single_leader;
+pub mod slot_failures;
 
 use super::engine::{Node, World};
 use super::{SimConfig, Violation};
@@ -82,6 +90,30 @@ pub(crate) struct Obs {
     /// Election nodes a standby deleted for another session, which the
     /// server still held (depositions), by path.
     pub(crate) deposed_nodes: BTreeSet<String>,
+    // the job layer
+    /// Kill-bearing requests sent and not yet answered, by request id: the
+    /// sender's framework and what they kill ([`kill_bound`]).
+    pub(crate) kill_intents: BTreeMap<u64, (Option<FrameworkId>, kill_bound::Intent)>,
+    /// Executors whose kill a leader accepted: when, and since when their
+    /// worker has been reachable without a break ([`kill_bound`]).
+    pub(crate) accepted_kills: BTreeMap<ExecutorId, (Millis, Option<Millis>)>,
+    /// The latest scale request sent for each group ([`kill_bound`]).
+    pub(crate) latest_scale: BTreeMap<(FrameworkId, String), u64>,
+    /// Cordons, drains (`true`) and uncordons (`false`) sent and not yet
+    /// answered, by request id ([`maintenance`]).
+    pub(crate) maintenance_requests: BTreeMap<u64, (WorkerId, bool)>,
+    /// The last accepted maintenance change of each worker ([`maintenance`]).
+    pub(crate) maintained: BTreeMap<WorkerId, bool>,
+    /// Executors a worker reported terminal ([`ends_counted`]).
+    pub(crate) ended: BTreeSet<ExecutorId>,
+    /// Executors' runs on their workers: since RUNNING, until they ended
+    /// (exited or failed) ([`healthy_runs`]).
+    pub(crate) ran: BTreeMap<ExecutorId, (Millis, Option<Millis>)>,
+    /// Executors a worker started a process for ([`slot_failures`]).
+    pub(crate) started: BTreeSet<ExecutorId>,
+    /// Waiting slots that fit a free worker, since when
+    /// ([`capacity_offered`]).
+    pub(crate) fitting_since: BTreeMap<capacity_offered::Waiting, Millis>,
 }
 
 impl Obs {
@@ -98,7 +130,7 @@ type Check = fn(&mut World) -> Result<(), String>;
 
 /// The state-based invariants, after every step.
 pub(crate) fn check_all(w: &mut World) -> Result<(), Violation> {
-    let checks: [(&'static str, Check); 7] = [
+    let checks: [(&'static str, Check); 10] = [
         ("single_leader", |w| single_leader::check(w)),
         ("epochs", epochs::check),
         ("registry", |w| registry::check(w)),
@@ -106,6 +138,9 @@ pub(crate) fn check_all(w: &mut World) -> Result<(), Violation> {
         ("ports", |w| ports::check(w)),
         ("named_resources", |w| named_resources::check(w)),
         ("one_executor", one_executor::check),
+        ("kill_bound", kill_bound::check),
+        ("capacity_offered", capacity_offered::check),
+        ("maintenance", |w| maintenance::check(w)),
     ];
     for (invariant, check) in checks {
         if !w.skips(invariant) {
@@ -178,7 +213,25 @@ pub(crate) fn on_master_send(w: &mut World, m: usize, conn: ConnId, msg: &Messag
     {
         w.obs.kills_sent.insert(executor.clone());
     }
+    if let Message::StopExecutorOnWorker { executor, .. } = msg {
+        if let Err(detail) = rollout_down::on_stop(w, m, executor) {
+            fail(w, "rollout_down", detail);
+        }
+    }
     let Some(client) = client_of(w, conn) else { return };
+    if matches!(client, Node::Sub(_)) {
+        match msg {
+            Message::RequestAccepted { request, .. } => {
+                kill_bound::on_accepted(w, m, *request);
+                maintenance::on_answer(w, *request, true);
+            }
+            Message::RequestRefused { request, .. } => {
+                w.obs.kill_intents.remove(request);
+                maintenance::on_answer(w, *request, false);
+            }
+            _ => {}
+        }
+    }
     let r = match msg {
         Message::Registered { .. } => registry::on_registered(w, m, client, msg)
             .and_then(|()| durable_acks::on_registered(w, client, msg)),
@@ -208,10 +261,12 @@ pub(crate) fn on_worker_send(w: &mut World, i: usize, msg: &Message) {
     match msg {
         Message::ExecutorStatus { report, .. } => {
             w.obs.last_report.insert((i, report.id.clone()), report.state.clone());
+            ends_counted::on_report(w, &report.id, &report.state);
         }
         Message::RegisterWorker(reg) => {
             for r in &reg.executors {
                 w.obs.last_report.insert((i, r.id.clone()), r.state.clone());
+                ends_counted::on_report(w, &r.id, &r.state);
             }
         }
         _ => {}
@@ -220,6 +275,8 @@ pub(crate) fn on_worker_send(w: &mut World, i: usize, msg: &Message) {
 
 /// Subscriber `s` sends `msg` (requests are remembered).
 pub(crate) fn on_sub_send(w: &mut World, s: usize, msg: &Message) {
+    kill_bound::on_request(w, s, msg);
+    maintenance::on_request(w, msg);
     let gen = w.subs[s].p.gen;
     match msg {
         Message::DeclareGroup { request, spec } => {
@@ -250,7 +307,15 @@ pub(crate) fn on_loaded(w: &mut World, _m: usize, records: &[Record]) {
 pub(crate) fn on_store_write(w: &mut World, m: usize, record: &Record) {
     let r = epochs::on_store_write(w, m, record)
         .map_err(|d| ("epochs", d))
-        .and_then(|()| durable_acks::on_store_write(w, record).map_err(|d| ("durable_acks", d)));
+        .and_then(|()| durable_acks::on_store_write(w, record).map_err(|d| ("durable_acks", d)))
+        .and_then(|()| {
+            service_slots::on_store_write(w, m, record).map_err(|d| ("service_slots", d))
+        })
+        .and_then(|()| ends_counted::on_store_write(w, m, record).map_err(|d| ("ends_counted", d)))
+        .and_then(|()| {
+            slot_failures::on_store_write(w, m, record).map_err(|d| ("slot_failures", d))
+        })
+        .and_then(|()| healthy_runs::on_store_write(w, m, record).map_err(|d| ("healthy_runs", d)));
     if let Err((invariant, detail)) = r {
         fail(w, invariant, detail);
     }
@@ -272,5 +337,20 @@ pub(crate) fn on_worker_exit(w: &mut World, i: usize, reason: &str) {
 pub(crate) fn on_sub_exit(w: &mut World, s: usize, reason: &str) {
     if let Err(detail) = conflict_exits::on_sub_exit(w, s, reason) {
         fail(w, "conflict_exits", detail);
+    }
+}
+
+/// Worker `i` starts a process for executor `x`.
+pub(crate) fn on_executor_start(w: &mut World, _i: usize, x: &ExecutorId) {
+    w.obs.started.insert(x.clone());
+}
+
+/// Executor `x`'s process on worker `_i` changed to `state` (RUNNING, or
+/// ended).
+pub(crate) fn on_executor_changed(w: &mut World, _i: usize, x: &ExecutorId, state: &ExecutorState) {
+    if *state == ExecutorState::Running {
+        healthy_runs::on_running(w, x);
+    } else {
+        healthy_runs::on_end(w, x, state);
     }
 }

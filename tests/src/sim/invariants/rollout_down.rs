@@ -1,0 +1,54 @@
+//! A rollout never has more than `max_parallel` slots down, failed ones
+//! included: whenever a leader asks a worker to stop an old executor of a
+//! rolling group (`StopExecutorOnWorker`), the group's slots down at that
+//! leader, counting the one being stopped, are at most the rollout's
+//! `max_parallel`. A slot is down when it FAILED, or is open without a
+//! live executor, or its executor is not RUNNING, or is being stopped.
+//! Issue 41's fourth scenario: a new command that cannot start failed slot
+//! 0, and the rollout went on to stop the healthy slot 1, and so on, until
+//! nothing ran (failed slots did not count as down).
+
+use crate::sim::engine::{parse_executor, World};
+use regent_core::protocol::ExecutorState;
+use regent_core::store::SlotOutcome;
+use regent_core::ExecutorId;
+
+pub(crate) fn on_stop(w: &World, m: usize, x: &ExecutorId) -> Result<(), String> {
+    let Some((fw, group, _)) = parse_executor(x) else { return Ok(()) };
+    let master = w.masters[m].master();
+    let Some(f) = master.frameworks().find(|f| f.id == fw) else { return Ok(()) };
+    let Some(g) = f.groups.iter().find(|g| g.record.spec.group == group) else { return Ok(()) };
+    let Some(rollout) = g.record.rollout else { return Ok(()) };
+    if !rollout.predates(x) {
+        return Ok(());
+    }
+    let mut down = 0u32;
+    for (slot, outcome) in g.record.slots.iter().enumerate() {
+        let is_down = match outcome {
+            SlotOutcome::Failed { .. } => true,
+            SlotOutcome::Pending => {
+                let e =
+                    g.current.get(slot).cloned().flatten().and_then(|c| {
+                        master.executors().find(|e| e.id == c && !e.state.is_terminal())
+                    });
+                match e {
+                    None => true,
+                    Some(e) => {
+                        e.state != ExecutorState::Running
+                            || (e.operator_stop && rollout.predates(&e.id))
+                            || &e.id == x
+                    }
+                }
+            }
+            SlotOutcome::Done { .. } | SlotOutcome::Killed { .. } => false,
+        };
+        down += u32::from(is_down);
+    }
+    if down > rollout.max_parallel {
+        return Err(format!(
+            "m{m} stops {x} of rolling group {group} of {fw} with {down} slots down, more than max_parallel {} (slots: {:?})",
+            rollout.max_parallel, g.record.slots
+        ));
+    }
+    Ok(())
+}
