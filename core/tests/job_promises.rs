@@ -709,3 +709,29 @@ fn a_slot_failed_during_a_rollout_counts_as_down() {
     let sends = s.status(100, y, ExecutorState::Running);
     assert!(kills(&sends).is_empty(), "a failed slot is down: max_parallel 1 reached: {sends:?}");
 }
+
+#[test]
+fn a_kill_with_refill_accepted_before_a_failover_is_carried_out_by_the_new_leader() {
+    // Found by the job-layer soak (`regent-soak --jobs --operator`, seeds
+    // 910 and 1542): the operator's kill-executor with refill was accepted,
+    // its kill lost with a blip, and the next leader adopted the executor.
+    let (mut s, fw, x) = one_running(spec("g", 1, RestartPolicy::default()));
+    let _ = s.register(101, "w1", 1, 1, 0, vec![]);
+    s.drop_conn(100);
+    let sends =
+        s.operate(Message::OperatorKillExecutor { request: 7, executor: x.clone(), refill: true });
+    assert!(accepted(&sends), "{sends:?}");
+    s.failover("b");
+    s.resubscribe(1, &fw);
+    let mut placed = launches(&s.register(103, "w1", 1, 1, 0, vec![]));
+    let sends = s.register(102, "w0", 1, 1, 0, vec![report_of(&x, ExecutorState::Running)]);
+    assert!(kills(&sends).contains(&(102, x.clone())), "the new leader kills it: {sends:?}");
+    placed.extend(launches(&sends));
+    placed.extend(launches(&s.feed(m::Event::Timer(m::Timer::Recovery))));
+    placed.extend(launches(&s.status(102, &x, ExecutorState::Killed)));
+    assert_eq!(placed.len(), 1, "its slot is refilled once: {placed:?}");
+    assert_ne!(placed[0].1, x);
+    assert_eq!(s.slots(&fw), vec![SlotOutcome::Pending]);
+    let g = &s.m.frameworks().find(|f| f.id == fw).expect("fw").groups[0];
+    assert!(g.record.replacing.is_empty(), "its end is recorded: {:?}", g.record.replacing);
+}

@@ -471,6 +471,7 @@ fn a_stored_retry_count_at_u32_max_never_overflows() {
         name: "app".into(),
         failover_timeout_ms: 60_000,
         groups: vec![GroupRecord {
+            replacing: Default::default(),
             counted: Default::default(),
             rollout: Default::default(),
             spec: spec("g", 1, 1, 1),

@@ -303,6 +303,7 @@ fn a_leader_recovering_from_its_store_adopts_what_the_new_process_reports() {
             name: "app".into(),
             failover_timeout_ms: 30_000,
             groups: vec![GroupRecord {
+                replacing: Default::default(),
                 counted: Default::default(),
                 rollout: Default::default(),
                 spec: spec(1),

@@ -45,6 +45,7 @@ fn planted() -> Record {
         name: "planted".into(),
         failover_timeout_ms: 600_000,
         groups: vec![GroupRecord {
+            replacing: Default::default(),
             counted: Default::default(),
             rollout: Default::default(),
             spec: regent_core::protocol::GroupSpec {

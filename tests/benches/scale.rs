@@ -571,6 +571,7 @@ fn records(n: u64) -> Vec<Record> {
             name: format!("app-{j}"),
             failover_timeout_ms: 3_600_000,
             groups: vec![GroupRecord {
+                replacing: Default::default(),
                 counted: Default::default(),
                 rollout: Default::default(),
                 spec: spec("g", SLOTS_PER_FRAMEWORK),

@@ -48,16 +48,7 @@ const REFOUND: &[(u64, &str)] = &[
 /// at 107, `maintenance` at 1101 with `--operator`, `slot_failures` at 1420
 /// with `--operator`, `healthy_runs` at 56 with `--operator --jobs`,
 /// `rollout_down` with `--jobs`): remove each once its fix is merged.
-const KNOWN_BUGS: &[&str] = &[
-    "healthy_runs",
-    "rollout_down",
-    "service_slots",
-    "kill_bound",
-    "ends_counted",
-    "capacity_offered",
-    "maintenance",
-    "slot_failures",
-];
+const KNOWN_BUGS: &[&str] = &[];
 
 /// The default cluster, without the invariants of [`KNOWN_BUGS`].
 fn base() -> SimConfig {

@@ -8,16 +8,7 @@ use regent_tests::sim::{run_schedule, shrink, Fault, Knobs, Schedule, SimConfig}
 /// Invariants of issue 41 that the code before its fixes breaks in many
 /// schedules (the `KNOWN_BUGS` of `sim_seeds.rs`): remove each once its fix
 /// is merged.
-const KNOWN_BUGS: &[&str] = &[
-    "healthy_runs",
-    "rollout_down",
-    "service_slots",
-    "kill_bound",
-    "ends_counted",
-    "capacity_offered",
-    "maintenance",
-    "slot_failures",
-];
+const KNOWN_BUGS: &[&str] = &[];
 
 #[test]
 fn generated_schedules_keep_every_invariant() {

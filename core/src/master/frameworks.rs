@@ -586,6 +586,7 @@ impl Master {
         let group = spec.group.clone();
         fw.groups.push(GroupState {
             record: GroupRecord {
+                replacing: Default::default(),
                 rollout: Default::default(),
                 spec,
                 slots: vec![SlotOutcome::Pending; slots],
@@ -820,7 +821,7 @@ impl Master {
 pub(super) fn slot_reserve(id: &FrameworkId, spec: &GroupSpec, slots: u32) -> usize {
     let restarts = spec.policy.restart != crate::policy::RestartPolicy::default();
     let worst = limits::worst_slot_outcome_len(id.as_str(), &spec.group, slots)
-        + limits::worst_slot_counted_len(id.as_str(), &spec.group, slots)
+        + 2 * limits::worst_slot_counted_len(id.as_str(), &spec.group, slots)
         + if restarts { limits::WORST_SLOT_RESTART_LEN } else { 0 };
     (slots as usize).saturating_mul(worst.saturating_sub(1))
 }

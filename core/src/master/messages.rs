@@ -79,6 +79,15 @@ impl Master {
                         // dying executors held that it no longer has is
                         // free (`kills`).
                         self.settle_kills_on_registration(&worker, &ids, out);
+                        // A worker back on a connection (a blip, a late
+                        // report after recovery) is a candidate again:
+                        // what waits is offered to it in this step. A new
+                        // registration places once it is durable.
+                        if self.workers.entries.get(&worker).map(|w| w.state)
+                            == Some(super::WorkerState::Alive)
+                        {
+                            self.place(out);
+                        }
                         // A draining worker (say, after a failover): what it
                         // runs is asked to stop, with what is left of the
                         // recorded deadline.

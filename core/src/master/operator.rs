@@ -405,6 +405,12 @@ impl Master {
         let framework = e.framework.clone();
         if refill {
             e.stop_by_operator();
+            // Durable with the acceptance: a new leader kills it rather
+            // than adopting it, and refills its slot.
+            let group = e.group.clone();
+            if let Some(g) = self.frameworks.get_mut(&framework).and_then(|f| f.group_mut(&group)) {
+                g.record.replacing.insert(e.slot, executor.clone());
+            }
         } else {
             e.request_kill();
             let (group, slot) = (e.group.clone(), e.slot as usize);

@@ -653,6 +653,7 @@ mod tests {
                         vec![]
                     } else {
                         vec![crate::store::GroupRecord {
+                            replacing: Default::default(),
                             counted: Default::default(),
                             rollout: Default::default(),
                             spec: crate::protocol::GroupSpec {

@@ -196,6 +196,11 @@ pub struct GroupRecord {
     /// but died before acknowledging) is not counted twice. Cleared when
     /// the slot is done.
     pub counted: BTreeMap<u32, crate::ids::ExecutorId>,
+    /// By slot, the executor an operator last asked to stop with its slot
+    /// refilled (`regent kill-executor` without `--no-refill`), until its
+    /// worker reports its end: a new leader kills it instead of adopting
+    /// it, and refills its slot, so an accepted kill outlives a failover.
+    pub replacing: BTreeMap<u32, crate::ids::ExecutorId>,
 }
 
 /// A group's spec was replaced (`regent run --update`): its live executors
@@ -294,7 +299,7 @@ impl GroupRecord {
     /// Whether the record holds nothing the eighth group layout (variant
     /// 14, named resources) lacks: no counted ends.
     pub fn fits_v8(&self) -> bool {
-        self.counted.is_empty()
+        self.counted.is_empty() && self.replacing.is_empty()
     }
 }
 
@@ -493,6 +498,7 @@ mod wire {
     impl From<GroupV8> for GroupRecord {
         fn from(GroupV8 { spec, slots, retries_used, restarts, rollout }: GroupV8) -> Self {
             GroupRecord {
+                replacing: Default::default(),
                 spec,
                 slots,
                 retries_used,
@@ -591,6 +597,7 @@ mod wire {
     impl From<GroupV7> for GroupRecord {
         fn from(GroupV7 { spec, slots, retries_used, restarts, rollout }: GroupV7) -> Self {
             GroupRecord {
+                replacing: Default::default(),
                 spec: spec.into(),
                 slots,
                 retries_used,
@@ -692,6 +699,7 @@ mod wire {
     impl From<GroupV6> for GroupRecord {
         fn from(GroupV6 { spec, slots, retries_used, restarts, rollout }: GroupV6) -> Self {
             GroupRecord {
+                replacing: Default::default(),
                 spec: spec.into(),
                 slots,
                 retries_used,
@@ -732,6 +740,7 @@ mod wire {
     impl From<GroupV5> for GroupRecord {
         fn from(GroupV5 { spec, slots, retries_used, restarts }: GroupV5) -> Self {
             GroupRecord {
+                replacing: Default::default(),
                 spec: spec.into(),
                 slots,
                 retries_used,
@@ -815,6 +824,7 @@ mod wire {
                 launch: Box::new(launch),
             };
             GroupRecord {
+                replacing: Default::default(),
                 spec,
                 slots,
                 retries_used,
@@ -946,6 +956,7 @@ mod wire {
     impl From<GroupV3> for GroupRecord {
         fn from(GroupV3 { spec, slots, retries_used, restarts }: GroupV3) -> Self {
             GroupRecord {
+                replacing: Default::default(),
                 spec: spec.into(),
                 slots,
                 retries_used,
@@ -983,6 +994,7 @@ mod wire {
     impl From<GroupV2> for GroupRecord {
         fn from(GroupV2 { spec, slots, retries_used }: GroupV2) -> Self {
             GroupRecord {
+                replacing: Default::default(),
                 spec: spec.into(),
                 slots,
                 retries_used,
@@ -1066,6 +1078,7 @@ mod wire {
         fn from(g: GroupV1) -> Self {
             let GroupSpecV1 { group, slots, command, env, cores, memory_mb } = g.spec;
             GroupRecord {
+                replacing: Default::default(),
                 rollout: Default::default(),
                 spec: GroupSpec {
                     group,
@@ -1349,6 +1362,7 @@ mod tests {
     fn a_framework_with_a_group_policy_uses_an_appended_variant_and_round_trips() {
         use crate::policy::{Constraint, RestartMode};
         let group = |policy: crate::policy::GroupPolicy| GroupRecord {
+            replacing: Default::default(),
             rollout: Default::default(),
             spec: GroupSpec {
                 group: "web".into(),

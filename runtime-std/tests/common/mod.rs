@@ -39,6 +39,7 @@ pub fn framework(id: &str, name: &str) -> Record {
         name: name.into(),
         failover_timeout_ms: 60_000,
         groups: vec![GroupRecord {
+            replacing: Default::default(),
             counted: Default::default(),
             rollout: Default::default(),
             spec: GroupSpec {
@@ -185,6 +186,7 @@ pub fn framework_with_counted_ends() -> Record {
     let Record::Framework(mut f) = framework_with_resources() else { unreachable!() };
     f.id = regent_core::FrameworkId::new("fw-7");
     f.groups[0].counted.insert(0, regent_core::ExecutorId::new("fw-7/g#0#48.3"));
+    f.groups[0].replacing.insert(1, regent_core::ExecutorId::new("fw-7/g#1#48.2"));
     Record::Framework(f)
 }
 

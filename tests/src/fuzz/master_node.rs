@@ -1113,6 +1113,7 @@ fn record(src: &mut Source, frameworks: &[FrameworkId]) -> Record {
                         })
                         .collect();
                     GroupRecord {
+                        replacing: Default::default(),
                         counted: Default::default(),
                         rollout: Default::default(),
                         spec,

@@ -423,7 +423,7 @@ pub(crate) struct World {
     /// Frames of a TCP connection's direction held behind a partition, in
     /// order ([`World::send`]).
     unsent: BTreeMap<(ConnId, bool), VecDeque<Message>>,
-    blocked: BTreeMap<(Node, Node), u32>,
+    pub(crate) blocked: BTreeMap<(Node, Node), u32>,
     /// Each process's one Tick timer (its node's `poll_timeout`).
     timers: BTreeMap<Node, (Millis, u64)>,
     next_token: u64,

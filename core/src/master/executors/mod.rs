@@ -649,6 +649,21 @@ impl Master {
     /// may still be on its way (held by the acting lease or in flight), and
     /// adopting it now would leave its slot to an executor about to die.
     fn adopt_or_kill(&mut self, worker: &WorkerId, report: ExecutorReport, out: &mut Vec<Action>) {
+        // One an operator asked to stop with its slot refilled (durable
+        // in `replacing`) is not adopted: the kill it was promised is
+        // carried out, whichever leader accepted it.
+        let replacing = report.id.group_slot(&report.framework).is_some_and(|(group, slot)| {
+            self.frameworks
+                .get_mut(&report.framework)
+                .and_then(|f| f.group_mut(&group))
+                .is_some_and(|g| {
+                    let named = g.record.replacing.get(&slot) == Some(&report.id);
+                    if named && report.state.is_terminal() {
+                        g.record.replacing.remove(&slot);
+                    }
+                    named
+                })
+        });
         if self.dying.contains(&report.id) {
             if report.state.is_terminal() {
                 self.end_dying(&report.id, out);
@@ -663,7 +678,8 @@ impl Master {
             let g = fw.groups.iter().position(|g| g.record.spec.group == group)?;
             let gs = &fw.groups[g];
             let free = gs.record.slots.get(slot as usize) == Some(&SlotOutcome::Pending)
-                && gs.current[slot as usize].is_none();
+                && gs.current[slot as usize].is_none()
+                && !replacing;
             free.then_some((group, slot, g))
         });
         let fits =
@@ -865,6 +881,12 @@ impl Master {
             settled = fw.groups.iter().position(|g| g.record.spec.group == e.group);
             if let Some(g) = fw.group_mut(&e.group) {
                 let slot = e.slot as usize;
+                // Its worker reported its end, recorded in this write: no
+                // new leader needs to know it was being replaced. (A LOST
+                // one may still run: it stays named.)
+                if reported && g.record.replacing.get(&e.slot) == Some(&e.id) {
+                    g.record.replacing.remove(&e.slot);
+                }
                 let restart = &g.record.spec.policy.restart;
                 let own_policy = *restart != crate::policy::RestartPolicy::default();
                 let service = restart.mode == crate::policy::RestartMode::Service;

@@ -1,15 +1,15 @@
 //! A healthy run is remembered: when a framework record the store applies
 //! holds two or more failures in a row for a slot of a group whose restart
-//! policy forgets failures after `healthy_after_ms`, the slot's latest
-//! executor to end (by the worker's account: exited or failed) did not run
-//! that long (from RUNNING to its end, on the worker). An executor that ran
+//! policy forgets failures after `healthy_after_ms`, the executor whose end
+//! it counted last for that slot (`GroupRecord::counted`) did not run that
+//! long (from RUNNING to its end, on the worker). An executor that ran
 //! healthily clears its slot's failures before its own end counts, so its
 //! end makes the count 1, whichever leader counts it. Issue 41's second
 //! scenario: a retry that ran healthily for an hour crashed five seconds
 //! after a failover and its slot failed with "2 ends in a row": the new
 //! leader measured the run from when it first saw it.
 
-use crate::sim::engine::{parse_executor, World};
+use crate::sim::engine::World;
 use regent_core::protocol::ExecutorState;
 use regent_core::store::Record;
 use regent_core::{ExecutorId, Millis};
@@ -40,26 +40,17 @@ pub(crate) fn on_store_write(w: &World, m: usize, record: &Record) -> Result<(),
             if r.failures < 2 {
                 continue;
             }
-            // The slot's latest executor to end, by the worker's clock.
-            let latest = w
-                .obs
-                .ran
-                .iter()
-                .filter_map(|(x, (from, to))| to.map(|to| (to, *from, x)))
-                .filter(|(_, _, x)| {
-                    parse_executor(x).is_some_and(|(fw, group, s)| {
-                        fw == f.id && group == g.spec.group && s == *slot as usize
-                    })
-                })
-                .max();
-            if let Some((to, from, x)) = latest {
-                let ran = to.since(from);
-                if ran >= Millis(healthy) {
-                    return Err(format!(
-                        "m{m} wrote {} failures in a row for slot {}#{slot} of {}, but its latest executor to end, {x}, ran {ran} (healthy after {healthy} ms)",
-                        r.failures, g.spec.group, f.id
-                    ));
-                }
+            // The executor whose end this record counted last for the slot
+            // (`GroupRecord::counted`): a record written while a later end
+            // is still on its way keeps the failures counted before it.
+            let Some(x) = g.counted.get(slot) else { continue };
+            let Some((from, Some(to))) = w.obs.ran.get(x) else { continue };
+            let ran = to.since(*from);
+            if ran >= Millis(healthy) {
+                return Err(format!(
+                    "m{m} wrote {} failures in a row for slot {}#{slot} of {}, but the executor whose end it counted, {x}, ran {ran} (healthy after {healthy} ms)",
+                    r.failures, g.spec.group, f.id
+                ));
             }
         }
     }

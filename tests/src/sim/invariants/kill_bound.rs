@@ -8,7 +8,8 @@
 //! group supersedes an earlier one: the executors it gives their slots
 //! back to are no longer doomed. Its worker is reachable
 //! while its process runs unpaused with a live connection to an acting
-//! leader that knows it ALIVE on that connection; once that has held for
+//! leader that knows it ALIVE on that connection, and no partition or
+//! isolation stands between them; once that has held for
 //! `BOUND` (5 s) without a break, the executor's process must have ended
 //! (issue 41's fifth scenario: a kill sent once, into a connection that
 //! had just dropped, was never sent again).
@@ -102,6 +103,11 @@ fn reachable(w: &World, i: usize) -> bool {
     }
     let id = &wp.worker().config().id;
     let Some(l) = w.acting_leader() else { return false };
+    // Not while a partition or the leader's isolation holds either way.
+    let blocked = |from: Node, to: Node| w.blocked.get(&(from, to)).is_some_and(|n| *n > 0);
+    if blocked(Node::Master(l), Node::Worker(i)) || blocked(Node::Worker(i), Node::Master(l)) {
+        return false;
+    }
     let master = w.masters[l].master();
     let Some(entry) = master.workers().into_iter().find(|e| &e.id == id) else { return false };
     if entry.state != WorkerState::Alive {

@@ -208,14 +208,20 @@ pub(crate) fn on_master_send(w: &mut World, m: usize, conn: ConnId, msg: &Messag
             fail(w, "command_order", detail);
         }
     }
+    // A stop sent again (owed until the executor's end is reported, and
+    // re-sent on every registration of its worker) is not a new decision
+    // to take a slot down.
+    let mut again = false;
     if let Message::KillExecutorOnWorker { executor, .. }
     | Message::StopExecutorOnWorker { executor, .. } = msg
     {
-        w.obs.kills_sent.insert(executor.clone());
+        again = !w.obs.kills_sent.insert(executor.clone());
     }
     if let Message::StopExecutorOnWorker { executor, .. } = msg {
-        if let Err(detail) = rollout_down::on_stop(w, m, executor) {
-            fail(w, "rollout_down", detail);
+        if !again {
+            if let Err(detail) = rollout_down::on_stop(w, m, executor) {
+                fail(w, "rollout_down", detail);
+            }
         }
     }
     let Some(client) = client_of(w, conn) else { return };

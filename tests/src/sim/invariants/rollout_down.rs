@@ -6,7 +6,9 @@
 //! live executor, or its executor is not RUNNING, or is being stopped.
 //! Issue 41's fourth scenario: a new command that cannot start failed slot
 //! 0, and the rollout went on to stop the healthy slot 1, and so on, until
-//! nothing ran (failed slots did not count as down).
+//! nothing ran (failed slots did not count as down). A drain's stops
+//! (an operator's, on the drained worker) and a stop sent again are not
+//! the rollout's decisions.
 
 use crate::sim::engine::{parse_executor, World};
 use regent_core::protocol::ExecutorState;
@@ -20,6 +22,13 @@ pub(crate) fn on_stop(w: &World, m: usize, x: &ExecutorId) -> Result<(), String>
     let Some(g) = f.groups.iter().find(|g| g.record.spec.group == group) else { return Ok(()) };
     let Some(rollout) = g.record.rollout else { return Ok(()) };
     if !rollout.predates(x) {
+        return Ok(());
+    }
+    // An operator's drain stops what runs on its worker whatever a
+    // rollout's `max_parallel`: not the rollout's decision.
+    let on_drained =
+        master.executors().find(|e| &e.id == x).is_some_and(|e| w.obs.drained.contains(&e.worker));
+    if on_drained {
         return Ok(());
     }
     let mut down = 0u32;
