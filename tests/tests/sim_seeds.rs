@@ -77,10 +77,13 @@ fn regressions() -> BTreeSet<(u64, String)> {
 /// Runs seeds `from..from + n`; returns the depositions (fast takeovers)
 /// and those of a live leader, summed.
 fn run_range(from: u64, n: u64) -> (u64, u64) {
-    let cfg = base();
+    run_range_with(from, n, &base())
+}
+
+fn run_range_with(from: u64, n: u64, cfg: &SimConfig) -> (u64, u64) {
     let (mut depositions, mut live) = (0, 0);
     for seed in from..from + n {
-        match run_seed(seed, &cfg) {
+        match run_seed(seed, cfg) {
             Ok(stats) => {
                 depositions += stats.depositions;
                 live += stats.live_depositions;
@@ -378,6 +381,31 @@ fn regressions_found_by_the_issue_20_soak() {
     for (bug, cfg) in cases {
         replay_with(bug, &cfg);
     }
+}
+
+/// The seeds the job-layer soak (`regent-soak --jobs --operator`, issue 41)
+/// found once the first fixes were in: two master bugs and three of the
+/// new invariants' own false positives (each fixture says which).
+#[test]
+fn regressions_found_by_the_job_layer_soak() {
+    let cfg = SimConfig { jobs: true, operator: true, ..base() };
+    for bug in [
+        "jobs-rejoin-not-offered",
+        "jobs-refill-kill-lost-on-failover",
+        "jobs-drain-stops-rolling",
+        "jobs-isolated-leader-reach",
+        "jobs-healthy-end-in-flight",
+    ] {
+        replay_with(bug, &cfg);
+    }
+}
+
+/// The job layer on: services, restart policies, scales, kills with and
+/// without refill, teardowns, cordons and drains, broken rollouts, all
+/// while worker connections blip and leaders fail over.
+#[test]
+fn seeds_0_to_99_with_the_job_layer() {
+    run_range_with(0, 100, &SimConfig { jobs: true, operator: true, ..base() });
 }
 
 /// Seed 2330 with `--operator --slow-store --zk-latency --clock-steps`
