@@ -395,6 +395,8 @@ fn regressions_found_by_the_job_layer_soak() {
         "jobs-drain-stops-rolling",
         "jobs-isolated-leader-reach",
         "jobs-healthy-end-in-flight",
+        "jobs-deposed-leader-maintenance",
+        "jobs-rollout-counts-every-slot",
     ] {
         replay_with(bug, &cfg);
     }

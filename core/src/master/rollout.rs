@@ -154,8 +154,9 @@ impl Master {
         let Some(rollout) = g.record.rollout else { return };
         let mut down = 0u32;
         let mut to_stop: Vec<(ExecutorId, WorkerId)> = Vec::new();
-        let placeable = g.placeable_slots() as usize;
-        for (slot, outcome) in g.record.slots.iter().enumerate().take(placeable) {
+        // Every slot the record holds counts, those of a scale still being
+        // written too: a slot down is down whichever write made it.
+        for (slot, outcome) in g.record.slots.iter().enumerate() {
             match outcome {
                 SlotOutcome::Pending => {}
                 // A failed slot is down too: it runs nothing.

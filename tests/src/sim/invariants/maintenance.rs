@@ -26,10 +26,11 @@ pub(crate) fn on_request(w: &mut World, msg: &Message) {
 }
 
 /// A leader answered `request` (`accepted` or refused).
-pub(crate) fn on_answer(w: &mut World, request: u64, accepted: bool) {
+pub(crate) fn on_answer(w: &mut World, m: usize, request: u64, accepted: bool) {
     if let Some((worker, on)) = w.obs.maintenance_requests.remove(&request) {
         if accepted {
-            w.obs.maintained.insert(worker, on);
+            let epoch = w.masters[m].master().epoch();
+            w.obs.maintained.insert(worker, (on, epoch));
         }
     }
 }
@@ -43,7 +44,9 @@ pub(crate) fn check(w: &World) -> Result<(), String> {
     let unsettled: Vec<&WorkerId> = w.obs.maintenance_requests.values().map(|(id, _)| id).collect();
     for e in master.workers() {
         if e.state == WorkerState::Alive
-            && w.obs.maintained.get(&e.id) == Some(&true)
+            // A deposed leader still acting on its lease cannot know of
+            // a cordon its successor accepted.
+            && w.obs.maintained.get(&e.id).is_some_and(|(on, at)| *on && master.epoch() >= *at)
             && !unsettled.contains(&&e.id)
             && e.maintenance.is_none()
         {

@@ -103,7 +103,7 @@ pub(crate) struct Obs {
     /// answered, by request id ([`maintenance`]).
     pub(crate) maintenance_requests: BTreeMap<u64, (WorkerId, bool)>,
     /// The last accepted maintenance change of each worker ([`maintenance`]).
-    pub(crate) maintained: BTreeMap<WorkerId, bool>,
+    pub(crate) maintained: BTreeMap<WorkerId, (bool, Epoch)>,
     /// Executors a worker reported terminal ([`ends_counted`]).
     pub(crate) ended: BTreeSet<ExecutorId>,
     /// Executors' runs on their workers: since RUNNING, until they ended
@@ -229,11 +229,11 @@ pub(crate) fn on_master_send(w: &mut World, m: usize, conn: ConnId, msg: &Messag
         match msg {
             Message::RequestAccepted { request, .. } => {
                 kill_bound::on_accepted(w, m, *request);
-                maintenance::on_answer(w, *request, true);
+                maintenance::on_answer(w, m, *request, true);
             }
             Message::RequestRefused { request, .. } => {
                 w.obs.kill_intents.remove(request);
-                maintenance::on_answer(w, *request, false);
+                maintenance::on_answer(w, m, *request, false);
             }
             _ => {}
         }

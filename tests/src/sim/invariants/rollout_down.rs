@@ -32,6 +32,7 @@ pub(crate) fn on_stop(w: &World, m: usize, x: &ExecutorId) -> Result<(), String>
         return Ok(());
     }
     let mut down = 0u32;
+    let mut why = Vec::new();
     for (slot, outcome) in g.record.slots.iter().enumerate() {
         let is_down = match outcome {
             SlotOutcome::Failed { .. } => true,
@@ -52,11 +53,19 @@ pub(crate) fn on_stop(w: &World, m: usize, x: &ExecutorId) -> Result<(), String>
             SlotOutcome::Done { .. } | SlotOutcome::Killed { .. } => false,
         };
         down += u32::from(is_down);
+        if is_down {
+            let e = g.current.get(slot).cloned().flatten();
+            let state = e.as_ref().and_then(|c| master.executors().find(|x| &x.id == c));
+            why.push(format!(
+                "slot {slot}: {:?}",
+                state.map(|x| (&x.id, &x.state, x.operator_stop)).or(None)
+            ));
+        }
     }
     if down > rollout.max_parallel {
         return Err(format!(
-            "m{m} stops {x} of rolling group {group} of {fw} with {down} slots down, more than max_parallel {} (slots: {:?})",
-            rollout.max_parallel, g.record.slots
+            "m{m} stops {x} of rolling group {group} of {fw} with {down} slots down, more than max_parallel {} (slots: {:?}; down: {})",
+            rollout.max_parallel, g.record.slots, why.join(", ")
         ));
     }
     Ok(())
