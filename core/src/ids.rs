@@ -119,7 +119,7 @@ number_id!(
 );
 
 /// A leadership term. Strictly increases across leaderships and is made
-/// durable before a leader acts (DESIGN rule 4); every master message carries
+/// durable before a leader acts (docs/design.md#epochs-fence-everything); every master message carries
 /// it and receivers ignore lower epochs.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,

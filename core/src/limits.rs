@@ -1,5 +1,5 @@
 //! Limits on peer-supplied numbers, checked before anything is allocated
-//! or persisted (DESIGN rule 6). A request past a limit is refused with a
+//! or persisted (docs/design.md#peer-input-never-panics). A request past a limit is refused with a
 //! reason naming the limit; it never panics and never allocates in
 //! proportion to the number it carries.
 //!
@@ -130,7 +130,7 @@ pub const MAX_WORKERS_LIMIT: usize = 1_000_000;
 /// costs 4 bytes plus its node name, `w-` and the escaped id). Worker ids,
 /// like framework ids, could be chosen to hash into one shard, and a
 /// listing over ZooKeeper's packet limit would make every future leader's
-/// load fail while it holds its election node (DESIGN rule 8). A shard
+/// load fail while it holds its election node (docs/design.md#leadership-that-cannot-act-is-given-up). A shard
 /// holds [`crate::zk::layout::MAX_LISTED`] children of the longest
 /// names; [`MAX_FRAMEWORKS_ZOOKEEPER`] framework records of the longest
 /// names may all be there, and [`HISTORY_SHARD_RESERVE`] history records

@@ -206,7 +206,7 @@ impl GroupProgress {
             Action::SlotFailed { group, slot, reason } => self.slot_failed(group, *slot, reason),
             Action::GroupScaled { group, slots } if *group == self.group => {
                 // Peer number: at most the per-group limit the master
-                // enforces (DESIGN rule 6).
+                // enforces (docs/design.md#peer-input-never-panics).
                 let n = (*slots).min(crate::limits::MAX_SLOTS_PER_GROUP) as usize;
                 self.slots.resize(n, Slot::default());
             }

@@ -228,7 +228,7 @@ pub struct RegisterWorker {
     /// `epoch_seen`; 0 if none. The leader writes off, as never started,
     /// only executors it launched at or before this number (or on another
     /// connection): a launch sent after this report was taken is still on
-    /// its way, not lost (DESIGN rule 9).
+    /// its way, not lost (docs/design.md#one-executor-per-slot).
     pub launch_seen: u64,
     /// The worker's attributes (`rack=r1`, `disk=ssd`), names unique, in
     /// name order: what group constraints and `spread` name (see

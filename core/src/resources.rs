@@ -15,7 +15,7 @@
 //!   ([`crate::protocol::ExecutorReport::resources`]). The worker is the one
 //!   place that knows every live executor on it, including one a new leader
 //!   has not heard of yet (the report behind a registration taken before
-//!   it, DESIGN rule 9), so no address is ever given to two live executors,
+//!   it, docs/design.md#one-executor-per-slot), so no address is ever given to two live executors,
 //!   not even across a failover.
 //! * **Kept across failures.** The addresses are in the executor's running
 //!   record on its worker, so a restarted worker re-adopts the executor with

@@ -1,5 +1,5 @@
 //! Seeded randomness for jitter. The machines never touch global randomness
-//! (DESIGN rule 1): each owns a generator seeded from its `Config`.
+//! (docs/design.md#no-io-in-core): each owns a generator seeded from its `Config`.
 
 use crate::time::Millis;
 

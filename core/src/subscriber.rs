@@ -27,7 +27,7 @@
 //!   (seed scenario 5): its connection is closed before the next attempt.
 //!   Each attempt abandoned that way doubles the next one's timeout, up to
 //!   `subscribe_timeout_max` (30 s), with seeded jitter; a `Subscribed`
-//!   resets it (DESIGN rule 11). A leader whose store takes 10 s to make
+//!   resets it (docs/design.md#progress-when-dependencies-are-slow). A leader whose store takes 10 s to make
 //!   the subscription durable is slow, not a livelock: every retry makes
 //!   the master write again, so a fixed timeout shorter than the write
 //!   would abandon every attempt just before its answer. A
@@ -43,7 +43,7 @@
 //!   learned: a message past them is ignored as a whole, and reported
 //!   ([`Action::Rejected`], counted in [`Subscriber::rejected`]);
 //! * a master message with an epoch lower than the highest seen is ignored
-//!   (DESIGN rule 4); a `MasterChanged` with a higher epoch moves the
+//!   (docs/design.md#epochs-fence-everything); a `MasterChanged` with a higher epoch moves the
 //!   subscription to the new leader (close, then subscribe there);
 //! * a `FrameworkError` saying the framework failed over to *another*
 //!   instance stops the machine for good ([`Action::Exit`] naming that
@@ -104,7 +104,7 @@ pub struct Config {
     /// `jitter_min_pct` is 100); a `Subscribed` resets it to
     /// `subscribe_timeout`. The master makes every SUBSCRIBE durable
     /// before it answers, so the cap must exceed the slowest store write
-    /// the cluster should survive (DESIGN rule 11: 10 s, behind one batch
+    /// the cluster should survive (docs/design.md#progress-when-dependencies-are-slow: 10 s, behind one batch
     /// already in flight). Default 30 s.
     pub subscribe_timeout_max: Millis,
     /// The subscribed connection is dead after this many heartbeat intervals
@@ -318,7 +318,7 @@ pub enum Action {
         message: String,
     },
     /// Purely observational: a message from `from` broke a limit on peer
-    /// input (DESIGN rule 6) and was ignored as a whole. Log it (a warning:
+    /// input (docs/design.md#peer-input-never-panics) and was ignored as a whole. Log it (a warning:
     /// a broken or hostile master); [`Subscriber::rejected`] counts them.
     Rejected {
         /// The master (the connection's, or the one a callback hint named).
@@ -787,7 +787,7 @@ impl Subscriber {
             self.attempt_timeout
         );
         // The master may only be slow (a store write takes longer than the
-        // attempt had): give the next attempt twice as long (DESIGN rule 11).
+        // attempt had): give the next attempt twice as long (docs/design.md#progress-when-dependencies-are-slow).
         self.attempt_timeout = self.attempt_timeout.times(2).min(self.config.subscribe_timeout_max);
         self.attempt_failed(now, &reason, true, out);
     }
@@ -921,7 +921,7 @@ impl Subscriber {
                 // The leader heartbeats only a subscription it has accepted
                 // and is making durable: it is alive and slow, not gone.
                 // Abandoning the attempt now would only queue another write
-                // behind this one (DESIGN rule 11), so the attempt waits as
+                // behind this one (docs/design.md#progress-when-dependencies-are-slow), so the attempt waits as
                 // long as the leader keeps saying so.
                 self.max_epoch = epoch;
                 self.seen(now);

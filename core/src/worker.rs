@@ -15,7 +15,7 @@
 //!   of a master: a dropped connection is redialled within
 //!   [`Config::reconnect_first_max`] (jittered, 10 ms by default), then with
 //!   capped exponential backoff;
-//! * a slow store never livelocks registration (DESIGN rule 11): a retry
+//! * a slow store never livelocks registration (docs/design.md#progress-when-dependencies-are-slow): a retry
 //!   restarts no work at the master (a repeated registration of an
 //!   incarnation whose record is still being written is not written again;
 //!   the master answers `Registered` on the latest connection once the
@@ -268,7 +268,7 @@ pub enum Action {
         reason: String,
     },
     /// Purely observational: a message from `from` (or a callback hint
-    /// naming `from`) broke a limit on peer input (DESIGN rule 6) and was
+    /// naming `from`) broke a limit on peer input (docs/design.md#peer-input-never-panics) and was
     /// ignored as a whole. Log it as a warning; [`Worker::rejected`] counts
     /// them.
     Rejected {
@@ -769,14 +769,13 @@ impl Worker {
             link.backoff = self.config.reconnect_min;
         }
         if let Some(reason) = advertised_in_message_problem(&msg) {
-            // Checked before any of it is learned or dialled (DESIGN rule
-            // 6): a real leader never advertises past the limits.
+            // Checked before any of it is learned or dialled (docs/design.md#peer-input-never-panics): a real leader never advertises past the limits.
             self.reject(from, reason, out);
             return;
         }
         if let Some(epoch) = msg.master_epoch() {
             if epoch < self.max_epoch && !self.config.unsafe_no_epoch_fencing {
-                // Fenced: a deposed or recovered-old leader (DESIGN rule 4).
+                // Fenced: a deposed or recovered-old leader (docs/design.md#epochs-fence-everything).
                 return;
             }
         }
@@ -936,7 +935,7 @@ impl Worker {
     /// answered `Killed` (the worker's doing, not the executor's: the
     /// master refills the slot without charging a retry) instead of being
     /// dropped, so no slot waits for an executor that never starts. Issue
-    /// 20, DESIGN rule 9.
+    /// 20, docs/design.md#one-executor-per-slot.
     fn on_launch(
         &mut self,
         from: Addr,

@@ -1,4 +1,4 @@
-//! Limits on peer-supplied numbers (DESIGN rule 6): refused with a reason
+//! Limits on peer-supplied numbers (docs/design.md#peer-input-never-panics): refused with a reason
 //! naming the limit, before anything is allocated or persisted; arithmetic
 //! where peer numbers meet is checked.
 

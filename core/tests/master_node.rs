@@ -515,7 +515,7 @@ fn a_fenced_write_returns_the_master_to_standby_and_it_rejoins() {
 
 /// The same deletion, but the leader hears of it first (its watch on its
 /// own node) with no write in flight: it gives the leadership up the same
-/// way (DESIGN rule 8, "election node gone"): the session is closed in that
+/// way (docs/design.md#leadership-that-cannot-act-is-given-up, "election node gone"): the session is closed in that
 /// step, the master is STANDBY, and it joins again with a fresh session.
 #[test]
 fn a_leader_whose_election_node_vanished_closes_its_session_and_rejoins() {
@@ -1008,7 +1008,7 @@ fn run_schedule(n: usize, steps: &[Step]) -> Result<(), String> {
     check(&c, "the final advance")
 }
 
-/// DESIGN rule 2 for the node: whenever a master timer's condition holds
+/// docs/design.md#time-is-an-input for the node: whenever a master timer's condition holds
 /// (leading: sweep and framework heartbeat; recovering: the recovery
 /// deadline), the node's one deadline table holds a deadline for it — after
 /// every `handle` call, over random schedules of registrations, heartbeats,

@@ -303,7 +303,7 @@ fn operators_remove_unknown_workers_and_read_the_state_from_any_master() {
     assert!(
         matches!(&refused[..], [(_, Message::RequestRefused { request: 1, reason, .. })] if reason.contains("Alive"))
     );
-    // Accepted only once the delete of its record is durable (DESIGN rule 3).
+    // Accepted only once the delete of its record is durable (docs/design.md#durable-before-acknowledged).
     let msg = Message::RemoveWorker { request: 2, worker: WorkerId::new("w3") };
     let out = m.handle(Millis(10_001), master::Event::Message { conn: ConnId(9), msg });
     assert!(m_sends(&out).is_empty(), "nothing accepted before the delete is durable: {out:?}");

@@ -37,7 +37,7 @@ fn registered_with_a(
         w_registrations(&out_b).is_empty(),
         "a standby's Hello reply must not draw a registration"
     );
-    // Registered only after Persisted (DESIGN rule 3).
+    // Registered only after Persisted (docs/design.md#durable-before-acknowledged).
     let acts = a.handle(T0, master::Event::Message { conn: ConnId(1), msg: reg });
     assert!(m_sends(&acts).is_empty(), "no acknowledgement before the record is durable");
     assert!(matches!(acts[..], [master::Action::Store(StoreCommand::Persist { .. })]));

@@ -1,4 +1,4 @@
-//! Issue 20, scenario 8 and DESIGN rule 11: progress when the store is
+//! Issue 20, scenario 8 and docs/design.md#progress-when-dependencies-are-slow: progress when the store is
 //! slow. A single master whose store takes 10 s to commit each batch of
 //! writes (group commit, as the filesystem store does: a write that comes
 //! while a batch is being committed waits for the next one, so it may take

@@ -498,7 +498,7 @@ fn seed_scenario_5_timed_out_attempt_is_closed_before_the_next_and_its_answer_ig
     // A's SUBSCRIBED, sent on the closed connection, is ignored.
     assert!(msg(&mut s, 5_100, "a", subscribed(5, 1_000)).is_empty());
     assert!(!s.status().subscribed);
-    // Attempt A went unanswered: B gets twice as long (DESIGN rule 11).
+    // Attempt A went unanswered: B gets twice as long (docs/design.md#progress-when-dependencies-are-slow).
     assert_eq!(
         ev(&mut s, 5_200, Event::Timer(Timer::Retry)),
         vec![connect("a"), set(Timer::Attempt, 15_200)]

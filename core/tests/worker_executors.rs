@@ -223,7 +223,7 @@ fn executors_left_behind_by_a_previous_incarnation_are_reported() {
     );
 }
 
-/// A restarted worker process (worker upgrade, DESIGN rule 5) re-adopted an
+/// A restarted worker process (worker upgrade, docs/design.md#duplicates-are-harmless) re-adopted an
 /// executor: fed right after `Start`, it goes into the first registration
 /// as `Running`, a kill from the followed master reaches it, and its end is
 /// reported.

@@ -1,6 +1,6 @@
 //! A worker restarted over the same work directory (an upgrade, a crash, a
 //! `kill -9`) re-adopts the executors it proved its own and reports them in
-//! its registration (DESIGN rule 5): the leader keeps an adopted executor
+//! its registration (docs/design.md#duplicates-are-harmless): the leader keeps an adopted executor
 //! only if its slot still names it — and then places no replacement — and
 //! otherwise tells the worker to kill it. Exact protocol actions.
 

@@ -1,4 +1,4 @@
-//! End-to-end: losing leadership is not process death (DESIGN rule 8), and
+//! End-to-end: losing leadership is not process death (docs/design.md#leadership-that-cannot-act-is-given-up), and
 //! a ZooKeeper connection loss is not a loss of leadership. Real `regent`
 //! processes, a real ZooKeeper server on loopback, 10 s sessions; the
 //! faults are injected where users meet them: a TCP proxy between the

@@ -70,7 +70,7 @@ fn worker_kill9_restart_kills_left_behind_executors() {
         worker.stderr().contains("killed an executor a previous worker process left running")
     });
     // The new incarnation replaces the old one, whose executors the master
-    // reports lost (DESIGN rule 5); the left-behind report says KILLED.
+    // reports lost (docs/design.md#duplicates-are-harmless); the left-behind report says KILLED.
     // Either way the master no longer counts the executor as running.
     wait_for(BOUND, "the master sees the left-behind executor ended (LOST or KILLED)", || {
         let ex = executors(&state()?);

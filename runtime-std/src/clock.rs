@@ -1,5 +1,5 @@
 //! The runtime clock: the `now` every pump of both runtimes feeds its node
-//! (DESIGN rule 10).
+//! (docs/design.md#identity-and-time-do-not-trust-the-wall-clock).
 //!
 //! It counts milliseconds since the pump started on a clock that keeps
 //! counting while the host is suspended: `CLOCK_BOOTTIME` on Linux (and

@@ -373,7 +373,7 @@ pub fn load_or_create_id(work_dir: &Path) -> Result<String, HostError> {
 
 /// The file in the work directory that keeps the worker's last
 /// incarnation, so the next process of the worker is newer even when the
-/// host's clock stepped back (DESIGN rule 10).
+/// host's clock stepped back (docs/design.md#identity-and-time-do-not-trust-the-wall-clock).
 pub const INCARNATION_FILE: &str = "incarnation";
 
 /// The next id of a series kept in the file `path` (created with the
@@ -515,7 +515,7 @@ fn generate_id() -> String {
 }
 
 /// Wall-clock milliseconds since the Unix epoch (the clock term of a new
-/// leader's epoch, DESIGN rule 4).
+/// leader's epoch, docs/design.md#epochs-fence-everything).
 pub fn wall_clock_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

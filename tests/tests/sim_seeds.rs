@@ -250,8 +250,7 @@ fn run_all(cfg: &SimConfig, n: u64) {
 }
 
 /// A store whose writes land 10–15 s late (for good in a third of the
-/// windows): registrations and subscriptions complete, slower (DESIGN rule
-/// 11). On this branch a submission re-sends SUBSCRIBE every 5 s forever
+/// windows): registrations and subscriptions complete, slower (docs/design.md#progress-when-dependencies-are-slow). On this branch a submission re-sends SUBSCRIBE every 5 s forever
 /// (issue 20 scenario 8: seed 6 `--slow-store`, `liveness`), and seed 197
 /// `--slow-store` breaks `one_executor` (scenario 1).
 #[test]
@@ -300,7 +299,7 @@ fn regression_a_scheduler_restarted_after_a_clock_step_back() {
 }
 
 /// Wall-clock steps of an hour, forward and back, with restarts after
-/// them: no process is refused for its clock (DESIGN rule 10).
+/// them: no process is refused for its clock (docs/design.md#identity-and-time-do-not-trust-the-wall-clock).
 #[test]
 fn seeds_0_to_99_with_clock_steps() {
     run_all(&clock_steps(), 100);
@@ -309,7 +308,7 @@ fn seeds_0_to_99_with_clock_steps() {
 /// Hosts suspended for 0.5–10 s (a master, the acting leader mostly, a
 /// worker or a subscriber): their processes and executors sleep, their
 /// kernel answers nothing, and their clock counts the sleep (CLOCK_BOOTTIME,
-/// DESIGN rule 10), so a leader that slept past its lease knows it on
+/// docs/design.md#identity-and-time-do-not-trust-the-wall-clock), so a leader that slept past its lease knows it on
 /// waking. Every invariant holds. (With a clock that stops instead, see
 /// `sim_can_fail::with_a_clock_that_stops_during_a_suspend_the_simulator_fails`.)
 #[test]

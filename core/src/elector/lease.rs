@@ -20,7 +20,7 @@ impl Elector {
 
     /// Whether this elector leads but its lease ran out at `now`: the next
     /// `handle` call (any event) revokes it. A composition checks this
-    /// before it lets anything act on the leadership (DESIGN rule 2).
+    /// before it lets anything act on the leadership (docs/design.md#time-is-an-input).
     pub fn lease_expired(&self, now: Millis) -> bool {
         self.leader && !self.config.unsafe_no_lease_check && now >= self.lease_end()
     }

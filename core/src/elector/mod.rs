@@ -48,7 +48,7 @@
 //! the delete and which every listing reads right after. A leader whose
 //! wait is over empties the marker again.
 //!
-//! [`Event::Abandon`] gives leadership up on purpose (DESIGN rule 8): the
+//! [`Event::Abandon`] gives leadership up on purpose (docs/design.md#leadership-that-cannot-act-is-given-up): the
 //! session is closed in the same step and the elector joins again with a
 //! fresh session and a new candidate node, at the end of the queue.
 
@@ -233,14 +233,14 @@ pub enum Event {
     Zk(ZkEvent),
     /// A deadline set by [`Action::SetTimer`] passed.
     Timer(Timer),
-    /// Give up for good (DESIGN rule 8): close the session and ignore every
+    /// Give up for good (docs/design.md#leadership-that-cannot-act-is-given-up): close the session and ignore every
     /// later event.
     Shutdown,
     /// Give up the current candidacy (leading or not) and join again: the
     /// session is closed in this step (so a standby can lead at once), and a
     /// new session and a new candidate node are asked for. A leader that
     /// cannot act (a fenced write, a damaged store) or an operator's
-    /// step-down uses this (DESIGN rule 8).
+    /// step-down uses this (docs/design.md#leadership-that-cannot-act-is-given-up).
     Abandon,
     /// As [`Event::Abandon`], but the new session (and candidate node) is
     /// asked for only after `rejoin_after`: a leader that gave up because
@@ -298,7 +298,7 @@ pub enum Action {
         floor: Epoch,
     },
     /// This process leads. Feed the master `Elected`; it must make an epoch
-    /// of at least `floor` durable before acting (DESIGN rule 4).
+    /// of at least `floor` durable before acting (docs/design.md#epochs-fence-everything).
     Elected {
         /// The epoch floor.
         floor: Epoch,
@@ -689,7 +689,7 @@ impl Elector {
             return out;
         }
         // A paused process must not act on a lease it no longer holds
-        // (DESIGN rule 2): check before anything else.
+        // (docs/design.md#time-is-an-input): check before anything else.
         self.check_lease(now, &mut out);
         match event {
             Event::Start => {

@@ -198,7 +198,7 @@ impl Elector {
         let Some((my_name, my_seq)) = mine else {
             if self.node.is_some() && self.leader {
                 // Our node was deleted under us (a standby's fast takeover,
-                // an operator): someone else may lead now. DESIGN rule 8:
+                // an operator): someone else may lead now. docs/design.md#leadership-that-cannot-act-is-given-up:
                 // give the leadership up with this session and join again
                 // with a fresh one.
                 self.abandon(now, true, out);

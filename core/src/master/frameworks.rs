@@ -12,7 +12,7 @@
 //! * One binding per connection: a SUBSCRIBE for another framework on a
 //!   connection that carries a subscription (or a worker) is refused
 //!   (`SubscribeRefused`), the connection left open for what it carries.
-//! * `Subscribed` follows the durable framework record (DESIGN rule 3).
+//! * `Subscribed` follows the durable framework record (docs/design.md#durable-before-acknowledged).
 //! * Requests are declarative: a group declared again with the same spec is
 //!   accepted again (and adopts the running executors); a different spec for
 //!   an existing group is refused and kills nothing.
@@ -247,7 +247,7 @@ impl Master {
         self.step_records.clear();
     }
 
-    /// Why `sub` is refused by a limit (DESIGN rule 6), if it is; checked
+    /// Why `sub` is refused by a limit (docs/design.md#peer-input-never-panics), if it is; checked
     /// before anything is allocated or persisted.
     fn subscription_limit(&self, id: &FrameworkId, sub: &Subscribe) -> Option<String> {
         if id.as_str().len() > limits::MAX_ID_BYTES {
@@ -340,7 +340,7 @@ impl Master {
             // a scheduler that was superseded) never takes the framework back
             // from a connected instance. While the framework is disconnected
             // a lower instance is a failover like any other (a scheduler
-            // restarted on a host whose clock stepped back, DESIGN rule 10):
+            // restarted on a host whose clock stepped back, docs/design.md#identity-and-time-do-not-trust-the-wall-clock):
             // never "failed over to" an instance that is gone.
             let msg = Message::FrameworkError {
                 epoch: self.epoch,
@@ -535,7 +535,7 @@ impl Master {
         out: &mut Vec<Action>,
     ) {
         let Some(id) = self.subscription_of(conn, request, out) else { return };
-        // Checked before anything is allocated or persisted (DESIGN rule 6).
+        // Checked before anything is allocated or persisted (docs/design.md#peer-input-never-panics).
         if let Some(problem) = limits::group_spec_problem(&spec, limits::GroupKey::wire_name) {
             out.push(self.refuse_request(conn, request, problem.message(&spec.group)));
             return;
@@ -647,7 +647,7 @@ impl Master {
         out: &mut Vec<Action>,
     ) {
         let Some(id) = self.subscription_of(conn, request, out) else { return };
-        // Durable before accepted (DESIGN rule 3): the slot's outcome records
+        // Durable before accepted (docs/design.md#durable-before-acknowledged): the slot's outcome records
         // the kill, and both the kill and `RequestAccepted` follow the write,
         // so a new leader never relaunches a slot whose kill was accepted.
         match self.executors.get_mut(&executor) {

@@ -26,7 +26,7 @@
 //!   not recovered as live. A framework that subscribed again under the same
 //!   id after its entry was evicted has another record, and stays.
 //! * **Wall clock**: the runtime passes wall-clock ms at the election
-//!   (`Event::Elected { clock }`, DESIGN rule 4); the leader adds the
+//!   (`Event::Elected { clock }`, docs/design.md#epochs-fence-everything); the leader adds the
 //!   monotonic time since. A runtime that passes 0 gets 0 (unknown).
 
 use super::{Action, AfterWrite, FrameworkEntry, Master};

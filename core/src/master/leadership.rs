@@ -8,7 +8,7 @@
 //! ```
 //!
 //! The epoch is `max(last durable epoch + 1, elector floor, wall clock ms)`
-//! and is durable before the master sends anything as leader (DESIGN rule 4),
+//! and is durable before the master sends anything as leader (docs/design.md#epochs-fence-everything),
 //! so a restart, a wiped store or a change of recovery mode never brings an
 //! epoch below one that workers have already seen.
 

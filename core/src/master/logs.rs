@@ -13,7 +13,7 @@
 //! * the worker's connection closes first: refused, "disconnected";
 //! * [`LOG_RELAY_TIMEOUT`] passes first: refused, "did not answer".
 //!
-//! Bounds (DESIGN rule 6): a chunk is at most [`MAX_LOG_CHUNK`] bytes; at
+//! Bounds (docs/design.md#peer-input-never-panics): a chunk is at most [`MAX_LOG_CHUNK`] bytes; at
 //! most [`MAX_LOG_RELAYS_PER_CONN`] relays per operator connection and
 //! [`MAX_LOG_RELAYS`] in all are in flight. A `LogData` for a relay that was
 //! never asked of that connection (a hostile or confused worker), or one

@@ -1,14 +1,14 @@
 //! The master machine: leadership lifecycle and worker registry.
 //!
 //! Leadership arrives as events ([`Event::Elected`], [`Event::Revoked`]) fed
-//! in by the daemon from the elector (DESIGN rule 7), so this machine is
+//! in by the daemon from the elector (docs/design.md#child-machines-are-composed-in-core), so this machine is
 //! testable without one.
 //!
 //! * **Standby**: answers registrations with `NotLeader { leader hint }` and
 //!   keeps every `Hello` connection, so that it can push `MasterChanged` the
 //!   moment it is elected.
 //! * **Alive**: registrations are persisted before they are acknowledged
-//!   (DESIGN rule 3); duplicates are acknowledged idempotently; a new
+//!   (docs/design.md#durable-before-acknowledged); duplicates are acknowledged idempotently; a new
 //!   incarnation of a worker id replaces the old one, which is told to shut
 //!   down; a sweep timer marks silent workers DEAD and un-persists them.
 //! * **Executor output** (`logs`): an operator's `LogRequest` is relayed to

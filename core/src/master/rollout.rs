@@ -5,7 +5,7 @@
 //!   ([`crate::store::Rollout`]: `max_parallel`, and the epoch and launch
 //!   number of the update) are written into the framework record; the
 //!   request is accepted, and old executors are stopped, only once that
-//!   write is durable (DESIGN rule 3). Every slot placed from then on runs
+//!   write is durable (docs/design.md#durable-before-acknowledged). Every slot placed from then on runs
 //!   the new spec.
 //! * **Old from new by id.** An executor id ends in the epoch and launch
 //!   number it was launched at, so every leader (a new one after a failover

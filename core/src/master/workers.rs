@@ -704,7 +704,7 @@ impl Master {
             // (a registration sent before a crash and delivered late) never
             // replaces a newer one that is still connected. Once that one's
             // connection is gone, a lower incarnation is a new process of a
-            // host whose clock stepped back (DESIGN rule 10) and replaces it
+            // host whose clock stepped back (docs/design.md#identity-and-time-do-not-trust-the-wall-clock) and replaces it
             // like any new incarnation; one that was replaced stays refused.
             let older_while_connected = reg.incarnation < entry.incarnation && entry.conn.is_some();
             if entry.retired.contains(&reg.incarnation) || older_while_connected {
@@ -778,7 +778,7 @@ impl Master {
                 // A new process of the worker. What it re-adopted and the
                 // leader still places there, in slots that still name it, is
                 // kept; the rest of the old incarnation's executors are lost
-                // (DESIGN rule 5), all in this one step.
+                // (docs/design.md#duplicates-are-harmless), all in this one step.
                 let kept = self.kept_on_new_incarnation(&id, &reg.executors);
                 self.lose_executors_except(&id, &kept, out);
                 let old = self.workers.remove(&id).expect("checked");
@@ -955,7 +955,7 @@ impl Master {
         }
         self.lose_executors_of(id, out);
         if let Some(conn) = self.workers.entries.get_mut(id).and_then(|e| e.conn.take()) {
-            // DESIGN rule 9: the launches just written off may still be on
+            // docs/design.md#one-executor-per-slot: the launches just written off may still be on
             // this connection (a partition holds TCP's segments, it does not
             // lose them). A worker declared DEAD registers again on a new
             // connection, so a registration never comes after them on the

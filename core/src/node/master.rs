@@ -3,7 +3,7 @@
 //! The node owns the [`Master`] machine and its leadership source — the
 //! [`Elector`] over ZooKeeper operations, or single-master self-election
 //! (`--recovery none | filesystem`) — and is the only place they meet
-//! (DESIGN rule 7):
+//! (docs/design.md#child-machines-are-composed-in-core):
 //!
 //! * **The lease guards every input** (rule 2): before anything reaches the
 //!   master, a leader whose lease ran out (a paused process, a silent
@@ -108,7 +108,7 @@ pub struct Config {
     /// The leadership source.
     pub leadership: Leadership,
     /// Wall-clock milliseconds at `now = 0`: the clock term of every new
-    /// epoch is `clock_base + now` (DESIGN rule 4). 0 leaves the clock term
+    /// epoch is `clock_base + now` (docs/design.md#epochs-fence-everything). 0 leaves the clock term
     /// out (deterministic tests).
     pub clock_base: u64,
     /// The cluster's name, for the `Hello` of the standby's watch
@@ -579,7 +579,7 @@ impl MasterNode {
         }
         self.last_now = self.last_now.max(now);
         let mut queue: VecDeque<Inner> = VecDeque::new();
-        // DESIGN rule 2: a leader whose lease ran out is revoked before
+        // docs/design.md#time-is-an-input: a leader whose lease ran out is revoked before
         // anything else is handled (now is fixed for the whole call).
         if self.elector.as_ref().is_some_and(|e| e.lease_expired(now)) {
             queue.push_back(Inner::Elector(elector::Event::Timer(elector::Timer::Lease)));
@@ -839,7 +839,7 @@ impl MasterNode {
         }
     }
 
-    /// DESIGN rule 8 in ZooKeeper mode: step down, close the session, join
+    /// docs/design.md#leadership-that-cannot-act-is-given-up in ZooKeeper mode: step down, close the session, join
     /// again as a new candidate.
     /// (A `Revoked` for a master that is in standby already, as after its
     /// own `Abdicate`, is a no-op.)

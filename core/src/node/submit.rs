@@ -89,7 +89,7 @@ pub struct Config {
     /// as the leader*, the submission ends with an error naming every
     /// master tried and why. A leader that answered (a leading
     /// `HelloReply`) but has not subscribed the framework yet is slow, not
-    /// unreachable (its store may take seconds per write, DESIGN rule 11):
+    /// unreachable (its store may take seconds per write, docs/design.md#progress-when-dependencies-are-slow):
     /// the node says so once and keeps trying, with the subscriber's
     /// growing attempt timeouts. Once subscribed, failovers are waited out
     /// whatever their length. `None` (the default): try for ever. `regent

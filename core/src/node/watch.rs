@@ -2,7 +2,7 @@
 //!
 //! The elector knows who leads (the lowest election node) but not at which
 //! epoch: an election node carries a sequence number, and the leader's
-//! epoch (DESIGN rule 4) lives in the master's state. A hint with the
+//! epoch (docs/design.md#epochs-fence-everything) lives in the master's state. A hint with the
 //! sequence floor as its epoch is older than any epoch a worker or
 //! subscriber has seen, so they would discard it. So a standby keeps one
 //! connection to the leader's advertised address — authenticated and

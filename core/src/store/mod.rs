@@ -66,7 +66,7 @@ pub enum StoreEvent {
         write: WriteId,
     },
     /// The write failed (an fsync failed, a fenced write was refused): the
-    /// leader cannot act (DESIGN rule 8).
+    /// leader cannot act (docs/design.md#leadership-that-cannot-act-is-given-up).
     PersistFailed {
         /// The write.
         write: WriteId,

@@ -202,7 +202,7 @@ impl Node {
         self.node.master().workers().into_iter().find(|w| w.id.as_str() == worker).map(|w| w.state)
     }
 
-    /// The node's timer invariant (DESIGN rule 2): every master timer whose
+    /// The node's timer invariant (docs/design.md#time-is-an-input): every master timer whose
     /// condition holds has a deadline. Returns what is missing.
     pub fn missing_timers(&self) -> Vec<master::Timer> {
         self.node

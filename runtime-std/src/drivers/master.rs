@@ -5,7 +5,7 @@
 //! deadline) for an accepted connection, a frame, a store completion, a
 //! state query or shutdown; makes one `handle` call per input; executes
 //! every output in order. The node elects itself at start (its clock term
-//! still moves the epoch forward, DESIGN rule 4). Store writes go to the filesystem
+//! still moves the epoch forward, docs/design.md#epochs-fence-everything). Store writes go to the filesystem
 //! store's writer thread ([`crate::store::spawn_writer`]: group commit, fsync
 //! off the machine's thread) or, in `none`, nowhere (acknowledged at once).
 //!
@@ -188,7 +188,7 @@ impl MasterHandle {
 
     /// Waits until the master stops by itself or through a [`Stopper`]:
     /// `Ok` after a shutdown, `Err` naming why it gave up leadership
-    /// (DESIGN rule 8).
+    /// (docs/design.md#leadership-that-cannot-act-is-given-up).
     pub fn wait(mut self) -> Result<(), DriverError> {
         self.driver.join().unwrap_or(Ok(()))
     }
@@ -591,7 +591,7 @@ impl Pump {
                     }
                 }
                 Output::Note(note) => crate::notes::log_note(&note),
-                // DESIGN rule 8, single-master modes: a store that cannot be
+                // docs/design.md#leadership-that-cannot-act-is-given-up, single-master modes: a store that cannot be
                 // written (or read) stops the process, saying why.
                 Output::Exit { reason } => return Err(format!("giving up leadership: {reason}")),
             }

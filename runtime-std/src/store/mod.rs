@@ -27,7 +27,7 @@
 //! * **Failure** is fatal: any I/O error while committing (a failed fsync
 //!   above all) is returned as [`StoreError::Fatal`] and never retried; the
 //!   store refuses every later batch with [`StoreError::Unusable`]. The
-//!   leader must give up its leadership (DESIGN rule 8).
+//!   leader must give up its leadership (docs/design.md#leadership-that-cannot-act-is-given-up).
 //!
 //! [`spawn_writer`] runs a store on a dedicated thread fed by a channel, so a
 //! runtime never blocks its event loop on fsync.

@@ -3,7 +3,7 @@
 //!
 //! libFuzzer without a sanitizer enforces no memory limit, and a test
 //! would only notice an allocation proportional to a peer-supplied number
-//! when it is large enough to fail. DESIGN rule 6 says no peer number is
+//! when it is large enough to fail. docs/design.md#peer-input-never-panics says no peer number is
 //! trusted before its limit check, and every limit keeps one allocation
 //! well under 1 MiB, so any larger request made while an input runs is a
 //! bug. The allocator counts every allocation, and on thread *armed* by
@@ -109,7 +109,7 @@ fn over_limit(size: usize) -> ! {
     }
     let _ = err.write_all(b"\nregent fuzz harness: a single allocation of ");
     let _ = err.write_all(&digits[at..]);
-    let _ = err.write_all(b" bytes, over the 1 MiB limit (DESIGN rule 6: no allocation on trust)");
+    let _ = err.write_all(b" bytes, over the 1 MiB limit (docs/design.md#peer-input-never-panics: no allocation on trust)");
     let ptr = LABEL_PTR.load(Ordering::Acquire);
     if !ptr.is_null() {
         let len = LABEL_LEN.load(Ordering::Acquire);

@@ -287,7 +287,7 @@ pub(crate) struct Proc {
     /// How far its clock lags the simulator's: the suspends it slept
     /// through when the runtime's clock stops while the host sleeps
     /// (`Knobs::monotonic_clock`). 0 for the clock the runtimes use
-    /// (CLOCK_BOOTTIME, DESIGN rule 10), which counts a suspend.
+    /// (CLOCK_BOOTTIME, docs/design.md#identity-and-time-do-not-trust-the-wall-clock), which counts a suspend.
     lag: Millis,
 }
 
@@ -711,7 +711,7 @@ impl World {
     /// record the settling may have to make, one after another (the
     /// ZooKeeper store runs one job at a time, and a put after a delete
     /// is two writes: every worker's and framework's record twice, the
-    /// epoch and a few more). Slower, never livelocked (DESIGN rule 11):
+    /// epoch and a few more). Slower, never livelocked (docs/design.md#progress-when-dependencies-are-slow):
     /// a livelock misses any bound.
     fn liveness_deadline(&self) -> Millis {
         let bound = self.heal_at + Millis(u64::from(self.cfg.liveness_bound_ms));

@@ -49,7 +49,7 @@ pub struct Knobs {
     pub no_acting_lease: bool,
     /// The runtimes' clock stops while the host is suspended
     /// (CLOCK_MONOTONIC, as `Instant` is on Linux) instead of counting the
-    /// suspend (CLOCK_BOOTTIME, DESIGN rule 10): after a [`Fault::Suspend`]
+    /// suspend (CLOCK_BOOTTIME, docs/design.md#identity-and-time-do-not-trust-the-wall-clock): after a [`Fault::Suspend`]
     /// the node's clock lags by the sleep.
     pub monotonic_clock: bool,
 }

@@ -169,7 +169,7 @@ pub enum Fault {
         /// How long the listener refuses.
         ms: u32,
     },
-    /// The recovery store is slow (issue 20, DESIGN rule 11): for `ms`
+    /// The recovery store is slow (issue 20, docs/design.md#progress-when-dependencies-are-slow): for `ms`
     /// (0: from then on, healed never, so the cluster must settle with it),
     /// every store write any master issues lands `delay` ms late (at least
     /// 10 s: slower than every client timer that restarts work), in order.
@@ -205,7 +205,7 @@ pub enum Fault {
     /// partition), its executors sleep too. The runtime's clock counts the
     /// sleep (CLOCK_BOOTTIME): on waking the node sees the time jump;
     /// with `Knobs::monotonic_clock` its clock stops instead and lags by the
-    /// sleep from then on (the bug DESIGN rule 10 closes).
+    /// sleep from then on (the bug docs/design.md#identity-and-time-do-not-trust-the-wall-clock closes).
     Suspend {
         /// Which kind of host: `host % 3` is a master (0), a worker (1) or a
         /// subscriber (2).

@@ -13,7 +13,7 @@
 //!   so an exit is never lost across a failover.
 //! * An executor the leader did not launch and cannot adopt (replaced,
 //!   forgotten, of a removed framework) is killed.
-//! * One executor per slot (DESIGN rule 9): every launch carries the
+//! * One executor per slot (docs/design.md#one-executor-per-slot): every launch carries the
 //!   leadership's launch number, and a registration writes off only what
 //!   was launched before it was taken (`reconcile`); a slot is placed only
 //!   once every record that is or may become durable holds it
@@ -1048,7 +1048,7 @@ impl Master {
     /// placed there that the worker does not report never started (its
     /// launch was lost with a connection, or the worker answered it) and is
     /// LOST; its slot is refilled. Only what was launched before the report
-    /// was taken can be written off (DESIGN rule 9): a launch numbered past
+    /// was taken can be written off (docs/design.md#one-executor-per-slot): a launch numbered past
     /// `seen` and sent on `conn` was still on its way (a retried
     /// registration crossing the launches that followed the first one's
     /// `Registered`) and stays. One sent on another connection never
@@ -1100,7 +1100,7 @@ impl Master {
     }
 
     /// The executors a new incarnation of `worker` re-adopted (a restart or
-    /// upgrade over the same work directory, DESIGN rule 5) that the leader
+    /// upgrade over the same work directory, docs/design.md#duplicates-are-harmless) that the leader
     /// keeps: reported live (`Launching` or `Running`), live here on that
     /// worker, not asked to be killed, of a framework that is still here,
     /// in a slot that still names them. Decided on the registration that
@@ -1228,8 +1228,7 @@ impl Need {
 }
 
 /// Whether `need` more fits on `w`. Peer-supplied numbers meet here, so the
-/// arithmetic is checked: a sum that overflows does not fit (DESIGN rule
-/// 6).
+/// arithmetic is checked: a sum that overflows does not fit (docs/design.md#peer-input-never-panics).
 fn fits_on(w: &super::WorkerEntry, need: &Need) -> bool {
     w.cores_used.checked_add(need.cores).is_some_and(|c| c <= w.cores)
         && w.memory_used_mb.checked_add(need.memory_mb).is_some_and(|m| m <= w.memory_mb)

@@ -27,7 +27,7 @@ impl ZkStore {
     /// the master's that has not started yet takes that put's place
     /// instead of queueing behind it: the newer image holds everything the
     /// older one did, so both writes are reported when it lands. Without
-    /// this, a store slower than the clients' retries (DESIGN rule 11)
+    /// this, a store slower than the clients' retries (docs/design.md#progress-when-dependencies-are-slow)
     /// falls behind for good: every retried registration or SUBSCRIBE
     /// queues one more write of the same record, each one round trip, while
     /// the client gives up on the one before.

@@ -4,7 +4,7 @@
 //! command at a lower epoch afterwards. The simulator has one clock, so this
 //! is the fast takeover's claim exactly: a successor's first command comes
 //! after the deposed leader's last (the acting lease and the new leader's
-//! wait, DESIGN rule 2), whether the old leader died, was frozen, or was
+//! wait, docs/design.md#time-is-an-input), whether the old leader died, was frozen, or was
 //! deposed by a detector false positive while it lived on. A command counts
 //! when the master's node emits it, whether or not its connection still
 //! carries it.

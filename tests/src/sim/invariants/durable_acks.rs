@@ -1,6 +1,6 @@
 //! Acknowledged means durable, for every acknowledgement kind. An
 //! acknowledgement may only be sent once the store holds what it
-//! acknowledges (DESIGN rule 3):
+//! acknowledges (docs/design.md#durable-before-acknowledged):
 //!
 //! * `Registered` (first or duplicate): the worker's record with that
 //!   incarnation;

@@ -9,7 +9,7 @@
 //! Slow dependencies that last to the end of the run (a store whose writes
 //! take 10–15 s, a ZooKeeper round trip of up to 1 s: `Fault::SlowStore`
 //! and `Fault::ZkLatency` with `ms: 0`) are not healed: the cluster must
-//! settle with them (DESIGN rule 11: slower, never livelocked).
+//! settle with them (docs/design.md#progress-when-dependencies-are-slow: slower, never livelocked).
 
 use crate::sim::engine::{master_addr, World};
 use regent_core::master::{Status, WorkerState};

@@ -1,4 +1,4 @@
-//! One executor per slot (DESIGN rule 9), checked after every step:
+//! One executor per slot (docs/design.md#one-executor-per-slot), checked after every step:
 //!
 //! * **at every leader** (a master process that is up and not in STANDBY),
 //!   no two live launches (LAUNCHING or RUNNING) name the same slot

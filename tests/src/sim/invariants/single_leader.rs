@@ -9,7 +9,7 @@
 //! watch on its node, or when it resumes from a pause. Its store writes are
 //! fenced by that node, so they fail; its commands are bounded by the acting
 //! lease, which [`super::command_order`] checks. A leader whose *session*
-//! expired is no exception: its lease (DESIGN rule 2) must have ended first.
+//! expired is no exception: its lease (docs/design.md#time-is-an-input) must have ended first.
 
 use crate::sim::engine::World;
 use regent_core::master::Status;
