@@ -145,11 +145,17 @@ impl Master {
         due: bool,
         out: &mut Vec<Action>,
     ) {
-        if !self.dying.contains(id) && self.dying.len() < MAX_DYING_REMEMBERED {
-            let held_on =
-                held.then(|| self.workers.entries.get(worker).map(|w| w.incarnation)).flatten();
-            let d = DyingExecutor { worker: worker.clone(), need, held_on, due };
-            self.dying.by_id.insert(id.clone(), d);
+        if !self.dying.contains(id) {
+            if self.dying.len() < MAX_DYING_REMEMBERED {
+                let held_on =
+                    held.then(|| self.workers.entries.get(worker).map(|w| w.incarnation)).flatten();
+                let d = DyingExecutor { worker: worker.clone(), need, held_on, due };
+                self.dying.by_id.insert(id.clone(), d);
+            } else if held {
+                // Not remembered, so never released later: given back now
+                // (what the leader did before it kept dying executors).
+                self.release_need(worker, &need);
+            }
         }
         self.hold_dying(id);
         if due {
@@ -185,14 +191,14 @@ impl Master {
         }
     }
 
-    /// The kill of dying `id` may be sent now (a removed framework's end is
-    /// durable): sent.
-    pub(super) fn kill_dying(&mut self, id: &ExecutorId, out: &mut Vec<Action>) {
+    /// The kill of dying `id` on `worker` may be sent now (a removed
+    /// framework's end is durable): sent, whether or not the registry could
+    /// remember it.
+    pub(super) fn kill_dying(&mut self, worker: &WorkerId, id: &ExecutorId, out: &mut Vec<Action>) {
         if let Some(d) = self.dying.by_id.get_mut(id) {
             d.due = true;
-            let worker = d.worker.clone();
-            self.send_kill(&worker, id, out);
         }
+        self.send_kill(worker, id, out);
     }
 
     /// Dying `id` has ended: what it held is released and placement runs.

@@ -1003,8 +1003,8 @@ impl Master {
             }
             AfterWrite::DrainDurable { worker } => self.stop_draining_executors(now, &worker, out),
             AfterWrite::EndKills { kills } => {
-                for (_, executor) in kills {
-                    self.kill_dying(&executor, out);
+                for (worker, executor) in kills {
+                    self.kill_dying(&worker, &executor, out);
                 }
             }
             AfterWrite::Scaled { framework, group, slots, surplus } => {

@@ -723,14 +723,7 @@ impl Master {
             resources_held: if fits { Need::of_report(&report).resources } else { Vec::new() },
             resources: reported_resources(&report),
         };
-        let held = Need {
-            cores: entry.cores,
-            memory_mb: entry.memory_mb,
-            ports: entry.port_count,
-            resources: entry.resources_held.clone(),
-            user: None,
-        };
-        self.hold(worker, &held);
+        self.hold(worker, &Need::held_by(&entry));
         self.insert_executor(entry);
         self.update_executor(&report.id, report.state, true, out);
     }
@@ -1140,17 +1133,8 @@ impl Master {
     /// The resources of executors kept across a new incarnation of
     /// `worker` are held on its new entry.
     pub(super) fn hold_kept(&mut self, worker: &WorkerId, kept: &BTreeSet<ExecutorId>) {
-        let held: Vec<Need> = kept
-            .iter()
-            .filter_map(|id| self.executors.get(id))
-            .map(|e| Need {
-                cores: e.cores,
-                memory_mb: e.memory_mb,
-                ports: e.port_count,
-                resources: e.resources_held.clone(),
-                user: None,
-            })
-            .collect();
+        let held: Vec<Need> =
+            kept.iter().filter_map(|id| self.executors.get(id)).map(Need::held_by).collect();
         for need in held {
             self.hold(worker, &need);
         }
