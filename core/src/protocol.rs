@@ -21,38 +21,38 @@ use serde::{Deserialize, Serialize};
 /// refused with [`crate::codec::DecodeError::UnsupportedVersion`].
 ///
 /// Version 2: the finished frameworks (`history`) of `ClusterState`, the
-/// operator commands of issue 14 (cordon, drain, scale, kill-executor) and
+/// operator commands of issue 14 (docs/design.md#issue-14) (cordon, drain, scale, kill-executor) and
 /// the worker and group fields they added to [`ClusterState`].
 ///
-/// Version 3 (issue 20, one executor per slot): `LaunchExecutor` carries
+/// Version 3 (docs/design.md#issue-20, one executor per slot): `LaunchExecutor` carries
 /// the leader's launch number and `RegisterWorker` the highest one the
 /// worker processed (`launch_seen`), so a registration only writes off
 /// what was launched before it was taken; `RegisterRefused`.
 ///
-/// Version 4 (issue 22, jobs): `GroupSpec` carries its
+/// Version 4 (docs/design.md#issue-22, jobs): `GroupSpec` carries its
 /// [`crate::policy::GroupPolicy`] and `RegisterWorker` the worker's
 /// attributes.
 ///
-/// Version 5 (issue 22, restart policies): `GroupView` shows the slots
+/// Version 5 (docs/design.md#issue-22, restart policies): `GroupView` shows the slots
 /// waiting out a restart backoff and the group's latest failure;
 /// `WorkerView` the worker's attributes.
 ///
-/// Version 6 (issue 22, launch options and plans): `GroupSpec` and
+/// Version 6 (docs/design.md#issue-22, launch options and plans): `GroupSpec` and
 /// `ExecutorSpec` carry a [`crate::launch::LaunchSpec`] (working directory,
 /// kill grace, artifacts); `PlanRequest` / `PlanReply` (`regent job plan`).
 ///
-/// Version 7 (issue 22, ports): `LaunchSpec` names ports; `RegisterWorker`
+/// Version 7 (docs/design.md#issue-22, ports): `LaunchSpec` names ports; `RegisterWorker`
 /// carries the worker's port ranges and host; `ExecutorReport` and
 /// `ExecutorInfo` the executor's numbered ports (and `ExecutorInfo` its
 /// host); `WorkerView` the port counts. See [`crate::ports`].
 ///
-/// Version 8 (issue 22, rolling updates): `UpdateGroup`.
+/// Version 8 (docs/design.md#issue-22, rolling updates): `UpdateGroup`.
 ///
-/// Version 9 (issue 23, the sandbox): `WorkerUsage` (executors' memory
+/// Version 9 (docs/design.md#issue-23, the sandbox): `WorkerUsage` (executors' memory
 /// and CPU from their cgroups, the work directory's free space), shown in
 /// `WorkerView::usage` and `ExecutorView::usage`.
 ///
-/// Version 10 (issue 23, named resources): `LaunchSpec` asks for amounts of
+/// Version 10 (docs/design.md#issue-23, named resources): `LaunchSpec` asks for amounts of
 /// named resources; `RegisterWorker` carries the worker's offered
 /// addresses; `ExecutorReport`, `ExecutorInfo` and `ExecutorView` the
 /// addresses an executor was given; `WorkerView` each kind's offered and
@@ -60,7 +60,7 @@ use serde::{Deserialize, Serialize};
 /// `WorkerView` also carry the users the worker starts executors as, so a
 /// group naming a user is placed only where it may run.
 ///
-/// Version 11 (issue 41, the job layer's promises): `ExecutorReport`
+/// Version 11 (docs/design.md#issue-41, the job layer's promises): `ExecutorReport`
 /// carries how long the executor ran by its worker's clock (`ran_ms`).
 pub const PROTOCOL_VERSION: u16 = 11;
 
@@ -119,7 +119,7 @@ pub struct HelloReply {
     pub epoch: Epoch,
     /// The leader, as far as this master knows.
     pub leader: Option<LeaderHint>,
-    /// Every master address this master knows of (discovery, seed 002).
+    /// Every master address this master knows of (discovery, seed 002 (docs/design.md#seed-002)).
     pub masters: Vec<Addr>,
 }
 
@@ -251,7 +251,7 @@ pub struct RegisterWorker {
     pub users: Vec<String>,
 }
 
-/// A framework's SUBSCRIBE (Mesos semantics, seed 001): the master always
+/// A framework's SUBSCRIBE (Mesos semantics, seed 001 (docs/design.md#seed-001)): the master always
 /// accepts it and closes any older connection of the same framework after
 /// sending it [`Message::FrameworkError`]. A subscriber closes its own old
 /// connection before it sends a new SUBSCRIBE.
@@ -698,7 +698,7 @@ pub enum Message {
         reason: String,
     },
     /// Worker → master, after `Hello`: where the worker's callback listener
-    /// takes connections from masters (seed 002). It becomes part of the
+    /// takes connections from masters (docs/design.md#seed-002). It becomes part of the
     /// worker's durable record, so a new leader — even one at an address
     /// the worker never knew — dials it when it recovers and tells the
     /// worker with `MasterChanged` (a hint: the worker follows only a master

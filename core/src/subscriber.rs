@@ -1,4 +1,4 @@
-//! The subscriber machine: the framework side of SUBSCRIBE (seed 001).
+//! The subscriber machine: the framework side of SUBSCRIBE (docs/design.md#seed-001).
 //!
 //! A subscriber holds **at most one** subscription, on one connection to the
 //! master it believes leads:
@@ -118,7 +118,7 @@ pub struct Config {
     pub reconnect_first_max: Millis,
     /// Where this subscriber's callback listener takes masters' connections
     /// (sent after `Hello`, kept in the framework's record: a new leader
-    /// dials it, seed 002). `None`: no listener.
+    /// dials it, seed 002 (docs/design.md#seed-002)). `None`: no listener.
     pub callback: Option<Addr>,
     /// First (and post-success) backoff delay. Default 200 ms.
     pub backoff_min: Millis,

@@ -94,7 +94,7 @@ pub struct Config {
     pub heartbeat_timeout_factor: u64,
     /// Where this worker's callback listener takes masters' connections
     /// (sent to every master after `Hello`, kept in the worker's record: a
-    /// new leader dials it, seed 002). `None`: no listener.
+    /// new leader dials it, seed 002 (docs/design.md#seed-002)). `None`: no listener.
     pub callback: Option<Addr>,
     /// The attributes announced in every registration (`rack=r1`), sorted
     /// by name, names unique (the master refuses a registration otherwise:
@@ -210,7 +210,7 @@ pub enum Event {
     /// master hears of it.
     LeftBehind(ExecutorReport),
     /// A master dialled the callback listener and said `MasterChanged`
-    /// (seed 002): a hint, never an order. The masters it names are learned
+    /// (docs/design.md#seed-002): a hint, never an order. The masters it names are learned
     /// and the leader is probed; it is followed only once its own
     /// `HelloReply` proves the epoch.
     Hint {

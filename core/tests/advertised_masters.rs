@@ -1,4 +1,4 @@
-//! Issue 20, scenario 5: the masters a peer advertises are bounded. One
+//! Issue 20 (docs/design.md#issue-20), scenario 5: the masters a peer advertises are bounded. One
 //! `HelloReply`, `MasterChanged`, `Registered` or callback hint listing
 //! 20,000 addresses made a worker dial 20,000 addresses (and a subscriber
 //! try each one); nothing bounded an address's length. Such a message is

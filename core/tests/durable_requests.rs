@@ -1,4 +1,4 @@
-//! Durable before accepted (docs/design.md#durable-before-acknowledged, issue 11 item 4): a framework's
+//! Durable before accepted (docs/design.md#durable-before-acknowledged, issue 11 (docs/design.md#issue-11) item 4): a framework's
 //! `KillExecutor` and an operator's `RemoveWorker` are answered
 //! `RequestAccepted` only once the write behind them is durable, and what
 //! was accepted survives a failover to a leader that loads the records.

@@ -1,4 +1,4 @@
-//! Heartbeat load control (issue 13 item 6, Nomad's
+//! Heartbeat load control (docs/design.md#issue-13 item 6, Nomad's
 //! `max_heartbeats_per_second`): past the ceiling the leader tells workers
 //! longer heartbeat intervals, so all of them together stay under it, and
 //! each worker's DEAD timeout grows with its own interval.

@@ -1,4 +1,4 @@
-//! The job layer's promises, each held against the scenario of issue 41
+//! The job layer's promises, each held against the scenario of issue 41 (docs/design.md#issue-41)
 //! that broke it on main 87b59ae (see docs/jobs.md, "What the job layer
 //! promises"): every test here failed before its fix.
 //!

@@ -691,7 +691,7 @@ fn register_refused(sends: &[(ConnId, Message)]) -> Option<String> {
     })
 }
 
-/// Issue 20 scenario 9: workers are capped like frameworks. A new worker id
+/// Issue 20 (docs/design.md#issue-20) scenario 9: workers are capped like frameworks. A new worker id
 /// past `max_workers` is refused naming the limit, nothing is recorded; a
 /// worker already known still registers again; the refused worker keeps
 /// retrying (slowly) instead of giving up.

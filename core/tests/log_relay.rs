@@ -1,4 +1,4 @@
-//! Executor output relayed by the leader (issue 14 item 6): an operator's
+//! Executor output relayed by the leader (docs/design.md#issue-14 item 6): an operator's
 //! `LogRequest` goes to the executor's worker as `ReadLog`, the worker's
 //! `LogData` comes back as `LogChunk`, and every way a relay can fail ends
 //! with a `RequestRefused` naming why — never a hang, never a panic, and

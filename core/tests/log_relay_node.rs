@@ -36,7 +36,7 @@ fn leader_with_one_executor() -> (node_harness::Cluster, regent_core::ExecutorId
 }
 
 /// A new ZooKeeper-mode leader holds its first launch until its acting
-/// lease is confirmed (issue 12), but a log read is no command: it is
+/// lease is confirmed (docs/design.md#issue-12), but a log read is no command: it is
 /// relayed at once, and its answer passed back at once.
 #[test]
 fn a_new_leader_relays_reads_without_waiting_for_its_acting_lease() {
@@ -78,7 +78,7 @@ fn a_new_leader_relays_reads_without_waiting_for_its_acting_lease() {
     );
 }
 
-/// An HTTP log read (`GET /api/logs`) is the node's to route (issue 21): the
+/// An HTTP log read (`GET /api/logs`) is the node's to route (docs/design.md#issue-21): the
 /// runtime hands it in as `Input::LogQuery` and gets exactly one
 /// `Output::LogAnswer` for it, with the worker's bytes; nothing is sent on a
 /// connection the runtime does not own.

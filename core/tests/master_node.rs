@@ -614,7 +614,7 @@ fn standby_reply(c: &mut Cluster, i: usize, conn: u64) -> HelloReply {
     }
 }
 
-/// Issue 12: hints carry the leader's real epoch, or none. The elector
+/// Issue 12 (docs/design.md#issue-12): hints carry the leader's real epoch, or none. The elector
 /// names the leader with a sequence floor far below the epoch workers have
 /// seen; a hint with it was discarded. A standby now dials the leader (its
 /// watch connection) and names it only once the leader's own `HelloReply`
@@ -660,7 +660,7 @@ fn a_standby_names_the_leader_with_its_real_epoch_or_not_at_all() {
     assert_eq!(hint.epoch, c.nodes[1].node.master().epoch());
 }
 
-/// Issue 12: the master set is advertised. The leader lists every master
+/// Issue 12 (docs/design.md#issue-12): the master set is advertised. The leader lists every master
 /// of the election (the addresses in the candidates' nodes) in its replies,
 /// and tells its workers when the set changes: a master that leaves the
 /// election is no longer listed, one that joins is listed at once.
@@ -697,7 +697,7 @@ fn the_leader_advertises_the_masters_of_the_election_and_their_changes() {
     );
 }
 
-/// Seed 002: a new leader contacts its recorded workers. Recovering from
+/// Seed 002 (docs/design.md#seed-002): a new leader contacts its recorded workers. Recovering from
 /// records that carry callback addresses, it dials each (paced), and on
 /// each connection says `Hello` as a master and `MasterChanged` with its
 /// address and epoch, then closes it; a worker without a callback address
@@ -1029,7 +1029,7 @@ fn timers_exist_whenever_their_condition_holds() {
         .quickcheck(prop as fn(bool, Vec<Step>) -> TestResult);
 }
 
-// ----- fast takeover and the acting lease (issue 12) -------------------------
+// ----- fast takeover and the acting lease (docs/design.md#issue-12) -------------------------
 
 /// Answers node `i`'s probes, oldest first, with `result` every 25 ms until
 /// it asks for none; returns how many it answered.
@@ -1217,7 +1217,7 @@ fn commands_held_when_the_leadership_ends_are_never_sent() {
     assert_eq!(c.leaders(), vec![1]);
 }
 
-// ----- the acting lease with ZooKeeper far away (issue 20) ----------------
+// ----- the acting lease with ZooKeeper far away (docs/design.md#issue-20) ----------------
 
 /// A ZooKeeper-mode leader `one_way` away from its ensemble (every request
 /// and every reply take that long), with worker `w1` on conn 10 and a
@@ -1253,7 +1253,7 @@ fn leader_node_data(c: &Cluster) -> regent_core::elector::CandidateData {
     regent_core::elector::CandidateData::decode(data).expect("candidate data")
 }
 
-/// Issue 20, scenario 7: ZooKeeper 150 ms away (a 300 ms round trip). The
+/// Issue 20 (docs/design.md#issue-20), scenario 7: ZooKeeper 150 ms away (a 300 ms round trip). The
 /// acting lease used to be 100 ms whatever the round trip, so no
 /// confirmation ever came back in time and no command was ever sent (the
 /// framework's executors stayed LAUNCHING). The candidate now chooses its

@@ -1,4 +1,4 @@
-//! One executor per slot, whatever the timing (issue 20, docs/design.md#one-executor-per-slot):
+//! One executor per slot, whatever the timing (docs/design.md#issue-20, docs/design.md#one-executor-per-slot):
 //! the master never has two live launches for one slot, and a worker
 //! registered with the leader never runs two executors of one slot.
 //!

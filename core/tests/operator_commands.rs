@@ -1,4 +1,4 @@
-//! Operator commands that change the cluster (issue 14 items 1 and 4):
+//! Operator commands that change the cluster (docs/design.md#issue-14 items 1 and 4):
 //! cordon, uncordon, drain, scale and kill-executor, as exact protocol
 //! actions of the master machine. Each is accepted only once the record it
 //! changed is durable (docs/design.md#durable-before-acknowledged), refused with a reason naming the

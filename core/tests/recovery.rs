@@ -1,4 +1,4 @@
-//! Master leadership and recovery (issue 4): the epoch rule, RECOVERING,
+//! Master leadership and recovery (docs/design.md#issue-4): the epoch rule, RECOVERING,
 //! the removal limit, suspension and revocation.
 
 mod common;

@@ -1,4 +1,4 @@
-//! Issue 20, scenario 8 and docs/design.md#progress-when-dependencies-are-slow: progress when the store is
+//! Issue 20 (docs/design.md#issue-20), scenario 8 and docs/design.md#progress-when-dependencies-are-slow: progress when the store is
 //! slow. A single master whose store takes 10 s to commit each batch of
 //! writes (group commit, as the filesystem store does: a write that comes
 //! while a batch is being committed waits for the next one, so it may take
@@ -391,7 +391,7 @@ impl World {
     }
 }
 
-/// Issue 20, scenario 8, in pure nodes: every batch of the master's store
+/// Issue 20 (docs/design.md#issue-20), scenario 8, in pure nodes: every batch of the master's store
 /// takes 10 s. The submission's first SUBSCRIBE waits behind the epoch's
 /// write; on main each attempt was abandoned after 5 s, just before its
 /// write landed, and the next made the master write again: it never

@@ -1,4 +1,4 @@
-//! `StateRequest` floods (issue 11 item 3): every request is answered, but
+//! `StateRequest` floods (docs/design.md#issue-11 item 3): every request is answered, but
 //! the master builds a fresh snapshot at most once per connection per
 //! `limits::STATE_REQUEST_INTERVAL`, and not at all while nothing changed
 //! (up to `limits::STATE_SNAPSHOT_MAX_AGE`); the others get the cached one.
@@ -202,7 +202,7 @@ fn the_event_pollers_cached_state_builds_only_after_a_change() {
 /// Every HTTP asker together counts as one, paced by the size of the last
 /// view: dashboards polling a cluster that changes all the time get a fresh
 /// view only once the last is `HTTP_SNAPSHOT_GAP_PER_ENTRY_US` per entry
-/// old (issue 24: the snapshot built at most once per interval, the loop
+/// old (docs/design.md#issue-24: the snapshot built at most once per interval, the loop
 /// never held longer than a stated bound), while a small cluster's changes
 /// show at the next read.
 #[test]

@@ -614,7 +614,7 @@ fn without_a_connect_timeout_the_node_keeps_trying() {
     assert_eq!(exit, None);
 }
 
-/// Seed 002: with a callback listener the subscriber says where it is
+/// Seed 002 (docs/design.md#seed-002): with a callback listener the subscriber says where it is
 /// after `Hello`; a new leader dialling it with `MasterChanged` at a higher
 /// epoch moves the subscription there (the callback connection closed).
 #[test]
@@ -658,7 +658,7 @@ fn a_new_leader_on_the_callback_listener_takes_the_subscription() {
     );
 }
 
-/// Issue 20, scenario 8: a leader that answers `Hello` as the leader but
+/// Issue 20 (docs/design.md#issue-20), scenario 8: a leader that answers `Hello` as the leader but
 /// whose store has not made the SUBSCRIBE durable within the connect
 /// timeout is slow, not unreachable: the node says so and keeps trying
 /// (on main it ended the submission "no master subscribed the framework

@@ -479,7 +479,7 @@ fn failover_timeout_removes_the_framework_and_kills_its_executors() {
         .any(|(_, msg)| matches!(msg, Message::KillExecutorOnWorker { .. })));
     let out = m.handle(Millis(31_001), master::Event::Timer(master::Timer::FrameworkHeartbeat));
     let kill = (wc, Message::KillExecutorOnWorker { epoch: Epoch(1), executor: e1 });
-    // The kill waits for the framework's end to be durable (issue 20).
+    // The kill waits for the framework's end to be durable (docs/design.md#issue-20).
     assert!(!m_sends(&out).contains(&kill));
     // Its history record first; the framework record's delete once that is
     // durable (see `master::history`).

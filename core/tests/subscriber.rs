@@ -1,4 +1,4 @@
-//! The subscriber machine: SUBSCRIBE semantics of seed 001 (close before
+//! The subscriber machine: SUBSCRIBE semantics of seed 001 (docs/design.md#seed-001) (close before
 //! resubscribe, heartbeat watchdog, failover to another instance), leader
 //! discovery, backoff, epochs and declarations, asserting exact actions.
 
@@ -1184,7 +1184,7 @@ fn against_a_slow_store(
     }
 }
 
-/// Issue 20, scenario 8: a master whose store takes 10 s to make a
+/// Issue 20 (docs/design.md#issue-20), scenario 8: a master whose store takes 10 s to make a
 /// SUBSCRIBE durable. With a fixed 5 s attempt timeout every attempt was
 /// abandoned just before its answer, and the next one made the master
 /// write again: never subscribed. Each unanswered attempt now doubles the
@@ -1229,7 +1229,7 @@ fn the_attempt_timeout_is_capped_and_reset_by_a_subscription() {
     assert_eq!(s.attempt_timeout(), first);
 }
 
-/// Issue 20, scenario 8 (sim seed 8 `--slow-store`): a leader whose store
+/// Issue 20 (docs/design.md#issue-20), scenario 8 (sim seed 8, docs/design.md#simulator-seeds `--slow-store`): a leader whose store
 /// is slower than the largest attempt timeout still subscribes the
 /// framework, with one attempt. The leader heartbeats the subscription it
 /// accepted while it makes it durable; each heartbeat pushes the attempt's

@@ -1,4 +1,4 @@
-//! Executors' usage (issue 23): the worker machine sends its runtime's
+//! Executors' usage (docs/design.md#issue-23): the worker machine sends its runtime's
 //! newest sample with a heartbeat at most once per `USAGE_INTERVAL`, only
 //! for executors it runs; the leader keeps it per worker, only for that
 //! worker's live executors, and shows it per executor and summed per worker.

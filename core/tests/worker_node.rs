@@ -212,7 +212,7 @@ fn once_stopping_no_executor_starts_and_the_launch_is_reported_killed() {
     assert!(reported, "the master hears the executor was killed: {out:?}");
 }
 
-/// Seed 002: a worker with a callback listener says where it is after
+/// Seed 002 (docs/design.md#seed-002): a worker with a callback listener says where it is after
 /// `Hello`; a master that dials the listener and says `MasterChanged` is a
 /// hint: the worker dials the named leader itself (it never knew it), and
 /// closes the callback connection.

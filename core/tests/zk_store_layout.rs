@@ -1,4 +1,4 @@
-//! The ZooKeeper store's layout through the master node (issue 13 item 4):
+//! The ZooKeeper store's layout through the master node (docs/design.md#issue-13 item 4):
 //! records sharded by a hash prefix, a load that lists every shard and
 //! reads every record with a bounded number of requests in flight, and a
 //! store of the flat layout of earlier versions moved into its shards by

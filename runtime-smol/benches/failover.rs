@@ -1,7 +1,7 @@
 //! Failover and footprint figures of the `regent` binary, measured on real
 //! processes on loopback (and a real ZooKeeper server, tickTime 200):
 //!
-//! * ZooKeeper failover, in replacement rounds (issue 12): two masters and
+//! * ZooKeeper failover, in replacement rounds (docs/design.md#issue-12): two masters and
 //!   three workers told of the first master only; each round a fresh master
 //!   joins at a *new* address, then the leader is stopped — `kill -9` with
 //!   sessions of 4 s and 40 s (the fast takeover: a standby sees the
@@ -17,7 +17,7 @@
 //! * filesystem mode: `kill -9` of the master, restart on the same port and
 //!   store, until ALIVE with all three workers (process start included);
 //! * the same with the master replaced at a *new* address (the workers were
-//!   told of the old one only: the new master contacts them, seed 002);
+//!   told of the old one only: the new master contacts them, seed 002 (docs/design.md#seed-002));
 //!   (A replacement round counts as recovered when one master is ALIVE with
 //!   every worker within the session timeout + 10 s, at least 30 s.)
 //! * a fresh master's launch to ALIVE (filesystem, empty store);

@@ -1,4 +1,4 @@
-//! Recovery at scale (issue 13 item 4): how long a new leader takes from
+//! Recovery at scale (docs/design.md#issue-13 item 4): how long a new leader takes from
 //! its election to RECOVERING with every record loaded, for N worker
 //! records (2,000, 20,000 and 100,000 by default) in a real ZooKeeper
 //! (tickTime 200, the Debian server, its default `jute.maxbuffer`) and in a

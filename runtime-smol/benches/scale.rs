@@ -1,4 +1,4 @@
-//! Scale figures of the `regent` binary with `regent load` (issue 13),
+//! Scale figures of the `regent` binary with `regent load` (docs/design.md#issue-13),
 //! real processes on loopback:
 //!
 //! * **steady state**: one master (`--recovery none`) and one `regent load`
@@ -13,7 +13,7 @@
 //!   processes (`--shard 0/2`, `1/2`; each simulated worker keeps a
 //!   connection to both masters), `kill -9` or SIGTERM of the leader: from
 //!   the signal to the other master ALIVE with every worker re-registered;
-//! * **the floor** (issue 24), in the same run at each size: a bare
+//! * **the floor** (docs/design.md#issue-24), in the same run at each size: a bare
 //!   level-triggered epoll server (`support/floor.rs`, a child process)
 //!   answering N connections' 40-byte request with a 40-byte reply once a
 //!   second each, driven by a bare epoll client: the CPU, memory per

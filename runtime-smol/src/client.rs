@@ -1,6 +1,6 @@
 //! Operator commands over the regent protocol: `regent status`,
 //! `regent kill`, `regent remove-worker`, `regent step-down`, the changes
-//! of issue 14 ([`Change`]: `regent cordon`, `uncordon`, `drain`, `scale`,
+//! of issue 14 (docs/design.md#issue-14) ([`Change`]: `regent cordon`, `uncordon`, `drain`, `scale`,
 //! `kill-executor`), and the chunks `regent logs` reads
 //! ([`fetch_log_chunk_with`]).
 //!
@@ -305,7 +305,7 @@ pub async fn fetch_log_chunk_with(
     .await
 }
 
-/// An operator's change to the cluster (issue 14), sent to the leader and
+/// An operator's change to the cluster (docs/design.md#issue-14), sent to the leader and
 /// accepted once durable.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Change {

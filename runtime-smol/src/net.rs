@@ -513,7 +513,7 @@ async fn run_on<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + Send + 'static>(
     .await
 }
 
-/// Binds a callback listener on `listen` (seed 002: a new leader dials it
+/// Binds a callback listener on `listen` (docs/design.md#seed-002: a new leader dials it
 /// to say it leads) and accepts on a task of its own; the accepted streams
 /// come out of the returned channel. Returns the bound address and the
 /// task: dropping it closes the listener.

@@ -164,7 +164,7 @@ async fn follow(
         smol::unblock(move || regent_std::host::next_instance_id(state_dir.as_deref())).await?,
     );
     let mut config = submit_node_config(&opts, instance);
-    // The callback listener (seed 002): a new leader dials it.
+    // The callback listener (docs/design.md#seed-002): a new leader dials it.
     let (accept_rx, _listener) = match opts.callback {
         Some(listen) => {
             crate::net::check_exposure(&listen, opts.net.secret.is_some(), opts.insecure)

@@ -111,7 +111,7 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
         },
     );
 
-    // The callback listener (seed 002): a new leader dials it.
+    // The callback listener (docs/design.md#seed-002): a new leader dials it.
     let (accept_rx, _listener) = match callback_listen(&opts)? {
         Some(listen) => {
             let (bound, rx, task) = crate::net::callback_listener(listen).await?;

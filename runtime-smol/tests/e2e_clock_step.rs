@@ -1,6 +1,6 @@
 //! End-to-end: processes restarted after their host's wall clock stepped
 //! back an hour (NTP after a reboot, a restored VM) are still newer than
-//! their dead predecessors (issue 20, scenario 6; docs/design.md#identity-and-time-do-not-trust-the-wall-clock).
+//! their dead predecessors (docs/design.md#issue-20, scenario 6; docs/design.md#identity-and-time-do-not-trust-the-wall-clock).
 //!
 //! The step is injected into the restarted process alone with Debian's
 //! libfaketime (`LD_PRELOAD`, `FAKETIME=-1h`; `scripts/test` installs the

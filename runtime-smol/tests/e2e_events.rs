@@ -135,7 +135,7 @@ fn sample(metrics: &str, name: &str) -> Option<u64> {
     metrics.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
 }
 
-/// Issue 24 item 3: `/metrics` reads the master's counters. Scraping it
+/// Issue 24 (docs/design.md#issue-24) item 3: `/metrics` reads the master's counters. Scraping it
 /// builds no snapshot of the cluster (the counter of snapshots built
 /// stands still across scrapes), and its gauges still follow the cluster:
 /// a worker joining shows in the counts and the cores offered.

@@ -1,4 +1,4 @@
-//! End-to-end: the exposure rule beyond `--listen` (issue 11, item 5) and
+//! End-to-end: the exposure rule beyond `--listen` (docs/design.md#issue-11, item 5) and
 //! clients that give up (item 6). Real `regent` processes; nothing is ever
 //! dialled but loopback: the documentation range address 192.0.2.1 must be
 //! refused before any connection is attempted. Outcomes are asserted within

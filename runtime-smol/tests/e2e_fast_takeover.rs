@@ -1,4 +1,4 @@
-//! End-to-end: the fast takeover with an acting lease (issue 12 item 4),
+//! End-to-end: the fast takeover with an acting lease (docs/design.md#issue-12 item 4),
 //! against a real ZooKeeper server and real `regent` processes on
 //! loopback.
 //!

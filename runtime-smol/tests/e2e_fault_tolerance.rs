@@ -1,9 +1,9 @@
 //! End-to-end: Spark's FaultToleranceTest scenarios against regent, with a
-//! real ZooKeeper server and real processes (issue 12 item 7). Every master
+//! real ZooKeeper server and real processes (docs/design.md#issue-12 item 7). Every master
 //! that replaces a stopped one comes up at a *new* address: the workers,
 //! started with the first master's address only, find it through the
 //! leader's advertised master set and the new leader's contact of its
-//! recorded workers (seed 002). Masters are stopped with `kill -9` (the
+//! recorded workers (docs/design.md#seed-002). Masters are stopped with `kill -9` (the
 //! standby's fast takeover then deposes the dead leader; its own suite is
 //! `e2e_fast_takeover.rs`); sessions are 4 s (10 s for the frozen leader).
 //! Outcomes are asserted within generous bounds; the figures belong in the

@@ -134,7 +134,7 @@ fn store_check_names_a_damaged_record() {
     assert!(text.contains(&name), "the check names the damaged record {name}: {text}");
 }
 
-/// Seed 002 (issue 12): a master replaced at a new address is found by the
+/// Seed 002 (docs/design.md#issue-12): a master replaced at a new address is found by the
 /// workers started before it. The master is killed with `kill -9`; a new
 /// master process on another port, over the same store, recovers the
 /// workers' records — each with the worker's callback address — dials each
@@ -217,7 +217,7 @@ fn a_std_master_replaced_at_a_new_address_is_found_by_its_workers() {
     }
 }
 
-/// Seed 002 for applications: a `regent submit --callback` told of the old
+/// Seed 002 (docs/design.md#seed-002) for applications: a `regent submit --callback` told of the old
 /// master only is contacted by its replacement at a new address,
 /// resubscribes there and completes.
 #[test]

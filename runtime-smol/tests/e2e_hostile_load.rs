@@ -1,4 +1,4 @@
-//! End-to-end: a master under hostile load (issue 11 items 3 and 7).
+//! End-to-end: a master under hostile load (docs/design.md#issue-11 items 3 and 7).
 //!
 //! * A peer that floods `StateRequest` and never reads is disconnected (its
 //!   send queue passes `limits::MAX_SEND_QUEUE_BYTES`, or a write makes no
@@ -39,7 +39,7 @@ const BOUND: Duration = Duration::from_secs(120);
 /// bounded by `limits::SEND_QUEUE_BUDGET_BYTES` (32 MiB) plus one share per
 /// connection, its inbound by one frame per connection and 64 opened frames
 /// per connection a turn (the poller's backlog). Measured on the poller
-/// (issue 24): 72–74 MB at most under load, debug build, from 22 MB, while
+/// (docs/design.md#issue-24): 72–74 MB at most under load, debug build, from 22 MB, while
 /// it handles six times the hostile connections the task-per-connection
 /// layer did (66–68 MB there); the bound was 200 MB.
 const RSS_BOUND_KB: u64 = 128 * 1024;

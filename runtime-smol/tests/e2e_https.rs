@@ -1,5 +1,5 @@
 //! End-to-end: a master with TLS material serves its HTTP face over HTTPS
-//! (issue 24): `/api/state` and `/metrics` answer a client trusting the
+//! (docs/design.md#issue-24): `/api/state` and `/metrics` answer a client trusting the
 //! cluster's CA; a plain-HTTP request and a client trusting another CA get
 //! nothing. Real `regent` processes on loopback; bounded waits.
 

@@ -226,7 +226,7 @@ fn step_down_hands_leadership_to_the_standby_and_the_old_leader_stays_up() {
     assert_eq!(leader, 1, "m2 leads");
     wait_for(WELL_BEFORE_EXPIRY, "m1 STANDBY", || is_standby(&f.specs[0]));
     // The standby names the leader with its real epoch (proven over its
-    // watch connection), not the election's sequence floor (issue 12).
+    // watch connection), not the election's sequence floor (docs/design.md#issue-12).
     let epoch = state["epoch"].as_u64().expect("the leader's epoch");
     wait_for(WELL_BEFORE_EXPIRY, "m1 names m2 at m2's epoch", || {
         let s = api_state(&f.specs[0].http_addr()).ok_or("m1 does not answer")?;
@@ -264,7 +264,7 @@ fn step_down_is_refused_by_a_single_master() {
     assert_eq!(status(&spec), "ALIVE");
 }
 
-/// Issue 12: the master set is advertised. A worker given only the
+/// Issue 12 (docs/design.md#issue-12): the master set is advertised. A worker given only the
 /// leader's address learns the standby from the leader's master list (the
 /// masters of the election), so when the leader stops it re-registers with
 /// the standby that took over, although nobody told it of that master.
@@ -291,7 +291,7 @@ fn a_worker_given_only_the_leader_follows_the_standby_it_learned_of() {
     }
 }
 
-/// Issue 12: detection through ZooKeeper, Mesos style. `--masters
+/// Issue 12 (docs/design.md#issue-12): detection through ZooKeeper, Mesos style. `--masters
 /// zk://HOSTS/ROOT` reads the election nodes: `regent status` finds the
 /// leader, a worker started with it registers and follows the leader across
 /// a step-down; a wrong root is an error naming it.

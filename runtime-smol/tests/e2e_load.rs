@@ -58,7 +58,7 @@ fn regent_load_registers_every_simulated_worker_and_reports_json() {
 /// The simulated peers share one callback listener: a master started at
 /// an address none of them was given (the old one killed, the store kept)
 /// recovers their records, dials the listener once, and every simulated
-/// worker follows it there and registers again — the seed 002 path at the
+/// worker follows it there and registers again — the seed 002 (docs/design.md#seed-002) path at the
 /// generator's scale.
 #[test]
 fn regent_load_peers_find_a_replacement_master_through_their_shared_callback_listener() {

@@ -1,4 +1,4 @@
-//! End-to-end, issue 14 item 6: an executor's output through the leader.
+//! End-to-end, issue 14 (docs/design.md#issue-14) item 6: an executor's output through the leader.
 //!
 //! Real `regent` processes on loopback, every connection authenticated
 //! with a cluster secret: a master, a worker and applications whose

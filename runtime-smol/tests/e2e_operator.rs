@@ -1,4 +1,4 @@
-//! End-to-end: the operator commands that change the cluster (issue 14
+//! End-to-end: the operator commands that change the cluster (docs/design.md#issue-14
 //! items 1 and 4) against real processes: a filesystem-store master, two
 //! workers and a long-running application. `regent cordon`, `scale`,
 //! `drain` (with its progress until DRAINED), a `kill -9` and restart of the
@@ -421,7 +421,7 @@ fn a_drain_under_way_survives_a_master_kill9_restart() {
     });
 }
 
-/// Issue 41 scenario 8, against real processes: one worker of 2 cores,
+/// Issue 41 (docs/design.md#issue-41) scenario 8, against real processes: one worker of 2 cores,
 /// framework A running two long executors, framework B waiting for both
 /// cores. `regent kill A` tears A down; its executors end, and B's two
 /// slots run on the freed cores (on main 87b59ae they stayed waiting).
@@ -454,7 +454,7 @@ fn capacity_freed_by_regent_kill_goes_to_the_framework_that_waits() {
     assert!(b.iter().all(|(x, _)| !x.starts_with(&a_id)), "{b:?}");
 }
 
-/// Issue 41 scenario 5, against real processes: the worker reaches the
+/// Issue 41 (docs/design.md#issue-41) scenario 5, against real processes: the worker reaches the
 /// master through a proxy (the address the master advertises); the proxy
 /// stops, cutting the worker's connection (it stays ALIVE and redials);
 /// meanwhile `regent kill-executor --no-refill` is accepted. When the

@@ -1,4 +1,4 @@
-//! End-to-end, issue 20 scenario 8: a filesystem-store master on a slow
+//! End-to-end, issue 20 (docs/design.md#issue-20) scenario 8: a filesystem-store master on a slow
 //! disk. An `LD_PRELOAD` shim (`fixtures/slow_fsync/slow_fsync.c`, built
 //! here with `cc`) makes every `fsync`/`fdatasync` of the master take
 //! 2.5 s, so a batch of the store (the record's file, then the directory)

@@ -177,7 +177,7 @@ fn later_submits_always_take_over() {
 }
 
 /// A submission refused by a limit of the leader stops with a clear error
-/// instead of retrying forever (issue 11): with `--max-frameworks 1` and one
+/// instead of retrying forever (docs/design.md#issue-11): with `--max-frameworks 1` and one
 /// application running, a second application's `regent submit` exits 1
 /// naming the limit, long before its connect timeout, while the first goes
 /// on. The flag itself is checked: a ZooKeeper master refuses a limit over

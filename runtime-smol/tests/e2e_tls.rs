@@ -1,4 +1,4 @@
-//! End-to-end: mutual TLS on every connection (issue 24 item 4), as an
+//! End-to-end: mutual TLS on every connection (docs/design.md#issue-24 item 4), as an
 //! operator meets it. Real `regent` processes on loopback, free ports, a
 //! temp dir per test; certificates are made in the test with
 //! `regent_std::tls::DevCa` (one CA per cluster; every master's certificate

@@ -1,4 +1,4 @@
-//! `regent tls gen-dev-ca` (issue 24, first TLS step): the files it writes,
+//! `regent tls gen-dev-ca` (docs/design.md#issue-24, first TLS step): the files it writes,
 //! their modes, that they load as a node's mutual-TLS material, and that it
 //! refuses to replace a CA.
 

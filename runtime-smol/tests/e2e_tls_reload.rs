@@ -1,4 +1,4 @@
-//! End-to-end: SIGHUP reloads a master's TLS material (issue 24) without
+//! End-to-end: SIGHUP reloads a master's TLS material (docs/design.md#issue-24) without
 //! dropping a connection. A master's certificate and CA files are replaced
 //! by another CA's and the master is sent SIGHUP: a client of the old CA is
 //! then refused and one of the new CA served, while the worker connected

@@ -179,7 +179,7 @@ fn executors_run_under_the_shim_and_an_unstartable_command_fails_naming_the_erro
     worker.assert_running("after the failed launches");
 }
 
-/// Issue 20 scenario 9, through the flag: with `--max-workers 1` a second
+/// Issue 20 (docs/design.md#issue-20) scenario 9, through the flag: with `--max-workers 1` a second
 /// worker id is refused, the refused worker logs the reason naming the
 /// limit and keeps running (retrying slowly), and the first is untouched.
 #[test]

@@ -1,4 +1,4 @@
-//! End-to-end: ZooKeeper far away (issue 20, scenario 7). A TCP proxy
+//! End-to-end: ZooKeeper far away (docs/design.md#issue-20, scenario 7). A TCP proxy
 //! between the leader and a real ZooKeeper server adds 150 ms, then 500 ms,
 //! in each direction (a round trip of 300 ms, then 1 s), as an ensemble in
 //! another region would. With the acting lease fixed at 100 ms no

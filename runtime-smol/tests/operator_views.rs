@@ -1,4 +1,4 @@
-//! What operators see of cordons, drains and scaled groups (issue 14 items
+//! What operators see of cordons, drains and scaled groups (docs/design.md#issue-14 items
 //! 1 and 4): `/api/state` JSON, `/metrics`, the `regent status` table, and
 //! the parsing of `regent drain --deadline`.
 

@@ -545,7 +545,7 @@ pub struct WorkerConfig {
     /// Allow masters on non-loopback addresses without a cluster secret.
     pub insecure: bool,
     /// Where the callback listener binds (masters dial it: a new leader
-    /// tells the worker of itself, seed 002). `None`: `127.0.0.1:0` when
+    /// tells the worker of itself, seed 002 (docs/design.md#seed-002)). `None`: `127.0.0.1:0` when
     /// every configured master is on loopback, else no listener. The smol
     /// runtime runs it; the std runtime has none.
     pub listen: Option<std::net::SocketAddr>,

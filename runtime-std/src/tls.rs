@@ -1,4 +1,4 @@
-//! TLS material (issue 24 item 4, first step): a node's certificate, key
+//! TLS material (docs/design.md#issue-24 item 4, first step): a node's certificate, key
 //! and cluster CA loaded into rustls configurations for **mutual** TLS —
 //! a server requires a client certificate chaining to the cluster's CA, a
 //! client checks the server's against it — and a development CA

@@ -1,4 +1,4 @@
-//! The pure master machine at scale (issue 13 item 3): no sockets, no
+//! The pure master machine at scale (docs/design.md#issue-13 item 3): no sockets, no
 //! store, one thread. A plain `main`, run with
 //!
 //! ```sh
@@ -673,7 +673,7 @@ fn recovery(n: u64) {
     black_box(d);
 }
 
-/// Placement with constraints at `n` workers (issue 22): every fourth
+/// Placement with constraints at `n` workers (docs/design.md#issue-22): every fourth
 /// worker `disk=ssd`, 100 racks. Groups of 2,000 constrained to `disk=ssd`
 /// (a quarter match: the index walk skips the rest), one to `rack in [r1,
 /// r2]` (2 % match), one spread over `rack` (placed in one batch: one pass

@@ -1,7 +1,7 @@
-//! The exhaustive checker's small bounds (issue 41): every interleaving of
+//! The exhaustive checker's small bounds (docs/design.md#issue-41): every interleaving of
 //! each bounded scenario, up to its small bound, keeps every invariant.
 //!
-//! On the code before issue 41's fixes, five of these fail, each with the
+//! On the code before issue 41 (docs/design.md#issue-41)'s fixes, five of these fail, each with the
 //! counterexample of its scenario (see docs/simulator.md, "The exhaustive
 //! checker"): `service_late_exit_0` (scenario 1), `broken_rollout` (4),
 //! `kill_during_blip` (5), `end_reported_to_new_leader` (6) and

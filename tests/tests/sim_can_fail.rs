@@ -93,7 +93,7 @@ fn a_frozen_deposed_leader_commands_after_its_successor_only_without_the_acting_
     }
 }
 
-/// Issue 20 scenario 6 (by reading the code, now shown): a runtime clock
+/// Issue 20 (docs/design.md#issue-20) scenario 6 (by reading the code, now shown): a runtime clock
 /// that stops while the host is suspended (CLOCK_MONOTONIC, `Instant` on
 /// Linux) lets a leader that slept past its session wake believing its
 /// lease fresh, and act beside its successor. With the clock the runtimes

@@ -1,4 +1,4 @@
-//! The whole-cluster simulator over a fixed set of seeds (regent issue 6),
+//! The whole-cluster simulator over a fixed set of seeds (regent issue 6 (docs/design.md#issue-6)),
 //! and the replay of every seed kept in `fixtures/regressions/` and in
 //! [`REFOUND`]: each of them once exposed a bug in the master (now fixed) and
 //! must keep passing.
@@ -42,7 +42,7 @@ const REFOUND: &[(u64, &str)] = &[
 ];
 
 /// Invariants that bugs not yet fixed on this branch break in many seeds,
-/// skipped by every test below. Issue 41's job-layer invariants, until its
+/// skipped by every test below. Issue 41 (docs/design.md#issue-41)'s job-layer invariants, until its
 /// fixes land in core (each fails on the code before them: `service_slots`
 /// at seed 30, `kill_bound` at 49, `ends_counted` at 18, `capacity_offered`
 /// at 107, `maintenance` at 1101 with `--operator`, `slot_failures` at 1420
@@ -228,7 +228,7 @@ fn regression_exit_of_an_executor_whose_slot_was_scaled_away_and_back() {
     }
 }
 
-/// Seed 8 (issue 20 scenario 1, found by the `one_executor` invariant with
+/// Seed 8 (docs/design.md#issue-20 scenario 1, found by the `one_executor` invariant with
 /// no fault at all): a worker starting up registers twice with the leader
 /// (its second `HelloReply` arrives before `Registered`); the leader
 /// places an executor in the first registration's step, then takes the
@@ -251,7 +251,7 @@ fn run_all(cfg: &SimConfig, n: u64) {
 
 /// A store whose writes land 10–15 s late (for good in a third of the
 /// windows): registrations and subscriptions complete, slower (docs/design.md#progress-when-dependencies-are-slow). On this branch a submission re-sends SUBSCRIBE every 5 s forever
-/// (issue 20 scenario 8: seed 6 `--slow-store`, `liveness`), and seed 197
+/// (docs/design.md#issue-20 scenario 8: seed 6 `--slow-store`, `liveness`), and seed 197
 /// `--slow-store` breaks `one_executor` (scenario 1).
 #[test]
 fn seeds_0_to_99_with_a_slow_store() {
@@ -282,7 +282,7 @@ fn clock_steps_without_series() -> SimConfig {
     SimConfig { lost_id_state: true, ..clock_steps() }
 }
 
-/// Seed 1 `--clock-steps` (issue 20 scenario 6): a worker restarted after
+/// Seed 1 `--clock-steps` (docs/design.md#issue-20 scenario 6): a worker restarted after
 /// its host's clock stepped back an hour has a lower incarnation than its
 /// dead predecessor, and the leader tells it to shut down.
 #[test]
@@ -290,7 +290,7 @@ fn regression_a_worker_restarted_after_a_clock_step_back() {
     replay_with("clock-step-incarnation", &clock_steps_without_series());
 }
 
-/// Seed 5 `--clock-steps` (issue 20 scenario 6): a scheduler restarted
+/// Seed 5 `--clock-steps` (docs/design.md#issue-20 scenario 6): a scheduler restarted
 /// after its host's clock stepped back is told its framework failed over
 /// to its dead predecessor, and stops for good.
 #[test]
@@ -316,7 +316,7 @@ fn seeds_0_to_99_with_host_suspends() {
     run_all(&SimConfig { suspend: true, ..base() }, 100);
 }
 
-/// Seed 197 `--slow-store` (issue 20 scenario 1 as the issue tells it):
+/// Seed 197 `--slow-store` (docs/design.md#issue-20 scenario 1 as the issue tells it):
 /// registrations retried while the first is not yet durable; the leader
 /// writes off a launch it made after the report was taken.
 #[test]
@@ -327,7 +327,7 @@ fn regression_a_retried_registration_doubles_a_slot_with_a_slow_store() {
     );
 }
 
-/// Seed 6 `--slow-store` (issue 20 scenario 8): with store writes of
+/// Seed 6 `--slow-store` (docs/design.md#issue-20 scenario 8): with store writes of
 /// 11 s for good, a submission re-sends SUBSCRIBE forever.
 #[test]
 fn regression_a_subscription_completes_with_a_slow_store() {
@@ -341,7 +341,7 @@ fn regression_a_leader_settles_with_zookeeper_far_away() {
     replay_with("far-zookeeper-no-leader", &SimConfig { zk_latency: true, ..base() });
 }
 
-/// Seed 194 with every slow dependency (issue 20 scenario 7): a leader
+/// Seed 194 with every slow dependency (docs/design.md#issue-20 scenario 7): a leader
 /// whose ZooKeeper round trip (310 ms) is above the acting lease never
 /// sends a launch.
 #[test]
@@ -356,7 +356,7 @@ fn regression_commands_flow_with_zookeeper_far_away() {
     replay_with("far-zookeeper-launch-held", &cfg);
 }
 
-/// The seeds the issue 20 soak found with its new faults (each fixture says
+/// The seeds the issue 20 (docs/design.md#issue-20) soak found with its new faults (each fixture says
 /// what broke and what fixed it), replayed with the faults they need.
 #[test]
 fn regressions_found_by_the_issue_20_soak() {
@@ -382,7 +382,7 @@ fn regressions_found_by_the_issue_20_soak() {
     }
 }
 
-/// The seeds the job-layer soak (`regent-soak --jobs --operator`, issue 41)
+/// The seeds the job-layer soak (`regent-soak --jobs --operator`, issue 41 (docs/design.md#issue-41))
 /// found once the first fixes were in: two master bugs and three of the
 /// new invariants' own false positives (each fixture says which).
 #[test]

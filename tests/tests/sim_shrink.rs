@@ -5,7 +5,7 @@
 use quickcheck::{QuickCheck, TestResult};
 use regent_tests::sim::{run_schedule, shrink, Fault, Knobs, Schedule, SimConfig};
 
-/// Invariants of issue 41 that the code before its fixes breaks in many
+/// Invariants of issue 41 (docs/design.md#issue-41) that the code before its fixes breaks in many
 /// schedules (the `KNOWN_BUGS` of `sim_seeds.rs`): remove each once its fix
 /// is merged.
 const KNOWN_BUGS: &[&str] = &[];

@@ -69,7 +69,7 @@ impl Elector {
         let mut seen: BTreeSet<&Addr> = BTreeSet::new();
         for (_, a) in by_seq {
             // A set, not the list: an election of many candidates is not
-            // deduplicated in its square (issue 20, scenario 5).
+            // deduplicated in its square (docs/design.md#issue-20, scenario 5).
             if seen.insert(a) {
                 addrs.push(a.clone());
             }

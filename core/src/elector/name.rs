@@ -17,7 +17,7 @@ use crate::time::Millis;
 use serde::{Deserialize, Serialize};
 
 /// The acting lease of a candidate whose node data names none (written by
-/// a version before issue 20, whose lease was always 100 ms).
+/// a version before issue 20 (docs/design.md#issue-20), whose lease was always 100 ms).
 pub const LEGACY_ACTING_LEASE: Millis = Millis(100);
 
 /// The largest acting lease node data may name; data naming a larger one

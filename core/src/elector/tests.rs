@@ -346,7 +346,7 @@ impl ZkOp {
     }
 }
 
-// ----- fast takeover and the acting lease (issue 12) -------------------------
+// ----- fast takeover and the acting lease (docs/design.md#issue-12) -------------------------
 
 fn deposed(sim: &Sim, i: usize) -> Vec<DeposeOutcome> {
     sim.members[i]
@@ -516,7 +516,7 @@ fn confirmations_do_not_pile_up_watches_on_the_own_node() {
     assert!(sim.members[0].elector.is_acting(sim.now));
 }
 
-// ----- acting leases that differ (issue 20) --------------------------------
+// ----- acting leases that differ (docs/design.md#issue-20) --------------------------------
 
 /// Member `m0` uses a 700 ms acting lease (as a candidate far from
 /// ZooKeeper chooses), the others the default 100 ms.
@@ -626,7 +626,7 @@ fn a_successor_waits_for_the_lease_of_a_leader_whose_node_was_deleted_by_hand() 
     assert_eq!(e.commands_from(), elected_at(&sim, 1) + Millis(780));
 }
 
-// ----- ZooKeeper far away (issue 20) ----------------------------------------
+// ----- ZooKeeper far away (docs/design.md#issue-20) ----------------------------------------
 
 /// Runs one elector against the ZooKeeper model with every reply arriving
 /// `rtt` after its request (executed on arrival at the server, half way),
@@ -698,7 +698,7 @@ fn far_from_zookeeper(rtt: Millis, session_timeout: Millis, run: Millis) -> (usi
     (elected, lost)
 }
 
-/// Issue 20 scenario 7, the session side (sim seed 6 `--zk-latency`): a
+/// Issue 20 (docs/design.md#issue-20) scenario 7, the session side (sim seed 6, docs/design.md#simulator-seeds `--zk-latency`): a
 /// candidate whose ZooKeeper answers after 400 ms, with a 2 s session.
 /// Only a write or a sync confirms the session, and the ping was sent only
 /// while no request of the election round was in flight: a round of reads,
@@ -718,7 +718,7 @@ fn a_round_of_slow_reads_does_not_lapse_the_session_lease() {
     assert_eq!((elected, lost), (1, 0), "1 s round trips, a 4 s session");
 }
 
-/// A listing whose marker read comes back first (sim seed 16599 with every
+/// A listing whose marker read comes back first (sim seed 16599, docs/design.md#simulator-seeds with every
 /// slow dependency: the transport handed the replies over out of order) is
 /// still acted on: the candidate with the lowest node waited in its listing
 /// step for good, and no master led for minutes. ZooKeeper ran the two in

@@ -129,7 +129,7 @@ impl GroupState {
     /// that is durable or may yet become durable holds — the last durable
     /// write's count and every count in flight. A slot is placed only
     /// once a durable record holds it, and never on the strength of a
-    /// record a write in flight is about to shrink (issue 20: two scale-ups
+    /// record a write in flight is about to shrink (docs/design.md#issue-20: two scale-ups
     /// in a row, 1 → 2 → 3, place slot 2 only once the second write is
     /// durable; 3 → 1 → 3 places slots 1 and 2 again only once the last
     /// write is).
@@ -723,7 +723,7 @@ impl Master {
         // delete, after the history record): a leader that crashes before
         // leaves the framework live in the store with its executors still
         // running for the next leader to adopt, instead of every slot of a
-        // framework being removed relaunched (issue 20). Meanwhile a report
+        // framework being removed relaunched (docs/design.md#issue-20). Meanwhile a report
         // of one of them does not kill it early (`ending_kills`).
         let kills: Vec<(WorkerId, ExecutorId)> = self
             .executors

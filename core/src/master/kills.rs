@@ -20,7 +20,7 @@
 //!   released and placement runs in the same step: freed capacity goes to
 //!   the slots that wait.
 //!
-//! A removed framework's kills wait until its end is durable (issue 20: a
+//! A removed framework's kills wait until its end is durable (docs/design.md#issue-20: a
 //! leader that dies before leaves its executors to the next one); until
 //! then its dying executors are not `due` and a report of one kills
 //! nothing.

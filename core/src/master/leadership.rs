@@ -105,7 +105,7 @@ impl Master {
             }
         }
         self.announce(&[Role::Worker], out);
-        // Seed 002: the recorded workers need not know this master's
+        // Seed 002 (docs/design.md#seed-002): the recorded workers need not know this master's
         // address; it contacts them (those that gave a callback address).
         let workers = self.workers.entries.values().filter_map(|w| w.callback.clone());
         let frameworks = self.frameworks.values().filter_map(|f| f.callback.clone());

@@ -245,7 +245,7 @@ impl Master {
     /// it (a binding that moved to another connection, or whose framework
     /// ended, does not count). Counted as a rejection.
     ///
-    /// One binding per connection (issue 20): a connection closes once,
+    /// One binding per connection (docs/design.md#issue-20): a connection closes once,
     /// and everything bound to it must hear of it. The second request is
     /// refused rather than unbinding the first: the first was acknowledged
     /// and did nothing wrong, and unbinding it silently would start its

@@ -285,7 +285,7 @@ pub enum Action {
         /// Why.
         reason: String,
     },
-    /// Seed 002: a new leader contacts its recorded peers, who need not
+    /// Seed 002 (docs/design.md#seed-002): a new leader contacts its recorded peers, who need not
     /// know its address. Dial each callback address (paced), and on each
     /// connection send `Hello` and [`Master::announcement`], then close it.
     /// Ends with the leadership.
@@ -488,7 +488,7 @@ pub struct Master {
     /// Executors this leadership kills that are not live in its registry
     /// (see `kills`): strays (not adoptable when reported again, since the
     /// kill may still be on its way, held by the acting lease or in flight
-    /// — sim seed 209760), a removed framework's (whose kill waits for the
+    /// — sim seed 209760 (docs/design.md#simulator-seeds)), a removed framework's (whose kill waits for the
     /// end to be durable), written-off ones reported running; each holds
     /// what it uses on its worker until its end is reported.
     dying: kills::Dying,

@@ -1,4 +1,4 @@
-//! Operator commands that change the cluster (issue 14): cordon, uncordon,
+//! Operator commands that change the cluster (docs/design.md#issue-14): cordon, uncordon,
 //! drain, scale and single-executor kills. Each is answered
 //! `RequestAccepted` only once the record it changed is durable (DESIGN
 //! rule 3), `RequestRefused` with the reason otherwise.
@@ -267,7 +267,7 @@ impl Master {
         // Executors of slots scaled away earlier that still run (their kill
         // is on its way, or waits for that scale to be durable): a slot
         // coming back names its old executor again, so it is refilled only
-        // once that one has ended (one executor per slot, issue 20).
+        // once that one has ended (one executor per slot, issue 20 (docs/design.md#issue-20)).
         let old_len = now_slots as u32;
         let mut still_live: Vec<(u32, ExecutorId)> = self
             .executors

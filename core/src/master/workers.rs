@@ -972,7 +972,7 @@ impl Master {
         let e = self.workers.entries.get_mut(id).expect("checked above");
         if e.maintenance.is_some() {
             // An operator's cordon or drain outlives the worker's absence
-            // and a new leader (issue 41, scenario 3): its record is kept,
+            // and a new leader (docs/design.md#issue-41, scenario 3): its record is kept,
             // marked DEAD.
             let _ = self.persist_worker_maintenance(id, out);
             return;

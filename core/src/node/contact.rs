@@ -1,4 +1,4 @@
-//! A new leader contacts its recorded peers (seed 002), pure.
+//! A new leader contacts its recorded peers (docs/design.md#seed-002), pure.
 //!
 //! Spark's recovery documentation: *"the new leader will contact all
 //! previously registered applications and Workers to inform them of the

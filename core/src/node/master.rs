@@ -300,7 +300,7 @@ pub enum Note {
         /// confirmed: ZooKeeper round trip 300 ms > L 100 ms".
         reason: String,
     },
-    /// A recovered peer's callback address could not be dialled (seed 002
+    /// A recovered peer's callback address could not be dialled (docs/design.md#seed-002
     /// contact); the peer finds the leader by itself when it can.
     PeerUnreached {
         /// The callback address.
@@ -735,7 +735,7 @@ impl MasterNode {
         }
     }
 
-    /// Carries out what the contacts ask (seed 002).
+    /// Carries out what the contacts ask (docs/design.md#seed-002).
     fn contact_outputs(&mut self, co: Vec<ContactOutput>, out: &mut Vec<Output>) {
         for o in co {
             match o {

@@ -134,7 +134,7 @@ pub enum Input {
         /// node).
         result: DialResult,
     },
-    /// A master dialled the callback listener (seed 002): `conn` runs; its
+    /// A master dialled the callback listener (docs/design.md#seed-002): `conn` runs; its
     /// frames come as [`Input::Message`], its end as [`Input::Closed`].
     Accepted {
         /// The runtime's number for the connection.
@@ -477,7 +477,7 @@ impl SubmitNode {
                 }
             }
             Input::Message { conn, msg } if self.callbacks.contains(&conn) => {
-                // Seed 002: a new leader says where it is. A hint: the
+                // Seed 002 (docs/design.md#seed-002): a new leader says where it is. A hint: the
                 // subscriber moves only to a higher epoch, and there
                 // subscribes as always.
                 if let Message::MasterChanged { leader, .. } = &msg {

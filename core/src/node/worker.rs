@@ -326,7 +326,7 @@ impl WorkerNode {
                 self.callbacks.insert(conn);
             }
             Input::Message { conn, msg } if self.callbacks.contains(&conn) => {
-                // Seed 002: a new leader tells of itself; the rest of what
+                // Seed 002 (docs/design.md#seed-002): a new leader tells of itself; the rest of what
                 // a master says comes on the worker's own connections.
                 if let Message::MasterChanged { leader, masters, .. } = msg {
                     self.callbacks.remove(&conn);

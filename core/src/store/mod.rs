@@ -122,7 +122,7 @@ pub struct WorkerRecord {
     pub cores: u32,
     /// Memory offered, in MiB.
     pub memory_mb: u64,
-    /// Where its callback listener takes masters' connections (seed 002:
+    /// Where its callback listener takes masters' connections (docs/design.md#seed-002:
     /// a new leader dials it when it recovers), if it has one.
     pub callback: Option<Addr>,
     /// An operator's cordon or drain of the worker, if any.
@@ -166,7 +166,7 @@ pub struct FrameworkRecord {
     /// Its executor groups, in declaration order.
     pub groups: Vec<GroupRecord>,
     /// Where its subscriber's callback listener takes masters' connections
-    /// (seed 002), if the subscriber has one.
+    /// (docs/design.md#seed-002), if the subscriber has one.
     pub callback: Option<Addr>,
     /// Wall-clock ms of its first SUBSCRIBE, if the leader that accepted it
     /// knew the wall clock (shown in the history when it finishes).

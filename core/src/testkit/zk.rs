@@ -1041,7 +1041,7 @@ mod tests {
         assert_eq!(zk.node("/e").map(|n| n.data.clone()), Some(vec![2]));
     }
 
-    /// Issue 20 scenario 9, the model side: a listing over ZooKeeper's
+    /// Issue 20 (docs/design.md#issue-20) scenario 9, the model side: a listing over ZooKeeper's
     /// 1 MiB packet limit fails as the real server and client fail it
     /// (connection loss), one just under it is answered.
     #[test]

@@ -1,4 +1,4 @@
-//! The floor of the scale bench (issue 24): what the same connection
+//! The floor of the scale bench (docs/design.md#issue-24): what the same connection
 //! count and the same request rate cost this machine with no protocol at
 //! all.
 //!

@@ -1,4 +1,4 @@
-//! The heartbeat probe of the scale bench (issue 24: "p99 round trip
+//! The heartbeat probe of the scale bench (docs/design.md#issue-24: "p99 round trip
 //! measured by a generator that is not itself saturated").
 //!
 //! `regent load` simulates thousands of workers in one process, and the

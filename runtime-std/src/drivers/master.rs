@@ -558,7 +558,7 @@ impl Pump {
                 }
                 // Single-master modes only: no coordination client here.
                 Output::Zk(_) => {}
-                // A new leader contacting its recorded workers (seed 002):
+                // A new leader contacting its recorded workers (docs/design.md#seed-002):
                 // dialled on a thread of its own, the result comes back as
                 // `Input::Dialled`.
                 Output::Dial { dial, addr, timeout } => {

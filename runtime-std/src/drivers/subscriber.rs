@@ -103,7 +103,7 @@ pub struct SubscriberConfig {
     pub connect_timeout: Option<Duration>,
     /// Where a callback listener binds (`regent submit --callback`): a new
     /// leader — even one at an address this submitter never knew — dials it
-    /// to say it leads (seed 002). The smol runtime runs it; `None`: none.
+    /// to say it leads (docs/design.md#seed-002). The smol runtime runs it; `None`: none.
     pub callback: Option<std::net::SocketAddr>,
     /// Where the last instance id drawn is kept (`regent submit
     /// --state-dir`, default [`crate::host::default_state_dir`]), so the

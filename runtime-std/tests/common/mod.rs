@@ -95,7 +95,7 @@ pub fn maintained_records() -> Vec<Record> {
     v
 }
 
-/// A framework whose group has a policy (issue 22): service restarts with a
+/// A framework whose group has a policy (docs/design.md#issue-22): service restarts with a
 /// backoff, `pack`, two constraints and a spread attribute.
 pub fn framework_with_policy() -> Record {
     use regent_core::policy::{Constraint, Placement, RestartMode};
@@ -138,7 +138,7 @@ pub fn framework_with_launch() -> Record {
     Record::Framework(f)
 }
 
-/// A framework record whose group names ports (issue 22): the appended
+/// A framework record whose group names ports (docs/design.md#issue-22): the appended
 /// store variant 11.
 pub fn framework_with_ports() -> Record {
     let Record::Framework(mut f) = framework_with_launch() else {
@@ -159,7 +159,7 @@ pub fn framework_with_rollout() -> Record {
     Record::Framework(f)
 }
 
-/// A framework record whose group runs as a named user (issue 23), its
+/// A framework record whose group runs as a named user (docs/design.md#issue-23), its
 /// rollout under way: the appended variant 13.
 pub fn framework_with_user() -> Record {
     let Record::Framework(mut f) = framework_with_rollout() else { unreachable!() };
@@ -168,7 +168,7 @@ pub fn framework_with_user() -> Record {
     Record::Framework(f)
 }
 
-/// A framework record whose group asks for named resources (issue 23,
+/// A framework record whose group asks for named resources (docs/design.md#issue-23,
 /// GPUs) and rotates its output its own way, as well as a user: the
 /// appended variant 14.
 pub fn framework_with_resources() -> Record {
@@ -180,7 +180,7 @@ pub fn framework_with_resources() -> Record {
     Record::Framework(f)
 }
 
-/// A framework record whose group's slot 0 has a counted end (issue 41):
+/// A framework record whose group's slot 0 has a counted end (docs/design.md#issue-41):
 /// the appended variant 16, variant 14 frozen.
 pub fn framework_with_counted_ends() -> Record {
     let Record::Framework(mut f) = framework_with_resources() else { unreachable!() };
@@ -190,7 +190,7 @@ pub fn framework_with_counted_ends() -> Record {
     Record::Framework(f)
 }
 
-/// A cordoned worker declared DEAD, its record kept (issue 41): the
+/// A cordoned worker declared DEAD, its record kept (docs/design.md#issue-41): the
 /// appended variant 15, variant 7 frozen.
 pub fn dead_cordoned_worker() -> Record {
     let Record::Worker(mut w) = worker("worker-9", 5) else { unreachable!() };
@@ -278,7 +278,7 @@ pub fn cases() -> Vec<Case> {
         expect: Ok((valid_records(), vec![])),
     });
 
-    // Workers under an operator's cordon or drain (issue 14): an appended
+    // Workers under an operator's cordon or drain (docs/design.md#issue-14): an appended
     // record variant; the records above keep their layouts.
     let maintained = maintained_records();
     cases.push(Case {
@@ -288,7 +288,7 @@ pub fn cases() -> Vec<Case> {
         expect: Ok((maintained, vec![])),
     });
 
-    // A framework with a group policy (issue 22): the appended variant 8;
+    // A framework with a group policy (docs/design.md#issue-22): the appended variant 8;
     // the records above keep their layouts.
     let mut policies = vec![Record::Epoch(Epoch(42)), framework_with_policy()];
     policies.sort_by_key(Record::key);
@@ -299,7 +299,7 @@ pub fn cases() -> Vec<Case> {
         expect: Ok((policies, vec![])),
     });
 
-    // A framework with restart state and launch options (issue 22): the
+    // A framework with restart state and launch options (docs/design.md#issue-22): the
     // appended variant 10; the records above keep their layouts.
     let mut launch = vec![Record::Epoch(Epoch(43)), framework_with_launch()];
     launch.sort_by_key(Record::key);
@@ -310,7 +310,7 @@ pub fn cases() -> Vec<Case> {
         expect: Ok((launch, vec![])),
     });
 
-    // A framework whose group names ports (issue 22): the appended variant
+    // A framework whose group names ports (docs/design.md#issue-22): the appended variant
     // 11; the records above keep their layouts.
     let mut ports = vec![Record::Epoch(Epoch(44)), framework_with_ports()];
     ports.sort_by_key(Record::key);

@@ -1,4 +1,4 @@
-//! `regent-check`: the exhaustive checker's larger bounds (issue 41).
+//! `regent-check`: the exhaustive checker's larger bounds (docs/design.md#issue-41).
 //!
 //! ```sh
 //! cargo run --release -p regent-tests --bin regent-check               # every scenario, its large bound
@@ -50,7 +50,7 @@ fn main() {
         }
         let mut sc = sc;
         sc.skip(&skip);
-        println!("# {} (issue 41, scenario {}): {}", sc.name, sc.targets, sc.about);
+        println!("# {} (docs/design.md#issue-41, scenario {}): {}", sc.name, sc.targets, sc.about);
         if let Some(path) = &path {
             let (violation, trace) = replay(&sc, bound, path);
             for line in trace {

@@ -12,7 +12,7 @@
 //! regent-soak --replay SEED [same flags]
 //! ```
 //!
-//! The fault flags add faults to each seed's schedule (issue 20: store
+//! The fault flags add faults to each seed's schedule (docs/design.md#issue-20: store
 //! writes 10–15 s late, ZooKeeper round trips of 150 ms–1 s, wall-clock
 //! steps of an hour, host suspends); `--zk-packet-limit` lowers the
 //! ZooKeeper model's 1 MiB packet limit; the `--no-*` and

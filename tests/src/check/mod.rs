@@ -1,4 +1,4 @@
-//! The exhaustive checker (issue 41): beside the random simulator, it
+//! The exhaustive checker (docs/design.md#issue-41): beside the random simulator, it
 //! explores every interleaving of a small bounded scenario.
 //!
 //! A [`Scenario`] is a small cluster of the simulator's production nodes

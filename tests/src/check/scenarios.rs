@@ -220,7 +220,7 @@ fn teardown_candidate(w: &World) -> Option<usize> {
 pub struct Scenario {
     /// Its name (`regent-check --scenario NAME`).
     pub name: &'static str,
-    /// The scenario of issue 41 it is aimed at (1–8).
+    /// The scenario of issue 41 (docs/design.md#issue-41) it is aimed at (1–8).
     pub targets: u8,
     /// What it does, in a sentence.
     pub about: &'static str,

@@ -31,7 +31,7 @@
 //! trip (a `StateReply` of a large cluster excepted, see
 //! `frames::check_sent`), every record it asks
 //! the store to write fits [`MAX_RECORD_PAYLOAD`] and every ZooKeeper
-//! write fits [`MAX_RECORD_IMAGE`] (issue 11: a record the store cannot
+//! write fits [`MAX_RECORD_IMAGE`] (docs/design.md#issue-11: a record the store cannot
 //! write is refused before it is persisted).
 
 use super::frames::check_sent;
@@ -526,7 +526,7 @@ impl Harness {
                 },
             },
             17 => Message::StepDown { request: u64::from(src.u8()) },
-            // The operator's changes (issue 14), with peer numbers anywhere.
+            // The operator's changes (docs/design.md#issue-14), with peer numbers anywhere.
             18 => {
                 Message::CordonWorker { request: u64::from(src.u8()), worker: gen::worker_id(src) }
             }

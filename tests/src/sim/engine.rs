@@ -2107,7 +2107,7 @@ impl World {
         self.send(conn, true, msg);
     }
 
-    /// An operator's change (issue 14), sent on subscriber `s`'s live
+    /// An operator's change (docs/design.md#issue-14), sent on subscriber `s`'s live
     /// connection to the master it is subscribed with (see
     /// [`Fault::Operate`]); remembered for the invariants.
     fn operate(&mut self, s: usize, w: usize, op: u8, n: u32) {

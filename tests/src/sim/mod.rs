@@ -1,4 +1,4 @@
-//! The deterministic whole-cluster simulator (regent issue 6).
+//! The deterministic whole-cluster simulator (regent issue 6 (docs/design.md#issue-6)).
 //!
 //! N masters (each a [`MasterNode`](regent_core::node::MasterNode) in
 //! ZooKeeper mode: the master, its elector, its lease and its recovery store
@@ -85,7 +85,7 @@ pub struct SimConfig {
     /// kill single executors ([`Schedule::with_operator_commands`]). Off by
     /// default, so the regression seeds keep their schedules.
     pub operator: bool,
-    /// The job layer's faults too (issue 41, `regent-soak --jobs`): blips
+    /// The job layer's faults too (docs/design.md#issue-41, `regent-soak --jobs`): blips
     /// of workers' connections met by operator kills and scales and
     /// framework kills ([`Schedule::with_job_faults`]), framework
     /// teardowns, and broken rolling updates (a third of the updates' new

@@ -139,7 +139,7 @@ pub enum Fault {
         /// The subscriber.
         s: usize,
     },
-    /// An operator's change to the cluster (issue 14), sent on subscriber
+    /// An operator's change to the cluster (docs/design.md#issue-14), sent on subscriber
     /// `s`'s live connection to the leader: `op % 5` is a cordon (0),
     /// uncordon (1) or drain with a deadline of `n` ms (2) of worker `w`, a
     /// scale of a group the subscriber sees to `1 + n % 4` slots (3), or a
@@ -169,7 +169,7 @@ pub enum Fault {
         /// How long the listener refuses.
         ms: u32,
     },
-    /// The recovery store is slow (issue 20, docs/design.md#progress-when-dependencies-are-slow): for `ms`
+    /// The recovery store is slow (docs/design.md#issue-20, docs/design.md#progress-when-dependencies-are-slow): for `ms`
     /// (0: from then on, healed never, so the cluster must settle with it),
     /// every store write any master issues lands `delay` ms late (at least
     /// 10 s: slower than every client timer that restarts work), in order.
@@ -218,7 +218,7 @@ pub enum Fault {
         /// How long it sleeps.
         ms: u32,
     },
-    /// A master's ZooKeeper is far away (issue 20 scenario 7): for `ms`
+    /// A master's ZooKeeper is far away (docs/design.md#issue-20 scenario 7): for `ms`
     /// (0: from then on, never healed, even across restarts of the master)
     /// every request and every reply and watch notification on its link
     /// takes `one_way` ms more, each way (a round trip of `2 * one_way`,
@@ -323,7 +323,7 @@ impl Schedule {
         self
     }
 
-    /// This schedule with the job layer's faults added (issue 41,
+    /// This schedule with the job layer's faults added (docs/design.md#issue-41,
     /// `regent-soak --jobs`), from a stream of their own: two to five
     /// blips of a worker's connections ([`Fault::BlipWorker`]), each
     /// followed within 20 ms, two times in three, by an operator's scale or
@@ -356,7 +356,7 @@ impl Schedule {
         self
     }
 
-    /// This schedule with slow dependencies added (issue 20), each from a
+    /// This schedule with slow dependencies added (docs/design.md#issue-20), each from a
     /// stream of its own so the seed's other faults stay as they were:
     /// with `slow_store`, one or two windows of 5–30 s in which store
     /// writes land 10–15 s late ([`Fault::SlowStore`]), a third of them

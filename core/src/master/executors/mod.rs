@@ -756,7 +756,7 @@ impl Master {
         // (docs/jobs.md, "What the job layer promises": a service's slot
         // never ends while its framework lives). The slot moved on to a
         // replacement when this executor was written off: nothing of this
-        // late end is counted (issue 41, scenario 1).
+        // late end is counted (docs/design.md#issue-41, scenario 1).
         if g.record.spec.policy.restart.mode == crate::policy::RestartMode::Service {
             return false;
         }
@@ -907,7 +907,7 @@ impl Master {
                         // Its worker refused the launch: a port or named
                         // resource the leader counted free is held by
                         // something it has not heard of yet. Re-queued
-                        // after a short wait, charging nothing (issue 41,
+                        // after a short wait, charging nothing (docs/design.md#issue-41,
                         // scenario 7).
                         ExecutorState::Failed { reason }
                             if crate::launch::is_refused_launch(reason) =>
@@ -918,7 +918,7 @@ impl Master {
                         // Counted already (by a leader that recorded it and
                         // died before its acknowledgement reached the
                         // worker, which reports it again): an end is
-                        // counted once, keyed by its executor (issue 41,
+                        // counted once, keyed by its executor (docs/design.md#issue-41,
                         // scenario 6).
                         ExecutorState::Exited { .. } | ExecutorState::Failed { .. }
                             if g.record.counted.get(&e.slot) == Some(&e.id) =>

@@ -522,7 +522,7 @@ fn the_largest_worker_records_fill_a_fifth_of_the_packet_limit_per_batch() {
     assert!(MULTI_READ_BATCH * (image + per_result) < JUTE_MAXBUFFER / 5);
 }
 
-/// Issue 20 scenario 8 in ZooKeeper mode (sim seeds 8 and 9
+/// Issue 20 (docs/design.md#issue-20) scenario 8 in ZooKeeper mode (sim seeds 8 and 9, docs/design.md#simulator-seeds
 /// `--slow-store`): with writes slower than the clients' retries, every
 /// retried registration or SUBSCRIBE queued one more write of the same
 /// record behind the running one, and the queue never drained. A put

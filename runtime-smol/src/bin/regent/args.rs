@@ -303,7 +303,7 @@ pub enum Command {
     /// (records how the command ended in `--status`).
     #[command(hide = true, name = "executor-shim")]
     ExecutorShim(ExecutorShimArgs),
-    /// TLS material for a cluster (issue 24, first step: the connections do
+    /// TLS material for a cluster (docs/design.md#issue-24, first step: the connections do
     /// not use it yet).
     Tls {
         #[command(subcommand)]

@@ -4,7 +4,7 @@
 //! one of its ALIVE, uncordoned workers with a durable record and a
 //! connection for longer than `BOUND` (2 s). Whatever frees the capacity (an
 //! executor's end, a teardown, a scale-down, a worker joining), what waits
-//! is placed (issue 41's eighth scenario: capacity a teardown freed was
+//! is placed (docs/design.md#issue-41's eighth scenario: capacity a teardown freed was
 //! never offered to the framework waiting for it).
 //!
 //! Not literally the same step: a leader rightly waits for a store write

@@ -4,7 +4,7 @@
 //! slot's failures in a row (`restarts[slot].failures`) at most the number
 //! of distinct executors of that slot that ended. An executor ended when a
 //! worker reported it terminal, or a leader wrote it off (LOST or KILLED).
-//! Issue 41's sixth scenario: a new leader counted again an end the old
+//! Issue 41 (docs/design.md#issue-41)'s sixth scenario: a new leader counted again an end the old
 //! one had recorded before its acknowledgement reached the worker.
 
 use crate::sim::engine::{parse_executor, World};

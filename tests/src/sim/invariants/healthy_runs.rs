@@ -4,7 +4,7 @@
 //! it counted last for that slot (`GroupRecord::counted`) did not run that
 //! long (from RUNNING to its end, on the worker). An executor that ran
 //! healthily clears its slot's failures before its own end counts, so its
-//! end makes the count 1, whichever leader counts it. Issue 41's second
+//! end makes the count 1, whichever leader counts it. Issue 41 (docs/design.md#issue-41)'s second
 //! scenario: a retry that ran healthily for an hour crashed five seconds
 //! after a failover and its slot failed with "2 ends in a row": the new
 //! leader measured the run from when it first saw it.

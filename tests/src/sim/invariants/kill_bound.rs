@@ -11,7 +11,7 @@
 //! leader that knows it ALIVE on that connection, and no partition or
 //! isolation stands between them; once that has held for
 //! `BOUND` (5 s) without a break, the executor's process must have ended
-//! (issue 41's fifth scenario: a kill sent once, into a connection that
+//! (docs/design.md#issue-41's fifth scenario: a kill sent once, into a connection that
 //! had just dropped, was never sent again).
 
 use crate::sim::engine::{parse_executor, Node, World};

@@ -3,7 +3,7 @@
 //! every live worker is registered with it (and ALIVE in its registry with
 //! its current incarnation), every live subscriber is subscribed with it,
 //! and no executor has been LAUNCHING at it for longer than
-//! [`LAUNCH_BOUND`] (issue 20 scenario 7: a leader that cannot confirm its
+//! [`LAUNCH_BOUND`] (docs/design.md#issue-20 scenario 7: a leader that cannot confirm its
 //! acting lease sends no launch, and its executors stay LAUNCHING).
 //!
 //! Slow dependencies that last to the end of the run (a store whose writes

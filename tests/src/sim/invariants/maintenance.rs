@@ -4,7 +4,7 @@
 //! recovered and knows that worker ALIVE keeps it under maintenance until
 //! an uncordon is accepted (a worker whose registration is still being
 //! made durable is checked once it is ALIVE). A worker with a maintenance request still
-//! unanswered is not checked (its state is changing). Issue 41's third
+//! unanswered is not checked (its state is changing). Issue 41 (docs/design.md#issue-41)'s third
 //! scenario: a cordoned worker swept DEAD lost its cordon with its record,
 //! and a new leader placed work on the machine under repair.
 

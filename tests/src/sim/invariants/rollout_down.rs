@@ -4,7 +4,7 @@
 //! leader, counting the one being stopped, are at most the rollout's
 //! `max_parallel`. A slot is down when it FAILED, or is open without a
 //! live executor, or its executor is not RUNNING, or is being stopped.
-//! Issue 41's fourth scenario: a new command that cannot start failed slot
+//! Issue 41 (docs/design.md#issue-41)'s fourth scenario: a new command that cannot start failed slot
 //! 0, and the rollout went on to stop the healthy slot 1, and so on, until
 //! nothing ran (failed slots did not count as down). A drain's stops
 //! (an operator's, on the drained worker) and a stop sent again are not

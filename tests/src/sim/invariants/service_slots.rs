@@ -3,7 +3,7 @@
 //! is never written DONE, nor FAILED unless its policy has a budget of
 //! attempts to run out of. A kill without refill (KILLED) is asked for and
 //! allowed. Checked on every write of a framework record the store applies
-//! (issue 41's first scenario: a written-off executor's late exit 0 made
+//! (docs/design.md#issue-41's first scenario: a written-off executor's late exit 0 made
 //! its slot DONE).
 
 use crate::sim::engine::World;

@@ -3,7 +3,7 @@
 //! that slot that a worker started (and that then failed), or that a leader
 //! wrote off (LOST). A launch a worker refused because a resource the
 //! leader believed free was held (an executor being killed still holding
-//! its GPU or port) is not the slot's failure. Issue 41's seventh scenario:
+//! its GPU or port) is not the slot's failure. Issue 41 (docs/design.md#issue-41)'s seventh scenario:
 //! a slot placed on the GPU of an executor being killed burnt its retries
 //! on refusals and failed.
 
