@@ -135,6 +135,43 @@ fn metrics_count_cordoned_workers_by_maintenance() {
     }
 }
 
+/// Prometheus' naming rules, as `promtool check metrics` applies them: every
+/// family has HELP and TYPE, counters end in `_total`, durations are in the
+/// base unit (seconds), and a sample's value parses as a float.
+#[test]
+fn metrics_follow_prometheus_naming() {
+    let node = regent_core::node::master::Metrics {
+        acting_lease_ms: 1_250,
+        oldest_command_wait_ms: 7,
+        ..Default::default()
+    };
+    let text = metrics_text(&MetricsSnapshot::from(&HttpSnapshot {
+        state: state().into(),
+        rejected_connections: 0,
+        node,
+        master: Default::default(),
+    }));
+    let mut families = 0;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            families += 1;
+            let (name, kind) = rest.split_once(' ').expect("TYPE name kind");
+            assert!(text.contains(&format!("# HELP {name} ")), "{name} has no HELP");
+            assert_eq!(kind.ends_with("counter"), name.ends_with("_total"), "{name} is a {kind}");
+            for unit in ["millisecond", "_ms", "minutes", "hours"] {
+                assert!(!name.contains(unit), "{name}: durations are in seconds");
+            }
+        } else if !line.starts_with('#') && !line.is_empty() {
+            let value = line.rsplit(' ').next().unwrap_or_default();
+            assert!(value.parse::<f64>().is_ok(), "{line:?}: the value is no number");
+        }
+    }
+    assert!(families > 30, "{families} families in\n{text}");
+    for line in ["regent_acting_lease_seconds 1.250", "regent_commands_oldest_wait_seconds 0.007"] {
+        assert!(text.lines().any(|l| l == line), "{line:?} missing from\n{text}");
+    }
+}
+
 #[test]
 fn status_table_shows_placement_and_scaled_groups() {
     let table = render_table(&state());

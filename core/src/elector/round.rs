@@ -170,6 +170,10 @@ impl Elector {
         let mut parsed: Vec<(CandidateName, String)> =
             children.into_iter().filter_map(|c| CandidateName::parse(&c).map(|n| (n, c))).collect();
         parsed.sort_by(|a, b| (a.0.seq, &a.1).cmp(&(b.0.seq, &b.1)));
+        // One node per name: a listing that names a child twice (never a
+        // real ZooKeeper's) must not make this master delete its own node as
+        // a duplicate of itself.
+        parsed.dedup_by(|a, b| a.1 == b.1);
         let mut deletes: BTreeSet<String> = BTreeSet::new();
         let mut mine: Option<(String, u64)> = None;
         for (c, name) in &parsed {
@@ -238,10 +242,12 @@ impl Elector {
             parsed.iter().map(|(_, n)| n).filter(|n| !deletes.contains(*n)).collect();
         let listed = candidates.iter().map(|n| (*n).clone()).collect();
         self.update_members(now, listed, out);
-        let idx = candidates
-            .iter()
-            .position(|n| **n == my_name)
-            .expect("own node is among the candidates: it was found in the same list");
+        // Found in the same list and never among the deletes (names are
+        // unique above); were it missing, the round is ignored, not trusted
+        // (docs/design.md#peer-input-never-panics).
+        let Some(idx) = candidates.iter().position(|n| **n == my_name) else {
+            return;
+        };
         self.step = Step::Settled;
         if idx == 0 {
             self.leader_node = Some(my_name.clone());

@@ -762,3 +762,53 @@ fn a_listing_whose_marker_reply_came_first_is_acted_on() {
     }
     assert!(elected, "the only candidate leads although its marker replies came first");
 }
+
+/// A listing that names this master's own node twice (a real ZooKeeper never
+/// does; a buggy proxy or a hostile server might) is peer input: the
+/// elector must neither panic nor delete its own node as a "duplicate", and
+/// still leads (docs/design.md#peer-input-never-panics).
+#[test]
+fn a_listing_naming_the_own_node_twice_neither_panics_nor_deletes_it() {
+    use crate::testkit::zk::ZkModel;
+    use crate::zk::ZkReply;
+    let cfg = Config::new("/r", 1, MasterId::new("m0"), Addr::new("m0:7077"));
+    let mut e = Elector::new(cfg);
+    let mut zk = ZkModel::new(Millis(200));
+    let mut session = None;
+    let mut elected = false;
+    let mut own_deleted = false;
+    let mut now = Millis::ZERO;
+    let mut queue: std::collections::VecDeque<Event> = [Event::Start].into();
+    while let Some(event) = queue.pop_front() {
+        now = now + Millis(1);
+        for a in e.handle(now, event) {
+            match a {
+                Action::Zk(ZkCommand::NewSession { timeout }) => {
+                    let (s, t) = zk.connect(now, timeout);
+                    session = Some(s);
+                    queue
+                        .push_back(Event::Zk(ZkEvent::SessionConnected { session: s, timeout: t }));
+                }
+                Action::Zk(ZkCommand::Request { session: s, req, op }) if Some(s) == session => {
+                    if let ZkOp::Delete { path, .. } = &op {
+                        own_deleted |= e.node_path().as_deref() == Some(path.as_str());
+                    }
+                    let mut result = zk.execute(now, s, &op);
+                    if let Ok(ZkReply::Children(names)) = &mut result {
+                        let twice: Vec<String> =
+                            names.iter().flat_map(|n| [n.clone(), n.clone()]).collect();
+                        *names = twice;
+                    }
+                    queue.push_back(Event::Zk(ZkEvent::Reply { req, result }));
+                }
+                Action::Elected { .. } => elected = true,
+                _ => {}
+            }
+        }
+        if elected || now > Millis(10_000) {
+            break;
+        }
+    }
+    assert!(!own_deleted, "the own node was deleted as its own duplicate");
+    assert!(elected, "the only candidate leads although its listing named it twice");
+}

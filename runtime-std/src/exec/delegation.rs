@@ -170,12 +170,12 @@ pub fn move_into_supervisor(own: &Path, who: &Opener) -> io::Result<PathBuf> {
         _ => {}
     }
     let procs = leaf.join("cgroup.procs");
-    super::cgroup::write_file(&procs, &who.pid.to_string())?;
+    fs::write(&procs, who.pid.to_string())?;
     let others = fs::read_to_string(own.join("cgroup.procs")).unwrap_or_default();
     for pid in others.split_whitespace().filter(|p| *p != who.pid.to_string()) {
         // A process that is gone, or not this user's, stays; enabling the
         // controllers then fails with EBUSY, which says so.
-        let _ = super::cgroup::write_file(&procs, pid);
+        let _ = fs::write(&procs, pid);
     }
     Ok(leaf)
 }

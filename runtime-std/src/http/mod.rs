@@ -915,18 +915,6 @@ pub fn metrics_text(s: &MetricsSnapshot) -> String {
         "Commands waiting now for this leader's acting lease (a new leader's wait, a confirmation not back yet).",
         vec![(None, n.commands_waiting)],
     );
-    family(
-        "regent_commands_oldest_wait_milliseconds",
-        "gauge",
-        "How long the oldest command waiting for the acting lease has waited (0: none waits). The leader logs why once it passes 5 s.",
-        vec![(None, n.oldest_command_wait_ms)],
-    );
-    family(
-        "regent_acting_lease_milliseconds",
-        "gauge",
-        "The acting lease L this master chose from its measured ZooKeeper round trip and wrote in its election node (0 without ZooKeeper).",
-        vec![(None, n.acting_lease_ms)],
-    );
     let m = &s.master;
     family(
         "regent_state_snapshots_built_total",
@@ -1060,26 +1048,32 @@ pub fn metrics_text(s: &MetricsSnapshot) -> String {
         "Connections refused or closed for a bad handshake, cluster, frame or limit.",
         vec![(None, s.rejected_connections)],
     );
+    // Durations in Prometheus' base unit, seconds (`promtool check metrics`).
+    let n = &s.node;
+    seconds_gauge(
+        &mut out,
+        "regent_commands_oldest_wait_seconds",
+        "How long the oldest command waiting for the acting lease has waited (0: none waits). The leader logs why once it passes 5 s.",
+        n.oldest_command_wait_ms,
+    );
+    seconds_gauge(
+        &mut out,
+        "regent_acting_lease_seconds",
+        "The acting lease L this master chose from its measured ZooKeeper round trip and wrote in its election node (0 without ZooKeeper).",
+        n.acting_lease_ms,
+    );
     out
+}
+
+/// One gauge of a duration kept in milliseconds, shown in seconds (three
+/// decimals, so nothing is lost).
+fn seconds_gauge(out: &mut String, name: &str, help: &str, ms: u64) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} gauge");
+    let _ = writeln!(out, "{name} {}.{:03}", ms / 1000, ms % 1000);
 }
 
 /// Escapes a Prometheus label value (`\`, `"`, newline).
 fn label_escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
-}
-
-/// Escapes text for HTML element content and quoted attribute values.
-pub fn html_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
