@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::testkit::zk::Sim;
-use crate::zk::{CreateMode, WatchEvent, ZkOp, ZkReply};
+use crate::zk::{CreateMode, RequestId, WatchEvent, ZkOp, ZkReply, ZkResult};
 
 fn is_candidate_create(op: &ZkOp) -> bool {
     matches!(op, ZkOp::Create { mode: CreateMode::EphemeralSequential, .. })
@@ -725,12 +725,29 @@ fn a_round_of_slow_reads_does_not_lapse_the_session_lease() {
 /// order, so the pair is complete either way.
 #[test]
 fn a_listing_whose_marker_reply_came_first_is_acted_on() {
+    let elected = lone_candidate(|_, mut replies| {
+        // Every listing's reply goes after the step's other replies.
+        replies.sort_by_key(|(op, _, _)| matches!(op, ZkOp::GetChildren { .. }));
+        replies
+    });
+    assert!(elected, "the only candidate leads although its marker replies came first");
+}
+
+/// Runs one candidate against a ZooKeeper model for up to 10 s, each step's
+/// requests executed in order and their replies passed through `arrange`
+/// (which sees the elector, and may reorder or rewrite them) before they
+/// are fed back; whether it was elected.
+fn lone_candidate(
+    mut arrange: impl FnMut(
+        &Elector,
+        Vec<(ZkOp, RequestId, ZkResult)>,
+    ) -> Vec<(ZkOp, RequestId, ZkResult)>,
+) -> bool {
     use crate::testkit::zk::ZkModel;
     let cfg = Config::new("/r", 1, MasterId::new("m0"), Addr::new("m0:7077"));
     let mut e = Elector::new(cfg);
     let mut zk = ZkModel::new(Millis(200));
     let mut session = None;
-    let mut elected = false;
     let mut now = Millis::ZERO;
     let mut queue: std::collections::VecDeque<Event> = [Event::Start].into();
     while let Some(event) = queue.pop_front() {
@@ -745,22 +762,21 @@ fn a_listing_whose_marker_reply_came_first_is_acted_on() {
                         .push_back(Event::Zk(ZkEvent::SessionConnected { session: s, timeout: t }));
                 }
                 Action::Zk(ZkCommand::Request { session: s, req, op }) if Some(s) == session => {
-                    let list = matches!(&op, ZkOp::GetChildren { .. });
                     let result = zk.execute(now, s, &op);
-                    replies.push((list, Event::Zk(ZkEvent::Reply { req, result })));
+                    replies.push((op, req, result));
                 }
-                Action::Elected { .. } => elected = true,
+                Action::Elected { .. } => return true,
                 _ => {}
             }
         }
-        // Every listing's reply goes after the step's other replies.
-        replies.sort_by_key(|(list, _)| *list);
-        queue.extend(replies.into_iter().map(|(_, ev)| ev));
-        if elected || now > Millis(10_000) {
+        for (_, req, result) in arrange(&e, replies) {
+            queue.push_back(Event::Zk(ZkEvent::Reply { req, result }));
+        }
+        if now > Millis(10_000) {
             break;
         }
     }
-    assert!(elected, "the only candidate leads although its marker replies came first");
+    false
 }
 
 /// A listing that names this master's own node twice (a real ZooKeeper never
@@ -769,46 +785,18 @@ fn a_listing_whose_marker_reply_came_first_is_acted_on() {
 /// still leads (docs/design.md#peer-input-never-panics).
 #[test]
 fn a_listing_naming_the_own_node_twice_neither_panics_nor_deletes_it() {
-    use crate::testkit::zk::ZkModel;
-    use crate::zk::ZkReply;
-    let cfg = Config::new("/r", 1, MasterId::new("m0"), Addr::new("m0:7077"));
-    let mut e = Elector::new(cfg);
-    let mut zk = ZkModel::new(Millis(200));
-    let mut session = None;
-    let mut elected = false;
     let mut own_deleted = false;
-    let mut now = Millis::ZERO;
-    let mut queue: std::collections::VecDeque<Event> = [Event::Start].into();
-    while let Some(event) = queue.pop_front() {
-        now = now + Millis(1);
-        for a in e.handle(now, event) {
-            match a {
-                Action::Zk(ZkCommand::NewSession { timeout }) => {
-                    let (s, t) = zk.connect(now, timeout);
-                    session = Some(s);
-                    queue
-                        .push_back(Event::Zk(ZkEvent::SessionConnected { session: s, timeout: t }));
-                }
-                Action::Zk(ZkCommand::Request { session: s, req, op }) if Some(s) == session => {
-                    if let ZkOp::Delete { path, .. } = &op {
-                        own_deleted |= e.node_path().as_deref() == Some(path.as_str());
-                    }
-                    let mut result = zk.execute(now, s, &op);
-                    if let Ok(ZkReply::Children(names)) = &mut result {
-                        let twice: Vec<String> =
-                            names.iter().flat_map(|n| [n.clone(), n.clone()]).collect();
-                        *names = twice;
-                    }
-                    queue.push_back(Event::Zk(ZkEvent::Reply { req, result }));
-                }
-                Action::Elected { .. } => elected = true,
-                _ => {}
+    let elected = lone_candidate(|e, mut replies| {
+        for (op, _, result) in &mut replies {
+            if let ZkOp::Delete { path, .. } = op {
+                own_deleted |= e.node_path().as_deref() == Some(path.as_str());
+            }
+            if let Ok(ZkReply::Children(names)) = result {
+                *names = names.iter().flat_map(|n| [n.clone(), n.clone()]).collect();
             }
         }
-        if elected || now > Millis(10_000) {
-            break;
-        }
-    }
+        replies
+    });
     assert!(!own_deleted, "the own node was deleted as its own duplicate");
     assert!(elected, "the only candidate leads although its listing named it twice");
 }
