@@ -23,6 +23,7 @@
 //! `{"kind":"worker","change":"state","worker":"w1","state":"DEAD","previous":"ALIVE",...}`.
 
 use crate::protocol::{ClusterState, ExecutorState, ExecutorView, FrameworkView, WorkerView};
+use crate::states::{FrameworkState, MasterStatus, ShownWorkerState};
 use crate::{Addr, ExecutorId, FrameworkId, MasterId, WorkerId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -68,9 +69,9 @@ pub enum ClusterEvent {
         /// The master.
         master: MasterId,
         /// Its status now.
-        state: String,
+        state: MasterStatus,
         /// Its status before.
-        previous: String,
+        previous: MasterStatus,
         /// Its epoch now.
         epoch: u64,
     },
@@ -81,10 +82,10 @@ pub enum ClusterEvent {
         /// The worker.
         worker: WorkerId,
         /// Its state now (the last known one when removed).
-        state: String,
+        state: ShownWorkerState,
         /// Its state before, for [`Change::State`].
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        previous: Option<String>,
+        previous: Option<ShownWorkerState>,
         /// Cores offered.
         cores: u32,
         /// Cores held by executors.
@@ -103,10 +104,10 @@ pub enum ClusterEvent {
         /// Its name.
         name: String,
         /// Its state now (the last known one when removed).
-        state: String,
+        state: FrameworkState,
         /// Its state before, for [`Change::State`].
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        previous: Option<String>,
+        previous: Option<FrameworkState>,
         /// It has a live subscription.
         connected: bool,
     },
@@ -181,8 +182,8 @@ pub fn diff(before: &ClusterState, after: &ClusterState) -> Vec<ClusterEvent> {
     if before.master == after.master && before.status != after.status {
         out.push(ClusterEvent::Status {
             master: after.master.clone(),
-            state: after.status.clone(),
-            previous: before.status.clone(),
+            state: after.status,
+            previous: before.status,
             epoch: after.epoch.0,
         });
     }
@@ -190,7 +191,7 @@ pub fn diff(before: &ClusterState, after: &ClusterState) -> Vec<ClusterEvent> {
         &before.workers,
         &after.workers,
         |w| &w.id,
-        |w| w.shown_state().to_string(),
+        |w| w.shown_state(),
         same_worker,
         worker_event,
         &mut out,
@@ -199,7 +200,7 @@ pub fn diff(before: &ClusterState, after: &ClusterState) -> Vec<ClusterEvent> {
         &before.frameworks,
         &after.frameworks,
         |f| &f.id,
-        |f| f.state.clone(),
+        |f| f.state,
         |a, b| a == b,
         framework_event,
         &mut out,
@@ -275,13 +276,13 @@ fn same_executor(a: &ExecutorView, b: &ExecutorView) -> bool {
 
 /// Compares two lists of views by id (not trusting their order); `same`
 /// tells views that show no change.
-fn entities<V, K: Ord>(
+fn entities<V, K: Ord, S: PartialEq>(
     before: &[V],
     after: &[V],
     id: impl Fn(&V) -> &K,
-    state: impl Fn(&V) -> String,
+    state: impl Fn(&V) -> S,
     same: impl Fn(&V, &V) -> bool,
-    event: impl Fn(Change, &V, Option<String>) -> ClusterEvent,
+    event: impl Fn(Change, &V, Option<S>) -> ClusterEvent,
     out: &mut Vec<ClusterEvent>,
 ) {
     let old: BTreeMap<&K, &V> = before.iter().map(|v| (id(v), v)).collect();
@@ -306,11 +307,15 @@ fn entities<V, K: Ord>(
     }
 }
 
-fn worker_event(change: Change, w: &WorkerView, previous: Option<String>) -> ClusterEvent {
+fn worker_event(
+    change: Change,
+    w: &WorkerView,
+    previous: Option<ShownWorkerState>,
+) -> ClusterEvent {
     ClusterEvent::Worker {
         change,
         worker: w.id.clone(),
-        state: w.shown_state().to_string(),
+        state: w.shown_state(),
         previous,
         cores: w.cores,
         cores_used: w.cores_used,
@@ -319,12 +324,16 @@ fn worker_event(change: Change, w: &WorkerView, previous: Option<String>) -> Clu
     }
 }
 
-fn framework_event(change: Change, f: &FrameworkView, previous: Option<String>) -> ClusterEvent {
+fn framework_event(
+    change: Change,
+    f: &FrameworkView,
+    previous: Option<FrameworkState>,
+) -> ClusterEvent {
     ClusterEvent::Framework {
         change,
         framework: f.id.clone(),
         name: f.name.clone(),
-        state: f.state.clone(),
+        state: f.state,
         previous,
         connected: f.connected,
     }
@@ -392,14 +401,14 @@ impl ClusterEvent {
                 memory_mb,
                 memory_used_mb,
             } => {
-                let what = transition(*change, state, previous.as_deref());
+                let what = transition(*change, state.name(), previous.map(|p| p.name()));
                 format!(
                     "worker {worker} {what} (cores {cores_used}/{cores}, memory \
                      {memory_used_mb}/{memory_mb} MiB)"
                 )
             }
             ClusterEvent::Framework { change, framework, name, state, previous, connected } => {
-                let what = transition(*change, state, previous.as_deref());
+                let what = transition(*change, state.name(), previous.map(|p| p.name()));
                 let conn = if *connected { "connected" } else { "not connected" };
                 format!("framework {framework} ({name}) {what}, {conn}")
             }
@@ -469,8 +478,8 @@ pub fn summary(s: &ClusterState) -> String {
         s.master,
         s.status,
         s.epoch.0,
-        count(s.workers.iter().map(|w| w.state.clone()).collect()),
-        count(s.frameworks.iter().map(|f| f.state.clone()).collect()),
+        count(s.workers.iter().map(|w| w.state.to_string()).collect()),
+        count(s.frameworks.iter().map(|f| f.state.to_string()).collect()),
         count(s.executors.iter().map(|e| executor_state_name(&e.state).to_string()).collect()),
     );
     line.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()

@@ -30,6 +30,8 @@
 //! * [`node`]: each daemon's composition as one pure machine
 //!   ([`node::MasterNode`]: master + elector or self-election, lease, fenced
 //!   store on one session); the runtimes and the simulator drive nodes.
+//! * [`states`]: the states operators see (a master's status, a worker's
+//!   state and drain, a framework's state) as enums with one table of names.
 //! * [`events`]: cluster events, the pure difference of two
 //!   [`protocol::ClusterState`] snapshots (`GET /api/events`, `regent events`).
 //! * [`job`]: a job (a framework's executor groups as data, what a job file
@@ -58,6 +60,7 @@ pub mod protocol;
 pub mod resources;
 pub mod rng;
 pub mod secret;
+pub mod states;
 pub mod store;
 pub mod subscriber;
 #[cfg(feature = "testkit")]

@@ -14,6 +14,7 @@ use crate::ids::{
 };
 use crate::launch::LaunchSpec;
 use crate::policy::GroupPolicy;
+use crate::states::{DrainState, FrameworkState, MasterStatus, ShownWorkerState, WorkerState};
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
 
@@ -62,7 +63,11 @@ use serde::{Deserialize, Serialize};
 ///
 /// Version 11 (docs/design.md#issue-41, the job layer's promises): `ExecutorReport`
 /// carries how long the executor ran by its worker's clock (`ran_ms`).
-pub const PROTOCOL_VERSION: u16 = 11;
+///
+/// Version 12 (docs/design.md#issue-42, typed states): `ClusterState`'s status,
+/// `WorkerView`'s state and drain and `FrameworkView`'s state are the enums
+/// of [`crate::states`] (an index on the wire) instead of names.
+pub const PROTOCOL_VERSION: u16 = 12;
 
 /// What kind of node is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -1008,8 +1013,8 @@ pub enum LogRead {
 pub struct ClusterState {
     /// The answering master.
     pub master: MasterId,
-    /// Its status: STANDBY, RECOVERING, ALIVE or SUSPENDED.
-    pub status: String,
+    /// Its status.
+    pub status: MasterStatus,
     /// Its epoch (its own when leading, else the highest it knows of).
     pub epoch: Epoch,
     /// The leader, as far as it knows.
@@ -1038,8 +1043,8 @@ pub struct ClusterState {
 pub struct WorkerView {
     /// Its id.
     pub id: WorkerId,
-    /// ALIVE, REGISTERING, UNKNOWN or DEAD.
-    pub state: String,
+    /// Its registry state.
+    pub state: WorkerState,
     /// Cores offered.
     pub cores: u32,
     /// Cores held by executors.
@@ -1050,9 +1055,8 @@ pub struct WorkerView {
     pub memory_used_mb: u64,
     /// Nothing new is placed on it (cordoned, draining or drained).
     pub cordoned: bool,
-    /// DRAINING or DRAINED while a drain is under way or done; empty
-    /// otherwise.
-    pub drain: String,
+    /// DRAINING or DRAINED while a drain is under way or done.
+    pub drain: Option<DrainState>,
     /// While DRAINING: when its executors get SIGKILL, in wall-clock
     /// milliseconds since the Unix epoch (as the leader's clock counts).
     pub drain_deadline_ms: Option<u64>,
@@ -1110,12 +1114,8 @@ impl WorkerView {
     /// The state operators see: DRAINING or DRAINED while a drain is under
     /// way or done (unless the worker is DEAD), else the registry state
     /// (`GET /api/state`, the event stream, the web page).
-    pub fn shown_state(&self) -> &str {
-        if !self.drain.is_empty() && self.state != "DEAD" {
-            &self.drain
-        } else {
-            &self.state
-        }
+    pub fn shown_state(&self) -> ShownWorkerState {
+        ShownWorkerState::of(self.state, self.drain)
     }
 }
 
@@ -1128,7 +1128,7 @@ pub struct FrameworkView {
     pub name: String,
     /// ACTIVE (all slots pending or running), FINISHED (every slot done),
     /// FAILED (a slot failed) or DISCONNECTED.
-    pub state: String,
+    pub state: FrameworkState,
     /// It has a live subscription.
     pub connected: bool,
     /// Its groups, in declaration order, with their slot counts now.

@@ -6,6 +6,9 @@ use regent_core::protocol::{
     ClusterState, ExecutorState, ExecutorView, FrameworkView, LeaderHint, Usage, WorkerUsageView,
     WorkerView,
 };
+use regent_core::states::{
+    DrainState, FrameworkState, MasterStatus, ShownWorkerState, WorkerState,
+};
 use regent_core::{Addr, Epoch, ExecutorId, FrameworkId, MasterId, Millis, WorkerId};
 
 fn hint(id: &str, epoch: u64) -> Option<LeaderHint> {
@@ -25,13 +28,13 @@ fn worker(id: &str, state: &str, used: u32) -> WorkerView {
         ports: Default::default(),
         ports_used: Default::default(),
         id: WorkerId::new(id),
-        state: state.into(),
+        state: WorkerState::from_name(state).expect("a worker state"),
         cores: 4,
         cores_used: used,
         memory_mb: 1024,
         memory_used_mb: 0,
         cordoned: false,
-        drain: String::new(),
+        drain: None,
         drain_deadline_ms: None,
         executors: used,
         attributes: Vec::new(),
@@ -54,7 +57,7 @@ fn framework(state: &str, connected: bool) -> FrameworkView {
     FrameworkView {
         id: FrameworkId::new("fw-1"),
         name: "etl".into(),
-        state: state.into(),
+        state: FrameworkState::from_name(state).expect("a framework state"),
         connected,
         groups: vec![],
     }
@@ -63,7 +66,7 @@ fn framework(state: &str, connected: bool) -> FrameworkView {
 fn state(master: &str, status: &str, epoch: u64) -> ClusterState {
     ClusterState {
         master: MasterId::new(master),
-        status: status.into(),
+        status: MasterStatus::from_name(status).expect("a master status"),
         epoch: Epoch(epoch),
         leader: hint(master, epoch),
         workers: vec![],
@@ -115,9 +118,9 @@ fn a_worker_joins_changes_state_and_is_removed() {
     let added = diff(&a, &b);
     assert_eq!(added.len(), 2, "{added:?}");
     assert!(matches!(&added[0], ClusterEvent::Worker { change: Change::Added, worker, state, .. }
-        if worker.as_str() == "w1" && state == "ALIVE"));
+        if worker.as_str() == "w1" && *state == ShownWorkerState::Alive));
     let mut c = b.clone();
-    c.workers[1].state = "DEAD".into();
+    c.workers[1].state = WorkerState::Dead;
     c.workers[0].cores_used = 2;
     let changed = diff(&b, &c);
     assert_eq!(changed.len(), 2, "{changed:?}");
@@ -131,7 +134,7 @@ fn a_worker_joins_changes_state_and_is_removed() {
     let removed = diff(&c, &d);
     assert!(
         matches!(&removed[..], [ClusterEvent::Worker { change: Change::Removed, worker, state, .. }]
-        if worker.as_str() == "w2" && state == "DEAD"),
+        if worker.as_str() == "w2" && *state == ShownWorkerState::Dead),
         "{removed:?}"
     );
 }
@@ -152,7 +155,7 @@ fn executor_and_framework_states_with_exit_code_and_reason() {
     assert_eq!(ev.len(), 3, "{ev:?}");
     assert!(
         matches!(&ev[0], ClusterEvent::Framework { change: Change::State, state, previous: Some(p), connected: false, .. }
-        if state == "FAILED" && p == "ACTIVE")
+        if *state == FrameworkState::Failed && *p == FrameworkState::Active)
     );
     assert!(
         matches!(&ev[1], ClusterEvent::Executor { change: Change::State, state, exit_code: Some(0), .. }
@@ -191,9 +194,9 @@ fn a_new_leader_and_status_changes_are_events_with_epochs() {
     assert_eq!(ev[0].describe(), "leader m2 at 127.0.0.1:5009, epoch 9 (was m1, epoch 7)");
     // The same master: its own status.
     let mut c = b.clone();
-    c.status = "ALIVE".into();
+    c.status = MasterStatus::Alive;
     assert!(matches!(&diff(&b, &c)[..], [ClusterEvent::Status { state, previous, epoch: 9, .. }]
-        if state == "ALIVE" && previous == "RECOVERING"));
+        if *state == MasterStatus::Alive && *previous == MasterStatus::Recovering));
     // A standby that loses sight of the leader.
     let mut d = state("m3", "STANDBY", 9);
     d.leader = hint("m2", 9);
@@ -207,8 +210,8 @@ fn events_serialize_tagged_by_kind_and_round_trip() {
     let ev = ClusterEvent::Worker {
         change: Change::State,
         worker: WorkerId::new("w1"),
-        state: "DEAD".into(),
-        previous: Some("ALIVE".into()),
+        state: ShownWorkerState::Dead,
+        previous: Some(ShownWorkerState::Alive),
         cores: 4,
         cores_used: 0,
         memory_mb: 1024,
@@ -277,19 +280,19 @@ fn a_drain_shows_as_the_workers_state_unless_it_is_dead() {
     a.workers = vec![worker("w1", "ALIVE", 1)];
     let mut b = a.clone();
     b.workers[0].cordoned = true;
-    b.workers[0].drain = "DRAINING".into();
+    b.workers[0].drain = Some(DrainState::Draining);
     let events = diff(&a, &b);
     assert!(
         matches!(&events[..], [ClusterEvent::Worker { change: Change::State, state, previous: Some(p), .. }]
-            if state == "DRAINING" && p == "ALIVE"),
+            if *state == ShownWorkerState::Draining && *p == ShownWorkerState::Alive),
         "{events:?}"
     );
     let mut c = b.clone();
-    c.workers[0].state = "DEAD".into();
+    c.workers[0].state = WorkerState::Dead;
     let events = diff(&b, &c);
     assert!(
         matches!(&events[..], [ClusterEvent::Worker { change: Change::State, state, previous: Some(p), .. }]
-            if state == "DEAD" && p == "DRAINING"),
+            if *state == ShownWorkerState::Dead && *p == ShownWorkerState::Draining),
         "{events:?}"
     );
 }

@@ -7,6 +7,7 @@ use regent_core::ids::InstanceId;
 use regent_core::policy::{Constraint, GroupPolicy, Placement, RestartMode, RestartPolicy};
 use regent_core::protocol::*;
 use regent_core::protocol::{FinishedFramework, FinishedSlot, FrameworkOutcome};
+use regent_core::states::{DrainState, FrameworkState, MasterStatus, WorkerState};
 use regent_core::{Addr, Epoch, ExecutorId, FrameworkId, Incarnation, MasterId, Millis, WorkerId};
 use std::path::PathBuf;
 
@@ -720,7 +721,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
             "state_reply",
             Message::StateReply(Box::new(ClusterState {
                 master: MasterId::new("m1"),
-                status: "ALIVE".into(),
+                status: MasterStatus::Alive,
                 epoch: Epoch(42),
                 leader: None,
                 workers: vec![WorkerView {
@@ -737,13 +738,13 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                     ports: Default::default(),
                     ports_used: Default::default(),
                     id: WorkerId::new("w1"),
-                    state: "ALIVE".into(),
+                    state: WorkerState::Alive,
                     cores: 8,
                     cores_used: 2,
                     memory_mb: 16_384,
                     memory_used_mb: 512,
                     cordoned: true,
-                    drain: "DRAINING".into(),
+                    drain: Some(DrainState::Draining),
                     drain_deadline_ms: Some(1_764_600_000_000),
                     executors: 1,
                     attributes: vec![("rack".into(), "r1".into())],
@@ -751,7 +752,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 frameworks: vec![FrameworkView {
                     id: FrameworkId::new("f1"),
                     name: "app".into(),
-                    state: "ACTIVE".into(),
+                    state: FrameworkState::Active,
                     connected: true,
                     groups: vec![GroupView {
                         name: "main".into(),
@@ -934,7 +935,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
 fn cluster_state(g: &mut Gen) -> ClusterState {
     ClusterState {
         master: MasterId(s(g)),
-        status: s(g),
+        status: *g.choose(&MasterStatus::ALL).expect("statuses"),
         epoch: Epoch(u64::arbitrary(g)),
         leader: if bool::arbitrary(g) { Some(hint(g)) } else { None },
         workers: (0..usize::arbitrary(g) % 3)
@@ -956,13 +957,16 @@ fn cluster_state(g: &mut Gen) -> ClusterState {
                 ports: Default::default(),
                 ports_used: Default::default(),
                 id: WorkerId(s(g)),
-                state: s(g),
+                state: *g.choose(&WorkerState::ALL).expect("states"),
                 cores: u32::arbitrary(g),
                 cores_used: u32::arbitrary(g),
                 memory_mb: u64::arbitrary(g),
                 memory_used_mb: u64::arbitrary(g),
                 cordoned: bool::arbitrary(g),
-                drain: s(g),
+                drain: g
+                    .choose(&[None, Some(DrainState::Draining), Some(DrainState::Drained)])
+                    .copied()
+                    .flatten(),
                 drain_deadline_ms: if bool::arbitrary(g) { Some(u64::arbitrary(g)) } else { None },
                 executors: u32::arbitrary(g),
                 attributes: if bool::arbitrary(g) { vec![(s(g), s(g))] } else { vec![] },
@@ -972,7 +976,7 @@ fn cluster_state(g: &mut Gen) -> ClusterState {
             .map(|_| FrameworkView {
                 id: FrameworkId(s(g)),
                 name: s(g),
-                state: s(g),
+                state: *g.choose(&FrameworkState::ALL).expect("states"),
                 connected: bool::arbitrary(g),
                 groups: (0..usize::arbitrary(g) % 3)
                     .map(|_| GroupView {
@@ -1074,7 +1078,7 @@ fn a_large_frame_is_encoded_and_sealed_into_a_buffer_of_its_exact_length() {
         .collect();
     let msg = Message::StateReply(Box::new(ClusterState {
         master: MasterId::new("m"),
-        status: "ALIVE".into(),
+        status: MasterStatus::Alive,
         epoch: Epoch(1),
         leader: None,
         workers: vec![],

@@ -22,6 +22,7 @@ use regent_core::protocol::{
     ExecutorReport, ExecutorState, GroupSpec, Message, RegisterWorker, Role, Subscribe,
 };
 use regent_core::resources::Resource;
+use regent_core::states::FrameworkState;
 use regent_core::store::{Maintenance, Record, RecordKey, SlotOutcome, StoreCommand, StoreEvent};
 use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, Millis, WorkerId};
 use std::collections::BTreeMap;
@@ -237,8 +238,8 @@ impl Sim {
         f.groups[0].record.slots.clone()
     }
 
-    fn framework_state(&self, fw: &FrameworkId) -> String {
-        self.m.state().frameworks.iter().find(|f| &f.id == fw).expect("framework").state.clone()
+    fn framework_state(&self, fw: &FrameworkId) -> FrameworkState {
+        self.m.state().frameworks.iter().find(|f| &f.id == fw).expect("framework").state
     }
 }
 
@@ -329,7 +330,7 @@ fn a_late_exit_0_of_a_written_off_service_executor_ends_nothing() {
         s.register(102, "w0", 1, 1, 0, vec![report_of(x, ExecutorState::Exited { code: 0 })]);
     assert!(kills(&sends).is_empty(), "the running replacement is left alone: {sends:?}");
     assert_eq!(s.slots(&fw), vec![SlotOutcome::Pending], "a service's slot never ends");
-    assert_eq!(s.framework_state(&fw), "ACTIVE");
+    assert_eq!(s.framework_state(&fw), FrameworkState::Active);
     let acked = sends.iter().any(|(c, m)| {
         c.0 == 102 && matches!(m, Message::ExecutorStatusAck { executor, .. } if executor == x)
     });

@@ -15,6 +15,7 @@ use regent_core::protocol::{
     ExecutorReport, ExecutorSpec, ExecutorState, GroupSpec, HelloReply, Message, RegisterWorker,
     Role, Subscribe,
 };
+use regent_core::states::FrameworkState;
 use regent_core::store::WriteId;
 use regent_core::store::{StoreCommand, StoreEvent};
 use regent_core::worker::{self, ExecutorCommand, Worker};
@@ -455,7 +456,7 @@ fn a_second_framework_on_a_bound_connection_is_refused_and_the_first_is_disconne
     let _ = h.step(master::Event::Disconnected { conn: SUB });
     let state = h.m.state();
     assert!(!state.frameworks[0].connected, "f1 is disconnected: {:?}", state.frameworks);
-    assert_eq!(state.frameworks[0].state, "DISCONNECTED");
+    assert_eq!(state.frameworks[0].state, FrameworkState::Disconnected);
 }
 
 /// A second worker id registering on a connection bound to another worker

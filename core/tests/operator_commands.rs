@@ -14,6 +14,7 @@ use regent_core::master::{self, Master, Status};
 use regent_core::protocol::{
     ExecutorReport, ExecutorState, GroupSpec, Message, RegisterWorker, Role, Subscribe, WorkerView,
 };
+use regent_core::states::DrainState;
 use regent_core::store::{Maintenance, Record, RecordKey, SlotOutcome};
 use regent_core::store::{StoreCommand, StoreEvent};
 use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, Millis, WorkerId};
@@ -293,7 +294,7 @@ fn cordon_is_durable_before_it_is_accepted_and_blocks_placement_without_killing(
     assert_eq!(c.store.maintenance("w1"), Some(Maintenance::Cordoned));
     let v = view(&c.m, "w1");
     assert!(v.cordoned);
-    assert_eq!(v.drain, "");
+    assert_eq!(v.drain, None);
     assert_eq!(v.executors, 1);
     // Scale up: every new executor lands on w0.
     let fw = c.fw.clone();
@@ -378,7 +379,7 @@ fn drain_stops_executors_replaces_them_elsewhere_without_charging_retries_then_d
         on_w1.iter().map(|x| (ConnId(101), x.clone(), Millis(30_000))).collect();
     assert_eq!(stopped, want, "each executor on w1 gets SIGTERM with the whole deadline");
     let v = view(&c.m, "w1");
-    assert_eq!((v.cordoned, v.drain.as_str(), v.executors), (true, "DRAINING", 2));
+    assert_eq!((v.cordoned, v.drain, v.executors), (true, Some(DrainState::Draining), 2));
     assert_eq!(v.drain_deadline_ms, Some(deadline_ms));
     // The first ends on SIGTERM with a non-zero code: its slot is refilled
     // on w0, and no retry is charged.
@@ -388,7 +389,7 @@ fn drain_stops_executors_replaces_them_elsewhere_without_charging_retries_then_d
     assert_eq!(placed.len(), 1, "{sends:?}");
     assert_eq!(placed[0].0, ConnId(100));
     assert_eq!(slot_of(&placed[0].1), slot_of(&on_w1[0]));
-    assert_eq!(view(&c.m, "w1").drain, "DRAINING");
+    assert_eq!(view(&c.m, "w1").drain, Some(DrainState::Draining));
     // The second exits 0 (its SIGTERM handler finished the work): an exit 0
     // completes its slot, drain or not; nothing replaces it.
     let sends =
@@ -400,7 +401,7 @@ fn drain_stops_executors_replaces_them_elsewhere_without_charging_retries_then_d
     assert_eq!(done, SlotOutcome::Done { executor: on_w1[1].clone() });
     // Nothing runs on w1: DRAINED, durably.
     let v = view(&c.m, "w1");
-    assert_eq!((v.cordoned, v.drain.as_str(), v.executors), (true, "DRAINED", 0));
+    assert_eq!((v.cordoned, v.drain, v.executors), (true, Some(DrainState::Drained), 0));
     assert_eq!(c.store.maintenance("w1"), Some(Maintenance::Drained));
 }
 
@@ -418,7 +419,7 @@ fn a_drain_deadline_is_honoured_by_a_new_leader_and_passes_into_a_kill() {
     // own local time 500: 40 s of the deadline are left.
     let mut b = c.store.failover("b", Millis(500), WALL_A + 22_000);
     let v = view(&b, "w1");
-    assert_eq!((v.drain.as_str(), v.drain_deadline_ms), ("DRAINING", Some(deadline_ms)));
+    assert_eq!((v.drain, v.drain_deadline_ms), (Some(DrainState::Draining), Some(deadline_ms)));
     let _ = connect_worker(&mut b, Millis(500), 200, "w0");
     let x0 = c.on.iter().find(|(_, conn)| **conn == ConnId(100)).map(|(x, _)| x.clone()).unwrap();
     let out = b.handle(
@@ -465,7 +466,7 @@ fn a_drain_deadline_is_honoured_by_a_new_leader_and_passes_into_a_kill() {
     );
     let sends = c.store.settle(&mut b, Millis(40_600), out);
     assert_eq!(launches(&sends).iter().map(|(c, _)| *c).collect::<Vec<_>>(), vec![ConnId(200)]);
-    assert_eq!(view(&b, "w1").drain, "DRAINED");
+    assert_eq!(view(&b, "w1").drain, Some(DrainState::Drained));
     assert_eq!(c.store.maintenance("w1"), Some(Maintenance::Drained));
     assert_eq!(b.frameworks().next().unwrap().groups[0].record.retries_used, 0);
 }
@@ -479,7 +480,7 @@ fn draining_an_idle_worker_makes_it_drained_at_once() {
     let (_, sends) = c.operate(Millis(0), msg);
     assert!(accepted(&sends, 5));
     assert_eq!(c.store.maintenance(idle), Some(Maintenance::Drained));
-    assert_eq!(view(&c.m, idle).drain, "DRAINED");
+    assert_eq!(view(&c.m, idle).drain, Some(DrainState::Drained));
 }
 
 #[test]

@@ -6,6 +6,7 @@ mod common;
 use common::*;
 use regent_core::master::{self, Master, Status, WorkerState};
 use regent_core::protocol::{Message, RegisterWorker};
+use regent_core::states::MasterStatus;
 use regent_core::store::{Record, RecordKey, WorkerRecord};
 use regent_core::store::{StoreCommand, StoreEvent};
 use regent_core::{ConnId, Epoch, Incarnation, Millis, WorkerId};
@@ -320,9 +321,9 @@ fn operators_remove_unknown_workers_and_read_the_state_from_any_master() {
         [(_, Message::StateReply(s))] => s.clone(),
         other => panic!("{other:?}"),
     };
-    assert_eq!(state.status, "ALIVE");
+    assert_eq!(state.status, MasterStatus::Alive);
     let states: Vec<(String, String)> =
-        state.workers.iter().map(|w| (w.id.0.clone(), w.state.clone())).collect();
+        state.workers.iter().map(|w| (w.id.0.clone(), w.state.to_string())).collect();
     assert_eq!(
         states,
         vec![
@@ -348,7 +349,7 @@ fn operators_remove_unknown_workers_and_read_the_state_from_any_master() {
             master::Event::Message { conn: ConnId(1), msg: Message::StateRequest },
         ));
     assert!(
-        matches!(&out[..], [(_, Message::StateReply(s))] if s.status == "STANDBY" && s.leader.as_ref().is_some_and(|l| l.addr == addr("a")))
+        matches!(&out[..], [(_, Message::StateReply(s))] if s.status == MasterStatus::Standby && s.leader.as_ref().is_some_and(|l| l.addr == addr("a")))
     );
     let out = m_sends(&b.handle(
         Millis(0),

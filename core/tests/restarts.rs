@@ -12,6 +12,7 @@ use regent_core::policy::{GroupPolicy, RestartMode, RestartPolicy};
 use regent_core::protocol::{
     ExecutorReport, ExecutorState, GroupSpec, Message, RegisterWorker, Role, Subscribe,
 };
+use regent_core::states::FrameworkState;
 use regent_core::store::{Record, SlotOutcome, StoreCommand, StoreEvent};
 use regent_core::{ConnId, Epoch, FrameworkId, Incarnation, Millis};
 
@@ -176,7 +177,7 @@ fn a_failing_batch_slot_waits_its_backoff_and_fails_after_its_attempts() {
     assert_eq!(restart_due(&m), None);
     let fw = m.frameworks().next().unwrap();
     assert!(matches!(fw.groups[0].record.slots[0], SlotOutcome::Failed { .. }));
-    assert_eq!(m.state().frameworks[0].state, "FAILED");
+    assert_eq!(m.state().frameworks[0].state, FrameworkState::Failed);
 }
 
 #[test]
@@ -190,7 +191,7 @@ fn a_batch_slot_that_exits_0_is_done_and_forgets_its_failures() {
     let g = &m.frameworks().next().unwrap().groups[0];
     assert!(matches!(g.record.slots[0], SlotOutcome::Done { .. }));
     assert!(g.record.restarts.is_empty(), "{:?}", g.record.restarts);
-    assert_eq!(m.state().frameworks[0].state, "FINISHED");
+    assert_eq!(m.state().frameworks[0].state, FrameworkState::Finished);
 }
 
 #[test]
@@ -211,7 +212,7 @@ fn a_service_slot_is_restarted_after_an_exit_0_and_its_worker_loss_counts_nothin
         cur = launches(&restart_timer(&mut m, now))[0].clone();
         now = now + Millis(1);
     }
-    assert_eq!(m.state().frameworks[0].state, "ACTIVE");
+    assert_eq!(m.state().frameworks[0].state, FrameworkState::Active);
     let failures = m.frameworks().next().unwrap().groups[0].record.restarts[&0].failures;
     assert_eq!(failures, 7);
     // A LOST executor is refilled at once and counts nothing.

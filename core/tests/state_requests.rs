@@ -11,6 +11,7 @@ use regent_core::limits::{
 };
 use regent_core::master::{self, Master};
 use regent_core::protocol::{ClusterState, Message, RegisterWorker, Role};
+use regent_core::states::MasterStatus;
 use regent_core::{ConnId, Epoch, Incarnation, Millis, WorkerId};
 
 fn alive_master() -> Master {
@@ -140,7 +141,7 @@ fn a_standby_answers_too() {
     let mut m = master("standby");
     operator(&mut m, Millis(0), 1);
     for _ in 0..100 {
-        assert_eq!(ask(&mut m, Millis(0), 1).status, "STANDBY");
+        assert_eq!(ask(&mut m, Millis(0), 1).status, MasterStatus::Standby);
     }
     assert_eq!(m.metrics().state_snapshots_built, 1);
 }
@@ -252,14 +253,14 @@ fn http_askers_see_a_change_of_leadership_at_once() {
     for i in 0..2_000u64 {
         register(&mut m, Millis(1), 100 + i, &format!("w-{i}"));
     }
-    assert_eq!(m.cached_state(Millis(1_000)).status, "ALIVE");
+    assert_eq!(m.cached_state(Millis(1_000)).status, MasterStatus::Alive);
     // Anything else waits for the pause.
     let before = m.metrics().state_snapshots_built;
     let _ = m.handle(Millis(1_001), master::Event::Timer(master::Timer::Sweep));
     let _ = m.cached_state(Millis(1_001));
     assert_eq!(m.metrics().state_snapshots_built, before, "no build within the pause");
     let _ = m.handle(Millis(1_002), master::Event::Suspended);
-    assert_eq!(m.cached_state(Millis(1_004)).status, "SUSPENDED", "within the pause");
+    assert_eq!(m.cached_state(Millis(1_004)).status, MasterStatus::Suspended, "within the pause");
     let _ = m.handle(Millis(1_006), master::Event::Revoked);
-    assert_eq!(m.cached_state(Millis(1_008)).status, "STANDBY", "within the pause");
+    assert_eq!(m.cached_state(Millis(1_008)).status, MasterStatus::Standby, "within the pause");
 }

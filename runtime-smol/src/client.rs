@@ -35,6 +35,7 @@ use async_channel::Receiver;
 use regent_core::protocol::{
     ClusterState, ExecutorState, Hello, LeaderHint, Message, Role, WorkerView, PROTOCOL_VERSION,
 };
+use regent_core::states::{DrainState, MaintenanceState};
 use regent_core::{Addr, ConnId, ExecutorId, FrameworkId, Millis, WorkerId};
 use std::collections::VecDeque;
 use std::future::Future;
@@ -435,10 +436,10 @@ pub async fn wait_drained(
         let Some(w) = state.workers.iter().find(|w| w.id.as_str() == worker) else {
             return Err(format!("worker {worker} is no longer in the leader's registry"));
         };
-        if w.drain == "DRAINED" {
+        if w.drain == Some(DrainState::Drained) {
             return Ok(());
         }
-        if w.drain != "DRAINING" {
+        if w.drain != Some(DrainState::Draining) {
             return Err(format!(
                 "worker {worker} is no longer draining (placement: {})",
                 placement_text(w)
@@ -472,7 +473,7 @@ pub fn render_table(state: &ClusterState) -> String {
         &["MASTER", "STATUS", "EPOCH", "LEADER", "MESSAGES", "REJECTED"],
         vec![vec![
             state.master.to_string(),
-            state.status.clone(),
+            state.status.to_string(),
             state.epoch.0.to_string(),
             leader,
             state.messages.to_string(),
@@ -489,7 +490,7 @@ pub fn render_table(state: &ClusterState) -> String {
             .map(|w| {
                 vec![
                     w.id.to_string(),
-                    w.state.clone(),
+                    w.state.to_string(),
                     placement_text(w),
                     w.executors.to_string(),
                     format!("{}/{}", w.cores_used, w.cores),
@@ -530,7 +531,7 @@ pub fn render_table(state: &ClusterState) -> String {
                 vec![
                     f.id.to_string(),
                     f.name.clone(),
-                    f.state.clone(),
+                    f.state.to_string(),
                     if f.connected { "yes" } else { "no" }.to_string(),
                     if groups.is_empty() { "-".into() } else { groups.join("; ") },
                 ]
@@ -630,14 +631,14 @@ fn utc(ms: u64) -> String {
 /// How a worker takes new executors, for `regent status`: `open`,
 /// `CORDONED`, `DRAINING (SIGKILL at <UTC time>)` or `DRAINED`.
 pub fn placement_text(w: &WorkerView) -> String {
-    match (w.cordoned, w.drain.as_str()) {
+    match (w.cordoned, w.drain) {
         (false, _) => "open".into(),
-        (true, "") => "CORDONED".into(),
-        (true, "DRAINING") => match w.drain_deadline_ms {
+        (true, None) => MaintenanceState::Cordoned.name().into(),
+        (true, Some(DrainState::Draining)) => match w.drain_deadline_ms {
             Some(ms) => format!("DRAINING (SIGKILL at {})", utc_text(ms)),
-            None => "DRAINING".into(),
+            None => DrainState::Draining.name().into(),
         },
-        (true, other) => other.to_string(),
+        (true, Some(other)) => other.name().into(),
     }
 }
 

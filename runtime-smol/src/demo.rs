@@ -12,6 +12,7 @@ use crate::net::NetConfig;
 use crate::submit::{SubmitOptions, SubmitOutcome};
 use crate::worker::WorkerOptions;
 use regent_core::protocol::{ClusterState, ExecutorState};
+use regent_core::states::{MasterStatus, WorkerState};
 use regent_core::Addr;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -54,7 +55,7 @@ async fn wait_for(
 }
 
 fn alive_workers(s: &ClusterState) -> usize {
-    s.workers.iter().filter(|w| w.state == "ALIVE").count()
+    s.workers.iter().filter(|w| w.state == WorkerState::Alive).count()
 }
 
 /// Runs the demo; `Err` names what did not happen. The workers run their
@@ -159,7 +160,7 @@ pub async fn run_demo(executor_shim: Option<std::path::PathBuf>) -> Result<(), S
     ));
     let s =
         wait_for(&masters, &net, Duration::from_secs(30), "recovery with all workers back", |s| {
-            s.status == "ALIVE" && alive_workers(s) == 3
+            s.status == MasterStatus::Alive && alive_workers(s) == 3
         })
         .await?;
     let recovery = restarted.elapsed();

@@ -11,6 +11,7 @@ use regent_core::protocol::{
 };
 use regent_core::protocol::{FinishedFramework, FinishedSlot, FrameworkOutcome};
 use regent_core::secret::Secret;
+use regent_core::states::{FrameworkState, MasterStatus, WorkerState};
 use regent_core::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, MasterId, WorkerId};
 use regent_smol::client::{fetch_state, kill_framework, remove_worker, render_table};
 use regent_smol::http::{self, metrics_text, state_json, HttpQuery, HttpSnapshot, MetricsSnapshot};
@@ -42,13 +43,13 @@ fn worker(id: &str, state: &str) -> WorkerView {
         ports: Default::default(),
         ports_used: Default::default(),
         id: WorkerId::new(id),
-        state: state.into(),
+        state: WorkerState::from_name(state).expect("a worker state"),
         cores: 8,
         cores_used: 3,
         memory_mb: 4096,
         memory_used_mb: 1024,
         cordoned: false,
-        drain: String::new(),
+        drain: None,
         drain_deadline_ms: None,
         executors: 2,
         attributes: Vec::new(),
@@ -70,7 +71,7 @@ fn executor(id: &str, worker: Option<&str>, state: ExecutorState) -> ExecutorVie
 fn sample_state(master: &str, status: &str, epoch: u64) -> ClusterState {
     ClusterState {
         master: MasterId::new(master),
-        status: status.into(),
+        status: MasterStatus::from_name(status).expect("a master status"),
         epoch: Epoch(epoch),
         leader: Some(leader_hint(master, "127.0.0.1:5050", epoch)),
         workers: vec![
@@ -83,7 +84,7 @@ fn sample_state(master: &str, status: &str, epoch: u64) -> ClusterState {
             FrameworkView {
                 id: FrameworkId::new("fw-1"),
                 name: "etl".into(),
-                state: "ACTIVE".into(),
+                state: FrameworkState::Active,
                 connected: true,
                 groups: vec![GroupView {
                     name: "main".into(),
@@ -97,7 +98,7 @@ fn sample_state(master: &str, status: &str, epoch: u64) -> ClusterState {
             FrameworkView {
                 id: FrameworkId::new("fw-2"),
                 name: "batch".into(),
-                state: "DISCONNECTED".into(),
+                state: FrameworkState::Disconnected,
                 connected: false,
                 groups: Vec::new(),
             },
@@ -616,7 +617,7 @@ fn an_event_stream_that_falls_behind_the_backlog_gets_a_fresh_snapshot() {
     assert_eq!(data["workers"].as_array().map(Vec::len), Some(many));
     assert_eq!(id1, id0 + many as u64, "the snapshot's id counts every event it includes");
     // Then events again, with the next ids.
-    current.lock().unwrap().workers[0].state = "DEAD".into();
+    current.lock().unwrap().workers[0].state = WorkerState::Dead;
     let (id2, kind, data) = next();
     assert_eq!((id2, kind.as_str()), (id1 + 1, "worker"));
     assert_eq!(data["worker"], "w00000");
@@ -793,14 +794,14 @@ fn fetch_state_asks_the_first_master_that_answers() {
     let dead = closed_addr();
     let state = bounded(fetch_state(&[dead, l.addr.clone()], cfg.clone(), false)).unwrap();
     assert_eq!(state.master, MasterId::new("m1"));
-    assert_eq!(state.status, "ALIVE");
+    assert_eq!(state.status, MasterStatus::Alive);
     assert_eq!(state.workers.len(), 4);
     assert!(l.seen().contains(&Message::StateRequest));
 
     // Without leader_only a standby's own view is an answer.
     let s = standby(cfg.clone(), "m2", Some(hint_to(&l, "m1")));
     let state = bounded(fetch_state(std::slice::from_ref(&s.addr), cfg, false)).unwrap();
-    assert_eq!(state.status, "STANDBY");
+    assert_eq!(state.status, MasterStatus::Standby);
     assert_eq!(state.leader.map(|h| h.addr), Some(l.addr.clone()));
 }
 
@@ -812,7 +813,7 @@ fn fetch_state_leader_only_follows_the_standby_hint() {
     // Only the standby is given: the hint leads to the leader.
     let state = bounded(fetch_state(std::slice::from_ref(&s.addr), cfg.clone(), true)).unwrap();
     assert_eq!(state.master, MasterId::new("m1"));
-    assert_eq!(state.status, "ALIVE");
+    assert_eq!(state.status, MasterStatus::Alive);
     assert!(!s.seen().contains(&Message::StateRequest), "the standby was not asked");
 
     // A master deposed between HelloReply and the request answers NotLeader;

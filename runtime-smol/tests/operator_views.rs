@@ -3,6 +3,7 @@
 //! the parsing of `regent drain --deadline`.
 
 use regent_core::protocol::{ClusterState, FrameworkView, GroupView, WorkerView};
+use regent_core::states::{DrainState, FrameworkState, MasterStatus, WorkerState};
 use regent_core::{Epoch, FrameworkId, MasterId, WorkerId};
 use regent_smol::client::{deadline_text, parse_deadline, placement_text, render_table, utc_text};
 use regent_smol::http::{
@@ -19,13 +20,13 @@ fn worker(id: &str, state: &str, cordoned: bool, drain: &str, deadline: Option<u
         ports: Default::default(),
         ports_used: Default::default(),
         id: WorkerId::new(id),
-        state: state.into(),
+        state: WorkerState::from_name(state).expect("a worker state"),
         cores: 4,
         cores_used: 1,
         memory_mb: 1024,
         memory_used_mb: 64,
         cordoned,
-        drain: drain.into(),
+        drain: DrainState::from_name(drain),
         drain_deadline_ms: deadline,
         executors: 1,
         attributes: Vec::new(),
@@ -38,7 +39,7 @@ const DEADLINE: u64 = 1_796_137_200_000;
 fn state() -> ClusterState {
     ClusterState {
         master: MasterId::new("m1"),
-        status: "ALIVE".into(),
+        status: MasterStatus::Alive,
         epoch: Epoch(3),
         leader: None,
         workers: vec![
@@ -52,7 +53,7 @@ fn state() -> ClusterState {
         frameworks: vec![FrameworkView {
             id: FrameworkId::new("fw-1"),
             name: "etl".into(),
-            state: "ACTIVE".into(),
+            state: FrameworkState::Active,
             connected: true,
             groups: vec![
                 GroupView {

@@ -1,6 +1,7 @@
 //! The std drivers together in one process: a master, workers and a
 //! subscriber on loopback (free ports, temp dirs, bounded waits).
 
+use regent_core::states::{MasterStatus, WorkerState};
 use regent_core::subscriber::Action;
 use regent_core::Addr;
 use regent_std::drivers::{
@@ -67,7 +68,11 @@ fn eventually(what: &str, mut f: impl FnMut() -> bool) {
 fn alive_workers(m: &MasterHandle) -> Vec<String> {
     m.state()
         .map(|s| {
-            s.workers.iter().filter(|w| w.state == "ALIVE").map(|w| w.id.to_string()).collect()
+            s.workers
+                .iter()
+                .filter(|w| w.state == WorkerState::Alive)
+                .map(|w| w.id.to_string())
+                .collect()
         })
         .unwrap_or_default()
 }
@@ -138,9 +143,9 @@ fn a_filesystem_master_restart_keeps_each_worker_registered_once() {
     eventually("the three workers ALIVE again, each once", || {
         let Some(s) = m.state() else { return false };
         let ids: Vec<String> = s.workers.iter().map(|w| w.id.to_string()).collect();
-        s.status == "ALIVE"
+        s.status == MasterStatus::Alive
             && ids == ["w1", "w2", "w3"]
-            && s.workers.iter().all(|w| w.state == "ALIVE")
+            && s.workers.iter().all(|w| w.state == WorkerState::Alive)
     });
     assert!(m.state().unwrap().epoch > epoch, "a restart moves the epoch forward");
     for w in &ws {

@@ -8,6 +8,7 @@
 //! into the same target dir, bounded), a no-op when it is fresh.
 
 use regent_core::protocol::{ClusterState, Hello, Message, Role, PROTOCOL_VERSION};
+use regent_core::states::{MasterStatus, WorkerState};
 use regent_core::ConnId;
 use regent_std::drivers::conn::spawn_connection;
 use regent_std::net::{NetConfig, NetEvent};
@@ -268,10 +269,10 @@ fn wait_for<T>(what: &str, mut f: impl FnMut() -> Result<T, String>) -> T {
 fn alive_with(master: &str, ids: &[&str]) -> Result<ClusterState, String> {
     let s = state(master).ok_or("the master does not answer")?;
     let got: Vec<(String, String)> =
-        s.workers.iter().map(|w| (w.id.to_string(), w.state.clone())).collect();
+        s.workers.iter().map(|w| (w.id.to_string(), w.state.to_string())).collect();
     let want: Vec<(String, String)> =
         ids.iter().map(|id| (id.to_string(), "ALIVE".to_string())).collect();
-    if s.status == "ALIVE" && got == want {
+    if s.status == MasterStatus::Alive && got == want {
         Ok(s)
     } else {
         Err(format!("status {} workers {got:?}", s.status))
@@ -428,7 +429,7 @@ fn a_secret_cluster_mixes_runtimes() {
     wait_for("the smol worker ALIVE at the std master", || {
         let s = state_with(&addr, Some(secret)).ok_or("no answer")?;
         match s.workers.as_slice() {
-            [v] if v.id.to_string() == "w1" && v.state == "ALIVE" => Ok(()),
+            [v] if v.id.to_string() == "w1" && v.state == WorkerState::Alive => Ok(()),
             other => Err(format!("{other:?}")),
         }
     });

@@ -15,25 +15,20 @@
 use super::{Master, WorkerState};
 use crate::ids::Epoch;
 use crate::protocol::ClusterState;
+use crate::states::{MaintenanceState, MasterStatus};
 use crate::store::Maintenance;
-
-/// Every worker state's name, in `WorkerState as usize` order.
-pub const WORKER_STATE_NAMES: [&str; 4] = ["REGISTERING", "ALIVE", "DEAD", "UNKNOWN"];
-/// Every maintenance's name, in [`Gauges::maintenance`] order.
-pub const MAINTENANCE_NAMES: [&str; 3] = ["CORDONED", "DRAINING", "DRAINED"];
 
 /// The counts and gauges `/metrics` exports: what the master's counters
 /// hold now, without a snapshot of the cluster.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Gauges {
-    /// The master's status (`STANDBY`, `RECOVERING`, `ALIVE`,
-    /// `SUSPENDED`).
-    pub status: &'static str,
+    /// The master's status.
+    pub status: MasterStatus,
     /// Its epoch (its own when leading, else the highest it knows of).
     pub epoch: Epoch,
-    /// Workers in the registry by state, in [`WORKER_STATE_NAMES`] order.
+    /// Workers in the registry by state, in [`WorkerState::ALL`] order.
     pub workers: [u64; 4],
-    /// Workers by maintenance, in [`MAINTENANCE_NAMES`] order.
+    /// Workers by maintenance, in [`MaintenanceState::ALL`] order.
     pub maintenance: [u64; 3],
     /// Cores offered by the workers in the registry.
     pub cores_offered: u64,
@@ -68,10 +63,7 @@ impl Gauges {
     /// when it rendered one, and what [`Master::gauges`] must equal.
     pub fn of_state(s: &ClusterState) -> Gauges {
         let mut g = Gauges {
-            status: ["STANDBY", "RECOVERING", "ALIVE", "SUSPENDED"]
-                .into_iter()
-                .find(|n| *n == s.status)
-                .unwrap_or("STANDBY"),
+            status: s.status,
             epoch: s.epoch,
             frameworks: s.frameworks.len() as u64,
             frameworks_connected: s.frameworks.iter().filter(|f| f.connected).count() as u64,
@@ -80,14 +72,10 @@ impl Gauges {
             ..Gauges::default()
         };
         for w in &s.workers {
-            if let Some(i) = WORKER_STATE_NAMES.iter().position(|n| *n == w.state) {
-                g.workers[i] += 1;
-            }
+            g.workers[w.state as usize] += 1;
             if w.cordoned {
-                let m = if w.drain.is_empty() { "CORDONED" } else { w.drain.as_str() };
-                if let Some(i) = MAINTENANCE_NAMES.iter().position(|n| *n == m) {
-                    g.maintenance[i] += 1;
-                }
+                let m = w.drain.map_or(MaintenanceState::Cordoned, MaintenanceState::from);
+                g.maintenance[m as usize] += 1;
             }
             g.add_worker(
                 u64::from(w.cores),
@@ -130,7 +118,7 @@ impl Master {
     /// `Gauges::of_state(&self.state())` at every step.
     pub fn gauges(&self) -> Gauges {
         let mut g = Gauges {
-            status: self.status().name(),
+            status: self.status(),
             epoch: self.epoch,
             frameworks: self.frameworks.len() as u64,
             frameworks_connected: self.frameworks.values().filter(|f| f.conn.is_some()).count()
@@ -139,19 +127,17 @@ impl Master {
             rejected: self.metrics.rejected,
             ..Gauges::default()
         };
-        for (i, state) in
-            [WorkerState::Registering, WorkerState::Alive, WorkerState::Dead, WorkerState::Unknown]
-                .into_iter()
-                .enumerate()
-        {
-            g.workers[i] = self.workers.count(state) as u64;
+        for state in WorkerState::ALL {
+            g.workers[state as usize] = self.workers.count(state) as u64;
         }
         for w in self.workers.entries.values() {
-            match w.maintenance {
-                Some(Maintenance::Cordoned) => g.maintenance[0] += 1,
-                Some(Maintenance::Draining { .. }) => g.maintenance[1] += 1,
-                Some(Maintenance::Drained) => g.maintenance[2] += 1,
-                None => {}
+            if let Some(m) = &w.maintenance {
+                let m = match m {
+                    Maintenance::Cordoned => MaintenanceState::Cordoned,
+                    Maintenance::Draining { .. } => MaintenanceState::Draining,
+                    Maintenance::Drained => MaintenanceState::Drained,
+                };
+                g.maintenance[m as usize] += 1;
             }
             g.add_worker(
                 u64::from(w.cores),

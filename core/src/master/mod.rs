@@ -44,6 +44,7 @@ use crate::protocol::{
     ClusterState, ExecutorState, ExecutorView, FrameworkView, GroupView, LeaderHint, Message, Role,
     Usage, WorkerUsageView, WorkerView,
 };
+use crate::states::{DrainState, FrameworkState};
 use crate::store::{Maintenance, SlotOutcome};
 use crate::store::{Record, WriteId};
 use crate::store::{StoreCommand, StoreEvent};
@@ -53,7 +54,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 pub use executors::ExecutorEntry;
 pub use frameworks::{FrameworkEntry, GroupState};
-pub use gauges::{Gauges, MAINTENANCE_NAMES, WORKER_STATE_NAMES};
+pub use gauges::Gauges;
 pub use kills::{DyingHold, Owed};
 pub use workers::{WorkerEntry, WorkerState};
 
@@ -349,33 +350,9 @@ enum AfterWrite {
     Rolling { framework: FrameworkId, group: String },
 }
 
-/// The leadership lifecycle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Status {
-    /// Not leading (also while an elected master loads its records and
-    /// makes its epoch durable: it does not act yet).
-    Standby,
-    /// Leading; waiting for recovered workers to report.
-    Recovering,
-    /// Leading and acting.
-    Alive,
-    /// Leading, but the coordination session is in doubt: no placement, no
-    /// store writes, no DEAD sweep; registrations get `LeaderSuspended`.
-    Suspended,
-}
-
-impl Status {
-    /// The status's name, as every view shows it: `STANDBY`,
-    /// `RECOVERING`, `ALIVE` or `SUSPENDED`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Status::Standby => "STANDBY",
-            Status::Recovering => "RECOVERING",
-            Status::Alive => "ALIVE",
-            Status::Suspended => "SUSPENDED",
-        }
-    }
-}
+/// The leadership lifecycle, as views show it (its names are in
+/// [`crate::states`]).
+pub use crate::states::MasterStatus as Status;
 
 /// Where the leadership is, internally.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -661,7 +638,7 @@ impl Master {
 
     /// The cluster as this master sees it, for operators.
     pub fn state(&self) -> ClusterState {
-        let status = self.status().name();
+        let status = self.status();
         let mut attribute_budget = crate::limits::MAX_ATTRIBUTES_STATE_BYTES;
         let waiting = self.restart_waits.counts();
         let workers = self
@@ -670,24 +647,17 @@ impl Master {
             .into_iter()
             .map(|w| WorkerView {
                 id: w.id.clone(),
-                state: match w.state {
-                    WorkerState::Registering => "REGISTERING",
-                    WorkerState::Alive => "ALIVE",
-                    WorkerState::Dead => "DEAD",
-                    WorkerState::Unknown => "UNKNOWN",
-                }
-                .into(),
+                state: w.state,
                 cores: w.cores,
                 cores_used: w.cores_used,
                 memory_mb: w.memory_mb,
                 memory_used_mb: w.memory_used_mb,
                 cordoned: w.maintenance.is_some(),
                 drain: match w.maintenance {
-                    Some(Maintenance::Draining { .. }) => "DRAINING",
-                    Some(Maintenance::Drained) => "DRAINED",
-                    Some(Maintenance::Cordoned) | None => "",
-                }
-                .into(),
+                    Some(Maintenance::Draining { .. }) => Some(DrainState::Draining),
+                    Some(Maintenance::Drained) => Some(DrainState::Drained),
+                    Some(Maintenance::Cordoned) | None => None,
+                },
                 drain_deadline_ms: match w.maintenance {
                     Some(Maintenance::Draining { deadline_ms }) => Some(deadline_ms),
                     _ => None,
@@ -730,20 +700,20 @@ impl Master {
             .map(|f| {
                 let slots = || f.groups.iter().flat_map(|g| g.record.slots.iter());
                 let state = if f.conn.is_none() {
-                    "DISCONNECTED"
+                    FrameworkState::Disconnected
                 } else if slots().any(|o| matches!(o, SlotOutcome::Failed { .. })) {
-                    "FAILED"
+                    FrameworkState::Failed
                 } else if !f.groups.is_empty()
                     && slots().all(|o| matches!(o, SlotOutcome::Done { .. }))
                 {
-                    "FINISHED"
+                    FrameworkState::Finished
                 } else {
-                    "ACTIVE"
+                    FrameworkState::Active
                 };
                 FrameworkView {
                     id: f.id.clone(),
                     name: f.name.clone(),
-                    state: state.into(),
+                    state,
                     connected: f.conn.is_some(),
                     groups: f
                         .groups
@@ -791,7 +761,7 @@ impl Master {
         let (history, history_omitted) = self.history_view();
         ClusterState {
             master: self.config.id.clone(),
-            status: status.into(),
+            status,
             epoch: self.epoch,
             leader: self.leader_hint(),
             workers,
@@ -1143,9 +1113,7 @@ impl Master {
     /// never a leadership this master no longer holds.
     pub fn cached_state(&mut self, now: Millis) -> std::sync::Arc<ClusterState> {
         let leadership_moved = self.snapshot.reply().is_some_and(|s| {
-            s.status != self.status().name()
-                || s.epoch != self.epoch
-                || s.leader != self.leader_hint()
+            s.status != self.status() || s.epoch != self.epoch || s.leader != self.leader_hint()
         });
         if !leadership_moved && !self.snapshot.http_may_build(now) {
             if let Some(state) = self.snapshot.reply() {

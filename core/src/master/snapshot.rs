@@ -89,7 +89,7 @@ mod tests {
     fn state() -> ClusterState {
         ClusterState {
             master: MasterId::new("m"),
-            status: "ALIVE".into(),
+            status: crate::states::MasterStatus::Alive,
             epoch: Epoch(1),
             leader: None,
             workers: vec![],

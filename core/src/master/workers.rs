@@ -32,21 +32,7 @@ use std::collections::BTreeSet;
 /// replacing its successor in turn.
 const RETIRED_KEPT: usize = 8;
 
-/// Where a registered worker is in its life at this leader.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum WorkerState {
-    /// Registration received; its record is being persisted.
-    Registering,
-    /// Registered and heard from within `worker_timeout`.
-    Alive,
-    /// Silent for `worker_timeout`; its record is deleted.
-    Dead,
-    /// Recovered from the store by a new leader and not heard from yet; or
-    /// left so by the recovery removal limit. Excluded from placement and
-    /// never removed by the DEAD sweep.
-    Unknown,
-}
+pub use crate::states::WorkerState;
 
 /// One worker in the leader's registry.
 #[derive(Clone, Debug)]

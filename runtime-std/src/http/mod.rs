@@ -37,10 +37,10 @@
 //! over the authenticated wire protocol.
 
 use hmac::{Hmac, Mac};
-use regent_core::master::{MAINTENANCE_NAMES, WORKER_STATE_NAMES};
 use regent_core::node::master::MasterNode;
 use regent_core::protocol::{ClusterState, ExecutorState};
 use regent_core::secret::Secret;
+use regent_core::states::{MaintenanceState, MasterStatus, WorkerState};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -502,7 +502,7 @@ pub fn paged_state_body(snap: &HttpSnapshot, page: &StatePage) -> String {
     // Only the page is copied, never the whole cluster.
     let state = ClusterState {
         master: s.master.clone(),
-        status: s.status.clone(),
+        status: s.status,
         epoch: s.epoch,
         leader: s.leader.clone(),
         workers: listed.iter().map(|w| (*w).clone()).collect(),
@@ -591,9 +591,6 @@ fn header(name: &str, value: &str) -> tiny_http::Header {
 
 /// The executor state's name as the API shows it (one definition, in core).
 pub use regent_core::events::executor_state_name;
-
-/// Every master status.
-const MASTER_STATUSES: [&str; 4] = ["STANDBY", "RECOVERING", "ALIVE", "SUSPENDED"];
 
 /// The master's view as JSON (the body of `GET /api/state`, which adds
 /// `rejected_connections`; also `regent status --json`):
@@ -828,7 +825,11 @@ pub fn metrics_text(s: &MetricsSnapshot) -> String {
         "regent_master_status",
         "gauge",
         "Status of this master: 1 for its current status, 0 for the others.",
-        labelled("status", &MASTER_STATUSES, &MASTER_STATUSES.map(|n| u64::from(n == g.status))),
+        labelled(
+            "status",
+            &MasterStatus::ALL.map(MasterStatus::name),
+            &MasterStatus::ALL.map(|st| u64::from(st == g.status)),
+        ),
     );
     family(
         "regent_epoch",
@@ -962,13 +963,13 @@ pub fn metrics_text(s: &MetricsSnapshot) -> String {
         "regent_workers",
         "gauge",
         "Workers in this master's registry, by state.",
-        labelled("state", &WORKER_STATE_NAMES, &g.workers),
+        labelled("state", &WorkerState::ALL.map(WorkerState::name), &g.workers),
     );
     family(
         "regent_workers_cordoned",
         "gauge",
         "Workers on which nothing new is placed (cordoned, draining or drained), by maintenance: CORDONED, DRAINING or DRAINED.",
-        labelled("maintenance", &MAINTENANCE_NAMES, &g.maintenance),
+        labelled("maintenance", &MaintenanceState::ALL.map(MaintenanceState::name), &g.maintenance),
     );
     family(
         "regent_cores_offered",
