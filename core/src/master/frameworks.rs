@@ -20,7 +20,7 @@
 //!   and its executors killed; within it, they keep running.
 
 use super::history::Ending;
-use super::{Action, AfterWrite, Master, Phase};
+use super::{Action, AfterWrite, Master};
 use crate::ids::{Addr, ConnId, ExecutorId, FrameworkId, InstanceId, WorkerId};
 use crate::limits;
 use crate::protocol::{ExecutorInfo, GroupSpec, Message, Subscribe};
@@ -786,7 +786,7 @@ impl Master {
                 out.push(Action::Send { conn, msg: Message::FrameworkHeartbeat { epoch } });
             }
         }
-        if self.phase != Phase::Alive {
+        if !self.recovered() {
             return;
         }
         let expired: Vec<FrameworkId> = self

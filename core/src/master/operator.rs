@@ -178,10 +178,10 @@ impl Master {
     /// SIGKILLs at the deadline by itself; this covers a worker that
     /// reconnected, or a stop that was lost).
     pub(super) fn on_drain_timer(&mut self, now: Millis, out: &mut Vec<Action>) {
-        if !self.acting() {
+        if !self.may_act() {
             // Suspended: look again once it may act (a standby has no
             // drains to watch).
-            if self.holds_leadership() {
+            if self.elected() {
                 let at = now + OVERDUE_DRAIN_RECHECK;
                 out.push(Action::SetTimer { timer: Timer::Drain, at });
             }

@@ -130,7 +130,7 @@ impl Master {
     pub(super) fn roll(&mut self, out: &mut Vec<Action>) {
         // Not while recovering: executors the workers have not reported yet
         // would look like slots without one.
-        if self.status() != super::Status::Alive {
+        if !self.may_place() {
             return;
         }
         let rolling: Vec<(FrameworkId, usize)> = self

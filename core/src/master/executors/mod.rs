@@ -20,7 +20,7 @@
 //!   ([`super::GroupState::placeable_slots`]); a removed framework's
 //!   executors are killed once its end is durable.
 
-use super::{Action, AfterWrite, Master, Phase, Placement};
+use super::{Action, AfterWrite, Master, Placement};
 use crate::ids::{ExecutorId, FrameworkId, WorkerId};
 use crate::limits::MAX_EXECUTORS_PER_WORKER;
 use crate::protocol::{ExecutorInfo, ExecutorReport, ExecutorSpec, ExecutorState, Message};
@@ -288,7 +288,7 @@ impl Master {
     /// workers it tries, not the cluster's size: the open slots and the
     /// candidates are indexes kept up to date as they change.
     pub(super) fn place(&mut self, out: &mut Vec<Action>) {
-        if self.phase != Phase::Alive || self.suspended {
+        if !self.may_place() {
             return;
         }
         // Requests that fitted on no worker during this placement: capacity
