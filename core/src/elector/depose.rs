@@ -1,6 +1,9 @@
 //! Fast takeover: a settled standby deletes the node(s) of a leader whose
 //! process is gone, writing the deposition marker in the same multi, and a
 //! leader whose wait is over empties the marker again.
+//!
+//! Tests: core/src/elector/tests.rs (`depose_...`, the successor's
+//! waits), core/tests/fast_takeover_probe.rs.
 
 use super::{Action, CandidateName, DeposeMarker, DeposeOutcome, Elector, Purpose, Session, Step};
 use crate::ids::MasterId;

@@ -3,6 +3,10 @@
 //! the keep-alive that refreshes it, and the acting lease that guards
 //! commands (confirmed by a `Sync` and an `Exists` on the own node; a new
 //! leader's wait; a round trip that outgrew the lease).
+//!
+//! Tests: core/src/elector/tests.rs (`lease_expiry_while_paused_...`,
+//! `node_deleted_ends_the_acting_lease_at_once`, the successor's waits),
+//! tests/tests/elector_props.rs, core/tests/master_node.rs.
 
 use super::{
     Action, Config, Elector, Pending, Purpose, Session, Step, Timer, OUTGROWN_AFTER, OUTGROWN_FOR,

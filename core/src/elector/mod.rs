@@ -51,6 +51,12 @@
 //! [`Event::Abandon`] gives leadership up on purpose (docs/design.md#leadership-that-cannot-act-is-given-up): the
 //! session is closed in the same step and the elector joins again with a
 //! fresh session and a new candidate node, at the end of the queue.
+//!
+//! Tests: core/src/elector/tests.rs (the recipe against the ZooKeeper
+//! model, scenario by scenario), tests/tests/elector_props.rs (quickcheck
+//! over connection loss, lost replies, expiry, pauses),
+//! core/tests/master_node.rs and core/tests/fast_takeover_probe.rs (in the
+//! master node).
 
 mod depose;
 mod lease;

@@ -3,6 +3,10 @@
 //! marker right after), then adopts the node carrying this session's
 //! protected token or creates one, and either leads or watches the leader
 //! and its predecessor. The replies of a round are handled here.
+//!
+//! Tests: core/src/elector/tests.rs (`aurora_1061_...`,
+//! `curator_202_...`, `a_round_of_slow_reads_...`),
+//! tests/tests/elector_props.rs.
 
 use super::lease::Standing;
 use super::{Action, CandidateData, CandidateName, DeposeMarker, Elector, Purpose, Step, Timer};

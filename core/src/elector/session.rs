@@ -2,6 +2,9 @@
 //! a dropped connection (a leader is suspended), giving a session and its
 //! node up, and the requests sent on it (each remembered with its purpose,
 //! round, session and send time until its reply).
+//!
+//! Tests: core/src/elector/tests.rs (`curator_202_...`,
+//! `lease_expiry_while_paused_...`), tests/tests/elector_props.rs.
 
 use super::lease::Standing;
 use super::{Action, Elector, Pending, Purpose, Session, Step, Timer};

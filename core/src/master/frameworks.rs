@@ -18,6 +18,10 @@
 //!   an existing group is refused and kills nothing.
 //! * A framework disconnected longer than its `failover_timeout` is removed
 //!   and its executors killed; within it, they keep running.
+//!
+//! Tests: core/tests/subscribe.rs (SUBSCRIBE, declarations,
+//! failover), core/tests/durable_requests.rs, core/tests/history.rs (ends),
+//! core/tests/job_promises.rs.
 
 use super::history::Ending;
 use super::{Action, AfterWrite, Master};

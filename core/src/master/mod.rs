@@ -21,6 +21,9 @@
 //! `messages`, and the work it asks for is done in `workers`, `executors`
 //! (whose `Executors` keeps the executors and their index), `frameworks`,
 //! `operator` and `logs`.
+//!
+//! Tests: core/tests/ (one suite per subject; the table in
+//! docs/testing.md), the properties and the simulator in tests/tests/.
 
 mod executors;
 mod frameworks;

@@ -25,6 +25,9 @@
 //! * A group's count is not changed by an update (`regent scale` does that):
 //!   an update changing it is refused, naming both counts. A spec equal to
 //!   the declared one is a declaration (accepted again, idempotently).
+//!
+//! Tests: core/tests/rollout.rs, core/tests/job_promises.rs, the
+//! simulator's `rollout_down` invariant (tests/tests/sim_seeds.rs).
 
 use super::{Action, AfterWrite, Master};
 use crate::ids::{ConnId, ExecutorId, FrameworkId, WorkerId};
