@@ -1,6 +1,10 @@
 //! The master set: the leader keeps a watching listing of the candidates,
 //! reads each new candidate's data, remembers the acting leases of those
 //! that left, and reports every candidate's address in election order.
+//!
+//! Tests: the unit tests below (the report), the simulator through the
+//! master node (tests/tests/sim_seeds.rs), core/tests/advertised_masters.rs
+//! (what the master does with the set).
 
 use super::{Action, CandidateData, CandidateName, Config, Elector, Purpose};
 use crate::ids::Addr;
@@ -98,5 +102,43 @@ impl Elector {
             }
         }
         out.extend(self.members.report());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::MasterId;
+
+    fn name(seq: u64) -> String {
+        CandidateName { guid: seq, generation: 0, seq }.to_name()
+    }
+
+    fn data(addr: &str) -> Option<CandidateData> {
+        Some(CandidateData {
+            id: MasterId::new(addr),
+            addr: Addr::new(addr),
+            acting_lease: Millis(100),
+        })
+    }
+
+    fn masters(addrs: &[&str]) -> Option<Action> {
+        Some(Action::Masters { addrs: addrs.iter().map(|a| Addr::new(*a)).collect() })
+    }
+
+    #[test]
+    fn the_set_is_reported_in_election_order_once_known_and_once_per_change() {
+        let mut m = Members::default();
+        m.candidates.insert(name(7), data("b"));
+        m.candidates.insert(name(3), None);
+        assert_eq!(m.report(), None, "a read is still out");
+        m.candidates.insert(name(3), data("a"));
+        // A second node of one address (a restarted master not yet gone)
+        // is listed once.
+        m.candidates.insert(name(9), data("a"));
+        assert_eq!(m.report(), masters(&["a", "b"]));
+        assert_eq!(m.report(), None, "unchanged: not reported again");
+        m.candidates.remove(&name(3));
+        assert_eq!(m.report(), masters(&["b", "a"]));
     }
 }

@@ -21,6 +21,10 @@
 //! in `workers`, reports in `executors`, subscriptions and framework
 //! requests in `frameworks`, operator commands in `operator`, log reads in
 //! `logs`.
+//!
+//! Tests: core/tests/registration.rs, core/tests/subscribe.rs,
+//! core/tests/limits.rs, core/tests/advertised_masters.rs,
+//! core/tests/recovery.rs (refusals while suspended).
 
 use super::history::Ending;
 use super::operator::WorkerChange;
@@ -212,7 +216,7 @@ impl Master {
                 self.operator_kill(conn, request, executor, refill, out)
             }
             Message::PlanRequest { request, groups } if self.may_act() => {
-                let groups = self.plan(&groups);
+                let groups = self.candidates().plan(&groups);
                 out.push(Action::Send {
                     conn,
                     msg: Message::PlanReply { epoch: self.epoch, request, groups },

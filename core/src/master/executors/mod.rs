@@ -19,6 +19,13 @@
 //!   once every record that is or may become durable holds it
 //!   ([`super::GroupState::placeable_slots`]); a removed framework's
 //!   executors are killed once its end is durable.
+//!
+//! Tests: core/tests/subscribe.rs (placement, adoption),
+//! core/tests/one_executor_per_slot.rs, core/tests/worker_upgrade.rs,
+//! core/tests/constraints.rs, core/tests/ports.rs,
+//! core/tests/named_resources.rs, core/tests/run_as_placement.rs, the
+//! simulator's `one_executor` and `resources` invariants
+//! (tests/tests/sim_seeds.rs).
 
 use super::{Action, AfterWrite, Master, Placement};
 use crate::ids::{ExecutorId, FrameworkId, WorkerId};
@@ -378,7 +385,7 @@ impl Master {
         }
         let mut overlay = Default::default();
         let mut out = Vec::with_capacity(slots.len());
-        self.assign(spec, &live, &mut overlay, slots.iter().copied(), |slot, id| {
+        self.candidates().assign(spec, &live, &mut overlay, slots.iter().copied(), |slot, id| {
             out.push((slot, id.clone()))
         });
         out
