@@ -24,6 +24,8 @@
 //! `finished` in a chunk is true when the leader knows the executor as
 //! ended *and* the worker, when it read, no longer ran it: the file then
 //! grows no more.
+//!
+//! Tests: core/tests/log_relay.rs, core/tests/log_relay_node.rs.
 
 use super::{Action, Master, Timer};
 use crate::ids::{ConnId, ExecutorId, WorkerId};

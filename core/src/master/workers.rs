@@ -15,6 +15,10 @@
 //! the order they were last heard from ([`super::silence`]: a sweep looks at
 //! the silent workers only), and the placement candidates in the order the
 //! placement policy picks them ([`Registry::placeable`]).
+//!
+//! Tests: core/tests/registration.rs, core/tests/heartbeat_load.rs,
+//! core/tests/usage.rs, core/tests/worker_upgrade.rs,
+//! core/tests/operator_commands.rs (maintenance).
 
 use super::silence::Silence;
 use super::{Action, Master, Placement, Timer};
