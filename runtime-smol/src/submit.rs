@@ -2,7 +2,7 @@
 //! group and follows it to the end.
 //!
 //! The daemon is an I/O pump for the pure [`SubmitNode`] of `regent-core`
-//! and decides nothing itself (DESIGN "Runtimes"): it waits for a frame, a
+//! and decides nothing itself (docs/design.md#runtimes-only-pump): it waits for a frame, a
 //! finished dial, the node's next deadline or the shutdown signal; makes one
 //! `handle` call per input; executes every output in order (dial, send,
 //! close, show, exit). Finding the leader, closing before resubscribing,

@@ -171,8 +171,8 @@ impl Master {
                 out.push(Action::Send { conn, msg: Message::StateReply(state) })
             }
             Message::RemoveWorker { request, worker } if self.may_act() => {
-                // Accepted only once the record's delete is durable (DESIGN
-                // rule 3): `remove_worker` attaches the acceptance to it.
+                // Accepted only once the record's delete is durable
+                // (docs/design.md#durable-before-acknowledged): `remove_worker` attaches the acceptance to it.
                 let then = AfterWrite::Accept { conn, request };
                 if !self.remove_worker(&worker, Some(then), out) {
                     let reason = match self.workers.entries.get(&worker) {

@@ -211,8 +211,8 @@ pub enum Event {
     /// A deadline set by [`Action::SetTimer`] passed.
     Timer(Timer),
     /// The elector made this master leader. The master loads its records,
-    /// picks its epoch as `max(last durable epoch + 1, floor, clock)` (DESIGN
-    /// rule 4) and makes it durable before it acts.
+    /// picks its epoch as `max(last durable epoch + 1, floor, clock)` and
+    /// makes it durable before it acts (docs/design.md#epochs-fence-everything).
     Elected {
         /// The epoch floor from the elector.
         floor: Epoch,

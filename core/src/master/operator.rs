@@ -1,7 +1,7 @@
 //! Operator commands that change the cluster (docs/design.md#issue-14): cordon, uncordon,
 //! drain, scale and single-executor kills. Each is answered
-//! `RequestAccepted` only once the record it changed is durable (DESIGN
-//! rule 3), `RequestRefused` with the reason otherwise.
+//! `RequestAccepted` only once the record it changed is durable
+//! (docs/design.md#durable-before-acknowledged), `RequestRefused` with the reason otherwise.
 //!
 //! * **Cordon** marks a worker in its record: nothing new is placed on it;
 //!   what runs keeps running. A new incarnation of the worker id (a

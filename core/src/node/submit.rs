@@ -4,8 +4,8 @@
 //! [`Subscriber`] machine (finding the leader, one subscription, close before
 //! resubscribe, watchdog, backoff, takeover) and the submission's progress
 //! ([`GroupProgress`] for every declared group), plus the bookkeeping that
-//! joins them to real connections. All of it lives here, once (DESIGN
-//! "Nodes"); a runtime dials, reads, writes, keeps the clock, catches
+//! joins them to real connections. All of it lives here, once
+//! (docs/design.md#child-machines-are-composed-in-core); a runtime dials, reads, writes, keeps the clock, catches
 //! signals and prints, and decides nothing:
 //!
 //! * **Connections by the runtime's [`ConnId`].** The subscriber names its
