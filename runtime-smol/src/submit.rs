@@ -242,7 +242,7 @@ async fn follow(
                 if pump.conns.remove(&conn).is_some() {
                     tracing::info!(%conn, reason = %cause, "connection closed");
                 }
-                pump.feed(Input::Closed { conn, reason: cause.to_string() });
+                pump.feed(Input::Closed { conn, how: cause.ended(), reason: cause.to_string() });
             }
             Wake::Dialled(d) => pump.on_dialled(d),
             Wake::Accepted(stream) => {
@@ -323,10 +323,10 @@ impl<W: Write> Pump<W> {
                 Output::Show(show) => self.screen.show(&show),
                 Output::Observed(action) => tracing::trace!(?action, "subscriber"),
                 Output::Exit(exit) => self.exit = Some(exit),
+                // The connections' timeouts scale with the master's heartbeat.
+                Output::ConnTimeouts { heartbeat } => self.net.follow_heartbeat(Some(heartbeat)),
             }
         }
-        // The connections' timeouts scale with the master's heartbeat.
-        self.net.follow_heartbeat(self.node.subscriber().heartbeat_interval());
     }
 
     /// Starts a dial task; its result comes back as a [`Dialled`].

@@ -3,7 +3,7 @@
 //! The elector asks the runtime for coordination operations ([`ZkOp`](crate::zk::ZkOp), each
 //! with a [`RequestId`]) and for sessions, and is fed their results, watch
 //! notifications and session events. It reports who leads
-//! ([`Action::LeaderIs`]) and whether this process does
+//! ([`Action::LeaderNamed`]) and whether this process does
 //! ([`Action::Elected`], [`Action::Suspended`], [`Action::Resumed`],
 //! [`Action::Revoked`]).
 //!
@@ -15,7 +15,7 @@
 //!   and the acting lease it chose from its measured round trip
 //!   ([`CandidateData`]); the lowest sequence leads; every other candidate
 //!   watches its predecessor (to know when to lead) and the leader (to report
-//!   `LeaderIs` when it changes);
+//!   `LeaderNamed` when it changes);
 //! * every (re)connection starts a *round*: `Sync`, `GetChildren`, then adopt
 //!   the node carrying this session's protected token, or create one. A
 //!   `ConnectionLoss` on create therefore never leads to a blind second
@@ -290,11 +290,13 @@ pub enum Action {
         /// Which timer.
         timer: Timer,
     },
-    /// The leader this elector sees changed (possibly to itself). `floor` is
-    /// an epoch the leader's epoch is at least (its sequence + 1). It is a
-    /// floor, not the epoch: sequences restart if the election path is
-    /// deleted, so the master still takes the max with its durable epoch.
-    LeaderIs {
+    /// The leader this elector sees changed (possibly to itself): named,
+    /// not proven. `floor` is an epoch the leader's epoch is at least (its
+    /// sequence + 1). It is a floor, never the epoch: sequences restart if
+    /// the election path is deleted, so the master still takes the max with
+    /// its durable epoch, and only the leader's own `HelloReply` proves its
+    /// epoch.
+    LeaderNamed {
         /// The leader's master id.
         id: MasterId,
         /// The leader's address.

@@ -376,7 +376,7 @@ impl Elector {
     pub(super) fn report(&mut self, id: MasterId, addr: Addr, floor: Epoch, out: &mut Vec<Action>) {
         let seen = (id, addr, floor);
         if self.leader_seen.reported.as_ref() != Some(&seen) {
-            out.push(Action::LeaderIs { id: seen.0.clone(), addr: seen.1.clone(), floor });
+            out.push(Action::LeaderNamed { id: seen.0.clone(), addr: seen.1.clone(), floor });
             self.leader_seen.reported = Some(seen);
         }
     }

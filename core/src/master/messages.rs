@@ -28,7 +28,7 @@
 
 use super::history::Ending;
 use super::operator::WorkerChange;
-use super::{Action, AfterWrite, Master};
+use super::{Action, AfterWrite, Master, Origin};
 use crate::ids::{ConnId, FrameworkId, WorkerId};
 use crate::protocol::{ClusterState, HelloReply, Message, Role};
 use crate::time::Millis;
@@ -195,7 +195,8 @@ impl Master {
                 }
             }
             Message::LogRequest { request, executor, stream, offset, max } if self.may_act() => {
-                self.log_request(now, conn, request, executor, stream, offset, max, out)
+                let asker = Origin::Conn(conn);
+                self.log_request(now, asker, request, executor, stream, offset, max, out)
             }
             Message::LogData { relay, live, read } => self.log_data(conn, relay, live, read, out),
             Message::CordonWorker { request, worker } if self.may_act() => {
@@ -307,18 +308,16 @@ impl Master {
 
     /// The answer to a request this master cannot act on right now.
     fn refusal(&self, conn: ConnId) -> Action {
-        if self.suspended() {
-            return Action::Send { conn, msg: Message::LeaderSuspended { epoch: self.epoch } };
-        }
-        self.not_leader(conn)
+        Action::Send { conn, msg: self.refusal_message() }
     }
 
-    /// `NotLeader`, with the leader this master knows of, if any.
-    fn not_leader(&self, conn: ConnId) -> Action {
-        Action::Send {
-            conn,
-            msg: Message::NotLeader { epoch: self.epoch, leader: self.leader_hint() },
+    /// What [`Master::refusal`] says, for any asker: `LeaderSuspended`, or
+    /// `NotLeader` with the leader this master knows of.
+    pub(super) fn refusal_message(&self) -> Message {
+        if self.suspended() {
+            return Message::LeaderSuspended { epoch: self.epoch };
         }
+        Message::NotLeader { epoch: self.epoch, leader: self.leader_hint() }
     }
 
     /// `RequestRefused` of `request` on `conn`, saying why.

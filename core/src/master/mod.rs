@@ -41,11 +41,11 @@ mod silence;
 mod snapshot;
 mod workers;
 
-use crate::ids::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, MasterId, WorkerId};
+use crate::ids::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, MasterId, QueryId, WorkerId};
 use crate::policy::Placement;
 use crate::protocol::{
-    ClusterState, ExecutorState, ExecutorView, FrameworkView, GroupView, LeaderHint, Message, Role,
-    Usage, WorkerUsageView, WorkerView,
+    ClusterState, ExecutorState, ExecutorView, FrameworkView, GroupView, LeaderHint, LogStream,
+    Message, Role, Usage, WorkerUsageView, WorkerView,
 };
 use crate::states::{DrainState, FrameworkState};
 use crate::store::{Maintenance, SlotOutcome};
@@ -245,6 +245,22 @@ pub enum Event {
         /// Its advertised address.
         addr: Addr,
     },
+    /// A local asker (an HTTP read, numbered by the runtime) wants a chunk
+    /// of `executor`'s output, as an operator's [`Message::LogRequest`]
+    /// would: exactly one [`Action::Answer`] for `query` follows (a
+    /// `LogChunk`, `RequestRefused`, `NotLeader` or `LeaderSuspended`).
+    LogQuery {
+        /// The asker's number, echoed in the answer.
+        query: QueryId,
+        /// The executor.
+        executor: ExecutorId,
+        /// Which file.
+        stream: LogStream,
+        /// Where to start; `None`: the last `max` bytes.
+        offset: Option<u64>,
+        /// The most bytes wanted.
+        max: u32,
+    },
     /// The masters of the election (every candidate's advertised address).
     /// They replace the masters this master advertises (its own address is
     /// always among them); the leader tells its workers and subscribers with
@@ -255,6 +271,27 @@ pub enum Event {
     },
 }
 
+/// Who asked for something the master answers: a peer on a connection, or
+/// a local asker (an HTTP read) by its query number. An answer goes back
+/// the way the question came ([`Origin::reply`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Origin {
+    /// A peer's connection.
+    Conn(ConnId),
+    /// A local query.
+    Query(QueryId),
+}
+
+impl Origin {
+    /// The action that answers `msg` to this asker.
+    pub fn reply(self, msg: Message) -> Action {
+        match self {
+            Origin::Conn(conn) => Action::Send { conn, msg },
+            Origin::Query(query) => Action::Answer { query, msg },
+        }
+    }
+}
+
 /// What the runtime must do, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -263,6 +300,13 @@ pub enum Action {
         /// The connection.
         conn: ConnId,
         /// The message.
+        msg: Message,
+    },
+    /// The one answer to the local query `query` ([`Event::LogQuery`]).
+    Answer {
+        /// The query.
+        query: QueryId,
+        /// The answer, as a peer asking on a connection would get it.
         msg: Message,
     },
     /// Close `conn` after flushing what was sent before; do not feed
@@ -861,7 +905,7 @@ impl Master {
                     | Message::LogData { .. }
                     | Message::PlanRequest { .. },
                 ..
-            }
+            } | Event::LogQuery { .. }
         ) {
             self.snapshot.invalidate();
         }
@@ -976,6 +1020,14 @@ impl Master {
                 let _ = self.remove_worker(&worker, None, out);
             }
             Event::Masters { addrs } => self.set_masters(addrs, out),
+            Event::LogQuery { query, executor, stream, offset, max } => {
+                let asker = Origin::Query(query);
+                if self.may_act() {
+                    self.log_request(now, asker, 0, executor, stream, offset, max, out)
+                } else {
+                    out.push(asker.reply(self.refusal_message()));
+                }
+            }
             Event::LeaderNamed { id, addr } => {
                 self.advertise_leader(&addr);
                 if self.leader.as_ref().is_some_and(|l| l.id != id) {
@@ -1232,7 +1284,8 @@ impl Master {
         self.restart_waits = restarts::Waits::default();
         self.after_write.clear();
         self.history = history::History::default();
-        self.logs.clear();
+        let queries = self.logs.clear();
+        self.log_queries_end(queries, out);
         self.dying.clear();
         let mut conns: Vec<ConnId> = self.conns.keys().copied().collect();
         conns.sort();
