@@ -396,18 +396,18 @@ fn missing_heartbeat_ack_marks_connection_dead() {
 fn sweep_marks_silent_worker_dead_and_unpersists_by_incarnation() {
     let (mut a, _b, _w) = registered_with_a();
     let timeout = Millis(10_000);
-    let out = a.handle(Millis(5_000), master::Event::Timer(master::Timer::Sweep));
+    let out = a.handle(Millis(5_000), master::Event::Tick);
     assert!(!out
         .iter()
         .any(|x| matches!(x, master::Action::Store(StoreCommand::Unpersist { .. }))));
-    let out = a.handle(timeout + Millis(1), master::Event::Timer(master::Timer::Sweep));
+    let out = a.handle(timeout + Millis(1), master::Event::Tick);
     assert!(out.iter().any(|x| matches!(
         x,
         master::Action::Store(StoreCommand::Unpersist { incarnation: Some(Incarnation(7)), .. })
     )));
     assert_eq!(a.workers()[0].state, WorkerState::Dead);
     // A repeated sweep does not delete twice.
-    let out = a.handle(timeout + Millis(2), master::Event::Timer(master::Timer::Sweep));
+    let out = a.handle(timeout + Millis(2), master::Event::Tick);
     assert!(!out
         .iter()
         .any(|x| matches!(x, master::Action::Store(StoreCommand::Unpersist { .. }))));

@@ -51,7 +51,8 @@
 
 use super::contact::{ContactOutput, Contacts};
 use super::watch::{LeaderWatch, WatchOutput, DIAL_TIMEOUT, PROBE_TIMEOUT};
-use super::{Deadlines, DialId, DialResult, Ended, ProbeResult};
+use super::{DialId, DialResult, Ended, ProbeResult};
+use crate::deadlines::Deadlines;
 use crate::elector::{self, DeposeOutcome, Elector, ElectorStatus};
 use crate::ids::{Addr, ConnId, Epoch, ExecutorId, MasterId};
 use crate::master::{self, Master, Status};
@@ -340,11 +341,10 @@ impl Note {
     }
 }
 
-/// The node's named deadlines: its machines' timers in one table.
+/// The node's named deadlines: its machines' timers in one table (the
+/// master keeps its own: [`Master::poll_timeout`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Timer {
-    /// A master timer.
-    Master(master::Timer),
     /// An elector timer.
     Elector(elector::Timer),
     /// Resend the store's unconfirmed write.
@@ -562,7 +562,7 @@ impl MasterNode {
         if self.stopped {
             return None;
         }
-        self.deadlines.next()
+        [self.master.poll_timeout(), self.deadlines.next()].into_iter().flatten().min()
     }
 
     /// Every deadline the node holds (tests, the timer property).
@@ -640,9 +640,21 @@ impl MasterNode {
                 queue.push_back(Inner::Master(master::Event::Message { conn, msg }))
             }
             Input::Tick => {
-                for timer in self.deadlines.take_due(now) {
+                // Earliest first: the master's deadlines fire together, in
+                // the place of its earliest.
+                let master = self.master.poll_timeout().filter(|at| *at <= now);
+                let mut due: Vec<(Millis, Option<Timer>)> =
+                    master.map(|at| (at, None)).into_iter().collect();
+                due.extend(
+                    self.deadlines.take_due_at(now).into_iter().map(|(at, t)| (at, Some(t))),
+                );
+                due.sort();
+                for (_, timer) in due {
+                    let Some(timer) = timer else {
+                        queue.push_back(Inner::Master(master::Event::Tick));
+                        continue;
+                    };
                     match timer {
-                        Timer::Master(t) => queue.push_back(Inner::Master(master::Event::Timer(t))),
                         Timer::Elector(t) => {
                             queue.push_back(Inner::Elector(elector::Event::Timer(t)))
                         }
@@ -1003,9 +1015,6 @@ impl MasterNode {
                     } else {
                         out.push(Output::Close { conn, reason })
                     }
-                }
-                master::Action::SetTimer { timer, at } => {
-                    self.deadlines.set(Timer::Master(timer), at)
                 }
                 master::Action::Store(command) => match &mut self.store {
                     None => out.push(Output::Store(command)),

@@ -20,7 +20,7 @@
 //! [`Input::LogRead`] goes back as `LogData` on the connection the request
 //! came in on, if it is still open.
 
-use super::Deadlines;
+use crate::deadlines::Deadlines;
 use crate::ids::{Addr, ConnId, ExecutorId};
 use crate::limits::MAX_LOG_READS_PER_WORKER;
 use crate::protocol::{ExecutorReport, ExecutorState, LeaderHint, LogRead, LogStream, Message};
