@@ -45,9 +45,11 @@
 //!   relays it as any `LogRequest`; the first message the master sends
 //!   there is the answer, and a close of it before one (the leadership
 //!   ended) is answered `RequestRefused`. The runtime only forwards.
-//! * **One deadline table** ([`Deadlines`]) holds the master's, the
-//!   elector's and the store's timers; the runtime asks
-//!   [`MasterNode::poll_timeout`] and feeds [`Input::Tick`] when it passes.
+//! * **Deadlines**: the master owns its own ([`Master::poll_timeout`]); the
+//!   node's table ([`Deadlines`]) holds the elector's, the store's, the
+//!   watch's and the held commands' timers. [`MasterNode::poll_timeout`] is
+//!   the earliest of both; on [`Input::Tick`] the node fires its due timers
+//!   and ticks the master, earliest first.
 
 use super::contact::{ContactOutput, Contacts};
 use super::watch::{LeaderWatch, WatchOutput, DIAL_TIMEOUT, PROBE_TIMEOUT};
