@@ -396,8 +396,6 @@ pub struct Worker {
     /// When each live executor was first seen RUNNING, by this process's
     /// clock: reports carry how long it ran (`ExecutorReport::ran_ms`).
     running_since: BTreeMap<ExecutorId, Millis>,
-    /// The time of the event being handled.
-    now: Millis,
 }
 
 /// The most often a worker sends its usage ([`Event::Usage`]): 10 s, so
@@ -435,7 +433,6 @@ impl Worker {
             exited: false,
             executors: BTreeMap::new(),
             running_since: BTreeMap::new(),
-            now: Millis::ZERO,
             probed: BTreeMap::new(),
             rejected: 0,
             launch_seen: (Epoch::ZERO, 0),
@@ -502,7 +499,6 @@ impl Worker {
     /// Handles one event at time `now`.
     #[must_use]
     pub fn handle(&mut self, now: Millis, event: Event) -> Vec<Action> {
-        self.now = now;
         let mut out = Vec::new();
         if self.exited {
             return out;
@@ -524,7 +520,7 @@ impl Worker {
                 }
             }
             Event::ExecutorChanged { executor, state } => {
-                self.on_executor_changed(executor, state, &mut out)
+                self.on_executor_changed(now, executor, state, &mut out)
             }
             Event::Usage(usage) => self.usage = Some(usage),
             Event::LeftBehind(report) => {
@@ -535,7 +531,7 @@ impl Worker {
                     self.running_since.insert(id.clone(), now);
                 }
                 self.executors.insert(id.clone(), report);
-                self.report_executor(&id, &mut out);
+                self.report_executor(now, &id, &mut out);
             }
             Event::Hint { leader, masters } => {
                 let problem = crate::limits::advertised_addr_problem(&leader.addr)
@@ -718,13 +714,13 @@ impl Worker {
         }
     }
 
-    fn register_msg(&self) -> Message {
+    fn register_msg(&self, now: Millis) -> Message {
         Message::RegisterWorker(RegisterWorker {
             worker: self.config.id.clone(),
             incarnation: self.config.incarnation,
             cores: self.config.cores,
             memory_mb: self.config.memory_mb,
-            executors: self.executors.keys().filter_map(|id| self.report(id)).collect(),
+            executors: self.executors.keys().filter_map(|id| self.report(now, id)).collect(),
             epoch_seen: self.max_epoch,
             launch_seen: if self.launch_seen.0 == self.max_epoch { self.launch_seen.1 } else { 0 },
             attributes: self.config.attributes.clone(),
@@ -748,7 +744,7 @@ impl Worker {
             self.timers.cancel(Timer::Heartbeat);
         }
         self.active = Some(master.clone());
-        out.push(Action::Send { to: master, msg: self.register_msg() });
+        out.push(Action::Send { to: master, msg: self.register_msg(now) });
         // Pending retries aimed at the old master are void: restart the clock.
         if self.ever_registered {
             self.retry_backoff = self.config.reconnect_min;
@@ -1107,7 +1103,7 @@ impl Worker {
             // registration): a new leader's reply proves its epoch.
             match self.active.clone() {
                 Some(active) if self.link_open(&active) => {
-                    out.push(Action::Send { to: active, msg: self.register_msg() });
+                    out.push(Action::Send { to: active, msg: self.register_msg(now) });
                 }
                 _ => {
                     let probes: Vec<Addr> = self.open_links().cloned().collect();
@@ -1136,13 +1132,13 @@ impl Worker {
             // A master proved leadership: retry with it only (SPARK-16190).
             Some(active) => {
                 if self.link_open(&active) {
-                    out.push(Action::Send { to: active, msg: self.register_msg() });
+                    out.push(Action::Send { to: active, msg: self.register_msg(now) });
                 }
             }
             // Still bootstrapping: every connected master (standbys answer
             // NotLeader with a hint); down ones are redialled by Reconnect.
             None => {
-                let msg = self.register_msg();
+                let msg = self.register_msg(now);
                 for addr in self.open_links() {
                     out.push(Action::Send { to: addr.clone(), msg: msg.clone() });
                 }
@@ -1202,13 +1198,14 @@ impl Worker {
             .map(|e| e.id.clone())
             .collect();
         for id in unacked {
-            self.report_executor(&id, out);
+            self.report_executor(now, &id, out);
         }
         self.timers.set(Timer::Heartbeat, now + interval);
     }
 
     fn on_executor_changed(
         &mut self,
+        now: Millis,
         executor: ExecutorId,
         state: ExecutorState,
         out: &mut Vec<Action>,
@@ -1218,18 +1215,18 @@ impl Worker {
             return; // a terminal state is final
         }
         if state == ExecutorState::Running {
-            self.running_since.insert(executor.clone(), self.now);
+            self.running_since.insert(executor.clone(), now);
         } else if state.is_terminal() {
             // How long it ran is fixed at its end.
-            e.ran_ms = self.running_since.remove(&executor).map(|t| self.now.since(t).0);
+            e.ran_ms = self.running_since.remove(&executor).map(|t| now.since(t).0);
         }
         e.state = state;
-        self.report_executor(&executor, out);
+        self.report_executor(now, &executor, out);
     }
 
     /// Tells the followed master about one executor, if registered with it.
-    fn report_executor(&self, id: &ExecutorId, out: &mut Vec<Action>) {
-        let (Some(active), Some(report)) = (self.active.clone(), self.report(id)) else {
+    fn report_executor(&self, now: Millis, id: &ExecutorId, out: &mut Vec<Action>) {
+        let (Some(active), Some(report)) = (self.active.clone(), self.report(now, id)) else {
             return;
         };
         if self.registered && self.link_open(&active) {
@@ -1242,10 +1239,10 @@ impl Worker {
 
     /// The report of executor `id` as of now: a live one's `ran_ms` is how
     /// long it has run so far.
-    fn report(&self, id: &ExecutorId) -> Option<ExecutorReport> {
+    fn report(&self, now: Millis, id: &ExecutorId) -> Option<ExecutorReport> {
         let mut report = self.executors.get(id)?.clone();
         if let Some(since) = self.running_since.get(id) {
-            report.ran_ms = Some(self.now.since(*since).0);
+            report.ran_ms = Some(now.since(*since).0);
         }
         Some(report)
     }
