@@ -45,6 +45,7 @@
 
 pub mod auth;
 pub mod codec;
+pub mod deadlines;
 pub mod elector;
 pub mod events;
 pub mod ids;

@@ -37,6 +37,7 @@
 //!   is ignored as a whole and reported ([`Action::Rejected`], counted in
 //!   [`Worker::rejected`]).
 
+use crate::deadlines::Deadlines;
 use crate::ids::{Addr, Epoch, ExecutorId, FrameworkId, Incarnation, WorkerId};
 use crate::limits::{
     advertised_in_message_problem, advertised_masters_problem, MAX_ADVERTISED_MASTERS,
@@ -187,8 +188,9 @@ pub enum Event {
         /// The message.
         msg: Message,
     },
-    /// A deadline set by [`Action::SetTimer`] passed.
-    Timer(Timer),
+    /// [`Worker::poll_timeout`] has passed: every deadline due at `now`
+    /// fires.
+    Tick,
     /// An executor this worker runs changed state (the runtime started it,
     /// it exited, it was killed, or it could not be started).
     ExecutorChanged {
@@ -244,19 +246,6 @@ pub enum Action {
         master: Addr,
         /// Why, for the log.
         reason: String,
-    },
-    /// Feed `Event::Timer(timer)` at `at` (replaces an earlier deadline of the
-    /// same timer).
-    SetTimer {
-        /// Which timer.
-        timer: Timer,
-        /// When.
-        at: Millis,
-    },
-    /// Forget the deadline of `timer`.
-    CancelTimer {
-        /// Which timer.
-        timer: Timer,
     },
     /// Act on an executor process this worker supervises (the runtime's
     /// supervisor carries it out; the node passes it through).
@@ -330,7 +319,8 @@ pub enum ExecutorCommand {
     },
 }
 
-/// The worker's named deadlines.
+/// The worker's named deadlines: the machine keeps them in its own table
+/// and answers [`Worker::poll_timeout`]; [`Worker::deadline`] names each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Timer {
     /// Registration retry (first registration, or re-registration).
@@ -399,13 +389,13 @@ pub struct Worker {
     launch_seen: (Epoch, u64),
     /// The newest usage sample not sent yet.
     usage: Option<crate::protocol::WorkerUsage>,
+    /// The registration retry, the heartbeat and the redial.
+    timers: Deadlines<Timer>,
     /// When a usage sample was last sent.
     usage_sent: Option<Millis>,
     /// When each live executor was first seen RUNNING, by this process's
     /// clock: reports carry how long it ran (`ExecutorReport::ran_ms`).
     running_since: BTreeMap<ExecutorId, Millis>,
-    /// The time of the event being handled.
-    now: Millis,
 }
 
 /// The most often a worker sends its usage ([`Event::Usage`]): 10 s, so
@@ -443,11 +433,11 @@ impl Worker {
             exited: false,
             executors: BTreeMap::new(),
             running_since: BTreeMap::new(),
-            now: Millis::ZERO,
             probed: BTreeMap::new(),
             rejected: 0,
             launch_seen: (Epoch::ZERO, 0),
             usage: None,
+            timers: Deadlines::new(),
             usage_sent: None,
         }
     }
@@ -491,10 +481,24 @@ impl Worker {
         self.links.keys()
     }
 
+    /// The earliest deadline of this machine; feed [`Event::Tick`] at or
+    /// after it.
+    /// `None` once exited: an exited worker handles nothing.
+    pub fn poll_timeout(&self) -> Option<Millis> {
+        if self.exited {
+            return None;
+        }
+        self.timers.next()
+    }
+
+    /// The deadline of `timer`, if it is pending.
+    pub fn deadline(&self, timer: Timer) -> Option<Millis> {
+        self.timers.get(timer)
+    }
+
     /// Handles one event at time `now`.
     #[must_use]
     pub fn handle(&mut self, now: Millis, event: Event) -> Vec<Action> {
-        self.now = now;
         let mut out = Vec::new();
         if self.exited {
             return out;
@@ -503,14 +507,20 @@ impl Worker {
             Event::Start => self.on_start(now, &mut out),
             Event::Connected { master } => self.on_connected(master, &mut out),
             Event::ConnectFailed { master } | Event::Disconnected { master } => {
-                self.on_link_down(now, &master, &mut out)
+                self.on_link_down(now, &master)
             }
             Event::Message { from, msg } => self.on_message(now, from, msg, &mut out),
-            Event::Timer(Timer::Registration) => self.on_registration_timer(now, &mut out),
-            Event::Timer(Timer::Heartbeat) => self.on_heartbeat_timer(now, &mut out),
-            Event::Timer(Timer::Reconnect) => self.on_reconnect_timer(now, &mut out),
+            Event::Tick => {
+                for timer in self.timers.take_due(now) {
+                    match timer {
+                        Timer::Registration => self.on_registration_timer(now, &mut out),
+                        Timer::Heartbeat => self.on_heartbeat_timer(now, &mut out),
+                        Timer::Reconnect => self.on_reconnect_timer(now, &mut out),
+                    }
+                }
+            }
             Event::ExecutorChanged { executor, state } => {
-                self.on_executor_changed(executor, state, &mut out)
+                self.on_executor_changed(now, executor, state, &mut out)
             }
             Event::Usage(usage) => self.usage = Some(usage),
             Event::LeftBehind(report) => {
@@ -521,7 +531,7 @@ impl Worker {
                     self.running_since.insert(id.clone(), now);
                 }
                 self.executors.insert(id.clone(), report);
-                self.report_executor(&id, &mut out);
+                self.report_executor(now, &id, &mut out);
             }
             Event::Hint { leader, masters } => {
                 let problem = crate::limits::advertised_addr_problem(&leader.addr)
@@ -549,7 +559,7 @@ impl Worker {
             }
         }
         let at = now + self.jitter.scale(self.config.initial_retry_interval, 50, 150);
-        out.push(Action::SetTimer { timer: Timer::Registration, at });
+        self.timers.set(Timer::Registration, at);
     }
 
     fn on_connected(&mut self, master: Addr, out: &mut Vec<Action>) {
@@ -600,7 +610,7 @@ impl Worker {
         }
     }
 
-    fn on_link_down(&mut self, now: Millis, master: &Addr, out: &mut Vec<Action>) {
+    fn on_link_down(&mut self, now: Millis, master: &Addr) {
         let Some(link) = self.links.get_mut(master) else {
             return;
         };
@@ -618,17 +628,17 @@ impl Worker {
             // Lost the followed master: re-register with it (and only it)
             // once it is back, unless another master proves a newer epoch.
             self.registered = false;
-            out.push(Action::CancelTimer { timer: Timer::Heartbeat });
-            self.arm_reregistration(now, out);
+            self.timers.cancel(Timer::Heartbeat);
+            self.arm_reregistration(now);
         }
-        self.arm_reconnect(out);
+        self.arm_reconnect();
     }
 
-    fn arm_reconnect(&self, out: &mut Vec<Action>) {
+    fn arm_reconnect(&mut self) {
         let next =
             self.links.values().filter(|l| l.state == LinkState::Down).map(|l| l.retry_at).min();
         if let Some(at) = next {
-            out.push(Action::SetTimer { timer: Timer::Reconnect, at });
+            self.timers.set(Timer::Reconnect, at);
         }
     }
 
@@ -639,7 +649,7 @@ impl Worker {
                 out.push(Action::Connect { master: addr.clone() });
             }
         }
-        self.arm_reconnect(out);
+        self.arm_reconnect();
     }
 
     /// Learns (and dials) the masters not known yet. However many messages
@@ -704,13 +714,13 @@ impl Worker {
         }
     }
 
-    fn register_msg(&self) -> Message {
+    fn register_msg(&self, now: Millis) -> Message {
         Message::RegisterWorker(RegisterWorker {
             worker: self.config.id.clone(),
             incarnation: self.config.incarnation,
             cores: self.config.cores,
             memory_mb: self.config.memory_mb,
-            executors: self.executors.keys().filter_map(|id| self.report(id)).collect(),
+            executors: self.executors.keys().filter_map(|id| self.report(now, id)).collect(),
             epoch_seen: self.max_epoch,
             launch_seen: if self.launch_seen.0 == self.max_epoch { self.launch_seen.1 } else { 0 },
             attributes: self.config.attributes.clone(),
@@ -731,17 +741,17 @@ impl Worker {
         }
         if switching {
             self.registered = false;
-            out.push(Action::CancelTimer { timer: Timer::Heartbeat });
+            self.timers.cancel(Timer::Heartbeat);
         }
         self.active = Some(master.clone());
-        out.push(Action::Send { to: master, msg: self.register_msg() });
+        out.push(Action::Send { to: master, msg: self.register_msg(now) });
         // Pending retries aimed at the old master are void: restart the clock.
         if self.ever_registered {
             self.retry_backoff = self.config.reconnect_min;
-            self.arm_reregistration(now, out);
+            self.arm_reregistration(now);
         } else {
             let at = now + self.jitter.scale(self.retry_interval(), 50, 150);
-            out.push(Action::SetTimer { timer: Timer::Registration, at });
+            self.timers.set(Timer::Registration, at);
         }
     }
 
@@ -753,10 +763,10 @@ impl Worker {
         }
     }
 
-    fn arm_reregistration(&mut self, now: Millis, out: &mut Vec<Action>) {
+    fn arm_reregistration(&mut self, now: Millis) {
         let at = now + self.jitter.scale(self.retry_backoff, 50, 150);
         self.retry_backoff = self.retry_backoff.times(2).min(self.config.reconnect_max.times(5));
-        out.push(Action::SetTimer { timer: Timer::Registration, at });
+        self.timers.set(Timer::Registration, at);
     }
 
     fn on_message(&mut self, now: Millis, from: Addr, msg: Message, out: &mut Vec<Action>) {
@@ -791,7 +801,7 @@ impl Worker {
                         self.forget_unlisted(&from, &reply.masters, out);
                     }
                 } else {
-                    self.followed_master_stepped_down(now, &from, out);
+                    self.followed_master_stepped_down(now, &from);
                     if let Some(hint) = reply.leader {
                         self.chase_hint(hint, out);
                     }
@@ -818,11 +828,8 @@ impl Worker {
                 self.heartbeat_interval = Some(heartbeat_interval);
                 self.last_ack = now;
                 if first_ack_here {
-                    out.push(Action::CancelTimer { timer: Timer::Registration });
-                    out.push(Action::SetTimer {
-                        timer: Timer::Heartbeat,
-                        at: now + heartbeat_interval,
-                    });
+                    self.timers.cancel(Timer::Registration);
+                    self.timers.set(Timer::Heartbeat, now + heartbeat_interval);
                 }
             }
             Message::HeartbeatAck { .. } if self.active.as_ref() == Some(&from) => {
@@ -903,7 +910,7 @@ impl Worker {
                 });
             }
             Message::NotLeader { leader, .. } => {
-                self.followed_master_stepped_down(now, &from, out);
+                self.followed_master_stepped_down(now, &from);
                 if let Some(hint) = leader {
                     self.chase_hint(hint, out);
                 }
@@ -1063,14 +1070,14 @@ impl Worker {
     /// counting on it: a registered worker re-registers (with it, or with a
     /// master that proves a newer epoch); a worker still bootstrapping knows
     /// no leader any more, so its retries go to every master again.
-    fn followed_master_stepped_down(&mut self, now: Millis, from: &Addr, out: &mut Vec<Action>) {
+    fn followed_master_stepped_down(&mut self, now: Millis, from: &Addr) {
         if self.active.as_ref() != Some(from) {
             return;
         }
         if self.registered {
             self.registered = false;
-            out.push(Action::CancelTimer { timer: Timer::Heartbeat });
-            self.arm_reregistration(now, out);
+            self.timers.cancel(Timer::Heartbeat);
+            self.arm_reregistration(now);
         } else if !self.ever_registered {
             self.active = None;
         }
@@ -1096,7 +1103,7 @@ impl Worker {
             // registration): a new leader's reply proves its epoch.
             match self.active.clone() {
                 Some(active) if self.link_open(&active) => {
-                    out.push(Action::Send { to: active, msg: self.register_msg() });
+                    out.push(Action::Send { to: active, msg: self.register_msg(now) });
                 }
                 _ => {
                     let probes: Vec<Addr> = self.open_links().cloned().collect();
@@ -1105,7 +1112,7 @@ impl Worker {
                     }
                 }
             }
-            self.arm_reregistration(now, out);
+            self.arm_reregistration(now);
             return;
         }
         self.attempts += 1;
@@ -1125,20 +1132,20 @@ impl Worker {
             // A master proved leadership: retry with it only (SPARK-16190).
             Some(active) => {
                 if self.link_open(&active) {
-                    out.push(Action::Send { to: active, msg: self.register_msg() });
+                    out.push(Action::Send { to: active, msg: self.register_msg(now) });
                 }
             }
             // Still bootstrapping: every connected master (standbys answer
             // NotLeader with a hint); down ones are redialled by Reconnect.
             None => {
-                let msg = self.register_msg();
+                let msg = self.register_msg(now);
                 for addr in self.open_links() {
                     out.push(Action::Send { to: addr.clone(), msg: msg.clone() });
                 }
             }
         }
         let at = now + self.jitter.scale(self.retry_interval(), 50, 150);
-        out.push(Action::SetTimer { timer: Timer::Registration, at });
+        self.timers.set(Timer::Registration, at);
     }
 
     /// Sends the newest usage sample to `active` if one waits and the last
@@ -1174,7 +1181,7 @@ impl Worker {
                 master: active.clone(),
                 reason: format!("no heartbeat acknowledgement for {}", now.since(self.last_ack)),
             });
-            self.on_link_down(now, &active, out);
+            self.on_link_down(now, &active);
             return;
         }
         out.push(Action::Send {
@@ -1191,13 +1198,14 @@ impl Worker {
             .map(|e| e.id.clone())
             .collect();
         for id in unacked {
-            self.report_executor(&id, out);
+            self.report_executor(now, &id, out);
         }
-        out.push(Action::SetTimer { timer: Timer::Heartbeat, at: now + interval });
+        self.timers.set(Timer::Heartbeat, now + interval);
     }
 
     fn on_executor_changed(
         &mut self,
+        now: Millis,
         executor: ExecutorId,
         state: ExecutorState,
         out: &mut Vec<Action>,
@@ -1207,18 +1215,18 @@ impl Worker {
             return; // a terminal state is final
         }
         if state == ExecutorState::Running {
-            self.running_since.insert(executor.clone(), self.now);
+            self.running_since.insert(executor.clone(), now);
         } else if state.is_terminal() {
             // How long it ran is fixed at its end.
-            e.ran_ms = self.running_since.remove(&executor).map(|t| self.now.since(t).0);
+            e.ran_ms = self.running_since.remove(&executor).map(|t| now.since(t).0);
         }
         e.state = state;
-        self.report_executor(&executor, out);
+        self.report_executor(now, &executor, out);
     }
 
     /// Tells the followed master about one executor, if registered with it.
-    fn report_executor(&self, id: &ExecutorId, out: &mut Vec<Action>) {
-        let (Some(active), Some(report)) = (self.active.clone(), self.report(id)) else {
+    fn report_executor(&self, now: Millis, id: &ExecutorId, out: &mut Vec<Action>) {
+        let (Some(active), Some(report)) = (self.active.clone(), self.report(now, id)) else {
             return;
         };
         if self.registered && self.link_open(&active) {
@@ -1231,10 +1239,10 @@ impl Worker {
 
     /// The report of executor `id` as of now: a live one's `ran_ms` is how
     /// long it has run so far.
-    fn report(&self, id: &ExecutorId) -> Option<ExecutorReport> {
+    fn report(&self, now: Millis, id: &ExecutorId) -> Option<ExecutorReport> {
         let mut report = self.executors.get(id)?.clone();
         if let Some(since) = self.running_since.get(id) {
-            report.ran_ms = Some(self.now.since(*since).0);
+            report.ran_ms = Some(now.since(*since).0);
         }
         Some(report)
     }

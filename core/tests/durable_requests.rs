@@ -273,7 +273,7 @@ fn remove_worker_is_accepted_only_after_its_delete_is_durable_and_survives_a_fai
     let _ = connect_worker(&mut a, T, 1, "w1");
     let _ = deliver(&mut a, &mut store, 1, register("w1", 101, vec![]));
     // Three of four silent: too many to remove, they stay UNKNOWN.
-    let out = a.handle(Millis(10_000), master::Event::Timer(master::Timer::Recovery));
+    let out = a.handle(Millis(10_000), master::Event::Tick);
     let _ = store.settle(&mut a, out);
     assert_eq!(a.status(), Status::Alive);
     let _ = a.handle(T, master::Event::Connected { conn: ConnId(9) });
@@ -296,7 +296,7 @@ fn removing_a_dead_worker_is_accepted_once_a_delete_is_durable() {
     // removal's acceptance waits for a delete of its own, applied after it.
     let mut store = Store::default();
     let (mut a, _) = cluster(&mut store);
-    let out = a.handle(Millis(60_000), master::Event::Timer(master::Timer::Sweep));
+    let out = a.handle(Millis(60_000), master::Event::Tick);
     assert!(out.iter().any(|x| matches!(x, master::Action::Store(StoreCommand::Unpersist { .. }))));
     let _ = a.handle(T, master::Event::Connected { conn: ConnId(9) });
     let msg = Message::RemoveWorker { request: 4, worker: WorkerId::new("w0") };

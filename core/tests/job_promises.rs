@@ -230,7 +230,7 @@ impl Sim {
         for (conn, inc) in connected {
             let _ = self.send(conn, Message::WorkerHeartbeat { incarnation: Incarnation(inc) });
         }
-        self.feed(m::Event::Timer(m::Timer::Sweep))
+        self.feed(m::Event::Tick)
     }
 
     fn slots(&self, fw: &FrameworkId) -> Vec<SlotOutcome> {
@@ -522,7 +522,7 @@ fn a_launch_refused_for_a_busy_resource_is_requeued_not_charged() {
     assert_eq!(s.slots(&fw), vec![SlotOutcome::Pending]);
     assert!(launches(&sends).is_empty(), "not at once (no launch loop): {sends:?}");
     s.advance(1_000);
-    let sends = s.feed(m::Event::Timer(m::Timer::Restart));
+    let sends = s.feed(m::Event::Tick);
     assert_eq!(launches(&sends).len(), 1, "re-queued and placed again: {sends:?}");
 }
 
@@ -728,7 +728,7 @@ fn a_kill_with_refill_accepted_before_a_failover_is_carried_out_by_the_new_leade
     let sends = s.register(102, "w0", 1, 1, 0, vec![report_of(&x, ExecutorState::Running)]);
     assert!(kills(&sends).contains(&(102, x.clone())), "the new leader kills it: {sends:?}");
     placed.extend(launches(&sends));
-    placed.extend(launches(&s.feed(m::Event::Timer(m::Timer::Recovery))));
+    placed.extend(launches(&s.feed(m::Event::Tick)));
     placed.extend(launches(&s.status(102, &x, ExecutorState::Killed)));
     assert_eq!(placed.len(), 1, "its slot is refilled once: {placed:?}");
     assert_ne!(placed[0].1, x);

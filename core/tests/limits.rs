@@ -733,10 +733,7 @@ fn a_registration_past_max_workers_is_refused_naming_the_limit_and_the_worker_re
     let _ = w.handle(T, regent_core::worker::Event::Connected { master: addr("a") });
     let refused = Message::RegisterRefused { epoch: Epoch(1), reason };
     for i in 0..10 {
-        let out = w.handle(
-            Millis(i * 100_000),
-            regent_core::worker::Event::Timer(regent_core::worker::Timer::Registration),
-        );
+        let out = w.handle(Millis(i * 100_000), regent_core::worker::Event::Tick);
         assert!(w_exit(&out).is_none(), "attempt {i}: the worker gave up: {out:?}");
         let _ = from(&mut w, Millis(i * 100_000), "a", refused.clone());
     }

@@ -941,7 +941,7 @@ fn run_schedule(n: usize, steps: &[Step]) -> Result<(), String> {
                 return Err(format!(
                     "after {step}: node {i} ({:?}) lacks {missing:?}; deadlines {:?}",
                     node.status(),
-                    node.node.deadlines().iter().collect::<Vec<_>>()
+                    node.node.master().deadlines().collect::<Vec<_>>()
                 ));
             }
             if node.exited() {

@@ -257,7 +257,8 @@ fn the_worker_gives_each_executor_its_own_gpus_never_one_a_live_executor_holds()
     // addresses (what a new leader learns them from).
     let _ = w.handle(T, worker::Event::Disconnected { master: addr("a") });
     let mut out = w.handle(T, worker::Event::Connected { master: addr("a") });
-    out.extend(w.handle(T, worker::Event::Timer(worker::Timer::Registration)));
+    let retry = w.deadline(worker::Timer::Registration).expect("a re-registration is armed");
+    out.extend(w.handle(retry, worker::Event::Tick));
     let r = w_sends(&out)
         .into_iter()
         .find_map(|(_, m)| match m {

@@ -657,7 +657,7 @@ fn a_lower_instance_takes_over_a_framework_whose_instance_is_disconnected() {
 fn a_worker_declared_dead_has_its_connection_closed() {
     let (mut h, placed) = Held::with_group(1);
     assert_eq!(placed.len(), 1);
-    let out = h.m.handle(Millis(600_000), master::Event::Timer(master::Timer::Sweep));
+    let out = h.m.handle(Millis(600_000), master::Event::Tick);
     assert!(
         out.iter().any(|a| matches!(a, master::Action::Close { conn, .. } if *conn == W0)),
         "the DEAD worker's connection is closed: {out:?}"

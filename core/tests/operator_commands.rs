@@ -438,10 +438,7 @@ fn a_drain_deadline_is_honoured_by_a_new_leader_and_passes_into_a_kill() {
             msg: register("w1", 101, vec![report(&x1, ExecutorState::Running)]),
         },
     );
-    let drain_timer = out.iter().find_map(|a| match a {
-        master::Action::SetTimer { timer: master::Timer::Drain, at } => Some(*at),
-        _ => None,
-    });
+    let drain_timer = b.deadline(master::Timer::Drain);
     let sends = c.store.settle(&mut b, Millis(500), out);
     assert_eq!(b.status(), Status::Alive);
     let stops: Vec<(ConnId, ExecutorId, Millis)> = sends
@@ -456,8 +453,13 @@ fn a_drain_deadline_is_honoured_by_a_new_leader_and_passes_into_a_kill() {
     assert_eq!(stops, vec![(ConnId(201), x1.clone(), Millis(40_000))], "{sends:?}");
     assert_eq!(drain_timer, Some(Millis(40_500)), "the deadline in b's local time");
     assert!(launches(&sends).is_empty(), "the adopted executor's slot is filled: {sends:?}");
-    // The executor ignores SIGTERM; at the deadline the leader sends the kill.
-    let out = b.handle(Millis(40_500), master::Event::Timer(master::Timer::Drain));
+    // The executor ignores SIGTERM; at the deadline the leader sends the kill
+    // (both workers still heartbeat, so the same tick's sweep spares them).
+    for (conn, incarnation) in [(200, 100), (201, 101)] {
+        let msg = Message::WorkerHeartbeat { incarnation: Incarnation(incarnation) };
+        let _ = b.handle(Millis(40_500), master::Event::Message { conn: ConnId(conn), msg });
+    }
+    let out = b.handle(Millis(40_500), master::Event::Tick);
     assert_eq!(kills(&m_sends(&out)), vec![(ConnId(201), x1.clone())]);
     let _ = c.store.settle(&mut b, Millis(40_500), out);
     let out = b.handle(
@@ -669,7 +671,7 @@ fn refusals_name_the_problem() {
         format!("executor {x0} has already ended (Exited {{ code: 0 }})")
     );
     // A DEAD worker.
-    let out = c.m.handle(Millis(60_000), master::Event::Timer(master::Timer::Sweep));
+    let out = c.m.handle(Millis(60_000), master::Event::Tick);
     let _ = c.store.settle(&mut c.m, Millis(60_000), out);
     let msg = Message::CordonWorker { request: 9, worker: WorkerId::new("w0") };
     let (_, sends) = c.operate(Millis(60_000), msg);

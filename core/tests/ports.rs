@@ -224,7 +224,8 @@ fn the_worker_numbers_ports_from_its_ranges_never_one_a_live_executor_holds() {
     let regs: Vec<RegisterWorker> = {
         let _ = w.handle(T, worker::Event::Disconnected { master: addr("a") });
         let mut out = w.handle(T, worker::Event::Connected { master: addr("a") });
-        out.extend(w.handle(T, worker::Event::Timer(worker::Timer::Registration)));
+        let retry = w.deadline(worker::Timer::Registration).expect("a re-registration is armed");
+        out.extend(w.handle(retry, worker::Event::Tick));
         w_sends(&out)
             .into_iter()
             .filter_map(|(_, m)| match m {

@@ -123,9 +123,8 @@ fn recovery_completes_when_all_recovered_workers_report() {
     let _ = deliver_to_master(&mut m, Millis(20), 2, register(2));
     assert_eq!(m.status(), Status::Alive, "recovery ends when every recovered worker answered");
     assert!(m.workers().iter().all(|w| w.state == WorkerState::Alive));
-    // The recovery timer firing later changes nothing.
-    let out = m.handle(Millis(20_000), master::Event::Timer(master::Timer::Recovery));
-    assert!(out.is_empty());
+    // The recovery window closed, and its deadline with it.
+    assert_eq!(m.deadline(master::Timer::Recovery), None);
 }
 
 #[test]
@@ -138,7 +137,7 @@ fn recovery_timeout_removes_few_silent_workers() {
         let _ = deliver_to_master(&mut m, Millis(1), i, register(i));
     }
     assert_eq!(m.status(), Status::Recovering);
-    let out = m.handle(Millis(10_000), master::Event::Timer(master::Timer::Recovery));
+    let out = m.handle(Millis(10_000), master::Event::Tick);
     assert_eq!(m.status(), Status::Alive);
     let dead: Vec<_> = out
         .iter()
@@ -163,7 +162,7 @@ fn removal_limit_exceeded_keeps_workers_unknown_until_an_operator_removes_them()
     let _ = connect_worker(&mut m, Millis(0), 1, "w1");
     let _ = deliver_to_master(&mut m, Millis(1), 1, register(1));
     // 3 of 4 silent (75 % > 50 %): more likely a partition than dead machines.
-    let out = m.handle(Millis(10_000), master::Event::Timer(master::Timer::Recovery));
+    let out = m.handle(Millis(10_000), master::Event::Tick);
     assert!(!out
         .iter()
         .any(|a| matches!(a, master::Action::Store(StoreCommand::Unpersist { .. }))));
@@ -177,7 +176,7 @@ fn removal_limit_exceeded_keeps_workers_unknown_until_an_operator_removes_them()
         .collect();
     assert_eq!(unknown.len(), 3);
     // The DEAD sweep never removes them silently.
-    let out = m.handle(Millis(1_000_000), master::Event::Timer(master::Timer::Sweep));
+    let out = m.handle(Millis(1_000_000), master::Event::Tick);
     assert!(!out.iter().any(|a| matches!(a, master::Action::Store(StoreCommand::Unpersist { key: RecordKey::Worker(w), .. }) if w.as_str() != "w1")));
     assert_eq!(m.workers().iter().filter(|w| w.state == WorkerState::Unknown).count(), 3);
     // An operator removes one.
@@ -206,8 +205,8 @@ fn revoked_mid_recovery_drops_everything_and_closes_connections() {
     );
     assert_eq!(m.status(), Status::Standby);
     assert!(m.workers().is_empty());
-    assert!(m.handle(Millis(10_000), master::Event::Timer(master::Timer::Recovery)).is_empty());
-    assert!(m.handle(Millis(10_000), master::Event::Timer(master::Timer::Sweep)).is_empty());
+    assert!(m.handle(Millis(10_000), master::Event::Tick).is_empty());
+    assert!(m.handle(Millis(10_000), master::Event::Tick).is_empty());
     // A registration now meets a standby.
     let _ = connect_worker(&mut m, Millis(6), 2, "w1");
     let replies = deliver_to_master(&mut m, Millis(6), 2, register(1));
@@ -237,14 +236,14 @@ fn suspended_then_resumed_declares_no_worker_dead() {
     let reply = connect_worker(&mut m, Millis(2_000), 3, "w3");
     assert!(matches!(reply, Message::HelloReply(r) if !r.leading));
     // A long suspension: no DEAD sweep.
-    let out = m.handle(Millis(60_000), master::Event::Timer(master::Timer::Sweep));
+    let out = m.handle(Millis(60_000), master::Event::Tick);
     assert!(!out
         .iter()
         .any(|a| matches!(a, master::Action::Store(StoreCommand::Unpersist { .. }))));
     // Resumed: every worker gets a fresh worker_timeout.
     let _ = m.handle(Millis(60_000), master::Event::Resumed);
     assert_eq!(m.status(), Status::Alive);
-    let out = m.handle(Millis(65_000), master::Event::Timer(master::Timer::Sweep));
+    let out = m.handle(Millis(65_000), master::Event::Tick);
     assert!(
         !out.iter().any(|a| matches!(a, master::Action::Store(StoreCommand::Unpersist { .. }))),
         "no worker declared DEAD for the suspension"
@@ -328,7 +327,7 @@ fn operators_remove_unknown_workers_and_read_the_state_from_any_master() {
     let _ = elect_over(&mut m, Millis(0), 1, 0, records);
     let _ = connect_worker(&mut m, Millis(0), 1, "w1");
     let _ = deliver_to_master(&mut m, Millis(1), 1, register(1));
-    let _ = m.handle(Millis(10_000), master::Event::Timer(master::Timer::Recovery));
+    let _ = m.handle(Millis(10_000), master::Event::Tick);
     let _ = m.handle(Millis(10_000), master::Event::Connected { conn: ConnId(9) });
     let ask = |m: &mut Master, msg| {
         m_sends(&m.handle(Millis(10_001), master::Event::Message { conn: ConnId(9), msg }))

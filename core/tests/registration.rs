@@ -47,7 +47,7 @@ fn registered_with_a(
         [(ConnId(1), Message::Registered { duplicate: false, epoch: Epoch(1), .. })]
     ));
     let out = from(&mut w, T0, "a", acked[0].1.clone());
-    assert!(out.contains(&worker::Action::CancelTimer { timer: Timer::Registration }));
+    assert_eq!(w.deadline(Timer::Registration), None, "registered: no retry ({out:?})");
     assert!(w.status().registered);
     (a, b, w)
 }
@@ -64,7 +64,7 @@ fn spark_4592_failover_registers_once() {
     );
     // A retry fires before B's MasterChanged arrives: A's link is down, and
     // the worker must not fall back to registering with B (the SPARK-4592 race).
-    let out = w.handle(t + Millis(300), worker::Event::Timer(Timer::Registration));
+    let out = w.handle(t + Millis(300), worker::Event::Tick);
     assert!(
         w_registrations(&out).is_empty(),
         "re-registration goes to the followed master only: {out:?}"
@@ -92,7 +92,7 @@ fn spark_4592_failover_registers_once() {
     let out = from(&mut w, t, "b", replies[0].1.clone());
     assert!(w_exit(&out).is_none());
     // A stale retry timer afterwards does nothing.
-    let out = w.handle(t + Millis(2_000), worker::Event::Timer(Timer::Registration));
+    let out = w.handle(t + Millis(2_000), worker::Event::Tick);
     assert!(w_registrations(&out).is_empty());
     assert_eq!(b.workers().len(), 1);
     assert_eq!(b.workers()[0].state, WorkerState::Alive);
@@ -109,15 +109,18 @@ fn spark_16190_first_retry_only_active_master() {
         let _ = w.handle(T0, worker::Event::Connected { master: addr(m) });
     }
     // Nobody has proved leadership yet: the first retry goes to every master.
-    let out = w.handle(Millis(1_000), worker::Event::Timer(Timer::Registration));
+    let retry = |w: &worker::Worker| w.deadline(Timer::Registration).expect("a retry is armed");
+    let at = retry(&w);
+    let out = w.handle(at, worker::Event::Tick);
     assert_eq!(w_registrations(&out), vec![addr("a"), addr("b"), addr("c")]);
     // A proves leadership; the worker registers with A, and that is lost.
     let reply = connect_worker(&mut a, T0, 1, "w1");
-    let out = from(&mut w, Millis(1_100), "a", reply);
+    let out = from(&mut w, at + Millis(100), "a", reply);
     assert_eq!(w_registrations(&out), vec![addr("a")]);
     // Every retry from now on goes to A only, including the very first one.
     for i in 0..3 {
-        let out = w.handle(Millis(2_000 + i * 1_000), worker::Event::Timer(Timer::Registration));
+        let at = retry(&w);
+        let out = w.handle(at, worker::Event::Tick);
         assert_eq!(w_registrations(&out), vec![addr("a")], "retry {i} went elsewhere: {out:?}");
     }
 }
@@ -189,7 +192,7 @@ fn spark_23191_blip_reregister_same_master_idempotent() {
     let _ = w.handle(t, worker::Event::Disconnected { master: addr("a") });
     assert!(!w.status().registered);
     let t = t + w.config().reconnect_max;
-    let out = w.handle(t, worker::Event::Timer(worker::Timer::Reconnect));
+    let out = w.handle(t, worker::Event::Tick);
     assert!(out.contains(&worker::Action::Connect { master: addr("a") }));
     let _ = w.handle(t, worker::Event::Connected { master: addr("a") });
     let _ = a.handle(t, master::Event::Disconnected { conn: ConnId(1) });
@@ -297,15 +300,9 @@ fn id_conflict_between_two_incarnations() {
 fn gives_up_before_first_registration_naming_the_masters() {
     let mut w = worker("w1", 7, &["m1:7077", "m2:7077"]);
     let cfg = w.config().clone();
-    let out = w.handle(T0, worker::Event::Start);
+    let _ = w.handle(T0, worker::Event::Start);
     let mut now = T0;
-    let mut next = match out
-        .iter()
-        .find(|a| matches!(a, worker::Action::SetTimer { timer: Timer::Registration, .. }))
-    {
-        Some(worker::Action::SetTimer { at, .. }) => *at,
-        _ => panic!("no registration timer"),
-    };
+    let mut next = w.deadline(Timer::Registration).expect("a registration timer");
     for m in ["m1:7077", "m2:7077"] {
         let _ = w.handle(T0, worker::Event::ConnectFailed { master: addr(m) });
     }
@@ -321,20 +318,16 @@ fn gives_up_before_first_registration_naming_the_masters() {
             "attempt {attempt}: gap {gap} vs base {base}"
         );
         now = next;
-        let out = w.handle(now, worker::Event::Timer(Timer::Registration));
+        let out = w.handle(now, worker::Event::Tick);
         if attempt == cfg.total_retries + 1 {
             let reason = w_exit(&out).expect("gives up after the last attempt");
             assert!(reason.contains("m1:7077") && reason.contains("m2:7077"), "{reason}");
             return;
         }
         assert!(w_exit(&out).is_none(), "exited early at attempt {attempt}");
-        next = match out
-            .iter()
-            .find(|a| matches!(a, worker::Action::SetTimer { timer: Timer::Registration, .. }))
-        {
-            Some(worker::Action::SetTimer { at, .. }) => *at,
-            _ => panic!("no next registration timer at attempt {attempt}"),
-        };
+        next = w
+            .deadline(Timer::Registration)
+            .unwrap_or_else(|| panic!("no next registration timer at attempt {attempt}"));
     }
 }
 
@@ -347,18 +340,15 @@ fn never_gives_up_after_first_registration() {
     let max = w.config().reconnect_max;
     for _ in 0..500 {
         now = now + Millis(1_000);
-        let mut out = w.handle(now, worker::Event::Timer(Timer::Registration));
-        out.extend(w.handle(now, worker::Event::Timer(Timer::Reconnect)));
+        let mut out = w.handle(now, worker::Event::Tick);
         for m in ["a", "b"] {
             if out.contains(&worker::Action::Connect { master: addr(m) }) {
                 out.extend(w.handle(now, worker::Event::ConnectFailed { master: addr(m) }));
             }
         }
         assert!(w_exit(&out).is_none(), "a registered worker never exits for lack of a master");
-        for a in &out {
-            if let worker::Action::SetTimer { timer: Timer::Reconnect, at } = a {
-                assert!(at.since(now) <= max, "reconnect backoff is capped");
-            }
+        if let Some(at) = w.deadline(Timer::Reconnect) {
+            assert!(at.since(now) <= max, "reconnect backoff is capped");
         }
     }
 }
@@ -371,16 +361,14 @@ fn missing_heartbeat_ack_marks_connection_dead() {
     let mut closed = false;
     for _ in 0..10 {
         now = now + interval;
-        let out = w.handle(now, worker::Event::Timer(Timer::Heartbeat));
+        let out = w.handle(now, worker::Event::Tick);
         if out
             .iter()
             .any(|a| matches!(a, worker::Action::Close { master, .. } if master.as_str() == "a"))
         {
             closed = true;
             assert!(!w.status().registered);
-            assert!(out
-                .iter()
-                .any(|a| matches!(a, worker::Action::SetTimer { timer: Timer::Reconnect, .. })));
+            assert!(w.deadline(Timer::Reconnect).is_some(), "a redial is armed");
             break;
         }
         assert!(matches!(
@@ -396,18 +384,18 @@ fn missing_heartbeat_ack_marks_connection_dead() {
 fn sweep_marks_silent_worker_dead_and_unpersists_by_incarnation() {
     let (mut a, _b, _w) = registered_with_a();
     let timeout = Millis(10_000);
-    let out = a.handle(Millis(5_000), master::Event::Timer(master::Timer::Sweep));
+    let out = a.handle(Millis(5_000), master::Event::Tick);
     assert!(!out
         .iter()
         .any(|x| matches!(x, master::Action::Store(StoreCommand::Unpersist { .. }))));
-    let out = a.handle(timeout + Millis(1), master::Event::Timer(master::Timer::Sweep));
+    let out = a.handle(timeout + Millis(1), master::Event::Tick);
     assert!(out.iter().any(|x| matches!(
         x,
         master::Action::Store(StoreCommand::Unpersist { incarnation: Some(Incarnation(7)), .. })
     )));
     assert_eq!(a.workers()[0].state, WorkerState::Dead);
     // A repeated sweep does not delete twice.
-    let out = a.handle(timeout + Millis(2), master::Event::Timer(master::Timer::Sweep));
+    let out = a.handle(timeout + Millis(2), master::Event::Tick);
     assert!(!out
         .iter()
         .any(|x| matches!(x, master::Action::Store(StoreCommand::Unpersist { .. }))));
@@ -470,23 +458,17 @@ fn a_dropped_master_connection_is_redialled_within_10_ms_then_with_backoff() {
     let (_a, _b, mut w) = registered_with_a();
     assert_eq!(w.config().reconnect_first_max, Millis(10));
     let t = Millis(2_000);
-    let reconnect_at = |out: &[worker::Action]| {
-        out.iter()
-            .find_map(|a| match a {
-                worker::Action::SetTimer { timer: Timer::Reconnect, at } => Some(*at),
-                _ => None,
-            })
-            .expect("a reconnect armed")
-    };
+    let reconnect_at =
+        |w: &worker::Worker| w.deadline(Timer::Reconnect).expect("a reconnect armed");
     // The open connection drops: redialled within 10 ms.
-    let out = w.handle(t, worker::Event::Disconnected { master: addr("a") });
-    let at = reconnect_at(&out);
+    let _ = w.handle(t, worker::Event::Disconnected { master: addr("a") });
+    let at = reconnect_at(&w);
     assert!(at >= t && at <= t + Millis(10), "first redial at {at:?}");
-    let out = w.handle(at, worker::Event::Timer(Timer::Reconnect));
+    let out = w.handle(at, worker::Event::Tick);
     assert!(out.contains(&worker::Action::Connect { master: addr("a") }));
     // The master is still down: the next attempt backs off (25–50 ms).
-    let out = w.handle(at, worker::Event::Disconnected { master: addr("a") });
-    let next = reconnect_at(&out);
+    let _ = w.handle(at, worker::Event::Disconnected { master: addr("a") });
+    let next = reconnect_at(&w);
     let delay = next.0 - at.0;
     assert!((25..=50).contains(&delay), "second redial after {delay} ms");
 }

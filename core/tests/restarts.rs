@@ -112,16 +112,22 @@ fn report(
     deliver_to_master(m, now, 100, msg)
 }
 
+/// A tick at `now`, when the restart deadline may be due: what it sends
+/// (the same tick's framework heartbeats aside). Worker w0 heartbeats
+/// first, so the tick's sweep finds it alive however far the clock ran.
 fn restart_timer(m: &mut Master, now: Millis) -> Vec<(ConnId, Message)> {
-    let out = m.handle(now, master::Event::Timer(master::Timer::Restart));
+    let beat = Message::WorkerHeartbeat { incarnation: Incarnation(1) };
+    let _ = deliver_to_master(m, now, 100, beat);
+    let out = m.handle(now, master::Event::Tick);
     let mut sends = m_sends(&out);
     sends.extend(m_sends(&persist_all(m, now, &out)));
+    sends.retain(|(_, msg)| !matches!(msg, Message::FrameworkHeartbeat { .. }));
     sends
 }
 
 /// When the leader wants `Timer::Restart` to fire.
 fn restart_due(m: &Master) -> Option<Millis> {
-    m.armed_timers().find(|(t, _)| *t == master::Timer::Restart).map(|(_, at)| at)
+    m.deadline(master::Timer::Restart)
 }
 
 /// A leader with one worker and a framework whose one-slot group has
@@ -221,7 +227,7 @@ fn a_service_slot_is_restarted_after_an_exit_0_and_its_worker_loss_counts_nothin
     let out = m.handle(now, master::Event::Disconnected { conn: ConnId(100) });
     let _ = persist_all(&mut m, now, &out);
     let later = now + Millis(60_000);
-    let out = m.handle(later, master::Event::Timer(master::Timer::Sweep));
+    let out = m.handle(later, master::Event::Tick);
     let _ = persist_all(&mut m, later, &out);
     let sends = register(&mut m, later, vec![]);
     assert_eq!(launches(&sends).len(), 1, "refilled at once: {sends:?}");
@@ -287,7 +293,7 @@ fn a_new_leader_keeps_a_stored_backoff_but_never_longer_than_the_policy_allows()
     let mut b = leader_at(Millis(2_000), vec![record.clone()]);
     let _ = register(&mut b, Millis(2_000), vec![]);
     subscribe(&mut b, Millis(2_000), Some(framework.clone()));
-    let out = b.handle(Millis(2_000), master::Event::Timer(master::Timer::Recovery));
+    let out = b.handle(Millis(2_000), master::Event::Tick);
     let sends = m_sends(&persist_all(&mut b, Millis(2_000), &out));
     assert!(launches(&sends).is_empty(), "still waiting: {sends:?}");
     assert_eq!(restart_due(&b), Some(Millis(4_000)));

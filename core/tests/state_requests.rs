@@ -119,7 +119,7 @@ fn many_connections_asking_at_once_build_at_most_one_snapshot_each_per_interval(
     let rounds = 10u64;
     for r in 0..rounds {
         let now = Millis(1_000 + r * 10);
-        let _ = m.handle(now, master::Event::Timer(master::Timer::Sweep));
+        let _ = m.handle(now, master::Event::Tick);
         for c in 1..=50 {
             for _ in 0..20 {
                 let _ = ask(&mut m, now, c);
@@ -171,7 +171,7 @@ fn heartbeats_move_only_the_counters_and_do_not_make_a_snapshot_stale() {
     assert_eq!(later.workers, first.workers);
     // Anything else that may change the view makes it stale at once (the
     // connection's interval allowing).
-    let _ = m.handle(Millis(1_200), master::Event::Timer(master::Timer::Sweep));
+    let _ = m.handle(Millis(1_200), master::Event::Tick);
     let _ = ask(&mut m, Millis(1_200), 1);
     assert_eq!(m.metrics().state_snapshots_built, built + 2);
 }
@@ -229,7 +229,7 @@ fn http_askers_of_a_changing_cluster_are_paced_by_the_views_size() {
     // Something changes every millisecond; ten dashboards poll every
     // millisecond: the cached view until the pause is over.
     for t in 1_001..1_000 + gap.0 {
-        let _ = m.handle(Millis(t), master::Event::Timer(master::Timer::Sweep));
+        let _ = m.handle(Millis(t), master::Event::Tick);
         for _ in 0..10 {
             assert_eq!(m.cached_state(Millis(t)), first, "at {t} ms: the cached one");
         }
@@ -256,7 +256,7 @@ fn http_askers_see_a_change_of_leadership_at_once() {
     assert_eq!(m.cached_state(Millis(1_000)).status, MasterStatus::Alive);
     // Anything else waits for the pause.
     let before = m.metrics().state_snapshots_built;
-    let _ = m.handle(Millis(1_001), master::Event::Timer(master::Timer::Sweep));
+    let _ = m.handle(Millis(1_001), master::Event::Tick);
     let _ = m.cached_state(Millis(1_001));
     assert_eq!(m.metrics().state_snapshots_built, before, "no build within the pause");
     let _ = m.handle(Millis(1_002), master::Event::Suspended);

@@ -411,7 +411,7 @@ fn exits_use_the_retry_budget_lost_workers_do_not() {
     let other = if wc2.0 == 100 { 101 } else { 100 };
     let hb = Message::WorkerHeartbeat { incarnation: regent_core::Incarnation(other) };
     let _ = deliver_to_master(&mut m, Millis(95_000), other, hb);
-    let out = m.handle(Millis(100_000), master::Event::Timer(master::Timer::Sweep));
+    let out = m.handle(Millis(100_000), master::Event::Tick);
     let mut sends = m_sends(&out);
     sends.extend(m_sends(&persist_all(&mut m, Millis(100_000), &out)));
     assert!(sends.iter().any(|(_, msg)| matches!(msg, Message::ExecutorUpdate { info, .. } if info.id == second && info.state == ExecutorState::Lost)));
@@ -472,12 +472,16 @@ fn failover_timeout_removes_the_framework_and_kills_its_executors() {
     let _ = subscribe(&mut m, 1, sub_msg(None, 7, 1));
     let (wc, e1) = launches(&declare(&mut m, 1, 1, spec(1)))[0].clone();
     let _ = m.handle(Millis(1_000), master::Event::Disconnected { conn: ConnId(1) });
-    // Within the timeout the executor is left alone.
-    let out = m.handle(Millis(20_000), master::Event::Timer(master::Timer::FrameworkHeartbeat));
+    // Within the timeout the executor is left alone. (Its worker heartbeats
+    // before each tick, so the tick's sweep spares it.)
+    let beat = || Message::WorkerHeartbeat { incarnation: regent_core::Incarnation(100) };
+    let _ = deliver_to_master(&mut m, Millis(20_000), 100, beat());
+    let out = m.handle(Millis(20_000), master::Event::Tick);
     assert!(!m_sends(&out)
         .iter()
         .any(|(_, msg)| matches!(msg, Message::KillExecutorOnWorker { .. })));
-    let out = m.handle(Millis(31_001), master::Event::Timer(master::Timer::FrameworkHeartbeat));
+    let _ = deliver_to_master(&mut m, Millis(31_001), 100, beat());
+    let out = m.handle(Millis(31_001), master::Event::Tick);
     let kill = (wc, Message::KillExecutorOnWorker { epoch: Epoch(1), executor: e1 });
     // The kill waits for the framework's end to be durable (docs/design.md#issue-20).
     assert!(!m_sends(&out).contains(&kill));

@@ -80,7 +80,7 @@ fn a_worker_sends_its_newest_sample_with_a_heartbeat_at_most_once_per_interval()
     let beat = |w: &mut regent_core::worker::Worker, at: u64| {
         let ack = Message::HeartbeatAck { epoch: regent_core::Epoch(1) };
         let _ = from(w, Millis(at - 1), "m1", ack);
-        w.handle(Millis(at), worker::Event::Timer(worker::Timer::Heartbeat))
+        w.handle(Millis(at), worker::Event::Tick)
     };
     assert_eq!(usage_sent(&beat(&mut w, 1_000)), None, "no sample yet: nothing sent");
     let _ = w.handle(Millis(1_100), worker::Event::Usage(sample(&["e1", "ghost"], 1 << 20)));

@@ -114,7 +114,7 @@ fn state_changes_are_reported_and_terminal_ones_kept_until_acknowledged() {
     assert!(out.is_empty());
     // Unacknowledged: resent with the next heartbeat, and carried in the
     // full-state report to a new leader.
-    let out = w.handle(Millis(1_000), worker::Event::Timer(worker::Timer::Heartbeat));
+    let out = w.handle(Millis(1_000), worker::Event::Tick);
     assert!(w_sends(&out)
         .iter()
         .any(|(_, m)| matches!(m, Message::ExecutorStatus { report, .. } if report.id == id)));

@@ -232,7 +232,7 @@ fn an_adopted_executor_whose_slot_was_reassigned_is_killed() {
     // Its worker falls silent: LOST, refilled on the other worker.
     let hb = Message::WorkerHeartbeat { incarnation: Incarnation(other) };
     let _ = deliver_to_master(&mut m, Millis(95_000), other, hb);
-    let out = m.handle(Millis(100_000), master::Event::Timer(master::Timer::Sweep));
+    let out = m.handle(Millis(100_000), master::Event::Tick);
     let mut sends = m_sends(&out);
     sends.extend(m_sends(&persist_all(&mut m, Millis(100_000), &out)));
     let refill = launches(&sends);
@@ -256,7 +256,7 @@ fn an_adopted_executor_of_a_framework_that_is_gone_is_killed() {
     let (_, e) = l[0].clone();
     // The framework's failover timeout passes while its worker restarts.
     let _ = m.handle(Millis(1_000), master::Event::Disconnected { conn: ConnId(1) });
-    let out = m.handle(Millis(31_001), master::Event::Timer(master::Timer::FrameworkHeartbeat));
+    let out = m.handle(Millis(31_001), master::Event::Tick);
     // The history record, then the framework record's delete: its end is
     // durable (the kill it sends then goes to the old connection).
     let out = persist_all(&mut m, Millis(31_001), &out);

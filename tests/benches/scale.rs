@@ -401,12 +401,14 @@ fn sweeps_nothing_expired(d: &mut Driver, n: u64, ticks: u64) {
     let mut t = Tally::default();
     let mut times = Vec::new();
     for _ in 0..ticks {
-        d.now = Millis(d.now.0 + 1_000);
+        // A round of at least a second, ending at the sweep's deadline.
+        let sweep = d.m.deadline(Timer::Sweep).expect("a leader sweeps");
+        d.now = sweep.max(Millis(d.now.0 + 1_000));
         for i in 0..n {
             heartbeat(d, i, &mut t);
         }
         let start = Instant::now();
-        d.feed(master::Event::Timer(Timer::Sweep), &mut t);
+        d.feed(master::Event::Tick, &mut t);
         times.push(start.elapsed().as_secs_f64());
     }
     println!(
@@ -488,10 +490,10 @@ fn sweep_one_percent_expired(d: &mut Driver, n: u64) {
             heartbeat(d, i, &mut t);
         }
     }
-    d.now = Millis(until);
+    d.now = Millis(until).max(d.m.deadline(Timer::Sweep).expect("a leader sweeps"));
     let before = t.launches;
     let watch = Stopwatch::start();
-    let out = d.m.handle(d.now, master::Event::Timer(Timer::Sweep));
+    let out = d.m.handle(d.now, master::Event::Tick);
     let tick = watch.stop();
     let deaths = out
         .iter()

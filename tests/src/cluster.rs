@@ -2,8 +2,8 @@
 //! subscriber machines.
 //!
 //! Nothing here decides protocol: it only moves messages, persists writes
-//! (instantly durable, acknowledged by a queued `Persisted`), keeps timers and
-//! a virtual clock, and records what the invariants need. Each worker is a
+//! (instantly durable, acknowledged by a queued `Persisted`), keeps each
+//! machine's next deadline and a virtual clock, and records what the invariants need. Each worker is a
 //! [`WorkerNode`] (the worker daemon's composition, as the runtimes drive
 //! it): its dials complete at once (or fail across a partition), and its one
 //! deadline ([`WorkerNode::poll_timeout`]) is fed back as a `Tick`.
@@ -130,7 +130,8 @@ impl Packet {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum TimerKey {
-    Master(usize, master::Timer),
+    /// The master's earliest deadline ([`Master::poll_timeout`]).
+    Master(usize),
     /// The worker node's one deadline.
     Worker(usize),
     Sub(usize, subscriber::Timer),
@@ -474,7 +475,7 @@ impl Cluster {
             self.timers.remove(&key);
             self.now = self.now.max(at);
             match key {
-                TimerKey::Master(m, t) => self.master_event(m, master::Event::Timer(t)),
+                TimerKey::Master(m) => self.master_event(m, master::Event::Tick),
                 TimerKey::Worker(w) => self.worker_event(w, wnode::Input::Tick),
                 TimerKey::Sub(s, t) => self.sub_event(s, subscriber::Event::Timer(t)),
             }
@@ -691,6 +692,10 @@ impl Cluster {
     fn master_event(&mut self, m: usize, e: master::Event) {
         let now = self.now;
         let actions = self.masters[m].handle(now, e);
+        match self.masters[m].poll_timeout() {
+            Some(at) => self.timers.insert(TimerKey::Master(m), at),
+            None => self.timers.remove(&TimerKey::Master(m)),
+        };
         for a in actions {
             match a {
                 master::Action::Send { conn, msg } if self.sub_of_conn(m, conn).is_some() => {
@@ -748,9 +753,6 @@ impl Cluster {
                 }
                 master::Action::Store(StoreCommand::LoadRecords) => {
                     self.inflight.push(Packet::Loaded { m })
-                }
-                master::Action::SetTimer { timer, at } => {
-                    self.timers.insert(TimerKey::Master(m, timer), at);
                 }
                 master::Action::Abdicate { .. } => {
                     self.leaders.remove(&m);

@@ -120,7 +120,7 @@ impl Master {
                 Record::Framework(f) => {
                     let id = f.id.clone();
                     self.frameworks.insert(id.clone(), FrameworkEntry::from_record(f));
-                    self.resume_waits_of(&id, out);
+                    self.resume_waits_of(now, &id);
                     self.refresh_slots_of(&id);
                 }
                 Record::Epoch(_) | Record::History(_) => {}
@@ -140,15 +140,7 @@ impl Master {
         // The recorded workers heartbeat at the interval their number
         // calls for: they get the window scaled like their timeouts.
         let interval = self.config.heartbeat_interval_for(self.workers.heartbeating());
-        out.push(Action::SetTimer {
-            timer: Timer::Recovery,
-            at: now + self.config.scaled(self.config.recovery_timeout, interval),
-        });
-        out.push(Action::SetTimer { timer: Timer::Sweep, at: now + self.config.sweep_interval() });
-        out.push(Action::SetTimer {
-            timer: Timer::FrameworkHeartbeat,
-            at: now + self.config.heartbeat_interval,
-        });
+        self.start_timers(now, now + self.config.scaled(self.config.recovery_timeout, interval));
         self.maybe_finish_recovery(now, out);
         true
     }
@@ -164,6 +156,7 @@ impl Master {
     /// failover clocks now, and placement starts.
     fn become_alive(&mut self, now: Millis, out: &mut Vec<Action>) {
         self.advance(Stage::Alive);
+        self.timers.cancel(Timer::Recovery);
         self.start_failover_clocks(now);
         self.place(out);
     }
@@ -181,7 +174,7 @@ impl Master {
             self.metrics.unknown_workers = silent.len() as u64;
         } else {
             for id in silent {
-                self.mark_dead(&id, out);
+                self.mark_dead(&id, now, out);
             }
             self.metrics.unknown_workers = 0;
         }

@@ -32,7 +32,9 @@
 //!
 //! Tests: core/tests/log_relay.rs, core/tests/log_relay_node.rs.
 
-use super::{Action, Master, Origin, Timer};
+#[cfg(doc)]
+use super::Timer;
+use super::{Action, Master, Origin};
 use crate::ids::{ConnId, ExecutorId, QueryId, WorkerId};
 use crate::limits::{LOG_RELAY_TIMEOUT, MAX_LOG_CHUNK, MAX_LOG_RELAYS, MAX_LOG_RELAYS_PER_CONN};
 use crate::protocol::{LogRead, LogStream, Message};
@@ -91,7 +93,7 @@ impl Relays {
 }
 
 impl Master {
-    /// The deadline of the relay timer while relays are in flight.
+    /// The deadline of [`Timer::LogRelays`] while relays are in flight.
     pub(super) fn log_relay_deadline(&self) -> Option<Millis> {
         self.logs.earliest()
     }
@@ -183,9 +185,6 @@ impl Master {
         let relay = self.logs.next;
         self.logs.next += 1;
         let deadline = now + LOG_RELAY_TIMEOUT;
-        if self.logs.by_id.is_empty() || !self.armed.contains_key(&Timer::LogRelays) {
-            out.push(Action::SetTimer { timer: Timer::LogRelays, at: deadline });
-        }
         self.logs.by_id.insert(
             relay,
             Relay {
@@ -289,7 +288,7 @@ impl Master {
         }
     }
 
-    /// The relay timer: relays past their deadline are answered.
+    /// [`Timer::LogRelays`]: relays past their deadline are answered.
     pub(super) fn log_relays_expire(&mut self, now: Millis, out: &mut Vec<Action>) {
         let due: Vec<u64> =
             self.logs.by_id.iter().filter(|(_, r)| r.deadline <= now).map(|(id, _)| *id).collect();
@@ -303,9 +302,6 @@ impl Master {
                 );
                 self.refuse_log(client, r.request, reason, out);
             }
-        }
-        if let Some(at) = self.logs.earliest() {
-            out.push(Action::SetTimer { timer: Timer::LogRelays, at });
         }
     }
 }

@@ -74,10 +74,10 @@ impl Master {
                     };
                     self.register_worker(now, conn, reg, out);
                     if self.workers.is_bound(&worker, incarnation, conn) {
-                        self.reconcile(&worker, &reports, seen, conn, out);
+                        self.reconcile(&worker, &reports, seen, conn, now, out);
                         let ids: Vec<_> = reports.iter().map(|r| r.id.clone()).collect();
                         for report in reports {
-                            self.apply_report(&worker, report, out);
+                            self.apply_report(&worker, report, now, out);
                         }
                         // Kills owed to what it runs are sent again; what
                         // dying executors held that it no longer has is
@@ -115,7 +115,7 @@ impl Master {
                 let bound = self.conns.get(&conn).and_then(|c| c.worker.clone());
                 match bound {
                     Some(w) if self.may_act() && self.workers.is_bound(&w, incarnation, conn) => {
-                        self.apply_report(&w, report, out)
+                        self.apply_report(&w, report, now, out)
                     }
                     // Not now: the worker keeps the report and sends it again.
                     _ => self.metrics.rejected += 1,

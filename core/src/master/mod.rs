@@ -39,8 +39,10 @@ mod restarts;
 mod rollout;
 mod silence;
 mod snapshot;
+mod timers;
 mod workers;
 
+use crate::deadlines::Deadlines;
 use crate::ids::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, MasterId, QueryId, WorkerId};
 use crate::policy::Placement;
 use crate::protocol::{
@@ -208,8 +210,9 @@ pub enum Event {
         /// The message.
         msg: Message,
     },
-    /// A deadline set by [`Action::SetTimer`] passed.
-    Timer(Timer),
+    /// [`Master::poll_timeout`] has passed: every deadline due at `now`
+    /// fires.
+    Tick,
     /// The elector made this master leader. The master loads its records,
     /// picks its epoch as `max(last durable epoch + 1, floor, clock)` and
     /// makes it durable before it acts (docs/design.md#epochs-fence-everything).
@@ -320,13 +323,6 @@ pub enum Action {
     /// Execute `command` on the store and feed its [`StoreEvent`] back
     /// ([`Event::Store`]). Writes to one key are applied in order.
     Store(StoreCommand),
-    /// Feed `Event::Timer(timer)` at `at` (replaces an earlier deadline).
-    SetTimer {
-        /// Which timer.
-        timer: Timer,
-        /// When.
-        at: Millis,
-    },
     /// Give up leadership: close the coordination session so a standby can
     /// take over. The machine is back in standby.
     Abdicate {
@@ -343,7 +339,8 @@ pub enum Action {
     },
 }
 
-/// The master's named deadlines.
+/// The master's named deadlines (see `timers`): the machine keeps them and
+/// answers [`Master::poll_timeout`]; [`Master::deadline`] names each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Timer {
     /// Mark workers silent for `worker_timeout` DEAD.
@@ -512,10 +509,10 @@ pub struct Master {
     next_write: u64,
     /// Write ids up to this one belong to earlier leaderships.
     leadership_writes_after: u64,
-    /// The deadlines this machine has asked for and not yet seen fire: a
-    /// timer whose condition holds is always among them (see
-    /// [`Master::keep_timers`]).
-    armed: BTreeMap<Timer, Millis>,
+    /// The sweep, the framework heartbeat, the recovery window and the
+    /// drain deadline (see `timers`; the log relays' and the restarts' are
+    /// derived from their state).
+    timers: Deadlines<Timer>,
     metrics: Metrics,
     snapshot: snapshot::SnapshotCache,
     /// Finished frameworks (empty while not leading).
@@ -531,8 +528,6 @@ pub struct Master {
     /// end to be durable), written-off ones reported running; each holds
     /// what it uses on its worker until its end is reported.
     dying: kills::Dying,
-    /// The time of the event being handled (`handle`'s `now`).
-    now: Millis,
     /// Slots of groups with a restart policy that wait out a backoff.
     restart_waits: restarts::Waits,
 }
@@ -563,14 +558,13 @@ impl Master {
             floor_for: (0, Millis::ZERO),
             next_write: 0,
             leadership_writes_after: 0,
-            armed: BTreeMap::new(),
+            timers: Deadlines::new(),
             metrics: Metrics::default(),
             snapshot: snapshot::SnapshotCache::default(),
             history: history::History::default(),
             wall_base: None,
             logs: logs::Relays::default(),
             dying: kills::Dying::default(),
-            now: Millis::ZERO,
             restart_waits: restarts::Waits::default(),
         }
     }
@@ -586,61 +580,6 @@ impl Master {
     /// waiting for recovered workers to report (suspended or not).
     pub fn recovering(&self) -> bool {
         self.stage() == Some(&Stage::Recovering)
-    }
-
-    /// The deadlines asked for (by [`Action::SetTimer`]) that have not fired
-    /// yet, as this machine counts them.
-    pub fn armed_timers(&self) -> impl Iterator<Item = (Timer, Millis)> + '_ {
-        self.armed.iter().map(|(t, at)| (*t, *at))
-    }
-
-    /// The timers whose condition holds now: while leading, the sweep and
-    /// the framework heartbeat; while recovering, the recovery deadline.
-    pub fn required_timers(&self) -> Vec<Timer> {
-        self.required().collect()
-    }
-
-    fn required(&self) -> impl Iterator<Item = Timer> {
-        let leading = self.leads();
-        let recovering = self.recovering();
-        [
-            (Timer::Sweep, leading),
-            (Timer::FrameworkHeartbeat, leading),
-            (Timer::Recovery, recovering),
-            (Timer::LogRelays, self.logs.len() > 0),
-            (Timer::Restart, leading && !self.restart_waits.is_empty()),
-        ]
-        .into_iter()
-        .filter_map(|(t, on)| on.then_some(t))
-    }
-
-    /// Keeps DESIGN's timer rule: a deadline exists whenever its condition
-    /// holds. Every `SetTimer` of this step is recorded; any required timer
-    /// that is not armed (it fired while the master could not act on it,
-    /// e.g. SUSPENDED, or was never set) is armed one interval from now.
-    fn keep_timers(&mut self, now: Millis, out: &mut Vec<Action>) {
-        for a in out.iter() {
-            if let Action::SetTimer { timer, at } = a {
-                self.armed.insert(*timer, *at);
-            }
-        }
-        for timer in self.required() {
-            if self.armed.contains_key(&timer) {
-                continue;
-            }
-            let at = match timer {
-                Timer::Sweep => now + self.config.sweep_interval(),
-                // A recovery deadline that passed while suspended: look
-                // again soon after resuming, not a whole window later.
-                Timer::FrameworkHeartbeat | Timer::Recovery | Timer::Drain => {
-                    now + self.config.heartbeat_interval
-                }
-                Timer::LogRelays => self.log_relay_deadline().unwrap_or(now).max(now),
-                Timer::Restart => self.restart_waits.earliest().unwrap_or(now).max(now),
-            };
-            self.armed.insert(timer, at);
-            out.push(Action::SetTimer { timer, at });
-        }
     }
 
     /// Where the master is in its lifecycle: its leadership as views show
@@ -884,10 +823,6 @@ impl Master {
     #[must_use]
     pub fn handle(&mut self, now: Millis, event: Event) -> Vec<Action> {
         let mut out = Vec::new();
-        self.now = now;
-        if let Event::Timer(t) = &event {
-            self.armed.remove(t);
-        }
         // Anything but a `StateRequest`, a heartbeat or a log read may
         // change what a snapshot shows. Heartbeats move its counters only (messages
         // handled), which a cached snapshot may show late by up to its
@@ -925,7 +860,6 @@ impl Master {
             self.roll(&mut out);
         }
         self.finish_framework_writes(&mut out);
-        self.keep_timers(now, &mut out);
         #[cfg(debug_assertions)]
         self.check_indexes();
         out
@@ -981,32 +915,8 @@ impl Master {
                 self.metrics.messages += 1;
                 self.on_message(now, conn, msg, out);
             }
-            Event::Timer(Timer::Sweep) => {
-                // Also while RECOVERING: a worker that re-registered and then
-                // went silent is as dead as in ALIVE. (Workers still UNKNOWN
-                // wait for the recovery deadline.)
-                if self.may_act() {
-                    self.sweep(now, out);
-                }
-            }
-            Event::Timer(Timer::Recovery) => self.on_recovery_timeout(now, out),
-            Event::Timer(Timer::LogRelays) => self.log_relays_expire(now, out),
-            Event::Timer(Timer::FrameworkHeartbeat) => {
-                if self.elected() && !self.suspended() {
-                    self.framework_tick(now, out);
-                    out.push(Action::SetTimer {
-                        timer: Timer::FrameworkHeartbeat,
-                        at: now + self.config.heartbeat_interval,
-                    });
-                }
-            }
+            Event::Tick => self.on_tick(now, out),
             Event::Elected { floor, clock } => self.on_elected(now, floor, clock, out),
-            Event::Timer(Timer::Drain) => self.on_drain_timer(now, out),
-            Event::Timer(Timer::Restart) => {
-                if self.leads() {
-                    self.on_restart_timer(now, out);
-                }
-            }
             Event::Store(StoreEvent::Loaded { records }) => self.on_loaded(records, out),
             Event::Store(StoreEvent::LoadFailed { reason }) => {
                 if self.elected() {
@@ -1274,8 +1184,8 @@ impl Master {
             return;
         }
         self.leadership = Leadership::Standby;
-        // Deadlines still in the runtime's table fire harmlessly in standby.
-        self.armed.clear();
+        // A standby has no deadlines.
+        self.timers = Deadlines::new();
         self.workers = workers::Registry::default();
         self.longest_heartbeat = Millis::ZERO;
         self.frameworks.clear();

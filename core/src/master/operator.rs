@@ -189,13 +189,13 @@ impl Master {
                 out.push(Action::Send { conn, msg });
             }
         }
-        self.arm_drain_timer(now, out);
+        self.arm_drain_timer(now);
         self.maybe_drained(worker, out);
     }
 
     /// Arms [`Timer::Drain`] for the earliest deadline of a draining worker
     /// that still runs executors (soon, if one has passed).
-    fn arm_drain_timer(&mut self, now: Millis, out: &mut Vec<Action>) {
+    fn arm_drain_timer(&mut self, now: Millis) {
         let next = self
             .workers
             .entries
@@ -208,8 +208,8 @@ impl Master {
             .map(|d| if d <= now { now + OVERDUE_DRAIN_RECHECK } else { d })
             .min();
         if let Some(at) = next {
-            if self.armed.get(&Timer::Drain).is_none_or(|t| *t > at || *t <= now) {
-                out.push(Action::SetTimer { timer: Timer::Drain, at });
+            if self.timers.get(Timer::Drain).is_none_or(|t| t > at || t <= now) {
+                self.timers.set(Timer::Drain, at);
             }
         }
     }
@@ -223,8 +223,7 @@ impl Master {
             // Suspended: look again once it may act (a standby has no
             // drains to watch).
             if self.elected() {
-                let at = now + OVERDUE_DRAIN_RECHECK;
-                out.push(Action::SetTimer { timer: Timer::Drain, at });
+                self.timers.set(Timer::Drain, now + OVERDUE_DRAIN_RECHECK);
             }
             return;
         }
@@ -247,7 +246,7 @@ impl Master {
                 self.owe_kill(&id, out);
             }
         }
-        self.arm_drain_timer(now, out);
+        self.arm_drain_timer(now);
     }
 
     /// A draining worker that reported to this leader (ALIVE) with nothing

@@ -198,11 +198,6 @@ impl Waits {
             self.remove(&k);
         }
     }
-
-    /// Whether no slot waits.
-    pub fn is_empty(&self) -> bool {
-        self.by_slot.is_empty()
-    }
 }
 
 impl Master {
@@ -215,23 +210,21 @@ impl Master {
         gi: usize,
         slot: u32,
         wait_ms: u64,
-        out: &mut Vec<super::Action>,
+        now: Millis,
     ) {
         let key = (fid.clone(), gi, slot);
         if wait_ms == 0 {
             self.restart_waits.remove(&key);
             return;
         }
-        self.restart_waits.insert(key, self.now + Millis(wait_ms));
-        self.arm_restart_timer(out);
+        self.restart_waits.insert(key, now + Millis(wait_ms));
     }
 
     /// A framework loaded from the store: its slots' stored waits that have
     /// not ended by this leader's clock go on, each at most the policy's
     /// longest wait from now (see the module docs).
-    pub(super) fn resume_waits_of(&mut self, fid: &FrameworkId, out: &mut Vec<super::Action>) {
+    pub(super) fn resume_waits_of(&mut self, now: Millis, fid: &FrameworkId) {
         let Some(fw) = self.frameworks.get(fid) else { return };
-        let now = self.now;
         let mut waits = Vec::new();
         for (gi, g) in fw.groups.iter().enumerate() {
             let longest = longest_wait(&g.record.spec.policy.restart);
@@ -245,26 +238,8 @@ impl Master {
                 }
             }
         }
-        if waits.is_empty() {
-            return;
-        }
         for (key, at) in waits {
             self.restart_waits.insert(key, at);
-        }
-        self.arm_restart_timer(out);
-    }
-
-    /// Arms [`super::Timer::Restart`] for the earliest wait's end, unless
-    /// it is armed for that time or earlier.
-    pub(super) fn arm_restart_timer(&mut self, out: &mut Vec<super::Action>) {
-        let Some(at) = self.restart_waits.earliest() else { return };
-        let armed = self.armed.get(&super::Timer::Restart).copied();
-        let pending = out.iter().rev().find_map(|a| match a {
-            super::Action::SetTimer { timer: super::Timer::Restart, at } => Some(*at),
-            _ => None,
-        });
-        if pending.or(armed).is_none_or(|t| t > at) {
-            out.push(super::Action::SetTimer { timer: super::Timer::Restart, at });
         }
     }
 
@@ -275,12 +250,6 @@ impl Master {
             self.refresh_slot(&fid, gi, slot);
         }
         self.place(out);
-        self.arm_restart_timer(out);
-    }
-
-    /// Wall-clock ms of this step, for a stored wait.
-    pub(super) fn wall_now(&self) -> u64 {
-        self.wall(self.now)
     }
 }
 

@@ -21,7 +21,7 @@
 //! core/tests/operator_commands.rs (maintenance).
 
 use super::silence::Silence;
-use super::{Action, Master, Placement, Timer};
+use super::{Action, Master, Placement};
 use crate::ids::{Addr, ConnId, Epoch, Incarnation, WorkerId};
 use crate::limits::{MAX_EXECUTORS_PER_WORKER, MAX_HOST_BYTES};
 use crate::protocol::{Message, RegisterWorker};
@@ -770,7 +770,7 @@ impl Master {
                 // kept; the rest of the old incarnation's executors are lost
                 // (docs/design.md#duplicates-are-harmless), all in this one step.
                 let kept = self.kept_on_new_incarnation(&id, &reg.executors);
-                self.lose_executors_except(&id, &kept, out);
+                self.lose_executors_except(&id, &kept, now, out);
                 let old = self.workers.remove(&id).expect("checked");
                 if let Some(old_conn) = old.conn.filter(|c| *c != conn) {
                     let msg = shutdown_msg(self.epoch, &id, old.incarnation, reg.incarnation);
@@ -939,11 +939,11 @@ impl Master {
 
     /// Marks a worker DEAD and deletes its record (conditional on its
     /// incarnation).
-    pub(super) fn mark_dead(&mut self, id: &WorkerId, out: &mut Vec<Action>) {
+    pub(super) fn mark_dead(&mut self, id: &WorkerId, now: Millis, out: &mut Vec<Action>) {
         if !self.workers.entries.contains_key(id) {
             return;
         }
-        self.lose_executors_of(id, out);
+        self.lose_executors_of(id, now, out);
         if let Some(conn) = self.workers.entries.get_mut(id).and_then(|e| e.conn.take()) {
             // docs/design.md#one-executor-per-slot: the launches just written off may still be on
             // this connection (a partition holds TCP's segments, it does not
@@ -981,9 +981,8 @@ impl Master {
     /// id order. Costs the silent workers, not the registry's size.
     pub(super) fn sweep(&mut self, now: Millis, out: &mut Vec<Action>) {
         for id in self.workers.silent(now, self.config.worker_timeout) {
-            self.mark_dead(&id, out);
+            self.mark_dead(&id, now, out);
         }
-        out.push(Action::SetTimer { timer: Timer::Sweep, at: now + self.config.sweep_interval() });
     }
 }
 

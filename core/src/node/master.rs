@@ -47,14 +47,17 @@
 //!   relayed by the master for its query ([`master::Origin::Query`]) as an
 //!   operator's `LogRequest` is for its connection. A new kind of read adds
 //!   a [`Query`] and an [`Answer`] variant.
-//! * **One deadline table** ([`Deadlines`]) holds the master's, the
-//!   elector's and the store's timers; the runtime asks
-//!   [`MasterNode::poll_timeout`] and feeds [`Input::Tick`] when it passes.
+//! * **Deadlines**: the master owns its own ([`Master::poll_timeout`]); the
+//!   node's table ([`Deadlines`]) holds the elector's, the store's, the
+//!   watch's and the held commands' timers. [`MasterNode::poll_timeout`] is
+//!   the earliest of both; on [`Input::Tick`] the node fires its due timers
+//!   and ticks the master, earliest first.
 
 use super::contact::{ContactOutput, Contacts};
 use super::watch::{LeaderWatch, WatchOutput, DIAL_TIMEOUT, PROBE_TIMEOUT};
 pub use super::NoteLevel;
-use super::{Deadlines, DialId, DialResult, Ended, ProbeResult};
+use super::{DialId, DialResult, Ended, ProbeResult};
+use crate::deadlines::Deadlines;
 use crate::elector::{self, DeposeOutcome, Elector, ElectorStatus};
 use crate::ids::{Addr, ConnId, Epoch, ExecutorId, MasterId, QueryId};
 use crate::master::{self, Master, Status};
@@ -397,11 +400,10 @@ impl Note {
     }
 }
 
-/// The node's named deadlines: its machines' timers in one table.
+/// The node's named deadlines: its machines' timers in one table (the
+/// master keeps its own: [`Master::poll_timeout`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Timer {
-    /// A master timer.
-    Master(master::Timer),
     /// An elector timer.
     Elector(elector::Timer),
     /// Resend the store's unconfirmed write.
@@ -608,7 +610,7 @@ impl MasterNode {
         if self.stopped {
             return None;
         }
-        self.deadlines.next()
+        [self.master.poll_timeout(), self.deadlines.next()].into_iter().flatten().min()
     }
 
     /// Every deadline the node holds (tests, the timer property).
@@ -675,9 +677,21 @@ impl MasterNode {
                 queue.push_back(Inner::Master(master::Event::Message { conn, msg }))
             }
             Input::Tick => {
-                for timer in self.deadlines.take_due(now) {
+                // Earliest first: the master's deadlines fire together, in
+                // the place of its earliest.
+                let master = self.master.poll_timeout().filter(|at| *at <= now);
+                let mut due: Vec<(Millis, Option<Timer>)> =
+                    master.map(|at| (at, None)).into_iter().collect();
+                due.extend(
+                    self.deadlines.take_due_at(now).into_iter().map(|(at, t)| (at, Some(t))),
+                );
+                due.sort();
+                for (_, timer) in due {
+                    let Some(timer) = timer else {
+                        queue.push_back(Inner::Master(master::Event::Tick));
+                        continue;
+                    };
                     match timer {
-                        Timer::Master(t) => queue.push_back(Inner::Master(master::Event::Timer(t))),
                         Timer::Elector(t) => {
                             queue.push_back(Inner::Elector(elector::Event::Timer(t)))
                         }
@@ -1040,9 +1054,6 @@ impl MasterNode {
                     } else {
                         out.push(Output::Close { conn, reason })
                     }
-                }
-                master::Action::SetTimer { timer, at } => {
-                    self.deadlines.set(Timer::Master(timer), at)
                 }
                 master::Action::Store(command) => match &mut self.store {
                     None => out.push(Output::Store(command)),

@@ -14,7 +14,9 @@
 //!   to the masters and its executor bookkeeping.
 //! * [`submit`]: [`SubmitNode`], the submitter's: the subscriber, progress
 //!   and what the user is shown.
-//! * [`Deadlines`]: the one deadline table every node keeps.
+//! * [`Deadlines`](crate::deadlines::Deadlines): the small deadline table a
+//!   node keeps for its own timers (each machine owns its deadlines and
+//!   answers `poll_timeout`; a node takes the minimum).
 //!
 //! # The pump contract
 //!
@@ -53,7 +55,6 @@
 //! `Tick` "to be safe" before one.
 
 mod contact;
-mod deadlines;
 pub mod master;
 pub mod submit;
 mod watch;
@@ -150,7 +151,6 @@ pub enum ProbeResult {
     },
 }
 
-pub use deadlines::Deadlines;
 pub use master::MasterNode;
 pub use submit::SubmitNode;
 pub use worker::WorkerNode;

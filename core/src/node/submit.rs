@@ -51,7 +51,8 @@
 //! | taken over by another instance | [`EXIT_FAILED_OVER`] (3) | `the framework failed over to another instance (<instance>); this submit stops` |
 //! | interrupted | [`EXIT_INTERRUPTED`] (130) | `interrupted; the executors keep running until the failover timeout` |
 
-use super::{Deadlines, Ended};
+use super::Ended;
+use crate::deadlines::Deadlines;
 use crate::ids::{Addr, ConnId, ExecutorId, FrameworkId};
 use crate::progress::{GroupProgress, ProgressCounts, SubmitError, SubmitOutcome};
 use crate::protocol::{ExecutorInfo, ExecutorState, GroupSpec, Message};

@@ -5,7 +5,7 @@
 //! is current (a dial that was superseded or whose master was dropped
 //! meanwhile is closed when it completes), which connections the worker
 //! closed itself (their later frames and closes are ignored), the machine's
-//! timers in one [`Deadlines`] table, and the shutdown rule (once stopping,
+//! deadline (the machine's own, [`Worker::poll_timeout`]), and the shutdown rule (once stopping,
 //! no executor starts: a launch the machine asks for is reported `Killed`,
 //! the worker's doing, not the executor's fault). What an operator sees in
 //! the log comes out as [`Note`]s.
@@ -20,7 +20,7 @@
 //! [`Input::LogRead`] goes back as `LogData` on the connection the request
 //! came in on, if it is still open.
 
-use super::{Deadlines, Ended, NoteLevel};
+use super::{Ended, NoteLevel};
 use crate::ids::{Addr, ConnId, ExecutorId};
 use crate::limits::MAX_LOG_READS_PER_WORKER;
 use crate::protocol::{ExecutorReport, ExecutorState, LeaderHint, LogRead, LogStream, Message};
@@ -278,7 +278,6 @@ enum Link {
 #[derive(Debug)]
 pub struct WorkerNode {
     worker: Worker,
-    deadlines: Deadlines<worker::Timer>,
     links: BTreeMap<Addr, Link>,
     dials: BTreeMap<DialId, Addr>,
     conns: BTreeMap<ConnId, Addr>,
@@ -305,7 +304,6 @@ impl WorkerNode {
     pub fn new(config: Config) -> Self {
         WorkerNode {
             worker: Worker::new(config),
-            deadlines: Deadlines::new(),
             links: BTreeMap::new(),
             dials: BTreeMap::new(),
             conns: BTreeMap::new(),
@@ -334,7 +332,7 @@ impl WorkerNode {
 
     /// The earliest deadline; feed [`Input::Tick`] once it has passed.
     pub fn poll_timeout(&self) -> Option<Millis> {
-        self.deadlines.next()
+        self.worker.poll_timeout()
     }
 
     /// The master a connection belongs to, if the node still counts it.
@@ -395,8 +393,8 @@ impl WorkerNode {
                 events.push(worker::Event::ExecutorChanged { executor, state })
             }
             Input::Tick => {
-                for timer in self.deadlines.take_due(now) {
-                    events.push(worker::Event::Timer(timer));
+                if self.worker.poll_timeout().is_some_and(|at| at <= now) {
+                    events.push(worker::Event::Tick);
                 }
             }
             Input::Stop => self.stopping = true,
@@ -510,8 +508,6 @@ impl WorkerNode {
                     }
                 }
             }
-            worker::Action::SetTimer { timer, at } => self.deadlines.set(timer, at),
-            worker::Action::CancelTimer { timer } => self.deadlines.cancel(timer),
             worker::Action::Executor(ExecutorCommand::Start { executor, .. }) if self.stopping => {
                 // The runtime's kill of every executor does not cover a
                 // launch made while it runs.

@@ -13,7 +13,7 @@
 use regent_core::elector;
 use regent_core::ids::InstanceId;
 use regent_core::master::{self, Status, WorkerState};
-use regent_core::node::master::{Config, Input, Leadership, Note, Output, Timer};
+use regent_core::node::master::{Config, Input, Leadership, Note, Output};
 use regent_core::node::{DialId, DialResult, MasterNode};
 use regent_core::protocol::{Hello, Message, RegisterWorker, Role, Subscribe, PROTOCOL_VERSION};
 use regent_core::store::names::key_stem;
@@ -203,13 +203,21 @@ impl Node {
     }
 
     /// The node's timer invariant (docs/design.md#time-is-an-input): every master timer whose
-    /// condition holds has a deadline. Returns what is missing.
+    /// condition holds has a deadline (while leading, the sweep and the
+    /// framework heartbeat; while recovering, the recovery window; while log
+    /// reads are relayed, their deadline). Returns what is missing.
     pub fn missing_timers(&self) -> Vec<master::Timer> {
-        self.node
-            .master()
-            .required_timers()
+        let m = self.node.master();
+        let required = [
+            (master::Timer::Sweep, m.leads()),
+            (master::Timer::FrameworkHeartbeat, m.leads()),
+            (master::Timer::Recovery, m.recovering()),
+            (master::Timer::LogRelays, m.log_relays_in_flight() > 0),
+        ];
+        required
             .into_iter()
-            .filter(|t| self.node.deadlines().get(Timer::Master(*t)).is_none())
+            .filter(|(t, on)| *on && m.deadline(*t).is_none())
+            .map(|(t, _)| t)
             .collect()
     }
 }
@@ -302,6 +310,7 @@ impl Cluster {
     /// nothing else.
     pub fn feed_only(&mut self, i: usize, input: Input) -> Vec<Output> {
         let now = self.now;
+        let input_is_tick = matches!(input, Input::Tick);
         let out = self.nodes[i].node.handle(now, input.clone());
         let status = self.nodes[i].status();
         self.nodes[i].calls.push(Call { at: now, input, outputs: out.clone(), status });
@@ -312,6 +321,15 @@ impl Cluster {
                 self.violations.push(format!(
                     "node {i} at {now}: {missing:?} required but not set ({:?} after {:?})",
                     status, call.input
+                ));
+            }
+            // A tick fires every deadline that is due: none is left behind
+            // (a pump would otherwise spin on a deadline in the past).
+            let due = self.nodes[i].node.master().poll_timeout().filter(|at| *at <= now);
+            if input_is_tick && due.is_some() {
+                self.violations.push(format!(
+                    "node {i} at {now}: a master deadline at {due:?} is still due after a Tick ({:?})",
+                    self.nodes[i].node.master().deadlines().collect::<Vec<_>>()
                 ));
             }
         }

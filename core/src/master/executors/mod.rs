@@ -32,6 +32,7 @@ use crate::ids::{ExecutorId, FrameworkId, WorkerId};
 use crate::limits::MAX_EXECUTORS_PER_WORKER;
 use crate::protocol::{ExecutorInfo, ExecutorReport, ExecutorSpec, ExecutorState, Message};
 use crate::store::SlotOutcome;
+use crate::time::Millis;
 use index::Crossed;
 use std::collections::BTreeSet;
 use std::ops::Bound;
@@ -566,6 +567,7 @@ impl Master {
         &mut self,
         worker: &WorkerId,
         report: ExecutorReport,
+        now: Millis,
         out: &mut Vec<Action>,
     ) {
         let known =
@@ -624,10 +626,10 @@ impl Master {
                         self.metrics.out_of_memory_kills += 1;
                     }
                 }
-                self.update_executor(&report.id, report.state, true, out)
+                self.update_executor(&report.id, report.state, true, now, out)
             }
             Some((false, _)) => self.kill_stray(worker, &report, out),
-            None => self.adopt_or_kill(worker, report, out),
+            None => self.adopt_or_kill(worker, report, now, out),
         }
     }
 
@@ -655,7 +657,13 @@ impl Master {
     /// leadership already told its worker to kill stays killed: the kill
     /// may still be on its way (held by the acting lease or in flight), and
     /// adopting it now would leave its slot to an executor about to die.
-    fn adopt_or_kill(&mut self, worker: &WorkerId, report: ExecutorReport, out: &mut Vec<Action>) {
+    fn adopt_or_kill(
+        &mut self,
+        worker: &WorkerId,
+        report: ExecutorReport,
+        now: Millis,
+        out: &mut Vec<Action>,
+    ) {
         // One an operator asked to stop with its slot refilled (durable
         // in `replacing`) is not adopted: the kill it was promised is
         // carried out, whichever leader accepted it.
@@ -732,7 +740,7 @@ impl Master {
         };
         self.hold(worker, &Need::held_by(&entry));
         self.insert_executor(entry);
-        self.update_executor(&report.id, report.state, true, out);
+        self.update_executor(&report.id, report.state, true, now, out);
     }
 
     /// A success reported late — by an executor this leader wrote off or
@@ -844,6 +852,7 @@ impl Master {
         id: &ExecutorId,
         state: ExecutorState,
         reported: bool,
+        now: Millis,
         out: &mut Vec<Action>,
     ) {
         match self.executors.get(id) {
@@ -852,7 +861,6 @@ impl Master {
         }
         self.set_executor_state(id, state.clone());
         if state == ExecutorState::Running {
-            let now = self.now;
             if let Some(mut x) = self.executors.get_mut(id) {
                 x.mark_running(now);
             }
@@ -871,9 +879,9 @@ impl Master {
         let epoch = self.epoch;
         // The longer of what this leader saw and what the worker reports
         // (which covers a run that began under an earlier leader).
-        let seen_ms = e.running_since.map_or(0, |t| self.now.0.saturating_sub(t.0));
+        let seen_ms = e.running_since.map_or(0, |t| now.0.saturating_sub(t.0));
         let ran_ms = seen_ms.max(e.ran_ms.unwrap_or(0));
-        let wall_now = self.wall_now();
+        let wall_now = self.wall(now);
         let mut slot_failed = None;
         let mut settled = None;
         let mut wait = None;
@@ -992,7 +1000,7 @@ impl Master {
             }
         }
         if let (Some(gi), Some(ms)) = (settled, wait) {
-            self.wait_to_restart(&e.framework.clone(), gi, e.slot, ms, out);
+            self.wait_to_restart(&e.framework.clone(), gi, e.slot, ms, now);
         }
         if let Some(gi) = settled {
             self.refresh_slot(&e.framework, gi, e.slot);
@@ -1062,6 +1070,7 @@ impl Master {
         reports: &[ExecutorReport],
         seen: u64,
         conn: crate::ids::ConnId,
+        now: Millis,
         out: &mut Vec<Action>,
     ) {
         let reported: std::collections::BTreeSet<&ExecutorId> =
@@ -1075,14 +1084,19 @@ impl Master {
                     .is_some_and(|e| e.launch <= seen || e.sent_on != Some(conn))
         });
         for id in missing {
-            self.update_executor(&id, ExecutorState::Lost, false, out);
+            self.update_executor(&id, ExecutorState::Lost, false, now, out);
         }
     }
 
     /// Every live executor on `worker` is LOST (the worker is dead or was
     /// replaced by a new incarnation); their slots are refilled.
-    pub(super) fn lose_executors_of(&mut self, worker: &WorkerId, out: &mut Vec<Action>) {
-        self.lose_executors_except(worker, &BTreeSet::new(), out);
+    pub(super) fn lose_executors_of(
+        &mut self,
+        worker: &WorkerId,
+        now: Millis,
+        out: &mut Vec<Action>,
+    ) {
+        self.lose_executors_except(worker, &BTreeSet::new(), now, out);
     }
 
     /// [`Master::lose_executors_of`], except the executors in `keep`.
@@ -1090,11 +1104,12 @@ impl Master {
         &mut self,
         worker: &WorkerId,
         keep: &BTreeSet<ExecutorId>,
+        now: Millis,
         out: &mut Vec<Action>,
     ) {
         for id in self.executors.live_ids_on(worker) {
             if !keep.contains(&id) {
-                self.update_executor(&id, ExecutorState::Lost, false, out);
+                self.update_executor(&id, ExecutorState::Lost, false, now, out);
             }
         }
     }

@@ -1,4 +1,4 @@
-//! The one deadline table of a node: named timers, each with one deadline.
+//! A machine's own deadline table: named timers, each with one deadline.
 
 use crate::time::Millis;
 use std::collections::BTreeMap;
@@ -45,13 +45,19 @@ impl<T: Ord + Copy> Deadlines<T> {
     /// Removes and returns every timer due at `now`, earliest first (ties in
     /// timer order).
     pub fn take_due(&mut self, now: Millis) -> Vec<T> {
+        self.take_due_at(now).into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// Removes and returns every timer due at `now` with its deadline,
+    /// earliest first (ties in timer order).
+    pub fn take_due_at(&mut self, now: Millis) -> Vec<(Millis, T)> {
         let mut due: Vec<(Millis, T)> =
             self.at.iter().filter(|(_, at)| **at <= now).map(|(t, at)| (*at, *t)).collect();
         due.sort();
         for (_, t) in &due {
             self.at.remove(t);
         }
-        due.into_iter().map(|(_, t)| t).collect()
+        due
     }
 
     /// Every timer and its deadline.
