@@ -29,7 +29,7 @@
 //! the seed, and time is virtual.
 
 pub(crate) mod engine;
-pub mod invariants;
+pub use engine::invariants;
 pub mod schedule;
 
 pub use schedule::{Fault, Schedule};

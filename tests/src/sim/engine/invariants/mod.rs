@@ -27,8 +27,8 @@ pub mod service_slots;
 pub mod single_leader;
 pub mod slot_failures;
 
-use super::engine::{Node, World};
-use super::{SimConfig, Violation};
+use super::{Node, World};
+use crate::sim::{SimConfig, Violation};
 use regent_core::master;
 use regent_core::protocol::{ExecutorState, Message};
 use regent_core::store::{Record, RecordKey};
