@@ -20,6 +20,50 @@ use std::time::Duration;
 /// The scheme prefix of a ZooKeeper masters list.
 pub const SCHEME: &str = "zk://";
 
+/// Why the masters could not be read from ZooKeeper ([`ZkMasters::resolve`]).
+#[derive(Debug, thiserror::Error)]
+pub enum DetectError {
+    /// No session could be opened with the ensemble.
+    #[error("cannot reach ZooKeeper at {hosts}: {source}")]
+    Unreachable {
+        /// The connect string.
+        hosts: String,
+        /// ZooKeeper's error.
+        source: zookeeper_client::Error,
+    },
+    /// The election node could not be listed (a wrong root, refused
+    /// credentials).
+    #[error("cannot list {election} at {hosts}: {source} (is --zk-root {root} right?)")]
+    NoElection {
+        /// The election node's path.
+        election: String,
+        /// The connect string.
+        hosts: String,
+        /// The root given.
+        root: String,
+        /// ZooKeeper's error.
+        source: zookeeper_client::Error,
+    },
+    /// The election lists no master.
+    #[error("no master is a candidate under {election} at {hosts}")]
+    NoCandidate {
+        /// The election node's path.
+        election: String,
+        /// The connect string.
+        hosts: String,
+    },
+    /// The reads took longer than the timeout.
+    #[error("reading the masters from ZooKeeper at {hosts} timed out after {after:?}")]
+    TimedOut {
+        /// The connect string.
+        hosts: String,
+        /// The timeout.
+        after: Duration,
+    },
+}
+
+crate::error::into_report!(DetectError);
+
 /// A parsed `zk://HOSTS/ROOT`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ZkMasters {
@@ -61,7 +105,7 @@ impl ZkMasters {
         &self,
         secret: Option<&[u8]>,
         timeout: Duration,
-    ) -> Result<Vec<Addr>, String> {
+    ) -> Result<Vec<Addr>, DetectError> {
         let mut config = ZkConfig::new(self.hosts.clone());
         if let Some(s) = secret {
             config = config.with_secret(s.to_vec());
@@ -71,12 +115,14 @@ impl ZkMasters {
             let client = config
                 .connect(timeout)
                 .await
-                .map_err(|e| format!("cannot reach ZooKeeper at {}: {e}", self.hosts))?;
-            let names = client.list_children(&election).await.map_err(|e| {
-                format!(
-                    "cannot list {election} at {}: {e} (is --zk-root {} right?)",
-                    self.hosts, self.root
-                )
+                .map_err(|source| DetectError::Unreachable { hosts: self.hosts.clone(), source })?;
+            let names = client.list_children(&election).await.map_err(|source| {
+                DetectError::NoElection {
+                    election: election.clone(),
+                    hosts: self.hosts.clone(),
+                    root: self.root.clone(),
+                    source,
+                }
             })?;
             let mut candidates: Vec<(u64, String)> = names
                 .into_iter()
@@ -95,16 +141,13 @@ impl ZkMasters {
                 }
             }
             if addrs.is_empty() {
-                return Err(format!("no master is a candidate under {election} at {}", self.hosts));
+                return Err(DetectError::NoCandidate { election, hosts: self.hosts.clone() });
             }
             Ok(addrs)
         };
         smol::future::or(read, async {
             async_io::Timer::after(timeout).await;
-            Err(format!(
-                "reading the masters from ZooKeeper at {} timed out after {timeout:?}",
-                self.hosts
-            ))
+            Err(DetectError::TimedOut { hosts: self.hosts.clone(), after: timeout })
         })
         .await
     }
