@@ -192,7 +192,7 @@ pub async fn submit(common: &Common, a: SubmitArgs) -> Result<ExitCode, String> 
         progress,
     )
     .await;
-    Ok(submit_exit(outcome))
+    Ok(submit_exit(outcome.map_err(String::from)))
 }
 
 /// `regent run JOB.toml` (smol runtime): the job file read and validated
@@ -234,7 +234,7 @@ pub async fn run_job(common: &Common, a: RunArgs) -> Result<ExitCode, String> {
         progress,
     )
     .await;
-    Ok(submit_exit(outcome))
+    Ok(submit_exit(outcome.map_err(String::from)))
 }
 
 /// `regent job validate JOB.toml`: offline; one line per group on stdout.
