@@ -257,7 +257,8 @@ pub fn validate_job(path: &std::path::Path) -> Result<ExitCode, String> {
 
 /// `regent demo`.
 pub async fn demo() -> Result<ExitCode, String> {
-    regent_smol::demo::run_demo(Some(executor_shim()?)).await.map(|()| ExitCode::SUCCESS)
+    regent_smol::demo::run_demo(Some(executor_shim()?)).await?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Stops a std-runtime driver on SIGTERM/SIGINT.
