@@ -20,6 +20,41 @@ use std::time::Duration;
 /// The scheme prefix of a ZooKeeper masters list.
 pub const SCHEME: &str = "zk://";
 
+/// Why a `zk://HOSTS/ROOT` masters list is malformed ([`ZkMasters::parse`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ZkSpecError {
+    /// No `/ROOT` after the hosts.
+    #[error("{spec}: no root path (zk://HOST:PORT[,HOST:PORT...]/ROOT)")]
+    NoRoot {
+        /// The list given.
+        spec: String,
+    },
+    /// No host before the root.
+    #[error("{spec}: no ZooKeeper host before the root path")]
+    NoHost {
+        /// The list given.
+        spec: String,
+    },
+    /// The root is `/`.
+    #[error("{spec}: the root path is empty (e.g. zk://{hosts}/regent)")]
+    EmptyRoot {
+        /// The list given.
+        spec: String,
+        /// Its hosts.
+        hosts: String,
+    },
+    /// Two commas in a row, or one at an end.
+    #[error("{spec}: an empty host in {hosts:?}")]
+    EmptyHost {
+        /// The list given.
+        spec: String,
+        /// Its hosts.
+        hosts: String,
+    },
+}
+
+crate::error::into_report!(ZkSpecError);
+
 /// Why the masters could not be read from ZooKeeper ([`ZkMasters::resolve`]).
 #[derive(Debug, thiserror::Error)]
 pub enum DetectError {
@@ -77,18 +112,20 @@ pub struct ZkMasters {
 impl ZkMasters {
     /// Parses `zk://HOSTS/ROOT`; `None` when `spec` does not start with
     /// `zk://`, an error naming what is wrong when it does but is malformed.
-    pub fn parse(spec: &str) -> Option<Result<ZkMasters, String>> {
+    pub fn parse(spec: &str) -> Option<Result<ZkMasters, ZkSpecError>> {
         let rest = spec.trim().strip_prefix(SCHEME)?;
+        let spec = spec.to_string();
         let parsed = match rest.find('/') {
-            None => Err(format!("{spec}: no root path (zk://HOST:PORT[,HOST:PORT...]/ROOT)")),
-            Some(0) => Err(format!("{spec}: no ZooKeeper host before the root path")),
+            None => Err(ZkSpecError::NoRoot { spec }),
+            Some(0) => Err(ZkSpecError::NoHost { spec }),
             Some(i) => {
                 let (hosts, root) = rest.split_at(i);
                 let root = root.trim_end_matches('/');
+                let listed = hosts.to_string();
                 if root.is_empty() {
-                    Err(format!("{spec}: the root path is empty (e.g. zk://{hosts}/regent)"))
+                    Err(ZkSpecError::EmptyRoot { spec, hosts: listed })
                 } else if hosts.split(',').any(|h| h.trim().is_empty()) {
-                    Err(format!("{spec}: an empty host in {hosts:?}"))
+                    Err(ZkSpecError::EmptyHost { spec, hosts: listed })
                 } else {
                     Ok(ZkMasters { hosts: hosts.to_owned(), root: root.to_owned() })
                 }
@@ -168,13 +205,17 @@ mod tests {
 
     #[test]
     fn malformed_lists_are_named() {
+        assert!(matches!(
+            ZkMasters::parse("zk://a:1,,b:2/r"),
+            Some(Err(ZkSpecError::EmptyHost { hosts, .. })) if hosts == "a:1,,b:2"
+        ));
         for (spec, says) in [
             ("zk://h:2181", "no root path"),
             ("zk:///regent", "no ZooKeeper host"),
             ("zk://h:2181/", "root path is empty"),
             ("zk://a:1,,b:2/r", "an empty host"),
         ] {
-            let err = ZkMasters::parse(spec).unwrap().unwrap_err();
+            let err = ZkMasters::parse(spec).unwrap().unwrap_err().to_string();
             assert!(err.contains(says) && err.contains(spec), "{spec}: {err}");
         }
     }
