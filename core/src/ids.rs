@@ -108,6 +108,13 @@ number_id!(
     "conn-"
 );
 number_id!(
+    /// A local read (an HTTP query: the state, the metrics, a log read),
+    /// numbered by the runtime that took it; the node's answer carries it
+    /// back. Never a connection: nothing is sent to a query.
+    QueryId,
+    "query-"
+);
+number_id!(
     /// One run of a subscriber process (Mesos' scheduler instance). Like an
     /// [`Incarnation`], larger means newer: a SUBSCRIBE from an older
     /// instance never takes a framework back from a newer one. `regent

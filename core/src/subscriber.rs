@@ -814,8 +814,8 @@ impl Subscriber {
             return; // no connection yet: nothing can be for us
         }
         if let Some(reason) = advertised_in_message_problem(&msg) {
-            // Checked before anything of it is learned or dialled (DESIGN
-            // rule 6): a real leader never advertises past the limits.
+            // Checked before anything of it is learned or dialled
+            // (docs/design.md#peer-input-never-panics): a real leader never advertises past the limits.
             self.rejected += 1;
             out.push(Action::Rejected { from: crate::limits::addr_for_log(&from), reason });
             return;

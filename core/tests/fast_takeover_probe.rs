@@ -52,7 +52,8 @@ fn the_first_probe_waits_for_a_killed_leaders_listening_socket_to_close() {
     // The leader's process dies: no event, no timer, no ping (its session
     // lives on in ZooKeeper until it expires).
     c.nodes[0].paused = true;
-    let out = c.feed(1, Input::Disconnected { conn: ConnId(900), how: Ended::ByPeer });
+    let out =
+        c.feed(1, Input::Closed { conn: ConnId(900), how: Ended::ByPeer, reason: "reset".into() });
     assert!(
         !out.iter().any(|o| matches!(o, Output::Probe { .. })),
         "no probe at the instant the connection ended: {out:?}"
@@ -94,7 +95,8 @@ fn the_first_probe_waits_for_a_killed_leaders_listening_socket_to_close() {
 #[test]
 fn a_first_probe_accepted_deposes_nobody() {
     let mut c = standby_watching_the_leader();
-    let _ = c.feed(1, Input::Disconnected { conn: ConnId(900), how: Ended::ByPeer });
+    let _ =
+        c.feed(1, Input::Closed { conn: ConnId(900), how: Ended::ByPeer, reason: "reset".into() });
     let (probe, _) = next_probe(&mut c, 1, Millis(50));
     let _ = c.feed(1, Input::Probed { probe, result: ProbeResult::Accepted });
     c.advance(Millis(500));

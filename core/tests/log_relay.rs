@@ -442,7 +442,7 @@ fn the_worker_node_answers_on_the_connection_the_read_came_in_on() {
         })
         .unwrap();
     let connected = DialResult::Connected { conn: ConnId(9), peer: None };
-    let _ = n.handle(T, NodeInput::Dialed { dial, result: connected });
+    let _ = n.handle(T, NodeInput::Dialled { dial, result: connected });
     let reply = Message::HelloReply(HelloReply {
         role: Role::Master,
         master: MasterId::new("m1"),
@@ -482,7 +482,14 @@ fn the_worker_node_answers_on_the_connection_the_read_came_in_on() {
     let NodeOutput::ReadLog(LogReadRequest { read, .. }) = out[0].clone() else {
         panic!("{out:?}")
     };
-    let _ = n.handle(T, NodeInput::Closed { conn: ConnId(9), reason: "reset".into() });
+    let _ = n.handle(
+        T,
+        NodeInput::Closed {
+            conn: ConnId(9),
+            how: regent_core::node::Ended::ByPeer,
+            reason: "reset".into(),
+        },
+    );
     let out = n.handle(T, NodeInput::LogRead { read, result });
     assert!(!out.iter().any(|o| matches!(o, NodeOutput::Send { .. })), "{out:?}");
 }

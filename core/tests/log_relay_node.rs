@@ -5,8 +5,9 @@
 
 mod node_harness;
 
+use regent_core::ids::QueryId;
 use regent_core::master::Status;
-use regent_core::node::master::{Input, Output};
+use regent_core::node::master::{Answer, Input, Output, Query};
 use regent_core::protocol::{GroupSpec, LogRead, LogStream, Message};
 use regent_core::ConnId;
 
@@ -78,19 +79,16 @@ fn a_new_leader_relays_reads_without_waiting_for_its_acting_lease() {
     );
 }
 
-/// An HTTP log read (`GET /api/logs`) is the node's to route (docs/design.md#issue-21): the
-/// runtime hands it in as `Input::LogQuery` and gets exactly one
-/// `Output::LogAnswer` for it, with the worker's bytes; nothing is sent on a
-/// connection the runtime does not own.
+/// An HTTP log read (`GET /api/logs`) is the node's to route: the runtime
+/// hands it in as `Input::Query` and gets exactly one `Output::Answer` for
+/// it, with the worker's bytes; nothing is sent on a connection the runtime
+/// does not own.
 #[test]
 fn an_http_log_query_is_relayed_and_answered_by_the_node() {
     let (mut c, e) = leader_with_one_executor();
-    let query = Input::LogQuery {
-        query: 77,
-        executor: e,
-        stream: LogStream::Stderr,
-        offset: Some(0),
-        max: 16,
+    let query = Input::Query {
+        query: QueryId(77),
+        ask: Query::Log { executor: e, stream: LogStream::Stderr, offset: Some(0), max: 16 },
     };
     let out = c.feed(0, query);
     let relay = out
@@ -100,10 +98,7 @@ fn an_http_log_query_is_relayed_and_answered_by_the_node() {
             _ => None,
         })
         .unwrap_or_else(|| panic!("the read goes to the executor's worker: {out:?}"));
-    assert!(
-        !out.iter().any(|o| matches!(o, Output::LogAnswer { .. })),
-        "not answered yet: {out:?}"
-    );
+    assert!(!out.iter().any(|o| matches!(o, Output::Answer { .. })), "not answered yet: {out:?}");
     let data = Message::LogData {
         relay,
         live: false,
@@ -113,12 +108,12 @@ fn an_http_log_query_is_relayed_and_answered_by_the_node() {
     let answers: Vec<_> = out
         .iter()
         .filter_map(|o| match o {
-            Output::LogAnswer { query, answer } => Some((*query, answer.clone())),
+            Output::Answer { query, answer: Answer::Log(msg) } => Some((*query, msg.clone())),
             _ => None,
         })
         .collect();
     assert_eq!(answers.len(), 1, "exactly one answer: {out:?}");
-    assert_eq!(answers[0].0, 77);
+    assert_eq!(answers[0].0, QueryId(77));
     assert!(
         matches!(&answers[0].1, Message::LogChunk { data, size: 4, .. } if data == b"oops"),
         "{answers:?}"
@@ -141,47 +136,78 @@ fn an_http_log_query_for_an_unknown_executor_is_refused_at_once() {
     let _ = c.feed(0, Input::Start);
     let out = c.feed(
         0,
-        Input::LogQuery {
-            query: 5,
-            executor: "fw-nope/g/0".into(),
-            stream: LogStream::Stdout,
-            offset: None,
-            max: 16,
+        Input::Query {
+            query: QueryId(5),
+            ask: Query::Log {
+                executor: "fw-nope/g/0".into(),
+                stream: LogStream::Stdout,
+                offset: None,
+                max: 16,
+            },
         },
     );
     let answer = out
         .iter()
         .find_map(|o| match o {
-            Output::LogAnswer { query: 5, answer } => Some(answer.clone()),
+            Output::Answer { query: QueryId(5), answer: Answer::Log(msg) } => Some(msg.clone()),
             _ => None,
         })
         .unwrap_or_else(|| panic!("answered in the same step: {out:?}"));
     assert!(matches!(answer, Message::RequestRefused { .. }), "{answer:?}");
 }
 
-/// The node numbers HTTP log reads from `QUERY_CONNS` up: a runtime
-/// connection numbered there is refused with the rule named (it could not
-/// be told apart from a read).
+/// A log read in flight when the leadership ends still gets its one answer:
+/// refused, saying the master stopped leading (nothing closes for a query).
 #[test]
-fn a_runtime_connection_numbered_among_the_log_queries_is_refused() {
-    use regent_core::node::master::QUERY_CONNS;
-    let (mut c, _) = leader_with_one_executor();
-    let conn = ConnId(QUERY_CONNS + 3);
-    let out = c.feed(0, Input::Connected { conn });
-    let closes: Vec<_> = out
+fn an_http_log_query_in_flight_is_refused_when_the_leadership_ends() {
+    let (mut c, e) = leader_with_one_executor();
+    let ask = Query::Log { executor: e, stream: LogStream::Stdout, offset: Some(0), max: 16 };
+    let out = c.feed(0, Input::Query { query: QueryId(9), ask });
+    assert!(!out.iter().any(|o| matches!(o, Output::Answer { .. })), "relayed: {out:?}");
+    let out = c.feed(0, Input::StepDown);
+    let answers: Vec<_> = out
         .iter()
         .filter_map(|o| match o {
-            Output::Close { conn: closed, reason } if *closed == conn => Some(reason.clone()),
+            Output::Answer { query, answer: Answer::Log(msg) } => Some((*query, msg.clone())),
             _ => None,
         })
         .collect();
-    assert_eq!(closes.len(), 1, "{out:?}");
-    assert!(closes[0].contains("QUERY_CONNS"), "{}", closes[0]);
-    // One just below is the runtime's own, and runs.
-    let below = ConnId(QUERY_CONNS - 1);
-    let out = c.feed(0, Input::Connected { conn: below });
+    assert_eq!(answers.len(), 1, "{out:?}");
+    assert_eq!(answers[0].0, QueryId(9));
     assert!(
-        !out.iter().any(|o| matches!(o, Output::Close { conn, .. } if *conn == below)),
-        "{out:?}"
+        matches!(&answers[0].1, Message::RequestRefused { reason, .. } if reason.contains("stopped leading")),
+        "{answers:?}"
+    );
+}
+
+/// A state query is answered in its own step, after the lease check: a
+/// leader stopped past its lease answers STANDBY, never the leadership it
+/// no longer holds (the runtime feeds no `Tick` first).
+#[test]
+fn a_state_query_past_the_lease_shows_no_leadership() {
+    let (mut c, _) = leader_with_one_executor();
+    let state = |out: &[Output]| {
+        let answers: Vec<_> = out
+            .iter()
+            .filter_map(|o| match o {
+                Output::Answer { answer: Answer::State { state, counters }, .. } => {
+                    Some((state.status.clone(), counters.node.revocations))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(answers.len(), 1, "one answer in the same step: {out:?}");
+        answers[0].clone()
+    };
+    let ask = Query::State { cached: true };
+    let out = c.feed(0, Input::Query { query: QueryId(1), ask: ask.clone() });
+    assert_eq!(state(&out), (regent_core::states::MasterStatus::Alive, 0));
+    let lease_until = c.nodes[0].node.elector_status(c.now).unwrap().lease_until;
+    c.freeze(lease_until.since(c.now) + regent_core::Millis(1));
+    let out = c.feed_only(0, Input::Query { query: QueryId(2), ask });
+    assert_eq!(
+        state(&out),
+        (regent_core::states::MasterStatus::Standby, 1),
+        "revoked before the read"
     );
 }

@@ -606,7 +606,7 @@ fn step_down_hands_leadership_to_the_standby() {
 
 /// A standby's reply to a worker.
 fn standby_reply(c: &mut Cluster, i: usize, conn: u64) -> HelloReply {
-    let _ = c.feed(i, Input::Connected { conn: ConnId(conn) });
+    let _ = c.feed(i, Input::Accepted { conn: ConnId(conn) });
     let out = c.feed(i, Input::Message { conn: ConnId(conn), msg: hello(Role::Worker, "w9") });
     match sends_on(&out, ConnId(conn)).as_slice() {
         [Message::HelloReply(r)] => r.clone(),
@@ -670,7 +670,7 @@ fn the_leader_advertises_the_masters_of_the_election_and_their_changes() {
     let addr = |i: usize| Addr::new(format!("10.0.0.{i}:7077"));
     let _ = c.register(0, 10, "w1", 1);
     let reply = |c: &mut Cluster, conn: u64| {
-        let _ = c.feed(0, Input::Connected { conn: ConnId(conn) });
+        let _ = c.feed(0, Input::Accepted { conn: ConnId(conn) });
         let out = c.feed(0, Input::Message { conn: ConnId(conn), msg: hello(Role::Client, "x") });
         match sends_on(&out, ConnId(conn)).as_slice() {
             [Message::HelloReply(r)] => r.masters.clone(),
@@ -917,7 +917,8 @@ impl Peers {
         if let Some(conn) = self.conns.remove(&(i, kind, n)) {
             if !c.nodes[i].closed.contains(&ConnId(conn)) {
                 let how = Ended::Failed;
-                let _ = c.feed(i, Input::Disconnected { conn: ConnId(conn), how });
+                let _ =
+                    c.feed(i, Input::Closed { conn: ConnId(conn), how, reason: "reset".into() });
             }
         }
     }
@@ -1071,7 +1072,8 @@ fn a_standby_deposes_a_leader_whose_process_died_and_leads_within_milliseconds()
     let s0 = c.nodes[0].session.unwrap();
     c.pause(0); // the process is gone; its session is not
     let killed = c.now;
-    let _ = c.feed(1, Input::Disconnected { conn: ConnId(900), how: Ended::ByPeer });
+    let _ =
+        c.feed(1, Input::Closed { conn: ConnId(900), how: Ended::ByPeer, reason: "reset".into() });
     // The first probe waits one spacing (a killed process's listening
     // socket closes after its connections).
     assert!(c.nodes[1].probes.is_empty(), "no probe at the very instant");
@@ -1107,12 +1109,14 @@ fn a_standby_deposes_a_leader_whose_process_died_and_leads_within_milliseconds()
 fn a_timeout_or_a_port_that_accepts_deposes_nobody() {
     let mut c = led_by_node_0(2);
     let _ = c.connect_dial(1, 0, 900);
-    let _ = c.feed(1, Input::Disconnected { conn: ConnId(900), how: Ended::TimedOut });
+    let _ = c
+        .feed(1, Input::Closed { conn: ConnId(900), how: Ended::TimedOut, reason: "reset".into() });
     assert!(c.nodes[1].probes.is_empty(), "a timeout is not probed");
 
     c.advance(Millis(2_000));
     let _ = c.connect_dial(1, 0, 901);
-    let _ = c.feed(1, Input::Disconnected { conn: ConnId(901), how: Ended::ByPeer });
+    let _ =
+        c.feed(1, Input::Closed { conn: ConnId(901), how: Ended::ByPeer, reason: "reset".into() });
     c.advance(Millis(25));
     let (probe, _) = c.nodes[1].probes.remove(0);
     let _ = c.feed(1, Input::Probed { probe, result: ProbeResult::Refused });

@@ -42,7 +42,7 @@ impl Held {
         assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
         let _ = h.step(master::Event::Store(StoreEvent::Loaded { records: vec![] }));
         let _ = h.settle();
-        assert!(h.m.is_leading());
+        assert!(h.m.leads());
         h
     }
 

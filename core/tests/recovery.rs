@@ -253,6 +253,40 @@ fn suspended_then_resumed_declares_no_worker_dead() {
 }
 
 #[test]
+fn suspension_belongs_to_an_election_and_shows_once_the_epoch_is_durable() {
+    let mut m = master("a");
+    let _ = connect_worker(&mut m, Millis(0), 1, "w1");
+    // A standby has nothing to suspend: it stays a standby.
+    let _ = m.handle(Millis(0), master::Event::Suspended);
+    assert_eq!(m.status(), Status::Standby);
+    let out = m.handle(Millis(0), master::Event::Message { conn: ConnId(1), msg: register(1) });
+    assert!(matches!(&m_sends(&out)[..], [(_, Message::NotLeader { .. })]));
+    // Elected, then suspended while loading: not leading yet (STANDBY), but
+    // its refusals say it may resume.
+    let out = m.handle(Millis(1), master::Event::Elected { floor: Epoch(5), clock: 0 });
+    assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
+    let _ = m.handle(Millis(1), master::Event::Suspended);
+    assert_eq!(m.status(), Status::Standby);
+    let out = m.handle(Millis(1), master::Event::Message { conn: ConnId(1), msg: register(1) });
+    assert_eq!(m_sends(&out), vec![(ConnId(1), Message::LeaderSuspended { epoch: Epoch(0) })]);
+    // It goes on loading and making its epoch durable while suspended, and
+    // shows SUSPENDED from then on; it acts only once resumed.
+    let out = m.handle(Millis(2), master::Event::Store(StoreEvent::Loaded { records: vec![] }));
+    let _ = persist_all(&mut m, Millis(2), &out);
+    assert_eq!(m.epoch(), Epoch(5));
+    assert_eq!(m.status(), Status::Suspended);
+    let out = m.handle(Millis(3), master::Event::Message { conn: ConnId(1), msg: register(1) });
+    assert_eq!(m_sends(&out), vec![(ConnId(1), Message::LeaderSuspended { epoch: Epoch(5) })]);
+    let _ = m.handle(Millis(4), master::Event::Resumed);
+    assert_eq!(m.status(), Status::Alive);
+    // Revoked: a standby again, and a later election starts unsuspended.
+    let _ = m.handle(Millis(5), master::Event::Revoked);
+    assert_eq!(m.status(), Status::Standby);
+    let _ = elect(&mut m, Millis(6), 6);
+    assert_eq!(m.status(), Status::Alive);
+}
+
+#[test]
 fn a_leader_that_cannot_make_state_durable_abdicates() {
     let mut m = master("a");
     let _ = m.handle(Millis(0), master::Event::Elected { floor: Epoch(1), clock: 0 });

@@ -164,7 +164,7 @@ impl World {
     fn close_to_master(&mut self, conn: ConnId, at: Millis) {
         if self.owner.remove(&conn).is_some() {
             let how = Ended::ByPeer;
-            self.push(at, To::Master(mnode::Input::Disconnected { conn, how }));
+            self.push(at, To::Master(mnode::Input::Closed { conn, how, reason: "closed".into() }));
         }
     }
 
@@ -189,12 +189,14 @@ impl World {
             match o {
                 mnode::Output::Send { conn, msg } => self.send_to_peer(conn, at, msg),
                 mnode::Output::Close { conn, reason } => match self.owner.remove(&conn) {
-                    Some(Peer::Submit) => {
-                        self.push(at, To::Submit(snode::Input::Closed { conn, reason }))
-                    }
-                    Some(Peer::Worker) => {
-                        self.push(at, To::Worker(wnode::Input::Closed { conn, reason }))
-                    }
+                    Some(Peer::Submit) => self.push(
+                        at,
+                        To::Submit(snode::Input::Closed { conn, how: Ended::ByPeer, reason }),
+                    ),
+                    Some(Peer::Worker) => self.push(
+                        at,
+                        To::Worker(wnode::Input::Closed { conn, how: Ended::ByPeer, reason }),
+                    ),
                     None => {}
                 },
                 mnode::Output::Store(StoreCommand::Persist { write, record }) => {
@@ -236,7 +238,7 @@ impl World {
             match o {
                 snode::Output::Dial { dial, .. } => {
                     let conn = self.new_conn(Peer::Submit);
-                    self.push(at, To::Master(mnode::Input::Connected { conn }));
+                    self.push(at, To::Master(mnode::Input::Accepted { conn }));
                     self.push(
                         at,
                         To::Submit(snode::Input::Dialled {
@@ -253,7 +255,10 @@ impl World {
                 }
                 snode::Output::Close { conn, reason } => {
                     self.close_to_master(conn, at);
-                    self.push(at, To::Submit(snode::Input::Closed { conn, reason }));
+                    self.push(
+                        at,
+                        To::Submit(snode::Input::Closed { conn, how: Ended::ByPeer, reason }),
+                    );
                 }
                 snode::Output::Observed(subscriber::Action::Subscribed { .. }) => {
                     self.subscribed_at.get_or_insert(self.now);
@@ -270,9 +275,9 @@ impl World {
             match o {
                 wnode::Output::Dial { dial, .. } => {
                     let conn = self.new_conn(Peer::Worker);
-                    self.push(at, To::Master(mnode::Input::Connected { conn }));
+                    self.push(at, To::Master(mnode::Input::Accepted { conn }));
                     let result = DialResult::Connected { conn, peer: None };
-                    self.push(at, To::Worker(wnode::Input::Dialed { dial, result }));
+                    self.push(at, To::Worker(wnode::Input::Dialled { dial, result }));
                 }
                 wnode::Output::Send { conn, msg } => self.send_to_master(conn, at, msg),
                 wnode::Output::Close { conn, .. } => self.close_to_master(conn, at),

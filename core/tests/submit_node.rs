@@ -46,9 +46,42 @@ fn spec(slots: u32) -> GroupSpec {
     }
 }
 
-/// The I/O outputs only (what is shown and observed left out).
+/// The I/O outputs only (what is shown and observed, and the connections'
+/// timeouts, left out: `the_connection_timeouts_follow_the_subscription`).
 fn io(out: &[Output]) -> Vec<Output> {
-    out.iter().filter(|o| !matches!(o, Output::Show(_) | Output::Observed(_))).cloned().collect()
+    out.iter()
+        .filter(|o| {
+            !matches!(o, Output::Show(_) | Output::Observed(_) | Output::ConnTimeouts { .. })
+        })
+        .cloned()
+        .collect()
+}
+
+/// The heartbeat intervals said in `out`.
+fn timeouts(out: &[Output]) -> Vec<Millis> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::ConnTimeouts { heartbeat } => Some(*heartbeat),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The connections' timeouts scale with the heartbeat interval the master
+/// told in `Subscribed`: the node says it once, when it becomes known, and
+/// not again while it stays the same (the pump reads nothing out of the
+/// subscriber).
+#[test]
+fn the_connection_timeouts_follow_the_subscription() {
+    let mut n = node(&["m1:1"]);
+    assert_eq!(timeouts(&n.handle(Millis(0), Input::Start)), vec![], "not known yet");
+    let _ = n.handle(Millis(0), Input::Declare(spec(1)));
+    assert_eq!(timeouts(&n.handle(Millis(1), dialled(1, 1))), vec![]);
+    assert_eq!(timeouts(&n.handle(Millis(2), msg(1, leading("m1:1", EPOCH)))), vec![]);
+    let out = n.handle(Millis(3), msg(1, subscribed("fw-1", EPOCH)));
+    assert_eq!(timeouts(&out), vec![Millis(1000)], "{out:?}");
+    let out = n.handle(Millis(4), Input::Tick);
+    assert_eq!(timeouts(&out), vec![], "said once: {out:?}");
 }
 
 /// The plain lines shown.
@@ -129,7 +162,11 @@ fn msg(conn: u64, msg: Message) -> Input {
 }
 
 fn closed(conn: u64, reason: &str) -> Input {
-    Input::Closed { conn: ConnId(conn), reason: reason.into() }
+    Input::Closed {
+        conn: ConnId(conn),
+        how: regent_core::node::Ended::ByPeer,
+        reason: reason.into(),
+    }
 }
 
 fn dialled(n: u64, conn: u64) -> Input {

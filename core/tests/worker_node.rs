@@ -55,7 +55,7 @@ fn connected(n: &mut WorkerNode, conn: u64) -> Vec<Output> {
     let (dial, _) = dials(&out)[0].clone();
     let out = n.handle(
         Millis(1),
-        Input::Dialed { dial, result: DialResult::Connected { conn: ConnId(conn), peer: None } },
+        Input::Dialled { dial, result: DialResult::Connected { conn: ConnId(conn), peer: None } },
     );
     assert!(matches!(sends(&out)[0].1, Message::Hello(_)), "Hello first: {out:?}");
     n.handle(Millis(2), Input::Message { conn: ConnId(conn), msg: leader_reply(5) })
@@ -69,7 +69,7 @@ fn a_worker_dials_every_configured_master_and_says_hello_on_the_new_connection()
     assert_eq!(d.iter().map(|(_, m)| m.as_str()).collect::<Vec<_>>(), ["m1:1", "m2:2"]);
     let out = n.handle(
         Millis(1),
-        Input::Dialed {
+        Input::Dialled {
             dial: d[1].0,
             result: DialResult::Connected { conn: ConnId(9), peer: None },
         },
@@ -89,7 +89,7 @@ fn a_superseded_dial_is_closed_when_it_completes() {
     // The first dial fails; the machine dials again after its backoff.
     let out = n.handle(
         Millis(1),
-        Input::Dialed {
+        Input::Dialled {
             dial: first,
             result: DialResult::Failed { reason: "refused".into(), refused: false },
         },
@@ -108,7 +108,7 @@ fn a_superseded_dial_is_closed_when_it_completes() {
     // and never becomes the master's connection.
     let out = n.handle(
         Millis(5_001),
-        Input::Dialed {
+        Input::Dialled {
             dial: first,
             result: DialResult::Connected { conn: ConnId(1), peer: None },
         },
@@ -118,7 +118,7 @@ fn a_superseded_dial_is_closed_when_it_completes() {
     // The current one is used.
     let out = n.handle(
         Millis(5_002),
-        Input::Dialed {
+        Input::Dialled {
             dial: second,
             result: DialResult::Connected { conn: ConnId(2), peer: None },
         },
@@ -135,7 +135,7 @@ fn repeated_dial_failures_are_news_once_in_a_row() {
         for (dial, _) in dials(&out) {
             let o = n.handle(
                 Millis(t),
-                Input::Dialed {
+                Input::Dialled {
                     dial,
                     result: DialResult::Failed { reason: "refused".into(), refused: false },
                 },
@@ -157,13 +157,27 @@ fn repeated_dial_failures_are_news_once_in_a_row() {
 fn frames_of_a_closed_connection_are_ignored_and_its_close_is_reported_once() {
     let mut n = node(&["m1:1"]);
     connected(&mut n, 3);
-    let out = n.handle(Millis(10), Input::Closed { conn: ConnId(3), reason: "reset".into() });
+    let out = n.handle(
+        Millis(10),
+        Input::Closed {
+            conn: ConnId(3),
+            how: regent_core::node::Ended::ByPeer,
+            reason: "reset".into(),
+        },
+    );
     assert!(out.iter().any(|o| matches!(o, Output::Note(Note::Disconnected { .. }))));
     // A late frame of the closed connection reaches nothing.
     let out = n.handle(Millis(11), Input::Message { conn: ConnId(3), msg: leader_reply(9) });
     assert!(sends(&out).is_empty(), "{out:?}");
     assert_eq!(n.status().max_epoch, Epoch(5), "the late reply was not believed");
-    let out = n.handle(Millis(12), Input::Closed { conn: ConnId(3), reason: "again".into() });
+    let out = n.handle(
+        Millis(12),
+        Input::Closed {
+            conn: ConnId(3),
+            how: regent_core::node::Ended::ByPeer,
+            reason: "again".into(),
+        },
+    );
     assert!(!out.iter().any(|o| matches!(o, Output::Note(Note::Disconnected { .. }))));
 }
 
@@ -232,7 +246,7 @@ fn a_new_leader_on_the_callback_listener_is_dialled_and_probed() {
     let (dial, _) = dials(&out)[0].clone();
     let out = n.handle(
         Millis(1),
-        Input::Dialed { dial, result: DialResult::Connected { conn: ConnId(1), peer: None } },
+        Input::Dialled { dial, result: DialResult::Connected { conn: ConnId(1), peer: None } },
     );
     let s = sends(&out);
     assert!(matches!(s[0].1, Message::Hello(_)));
@@ -240,7 +254,14 @@ fn a_new_leader_on_the_callback_listener_is_dialled_and_probed() {
 
     // The old master dies; a new one at an address the worker never knew
     // dials the callback listener.
-    let _ = n.handle(Millis(2), Input::Closed { conn: ConnId(1), reason: "reset".into() });
+    let _ = n.handle(
+        Millis(2),
+        Input::Closed {
+            conn: ConnId(1),
+            how: regent_core::node::Ended::ByPeer,
+            reason: "reset".into(),
+        },
+    );
     let _ = n.handle(Millis(3), Input::Accepted { conn: ConnId(50) });
     let hello = Message::Hello(regent_core::protocol::Hello {
         version: regent_core::protocol::PROTOCOL_VERSION,
@@ -266,7 +287,7 @@ fn a_new_leader_on_the_callback_listener_is_dialled_and_probed() {
     // Its proof makes the worker follow it and register there.
     let out = n.handle(
         Millis(5),
-        Input::Dialed {
+        Input::Dialled {
             dial: d[0].0,
             result: DialResult::Connected { conn: ConnId(51), peer: None },
         },

@@ -711,7 +711,8 @@ impl Load {
                 let result = regent_core::protocol::LogRead::Failed { reason };
                 queue.push_back(PeerInput::Worker(req.answer(result)));
             }
-            wnode::Output::Note(_) => {}
+            // The simulated peers share one network configuration.
+            wnode::Output::Note(_) | wnode::Output::ConnTimeouts { .. } => {}
         }
     }
 
@@ -735,7 +736,9 @@ impl Load {
                     tracing::warn!(framework = i, "a simulated framework stopped: {exit:?}");
                 }
             }
-            snode::Output::Show(_) | snode::Output::Observed(_) => {}
+            snode::Output::Show(_)
+            | snode::Output::Observed(_)
+            | snode::Output::ConnTimeouts { .. } => {}
         }
     }
 
@@ -778,7 +781,7 @@ impl Load {
         };
         let input = match d {
             Dial::Worker(dial) => {
-                PeerInput::Worker(wnode::Input::Dialed { dial, result: conn.into() })
+                PeerInput::Worker(wnode::Input::Dialled { dial, result: conn.into() })
             }
             Dial::Framework(dial) => {
                 PeerInput::Framework(snode::Input::Dialled { dial, result: conn.into() })
@@ -865,11 +868,13 @@ impl Load {
                 let Some((i, _)) = self.conns.remove(&conn) else { return };
                 self.errors += 1;
                 tracing::debug!(peer = i, %conn, "connection closed: {cause}");
-                let reason = cause.to_string();
+                let (how, reason) = (cause.ended(), cause.to_string());
                 let input = match self.peers[i] {
-                    Peer::Worker(_) => PeerInput::Worker(wnode::Input::Closed { conn, reason }),
+                    Peer::Worker(_) => {
+                        PeerInput::Worker(wnode::Input::Closed { conn, how, reason })
+                    }
                     Peer::Framework(_) => {
-                        PeerInput::Framework(snode::Input::Closed { conn, reason })
+                        PeerInput::Framework(snode::Input::Closed { conn, how, reason })
                     }
                 };
                 self.feed(i, input);

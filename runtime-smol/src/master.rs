@@ -13,7 +13,7 @@
 //! acknowledged at once), HTTP, the clock.
 
 use crate::error::{MasterError, HTTP_EXPOSED};
-use crate::http::{self, HttpQuery, HttpSnapshot};
+use crate::http::{self, HttpQuery};
 use crate::net::{self, NetConfig, NetEvent};
 use crate::poller::{Poller, Ready};
 use crate::zk::{ZkBackend, ZkConfig};
@@ -27,7 +27,7 @@ use regent_core::{Addr, ConnId, MasterId, Millis};
 use regent_std::conns::Conns;
 use regent_std::host::{proc_limit, ConnectionCeiling};
 use regent_std::store::{master_sealing, LocalStore};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -128,17 +128,7 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
         .detach();
     }
 
-    let mut mcfg = regent_std::host::master_config(
-        &opts.id,
-        advertise.clone(),
-        opts.worker_timeout,
-        opts.recovery_timeout,
-        opts.heartbeat_interval,
-        opts.max_heartbeats_per_second,
-        opts.max_frameworks,
-    );
-    mcfg.retained_frameworks = opts.retained_frameworks;
-    mcfg.max_workers = opts.max_workers;
+    let mcfg = opts.machine(advertise.clone());
 
     let sealing = master_sealing(opts.net.secret.as_ref(), &opts.previous_secrets)?;
     let mut load_started = None;
@@ -198,8 +188,7 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
         pending: VecDeque::new(),
         load_started,
         local_loaded: 0,
-        http_logs: HashMap::new(),
-        next_query: 0,
+        queries: http::queries::Waiting::new(),
         timer: async_io::Timer::never(),
         timer_at: None,
     };
@@ -258,30 +247,10 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
                     pump.feed(NodeInput::Store(r))?;
                 }
             }
-            Wake::Input(Input::Http(HttpQuery::Log(q))) => {
-                // `GET /api/logs/...`: the node answers it
-                // (`Output::LogAnswer`, see `Pump::step`).
-                pump.feed(NodeInput::Tick)?;
-                let (input, reply) = q.into_input(pump.next_query);
-                pump.http_logs.insert(pump.next_query, reply);
-                pump.next_query += 1;
+            Wake::Input(Input::Http(query)) => {
+                // The node answers it (`Output::Answer`, see `Pump::step`).
+                let input = pump.queries.input(query);
                 pump.feed(input)?;
-            }
-            Wake::Input(Input::Http(HttpQuery::Metrics { reply })) => {
-                // Counters only (see `Master::gauges`): a scrape costs the
-                // loop one pass over the worker entries, no snapshot.
-                pump.feed(NodeInput::Tick)?;
-                let metrics = http::MetricsSnapshot::of_node(&pump.node, pump.conns.rejected());
-                let _ = reply.try_send(metrics);
-            }
-            Wake::Input(Input::Http(HttpQuery::State { reply, cached })) => {
-                // A handle call at the current time first: a leader whose
-                // lease ran out (a paused process) reports STANDBY, never a
-                // leadership it no longer holds.
-                pump.feed(NodeInput::Tick)?;
-                let (now, rejected) = (pump.now(), pump.conns.rejected());
-                let _ =
-                    reply.try_send(HttpSnapshot::of_node(&mut pump.node, now, cached, rejected));
             }
         }
     }
@@ -319,10 +288,8 @@ struct Pump {
     load_started: Option<Instant>,
     /// Records the local store's last load handed the node.
     local_loaded: usize,
-    /// HTTP log reads the node has not answered yet, by query number:
-    /// where its `LogAnswer` goes.
-    http_logs: HashMap<u64, std::sync::mpsc::SyncSender<regent_core::protocol::Message>>,
-    next_query: u64,
+    /// HTTP queries the node has not answered yet.
+    queries: http::queries::Waiting,
     /// The loop's one timer, for the node's deadline or the poller's sweep,
     /// whichever is first: kept across turns and moved only when that
     /// instant changes (a timer made per turn is registered with the
@@ -386,7 +353,7 @@ impl Pump {
                 self.conns.count_refused();
             }
             Ready::Accepted(stream) => match self.run_connection(stream, None) {
-                Ok((conn, _)) => self.feed(NodeInput::Connected { conn })?,
+                Ok((conn, _)) => self.feed(NodeInput::Accepted { conn })?,
                 Err(e) => tracing::warn!("cannot run an accepted connection: {e}"),
             },
             Ready::AcceptFailed(e) => {
@@ -400,7 +367,7 @@ impl Pump {
             }
             Ready::Net(NetEvent::Closed { conn, cause }) => {
                 if let Some(how) = self.conns.ended(conn, &cause) {
-                    self.feed(NodeInput::Disconnected { conn, how })?;
+                    self.feed(NodeInput::Closed { conn, how, reason: cause.to_string() })?;
                 }
             }
         }
@@ -486,10 +453,8 @@ impl Pump {
         let now = self.now();
         for output in self.node.handle(now, input) {
             match output {
-                Output::LogAnswer { query, answer } => {
-                    if let Some(reply) = self.http_logs.remove(&query) {
-                        let _ = reply.try_send(answer);
-                    }
+                Output::Answer { query, answer } => {
+                    self.queries.answer(query, answer, self.conns.rejected())
                 }
                 Output::Send { conn, msg } => {
                     if self.conns.route(conn, &msg).is_some() {
@@ -517,6 +482,9 @@ impl Pump {
                 }
                 Output::Dial { dial, addr, timeout } => self.dial(dial, addr, timeout),
                 Output::Exit { reason } => return Err(MasterError::Exit { reason }),
+                // The connections' timeouts scale with the longest heartbeat
+                // interval the leader has told a worker (heartbeat load control).
+                Output::ConnTimeouts { heartbeat } => self.net.follow_heartbeat(Some(heartbeat)),
                 Output::Probe { probe, addr, timeout } => {
                     let tx = self.tx.clone();
                     smol::spawn(async move {
@@ -536,10 +504,6 @@ impl Pump {
                 }
             }
         }
-        // The connections' timeouts scale with the longest heartbeat
-        // interval the leader has told a worker (heartbeat load control).
-        let longest = self.node.master().longest_heartbeat_interval();
-        self.net.follow_heartbeat(Some(longest));
         if let Some(started) = self.load_started {
             self.log_loaded(started);
         }

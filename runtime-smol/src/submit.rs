@@ -2,7 +2,7 @@
 //! group and follows it to the end.
 //!
 //! The daemon is an I/O pump for the pure [`SubmitNode`] of `regent-core`
-//! and decides nothing itself (DESIGN "Runtimes"): it waits for a frame, a
+//! and decides nothing itself (docs/design.md#runtimes-only-pump): it waits for a frame, a
 //! finished dial, the node's next deadline or the shutdown signal; makes one
 //! `handle` call per input; executes every output in order (dial, send,
 //! close, show, exit). Finding the leader, closing before resubscribing,
@@ -275,7 +275,7 @@ async fn follow(
                 if pump.conns.remove(&conn).is_some() {
                     tracing::info!(%conn, reason = %cause, "connection closed");
                 }
-                pump.feed(Input::Closed { conn, reason: cause.to_string() });
+                pump.feed(Input::Closed { conn, how: cause.ended(), reason: cause.to_string() });
             }
             Wake::Dialled(d) => pump.on_dialled(d),
             Wake::Accepted(stream) => {
@@ -356,10 +356,10 @@ impl<W: Write> Pump<W> {
                 Output::Show(show) => self.screen.show(&show),
                 Output::Observed(action) => tracing::trace!(?action, "subscriber"),
                 Output::Exit(exit) => self.exit = Some(exit),
+                // The connections' timeouts scale with the master's heartbeat.
+                Output::ConnTimeouts { heartbeat } => self.net.follow_heartbeat(Some(heartbeat)),
             }
         }
-        // The connections' timeouts scale with the master's heartbeat.
-        self.net.follow_heartbeat(self.node.subscriber().heartbeat_interval());
     }
 
     /// Starts a dial task; its result comes back as a [`Dialled`].

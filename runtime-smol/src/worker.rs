@@ -10,7 +10,7 @@
 //!
 //! * `Dial` dials ([`crate::net::dial`]) in a task of its own (resolution, the exposure check of
 //!   `check_exposure` on every resolved address, a [`CONNECT_TIMEOUT`]);
-//!   the result comes back as `Dialed`, with a connection started by
+//!   the result comes back as `Dialled`, with a connection started by
 //!   [`spawn_connection`] or the failure.
 //! * `Send` / `Close` act on a running connection.
 //! * `Executor` commands (start, stop, kill) go to a [`Supervisor`] over
@@ -50,7 +50,7 @@ use regent_core::node::WorkerNode;
 use regent_core::{Addr, ConnId, ExecutorId};
 use regent_std::exec::{ExecEvent, Supervisor};
 use regent_std::host::{
-    callback_listen, execute_executor_command, left_behind_report, log_worker_note, prepare_worker,
+    callback_listen, execute_executor_command, left_behind_report, prepare_worker,
     read_executor_log, PreparedWorker,
 };
 use smol::future;
@@ -184,7 +184,7 @@ pub async fn run_worker(
                     },
                     future::or(
                         async {
-                            Wake::Dialed(dial_rx.recv().await.expect("the daemon holds a sender"))
+                            Wake::Dialled(dial_rx.recv().await.expect("the daemon holds a sender"))
                         },
                         async {
                             match usage_rx.recv().await {
@@ -223,7 +223,7 @@ pub async fn run_worker(
             Wake::Net(ev) => d.on_net(ev).await,
             Wake::Accepted(stream) => d.on_accepted(stream).await,
             Wake::Exec(ev) => d.on_exec(ev).await,
-            Wake::Dialed(dialed) => d.on_dialed(dialed).await,
+            Wake::Dialled(dialed) => d.on_dialled(dialed).await,
             Wake::Deadline => d.feed(NodeInput::Tick).await,
             Wake::Usage(usage) => d.feed(NodeInput::Usage(usage)).await,
             Wake::Shutdown => {
@@ -256,7 +256,7 @@ enum Wake {
     Net(NetEvent),
     Accepted(TcpStream),
     Exec(ExecEvent),
-    Dialed(Dialed),
+    Dialled(Dialled),
     Deadline,
     Shutdown,
     Killed(Vec<ExecutorId>),
@@ -264,7 +264,7 @@ enum Wake {
 }
 
 /// The outcome of one dial.
-struct Dialed {
+struct Dialled {
     dial: DialId,
     result: Result<crate::net::Dialled, DialError>,
 }
@@ -282,7 +282,7 @@ struct Pump {
     conns: HashMap<ConnId, ConnHandle>,
     next_conn: u64,
     net_tx: Sender<NetEvent>,
-    dial_tx: Sender<Dialed>,
+    dial_tx: Sender<Dialled>,
     /// Set by `Output::Exit`.
     exit: Option<String>,
     /// Inputs produced while executing outputs, fed after them.
@@ -300,8 +300,6 @@ impl Pump {
                 self.execute(output).await;
             }
         }
-        // The connections' timeouts scale with the master's heartbeat.
-        self.net.follow_heartbeat(self.node.worker().heartbeat_interval());
     }
 
     async fn execute(&mut self, output: Output) {
@@ -315,7 +313,7 @@ impl Pump {
                     let result =
                         crate::net::dial(&master, has_secret, insecure, false, CONNECT_TIMEOUT)
                             .await;
-                    let _ = tx.send(Dialed { dial, result }).await;
+                    let _ = tx.send(Dialled { dial, result }).await;
                 })
                 .detach();
             }
@@ -348,7 +346,9 @@ impl Pump {
                 let input = smol::unblock(move || read_executor_log(&sup, req)).await;
                 self.queue.push_back(input);
             }
-            Output::Note(note) => log_worker_note(&note),
+            Output::Note(note) => regent_std::notes::log_worker_note(&note),
+            // The connections' timeouts scale with the master's heartbeat.
+            Output::ConnTimeouts { heartbeat } => self.net.follow_heartbeat(Some(heartbeat)),
         }
     }
 
@@ -360,7 +360,8 @@ impl Pump {
             }
             NetEvent::Closed { conn, cause } => {
                 self.conns.remove(&conn);
-                self.feed(NodeInput::Closed { conn, reason: cause.to_string() }).await;
+                let (how, reason) = (cause.ended(), cause.to_string());
+                self.feed(NodeInput::Closed { conn, how, reason }).await;
             }
         }
     }
@@ -382,8 +383,8 @@ impl Pump {
         self.feed(NodeInput::Accepted { conn }).await;
     }
 
-    async fn on_dialed(&mut self, dialed: Dialed) {
-        let Dialed { dial, result } = dialed;
+    async fn on_dialled(&mut self, dialed: Dialled) {
+        let Dialled { dial, result } = dialed;
         let result = match result {
             Ok(dialled) => {
                 self.next_conn += 1;
@@ -396,7 +397,7 @@ impl Pump {
             }
             Err(DialError { reason, refused }) => DialResult::Failed { reason, refused },
         };
-        self.feed(NodeInput::Dialed { dial, result }).await;
+        self.feed(NodeInput::Dialled { dial, result }).await;
     }
 
     /// Kills every executor (blocking, on a thread) and feeds their last

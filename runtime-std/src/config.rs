@@ -10,7 +10,7 @@
 
 use crate::net::NetConfig;
 use regent_core::secret::Secret;
-use regent_core::Addr;
+use regent_core::{Addr, Millis};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -115,5 +115,55 @@ impl MasterConfig {
             previous_secrets: Vec::new(),
             max_connections: None,
         }
+    }
+
+    /// The master machine's settings: every one that the flags set, the
+    /// recovery window defaulting to the worker timeout, `advertise` the
+    /// address this master tells its peers (the bound one when
+    /// [`MasterConfig::advertise`] is unset). The one place a runtime gets
+    /// them from.
+    pub fn machine(&self, advertise: Addr) -> regent_core::master::Config {
+        let ms = |d: Duration| Millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let id = regent_core::MasterId::new(self.id.clone());
+        regent_core::master::Config {
+            worker_timeout: ms(self.worker_timeout),
+            recovery_timeout: ms(self.recovery_timeout.unwrap_or(self.worker_timeout)),
+            heartbeat_interval: ms(self.heartbeat_interval),
+            max_heartbeats_per_second: self.max_heartbeats_per_second,
+            max_frameworks: self.max_frameworks,
+            retained_frameworks: self.retained_frameworks,
+            max_workers: self.max_workers,
+            ..regent_core::master::Config::new(id, advertise)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every flag reaches the machine; nothing is patched afterwards.
+    #[test]
+    fn the_machine_gets_every_flag() {
+        let net = Arc::new(NetConfig::new("c", None));
+        let mut cfg = MasterConfig::new("m1", "127.0.0.1:0".parse().unwrap(), net);
+        cfg.worker_timeout = Duration::from_secs(7);
+        cfg.heartbeat_interval = Duration::from_millis(250);
+        cfg.max_heartbeats_per_second = 9;
+        cfg.max_frameworks = 3;
+        cfg.retained_frameworks = 4;
+        cfg.max_workers = 5;
+        let m = cfg.machine(Addr::new("10.0.0.1:7070"));
+        assert_eq!(m.id.as_str(), "m1");
+        assert_eq!(m.addr.as_str(), "10.0.0.1:7070");
+        assert_eq!(m.worker_timeout, Millis(7_000));
+        assert_eq!(m.recovery_timeout, Millis(7_000), "defaults to the worker timeout");
+        assert_eq!(m.heartbeat_interval, Millis(250));
+        assert_eq!(
+            (m.max_heartbeats_per_second, m.max_frameworks, m.retained_frameworks, m.max_workers),
+            (9, 3, 4, 5)
+        );
+        cfg.recovery_timeout = Some(Duration::from_secs(30));
+        assert_eq!(cfg.machine(Addr::new("a:1")).recovery_timeout, Millis(30_000));
     }
 }

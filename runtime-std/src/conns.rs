@@ -123,7 +123,7 @@ impl<H: Named> Conns<H> {
         self.rejected
     }
 
-    /// `conn` ended with `cause`: how, for the node's `Disconnected`, or
+    /// `conn` ended with `cause`: how, for the node's `Input::Closed`, or
     /// `None` when the node closed it itself or it is not in the table. A
     /// refusal (a failed handshake, a frame past a limit) is counted and
     /// logged as a warning, any other end at debug.

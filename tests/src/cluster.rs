@@ -485,7 +485,8 @@ impl Cluster {
     fn disconnect(&mut self, w: usize, m: usize) {
         if let Some(conn) = self.conns.remove(&(w, m)) {
             self.master_event(m, master::Event::Disconnected { conn });
-            self.worker_event(w, wnode::Input::Closed { conn, reason: "disconnected".into() });
+            let (how, reason) = (regent_core::node::Ended::ByPeer, "disconnected".into());
+            self.worker_event(w, wnode::Input::Closed { conn, how, reason });
         }
     }
 
@@ -718,7 +719,8 @@ impl Cluster {
                     if let Some(w) = self.worker_of_conn(m, conn) {
                         self.conns.remove(&(w, m));
                         let reason = "closed by the master".to_string();
-                        self.worker_event(w, wnode::Input::Closed { conn, reason });
+                        let how = regent_core::node::Ended::ByPeer;
+                        self.worker_event(w, wnode::Input::Closed { conn, how, reason });
                     }
                 }
                 // Writes are fenced by leadership, as ZooKeeper's multi with
@@ -755,6 +757,8 @@ impl Cluster {
                 }
                 // The harness's workers have no callback listener.
                 master::Action::Contact { .. } => {}
+                // The harness asks no local queries.
+                master::Action::Answer { .. } => {}
             }
         }
     }
@@ -783,7 +787,7 @@ impl Cluster {
                         self.master_event(m, master::Event::Connected { conn });
                         DialResult::Connected { conn, peer: None }
                     };
-                    self.worker_event(w, wnode::Input::Dialed { dial, result });
+                    self.worker_event(w, wnode::Input::Dialled { dial, result });
                 }
                 wnode::Output::Send { conn, msg } => {
                     let m = self.conns.iter().find(|((ww, _), c)| *ww == w && **c == conn);
@@ -827,6 +831,8 @@ impl Cluster {
                         self.trace.push(format!("{} w{w} note: {note:?}", self.now));
                     }
                 }
+                // The harness's network has no read timeouts.
+                wnode::Output::ConnTimeouts { .. } => {}
             }
         }
     }

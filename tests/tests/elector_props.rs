@@ -7,7 +7,7 @@
 //! * at most one elector acts as leader (elected, not suspended, lease valid),
 //!   and none acts once it has seen its connection drop;
 //! * after the faults stop, one leader is elected within bounded model time
-//!   and every elector reports it in `LeaderIs`.
+//!   and every elector reports it in `LeaderNamed`.
 
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
 use regent_core::elector::Action;
@@ -186,7 +186,7 @@ fn run(s: &Scenario, knob: bool) -> Result<(), String> {
     let leader = sim.members[acting[0]].elector.config().id.clone();
     for (i, m) in sim.members.iter().enumerate() {
         let seen = m.outcomes.iter().rev().find_map(|(_, a)| match a {
-            Action::LeaderIs { id, .. } => Some(id.clone()),
+            Action::LeaderNamed { id, .. } => Some(id.clone()),
             _ => None,
         });
         if seen.as_ref() != Some(&leader) {

@@ -1,4 +1,4 @@
-//! Replays the fuzz corpus in `cargo test` (DESIGN "Testing", issue 11 (docs/design.md#issue-11)
+//! Replays the fuzz corpus in `cargo test` (docs/design.md#every-promise-is-tested-where-it-can-fail, issue 11 (docs/design.md#issue-11)
 //! item 2): every file of `fixtures/fuzz/<target>/` through its target,
 //! then up to 2,000 random inputs (fresh bytes, and mutations and splices
 //! of the corpus files; at most 8 s of them) from a fixed seed, all under the counting

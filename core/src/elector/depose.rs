@@ -1,11 +1,26 @@
 //! Fast takeover: a settled standby deletes the node(s) of a leader whose
 //! process is gone, writing the deposition marker in the same multi, and a
 //! leader whose wait is over empties the marker again.
+//!
+//! Tests: core/src/elector/tests.rs (`depose_...`, the successor's
+//! waits), core/tests/fast_takeover_probe.rs.
 
 use super::{Action, CandidateName, DeposeMarker, DeposeOutcome, Elector, Purpose, Session, Step};
 use crate::ids::MasterId;
 use crate::time::Millis;
 use crate::zk::{MultiOp, ZkOp, ZkReply, ZkResult};
+
+/// The fast takeover: when this elector last deposed a leader, and the
+/// deposition marker.
+#[derive(Debug, Default)]
+pub(super) struct Depose {
+    /// When this elector last deposed a leader.
+    pub(super) last: Option<Millis>,
+    /// The election directory's marker at the last listing: the largest
+    /// lease a deposed leader may still command under, and the data
+    /// version (to empty it conditionally).
+    pub(super) marker: (Millis, Option<i32>),
+}
 
 impl Elector {
     pub(super) fn depose(&mut self, now: Millis, leader: MasterId, out: &mut Vec<Action>) {
@@ -13,16 +28,17 @@ impl Elector {
             leader: leader.clone(),
             outcome: DeposeOutcome::Skipped { reason: reason.to_owned() },
         };
-        if !matches!(self.session, Session::Up { .. }) || self.step != Step::Settled {
+        if !matches!(self.session.state, Session::Up { .. }) || self.candidacy.step != Step::Settled
+        {
             out.push(skip("this master's own election round is not settled"));
             return;
         }
-        if self.leader {
+        if self.leadership.leads() {
             out.push(skip("this master leads"));
             return;
         }
-        let named = self.reported.as_ref().is_some_and(|(id, _, _)| *id == leader);
-        let owner = match (&self.leader_owner, &self.leader_node) {
+        let named = self.leader_seen.reported.as_ref().is_some_and(|(id, _, _)| *id == leader);
+        let owner = match (&self.leader_seen.owner, &self.leader_seen.node) {
             (Some((node, owner)), Some(leading)) if node == leading && named => {
                 Some((node.clone(), *owner))
             }
@@ -32,13 +48,13 @@ impl Elector {
             out.push(skip("the election no longer names it leader (or its session is unknown)"));
             return;
         };
-        if let Some(last) = self.last_depose {
+        if let Some(last) = self.depose.last {
             if now < last + self.timeout() {
                 out.push(skip("this master deposed a leader less than a session timeout ago"));
                 return;
             }
         }
-        self.last_depose = Some(now);
+        self.depose.last = Some(now);
         // The leading node first (every millisecond counts), then any
         // duplicate of the same session (AURORA-1061).
         self.delete_deposed(now, leader.clone(), node, out);
@@ -61,10 +77,11 @@ impl Elector {
         // any earlier deposition's marker still standing, the larger).
         let deposed_lease = self
             .members
+            .candidates
             .get(&node)
             .and_then(|d| d.as_ref().map(|d| d.acting_lease))
             .unwrap_or(self.config.acting_lease_max);
-        let marker = DeposeMarker { acting_lease: deposed_lease.max(self.marker.0) };
+        let marker = DeposeMarker { acting_lease: deposed_lease.max(self.depose.marker.0) };
         let op = ZkOp::Multi(vec![
             MultiOp::SetData { path: self.election.clone(), data: marker.encode(), version: None },
             MultiOp::Delete { path, version: None },
@@ -77,11 +94,14 @@ impl Elector {
     /// (conditional on the version it read): from then on only its own
     /// lease matters to a successor, and a later deposition writes that.
     pub(super) fn clear_marker(&mut self, now: Millis, out: &mut Vec<Action>) {
-        if self.marker_cleared || !self.leader || self.suspended || now < self.commands_from() {
+        if self.leadership.marker_cleared
+            || !self.leadership.leads_connected()
+            || now < self.commands_from()
+        {
             return;
         }
-        self.marker_cleared = true;
-        if let Some(version) = self.marker.1 {
+        self.leadership.marker_cleared = true;
+        if let Some(version) = self.depose.marker.1 {
             let op = ZkOp::SetData {
                 path: self.election.clone(),
                 data: Vec::new(),
@@ -112,8 +132,8 @@ impl Elector {
             (Purpose::DeposeList { leader, owner }, Ok(ZkReply::Children(children))) => {
                 for node in children {
                     if CandidateName::parse(node).is_none()
-                        || self.node.as_ref().is_some_and(|(n, _)| n == node)
-                        || self.leader_owner.as_ref().is_some_and(|(n, _)| n == node)
+                        || self.candidacy.node.as_ref().is_some_and(|(n, _)| n == node)
+                        || self.leader_seen.owner.as_ref().is_some_and(|(n, _)| n == node)
                     {
                         continue;
                     }

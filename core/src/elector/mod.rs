@@ -3,7 +3,7 @@
 //! The elector asks the runtime for coordination operations ([`ZkOp`](crate::zk::ZkOp), each
 //! with a [`RequestId`]) and for sessions, and is fed their results, watch
 //! notifications and session events. It reports who leads
-//! ([`Action::LeaderIs`]) and whether this process does
+//! ([`Action::LeaderNamed`]) and whether this process does
 //! ([`Action::Elected`], [`Action::Suspended`], [`Action::Resumed`],
 //! [`Action::Revoked`]).
 //!
@@ -15,7 +15,7 @@
 //!   and the acting lease it chose from its measured round trip
 //!   ([`CandidateData`]); the lowest sequence leads; every other candidate
 //!   watches its predecessor (to know when to lead) and the leader (to report
-//!   `LeaderIs` when it changes);
+//!   `LeaderNamed` when it changes);
 //! * every (re)connection starts a *round*: `Sync`, `GetChildren`, then adopt
 //!   the node carrying this session's protected token, or create one. A
 //!   `ConnectionLoss` on create therefore never leads to a blind second
@@ -51,6 +51,12 @@
 //! [`Event::Abandon`] gives leadership up on purpose (docs/design.md#leadership-that-cannot-act-is-given-up): the
 //! session is closed in the same step and the elector joins again with a
 //! fresh session and a new candidate node, at the end of the queue.
+//!
+//! Tests: core/src/elector/tests.rs (the recipe against the ZooKeeper
+//! model, scenario by scenario), tests/tests/elector_props.rs (quickcheck
+//! over connection loss, lost replies, expiry, pauses),
+//! core/tests/master_node.rs and core/tests/fast_takeover_probe.rs (in the
+//! master node).
 
 mod depose;
 mod lease;
@@ -67,7 +73,6 @@ use crate::ids::{Addr, Epoch, MasterId};
 use crate::rng::Jitter;
 use crate::time::Millis;
 use crate::zk::{MultiOp, RequestId, SessionId, WatchKind, ZkCommand, ZkError, ZkEvent, ZkResult};
-use std::collections::{BTreeMap, BTreeSet};
 
 /// Elector configuration.
 #[derive(Clone, Debug)]
@@ -285,11 +290,13 @@ pub enum Action {
         /// Which timer.
         timer: Timer,
     },
-    /// The leader this elector sees changed (possibly to itself). `floor` is
-    /// an epoch the leader's epoch is at least (its sequence + 1). It is a
-    /// floor, not the epoch: sequences restart if the election path is
-    /// deleted, so the master still takes the max with its durable epoch.
-    LeaderIs {
+    /// The leader this elector sees changed (possibly to itself): named,
+    /// not proven. `floor` is an epoch the leader's epoch is at least (its
+    /// sequence + 1). It is a floor, never the epoch: sequences restart if
+    /// the election path is deleted, so the master still takes the max with
+    /// its durable epoch, and only the leader's own `HelloReply` proves its
+    /// epoch.
+    LeaderNamed {
         /// The leader's master id.
         id: MasterId,
         /// The leader's address.
@@ -508,76 +515,27 @@ struct Pending {
 }
 
 /// The elector machine.
+///
+/// Its state is grouped into the parts each handler works on: the
+/// coordination session and the requests on it (`session`), the candidacy
+/// and its election rounds (`candidacy`), this candidacy's leadership and
+/// its acting lease (`leadership`), what it sees of the leader
+/// (`leader_seen`), the master set (`members`) and the fast takeover
+/// (`depose`).
 #[derive(Debug)]
 pub struct Elector {
     config: Config,
     jitter: Jitter,
+    /// `<root>/election` ([`Config::election_path`]).
     election: String,
+    /// After [`Event::Shutdown`]: every later event is ignored.
     stopped: bool,
-    session: Session,
-    generation: u64,
-    round: u64,
-    step: Step,
-    next_req: u64,
-    pending: BTreeMap<RequestId, Pending>,
-    paths_ensured: bool,
-    /// Own node: (name, sequence).
-    node: Option<(String, u64)>,
-    create_in_doubt: bool,
-    leader: bool,
-    suspended: bool,
-    lease_from: Millis,
-    watching: BTreeSet<String>,
-    leader_node: Option<String>,
-    reported: Option<(MasterId, Addr, Epoch)>,
-    /// The candidates of the last listing, by node name, with their data
-    /// once read.
-    members: BTreeMap<String, Option<CandidateData>>,
-    members_reported: Option<Vec<Addr>>,
-    /// The ephemeral owner of the leader's node, from its data read (a
-    /// standby's watch): `(node, owner)`.
-    leader_owner: Option<(String, SessionId)>,
-    /// The send time of the last confirmation that found the own node
-    /// (ZERO: none since the election, a suspension or a NodeDeleted).
-    acting_from: Millis,
-    /// When this elector last saw itself elected.
-    elected_at: Millis,
-    /// When this elector last deposed a leader.
-    last_depose: Option<Millis>,
-    /// A watch on the own node is (believed) set on the current
-    /// connection: confirmations then ask for none, so one-shot watchers
-    /// do not pile up in the client over a long leadership.
-    self_watch: bool,
-    /// The acting lease written in this generation's node(s), with the
-    /// generation it was chosen for.
-    own_lease: Option<(u64, Millis)>,
-    /// The largest round trip of a reply on the current session.
-    rtt_max: Millis,
-    /// The round trip of the last confirmation that came back.
-    rtt_last: Option<Millis>,
-    /// Confirmations in a row that came back after their lease ran out,
-    /// and when the first of them did.
-    late_confirmations: (u32, Millis),
-    /// The ping timer fired while a confirmation of the session was in
-    /// flight: the next ping goes out as soon as nothing confirms it.
-    ping_owed: bool,
-    /// The round whose marker read has come back (see `relist`).
-    marker_round: Option<u64>,
-    /// Acting leases of candidates that left the listings recently, with
-    /// when this elector saw them gone: a leader deposed at *d* commands
-    /// until before *d* + its L, and *d* precedes the listing that missed it.
-    departed: Vec<(Millis, Millis)>,
-    /// The election directory's marker at the last listing: the largest
-    /// lease a deposed leader may still command under, and the data
-    /// version (to empty it conditionally).
-    marker: (Millis, Option<i32>),
-    /// A listing waiting for the marker read sent right after it.
-    listed: Option<Vec<String>>,
-    /// The acting lease the new leader's wait covers (its own, every
-    /// candidate that left recently, the marker).
-    wait_lease: Millis,
-    /// This leadership emptied the marker already (or found none).
-    marker_cleared: bool,
+    session: session::SessionPart,
+    candidacy: round::Candidacy,
+    leadership: lease::Leadership,
+    leader_seen: round::LeaderSeen,
+    members: members::Members,
+    depose: depose::Depose,
 }
 
 impl Elector {
@@ -588,39 +546,12 @@ impl Elector {
             election: config.election_path(),
             config,
             stopped: false,
-            session: Session::None,
-            generation: 0,
-            round: 0,
-            step: Step::Waiting,
-            next_req: 0,
-            pending: BTreeMap::new(),
-            paths_ensured: false,
-            node: None,
-            create_in_doubt: false,
-            leader: false,
-            suspended: false,
-            lease_from: Millis::ZERO,
-            watching: BTreeSet::new(),
-            leader_node: None,
-            reported: None,
-            members: BTreeMap::new(),
-            members_reported: None,
-            leader_owner: None,
-            acting_from: Millis::ZERO,
-            elected_at: Millis::ZERO,
-            last_depose: None,
-            self_watch: false,
-            own_lease: None,
-            rtt_max: Millis::ZERO,
-            rtt_last: None,
-            late_confirmations: (0, Millis::ZERO),
-            ping_owed: false,
-            marker_round: None,
-            departed: Vec::new(),
-            marker: (Millis::ZERO, None),
-            listed: None,
-            wait_lease: Millis::ZERO,
-            marker_cleared: true,
+            session: session::SessionPart::default(),
+            candidacy: round::Candidacy::default(),
+            leadership: lease::Leadership::default(),
+            leader_seen: round::LeaderSeen::default(),
+            members: members::Members::default(),
+            depose: depose::Depose::default(),
         }
     }
 
@@ -636,13 +567,13 @@ impl Elector {
 
     /// The full path of the own candidate node, if known.
     pub fn node_path(&self) -> Option<String> {
-        self.node.as_ref().map(|(n, _)| format!("{}/{}", self.election, n))
+        self.candidacy.node.as_ref().map(|(n, _)| format!("{}/{}", self.election, n))
     }
 
     /// A check that fences a leader's writes by its election node: put it
     /// first in a [`ZkOp::Multi`](crate::zk::ZkOp::Multi) so the write fails once the node is gone.
     pub fn fence(&self) -> Option<MultiOp> {
-        if !self.leader {
+        if !self.leadership.leads() {
             return None;
         }
         self.node_path().map(|path| MultiOp::Check { path, version: 0 })
@@ -650,12 +581,12 @@ impl Elector {
 
     /// What the elector shows an observer at `now`.
     pub fn status(&self, now: Millis) -> ElectorStatus {
-        let session = match self.session {
+        let session = match self.session.state {
             Session::Up { id, .. } | Session::Down { id, .. } => Some(id),
             _ => None,
         };
-        let in_flight = self.pending.values().any(|p| {
-            p.round == self.round
+        let in_flight = self.session.pending.values().any(|p| {
+            p.round == self.candidacy.round
                 && !matches!(
                     p.purpose,
                     Purpose::Confirm(_)
@@ -668,16 +599,16 @@ impl Elector {
                 )
         });
         ElectorStatus {
-            leader: self.leader,
-            suspended: self.suspended,
+            leader: self.leadership.leads(),
+            suspended: self.leadership.suspended(),
             acting: self.is_acting(now),
             session,
-            node: self.node.as_ref().map(|(n, _)| n.clone()),
+            node: self.candidacy.node.as_ref().map(|(n, _)| n.clone()),
             lease_until: self.lease_end(),
-            settled: matches!(self.session, Session::Up { .. })
-                && self.step == Step::Settled
+            settled: matches!(self.session.state, Session::Up { .. })
+                && self.candidacy.step == Step::Settled
                 && !in_flight
-                && self.node.is_some(),
+                && self.candidacy.node.is_some(),
         }
     }
 
@@ -693,7 +624,7 @@ impl Elector {
         self.check_lease(now, &mut out);
         match event {
             Event::Start => {
-                if self.session == Session::None {
+                if self.session.state == Session::None {
                     self.ask_session(now, &mut out);
                 }
             }
@@ -708,32 +639,33 @@ impl Elector {
             }
             Event::Zk(ZkEvent::Reply { req, result }) => {
                 self.on_reply(now, req, result, &mut out);
-                if self.ping_owed {
+                if self.session.ping_owed {
                     self.keep_session(now, &mut out);
                 }
             }
             Event::Zk(ZkEvent::Watch { session, event }) => {
                 let own = self
+                    .candidacy
                     .node
                     .as_ref()
                     .is_some_and(|(n, _)| event.path.rsplit('/').next() == Some(n.as_str()));
                 if own && self.current_session() == Some(session) {
                     // Our own node changed or vanished (a standby's fast
                     // takeover): no command goes out from here on.
-                    self.acting_from = Millis::ZERO;
-                    self.self_watch = false;
+                    self.leadership.acting_from = Millis::ZERO;
+                    self.leadership.self_watch = false;
                 }
-                if matches!(self.session, Session::Up { id, .. } if id == session)
-                    && self.step == Step::Settled
+                if matches!(self.session.state, Session::Up { id, .. } if id == session)
+                    && self.candidacy.step == Step::Settled
                 {
                     let name = event.path.rsplit('/').next().unwrap_or_default();
                     if event.path == self.election {
                         // The leader's watch on the candidates: a master
                         // joined or left.
-                        if self.leader && event.kind == WatchKind::NodeChildrenChanged {
+                        if self.leadership.leads() && event.kind == WatchKind::NodeChildrenChanged {
                             self.watch_members(now, &mut out);
                         }
-                    } else if self.watching.contains(name) {
+                    } else if self.candidacy.watching.contains(name) {
                         self.relist(now, &mut out);
                     }
                 }
@@ -742,25 +674,27 @@ impl Elector {
             Event::Timer(Timer::Lease) => {
                 // (With the test-only knob the lease is never checked, so
                 // there is nothing to re-arm.)
-                if self.leader && !self.config.unsafe_no_lease_check {
+                if self.leadership.leads() && !self.config.unsafe_no_lease_check {
                     out.push(Action::SetTimer { timer: Timer::Lease, at: self.lease_end() });
                 }
             }
             Event::Timer(Timer::Retry) => {
-                if matches!(self.session, Session::Up { .. }) && self.step == Step::Waiting {
+                if matches!(self.session.state, Session::Up { .. })
+                    && self.candidacy.step == Step::Waiting
+                {
                     self.start_round(now, &mut out);
                 }
             }
             Event::Abandon => {
-                if self.session != Session::None {
+                if self.session.state != Session::None {
                     self.abandon(now, true, &mut out);
                 }
             }
             Event::AbandonFor { rejoin_after } => {
-                if self.session != Session::None {
+                if self.session.state != Session::None {
                     self.abandon(now, true, &mut out);
                     // Out of the election until the timer: no session yet.
-                    self.session = Session::None;
+                    self.session.state = Session::None;
                     out.retain(|a| !matches!(a, Action::Zk(ZkCommand::NewSession { .. })));
                     out.push(Action::SetTimer { timer: Timer::Rejoin, at: now + rejoin_after });
                 }
@@ -768,23 +702,21 @@ impl Elector {
             Event::Confirm => self.confirm(now, &mut out),
             Event::Depose { leader } => self.depose(now, leader, &mut out),
             Event::Timer(Timer::Rejoin) => {
-                if self.session == Session::None && !self.stopped {
+                if self.session.state == Session::None && !self.stopped {
                     self.ask_session(now, &mut out);
                 }
             }
             Event::Shutdown => {
-                if self.leader {
+                if self.leadership.step_down() {
                     out.push(Action::Revoked);
                 }
-                self.leader = false;
-                self.suspended = false;
                 if let Some(id) = self.current_session() {
                     out.push(Action::Zk(ZkCommand::CloseSession { session: id }));
                 }
                 for timer in [Timer::Ping, Timer::Lease, Timer::Retry] {
                     out.push(Action::CancelTimer { timer });
                 }
-                self.session = Session::None;
+                self.session.state = Session::None;
                 self.stopped = true;
             }
         }
@@ -792,7 +724,7 @@ impl Elector {
     }
 
     fn on_reply(&mut self, now: Millis, req: RequestId, result: ZkResult, out: &mut Vec<Action>) {
-        let Some(p) = self.pending.remove(&req) else {
+        let Some(p) = self.session.pending.remove(&req) else {
             return;
         };
         let current = self.current_session() == Some(p.session);
@@ -800,14 +732,14 @@ impl Elector {
             return;
         }
         if result != Err(ZkError::ConnectionLoss) {
-            self.rtt_max = self.rtt_max.max(now.since(p.sent_at));
+            self.session.rtt_max = self.session.rtt_max.max(now.since(p.sent_at));
         }
         match result {
             Err(ZkError::ConnectionLoss) => {
                 if p.purpose == Purpose::Create {
-                    self.create_in_doubt = true;
+                    self.candidacy.create_in_doubt = true;
                 }
-                if p.round == self.round {
+                if p.round == self.candidacy.round {
                     self.connection_lost(out);
                     // Normally `Disconnected` follows and the reconnect
                     // starts the next round; should the connection survive
@@ -829,7 +761,7 @@ impl Elector {
                 // The quorum answered, so the server heard from us no
                 // earlier than we sent: the session lives at least until
                 // then + timeout.
-                self.lease_from = self.lease_from.max(p.sent_at);
+                self.session.lease_from = self.session.lease_from.max(p.sent_at);
             }
             _ => {}
         }
@@ -843,7 +775,7 @@ impl Elector {
             }
             _ => {}
         }
-        if p.round != self.round || !matches!(self.session, Session::Up { .. }) {
+        if p.round != self.candidacy.round || !matches!(self.session.state, Session::Up { .. }) {
             return;
         }
         self.on_round_reply(now, p.purpose, result, out)

@@ -73,7 +73,7 @@ fn aurora_1061_connection_loss_during_create_keeps_one_candidate() {
     // Everyone agrees who leads.
     for i in 0..3 {
         let last = sim.members[i].leadership_outcomes().into_iter().rev().find_map(|a| match a {
-            Action::LeaderIs { id, .. } => Some(id),
+            Action::LeaderNamed { id, .. } => Some(id),
             _ => None,
         });
         assert_eq!(last, Some(MasterId::new("m0")), "member {i}");

@@ -18,9 +18,13 @@
 //!   an existing group is refused and kills nothing.
 //! * A framework disconnected longer than its `failover_timeout` is removed
 //!   and its executors killed; within it, they keep running.
+//!
+//! Tests: core/tests/subscribe.rs (SUBSCRIBE, declarations,
+//! failover), core/tests/durable_requests.rs, core/tests/history.rs (ends),
+//! core/tests/job_promises.rs.
 
 use super::history::Ending;
-use super::{Action, AfterWrite, Master, Phase};
+use super::{Action, AfterWrite, Master};
 use crate::ids::{Addr, ConnId, ExecutorId, FrameworkId, InstanceId, WorkerId};
 use crate::limits;
 use crate::protocol::{ExecutorInfo, GroupSpec, Message, Subscribe};
@@ -786,7 +790,7 @@ impl Master {
                 out.push(Action::Send { conn, msg: Message::FrameworkHeartbeat { epoch } });
             }
         }
-        if self.phase != Phase::Alive {
+        if !self.recovered() {
             return;
         }
         let expired: Vec<FrameworkId> = self

@@ -11,6 +11,10 @@
 //! `REGENT_SCALE_ONLY=placement`). [`Gauges::of_state`] computes the same
 //! figures from a snapshot, and debug builds check the two agree after
 //! every step of the machine (so every simulator and property run does).
+//!
+//! Tests: the debug check of every step (`check_indexes` in
+//! `mod.rs`, so every test of the machine), runtime-smol/tests/e2e_events.rs
+//! (`/metrics`).
 
 use super::{Master, WorkerState};
 use crate::ids::Epoch;

@@ -28,6 +28,8 @@
 //! * **Wall clock**: the runtime passes wall-clock ms at the election
 //!   (`Event::Elected { clock }`, docs/design.md#epochs-fence-everything); the leader adds the
 //!   monotonic time since. A runtime that passes 0 gets 0 (unknown).
+//!
+//! Tests: core/tests/history.rs.
 
 use super::{Action, AfterWrite, FrameworkEntry, Master};
 use crate::ids::FrameworkId;

@@ -24,6 +24,11 @@
 //! leader that dies before leaves its executors to the next one); until
 //! then its dying executors are not `due` and a report of one kills
 //! nothing.
+//!
+//! Tests: core/tests/job_promises.rs (accepted kills sent again,
+//! a killed executor's hold), core/tests/one_executor_per_slot.rs,
+//! core/tests/durable_requests.rs, the simulator's `kills` and `kill_bound`
+//! invariants (tests/tests/sim_seeds.rs).
 
 use super::executors::Need;
 use super::{Action, Master};

@@ -3,9 +3,22 @@
 //! ```text
 //! STANDBY --Elected--> (LoadRecords) --Loaded--> (Persist epoch) --Persisted-->
 //!   RECOVERING --all recovered workers reported | recovery_timeout--> ALIVE
-//! RECOVERING/ALIVE --Suspended--> SUSPENDED --Resumed--> back where it was
+//! elected, any stage --Suspended--> suspended --Resumed--> not suspended
 //! any --Revoked | a failed write or load--> STANDBY (state dropped)
 //! ```
+//!
+//! One state holds all of it (`Leadership`): standby, or elected at a
+//! stage (loading, persisting the epoch, recovering, alive) with or
+//! without its session in doubt. A suspended master goes on loading and
+//! recovering but does not act; it shows SUSPENDED once its epoch is
+//! durable (before that it shows STANDBY: it does not lead yet). Callers
+//! ask the question they mean: `may_act`, `may_place`,
+//! `accepts_heartbeats`, `elected`, ...
+//!
+//! Tests: core/tests/recovery.rs (the epoch rule, recovery, suspension,
+//! revocation), core/tests/master_node.rs (with the elector), the
+//! simulator's `single_leader` and `epochs` invariants
+//! (tests/tests/sim_seeds.rs).
 //!
 //! The epoch is `max(last durable epoch + 1, elector floor, wall clock ms)`
 //! and is durable before the master sends anything as leader (docs/design.md#epochs-fence-everything),
@@ -13,7 +26,7 @@
 //! epoch below one that workers have already seen.
 
 use super::workers::WorkerState;
-use super::{Action, AfterWrite, FrameworkEntry, Master, Phase, Timer};
+use super::{Action, AfterWrite, FrameworkEntry, Leadership, Master, Stage, Timer};
 use crate::ids::{Addr, Epoch, WorkerId};
 use crate::protocol::Role;
 use crate::store::StoreCommand;
@@ -28,19 +41,19 @@ impl Master {
         clock: u64,
         out: &mut Vec<Action>,
     ) {
-        if self.holds_leadership() {
+        if self.elected() {
             return; // a repeated notification
         }
         // The wall clock of this leadership (finished frameworks' times).
         self.wall_base = (clock > 0).then(|| clock.saturating_sub(now.0));
-        self.phase = Phase::Loading { floor, clock };
+        self.leadership =
+            Leadership::Elected { stage: Stage::Loading { floor, clock }, suspended: false };
         self.leadership_writes_after = self.next_write;
-        self.suspended = false;
         out.push(Action::Store(StoreCommand::LoadRecords));
     }
 
     pub(super) fn on_loaded(&mut self, records: Vec<Record>, out: &mut Vec<Action>) {
-        let Phase::Loading { floor, clock } = self.phase else {
+        let Some(&Stage::Loading { floor, clock }) = self.stage() else {
             return;
         };
         let durable = records
@@ -55,8 +68,16 @@ impl Master {
         // Not yet this master's epoch: nobody may see it before it is durable
         // (a write that fails would leave peers fenced against the leader).
         let write = self.next_write();
-        self.phase = Phase::PersistingEpoch { write, epoch, records };
+        self.advance(Stage::PersistingEpoch { write, epoch, records });
         out.push(Action::Store(StoreCommand::Persist { write, record: Record::Epoch(epoch) }));
+    }
+
+    /// Moves an elected master's leadership on to `next`, its session as
+    /// it was (a suspended master loads and recovers; it does not act).
+    fn advance(&mut self, next: Stage) {
+        if let Leadership::Elected { stage, .. } = &mut self.leadership {
+            *stage = next;
+        }
     }
 
     /// Handles `Persisted` for the epoch write; `false` if `write` is another.
@@ -66,14 +87,15 @@ impl Master {
         write: crate::store::WriteId,
         out: &mut Vec<Action>,
     ) -> bool {
-        let (epoch, records) = match &mut self.phase {
-            Phase::PersistingEpoch { write: w, epoch, records } if *w == write => {
-                (*epoch, std::mem::take(records))
-            }
+        let (epoch, records) = match &mut self.leadership {
+            Leadership::Elected {
+                stage: Stage::PersistingEpoch { write: w, epoch, records },
+                ..
+            } if *w == write => (*epoch, std::mem::take(records)),
             _ => return false,
         };
         self.epoch = epoch;
-        self.phase = Phase::Recovering;
+        self.advance(Stage::Recovering);
         self.leader = Some(self.self_hint());
         // The history first: a framework record that a history record says
         // was finished is a crash's leftover, not a live framework.
@@ -133,7 +155,7 @@ impl Master {
 
     /// Recovery waits on workers only: it ends when none is UNKNOWN.
     pub(super) fn maybe_finish_recovery(&mut self, now: Millis, out: &mut Vec<Action>) {
-        if self.phase == Phase::Recovering && self.workers.count(WorkerState::Unknown) == 0 {
+        if self.recovering() && self.workers.count(WorkerState::Unknown) == 0 {
             self.become_alive(now, out);
         }
     }
@@ -141,13 +163,13 @@ impl Master {
     /// RECOVERING → ALIVE: frameworks that have not resubscribed start their
     /// failover clocks now, and placement starts.
     fn become_alive(&mut self, now: Millis, out: &mut Vec<Action>) {
-        self.phase = Phase::Alive;
+        self.advance(Stage::Alive);
         self.start_failover_clocks(now);
         self.place(out);
     }
 
     pub(super) fn on_recovery_timeout(&mut self, now: Millis, out: &mut Vec<Action>) {
-        if self.phase != Phase::Recovering || self.suspended {
+        if !(self.recovering() && self.may_act()) {
             return;
         }
         let silent = self.workers.ids_in(WorkerState::Unknown);
@@ -166,17 +188,19 @@ impl Master {
         self.become_alive(now, out);
     }
 
+    /// The session is in doubt: an elected master (at any stage) is
+    /// suspended until `Resumed`; a standby has nothing to suspend.
     pub(super) fn on_suspended(&mut self) {
-        if self.holds_leadership() {
-            self.suspended = true;
+        if let Leadership::Elected { suspended, .. } = &mut self.leadership {
+            *suspended = true;
         }
     }
 
     pub(super) fn on_resumed(&mut self, now: Millis, out: &mut Vec<Action>) {
-        if !self.suspended {
+        let Leadership::Elected { suspended: suspended @ true, .. } = &mut self.leadership else {
             return;
-        }
-        self.suspended = false;
+        };
+        *suspended = false;
         // Nobody could reach a suspended leader reliably: every worker gets a
         // fresh `worker_timeout` instead of being declared DEAD for it.
         self.workers.refresh_all(now);
@@ -194,7 +218,7 @@ impl Master {
         then: Option<AfterWrite>,
         out: &mut Vec<Action>,
     ) -> bool {
-        if !self.acting() {
+        if !self.may_act() {
             return false;
         }
         let Some(entry) = self.workers.remove_if_not_alive(id) else { return false };

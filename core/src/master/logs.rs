@@ -1,17 +1,22 @@
 //! Executor output, relayed by the leader (`regent logs`, `GET
 //! /api/logs/...`).
 //!
-//! An operator's [`Message::LogRequest`] names an executor; the leader
+//! An operator's [`Message::LogRequest`] (on a connection) or a local
+//! asker's [`Event::LogQuery`](super::Event::LogQuery) (an HTTP read, by
+//! [`QueryId`]) names an executor; the leader
 //! looks up the worker it runs (or ran) on and, if that worker is
 //! connected, relays a [`Message::ReadLog`] to it under a fresh relay
 //! number. The worker's [`Message::LogData`] is checked against what was
 //! asked and answered to the operator as [`Message::LogChunk`], or as
 //! `RequestRefused` naming why. Every relay ends with exactly one answer to
-//! the operator (if still connected):
+//! the asker (an operator if still connected; a query always, as
+//! [`Action::Answer`]):
 //!
 //! * the worker answers (with bytes, or why it could not read);
 //! * the worker's connection closes first: refused, "disconnected";
-//! * [`LOG_RELAY_TIMEOUT`] passes first: refused, "did not answer".
+//! * [`LOG_RELAY_TIMEOUT`] passes first: refused, "did not answer";
+//! * the leadership ends first: a query is refused, "stopped leading" (an
+//!   operator's connection closes).
 //!
 //! Bounds (docs/design.md#peer-input-never-panics): a chunk is at most [`MAX_LOG_CHUNK`] bytes; at
 //! most [`MAX_LOG_RELAYS_PER_CONN`] relays per operator connection and
@@ -24,9 +29,11 @@
 //! `finished` in a chunk is true when the leader knows the executor as
 //! ended *and* the worker, when it read, no longer ran it: the file then
 //! grows no more.
+//!
+//! Tests: core/tests/log_relay.rs, core/tests/log_relay_node.rs.
 
-use super::{Action, Master, Timer};
-use crate::ids::{ConnId, ExecutorId, WorkerId};
+use super::{Action, Master, Origin, Timer};
+use crate::ids::{ConnId, ExecutorId, QueryId, WorkerId};
 use crate::limits::{LOG_RELAY_TIMEOUT, MAX_LOG_CHUNK, MAX_LOG_RELAYS, MAX_LOG_RELAYS_PER_CONN};
 use crate::protocol::{LogRead, LogStream, Message};
 use crate::time::Millis;
@@ -35,9 +42,9 @@ use std::collections::BTreeMap;
 /// One read on its way through the leader.
 #[derive(Clone, Debug)]
 struct Relay {
-    /// The operator's connection (`None` once it closed: the answer is
-    /// dropped when it comes).
-    client: Option<ConnId>,
+    /// Who asked: an operator's connection or a local query (`None` once
+    /// the connection closed: the answer is dropped when it comes).
+    client: Option<Origin>,
     /// The operator's request id.
     request: u64,
     executor: ExecutorId,
@@ -66,9 +73,20 @@ impl Relays {
         self.by_id.values().map(|r| r.deadline).min()
     }
 
-    /// Forgets every relay (the leadership ended: every connection closes).
-    pub(super) fn clear(&mut self) {
+    /// Forgets every relay (the leadership ended: every connection
+    /// closes); the local queries among them, with their request ids, are
+    /// returned to be refused (nothing closes for them).
+    pub(super) fn clear(&mut self) -> Vec<(QueryId, u64)> {
+        let queries = self
+            .by_id
+            .values()
+            .filter_map(|r| match r.client {
+                Some(Origin::Query(q)) => Some((q, r.request)),
+                _ => None,
+            })
+            .collect();
         self.by_id.clear();
+        queries
     }
 }
 
@@ -83,18 +101,28 @@ impl Master {
         self.logs.len()
     }
 
-    fn refuse_log(&mut self, conn: ConnId, request: u64, reason: String, out: &mut Vec<Action>) {
+    fn refuse_log(&mut self, to: Origin, request: u64, reason: String, out: &mut Vec<Action>) {
         self.metrics.log_requests_refused += 1;
         let msg = Message::RequestRefused { epoch: self.epoch, request, reason };
-        out.push(Action::Send { conn, msg });
+        out.push(to.reply(msg));
     }
 
-    /// An operator asks for a chunk of `executor`'s output (leader, acting).
+    /// The leadership ended (`relays` are the local queries that were in
+    /// flight): each query is refused, so every query gets its one answer.
+    pub(super) fn log_queries_end(&mut self, relays: Vec<(QueryId, u64)>, out: &mut Vec<Action>) {
+        for (query, request) in relays {
+            let reason = "the master stopped leading before the worker answered; retry".into();
+            self.refuse_log(Origin::Query(query), request, reason, out);
+        }
+    }
+
+    /// An operator (or a local query) asks for a chunk of `executor`'s
+    /// output (leader, acting).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn log_request(
         &mut self,
         now: Millis,
-        conn: ConnId,
+        conn: Origin,
         request: u64,
         executor: ExecutorId,
         stream: LogStream,
@@ -228,7 +256,7 @@ impl Master {
         };
         let Some(client) = r.client else { return };
         match answer {
-            Ok(msg) => out.push(Action::Send { conn: client, msg }),
+            Ok(msg) => out.push(client.reply(msg)),
             Err(reason) => self.refuse_log(client, r.request, reason, out),
         }
     }
@@ -241,7 +269,7 @@ impl Master {
         }
         let mut gone = Vec::new();
         for (id, r) in self.logs.by_id.iter_mut() {
-            if r.client == Some(conn) {
+            if r.client == Some(Origin::Conn(conn)) {
                 r.client = None;
             }
             if r.worker_conn == conn {

@@ -21,10 +21,14 @@
 //! in `workers`, reports in `executors`, subscriptions and framework
 //! requests in `frameworks`, operator commands in `operator`, log reads in
 //! `logs`.
+//!
+//! Tests: core/tests/registration.rs, core/tests/subscribe.rs,
+//! core/tests/limits.rs, core/tests/advertised_masters.rs,
+//! core/tests/recovery.rs (refusals while suspended).
 
 use super::history::Ending;
 use super::operator::WorkerChange;
-use super::{Action, AfterWrite, Master};
+use super::{Action, AfterWrite, Master, Origin};
 use crate::ids::{ConnId, FrameworkId, WorkerId};
 use crate::protocol::{ClusterState, HelloReply, Message, Role};
 use crate::time::Millis;
@@ -49,7 +53,7 @@ impl Master {
                     msg: Message::HelloReply(HelloReply {
                         role: Role::Master,
                         master: self.config.id.clone(),
-                        leading: self.acting(),
+                        leading: self.may_act(),
                         epoch: self.epoch,
                         leader: self.leader_hint(),
                         masters: self.known_masters(),
@@ -57,7 +61,7 @@ impl Master {
                 });
             }
             Message::RegisterWorker(reg) => {
-                if self.acting() {
+                if self.may_act() {
                     let (worker, incarnation) = (reg.worker.clone(), reg.incarnation);
                     let reports = reg.executors.clone();
                     // What the report saw of this leadership's launches: a
@@ -101,7 +105,7 @@ impl Master {
             Message::WorkerHeartbeat { incarnation } => {
                 // A suspended leader still accepts heartbeats: its workers
                 // must not think it gone while it may yet resume.
-                if self.acting() || (self.suspended && self.holds_leadership()) {
+                if self.accepts_heartbeats() {
                     self.worker_heartbeat(now, conn, incarnation, out);
                 } else {
                     out.push(self.refusal(conn));
@@ -110,7 +114,7 @@ impl Master {
             Message::ExecutorStatus { incarnation, report } => {
                 let bound = self.conns.get(&conn).and_then(|c| c.worker.clone());
                 match bound {
-                    Some(w) if self.acting() && self.workers.is_bound(&w, incarnation, conn) => {
+                    Some(w) if self.may_act() && self.workers.is_bound(&w, incarnation, conn) => {
                         self.apply_report(&w, report, out)
                     }
                     // Not now: the worker keeps the report and sends it again.
@@ -120,7 +124,7 @@ impl Master {
             Message::WorkerUsage { incarnation, usage } => {
                 let bound = self.conns.get(&conn).and_then(|c| c.worker.clone());
                 match bound {
-                    Some(w) if self.acting() && self.workers.is_bound(&w, incarnation, conn) => {
+                    Some(w) if self.may_act() && self.workers.is_bound(&w, incarnation, conn) => {
                         self.worker_usage(now, &w, usage)
                     }
                     // Observational: a sample not taken now is not missed.
@@ -128,22 +132,22 @@ impl Master {
                 }
             }
             Message::Subscribe(sub) => {
-                if self.acting() {
+                if self.may_act() {
                     self.subscribe(now, conn, sub, out);
                 } else {
                     out.push(self.refusal(conn));
                 }
             }
-            Message::DeclareGroup { request, spec } if self.acting() => {
+            Message::DeclareGroup { request, spec } if self.may_act() => {
                 self.declare_group(conn, request, spec, out)
             }
-            Message::UpdateGroup { request, spec, max_parallel } if self.acting() => {
+            Message::UpdateGroup { request, spec, max_parallel } if self.may_act() => {
                 self.update_group(conn, request, spec, max_parallel, out)
             }
-            Message::KillExecutor { request, executor } if self.acting() => {
+            Message::KillExecutor { request, executor } if self.may_act() => {
                 self.kill_request(conn, request, executor, out)
             }
-            Message::Teardown { request } if self.acting() => {
+            Message::Teardown { request } if self.may_act() => {
                 self.teardown(now, conn, request, out)
             }
             // Keeps the subscription's connection alive; nothing to do.
@@ -166,9 +170,9 @@ impl Master {
                 let state = self.state_reply(now, conn);
                 out.push(Action::Send { conn, msg: Message::StateReply(state) })
             }
-            Message::RemoveWorker { request, worker } if self.acting() => {
-                // Accepted only once the record's delete is durable (DESIGN
-                // rule 3): `remove_worker` attaches the acceptance to it.
+            Message::RemoveWorker { request, worker } if self.may_act() => {
+                // Accepted only once the record's delete is durable
+                // (docs/design.md#durable-before-acknowledged): `remove_worker` attaches the acceptance to it.
                 let then = AfterWrite::Accept { conn, request };
                 if !self.remove_worker(&worker, Some(then), out) {
                     let reason = match self.workers.entries.get(&worker) {
@@ -181,7 +185,7 @@ impl Master {
                     out.push(self.refuse_request(conn, request, reason));
                 }
             }
-            Message::KillFramework { request, framework } if self.acting() => {
+            Message::KillFramework { request, framework } if self.may_act() => {
                 if self.frameworks.contains_key(&framework) {
                     let then = Some(AfterWrite::Accept { conn, request });
                     self.remove_framework(now, &framework, Ending::Killed, then, out);
@@ -190,29 +194,30 @@ impl Master {
                     out.push(self.refuse_request(conn, request, reason));
                 }
             }
-            Message::LogRequest { request, executor, stream, offset, max } if self.acting() => {
-                self.log_request(now, conn, request, executor, stream, offset, max, out)
+            Message::LogRequest { request, executor, stream, offset, max } if self.may_act() => {
+                let asker = Origin::Conn(conn);
+                self.log_request(now, asker, request, executor, stream, offset, max, out)
             }
             Message::LogData { relay, live, read } => self.log_data(conn, relay, live, read, out),
-            Message::CordonWorker { request, worker } if self.acting() => {
+            Message::CordonWorker { request, worker } if self.may_act() => {
                 self.change_worker(now, conn, request, worker, WorkerChange::Cordon, out)
             }
-            Message::UncordonWorker { request, worker } if self.acting() => {
+            Message::UncordonWorker { request, worker } if self.may_act() => {
                 let change = WorkerChange::Uncordon;
                 self.change_worker(now, conn, request, worker, change, out)
             }
-            Message::DrainWorker { request, worker, deadline } if self.acting() => {
+            Message::DrainWorker { request, worker, deadline } if self.may_act() => {
                 let change = WorkerChange::Drain { deadline };
                 self.change_worker(now, conn, request, worker, change, out)
             }
-            Message::ScaleGroup { request, framework, group, slots } if self.acting() => {
+            Message::ScaleGroup { request, framework, group, slots } if self.may_act() => {
                 self.scale_group(conn, request, framework, group, slots, out)
             }
-            Message::OperatorKillExecutor { request, executor, refill } if self.acting() => {
+            Message::OperatorKillExecutor { request, executor, refill } if self.may_act() => {
                 self.operator_kill(conn, request, executor, refill, out)
             }
-            Message::PlanRequest { request, groups } if self.acting() => {
-                let groups = self.plan(&groups);
+            Message::PlanRequest { request, groups } if self.may_act() => {
+                let groups = self.candidates().plan(&groups);
                 out.push(Action::Send {
                     conn,
                     msg: Message::PlanReply { epoch: self.epoch, request, groups },
@@ -303,18 +308,16 @@ impl Master {
 
     /// The answer to a request this master cannot act on right now.
     fn refusal(&self, conn: ConnId) -> Action {
-        if self.suspended && self.holds_leadership() {
-            return Action::Send { conn, msg: Message::LeaderSuspended { epoch: self.epoch } };
-        }
-        self.not_leader(conn)
+        Action::Send { conn, msg: self.refusal_message() }
     }
 
-    /// `NotLeader`, with the leader this master knows of, if any.
-    fn not_leader(&self, conn: ConnId) -> Action {
-        Action::Send {
-            conn,
-            msg: Message::NotLeader { epoch: self.epoch, leader: self.leader_hint() },
+    /// What [`Master::refusal`] says, for any asker: `LeaderSuspended`, or
+    /// `NotLeader` with the leader this master knows of.
+    pub(super) fn refusal_message(&self) -> Message {
+        if self.suspended() {
+            return Message::LeaderSuspended { epoch: self.epoch };
         }
+        Message::NotLeader { epoch: self.epoch, leader: self.leader_hint() }
     }
 
     /// `RequestRefused` of `request` on `conn`, saying why.

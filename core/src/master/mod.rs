@@ -21,6 +21,9 @@
 //! `messages`, and the work it asks for is done in `workers`, `executors`
 //! (whose `Executors` keeps the executors and their index), `frameworks`,
 //! `operator` and `logs`.
+//!
+//! Tests: core/tests/ (one suite per subject; the table in
+//! docs/testing.md), the properties and the simulator in tests/tests/.
 
 mod executors;
 mod frameworks;
@@ -38,11 +41,11 @@ mod silence;
 mod snapshot;
 mod workers;
 
-use crate::ids::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, MasterId, WorkerId};
+use crate::ids::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, MasterId, QueryId, WorkerId};
 use crate::policy::Placement;
 use crate::protocol::{
-    ClusterState, ExecutorState, ExecutorView, FrameworkView, GroupView, LeaderHint, Message, Role,
-    Usage, WorkerUsageView, WorkerView,
+    ClusterState, ExecutorState, ExecutorView, FrameworkView, GroupView, LeaderHint, LogStream,
+    Message, Role, Usage, WorkerUsageView, WorkerView,
 };
 use crate::states::{DrainState, FrameworkState};
 use crate::store::{Maintenance, SlotOutcome};
@@ -208,8 +211,8 @@ pub enum Event {
     /// A deadline set by [`Action::SetTimer`] passed.
     Timer(Timer),
     /// The elector made this master leader. The master loads its records,
-    /// picks its epoch as `max(last durable epoch + 1, floor, clock)` (DESIGN
-    /// rule 4) and makes it durable before it acts.
+    /// picks its epoch as `max(last durable epoch + 1, floor, clock)` and
+    /// makes it durable before it acts (docs/design.md#epochs-fence-everything).
     Elected {
         /// The epoch floor from the elector.
         floor: Epoch,
@@ -242,6 +245,22 @@ pub enum Event {
         /// Its advertised address.
         addr: Addr,
     },
+    /// A local asker (an HTTP read, numbered by the runtime) wants a chunk
+    /// of `executor`'s output, as an operator's [`Message::LogRequest`]
+    /// would: exactly one [`Action::Answer`] for `query` follows (a
+    /// `LogChunk`, `RequestRefused`, `NotLeader` or `LeaderSuspended`).
+    LogQuery {
+        /// The asker's number, echoed in the answer.
+        query: QueryId,
+        /// The executor.
+        executor: ExecutorId,
+        /// Which file.
+        stream: LogStream,
+        /// Where to start; `None`: the last `max` bytes.
+        offset: Option<u64>,
+        /// The most bytes wanted.
+        max: u32,
+    },
     /// The masters of the election (every candidate's advertised address).
     /// They replace the masters this master advertises (its own address is
     /// always among them); the leader tells its workers and subscribers with
@@ -252,6 +271,27 @@ pub enum Event {
     },
 }
 
+/// Who asked for something the master answers: a peer on a connection, or
+/// a local asker (an HTTP read) by its query number. An answer goes back
+/// the way the question came ([`Origin::reply`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Origin {
+    /// A peer's connection.
+    Conn(ConnId),
+    /// A local query.
+    Query(QueryId),
+}
+
+impl Origin {
+    /// The action that answers `msg` to this asker.
+    pub fn reply(self, msg: Message) -> Action {
+        match self {
+            Origin::Conn(conn) => Action::Send { conn, msg },
+            Origin::Query(query) => Action::Answer { query, msg },
+        }
+    }
+}
+
 /// What the runtime must do, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -260,6 +300,13 @@ pub enum Action {
         /// The connection.
         conn: ConnId,
         /// The message.
+        msg: Message,
+    },
+    /// The one answer to the local query `query` ([`Event::LogQuery`]).
+    Answer {
+        /// The query.
+        query: QueryId,
+        /// The answer, as a peer asking on a connection would get it.
         msg: Message,
     },
     /// Close `conn` after flushing what was sent before; do not feed
@@ -354,22 +401,38 @@ enum AfterWrite {
 /// [`crate::states`]).
 pub use crate::states::MasterStatus as Status;
 
-/// Where the leadership is, internally.
+/// This master's leadership: the one state every question about leading
+/// is answered from ([`Master::status`] is its projection for views).
+///
+/// Suspension belongs to an election, so a master that was never elected
+/// (or stepped down) cannot be suspended; an elected one is suspended at
+/// any stage, but shows SUSPENDED only once its epoch is durable (before
+/// that it does not lead yet).
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Phase {
+enum Leadership {
+    /// Not elected.
     Standby,
-    /// Elected; records requested.
-    Loading {
-        floor: Epoch,
-        clock: u64,
+    /// Elected (the elector said so and has not taken it back).
+    Elected {
+        /// How far the leadership has come.
+        stage: Stage,
+        /// The coordination session is in doubt (the elector reported
+        /// `Suspended` and not yet `Resumed`): nothing that needs the
+        /// leadership to be sure is done.
+        suspended: bool,
     },
+}
+
+/// How far an elected master's leadership has come.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Stage {
+    /// Records requested.
+    Loading { floor: Epoch, clock: u64 },
     /// Epoch chosen; its write is in flight.
-    PersistingEpoch {
-        write: WriteId,
-        epoch: Epoch,
-        records: Vec<Record>,
-    },
+    PersistingEpoch { write: WriteId, epoch: Epoch, records: Vec<Record> },
+    /// Leading at a durable epoch; waiting for recovered workers to report.
     Recovering,
+    /// Leading at a durable epoch, recovery over.
     Alive,
 }
 
@@ -418,8 +481,7 @@ struct Conn {
 #[derive(Debug)]
 pub struct Master {
     config: Config,
-    phase: Phase,
-    suspended: bool,
+    leadership: Leadership,
     epoch: Epoch,
     leader: Option<LeaderHint>,
     masters: BTreeSet<Addr>,
@@ -482,8 +544,7 @@ impl Master {
         masters.insert(config.addr.clone());
         Master {
             config,
-            phase: Phase::Standby,
-            suspended: false,
+            leadership: Leadership::Standby,
             epoch: Epoch::ZERO,
             leader: None,
             masters,
@@ -514,16 +575,17 @@ impl Master {
         }
     }
 
-    /// Leading past the durable epoch (RECOVERING or ALIVE, suspended or
-    /// not): the phase in which the sweep and framework heartbeats run.
-    pub fn is_leading(&self) -> bool {
-        matches!(self.phase, Phase::Recovering | Phase::Alive)
+    /// Whether this master leads at a durable epoch (RECOVERING or ALIVE,
+    /// suspended or not): the leadership whose deadlines (the sweep, the
+    /// framework heartbeat, restart backoffs) run.
+    pub fn leads(&self) -> bool {
+        matches!(self.stage(), Some(Stage::Recovering | Stage::Alive))
     }
 
-    /// Whether the recovery window is open (leading, RECOVERING, possibly
-    /// suspended).
-    pub fn is_recovering(&self) -> bool {
-        self.phase == Phase::Recovering
+    /// Whether the recovery window is open: leading at a durable epoch and
+    /// waiting for recovered workers to report (suspended or not).
+    pub fn recovering(&self) -> bool {
+        self.stage() == Some(&Stage::Recovering)
     }
 
     /// The deadlines asked for (by [`Action::SetTimer`]) that have not fired
@@ -539,8 +601,8 @@ impl Master {
     }
 
     fn required(&self) -> impl Iterator<Item = Timer> {
-        let leading = self.is_leading();
-        let recovering = self.is_recovering();
+        let leading = self.leads();
+        let recovering = self.recovering();
         [
             (Timer::Sweep, leading),
             (Timer::FrameworkHeartbeat, leading),
@@ -581,28 +643,72 @@ impl Master {
         }
     }
 
-    /// Where the master is in its lifecycle.
+    /// Where the master is in its lifecycle: its leadership as views show
+    /// it.
     pub fn status(&self) -> Status {
-        match self.phase {
-            // Only a leadership with a durable epoch is SUSPENDED; one still
-            // loading is not leading yet, whatever its session does.
-            Phase::Recovering | Phase::Alive if self.suspended => Status::Suspended,
-            Phase::Standby | Phase::Loading { .. } | Phase::PersistingEpoch { .. } => {
-                Status::Standby
-            }
-            Phase::Recovering => Status::Recovering,
-            Phase::Alive => Status::Alive,
+        match &self.leadership {
+            // Still loading is not leading yet, whatever its session does.
+            Leadership::Standby
+            | Leadership::Elected {
+                stage: Stage::Loading { .. } | Stage::PersistingEpoch { .. },
+                ..
+            } => Status::Standby,
+            Leadership::Elected { suspended: true, .. } => Status::Suspended,
+            Leadership::Elected { stage: Stage::Recovering, .. } => Status::Recovering,
+            Leadership::Elected { stage: Stage::Alive, .. } => Status::Alive,
         }
     }
 
-    /// Leading and able to act (recovering or alive, not suspended).
-    fn acting(&self) -> bool {
-        !self.suspended && matches!(self.phase, Phase::Recovering | Phase::Alive)
+    /// How far an elected master's leadership has come; `None` in standby.
+    fn stage(&self) -> Option<&Stage> {
+        match &self.leadership {
+            Leadership::Standby => None,
+            Leadership::Elected { stage, .. } => Some(stage),
+        }
     }
 
-    /// Holding leadership at all (possibly suspended or still loading).
-    fn holds_leadership(&self) -> bool {
-        self.phase != Phase::Standby
+    /// Whether this master is elected, at any stage, suspended or not: a
+    /// repeated `Elected` changes nothing, a failed store load or write of
+    /// this leadership ends it, and a leader named by the elector is not
+    /// this master's business to adopt the epoch of.
+    fn elected(&self) -> bool {
+        self.leadership != Leadership::Standby
+    }
+
+    /// Whether this master is elected but its session is in doubt (the
+    /// elector reported `Suspended`): requests are refused with
+    /// `LeaderSuspended`, not `NotLeader`, since it may yet resume.
+    fn suspended(&self) -> bool {
+        matches!(self.leadership, Leadership::Elected { suspended: true, .. })
+    }
+
+    /// Whether this master may act as the leader: its epoch is durable and
+    /// its session not in doubt (RECOVERING or ALIVE). Only then does it
+    /// take registrations, subscriptions, reports, framework requests and
+    /// operator commands, sweep silent workers, call itself the leader in
+    /// `Hello` replies and hints, and announce itself.
+    fn may_act(&self) -> bool {
+        self.leads() && !self.suspended()
+    }
+
+    /// Whether a worker's heartbeat is taken: by a leader that may act, and
+    /// by a suspended one too, so its workers do not think it gone while it
+    /// may yet resume.
+    fn accepts_heartbeats(&self) -> bool {
+        self.may_act() || self.suspended()
+    }
+
+    /// Whether recovery is over (ALIVE, suspended or not): frameworks'
+    /// failover clocks run from then on.
+    fn recovered(&self) -> bool {
+        self.stage() == Some(&Stage::Alive)
+    }
+
+    /// Whether executors may be placed and rollouts go on: recovery is over
+    /// (executors the workers have not reported yet would look like empty
+    /// slots) and the session is not in doubt (ALIVE).
+    fn may_place(&self) -> bool {
+        self.recovered() && !self.suspended()
     }
 
     /// The current (or last known) epoch.
@@ -799,7 +905,7 @@ impl Master {
                     | Message::LogData { .. }
                     | Message::PlanRequest { .. },
                 ..
-            }
+            } | Event::LogQuery { .. }
         ) {
             self.snapshot.invalidate();
         }
@@ -879,14 +985,14 @@ impl Master {
                 // Also while RECOVERING: a worker that re-registered and then
                 // went silent is as dead as in ALIVE. (Workers still UNKNOWN
                 // wait for the recovery deadline.)
-                if self.acting() {
+                if self.may_act() {
                     self.sweep(now, out);
                 }
             }
             Event::Timer(Timer::Recovery) => self.on_recovery_timeout(now, out),
             Event::Timer(Timer::LogRelays) => self.log_relays_expire(now, out),
             Event::Timer(Timer::FrameworkHeartbeat) => {
-                if self.holds_leadership() && !self.suspended {
+                if self.elected() && !self.suspended() {
                     self.framework_tick(now, out);
                     out.push(Action::SetTimer {
                         timer: Timer::FrameworkHeartbeat,
@@ -897,13 +1003,13 @@ impl Master {
             Event::Elected { floor, clock } => self.on_elected(now, floor, clock, out),
             Event::Timer(Timer::Drain) => self.on_drain_timer(now, out),
             Event::Timer(Timer::Restart) => {
-                if self.is_leading() {
+                if self.leads() {
                     self.on_restart_timer(now, out);
                 }
             }
             Event::Store(StoreEvent::Loaded { records }) => self.on_loaded(records, out),
             Event::Store(StoreEvent::LoadFailed { reason }) => {
-                if self.holds_leadership() {
+                if self.elected() {
                     self.abdicate(format!("cannot load the recovery store: {reason}"), out);
                 }
             }
@@ -914,6 +1020,14 @@ impl Master {
                 let _ = self.remove_worker(&worker, None, out);
             }
             Event::Masters { addrs } => self.set_masters(addrs, out),
+            Event::LogQuery { query, executor, stream, offset, max } => {
+                let asker = Origin::Query(query);
+                if self.may_act() {
+                    self.log_request(now, asker, 0, executor, stream, offset, max, out)
+                } else {
+                    out.push(asker.reply(self.refusal_message()));
+                }
+            }
             Event::LeaderNamed { id, addr } => {
                 self.advertise_leader(&addr);
                 if self.leader.as_ref().is_some_and(|l| l.id != id) {
@@ -922,7 +1036,7 @@ impl Master {
             }
             Event::LeaderIs(hint) => {
                 self.advertise_leader(&hint.addr);
-                if hint.epoch > self.epoch && !self.holds_leadership() {
+                if hint.epoch > self.epoch && !self.elected() {
                     self.epoch = hint.epoch;
                 }
                 self.leader = Some(hint);
@@ -937,7 +1051,7 @@ impl Master {
             }
             Event::Store(StoreEvent::PersistFailed { write, reason }) => {
                 // A write of an earlier leadership failing is old news.
-                if self.holds_leadership() && write.0 > self.leadership_writes_after {
+                if self.elected() && write.0 > self.leadership_writes_after {
                     self.abdicate(format!("store write {} failed: {reason}", write.0), out);
                 }
             }
@@ -995,7 +1109,7 @@ impl Master {
     }
 
     fn leader_hint(&self) -> Option<LeaderHint> {
-        if self.acting() {
+        if self.may_act() {
             Some(self.self_hint())
         } else {
             self.leader.clone().filter(|l| l.id != self.config.id)
@@ -1046,7 +1160,7 @@ impl Master {
             return;
         }
         self.masters = masters;
-        if self.acting() {
+        if self.may_act() {
             self.announce(&[Role::Worker, Role::Subscriber], out);
         }
     }
@@ -1068,7 +1182,7 @@ impl Master {
     /// (this leader, its epoch, the masters it knows); `None` unless it is
     /// acting.
     pub fn announcement(&self) -> Option<Message> {
-        self.acting().then(|| Message::MasterChanged {
+        self.may_act().then(|| Message::MasterChanged {
             epoch: self.epoch,
             leader: self.self_hint(),
             masters: self.known_masters(),
@@ -1156,11 +1270,10 @@ impl Master {
     }
 
     fn step_down(&mut self, out: &mut Vec<Action>) {
-        if !self.holds_leadership() {
+        if !self.elected() {
             return;
         }
-        self.phase = Phase::Standby;
-        self.suspended = false;
+        self.leadership = Leadership::Standby;
         // Deadlines still in the runtime's table fire harmlessly in standby.
         self.armed.clear();
         self.workers = workers::Registry::default();
@@ -1171,7 +1284,8 @@ impl Master {
         self.restart_waits = restarts::Waits::default();
         self.after_write.clear();
         self.history = history::History::default();
-        self.logs.clear();
+        let queries = self.logs.clear();
+        self.log_queries_end(queries, out);
         self.dying.clear();
         let mut conns: Vec<ConnId> = self.conns.keys().copied().collect();
         conns.sort();

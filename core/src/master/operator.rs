@@ -1,7 +1,7 @@
 //! Operator commands that change the cluster (docs/design.md#issue-14): cordon, uncordon,
 //! drain, scale and single-executor kills. Each is answered
-//! `RequestAccepted` only once the record it changed is durable (DESIGN
-//! rule 3), `RequestRefused` with the reason otherwise.
+//! `RequestAccepted` only once the record it changed is durable
+//! (docs/design.md#durable-before-acknowledged), `RequestRefused` with the reason otherwise.
 //!
 //! * **Cordon** marks a worker in its record: nothing new is placed on it;
 //!   what runs keeps running. A new incarnation of the worker id (a
@@ -25,6 +25,11 @@
 //! * **Kill-executor** kills one executor; with `refill` its slot gets a
 //!   replacement (no retry charged), without it the slot is recorded as
 //!   killed, as a framework's own kill.
+//!
+//! Tests: core/tests/operator_commands.rs,
+//! core/tests/job_promises.rs, core/tests/durable_requests.rs and
+//! core/tests/recovery.rs (`RemoveWorker`), the simulator's `maintenance`
+//! invariant (tests/tests/sim_seeds.rs, `seeds_0_to_99_with_operator_commands`).
 
 use super::{Action, AfterWrite, Master, Timer, WorkerState};
 use crate::ids::{ConnId, ExecutorId, FrameworkId, WorkerId};
@@ -43,6 +48,64 @@ pub(super) enum WorkerChange {
     Cordon,
     Uncordon,
     Drain { deadline: Millis },
+}
+
+/// What follows a worker change once its record is durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Follow {
+    /// Nothing more (a cordon, a drain of a worker that runs nothing).
+    Nothing,
+    /// Place what waits (an uncordon).
+    Place,
+    /// Ask the worker's executors to stop (a drain).
+    StopExecutors,
+}
+
+impl WorkerChange {
+    /// What this change makes of `worker`'s maintenance, and what follows
+    /// once that is durable; or why it is refused. Reads only what it is
+    /// given: the worker's state and maintenance (`None`: no such worker),
+    /// how many executors live on it, and the drain's deadline in
+    /// wall-clock milliseconds.
+    fn decide(
+        self,
+        worker: &WorkerId,
+        found: Option<(WorkerState, Option<Maintenance>)>,
+        live: usize,
+        wall_deadline: u64,
+    ) -> Result<(Option<Maintenance>, Follow), String> {
+        if let WorkerChange::Drain { deadline } = self {
+            if deadline > limits::MAX_DRAIN_DEADLINE {
+                return Err(format!(
+                    "drain deadline of {} ms; the limit is {} ms (MAX_DRAIN_DEADLINE, 7 days)",
+                    deadline.0,
+                    limits::MAX_DRAIN_DEADLINE.0
+                ));
+            }
+        }
+        let Some((state, maintenance)) = found else {
+            return Err(format!("no worker {worker}"));
+        };
+        if state == WorkerState::Dead {
+            return Err(format!(
+                "worker {worker} is DEAD: it can be cordoned or drained once it registers again (a cordon or drain it had is kept)"
+            ));
+        }
+        Ok(match self {
+            WorkerChange::Cordon => {
+                (Some(maintenance.unwrap_or(Maintenance::Cordoned)), Follow::Nothing)
+            }
+            WorkerChange::Uncordon => (None, Follow::Place),
+            // Only a worker that reported to this leader is known to run
+            // nothing.
+            WorkerChange::Drain { .. } if live == 0 && state == WorkerState::Alive => {
+                (Some(Maintenance::Drained), Follow::Nothing)
+            }
+            WorkerChange::Drain { .. } => {
+                (Some(Maintenance::Draining { deadline_ms: wall_deadline }), Follow::StopExecutors)
+            }
+        })
+    }
 }
 
 impl Master {
@@ -69,50 +132,28 @@ impl Master {
         change: WorkerChange,
         out: &mut Vec<Action>,
     ) {
-        if let WorkerChange::Drain { deadline } = change {
-            if deadline > limits::MAX_DRAIN_DEADLINE {
-                let reason = format!(
-                    "drain deadline of {} ms; the limit is {} ms (MAX_DRAIN_DEADLINE, 7 days)",
-                    deadline.0,
-                    limits::MAX_DRAIN_DEADLINE.0
-                );
-                out.push(self.refuse_request(conn, request, reason));
-                return;
-            }
-        }
         let live = self.executors.live_on(&worker);
         let wall_deadline = match change {
             WorkerChange::Drain { deadline } => self.wall(now).saturating_add(deadline.0),
             _ => 0,
         };
-        let Some(e) = self.workers.entries.get_mut(&worker) else {
-            out.push(self.refuse_request(conn, request, format!("no worker {worker}")));
-            return;
+        let found = self.workers.entries.get(&worker).map(|e| (e.state, e.maintenance));
+        let (maintenance, follow) = match change.decide(&worker, found, live, wall_deadline) {
+            Ok(decided) => decided,
+            Err(reason) => {
+                out.push(self.refuse_request(conn, request, reason));
+                return;
+            }
         };
-        if e.state == WorkerState::Dead {
-            let reason = format!(
-                "worker {worker} is DEAD: it can be cordoned or drained once it registers again (a cordon or drain it had is kept)"
-            );
-            out.push(self.refuse_request(conn, request, reason));
-            return;
-        }
         let mut then = vec![AfterWrite::Accept { conn, request }];
-        e.maintenance = match change {
-            WorkerChange::Cordon => Some(e.maintenance.unwrap_or(Maintenance::Cordoned)),
-            WorkerChange::Uncordon => {
-                then.push(AfterWrite::Place);
-                None
-            }
-            // Only a worker that reported to this leader is known to run
-            // nothing.
-            WorkerChange::Drain { .. } if live == 0 && e.state == WorkerState::Alive => {
-                Some(Maintenance::Drained)
-            }
-            WorkerChange::Drain { .. } => {
-                then.push(AfterWrite::DrainDurable { worker: worker.clone() });
-                Some(Maintenance::Draining { deadline_ms: wall_deadline })
-            }
-        };
+        match follow {
+            Follow::Nothing => {}
+            Follow::Place => then.push(AfterWrite::Place),
+            Follow::StopExecutors => then.push(AfterWrite::DrainDurable { worker: worker.clone() }),
+        }
+        if let Some(e) = self.workers.entries.get_mut(&worker) {
+            e.maintenance = maintenance;
+        }
         // Uncordoning a draining worker ends the drain: nothing more is
         // stopped, and the executors already asked to stop keep their
         // `operator_stop` (unless they exit 0, their slots are refilled without
@@ -178,10 +219,10 @@ impl Master {
     /// SIGKILLs at the deadline by itself; this covers a worker that
     /// reconnected, or a stop that was lost).
     pub(super) fn on_drain_timer(&mut self, now: Millis, out: &mut Vec<Action>) {
-        if !self.acting() {
+        if !self.may_act() {
             // Suspended: look again once it may act (a standby has no
             // drains to watch).
-            if self.holds_leadership() {
+            if self.elected() {
                 let at = now + OVERDUE_DRAIN_RECHECK;
                 out.push(Action::SetTimer { timer: Timer::Drain, at });
             }
@@ -436,5 +477,51 @@ impl Master {
             };
             out.push(Action::Send { conn, msg });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w() -> WorkerId {
+        WorkerId::new("w1")
+    }
+
+    const DRAIN: WorkerChange = WorkerChange::Drain { deadline: Millis(60_000) };
+
+    #[test]
+    fn a_cordon_keeps_a_drain_and_an_uncordon_clears_either_and_places() {
+        let draining = Some(Maintenance::Draining { deadline_ms: 7 });
+        let found = Some((WorkerState::Alive, draining));
+        assert_eq!(WorkerChange::Cordon.decide(&w(), found, 2, 0), Ok((draining, Follow::Nothing)));
+        let found = Some((WorkerState::Unknown, None));
+        let cordoned = Some(Maintenance::Cordoned);
+        assert_eq!(WorkerChange::Cordon.decide(&w(), found, 0, 0), Ok((cordoned, Follow::Nothing)));
+        let found = Some((WorkerState::Alive, draining));
+        assert_eq!(WorkerChange::Uncordon.decide(&w(), found, 2, 0), Ok((None, Follow::Place)));
+    }
+
+    #[test]
+    fn a_drain_is_drained_at_once_only_for_a_reported_worker_that_runs_nothing() {
+        let idle = Some((WorkerState::Alive, None));
+        let drained = Some(Maintenance::Drained);
+        assert_eq!(DRAIN.decide(&w(), idle, 0, 99), Ok((drained, Follow::Nothing)));
+        let draining = Some(Maintenance::Draining { deadline_ms: 99 });
+        let busy = Some((WorkerState::Alive, None));
+        assert_eq!(DRAIN.decide(&w(), busy, 1, 99), Ok((draining, Follow::StopExecutors)));
+        // Not yet reported to this leader: what it runs is not known.
+        let unknown = Some((WorkerState::Unknown, None));
+        assert_eq!(DRAIN.decide(&w(), unknown, 0, 99), Ok((draining, Follow::StopExecutors)));
+    }
+
+    #[test]
+    fn refusals_name_the_limit_the_missing_worker_or_its_death() {
+        let long = WorkerChange::Drain { deadline: limits::MAX_DRAIN_DEADLINE + Millis(1) };
+        let found = Some((WorkerState::Alive, None));
+        assert!(long.decide(&w(), found, 0, 0).unwrap_err().contains("MAX_DRAIN_DEADLINE"));
+        assert_eq!(WorkerChange::Cordon.decide(&w(), None, 0, 0), Err("no worker w1".into()));
+        let dead = Some((WorkerState::Dead, None));
+        assert!(DRAIN.decide(&w(), dead, 0, 0).unwrap_err().starts_with("worker w1 is DEAD"));
     }
 }

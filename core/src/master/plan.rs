@@ -19,7 +19,12 @@
 //! Cost: per group, one pass over the placeable workers and a logarithmic
 //! step per slot (`O(W log W + S log W)`), on the master's loop; the reply
 //! lists at most [`crate::limits::MAX_PLAN_PLACEMENTS`] placements.
+//!
+//! Tests: core/tests/constraints.rs, core/tests/run_as_placement.rs,
+//! core/tests/named_resources.rs (each plan reason).
 
+use super::executors::Executors;
+use super::workers::Registry;
 use super::Master;
 use crate::ids::WorkerId;
 use crate::limits::{group_spec_problem, GroupKey, MAX_EXECUTORS_PER_WORKER, MAX_PLAN_PLACEMENTS};
@@ -80,7 +85,32 @@ fn free_ports(overlay: &Overlay<'_>, w: &super::WorkerEntry) -> u32 {
     w.ports.saturating_sub(w.ports_used).saturating_sub(p)
 }
 
+/// What a placement decision reads, and all it reads: the worker registry
+/// (its placeable index and entries), the executors (how many live on each
+/// worker) and the master's placement policy. The plan and the batch
+/// placement borrow this, not the master.
+#[derive(Clone, Copy)]
+pub(super) struct Candidates<'a> {
+    /// The worker registry.
+    pub(super) workers: &'a Registry,
+    /// The executors.
+    pub(super) executors: &'a Executors,
+    /// The master's placement policy (a group may name its own).
+    pub(super) placement: Placement,
+}
+
 impl Master {
+    /// The registries placement reads, borrowed.
+    pub(super) fn candidates(&self) -> Candidates<'_> {
+        Candidates {
+            workers: &self.workers,
+            executors: &self.executors,
+            placement: self.config.placement,
+        }
+    }
+}
+
+impl<'a> Candidates<'a> {
     /// Where `groups` would be placed now, one [`GroupPlan`] per group in
     /// order (later groups see what earlier ones would take).
     pub(super) fn plan(&self, groups: &[GroupSpec]) -> Vec<GroupPlan> {
@@ -89,8 +119,8 @@ impl Master {
         groups.iter().map(|g| self.plan_group(g, &mut overlay, &mut listed)).collect()
     }
 
-    fn plan_group<'a>(
-        &'a self,
+    fn plan_group(
+        &self,
         g: &GroupSpec,
         overlay: &mut Overlay<'a>,
         listed: &mut usize,
@@ -133,8 +163,8 @@ impl Master {
     /// found no worker, if one did not (the rest ask the same and are not
     /// tried). One pass over the placeable workers, then a logarithmic
     /// step per slot.
-    pub(super) fn assign<'a>(
-        &'a self,
+    pub(super) fn assign(
+        &self,
         g: &GroupSpec,
         live: &BTreeMap<&str, u32>,
         overlay: &mut Overlay<'a>,
@@ -143,7 +173,7 @@ impl Master {
     ) -> Option<u32> {
         let policy = &g.policy;
         let ports = g.launch.ports.len() as u32;
-        let placement = policy.placement.unwrap_or(self.config.placement);
+        let placement = policy.placement.unwrap_or(self.placement);
         let key = |(cores, memory): (u32, u64), id: &'a WorkerId| -> Key<'a> {
             match placement {
                 Placement::Pack => (cores, memory, id),

@@ -28,6 +28,9 @@
 //!
 //! A waiting slot is not open (`Master::slot_is_open`): it is in
 //! [`Waits`], which [`super::Timer::Restart`] drains as the waits end.
+//!
+//! Tests: core/tests/restarts.rs, core/tests/job_promises.rs, the
+//! unit tests below.
 
 use super::Master;
 use crate::ids::FrameworkId;

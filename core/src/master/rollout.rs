@@ -25,6 +25,9 @@
 //! * A group's count is not changed by an update (`regent scale` does that):
 //!   an update changing it is refused, naming both counts. A spec equal to
 //!   the declared one is a declaration (accepted again, idempotently).
+//!
+//! Tests: core/tests/rollout.rs, core/tests/job_promises.rs, the
+//! simulator's `rollout_down` invariant (tests/tests/sim_seeds.rs).
 
 use super::{Action, AfterWrite, Master};
 use crate::ids::{ConnId, ExecutorId, FrameworkId, WorkerId};
@@ -130,7 +133,7 @@ impl Master {
     pub(super) fn roll(&mut self, out: &mut Vec<Action>) {
         // Not while recovering: executors the workers have not reported yet
         // would look like slots without one.
-        if self.status() != super::Status::Alive {
+        if !self.may_place() {
             return;
         }
         let rolling: Vec<(FrameworkId, usize)> = self

@@ -10,6 +10,9 @@
 //! it was last moved (its *key*); keys never decrease from head to tail
 //! (a key is the later of `now` and the tail's key, so even a clock fed out
 //! of order keeps the list sorted).
+//!
+//! Tests: the unit tests below (against a model, quickcheck),
+//! core/tests/registration.rs (the DEAD sweep).
 
 use crate::ids::WorkerId;
 use crate::time::Millis;

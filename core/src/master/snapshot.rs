@@ -12,6 +12,8 @@
 //! sent. A peer asking in a loop thus costs at most one build per interval,
 //! and none while the cluster is quiet; one that does not read its replies
 //! fills its send queue and is disconnected by the runtime.
+//!
+//! Tests: core/tests/state_requests.rs, the unit tests below.
 
 use crate::limits::{STATE_REQUEST_INTERVAL, STATE_SNAPSHOT_MAX_AGE};
 use crate::protocol::ClusterState;

@@ -15,6 +15,10 @@
 //! the order they were last heard from ([`super::silence`]: a sweep looks at
 //! the silent workers only), and the placement candidates in the order the
 //! placement policy picks them ([`Registry::placeable`]).
+//!
+//! Tests: core/tests/registration.rs, core/tests/heartbeat_load.rs,
+//! core/tests/usage.rs, core/tests/worker_upgrade.rs,
+//! core/tests/operator_commands.rs (maintenance).
 
 use super::silence::Silence;
 use super::{Action, Master, Placement, Timer};
@@ -668,8 +672,8 @@ impl Master {
         out: &mut Vec<Action>,
     ) {
         if let Some(reason) = registration_limit(&reg) {
-            // Checked before anything is allocated or persisted (DESIGN
-            // rule 6): a worker that offers absurd numbers is misconfigured,
+            // Checked before anything is allocated or persisted
+            // (docs/design.md#peer-input-never-panics): a worker that offers absurd numbers is misconfigured,
             // so it is told why and stops, rather than retrying forever.
             let reason = format!("registration refused: {reason}");
             out.push(Action::Send { conn, msg: Message::Shutdown { epoch: self.epoch, reason } });

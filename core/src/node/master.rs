@@ -39,31 +39,33 @@
 //!   leadership up and rejoins ([`elector::Action::Outgrown`]), and one
 //!   whose commands waited [`STALL_NOTE_AFTER`] says why, once
 //!   ([`Note::CommandsStalled`]).
-//! * **HTTP log reads are the node's** ([`Input::LogQuery`] /
-//!   [`Output::LogAnswer`]): the node puts each on a connection of its own
-//!   (numbered from [`QUERY_CONNS`] up, never the runtime's), so the master
-//!   relays it as any `LogRequest`; the first message the master sends
-//!   there is the answer, and a close of it before one (the leadership
-//!   ended) is answered `RequestRefused`. The runtime only forwards.
+//! * **Local reads are queries** ([`Input::Query`] / [`Output::Answer`]):
+//!   the HTTP side's state, metrics and log reads enter with the runtime's
+//!   [`QueryId`] and leave as exactly one answer each, never through a
+//!   connection. Being inputs, they pass the lease check like everything
+//!   else: no read shows a leadership whose lease ran out. A log read is
+//!   relayed by the master for its query ([`master::Origin::Query`]) as an
+//!   operator's `LogRequest` is for its connection. A new kind of read adds
+//!   a [`Query`] and an [`Answer`] variant.
 //! * **One deadline table** ([`Deadlines`]) holds the master's, the
 //!   elector's and the store's timers; the runtime asks
 //!   [`MasterNode::poll_timeout`] and feeds [`Input::Tick`] when it passes.
 
 use super::contact::{ContactOutput, Contacts};
 use super::watch::{LeaderWatch, WatchOutput, DIAL_TIMEOUT, PROBE_TIMEOUT};
+pub use super::NoteLevel;
 use super::{Deadlines, DialId, DialResult, Ended, ProbeResult};
 use crate::elector::{self, DeposeOutcome, Elector, ElectorStatus};
-use crate::ids::{Addr, ConnId, Epoch, ExecutorId, MasterId};
+use crate::ids::{Addr, ConnId, Epoch, ExecutorId, MasterId, QueryId};
 use crate::master::{self, Master, Status};
-use crate::protocol::{
-    ClusterState, Hello, LeaderHint, LogStream, Message, Role, PROTOCOL_VERSION,
-};
+use crate::protocol::{ClusterState, Hello, LogStream, Message, Role, PROTOCOL_VERSION};
 use crate::store::seal::Sealing;
 use crate::store::{StoreCommand, StoreEvent};
 use crate::time::Millis;
 use crate::zk::store::{StoreOutput, ZkStore};
 use crate::zk::{RequestId, ZkCommand, ZkError, ZkEvent};
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 /// How long the store waits before resending after a `ConnectionLoss` that
 /// the elector has not (yet) seen as a disconnect.
@@ -83,10 +85,6 @@ pub const MAX_HELD_PER_CONN: usize = 1_024;
 /// why it cannot command ([`Note::CommandsStalled`]). A new leader's wait
 /// and a confirmation's round trip are far shorter.
 pub const STALL_NOTE_AFTER: Millis = Millis(5_000);
-
-/// The first connection number the node gives an HTTP log read
-/// ([`Input::LogQuery`]): a runtime numbers its own connections below it.
-pub const QUERY_CONNS: u64 = 1 << 63;
 
 /// Where leadership comes from.
 #[derive(Clone, Debug)]
@@ -121,17 +119,19 @@ pub struct Config {
 pub enum Input {
     /// The process starts: join the election (or elect itself).
     Start,
-    /// A peer connected.
-    Connected {
+    /// A peer connected (the listener accepted it).
+    Accepted {
         /// The runtime's number for the connection.
         conn: ConnId,
     },
     /// A connection closed (not one the node asked to close).
-    Disconnected {
+    Closed {
         /// The connection.
         conn: ConnId,
         /// How it ended (the fast takeover acts only on [`Ended::ByPeer`]).
         how: Ended,
+        /// Why, as the runtime knows it, for the log.
+        reason: String,
     },
     /// A frame arrived.
     Message {
@@ -141,8 +141,8 @@ pub enum Input {
         msg: Message,
     },
     /// A dial asked for by [`Output::Dial`] ended. A connection it opened
-    /// is the node's (no [`Input::Connected`] for it); its frames and its
-    /// end come as [`Input::Message`] and [`Input::Disconnected`].
+    /// is the node's (no [`Input::Accepted`] for it); its frames and its
+    /// end come as [`Input::Message`] and [`Input::Closed`].
     Dialled {
         /// The dial.
         dial: DialId,
@@ -163,20 +163,14 @@ pub enum Input {
     /// The local store answers an [`Output::Store`] (single-master modes),
     /// passed to the master untouched.
     Store(StoreEvent),
-    /// An HTTP log read (`GET /api/logs/...`), answered as from `regent
-    /// logs`: exactly one [`Output::LogAnswer`] for `query` follows, unless
+    /// A local read (the HTTP side): exactly one [`Output::Answer`] for
+    /// `query` follows, in this step or (a log read) a later one, unless
     /// the process stops first.
-    LogQuery {
+    Query {
         /// The runtime's number for the read, echoed in the answer.
-        query: u64,
-        /// The executor.
-        executor: ExecutorId,
-        /// Which file.
-        stream: LogStream,
-        /// Where to start; `None`: the last `max` bytes.
-        offset: Option<u64>,
-        /// The most bytes wanted.
-        max: u32,
+        query: QueryId,
+        /// What is asked.
+        ask: Query,
     },
     /// The operator asks the leader to step down (a local signal; the wire
     /// has [`Message::StepDown`]).
@@ -196,7 +190,7 @@ pub enum Output {
         msg: Message,
     },
     /// Close `conn` after flushing what was sent before; feed no
-    /// `Disconnected` for it.
+    /// `Closed` for it.
     Close {
         /// The connection.
         conn: ConnId,
@@ -237,24 +231,98 @@ pub enum Output {
         /// Why.
         reason: String,
     },
-    /// The answer to [`Input::LogQuery`] `query`: hand `answer` to the
-    /// HTTP reader that asked (`LogChunk`, `RequestRefused`, `NotLeader` or
-    /// `LeaderSuspended`).
-    LogAnswer {
+    /// The one answer to [`Input::Query`] `query`: hand it to the asker.
+    Answer {
         /// The read.
-        query: u64,
-        /// The answer, as `regent logs` would get it.
-        answer: Message,
+        query: QueryId,
+        /// The answer.
+        answer: Answer,
+    },
+    /// The connections' read and write timeouts scale with `heartbeat`
+    /// from now on: the longest heartbeat interval this master has told a
+    /// worker (heartbeat load control), so no peer heartbeating as told is
+    /// taken for a dead connection. Said at the first step and whenever it
+    /// changes.
+    ConnTimeouts {
+        /// The interval the timeouts scale with.
+        heartbeat: Millis,
     },
     /// Purely observational: something an operator wants in the log.
     Note(Note),
 }
 
+/// A local read ([`Input::Query`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Query {
+    /// The cluster as this master sees it (`GET /api/state`, the event
+    /// stream), with the counters: [`Answer::State`].
+    State {
+        /// The asker may see the state a moment late: the master's cached
+        /// snapshot ([`Master::cached_state`]), rebuilt only when something
+        /// other than heartbeats happened. `false`: one built now.
+        cached: bool,
+    },
+    /// The counters and gauges, no snapshot (`GET /metrics`):
+    /// [`Answer::Metrics`].
+    Metrics,
+    /// A chunk of an executor's output (`GET /api/logs/...`), answered as
+    /// `regent logs` would be: [`Answer::Log`].
+    Log {
+        /// The executor.
+        executor: ExecutorId,
+        /// Which file.
+        stream: LogStream,
+        /// Where to start; `None`: the last `max` bytes.
+        offset: Option<u64>,
+        /// The most bytes wanted.
+        max: u32,
+    },
+}
+
+/// The node's and the master's counters, as of the answer's step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Counters {
+    /// The node's (leadership, store, held commands).
+    pub node: Metrics,
+    /// The master machine's.
+    pub master: master::Metrics,
+}
+
+/// The answer to a [`Query`] ([`Output::Answer`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// To [`Query::State`].
+    State {
+        /// The master's view (shared with its cache when cached).
+        state: Arc<ClusterState>,
+        /// The counters.
+        counters: Box<Counters>,
+    },
+    /// To [`Query::Metrics`].
+    Metrics {
+        /// The gauges, from the master's registry ([`Master::gauges`]).
+        gauges: Box<master::Gauges>,
+        /// The counters.
+        counters: Box<Counters>,
+    },
+    /// To [`Query::Log`]: `LogChunk`, `RequestRefused`, `NotLeader` or
+    /// `LeaderSuspended`, as `regent logs` would get it.
+    Log(Message),
+}
+
 /// Leadership changes worth a log line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Note {
-    /// The elector sees a (new) leader.
-    LeaderIs(LeaderHint),
+    /// The elector names a (new) leader; its epoch is not proven yet.
+    LeaderNamed {
+        /// The leader.
+        id: MasterId,
+        /// Its advertised address.
+        addr: Addr,
+        /// An epoch the leader's is at least (the elector's floor, never
+        /// the epoch itself).
+        floor: Epoch,
+    },
     /// This master was elected.
     Elected {
         /// The elector's floor.
@@ -310,22 +378,11 @@ pub enum Note {
     },
 }
 
-/// How loud a [`Note`] is in the operator's log: decided here, so every
-/// runtime logs a note at the same level.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NoteLevel {
-    /// Expected in a healthy cluster (a leader named, an election won).
-    Info,
-    /// Worth an operator's attention (leadership lost or given up, a
-    /// leader deposed, commands stalled).
-    Warn,
-}
-
 impl Note {
     /// The level to log this note at.
     pub fn level(&self) -> NoteLevel {
         match self {
-            Note::LeaderIs(_)
+            Note::LeaderNamed { .. }
             | Note::Elected { .. }
             | Note::Resumed
             | Note::PeerUnreached { .. }
@@ -389,8 +446,7 @@ pub struct Metrics {
     /// Commands dropped because the leadership ended while they waited.
     pub commands_dropped: u64,
     /// Commands waiting for the acting lease now (a gauge, as of the
-    /// node's last `handle` call: the runtimes feed a `Tick` before they
-    /// read the metrics).
+    /// node's last `handle` call: the one that answers the query).
     pub commands_waiting: u64,
     /// How long the oldest of them has waited, in milliseconds (0: none).
     pub oldest_command_wait_ms: u64,
@@ -432,7 +488,8 @@ pub struct MasterNode {
     deadlines: Deadlines<Timer>,
     routes: BTreeMap<RequestId, Route>,
     next_req: u64,
-    last_leader: Option<LeaderHint>,
+    /// The leader the elector named last, with its floor.
+    last_leader: Option<(MasterId, Addr, Epoch)>,
     metrics: Metrics,
     stopped: bool,
     /// Frames waiting for the acting lease, in order.
@@ -443,11 +500,8 @@ pub struct MasterNode {
     stall_noted: bool,
     /// The `now` of the last `handle` call (for the gauges).
     last_now: Millis,
-    /// HTTP log reads waiting for their answer: the node's connection for
-    /// each, and the runtime's number for it.
-    queries: BTreeMap<ConnId, u64>,
-    /// The next connection number for an HTTP log read.
-    next_query_conn: u64,
+    /// The heartbeat interval last said in [`Output::ConnTimeouts`].
+    told_heartbeat: Option<Millis>,
 }
 
 impl MasterNode {
@@ -481,8 +535,7 @@ impl MasterNode {
             held: BTreeMap::new(),
             stall_noted: false,
             last_now: Millis::ZERO,
-            queries: BTreeMap::new(),
-            next_query_conn: QUERY_CONNS,
+            told_heartbeat: None,
         }
     }
 
@@ -500,13 +553,6 @@ impl MasterNode {
     /// The master machine (read-only: state, status, registry).
     pub fn master(&self) -> &Master {
         &self.master
-    }
-
-    /// The master's view at `now` for a poller that may see it a moment
-    /// late ([`Master::cached_state`]); feed [`Input::Tick`] first, so a
-    /// leadership whose lease ran out is not shown.
-    pub fn cached_state(&mut self, now: Millis) -> std::sync::Arc<ClusterState> {
-        self.master.cached_state(now)
     }
 
     /// The elector's view at `now` (ZooKeeper mode).
@@ -598,27 +644,16 @@ impl MasterNode {
                     }))
                 }
             },
-            // The node numbers HTTP log reads from QUERY_CONNS up: a
-            // connection the runtime numbered there would be taken for one,
-            // so it is refused, naming the rule (a runtime bug, never a
-            // peer's doing).
-            Input::Connected { conn } if conn.0 >= QUERY_CONNS => out.push(Output::Close {
-                conn,
-                reason: format!(
-                    "the runtime numbered connection {conn} at or past QUERY_CONNS \
-                     ({QUERY_CONNS}), which the node keeps for HTTP log reads"
-                ),
-            }),
-            Input::Connected { conn } => {
+            Input::Accepted { conn } => {
                 queue.push_back(Inner::Master(master::Event::Connected { conn }))
             }
-            Input::Disconnected { conn, how } if self.watch_owns(conn) => {
+            Input::Closed { conn, how, .. } if self.watch_owns(conn) => {
                 self.watch_do(&mut queue, &mut out, |w, o| w.on_closed(now, conn, how, o))
             }
             Input::Probed { probe, result } => {
                 self.watch_do(&mut queue, &mut out, |w, o| w.probed(now, probe, result, o))
             }
-            Input::Disconnected { conn, .. } => {
+            Input::Closed { conn, .. } => {
                 queue.push_back(Inner::Master(master::Event::Disconnected { conn }))
             }
             Input::Message { conn, msg } if self.watch_owns(conn) => {
@@ -665,14 +700,7 @@ impl MasterNode {
             }
             Input::Zk(event) => self.on_zk(now, event, &mut queue, &mut out),
             Input::Store(event) => queue.push_back(Inner::Master(master::Event::Store(event))),
-            Input::LogQuery { query, executor, stream, offset, max } => {
-                let conn = ConnId(self.next_query_conn);
-                self.next_query_conn = self.next_query_conn.wrapping_add(1).max(QUERY_CONNS);
-                self.queries.insert(conn, query);
-                let msg = Message::LogRequest { request: 0, executor, stream, offset, max };
-                queue.push_back(Inner::Master(master::Event::Connected { conn }));
-                queue.push_back(Inner::Master(master::Event::Message { conn, msg }));
-            }
+            Input::Query { query, ask } => self.query(now, query, ask, &mut queue, &mut out),
             Input::StepDown => {
                 if self.elector.is_some() && self.master.status() != Status::Standby {
                     self.give_up(
@@ -692,47 +720,53 @@ impl MasterNode {
             }
         }
         self.run(now, &mut queue, &mut out);
-        self.answer_queries(now, &mut out);
         if self.master.status() == Status::Alive {
             self.abdications = 0;
+        }
+        let heartbeat = self.master.longest_heartbeat_interval();
+        if self.told_heartbeat.replace(heartbeat) != Some(heartbeat) {
+            out.push(Output::ConnTimeouts { heartbeat });
         }
         out
     }
 
-    /// Turns what the master sent to an HTTP log read's connection into its
-    /// [`Output::LogAnswer`]: the first message is the answer (and the
-    /// connection then ends, as a client's would); a close before one (the
-    /// leadership ended) is answered `RequestRefused`.
-    fn answer_queries(&mut self, now: Millis, out: &mut Vec<Output>) {
-        let mut from = 0;
-        while !self.queries.is_empty() && from < out.len() {
-            let mut answered = VecDeque::new();
-            for o in &mut out[from..] {
-                let (conn, answer) = match o {
-                    Output::Send { conn, msg } if self.queries.contains_key(conn) => {
-                        answered
-                            .push_back(Inner::Master(master::Event::Disconnected { conn: *conn }));
-                        (*conn, msg.clone())
-                    }
-                    Output::Close { conn, reason } if self.queries.contains_key(conn) => {
-                        let msg = Message::RequestRefused {
-                            epoch: self.master.epoch(),
-                            request: 0,
-                            reason: format!("the master stopped leading ({reason}); retry"),
-                        };
-                        (*conn, msg)
-                    }
-                    _ => continue,
+    /// Answers a local read; a log read goes to the master, which answers
+    /// it now or once the worker did ([`master::Action::Answer`]). The
+    /// lease check of this step has run: no answer shows a leadership
+    /// whose lease ran out.
+    fn query(
+        &mut self,
+        now: Millis,
+        query: QueryId,
+        ask: Query,
+        queue: &mut VecDeque<Inner>,
+        out: &mut Vec<Output>,
+    ) {
+        let answer = match ask {
+            Query::State { cached } => {
+                let state = if cached {
+                    self.master.cached_state(now)
+                } else {
+                    Arc::new(self.master.state())
                 };
-                let query = self.queries.remove(&conn).expect("checked above");
-                *o = Output::LogAnswer { query, answer };
+                Answer::State { state, counters: self.counters() }
             }
-            from = out.len();
-            if answered.is_empty() {
-                break;
+            Query::Metrics => Answer::Metrics {
+                gauges: Box::new(self.master.gauges()),
+                counters: self.counters(),
+            },
+            Query::Log { executor, stream, offset, max } => {
+                let read = master::Event::LogQuery { query, executor, stream, offset, max };
+                queue.push_back(Inner::Master(read));
+                return;
             }
-            self.run(now, &mut answered, out);
-        }
+        };
+        out.push(Output::Answer { query, answer });
+    }
+
+    /// The counters, for an answer.
+    fn counters(&self) -> Box<Counters> {
+        Box::new(Counters { node: self.metrics(), master: self.master.metrics().clone() })
     }
 
     /// Carries out what the contacts ask (docs/design.md#seed-002).
@@ -997,6 +1031,9 @@ impl MasterNode {
         for a in actions {
             match a {
                 master::Action::Send { conn, msg } => self.gate_send(now, conn, msg, queue, out),
+                master::Action::Answer { query, msg } => {
+                    out.push(Output::Answer { query, answer: Answer::Log(msg) })
+                }
                 master::Action::Close { conn, reason } => {
                     if let Some(h) = self.held.get_mut(&conn) {
                         h.push(Held::Close { conn, reason });
@@ -1059,14 +1096,14 @@ impl MasterNode {
                 elector::Action::CancelTimer { timer } => {
                     self.deadlines.cancel(Timer::Elector(timer))
                 }
-                elector::Action::LeaderIs { id, addr, floor } => {
-                    let hint = LeaderHint { id, addr, epoch: floor };
-                    if self.last_leader.as_ref() != Some(&hint) {
+                elector::Action::LeaderNamed { id, addr, floor } => {
+                    let named = (id.clone(), addr.clone(), floor);
+                    if self.last_leader.as_ref() != Some(&named) {
                         self.metrics.leader_changes += 1;
-                        self.last_leader = Some(hint.clone());
-                        out.push(Output::Note(Note::LeaderIs(hint.clone())));
+                        self.last_leader = Some(named);
+                        let (id, addr) = (id.clone(), addr.clone());
+                        out.push(Output::Note(Note::LeaderNamed { id, addr, floor }));
                     }
-                    let LeaderHint { id, addr, .. } = hint;
                     let named = master::Event::LeaderNamed { id: id.clone(), addr: addr.clone() };
                     queue.push_back(Inner::Master(named));
                     self.watch_do(queue, out, |w, o| w.set_leader(Some((id, addr)), o));

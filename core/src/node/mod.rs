@@ -25,7 +25,7 @@
 //! feed Input::Start
 //! loop {
 //!     wait for the first of: a socket event, a store or ZooKeeper report,
-//!         a local request (HTTP, a signal), or poll_timeout() passing
+//!         a local request (an HTTP query, a signal), or poll_timeout() passing
 //!     turn it into one Input (Tick for the deadline) and call handle(now, input) once
 //!     execute the returned outputs in order (sends, closes, dials, store and
 //!         ZooKeeper commands); a result that is ready at once is queued as the
@@ -34,9 +34,23 @@
 //! }
 //! ```
 //!
+//! The three nodes share one vocabulary for connections: `Accepted { conn }`
+//! (the listener took one), `Dialled { dial, result }` (a dial the node
+//! asked for ended), `Message { conn, msg }` and `Closed { conn, how, reason
+//! }` (how it ended, [`Ended`], and why, for the log); and each says when the
+//! heartbeat interval its connections' read and write timeouts scale with
+//! changed (`Output::ConnTimeouts`), so no pump reads it out of a machine.
+//!
 //! `now` is the runtime's monotonic clock (CLOCK_BOOTTIME in regent-std),
 //! never decreasing between calls. A pump decides nothing: what to send,
 //! whom to refuse, how a connection's end counts, all come from the node.
+//!
+//! A pump reads nothing out of a node to answer someone: a local read (the
+//! master's HTTP state, metrics and log reads) is an input too,
+//! [`master::Input::Query`] under the pump's [`QueryId`](crate::ids::QueryId),
+//! answered by exactly one [`master::Output::Answer`]. So every read passes
+//! the same lease check as every other input, and the pump never feeds a
+//! `Tick` "to be safe" before one.
 
 mod contact;
 mod deadlines;
@@ -90,6 +104,21 @@ impl From<Result<ConnId, String>> for DialResult {
             Err(reason) => DialResult::Failed { reason, refused: false },
         }
     }
+}
+
+/// How loud a node's note is in the operator's log: decided by the note
+/// (`Note::level()` of each node), so every runtime logs a note at the same
+/// level and no runtime decides it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoteLevel {
+    /// Routine detail, for debugging (a dial that failed again).
+    Debug,
+    /// Expected in a healthy cluster (a leader named, an election won, a
+    /// connection made).
+    Info,
+    /// Worth an operator's attention (leadership lost or given up, a
+    /// leader deposed, commands stalled, a refusal).
+    Warn,
 }
 
 /// How a connection ended, as far as the fast takeover cares.

@@ -4,8 +4,8 @@
 //! [`Subscriber`] machine (finding the leader, one subscription, close before
 //! resubscribe, watchdog, backoff, takeover) and the submission's progress
 //! ([`GroupProgress`] for every declared group), plus the bookkeeping that
-//! joins them to real connections. All of it lives here, once (DESIGN
-//! "Nodes"); a runtime dials, reads, writes, keeps the clock, catches
+//! joins them to real connections. All of it lives here, once
+//! (docs/design.md#child-machines-are-composed-in-core); a runtime dials, reads, writes, keeps the clock, catches
 //! signals and prints, and decides nothing:
 //!
 //! * **Connections by the runtime's [`ConnId`].** The subscriber names its
@@ -51,7 +51,7 @@
 //! | taken over by another instance | [`EXIT_FAILED_OVER`] (3) | `the framework failed over to another instance (<instance>); this submit stops` |
 //! | interrupted | [`EXIT_INTERRUPTED`] (130) | `interrupted; the executors keep running until the failover timeout` |
 
-use super::Deadlines;
+use super::{Deadlines, Ended};
 use crate::ids::{Addr, ConnId, ExecutorId, FrameworkId};
 use crate::progress::{GroupProgress, ProgressCounts, SubmitError, SubmitOutcome};
 use crate::protocol::{ExecutorInfo, ExecutorState, GroupSpec, Message};
@@ -152,6 +152,8 @@ pub enum Input {
     Closed {
         /// The connection.
         conn: ConnId,
+        /// How it ended.
+        how: Ended,
         /// Why, as the runtime knows it (shown with a lost subscription).
         reason: String,
     },
@@ -210,6 +212,13 @@ pub enum Output {
     /// [`SubmitExit::code`]; a library returns [`SubmitExit::outcome`].
     /// Nothing follows; the node ignores every later input.
     Exit(SubmitExit),
+    /// The connections' read and write timeouts scale with `heartbeat`
+    /// from now on: the interval the master of the subscription told. Said once it is known and
+    /// whenever it changes.
+    ConnTimeouts {
+        /// The interval the timeouts scale with.
+        heartbeat: Millis,
+    },
 }
 
 /// What the program shows its user.
@@ -338,6 +347,8 @@ pub struct SubmitNode {
     /// When the last `cannot reach master` line was shown (before the
     /// first subscription).
     last_unreachable_line: Option<Millis>,
+    /// The heartbeat interval last said in [`Output::ConnTimeouts`].
+    told_heartbeat: Option<Millis>,
 }
 
 impl SubmitNode {
@@ -371,6 +382,7 @@ impl SubmitNode {
             leader_answered: None,
             unreached: BTreeMap::new(),
             last_unreachable_line: None,
+            told_heartbeat: None,
         }
     }
 
@@ -495,7 +507,7 @@ impl SubmitNode {
                     self.feed(now, Event::Message { from, msg }, None, &mut out);
                 }
             }
-            Input::Closed { conn, reason } => {
+            Input::Closed { conn, reason, .. } => {
                 self.closing.remove(&conn);
                 self.callbacks.remove(&conn);
                 if let Some(master) = self.conns.remove(&conn) {
@@ -539,6 +551,11 @@ impl SubmitNode {
         match self.outcome() {
             Some(outcome) => self.end(now, outcome, &mut out),
             None => self.show_progress(&mut out),
+        }
+        if let Some(heartbeat) = self.subscriber.heartbeat_interval() {
+            if self.told_heartbeat.replace(heartbeat) != Some(heartbeat) {
+                out.push(Output::ConnTimeouts { heartbeat });
+            }
         }
         out
     }

@@ -20,7 +20,7 @@
 //! [`Input::LogRead`] goes back as `LogData` on the connection the request
 //! came in on, if it is still open.
 
-use super::Deadlines;
+use super::{Deadlines, Ended, NoteLevel};
 use crate::ids::{Addr, ConnId, ExecutorId};
 use crate::limits::MAX_LOG_READS_PER_WORKER;
 use crate::protocol::{ExecutorReport, ExecutorState, LeaderHint, LogRead, LogStream, Message};
@@ -45,7 +45,7 @@ pub enum Input {
     /// Fed right after [`Input::Start`], before any `ExecutorChanged` of it.
     LeftBehind(ExecutorReport),
     /// A dial asked for by [`Output::Dial`] ended.
-    Dialed {
+    Dialled {
         /// The dial.
         dial: DialId,
         /// How.
@@ -69,6 +69,8 @@ pub enum Input {
     Closed {
         /// The connection.
         conn: ConnId,
+        /// How it ended.
+        how: Ended,
         /// Why, for the log.
         reason: String,
     },
@@ -101,7 +103,7 @@ pub enum Input {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {
     /// Dial `master` (resolution, the exposure check on every address, a
-    /// timeout), then feed [`Input::Dialed`] with `dial`.
+    /// timeout), then feed [`Input::Dialled`] with `dial`.
     Dial {
         /// Echoed back.
         dial: DialId,
@@ -138,6 +140,13 @@ pub enum Output {
     ReadLog(LogReadRequest),
     /// Purely observational: a log line.
     Note(Note),
+    /// The connections' read and write timeouts scale with `heartbeat`
+    /// from now on: the interval the followed master told. Said once it is known and
+    /// whenever it changes.
+    ConnTimeouts {
+        /// The interval the timeouts scale with.
+        heartbeat: Millis,
+    },
 }
 
 /// A read of a chunk of an executor's output file,
@@ -236,6 +245,29 @@ pub enum Note {
     },
 }
 
+impl Note {
+    /// The level to log this note at: a dial's first failure in a row at
+    /// info and the later ones at debug, the first refusal by the exposure
+    /// check (a configuration problem) as a warning, as are a refused
+    /// registration, a limit broken by a master and an executor not
+    /// started.
+    pub fn level(&self) -> NoteLevel {
+        match self {
+            Note::DialFailed { refused_first: true, .. } => NoteLevel::Warn,
+            Note::DialFailed { first: true, .. } => NoteLevel::Info,
+            Note::DialFailed { .. } => NoteLevel::Debug,
+            Note::Connected { .. }
+            | Note::Disconnected { .. }
+            | Note::Closing { .. }
+            | Note::Status(_)
+            | Note::Hinted { .. } => NoteLevel::Info,
+            Note::NotStarting { .. } | Note::RegistrationRefused { .. } | Note::Rejected { .. } => {
+                NoteLevel::Warn
+            }
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Link {
     Dialing(DialId),
@@ -264,6 +296,8 @@ pub struct WorkerNode {
     /// (connection, relay, live).
     reads: BTreeMap<u64, (ConnId, u64, bool)>,
     next_read: u64,
+    /// The heartbeat interval last said in [`Output::ConnTimeouts`].
+    told_heartbeat: Option<Millis>,
 }
 
 impl WorkerNode {
@@ -284,6 +318,7 @@ impl WorkerNode {
             shown: None,
             reads: BTreeMap::new(),
             next_read: 0,
+            told_heartbeat: None,
         }
     }
 
@@ -321,7 +356,7 @@ impl WorkerNode {
             Input::Start => events.push(worker::Event::Start),
             Input::LeftBehind(report) => events.push(worker::Event::LeftBehind(report)),
             Input::Usage(usage) => events.push(worker::Event::Usage(usage)),
-            Input::Dialed { dial, result } => self.on_dialed(dial, result, &mut events, &mut out),
+            Input::Dialled { dial, result } => self.on_dialled(dial, result, &mut events, &mut out),
             Input::Accepted { conn } => {
                 self.callbacks.insert(conn);
             }
@@ -347,7 +382,7 @@ impl WorkerNode {
                 }
             }
             Input::Closed { conn, .. } if self.callbacks.remove(&conn) => {}
-            Input::Closed { conn, reason } => {
+            Input::Closed { conn, reason, .. } => {
                 if let Some(master) = self.conns.remove(&conn) {
                     if self.links.get(&master) == Some(&Link::Open(conn)) {
                         self.links.remove(&master);
@@ -386,10 +421,15 @@ impl WorkerNode {
             }
         }
         self.note_status(&mut out);
+        if let Some(heartbeat) = self.worker.heartbeat_interval() {
+            if self.told_heartbeat.replace(heartbeat) != Some(heartbeat) {
+                out.push(Output::ConnTimeouts { heartbeat });
+            }
+        }
         out
     }
 
-    fn on_dialed(
+    fn on_dialled(
         &mut self,
         dial: DialId,
         result: DialResult,

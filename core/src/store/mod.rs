@@ -4,8 +4,8 @@
 //! requests), per finished framework it keeps in its history, and one for
 //! its epoch. The runtime executes
 //! `Persist`/`Unpersist` actions against a store (filesystem or ZooKeeper) and
-//! feeds back `Persisted` (or a failure, which costs the leadership: DESIGN
-//! rule 8). Writes to one key are applied in order; a delete of a worker
+//! feeds back `Persisted` (or a failure, which costs the leadership:
+//! docs/design.md#leadership-that-cannot-act-is-given-up). Writes to one key are applied in order; a delete of a worker
 //! record is conditional on the incarnation it names. With a cluster secret
 //! every record is sealed (a key id and an HMAC-SHA256, see [`seal`]), so a
 //! planted or altered record is refused by name on load.

@@ -613,7 +613,7 @@ pub struct Member {
     lose_reply: Option<OpFilter>,
     /// Every request sent, with its session and time.
     pub sent: Vec<(Millis, SessionId, ZkOp)>,
-    /// Every outcome (`LeaderIs`, `Elected`, `Suspended`, `Resumed`,
+    /// Every outcome (`LeaderNamed`, `Elected`, `Suspended`, `Resumed`,
     /// `Revoked`), `NewSession` and `CloseSession`, with its time.
     pub outcomes: Vec<(Millis, Action)>,
 }
@@ -640,7 +640,7 @@ impl Member {
                         | Action::Suspended
                         | Action::Resumed
                         | Action::Revoked
-                        | Action::LeaderIs { .. }
+                        | Action::LeaderNamed { .. }
                 )
             })
             .map(|(_, a)| a.clone())

@@ -332,7 +332,7 @@ impl Cluster {
             let n = &mut self.nodes[i];
             match o {
                 Output::Send { .. } | Output::Note(_) | Output::Exit { .. } => {}
-                Output::LogAnswer { .. } => {}
+                Output::Answer { .. } | Output::ConnTimeouts { .. } => {}
                 Output::Close { conn, .. } => {
                     n.closed.insert(conn);
                 }
@@ -772,7 +772,7 @@ impl Cluster {
 
     /// Opens `conn` to node `i` and says `Hello` as `role`.
     pub fn hello(&mut self, i: usize, conn: u64, role: Role, name: &str) {
-        let _ = self.feed(i, Input::Connected { conn: ConnId(conn) });
+        let _ = self.feed(i, Input::Accepted { conn: ConnId(conn) });
         let _ = self.feed(i, Input::Message { conn: ConnId(conn), msg: hello(role, name) });
     }
 
@@ -785,7 +785,7 @@ impl Cluster {
         let at = self.nodes[from].dials.iter().rposition(|(_, a)| *a == addr);
         let (dial, _) = self.nodes[from].dials.remove(at.expect("a dial of that address"));
         let conn = ConnId(conn);
-        let _ = self.feed(to, Input::Connected { conn });
+        let _ = self.feed(to, Input::Accepted { conn });
         let out = self.feed(
             from,
             Input::Dialled { dial, result: DialResult::Connected { conn, peer: None } },

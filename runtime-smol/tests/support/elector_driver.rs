@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// The leader this elector sees changed (possibly to itself); see
-    /// [`Action::LeaderIs`].
+    /// [`Action::LeaderNamed`].
     LeaderIs {
         /// The leader's master id.
         id: MasterId,
@@ -214,7 +214,7 @@ impl Driver {
                     self.timers.remove(&timer);
                     continue;
                 }
-                Action::LeaderIs { id, addr, floor } => Outcome::LeaderIs { id, addr, floor },
+                Action::LeaderNamed { id, addr, floor } => Outcome::LeaderIs { id, addr, floor },
                 Action::Elected { floor } => {
                     // The elector reports Elected with its own node known and
                     // leading, so fence() is Some. Should a later action of

@@ -24,7 +24,7 @@ use crate::config::{MasterConfig, Recovery};
 use crate::conns::Conns;
 use crate::drivers::conn::{self, spawn_connection, ConnHandle};
 use crate::host::{proc_limit, ConnectionCeiling};
-use crate::http::{self, HttpQuery, HttpSnapshot};
+use crate::http::{self, HttpQuery};
 use crate::net::{self, NetConfig, NetEvent};
 use crate::store::{master_sealing, LocalStore};
 use regent_core::auth::Side;
@@ -33,7 +33,7 @@ use regent_core::node::{DialId, DialResult, MasterNode, ProbeResult};
 use regent_core::protocol::ClusterState;
 use regent_core::store::StoreEvent;
 use regent_core::{Addr, ConnId, Millis};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -133,7 +133,6 @@ enum Input {
     Probed { probe: u64, result: ProbeResult },
     Net(NetEvent),
     Store(Vec<StoreEvent>),
-    State(Sender<ClusterState>),
     Http(HttpQuery),
     Shutdown,
 }
@@ -164,9 +163,10 @@ impl MasterHandle {
     /// The master's view of the cluster, as `regent status` shows it;
     /// `None` once the master has stopped.
     pub fn state(&self) -> Option<ClusterState> {
-        let (tx, rx) = mpsc::channel();
-        self.tx.send(Input::State(tx)).ok()?;
-        rx.recv_timeout(STATE_TIMEOUT).ok()
+        let (reply, rx) = mpsc::sync_channel(1);
+        self.tx.send(Input::Http(HttpQuery::State { reply, cached: false })).ok()?;
+        let snap = rx.recv_timeout(STATE_TIMEOUT).ok()?;
+        Some(Arc::unwrap_or_clone(snap.state))
     }
 
     /// A handle that asks the master to stop, usable from another thread.
@@ -255,17 +255,7 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, DriverError> {
     };
     let acceptor = Acceptor::spawn(listener, bound, tx.clone())?;
 
-    let mut mcfg = crate::host::master_config(
-        &cfg.id,
-        advertise.clone(),
-        cfg.worker_timeout,
-        cfg.recovery_timeout,
-        cfg.heartbeat_interval,
-        cfg.max_heartbeats_per_second,
-        cfg.max_frameworks,
-    );
-    mcfg.retained_frameworks = cfg.retained_frameworks;
-    mcfg.max_workers = cfg.max_workers;
+    let mcfg = cfg.machine(advertise.clone());
     tracing::info!(id = %cfg.id, listen = %bound, advertise = %advertise, "master listening");
 
     let clock = RuntimeClock::start();
@@ -292,8 +282,7 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, DriverError> {
             "the most this std-runtime master takes (--max-connections; a thread per \
              direction each); --runtime smol takes more",
         ),
-        http_logs: HashMap::new(),
-        next_query: 0,
+        queries: http::queries::Waiting::new(),
     };
     let thread = std::thread::Builder::new()
         .name("regent-master".into())
@@ -389,10 +378,9 @@ struct Pump {
     http_queries: Option<async_channel::Receiver<HttpQuery>>,
     /// Past it, a connection is closed at once.
     ceiling: ConnectionCeiling,
-    /// `GET /api/logs/...` reads the node has not answered yet, by query
-    /// number: where its `LogAnswer` goes.
-    http_logs: HashMap<u64, std::sync::mpsc::SyncSender<regent_core::protocol::Message>>,
-    next_query: u64,
+    /// Queries (HTTP, [`MasterHandle::state`]) the node has not answered
+    /// yet.
+    queries: http::queries::Waiting,
 }
 
 impl Pump {
@@ -470,7 +458,7 @@ impl Pump {
                     self.conns.count_refused();
                 }
                 Input::Accepted(Ok(stream)) => match self.run_connection(stream, Side::Server) {
-                    Ok(conn) => pending.push_back(NodeInput::Connected { conn }),
+                    Ok(conn) => pending.push_back(NodeInput::Accepted { conn }),
                     Err(e) => tracing::warn!("cannot start a connection: {e}"),
                 },
                 Input::Dialled { dial, result } => {
@@ -501,42 +489,16 @@ impl Pump {
                 }
                 Input::Net(NetEvent::Closed { conn, cause }) => {
                     if let Some(how) = self.conns.ended(conn, &cause) {
-                        pending.push_back(NodeInput::Disconnected { conn, how });
+                        pending.push_back(NodeInput::Closed {
+                            conn,
+                            how,
+                            reason: cause.to_string(),
+                        });
                     }
                 }
                 Input::Store(results) => pending.extend(results.into_iter().map(NodeInput::Store)),
-                Input::State(reply) => {
-                    let _ = reply.send(self.node.master().state());
-                }
-                Input::Http(HttpQuery::Log(q)) => {
-                    // The node answers it (`Output::LogAnswer`, in `step`).
-                    let (input, reply) = q.into_input(self.next_query);
-                    self.http_logs.insert(self.next_query, reply);
-                    self.next_query += 1;
-                    pending.push_back(NodeInput::Tick);
-                    pending.push_back(input);
-                }
-                Input::Http(HttpQuery::Metrics { reply }) => {
-                    // Counters only: no snapshot is built (see `Master::gauges`).
-                    pending.push_back(NodeInput::Tick);
-                    while let Some(event) = pending.pop_front() {
-                        self.step(event, pending)?;
-                    }
-                    let metrics = http::MetricsSnapshot::of_node(&self.node, self.conns.rejected());
-                    let _ = reply.try_send(metrics);
-                }
-                Input::Http(HttpQuery::State { reply, cached }) => {
-                    // Inputs taken so far first, then a handle call at the
-                    // current time, as the smol master does: the snapshot
-                    // shows them, and never a leadership whose lease ran out.
-                    pending.push_back(NodeInput::Tick);
-                    while let Some(event) = pending.pop_front() {
-                        self.step(event, pending)?;
-                    }
-                    let (now, rejected) = (self.now(), self.conns.rejected());
-                    let snap = HttpSnapshot::of_node(&mut self.node, now, cached, rejected);
-                    let _ = reply.try_send(snap);
-                }
+                // The node answers it (`Output::Answer`, in `step`).
+                Input::Http(query) => pending.push_back(self.queries.input(query)),
             }
         }
     }
@@ -546,10 +508,8 @@ impl Pump {
         let now = self.now();
         for output in self.node.handle(now, input) {
             match output {
-                Output::LogAnswer { query, answer } => {
-                    if let Some(reply) = self.http_logs.remove(&query) {
-                        let _ = reply.try_send(answer);
-                    }
+                Output::Answer { query, answer } => {
+                    self.queries.answer(query, answer, self.conns.rejected())
                 }
                 Output::Send { conn, msg } => self.conns.send(conn, msg),
                 Output::Close { conn, reason } => self.conns.close(conn, &reason),
@@ -591,15 +551,14 @@ impl Pump {
                     }
                 }
                 Output::Note(note) => crate::notes::log_note(&note),
+                // The connections' timeouts scale with the longest heartbeat
+                // interval the leader has told a worker (heartbeat load control).
+                Output::ConnTimeouts { heartbeat } => self.net.follow_heartbeat(Some(heartbeat)),
                 // docs/design.md#leadership-that-cannot-act-is-given-up, single-master modes: a store that cannot be
                 // written (or read) stops the process, saying why.
                 Output::Exit { reason } => return Err(format!("giving up leadership: {reason}")),
             }
         }
-        // The connections' timeouts scale with the longest heartbeat
-        // interval the leader has told a worker (heartbeat load control).
-        let longest = self.node.master().longest_heartbeat_interval();
-        self.net.follow_heartbeat(Some(longest));
         Ok(())
     }
 }

@@ -1,6 +1,6 @@
 //! The machines of `regent-core` driven on std threads and blocking sockets.
 //!
-//! Each driver has the shape of every regent runtime (DESIGN "Runtimes"):
+//! Each driver has the shape of every regent runtime (docs/design.md#runtimes-only-pump):
 //! one thread owns the machine; it waits on one channel with
 //! `recv_timeout` until the earliest timer deadline; makes one `handle`
 //! call per input (a frame, a deadline, an I/O completion or a command);

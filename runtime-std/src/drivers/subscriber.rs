@@ -406,7 +406,11 @@ impl<W: Write> Pump<W> {
                     if self.conns.remove(&conn).is_some() {
                         tracing::info!(%conn, reason = %cause, "connection closed");
                     }
-                    self.feed(NodeInput::Closed { conn, reason: cause.to_string() })
+                    self.feed(NodeInput::Closed {
+                        conn,
+                        how: cause.ended(),
+                        reason: cause.to_string(),
+                    })
                 }
                 Ok(Input::Dialled { dial, result }) => self.on_dialled(dial, result),
                 Ok(Input::Interrupt) => self.feed(NodeInput::Interrupt),
@@ -449,10 +453,10 @@ impl<W: Write> Pump<W> {
                     let _ = self.events.send(action);
                 }
                 Output::Exit(exit) => self.exit = Some(exit),
+                // The connections' timeouts scale with the master's heartbeat.
+                Output::ConnTimeouts { heartbeat } => self.net.follow_heartbeat(Some(heartbeat)),
             }
         }
-        // The connections' timeouts scale with the master's heartbeat.
-        self.net.follow_heartbeat(self.node.subscriber().heartbeat_interval());
         *self.status.lock().unwrap_or_else(|e| e.into_inner()) = self.node.status();
     }
 

@@ -20,8 +20,7 @@ use super::{spawn_dial, DialError, DriverError, DriverThread, RuntimeClock, Stop
 use crate::drivers::conn::{spawn_connection, ConnHandle};
 use crate::exec::{ExecEvent, LeftBehind, Supervisor};
 use crate::host::{
-    execute_executor_command, left_behind_report, log_worker_note, prepare_worker,
-    read_executor_log, PreparedWorker,
+    execute_executor_command, left_behind_report, prepare_worker, read_executor_log, PreparedWorker,
 };
 use crate::net::{NetConfig, NetEvent};
 use regent_core::auth::Side;
@@ -40,7 +39,7 @@ pub use crate::host::{WorkerConfig, CONNECT_TIMEOUT, FLUSH_GRACE, ID_FILE};
 enum Input {
     Net(NetEvent),
     Exec(ExecEvent),
-    Dialed {
+    Dialled {
         dial: DialId,
         result: Result<TcpStream, DialError>,
     },
@@ -192,7 +191,7 @@ impl Pump {
                 Ok(Input::Net(ev)) => self.on_net(ev),
                 Ok(Input::Exec(ev)) => self.on_exec(ev),
                 Ok(Input::Usage(usage)) => self.feed(NodeInput::Usage(usage)),
-                Ok(Input::Dialed { dial, result }) => self.on_dialed(dial, result),
+                Ok(Input::Dialled { dial, result }) => self.on_dialled(dial, result),
                 Ok(Input::Shutdown) => {
                     if self.stopping {
                         continue;
@@ -240,8 +239,6 @@ impl Pump {
                 self.execute(output);
             }
         }
-        // The connections' timeouts scale with the master's heartbeat.
-        self.net.follow_heartbeat(self.node.worker().heartbeat_interval());
         *self.status.lock().unwrap_or_else(|e| e.into_inner()) = self.node.status();
     }
 
@@ -258,7 +255,7 @@ impl Pump {
                     false,
                     CONNECT_TIMEOUT,
                     move |_, result| {
-                        let _ = tx.send(Input::Dialed { dial, result });
+                        let _ = tx.send(Input::Dialled { dial, result });
                     },
                 );
                 if !started {
@@ -266,7 +263,7 @@ impl Pump {
                         reason: "cannot start a dialling thread".into(),
                         refused: false,
                     };
-                    self.queue.push_back(NodeInput::Dialed { dial, result });
+                    self.queue.push_back(NodeInput::Dialled { dial, result });
                 }
             }
             Output::Send { conn, msg } => {
@@ -291,7 +288,9 @@ impl Pump {
             Output::ReadLog(req) => {
                 self.queue.push_back(read_executor_log(&self.supervisor, req));
             }
-            Output::Note(note) => log_worker_note(&note),
+            Output::Note(note) => crate::notes::log_worker_note(&note),
+            // The connections' timeouts scale with the master's heartbeat.
+            Output::ConnTimeouts { heartbeat } => self.net.follow_heartbeat(Some(heartbeat)),
         }
     }
 
@@ -303,7 +302,11 @@ impl Pump {
             }
             NetEvent::Closed { conn, cause } => {
                 self.conns.remove(&conn);
-                self.feed(NodeInput::Closed { conn, reason: cause.to_string() });
+                self.feed(NodeInput::Closed {
+                    conn,
+                    how: cause.ended(),
+                    reason: cause.to_string(),
+                });
             }
         }
     }
@@ -313,7 +316,7 @@ impl Pump {
         self.feed(NodeInput::ExecutorChanged { executor: ev.executor, state: ev.state });
     }
 
-    fn on_dialed(&mut self, dial: DialId, result: Result<TcpStream, DialError>) {
+    fn on_dialled(&mut self, dial: DialId, result: Result<TcpStream, DialError>) {
         let result = match result {
             Ok(stream) => {
                 self.next_conn += 1;
@@ -335,7 +338,7 @@ impl Pump {
             }
             Err(DialError { reason, refused }) => DialResult::Failed { reason, refused },
         };
-        self.feed(NodeInput::Dialed { dial, result });
+        self.feed(NodeInput::Dialled { dial, result });
     }
 
     /// Kills every executor (on this thread: the node has exited) and feeds

@@ -43,12 +43,13 @@
 //! (`runtime-std/tests/cgroup.rs`) as well as the v1 path on this
 //! machine's real controllers.
 
+pub use super::delegation::write_file;
 use super::delegation::{self, Opener};
 use super::names;
 use regent_core::protocol::Usage;
 use std::fmt;
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write as _};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -754,13 +755,6 @@ fn make_dir(dir: &Path) -> Result<(), CgroupError> {
         }
         _ => Ok(()),
     }
-}
-
-/// Writes `value` to a cgroup file in one `write` (a fake tree's file is
-/// created).
-pub fn write_file(path: &Path, value: &str) -> io::Result<()> {
-    let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
-    f.write_all(value.as_bytes())
 }
 
 /// A file holding one number (`max` is `None`).

@@ -46,7 +46,7 @@
 //! does on v2, and nothing else (the unit's own limits stay root's).
 
 use std::fs;
-use std::io;
+use std::io::{self, Write as _};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Component, Path, PathBuf};
 
@@ -170,12 +170,12 @@ pub fn move_into_supervisor(own: &Path, who: &Opener) -> io::Result<PathBuf> {
         _ => {}
     }
     let procs = leaf.join("cgroup.procs");
-    fs::write(&procs, who.pid.to_string())?;
+    write_file(&procs, &who.pid.to_string())?;
     let others = fs::read_to_string(own.join("cgroup.procs")).unwrap_or_default();
     for pid in others.split_whitespace().filter(|p| *p != who.pid.to_string()) {
         // A process that is gone, or not this user's, stays; enabling the
         // controllers then fails with EBUSY, which says so.
-        let _ = fs::write(&procs, pid);
+        let _ = write_file(&procs, pid);
     }
     Ok(leaf)
 }
@@ -248,6 +248,14 @@ pub fn hand_over(
         }
     }
     Ok(dirs)
+}
+
+/// Writes `value` to a cgroup file in one `write` (a fake tree's file is
+/// created). Here, below [`super::cgroup`], so that moving a process into
+/// a delegated cgroup needs nothing of the module that uses it.
+pub fn write_file(path: &Path, value: &str) -> io::Result<()> {
+    let mut f = fs::OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
+    f.write_all(value.as_bytes())
 }
 
 #[cfg(test)]

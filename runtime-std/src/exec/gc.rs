@@ -94,7 +94,7 @@ impl Supervisor {
     /// Removes ended executors' directories by `policy` (see the module
     /// documentation), `now` being the wall clock. Blocking (it walks the
     /// directories); a worker runs it on a thread of its own every so often
-    /// ([`crate::host::spawn_work_dir_gc`]).
+    /// (the worker host's `spawn_work_dir_gc`).
     pub fn collect_garbage(&self, policy: GcPolicy, now: SystemTime) -> GcReport {
         let work = &self.shared.config.work_dir;
         let mut protected: HashSet<String> = {

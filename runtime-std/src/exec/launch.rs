@@ -169,7 +169,7 @@ impl Supervisor {
             std::thread::Builder::new().name("regent-artifacts".into()).spawn(move || {
                 let launched = sup.launch(id.clone(), framework, spec);
                 lock(&sup.shared.preparing).remove(&id);
-                crate::host::log_launched(&id, launched);
+                log_launched(&id, launched);
             });
         match spawned {
             Ok(_) => None,
@@ -581,5 +581,22 @@ pub fn exit_code(status: ExitStatus) -> i32 {
         // Neither exited nor signalled: not possible for a waited-for
         // process; report it as a generic failure code.
         (None, None) => 255,
+    }
+}
+
+/// Logs how a launch went (`Running` or `Failed` itself comes back through
+/// the supervisor's sink).
+pub(crate) fn log_launched(executor: &ExecutorId, launched: Launched) {
+    match launched {
+        Launched::Started { pid } => tracing::debug!(%executor, pid, "executor started"),
+        Launched::Failed { reason } => {
+            tracing::warn!(%executor, %reason, "executor launch failed")
+        }
+        Launched::Cancelled => {
+            tracing::info!(%executor, "executor killed while its artifacts were fetched")
+        }
+        Launched::AlreadyRunning => {
+            tracing::warn!(%executor, "executor already runs; launch ignored")
+        }
     }
 }

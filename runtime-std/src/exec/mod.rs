@@ -112,6 +112,7 @@ pub mod shim;
 mod stop;
 pub mod user;
 
+pub(crate) use launch::log_launched;
 pub use launch::{exit_code, shim_state, Launched};
 pub use reclaim::{classify, Finding, LeftBehind, LeftBehindOutcome};
 

@@ -3,12 +3,11 @@
 //!
 //! The HTTP thread does not read anything itself: it hands a [`LogQuery`]
 //! to the daemon loop (inside an [`HttpQuery`], like the snapshot queries),
-//! and the daemon asks its own master node exactly as `regent logs` does
-//! over the wire — a `LogRequest` on a connection of its own that no socket
-//! backs — so the leader relays it to the executor's worker over the
-//! authenticated protocol and every limit of the relay applies. The
-//! node's answer comes back on [`LogQuery::reply`] and becomes the
-//! response:
+//! and the daemon hands it to its master node as a query
+//! ([`super::queries`]); the leader relays it to the executor's worker over
+//! the authenticated protocol exactly as a `regent logs` request, and every
+//! limit of the relay applies. The node's answer comes back on
+//! [`LogQuery::reply`] and becomes the response:
 //!
 //! * `LogChunk` → `200`, the bytes as they are, with `X-Regent-Offset`,
 //!   `X-Regent-Size` (the file's size), `X-Regent-Next-Offset` and
@@ -45,25 +44,9 @@ pub struct LogQuery {
     /// The most bytes wanted (at most [`MAX_LOG_CHUNK`]).
     pub max: u32,
     /// Where the daemon sends the node's answer (`LogChunk`,
-    /// `RequestRefused`, `NotLeader` or `LeaderSuspended`); dropped without
-    /// one when the leadership ended meanwhile (`try_send`: room for one).
+    /// `RequestRefused`, `NotLeader` or `LeaderSuspended`; `try_send`:
+    /// room for one).
     pub reply: std::sync::mpsc::SyncSender<Message>,
-}
-
-impl LogQuery {
-    /// The input the daemon feeds its node for this query, numbered
-    /// `query`, and where the node's [`Output::LogAnswer`] for it goes.
-    ///
-    /// [`Output::LogAnswer`]: regent_core::node::master::Output::LogAnswer
-    pub fn into_input(
-        self,
-        query: u64,
-    ) -> (regent_core::node::master::Input, std::sync::mpsc::SyncSender<Message>) {
-        let LogQuery { executor, stream, offset, max, reply } = self;
-        let input =
-            regent_core::node::master::Input::LogQuery { query, executor, stream, offset, max };
-        (input, reply)
-    }
 }
 
 /// How long the HTTP thread waits for the daemon's answer: the relay's own

@@ -16,7 +16,8 @@
 //! The server is tiny_http on a dedicated thread (event streams get a thread
 //! each, see [`events`]). It keeps no copy of the master's state: for every
 //! request of `/api/state` or `/metrics` it asks the daemon loop for an
-//! [`HttpSnapshot`] through an [`HttpQuery`] and renders it (the page is
+//! [`HttpSnapshot`] through an [`HttpQuery`] (which the pump hands its node
+//! as a query, [`queries`]) and renders it (the page is
 //! static; the event streams share one poller); when the daemon does not
 //! answer within [`QUERY_TIMEOUT`] the request gets `503 Service
 //! Unavailable`. The thread ends soon after the daemon drops (or closes) the
@@ -37,7 +38,6 @@
 //! over the authenticated wire protocol.
 
 use hmac::{Hmac, Mac};
-use regent_core::node::master::MasterNode;
 use regent_core::protocol::{ClusterState, ExecutorState};
 use regent_core::secret::Secret;
 use regent_core::states::{MaintenanceState, MasterStatus, WorkerState};
@@ -51,6 +51,7 @@ pub mod events;
 pub mod https;
 pub mod logs;
 pub mod page;
+pub mod queries;
 
 /// How long a request waits for the daemon's snapshot before `503`.
 pub const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -72,7 +73,7 @@ pub enum HttpQuery {
         reply: std::sync::mpsc::SyncSender<HttpSnapshot>,
         /// The asker may see the state a moment late (`/api/state`, the
         /// event stream's poller): the daemon answers with the master's
-        /// cached snapshot (`MasterNode::cached_state`), rebuilt only when
+        /// cached snapshot (`Master::cached_state`), rebuilt only when
         /// something other than heartbeats happened, and for all HTTP
         /// askers together paced by the view's size
         /// ([`regent_core::limits::HTTP_SNAPSHOT_GAP_PER_ENTRY_US`]).
@@ -104,20 +105,6 @@ pub struct MetricsSnapshot {
     pub master: regent_core::master::Metrics,
 }
 
-impl MetricsSnapshot {
-    /// What `/metrics` shows of `node` now, with the runtime's count of
-    /// refused connections: the master's counters, no snapshot. Feed the
-    /// node a `Tick` first, so its status is the current one.
-    pub fn of_node(node: &MasterNode, rejected_connections: u64) -> MetricsSnapshot {
-        MetricsSnapshot {
-            gauges: node.master().gauges(),
-            rejected_connections,
-            node: node.metrics(),
-            master: node.master().metrics().clone(),
-        }
-    }
-}
-
 impl From<&HttpSnapshot> for MetricsSnapshot {
     /// The metrics a snapshot shows: its gauges computed from the state
     /// ([`Gauges::of_state`](regent_core::master::Gauges::of_state)), the
@@ -146,31 +133,6 @@ pub struct HttpSnapshot {
     /// The master machine's counters (snapshots built and cached, the log
     /// relay).
     pub master: regent_core::master::Metrics,
-}
-
-impl HttpSnapshot {
-    /// What `/api/state` and the event stream show of `node` at `now`: its
-    /// cached view when `cached` ([`HttpQuery::State`]), else one built
-    /// now, with the runtime's count of refused connections. Feed the node
-    /// a `Tick` first: never a leadership whose lease ran out.
-    pub fn of_node(
-        node: &mut MasterNode,
-        now: regent_core::Millis,
-        cached: bool,
-        rejected_connections: u64,
-    ) -> HttpSnapshot {
-        let state = if cached {
-            node.cached_state(now)
-        } else {
-            std::sync::Arc::new(node.master().state())
-        };
-        HttpSnapshot {
-            state,
-            rejected_connections,
-            node: node.metrics(),
-            master: node.master().metrics().clone(),
-        }
-    }
 }
 
 /// What the bearer token is derived from: HMAC-SHA256 of this under the

@@ -161,13 +161,12 @@ const TRACE_KEEP_REPLAY: usize = 100_000;
 const TRACE_KEEP: usize = 40;
 
 /// Trace lines a counterexample leaves out.
-const NOISE: [&str; 9] = [
+const NOISE: [&str; 8] = [
     "<- Master(Zk(",
     "(Tick)",
     "Heartbeat",
     "note: Status",
     "Hello",
-    "Dialed {",
     "Dialled {",
     "DialFailed",
     "show: Progress",

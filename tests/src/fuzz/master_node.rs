@@ -251,7 +251,7 @@ impl Harness {
             Output::Zk(cmd) => self.zk_command(cmd),
             Output::Exit { .. } => self.exited = true,
             // The fuzzer asks no HTTP log reads.
-            Output::Note(_) | Output::LogAnswer { .. } => {}
+            Output::Note(_) | Output::Answer { .. } | Output::ConnTimeouts { .. } => {}
         }
     }
 
@@ -337,13 +337,13 @@ impl Harness {
             0 => {
                 let conn = self.fresh_conn();
                 self.open.push(conn);
-                self.feed(Input::Connected { conn });
+                self.feed(Input::Accepted { conn });
             }
             1 => {
                 let Some(conn) = src.pick(&self.open).copied() else { return };
                 self.forget_conn(conn);
                 let how = self.how_ended();
-                self.feed(Input::Disconnected { conn, how });
+                self.feed(Input::Closed { conn, how, reason: "reset (fuzz)".into() });
             }
             2..=6 => {
                 let conn = self.conn(src);
@@ -377,9 +377,9 @@ impl Harness {
                 _ => {
                     // A peer connects and leaves without a word.
                     let conn = self.fresh_conn();
-                    self.feed(Input::Connected { conn });
+                    self.feed(Input::Accepted { conn });
                     let how = self.how_ended();
-                    self.feed(Input::Disconnected { conn, how });
+                    self.feed(Input::Closed { conn, how, reason: "reset (fuzz)".into() });
                 }
             },
         }

@@ -1,5 +1,5 @@
 //! Fuzz targets: `fn(&[u8])` functions over everything that reads peer
-//! bytes or peer messages (DESIGN "Testing", issue 11 (docs/design.md#issue-11) item 2).
+//! bytes or peer messages (docs/design.md#every-promise-is-tested-where-it-can-fail, issue 11 (docs/design.md#issue-11) item 2).
 //!
 //! Each target takes arbitrary bytes and must neither panic nor make a
 //! single allocation over [`alloc::MAX_SINGLE_ALLOC`] (1 MiB) — the harness

@@ -130,7 +130,7 @@ impl Harness {
                         self.closing.push(conn);
                     }
                 }
-                Output::Show(_) | Output::Observed(_) => {}
+                Output::Show(_) | Output::Observed(_) | Output::ConnTimeouts { .. } => {}
                 Output::Exit(_) => self.exited = true,
             }
         }
@@ -214,7 +214,11 @@ impl Harness {
                     self.conns.retain(|x| *x != c);
                     c
                 };
-                self.feed(Input::Closed { conn, reason: "reset (fuzz)".into() });
+                self.feed(Input::Closed {
+                    conn,
+                    how: regent_core::node::Ended::ByPeer,
+                    reason: "reset (fuzz)".into(),
+                });
             }
             16 | 17 => {
                 self.now = gen::later(src, self.now, self.node.poll_timeout());

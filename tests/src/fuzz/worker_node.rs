@@ -129,7 +129,7 @@ impl Harness {
                         self.reads.push(read);
                     }
                 }
-                Output::Note(_) => {}
+                Output::Note(_) | Output::ConnTimeouts { .. } => {}
             }
         }
         if self.dials.len() > POOL {
@@ -158,14 +158,14 @@ impl Harness {
                     self.conns.push((ConnId(self.next_conn), master));
                     DialResult::Connected { conn: ConnId(self.next_conn), peer: None }
                 };
-                self.feed(Input::Dialed { dial, result });
+                self.feed(Input::Dialled { dial, result });
             }
             2 => {
                 // A dial the node never asked for, or one it superseded.
                 self.next_conn += 1;
                 let conn = ConnId(self.next_conn);
                 let dial = DialId(u64::from(src.u8()));
-                self.feed(Input::Dialed {
+                self.feed(Input::Dialled {
                     dial,
                     result: DialResult::Connected { conn, peer: None },
                 });
@@ -185,7 +185,11 @@ impl Harness {
             13 => {
                 let conn = self.conn(src);
                 self.conns.retain(|(c, _)| *c != conn);
-                self.feed(Input::Closed { conn, reason: "reset (fuzz)".into() });
+                self.feed(Input::Closed {
+                    conn,
+                    how: regent_core::node::Ended::ByPeer,
+                    reason: "reset (fuzz)".into(),
+                });
             }
             14 => {
                 let executor = match src.pick(&self.started) {

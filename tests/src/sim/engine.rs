@@ -803,10 +803,11 @@ impl World {
                     c.mclosed = true;
                     let (m, mgen) = (c.m, c.mgen);
                     let how = c.ended.map_or(Ended::Failed, EndCause::at_master);
+                    let reason = "closed".to_string();
                     self.deliver(
                         Node::Master(m),
                         mgen,
-                        Input::Master(mnode::Input::Disconnected { conn, how }),
+                        Input::Master(mnode::Input::Closed { conn, how, reason }),
                     );
                 }
                 self.gc_conn(conn);
@@ -822,9 +823,13 @@ impl World {
                     c.ctold = true;
                     let (client, cgen) = (c.client, c.cgen);
                     let input = match client {
-                        Node::Worker(_) => Input::Worker(wnode::Input::Closed { conn, reason }),
-                        Node::Sub(_) => Input::Sub(snode::Input::Closed { conn, reason }),
-                        Node::Master(_) => Input::Master(mnode::Input::Disconnected { conn, how }),
+                        Node::Worker(_) => {
+                            Input::Worker(wnode::Input::Closed { conn, how, reason })
+                        }
+                        Node::Sub(_) => Input::Sub(snode::Input::Closed { conn, how, reason }),
+                        Node::Master(_) => {
+                            Input::Master(mnode::Input::Closed { conn, how, reason })
+                        }
                     };
                     self.deliver(client, cgen, input);
                 }
@@ -1364,11 +1369,7 @@ impl World {
         let alive = alive && self.listening(c.m);
         if ok && alive {
             self.conns.get_mut(&conn).expect("checked").open = true;
-            self.deliver(
-                Node::Master(c.m),
-                c.mgen,
-                Input::Master(mnode::Input::Connected { conn }),
-            );
+            self.deliver(Node::Master(c.m), c.mgen, Input::Master(mnode::Input::Accepted { conn }));
             self.deliver(c.client, c.cgen, dial_result(c.dial, Ok(conn)));
         } else {
             self.conns.remove(&conn);
@@ -1525,7 +1526,7 @@ impl World {
                     self.probe(m, probe, &addr, timeout);
                 }
                 // The simulator asks no HTTP log reads.
-                mnode::Output::LogAnswer { .. } => {}
+                mnode::Output::Answer { .. } | mnode::Output::ConnTimeouts { .. } => {}
                 mnode::Output::Note(note) => {
                     if matches!(note, mnode::Note::SteppedDown { .. }) {
                         self.step_downs += 1;
@@ -1973,6 +1974,8 @@ impl World {
                     self.after(d, Ev::Restart(node));
                 }
                 wnode::Output::Note(note) => self.log(|| format!("w{w} note: {note:?}")),
+                // The simulated network has no read timeouts.
+                wnode::Output::ConnTimeouts { .. } => {}
                 // The simulated cluster has no operators asking for logs.
                 wnode::Output::ReadLog(LogReadRequest { .. }) => {}
             }
@@ -2049,6 +2052,7 @@ impl World {
                 snode::Output::Close { conn, .. } => self.client_close(conn),
                 snode::Output::Show(show) => self.log(|| format!("f{s} show: {show:?}")),
                 snode::Output::Observed(action) => self.sub_observed(s, action),
+                snode::Output::ConnTimeouts { .. } => {}
                 snode::Output::Exit(exit) => {
                     self.log(|| format!("f{s} EXIT: {exit:?}"));
                     let why = exit.message.clone().unwrap_or_else(|| format!("{:?}", exit.outcome));
@@ -2621,7 +2625,7 @@ fn new_sub(
 fn dial_result(dial: DialTag, result: Result<ConnId, String>) -> Input {
     match dial {
         DialTag::Worker(dial) => {
-            Input::Worker(wnode::Input::Dialed { dial, result: result.into() })
+            Input::Worker(wnode::Input::Dialled { dial, result: result.into() })
         }
         DialTag::Sub(dial) => Input::Sub(snode::Input::Dialled { dial, result: result.into() }),
         DialTag::Master(dial) => {

@@ -5,6 +5,9 @@
 //! the index is exact by construction; the rest of the master reads the
 //! entries and changes only their unindexed flags ([`ExecutorMut`]).
 //! Debug builds check the index after every step ([`Executors::check`]).
+//!
+//! Tests: every step's debug check (`Executors::check`, so
+//! every test of the machine), core/tests/one_executor_per_slot.rs.
 
 use super::ExecutorEntry;
 use crate::ids::{ExecutorId, FrameworkId, WorkerId};

@@ -19,8 +19,15 @@
 //!   once every record that is or may become durable holds it
 //!   ([`super::GroupState::placeable_slots`]); a removed framework's
 //!   executors are killed once its end is durable.
+//!
+//! Tests: core/tests/subscribe.rs (placement, adoption),
+//! core/tests/one_executor_per_slot.rs, core/tests/worker_upgrade.rs,
+//! core/tests/constraints.rs, core/tests/ports.rs,
+//! core/tests/named_resources.rs, core/tests/run_as_placement.rs, the
+//! simulator's `one_executor` and `resources` invariants
+//! (tests/tests/sim_seeds.rs).
 
-use super::{Action, AfterWrite, Master, Phase, Placement};
+use super::{Action, AfterWrite, Master, Placement};
 use crate::ids::{ExecutorId, FrameworkId, WorkerId};
 use crate::limits::MAX_EXECUTORS_PER_WORKER;
 use crate::protocol::{ExecutorInfo, ExecutorReport, ExecutorSpec, ExecutorState, Message};
@@ -288,7 +295,7 @@ impl Master {
     /// workers it tries, not the cluster's size: the open slots and the
     /// candidates are indexes kept up to date as they change.
     pub(super) fn place(&mut self, out: &mut Vec<Action>) {
-        if self.phase != Phase::Alive || self.suspended {
+        if !self.may_place() {
             return;
         }
         // Requests that fitted on no worker during this placement: capacity
@@ -378,7 +385,7 @@ impl Master {
         }
         let mut overlay = Default::default();
         let mut out = Vec::with_capacity(slots.len());
-        self.assign(spec, &live, &mut overlay, slots.iter().copied(), |slot, id| {
+        self.candidates().assign(spec, &live, &mut overlay, slots.iter().copied(), |slot, id| {
             out.push((slot, id.clone()))
         });
         out

@@ -56,7 +56,7 @@ fn fitting(w: &World) -> Vec<(Waiting, String)> {
     let Some(l) = w.acting_leader() else { return out };
     let mp = &w.masters[l];
     let master = mp.master();
-    if mp.p.paused(w.now) || master.status() != Status::Alive || master.is_recovering() {
+    if mp.p.paused(w.now) || master.status() != Status::Alive || master.recovering() {
         return out;
     }
     let free: Vec<_> = master

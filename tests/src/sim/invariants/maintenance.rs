@@ -38,7 +38,7 @@ pub(crate) fn on_answer(w: &mut World, m: usize, request: u64, accepted: bool) {
 pub(crate) fn check(w: &World) -> Result<(), String> {
     let Some(l) = w.acting_leader() else { return Ok(()) };
     let master = w.masters[l].master();
-    if master.status() != Status::Alive || master.is_recovering() {
+    if master.status() != Status::Alive || master.recovering() {
         return Ok(());
     }
     let unsettled: Vec<&WorkerId> = w.obs.maintenance_requests.values().map(|(id, _)| id).collect();

@@ -4,8 +4,8 @@
 //! masters with the same epoch.
 //!
 //! One exception, by design: a leader whose election node a standby
-//! deleted while its session lived (a fast takeover, DESIGN "Fast
-//! takeover") acts until it learns of the deletion — at once from the
+//! deleted while its session lived (a fast takeover,
+//! docs/machines.md#fast-takeover-and-the-acting-lease-coresrcnodewatchrs-coresrcelector) acts until it learns of the deletion — at once from the
 //! watch on its node, or when it resumes from a pause. Its store writes are
 //! fenced by that node, so they fail; its commands are bounded by the acting
 //! lease, which [`super::command_order`] checks. A leader whose *session*
