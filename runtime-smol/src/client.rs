@@ -84,6 +84,117 @@ impl std::fmt::Debug for Patience<'_> {
 /// ones together), so hints that point at each other cannot loop.
 const MAX_ATTEMPTS: usize = 16;
 
+/// Why a request to the masters failed. The text is what the CLI prints.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// No master was named to ask.
+    #[error("no master address given")]
+    NoMasterGiven,
+    /// No master (with `leader_only`, no leading master) answered: each one
+    /// tried was unreachable, silent, closed, not the leader, or refused
+    /// the connection.
+    #[error("{}", no_answer_text(*.leader_only, .tried, .gave_up))]
+    NoAnswer {
+        /// Only a leading master's answer was wanted.
+        leader_only: bool,
+        /// Every master tried, in order, with why it did not answer.
+        tried: Vec<Tried>,
+        /// Set when rounds were retried until the connect timeout passed.
+        gave_up: Option<GaveUp>,
+    },
+    /// The leader answered and refused the request (an unknown framework,
+    /// worker or executor, a single-master mode that cannot step down...).
+    #[error("{reason}")]
+    Refused {
+        /// The leader's reason, as it gave it.
+        reason: String,
+    },
+    /// A drain was followed and the worker left the leader's registry.
+    #[error("worker {worker} is no longer in the leader's registry")]
+    WorkerGone {
+        /// The worker followed.
+        worker: String,
+    },
+    /// A drain was followed and the worker stopped draining (uncordoned).
+    #[error("worker {worker} is no longer draining (placement: {placement})")]
+    NotDraining {
+        /// The worker followed.
+        worker: String,
+        /// Its placement now, in words ([`placement_text`]).
+        placement: String,
+    },
+    /// A drain was followed until a minute past its deadline.
+    #[error(
+        "worker {worker} is still DRAINING with {executors} executors, a minute past its deadline"
+    )]
+    StillDraining {
+        /// The worker followed.
+        worker: String,
+        /// The executors it still runs.
+        executors: u32,
+    },
+}
+
+crate::error::into_report!(ClientError, DeadlineError);
+
+/// One master a request was sent to, and why it did not answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tried {
+    /// The master's address.
+    pub addr: Addr,
+    /// Why it gave no answer (`connect failed: ...`, `not the leader ...`).
+    pub why: String,
+}
+
+/// Rounds over the masters retried until the connect timeout passed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GaveUp {
+    /// How many rounds were tried.
+    pub rounds: u32,
+    /// The connect timeout (`--connect-timeout`).
+    pub after: Duration,
+}
+
+/// `no master answered (tried 2): a: why; b: why`, and the rounds given up
+/// after.
+fn no_answer_text(leader_only: bool, tried: &[Tried], gave_up: &Option<GaveUp>) -> String {
+    let what = if leader_only { "no leading master answered" } else { "no master answered" };
+    let detail: Vec<String> = tried.iter().map(|t| format!("{}: {}", t.addr, t.why)).collect();
+    let mut text = format!("{what} (tried {}): {}", tried.len(), detail.join("; "));
+    if let Some(g) = gave_up {
+        text.push_str(&format!(
+            "; gave up after {} rounds in {:?} (--connect-timeout)",
+            g.rounds, g.after
+        ));
+    }
+    text
+}
+
+/// Why a drain deadline ([`parse_deadline`]) was not understood.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DeadlineError {
+    /// Not a number followed by a unit.
+    #[error("deadline {text:?} is not a duration: use e.g. 90s, 500ms, 5m or 1h")]
+    NotADuration {
+        /// The text given.
+        text: String,
+    },
+    /// A unit other than ms, s, m or h.
+    #[error("deadline {text:?}: unknown unit {unit:?} (use ms, s, m or h)")]
+    UnknownUnit {
+        /// The text given.
+        text: String,
+        /// The unit it named.
+        unit: String,
+    },
+    /// Longer than [`regent_core::limits::MAX_DRAIN_DEADLINE`].
+    #[error("deadline {text:?} is longer than the limit of 7 days")]
+    TooLong {
+        /// The text given.
+        text: String,
+    },
+}
+
 /// Asks the masters for their view of the cluster.
 ///
 /// Without `leader_only`, the first master that answers is used (a standby
@@ -97,7 +208,7 @@ pub async fn fetch_state(
     masters: &[Addr],
     net: Arc<NetConfig>,
     leader_only: bool,
-) -> Result<ClusterState, String> {
+) -> Result<ClusterState, ClientError> {
     fetch_state_with(masters, net, leader_only, Patience::once()).await
 }
 
@@ -107,7 +218,7 @@ pub async fn fetch_state_with(
     net: Arc<NetConfig>,
     leader_only: bool,
     patience: Patience<'_>,
-) -> Result<ClusterState, String> {
+) -> Result<ClusterState, ClientError> {
     ask_patiently(
         masters,
         &net,
@@ -131,7 +242,7 @@ pub async fn plan_with(
     net: Arc<NetConfig>,
     groups: Vec<regent_core::protocol::GroupSpec>,
     patience: Patience<'_>,
-) -> Result<Vec<regent_core::protocol::GroupPlan>, String> {
+) -> Result<Vec<regent_core::protocol::GroupPlan>, ClientError> {
     ask_patiently(
         masters,
         &net,
@@ -198,7 +309,7 @@ pub async fn kill_framework(
     masters: &[Addr],
     net: Arc<NetConfig>,
     framework: &str,
-) -> Result<(), String> {
+) -> Result<(), ClientError> {
     kill_framework_with(masters, net, framework, Patience::once()).await
 }
 
@@ -208,7 +319,7 @@ pub async fn kill_framework_with(
     net: Arc<NetConfig>,
     framework: &str,
     patience: Patience<'_>,
-) -> Result<(), String> {
+) -> Result<(), ClientError> {
     let framework = FrameworkId::new(framework);
     leader_request(masters, &net, patience, move |request| Message::KillFramework {
         request,
@@ -223,7 +334,7 @@ pub async fn remove_worker(
     masters: &[Addr],
     net: Arc<NetConfig>,
     worker: &str,
-) -> Result<(), String> {
+) -> Result<(), ClientError> {
     remove_worker_with(masters, net, worker, Patience::once()).await
 }
 
@@ -233,7 +344,7 @@ pub async fn remove_worker_with(
     net: Arc<NetConfig>,
     worker: &str,
     patience: Patience<'_>,
-) -> Result<(), String> {
+) -> Result<(), ClientError> {
     let worker = WorkerId::new(worker);
     leader_request(masters, &net, patience, move |request| Message::RemoveWorker {
         request,
@@ -246,7 +357,7 @@ pub async fn remove_worker_with(
 /// handoff): it closes its ZooKeeper session so a standby leads at once,
 /// returns to standby and joins the election again. Refused (`Err` with the
 /// leader's reason) in the single-master modes, where nobody can take over.
-pub async fn step_down(masters: &[Addr], net: Arc<NetConfig>) -> Result<(), String> {
+pub async fn step_down(masters: &[Addr], net: Arc<NetConfig>) -> Result<(), ClientError> {
     step_down_with(masters, net, Patience::once()).await
 }
 
@@ -255,7 +366,7 @@ pub async fn step_down_with(
     masters: &[Addr],
     net: Arc<NetConfig>,
     patience: Patience<'_>,
-) -> Result<(), String> {
+) -> Result<(), ClientError> {
     leader_request(masters, &net, patience, |request| Message::StepDown { request }).await
 }
 
@@ -275,9 +386,9 @@ pub struct LogChunk {
 
 /// Asks the leader for a chunk of `executor`'s `stream` output: from
 /// `offset`, or the last `max` bytes when `offset` is `None`; `max` at most
-/// [`regent_core::limits::MAX_LOG_CHUNK`]. The outer `Err` says no leader
-/// answered (naming every master tried); the inner one is the leader's
-/// refusal (an unknown executor, its worker not connected, no such file...).
+/// [`regent_core::limits::MAX_LOG_CHUNK`]. [`ClientError::Refused`] is the
+/// leader's refusal (an unknown executor, its worker not connected, no such
+/// file...); the other errors say no leader answered.
 pub async fn fetch_log_chunk_with(
     masters: &[Addr],
     net: Arc<NetConfig>,
@@ -286,7 +397,7 @@ pub async fn fetch_log_chunk_with(
     offset: Option<u64>,
     max: u32,
     patience: Patience<'_>,
-) -> Result<Result<LogChunk, String>, String> {
+) -> Result<LogChunk, ClientError> {
     let request = crate::net::random_u64();
     let executor = regent_core::ExecutorId::new(executor);
     ask_patiently(
@@ -299,11 +410,13 @@ pub async fn fetch_log_chunk_with(
             Message::LogChunk { request: r, offset, data, size, finished, .. } if r == request => {
                 Some(Ok(LogChunk { offset, data, size, finished }))
             }
-            Message::RequestRefused { request: r, reason, .. } if r == request => Some(Err(reason)),
+            Message::RequestRefused { request: r, reason, .. } if r == request => {
+                Some(Err(ClientError::Refused { reason }))
+            }
             _ => None,
         },
     )
-    .await
+    .await?
 }
 
 /// An operator's change to the cluster (docs/design.md#issue-14), sent to the leader and
@@ -368,7 +481,11 @@ impl Change {
 /// Asks the leader to make `change`. `Ok` once the leader has made it
 /// durable; a refusal (an unknown worker, say) is `Err` with the leader's
 /// reason. Finds the leader as every operator command does.
-pub async fn change(masters: &[Addr], net: Arc<NetConfig>, change: &Change) -> Result<(), String> {
+pub async fn change(
+    masters: &[Addr],
+    net: Arc<NetConfig>,
+    change: &Change,
+) -> Result<(), ClientError> {
     change_with(masters, net, change, Patience::once()).await
 }
 
@@ -378,30 +495,34 @@ pub async fn change_with(
     net: Arc<NetConfig>,
     change: &Change,
     patience: Patience<'_>,
-) -> Result<(), String> {
+) -> Result<(), ClientError> {
     leader_request(masters, &net, patience, |request| change.message(request)).await
 }
 
 /// Parses a drain deadline: `90s`, `500ms`, `5m`, `1h`, or a bare number of
 /// seconds; at most [`regent_core::limits::MAX_DRAIN_DEADLINE`].
-pub fn parse_deadline(text: &str) -> Result<Duration, String> {
+pub fn parse_deadline(text: &str) -> Result<Duration, DeadlineError> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (digits, unit) = t.split_at(split);
-    let n: u64 = digits.parse().map_err(|_| {
-        format!("deadline {text:?} is not a duration: use e.g. 90s, 500ms, 5m or 1h")
-    })?;
+    let n: u64 =
+        digits.parse().map_err(|_| DeadlineError::NotADuration { text: text.to_string() })?;
     let ms = match unit {
         "ms" => Some(n),
         "" | "s" => n.checked_mul(1_000),
         "m" => n.checked_mul(60_000),
         "h" => n.checked_mul(3_600_000),
-        _ => return Err(format!("deadline {text:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+        _ => {
+            return Err(DeadlineError::UnknownUnit {
+                text: text.to_string(),
+                unit: unit.to_string(),
+            })
+        }
     };
     let max = regent_core::limits::MAX_DRAIN_DEADLINE.0;
     match ms {
         Some(ms) if ms <= max => Ok(Duration::from_millis(ms)),
-        _ => Err(format!("deadline {text:?} is longer than the limit of 7 days")),
+        _ => Err(DeadlineError::TooLong { text: text.to_string() }),
     }
 }
 
@@ -428,22 +549,22 @@ pub async fn wait_drained(
     deadline: Duration,
     patience: Patience<'_>,
     progress: &(dyn Fn(&str) + Sync),
-) -> Result<(), String> {
+) -> Result<(), ClientError> {
     let give_up = std::time::Instant::now() + deadline + Duration::from_secs(60);
     let mut last: Option<String> = None;
     loop {
         let state = fetch_state_with(masters, net.clone(), true, patience).await?;
         let Some(w) = state.workers.iter().find(|w| w.id.as_str() == worker) else {
-            return Err(format!("worker {worker} is no longer in the leader's registry"));
+            return Err(ClientError::WorkerGone { worker: worker.to_string() });
         };
         if w.drain == Some(DrainState::Drained) {
             return Ok(());
         }
         if w.drain != Some(DrainState::Draining) {
-            return Err(format!(
-                "worker {worker} is no longer draining (placement: {})",
-                placement_text(w)
-            ));
+            return Err(ClientError::NotDraining {
+                worker: worker.to_string(),
+                placement: placement_text(w),
+            });
         }
         let line = format!("worker {worker}: DRAINING, {} executors left", w.executors);
         if last.as_ref() != Some(&line) {
@@ -451,10 +572,10 @@ pub async fn wait_drained(
             last = Some(line);
         }
         if std::time::Instant::now() > give_up {
-            return Err(format!(
-                "worker {worker} is still DRAINING with {} executors, a minute past its deadline",
-                w.executors
-            ));
+            return Err(ClientError::StillDraining {
+                worker: worker.to_string(),
+                executors: w.executors,
+            });
         }
         async_io::Timer::after(Duration::from_millis(500)).await;
     }
@@ -703,7 +824,7 @@ async fn leader_request(
     net: &Arc<NetConfig>,
     patience: Patience<'_>,
     make: impl Fn(u64) -> Message,
-) -> Result<(), String> {
+) -> Result<(), ClientError> {
     let request = crate::net::random_u64();
     let outcome = ask_patiently(
         masters,
@@ -713,7 +834,9 @@ async fn leader_request(
         || make(request),
         |msg| match msg {
             Message::RequestAccepted { request: r, .. } if r == request => Some(Ok(())),
-            Message::RequestRefused { request: r, reason, .. } if r == request => Some(Err(reason)),
+            Message::RequestRefused { request: r, reason, .. } if r == request => {
+                Some(Err(ClientError::Refused { reason }))
+            }
             _ => None,
         },
     )
@@ -736,8 +859,9 @@ enum Attempt<T> {
 
 /// A round over the masters that got no answer.
 struct NoAnswer {
-    /// Names every master tried and why it did not answer.
-    message: String,
+    /// [`ClientError::NoAnswer`] (naming every master tried and why it did
+    /// not answer) or [`ClientError::NoMasterGiven`].
+    error: ClientError,
     /// Every master tried was refused by the exposure rule (retrying cannot
     /// help).
     refused: bool,
@@ -753,7 +877,7 @@ async fn ask_patiently<T>(
     patience: Patience<'_>,
     request: impl Fn() -> Message,
     answer: impl Fn(Message) -> Option<T>,
-) -> Result<T, String> {
+) -> Result<T, ClientError> {
     let start = std::time::Instant::now();
     let mut pause = ROUND_PAUSE;
     let mut last_notice: Option<std::time::Instant> = None;
@@ -766,14 +890,13 @@ async fn ask_patiently<T>(
         };
         let elapsed = start.elapsed();
         if failed.refused || elapsed >= patience.connect_timeout {
-            return Err(if patience.connect_timeout.is_zero() || failed.refused {
-                failed.message
-            } else {
-                format!(
-                    "{}; gave up after {rounds} rounds in {:?} (--connect-timeout)",
-                    failed.message, patience.connect_timeout
-                )
-            });
+            let mut error = failed.error;
+            if !patience.connect_timeout.is_zero() && !failed.refused {
+                if let ClientError::NoAnswer { gave_up, .. } = &mut error {
+                    *gave_up = Some(GaveUp { rounds, after: patience.connect_timeout });
+                }
+            }
+            return Err(error);
         }
         if last_notice.is_none_or(|at: std::time::Instant| at.elapsed() >= NOTICE_INTERVAL) {
             last_notice = Some(std::time::Instant::now());
@@ -781,7 +904,7 @@ async fn ask_patiently<T>(
             let left = patience.connect_timeout.saturating_sub(elapsed);
             (patience.notice)(&format!(
                 "{}; trying {} again (giving up in {} s)",
-                failed.message,
+                failed.error,
                 next.join(", "),
                 left.as_secs()
             ));
@@ -808,8 +931,11 @@ async fn ask_masters<T>(
         }
     }
     if queue.is_empty() {
-        let message = "no master address given".to_string();
-        return Err(NoAnswer { message, refused: true, tried: Vec::new() });
+        return Err(NoAnswer {
+            error: ClientError::NoMasterGiven,
+            refused: true,
+            tried: Vec::new(),
+        });
     }
     let mut tried: Vec<(Addr, String)> = Vec::new();
     let mut refused = 0usize;
@@ -852,13 +978,14 @@ async fn ask_masters<T>(
             }
         }
     }
-    let what = if leader_only { "no leading master answered" } else { "no master answered" };
-    let detail: Vec<String> = tried.iter().map(|(a, why)| format!("{a}: {why}")).collect();
-    let message = format!("{what} (tried {}): {}", tried.len(), detail.join("; "));
     Err(NoAnswer {
-        message,
         refused: refused > 0 && refused == tried.len(),
-        tried: tried.into_iter().map(|(a, _)| a).collect(),
+        tried: tried.iter().map(|(a, _)| a.clone()).collect(),
+        error: ClientError::NoAnswer {
+            leader_only,
+            tried: tried.into_iter().map(|(addr, why)| Tried { addr, why }).collect(),
+            gave_up: None,
+        },
     })
 }
 

@@ -20,10 +20,55 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A free loopback port (bound, then released).
-fn free_port() -> Result<SocketAddr, String> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    l.local_addr().map_err(|e| e.to_string())
+fn free_port() -> Result<SocketAddr, DemoError> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(DemoError::FreePort)?;
+    l.local_addr().map_err(DemoError::FreePort)
 }
+
+/// Why the demo did not run to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// The temporary directory for the store and the workers.
+    #[error("cannot make a temporary directory: {0}")]
+    TempDir(#[source] std::io::Error),
+    /// No loopback port could be bound for the master.
+    #[error("demo: cannot find a free loopback port: {0}")]
+    FreePort(#[source] std::io::Error),
+    /// The cluster did not reach a state in time.
+    #[error("demo: gave up waiting for {what} after {after:?}")]
+    Waited {
+        /// The state waited for (`three ALIVE workers`).
+        what: String,
+        /// How long.
+        after: Duration,
+    },
+    /// A master stopped with an error.
+    #[error("demo: the master failed: {0}")]
+    Master(#[source] crate::error::MasterError),
+    /// A worker stopped with an error.
+    #[error("demo: a worker failed: {0}")]
+    Worker(#[source] crate::error::WorkerError),
+    /// After the restart a worker was registered twice or not at all.
+    #[error("demo: expected each worker registered exactly once, saw {workers:?}")]
+    Registrations {
+        /// The workers the restarted master shows.
+        workers: Vec<regent_core::protocol::WorkerView>,
+    },
+    /// The application ran past its minute.
+    #[error("demo: the application did not finish within 60 s")]
+    AppTimedOut,
+    /// The application's submission failed.
+    #[error(transparent)]
+    App(#[from] crate::submit::RunError),
+    /// The application ended without success.
+    #[error("demo: the application did not succeed: {outcome:?}")]
+    AppFailed {
+        /// How it ended.
+        outcome: SubmitOutcome,
+    },
+}
+
+crate::error::into_report!(DemoError);
 
 fn master_options(listen: SocketAddr, store: &Path, net: Arc<NetConfig>) -> MasterConfig {
     let mut cfg = MasterConfig::new("demo-master", listen, net);
@@ -39,7 +84,7 @@ async fn wait_for(
     limit: Duration,
     what: &str,
     pred: impl Fn(&ClusterState) -> bool,
-) -> Result<ClusterState, String> {
+) -> Result<ClusterState, DemoError> {
     let start = Instant::now();
     loop {
         if let Ok(s) = crate::client::fetch_state(masters, net.clone(), true).await {
@@ -48,7 +93,7 @@ async fn wait_for(
             }
         }
         if start.elapsed() > limit {
-            return Err(format!("demo: gave up waiting for {what} after {limit:?}"));
+            return Err(DemoError::Waited { what: what.to_string(), after: limit });
         }
         async_io::Timer::after(Duration::from_millis(20)).await;
     }
@@ -60,8 +105,8 @@ fn alive_workers(s: &ClusterState) -> usize {
 
 /// Runs the demo; `Err` names what did not happen. The workers run their
 /// executors under `executor_shim` (the `regent` binary; `None`: directly).
-pub async fn run_demo(executor_shim: Option<std::path::PathBuf>) -> Result<(), String> {
-    let dir = tempfile::tempdir().map_err(|e| format!("cannot make a temporary directory: {e}"))?;
+pub async fn run_demo(executor_shim: Option<std::path::PathBuf>) -> Result<(), DemoError> {
+    let dir = tempfile::tempdir().map_err(DemoError::TempDir)?;
     let store = dir.path().join("store");
     let listen = free_port()?;
     let masters = vec![Addr(listen.to_string())];
@@ -144,7 +189,7 @@ pub async fn run_demo(executor_shim: Option<std::path::PathBuf>) -> Result<(), S
 
     // The master goes away while the executors run...
     stop_master.close();
-    master.await.map_err(|e| format!("demo: the master failed: {e}"))?;
+    master.await.map_err(DemoError::Master)?;
     println!(
         "[{:>6} ms] master stopped; executors keep running on the workers",
         t0.elapsed().as_millis()
@@ -171,10 +216,7 @@ pub async fn run_demo(executor_shim: Option<std::path::PathBuf>) -> Result<(), S
         recovery.as_millis()
     );
     if s.workers.len() != 3 {
-        return Err(format!(
-            "demo: expected each worker registered exactly once, saw {:?}",
-            s.workers
-        ));
+        return Err(DemoError::Registrations { workers: s.workers });
     }
     let running = s.executors.iter().filter(|e| e.state == ExecutorState::Running).count();
     println!(
@@ -187,18 +229,18 @@ pub async fn run_demo(executor_shim: Option<std::path::PathBuf>) -> Result<(), S
         None
     })
     .await
-    .ok_or("demo: the application did not finish within 60 s")??;
+    .ok_or(DemoError::AppTimedOut)??;
     if !matches!(outcome, SubmitOutcome::Succeeded) {
-        return Err(format!("demo: the application did not succeed: {outcome:?}"));
+        return Err(DemoError::AppFailed { outcome });
     }
     println!("[{:>6} ms] application completed: every executor exited 0", t0.elapsed().as_millis());
 
     stop_workers.close();
     for w in workers {
-        w.await.map_err(|e| format!("demo: a worker failed: {e}"))?;
+        w.await.map_err(DemoError::Worker)?;
     }
     stop_master.close();
-    master.await.map_err(|e| format!("demo: the master failed: {e}"))?;
+    master.await.map_err(DemoError::Master)?;
     println!(
         "summary: master recovery (restart to ALIVE with every worker) took {} ms",
         recovery.as_millis()

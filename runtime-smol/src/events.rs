@@ -18,7 +18,7 @@
 //! `GET /api/state`) first, then the events as `GET /api/events` sends them
 //! (without the stream's `id`).
 
-use crate::client::{fetch_state, fetch_state_with, Patience};
+use crate::client::{fetch_state, fetch_state_with, ClientError, Patience};
 use crate::net::NetConfig;
 use async_channel::Receiver;
 use regent_core::events::{diff, summary, ClusterEvent};
@@ -40,7 +40,7 @@ pub async fn follow(
     patience: Patience<'_>,
     stop: Receiver<()>,
     mut emit: impl FnMut(&str),
-) -> Result<(), String> {
+) -> Result<(), ClientError> {
     let mut known: Vec<Addr> = masters.to_vec();
     let mut last = fetch_state_with(&known, net.clone(), true, patience).await?;
     learn(&mut known, &last);
@@ -74,7 +74,7 @@ pub async fn follow(
                 let event = ClusterEvent::LeaderLost {
                     leader: last.master.clone(),
                     epoch: last.epoch.0,
-                    reason,
+                    reason: reason.to_string(),
                 };
                 emit(&event_line(&event, json));
             }

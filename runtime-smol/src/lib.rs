@@ -7,6 +7,7 @@
 //! decision lives here.
 //!
 //! Modules:
+//! * [`error`]: the library's error enums, printed with their causes.
 //! * [`net`]: TCP connections with the cluster-secret handshake and framing.
 //! * [`poller`]: the master's connections on one epoll instance (no task
 //!   or channel per connection).
@@ -26,6 +27,7 @@
 
 pub mod client;
 pub mod demo;
+pub mod error;
 pub mod events;
 pub mod load;
 pub mod logs;

@@ -282,17 +282,36 @@ pub fn percentile(sorted: &[u32], p: f64) -> f64 {
     f64::from(sorted[i.min(sorted.len() - 1)]) / 1000.0
 }
 
+/// Why a load ([`run_load`]) could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// `--masters` named no master.
+    #[error("--masters names no master")]
+    NoMaster,
+    /// Neither workers nor frameworks were asked for.
+    #[error("nothing to run: --workers and --frameworks are both 0")]
+    NothingToRun,
+    /// Executors were asked for without frameworks to run them.
+    #[error("--executors needs --frameworks M (M > 0)")]
+    ExecutorsWithoutFrameworks,
+    /// The shared callback listener could not listen.
+    #[error(transparent)]
+    Callback(#[from] crate::net::CallbackError),
+}
+
+crate::error::into_report!(LoadError);
+
 /// Runs the load until every worker registered and `secs` were measured
 /// (or a bound passed), then stops every simulated peer and reports.
-pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, String> {
+pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, LoadError> {
     if opts.masters.is_empty() {
-        return Err("--masters names no master".into());
+        return Err(LoadError::NoMaster);
     }
     if opts.workers == 0 && opts.frameworks == 0 {
-        return Err("nothing to run: --workers and --frameworks are both 0".into());
+        return Err(LoadError::NothingToRun);
     }
     if opts.frameworks == 0 && opts.executors > 0 {
-        return Err("--executors needs --frameworks M (M > 0)".into());
+        return Err(LoadError::ExecutorsWithoutFrameworks);
     }
     let (shard, shards) = opts.shard;
     // The shared callback listener, bound before any peer says where it is.

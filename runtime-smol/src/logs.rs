@@ -19,7 +19,7 @@
 //! without a single success; the first chunk's refusal (an unknown
 //! executor, say) ends the command at once with the leader's reason.
 
-use crate::client::{fetch_log_chunk_with, Patience};
+use crate::client::{fetch_log_chunk_with, ClientError, Patience};
 use crate::net::NetConfig;
 use regent_core::limits::MAX_LOG_CHUNK;
 use regent_core::protocol::LogStream;
@@ -44,6 +44,35 @@ pub struct LogsOptions {
     pub tail_bytes: Option<u64>,
 }
 
+/// Why the output could not be shown in full.
+#[derive(Debug, thiserror::Error)]
+pub enum LogsError {
+    /// The first chunk: the leader refused (an unknown executor...) or no
+    /// leader answered.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// A later chunk kept failing for the whole connect timeout.
+    #[error("{why} (after {pos} bytes of {executor}'s {file}; gave up after {after:?}, --connect-timeout)")]
+    GaveUp {
+        /// The last chunk's failure.
+        #[source]
+        why: ClientError,
+        /// How many bytes had been written.
+        pos: u64,
+        /// The executor whose output was read.
+        executor: String,
+        /// The file read (`stdout`, `stderr`).
+        file: &'static str,
+        /// The connect timeout given up after.
+        after: std::time::Duration,
+    },
+    /// Writing to the output failed.
+    #[error("cannot write the output: {0}")]
+    Write(#[source] std::io::Error),
+}
+
+crate::error::into_report!(LogsError);
+
 /// Writes the executor's output to `out` (see the module docs). The error
 /// names why: the leader's refusal, or every master tried.
 pub async fn print_logs(
@@ -52,7 +81,7 @@ pub async fn print_logs(
     opts: &LogsOptions,
     patience: Patience<'_>,
     out: &mut impl Write,
-) -> Result<(), String> {
+) -> Result<(), LogsError> {
     let fetch = |offset: Option<u64>, max: u32| {
         fetch_log_chunk_with(
             masters,
@@ -66,22 +95,21 @@ pub async fn print_logs(
     };
     // Where to start: the beginning, or `tail_bytes` before the end (the
     // size comes with an empty chunk).
-    let first = match opts.tail_bytes {
+    let mut chunk = match opts.tail_bytes {
         None => fetch(Some(0), MAX_LOG_CHUNK).await?,
-        Some(n) => match fetch(None, 0).await? {
-            Ok(c) => fetch(Some(c.size.saturating_sub(n)), MAX_LOG_CHUNK).await?,
-            Err(refused) => Err(refused),
-        },
+        Some(n) => {
+            let end = fetch(None, 0).await?;
+            fetch(Some(end.size.saturating_sub(n)), MAX_LOG_CHUNK).await?
+        }
     };
-    let mut chunk = first?;
     let mut pos = chunk.offset;
     // Since when chunks fail in a row (`None`: the last one was read).
     let mut failing: Option<Instant> = None;
     let mut last_notice: Option<Instant> = None;
     loop {
         if chunk.offset == pos && !chunk.data.is_empty() {
-            out.write_all(&chunk.data).map_err(|e| format!("cannot write the output: {e}"))?;
-            out.flush().map_err(|e| format!("cannot write the output: {e}"))?;
+            out.write_all(&chunk.data).map_err(LogsError::Write)?;
+            out.flush().map_err(LogsError::Write)?;
             pos += chunk.data.len() as u64;
         }
         let caught_up = pos >= chunk.size;
@@ -95,22 +123,22 @@ pub async fn print_logs(
         // has not passed since the first of them.
         loop {
             let why = match fetch(Some(pos), MAX_LOG_CHUNK).await {
-                Ok(Ok(c)) => {
+                Ok(c) => {
                     failing = None;
                     chunk = c;
                     break;
                 }
-                Ok(Err(refused)) => refused,
-                Err(unreachable) => unreachable,
+                Err(refused_or_unreachable) => refused_or_unreachable,
             };
             let since = *failing.get_or_insert_with(Instant::now);
             if since.elapsed() >= patience.connect_timeout {
-                return Err(format!(
-                    "{why} (after {pos} bytes of {}'s {}; gave up after {:?}, --connect-timeout)",
-                    opts.executor,
-                    opts.stream.file_name(),
-                    patience.connect_timeout
-                ));
+                return Err(LogsError::GaveUp {
+                    why,
+                    pos,
+                    executor: opts.executor.clone(),
+                    file: opts.stream.file_name(),
+                    after: patience.connect_timeout,
+                });
             }
             if last_notice.is_none_or(|at| at.elapsed() >= crate::client::NOTICE_INTERVAL) {
                 last_notice = Some(Instant::now());

@@ -12,6 +12,7 @@
 //! writer thread (group commit, fsync off the loop) or nothing (`none`:
 //! acknowledged at once), HTTP, the clock.
 
+use crate::error::{MasterError, HTTP_EXPOSED};
 use crate::http::{self, HttpQuery};
 use crate::net::{self, NetConfig, NetEvent};
 use crate::poller::{Poller, Ready};
@@ -66,34 +67,33 @@ enum Wake {
 /// `insecure`; an HTTP server bound to a non-loopback address with a secret
 /// requires its bearer token ([`http::required_token`]). A
 /// `max_connections` (the std runtime's ceiling) is refused.
-pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<(), String> {
+pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<(), MasterError> {
     if opts.max_connections.is_some() {
-        return Err("--max-connections applies to --runtime std (the smol master is bounded by \
-                    file descriptors only)"
-            .into());
+        return Err(MasterError::MaxConnections);
     }
     let has_secret = opts.net.secret.is_some();
     net::check_exposure(&opts.listen, has_secret, opts.insecure)
-        .map_err(|e| format!("--listen: {e}"))?;
+        .map_err(|source| MasterError::Exposure { flag: "--listen", why: "", source })?;
     if let Some(addr) = opts.http {
-        net::check_exposure(&addr, has_secret, opts.insecure)
-            .map_err(|e| format!("--http: {e} (the HTTP pages describe the whole cluster)"))?;
+        net::check_exposure(&addr, has_secret, opts.insecure).map_err(|source| {
+            MasterError::Exposure { flag: "--http", why: HTTP_EXPOSED, source }
+        })?;
     }
     if let Recovery::Zookeeper { hosts, .. } = &opts.recovery {
         // Resolving may block: on the blocking pool.
         let (hosts, insecure) = (hosts.clone(), opts.insecure);
         smol::unblock(move || regent_std::net::check_zk_exposure(&hosts, has_secret, insecure))
             .await
-            .map_err(|e| format!("--zk: {e}"))?;
+            .map_err(|source| MasterError::Exposure { flag: "--zk", why: "", source })?;
     }
     // The listener is the poller's: when this function returns it closes at
     // once, so a master restarted in the same process can bind the same
     // port.
-    let listen_failed = |e: std::io::Error| format!("cannot listen on {}: {e}", opts.listen);
+    let listen_failed = |source| MasterError::Listen { addr: opts.listen, source };
     let listener = std::net::TcpListener::bind(opts.listen).map_err(listen_failed)?;
     regent_std::net::widen_backlog(&listener).map_err(listen_failed)?;
     let poller = Poller::new(Some(listener), opts.net.clone()).map_err(listen_failed)?;
-    let bound = poller.local_addr().map_err(|e| e.to_string())?;
+    let bound = poller.local_addr().map_err(listen_failed)?;
     let advertise = opts.advertise.clone().unwrap_or_else(|| Addr(bound.to_string()));
     let (tx, rx) = async_channel::unbounded::<Input>();
     // The connections' read and write timeouts scale with the heartbeat
@@ -323,7 +323,7 @@ impl Pump {
     /// Feeds the node what the poller reported (and what feeding it ended,
     /// e.g. a send queue past its bound), writes what that sent, until
     /// nothing is left.
-    async fn settle(&mut self) -> Result<(), String> {
+    async fn settle(&mut self) -> Result<(), MasterError> {
         let mut batch = Vec::new();
         loop {
             self.poller.flush(&mut self.ready);
@@ -343,7 +343,7 @@ impl Pump {
         }
     }
 
-    async fn on_ready(&mut self, r: Ready) -> Result<(), String> {
+    async fn on_ready(&mut self, r: Ready) -> Result<(), MasterError> {
         match r {
             // File descriptors are kept for the store, ZooKeeper, HTTP and
             // dials: a connection past the ceiling is closed at once.
@@ -441,7 +441,7 @@ impl Pump {
 
     /// One `handle` call and its outputs, then any store answer that was
     /// available at once (each its own `handle` call).
-    fn feed(&mut self, input: NodeInput) -> Result<(), String> {
+    fn feed(&mut self, input: NodeInput) -> Result<(), MasterError> {
         self.step(input)?;
         while let Some(r) = self.pending.pop_front() {
             self.step(NodeInput::Store(r))?;
@@ -449,7 +449,7 @@ impl Pump {
         Ok(())
     }
 
-    fn step(&mut self, input: NodeInput) -> Result<(), String> {
+    fn step(&mut self, input: NodeInput) -> Result<(), MasterError> {
         let now = self.now();
         for output in self.node.handle(now, input) {
             match output {
@@ -481,7 +481,7 @@ impl Pump {
                     }
                 }
                 Output::Dial { dial, addr, timeout } => self.dial(dial, addr, timeout),
-                Output::Exit { reason } => return Err(format!("giving up leadership: {reason}")),
+                Output::Exit { reason } => return Err(MasterError::Exit { reason }),
                 // The connections' timeouts scale with the longest heartbeat
                 // interval the leader has told a worker (heartbeat load control).
                 Output::ConnTimeouts { heartbeat } => self.net.follow_heartbeat(Some(heartbeat)),

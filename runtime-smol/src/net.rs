@@ -513,17 +513,29 @@ async fn run_on<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + Send + 'static>(
     .await
 }
 
+/// The callback listener ([`callback_listener`]) could not listen.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot listen on {listen} (the callback listener): {source}")]
+pub struct CallbackError {
+    /// The address asked for.
+    pub listen: std::net::SocketAddr,
+    /// The operating system's error.
+    pub source: std::io::Error,
+}
+
+crate::error::into_report!(CallbackError);
+
 /// Binds a callback listener on `listen` (docs/design.md#seed-002: a new leader dials it
 /// to say it leads) and accepts on a task of its own; the accepted streams
 /// come out of the returned channel. Returns the bound address and the
 /// task: dropping it closes the listener.
 pub async fn callback_listener(
     listen: std::net::SocketAddr,
-) -> Result<(std::net::SocketAddr, Receiver<TcpStream>, smol::Task<()>), String> {
+) -> Result<(std::net::SocketAddr, Receiver<TcpStream>, smol::Task<()>), CallbackError> {
     let listener = smol::net::TcpListener::bind(listen)
         .await
-        .map_err(|e| format!("cannot listen on {listen} (the callback listener): {e}"))?;
-    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+        .map_err(|source| CallbackError { listen, source })?;
+    let bound = listener.local_addr().map_err(|source| CallbackError { listen, source })?;
     let (tx, rx) = async_channel::unbounded();
     let task = smol::spawn(async move {
         loop {

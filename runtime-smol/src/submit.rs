@@ -104,9 +104,42 @@ pub async fn run_submit(
     opts: SubmitOptions,
     out: impl Write + Send,
     shutdown: Receiver<()>,
-) -> Result<SubmitOutcome, String> {
+) -> Result<SubmitOutcome, RunError> {
     run_submit_with_progress(opts, out, shutdown, false).await
 }
+
+/// Why a submission ([`run_submit`], [`run_job_with_progress`]) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Invalid options (no master given, a bad group size...).
+    #[error(transparent)]
+    Options(#[from] regent_std::drivers::DriverError),
+    /// The job is not valid (names the group and the key).
+    #[error(transparent)]
+    Job(#[from] regent_core::job::JobError),
+    /// A configured master was refused by the exposure rule or could not
+    /// be resolved, or the instance id could not be made durable.
+    #[error(transparent)]
+    Host(#[from] regent_std::host::HostError),
+    /// `--callback` would listen beyond loopback without a cluster secret
+    /// or `--insecure`.
+    #[error("--callback {listen}: {source}")]
+    CallbackExposed {
+        /// The address asked for.
+        listen: std::net::SocketAddr,
+        /// The exposure rule's refusal.
+        source: regent_std::net::NetError,
+    },
+    /// The callback listener could not listen.
+    #[error(transparent)]
+    Callback(#[from] crate::net::CallbackError),
+    /// The submission ended without success (a declaration refused, the
+    /// framework torn down...): the subscriber's reason.
+    #[error(transparent)]
+    Ended(#[from] regent_core::progress::SubmitError),
+}
+
+crate::error::into_report!(RunError);
 
 /// [`run_submit`], and with `progress` also a live one-line summary
 /// (`[3/4 running, 1 done, 0 failed]`) redrawn with `\r` under the plain
@@ -119,7 +152,7 @@ pub async fn run_submit_with_progress(
     out: impl Write + Send,
     shutdown: Receiver<()>,
     progress: bool,
-) -> Result<SubmitOutcome, String> {
+) -> Result<SubmitOutcome, RunError> {
     check_options(&opts)?;
     let group = main_group(&opts);
     follow(opts, vec![group], out, shutdown, progress).await
@@ -138,8 +171,8 @@ pub async fn run_job_with_progress(
     out: impl Write + Send,
     shutdown: Receiver<()>,
     progress: bool,
-) -> Result<SubmitOutcome, String> {
-    job.validate().map_err(|e| e.to_string())?;
+) -> Result<SubmitOutcome, RunError> {
+    job.validate()?;
     check_masters_given(&opts)?;
     opts.name = job.name.clone();
     follow(opts, job.groups_to_declare(), out, shutdown, progress).await
@@ -153,7 +186,7 @@ async fn follow(
     out: impl Write + Send,
     shutdown: Receiver<()>,
     progress: bool,
-) -> Result<SubmitOutcome, String> {
+) -> Result<SubmitOutcome, RunError> {
     // Resolving blocks: on the blocking pool.
     let checked = opts.clone();
     smol::unblock(move || check_configured_masters(&checked)).await?;
@@ -168,7 +201,7 @@ async fn follow(
     let (accept_rx, _listener) = match opts.callback {
         Some(listen) => {
             crate::net::check_exposure(&listen, opts.net.secret.is_some(), opts.insecure)
-                .map_err(|e| format!("--callback {listen}: {e}"))?;
+                .map_err(|source| RunError::CallbackExposed { listen, source })?;
             let (bound, rx, task) = crate::net::callback_listener(listen).await?;
             tracing::info!(listen = %bound, "callback listener");
             config.subscriber.callback = Some(Addr::new(bound.to_string()));
@@ -200,7 +233,7 @@ async fn follow(
     let mut interrupted = false;
     loop {
         if let Some(exit) = pump.exit.take() {
-            return exit.outcome.map_err(|e| e.to_string());
+            return Ok(exit.outcome?);
         }
         let deadline = pump.clock.wake_at(pump.node.poll_timeout());
         let wake = future::or(

@@ -85,7 +85,10 @@ pub type WorkerOptions = regent_std::host::WorkerConfig;
 /// every sender dropped) both request the shutdown: `regent worker` closes
 /// it from its signal handler, and one closed channel stops every worker
 /// that shares it.
-pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(), String> {
+pub async fn run_worker(
+    opts: WorkerOptions,
+    shutdown: Receiver<()>,
+) -> Result<(), crate::error::WorkerError> {
     let (exec_tx, exec_rx) = async_channel::unbounded::<ExecEvent>();
     // Blocking (resolution, the work directory's lock, the id file): on the
     // blocking pool.
@@ -150,7 +153,7 @@ pub async fn run_worker(opts: WorkerOptions, shutdown: Receiver<()>) -> Result<(
             tracing::error!(%reason, "worker exits");
             d.kill_all_and_report(&exec_rx).await;
             d.flush(&net_rx).await;
-            return Err(reason);
+            return Err(crate::error::WorkerError::Exit { reason });
         }
         let deadline = d.clock.wake_at(d.node.poll_timeout());
         let listen_shutdown = killing.is_none();

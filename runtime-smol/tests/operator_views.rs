@@ -5,7 +5,9 @@
 use regent_core::protocol::{ClusterState, FrameworkView, GroupView, WorkerView};
 use regent_core::states::{DrainState, FrameworkState, MasterStatus, WorkerState};
 use regent_core::{Epoch, FrameworkId, MasterId, WorkerId};
-use regent_smol::client::{deadline_text, parse_deadline, placement_text, render_table, utc_text};
+use regent_smol::client::{
+    deadline_text, parse_deadline, placement_text, render_table, utc_text, DeadlineError,
+};
 use regent_smol::http::{
     metrics_text, paged_state_body, state_json, state_page, HttpSnapshot, MetricsSnapshot,
 };
@@ -202,22 +204,26 @@ fn drain_deadlines_parse_with_units_and_refuse_the_rest_by_name() {
     assert_eq!(parse_deadline("2h"), Ok(Duration::from_secs(7_200)));
     assert_eq!(parse_deadline("168h"), Ok(Duration::from_secs(7 * 24 * 3_600)));
     assert_eq!(
-        parse_deadline("169h"),
+        parse_deadline("169h").map_err(|e| e.to_string()),
         Err("deadline \"169h\" is longer than the limit of 7 days".into())
     );
     assert_eq!(
-        parse_deadline("8d"),
+        parse_deadline("8d").map_err(|e| e.to_string()),
         Err("deadline \"8d\": unknown unit \"d\" (use ms, s, m or h)".into())
     );
     assert_eq!(
-        parse_deadline("soon"),
+        parse_deadline("soon").map_err(|e| e.to_string()),
         Err("deadline \"soon\" is not a duration: use e.g. 90s, 500ms, 5m or 1h".into())
     );
     assert_eq!(
-        parse_deadline("99999999999999999999s"),
+        parse_deadline("99999999999999999999s").map_err(|e| e.to_string()),
         Err("deadline \"99999999999999999999s\" is not a duration: use e.g. 90s, 500ms, 5m or 1h"
             .into())
     );
+    assert!(matches!(
+        parse_deadline("8d"),
+        Err(DeadlineError::UnknownUnit { unit, .. }) if unit == "d"
+    ));
     assert_eq!(deadline_text(Duration::from_secs(60)), "60s");
     assert_eq!(deadline_text(Duration::from_millis(1_500)), "1500ms");
 }

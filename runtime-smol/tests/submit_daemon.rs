@@ -8,12 +8,15 @@
 use async_channel::Receiver;
 use regent_core::auth::Side;
 use regent_core::ids::InstanceId;
+use regent_core::progress::SubmitError;
 use regent_core::protocol::{
     ExecutorInfo, ExecutorState, GroupSpec, HelloReply, LeaderHint, Message, Role, Subscribe,
 };
 use regent_core::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, MasterId, Millis, WorkerId};
 use regent_smol::net::{spawn_connection, ConnHandle, NetConfig, NetEvent};
-use regent_smol::submit::{run_submit, run_submit_with_progress, SubmitOptions, SubmitOutcome};
+use regent_smol::submit::{
+    run_submit, run_submit_with_progress, RunError, SubmitOptions, SubmitOutcome,
+};
 use smol::net::TcpListener;
 use std::future::Future;
 use std::io::Write;
@@ -202,9 +205,9 @@ fn update(info: ExecutorInfo) -> Message {
 /// Runs `submit` and `master` together; returns the submit's result once
 /// both are done.
 async fn together(
-    submit: impl Future<Output = Result<SubmitOutcome, String>>,
+    submit: impl Future<Output = Result<SubmitOutcome, RunError>>,
     master: impl Future<Output = ()>,
-) -> Result<SubmitOutcome, String> {
+) -> Result<SubmitOutcome, RunError> {
     bounded("the submission and the fake master", smol::future::zip(submit, master)).await.0
 }
 
@@ -236,7 +239,7 @@ fn every_slot_exiting_zero_succeeds_and_prints_each_state_change() {
         };
         let result = together(submit, master).await;
         let text = out.text();
-        assert_eq!(result, Ok(SubmitOutcome::Succeeded), "{text}");
+        assert_eq!(result.map_err(|e| e.to_string()), Ok(SubmitOutcome::Succeeded), "{text}");
         assert!(text.contains("framework fw-1"), "{text}");
         assert!(text.contains(&format!("subscribed to {}", fake.addr)), "{text}");
         for slot in 0..3 {
@@ -270,7 +273,11 @@ fn a_failover_to_another_instance_stops_naming_it() {
         };
         let result = together(submit, master).await;
         let text = out.text();
-        assert_eq!(result, Ok(SubmitOutcome::FailedOver { to: other.to_string() }), "{text}");
+        assert_eq!(
+            result.map_err(|e| e.to_string()),
+            Ok(SubmitOutcome::FailedOver { to: other.to_string() }),
+            "{text}"
+        );
         assert!(text.contains(&format!("failed over to instance {other}")), "{text}");
         assert!(!text.contains('\r'), "{text:?}");
     });
@@ -303,7 +310,7 @@ fn a_failed_slot_ends_with_slots_failed_once_nothing_can_change() {
         let result = together(submit, master).await;
         let text = out.text();
         assert_eq!(
-            result,
+            result.map_err(|e| e.to_string()),
             Ok(SubmitOutcome::SlotsFailed(vec!["slot 1: retries are used up".into()])),
             "{text}"
         );
@@ -338,7 +345,7 @@ fn interrupting_leaves_the_framework_and_a_second_submit_adopts_its_executors() 
         };
         let result = together(submit, master).await;
         let first = out.text();
-        assert_eq!(result, Ok(SubmitOutcome::Interrupted), "{first}");
+        assert_eq!(result.map_err(|e| e.to_string()), Ok(SubmitOutcome::Interrupted), "{first}");
         assert!(first.contains("fw-4/main#1#1 slot 1 on w1: RUNNING"), "{first}");
         assert!(first.contains("--framework-id fw-4"), "{first}");
 
@@ -362,7 +369,7 @@ fn interrupting_leaves_the_framework_and_a_second_submit_adopts_its_executors() 
         };
         let result = together(submit, master).await;
         let second = out.text();
-        assert_eq!(result, Ok(SubmitOutcome::Succeeded), "{second}");
+        assert_eq!(result.map_err(|e| e.to_string()), Ok(SubmitOutcome::Succeeded), "{second}");
         assert!(second.contains("fw-4/main#0#1 slot 0 on w0: RUNNING"), "{second}");
         assert!(second.contains("fw-4/main#0#1 slot 0 on w0: EXITED 0"), "{second}");
     });
@@ -391,7 +398,7 @@ fn a_lost_connection_resubscribes_and_redeclares() {
         };
         let result = together(submit, master).await;
         let text = out.text();
-        assert_eq!(result, Ok(SubmitOutcome::Succeeded), "{text}");
+        assert_eq!(result.map_err(|e| e.to_string()), Ok(SubmitOutcome::Succeeded), "{text}");
         assert!(text.contains("disconnected: "), "{text}");
         assert_eq!(text.lines().filter(|l| *l == "framework fw-5").count(), 1, "{text}");
         assert_eq!(text.matches(&format!("subscribed to {}", fake.addr)).count(), 2, "{text}");
@@ -425,6 +432,11 @@ fn a_refused_declaration_is_an_error() {
         };
         let result = together(submit, master).await;
         let err = result.expect_err("a refused declaration ends the submission");
+        assert!(
+            matches!(&err, RunError::Ended(SubmitError::GroupRefused { group, .. }) if group == "main"),
+            "{err:?}"
+        );
+        let err = err.to_string();
         assert!(err.contains("different spec"), "{err}");
         assert!(out.text().contains("refused"), "{}", out.text());
     });
@@ -437,6 +449,8 @@ fn a_non_loopback_master_without_a_secret_is_refused_by_name() {
         let opts = options(vec![Addr::new("10.1.2.3:5050")], 1);
         let result = bounded("the refusal", run_submit(opts, Vec::new(), shutdown)).await;
         let err = result.expect_err("an exposed master without a secret");
+        assert!(matches!(err, RunError::Host(_)), "{err:?}");
+        let err = err.to_string();
         assert!(err.contains("10.1.2.3:5050"), "{err}");
         assert!(err.contains("--insecure"), "{err}");
     });
@@ -464,7 +478,7 @@ fn the_progress_line_appears_only_when_asked_for() {
         };
         let result = together(submit, master).await;
         let text = out.text();
-        assert_eq!(result, Ok(SubmitOutcome::Succeeded), "{text:?}");
+        assert_eq!(result.map_err(|e| e.to_string()), Ok(SubmitOutcome::Succeeded), "{text:?}");
         assert!(text.contains("\r\x1b[K[1/1 running, 0 done, 0 failed]"), "{text:?}");
         // Plain lines stay whole, and the progress line is cleared at the end.
         assert!(text.contains("fw-7/main#0#1 slot 0 on w0: RUNNING\n"), "{text:?}");
@@ -489,6 +503,11 @@ fn closing_the_shutdown_channel_interrupts_like_ctrl_c() {
             fake.closed(h.conn).await;
         };
         let result = together(submit, master).await;
-        assert_eq!(result, Ok(SubmitOutcome::Interrupted), "{}", out.text());
+        assert_eq!(
+            result.map_err(|e| e.to_string()),
+            Ok(SubmitOutcome::Interrupted),
+            "{}",
+            out.text()
+        );
     });
 }

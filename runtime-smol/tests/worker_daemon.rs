@@ -9,6 +9,7 @@ use regent_core::protocol::{
     ExecutorSpec, ExecutorState, HelloReply, LeaderHint, Message, RegisterWorker, Role,
 };
 use regent_core::{Addr, ConnId, Epoch, ExecutorId, FrameworkId, MasterId, Millis};
+use regent_smol::error::WorkerError;
 use regent_smol::net::{spawn_connection, NetConfig, NetEvent};
 use regent_smol::worker::{run_worker, WorkerOptions, ID_FILE};
 use smol::net::TcpListener;
@@ -229,7 +230,10 @@ struct Running {
 
 fn start(opts: WorkerOptions) -> Running {
     let (stop, rx) = async_channel::bounded(1);
-    Running { stop, task: smol::spawn(run_worker(opts, rx)) }
+    Running {
+        stop,
+        task: smol::spawn(async { run_worker(opts, rx).await.map_err(|e| e.to_string()) }),
+    }
 }
 
 impl Running {
@@ -386,7 +390,7 @@ fn closing_the_shutdown_channel_stops_every_worker_sharing_it() {
         }
         stop.close();
         for w in workers {
-            assert_eq!(within("a worker to stop", w).await, Ok(()));
+            assert_eq!(within("a worker to stop", w).await.map_err(|e| e.to_string()), Ok(()));
         }
     });
 }
@@ -405,6 +409,8 @@ fn master_shutdown_makes_worker_exit_naming_the_reason() {
             within("the worker to exit", run_worker(options(&master.addr, dir.path()), rx)).await;
         drop(stop);
         let err = result.expect_err("the worker exits with an error");
+        assert!(matches!(err, WorkerError::Exit { .. }), "{err:?}");
+        let err = err.to_string();
         assert!(err.contains("worker id w1 is taken by another incarnation"), "{err}");
         // The executor was killed before the worker returned.
         assert!(records_left(dir.path()).is_empty(), "{:?}", records_left(dir.path()));
@@ -527,6 +533,8 @@ fn refuses_a_non_loopback_master_without_a_secret() {
         let err = within("the refusal", run_worker(options(&exposed, dir.path()), rx))
             .await
             .expect_err("refused");
+        assert!(matches!(err, WorkerError::Host(_)), "{err:?}");
+        let err = err.to_string();
         assert!(err.contains("192.0.2.1:5050"), "{err}");
         assert!(err.contains("loopback"), "{err}");
         assert!(err.contains("--insecure"), "{err}");
@@ -549,7 +557,8 @@ fn refuses_a_malformed_master_address() {
         let (_stop, rx) = async_channel::bounded(1);
         let err = run_worker(options(&Addr::new("localhost"), dir.path()), rx)
             .await
-            .expect_err("refused");
+            .expect_err("refused")
+            .to_string();
         assert!(err.contains("\"localhost\"") && err.contains("host:port"), "{err}");
     });
 }

@@ -20,6 +20,85 @@ use std::time::Duration;
 /// The scheme prefix of a ZooKeeper masters list.
 pub const SCHEME: &str = "zk://";
 
+/// Why a `zk://HOSTS/ROOT` masters list is malformed ([`ZkMasters::parse`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ZkSpecError {
+    /// No `/ROOT` after the hosts.
+    #[error("{spec}: no root path (zk://HOST:PORT[,HOST:PORT...]/ROOT)")]
+    NoRoot {
+        /// The list given.
+        spec: String,
+    },
+    /// No host before the root.
+    #[error("{spec}: no ZooKeeper host before the root path")]
+    NoHost {
+        /// The list given.
+        spec: String,
+    },
+    /// The root is `/`.
+    #[error("{spec}: the root path is empty (e.g. zk://{hosts}/regent)")]
+    EmptyRoot {
+        /// The list given.
+        spec: String,
+        /// Its hosts.
+        hosts: String,
+    },
+    /// Two commas in a row, or one at an end.
+    #[error("{spec}: an empty host in {hosts:?}")]
+    EmptyHost {
+        /// The list given.
+        spec: String,
+        /// Its hosts.
+        hosts: String,
+    },
+}
+
+crate::error::into_report!(ZkSpecError);
+
+/// Why the masters could not be read from ZooKeeper ([`ZkMasters::resolve`]).
+#[derive(Debug, thiserror::Error)]
+pub enum DetectError {
+    /// No session could be opened with the ensemble.
+    #[error("cannot reach ZooKeeper at {hosts}: {source}")]
+    Unreachable {
+        /// The connect string.
+        hosts: String,
+        /// ZooKeeper's error.
+        source: zookeeper_client::Error,
+    },
+    /// The election node could not be listed (a wrong root, refused
+    /// credentials).
+    #[error("cannot list {election} at {hosts}: {source} (is --zk-root {root} right?)")]
+    NoElection {
+        /// The election node's path.
+        election: String,
+        /// The connect string.
+        hosts: String,
+        /// The root given.
+        root: String,
+        /// ZooKeeper's error.
+        source: zookeeper_client::Error,
+    },
+    /// The election lists no master.
+    #[error("no master is a candidate under {election} at {hosts}")]
+    NoCandidate {
+        /// The election node's path.
+        election: String,
+        /// The connect string.
+        hosts: String,
+    },
+    /// The reads took longer than the timeout.
+    #[error("reading the masters from ZooKeeper at {hosts} timed out after {after:?}")]
+    TimedOut {
+        /// The connect string.
+        hosts: String,
+        /// The timeout.
+        after: Duration,
+    },
+}
+
+crate::error::into_report!(DetectError);
+
 /// A parsed `zk://HOSTS/ROOT`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ZkMasters {
@@ -33,18 +112,20 @@ pub struct ZkMasters {
 impl ZkMasters {
     /// Parses `zk://HOSTS/ROOT`; `None` when `spec` does not start with
     /// `zk://`, an error naming what is wrong when it does but is malformed.
-    pub fn parse(spec: &str) -> Option<Result<ZkMasters, String>> {
+    pub fn parse(spec: &str) -> Option<Result<ZkMasters, ZkSpecError>> {
         let rest = spec.trim().strip_prefix(SCHEME)?;
+        let spec = spec.to_string();
         let parsed = match rest.find('/') {
-            None => Err(format!("{spec}: no root path (zk://HOST:PORT[,HOST:PORT...]/ROOT)")),
-            Some(0) => Err(format!("{spec}: no ZooKeeper host before the root path")),
+            None => Err(ZkSpecError::NoRoot { spec }),
+            Some(0) => Err(ZkSpecError::NoHost { spec }),
             Some(i) => {
                 let (hosts, root) = rest.split_at(i);
                 let root = root.trim_end_matches('/');
+                let listed = hosts.to_string();
                 if root.is_empty() {
-                    Err(format!("{spec}: the root path is empty (e.g. zk://{hosts}/regent)"))
+                    Err(ZkSpecError::EmptyRoot { spec, hosts: listed })
                 } else if hosts.split(',').any(|h| h.trim().is_empty()) {
-                    Err(format!("{spec}: an empty host in {hosts:?}"))
+                    Err(ZkSpecError::EmptyHost { spec, hosts: listed })
                 } else {
                     Ok(ZkMasters { hosts: hosts.to_owned(), root: root.to_owned() })
                 }
@@ -61,7 +142,7 @@ impl ZkMasters {
         &self,
         secret: Option<&[u8]>,
         timeout: Duration,
-    ) -> Result<Vec<Addr>, String> {
+    ) -> Result<Vec<Addr>, DetectError> {
         let mut config = ZkConfig::new(self.hosts.clone());
         if let Some(s) = secret {
             config = config.with_secret(s.to_vec());
@@ -71,12 +152,14 @@ impl ZkMasters {
             let client = config
                 .connect(timeout)
                 .await
-                .map_err(|e| format!("cannot reach ZooKeeper at {}: {e}", self.hosts))?;
-            let names = client.list_children(&election).await.map_err(|e| {
-                format!(
-                    "cannot list {election} at {}: {e} (is --zk-root {} right?)",
-                    self.hosts, self.root
-                )
+                .map_err(|source| DetectError::Unreachable { hosts: self.hosts.clone(), source })?;
+            let names = client.list_children(&election).await.map_err(|source| {
+                DetectError::NoElection {
+                    election: election.clone(),
+                    hosts: self.hosts.clone(),
+                    root: self.root.clone(),
+                    source,
+                }
             })?;
             let mut candidates: Vec<(u64, String)> = names
                 .into_iter()
@@ -95,16 +178,13 @@ impl ZkMasters {
                 }
             }
             if addrs.is_empty() {
-                return Err(format!("no master is a candidate under {election} at {}", self.hosts));
+                return Err(DetectError::NoCandidate { election, hosts: self.hosts.clone() });
             }
             Ok(addrs)
         };
         smol::future::or(read, async {
             async_io::Timer::after(timeout).await;
-            Err(format!(
-                "reading the masters from ZooKeeper at {} timed out after {timeout:?}",
-                self.hosts
-            ))
+            Err(DetectError::TimedOut { hosts: self.hosts.clone(), after: timeout })
         })
         .await
     }
@@ -125,13 +205,17 @@ mod tests {
 
     #[test]
     fn malformed_lists_are_named() {
+        assert!(matches!(
+            ZkMasters::parse("zk://a:1,,b:2/r"),
+            Some(Err(ZkSpecError::EmptyHost { hosts, .. })) if hosts == "a:1,,b:2"
+        ));
         for (spec, says) in [
             ("zk://h:2181", "no root path"),
             ("zk:///regent", "no ZooKeeper host"),
             ("zk://h:2181/", "root path is empty"),
             ("zk://a:1,,b:2/r", "an empty host"),
         ] {
-            let err = ZkMasters::parse(spec).unwrap().unwrap_err();
+            let err = ZkMasters::parse(spec).unwrap().unwrap_err().to_string();
             assert!(err.contains(says) && err.contains(spec), "{spec}: {err}");
         }
     }

@@ -54,9 +54,9 @@ pub async fn seal_zookeeper(
     config: &ZkConfig,
     root: &str,
     sealing: &Sealing,
-) -> Result<SealReport, String> {
+) -> Result<SealReport, SealError> {
     if config.secret.is_none() || !sealing.is_sealing() {
-        return Err("sealing a store needs the cluster secret (--secret-file F)".into());
+        return Err(SealError::NoSecret);
     }
     let root = root.trim_end_matches('/').to_owned();
     let election = format!("{root}/election");
@@ -64,16 +64,16 @@ pub async fn seal_zookeeper(
     let zk = config
         .connect(Duration::from_secs(10))
         .await
-        .map_err(|e| format!("cannot open a ZooKeeper session to {}: {e}", config.hosts))?;
+        .map_err(|source| SealError::Session { hosts: config.hosts.clone(), source })?;
     let refused = zk_error;
     let no_master = || async {
         match zk.list_children(&election).await {
             Ok(c) if c.is_empty() => Ok(()),
-            Ok(c) => Err(format!(
-                "a master is running: {election} has candidate(s) {}; stop every master of the \
-                 cluster before sealing its store",
-                c.join(", ")
-            )),
+            Ok(candidates) => Err(SealError::MasterRunning {
+                election: election.clone(),
+                candidates,
+                midway: false,
+            }),
             Err(zkc::Error::NoNode) => Ok(()),
             Err(e) => Err(refused("listing", &election, e)),
         }
@@ -82,11 +82,7 @@ pub async fn seal_zookeeper(
 
     let store = read_store(&zk, &state, sealing).await?;
     if !store.damaged.is_empty() {
-        return Err(format!(
-            "{} record(s) cannot be verified, nothing was written: {}",
-            store.damaged.len(),
-            store.damaged.join("; ")
-        ));
+        return Err(SealError::Unverifiable { damaged: store.damaged });
     }
     let mut report = SealReport { records: store.records.len(), ..SealReport::default() };
     // Every node, a key's stale copy in the other layout too: the next
@@ -95,15 +91,11 @@ pub async fn seal_zookeeper(
         if !sealing.needs_reseal(seal) {
             continue;
         }
-        let image = format::encode_with(&record, sealing).map_err(|e| e.to_string())?;
+        let image = format::encode_with(&record, sealing)?;
         match zk.set_data(&path, &image, Some(version)).await {
             Ok(_) => report.resealed.push((path, seal)),
             Err(zkc::Error::BadVersion) => {
-                return Err(format!(
-                    "{path} changed while it was being sealed: is a master running? (records \
-                     sealed so far: {})",
-                    report.resealed.len()
-                ))
+                return Err(SealError::Changed { path, resealed: report.resealed.len() })
             }
             Err(e) => return Err(refused("writing", &path, e)),
         }
@@ -119,7 +111,12 @@ pub async fn seal_zookeeper(
             Err(e) => return Err(refused("setting the ACL of", &path, e)),
         }
     }
-    no_master().await.map_err(|e| format!("{e} (it started while the store was being sealed)"))?;
+    no_master().await.map_err(|e| match e {
+        SealError::MasterRunning { election, candidates, .. } => {
+            SealError::MasterRunning { election, candidates, midway: true }
+        }
+        other => other,
+    })?;
     Ok(report)
 }
 
@@ -154,8 +151,14 @@ pub struct StoreContents {
     pub flat: usize,
 }
 
-fn zk_error(what: &str, path: &str, e: zkc::Error) -> String {
-    match e {
+fn zk_error(what: &'static str, path: &str, source: zkc::Error) -> SealError {
+    SealError::Zk { what, path: path.to_string(), source }
+}
+
+/// `listing /x/state failed: ...`, or the hint that the node belongs to
+/// another secret.
+fn zk_error_text(what: &str, path: &str, source: &zkc::Error) -> String {
+    match source {
         zkc::Error::NoAuth => format!(
             "{what} {path}: not authorized (the node belongs to another secret: give it with \
              --previous-secret-file)"
@@ -163,6 +166,82 @@ fn zk_error(what: &str, path: &str, e: zkc::Error) -> String {
         e => format!("{what} {path} failed: {e}"),
     }
 }
+
+/// Why a ZooKeeper store could not be sealed ([`seal_zookeeper`]), read
+/// ([`read_store`]) or checked ([`check_zookeeper`]).
+#[derive(Debug, thiserror::Error)]
+pub enum SealError {
+    /// Sealing was asked without the cluster secret.
+    #[error("sealing a store needs the cluster secret (--secret-file F)")]
+    NoSecret,
+    /// No session could be opened with the ensemble.
+    #[error("cannot open a ZooKeeper session to {hosts}: {source}")]
+    Session {
+        /// The connect string.
+        hosts: String,
+        /// ZooKeeper's error.
+        source: zkc::Error,
+    },
+    /// A master is a candidate: the store may be written while it is
+    /// sealed.
+    #[error(
+        "a master is running: {election} has candidate(s) {}; stop every master of the cluster \
+         before sealing its store{}",
+        .candidates.join(", "),
+        if *.midway { " (it started while the store was being sealed)" } else { "" }
+    )]
+    MasterRunning {
+        /// The election node.
+        election: String,
+        /// The candidates' node names.
+        candidates: Vec<String>,
+        /// Found after records were written (it started meanwhile).
+        midway: bool,
+    },
+    /// A ZooKeeper request failed (`NoAuth`: the node belongs to a secret
+    /// not given).
+    #[error("{}", zk_error_text(.what, .path, .source))]
+    Zk {
+        /// What was done (`listing`, `reading`, `writing`, ...).
+        what: &'static str,
+        /// The node's path.
+        path: String,
+        /// ZooKeeper's error.
+        source: zkc::Error,
+    },
+    /// Records that cannot be verified stopped sealing before any write.
+    #[error(
+        "{} record(s) cannot be verified, nothing was written: {}",
+        .damaged.len(),
+        .damaged.join("; ")
+    )]
+    Unverifiable {
+        /// Each damaged record, named with its damage.
+        damaged: Vec<String>,
+    },
+    /// A check found damaged records.
+    #[error("{} damaged record(s): {}", .damaged.len(), .damaged.join("; "))]
+    Damaged {
+        /// Each damaged record, named with its damage.
+        damaged: Vec<String>,
+    },
+    /// A record could not be sealed again.
+    #[error(transparent)]
+    Encode(#[from] format::EncodeError),
+    /// A record changed between its read and its write: a master runs.
+    #[error(
+        "{path} changed while it was being sealed: is a master running? (records sealed so far: \
+         {resealed})"
+    )]
+    Changed {
+        /// The record's node.
+        path: String,
+        /// How many records had been sealed.
+        resealed: usize,
+    },
+}
+
+crate::error::into_report!(SealError);
 
 /// Reads and verifies every record under `state` (`<root>/state`) as a
 /// master's load would ([`layout`]: records in their shards, the epoch
@@ -176,7 +255,7 @@ pub async fn read_store(
     zk: &zkc::Client,
     state: &str,
     sealing: &Sealing,
-) -> Result<StoreContents, String> {
+) -> Result<StoreContents, SealError> {
     let top = match zk.list_children(state).await {
         Ok(names) => names,
         Err(zkc::Error::NoNode) => return Ok(StoreContents::default()),
@@ -271,19 +350,15 @@ pub async fn check_zookeeper(
     config: &ZkConfig,
     root: &str,
     sealing: &Sealing,
-) -> Result<CheckReport, String> {
+) -> Result<CheckReport, SealError> {
     let state = format!("{}/state", root.trim_end_matches('/'));
     let zk = config
         .connect(Duration::from_secs(10))
         .await
-        .map_err(|e| format!("cannot open a ZooKeeper session to {}: {e}", config.hosts))?;
+        .map_err(|source| SealError::Session { hosts: config.hosts.clone(), source })?;
     let store = read_store(&zk, &state, sealing).await?;
     if !store.damaged.is_empty() {
-        return Err(format!(
-            "{} damaged record(s): {}",
-            store.damaged.len(),
-            store.damaged.join("; ")
-        ));
+        return Err(SealError::Damaged { damaged: store.damaged });
     }
     Ok(CheckReport { records: store.records, flat: store.flat, shards: store.shards.len() })
 }

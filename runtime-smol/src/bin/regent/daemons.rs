@@ -192,7 +192,7 @@ pub async fn submit(common: &Common, a: SubmitArgs) -> Result<ExitCode, String> 
         progress,
     )
     .await;
-    Ok(submit_exit(outcome))
+    Ok(submit_exit(outcome.map_err(String::from)))
 }
 
 /// `regent run JOB.toml` (smol runtime): the job file read and validated
@@ -234,7 +234,7 @@ pub async fn run_job(common: &Common, a: RunArgs) -> Result<ExitCode, String> {
         progress,
     )
     .await;
-    Ok(submit_exit(outcome))
+    Ok(submit_exit(outcome.map_err(String::from)))
 }
 
 /// `regent job validate JOB.toml`: offline; one line per group on stdout.
@@ -257,7 +257,8 @@ pub fn validate_job(path: &std::path::Path) -> Result<ExitCode, String> {
 
 /// `regent demo`.
 pub async fn demo() -> Result<ExitCode, String> {
-    regent_smol::demo::run_demo(Some(executor_shim()?)).await.map(|()| ExitCode::SUCCESS)
+    regent_smol::demo::run_demo(Some(executor_shim()?)).await?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Stops a std-runtime driver on SIGTERM/SIGINT.

@@ -218,6 +218,7 @@ pub async fn operator_change(
         patience(connect_timeout),
     )
     .await
+    .map_err(String::from)
 }
 
 /// `regent job plan JOB.toml`: the leader's plan of the job's groups.
