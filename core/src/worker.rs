@@ -36,6 +36,11 @@
 //!   learned (the worker dials every master it learns): a message past them
 //!   is ignored as a whole and reported ([`Action::Rejected`], counted in
 //!   [`Worker::rejected`]).
+//!
+//! Tests: `core/tests/registration.rs`, `handshake_backoff.rs`,
+//! `heartbeat_load.rs`, `worker_executors.rs`, `worker_upgrade.rs`, `limits.rs`,
+//! `named_resources.rs`, `ports.rs`, `usage.rs` (all under `core/tests/`), and
+//! the simulator's invariants on workers.
 
 use crate::deadlines::Deadlines;
 use crate::ids::{Addr, Epoch, ExecutorId, FrameworkId, Incarnation, WorkerId};

@@ -13,6 +13,9 @@
 //! follows it only once that master's own `HelloReply` proves the epoch.
 //! A dial that fails is not retried: a worker that is down will dial its
 //! masters when it is back, and the master set it learns leads it here.
+//!
+//! Tests: `core/tests/advertised_masters.rs` and `core/tests/master_node.rs`
+//! (a new leader contacts its recorded peers), `runtime-smol/tests/e2e_leadership.rs`.
 
 use super::{DialId, DialResult};
 use crate::ids::{Addr, ConnId};

@@ -52,6 +52,12 @@
 //!   watch's and the held commands' timers. [`MasterNode::poll_timeout`] is
 //!   the earliest of both; on [`Input::Tick`] the node fires its due timers
 //!   and ticks the master, earliest first.
+//!
+//! Tests: `core/tests/master_node.rs` (the composition end to end over the
+//! ZooKeeper model), `core/tests/log_relay_node.rs` (queries and relays),
+//! `core/tests/slow_store.rs`, `core/tests/fast_takeover_probe.rs`, the node
+//! harness's properties (`core/tests/node_harness`), and the whole-cluster
+//! simulator, which drives this node for every master.
 
 use super::contact::{ContactOutput, Contacts};
 use super::watch::{LeaderWatch, WatchOutput, DIAL_TIMEOUT, PROBE_TIMEOUT};

@@ -22,6 +22,9 @@
 //! leader ([`WatchOutput::Depose`]). A frozen leader (SIGSTOP, a GC pause, a
 //! partition) keeps its port and its connections, so it is never taken over
 //! this way; its session timeout applies.
+//!
+//! Tests: `core/tests/fast_takeover_probe.rs`, `core/tests/master_node.rs`,
+//! the simulator's `--takeovers` runs and `runtime-smol/tests/e2e_fast_takeover.rs`.
 
 use super::{DialId, DialResult, Ended, ProbeResult};
 use crate::ids::{Addr, ConnId, MasterId};

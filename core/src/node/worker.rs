@@ -19,6 +19,9 @@
 //! past that the master is told the worker is busy), and the runtime's
 //! [`Input::LogRead`] goes back as `LogData` on the connection the request
 //! came in on, if it is still open.
+//!
+//! Tests: `core/tests/worker_node.rs`, `core/tests/log_relay.rs`, the
+//! simulator (every worker), and the daemons' suites (`runtime-smol/tests/worker_daemon.rs`).
 
 use super::{Ended, NoteLevel};
 use crate::ids::{Addr, ConnId, ExecutorId};
