@@ -5,7 +5,8 @@
 //!
 //! A real embedder replaces `wire` with its transport: `Action::Connect`
 //! opens a connection, `Action::Send` writes a frame (`regent_core::codec`),
-//! frames read become `Event::Message`, deadlines become `Event::Timer`.
+//! frames read become `Event::Message`, and once `Subscriber::poll_timeout`
+//! has passed it feeds `Event::Tick` (the machine keeps its own deadlines).
 //! The app-facing actions (`Subscribed`, `ExecutorUpdate`, `SlotFailed`,
 //! `Exit`, ...) are the program's to act on.
 
@@ -61,7 +62,6 @@ fn main() {
                         ));
                     }
                 }
-                subscriber::Action::SetTimer { .. } | subscriber::Action::CancelTimer { .. } => {}
                 // What the program sees.
                 subscriber::Action::Subscribed { framework, .. } => {
                     println!("subscribed as {framework}")
@@ -74,6 +74,9 @@ fn main() {
         }
         actions = next;
     }
+    // Time stands still here; a real loop sleeps until this deadline (the
+    // heartbeat watchdog, now) and then feeds `Event::Tick`.
+    println!("next deadline: {:?}", sub.poll_timeout());
     println!("subscriber status: {:?}", sub.status());
 }
 

@@ -62,6 +62,7 @@
 //! the current attempt, or arriving while the new connection is still being
 //! dialled, are ignored as well.
 
+use crate::deadlines::Deadlines;
 use crate::ids::{Addr, Epoch, ExecutorId, FrameworkId, InstanceId};
 use crate::limits::{advertised_in_message_problem, MAX_ADVERTISED_MASTERS};
 use crate::protocol::{
@@ -191,8 +192,9 @@ pub enum Event {
         /// The message.
         msg: Message,
     },
-    /// A deadline set by [`Action::SetTimer`] passed.
-    Timer(Timer),
+    /// [`Subscriber::poll_timeout`] has passed: every deadline due at `now`
+    /// fires.
+    Tick,
     /// Command: declare (or redeclare) an executor group. Remembered and
     /// re-sent after every (re)subscription; a later declaration of the same
     /// group replaces it.
@@ -250,19 +252,6 @@ pub enum Action {
         master: Addr,
         /// Why, for the log.
         reason: String,
-    },
-    /// Feed `Event::Timer(timer)` at `at` (replaces an earlier deadline of
-    /// the same timer).
-    SetTimer {
-        /// Which timer.
-        timer: Timer,
-        /// When.
-        at: Millis,
-    },
-    /// Forget the deadline of `timer`.
-    CancelTimer {
-        /// Which timer.
-        timer: Timer,
     },
     /// App-facing: the framework is subscribed with `master`; `executors` is
     /// the master's snapshot of the framework's executors (replaces whatever
@@ -345,7 +334,9 @@ pub enum Action {
     },
 }
 
-/// The subscriber's named deadlines.
+/// The subscriber's named deadlines: the machine keeps them in its own
+/// table and answers [`Subscriber::poll_timeout`]; [`Subscriber::deadline`]
+/// names each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Timer {
     /// The current attempt (dial + SUBSCRIBE) is overdue.
@@ -414,10 +405,10 @@ pub struct Subscriber {
     /// The nominal timeout of the next attempt (grows while attempts go
     /// unanswered, see [`Config::subscribe_timeout_max`]).
     attempt_timeout: Millis,
-    attempt_deadline: Millis,
     /// Messages ignored for breaking a limit.
     rejected: u64,
-    retry_at: Option<Millis>,
+    /// The pending deadlines.
+    timers: Deadlines<Timer>,
     heartbeat_interval: Millis,
     last_seen: Millis,
     next_request: u64,
@@ -452,9 +443,8 @@ impl Subscriber {
             max_epoch: Epoch::ZERO,
             backoff: config.backoff_min,
             attempt_timeout: config.subscribe_timeout,
-            attempt_deadline: Millis::MAX,
             rejected: 0,
-            retry_at: None,
+            timers: Deadlines::new(),
             heartbeat_interval: Millis::ZERO,
             last_seen: Millis::ZERO,
             next_request: 1,
@@ -510,6 +500,20 @@ impl Subscriber {
         self.groups.values().map(|(spec, _)| spec)
     }
 
+    /// The earliest deadline of this machine; feed [`Event::Tick`] at or
+    /// after it. `None` once exited: an exited subscriber handles nothing.
+    pub fn poll_timeout(&self) -> Option<Millis> {
+        if self.exited {
+            return None;
+        }
+        self.timers.next()
+    }
+
+    /// The deadline of `timer`, if it is pending.
+    pub fn deadline(&self, timer: Timer) -> Option<Millis> {
+        self.timers.get(timer)
+    }
+
     /// Handles one event at time `now`.
     #[must_use]
     pub fn handle(&mut self, now: Millis, event: Event) -> Vec<Action> {
@@ -527,9 +531,18 @@ impl Subscriber {
                 self.on_link_down(now, &master, "connection closed", &mut out)
             }
             Event::Message { from, msg } => self.on_message(now, from, msg, &mut out),
-            Event::Timer(Timer::Attempt) => self.on_attempt_timer(now, &mut out),
-            Event::Timer(Timer::Watchdog) => self.on_watchdog(now, &mut out),
-            Event::Timer(Timer::Retry) => self.on_retry_timer(now, &mut out),
+            Event::Tick => {
+                for timer in self.timers.take_due(now) {
+                    if self.exited {
+                        break;
+                    }
+                    match timer {
+                        Timer::Attempt => self.on_attempt_timer(now, &mut out),
+                        Timer::Watchdog => self.on_watchdog(now, &mut out),
+                        Timer::Retry => self.on_retry_timer(now, &mut out),
+                    }
+                }
+            }
             Event::Declare(spec) => self.on_declare(spec, &mut out),
             Event::Kill(executor) => self.on_command(Request::Kill { executor }, &mut out),
             Event::Teardown => {
@@ -623,7 +636,7 @@ impl Subscriber {
 
     fn new_round(&mut self, now: Millis, out: &mut Vec<Action>) {
         self.tried.clear();
-        self.retry_at = None;
+        self.timers.cancel(Timer::Retry);
         self.try_next_master(now, out);
     }
 
@@ -641,9 +654,8 @@ impl Subscriber {
         } else {
             self.attempt_timeout
         };
-        self.attempt_deadline = now + timeout;
+        self.timers.set(Timer::Attempt, now + timeout);
         out.push(Action::Connect { master });
-        out.push(Action::SetTimer { timer: Timer::Attempt, at: self.attempt_deadline });
     }
 
     /// Tries the next untried master of this round, or backs off when every
@@ -651,27 +663,25 @@ impl Subscriber {
     fn try_next_master(&mut self, now: Millis, out: &mut Vec<Action>) {
         match self.next_candidate() {
             Some(m) => self.dial(now, m, out),
-            None => self.back_off(now, out),
+            None => self.back_off(now),
         }
     }
 
-    fn back_off(&mut self, now: Millis, out: &mut Vec<Action>) {
+    fn back_off(&mut self, now: Millis) {
         let delay = self.jitter.scale(self.backoff, self.config.jitter_min_pct.min(100), 100);
         self.backoff = self.backoff.times(2).min(self.config.backoff_max);
-        self.retry_after(now + delay, out);
+        self.retry_after(now + delay);
     }
 
     /// Starts a new round at `at`.
-    fn retry_after(&mut self, at: Millis, out: &mut Vec<Action>) {
-        self.retry_at = Some(at);
-        out.push(Action::CancelTimer { timer: Timer::Attempt });
-        out.push(Action::SetTimer { timer: Timer::Retry, at });
+    fn retry_after(&mut self, at: Millis) {
+        self.timers.cancel(Timer::Attempt);
+        self.timers.set(Timer::Retry, at);
     }
 
     fn on_retry_timer(&mut self, now: Millis, out: &mut Vec<Action>) {
-        match self.retry_at {
-            Some(at) if now >= at && self.conn.is_none() => self.new_round(now, out),
-            _ => {} // stale or early: harmless
+        if self.conn.is_none() {
+            self.new_round(now, out);
         }
     }
 
@@ -685,7 +695,7 @@ impl Subscriber {
             out.push(Action::Close { master: conn.master.clone(), reason: reason.to_owned() });
         }
         if conn.state == ConnState::Subscribed {
-            out.push(Action::CancelTimer { timer: Timer::Watchdog });
+            self.timers.cancel(Timer::Watchdog);
             out.push(Action::Disconnected {
                 reason: format!("subscription with {} lost: {reason}", conn.master),
             });
@@ -707,7 +717,7 @@ impl Subscriber {
         if was_subscribed {
             self.tried.clear();
             let delay = Millis(self.jitter.below(self.config.reconnect_first_max.0 + 1));
-            self.retry_after(now + delay, out);
+            self.retry_after(now + delay);
         } else {
             self.try_next_master(now, out);
         }
@@ -721,7 +731,7 @@ impl Subscriber {
         }
         self.drop_conn(reason, true, out);
         self.tried.clear();
-        self.back_off(now, out);
+        self.back_off(now);
     }
 
     /// Abandons the current connection (closing it first) and subscribes
@@ -730,8 +740,7 @@ impl Subscriber {
         self.learn_masters(&leader.clone(), std::slice::from_ref(&leader), out);
         self.preferred = Some(leader.clone());
         self.drop_conn(reason, true, out);
-        out.push(Action::CancelTimer { timer: Timer::Retry });
-        self.retry_at = None;
+        self.timers.cancel(Timer::Retry);
         self.dial(now, leader, out);
     }
 
@@ -776,8 +785,8 @@ impl Subscriber {
 
     fn on_attempt_timer(&mut self, now: Millis, out: &mut Vec<Action>) {
         let pending = self.conn.as_ref().is_some_and(|c| c.state != ConnState::Subscribed);
-        if !pending || now < self.attempt_deadline {
-            return; // stale or early: harmless
+        if !pending {
+            return;
         }
         let master = self.conn.as_ref().map(|c| c.master.clone());
         let reason = format!(
@@ -800,7 +809,7 @@ impl Subscriber {
         let limit = self.heartbeat_interval.times(self.config.heartbeat_timeout_factor);
         let deadline = self.last_seen + limit;
         if now < deadline {
-            out.push(Action::SetTimer { timer: Timer::Watchdog, at: deadline });
+            self.timers.set(Timer::Watchdog, deadline);
             return;
         }
         let reason = format!("no heartbeat for {}", now.since(self.last_seen));
@@ -927,9 +936,8 @@ impl Subscriber {
                 self.seen(now);
                 out.push(Action::Send { to: from, msg: Message::FrameworkHeartbeatAck { epoch } });
                 let deadline = now + self.attempt_timeout;
-                if deadline > self.attempt_deadline {
-                    self.attempt_deadline = deadline;
-                    out.push(Action::SetTimer { timer: Timer::Attempt, at: deadline });
+                if self.timers.get(Timer::Attempt).is_some_and(|at| deadline > at) {
+                    self.timers.set(Timer::Attempt, deadline);
                 }
             }
             other => {
@@ -1021,12 +1029,10 @@ impl Subscriber {
         if let Some(c) = self.conn.as_mut() {
             c.state = ConnState::Subscribed;
         }
-        out.push(Action::CancelTimer { timer: Timer::Attempt });
+        self.timers.cancel(Timer::Attempt);
         if heartbeat_interval > Millis::ZERO {
-            out.push(Action::SetTimer {
-                timer: Timer::Watchdog,
-                at: now + heartbeat_interval.times(self.config.heartbeat_timeout_factor),
-            });
+            let at = now + heartbeat_interval.times(self.config.heartbeat_timeout_factor);
+            self.timers.set(Timer::Watchdog, at);
         }
         out.push(Action::Subscribed { framework, master: from, executors });
         // Re-declare everything, so the master adopts what already runs, and

@@ -6,8 +6,8 @@
 
 use regent_core::ids::InstanceId;
 use regent_core::node::submit::{
-    Config, DialId, DialResult, Input, Output, Show, SubmitExit, Timer, EXIT_ERROR,
-    EXIT_FAILED_OVER, EXIT_INTERRUPTED, EXIT_SUCCEEDED,
+    Config, DialId, DialResult, Input, Output, Show, SubmitExit, EXIT_ERROR, EXIT_FAILED_OVER,
+    EXIT_INTERRUPTED, EXIT_SUCCEEDED,
 };
 use regent_core::node::SubmitNode;
 use regent_core::progress::{SubmitError, SubmitOutcome};
@@ -291,7 +291,7 @@ fn a_failover_to_another_master_resubscribes_with_the_same_framework_id() {
     );
     assert!(out.iter().any(|o| matches!(o, Output::Observed(Action::Disconnected { .. }))));
     let retry = n.poll_timeout().expect("a retry is scheduled");
-    assert_eq!(n.deadlines().get(Timer::Subscriber(subscriber::Timer::Retry)), Some(retry));
+    assert_eq!(n.subscriber().deadline(subscriber::Timer::Retry), Some(retry));
     // Its connection's late events are not fed to the subscriber.
     assert_eq!(io(&n.handle(Millis(101), closed(1, "closed"))), vec![]);
 

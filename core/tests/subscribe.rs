@@ -133,7 +133,7 @@ fn mesos_subscribe_disconnect_seen_by_master_only() {
     let _ = m.handle(Millis(100), master::Event::Disconnected { conn: ConnId(1) });
     assert_eq!(m.frameworks().next().unwrap().conn, None);
     // No HEARTBEAT for 5 intervals: the subscriber closes and resubscribes.
-    let out = s.handle(Millis(5_001), subscriber::Event::Timer(subscriber::Timer::Watchdog));
+    let out = s.handle(Millis(5_001), subscriber::Event::Tick);
     assert!(
         matches!(out.first(), Some(subscriber::Action::Close { .. })),
         "closes before anything else: {out:?}"
@@ -142,7 +142,7 @@ fn mesos_subscribe_disconnect_seen_by_master_only() {
     let mut out = out;
     while !out.iter().any(|a| matches!(a, subscriber::Action::Connect { .. })) {
         now = now + Millis(100);
-        out = s.handle(now, subscriber::Event::Timer(subscriber::Timer::Retry));
+        out = s.handle(now, subscriber::Event::Tick);
     }
     let msgs = sub_sends(&s.handle(now, subscriber::Event::Connected { master: addr("a") }));
     let _ = m.handle(now, master::Event::Connected { conn: ConnId(2) });
@@ -219,9 +219,7 @@ fn mesos_subscribe_partitioned_old_leader_gets_error() {
         })
         .expect("the old scheduler exits");
     assert!(reason.contains(&InstanceId(8).to_string()), "{reason}");
-    assert!(a
-        .handle(Millis(10_000), subscriber::Event::Timer(subscriber::Timer::Retry))
-        .is_empty());
+    assert!(a.handle(Millis(10_000), subscriber::Event::Tick).is_empty());
 }
 
 #[test]
@@ -232,12 +230,12 @@ fn mesos_subscribe_out_of_order_retry() {
     let attempt_a = sub_sends(&s.handle(T, subscriber::Event::Connected { master: addr("a") }));
     // SUBSCRIBE (A) times out at the scheduler: it closes A, then sends B.
     let mut now = Millis(5_000);
-    let out = s.handle(now, subscriber::Event::Timer(subscriber::Timer::Attempt));
+    let out = s.handle(now, subscriber::Event::Tick);
     assert!(matches!(out.first(), Some(subscriber::Action::Close { .. })));
     let mut out = out;
     while !out.iter().any(|a| matches!(a, subscriber::Action::Connect { .. })) {
         now = now + Millis(100);
-        out = s.handle(now, subscriber::Event::Timer(subscriber::Timer::Retry));
+        out = s.handle(now, subscriber::Event::Tick);
     }
     let attempt_b = sub_sends(&s.handle(now, subscriber::Event::Connected { master: addr("a") }));
     // The master gets B first, then A, without having seen A's connection close.

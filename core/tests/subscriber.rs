@@ -34,14 +34,6 @@ fn connect(m: &str) -> Action {
     Action::Connect { master: addr(m) }
 }
 
-fn set(timer: Timer, at: u64) -> Action {
-    Action::SetTimer { timer, at: Millis(at) }
-}
-
-fn cancel(timer: Timer) -> Action {
-    Action::CancelTimer { timer }
-}
-
 fn hello() -> Message {
     Message::Hello(Hello {
         version: PROTOCOL_VERSION,
@@ -120,21 +112,20 @@ fn spec(group: &str, slots: u32) -> GroupSpec {
 /// interval 1 s) at t = 100, after attempt 1.
 fn subscribed_with_a(masters: &[&str]) -> Subscriber {
     let mut s = sub(masters);
-    assert_eq!(ev(&mut s, 0, Event::Start), vec![connect("a"), set(Timer::Attempt, 5_000)]);
+    assert_eq!(ev(&mut s, 0, Event::Start), vec![connect("a")]);
+    assert_eq!(s.deadline(Timer::Attempt), Some(Millis(5_000)));
     assert_eq!(ev(&mut s, 10, connected("a")), opening("a", None, 1));
     let out = msg(&mut s, 100, "a", subscribed(5, 1_000));
     assert_eq!(
         out,
-        vec![
-            cancel(Timer::Attempt),
-            set(Timer::Watchdog, 5_100),
-            Action::Subscribed {
-                framework: FrameworkId::new("f1"),
-                master: addr("a"),
-                executors: vec![],
-            },
-        ]
+        vec![Action::Subscribed {
+            framework: FrameworkId::new("f1"),
+            master: addr("a"),
+            executors: vec![],
+        },]
     );
+    assert_eq!(s.deadline(Timer::Attempt), None);
+    assert_eq!(s.deadline(Timer::Watchdog), Some(Millis(5_100)));
     assert!(s.status().subscribed);
     s
 }
@@ -156,26 +147,21 @@ fn framework_id_is_carried_after_assignment_and_attempts_grow() {
     // The connection drops; the subscriber resubscribes at once (the
     // jitter of `reconnect_first_max` is 0 here).
     let out = ev(&mut s, 200, Event::Disconnected { master: addr("a") });
-    assert!(matches!(
-        &out[..],
-        [
-            Action::CancelTimer { timer: Timer::Watchdog },
-            Action::Disconnected { .. },
-            Action::CancelTimer { timer: Timer::Attempt },
-            Action::SetTimer { timer: Timer::Retry, at: Millis(200) },
-        ]
-    ));
+    assert!(matches!(&out[..], [Action::Disconnected { .. }]));
+    assert_eq!(s.deadline(Timer::Watchdog), None);
+    assert_eq!(s.deadline(Timer::Attempt), None);
+    assert_eq!(s.deadline(Timer::Retry), Some(Millis(200)));
     assert!(!out.iter().any(|a| matches!(a, Action::Close { .. })));
-    assert_eq!(
-        ev(&mut s, 200, Event::Timer(Timer::Retry)),
-        vec![connect("a"), set(Timer::Attempt, 5_200)]
-    );
+    assert_eq!(ev(&mut s, 200, Event::Tick), vec![connect("a")]);
+    assert_eq!(s.deadline(Timer::Attempt), Some(Millis(5_200)));
     assert_eq!(ev(&mut s, 210, connected("a")), opening("a", Some("f1"), 2));
     // A failed attempt, then another after the backoff: attempt numbers
     // keep growing.
     let out = ev(&mut s, 220, Event::Disconnected { master: addr("a") });
-    assert_eq!(out, vec![cancel(Timer::Attempt), set(Timer::Retry, 420)]);
-    let _ = ev(&mut s, 420, Event::Timer(Timer::Retry));
+    assert_eq!(out, vec![]);
+    assert_eq!(s.deadline(Timer::Attempt), None);
+    assert_eq!(s.deadline(Timer::Retry), Some(Millis(420)));
+    let _ = ev(&mut s, 420, Event::Tick);
     assert_eq!(ev(&mut s, 430, connected("a")), opening("a", Some("f1"), 3));
     assert_eq!(s.status().attempt, 3);
 }
@@ -223,13 +209,13 @@ fn close_precedes_resubscribe_when_a_new_leader_is_announced() {
         out,
         vec![
             Action::Close { master: addr("a"), reason: "b leads at epoch 6".into() },
-            cancel(Timer::Watchdog),
             Action::Disconnected { reason: "subscription with a lost: b leads at epoch 6".into() },
-            cancel(Timer::Retry),
             connect("b"),
-            set(Timer::Attempt, 5_500),
         ]
     );
+    assert_eq!(s.deadline(Timer::Watchdog), None);
+    assert_eq!(s.deadline(Timer::Retry), None);
+    assert_eq!(s.deadline(Timer::Attempt), Some(Millis(5_500)));
     assert_eq!(ev(&mut s, 510, connected("b")), opening("b", Some("f1"), 2));
     // A late message on the old connection (runtime race) is ignored.
     assert!(msg(&mut s, 520, "a", subscribed(6, 1_000)).is_empty());
@@ -245,21 +231,29 @@ fn close_precedes_resubscribe_when_a_new_leader_is_announced() {
 #[test]
 fn round_robin_over_every_master_then_back_off() {
     let mut s = sub(&["a", "b", "c"]);
-    assert_eq!(ev(&mut s, 0, Event::Start), vec![connect("a"), set(Timer::Attempt, 5_000)]);
-    assert_eq!(ev(&mut s, 1, failed("a")), vec![connect("b"), set(Timer::Attempt, 5_001)]);
-    assert_eq!(ev(&mut s, 2, failed("b")), vec![connect("c"), set(Timer::Attempt, 5_002)]);
+    assert_eq!(ev(&mut s, 0, Event::Start), vec![connect("a")]);
+    assert_eq!(s.deadline(Timer::Attempt), Some(Millis(5_000)));
+    assert_eq!(ev(&mut s, 1, failed("a")), vec![connect("b")]);
+    assert_eq!(s.deadline(Timer::Attempt), Some(Millis(5_001)));
+    assert_eq!(ev(&mut s, 2, failed("b")), vec![connect("c")]);
+    assert_eq!(s.deadline(Timer::Attempt), Some(Millis(5_002)));
     // Every master tried once: back off (200 ms, then 400 ms...).
-    assert_eq!(ev(&mut s, 3, failed("c")), vec![cancel(Timer::Attempt), set(Timer::Retry, 203)]);
+    assert_eq!(ev(&mut s, 3, failed("c")), vec![]);
+    assert_eq!(s.deadline(Timer::Attempt), None);
+    assert_eq!(s.deadline(Timer::Retry), Some(Millis(203)));
     // An early or repeated timer is harmless.
-    assert!(ev(&mut s, 100, Event::Timer(Timer::Retry)).is_empty());
-    assert_eq!(
-        ev(&mut s, 203, Event::Timer(Timer::Retry)),
-        vec![connect("a"), set(Timer::Attempt, 5_203)]
-    );
+    assert!(ev(&mut s, 100, Event::Tick).is_empty());
+    assert_eq!(ev(&mut s, 203, Event::Tick), vec![connect("a")]);
+    assert_eq!(s.deadline(Timer::Attempt), Some(Millis(5_203)));
     let _ = ev(&mut s, 204, failed("a"));
     let _ = ev(&mut s, 205, failed("b"));
-    assert_eq!(ev(&mut s, 206, failed("c")), vec![cancel(Timer::Attempt), set(Timer::Retry, 606)]);
-    assert!(ev(&mut s, 606, Event::Timer(Timer::Attempt)).is_empty());
+    assert_eq!(ev(&mut s, 206, failed("c")), vec![]);
+    assert_eq!(s.deadline(Timer::Attempt), None);
+    assert_eq!(s.deadline(Timer::Retry), Some(Millis(606)));
+    // The abandoned attempt's deadline is gone: nothing fires before the
+    // retry.
+    assert!(ev(&mut s, 605, Event::Tick).is_empty());
+    assert_eq!(ev(&mut s, 606, Event::Tick), vec![connect("a")]);
 }
 
 #[test]
@@ -276,11 +270,11 @@ fn not_leader_hint_is_followed() {
                 master: addr("a"),
                 reason: "a is not the leader; it names c at epoch 3".into()
             },
-            cancel(Timer::Retry),
             connect("c"),
-            set(Timer::Attempt, 5_002),
         ]
     );
+    assert_eq!(s.deadline(Timer::Retry), None);
+    assert_eq!(s.deadline(Timer::Attempt), Some(Millis(5_002)));
     assert_eq!(ev(&mut s, 3, connected("c")), opening("c", None, 2));
     // The refused master's Hello reply, arriving late, is not for the
     // current attempt: ignored.
@@ -300,7 +294,7 @@ fn not_leader_hint_is_followed() {
 fn a_hint_older_than_the_known_epoch_is_ignored_and_the_next_master_tried() {
     let mut s = subscribed_with_a(&["a", "b", "c"]);
     let _ = ev(&mut s, 200, Event::Disconnected { master: addr("a") });
-    let _ = ev(&mut s, 400, Event::Timer(Timer::Retry));
+    let _ = ev(&mut s, 400, Event::Tick);
     // a (last leader) is tried first; it refuses.
     assert_eq!(s.status().master, Some(addr("a")));
     let _ = ev(&mut s, 401, connected("a"));
@@ -312,9 +306,9 @@ fn a_hint_older_than_the_known_epoch_is_ignored_and_the_next_master_tried() {
         vec![
             Action::Close { master: addr("a"), reason: "a is not the leader".into() },
             connect("b"),
-            set(Timer::Attempt, 5_402),
         ]
     );
+    assert_eq!(s.deadline(Timer::Attempt), Some(Millis(5_402)));
     // A hint back to an already-tried master at the same epoch is not
     // followed either (no ping-pong between standbys).
     let _ = ev(&mut s, 403, connected("b"));
@@ -354,16 +348,16 @@ fn a_subscribed_master_that_no_longer_leads_is_left_for_its_hint() {
                 master: addr("a"),
                 reason: "a is not the leader; it names b at epoch 6".into()
             },
-            cancel(Timer::Watchdog),
             Action::Disconnected {
                 reason: "subscription with a lost: a is not the leader; it names b at epoch 6"
                     .into()
             },
-            cancel(Timer::Retry),
             connect("b"),
-            set(Timer::Attempt, 5_300),
         ]
     );
+    assert_eq!(s.deadline(Timer::Watchdog), None);
+    assert_eq!(s.deadline(Timer::Retry), None);
+    assert_eq!(s.deadline(Timer::Attempt), Some(Millis(5_300)));
     assert_eq!(ev(&mut s, 310, connected("b")), opening("b", Some("f1"), 2));
 }
 
@@ -400,9 +394,9 @@ fn advertised_masters_are_added_and_tried() {
         vec![
             Action::Close { master: addr("a"), reason: "a is not the leader".into() },
             connect("d"),
-            set(Timer::Attempt, 5_002),
         ]
     );
+    assert_eq!(s.deadline(Timer::Attempt), Some(Millis(5_002)));
     assert_eq!(s.known_masters(), &[addr("a"), addr("d")]);
 }
 
@@ -418,23 +412,25 @@ fn watchdog_fires_after_n_intervals_and_not_before() {
             msg: Message::FrameworkHeartbeatAck { epoch: Epoch(5) }
         }]
     );
-    assert_eq!(ev(&mut s, 5_100, Event::Timer(Timer::Watchdog)), vec![set(Timer::Watchdog, 6_100)]);
+    assert_eq!(ev(&mut s, 5_100, Event::Tick), vec![]);
+    assert_eq!(s.deadline(Timer::Watchdog), Some(Millis(6_100)));
     // Nothing more: 5 × 1 s after the last heartbeat, not a millisecond earlier.
-    assert_eq!(ev(&mut s, 6_099, Event::Timer(Timer::Watchdog)), vec![set(Timer::Watchdog, 6_100)]);
+    assert_eq!(ev(&mut s, 6_099, Event::Tick), vec![]);
+    assert_eq!(s.deadline(Timer::Watchdog), Some(Millis(6_100)));
     assert!(s.status().subscribed);
-    let out = ev(&mut s, 6_100, Event::Timer(Timer::Watchdog));
+    let out = ev(&mut s, 6_100, Event::Tick);
     assert_eq!(
         out,
         vec![
             Action::Close { master: addr("a"), reason: "no heartbeat for 5000ms".into() },
-            cancel(Timer::Watchdog),
             Action::Disconnected {
                 reason: "subscription with a lost: no heartbeat for 5000ms".into()
             },
-            cancel(Timer::Attempt),
-            set(Timer::Retry, 6_100),
         ]
     );
+    assert_eq!(s.deadline(Timer::Watchdog), None);
+    assert_eq!(s.deadline(Timer::Attempt), None);
+    assert_eq!(s.deadline(Timer::Retry), Some(Millis(6_100)));
     assert!(!s.status().subscribed);
 }
 
@@ -445,20 +441,21 @@ fn heartbeat_timeout_factor_is_configurable() {
     let mut s = Subscriber::new(c);
     let _ = ev(&mut s, 0, Event::Start);
     let _ = ev(&mut s, 0, connected("a"));
-    let out = msg(&mut s, 0, "a", subscribed(1, 300));
-    assert!(out.contains(&set(Timer::Watchdog, 600)));
-    assert!(is_close(&ev(&mut s, 600, Event::Timer(Timer::Watchdog))[0], "a"));
+    let _ = msg(&mut s, 0, "a", subscribed(1, 300));
+    assert_eq!(s.deadline(Timer::Watchdog), Some(Millis(600)));
+    assert!(is_close(&ev(&mut s, 600, Event::Tick)[0], "a"));
 }
 
 #[test]
 fn seed_scenario_2_missing_heartbeats_close_and_resubscribe() {
     // The master closed the connection; the subscriber never saw it.
     let mut s = subscribed_with_a(&["a"]);
-    let out = ev(&mut s, 5_100, Event::Timer(Timer::Watchdog));
+    let out = ev(&mut s, 5_100, Event::Tick);
     assert!(is_close(&out[0], "a"));
-    assert!(out.contains(&set(Timer::Retry, 5_100)));
-    let out = ev(&mut s, 5_100, Event::Timer(Timer::Retry));
-    assert_eq!(out, vec![connect("a"), set(Timer::Attempt, 10_100)]);
+    assert_eq!(s.deadline(Timer::Retry), Some(Millis(5_100)));
+    let out = ev(&mut s, 5_100, Event::Tick);
+    assert_eq!(out, vec![connect("a")]);
+    assert_eq!(s.deadline(Timer::Attempt), Some(Millis(10_100)));
     assert_eq!(ev(&mut s, 5_110, connected("a")), opening("a", Some("f1"), 2));
     let out = msg(&mut s, 5_120, "a", subscribed(5, 1_000));
     assert!(out.iter().any(|a| matches!(a, Action::Subscribed { .. })));
@@ -471,7 +468,7 @@ fn seed_scenario_1_disconnect_seen_by_the_subscriber_resubscribes() {
     // Already closed: no Close, the program hears of it, a retry is armed.
     assert!(!out.iter().any(|a| matches!(a, Action::Close { .. })));
     assert!(out.iter().any(|a| matches!(a, Action::Disconnected { .. })));
-    let _ = ev(&mut s, 500, Event::Timer(Timer::Retry));
+    let _ = ev(&mut s, 500, Event::Tick);
     assert_eq!(ev(&mut s, 501, connected("a")), opening("a", Some("f1"), 2));
 }
 
@@ -482,27 +479,23 @@ fn seed_scenario_5_timed_out_attempt_is_closed_before_the_next_and_its_answer_ig
     assert_eq!(ev(&mut s, 10, connected("a")), opening("a", None, 1));
     // Attempt A (1) is not answered in time: close A, then (one master only)
     // back off before attempt B.
-    assert!(ev(&mut s, 4_999, Event::Timer(Timer::Attempt)).is_empty());
-    let out = ev(&mut s, 5_000, Event::Timer(Timer::Attempt));
+    assert!(ev(&mut s, 4_999, Event::Tick).is_empty());
+    let out = ev(&mut s, 5_000, Event::Tick);
     assert_eq!(
         out,
-        vec![
-            Action::Close {
-                master: addr("a"),
-                reason: "no answer to SUBSCRIBE attempt 1 from a within 5000ms".into()
-            },
-            cancel(Timer::Attempt),
-            set(Timer::Retry, 5_200),
-        ]
+        vec![Action::Close {
+            master: addr("a"),
+            reason: "no answer to SUBSCRIBE attempt 1 from a within 5000ms".into()
+        },]
     );
+    assert_eq!(s.deadline(Timer::Attempt), None);
+    assert_eq!(s.deadline(Timer::Retry), Some(Millis(5_200)));
     // A's SUBSCRIBED, sent on the closed connection, is ignored.
     assert!(msg(&mut s, 5_100, "a", subscribed(5, 1_000)).is_empty());
     assert!(!s.status().subscribed);
     // Attempt A went unanswered: B gets twice as long (docs/design.md#progress-when-dependencies-are-slow).
-    assert_eq!(
-        ev(&mut s, 5_200, Event::Timer(Timer::Retry)),
-        vec![connect("a"), set(Timer::Attempt, 15_200)]
-    );
+    assert_eq!(ev(&mut s, 5_200, Event::Tick), vec![connect("a")]);
+    assert_eq!(s.deadline(Timer::Attempt), Some(Millis(15_200)));
     // Still dialling B: an answer now cannot be for B.
     assert!(msg(&mut s, 5_201, "a", subscribed(5, 1_000)).is_empty());
     assert_eq!(ev(&mut s, 5_210, connected("a")), opening("a", None, 2));
@@ -525,11 +518,11 @@ fn seed_scenario_5_timed_out_attempt_is_closed_before_the_next_and_its_answer_ig
                 master: addr("a"),
                 reason: "master error: framework re-subscribed on another connection".into()
             },
-            cancel(Timer::Attempt),
-            set(Timer::Retry, 5_620),
         ]
     );
-    let _ = ev(&mut s, 5_620, Event::Timer(Timer::Retry));
+    assert_eq!(s.deadline(Timer::Attempt), None);
+    assert_eq!(s.deadline(Timer::Retry), Some(Millis(5_620)));
+    let _ = ev(&mut s, 5_620, Event::Tick);
     assert_eq!(ev(&mut s, 5_630, connected("a")), opening("a", None, 3));
     let out = msg(&mut s, 5_640, "a", subscribed(5, 1_000));
     assert!(out.iter().any(|a| matches!(a, Action::Subscribed { .. })));
@@ -546,21 +539,19 @@ fn backoff_is_capped_and_reset_after_success() {
     let mut delays = vec![];
     for _ in 0..7 {
         let out = ev(&mut s, t, failed("a"));
-        let Some(Action::SetTimer { timer: Timer::Retry, at }) = out.last() else {
-            panic!("no retry armed: {out:?}")
-        };
+        let Some(at) = s.deadline(Timer::Retry) else { panic!("no retry armed: {out:?}") };
         delays.push(at.0 - t);
         t = at.0;
-        let _ = ev(&mut s, t, Event::Timer(Timer::Retry));
+        let _ = ev(&mut s, t, Event::Tick);
     }
     assert_eq!(delays, vec![100, 200, 400, 800, 1_000, 1_000, 1_000]);
     let _ = ev(&mut s, t, connected("a"));
     let _ = msg(&mut s, t, "a", subscribed(1, 1_000));
-    let out = ev(&mut s, t + 10, Event::Disconnected { master: addr("a") });
-    assert_eq!(out.last(), Some(&set(Timer::Retry, t + 10)), "a lost subscription: at once");
-    let _ = ev(&mut s, t + 10, Event::Timer(Timer::Retry));
-    let out = ev(&mut s, t + 20, failed("a"));
-    assert_eq!(out.last(), Some(&set(Timer::Retry, t + 120)), "reset to the minimum");
+    let _ = ev(&mut s, t + 10, Event::Disconnected { master: addr("a") });
+    assert_eq!(s.deadline(Timer::Retry), Some(Millis(t + 10)), "a lost subscription: at once");
+    let _ = ev(&mut s, t + 10, Event::Tick);
+    let _ = ev(&mut s, t + 20, failed("a"));
+    assert_eq!(s.deadline(Timer::Retry), Some(Millis(t + 120)), "reset to the minimum");
 }
 
 #[test]
@@ -574,16 +565,12 @@ fn a_lost_subscription_is_retried_within_reconnect_first_max_then_backs_off() {
         let _ = ev(&mut s, 0, connected("a"));
         let _ = msg(&mut s, 0, "a", subscribed(1, 1_000));
         let out = ev(&mut s, 1_000, Event::Disconnected { master: addr("a") });
-        let Some(Action::SetTimer { timer: Timer::Retry, at }) = out.last() else {
-            panic!("no retry armed: {out:?}")
-        };
+        let Some(at) = s.deadline(Timer::Retry) else { panic!("no retry armed: {out:?}") };
         assert!(at.0 >= 1_000 && at.0 <= 1_010, "first retry at {at:?}, not within 10 ms");
         // That retry fails too: now the backoff (100–200 ms) applies.
-        let _ = ev(&mut s, at.0, Event::Timer(Timer::Retry));
+        let _ = ev(&mut s, at.0, Event::Tick);
         let out = ev(&mut s, at.0, failed("a"));
-        let Some(Action::SetTimer { timer: Timer::Retry, at: next }) = out.last() else {
-            panic!("no retry armed: {out:?}")
-        };
+        let Some(next) = s.deadline(Timer::Retry) else { panic!("no retry armed: {out:?}") };
         let delay = next.0 - at.0;
         assert!((100..=200).contains(&delay), "second retry after {delay} ms");
     }
@@ -600,10 +587,10 @@ fn jitter_is_seeded_and_bounded() {
         let mut delays = vec![];
         for _ in 0..10 {
             let out = ev(&mut s, t, failed("a"));
-            let Some(Action::SetTimer { at, .. }) = out.last() else { panic!() };
+            let Some(at) = s.deadline(Timer::Retry) else { panic!("no retry armed: {out:?}") };
             delays.push(at.0 - t);
             t = at.0;
-            let _ = ev(&mut s, t, Event::Timer(Timer::Retry));
+            let _ = ev(&mut s, t, Event::Tick);
         }
         delays
     };
@@ -643,7 +630,7 @@ fn failover_to_another_instance_exits_naming_it() {
     );
     assert!(s.status().exited);
     // Every later event is ignored.
-    assert!(ev(&mut s, 400, Event::Timer(Timer::Retry)).is_empty());
+    assert!(ev(&mut s, 400, Event::Tick).is_empty());
     assert!(ev(&mut s, 400, Event::Start).is_empty());
     assert!(msg(&mut s, 400, "a", subscribed(9, 1_000)).is_empty());
     assert!(ev(&mut s, 400, Event::Declare(spec("web", 1))).is_empty());
@@ -667,20 +654,18 @@ fn other_errors_are_reported_and_retried() {
         vec![
             Action::Error { message: "internal".into() },
             Action::Close { master: addr("a"), reason: "master error: internal".into() },
-            cancel(Timer::Watchdog),
             Action::Disconnected {
                 reason: "subscription with a lost: master error: internal".into()
             },
-            cancel(Timer::Attempt),
-            set(Timer::Retry, 500),
         ]
     );
+    assert_eq!(s.deadline(Timer::Watchdog), None);
+    assert_eq!(s.deadline(Timer::Attempt), None);
+    assert_eq!(s.deadline(Timer::Retry), Some(Millis(500)));
     assert!(!s.status().exited);
     // The next round starts with the master that errored (it leads).
-    assert_eq!(
-        ev(&mut s, 500, Event::Timer(Timer::Retry)),
-        vec![connect("a"), set(Timer::Attempt, 5_500)]
-    );
+    assert_eq!(ev(&mut s, 500, Event::Tick), vec![connect("a")]);
+    assert_eq!(s.deadline(Timer::Attempt), Some(Millis(5_500)));
 }
 
 #[test]
@@ -689,15 +674,10 @@ fn leader_suspended_is_retried() {
     let _ = ev(&mut s, 0, Event::Start);
     let _ = ev(&mut s, 0, connected("a"));
     let out = msg(&mut s, 10, "a", Message::LeaderSuspended { epoch: Epoch(2) });
-    assert_eq!(
-        out,
-        vec![
-            Action::Close { master: addr("a"), reason: "leader suspended".into() },
-            cancel(Timer::Attempt),
-            set(Timer::Retry, 210),
-        ]
-    );
-    let _ = ev(&mut s, 210, Event::Timer(Timer::Retry));
+    assert_eq!(out, vec![Action::Close { master: addr("a"), reason: "leader suspended".into() },]);
+    assert_eq!(s.deadline(Timer::Attempt), None);
+    assert_eq!(s.deadline(Timer::Retry), Some(Millis(210)));
+    let _ = ev(&mut s, 210, Event::Tick);
     assert_eq!(ev(&mut s, 211, connected("a")), opening("a", None, 2));
 }
 
@@ -731,7 +711,7 @@ fn lower_epoch_messages_are_ignored() {
         assert!(msg(&mut s, 1_000, "a", m.clone()).is_empty(), "{m:?}");
     }
     // A stale heartbeat does not feed the watchdog.
-    let out = ev(&mut s, 5_100, Event::Timer(Timer::Watchdog));
+    let out = ev(&mut s, 5_100, Event::Tick);
     assert!(is_close(&out[0], "a"));
     // The current epoch is honoured.
     let mut s = subscribed_with_a(&["a", "b"]);
@@ -788,7 +768,7 @@ fn declarations_are_resent_after_every_resubscription() {
             &send("b", Message::DeclareGroup { request: 4, spec: spec("web", 2) }),
         ]
     );
-    assert!(matches!(out[2], Action::Subscribed { .. }), "Subscribed first");
+    assert!(matches!(out[0], Action::Subscribed { .. }), "Subscribed first");
     // A refused declaration is forgotten.
     let out = msg(
         &mut s,
@@ -820,7 +800,7 @@ fn kills_are_queued_until_answered_and_teardown_exits() {
     );
     // Unanswered when the subscription is lost: sent again after it.
     let _ = ev(&mut s, 3, Event::Disconnected { master: addr("a") });
-    let _ = ev(&mut s, 203, Event::Timer(Timer::Retry));
+    let _ = ev(&mut s, 203, Event::Tick);
     let _ = ev(&mut s, 204, connected("a"));
     let out = msg(&mut s, 205, "a", subscribed(1, 1_000));
     assert_eq!(
@@ -912,7 +892,8 @@ enum Step {
     ConnectFailed(u8),
     Disconnected(u8),
     Msg(u8, u8, u8),
-    Timer(u8),
+    /// Time passes to the subscriber's next deadline, which fires.
+    Tick,
     Declare(u8),
     Kill,
     Advance(u16),
@@ -929,7 +910,7 @@ impl Arbitrary for Step {
             3 => Step::ConnectFailed(m),
             4 => Step::Disconnected(m),
             5..=9 => Step::Msg(m, u8::arbitrary(g), u8::arbitrary(g) % 4),
-            10 | 11 => Step::Timer(u8::arbitrary(g) % 3),
+            10 | 11 => Step::Tick,
             12 => {
                 if bool::arbitrary(g) {
                     Step::Declare(u8::arbitrary(g) % 3)
@@ -1012,8 +993,12 @@ fn never_subscribes_while_an_older_connection_is_open() {
                 Some(Step::Msg(m, kind, epoch)) => {
                     Event::Message { from: pick(m), msg: random_msg(kind, epoch) }
                 }
-                Some(Step::Timer(k)) => {
-                    Event::Timer([Timer::Attempt, Timer::Watchdog, Timer::Retry][k as usize])
+                Some(Step::Tick) => {
+                    if let Some(at) = s.poll_timeout() {
+                        // `t` grows by one below, to the deadline.
+                        t = t.max(at.0.saturating_sub(1));
+                    }
+                    Event::Tick
                 }
                 Some(Step::Declare(g)) => Event::Declare(spec(["x", "y", "z"][g as usize], 1)),
                 Some(Step::Kill) => Event::Kill(ExecutorId::new("e")),
@@ -1095,7 +1080,7 @@ fn learned_masters_the_leader_stops_listing_are_not_tried_again() {
     let round = |s: &mut Subscriber| {
         let _ = ev(s, 300, Event::Disconnected { master: addr("a") });
         let mut dialled = vec![];
-        let mut out = ev(s, 300, Event::Timer(Timer::Retry));
+        let mut out = ev(s, 300, Event::Tick);
         while let Some(Action::Connect { master }) = out.first().cloned() {
             dialled.push(master.clone());
             out = ev(s, 310, failed(master.as_str()));
@@ -1124,9 +1109,7 @@ fn against_a_slow_store(
     write: Millis,
     until: Millis,
 ) -> (Option<Millis>, Vec<Millis>) {
-    use std::collections::BTreeMap;
     let mut s = Subscriber::new(cfg);
-    let mut timers: BTreeMap<Timer, Millis> = BTreeMap::new();
     let mut deliveries: Vec<(Millis, u64, Event)> = Vec::new();
     let (mut gen, mut live) = (0u64, None::<u64>);
     let mut timeouts = Vec::new();
@@ -1142,12 +1125,6 @@ fn against_a_slow_store(
                     deliveries.push((now + Millis(1), gen, Event::Connected { master }));
                 }
                 Action::Close { .. } => live = None,
-                Action::SetTimer { timer, at } => {
-                    timers.insert(timer, at);
-                }
-                Action::CancelTimer { timer } => {
-                    timers.remove(&timer);
-                }
                 Action::Send { to, msg: Message::Subscribe(_) } => {
                     let answer = Event::Message { from: to, msg: subscribed(5, 1_000) };
                     deliveries.push((now + write, gen, answer));
@@ -1158,16 +1135,15 @@ fn against_a_slow_store(
         }
         // The earliest timer, or else the earliest delivery; a timer due at
         // the same instant as an answer fires first (the pessimistic order).
-        let timer = timers.iter().min_by_key(|(_, at)| **at).map(|(t, at)| (*t, *at));
+        let timer = s.poll_timeout();
         let delivery = (0..deliveries.len()).min_by_key(|i| deliveries[*i].0);
         match (timer, delivery) {
-            (Some((t, at)), d) if d.is_none_or(|i| at <= deliveries[i].0) => {
+            (Some(at), d) if d.is_none_or(|i| at <= deliveries[i].0) => {
                 if at > until {
                     return (None, timeouts);
                 }
                 now = now.max(at);
-                timers.remove(&t);
-                actions = s.handle(now, Event::Timer(t));
+                actions = s.handle(now, Event::Tick);
             }
             (_, Some(i)) => {
                 let (at, g, event) = deliveries.remove(i);
@@ -1220,9 +1196,9 @@ fn the_attempt_timeout_is_capped_and_reset_by_a_subscription() {
     let mut s = sub(&["a"]);
     let _ = ev(&mut s, 0, Event::Start);
     let _ = ev(&mut s, 10, connected("a"));
-    let _ = ev(&mut s, 5_010, Event::Timer(Timer::Attempt));
+    let _ = ev(&mut s, 5_010, Event::Tick);
     assert_eq!(s.attempt_timeout(), first.times(2));
-    let _ = ev(&mut s, 5_210, Event::Timer(Timer::Retry));
+    let _ = ev(&mut s, 5_210, Event::Tick);
     let _ = ev(&mut s, 5_220, connected("a"));
     let _ = msg(&mut s, 5_300, "a", subscribed(5, 1_000));
     assert!(s.status().subscribed);
@@ -1252,7 +1228,7 @@ fn issue_20_a_leader_that_heartbeats_a_pending_subscribe_is_waited_for() {
             "the heartbeat is answered: {out:?}"
         );
         // The attempt's timer, as first armed or any later: stale now.
-        let out = ev(&mut s, t + 500, Event::Timer(Timer::Attempt));
+        let out = ev(&mut s, t + 500, Event::Tick);
         assert!(
             !out.iter().any(|a| matches!(a, Action::Close { .. } | Action::Connect { .. })),
             "abandoned at {t} ms though the leader heartbeats it: {out:?}"
@@ -1266,6 +1242,6 @@ fn issue_20_a_leader_that_heartbeats_a_pending_subscribe_is_waited_for() {
     let mut s = sub(&["a"]);
     let _ = ev(&mut s, 0, Event::Start);
     let _ = ev(&mut s, 10, connected("a"));
-    let out = ev(&mut s, 5_010, Event::Timer(Timer::Attempt));
+    let out = ev(&mut s, 5_010, Event::Tick);
     assert!(out.iter().any(|a| matches!(a, Action::Close { .. })), "{out:?}");
 }

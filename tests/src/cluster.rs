@@ -134,7 +134,8 @@ enum TimerKey {
     Master(usize),
     /// The worker node's one deadline.
     Worker(usize),
-    Sub(usize, subscriber::Timer),
+    /// The subscriber's earliest deadline ([`Subscriber::poll_timeout`]).
+    Sub(usize),
 }
 
 /// A subscriber process and what its program has been told.
@@ -477,7 +478,7 @@ impl Cluster {
             match key {
                 TimerKey::Master(m) => self.master_event(m, master::Event::Tick),
                 TimerKey::Worker(w) => self.worker_event(w, wnode::Input::Tick),
-                TimerKey::Sub(s, t) => self.sub_event(s, subscriber::Event::Timer(t)),
+                TimerKey::Sub(s) => self.sub_event(s, subscriber::Event::Tick),
             }
         }
         self.now = end;
@@ -607,6 +608,10 @@ impl Cluster {
         }
         let now = self.now;
         let actions = self.subs[s].machine.handle(now, e);
+        match self.subs[s].machine.poll_timeout() {
+            Some(at) => self.timers.insert(TimerKey::Sub(s), at),
+            None => self.timers.remove(&TimerKey::Sub(s)),
+        };
         for a in actions {
             match a {
                 subscriber::Action::Connect { master } => {
@@ -652,12 +657,6 @@ impl Cluster {
                     if let Some(conn) = self.sub_conns.remove(&(s, m)) {
                         self.master_event(m, master::Event::Disconnected { conn });
                     }
-                }
-                subscriber::Action::SetTimer { timer, at } => {
-                    self.timers.insert(TimerKey::Sub(s, timer), at);
-                }
-                subscriber::Action::CancelTimer { timer } => {
-                    self.timers.remove(&TimerKey::Sub(s, timer));
                 }
                 subscriber::Action::Subscribed { executors, .. } => {
                     let view = &mut self.subs[s].view;

@@ -20,9 +20,10 @@
 //!   [`Output::Close`], every later event of that connection (a frame
 //!   already in flight, its close) is ignored, so a reply to an abandoned
 //!   attempt never reaches the subscriber.
-//! * **One deadline table** ([`Deadlines`]) holds the subscriber's timers
-//!   and the node's own; the runtime asks [`SubmitNode::poll_timeout`] and
-//!   feeds [`Input::Tick`].
+//! * **Each owns its deadlines.** The subscriber keeps its own
+//!   ([`Subscriber::poll_timeout`]); the node's table ([`Deadlines`]) holds
+//!   only the node's timers. The runtime asks [`SubmitNode::poll_timeout`]
+//!   (the earlier of both) and feeds [`Input::Tick`].
 //! * **What the user sees** ([`Output::Show`]): one plain line per state
 //!   change (the framework id once known, `subscribed to <master>`, each
 //!   executor's state when it changed, `disconnected: ...`, refused
@@ -284,11 +285,9 @@ fn human(t: Millis) -> String {
     }
 }
 
-/// The node's named deadlines.
+/// The node's own named deadlines (the subscriber keeps its own).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Timer {
-    /// A subscriber timer.
-    Subscriber(subscriber::Timer),
     /// The submission is over: stop waiting for connections to end.
     Linger,
     /// [`Config::connect_timeout`] after the start: give up unless a
@@ -427,15 +426,21 @@ impl SubmitNode {
         self.exited
     }
 
-    /// The earliest deadline; feed [`Input::Tick`] once it has passed.
+    /// The earliest deadline, the subscriber's or the node's own; feed
+    /// [`Input::Tick`] once it has passed.
     pub fn poll_timeout(&self) -> Option<Millis> {
         if self.exited {
             return None;
         }
-        self.deadlines.next()
+        if self.ending.is_some() {
+            // The subscriber is done with: only the linger counts.
+            return self.deadlines.next();
+        }
+        [self.subscriber.poll_timeout(), self.deadlines.next()].into_iter().flatten().min()
     }
 
-    /// Every deadline the node holds (tests).
+    /// The node's own deadlines (the subscriber's are
+    /// [`Subscriber::deadline`]).
     pub fn deadlines(&self) -> &Deadlines<Timer> {
         &self.deadlines
     }
@@ -521,9 +526,11 @@ impl SubmitNode {
                 }
             }
             Input::Tick => {
+                if self.subscriber.poll_timeout().is_some_and(|at| at <= now) {
+                    self.feed(now, Event::Tick, None, &mut out);
+                }
                 for timer in self.deadlines.take_due(now) {
                     match timer {
-                        Timer::Subscriber(t) => self.feed(now, Event::Timer(t), None, &mut out),
                         Timer::Linger => {} // only set while ending
                         Timer::FirstMaster => match &self.leader_answered {
                             _ if self.ever_subscribed => {}
@@ -623,8 +630,6 @@ impl SubmitNode {
                     self.close(conn, reason, out);
                 }
             }
-            Action::SetTimer { timer, at } => self.deadlines.set(Timer::Subscriber(timer), at),
-            Action::CancelTimer { timer } => self.deadlines.cancel(Timer::Subscriber(timer)),
             app => self.observe(app, context, out),
         }
     }
@@ -964,11 +969,7 @@ pub fn describe(action: &Action) -> Option<String> {
         }
         Action::Disconnected { reason } => format!("disconnected: {reason}"),
         Action::Exit { reason, .. } => reason.clone(),
-        Action::Connect { .. }
-        | Action::Send { .. }
-        | Action::Close { .. }
-        | Action::SetTimer { .. }
-        | Action::CancelTimer { .. } => return None,
+        Action::Connect { .. } | Action::Send { .. } | Action::Close { .. } => return None,
     })
 }
 
