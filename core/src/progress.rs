@@ -1,6 +1,6 @@
 //! The progress of one executor group as a submitter sees it, and how a
 //! submission ends: the embedding program's side of the subscriber
-//! machine, shared by every runtime's submit driver.
+//! machine, shared by every runtime's submit pump.
 //!
 //! A [`GroupProgress`] is fed the subscriber machine's actions
 //! ([`GroupProgress::observe`]; protocol actions are ignored) and answers

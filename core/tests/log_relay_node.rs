@@ -191,13 +191,13 @@ fn a_state_query_past_the_lease_shows_no_leadership() {
             .iter()
             .filter_map(|o| match o {
                 Output::Answer { answer: Answer::State { state, counters }, .. } => {
-                    Some((state.status.clone(), counters.node.revocations))
+                    Some((state.status, counters.node.revocations))
                 }
                 _ => None,
             })
             .collect();
         assert_eq!(answers.len(), 1, "one answer in the same step: {out:?}");
-        answers[0].clone()
+        answers[0]
     };
     let ask = Query::State { cached: true };
     let out = c.feed(0, Input::Query { query: QueryId(1), ask: ask.clone() });

@@ -22,7 +22,7 @@
 //!   once known, `subscribed to <master>`,
 //!   `<executor> slot <n> on <worker>: RUNNING`, `disconnected: <reason>`,
 //!   refused requests, failed slots, master errors, the closing summary),
-//!   written by the shared [`regent_std::drivers::subscriber::Screen`].
+//!   written by the shared [`regent_std::pumps::subscriber::Screen`].
 //!   With [`run_submit_with_progress`] and `progress = true` (the caller
 //!   passes whether `out` is a terminal) a live one-line summary
 //!   (`[3/4 running, 1 done, 0 failed]`, redrawn with `\r`) follows the
@@ -61,7 +61,7 @@ use regent_core::node::submit::{DialId, DialResult, Input, Output, SubmitExit};
 use regent_core::node::SubmitNode;
 use regent_core::protocol::GroupSpec;
 use regent_core::{Addr, ConnId, Millis};
-use regent_std::drivers::subscriber::{
+use regent_std::pumps::subscriber::{
     check_configured_masters, check_masters_given, check_options, main_group, submit_node_config,
     Screen,
 };
@@ -72,16 +72,16 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use regent_std::drivers::subscriber::{DIAL_TIMEOUT, GROUP};
+pub use regent_std::pumps::subscriber::{DIAL_TIMEOUT, GROUP};
 
 /// Everything `regent submit` was asked to do: the options of the blocking
-/// subscriber driver, the same fields (the cluster, the masters, `--name`,
+/// subscriber pump, the same fields (the cluster, the masters, `--name`,
 /// `--framework-id`, `--failover-timeout`, `--executors`, `--cores`,
 /// `--memory`, the command after `--`, the connection settings and
 /// `--insecure`).
-pub use regent_std::drivers::SubscriberConfig as SubmitOptions;
+pub use regent_std::pumps::SubscriberConfig as SubmitOptions;
 
-/// How a submission ended (shared with the blocking driver).
+/// How a submission ended (shared with the blocking pump).
 pub use regent_core::progress::SubmitOutcome;
 
 /// Runs a submission until it ends (see the module documentation), writing
@@ -113,7 +113,7 @@ pub async fn run_submit(
 pub enum RunError {
     /// Invalid options (no master given, a bad group size...).
     #[error(transparent)]
-    Options(#[from] regent_std::drivers::DriverError),
+    Options(#[from] regent_std::pumps::PumpError),
     /// The job is not valid (names the group and the key).
     #[error(transparent)]
     Job(#[from] regent_core::job::JobError),

@@ -2,7 +2,7 @@
 //! runtimes.
 //!
 //! The smol runtime (`regent_smol::master::run_master`) runs every
-//! recovery mode; the std runtime ([`crate::drivers::spawn_master`]) runs
+//! recovery mode; the std runtime ([`crate::pumps::spawn_master`]) runs
 //! `none` and `filesystem` and refuses [`Recovery::Zookeeper`] with an error
 //! saying so (the ZooKeeper client is async). `regent master` fills this
 //! from its flags, environment and configuration file, whichever runtime is
@@ -86,7 +86,7 @@ pub struct MasterConfig {
     pub previous_secrets: Vec<Secret>,
     /// The std runtime's ceiling of peer connections at once (two threads
     /// and a socket each; default
-    /// [`crate::drivers::master::DEFAULT_MAX_CONNECTIONS`]); one more is
+    /// [`crate::pumps::master::DEFAULT_MAX_CONNECTIONS`]); one more is
     /// closed at once, with a log line. Checked at start against the
     /// process's limits. The smol runtime has no such ceiling (file
     /// descriptors only) and refuses a value here.

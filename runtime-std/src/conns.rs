@@ -3,7 +3,7 @@
 //! not fed back: the node already forgot them), how many were refused (the
 //! descriptor ceiling, a failed handshake), and the log lines of sends,
 //! closes and ends. The connections themselves are the runtime's
-//! (`regent_smol::net::ConnHandle`, [`crate::drivers::conn::ConnHandle`]);
+//! (`regent_smol::net::ConnHandle`, [`crate::pumps::conn::ConnHandle`]);
 //! both implement [`Peer`]. Nothing here decides protocol.
 
 use crate::net::CloseCause;

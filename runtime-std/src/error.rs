@@ -3,7 +3,7 @@
 //! Every fallible public function of `regent-std` returns an error enum of
 //! its domain ([`crate::net::NetError`], [`crate::host::HostError`],
 //! [`crate::store::StoreError`], [`crate::http::HttpError`],
-//! [`crate::exec::shim::ShimError`], [`crate::drivers::DriverError`]). Each
+//! [`crate::exec::shim::ShimError`], [`crate::pumps::PumpError`]). Each
 //! variant names what failed; an underlying cause is its
 //! [`source`](std::error::Error::source). [`report`] is how a program shows
 //! one: the error and every cause, joined with `": "`.

@@ -2,7 +2,7 @@
 //! runtime built on it.
 //!
 //! **The host layer** (used by both runtimes; knows nothing of threads per
-//! connection or of smol; imports nothing from [`drivers`], which a test,
+//! connection or of smol; imports nothing from [`pumps`], which a test,
 //! `tests/layers.rs`, checks):
 //!
 //! * [`store`]: the crash-safe filesystem recovery store (one directory, one
@@ -32,9 +32,9 @@
 //! * [`error`]: every fallible function returns its domain's error enum;
 //!   [`error::report`] prints one with its causes.
 //!
-//! **The blocking runtime**, [`drivers`]: the master, worker and subscriber
+//! **The blocking runtime**, [`pumps`]: the master, worker and subscriber
 //! nodes pumped on std threads (one thread owns each node), over
-//! [`drivers::conn`] (connections as a reader and a writer thread each),
+//! [`pumps::conn`] (connections as a reader and a writer thread each),
 //! for embedders and for `regent --runtime std`. Recovery modes `none` and
 //! `filesystem` only.
 #![warn(missing_docs)]
@@ -43,13 +43,13 @@ pub mod clock;
 pub mod config;
 pub mod conns;
 pub mod discovery;
-pub mod drivers;
 pub mod error;
 pub mod exec;
 pub mod host;
 pub mod http;
 pub mod net;
 pub mod notes;
+pub mod pumps;
 pub mod store;
 pub mod tls;
 

@@ -6,7 +6,7 @@
 //! ([`check_exposure`], [`check_zk_exposure`]), the fast takeover's probe
 //! classification, and the ids and nonces from OS entropy. The connections
 //! themselves are the runtime's: `regent_smol::net` on smol's reactor, and
-//! [`crate::drivers::conn`] on blocking threads. Nothing here decides
+//! [`crate::pumps::conn`] on blocking threads. Nothing here decides
 //! protocol: the handshake and the frame MACs are `regent_core::auth`, the
 //! frames are `regent_core::codec`.
 use regent_core::auth;

@@ -1,4 +1,4 @@
-//! Interop: the std drivers (`regent --runtime std`) and the smol daemons (`regent`)
+//! Interop: the std pumps (`regent --runtime std`) and the smol daemons (`regent`)
 //! in one cluster. Real processes on loopback, free ports, temp dirs,
 //! bounded waits, every process stopped on drop; outcomes are asserted,
 //! never timings.
@@ -10,8 +10,8 @@
 use regent_core::protocol::{ClusterState, Hello, Message, Role, PROTOCOL_VERSION};
 use regent_core::states::{MasterStatus, WorkerState};
 use regent_core::ConnId;
-use regent_std::drivers::conn::spawn_connection;
 use regent_std::net::{NetConfig, NetEvent};
+use regent_std::pumps::conn::spawn_connection;
 use std::fs;
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt as _;
@@ -30,7 +30,7 @@ fn profile_dir() -> PathBuf {
 }
 
 /// The `regent` binary of the same target dir, built on first use. Both
-/// runtimes are in it: `--runtime std` selects the blocking drivers.
+/// runtimes are in it: `--runtime std` selects the blocking pumps.
 fn regent_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {

@@ -1,7 +1,7 @@
 //! The crate's two layers stay apart: the shared host layer (everything in
-//! `src/` outside `src/drivers/`) is what both runtimes build on, so it must
-//! not reach into the blocking runtime (`drivers`). A `use` of
-//! `crate::drivers` (or a path through it) in a host-layer file fails here,
+//! `src/` outside `src/pumps/`) is what both runtimes build on, so it must
+//! not reach into the blocking runtime (`pumps`). A `use` of
+//! `crate::pumps` (or a path through it) in a host-layer file fails here,
 //! naming the file and the line.
 
 use std::fs;
@@ -19,21 +19,21 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 #[test]
-fn the_host_layer_does_not_import_the_blocking_drivers() {
+fn the_host_layer_does_not_import_the_blocking_pumps() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let drivers = src.join("drivers");
+    let pumps = src.join("pumps");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     assert!(files.len() > 10, "found the crate's sources: {files:?}");
     let mut offending = Vec::new();
-    for file in files.iter().filter(|f| !f.starts_with(&drivers)) {
+    for file in files.iter().filter(|f| !f.starts_with(&pumps)) {
         let text = fs::read_to_string(file).expect("a readable source file");
         for (n, line) in text.lines().enumerate() {
             let code = line.split("//").next().unwrap_or("");
-            if code.contains("crate::drivers") || code.contains("super::drivers") {
+            if code.contains("crate::pumps") || code.contains("super::pumps") {
                 offending.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
             }
         }
     }
-    assert!(offending.is_empty(), "the host layer imports the drivers:\n{}", offending.join("\n"));
+    assert!(offending.is_empty(), "the host layer imports the pumps:\n{}", offending.join("\n"));
 }

@@ -1,6 +1,6 @@
-//! The local recovery store as a master driver uses it, in either runtime:
+//! The local recovery store as a master pump uses it, in either runtime:
 //! nowhere (`--recovery none`) or the filesystem store behind its writer
-//! thread (group commit, fsync off the driver's thread). The ZooKeeper store
+//! thread (group commit, fsync off the pump's thread). The ZooKeeper store
 //! is the smol runtime's own.
 
 use super::{spawn_writer, FsStore, Op, StoreError, WriterEvent, WriterHandle};
@@ -8,7 +8,7 @@ use regent_core::store::seal::Sealing;
 use regent_core::store::{Record, StoreCommand, StoreEvent, WriteId};
 use std::path::Path;
 
-/// Where a single-master driver keeps its records.
+/// Where a single-master pump keeps its records.
 #[derive(Debug)]
 pub enum LocalStore {
     /// In memory only: every write is "durable" at once.
@@ -44,7 +44,7 @@ impl LocalStore {
     /// holder is an error naming it; what was ignored is logged; records
     /// under a previous key are re-sealed) and starts its writer. `deliver`
     /// receives the machine's events for every finished batch, on the writer
-    /// thread: send them on the driver's channel.
+    /// thread: send them on the pump's channel.
     pub fn open_files(
         dir: &Path,
         owner: &str,

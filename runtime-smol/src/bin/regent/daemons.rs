@@ -261,8 +261,8 @@ pub async fn demo() -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Stops a std-runtime driver on SIGTERM/SIGINT.
-pub fn stop_on_shutdown(stopper: regent_std::drivers::Stopper) {
+/// Stops a std-runtime pump on SIGTERM/SIGINT.
+pub fn stop_on_shutdown(stopper: regent_std::pumps::Stopper) {
     let rx = shutdown_channel();
     std::thread::spawn(move || {
         let _ = smol::block_on(rx.recv());
@@ -282,7 +282,7 @@ pub fn submit_exit(outcome: Result<regent_core::progress::SubmitOutcome, String>
 }
 
 pub async fn run_std(common: &Common, command: Command) -> Result<ExitCode, String> {
-    use regent_std::drivers as d;
+    use regent_std::pumps as d;
     let net = net_config(common)?;
     match command {
         Command::Master(a) => {
@@ -340,7 +340,7 @@ pub async fn run_std(common: &Common, command: Command) -> Result<ExitCode, Stri
             let s = d::spawn_subscriber_with_output(cfg, std::io::stdout(), progress)?;
             stop_on_shutdown(s.stopper());
             let outcome = smol::unblock(move || {
-                // Printed by the driver; the events are only drained.
+                // Printed by the pump; the events are only drained.
                 for _ in s.events().iter() {}
                 s.wait()
             })

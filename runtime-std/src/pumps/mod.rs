@@ -1,6 +1,6 @@
 //! The machines of `regent-core` driven on std threads and blocking sockets.
 //!
-//! Each driver has the shape of every regent runtime (docs/design.md#runtimes-only-pump):
+//! Each pump has the shape of every regent runtime (docs/design.md#runtimes-only-pump):
 //! one thread owns the machine; it waits on one channel with
 //! `recv_timeout` until the earliest timer deadline; makes one `handle`
 //! call per input (a frame, a deadline, an I/O completion or a command);
@@ -39,9 +39,9 @@ use std::time::{Duration, Instant};
 pub use crate::clock::RuntimeClock;
 pub use crate::host::wall_clock_ms;
 
-/// Why a driver could not start, or how it ended when it stopped by itself.
+/// Why a pump could not start, or how it ended when it stopped by itself.
 #[derive(Debug, thiserror::Error)]
-pub enum DriverError {
+pub enum PumpError {
     /// The std runtime has no ZooKeeper client (it is async).
     #[error("{}", crate::config::ZOOKEEPER_NEEDS_SMOL)]
     ZookeeperNeedsSmol,
@@ -88,7 +88,7 @@ pub enum DriverError {
         #[source]
         source: std::io::Error,
     },
-    /// A thread of the driver could not be started.
+    /// A thread of the pump could not be started.
     #[error("cannot start the {what} thread: {source}")]
     Thread {
         /// Which thread.
@@ -110,28 +110,28 @@ pub enum DriverError {
     /// A submission's options are invalid.
     #[error("{0}")]
     Options(&'static str),
-    /// The driver's thread panicked.
+    /// The pump's thread panicked.
     #[error("the {0} thread panicked")]
     Panicked(&'static str),
-    /// The driver stopped by itself, saying why (a master giving up its
+    /// The pump stopped by itself, saying why (a master giving up its
     /// leadership, a worker told to stop).
     #[error("{reason}")]
     Ended {
-        /// Which driver.
-        driver: &'static str,
+        /// Which pump.
+        pump: &'static str,
         /// Its reason.
         reason: String,
     },
 }
 
-crate::error::into_report!(DriverError);
+crate::error::into_report!(PumpError);
 
-impl From<DriverError> for regent_core::progress::SubmitError {
-    /// A submission's driver failed: [`SubmitError::Runtime`], with the
+impl From<PumpError> for regent_core::progress::SubmitError {
+    /// A submission's pump failed: [`SubmitError::Runtime`], with the
     /// causes.
     ///
     /// [`SubmitError::Runtime`]: regent_core::progress::SubmitError::Runtime
-    fn from(e: DriverError) -> Self {
+    fn from(e: PumpError) -> Self {
         regent_core::progress::SubmitError::Runtime(crate::error::report(&e))
     }
 }
@@ -221,8 +221,8 @@ fn spawn_dial(
     }
 }
 
-/// Asks a running driver to stop, from any thread (a signal handler, a test).
-/// Cheap to clone; stopping a driver that has stopped already does nothing.
+/// Asks a running pump to stop, from any thread (a signal handler, a test).
+/// Cheap to clone; stopping a pump that has stopped already does nothing.
 #[derive(Clone)]
 pub struct Stopper(std::sync::Arc<dyn Fn() + Send + Sync>);
 
@@ -243,36 +243,36 @@ impl std::fmt::Debug for Stopper {
     }
 }
 
-/// What every driver handle shares: the driver's thread and how to ask it to
-/// stop. Dropping it stops the driver and waits for it.
+/// What every pump handle shares: the pump's thread and how to ask it to
+/// stop. Dropping it stops the pump and waits for it.
 #[derive(Debug)]
-struct DriverThread<T, E = DriverError> {
+struct PumpThread<T, E = PumpError> {
     what: &'static str,
     stop: Stopper,
     thread: Option<std::thread::JoinHandle<Result<T, E>>>,
 }
 
-impl<T, E: From<DriverError>> DriverThread<T, E> {
+impl<T, E: From<PumpError>> PumpThread<T, E> {
     fn new(
         what: &'static str,
         stop: Stopper,
         thread: std::thread::JoinHandle<Result<T, E>>,
     ) -> Self {
-        DriverThread { what, stop, thread: Some(thread) }
+        PumpThread { what, stop, thread: Some(thread) }
     }
 
     fn is_finished(&self) -> bool {
         self.thread.as_ref().is_none_or(|t| t.is_finished())
     }
 
-    /// Waits for the driver's end; `None` when it was waited for already.
+    /// Waits for the pump's end; `None` when it was waited for already.
     fn join(&mut self) -> Option<Result<T, E>> {
         let t = self.thread.take()?;
-        Some(t.join().unwrap_or_else(|_| Err(DriverError::Panicked(self.what).into())))
+        Some(t.join().unwrap_or_else(|_| Err(PumpError::Panicked(self.what).into())))
     }
 }
 
-impl<T, E> Drop for DriverThread<T, E> {
+impl<T, E> Drop for PumpThread<T, E> {
     fn drop(&mut self) {
         if let Some(t) = self.thread.take() {
             self.stop.stop();

@@ -16,13 +16,13 @@
 //! generated id across restarts; the supervisor keeps its lock, records and
 //! executor logs beside it (see [`crate::exec`]).
 
-use super::{spawn_dial, DialError, DriverError, DriverThread, RuntimeClock, Stopper};
-use crate::drivers::conn::{spawn_connection, ConnHandle};
+use super::{spawn_dial, DialError, PumpError, PumpThread, RuntimeClock, Stopper};
 use crate::exec::{ExecEvent, LeftBehind, Supervisor};
 use crate::host::{
     execute_executor_command, left_behind_report, prepare_worker, read_executor_log, PreparedWorker,
 };
 use crate::net::{NetConfig, NetEvent};
+use crate::pumps::conn::{spawn_connection, ConnHandle};
 use regent_core::auth::Side;
 use regent_core::node::worker::{DialId, DialResult, Input as NodeInput, Output};
 use regent_core::node::WorkerNode;
@@ -57,7 +57,7 @@ enum Input {
 pub struct WorkerHandle {
     id: String,
     status: Arc<Mutex<WorkerStatus>>,
-    driver: DriverThread<()>,
+    pump: PumpThread<()>,
 }
 
 impl WorkerHandle {
@@ -75,26 +75,26 @@ impl WorkerHandle {
     /// A handle that asks the worker to shut down, usable from another
     /// thread.
     pub fn stopper(&self) -> Stopper {
-        self.driver.stop.clone()
+        self.pump.stop.clone()
     }
 
     /// `true` once the worker's thread has ended.
     pub fn is_finished(&self) -> bool {
-        self.driver.is_finished()
+        self.pump.is_finished()
     }
 
     /// Shuts the worker down: kills every executor, reports their ends to
     /// the master it follows, gives the connections [`FLUSH_GRACE`] to flush;
     /// then returns how the worker ended.
-    pub fn shutdown(mut self) -> Result<(), DriverError> {
-        self.driver.stop.stop();
-        self.driver.join().unwrap_or(Ok(()))
+    pub fn shutdown(mut self) -> Result<(), PumpError> {
+        self.pump.stop.stop();
+        self.pump.join().unwrap_or(Ok(()))
     }
 
     /// Waits until the worker ends: `Ok` after a shutdown, `Err` with the
     /// machine's reason when it exited (e.g. the master told it to stop).
-    pub fn wait(mut self) -> Result<(), DriverError> {
-        self.driver.join().unwrap_or(Ok(()))
+    pub fn wait(mut self) -> Result<(), PumpError> {
+        self.pump.join().unwrap_or(Ok(()))
     }
 }
 
@@ -105,7 +105,7 @@ impl WorkerHandle {
 /// `insecure` is not set, when the work directory cannot be used (or another
 /// worker holds it), or when the worker id cannot be read or stored. A
 /// configured master whose name does not resolve yet is only warned about.
-pub fn spawn_worker(cfg: WorkerConfig) -> Result<WorkerHandle, DriverError> {
+pub fn spawn_worker(cfg: WorkerConfig) -> Result<WorkerHandle, PumpError> {
     let (tx, rx) = mpsc::channel::<Input>();
     let sink = Mutex::new(tx.clone());
     let PreparedWorker { supervisor, left_behind, id, config } = prepare_worker(&cfg, move |ev| {
@@ -135,14 +135,14 @@ pub fn spawn_worker(cfg: WorkerConfig) -> Result<WorkerHandle, DriverError> {
     let thread = std::thread::Builder::new()
         .name("regent-worker".into())
         .spawn(move || {
-            d.run(rx, left_behind).map_err(|reason| DriverError::Ended { driver: "worker", reason })
+            d.run(rx, left_behind).map_err(|reason| PumpError::Ended { pump: "worker", reason })
         })
-        .map_err(|source| DriverError::Thread { what: "worker", source })?;
+        .map_err(|source| PumpError::Thread { what: "worker", source })?;
     let stop_tx = tx;
     let stop = Stopper::new(move || {
         let _ = stop_tx.send(Input::Shutdown);
     });
-    Ok(WorkerHandle { id, status, driver: DriverThread::new("worker", stop, thread) })
+    Ok(WorkerHandle { id, status, pump: PumpThread::new("worker", stop, thread) })
 }
 
 /// The I/O pump around one `WorkerNode`, following the pump contract of

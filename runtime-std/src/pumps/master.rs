@@ -19,13 +19,13 @@
 //! refuses it. The configuration ([`MasterConfig`]) is the one both
 //! runtimes read, in [`crate::config`].
 
-use super::{wall_clock_ms, DriverError, DriverThread, RuntimeClock, Stopper};
+use super::{wall_clock_ms, PumpError, PumpThread, RuntimeClock, Stopper};
 use crate::config::{MasterConfig, Recovery};
 use crate::conns::Conns;
-use crate::drivers::conn::{self, spawn_connection, ConnHandle};
 use crate::host::{proc_limit, ConnectionCeiling};
 use crate::http::{self, HttpQuery};
 use crate::net::{self, NetConfig, NetEvent};
+use crate::pumps::conn::{self, spawn_connection, ConnHandle};
 use crate::store::{master_sealing, LocalStore};
 use regent_core::auth::Side;
 use regent_core::node::master::{Config, Input as NodeInput, Leadership, Output};
@@ -104,10 +104,10 @@ const RESERVE: usize = 64;
 
 /// Checks `max` connections fit the process's limits: a descriptor each,
 /// two threads each.
-pub fn check_connection_ceiling(max: usize) -> Result<(), DriverError> {
+pub fn check_connection_ceiling(max: usize) -> Result<(), PumpError> {
     if let Some(files) = proc_limit("Max open files") {
         if max + RESERVE > files {
-            return Err(DriverError::TooFewFiles { max, needed: max + RESERVE, limit: files });
+            return Err(PumpError::TooFewFiles { max, needed: max + RESERVE, limit: files });
         }
     }
     let threads = [
@@ -121,7 +121,7 @@ pub fn check_connection_ceiling(max: usize) -> Result<(), DriverError> {
     ];
     if let Some(limit) = threads.into_iter().flatten().min() {
         if 2 * max + RESERVE > limit {
-            return Err(DriverError::TooFewThreads { max, needed: 2 * max + RESERVE, limit });
+            return Err(PumpError::TooFewThreads { max, needed: 2 * max + RESERVE, limit });
         }
     }
     Ok(())
@@ -145,7 +145,7 @@ pub struct MasterHandle {
     addr: SocketAddr,
     http_addr: Option<SocketAddr>,
     tx: Sender<Input>,
-    driver: DriverThread<()>,
+    pump: PumpThread<()>,
 }
 
 impl MasterHandle {
@@ -171,43 +171,43 @@ impl MasterHandle {
 
     /// A handle that asks the master to stop, usable from another thread.
     pub fn stopper(&self) -> Stopper {
-        self.driver.stop.clone()
+        self.pump.stop.clone()
     }
 
     /// `true` once the master's thread has ended (shut down or gave up).
     pub fn is_finished(&self) -> bool {
-        self.driver.is_finished()
+        self.pump.is_finished()
     }
 
     /// Stops the master: closes every connection and the store (releasing
     /// its lock), then returns how the master ended.
-    pub fn shutdown(mut self) -> Result<(), DriverError> {
-        self.driver.stop.stop();
-        self.driver.join().unwrap_or(Ok(()))
+    pub fn shutdown(mut self) -> Result<(), PumpError> {
+        self.pump.stop.stop();
+        self.pump.join().unwrap_or(Ok(()))
     }
 
     /// Waits until the master stops by itself or through a [`Stopper`]:
     /// `Ok` after a shutdown, `Err` naming why it gave up leadership
     /// (docs/design.md#leadership-that-cannot-act-is-given-up).
-    pub fn wait(mut self) -> Result<(), DriverError> {
-        self.driver.join().unwrap_or(Ok(()))
+    pub fn wait(mut self) -> Result<(), PumpError> {
+        self.pump.join().unwrap_or(Ok(()))
     }
 }
 
 /// Starts a master on a thread of its own. Fails at once, naming why, when
 /// the listen address is exposed without a secret (and not `insecure`),
 /// cannot be bound, or the store cannot be opened (locked by another master,
-/// damaged), and for [`Recovery::Zookeeper`] ([`DriverError::ZookeeperNeedsSmol`]).
-pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, DriverError> {
+/// damaged), and for [`Recovery::Zookeeper`] ([`PumpError::ZookeeperNeedsSmol`]).
+pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, PumpError> {
     net::check_exposure(&cfg.listen, cfg.net.secret.is_some(), cfg.insecure)
-        .map_err(DriverError::ListenExposed)?;
+        .map_err(PumpError::ListenExposed)?;
     if let Some(addr) = cfg.http {
         net::check_exposure(&addr, cfg.net.secret.is_some(), cfg.insecure)
-            .map_err(DriverError::HttpExposed)?;
+            .map_err(PumpError::HttpExposed)?;
     }
     let max_connections = cfg.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS);
     check_connection_ceiling(max_connections)?;
-    let listen_error = |source| DriverError::Listen { addr: cfg.listen, source };
+    let listen_error = |source| PumpError::Listen { addr: cfg.listen, source };
     let listener = TcpListener::bind(cfg.listen).map_err(listen_error)?;
     net::widen_backlog(&listener).map_err(listen_error)?;
     let bound = listener.local_addr().map_err(listen_error)?;
@@ -226,7 +226,7 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, DriverError> {
                 let _ = sink.send(Input::Store(events));
             })?
         }
-        Recovery::Zookeeper { .. } => return Err(DriverError::ZookeeperNeedsSmol),
+        Recovery::Zookeeper { .. } => return Err(PumpError::ZookeeperNeedsSmol),
     };
     // HTTP: bound before the master starts (a taken port fails the start);
     // its queries are forwarded into the master's channel.
@@ -249,7 +249,7 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, DriverError> {
                         }
                     }
                 })
-                .map_err(|source| DriverError::Thread { what: "HTTP query", source })?;
+                .map_err(|source| PumpError::Thread { what: "HTTP query", source })?;
             (Some(http_bound), Some(qrx))
         }
     };
@@ -286,18 +286,13 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, DriverError> {
     };
     let thread = std::thread::Builder::new()
         .name("regent-master".into())
-        .spawn(move || d.run(rx).map_err(|reason| DriverError::Ended { driver: "master", reason }))
-        .map_err(|source| DriverError::Thread { what: "master", source })?;
+        .spawn(move || d.run(rx).map_err(|reason| PumpError::Ended { pump: "master", reason }))
+        .map_err(|source| PumpError::Thread { what: "master", source })?;
     let stop_tx = tx.clone();
     let stop = Stopper::new(move || {
         let _ = stop_tx.send(Input::Shutdown);
     });
-    Ok(MasterHandle {
-        addr: bound,
-        http_addr,
-        tx,
-        driver: DriverThread::new("master", stop, thread),
-    })
+    Ok(MasterHandle { addr: bound, http_addr, tx, pump: PumpThread::new("master", stop, thread) })
 }
 
 /// The accept thread; dropping it stops the thread and closes the listener.
@@ -312,7 +307,7 @@ impl Acceptor {
         listener: TcpListener,
         bound: SocketAddr,
         tx: Sender<Input>,
-    ) -> Result<Self, DriverError> {
+    ) -> Result<Self, PumpError> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
@@ -331,7 +326,7 @@ impl Acceptor {
                     std::thread::sleep(Duration::from_millis(50));
                 }
             })
-            .map_err(|source| DriverError::Thread { what: "accept", source })?;
+            .map_err(|source| PumpError::Thread { what: "accept", source })?;
         // A wildcard address is woken through loopback.
         let mut wake = bound;
         if wake.ip().is_unspecified() {

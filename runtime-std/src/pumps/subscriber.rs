@@ -10,7 +10,7 @@
 //! generations, which connection events count, the progress of the slots,
 //! what the user is shown and how the submission ends are the node's.
 //!
-//! What the driver adds:
+//! What the pump adds:
 //!
 //! * **start**: a fresh instance id (OS entropy), `Start`, then `Declare` of
 //!   the group [`GROUP`] (`executors` slots of `command`);
@@ -32,10 +32,10 @@
 //!   after an interruption its executors keep running within the failover
 //!   timeout and a new subscriber with the same framework id adopts them.
 
-use super::{spawn_dial, DialError, DriverError, DriverThread, RuntimeClock, Stopper};
-use crate::drivers::conn::{spawn_connection, ConnHandle};
+use super::{spawn_dial, DialError, PumpError, PumpThread, RuntimeClock, Stopper};
 use crate::host::HostError;
 use crate::net::{check_exposure, NetConfig, NetEvent};
+use crate::pumps::conn::{spawn_connection, ConnHandle};
 use regent_core::auth::Side;
 use regent_core::ids::InstanceId;
 use regent_core::node::submit::{
@@ -54,7 +54,7 @@ use std::time::Duration;
 
 pub use regent_core::node::submit::{describe, describe_request, executor_line, state_text};
 
-/// The name of the one executor group the driver declares.
+/// The name of the one executor group the pump declares.
 pub const GROUP: &str = "main";
 
 /// How long one dial (resolve and TCP connect) may take.
@@ -130,13 +130,13 @@ enum Input {
 }
 
 /// A running submission. Dropping it interrupts the submission and waits
-/// for the driver to end.
+/// for the pump to end.
 #[derive(Debug)]
 pub struct SubscriberHandle {
     instance: InstanceId,
     events: Receiver<Action>,
     status: Arc<Mutex<SubscriberStatus>>,
-    driver: DriverThread<SubmitOutcome, SubmitError>,
+    pump: PumpThread<SubmitOutcome, SubmitError>,
 }
 
 impl SubscriberHandle {
@@ -146,7 +146,7 @@ impl SubscriberHandle {
     }
 
     /// The machine's app-facing actions, in order. The channel ends
-    /// (disconnects) when the driver has ended.
+    /// (disconnects) when the pump has ended.
     pub fn events(&self) -> &Receiver<Action> {
         &self.events
     }
@@ -160,24 +160,24 @@ impl SubscriberHandle {
     /// Interrupts the submission ([`SubmitOutcome::Interrupted`]); returns
     /// at once.
     pub fn interrupt(&self) {
-        self.driver.stop.stop();
+        self.pump.stop.stop();
     }
 
     /// A handle that interrupts the submission, usable from another thread.
     pub fn stopper(&self) -> Stopper {
-        self.driver.stop.clone()
+        self.pump.stop.clone()
     }
 
-    /// `true` once the driver has ended.
+    /// `true` once the pump has ended.
     pub fn is_finished(&self) -> bool {
-        self.driver.is_finished()
+        self.pump.is_finished()
     }
 
     /// Waits for the outcome. Errors: a declaration the master refused, or
     /// the machine stopping for another reason than a takeover (e.g. an
     /// operator tore the framework down).
     pub fn wait(mut self) -> Result<SubmitOutcome, SubmitError> {
-        self.driver.join().unwrap_or_else(|| Err(SubmitError::Runtime("already waited for".into())))
+        self.pump.join().unwrap_or_else(|| Err(SubmitError::Runtime("already waited for".into())))
     }
 }
 
@@ -185,7 +185,7 @@ impl SubscriberHandle {
 /// go to the debug log; follow it through [`SubscriberHandle::events`]).
 /// Fails at once on invalid options or a configured master refused by
 /// [`check_exposure`].
-pub fn spawn_subscriber(cfg: SubscriberConfig) -> Result<SubscriberHandle, DriverError> {
+pub fn spawn_subscriber(cfg: SubscriberConfig) -> Result<SubscriberHandle, PumpError> {
     spawn_subscriber_with_output(cfg, std::io::sink(), false)
 }
 
@@ -197,7 +197,7 @@ pub fn spawn_subscriber_with_output(
     cfg: SubscriberConfig,
     out: impl Write + Send + 'static,
     progress: bool,
-) -> Result<SubscriberHandle, DriverError> {
+) -> Result<SubscriberHandle, PumpError> {
     check_options(&cfg)?;
     check_configured_masters(&cfg)?;
     let instance = InstanceId(crate::host::next_instance_id(cfg.state_dir.as_deref())?);
@@ -228,33 +228,33 @@ pub fn spawn_subscriber_with_output(
     let thread = std::thread::Builder::new()
         .name("regent-subscriber".into())
         .spawn(move || pump.run(rx, spec))
-        .map_err(|source| DriverError::Thread { what: "subscriber", source })?;
+        .map_err(|source| PumpError::Thread { what: "subscriber", source })?;
     let stop_tx = tx;
     let stop = Stopper::new(move || {
         let _ = stop_tx.send(Input::Interrupt);
     });
-    let driver = DriverThread::new("subscriber", stop, thread);
-    Ok(SubscriberHandle { instance, events: erx, status, driver })
+    let pump = PumpThread::new("subscriber", stop, thread);
+    Ok(SubscriberHandle { instance, events: erx, status, pump })
 }
 
 /// Checks the options of a submission, before anything is resolved or
 /// dialled (shared with `regent_smol::submit`).
-pub fn check_options(cfg: &SubscriberConfig) -> Result<(), DriverError> {
+pub fn check_options(cfg: &SubscriberConfig) -> Result<(), PumpError> {
     check_masters_given(cfg)?;
     if cfg.executors == 0 {
-        return Err(DriverError::Options("--executors must be at least 1"));
+        return Err(PumpError::Options("--executors must be at least 1"));
     }
     if cfg.command.is_empty() {
-        return Err(DriverError::Options("no command given (after --)"));
+        return Err(PumpError::Options("no command given (after --)"));
     }
     Ok(())
 }
 
 /// Refuses options without a master (`regent run` checks only this: its
 /// groups come from the job file, checked by the job's validation).
-pub fn check_masters_given(cfg: &SubscriberConfig) -> Result<(), DriverError> {
+pub fn check_masters_given(cfg: &SubscriberConfig) -> Result<(), PumpError> {
     if cfg.masters.is_empty() {
-        return Err(DriverError::Options("no master given (--masters)"));
+        return Err(PumpError::Options("no master given (--masters)"));
     }
     Ok(())
 }

@@ -1,14 +1,14 @@
-//! The std drivers together in one process: a master, workers and a
+//! The std pumps together in one process: a master, workers and a
 //! subscriber on loopback (free ports, temp dirs, bounded waits).
 
 use regent_core::states::{MasterStatus, WorkerState};
 use regent_core::subscriber::Action;
 use regent_core::Addr;
-use regent_std::drivers::{
+use regent_std::net::NetConfig;
+use regent_std::pumps::{
     spawn_master, spawn_subscriber, spawn_worker, MasterConfig, MasterHandle, Recovery,
     SubmitOutcome, SubscriberConfig, WorkerConfig, WorkerHandle,
 };
-use regent_std::net::NetConfig;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -78,7 +78,7 @@ fn alive_workers(m: &MasterHandle) -> Vec<String> {
 }
 
 #[test]
-fn an_application_completes_on_std_drivers() {
+fn an_application_completes_on_std_pumps() {
     let dir = tempfile::tempdir().unwrap();
     let m = master(Recovery::None, "127.0.0.1:0");
     let addr = m.addr().to_string();

@@ -1,4 +1,4 @@
-//! Connections on blocking sockets, for the blocking drivers: TCP, the
+//! Connections on blocking sockets, for the blocking pumps: TCP, the
 //! optional cluster-secret handshake, and framing. The blocking twin of
 //! `regent_smol::net`; what both share is [`crate::net`].
 //!
