@@ -88,3 +88,6 @@ pub enum WorkerError {
 }
 
 into_report!(WorkerError);
+// The callback listener sits below this module (`net`), so its error
+// converts here rather than there.
+into_report!(crate::net::CallbackError);

@@ -523,8 +523,6 @@ pub struct CallbackError {
     pub source: std::io::Error,
 }
 
-crate::error::into_report!(CallbackError);
-
 /// Binds a callback listener on `listen` (docs/design.md#seed-002: a new leader dials it
 /// to say it leads) and accepts on a task of its own; the accepted streams
 /// come out of the returned channel. Returns the bound address and the
