@@ -24,9 +24,9 @@
 //! kernel accepts for a frozen process), and fails after its timeout across
 //! a partition; its answer comes back through the event queue.
 
-/// The invariants, checked after every step: the engine's observers, so a
-/// child of it (they read the world the engine steps; the engine calls
-/// their hooks).
+// The invariants, checked after every step, are the engine's observers,
+// so a child of it: they read the world the engine steps, and the engine
+// calls their hooks.
 pub mod invariants;
 use super::schedule::{Fault, Schedule};
 use super::{Knobs, RunStats, SimConfig, Violation, TRACE_LEN};
