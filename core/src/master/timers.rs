@@ -29,31 +29,43 @@ use crate::time::Millis;
 
 impl Master {
     /// The earliest deadline of this machine; feed [`Event::Tick`] at or
-    /// after it. `None` when nothing is pending (a standby).
+    /// after it. `None` when nothing is pending (a standby). Asked after
+    /// every step by the runtime, so it allocates nothing.
     ///
     /// [`Event::Tick`]: super::Event::Tick
     pub fn poll_timeout(&self) -> Option<Millis> {
-        self.deadlines().map(|(_, at)| at).min()
+        [self.timers.next(), self.log_relay_deadline(), self.restart_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The deadline of `timer`, if it is pending.
     pub fn deadline(&self, timer: Timer) -> Option<Millis> {
-        self.deadlines().find(|(t, _)| *t == timer).map(|(_, at)| at)
+        match timer {
+            Timer::LogRelays => self.log_relay_deadline(),
+            Timer::Restart => self.restart_deadline(),
+            Timer::Sweep | Timer::Recovery | Timer::FrameworkHeartbeat | Timer::Drain => {
+                self.timers.get(timer)
+            }
+        }
     }
 
     /// Every pending deadline, in [`Timer`] order.
     pub fn deadlines(&self) -> impl Iterator<Item = (Timer, Millis)> + '_ {
-        let derived = [
-            (Timer::LogRelays, self.log_relay_deadline()),
-            (Timer::Restart, self.leads().then(|| self.restart_waits.earliest()).flatten()),
-        ];
+        let derived = [Timer::LogRelays, Timer::Restart];
         let mut all: Vec<(Timer, Millis)> = self
             .timers
             .iter()
-            .chain(derived.into_iter().filter_map(|(t, at)| Some((t, at?))))
+            .chain(derived.into_iter().filter_map(|t| Some((t, self.deadline(t)?))))
             .collect();
         all.sort();
         all.into_iter()
+    }
+
+    /// The restart deadline: the earliest backoff to end, while leading.
+    fn restart_deadline(&self) -> Option<Millis> {
+        self.leads().then(|| self.restart_waits.earliest()).flatten()
     }
 
     /// Fires every deadline due at `now`, earliest first.
