@@ -67,7 +67,12 @@ use serde::{Deserialize, Serialize};
 /// Version 12 (docs/design.md#issue-42, typed states): `ClusterState`'s status,
 /// `WorkerView`'s state and drain and `FrameworkView`'s state are the enums
 /// of [`crate::states`] (an index on the wire) instead of names.
-pub const PROTOCOL_VERSION: u16 = 12;
+///
+/// Version 13 (docs/design.md#issue-43, the HTTP API): jobs the leader owns
+/// (`SubmitJob`, `JobAccepted`, `DeleteJob`), job status (`JobsRequest`,
+/// `JobsReply`), and a scale that names the executors it removes
+/// (`ScaleGroup`'s `remove` and `stop`); see [`crate::api`].
+pub const PROTOCOL_VERSION: u16 = 13;
 
 /// What kind of node is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -820,6 +825,15 @@ pub enum Message {
         group: String,
         /// The slot count wanted.
         slots: u32,
+        /// The executors the scale removes (docs/design.md#issue-43): with
+        /// `slots` lower than the count, these go instead of the highest
+        /// slots, and the rest keep running; with the count kept, their
+        /// slots are refilled. Each must be a live executor of the group;
+        /// at most as many as the count is lowered by, unless refilled.
+        remove: Vec<ExecutorId>,
+        /// How the removed executors stop: `None` kills them (SIGKILL
+        /// after the group's kill grace, as a framework's kill).
+        stop: Option<crate::api::Stop>,
     },
     /// Operator → leader: kill one executor. With `refill` its slot gets a
     /// replacement (an operator's kill is not a failure: no retry budget is
@@ -907,6 +921,56 @@ pub enum Message {
         incarnation: Incarnation,
         /// The sample.
         usage: WorkerUsage,
+    },
+    /// Client → leader: create or update a job the leader owns
+    /// (`POST /v1/jobs`; docs/design.md#issue-43, [`crate::api`]).
+    /// Answered by `JobAccepted` once durable, or `RequestRefused` naming
+    /// why (an invalid group, a version that does not match, a group the
+    /// job no longer names).
+    SubmitJob {
+        /// Echoed in the answer.
+        request: u64,
+        /// The job.
+        job: crate::api::JobSubmission,
+    },
+    /// Leader → client: a `SubmitJob` is durable.
+    JobAccepted {
+        /// The leader's epoch.
+        epoch: Epoch,
+        /// The request's number.
+        request: u64,
+        /// The job.
+        job: FrameworkId,
+        /// Its version now.
+        version: u64,
+        /// What the submission did.
+        change: crate::api::JobChange,
+    },
+    /// Client → leader: tear a job down (`DELETE /v1/jobs/{id}`): its
+    /// executors are killed and it ends TORN_DOWN in the history.
+    /// Answered by `RequestAccepted` once durable.
+    DeleteJob {
+        /// Echoed in the answer.
+        request: u64,
+        /// The job (any framework's id).
+        job: FrameworkId,
+    },
+    /// Client → leader: the status of one job, or of every job
+    /// (`GET /v1/jobs[/{id}]`). Answered by `JobsReply`.
+    JobsRequest {
+        /// Echoed in the answer.
+        request: u64,
+        /// One job; `None`: every job.
+        job: Option<FrameworkId>,
+    },
+    /// Leader → client: the answer to `JobsRequest`.
+    JobsReply {
+        /// The leader's epoch.
+        epoch: Epoch,
+        /// The request's number.
+        request: u64,
+        /// The jobs asked for, by id.
+        jobs: Vec<crate::api::JobStatus>,
     },
 }
 
@@ -1218,7 +1282,9 @@ impl Message {
             | Message::StopExecutorOnWorker { epoch, .. }
             | Message::GroupScaled { epoch, .. }
             | Message::RegisterRefused { epoch, .. }
-            | Message::PlanReply { epoch, .. } => Some(*epoch),
+            | Message::PlanReply { epoch, .. }
+            | Message::JobAccepted { epoch, .. }
+            | Message::JobsReply { epoch, .. } => Some(*epoch),
             Message::Hello(_)
             | Message::RegisterWorker(_)
             | Message::WorkerHeartbeat { .. }
@@ -1242,7 +1308,10 @@ impl Message {
             | Message::DrainWorker { .. }
             | Message::ScaleGroup { .. }
             | Message::OperatorKillExecutor { .. }
-            | Message::PlanRequest { .. } => None,
+            | Message::PlanRequest { .. }
+            | Message::SubmitJob { .. }
+            | Message::DeleteJob { .. }
+            | Message::JobsRequest { .. } => None,
         }
     }
 
@@ -1278,6 +1347,11 @@ impl Message {
             Message::StateRequest => "StateRequest",
             Message::StateReply(_) => "StateReply",
             Message::RemoveWorker { .. } => "RemoveWorker",
+            Message::SubmitJob { .. } => "SubmitJob",
+            Message::JobAccepted { .. } => "JobAccepted",
+            Message::DeleteJob { .. } => "DeleteJob",
+            Message::JobsRequest { .. } => "JobsRequest",
+            Message::JobsReply { .. } => "JobsReply",
             Message::KillFramework { .. } => "KillFramework",
             Message::FrameworkHeartbeatAck { .. } => "FrameworkHeartbeatAck",
             Message::StepDown { .. } => "StepDown",

@@ -330,6 +330,8 @@ impl Arbitrary for Arb {
                 framework: FrameworkId(s(g)),
                 group: s(g),
                 slots: u32::arbitrary(g),
+                remove: Vec::new(),
+                stop: None,
             },
             42 => Message::OperatorKillExecutor {
                 request: u64::arbitrary(g),
@@ -868,6 +870,8 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 framework: FrameworkId::new("f1"),
                 group: "main".into(),
                 slots: 5,
+                remove: Vec::new(),
+                stop: None,
             },
         ),
         (

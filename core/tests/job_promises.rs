@@ -415,6 +415,8 @@ fn a_scale_down_kill_is_sent_again_when_the_worker_registers_after_a_blip() {
             framework: fw.clone(),
             group: "g".into(),
             slots: 1,
+            remove: Vec::new(),
+            stop: None,
         }))
     });
 }

@@ -108,7 +108,7 @@ fn an_http_log_query_is_relayed_and_answered_by_the_node() {
     let answers: Vec<_> = out
         .iter()
         .filter_map(|o| match o {
-            Output::Answer { query, answer: Answer::Log(msg) } => Some((*query, msg.clone())),
+            Output::Answer { query, answer: Answer::Reply(msg) } => Some((*query, msg.clone())),
             _ => None,
         })
         .collect();
@@ -149,7 +149,7 @@ fn an_http_log_query_for_an_unknown_executor_is_refused_at_once() {
     let answer = out
         .iter()
         .find_map(|o| match o {
-            Output::Answer { query: QueryId(5), answer: Answer::Log(msg) } => Some(msg.clone()),
+            Output::Answer { query: QueryId(5), answer: Answer::Reply(msg) } => Some(msg.clone()),
             _ => None,
         })
         .unwrap_or_else(|| panic!("answered in the same step: {out:?}"));
@@ -168,7 +168,7 @@ fn an_http_log_query_in_flight_is_refused_when_the_leadership_ends() {
     let answers: Vec<_> = out
         .iter()
         .filter_map(|o| match o {
-            Output::Answer { query, answer: Answer::Log(msg) } => Some((*query, msg.clone())),
+            Output::Answer { query, answer: Answer::Reply(msg) } => Some((*query, msg.clone())),
             _ => None,
         })
         .collect();

@@ -130,7 +130,14 @@ fn subscribe_msg(id: &str, instance: u64) -> Message {
 }
 
 fn scale(slots: u32, request: u64) -> Message {
-    Message::ScaleGroup { request, framework: FrameworkId("fw".into()), group: "g".into(), slots }
+    Message::ScaleGroup {
+        request,
+        framework: FrameworkId("fw".into()),
+        group: "g".into(),
+        slots,
+        remove: Vec::new(),
+        stop: None,
+    }
 }
 
 fn spec(slots: u32) -> GroupSpec {

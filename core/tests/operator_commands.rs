@@ -298,7 +298,14 @@ fn cordon_is_durable_before_it_is_accepted_and_blocks_placement_without_killing(
     assert_eq!(v.executors, 1);
     // Scale up: every new executor lands on w0.
     let fw = c.fw.clone();
-    let msg = Message::ScaleGroup { request: 6, framework: fw, group: "g".into(), slots: 5 };
+    let msg = Message::ScaleGroup {
+        request: 6,
+        framework: fw,
+        group: "g".into(),
+        slots: 5,
+        remove: Vec::new(),
+        stop: None,
+    };
     let (_, sends) = c.operate(t, msg);
     assert!(accepted(&sends, 6));
     let placed = launches(&sends);
@@ -311,7 +318,14 @@ fn cordon_is_durable_before_it_is_accepted_and_blocks_placement_without_killing(
     assert_eq!(c.store.maintenance("w1"), None);
     assert!(!view(&c.m, "w1").cordoned);
     let fw = c.fw.clone();
-    let msg = Message::ScaleGroup { request: 8, framework: fw, group: "g".into(), slots: 6 };
+    let msg = Message::ScaleGroup {
+        request: 8,
+        framework: fw,
+        group: "g".into(),
+        slots: 6,
+        remove: Vec::new(),
+        stop: None,
+    };
     let (_, sends) = c.operate(t, msg);
     assert_eq!(launches(&sends).iter().map(|(c, _)| *c).collect::<Vec<_>>(), vec![ConnId(101)]);
 }
@@ -490,8 +504,14 @@ fn scale_down_kills_the_highest_slots_durably_and_tells_the_subscriber() {
     let mut c = Cluster::new(4);
     let t = Millis(1_000);
     let fw = c.fw.clone();
-    let msg =
-        Message::ScaleGroup { request: 5, framework: fw.clone(), group: "g".into(), slots: 2 };
+    let msg = Message::ScaleGroup {
+        request: 5,
+        framework: fw.clone(),
+        group: "g".into(),
+        slots: 2,
+        remove: Vec::new(),
+        stop: None,
+    };
     let (before, sends) = c.operate(t, msg);
     assert!(!accepted(&m_sends(&before), 5));
     assert!(kills(&m_sends(&before)).is_empty(), "kills follow the durable record");
@@ -537,8 +557,14 @@ fn scale_down_kills_the_highest_slots_durably_and_tells_the_subscriber() {
 fn scale_up_places_new_slots_only_once_durable() {
     let mut c = Cluster::new(1);
     let fw = c.fw.clone();
-    let msg =
-        Message::ScaleGroup { request: 5, framework: fw.clone(), group: "g".into(), slots: 3 };
+    let msg = Message::ScaleGroup {
+        request: 5,
+        framework: fw.clone(),
+        group: "g".into(),
+        slots: 3,
+        remove: Vec::new(),
+        stop: None,
+    };
     let (before, sends) = c.operate(Millis(0), msg);
     assert!(launches(&m_sends(&before)).is_empty(), "placed before durable: {before:?}");
     assert!(accepted(&sends, 5));
@@ -609,16 +635,16 @@ fn refusals_name_the_problem() {
                 request: 3,
                 framework: FrameworkId::new("nope"),
                 group: "g".into(),
-                slots: 2,
+                slots: 2, remove: Vec::new(), stop: None,
             },
             "no framework nope".into(),
         ),
         (
-            Message::ScaleGroup { request: 4, framework: fw.clone(), group: "h".into(), slots: 2 },
+            Message::ScaleGroup { request: 4, framework: fw.clone(), group: "h".into(), slots: 2, remove: Vec::new(), stop: None },
             format!("no group \"h\" in framework {fw}"),
         ),
         (
-            Message::ScaleGroup { request: 5, framework: fw.clone(), group: "g".into(), slots: 0 },
+            Message::ScaleGroup { request: 5, framework: fw.clone(), group: "g".into(), slots: 0, remove: Vec::new(), stop: None },
             format!(
                 "group \"g\" needs at least one slot; to stop the framework use `regent kill {fw}`"
             ),
@@ -628,7 +654,7 @@ fn refusals_name_the_problem() {
                 request: 6,
                 framework: fw.clone(),
                 group: "g".into(),
-                slots: MAX_SLOTS_PER_GROUP + 1,
+                slots: MAX_SLOTS_PER_GROUP + 1, remove: Vec::new(), stop: None,
             },
             format!(
                 "group \"g\" asks for {} slots; the limit is {MAX_SLOTS_PER_GROUP} per group (MAX_SLOTS_PER_GROUP)",
@@ -694,6 +720,8 @@ fn a_standby_answers_every_operator_change_with_not_leader() {
             framework: FrameworkId::new("f"),
             group: "g".into(),
             slots: 1,
+            remove: Vec::new(),
+            stop: None,
         },
         Message::OperatorKillExecutor { request: 5, executor: ExecutorId::new("e"), refill: true },
     ] {

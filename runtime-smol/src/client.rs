@@ -468,6 +468,8 @@ impl Change {
                 framework: FrameworkId::new(framework),
                 group: group.clone(),
                 slots: *slots,
+                remove: Vec::new(),
+                stop: None,
             },
             Change::KillExecutor { executor, refill } => Message::OperatorKillExecutor {
                 request,

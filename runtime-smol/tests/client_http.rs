@@ -436,7 +436,7 @@ fn answer(q: HttpQuery, snap: &HttpSnapshot) {
         HttpQuery::Metrics { reply } => {
             let _ = reply.send(MetricsSnapshot::from(snap));
         }
-        HttpQuery::Log(_) => {}
+        HttpQuery::Log(_) | HttpQuery::Command { .. } => {}
     }
 }
 

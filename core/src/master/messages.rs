@@ -210,8 +210,23 @@ impl Master {
                 let change = WorkerChange::Drain { deadline };
                 self.change_worker(now, conn, request, worker, change, out)
             }
-            Message::ScaleGroup { request, framework, group, slots } if self.may_act() => {
-                self.scale_group(conn, request, framework, group, slots, out)
+            Message::ScaleGroup { request, framework, group, slots, remove, stop }
+                if self.may_act() =>
+            {
+                if remove.is_empty() && stop.is_none() {
+                    self.scale_group(conn, request, framework, group, slots, out)
+                } else {
+                    let reason = "a scale that names executors is not served yet".to_string();
+                    out.push(self.refuse_request(conn, request, reason));
+                }
+            }
+            Message::SubmitJob { request, .. }
+            | Message::DeleteJob { request, .. }
+            | Message::JobsRequest { request, .. }
+                if self.may_act() =>
+            {
+                let reason = "jobs owned by the leader are not served yet".to_string();
+                out.push(self.refuse_request(conn, request, reason));
             }
             Message::OperatorKillExecutor { request, executor, refill } if self.may_act() => {
                 self.operator_kill(conn, request, executor, refill, out)
@@ -235,7 +250,10 @@ impl Master {
             | Message::DrainWorker { .. }
             | Message::ScaleGroup { .. }
             | Message::OperatorKillExecutor { .. }
-            | Message::PlanRequest { .. } => out.push(self.refusal(conn)),
+            | Message::PlanRequest { .. }
+            | Message::SubmitJob { .. }
+            | Message::DeleteJob { .. }
+            | Message::JobsRequest { .. } => out.push(self.refusal(conn)),
             // Anything else (master-to-peer messages): refused and counted,
             // never fatal.
             _ => {
@@ -318,6 +336,44 @@ impl Master {
             return Message::LeaderSuspended { epoch: self.epoch };
         }
         Message::NotLeader { epoch: self.epoch, leader: self.leader_hint() }
+    }
+
+    /// Handles a client's command from a local asker (the HTTP API):
+    /// exactly one [`Action::Answer`] for `query` follows, now or once the
+    /// write it made is durable.
+    pub(super) fn on_command(
+        &mut self,
+        _now: Millis,
+        query: crate::ids::QueryId,
+        msg: Message,
+        out: &mut Vec<Action>,
+    ) {
+        let asker = Origin::Query(query);
+        if !self.may_act() {
+            out.push(asker.reply(self.refusal_message()));
+            return;
+        }
+        let request = match &msg {
+            Message::PlanRequest { request, groups } => {
+                let groups = self.candidates().plan(groups);
+                let msg = Message::PlanReply { epoch: self.epoch, request: *request, groups };
+                out.push(asker.reply(msg));
+                return;
+            }
+            Message::SubmitJob { request, .. }
+            | Message::DeleteJob { request, .. }
+            | Message::JobsRequest { request, .. }
+            | Message::ScaleGroup { request, .. }
+            | Message::CordonWorker { request, .. }
+            | Message::UncordonWorker { request, .. }
+            | Message::DrainWorker { request, .. }
+            | Message::OperatorKillExecutor { request, .. }
+            | Message::RemoveWorker { request, .. }
+            | Message::KillFramework { request, .. } => *request,
+            _ => 0,
+        };
+        let reason = format!("{} is not served to local askers yet", msg.kind());
+        out.push(asker.reply(Message::RequestRefused { epoch: self.epoch, request, reason }));
     }
 
     /// `RequestRefused` of `request` on `conn`, saying why.

@@ -264,6 +264,16 @@ pub enum Event {
         /// The most bytes wanted.
         max: u32,
     },
+    /// A client's command from a local asker the runtime authenticated
+    /// (the HTTP API, [`crate::node::master::Query::Command`]): handled
+    /// as on an operator's connection, answered by one
+    /// [`Action::Answer`] for `query`.
+    Command {
+        /// The asker's number, echoed in the answer.
+        query: QueryId,
+        /// The command.
+        msg: Message,
+    },
     /// The masters of the election (every candidate's advertised address).
     /// They replace the masters this master advertises (its own address is
     /// always among them); the leader tells its workers and subscribers with
@@ -938,6 +948,7 @@ impl Master {
                     out.push(asker.reply(self.refusal_message()));
                 }
             }
+            Event::Command { query, msg } => self.on_command(now, query, msg, out),
             Event::LeaderNamed { id, addr } => {
                 self.advertise_leader(&addr);
                 if self.leader.as_ref().is_some_and(|l| l.id != id) {

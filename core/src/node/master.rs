@@ -275,7 +275,7 @@ pub enum Query {
     /// [`Answer::Metrics`].
     Metrics,
     /// A chunk of an executor's output (`GET /api/logs/...`), answered as
-    /// `regent logs` would be: [`Answer::Log`].
+    /// `regent logs` would be: [`Answer::Reply`].
     Log {
         /// The executor.
         executor: ExecutorId,
@@ -286,6 +286,14 @@ pub enum Query {
         /// The most bytes wanted.
         max: u32,
     },
+    /// A client's command or request, as the wire protocol carries it
+    /// (the HTTP API's writes and job reads: `SubmitJob`, `DeleteJob`,
+    /// `JobsRequest`, `ScaleGroup`, `PlanRequest`, the operator commands),
+    /// from an asker the runtime has already authenticated: handled as
+    /// the same message on an operator's connection would be, and
+    /// answered ([`Answer::Reply`]) when it would be (a write once it is
+    /// durable). Any other message is refused.
+    Command(Message),
 }
 
 /// The node's and the master's counters, as of the answer's step.
@@ -314,9 +322,11 @@ pub enum Answer {
         /// The counters.
         counters: Box<Counters>,
     },
-    /// To [`Query::Log`]: `LogChunk`, `RequestRefused`, `NotLeader` or
-    /// `LeaderSuspended`, as `regent logs` would get it.
-    Log(Message),
+    /// To [`Query::Log`] and [`Query::Command`]: the master's reply, as a
+    /// client on the wire protocol would get it (`LogChunk`,
+    /// `RequestAccepted`, `JobAccepted`, `JobsReply`, `PlanReply`,
+    /// `RequestRefused`, `NotLeader`, `LeaderSuspended`...).
+    Reply(Message),
 }
 
 /// Leadership changes worth a log line.
@@ -780,6 +790,10 @@ impl MasterNode {
                 queue.push_back(Inner::Master(read));
                 return;
             }
+            Query::Command(msg) => {
+                queue.push_back(Inner::Master(master::Event::Command { query, msg }));
+                return;
+            }
         };
         out.push(Output::Answer { query, answer });
     }
@@ -1052,7 +1066,7 @@ impl MasterNode {
             match a {
                 master::Action::Send { conn, msg } => self.gate_send(now, conn, msg, queue, out),
                 master::Action::Answer { query, msg } => {
-                    out.push(Output::Answer { query, answer: Answer::Log(msg) })
+                    out.push(Output::Answer { query, answer: Answer::Reply(msg) })
                 }
                 master::Action::Close { conn, reason } => {
                     if let Some(h) = self.held.get_mut(&conn) {

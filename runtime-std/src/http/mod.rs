@@ -89,6 +89,16 @@ pub enum HttpQuery {
     },
     /// `GET /api/logs/...`: a log read, answered on its own channel.
     Log(logs::LogQuery),
+    /// A `/v1/` write or job read: a client's command as the wire
+    /// protocol carries it, from an authenticated HTTP client
+    /// ([`regent_core::node::master::Query::Command`]).
+    Command {
+        /// The command.
+        msg: regent_core::protocol::Message,
+        /// Where the daemon sends the master's reply (`try_send`: room for
+        /// one).
+        reply: std::sync::mpsc::SyncSender<regent_core::protocol::Message>,
+    },
 }
 
 /// What the daemon loop answers to an [`HttpQuery::Metrics`].

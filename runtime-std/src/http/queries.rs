@@ -24,7 +24,8 @@ use std::sync::mpsc::SyncSender;
 enum Reply {
     State(SyncSender<HttpSnapshot>),
     Metrics(SyncSender<MetricsSnapshot>),
-    Log(SyncSender<Message>),
+    /// A log read's or a command's reply message.
+    Message(SyncSender<Message>),
 }
 
 /// The queries waiting for the node's answer, by number.
@@ -55,8 +56,9 @@ impl Waiting {
                     offset: q.offset,
                     max: q.max,
                 };
-                (ask, Reply::Log(q.reply))
+                (ask, Reply::Message(q.reply))
             }
+            HttpQuery::Command { msg, reply } => (Query::Command(msg), Reply::Message(reply)),
         };
         self.replies.insert(id, reply);
         Input::Query { query: id, ask }
@@ -77,7 +79,7 @@ impl Waiting {
                 let gauges = *gauges;
                 let _ = tx.try_send(MetricsSnapshot { gauges, rejected_connections, node, master });
             }
-            (Reply::Log(tx), Answer::Log(msg)) => {
+            (Reply::Message(tx), Answer::Reply(msg)) => {
                 let _ = tx.try_send(msg);
             }
             (reply, answer) => {
@@ -133,7 +135,7 @@ mod tests {
         assert_ne!(first, second, "every query has its own number");
         assert_eq!(waiting.len(), 2);
         let refused = Message::NotLeader { epoch: Default::default(), leader: None };
-        waiting.answer(second, Answer::Log(refused.clone()), 0);
+        waiting.answer(second, Answer::Reply(refused.clone()), 0);
         assert_eq!(log_rx.try_recv().ok(), Some(refused));
         let config = regent_core::master::Config::new("m1".into(), "127.0.0.1:1".into());
         let state: Arc<ClusterState> = Arc::new(regent_core::master::Master::new(config).state());

@@ -544,6 +544,8 @@ impl Harness {
                 framework: gen::framework_id(src, fw),
                 group: gen::text(src, &["g", "h"], regent_core::limits::MAX_NAME_BYTES),
                 slots: gen::u32_peer(src, regent_core::limits::MAX_SLOTS_PER_GROUP),
+                remove: Vec::new(),
+                stop: None,
             },
             22 => Message::OperatorKillExecutor {
                 request: u64::from(src.u8()),
@@ -750,6 +752,8 @@ impl Harness {
                             framework,
                             group: ["g", "h"][src.below(2)].into(),
                             slots: u32::from(src.u8() % 6),
+                            remove: Vec::new(),
+                            stop: None,
                         },
                         None => Message::StateRequest,
                     },

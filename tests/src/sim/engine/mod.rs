@@ -2149,7 +2149,14 @@ impl World {
                     .filter(|e| e.framework == framework && e.group == group && e.slot >= slots);
                 let away: Vec<ExecutorId> = away.map(|e| e.id.clone()).collect();
                 self.obs.scaled_away.extend(away);
-                Message::ScaleGroup { request, framework, group, slots }
+                Message::ScaleGroup {
+                    request,
+                    framework,
+                    group,
+                    slots,
+                    remove: Vec::new(),
+                    stop: None,
+                }
             }
             (4, _, Some(executor)) => {
                 self.obs.kill_requested.insert(executor.clone());

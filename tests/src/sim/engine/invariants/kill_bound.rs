@@ -44,7 +44,7 @@ pub(crate) fn on_request(w: &mut World, s: usize, msg: &Message) {
         | Message::OperatorKillExecutor { request, executor, .. } => {
             (*request, Intent::Executor(executor.clone()))
         }
-        Message::ScaleGroup { request, framework, group, slots } => (
+        Message::ScaleGroup { request, framework, group, slots, .. } => (
             *request,
             Intent::Scale { framework: framework.clone(), group: group.clone(), slots: *slots },
         ),

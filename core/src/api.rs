@@ -1,0 +1,212 @@
+//! What a client in any language asks of the leader through `/v1/`
+//! (docs/api.md), as data: jobs the leader owns, scaling that names the
+//! executors it removes, and the status of every group, slot and executor.
+//!
+//! These types travel in [`Message`](crate::protocol::Message)s
+//! (`SubmitJob`, `JobAccepted`, `DeleteJob`, `JobsRequest`, `JobsReply`,
+//! and `ScaleGroup`'s `remove`/`stop`), so the CLI over the wire protocol
+//! and the HTTP API over JSON ask the same master the same thing and get
+//! the same answers: the HTTP face hands the node a wire message as a query
+//! ([`crate::node::master::Query::Command`]) and renders the reply.
+//!
+//! **API jobs** (docs/design.md#issue-43). A job created with `SubmitJob`
+//! is a framework the leader owns: it has no subscriber, is never torn
+//! down for being disconnected, and lives until `DeleteJob` (or an
+//! operator's kill-framework). Its id is the client's (`SubmitJob::job`),
+//! so a retried create finds the job it created. Each accepted submission
+//! that changes the job raises its `version` (from 1); the last
+//! [`MAX_IDEMPOTENCY_KEYS`] idempotency keys are kept durably with the
+//! version they produced, so a retried request (same key) is answered with
+//! that version and changes nothing, even after a leader failover. A
+//! submission with `expect_version` is refused unless the job is at that
+//! version (check-and-set; `Some(0)`: only if the job does not exist).
+
+use crate::ids::{ExecutorId, FrameworkId, WorkerId};
+use crate::protocol::GroupSpec;
+use crate::states::FrameworkState;
+use crate::time::Millis;
+use serde::{Deserialize, Serialize};
+
+/// How many idempotency keys a job remembers (the newest).
+pub const MAX_IDEMPOTENCY_KEYS: usize = 32;
+
+/// The longest idempotency key accepted, in bytes.
+pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 128;
+
+/// A job as a client submits it (`POST /v1/jobs`, `Message::SubmitJob`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobSubmission {
+    /// The job's id, which is its framework's id (chosen by the client:
+    /// by default the job's name).
+    pub job: FrameworkId,
+    /// Its display name.
+    pub name: String,
+    /// Its groups as they should be, in order. A group of a live job whose
+    /// spec differs is updated through a rollout (`regent run --update`'s
+    /// path, at most `max_parallel` slots down at once); a group that is
+    /// new is declared; a group of the live job not named here is refused
+    /// (a job's groups are only ever added: remove one by scaling it to
+    /// zero... or deleting the job).
+    pub groups: Vec<GroupSpec>,
+    /// The client's idempotency key (at most
+    /// [`MAX_IDEMPOTENCY_KEY_BYTES`] bytes): a request with a key the job
+    /// already saw is answered as it was then and changes nothing.
+    pub key: Option<String>,
+    /// Check-and-set: apply only if the job is at this version now
+    /// (`Some(0)`: only if there is no such job).
+    pub expect_version: Option<u64>,
+    /// The most slots of one group replaced at once by an update (at
+    /// least 1).
+    pub max_parallel: u32,
+}
+
+/// What an accepted submission did (`Message::JobAccepted`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobChange {
+    /// The job did not exist and now does.
+    Created,
+    /// The job existed and its groups changed (an update's rollout, a new
+    /// group).
+    Updated,
+    /// The job was already as submitted: nothing changed.
+    Unchanged,
+    /// The request's idempotency key was seen before: this is what that
+    /// request produced, and nothing changed now.
+    Replayed,
+}
+
+/// How named executors are stopped by a scale
+/// (`ScaleGroup { stop: Some(..) }`): `signal` now, SIGKILL once
+/// `deadline` has passed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stop {
+    /// The signal sent first.
+    pub signal: StopSignal,
+    /// How long an executor may take to exit after it.
+    pub deadline: Millis,
+}
+
+/// The signals an executor may be asked to stop with first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum StopSignal {
+    /// SIGTERM (the default).
+    Term,
+    /// SIGINT.
+    Int,
+    /// SIGHUP.
+    Hup,
+    /// SIGQUIT.
+    Quit,
+    /// SIGUSR1.
+    Usr1,
+    /// SIGUSR2.
+    Usr2,
+}
+
+impl StopSignal {
+    /// Every signal, in declaration order.
+    pub const ALL: [StopSignal; 6] = [
+        StopSignal::Term,
+        StopSignal::Int,
+        StopSignal::Hup,
+        StopSignal::Quit,
+        StopSignal::Usr1,
+        StopSignal::Usr2,
+    ];
+
+    /// Its name without `SIG` (`TERM`), as the API and the CLI spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            StopSignal::Term => "TERM",
+            StopSignal::Int => "INT",
+            StopSignal::Hup => "HUP",
+            StopSignal::Quit => "QUIT",
+            StopSignal::Usr1 => "USR1",
+            StopSignal::Usr2 => "USR2",
+        }
+    }
+
+    /// The signal named `name` (`TERM` or `SIGTERM`, any case).
+    pub fn parse(name: &str) -> Option<StopSignal> {
+        let upper = name.trim().to_ascii_uppercase();
+        let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
+        StopSignal::ALL.into_iter().find(|s| s.name() == bare)
+    }
+}
+
+/// A job as the leader sees it now (`GET /v1/jobs/{id}`,
+/// `Message::JobsReply`): every framework is listed, those a subscriber
+/// drives as well as API jobs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobStatus {
+    /// The job's (framework's) id.
+    pub job: FrameworkId,
+    /// Its name.
+    pub name: String,
+    /// Its version, for an API job; `None` for a framework a subscriber
+    /// drives.
+    pub version: Option<u64>,
+    /// Its state as `/api/state` shows it.
+    pub state: FrameworkState,
+    /// Its groups, in declaration order.
+    pub groups: Vec<GroupStatus>,
+}
+
+/// One group of a job: how many slots are wanted, placed and running, and
+/// every slot.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupStatus {
+    /// The group's name.
+    pub group: String,
+    /// Slots wanted (the declared or scaled count).
+    pub desired: u32,
+    /// Slots with an executor placed (launching, running or stopping).
+    pub placed: u32,
+    /// Slots whose executor runs.
+    pub running: u32,
+    /// Slots done for good (completed, failed, killed).
+    pub done: u32,
+    /// Whether an update's rollout is under way.
+    pub rolling: bool,
+    /// Every slot, in order.
+    pub slots: Vec<SlotStatus>,
+}
+
+/// What one slot is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SlotPhase {
+    /// No executor: it waits to be placed (`reason` says why it is not).
+    Waiting,
+    /// Waiting out a restart backoff (`reason` says until when).
+    Backoff,
+    /// Its executor was placed and is starting.
+    Launching,
+    /// Its executor runs.
+    Running,
+    /// Its executor was asked to stop (a scale, a drain, a rollout).
+    Stopping,
+    /// Done: an executor exited 0.
+    Completed,
+    /// Done: it failed past its retries or restart policy.
+    Failed,
+    /// Done: killed on request.
+    Killed,
+}
+
+/// One slot of a group.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotStatus {
+    /// Its number.
+    pub slot: u32,
+    /// What it is doing.
+    pub phase: SlotPhase,
+    /// Its current executor, if one is placed.
+    pub executor: Option<ExecutorId>,
+    /// Where that executor runs.
+    pub worker: Option<WorkerId>,
+    /// Why it waits (phase `waiting` or `backoff`), or how it ended (a
+    /// failed slot's last reason).
+    pub reason: Option<String>,
+}
