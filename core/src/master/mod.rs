@@ -29,6 +29,8 @@ mod executors;
 mod frameworks;
 mod gauges;
 mod history;
+mod job_status;
+mod jobs;
 mod kills;
 mod leadership;
 mod logs;
@@ -49,7 +51,7 @@ use crate::protocol::{
     ClusterState, ExecutorState, ExecutorView, FrameworkView, GroupView, LeaderHint, LogStream,
     Message, Role, Usage, WorkerUsageView, WorkerView,
 };
-use crate::states::{DrainState, FrameworkState};
+use crate::states::DrainState;
 use crate::store::{Maintenance, SlotOutcome};
 use crate::store::{Record, WriteId};
 use crate::store::{StoreCommand, StoreEvent};
@@ -295,6 +297,12 @@ pub enum Origin {
     Query(QueryId),
 }
 
+impl From<ConnId> for Origin {
+    fn from(conn: ConnId) -> Self {
+        Origin::Conn(conn)
+    }
+}
+
 impl Origin {
     /// The action that answers `msg` to this asker.
     pub fn reply(self, msg: Message) -> Action {
@@ -374,8 +382,8 @@ pub enum Timer {
 enum AfterWrite {
     /// Send `Subscribed` on `conn`, if it is still the live subscription.
     Subscribed { framework: FrameworkId, conn: ConnId },
-    /// Send `RequestAccepted`.
-    Accept { conn: ConnId, request: u64 },
+    /// Answer `RequestAccepted` to whoever asked.
+    Accept { asker: Origin, request: u64 },
     /// `executor` in `state` is durable; acknowledge the report of `ack`.
     Recorded { executor: ExecutorId, state: ExecutorState, ack: Option<WorkerId> },
     /// Acknowledge a worker's report (nothing of it needed recording).
@@ -402,6 +410,11 @@ enum AfterWrite {
     /// An update's new spec and rollout are durable: its old executors may
     /// be stopped.
     Rolling { framework: FrameworkId, group: String },
+    /// A job's submission is durable: answer `JobAccepted` (see `jobs`).
+    JobAccepted { asker: Origin, answer: jobs::Accepted },
+    /// The write `write` of a job's change is durable: answers about the
+    /// job need wait for it no more.
+    JobDurable { framework: FrameworkId, write: WriteId },
 }
 
 /// The leadership lifecycle, as views show it (its names are in
@@ -753,18 +766,7 @@ impl Master {
             .frameworks
             .values()
             .map(|f| {
-                let slots = || f.groups.iter().flat_map(|g| g.record.slots.iter());
-                let state = if f.conn.is_none() {
-                    FrameworkState::Disconnected
-                } else if slots().any(|o| matches!(o, SlotOutcome::Failed { .. })) {
-                    FrameworkState::Failed
-                } else if !f.groups.is_empty()
-                    && slots().all(|o| matches!(o, SlotOutcome::Done { .. }))
-                {
-                    FrameworkState::Finished
-                } else {
-                    FrameworkState::Active
-                };
+                let state = f.state();
                 FrameworkView {
                     id: f.id.clone(),
                     name: f.name.clone(),
@@ -985,10 +987,13 @@ impl Master {
             AfterWrite::Subscribed { framework, conn } => {
                 self.on_subscription_durable(&framework, conn, out)
             }
-            AfterWrite::Accept { conn, request } => out.push(Action::Send {
-                conn,
-                msg: Message::RequestAccepted { epoch: self.epoch, request },
-            }),
+            AfterWrite::Accept { asker, request } => {
+                out.push(asker.reply(Message::RequestAccepted { epoch: self.epoch, request }))
+            }
+            AfterWrite::JobAccepted { asker, answer } => {
+                out.push(asker.reply(answer.message(self.epoch)))
+            }
+            AfterWrite::JobDurable { framework, write } => self.job_durable(&framework, write),
             AfterWrite::Recorded { executor, state, ack } => {
                 self.on_recorded(&executor, &state, ack.as_ref(), out)
             }

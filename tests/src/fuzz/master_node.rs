@@ -1134,6 +1134,7 @@ fn record(src: &mut Source, frameworks: &[FrameworkId]) -> Record {
                 groups,
                 callback: src.bool().then(|| Addr::new(gen::text(src, &["10.0.0.8:7079"], 300))),
                 registered_at_ms: None,
+                job: None,
             })
         }
         _ => postcard::from_bytes(src.sized(128)).unwrap_or(Record::Epoch(gen::epoch(src))),
