@@ -518,6 +518,19 @@ fn job_status_tells_every_slot_and_why_a_waiting_one_waits() {
     assert_eq!(big.slots[0].executor, None);
     let reason = big.slots[0].reason.clone().expect("a waiting slot says why");
     assert!(reason.contains("needs 64 cores"), "{reason}");
+    // The same on a connection (the CLI's way).
+    let op = ConnId(9);
+    let _ = c.m.handle(t, master::Event::Connected { conn: op });
+    let _ = c.m.handle(t, master::Event::Message { conn: op, msg: hello(Role::Client, "op") });
+    let msg = Message::JobsRequest { request: 12, job: None };
+    let out = c.m.handle(t, master::Event::Message { conn: op, msg });
+    match &m_sends(&out)[..] {
+        [(conn, Message::JobsReply { request: 12, jobs, .. })] => {
+            assert_eq!(*conn, op);
+            assert_eq!(jobs, &vec![status]);
+        }
+        other => panic!("one JobsReply on the connection: {other:?}"),
+    }
 }
 
 #[test]
@@ -572,4 +585,30 @@ fn operator_commands_answer_a_local_asker_once_durable() {
     // Not a command: refused, never unanswered.
     let answer = c.ask(t, Message::StateRequest).2;
     assert!(refused(&answer).contains("not a command"));
+}
+
+#[test]
+fn a_local_asker_waiting_for_a_write_is_answered_when_the_leadership_ends() {
+    let mut c = Cluster::new();
+    let t = Millis(1_000);
+    let job = keyed(submission("web", vec![group("g", 1, "/bin/sleep")]), "k1");
+    let out = c.m.handle(
+        t,
+        master::Event::Command {
+            query: QueryId(50),
+            msg: Message::SubmitJob { request: 7, job: job.clone() },
+        },
+    );
+    assert!(answers(&out).is_empty(), "{out:?}");
+    let cordon = Message::CordonWorker { request: 8, worker: WorkerId::new("w0") };
+    let out = c.m.handle(t, master::Event::Command { query: QueryId(51), msg: cordon });
+    assert!(answers(&out).is_empty(), "{out:?}");
+    // The writes never confirmed: the leadership ends.
+    let out = c.m.handle(t, master::Event::Revoked);
+    let got = answers(&out);
+    assert_eq!(got.len(), 2, "each waiting asker answered once: {out:?}");
+    for (q, msg) in got {
+        assert!([QueryId(50), QueryId(51)].contains(&q));
+        assert!(matches!(msg, Message::NotLeader { .. }), "{msg:?}");
+    }
 }

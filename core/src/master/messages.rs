@@ -391,7 +391,19 @@ impl Master {
             Message::DeleteJob { request, job } => self.delete_job(now, asker, request, job, out),
             Message::JobsRequest { request, job } => {
                 let msg = self.jobs_reply(now, request, job.as_ref());
-                out.push(asker.reply(msg));
+                // A peer's decoder takes frames up to the default limit; a
+                // local asker takes the message itself.
+                let len = crate::codec::frame_len(&msg);
+                if matches!(asker, Origin::Conn(_)) && len > crate::codec::DEFAULT_MAX_FRAME {
+                    let reason = format!(
+                        "the status asked for is {len} bytes, more than a frame may carry ({} \
+                         bytes); ask for one job at a time, or use the HTTP API",
+                        crate::codec::DEFAULT_MAX_FRAME
+                    );
+                    out.push(self.refuse_request(asker, request, reason));
+                } else {
+                    out.push(asker.reply(msg));
+                }
             }
             other => {
                 self.metrics.rejected += 1;

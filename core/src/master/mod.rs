@@ -417,6 +417,27 @@ enum AfterWrite {
     JobDurable { framework: FrameworkId, write: WriteId },
 }
 
+impl AfterWrite {
+    /// The local askers (queries) that `then` would answer, in order, each
+    /// once.
+    fn waiting_queries<'a>(then: impl Iterator<Item = &'a AfterWrite>) -> Vec<QueryId> {
+        let mut queries = Vec::new();
+        for t in then {
+            match t {
+                AfterWrite::Accept { asker: Origin::Query(q), .. }
+                | AfterWrite::JobAccepted { asker: Origin::Query(q), .. } => queries.push(*q),
+                AfterWrite::HistoryDurable { then, .. } => {
+                    queries.extend(AfterWrite::waiting_queries(then.iter()))
+                }
+                _ => {}
+            }
+        }
+        queries.sort();
+        queries.dedup();
+        queries
+    }
+}
+
 /// The leadership lifecycle, as views show it (its names are in
 /// [`crate::states`]).
 pub use crate::states::MasterStatus as Status;
@@ -1208,10 +1229,17 @@ impl Master {
         self.executors.clear();
         self.open_slots.clear();
         self.restart_waits = restarts::Waits::default();
+        // Local askers waiting for a write are answered now, as standby
+        // (exactly one answer per query): whether it landed is for a new
+        // leader to say, and a retry is safe.
+        let waiting = AfterWrite::waiting_queries(self.after_write.values().flatten());
         self.after_write.clear();
         self.history = history::History::default();
         let queries = self.logs.clear();
         self.log_queries_end(queries, out);
+        for query in waiting {
+            out.push(Action::Answer { query, msg: self.refusal_message() });
+        }
         self.dying.clear();
         let mut conns: Vec<ConnId> = self.conns.keys().copied().collect();
         conns.sort();
