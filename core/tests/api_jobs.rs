@@ -612,3 +612,62 @@ fn a_local_asker_waiting_for_a_write_is_answered_when_the_leadership_ends() {
         assert!(matches!(msg, Message::NotLeader { .. }), "{msg:?}");
     }
 }
+
+#[test]
+fn a_slot_in_restart_backoff_says_until_when_and_a_failed_one_why() {
+    use regent_core::policy::{RestartMode, RestartPolicy};
+    let mut c = Cluster::new();
+    let t = Millis(1_000);
+    let mut g = group("svc", 1, "/bin/false");
+    g.policy.restart = RestartPolicy {
+        mode: RestartMode::Batch,
+        attempts: Some(1),
+        delay_ms: 30_000,
+        max_delay_ms: 0,
+        healthy_after_ms: 0,
+    };
+    let (_, all, _) = c.submit(t, submission("web", vec![g]));
+    let (conn, x) = launches(&all).pop().expect("launched");
+    let failed = |conn: ConnId, x: &ExecutorId| Message::ExecutorStatus {
+        incarnation: Incarnation(conn.0),
+        report: ExecutorReport {
+            ran_ms: Some(5),
+            resources: Default::default(),
+            ports: Default::default(),
+            id: x.clone(),
+            framework: FrameworkId::new("web"),
+            cores: 1,
+            memory_mb: 1,
+            state: ExecutorState::Exited { code: 3 },
+        },
+    };
+    let out = c.m.handle(t, master::Event::Message { conn, msg: failed(conn, &x) });
+    let _ = c.store.settle(&mut c.m, t, out);
+    let slot = c.status(t, "web").groups[0].slots[0].clone();
+    assert_eq!(slot.phase, SlotPhase::Backoff, "{slot:?}");
+    let reason = slot.reason.expect("a backoff says until when");
+    assert!(reason.starts_with("restart backoff: a new executor in 30000 ms"), "{reason}");
+    // Its second failure passes the attempts: the slot fails, and says why.
+    // (The workers keep beating meanwhile.)
+    let mut all = Vec::new();
+    for s in 1..=31 {
+        let t = Millis(1_000 * s);
+        for w in [100, 101] {
+            let msg = Message::WorkerHeartbeat { incarnation: Incarnation(w) };
+            let out = c.m.handle(t, master::Event::Message { conn: ConnId(w), msg });
+            all.extend(c.store.settle(&mut c.m, t, out));
+        }
+        let out = c.m.handle(t, master::Event::Tick);
+        all.extend(c.store.settle(&mut c.m, t, out));
+    }
+    let t = Millis(31_000);
+    let (conn, x2) = launches(&all).pop().expect("relaunched after the backoff");
+    let out = c.m.handle(t, master::Event::Message { conn, msg: failed(conn, &x2) });
+    let _ = c.store.settle(&mut c.m, t, out);
+    let status = c.status(t, "web");
+    let slot = &status.groups[0].slots[0];
+    assert_eq!(slot.phase, SlotPhase::Failed, "{slot:?}");
+    assert!(slot.reason.as_deref().is_some_and(|r| r.contains('3')), "{slot:?}");
+    assert_eq!(status.groups[0].done, 1);
+    assert_eq!(status.state, regent_core::states::FrameworkState::Failed);
+}
