@@ -287,6 +287,7 @@ fn a_job_is_created_once_durable_and_a_retry_with_its_key_changes_nothing() {
     assert_eq!(kept.keys.len(), 1);
     assert_eq!(kept.keys[0].key, "create-1");
     assert_eq!(record.failover_timeout_ms, 0);
+    assert_eq!(record.registered_at_ms, Some(WALL + 1_000), "created at, for the history");
     // The same request again: answered as then, nothing written or placed.
     let (before, all, answer) = c.submit(t, job);
     assert_eq!(accepted(&answer), (1, JobChange::Replayed));

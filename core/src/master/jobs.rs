@@ -132,6 +132,7 @@ impl Master {
     /// changed (see the module docs).
     pub(super) fn submit_job(
         &mut self,
+        now: Millis,
         asker: Origin,
         request: u64,
         sub: JobSubmission,
@@ -144,7 +145,7 @@ impl Master {
         }
         let id = sub.job.clone();
         let Some(fw) = self.frameworks.get(&id) else {
-            return self.create_job(asker, request, sub, out);
+            return self.create_job(now, asker, request, sub, out);
         };
         let Some(job) = &fw.job else {
             let reason = format!(
@@ -283,6 +284,7 @@ impl Master {
     /// version 1 (unless `expect_version` says it must exist).
     fn create_job(
         &mut self,
+        now: Millis,
         asker: Origin,
         request: u64,
         sub: JobSubmission,
@@ -317,7 +319,9 @@ impl Master {
                 disconnected_since: None,
                 groups: Vec::new(),
                 callback: None,
-                registered_at_ms: None,
+                // Shown in the history when it ends, as a subscriber's
+                // first SUBSCRIBE is.
+                registered_at_ms: crate::time::wall_ms(self.wall_base, now).filter(|ms| *ms > 0),
                 job: Some(JobRecord { version: 0, keys: Vec::new() }),
                 job_write: None,
             },

@@ -387,7 +387,7 @@ impl Master {
                 let groups = self.candidates().plan(&groups);
                 out.push(asker.reply(Message::PlanReply { epoch: self.epoch, request, groups }));
             }
-            Message::SubmitJob { request, job } => self.submit_job(asker, request, job, out),
+            Message::SubmitJob { request, job } => self.submit_job(now, asker, request, job, out),
             Message::DeleteJob { request, job } => self.delete_job(now, asker, request, job, out),
             Message::JobsRequest { request, job } => {
                 let msg = self.jobs_reply(now, request, job.as_ref());

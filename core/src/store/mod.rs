@@ -168,8 +168,9 @@ pub struct FrameworkRecord {
     /// Where its subscriber's callback listener takes masters' connections
     /// (docs/design.md#seed-002), if the subscriber has one.
     pub callback: Option<Addr>,
-    /// Wall-clock ms of its first SUBSCRIBE, if the leader that accepted it
-    /// knew the wall clock (shown in the history when it finishes).
+    /// Wall-clock ms of its first SUBSCRIBE (of its creation, for a job the
+    /// leader owns), if the leader that accepted it knew the wall clock
+    /// (shown in the history when it finishes).
     pub registered_at_ms: Option<u64>,
     /// For a job the leader owns (created by `SubmitJob`, [`crate::api`]):
     /// its version and idempotency keys. `None` for a framework a
