@@ -636,11 +636,7 @@ impl Master {
             } else if existing.record.spec == spec {
                 // Its first write is still in flight: writes to one key are
                 // applied in order, so the acceptance follows this one.
-                self.persist_framework(
-                    &id,
-                    vec![AfterWrite::Accept { asker: conn.into(), request }],
-                    out,
-                );
+                self.persist_framework(&id, vec![AfterWrite::Accept { conn, request }], out);
             } else {
                 let reason = format!(
                     "group {:?} is already declared with a different spec (changed: {}); nothing was changed or killed",
@@ -655,7 +651,7 @@ impl Master {
         fw.groups.push(GroupState::declared(spec));
         let then = vec![
             AfterWrite::GroupDurable { framework: id.clone(), group },
-            AfterWrite::Accept { asker: conn.into(), request },
+            AfterWrite::Accept { conn, request },
             AfterWrite::Place,
         ];
         self.persist_framework(&id, then, out);
@@ -720,7 +716,7 @@ impl Master {
         // so a new leader never relaunches a slot whose kill was accepted.
         match self.executors.get_mut(&executor) {
             Some(mut e) if e.framework == id => {
-                let accept = AfterWrite::Accept { asker: conn.into(), request };
+                let accept = AfterWrite::Accept { conn, request };
                 if e.state.is_terminal() && e.recorded {
                     // Nothing left to kill, and its end is durable already.
                     out.push(Action::Send {
@@ -766,7 +762,7 @@ impl Master {
         out: &mut Vec<Action>,
     ) {
         let Some(id) = self.subscription_of(conn, request, out) else { return };
-        let then = Some(AfterWrite::Accept { asker: conn.into(), request });
+        let then = Some(AfterWrite::Accept { conn, request });
         self.remove_framework(now, &id, Ending::Teardown, then, out);
     }
 

@@ -422,7 +422,7 @@ impl Master {
                  through the API (an operator may kill it: regent kill {id})"
             ),
             Some(_) => {
-                let then = Some(AfterWrite::Accept { asker, request });
+                let then = Some(AfterWrite::AcceptTo { to: asker, request });
                 self.remove_framework(now, &id, Ending::Teardown, then, out);
                 return;
             }

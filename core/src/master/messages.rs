@@ -348,7 +348,7 @@ impl Master {
             Message::RemoveWorker { request, worker } => {
                 // Accepted only once the record's delete is durable
                 // (docs/design.md#durable-before-acknowledged): `remove_worker` attaches the acceptance to it.
-                let then = AfterWrite::Accept { asker, request };
+                let then = AfterWrite::AcceptTo { to: asker, request };
                 if !self.remove_worker(&worker, Some(then), out) {
                     let reason = match self.workers.entries.get(&worker) {
                         Some(w) => format!(
@@ -362,7 +362,7 @@ impl Master {
             }
             Message::KillFramework { request, framework } => {
                 if self.frameworks.contains_key(&framework) {
-                    let then = Some(AfterWrite::Accept { asker, request });
+                    let then = Some(AfterWrite::AcceptTo { to: asker, request });
                     self.remove_framework(now, &framework, Ending::Killed, then, out);
                 } else {
                     let reason = format!("no framework {framework}");

@@ -382,8 +382,10 @@ pub enum Timer {
 enum AfterWrite {
     /// Send `Subscribed` on `conn`, if it is still the live subscription.
     Subscribed { framework: FrameworkId, conn: ConnId },
-    /// Answer `RequestAccepted` to whoever asked.
-    Accept { asker: Origin, request: u64 },
+    /// Send `RequestAccepted`.
+    Accept { conn: ConnId, request: u64 },
+    /// Answer `RequestAccepted` to `to` (a connection or a local asker).
+    AcceptTo { to: Origin, request: u64 },
     /// `executor` in `state` is durable; acknowledge the report of `ack`.
     Recorded { executor: ExecutorId, state: ExecutorState, ack: Option<WorkerId> },
     /// Acknowledge a worker's report (nothing of it needed recording).
@@ -424,7 +426,7 @@ impl AfterWrite {
         let mut queries = Vec::new();
         for t in then {
             match t {
-                AfterWrite::Accept { asker: Origin::Query(q), .. }
+                AfterWrite::AcceptTo { to: Origin::Query(q), .. }
                 | AfterWrite::JobAccepted { asker: Origin::Query(q), .. } => queries.push(*q),
                 AfterWrite::HistoryDurable { then, .. } => {
                     queries.extend(AfterWrite::waiting_queries(then.iter()))
@@ -1008,13 +1010,13 @@ impl Master {
             AfterWrite::Subscribed { framework, conn } => {
                 self.on_subscription_durable(&framework, conn, out)
             }
-            AfterWrite::Accept { asker, request } => {
-                out.push(asker.reply(Message::RequestAccepted { epoch: self.epoch, request }))
+            AfterWrite::Accept { conn, request } => out.push(Action::Send {
+                conn,
+                msg: Message::RequestAccepted { epoch: self.epoch, request },
+            }),
+            AfterWrite::AcceptTo { to, request } => {
+                out.push(to.reply(Message::RequestAccepted { epoch: self.epoch, request }))
             }
-            AfterWrite::JobAccepted { asker, answer } => {
-                out.push(asker.reply(answer.message(self.epoch)))
-            }
-            AfterWrite::JobDurable { framework, write } => self.job_durable(&framework, write),
             AfterWrite::Recorded { executor, state, ack } => {
                 self.on_recorded(&executor, &state, ack.as_ref(), out)
             }
@@ -1048,6 +1050,10 @@ impl Master {
                     g.rolling = g.record.rollout.is_some();
                 }
             }
+            AfterWrite::JobAccepted { asker, answer } => {
+                out.push(asker.reply(answer.message(self.epoch)))
+            }
+            AfterWrite::JobDurable { framework, write } => self.job_durable(&framework, write),
         }
     }
 

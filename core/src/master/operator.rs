@@ -146,7 +146,7 @@ impl Master {
                 return;
             }
         };
-        let mut then = vec![AfterWrite::Accept { asker, request }];
+        let mut then = vec![AfterWrite::AcceptTo { to: asker, request }];
         match follow {
             Follow::Nothing => {}
             Follow::Place => then.push(AfterWrite::Place),
@@ -350,7 +350,7 @@ impl Master {
         let then = vec![
             AfterWrite::GroupDurable { framework: framework.clone(), group: group.clone() },
             AfterWrite::Scaled { framework: framework.clone(), group, slots, surplus },
-            AfterWrite::Accept { asker: conn.into(), request },
+            AfterWrite::Accept { conn, request },
             AfterWrite::Place,
         ];
         self.persist_framework(&framework, then, out);
@@ -467,7 +467,7 @@ impl Master {
         // the kill; with it the record is written as it stands, so the kill
         // follows every earlier change of the framework's record.
         let then =
-            vec![AfterWrite::KillDurable { executor }, AfterWrite::Accept { asker, request }];
+            vec![AfterWrite::KillDurable { executor }, AfterWrite::AcceptTo { to: asker, request }];
         if self.frameworks.contains_key(&framework) {
             self.persist_framework(&framework, then, out);
         } else {

@@ -97,7 +97,7 @@ impl Master {
         self.begin_rollout(&id, gi, spec, max_parallel);
         let then = vec![
             AfterWrite::Rolling { framework: id.clone(), group },
-            AfterWrite::Accept { asker: conn.into(), request },
+            AfterWrite::Accept { conn, request },
             AfterWrite::Place,
         ];
         self.persist_framework(&id, then, out);
