@@ -31,7 +31,7 @@
 //! core/tests/recovery.rs (`RemoveWorker`), the simulator's `maintenance`
 //! invariant (tests/tests/sim_seeds.rs, `seeds_0_to_99_with_operator_commands`).
 
-use super::{Action, AfterWrite, Master, Origin, Timer, WorkerState};
+use super::{Action, AfterWrite, Master, Timer, WorkerState};
 use crate::ids::{ConnId, ExecutorId, FrameworkId, WorkerId};
 use crate::limits;
 use crate::protocol::Message;
@@ -127,7 +127,7 @@ impl Master {
     pub(super) fn change_worker(
         &mut self,
         now: Millis,
-        asker: Origin,
+        asker: super::Origin,
         request: u64,
         worker: WorkerId,
         change: WorkerChange,
@@ -428,7 +428,7 @@ impl Master {
     /// `OperatorKillExecutor` from an operator.
     pub(super) fn operator_kill(
         &mut self,
-        asker: Origin,
+        asker: super::Origin,
         request: u64,
         executor: ExecutorId,
         refill: bool,
