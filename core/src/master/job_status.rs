@@ -71,11 +71,11 @@ impl Master {
             let slot = u32::try_from(i).unwrap_or(u32::MAX);
             let current = g.current.get(i).cloned().flatten();
             let live = current.as_ref().and_then(|x| self.executors.get(x));
-            let (phase, reason) = match outcome {
-                SlotOutcome::Done { .. } => (SlotPhase::Completed, None),
-                SlotOutcome::Killed { .. } => (SlotPhase::Killed, None),
-                SlotOutcome::Failed { reason, .. } => (SlotPhase::Failed, Some(reason.clone())),
-                SlotOutcome::Pending => match live.filter(|e| !e.state.is_terminal()) {
+            // Written as a chain rather than a match over every outcome: an
+            // outcome that is none of these is no slot to show (a hole a
+            // scale that named executors left).
+            let (phase, reason) = if let SlotOutcome::Pending = outcome {
+                match live.filter(|e| !e.state.is_terminal()) {
                     Some(e) if e.operator_stop || e.kill_requested => (SlotPhase::Stopping, None),
                     Some(e) if e.state == ExecutorState::Running => (SlotPhase::Running, None),
                     Some(_) => (SlotPhase::Launching, None),
@@ -94,7 +94,15 @@ impl Master {
                             (SlotPhase::Waiting, None)
                         }
                     },
-                },
+                }
+            } else if let SlotOutcome::Done { .. } = outcome {
+                (SlotPhase::Completed, None)
+            } else if let SlotOutcome::Killed { .. } = outcome {
+                (SlotPhase::Killed, None)
+            } else if let SlotOutcome::Failed { reason, .. } = outcome {
+                (SlotPhase::Failed, Some(reason.clone()))
+            } else {
+                continue;
             };
             let placed =
                 matches!(phase, SlotPhase::Launching | SlotPhase::Running | SlotPhase::Stopping);
@@ -119,7 +127,8 @@ impl Master {
         };
         GroupStatus {
             group: g.record.spec.group.clone(),
-            desired: g.slot_count(),
+            // The slots shown: as declared or scaled, less any hole.
+            desired: u32::try_from(slots.len()).unwrap_or(u32::MAX),
             placed: count(|p| {
                 matches!(p, SlotPhase::Launching | SlotPhase::Running | SlotPhase::Stopping)
             }),
