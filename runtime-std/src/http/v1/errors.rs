@@ -79,7 +79,7 @@ pub fn json_response(status: u16, v: &Value) -> Response {
 
 /// The status of a master's `RequestRefused` with `reason` for a request
 /// that named `named` (a job, worker or executor id): `404` when the
-/// reason says that thing is not known, `409` for a version that does not
+/// reason says that thing is not known (`no worker w9`, `unknown ...`), `409` for a version that does not
 /// match or a conflicting spec, `501` for a command this master does not
 /// serve yet, `400` for the rest (the request itself is at fault).
 pub fn refusal_status(reason: &str, named: &str) -> u16 {
@@ -90,7 +90,8 @@ pub fn refusal_status(reason: &str, named: &str) -> u16 {
         501
     } else if conflict.iter().any(|w| r.contains(w)) {
         409
-    } else if unknown.iter().any(|w| r.contains(w)) && (named.is_empty() || reason.contains(named))
+    } else if (unknown.iter().any(|w| r.contains(w)) || r.starts_with("no "))
+        && (named.is_empty() || reason.contains(named))
     {
         404
     } else {
@@ -105,6 +106,7 @@ mod tests {
     #[test]
     fn refusals_are_classified_by_what_they_say_of_what_was_named() {
         assert_eq!(refusal_status("unknown worker \"w9\"", "w9"), 404);
+        assert_eq!(refusal_status("no worker w9", "w9"), 404);
         assert_eq!(refusal_status("job \"web\" is at version 3, not 2", "web"), 409);
         assert_eq!(refusal_status("SubmitJob is not served to local askers yet", "web"), 501);
         assert_eq!(refusal_status("count must be at least 1", "web"), 400);
