@@ -568,3 +568,161 @@ fn call_opt(
     TcpStream::connect_timeout(&addr.parse().ok()?, Duration::from_secs(2)).ok()?;
     Some(call(addr, method, path, headers, b""))
 }
+
+/// The validator of `status`'s answer to `method path` (as the document
+/// writes the path) in the OpenAPI document `doc`: the response's schema
+/// with the document's components beside it, so its `$ref`s resolve.
+fn validator(doc: &Value, path: &str, method: &str, status: u16) -> jsonschema::Validator {
+    let response = &doc["paths"][path][method]["responses"][status.to_string()];
+    let content = response["content"].as_object().unwrap_or_else(|| {
+        panic!("{method} {path} {status} has no content in the document: {response}")
+    });
+    let (_, media) = content.iter().next().expect("one media type");
+    let mut schema = media["schema"].clone();
+    schema["components"] = doc["components"].clone();
+    jsonschema::draft202012::new(&schema).unwrap_or_else(|e| panic!("{path}: a schema: {e}"))
+}
+
+/// Asserts that `body` is valid for `status`'s answer to `method path`.
+fn conforms(doc: &Value, path: &str, method: &str, status: u16, body: &Value) {
+    let v = validator(doc, path, method, status);
+    let errors: Vec<String> = v.iter_errors(body).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{method} {path} {status}: {body} does not fit: {errors:?}");
+}
+
+fn openapi_of(addr: &str) -> Value {
+    let (code, head, body) = call(addr, "GET", "/v1/openapi.json", &[], b"");
+    assert_eq!(code, 200, "{head}");
+    json_of(&body)
+}
+
+#[test]
+fn the_answers_of_a_fake_master_fit_the_openapi_document() {
+    fn with_a_job(msg: &Message) -> Message {
+        use regent_core::api::{GroupStatus, JobStatus, SlotPhase, SlotStatus};
+        match msg {
+            Message::JobsRequest { request, .. } => {
+                let slot = |slot, phase, executor: Option<&str>, reason: Option<&str>| SlotStatus {
+                    slot,
+                    phase,
+                    executor: executor.map(Into::into),
+                    worker: executor.map(|_| "w1".into()),
+                    reason: reason.map(Into::into),
+                };
+                let job = JobStatus {
+                    job: "web".into(),
+                    name: "web".into(),
+                    version: Some(2),
+                    state: regent_core::states::FrameworkState::Active,
+                    groups: vec![GroupStatus {
+                        group: "g".into(),
+                        desired: 3,
+                        placed: 1,
+                        running: 1,
+                        done: 0,
+                        rolling: false,
+                        slots: vec![
+                            slot(0, SlotPhase::Running, Some("web/g#0#1"), None),
+                            slot(1, SlotPhase::Waiting, None, Some("no worker has 1 core free")),
+                            slot(2, SlotPhase::Backoff, None, Some("until 12:00:05")),
+                        ],
+                    }],
+                };
+                Message::JobsReply { epoch: Epoch(3), request: *request, jobs: vec![job] }
+            }
+            other => accepting(other),
+        }
+    }
+    let f = fake(MasterStatus::Alive, None, with_a_job);
+    let addr = f.addr.to_string();
+    let doc = openapi_of(&addr);
+    let job = br#"{"name": "web", "group": [{"name": "g", "command": ["sleep", "1"]}]}"#;
+    let checks: [(&str, &str, &str, &[u8], u16); 10] = [
+        ("POST", "/v1/jobs", "/v1/jobs", job, 201),
+        ("GET", "/v1/jobs", "/v1/jobs", b"", 200),
+        ("GET", "/v1/jobs/web", "/v1/jobs/{id}", b"", 200),
+        ("DELETE", "/v1/jobs/web", "/v1/jobs/{id}", b"", 200),
+        (
+            "POST",
+            "/v1/jobs/web/groups/g/scale",
+            "/v1/jobs/{id}/groups/{group}/scale",
+            br#"{"count": 2, "remove": ["e1"]}"#,
+            200,
+        ),
+        ("POST", "/v1/workers/w1/drain", "/v1/workers/{id}/{action}", b"", 200),
+        ("DELETE", "/v1/workers/w1", "/v1/workers/{id}", b"", 200),
+        ("POST", "/v1/executors/e1/kill", "/v1/executors/{id}/kill", b"", 200),
+        ("POST", "/v1/leader/step-down", "/v1/leader/step-down", b"", 200),
+        ("POST", "/v1/jobs", "/v1/jobs", br#"{"name": 7}"#, 400),
+    ];
+    for (method, path, documented, body, status) in checks {
+        let (code, _, answer) = call(&addr, method, path, &[], body);
+        assert_eq!(code, status, "{method} {path}: {answer}");
+        conforms(&doc, documented, &method.to_ascii_lowercase(), status, &json_of(&answer));
+    }
+    // A document that would not fit is caught: the check can fail.
+    let wrong = json!({"job": "web", "version": "two", "change": "created", "epoch": 3});
+    assert!(!validator(&doc, "/v1/jobs", "post", 201).is_valid(&wrong));
+    let wrong_phase = json!({"slot": 0, "phase": "sleeping"});
+    let slot = jsonschema::draft202012::new(&{
+        let mut s = json!({"$ref": "#/components/schemas/SlotStatus"});
+        s["components"] = doc["components"].clone();
+        s
+    })
+    .unwrap();
+    assert!(!slot.is_valid(&wrong_phase));
+
+    // A standby's 503.
+    fn standby(_: &Message) -> Message {
+        Message::NotLeader { epoch: Epoch(3), leader: Some(hint()) }
+    }
+    let f = fake(MasterStatus::Standby, None, standby);
+    let (code, _, answer) = call(&f.addr.to_string(), "GET", "/v1/jobs", &[], b"");
+    assert_eq!(code, 503);
+    conforms(&doc, "/v1/jobs", "get", 503, &json_of(&answer));
+}
+
+#[test]
+fn the_answers_of_a_real_master_fit_the_openapi_document() {
+    let c = Cluster::new("api-v1-openapi");
+    let spec = MasterSpec::new("m1", &[]);
+    let mut m = c.master(&spec);
+    let http = spec.http_addr();
+    wait_for(BOUND, "the master ALIVE", || match api_state(&http) {
+        Some(v) if v["status"] == "ALIVE" => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    let doc = openapi_of(&http);
+    let events = open_events(&http, "?heartbeat=200ms");
+    let start = events.next();
+    conforms(&doc, "/v1/events", "get", 200, &start);
+    let mut w = c.worker("w1", &[spec.addr()], 2, 512, &[]);
+    let added = events.next_news();
+    assert!(added["event"].is_object(), "{added}");
+    conforms(&doc, "/v1/events", "get", 200, &added);
+    let heartbeat = wait_for(BOUND, "a heartbeat", || match events.next() {
+        v if v["heartbeat"] == true => Ok(v),
+        v => Err(format!("{v}")),
+    });
+    conforms(&doc, "/v1/events", "get", 200, &heartbeat);
+
+    let job =
+        br#"{"name": "web", "group": [{"name": "g", "count": 2, "command": ["sleep", "60"]}]}"#;
+    let (code, _, body) = call(&http, "POST", "/v1/jobs/web/plan", &[], job);
+    assert_eq!(code, 200, "{body}");
+    conforms(&doc, "/v1/jobs/{id}/plan", "post", 200, &json_of(&body));
+    let (code, _, body) = call(
+        &http,
+        "POST",
+        "/v1/jobs/web/plan",
+        &[],
+        br#"{"name": "web", "group": [{"name": "g"}]}"#,
+    );
+    assert_eq!(code, 400, "{body}");
+    conforms(&doc, "/v1/jobs/{id}/plan", "post", 400, &json_of(&body));
+    let (code, _, body) = call(&http, "GET", "/v1/events?after=x", &[], b"");
+    assert_eq!(code, 400, "{body}");
+    conforms(&doc, "/v1/events", "get", 400, &json_of(&body));
+    w.stop(Duration::from_secs(5));
+    m.stop(Duration::from_secs(5));
+}

@@ -4,7 +4,38 @@
 
 use super::super::{header, Response};
 use regent_core::protocol::LeaderHint;
+use serde::Serialize;
 use serde_json::{json, Value};
+use utoipa::ToSchema;
+
+/// The body of every error but a `503`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// What is wrong, naming the problem.
+    pub error: String,
+    /// The field at fault (`group[0].count`, `expect_version`), when one is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+/// The body of a `503`: this master cannot answer now; `leader` names the
+/// leader when it is known (`null`: try the next master, or retry).
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct Unavailable {
+    /// Why (`not the leader`, no answer in time, ...).
+    pub error: String,
+    /// The leader, when this master knows it.
+    pub leader: Option<LeaderRef>,
+}
+
+/// Where the leader is.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct LeaderRef {
+    /// Its master id.
+    pub id: String,
+    /// Its address for workers and subscribers (its `--listen`).
+    pub addr: String,
+}
 
 /// An error answer: its status and its JSON body.
 #[derive(Clone, Debug, PartialEq)]
@@ -18,9 +49,15 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    /// `status` with `{"error": message}`.
+    /// `status` with `{"error": message}` (a `503` with `"leader": null`).
     pub fn new(status: u16, message: impl Into<String>) -> ApiError {
-        ApiError { status, body: json!({ "error": message.into() }), allow: None }
+        let error = message.into();
+        let body = if status == 503 {
+            json!(Unavailable { error, leader: None })
+        } else {
+            json!(ErrorBody { error, field: None })
+        };
+        ApiError { status, body, allow: None }
     }
 
     /// `400` naming the field at fault (`None`: the body as a whole).
@@ -34,11 +71,8 @@ impl ApiError {
 
     /// `405 Method Not Allowed` with the methods that are.
     pub fn method(allow: &'static str) -> ApiError {
-        ApiError {
-            status: 405,
-            body: json!({ "error": format!("method not allowed here: use {allow}") }),
-            allow: Some(allow),
-        }
+        let error = format!("method not allowed here: use {allow}");
+        ApiError { status: 405, body: json!(ErrorBody { error, field: None }), allow: Some(allow) }
     }
 
     /// `503`: this master does not lead; `leader` names the one that does,

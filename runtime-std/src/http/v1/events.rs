@@ -27,21 +27,55 @@
 //!   stream and find clients that went away.
 //! * A standby refuses the stream: `503` naming the leader.
 
-use super::errors::ApiError;
+use super::errors::{ApiError, ErrorBody, Unavailable};
 use super::{header_value, query_param};
 use crate::http::events::{Hub, Next};
 use crate::http::{HttpQuery, QUERY_TIMEOUT};
+use regent_core::events::ClusterEvent;
 use regent_core::states::MasterStatus;
-use serde_json::{json, Value};
+use serde::Serialize;
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
+use utoipa::ToSchema;
 
 /// How long an idle stream waits before a heartbeat line.
 pub const HEARTBEAT: Duration = Duration::from_secs(15);
 
 /// The shortest heartbeat a client may ask for.
 pub const MIN_HEARTBEAT: Duration = Duration::from_millis(100);
+
+/// One line of the stream: an event, where a stream starts, a gap, or a
+/// heartbeat (see the module docs). Only the keys of its kind are written.
+#[derive(Clone, Debug, Default, Serialize, ToSchema)]
+pub struct EventLine {
+    /// `EPOCH.SEQ`: the event's index; for the other lines, the index the
+    /// stream is at (resume with `?after=` it).
+    pub index: String,
+    /// The event (a `ClusterEvent`, as `/api/events` shows it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub event: Option<ClusterEvent>,
+    /// `true`: events were missed; re-read `resync`, then go on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gap: Option<bool>,
+    /// What to re-read after a gap (`/v1/jobs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resync: Option<String>,
+    /// `true`: nothing happened for a while.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heartbeat: Option<bool>,
+}
+
+impl EventLine {
+    fn at(epoch: u64, seq: u64) -> EventLine {
+        EventLine { index: index(epoch, seq), ..EventLine::default() }
+    }
+
+    fn gap(epoch: u64, seq: u64) -> EventLine {
+        EventLine { gap: Some(true), resync: Some("/v1/jobs".into()), ..EventLine::at(epoch, seq) }
+    }
+}
 
 /// `EPOCH.SEQ` as the API writes it.
 pub fn index(epoch: u64, seq: u64) -> String {
@@ -87,6 +121,16 @@ fn ask(request: &tiny_http::Request, url: &str) -> Result<Ask, ApiError> {
 
 /// Answers `GET /v1/events`: `400` for a malformed parameter, `503` past
 /// the hub's stream limit, else a stream on a thread of its own.
+#[utoipa::path(get, path = "/v1/events", tag = "events",
+    params(
+        ("after" = Option<String>, Query, description = "Resume after this index (`EPOCH.SEQ`); a gap line first when that cannot be done exactly."),
+        ("heartbeat" = Option<String>, Query, description = "How long an idle stream waits before a heartbeat line (100ms to 15s; default 15s)."),
+    ),
+    responses(
+        (status = 200, description = "Newline-delimited JSON, one EventLine a line (server-sent events, `data:` the same JSON, with `Accept: text/event-stream`).", body = EventLine, content_type = "application/x-ndjson"),
+        (status = 400, description = "A malformed parameter.", body = ErrorBody),
+        (status = 503, description = "A standby (naming the leader), or too many streams.", body = Unavailable),
+    ))]
 pub(in crate::http) fn serve(
     request: tiny_http::Request,
     url: &str,
@@ -118,12 +162,12 @@ pub(in crate::http) fn serve(
 }
 
 /// One line: NDJSON, or an SSE event whose `id` is its index.
-fn line(v: &Value, sse: bool) -> String {
+fn line(v: &EventLine, sse: bool) -> String {
+    let json = serde_json::to_string(v).unwrap_or_default();
     if sse {
-        let id = v["index"].as_str().unwrap_or("");
-        format!("id: {id}\ndata: {v}\n\n")
+        format!("id: {}\ndata: {json}\n\n", v.index)
     } else {
-        format!("{v}\n")
+        format!("{json}\n")
     }
 }
 
@@ -144,17 +188,16 @@ fn stream(request: tiny_http::Request, ask: &Ask, hub: &Hub) {
         "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nCache-Control: no-cache\r\n\
          Connection: close\r\nX-Accel-Buffering: no\r\n\r\n"
     );
-    let gap = |epoch: u64, seq: u64| json!({"gap": true, "resync": "/v1/jobs", "index": index(epoch, seq)});
     let (mut cursor, first) = match ask.after {
-        None => (now, json!({ "index": index(epoch, now) })),
+        None => (now, Some(EventLine::at(epoch, now))),
         Some((e, s)) if s <= now && hub.epoch_at(s) == Some(e) => {
             epoch = e;
-            (s, Value::Null)
+            (s, None)
         }
-        Some(_) => (now, gap(epoch, now)),
+        Some(_) => (now, Some(EventLine::gap(epoch, now))),
     };
     let mut text = head;
-    if !first.is_null() {
+    if let Some(first) = first {
         text.push_str(&line(&first, ask.sse));
     }
     if out.write_all(text.as_bytes()).and_then(|_| out.flush()).is_err() {
@@ -167,16 +210,17 @@ fn stream(request: tiny_http::Request, ask: &Ask, hub: &Hub) {
             Some(Next::Snapshot(snap, id)) => {
                 epoch = snap.state.epoch.0;
                 cursor = id;
-                buf.push_str(&line(&gap(epoch, id), ask.sse));
+                buf.push_str(&line(&EventLine::gap(epoch, id), ask.sse));
             }
             Some(Next::Events(events)) if events.is_empty() => {
-                let v = json!({"heartbeat": true, "index": index(epoch, cursor)});
+                let v = EventLine { heartbeat: Some(true), ..EventLine::at(epoch, cursor) };
                 buf.push_str(&line(&v, ask.sse));
             }
             Some(Next::Events(events)) => {
                 for (id, e, event) in &events {
                     (cursor, epoch) = (*id, *e);
-                    let v = json!({"index": index(epoch, cursor), "event": event});
+                    let v =
+                        EventLine { event: Some(event.clone()), ..EventLine::at(epoch, cursor) };
                     buf.push_str(&line(&v, ask.sse));
                 }
             }

@@ -2,7 +2,7 @@
 //! and out; every write and job read is one wire [`Message`] handed to the
 //! node as [`HttpQuery::Command`] and the master's reply rendered
 //! ([`jobs`], [`operator`]); the event stream ([`events`]) follows the
-//! server's hub.
+//! server's hub; [`openapi`] describes it all, from these types.
 //!
 //! * Routing ([`route`]): an unknown path is `404`, a known path with
 //!   another method `405` with `Allow`.
@@ -26,6 +26,7 @@ pub mod auth;
 pub mod errors;
 pub mod events;
 pub mod jobs;
+pub mod openapi;
 pub mod operator;
 
 /// Where the API lives.
@@ -68,6 +69,8 @@ pub enum Route {
     KillExecutor(String),
     /// `/v1/leader/step-down`: POST.
     StepDown,
+    /// `/v1/openapi.json`: GET.
+    OpenApi,
 }
 
 impl Route {
@@ -77,7 +80,7 @@ impl Route {
             Route::Jobs => "GET, HEAD, POST",
             Route::Job(_) => "GET, HEAD, DELETE",
             Route::RemoveWorker(_) => "DELETE",
-            Route::Events => "GET, HEAD",
+            Route::Events | Route::OpenApi => "GET, HEAD",
             Route::Plan(_)
             | Route::Scale(..)
             | Route::Worker(..)
@@ -108,6 +111,7 @@ pub fn route(path: &str) -> Option<Route> {
         ["workers", _, action] => Route::Worker(id(1)?, operator::WorkerAction::parse(action)?),
         ["executors", _, "kill"] => Route::KillExecutor(id(1)?),
         ["leader", "step-down"] => Route::StepDown,
+        ["openapi.json"] => Route::OpenApi,
         _ => return None,
     })
 }
@@ -204,7 +208,7 @@ pub(super) fn respond(
     let path = url.split(['?', '#']).next().unwrap_or("").to_string();
     let read = matches!(method, tiny_http::Method::Get | tiny_http::Method::Head);
     let result = match route(&path) {
-        None => Err(ApiError::new(404, format!("no such path: {path} (see docs/api.md)"))),
+        None => Err(ApiError::new(404, format!("no such path: {path} (see /v1/openapi.json)"))),
         Some(r) if !r.allow().split(", ").any(|m| m == method.as_str()) => {
             Err(ApiError::method(r.allow()))
         }
@@ -236,15 +240,16 @@ fn handle(
     use tiny_http::Method::{Delete, Post};
     match (route, method) {
         (Route::Jobs, Post) => jobs::submit(request, url, queries),
-        (Route::Jobs, _) => jobs::list(queries, None),
+        (Route::Jobs, _) => jobs::list_all(queries),
         (Route::Job(id), Delete) => jobs::delete(queries, &id),
-        (Route::Job(id), _) => jobs::list(queries, Some(&id)),
+        (Route::Job(id), _) => jobs::get_one(queries, &id),
         (Route::Plan(id), _) => jobs::plan(request, &id, queries),
         (Route::Scale(job, group), _) => jobs::scale(request, &job, &group, queries),
         (Route::Worker(id, action), _) => operator::worker(request, &id, action, queries),
         (Route::RemoveWorker(id), _) => operator::remove_worker(&id, queries),
         (Route::KillExecutor(id), _) => operator::kill_executor(request, &id, queries),
         (Route::StepDown, _) => operator::step_down(queries),
+        (Route::OpenApi, _) => Ok(openapi::response()),
         (Route::Events, _) => Err(ApiError::new(500, "the event stream is served apart")),
     }
 }

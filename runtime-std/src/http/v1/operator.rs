@@ -3,15 +3,59 @@
 //! make the leader step down. Each is one wire message answered once
 //! durable.
 
-use super::errors::{json_response, ApiError};
-use super::jobs::read_json;
+use super::errors::{ApiError, ErrorBody, Unavailable};
+use super::jobs::{answer, read_json};
 use super::{body, command, request_id, unexpected};
 use crate::http::{HttpQuery, Response};
 use regent_core::ids::{ExecutorId, WorkerId};
 use regent_core::protocol::Message;
 use regent_core::time::Millis;
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// The answer to a cordon, uncordon or drain.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct WorkerChanged {
+    /// The worker.
+    pub worker: String,
+    /// `cordon`, `uncordon` or `drain`.
+    pub action: String,
+    /// The leader's epoch.
+    pub epoch: u64,
+}
+
+/// The answer to `DELETE /v1/workers/{id}`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct WorkerRemoved {
+    /// The worker.
+    pub worker: String,
+    /// Always `true`: its record is deleted, durably.
+    pub removed: bool,
+    /// The leader's epoch.
+    pub epoch: u64,
+}
+
+/// The answer to `POST /v1/executors/{id}/kill`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct ExecutorKilled {
+    /// The executor.
+    pub executor: String,
+    /// Always `true`.
+    pub killed: bool,
+    /// Whether its slot gets a replacement.
+    pub refill: bool,
+    /// The leader's epoch.
+    pub epoch: u64,
+}
+
+/// The answer to `POST /v1/leader/step-down`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct SteppedDown {
+    /// Always `true`.
+    pub stepped_down: bool,
+    /// The epoch of the leadership given up.
+    pub epoch: u64,
+}
 
 /// What `POST /v1/workers/{id}/{action}` does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,7 +93,7 @@ impl WorkerAction {
 pub const DEFAULT_DRAIN_DEADLINE: &str = "60s";
 
 /// The body of `POST /v1/workers/{id}/drain` (optional).
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DrainWorkerBody {
     /// Between SIGTERM and SIGKILL (default [`DEFAULT_DRAIN_DEADLINE`]).
@@ -58,7 +102,7 @@ pub struct DrainWorkerBody {
 }
 
 /// The body of `POST /v1/executors/{id}/kill` (optional).
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KillBody {
     /// Place a replacement in its slot (default `true`, as
@@ -81,6 +125,17 @@ fn optional_body<T: serde::de::DeserializeOwned + Default>(
 
 /// `POST /v1/workers/{id}/cordon|uncordon|drain`:
 /// `{"worker", "action", "epoch"}` once durable.
+#[utoipa::path(post, path = "/v1/workers/{id}/{action}", tag = "operator",
+    params(
+        ("id" = String, Path, description = "The worker."),
+        ("action" = String, Path, description = "`cordon` (place nothing more on it), `uncordon`, or `drain` (cordon, stop what runs there, place it elsewhere)."),
+    ),
+    request_body(content = DrainWorkerBody, description = "For `drain` only; optional (an empty body: the default deadline)."),
+    responses(
+        (status = 200, description = "Done, durable.", body = WorkerChanged),
+        (status = 404, description = "No such worker.", body = ErrorBody),
+        (status = 503, description = "Not the leader, or no answer in time.", body = Unavailable),
+    ))]
 pub fn worker(
     request: &mut tiny_http::Request,
     id: &str,
@@ -99,20 +154,38 @@ pub fn worker(
             Message::DrainWorker { request: request_no, worker, deadline: Millis(ms) }
         }
     };
-    accepted(command(queries, msg)?, id, json!({"worker": id, "action": action.name()}))
+    let (worker, action) = (id.to_string(), action.name().to_string());
+    accepted(command(queries, msg)?, id, |epoch| WorkerChanged { worker, action, epoch })
 }
 
 /// `DELETE /v1/workers/{id}`: forgets a worker left UNKNOWN or DEAD.
+#[utoipa::path(delete, path = "/v1/workers/{id}", tag = "operator",
+    params(("id" = String, Path, description = "The worker.")),
+    responses(
+        (status = 200, description = "Removed, durable.", body = WorkerRemoved),
+        (status = 400, description = "The worker is not UNKNOWN or DEAD.", body = ErrorBody),
+        (status = 404, description = "No such worker.", body = ErrorBody),
+        (status = 503, description = "Not the leader, or no answer in time.", body = Unavailable),
+    ))]
 pub fn remove_worker(
     id: &str,
     queries: &async_channel::Sender<HttpQuery>,
 ) -> Result<Response, ApiError> {
     let msg = Message::RemoveWorker { request: request_id(), worker: WorkerId::from(id) };
-    accepted(command(queries, msg)?, id, json!({"worker": id, "removed": true}))
+    let worker = id.to_string();
+    accepted(command(queries, msg)?, id, |epoch| WorkerRemoved { worker, removed: true, epoch })
 }
 
 /// `POST /v1/executors/{id}/kill`: `{"executor", "killed", "refill",
 /// "epoch"}`.
+#[utoipa::path(post, path = "/v1/executors/{id}/kill", tag = "operator",
+    params(("id" = String, Path, description = "The executor.")),
+    request_body(content = KillBody, description = "Optional (an empty body: refill)."),
+    responses(
+        (status = 200, description = "Killed.", body = ExecutorKilled),
+        (status = 404, description = "No such executor.", body = ErrorBody),
+        (status = 503, description = "Not the leader, or no answer in time.", body = Unavailable),
+    ))]
 pub fn kill_executor(
     request: &mut tiny_http::Request,
     id: &str,
@@ -125,27 +198,36 @@ pub fn kill_executor(
         executor: ExecutorId::from(id),
         refill,
     };
-    accepted(command(queries, msg)?, id, json!({"executor": id, "killed": true, "refill": refill}))
+    let executor = id.to_string();
+    accepted(command(queries, msg)?, id, |epoch| ExecutorKilled {
+        executor,
+        killed: true,
+        refill,
+        epoch,
+    })
 }
 
 /// `POST /v1/leader/step-down`: `{"stepped_down": true, "epoch"}`.
+#[utoipa::path(post, path = "/v1/leader/step-down", tag = "operator",
+    responses(
+        (status = 200, description = "Stepped down; another master leads (ZooKeeper mode).", body = SteppedDown),
+        (status = 400, description = "Refused (a single-master mode).", body = ErrorBody),
+        (status = 503, description = "Not the leader, or no answer in time.", body = Unavailable),
+    ))]
 pub fn step_down(queries: &async_channel::Sender<HttpQuery>) -> Result<Response, ApiError> {
     let msg = Message::StepDown { request: request_id() };
-    accepted(command(queries, msg)?, "", json!({"stepped_down": true}))
+    accepted(command(queries, msg)?, "", |epoch| SteppedDown { stepped_down: true, epoch })
 }
 
-/// `200` with `body` and the epoch for `RequestAccepted`; the refusal
-/// otherwise.
-fn accepted(
+/// `200` with the body `body` makes of the epoch for `RequestAccepted`;
+/// the refusal otherwise.
+fn accepted<T: Serialize>(
     reply: Message,
     named: &str,
-    mut body: serde_json::Value,
+    body: impl FnOnce(u64) -> T,
 ) -> Result<Response, ApiError> {
     match reply {
-        Message::RequestAccepted { epoch, .. } => {
-            body["epoch"] = json!(epoch.0);
-            Ok(json_response(200, &body))
-        }
+        Message::RequestAccepted { epoch, .. } => Ok(answer(200, &body(epoch.0))),
         other => Err(unexpected(other, named)),
     }
 }
