@@ -9,9 +9,12 @@
 //!   the binary, which reads `/api/state` and follows `/api/events`.
 //! * `GET /api/logs/<executor>?stream=stdout|stderr[&offset=N|&tail=N]`: a
 //!   chunk of an executor's output, relayed by the leader ([`logs`]).
+//! * `/v1/...`: the HTTP API for clients in any language ([`v1`],
+//!   docs/api.md): jobs, scaling, operator commands, the resumable event
+//!   stream, `/v1/openapi.json`.
 //!
-//! `HEAD` is answered like `GET` without a body; any other method is
-//! `405 Method Not Allowed`, any other path `404 Not Found`.
+//! On the pages, `HEAD` is answered like `GET` without a body; any other
+//! method is `405 Method Not Allowed`, any other path `404 Not Found`.
 //!
 //! The server is tiny_http on a dedicated thread (event streams get a thread
 //! each, see [`events`]). It keeps no copy of the master's state: for every
@@ -34,8 +37,9 @@
 //! it with `regent http-token --secret-file F`. A request without it, or
 //! with another token, gets `401 Unauthorized` (with
 //! `WWW-Authenticate: Bearer realm="regent"`) saying so. A server bound to
-//! loopback stays open. Nothing here changes the cluster: every command goes
-//! over the authenticated wire protocol.
+//! loopback stays open. The pages only read; `/v1/` also writes, each
+//! write one wire message handed to the node ([`HttpQuery::Command`]), and
+//! a second, read-only token ([`v1::auth`]) may only read.
 
 use regent_core::protocol::{ClusterState, ExecutorState};
 use regent_core::secret::Secret;

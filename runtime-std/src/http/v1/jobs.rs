@@ -47,7 +47,8 @@ pub struct Plan {
     /// The job planned.
     pub job: String,
     /// Where each group's slots would go, in the body's order (`regent job
-    /// plan`'s answer).
+    /// plan`'s answer: `group`, `slots`, `placed` as `[slot, worker]`
+    /// pairs, `placed_omitted`, `unplaced`, `reason`).
     #[schema(value_type = Vec<Object>)]
     pub groups: Vec<GroupPlan>,
 }
