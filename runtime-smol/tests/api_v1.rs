@@ -726,3 +726,38 @@ fn the_answers_of_a_real_master_fit_the_openapi_document() {
     w.stop(Duration::from_secs(5));
     m.stop(Duration::from_secs(5));
 }
+
+#[test]
+fn events_are_server_sent_when_the_client_accepts_them() {
+    let f = fake(MasterStatus::Alive, None, accepting);
+    let mut s = TcpStream::connect(f.addr).unwrap();
+    s.set_read_timeout(Some(BOUND)).unwrap();
+    write!(
+        s,
+        "GET /v1/events?heartbeat=100ms HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n"
+    )
+    .unwrap();
+    let mut r = BufReader::new(s);
+    let mut head = String::new();
+    while !head.ends_with("\r\n\r\n") {
+        assert!(r.read_line(&mut head).unwrap() > 0, "the stream closed: {head}");
+    }
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.to_ascii_lowercase().contains("content-type: text/event-stream"), "{head}");
+    // Two events: where the stream starts, then a heartbeat; each with its
+    // index as `id:` and the same JSON as the NDJSON line as `data:`.
+    for expected in ["index", "heartbeat"] {
+        let (mut id, mut data, mut line) = (String::new(), String::new(), String::new());
+        r.read_line(&mut id).unwrap();
+        r.read_line(&mut data).unwrap();
+        r.read_line(&mut line).unwrap();
+        let id = id.strip_prefix("id: ").expect("an id line").trim();
+        let v = json_of(data.strip_prefix("data: ").expect("a data line"));
+        assert_eq!(v["index"], id, "{v}");
+        assert!(v.get(expected).is_some(), "{expected}: {v}");
+        assert_eq!(line, "\n", "an event ends with an empty line");
+    }
+    // HEAD: the head only.
+    let (code, head, body) = call(&f.addr.to_string(), "HEAD", "/v1/events", &[], b"");
+    assert_eq!((code, body.as_str()), (200, ""), "{head}");
+}

@@ -30,7 +30,7 @@
 use super::errors::{ApiError, ErrorBody, Unavailable};
 use super::{header_value, query_param};
 use crate::http::events::{Hub, Next};
-use crate::http::{HttpQuery, QUERY_TIMEOUT};
+use crate::http::QUERY_TIMEOUT;
 use regent_core::events::ClusterEvent;
 use regent_core::states::MasterStatus;
 use serde::Serialize;
@@ -131,12 +131,7 @@ fn ask(request: &tiny_http::Request, url: &str) -> Result<Ask, ApiError> {
         (status = 400, description = "A malformed parameter.", body = ErrorBody),
         (status = 503, description = "A standby (naming the leader), or too many streams.", body = Unavailable),
     ))]
-pub(in crate::http) fn serve(
-    request: tiny_http::Request,
-    url: &str,
-    hub: &Arc<Hub>,
-    _queries: &async_channel::Sender<HttpQuery>,
-) {
+pub(in crate::http) fn serve(request: tiny_http::Request, url: &str, hub: &Arc<Hub>) {
     let ask = match ask(&request, url) {
         Ok(a) => a,
         Err(e) => {
@@ -183,6 +178,13 @@ fn stream(request: tiny_http::Request, ask: &Ask, hub: &Hub) {
     let mut epoch = snap.state.epoch.0;
     drop(snap);
     let content_type = if ask.sse { "text/event-stream" } else { "application/x-ndjson" };
+    if *request.method() == tiny_http::Method::Head {
+        let head = tiny_http::Response::empty(200)
+            .with_header(crate::http::header("Content-Type", content_type))
+            .with_header(crate::http::header("Cache-Control", "no-cache"));
+        let _ = request.respond(head);
+        return;
+    }
     let mut out = request.into_writer();
     let head = format!(
         "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nCache-Control: no-cache\r\n\

@@ -219,7 +219,7 @@ pub(super) fn respond(
         )),
         Some(Route::Events) => {
             tracing::debug!(%method, %path, "HTTP /v1/ event stream");
-            return events::serve(request, &url, hub, queries);
+            return events::serve(request, &url, hub);
         }
         Some(r) => handle(r, &method, &url, &mut request, queries),
     };
