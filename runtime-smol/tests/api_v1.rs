@@ -34,12 +34,14 @@ type Answer = fn(&Message) -> Message;
 struct Fake {
     addr: SocketAddr,
     commands: Arc<AtomicUsize>,
-    stop: async_channel::Sender<()>,
+    queries: async_channel::Receiver<HttpQuery>,
 }
 
 impl Drop for Fake {
+    /// Closes the query channel: the daemon thread ends, and the server's
+    /// thread soon after.
     fn drop(&mut self) {
-        let _ = self.stop.try_send(());
+        self.queries.close();
     }
 }
 
@@ -68,13 +70,13 @@ fn fake(status: MasterStatus, tokens: Option<Tokens>, answer: Answer) -> Fake {
     let addr = server.server_addr().to_ip().expect("an IP listener");
     let (qtx, qrx) = async_channel::unbounded::<HttpQuery>();
     http::serve_on_with(server, tokens, qtx);
-    let (stop, stop_rx) = async_channel::bounded::<()>(1);
     let commands = Arc::new(AtomicUsize::new(0));
     let counted = commands.clone();
     let snap = state(status);
+    let queries = qrx.clone();
     std::thread::spawn(move || {
-        // The daemon loop: answers until told to stop, then drops `qrx`.
-        while stop_rx.try_recv().is_err() {
+        // The daemon loop: answers until the channel is closed.
+        loop {
             let Ok(q) = qrx.recv_blocking() else { return };
             match q {
                 HttpQuery::State { reply, .. } => {
@@ -91,7 +93,7 @@ fn fake(status: MasterStatus, tokens: Option<Tokens>, answer: Answer) -> Fake {
             }
         }
     });
-    Fake { addr, commands, stop }
+    Fake { addr, commands, queries }
 }
 
 /// A master that accepts everything: `JobAccepted` (created), `JobsReply`
