@@ -484,7 +484,7 @@ fn events_resume_exactly_within_the_backlog_and_say_gap_otherwise() {
 }
 
 #[test]
-fn plan_and_operator_commands_over_v1_reach_a_real_master() {
+fn a_plan_over_v1_reaches_a_real_master() {
     let c = Cluster::new("api-v1-operator");
     let spec = MasterSpec::new("m1", &[]);
     let mut m = c.master(&spec);
@@ -502,11 +502,6 @@ fn plan_and_operator_commands_over_v1_reach_a_real_master() {
     assert_eq!(plan["groups"].as_array().map(Vec::len), Some(1), "{plan}");
     assert!(plan["epoch"].as_u64().is_some(), "{plan}");
 
-    // The master on this branch's base refuses local operator commands as
-    // not served yet (the jobs assignment serves them): rendered as 501.
-    let (code, _, body) = call(&http, "POST", "/v1/workers/w1/cordon", &[], b"");
-    assert_eq!(code, 501, "{body}");
-    assert!(json_of(&body)["error"].as_str().unwrap().contains("not served"), "{body}");
     w.stop(Duration::from_secs(5));
     m.stop(Duration::from_secs(5));
 }
@@ -762,4 +757,93 @@ fn events_are_server_sent_when_the_client_accepts_them() {
     // HEAD: the head only.
     let (code, head, body) = call(&f.addr.to_string(), "HEAD", "/v1/events", &[], b"");
     assert_eq!((code, body.as_str()), (200, ""), "{head}");
+}
+
+// The two tests below need the jobs assignment's core (API-owned jobs,
+// operator commands answered to a local asker): on this branch's base the
+// master refuses them as not served yet (rendered 501). Un-ignore on merge;
+// both pass on http merged with jobs.
+
+#[test]
+#[ignore = "needs the jobs branch: local commands are not served on this base"]
+fn jobs_over_v1_on_a_real_master() {
+    let c = Cluster::new("api-v1-jobs");
+    let spec = MasterSpec::new("m1", &[]);
+    let mut m = c.master(&spec);
+    let http = spec.http_addr();
+    let mut w = c.worker("w1", &[spec.addr()], 2, 512, &[]);
+    wait_for(BOUND, "w1 ALIVE", || match api_state(&http) {
+        Some(v) if v["workers"][0]["state"] == "ALIVE" => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    let doc = openapi_of(&http);
+    let job = br#"{"id": "web", "name": "web", "group": [{"name": "g", "count": 3, "command": ["sleep", "600"], "cores": 1, "memory_mb": 64}]}"#;
+    let key = [("Idempotency-Key", "deploy-1")];
+    let (code, _, body) = call(&http, "POST", "/v1/jobs?expect_version=0", &key, job);
+    assert_eq!(code, 201, "{body}");
+    conforms(&doc, "/v1/jobs", "post", 201, &json_of(&body));
+    assert_eq!(json_of(&body)["version"], 1, "{body}");
+    // A retry with the same key: replayed, nothing changed.
+    let (code, _, body) = call(&http, "POST", "/v1/jobs?expect_version=0", &key, job);
+    assert_eq!((code, json_of(&body)["change"].as_str()), (200, Some("replayed")), "{body}");
+    // Check-and-set against another version.
+    let (code, _, body) = call(&http, "POST", "/v1/jobs?expect_version=7", &[], job);
+    assert_eq!(code, 409, "{body}");
+    conforms(&doc, "/v1/jobs", "post", 409, &json_of(&body));
+    // Two of three slots fit (2 cores); the third waits, saying why.
+    let status = wait_for(BOUND, "two slots running", || {
+        let (code, _, body) = call(&http, "GET", "/v1/jobs/web", &[], b"");
+        let v = json_of(&body);
+        if code == 200 && v["groups"][0]["running"] == 2 {
+            Ok(v)
+        } else {
+            Err(body)
+        }
+    });
+    conforms(&doc, "/v1/jobs/{id}", "get", 200, &status);
+    let waiting =
+        status["groups"][0]["slots"].as_array().unwrap().iter().find(|s| s["phase"] == "waiting");
+    assert!(waiting.is_some_and(|s| s["reason"].is_string()), "{status}");
+    let (code, _, body) = call(&http, "GET", "/v1/jobs", &[], b"");
+    assert_eq!(code, 200, "{body}");
+    conforms(&doc, "/v1/jobs", "get", 200, &json_of(&body));
+    let (code, _, body) = call(&http, "DELETE", "/v1/jobs/web", &[], b"");
+    assert_eq!(code, 200, "{body}");
+    conforms(&doc, "/v1/jobs/{id}", "delete", 200, &json_of(&body));
+    let (code, _, body) = call(&http, "DELETE", "/v1/jobs/web", &[], b"");
+    assert_eq!(code, 404, "{body}");
+    w.stop(Duration::from_secs(5));
+    m.stop(Duration::from_secs(5));
+}
+
+#[test]
+#[ignore = "needs the jobs branch: local commands are not served on this base"]
+fn operator_commands_over_v1_reach_a_real_master() {
+    let c = Cluster::new("api-v1-operator");
+    let spec = MasterSpec::new("m1", &[]);
+    let mut m = c.master(&spec);
+    let http = spec.http_addr();
+    let mut w = c.worker("w1", &[spec.addr()], 2, 512, &[]);
+    wait_for(BOUND, "w1 ALIVE", || match api_state(&http) {
+        Some(v) if v["workers"][0]["state"] == "ALIVE" => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    // Cordon over /v1/, then the state shows it; an unknown worker is 404.
+    let (code, _, body) = call(&http, "POST", "/v1/workers/w1/cordon", &[], b"");
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(json_of(&body)["action"], "cordon", "{body}");
+    wait_for(BOUND, "w1 cordoned in /api/state", || match api_state(&http) {
+        Some(v) if v["workers"][0]["cordoned"] == true => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    let (code, _, body) = call(&http, "POST", "/v1/workers/nope/cordon", &[], b"");
+    assert_eq!(code, 404, "{body}");
+    let (code, _, body) = call(&http, "POST", "/v1/workers/w1/uncordon", &[], b"");
+    assert_eq!(code, 200, "{body}");
+    wait_for(BOUND, "w1 uncordoned", || match api_state(&http) {
+        Some(v) if v["workers"][0]["cordoned"] == false => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    w.stop(Duration::from_secs(5));
+    m.stop(Duration::from_secs(5));
 }
