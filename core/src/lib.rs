@@ -43,7 +43,6 @@
 //!   [`progress::SubmitOutcome`].
 #![warn(missing_docs)]
 
-pub mod api;
 pub mod auth;
 pub mod codec;
 pub mod deadlines;
@@ -59,6 +58,9 @@ pub mod policy;
 pub mod ports;
 pub mod progress;
 pub mod protocol;
+/// The HTTP API's types ([`protocol::api`]): they travel in wire messages,
+/// so they live with the protocol.
+pub use protocol::api;
 pub mod resources;
 pub mod rng;
 pub mod secret;

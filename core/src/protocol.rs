@@ -18,6 +18,8 @@ use crate::states::{DrainState, FrameworkState, MasterStatus, ShownWorkerState, 
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
 
+pub mod api;
+
 /// The protocol version this build speaks. A `Hello` with another version is
 /// refused with [`crate::codec::DecodeError::UnsupportedVersion`].
 ///

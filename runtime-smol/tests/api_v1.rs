@@ -766,7 +766,6 @@ fn events_are_server_sent_when_the_client_accepts_them() {
 // http merged with jobs and scale (with clients, so does e2e_python_adaptive).
 
 #[test]
-#[ignore = "needs the jobs branch: local commands are not served on this base"]
 fn jobs_over_v1_on_a_real_master() {
     let c = Cluster::new("api-v1-jobs");
     let spec = MasterSpec::new("m1", &[]);
@@ -818,7 +817,6 @@ fn jobs_over_v1_on_a_real_master() {
 }
 
 #[test]
-#[ignore = "needs the jobs branch: local commands are not served on this base"]
 fn operator_commands_over_v1_reach_a_real_master() {
     let c = Cluster::new("api-v1-operator");
     let spec = MasterSpec::new("m1", &[]);

@@ -119,7 +119,8 @@ pub fn json_response(status: u16, v: &Value) -> Response {
 pub fn refusal_status(reason: &str, named: &str) -> u16 {
     let r = reason.to_ascii_lowercase();
     let unknown = ["unknown", "no such", "not found", "not known", "does not exist"];
-    let conflict = ["version", "conflict", "already exists", "exists already"];
+    let conflict =
+        ["version", "conflict", "already exists", "exists already", "driven by a subscriber"];
     if r.contains("not served") {
         501
     } else if conflict.iter().any(|w| r.contains(w)) {
@@ -141,6 +142,8 @@ mod tests {
     fn refusals_are_classified_by_what_they_say_of_what_was_named() {
         assert_eq!(refusal_status("unknown worker \"w9\"", "w9"), 404);
         assert_eq!(refusal_status("no worker w9", "w9"), 404);
+        let driven = "job web is driven by a subscriber (regent run/submit); it cannot be changed through the API";
+        assert_eq!(refusal_status(driven, "web"), 409);
         assert_eq!(refusal_status("job \"web\" is at version 3, not 2", "web"), 409);
         assert_eq!(refusal_status("SubmitJob is not served to local askers yet", "web"), 501);
         assert_eq!(refusal_status("count must be at least 1", "web"), 400);

@@ -21,8 +21,8 @@
 //! submission with `expect_version` is refused unless the job is at that
 //! version (check-and-set; `Some(0)`: only if the job does not exist).
 
+use super::GroupSpec;
 use crate::ids::{ExecutorId, FrameworkId, WorkerId};
-use crate::protocol::GroupSpec;
 use crate::states::FrameworkState;
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
