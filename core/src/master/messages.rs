@@ -213,12 +213,8 @@ impl Master {
             Message::ScaleGroup { request, framework, group, slots, remove, stop }
                 if self.may_act() =>
             {
-                if remove.is_empty() && stop.is_none() {
-                    self.scale_group(conn, request, framework, group, slots, out)
-                } else {
-                    let reason = "a scale that names executors is not served yet".to_string();
-                    out.push(self.refuse_request(conn, request, reason));
-                }
+                let asker = Origin::Conn(conn);
+                self.scale_group(asker, request, framework, group, slots, remove, stop, out)
             }
             Message::SubmitJob { request, .. }
             | Message::DeleteJob { request, .. }
@@ -353,23 +349,26 @@ impl Master {
             out.push(asker.reply(self.refusal_message()));
             return;
         }
-        let request = match &msg {
-            Message::PlanRequest { request, groups } => {
+        let request = match msg {
+            Message::ScaleGroup { request, framework, group, slots, remove, stop } => {
+                self.scale_group(asker, request, framework, group, slots, remove, stop, out);
+                return;
+            }
+            Message::PlanRequest { request, ref groups } => {
                 let groups = self.candidates().plan(groups);
-                let msg = Message::PlanReply { epoch: self.epoch, request: *request, groups };
+                let msg = Message::PlanReply { epoch: self.epoch, request, groups };
                 out.push(asker.reply(msg));
                 return;
             }
             Message::SubmitJob { request, .. }
             | Message::DeleteJob { request, .. }
             | Message::JobsRequest { request, .. }
-            | Message::ScaleGroup { request, .. }
             | Message::CordonWorker { request, .. }
             | Message::UncordonWorker { request, .. }
             | Message::DrainWorker { request, .. }
             | Message::OperatorKillExecutor { request, .. }
             | Message::RemoveWorker { request, .. }
-            | Message::KillFramework { request, .. } => *request,
+            | Message::KillFramework { request, .. } => request,
             _ => 0,
         };
         let reason = format!("{} is not served to local askers yet", msg.kind());

@@ -376,6 +376,8 @@ enum AfterWrite {
     Subscribed { framework: FrameworkId, conn: ConnId },
     /// Send `RequestAccepted`.
     Accept { conn: ConnId, request: u64 },
+    /// Answer `RequestAccepted` to `to` (a connection or a local asker).
+    AcceptTo { to: Origin, request: u64 },
     /// `executor` in `state` is durable; acknowledge the report of `ack`.
     Recorded { executor: ExecutorId, state: ExecutorState, ack: Option<WorkerId> },
     /// Acknowledge a worker's report (nothing of it needed recording).
@@ -397,8 +399,15 @@ enum AfterWrite {
     /// of it (on its worker's current connection).
     EndKills { kills: Vec<(WorkerId, ExecutorId)> },
     /// A scale is durable in the framework's record: tell the subscriber,
-    /// kill the surplus executors.
-    Scaled { framework: FrameworkId, group: String, slots: u32, surplus: Vec<ExecutorId> },
+    /// kill the surplus executors, stop the named ones with `stop`.
+    Scaled {
+        framework: FrameworkId,
+        group: String,
+        slots: u32,
+        surplus: Vec<ExecutorId>,
+        named: Vec<ExecutorId>,
+        stop: Option<crate::api::Stop>,
+    },
     /// An update's new spec and rollout are durable: its old executors may
     /// be stopped.
     Rolling { framework: FrameworkId, group: String },
@@ -776,7 +785,7 @@ impl Master {
                         .enumerate()
                         .map(|(gi, g)| GroupView {
                             name: g.record.spec.group.clone(),
-                            slots: g.slot_count(),
+                            slots: g.count(),
                             declared: g.record.spec.slots,
                             running: u32::try_from(
                                 g.current
@@ -989,6 +998,9 @@ impl Master {
                 conn,
                 msg: Message::RequestAccepted { epoch: self.epoch, request },
             }),
+            AfterWrite::AcceptTo { to, request } => {
+                out.push(to.reply(Message::RequestAccepted { epoch: self.epoch, request }))
+            }
             AfterWrite::Recorded { executor, state, ack } => {
                 self.on_recorded(&executor, &state, ack.as_ref(), out)
             }
@@ -1012,8 +1024,8 @@ impl Master {
                     self.kill_dying(&worker, &executor, out);
                 }
             }
-            AfterWrite::Scaled { framework, group, slots, surplus } => {
-                self.on_scaled(&framework, group, slots, surplus, out)
+            AfterWrite::Scaled { framework, group, slots, surplus, named, stop } => {
+                self.on_scaled(&framework, group, slots, surplus, named, stop, out)
             }
             AfterWrite::Rolling { framework, group } => {
                 if let Some(g) =
