@@ -848,7 +848,6 @@ fn operator_commands_over_v1_reach_a_real_master() {
 }
 
 #[test]
-#[ignore = "needs the jobs and scale branches: named scales are not served on this base"]
 fn a_scale_over_v1_removes_exactly_the_named_executors() {
     let c = Cluster::new("api-v1-scale");
     let spec = MasterSpec::new("m1", &[]);
