@@ -1019,3 +1019,26 @@ fn an_interrupt_while_ending_keeps_the_outcome_and_says_the_end_is_unconfirmed()
     );
     assert_eq!(n.ending().map(|e| e.code), Some(EXIT_SUCCEEDED));
 }
+
+/// The master refuses the teardown: the submission keeps its outcome and
+/// says why the framework's end is unconfirmed, without waiting out the
+/// complete timeout.
+#[test]
+fn a_refused_teardown_ends_the_submission_saying_why() {
+    let mut n = node(&["m1:1"]);
+    subscribe_on(&mut n, "m1:1", 1);
+    let out = n.handle(Millis(10), msg(1, update(0, ExecutorState::Exited { code: 0 })));
+    let request = teardown_sent(&out, 1);
+    let refusal =
+        Message::RequestRefused { epoch: EPOCH, request, reason: "the leader is busy".into() };
+    let out = n.handle(Millis(20), msg(1, refusal));
+    assert_eq!(
+        lines(&out).last().map(String::as_str),
+        Some(
+            "done: all 1 executors of framework fw-1 exited 0; the master refused to end the \
+             framework (the leader is busy): it may end only at its failover timeout (60s)"
+        ),
+        "{out:?}"
+    );
+    assert_eq!(n.ending().map(|e| e.code), Some(EXIT_SUCCEEDED));
+}
