@@ -44,9 +44,11 @@ pub struct JobSubmission {
     /// Its groups as they should be, in order. A group of a live job whose
     /// spec differs is updated through a rollout (`regent run --update`'s
     /// path, at most `max_parallel` slots down at once); a group that is
-    /// new is declared; a group of the live job not named here is refused
-    /// (a job's groups are only ever added: remove one by scaling it to
-    /// zero... or deleting the job).
+    /// new is declared; a group of the live job not named here is refused,
+    /// naming it (a job's groups are only ever added: delete the job to
+    /// drop one). An update does not change a group's count (scale it).
+    /// Each group passes the checks of a `DeclareGroup`, refused naming
+    /// the group and the job file's key.
     pub groups: Vec<GroupSpec>,
     /// The client's idempotency key (at most
     /// [`MAX_IDEMPOTENCY_KEY_BYTES`] bytes): a request with a key the job

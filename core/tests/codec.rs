@@ -2,6 +2,7 @@
 //! the wire format.
 
 use quickcheck::{Arbitrary, Gen, QuickCheck};
+use regent_core::api;
 use regent_core::codec::{self, DecodeError, Decoder, DecoderConfig};
 use regent_core::ids::InstanceId;
 use regent_core::policy::{Constraint, GroupPolicy, Placement, RestartMode, RestartPolicy};
@@ -142,7 +143,7 @@ fn log_stream(g: &mut Gen) -> LogStream {
 
 /// Number of `Message` variants; a new variant must be added to `arb` and
 /// to `golden_samples`.
-const VARIANTS: u8 = 50;
+const VARIANTS: u8 = 55;
 
 fn opt_u64(g: &mut Gen) -> Option<u64> {
     if bool::arbitrary(g) {
@@ -154,6 +155,71 @@ fn opt_u64(g: &mut Gen) -> Option<u64> {
 
 fn usage_arb(g: &mut Gen) -> Usage {
     Usage { memory_bytes: opt_u64(g), memory_peak_bytes: opt_u64(g), cpu_usec: opt_u64(g) }
+}
+
+const JOB_CHANGES: [api::JobChange; 4] = [
+    api::JobChange::Created,
+    api::JobChange::Updated,
+    api::JobChange::Unchanged,
+    api::JobChange::Replayed,
+];
+
+const SLOT_PHASES: [api::SlotPhase; 8] = [
+    api::SlotPhase::Waiting,
+    api::SlotPhase::Backoff,
+    api::SlotPhase::Launching,
+    api::SlotPhase::Running,
+    api::SlotPhase::Stopping,
+    api::SlotPhase::Completed,
+    api::SlotPhase::Failed,
+    api::SlotPhase::Killed,
+];
+
+fn opt_s(g: &mut Gen) -> Option<String> {
+    if bool::arbitrary(g) {
+        Some(s(g))
+    } else {
+        None
+    }
+}
+
+fn job_submission_arb(g: &mut Gen) -> api::JobSubmission {
+    api::JobSubmission {
+        job: FrameworkId(s(g)),
+        name: s(g),
+        groups: (0..usize::arbitrary(g) % 3).map(|_| group_spec_arb(g)).collect(),
+        key: opt_s(g),
+        expect_version: opt_u64(g),
+        max_parallel: u32::arbitrary(g),
+    }
+}
+
+fn job_status_arb(g: &mut Gen) -> api::JobStatus {
+    api::JobStatus {
+        job: FrameworkId(s(g)),
+        name: s(g),
+        version: opt_u64(g),
+        state: *g.choose(&FrameworkState::ALL).expect("states"),
+        groups: (0..usize::arbitrary(g) % 3)
+            .map(|_| api::GroupStatus {
+                group: s(g),
+                desired: u32::arbitrary(g),
+                placed: u32::arbitrary(g),
+                running: u32::arbitrary(g),
+                done: u32::arbitrary(g),
+                rolling: bool::arbitrary(g),
+                slots: (0..usize::arbitrary(g) % 3)
+                    .map(|_| api::SlotStatus {
+                        slot: u32::arbitrary(g),
+                        phase: *g.choose(&SLOT_PHASES).expect("phases"),
+                        executor: if bool::arbitrary(g) { Some(ExecutorId(s(g))) } else { None },
+                        worker: if bool::arbitrary(g) { Some(WorkerId(s(g))) } else { None },
+                        reason: opt_s(g),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -358,6 +424,24 @@ impl Arbitrary for Arb {
                     work_dir_free_bytes: opt_u64(g),
                     work_dir_total_bytes: opt_u64(g),
                 },
+            },
+            50 => Message::SubmitJob { request: u64::arbitrary(g), job: job_submission_arb(g) },
+            51 => Message::JobAccepted {
+                epoch: e(g),
+                request: u64::arbitrary(g),
+                job: FrameworkId(s(g)),
+                version: u64::arbitrary(g),
+                change: *g.choose(&JOB_CHANGES).expect("changes"),
+            },
+            52 => Message::DeleteJob { request: u64::arbitrary(g), job: FrameworkId(s(g)) },
+            53 => Message::JobsRequest {
+                request: u64::arbitrary(g),
+                job: if bool::arbitrary(g) { Some(FrameworkId(s(g))) } else { None },
+            },
+            54 => Message::JobsReply {
+                epoch: e(g),
+                request: u64::arbitrary(g),
+                jobs: (0..usize::arbitrary(g) % 3).map(|_| job_status_arb(g)).collect(),
             },
             _ => Message::PlanReply {
                 epoch: e(g),
@@ -930,6 +1014,69 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                     placed_omitted: 0,
                     unplaced: 2,
                     reason: Some("needs 8 cores, the largest free is 4".into()),
+                }],
+            },
+        ),
+        (
+            "submit_job",
+            Message::SubmitJob {
+                request: 9,
+                job: api::JobSubmission {
+                    job: FrameworkId::new("web"),
+                    name: "web".into(),
+                    groups: vec![group_spec()],
+                    key: Some("deploy-7".into()),
+                    expect_version: Some(3),
+                    max_parallel: 2,
+                },
+            },
+        ),
+        (
+            "job_accepted",
+            Message::JobAccepted {
+                epoch: Epoch(42),
+                request: 9,
+                job: FrameworkId::new("web"),
+                version: 4,
+                change: api::JobChange::Updated,
+            },
+        ),
+        ("delete_job", Message::DeleteJob { request: 9, job: FrameworkId::new("web") }),
+        ("jobs_request", Message::JobsRequest { request: 9, job: Some(FrameworkId::new("web")) }),
+        (
+            "jobs_reply",
+            Message::JobsReply {
+                epoch: Epoch(42),
+                request: 9,
+                jobs: vec![api::JobStatus {
+                    job: FrameworkId::new("web"),
+                    name: "web".into(),
+                    version: Some(4),
+                    state: FrameworkState::Active,
+                    groups: vec![api::GroupStatus {
+                        group: "g".into(),
+                        desired: 2,
+                        placed: 1,
+                        running: 1,
+                        done: 0,
+                        rolling: false,
+                        slots: vec![
+                            api::SlotStatus {
+                                slot: 0,
+                                phase: api::SlotPhase::Running,
+                                executor: Some(ExecutorId::new("web/g#0#42.1")),
+                                worker: Some(WorkerId::new("w1")),
+                                reason: None,
+                            },
+                            api::SlotStatus {
+                                slot: 1,
+                                phase: api::SlotPhase::Waiting,
+                                executor: None,
+                                worker: None,
+                                reason: Some("needs 8 cores, the largest free is 4".into()),
+                            },
+                        ],
+                    }],
                 }],
             },
         ),

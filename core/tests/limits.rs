@@ -481,6 +481,7 @@ fn a_stored_retry_count_at_u32_max_never_overflows() {
         }],
         callback: None,
         registered_at_ms: None,
+        job: None,
     });
     let out = m.handle(T, master::Event::Elected { floor: Epoch(1), clock: 0 });
     assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
@@ -652,6 +653,7 @@ fn fw_record(m: &Master) -> Record {
         groups: fw.groups.iter().map(|g| g.record.clone()).collect(),
         callback: None,
         registered_at_ms: None,
+        job: None,
     })
 }
 

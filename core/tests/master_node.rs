@@ -602,6 +602,41 @@ fn step_down_hands_leadership_to_the_standby() {
     assert!(!c.nodes[0].exited());
 }
 
+/// A local asker's `StepDown` (the HTTP API, `Query::Command`) is the
+/// operator's on a connection: answered `RequestAccepted`, the session
+/// closed in the same step; a standby's answer is the refusal.
+#[test]
+fn a_local_askers_step_down_is_answered_as_a_connections() {
+    use regent_core::ids::QueryId;
+    use regent_core::node::master::{Answer, Query};
+    let mut c = led_by_node_0(2);
+    let s0 = c.nodes[0].session.unwrap();
+    let epoch = c.nodes[0].node.master().epoch();
+    let ask = Query::Command(Message::StepDown { request: 7 });
+    let out = c.feed_only(0, Input::Query { query: QueryId(3), ask });
+    assert_eq!(
+        out.first(),
+        Some(&Output::Answer {
+            query: QueryId(3),
+            answer: Answer::Reply(Message::RequestAccepted { epoch, request: 7 })
+        })
+    );
+    assert!(out.contains(&Output::Zk(ZkCommand::CloseSession { session: s0 })), "{out:?}");
+    assert_eq!(c.nodes[0].status(), Status::Standby);
+    let ask = Query::Command(Message::StepDown { request: 8 });
+    let out = c.feed_only(0, Input::Query { query: QueryId(4), ask });
+    assert!(
+        matches!(
+            &out[..],
+            [Output::Answer {
+                query: QueryId(4),
+                answer: Answer::Reply(Message::RequestRefused { request: 8, .. })
+            }]
+        ),
+        "{out:?}"
+    );
+}
+
 // ----- 8b ------------------------------------------------------------------
 
 /// A standby's reply to a worker.

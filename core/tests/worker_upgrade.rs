@@ -313,6 +313,7 @@ fn a_leader_recovering_from_its_store_adopts_what_the_new_process_reports() {
             }],
             callback: None,
             registered_at_ms: None,
+            job: None,
         }),
     ];
     let mut m = master("a");

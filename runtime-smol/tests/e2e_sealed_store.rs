@@ -64,6 +64,7 @@ fn planted() -> Record {
         }],
         callback: None,
         registered_at_ms: None,
+        job: None,
     })
 }
 

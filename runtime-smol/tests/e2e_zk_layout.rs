@@ -45,6 +45,7 @@ fn records_of(workers: usize) -> Vec<Record> {
         groups: vec![],
         callback: None,
         registered_at_ms: None,
+        job: None,
     }));
     out
 }

@@ -50,6 +50,7 @@ fn build(dir: &Path, n: usize) {
             groups: Vec::new(),
             callback: None,
             registered_at_ms: None,
+            job: None,
         }));
     }
     for i in 0..n - 1 - frameworks {

@@ -583,6 +583,7 @@ fn records(n: u64) -> Vec<Record> {
             }],
             callback: Some(Addr(format!("10.200.{}.{}:7079", j >> 8 & 0xff, j & 0xff))),
             registered_at_ms: None,
+            job: None,
         }));
     }
     v

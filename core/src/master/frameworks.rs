@@ -28,8 +28,9 @@ use super::{Action, AfterWrite, Master};
 use crate::ids::{Addr, ConnId, ExecutorId, FrameworkId, InstanceId, WorkerId};
 use crate::limits;
 use crate::protocol::{ExecutorInfo, GroupSpec, Message, Subscribe};
+use crate::states::FrameworkState;
 use crate::store::StoreCommand;
-use crate::store::{FrameworkRecord, GroupRecord, Record, SlotOutcome};
+use crate::store::{FrameworkRecord, GroupRecord, JobRecord, Record, SlotOutcome};
 use crate::time::Millis;
 
 /// One framework at the leader.
@@ -58,6 +59,14 @@ pub struct FrameworkEntry {
     /// Wall-clock ms of its first SUBSCRIBE, if the leader that accepted it
     /// knew the wall clock (kept in the framework record).
     pub registered_at_ms: Option<u64>,
+    /// For a job the leader owns (`SubmitJob`): its version and
+    /// idempotency keys, as in its record (see [`super::jobs`]); `None` for
+    /// a framework a subscriber drives.
+    pub job: Option<JobRecord>,
+    /// The write of the job's latest accepted change, while it is in
+    /// flight: an answer that depends on it (a replayed or unchanged
+    /// submission) waits for it.
+    pub job_write: Option<crate::store::WriteId>,
 }
 
 /// A declared group and its slots at the leader.
@@ -94,6 +103,7 @@ impl FrameworkEntry {
             groups: self.groups.iter().map(|g| g.record.clone()).collect(),
             callback: self.callback.clone(),
             registered_at_ms: self.registered_at_ms,
+            job: self.job.clone(),
         })
     }
 
@@ -104,6 +114,8 @@ impl FrameworkEntry {
             failover_timeout: Millis(r.failover_timeout_ms),
             callback: r.callback,
             registered_at_ms: r.registered_at_ms,
+            job: r.job,
+            job_write: None,
             instance: None,
             attempt: 0,
             conn: None,
@@ -123,12 +135,53 @@ impl FrameworkEntry {
         }
     }
 
+    /// Its state as views show it: DISCONNECTED without a live
+    /// subscription (never, for a job the leader owns: it has no
+    /// subscriber), FAILED with a failed slot, FINISHED once every slot is
+    /// done, ACTIVE otherwise.
+    pub(super) fn state(&self) -> FrameworkState {
+        let slots = || self.groups.iter().flat_map(|g| g.record.slots.iter());
+        if self.conn.is_none() && self.job.is_none() {
+            FrameworkState::Disconnected
+        } else if slots().any(|o| matches!(o, SlotOutcome::Failed { .. })) {
+            FrameworkState::Failed
+        } else if !self.groups.is_empty() && slots().all(|o| matches!(o, SlotOutcome::Done { .. }))
+        {
+            FrameworkState::Finished
+        } else {
+            FrameworkState::Active
+        }
+    }
+
     pub(super) fn group_mut(&mut self, name: &str) -> Option<&mut GroupState> {
         self.groups.iter_mut().find(|g| g.record.spec.group == name)
     }
 }
 
 impl GroupState {
+    /// A group just declared with `spec`: every slot pending, its
+    /// declaration's write in flight (the caller writes the record with
+    /// [`AfterWrite::GroupDurable`]).
+    pub(super) fn declared(spec: GroupSpec) -> Self {
+        let slots = spec.slots as usize;
+        GroupState {
+            record: GroupRecord {
+                replacing: Default::default(),
+                rollout: Default::default(),
+                spec,
+                slots: vec![SlotOutcome::Pending; slots],
+                retries_used: 0,
+                restarts: Default::default(),
+                counted: Default::default(),
+            },
+            current: vec![None; slots],
+            durable_count: 0,
+            in_flight: std::iter::once(slots as u32).collect(),
+            last_end: None,
+            rolling: false,
+        }
+    }
+
     /// How many of its slots (from 0) may be placed: those every record
     /// that is durable or may yet become durable holds — the last durable
     /// write's count and every count in flight. A slot is placed only
@@ -317,7 +370,13 @@ impl Master {
             return;
         }
         let registered_at_ms = crate::time::wall_ms(self.wall_base, now).filter(|ms| *ms > 0);
-        if let Some(reason) = self.finished_refusal(&id) {
+        let owned = self.frameworks.get(&id).is_some_and(|f| f.job.is_some()).then(|| {
+            format!(
+                "framework {id} is a job the leader owns (created through the HTTP API); \
+                 no subscriber can drive it"
+            )
+        });
+        if let Some(reason) = owned.or_else(|| self.finished_refusal(&id)) {
             let msg = Message::SubscribeRefused { epoch: self.epoch, reason: reason.clone() };
             out.push(Action::Send { conn, msg });
             out.push(Action::Close { conn, reason: format!("SUBSCRIBE refused: {reason}") });
@@ -336,6 +395,8 @@ impl Master {
             groups: Vec::new(),
             callback: None,
             registered_at_ms,
+            job: None,
+            job_write: None,
         });
         let connected = fw.conn.is_some();
         if let Some(current) = fw.instance.filter(|cur| sub.instance < *cur && connected) {
@@ -586,24 +647,8 @@ impl Master {
             }
             return;
         }
-        let slots = spec.slots as usize;
         let group = spec.group.clone();
-        fw.groups.push(GroupState {
-            record: GroupRecord {
-                replacing: Default::default(),
-                rollout: Default::default(),
-                spec,
-                slots: vec![SlotOutcome::Pending; slots],
-                retries_used: 0,
-                restarts: Default::default(),
-                counted: Default::default(),
-            },
-            current: vec![None; slots],
-            durable_count: 0,
-            in_flight: std::iter::once(slots as u32).collect(),
-            last_end: None,
-            rolling: false,
-        });
+        fw.groups.push(GroupState::declared(spec));
         let then = vec![
             AfterWrite::GroupDurable { framework: id.clone(), group },
             AfterWrite::Accept { conn, request },
@@ -617,30 +662,45 @@ impl Master {
     /// slot at its largest outcome and reserves the headroom documented in
     /// [`crate::limits`], so an accepted record never outgrows the store.
     pub(super) fn record_limit(&self, id: &FrameworkId, spec: &GroupSpec) -> Option<String> {
+        self.record_limit_of(id, std::slice::from_ref(spec))
+    }
+
+    /// [`Master::record_limit`] for several new groups at once (a job's
+    /// submission): the first of `specs` that would let the record grow
+    /// past the limit, counted with those before it. A job the leader owns
+    /// also reserves room for its idempotency keys ([`JOB_RESERVE`]).
+    pub(super) fn record_limit_of(&self, id: &FrameworkId, specs: &[GroupSpec]) -> Option<String> {
         let fw = self.frameworks.get(id)?;
         let current = crate::store::format::payload_len(&fw.record());
-        // The new group as it would be recorded: its spec, `slots` Pending
-        // outcomes (one byte each, plus the length prefix) and 0 retries.
-        let spec_len = crate::codec::postcard_len(spec);
-        let new_group = spec_len.saturating_add(5 + spec.slots as usize + 1);
-        let reserve: usize = fw
-            .groups
-            .iter()
-            .map(|g| (&g.record.spec, g.slot_count()))
-            .chain(std::iter::once((spec, spec.slots)))
-            .map(|(spec, slots)| slot_reserve(id, spec, slots))
-            .fold(0usize, usize::saturating_add);
-        let worst = current
-            .saturating_add(new_group)
-            .saturating_add(reserve)
-            .saturating_add(limits::record_headroom(fw.groups.len() + 1));
-        let max = limits::MAX_RECORD_PAYLOAD;
-        (worst > max).then(|| {
-            format!(
-                "group {:?} of {} slots would let framework {id}'s record reach {worst} bytes at worst (every slot's outcome recorded); the record limit is {max} bytes (MAX_RECORD_PAYLOAD); nothing was changed",
-                spec.group, spec.slots
-            )
-        })
+        let job = if fw.job.is_some() { JOB_RESERVE } else { 0 };
+        let mut added = 0usize;
+        for (i, spec) in specs.iter().enumerate() {
+            // The new group as it would be recorded: its spec, `slots`
+            // Pending outcomes (one byte each, plus the length prefix) and
+            // 0 retries.
+            let spec_len = crate::codec::postcard_len(spec);
+            added = added.saturating_add(spec_len.saturating_add(5 + spec.slots as usize + 1));
+            let reserve: usize = fw
+                .groups
+                .iter()
+                .map(|g| (&g.record.spec, g.slot_count()))
+                .chain(specs[..=i].iter().map(|s| (s, s.slots)))
+                .map(|(spec, slots)| slot_reserve(id, spec, slots))
+                .fold(0usize, usize::saturating_add);
+            let worst = current
+                .saturating_add(added)
+                .saturating_add(reserve)
+                .saturating_add(job)
+                .saturating_add(limits::record_headroom(fw.groups.len() + i + 1));
+            let max = limits::MAX_RECORD_PAYLOAD;
+            if worst > max {
+                return Some(format!(
+                    "group {:?} of {} slots would let framework {id}'s record reach {worst} bytes at worst (every slot's outcome recorded); the record limit is {max} bytes (MAX_RECORD_PAYLOAD); nothing was changed",
+                    spec.group, spec.slots
+                ));
+            }
+        }
+        None
     }
 
     pub(super) fn kill_request(
@@ -797,7 +857,10 @@ impl Master {
             .frameworks
             .values()
             .filter(|f| {
+                // A job the leader owns has no subscriber to wait for: it
+                // lives until it is deleted or killed.
                 f.conn.is_none()
+                    && f.job.is_none()
                     && f.disconnected_since.is_some_and(|t| now.since(t) > f.failover_timeout)
             })
             .map(|f| f.id.clone())
@@ -817,6 +880,15 @@ impl Master {
         }
     }
 }
+
+/// What a job's record may hold beyond a subscriber's framework record at
+/// worst: its version and [`crate::api::MAX_IDEMPOTENCY_KEYS`] keys of
+/// the longest length, each with its version and change (varints and
+/// length prefixes counted at their widest).
+pub(super) const JOB_RESERVE: usize = 1
+    + 10
+    + 5
+    + crate::api::MAX_IDEMPOTENCY_KEYS * (crate::api::MAX_IDEMPOTENCY_KEY_BYTES + 2 + 10 + 1);
 
 /// What `slots` slots of a group of `spec` may add to framework `id`'s
 /// record beyond a `Pending` outcome each, at worst: each slot's largest

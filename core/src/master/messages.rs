@@ -170,46 +170,25 @@ impl Master {
                 let state = self.state_reply(now, conn);
                 out.push(Action::Send { conn, msg: Message::StateReply(state) })
             }
-            Message::RemoveWorker { request, worker } if self.may_act() => {
-                // Accepted only once the record's delete is durable
-                // (docs/design.md#durable-before-acknowledged): `remove_worker` attaches the acceptance to it.
-                let then = AfterWrite::Accept { conn, request };
-                if !self.remove_worker(&worker, Some(then), out) {
-                    let reason = match self.workers.entries.get(&worker) {
-                        Some(w) => format!(
-                            "worker {worker} is {:?}: only UNKNOWN or DEAD workers can be removed",
-                            w.state
-                        ),
-                        None => format!("no worker {worker}"),
-                    };
-                    out.push(self.refuse_request(conn, request, reason));
-                }
-            }
-            Message::KillFramework { request, framework } if self.may_act() => {
-                if self.frameworks.contains_key(&framework) {
-                    let then = Some(AfterWrite::Accept { conn, request });
-                    self.remove_framework(now, &framework, Ending::Killed, then, out);
-                } else {
-                    let reason = format!("no framework {framework}");
-                    out.push(self.refuse_request(conn, request, reason));
-                }
+            msg @ (Message::RemoveWorker { .. }
+            | Message::KillFramework { .. }
+            | Message::CordonWorker { .. }
+            | Message::UncordonWorker { .. }
+            | Message::DrainWorker { .. }
+            | Message::OperatorKillExecutor { .. }
+            | Message::PlanRequest { .. }
+            | Message::SubmitJob { .. }
+            | Message::DeleteJob { .. }
+            | Message::JobsRequest { .. })
+                if self.may_act() =>
+            {
+                self.client_command(now, Origin::Conn(conn), msg, out)
             }
             Message::LogRequest { request, executor, stream, offset, max } if self.may_act() => {
                 let asker = Origin::Conn(conn);
                 self.log_request(now, asker, request, executor, stream, offset, max, out)
             }
             Message::LogData { relay, live, read } => self.log_data(conn, relay, live, read, out),
-            Message::CordonWorker { request, worker } if self.may_act() => {
-                self.change_worker(now, conn, request, worker, WorkerChange::Cordon, out)
-            }
-            Message::UncordonWorker { request, worker } if self.may_act() => {
-                let change = WorkerChange::Uncordon;
-                self.change_worker(now, conn, request, worker, change, out)
-            }
-            Message::DrainWorker { request, worker, deadline } if self.may_act() => {
-                let change = WorkerChange::Drain { deadline };
-                self.change_worker(now, conn, request, worker, change, out)
-            }
             Message::ScaleGroup { request, framework, group, slots, remove, stop }
                 if self.may_act() =>
             {
@@ -219,24 +198,6 @@ impl Master {
                     let reason = "a scale that names executors is not served yet".to_string();
                     out.push(self.refuse_request(conn, request, reason));
                 }
-            }
-            Message::SubmitJob { request, .. }
-            | Message::DeleteJob { request, .. }
-            | Message::JobsRequest { request, .. }
-                if self.may_act() =>
-            {
-                let reason = "jobs owned by the leader are not served yet".to_string();
-                out.push(self.refuse_request(conn, request, reason));
-            }
-            Message::OperatorKillExecutor { request, executor, refill } if self.may_act() => {
-                self.operator_kill(conn, request, executor, refill, out)
-            }
-            Message::PlanRequest { request, groups } if self.may_act() => {
-                let groups = self.candidates().plan(&groups);
-                out.push(Action::Send {
-                    conn,
-                    msg: Message::PlanReply { epoch: self.epoch, request, groups },
-                });
             }
             Message::DeclareGroup { .. }
             | Message::UpdateGroup { .. }
@@ -340,10 +301,11 @@ impl Master {
 
     /// Handles a client's command from a local asker (the HTTP API):
     /// exactly one [`Action::Answer`] for `query` follows, now or once the
-    /// write it made is durable.
+    /// write it made is durable. The commands mean what they mean on a
+    /// connection (`on_message`), and are answered the same.
     pub(super) fn on_command(
         &mut self,
-        _now: Millis,
+        now: Millis,
         query: crate::ids::QueryId,
         msg: Message,
         out: &mut Vec<Action>,
@@ -353,31 +315,112 @@ impl Master {
             out.push(asker.reply(self.refusal_message()));
             return;
         }
-        let request = match &msg {
-            Message::PlanRequest { request, groups } => {
-                let groups = self.candidates().plan(groups);
-                let msg = Message::PlanReply { epoch: self.epoch, request: *request, groups };
-                out.push(asker.reply(msg));
-                return;
+        match msg {
+            Message::ScaleGroup { request, .. } => {
+                let reason = format!("{} is not served to local askers yet", msg.kind());
+                out.push(self.refuse_request(asker, request, reason));
             }
-            Message::SubmitJob { request, .. }
-            | Message::DeleteJob { request, .. }
-            | Message::JobsRequest { request, .. }
-            | Message::ScaleGroup { request, .. }
-            | Message::CordonWorker { request, .. }
-            | Message::UncordonWorker { request, .. }
-            | Message::DrainWorker { request, .. }
-            | Message::OperatorKillExecutor { request, .. }
-            | Message::RemoveWorker { request, .. }
-            | Message::KillFramework { request, .. } => *request,
-            _ => 0,
-        };
-        let reason = format!("{} is not served to local askers yet", msg.kind());
-        out.push(asker.reply(Message::RequestRefused { epoch: self.epoch, request, reason }));
+            msg @ (Message::RemoveWorker { .. }
+            | Message::KillFramework { .. }
+            | Message::CordonWorker { .. }
+            | Message::UncordonWorker { .. }
+            | Message::DrainWorker { .. }
+            | Message::OperatorKillExecutor { .. }
+            | Message::PlanRequest { .. }
+            | Message::SubmitJob { .. }
+            | Message::DeleteJob { .. }
+            | Message::JobsRequest { .. }) => self.client_command(now, asker, msg, out),
+            other => {
+                self.metrics.rejected += 1;
+                let reason = format!("{} is not a command a client sends", other.kind());
+                out.push(self.refuse_request(asker, 0, reason));
+            }
+        }
     }
 
-    /// `RequestRefused` of `request` on `conn`, saying why.
-    pub(super) fn refuse_request(&self, conn: ConnId, request: u64, reason: String) -> Action {
-        Action::Send { conn, msg: Message::RequestRefused { epoch: self.epoch, request, reason } }
+    /// A client's command (an operator's, or a job's) from `asker`, a peer
+    /// on a connection or a local asker, while this master may act: the
+    /// answer goes back to `asker`, once durable for a write. `msg` is one
+    /// of the commands `on_message` and `on_command` route here; any other
+    /// message is refused and counted.
+    fn client_command(&mut self, now: Millis, asker: Origin, msg: Message, out: &mut Vec<Action>) {
+        match msg {
+            Message::RemoveWorker { request, worker } => {
+                // Accepted only once the record's delete is durable
+                // (docs/design.md#durable-before-acknowledged): `remove_worker` attaches the acceptance to it.
+                let then = AfterWrite::AcceptTo { to: asker, request };
+                if !self.remove_worker(&worker, Some(then), out) {
+                    let reason = match self.workers.entries.get(&worker) {
+                        Some(w) => format!(
+                            "worker {worker} is {:?}: only UNKNOWN or DEAD workers can be removed",
+                            w.state
+                        ),
+                        None => format!("no worker {worker}"),
+                    };
+                    out.push(self.refuse_request(asker, request, reason));
+                }
+            }
+            Message::KillFramework { request, framework } => {
+                if self.frameworks.contains_key(&framework) {
+                    let then = Some(AfterWrite::AcceptTo { to: asker, request });
+                    self.remove_framework(now, &framework, Ending::Killed, then, out);
+                } else {
+                    let reason = format!("no framework {framework}");
+                    out.push(self.refuse_request(asker, request, reason));
+                }
+            }
+            Message::CordonWorker { request, worker } => {
+                self.change_worker(now, asker, request, worker, WorkerChange::Cordon, out)
+            }
+            Message::UncordonWorker { request, worker } => {
+                let change = WorkerChange::Uncordon;
+                self.change_worker(now, asker, request, worker, change, out)
+            }
+            Message::DrainWorker { request, worker, deadline } => {
+                let change = WorkerChange::Drain { deadline };
+                self.change_worker(now, asker, request, worker, change, out)
+            }
+            Message::OperatorKillExecutor { request, executor, refill } => {
+                self.operator_kill(asker, request, executor, refill, out)
+            }
+            Message::PlanRequest { request, groups } => {
+                let groups = self.candidates().plan(&groups);
+                out.push(asker.reply(Message::PlanReply { epoch: self.epoch, request, groups }));
+            }
+            Message::SubmitJob { request, job } => self.submit_job(now, asker, request, job, out),
+            Message::DeleteJob { request, job } => self.delete_job(now, asker, request, job, out),
+            Message::JobsRequest { request, job } => {
+                let msg = self.jobs_reply(now, request, job.as_ref());
+                // A peer's decoder takes frames up to the default limit; a
+                // local asker takes the message itself.
+                let len = crate::codec::frame_len(&msg);
+                if matches!(asker, Origin::Conn(_)) && len > crate::codec::DEFAULT_MAX_FRAME {
+                    let reason = format!(
+                        "the status asked for is {len} bytes, more than a frame may carry ({} \
+                         bytes); ask for one job at a time, or use the HTTP API",
+                        crate::codec::DEFAULT_MAX_FRAME
+                    );
+                    out.push(self.refuse_request(asker, request, reason));
+                } else {
+                    out.push(asker.reply(msg));
+                }
+            }
+            other => {
+                self.metrics.rejected += 1;
+                let reason = format!("{} is not a command a client sends", other.kind());
+                out.push(self.refuse_request(asker, 0, reason));
+            }
+        }
+    }
+
+    /// `RequestRefused` of `request` to `asker` (a connection or a local
+    /// asker), saying why.
+    pub(super) fn refuse_request(
+        &self,
+        asker: impl Into<Origin>,
+        request: u64,
+        reason: String,
+    ) -> Action {
+        asker.into().reply(Message::RequestRefused { epoch: self.epoch, request, reason })
     }
 }

@@ -29,6 +29,8 @@ mod executors;
 mod frameworks;
 mod gauges;
 mod history;
+mod job_status;
+mod jobs;
 mod kills;
 mod leadership;
 mod logs;
@@ -49,7 +51,7 @@ use crate::protocol::{
     ClusterState, ExecutorState, ExecutorView, FrameworkView, GroupView, LeaderHint, LogStream,
     Message, Role, Usage, WorkerUsageView, WorkerView,
 };
-use crate::states::{DrainState, FrameworkState};
+use crate::states::DrainState;
 use crate::store::{Maintenance, SlotOutcome};
 use crate::store::{Record, WriteId};
 use crate::store::{StoreCommand, StoreEvent};
@@ -295,6 +297,12 @@ pub enum Origin {
     Query(QueryId),
 }
 
+impl From<ConnId> for Origin {
+    fn from(conn: ConnId) -> Self {
+        Origin::Conn(conn)
+    }
+}
+
 impl Origin {
     /// The action that answers `msg` to this asker.
     pub fn reply(self, msg: Message) -> Action {
@@ -376,6 +384,8 @@ enum AfterWrite {
     Subscribed { framework: FrameworkId, conn: ConnId },
     /// Send `RequestAccepted`.
     Accept { conn: ConnId, request: u64 },
+    /// Answer `RequestAccepted` to `to` (a connection or a local asker).
+    AcceptTo { to: Origin, request: u64 },
     /// `executor` in `state` is durable; acknowledge the report of `ack`.
     Recorded { executor: ExecutorId, state: ExecutorState, ack: Option<WorkerId> },
     /// Acknowledge a worker's report (nothing of it needed recording).
@@ -402,6 +412,32 @@ enum AfterWrite {
     /// An update's new spec and rollout are durable: its old executors may
     /// be stopped.
     Rolling { framework: FrameworkId, group: String },
+    /// A job's submission is durable: answer `JobAccepted` (see `jobs`).
+    JobAccepted { asker: Origin, answer: jobs::Accepted },
+    /// The write `write` of a job's change is durable: answers about the
+    /// job need wait for it no more.
+    JobDurable { framework: FrameworkId, write: WriteId },
+}
+
+impl AfterWrite {
+    /// The local askers (queries) that `then` would answer, in order, each
+    /// once.
+    fn waiting_queries<'a>(then: impl Iterator<Item = &'a AfterWrite>) -> Vec<QueryId> {
+        let mut queries = Vec::new();
+        for t in then {
+            match t {
+                AfterWrite::AcceptTo { to: Origin::Query(q), .. }
+                | AfterWrite::JobAccepted { asker: Origin::Query(q), .. } => queries.push(*q),
+                AfterWrite::HistoryDurable { then, .. } => {
+                    queries.extend(AfterWrite::waiting_queries(then.iter()))
+                }
+                _ => {}
+            }
+        }
+        queries.sort();
+        queries.dedup();
+        queries
+    }
 }
 
 /// The leadership lifecycle, as views show it (its names are in
@@ -753,18 +789,7 @@ impl Master {
             .frameworks
             .values()
             .map(|f| {
-                let slots = || f.groups.iter().flat_map(|g| g.record.slots.iter());
-                let state = if f.conn.is_none() {
-                    FrameworkState::Disconnected
-                } else if slots().any(|o| matches!(o, SlotOutcome::Failed { .. })) {
-                    FrameworkState::Failed
-                } else if !f.groups.is_empty()
-                    && slots().all(|o| matches!(o, SlotOutcome::Done { .. }))
-                {
-                    FrameworkState::Finished
-                } else {
-                    FrameworkState::Active
-                };
+                let state = f.state();
                 FrameworkView {
                     id: f.id.clone(),
                     name: f.name.clone(),
@@ -989,6 +1014,9 @@ impl Master {
                 conn,
                 msg: Message::RequestAccepted { epoch: self.epoch, request },
             }),
+            AfterWrite::AcceptTo { to, request } => {
+                out.push(to.reply(Message::RequestAccepted { epoch: self.epoch, request }))
+            }
             AfterWrite::Recorded { executor, state, ack } => {
                 self.on_recorded(&executor, &state, ack.as_ref(), out)
             }
@@ -1022,6 +1050,10 @@ impl Master {
                     g.rolling = g.record.rollout.is_some();
                 }
             }
+            AfterWrite::JobAccepted { asker, answer } => {
+                out.push(asker.reply(answer.message(self.epoch)))
+            }
+            AfterWrite::JobDurable { framework, write } => self.job_durable(&framework, write),
         }
     }
 
@@ -1203,10 +1235,17 @@ impl Master {
         self.executors.clear();
         self.open_slots.clear();
         self.restart_waits = restarts::Waits::default();
+        // Local askers waiting for a write are answered now, as standby
+        // (exactly one answer per query): whether it landed is for a new
+        // leader to say, and a retry is safe.
+        let waiting = AfterWrite::waiting_queries(self.after_write.values().flatten());
         self.after_write.clear();
         self.history = history::History::default();
         let queries = self.logs.clear();
         self.log_queries_end(queries, out);
+        for query in waiting {
+            out.push(Action::Answer { query, msg: self.refusal_message() });
+        }
         self.dying.clear();
         let mut conns: Vec<ConnId> = self.conns.keys().copied().collect();
         conns.sort();

@@ -122,11 +122,12 @@ impl Master {
         Millis(wall_ms.saturating_sub(self.wall_base.unwrap_or(0)))
     }
 
-    /// `CordonWorker`, `UncordonWorker`, `DrainWorker` from an operator.
+    /// `CordonWorker`, `UncordonWorker`, `DrainWorker` from an operator (on a
+    /// connection or a local asker).
     pub(super) fn change_worker(
         &mut self,
         now: Millis,
-        conn: ConnId,
+        asker: super::Origin,
         request: u64,
         worker: WorkerId,
         change: WorkerChange,
@@ -141,11 +142,11 @@ impl Master {
         let (maintenance, follow) = match change.decide(&worker, found, live, wall_deadline) {
             Ok(decided) => decided,
             Err(reason) => {
-                out.push(self.refuse_request(conn, request, reason));
+                out.push(self.refuse_request(asker, request, reason));
                 return;
             }
         };
-        let mut then = vec![AfterWrite::Accept { conn, request }];
+        let mut then = vec![AfterWrite::AcceptTo { to: asker, request }];
         match follow {
             Follow::Nothing => {}
             Follow::Place => then.push(AfterWrite::Place),
@@ -427,19 +428,19 @@ impl Master {
     /// `OperatorKillExecutor` from an operator.
     pub(super) fn operator_kill(
         &mut self,
-        conn: ConnId,
+        asker: super::Origin,
         request: u64,
         executor: ExecutorId,
         refill: bool,
         out: &mut Vec<Action>,
     ) {
         let Some(mut e) = self.executors.get_mut(&executor) else {
-            out.push(self.refuse_request(conn, request, format!("no executor {executor}")));
+            out.push(self.refuse_request(asker, request, format!("no executor {executor}")));
             return;
         };
         if e.state.is_terminal() {
             let reason = format!("executor {executor} has already ended ({:?})", e.state);
-            out.push(self.refuse_request(conn, request, reason));
+            out.push(self.refuse_request(asker, request, reason));
             return;
         }
         let framework = e.framework.clone();
@@ -465,7 +466,8 @@ impl Master {
         // Durable before accepted: without refill the slot's outcome records
         // the kill; with it the record is written as it stands, so the kill
         // follows every earlier change of the framework's record.
-        let then = vec![AfterWrite::KillDurable { executor }, AfterWrite::Accept { conn, request }];
+        let then =
+            vec![AfterWrite::KillDurable { executor }, AfterWrite::AcceptTo { to: asker, request }];
         if self.frameworks.contains_key(&framework) {
             self.persist_framework(&framework, then, out);
         } else {
@@ -474,7 +476,7 @@ impl Master {
                 request,
                 reason: format!("framework {framework} is being removed"),
             };
-            out.push(Action::Send { conn, msg });
+            out.push(asker.reply(msg));
         }
     }
 }

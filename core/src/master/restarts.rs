@@ -149,6 +149,11 @@ impl Waits {
         }
     }
 
+    /// Until when slot `key` waits, if it does.
+    pub fn until(&self, key: &SlotKey) -> Option<Millis> {
+        self.by_slot.get(key).copied()
+    }
+
     /// Whether slot `key` waits.
     pub fn contains(&self, key: &SlotKey) -> bool {
         self.by_slot.contains_key(key)

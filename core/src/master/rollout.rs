@@ -93,14 +93,33 @@ impl Master {
             out.push(refuse(self, reason));
             return;
         }
+        let group = spec.group.clone();
+        self.begin_rollout(&id, gi, spec, max_parallel);
+        let then = vec![
+            AfterWrite::Rolling { framework: id.clone(), group },
+            AfterWrite::Accept { conn, request },
+            AfterWrite::Place,
+        ];
+        self.persist_framework(&id, then, out);
+    }
+
+    /// Gives group `gi` of framework `id` the new `spec` and starts its
+    /// rollout (at most `max_parallel` slots down at once). Stops nothing:
+    /// the caller writes the record with [`AfterWrite::Rolling`] after it.
+    pub(super) fn begin_rollout(
+        &mut self,
+        id: &FrameworkId,
+        gi: usize,
+        spec: GroupSpec,
+        max_parallel: u32,
+    ) {
         let rollout = Rollout {
             max_parallel,
             before_epoch: self.epoch.0,
             before_launch: self.next_launch + 1,
         };
-        let group = spec.group.clone();
-        let fw = self.frameworks.get_mut(&id).expect("checked above");
-        let g = &mut fw.groups[gi];
+        let Some(fw) = self.frameworks.get_mut(id) else { return };
+        let Some(g) = fw.groups.get_mut(gi) else { return };
         g.record.spec = spec;
         g.record.rollout = Some(rollout);
         // A new version gets its own chance: slots that failed (under the
@@ -118,12 +137,6 @@ impl Master {
         }
         // Stops nothing until the write is durable.
         g.rolling = false;
-        let then = vec![
-            AfterWrite::Rolling { framework: id.clone(), group },
-            AfterWrite::Accept { conn, request },
-            AfterWrite::Place,
-        ];
-        self.persist_framework(&id, then, out);
     }
 
     /// Goes on with every durable rollout: stops the next old executors of

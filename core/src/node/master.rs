@@ -66,7 +66,7 @@ use super::{DialId, DialResult, Ended, ProbeResult};
 use crate::deadlines::Deadlines;
 use crate::elector::{self, DeposeOutcome, Elector, ElectorStatus};
 use crate::ids::{Addr, ConnId, Epoch, ExecutorId, MasterId, QueryId};
-use crate::master::{self, Master, Status};
+use crate::master::{self, Master, Origin, Status};
 use crate::protocol::{ClusterState, Hello, LogStream, Message, Role, PROTOCOL_VERSION};
 use crate::store::seal::Sealing;
 use crate::store::{StoreCommand, StoreEvent};
@@ -687,7 +687,7 @@ impl MasterNode {
                 self.watch_do(&mut queue, &mut out, |w, o| w.dialled(now, dial, result, o))
             }
             Input::Message { conn, msg: Message::StepDown { request } } => {
-                self.step_down_request(conn, request, &mut queue, &mut out)
+                self.step_down_request(Origin::Conn(conn), request, &mut queue, &mut out)
             }
             Input::Message { conn, msg } => {
                 queue.push_back(Inner::Master(master::Event::Message { conn, msg }))
@@ -790,6 +790,12 @@ impl MasterNode {
                 queue.push_back(Inner::Master(read));
                 return;
             }
+            // A step-down is the node's (it closes the elector's
+            // session), answered as on a connection.
+            Query::Command(Message::StepDown { request }) => {
+                self.step_down_request(Origin::Query(query), request, queue, out);
+                return;
+            }
             Query::Command(msg) => {
                 queue.push_back(Inner::Master(master::Event::Command { query, msg }));
                 return;
@@ -880,17 +886,23 @@ impl MasterNode {
         }
     }
 
+    /// `StepDown` from `asker` (a connection or a local asker): accepted,
+    /// then the leadership given up; refused in single-master mode or by a
+    /// standby.
     fn step_down_request(
         &mut self,
-        conn: ConnId,
+        asker: Origin,
         request: u64,
         queue: &mut VecDeque<Inner>,
         out: &mut Vec<Output>,
     ) {
         let epoch = self.master.epoch();
-        let refuse = |reason: &str| Output::Send {
-            conn,
-            msg: Message::RequestRefused { epoch, request, reason: reason.into() },
+        let answer = |msg: Message| match asker {
+            Origin::Conn(conn) => Output::Send { conn, msg },
+            Origin::Query(query) => Output::Answer { query, answer: Answer::Reply(msg) },
+        };
+        let refuse = |reason: &str| {
+            answer(Message::RequestRefused { epoch, request, reason: reason.into() })
         };
         if self.elector.is_none() {
             out.push(refuse(
@@ -900,7 +912,7 @@ impl MasterNode {
         }
         match self.master.status() {
             Status::Recovering | Status::Alive | Status::Suspended => {
-                out.push(Output::Send { conn, msg: Message::RequestAccepted { epoch, request } });
+                out.push(answer(Message::RequestAccepted { epoch, request }));
                 self.give_up("the operator asked this master to step down".into(), queue, out);
             }
             Status::Standby => out.push(refuse("this master is not the leader")),

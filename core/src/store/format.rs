@@ -692,6 +692,18 @@ mod tests {
                     },
                     callback: None,
                     registered_at_ms: Option::<u64>::arbitrary(g),
+                    job: if bool::arbitrary(g) {
+                        None
+                    } else {
+                        Some(crate::store::JobRecord {
+                            version: u64::arbitrary(g),
+                            keys: vec![crate::store::JobKey {
+                                key: String::arbitrary(g),
+                                version: u64::arbitrary(g),
+                                change: crate::api::JobChange::Replayed,
+                            }],
+                        })
+                    },
                 }),
             };
             AnyRecord(r)

@@ -168,9 +168,38 @@ pub struct FrameworkRecord {
     /// Where its subscriber's callback listener takes masters' connections
     /// (docs/design.md#seed-002), if the subscriber has one.
     pub callback: Option<Addr>,
-    /// Wall-clock ms of its first SUBSCRIBE, if the leader that accepted it
-    /// knew the wall clock (shown in the history when it finishes).
+    /// Wall-clock ms of its first SUBSCRIBE (of its creation, for a job the
+    /// leader owns), if the leader that accepted it knew the wall clock
+    /// (shown in the history when it finishes).
     pub registered_at_ms: Option<u64>,
+    /// For a job the leader owns (created by `SubmitJob`, [`crate::api`]):
+    /// its version and idempotency keys. `None` for a framework a
+    /// subscriber drives.
+    pub job: Option<JobRecord>,
+}
+
+/// What the leader keeps of a job it owns ([`crate::api`]): its version
+/// and the idempotency keys of the newest submissions, so a retried
+/// request is answered as it was even after a leader failover.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// Its version: 1 at creation, one more for each accepted submission
+    /// that changed it.
+    pub version: u64,
+    /// The newest idempotency keys (at most
+    /// [`crate::api::MAX_IDEMPOTENCY_KEYS`]), oldest first.
+    pub keys: Vec<JobKey>,
+}
+
+/// One idempotency key a job saw, and what its request produced.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobKey {
+    /// The client's key.
+    pub key: String,
+    /// The job's version after that request.
+    pub version: u64,
+    /// What that request did.
+    pub change: crate::api::JobChange,
 }
 
 /// One declared executor group and the outcome of each of its slots.
@@ -451,8 +480,16 @@ mod wire {
         /// A framework with a group whose slots have counted ends
         /// ([`GroupRecord::fits_v8`]; appended: frameworks without one
         /// keep the earlier layouts byte for byte).
-        FrameworkWithCountedEnds(FrameworkRecord),
+        FrameworkWithCountedEnds(FrameworkV11),
+        /// A job the leader owns ([`FrameworkRecord::job`]; appended:
+        /// frameworks a subscriber drives keep the earlier layouts byte
+        /// for byte).
+        FrameworkWithJob(FrameworkRecord),
     }
+
+    /// A framework record of the eleventh format: groups of the current
+    /// layout, no job.
+    pub type FrameworkV11 = FrameworkOf<GroupRecord>;
 
     /// A worker record of the third layout: a cordon or drain, not DEAD.
     #[derive(Debug, Serialize, Deserialize)]
@@ -888,6 +925,7 @@ mod wire {
                 groups: f.groups.into_iter().map(GroupRecord::from).collect(),
                 callback: f.callback,
                 registered_at_ms: f.registered_at_ms,
+                job: None,
             }
         }
     }
@@ -1151,6 +1189,7 @@ mod wire {
                         groups: groups_up(groups),
                         callback: None,
                         registered_at_ms: None,
+                        job: None,
                     })
                 }
                 Record::WorkerWithCallback(WorkerV2 {
@@ -1181,6 +1220,7 @@ mod wire {
                     groups: groups_up(groups),
                     callback,
                     registered_at_ms: None,
+                    job: None,
                 }),
                 Record::History(h) => super::Record::History(h),
                 Record::FrameworkWithRegistration(FrameworkV3 {
@@ -1197,10 +1237,12 @@ mod wire {
                     groups: groups_up(groups),
                     callback,
                     registered_at_ms,
+                    job: None,
                 }),
                 Record::WorkerWithMaintenance(w) => super::Record::Worker(w.into()),
                 Record::WorkerDead(w) => super::Record::Worker(w),
-                Record::FrameworkWithCountedEnds(f) => super::Record::Framework(f),
+                Record::FrameworkWithCountedEnds(f) => super::Record::Framework(f.into()),
+                Record::FrameworkWithJob(f) => super::Record::Framework(f),
                 Record::FrameworkWithPolicies(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithRestarts(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithLaunch(f) => super::Record::Framework(f.into()),
@@ -1237,8 +1279,9 @@ mod wire {
                 super::Record::Worker(WorkerRecord {
                     id, incarnation, cores, memory_mb, ..
                 }) => Record::Worker(WorkerV1 { id, incarnation, cores, memory_mb }),
+                super::Record::Framework(f) if f.job.is_some() => Record::FrameworkWithJob(f),
                 super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v8) => {
-                    Record::FrameworkWithCountedEnds(f)
+                    Record::FrameworkWithCountedEnds(f.into())
                 }
                 super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v7) => {
                     Record::FrameworkWithResources(f.into())
@@ -1268,6 +1311,7 @@ mod wire {
                     groups,
                     callback,
                     registered_at_ms: registered_at_ms @ Some(_),
+                    ..
                 }) => Record::FrameworkWithRegistration(FrameworkV3 {
                     id,
                     name,
@@ -1344,6 +1388,7 @@ mod tests {
                 groups: vec![],
                 callback: callback.map(Addr::new),
                 registered_at_ms,
+                job: None,
             })
         };
         for (r, variant) in [
@@ -1352,6 +1397,28 @@ mod tests {
             (fw(None, Some(1_764_603_000_000)), 6),
             (fw(Some("10.0.0.7:7078"), Some(1_764_603_000_000)), 6),
         ] {
+            let bytes = postcard::to_allocvec(&r).unwrap();
+            assert_eq!(bytes[0], variant, "{r:?}");
+            assert_eq!(postcard::from_bytes::<Record>(&bytes).unwrap(), r);
+        }
+    }
+
+    #[test]
+    fn a_job_the_leader_owns_uses_an_appended_variant_and_others_keep_theirs() {
+        let fw = |job: Option<JobRecord>| {
+            Record::Framework(FrameworkRecord {
+                id: FrameworkId::new("web"),
+                name: "web".into(),
+                failover_timeout_ms: 0,
+                groups: vec![],
+                callback: None,
+                registered_at_ms: None,
+                job,
+            })
+        };
+        let key = JobKey { key: "k-1".into(), version: 2, change: crate::api::JobChange::Updated };
+        let job = JobRecord { version: 2, keys: vec![key] };
+        for (r, variant) in [(fw(None), 2), (fw(Some(job)), 17)] {
             let bytes = postcard::to_allocvec(&r).unwrap();
             assert_eq!(bytes[0], variant, "{r:?}");
             assert_eq!(postcard::from_bytes::<Record>(&bytes).unwrap(), r);
@@ -1387,6 +1454,7 @@ mod tests {
                 groups,
                 callback: None,
                 registered_at_ms: Some(1_764_603_000_000),
+                job: None,
             })
         };
         let mut policy = crate::policy::GroupPolicy::default();

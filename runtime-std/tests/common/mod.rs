@@ -61,6 +61,7 @@ pub fn framework(id: &str, name: &str) -> Record {
         }],
         callback: None,
         registered_at_ms: None,
+        job: None,
     })
 }
 
@@ -187,6 +188,25 @@ pub fn framework_with_counted_ends() -> Record {
     f.id = regent_core::FrameworkId::new("fw-7");
     f.groups[0].counted.insert(0, regent_core::ExecutorId::new("fw-7/g#0#48.3"));
     f.groups[0].replacing.insert(1, regent_core::ExecutorId::new("fw-7/g#1#48.2"));
+    Record::Framework(f)
+}
+
+/// A job the leader owns (docs/design.md#issue-43: created through
+/// `POST /v1/jobs`), at version 3 with two idempotency keys, its group as
+/// in [`framework_with_counted_ends`]: the appended variant 17, variant 16
+/// frozen.
+pub fn framework_with_job() -> Record {
+    use regent_core::api::JobChange;
+    use regent_core::store::{JobKey, JobRecord};
+    let Record::Framework(mut f) = framework_with_counted_ends() else { unreachable!() };
+    f.id = regent_core::FrameworkId::new("job-web");
+    f.failover_timeout_ms = 0;
+    f.callback = None;
+    let key = |key: &str, version, change| JobKey { key: key.into(), version, change };
+    f.job = Some(JobRecord {
+        version: 3,
+        keys: vec![key("deploy-1", 1, JobChange::Created), key("deploy-2", 3, JobChange::Updated)],
+    });
     Record::Framework(f)
 }
 
@@ -364,6 +384,16 @@ pub fn cases() -> Vec<Case> {
         files: counted.iter().map(file).collect(),
         sealing: Sealing::none(),
         expect: Ok((counted, vec![])),
+    });
+
+    // A job the leader owns (variant 17).
+    let mut job = vec![Record::Epoch(Epoch(49)), framework_with_job()];
+    job.sort_by_key(Record::key);
+    cases.push(Case {
+        name: "job",
+        files: job.iter().map(file).collect(),
+        sealing: Sealing::none(),
+        expect: Ok((job, vec![])),
     });
 
     let cut = 20;

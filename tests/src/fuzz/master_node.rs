@@ -374,6 +374,19 @@ impl Harness {
                     let conn = self.conn(src);
                     self.send(conn, Message::StepDown { request: u64::from(src.u8()) });
                 }
+                3 => {
+                    // A local asker (the HTTP API): a sane job, or any
+                    // message.
+                    let msg = if src.bool() {
+                        let job = sane_submission(src);
+                        Message::SubmitJob { request: u64::from(src.u8()), job }
+                    } else {
+                        self.message(src)
+                    };
+                    let query = regent_core::ids::QueryId(self.calls as u64);
+                    let ask = regent_core::node::master::Query::Command(msg);
+                    self.feed(Input::Query { query, ask });
+                }
                 _ => {
                     // A peer connects and leaves without a word.
                     let conn = self.fresh_conn();
@@ -552,9 +565,22 @@ impl Harness {
                 executor: gen::executor_id(src, ex, fw),
                 refill: src.bool(),
             },
-            _ => Message::PlanRequest {
-                request: u64::from(src.u8()),
-                groups: (0..src.u8() % 4).map(|_| gen::group_spec(src)).collect(),
+            _ => match src.u8() % 4 {
+                // Jobs the leader owns (docs/design.md#issue-43), with peer
+                // numbers and names anywhere.
+                0 => Message::SubmitJob { request: u64::from(src.u8()), job: submission(src, fw) },
+                1 => Message::DeleteJob {
+                    request: u64::from(src.u8()),
+                    job: gen::framework_id(src, fw),
+                },
+                2 => Message::JobsRequest {
+                    request: u64::from(src.u8()),
+                    job: if src.bool() { Some(gen::framework_id(src, fw)) } else { None },
+                },
+                _ => Message::PlanRequest {
+                    request: u64::from(src.u8()),
+                    groups: (0..src.u8() % 4).map(|_| gen::group_spec(src)).collect(),
+                },
             },
         }
     }
@@ -1071,6 +1097,37 @@ fn flush_watches(zk: &mut Zk) {
 }
 
 /// A group a well-behaved subscriber declares.
+/// A job submission built from the bytes alone: any id (one seen, or
+/// another), any groups, key, version and parallelism.
+fn submission(src: &mut Source, known: &[FrameworkId]) -> regent_core::api::JobSubmission {
+    regent_core::api::JobSubmission {
+        job: gen::framework_id(src, known),
+        name: gen::text(src, &["web", "etl"], regent_core::limits::MAX_NAME_BYTES + 1),
+        groups: (0..src.u8() % 4).map(|_| gen::group_spec(src)).collect(),
+        key: if src.bool() {
+            Some(gen::text(src, &["k1", "k2", ""], regent_core::api::MAX_IDEMPOTENCY_KEY_BYTES + 1))
+        } else {
+            None
+        },
+        expect_version: if src.bool() { Some(u64::from(src.u8() % 4)) } else { None },
+        max_parallel: u32::from(src.u8() % 3),
+    }
+}
+
+/// A job a sane client submits: one of three ids, sane groups, one of a
+/// few keys.
+fn sane_submission(src: &mut Source) -> regent_core::api::JobSubmission {
+    let job = FrameworkId::new(["j0", "j1", "j2"][src.below(3)]);
+    regent_core::api::JobSubmission {
+        name: job.as_str().to_owned(),
+        job,
+        groups: (0..1 + src.u8() % 2).map(|_| sane_spec(src)).collect(),
+        key: if src.bool() { Some(format!("k{}", src.u8() % 4)) } else { None },
+        expect_version: if src.one_in(4) { Some(u64::from(src.u8() % 3)) } else { None },
+        max_parallel: 1 + u32::from(src.u8() % 2),
+    }
+}
+
 fn sane_spec(src: &mut Source) -> GroupSpec {
     GroupSpec {
         group: ["g", "h"][src.below(2)].into(),
@@ -1134,6 +1191,7 @@ fn record(src: &mut Source, frameworks: &[FrameworkId]) -> Record {
                 groups,
                 callback: src.bool().then(|| Addr::new(gen::text(src, &["10.0.0.8:7079"], 300))),
                 registered_at_ms: None,
+                job: None,
             })
         }
         _ => postcard::from_bytes(src.sized(128)).unwrap_or(Record::Epoch(gen::epoch(src))),

@@ -484,6 +484,7 @@ fn records_are_reported_in_the_order_of_their_keys() {
             groups: vec![],
             callback: None,
             registered_at_ms: None,
+            job: None,
         })
     };
     let mut records = vec![

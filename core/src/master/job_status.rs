@@ -1,0 +1,163 @@
+//! Job status (`JobsRequest` → `JobsReply`; `GET /v1/jobs[/{id}]`): every
+//! framework, jobs the leader owns and subscribers' alike, with each group's
+//! desired / placed / running / done counts and every slot's phase, its
+//! executor and worker, and why a slot that waits waits.
+//!
+//! A slot's phase comes from its durable outcome (done: completed, failed,
+//! killed) and otherwise from the executor that fills it (launching,
+//! running, stopping once a kill, a drain, a scale or a rollout asked it
+//! to stop). A slot with none waits: in its restart backoff (`backoff`,
+//! until the wall-clock instant the record keeps), or to be placed, with
+//! the reason the plan gives for its group now ([`super::plan`]: no
+//! worker, no room, a constraint, a port, a resource...), or, before a
+//! group's declaration is durable or while the leader recovers, for that.
+//!
+//! Read-only and answered at once, on a connection as to a local asker.
+//!
+//! Tests: core/tests/api_jobs.rs.
+
+use super::frameworks::{FrameworkEntry, GroupState};
+use super::Master;
+use crate::api::{GroupStatus, JobStatus, SlotPhase, SlotStatus};
+use crate::ids::FrameworkId;
+use crate::protocol::{ExecutorState, Message};
+use crate::store::SlotOutcome;
+use crate::time::Millis;
+
+impl Master {
+    /// The answer to `JobsRequest { request, job }` at `now`: the status of
+    /// `job`, or of every framework in id order; `RequestRefused` ("no job
+    /// X") for an id no framework has.
+    pub(super) fn jobs_reply(
+        &self,
+        now: Millis,
+        request: u64,
+        job: Option<&FrameworkId>,
+    ) -> Message {
+        let jobs = match job {
+            Some(id) => match self.frameworks.get(id) {
+                Some(fw) => vec![self.job_status(now, fw)],
+                None => {
+                    let reason = format!("no job {id}");
+                    return Message::RequestRefused { epoch: self.epoch, request, reason };
+                }
+            },
+            None => {
+                let mut all: Vec<&FrameworkEntry> = self.frameworks.values().collect();
+                all.sort_by(|a, b| a.id.cmp(&b.id));
+                all.into_iter().map(|fw| self.job_status(now, fw)).collect()
+            }
+        };
+        Message::JobsReply { epoch: self.epoch, request, jobs }
+    }
+
+    /// One framework's status at `now`.
+    fn job_status(&self, now: Millis, fw: &FrameworkEntry) -> JobStatus {
+        JobStatus {
+            job: fw.id.clone(),
+            name: fw.name.clone(),
+            version: fw.job.as_ref().map(|j| j.version),
+            state: fw.state(),
+            groups: (0..fw.groups.len()).map(|gi| self.group_status(now, fw, gi)).collect(),
+        }
+    }
+
+    /// Group `gi` of `fw`: its status at `now`.
+    fn group_status(&self, now: Millis, fw: &FrameworkEntry, gi: usize) -> GroupStatus {
+        let g = &fw.groups[gi];
+        let mut slots = Vec::with_capacity(g.record.slots.len());
+        let mut unplaced = Vec::new();
+        for (i, outcome) in g.record.slots.iter().enumerate() {
+            let slot = u32::try_from(i).unwrap_or(u32::MAX);
+            let current = g.current.get(i).cloned().flatten();
+            let live = current.as_ref().and_then(|x| self.executors.get(x));
+            // Written as a chain rather than a match over every outcome: an
+            // outcome that is none of these is no slot to show (a hole a
+            // scale that named executors left).
+            let (phase, reason) = if let SlotOutcome::Pending = outcome {
+                match live.filter(|e| !e.state.is_terminal()) {
+                    Some(e) if e.operator_stop || e.kill_requested => (SlotPhase::Stopping, None),
+                    Some(e) if e.state == ExecutorState::Running => (SlotPhase::Running, None),
+                    Some(_) => (SlotPhase::Launching, None),
+                    None => match self.restart_waits.until(&(fw.id.clone(), gi, slot)) {
+                        Some(at) => {
+                            let reason = format!(
+                                "restart backoff: a new executor in {} ms (at {} ms since the \
+                                 Unix epoch)",
+                                at.since(now).0,
+                                self.wall(at)
+                            );
+                            (SlotPhase::Backoff, Some(reason))
+                        }
+                        None => {
+                            unplaced.push(slots.len());
+                            (SlotPhase::Waiting, None)
+                        }
+                    },
+                }
+            } else if let SlotOutcome::Done { .. } = outcome {
+                (SlotPhase::Completed, None)
+            } else if let SlotOutcome::Killed { .. } = outcome {
+                (SlotPhase::Killed, None)
+            } else if let SlotOutcome::Failed { reason, .. } = outcome {
+                (SlotPhase::Failed, Some(reason.clone()))
+            } else {
+                continue;
+            };
+            let placed =
+                matches!(phase, SlotPhase::Launching | SlotPhase::Running | SlotPhase::Stopping);
+            slots.push(SlotStatus {
+                slot,
+                phase,
+                executor: if placed { current } else { None },
+                worker: if placed { live.map(|e| e.worker.clone()) } else { None },
+                reason,
+            });
+        }
+        if !unplaced.is_empty() {
+            // Asked of the plan once per group, for as many slots as wait.
+            let waiting = u32::try_from(unplaced.len()).unwrap_or(u32::MAX);
+            for i in unplaced {
+                let reason = self.waiting_reason(g, slots[i].slot, waiting);
+                slots[i].reason = Some(reason);
+            }
+        }
+        let count = |f: fn(SlotPhase) -> bool| {
+            u32::try_from(slots.iter().filter(|s| f(s.phase)).count()).unwrap_or(u32::MAX)
+        };
+        GroupStatus {
+            group: g.record.spec.group.clone(),
+            // The slots shown: as declared or scaled, less any hole.
+            desired: u32::try_from(slots.len()).unwrap_or(u32::MAX),
+            placed: count(|p| {
+                matches!(p, SlotPhase::Launching | SlotPhase::Running | SlotPhase::Stopping)
+            }),
+            running: count(|p| p == SlotPhase::Running),
+            done: count(|p| {
+                matches!(p, SlotPhase::Completed | SlotPhase::Failed | SlotPhase::Killed)
+            }),
+            rolling: g.record.rollout.is_some(),
+            slots,
+        }
+    }
+
+    /// Why `slot` of group `g`, one of `waiting` slots of it without an
+    /// executor, is not placed now.
+    fn waiting_reason(&self, g: &GroupState, slot: u32, waiting: u32) -> String {
+        if !self.may_place() {
+            return "the leader is recovering: it places once the workers it knows have \
+                    reported (or the recovery window ends)"
+                .into();
+        }
+        if slot >= g.placeable_slots() {
+            return "its group's declaration or scale is not durable yet".into();
+        }
+        let mut spec = g.record.spec.clone();
+        spec.slots = waiting;
+        let plan = self.candidates().plan(std::slice::from_ref(&spec));
+        match plan.into_iter().next().and_then(|p| p.reason) {
+            Some(reason) => reason,
+            None => "a worker has room for it: it is placed at the next placement".into(),
+        }
+    }
+}
