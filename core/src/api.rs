@@ -63,6 +63,7 @@ pub struct JobSubmission {
 }
 
 /// What an accepted submission did (`Message::JobAccepted`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobChange {
@@ -140,9 +141,11 @@ impl StopSignal {
 /// A job as the leader sees it now (`GET /v1/jobs/{id}`,
 /// `Message::JobsReply`): every framework is listed, those a subscriber
 /// drives as well as API jobs.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobStatus {
     /// The job's (framework's) id.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub job: FrameworkId,
     /// Its name.
     pub name: String,
@@ -150,6 +153,7 @@ pub struct JobStatus {
     /// drives.
     pub version: Option<u64>,
     /// Its state as `/api/state` shows it.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub state: FrameworkState,
     /// Its groups, in declaration order.
     pub groups: Vec<GroupStatus>,
@@ -157,6 +161,7 @@ pub struct JobStatus {
 
 /// One group of a job: how many slots are wanted, placed and running, and
 /// every slot.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupStatus {
     /// The group's name.
@@ -176,6 +181,7 @@ pub struct GroupStatus {
 }
 
 /// What one slot is doing.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SlotPhase {
@@ -198,6 +204,7 @@ pub enum SlotPhase {
 }
 
 /// One slot of a group.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SlotStatus {
     /// Its number.
@@ -205,8 +212,10 @@ pub struct SlotStatus {
     /// What it is doing.
     pub phase: SlotPhase,
     /// Its current executor, if one is placed.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub executor: Option<ExecutorId>,
     /// Where that executor runs.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub worker: Option<WorkerId>,
     /// Why it waits (phase `waiting` or `backoff`), or how it ended (a
     /// failed slot's last reason).

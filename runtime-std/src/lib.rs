@@ -47,6 +47,7 @@ pub mod error;
 pub mod exec;
 pub mod host;
 pub mod http;
+pub mod job_file;
 pub mod net;
 pub mod notes;
 pub mod pumps;

@@ -82,7 +82,12 @@ struct Inner {
     /// The last snapshot polled; it includes every event up to `next_id - 1`.
     last: Option<Arc<HttpSnapshot>>,
     next_id: u64,
-    backlog: VecDeque<(u64, ClusterEvent)>,
+    /// The events kept: `(id, epoch, event)`, the epoch being the one of
+    /// the snapshot that showed the event.
+    backlog: VecDeque<(u64, u64, ClusterEvent)>,
+    /// The id and epoch just before the backlog's oldest event (the base
+    /// the backlog continues exactly from), once known.
+    floor: Option<(u64, u64)>,
     /// The daemon is gone: streams end.
     gone: bool,
 }
@@ -108,7 +113,7 @@ impl Hub {
 
     /// Counts a new stream in, starting the poller if it is not running;
     /// `false` when [`MAX_STREAMS`] are open already.
-    fn enter(self: &Arc<Self>) -> bool {
+    pub(super) fn enter(self: &Arc<Self>) -> bool {
         let mut st = self.lock();
         if st.streams >= MAX_STREAMS {
             return false;
@@ -116,8 +121,13 @@ impl Hub {
         st.streams += 1;
         if !st.poller {
             // The last snapshot is from before a pause: not a base to diff
-            // from, nor one to show.
+            // from, nor one to show. What happened during the pause was
+            // not seen: an id is skipped, so no stream resumes across it
+            // as if nothing had (`/v1/events` says there is a gap).
             st.last = None;
+            st.next_id += 1;
+            st.backlog.clear();
+            st.floor = None;
             st.poller = true;
             let hub = self.clone();
             let spawned = std::thread::Builder::new()
@@ -132,7 +142,7 @@ impl Hub {
         true
     }
 
-    fn leave(&self) {
+    pub(super) fn leave(&self) {
         let mut st = self.lock();
         st.streams = st.streams.saturating_sub(1);
     }
@@ -155,15 +165,20 @@ impl Hub {
                     return;
                 }
                 if let Some(snap) = snap {
+                    let epoch = snap.state.epoch.0;
                     if let Some(last) = st.last.clone() {
                         for event in diff(&last.state, &snap.state) {
                             let id = st.next_id;
                             st.next_id += 1;
-                            st.backlog.push_back((id, event));
+                            st.backlog.push_back((id, epoch, event));
                         }
                         while st.backlog.len() > BACKLOG {
-                            st.backlog.pop_front();
+                            if let Some((id, epoch, _)) = st.backlog.pop_front() {
+                                st.floor = Some((id, epoch));
+                            }
                         }
+                    } else {
+                        st.floor = Some((st.next_id - 1, epoch));
                     }
                     st.last = Some(Arc::new(snap));
                     self.changed.notify_all();
@@ -173,9 +188,27 @@ impl Hub {
         }
     }
 
+    /// The epoch of the event with id `seq`, if the backlog continues
+    /// exactly from it: `seq` is the newest id, an event the backlog holds,
+    /// or the one just before its oldest. `None`: a stream cannot resume
+    /// exactly after `seq`.
+    pub(super) fn epoch_at(&self, seq: u64) -> Option<u64> {
+        let st = self.lock();
+        if seq + 1 == st.next_id {
+            if let Some((_, epoch, _)) = st.backlog.back() {
+                return Some(*epoch);
+            }
+            return st.floor.filter(|(id, _)| *id == seq).map(|(_, e)| e);
+        }
+        if let Some((_, epoch, _)) = st.backlog.iter().find(|(id, _, _)| *id == seq) {
+            return Some(*epoch);
+        }
+        st.floor.filter(|(id, _)| *id == seq).map(|(_, e)| e)
+    }
+
     /// Waits (bounded by `bound`) until there is a snapshot; returns it with
     /// the id of the last event it includes.
-    fn current(&self, bound: Duration) -> Option<(Arc<HttpSnapshot>, u64)> {
+    pub(super) fn current(&self, bound: Duration) -> Option<(Arc<HttpSnapshot>, u64)> {
         let deadline = Instant::now() + bound;
         let mut st = self.lock();
         loop {
@@ -193,7 +226,7 @@ impl Hub {
     /// What a stream at `cursor` writes next: the events after it, or a
     /// snapshot when the backlog no longer reaches back to it; waits up to
     /// `bound` for something. `None` when the daemon is gone.
-    fn next(&self, cursor: u64, bound: Duration) -> Option<Next> {
+    pub(super) fn next(&self, cursor: u64, bound: Duration) -> Option<Next> {
         let deadline = Instant::now() + bound;
         let mut st = self.lock();
         loop {
@@ -201,13 +234,17 @@ impl Hub {
                 return None;
             }
             if st.next_id - 1 > cursor {
-                let oldest = st.backlog.front().map_or(st.next_id, |(id, _)| *id);
+                let oldest = st.backlog.front().map_or(st.next_id, |(id, _, _)| *id);
                 if oldest > cursor + 1 {
                     let last = st.last.clone()?;
                     return Some(Next::Snapshot(last, st.next_id - 1));
                 }
-                let events =
-                    st.backlog.iter().filter(|(id, _)| *id > cursor).cloned().collect::<Vec<_>>();
+                let events = st
+                    .backlog
+                    .iter()
+                    .filter(|(id, _, _)| *id > cursor)
+                    .cloned()
+                    .collect::<Vec<_>>();
                 return Some(Next::Events(events));
             }
             let Some(left) = deadline.checked_duration_since(Instant::now()) else {
@@ -218,9 +255,14 @@ impl Hub {
     }
 }
 
-enum Next {
+/// What a stream writes next ([`Hub::next`]).
+pub(super) enum Next {
+    /// The stream fell behind the backlog: the snapshot now and the id of
+    /// the last event it includes.
     Snapshot(Arc<HttpSnapshot>, u64),
-    Events(Vec<(u64, ClusterEvent)>),
+    /// The events after the stream's cursor, `(id, epoch, event)`; none
+    /// when the wait ran out.
+    Events(Vec<(u64, u64, ClusterEvent)>),
 }
 
 /// Answers `GET /api/events`: a `503` past [`MAX_STREAMS`] or when the
@@ -283,7 +325,7 @@ fn stream(request: tiny_http::Request, hub: &Hub) {
             }
             Some(Next::Events(events)) => {
                 let mut buf = String::new();
-                for (id, event) in &events {
+                for (id, _, event) in &events {
                     buf.push_str(&event_text(*id, event));
                     cursor = *id;
                 }

@@ -31,7 +31,7 @@ pub const IDLE: Duration = Duration::from_secs(300);
 /// thread (see the module docs). `token` as for [`super::serve_with`].
 pub fn serve_tls(
     addr: SocketAddr,
-    token: Option<String>,
+    token: Option<super::Tokens>,
     queries: async_channel::Sender<HttpQuery>,
     tls: Arc<TlsContext>,
 ) -> Result<std::thread::JoinHandle<()>, HttpError> {

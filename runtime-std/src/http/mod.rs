@@ -9,9 +9,12 @@
 //!   the binary, which reads `/api/state` and follows `/api/events`.
 //! * `GET /api/logs/<executor>?stream=stdout|stderr[&offset=N|&tail=N]`: a
 //!   chunk of an executor's output, relayed by the leader ([`logs`]).
+//! * `/v1/...`: the HTTP API for clients in any language ([`v1`],
+//!   docs/api.md): jobs, scaling, operator commands, the resumable event
+//!   stream, `/v1/openapi.json`.
 //!
-//! `HEAD` is answered like `GET` without a body; any other method is
-//! `405 Method Not Allowed`, any other path `404 Not Found`.
+//! On the pages, `HEAD` is answered like `GET` without a body; any other
+//! method is `405 Method Not Allowed`, any other path `404 Not Found`.
 //!
 //! The server is tiny_http on a dedicated thread (event streams get a thread
 //! each, see [`events`]). It keeps no copy of the master's state: for every
@@ -34,10 +37,10 @@
 //! it with `regent http-token --secret-file F`. A request without it, or
 //! with another token, gets `401 Unauthorized` (with
 //! `WWW-Authenticate: Bearer realm="regent"`) saying so. A server bound to
-//! loopback stays open. Nothing here changes the cluster: every command goes
-//! over the authenticated wire protocol.
+//! loopback stays open. The pages only read; `/v1/` also writes, each
+//! write one wire message handed to the node ([`HttpQuery::Command`]), and
+//! a second, read-only token ([`v1::auth`]) may only read.
 
-use hmac::{Hmac, Mac};
 use regent_core::protocol::{ClusterState, ExecutorState};
 use regent_core::secret::Secret;
 use regent_core::states::{MaintenanceState, MasterStatus, WorkerState};
@@ -52,6 +55,9 @@ pub mod https;
 pub mod logs;
 pub mod page;
 pub mod queries;
+pub mod v1;
+
+pub use v1::auth::Tokens;
 
 /// How long a request waits for the daemon's snapshot before `503`.
 pub const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -153,18 +159,17 @@ pub const BEARER_LABEL: &[u8] = b"regent http bearer v1";
 /// (`Authorization: Bearer <token>`): the lowercase hex of
 /// HMAC-SHA256(secret, [`BEARER_LABEL`]). `regent http-token` prints it.
 pub fn bearer_token(secret: &Secret) -> String {
-    let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(secret.expose())
-        .expect("HMAC takes a key of any length");
-    mac.update(BEARER_LABEL);
-    mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+    v1::auth::hmac_hex(secret, BEARER_LABEL)
 }
 
-/// The token a server bound to `addr` requires: `None` on loopback or
-/// without a secret (the exposure check refuses a non-loopback address
-/// without a secret unless `--insecure`, which then leaves it open).
-pub fn required_token(addr: SocketAddr, secret: Option<&Secret>) -> Option<String> {
+/// The tokens a server bound to `addr` requires (the full
+/// [`bearer_token`] and the read-only [`v1::auth::read_only_token`]):
+/// `None` on loopback or without a secret (the exposure check refuses a
+/// non-loopback address without a secret unless `--insecure`, which then
+/// leaves it open).
+pub fn required_token(addr: SocketAddr, secret: Option<&Secret>) -> Option<Tokens> {
     match secret {
-        Some(s) if !addr.ip().is_loopback() => Some(bearer_token(s)),
+        Some(s) if !addr.ip().is_loopback() => Some(Tokens::of(s)),
         _ => None,
     }
 }
@@ -198,7 +203,7 @@ pub fn serve(
 /// when `token` is given (see [`required_token`]).
 pub fn serve_with(
     addr: SocketAddr,
-    token: Option<String>,
+    token: Option<Tokens>,
     queries: async_channel::Sender<HttpQuery>,
 ) -> Result<std::thread::JoinHandle<()>, HttpError> {
     let server = bind(addr)?;
@@ -224,7 +229,7 @@ pub fn serve_on(
 /// when `token` is given.
 pub fn serve_on_with(
     server: tiny_http::Server,
-    token: Option<String>,
+    token: Option<Tokens>,
     queries: async_channel::Sender<HttpQuery>,
 ) -> std::thread::JoinHandle<()> {
     let bound = server.server_addr().to_string();
@@ -235,7 +240,7 @@ pub fn serve_on_with(
             let hub = events::Hub::new(queries.clone());
             while !queries.is_closed() {
                 match server.recv_timeout(POLL_INTERVAL) {
-                    Ok(Some(request)) => respond(request, &queries, &hub, token.as_deref()),
+                    Ok(Some(request)) => respond(request, &queries, &hub, token.as_ref()),
                     Ok(None) => {}
                     Err(e) => {
                         tracing::warn!(addr = %bound, error = %e, "HTTP server failed; stopping");
@@ -257,56 +262,35 @@ enum Page {
     Events,
 }
 
-/// Why a request is not authorized, if it is not.
-fn unauthorized(request: &tiny_http::Request, token: Option<&str>) -> Option<&'static str> {
-    let token = token?;
-    let given = request
-        .headers()
-        .iter()
-        .find(|h| h.field.equiv("Authorization"))
-        .map(|h| h.value.as_str().trim());
-    let Some(given) = given else {
-        return Some(
-            "unauthorized: this HTTP server is bound to a non-loopback address and needs \
-             `Authorization: Bearer <token>`; `regent http-token --secret-file F` prints the \
-             token\n",
-        );
-    };
-    let presented = match given.split_once(' ') {
-        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
-        _ => return Some("unauthorized: the Authorization header must be `Bearer <token>`\n"),
-    };
-    if constant_time_eq(presented.as_bytes(), token.as_bytes()) {
-        None
-    } else {
-        Some(
-            "unauthorized: wrong bearer token (it is derived from the cluster secret: \
-             `regent http-token --secret-file F` prints it)\n",
-        )
-    }
-}
-
-/// Compares without stopping at the first difference.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 fn respond(
     request: tiny_http::Request,
     queries: &async_channel::Sender<HttpQuery>,
     hub: &Arc<events::Hub>,
-    token: Option<&str>,
+    tokens: Option<&Tokens>,
 ) {
     let method = request.method().clone();
     let path = request.url().split(['?', '#']).next().unwrap_or("").to_string();
-    if let Some(why) = unauthorized(&request, token) {
-        tracing::debug!(%method, %path, status = 401, "HTTP request refused");
-        let response =
-            text(401, why).with_header(header("WWW-Authenticate", "Bearer realm=\"regent\""));
-        if let Err(e) = request.respond(response) {
-            tracing::debug!(%path, error = %e, "HTTP response not delivered");
+    let api = path.starts_with(v1::PREFIX);
+    let given = v1::header_value(&request, "Authorization");
+    let access = match v1::auth::access(given, tokens) {
+        Ok(access) => access,
+        Err(why) => {
+            tracing::debug!(%method, %path, status = 401, "HTTP request refused");
+            let response = if api {
+                v1::errors::ApiError::new(401, why).response()
+            } else {
+                text(401, &format!("{why}\n"))
+            };
+            let response =
+                response.with_header(header("WWW-Authenticate", "Bearer realm=\"regent\""));
+            if let Err(e) = request.respond(response) {
+                tracing::debug!(%path, error = %e, "HTTP response not delivered");
+            }
+            return;
         }
-        return;
+    };
+    if api {
+        return v1::respond(request, queries, hub, access);
     }
     if path.starts_with(logs::PREFIX) {
         let response = match method {

@@ -275,7 +275,12 @@ pub enum Command {
     /// Print the bearer token that a master's HTTP server bound to a
     /// non-loopback address requires (`Authorization: Bearer <token>`),
     /// derived from the cluster secret given with `--secret-file`.
-    HttpToken,
+    HttpToken {
+        /// Print the read-only token instead: it may only read (`GET`);
+        /// a write under `/v1/` with it is refused with 403.
+        #[arg(long)]
+        read_only: bool,
+    },
     /// Inspect a filesystem store.
     Store {
         #[command(subcommand)]

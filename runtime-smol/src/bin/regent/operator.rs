@@ -148,13 +148,17 @@ pub async fn run(common: &Common, command: Command) -> Result<ExitCode, String> 
             println!("the leader stepped down");
             Ok(ExitCode::SUCCESS)
         }
-        Command::HttpToken => {
+        Command::HttpToken { read_only } => {
             let net = net_config(common)?;
             let secret = net.secret.as_ref().ok_or(
                 "regent http-token needs the cluster secret (--secret-file F): the token is \
                  derived from it",
             )?;
-            println!("{}", regent_smol::http::bearer_token(secret));
+            if read_only {
+                println!("{}", regent_smol::http::v1::auth::read_only_token(secret));
+            } else {
+                println!("{}", regent_smol::http::bearer_token(secret));
+            }
             Ok(ExitCode::SUCCESS)
         }
         other => unreachable!("{other:?} is dispatched by main"),
