@@ -24,7 +24,8 @@
 //! | [`MAX_CORES`] (per executor and per worker) | 2^20 | `declare_group`, `register_worker` | `RequestRefused` / `Shutdown` |
 //! | [`MAX_MEMORY_MB`] (per executor and per worker) | 2^40 MiB | `declare_group`, `register_worker` | `RequestRefused` / `Shutdown` |
 //! | [`MAX_EXECUTORS_PER_WORKER`] (live executors placed or adopted) | 1,024 | placement and adoption (`master::executors`) | not placed there / not adopted (killed, slot refilled elsewhere) |
-//! | [`MAX_DRAIN_DEADLINE`] | 7 days | `Message::DrainWorker` | `RequestRefused` |
+//! | [`MAX_DRAIN_DEADLINE`] | 7 days | `Message::DrainWorker`, `Message::ScaleGroup`'s stop | `RequestRefused` |
+//! | [`MAX_SCALE_REMOVE`] (executors one scale names) | 1,000 | `Message::ScaleGroup` | `RequestRefused` |
 //! | [`MAX_REPORTS_PER_REGISTRATION`] | 4,096 | `register_worker` | `Shutdown` |
 //! | [`MAX_RECORD_PAYLOAD`] (a framework record at its worst case, see below) | 1,000,000 bytes | `declare_group`, before persisting | `RequestRefused` |
 //! | [`MAX_FAILURE_REASON_BYTES`] (a failed slot's stored reason) | 256 | `master::executors::update_executor` | truncated (marked) |
@@ -644,6 +645,10 @@ fn policy_problem(
 /// The longest drain deadline an operator may give (`regent drain
 /// --deadline`): 7 days, like the framework failover timeout.
 pub const MAX_DRAIN_DEADLINE: Millis = Millis(7 * 24 * 3_600 * 1_000);
+
+/// The most executors one scale may name to remove (`ScaleGroup { remove
+/// }`, `regent scale --remove`).
+pub const MAX_SCALE_REMOVE: usize = 1_000;
 
 /// The most live executors the master places on or adopts from one worker.
 pub const MAX_EXECUTORS_PER_WORKER: usize = 1_024;

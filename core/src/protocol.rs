@@ -846,16 +846,19 @@ pub enum Message {
         /// Place a replacement in its slot.
         refill: bool,
     },
-    /// Master → worker: stop an executor: SIGTERM to its process group
-    /// now, SIGKILL if it still runs after `grace` (a drain's deadline).
-    /// Its terminal state is then `Killed`.
+    /// Master → worker: stop an executor: `signal` to its process group
+    /// now, SIGKILL if it still runs after `grace` (a drain's deadline, a
+    /// rollout's kill grace, a named scale's `Stop`). Its terminal state is
+    /// then `Killed`.
     StopExecutorOnWorker {
         /// The leader's epoch.
         epoch: Epoch,
         /// The executor to stop.
         executor: ExecutorId,
-        /// How long it may take to exit after SIGTERM.
+        /// How long it may take to exit after `signal`.
         grace: Millis,
+        /// The signal sent first (SIGTERM for drains and rollouts).
+        signal: crate::api::StopSignal,
     },
     /// Master → subscriber: an operator scaled `group` to `slots` slots
     /// (also repeated after `Subscribed` while the count differs from the

@@ -313,14 +313,16 @@ pub enum ExecutorCommand {
         /// The executor.
         executor: ExecutorId,
     },
-    /// Stop the executor (a drain): SIGTERM to its process group now,
-    /// SIGKILL if it still runs after `grace`; then feed `ExecutorChanged`
-    /// with `Killed`.
+    /// Stop the executor (a drain, a rollout, a named scale): `signal` to
+    /// its process group now, SIGKILL if it still runs after `grace`; then
+    /// feed `ExecutorChanged` with `Killed`.
     Stop {
         /// The executor.
         executor: ExecutorId,
-        /// How long it may take to exit after SIGTERM.
+        /// How long it may take to exit after `signal`.
         grace: Millis,
+        /// The signal sent first.
+        signal: crate::api::StopSignal,
     },
 }
 
@@ -868,11 +870,11 @@ impl Worker {
             {
                 out.push(Action::Executor(ExecutorCommand::Kill { executor }));
             }
-            Message::StopExecutorOnWorker { executor, grace, .. }
+            Message::StopExecutorOnWorker { executor, grace, signal, .. }
                 if self.active.as_ref() == Some(&from)
                     && self.executors.get(&executor).is_some_and(|e| !e.state.is_terminal()) =>
             {
-                out.push(Action::Executor(ExecutorCommand::Stop { executor, grace }));
+                out.push(Action::Executor(ExecutorCommand::Stop { executor, grace, signal }));
             }
             // The master recorded the terminal state: it may be forgotten.
             Message::ExecutorStatusAck { executor, .. }

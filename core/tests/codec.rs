@@ -44,6 +44,10 @@ fn strings(g: &mut Gen) -> Vec<String> {
     (0..usize::arbitrary(g) % 4).map(|_| s(g)).collect()
 }
 
+fn signal_arb(g: &mut Gen) -> regent_core::api::StopSignal {
+    *g.choose(&regent_core::api::StopSignal::ALL).expect("not empty")
+}
+
 fn group_spec_arb(g: &mut Gen) -> GroupSpec {
     GroupSpec {
         group: s(g),
@@ -396,8 +400,11 @@ impl Arbitrary for Arb {
                 framework: FrameworkId(s(g)),
                 group: s(g),
                 slots: u32::arbitrary(g),
-                remove: Vec::new(),
-                stop: None,
+                remove: (0..usize::arbitrary(g) % 3).map(|_| ExecutorId(s(g))).collect(),
+                stop: bool::arbitrary(g).then(|| regent_core::api::Stop {
+                    signal: signal_arb(g),
+                    deadline: Millis(u64::arbitrary(g)),
+                }),
             },
             42 => Message::OperatorKillExecutor {
                 request: u64::arbitrary(g),
@@ -408,6 +415,7 @@ impl Arbitrary for Arb {
                 epoch: e(g),
                 executor: ExecutorId(s(g)),
                 grace: Millis(u64::arbitrary(g)),
+                signal: signal_arb(g),
             },
             44 => Message::GroupScaled { epoch: e(g), group: s(g), slots: u32::arbitrary(g) },
             45 => Message::RegisterRefused { epoch: e(g), reason: s(g) },
@@ -972,6 +980,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 epoch: Epoch(42),
                 executor: ExecutorId::new("e1"),
                 grace: Millis(30_000),
+                signal: regent_core::api::StopSignal::Term,
             },
         ),
         ("group_scaled", Message::GroupScaled { epoch: Epoch(42), group: "main".into(), slots: 5 }),

@@ -8,6 +8,7 @@
 mod common;
 
 use common::*;
+use regent_core::api::{Stop, StopSignal};
 use regent_core::ids::InstanceId;
 use regent_core::limits::{MAX_DRAIN_DEADLINE, MAX_SLOTS_PER_GROUP};
 use regent_core::master::{self, Master, Status};
@@ -728,4 +729,279 @@ fn a_standby_answers_every_operator_change_with_not_leader() {
         let out = m.handle(Millis(0), master::Event::Message { conn: OP, msg });
         assert_eq!(m_sends(&out), vec![(OP, Message::NotLeader { epoch: Epoch(0), leader: None })]);
     }
+}
+
+// A scale that names the executors it removes (docs/design.md#issue-43,
+// item 3): exactly those go, in one durable write with the count.
+
+fn named_scale(
+    fw: &FrameworkId,
+    slots: u32,
+    remove: &[&ExecutorId],
+    stop: Option<Stop>,
+) -> Message {
+    Message::ScaleGroup {
+        request: 7,
+        framework: fw.clone(),
+        group: "g".into(),
+        slots,
+        remove: remove.iter().map(|x| (*x).clone()).collect(),
+        stop,
+    }
+}
+
+fn sorted(mut v: Vec<ExecutorId>) -> Vec<ExecutorId> {
+    v.sort_by_key(slot_of);
+    v
+}
+
+#[test]
+fn a_named_scale_down_removes_exactly_the_named_and_the_others_keep_their_slots() {
+    let mut c = Cluster::new(4);
+    let t = Millis(1_000);
+    let fw = c.fw.clone();
+    let x = c.executors.clone();
+    let (before, sends) = c.operate(t, named_scale(&fw, 2, &[&x[1], &x[3]], None));
+    assert!(!accepted(&m_sends(&before), 7), "accepted only once durable");
+    assert!(kills(&m_sends(&before)).is_empty(), "kills follow the durable record");
+    assert!(accepted(&sends, 7), "{sends:?}");
+    let killed = sorted(kills(&sends).into_iter().map(|(_, x)| x).collect());
+    assert_eq!(killed, vec![x[1].clone(), x[3].clone()], "the named ones, and only those");
+    // Slots 1 and 3 are holes; slots 0 and 2 keep their executors (and
+    // their ids).
+    let removed = |x: &ExecutorId| SlotOutcome::Removed { executor: x.clone() };
+    let pending = SlotOutcome::Pending;
+    assert_eq!(
+        c.store.group_slots(&fw),
+        vec![pending.clone(), removed(&x[1]), pending, removed(&x[3])]
+    );
+    let g = &c.m.frameworks().next().unwrap().groups[0];
+    assert_eq!(g.current, vec![Some(x[0].clone()), None, Some(x[2].clone()), None]);
+    assert_eq!(c.m.state().frameworks[0].groups[0].slots, 2, "the count");
+    // The subscriber hears the bound of the slot numbers.
+    assert!(sends.contains(&(
+        SUB,
+        Message::GroupScaled { epoch: c.m.epoch(), group: "g".into(), slots: 4 }
+    )));
+    // Their ends refill nothing and charge nothing.
+    for x in [&x[1], &x[3]] {
+        let conn = c.on[x];
+        let sends = c.deliver(t, conn, status(conn.0, x, ExecutorState::Killed));
+        assert!(launches(&sends).is_empty(), "{sends:?}");
+    }
+    assert_eq!(c.m.frameworks().next().unwrap().groups[0].record.retries_used, 0);
+    assert_eq!(c.m.state().frameworks[0].groups[0].running, 2);
+    // A later scale up refills the hole first, then grows.
+    let (_, sends) = c.operate(t, named_scale(&fw, 4, &[], None));
+    assert!(accepted(&sends, 7));
+    let placed: Vec<u32> = launches(&sends).iter().map(|(_, x)| slot_of(x)).collect();
+    assert_eq!(sorted_u32(placed), vec![1, 3]);
+}
+
+fn sorted_u32(mut v: Vec<u32>) -> Vec<u32> {
+    v.sort();
+    v
+}
+
+#[test]
+fn fewer_named_than_the_reduction_take_the_highest_other_slots_with_them() {
+    let mut c = Cluster::new(4);
+    let fw = c.fw.clone();
+    let x = c.executors.clone();
+    let (_, sends) = c.operate(Millis(1_000), named_scale(&fw, 2, &[&x[0]], None));
+    assert!(accepted(&sends, 7));
+    let killed = sorted(kills(&sends).into_iter().map(|(_, x)| x).collect());
+    assert_eq!(killed, vec![x[0].clone(), x[3].clone()]);
+    let removed = SlotOutcome::Removed { executor: x[0].clone() };
+    assert_eq!(c.store.group_slots(&fw), vec![removed, SlotOutcome::Pending, SlotOutcome::Pending]);
+}
+
+#[test]
+fn named_executors_with_the_count_kept_are_replaced_without_a_retry() {
+    let mut c = Cluster::new(3);
+    let t = Millis(1_000);
+    let fw = c.fw.clone();
+    let x = c.executors.clone();
+    let (_, sends) = c.operate(t, named_scale(&fw, 3, &[&x[1]], None));
+    assert!(accepted(&sends, 7));
+    assert_eq!(kills(&sends), vec![(c.on[&x[1]], x[1].clone())]);
+    assert!(launches(&sends).is_empty(), "refilled once it ended: {sends:?}");
+    // Durable as a kill with refill: a new leader kills it rather than
+    // adopting it.
+    assert_eq!(c.store.group_slots(&fw), vec![SlotOutcome::Pending; 3]);
+    match c.store.0.get(&RecordKey::Framework(fw.clone())) {
+        Some(Record::Framework(f)) => {
+            assert_eq!(f.groups[0].replacing, BTreeMap::from([(1, x[1].clone())]))
+        }
+        other => panic!("{other:?}"),
+    }
+    let conn = c.on[&x[1]];
+    let sends = c.deliver(t, conn, status(conn.0, &x[1], ExecutorState::Exited { code: 143 }));
+    let placed = launches(&sends);
+    assert_eq!(placed.len(), 1, "{sends:?}");
+    assert_eq!(slot_of(&placed[0].1), 1);
+    assert_ne!(placed[0].1, x[1]);
+    assert_eq!(c.m.frameworks().next().unwrap().groups[0].record.retries_used, 0);
+    assert_eq!(c.m.state().frameworks[0].groups[0].slots, 3);
+}
+
+#[test]
+fn a_named_scale_with_a_bad_id_is_refused_whole_naming_it() {
+    let mut c = Cluster::new(3);
+    let t = Millis(1_000);
+    let fw = c.fw.clone();
+    let x = c.executors.clone();
+    // An executor of another group of the same framework.
+    let spec = GroupSpec {
+        group: "h".into(),
+        slots: 1,
+        command: vec!["/bin/sleep".into(), "1000".into()],
+        env: vec![],
+        cores: 1,
+        memory_mb: 1,
+        policy: Default::default(),
+        launch: Default::default(),
+    };
+    let sends = c.deliver(t, SUB, Message::DeclareGroup { request: 2, spec });
+    let foreign = launches(&sends).pop().expect("h placed").1;
+    let unknown = ExecutorId::new(format!("{fw}/g#9#1.99"));
+    let record = c.store.0.clone();
+    let too_many: Vec<ExecutorId> =
+        (0..=regent_core::limits::MAX_SCALE_REMOVE).map(|_| x[0].clone()).collect();
+    let cases: Vec<(Vec<ExecutorId>, String)> = vec![
+        (vec![x[0].clone(), unknown.clone()], format!("executor {unknown} is not a live")),
+        (vec![x[0].clone(), foreign.clone()], format!("executor {foreign} is not a live")),
+        (
+            vec![x[1].clone(), x[0].clone(), x[1].clone()],
+            format!("executor {} is named twice", x[1]),
+        ),
+        (too_many, "MAX_SCALE_REMOVE".into()),
+    ];
+    for (remove, why) in cases {
+        let refs: Vec<&ExecutorId> = remove.iter().collect();
+        let (before, sends) = c.operate(t, named_scale(&fw, 1, &refs, None));
+        let reason = refusal(&sends, 7);
+        assert!(reason.contains(&why), "{reason:?} names {why:?}");
+        assert!(reason.contains("nothing was changed"), "{reason}");
+        assert!(!before.iter().any(|a| matches!(a, master::Action::Store(_))), "{before:?}");
+        assert!(kills(&sends).is_empty());
+        assert_eq!(c.store.0, record, "nothing changed");
+    }
+    // A deadline over the limit.
+    let stop = Stop { signal: StopSignal::Term, deadline: MAX_DRAIN_DEADLINE + Millis(1) };
+    let (_, sends) = c.operate(t, named_scale(&fw, 2, &[&x[0]], Some(stop)));
+    assert!(refusal(&sends, 7).contains("MAX_DRAIN_DEADLINE"));
+    // An ended executor is no live one.
+    let conn = c.on[&x[2]];
+    let _ = c.deliver(t, conn, status(conn.0, &x[2], ExecutorState::Exited { code: 0 }));
+    let (_, sends) = c.operate(t, named_scale(&fw, 2, &[&x[2]], None));
+    assert!(refusal(&sends, 7).contains(&format!("executor {} is not a live", x[2])));
+    assert_eq!(c.m.state().frameworks[0].groups[0].running, 2);
+}
+
+#[test]
+fn a_named_stop_sends_its_signal_and_deadline_to_the_worker_again_after_a_reconnect() {
+    let mut c = Cluster::new(2);
+    let t = Millis(1_000);
+    let fw = c.fw.clone();
+    let x = c.executors.clone();
+    let stop = Stop { signal: StopSignal::Usr1, deadline: Millis(30_000) };
+    let (_, sends) = c.operate(t, named_scale(&fw, 1, &[&x[0]], Some(stop)));
+    assert!(accepted(&sends, 7));
+    assert!(kills(&sends).is_empty(), "a stop, not a kill: {sends:?}");
+    let conn = c.on[&x[0]];
+    let expected = Message::StopExecutorOnWorker {
+        epoch: c.m.epoch(),
+        executor: x[0].clone(),
+        grace: Millis(30_000),
+        signal: StopSignal::Usr1,
+    };
+    let stops: Vec<_> = sends
+        .iter()
+        .filter(|(_, m)| matches!(m, Message::StopExecutorOnWorker { .. }))
+        .cloned()
+        .collect();
+    assert_eq!(stops, vec![(conn, expected.clone())]);
+    // The worker's connection blips: the stop is owed, and sent again.
+    let _ = c.m.handle(t, master::Event::Disconnected { conn });
+    let w = if conn == ConnId(100) { "w0" } else { "w1" };
+    let _ = connect_worker(&mut c.m, t, 300, w);
+    let sends =
+        c.deliver(t, ConnId(300), register(w, conn.0, vec![report(&x[0], ExecutorState::Running)]));
+    assert!(sends.contains(&(ConnId(300), expected)), "{sends:?}");
+}
+
+#[test]
+fn a_new_leader_finishes_a_named_removal_whose_kill_never_arrived() {
+    let mut c = Cluster::new(4);
+    let t = Millis(1_000);
+    let fw = c.fw.clone();
+    let x = c.executors.clone();
+    let (_, sends) = c.operate(t, named_scale(&fw, 2, &[&x[0], &x[2]], None));
+    assert!(accepted(&sends, 7));
+    // Leader "a" dies; its kills never reached the workers, which report
+    // all four running to "b".
+    let mut b = c.store.failover("b", Millis(0), WALL_A + 9_000);
+    let mut sends = Vec::new();
+    for (conn, w) in [(100u64, "w0"), (101, "w1")] {
+        let _ = connect_worker(&mut b, Millis(0), 200 + conn, w);
+        let reports: Vec<ExecutorReport> = x
+            .iter()
+            .filter(|e| c.on[*e] == ConnId(conn))
+            .map(|e| report(e, ExecutorState::Running))
+            .collect();
+        let out = b.handle(
+            Millis(0),
+            master::Event::Message { conn: ConnId(200 + conn), msg: register(w, conn, reports) },
+        );
+        sends.extend(c.store.settle(&mut b, Millis(0), out));
+    }
+    assert_eq!(b.status(), Status::Alive);
+    let killed = sorted(kills(&sends).into_iter().map(|(_, x)| x).collect());
+    assert_eq!(killed, vec![x[0].clone(), x[2].clone()], "{sends:?}");
+    assert!(launches(&sends).is_empty(), "nothing restarted: {sends:?}");
+    let g = &b.frameworks().next().unwrap().groups[0];
+    assert_eq!(g.current, vec![None, Some(x[1].clone()), None, Some(x[3].clone())]);
+    assert_eq!(g.count(), 2);
+}
+
+#[test]
+fn a_local_asker_is_answered_once_the_named_scale_is_durable() {
+    let mut c = Cluster::new(2);
+    let t = Millis(1_000);
+    let fw = c.fw.clone();
+    let x = c.executors.clone();
+    let query = regent_core::ids::QueryId(3);
+    let msg = named_scale(&fw, 1, &[&x[1]], None);
+    let out = c.m.handle(t, master::Event::Command { query, msg });
+    assert!(!out.iter().any(|a| matches!(a, master::Action::Answer { .. })), "{out:?}");
+    let mut answers = Vec::new();
+    let mut pending = out;
+    while !pending.is_empty() {
+        let mut next = Vec::new();
+        for a in pending {
+            match a {
+                master::Action::Answer { query, msg } => answers.push((query, msg)),
+                master::Action::Store(StoreCommand::Persist { write, record }) => {
+                    c.store.0.insert(record.key(), record);
+                    next.extend(
+                        c.m.handle(t, master::Event::Store(StoreEvent::Persisted { write })),
+                    );
+                }
+                _ => {}
+            }
+        }
+        pending = next;
+    }
+    let epoch = c.m.epoch();
+    assert_eq!(answers, vec![(query, Message::RequestAccepted { epoch, request: 7 })]);
+    let removed = SlotOutcome::Removed { executor: x[1].clone() };
+    assert_eq!(c.store.group_slots(&fw), vec![SlotOutcome::Pending, removed]);
+    // A refusal is answered at once.
+    let msg = named_scale(&fw, 1, &[&x[1]], None);
+    let out = c.m.handle(t, master::Event::Command { query, msg });
+    let refused = out.iter().any(|a| {
+        matches!(a, master::Action::Answer { msg: Message::RequestRefused { request: 7, .. }, .. })
+    });
+    assert!(refused, "{out:?}");
 }

@@ -192,6 +192,7 @@ fn a_drain_stop_comes_only_from_the_followed_master_and_carries_its_grace() {
         epoch: Epoch(2),
         executor: ExecutorId::new(executor),
         grace: regent_core::Millis(30_000),
+        signal: regent_core::api::StopSignal::Usr1,
     };
     assert!(from(&mut w, T, "b", stop("e1")).is_empty(), "b is not followed");
     assert!(from(&mut w, T, "a", stop("nope")).is_empty(), "no such executor");
@@ -199,7 +200,8 @@ fn a_drain_stop_comes_only_from_the_followed_master_and_carries_its_grace() {
         from(&mut w, T, "a", stop("e1")),
         vec![worker::Action::Executor(ExecutorCommand::Stop {
             executor: id,
-            grace: regent_core::Millis(30_000)
+            grace: regent_core::Millis(30_000),
+            signal: regent_core::api::StopSignal::Usr1,
         })]
     );
 }

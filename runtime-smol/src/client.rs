@@ -434,7 +434,8 @@ pub enum Change {
         /// SIGKILL after this long.
         deadline: Duration,
     },
-    /// `regent scale FRAMEWORK GROUP N`.
+    /// `regent scale FRAMEWORK GROUP N [--remove ID,...] [--signal S]
+    /// [--deadline D]`.
     Scale {
         /// The framework.
         framework: String,
@@ -442,6 +443,10 @@ pub enum Change {
         group: String,
         /// The slot count wanted.
         slots: u32,
+        /// The executors that go (the highest slots otherwise).
+        remove: Vec<String>,
+        /// How the removed executors stop (`None`: killed).
+        stop: Option<regent_core::api::Stop>,
     },
     /// `regent kill-executor EXECUTOR [--no-refill]`.
     KillExecutor {
@@ -463,13 +468,13 @@ impl Change {
                 worker: WorkerId::new(worker),
                 deadline: Millis(u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX)),
             },
-            Change::Scale { framework, group, slots } => Message::ScaleGroup {
+            Change::Scale { framework, group, slots, remove, stop } => Message::ScaleGroup {
                 request,
                 framework: FrameworkId::new(framework),
                 group: group.clone(),
                 slots: *slots,
-                remove: Vec::new(),
-                stop: None,
+                remove: remove.iter().map(ExecutorId::new).collect(),
+                stop: *stop,
             },
             Change::KillExecutor { executor, refill } => Message::OperatorKillExecutor {
                 request,

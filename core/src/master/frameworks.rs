@@ -211,8 +211,16 @@ impl GroupState {
         }
     }
 
-    /// How many slots the group has now: as declared, or as an operator
-    /// scaled it (`regent scale`); the record's slot list is the truth.
+    /// How many slots the group wants now: its slots less those removed
+    /// by name ([`SlotOutcome::Removed`], holes a later scale up refills).
+    pub fn count(&self) -> u32 {
+        let holes = self.record.slots.iter().filter(|o| matches!(o, SlotOutcome::Removed { .. }));
+        self.slot_count().saturating_sub(u32::try_from(holes.count()).unwrap_or(u32::MAX))
+    }
+
+    /// How many slots the group has now, holes included (the bound of its
+    /// slot numbers): as declared, or as an operator scaled it (`regent
+    /// scale`); the record's slot list is the truth.
     pub fn slot_count(&self) -> u32 {
         // At most MAX_SLOTS_PER_GROUP when written by a leader; a planted
         // record saturates rather than wraps.

@@ -47,10 +47,13 @@ pub(super) const MAX_DYING_REMEMBERED: usize = 65_536;
 pub enum Owed {
     /// `KillExecutorOnWorker`.
     Kill,
-    /// `StopExecutorOnWorker` with this grace (a rollout's stop).
+    /// `StopExecutorOnWorker` with this signal and grace (a rollout's
+    /// stop, a named scale's).
     Stop {
-        /// SIGTERM to SIGKILL.
+        /// `signal` to SIGKILL.
         grace: Millis,
+        /// The signal sent first.
+        signal: crate::api::StopSignal,
     },
 }
 
@@ -237,8 +240,8 @@ impl Master {
             let Some(owed) = self.executors.get(&id).and_then(|e| e.owed) else { continue };
             let msg = match owed {
                 Owed::Kill => Message::KillExecutorOnWorker { epoch: self.epoch, executor: id },
-                Owed::Stop { grace } => {
-                    Message::StopExecutorOnWorker { epoch: self.epoch, executor: id, grace }
+                Owed::Stop { grace, signal } => {
+                    Message::StopExecutorOnWorker { epoch: self.epoch, executor: id, grace, signal }
                 }
             };
             out.push(Action::Send { conn, msg });

@@ -192,12 +192,8 @@ impl Master {
             Message::ScaleGroup { request, framework, group, slots, remove, stop }
                 if self.may_act() =>
             {
-                if remove.is_empty() && stop.is_none() {
-                    self.scale_group(conn, request, framework, group, slots, out)
-                } else {
-                    let reason = "a scale that names executors is not served yet".to_string();
-                    out.push(self.refuse_request(conn, request, reason));
-                }
+                let asker = Origin::Conn(conn);
+                self.scale_group(asker, request, framework, group, slots, remove, stop, out)
             }
             Message::DeclareGroup { .. }
             | Message::UpdateGroup { .. }
@@ -316,9 +312,8 @@ impl Master {
             return;
         }
         match msg {
-            Message::ScaleGroup { request, .. } => {
-                let reason = format!("{} is not served to local askers yet", msg.kind());
-                out.push(self.refuse_request(asker, request, reason));
+            Message::ScaleGroup { request, framework, group, slots, remove, stop } => {
+                self.scale_group(asker, request, framework, group, slots, remove, stop, out)
             }
             msg @ (Message::RemoveWorker { .. }
             | Message::KillFramework { .. }

@@ -407,8 +407,15 @@ enum AfterWrite {
     /// of it (on its worker's current connection).
     EndKills { kills: Vec<(WorkerId, ExecutorId)> },
     /// A scale is durable in the framework's record: tell the subscriber,
-    /// kill the surplus executors.
-    Scaled { framework: FrameworkId, group: String, slots: u32, surplus: Vec<ExecutorId> },
+    /// kill the surplus executors, stop the named ones with `stop`.
+    Scaled {
+        framework: FrameworkId,
+        group: String,
+        slots: u32,
+        surplus: Vec<ExecutorId>,
+        named: Vec<ExecutorId>,
+        stop: Option<crate::api::Stop>,
+    },
     /// An update's new spec and rollout are durable: its old executors may
     /// be stopped.
     Rolling { framework: FrameworkId, group: String },
@@ -801,7 +808,7 @@ impl Master {
                         .enumerate()
                         .map(|(gi, g)| GroupView {
                             name: g.record.spec.group.clone(),
-                            slots: g.slot_count(),
+                            slots: g.count(),
                             declared: g.record.spec.slots,
                             running: u32::try_from(
                                 g.current
@@ -1040,8 +1047,8 @@ impl Master {
                     self.kill_dying(&worker, &executor, out);
                 }
             }
-            AfterWrite::Scaled { framework, group, slots, surplus } => {
-                self.on_scaled(&framework, group, slots, surplus, out)
+            AfterWrite::Scaled { framework, group, slots, surplus, named, stop } => {
+                self.on_scaled(&framework, group, slots, surplus, named, stop, out)
             }
             AfterWrite::Rolling { framework, group } => {
                 if let Some(g) =

@@ -31,12 +31,15 @@
 //! core/tests/recovery.rs (`RemoveWorker`), the simulator's `maintenance`
 //! invariant (tests/tests/sim_seeds.rs, `seeds_0_to_99_with_operator_commands`).
 
-use super::{Action, AfterWrite, Master, Timer, WorkerState};
-use crate::ids::{ConnId, ExecutorId, FrameworkId, WorkerId};
+use super::{Action, AfterWrite, Master, Origin, Timer, WorkerState};
+use crate::api::{Stop, StopSignal};
+use crate::ids::{ExecutorId, FrameworkId, WorkerId};
 use crate::limits;
 use crate::protocol::Message;
 use crate::store::{Maintenance, SlotOutcome};
 use crate::time::Millis;
+
+mod named;
 
 /// How often a leader looks again at a drain whose deadline has passed
 /// while executors still run on the worker (it re-sends the kill).
@@ -186,7 +189,13 @@ impl Master {
                 x.stop_by_operator();
             }
             if let Some(conn) = conn {
-                let msg = Message::StopExecutorOnWorker { epoch: self.epoch, executor: id, grace };
+                let signal = StopSignal::Term;
+                let msg = Message::StopExecutorOnWorker {
+                    epoch: self.epoch,
+                    executor: id,
+                    grace,
+                    signal,
+                };
                 out.push(Action::Send { conn, msg });
             }
         }
@@ -264,17 +273,26 @@ impl Master {
         }
     }
 
-    /// `ScaleGroup` from an operator.
+    /// `ScaleGroup` from an operator (on a connection) or a local asker
+    /// (the HTTP API), `asker`: `slots` is the count wanted; `remove` names
+    /// executors that go (see [`named::plan`] for which slots change), each
+    /// stopped by `stop` (`None`: killed as a framework's kill). Answered
+    /// once the record is durable, or refused with nothing changed.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn scale_group(
         &mut self,
-        conn: ConnId,
+        asker: Origin,
         request: u64,
         framework: FrameworkId,
         group: String,
         slots: u32,
+        remove: Vec<ExecutorId>,
+        stop: Option<Stop>,
         out: &mut Vec<Action>,
     ) {
-        let refuse = |m: &Self, reason: String| m.refuse_request(conn, request, reason);
+        let refuse = |m: &Self, reason: String| {
+            asker.reply(Message::RequestRefused { epoch: m.epoch, request, reason })
+        };
         let Some(fw) = self.frameworks.get(&framework) else {
             out.push(refuse(self, format!("no framework {framework}")));
             return;
@@ -298,9 +316,20 @@ impl Master {
             out.push(refuse(self, reason));
             return;
         }
-        let now_slots = fw.groups[gi].record.slots.len();
-        if slots as usize > now_slots {
-            if let Some(reason) = self.scale_limit(&framework, gi, slots) {
+        if let Some(reason) = self.refuse_named(&framework, gi, &remove, stop) {
+            out.push(refuse(self, reason));
+            return;
+        }
+        let g = &self.frameworks[&framework].groups[gi];
+        // The named executors' slots (checked above: each holds its slot).
+        let named_slots: Vec<u32> =
+            remove.iter().filter_map(|id| self.executors.get(id).map(|e| e.slot)).collect();
+        let holes: Vec<(u32, ExecutorId)> =
+            named_slots.iter().copied().zip(remove.iter().cloned()).collect();
+        let plan = named::plan(&g.record.slots, &holes, slots);
+        let now_slots = g.record.slots.len();
+        if plan.len > now_slots {
+            if let Some(reason) = self.scale_limit(&framework, gi, plan.len as u32) {
                 out.push(refuse(self, reason));
                 return;
             }
@@ -310,23 +339,57 @@ impl Master {
         // coming back names its old executor again, so it is refilled only
         // once that one has ended (one executor per slot, issue 20 (docs/design.md#issue-20)).
         let old_len = now_slots as u32;
+        let bound = plan.len as u32;
         let mut still_live: Vec<(u32, ExecutorId)> = self
             .executors
             .of_framework(&framework)
             .filter(|e| e.group == group && !e.state.is_terminal())
-            .filter(|e| e.slot >= old_len && e.slot < slots)
+            .filter(|e| e.slot >= old_len && e.slot < bound)
             .map(|e| (e.slot, e.id.clone()))
             .collect();
         still_live.dedup_by_key(|(slot, _)| *slot);
+        // The removed executors that still run, by slot: a hole refilled at
+        // once (the count kept) keeps naming its executor until it ends.
+        let live_holes: std::collections::BTreeMap<u32, ExecutorId> = plan
+            .refilled
+            .iter()
+            .filter_map(|(slot, id)| {
+                let e = self.executors.get(id).filter(|e| !e.state.is_terminal())?;
+                Some((*slot, e.id.clone()))
+            })
+            .collect();
+        for id in &remove {
+            if let Some(mut x) = self.executors.get_mut(id) {
+                // Its end is no failure of its own: nothing is charged, and
+                // a refilled slot gets a replacement.
+                x.stop_by_operator();
+            }
+        }
         let fw = self.frameworks.get_mut(&framework).expect("checked above");
         let g = &mut fw.groups[gi];
-        let n = slots as usize;
+        for (slot, id) in &holes {
+            let s = *slot as usize;
+            g.record.slots[s] = SlotOutcome::Removed { executor: id.clone() };
+            g.current[s] = None;
+            super::restarts::clear(&mut g.record, *slot);
+        }
+        for (slot, _) in &plan.refilled {
+            let s = *slot as usize;
+            g.record.slots[s] = SlotOutcome::Pending;
+            if let Some(id) = live_holes.get(slot) {
+                // As a kill with refill: durable with the scale, so a new
+                // leader kills it rather than adopting it, and refills.
+                g.current[s] = Some(id.clone());
+                g.record.replacing.insert(*slot, id.clone());
+            }
+        }
+        let n = plan.len;
         let mut surplus: Vec<ExecutorId> = Vec::new();
         if n < g.record.slots.len() {
             surplus = g.current[n..].iter().rev().flatten().cloned().collect();
             g.record.slots.truncate(n);
             g.current.truncate(n);
-            super::restarts::truncate(&mut g.record, slots);
+            super::restarts::truncate(&mut g.record, bound);
         } else {
             g.record.slots.resize(n, SlotOutcome::Pending);
             g.current.resize(n, None);
@@ -338,22 +401,81 @@ impl Master {
         // for a declaration: a new leader must know every slot that runs.
         // Slots past `n` are placed no more from now (see
         // `GroupState::placeable_slots`).
-        g.write_in_flight(slots);
+        g.write_in_flight(bound);
         for id in &surplus {
             if let Some(mut x) = self.executors.get_mut(id) {
                 // Its slot is gone: nothing of it is recorded or refilled.
                 x.stop_by_operator();
             }
         }
-        self.restart_waits.forget(&framework, Some((gi, slots)));
+        self.restart_waits.forget(&framework, Some((gi, bound)));
+        for slot in &named_slots {
+            self.restart_waits.remove(&(framework.clone(), gi, *slot));
+        }
         self.refresh_slots_of(&framework);
         let then = vec![
             AfterWrite::GroupDurable { framework: framework.clone(), group: group.clone() },
-            AfterWrite::Scaled { framework: framework.clone(), group, slots, surplus },
-            AfterWrite::Accept { conn, request },
+            AfterWrite::Scaled {
+                framework: framework.clone(),
+                group,
+                slots: bound,
+                surplus,
+                named: remove,
+                stop,
+            },
+            AfterWrite::AcceptTo { to: asker, request },
             AfterWrite::Place,
         ];
         self.persist_framework(&framework, then, out);
+    }
+
+    /// Why the executors `remove` names cannot be removed from group `gi`
+    /// of framework `fid` with `stop`, if they cannot: too many, one named
+    /// twice, one that is no live executor holding a slot of that group
+    /// (the first bad id is named), or a deadline over the limit.
+    fn refuse_named(
+        &self,
+        fid: &FrameworkId,
+        gi: usize,
+        remove: &[ExecutorId],
+        stop: Option<Stop>,
+    ) -> Option<String> {
+        if remove.len() > limits::MAX_SCALE_REMOVE {
+            return Some(format!(
+                "the scale names {} executors; the limit is {} (MAX_SCALE_REMOVE); nothing was changed",
+                remove.len(),
+                limits::MAX_SCALE_REMOVE
+            ));
+        }
+        if let Some(stop) = stop {
+            if stop.deadline > limits::MAX_DRAIN_DEADLINE {
+                return Some(format!(
+                    "stop deadline of {} ms; the limit is {} ms (MAX_DRAIN_DEADLINE, 7 days); nothing was changed",
+                    stop.deadline.0,
+                    limits::MAX_DRAIN_DEADLINE.0
+                ));
+            }
+        }
+        let g = &self.frameworks.get(fid)?.groups[gi];
+        let group = &g.record.spec.group;
+        let mut seen = std::collections::BTreeSet::new();
+        for id in remove {
+            if !seen.insert(id) {
+                return Some(format!("executor {id} is named twice; nothing was changed"));
+            }
+            let holds = self.executors.get(id).is_some_and(|e| {
+                !e.state.is_terminal()
+                    && e.framework == *fid
+                    && e.group == *group
+                    && g.current.get(e.slot as usize).is_some_and(|c| c.as_ref() == Some(id))
+            });
+            if !holds {
+                return Some(format!(
+                    "executor {id} is not a live executor of group {group:?} of framework {fid}; nothing was changed"
+                ));
+            }
+        }
+        None
     }
 
     /// Why giving group `gi` of framework `id` `slots` slots would let the
@@ -387,15 +509,23 @@ impl Master {
     }
 
     /// A scale is durable: the subscriber hears of it, surplus executors are
-    /// killed.
+    /// killed, the named ones stopped with `stop` (or killed without one).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn on_scaled(
         &mut self,
         framework: &FrameworkId,
         group: String,
         slots: u32,
         surplus: Vec<ExecutorId>,
+        named: Vec<ExecutorId>,
+        stop: Option<Stop>,
         out: &mut Vec<Action>,
     ) {
+        // The named ones go whatever slot they hold now (a refilled one is
+        // replaced once it ended).
+        for id in &named {
+            self.stop_named(id, stop, out);
+        }
         let group_state = self
             .frameworks
             .get(framework)
@@ -421,6 +551,28 @@ impl Master {
         }
         if let Some(conn) = self.frameworks.get(framework).and_then(|f| f.conn) {
             let msg = Message::GroupScaled { epoch: self.epoch, group, slots };
+            out.push(Action::Send { conn, msg });
+        }
+    }
+
+    /// Named executor `id` is removed: with `stop`, owed (and sent, if its
+    /// worker is connected) `StopExecutorOnWorker` with its signal and
+    /// deadline, which the worker follows with SIGKILL; without, a kill.
+    fn stop_named(&mut self, id: &ExecutorId, stop: Option<Stop>, out: &mut Vec<Action>) {
+        let Some(stop) = stop else {
+            self.owe_kill(id, out);
+            return;
+        };
+        let Some(mut e) = self.executors.get_mut(id) else { return };
+        if e.state.is_terminal() {
+            return;
+        }
+        let (grace, signal) = (stop.deadline, stop.signal);
+        e.owe(super::Owed::Stop { grace, signal });
+        let worker = e.worker.clone();
+        if let Some(conn) = self.workers.entries.get(&worker).and_then(|w| w.conn) {
+            let executor = id.clone();
+            let msg = Message::StopExecutorOnWorker { epoch: self.epoch, executor, grace, signal };
             out.push(Action::Send { conn, msg });
         }
     }

@@ -30,6 +30,7 @@
 //! simulator's `rollout_down` invariant (tests/tests/sim_seeds.rs).
 
 use super::{Action, AfterWrite, Master};
+use crate::api::StopSignal;
 use crate::ids::{ConnId, ExecutorId, FrameworkId, WorkerId};
 use crate::limits;
 use crate::protocol::{ExecutorState, GroupSpec, Message};
@@ -180,8 +181,11 @@ impl Master {
                     down += 1;
                     continue;
                 }
-                // Finished (a batch slot's exit 0, a kill): left alone.
-                SlotOutcome::Done { .. } | SlotOutcome::Killed { .. } => continue,
+                // Finished (a batch slot's exit 0, a kill) or removed by
+                // name: left alone.
+                SlotOutcome::Done { .. }
+                | SlotOutcome::Killed { .. }
+                | SlotOutcome::Removed { .. } => continue,
             }
             let e = g.current.get(slot).cloned().flatten().and_then(|x| self.executors.get(&x));
             let Some(e) = e.filter(|e| !e.state.is_terminal()) else {
@@ -224,9 +228,10 @@ impl Master {
             };
             if let Some(mut x) = self.executors.get_mut(&executor) {
                 x.stop_by_operator();
-                x.owe(super::Owed::Stop { grace });
+                x.owe(super::Owed::Stop { grace, signal: StopSignal::Term });
             }
-            let msg = Message::StopExecutorOnWorker { epoch: self.epoch, executor, grace };
+            let signal = StopSignal::Term;
+            let msg = Message::StopExecutorOnWorker { epoch: self.epoch, executor, grace, signal };
             out.push(Action::Send { conn, msg });
         }
     }

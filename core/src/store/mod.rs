@@ -354,6 +354,16 @@ pub enum SlotOutcome {
         /// Its failure.
         reason: String,
     },
+    /// An operator's scale removed this slot's executor by name
+    /// (`ScaleGroup { remove }`, `regent scale --remove`): the slot is not
+    /// refilled and does not count toward the group's count (a hole: the
+    /// executors of the other slots keep their slots and ids); a later
+    /// scale up refills it first. Appended: records without one keep their
+    /// bytes.
+    Removed {
+        /// That executor.
+        executor: ExecutorId,
+    },
 }
 
 impl SlotOutcome {
@@ -365,7 +375,9 @@ impl SlotOutcome {
             SlotOutcome::Done { executor } => {
                 Some((executor.clone(), ExecutorState::Exited { code: 0 }))
             }
-            SlotOutcome::Killed { executor } => Some((executor.clone(), ExecutorState::Killed)),
+            SlotOutcome::Killed { executor } | SlotOutcome::Removed { executor } => {
+                Some((executor.clone(), ExecutorState::Killed))
+            }
             SlotOutcome::Failed { executor, reason } => {
                 Some((executor.clone(), ExecutorState::Failed { reason: reason.clone() }))
             }

@@ -23,7 +23,8 @@
 //! same code (`128 + signal` when a signal ended the command,
 //! [`CANNOT_START_EXIT`] when it could not be started).
 //!
-//! Signals: the shim handles SIGTERM, SIGINT and SIGHUP with a handler that
+//! Signals: the shim handles SIGTERM, SIGINT and SIGHUP (and SIGQUIT,
+//! SIGUSR1 and SIGUSR2, which a named scale may stop with) with a handler that
 //! does nothing (a handled signal is reset to its default in the exec'd
 //! command, an ignored one would be inherited). So the SIGTERM the
 //! supervisor sends to the whole group for a graceful stop ends (or is
@@ -323,6 +324,16 @@ pub fn run(args: &ShimArgs) -> i32 {
     // never kills the shim before it can record the end.
     if let Err(e) = ctrlc::set_handler(|| {}) {
         eprintln!("regent {SUBCOMMAND}: cannot handle termination signals: {e}");
+    }
+    // The other signals a stop may start with (`StopSignal`): handled the
+    // same way, so the shim outlives them too.
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in
+        [signal_hook::consts::SIGQUIT, signal_hook::consts::SIGUSR1, signal_hook::consts::SIGUSR2]
+    {
+        if let Err(e) = signal_hook::flag::register(sig, seen.clone()) {
+            eprintln!("regent {SUBCOMMAND}: cannot handle signal {sig}: {e}");
+        }
     }
     let started = join_cgroups(&args.cgroups)
         .and_then(|()| {

@@ -1,9 +1,11 @@
 //! Stopping executors: a kill or a drain's stop (SIGTERM to the whole process
-//! group, SIGKILL after the grace period if the leader still runs; a group
+//! group, or the signal a named scale asked for, SIGKILL after the grace
+//! period if the leader still runs; a group
 //! is signalled only while it may be: see `Entry::may_signal`), and
 //! `kill_all` on shutdown.
 
 use super::{lock, Entry, EntryState, Supervisor};
+use regent_core::api::StopSignal;
 use regent_core::ExecutorId;
 use rustix::process::{kill_process_group, Signal};
 use std::sync::Arc;
@@ -39,6 +41,15 @@ impl Supervisor {
     /// with the grace period given. A stop or kill already under way is not
     /// repeated (its own grace period stands).
     pub fn stop(&self, executor: &ExecutorId, grace: Duration) -> bool {
+        self.stop_with(executor, StopSignal::Term, grace)
+    }
+
+    /// Stops an executor with `first` instead of SIGTERM (a scale that names
+    /// the executors it removes, `regent scale --remove --signal`), SIGKILL
+    /// after `grace`; otherwise as [`Supervisor::stop`]. The executor's shim
+    /// survives every [`StopSignal`] (it handles each), so it records how
+    /// the command ended.
+    pub fn stop_with(&self, executor: &ExecutorId, first: StopSignal, grace: Duration) -> bool {
         let entry = {
             let map = lock(&self.shared.executors);
             match map.get(executor) {
@@ -46,7 +57,7 @@ impl Supervisor {
                 None => return self.cancel_preparing(executor),
             }
         };
-        if !request_kill(&entry) {
+        if !request_kill_with(&entry, os_signal(first)) {
             return true;
         }
         let spawned = std::thread::Builder::new().name("regent-exec-kill".to_owned()).spawn({
@@ -104,6 +115,24 @@ impl Supervisor {
 /// Marks a kill requested and sends SIGTERM to the group; `false` if a kill
 /// was already requested or the leader has exited.
 pub(super) fn request_kill(entry: &Entry) -> bool {
+    request_kill_with(entry, Signal::TERM)
+}
+
+/// The OS signal of a [`StopSignal`].
+fn os_signal(s: StopSignal) -> Signal {
+    match s {
+        StopSignal::Term => Signal::TERM,
+        StopSignal::Int => Signal::INT,
+        StopSignal::Hup => Signal::HUP,
+        StopSignal::Quit => Signal::QUIT,
+        StopSignal::Usr1 => Signal::USR1,
+        StopSignal::Usr2 => Signal::USR2,
+    }
+}
+
+/// Marks a kill requested and sends `first` to the group; `false` if a
+/// kill was already requested or the leader has exited.
+fn request_kill_with(entry: &Entry, first: Signal) -> bool {
     let mut st = lock(&entry.state);
     if st.kill_requested || st.exited {
         return false;
@@ -112,7 +141,7 @@ pub(super) fn request_kill(entry: &Entry) -> bool {
     // Under the lock: the leader is not reaped (or, adopted, was just seen),
     // so the group is ours.
     if entry.may_signal() {
-        let _ = kill_process_group(entry.pgid, Signal::TERM);
+        let _ = kill_process_group(entry.pgid, first);
     }
     true
 }

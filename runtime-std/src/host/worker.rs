@@ -63,9 +63,9 @@ pub fn execute_executor_command(supervisor: &Arc<Supervisor>, cmd: ExecutorComma
                 crate::exec::log_launched(&id, launched);
             }
         }
-        ExecutorCommand::Stop { executor, grace } => {
-            tracing::debug!(%executor, %grace, "stopping executor (drain)");
-            if !supervisor.stop(&executor, Duration::from_millis(grace.0)) {
+        ExecutorCommand::Stop { executor, grace, signal } => {
+            tracing::debug!(%executor, %grace, signal = signal.name(), "stopping executor");
+            if !supervisor.stop_with(&executor, signal, Duration::from_millis(grace.0)) {
                 tracing::debug!(%executor, "executor to stop is not running");
             }
         }

@@ -1162,9 +1162,12 @@ fn record(src: &mut Source, frameworks: &[FrameworkId]) -> Record {
                     let n =
                         if src.one_in(4) { src.below(4) } else { (spec.slots as usize).min(64) };
                     let slots = (0..n)
-                        .map(|_| match src.u8() % 4 {
+                        .map(|_| match src.u8() % 5 {
                             0 | 1 => SlotOutcome::Pending,
                             2 => SlotOutcome::Done {
+                                executor: gen::executor_id(src, &[], frameworks),
+                            },
+                            3 => SlotOutcome::Removed {
                                 executor: gen::executor_id(src, &[], frameworks),
                             },
                             _ => SlotOutcome::Failed {

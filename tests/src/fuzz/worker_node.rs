@@ -312,6 +312,7 @@ impl Harness {
                 epoch: gen::epoch(src),
                 executor: gen::executor_id(src, &self.started, &[]),
                 grace: gen::millis(src),
+                signal: regent_core::api::StopSignal::ALL[usize::from(src.u8()) % 6],
             },
             _ => Message::StateRequest,
         }
@@ -370,7 +371,13 @@ impl Harness {
                     Message::KillExecutorOnWorker { epoch, executor }
                 } else {
                     // A drain's stop.
-                    Message::StopExecutorOnWorker { epoch, executor, grace: gen::millis(src) }
+                    let signal = regent_core::api::StopSignal::ALL[usize::from(src.u8()) % 6];
+                    Message::StopExecutorOnWorker {
+                        epoch,
+                        executor,
+                        grace: gen::millis(src),
+                        signal,
+                    }
                 }
             }
             5 => {

@@ -242,7 +242,11 @@ pub enum Command {
     },
     /// Give a running group N slots, up or down. Scaling down kills the
     /// executors of the highest slots and drops those slots; scaling up
-    /// places new slots. Durable; the application's subscriber is told.
+    /// places new slots. With --remove, the named executors are the ones
+    /// that go and every other keeps running in its slot (fewer named than
+    /// the reduction: the highest other slots go too; the count kept or
+    /// raised: the named ones are replaced, no retry charged). One durable
+    /// change; the application's subscriber is told.
     Scale {
         /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
         #[arg(long, value_delimiter = ',', required = true)]
@@ -253,6 +257,22 @@ pub enum Command {
         group: String,
         /// The slot count wanted (1 to 2048).
         slots: u32,
+        /// The executors to remove (as `regent status` lists them), up to
+        /// 1000: each must be a live executor of the group, or nothing
+        /// changes.
+        #[arg(long, value_delimiter = ',', value_name = "ID,...")]
+        remove: Vec<String>,
+        /// Stop the removed executors with this signal first (TERM, INT,
+        /// HUP, QUIT, USR1, USR2), SIGKILL at --deadline. Without --signal
+        /// or --deadline they are killed as `regent kill` kills (SIGTERM,
+        /// SIGKILL after the group's kill grace).
+        #[arg(long, requires = "remove", value_parser = parse_signal)]
+        signal: Option<regent_core::api::StopSignal>,
+        /// How long the removed executors get between the signal and
+        /// SIGKILL: `30s`, `500ms`, `5m` (a bare number is seconds; at most
+        /// 7 days; default 30s with --signal).
+        #[arg(long, requires = "remove", value_parser = regent_smol::client::parse_deadline)]
+        deadline: Option<Duration>,
         #[command(flatten)]
         connect_timeout: ConnectTimeout,
     },
@@ -959,9 +979,18 @@ pub fn parse_env(s: &str) -> Result<(String, String), String> {
     Ok((key.to_owned(), value.to_owned()))
 }
 
+/// A stop signal by name (`TERM`, `SIGTERM`, `term`).
+fn parse_signal(s: &str) -> Result<regent_core::api::StopSignal, String> {
+    regent_core::api::StopSignal::parse(s).ok_or_else(|| {
+        let names: Vec<&str> = regent_core::api::StopSignal::ALL.iter().map(|s| s.name()).collect();
+        format!("unknown signal {s:?}; one of {}", names.join(", "))
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::parse_env;
+    use super::{parse_env, parse_signal};
+    use regent_core::api::StopSignal;
 
     #[test]
     fn env_flags_split_at_the_first_equals_sign() {
@@ -969,5 +998,13 @@ mod tests {
         assert_eq!(parse_env("EMPTY="), Ok(("EMPTY".into(), String::new())));
         assert_eq!(parse_env("NOPE"), Err("expected KEY=VALUE, found \"NOPE\" (no '=')".into()));
         assert_eq!(parse_env("=v"), Err("expected KEY=VALUE, found \"=v\" (an empty name)".into()));
+    }
+
+    #[test]
+    fn stop_signals_are_named_with_or_without_sig_in_any_case() {
+        assert_eq!(parse_signal("TERM"), Ok(StopSignal::Term));
+        assert_eq!(parse_signal("sigusr1"), Ok(StopSignal::Usr1));
+        let err = parse_signal("KILL").unwrap_err();
+        assert!(err.contains("one of TERM, INT, HUP, QUIT, USR1, USR2"), "{err}");
     }
 }

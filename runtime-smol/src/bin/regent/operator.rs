@@ -7,6 +7,10 @@ use crate::common::{masters_of, net_config, patience, shutdown_channel};
 use std::process::ExitCode;
 use std::time::Duration;
 
+/// How long executors removed by `regent scale --remove --signal` get
+/// before SIGKILL when no --deadline is given.
+const DEFAULT_STOP_DEADLINE: Duration = Duration::from_secs(30);
+
 /// Runs an operator command (every [`Command`] but the daemons, `store`,
 /// `demo`, `executor-shim` and `load`, which `main` dispatches elsewhere).
 pub async fn run(common: &Common, command: Command) -> Result<ExitCode, String> {
@@ -115,14 +119,43 @@ pub async fn run(common: &Common, command: Command) -> Result<ExitCode, String> 
             println!("worker {worker_id} DRAINED");
             Ok(ExitCode::SUCCESS)
         }
-        Command::Scale { masters, framework_id, group, slots, connect_timeout } => {
+        Command::Scale {
+            masters,
+            framework_id,
+            group,
+            slots,
+            remove,
+            signal,
+            deadline,
+            connect_timeout,
+        } => {
+            let stop = (signal.is_some() || deadline.is_some()).then(|| regent_core::api::Stop {
+                signal: signal.unwrap_or(regent_core::api::StopSignal::Term),
+                deadline: regent_core::Millis(
+                    u64::try_from(deadline.unwrap_or(DEFAULT_STOP_DEADLINE).as_millis())
+                        .unwrap_or(u64::MAX),
+                ),
+            });
             let change = regent_smol::client::Change::Scale {
                 framework: framework_id.clone(),
                 group: group.clone(),
                 slots,
+                remove: remove.clone(),
+                stop,
             };
             operator_change(common, &masters, connect_timeout, &change).await?;
             println!("group {group} of framework {framework_id} scaled to {slots} slots");
+            if !remove.is_empty() {
+                let how = match stop {
+                    Some(s) => format!(
+                        "stopped with SIG{}, SIGKILL after {}",
+                        s.signal.name(),
+                        regent_smol::client::deadline_text(Duration::from_millis(s.deadline.0))
+                    ),
+                    None => "killed".to_owned(),
+                };
+                println!("removed ({how}): {}", remove.join(", "));
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::KillExecutor { masters, executor_id, no_refill, connect_timeout } => {

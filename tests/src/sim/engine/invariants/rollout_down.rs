@@ -50,7 +50,9 @@ pub(crate) fn on_stop(w: &World, m: usize, x: &ExecutorId) -> Result<(), String>
                     }
                 }
             }
-            SlotOutcome::Done { .. } | SlotOutcome::Killed { .. } => false,
+            SlotOutcome::Done { .. } | SlotOutcome::Killed { .. } | SlotOutcome::Removed { .. } => {
+                false
+            }
         };
         down += u32::from(is_down);
         if is_down {

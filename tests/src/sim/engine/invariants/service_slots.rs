@@ -21,7 +21,9 @@ pub(crate) fn on_store_write(_w: &World, m: usize, record: &Record) -> Result<()
             let ended = match outcome {
                 SlotOutcome::Done { .. } => true,
                 SlotOutcome::Failed { .. } => restart.attempts.is_none(),
-                SlotOutcome::Pending | SlotOutcome::Killed { .. } => false,
+                SlotOutcome::Pending | SlotOutcome::Killed { .. } | SlotOutcome::Removed { .. } => {
+                    false
+                }
             };
             if ended {
                 return Err(format!(
