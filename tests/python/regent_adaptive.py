@@ -287,8 +287,12 @@ class Watch(threading.Thread):
 
 def executors_of_framework(client, job):
     """Every executor of the job the leader's ``/api/state`` lists, with its
-    state: a cross-check that nothing runs twice."""
+    state (a cross-check that nothing runs twice); ``None`` when the master
+    asked no longer leads."""
     _, state, _ = client.call("GET", "/api/state")
+    if state.get("status") != "ALIVE":
+        # A standby answers /api/state with its own view: not the leader's.
+        return None
     return [
         (e["id"], e["state"])
         for e in state.get("executors", [])
@@ -352,14 +356,20 @@ class Scenario:
         return self.until(f"{n} executors running", check)[0]
 
     def no_doubles(self, expected):
-        """The leader's own list: exactly ``expected`` live, nothing else
-        launching or running for the job."""
-        live = sorted(
-            i for i, s in executors_of_framework(self.client, self.group.job)
-            if s in ("RUNNING", "LAUNCHING")
-        )
-        if live != sorted(expected):
-            raise Violation(f"live executors {live}, expected {sorted(expected)}")
+        """The leader's own list settles on exactly ``expected`` live,
+        nothing else launching or running for the job (an executor a scale
+        removed is RUNNING until its worker reports its end; a doubled or
+        relaunched one would stay, and the wait ends in a violation)."""
+        deadline = time.monotonic() + self.bound
+        while True:
+            self.group.status()  # on the leader (the next master if need be)
+            listed = executors_of_framework(self.client, self.group.job)
+            live = sorted(i for i, s in listed or [] if s in ("RUNNING", "LAUNCHING"))
+            if listed is not None and live == sorted(expected):
+                return
+            if time.monotonic() > deadline:
+                raise Violation(f"live executors {live}, expected {sorted(expected)}")
+            time.sleep(0.2)
 
     def run(self):
         first = self.client.leader()
