@@ -384,6 +384,26 @@ fn a_drain_stop_sends_sigterm_first_and_sigkill_after_its_own_grace() {
 }
 
 #[test]
+fn a_named_scale_stop_sends_its_own_signal_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sup, rx) = supervisor(dir.path());
+    // SIGTERM is ignored: only the SIGUSR1 asked for ends it before the
+    // (long) grace.
+    let script =
+        "trap '' TERM; trap 'echo usr1 > got; exit 0' USR1; echo $$ > ready; sleep 1000 & wait";
+    let pid = started(launch(&sup, sh("e1", script)));
+    expect_state(&rx, "e1", ExecutorState::Running);
+    let id = ExecutorId::new("e1");
+    read_pid(&sup.executor_dir(&id).join("ready"));
+    let got = sup.executor_dir(&id).join("got");
+    let usr1 = regent_core::api::StopSignal::Usr1;
+    assert!(sup.stop_with(&id, usr1, Duration::from_secs(600)));
+    expect_state(&rx, "e1", ExecutorState::Killed);
+    wait_gone(pid);
+    assert_eq!(std::fs::read_to_string(got).unwrap(), "usr1\n", "SIGUSR1 came first");
+}
+
+#[test]
 fn leader_exit_takes_its_group_with_it() {
     let dir = tempfile::tempdir().unwrap();
     let (sup, rx) = supervisor(dir.path());

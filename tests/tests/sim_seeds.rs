@@ -153,17 +153,22 @@ fn seeds_0_to_99_with_operator_step_downs() {
 
 #[test]
 fn seeds_0_to_99_with_operator_commands() {
-    // Operators cordon, drain and uncordon workers, scale groups and kill
-    // single executors while the faults run: every invariant holds.
+    // Operators cordon, drain and uncordon workers, scale groups (some
+    // naming the executors that go) and kill single executors while the
+    // faults run: every invariant holds.
     let cfg = SimConfig { operator: true, ..base() };
-    let mut changes = 0;
+    let (mut changes, mut named) = (0, 0);
     for seed in 0..100 {
         match run_seed(seed, &cfg) {
-            Ok(stats) => changes += stats.operator_changes,
+            Ok(stats) => {
+                changes += stats.operator_changes;
+                named += stats.named_scales;
+            }
             Err(f) => panic!("{f}"),
         }
     }
     assert!(changes > 100, "only {changes} operator changes in 100 seeds");
+    assert!(named > 10, "only {named} scales naming executors in 100 seeds");
 }
 
 #[test]

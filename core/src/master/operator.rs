@@ -21,7 +21,10 @@
 //!   declared spec stays as declared, so a subscriber re-declaring its group
 //!   is still accepted idempotently): surplus slots (the highest) are
 //!   dropped and their executors killed; new slots are placed once durable.
-//!   The subscriber hears `GroupScaled`.
+//!   A scale may name the executors that go (`remove`, [`named`]): their
+//!   slots become holes and every other executor keeps its slot; with the
+//!   count kept they are replaced. They are stopped with the scale's
+//!   signal and deadline, or killed. The subscriber hears `GroupScaled`.
 //! * **Kill-executor** kills one executor; with `refill` its slot gets a
 //!   replacement (no retry charged), without it the slot is recorded as
 //!   killed, as a framework's own kill.
@@ -340,14 +343,14 @@ impl Master {
         // once that one has ended (one executor per slot, issue 20 (docs/design.md#issue-20)).
         let old_len = now_slots as u32;
         let bound = plan.len as u32;
-        let mut still_live: Vec<(u32, ExecutorId)> = self
+        let mut still_live: Vec<(u32, ExecutorId, bool)> = self
             .executors
             .of_framework(&framework)
             .filter(|e| e.group == group && !e.state.is_terminal())
             .filter(|e| e.slot >= old_len && e.slot < bound)
-            .map(|e| (e.slot, e.id.clone()))
+            .map(|e| (e.slot, e.id.clone(), e.operator_stop))
             .collect();
-        still_live.dedup_by_key(|(slot, _)| *slot);
+        still_live.dedup_by_key(|(slot, _, _)| *slot);
         // The removed executors that still run, by slot: a hole refilled at
         // once (the count kept) keeps naming its executor until it ends.
         let live_holes: std::collections::BTreeMap<u32, ExecutorId> = plan
@@ -393,7 +396,12 @@ impl Master {
         } else {
             g.record.slots.resize(n, SlotOutcome::Pending);
             g.current.resize(n, None);
-            for (slot, id) in still_live {
+            for (slot, id, stopping) in still_live {
+                if stopping {
+                    // Being stopped (named, or its kill sent): a new leader
+                    // kills it rather than adopting it, and refills.
+                    g.record.replacing.insert(slot, id.clone());
+                }
                 g.current[slot as usize] = Some(id);
             }
         }

@@ -230,6 +230,8 @@ pub struct RunStats {
     pub step_downs: u64,
     /// Operator changes (cordon, drain, scale, kill) sent to a leader.
     pub operator_changes: u64,
+    /// Those of them that were scales naming the executors they remove.
+    pub named_scales: u64,
     /// Fast takeovers: election nodes a standby deleted for another
     /// session (deposing a leader it took for dead).
     pub depositions: u64,

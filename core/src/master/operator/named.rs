@@ -105,6 +105,69 @@ mod tests {
         assert_eq!(p, Plan { len: 4, refilled: vec![(1, x(1))] });
     }
 
+    /// Applies `plan` as the master does: the named slots become holes,
+    /// the refilled ones pending, the list cut or grown to `len`.
+    fn apply(slots: &[SlotOutcome], named: &[(u32, ExecutorId)], p: &Plan) -> Vec<SlotOutcome> {
+        let mut out = slots.to_vec();
+        for (s, x) in named {
+            out[*s as usize] = SlotOutcome::Removed { executor: x.clone() };
+        }
+        for (s, _) in &p.refilled {
+            out[*s as usize] = SlotOutcome::Pending;
+        }
+        out.resize(p.len, SlotOutcome::Pending);
+        out
+    }
+
+    #[test]
+    fn the_count_is_met_and_every_unnamed_slot_below_the_cut_is_untouched() {
+        fn prop(kinds: Vec<u8>, picks: Vec<u8>, count: u8) -> quickcheck::TestResult {
+            let slots: Vec<SlotOutcome> = kinds
+                .iter()
+                .take(40)
+                .enumerate()
+                .map(|(i, k)| match k % 3 {
+                    0 => SlotOutcome::Removed { executor: x(i as u32) },
+                    1 => SlotOutcome::Done { executor: x(i as u32) },
+                    _ => SlotOutcome::Pending,
+                })
+                .collect();
+            // Named: distinct pending slots, as the master checks.
+            let mut named: Vec<(u32, ExecutorId)> = Vec::new();
+            for p in picks {
+                let s = usize::from(p) % slots.len().max(1);
+                if slots.get(s) == Some(&SlotOutcome::Pending)
+                    && !named.iter().any(|(n, _)| *n as usize == s)
+                {
+                    named.push((s as u32, x(s as u32)));
+                }
+            }
+            let count = u32::from(count % 50);
+            if count == 0 {
+                return quickcheck::TestResult::discard();
+            }
+            let p = plan(&slots, &named, count);
+            let after = apply(&slots, &named, &p);
+            let kept = after.iter().filter(|o| !matches!(o, SlotOutcome::Removed { .. })).count();
+            let is_named = |s: usize| named.iter().any(|(n, _)| *n as usize == s);
+            // Every named slot below the cut is a hole unless refilled.
+            let named_ok = named.iter().all(|(s, _)| {
+                let s = *s as usize;
+                s >= p.len
+                    || p.refilled.iter().any(|(r, _)| *r as usize == s)
+                    || matches!(after[s], SlotOutcome::Removed { .. })
+            });
+            // Every other slot below the cut keeps its outcome (a hole may
+            // be refilled).
+            let others_ok = (0..slots.len().min(p.len))
+                .filter(|s| !is_named(*s))
+                .all(|s| after[s] == slots[s] || p.refilled.iter().any(|(r, _)| *r as usize == s));
+            // The count asked for is met.
+            quickcheck::TestResult::from_bool(kept == count as usize && named_ok && others_ok)
+        }
+        quickcheck::quickcheck(prop as fn(Vec<u8>, Vec<u8>, u8) -> quickcheck::TestResult);
+    }
+
     #[test]
     fn a_scale_up_refills_earlier_holes_first_then_grows() {
         let mut slots = pending(3);

@@ -446,6 +446,8 @@ pub(crate) struct World {
     step_downs: u64,
     /// Operator changes sent ([`Fault::Operate`]).
     operator_changes: u64,
+    /// Scales naming executors among them.
+    named_scales: u64,
     depositions: u64,
     live_depositions: u64,
     local: VecDeque<(Node, Input)>,
@@ -632,6 +634,7 @@ impl World {
             resource_executors_started: 0,
             step_downs: 0,
             operator_changes: 0,
+            named_scales: 0,
             depositions: 0,
             live_depositions: 0,
             local: VecDeque::new(),
@@ -742,6 +745,7 @@ impl World {
                         resource_executors_started: self.resource_executors_started,
                         step_downs: self.step_downs,
                         operator_changes: self.operator_changes,
+                        named_scales: self.named_scales,
                         depositions: self.depositions,
                         live_depositions: self.live_depositions,
                     });
@@ -2143,20 +2147,40 @@ impl World {
             (3, _, Some(x)) => {
                 let Some((framework, group, _)) = parse_executor(&x) else { return };
                 let slots = 1 + n % 4;
+                // One scale in three names one or two executors the
+                // subscriber sees running (docs/design.md#issue-43, item 3),
+                // half of those with a stop signal and deadline.
+                let remove: Vec<ExecutorId> = if n.is_multiple_of(3) {
+                    self.subs[s]
+                        .view
+                        .iter()
+                        .filter(|(id, st)| {
+                            **st == ExecutorState::Running
+                                && parse_executor(id)
+                                    .is_some_and(|(f, g, _)| f == framework && g == group)
+                        })
+                        .map(|(id, _)| id.clone())
+                        .take(1 + (n / 3 % 2) as usize)
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                let stop = (n % 2 == 1 && !remove.is_empty()).then(|| regent_core::api::Stop {
+                    signal: regent_core::api::StopSignal::ALL[(n / 6 % 6) as usize],
+                    deadline: Millis(u64::from(n % 50)),
+                });
+                // Holes (slots removed by name) keep higher slots: every
+                // executor from `slots` on may go.
                 let away = self.masters[m]
                     .master()
                     .executors()
                     .filter(|e| e.framework == framework && e.group == group && e.slot >= slots);
                 let away: Vec<ExecutorId> = away.map(|e| e.id.clone()).collect();
                 self.obs.scaled_away.extend(away);
-                Message::ScaleGroup {
-                    request,
-                    framework,
-                    group,
-                    slots,
-                    remove: Vec::new(),
-                    stop: None,
-                }
+                self.obs.scaled_away.extend(remove.iter().cloned());
+                self.obs.named_sent.extend(remove.iter().cloned());
+                self.named_scales += u64::from(!remove.is_empty());
+                Message::ScaleGroup { request, framework, group, slots, remove, stop }
             }
             (4, _, Some(executor)) => {
                 self.obs.kill_requested.insert(executor.clone());

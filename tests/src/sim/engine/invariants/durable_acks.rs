@@ -73,7 +73,7 @@ impl Backing {
                 r.id == *framework
                     && r.groups
                         .iter()
-                        .any(|g| g.spec.group == *group && g.slots.len() == *slots as usize)
+                        .any(|g| g.spec.group == *group && count(&g.slots) == *slots as usize)
             }
             (Backing::Hold { worker, hold }, Record::Worker(r)) => {
                 r.id == *worker
@@ -287,4 +287,10 @@ pub(crate) fn on_loaded(w: &World, records: &[Record]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A group's count in its record: its slots less the holes a scale naming
+/// executors left ([`SlotOutcome::Removed`]).
+fn count(slots: &[regent_core::store::SlotOutcome]) -> usize {
+    slots.iter().filter(|o| !matches!(o, regent_core::store::SlotOutcome::Removed { .. })).count()
 }

@@ -99,6 +99,12 @@ pub(crate) struct Obs {
     pub(crate) accepted_kills: BTreeMap<ExecutorId, (Millis, Option<Millis>)>,
     /// The latest scale request sent for each group ([`kill_bound`]).
     pub(crate) latest_scale: BTreeMap<(FrameworkId, String), u64>,
+    /// Executors an accepted scale removed by name: no acting leader may
+    /// keep one in its slot but to replace it ([`kill_bound`]).
+    pub(crate) named_removed: BTreeSet<ExecutorId>,
+    /// Executors a scale sent named to go, accepted or not
+    /// ([`rollout_down`]: their stops are not the rollout's).
+    pub(crate) named_sent: BTreeSet<ExecutorId>,
     /// Cordons, drains (`true`) and uncordons (`false`) sent and not yet
     /// answered, by request id ([`maintenance`]).
     pub(crate) maintenance_requests: BTreeMap<u64, (WorkerId, bool)>,

@@ -7,8 +7,9 @@
 //! Issue 41 (docs/design.md#issue-41)'s fourth scenario: a new command that cannot start failed slot
 //! 0, and the rollout went on to stop the healthy slot 1, and so on, until
 //! nothing ran (failed slots did not count as down). A drain's stops
-//! (an operator's, on the drained worker) and a stop sent again are not
-//! the rollout's decisions.
+//! (an operator's, on the drained worker), a scale's stops of the
+//! executors it names and a stop sent again are not the rollout's
+//! decisions.
 
 use crate::sim::engine::{parse_executor, World};
 use regent_core::protocol::ExecutorState;
@@ -26,6 +27,11 @@ pub(crate) fn on_stop(w: &World, m: usize, x: &ExecutorId) -> Result<(), String>
     }
     // An operator's drain stops what runs on its worker whatever a
     // rollout's `max_parallel`: not the rollout's decision.
+    // An operator's scale that names the executor stops it whatever a
+    // rollout's `max_parallel`: not the rollout's decision either.
+    if w.obs.named_sent.contains(x) {
+        return Ok(());
+    }
     let on_drained =
         master.executors().find(|e| &e.id == x).is_some_and(|e| w.obs.drained.contains(&e.worker));
     if on_drained {
