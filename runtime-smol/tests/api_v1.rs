@@ -759,10 +759,11 @@ fn events_are_server_sent_when_the_client_accepts_them() {
     assert_eq!((code, body.as_str()), (200, ""), "{head}");
 }
 
-// The two tests below need the jobs assignment's core (API-owned jobs,
+// The tests below need the jobs assignment's core (API-owned jobs,
 // operator commands answered to a local asker): on this branch's base the
-// master refuses them as not served yet (rendered 501). Un-ignore on merge;
-// both pass on http merged with jobs.
+// master refuses them as not served yet (rendered 501), and the last one
+// the scale assignment's named scale too. Un-ignore on merge; all pass on
+// http merged with jobs and scale (with clients, so does e2e_python_adaptive).
 
 #[test]
 #[ignore = "needs the jobs branch: local commands are not served on this base"]
@@ -844,6 +845,74 @@ fn operator_commands_over_v1_reach_a_real_master() {
         Some(v) if v["workers"][0]["cordoned"] == false => Ok(()),
         other => Err(format!("{other:?}")),
     });
+    w.stop(Duration::from_secs(5));
+    m.stop(Duration::from_secs(5));
+}
+
+#[test]
+#[ignore = "needs the jobs and scale branches: named scales are not served on this base"]
+fn a_scale_over_v1_removes_exactly_the_named_executors() {
+    let c = Cluster::new("api-v1-scale");
+    let spec = MasterSpec::new("m1", &[]);
+    let mut m = c.master(&spec);
+    let http = spec.http_addr();
+    let mut w = c.worker("w1", &[spec.addr()], 4, 1024, &[]);
+    wait_for(BOUND, "w1 ALIVE", || match api_state(&http) {
+        Some(v) if v["workers"][0]["state"] == "ALIVE" => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    let doc = openapi_of(&http);
+    let job = br#"{"name": "web", "group": [{"name": "g", "count": 3, "command": ["sleep", "600"], "cores": 1, "memory_mb": 64}]}"#;
+    let (code, _, body) = call(&http, "POST", "/v1/jobs", &[], job);
+    assert_eq!(code, 201, "{body}");
+    let running = |n: u64| {
+        wait_for(BOUND, "the slots running", || {
+            let (_, _, body) = call(&http, "GET", "/v1/jobs/web", &[], b"");
+            let v = json_of(&body);
+            let g = &v["groups"][0];
+            if g["running"] == n && g["desired"] == n {
+                Ok(v)
+            } else {
+                Err(body)
+            }
+        })
+    };
+    let before = running(3);
+    let executors = |v: &Value| -> Vec<String> {
+        v["groups"][0]["slots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|s| s["executor"].as_str().map(String::from))
+            .collect()
+    };
+    let all = executors(&before);
+    assert_eq!(all.len(), 3, "{before}");
+    let named = all[0].clone();
+    let scale =
+        json!({"count": 2, "remove": [named], "drain": {"signal": "TERM", "deadline": "5s"}});
+    let (code, _, body) =
+        call(&http, "POST", "/v1/jobs/web/groups/g/scale", &[], scale.to_string().as_bytes());
+    assert_eq!(code, 200, "{body}");
+    conforms(&doc, "/v1/jobs/{id}/groups/{group}/scale", "post", 200, &json_of(&body));
+    let after = wait_for(BOUND, "the named executor gone", || {
+        let v = running(2);
+        let left = executors(&v);
+        if left.contains(&named) {
+            Err(format!("{v}"))
+        } else {
+            Ok(left)
+        }
+    });
+    assert_eq!(after, all[1..].to_vec(), "exactly the named one went; the others kept their ids");
+    let (code, _, body) = call(
+        &http,
+        "POST",
+        "/v1/jobs/web/groups/g/scale",
+        &[],
+        br#"{"count": 1, "remove": ["nope"]}"#,
+    );
+    assert_eq!(code, 400, "{body}");
     w.stop(Duration::from_secs(5));
     m.stop(Duration::from_secs(5));
 }

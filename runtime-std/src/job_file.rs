@@ -389,11 +389,46 @@ fn json_message(message: &str) -> String {
 /// A group's keys, in the order docs/jobs.md lists them.
 const GROUP_KEYS: &str = "name, count, command, env, cores, memory_mb, placement, constraints, spread, restart, cwd, kill_grace, artifacts, ports, user, resources, logs";
 
+/// Why a duration is refused ([`duration_ms`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// Not a duration.
+    #[error("{text:?} is no duration ({reason}; write e.g. 500ms, 10s, 5m)")]
+    Malformed {
+        /// What was written.
+        text: String,
+        /// The parser's reason.
+        reason: String,
+    },
+    /// More milliseconds than 64 bits hold.
+    #[error("{0:?} is too long")]
+    TooLong(String),
+}
+
 /// A duration as people write it (`500ms`, `10s`, `5m`), in milliseconds.
-pub fn duration_ms(s: &str) -> Result<u64, String> {
+pub fn duration_ms(s: &str) -> Result<u64, DurationError> {
     let d = humantime::parse_duration(s)
-        .map_err(|e| format!("{s:?} is no duration ({e}; write e.g. 500ms, 10s, 5m)"))?;
-    u64::try_from(d.as_millis()).map_err(|_| format!("{s:?} is too long"))
+        .map_err(|e| DurationError::Malformed { text: s.to_string(), reason: e.to_string() })?;
+    u64::try_from(d.as_millis()).map_err(|_| DurationError::TooLong(s.to_string()))
+}
+
+/// Why a job file is refused ([`load`], [`parse`]).
+#[derive(Debug, thiserror::Error)]
+pub enum JobFileError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a valid job: the message names the file, line and
+    /// column, the group and the key (`job.toml:12:1: group "mappers":
+    /// cores must be at least 1`).
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// `line:column` (from 1) of byte `offset` of `text`.
@@ -405,14 +440,19 @@ fn position(text: &str, offset: usize) -> String {
 }
 
 /// Reads and validates the job file at `path`.
-pub fn load(path: &Path) -> Result<JobSpec, String> {
+pub fn load(path: &Path) -> Result<JobSpec, JobFileError> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        .map_err(|source| JobFileError::Read { path: path.display().to_string(), source })?;
     parse(&path.display().to_string(), &text)
 }
 
 /// Parses and validates `text`, the job file `file` (named in errors).
-pub fn parse(file: &str, text: &str) -> Result<JobSpec, String> {
+pub fn parse(file: &str, text: &str) -> Result<JobSpec, JobFileError> {
+    parse_text(file, text).map_err(JobFileError::Invalid)
+}
+
+/// [`parse`], its error the message.
+fn parse_text(file: &str, text: &str) -> Result<JobSpec, String> {
     let at = |offset: usize| format!("{file}:{}", position(text, key_start(text, offset)));
     let raw: RawJob<Toml> = toml::from_str(text).map_err(|e| {
         let message = serde_message(e.message());
@@ -535,7 +575,7 @@ mod tests {
     use super::*;
 
     fn err(text: &str) -> String {
-        parse("job.toml", text).expect_err("refused")
+        parse("job.toml", text).expect_err("refused").to_string()
     }
 
     const TWO: &str = r#"name = "wordcount"

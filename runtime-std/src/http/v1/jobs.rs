@@ -93,7 +93,8 @@ pub fn read_job(request: &mut tiny_http::Request) -> Result<(Option<String>, Job
     if toml {
         let text = std::str::from_utf8(&bytes)
             .map_err(|_| ApiError::field(None, "the TOML body is not UTF-8"))?;
-        let job = job_file::parse("body", text).map_err(|e| ApiError::field(None, e))?;
+        let job =
+            job_file::parse("body", text).map_err(|e| ApiError::field(None, e.to_string()))?;
         Ok((None, job))
     } else {
         job_file::parse_json(&bytes).map_err(|e| ApiError::field(e.field, e.message))
@@ -294,7 +295,7 @@ fn stop_of(drain: &DrainBody) -> Result<Stop, ApiError> {
         })?,
     };
     let deadline = job_file::duration_ms(&drain.deadline)
-        .map_err(|e| ApiError::field(Some("drain.deadline".into()), e))?;
+        .map_err(|e| ApiError::field(Some("drain.deadline".into()), e.to_string()))?;
     Ok(Stop { signal, deadline: Millis(deadline) })
 }
 

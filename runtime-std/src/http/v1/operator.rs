@@ -150,7 +150,7 @@ pub fn worker(
             let b: DrainWorkerBody = optional_body(request)?;
             let text = b.deadline.as_deref().unwrap_or(DEFAULT_DRAIN_DEADLINE);
             let ms = crate::job_file::duration_ms(text)
-                .map_err(|e| ApiError::field(Some("deadline".into()), e))?;
+                .map_err(|e| ApiError::field(Some("deadline".into()), e.to_string()))?;
             Message::DrainWorker { request: request_no, worker, deadline: Millis(ms) }
         }
     };
