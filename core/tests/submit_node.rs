@@ -847,7 +847,7 @@ fn teardown_sent(out: &[Output], conn: u64) -> u64 {
     }
 }
 
-/// Item 7 of issue 43: a done submission ends its framework at once (a
+/// Item 7 of issue 43 (docs/design.md#issue-43): a done submission ends its framework at once (a
 /// `Teardown`, which the master records as COMPLETED since every slot
 /// exited 0) and exits only once the master accepted it, durably.
 #[test]

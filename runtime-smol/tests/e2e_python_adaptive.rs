@@ -1,4 +1,4 @@
-//! End-to-end: a framework in another language (issue 43, item 8).
+//! End-to-end: a framework in another language (issue 43, docs/design.md#issue-43, item 8).
 //! `tests/python/regent_adaptive.py` — Dask's adaptive interface written
 //! against the `/v1/` JSON API with Python's standard library only — drives
 //! three masters elected through a real ZooKeeper server and two workers,

@@ -258,7 +258,7 @@ fn finished_frameworks(state: &serde_json::Value) -> Vec<(String, String)> {
     state["history"].as_array().map(|a| a.iter().map(name_outcome).collect()).unwrap_or_default()
 }
 
-/// Issue 43, item 7: a done `regent submit` ends its framework before it
+/// Issue 43 (docs/design.md#issue-43), item 7: a done `regent submit` ends its framework before it
 /// exits — the master's history shows it COMPLETED (FAILED when a slot
 /// failed) the moment the submit has exited, and it is no longer a live
 /// framework (no DISCONNECTED entry for the 60 s failover timeout). With
