@@ -33,6 +33,17 @@ fn node(masters: &[&str]) -> SubmitNode {
     SubmitNode::new(Config::new(sub))
 }
 
+/// The same, with `--keep`: a done submission leaves its framework to its
+/// failover timeout and ends at once.
+fn kept_node(masters: &[&str]) -> SubmitNode {
+    let mut sub =
+        subscriber::Config::new("test", "app", ME, masters.iter().map(|m| addr(m)).collect());
+    sub.jitter_min_pct = 100;
+    let mut config = Config::new(sub);
+    config.keep = true;
+    SubmitNode::new(config)
+}
+
 fn spec(slots: u32) -> GroupSpec {
     GroupSpec {
         group: "main".into(),
@@ -213,8 +224,8 @@ fn exit_of(out: &[Output]) -> Option<SubmitExit> {
 }
 
 #[test]
-fn a_submission_completes_with_exit_0_when_every_slot_is_done() {
-    let mut n = node(&["m1:1"]);
+fn a_kept_submission_ends_with_exit_0_when_every_slot_is_done() {
+    let mut n = kept_node(&["m1:1"]);
     subscribe_on(&mut n, "m1:1", 2);
     for slot in 0..2 {
         let out = n.handle(Millis(10), msg(1, update(slot, ExecutorState::Running)));
@@ -238,7 +249,9 @@ fn a_submission_completes_with_exit_0_when_every_slot_is_done() {
         lines(&out),
         vec![
             "fw-1/main#1#1 slot 1 on w1: EXITED 0".to_string(),
-            "done: all 2 executors of framework fw-1 exited 0".into()
+            "done: all 2 executors of framework fw-1 exited 0; the framework is kept (--keep) \
+             until its failover timeout (60s)"
+                .into()
         ]
     );
     assert_eq!(n.ending().map(|e| e.code), Some(EXIT_SUCCEEDED));
@@ -261,7 +274,7 @@ fn a_submission_completes_with_exit_0_when_every_slot_is_done() {
 
 #[test]
 fn a_connection_that_never_ends_delays_the_exit_by_the_linger_time_only() {
-    let mut n = node(&["m1:1"]);
+    let mut n = kept_node(&["m1:1"]);
     subscribe_on(&mut n, "m1:1", 1);
     let out = n.handle(Millis(30), msg(1, update(0, ExecutorState::Exited { code: 0 })));
     assert_eq!(exit_of(&out), None);
@@ -273,7 +286,7 @@ fn a_connection_that_never_ends_delays_the_exit_by_the_linger_time_only() {
 
 #[test]
 fn a_failover_to_another_master_resubscribes_with_the_same_framework_id() {
-    let mut n = node(&["m1:1", "m2:1"]);
+    let mut n = kept_node(&["m1:1", "m2:1"]);
     subscribe_on(&mut n, "m1:1", 1);
     let out = n.handle(Millis(10), msg(1, update(0, ExecutorState::Running)));
     assert_eq!(io(&out), vec![]);
@@ -821,4 +834,211 @@ fn a_running_executor_line_names_where_its_ports_are_reached() {
         regent_core::node::submit::executor_line(&info),
         "fw-1/server#0#1 slot 0 on w1: EXITED 0"
     );
+}
+
+/// The teardown request a done submission sends on `conn`, and its id.
+fn teardown_sent(out: &[Output], conn: u64) -> u64 {
+    let sent = io(out);
+    match sent.as_slice() {
+        [Output::Send { conn: ConnId(c), msg: Message::Teardown { request } }] if *c == conn => {
+            *request
+        }
+        _ => panic!("expected a Teardown on connection {conn}, got {out:?}"),
+    }
+}
+
+/// Item 7 of issue 43 (docs/design.md#issue-43): a done submission ends its framework at once (a
+/// `Teardown`, which the master records as COMPLETED since every slot
+/// exited 0) and exits only once the master accepted it, durably.
+#[test]
+fn a_done_submission_ends_its_framework_and_exits_once_the_master_accepted() {
+    let mut n = node(&["m1:1"]);
+    subscribe_on(&mut n, "m1:1", 2);
+    let _ = n.handle(Millis(10), msg(1, update(0, ExecutorState::Exited { code: 0 })));
+    let out = n.handle(Millis(20), msg(1, update(1, ExecutorState::Exited { code: 0 })));
+    let request = teardown_sent(&out, 1);
+    assert!(
+        lines(&out).contains(&"ending framework fw-1 (to be recorded as COMPLETED)".to_string()),
+        "{out:?}"
+    );
+    assert_eq!(n.ending(), None, "not before the master accepted");
+    assert_eq!(
+        n.deadlines().get(regent_core::node::submit::Timer::Complete),
+        Some(Millis(20) + Millis::from_secs(30))
+    );
+    // A heartbeat meanwhile changes nothing.
+    let out = n.handle(Millis(25), msg(1, Message::FrameworkHeartbeat { epoch: EPOCH }));
+    assert_eq!(n.ending(), None, "{out:?}");
+
+    // Accepted (the master answers once the history record and the
+    // framework record's delete are durable): the submission ends.
+    let out = n.handle(Millis(30), msg(1, Message::RequestAccepted { epoch: EPOCH, request }));
+    assert_eq!(
+        io(&out),
+        vec![Output::Close { conn: ConnId(1), reason: "framework fw-1 torn down".into() }]
+    );
+    assert_eq!(
+        lines(&out).last().map(String::as_str),
+        Some("done: all 2 executors of framework fw-1 exited 0; the framework has ended")
+    );
+    let out = n.handle(Millis(31), closed(1, "closed"));
+    assert_eq!(
+        exit_of(&out),
+        Some(SubmitExit {
+            outcome: Ok(SubmitOutcome::Succeeded),
+            code: EXIT_SUCCEEDED,
+            message: None
+        })
+    );
+}
+
+/// Failed slots: the framework is ended too (the master records it as
+/// FAILED), and the submission keeps its exit code 2.
+#[test]
+fn a_submission_with_failed_slots_ends_its_framework_too_and_exits_2() {
+    let mut n = node(&["m1:1"]);
+    subscribe_on(&mut n, "m1:1", 1);
+    let failed = Message::SlotFailed {
+        epoch: EPOCH,
+        group: "main".into(),
+        slot: 0,
+        reason: "exited 1 three times".into(),
+    };
+    let out = n.handle(Millis(10), msg(1, failed));
+    let request = teardown_sent(&out, 1);
+    assert!(lines(&out).contains(&"ending framework fw-1 (to be recorded as FAILED)".to_string()));
+    let _ = n.handle(Millis(11), msg(1, Message::RequestAccepted { epoch: EPOCH, request }));
+    let out = n.handle(Millis(12), closed(1, "closed"));
+    assert_eq!(exit_of(&out).map(|e| e.code), Some(regent_core::node::submit::EXIT_SLOTS_FAILED));
+}
+
+/// No answer within the complete timeout: the submission exits anyway
+/// with its slots' outcome, saying the framework's end is unconfirmed.
+#[test]
+fn without_an_acceptance_the_submission_exits_after_the_complete_timeout_saying_so() {
+    let mut n = node(&["m1:1"]);
+    subscribe_on(&mut n, "m1:1", 1);
+    let out = n.handle(Millis(10), msg(1, update(0, ExecutorState::Exited { code: 0 })));
+    let _ = teardown_sent(&out, 1);
+    let at = Millis(10) + Millis::from_secs(30);
+    // The master's heartbeats keep the subscription; nothing ends early.
+    let mut t = Millis(10);
+    while t + Millis(900) < at {
+        t = t + Millis(900);
+        let _ = n.handle(t, msg(1, Message::FrameworkHeartbeat { epoch: EPOCH }));
+        let _ = n.handle(t, Input::Tick);
+        assert_eq!(n.ending(), None, "at {t:?}");
+    }
+    let out = n.handle(at, Input::Tick);
+    assert_eq!(
+        lines(&out).last().map(String::as_str),
+        Some(
+            "done: all 1 executors of framework fw-1 exited 0; the master did not confirm the end \
+             of the framework within 30 s: it may end only at its failover timeout (60s)"
+        ),
+        "{out:?}"
+    );
+    assert_eq!(n.ending().map(|e| e.code), Some(EXIT_SUCCEEDED));
+}
+
+/// The leader fails over while the teardown is unanswered: the node
+/// subscribes with the next leader, sends the teardown again (and no
+/// declaration: the groups are done) and ends once that one accepts.
+#[test]
+fn a_failover_before_the_acceptance_sends_the_teardown_to_the_next_leader() {
+    let mut n = node(&["m1:1", "m2:1"]);
+    subscribe_on(&mut n, "m1:1", 1);
+    let out = n.handle(Millis(10), msg(1, update(0, ExecutorState::Exited { code: 0 })));
+    let _ = teardown_sent(&out, 1);
+    let _ = n.handle(Millis(100), closed(1, "connection reset"));
+    assert_eq!(n.ending(), None);
+    let retry = n.poll_timeout().expect("a retry is scheduled");
+    assert_eq!(io(&n.handle(retry, Input::Tick)), vec![dial(2, "m1:1")]);
+    let refused = DialResult::Failed { reason: "connection refused".into(), refused: true };
+    let out = n.handle(retry, Input::Dialled { dial: DialId(2), result: refused });
+    assert_eq!(io(&out), vec![dial(3, "m2:1")]);
+    let _ = n.handle(retry + Millis(1), dialled(3, 2));
+    let later = Epoch(EPOCH.0 + 1);
+    let _ = n.handle(retry + Millis(2), msg(2, leading("m2:1", later)));
+    let out = n.handle(retry + Millis(3), msg(2, subscribed("fw-1", later)));
+    let request = teardown_sent(&out, 2);
+    let out =
+        n.handle(retry + Millis(4), msg(2, Message::RequestAccepted { epoch: later, request }));
+    assert_eq!(
+        lines(&out).last().map(String::as_str),
+        Some("done: all 1 executors of framework fw-1 exited 0; the framework has ended")
+    );
+    assert_eq!(n.ending().map(|e| e.code), Some(EXIT_SUCCEEDED));
+}
+
+/// The next leader refuses the subscription because the framework has
+/// finished: the end was recorded before the failover, and the submission
+/// still succeeds.
+#[test]
+fn a_subscription_refused_as_finished_while_ending_means_the_end_was_recorded() {
+    let mut n = node(&["m1:1"]);
+    subscribe_on(&mut n, "m1:1", 1);
+    let out = n.handle(Millis(10), msg(1, update(0, ExecutorState::Exited { code: 0 })));
+    let _ = teardown_sent(&out, 1);
+    let _ = n.handle(Millis(100), closed(1, "connection reset"));
+    let retry = n.poll_timeout().expect("a retry is scheduled");
+    let _ = n.handle(retry, Input::Tick);
+    let _ = n.handle(retry, dialled(2, 2));
+    let later = Epoch(EPOCH.0 + 1);
+    let _ = n.handle(retry + Millis(1), msg(2, leading("m1:1", later)));
+    let refusal = Message::SubscribeRefused {
+        epoch: later,
+        reason: "framework fw-1 has finished (COMPLETED)".into(),
+    };
+    let out = n.handle(retry + Millis(2), msg(2, refusal));
+    assert_eq!(
+        lines(&out).last().map(String::as_str),
+        Some(
+            "done: all 1 executors of framework fw-1 exited 0; the framework had finished \
+             already (the leader refused its subscription)"
+        ),
+        "{out:?}"
+    );
+    assert_eq!(n.ending().map(|e| e.code), Some(EXIT_SUCCEEDED));
+}
+
+/// Ctrl-C while waiting for the acceptance: the slots are done, so the
+/// submission keeps its outcome (exit 0); the framework's end is said to
+/// be unconfirmed.
+#[test]
+fn an_interrupt_while_ending_keeps_the_outcome_and_says_the_end_is_unconfirmed() {
+    let mut n = node(&["m1:1"]);
+    subscribe_on(&mut n, "m1:1", 1);
+    let out = n.handle(Millis(10), msg(1, update(0, ExecutorState::Exited { code: 0 })));
+    let _ = teardown_sent(&out, 1);
+    let out = n.handle(Millis(20), Input::Interrupt);
+    let last = lines(&out).last().cloned().unwrap_or_default();
+    assert!(
+        last.contains("interrupted before the master confirmed the end of the framework"),
+        "{last}"
+    );
+    assert_eq!(n.ending().map(|e| e.code), Some(EXIT_SUCCEEDED));
+}
+
+/// The master refuses the teardown: the submission keeps its outcome and
+/// says why the framework's end is unconfirmed, without waiting out the
+/// complete timeout.
+#[test]
+fn a_refused_teardown_ends_the_submission_saying_why() {
+    let mut n = node(&["m1:1"]);
+    subscribe_on(&mut n, "m1:1", 1);
+    let out = n.handle(Millis(10), msg(1, update(0, ExecutorState::Exited { code: 0 })));
+    let request = teardown_sent(&out, 1);
+    let refusal =
+        Message::RequestRefused { epoch: EPOCH, request, reason: "the leader is busy".into() };
+    let out = n.handle(Millis(20), msg(1, refusal));
+    assert_eq!(
+        lines(&out).last().map(String::as_str),
+        Some(
+            "done: all 1 executors of framework fw-1 exited 0; the master refused to end the \
+             framework (the leader is busy): it may end only at its failover timeout (60s)"
+        ),
+        "{out:?}"
+    );
+    assert_eq!(n.ending().map(|e| e.code), Some(EXIT_SUCCEEDED));
 }

@@ -161,6 +161,7 @@ pub async fn run_demo(executor_shim: Option<std::path::PathBuf>) -> Result<(), D
 
     let submit = SubmitOptions {
         update: Default::default(),
+        keep: false,
         cluster: "demo".into(),
         masters: masters.clone(),
         name: "demo-app".into(),

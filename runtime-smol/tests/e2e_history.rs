@@ -91,9 +91,10 @@ fn finished_frameworks_are_kept_across_a_kill9_restart_and_trimmed_to_the_limit(
         alive_with_workers(&state_of(&spec)?, &["w1"])
     });
 
-    // An application that runs to completion. `regent submit` does not tear
-    // its framework down when done: the master ends it when its failover
-    // timeout expires, COMPLETED by its slots.
+    // An application that runs to completion, kept (`--keep`, the
+    // harness's `submit`): the master ends it when its failover timeout
+    // expires, COMPLETED by its slots. (Without `--keep` it ends at once:
+    // e2e_submit.rs.)
     let mut done = c.submit(
         "done",
         &masters,

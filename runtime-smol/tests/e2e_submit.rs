@@ -235,3 +235,79 @@ fn a_submit_refused_by_max_frameworks_exits_naming_the_limit() {
     assert!(!out.status.success(), "a ZooKeeper master with 5001 frameworks starts:\n{err}");
     assert!(err.contains("--max-frameworks 5001 is over 4000"), "{err}");
 }
+
+/// The live frameworks of a state: (name, state).
+fn live_frameworks(state: &serde_json::Value) -> Vec<(String, String)> {
+    let name_state = |f: &serde_json::Value| {
+        (
+            f["name"].as_str().unwrap_or_default().to_owned(),
+            f["state"].as_str().unwrap_or_default().to_owned(),
+        )
+    };
+    state["frameworks"].as_array().map(|a| a.iter().map(name_state).collect()).unwrap_or_default()
+}
+
+/// The history of a state: (name, outcome), newest first.
+fn finished_frameworks(state: &serde_json::Value) -> Vec<(String, String)> {
+    let name_outcome = |f: &serde_json::Value| {
+        (
+            f["name"].as_str().unwrap_or_default().to_owned(),
+            f["outcome"].as_str().unwrap_or_default().to_owned(),
+        )
+    };
+    state["history"].as_array().map(|a| a.iter().map(name_outcome).collect()).unwrap_or_default()
+}
+
+/// Issue 43 (docs/design.md#issue-43), item 7: a done `regent submit` ends its framework before it
+/// exits — the master's history shows it COMPLETED (FAILED when a slot
+/// failed) the moment the submit has exited, and it is no longer a live
+/// framework (no DISCONNECTED entry for the 60 s failover timeout). With
+/// `--keep` it stays, DISCONNECTED, and is not in the history.
+#[test]
+fn a_done_submit_completes_its_framework_at_once_unless_kept() {
+    let c = Cluster::new("submit-complete");
+    let (spec, _master, mut worker) = master_and_worker(&c, &["--recovery", "none"]);
+    let masters = vec![spec.addr()];
+    let state = || state(&spec);
+    let opts =
+        |name: &'static str| ["--name", name, "--executors", "2", "--cores", "1", "--memory", "64"];
+
+    let mut done = c.submit_ending("done", &masters, &opts("done-app"), &["sh", "-c", "exit 0"]);
+    let status = done.wait_exit(BOUND);
+    let said = format!("{}\n{}", done.stdout(), done.stderr());
+    assert_eq!(status.code(), Some(0), "{said}");
+    assert!(said.contains("; the framework has ended"), "{said}");
+    // Read once, right after the exit: the end was durable before it.
+    let s = state().unwrap();
+    assert_eq!(finished_frameworks(&s), vec![("done-app".into(), "COMPLETED".into())], "{s}");
+    assert_eq!(live_frameworks(&s), vec![], "{s}");
+
+    // Slots that fail for good (no retries): FAILED, exit 2.
+    let mut failing = c.submit_ending(
+        "failing",
+        &masters,
+        &[&opts("failing-app")[..], &["--retries", "0"]].concat(),
+        &["sh", "-c", "exit 3"],
+    );
+    let status = failing.wait_exit(BOUND);
+    let said = format!("{}\n{}", failing.stdout(), failing.stderr());
+    assert_eq!(status.code(), Some(2), "{said}");
+    let s = state().unwrap();
+    assert_eq!(
+        finished_frameworks(&s),
+        vec![("failing-app".into(), "FAILED".into()), ("done-app".into(), "COMPLETED".into())],
+        "{s}"
+    );
+    assert_eq!(live_frameworks(&s), vec![], "{s}");
+
+    // Kept: live (DISCONNECTED) after the exit, not finished.
+    let mut kept = c.submit("kept", &masters, &opts("kept-app"), &["sh", "-c", "exit 0"]);
+    let status = kept.wait_exit(BOUND);
+    let said = format!("{}\n{}", kept.stdout(), kept.stderr());
+    assert_eq!(status.code(), Some(0), "{said}");
+    assert!(said.contains("the framework is kept (--keep)"), "{said}");
+    let s = state().unwrap();
+    assert_eq!(live_frameworks(&s), vec![("kept-app".into(), "DISCONNECTED".into())], "{s}");
+    assert_eq!(finished_frameworks(&s).len(), 2, "{s}");
+    worker.assert_running("at the end");
+}

@@ -148,7 +148,27 @@ impl Fake {
         spec
     }
 
-    /// Waits until connection `conn` has closed.
+    /// A done submission ends its framework: waits for its `Teardown` on
+    /// `h`, accepts it, and waits until the connection has closed.
+    async fn ended(&self, h: &ConnHandle) {
+        loop {
+            match self.next_event().await {
+                NetEvent::Message { conn, msg: Message::Teardown { request } }
+                    if conn == h.conn =>
+                {
+                    h.send(Message::RequestAccepted { epoch: EPOCH, request });
+                    break;
+                }
+                NetEvent::Closed { conn, .. } if conn == h.conn => {
+                    panic!("closed without a Teardown")
+                }
+                _ => {}
+            }
+        }
+        self.closed(h.conn).await;
+    }
+
+    /// Waits until connection `conn` has closed (with no `Teardown` on it).
     async fn closed(&self, conn: ConnId) {
         loop {
             match self.next_event().await {
@@ -165,6 +185,7 @@ impl Fake {
 fn options(masters: Vec<Addr>, executors: u32) -> SubmitOptions {
     SubmitOptions {
         update: Default::default(),
+        keep: false,
         cluster: CLUSTER.into(),
         masters,
         name: "test-app".into(),
@@ -235,7 +256,7 @@ fn every_slot_exiting_zero_succeeds_and_prints_each_state_change() {
             for slot in 0..3 {
                 h.send(update(info("fw-1", slot, 1, ExecutorState::Exited { code: 0 })));
             }
-            fake.closed(h.conn).await;
+            fake.ended(&h).await;
         };
         let result = together(submit, master).await;
         let text = out.text();
@@ -305,7 +326,7 @@ fn a_failed_slot_ends_with_slots_failed_once_nothing_can_change() {
             // Slot 0 still runs: the daemon must wait for it.
             async_io::Timer::after(Duration::from_millis(200)).await;
             h.send(update(info("fw-3", 0, 1, ExecutorState::Exited { code: 0 })));
-            fake.closed(h.conn).await;
+            fake.ended(&h).await;
         };
         let result = together(submit, master).await;
         let text = out.text();
@@ -365,7 +386,7 @@ fn interrupting_leaves_the_framework_and_a_second_submit_adopts_its_executors() 
             assert_eq!(spec.slots, 2);
             h.send(update(info("fw-4", 0, 1, ExecutorState::Exited { code: 0 })));
             h.send(update(info("fw-4", 1, 1, ExecutorState::Exited { code: 0 })));
-            fake.closed(h.conn).await;
+            fake.ended(&h).await;
         };
         let result = together(submit, master).await;
         let second = out.text();
@@ -394,7 +415,7 @@ fn a_lost_connection_resubscribes_and_redeclares() {
             assert!(sub.attempt >= 2);
             let snapshot = vec![info("fw-5", 0, 1, ExecutorState::Exited { code: 0 })];
             fake.subscribe_and_accept(&h, "fw-5", snapshot).await;
-            fake.closed(h.conn).await;
+            fake.ended(&h).await;
         };
         let result = together(submit, master).await;
         let text = out.text();
@@ -474,7 +495,7 @@ fn the_progress_line_appears_only_when_asked_for() {
             h.send(update(info("fw-7", 0, 1, ExecutorState::Running)));
             async_io::Timer::after(Duration::from_millis(100)).await;
             h.send(update(info("fw-7", 0, 1, ExecutorState::Exited { code: 0 })));
-            fake.closed(h.conn).await;
+            fake.ended(&h).await;
         };
         let result = together(submit, master).await;
         let text = out.text();

@@ -89,6 +89,7 @@ fn an_application_completes_on_std_pumps() {
 
     let sub = spawn_subscriber(SubscriberConfig {
         update: Default::default(),
+        keep: false,
         cluster: "regent".into(),
         masters: vec![Addr::new(&addr)],
         name: "app".into(),
@@ -186,6 +187,7 @@ fn an_interrupted_submission_leaves_its_executor_until_the_worker_shuts_down() {
     eventually("the worker ALIVE", || alive_workers(&m).len() == 1);
     let sub = spawn_subscriber(SubscriberConfig {
         update: Default::default(),
+        keep: false,
         cluster: "regent".into(),
         masters: vec![Addr::new(&addr)],
         name: "app".into(),

@@ -337,9 +337,10 @@ impl FinishedFramework {
 /// its failover timeout ([`FrameworkOutcome::TimedOut`]) — from its slots
 /// first: COMPLETED if it declared at least one slot and every slot exited
 /// 0, FAILED if a slot failed (its retry budget ran out), else `otherwise`.
-/// (`regent submit` does not tear its framework down when it is done, so a
-/// finished application ends when its failover timeout expires, and is
-/// COMPLETED or FAILED by its slots.)
+/// (`regent submit` tears its framework down once it is done, so a finished
+/// application is COMPLETED or FAILED by its slots at once; with `--keep`,
+/// or when its submitter went away, it ends when its failover timeout
+/// expires, and is COMPLETED or FAILED by its slots then.)
 pub(crate) fn ended_outcome<'a>(
     slots: impl Iterator<Item = &'a SlotOutcome> + Clone,
     otherwise: FrameworkOutcome,

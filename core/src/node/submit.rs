@@ -32,7 +32,18 @@
 //!   the outcome.
 //! * **How it ends.** Every slot of every declared group done:
 //!   [`SubmitOutcome::Succeeded`]. A slot failed and nothing can change any
-//!   more: [`SubmitOutcome::SlotsFailed`]. Another instance took the
+//!   more: [`SubmitOutcome::SlotsFailed`]. Either way the submission is
+//!   *done*, and unless [`Config::keep`] it then **completes its framework**:
+//!   it asks the master to end it (a `Teardown`; the master records a
+//!   framework whose every slot exited 0 as COMPLETED in its history, one
+//!   with a failed slot as FAILED) and ends only once the master accepted
+//!   that (after the history record and the framework record's delete are
+//!   durable), or after [`Config::complete_timeout`] without an answer,
+//!   saying so (the framework then ends at its failover timeout, as one
+//!   kept). A subscription the leader refuses meanwhile because the
+//!   framework has finished means an earlier leader recorded the end
+//!   already. With [`Config::keep`] the framework is left to its failover
+//!   timeout. Another instance took the
 //!   framework over: [`SubmitOutcome::FailedOver`]. [`Input::Interrupt`]:
 //!   [`SubmitOutcome::Interrupted`] (the framework is never torn down: its
 //!   executors keep running within the failover timeout, and a submitter
@@ -101,6 +112,14 @@ pub struct Config {
     /// line is shown per this interval (later failures are still
     /// recorded for the final error). Default 5 s.
     pub unreachable_line_interval: Millis,
+    /// Leave a done framework to its failover timeout instead of ending it
+    /// at once (`--keep`). Default `false`: a done submission completes its
+    /// framework (see the module docs).
+    pub keep: bool,
+    /// How long a done submission waits for the master to accept the end
+    /// of its framework before it exits anyway, saying so. Default 30 s
+    /// (a leader failover is waited out within it).
+    pub complete_timeout: Millis,
 }
 
 impl Config {
@@ -112,6 +131,8 @@ impl Config {
             linger: Millis::from_secs(1),
             connect_timeout: None,
             unreachable_line_interval: Millis::from_secs(5),
+            keep: false,
+            complete_timeout: Millis::from_secs(30),
         }
     }
 }
@@ -293,6 +314,23 @@ pub enum Timer {
     /// [`Config::connect_timeout`] after the start: give up unless a
     /// master subscribed the framework by then.
     FirstMaster,
+    /// [`Config::complete_timeout`] after a done submission asked the
+    /// master to end its framework: stop waiting for the acceptance.
+    Complete,
+}
+
+/// Where the end of a done submission's framework stands (see the module
+/// docs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Completion {
+    /// The master was asked to end the framework; the submission's outcome
+    /// (what the slots showed) waits for its answer.
+    Asked(SubmitOutcome),
+    /// The master accepted: the framework's end is durable.
+    Accepted(SubmitOutcome),
+    /// No acceptance, and no more waiting for one (the complete timeout
+    /// passed, or the user interrupted): why, for a line.
+    Unconfirmed(SubmitOutcome, String),
 }
 
 /// The submit node (see the module docs).
@@ -349,6 +387,12 @@ pub struct SubmitNode {
     last_unreachable_line: Option<Millis>,
     /// The heartbeat interval last said in [`Output::ConnTimeouts`].
     told_heartbeat: Option<Millis>,
+    /// [`Config::keep`].
+    keep: bool,
+    /// [`Config::complete_timeout`].
+    complete_timeout: Millis,
+    /// Once the submission is done (and not kept): the end of its framework.
+    completion: Option<Completion>,
 }
 
 impl SubmitNode {
@@ -383,6 +427,9 @@ impl SubmitNode {
             unreached: BTreeMap::new(),
             last_unreachable_line: None,
             told_heartbeat: None,
+            keep: config.keep,
+            complete_timeout: config.complete_timeout,
+            completion: None,
         }
     }
 
@@ -532,6 +579,15 @@ impl SubmitNode {
                 for timer in self.deadlines.take_due(now) {
                     match timer {
                         Timer::Linger => {} // only set while ending
+                        Timer::Complete => {
+                            if let Some(Completion::Asked(o)) = self.completion.take() {
+                                let why = format!(
+                                    "the master did not confirm the end of the framework within {}",
+                                    human(self.complete_timeout)
+                                );
+                                self.completion = Some(Completion::Unconfirmed(o, why));
+                            }
+                        }
                         Timer::FirstMaster => match &self.leader_answered {
                             _ if self.ever_subscribed => {}
                             Some(leader) => {
@@ -551,12 +607,25 @@ impl SubmitNode {
                 }
             }
             Input::Interrupt => {
-                self.end(now, Ok(SubmitOutcome::Interrupted), &mut out);
-                return out;
+                if let Some(Completion::Asked(o)) = self.completion.take() {
+                    // The slots are done: the submission keeps its outcome,
+                    // only the framework's end is unconfirmed.
+                    let why = "interrupted before the master confirmed the end of the framework";
+                    self.completion = Some(Completion::Unconfirmed(o, why.into()));
+                } else {
+                    self.end(now, Ok(SubmitOutcome::Interrupted), &mut out);
+                    return out;
+                }
             }
         }
         self.show_settled_groups(&mut out);
         match self.outcome() {
+            Some(Ok(done @ (SubmitOutcome::Succeeded | SubmitOutcome::SlotsFailed(_))))
+                if !self.keep && self.completion.is_none() =>
+            {
+                self.complete(now, done, &mut out);
+                self.show_progress(&mut out);
+            }
             Some(outcome) => self.end(now, outcome, &mut out),
             None => self.show_progress(&mut out),
         }
@@ -722,6 +791,20 @@ impl SubmitNode {
                     self.line(format!("group {group} accepted ({slots} slots)"), out);
                 }
             }
+            Action::RequestAccepted { command: Request::Teardown, .. } => {
+                if let Some(Completion::Asked(o)) = self.completion.take() {
+                    self.completion = Some(Completion::Accepted(o));
+                }
+            }
+            Action::RequestRefused { command: Request::Teardown, reason, .. } => {
+                if let Some(Completion::Asked(o)) = self.completion.take() {
+                    let why = format!("the master refused to end the framework ({reason})");
+                    self.completion = Some(Completion::Unconfirmed(o, why));
+                }
+                if let Some(line) = describe(&action) {
+                    self.line(line, out);
+                }
+            }
             Action::Disconnected { reason } => {
                 let line = match context {
                     Some(c) => format!("disconnected: {reason} ({c})"),
@@ -818,6 +901,23 @@ impl SubmitNode {
     /// machine's stop or a group's stop first, then completion once every
     /// group shows one.
     fn outcome(&self) -> Option<Result<SubmitOutcome, SubmitError>> {
+        match &self.completion {
+            Some(Completion::Asked(o)) => {
+                // The machine stops once the master accepted the end (seen
+                // first, as `Accepted`), or when the leader refuses the
+                // subscription of a framework that has finished: its end
+                // was recorded already. Taken over meanwhile: that stands.
+                return match &self.stopped {
+                    Some(Ok(over @ SubmitOutcome::FailedOver { .. })) => Some(Ok(over.clone())),
+                    Some(_) => Some(Ok(o.clone())),
+                    None => None,
+                };
+            }
+            Some(Completion::Accepted(o) | Completion::Unconfirmed(o, _)) => {
+                return Some(Ok(o.clone()))
+            }
+            None => {}
+        }
         if let Some(stopped) = &self.stopped {
             return Some(stopped.clone());
         }
@@ -847,6 +947,42 @@ impl SubmitNode {
         }))
     }
 
+    /// The submission is done (`outcome`, from the slots): ask the master to
+    /// end the framework and wait (at most the complete timeout) for its
+    /// acceptance.
+    fn complete(&mut self, now: Millis, outcome: SubmitOutcome, out: &mut Vec<Output>) {
+        let fw = self.framework.as_ref().map(|f| f.to_string()).unwrap_or_default();
+        let recorded = match outcome {
+            SubmitOutcome::Succeeded => "COMPLETED",
+            _ => "FAILED",
+        };
+        self.line(format!("ending framework {fw} (to be recorded as {recorded})"), out);
+        self.completion = Some(Completion::Asked(outcome));
+        self.deadlines.set(Timer::Complete, now + self.complete_timeout);
+        self.feed(now, Event::Teardown, None, out);
+    }
+
+    /// What became of the framework of a done submission, for the closing
+    /// line (`None` for any other outcome).
+    fn framework_end(&self, outcome: &Result<SubmitOutcome, SubmitError>) -> Option<String> {
+        if !matches!(outcome, Ok(SubmitOutcome::Succeeded | SubmitOutcome::SlotsFailed(_))) {
+            return None;
+        }
+        let timeout = duration_text(self.subscriber.config().failover_timeout);
+        Some(match &self.completion {
+            Some(Completion::Accepted(_)) => "the framework has ended".into(),
+            Some(Completion::Asked(_)) => {
+                "the framework had finished already (the leader refused its subscription)".into()
+            }
+            Some(Completion::Unconfirmed(_, why)) => {
+                format!("{why}: it may end only at its failover timeout ({timeout})")
+            }
+            None => {
+                format!("the framework is kept (--keep) until its failover timeout ({timeout})")
+            }
+        })
+    }
+
     /// The submission is over: close everything, show the outcome, and
     /// exit once the connections have ended (or the linger time passed).
     fn end(
@@ -863,7 +999,10 @@ impl SubmitNode {
         for conn in std::mem::take(&mut self.callbacks) {
             self.close(conn, "the submission is over".into(), out);
         }
-        let summary = self.summary(&outcome);
+        let mut summary = self.summary(&outcome);
+        if let Some(end) = self.framework_end(&outcome) {
+            summary = format!("{summary}; {end}");
+        }
         self.line(summary, out);
         self.deadlines = Deadlines::new();
         self.deadlines.set(Timer::Linger, now + self.linger);

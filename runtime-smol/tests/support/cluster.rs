@@ -476,12 +476,33 @@ impl Cluster {
         self.spawn_via(id, Kind::Worker, wrapper, &args, env)
     }
 
-    /// Starts `regent submit --masters M OPTS -- CMD`.
+    /// Starts `regent submit --masters M --keep OPTS -- CMD`: the suites
+    /// look at a done application's executors in the master's live state
+    /// afterwards, so the framework is kept (to its failover timeout);
+    /// [`Cluster::submit_ending`] runs the default, which ends it at once.
     pub fn submit(&self, name: &str, masters: &[String], opts: &[&str], cmd: &[&str]) -> Proc {
         self.submit_env(name, masters, opts, cmd, &[])
     }
 
-    /// [`Cluster::submit`] with extra environment variables.
+    /// `regent submit --masters M OPTS -- CMD` without `--keep`: once done,
+    /// the submission ends its framework (COMPLETED or FAILED in the
+    /// history) before it exits.
+    pub fn submit_ending(
+        &self,
+        name: &str,
+        masters: &[String],
+        opts: &[&str],
+        cmd: &[&str],
+    ) -> Proc {
+        let masters = masters.join(",");
+        let mut args = vec!["submit", "--masters", &masters];
+        args.extend_from_slice(opts);
+        args.push("--");
+        args.extend_from_slice(cmd);
+        self.spawn(name, Kind::Submit, &args)
+    }
+
+    /// [`Cluster::submit`] (with `--keep`) with extra environment variables.
     pub fn submit_env(
         &self,
         name: &str,
@@ -491,7 +512,7 @@ impl Cluster {
         env: &[(&str, &str)],
     ) -> Proc {
         let masters = masters.join(",");
-        let mut args = vec!["submit", "--masters", &masters];
+        let mut args = vec!["submit", "--masters", &masters, "--keep"];
         args.extend_from_slice(opts);
         args.push("--");
         args.extend_from_slice(cmd);

@@ -115,6 +115,10 @@ pub struct SubscriberConfig {
     /// run --update`; [`regent_core::subscriber::Config::update`]): a group
     /// declared before with another spec is replaced slot by slot.
     pub update: Option<u32>,
+    /// Leave a done submission's framework to its failover timeout
+    /// (`regent submit --keep`) instead of ending it at once
+    /// ([`regent_core::node::submit::Config::keep`]).
+    pub keep: bool,
 }
 
 /// The default of `--connect-timeout`: how long a client tries to reach a
@@ -298,6 +302,7 @@ pub fn submit_node_config(cfg: &SubscriberConfig, instance: InstanceId) -> Confi
     let mut config = Config::new(sub);
     config.dial_timeout = Millis(DIAL_TIMEOUT.as_millis() as u64);
     config.connect_timeout = cfg.connect_timeout.map(|d| Millis(d.as_millis() as u64));
+    config.keep = cfg.keep;
     config
 }
 

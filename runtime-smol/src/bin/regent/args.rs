@@ -773,6 +773,11 @@ pub struct FollowArgs {
     pub state_dir: Option<PathBuf>,
     #[command(flatten)]
     pub connect_timeout: ConnectTimeout,
+    /// Once done (every slot exited 0, or slots failed and nothing can
+    /// change any more), leave the framework to its failover timeout
+    /// instead of ending it at once (COMPLETED, or FAILED, in the history).
+    #[arg(long)]
+    pub keep: bool,
 }
 
 #[derive(Args, Debug)]

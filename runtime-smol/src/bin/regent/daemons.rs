@@ -128,6 +128,7 @@ async fn submit_options(
         connect_timeout: Some(f.connect_timeout.duration()),
         callback: f.callback,
         state_dir: f.state_dir.clone().or_else(regent_std::host::default_state_dir),
+        keep: f.keep,
     })
 }
 
