@@ -1259,6 +1259,27 @@ impl Message {
         )
     }
 
+    /// Whether this is a client's command or request that a connection
+    /// and a local asker (the HTTP API) send alike, and the master serves
+    /// alike while it may act: the operator commands, plans, named scales
+    /// and the jobs the leader owns.
+    pub fn is_client_command(&self) -> bool {
+        matches!(
+            self,
+            Message::RemoveWorker { .. }
+                | Message::KillFramework { .. }
+                | Message::CordonWorker { .. }
+                | Message::UncordonWorker { .. }
+                | Message::DrainWorker { .. }
+                | Message::ScaleGroup { .. }
+                | Message::OperatorKillExecutor { .. }
+                | Message::PlanRequest { .. }
+                | Message::SubmitJob { .. }
+                | Message::DeleteJob { .. }
+                | Message::JobsRequest { .. }
+        )
+    }
+
     /// The epoch a master stamped on this message, if it is a master message.
     pub fn master_epoch(&self) -> Option<Epoch> {
         match self {

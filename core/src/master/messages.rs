@@ -170,18 +170,7 @@ impl Master {
                 let state = self.state_reply(now, conn);
                 out.push(Action::Send { conn, msg: Message::StateReply(state) })
             }
-            msg @ (Message::RemoveWorker { .. }
-            | Message::KillFramework { .. }
-            | Message::CordonWorker { .. }
-            | Message::UncordonWorker { .. }
-            | Message::DrainWorker { .. }
-            | Message::OperatorKillExecutor { .. }
-            | Message::PlanRequest { .. }
-            | Message::SubmitJob { .. }
-            | Message::DeleteJob { .. }
-            | Message::JobsRequest { .. })
-                if self.may_act() =>
-            {
+            msg if msg.is_client_command() && self.may_act() => {
                 self.client_command(now, Origin::Conn(conn), msg, out)
             }
             Message::LogRequest { request, executor, stream, offset, max } if self.may_act() => {
@@ -189,28 +178,19 @@ impl Master {
                 self.log_request(now, asker, request, executor, stream, offset, max, out)
             }
             Message::LogData { relay, live, read } => self.log_data(conn, relay, live, read, out),
-            Message::ScaleGroup { request, framework, group, slots, remove, stop }
-                if self.may_act() =>
+            // What needs an acting leader, while this master is not one.
+            msg if msg.is_client_command()
+                || matches!(
+                    msg,
+                    Message::DeclareGroup { .. }
+                        | Message::UpdateGroup { .. }
+                        | Message::KillExecutor { .. }
+                        | Message::Teardown { .. }
+                        | Message::LogRequest { .. }
+                ) =>
             {
-                let asker = Origin::Conn(conn);
-                self.scale_group(asker, request, framework, group, slots, remove, stop, out)
+                out.push(self.refusal(conn))
             }
-            Message::DeclareGroup { .. }
-            | Message::UpdateGroup { .. }
-            | Message::KillExecutor { .. }
-            | Message::Teardown { .. }
-            | Message::RemoveWorker { .. }
-            | Message::KillFramework { .. }
-            | Message::LogRequest { .. }
-            | Message::CordonWorker { .. }
-            | Message::UncordonWorker { .. }
-            | Message::DrainWorker { .. }
-            | Message::ScaleGroup { .. }
-            | Message::OperatorKillExecutor { .. }
-            | Message::PlanRequest { .. }
-            | Message::SubmitJob { .. }
-            | Message::DeleteJob { .. }
-            | Message::JobsRequest { .. } => out.push(self.refusal(conn)),
             // Anything else (master-to-peer messages): refused and counted,
             // never fatal.
             _ => {
@@ -311,26 +291,8 @@ impl Master {
             out.push(asker.reply(self.refusal_message()));
             return;
         }
-        match msg {
-            Message::ScaleGroup { request, framework, group, slots, remove, stop } => {
-                self.scale_group(asker, request, framework, group, slots, remove, stop, out)
-            }
-            msg @ (Message::RemoveWorker { .. }
-            | Message::KillFramework { .. }
-            | Message::CordonWorker { .. }
-            | Message::UncordonWorker { .. }
-            | Message::DrainWorker { .. }
-            | Message::OperatorKillExecutor { .. }
-            | Message::PlanRequest { .. }
-            | Message::SubmitJob { .. }
-            | Message::DeleteJob { .. }
-            | Message::JobsRequest { .. }) => self.client_command(now, asker, msg, out),
-            other => {
-                self.metrics.rejected += 1;
-                let reason = format!("{} is not a command a client sends", other.kind());
-                out.push(self.refuse_request(asker, 0, reason));
-            }
-        }
+        // Anything but a client's command is refused there, and counted.
+        self.client_command(now, asker, msg, out)
     }
 
     /// A client's command (an operator's, or a job's) from `asker`, a peer
@@ -340,6 +302,9 @@ impl Master {
     /// message is refused and counted.
     fn client_command(&mut self, now: Millis, asker: Origin, msg: Message, out: &mut Vec<Action>) {
         match msg {
+            Message::ScaleGroup { request, framework, group, slots, remove, stop } => {
+                self.scale_group(asker, request, framework, group, slots, remove, stop, out)
+            }
             Message::RemoveWorker { request, worker } => {
                 // Accepted only once the record's delete is durable
                 // (docs/design.md#durable-before-acknowledged): `remove_worker` attaches the acceptance to it.
