@@ -302,8 +302,8 @@ pub async fn submit_job_with(
 }
 
 /// The status of job `job`, or of every job (`regent job status`,
-/// `GET /v1/jobs[/{id}]`), from the leader, with its epoch. Asked for one
-/// job the leader does not know, the list is empty.
+/// `GET /v1/jobs[/{id}]`), from the leader, with its epoch. A job the
+/// leader does not know is refused (`Err` with its reason: `no job ID`).
 pub async fn jobs_with(
     masters: &[Addr],
     net: Arc<NetConfig>,
@@ -365,7 +365,7 @@ pub fn render_jobs(jobs: &[regent_core::api::JobStatus]) -> String {
             Some(v) => format!("version {v}"),
             None => "subscriber".to_string(),
         };
-        let _ = writeln!(out, "job {} ({:?}) {version} {}", j.job, j.name, j.state);
+        let _ = writeln!(out, "job {} (name {:?}) {version} {}", j.job, j.name, j.state);
         for g in &j.groups {
             let _ = write!(
                 out,
