@@ -1274,3 +1274,55 @@ async fn deadline<T>(d: Duration, f: impl Future<Output = T>) -> Option<T> {
 fn client_node_name() -> String {
     format!("regent-client-{}", std::process::id())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::render_jobs;
+    use regent_core::api::{GroupStatus, JobStatus, SlotPhase, SlotStatus};
+    use regent_core::states::FrameworkState;
+    use regent_core::{ExecutorId, FrameworkId, WorkerId};
+
+    fn slot(slot: u32, phase: SlotPhase, reason: Option<&str>) -> SlotStatus {
+        let placed = matches!(phase, SlotPhase::Running | SlotPhase::Stopping);
+        SlotStatus {
+            slot,
+            phase,
+            executor: placed.then(|| ExecutorId::new(format!("fw/g#{slot}#1.{slot}"))),
+            worker: placed.then(|| WorkerId::new("w1")),
+            reason: reason.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn job_status_text_lists_counts_and_every_slot_that_does_not_run() {
+        let jobs = vec![JobStatus {
+            job: FrameworkId::new("fw"),
+            name: "wordcount".into(),
+            version: None,
+            state: FrameworkState::Active,
+            groups: vec![GroupStatus {
+                group: "g".into(),
+                desired: 4,
+                placed: 2,
+                running: 1,
+                done: 1,
+                rolling: true,
+                slots: vec![
+                    slot(0, SlotPhase::Running, None),
+                    slot(1, SlotPhase::Stopping, None),
+                    slot(2, SlotPhase::Backoff, Some("restarts at 12:00:05")),
+                    slot(3, SlotPhase::Failed, Some("exit 3")),
+                ],
+            }],
+        }];
+        assert_eq!(
+            render_jobs(&jobs),
+            "job fw (name \"wordcount\") subscriber ACTIVE\n\
+             \x20 group \"g\": desired/placed/running/done 4/2/1/1 (rolling out an update)\n\
+             \x20   slot 1 stopping executor fw/g#1#1.1 on w1\n\
+             \x20   slot 2 backoff: restarts at 12:00:05\n\
+             \x20   slot 3 failed: exit 3\n"
+        );
+        assert_eq!(render_jobs(&[]), "no jobs\n");
+    }
+}
