@@ -1,7 +1,9 @@
 //! Operator commands over the regent protocol: `regent status`,
 //! `regent kill`, `regent remove-worker`, `regent step-down`, the changes
 //! of issue 14 (docs/design.md#issue-14) ([`Change`]: `regent cordon`, `uncordon`, `drain`, `scale`,
-//! `kill-executor`), and the chunks `regent logs` reads
+//! `kill-executor`), the jobs the leader owns (`regent job submit`,
+//! `status`, `delete`: [`submit_job_with`], [`jobs_with`],
+//! [`delete_job_with`]), and the chunks `regent logs` reads
 //! ([`fetch_log_chunk_with`]).
 //!
 //! Each command dials masters one at a time as a [`Role::Client`]: `Hello`,
@@ -255,6 +257,145 @@ pub async fn plan_with(
         },
     )
     .await
+}
+
+/// What the leader answered a `regent job submit` ([`Message::JobAccepted`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobAccepted {
+    /// The job's id.
+    pub job: FrameworkId,
+    /// Its version now.
+    pub version: u64,
+    /// What the submission did.
+    pub change: regent_core::api::JobChange,
+}
+
+/// Creates or updates a job the leader owns (`regent job submit`,
+/// `POST /v1/jobs`), following leader hints. `Ok` once the leader has made
+/// it durable; a refusal (a version that does not match, a bad group, a
+/// job a subscriber drives) is `Err` with the leader's reason. A retry
+/// after a lost answer carries the same idempotency key, if any.
+pub async fn submit_job_with(
+    masters: &[Addr],
+    net: Arc<NetConfig>,
+    job: regent_core::api::JobSubmission,
+    patience: Patience<'_>,
+) -> Result<JobAccepted, ClientError> {
+    let request = crate::net::random_u64();
+    ask_patiently(
+        masters,
+        &net,
+        true,
+        patience,
+        || Message::SubmitJob { request, job: job.clone() },
+        |msg| match msg {
+            Message::JobAccepted { request: r, job, version, change, .. } if r == request => {
+                Some(Ok(JobAccepted { job, version, change }))
+            }
+            Message::RequestRefused { request: r, reason, .. } if r == request => {
+                Some(Err(ClientError::Refused { reason }))
+            }
+            _ => None,
+        },
+    )
+    .await?
+}
+
+/// The status of job `job`, or of every job (`regent job status`,
+/// `GET /v1/jobs[/{id}]`), from the leader, with its epoch. A job the
+/// leader does not know is refused (`Err` with its reason: `no job ID`).
+pub async fn jobs_with(
+    masters: &[Addr],
+    net: Arc<NetConfig>,
+    job: Option<&str>,
+    patience: Patience<'_>,
+) -> Result<(regent_core::Epoch, Vec<regent_core::api::JobStatus>), ClientError> {
+    let request = crate::net::random_u64();
+    let job = job.map(FrameworkId::new);
+    ask_patiently(
+        masters,
+        &net,
+        true,
+        patience,
+        || Message::JobsRequest { request, job: job.clone() },
+        |msg| match msg {
+            Message::JobsReply { request: r, epoch, jobs } if r == request => {
+                Some(Ok((epoch, jobs)))
+            }
+            Message::RequestRefused { request: r, reason, .. } if r == request => {
+                Some(Err(ClientError::Refused { reason }))
+            }
+            _ => None,
+        },
+    )
+    .await?
+}
+
+/// Tears job `job` down (`regent job delete`, `DELETE /v1/jobs/{id}`):
+/// its executors are killed and it ends TORN_DOWN in the history. `Ok`
+/// once durable; a refusal (no such job, a job a subscriber drives) is
+/// `Err` with the leader's reason.
+pub async fn delete_job_with(
+    masters: &[Addr],
+    net: Arc<NetConfig>,
+    job: &str,
+    patience: Patience<'_>,
+) -> Result<(), ClientError> {
+    let job = FrameworkId::new(job);
+    leader_request(masters, &net, patience, move |request| Message::DeleteJob {
+        request,
+        job: job.clone(),
+    })
+    .await
+}
+
+/// Jobs in words (`regent job status`): per job a line (id, name, version
+/// or "subscriber", state), per group its `desired/placed/running/done`
+/// counts, then one line per slot that does not run, with its phase and
+/// reason.
+pub fn render_jobs(jobs: &[regent_core::api::JobStatus]) -> String {
+    use regent_core::api::SlotPhase;
+    use std::fmt::Write as _;
+    if jobs.is_empty() {
+        return "no jobs\n".to_string();
+    }
+    let mut out = String::new();
+    for j in jobs {
+        let version = match j.version {
+            Some(v) => format!("version {v}"),
+            None => "subscriber".to_string(),
+        };
+        let _ = writeln!(out, "job {} (name {:?}) {version} {}", j.job, j.name, j.state);
+        for g in &j.groups {
+            let _ = write!(
+                out,
+                "  group {:?}: desired/placed/running/done {}/{}/{}/{}",
+                g.group, g.desired, g.placed, g.running, g.done
+            );
+            if g.rolling {
+                out.push_str(" (rolling out an update)");
+            }
+            out.push('\n');
+            for s in g.slots.iter().filter(|s| s.phase != SlotPhase::Running) {
+                let phase = serde_json::to_value(s.phase)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_else(|| format!("{:?}", s.phase));
+                let _ = write!(out, "    slot {} {phase}", s.slot);
+                if let Some(e) = &s.executor {
+                    let _ = write!(out, " executor {e}");
+                }
+                if let Some(w) = &s.worker {
+                    let _ = write!(out, " on {w}");
+                }
+                if let Some(r) = &s.reason {
+                    let _ = write!(out, ": {r}");
+                }
+                out.push('\n');
+            }
+        }
+    }
+    out
 }
 
 /// A plan in words, one line per group (and the job's first line): where
@@ -1132,4 +1273,56 @@ async fn deadline<T>(d: Duration, f: impl Future<Output = T>) -> Option<T> {
 /// The node name an operator tool gives in `Hello`, for the masters' logs.
 fn client_node_name() -> String {
     format!("regent-client-{}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::render_jobs;
+    use regent_core::api::{GroupStatus, JobStatus, SlotPhase, SlotStatus};
+    use regent_core::states::FrameworkState;
+    use regent_core::{ExecutorId, FrameworkId, WorkerId};
+
+    fn slot(slot: u32, phase: SlotPhase, reason: Option<&str>) -> SlotStatus {
+        let placed = matches!(phase, SlotPhase::Running | SlotPhase::Stopping);
+        SlotStatus {
+            slot,
+            phase,
+            executor: placed.then(|| ExecutorId::new(format!("fw/g#{slot}#1.{slot}"))),
+            worker: placed.then(|| WorkerId::new("w1")),
+            reason: reason.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn job_status_text_lists_counts_and_every_slot_that_does_not_run() {
+        let jobs = vec![JobStatus {
+            job: FrameworkId::new("fw"),
+            name: "wordcount".into(),
+            version: None,
+            state: FrameworkState::Active,
+            groups: vec![GroupStatus {
+                group: "g".into(),
+                desired: 4,
+                placed: 2,
+                running: 1,
+                done: 1,
+                rolling: true,
+                slots: vec![
+                    slot(0, SlotPhase::Running, None),
+                    slot(1, SlotPhase::Stopping, None),
+                    slot(2, SlotPhase::Backoff, Some("restarts at 12:00:05")),
+                    slot(3, SlotPhase::Failed, Some("exit 3")),
+                ],
+            }],
+        }];
+        assert_eq!(
+            render_jobs(&jobs),
+            "job fw (name \"wordcount\") subscriber ACTIVE\n\
+             \x20 group \"g\": desired/placed/running/done 4/2/1/1 (rolling out an update)\n\
+             \x20   slot 1 stopping executor fw/g#1#1.1 on w1\n\
+             \x20   slot 2 backoff: restarts at 12:00:05\n\
+             \x20   slot 3 failed: exit 3\n"
+        );
+        assert_eq!(render_jobs(&[]), "no jobs\n");
+    }
 }

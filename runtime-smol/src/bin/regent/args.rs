@@ -117,7 +117,8 @@ pub enum Command {
     /// Run a job file (docs/jobs.md): declare its groups and follow them
     /// like `submit` does, until every slot is done.
     Run(RunArgs),
-    /// Job files: `regent job validate JOB.toml`.
+    /// Job files and the jobs the leader owns: `regent job validate`,
+    /// `plan`, `submit`, `status`, `delete`.
     Job {
         #[command(subcommand)]
         command: JobCommand,
@@ -962,6 +963,65 @@ pub enum JobCommand {
         /// The job file (TOML; docs/jobs.md).
         #[arg(value_name = "JOB.toml")]
         job: PathBuf,
+    },
+    /// Create or update a job the leader owns (`POST /v1/jobs`): it has no
+    /// subscriber and runs until `regent job delete`. Prints `job ID
+    /// version N: created|updated|unchanged|replayed`; a refusal (a
+    /// version that does not match, a bad group) is printed, exit 1.
+    Submit {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+        /// The job's id (its framework's id); default: the job's name.
+        #[arg(long, value_name = "ID")]
+        id: Option<String>,
+        /// A retried submission with the same key changes nothing and is
+        /// answered as the first was (`replayed`).
+        #[arg(long, value_name = "K")]
+        idempotency_key: Option<String>,
+        /// Check-and-set: apply only if the job is at version N now (0:
+        /// only if it does not exist).
+        #[arg(long, value_name = "N")]
+        expect_version: Option<u64>,
+        /// The most slots of a group an update replaces at once.
+        #[arg(long, value_name = "N", default_value_t = 1,
+              value_parser = clap::value_parser!(u32).range(1..))]
+        max_parallel: u32,
+        /// The job file (TOML; docs/jobs.md).
+        #[arg(value_name = "JOB.toml")]
+        job: PathBuf,
+    },
+    /// The status of one job or of every job (`GET /v1/jobs[/{id}]`): per
+    /// job its id, name, version (or "subscriber") and state, per group
+    /// desired/placed/running/done, and every slot that does not run with
+    /// its phase and reason. Exit 1 when the job asked for does not exist.
+    Status {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+        /// Print the same JSON as `GET /v1/jobs` (with ID: `GET
+        /// /v1/jobs/{id}`).
+        #[arg(long)]
+        json: bool,
+        /// The job (default: every job).
+        #[arg(value_name = "ID")]
+        id: Option<String>,
+    },
+    /// Tear a job the leader owns down (`DELETE /v1/jobs/{id}`): its
+    /// executors are killed and it ends TORN_DOWN in the history.
+    Delete {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+        /// The job.
+        #[arg(value_name = "ID")]
+        id: String,
     },
 }
 

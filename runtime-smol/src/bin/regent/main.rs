@@ -8,7 +8,8 @@
 //!
 //! `args.rs` holds the argument types, `daemons.rs` starts the master, the
 //! worker and the submitter (on either runtime) and runs job files
-//! (`job_file.rs` reads them), `operator.rs` runs the
+//! (`job_file.rs` reads them), `job.rs` the jobs the leader owns
+//! (`regent job submit`, `status`, `delete`), `operator.rs` runs the
 //! operator's commands, `store.rs` the store commands, `common.rs` what they
 //! share; this file parses and dispatches.
 
@@ -16,6 +17,7 @@ mod args;
 mod common;
 mod config_file;
 mod daemons;
+mod job;
 mod job_file;
 mod operator;
 mod store;
@@ -93,6 +95,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Job { command: JobCommand::Plan { masters, connect_timeout, job } } => {
             operator::plan_job(&common, &masters, connect_timeout, &job).await
         }
+        Command::Job { command } => job::run(&common, command).await,
         Command::Demo => daemons::demo().await,
         Command::Store { command: StoreCommand::Seal(a) } => store::seal_command(&common, a).await,
         Command::Store { command } => store::store_command(&common, command).await,
