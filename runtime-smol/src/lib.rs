@@ -17,6 +17,7 @@
 //! * [`submit`]: the framework side: subscribe, declare, follow progress.
 //! * [`client`]: operator commands (`status`, `kill`, `remove-worker`).
 //! * [`events`]: `regent events`, the cluster's changes following the leader.
+//! * [`events_http`]: `regent events --http`, the leader's `/v1/events` stream.
 //! * [`logs`]: `regent logs`, an executor's output through the leader.
 //! * [`demo`]: `regent demo`, the main job in one process.
 //! * [`http`]: the web page, `/api/state`, `/api/events`, `/api/logs` and
@@ -29,6 +30,7 @@ pub mod client;
 pub mod demo;
 pub mod error;
 pub mod events;
+pub mod events_http;
 pub mod load;
 pub mod logs;
 pub mod master;

@@ -134,15 +134,39 @@ pub enum Command {
         #[command(flatten)]
         connect_timeout: ConnectTimeout,
     },
-    /// Follow the cluster's changes: a snapshot, then one line per change
-    /// (workers, frameworks, executors, leader with its epoch), from the
-    /// leader, following it across failovers; until interrupted.
+    /// Follow the cluster's changes: one line per change (workers,
+    /// frameworks, executors, leader with its epoch), from the leader,
+    /// following it across failovers; until interrupted.
+    ///
+    /// With --http: the leader's `GET /v1/events` stream, every event with
+    /// its index, resumed at the next master after the last index (a gap
+    /// line when events were missed). With --masters: the wire protocol,
+    /// which needs no HTTP port: a snapshot, then the difference of the
+    /// leader's state every 250 ms.
     Events {
         /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
-        #[arg(long, value_delimiter = ',', required = true)]
+        #[arg(
+            long,
+            value_delimiter = ',',
+            required_unless_present = "http",
+            conflicts_with = "http"
+        )]
         masters: Vec<String>,
-        /// One JSON object per line (the snapshot, then the events as
-        /// `GET /api/events` sends them).
+        /// Every master's `--http` base URL (`http://HOST:PORT,...`, plain
+        /// HTTP): follow `GET /v1/events` instead of the wire protocol.
+        #[arg(long, value_delimiter = ',', value_name = "URL")]
+        http: Vec<String>,
+        /// A file holding the bearer token (`regent http-token`), needed by
+        /// a master whose --http is not loopback (with --http).
+        #[arg(long, value_name = "FILE", requires = "http")]
+        token_file: Option<std::path::PathBuf>,
+        /// Resume after this index (`EPOCH.SEQ`, as a previous run printed
+        /// with --json; with --http).
+        #[arg(long, value_name = "INDEX", requires = "http")]
+        after: Option<String>,
+        /// One JSON object per line: with --http the lines as
+        /// `/v1/events` sends them (heartbeats left out); else the snapshot,
+        /// then the events as `GET /api/events` sends them.
         #[arg(long)]
         json: bool,
         #[command(flatten)]

@@ -30,7 +30,37 @@ pub async fn run(common: &Common, command: Command) -> Result<ExitCode, String> 
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Events { masters, json, connect_timeout } => {
+        Command::Events { http, token_file, after, json, connect_timeout, .. }
+            if !http.is_empty() =>
+        {
+            let token = match token_file {
+                None => None,
+                Some(f) => Some(
+                    std::fs::read_to_string(&f)
+                        .map_err(|e| format!("cannot read the token file {}: {e}", f.display()))?
+                        .trim()
+                        .to_owned(),
+                ),
+            };
+            let opts = regent_smol::events_http::HttpFollow {
+                urls: http,
+                token,
+                after,
+                json,
+                patience: connect_timeout.duration(),
+            };
+            let stop = shutdown_channel();
+            let stopped = move || stop.is_closed() || !stop.is_empty();
+            smol::unblock(move || {
+                regent_smol::events_http::follow_http(&opts, &stopped, &mut |line| {
+                    println!("{line}")
+                })
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Events { masters, json, connect_timeout, .. } => {
             regent_smol::events::follow(
                 &masters_of(common, &masters).await?,
                 net_config(common)?,
