@@ -5,6 +5,7 @@
 //! applied, a worker exits) from the hooks below. [`liveness`] is checked
 //! separately, once the faults are over.
 
+pub mod api_jobs;
 pub mod capacity_offered;
 pub mod command_order;
 pub mod conflict_exits;
@@ -120,6 +121,8 @@ pub(crate) struct Obs {
     /// Waiting slots that fit a free worker, since when
     /// ([`capacity_offered`]).
     pub(crate) fitting_since: BTreeMap<capacity_offered::Waiting, Millis>,
+    /// The API client's requests and answers ([`api_jobs`]).
+    pub(crate) api: api_jobs::Seen,
 }
 
 impl Obs {
@@ -136,7 +139,7 @@ type Check = fn(&mut World) -> Result<(), String>;
 
 /// The state-based invariants, after every step.
 pub(crate) fn check_all(w: &mut World) -> Result<(), Violation> {
-    let checks: [(&'static str, Check); 10] = [
+    let checks: [(&'static str, Check); 11] = [
         ("single_leader", |w| single_leader::check(w)),
         ("epochs", epochs::check),
         ("registry", |w| registry::check(w)),
@@ -147,6 +150,7 @@ pub(crate) fn check_all(w: &mut World) -> Result<(), Violation> {
         ("kill_bound", kill_bound::check),
         ("capacity_offered", capacity_offered::check),
         ("maintenance", |w| maintenance::check(w)),
+        ("api_jobs", api_jobs::check),
     ];
     for (invariant, check) in checks {
         if !w.skips(invariant) {
