@@ -110,8 +110,8 @@ fn main() {
     // Executors started, and those given GPUs (named resources).
     let started = Arc::new(AtomicU64::new(0));
     let gpu_started = Arc::new(AtomicU64::new(0));
-    // The API client's requests, and its submissions accepted.
-    let api = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
+    // The API client's requests, its submissions accepted, and replayed.
+    let api = Arc::new((AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)));
     let failures: Arc<Mutex<Vec<u64>>> = Arc::default();
     let start = Instant::now();
     let workers: Vec<_> = (0..args.threads)
@@ -142,6 +142,7 @@ fn main() {
                         gpu_started.fetch_add(stats.resource_executors_started, Ordering::Relaxed);
                         api.0.fetch_add(stats.api_requests, Ordering::Relaxed);
                         api.1.fetch_add(stats.api_accepted, Ordering::Relaxed);
+                        api.2.fetch_add(stats.api_replayed, Ordering::Relaxed);
                     }
                     Err(f) => {
                         println!("FAILURE\n{f}\n");
@@ -181,9 +182,10 @@ fn main() {
     );
     if args.config.api_jobs {
         println!(
-            "API client: {} requests sent (retries included), {} submissions accepted",
+            "API client: {} requests sent (retries included), {} submissions accepted, {} of them replayed",
             api.0.load(Ordering::Relaxed),
-            api.1.load(Ordering::Relaxed)
+            api.1.load(Ordering::Relaxed),
+            api.2.load(Ordering::Relaxed)
         );
     }
     if !failed.is_empty() {

@@ -244,6 +244,9 @@ pub struct RunStats {
     pub api_requests: u64,
     /// Of its submissions, those a leader accepted (`JobAccepted`).
     pub api_accepted: u64,
+    /// Of them, retries answered with what the key's first acceptance
+    /// produced (`JobChange::Replayed`).
+    pub api_replayed: u64,
     /// Fast takeovers: election nodes a standby deleted for another
     /// session (deposing a leader it took for dead).
     pub depositions: u64,

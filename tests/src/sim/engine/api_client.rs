@@ -11,7 +11,7 @@
 
 use super::invariants::api_jobs;
 use super::{spec_for, Input, Node, World};
-use regent_core::api::JobSubmission;
+use regent_core::api::{JobChange, JobSubmission};
 use regent_core::ids::QueryId;
 use regent_core::node::master::{self as mnode, Answer, Query};
 use regent_core::protocol::Message;
@@ -39,6 +39,8 @@ pub(crate) struct ApiClient {
     pub(crate) answered: u64,
     /// `JobAccepted` answers received.
     pub(crate) accepted: u64,
+    /// Of them, `Replayed` ones (a retry's key seen before).
+    pub(crate) replayed: u64,
 }
 
 /// The request number a message carries.
@@ -125,9 +127,10 @@ impl World {
         self.log(|| format!("api client hears from m{m} ({query}): {reply:?}"));
         api_jobs::on_answer(self, m, request, &reply);
         let done = match &reply {
-            Message::JobAccepted { job, version, .. } => {
+            Message::JobAccepted { job, version, change, .. } => {
                 self.api.known.insert(job.clone(), *version);
                 self.api.accepted += 1;
+                self.api.replayed += u64::from(*change == JobChange::Replayed);
                 true
             }
             Message::RequestAccepted { .. } | Message::JobsReply { .. } => true,

@@ -752,6 +752,7 @@ impl World {
                         named_scales: self.named_scales,
                         api_requests: self.api.sent,
                         api_accepted: self.api.accepted,
+                        api_replayed: self.api.replayed,
                         depositions: self.depositions,
                         live_depositions: self.live_depositions,
                     });

@@ -92,9 +92,10 @@ pub(crate) struct Obs {
     /// server still held (depositions), by path.
     pub(crate) deposed_nodes: BTreeSet<String>,
     // the job layer
-    /// Kill-bearing requests sent and not yet answered, by request id: the
-    /// sender's framework and what they kill ([`kill_bound`]).
-    pub(crate) kill_intents: BTreeMap<u64, (Option<FrameworkId>, kill_bound::Intent)>,
+    /// Kill-bearing requests sent and not yet answered, by (subscriber,
+    /// process generation, request id): the sender's framework and what
+    /// they kill ([`kill_bound`]).
+    pub(crate) kill_intents: BTreeMap<(usize, u64, u64), (Option<FrameworkId>, kill_bound::Intent)>,
     /// Executors whose kill a leader accepted: when, and since when their
     /// worker has been reachable without a break ([`kill_bound`]).
     pub(crate) accepted_kills: BTreeMap<ExecutorId, (Millis, Option<Millis>)>,
@@ -235,14 +236,15 @@ pub(crate) fn on_master_send(w: &mut World, m: usize, conn: ConnId, msg: &Messag
         }
     }
     let Some(client) = client_of(w, conn) else { return };
-    if matches!(client, Node::Sub(_)) {
+    if let Node::Sub(s) = client {
+        let gen = w.subs[s].p.gen;
         match msg {
             Message::RequestAccepted { request, .. } => {
-                kill_bound::on_accepted(w, m, *request);
+                kill_bound::on_accepted(w, m, (s, gen, *request));
                 maintenance::on_answer(w, m, *request, true);
             }
             Message::RequestRefused { request, .. } => {
-                w.obs.kill_intents.remove(request);
+                w.obs.kill_intents.remove(&(s, gen, *request));
                 maintenance::on_answer(w, m, *request, false);
             }
             _ => {}
