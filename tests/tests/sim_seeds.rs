@@ -172,6 +172,41 @@ fn seeds_0_to_99_with_operator_commands() {
 }
 
 #[test]
+fn seeds_0_to_99_with_api_jobs() {
+    // An API client (a local asker, as the HTTP API is) creates, updates,
+    // deletes and lists jobs the leader owns while the faults run,
+    // retrying with the same idempotency key across leader changes: every
+    // invariant holds, `api_jobs` among them.
+    let cfg = SimConfig { api_jobs: true, ..base() };
+    let (mut requests, mut accepted) = (0, 0);
+    for seed in 0..100 {
+        match run_seed(seed, &cfg) {
+            Ok(stats) => {
+                requests += stats.api_requests;
+                accepted += stats.api_accepted;
+            }
+            Err(f) => panic!("{f}"),
+        }
+    }
+    assert!(requests > 1_000, "only {requests} API requests in 100 seeds");
+    assert!(accepted > 300, "only {accepted} API submissions accepted in 100 seeds");
+}
+
+#[test]
+fn regression_a_stale_teardown_dooms_a_job_that_reuses_the_framework_id() {
+    // Seed 461 with `--api-jobs`: subscriber f1 sent a teardown (request 3)
+    // on a connection that broke, then again (request 4), accepted; the
+    // API then created a job under f1's ended framework id, and when
+    // another subscriber's request 3 was accepted the `kill_bound`
+    // invariant took it for f1's teardown and held the job's executor
+    // doomed. Kill-bearing requests are now told apart by their sender.
+    let cfg = SimConfig { api_jobs: true, ..base() };
+    if let Err(f) = run_seed(461, &cfg) {
+        panic!("{f}");
+    }
+}
+
+#[test]
 fn the_same_seed_replays_the_same_run() {
     let cfg = base();
     for seed in [1, 7, 42] {

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! regent-soak [--seeds N] [--from S] [--threads T] [--keep-going]
-//!             [--datagram] [--takeovers] [--operator]
+//!             [--datagram] [--takeovers] [--operator] [--jobs] [--api-jobs]
 //!             [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--lost-id-state] [--suspend]
 //!             [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease]
 //!             [--monotonic-clock] [--skip INVARIANT]...
@@ -37,7 +37,7 @@ struct Args {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--jobs] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--lost-id-state] [--suspend] [--skip INVARIANT] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--monotonic-clock] [--keep-going]\n       regent-soak --replay SEED [knobs]"
+        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--jobs] [--api-jobs] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--lost-id-state] [--suspend] [--skip INVARIANT] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--monotonic-clock] [--keep-going]\n       regent-soak --replay SEED [knobs]"
     );
     std::process::exit(2)
 }
@@ -67,6 +67,7 @@ fn parse() -> Args {
             "--takeovers" => a.config.takeovers = true,
             "--operator" => a.config.operator = true,
             "--jobs" => a.config.jobs = true,
+            "--api-jobs" => a.config.api_jobs = true,
             "--slow-store" => a.config.slow_store = true,
             "--zk-latency" => a.config.zk_latency = true,
             "--zk-packet-limit" => a.config.zk_packet_limit = num(&mut it) as usize,
@@ -109,6 +110,8 @@ fn main() {
     // Executors started, and those given GPUs (named resources).
     let started = Arc::new(AtomicU64::new(0));
     let gpu_started = Arc::new(AtomicU64::new(0));
+    // The API client's requests, its submissions accepted, and replayed.
+    let api = Arc::new((AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)));
     let failures: Arc<Mutex<Vec<u64>>> = Arc::default();
     let start = Instant::now();
     let workers: Vec<_> = (0..args.threads)
@@ -118,6 +121,7 @@ fn main() {
             let (step_downs, depositions, live_depositions) =
                 (step_downs.clone(), depositions.clone(), live_depositions.clone());
             let (started, gpu_started) = (started.clone(), gpu_started.clone());
+            let api = api.clone();
             let config = args.config.clone();
             let keep_going = args.keep_going;
             std::thread::spawn(move || loop {
@@ -136,6 +140,9 @@ fn main() {
                         live_depositions.fetch_add(stats.live_depositions, Ordering::Relaxed);
                         started.fetch_add(stats.executors_started, Ordering::Relaxed);
                         gpu_started.fetch_add(stats.resource_executors_started, Ordering::Relaxed);
+                        api.0.fetch_add(stats.api_requests, Ordering::Relaxed);
+                        api.1.fetch_add(stats.api_accepted, Ordering::Relaxed);
+                        api.2.fetch_add(stats.api_replayed, Ordering::Relaxed);
                     }
                     Err(f) => {
                         println!("FAILURE\n{f}\n");
@@ -173,6 +180,14 @@ fn main() {
         started.load(Ordering::Relaxed),
         gpu_started.load(Ordering::Relaxed)
     );
+    if args.config.api_jobs {
+        println!(
+            "API client: {} requests sent (retries included), {} submissions accepted, {} of them replayed",
+            api.0.load(Ordering::Relaxed),
+            api.1.load(Ordering::Relaxed),
+            api.2.load(Ordering::Relaxed)
+        );
+    }
     if !failed.is_empty() {
         std::process::exit(1);
     }

@@ -92,6 +92,12 @@ pub struct SimConfig {
     /// commands fail at once). Off by default, so the regression seeds keep
     /// their schedules.
     pub jobs: bool,
+    /// An API client also submits, updates, deletes and lists jobs the
+    /// leader owns, as a local asker (`Query::Command`, as the HTTP API
+    /// does; [`Schedule::with_api_jobs`], `regent-soak --api-jobs`),
+    /// checked by the `api_jobs` invariant. Off by default, so the
+    /// regression seeds keep their schedules.
+    pub api_jobs: bool,
     /// Invariants not checked, by name (`regent-soak --skip NAME`): to soak
     /// the other properties while a known bug breaks one. Empty by default.
     pub skip: Vec<String>,
@@ -137,6 +143,7 @@ impl Default for SimConfig {
             takeovers: false,
             operator: false,
             jobs: false,
+            api_jobs: false,
             skip: Vec::new(),
             slow_store: false,
             zk_latency: false,
@@ -172,6 +179,7 @@ impl SimConfig {
             (self.takeovers, "--takeovers"),
             (self.operator, "--operator"),
             (self.jobs, "--jobs"),
+            (self.api_jobs, "--api-jobs"),
             (self.slow_store, "--slow-store"),
             (self.zk_latency, "--zk-latency"),
             (self.clock_steps, "--clock-steps"),
@@ -232,6 +240,13 @@ pub struct RunStats {
     pub operator_changes: u64,
     /// Those of them that were scales naming the executors they remove.
     pub named_scales: u64,
+    /// Requests the API client sent (`--api-jobs`; retries included).
+    pub api_requests: u64,
+    /// Of its submissions, those a leader accepted (`JobAccepted`).
+    pub api_accepted: u64,
+    /// Of them, retries answered with what the key's first acceptance
+    /// produced (`JobChange::Replayed`).
+    pub api_replayed: u64,
     /// Fast takeovers: election nodes a standby deleted for another
     /// session (deposing a leader it took for dead).
     pub depositions: u64,
@@ -316,6 +331,9 @@ pub fn run_seed(seed: u64, base: &SimConfig) -> Result<RunStats, Box<Failure>> {
     }
     if config.jobs {
         schedule = schedule.with_job_faults(seed, config.window_ms);
+    }
+    if config.api_jobs {
+        schedule = schedule.with_api_jobs(seed, config.window_ms);
     }
     if config.clock_steps {
         schedule = schedule.with_clock_steps(seed, config.window_ms);

@@ -154,6 +154,20 @@ pub enum Fault {
         /// Its number (deadline, slots, refill).
         n: u32,
     },
+    /// The API client (a local asker of the leader, as the HTTP API is:
+    /// `Query::Command`; `regent-soak --api-jobs`) acts: it retries its
+    /// unanswered request with the same idempotency key if it has one, else
+    /// sends a new one, picked by `op % 6`: a create or an update of job
+    /// `api<n % 3>` with a changed count or command (0, 1), the same with
+    /// `expect_version` (2), a `DeleteJob` (3), a `JobsRequest` (4), or a
+    /// submission under a subscriber's framework id, which must be refused
+    /// (5).
+    ApiJob {
+        /// Which request.
+        op: u8,
+        /// Its number (job, count, command).
+        n: u32,
+    },
     /// A false positive of the fast-takeover detector: master `m`'s
     /// listener refuses for `ms` although its process lives on (a firewall
     /// rule that rejects, a listener closed and opened again). The
@@ -323,6 +337,19 @@ impl Schedule {
         self
     }
 
+    /// This schedule with eight to twenty of the API client's requests
+    /// added ([`Fault::ApiJob`], `regent-soak --api-jobs`), from a stream of
+    /// their own.
+    pub fn with_api_jobs(mut self, seed: u64, window: u32) -> Self {
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0x0a91_0b5e);
+        for _ in 0..rng.usize(8..=20) {
+            let op = Fault::ApiJob { op: rng.u8(0..6), n: rng.u32(0..1_000) };
+            self.faults.push((rng.u32(0..window.max(1)), op));
+        }
+        self.faults.sort_by_key(|(t, _)| *t);
+        self
+    }
+
     /// This schedule with the job layer's faults added (docs/design.md#issue-41,
     /// `regent-soak --jobs`), from a stream of their own: two to five
     /// blips of a worker's connections ([`Fault::BlipWorker`]), each
@@ -484,7 +511,8 @@ impl Fault {
             | Fault::ClockStep { .. }
             | Fault::BlipWorker { .. }
             | Fault::Teardown { .. }
-            | Fault::Operate { .. } => 0,
+            | Fault::Operate { .. }
+            | Fault::ApiJob { .. } => 0,
         }
     }
 

@@ -51,6 +51,7 @@ use regent_core::{Addr, ConnId, ExecutorId, FrameworkId, Incarnation, MasterId, 
 use regent_core::{FrameworkId as Fid, WorkerId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+pub(crate) mod api_client;
 pub(crate) mod explore;
 
 /// The simulated cluster's name.
@@ -446,6 +447,8 @@ pub(crate) struct World {
     step_downs: u64,
     /// Operator changes sent ([`Fault::Operate`]).
     operator_changes: u64,
+    /// The API client ([`Fault::ApiJob`]).
+    pub(crate) api: api_client::ApiClient,
     /// Scales naming executors among them.
     named_scales: u64,
     depositions: u64,
@@ -634,6 +637,7 @@ impl World {
             resource_executors_started: 0,
             step_downs: 0,
             operator_changes: 0,
+            api: api_client::ApiClient::default(),
             named_scales: 0,
             depositions: 0,
             live_depositions: 0,
@@ -746,6 +750,9 @@ impl World {
                         step_downs: self.step_downs,
                         operator_changes: self.operator_changes,
                         named_scales: self.named_scales,
+                        api_requests: self.api.sent,
+                        api_accepted: self.api.accepted,
+                        api_replayed: self.api.replayed,
                         depositions: self.depositions,
                         live_depositions: self.live_depositions,
                     });
@@ -1533,8 +1540,9 @@ impl World {
                     self.log(|| format!("m{m} probes {addr}"));
                     self.probe(m, probe, &addr, timeout);
                 }
-                // The simulator asks no HTTP log reads.
-                mnode::Output::Answer { .. } | mnode::Output::ConnTimeouts { .. } => {}
+                // The simulator's only asker is the API client.
+                mnode::Output::Answer { query, answer } => self.api_answer(m, query, answer),
+                mnode::Output::ConnTimeouts { .. } => {}
                 mnode::Output::Note(note) => {
                     if matches!(note, mnode::Note::SteppedDown { .. }) {
                         self.step_downs += 1;
@@ -2422,6 +2430,7 @@ impl World {
                 }
                 self.operate(s % ns, w, op, n);
             }
+            Fault::ApiJob { op, n } => self.api_turn(op, n),
             Fault::BlipWorker { w } => self.blip(w % nw),
             Fault::Teardown { s } => {
                 if ns > 0 {

@@ -108,12 +108,18 @@ pub(crate) fn on_request(w: &mut World, s: usize, msg: &Message) {
         });
     }
     let framework = w.subs[s].framework.clone();
-    w.obs.kill_intents.insert(request, (framework, intent));
+    let gen = w.subs[s].p.gen;
+    w.obs.kill_intents.insert((s, gen, request), (framework, intent));
 }
 
-/// Master `m` answered `request` with `RequestAccepted`.
-pub(crate) fn on_accepted(w: &mut World, m: usize, request: u64) {
-    let Some((framework, intent)) = w.obs.kill_intents.remove(&request) else { return };
+/// Master `m` answered `sent` (subscriber, process generation, request
+/// id) with `RequestAccepted`. Requests are told apart by their sender:
+/// each subscriber process numbers its own, so a request a subscriber sent
+/// on a connection that broke (never answered) must not be taken for
+/// another subscriber's request of the same number.
+pub(crate) fn on_accepted(w: &mut World, m: usize, sent: (usize, u64, u64)) {
+    let request = sent.2;
+    let Some((framework, intent)) = w.obs.kill_intents.remove(&sent) else { return };
     let doomed: Vec<ExecutorId> = match intent {
         Intent::Executor(x) => vec![x],
         Intent::Scale { framework, group, named, before, .. } => {

@@ -5,6 +5,7 @@
 //! applied, a worker exits) from the hooks below. [`liveness`] is checked
 //! separately, once the faults are over.
 
+pub mod api_jobs;
 pub mod capacity_offered;
 pub mod command_order;
 pub mod conflict_exits;
@@ -91,9 +92,10 @@ pub(crate) struct Obs {
     /// server still held (depositions), by path.
     pub(crate) deposed_nodes: BTreeSet<String>,
     // the job layer
-    /// Kill-bearing requests sent and not yet answered, by request id: the
-    /// sender's framework and what they kill ([`kill_bound`]).
-    pub(crate) kill_intents: BTreeMap<u64, (Option<FrameworkId>, kill_bound::Intent)>,
+    /// Kill-bearing requests sent and not yet answered, by (subscriber,
+    /// process generation, request id): the sender's framework and what
+    /// they kill ([`kill_bound`]).
+    pub(crate) kill_intents: BTreeMap<(usize, u64, u64), (Option<FrameworkId>, kill_bound::Intent)>,
     /// Executors whose kill a leader accepted: when, and since when their
     /// worker has been reachable without a break ([`kill_bound`]).
     pub(crate) accepted_kills: BTreeMap<ExecutorId, (Millis, Option<Millis>)>,
@@ -120,6 +122,8 @@ pub(crate) struct Obs {
     /// Waiting slots that fit a free worker, since when
     /// ([`capacity_offered`]).
     pub(crate) fitting_since: BTreeMap<capacity_offered::Waiting, Millis>,
+    /// The API client's requests and answers ([`api_jobs`]).
+    pub(crate) api: api_jobs::Seen,
 }
 
 impl Obs {
@@ -136,7 +140,7 @@ type Check = fn(&mut World) -> Result<(), String>;
 
 /// The state-based invariants, after every step.
 pub(crate) fn check_all(w: &mut World) -> Result<(), Violation> {
-    let checks: [(&'static str, Check); 10] = [
+    let checks: [(&'static str, Check); 11] = [
         ("single_leader", |w| single_leader::check(w)),
         ("epochs", epochs::check),
         ("registry", |w| registry::check(w)),
@@ -147,6 +151,7 @@ pub(crate) fn check_all(w: &mut World) -> Result<(), Violation> {
         ("kill_bound", kill_bound::check),
         ("capacity_offered", capacity_offered::check),
         ("maintenance", |w| maintenance::check(w)),
+        ("api_jobs", api_jobs::check),
     ];
     for (invariant, check) in checks {
         if !w.skips(invariant) {
@@ -231,14 +236,15 @@ pub(crate) fn on_master_send(w: &mut World, m: usize, conn: ConnId, msg: &Messag
         }
     }
     let Some(client) = client_of(w, conn) else { return };
-    if matches!(client, Node::Sub(_)) {
+    if let Node::Sub(s) = client {
+        let gen = w.subs[s].p.gen;
         match msg {
             Message::RequestAccepted { request, .. } => {
-                kill_bound::on_accepted(w, m, *request);
+                kill_bound::on_accepted(w, m, (s, gen, *request));
                 maintenance::on_answer(w, m, *request, true);
             }
             Message::RequestRefused { request, .. } => {
-                w.obs.kill_intents.remove(request);
+                w.obs.kill_intents.remove(&(s, gen, *request));
                 maintenance::on_answer(w, m, *request, false);
             }
             _ => {}

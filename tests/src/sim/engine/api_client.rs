@@ -1,0 +1,151 @@
+//! The API client (`regent-soak --api-jobs`): a program on a master's host
+//! asking the leader through the HTTP API, which hands the node each
+//! request as a local query (`Query::Command`) and waits for the one
+//! answer. It submits, updates, deletes and lists jobs the leader owns
+//! ([`Fault::ApiJob`](crate::sim::Fault::ApiJob)), one request at a time,
+//! as a careful client does: a request not answered for good (no answer
+//! yet, the master it asked died, or it is not the leader) is retried at
+//! its next turn on whichever master leads then, with the same idempotency
+//! key. What its answers promise is checked by
+//! [`invariants::api_jobs`](super::invariants::api_jobs).
+
+use super::invariants::api_jobs;
+use super::{spec_for, Input, Node, World};
+use regent_core::api::{JobChange, JobSubmission};
+use regent_core::ids::QueryId;
+use regent_core::node::master::{self as mnode, Answer, Query};
+use regent_core::protocol::Message;
+use regent_core::FrameworkId;
+use std::collections::BTreeMap;
+
+/// How many job ids the client uses (`api0`, `api1`, `api2`).
+const JOBS: u32 = 3;
+
+/// The client's state.
+#[derive(Debug, Default)]
+pub(crate) struct ApiClient {
+    /// Numbers the client gave its queries and requests.
+    next: u64,
+    /// The request waiting for a final answer.
+    pending: Option<Message>,
+    /// Queries asked and not answered: query -> the request's number.
+    asked: BTreeMap<QueryId, u64>,
+    /// The version of each job the client last heard of (for
+    /// `expect_version`).
+    known: BTreeMap<FrameworkId, u64>,
+    /// Requests sent (tries included).
+    pub(crate) sent: u64,
+    /// Final answers received.
+    pub(crate) answered: u64,
+    /// `JobAccepted` answers received.
+    pub(crate) accepted: u64,
+    /// Of them, `Replayed` ones (a retry's key seen before).
+    pub(crate) replayed: u64,
+}
+
+/// The request number a message carries.
+fn request_of(msg: &Message) -> u64 {
+    match msg {
+        Message::SubmitJob { request, .. }
+        | Message::DeleteJob { request, .. }
+        | Message::JobsRequest { request, .. } => *request,
+        _ => u64::MAX,
+    }
+}
+
+impl World {
+    /// The API client's turn ([`Fault::ApiJob`](crate::sim::Fault::ApiJob)).
+    pub(crate) fn api_turn(&mut self, op: u8, n: u32) {
+        let m = self.leader_or(n as usize);
+        if !self.masters[m].p.up {
+            return;
+        }
+        let msg = match self.api.pending.clone() {
+            Some(msg) => msg,
+            None => match self.api_request(op, n) {
+                Some(msg) => msg,
+                None => return,
+            },
+        };
+        self.api.next += 1;
+        let query = QueryId(self.api.next);
+        self.api.asked.insert(query, request_of(&msg));
+        self.api.pending = Some(msg.clone());
+        self.api.sent += 1;
+        self.log(|| format!("api client asks m{m} ({query}): {msg:?}"));
+        let ask = Query::Command(msg);
+        self.local_input(Node::Master(m), Input::Master(mnode::Input::Query { query, ask }));
+    }
+
+    /// A new request, remembered by the invariant as sent.
+    fn api_request(&mut self, op: u8, n: u32) -> Option<Message> {
+        self.api.next += 1;
+        let request = self.api.next;
+        let job = FrameworkId(format!("api{}", n % JOBS));
+        let submission = |job: FrameworkId, key: String, expect_version: Option<u64>| {
+            let mut spec = spec_for(9, 1 + n / 3 % 2);
+            spec.group = "web".into();
+            spec.memory_mb = 64;
+            // Every other submission of a job changes its command (an
+            // update, rolled out), the count only at creation.
+            spec.command = vec!["serve".into(), format!("v{}", n / 6 % 2)];
+            JobSubmission {
+                name: job.0.clone(),
+                job,
+                groups: vec![spec],
+                key: Some(key),
+                expect_version,
+                max_parallel: 1 + n % 2,
+            }
+        };
+        let key = format!("key-{request}");
+        let msg = match op % 6 {
+            0 | 1 => Message::SubmitJob { request, job: submission(job, key, None) },
+            2 => {
+                let expect = self.api.known.get(&job).copied().unwrap_or(0);
+                Message::SubmitJob { request, job: submission(job, key, Some(expect)) }
+            }
+            3 => Message::DeleteJob { request, job },
+            4 => Message::JobsRequest { request, job: None },
+            _ => {
+                let ns = self.subs.len();
+                let framework = self.subs.get(n as usize % ns.max(1))?.framework.clone()?;
+                Message::SubmitJob { request, job: submission(framework, key, None) }
+            }
+        };
+        api_jobs::on_request(self, &msg);
+        Some(msg)
+    }
+
+    /// Master `m` answers `query`: the client's if it asked it.
+    pub(crate) fn api_answer(&mut self, m: usize, query: QueryId, answer: Answer) {
+        let Some(request) = self.api.asked.remove(&query) else { return };
+        let Answer::Reply(reply) = answer else {
+            api_jobs::fail(self, format!("m{m} answered the API's {query} with no reply"));
+            return;
+        };
+        self.log(|| format!("api client hears from m{m} ({query}): {reply:?}"));
+        api_jobs::on_answer(self, m, request, &reply);
+        let done = match &reply {
+            Message::JobAccepted { job, version, change, .. } => {
+                self.api.known.insert(job.clone(), *version);
+                self.api.accepted += 1;
+                self.api.replayed += u64::from(*change == JobChange::Replayed);
+                true
+            }
+            Message::RequestAccepted { .. } | Message::JobsReply { .. } => true,
+            // Refused for good (a version mismatch, no such job, a
+            // subscriber's framework): the client moves on.
+            Message::RequestRefused { .. } => true,
+            // Not the leader, or not ready: tried again at the next turn.
+            _ => false,
+        };
+        if !done || self.api.pending.as_ref().is_none_or(|p| request_of(p) != request) {
+            return;
+        }
+        if let Some(Message::DeleteJob { job, .. }) = self.api.pending.take() {
+            self.api.known.remove(&job);
+        }
+        self.api.answered += 1;
+    }
+}
