@@ -249,3 +249,35 @@ fn a_new_leader_goes_on_with_a_rollout_and_stops_only_old_executors() {
     assert_eq!(run2.m.status(), master::Status::Alive);
     assert_eq!(stops(&sends), vec![old[1].clone()], "an old one, never the new one: {sends:?}");
 }
+
+/// Regression (sim seed 10148, docs/design.md#simulator-seeds, with
+/// `--api-jobs --jobs --operator --takeovers`): an update reopens the
+/// group's failed slots, and they are placed again with the new spec — the
+/// index of open slots placement reads was left behind (debug builds check
+/// it after every step and panicked).
+#[test]
+fn an_update_reopens_a_failed_slot_and_places_it_with_the_new_spec() {
+    let (mut run, fw, old) = running_v1();
+    // Slot 0 fails until its retries are spent: no relaunch follows.
+    let mut current = old[0].clone();
+    let mut failed_for_good = false;
+    for _ in 0..20 {
+        let failed = ExecutorState::Failed { reason: "boom".into() };
+        let sends = status(&mut run, report(&current, &fw, failed));
+        match launches(&sends).first() {
+            Some((next, ..)) => current = next.clone(),
+            None => {
+                failed_for_good = true;
+                break;
+            }
+        }
+    }
+    assert!(failed_for_good, "slot 0 fails for good within 20 failures");
+    let sends = run.send(1, Message::UpdateGroup { request: 2, spec: web("v2"), max_parallel: 1 });
+    assert!(accepted(&sends), "{sends:?}");
+    let placed = launches(&sends);
+    assert!(
+        placed.iter().any(|(_, _, command)| command == &["serve", "v2"]),
+        "the reopened slot is placed with the new spec: {sends:?}"
+    );
+}

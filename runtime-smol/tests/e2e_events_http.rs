@@ -1,5 +1,5 @@
 //! End-to-end: `regent events --http` follows the leader's `GET /v1/events`
-//! stream across a kill -9 of the leader (issue 43, docs/api.md "The event
+//! stream across a kill -9 of the leader (issue 43, docs/design.md#issue-43; docs/api.md "The event
 //! stream"). Two ZooKeeper masters, real processes on loopback, bounded
 //! waits; the ZooKeeper server and every process end with the test.
 

@@ -207,6 +207,20 @@ fn regression_a_stale_teardown_dooms_a_job_that_reuses_the_framework_id() {
 }
 
 #[test]
+fn regression_an_update_reopening_a_failed_slot_keeps_the_open_slot_index() {
+    // Seed 10148 with every job flag and the API client: a subscriber's
+    // broken update reopened a slot that had failed for good, and the
+    // index of open slots placement reads was not told (the master's debug
+    // check panicked; a release build would not have placed the slot).
+    // Core regression: core/tests/rollout.rs
+    // `an_update_reopens_a_failed_slot_and_places_it_with_the_new_spec`.
+    let cfg = SimConfig { api_jobs: true, jobs: true, operator: true, takeovers: true, ..base() };
+    if let Err(f) = run_seed(10148, &cfg) {
+        panic!("{f}");
+    }
+}
+
+#[test]
 fn the_same_seed_replays_the_same_run() {
     let cfg = base();
     for seed in [1, 7, 42] {

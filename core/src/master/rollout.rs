@@ -138,6 +138,11 @@ impl Master {
         }
         // Stops nothing until the write is durable.
         g.rolling = false;
+        // The reopened slots are open in the index placement reads
+        // (sim seed 10148, docs/design.md#simulator-seeds, found it behind).
+        for slot in failed {
+            self.refresh_slot(id, gi, slot);
+        }
     }
 
     /// Goes on with every durable rollout: stops the next old executors of
