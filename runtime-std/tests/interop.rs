@@ -212,7 +212,10 @@ fn worker(dir: &Path, rt: Rt, id: &str, master: &str) -> Proc {
 }
 
 fn submit(dir: &Path, rt: Rt, name: &str, master: &str, opts: &[&str], cmd: &[&str]) -> Proc {
-    let mut args = vec!["submit", "--masters", master];
+    // `--keep`: these tests read a done application's executors after the
+    // submit exits; without it a done submission ends its framework at
+    // once (docs/design.md#issue-43).
+    let mut args = vec!["submit", "--keep", "--masters", master];
     args.extend_from_slice(opts);
     args.push("--");
     args.extend_from_slice(cmd);
