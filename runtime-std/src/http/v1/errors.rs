@@ -88,7 +88,14 @@ impl ApiError {
 
     /// `503`: the master did not answer in time.
     pub fn timeout() -> ApiError {
-        ApiError::new(503, "the master did not answer in time; retry")
+        // A write waits for the store: a slow one can outlast the wait and
+        // still become durable, so the client must not read this as "not
+        // done" (docs/api.md, Errors).
+        ApiError::new(
+            503,
+            "the master did not answer in time; a write may still be applied: retry it with \
+             the same Idempotency-Key (a job), or read the state before repeating it",
+        )
     }
 
     /// The response.
