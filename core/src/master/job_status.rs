@@ -71,11 +71,8 @@ impl Master {
             let slot = u32::try_from(i).unwrap_or(u32::MAX);
             let current = g.current.get(i).cloned().flatten();
             let live = current.as_ref().and_then(|x| self.executors.get(x));
-            // Written as a chain rather than a match over every outcome: an
-            // outcome that is none of these is no slot to show (a hole a
-            // scale that named executors left).
-            let (phase, reason) = if let SlotOutcome::Pending = outcome {
-                match live.filter(|e| !e.state.is_terminal()) {
+            let (phase, reason) = match outcome {
+                SlotOutcome::Pending => match live.filter(|e| !e.state.is_terminal()) {
                     Some(e) if e.operator_stop || e.kill_requested => (SlotPhase::Stopping, None),
                     Some(e) if e.state == ExecutorState::Running => (SlotPhase::Running, None),
                     Some(_) => (SlotPhase::Launching, None),
@@ -94,15 +91,12 @@ impl Master {
                             (SlotPhase::Waiting, None)
                         }
                     },
-                }
-            } else if let SlotOutcome::Done { .. } = outcome {
-                (SlotPhase::Completed, None)
-            } else if let SlotOutcome::Killed { .. } = outcome {
-                (SlotPhase::Killed, None)
-            } else if let SlotOutcome::Failed { reason, .. } = outcome {
-                (SlotPhase::Failed, Some(reason.clone()))
-            } else {
-                continue;
+                },
+                SlotOutcome::Done { .. } => (SlotPhase::Completed, None),
+                SlotOutcome::Killed { .. } => (SlotPhase::Killed, None),
+                SlotOutcome::Failed { reason, .. } => (SlotPhase::Failed, Some(reason.clone())),
+                // A hole a scale that named executors left: no slot to show.
+                SlotOutcome::Removed { .. } => continue,
             };
             let placed =
                 matches!(phase, SlotPhase::Launching | SlotPhase::Running | SlotPhase::Stopping);
@@ -115,11 +109,18 @@ impl Master {
             });
         }
         if !unplaced.is_empty() {
-            // Asked of the plan once per group, for as many slots as wait.
+            // The plan is asked once per group, for as many slots as wait
+            // (a plan scans the workers: once per slot would cost a large
+            // group's reply its slots times the cluster).
             let waiting = u32::try_from(unplaced.len()).unwrap_or(u32::MAX);
+            let group_reason = self.waiting_reason(g, waiting);
+            let placeable = g.placeable_slots();
             for i in unplaced {
-                let reason = self.waiting_reason(g, slots[i].slot, waiting);
-                slots[i].reason = Some(reason);
+                slots[i].reason = Some(if slots[i].slot >= placeable {
+                    "its group's declaration or scale is not durable yet".into()
+                } else {
+                    group_reason.clone()
+                });
             }
         }
         let count = |f: fn(SlotPhase) -> bool| {
@@ -141,16 +142,14 @@ impl Master {
         }
     }
 
-    /// Why `slot` of group `g`, one of `waiting` slots of it without an
-    /// executor, is not placed now.
-    fn waiting_reason(&self, g: &GroupState, slot: u32, waiting: u32) -> String {
+    /// Why the `waiting` slots of group `g` without an executor are not
+    /// placed now (a slot whose declaration is not durable yet says so
+    /// instead: see `group_status`).
+    fn waiting_reason(&self, g: &GroupState, waiting: u32) -> String {
         if !self.may_place() {
             return "the leader is recovering: it places once the workers it knows have \
                     reported (or the recovery window ends)"
                 .into();
-        }
-        if slot >= g.placeable_slots() {
-            return "its group's declaration or scale is not durable yet".into();
         }
         let mut spec = g.record.spec.clone();
         spec.slots = waiting;
