@@ -69,6 +69,7 @@ pub mod store;
 pub mod subscriber;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+pub mod token;
 pub mod time;
 pub mod worker;
 pub mod zk;

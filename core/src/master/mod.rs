@@ -200,6 +200,15 @@ pub enum Event {
         /// The runtime's number for the connection.
         conn: ConnId,
     },
+    /// The peer of `conn` proved a token (the wire handshake with a token,
+    /// docs/security.md): it acts as `principal` from now on. Comes right
+    /// after [`Event::Connected`], before any message.
+    Authenticated {
+        /// The connection.
+        conn: ConnId,
+        /// Who it acts as.
+        principal: crate::token::Principal,
+    },
     /// A connection closed.
     Disconnected {
         /// The connection.
@@ -516,7 +525,7 @@ pub struct Metrics {
     pub out_of_memory_kills: u64,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 struct Conn {
     role: Option<Role>,
     worker: Option<WorkerId>,
@@ -525,6 +534,33 @@ struct Conn {
     callback: Option<Addr>,
     /// When this connection last got a freshly built `StateReply`.
     last_fresh_state: Option<Millis>,
+    /// Who the peer acts as ([`Event::Authenticated`]); the root until
+    /// told otherwise (a peer that proved the cluster secret, or any peer
+    /// of a cluster without one).
+    principal: crate::token::Principal,
+}
+
+impl Master {
+    /// Who connection `conn`'s peer acts as (the root for a connection
+    /// never authenticated with a token, or one already closed).
+    #[allow(dead_code)] // until the wire authorization reads it
+    pub(crate) fn principal(&self, conn: ConnId) -> &crate::token::Principal {
+        static ROOT: crate::token::Principal = crate::token::Principal::Root;
+        self.conns.get(&conn).map_or(&ROOT, |c| &c.principal)
+    }
+}
+
+impl Default for Conn {
+    fn default() -> Conn {
+        Conn {
+            role: None,
+            worker: None,
+            framework: None,
+            callback: None,
+            last_fresh_state: None,
+            principal: crate::token::Principal::Root,
+        }
+    }
 }
 
 /// The master machine.
@@ -941,6 +977,11 @@ impl Master {
         match event {
             Event::Connected { conn } => {
                 self.conns.insert(conn, Conn::default());
+            }
+            Event::Authenticated { conn, principal } => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.principal = principal;
+                }
             }
             Event::Disconnected { conn } => {
                 self.log_conn_closed(conn, out);

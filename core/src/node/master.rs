@@ -133,6 +133,16 @@ pub enum Input {
         /// The runtime's number for the connection.
         conn: ConnId,
     },
+    /// The peer of an accepted connection proved a token: it acts as
+    /// `principal` (passed to the master as
+    /// [`master::Event::Authenticated`]). Without it a connection acts as
+    /// the root.
+    Authenticated {
+        /// The connection.
+        conn: ConnId,
+        /// Who it acts as.
+        principal: crate::token::Principal,
+    },
     /// A connection closed (not one the node asked to close).
     Closed {
         /// The connection.
@@ -664,6 +674,9 @@ impl MasterNode {
             },
             Input::Accepted { conn } => {
                 queue.push_back(Inner::Master(master::Event::Connected { conn }))
+            }
+            Input::Authenticated { conn, principal } => {
+                queue.push_back(Inner::Master(master::Event::Authenticated { conn, principal }))
             }
             Input::Closed { conn, how, .. } if self.watch_owns(conn) => {
                 self.watch_do(&mut queue, &mut out, |w, o| w.on_closed(now, conn, how, o))
