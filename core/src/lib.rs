@@ -56,6 +56,7 @@ pub mod master;
 pub mod node;
 pub mod policy;
 pub mod ports;
+pub mod preemption;
 pub mod progress;
 pub mod protocol;
 /// The HTTP API's types ([`protocol::api`]): they travel in wire messages,
