@@ -424,11 +424,14 @@ mod tests {
         assert!(choose(&waiting, &candidates, &tenants, &capacity).is_some());
     }
 
+    /// An executor of a random case: tenant, priority, start, cores.
+    type Exec = (usize, u8, u64, u64);
+
     /// A random small cluster: tenants "t0".."t2", workers with executors.
     #[derive(Clone, Debug)]
     struct Case {
-        tenants: Vec<(u64, u64, u8)>, // guarantee cores, weight, -
-        workers: Vec<(u64, Vec<(usize, u8, u64, u64)>)>, // free cores, (tenant, prio, started, cores)
+        tenants: Vec<(u64, u64, u8)>,   // guarantee cores, weight, -
+        workers: Vec<(u64, Vec<Exec>)>, // free cores, (tenant, prio, started, cores)
         waiting: (usize, u8, u64),
     }
 
