@@ -1146,7 +1146,7 @@ async fn ask_one<T>(
     request: &impl Fn() -> Message,
     answer: &impl Fn(Message) -> Option<T>,
 ) -> Attempt<T> {
-    let has_secret = net.secret.is_some();
+    let has_secret = net.authenticates(regent_core::auth::Side::Client);
     let insecure = net.insecure;
     // Refuses a non-loopback master without a secret unless --insecure,
     // before a single byte goes out.
@@ -1254,10 +1254,14 @@ impl std::fmt::Display for Gone {
 }
 
 async fn next_message(events: &Receiver<NetEvent>) -> Result<Message, Gone> {
-    match events.recv().await {
-        Ok(NetEvent::Message { msg, .. }) => Ok(msg),
-        Ok(NetEvent::Closed { cause, .. }) => Err(Gone(Some(cause))),
-        Err(_) => Err(Gone(None)),
+    loop {
+        return match events.recv().await {
+            Ok(NetEvent::Message { msg, .. }) => Ok(msg),
+            Ok(NetEvent::Closed { cause, .. }) => Err(Gone(Some(cause))),
+            // Only an accepting side hears of a token: never a dialled one.
+            Ok(NetEvent::Authenticated { .. }) => continue,
+            Err(_) => Err(Gone(None)),
+        };
     }
 }
 

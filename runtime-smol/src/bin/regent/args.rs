@@ -25,6 +25,12 @@ pub struct Common {
     /// connection then authenticates and every frame carries a MAC.
     #[arg(long, env = "REGENT_SECRET_FILE", global = true, value_name = "F")]
     pub secret_file: Option<PathBuf>,
+    /// A file holding a token (`rgt1.…`, docs/security.md) to dial masters
+    /// with instead of the cluster secret: the master then allows what the
+    /// token's capabilities grant (a worker daemon, a framework, an
+    /// operator command).
+    #[arg(long, env = "REGENT_TOKEN_FILE", global = true, value_name = "F")]
+    pub token_file: Option<PathBuf>,
     /// Allow non-loopback addresses without a secret.
     #[arg(long, env = "REGENT_INSECURE", global = true)]
     pub insecure: bool,
