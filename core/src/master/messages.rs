@@ -44,6 +44,10 @@ impl Master {
     ) {
         // A runtime that forgot `Connected`: adopt the connection.
         self.conns.entry(conn).or_default();
+        // A token's holder sends only what its token grants.
+        if !self.authorize(now, conn, &msg, out) {
+            return;
+        }
         match msg {
             Message::Hello(hello) => {
                 let c = self.conns.get_mut(&conn).expect("inserted above");

@@ -699,7 +699,9 @@ impl MasterNode {
             Input::Dialled { dial, result } => {
                 self.watch_do(&mut queue, &mut out, |w, o| w.dialled(now, dial, result, o))
             }
-            Input::Message { conn, msg: Message::StepDown { request } } => {
+            Input::Message { conn, msg: msg @ Message::StepDown { request } }
+                if self.master.permits(now, conn, &msg) =>
+            {
                 self.step_down_request(Origin::Conn(conn), request, &mut queue, &mut out)
             }
             Input::Message { conn, msg } => {
