@@ -547,6 +547,8 @@ pub fn required(msg: &Message) -> Result<(Capability, &'static str), &'static st
         Message::DrainWorker { .. } => (Operator, "drain a worker"),
         Message::OperatorKillExecutor { .. } => (Operator, "kill any executor"),
         Message::StepDown { .. } => (Operator, "step the leader down"),
+        Message::RevokeToken { .. } => (Operator, "revoke a token"),
+        Message::RetireKeys { .. } => (Operator, "retire signing keys"),
         other => return Err(other.kind()),
     })
 }

@@ -228,3 +228,72 @@ fn an_expired_token_is_refused_and_its_connection_closed() {
     assert!(closed(&out), "an expired token's connection is closed");
     assert_eq!(writes(&out), 0);
 }
+
+/// Feeds every durable write of `out` to `store` (the records a new leader
+/// would load).
+fn keep_writes(store: &mut Vec<regent_core::store::Record>, out: &[master::Action]) {
+    for a in out {
+        if let master::Action::Store(StoreCommand::Persist { record, .. }) = a {
+            store.retain(|r| r.key() != record.key());
+            store.push(record.clone());
+        }
+    }
+}
+
+#[test]
+fn a_revoked_token_is_refused_its_connections_closed_and_the_list_survives_a_failover() {
+    let mut m = leader();
+    let mut records = Vec::new();
+    let ops = claims("ops", &[Capability::Operator]);
+    let worker = Claims { id: TokenId([0x77; 16]), ..claims("rack", &[Capability::Worker]) };
+    connect(&mut m, 1, Some(worker.clone()));
+    let out = send(&mut m, 0, 1, Message::RegisterWorker(registration("rack-w1", 1)));
+    assert!(m_sends(&out).iter().any(|(_, msg)| matches!(msg, Message::Registered { .. })));
+    // Revoking needs `operator`.
+    connect(&mut m, 2, Some(claims("ci", &[Capability::Submit])));
+    let revoke = Message::RevokeToken { request: 3, id: worker.id, expires_ms: None };
+    let out = send(&mut m, 10, 2, revoke.clone());
+    assert!(refusal(&out).contains("lacks the `operator` capability needed to revoke a token"));
+    assert_eq!(writes(&out), 0);
+    // An operator revokes it: the worker's connection closes at once, the
+    // revocation is accepted once durable.
+    connect(&mut m, 3, Some(ops.clone()));
+    let out = m.handle(Millis(20), master::Event::Message { conn: ConnId(3), msg: revoke });
+    assert!(
+        out.iter().any(|a| matches!(a, master::Action::Close { conn: ConnId(1), reason }
+            if reason.contains("was revoked"))),
+        "{out:?}"
+    );
+    assert!(m_sends(&out).iter().all(|(_, msg)| !matches!(msg, Message::RequestAccepted { .. })));
+    keep_writes(&mut records, &out);
+    let out = persist_all(&mut m, Millis(20), &out);
+    assert!(m_sends(&out)
+        .iter()
+        .any(|(c, msg)| *c == ConnId(3)
+            && matches!(msg, Message::RequestAccepted { request: 3, .. })));
+    // A new connection with it is refused, naming why.
+    connect(&mut m, 4, Some(worker.clone()));
+    let out = send(&mut m, 30, 4, Message::RegisterWorker(registration("rack-w1", 4)));
+    assert!(refusal(&out).contains("\"rack\" (77777777777777777777777777777777) was revoked"));
+    assert!(closed(&out));
+    // Retiring key id 1 refuses every token signed with it, the operator's
+    // own included (its connection closes too).
+    let retire = Message::RetireKeys { request: 4, through: 1 };
+    let out = m.handle(Millis(40), master::Event::Message { conn: ConnId(3), msg: retire });
+    assert!(out.iter().any(|a| matches!(a, master::Action::Close { conn: ConnId(3), .. })));
+    keep_writes(&mut records, &out);
+    // A new leader loads the list: both stay refused.
+    let mut next = master("m2");
+    let _ = next.handle(Millis(0), master::Event::Elected { floor: Epoch(2), clock: WALL });
+    let out = next.handle(Millis(0), master::Event::Store(StoreEvent::Loaded { records }));
+    let _ = persist_all(&mut next, Millis(0), &out);
+    assert_eq!(next.revocations().retired_through, 1);
+    assert!(next.revocations().tokens.contains_key(&worker.id));
+    connect(&mut next, 5, Some(ops));
+    let out = send(&mut next, 10, 5, Message::StateRequest);
+    assert!(closed(&out));
+    let key_two = Claims { key_id: 2, ..claims("ops2", &[Capability::Read]) };
+    connect(&mut next, 6, Some(key_two));
+    let out = send(&mut next, 10, 6, Message::StateRequest);
+    assert!(matches!(&m_sends(&out)[..], [(_, Message::StateReply(_))]), "a newer key id holds");
+}

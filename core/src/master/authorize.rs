@@ -10,8 +10,9 @@
 //!    one: a token is checked against it from the first message after it
 //!    is known), revoked, or signed with a retired key id — the message is
 //!    refused and the connection closed, naming why;
-//! 2. the capability the message needs ([`Principal::check`]); `Hello` is
-//!    every token's (it only learns who leads);
+//! 2. the capability the message needs ([`Principal::check`]). `Hello` is
+//!    every token's, even a refused one's (it only learns who leads, and
+//!    the message after it hears why the token is refused);
 //! 3. the scope: a worker registration against the token's worker-id
 //!    prefix ([`Principal::require_worker`]); a SUBSCRIBE, a job submission
 //!    or deletion, a framework kill, a scale and an output request against
@@ -29,12 +30,26 @@
 //!
 //! Tests: core/tests/tokens.rs.
 
-use super::{Action, Event, Master};
+use super::{Action, AfterWrite, Event, Master, Origin};
 use crate::ids::FrameworkId;
 use crate::protocol::{Message, Subscribe};
-use crate::token::{Claims, Denied, Principal, TokenError};
+use crate::store::{Record, StoreCommand};
+use crate::token::{Claims, Denied, Principal, TokenError, TokenId};
 use crate::ConnId;
 use crate::Millis;
+
+/// The most revoked tokens the list holds (each entry is kept until the
+/// token expires): about 26 bytes each, far under a record's limit. Past
+/// it, retiring the key id they were signed with revokes them all at once.
+pub const MAX_REVOKED_TOKENS: usize = 10_000;
+
+/// An operator's revocation.
+pub(super) enum Revoke {
+    /// One token, with the expiry it carries.
+    Token { id: TokenId, expires_ms: Option<u64> },
+    /// Every key id at or below `through`.
+    Keys { through: u32 },
+}
 
 /// Why a message of a token's holder is refused.
 struct Refusal {
@@ -96,11 +111,13 @@ impl Master {
     fn judge(&self, now: Millis, conn: ConnId, msg: &Message) -> Option<Refusal> {
         let principal = self.principal(conn);
         let Principal::Token(claims) = principal else { return None };
-        if let Some(e) = self.token_refusal(now, claims) {
-            return Some(Refusal { reason: e.to_string(), close: true });
-        }
+        // A Hello only learns who leads; what follows it is refused with
+        // the reason its kind carries.
         if matches!(msg, Message::Hello(_)) {
             return None;
+        }
+        if let Some(e) = self.token_refusal(now, claims) {
+            return Some(Refusal { reason: e.to_string(), close: true });
         }
         let denied = principal.check(msg).and_then(|()| self.scope(principal, msg));
         denied.err().map(|d| Refusal { reason: d.to_string(), close: false })
@@ -171,6 +188,64 @@ impl Master {
         }
     }
 
+    /// An operator's revocation from `asker`: in force at once (the open
+    /// connections of what it refuses are closed now), accepted once the
+    /// list is durable. Entries of tokens past their expiry are dropped on
+    /// the way.
+    pub(super) fn revoke(
+        &mut self,
+        now: Millis,
+        asker: Origin,
+        request: u64,
+        what: Revoke,
+        out: &mut Vec<Action>,
+    ) {
+        let mut next = self.revocations.clone();
+        if let Some(wall) = crate::time::wall_ms(self.wall_base, now) {
+            next.tokens.retain(|_, expires| expires.is_none_or(|e| e > wall));
+        }
+        match what {
+            Revoke::Token { id, expires_ms } => {
+                if !next.tokens.contains_key(&id) && next.tokens.len() >= MAX_REVOKED_TOKENS {
+                    let reason = format!(
+                        "the revocation list holds {MAX_REVOKED_TOKENS} tokens (the limit): \
+                         retire the key id they were signed with instead (regent token revoke \
+                         --retire-keys N)"
+                    );
+                    out.push(self.refuse_request(asker, request, reason));
+                    return;
+                }
+                next.tokens.insert(id, expires_ms);
+            }
+            Revoke::Keys { through } => next.retired_through = next.retired_through.max(through),
+        }
+        self.revocations = next.clone();
+        let write = self.next_write();
+        out.push(Action::Store(StoreCommand::Persist { write, record: Record::Revocations(next) }));
+        self.after_write
+            .entry(write)
+            .or_default()
+            .push(AfterWrite::AcceptTo { to: asker, request });
+        let refused: Vec<(ConnId, String)> = self
+            .conns
+            .iter()
+            .filter_map(|(conn, c)| match &c.principal {
+                Principal::Token(claims) => {
+                    self.revocations.check(claims).err().map(|e| (*conn, e.to_string()))
+                }
+                Principal::Root => None,
+            })
+            .collect();
+        for (conn, reason) in refused {
+            self.close_refused(now, conn, format!("refused: {reason}"), out);
+        }
+    }
+
+    /// The revocations in force (the HTTP side refuses by them too).
+    pub fn revocations(&self) -> &crate::token::Revocations {
+        &self.revocations
+    }
+
     /// Closes `conn` (a refused token's), unbinding what it carried as if
     /// its peer had gone.
     pub(super) fn close_refused(
@@ -214,7 +289,9 @@ fn request_of(msg: &Message) -> Option<u64> {
         | Message::PlanRequest { request, .. }
         | Message::SubmitJob { request, .. }
         | Message::DeleteJob { request, .. }
-        | Message::JobsRequest { request, .. } => Some(*request),
+        | Message::JobsRequest { request, .. }
+        | Message::RevokeToken { request, .. }
+        | Message::RetireKeys { request, .. } => Some(*request),
         _ => None,
     }
 }
