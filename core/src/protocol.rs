@@ -986,7 +986,7 @@ pub enum Message {
         /// Echoed in the answer.
         request: u64,
         /// The token's id.
-        id: crate::token::TokenId,
+        id: crate::ids::TokenId,
         /// Its expiry, wall-clock ms since the Unix epoch.
         expires_ms: Option<u64>,
     },

@@ -596,6 +596,15 @@ pub enum Change {
         /// Place a replacement in its slot.
         refill: bool,
     },
+    /// `regent token revoke ID|TOKEN`.
+    RevokeToken {
+        /// The token's id.
+        id: regent_core::token::TokenId,
+        /// Its expiry, when known (the entry is dropped after it).
+        expires_ms: Option<u64>,
+    },
+    /// `regent token revoke --retire-keys N`.
+    RetireKeys(u32),
 }
 
 impl Change {
@@ -622,6 +631,10 @@ impl Change {
                 executor: ExecutorId::new(executor),
                 refill: *refill,
             },
+            Change::RevokeToken { id, expires_ms } => {
+                Message::RevokeToken { request, id: *id, expires_ms: *expires_ms }
+            }
+            Change::RetireKeys(through) => Message::RetireKeys { request, through: *through },
         }
     }
 }
