@@ -23,10 +23,13 @@
 //!
 //! A refused message changes nothing and is answered the way its kind is
 //! refused anyway, with the [`Denied`] text: `RegisterRefused` for a
-//! registration, `SubscribeRefused` (and the connection closed) for a
-//! SUBSCRIBE, `RequestRefused` for a request; a message with no refusal of
-//! its own (a heartbeat, a report, a state request) closes the connection
-//! with the reason.
+//! registration and for what a worker sends (the worker logs it and
+//! retries slowly; its connection stays open, or it would reconnect at once
+//! over and over), `SubscribeRefused` (and the connection closed) for a
+//! SUBSCRIBE, `RequestRefused` for a request (closed too when the token
+//! itself is refused); any other message with no refusal of its own (a
+//! state request) closes the connection with the reason. A revocation
+//! closes the revoked token's connections at once.
 //!
 //! Tests: core/tests/tokens.rs.
 
@@ -165,7 +168,16 @@ impl Master {
         let Refusal { reason, mut close } = refusal;
         let epoch = self.epoch;
         let reply = match msg {
-            Message::RegisterWorker(_) => {
+            // A worker hears why in its log and retries slowly on the same
+            // connection: closing it would have it reconnect at once, over
+            // and over.
+            Message::RegisterWorker(_)
+            | Message::Callback { .. }
+            | Message::WorkerHeartbeat { .. }
+            | Message::ExecutorStatus { .. }
+            | Message::WorkerUsage { .. }
+            | Message::LogData { .. } => {
+                close = false;
                 Some(Message::RegisterRefused { epoch, reason: reason.clone() })
             }
             Message::Subscribe(_) => {
