@@ -59,6 +59,7 @@
 //! | 2    | server-challenge | `ns` (32), `mac_s` (32)                | 70         |
 //! | 3    | client-proof     | `mac_c` (32)                           | 38         |
 //! | 4    | refusal          | reason (1, see [`RefusalReason`])      | 7          |
+//! | 5    | client-token     | claims (1..=[`MAX_TOKEN_CLAIMS`]), `nc` (32) | 39..=1062 |
 //!
 //! ```text
 //! client → server  client-nonce      nc
@@ -67,6 +68,24 @@
 //! key_c2s = HMAC(secret, "regent-auth-v1-key-c2s" ‖ nc ‖ ns)
 //! key_s2c = HMAC(secret, "regent-auth-v1-key-s2c" ‖ nc ‖ ns)
 //! ```
+//!
+//! A client that holds a token instead of the secret ([`Handshake::client_with_token`],
+//! docs/security.md) opens with client-token instead of client-nonce: the
+//! token's claims bytes (the postcard encoding its text carries) and `nc`.
+//! The server derives the token's proof key `K` =
+//! [`Token::from_claims`]`(secret, claims).`[`proof_key`](Token::proof_key)
+//! (the token's MAC, which only the secret's holder can compute from the
+//! claims), and the same challenge–response runs with `K` in place of the
+//! secret: `mac_s`, `mac_c` and the frame keys are the HMACs above keyed by
+//! `K`. The client verifies `mac_s` under its token before it sends its
+//! proof, so a server without the secret never obtains a proof, and a token
+//! of another cluster or with altered claims fails there
+//! ([`AuthError::TokenNotAccepted`], refusal [`RefusalReason::BadToken`]).
+//! Once established the server knows the claims the client proved
+//! ([`Handshake::token_claims`]); whether they are expired or revoked is the
+//! master's to check (it has the wall clock and the revocation list). A
+//! server of a build before tokens refuses kind 5 as a protocol error, which
+//! a token client names ([`AuthError::TokenUnsupported`]).
 //!
 //! HMAC is HMAC-SHA256. The labels bind the direction, the nonces are fixed
 //! length, so no MAC of one kind is ever a valid MAC of another: a server's
@@ -90,6 +109,7 @@
 use crate::codec::{self, DecodeError, DecoderConfig, LEN_PREFIX};
 use crate::protocol::Message;
 use crate::secret::Secret;
+use crate::token::{Claims, Token, TokenError};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::fmt;
@@ -115,6 +135,11 @@ pub const MAC_LEN: usize = 32;
 /// proved the secret: room for every handshake message, and for a plain
 /// `Hello` from a peer without a secret so it can be named as such.
 pub const HANDSHAKE_MAX_BODY: usize = 4096;
+
+/// The most claims bytes a client-token message may carry (a token's claims
+/// are far smaller: every text claim is at most
+/// [`MAX_CLAIM_TEXT`](crate::token::MAX_CLAIM_TEXT) bytes).
+pub const MAX_TOKEN_CLAIMS: usize = 1024;
 
 /// Bytes of the handshake header (magic, version, kind).
 const HEADER: usize = MAGIC.len() + 2;
@@ -153,6 +178,9 @@ pub enum RefusalReason {
     UnsupportedVersion,
     /// A malformed or unexpected handshake message.
     Protocol,
+    /// The token a client dialled with does not verify: issued with another
+    /// cluster's secret, altered, or malformed.
+    BadToken,
     /// A code this build does not know.
     Unknown(u8),
 }
@@ -165,6 +193,7 @@ impl RefusalReason {
             RefusalReason::SecretRequired => 3,
             RefusalReason::UnsupportedVersion => 4,
             RefusalReason::Protocol => 5,
+            RefusalReason::BadToken => 6,
             RefusalReason::Unknown(c) => c,
         }
     }
@@ -176,6 +205,7 @@ impl RefusalReason {
             3 => RefusalReason::SecretRequired,
             4 => RefusalReason::UnsupportedVersion,
             5 => RefusalReason::Protocol,
+            6 => RefusalReason::BadToken,
             c => RefusalReason::Unknown(c),
         }
     }
@@ -189,6 +219,10 @@ impl fmt::Display for RefusalReason {
             RefusalReason::SecretRequired => f.write_str("it requires a cluster secret"),
             RefusalReason::UnsupportedVersion => f.write_str("unsupported handshake version"),
             RefusalReason::Protocol => f.write_str("handshake protocol error"),
+            RefusalReason::BadToken => f.write_str(
+                "the token does not verify (issued with another cluster secret, altered, or \
+                 malformed)",
+            ),
             RefusalReason::Unknown(c) => write!(f, "unknown reason code {c}"),
         }
     }
@@ -231,6 +265,19 @@ pub enum AuthError {
     },
     /// The peer sent our own nonce back (a reflection).
     ReflectedNonce,
+    /// The token does not verify: its claims under this cluster's secret
+    /// give another proof key than the client holds (a token of another
+    /// cluster, or altered claims), or its claims do not decode.
+    TokenNotAccepted {
+        /// `false`: this node found it wrong; `true`: the peer said so (an
+        /// unauthenticated refusal).
+        reported_by_peer: bool,
+        /// What is wrong, when this node knows more than that.
+        detail: Option<String>,
+    },
+    /// This node dialled with a token and the peer refused the token
+    /// handshake as a protocol error: the peer predates tokens.
+    TokenUnsupported,
     /// The peer refused the handshake for a reason not covered above.
     Refused {
         /// The reason it gave.
@@ -265,6 +312,22 @@ impl fmt::Display for AuthError {
             AuthError::ReflectedNonce => {
                 f.write_str("reflected handshake: the peer sent back this node's own nonce")
             }
+            AuthError::TokenNotAccepted { reported_by_peer, detail } => {
+                let who = if *reported_by_peer { "the peer refused" } else { "this node refused" };
+                write!(
+                    f,
+                    "token not accepted: {who} the token handshake (the token was issued with \
+                     another cluster secret, or altered)"
+                )?;
+                match detail {
+                    Some(d) => write!(f, ": {d}"),
+                    None => Ok(()),
+                }
+            }
+            AuthError::TokenUnsupported => f.write_str(
+                "the peer refused the token handshake as a protocol error: it is of a build \
+                 that predates tokens (upgrade it, or dial with the cluster secret)",
+            ),
             AuthError::Refused { reason } => write!(f, "the peer refused the handshake: {reason}"),
         }
     }
@@ -317,9 +380,10 @@ impl fmt::Display for FrameError {
 impl std::error::Error for FrameError {}
 
 /// One decoded handshake message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum Wire {
     ClientNonce(Nonce),
+    ClientToken { claims: Vec<u8>, nonce: Nonce },
     ServerChallenge { nonce: Nonce, mac: [u8; MAC_LEN] },
     ClientProof { mac: [u8; MAC_LEN] },
     Refusal(RefusalReason),
@@ -329,6 +393,7 @@ impl Wire {
     fn name(&self) -> &'static str {
         match self {
             Wire::ClientNonce(_) => "client-nonce",
+            Wire::ClientToken { .. } => "client-token",
             Wire::ServerChallenge { .. } => "server-challenge",
             Wire::ClientProof { .. } => "client-proof",
             Wire::Refusal(_) => "refusal",
@@ -341,6 +406,7 @@ impl Wire {
             Wire::ServerChallenge { .. } => 2,
             Wire::ClientProof { .. } => 3,
             Wire::Refusal(_) => 4,
+            Wire::ClientToken { .. } => 5,
         }
     }
 
@@ -358,9 +424,13 @@ impl Wire {
             }
             Wire::ClientProof { mac } => body.extend_from_slice(mac),
             Wire::Refusal(r) => body.push(r.code()),
+            Wire::ClientToken { claims, nonce } => {
+                body.extend_from_slice(claims);
+                body.extend_from_slice(nonce);
+            }
         }
         let mut out = Vec::with_capacity(LEN_PREFIX + body.len());
-        // Handshake bodies are at most 70 bytes.
+        // Handshake bodies are at most 1062 bytes.
         out.extend_from_slice(&(body.len() as u32).to_be_bytes());
         out.extend_from_slice(&body);
         out
@@ -378,6 +448,21 @@ impl Wire {
         }
         let kind = body[MAGIC.len() + 1];
         let rest = &body[HEADER..];
+        if kind == 5 {
+            let claims_len = rest.len().saturating_sub(NONCE_LEN);
+            if !(1..=MAX_TOKEN_CLAIMS).contains(&claims_len) {
+                return Err(malformed(format!(
+                    "message kind 5 carries 1 to {MAX_TOKEN_CLAIMS} claims bytes and a \
+                     {NONCE_LEN}-byte nonce after the header, got {} bytes",
+                    rest.len()
+                )));
+            }
+            let (claims, nonce) = rest.split_at(claims_len);
+            return Ok(Wire::ClientToken {
+                claims: claims.to_vec(),
+                nonce: nonce.try_into().expect("length checked above"),
+            });
+        }
         let want = match kind {
             1 | 3 => NONCE_LEN,
             2 => NONCE_LEN + MAC_LEN,
@@ -438,8 +523,9 @@ enum State {
     AwaitChallenge,
     /// Server: waiting for client-nonce.
     AwaitNonce,
-    /// Server: sent server-challenge for `nc`, waiting for client-proof.
-    AwaitProof { nc: Nonce },
+    /// Server: sent server-challenge for `nc`, waiting for client-proof;
+    /// `token`: the client's token, whose proof key replaces the secret.
+    AwaitProof { nc: Nonce, token: Option<Box<Token>> },
     /// Established; the session was handed out.
     Done,
     /// Failed; every later body gets the same error.
@@ -458,12 +544,17 @@ impl State {
     }
 }
 
-/// One end of the cluster-secret handshake on one connection.
+/// One end of the cluster-secret (or token) handshake on one connection.
 pub struct Handshake {
     side: Side,
+    /// The cluster secret; for a client dialling with a token, the token's
+    /// proof key.
     secret: Secret,
     my_nonce: Nonce,
     state: State,
+    /// The token this connection runs under: the client's own claims, or on
+    /// the server the claims the client proved (set once established).
+    token: Option<Claims>,
 }
 
 impl fmt::Debug for Handshake {
@@ -471,6 +562,7 @@ impl fmt::Debug for Handshake {
         f.debug_struct("Handshake")
             .field("side", &self.side)
             .field("state", &self.state)
+            .field("token", &self.token.as_ref().map(|c| &c.name))
             .finish_non_exhaustive()
     }
 }
@@ -510,13 +602,61 @@ impl Handshake {
             secret: secret.clone(),
             my_nonce,
             state: State::AwaitChallenge,
+            token: None,
         };
         (hs, Wire::ClientNonce(my_nonce).frame())
     }
 
-    /// The accepting side; it sends nothing until the client-nonce arrives.
+    /// The dialling side of a client that holds a token (its text form,
+    /// `rgt1.…`) and no secret, and the first frame it sends (client-token).
+    /// Fails when the text is not a well-formed token (its MAC is checked by
+    /// the server, through the challenge–response).
+    pub fn client_with_token(
+        token_text: &str,
+        my_nonce: Nonce,
+    ) -> Result<(Handshake, Vec<u8>), TokenError> {
+        let (claims, claims_bytes, mac) = Token::unverified_claims(token_text)?;
+        if claims_bytes.len() > MAX_TOKEN_CLAIMS {
+            return Err(TokenError::Malformed(format!(
+                "its claims take {} bytes, a handshake carries at most {MAX_TOKEN_CLAIMS}",
+                claims_bytes.len()
+            )));
+        }
+        let key = Secret::new(mac.to_vec()).expect("32 bytes is long enough");
+        let frame = Wire::ClientToken { claims: claims_bytes, nonce: my_nonce }.frame();
+        let hs = Handshake {
+            side: Side::Client,
+            secret: key,
+            my_nonce,
+            state: State::AwaitChallenge,
+            token: Some(claims),
+        };
+        Ok((hs, frame))
+    }
+
+    /// The accepting side; it sends nothing until the client-nonce (or
+    /// client-token) arrives. It accepts both: a peer proving the secret,
+    /// and a peer proving a token signed with it ([`token_claims`](Self::token_claims)).
     pub fn server(secret: &Secret, my_nonce: Nonce) -> Handshake {
-        Handshake { side: Side::Server, secret: secret.clone(), my_nonce, state: State::AwaitNonce }
+        Handshake {
+            side: Side::Server,
+            secret: secret.clone(),
+            my_nonce,
+            state: State::AwaitNonce,
+            token: None,
+        }
+    }
+
+    /// The token this connection runs under: on the server, once
+    /// established, the claims the client proved (`None`: the client proved
+    /// the cluster secret, it is the root); on a client, its own token's
+    /// claims. Expiry and revocation are not checked here (the master does,
+    /// with its wall clock and revocation list).
+    pub fn token_claims(&self) -> Option<&Claims> {
+        match (self.side, &self.state) {
+            (Side::Server, State::Done) | (Side::Client, _) => self.token.as_ref(),
+            _ => None,
+        }
     }
 
     /// Which end this is.
@@ -574,16 +714,24 @@ impl Handshake {
             };
             (e, Some(reply))
         })?;
+        let with_token = self.token.is_some() && self.side == Side::Client;
         if let Wire::Refusal(reason) = msg {
             let error = match reason {
                 RefusalReason::WrongSecret => AuthError::WrongSecret { reported_by_peer: true },
                 RefusalReason::NoSecret => AuthError::PeerHasNoSecret,
+                RefusalReason::BadToken => {
+                    AuthError::TokenNotAccepted { reported_by_peer: true, detail: None }
+                }
+                RefusalReason::Protocol if with_token && self.state == State::AwaitChallenge => {
+                    AuthError::TokenUnsupported
+                }
                 reason => AuthError::Refused { reason },
             };
             return Err((error, None));
         }
+        let got = msg.name();
         let unexpected = |state: &State| {
-            let e = AuthError::UnexpectedMessage { expected: state.expecting(), got: msg.name() };
+            let e = AuthError::UnexpectedMessage { expected: state.expecting(), got };
             (e, Some(RefusalReason::Protocol))
         };
         let secret = self.secret.expose();
@@ -594,6 +742,12 @@ impl Handshake {
                     return Err((AuthError::ReflectedNonce, Some(RefusalReason::Protocol)));
                 }
                 if !hmac_verifies(secret, &[LABEL_SERVER, &nc, &ns], &mac) {
+                    if with_token {
+                        return Err((
+                            AuthError::TokenNotAccepted { reported_by_peer: false, detail: None },
+                            Some(RefusalReason::BadToken),
+                        ));
+                    }
                     return Err((
                         AuthError::WrongSecret { reported_by_peer: false },
                         Some(RefusalReason::WrongSecret),
@@ -610,18 +764,43 @@ impl Handshake {
                     return Err((AuthError::ReflectedNonce, Some(RefusalReason::Protocol)));
                 }
                 let mac = hmac(secret, &[LABEL_SERVER, &nc, &ns]);
-                self.state = State::AwaitProof { nc };
+                self.state = State::AwaitProof { nc, token: None };
                 Ok(Step::Send(Wire::ServerChallenge { nonce: ns, mac }.frame()))
             }
-            (State::AwaitProof { nc }, Wire::ClientProof { mac }) => {
+            (State::AwaitNonce, Wire::ClientToken { claims, nonce: nc }) => {
+                let ns = self.my_nonce;
+                if nc == ns {
+                    return Err((AuthError::ReflectedNonce, Some(RefusalReason::Protocol)));
+                }
+                let token = Token::from_claims(&self.secret, &claims).map_err(|e| {
+                    let e = AuthError::TokenNotAccepted {
+                        reported_by_peer: false,
+                        detail: Some(e.to_string()),
+                    };
+                    (e, Some(RefusalReason::BadToken))
+                })?;
+                let mac = hmac(token.proof_key().expose(), &[LABEL_SERVER, &nc, &ns]);
+                self.state = State::AwaitProof { nc, token: Some(Box::new(token)) };
+                Ok(Step::Send(Wire::ServerChallenge { nonce: ns, mac }.frame()))
+            }
+            (State::AwaitProof { nc, token }, Wire::ClientProof { mac }) => {
                 let (nc, ns) = (*nc, self.my_nonce);
-                if !hmac_verifies(secret, &[LABEL_CLIENT, &ns, &nc], &mac) {
+                let key = token.as_ref().map(|t| t.proof_key());
+                let key = key.as_ref().map_or(secret, |k| k.expose());
+                if !hmac_verifies(key, &[LABEL_CLIENT, &ns, &nc], &mac) {
+                    if token.is_some() {
+                        return Err((
+                            AuthError::TokenNotAccepted { reported_by_peer: false, detail: None },
+                            Some(RefusalReason::BadToken),
+                        ));
+                    }
                     return Err((
                         AuthError::WrongSecret { reported_by_peer: false },
                         Some(RefusalReason::WrongSecret),
                     ));
                 }
-                let session = Session::derive(secret, Side::Server, &nc, &ns);
+                let session = Session::derive(key, Side::Server, &nc, &ns);
+                self.token = token.as_ref().map(|t| t.claims.clone());
                 self.state = State::Done;
                 Ok(Step::Established { frame: None, session })
             }

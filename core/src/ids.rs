@@ -148,3 +148,18 @@ impl fmt::Display for Epoch {
         write!(f, "epoch {}", self.0)
     }
 }
+
+/// A token's random id, named by revocations and the audit log
+/// (`regent_core::token`, docs/security.md). `Display`: 32 lowercase hex
+/// digits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct TokenId(pub [u8; 16]);
+
+impl fmt::Display for TokenId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}

@@ -977,6 +977,29 @@ pub enum Message {
         /// The jobs asked for, by id.
         jobs: Vec<crate::api::JobStatus>,
     },
+    /// Operator → leader: revoke token `id` (`regent token revoke`,
+    /// docs/security.md): the durable revocation list refuses it from now
+    /// on, and its open connections are closed. `expires_ms` is the expiry
+    /// it carries (the entry is kept until then; `None`: for good).
+    /// Answered by `RequestAccepted` once durable, or `RequestRefused`.
+    RevokeToken {
+        /// Echoed in the answer.
+        request: u64,
+        /// The token's id.
+        id: crate::ids::TokenId,
+        /// Its expiry, wall-clock ms since the Unix epoch.
+        expires_ms: Option<u64>,
+    },
+    /// Operator → leader: refuse every token signed with a key id at or
+    /// below `through` (`regent token revoke --retire-keys N`, a key
+    /// rotation); their open connections are closed. Answered by
+    /// `RequestAccepted` once durable, or `RequestRefused`.
+    RetireKeys {
+        /// Echoed in the answer.
+        request: u64,
+        /// The highest key id retired.
+        through: u32,
+    },
 }
 
 /// An executor's use of its worker's resources, from its cgroup (each
@@ -1277,6 +1300,8 @@ impl Message {
                 | Message::SubmitJob { .. }
                 | Message::DeleteJob { .. }
                 | Message::JobsRequest { .. }
+                | Message::RevokeToken { .. }
+                | Message::RetireKeys { .. }
         )
     }
 
@@ -1337,7 +1362,9 @@ impl Message {
             | Message::PlanRequest { .. }
             | Message::SubmitJob { .. }
             | Message::DeleteJob { .. }
-            | Message::JobsRequest { .. } => None,
+            | Message::JobsRequest { .. }
+            | Message::RevokeToken { .. }
+            | Message::RetireKeys { .. } => None,
         }
     }
 
@@ -1399,6 +1426,8 @@ impl Message {
             Message::PlanReply { .. } => "PlanReply",
             Message::UpdateGroup { .. } => "UpdateGroup",
             Message::WorkerUsage { .. } => "WorkerUsage",
+            Message::RevokeToken { .. } => "RevokeToken",
+            Message::RetireKeys { .. } => "RetireKeys",
         }
     }
 }

@@ -113,18 +113,9 @@ impl fmt::Display for Capability {
     }
 }
 
-/// A token's random id, named by revocations and the audit log.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct TokenId(pub [u8; 16]);
-
-impl fmt::Display for TokenId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for b in self.0 {
-            write!(f, "{b:02x}")?;
-        }
-        Ok(())
-    }
-}
+/// A token's random id (defined with the other ids, so the protocol can
+/// name one without a circle between the modules).
+pub use crate::ids::TokenId;
 
 impl TokenId {
     /// Parses the 32 lowercase hex digits [`TokenId`]'s `Display` writes.
@@ -547,6 +538,8 @@ pub fn required(msg: &Message) -> Result<(Capability, &'static str), &'static st
         Message::DrainWorker { .. } => (Operator, "drain a worker"),
         Message::OperatorKillExecutor { .. } => (Operator, "kill any executor"),
         Message::StepDown { .. } => (Operator, "step the leader down"),
+        Message::RevokeToken { .. } => (Operator, "revoke a token"),
+        Message::RetireKeys { .. } => (Operator, "retire signing keys"),
         other => return Err(other.kind()),
     })
 }

@@ -11,6 +11,7 @@ use regent_core::auth::{
 use regent_core::codec::{self, DecodeError, DecoderConfig, DEFAULT_MAX_FRAME, LEN_PREFIX};
 use regent_core::protocol::{Hello, Message, Role, PROTOCOL_VERSION};
 use regent_core::secret::Secret;
+use regent_core::token::{Capability, Claims, Token, TokenId};
 use regent_core::Incarnation;
 use std::path::PathBuf;
 
@@ -80,6 +81,162 @@ fn handshake(cs: &Secret, ss: &Secret) -> (Session, Session) {
     assert!(none.is_none(), "the server has nothing left to send");
     assert!(c.is_established() && s.is_established());
     (client, server)
+}
+
+/// A `worker` token of the golden cluster.
+fn claims() -> Claims {
+    Claims {
+        id: TokenId([0x33; 16]),
+        name: "rack1".into(),
+        key_id: 1,
+        capabilities: [Capability::Worker].into_iter().collect(),
+        tenant: None,
+        frameworks: None,
+        workers: Some("rack1-".into()),
+        issued_ms: 1_000,
+        expires_ms: None,
+    }
+}
+
+fn token_of(secret: &Secret) -> String {
+    Token::issue(secret, &claims()).unwrap()
+}
+
+/// A whole token handshake; returns (client session, server session) and
+/// the claims the server saw.
+fn token_handshake(token: &str, ss: &Secret) -> (Session, Session, Claims) {
+    let (mut c, first) = Handshake::client_with_token(token, NC).unwrap();
+    let mut s = Handshake::server(ss, NS);
+    assert_eq!(s.token_claims(), None, "nothing proved yet");
+    let challenge = send(s.receive(body(&first)));
+    let (proof, client) = established(c.receive(body(&challenge)));
+    let (none, server) = established(s.receive(body(&proof.unwrap())));
+    assert!(none.is_none());
+    (client, server, s.token_claims().expect("a token connection").clone())
+}
+
+#[test]
+fn a_token_holder_establishes_and_the_server_knows_its_claims() {
+    let (mut client, mut server, seen) = token_handshake(&token_of(&secret()), &secret());
+    assert_eq!(seen, claims());
+    assert_eq!(client.sealer.key_id(), server.opener.key_id());
+    assert_eq!(server.sealer.key_id(), client.opener.key_id());
+    let f = client.sealer.seal(&hello());
+    assert_eq!(server.opener.open(body(&f), &cfg()), Ok(hello()));
+    let f = server.sealer.seal(&heartbeat(2));
+    assert_eq!(client.opener.open(body(&f), &cfg()), Ok(heartbeat(2)));
+    // The token's keys are not the secret's (same nonces).
+    let (secret_client, _) = handshake(&secret(), &secret());
+    assert_ne!(secret_client.sealer.key_id(), client.sealer.key_id());
+    // A secret handshake leaves no claims: the peer is the root.
+    let (mut c, nonce) = Handshake::client(&secret(), NC);
+    let mut s = Handshake::server(&secret(), NS);
+    let challenge = send(s.receive(body(&nonce)));
+    let (proof, _) = established(c.receive(body(&challenge)));
+    let _ = established(s.receive(body(&proof.unwrap())));
+    assert_eq!(s.token_claims(), None);
+}
+
+#[test]
+fn a_token_of_another_cluster_is_refused_naming_the_token() {
+    let (mut c, first) = Handshake::client_with_token(&token_of(&other_secret()), NC).unwrap();
+    let mut s = Handshake::server(&secret(), NS);
+    let challenge = send(s.receive(body(&first)));
+    // The client finds the server's MAC wrong under its token, before it
+    // sends any proof, and refuses naming the token.
+    let (error, refusal) = failed(c.receive(body(&challenge)));
+    assert_eq!(error, AuthError::TokenNotAccepted { reported_by_peer: false, detail: None });
+    assert!(error.to_string().contains("another cluster secret"), "{error}");
+    let refusal = refusal.expect("the client says why");
+    assert_eq!(refusal, auth::refusal_frame(RefusalReason::BadToken));
+    let (error, none) = failed(s.receive(body(&refusal)));
+    assert_eq!(error, AuthError::TokenNotAccepted { reported_by_peer: true, detail: None });
+    assert!(none.is_none());
+    assert_eq!(s.token_claims(), None);
+}
+
+#[test]
+fn tampered_claims_are_refused() {
+    // Widen the claims of a real token and keep its MAC: the server's proof
+    // key for the altered claims is not the one the client holds.
+    let text = token_of(&secret());
+    let mut wider = claims();
+    wider.capabilities.insert(Capability::Operator);
+    let wider_text = Token::issue(&other_secret(), &wider).unwrap();
+    let forged =
+        format!("{}.{}", wider_text.rsplit_once('.').unwrap().0, text.rsplit_once('.').unwrap().1);
+    let (mut c, first) = Handshake::client_with_token(&forged, NC).unwrap();
+    let mut s = Handshake::server(&secret(), NS);
+    let challenge = send(s.receive(body(&first)));
+    let (error, _) = failed(c.receive(body(&challenge)));
+    assert!(matches!(error, AuthError::TokenNotAccepted { reported_by_peer: false, .. }));
+    // A client that lies and sends a proof anyway (under the key it holds)
+    // is refused by the server.
+    let (mut c, first) = Handshake::client_with_token(&text, NC).unwrap();
+    let mut first = first;
+    // Flip a bit of the claims on the wire (the 7th body byte is claims).
+    first[LEN_PREFIX + 6 + 20] ^= 1;
+    let mut s = Handshake::server(&secret(), NS);
+    match s.receive(body(&first)) {
+        Step::Send(challenge) => {
+            let (_, refusal) = failed(c.receive(body(&challenge)));
+            assert_eq!(refusal, Some(auth::refusal_frame(RefusalReason::BadToken)));
+        }
+        Step::Failed { error, frame } => {
+            // The flipped bit made the claims undecodable: named.
+            assert!(matches!(error, AuthError::TokenNotAccepted { detail: Some(_), .. }));
+            assert_eq!(frame, Some(auth::refusal_frame(RefusalReason::BadToken)));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Garbage claims: the server names them.
+    let mut garbage = MAGIC.to_vec();
+    garbage.extend([AUTH_VERSION, 5, 0xff, 0xff, 0xff]);
+    garbage.extend(NC);
+    let (error, frame) = failed(Handshake::server(&secret(), NS).receive(&garbage));
+    assert!(error.to_string().contains("do not decode"), "{error}");
+    assert_eq!(frame, Some(auth::refusal_frame(RefusalReason::BadToken)));
+}
+
+#[test]
+fn a_token_proof_replayed_from_another_connection_fails() {
+    let text = token_of(&secret());
+    // Connection 1, observed on the wire.
+    let (mut c1, first1) = Handshake::client_with_token(&text, NC).unwrap();
+    let mut s1 = Handshake::server(&secret(), NS);
+    let challenge1 = send(s1.receive(body(&first1)));
+    let (proof1, _) = established(c1.receive(body(&challenge1)));
+    // Connection 2: an attacker replays client-token and the proof of 1; the
+    // server drew another nonce.
+    let mut s2 = Handshake::server(&secret(), [0x44; 32]);
+    let _ = send(s2.receive(body(&first1)));
+    let (error, frame) = failed(s2.receive(body(&proof1.unwrap())));
+    assert_eq!(error, AuthError::TokenNotAccepted { reported_by_peer: false, detail: None });
+    assert_eq!(frame, Some(auth::refusal_frame(RefusalReason::BadToken)));
+    assert_eq!(s2.token_claims(), None);
+}
+
+#[test]
+fn a_token_client_meeting_a_server_that_predates_tokens_says_so() {
+    let (mut c, first) = Handshake::client_with_token(&token_of(&secret()), NC).unwrap();
+    // What a server of a build before tokens does with kind 5: a protocol
+    // error; the refusal it sends is named on the token client.
+    let old_server_refusal = auth::refusal_frame(RefusalReason::Protocol);
+    assert!(body(&first).len() > 38);
+    let (error, _) = failed(c.receive(body(&old_server_refusal)));
+    assert_eq!(error, AuthError::TokenUnsupported);
+    assert!(error.to_string().contains("predates tokens"), "{error}");
+    // An oversized or malformed token text never makes a handshake.
+    assert!(Handshake::client_with_token("rgt1.nope", NC).is_err());
+    // A client-token without claims, or with too many, is malformed.
+    for claims_len in [0, auth::MAX_TOKEN_CLAIMS + 1] {
+        let mut b = MAGIC.to_vec();
+        b.extend([AUTH_VERSION, 5]);
+        b.extend(vec![0u8; claims_len]);
+        b.extend(NC);
+        let (error, _) = failed(Handshake::server(&secret(), NS).receive(&b));
+        assert!(matches!(error, AuthError::Malformed { .. }), "{error:?}");
+    }
 }
 
 #[test]
@@ -528,7 +685,18 @@ fn states() -> Vec<Handshake> {
     let _ = established(done_client.receive(body(&challenge)));
     let mut failed_server = Handshake::server(&secret(), NS);
     let _ = failed(failed_server.receive(&[]));
-    vec![client, server, awaiting_proof, done_client, failed_server]
+    let (token_client, first) = Handshake::client_with_token(&token_of(&secret()), NC).unwrap();
+    let mut awaiting_token_proof = Handshake::server(&secret(), NS);
+    let _ = send(awaiting_token_proof.receive(body(&first)));
+    vec![
+        client,
+        server,
+        awaiting_proof,
+        done_client,
+        failed_server,
+        token_client,
+        awaiting_token_proof,
+    ]
 }
 
 #[test]
@@ -545,7 +713,7 @@ fn arbitrary_bytes_never_panic_any_handshake_state() {
     fn headed(version: bool, kind: u8, rest: Vec<u8>) -> bool {
         let mut b = MAGIC.to_vec();
         b.push(if version { AUTH_VERSION } else { 2 });
-        b.push(kind % 6);
+        b.push(kind % 7);
         b.extend(rest);
         for mut hs in states() {
             if let Step::Established { .. } = hs.receive(&b) {
@@ -562,10 +730,11 @@ fn arbitrary_bytes_never_panic_any_handshake_state() {
     struct Fields(Vec<u8>);
     impl Arbitrary for Fields {
         fn arbitrary(g: &mut Gen) -> Self {
-            let kind = *g.choose(&[1u8, 2, 3, 4]).unwrap();
+            let kind = *g.choose(&[1u8, 2, 3, 4, 5]).unwrap();
             let n = match kind {
                 1 | 3 => 32,
                 2 => 64,
+                5 => 32 + 1 + usize::arbitrary(g) % 200,
                 _ => 1,
             };
             let mut b = MAGIC.to_vec();
@@ -619,6 +788,9 @@ fn golden_frames_pin_the_handshake_format() {
     let (_, mut server) = established(s.receive(body(&proof)));
     let sealed_hello = client.sealer.seal(&hello());
     let sealed_heartbeat = client.sealer.seal(&heartbeat(3));
+    let (_, client_token) = Handshake::client_with_token(&token_of(&secret()), NC).unwrap();
+    let mut s = Handshake::server(&secret(), NS);
+    let token_challenge = send(s.receive(body(&client_token)));
     let samples: Vec<(&str, Vec<u8>)> = vec![
         ("auth_client_nonce", nonce),
         ("auth_server_challenge", challenge),
@@ -627,6 +799,11 @@ fn golden_frames_pin_the_handshake_format() {
         // These pin the key derivation and the frame MAC (seq 0 and 1).
         ("auth_sealed_hello", sealed_hello),
         ("auth_sealed_heartbeat", sealed_heartbeat),
+        // The token handshake: claims ‖ nc, and the challenge keyed by the
+        // token's proof key.
+        ("auth_client_token", client_token),
+        ("auth_token_challenge", token_challenge),
+        ("auth_refusal_bad_token", auth::refusal_frame(RefusalReason::BadToken)),
     ];
     for (name, frame) in &samples {
         let path = dir.join(format!("{name}.bin"));
@@ -644,6 +821,9 @@ fn golden_frames_pin_the_handshake_format() {
     assert_eq!(&samples[1].1[..LEN_PREFIX + 6], &[0, 0, 0, 70, 0xff, b'R', b'G', b'A', 1, 2]);
     assert_eq!(&samples[2].1[..LEN_PREFIX + 6], &[0, 0, 0, 38, 0xff, b'R', b'G', b'A', 1, 3]);
     assert_eq!(samples[3].1, vec![0, 0, 0, 7, 0xff, b'R', b'G', b'A', 1, 4, 1]);
+    assert_eq!(&samples[6].1[LEN_PREFIX..LEN_PREFIX + 6], &[0xff, b'R', b'G', b'A', 1, 5]);
+    assert_eq!(&samples[6].1[samples[6].1.len() - 32..], &NC);
+    assert_eq!(samples[8].1, vec![0, 0, 0, 7, 0xff, b'R', b'G', b'A', 1, 4, 6]);
     // The sealed goldens open.
     let mut r = FrameReader::new(HANDSHAKE_MAX_BODY);
     r.feed(&samples[4].1).unwrap();

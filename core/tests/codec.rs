@@ -147,7 +147,7 @@ fn log_stream(g: &mut Gen) -> LogStream {
 
 /// Number of `Message` variants; a new variant must be added to `arb` and
 /// to `golden_samples`.
-const VARIANTS: u8 = 55;
+const VARIANTS: u8 = 57;
 
 fn opt_u64(g: &mut Gen) -> Option<u64> {
     if bool::arbitrary(g) {
@@ -451,6 +451,12 @@ impl Arbitrary for Arb {
                 request: u64::arbitrary(g),
                 jobs: (0..usize::arbitrary(g) % 3).map(|_| job_status_arb(g)).collect(),
             },
+            55 => Message::RevokeToken {
+                request: u64::arbitrary(g),
+                id: regent_core::token::TokenId(u128::arbitrary(g).to_be_bytes()),
+                expires_ms: Option::<u64>::arbitrary(g),
+            },
+            56 => Message::RetireKeys { request: u64::arbitrary(g), through: u32::arbitrary(g) },
             _ => Message::PlanReply {
                 epoch: e(g),
                 request: u64::arbitrary(g),
@@ -1051,6 +1057,15 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
             },
         ),
         ("delete_job", Message::DeleteJob { request: 9, job: FrameworkId::new("web") }),
+        (
+            "revoke_token",
+            Message::RevokeToken {
+                request: 9,
+                id: regent_core::token::TokenId([0xab; 16]),
+                expires_ms: Some(1_800_000_000_000),
+            },
+        ),
+        ("retire_keys", Message::RetireKeys { request: 9, through: 3 }),
         ("jobs_request", Message::JobsRequest { request: 9, job: Some(FrameworkId::new("web")) }),
         (
             "jobs_reply",

@@ -596,6 +596,15 @@ pub enum Change {
         /// Place a replacement in its slot.
         refill: bool,
     },
+    /// `regent token revoke ID|TOKEN`.
+    RevokeToken {
+        /// The token's id.
+        id: regent_core::token::TokenId,
+        /// Its expiry, when known (the entry is dropped after it).
+        expires_ms: Option<u64>,
+    },
+    /// `regent token revoke --retire-keys N`.
+    RetireKeys(u32),
 }
 
 impl Change {
@@ -622,6 +631,10 @@ impl Change {
                 executor: ExecutorId::new(executor),
                 refill: *refill,
             },
+            Change::RevokeToken { id, expires_ms } => {
+                Message::RevokeToken { request, id: *id, expires_ms: *expires_ms }
+            }
+            Change::RetireKeys(through) => Message::RetireKeys { request, through: *through },
         }
     }
 }
@@ -1146,7 +1159,7 @@ async fn ask_one<T>(
     request: &impl Fn() -> Message,
     answer: &impl Fn(Message) -> Option<T>,
 ) -> Attempt<T> {
-    let has_secret = net.secret.is_some();
+    let has_secret = net.authenticates(regent_core::auth::Side::Client);
     let insecure = net.insecure;
     // Refuses a non-loopback master without a secret unless --insecure,
     // before a single byte goes out.
@@ -1254,10 +1267,14 @@ impl std::fmt::Display for Gone {
 }
 
 async fn next_message(events: &Receiver<NetEvent>) -> Result<Message, Gone> {
-    match events.recv().await {
-        Ok(NetEvent::Message { msg, .. }) => Ok(msg),
-        Ok(NetEvent::Closed { cause, .. }) => Err(Gone(Some(cause))),
-        Err(_) => Err(Gone(None)),
+    loop {
+        return match events.recv().await {
+            Ok(NetEvent::Message { msg, .. }) => Ok(msg),
+            Ok(NetEvent::Closed { cause, .. }) => Err(Gone(Some(cause))),
+            // Only an accepting side hears of a token: never a dialled one.
+            Ok(NetEvent::Authenticated { .. }) => continue,
+            Err(_) => Err(Gone(None)),
+        };
     }
 }
 

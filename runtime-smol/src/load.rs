@@ -835,6 +835,12 @@ impl Load {
                 self.on_callback_message(conn, msg)
             }
             NetEvent::Closed { conn, .. } if self.callbacks.remove(&conn).is_some() => {}
+            // Only masters act on tokens: a token's callback is closed.
+            NetEvent::Authenticated { conn, .. } => {
+                if let Some(c) = self.callbacks.get(&conn) {
+                    c.close();
+                }
+            }
             NetEvent::Message { conn, msg } => {
                 let Some((i, _)) = self.conns.get(&conn) else { return };
                 let i = *i;

@@ -365,6 +365,13 @@ impl Pump {
                     self.feed(NodeInput::Message { conn, msg })?;
                 }
             }
+            // A token's holder: the master authorizes what it sends.
+            Ready::Net(NetEvent::Authenticated { conn, claims }) => {
+                if self.conns.contains(conn) {
+                    let principal = regent_core::token::Principal::Token(*claims);
+                    self.feed(NodeInput::Authenticated { conn, principal })?;
+                }
+            }
             Ready::Net(NetEvent::Closed { conn, cause }) => {
                 if let Some(how) = self.conns.ended(conn, &cause) {
                     self.feed(NodeInput::Closed { conn, how, reason: cause.to_string() })?;

@@ -33,7 +33,9 @@ use async_channel::{Receiver, Sender};
 use regent_core::auth::{self, FrameReader, Handshake, Session, Side, Step};
 use regent_core::codec::{self, DecoderConfig};
 use regent_core::protocol::Message;
+#[cfg(test)]
 use regent_core::secret::Secret;
+use regent_core::token::Claims;
 use regent_core::ConnId;
 pub use regent_std::net::{
     check_exposure, nonce, random_u64, Admit, CloseCause, NetConfig, NetEvent, Outbound, SendQueue,
@@ -238,17 +240,12 @@ async fn handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     rstream: &mut R,
     stream: &mut W,
     reader: &mut FrameReader,
-    side: Side,
-    secret: &Secret,
-) -> Result<Session, CloseCause> {
-    let mut hs = match side {
-        Side::Client => {
-            let (hs, frame) = Handshake::client(secret, nonce());
-            stream.write_all(&frame).await.map_err(|e| CloseCause::write(&e))?;
-            hs
-        }
-        Side::Server => Handshake::server(secret, nonce()),
-    };
+    started: (Handshake, Option<Vec<u8>>),
+) -> Result<(Session, Option<Claims>), CloseCause> {
+    let (mut hs, first) = started;
+    if let Some(frame) = first {
+        stream.write_all(&frame).await.map_err(|e| CloseCause::write(&e))?;
+    }
     let mut buf = vec![0u8; 4096];
     loop {
         while let Some(body) = reader.next_body().map_err(CloseCause::frame)? {
@@ -261,7 +258,11 @@ async fn handshake<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                         stream.write_all(&frame).await.map_err(|e| CloseCause::write(&e))?;
                     }
                     stream.flush().await.map_err(|e| CloseCause::write(&e))?;
-                    return Ok(session);
+                    let claims = match hs.side() {
+                        Side::Server => hs.token_claims().cloned(),
+                        Side::Client => None,
+                    };
+                    return Ok((session, claims));
                 }
                 Step::Failed { error, frame } => {
                     if let Some(frame) = frame {
@@ -472,23 +473,26 @@ async fn run_on<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + Send + 'static>(
     rx: Receiver<Outbound>,
     queue: Arc<SendQueue>,
 ) -> Result<(), CloseCause> {
-    let mut reader = FrameReader::new(match cfg.secret {
-        Some(_) => auth::HANDSHAKE_MAX_BODY,
-        None => cfg.max_frame,
+    let mut reader = FrameReader::new(match cfg.authenticates(side) {
+        true => auth::HANDSHAKE_MAX_BODY,
+        false => cfg.max_frame,
     });
-    let session = match &cfg.secret {
-        None => Session::plain(),
-        Some(secret) => {
+    let (session, claims) = match cfg.start_handshake(side, nonce()) {
+        None => (Session::plain(), None),
+        Some(started) => {
             // Boxed: the handshake's state lives only while it runs, not
             // in every connection's task for its whole life.
             Box::pin(with_deadline(
                 cfg.handshake_timeout,
                 "handshake",
-                handshake(&mut rstream, &mut wstream, &mut reader, side, secret),
+                handshake(&mut rstream, &mut wstream, &mut reader, started?),
             ))
             .await?
         }
     };
+    if let Some(claims) = claims {
+        let _ = events.send(NetEvent::Authenticated { conn, claims: Box::new(claims) }).await;
+    }
     reader.set_max_body(session.opener.max_body(cfg.max_frame));
     let Session { sealer, mut opener } = session;
     let writer = smol::spawn(write_loop(wstream, sealer, rx, cfg.clone(), queue));
@@ -739,7 +743,7 @@ pub(crate) mod tests {
                 {
                     Some(NetEvent::Message { msg, .. }) => got.push(msg),
                     Some(NetEvent::Closed { .. }) => break,
-                    None => {}
+                    Some(NetEvent::Authenticated { .. }) | None => {}
                 }
             }
             assert_eq!(got, vec![big(10), Message::HeartbeatAck { epoch: regent_core::Epoch(3) }]);

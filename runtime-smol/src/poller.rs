@@ -355,20 +355,14 @@ impl Poller {
             epoll::EventData::new_u64(key as u64),
             epoll::EventFlags::IN | epoll::EventFlags::RDHUP,
         )?;
-        let (link, first, max_body) = match &self.cfg.secret {
+        let (link, first, max_body) = match self.cfg.start_handshake(side, nonce()) {
             None => (
                 Link::Open { sealer: auth::Session::plain().sealer, opener: FrameOpener::plain() },
                 None,
                 self.cfg.max_frame,
             ),
-            Some(secret) => {
-                let (hs, first) = match side {
-                    Side::Client => {
-                        let (hs, frame) = Handshake::client(secret, nonce());
-                        (hs, Some(frame))
-                    }
-                    Side::Server => (Handshake::server(secret, nonce()), None),
-                };
+            Some(started) => {
+                let (hs, first) = started.map_err(std::io::Error::other)?;
                 (
                     Link::Handshake { hs: Box::new(hs), held: Vec::new() },
                     first,
@@ -619,6 +613,10 @@ impl Poller {
                             sealer.seal_into(&msg, buf);
                         }
                         reader.set_max_body(opener.max_body(self.cfg.max_frame));
+                        if let (Side::Server, Some(claims)) = (hs.side(), hs.token_claims()) {
+                            let claims = Box::new(claims.clone());
+                            out.push(Ready::Net(NetEvent::Authenticated { conn, claims }));
+                        }
                         *link = Link::Open { sealer, opener };
                         wrote = true;
                     }

@@ -271,6 +271,14 @@ async fn follow(
         .await;
         match wake {
             Wake::Net(NetEvent::Message { conn, msg }) => pump.feed(Input::Message { conn, msg }),
+            // Only masters act on tokens: a token's holder that connected
+            // here is closed.
+            Wake::Net(NetEvent::Authenticated { conn, .. }) => {
+                if let Some(c) = pump.conns.get(&conn) {
+                    tracing::warn!(%conn, "closing a token's connection: only masters take tokens");
+                    c.close();
+                }
+            }
             Wake::Net(NetEvent::Closed { conn, cause }) => {
                 if pump.conns.remove(&conn).is_some() {
                     tracing::info!(%conn, reason = %cause, "connection closed");
@@ -365,7 +373,7 @@ impl<W: Write> Pump<W> {
     /// Starts a dial task; its result comes back as a [`Dialled`].
     fn dial(&mut self, dial: DialId, master: Addr, timeout: Millis) {
         let tx = self.dial_tx.clone();
-        let has_secret = self.net.secret.is_some();
+        let has_secret = self.net.authenticates(regent_core::auth::Side::Client);
         let insecure = self.insecure;
         let timeout = Duration::from_millis(timeout.0);
         smol::spawn(async move {

@@ -307,7 +307,7 @@ impl Pump {
             Output::Dial { dial, master } => {
                 tracing::debug!(%master, "dialling master");
                 let tx = self.dial_tx.clone();
-                let has_secret = self.net.secret.is_some();
+                let has_secret = self.net.authenticates(regent_core::auth::Side::Client);
                 let insecure = self.insecure;
                 smol::spawn(async move {
                     let result =
@@ -357,6 +357,14 @@ impl Pump {
             NetEvent::Message { conn, msg } => {
                 tracing::debug!(%conn, kind = msg.kind(), "received");
                 self.feed(NodeInput::Message { conn, msg }).await;
+            }
+            // Only masters act on tokens: a token's holder that connected
+            // here is closed.
+            NetEvent::Authenticated { conn, .. } => {
+                if let Some(c) = self.conns.get(&conn) {
+                    tracing::warn!(%conn, "closing a token's connection: only masters take tokens");
+                    c.close();
+                }
             }
             NetEvent::Closed { conn, cause } => {
                 self.conns.remove(&conn);
@@ -432,7 +440,7 @@ impl Pump {
                 Some(NetEvent::Closed { conn, .. }) => {
                     open.remove(&conn);
                 }
-                Some(NetEvent::Message { .. }) => {}
+                Some(NetEvent::Message { .. } | NetEvent::Authenticated { .. }) => {}
                 None => break,
             }
         }

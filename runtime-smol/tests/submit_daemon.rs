@@ -95,7 +95,7 @@ impl Fake {
         loop {
             match self.next_event().await {
                 NetEvent::Message { conn, msg } => return (conn, msg),
-                NetEvent::Closed { .. } => continue,
+                NetEvent::Closed { .. } | NetEvent::Authenticated { .. } => continue,
             }
         }
     }

@@ -85,6 +85,8 @@ async fn serve(listener: TcpListener, me: Addr, script: Script, seen: Sender<Mes
             Wake::Net(NetEvent::Closed { conn, .. }) => {
                 conns.remove(&conn);
             }
+            // The fake master's peers prove the secret, never a token.
+            Wake::Net(NetEvent::Authenticated { .. }) => {}
             Wake::Net(NetEvent::Message { conn, msg }) => {
                 let Some(h) = conns.get(&conn) else { continue };
                 match &msg {

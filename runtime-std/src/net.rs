@@ -21,6 +21,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// A handshake just started, and the frame to send first, if any.
+pub type StartedHandshake = (auth::Handshake, Option<Vec<u8>>);
+
 /// How connections behave.
 ///
 /// **Timeouts.** Every connection has a read timeout (nothing arrives for
@@ -48,6 +51,11 @@ pub struct NetConfig {
     /// The cluster secret: when set, every connection authenticates and
     /// every frame carries a MAC.
     pub secret: Option<Secret>,
+    /// A token (its text, `rgt1.…`) this node dials with instead of the
+    /// secret (`--token-file`, docs/security.md): the handshake proves it
+    /// and the master acts on its claims. Connections this node accepts
+    /// still follow `secret`.
+    pub token: Option<String>,
     /// The largest frame body accepted.
     pub max_frame: usize,
     /// How long the handshake (with a secret) may take.
@@ -87,6 +95,7 @@ impl NetConfig {
         NetConfig {
             cluster: cluster.into(),
             secret,
+            token: None,
             max_frame: regent_core::codec::DEFAULT_MAX_FRAME,
             handshake_timeout: Duration::from_secs(5),
             idle_timeout: ms(limits::READ_TIMEOUT_FLOOR),
@@ -97,6 +106,44 @@ impl NetConfig {
             tls: None,
             heartbeat_ms: AtomicU64::new(1_000),
             queued_total: AtomicUsize::new(0),
+        }
+    }
+
+    /// Whether a connection on `side` starts with the handshake: with a
+    /// secret, or (dialling) with a token.
+    pub fn authenticates(&self, side: auth::Side) -> bool {
+        self.secret.is_some() || (side == auth::Side::Client && self.token.is_some())
+    }
+
+    /// The handshake of a new connection on `side` and the frame to send
+    /// first, if any (`None`: plain frames). A dialling node with a token
+    /// dials with it; otherwise the secret is used. A token that is not
+    /// well-formed fails the connection naming it.
+    pub fn start_handshake(
+        &self,
+        side: auth::Side,
+        nonce: auth::Nonce,
+    ) -> Option<Result<StartedHandshake, CloseCause>> {
+        match (side, &self.token, &self.secret) {
+            (auth::Side::Client, Some(token), _) => {
+                Some(match auth::Handshake::client_with_token(token, nonce) {
+                    Ok((hs, frame)) => Ok((hs, Some(frame))),
+                    Err(e) => {
+                        Err(CloseCause::HandshakeRefused(auth::AuthError::TokenNotAccepted {
+                            reported_by_peer: false,
+                            detail: Some(e.to_string()),
+                        }))
+                    }
+                })
+            }
+            (auth::Side::Client, None, Some(secret)) => {
+                let (hs, frame) = auth::Handshake::client(secret, nonce);
+                Some(Ok((hs, Some(frame))))
+            }
+            (auth::Side::Server, _, Some(secret)) => {
+                Some(Ok((auth::Handshake::server(secret, nonce), None)))
+            }
+            (_, _, None) => None,
         }
     }
 
@@ -302,6 +349,16 @@ impl SendQueue {
 /// What connections report to the daemon.
 #[derive(Debug)]
 pub enum NetEvent {
+    /// The peer of an accepted connection proved a token in the handshake
+    /// (docs/security.md): it acts as these claims (expiry and revocation
+    /// are the master's to check). Comes before any message of the
+    /// connection; a connection without it proved the secret or is plain.
+    Authenticated {
+        /// The connection.
+        conn: ConnId,
+        /// What the token it proved says.
+        claims: Box<regent_core::token::Claims>,
+    },
     /// A whole message arrived.
     Message {
         /// The connection.

@@ -356,13 +356,10 @@ impl Master {
         sub: Subscribe,
         out: &mut Vec<Action>,
     ) {
-        let id = match sub.framework.clone() {
-            Some(id) => id,
-            // A framework's first SUBSCRIBE has no id yet; its retries (and a
-            // retry reaching another leader) must not create a second
-            // framework, so the id derives from the instance.
-            None => FrameworkId(format!("fw-{:016x}", sub.instance.0)),
-        };
+        // A framework's first SUBSCRIBE has no id yet; its retries (and a
+        // retry reaching another leader) must not create a second
+        // framework, so the id derives from the instance.
+        let id = super::authorize::subscribe_id(&sub);
         let callback = self.conns.get(&conn).and_then(|c| c.callback.clone());
         if let Some(reason) = self.binding_conflict(conn, None, Some(&id)) {
             // The connection stays open for what it carries: closing it

@@ -102,6 +102,8 @@ impl Master {
         let mut history = Vec::new();
         let mut frameworks = Vec::new();
         let mut rest = Vec::new();
+        // Only the store's revocations hold (none recorded: none).
+        self.revocations = Default::default();
         for r in records {
             match r {
                 Record::History(h) => history.push(h),
@@ -123,6 +125,8 @@ impl Master {
                     self.resume_waits_of(now, &id);
                     self.refresh_slots_of(&id);
                 }
+                // What the last leader revoked stays revoked.
+                Record::Revocations(r) => self.revocations = r,
                 Record::Epoch(_) | Record::History(_) => {}
             }
         }

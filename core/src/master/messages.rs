@@ -44,6 +44,10 @@ impl Master {
     ) {
         // A runtime that forgot `Connected`: adopt the connection.
         self.conns.entry(conn).or_default();
+        // A token's holder sends only what its token grants.
+        if !self.authorize(now, conn, &msg, out) {
+            return;
+        }
         match msg {
             Message::Hello(hello) => {
                 let c = self.conns.get_mut(&conn).expect("inserted above");
@@ -348,6 +352,13 @@ impl Master {
                 out.push(asker.reply(Message::PlanReply { epoch: self.epoch, request, groups }));
             }
             Message::SubmitJob { request, job } => self.submit_job(now, asker, request, job, out),
+            Message::RevokeToken { request, id, expires_ms } => {
+                let what = super::authorize::Revoke::Token { id, expires_ms };
+                self.revoke(now, asker, request, what, out)
+            }
+            Message::RetireKeys { request, through } => {
+                self.revoke(now, asker, request, super::authorize::Revoke::Keys { through }, out)
+            }
             Message::DeleteJob { request, job } => self.delete_job(now, asker, request, job, out),
             Message::JobsRequest { request, job } => {
                 let msg = self.jobs_reply(now, request, job.as_ref());

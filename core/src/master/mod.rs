@@ -25,6 +25,7 @@
 //! Tests: core/tests/ (one suite per subject; the table in
 //! docs/testing.md), the properties and the simulator in tests/tests/.
 
+mod authorize;
 mod executors;
 mod frameworks;
 mod gauges;
@@ -543,7 +544,6 @@ struct Conn {
 impl Master {
     /// Who connection `conn`'s peer acts as (the root for a connection
     /// never authenticated with a token, or one already closed).
-    #[allow(dead_code)] // until the wire authorization reads it
     pub(crate) fn principal(&self, conn: ConnId) -> &crate::token::Principal {
         static ROOT: crate::token::Principal = crate::token::Principal::Root;
         self.conns.get(&conn).map_or(&ROOT, |c| &c.principal)
@@ -608,6 +608,9 @@ pub struct Master {
     history: history::History,
     /// Wall-clock ms at `now = 0`, from the clock passed at the election.
     wall_base: Option<u64>,
+    /// The revoked tokens and retired key ids (docs/security.md): a
+    /// token's holder on the wire is refused by them (`authorize`).
+    revocations: crate::token::Revocations,
     /// Log reads relayed to workers, not yet answered.
     logs: logs::Relays,
     /// Executors this leadership kills that are not live in its registry
@@ -652,6 +655,7 @@ impl Master {
             snapshot: snapshot::SnapshotCache::default(),
             history: history::History::default(),
             wall_base: None,
+            revocations: crate::token::Revocations::default(),
             logs: logs::Relays::default(),
             dying: kills::Dying::default(),
             restart_waits: restarts::Waits::default(),

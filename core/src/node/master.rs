@@ -304,6 +304,10 @@ pub enum Query {
     /// answered ([`Answer::Reply`]) when it would be (a write once it is
     /// durable). Any other message is refused.
     Command(Message),
+    /// The revoked tokens and retired key ids in force (an HTTP request
+    /// with a token is refused by them too, docs/security.md):
+    /// [`Answer::Revocations`]. A master that is not leading has none.
+    Revocations,
 }
 
 /// The node's and the master's counters, as of the answer's step.
@@ -337,6 +341,8 @@ pub enum Answer {
     /// `RequestAccepted`, `JobAccepted`, `JobsReply`, `PlanReply`,
     /// `RequestRefused`, `NotLeader`, `LeaderSuspended`...).
     Reply(Message),
+    /// To [`Query::Revocations`].
+    Revocations(crate::token::Revocations),
 }
 
 /// Leadership changes worth a log line.
@@ -699,7 +705,9 @@ impl MasterNode {
             Input::Dialled { dial, result } => {
                 self.watch_do(&mut queue, &mut out, |w, o| w.dialled(now, dial, result, o))
             }
-            Input::Message { conn, msg: Message::StepDown { request } } => {
+            Input::Message { conn, msg: msg @ Message::StepDown { request } }
+                if self.master.permits(now, conn, &msg) =>
+            {
                 self.step_down_request(Origin::Conn(conn), request, &mut queue, &mut out)
             }
             Input::Message { conn, msg } => {
@@ -798,6 +806,7 @@ impl MasterNode {
                 gauges: Box::new(self.master.gauges()),
                 counters: self.counters(),
             },
+            Query::Revocations => Answer::Revocations(self.master.revocations().clone()),
             Query::Log { executor, stream, offset, max } => {
                 let read = master::Event::LogQuery { query, executor, stream, offset, max };
                 queue.push_back(Inner::Master(read));

@@ -98,6 +98,9 @@ pub enum RecordKey {
     /// A finished framework in the history, by its sequence number (see
     /// [`HistoryRecord::seq`]).
     History(u64),
+    /// The revoked tokens and retired key ids (one per store,
+    /// docs/security.md).
+    Revocations,
 }
 
 impl fmt::Display for RecordKey {
@@ -107,6 +110,7 @@ impl fmt::Display for RecordKey {
             RecordKey::Worker(w) => write!(f, "worker/{w}"),
             RecordKey::Framework(fw) => write!(f, "framework/{fw}"),
             RecordKey::History(seq) => write!(f, "history/{seq}"),
+            RecordKey::Revocations => f.write_str("revocations"),
         }
     }
 }
@@ -421,6 +425,9 @@ pub enum Record {
     Framework(FrameworkRecord),
     /// A finished framework (appended: older images are unchanged).
     History(HistoryRecord),
+    /// The revoked tokens and retired key ids (docs/security.md; appended:
+    /// older images are unchanged).
+    Revocations(crate::token::Revocations),
 }
 
 impl Record {
@@ -431,6 +438,7 @@ impl Record {
             Record::Worker(w) => RecordKey::Worker(w.id.clone()),
             Record::Framework(f) => RecordKey::Framework(f.id.clone()),
             Record::History(h) => RecordKey::History(h.seq),
+            Record::Revocations(_) => RecordKey::Revocations,
         }
     }
 }
@@ -497,6 +505,9 @@ mod wire {
         /// frameworks a subscriber drives keep the earlier layouts byte
         /// for byte).
         FrameworkWithJob(FrameworkRecord),
+        /// The revoked tokens and retired key ids (appended: a store
+        /// without revocations has no such record).
+        Revocations(crate::token::Revocations),
     }
 
     /// A framework record of the eleventh format: groups of the current
@@ -1235,6 +1246,7 @@ mod wire {
                     job: None,
                 }),
                 Record::History(h) => super::Record::History(h),
+                Record::Revocations(r) => super::Record::Revocations(r),
                 Record::FrameworkWithRegistration(FrameworkV3 {
                     id,
                     name,
@@ -1359,6 +1371,7 @@ mod wire {
                     groups: groups_down(groups),
                 }),
                 super::Record::History(h) => Record::History(h),
+                super::Record::Revocations(r) => Record::Revocations(r),
             }
         }
     }

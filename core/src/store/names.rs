@@ -1,7 +1,8 @@
 //! Node and file names for record keys, safe for any id.
 //!
 //! A key maps to a stem: `epoch`, `w-<id>` for a worker, `f-<id>` for a
-//! framework, `h-<seq>` (twenty decimal digits) for a finished framework. In the id, ASCII letters, digits, `-`, `_` and `.` are kept and
+//! framework, `h-<seq>` (twenty decimal digits) for a finished framework,
+//! `revocations` for the revoked tokens. In the id, ASCII letters, digits, `-`, `_` and `.` are kept and
 //! every other byte is written `%XX` (upper-case hex), so no id can produce a
 //! `/`, a NUL, a hidden file, `.`/`..` or a name that collides with another
 //! key. An escaped id longer than [`MAX_ESCAPED`] bytes (file names are limited
@@ -13,6 +14,10 @@
 use super::RecordKey;
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
+
+/// The stem of the revocations record (no id can produce it: ids get a
+/// one-letter prefix and a dash).
+pub const REVOCATIONS_STEM: &str = "revocations";
 
 /// The longest escaped id kept whole in a file name.
 pub const MAX_ESCAPED: usize = 200;
@@ -29,6 +34,7 @@ pub fn key_stem(key: &RecordKey) -> String {
         RecordKey::Framework(f) => with_prefix("f-", f.as_str()),
         // Twenty digits: every u64, and names sort in the history's order.
         RecordKey::History(seq) => format!("h-{seq:020}"),
+        RecordKey::Revocations => REVOCATIONS_STEM.to_owned(),
     }
 }
 

@@ -97,10 +97,14 @@ pub fn parse_shard(name: &str) -> Option<u8> {
 }
 
 /// Whether `name` is the name of a record node (`epoch`, `w-...`, `f-...`,
-/// `h-...`);
+/// `h-...`, `revocations`);
 /// anything else under `<root>/state/` is not regent's and is left alone.
 pub fn is_record_name(name: &str) -> bool {
-    name == EPOCH_NODE || name.starts_with("w-") || name.starts_with("f-") || name.starts_with("h-")
+    name == EPOCH_NODE
+        || name == crate::store::names::REVOCATIONS_STEM
+        || name.starts_with("w-")
+        || name.starts_with("f-")
+        || name.starts_with("h-")
 }
 
 /// The path of shard `shard` under `state` (`<root>/state`).

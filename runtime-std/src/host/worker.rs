@@ -287,7 +287,11 @@ pub fn prepare_worker(
             net: cfg.net.cluster.clone(),
         });
     }
-    check_masters(&cfg.masters, cfg.net.secret.is_some(), cfg.insecure)?;
+    check_masters(
+        &cfg.masters,
+        cfg.net.authenticates(regent_core::auth::Side::Client),
+        cfg.insecure,
+    )?;
     if cfg.id.as_ref().is_some_and(|id| id.trim().is_empty()) {
         return Err(HostError::EmptyWorkerId);
     }

@@ -34,7 +34,9 @@ use crate::net::{
 use regent_core::auth::{self, FrameReader, Handshake, Session, Side, Step};
 use regent_core::codec::{self, DecoderConfig};
 use regent_core::protocol::Message;
+#[cfg(test)]
 use regent_core::secret::Secret;
+use regent_core::token::Claims;
 use regent_core::ConnId;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -189,19 +191,14 @@ fn write_frame(mut stream: &TcpStream, frame: &[u8]) -> Result<(), CloseCause> {
 fn handshake(
     mut stream: &TcpStream,
     reader: &mut FrameReader,
-    side: Side,
-    secret: &Secret,
+    started: (Handshake, Option<Vec<u8>>),
     timeout: Duration,
-) -> Result<Session, CloseCause> {
+) -> Result<(Session, Option<Claims>), CloseCause> {
     let deadline = Instant::now() + timeout;
-    let mut hs = match side {
-        Side::Client => {
-            let (hs, frame) = Handshake::client(secret, nonce());
-            write_frame(stream, &frame)?;
-            hs
-        }
-        Side::Server => Handshake::server(secret, nonce()),
-    };
+    let (mut hs, first) = started;
+    if let Some(frame) = first {
+        write_frame(stream, &frame)?;
+    }
     let mut buf = vec![0u8; 4096];
     loop {
         while let Some(body) = reader.next_body().map_err(CloseCause::frame)? {
@@ -211,7 +208,11 @@ fn handshake(
                     if let Some(frame) = frame {
                         write_frame(stream, &frame)?;
                     }
-                    return Ok(session);
+                    let claims = match hs.side() {
+                        Side::Server => hs.token_claims().cloned(),
+                        Side::Client => None,
+                    };
+                    return Ok((session, claims));
                 }
                 Step::Failed { error, frame } => {
                     if let Some(frame) = frame {
@@ -292,14 +293,14 @@ fn run(
 ) -> Result<(), CloseCause> {
     let Ends { rx, stop_writer, closing, queue } = ends;
     let rstream: &TcpStream = &socket;
-    let mut reader = FrameReader::new(match cfg.secret {
-        Some(_) => auth::HANDSHAKE_MAX_BODY,
-        None => cfg.max_frame,
+    let mut reader = FrameReader::new(match cfg.authenticates(side) {
+        true => auth::HANDSHAKE_MAX_BODY,
+        false => cfg.max_frame,
     });
-    let session = match &cfg.secret {
-        None => Session::plain(),
-        Some(secret) => {
-            match handshake(rstream, &mut reader, side, secret, cfg.handshake_timeout) {
+    let (session, claims) = match cfg.start_handshake(side, nonce()) {
+        None => (Session::plain(), None),
+        Some(started) => {
+            match started.and_then(|s| handshake(rstream, &mut reader, s, cfg.handshake_timeout)) {
                 Ok(s) => s,
                 Err(e) => {
                     let _ = rstream.shutdown(Shutdown::Both);
@@ -308,6 +309,9 @@ fn run(
             }
         }
     };
+    if let Some(claims) = claims {
+        sink(NetEvent::Authenticated { conn, claims: Box::new(claims) });
+    }
     reader.set_max_body(session.opener.max_body(cfg.max_frame));
     let Session { sealer, mut opener } = session;
     let writer_closing = closing.clone();
@@ -424,6 +428,46 @@ mod tests {
         let (_sh, srx, ch, _crx) = pair(NetConfig::new("c", s()), NetConfig::new("c", s()));
         ch.send(hello("c"));
         assert!(matches!(next(&srx), NetEvent::Message { msg: Message::Hello(_), .. }));
+    }
+
+    #[test]
+    fn a_token_holder_dials_and_the_server_hears_its_claims_first() {
+        use regent_core::token::{Capability, Claims, Token, TokenId};
+        let secret = Secret::new(b"0123456789abcdef-secret".to_vec()).unwrap();
+        let claims = Claims {
+            id: TokenId([1; 16]),
+            name: "rack1".into(),
+            key_id: 1,
+            capabilities: [Capability::Worker].into_iter().collect(),
+            tenant: None,
+            frameworks: None,
+            workers: Some("rack1-".into()),
+            issued_ms: 0,
+            expires_ms: None,
+        };
+        let mut client = NetConfig::new("c", None);
+        client.token = Some(Token::issue(&secret, &claims).unwrap());
+        let (_sh, srx, ch, _crx) = pair(NetConfig::new("c", Some(secret.clone())), client);
+        ch.send(hello("c"));
+        match next(&srx) {
+            NetEvent::Authenticated { claims: seen, .. } => assert_eq!(*seen, claims),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(next(&srx), NetEvent::Message { msg: Message::Hello(_), .. }));
+        // A token of another cluster is refused, naming the token.
+        let other = Secret::new(b"another cluster's secret!".to_vec()).unwrap();
+        let mut client = NetConfig::new("c", None);
+        client.token = Some(Token::issue(&other, &claims).unwrap());
+        let (_sh, srx, ch, crx) = pair(NetConfig::new("c", Some(secret)), client);
+        ch.send(hello("c"));
+        for rx in [&srx, &crx] {
+            match next(rx) {
+                NetEvent::Closed { cause, .. } => {
+                    assert!(cause.to_string().contains("token not accepted"), "{cause}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[test]

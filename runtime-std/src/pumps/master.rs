@@ -32,6 +32,7 @@ use regent_core::node::master::{Config, Input as NodeInput, Leadership, Output};
 use regent_core::node::{DialId, DialResult, MasterNode, ProbeResult};
 use regent_core::protocol::ClusterState;
 use regent_core::store::StoreEvent;
+use regent_core::token::Principal;
 use regent_core::{Addr, ConnId, Millis};
 use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -480,6 +481,13 @@ impl Pump {
                     self.gate.leave();
                     if self.conns.contains(conn) {
                         pending.push_back(NodeInput::Message { conn, msg });
+                    }
+                }
+                // A token's holder: the master authorizes what it sends.
+                Input::Net(NetEvent::Authenticated { conn, claims }) => {
+                    if self.conns.contains(conn) {
+                        let principal = Principal::Token(*claims);
+                        pending.push_back(NodeInput::Authenticated { conn, principal });
                     }
                 }
                 Input::Net(NetEvent::Closed { conn, cause }) => {

@@ -407,6 +407,14 @@ impl<W: Write> Pump<W> {
                 Ok(Input::Net(NetEvent::Message { conn, msg })) => {
                     self.feed(NodeInput::Message { conn, msg })
                 }
+                // Only masters act on tokens: a token's holder that
+                // connected here is closed.
+                Ok(Input::Net(NetEvent::Authenticated { conn, .. })) => {
+                    if let Some(c) = self.conns.get(&conn) {
+                        tracing::warn!(%conn, "closing a token's connection: only masters take tokens");
+                        c.close();
+                    }
+                }
                 Ok(Input::Net(NetEvent::Closed { conn, cause })) => {
                     if self.conns.remove(&conn).is_some() {
                         tracing::info!(%conn, reason = %cause, "connection closed");

@@ -300,6 +300,14 @@ impl Pump {
                 tracing::debug!(%conn, kind = msg.kind(), "received");
                 self.feed(NodeInput::Message { conn, msg });
             }
+            // Only masters act on tokens: a token's holder that connected
+            // here is closed.
+            NetEvent::Authenticated { conn, .. } => {
+                if let Some(c) = self.conns.get(&conn) {
+                    tracing::warn!(%conn, "closing a token's connection: only masters take tokens");
+                    c.close();
+                }
+            }
             NetEvent::Closed { conn, cause } => {
                 self.conns.remove(&conn);
                 self.feed(NodeInput::Closed {

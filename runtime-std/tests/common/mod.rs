@@ -396,6 +396,26 @@ pub fn cases() -> Vec<Case> {
         expect: Ok((job, vec![])),
     });
 
+    // The revoked tokens and retired key ids (variant 18): one revoked for
+    // good, one until its expiry, key ids through 2 retired.
+    let revocations = regent_core::token::Revocations {
+        tokens: [
+            (regent_core::token::TokenId([0x11; 16]), None),
+            (regent_core::token::TokenId([0x22; 16]), Some(1_800_000_000_000)),
+        ]
+        .into_iter()
+        .collect(),
+        retired_through: 2,
+    };
+    let mut revoked = vec![Record::Epoch(Epoch(50)), Record::Revocations(revocations)];
+    revoked.sort_by_key(Record::key);
+    cases.push(Case {
+        name: "revocations",
+        files: revoked.iter().map(file).collect(),
+        sealing: Sealing::none(),
+        expect: Ok((revoked, vec![])),
+    });
+
     let cut = 20;
     cases.push(Case {
         name: "truncated",

@@ -25,6 +25,12 @@ pub struct Common {
     /// connection then authenticates and every frame carries a MAC.
     #[arg(long, env = "REGENT_SECRET_FILE", global = true, value_name = "F")]
     pub secret_file: Option<PathBuf>,
+    /// A file holding a token (`rgt1.…`, docs/security.md) to dial masters
+    /// with instead of the cluster secret: the master then allows what the
+    /// token's capabilities grant (a worker daemon, a framework, an
+    /// operator command).
+    #[arg(long, env = "REGENT_TOKEN_FILE", global = true, value_name = "F")]
+    pub token_file: Option<PathBuf>,
     /// Allow non-loopback addresses without a secret.
     #[arg(long, env = "REGENT_INSECURE", global = true)]
     pub insecure: bool,
@@ -122,6 +128,11 @@ pub enum Command {
     Job {
         #[command(subcommand)]
         command: JobCommand,
+    },
+    /// Scoped credentials (docs/security.md): `regent token revoke`.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
     },
     /// Show the leader's view of the cluster.
     Status {
@@ -962,6 +973,35 @@ pub enum TlsCommand {
         #[arg(long = "node", value_name = "NAME", required = true)]
         nodes: Vec<String>,
     },
+}
+
+/// `regent token ...` (run by `token.rs`).
+#[derive(Subcommand, Debug)]
+pub enum TokenCommand {
+    /// Revoke a token (by its id, or the token itself), or retire every
+    /// token signed with a key id at or below N (`--retire-keys N`, after a
+    /// key rotation): the leader refuses them from now on, closes their
+    /// open connections, and keeps the list durably. Needs the cluster
+    /// secret or an `operator` token.
+    Revoke(RevokeArgs),
+}
+
+/// `regent token revoke ID|TOKEN | --retire-keys N`.
+#[derive(Args, Debug)]
+pub struct RevokeArgs {
+    /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub masters: Vec<String>,
+    #[command(flatten)]
+    pub connect_timeout: ConnectTimeout,
+    /// The token's id (32 hex digits, as `regent token create` prints it),
+    /// or the token itself (`rgt1.…`: its expiry is then kept with the
+    /// entry, which is dropped once the token expires).
+    #[arg(value_name = "ID|TOKEN", required_unless_present = "retire_keys")]
+    pub id: Option<String>,
+    /// Retire every key id at or below N instead.
+    #[arg(long, value_name = "N", conflicts_with = "id")]
+    pub retire_keys: Option<u32>,
 }
 
 /// `regent job ...`.

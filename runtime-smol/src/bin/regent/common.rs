@@ -42,9 +42,27 @@ pub fn read_secrets(paths: &[PathBuf]) -> Result<Vec<Secret>, String> {
     paths.iter().map(|p| read_secret(p)).collect()
 }
 
+/// Reads a token from a file (surrounding whitespace trimmed), checking it
+/// is well-formed (its signature is the master's to check).
+pub fn read_token(path: &std::path::Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
+    let text = text.trim().to_owned();
+    regent_core::token::Token::unverified_claims(&text)
+        .map_err(|e| format!("token file {}: {e}", path.display()))?;
+    Ok(text)
+}
+
 pub fn net_config(common: &Common) -> Result<Arc<NetConfig>, String> {
     let secret = common.secret_file.as_deref().map(read_secret).transpose()?;
+    let token = common.token_file.as_deref().map(read_token).transpose()?;
+    if secret.is_some() && token.is_some() {
+        return Err("--token-file and --secret-file exclude each other: a node dials with the \
+                    cluster secret (the root) or with a token"
+            .into());
+    }
     let mut net = NetConfig::new(common.cluster.clone(), secret);
+    net.token = token;
     net.insecure = common.insecure;
     net.tls = tls_context(common)?;
     Ok(Arc::new(net))
