@@ -326,6 +326,12 @@ pub enum Command {
         #[arg(long)]
         read_only: bool,
     },
+    /// Scoped credentials signed with the cluster secret: `regent token
+    /// create` (docs/security.md).
+    Token {
+        #[command(subcommand)]
+        command: crate::token::TokenCommand,
+    },
     /// Inspect a filesystem store.
     Store {
         #[command(subcommand)]

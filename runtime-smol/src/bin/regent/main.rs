@@ -10,7 +10,8 @@
 //! worker and the submitter (on either runtime) and runs job files
 //! (`job_file.rs` reads them), `job.rs` the jobs the leader owns
 //! (`regent job submit`, `status`, `delete`), `operator.rs` runs the
-//! operator's commands, `store.rs` the store commands, `common.rs` what they
+//! operator's commands, `store.rs` the store commands, `token.rs` the
+//! token commands, `common.rs` what they
 //! share; this file parses and dispatches.
 
 mod args;
@@ -21,6 +22,7 @@ mod job;
 mod job_file;
 mod operator;
 mod store;
+mod token;
 
 use args::{Cli, Command, JobCommand, Runtime, StoreCommand, TlsCommand};
 use std::process::ExitCode;
@@ -100,6 +102,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Store { command: StoreCommand::Seal(a) } => store::seal_command(&common, a).await,
         Command::Store { command } => store::store_command(&common, command).await,
         Command::ExecutorShim(_) => Err("executor-shim is run before the runtime starts".into()),
+        Command::Token { command } => token::run(&common, command),
         Command::Load(a) => operator::load(&common, a).await,
         Command::Tls { command: TlsCommand::GenDevCa { out, cluster, nodes } } => {
             gen_dev_ca(&out, &cluster, &nodes)
