@@ -64,8 +64,8 @@ enum Wake {
 ///
 /// Exposure (before anything is bound or dialled): `listen`, `http` and
 /// every ZooKeeper host must be loopback unless there is a cluster secret or
-/// `insecure`; an HTTP server bound to a non-loopback address with a secret
-/// requires its bearer token ([`http::required_token`]). A
+/// `insecure`; with a secret, the HTTP server requires a token on every
+/// address ([`http::required_token`]). A
 /// `max_connections` (the std runtime's ceiling) is refused.
 pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<(), MasterError> {
     if opts.max_connections.is_some() {
@@ -111,7 +111,7 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
     }
     if let Some(addr) = opts.http {
         let (qtx, qrx) = async_channel::unbounded::<HttpQuery>();
-        let token = http::required_token(addr, opts.net.secret.as_ref());
+        let token = http::required_token(opts.net.secret.as_ref());
         match &opts.net.tls {
             // HTTPS with the node's certificate (no client certificate).
             Some(tls) => http::https::serve_tls(addr, token, qtx, tls.clone())?,

@@ -30,20 +30,24 @@
 //! `--http` follows the rule of `--listen` (the master checks it with
 //! [`crate::net::check_exposure`] before binding anything): a non-loopback
 //! address needs a cluster secret, or `--insecure`. HTTP has no handshake,
-//! so a server bound to a non-loopback address with a secret requires
-//! `Authorization: Bearer <token>` on every request, whatever address the
-//! request came from, where the token is [`bearer_token`]: the lowercase
-//! hex of HMAC-SHA256(secret, `"regent http bearer v1"`). An operator gets
-//! it with `regent http-token --secret-file F`. A request without it, or
-//! with another token, gets `401 Unauthorized` (with
-//! `WWW-Authenticate: Bearer realm="regent"`) saying so. A server bound to
-//! loopback stays open. The pages only read; `/v1/` also writes, each
-//! write one wire message handed to the node ([`HttpQuery::Command`]), and
-//! a second, read-only token ([`v1::auth`]) may only read.
+//! so with a cluster secret every request needs `Authorization: Bearer
+//! <token>`, on loopback too (docs/design.md#issue-44): the secret's full
+//! token ([`bearer_token`], `regent http-token`), its read-only token, or
+//! a scoped token (`regent token create`) verified with the secret
+//! ([`v1::auth`]). A request without one, or with one refused, gets `401
+//! Unauthorized` (with `WWW-Authenticate: Bearer realm="regent"`) naming
+//! why and how to get one; a request its token may not make gets `403`
+//! naming the capability missing: `read` for the page, `/api/state`,
+//! `/api/events` and `/metrics`, `logs` for `/api/logs/`, and under `/v1/`
+//! what its wire message needs. A cluster without a secret stays open.
+//! The pages only read; `/v1/` also writes, each write one wire message
+//! handed to the node ([`HttpQuery::Command`]) with the request's
+//! principal.
 
 use regent_core::protocol::{ClusterState, ExecutorState};
 use regent_core::secret::Secret;
 use regent_core::states::{MaintenanceState, MasterStatus, WorkerState};
+use regent_core::token::Capability;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -162,16 +166,14 @@ pub fn bearer_token(secret: &Secret) -> String {
     v1::auth::hmac_hex(secret, BEARER_LABEL)
 }
 
-/// The tokens a server bound to `addr` requires (the full
-/// [`bearer_token`] and the read-only [`v1::auth::read_only_token`]):
-/// `None` on loopback or without a secret (the exposure check refuses a
-/// non-loopback address without a secret unless `--insecure`, which then
-/// leaves it open).
-pub fn required_token(addr: SocketAddr, secret: Option<&Secret>) -> Option<Tokens> {
-    match secret {
-        Some(s) if !addr.ip().is_loopback() => Some(Tokens::of(s)),
-        _ => None,
-    }
+/// The tokens a server requires with the cluster secret `secret` (the
+/// full [`bearer_token`], the read-only [`v1::auth::read_only_token`] and
+/// scoped tokens the secret signed): on every address, loopback too
+/// (docs/design.md#issue-44). `None` without a secret (the exposure check
+/// refuses a non-loopback address without a secret unless `--insecure`,
+/// which then leaves it open).
+pub fn required_token(secret: Option<&Secret>) -> Option<Tokens> {
+    secret.map(Tokens::of)
 }
 
 /// Why the HTTP face could not start.
@@ -272,7 +274,8 @@ fn respond(
     let path = request.url().split(['?', '#']).next().unwrap_or("").to_string();
     let api = path.starts_with(v1::PREFIX);
     let given = v1::header_value(&request, "Authorization");
-    let access = match v1::auth::access(given, tokens) {
+    let now_ms = crate::host::wall_clock_ms();
+    let access = match v1::auth::access(given, tokens, now_ms, &v1::auth::revocations()) {
         Ok(access) => access,
         Err(why) => {
             tracing::debug!(%method, %path, status = 401, "HTTP request refused");
@@ -291,6 +294,18 @@ fn respond(
     };
     if api {
         return v1::respond(request, queries, hub, access);
+    }
+    let (cap, action) = if path.starts_with(logs::PREFIX) {
+        (Capability::Logs, "read an executor's output")
+    } else {
+        (Capability::Read, "read the cluster's state")
+    };
+    if let Err(denied) = access.require(cap, action) {
+        tracing::debug!(%method, %path, status = 403, "HTTP request refused");
+        if let Err(e) = request.respond(text(403, &format!("forbidden: {denied}\n"))) {
+            tracing::debug!(%path, error = %e, "HTTP response not delivered");
+        }
+        return;
     }
     if path.starts_with(logs::PREFIX) {
         let response = match method {

@@ -236,7 +236,7 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, PumpError> {
             let server = http::bind(addr)?;
             let http_bound = server.server_addr().to_ip().unwrap_or(addr);
             let (qtx, qrx) = async_channel::unbounded::<HttpQuery>();
-            let token = http::required_token(http_bound, cfg.net.secret.as_ref());
+            let token = http::required_token(cfg.net.secret.as_ref());
             http::serve_on_with(server, token, qtx);
             let forward = tx.clone();
             let from = qrx.clone();

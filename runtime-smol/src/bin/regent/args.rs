@@ -156,8 +156,10 @@ pub enum Command {
         /// HTTP): follow `GET /v1/events` instead of the wire protocol.
         #[arg(long, value_delimiter = ',', value_name = "URL")]
         http: Vec<String>,
-        /// A file holding the bearer token (`regent http-token`), needed by
-        /// a master whose --http is not loopback (with --http).
+        /// A file holding the bearer token (`regent token create
+        /// --capability read`, or `regent http-token`), needed by a master
+        /// with a cluster secret (with --http; without it, the full token
+        /// of --secret-file is sent).
         #[arg(long, value_name = "FILE", requires = "http")]
         token_file: Option<std::path::PathBuf>,
         /// Resume after this index (`EPOCH.SEQ`, as a previous run printed
@@ -317,9 +319,9 @@ pub enum Command {
         #[command(flatten)]
         connect_timeout: ConnectTimeout,
     },
-    /// Print the bearer token that a master's HTTP server bound to a
-    /// non-loopback address requires (`Authorization: Bearer <token>`),
-    /// derived from the cluster secret given with `--secret-file`.
+    /// Print the cluster's full bearer token for a master's HTTP server
+    /// (`Authorization: Bearer <token>`: the root), derived from the
+    /// cluster secret given with `--secret-file`.
     HttpToken {
         /// Print the read-only token instead: it may only read (`GET`);
         /// a write under `/v1/` with it is refused with 403.
@@ -512,8 +514,9 @@ pub struct MasterArgs {
     /// Where to serve the web page, /api/state, /api/events and /metrics
     /// (read-only; both runtimes).
     /// A non-loopback address needs --secret-file (or --insecure); with a
-    /// secret it then requires `Authorization: Bearer <token>`, the token
-    /// printed by `regent http-token`.
+    /// secret every request needs `Authorization: Bearer <token>`, on
+    /// loopback too: a token of `regent token create` or `regent
+    /// http-token`.
     #[arg(long, env = "REGENT_HTTP")]
     pub http: Option<SocketAddr>,
     /// Where master state survives a crash.

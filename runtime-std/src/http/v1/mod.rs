@@ -18,6 +18,7 @@
 use super::{HttpQuery, Response};
 use errors::ApiError;
 use regent_core::protocol::Message;
+use regent_core::token::{Capability, Denied};
 use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -212,22 +213,47 @@ pub(super) fn respond(
         Some(r) if !r.allow().split(", ").any(|m| m == method.as_str()) => {
             Err(ApiError::method(r.allow()))
         }
-        Some(_) if !read && access == auth::Access::ReadOnly => Err(ApiError::new(
-            403,
-            "forbidden: this bearer token is read-only (regent http-token --read-only); \
-             writes need the full token",
-        )),
-        Some(Route::Events) => {
-            tracing::debug!(%method, %path, "HTTP /v1/ event stream");
-            return events::serve(request, &url, hub);
-        }
-        Some(r) => handle(r, &method, &url, &mut request, queries),
+        Some(r) => match allowed(&r, read, &access) {
+            Err(denied) => Err(ApiError::new(403, format!("forbidden: {denied}"))),
+            Ok(()) if r == Route::Events => {
+                tracing::debug!(%method, %path, "HTTP /v1/ event stream");
+                return events::serve(request, &url, hub);
+            }
+            Ok(()) => handle(r, &method, &url, &mut request, queries),
+        },
     };
     let response = result.unwrap_or_else(|e| e.response());
     tracing::debug!(%method, %path, status = response.status_code().0, "HTTP /v1/ request");
     if let Err(e) = request.respond(response) {
         tracing::debug!(%path, error = %e, "HTTP response not delivered");
     }
+}
+
+/// The capability a request of `route` (a read: `GET` or `HEAD`) needs,
+/// and what it does in words: what its wire message needs
+/// ([`regent_core::token::required`]); `None` for the API's description,
+/// which any token may read.
+pub fn needs(route: &Route, read: bool) -> Option<(Capability, &'static str)> {
+    Some(match route {
+        Route::Jobs if read => (Capability::Read, "read jobs"),
+        Route::Jobs => (Capability::Submit, "submit a job"),
+        Route::Job(_) if read => (Capability::Read, "read jobs"),
+        Route::Job(_) => (Capability::Submit, "delete a job"),
+        Route::Plan(_) => (Capability::Read, "read a plan"),
+        Route::Scale(..) => (Capability::Scale, "scale a group"),
+        Route::Events => (Capability::Read, "read the events"),
+        Route::Worker(..) => (Capability::Operator, "cordon, uncordon or drain a worker"),
+        Route::RemoveWorker(_) => (Capability::Operator, "remove a worker"),
+        Route::KillExecutor(_) => (Capability::Operator, "kill any executor"),
+        Route::StepDown => (Capability::Operator, "step the leader down"),
+        Route::OpenApi => return None,
+    })
+}
+
+/// `Ok` when `access` may make a request of `route`, else the refusal
+/// naming the capability missing.
+fn allowed(route: &Route, read: bool, access: &auth::Access) -> Result<(), Denied> {
+    needs(route, read).map_or(Ok(()), |(cap, action)| access.require(cap, action))
 }
 
 fn handle(
