@@ -85,7 +85,7 @@ fn fake(status: MasterStatus, tokens: Option<Tokens>, answer: Answer) -> Fake {
                 HttpQuery::Metrics { reply } => {
                     let _ = reply.send(MetricsSnapshot::from(&snap));
                 }
-                HttpQuery::Command { msg, reply } => {
+                HttpQuery::Command { msg, reply, .. } => {
                     counted.fetch_add(1, Ordering::SeqCst);
                     let _ = reply.send(answer(&msg));
                 }

@@ -34,6 +34,7 @@ mod jobs;
 mod kills;
 mod leadership;
 mod logs;
+mod authorize_query;
 mod messages;
 mod operator;
 mod plan;
@@ -59,6 +60,7 @@ use crate::time::Millis;
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet};
 
+pub use authorize_query::{framework_of, DEFAULT_TENANT, FORBIDDEN};
 pub use executors::ExecutorEntry;
 pub use frameworks::{FrameworkEntry, GroupState};
 pub use gauges::Gauges;
@@ -284,6 +286,9 @@ pub enum Event {
         query: QueryId,
         /// The command.
         msg: Message,
+        /// Who sends it: checked before the master acts
+        /// ([`Master::authorize_query`]). Boxed: claims are large.
+        principal: Box<crate::token::Principal>,
     },
     /// The masters of the election (every candidate's advertised address).
     /// They replace the masters this master advertises (its own address is
@@ -1021,7 +1026,9 @@ impl Master {
                     out.push(asker.reply(self.refusal_message()));
                 }
             }
-            Event::Command { query, msg } => self.on_command(now, query, msg, out),
+            Event::Command { query, msg, principal } => {
+                self.on_command(now, query, msg, &principal, out)
+            }
             Event::LeaderNamed { id, addr } => {
                 self.advertise_leader(&addr);
                 if self.leader.as_ref().is_some_and(|l| l.id != id) {

@@ -303,7 +303,14 @@ pub enum Query {
     /// the same message on an operator's connection would be, and
     /// answered ([`Answer::Reply`]) when it would be (a write once it is
     /// durable). Any other message is refused.
-    Command(Message),
+    Command {
+        /// The command.
+        msg: Message,
+        /// Who sends it (the HTTP request's token, or the root): the
+        /// master checks what it may do before acting
+        /// (docs/design.md#issue-44). Boxed: claims are large.
+        principal: Box<crate::token::Principal>,
+    },
 }
 
 /// The node's and the master's counters, as of the answer's step.
@@ -805,12 +812,15 @@ impl MasterNode {
             }
             // A step-down is the node's (it closes the elector's
             // session), answered as on a connection.
-            Query::Command(Message::StepDown { request }) => {
+            // (Without `operator`, the master refuses it naming that.)
+            Query::Command { msg: Message::StepDown { request }, principal }
+                if principal.has(crate::token::Capability::Operator) =>
+            {
                 self.step_down_request(Origin::Query(query), request, queue, out);
                 return;
             }
-            Query::Command(msg) => {
-                queue.push_back(Inner::Master(master::Event::Command { query, msg }));
+            Query::Command { msg, principal } => {
+                queue.push_back(Inner::Master(master::Event::Command { query, msg, principal }));
                 return;
             }
         };

@@ -105,6 +105,9 @@ pub enum HttpQuery {
     Command {
         /// The command.
         msg: regent_core::protocol::Message,
+        /// Who sends it (the request's token; docs/design.md#issue-44).
+        /// Boxed: claims are large.
+        principal: Box<regent_core::token::Principal>,
         /// Where the daemon sends the master's reply (`try_send`: room for
         /// one).
         reply: std::sync::mpsc::SyncSender<regent_core::protocol::Message>,

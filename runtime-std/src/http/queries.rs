@@ -58,7 +58,9 @@ impl Waiting {
                 };
                 (ask, Reply::Message(q.reply))
             }
-            HttpQuery::Command { msg, reply } => (Query::Command(msg), Reply::Message(reply)),
+            HttpQuery::Command { msg, principal, reply } => {
+                (Query::Command { msg, principal }, Reply::Message(reply))
+            }
         };
         self.replies.insert(id, reply);
         Input::Query { query: id, ask }

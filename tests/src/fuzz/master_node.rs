@@ -384,7 +384,10 @@ impl Harness {
                         self.message(src)
                     };
                     let query = regent_core::ids::QueryId(self.calls as u64);
-                    let ask = regent_core::node::master::Query::Command(msg);
+                    let ask = regent_core::node::master::Query::Command {
+                        msg,
+                        principal: Box::new(regent_core::token::Principal::Root),
+                    };
                     self.feed(Input::Query { query, ask });
                 }
                 _ => {

@@ -161,16 +161,24 @@ pub fn body(request: &mut tiny_http::Request) -> Result<Vec<u8>, ApiError> {
     Ok(buf)
 }
 
-/// Sends `msg` to the master and waits for its reply (at most
-/// [`COMMAND_TIMEOUT`]). A standby's `NotLeader`, a suspended leader and
-/// no answer are errors (`503`); every other reply is the caller's to
-/// render.
-pub fn command(
-    queries: &async_channel::Sender<HttpQuery>,
-    msg: Message,
-) -> Result<Message, ApiError> {
+/// Who asks and through what: the daemon's query channel and the
+/// request's access (its principal goes to the master with every command).
+#[derive(Clone, Copy, Debug)]
+pub struct Asker<'a> {
+    /// The daemon's query channel.
+    pub queries: &'a async_channel::Sender<HttpQuery>,
+    /// What the request's token grants.
+    pub access: &'a auth::Access,
+}
+
+/// Sends `msg` to the master with the asker's principal and waits for its
+/// reply (at most [`COMMAND_TIMEOUT`]). A standby's `NotLeader`, a
+/// suspended leader and no answer are errors (`503`); every other reply is
+/// the caller's to render.
+pub fn command(asker: &Asker<'_>, msg: Message) -> Result<Message, ApiError> {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    if queries.send_blocking(HttpQuery::Command { msg, reply: tx }).is_err() {
+    let principal = Box::new(asker.access.principal());
+    if asker.queries.send_blocking(HttpQuery::Command { msg, principal, reply: tx }).is_err() {
         return Err(ApiError::new(503, "the master is shutting down"));
     }
     match rx.recv_timeout(COMMAND_TIMEOUT) {
@@ -219,7 +227,10 @@ pub(super) fn respond(
                 tracing::debug!(%method, %path, "HTTP /v1/ event stream");
                 return events::serve(request, &url, hub);
             }
-            Ok(()) => handle(r, &method, &url, &mut request, queries),
+            Ok(()) => {
+                let asker = Asker { queries, access: &access };
+                handle(r, &method, &url, &mut request, &asker)
+            }
         },
     };
     let response = result.unwrap_or_else(|e| e.response());
@@ -261,7 +272,7 @@ fn handle(
     method: &tiny_http::Method,
     url: &str,
     request: &mut tiny_http::Request,
-    queries: &async_channel::Sender<HttpQuery>,
+    queries: &Asker<'_>,
 ) -> Result<Response, ApiError> {
     use tiny_http::Method::{Delete, Post};
     match (route, method) {
