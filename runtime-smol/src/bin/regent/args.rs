@@ -913,12 +913,7 @@ fn parse_restart_mode(s: &str) -> Result<regent_core::policy::RestartMode, Strin
         .ok_or_else(|| format!("{s:?} is no restart mode (batch or service)"))
 }
 
-/// A duration as people write it (`500ms`, `10s`, `1m 30s`, `2h`), in ms.
-pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
-    let d = humantime::parse_duration(s)
-        .map_err(|e| format!("{s:?} is no duration ({e}; write e.g. 500ms, 10s, 5m)"))?;
-    u64::try_from(d.as_millis()).map_err(|_| format!("{s:?} is too long"))
-}
+pub use crate::duration::parse_duration_ms;
 
 fn parse_constraint(s: &str) -> Result<regent_core::policy::Constraint, String> {
     regent_core::policy::Constraint::parse(s).map_err(|e| e.to_string())

@@ -18,6 +18,7 @@ mod args;
 mod common;
 mod config_file;
 mod daemons;
+mod duration;
 mod job;
 mod job_file;
 mod operator;
@@ -102,7 +103,9 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Store { command: StoreCommand::Seal(a) } => store::seal_command(&common, a).await,
         Command::Store { command } => store::store_command(&common, command).await,
         Command::ExecutorShim(_) => Err("executor-shim is run before the runtime starts".into()),
-        Command::Token { command } => token::run(&common, command),
+        Command::Token { command } => {
+            token::run(common::net_config(&common)?.secret.as_ref(), command)
+        }
         Command::Load(a) => operator::load(&common, a).await,
         Command::Tls { command: TlsCommand::GenDevCa { out, cluster, nodes } } => {
             gen_dev_ca(&out, &cluster, &nodes)

@@ -7,8 +7,9 @@
 //! to stdout (and nothing else, so `> F` makes a token file), its id to
 //! stderr (what a revocation names).
 
-use crate::args::{parse_duration_ms, Common};
+use crate::duration::parse_duration_ms;
 use clap::{Args, Subcommand};
+use regent_core::secret::Secret;
 use regent_core::token::{Capability, Claims, Token, TokenId};
 use std::collections::BTreeSet;
 use std::process::ExitCode;
@@ -56,17 +57,16 @@ fn parse_capability(s: &str) -> Result<Capability, String> {
     Capability::parse(s).map_err(|e| e.to_string())
 }
 
-/// Runs `regent token ...`.
-pub fn run(common: &Common, command: TokenCommand) -> Result<ExitCode, String> {
+/// Runs `regent token ...` with the cluster secret of `--secret-file`.
+pub fn run(secret: Option<&Secret>, command: TokenCommand) -> Result<ExitCode, String> {
     match command {
-        TokenCommand::Create(a) => create(common, a),
+        TokenCommand::Create(a) => create(secret, a),
     }
 }
 
 /// `regent token create`: see [`TokenCommand::Create`].
-fn create(common: &Common, a: CreateArgs) -> Result<ExitCode, String> {
-    let net = crate::common::net_config(common)?;
-    let secret = net.secret.as_ref().ok_or(
+fn create(secret: Option<&Secret>, a: CreateArgs) -> Result<ExitCode, String> {
+    let secret = secret.ok_or(
         "regent token create needs the cluster secret (--secret-file F): a token is signed \
          with it",
     )?;
