@@ -70,6 +70,7 @@ pub mod subscriber;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 pub mod token;
+pub mod visibility;
 pub mod time;
 pub mod worker;
 pub mod zk;

@@ -23,8 +23,7 @@ use crate::token::{Denied, Principal};
 /// answers it `403`).
 pub const FORBIDDEN: &str = "forbidden: ";
 
-/// The tenant of a framework with no tenant named.
-pub const DEFAULT_TENANT: &str = "default";
+pub use crate::visibility::DEFAULT_TENANT;
 
 /// The request number of a client's command (echoed in its refusal); 0
 /// for a message that carries none.

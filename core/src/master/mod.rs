@@ -60,7 +60,7 @@ use crate::time::Millis;
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet};
 
-pub use authorize_query::{framework_of, DEFAULT_TENANT, FORBIDDEN};
+pub use authorize_query::{framework_of, FORBIDDEN};
 pub use executors::ExecutorEntry;
 pub use frameworks::{FrameworkEntry, GroupState};
 pub use gauges::Gauges;

@@ -70,6 +70,34 @@ fn header(name: &str, value: &str) -> tiny_http::Header {
         .expect("header names and values here are ASCII")
 }
 
+/// `Ok` when `principal` may read the output the URL `url` names: an
+/// executor of one of its frameworks, or any for a principal without a
+/// scope ([`regent_core::visibility::sees_logs_of`], asked of the
+/// master's cached view); else the `403`'s reason.
+pub fn allowed(
+    url: &str,
+    queries: &async_channel::Sender<HttpQuery>,
+    principal: &regent_core::token::Principal,
+) -> Result<(), String> {
+    use regent_core::token::Principal;
+    if matches!(principal, Principal::Token(c) if c.tenant.is_some() || c.frameworks.is_some()) {
+        let path = url.split_once('?').map_or(url, |(p, _)| p);
+        let raw = path.strip_prefix(PREFIX).unwrap_or("");
+        let executor = ExecutorId::new(crate::exec::names::unescape(raw).unwrap_or_default());
+        let Some(snap) = super::snapshot(queries) else {
+            return Err("the master did not answer in time; retry".into());
+        };
+        if !regent_core::visibility::sees_logs_of(principal, &snap.state, &executor) {
+            return Err(format!(
+                "token {:?} may not read the output of executor {executor}: it is not an \
+                 executor of a framework in its scope",
+                principal.name()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Answers `GET /api/logs/...` (`url` is the request's whole URL, path and
 /// query), asking the daemon through `queries`.
 pub fn respond(url: &str, queries: &async_channel::Sender<HttpQuery>) -> Response {

@@ -142,6 +142,18 @@ impl From<&HttpSnapshot> for MetricsSnapshot {
     }
 }
 
+impl HttpSnapshot {
+    /// The snapshot a request acting as `p` may read
+    /// ([`ClusterState::visible_to`]; the same one for a principal that
+    /// sees everything).
+    pub fn visible_to(self, p: &regent_core::token::Principal) -> HttpSnapshot {
+        if regent_core::visibility::sees_all(p) {
+            return self;
+        }
+        HttpSnapshot { state: Arc::new(self.state.visible_to(p)), ..self }
+    }
+}
+
 /// What the daemon loop answers to an [`HttpQuery::State`].
 #[derive(Clone, Debug)]
 pub struct HttpSnapshot {
@@ -313,7 +325,10 @@ fn respond(
     if path.starts_with(logs::PREFIX) {
         let response = match method {
             tiny_http::Method::Get | tiny_http::Method::Head => {
-                logs::respond(request.url(), queries)
+                match logs::allowed(request.url(), queries, &access.principal()) {
+                    Ok(()) => logs::respond(request.url(), queries),
+                    Err(why) => text(403, &format!("forbidden: {why}\n")),
+                }
             }
             _ => {
                 text(405, "method not allowed: use GET\n").with_header(header("Allow", "GET, HEAD"))
@@ -335,7 +350,7 @@ fn respond(
     let get = matches!(method, tiny_http::Method::Get | tiny_http::Method::Head);
     if get && matches!(page, Some(Page::Events)) {
         tracing::debug!(%method, %path, "HTTP event stream");
-        return events::serve(request, hub);
+        return events::serve(request, hub, access.principal());
     }
     let response = match (&method, page) {
         (_, None) => text(404, "not found\n"),
@@ -357,7 +372,7 @@ fn respond(
         (tiny_http::Method::Get | tiny_http::Method::Head, Some(page)) => {
             match (page, state_page(request.url())) {
                 (Page::State, Err(why)) => text(400, &format!("{why}\n")),
-                (_, paged) => match snapshot(queries) {
+                (_, paged) => match snapshot(queries).map(|s| s.visible_to(&access.principal())) {
                     Some(snap) => match (page, paged) {
                         (Page::State, Ok(Some(p))) => paged_state(&snap, &p),
                         _ => render(page, &snap),

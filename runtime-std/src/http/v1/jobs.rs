@@ -216,7 +216,12 @@ fn list(queries: &Asker<'_>, id: Option<&str>) -> Result<Response, ApiError> {
     let msg = Message::JobsRequest { request: request_id(), job: id.map(FrameworkId::from) };
     match command(queries, msg)? {
         Message::JobsReply { epoch, jobs, .. } => match id {
-            None => Ok(answer(200, &JobList { epoch: epoch.0, jobs })),
+            // Only the jobs the token may read (docs/design.md#issue-44).
+            None => {
+                let jobs =
+                    regent_core::visibility::jobs_visible_to(&queries.access.principal(), jobs);
+                Ok(answer(200, &JobList { epoch: epoch.0, jobs }))
+            }
             Some(id) => match jobs.into_iter().find(|j| j.job.as_str() == id) {
                 Some(job) => Ok(answer(200, &job)),
                 None => Err(ApiError::new(404, format!("no such job: {id}"))),

@@ -225,7 +225,7 @@ pub(super) fn respond(
             Err(denied) => Err(ApiError::new(403, format!("forbidden: {denied}"))),
             Ok(()) if r == Route::Events => {
                 tracing::debug!(%method, %path, "HTTP /v1/ event stream");
-                return events::serve(request, &url, hub);
+                return events::serve(request, &url, hub, access.principal());
             }
             Ok(()) => {
                 let asker = Asker { queries, access: &access };
