@@ -43,6 +43,7 @@
 //!   [`progress::SubmitOutcome`].
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod auth;
 pub mod codec;
 pub mod deadlines;

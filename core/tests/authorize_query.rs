@@ -9,6 +9,7 @@ mod common;
 
 use common::*;
 use regent_core::api::JobSubmission;
+use regent_core::audit::{AuditRecord, Outcome};
 use regent_core::ids::QueryId;
 use regent_core::master::{self, Master, FORBIDDEN};
 use regent_core::protocol::{GroupSpec, Message};
@@ -148,4 +149,47 @@ fn a_step_down_without_operator_is_refused_by_the_master() {
     let submit = token(&[Capability::Submit], None, None);
     let reason = refused(&ask(&mut m, 1, Message::StepDown { request: 9 }, submit).1);
     assert!(reason.contains("`operator`") && reason.contains("step the leader down"), "{reason}");
+}
+
+fn audits(actions: &[master::Action]) -> Vec<AuditRecord> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            master::Action::Audit(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn every_change_answered_is_audited_with_the_tokens_name_and_outcome() {
+    let mut m = leader();
+    let a = token(&[Capability::Submit], Some("default"), Some("a-*"));
+    let (out, _) =
+        ask(&mut m, 1, Message::SubmitJob { request: 1, job: submission("a-1") }, a.clone());
+    let got = audits(&out);
+    assert_eq!(got.len(), 1, "{out:?}");
+    let r = &got[0];
+    assert_eq!(
+        (r.token.as_str(), r.tenant.as_deref(), r.action.as_str(), r.target.as_str()),
+        ("team-a", Some("default"), "submit-job", "a-1")
+    );
+    assert_eq!((r.outcome, r.reason.as_deref()), (Outcome::Accepted, None));
+    // A refused change is audited with its reason; a read is not audited.
+    let delete = Message::DeleteJob { request: 2, job: FrameworkId::new("b-9") };
+    let got = audits(&ask(&mut m, 2, delete, a.clone()).0);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].outcome, Outcome::Refused);
+    assert!(got[0].reason.as_deref().unwrap_or("").starts_with(FORBIDDEN), "{got:?}");
+    let read = Message::JobsRequest { request: 3, job: None };
+    assert!(audits(&ask(&mut m, 3, read, Principal::Root).0).is_empty());
+    // The root's changes name the root.
+    let (out, _) = ask(
+        &mut m,
+        4,
+        Message::DeleteJob { request: 4, job: FrameworkId::new("a-1") },
+        Principal::Root,
+    );
+    let got = audits(&out);
+    assert_eq!((got.len(), got[0].token.as_str()), (1, "root"), "{out:?}");
 }

@@ -189,6 +189,7 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
         load_started,
         local_loaded: 0,
         queries: http::queries::Waiting::new(),
+        audit: opts.open_audit_log().map_err(MasterError::Audit)?,
         timer: async_io::Timer::never(),
         timer_at: None,
     };
@@ -290,6 +291,9 @@ struct Pump {
     local_loaded: usize,
     /// HTTP queries the node has not answered yet.
     queries: http::queries::Waiting,
+    /// The audit log (docs/design.md#issue-44): a step's records, one
+    /// fsync.
+    audit: regent_std::audit::AuditLog,
     /// The loop's one timer, for the node's deadline or the poller's sweep,
     /// whichever is first: kept across turns and moved only when that
     /// instant changes (a timer made per turn is registered with the
@@ -502,8 +506,10 @@ impl Pump {
                     }
                     regent_std::notes::log_note(&note)
                 }
+                Output::Audit(record) => self.audit.append(&record),
             }
         }
+        self.audit.sync();
         if let Some(started) = self.load_started {
             self.log_loaded(started);
         }

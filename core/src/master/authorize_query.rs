@@ -14,9 +14,11 @@
 //!
 //! Tests: core/tests/authorize_query.rs.
 
-use super::Master;
+use super::{Action, Master, Origin};
+use crate::audit::{answers_request, Asked};
 use crate::ids::FrameworkId;
 use crate::protocol::Message;
+use crate::time::Millis;
 use crate::token::{Denied, Principal};
 
 /// How a refusal for want of a capability or scope starts (the HTTP API
@@ -24,6 +26,10 @@ use crate::token::{Denied, Principal};
 pub const FORBIDDEN: &str = "forbidden: ";
 
 pub use crate::visibility::DEFAULT_TENANT;
+
+/// The most changes waiting for their answer the audit log remembers (the
+/// oldest is forgotten past it: an answer that never comes).
+pub const MAX_PENDING_AUDITS: usize = 4_096;
 
 /// The request number of a client's command (echoed in its refusal); 0
 /// for a message that carries none.
@@ -85,5 +91,51 @@ impl Master {
             principal.tenant().unwrap_or(DEFAULT_TENANT)
         };
         principal.require_framework(fid.as_str(), tenant)
+    }
+}
+
+impl Master {
+    /// Remembers that `principal` asked the change `msg` (if it is one) of
+    /// `asker`, for the audit record of its answer.
+    pub(super) fn audit_asked(&mut self, asker: Origin, principal: &Principal, msg: &Message) {
+        let asked = Asked::of(principal, msg);
+        self.audit_pending(asker, request_of(msg), asked);
+    }
+
+    /// Remembers `asked` (when a change) for the answer to `request` of
+    /// `asker`.
+    pub(super) fn audit_pending(&mut self, asker: Origin, request: u64, asked: Option<Asked>) {
+        if let Some(asked) = asked {
+            if self.audits.len() >= MAX_PENDING_AUDITS {
+                self.audits.remove(0);
+            }
+            self.audits.push((asker, request, asked));
+        }
+    }
+
+    /// An audit record for every answer among `out` to a change asked
+    /// ([`Master::audit_asked`]), appended to `out`.
+    pub(super) fn audit_answers(&mut self, now: Millis, out: &mut Vec<Action>) {
+        if self.audits.is_empty() {
+            return;
+        }
+        let mut records = Vec::new();
+        for a in out.iter() {
+            let (origin, msg) = match a {
+                Action::Send { conn, msg } => (Origin::Conn(*conn), msg),
+                Action::Answer { query, msg } => (Origin::Query(*query), msg),
+                _ => continue,
+            };
+            let Some(request) = answers_request(msg) else { continue };
+            // A local query has one answer; a connection's is by request.
+            let i = self.audits.iter().position(|(o, r, _)| {
+                *o == origin && (matches!(origin, Origin::Query(_)) || *r == request)
+            });
+            if let Some(i) = i {
+                let (_, _, asked) = self.audits.remove(i);
+                records.extend(asked.answered(self.wall(now), msg).map(Action::Audit));
+            }
+        }
+        out.extend(records);
     }
 }

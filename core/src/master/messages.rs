@@ -171,6 +171,9 @@ impl Master {
                 out.push(Action::Send { conn, msg: Message::StateReply(state) })
             }
             msg if msg.is_client_command() && self.may_act() => {
+                let asked = crate::audit::Asked::of(self.principal(conn), &msg);
+                let request = authorize_query::request_of(&msg);
+                self.audit_pending(Origin::Conn(conn), request, asked);
                 self.client_command(now, Origin::Conn(conn), msg, out)
             }
             Message::LogRequest { request, executor, stream, offset, max } if self.may_act() => {
@@ -294,6 +297,7 @@ impl Master {
         }
         // What the sender may do, before anything is done
         // (docs/design.md#issue-44).
+        self.audit_asked(asker, principal, &msg);
         if let Err(denied) = self.authorize_query(principal, &msg) {
             let reason = format!("{}{denied}", authorize_query::FORBIDDEN);
             out.push(self.refuse_request(asker, authorize_query::request_of(&msg), reason));

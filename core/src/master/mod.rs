@@ -369,6 +369,9 @@ pub enum Action {
         /// The recovered workers' callback addresses.
         addrs: Vec<Addr>,
     },
+    /// Append `record` to the audit log: a client's change was answered,
+    /// accepted or refused (docs/design.md#issue-44, [`crate::audit`]).
+    Audit(crate::audit::AuditRecord),
 }
 
 /// The master's named deadlines (see `timers`): the machine keeps them and
@@ -624,6 +627,9 @@ pub struct Master {
     dying: kills::Dying,
     /// Slots of groups with a restart policy that wait out a backoff.
     restart_waits: restarts::Waits,
+    /// Changes asked and not answered yet, for the audit log: who asked
+    /// what, by asker and request number (at most [`MAX_PENDING_AUDITS`]).
+    audits: Vec<(Origin, u64, crate::audit::Asked)>,
 }
 
 impl Master {
@@ -660,6 +666,7 @@ impl Master {
             logs: logs::Relays::default(),
             dying: kills::Dying::default(),
             restart_waits: restarts::Waits::default(),
+            audits: Vec::new(),
         }
     }
 
@@ -943,6 +950,7 @@ impl Master {
             self.roll(&mut out);
         }
         self.finish_framework_writes(&mut out);
+        self.audit_answers(now, &mut out);
         #[cfg(debug_assertions)]
         self.check_indexes();
         out

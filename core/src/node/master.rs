@@ -268,6 +268,9 @@ pub enum Output {
     },
     /// Purely observational: something an operator wants in the log.
     Note(Note),
+    /// Append the record to the audit log (one JSON line; a batch of them
+    /// may share one fsync): [`crate::master::Action::Audit`].
+    Audit(crate::audit::AuditRecord),
 }
 
 /// A local read ([`Input::Query`]).
@@ -1118,6 +1121,7 @@ impl MasterNode {
                         self.store_outputs(so, queue, out);
                     }
                 },
+                master::Action::Audit(record) => out.push(Output::Audit(record)),
                 master::Action::Contact { addrs } => {
                     let mut co = Vec::new();
                     self.contacts.start(addrs, &mut co);

@@ -293,6 +293,7 @@ fn respond(
     let access = match v1::auth::access(given, tokens, now_ms, &v1::auth::revocations()) {
         Ok(access) => access,
         Err(why) => {
+            let why = why.to_string();
             tracing::debug!(%method, %path, status = 401, "HTTP request refused");
             let response = if api {
                 v1::errors::ApiError::new(401, why).response()
@@ -327,6 +328,7 @@ fn respond(
             tiny_http::Method::Get | tiny_http::Method::Head => {
                 match logs::allowed(request.url(), queries, &access.principal()) {
                     Ok(()) => logs::respond(request.url(), queries),
+                    Err(why @ logs::LogsDenied::NoAnswer) => text(503, &format!("{why}\n")),
                     Err(why) => text(403, &format!("forbidden: {why}\n")),
                 }
             }

@@ -283,6 +283,7 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, PumpError> {
              direction each); --runtime smol takes more",
         ),
         queries: http::queries::Waiting::new(),
+        audit: cfg.open_audit_log().map_err(PumpError::Audit)?,
     };
     let thread = std::thread::Builder::new()
         .name("regent-master".into())
@@ -376,6 +377,9 @@ struct Pump {
     /// Queries (HTTP, [`MasterHandle::state`]) the node has not answered
     /// yet.
     queries: http::queries::Waiting,
+    /// The audit log (docs/design.md#issue-44): a step's records, one
+    /// fsync.
+    audit: crate::audit::AuditLog,
 }
 
 impl Pump {
@@ -552,8 +556,10 @@ impl Pump {
                 // docs/design.md#leadership-that-cannot-act-is-given-up, single-master modes: a store that cannot be
                 // written (or read) stops the process, saying why.
                 Output::Exit { reason } => return Err(format!("giving up leadership: {reason}")),
+                Output::Audit(record) => self.audit.append(&record),
             }
         }
+        self.audit.sync();
         Ok(())
     }
 }

@@ -251,7 +251,10 @@ impl Harness {
             Output::Zk(cmd) => self.zk_command(cmd),
             Output::Exit { .. } => self.exited = true,
             // The fuzzer asks no HTTP log reads.
-            Output::Note(_) | Output::Answer { .. } | Output::ConnTimeouts { .. } => {}
+            Output::Note(_)
+            | Output::Answer { .. }
+            | Output::ConnTimeouts { .. }
+            | Output::Audit(_) => {}
         }
     }
 

@@ -328,6 +328,23 @@ pub enum Command {
         #[arg(long)]
         read_only: bool,
     },
+    /// Print the audit log: every change a client asked, accepted or
+    /// refused, from `GET /v1/audit` of every master given, merged by time
+    /// (each master logs what it answered while it led). Needs a token with
+    /// `operator` (--token-file), or --secret-file.
+    Audit {
+        /// Every master's `--http` base URL (`http://HOST:PORT,...`).
+        #[arg(long, value_delimiter = ',', value_name = "URL", required = true)]
+        http: Vec<String>,
+        /// Only records at or after this wall-clock time (ms since the
+        /// Unix epoch).
+        #[arg(long, value_name = "MS", default_value_t = 0)]
+        since: u64,
+        /// A file holding the bearer token (without it, the full token of
+        /// --secret-file is sent).
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
+    },
     /// Scoped credentials signed with the cluster secret: `regent token
     /// create` (docs/security.md).
     Token {
@@ -582,6 +599,11 @@ pub struct MasterArgs {
     /// such ceiling (file descriptors only).
     #[arg(long, env = "REGENT_MAX_CONNECTIONS", value_name = "N")]
     pub max_connections: Option<usize>,
+    /// Where the audit log goes: every change a client asked, accepted or
+    /// refused, one JSON line each (default: audit.log in --store's
+    /// directory with --recovery filesystem; none otherwise).
+    #[arg(long, env = "REGENT_AUDIT_LOG", value_name = "PATH")]
+    pub audit_log: Option<PathBuf>,
     /// The address advertised to workers and other masters (default: the
     /// listen address).
     #[arg(long, env = "REGENT_ADVERTISE")]

@@ -15,6 +15,7 @@
 //! share; this file parses and dispatches.
 
 mod args;
+mod audit;
 mod common;
 mod config_file;
 mod daemons;
@@ -103,6 +104,11 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Store { command: StoreCommand::Seal(a) } => store::seal_command(&common, a).await,
         Command::Store { command } => store::store_command(&common, command).await,
         Command::ExecutorShim(_) => Err("executor-shim is run before the runtime starts".into()),
+        Command::Audit { http, since, token_file } => {
+            let secret = common::net_config(&common)?.secret.clone();
+            smol::unblock(move || audit::run(&http, since, token_file.as_deref(), secret.as_ref()))
+                .await
+        }
         Command::Token { command } => {
             token::run(common::net_config(&common)?.secret.as_ref(), command)
         }

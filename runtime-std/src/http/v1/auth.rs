@@ -109,41 +109,54 @@ pub const HOW_TO_GET_A_TOKEN: &str = "`regent token create --capability read --n
      --secret-file F` issues a scoped token; `regent http-token --secret-file F` prints the \
      cluster's full token";
 
+/// Why a request's token grants nothing (a `401`'s message).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unauthorized {
+    /// No `Authorization` header.
+    #[error(
+        "unauthorized: this cluster has a secret, so every HTTP request needs \
+         `Authorization: Bearer <token>`: {HOW_TO_GET_A_TOKEN}"
+    )]
+    Missing,
+    /// Another scheme than `Bearer`.
+    #[error("unauthorized: the Authorization header must be `Bearer <token>`")]
+    Scheme,
+    /// A scoped token that does not verify, expired, or was revoked.
+    #[error("unauthorized: {0}; {HOW_TO_GET_A_TOKEN}")]
+    Token(#[from] regent_core::token::TokenError),
+    /// Neither the cluster's tokens nor a scoped one.
+    #[error(
+        "unauthorized: wrong bearer token (not the cluster's, nor a token issued with its \
+         secret): {HOW_TO_GET_A_TOKEN}"
+    )]
+    Wrong,
+}
+
 /// What the `Authorization` header `given` grants under `tokens` (`None`:
 /// an open server) at wall-clock `now_ms` against `revoked`, or why it
-/// grants nothing (a `401`'s message).
+/// grants nothing (a `401`).
 pub fn access(
     given: Option<&str>,
     tokens: Option<&Tokens>,
     now_ms: u64,
     revoked: &Revocations,
-) -> Result<Access, String> {
+) -> Result<Access, Unauthorized> {
     let Some(tokens) = tokens else { return Ok(Access::Full) };
-    let Some(given) = given.map(str::trim) else {
-        return Err(format!(
-            "unauthorized: this cluster has a secret, so every HTTP request needs \
-             `Authorization: Bearer <token>`: {HOW_TO_GET_A_TOKEN}"
-        ));
-    };
+    let Some(given) = given.map(str::trim) else { return Err(Unauthorized::Missing) };
     let presented = match given.split_once(' ') {
         Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
-        _ => return Err("unauthorized: the Authorization header must be `Bearer <token>`".into()),
+        _ => return Err(Unauthorized::Scheme),
     };
     if presented.starts_with(regent_core::token::PREFIX) {
-        return match Token::verify(&tokens.secret, presented, now_ms, revoked) {
-            Ok(token) => Ok(Access::Token(token.claims)),
-            Err(e) => Err(format!("unauthorized: {e}; {HOW_TO_GET_A_TOKEN}")),
-        };
+        let token = Token::verify(&tokens.secret, presented, now_ms, revoked)?;
+        return Ok(Access::Token(token.claims));
     }
     if constant_time_eq(presented.as_bytes(), tokens.full.as_bytes()) {
         Ok(Access::Full)
     } else if constant_time_eq(presented.as_bytes(), tokens.read_only.as_bytes()) {
         Ok(Access::ReadOnly)
     } else {
-        Err(format!(
-            "unauthorized: wrong bearer token (not the cluster's, nor a token issued with its \
-             secret): {HOW_TO_GET_A_TOKEN}"
-        ))
+        Err(Unauthorized::Wrong)
     }
 }
 
@@ -176,12 +189,15 @@ mod tests {
             access(Some(&format!("bearer {}", t.read_only)), Some(&t), 0, &none),
             Ok(Access::ReadOnly)
         );
-        let e = access(None, Some(&t), 0, &none).unwrap_err();
+        let e = access(None, Some(&t), 0, &none).unwrap_err().to_string();
         assert!(e.contains("Authorization: Bearer") && e.contains("regent token create"), "{e}");
-        let e = access(Some("Basic abc"), Some(&t), 0, &none).unwrap_err();
+        let e = access(Some("Basic abc"), Some(&t), 0, &none).unwrap_err().to_string();
         assert!(e.contains("must be `Bearer"), "{e}");
         let wrong = bearer(&"0".repeat(64));
-        assert!(access(Some(&wrong), Some(&t), 0, &none).unwrap_err().contains("wrong bearer"));
+        assert!(access(Some(&wrong), Some(&t), 0, &none)
+            .unwrap_err()
+            .to_string()
+            .contains("wrong bearer"));
     }
 
     #[test]
@@ -207,14 +223,16 @@ mod tests {
         let e = got.require(Capability::Logs, "read logs").unwrap_err().to_string();
         assert!(e.contains("`logs`"), "{e}");
         assert_eq!(got.principal(), Principal::Token(claims.clone()));
-        let e = access(Some(&bearer(&text)), Some(&t), 1_000, &none).unwrap_err();
+        let e = access(Some(&bearer(&text)), Some(&t), 1_000, &none).unwrap_err().to_string();
         assert!(e.contains("expired"), "{e}");
         let mut revoked = Revocations::default();
         revoked.tokens.insert(claims.id, claims.expires_ms);
-        let e = access(Some(&bearer(&text)), Some(&t), 10, &revoked).unwrap_err();
+        let e = access(Some(&bearer(&text)), Some(&t), 10, &revoked).unwrap_err().to_string();
         assert!(e.contains("revoked"), "{e}");
         let other = Secret::new(b"another secret of enough bytes!!".to_vec()).unwrap();
-        let e = access(Some(&bearer(&text)), Some(&Tokens::of(&other)), 10, &none).unwrap_err();
+        let e = access(Some(&bearer(&text)), Some(&Tokens::of(&other)), 10, &none)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("does not verify"), "{e}");
         // The read-only token reads everything and writes nothing.
         assert_eq!(Access::ReadOnly.require(Capability::Logs, "read logs"), Ok(()));

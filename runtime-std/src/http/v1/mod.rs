@@ -23,6 +23,7 @@ use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+pub mod audit;
 pub mod auth;
 pub mod errors;
 pub mod events;
@@ -72,6 +73,8 @@ pub enum Route {
     StepDown,
     /// `/v1/openapi.json`: GET.
     OpenApi,
+    /// `/v1/audit`: GET (docs/design.md#issue-44).
+    Audit,
 }
 
 impl Route {
@@ -81,7 +84,7 @@ impl Route {
             Route::Jobs => "GET, HEAD, POST",
             Route::Job(_) => "GET, HEAD, DELETE",
             Route::RemoveWorker(_) => "DELETE",
-            Route::Events | Route::OpenApi => "GET, HEAD",
+            Route::Events | Route::OpenApi | Route::Audit => "GET, HEAD",
             Route::Plan(_)
             | Route::Scale(..)
             | Route::Worker(..)
@@ -113,6 +116,7 @@ pub fn route(path: &str) -> Option<Route> {
         ["executors", _, "kill"] => Route::KillExecutor(id(1)?),
         ["leader", "step-down"] => Route::StepDown,
         ["openapi.json"] => Route::OpenApi,
+        ["audit"] => Route::Audit,
         _ => return None,
     })
 }
@@ -257,6 +261,7 @@ pub fn needs(route: &Route, read: bool) -> Option<(Capability, &'static str)> {
         Route::RemoveWorker(_) => (Capability::Operator, "remove a worker"),
         Route::KillExecutor(_) => (Capability::Operator, "kill any executor"),
         Route::StepDown => (Capability::Operator, "step the leader down"),
+        Route::Audit => (Capability::Operator, "read the audit log"),
         Route::OpenApi => return None,
     })
 }
@@ -287,6 +292,7 @@ fn handle(
         (Route::KillExecutor(id), _) => operator::kill_executor(request, &id, queries),
         (Route::StepDown, _) => operator::step_down(queries),
         (Route::OpenApi, _) => Ok(openapi::response()),
+        (Route::Audit, _) => audit::read(url),
         (Route::Events, _) => Err(ApiError::new(500, "the event stream is served apart")),
     }
 }
