@@ -558,14 +558,14 @@ impl Drop for Cluster {
 static BEARERS: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
 
 /// Notes the bearer token of a master started with `args` and `env`:
-/// its `--http` address and the secret of `--secret-file` (or
-/// `REGENT_SECRET_FILE`), when it has both.
+/// its `--http` address (or `REGENT_HTTP`) and the secret of
+/// `--secret-file` (or `REGENT_SECRET_FILE`), when it has both.
 fn remember_bearer(args: &[&str], env: &[(&str, &str)]) {
     let after = |flag: &str| args.windows(2).find(|w| w[0] == flag).map(|w| w[1].to_owned());
-    let file = after("--secret-file").or_else(|| {
-        env.iter().find(|(k, _)| *k == "REGENT_SECRET_FILE").map(|(_, v)| v.to_string())
-    });
-    let (Some(http), Some(file)) = (after("--http"), file) else { return };
+    let from_env = |key: &str| env.iter().find(|(k, _)| *k == key).map(|(_, v)| v.to_string());
+    let file = after("--secret-file").or_else(|| from_env("REGENT_SECRET_FILE"));
+    let http = after("--http").or_else(|| from_env("REGENT_HTTP"));
+    let (Some(http), Some(file)) = (http, file) else { return };
     let Ok(bytes) = fs::read(&file) else { return };
     let Ok(secret) = regent_core::secret::Secret::new(bytes.trim_ascii().to_vec()) else { return };
     let token = regent_smol::http::bearer_token(&secret);
