@@ -43,6 +43,7 @@
 //!   [`progress::SubmitOutcome`].
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod auth;
 pub mod codec;
 pub mod deadlines;
@@ -72,6 +73,7 @@ pub mod subscriber;
 pub mod testkit;
 pub mod time;
 pub mod token;
+pub mod visibility;
 pub mod worker;
 pub mod zk;
 

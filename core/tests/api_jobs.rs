@@ -17,6 +17,7 @@ use regent_core::protocol::{
     ExecutorReport, ExecutorState, GroupSpec, Message, RegisterWorker, Role, Subscribe,
 };
 use regent_core::store::{Maintenance, Record, RecordKey, StoreCommand, StoreEvent};
+use regent_core::token::Principal;
 use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, Millis, WorkerId};
 use std::collections::BTreeMap;
 
@@ -223,7 +224,10 @@ impl Cluster {
     ) -> (Vec<master::Action>, Vec<master::Action>, Message) {
         let query = QueryId(self.next_query);
         self.next_query += 1;
-        let out = self.m.handle(now, master::Event::Command { query, msg });
+        let out = self.m.handle(
+            now,
+            master::Event::Command { query, msg, principal: Box::new(Principal::Root) },
+        );
         let before = out.clone();
         let all = self.store.settle(&mut self.m, now, out);
         let mine: Vec<Message> =
@@ -598,11 +602,19 @@ fn a_local_asker_waiting_for_a_write_is_answered_when_the_leadership_ends() {
         master::Event::Command {
             query: QueryId(50),
             msg: Message::SubmitJob { request: 7, job: job.clone() },
+            principal: Box::new(Principal::Root),
         },
     );
     assert!(answers(&out).is_empty(), "{out:?}");
     let cordon = Message::CordonWorker { request: 8, worker: WorkerId::new("w0") };
-    let out = c.m.handle(t, master::Event::Command { query: QueryId(51), msg: cordon });
+    let out = c.m.handle(
+        t,
+        master::Event::Command {
+            query: QueryId(51),
+            msg: cordon,
+            principal: Box::new(Principal::Root),
+        },
+    );
     assert!(answers(&out).is_empty(), "{out:?}");
     // The writes never confirmed: the leadership ends.
     let out = c.m.handle(t, master::Event::Revoked);

@@ -612,7 +612,10 @@ fn a_local_askers_step_down_is_answered_as_a_connections() {
     let mut c = led_by_node_0(2);
     let s0 = c.nodes[0].session.unwrap();
     let epoch = c.nodes[0].node.master().epoch();
-    let ask = Query::Command(Message::StepDown { request: 7 });
+    let ask = Query::Command {
+        msg: Message::StepDown { request: 7 },
+        principal: Box::new(regent_core::token::Principal::Root),
+    };
     let out = c.feed_only(0, Input::Query { query: QueryId(3), ask });
     assert_eq!(
         out.first(),
@@ -623,7 +626,10 @@ fn a_local_askers_step_down_is_answered_as_a_connections() {
     );
     assert!(out.contains(&Output::Zk(ZkCommand::CloseSession { session: s0 })), "{out:?}");
     assert_eq!(c.nodes[0].status(), Status::Standby);
-    let ask = Query::Command(Message::StepDown { request: 8 });
+    let ask = Query::Command {
+        msg: Message::StepDown { request: 8 },
+        principal: Box::new(regent_core::token::Principal::Root),
+    };
     let out = c.feed_only(0, Input::Query { query: QueryId(4), ask });
     assert!(
         matches!(

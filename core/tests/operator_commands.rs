@@ -18,6 +18,7 @@ use regent_core::protocol::{
 use regent_core::states::DrainState;
 use regent_core::store::{Maintenance, Record, RecordKey, SlotOutcome};
 use regent_core::store::{StoreCommand, StoreEvent};
+use regent_core::token::Principal;
 use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, Millis, WorkerId};
 use std::collections::BTreeMap;
 
@@ -973,7 +974,8 @@ fn a_local_asker_is_answered_once_the_named_scale_is_durable() {
     let x = c.executors.clone();
     let query = regent_core::ids::QueryId(3);
     let msg = named_scale(&fw, 1, &[&x[1]], None);
-    let out = c.m.handle(t, master::Event::Command { query, msg });
+    let out =
+        c.m.handle(t, master::Event::Command { query, msg, principal: Box::new(Principal::Root) });
     assert!(!out.iter().any(|a| matches!(a, master::Action::Answer { .. })), "{out:?}");
     let mut answers = Vec::new();
     let mut pending = out;
@@ -999,7 +1001,8 @@ fn a_local_asker_is_answered_once_the_named_scale_is_durable() {
     assert_eq!(c.store.group_slots(&fw), vec![SlotOutcome::Pending, removed]);
     // A refusal is answered at once.
     let msg = named_scale(&fw, 1, &[&x[1]], None);
-    let out = c.m.handle(t, master::Event::Command { query, msg });
+    let out =
+        c.m.handle(t, master::Event::Command { query, msg, principal: Box::new(Principal::Root) });
     let refused = out.iter().any(|a| {
         matches!(a, master::Action::Answer { msg: Message::RequestRefused { request: 7, .. }, .. })
     });

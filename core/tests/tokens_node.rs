@@ -59,7 +59,16 @@ fn a_token_step_down_is_authorized_and_revocations_are_readable() {
     assert_eq!(revocations(&mut c, 1), Revocations::default());
     // The root (an HTTP command) revokes the token: in force at once.
     let revoke = Message::RevokeToken { request: 5, id: TokenId([5; 16]), expires_ms: None };
-    let _ = c.feed(0, Input::Query { query: QueryId(2), ask: Query::Command(revoke) });
+    let _ = c.feed(
+        0,
+        Input::Query {
+            query: QueryId(2),
+            ask: Query::Command {
+                msg: revoke,
+                principal: Box::new(regent_core::token::Principal::Root),
+            },
+        },
+    );
     let r = revocations(&mut c, 3);
     assert_eq!(r.tokens.get(&TokenId([5; 16])), Some(&None));
 }

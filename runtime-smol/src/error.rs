@@ -65,6 +65,9 @@ pub enum MasterError {
         /// The node's reason.
         reason: String,
     },
+    /// The audit log could not be opened (`--audit-log`).
+    #[error("cannot open the audit log: {0}")]
+    Audit(#[source] std::io::Error),
 }
 
 into_report!(MasterError);

@@ -64,8 +64,8 @@ enum Wake {
 ///
 /// Exposure (before anything is bound or dialled): `listen`, `http` and
 /// every ZooKeeper host must be loopback unless there is a cluster secret or
-/// `insecure`; an HTTP server bound to a non-loopback address with a secret
-/// requires its bearer token ([`http::required_token`]). A
+/// `insecure`; with a secret, the HTTP server requires a token on every
+/// address ([`http::required_token`]). A
 /// `max_connections` (the std runtime's ceiling) is refused.
 pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<(), MasterError> {
     if opts.max_connections.is_some() {
@@ -111,7 +111,7 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
     }
     if let Some(addr) = opts.http {
         let (qtx, qrx) = async_channel::unbounded::<HttpQuery>();
-        let token = http::required_token(addr, opts.net.secret.as_ref());
+        let token = http::required_token(opts.net.secret.as_ref());
         match &opts.net.tls {
             // HTTPS with the node's certificate (no client certificate).
             Some(tls) => http::https::serve_tls(addr, token, qtx, tls.clone())?,
@@ -189,6 +189,7 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
         load_started,
         local_loaded: 0,
         queries: http::queries::Waiting::new(),
+        audit: opts.open_audit_log().map_err(MasterError::Audit)?,
         timer: async_io::Timer::never(),
         timer_at: None,
     };
@@ -290,6 +291,9 @@ struct Pump {
     local_loaded: usize,
     /// HTTP queries the node has not answered yet.
     queries: http::queries::Waiting,
+    /// The audit log (docs/design.md#issue-44): a step's records, one
+    /// fsync.
+    audit: regent_std::audit::AuditLog,
     /// The loop's one timer, for the node's deadline or the poller's sweep,
     /// whichever is first: kept across turns and moved only when that
     /// instant changes (a timer made per turn is registered with the
@@ -509,8 +513,10 @@ impl Pump {
                     }
                     regent_std::notes::log_note(&note)
                 }
+                Output::Audit(record) => self.audit.append(&record),
             }
         }
+        self.audit.sync();
         if let Some(started) = self.load_started {
             self.log_loaded(started);
         }

@@ -91,6 +91,9 @@ pub struct MasterConfig {
     /// process's limits. The smol runtime has no such ceiling (file
     /// descriptors only) and refuses a value here.
     pub max_connections: Option<usize>,
+    /// Where the audit log goes (`--audit-log`); `None`: `audit.log` in
+    /// the filesystem store's directory, or no log ([`MasterConfig::audit_path`]).
+    pub audit_log: Option<std::path::PathBuf>,
 }
 
 impl MasterConfig {
@@ -114,7 +117,29 @@ impl MasterConfig {
             insecure: false,
             previous_secrets: Vec::new(),
             max_connections: None,
+            audit_log: None,
         }
+    }
+
+    /// The audit log's file: `--audit-log`, else `audit.log` in the
+    /// filesystem store's directory, else none.
+    pub fn audit_path(&self) -> Option<std::path::PathBuf> {
+        match (&self.audit_log, &self.recovery) {
+            (Some(p), _) => Some(p.clone()),
+            (None, Recovery::Filesystem { dir }) => Some(dir.join("audit.log")),
+            _ => None,
+        }
+    }
+
+    /// Opens the audit log ([`MasterConfig::audit_path`]) and registers it
+    /// for `GET /v1/audit`.
+    pub fn open_audit_log(&self) -> std::io::Result<crate::audit::AuditLog> {
+        let path = self.audit_path();
+        let log = crate::audit::AuditLog::open(path.as_deref())?;
+        if let Some(p) = log.path() {
+            crate::audit::serve_path(p);
+        }
+        Ok(log)
     }
 
     /// The master machine's settings: every one that the flags set, the

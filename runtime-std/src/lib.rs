@@ -39,6 +39,7 @@
 //! `filesystem` only.
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod clock;
 pub mod config;
 pub mod conns;

@@ -757,7 +757,7 @@ impl Cluster {
                     self.leaders.remove(&m);
                 }
                 // The harness's workers have no callback listener.
-                master::Action::Contact { .. } => {}
+                master::Action::Contact { .. } | master::Action::Audit(_) => {}
                 // The harness asks no local queries.
                 master::Action::Answer { .. } => {}
             }

@@ -85,12 +85,6 @@ impl Master {
         self.judge(now, conn, msg).is_none()
     }
 
-    /// The tenant of framework `fid`. Until frameworks carry a tenant every
-    /// framework is `default`'s.
-    pub(super) fn framework_tenant(&self, _fid: &FrameworkId) -> &str {
-        "default"
-    }
-
     /// The tenant a framework created by `conn`'s peer belongs to: its
     /// token's tenant when the token has one (a token of tenant A only
     /// creates frameworks of tenant A); `None`: whatever the submission

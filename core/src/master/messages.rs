@@ -28,7 +28,7 @@
 
 use super::history::Ending;
 use super::operator::WorkerChange;
-use super::{Action, AfterWrite, Master, Origin};
+use super::{authorize_query, Action, AfterWrite, Master, Origin};
 use crate::ids::{ConnId, FrameworkId, WorkerId};
 use crate::protocol::{ClusterState, HelloReply, Message, Role};
 use crate::time::Millis;
@@ -175,6 +175,9 @@ impl Master {
                 out.push(Action::Send { conn, msg: Message::StateReply(state) })
             }
             msg if msg.is_client_command() && self.may_act() => {
+                let asked = crate::audit::Asked::of(self.principal(conn), &msg);
+                let request = authorize_query::request_of(&msg);
+                self.audit_pending(Origin::Conn(conn), request, asked);
                 self.client_command(now, Origin::Conn(conn), msg, out)
             }
             Message::LogRequest { request, executor, stream, offset, max } if self.may_act() => {
@@ -288,11 +291,20 @@ impl Master {
         now: Millis,
         query: crate::ids::QueryId,
         msg: Message,
+        principal: &crate::token::Principal,
         out: &mut Vec<Action>,
     ) {
         let asker = Origin::Query(query);
         if !self.may_act() {
             out.push(asker.reply(self.refusal_message()));
+            return;
+        }
+        // What the sender may do, before anything is done
+        // (docs/design.md#issue-44).
+        self.audit_asked(asker, principal, &msg);
+        if let Err(denied) = self.authorize_query(principal, &msg) {
+            let reason = format!("{}{denied}", authorize_query::FORBIDDEN);
+            out.push(self.refuse_request(asker, authorize_query::request_of(&msg), reason));
             return;
         }
         // Anything but a client's command is refused there, and counted.

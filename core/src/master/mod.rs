@@ -26,6 +26,7 @@
 //! docs/testing.md), the properties and the simulator in tests/tests/.
 
 mod authorize;
+mod authorize_query;
 mod executors;
 mod frameworks;
 mod gauges;
@@ -60,6 +61,7 @@ use crate::time::Millis;
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet};
 
+pub use authorize_query::{framework_of, FORBIDDEN};
 pub use executors::ExecutorEntry;
 pub use frameworks::{FrameworkEntry, GroupState};
 pub use gauges::Gauges;
@@ -285,6 +287,9 @@ pub enum Event {
         query: QueryId,
         /// The command.
         msg: Message,
+        /// Who sends it: checked before the master acts
+        /// ([`Master::authorize_query`]). Boxed: claims are large.
+        principal: Box<crate::token::Principal>,
     },
     /// The masters of the election (every candidate's advertised address).
     /// They replace the masters this master advertises (its own address is
@@ -365,6 +370,9 @@ pub enum Action {
         /// The recovered workers' callback addresses.
         addrs: Vec<Addr>,
     },
+    /// Append `record` to the audit log: a client's change was answered,
+    /// accepted or refused (docs/design.md#issue-44, [`crate::audit`]).
+    Audit(crate::audit::AuditRecord),
 }
 
 /// The master's named deadlines (see `timers`): the machine keeps them and
@@ -622,6 +630,9 @@ pub struct Master {
     dying: kills::Dying,
     /// Slots of groups with a restart policy that wait out a backoff.
     restart_waits: restarts::Waits,
+    /// Changes asked and not answered yet, for the audit log: who asked
+    /// what, by asker and request number (at most [`MAX_PENDING_AUDITS`]).
+    audits: Vec<(Origin, u64, crate::audit::Asked)>,
 }
 
 impl Master {
@@ -659,6 +670,7 @@ impl Master {
             logs: logs::Relays::default(),
             dying: kills::Dying::default(),
             restart_waits: restarts::Waits::default(),
+            audits: Vec::new(),
         }
     }
 
@@ -942,6 +954,7 @@ impl Master {
             self.roll(&mut out);
         }
         self.finish_framework_writes(&mut out);
+        self.audit_answers(now, &mut out);
         #[cfg(debug_assertions)]
         self.check_indexes();
         out
@@ -1025,7 +1038,9 @@ impl Master {
                     out.push(asker.reply(self.refusal_message()));
                 }
             }
-            Event::Command { query, msg } => self.on_command(now, query, msg, out),
+            Event::Command { query, msg, principal } => {
+                self.on_command(now, query, msg, &principal, out)
+            }
             Event::LeaderNamed { id, addr } => {
                 self.advertise_leader(&addr);
                 if self.leader.as_ref().is_some_and(|l| l.id != id) {

@@ -268,6 +268,9 @@ pub enum Output {
     },
     /// Purely observational: something an operator wants in the log.
     Note(Note),
+    /// Append the record to the audit log (one JSON line; a batch of them
+    /// may share one fsync): [`crate::master::Action::Audit`].
+    Audit(crate::audit::AuditRecord),
 }
 
 /// A local read ([`Input::Query`]).
@@ -303,7 +306,14 @@ pub enum Query {
     /// the same message on an operator's connection would be, and
     /// answered ([`Answer::Reply`]) when it would be (a write once it is
     /// durable). Any other message is refused.
-    Command(Message),
+    Command {
+        /// The command.
+        msg: Message,
+        /// Who sends it (the HTTP request's token, or the root): the
+        /// master checks what it may do before acting
+        /// (docs/design.md#issue-44). Boxed: claims are large.
+        principal: Box<crate::token::Principal>,
+    },
     /// The revoked tokens and retired key ids in force (an HTTP request
     /// with a token is refused by them too, docs/security.md):
     /// [`Answer::Revocations`]. A master that is not leading has none.
@@ -814,12 +824,15 @@ impl MasterNode {
             }
             // A step-down is the node's (it closes the elector's
             // session), answered as on a connection.
-            Query::Command(Message::StepDown { request }) => {
+            // (Without `operator`, the master refuses it naming that.)
+            Query::Command { msg: Message::StepDown { request }, principal }
+                if principal.has(crate::token::Capability::Operator) =>
+            {
                 self.step_down_request(Origin::Query(query), request, queue, out);
                 return;
             }
-            Query::Command(msg) => {
-                queue.push_back(Inner::Master(master::Event::Command { query, msg }));
+            Query::Command { msg, principal } => {
+                queue.push_back(Inner::Master(master::Event::Command { query, msg, principal }));
                 return;
             }
         };
@@ -1117,6 +1130,7 @@ impl MasterNode {
                         self.store_outputs(so, queue, out);
                     }
                 },
+                master::Action::Audit(record) => out.push(Output::Audit(record)),
                 master::Action::Contact { addrs } => {
                     let mut co = Vec::new();
                     self.contacts.start(addrs, &mut co);

@@ -350,7 +350,7 @@ impl Cluster {
             let n = &mut self.nodes[i];
             match o {
                 Output::Send { .. } | Output::Note(_) | Output::Exit { .. } => {}
-                Output::Answer { .. } | Output::ConnTimeouts { .. } => {}
+                Output::Answer { .. } | Output::ConnTimeouts { .. } | Output::Audit(_) => {}
                 Output::Close { conn, .. } => {
                     n.closed.insert(conn);
                 }

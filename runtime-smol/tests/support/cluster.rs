@@ -379,6 +379,9 @@ impl Cluster {
     ) -> Proc {
         let n = self.spawned.get();
         self.spawned.set(n + 1);
+        if kind == Kind::Master {
+            remember_bearer(args, env);
+        }
         let stderr = self.path(&format!("{name}.{n}.stderr"));
         let stdout = self.path(&format!("{name}.{n}.stdout"));
         let mut cmd = self.command_via(wrapper, args);
@@ -548,12 +551,50 @@ impl Drop for Cluster {
     }
 }
 
-/// `GET path` over a plain TcpStream: the status code and body.
+/// The cluster's full bearer token of every HTTP address a master with a
+/// cluster secret was started on (with a secret, every HTTP request needs
+/// a token, on loopback too: docs/design.md#issue-44). Addresses are
+/// free ports, unique across the tests of a process.
+static BEARERS: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// Notes the bearer token of a master started with `args` and `env`:
+/// its `--http` address (or `REGENT_HTTP`) and the secret of
+/// `--secret-file` (or `REGENT_SECRET_FILE`), when it has both.
+fn remember_bearer(args: &[&str], env: &[(&str, &str)]) {
+    let after = |flag: &str| args.windows(2).find(|w| w[0] == flag).map(|w| w[1].to_owned());
+    let from_env = |key: &str| env.iter().find(|(k, _)| *k == key).map(|(_, v)| v.to_string());
+    let file = after("--secret-file").or_else(|| from_env("REGENT_SECRET_FILE"));
+    let http = after("--http").or_else(|| from_env("REGENT_HTTP"));
+    let (Some(http), Some(file)) = (http, file) else { return };
+    let Ok(bytes) = fs::read(&file) else { return };
+    let Ok(secret) = regent_core::secret::Secret::new(bytes.trim_ascii().to_vec()) else { return };
+    let token = regent_smol::http::bearer_token(&secret);
+    let mut all = BEARERS.lock().unwrap_or_else(|e| e.into_inner());
+    all.retain(|(a, _)| *a != http);
+    all.push((http, token));
+}
+
+/// The full bearer token the master serving HTTP on `addr` requires, if it
+/// was started with a cluster secret.
+pub fn bearer_for(addr: &str) -> Option<String> {
+    let all = BEARERS.lock().unwrap_or_else(|e| e.into_inner());
+    all.iter().find(|(a, _)| a == addr).map(|(_, t)| t.clone())
+}
+
+/// The `Authorization` header line for `addr` (empty without a secret).
+fn auth_line(addr: &str) -> String {
+    bearer_for(addr).map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default()
+}
+
+/// `GET path` over a plain TcpStream: the status code and body. With the
+/// full bearer token when the master on `addr` has a cluster secret
+/// ([`bearer_for`]).
 pub fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
     let mut s = TcpStream::connect_timeout(&addr.parse().ok()?, Duration::from_secs(2)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     s.set_write_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n").ok()?;
+    let auth = auth_line(addr);
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n").ok()?;
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).ok()?;
     let text = String::from_utf8_lossy(&raw);
@@ -781,7 +822,8 @@ pub fn https_get(addr: &str, path: &str, ca_pem: &str) -> Result<(u16, String), 
     let s = TcpStream::connect_timeout(&sa, Duration::from_secs(2)).map_err(|e| e.to_string())?;
     s.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
     let mut tls = rustls::StreamOwned::new(conn, s);
-    write!(tls, "GET {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
+    let auth = auth_line(addr);
+    write!(tls, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n")
         .map_err(|e| e.to_string())?;
     let mut raw = Vec::new();
     match tls.read_to_end(&mut raw) {

@@ -45,6 +45,8 @@
 
 use super::{header, snapshot_of, state_body, text, HttpQuery, HttpSnapshot, QUERY_TIMEOUT};
 use regent_core::events::{diff, ClusterEvent};
+use regent_core::token::Principal;
+use regent_core::visibility::sees_event;
 use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -267,7 +269,7 @@ pub(super) enum Next {
 
 /// Answers `GET /api/events`: a `503` past [`MAX_STREAMS`] or when the
 /// master does not answer, else a stream on a thread of its own.
-pub(super) fn serve(request: tiny_http::Request, hub: &Arc<Hub>) {
+pub(super) fn serve(request: tiny_http::Request, hub: &Arc<Hub>, principal: Principal) {
     if !hub.enter() {
         let _ = request.respond(text(
             503,
@@ -277,7 +279,7 @@ pub(super) fn serve(request: tiny_http::Request, hub: &Arc<Hub>) {
     }
     let hub2 = hub.clone();
     let spawned = std::thread::Builder::new().name("regent-http-events".into()).spawn(move || {
-        stream(request, &hub2);
+        stream(request, &hub2, &principal);
         hub2.leave();
     });
     if spawned.is_err() {
@@ -288,7 +290,10 @@ pub(super) fn serve(request: tiny_http::Request, hub: &Arc<Hub>) {
     }
 }
 
-fn stream(request: tiny_http::Request, hub: &Hub) {
+/// Streams what `principal` may see: its part of each snapshot
+/// ([`HttpSnapshot::visible_to`]) and the events about it
+/// ([`regent_core::visibility::sees_event`]; docs/design.md#issue-44).
+fn stream(request: tiny_http::Request, hub: &Hub, principal: &Principal) {
     let Some((snap, mut cursor)) = hub.current(QUERY_TIMEOUT) else {
         let _ = request.respond(text(503, "the master did not answer in time; retry\n"));
         return;
@@ -310,7 +315,9 @@ fn stream(request: tiny_http::Request, hub: &Hub) {
     if out.write_all(head.as_bytes()).and_then(|_| out.flush()).is_err() {
         return;
     }
-    if write_snapshot(&mut out, &snap, cursor).is_err() {
+    let mut view = snap.state.clone();
+    if write_snapshot(&mut out, &HttpSnapshot::clone(&snap).visible_to(principal), cursor).is_err()
+    {
         return;
     }
     loop {
@@ -318,7 +325,8 @@ fn stream(request: tiny_http::Request, hub: &Hub) {
             None => return,
             Some(Next::Snapshot(snap, id)) => {
                 cursor = id;
-                write_snapshot(&mut out, &snap, id)
+                view = snap.state.clone();
+                write_snapshot(&mut out, &HttpSnapshot::clone(&snap).visible_to(principal), id)
             }
             Some(Next::Events(events)) if events.is_empty() => {
                 out.write_all(b": keepalive\n\n").and_then(|_| out.flush())
@@ -326,7 +334,9 @@ fn stream(request: tiny_http::Request, hub: &Hub) {
             Some(Next::Events(events)) => {
                 let mut buf = String::new();
                 for (id, _, event) in &events {
-                    buf.push_str(&event_text(*id, event));
+                    if sees_event(principal, &view, event) {
+                        buf.push_str(&event_text(*id, event));
+                    }
                     cursor = *id;
                 }
                 out.write_all(buf.as_bytes()).and_then(|_| out.flush())

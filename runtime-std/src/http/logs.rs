@@ -70,6 +70,49 @@ fn header(name: &str, value: &str) -> tiny_http::Header {
         .expect("header names and values here are ASCII")
 }
 
+/// Why a request may not read an executor's output (a `403`, or a `503`
+/// when the master did not answer).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LogsDenied {
+    /// The master did not answer in time (its view tells whose executor
+    /// it is).
+    #[error("the master did not answer in time; retry")]
+    NoAnswer,
+    /// Not an executor of a framework in the token's scope.
+    #[error(
+        "token {token:?} may not read the output of executor {executor}: it is not an \
+         executor of a framework in its scope"
+    )]
+    OutOfScope {
+        /// The token's name.
+        token: String,
+        /// The executor.
+        executor: ExecutorId,
+    },
+}
+
+/// `Ok` when `principal` may read the output the URL `url` names: an
+/// executor of one of its frameworks, or any for a principal without a
+/// scope ([`regent_core::visibility::sees_logs_of`], asked of the
+/// master's cached view); else why not.
+pub fn allowed(
+    url: &str,
+    queries: &async_channel::Sender<HttpQuery>,
+    principal: &regent_core::token::Principal,
+) -> Result<(), LogsDenied> {
+    use regent_core::token::Principal;
+    if matches!(principal, Principal::Token(c) if c.tenant.is_some() || c.frameworks.is_some()) {
+        let path = url.split_once('?').map_or(url, |(p, _)| p);
+        let raw = path.strip_prefix(PREFIX).unwrap_or("");
+        let executor = ExecutorId::new(crate::exec::names::unescape(raw).unwrap_or_default());
+        let snap = super::snapshot(queries).ok_or(LogsDenied::NoAnswer)?;
+        if !regent_core::visibility::sees_logs_of(principal, &snap.state, &executor) {
+            return Err(LogsDenied::OutOfScope { token: principal.name().to_owned(), executor });
+        }
+    }
+    Ok(())
+}
+
 /// Answers `GET /api/logs/...` (`url` is the request's whole URL, path and
 /// query), asking the daemon through `queries`.
 pub fn respond(url: &str, queries: &async_channel::Sender<HttpQuery>) -> Response {

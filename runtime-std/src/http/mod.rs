@@ -30,20 +30,24 @@
 //! `--http` follows the rule of `--listen` (the master checks it with
 //! [`crate::net::check_exposure`] before binding anything): a non-loopback
 //! address needs a cluster secret, or `--insecure`. HTTP has no handshake,
-//! so a server bound to a non-loopback address with a secret requires
-//! `Authorization: Bearer <token>` on every request, whatever address the
-//! request came from, where the token is [`bearer_token`]: the lowercase
-//! hex of HMAC-SHA256(secret, `"regent http bearer v1"`). An operator gets
-//! it with `regent http-token --secret-file F`. A request without it, or
-//! with another token, gets `401 Unauthorized` (with
-//! `WWW-Authenticate: Bearer realm="regent"`) saying so. A server bound to
-//! loopback stays open. The pages only read; `/v1/` also writes, each
-//! write one wire message handed to the node ([`HttpQuery::Command`]), and
-//! a second, read-only token ([`v1::auth`]) may only read.
+//! so with a cluster secret every request needs `Authorization: Bearer
+//! <token>`, on loopback too (docs/design.md#issue-44): the secret's full
+//! token ([`bearer_token`], `regent http-token`), its read-only token, or
+//! a scoped token (`regent token create`) verified with the secret
+//! ([`v1::auth`]). A request without one, or with one refused, gets `401
+//! Unauthorized` (with `WWW-Authenticate: Bearer realm="regent"`) naming
+//! why and how to get one; a request its token may not make gets `403`
+//! naming the capability missing: `read` for the page, `/api/state`,
+//! `/api/events` and `/metrics`, `logs` for `/api/logs/`, and under `/v1/`
+//! what its wire message needs. A cluster without a secret stays open.
+//! The pages only read; `/v1/` also writes, each write one wire message
+//! handed to the node ([`HttpQuery::Command`]) with the request's
+//! principal.
 
 use regent_core::protocol::{ClusterState, ExecutorState};
 use regent_core::secret::Secret;
 use regent_core::states::{MaintenanceState, MasterStatus, WorkerState};
+use regent_core::token::Capability;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -101,9 +105,18 @@ pub enum HttpQuery {
     Command {
         /// The command.
         msg: regent_core::protocol::Message,
+        /// Who sends it (the request's token; docs/design.md#issue-44).
+        /// Boxed: claims are large.
+        principal: Box<regent_core::token::Principal>,
         /// Where the daemon sends the master's reply (`try_send`: room for
         /// one).
         reply: std::sync::mpsc::SyncSender<regent_core::protocol::Message>,
+    },
+    /// The revocations in force at the node (a request with a scoped
+    /// token is checked against them; docs/security.md).
+    Revocations {
+        /// Where the daemon sends them (`try_send`: room for one).
+        reply: std::sync::mpsc::SyncSender<regent_core::token::Revocations>,
     },
 }
 
@@ -135,6 +148,18 @@ impl From<&HttpSnapshot> for MetricsSnapshot {
     }
 }
 
+impl HttpSnapshot {
+    /// The snapshot a request acting as `p` may read
+    /// ([`ClusterState::visible_to`]; the same one for a principal that
+    /// sees everything).
+    pub fn visible_to(self, p: &regent_core::token::Principal) -> HttpSnapshot {
+        if regent_core::visibility::sees_all(p) {
+            return self;
+        }
+        HttpSnapshot { state: Arc::new(self.state.visible_to(p)), ..self }
+    }
+}
+
 /// What the daemon loop answers to an [`HttpQuery::State`].
 #[derive(Clone, Debug)]
 pub struct HttpSnapshot {
@@ -162,16 +187,14 @@ pub fn bearer_token(secret: &Secret) -> String {
     v1::auth::hmac_hex(secret, BEARER_LABEL)
 }
 
-/// The tokens a server bound to `addr` requires (the full
-/// [`bearer_token`] and the read-only [`v1::auth::read_only_token`]):
-/// `None` on loopback or without a secret (the exposure check refuses a
-/// non-loopback address without a secret unless `--insecure`, which then
-/// leaves it open).
-pub fn required_token(addr: SocketAddr, secret: Option<&Secret>) -> Option<Tokens> {
-    match secret {
-        Some(s) if !addr.ip().is_loopback() => Some(Tokens::of(s)),
-        _ => None,
-    }
+/// The tokens a server requires with the cluster secret `secret` (the
+/// full [`bearer_token`], the read-only [`v1::auth::read_only_token`] and
+/// scoped tokens the secret signed): on every address, loopback too
+/// (docs/design.md#issue-44). `None` without a secret (the exposure check
+/// refuses a non-loopback address without a secret unless `--insecure`,
+/// which then leaves it open).
+pub fn required_token(secret: Option<&Secret>) -> Option<Tokens> {
+    secret.map(Tokens::of)
 }
 
 /// Why the HTTP face could not start.
@@ -272,9 +295,32 @@ fn respond(
     let path = request.url().split(['?', '#']).next().unwrap_or("").to_string();
     let api = path.starts_with(v1::PREFIX);
     let given = v1::header_value(&request, "Authorization");
-    let access = match v1::auth::access(given, tokens) {
+    let now_ms = crate::host::wall_clock_ms();
+    // A scoped token is checked against the node's revocations (one query
+    // of the node; the cluster secret's own tokens need none).
+    let scoped = given.is_some_and(|g| g.contains(regent_core::token::PREFIX));
+    let revoked = if scoped && tokens.is_some() {
+        match revocations_of(queries) {
+            Some(r) => r,
+            None => {
+                let why = "cannot check the token against the revocation list: the master did \
+                           not answer in time; retry";
+                let response = if api {
+                    v1::errors::ApiError::new(503, why.to_owned()).response()
+                } else {
+                    text(503, why)
+                };
+                let _ = request.respond(response);
+                return;
+            }
+        }
+    } else {
+        regent_core::token::Revocations::default()
+    };
+    let access = match v1::auth::access(given, tokens, now_ms, &revoked) {
         Ok(access) => access,
         Err(why) => {
+            let why = why.to_string();
             tracing::debug!(%method, %path, status = 401, "HTTP request refused");
             let response = if api {
                 v1::errors::ApiError::new(401, why).response()
@@ -292,10 +338,26 @@ fn respond(
     if api {
         return v1::respond(request, queries, hub, access);
     }
+    let (cap, action) = if path.starts_with(logs::PREFIX) {
+        (Capability::Logs, "read an executor's output")
+    } else {
+        (Capability::Read, "read the cluster's state")
+    };
+    if let Err(denied) = access.require(cap, action) {
+        tracing::debug!(%method, %path, status = 403, "HTTP request refused");
+        if let Err(e) = request.respond(text(403, &format!("forbidden: {denied}\n"))) {
+            tracing::debug!(%path, error = %e, "HTTP response not delivered");
+        }
+        return;
+    }
     if path.starts_with(logs::PREFIX) {
         let response = match method {
             tiny_http::Method::Get | tiny_http::Method::Head => {
-                logs::respond(request.url(), queries)
+                match logs::allowed(request.url(), queries, &access.principal()) {
+                    Ok(()) => logs::respond(request.url(), queries),
+                    Err(why @ logs::LogsDenied::NoAnswer) => text(503, &format!("{why}\n")),
+                    Err(why) => text(403, &format!("forbidden: {why}\n")),
+                }
             }
             _ => {
                 text(405, "method not allowed: use GET\n").with_header(header("Allow", "GET, HEAD"))
@@ -317,7 +379,7 @@ fn respond(
     let get = matches!(method, tiny_http::Method::Get | tiny_http::Method::Head);
     if get && matches!(page, Some(Page::Events)) {
         tracing::debug!(%method, %path, "HTTP event stream");
-        return events::serve(request, hub);
+        return events::serve(request, hub, access.principal());
     }
     let response = match (&method, page) {
         (_, None) => text(404, "not found\n"),
@@ -339,7 +401,7 @@ fn respond(
         (tiny_http::Method::Get | tiny_http::Method::Head, Some(page)) => {
             match (page, state_page(request.url())) {
                 (Page::State, Err(why)) => text(400, &format!("{why}\n")),
-                (_, paged) => match snapshot(queries) {
+                (_, paged) => match snapshot(queries).map(|s| s.visible_to(&access.principal())) {
                     Some(snap) => match (page, paged) {
                         (Page::State, Ok(Some(p))) => paged_state(&snap, &p),
                         _ => render(page, &snap),
@@ -489,6 +551,16 @@ fn snapshot_of(queries: &async_channel::Sender<HttpQuery>, cached: bool) -> Opti
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     // The channel is unbounded: this never blocks.
     queries.send_blocking(HttpQuery::State { reply: tx, cached }).ok()?;
+    rx.recv_timeout(QUERY_TIMEOUT).ok()
+}
+
+/// Asks the daemon for the revocations in force; `None` after
+/// [`QUERY_TIMEOUT`] or when the daemon is gone.
+fn revocations_of(
+    queries: &async_channel::Sender<HttpQuery>,
+) -> Option<regent_core::token::Revocations> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    queries.send_blocking(HttpQuery::Revocations { reply: tx }).ok()?;
     rx.recv_timeout(QUERY_TIMEOUT).ok()
 }
 

@@ -26,6 +26,7 @@ enum Reply {
     Metrics(SyncSender<MetricsSnapshot>),
     /// A log read's or a command's reply message.
     Message(SyncSender<Message>),
+    Revocations(SyncSender<regent_core::token::Revocations>),
 }
 
 /// The queries waiting for the node's answer, by number.
@@ -58,7 +59,10 @@ impl Waiting {
                 };
                 (ask, Reply::Message(q.reply))
             }
-            HttpQuery::Command { msg, reply } => (Query::Command(msg), Reply::Message(reply)),
+            HttpQuery::Command { msg, principal, reply } => {
+                (Query::Command { msg, principal }, Reply::Message(reply))
+            }
+            HttpQuery::Revocations { reply } => (Query::Revocations, Reply::Revocations(reply)),
         };
         self.replies.insert(id, reply);
         Input::Query { query: id, ask }
@@ -81,6 +85,9 @@ impl Waiting {
             }
             (Reply::Message(tx), Answer::Reply(msg)) => {
                 let _ = tx.try_send(msg);
+            }
+            (Reply::Revocations(tx), Answer::Revocations(list)) => {
+                let _ = tx.try_send(list);
             }
             (reply, answer) => {
                 tracing::error!("query {query}: asked as {reply:?}, answered {answer:?}");

@@ -237,7 +237,7 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, PumpError> {
             let server = http::bind(addr)?;
             let http_bound = server.server_addr().to_ip().unwrap_or(addr);
             let (qtx, qrx) = async_channel::unbounded::<HttpQuery>();
-            let token = http::required_token(http_bound, cfg.net.secret.as_ref());
+            let token = http::required_token(cfg.net.secret.as_ref());
             http::serve_on_with(server, token, qtx);
             let forward = tx.clone();
             let from = qrx.clone();
@@ -284,6 +284,7 @@ pub fn spawn_master(cfg: MasterConfig) -> Result<MasterHandle, PumpError> {
              direction each); --runtime smol takes more",
         ),
         queries: http::queries::Waiting::new(),
+        audit: cfg.open_audit_log().map_err(PumpError::Audit)?,
     };
     let thread = std::thread::Builder::new()
         .name("regent-master".into())
@@ -377,6 +378,9 @@ struct Pump {
     /// Queries (HTTP, [`MasterHandle::state`]) the node has not answered
     /// yet.
     queries: http::queries::Waiting,
+    /// The audit log (docs/design.md#issue-44): a step's records, one
+    /// fsync.
+    audit: crate::audit::AuditLog,
 }
 
 impl Pump {
@@ -560,8 +564,10 @@ impl Pump {
                 // docs/design.md#leadership-that-cannot-act-is-given-up, single-master modes: a store that cannot be
                 // written (or read) stops the process, saying why.
                 Output::Exit { reason } => return Err(format!("giving up leadership: {reason}")),
+                Output::Audit(record) => self.audit.append(&record),
             }
         }
+        self.audit.sync();
         Ok(())
     }
 }

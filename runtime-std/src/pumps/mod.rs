@@ -88,6 +88,9 @@ pub enum PumpError {
         #[source]
         source: std::io::Error,
     },
+    /// The audit log could not be opened (`--audit-log`).
+    #[error("cannot open the audit log: {0}")]
+    Audit(#[source] std::io::Error),
     /// A thread of the pump could not be started.
     #[error("cannot start the {what} thread: {source}")]
     Thread {

@@ -251,7 +251,10 @@ impl Harness {
             Output::Zk(cmd) => self.zk_command(cmd),
             Output::Exit { .. } => self.exited = true,
             // The fuzzer asks no HTTP log reads.
-            Output::Note(_) | Output::Answer { .. } | Output::ConnTimeouts { .. } => {}
+            Output::Note(_)
+            | Output::Answer { .. }
+            | Output::ConnTimeouts { .. }
+            | Output::Audit(_) => {}
         }
     }
 
@@ -384,7 +387,10 @@ impl Harness {
                         self.message(src)
                     };
                     let query = regent_core::ids::QueryId(self.calls as u64);
-                    let ask = regent_core::node::master::Query::Command(msg);
+                    let ask = regent_core::node::master::Query::Command {
+                        msg,
+                        principal: Box::new(regent_core::token::Principal::Root),
+                    };
                     self.feed(Input::Query { query, ask });
                 }
                 _ => {

@@ -3,6 +3,7 @@
 //! `operator.rs` and `store.rs` run the commands.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use regent_core::token::Capability;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -129,7 +130,8 @@ pub enum Command {
         #[command(subcommand)]
         command: JobCommand,
     },
-    /// Scoped credentials (docs/security.md): `regent token revoke`.
+    /// Scoped credentials (docs/security.md): `regent token create`,
+    /// `regent token revoke`.
     Token {
         #[command(subcommand)]
         command: TokenCommand,
@@ -167,8 +169,10 @@ pub enum Command {
         /// HTTP): follow `GET /v1/events` instead of the wire protocol.
         #[arg(long, value_delimiter = ',', value_name = "URL")]
         http: Vec<String>,
-        /// A file holding the bearer token (`regent http-token`), needed by
-        /// a master whose --http is not loopback (with --http).
+        /// A file holding the bearer token (`regent token create
+        /// --capability read`, or `regent http-token`), needed by a master
+        /// with a cluster secret (with --http; without it, the full token
+        /// of --secret-file is sent).
         #[arg(long, value_name = "FILE", requires = "http")]
         token_file: Option<std::path::PathBuf>,
         /// Resume after this index (`EPOCH.SEQ`, as a previous run printed
@@ -328,14 +332,31 @@ pub enum Command {
         #[command(flatten)]
         connect_timeout: ConnectTimeout,
     },
-    /// Print the bearer token that a master's HTTP server bound to a
-    /// non-loopback address requires (`Authorization: Bearer <token>`),
-    /// derived from the cluster secret given with `--secret-file`.
+    /// Print the cluster's full bearer token for a master's HTTP server
+    /// (`Authorization: Bearer <token>`: the root), derived from the
+    /// cluster secret given with `--secret-file`.
     HttpToken {
         /// Print the read-only token instead: it may only read (`GET`);
         /// a write under `/v1/` with it is refused with 403.
         #[arg(long)]
         read_only: bool,
+    },
+    /// Print the audit log: every change a client asked, accepted or
+    /// refused, from `GET /v1/audit` of every master given, merged by time
+    /// (each master logs what it answered while it led). Needs a token with
+    /// `operator` (--token-file), or --secret-file.
+    Audit {
+        /// Every master's `--http` base URL (`http://HOST:PORT,...`).
+        #[arg(long, value_delimiter = ',', value_name = "URL", required = true)]
+        http: Vec<String>,
+        /// Only records at or after this wall-clock time (ms since the
+        /// Unix epoch).
+        #[arg(long, value_name = "MS", default_value_t = 0)]
+        since: u64,
+        /// A file holding the bearer token (without it, the full token of
+        /// --secret-file is sent).
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
     },
     /// Inspect a filesystem store.
     Store {
@@ -517,8 +538,9 @@ pub struct MasterArgs {
     /// Where to serve the web page, /api/state, /api/events and /metrics
     /// (read-only; both runtimes).
     /// A non-loopback address needs --secret-file (or --insecure); with a
-    /// secret it then requires `Authorization: Bearer <token>`, the token
-    /// printed by `regent http-token`.
+    /// secret every request needs `Authorization: Bearer <token>`, on
+    /// loopback too: a token of `regent token create` or `regent
+    /// http-token`.
     #[arg(long, env = "REGENT_HTTP")]
     pub http: Option<SocketAddr>,
     /// Where master state survives a crash.
@@ -584,6 +606,11 @@ pub struct MasterArgs {
     /// such ceiling (file descriptors only).
     #[arg(long, env = "REGENT_MAX_CONNECTIONS", value_name = "N")]
     pub max_connections: Option<usize>,
+    /// Where the audit log goes: every change a client asked, accepted or
+    /// refused, one JSON line each (default: audit.log in --store's
+    /// directory with --recovery filesystem; none otherwise).
+    #[arg(long, env = "REGENT_AUDIT_LOG", value_name = "PATH")]
+    pub audit_log: Option<PathBuf>,
     /// The address advertised to workers and other masters (default: the
     /// listen address).
     #[arg(long, env = "REGENT_ADVERTISE")]
@@ -915,12 +942,7 @@ fn parse_restart_mode(s: &str) -> Result<regent_core::policy::RestartMode, Strin
         .ok_or_else(|| format!("{s:?} is no restart mode (batch or service)"))
 }
 
-/// A duration as people write it (`500ms`, `10s`, `1m 30s`, `2h`), in ms.
-pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
-    let d = humantime::parse_duration(s)
-        .map_err(|e| format!("{s:?} is no duration ({e}; write e.g. 500ms, 10s, 5m)"))?;
-    u64::try_from(d.as_millis()).map_err(|_| format!("{s:?} is too long"))
-}
+pub use crate::duration::parse_duration_ms;
 
 fn parse_constraint(s: &str) -> Result<regent_core::policy::Constraint, String> {
     regent_core::policy::Constraint::parse(s).map_err(|e| e.to_string())
@@ -978,12 +1000,50 @@ pub enum TlsCommand {
 /// `regent token ...` (run by `token.rs`).
 #[derive(Subcommand, Debug)]
 pub enum TokenCommand {
+    /// Issue a token signed with the cluster secret (--secret-file): prints
+    /// it on stdout, its id on stderr.
+    Create(CreateArgs),
     /// Revoke a token (by its id, or the token itself), or retire every
     /// token signed with a key id at or below N (`--retire-keys N`, after a
     /// key rotation): the leader refuses them from now on, closes their
     /// open connections, and keeps the list durably. Needs the cluster
     /// secret or an `operator` token.
     Revoke(RevokeArgs),
+}
+
+/// `regent token create`.
+#[derive(Args, Debug)]
+pub struct CreateArgs {
+    /// What it may do: a comma-separated list of submit, read, scale,
+    /// logs, operator, worker.
+    #[arg(long, value_delimiter = ',', required = true, value_parser = parse_capability)]
+    pub capability: Vec<Capability>,
+    /// The tenant it is bound to: it only sees and acts on that tenant's
+    /// frameworks, and the frameworks it creates are that tenant's.
+    #[arg(long, value_name = "T")]
+    pub tenant: Option<String>,
+    /// The frameworks it may act on: an exact id, or a prefix ending in
+    /// `*` (`web-*`).
+    #[arg(long, value_name = "PATTERN")]
+    pub frameworks: Option<String>,
+    /// With `worker`: the worker ids it may register start with this.
+    #[arg(long, value_name = "PREFIX")]
+    pub workers: Option<String>,
+    /// How long it is accepted (`30d`, `12h`); without it, until revoked.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ms)]
+    pub expires: Option<u64>,
+    /// The signing key id (retiring a key id refuses every token signed
+    /// with it or an older one).
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub key_id: u32,
+    /// Its name, shown in the audit log and in refusals.
+    #[arg(long)]
+    pub name: String,
+}
+
+pub(crate) fn parse_capability(s: &str) -> Result<Capability, String> {
+    Capability::parse(s).map_err(|e| e.to_string())
 }
 
 /// `regent token revoke ID|TOKEN | --retire-keys N`.

@@ -55,6 +55,7 @@ pub fn master_config(common: &Common, a: MasterArgs) -> Result<MasterConfig, Str
     cfg.insecure = common.insecure;
     cfg.previous_secrets = read_secrets(&a.previous_secret_files)?;
     cfg.max_connections = a.max_connections;
+    cfg.audit_log = a.audit_log;
     Ok(cfg)
 }
 

@@ -10,13 +10,16 @@
 //! worker and the submitter (on either runtime) and runs job files
 //! (`job_file.rs` reads them), `job.rs` the jobs the leader owns
 //! (`regent job submit`, `status`, `delete`), `operator.rs` runs the
-//! operator's commands, `store.rs` the store commands, `common.rs` what they
+//! operator's commands, `store.rs` the store commands, `token.rs` the
+//! token commands, `common.rs` what they
 //! share; this file parses and dispatches.
 
 mod args;
+mod audit;
 mod common;
 mod config_file;
 mod daemons;
+mod duration;
 mod job;
 mod job_file;
 mod operator;
@@ -102,6 +105,11 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Store { command: StoreCommand::Seal(a) } => store::seal_command(&common, a).await,
         Command::Store { command } => store::store_command(&common, command).await,
         Command::ExecutorShim(_) => Err("executor-shim is run before the runtime starts".into()),
+        Command::Audit { http, since, token_file } => {
+            let secret = common::net_config(&common)?.secret.clone();
+            smol::unblock(move || audit::run(&http, since, token_file.as_deref(), secret.as_ref()))
+                .await
+        }
         Command::Load(a) => operator::load(&common, a).await,
         Command::Tls { command: TlsCommand::GenDevCa { out, cluster, nodes } } => {
             gen_dev_ca(&out, &cluster, &nodes)

@@ -34,7 +34,9 @@ pub async fn run(common: &Common, command: Command) -> Result<ExitCode, String> 
             if !http.is_empty() =>
         {
             let token = match token_file {
-                None => None,
+                // With the cluster secret and no token file: the secret's
+                // full token (every HTTP request needs one then).
+                None => net_config(common)?.secret.as_ref().map(regent_smol::http::bearer_token),
                 Some(f) => Some(
                     std::fs::read_to_string(&f)
                         .map_err(|e| format!("cannot read the token file {}: {e}", f.display()))?

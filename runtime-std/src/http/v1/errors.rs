@@ -128,7 +128,9 @@ pub fn refusal_status(reason: &str, named: &str) -> u16 {
     let unknown = ["unknown", "no such", "not found", "not known", "does not exist"];
     let conflict =
         ["version", "conflict", "already exists", "exists already", "driven by a subscriber"];
-    if r.contains("not served") {
+    if r.starts_with(regent_core::master::FORBIDDEN) {
+        403
+    } else if r.contains("not served") {
         501
     } else if conflict.iter().any(|w| r.contains(w)) {
         409

@@ -33,6 +33,8 @@ use crate::http::events::{Hub, Next};
 use crate::http::QUERY_TIMEOUT;
 use regent_core::events::ClusterEvent;
 use regent_core::states::MasterStatus;
+use regent_core::token::Principal;
+use regent_core::visibility::sees_event;
 use serde::Serialize;
 use std::io::Write;
 use std::sync::Arc;
@@ -131,7 +133,12 @@ fn ask(request: &tiny_http::Request, url: &str) -> Result<Ask, ApiError> {
         (status = 400, description = "A malformed parameter.", body = ErrorBody),
         (status = 503, description = "A standby (naming the leader), or too many streams.", body = Unavailable),
     ))]
-pub(in crate::http) fn serve(request: tiny_http::Request, url: &str, hub: &Arc<Hub>) {
+pub(in crate::http) fn serve(
+    request: tiny_http::Request,
+    url: &str,
+    hub: &Arc<Hub>,
+    principal: Principal,
+) {
     let ask = match ask(&request, url) {
         Ok(a) => a,
         Err(e) => {
@@ -147,7 +154,7 @@ pub(in crate::http) fn serve(request: tiny_http::Request, url: &str, hub: &Arc<H
     let hub2 = hub.clone();
     let spawned =
         std::thread::Builder::new().name("regent-http-v1-events".into()).spawn(move || {
-            stream(request, &ask, &hub2);
+            stream(request, &ask, &hub2, &principal);
             hub2.leave();
         });
     if spawned.is_err() {
@@ -166,7 +173,9 @@ fn line(v: &EventLine, sse: bool) -> String {
     }
 }
 
-fn stream(request: tiny_http::Request, ask: &Ask, hub: &Hub) {
+/// Streams the events `principal` may see
+/// ([`regent_core::visibility::sees_event`]; docs/design.md#issue-44).
+fn stream(request: tiny_http::Request, ask: &Ask, hub: &Hub, principal: &Principal) {
     let Some((snap, now)) = hub.current(QUERY_TIMEOUT) else {
         let _ = request.respond(ApiError::timeout().response());
         return;
@@ -176,6 +185,8 @@ fn stream(request: tiny_http::Request, ask: &Ask, hub: &Hub) {
         return;
     }
     let mut epoch = snap.state.epoch.0;
+    // The view the events' frameworks are looked up in (their tenants).
+    let mut view = snap.state.clone();
     drop(snap);
     let content_type = if ask.sse { "text/event-stream" } else { "application/x-ndjson" };
     if *request.method() == tiny_http::Method::Head {
@@ -211,6 +222,7 @@ fn stream(request: tiny_http::Request, ask: &Ask, hub: &Hub) {
             None => return,
             Some(Next::Snapshot(snap, id)) => {
                 epoch = snap.state.epoch.0;
+                view = snap.state.clone();
                 cursor = id;
                 buf.push_str(&line(&EventLine::gap(epoch, id), ask.sse));
             }
@@ -221,6 +233,9 @@ fn stream(request: tiny_http::Request, ask: &Ask, hub: &Hub) {
             Some(Next::Events(events)) => {
                 for (id, e, event) in &events {
                     (cursor, epoch) = (*id, *e);
+                    if !sees_event(principal, &view, event) {
+                        continue;
+                    }
                     let v =
                         EventLine { event: Some(event.clone()), ..EventLine::at(epoch, cursor) };
                     buf.push_str(&line(&v, ask.sse));

@@ -4,8 +4,9 @@
 //! and the master's reply rendered as JSON.
 
 use super::errors::{json_response, ApiError, ErrorBody, Unavailable};
+use super::Asker;
 use super::{body, command, header_value, number_param, query_param, request_id, unexpected};
-use crate::http::{HttpQuery, Response};
+use crate::http::Response;
 use crate::job_file;
 use regent_core::api::{
     JobChange, JobStatus, JobSubmission, Stop, StopSignal, MAX_IDEMPOTENCY_KEY_BYTES,
@@ -122,7 +123,7 @@ pub fn read_job(request: &mut tiny_http::Request) -> Result<(Option<String>, Job
 pub fn submit(
     request: &mut tiny_http::Request,
     url: &str,
-    queries: &async_channel::Sender<HttpQuery>,
+    queries: &Asker<'_>,
 ) -> Result<Response, ApiError> {
     let key = header_value(request, "Idempotency-Key").map(|k| k.trim().to_string());
     if let Some(k) = &key {
@@ -177,7 +178,7 @@ pub fn submit(
 pub fn plan(
     request: &mut tiny_http::Request,
     id: &str,
-    queries: &async_channel::Sender<HttpQuery>,
+    queries: &Asker<'_>,
 ) -> Result<Response, ApiError> {
     let (_, job) = read_job(request)?;
     let msg = Message::PlanRequest { request: request_id(), groups: job.groups_to_declare() };
@@ -195,7 +196,7 @@ pub fn plan(
         (status = 200, description = "Every job.", body = JobList),
         (status = 503, description = "Not the leader, or no answer in time.", body = Unavailable),
     ))]
-pub fn list_all(queries: &async_channel::Sender<HttpQuery>) -> Result<Response, ApiError> {
+pub fn list_all(queries: &Asker<'_>) -> Result<Response, ApiError> {
     list(queries, None)
 }
 
@@ -207,18 +208,20 @@ pub fn list_all(queries: &async_channel::Sender<HttpQuery>) -> Result<Response, 
         (status = 404, description = "No such job.", body = ErrorBody),
         (status = 503, description = "Not the leader, or no answer in time.", body = Unavailable),
     ))]
-pub fn get_one(queries: &async_channel::Sender<HttpQuery>, id: &str) -> Result<Response, ApiError> {
+pub fn get_one(queries: &Asker<'_>, id: &str) -> Result<Response, ApiError> {
     list(queries, Some(id))
 }
 
-fn list(
-    queries: &async_channel::Sender<HttpQuery>,
-    id: Option<&str>,
-) -> Result<Response, ApiError> {
+fn list(queries: &Asker<'_>, id: Option<&str>) -> Result<Response, ApiError> {
     let msg = Message::JobsRequest { request: request_id(), job: id.map(FrameworkId::from) };
     match command(queries, msg)? {
         Message::JobsReply { epoch, jobs, .. } => match id {
-            None => Ok(answer(200, &JobList { epoch: epoch.0, jobs })),
+            // Only the jobs the token may read (docs/design.md#issue-44).
+            None => {
+                let jobs =
+                    regent_core::visibility::jobs_visible_to(&queries.access.principal(), jobs);
+                Ok(answer(200, &JobList { epoch: epoch.0, jobs }))
+            }
             Some(id) => match jobs.into_iter().find(|j| j.job.as_str() == id) {
                 Some(job) => Ok(answer(200, &job)),
                 None => Err(ApiError::new(404, format!("no such job: {id}"))),
@@ -237,7 +240,7 @@ fn list(
         (status = 404, description = "No such job.", body = ErrorBody),
         (status = 503, description = "Not the leader, or no answer in time.", body = Unavailable),
     ))]
-pub fn delete(queries: &async_channel::Sender<HttpQuery>, id: &str) -> Result<Response, ApiError> {
+pub fn delete(queries: &Asker<'_>, id: &str) -> Result<Response, ApiError> {
     let msg = Message::DeleteJob { request: request_id(), job: FrameworkId::from(id) };
     match command(queries, msg)? {
         Message::RequestAccepted { epoch, .. } => {
@@ -315,7 +318,7 @@ pub fn scale(
     request: &mut tiny_http::Request,
     job: &str,
     group: &str,
-    queries: &async_channel::Sender<HttpQuery>,
+    queries: &Asker<'_>,
 ) -> Result<Response, ApiError> {
     let b: ScaleBody = read_json(&body(request)?)?;
     let stop = b.drain.as_ref().map(stop_of).transpose()?;

@@ -18,10 +18,12 @@
 use super::{HttpQuery, Response};
 use errors::ApiError;
 use regent_core::protocol::Message;
+use regent_core::token::{Capability, Denied};
 use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+pub mod audit;
 pub mod auth;
 pub mod errors;
 pub mod events;
@@ -71,6 +73,8 @@ pub enum Route {
     StepDown,
     /// `/v1/openapi.json`: GET.
     OpenApi,
+    /// `/v1/audit`: GET (docs/design.md#issue-44).
+    Audit,
 }
 
 impl Route {
@@ -80,7 +84,7 @@ impl Route {
             Route::Jobs => "GET, HEAD, POST",
             Route::Job(_) => "GET, HEAD, DELETE",
             Route::RemoveWorker(_) => "DELETE",
-            Route::Events | Route::OpenApi => "GET, HEAD",
+            Route::Events | Route::OpenApi | Route::Audit => "GET, HEAD",
             Route::Plan(_)
             | Route::Scale(..)
             | Route::Worker(..)
@@ -112,6 +116,7 @@ pub fn route(path: &str) -> Option<Route> {
         ["executors", _, "kill"] => Route::KillExecutor(id(1)?),
         ["leader", "step-down"] => Route::StepDown,
         ["openapi.json"] => Route::OpenApi,
+        ["audit"] => Route::Audit,
         _ => return None,
     })
 }
@@ -160,16 +165,24 @@ pub fn body(request: &mut tiny_http::Request) -> Result<Vec<u8>, ApiError> {
     Ok(buf)
 }
 
-/// Sends `msg` to the master and waits for its reply (at most
-/// [`COMMAND_TIMEOUT`]). A standby's `NotLeader`, a suspended leader and
-/// no answer are errors (`503`); every other reply is the caller's to
-/// render.
-pub fn command(
-    queries: &async_channel::Sender<HttpQuery>,
-    msg: Message,
-) -> Result<Message, ApiError> {
+/// Who asks and through what: the daemon's query channel and the
+/// request's access (its principal goes to the master with every command).
+#[derive(Clone, Copy, Debug)]
+pub struct Asker<'a> {
+    /// The daemon's query channel.
+    pub queries: &'a async_channel::Sender<HttpQuery>,
+    /// What the request's token grants.
+    pub access: &'a auth::Access,
+}
+
+/// Sends `msg` to the master with the asker's principal and waits for its
+/// reply (at most [`COMMAND_TIMEOUT`]). A standby's `NotLeader`, a
+/// suspended leader and no answer are errors (`503`); every other reply is
+/// the caller's to render.
+pub fn command(asker: &Asker<'_>, msg: Message) -> Result<Message, ApiError> {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    if queries.send_blocking(HttpQuery::Command { msg, reply: tx }).is_err() {
+    let principal = Box::new(asker.access.principal());
+    if asker.queries.send_blocking(HttpQuery::Command { msg, principal, reply: tx }).is_err() {
         return Err(ApiError::new(503, "the master is shutting down"));
     }
     match rx.recv_timeout(COMMAND_TIMEOUT) {
@@ -212,16 +225,17 @@ pub(super) fn respond(
         Some(r) if !r.allow().split(", ").any(|m| m == method.as_str()) => {
             Err(ApiError::method(r.allow()))
         }
-        Some(_) if !read && access == auth::Access::ReadOnly => Err(ApiError::new(
-            403,
-            "forbidden: this bearer token is read-only (regent http-token --read-only); \
-             writes need the full token",
-        )),
-        Some(Route::Events) => {
-            tracing::debug!(%method, %path, "HTTP /v1/ event stream");
-            return events::serve(request, &url, hub);
-        }
-        Some(r) => handle(r, &method, &url, &mut request, queries),
+        Some(r) => match allowed(&r, read, &access) {
+            Err(denied) => Err(ApiError::new(403, format!("forbidden: {denied}"))),
+            Ok(()) if r == Route::Events => {
+                tracing::debug!(%method, %path, "HTTP /v1/ event stream");
+                return events::serve(request, &url, hub, access.principal());
+            }
+            Ok(()) => {
+                let asker = Asker { queries, access: &access };
+                handle(r, &method, &url, &mut request, &asker)
+            }
+        },
     };
     let response = result.unwrap_or_else(|e| e.response());
     tracing::debug!(%method, %path, status = response.status_code().0, "HTTP /v1/ request");
@@ -230,12 +244,40 @@ pub(super) fn respond(
     }
 }
 
+/// The capability a request of `route` (a read: `GET` or `HEAD`) needs,
+/// and what it does in words: what its wire message needs
+/// ([`regent_core::token::required`]); `None` for the API's description,
+/// which any token may read.
+pub fn needs(route: &Route, read: bool) -> Option<(Capability, &'static str)> {
+    Some(match route {
+        Route::Jobs if read => (Capability::Read, "read jobs"),
+        Route::Jobs => (Capability::Submit, "submit a job"),
+        Route::Job(_) if read => (Capability::Read, "read jobs"),
+        Route::Job(_) => (Capability::Submit, "delete a job"),
+        Route::Plan(_) => (Capability::Read, "read a plan"),
+        Route::Scale(..) => (Capability::Scale, "scale a group"),
+        Route::Events => (Capability::Read, "read the events"),
+        Route::Worker(..) => (Capability::Operator, "cordon, uncordon or drain a worker"),
+        Route::RemoveWorker(_) => (Capability::Operator, "remove a worker"),
+        Route::KillExecutor(_) => (Capability::Operator, "kill any executor"),
+        Route::StepDown => (Capability::Operator, "step the leader down"),
+        Route::Audit => (Capability::Operator, "read the audit log"),
+        Route::OpenApi => return None,
+    })
+}
+
+/// `Ok` when `access` may make a request of `route`, else the refusal
+/// naming the capability missing.
+fn allowed(route: &Route, read: bool, access: &auth::Access) -> Result<(), Denied> {
+    needs(route, read).map_or(Ok(()), |(cap, action)| access.require(cap, action))
+}
+
 fn handle(
     route: Route,
     method: &tiny_http::Method,
     url: &str,
     request: &mut tiny_http::Request,
-    queries: &async_channel::Sender<HttpQuery>,
+    queries: &Asker<'_>,
 ) -> Result<Response, ApiError> {
     use tiny_http::Method::{Delete, Post};
     match (route, method) {
@@ -250,6 +292,7 @@ fn handle(
         (Route::KillExecutor(id), _) => operator::kill_executor(request, &id, queries),
         (Route::StepDown, _) => operator::step_down(queries),
         (Route::OpenApi, _) => Ok(openapi::response()),
+        (Route::Audit, _) => audit::read(url),
         (Route::Events, _) => Err(ApiError::new(500, "the event stream is served apart")),
     }
 }

@@ -5,7 +5,7 @@
 //! from the same definitions. The api_v1 test checks real answers against
 //! it.
 
-use super::{events, jobs, operator};
+use super::{audit, events, jobs, operator};
 use crate::http::{header, Response};
 use std::sync::OnceLock;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -33,6 +33,7 @@ use utoipa::{Modify, OpenApi};
         operator::remove_worker,
         operator::kill_executor,
         operator::step_down,
+        audit::read,
         document,
     ),
     tags(
@@ -105,6 +106,7 @@ mod tests {
             "/v1/executors/{id}/kill",
             "/v1/leader/step-down",
             "/v1/openapi.json",
+            "/v1/audit",
         ] {
             assert!(doc["paths"][path].is_object(), "{path} is described");
         }

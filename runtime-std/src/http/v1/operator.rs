@@ -5,8 +5,9 @@
 
 use super::errors::{ApiError, ErrorBody, Unavailable};
 use super::jobs::{answer, read_json};
+use super::Asker;
 use super::{body, command, request_id, unexpected};
-use crate::http::{HttpQuery, Response};
+use crate::http::Response;
 use regent_core::ids::{ExecutorId, WorkerId};
 use regent_core::protocol::Message;
 use regent_core::time::Millis;
@@ -140,7 +141,7 @@ pub fn worker(
     request: &mut tiny_http::Request,
     id: &str,
     action: WorkerAction,
-    queries: &async_channel::Sender<HttpQuery>,
+    queries: &Asker<'_>,
 ) -> Result<Response, ApiError> {
     let (request_no, worker) = (request_id(), WorkerId::from(id));
     let msg = match action {
@@ -167,10 +168,7 @@ pub fn worker(
         (status = 404, description = "No such worker.", body = ErrorBody),
         (status = 503, description = "Not the leader, or no answer in time.", body = Unavailable),
     ))]
-pub fn remove_worker(
-    id: &str,
-    queries: &async_channel::Sender<HttpQuery>,
-) -> Result<Response, ApiError> {
+pub fn remove_worker(id: &str, queries: &Asker<'_>) -> Result<Response, ApiError> {
     let msg = Message::RemoveWorker { request: request_id(), worker: WorkerId::from(id) };
     let worker = id.to_string();
     accepted(command(queries, msg)?, id, |epoch| WorkerRemoved { worker, removed: true, epoch })
@@ -189,7 +187,7 @@ pub fn remove_worker(
 pub fn kill_executor(
     request: &mut tiny_http::Request,
     id: &str,
-    queries: &async_channel::Sender<HttpQuery>,
+    queries: &Asker<'_>,
 ) -> Result<Response, ApiError> {
     let b: KillBody = optional_body(request)?;
     let refill = b.refill.unwrap_or(true);
@@ -214,7 +212,7 @@ pub fn kill_executor(
         (status = 400, description = "Refused (a single-master mode).", body = ErrorBody),
         (status = 503, description = "Not the leader, or no answer in time.", body = Unavailable),
     ))]
-pub fn step_down(queries: &async_channel::Sender<HttpQuery>) -> Result<Response, ApiError> {
+pub fn step_down(queries: &Asker<'_>) -> Result<Response, ApiError> {
     let msg = Message::StepDown { request: request_id() };
     accepted(command(queries, msg)?, "", |epoch| SteppedDown { stepped_down: true, epoch })
 }

@@ -73,7 +73,7 @@ impl World {
         self.api.pending = Some(msg.clone());
         self.api.sent += 1;
         self.log(|| format!("api client asks m{m} ({query}): {msg:?}"));
-        let ask = Query::Command(msg);
+        let ask = Query::Command { msg, principal: Box::new(regent_core::token::Principal::Root) };
         self.local_input(Node::Master(m), Input::Master(mnode::Input::Query { query, ask }));
     }
 

@@ -1542,7 +1542,7 @@ impl World {
                 }
                 // The simulator's only asker is the API client.
                 mnode::Output::Answer { query, answer } => self.api_answer(m, query, answer),
-                mnode::Output::ConnTimeouts { .. } => {}
+                mnode::Output::ConnTimeouts { .. } | mnode::Output::Audit(_) => {}
                 mnode::Output::Note(note) => {
                     if matches!(note, mnode::Note::SteppedDown { .. }) {
                         self.step_downs += 1;
