@@ -828,6 +828,9 @@ impl Master {
             .filter_map(|w| w.usage.as_deref())
             .flat_map(|(u, _)| u.executors.iter().map(|e| (&e.executor, &e.usage)))
             .collect();
+        // Reasons for the first waiting groups only: each is a pass over
+        // the workers (MAX_STATE_REASON_GROUPS).
+        let mut reason_groups = crate::limits::MAX_STATE_REASON_GROUPS;
         let frameworks = self
             .frameworks
             .values()
@@ -863,6 +866,16 @@ impl Master {
                                 .last_end
                                 .as_ref()
                                 .map(|(slot, end)| format!("slot {slot}: {end}")),
+                            unplaced: self.unplaced_slots(f, gi),
+                            reasons: Vec::new(),
+                        })
+                        .zip(&f.groups)
+                        .map(|(mut view, g)| {
+                            if view.unplaced > 0 && reason_groups > 0 {
+                                reason_groups -= 1;
+                                view.reasons = self.waiting_reasons(g, view.unplaced);
+                            }
+                            view
                         })
                         .collect(),
                 }
