@@ -356,3 +356,52 @@ fn a_slot_with_room_somewhere_says_it_is_placed_next_and_the_words_of_the_other_
         serde_json::json!({"placed_next": {}})
     );
 }
+
+#[test]
+fn a_group_that_starts_waiting_or_whose_reasons_change_is_an_event_once() {
+    use regent_core::events::{diff, ClusterEvent};
+    let mut m = leader();
+    join(&mut m, 100, "w0", 4, 0, &[]);
+    subscribe(&mut m, 1);
+    let empty = m.state();
+    let out = m.handle(
+        T,
+        master::Event::Message { conn: ConnId(1), msg: declare_msg(group("g", 3, 8, 0, &[])) },
+    );
+    let _ = persist_all(&mut m, T, &out);
+    let waiting = m.state();
+    let too_large = vec![WaitReason::TooLarge { dimension: "cores".into(), needed: 8, largest: 4 }];
+    let events: Vec<ClusterEvent> =
+        diff(&empty, &waiting).into_iter().filter(|e| e.kind() == "waiting").collect();
+    assert_eq!(
+        events,
+        [ClusterEvent::Waiting {
+            framework: waiting.frameworks[0].id.clone(),
+            group: "g".into(),
+            unplaced: 3,
+            reasons: too_large.clone(),
+        }]
+    );
+    assert_eq!(
+        events[0].describe(),
+        format!(
+            "group {}/g: 3 slot(s) waiting: needs 8 cores: the largest matching worker has 4",
+            waiting.frameworks[0].id
+        )
+    );
+    assert!(diff(&waiting, &m.state()).is_empty(), "nothing changed: no event");
+    // The same reasons with fewer slots waiting: no event (not one per
+    // placement); other reasons: one.
+    let mut fewer = waiting.clone();
+    fewer.frameworks[0].groups[0].unplaced = 2;
+    assert!(diff(&waiting, &fewer).is_empty(), "{:?}", diff(&waiting, &fewer));
+    join(&mut m, 101, "w1", 6, 0, &[]);
+    let after = m.state();
+    let events: Vec<ClusterEvent> =
+        diff(&waiting, &after).into_iter().filter(|e| e.kind() == "waiting").collect();
+    assert!(
+        matches!(&events[..], [ClusterEvent::Waiting { reasons, .. }]
+            if reasons == &[WaitReason::TooLarge { dimension: "cores".into(), needed: 8, largest: 6 }]),
+        "{events:?}"
+    );
+}
