@@ -42,13 +42,18 @@ impl Master {
                     return Message::RequestRefused { epoch: self.epoch, request, reason };
                 }
             },
-            None => {
-                let mut all: Vec<&FrameworkEntry> = self.frameworks.values().collect();
-                all.sort_by(|a, b| a.id.cmp(&b.id));
-                all.into_iter().map(|fw| self.job_status(now, fw)).collect()
-            }
+            None => self.job_statuses(now),
         };
         Message::JobsReply { epoch: self.epoch, request, jobs }
+    }
+
+    /// Every framework's status at `now`, in id order: what `JobsRequest`
+    /// without a job answers (read-only; the simulator checks that every
+    /// waiting slot has a reason with it).
+    pub fn job_statuses(&self, now: Millis) -> Vec<JobStatus> {
+        let mut all: Vec<&FrameworkEntry> = self.frameworks.values().collect();
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        all.into_iter().map(|fw| self.job_status(now, fw)).collect()
     }
 
     /// One framework's status at `now`.
