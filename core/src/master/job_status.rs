@@ -168,6 +168,21 @@ impl Master {
         }
     }
 
+    /// Why group `g`'s slots wait, by one pass over the workers (no plan
+    /// of its slots first, as `waiting_reasons` makes): for the cluster
+    /// state, built for every event poll. Never empty.
+    pub(super) fn waiting_reasons_quick(&self, g: &GroupState) -> Vec<WaitReason> {
+        if !self.may_place() {
+            return vec![WaitReason::Recovering {}];
+        }
+        let reasons = self.candidates().wait_reasons(&g.record.spec, &Default::default());
+        if reasons.is_empty() {
+            vec![WaitReason::PlacedNext {}]
+        } else {
+            reasons
+        }
+    }
+
     /// How many slots of group `gi` of `fw` wait to be placed: open, with
     /// no live executor, not in a restart backoff.
     pub(super) fn unplaced_slots(&self, fw: &FrameworkEntry, gi: usize) -> u32 {

@@ -829,8 +829,13 @@ impl Master {
             .flat_map(|(u, _)| u.executors.iter().map(|e| (&e.executor, &e.usage)))
             .collect();
         // Reasons for the first waiting groups only: each is a pass over
-        // the workers (MAX_STATE_REASON_GROUPS).
+        // the workers, and the passes together stay within a budget in
+        // proportion to the snapshot (MAX_STATE_REASON_GROUPS,
+        // STATE_REASON_VISITS_FLOOR).
         let mut reason_groups = crate::limits::MAX_STATE_REASON_GROUPS;
+        let per_group = self.workers.entries.len().max(1);
+        let mut visits = crate::limits::STATE_REASON_VISITS_FLOOR
+            .max(2 * (self.workers.entries.len() + self.frameworks.len()));
         let frameworks = self
             .frameworks
             .values()
@@ -871,9 +876,10 @@ impl Master {
                         })
                         .zip(&f.groups)
                         .map(|(mut view, g)| {
-                            if view.unplaced > 0 && reason_groups > 0 {
+                            if view.unplaced > 0 && reason_groups > 0 && visits >= per_group {
                                 reason_groups -= 1;
-                                view.reasons = self.waiting_reasons(g, view.unplaced);
+                                visits -= per_group;
+                                view.reasons = self.waiting_reasons_quick(g);
                             }
                             view
                         })

@@ -250,11 +250,13 @@ impl<'a> Candidates<'a> {
     /// user no matching worker runs as, and over the matching workers, per
     /// dimension (cores, memory, ports, each named resource) what one
     /// executor asks for against the most free, the matching workers full
-    /// of executors, cordoned or draining. One pass over the registered
-    /// workers.
+    /// of executors, cordoned or draining; none when a matching worker
+    /// takes one more slot now. One pass over the registered workers.
     pub(super) fn wait_reasons(&self, g: &GroupSpec, overlay: &Overlay<'_>) -> Vec<WaitReason> {
         let constraints = &g.policy.constraints;
         let mut tally = Tally::new(g);
+        // (total, free) per dimension of one worker, reused.
+        let mut dims: Vec<(u64, u64)> = Vec::with_capacity(3 + g.launch.resources.len());
         for w in self.workers.entries.values() {
             if w.state != WorkerState::Alive || w.conn.is_none() {
                 continue;
@@ -289,17 +291,22 @@ impl<'a> Candidates<'a> {
                 continue;
             }
             let (cores, memory) = free(overlay, w);
-            let mut dims: Vec<(u64, u64)> = vec![
+            dims.clear();
+            dims.extend([
                 (u64::from(w.cores), u64::from(cores)),
                 (w.memory_mb, memory),
                 (u64::from(w.ports), u64::from(free_ports(overlay, w))),
-            ];
+            ]);
             for (name, _) in &g.launch.resources {
                 let offered =
                     w.resources.as_ref().map_or(0, |r| crate::resources::offered(&r.offered, name));
                 dims.push((u64::from(offered), u64::from(free_resource(overlay, w, name))));
             }
             tally.add(&w.id, &dims);
+        }
+        if tally.fits > 0 {
+            // A worker takes one more slot now: no reason to give.
+            return Vec::new();
         }
         tally.reasons(self.workers.entries.len(), constraints)
     }
@@ -356,6 +363,9 @@ struct Tally<'a> {
     most_free: Vec<Option<(u64, &'a WorkerId)>>,
     /// Per dimension: how many matching workers have less free than asked.
     short: Vec<u32>,
+    /// Matching workers with every dimension free (none, when the plan's
+    /// placement found no worker).
+    fits: u32,
 }
 
 impl<'a> Tally<'a> {
@@ -381,20 +391,25 @@ impl<'a> Tally<'a> {
             largest: vec![0; n],
             most_free: vec![None; n],
             short: vec![0; n],
+            fits: 0,
         }
     }
 
     /// Counts a matching worker with `dims` (total, free) per dimension.
     fn add(&mut self, id: &'a WorkerId, dims: &[(u64, u64)]) {
         self.matching += 1;
+        let mut fits = true;
         for (d, &(total, free)) in dims.iter().enumerate() {
             self.largest[d] = self.largest[d].max(total);
             // The most free, the lowest id among equals.
             if self.most_free[d].is_none_or(|(f, at)| free > f || (free == f && id < at)) {
                 self.most_free[d] = Some((free, id));
             }
-            self.short[d] += u32::from(free < self.asks[d].1);
+            let short = free < self.asks[d].1;
+            self.short[d] += u32::from(short);
+            fits &= !short;
         }
+        self.fits += u32::from(fits);
     }
 
     /// The reasons, ranked; `registered` counts every registered worker.
