@@ -18,11 +18,16 @@
 //! removed in between is not seen at all. The last state is always right.
 //!
 //! Events come in a fixed order: leader, status, then workers, frameworks
-//! and executors, each by id, then finished frameworks. Events are serialized (serde, internally
+//! (then their groups' waiting slots: [`ClusterEvent::Waiting`], when they
+//! start waiting or their reasons change) and executors, each by id, then
+//! finished frameworks. Events are serialized (serde, internally
 //! tagged by `kind`) as JSON objects such as
 //! `{"kind":"worker","change":"state","worker":"w1","state":"DEAD","previous":"ALIVE",...}`.
 
-use crate::protocol::{ClusterState, ExecutorState, ExecutorView, FrameworkView, WorkerView};
+use crate::api::WaitReason;
+use crate::protocol::{
+    ClusterState, ExecutorState, ExecutorView, FrameworkView, GroupView, WorkerView,
+};
 use crate::states::{FrameworkState, MasterStatus, ShownWorkerState};
 use crate::{Addr, ExecutorId, FrameworkId, MasterId, WorkerId};
 use serde::{Deserialize, Serialize};
@@ -156,6 +161,21 @@ pub enum ClusterEvent {
         /// Why it is considered lost.
         reason: String,
     },
+    /// Slots of a group started waiting to be placed, or the reasons they
+    /// wait changed (docs/jobs.md, "Why a slot waits"). Not for a change of
+    /// how many wait alone: a group placed slot by slot with the same
+    /// reasons is one event, not one per placement, and a snapshot diff
+    /// sees at most one per group.
+    Waiting {
+        /// The framework.
+        framework: FrameworkId,
+        /// The group.
+        group: String,
+        /// How many of its slots wait to be placed.
+        unplaced: u32,
+        /// Every reason, ranked.
+        reasons: Vec<WaitReason>,
+    },
 }
 
 /// The executor state's name as the API shows it: `LAUNCHING`, `RUNNING`,
@@ -201,10 +221,11 @@ pub fn diff(before: &ClusterState, after: &ClusterState) -> Vec<ClusterEvent> {
         &after.frameworks,
         |f| &f.id,
         |f| f.state,
-        |a, b| a == b,
+        same_framework,
         framework_event,
         &mut out,
     );
+    waiting(before, after, &mut out);
     entities(
         &before.executors,
         &after.executors,
@@ -265,6 +286,49 @@ fn same_worker(a: &WorkerView, b: &WorkerView) -> bool {
         && (drain_deadline_ms, executors, attributes, ports, ports_used, host)
             == (&b.drain_deadline_ms, &b.executors, &b.attributes, &b.ports, &b.ports_used, &b.host)
         && (resources, users) == (&b.resources, &b.users)
+}
+
+/// A framework's view unchanged but for its groups' waiting slots and
+/// their reasons ([`ClusterEvent::Waiting`] tells those).
+fn same_framework(a: &FrameworkView, b: &FrameworkView) -> bool {
+    let shown = |g: &GroupView| {
+        (g.name.clone(), g.slots, g.declared, g.running, g.waiting, g.last_end.clone())
+    };
+    (&a.id, &a.name, a.state, a.connected) == (&b.id, &b.name, b.state, b.connected)
+        && a.groups.iter().map(shown).eq(b.groups.iter().map(shown))
+}
+
+/// A [`ClusterEvent::Waiting`] for each group of `after` whose slots wait
+/// with other reasons than in `before` (or did not wait there), by
+/// framework id then group order. A group whose reasons `after` does not
+/// carry (past [`crate::limits::MAX_STATE_REASON_GROUPS`]) gives none.
+fn waiting(before: &ClusterState, after: &ClusterState, out: &mut Vec<ClusterEvent>) {
+    let old: BTreeMap<(&FrameworkId, &str), &[WaitReason]> = before
+        .frameworks
+        .iter()
+        .flat_map(|f| {
+            f.groups.iter().map(move |g| ((&f.id, g.name.as_str()), g.reasons.as_slice()))
+        })
+        .filter(|(_, reasons)| !reasons.is_empty())
+        .collect();
+    let mut frameworks: Vec<&FrameworkView> = after.frameworks.iter().collect();
+    frameworks.sort_by(|a, b| a.id.cmp(&b.id));
+    for f in frameworks {
+        for g in &f.groups {
+            if g.unplaced == 0 || g.reasons.is_empty() {
+                continue;
+            }
+            if old.get(&(&f.id, g.name.as_str())).is_some_and(|r| *r == g.reasons.as_slice()) {
+                continue;
+            }
+            out.push(ClusterEvent::Waiting {
+                framework: f.id.clone(),
+                group: g.name.clone(),
+                unplaced: g.unplaced,
+                reasons: g.reasons.clone(),
+            });
+        }
+    }
 }
 
 /// An executor's view unchanged but for its usage.
@@ -359,8 +423,8 @@ fn executor_event(change: Change, e: &ExecutorView, previous: Option<String>) ->
 
 impl ClusterEvent {
     /// The event's kind, as serialized (`leader`, `status`, `worker`,
-    /// `framework`, `executor`, `finished`, `leader_lost`): the SSE event
-    /// name.
+    /// `framework`, `executor`, `finished`, `leader_lost`, `waiting`): the
+    /// SSE event name.
     pub fn kind(&self) -> &'static str {
         match self {
             ClusterEvent::Leader { .. } => "leader",
@@ -370,6 +434,7 @@ impl ClusterEvent {
             ClusterEvent::Executor { .. } => "executor",
             ClusterEvent::Finished { .. } => "finished",
             ClusterEvent::LeaderLost { .. } => "leader_lost",
+            ClusterEvent::Waiting { .. } => "waiting",
         }
     }
 
@@ -437,6 +502,10 @@ impl ClusterEvent {
             }
             ClusterEvent::LeaderLost { leader, epoch, reason } => {
                 format!("leader {leader} (epoch {epoch}) lost: {reason}; looking for the leader")
+            }
+            ClusterEvent::Waiting { framework, group, unplaced, reasons } => {
+                let why: Vec<String> = reasons.iter().map(ToString::to_string).collect();
+                format!("group {framework}/{group}: {unplaced} slot(s) waiting: {}", why.join("; "))
             }
         };
         line.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()

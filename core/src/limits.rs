@@ -42,6 +42,7 @@
 //! | [`crate::ports::MAX_PORT_RANGES`], [`crate::ports::MAX_PORTS_PER_GROUP`] (a worker's port ranges; a group's named ports, and the ports one executor report carries) | 64 ranges; 16 ports | `register_worker`; `declare_group`; `master::executors::apply_report` | `Shutdown`; `RequestRefused`; the report's ports past 16 are dropped |
 //! | [`crate::resources::MAX_RESOURCE_KINDS`], [`crate::resources::MAX_ADDRESSES`], [`crate::resources::MAX_RESOURCE_NAME_BYTES`], [`crate::resources::MAX_ADDRESS_BYTES`] (a worker's named resources; a group's request; what one executor report carries) | 16 kinds of 256 addresses, names 32 B, addresses 64 B | `register_worker`; `declare_group`; `master::executors::apply_report` | `Shutdown`; `RequestRefused`; a report's kinds and addresses past the limits are dropped |
 //! | [`MAX_PLAN_PLACEMENTS`] (placements listed in one `PlanReply`) | 4,096 | `master::plan` | the rest counted (`placed_omitted`) |
+//! | [`MAX_STATE_REASON_GROUPS`], [`STATE_REASON_VISITS_FLOOR`] (waiting groups whose reasons one `ClusterState` carries, and the worker visits their passes may take: this floor or twice the snapshot's workers and frameworks) | 64; 65,536 | `Master::state` | later groups' `reasons` are empty (`JobsReply` has them) |
 //! | [`MAX_LOG_READS_PER_WORKER`] (reads a worker node has asked its runtime for and not had answered) | 256 | `node::worker` | `LogData` with `Failed` (busy) |
 //!
 //!
@@ -680,6 +681,21 @@ pub const MAX_LOG_RELAYS: usize = 256;
 /// bytes each with a long worker id, so a reply stays far below a frame);
 /// further placed slots are counted in `GroupPlan::placed_omitted`.
 pub const MAX_PLAN_PLACEMENTS: usize = 4_096;
+
+/// The most waiting groups whose reasons one [`crate::protocol::ClusterState`]
+/// computes (`GroupView::reasons`), in framework id order: each costs a
+/// pass over the workers, and a snapshot is taken for every event poll.
+/// The later groups' reasons are empty there; `JobsReply` (`regent job
+/// status`, `/v1/jobs`) has every group's.
+pub const MAX_STATE_REASON_GROUPS: usize = 64;
+
+/// The worker visits the reasons of one [`crate::protocol::ClusterState`]
+/// may take at least (a pass over the workers per waiting group, at most
+/// [`MAX_STATE_REASON_GROUPS`]); a larger snapshot may take twice its
+/// workers and frameworks, so the reasons at most about triple its cost:
+/// at 100,000 workers about two groups get theirs, at 1,000 every one of
+/// the first 64.
+pub const STATE_REASON_VISITS_FLOOR: usize = 65_536;
 
 /// The most values one `in [..]` or `not in [..]` constraint lists.
 pub const MAX_CONSTRAINT_VALUES: usize = 64;

@@ -74,7 +74,11 @@ pub mod api;
 /// (`SubmitJob`, `JobAccepted`, `DeleteJob`), job status (`JobsRequest`,
 /// `JobsReply`), and a scale that names the executors it removes
 /// (`ScaleGroup`'s `remove` and `stop`); see [`crate::api`].
-pub const PROTOCOL_VERSION: u16 = 13;
+///
+/// Version 14 (docs/design.md#issue-44, every waiting slot says all the
+/// reasons it waits): `SlotStatus`, `GroupPlan` and `GroupView` carry the
+/// ranked [`api::WaitReason`]s (and `GroupView` its unplaced slots).
+pub const PROTOCOL_VERSION: u16 = 14;
 
 /// What kind of node is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -1053,9 +1057,13 @@ pub struct GroupPlan {
     pub placed_omitted: u32,
     /// Slots that would not be placed now.
     pub unplaced: u32,
-    /// Why not (the first slot that found no worker; the group's later
-    /// slots ask the same), e.g. `no ALIVE worker has attribute rack=r9`.
+    /// Why not, in words: the first of `reasons` (for the first slot that
+    /// found no worker; the group's later slots ask the same), e.g. `no
+    /// ALIVE worker matches rack=r9`.
     pub reason: Option<String>,
+    /// Every reason, ranked (docs/jobs.md, "Why a slot waits"); empty when
+    /// every slot would be placed.
+    pub reasons: Vec<api::WaitReason>,
 }
 
 /// Which output file of an executor (`<work_dir>/executors/<id>/stdout` or
@@ -1244,6 +1252,12 @@ pub struct GroupView {
     /// The group's latest end that counted as a failure (in service mode,
     /// any end), as this leader saw it: `slot 2: exited 3`.
     pub last_end: Option<String>,
+    /// Slots waiting to be placed (no executor, not in a restart backoff).
+    pub unplaced: u32,
+    /// Why they wait, ranked (docs/jobs.md, "Why a slot waits"); empty when
+    /// none waits, or past the first
+    /// [`crate::limits::MAX_STATE_REASON_GROUPS`] waiting groups.
+    pub reasons: Vec<api::WaitReason>,
 }
 
 /// One executor in [`ClusterState`].

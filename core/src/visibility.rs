@@ -138,7 +138,8 @@ pub fn sees_event(p: &Principal, state: &ClusterState, event: &ClusterEvent) -> 
         ClusterEvent::Worker { .. } => false,
         ClusterEvent::Framework { framework, .. }
         | ClusterEvent::Executor { framework, .. }
-        | ClusterEvent::Finished { framework, .. } => {
+        | ClusterEvent::Finished { framework, .. }
+        | ClusterEvent::Waiting { framework, .. } => {
             sees_framework(p, framework, framework_tenant(state, framework))
         }
     }

@@ -219,6 +219,7 @@ fn job_status_arb(g: &mut Gen) -> api::JobStatus {
                         executor: if bool::arbitrary(g) { Some(ExecutorId(s(g))) } else { None },
                         worker: if bool::arbitrary(g) { Some(WorkerId(s(g))) } else { None },
                         reason: opt_s(g),
+                        reasons: wait_reasons_arb(g),
                     })
                     .collect(),
             })
@@ -470,11 +471,53 @@ impl Arbitrary for Arb {
                         placed_omitted: u32::arbitrary(g),
                         unplaced: u32::arbitrary(g),
                         reason: if bool::arbitrary(g) { Some(s(g)) } else { None },
+                        reasons: wait_reasons_arb(g),
                     })
                     .collect(),
             },
         })
     }
+}
+
+/// Up to three reasons a slot waits, of any kind.
+fn wait_reasons_arb(g: &mut Gen) -> Vec<api::WaitReason> {
+    use api::WaitReason as W;
+    (0..usize::arbitrary(g) % 4)
+        .map(|_| match u8::arbitrary(g) % 18 {
+            0 => W::NoWorkers { registered: u32::arbitrary(g) },
+            1 => W::NoMatchingWorker { constraint: s(g) },
+            2 => W::UserNotOffered { user: s(g) },
+            3 => W::TooLarge {
+                dimension: s(g),
+                needed: u64::arbitrary(g),
+                largest: u64::arbitrary(g),
+            },
+            4 => W::Shortfall {
+                dimension: s(g),
+                needed: u64::arbitrary(g),
+                most_free: u64::arbitrary(g),
+                worker: if bool::arbitrary(g) { Some(WorkerId(s(g))) } else { None },
+            },
+            5 => W::PortsExhausted { needed: u32::arbitrary(g), most_free: u32::arbitrary(g) },
+            6 => W::ExecutorsPerWorker { workers: u32::arbitrary(g), limit: u32::arbitrary(g) },
+            7 => W::NoWorkerFitsAll { dimensions: vec![s(g), s(g)], workers: u32::arbitrary(g) },
+            8 => W::Cordoned { workers: u32::arbitrary(g) },
+            9 => W::Draining { workers: u32::arbitrary(g) },
+            10 => W::Backoff { until_ms: u64::arbitrary(g), in_ms: u64::arbitrary(g) },
+            11 => W::Recovering {},
+            12 => W::NotDurable {},
+            13 => W::Refused { problem: s(g) },
+            14 => W::PlacedNext {},
+            15 => W::TenantLimit {
+                tenant: s(g),
+                dimension: s(g),
+                in_use: u64::arbitrary(g),
+                limit: u64::arbitrary(g),
+            },
+            16 => W::BehindPriority { slots: u32::arbitrary(g) },
+            _ => W::WaitingForPreempted { executors: u32::arbitrary(g) },
+        })
+        .collect()
 }
 
 fn decode_all(bytes: &[u8], cuts: &[usize]) -> Result<Vec<Message>, DecodeError> {
@@ -861,6 +904,10 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                         running: 1,
                         waiting: 1,
                         last_end: Some("slot 2: exited 3".into()),
+                        unplaced: 1,
+                        reasons: vec![api::WaitReason::NoMatchingWorker {
+                            constraint: "rack=r9".into(),
+                        }],
                     }],
                 }],
                 executors: vec![ExecutorView {
@@ -1028,7 +1075,19 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                     placed: vec![(0, WorkerId::new("w1")), (1, WorkerId::new("w2"))],
                     placed_omitted: 0,
                     unplaced: 2,
-                    reason: Some("needs 8 cores, the largest free is 4".into()),
+                    reason: Some(
+                        "needs 4 more cores: the most free on a matching worker is 4 (on w2)"
+                            .into(),
+                    ),
+                    reasons: vec![
+                        api::WaitReason::Shortfall {
+                            dimension: "cores".into(),
+                            needed: 8,
+                            most_free: 4,
+                            worker: Some(WorkerId::new("w2")),
+                        },
+                        api::WaitReason::Cordoned { workers: 1 },
+                    ],
                 }],
             },
         ),
@@ -1091,13 +1150,21 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                                 executor: Some(ExecutorId::new("web/g#0#42.1")),
                                 worker: Some(WorkerId::new("w1")),
                                 reason: None,
+                                reasons: Vec::new(),
                             },
                             api::SlotStatus {
                                 slot: 1,
                                 phase: api::SlotPhase::Waiting,
                                 executor: None,
                                 worker: None,
-                                reason: Some("needs 8 cores, the largest free is 4".into()),
+                                reason: Some(
+                                    "needs 8 gpu: the largest matching worker has 4".into(),
+                                ),
+                                reasons: vec![api::WaitReason::TooLarge {
+                                    dimension: "gpu".into(),
+                                    needed: 8,
+                                    largest: 4,
+                                }],
                             },
                         ],
                     }],
@@ -1161,6 +1228,8 @@ fn cluster_state(g: &mut Gen) -> ClusterState {
                         running: u32::arbitrary(g),
                         waiting: u32::arbitrary(g),
                         last_end: if bool::arbitrary(g) { Some(s(g)) } else { None },
+                        unplaced: u32::arbitrary(g),
+                        reasons: wait_reasons_arb(g),
                     })
                     .collect(),
             })

@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use regent_core::api::WaitReason;
 use regent_core::master::{self, Master};
 use regent_core::policy::{Constraint, GroupPolicy, Placement};
 use regent_core::protocol::{GroupSpec, Message, RegisterWorker};
@@ -136,7 +137,7 @@ fn in_and_not_in_constraints_take_lists_of_values() {
         launches_by_conn(&declare(&mut m, spec("g", 6, constrained(&["rack not in [r1, r2]"]))));
     assert_eq!(by, BTreeMap::from([(103, 6)]), "w3 has no rack: in neither");
     let (p, _) = plan(&mut m, vec![spec("x", 1, constrained(&["rack in [r8, r9]"]))]);
-    assert_eq!(p[0].reason.as_deref(), Some("no ALIVE worker has attribute rack in [r8, r9]"));
+    assert_eq!(p[0].reason.as_deref(), Some("no ALIVE worker matches rack in [r8, r9]"));
     // A list past the limit is refused at declaration, naming it.
     let many: Vec<String> =
         (0..=regent_core::limits::MAX_CONSTRAINT_VALUES).map(|i| format!("r{i}")).collect();
@@ -295,13 +296,21 @@ fn a_plan_says_where_slots_would_go_and_why_others_would_not_changing_nothing() 
     assert_eq!(on, ["w0", "w2"].into(), "only the ssd workers, spread over both");
     assert_eq!(p[0].placed.iter().map(|(s, _)| *s).collect::<Vec<_>>(), [0, 1, 2, 3, 4, 5]);
     assert_eq!(p[1].unplaced, 2);
-    assert_eq!(p[1].reason.as_deref(), Some("no ALIVE worker has attribute rack=r9"));
+    assert_eq!(p[1].reason.as_deref(), Some("no ALIVE worker matches rack=r9"));
+    assert_eq!(p[1].reasons, [WaitReason::NoMatchingWorker { constraint: "rack=r9".into() }]);
     assert_eq!(
         p[2].reason.as_deref(),
-        Some("no ALIVE worker meets all of disk=hdd, rack=r2 at once")
+        Some("no ALIVE worker matches disk=hdd and rack=r2 at once")
     );
-    assert_eq!(p[3].reason.as_deref(), Some("needs 16 cores, the largest worker has 8"));
-    assert_eq!(p[4].reason.as_deref(), Some("needs 1048576 MiB, the largest worker has 65536 MiB"));
+    assert_eq!(p[3].reason.as_deref(), Some("needs 16 cores: the largest matching worker has 8"));
+    assert_eq!(
+        p[3].reasons,
+        [WaitReason::TooLarge { dimension: "cores".into(), needed: 16, largest: 8 }]
+    );
+    assert_eq!(
+        p[4].reason.as_deref(),
+        Some("needs 1048576 MiB of memory: the largest matching worker has 65536 MiB")
+    );
     assert_eq!(state(&mut m), before, "the cluster is as it was");
     // The same groups declared for real are placed as planned (counts).
     let by = launches_by_conn(&declare(&mut m, spec("ssd", 6, constrained(&["disk=ssd"]))));
@@ -321,9 +330,21 @@ fn a_plan_counts_what_its_earlier_slots_and_live_executors_hold() {
     g.cores = 4;
     let (p, _) = plan(&mut m, vec![g.clone()]);
     assert_eq!((p[0].placed.len(), p[0].unplaced), (5, 2), "{p:?}");
-    assert!(
-        p[0].reason.as_deref().unwrap().starts_with("needs 4 cores, the largest free is 0"),
+    // Every worker has 0 cores free once the plan's own slots are
+    // counted: 4 more are needed, on any of the 4.
+    assert_eq!(
+        p[0].reasons,
+        [WaitReason::Shortfall {
+            dimension: "cores".into(),
+            needed: 4,
+            most_free: 0,
+            worker: Some("w0".into()),
+        }],
         "{p:?}"
+    );
+    assert_eq!(
+        p[0].reason.as_deref(),
+        Some("needs 4 more cores: the most free on a matching worker is 0 (on w0)")
     );
     // A second group in the same plan sees what the first would take.
     let (p, _) = plan(&mut m, vec![spec("first", 5, GroupPolicy::default()), g]);

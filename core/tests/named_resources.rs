@@ -9,6 +9,7 @@
 mod common;
 
 use common::*;
+use regent_core::api::WaitReason;
 use regent_core::master::{self, Master};
 use regent_core::protocol::{
     ExecutorReport, ExecutorSpec, ExecutorState, GroupSpec, Message, RegisterWorker,
@@ -166,19 +167,26 @@ fn a_plan_says_why_a_gpu_slot_would_wait() {
     let _ = register(&mut m, 101, "w1", 2);
     subscribe(&mut m, 1);
     let p = plan_one(&mut m, trainer(1, 3));
-    assert_eq!(p.reason.as_deref(), Some("needs 3 gpu, the most a worker offers is 2"));
+    assert_eq!(p.reason.as_deref(), Some("needs 3 gpu: the largest matching worker has 2"));
+    assert_eq!(
+        p.reasons,
+        [WaitReason::TooLarge { dimension: "gpu".into(), needed: 3, largest: 2 }]
+    );
     let p = plan_one(&mut m, trainer(3, 1));
     assert_eq!((p.placed.len(), p.unplaced), (2, 1), "{p:?}");
     assert_eq!(
         p.reason.as_deref(),
-        Some("needs 1 gpu, the most free on a worker with room is 0 (on w1)")
+        Some("needs 1 more gpu: the most free on a matching worker is 0 (on w0)")
     );
     let mut fpga = trainer(1, 1);
     fpga.launch.resources = vec![("fpga".into(), 1)];
     let p = plan_one(&mut m, fpga);
     assert_eq!(
         p.reason.as_deref(),
-        Some("needs 1 fpga, no ALIVE worker offers fpga (regent worker --resource fpga=...)")
+        Some(
+            "needs 1 fpga: no ALIVE matching worker offers fpga (regent worker --resource \
+             fpga=...)"
+        )
     );
 }
 

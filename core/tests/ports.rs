@@ -7,6 +7,7 @@
 mod common;
 
 use common::*;
+use regent_core::api::WaitReason;
 use regent_core::master::{self, Master};
 use regent_core::ports::{parse_ranges, PortRange};
 use regent_core::protocol::{
@@ -120,13 +121,14 @@ fn a_plan_says_why_a_group_naming_ports_does_not_fit() {
     assert_eq!(p.unplaced, 1);
     assert_eq!(
         p.reason.as_deref(),
-        Some("needs 3 ports, the most a worker offers is 2 (regent worker --ports)")
+        Some("needs 3 ports: the largest matching worker has 2 (regent worker --ports)")
     );
     let p = plan_one(&mut m, server(3, &["http"]));
     assert_eq!((p.placed.len(), p.unplaced), (2, 1), "{p:?}");
     assert!(p.placed.iter().all(|(_, w)| w.as_str() == "w1"), "{p:?}");
+    assert_eq!(p.reasons, [WaitReason::PortsExhausted { needed: 1, most_free: 0 }], "{p:?}");
     let reason = p.reason.unwrap();
-    assert!(reason.starts_with("needs 1 ports, the most free on a worker"), "{reason}");
+    assert_eq!(reason, "needs 1 ports: the most free on a matching worker is 0");
 }
 
 #[test]

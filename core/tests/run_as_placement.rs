@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use regent_core::api::WaitReason;
 use regent_core::master::{self, Master};
 use regent_core::protocol::{GroupSpec, Message, RegisterWorker};
 use regent_core::Millis;
@@ -59,8 +60,12 @@ fn a_plan_says_no_worker_starts_executors_as_bob() {
     assert_eq!(p.unplaced, 1);
     assert_eq!(
         p.reason.as_deref(),
-        Some("runs as user bob; no ALIVE worker starts executors as bob (regent worker --allowed-users bob, as root)")
+        Some(
+            "runs as user bob: no ALIVE matching worker starts executors as bob (regent worker \
+             --allowed-users bob, as root)"
+        )
     );
+    assert_eq!(p.reasons, [WaitReason::UserNotOffered { user: "bob".into() }]);
     let p = plan_one(&mut m, as_user(2, None));
     assert_eq!((p.placed.len(), p.unplaced), (2, 0), "a group naming no user goes anywhere");
 }

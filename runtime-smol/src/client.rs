@@ -352,7 +352,8 @@ pub async fn delete_job_with(
 /// Jobs in words (`regent job status`): per job a line (id, name, version
 /// or "subscriber", state), per group its `desired/placed/running/done`
 /// counts, then one line per slot that does not run, with its phase and
-/// reason.
+/// reason (a waiting slot's further reasons, ranked, each on an `also:`
+/// line).
 pub fn render_jobs(jobs: &[regent_core::api::JobStatus]) -> String {
     use regent_core::api::SlotPhase;
     use std::fmt::Write as _;
@@ -388,8 +389,19 @@ pub fn render_jobs(jobs: &[regent_core::api::JobStatus]) -> String {
                 if let Some(w) = &s.worker {
                     let _ = write!(out, " on {w}");
                 }
-                if let Some(r) = &s.reason {
-                    let _ = write!(out, ": {r}");
+                match s.reasons.split_first() {
+                    // A slot that waits: every reason, ranked.
+                    Some((first, more)) => {
+                        let _ = write!(out, ": {first}");
+                        for r in more {
+                            let _ = write!(out, "\n      also: {r}");
+                        }
+                    }
+                    None => {
+                        if let Some(r) = &s.reason {
+                            let _ = write!(out, ": {r}");
+                        }
+                    }
                 }
                 out.push('\n');
             }
@@ -400,7 +412,8 @@ pub fn render_jobs(jobs: &[regent_core::api::JobStatus]) -> String {
 
 /// A plan in words, one line per group (and the job's first line): where
 /// the slots would go (`slot 0 -> w1`, runs of one worker shown once),
-/// how many would not, and why.
+/// how many would not, and why: the first reason on the group's line, every
+/// further one, ranked, on a line of its own (`  reason 2: ...`).
 pub fn render_plan(job: &str, plan: &[regent_core::protocol::GroupPlan]) -> String {
     use std::fmt::Write as _;
     let mut out = format!("job {job:?}: a plan against the leader now; nothing was changed\n");
@@ -435,8 +448,19 @@ pub fn render_plan(job: &str, plan: &[regent_core::protocol::GroupPlan]) -> Stri
             out.push(')');
         }
         if g.unplaced > 0 {
-            let reason = g.reason.as_deref().unwrap_or("no reason given");
-            let _ = write!(out, "; {} would not: {reason}", g.unplaced);
+            match g.reasons.split_first() {
+                Some((first, more)) => {
+                    let _ = write!(out, "; {} would not: {first}", g.unplaced);
+                    // Every further reason, ranked, on its own line.
+                    for (i, r) in more.iter().enumerate() {
+                        let _ = write!(out, "\n  reason {}: {r}", i + 2);
+                    }
+                }
+                None => {
+                    let reason = g.reason.as_deref().unwrap_or("no reason given");
+                    let _ = write!(out, "; {} would not: {reason}", g.unplaced);
+                }
+            }
         }
         out.push('\n');
     }
@@ -807,7 +831,18 @@ pub fn render_table(state: &ClusterState) -> String {
                             Some(end) => format!(" (last failure {end})"),
                             None => String::new(),
                         };
-                        format!("{} {}/{}{scaled}{waiting}{last}", g.name, g.running, g.slots)
+                        let unplaced = match (g.unplaced, g.reasons.split_first()) {
+                            (0, _) => String::new(),
+                            (n, None) => format!(", {n} waiting"),
+                            (n, Some((first, []))) => format!(", {n} waiting: {first}"),
+                            (n, Some((first, more))) => {
+                                format!(", {n} waiting: {first} (+{} more)", more.len())
+                            }
+                        };
+                        format!(
+                            "{} {}/{}{scaled}{waiting}{unplaced}{last}",
+                            g.name, g.running, g.slots
+                        )
                     })
                     .collect();
                 vec![
@@ -1295,7 +1330,7 @@ fn client_node_name() -> String {
 #[cfg(test)]
 mod tests {
     use super::render_jobs;
-    use regent_core::api::{GroupStatus, JobStatus, SlotPhase, SlotStatus};
+    use regent_core::api::{GroupStatus, JobStatus, SlotPhase, SlotStatus, WaitReason};
     use regent_core::states::FrameworkState;
     use regent_core::{ExecutorId, FrameworkId, WorkerId};
 
@@ -1307,6 +1342,7 @@ mod tests {
             executor: placed.then(|| ExecutorId::new(format!("fw/g#{slot}#1.{slot}"))),
             worker: placed.then(|| WorkerId::new("w1")),
             reason: reason.map(str::to_owned),
+            reasons: Vec::new(),
         }
     }
 
@@ -1319,7 +1355,7 @@ mod tests {
             state: FrameworkState::Active,
             groups: vec![GroupStatus {
                 group: "g".into(),
-                desired: 4,
+                desired: 5,
                 placed: 2,
                 running: 1,
                 done: 1,
@@ -1329,16 +1365,26 @@ mod tests {
                     slot(1, SlotPhase::Stopping, None),
                     slot(2, SlotPhase::Backoff, Some("restarts at 12:00:05")),
                     slot(3, SlotPhase::Failed, Some("exit 3")),
+                    SlotStatus {
+                        reason: Some("no ALIVE worker matches rack=r9".into()),
+                        reasons: vec![
+                            WaitReason::NoMatchingWorker { constraint: "rack=r9".into() },
+                            WaitReason::Cordoned { workers: 2 },
+                        ],
+                        ..slot(4, SlotPhase::Waiting, None)
+                    },
                 ],
             }],
         }];
         assert_eq!(
             render_jobs(&jobs),
             "job fw (name \"wordcount\") subscriber ACTIVE\n\
-             \x20 group \"g\": desired/placed/running/done 4/2/1/1 (rolling out an update)\n\
+             \x20 group \"g\": desired/placed/running/done 5/2/1/1 (rolling out an update)\n\
              \x20   slot 1 stopping executor fw/g#1#1.1 on w1\n\
              \x20   slot 2 backoff: restarts at 12:00:05\n\
-             \x20   slot 3 failed: exit 3\n"
+             \x20   slot 3 failed: exit 3\n\
+             \x20   slot 4 waiting: no ALIVE worker matches rack=r9\n\
+             \x20     also: 2 matching worker(s) are cordoned\n"
         );
         assert_eq!(render_jobs(&[]), "no jobs\n");
     }

@@ -625,16 +625,29 @@ fn openapi_of(addr: &str) -> Value {
 #[test]
 fn the_answers_of_a_fake_master_fit_the_openapi_document() {
     fn with_a_job(msg: &Message) -> Message {
-        use regent_core::api::{GroupStatus, JobStatus, SlotPhase, SlotStatus};
+        use regent_core::api::{GroupStatus, JobStatus, SlotPhase, SlotStatus, WaitReason};
         match msg {
             Message::JobsRequest { request, .. } => {
-                let slot = |slot, phase, executor: Option<&str>, reason: Option<&str>| SlotStatus {
-                    slot,
-                    phase,
-                    executor: executor.map(Into::into),
-                    worker: executor.map(|_| "w1".into()),
-                    reason: reason.map(Into::into),
-                };
+                let slot =
+                    |slot, phase, executor: Option<&str>, reasons: Vec<WaitReason>| SlotStatus {
+                        slot,
+                        phase,
+                        executor: executor.map(Into::into),
+                        worker: executor.map(|_| "w1".into()),
+                        reason: reasons.first().map(ToString::to_string),
+                        reasons,
+                    };
+                let waiting = vec![
+                    WaitReason::NoMatchingWorker { constraint: "rack=r9".into() },
+                    WaitReason::Shortfall {
+                        dimension: "gpu".into(),
+                        needed: 2,
+                        most_free: 0,
+                        worker: Some("w1".into()),
+                    },
+                    WaitReason::Cordoned { workers: 1 },
+                    WaitReason::PlacedNext {},
+                ];
                 let job = JobStatus {
                     job: "web".into(),
                     name: "web".into(),
@@ -648,9 +661,14 @@ fn the_answers_of_a_fake_master_fit_the_openapi_document() {
                         done: 0,
                         rolling: false,
                         slots: vec![
-                            slot(0, SlotPhase::Running, Some("web/g#0#1"), None),
-                            slot(1, SlotPhase::Waiting, None, Some("no worker has 1 core free")),
-                            slot(2, SlotPhase::Backoff, None, Some("until 12:00:05")),
+                            slot(0, SlotPhase::Running, Some("web/g#0#1"), Vec::new()),
+                            slot(1, SlotPhase::Waiting, None, waiting),
+                            slot(
+                                2,
+                                SlotPhase::Backoff,
+                                None,
+                                vec![WaitReason::Backoff { until_ms: 5_000, in_ms: 300 }],
+                            ),
                         ],
                     }],
                 };

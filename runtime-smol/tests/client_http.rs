@@ -95,6 +95,8 @@ fn sample_state(master: &str, status: &str, epoch: u64) -> ClusterState {
                     running: 3,
                     waiting: 0,
                     last_end: None,
+                    unplaced: 0,
+                    reasons: Vec::new(),
                 }],
             },
             FrameworkView {

@@ -363,8 +363,8 @@ cores = 8
         stdout.contains("group \"ssd\": 3 of 3 slot(s) would be placed (slots 0-2 -> w1)"),
         "{stdout}"
     );
-    assert!(stdout.contains("group \"r9\": 0 of 1 slot(s) would be placed; 1 would not: no ALIVE worker has attribute rack=r9"), "{stdout}");
-    assert!(stdout.contains("group \"big\": 0 of 1 slot(s) would be placed; 1 would not: needs 8 cores, the largest worker has 4"), "{stdout}");
+    assert!(stdout.contains("group \"r9\": 0 of 1 slot(s) would be placed; 1 would not: no ALIVE worker matches rack=r9"), "{stdout}");
+    assert!(stdout.contains("group \"big\": 0 of 1 slot(s) would be placed; 1 would not: needs 8 cores: the largest matching worker has 4"), "{stdout}");
     assert_eq!(tree(&store), before, "the store is byte for byte as it was");
     let after_state = api_state(&spec.http_addr()).expect("the master answers");
     assert_eq!(frameworks(&after_state), frameworks(&before_state), "no framework: {after_state}");

@@ -97,7 +97,7 @@ fn the_page_shows_the_cluster_and_follows_it_live_in_chromium() {
     assert_eq!(fws.len(), 1, "{page}");
     assert_eq!(fws[0][0], fw_id.as_str());
     let row = fws[0][1].as_str().unwrap_or_default();
-    assert!(row.contains("etl") && row.contains("ACTIVE") && row.contains("2 / 2"), "{row}");
+    assert!(row.contains("etl") && row.contains("ACTIVE") && row.contains("2 / 0 / 2"), "{row}");
 
     // The framework's page: its executors, each linked to its output.
     browser.eval(&format!("location.hash = '#/frameworks/' + encodeURIComponent('{fw_id}'); 1"));
@@ -263,7 +263,12 @@ fn the_page_shows_cordoned_draining_workers_and_history_and_falls_back_to_pollin
              "memory_mb": 1024, "memory_used_mb": 0}
         ],
         "frameworks": [{"id": "fw-00000000000000aa", "name": "live-app", "state": "ACTIVE",
-                        "connected": true}],
+                        "connected": true,
+                        "groups": [{"name": "main", "slots": 6, "declared_slots": 6,
+                                    "running": 3, "waiting_to_restart": 0, "unplaced": 3,
+                                    "reason_words": [
+                                        "needs 2 more gpu: the most free on a matching worker is 0",
+                                        "1 matching worker(s) are cordoned"]}]}],
         "executors": [{"id": "fw-00000000000000aa/main#0#7.1", "framework_id": "fw-00000000000000aa",
                        "worker_id": "w1", "state": "RUNNING"}],
         "history": [{"id": "fw-00000000000000bb", "name": "nightly", "outcome": "FINISHED",
@@ -307,6 +312,12 @@ fn the_page_shows_cordoned_draining_workers_and_history_and_falls_back_to_pollin
     assert!(text.contains("Finished frameworks (1)") && text.contains("nightly"), "{text}");
     assert_eq!(page["summary"]["frameworks-running"], "1");
     assert!(text.contains("1 finished"), "{text}");
+    // A framework of 6 slots, 3 running and 3 waiting: the row counts the
+    // waiting ones (running / waiting / total).
+    let rows = browser.eval(
+        "Array.from(document.querySelectorAll('[data-framework-slots]')).map(e => e.textContent)",
+    );
+    assert_eq!(rows, serde_json::json!(["3 / 3 / 6"]), "running / waiting / total");
     // The finished framework's page: every slot's final state and output.
     browser.eval("location.hash = '#/frameworks/fw-00000000000000bb'; 1");
     let slots = wait_for(BOUND, "the finished framework's slots", || {
@@ -328,6 +339,25 @@ fn the_page_shows_cordoned_draining_workers_and_history_and_falls_back_to_pollin
     let second = slots[1][0].as_str().unwrap_or_default();
     assert!(second.contains("FAILED") && second.contains("exit 3"), "{slots}");
     assert_eq!(slots[1][1], "/api/logs/fw-00000000000000bb%2Fmain%231%236.2?stream=stderr");
+    // Its page says why its waiting slots wait, every reason.
+    browser.eval("location.hash = '#/frameworks/fw-00000000000000aa'; 1");
+    let why = wait_for(BOUND, "the live framework's waiting slots and reasons", || {
+        let v = browser.eval(
+            "Array.from(document.querySelectorAll('[data-group-waiting] li')).map(e => e.textContent)",
+        );
+        if v.as_array().map_or(0, Vec::len) == 2 {
+            Ok(v)
+        } else {
+            Err(format!("{v}"))
+        }
+    });
+    assert_eq!(
+        why,
+        serde_json::json!([
+            "needs 2 more gpu: the most free on a matching worker is 0",
+            "1 matching worker(s) are cordoned"
+        ])
+    );
     // Polling follows a change without a reload.
     browser.eval("window.__regentTestMarker = 'same page'; location.hash = '#/'; 1");
     shared.lock().unwrap()["workers"][2]["state"] = "DEAD".into();

@@ -65,6 +65,8 @@ fn state() -> ClusterState {
                     running: 4,
                     waiting: 0,
                     last_end: None,
+                    unplaced: 0,
+                    reasons: Vec::new(),
                 },
                 GroupView {
                     name: "aux".into(),
@@ -73,6 +75,8 @@ fn state() -> ClusterState {
                     running: 1,
                     waiting: 0,
                     last_end: None,
+                    unplaced: 0,
+                    reasons: Vec::new(),
                 },
             ],
         }],

@@ -18,7 +18,7 @@
 
 use super::frameworks::{FrameworkEntry, GroupState};
 use super::Master;
-use crate::api::{GroupStatus, JobStatus, SlotPhase, SlotStatus};
+use crate::api::{GroupStatus, JobStatus, SlotPhase, SlotStatus, WaitReason};
 use crate::ids::FrameworkId;
 use crate::protocol::{ExecutorState, Message};
 use crate::store::SlotOutcome;
@@ -42,13 +42,18 @@ impl Master {
                     return Message::RequestRefused { epoch: self.epoch, request, reason };
                 }
             },
-            None => {
-                let mut all: Vec<&FrameworkEntry> = self.frameworks.values().collect();
-                all.sort_by(|a, b| a.id.cmp(&b.id));
-                all.into_iter().map(|fw| self.job_status(now, fw)).collect()
-            }
+            None => self.job_statuses(now),
         };
         Message::JobsReply { epoch: self.epoch, request, jobs }
+    }
+
+    /// Every framework's status at `now`, in id order: what `JobsRequest`
+    /// without a job answers (read-only; the simulator checks that every
+    /// waiting slot has a reason with it).
+    pub fn job_statuses(&self, now: Millis) -> Vec<JobStatus> {
+        let mut all: Vec<&FrameworkEntry> = self.frameworks.values().collect();
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        all.into_iter().map(|fw| self.job_status(now, fw)).collect()
     }
 
     /// One framework's status at `now`.
@@ -71,30 +76,32 @@ impl Master {
             let slot = u32::try_from(i).unwrap_or(u32::MAX);
             let current = g.current.get(i).cloned().flatten();
             let live = current.as_ref().and_then(|x| self.executors.get(x));
-            let (phase, reason) = match outcome {
+            let (phase, reasons, reason) = match outcome {
                 SlotOutcome::Pending => match live.filter(|e| !e.state.is_terminal()) {
-                    Some(e) if e.operator_stop || e.kill_requested => (SlotPhase::Stopping, None),
-                    Some(e) if e.state == ExecutorState::Running => (SlotPhase::Running, None),
-                    Some(_) => (SlotPhase::Launching, None),
+                    Some(e) if e.operator_stop || e.kill_requested => {
+                        (SlotPhase::Stopping, Vec::new(), None)
+                    }
+                    Some(e) if e.state == ExecutorState::Running => {
+                        (SlotPhase::Running, Vec::new(), None)
+                    }
+                    Some(_) => (SlotPhase::Launching, Vec::new(), None),
                     None => match self.restart_waits.until(&(fw.id.clone(), gi, slot)) {
                         Some(at) => {
-                            let reason = format!(
-                                "restart backoff: a new executor in {} ms (at {} ms since the \
-                                 Unix epoch)",
-                                at.since(now).0,
-                                self.wall(at)
-                            );
-                            (SlotPhase::Backoff, Some(reason))
+                            let until_ms = self.wall(at);
+                            let backoff = WaitReason::Backoff { until_ms, in_ms: at.since(now).0 };
+                            (SlotPhase::Backoff, vec![backoff], None)
                         }
                         None => {
                             unplaced.push(slots.len());
-                            (SlotPhase::Waiting, None)
+                            (SlotPhase::Waiting, Vec::new(), None)
                         }
                     },
                 },
-                SlotOutcome::Done { .. } => (SlotPhase::Completed, None),
-                SlotOutcome::Killed { .. } => (SlotPhase::Killed, None),
-                SlotOutcome::Failed { reason, .. } => (SlotPhase::Failed, Some(reason.clone())),
+                SlotOutcome::Done { .. } => (SlotPhase::Completed, Vec::new(), None),
+                SlotOutcome::Killed { .. } => (SlotPhase::Killed, Vec::new(), None),
+                SlotOutcome::Failed { reason, .. } => {
+                    (SlotPhase::Failed, Vec::new(), Some(reason.clone()))
+                }
                 // A hole a scale that named executors left: no slot to show.
                 SlotOutcome::Removed { .. } => continue,
             };
@@ -105,7 +112,8 @@ impl Master {
                 phase,
                 executor: if placed { current } else { None },
                 worker: if placed { live.map(|e| e.worker.clone()) } else { None },
-                reason,
+                reason: reason.or_else(|| reasons.first().map(ToString::to_string)),
+                reasons,
             });
         }
         if !unplaced.is_empty() {
@@ -113,14 +121,16 @@ impl Master {
             // (a plan scans the workers: once per slot would cost a large
             // group's reply its slots times the cluster).
             let waiting = u32::try_from(unplaced.len()).unwrap_or(u32::MAX);
-            let group_reason = self.waiting_reason(g, waiting);
+            let group_reasons = self.waiting_reasons(g, waiting);
             let placeable = g.placeable_slots();
             for i in unplaced {
-                slots[i].reason = Some(if slots[i].slot >= placeable {
-                    "its group's declaration or scale is not durable yet".into()
+                let reasons = if slots[i].slot >= placeable {
+                    vec![WaitReason::NotDurable {}]
                 } else {
-                    group_reason.clone()
-                });
+                    group_reasons.clone()
+                };
+                slots[i].reason = reasons.first().map(ToString::to_string);
+                slots[i].reasons = reasons;
             }
         }
         let count = |f: fn(SlotPhase) -> bool| {
@@ -143,20 +153,59 @@ impl Master {
     }
 
     /// Why the `waiting` slots of group `g` without an executor are not
-    /// placed now (a slot whose declaration is not durable yet says so
-    /// instead: see `group_status`).
-    fn waiting_reason(&self, g: &GroupState, waiting: u32) -> String {
+    /// placed now, ranked, never empty (a slot whose declaration is not
+    /// durable yet says so instead: see `group_status`).
+    pub(super) fn waiting_reasons(&self, g: &GroupState, waiting: u32) -> Vec<WaitReason> {
         if !self.may_place() {
-            return "the leader is recovering: it places once the workers it knows have \
-                    reported (or the recovery window ends)"
-                .into();
+            return vec![WaitReason::Recovering {}];
         }
         let mut spec = g.record.spec.clone();
         spec.slots = waiting;
         let plan = self.candidates().plan(std::slice::from_ref(&spec));
-        match plan.into_iter().next().and_then(|p| p.reason) {
-            Some(reason) => reason,
-            None => "a worker has room for it: it is placed at the next placement".into(),
+        match plan.into_iter().next().map(|p| p.reasons) {
+            Some(reasons) if !reasons.is_empty() => reasons,
+            _ => vec![WaitReason::PlacedNext {}],
         }
+    }
+
+    /// Why group `g`'s slots wait, by one pass over the workers (no plan
+    /// of its slots first, as `waiting_reasons` makes): for the cluster
+    /// state, built for every event poll. Never empty.
+    pub(super) fn waiting_reasons_quick(&self, g: &GroupState) -> Vec<WaitReason> {
+        if !self.may_place() {
+            return vec![WaitReason::Recovering {}];
+        }
+        let reasons = self.candidates().wait_reasons(&g.record.spec, &Default::default());
+        if reasons.is_empty() {
+            vec![WaitReason::PlacedNext {}]
+        } else {
+            reasons
+        }
+    }
+
+    /// How many slots of group `gi` of `fw` wait to be placed: open, with
+    /// no live executor, not in a restart backoff.
+    pub(super) fn unplaced_slots(&self, fw: &FrameworkEntry, gi: usize) -> u32 {
+        let g = &fw.groups[gi];
+        let live = |i: usize| {
+            g.current
+                .get(i)
+                .and_then(Option::as_ref)
+                .and_then(|x| self.executors.get(x))
+                .is_some_and(|e| !e.state.is_terminal())
+        };
+        let n = g
+            .record
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(i, outcome)| {
+                let slot = u32::try_from(*i).unwrap_or(u32::MAX);
+                matches!(outcome, SlotOutcome::Pending)
+                    && !live(*i)
+                    && !self.restart_waits.contains(&(fw.id.clone(), gi, slot))
+            })
+            .count();
+        u32::try_from(n).unwrap_or(u32::MAX)
     }
 }

@@ -844,6 +844,14 @@ impl Master {
             .filter_map(|w| w.usage.as_deref())
             .flat_map(|(u, _)| u.executors.iter().map(|e| (&e.executor, &e.usage)))
             .collect();
+        // Reasons for the first waiting groups only: each is a pass over
+        // the workers, and the passes together stay within a budget in
+        // proportion to the snapshot (MAX_STATE_REASON_GROUPS,
+        // STATE_REASON_VISITS_FLOOR).
+        let mut reason_groups = crate::limits::MAX_STATE_REASON_GROUPS;
+        let per_group = self.workers.entries.len().max(1);
+        let mut visits = crate::limits::STATE_REASON_VISITS_FLOOR
+            .max(2 * (self.workers.entries.len() + self.frameworks.len()));
         let frameworks = self
             .frameworks
             .values()
@@ -879,6 +887,17 @@ impl Master {
                                 .last_end
                                 .as_ref()
                                 .map(|(slot, end)| format!("slot {slot}: {end}")),
+                            unplaced: self.unplaced_slots(f, gi),
+                            reasons: Vec::new(),
+                        })
+                        .zip(&f.groups)
+                        .map(|(mut view, g)| {
+                            if view.unplaced > 0 && reason_groups > 0 && visits >= per_group {
+                                reason_groups -= 1;
+                                visits -= per_group;
+                                view.reasons = self.waiting_reasons_quick(g);
+                            }
+                            view
                         })
                         .collect(),
                 }

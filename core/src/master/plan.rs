@@ -26,10 +26,13 @@
 use super::executors::Executors;
 use super::workers::Registry;
 use super::Master;
+use crate::api::{self, WaitReason};
 use crate::ids::WorkerId;
 use crate::limits::{group_spec_problem, GroupKey, MAX_EXECUTORS_PER_WORKER, MAX_PLAN_PLACEMENTS};
-use crate::policy::{spread_value, ConstraintOp, Placement};
+use crate::policy::{spread_value, Constraint, Placement};
 use crate::protocol::{GroupPlan, GroupSpec};
+use crate::states::WorkerState;
+use crate::store::Maintenance;
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -132,10 +135,12 @@ impl<'a> Candidates<'a> {
             placed_omitted: 0,
             unplaced: 0,
             reason: None,
+            reasons: Vec::new(),
         };
         if let Some(p) = group_spec_problem(g, GroupKey::wire_name) {
             plan.unplaced = g.slots;
-            plan.reason = Some(format!("the master would refuse it: {}", p.message(&g.group)));
+            plan.reasons = vec![WaitReason::Refused { problem: p.message(&g.group) }];
+            plan.reason = plan.reasons.first().map(ToString::to_string);
             return plan;
         }
         let mut placed = 0u32;
@@ -150,7 +155,8 @@ impl<'a> Candidates<'a> {
         });
         if let Some(first) = unplaced {
             plan.unplaced = g.slots - first;
-            plan.reason = Some(self.why_not_placed(g, overlay));
+            plan.reasons = self.wait_reasons(g, overlay);
+            plan.reason = plan.reasons.first().map(ToString::to_string);
         }
         debug_assert_eq!(placed + plan.unplaced, g.slots);
         plan
@@ -239,124 +245,267 @@ impl<'a> Candidates<'a> {
         None
     }
 
-    /// Why no candidate is left for `g`'s next slot, in the words an
-    /// operator acts on: no worker at all, a constraint no worker meets,
-    /// an executor larger than every matching worker, or not enough free.
-    fn why_not_placed(&self, g: &GroupSpec, overlay: &Overlay<'_>) -> String {
-        let placeable: Vec<&super::WorkerEntry> = self
-            .workers
-            .placeable
-            .iter()
-            .filter_map(|(_, _, id)| self.workers.entries.get(id))
-            .collect();
-        if placeable.is_empty() {
-            return match self.workers.entries.len() {
-                0 => "no worker is registered".to_owned(),
-                n => format!(
-                    "no ALIVE worker takes executors ({n} registered: dead, unknown, cordoned, draining or full)"
-                ),
-            };
-        }
+    /// Every reason no candidate is left for `g`'s next slot, ranked (see
+    /// [`rank`]): no worker at all, the constraints no worker meets, the
+    /// user no matching worker runs as, and over the matching workers, per
+    /// dimension (cores, memory, ports, each named resource) what one
+    /// executor asks for against the most free, the matching workers full
+    /// of executors, cordoned or draining; none when a matching worker
+    /// takes one more slot now. One pass over the registered workers.
+    pub(super) fn wait_reasons(&self, g: &GroupSpec, overlay: &Overlay<'_>) -> Vec<WaitReason> {
         let constraints = &g.policy.constraints;
-        for c in constraints {
-            if !placeable.iter().any(|w| c.allows(&w.attributes)) {
-                return match c.op {
-                    ConstraintOp::NotEquals(_) | ConstraintOp::NotIn(_) => {
-                        format!("no ALIVE worker meets {c}")
-                    }
-                    _ => format!("no ALIVE worker has attribute {c}"),
-                };
+        let mut tally = Tally::new(g);
+        // (total, free) per dimension of one worker, reused.
+        let mut dims: Vec<(u64, u64)> = Vec::with_capacity(3 + g.launch.resources.len());
+        for w in self.workers.entries.values() {
+            if w.state != WorkerState::Alive || w.conn.is_none() {
+                continue;
             }
-        }
-        let matching: Vec<&super::WorkerEntry> = placeable
-            .into_iter()
-            .filter(|w| constraints.iter().all(|c| c.allows(&w.attributes)))
-            .collect();
-        if matching.is_empty() {
-            let all: Vec<String> = constraints.iter().map(ToString::to_string).collect();
-            return format!("no ALIVE worker meets all of {} at once", all.join(", "));
-        }
-        if let Some(user) = &g.launch.user {
-            if !matching.iter().any(|w| runs_as(w, g)) {
-                return format!(
-                    "runs as user {user}; no ALIVE {}worker starts executors as {user} (regent worker --allowed-users {user}, as root)",
-                    if constraints.is_empty() { "" } else { "matching " }
-                );
+            let matches = constraints.iter().all(|c| c.allows(&w.attributes));
+            match w.maintenance {
+                Some(Maintenance::Draining { .. }) => {
+                    tally.draining += u32::from(matches && runs_as(w, g));
+                    continue;
+                }
+                Some(Maintenance::Cordoned | Maintenance::Drained) => {
+                    tally.cordoned += u32::from(matches && runs_as(w, g));
+                    continue;
+                }
+                None => {}
             }
-        }
-        let matching: Vec<&super::WorkerEntry> =
-            matching.into_iter().filter(|w| runs_as(w, g)).collect();
-        let which = if constraints.is_empty() { "worker" } else { "matching worker" };
-        let largest_cores = matching.iter().map(|w| w.cores).max().unwrap_or(0);
-        if g.cores > largest_cores {
-            return format!("needs {} cores, the largest {which} has {largest_cores}", g.cores);
-        }
-        let largest_memory = matching.iter().map(|w| w.memory_mb).max().unwrap_or(0);
-        if g.memory_mb > largest_memory {
-            return format!(
-                "needs {} MiB, the largest {which} has {largest_memory} MiB",
-                g.memory_mb
-            );
-        }
-        // The matching workers with the cores and memory free.
-        let fitting: Vec<&&super::WorkerEntry> = matching
-            .iter()
-            .filter(|w| {
-                let (c, m) = free(overlay, w);
-                c >= g.cores && m >= g.memory_mb
-            })
-            .collect();
-        let ports = g.launch.ports.len() as u32;
-        if ports > 0 {
-            let most = matching.iter().map(|w| w.ports).max().unwrap_or(0);
-            if ports > most {
-                return format!("needs {ports} ports, the most a {which} offers is {most} (regent worker --ports)");
+            tally.alive += 1;
+            for (met, c) in tally.met.iter_mut().zip(constraints) {
+                *met |= c.allows(&w.attributes);
             }
-            if !fitting.is_empty() && fitting.iter().all(|w| free_ports(overlay, w) < ports) {
-                let (most_free, on) = fitting
-                    .iter()
-                    .map(|w| (free_ports(overlay, w), &w.id))
-                    .max()
-                    .expect("not empty");
-                return format!("needs {ports} ports, the most free on a {which} with room is {most_free} (on {on})");
+            if !matches {
+                continue;
             }
+            tally.constraint_matching += 1;
+            if !runs_as(w, g) {
+                continue;
+            }
+            tally.runs_as += 1;
+            let held = overlay.get(&w.id).map_or(0, |h| h.executors);
+            if self.executors.live_on(&w.id) + held >= MAX_EXECUTORS_PER_WORKER {
+                tally.full += 1;
+                continue;
+            }
+            let (cores, memory) = free(overlay, w);
+            dims.clear();
+            dims.extend([
+                (u64::from(w.cores), u64::from(cores)),
+                (w.memory_mb, memory),
+                (u64::from(w.ports), u64::from(free_ports(overlay, w))),
+            ]);
+            for (name, _) in &g.launch.resources {
+                let offered =
+                    w.resources.as_ref().map_or(0, |r| crate::resources::offered(&r.offered, name));
+                dims.push((u64::from(offered), u64::from(free_resource(overlay, w, name))));
+            }
+            tally.add(&w.id, &dims);
         }
-        for (name, n) in &g.launch.resources {
-            let most = matching
+        if tally.fits > 0 {
+            // A worker takes one more slot now: no reason to give.
+            return Vec::new();
+        }
+        tally.reasons(self.workers.entries.len(), constraints)
+    }
+}
+
+/// How far a reason is from fitting when it never will as the cluster
+/// stands (no worker, a constraint, a user, an executor larger than any
+/// worker): above any shortfall.
+const NEVER: u32 = u32::MAX;
+
+/// A reason with its rank: how many workers it excludes, and how far from
+/// fitting it is (a shortfall's missing part per thousand of the ask).
+type Ranked = (u32, u32, WaitReason);
+
+/// The planner's rank: the reasons that exclude the most workers first;
+/// among equals, the farthest from fitting first (a reason that never
+/// fits as the cluster stands, then the largest shortfall relative to the
+/// ask); among equals, the order found (no worker, constraints, user,
+/// executors per worker, cores, memory, ports, named resources as the
+/// group lists them, cordoned, draining).
+fn rank(mut reasons: Vec<Ranked>) -> Vec<WaitReason> {
+    reasons
+        .sort_by_key(|(excludes, gap, _)| (std::cmp::Reverse(*excludes), std::cmp::Reverse(*gap)));
+    reasons.into_iter().map(|(_, _, r)| r).collect()
+}
+
+/// What one pass over the workers found for a group (see
+/// [`Candidates::wait_reasons`]).
+struct Tally<'a> {
+    /// Per dimension: its name and what one executor asks for.
+    asks: Vec<(String, u64)>,
+    /// The user the group runs as.
+    user: Option<String>,
+    /// ALIVE, connected workers neither cordoned nor draining.
+    alive: u32,
+    /// Per constraint: whether one of those meets it.
+    met: Vec<bool>,
+    /// Those meeting every constraint.
+    constraint_matching: u32,
+    /// Of those, the ones starting executors as the group's user.
+    runs_as: u32,
+    /// Of those, the ones running the most executors a worker takes.
+    full: u32,
+    /// The rest: the matching workers the dimensions are counted over.
+    matching: u32,
+    /// Workers meeting the constraints and user that are cordoned (or
+    /// drained).
+    cordoned: u32,
+    /// Those that are draining.
+    draining: u32,
+    /// Per dimension: the most a matching worker has.
+    largest: Vec<u64>,
+    /// Per dimension: the most free on a matching worker, and where.
+    most_free: Vec<Option<(u64, &'a WorkerId)>>,
+    /// Per dimension: how many matching workers have less free than asked.
+    short: Vec<u32>,
+    /// Matching workers with every dimension free (none, when the plan's
+    /// placement found no worker).
+    fits: u32,
+}
+
+impl<'a> Tally<'a> {
+    fn new(g: &GroupSpec) -> Self {
+        let mut asks = vec![
+            (api::CORES.to_owned(), u64::from(g.cores)),
+            (api::MEMORY.to_owned(), g.memory_mb),
+            (api::PORTS.to_owned(), g.launch.ports.len() as u64),
+        ];
+        asks.extend(g.launch.resources.iter().map(|(n, k)| (n.clone(), u64::from(*k))));
+        let n = asks.len();
+        Tally {
+            asks,
+            user: g.launch.user.clone(),
+            alive: 0,
+            met: vec![false; g.policy.constraints.len()],
+            constraint_matching: 0,
+            runs_as: 0,
+            full: 0,
+            matching: 0,
+            cordoned: 0,
+            draining: 0,
+            largest: vec![0; n],
+            most_free: vec![None; n],
+            short: vec![0; n],
+            fits: 0,
+        }
+    }
+
+    /// Counts a matching worker with `dims` (total, free) per dimension.
+    fn add(&mut self, id: &'a WorkerId, dims: &[(u64, u64)]) {
+        self.matching += 1;
+        let mut fits = true;
+        for (d, &(total, free)) in dims.iter().enumerate() {
+            self.largest[d] = self.largest[d].max(total);
+            // The most free, the lowest id among equals.
+            if self.most_free[d].is_none_or(|(f, at)| free > f || (free == f && id < at)) {
+                self.most_free[d] = Some((free, id));
+            }
+            let short = free < self.asks[d].1;
+            self.short[d] += u32::from(short);
+            fits &= !short;
+        }
+        self.fits += u32::from(fits);
+    }
+
+    /// The reasons, ranked; `registered` counts every registered worker.
+    fn reasons(&self, registered: usize, constraints: &[Constraint]) -> Vec<WaitReason> {
+        let mut out: Vec<Ranked> = Vec::new();
+        if self.alive == 0 {
+            let registered = u32::try_from(registered).unwrap_or(u32::MAX);
+            out.push((u32::MAX, NEVER, WaitReason::NoWorkers { registered }));
+        } else if self.constraint_matching == 0 {
+            let unmet: Vec<String> = constraints
                 .iter()
-                .map(|w| {
-                    w.resources.as_ref().map_or(0, |r| crate::resources::offered(&r.offered, name))
-                })
-                .max()
-                .unwrap_or(0);
-            if most == 0 {
-                return format!("needs {n} {name}, no ALIVE {which} offers {name} (regent worker --resource {name}=...)");
+                .zip(&self.met)
+                .filter(|(_, met)| !**met)
+                .map(|(c, _)| c.to_string())
+                .collect();
+            if unmet.is_empty() {
+                // Each is met by some worker, all of them by none.
+                let all: Vec<String> = constraints.iter().map(ToString::to_string).collect();
+                let constraint = format!("{} at once", all.join(" and "));
+                out.push((self.alive, NEVER, WaitReason::NoMatchingWorker { constraint }));
             }
-            if *n > most {
-                return format!("needs {n} {name}, the most a {which} offers is {most}");
+            for constraint in unmet {
+                out.push((self.alive, NEVER, WaitReason::NoMatchingWorker { constraint }));
             }
-            if !fitting.is_empty() && fitting.iter().all(|w| free_resource(overlay, w, name) < *n) {
-                let (most_free, on) = fitting
-                    .iter()
-                    .map(|w| (free_resource(overlay, w, name), &w.id))
-                    .max()
-                    .expect("not empty");
-                return format!("needs {n} {name}, the most free on a {which} with room is {most_free} (on {on})");
+        } else if self.runs_as == 0 {
+            let user = self.user.clone().unwrap_or_default();
+            out.push((self.constraint_matching, NEVER, WaitReason::UserNotOffered { user }));
+        } else {
+            if self.full > 0 {
+                let limit = u32::try_from(MAX_EXECUTORS_PER_WORKER).unwrap_or(u32::MAX);
+                out.push((
+                    self.full,
+                    NEVER,
+                    WaitReason::ExecutorsPerWorker { workers: self.full, limit },
+                ));
             }
+            self.dimension_reasons(&mut out);
         }
-        let free = |w: &super::WorkerEntry| free(overlay, w);
-        let most_cores = matching.iter().map(|w| (free(w), &w.id)).max_by_key(|((c, _), _)| *c);
-        let most_memory = matching.iter().map(|w| (free(w), &w.id)).max_by_key(|((_, m), _)| *m);
-        match (most_cores, most_memory) {
-            (Some(((c, cm), cid)), Some(((mc, m), mid))) if g.cores > c => format!(
-                "needs {} cores, the largest free is {c} (on {cid}, with {cm} MiB; the most free memory is {m} MiB on {mid}, with {mc} cores)",
-                g.cores
-            ),
-            (Some(((c, cm), cid)), Some(((mc, m), mid))) => format!(
-                "needs {} cores and {} MiB on one worker; none has both free (most free cores: {c} on {cid}, with {cm} MiB; most free memory: {m} MiB on {mid}, with {mc} cores)",
-                g.cores, g.memory_mb
-            ),
-            _ => "no matching worker has room".to_owned(),
+        if self.cordoned > 0 {
+            out.push((self.cordoned, 0, WaitReason::Cordoned { workers: self.cordoned }));
+        }
+        if self.draining > 0 {
+            out.push((self.draining, 0, WaitReason::Draining { workers: self.draining }));
+        }
+        rank(out)
+    }
+
+    /// Per dimension over the matching workers: an ask larger than any
+    /// has, or more than any has free; else, if some lack one dimension
+    /// and others another, that none has all at once.
+    fn dimension_reasons(&self, out: &mut Vec<Ranked>) {
+        if self.matching == 0 {
+            return;
+        }
+        let mut each = false;
+        for (d, (dimension, needed)) in self.asks.iter().enumerate() {
+            let needed = *needed;
+            let (most_free, worker) = self.most_free[d].map_or((0, None), |(f, w)| (f, Some(w)));
+            if needed == 0 || most_free >= needed {
+                continue;
+            }
+            each = true;
+            let dimension = dimension.clone();
+            if needed > self.largest[d] {
+                let largest = self.largest[d];
+                out.push((
+                    self.matching,
+                    NEVER,
+                    WaitReason::TooLarge { dimension, needed, largest },
+                ));
+                continue;
+            }
+            let gap =
+                u32::try_from((needed - most_free).saturating_mul(1000) / needed).unwrap_or(1000);
+            let reason = if dimension == api::PORTS {
+                WaitReason::PortsExhausted {
+                    needed: u32::try_from(needed).unwrap_or(u32::MAX),
+                    most_free: u32::try_from(most_free).unwrap_or(u32::MAX),
+                }
+            } else {
+                WaitReason::Shortfall { dimension, needed, most_free, worker: worker.cloned() }
+            };
+            out.push((self.short[d], gap, reason));
+        }
+        if !each {
+            let dimensions: Vec<String> = self
+                .asks
+                .iter()
+                .zip(&self.short)
+                .filter(|(_, short)| **short > 0)
+                .map(|((d, _), _)| d.clone())
+                .collect();
+            if !dimensions.is_empty() {
+                let workers = self.matching;
+                out.push((workers, 0, WaitReason::NoWorkerFitsAll { dimensions, workers }));
+            }
         }
     }
 }

@@ -27,6 +27,9 @@ use crate::states::FrameworkState;
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
 
+mod wait_reason;
+pub use wait_reason::{WaitReason, CORES, MEMORY, PORTS};
+
 /// How many idempotency keys a job remembers (the newest).
 pub const MAX_IDEMPOTENCY_KEYS: usize = 32;
 
@@ -185,7 +188,7 @@ pub struct GroupStatus {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SlotPhase {
-    /// No executor: it waits to be placed (`reason` says why it is not).
+    /// No executor: it waits to be placed (`reasons` say why it is not).
     Waiting,
     /// Waiting out a restart backoff (`reason` says until when).
     Backoff,
@@ -217,7 +220,10 @@ pub struct SlotStatus {
     /// Where that executor runs.
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub worker: Option<WorkerId>,
-    /// Why it waits (phase `waiting` or `backoff`), or how it ended (a
-    /// failed slot's last reason).
+    /// Why it waits (phase `waiting` or `backoff`): the words of the first
+    /// of `reasons`; or how it ended (a failed slot's last reason).
     pub reason: Option<String>,
+    /// Every reason it waits, ranked (docs/jobs.md, "Why a slot waits");
+    /// empty for a slot that does not wait.
+    pub reasons: Vec<WaitReason>,
 }

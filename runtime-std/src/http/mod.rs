@@ -719,6 +719,9 @@ pub fn state_json(s: &ClusterState) -> Value {
                     "running": g.running,
                     "waiting_to_restart": g.waiting,
                     "last_failure": g.last_end,
+                    "unplaced": g.unplaced,
+                    "reasons": g.reasons,
+                    "reason_words": g.reasons.iter().map(ToString::to_string).collect::<Vec<_>>(),
                 })).collect::<Vec<Value>>(),
             })
         })

@@ -49,7 +49,8 @@ pub struct Plan {
     pub job: String,
     /// Where each group's slots would go, in the body's order (`regent job
     /// plan`'s answer: `group`, `slots`, `placed` as `[slot, worker]`
-    /// pairs, `placed_omitted`, `unplaced`, `reason`).
+    /// pairs, `placed_omitted`, `unplaced`, `reason`, and `reasons`: every
+    /// reason, ranked, each a `WaitReason` object as in `SlotStatus`).
     #[schema(value_type = Vec<Object>)]
     pub groups: Vec<GroupPlan>,
 }
