@@ -69,8 +69,8 @@ pub mod store;
 pub mod subscriber;
 #[cfg(feature = "testkit")]
 pub mod testkit;
-pub mod token;
 pub mod time;
+pub mod token;
 pub mod worker;
 pub mod zk;
 

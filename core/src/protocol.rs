@@ -19,6 +19,7 @@ use crate::time::Millis;
 use serde::{Deserialize, Serialize};
 
 pub mod api;
+pub mod tenants;
 
 /// The protocol version this build speaks. A `Hello` with another version is
 /// refused with [`crate::codec::DecodeError::UnsupportedVersion`].
@@ -977,6 +978,31 @@ pub enum Message {
         /// The jobs asked for, by id.
         jobs: Vec<crate::api::JobStatus>,
     },
+    /// Operator → leader: create or replace a tenant's guarantee, limit
+    /// and weight (`regent tenant set`, `PUT /v1/tenants/{name}`;
+    /// docs/tenants.md). Answered by `RequestAccepted` once durable, or
+    /// `RequestRefused` naming why.
+    SetTenant {
+        /// Echoed in the answer.
+        request: u64,
+        /// The tenant as it should now be.
+        tenant: tenants::Tenant,
+    },
+    /// Client → leader: every tenant with what it holds (`regent tenant
+    /// list`, `GET /v1/tenants`). Answered by `TenantsReply`.
+    TenantsRequest {
+        /// Echoed in the answer.
+        request: u64,
+    },
+    /// Leader → client: the answer to `TenantsRequest`.
+    TenantsReply {
+        /// The leader's epoch.
+        epoch: Epoch,
+        /// The request's number.
+        request: u64,
+        /// Every tenant set or named by a framework, by name.
+        tenants: Vec<tenants::TenantView>,
+    },
 }
 
 /// An executor's use of its worker's resources, from its cgroup (each
@@ -1277,6 +1303,8 @@ impl Message {
                 | Message::SubmitJob { .. }
                 | Message::DeleteJob { .. }
                 | Message::JobsRequest { .. }
+                | Message::SetTenant { .. }
+                | Message::TenantsRequest { .. }
         )
     }
 
@@ -1310,7 +1338,9 @@ impl Message {
             | Message::RegisterRefused { epoch, .. }
             | Message::PlanReply { epoch, .. }
             | Message::JobAccepted { epoch, .. }
-            | Message::JobsReply { epoch, .. } => Some(*epoch),
+            | Message::JobsReply { epoch, .. }
+            | Message::TenantsReply { epoch, .. } => Some(*epoch),
+            Message::SetTenant { .. } | Message::TenantsRequest { .. } => None,
             Message::Hello(_)
             | Message::RegisterWorker(_)
             | Message::WorkerHeartbeat { .. }
@@ -1399,6 +1429,9 @@ impl Message {
             Message::PlanReply { .. } => "PlanReply",
             Message::UpdateGroup { .. } => "UpdateGroup",
             Message::WorkerUsage { .. } => "WorkerUsage",
+            Message::SetTenant { .. } => "SetTenant",
+            Message::TenantsRequest { .. } => "TenantsRequest",
+            Message::TenantsReply { .. } => "TenantsReply",
         }
     }
 }

@@ -32,8 +32,8 @@
 
 use crate::protocol::Message;
 use crate::secret::Secret;
-use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
@@ -320,7 +320,10 @@ impl Token {
     /// Whether it is accepted at wall-clock `now_ms` against `revoked`.
     pub fn check_valid(&self, now_ms: u64, revoked: &Revocations) -> Result<(), TokenError> {
         if let Some(expires) = self.claims.expires_ms.filter(|e| now_ms >= *e) {
-            return Err(TokenError::Expired { name: self.claims.name.clone(), expires_ms: expires });
+            return Err(TokenError::Expired {
+                name: self.claims.name.clone(),
+                expires_ms: expires,
+            });
         }
         revoked.check(&self.claims)
     }
@@ -406,7 +409,9 @@ pub enum Denied {
         scope: String,
     },
     /// The worker id is outside the token's prefix.
-    #[error("token {name:?} may only register workers whose id starts with {prefix:?}, not {worker:?}")]
+    #[error(
+        "token {name:?} may only register workers whose id starts with {prefix:?}, not {worker:?}"
+    )]
     Worker {
         /// The token's name.
         name: String,
@@ -542,6 +547,8 @@ pub fn required(msg: &Message) -> Result<(Capability, &'static str), &'static st
         Message::DrainWorker { .. } => (Operator, "drain a worker"),
         Message::OperatorKillExecutor { .. } => (Operator, "kill any executor"),
         Message::StepDown { .. } => (Operator, "step the leader down"),
+        Message::SetTenant { .. } => (Operator, "set a tenant"),
+        Message::TenantsRequest { .. } => (Read, "read tenants"),
         other => return Err(other.kind()),
     })
 }
@@ -580,9 +587,7 @@ pub enum TokenError {
         key_id: u32,
     },
     /// A capability name the CLI does not know.
-    #[error(
-        "unknown capability {0:?} (known: submit, read, scale, logs, operator, worker)"
-    )]
+    #[error("unknown capability {0:?} (known: submit, read, scale, logs, operator, worker)")]
     UnknownCapability(String),
 }
 

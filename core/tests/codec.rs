@@ -147,7 +147,7 @@ fn log_stream(g: &mut Gen) -> LogStream {
 
 /// Number of `Message` variants; a new variant must be added to `arb` and
 /// to `golden_samples`.
-const VARIANTS: u8 = 55;
+const VARIANTS: u8 = 58;
 
 fn opt_u64(g: &mut Gen) -> Option<u64> {
     if bool::arbitrary(g) {
@@ -223,6 +223,20 @@ fn job_status_arb(g: &mut Gen) -> api::JobStatus {
                     .collect(),
             })
             .collect(),
+    }
+}
+
+fn tenant_arb(g: &mut Gen) -> tenants::Tenant {
+    let opt = |g: &mut Gen| if bool::arbitrary(g) { Some(u64::arbitrary(g)) } else { None };
+    tenants::Tenant {
+        name: s(g),
+        guarantee: tenants::Dims { cores: opt(g), memory_mb: opt(g), resources: vec![] },
+        limit: tenants::Dims {
+            cores: opt(g),
+            memory_mb: opt(g),
+            resources: vec![(s(g), u64::arbitrary(g))],
+        },
+        weight: u32::arbitrary(g),
     }
 }
 
@@ -450,6 +464,25 @@ impl Arbitrary for Arb {
                 epoch: e(g),
                 request: u64::arbitrary(g),
                 jobs: (0..usize::arbitrary(g) % 3).map(|_| job_status_arb(g)).collect(),
+            },
+            55 => Message::SetTenant { request: u64::arbitrary(g), tenant: tenant_arb(g) },
+            56 => Message::TenantsRequest { request: u64::arbitrary(g) },
+            57 => Message::TenantsReply {
+                epoch: e(g),
+                request: u64::arbitrary(g),
+                tenants: (0..usize::arbitrary(g) % 3)
+                    .map(|_| tenants::TenantView {
+                        tenant: tenant_arb(g),
+                        set: bool::arbitrary(g),
+                        held: tenants::Held {
+                            cores: u64::arbitrary(g),
+                            memory_mb: u64::arbitrary(g),
+                            resources: vec![(s(g), u64::arbitrary(g))],
+                        },
+                        dominant_share_ppm: u32::arbitrary(g),
+                        frameworks: u32::arbitrary(g),
+                    })
+                    .collect(),
             },
             _ => Message::PlanReply {
                 epoch: e(g),
@@ -1051,6 +1084,37 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
             },
         ),
         ("delete_job", Message::DeleteJob { request: 9, job: FrameworkId::new("web") }),
+        (
+            "set_tenant",
+            Message::SetTenant {
+                request: 9,
+                tenant: tenants::Tenant {
+                    name: "team-a".into(),
+                    guarantee: tenants::Dims::parse("cores=16,memory=64G,gpu=2").unwrap(),
+                    limit: tenants::Dims::parse("cores=64").unwrap(),
+                    weight: 3,
+                },
+            },
+        ),
+        ("tenants_request", Message::TenantsRequest { request: 9 }),
+        (
+            "tenants_reply",
+            Message::TenantsReply {
+                epoch: Epoch(42),
+                request: 9,
+                tenants: vec![tenants::TenantView {
+                    tenant: tenants::Tenant::new("default"),
+                    set: false,
+                    held: tenants::Held {
+                        cores: 8,
+                        memory_mb: 4096,
+                        resources: vec![("gpu".into(), 1)],
+                    },
+                    dominant_share_ppm: 250_000,
+                    frameworks: 2,
+                }],
+            },
+        ),
         ("jobs_request", Message::JobsRequest { request: 9, job: Some(FrameworkId::new("web")) }),
         (
             "jobs_reply",

@@ -123,6 +123,7 @@ impl Master {
                     self.resume_waits_of(now, &id);
                     self.refresh_slots_of(&id);
                 }
+                Record::Tenant(t) => self.tenants.insert(t),
                 Record::Epoch(_) | Record::History(_) => {}
             }
         }

@@ -365,6 +365,10 @@ impl Master {
                     out.push(asker.reply(msg));
                 }
             }
+            Message::SetTenant { request, tenant } => self.set_tenant(asker, request, tenant, out),
+            Message::TenantsRequest { request } => {
+                out.push(asker.reply(self.tenants_reply(request)))
+            }
             other => {
                 self.metrics.rejected += 1;
                 let reason = format!("{} is not a command a client sends", other.kind());

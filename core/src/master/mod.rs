@@ -41,6 +41,7 @@ mod restarts;
 mod rollout;
 mod silence;
 mod snapshot;
+mod tenants;
 mod timers;
 mod workers;
 
@@ -619,6 +620,8 @@ pub struct Master {
     dying: kills::Dying,
     /// Slots of groups with a restart policy that wait out a backoff.
     restart_waits: restarts::Waits,
+    /// The tenants an operator set (docs/tenants.md).
+    tenants: tenants::Tenants,
 }
 
 impl Master {
@@ -655,6 +658,7 @@ impl Master {
             logs: logs::Relays::default(),
             dying: kills::Dying::default(),
             restart_waits: restarts::Waits::default(),
+            tenants: tenants::Tenants::default(),
         }
     }
 
@@ -1283,6 +1287,7 @@ impl Master {
         self.executors.clear();
         self.open_slots.clear();
         self.restart_waits = restarts::Waits::default();
+        self.tenants = tenants::Tenants::default();
         // Local askers waiting for a write are answered now, as standby
         // (exactly one answer per query): whether it landed is for a new
         // leader to say, and a retry is safe.

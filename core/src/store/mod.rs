@@ -98,6 +98,8 @@ pub enum RecordKey {
     /// A finished framework in the history, by its sequence number (see
     /// [`HistoryRecord::seq`]).
     History(u64),
+    /// A tenant an operator set, by name (appended; docs/tenants.md).
+    Tenant(String),
 }
 
 impl fmt::Display for RecordKey {
@@ -107,6 +109,7 @@ impl fmt::Display for RecordKey {
             RecordKey::Worker(w) => write!(f, "worker/{w}"),
             RecordKey::Framework(fw) => write!(f, "framework/{fw}"),
             RecordKey::History(seq) => write!(f, "history/{seq}"),
+            RecordKey::Tenant(t) => write!(f, "tenant/{t}"),
         }
     }
 }
@@ -421,6 +424,9 @@ pub enum Record {
     Framework(FrameworkRecord),
     /// A finished framework (appended: older images are unchanged).
     History(HistoryRecord),
+    /// A tenant an operator set (appended: older images are unchanged;
+    /// docs/tenants.md).
+    Tenant(crate::protocol::tenants::Tenant),
 }
 
 impl Record {
@@ -431,6 +437,7 @@ impl Record {
             Record::Worker(w) => RecordKey::Worker(w.id.clone()),
             Record::Framework(f) => RecordKey::Framework(f.id.clone()),
             Record::History(h) => RecordKey::History(h.seq),
+            Record::Tenant(t) => RecordKey::Tenant(t.name.clone()),
         }
     }
 }
@@ -497,6 +504,8 @@ mod wire {
         /// frameworks a subscriber drives keep the earlier layouts byte
         /// for byte).
         FrameworkWithJob(FrameworkRecord),
+        /// A tenant an operator set (appended: docs/tenants.md).
+        Tenant(crate::protocol::tenants::Tenant),
     }
 
     /// A framework record of the eleventh format: groups of the current
@@ -1255,6 +1264,7 @@ mod wire {
                 Record::WorkerDead(w) => super::Record::Worker(w),
                 Record::FrameworkWithCountedEnds(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithJob(f) => super::Record::Framework(f),
+                Record::Tenant(t) => super::Record::Tenant(t),
                 Record::FrameworkWithPolicies(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithRestarts(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithLaunch(f) => super::Record::Framework(f.into()),
@@ -1270,6 +1280,7 @@ mod wire {
         fn from(r: super::Record) -> Self {
             match r {
                 super::Record::Epoch(e) => Record::Epoch(e),
+                super::Record::Tenant(t) => Record::Tenant(t),
                 super::Record::Worker(w) if w.dead => Record::WorkerDead(w),
                 super::Record::Worker(w) if w.maintenance.is_some() => {
                     Record::WorkerWithMaintenance(w.into())

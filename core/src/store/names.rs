@@ -1,7 +1,7 @@
 //! Node and file names for record keys, safe for any id.
 //!
 //! A key maps to a stem: `epoch`, `w-<id>` for a worker, `f-<id>` for a
-//! framework, `h-<seq>` (twenty decimal digits) for a finished framework. In the id, ASCII letters, digits, `-`, `_` and `.` are kept and
+//! framework, `h-<seq>` (twenty decimal digits) for a finished framework, `t-<name>` for a tenant. In the id, ASCII letters, digits, `-`, `_` and `.` are kept and
 //! every other byte is written `%XX` (upper-case hex), so no id can produce a
 //! `/`, a NUL, a hidden file, `.`/`..` or a name that collides with another
 //! key. An escaped id longer than [`MAX_ESCAPED`] bytes (file names are limited
@@ -29,6 +29,7 @@ pub fn key_stem(key: &RecordKey) -> String {
         RecordKey::Framework(f) => with_prefix("f-", f.as_str()),
         // Twenty digits: every u64, and names sort in the history's order.
         RecordKey::History(seq) => format!("h-{seq:020}"),
+        RecordKey::Tenant(t) => with_prefix("t-", t),
     }
 }
 

@@ -396,6 +396,32 @@ pub fn cases() -> Vec<Case> {
         expect: Ok((job, vec![])),
     });
 
+    // A tenant an operator set (variant 18; docs/tenants.md).
+    let mut tenant = vec![
+        Record::Epoch(Epoch(50)),
+        Record::Tenant(regent_core::protocol::tenants::Tenant {
+            name: "team-a".into(),
+            guarantee: regent_core::protocol::tenants::Dims {
+                cores: Some(16),
+                memory_mb: Some(65_536),
+                resources: vec![("gpu".into(), 2)],
+            },
+            limit: regent_core::protocol::tenants::Dims {
+                cores: Some(64),
+                memory_mb: None,
+                resources: vec![],
+            },
+            weight: 3,
+        }),
+    ];
+    tenant.sort_by_key(Record::key);
+    cases.push(Case {
+        name: "tenant",
+        files: tenant.iter().map(file).collect(),
+        sealing: Sealing::none(),
+        expect: Ok((tenant, vec![])),
+    });
+
     let cut = 20;
     cases.push(Case {
         name: "truncated",

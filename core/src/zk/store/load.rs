@@ -403,7 +403,8 @@ impl ZkStore {
 }
 
 /// Orders records as their keys order ([`RecordKey`]'s `Ord`: the epoch,
-/// workers, frameworks, each by id, then history records by number),
+/// workers, frameworks, each by id, then history records by number, then
+/// tenants by name),
 /// without copying the keys.
 pub(super) fn by_key(a: &Record, b: &Record) -> std::cmp::Ordering {
     fn rank(r: &Record) -> (u8, &str, u64) {
@@ -412,6 +413,7 @@ pub(super) fn by_key(a: &Record, b: &Record) -> std::cmp::Ordering {
             Record::Worker(w) => (1, w.id.as_str(), 0),
             Record::Framework(f) => (2, f.id.as_str(), 0),
             Record::History(h) => (3, "", h.seq),
+            Record::Tenant(t) => (4, t.name.as_str(), 0),
         }
     }
     rank(a).cmp(&rank(b))

