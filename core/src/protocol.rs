@@ -75,7 +75,10 @@ pub mod tenants;
 /// (`SubmitJob`, `JobAccepted`, `DeleteJob`), job status (`JobsRequest`,
 /// `JobsReply`), and a scale that names the executors it removes
 /// (`ScaleGroup`'s `remove` and `stop`); see [`crate::api`].
-pub const PROTOCOL_VERSION: u16 = 13;
+///
+/// Version 14 (docs/design.md#issue-44, tenants): `Subscribe` and
+/// [`crate::api::JobSubmission`] name the framework's tenant.
+pub const PROTOCOL_VERSION: u16 = 14;
 
 /// What kind of node is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -284,6 +287,11 @@ pub struct Subscribe {
     /// How long the master keeps the framework's executors after its
     /// subscriber disconnected, waiting for it to resubscribe.
     pub failover_timeout: Millis,
+    /// The tenant a new framework belongs to (docs/tenants.md): `None`,
+    /// its credential's tenant, else `default`. A credential with a tenant
+    /// overrides it; a framework's tenant never changes, so a SUBSCRIBE of
+    /// an existing framework naming another tenant is refused naming both.
+    pub tenant: Option<String>,
 }
 
 /// A declarative executor group: "group `group` = `slots` slots of

@@ -195,6 +195,7 @@ fn job_submission_arb(g: &mut Gen) -> api::JobSubmission {
         key: opt_s(g),
         expect_version: opt_u64(g),
         max_parallel: u32::arbitrary(g),
+        tenant: opt_s(g),
     }
 }
 
@@ -308,6 +309,7 @@ impl Arbitrary for Arb {
                 instance: InstanceId(u64::arbitrary(g)),
                 attempt: u64::arbitrary(g),
                 failover_timeout: Millis(u64::arbitrary(g)),
+                tenant: opt_s(g),
             }),
             12 => Message::DeclareGroup { request: u64::arbitrary(g), spec: group_spec_arb(g) },
             13 => Message::KillExecutor { request: u64::arbitrary(g), executor: ExecutorId(s(g)) },
@@ -740,6 +742,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 instance: InstanceId(0x5eed),
                 attempt: 3,
                 failover_timeout: Millis(60_000),
+                tenant: None,
             }),
         ),
         ("declare_group", Message::DeclareGroup { request: 7, spec: group_spec() }),
@@ -1070,6 +1073,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                     key: Some("deploy-7".into()),
                     expect_version: Some(3),
                     max_parallel: 2,
+                    tenant: Some("team-a".into()),
                 },
             },
         ),

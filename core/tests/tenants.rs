@@ -158,3 +158,117 @@ fn dims_parse_and_describe_as_the_cli_writes_them() {
     assert!(Dims::parse("Disk=3").unwrap_err().contains("unknown dimension"));
     assert!(Dims::parse("cores=x").unwrap_err().contains("whole number"));
 }
+
+fn subscribe_msg(instance: u64, framework: Option<&str>, tenant: Option<&str>) -> Message {
+    Message::Subscribe(regent_core::protocol::Subscribe {
+        framework: framework.map(regent_core::FrameworkId::new),
+        name: "etl".into(),
+        instance: regent_core::ids::InstanceId(instance),
+        attempt: 1,
+        failover_timeout: Millis(60_000),
+        tenant: tenant.map(str::to_owned),
+    })
+}
+
+/// Subscribes on a fresh connection `conn`; returns what was sent.
+fn subscribe_on(
+    store: &mut Store,
+    m: &mut Master,
+    conn: u64,
+    msg: Message,
+) -> Vec<(ConnId, Message)> {
+    let c = ConnId(conn);
+    let _ = m.handle(Millis(1), master::Event::Connected { conn: c });
+    let _ =
+        m.handle(Millis(1), master::Event::Message { conn: c, msg: hello(Role::Subscriber, "s") });
+    let out = m.handle(Millis(1), master::Event::Message { conn: c, msg });
+    store.settle(m, Millis(1), out)
+}
+
+fn job(id: &str, tenant: Option<&str>) -> regent_core::api::JobSubmission {
+    let g = regent_core::job::JobGroup::new("g", vec!["sleep".into(), "9".into()]);
+    regent_core::api::JobSubmission {
+        job: regent_core::FrameworkId::new(id),
+        name: id.into(),
+        groups: vec![g.to_declare()],
+        key: None,
+        expect_version: None,
+        max_parallel: 1,
+        tenant: tenant.map(str::to_owned),
+    }
+}
+
+fn refusal_of(sends: &[(ConnId, Message)]) -> String {
+    sends
+        .iter()
+        .find_map(|(_, m)| match m {
+            Message::RequestRefused { reason, .. } | Message::SubscribeRefused { reason, .. } => {
+                Some(reason.clone())
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("a refusal: {sends:?}"))
+}
+
+#[test]
+fn a_framework_belongs_to_the_tenant_it_names_durably_and_never_moves() {
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    let sends = subscribe_on(&mut store, &mut m, 1, subscribe_msg(7, None, Some("team-a")));
+    let fid = sends
+        .iter()
+        .find_map(|(_, m)| match m {
+            Message::Subscribed { framework, .. } => Some(framework.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("subscribed: {sends:?}"));
+    assert_eq!(m.framework_tenant(&fid), "team-a");
+    match store.0.get(&RecordKey::Framework(fid.clone())) {
+        Some(Record::Framework(f)) => assert_eq!(f.tenant.as_deref(), Some("team-a")),
+        other => panic!("the framework's record: {other:?}"),
+    }
+    // A framework naming none is in `default`, kept as no tenant.
+    let sends = subscribe_on(&mut store, &mut m, 2, subscribe_msg(8, None, None));
+    assert!(sends.iter().any(|(_, m)| matches!(m, Message::Subscribed { .. })), "{sends:?}");
+    let listed = tenants(&mut m);
+    let names: Vec<(&str, bool, u32)> =
+        listed.iter().map(|v| (v.tenant.name.as_str(), v.set, v.frameworks)).collect();
+    assert_eq!(names, vec![("default", false, 1), ("team-a", false, 1)]);
+
+    // Another instance naming another tenant is refused, naming both.
+    let sends =
+        subscribe_on(&mut store, &mut m, 3, subscribe_msg(9, Some(fid.as_str()), Some("team-b")));
+    let reason = refusal_of(&sends);
+    assert!(reason.contains("team-a") && reason.contains("team-b"), "{reason}");
+    assert_eq!(m.framework_tenant(&fid), "team-a");
+
+    // A new leader knows the tenant from the record.
+    let b = store.elect("b");
+    assert_eq!(b.framework_tenant(&fid), "team-a");
+}
+
+#[test]
+fn a_job_names_its_tenant_and_an_update_naming_another_is_refused_naming_both() {
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    let msg = Message::SubmitJob { request: 1, job: job("web", Some("team-a")) };
+    let out = m.handle(Millis(1), master::Event::Message { conn: OP, msg });
+    let sends = store.settle(&mut m, Millis(1), out);
+    assert!(sends.iter().any(|(_, m)| matches!(m, Message::JobAccepted { .. })), "{sends:?}");
+    let web = regent_core::FrameworkId::new("web");
+    assert_eq!(m.framework_tenant(&web), "team-a");
+    let msg = Message::SubmitJob { request: 2, job: job("web", Some("team-b")) };
+    let out = m.handle(Millis(1), master::Event::Message { conn: OP, msg });
+    let reason = refusal_of(&store.settle(&mut m, Millis(1), out));
+    assert!(reason.contains("tenant team-a, not team-b"), "{reason}");
+    // Naming none, or the same, is no change of tenant.
+    for (request, tenant) in [(3, None), (4, Some("team-a"))] {
+        let msg = Message::SubmitJob { request, job: job("web", tenant) };
+        let out = m.handle(Millis(1), master::Event::Message { conn: OP, msg });
+        let sends = store.settle(&mut m, Millis(1), out);
+        assert!(sends.iter().any(|(_, m)| matches!(m, Message::JobAccepted { .. })), "{sends:?}");
+    }
+    let msg = Message::SubmitJob { request: 5, job: job("bad", Some("a b")) };
+    let out = m.handle(Millis(1), master::Event::Message { conn: OP, msg });
+    assert!(refusal_of(&m_sends(&out)).contains("tenant name \"a b\""));
+}

@@ -317,6 +317,7 @@ fn subscribe(d: &mut Driver, j: u64, t: &mut Tally) {
         instance: InstanceId(5_000_000 + j),
         attempt: 1,
         failover_timeout: Millis(3_600_000),
+        tenant: None,
     };
     d.msg(conn, Message::Subscribe(sub), t);
 }
@@ -584,6 +585,7 @@ fn records(n: u64) -> Vec<Record> {
             callback: Some(Addr(format!("10.200.{}.{}:7079", j >> 8 & 0xff, j & 0xff))),
             registered_at_ms: None,
             job: None,
+            tenant: None,
         }));
     }
     v

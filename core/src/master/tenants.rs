@@ -12,7 +12,8 @@
 //! Tests: core/tests/tenants.rs.
 
 use super::{Action, AfterWrite, Master, Origin};
-use crate::protocol::tenants::{Held, Tenant, TenantView, MAX_TENANTS};
+use crate::protocol::tenants::{check_tenant_name, Held, Tenant, TenantView};
+use crate::protocol::tenants::{DEFAULT_TENANT, MAX_TENANTS};
 use crate::protocol::Message;
 use crate::store::{Record, StoreCommand};
 use std::collections::BTreeMap;
@@ -157,10 +158,52 @@ impl Master {
         Message::TenantsReply { epoch: self.epoch, request, tenants: views.into_values().collect() }
     }
 
-    /// The tenant framework `fid` belongs to: `default` when it names none.
+    /// The tenant framework `fid` belongs to: `default` when it names none
+    /// (or is not here).
     pub fn framework_tenant(&self, fid: &crate::ids::FrameworkId) -> &str {
-        let _ = fid;
-        crate::protocol::tenants::DEFAULT_TENANT
+        self.frameworks.get(fid).and_then(|f| f.tenant.as_deref()).unwrap_or(DEFAULT_TENANT)
+    }
+
+    /// The tenant of framework `fid` as `asker` creates or drives it,
+    /// naming `named` (`None`: none named): the credential's tenant when it
+    /// has one, else the one named, else `default` (kept as `None`, so
+    /// records of `default` keep their layouts). Refused, naming both, when
+    /// the credential's tenant and the one named differ, or when `fid`
+    /// exists in another tenant than the one named (a framework's tenant
+    /// never changes); refused naming the rule for a bad name.
+    pub(super) fn tenant_for(
+        &self,
+        asker: Origin,
+        fid: &crate::ids::FrameworkId,
+        named: Option<&str>,
+    ) -> Result<Option<String>, String> {
+        if let Some(n) = named {
+            check_tenant_name(n)?;
+        }
+        let credential = match asker {
+            Origin::Conn(conn) => self.principal(conn).tenant(),
+            Origin::Query(_) => None,
+        };
+        let wanted = match (credential, named) {
+            (Some(c), Some(n)) if c != n => {
+                return Err(format!(
+                    "the credential belongs to tenant {c}; it cannot act for tenant {n}"
+                ))
+            }
+            (Some(c), _) => Some(c),
+            (None, n) => n,
+        };
+        if let Some(fw) = self.frameworks.get(fid) {
+            let current = fw.tenant.as_deref().unwrap_or(DEFAULT_TENANT);
+            return match wanted {
+                Some(w) if w != current => Err(format!(
+                    "framework {fid} belongs to tenant {current}, not {w}: a framework's tenant \
+                     never changes; nothing was changed"
+                )),
+                _ => Ok(fw.tenant.clone()),
+            };
+        }
+        Ok(wanted.filter(|w| *w != DEFAULT_TENANT).map(str::to_owned))
     }
 
     /// What the live executors of tenant `name` hold.

@@ -60,6 +60,11 @@ pub struct JobSubmission {
     /// The most slots of one group replaced at once by an update (at
     /// least 1).
     pub max_parallel: u32,
+    /// The tenant a new job belongs to (docs/tenants.md; `None`: its
+    /// credential's tenant, else `default`). A job's tenant never changes:
+    /// a submission naming another tenant is refused naming both.
+    #[serde(default)]
+    pub tenant: Option<String>,
 }
 
 /// What an accepted submission did (`Message::JobAccepted`).

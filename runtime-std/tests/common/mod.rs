@@ -62,6 +62,7 @@ pub fn framework(id: &str, name: &str) -> Record {
         callback: None,
         registered_at_ms: None,
         job: None,
+        tenant: None,
     })
 }
 
@@ -396,7 +397,8 @@ pub fn cases() -> Vec<Case> {
         expect: Ok((job, vec![])),
     });
 
-    // A tenant an operator set (variant 18; docs/tenants.md).
+    // A tenant an operator set (variant 18) and a framework of it (variant
+    // 19; docs/tenants.md).
     let mut tenant = vec![
         Record::Epoch(Epoch(50)),
         Record::Tenant(regent_core::protocol::tenants::Tenant {
@@ -412,6 +414,16 @@ pub fn cases() -> Vec<Case> {
                 resources: vec![],
             },
             weight: 3,
+        }),
+        Record::Framework(regent_core::store::FrameworkRecord {
+            id: regent_core::FrameworkId::new("fw-t"),
+            name: "etl".into(),
+            failover_timeout_ms: 60_000,
+            groups: vec![],
+            callback: None,
+            registered_at_ms: Some(1_796_137_200_000),
+            job: None,
+            tenant: Some("team-a".into()),
         }),
     ];
     tenant.sort_by_key(Record::key);

@@ -96,6 +96,7 @@ impl World {
                 key: Some(key),
                 expect_version,
                 max_parallel: 1 + n % 2,
+                tenant: None,
             }
         };
         let key = format!("key-{request}");
