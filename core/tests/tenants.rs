@@ -272,3 +272,161 @@ fn a_job_names_its_tenant_and_an_update_naming_another_is_refused_naming_both() 
     let out = m.handle(Millis(1), master::Event::Message { conn: OP, msg });
     assert!(refusal_of(&m_sends(&out)).contains("tenant name \"a b\""));
 }
+
+/// A job `id` of `tenant` with one group of `count` slots of (`cores`,
+/// `memory_mb`), submitted on the operator's connection.
+fn submit(
+    store: &mut Store,
+    m: &mut Master,
+    id: &str,
+    tenant: Option<&str>,
+    (count, cores, memory_mb): (u32, u32, u64),
+) -> Vec<(ConnId, Message)> {
+    let mut g = regent_core::job::JobGroup::new("g", vec!["sleep".into(), "9".into()]);
+    g.count = count;
+    g.cores = cores;
+    g.memory_mb = memory_mb;
+    let mut sub = job(id, tenant);
+    sub.groups = vec![g.to_declare()];
+    let msg = Message::SubmitJob { request: 1, job: sub };
+    let out = m.handle(Millis(1), master::Event::Message { conn: OP, msg });
+    let sends = store.settle(m, Millis(1), out);
+    assert!(sends.iter().any(|(_, m)| matches!(m, Message::JobAccepted { .. })), "{sends:?}");
+    sends
+}
+
+/// Registers worker `name` (`cores`, `memory_mb`) on connection `conn`.
+fn register(
+    store: &mut Store,
+    m: &mut Master,
+    conn: u64,
+    name: &str,
+    (cores, memory_mb): (u32, u64),
+) -> Vec<(ConnId, Message)> {
+    let c = ConnId(conn);
+    let _ = m.handle(Millis(1), master::Event::Connected { conn: c });
+    let _ = m.handle(Millis(1), master::Event::Message { conn: c, msg: hello(Role::Worker, name) });
+    let msg = Message::RegisterWorker(regent_core::protocol::RegisterWorker {
+        worker: name.into(),
+        incarnation: regent_core::Incarnation(conn),
+        cores,
+        memory_mb,
+        executors: vec![],
+        epoch_seen: Epoch(1),
+        launch_seen: 0,
+        attributes: vec![],
+        ports: Default::default(),
+        host: None,
+        resources: vec![],
+        users: vec![],
+    });
+    let out = m.handle(Millis(1), master::Event::Message { conn: c, msg });
+    store.settle(m, Millis(1), out)
+}
+
+/// How many executors of each framework were launched among `sends`.
+fn launched(sends: &[(ConnId, Message)]) -> BTreeMap<String, usize> {
+    let mut n = BTreeMap::new();
+    for (_, m) in sends {
+        if let Message::LaunchExecutor { framework, .. } = m {
+            *n.entry(framework.as_str().to_owned()).or_default() += 1;
+        }
+    }
+    n
+}
+
+fn set_tenant(store: &mut Store, m: &mut Master, tenant: Tenant) -> Vec<(ConnId, Message)> {
+    let msg = Message::SetTenant { request: 3, tenant };
+    let out = m.handle(Millis(1), master::Event::Message { conn: OP, msg });
+    let sends = store.settle(m, Millis(1), out);
+    assert!(sends.iter().any(|(_, m)| matches!(m, Message::RequestAccepted { .. })), "{sends:?}");
+    sends
+}
+
+#[test]
+fn a_slot_over_its_tenants_limit_waits_never_refused_and_goes_when_the_limit_rises() {
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    let limited = |cores| Tenant {
+        limit: Dims { cores: Some(cores), ..Dims::default() },
+        ..Tenant::new("team-a")
+    };
+    let _ = set_tenant(&mut store, &mut m, limited(2));
+    let _ = register(&mut store, &mut m, 100, "w1", (8, 8192));
+    let sends = submit(&mut store, &mut m, "web", Some("team-a"), (4, 1, 64));
+    assert_eq!(launched(&sends), BTreeMap::from([("web".to_string(), 2)]));
+    assert!(
+        !sends.iter().any(|(_, m)| matches!(m, Message::RequestRefused { .. })),
+        "waiting is never a refusal: {sends:?}"
+    );
+    let web = regent_core::FrameworkId::new("web");
+    let spec = regent_core::job::JobGroup::new("g", vec![]).to_declare();
+    assert_eq!(
+        m.tenant_limit_reason(&web, &spec).as_deref(),
+        Some("tenant limit: cores 2 of 2 in use")
+    );
+    let view = tenants(&mut m).into_iter().find(|v| v.tenant.name == "team-a").unwrap();
+    assert_eq!((view.held.cores, view.held.memory_mb), (2, 128));
+    // A limit raised lets one more go; no more than it allows.
+    let sends = set_tenant(&mut store, &mut m, limited(3));
+    assert_eq!(launched(&sends), BTreeMap::from([("web".to_string(), 1)]));
+    // Another tenant is not held back by team-a's limit.
+    let sends = submit(&mut store, &mut m, "etl", Some("team-b"), (2, 1, 64));
+    assert_eq!(launched(&sends), BTreeMap::from([("etl".to_string(), 2)]));
+}
+
+/// Ghodsi et al.'s example (NSDI 2011): 9 CPUs and 18 GB; one tenant's
+/// tasks ask ⟨1 CPU, 4 GB⟩, the other's ⟨3 CPU, 1 GB⟩: DRF gives them 3
+/// and 2 tasks, dominant shares 2/3 each.
+#[test]
+fn drf_gives_ghodsis_example_three_and_two_tasks() {
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    let _ = submit(&mut store, &mut m, "a-job", Some("a"), (20, 1, 4096));
+    let _ = submit(&mut store, &mut m, "b-job", Some("b"), (20, 3, 1024));
+    let sends = register(&mut store, &mut m, 100, "w1", (9, 18 * 1024));
+    assert_eq!(
+        launched(&sends),
+        BTreeMap::from([("a-job".to_string(), 3), ("b-job".to_string(), 2)])
+    );
+    let views = tenants(&mut m);
+    let shares: Vec<(&str, u32)> =
+        views.iter().map(|v| (v.tenant.name.as_str(), v.dominant_share_ppm)).collect();
+    assert_eq!(shares, vec![("a", 666_666), ("b", 666_666)]);
+}
+
+/// Weights: a tenant of weight 3 gets three times the dominant share of
+/// one of weight 1 when both ask for more than the cluster holds.
+#[test]
+fn weighted_drf_splits_a_full_cluster_by_weight() {
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    let _ = set_tenant(&mut store, &mut m, Tenant { weight: 3, ..Tenant::new("heavy") });
+    let _ = submit(&mut store, &mut m, "light-job", Some("light"), (40, 1, 64));
+    let _ = submit(&mut store, &mut m, "heavy-job", Some("heavy"), (40, 1, 64));
+    let sends = register(&mut store, &mut m, 100, "w1", (16, 16 * 1024));
+    assert_eq!(
+        launched(&sends),
+        BTreeMap::from([("heavy-job".to_string(), 12), ("light-job".to_string(), 4)])
+    );
+}
+
+/// Within a named tenant, frameworks go by their dominant share: two
+/// frameworks of one tenant split it evenly; the implicit `default`
+/// tenant keeps first-come (framework id) order.
+#[test]
+fn frameworks_share_their_tenant_by_drf_but_default_keeps_first_come() {
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    let _ = submit(&mut store, &mut m, "t-1", Some("t"), (10, 1, 64));
+    let _ = submit(&mut store, &mut m, "t-2", Some("t"), (10, 1, 64));
+    let sends = register(&mut store, &mut m, 100, "w1", (8, 8192));
+    assert_eq!(launched(&sends), BTreeMap::from([("t-1".to_string(), 4), ("t-2".to_string(), 4)]));
+
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    let _ = submit(&mut store, &mut m, "d-1", None, (10, 1, 64));
+    let _ = submit(&mut store, &mut m, "d-2", None, (10, 1, 64));
+    let sends = register(&mut store, &mut m, 100, "w1", (8, 8192));
+    assert_eq!(launched(&sends), BTreeMap::from([("d-1".to_string(), 8)]));
+}

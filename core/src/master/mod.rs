@@ -26,6 +26,7 @@
 //! docs/testing.md), the properties and the simulator in tests/tests/.
 
 mod executors;
+mod fairness;
 mod frameworks;
 mod gauges;
 mod history;
@@ -622,6 +623,8 @@ pub struct Master {
     restart_waits: restarts::Waits,
     /// The tenants an operator set (docs/tenants.md).
     tenants: tenants::Tenants,
+    /// What the live executors of each tenant and framework hold.
+    usage: fairness::Usage,
 }
 
 impl Master {
@@ -659,6 +662,7 @@ impl Master {
             dying: kills::Dying::default(),
             restart_waits: restarts::Waits::default(),
             tenants: tenants::Tenants::default(),
+            usage: fairness::Usage::default(),
         }
     }
 
@@ -956,6 +960,9 @@ impl Master {
             return;
         }
         self.executors.check();
+        self.usage.check(self.executors.iter().filter(|e| !e.state.is_terminal()), |fid| {
+            self.frameworks.get(fid).map(|_| self.framework_tenant(fid).to_owned())
+        });
         assert_eq!(self.gauges(), Gauges::of_state(&self.state()), "the gauges from the counters");
         let live = |w: &WorkerId| self.executors.live_on(w);
         self.workers.check(self.config.placement, self.config.worker_timeout, live);
@@ -1285,6 +1292,7 @@ impl Master {
         self.longest_heartbeat = Millis::ZERO;
         self.frameworks.clear();
         self.executors.clear();
+        self.usage.clear();
         self.open_slots.clear();
         self.restart_waits = restarts::Waits::default();
         self.tenants = tenants::Tenants::default();

@@ -208,19 +208,81 @@ impl Master {
 
     /// What the live executors of tenant `name` hold.
     pub(super) fn tenant_held(&self, name: &str) -> Held {
-        let mut held = Held::default();
-        let mut resources: BTreeMap<String, u64> = BTreeMap::new();
-        for e in self.executors.iter().filter(|e| !e.state.is_terminal()) {
-            if self.framework_tenant(&e.framework) != name {
-                continue;
-            }
-            held.cores += u64::from(e.cores);
-            held.memory_mb += e.memory_mb;
-            for (r, n) in &e.resources_held {
-                *resources.entry(r.clone()).or_default() += u64::from(*n);
-            }
+        self.usage.tenant(name)
+    }
+
+    /// Why one more executor of framework `fid` holding `need` would take
+    /// its tenant over its limit, if it would: the first dimension
+    /// (`cores`, `memory`, then named resources in name order) with what
+    /// the tenant holds and its limit there. Such a slot waits (it is
+    /// never refused): `tenant limit: cores 64 of 64 in use`.
+    pub(super) fn tenant_limit_shortfall(
+        &self,
+        fid: &crate::ids::FrameworkId,
+        need: &super::executors::Need,
+    ) -> Option<(String, u64, u64)> {
+        let tenant = self.tenants.get(self.framework_tenant(fid))?;
+        let limit = &tenant.limit;
+        if limit.is_empty() {
+            return None;
         }
-        held.resources = resources.into_iter().filter(|(_, n)| *n > 0).collect();
-        held
+        let held = self.usage.tenant(&tenant.name);
+        let over = |name: &str, asked: u64| {
+            let limit = limit.get(name)?;
+            let used = held.get(name);
+            (asked > 0 && used.saturating_add(asked) > limit)
+                .then(|| (name.to_owned(), used, limit))
+        };
+        over("cores", u64::from(need.cores))
+            .or_else(|| over("memory", need.memory_mb))
+            .or_else(|| need.resources.iter().find_map(|(n, k)| over(n, u64::from(*k))))
+    }
+
+    /// How many more executors of framework `fid` holding `need` fit
+    /// under its tenant's limit (`usize::MAX`: no limit binds).
+    pub(super) fn tenant_limit_room(
+        &self,
+        fid: &crate::ids::FrameworkId,
+        need: &super::executors::Need,
+    ) -> usize {
+        let Some(tenant) = self.tenants.get(self.framework_tenant(fid)) else {
+            return usize::MAX;
+        };
+        let held = self.usage.tenant(&tenant.name);
+        let room = |name: &str, asked: u64| -> usize {
+            match tenant.limit.get(name) {
+                Some(limit) if asked > 0 => {
+                    usize::try_from(limit.saturating_sub(held.get(name)) / asked)
+                        .unwrap_or(usize::MAX)
+                }
+                _ => usize::MAX,
+            }
+        };
+        let mut n = room("cores", u64::from(need.cores)).min(room("memory", need.memory_mb));
+        for (name, k) in &need.resources {
+            n = n.min(room(name, u64::from(*k)));
+        }
+        n
+    }
+
+    /// `tenant limit: cores 64 of 64 in use`: why a slot of `fid` waits
+    /// for its tenant's limit, if it does (for plans and status reasons).
+    pub fn tenant_limit_reason(
+        &self,
+        fid: &crate::ids::FrameworkId,
+        spec: &crate::protocol::GroupSpec,
+    ) -> Option<String> {
+        let need = super::executors::Need::of(spec);
+        self.tenant_limit_shortfall(fid, &need).map(|(dim, used, limit)| {
+            let (used, limit) = if dim == "memory" {
+                (
+                    crate::protocol::tenants::describe_memory(used),
+                    crate::protocol::tenants::describe_memory(limit),
+                )
+            } else {
+                (used.to_string(), limit.to_string())
+            };
+            format!("tenant limit: {dim} {used} of {limit} in use")
+        })
     }
 }
