@@ -913,3 +913,62 @@ fn a_scale_over_v1_removes_exactly_the_named_executors() {
     w.stop(Duration::from_secs(5));
     m.stop(Duration::from_secs(5));
 }
+
+/// `GET /v1/tenants` and `PUT /v1/tenants/{name}` (docs/tenants.md): the
+/// answers fit the document, the body reaches the master as a `SetTenant`,
+/// and a bad dimension is refused naming the field before it does.
+#[test]
+fn tenants_over_v1_fit_the_openapi_document() {
+    use regent_core::protocol::tenants::{Dims, Held, Tenant, TenantView};
+    fn tenants(msg: &Message) -> Message {
+        match msg {
+            Message::TenantsRequest { request } => Message::TenantsReply {
+                epoch: Epoch(3),
+                request: *request,
+                tenants: vec![TenantView {
+                    tenant: Tenant {
+                        limit: Dims::parse("cores=64,gpu=2").unwrap(),
+                        ..Tenant::new("team-a")
+                    },
+                    set: true,
+                    held: Held { cores: 8, memory_mb: 512, resources: vec![("gpu".into(), 1)] },
+                    dominant_share_ppm: 125_000,
+                    frameworks: 1,
+                }],
+            },
+            Message::SetTenant { tenant, .. } if tenant.weight == 3 => {
+                assert_eq!(tenant.limit.cores, Some(64));
+                assert_eq!(tenant.guarantee.memory_mb, Some(65_536));
+                Message::RequestAccepted { epoch: Epoch(3), request: 0 }
+            }
+            other => Message::RequestRefused {
+                epoch: Epoch(3),
+                request: 0,
+                reason: format!("unexpected {}", other.kind()),
+            },
+        }
+    }
+    let f = fake(MasterStatus::Alive, None, tenants);
+    let addr = f.addr.to_string();
+    let doc = openapi_of(&addr);
+    let (code, _, answer) = call(&addr, "GET", "/v1/tenants", &[], b"");
+    assert_eq!(code, 200, "{answer}");
+    let listed = json_of(&answer);
+    assert_eq!(listed["tenants"][0]["use"]["gpu"], 1, "{listed}");
+    assert_eq!(listed["tenants"][0]["limit"], "cores=64,gpu=2", "{listed}");
+    conforms(&doc, "/v1/tenants", "get", 200, &listed);
+    let body = br#"{"guarantee": "cores=16,memory=64G", "limit": "cores=64", "weight": 3}"#;
+    let (code, _, answer) = call(&addr, "PUT", "/v1/tenants/team-a", &[], body);
+    assert_eq!(code, 200, "{answer}");
+    conforms(&doc, "/v1/tenants/{name}", "put", 200, &json_of(&answer));
+    let before = f.commands.load(Ordering::SeqCst);
+    let (code, _, answer) =
+        call(&addr, "PUT", "/v1/tenants/team-a", &[], br#"{"limit": "cores=x"}"#);
+    assert_eq!(code, 400, "{answer}");
+    assert_eq!(json_of(&answer)["field"], "limit", "{answer}");
+    conforms(&doc, "/v1/tenants/{name}", "put", 400, &json_of(&answer));
+    assert_eq!(f.commands.load(Ordering::SeqCst), before, "nothing reached the master");
+    let (code, head, _) = call(&addr, "POST", "/v1/tenants", &[], b"");
+    assert_eq!(code, 405);
+    assert!(head.contains("GET, HEAD"), "{head}");
+}

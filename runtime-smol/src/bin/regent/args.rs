@@ -123,6 +123,11 @@ pub enum Command {
         #[command(subcommand)]
         command: JobCommand,
     },
+    /// Tenants (docs/tenants.md): `regent tenant set`, `list`.
+    Tenant {
+        #[command(subcommand)]
+        command: crate::tenant::TenantCommand,
+    },
     /// Show the leader's view of the cluster.
     Status {
         /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).

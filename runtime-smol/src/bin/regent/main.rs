@@ -21,6 +21,7 @@ mod job;
 mod job_file;
 mod operator;
 mod store;
+mod tenant;
 
 use args::{Cli, Command, JobCommand, Runtime, StoreCommand, TlsCommand};
 use std::process::ExitCode;
@@ -96,6 +97,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             operator::plan_job(&common, &masters, connect_timeout, &job).await
         }
         Command::Job { command } => job::run(&common, command).await,
+        Command::Tenant { command } => tenant::run(&common, command).await,
         Command::Demo => daemons::demo().await,
         Command::Store { command: StoreCommand::Seal(a) } => store::seal_command(&common, a).await,
         Command::Store { command } => store::store_command(&common, command).await,

@@ -28,6 +28,7 @@ pub mod events;
 pub mod jobs;
 pub mod openapi;
 pub mod operator;
+pub mod tenants;
 
 /// Where the API lives.
 pub const PREFIX: &str = "/v1/";
@@ -71,6 +72,10 @@ pub enum Route {
     StepDown,
     /// `/v1/openapi.json`: GET.
     OpenApi,
+    /// `/v1/tenants`: GET (docs/tenants.md).
+    Tenants,
+    /// `/v1/tenants/{name}`: PUT.
+    Tenant(String),
 }
 
 impl Route {
@@ -80,7 +85,8 @@ impl Route {
             Route::Jobs => "GET, HEAD, POST",
             Route::Job(_) => "GET, HEAD, DELETE",
             Route::RemoveWorker(_) => "DELETE",
-            Route::Events | Route::OpenApi => "GET, HEAD",
+            Route::Events | Route::OpenApi | Route::Tenants => "GET, HEAD",
+            Route::Tenant(_) => "PUT",
             Route::Plan(_)
             | Route::Scale(..)
             | Route::Worker(..)
@@ -112,6 +118,8 @@ pub fn route(path: &str) -> Option<Route> {
         ["executors", _, "kill"] => Route::KillExecutor(id(1)?),
         ["leader", "step-down"] => Route::StepDown,
         ["openapi.json"] => Route::OpenApi,
+        ["tenants"] => Route::Tenants,
+        ["tenants", _] => Route::Tenant(id(1)?),
         _ => return None,
     })
 }
@@ -250,6 +258,8 @@ fn handle(
         (Route::KillExecutor(id), _) => operator::kill_executor(request, &id, queries),
         (Route::StepDown, _) => operator::step_down(queries),
         (Route::OpenApi, _) => Ok(openapi::response()),
+        (Route::Tenants, _) => tenants::list(queries),
+        (Route::Tenant(name), _) => tenants::set(request, &name, queries),
         (Route::Events, _) => Err(ApiError::new(500, "the event stream is served apart")),
     }
 }

@@ -5,7 +5,7 @@
 //! from the same definitions. The api_v1 test checks real answers against
 //! it.
 
-use super::{events, jobs, operator};
+use super::{events, jobs, operator, tenants};
 use crate::http::{header, Response};
 use std::sync::OnceLock;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -33,6 +33,8 @@ use utoipa::{Modify, OpenApi};
         operator::remove_worker,
         operator::kill_executor,
         operator::step_down,
+        tenants::list,
+        tenants::set,
         document,
     ),
     tags(
