@@ -430,3 +430,90 @@ fn frameworks_share_their_tenant_by_drf_but_default_keeps_first_come() {
     let sends = register(&mut store, &mut m, 100, "w1", (8, 8192));
     assert_eq!(launched(&sends), BTreeMap::from([("d-1".to_string(), 8)]));
 }
+
+/// One demand of the DRF property: tenants with weights and task shapes,
+/// and one worker's capacity.
+#[derive(Clone, Debug)]
+struct Demand {
+    /// (weight, cores per task, MiB per task) per tenant.
+    tenants: Vec<(u32, u32, u64)>,
+    /// The worker's cores and MiB.
+    worker: (u32, u64),
+}
+
+impl quickcheck::Arbitrary for Demand {
+    fn arbitrary(g: &mut quickcheck::Gen) -> Self {
+        let pick =
+            |g: &mut quickcheck::Gen, lo: u64, hi: u64| lo + u64::arbitrary(g) % (hi - lo + 1);
+        let n = pick(g, 2, 4) as usize;
+        let tenants = (0..n)
+            .map(|_| (pick(g, 1, 5) as u32, pick(g, 1, 4) as u32, pick(g, 1, 16) * 256))
+            .collect();
+        Demand { tenants, worker: (pick(g, 8, 64) as u32, pick(g, 8, 64) * 1024) }
+    }
+}
+
+/// Weighted DRF by progressive filling (Ghodsi et al.), the reference:
+/// repeatedly, the tenant with the lowest dominant share over its weight
+/// (ties to the lower index) whose next task still fits gets one; shares
+/// in the master's integer units (millionths, times 1000, over the
+/// weight). Returns each tenant's task count.
+fn progressive_filling(d: &Demand) -> Vec<u64> {
+    let (cap_c, cap_m) = (u64::from(d.worker.0), d.worker.1);
+    let (mut free_c, mut free_m) = (cap_c, cap_m);
+    let mut tasks = vec![0u64; d.tenants.len()];
+    let key = |i: usize, n: u64| {
+        let (w, c, m) = d.tenants[i];
+        let dom = (n * u64::from(c) * 1_000_000 / cap_c).max(n * m * 1_000_000 / cap_m);
+        dom * 1_000 / u64::from(w)
+    };
+    let mut blocked = vec![false; d.tenants.len()];
+    loop {
+        let next =
+            (0..d.tenants.len()).filter(|i| !blocked[*i]).min_by_key(|i| (key(*i, tasks[*i]), *i));
+        let Some(i) = next else { return tasks };
+        let (_, c, m) = d.tenants[i];
+        if u64::from(c) <= free_c && m <= free_m && tasks[i] < 200 {
+            free_c -= u64::from(c);
+            free_m -= m;
+            tasks[i] += 1;
+        } else {
+            blocked[i] = true;
+        }
+    }
+}
+
+/// Under steady demand (every tenant asks for more than the cluster
+/// holds), the leader's allocation is weighted DRF's: the task counts of
+/// progressive filling, and so (its stated tolerance) no tenant's
+/// weighted dominant share passes another's by more than one of its own
+/// tasks while the other could still use more.
+fn drf_allocation_is_progressive_fillings(d: Demand) -> quickcheck::TestResult {
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    for (i, (weight, cores, mem)) in d.tenants.iter().enumerate() {
+        let name = format!("t{i}");
+        if *weight > 1 {
+            let _ =
+                set_tenant(&mut store, &mut m, Tenant { weight: *weight, ..Tenant::new(&name) });
+        }
+        let _ = submit(&mut store, &mut m, &format!("job-{i}"), Some(&name), (200, *cores, *mem));
+    }
+    let sends = register(&mut store, &mut m, 100, "w1", d.worker);
+    let placed = launched(&sends);
+    let got: Vec<u64> = (0..d.tenants.len())
+        .map(|i| placed.get(&format!("job-{i}")).copied().unwrap_or(0) as u64)
+        .collect();
+    let want = progressive_filling(&d);
+    if got != want {
+        return quickcheck::TestResult::error(format!("placed {got:?}, weighted DRF {want:?}"));
+    }
+    quickcheck::TestResult::passed()
+}
+
+#[test]
+fn drf_converges_to_weighted_shares_within_one_task() {
+    quickcheck::QuickCheck::new()
+        .tests(300)
+        .quickcheck(drf_allocation_is_progressive_fillings as fn(Demand) -> quickcheck::TestResult);
+}
