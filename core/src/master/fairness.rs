@@ -19,7 +19,7 @@
 //!
 //! Tests: core/tests/tenants.rs; every step's debug check.
 
-use super::executors::{ExecutorEntry, Need};
+use super::executors::Need;
 use crate::ids::FrameworkId;
 use crate::protocol::tenants::Held;
 use rustc_hash::FxHashMap;
@@ -111,7 +111,7 @@ impl Usage {
     #[cfg(debug_assertions)]
     pub(super) fn check<'a>(
         &self,
-        live: impl Iterator<Item = &'a ExecutorEntry>,
+        live: impl Iterator<Item = &'a super::executors::ExecutorEntry>,
         tenant_of: impl Fn(&FrameworkId) -> Option<String>,
     ) {
         let mut want = Usage::default();

@@ -158,6 +158,11 @@ impl Master {
         Message::TenantsReply { epoch: self.epoch, request, tenants: views.into_values().collect() }
     }
 
+    /// Tenant `name`, if an operator set it.
+    pub fn tenant(&self, name: &str) -> Option<&Tenant> {
+        self.tenants.get(name)
+    }
+
     /// The tenant framework `fid` belongs to: `default` when it names none
     /// (or is not here).
     pub fn framework_tenant(&self, fid: &crate::ids::FrameworkId) -> &str {
