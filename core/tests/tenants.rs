@@ -153,10 +153,10 @@ fn dims_parse_and_describe_as_the_cli_writes_them() {
     assert_eq!(d.describe(), "cores=16,memory=64G,gpu=2");
     assert_eq!(Dims::parse("none").unwrap(), Dims::default());
     assert_eq!(Dims::default().describe(), "none");
-    assert!(Dims::parse("cores=1,cores=2").unwrap_err().contains("twice"));
+    assert!(Dims::parse("cores=1,cores=2").unwrap_err().0.contains("twice"));
     assert_eq!(Dims::parse("fpga=3").unwrap().get("fpga"), Some(3), "any resource name");
-    assert!(Dims::parse("Disk=3").unwrap_err().contains("unknown dimension"));
-    assert!(Dims::parse("cores=x").unwrap_err().contains("whole number"));
+    assert!(Dims::parse("Disk=3").unwrap_err().0.contains("unknown dimension"));
+    assert!(Dims::parse("cores=x").unwrap_err().0.contains("whole number"));
 }
 
 fn subscribe_msg(instance: u64, framework: Option<&str>, tenant: Option<&str>) -> Message {

@@ -19,7 +19,6 @@
 //!
 //! Tests: core/tests/tenants.rs; every step's debug check.
 
-use super::executors::Need;
 use crate::ids::FrameworkId;
 use crate::protocol::tenants::Held;
 use rustc_hash::FxHashMap;
@@ -40,20 +39,20 @@ pub(super) struct Usage {
 }
 
 /// `held += need` (`add`) or `held -= need`.
-fn apply(held: &mut Held, need: &Need, add: bool) {
+fn apply(held: &mut Held, need: &Held, add: bool) {
     let step =
         |x: &mut u64, n: u64| *x = if add { x.saturating_add(n) } else { x.saturating_sub(n) };
-    step(&mut held.cores, u64::from(need.cores));
+    step(&mut held.cores, need.cores);
     step(&mut held.memory_mb, need.memory_mb);
     for (name, n) in &need.resources {
-        match held.resources.binary_search_by(|(r, _)| r.as_str().cmp(name)) {
+        match held.resources.binary_search_by(|(r, _)| r.as_str().cmp(name.as_str())) {
             Ok(i) => {
-                step(&mut held.resources[i].1, u64::from(*n));
+                step(&mut held.resources[i].1, *n);
                 if held.resources[i].1 == 0 {
                     held.resources.remove(i);
                 }
             }
-            Err(i) if add && *n > 0 => held.resources.insert(i, (name.clone(), u64::from(*n))),
+            Err(i) if add && *n > 0 => held.resources.insert(i, (name.clone(), *n)),
             Err(_) => {}
         }
     }
@@ -62,7 +61,7 @@ fn apply(held: &mut Held, need: &Need, add: bool) {
 impl Usage {
     /// A live executor of `fid` (of tenant `tenant`, unless already
     /// charged elsewhere) holding `need` was counted.
-    pub(super) fn add(&mut self, fid: &FrameworkId, tenant: &str, need: &Need) {
+    pub(super) fn add(&mut self, fid: &FrameworkId, tenant: &str, need: &Held) {
         let f = self.frameworks.entry(fid.clone()).or_insert_with(|| FrameworkUse {
             tenant: tenant.to_owned(),
             ..FrameworkUse::default()
@@ -74,7 +73,7 @@ impl Usage {
     }
 
     /// A live executor of `fid` holding `need` ended or was removed.
-    pub(super) fn sub(&mut self, fid: &FrameworkId, need: &Need) {
+    pub(super) fn sub(&mut self, fid: &FrameworkId, need: &Held) {
         let Some(f) = self.frameworks.get_mut(fid) else { return };
         f.live = f.live.saturating_sub(1);
         apply(&mut f.held, need, false);
@@ -111,14 +110,14 @@ impl Usage {
     #[cfg(debug_assertions)]
     pub(super) fn check<'a>(
         &self,
-        live: impl Iterator<Item = &'a super::executors::ExecutorEntry>,
+        live: impl Iterator<Item = (&'a FrameworkId, Held)>,
         tenant_of: impl Fn(&FrameworkId) -> Option<String>,
     ) {
         let mut want = Usage::default();
-        for e in live {
-            let charged = self.frameworks.get(&e.framework).map(|f| f.tenant.clone());
-            let tenant = charged.or_else(|| tenant_of(&e.framework)).unwrap_or_default();
-            want.add(&e.framework, &tenant, &Need::held_by(e));
+        for (fid, held) in live {
+            let charged = self.frameworks.get(fid).map(|f| f.tenant.clone());
+            let tenant = charged.or_else(|| tenant_of(fid)).unwrap_or_default();
+            want.add(fid, &tenant, &held);
         }
         assert_eq!(self.frameworks, want.frameworks, "use by framework");
         // A tenant whose executors hold nothing may or may not have an

@@ -960,7 +960,8 @@ impl Master {
             return;
         }
         self.executors.check();
-        self.usage.check(self.executors.iter().filter(|e| !e.state.is_terminal()), |fid| {
+        let live = self.executors.iter().filter(|e| !e.state.is_terminal());
+        self.usage.check(live.map(|e| (&e.framework, e.held())), |fid| {
             self.frameworks.get(fid).map(|_| self.framework_tenant(fid).to_owned())
         });
         assert_eq!(self.gauges(), Gauges::of_state(&self.state()), "the gauges from the counters");

@@ -102,7 +102,7 @@ impl Master {
         out: &mut Vec<Action>,
     ) {
         if let Err(reason) = tenant.check() {
-            out.push(self.refuse_request(asker, request, reason));
+            out.push(self.refuse_request(asker, request, reason.0));
             return;
         }
         if self.tenants.get(&tenant.name).is_none() && self.tenants.set.len() >= MAX_TENANTS {
@@ -183,7 +183,7 @@ impl Master {
         named: Option<&str>,
     ) -> Result<Option<String>, String> {
         if let Some(n) = named {
-            check_tenant_name(n)?;
+            check_tenant_name(n).map_err(|e| e.0)?;
         }
         let credential = match asker {
             Origin::Conn(conn) => self.principal(conn).tenant(),

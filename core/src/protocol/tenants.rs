@@ -23,6 +23,12 @@ pub const MAX_TENANT_WEIGHT: u32 = 1_000;
 /// every `TenantsReply`).
 pub const MAX_TENANTS: usize = 1_000;
 
+/// Why a tenant, a tenant name or a dimension is refused, in words naming
+/// what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct TenantError(pub String);
+
 /// An amount in each dimension the cluster accounts, each optional.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Dims {
@@ -73,7 +79,11 @@ impl Dims {
 
     /// Parses `cores=16,memory=64G,gpu=2` (memory in MiB, or with a `K`,
     /// `M`, `G` or `T` suffix; `none` or the empty string: nothing set).
-    pub fn parse(s: &str) -> Result<Dims, String> {
+    pub fn parse(s: &str) -> Result<Dims, TenantError> {
+        Dims::parse_text(s).map_err(TenantError)
+    }
+
+    fn parse_text(s: &str) -> Result<Dims, String> {
         let mut dims = Dims::default();
         let s = s.trim();
         if s.is_empty() || s == "none" {
@@ -93,7 +103,7 @@ impl Dims {
             }
             match k {
                 "cores" => dims.cores = Some(amount(v)?),
-                "memory" | "memory_mb" => dims.memory_mb = Some(parse_memory(v)?),
+                "memory" | "memory_mb" => dims.memory_mb = Some(parse_memory(v).map_err(|e| e.0)?),
                 name if crate::resources::is_name(name) => {
                     dims.resources.push((name.to_owned(), amount(v)?))
                 }
@@ -121,8 +131,8 @@ pub fn describe_memory(mb: u64) -> String {
 }
 
 /// Memory in MiB from `64G`, `512M`, `512` (MiB), `1T`, `2048K`.
-pub fn parse_memory(v: &str) -> Result<u64, String> {
-    let bad = || format!("memory={v}: expected MiB, or a number with K, M, G or T");
+pub fn parse_memory(v: &str) -> Result<u64, TenantError> {
+    let bad = || TenantError(format!("memory={v}: expected MiB, or a number with K, M, G or T"));
     let (num, mult_kb): (&str, u64) = match v.char_indices().last() {
         Some((i, 'K' | 'k')) => (&v[..i], 1),
         Some((i, 'M' | 'm')) => (&v[..i], 1 << 10),
@@ -157,8 +167,12 @@ impl Tenant {
 
     /// Why this tenant may not be set, if it may not: a bad name, a
     /// weight out of range, a resource named twice or too many kinds.
-    pub fn check(&self) -> Result<(), String> {
-        check_tenant_name(&self.name)?;
+    pub fn check(&self) -> Result<(), TenantError> {
+        self.check_text().map_err(TenantError)
+    }
+
+    fn check_text(&self) -> Result<(), String> {
+        check_tenant_name(&self.name).map_err(|e| e.0)?;
         if self.weight == 0 || self.weight > MAX_TENANT_WEIGHT {
             return Err(format!(
                 "weight {} of tenant {}: it must be 1 to {MAX_TENANT_WEIGHT}",
@@ -190,7 +204,7 @@ impl Tenant {
 /// Why `name` is not a tenant name, if it is not: 1 to
 /// [`MAX_TENANT_NAME_BYTES`] ASCII letters, digits, `-`, `_` or `.`,
 /// starting with a letter or digit.
-pub fn check_tenant_name(name: &str) -> Result<(), String> {
+pub fn check_tenant_name(name: &str) -> Result<(), TenantError> {
     let ok = !name.is_empty()
         && name.len() <= MAX_TENANT_NAME_BYTES
         && name.as_bytes()[0].is_ascii_alphanumeric()
@@ -198,10 +212,10 @@ pub fn check_tenant_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
+        Err(TenantError(format!(
             "tenant name {name:?} must be 1 to {MAX_TENANT_NAME_BYTES} ASCII letters, digits, \
              '-', '_' or '.', starting with a letter or digit"
-        ))
+        )))
     }
 }
 

@@ -106,6 +106,26 @@ pub struct ExecutorEntry {
     pub resources: crate::resources::Assigned,
 }
 
+impl ExecutorEntry {
+    /// What it holds while it lives, as tenants' use counts it (cores,
+    /// memory, named resources by name; docs/tenants.md).
+    pub fn held(&self) -> crate::protocol::tenants::Held {
+        let mut resources: Vec<(String, u64)> = Vec::new();
+        for (name, n) in &self.resources_held {
+            match resources.binary_search_by(|(r, _)| r.as_str().cmp(name)) {
+                Ok(i) => resources[i].1 += u64::from(*n),
+                Err(i) if *n > 0 => resources.insert(i, (name.clone(), u64::from(*n))),
+                Err(_) => {}
+            }
+        }
+        crate::protocol::tenants::Held {
+            cores: u64::from(self.cores),
+            memory_mb: self.memory_mb,
+            resources,
+        }
+    }
+}
+
 impl Master {
     /// What its framework's subscriber is told of `e`: with its worker's
     /// host, where its ports are reached.
@@ -204,7 +224,7 @@ impl Master {
     fn insert_executor(&mut self, e: ExecutorEntry) {
         if !e.state.is_terminal() {
             let tenant = self.framework_tenant(&e.framework).to_owned();
-            self.usage.add(&e.framework, &tenant, &Need::held_by(&e));
+            self.usage.add(&e.framework, &tenant, &e.held());
         }
         let crossed = self.executors.insert(e);
         self.reindex_crossed(crossed);
@@ -214,10 +234,10 @@ impl Master {
     fn set_executor_state(&mut self, id: &ExecutorId, state: ExecutorState) -> bool {
         let Some(e) = self.executors.get(id) else { return false };
         match (e.state.is_terminal(), state.is_terminal()) {
-            (false, true) => self.usage.sub(&e.framework, &Need::held_by(e)),
+            (false, true) => self.usage.sub(&e.framework, &e.held()),
             (true, false) => {
                 let tenant = self.framework_tenant(&e.framework).to_owned();
-                self.usage.add(&e.framework, &tenant, &Need::held_by(e));
+                self.usage.add(&e.framework, &tenant, &e.held());
             }
             _ => {}
         }
@@ -230,7 +250,7 @@ impl Master {
     pub(super) fn remove_executor(&mut self, id: &ExecutorId) -> Option<ExecutorEntry> {
         let (e, crossed) = self.executors.remove(id)?;
         if !e.state.is_terminal() {
-            self.usage.sub(&e.framework, &Need::held_by(&e));
+            self.usage.sub(&e.framework, &e.held());
         }
         self.reindex_crossed(crossed);
         Some(e)

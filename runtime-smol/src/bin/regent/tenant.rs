@@ -2,50 +2,10 @@
 //! docs/design.md#issue-44): a tenant's guarantee, limit and weight, and
 //! what each tenant holds.
 
-use crate::args::{Common, ConnectTimeout};
+use crate::args::{Common, TenantCommand};
 use crate::common::{masters_of, net_config, patience};
-use clap::Subcommand;
 use regent_core::protocol::tenants::{describe_memory, Dims, Held, Tenant, TenantView};
 use std::process::ExitCode;
-
-/// `regent tenant ...`.
-#[derive(Subcommand, Debug)]
-pub enum TenantCommand {
-    /// Create or replace a tenant (an operator command; durable before it
-    /// is answered). Unset dimensions have no guarantee or no limit.
-    Set {
-        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
-        #[arg(long, value_delimiter = ',', required = true)]
-        masters: Vec<String>,
-        #[command(flatten)]
-        connect_timeout: ConnectTimeout,
-        /// What the tenant is guaranteed: `cores=16,memory=64G,gpu=2`.
-        #[arg(long, value_name = "DIMS", default_value = "none")]
-        guarantee: String,
-        /// The most its live executors may hold: `cores=64,memory=256G`;
-        /// a slot that would pass it waits.
-        #[arg(long, value_name = "DIMS", default_value = "none")]
-        limit: String,
-        /// Its weight in weighted fair sharing (1 to 1000).
-        #[arg(long, value_name = "W", default_value_t = 1)]
-        weight: u32,
-        /// The tenant's name.
-        #[arg(value_name = "NAME")]
-        name: String,
-    },
-    /// Every tenant: what it holds, its guarantee, limit, weight and
-    /// dominant share.
-    List {
-        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
-        #[arg(long, value_delimiter = ',', required = true)]
-        masters: Vec<String>,
-        #[command(flatten)]
-        connect_timeout: ConnectTimeout,
-        /// Print the tenants as JSON.
-        #[arg(long)]
-        json: bool,
-    },
-}
 
 /// Runs `regent tenant set|list`.
 pub async fn run(common: &Common, command: TenantCommand) -> Result<ExitCode, String> {
@@ -57,7 +17,7 @@ pub async fn run(common: &Common, command: TenantCommand) -> Result<ExitCode, St
                 limit: Dims::parse(&limit).map_err(|e| format!("--limit: {e}"))?,
                 weight,
             };
-            tenant.check()?;
+            tenant.check().map_err(|e| e.to_string())?;
             let shown = describe(&tenant);
             regent_smol::client::set_tenant_with(
                 &masters_of(common, &masters).await?,

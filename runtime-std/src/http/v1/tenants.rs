@@ -129,7 +129,7 @@ pub fn set(
     };
     let dims = |field: &str, text: &Option<String>| {
         Dims::parse(text.as_deref().unwrap_or("none"))
-            .map_err(|e| ApiError::field(Some(field.into()), e))
+            .map_err(|e| ApiError::field(Some(field.into()), e.0))
     };
     let tenant = Tenant {
         name: name.to_string(),
@@ -137,7 +137,7 @@ pub fn set(
         limit: dims("limit", &b.limit)?,
         weight: b.weight.unwrap_or(1),
     };
-    tenant.check().map_err(|e| ApiError::field(None, e))?;
+    tenant.check().map_err(|e| ApiError::field(None, e.0))?;
     match command(queries, Message::SetTenant { request: request_id(), tenant })? {
         Message::RequestAccepted { epoch, .. } => {
             Ok(answer(200, &TenantSet { name: name.to_string(), set: true, epoch: epoch.0 }))
