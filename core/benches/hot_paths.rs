@@ -149,6 +149,7 @@ fn placement_seconds(
             instance: InstanceId(1 + u64::from(k)),
             attempt: 1,
             failover_timeout: Millis(60_000),
+            tenant: None,
         };
         for a in m.handle(Millis(0), master::Event::Message { conn, msg: Message::Subscribe(sub) })
         {

@@ -9,7 +9,7 @@
 //! let mut mappers = JobGroup::new("mappers", vec!["wc".into(), "-l".into()]);
 //! mappers.count = 4;
 //! mappers.env.insert("INPUT".into(), "/data/in".into());
-//! let job = JobSpec { name: "wordcount".into(), groups: vec![mappers] };
+//! let job = JobSpec { name: "wordcount".into(), groups: vec![mappers], tenant: None };
 //! job.validate().unwrap();
 //! assert_eq!(job.groups_to_declare()[0].slots, 4);
 //! ```
@@ -42,6 +42,9 @@ pub struct JobSpec {
     pub name: String,
     /// Its executor groups, declared in this order (`[[group]]` tables).
     pub groups: Vec<JobGroup>,
+    /// The tenant it belongs to (`tenant = "team-a"`; docs/tenants.md):
+    /// `None`, its credential's tenant, else `default`.
+    pub tenant: Option<String>,
 }
 
 /// One executor group of a job: `count` executors running `command`.
@@ -314,7 +317,7 @@ mod tests {
     }
 
     fn job(groups: Vec<JobGroup>) -> JobSpec {
-        JobSpec { name: "wordcount".into(), groups }
+        JobSpec { name: "wordcount".into(), groups, tenant: None }
     }
 
     /// The message of the first rule `j` breaks, and the group and key.

@@ -19,6 +19,7 @@ use crate::time::Millis;
 use serde::{Deserialize, Serialize};
 
 pub mod api;
+pub mod tenants;
 
 /// The protocol version this build speaks. A `Hello` with another version is
 /// refused with [`crate::codec::DecodeError::UnsupportedVersion`].
@@ -75,9 +76,11 @@ pub mod api;
 /// `JobsReply`), and a scale that names the executors it removes
 /// (`ScaleGroup`'s `remove` and `stop`); see [`crate::api`].
 ///
-/// Version 14 (docs/design.md#issue-44, every waiting slot says all the
-/// reasons it waits): `SlotStatus`, `GroupPlan` and `GroupView` carry the
-/// ranked [`api::WaitReason`]s (and `GroupView` its unplaced slots).
+/// Version 14 (docs/design.md#issue-44, many teams on one cluster): `SlotStatus`,
+/// `GroupPlan` and `GroupView` carry the ranked [`api::WaitReason`]s (and
+/// `GroupView` its unplaced slots); `Subscribe` and
+/// [`crate::api::JobSubmission`] name the framework's tenant; appended:
+/// `RevokeToken`, `RetireKeys`, `SetTenant`, `TenantsRequest`, `TenantsReply`.
 pub const PROTOCOL_VERSION: u16 = 14;
 
 /// What kind of node is speaking.
@@ -287,6 +290,11 @@ pub struct Subscribe {
     /// How long the master keeps the framework's executors after its
     /// subscriber disconnected, waiting for it to resubscribe.
     pub failover_timeout: Millis,
+    /// The tenant a new framework belongs to (docs/tenants.md): `None`,
+    /// its credential's tenant, else `default`. A credential with a tenant
+    /// overrides it; a framework's tenant never changes, so a SUBSCRIBE of
+    /// an existing framework naming another tenant is refused naming both.
+    pub tenant: Option<String>,
 }
 
 /// A declarative executor group: "group `group` = `slots` slots of
@@ -1004,6 +1012,31 @@ pub enum Message {
         /// The highest key id retired.
         through: u32,
     },
+    /// Operator → leader: create or replace a tenant's guarantee, limit
+    /// and weight (`regent tenant set`, `PUT /v1/tenants/{name}`;
+    /// docs/tenants.md). Answered by `RequestAccepted` once durable, or
+    /// `RequestRefused` naming why.
+    SetTenant {
+        /// Echoed in the answer.
+        request: u64,
+        /// The tenant as it should now be.
+        tenant: tenants::Tenant,
+    },
+    /// Client → leader: every tenant with what it holds (`regent tenant
+    /// list`, `GET /v1/tenants`). Answered by `TenantsReply`.
+    TenantsRequest {
+        /// Echoed in the answer.
+        request: u64,
+    },
+    /// Leader → client: the answer to `TenantsRequest`.
+    TenantsReply {
+        /// The leader's epoch.
+        epoch: Epoch,
+        /// The request's number.
+        request: u64,
+        /// Every tenant set or named by a framework, by name.
+        tenants: Vec<tenants::TenantView>,
+    },
 }
 
 /// An executor's use of its worker's resources, from its cgroup (each
@@ -1233,6 +1266,8 @@ pub struct FrameworkView {
     pub connected: bool,
     /// Its groups, in declaration order, with their slot counts now.
     pub groups: Vec<GroupView>,
+    /// Its tenant (docs/tenants.md); `None`: `default`.
+    pub tenant: Option<String>,
 }
 
 /// One executor group in [`FrameworkView`].
@@ -1316,6 +1351,8 @@ impl Message {
                 | Message::JobsRequest { .. }
                 | Message::RevokeToken { .. }
                 | Message::RetireKeys { .. }
+                | Message::SetTenant { .. }
+                | Message::TenantsRequest { .. }
         )
     }
 
@@ -1349,7 +1386,9 @@ impl Message {
             | Message::RegisterRefused { epoch, .. }
             | Message::PlanReply { epoch, .. }
             | Message::JobAccepted { epoch, .. }
-            | Message::JobsReply { epoch, .. } => Some(*epoch),
+            | Message::JobsReply { epoch, .. }
+            | Message::TenantsReply { epoch, .. } => Some(*epoch),
+            Message::SetTenant { .. } | Message::TenantsRequest { .. } => None,
             Message::Hello(_)
             | Message::RegisterWorker(_)
             | Message::WorkerHeartbeat { .. }
@@ -1442,6 +1481,9 @@ impl Message {
             Message::WorkerUsage { .. } => "WorkerUsage",
             Message::RevokeToken { .. } => "RevokeToken",
             Message::RetireKeys { .. } => "RetireKeys",
+            Message::SetTenant { .. } => "SetTenant",
+            Message::TenantsRequest { .. } => "TenantsRequest",
+            Message::TenantsReply { .. } => "TenantsReply",
         }
     }
 }

@@ -133,6 +133,9 @@ pub struct Config {
     /// with another spec is replaced slot by slot instead of refused.
     /// Default `None`: `DeclareGroup`.
     pub update: Option<u32>,
+    /// Sent in `Subscribe`: the tenant a new framework belongs to
+    /// (docs/tenants.md). Default `None`: the credential's, else `default`.
+    pub tenant: Option<String>,
 }
 
 impl Config {
@@ -160,6 +163,7 @@ impl Config {
             backoff_max: Millis::from_secs(10),
             jitter_min_pct: 50,
             update: None,
+            tenant: None,
         }
     }
 }
@@ -773,6 +777,7 @@ impl Subscriber {
                 instance: self.config.instance,
                 attempt: self.attempt,
                 failover_timeout: self.config.failover_timeout,
+                tenant: self.config.tenant.clone(),
             }),
         });
     }

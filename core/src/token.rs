@@ -540,6 +540,8 @@ pub fn required(msg: &Message) -> Result<(Capability, &'static str), &'static st
         Message::StepDown { .. } => (Operator, "step the leader down"),
         Message::RevokeToken { .. } => (Operator, "revoke a token"),
         Message::RetireKeys { .. } => (Operator, "retire signing keys"),
+        Message::SetTenant { .. } => (Operator, "set a tenant"),
+        Message::TenantsRequest { .. } => (Read, "read tenants"),
         other => return Err(other.kind()),
     })
 }

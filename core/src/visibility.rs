@@ -25,10 +25,14 @@ use crate::token::{Capability, Principal};
 pub const DEFAULT_TENANT: &str = "default";
 
 /// The tenant framework `fid` belongs to as the state view tells it
-/// ([`DEFAULT_TENANT`] until the view carries frameworks' tenants).
-pub fn framework_tenant(state: &ClusterState, fid: &FrameworkId) -> &'static str {
-    let _ = (state, fid);
-    DEFAULT_TENANT
+/// ([`DEFAULT_TENANT`] for one that names none, or is not in the view).
+pub fn framework_tenant<'a>(state: &'a ClusterState, fid: &FrameworkId) -> &'a str {
+    state
+        .frameworks
+        .iter()
+        .find(|f| &f.id == fid)
+        .and_then(|f| f.tenant.as_deref())
+        .unwrap_or(DEFAULT_TENANT)
 }
 
 /// Whether `p` reads everything: `read` and no tenant or framework scope.
@@ -50,10 +54,9 @@ pub fn sees_framework(p: &Principal, fid: &FrameworkId, tenant: &str) -> bool {
 }
 
 /// The tenant of job `job` as its status tells it ([`DEFAULT_TENANT`]
-/// until a job's status carries its tenant).
+/// when it names none).
 pub fn job_tenant(job: &JobStatus) -> &str {
-    let _ = job;
-    DEFAULT_TENANT
+    job.tenant.as_deref().unwrap_or(DEFAULT_TENANT)
 }
 
 /// The jobs of `jobs` that `p` may read (`GET /v1/jobs`).
@@ -72,7 +75,16 @@ impl ClusterState {
         if sees_all(p) {
             return self.clone();
         }
-        let sees = |fid: &FrameworkId| sees_framework(p, fid, framework_tenant(self, fid));
+        // The frameworks it may read, decided once each (a finished one by
+        // its history entry's tenant: `default`).
+        let tenants: std::collections::HashMap<&FrameworkId, &str> = self
+            .frameworks
+            .iter()
+            .map(|f| (&f.id, f.tenant.as_deref().unwrap_or(DEFAULT_TENANT)))
+            .collect();
+        let sees = |fid: &FrameworkId| {
+            sees_framework(p, fid, tenants.get(fid).copied().unwrap_or(DEFAULT_TENANT))
+        };
         ClusterState {
             master: self.master.clone(),
             status: self.status,
@@ -169,6 +181,7 @@ mod tests {
 
     fn framework(id: &str) -> FrameworkView {
         FrameworkView {
+            tenant: None,
             id: FrameworkId::new(id),
             name: id.into(),
             state: FrameworkState::Active,

@@ -147,6 +147,7 @@ fn submission(id: &str, groups: Vec<GroupSpec>) -> JobSubmission {
         key: None,
         expect_version: None,
         max_parallel: 1,
+        tenant: None,
     }
 }
 
@@ -382,6 +383,7 @@ fn refusals_name_the_group_the_key_or_the_subscriber_and_change_nothing() {
         instance: InstanceId(1),
         attempt: 0,
         failover_timeout: Millis(60_000),
+        tenant: None,
     });
     let out = c.m.handle(t, master::Event::Message { conn: ConnId(1), msg: sub });
     let _ = c.store.settle(&mut c.m, t, out);
@@ -434,6 +436,7 @@ fn refusals_name_the_group_the_key_or_the_subscriber_and_change_nothing() {
         instance: InstanceId(2),
         attempt: 0,
         failover_timeout: Millis(60_000),
+        tenant: None,
     });
     let out = c.m.handle(t, master::Event::Message { conn: ConnId(2), msg: sub });
     let refusal = m_sends(&out).into_iter().find_map(|(_, m)| match m {

@@ -47,6 +47,7 @@ fn submission(id: &str) -> JobSubmission {
         key: None,
         expect_version: None,
         max_parallel: 1,
+        tenant: None,
     }
 }
 

@@ -55,6 +55,7 @@ fn executor(id: &str, state: ExecutorState) -> ExecutorView {
 
 fn framework(state: &str, connected: bool) -> FrameworkView {
     FrameworkView {
+        tenant: None,
         id: FrameworkId::new("fw-1"),
         name: "etl".into(),
         state: FrameworkState::from_name(state).expect("a framework state"),

@@ -147,7 +147,7 @@ fn log_stream(g: &mut Gen) -> LogStream {
 
 /// Number of `Message` variants; a new variant must be added to `arb` and
 /// to `golden_samples`.
-const VARIANTS: u8 = 57;
+const VARIANTS: u8 = 60;
 
 fn opt_u64(g: &mut Gen) -> Option<u64> {
     if bool::arbitrary(g) {
@@ -195,11 +195,13 @@ fn job_submission_arb(g: &mut Gen) -> api::JobSubmission {
         key: opt_s(g),
         expect_version: opt_u64(g),
         max_parallel: u32::arbitrary(g),
+        tenant: opt_s(g),
     }
 }
 
 fn job_status_arb(g: &mut Gen) -> api::JobStatus {
     api::JobStatus {
+        tenant: None,
         job: FrameworkId(s(g)),
         name: s(g),
         version: opt_u64(g),
@@ -224,6 +226,20 @@ fn job_status_arb(g: &mut Gen) -> api::JobStatus {
                     .collect(),
             })
             .collect(),
+    }
+}
+
+fn tenant_arb(g: &mut Gen) -> tenants::Tenant {
+    let opt = |g: &mut Gen| if bool::arbitrary(g) { Some(u64::arbitrary(g)) } else { None };
+    tenants::Tenant {
+        name: s(g),
+        guarantee: tenants::Dims { cores: opt(g), memory_mb: opt(g), resources: vec![] },
+        limit: tenants::Dims {
+            cores: opt(g),
+            memory_mb: opt(g),
+            resources: vec![(s(g), u64::arbitrary(g))],
+        },
+        weight: u32::arbitrary(g),
     }
 }
 
@@ -295,6 +311,7 @@ impl Arbitrary for Arb {
                 instance: InstanceId(u64::arbitrary(g)),
                 attempt: u64::arbitrary(g),
                 failover_timeout: Millis(u64::arbitrary(g)),
+                tenant: opt_s(g),
             }),
             12 => Message::DeclareGroup { request: u64::arbitrary(g), spec: group_spec_arb(g) },
             13 => Message::KillExecutor { request: u64::arbitrary(g), executor: ExecutorId(s(g)) },
@@ -458,6 +475,25 @@ impl Arbitrary for Arb {
                 expires_ms: Option::<u64>::arbitrary(g),
             },
             56 => Message::RetireKeys { request: u64::arbitrary(g), through: u32::arbitrary(g) },
+            57 => Message::SetTenant { request: u64::arbitrary(g), tenant: tenant_arb(g) },
+            58 => Message::TenantsRequest { request: u64::arbitrary(g) },
+            59 => Message::TenantsReply {
+                epoch: e(g),
+                request: u64::arbitrary(g),
+                tenants: (0..usize::arbitrary(g) % 3)
+                    .map(|_| tenants::TenantView {
+                        tenant: tenant_arb(g),
+                        set: bool::arbitrary(g),
+                        held: tenants::Held {
+                            cores: u64::arbitrary(g),
+                            memory_mb: u64::arbitrary(g),
+                            resources: vec![(s(g), u64::arbitrary(g))],
+                        },
+                        dominant_share_ppm: u32::arbitrary(g),
+                        frameworks: u32::arbitrary(g),
+                    })
+                    .collect(),
+            },
             _ => Message::PlanReply {
                 epoch: e(g),
                 request: u64::arbitrary(g),
@@ -756,6 +792,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 instance: InstanceId(0x5eed),
                 attempt: 3,
                 failover_timeout: Millis(60_000),
+                tenant: None,
             }),
         ),
         ("declare_group", Message::DeclareGroup { request: 7, spec: group_spec() }),
@@ -893,6 +930,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                     attributes: vec![("rack".into(), "r1".into())],
                 }],
                 frameworks: vec![FrameworkView {
+                    tenant: None,
                     id: FrameworkId::new("f1"),
                     name: "app".into(),
                     state: FrameworkState::Active,
@@ -1102,6 +1140,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                     key: Some("deploy-7".into()),
                     expect_version: Some(3),
                     max_parallel: 2,
+                    tenant: Some("team-a".into()),
                 },
             },
         ),
@@ -1125,6 +1164,37 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
             },
         ),
         ("retire_keys", Message::RetireKeys { request: 9, through: 3 }),
+        (
+            "set_tenant",
+            Message::SetTenant {
+                request: 9,
+                tenant: tenants::Tenant {
+                    name: "team-a".into(),
+                    guarantee: tenants::Dims::parse("cores=16,memory=64G,gpu=2").unwrap(),
+                    limit: tenants::Dims::parse("cores=64").unwrap(),
+                    weight: 3,
+                },
+            },
+        ),
+        ("tenants_request", Message::TenantsRequest { request: 9 }),
+        (
+            "tenants_reply",
+            Message::TenantsReply {
+                epoch: Epoch(42),
+                request: 9,
+                tenants: vec![tenants::TenantView {
+                    tenant: tenants::Tenant::new("default"),
+                    set: false,
+                    held: tenants::Held {
+                        cores: 8,
+                        memory_mb: 4096,
+                        resources: vec![("gpu".into(), 1)],
+                    },
+                    dominant_share_ppm: 250_000,
+                    frameworks: 2,
+                }],
+            },
+        ),
         ("jobs_request", Message::JobsRequest { request: 9, job: Some(FrameworkId::new("web")) }),
         (
             "jobs_reply",
@@ -1132,6 +1202,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 epoch: Epoch(42),
                 request: 9,
                 jobs: vec![api::JobStatus {
+                    tenant: None,
                     job: FrameworkId::new("web"),
                     name: "web".into(),
                     version: Some(4),
@@ -1216,6 +1287,7 @@ fn cluster_state(g: &mut Gen) -> ClusterState {
             .collect(),
         frameworks: (0..usize::arbitrary(g) % 3)
             .map(|_| FrameworkView {
+                tenant: None,
                 id: FrameworkId(s(g)),
                 name: s(g),
                 state: *g.choose(&FrameworkState::ALL).expect("states"),

@@ -154,6 +154,7 @@ pub fn subscribe(m: &mut Master, conn: u64) {
         instance: regent_core::ids::InstanceId(7),
         attempt: 1,
         failover_timeout: Millis(30_000),
+        tenant: None,
     });
     let _ = deliver_to_master(m, Millis(0), conn, msg);
 }

@@ -108,6 +108,7 @@ fn cluster(store: &mut Store) -> (Master, Vec<ExecutorId>) {
         instance: InstanceId(1),
         attempt: 0,
         failover_timeout: Millis(30_000),
+        tenant: None,
     });
     let sends = deliver(&mut m, store, 1, sub);
     assert!(sends.iter().any(|(_, m)| matches!(m, Message::Subscribed { .. })));

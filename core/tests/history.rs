@@ -153,6 +153,7 @@ impl Cluster {
                 instance: InstanceId(conn),
                 attempt: 1,
                 failover_timeout: Millis(30_000),
+                tenant: None,
             }),
         );
         let spec = GroupSpec {
@@ -311,6 +312,7 @@ fn a_teardown_before_the_slots_are_done_is_torn_down_and_a_failed_slot_makes_it_
         instance: InstanceId(3),
         attempt: 1,
         failover_timeout: Millis(30_000),
+        tenant: None,
     };
     let _ = c.send(3, Message::Subscribe(sub));
     let _ = c.send(3, Message::Teardown { request: 1 });
@@ -462,6 +464,7 @@ fn a_finished_framework_cannot_subscribe_again_and_a_killed_ones_subscriber_is_t
         instance: InstanceId(1),
         attempt: 2,
         failover_timeout: Millis(30_000),
+        tenant: None,
     };
     let out = c.send(2, Message::Subscribe(sub.clone()));
     let refused = m_sends(&out);
@@ -581,6 +584,7 @@ fn a_finished_framework_is_shown_only_once_its_history_record_is_durable() {
         instance: InstanceId(2),
         attempt: 2,
         failover_timeout: Millis(30_000),
+        tenant: None,
     };
     let out = c.send(2, Message::Subscribe(sub));
     assert!(

@@ -180,6 +180,7 @@ impl Sim {
                 instance: InstanceId(conn),
                 attempt: 0,
                 failover_timeout: Millis(600_000),
+                tenant: None,
             }),
         );
         sends
@@ -202,6 +203,7 @@ impl Sim {
                 instance: InstanceId(conn),
                 attempt: 1,
                 failover_timeout: Millis(600_000),
+                tenant: None,
             }),
         );
     }

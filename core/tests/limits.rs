@@ -65,6 +65,7 @@ fn cluster_with(config: master::Config) -> Master {
         instance: InstanceId(1),
         attempt: 0,
         failover_timeout: Millis(30_000),
+        tenant: None,
     });
     let sends = deliver_to_master(&mut m, T, 1, sub);
     assert!(sends.iter().any(|(_, m)| matches!(m, Message::Subscribed { .. })));
@@ -137,6 +138,7 @@ fn subscribe_msg(instance: u64, name: &str, failover_timeout: Millis) -> Message
         instance: InstanceId(instance),
         attempt: 0,
         failover_timeout,
+        tenant: None,
     })
 }
 
@@ -202,6 +204,7 @@ fn a_subscription_past_max_frameworks_is_refused_but_existing_frameworks_resubsc
         instance: InstanceId(2),
         attempt: 1,
         failover_timeout: Millis(1_000),
+        tenant: None,
     });
     let sends = subscribe_on(&mut m, 4, again);
     assert!(sends.iter().any(|(_, m)| matches!(m, Message::Subscribed { .. })), "{sends:?}");
@@ -219,6 +222,7 @@ fn a_subscription_with_an_oversized_name_or_id_is_refused() {
         instance: InstanceId(3),
         attempt: 0,
         failover_timeout: Millis(1_000),
+        tenant: None,
     });
     let sends = subscribe_on(&mut m, 3, by_id);
     assert!(subscribe_refused(&sends).expect("refused").contains("MAX_ID_BYTES"));
@@ -482,6 +486,7 @@ fn a_stored_retry_count_at_u32_max_never_overflows() {
         callback: None,
         registered_at_ms: None,
         job: None,
+        tenant: None,
     });
     let out = m.handle(T, master::Event::Elected { floor: Epoch(1), clock: 0 });
     assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
@@ -562,6 +567,7 @@ fn a_resubscription_snapshot_leaves_out_superseded_attempts() {
         instance: InstanceId(1),
         attempt: 1,
         failover_timeout: Millis(30_000),
+        tenant: None,
     });
     let snapshot = deliver_to_master(&mut m, T, 2, sub)
         .into_iter()
@@ -654,6 +660,7 @@ fn fw_record(m: &Master) -> Record {
         callback: None,
         registered_at_ms: None,
         job: None,
+        tenant: None,
     })
 }
 

@@ -85,6 +85,7 @@ fn cluster() -> (Master, ExecutorId) {
         instance: InstanceId(1),
         attempt: 1,
         failover_timeout: Millis(30_000),
+        tenant: None,
     });
     let _ = deliver(&mut m, T, 1, sub);
     let spec = GroupSpec {

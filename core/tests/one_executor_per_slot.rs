@@ -126,6 +126,7 @@ fn subscribe_msg(id: &str, instance: u64) -> Message {
         instance: InstanceId(instance),
         attempt: 1,
         failover_timeout: Millis(600_000),
+        tenant: None,
     })
 }
 

@@ -219,6 +219,7 @@ impl Cluster {
             instance: InstanceId(1),
             attempt: 0,
             failover_timeout: Millis(600_000),
+            tenant: None,
         });
         let out = m.handle(t, master::Event::Message { conn: SUB, msg: sub });
         let sends = store.settle(&mut m, t, out);

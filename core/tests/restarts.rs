@@ -57,6 +57,7 @@ fn subscribe(m: &mut Master, now: Millis, framework: Option<FrameworkId>) {
         instance: InstanceId(7),
         attempt: 1,
         failover_timeout: Millis(600_000),
+        tenant: None,
     });
     let _ = deliver_to_master(m, now, 1, msg);
 }

@@ -129,6 +129,7 @@ fn subscribe(framework: Option<&str>, attempt: u64) -> Message {
         instance: ME,
         attempt,
         failover_timeout: Millis::from_secs(60),
+        tenant: None,
     })
 }
 

@@ -21,6 +21,7 @@ fn sub_msg(fw: Option<&str>, instance: u64, attempt: u64) -> Message {
         instance: InstanceId(instance),
         attempt,
         failover_timeout: Millis(30_000),
+        tenant: None,
     })
 }
 

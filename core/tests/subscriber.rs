@@ -50,6 +50,7 @@ fn subscribe(framework: Option<&str>, attempt: u64) -> Message {
         instance: ME,
         attempt,
         failover_timeout: Millis::from_secs(60),
+        tenant: None,
     })
 }
 
@@ -187,6 +188,7 @@ fn a_resumed_framework_id_from_config_is_sent_on_the_first_subscribe() {
                 instance: InstanceId(99),
                 attempt: 1,
                 failover_timeout: Millis::from_secs(60),
+                tenant: None,
             })
         )
     );

@@ -107,6 +107,7 @@ fn subscribe_msg(framework: &str) -> Message {
         instance: InstanceId(framework.len() as u64),
         attempt: 1,
         failover_timeout: Millis(30_000),
+        tenant: None,
     })
 }
 

@@ -54,6 +54,7 @@ fn cluster(n: u64, slots: u32) -> (Master, FrameworkId, Vec<(ConnId, ExecutorId)
         instance: InstanceId(7),
         attempt: 1,
         failover_timeout: Millis(30_000),
+        tenant: None,
     });
     let sends = deliver_to_master(&mut m, T, 1, sub);
     let fw = sends
@@ -314,6 +315,7 @@ fn a_leader_recovering_from_its_store_adopts_what_the_new_process_reports() {
             callback: None,
             registered_at_ms: None,
             job: None,
+            tenant: None,
         }),
     ];
     let mut m = master("a");

@@ -331,6 +331,47 @@ pub async fn jobs_with(
     .await?
 }
 
+/// Creates or replaces tenant `tenant` (`regent tenant set`;
+/// docs/tenants.md). `Ok` once durable; a refusal is `Err` with the
+/// leader's reason.
+pub async fn set_tenant_with(
+    masters: &[Addr],
+    net: Arc<NetConfig>,
+    tenant: regent_core::protocol::tenants::Tenant,
+    patience: Patience<'_>,
+) -> Result<(), ClientError> {
+    leader_request(masters, &net, patience, move |request| Message::SetTenant {
+        request,
+        tenant: tenant.clone(),
+    })
+    .await
+}
+
+/// Every tenant with what it holds (`regent tenant list`), from the
+/// leader.
+pub async fn tenants_with(
+    masters: &[Addr],
+    net: Arc<NetConfig>,
+    patience: Patience<'_>,
+) -> Result<Vec<regent_core::protocol::tenants::TenantView>, ClientError> {
+    let request = crate::net::random_u64();
+    ask_patiently(
+        masters,
+        &net,
+        true,
+        patience,
+        || Message::TenantsRequest { request },
+        |msg| match msg {
+            Message::TenantsReply { request: r, tenants, .. } if r == request => Some(Ok(tenants)),
+            Message::RequestRefused { request: r, reason, .. } if r == request => {
+                Some(Err(ClientError::Refused { reason }))
+            }
+            _ => None,
+        },
+    )
+    .await?
+}
+
 /// Tears job `job` down (`regent job delete`, `DELETE /v1/jobs/{id}`):
 /// its executors are killed and it ends TORN_DOWN in the history. `Ok`
 /// once durable; a refusal (no such job, a job a subscriber drives) is
@@ -1349,6 +1390,7 @@ mod tests {
     #[test]
     fn job_status_text_lists_counts_and_every_slot_that_does_not_run() {
         let jobs = vec![JobStatus {
+            tenant: None,
             job: FrameworkId::new("fw"),
             name: "wordcount".into(),
             version: None,

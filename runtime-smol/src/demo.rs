@@ -162,6 +162,7 @@ pub async fn run_demo(executor_shim: Option<std::path::PathBuf>) -> Result<(), D
     let submit = SubmitOptions {
         update: Default::default(),
         keep: false,
+        tenant: None,
         cluster: "demo".into(),
         masters: masters.clone(),
         name: "demo-app".into(),

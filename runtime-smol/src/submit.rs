@@ -175,6 +175,7 @@ pub async fn run_job_with_progress(
     job.validate()?;
     check_masters_given(&opts)?;
     opts.name = job.name.clone();
+    opts.tenant = job.tenant.clone();
     follow(opts, job.groups_to_declare(), out, shutdown, progress).await
 }
 

@@ -159,10 +159,31 @@ fn call(
     let _ = s.write_all(body);
     let mut raw = Vec::new();
     let _ = s.read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(raw.len());
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let body = raw.get(split + 4..).unwrap_or_default();
     let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (status, head.to_string(), body.to_string())
+    let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
+    let body = if chunked { unchunk(body) } else { body.to_vec() };
+    (status, head, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// The body of a `Transfer-Encoding: chunked` response (a large answer,
+/// the OpenAPI document, is sent so).
+fn unchunk(mut rest: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(eol) = rest.windows(2).position(|w| w == b"\r\n") {
+        let size = String::from_utf8_lossy(&rest[..eol]).into_owned();
+        let n = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)
+            .unwrap_or_else(|e| panic!("a bad chunk size {size:?}: {e}"));
+        if n == 0 {
+            break;
+        }
+        let data = &rest[eol + 2..];
+        out.extend_from_slice(&data[..n]);
+        rest = data[n..].strip_prefix(b"\r\n").unwrap_or(&data[n..]);
+    }
+    out
 }
 
 fn json_of(body: &str) -> Value {
@@ -649,6 +670,7 @@ fn the_answers_of_a_fake_master_fit_the_openapi_document() {
                     WaitReason::PlacedNext {},
                 ];
                 let job = JobStatus {
+                    tenant: None,
                     job: "web".into(),
                     name: "web".into(),
                     version: Some(2),
@@ -959,4 +981,63 @@ fn a_scale_over_v1_removes_exactly_the_named_executors() {
     assert_eq!(code, 400, "{body}");
     w.stop(Duration::from_secs(5));
     m.stop(Duration::from_secs(5));
+}
+
+/// `GET /v1/tenants` and `PUT /v1/tenants/{name}` (docs/tenants.md): the
+/// answers fit the document, the body reaches the master as a `SetTenant`,
+/// and a bad dimension is refused naming the field before it does.
+#[test]
+fn tenants_over_v1_fit_the_openapi_document() {
+    use regent_core::protocol::tenants::{Dims, Held, Tenant, TenantView};
+    fn tenants(msg: &Message) -> Message {
+        match msg {
+            Message::TenantsRequest { request } => Message::TenantsReply {
+                epoch: Epoch(3),
+                request: *request,
+                tenants: vec![TenantView {
+                    tenant: Tenant {
+                        limit: Dims::parse("cores=64,gpu=2").unwrap(),
+                        ..Tenant::new("team-a")
+                    },
+                    set: true,
+                    held: Held { cores: 8, memory_mb: 512, resources: vec![("gpu".into(), 1)] },
+                    dominant_share_ppm: 125_000,
+                    frameworks: 1,
+                }],
+            },
+            Message::SetTenant { tenant, .. } if tenant.weight == 3 => {
+                assert_eq!(tenant.limit.cores, Some(64));
+                assert_eq!(tenant.guarantee.memory_mb, Some(65_536));
+                Message::RequestAccepted { epoch: Epoch(3), request: 0 }
+            }
+            other => Message::RequestRefused {
+                epoch: Epoch(3),
+                request: 0,
+                reason: format!("unexpected {}", other.kind()),
+            },
+        }
+    }
+    let f = fake(MasterStatus::Alive, None, tenants);
+    let addr = f.addr.to_string();
+    let doc = openapi_of(&addr);
+    let (code, _, answer) = call(&addr, "GET", "/v1/tenants", &[], b"");
+    assert_eq!(code, 200, "{answer}");
+    let listed = json_of(&answer);
+    assert_eq!(listed["tenants"][0]["use"]["gpu"], 1, "{listed}");
+    assert_eq!(listed["tenants"][0]["limit"], "cores=64,gpu=2", "{listed}");
+    conforms(&doc, "/v1/tenants", "get", 200, &listed);
+    let body = br#"{"guarantee": "cores=16,memory=64G", "limit": "cores=64", "weight": 3}"#;
+    let (code, _, answer) = call(&addr, "PUT", "/v1/tenants/team-a", &[], body);
+    assert_eq!(code, 200, "{answer}");
+    conforms(&doc, "/v1/tenants/{name}", "put", 200, &json_of(&answer));
+    let before = f.commands.load(Ordering::SeqCst);
+    let (code, _, answer) =
+        call(&addr, "PUT", "/v1/tenants/team-a", &[], br#"{"limit": "cores=x"}"#);
+    assert_eq!(code, 400, "{answer}");
+    assert_eq!(json_of(&answer)["field"], "limit", "{answer}");
+    conforms(&doc, "/v1/tenants/{name}", "put", 400, &json_of(&answer));
+    assert_eq!(f.commands.load(Ordering::SeqCst), before, "nothing reached the master");
+    let (code, head, _) = call(&addr, "POST", "/v1/tenants", &[], b"");
+    assert_eq!(code, 405);
+    assert!(head.contains("GET, HEAD"), "{head}");
 }

@@ -84,6 +84,7 @@ fn sample_state(master: &str, status: &str, epoch: u64) -> ClusterState {
         ],
         frameworks: vec![
             FrameworkView {
+                tenant: None,
                 id: FrameworkId::new("fw-1"),
                 name: "etl".into(),
                 state: FrameworkState::Active,
@@ -100,6 +101,7 @@ fn sample_state(master: &str, status: &str, epoch: u64) -> ClusterState {
                 }],
             },
             FrameworkView {
+                tenant: None,
                 id: FrameworkId::new("fw-2"),
                 name: "batch".into(),
                 state: FrameworkState::Disconnected,

@@ -168,6 +168,7 @@ fn limit_round(addr: &str, i: usize, round: u64, seen: &Seen) {
                 instance: InstanceId(round + 1),
                 attempt: 1,
                 failover_timeout: Millis(0),
+                tenant: None,
             }),
             Message::DeclareGroup {
                 request: 1,
@@ -207,6 +208,7 @@ fn limit_round(addr: &str, i: usize, round: u64, seen: &Seen) {
                 instance: InstanceId(round + 1),
                 attempt: 1,
                 failover_timeout: Millis(0),
+                tenant: None,
             }),
         ],
     };

@@ -65,6 +65,7 @@ fn planted() -> Record {
         callback: None,
         registered_at_ms: None,
         job: None,
+        tenant: None,
     })
 }
 

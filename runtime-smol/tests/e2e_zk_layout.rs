@@ -46,6 +46,7 @@ fn records_of(workers: usize) -> Vec<Record> {
         callback: None,
         registered_at_ms: None,
         job: None,
+        tenant: None,
     }));
     out
 }

@@ -53,6 +53,7 @@ fn state() -> ClusterState {
             worker("w-unknown", "UNKNOWN", true, "", None),
         ],
         frameworks: vec![FrameworkView {
+            tenant: None,
             id: FrameworkId::new("fw-1"),
             name: "etl".into(),
             state: FrameworkState::Active,

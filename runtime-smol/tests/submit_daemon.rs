@@ -186,6 +186,7 @@ fn options(masters: Vec<Addr>, executors: u32) -> SubmitOptions {
     SubmitOptions {
         update: Default::default(),
         keep: false,
+        tenant: None,
         cluster: CLUSTER.into(),
         masters,
         name: "test-app".into(),

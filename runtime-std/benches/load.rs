@@ -51,6 +51,7 @@ fn build(dir: &Path, n: usize) {
             callback: None,
             registered_at_ms: None,
             job: None,
+            tenant: None,
         }));
     }
     for i in 0..n - 1 - frameworks {

@@ -91,6 +91,7 @@ impl Carrier for Json {
 #[serde(deny_unknown_fields, bound = "")]
 struct RawJob<C: Carrier> {
     name: C::Of<String>,
+    tenant: Option<C::Of<String>>,
     #[serde(default = "Vec::new")]
     group: Vec<C::Of<RawGroup<C>>>,
 }
@@ -294,6 +295,7 @@ impl<C: Carrier> RawJob<C> {
         JobSpec {
             name: self.name.get_ref().clone(),
             groups: self.group.iter().map(|g| g.get_ref().to_group()).collect(),
+            tenant: self.tenant.as_ref().map(|t| t.get_ref().clone()),
         }
     }
 }
@@ -382,7 +384,7 @@ fn json_message(message: &str) -> String {
     } else if rest.contains("`max_bytes`") {
         format!("unknown field {field}; logs' fields are max_bytes, files")
     } else {
-        format!("unknown field {field}; a job's fields are id, name and group")
+        format!("unknown field {field}; a job's fields are id, name, tenant and group")
     }
 }
 
@@ -594,6 +596,16 @@ memory_mb = 256
 "#;
 
     #[test]
+    fn a_job_file_names_its_tenant_in_toml_and_json() {
+        let job = parse("job.toml", &format!("tenant = \"team-a\"\n{TWO}")).unwrap();
+        assert_eq!(job.tenant.as_deref(), Some("team-a"));
+        assert_eq!(parse("job.toml", TWO).unwrap().tenant, None);
+        let body = br#"{"name": "web", "tenant": "team-b", "group": [{"name": "g", "command": ["true"]}]}"#;
+        let (_, job) = parse_json(body).unwrap();
+        assert_eq!(job.tenant.as_deref(), Some("team-b"));
+    }
+
+    #[test]
     fn a_valid_two_group_file_parses_to_its_job() {
         let job = parse("job.toml", TWO).unwrap();
         let mut mappers = JobGroup::new("mappers", vec!["wc".into(), "-l".into()]);
@@ -605,7 +617,10 @@ memory_mb = 256
         mappers.cores = 2;
         mappers.memory_mb = 256;
         let driver = JobGroup::new("driver", vec!["sh".into(), "-c".into(), "echo driving".into()]);
-        assert_eq!(job, JobSpec { name: "wordcount".into(), groups: vec![driver, mappers] });
+        assert_eq!(
+            job,
+            JobSpec { name: "wordcount".into(), groups: vec![driver, mappers], tenant: None }
+        );
     }
 
     #[test]
@@ -861,7 +876,9 @@ restart = { mode = "service", delay = "500ms" }
         assert!(e.field.as_deref().unwrap_or("").starts_with("group[1]"), "{e:?}");
         assert!(e.message.starts_with("unknown field `coers`; a group's fields are name"), "{e:?}");
         let e = err(&JOB.replacen('{', "{\"owner\": \"me\", ", 1));
-        assert!(e.message.contains("unknown field `owner`; a job's fields are id, name and group"));
+        assert!(e
+            .message
+            .contains("unknown field `owner`; a job's fields are id, name, tenant and group"));
     }
 
     #[test]

@@ -90,6 +90,7 @@ fn an_application_completes_on_std_pumps() {
     let sub = spawn_subscriber(SubscriberConfig {
         update: Default::default(),
         keep: false,
+        tenant: None,
         cluster: "regent".into(),
         masters: vec![Addr::new(&addr)],
         name: "app".into(),
@@ -188,6 +189,7 @@ fn an_interrupted_submission_leaves_its_executor_until_the_worker_shuts_down() {
     let sub = spawn_subscriber(SubscriberConfig {
         update: Default::default(),
         keep: false,
+        tenant: None,
         cluster: "regent".into(),
         masters: vec![Addr::new(&addr)],
         name: "app".into(),

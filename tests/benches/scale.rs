@@ -15,7 +15,9 @@
 //! durable → RECOVERING → every worker re-registers reporting its executor →
 //! ALIVE → every framework resubscribes), and placement with constraints
 //! (`REGENT_SCALE_ONLY=constraints`: groups constrained to a quarter and to
-//! 2 % of the workers, one spread over racks, a `job plan`). Every `Persist` and `Unpersist` is
+//! 2 % of the workers, one spread over racks, a `job plan`), and placement
+//! with weighted DRF on (`REGENT_SCALE_ONLY=drf`: 1,000 frameworks in 10
+//! tenants of weights 1 to 3; docs/tenants.md). Every `Persist` and `Unpersist` is
 //! made durable at once (fed back as `Persisted` right after the step that
 //! asked for it), so the figures are the machine's own cost. Memory is
 //! counted by the global allocator below: bytes live in the process after a
@@ -317,6 +319,7 @@ fn subscribe(d: &mut Driver, j: u64, t: &mut Tally) {
         instance: InstanceId(5_000_000 + j),
         attempt: 1,
         failover_timeout: Millis(3_600_000),
+        tenant: None,
     };
     d.msg(conn, Message::Subscribe(sub), t);
 }
@@ -552,6 +555,56 @@ fn place(d: &mut Driver, frameworks: u64, per_framework: u32, label: &str) -> us
     n
 }
 
+/// Places `n` executors over 1,000 frameworks in 10 tenants of weights 1
+/// to 3 (docs/tenants.md): every placement takes the weighted DRF path
+/// (tenants and frameworks in heaps keyed by dominant share, use kept per
+/// executor). The time counts from the first declaration to the last
+/// launch.
+fn place_drf(d: &mut Driver, n: u64) {
+    const FRAMEWORKS: u64 = 1_000;
+    const TENANTS: u64 = 10;
+    let mut t = Tally::default();
+    let op = ConnId(9_999_999);
+    d.feed(master::Event::Connected { conn: op }, &mut t);
+    for k in 0..TENANTS {
+        let tenant = regent_core::protocol::tenants::Tenant {
+            weight: 1 + (k % 3) as u32,
+            ..regent_core::protocol::tenants::Tenant::new(format!("tenant-{k}"))
+        };
+        d.msg(op, Message::SetTenant { request: k, tenant }, &mut t);
+    }
+    for j in 0..FRAMEWORKS {
+        let conn = framework_conn(j);
+        d.feed(master::Event::Connected { conn }, &mut t);
+        let sub = Subscribe {
+            framework: Some(framework_id(j)),
+            name: format!("app-{j}"),
+            instance: InstanceId(5_000_000 + j),
+            attempt: 1,
+            failover_timeout: Millis(3_600_000),
+            tenant: Some(format!("tenant-{}", j % TENANTS)),
+        };
+        d.msg(conn, Message::Subscribe(sub), &mut t);
+    }
+    let per = u32::try_from(n / FRAMEWORKS).unwrap_or(u32::MAX).max(1);
+    let watch = Stopwatch::start();
+    let mut t = Tally::default();
+    for j in 0..FRAMEWORKS {
+        d.msg(
+            framework_conn(j),
+            Message::DeclareGroup { request: 1, spec: spec("g", per) },
+            &mut t,
+        );
+    }
+    let took = watch.stop();
+    let placed = FRAMEWORKS as usize * per as usize;
+    assert_eq!(t.launches, placed, "every executor placed");
+    println!(
+        "placement (weighted DRF): {placed} executors, {FRAMEWORKS} frameworks in {TENANTS} tenants x {per}: {}",
+        took.report(placed)
+    );
+}
+
 /// The store of a cluster of `n` workers and `n / 10` frameworks of 10
 /// running executors each, executor `k` on worker `k`.
 fn records(n: u64) -> Vec<Record> {
@@ -584,6 +637,7 @@ fn records(n: u64) -> Vec<Record> {
             callback: Some(Addr(format!("10.200.{}.{}:7079", j >> 8 & 0xff, j & 0xff))),
             registered_at_ms: None,
             job: None,
+            tenant: None,
         }));
     }
     v
@@ -792,6 +846,11 @@ fn main() {
             sweeps_nothing_expired(&mut d, n, 9);
         }
         sweep_one_percent_expired(&mut d, n);
+        black_box(d);
+    }
+    if run("drf") {
+        let mut d = registered_leader(n, regent_core::policy::Placement::Spread, false);
+        place_drf(&mut d, n);
         black_box(d);
     }
     if run("big-groups") {

@@ -505,3 +505,21 @@ fn every_fault() -> SimConfig {
         ..SimConfig::default()
     }
 }
+
+#[test]
+fn seeds_0_to_99_with_tenants_and_limits() {
+    // The API client first sets tenants team-0 (1 core) and team-1 (2
+    // cores), then its jobs (of 1-core executors, up to 2 slots each)
+    // belong to them while the faults run: the `tenant_limits` invariant
+    // (no tenant exceeds its limit) holds after every step, across
+    // failovers, with every other invariant.
+    let cfg = SimConfig { api_jobs: true, tenants: true, ..base() };
+    let mut accepted = 0;
+    for seed in 0..100 {
+        match run_seed(seed, &cfg) {
+            Ok(stats) => accepted += stats.api_accepted,
+            Err(f) => panic!("{f}"),
+        }
+    }
+    assert!(accepted > 200, "only {accepted} API submissions accepted in 100 seeds");
+}

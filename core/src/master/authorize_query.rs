@@ -67,15 +67,6 @@ pub fn framework_of(msg: &Message) -> Option<&FrameworkId> {
 }
 
 impl Master {
-    /// The tenant framework `fid` belongs to: [`DEFAULT_TENANT`] until
-    /// frameworks carry their tenant durably (the tenants work); a
-    /// framework not known yet belongs to the tenant of the token that
-    /// creates it.
-    pub(super) fn framework_tenant(&self, fid: &FrameworkId) -> &str {
-        let _ = fid;
-        DEFAULT_TENANT
-    }
-
     /// `Ok` when `principal` may send `msg` as a local command: it has the
     /// capability the message needs and, when the message names a
     /// framework, the framework is in its scope (a framework not known yet

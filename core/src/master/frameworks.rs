@@ -67,6 +67,9 @@ pub struct FrameworkEntry {
     /// flight: an answer that depends on it (a replayed or unchanged
     /// submission) waits for it.
     pub job_write: Option<crate::store::WriteId>,
+    /// The tenant it belongs to (`None`: `default`; docs/tenants.md),
+    /// set when it is created and never changed.
+    pub tenant: Option<String>,
 }
 
 /// A declared group and its slots at the leader.
@@ -104,6 +107,7 @@ impl FrameworkEntry {
             callback: self.callback.clone(),
             registered_at_ms: self.registered_at_ms,
             job: self.job.clone(),
+            tenant: self.tenant.clone(),
         })
     }
 
@@ -115,6 +119,7 @@ impl FrameworkEntry {
             callback: r.callback,
             registered_at_ms: r.registered_at_ms,
             job: r.job,
+            tenant: r.tenant,
             job_write: None,
             instance: None,
             attempt: 0,
@@ -391,6 +396,17 @@ impl Master {
             self.metrics.rejected += 1;
             return;
         }
+        let tenant = match self.tenant_for(super::Origin::Conn(conn), &id, sub.tenant.as_deref()) {
+            Ok(tenant) => tenant,
+            Err(reason) => {
+                let msg = Message::SubscribeRefused { epoch: self.epoch, reason: reason.clone() };
+                out.push(Action::Send { conn, msg });
+                out.push(Action::Close { conn, reason: format!("SUBSCRIBE refused: {reason}") });
+                self.conns.remove(&conn);
+                self.metrics.rejected += 1;
+                return;
+            }
+        };
         let fw = self.frameworks.entry(id.clone()).or_insert_with(|| FrameworkEntry {
             id: id.clone(),
             name: sub.name.clone(),
@@ -404,6 +420,7 @@ impl Master {
             registered_at_ms,
             job: None,
             job_write: None,
+            tenant,
         });
         let connected = fw.conn.is_some();
         if let Some(current) = fw.instance.filter(|cur| sub.instance < *cur && connected) {

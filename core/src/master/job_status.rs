@@ -59,6 +59,7 @@ impl Master {
     /// One framework's status at `now`.
     fn job_status(&self, now: Millis, fw: &FrameworkEntry) -> JobStatus {
         JobStatus {
+            tenant: fw.tenant.clone(),
             job: fw.id.clone(),
             name: fw.name.clone(),
             version: fw.job.as_ref().map(|j| j.version),
@@ -121,7 +122,7 @@ impl Master {
             // (a plan scans the workers: once per slot would cost a large
             // group's reply its slots times the cluster).
             let waiting = u32::try_from(unplaced.len()).unwrap_or(u32::MAX);
-            let group_reasons = self.waiting_reasons(g, waiting);
+            let group_reasons = self.waiting_reasons(&fw.id, g, waiting);
             let placeable = g.placeable_slots();
             for i in unplaced {
                 let reasons = if slots[i].slot >= placeable {
@@ -155,32 +156,57 @@ impl Master {
     /// Why the `waiting` slots of group `g` without an executor are not
     /// placed now, ranked, never empty (a slot whose declaration is not
     /// durable yet says so instead: see `group_status`).
-    pub(super) fn waiting_reasons(&self, g: &GroupState, waiting: u32) -> Vec<WaitReason> {
+    pub(super) fn waiting_reasons(
+        &self,
+        fid: &FrameworkId,
+        g: &GroupState,
+        waiting: u32,
+    ) -> Vec<WaitReason> {
         if !self.may_place() {
             return vec![WaitReason::Recovering {}];
         }
         let mut spec = g.record.spec.clone();
         spec.slots = waiting;
         let plan = self.candidates().plan(std::slice::from_ref(&spec));
-        match plan.into_iter().next().map(|p| p.reasons) {
-            Some(reasons) if !reasons.is_empty() => reasons,
-            _ => vec![WaitReason::PlacedNext {}],
+        let reasons = plan.into_iter().next().map(|p| p.reasons).unwrap_or_default();
+        self.with_tenant_limit(fid, g, reasons)
+    }
+
+    /// `reasons` with the tenant's limit first when the group's next slot
+    /// would pass it (it waits for that before anything a worker lacks:
+    /// the placement skips it however much room the workers have); never
+    /// empty.
+    fn with_tenant_limit(
+        &self,
+        fid: &FrameworkId,
+        g: &GroupState,
+        mut reasons: Vec<WaitReason>,
+    ) -> Vec<WaitReason> {
+        let need = super::executors::Need::of(&g.record.spec);
+        if let Some((dimension, in_use, limit)) = self.tenant_limit_shortfall(fid, &need) {
+            let tenant = self.framework_tenant(fid).to_owned();
+            reasons.retain(|r| !matches!(r, WaitReason::PlacedNext {}));
+            reasons.insert(0, WaitReason::TenantLimit { tenant, dimension, in_use, limit });
         }
+        if reasons.is_empty() {
+            reasons.push(WaitReason::PlacedNext {});
+        }
+        reasons
     }
 
     /// Why group `g`'s slots wait, by one pass over the workers (no plan
     /// of its slots first, as `waiting_reasons` makes): for the cluster
     /// state, built for every event poll. Never empty.
-    pub(super) fn waiting_reasons_quick(&self, g: &GroupState) -> Vec<WaitReason> {
+    pub(super) fn waiting_reasons_quick(
+        &self,
+        fid: &FrameworkId,
+        g: &GroupState,
+    ) -> Vec<WaitReason> {
         if !self.may_place() {
             return vec![WaitReason::Recovering {}];
         }
         let reasons = self.candidates().wait_reasons(&g.record.spec, &Default::default());
-        if reasons.is_empty() {
-            vec![WaitReason::PlacedNext {}]
-        } else {
-            reasons
-        }
+        self.with_tenant_limit(fid, g, reasons)
     }
 
     /// How many slots of group `gi` of `fw` wait to be placed: open, with

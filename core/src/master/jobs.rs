@@ -135,7 +135,7 @@ impl Master {
         now: Millis,
         asker: Origin,
         request: u64,
-        sub: JobSubmission,
+        mut sub: JobSubmission,
         out: &mut Vec<Action>,
     ) {
         let refuse = |m: &Self, reason: String| m.refuse_request(asker, request, reason);
@@ -144,6 +144,10 @@ impl Master {
             return;
         }
         let id = sub.job.clone();
+        sub.tenant = match self.tenant_for(asker, &id, sub.tenant.as_deref()) {
+            Ok(tenant) => tenant,
+            Err(reason) => return out.push(refuse(self, reason)),
+        };
         let Some(fw) = self.frameworks.get(&id) else {
             return self.create_job(now, asker, request, sub, out);
         };
@@ -324,6 +328,7 @@ impl Master {
                 registered_at_ms: crate::time::wall_ms(self.wall_base, now).filter(|ms| *ms > 0),
                 job: Some(JobRecord { version: 0, keys: Vec::new() }),
                 job_write: None,
+                tenant: sub.tenant.clone(),
             },
         );
         if let Some(reason) = self.record_limit_of(&id, &sub.groups) {
@@ -443,6 +448,7 @@ mod tests {
             key: None,
             expect_version: None,
             max_parallel: 1,
+            tenant: None,
         }
     }
 

@@ -127,6 +127,7 @@ impl Master {
                 }
                 // What the last leader revoked stays revoked.
                 Record::Revocations(r) => self.revocations = r,
+                Record::Tenant(t) => self.tenants.insert(t),
                 Record::Epoch(_) | Record::History(_) => {}
             }
         }

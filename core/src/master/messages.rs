@@ -307,6 +307,22 @@ impl Master {
             out.push(self.refuse_request(asker, authorize_query::request_of(&msg), reason));
             return;
         }
+        // A job submitted with a token of a tenant is that tenant's (the
+        // credential's tenant wins; naming another is refused by
+        // `tenant_for`, which sees it named).
+        let mut msg = msg;
+        if let (Message::SubmitJob { job, .. }, Some(t)) = (&mut msg, principal.tenant()) {
+            job.tenant.get_or_insert_with(|| t.to_owned());
+            if job.tenant.as_deref() != Some(t) {
+                let reason = format!(
+                    "{}the credential belongs to tenant {t}; it cannot act for tenant {}",
+                    authorize_query::FORBIDDEN,
+                    job.tenant.as_deref().unwrap_or_default()
+                );
+                out.push(self.refuse_request(asker, authorize_query::request_of(&msg), reason));
+                return;
+            }
+        }
         // Anything but a client's command is refused there, and counted.
         self.client_command(now, asker, msg, out)
     }
@@ -387,6 +403,10 @@ impl Master {
                 } else {
                     out.push(asker.reply(msg));
                 }
+            }
+            Message::SetTenant { request, tenant } => self.set_tenant(asker, request, tenant, out),
+            Message::TenantsRequest { request } => {
+                out.push(asker.reply(self.tenants_reply(request)))
             }
             other => {
                 self.metrics.rejected += 1;

@@ -28,6 +28,7 @@
 mod authorize;
 mod authorize_query;
 mod executors;
+mod fairness;
 mod frameworks;
 mod gauges;
 mod history;
@@ -43,6 +44,7 @@ mod restarts;
 mod rollout;
 mod silence;
 mod snapshot;
+mod tenants;
 mod timers;
 mod workers;
 
@@ -633,6 +635,10 @@ pub struct Master {
     /// Changes asked and not answered yet, for the audit log: who asked
     /// what, by asker and request number (at most [`MAX_PENDING_AUDITS`]).
     audits: Vec<(Origin, u64, crate::audit::Asked)>,
+    /// The tenants an operator set (docs/tenants.md).
+    tenants: tenants::Tenants,
+    /// What the live executors of each tenant and framework hold.
+    usage: fairness::Usage,
 }
 
 impl Master {
@@ -671,6 +677,8 @@ impl Master {
             dying: kills::Dying::default(),
             restart_waits: restarts::Waits::default(),
             audits: Vec::new(),
+            tenants: tenants::Tenants::default(),
+            usage: fairness::Usage::default(),
         }
     }
 
@@ -858,6 +866,7 @@ impl Master {
             .map(|f| {
                 let state = f.state();
                 FrameworkView {
+                    tenant: f.tenant.clone(),
                     id: f.id.clone(),
                     name: f.name.clone(),
                     state,
@@ -895,7 +904,7 @@ impl Master {
                             if view.unplaced > 0 && reason_groups > 0 && visits >= per_group {
                                 reason_groups -= 1;
                                 visits -= per_group;
-                                view.reasons = self.waiting_reasons_quick(g);
+                                view.reasons = self.waiting_reasons_quick(&f.id, g);
                             }
                             view
                         })
@@ -988,6 +997,10 @@ impl Master {
             return;
         }
         self.executors.check();
+        let live = self.executors.iter().filter(|e| !e.state.is_terminal());
+        self.usage.check(live.map(|e| (&e.framework, e.held())), |fid| {
+            self.frameworks.get(fid).map(|_| self.framework_tenant(fid).to_owned())
+        });
         assert_eq!(self.gauges(), Gauges::of_state(&self.state()), "the gauges from the counters");
         let live = |w: &WorkerId| self.executors.live_on(w);
         self.workers.check(self.config.placement, self.config.worker_timeout, live);
@@ -1319,8 +1332,10 @@ impl Master {
         self.longest_heartbeat = Millis::ZERO;
         self.frameworks.clear();
         self.executors.clear();
+        self.usage.clear();
         self.open_slots.clear();
         self.restart_waits = restarts::Waits::default();
+        self.tenants = tenants::Tenants::default();
         // Local askers waiting for a write are answered now, as standby
         // (exactly one answer per query): whether it landed is for a new
         // leader to say, and a retry is safe.

@@ -241,6 +241,9 @@ pub(super) struct Registry {
     /// Bytes of listing the entries' record names take in each store
     /// shard ([`listing_cost`]; empty until the first entry).
     shard_listing: Vec<usize>,
+    /// The cores and memory (MiB) the ALIVE workers offer: the
+    /// denominators of dominant shares (docs/tenants.md).
+    alive_capacity: (u64, u64),
 }
 
 /// The store shard of worker `id`'s record and the bytes its name takes in
@@ -271,6 +274,8 @@ impl Registry {
         self.recovered += usize::from(e.recovered);
         if e.state == WorkerState::Alive {
             self.silence.push_back(e.slot, e.last_seen);
+            self.alive_capacity.0 += u64::from(e.cores);
+            self.alive_capacity.1 += e.memory_mb;
         }
         if let Some(old) = self.entries.insert(e.id.clone(), e) {
             unreachable!("worker {} inserted twice", old.id);
@@ -287,6 +292,10 @@ impl Registry {
         self.counts[e.state as usize] -= 1;
         self.recovered -= usize::from(e.recovered);
         self.silence.free(e.slot);
+        if e.state == WorkerState::Alive {
+            self.alive_capacity.0 -= u64::from(e.cores);
+            self.alive_capacity.1 -= e.memory_mb;
+        }
         if let Some((c, m)) = e.placed_as {
             self.placeable.remove(&(c, m, e.id.clone()));
         }
@@ -302,6 +311,13 @@ impl Registry {
         }
         self.counts[e.state as usize] -= 1;
         self.counts[state as usize] += 1;
+        if e.state == WorkerState::Alive {
+            self.alive_capacity.0 -= u64::from(e.cores);
+            self.alive_capacity.1 -= e.memory_mb;
+        } else if state == WorkerState::Alive {
+            self.alive_capacity.0 += u64::from(e.cores);
+            self.alive_capacity.1 += e.memory_mb;
+        }
         e.state = state;
         if state == WorkerState::Alive {
             self.silence.push_back(e.slot, e.last_seen);
@@ -405,6 +421,11 @@ impl Registry {
         })
     }
 
+    /// The cores and memory (MiB) the ALIVE workers offer.
+    pub(super) fn alive_capacity(&self) -> (u64, u64) {
+        self.alive_capacity
+    }
+
     pub(super) fn count(&self, state: WorkerState) -> usize {
         self.counts[state as usize]
     }
@@ -499,6 +520,9 @@ impl Registry {
             counts[e.state as usize] += 1;
         }
         assert_eq!(self.counts, counts, "worker counts by state");
+        let alive = self.entries.values().filter(|e| e.state == WorkerState::Alive);
+        let capacity = alive.fold((0, 0), |(c, m), e| (c + u64::from(e.cores), m + e.memory_mb));
+        assert_eq!(self.alive_capacity, capacity, "the ALIVE workers' capacity");
         let recovered = self.entries.values().filter(|e| e.recovered).count();
         assert_eq!(self.recovered, recovered, "recovered workers");
         let linked = self.silence.linked();

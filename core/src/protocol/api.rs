@@ -63,6 +63,11 @@ pub struct JobSubmission {
     /// The most slots of one group replaced at once by an update (at
     /// least 1).
     pub max_parallel: u32,
+    /// The tenant a new job belongs to (docs/tenants.md; `None`: its
+    /// credential's tenant, else `default`). A job's tenant never changes:
+    /// a submission naming another tenant is refused naming both.
+    #[serde(default)]
+    pub tenant: Option<String>,
 }
 
 /// What an accepted submission did (`Message::JobAccepted`).
@@ -160,6 +165,8 @@ pub struct JobStatus {
     pub state: FrameworkState,
     /// Its groups, in declaration order.
     pub groups: Vec<GroupStatus>,
+    /// Its tenant (docs/tenants.md); `None`: `default`.
+    pub tenant: Option<String>,
 }
 
 /// One group of a job: how many slots are wanted, placed and running, and

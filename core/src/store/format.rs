@@ -704,6 +704,7 @@ mod tests {
                             }],
                         })
                     },
+                    tenant: bool::arbitrary(g).then(|| "team-a".to_owned()),
                 }),
             };
             AnyRecord(r)

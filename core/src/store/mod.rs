@@ -101,6 +101,8 @@ pub enum RecordKey {
     /// The revoked tokens and retired key ids (one per store,
     /// docs/security.md).
     Revocations,
+    /// A tenant an operator set, by name (appended; docs/tenants.md).
+    Tenant(String),
 }
 
 impl fmt::Display for RecordKey {
@@ -111,6 +113,7 @@ impl fmt::Display for RecordKey {
             RecordKey::Framework(fw) => write!(f, "framework/{fw}"),
             RecordKey::History(seq) => write!(f, "history/{seq}"),
             RecordKey::Revocations => f.write_str("revocations"),
+            RecordKey::Tenant(t) => write!(f, "tenant/{t}"),
         }
     }
 }
@@ -180,6 +183,9 @@ pub struct FrameworkRecord {
     /// its version and idempotency keys. `None` for a framework a
     /// subscriber drives.
     pub job: Option<JobRecord>,
+    /// The tenant it belongs to (docs/tenants.md); `None`: `default`.
+    /// Set when it is created, never changed.
+    pub tenant: Option<String>,
 }
 
 /// What the leader keeps of a job it owns ([`crate::api`]): its version
@@ -428,6 +434,9 @@ pub enum Record {
     /// The revoked tokens and retired key ids (docs/security.md; appended:
     /// older images are unchanged).
     Revocations(crate::token::Revocations),
+    /// A tenant an operator set (appended: older images are unchanged;
+    /// docs/tenants.md).
+    Tenant(crate::protocol::tenants::Tenant),
 }
 
 impl Record {
@@ -439,6 +448,7 @@ impl Record {
             Record::Framework(f) => RecordKey::Framework(f.id.clone()),
             Record::History(h) => RecordKey::History(h.seq),
             Record::Revocations(_) => RecordKey::Revocations,
+            Record::Tenant(t) => RecordKey::Tenant(t.name.clone()),
         }
     }
 }
@@ -504,10 +514,68 @@ mod wire {
         /// A job the leader owns ([`FrameworkRecord::job`]; appended:
         /// frameworks a subscriber drives keep the earlier layouts byte
         /// for byte).
-        FrameworkWithJob(FrameworkRecord),
+        FrameworkWithJob(FrameworkV12),
         /// The revoked tokens and retired key ids (appended: a store
         /// without revocations has no such record).
         Revocations(crate::token::Revocations),
+        /// A tenant an operator set (appended: docs/tenants.md).
+        Tenant(crate::protocol::tenants::Tenant),
+        /// A framework of a named tenant ([`FrameworkRecord::tenant`];
+        /// appended: frameworks of `default` keep the earlier layouts byte
+        /// for byte).
+        FrameworkWithTenant(FrameworkRecord),
+    }
+
+    /// A framework record of the twelfth format: a job, no tenant.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct FrameworkV12 {
+        id: FrameworkId,
+        name: String,
+        failover_timeout_ms: u64,
+        groups: Vec<GroupRecord>,
+        callback: Option<Addr>,
+        registered_at_ms: Option<u64>,
+        job: Option<super::JobRecord>,
+    }
+
+    impl From<FrameworkV12> for FrameworkRecord {
+        fn from(f: FrameworkV12) -> Self {
+            let FrameworkV12 {
+                id,
+                name,
+                failover_timeout_ms,
+                groups,
+                callback,
+                registered_at_ms,
+                job,
+            } = f;
+            FrameworkRecord {
+                id,
+                name,
+                failover_timeout_ms,
+                groups,
+                callback,
+                registered_at_ms,
+                job,
+                tenant: None,
+            }
+        }
+    }
+
+    impl From<FrameworkRecord> for FrameworkV12 {
+        fn from(f: FrameworkRecord) -> Self {
+            let FrameworkRecord {
+                id,
+                name,
+                failover_timeout_ms,
+                groups,
+                callback,
+                registered_at_ms,
+                job,
+                ..
+            } = f;
+            FrameworkV12 { id, name, failover_timeout_ms, groups, callback, registered_at_ms, job }
+        }
     }
 
     /// A framework record of the eleventh format: groups of the current
@@ -949,6 +1017,7 @@ mod wire {
                 callback: f.callback,
                 registered_at_ms: f.registered_at_ms,
                 job: None,
+                tenant: None,
             }
         }
     }
@@ -1213,6 +1282,7 @@ mod wire {
                         callback: None,
                         registered_at_ms: None,
                         job: None,
+                        tenant: None,
                     })
                 }
                 Record::WorkerWithCallback(WorkerV2 {
@@ -1244,6 +1314,7 @@ mod wire {
                     callback,
                     registered_at_ms: None,
                     job: None,
+                    tenant: None,
                 }),
                 Record::History(h) => super::Record::History(h),
                 Record::Revocations(r) => super::Record::Revocations(r),
@@ -1262,11 +1333,14 @@ mod wire {
                     callback,
                     registered_at_ms,
                     job: None,
+                    tenant: None,
                 }),
                 Record::WorkerWithMaintenance(w) => super::Record::Worker(w.into()),
                 Record::WorkerDead(w) => super::Record::Worker(w),
                 Record::FrameworkWithCountedEnds(f) => super::Record::Framework(f.into()),
-                Record::FrameworkWithJob(f) => super::Record::Framework(f),
+                Record::FrameworkWithJob(f) => super::Record::Framework(f.into()),
+                Record::FrameworkWithTenant(f) => super::Record::Framework(f),
+                Record::Tenant(t) => super::Record::Tenant(t),
                 Record::FrameworkWithPolicies(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithRestarts(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithLaunch(f) => super::Record::Framework(f.into()),
@@ -1282,6 +1356,7 @@ mod wire {
         fn from(r: super::Record) -> Self {
             match r {
                 super::Record::Epoch(e) => Record::Epoch(e),
+                super::Record::Tenant(t) => Record::Tenant(t),
                 super::Record::Worker(w) if w.dead => Record::WorkerDead(w),
                 super::Record::Worker(w) if w.maintenance.is_some() => {
                     Record::WorkerWithMaintenance(w.into())
@@ -1303,7 +1378,10 @@ mod wire {
                 super::Record::Worker(WorkerRecord {
                     id, incarnation, cores, memory_mb, ..
                 }) => Record::Worker(WorkerV1 { id, incarnation, cores, memory_mb }),
-                super::Record::Framework(f) if f.job.is_some() => Record::FrameworkWithJob(f),
+                super::Record::Framework(f) if f.tenant.is_some() => Record::FrameworkWithTenant(f),
+                super::Record::Framework(f) if f.job.is_some() => {
+                    Record::FrameworkWithJob(f.into())
+                }
                 super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v8) => {
                     Record::FrameworkWithCountedEnds(f.into())
                 }
@@ -1414,6 +1492,7 @@ mod tests {
                 callback: callback.map(Addr::new),
                 registered_at_ms,
                 job: None,
+                tenant: None,
             })
         };
         for (r, variant) in [
@@ -1439,6 +1518,7 @@ mod tests {
                 callback: None,
                 registered_at_ms: None,
                 job,
+                tenant: None,
             })
         };
         let key = JobKey { key: "k-1".into(), version: 2, change: crate::api::JobChange::Updated };
@@ -1480,6 +1560,7 @@ mod tests {
                 callback: None,
                 registered_at_ms: Some(1_764_603_000_000),
                 job: None,
+                tenant: None,
             })
         };
         let mut policy = crate::policy::GroupPolicy::default();

@@ -2,7 +2,7 @@
 //!
 //! A key maps to a stem: `epoch`, `w-<id>` for a worker, `f-<id>` for a
 //! framework, `h-<seq>` (twenty decimal digits) for a finished framework,
-//! `revocations` for the revoked tokens. In the id, ASCII letters, digits, `-`, `_` and `.` are kept and
+//! `revocations` for the revoked tokens, `t-<name>` for a tenant. In the id, ASCII letters, digits, `-`, `_` and `.` are kept and
 //! every other byte is written `%XX` (upper-case hex), so no id can produce a
 //! `/`, a NUL, a hidden file, `.`/`..` or a name that collides with another
 //! key. An escaped id longer than [`MAX_ESCAPED`] bytes (file names are limited
@@ -35,6 +35,7 @@ pub fn key_stem(key: &RecordKey) -> String {
         // Twenty digits: every u64, and names sort in the history's order.
         RecordKey::History(seq) => format!("h-{seq:020}"),
         RecordKey::Revocations => REVOCATIONS_STEM.to_owned(),
+        RecordKey::Tenant(t) => with_prefix("t-", t),
     }
 }
 

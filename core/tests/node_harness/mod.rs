@@ -884,6 +884,7 @@ pub fn subscribe_msg(instance: u64) -> Message {
         instance: InstanceId(instance),
         attempt: 1,
         failover_timeout: Millis(60_000),
+        tenant: None,
     })
 }
 

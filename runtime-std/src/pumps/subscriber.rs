@@ -119,6 +119,9 @@ pub struct SubscriberConfig {
     /// (`regent submit --keep`) instead of ending it at once
     /// ([`regent_core::node::submit::Config::keep`]).
     pub keep: bool,
+    /// The tenant a new framework belongs to (a job file's `tenant`;
+    /// docs/tenants.md). `None`: the credential's, else `default`.
+    pub tenant: Option<String>,
 }
 
 /// The default of `--connect-timeout`: how long a client tries to reach a
@@ -299,6 +302,7 @@ pub fn submit_node_config(cfg: &SubscriberConfig, instance: InstanceId) -> Confi
     sub.framework = cfg.framework_id.clone().map(FrameworkId::new);
     sub.failover_timeout = Millis(cfg.failover_timeout.as_millis() as u64);
     sub.update = cfg.update;
+    sub.tenant = cfg.tenant.clone();
     let mut config = Config::new(sub);
     config.dial_timeout = Millis(DIAL_TIMEOUT.as_millis() as u64);
     config.connect_timeout = cfg.connect_timeout.map(|d| Millis(d.as_millis() as u64));

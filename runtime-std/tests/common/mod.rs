@@ -62,6 +62,7 @@ pub fn framework(id: &str, name: &str) -> Record {
         callback: None,
         registered_at_ms: None,
         job: None,
+        tenant: None,
     })
 }
 
@@ -414,6 +415,43 @@ pub fn cases() -> Vec<Case> {
         files: revoked.iter().map(file).collect(),
         sealing: Sealing::none(),
         expect: Ok((revoked, vec![])),
+    });
+
+    // A tenant an operator set (variant 19) and a framework of it (variant
+    // 20; docs/tenants.md).
+    let mut tenant = vec![
+        Record::Epoch(Epoch(50)),
+        Record::Tenant(regent_core::protocol::tenants::Tenant {
+            name: "team-a".into(),
+            guarantee: regent_core::protocol::tenants::Dims {
+                cores: Some(16),
+                memory_mb: Some(65_536),
+                resources: vec![("gpu".into(), 2)],
+            },
+            limit: regent_core::protocol::tenants::Dims {
+                cores: Some(64),
+                memory_mb: None,
+                resources: vec![],
+            },
+            weight: 3,
+        }),
+        Record::Framework(regent_core::store::FrameworkRecord {
+            id: regent_core::FrameworkId::new("fw-t"),
+            name: "etl".into(),
+            failover_timeout_ms: 60_000,
+            groups: vec![],
+            callback: None,
+            registered_at_ms: Some(1_796_137_200_000),
+            job: None,
+            tenant: Some("team-a".into()),
+        }),
+    ];
+    tenant.sort_by_key(Record::key);
+    cases.push(Case {
+        name: "tenant",
+        files: tenant.iter().map(file).collect(),
+        sealing: Sealing::none(),
+        expect: Ok((tenant, vec![])),
     });
 
     let cut = 20;

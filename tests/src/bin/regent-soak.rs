@@ -68,6 +68,7 @@ fn parse() -> Args {
             "--operator" => a.config.operator = true,
             "--jobs" => a.config.jobs = true,
             "--api-jobs" => a.config.api_jobs = true,
+            "--tenants" => a.config.tenants = true,
             "--slow-store" => a.config.slow_store = true,
             "--zk-latency" => a.config.zk_latency = true,
             "--zk-packet-limit" => a.config.zk_packet_limit = num(&mut it) as usize,

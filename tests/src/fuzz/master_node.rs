@@ -506,6 +506,7 @@ impl Harness {
                 instance: InstanceId(u64::from(src.u8() % 4)),
                 attempt: u64::from(src.u8()),
                 failover_timeout: gen::millis(src),
+                tenant: None,
             }),
             7 | 8 => {
                 Message::DeclareGroup { request: u64::from(src.u8()), spec: gen::group_spec(src) }
@@ -754,6 +755,7 @@ impl Harness {
                     instance: InstanceId(u64::from(src.u8() % 4)),
                     attempt: 1,
                     failover_timeout: Millis::from_secs(60),
+                    tenant: None,
                 };
                 self.send(conn, Message::Subscribe(sub));
             }
@@ -1117,6 +1119,11 @@ fn submission(src: &mut Source, known: &[FrameworkId]) -> regent_core::api::JobS
         },
         expect_version: if src.bool() { Some(u64::from(src.u8() % 4)) } else { None },
         max_parallel: u32::from(src.u8() % 3),
+        tenant: if src.bool() {
+            Some(gen::text(src, &["team-a", "default", "a/b"], 70))
+        } else {
+            None
+        },
     }
 }
 
@@ -1131,6 +1138,7 @@ fn sane_submission(src: &mut Source) -> regent_core::api::JobSubmission {
         key: if src.bool() { Some(format!("k{}", src.u8() % 4)) } else { None },
         expect_version: if src.one_in(4) { Some(u64::from(src.u8() % 3)) } else { None },
         max_parallel: 1 + u32::from(src.u8() % 2),
+        tenant: None,
     }
 }
 
@@ -1201,6 +1209,7 @@ fn record(src: &mut Source, frameworks: &[FrameworkId]) -> Record {
                 callback: src.bool().then(|| Addr::new(gen::text(src, &["10.0.0.8:7079"], 300))),
                 registered_at_ms: None,
                 job: None,
+                tenant: None,
             })
         }
         _ => postcard::from_bytes(src.sized(128)).unwrap_or(Record::Epoch(gen::epoch(src))),

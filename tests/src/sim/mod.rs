@@ -98,6 +98,12 @@ pub struct SimConfig {
     /// checked by the `api_jobs` invariant. Off by default, so the
     /// regression seeds keep their schedules.
     pub api_jobs: bool,
+    /// With `api_jobs`: the API client first sets two tenants with core
+    /// limits (docs/tenants.md), and its jobs belong to them
+    /// (`regent-soak --tenants`), checked by the `tenant_limits`
+    /// invariant. Off by default, so the regression seeds keep their
+    /// schedules.
+    pub tenants: bool,
     /// Invariants not checked, by name (`regent-soak --skip NAME`): to soak
     /// the other properties while a known bug breaks one. Empty by default.
     pub skip: Vec<String>,
@@ -144,6 +150,7 @@ impl Default for SimConfig {
             operator: false,
             jobs: false,
             api_jobs: false,
+            tenants: false,
             skip: Vec::new(),
             slow_store: false,
             zk_latency: false,
@@ -180,6 +187,7 @@ impl SimConfig {
             (self.operator, "--operator"),
             (self.jobs, "--jobs"),
             (self.api_jobs, "--api-jobs"),
+            (self.tenants, "--tenants"),
             (self.slow_store, "--slow-store"),
             (self.zk_latency, "--zk-latency"),
             (self.clock_steps, "--clock-steps"),

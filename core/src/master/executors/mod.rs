@@ -30,6 +30,7 @@
 use super::{Action, AfterWrite, Master, Placement};
 use crate::ids::{ExecutorId, FrameworkId, WorkerId};
 use crate::limits::MAX_EXECUTORS_PER_WORKER;
+use crate::protocol::tenants::DEFAULT_TENANT;
 use crate::protocol::{ExecutorInfo, ExecutorReport, ExecutorSpec, ExecutorState, Message};
 use crate::store::SlotOutcome;
 use crate::time::Millis;
@@ -103,6 +104,26 @@ pub struct ExecutorEntry {
     /// The named resources' addresses its worker gave it (empty until
     /// reported).
     pub resources: crate::resources::Assigned,
+}
+
+impl ExecutorEntry {
+    /// What it holds while it lives, as tenants' use counts it (cores,
+    /// memory, named resources by name; docs/tenants.md).
+    pub fn held(&self) -> crate::protocol::tenants::Held {
+        let mut resources: Vec<(String, u64)> = Vec::new();
+        for (name, n) in &self.resources_held {
+            match resources.binary_search_by(|(r, _)| r.as_str().cmp(name)) {
+                Ok(i) => resources[i].1 += u64::from(*n),
+                Err(i) if *n > 0 => resources.insert(i, (name.clone(), u64::from(*n))),
+                Err(_) => {}
+            }
+        }
+        crate::protocol::tenants::Held {
+            cores: u64::from(self.cores),
+            memory_mb: self.memory_mb,
+            resources,
+        }
+    }
 }
 
 impl Master {
@@ -201,12 +222,25 @@ impl Master {
 
     /// Adds an executor (replacing none: the caller checked).
     fn insert_executor(&mut self, e: ExecutorEntry) {
+        if !e.state.is_terminal() {
+            let tenant = self.framework_tenant(&e.framework).to_owned();
+            self.usage.add(&e.framework, &tenant, &e.held());
+        }
         let crossed = self.executors.insert(e);
         self.reindex_crossed(crossed);
     }
 
     /// Moves executor `id` to `state`; `false` if there is no such executor.
     fn set_executor_state(&mut self, id: &ExecutorId, state: ExecutorState) -> bool {
+        let Some(e) = self.executors.get(id) else { return false };
+        match (e.state.is_terminal(), state.is_terminal()) {
+            (false, true) => self.usage.sub(&e.framework, &e.held()),
+            (true, false) => {
+                let tenant = self.framework_tenant(&e.framework).to_owned();
+                self.usage.add(&e.framework, &tenant, &e.held());
+            }
+            _ => {}
+        }
         let Some(crossed) = self.executors.set_state(id, state) else { return false };
         self.reindex_crossed(crossed);
         true
@@ -215,6 +249,9 @@ impl Master {
     /// Removes executor `id`.
     pub(super) fn remove_executor(&mut self, id: &ExecutorId) -> Option<ExecutorEntry> {
         let (e, crossed) = self.executors.remove(id)?;
+        if !e.state.is_terminal() {
+            self.usage.sub(&e.framework, &e.held());
+        }
         self.reindex_crossed(crossed);
         Some(e)
     }
@@ -291,14 +328,175 @@ impl Master {
         self.tell_worker(worker, msg, out);
     }
 
-    /// Fills every pending slot that has no executor, as capacity allows,
-    /// in framework, group and slot order. Costs the open slots and the
-    /// workers it tries, not the cluster's size: the open slots and the
-    /// candidates are indexes kept up to date as they change.
+    /// Fills every pending slot that has no executor, as capacity and
+    /// the tenants' limits allow: in framework, group and slot order while
+    /// every waiting framework is in the implicit `default` tenant;
+    /// otherwise tenants in weighted DRF order, and frameworks within a
+    /// tenant in DRF order ([`super::fairness`], docs/tenants.md). Costs the
+    /// open slots and the workers it tries, not the cluster's size: the
+    /// open slots and the candidates are indexes kept up to date as they
+    /// change.
     pub(super) fn place(&mut self, out: &mut Vec<Action>) {
         if !self.may_place() {
             return;
         }
+        let waiting = self.waiting_frameworks();
+        let first_come = self.tenants.get(DEFAULT_TENANT).is_none()
+            && waiting.iter().all(|f| self.framework_tenant(f) == DEFAULT_TENANT);
+        if first_come {
+            self.place_first_come(out)
+        } else {
+            self.place_fairly(waiting, out)
+        }
+    }
+
+    /// The frameworks with open slots, in id order (a step of the open
+    /// slots' index per framework).
+    fn waiting_frameworks(&self) -> Vec<FrameworkId> {
+        let mut v = Vec::new();
+        let mut next = self.open_slots.iter().next().map(|k| k.0.clone());
+        while let Some(fid) = next {
+            let after = Bound::Excluded((fid.clone(), usize::MAX, u32::MAX));
+            next = self.open_slots.range((after, Bound::Unbounded)).next().map(|k| k.0.clone());
+            v.push(fid);
+        }
+        v
+    }
+
+    /// Weighted DRF placement (docs/tenants.md): the tenant with the lowest
+    /// dominant share over its weight is offered capacity first, one slot
+    /// (or one batch of a group placed in a batch) at a time, and within it
+    /// the framework with the lowest dominant share (framework id order in
+    /// the implicit `default` tenant); both are keyed again after every
+    /// placement, so each slot placed costs a logarithmic step of two
+    /// heaps. A slot that would take its tenant over a limit waits.
+    fn place_fairly(&mut self, waiting: Vec<FrameworkId>, out: &mut Vec<Action>) {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        let capacity = self.workers.alive_capacity();
+        let mut queues: rustc_hash::FxHashMap<String, BinaryHeap<Reverse<(u64, FrameworkId)>>> =
+            Default::default();
+        for fid in waiting {
+            let tenant = self.framework_tenant(&fid).to_owned();
+            let key = self.framework_key(&fid, &tenant, capacity);
+            queues.entry(tenant).or_default().push(Reverse((key, fid)));
+        }
+        let mut tenants: BinaryHeap<Reverse<(u64, String)>> =
+            queues.keys().map(|t| Reverse((self.tenant_key(t, capacity), t.clone()))).collect();
+        let mut cursors: rustc_hash::FxHashMap<FrameworkId, (usize, u32)> = Default::default();
+        let mut fit_nowhere: Vec<Need> = Vec::new();
+        while let Some(Reverse((_, tenant))) = tenants.pop() {
+            let Some(queue) = queues.get_mut(&tenant) else { continue };
+            let Some(Reverse((_, fid))) = queue.pop() else { continue };
+            let cursor = cursors.entry(fid.clone()).or_insert((0, 0));
+            let placed = self.place_next_of(&fid, cursor, &mut fit_nowhere, out);
+            let queue = queues.get_mut(&tenant).expect("taken above");
+            if placed {
+                let key = self.framework_key(&fid, &tenant, capacity);
+                queue.push(Reverse((key, fid)));
+            }
+            if !queue.is_empty() {
+                tenants.push(Reverse((self.tenant_key(&tenant, capacity), tenant)));
+            }
+        }
+    }
+
+    /// Where framework `fid` of `tenant` stands among its tenant's
+    /// frameworks: its dominant share; 0 for every framework of the
+    /// implicit `default` tenant (framework id order).
+    fn framework_key(&self, fid: &FrameworkId, tenant: &str, capacity: (u64, u64)) -> u64 {
+        if tenant == DEFAULT_TENANT && self.tenants.get(DEFAULT_TENANT).is_none() {
+            return 0;
+        }
+        super::fairness::weighted_share(&self.usage.framework(fid), capacity, 1)
+    }
+
+    /// Where `tenant` stands among the tenants: its dominant share over
+    /// its weight.
+    fn tenant_key(&self, tenant: &str, capacity: (u64, u64)) -> u64 {
+        let weight = self.tenants.get(tenant).map_or(1, |t| t.weight);
+        super::fairness::weighted_share(&self.usage.tenant(tenant), capacity, weight)
+    }
+
+    /// Places the next open slot of `fid` from `cursor` (group, slot) that
+    /// can be placed now — or, for a group placed in a batch, its open
+    /// slots — skipping groups that wait (their tenant's limit, no worker
+    /// fits); `false` once nothing more of `fid` can be placed in this
+    /// placement.
+    fn place_next_of(
+        &mut self,
+        fid: &FrameworkId,
+        cursor: &mut (usize, u32),
+        fit_nowhere: &mut Vec<Need>,
+        out: &mut Vec<Action>,
+    ) -> bool {
+        loop {
+            let from = (fid.clone(), cursor.0, cursor.1);
+            let Some((_, gi, slot)) =
+                self.open_slots.range(from..).next().filter(|k| k.0 == *fid).cloned()
+            else {
+                return false;
+            };
+            let (need, policy) = {
+                let g = &self.frameworks[fid].groups[gi];
+                let spec = &g.record.spec;
+                let p = &spec.policy;
+                let special = !p.constraints.is_empty()
+                    || p.spread.is_some()
+                    || p.placement.is_some_and(|pl| pl != self.config.placement);
+                (Need::of(spec), special.then(|| p.clone()))
+            };
+            // The group's other slots ask the same: it waits whole.
+            *cursor = (gi + 1, 0);
+            let room = self.tenant_limit_room(fid, &need);
+            if room == 0 || fit_nowhere.iter().any(|smaller| need.covers(smaller)) {
+                continue;
+            }
+            let scans = policy.as_ref().is_some_and(|p| {
+                p.spread.is_some() || p.placement.is_some_and(|pl| pl != self.config.placement)
+            });
+            if scans {
+                let slots: Vec<u32> = self
+                    .open_slots
+                    .range((fid.clone(), gi, 0)..(fid.clone(), gi + 1, 0))
+                    .map(|(_, _, s)| *s)
+                    .take(room)
+                    .collect();
+                if slots.len() > 1 {
+                    let assigned = self.assign_open_slots(fid, gi, &slots);
+                    let placed = !assigned.is_empty();
+                    for (slot, worker) in assigned {
+                        self.launch(fid, gi, slot, &worker, out);
+                    }
+                    if placed {
+                        return true;
+                    }
+                    continue;
+                }
+            }
+            let chosen = match &policy {
+                None => self.choose_worker(&need, &[]),
+                Some(p) => self.choose_for_policy(fid, gi, &need, p),
+            };
+            match chosen {
+                Some(worker) => {
+                    self.launch(fid, gi, slot, &worker, out);
+                    *cursor = (gi, slot + 1);
+                    return true;
+                }
+                None => {
+                    if policy.as_ref().is_none_or(|p| p.constraints.is_empty()) {
+                        fit_nowhere.push(need);
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`Master::place`] while every waiting framework is in the implicit
+    /// `default` tenant: framework, group and slot order, as before
+    /// tenants existed.
+    fn place_first_come(&mut self, out: &mut Vec<Action>) {
         // Requests that fitted on no worker during this placement: capacity
         // only shrinks while it runs, so a request at least as large fits
         // nowhere either, and the rest of its group is skipped.
@@ -1205,7 +1403,7 @@ impl Need {
 
     /// Whether this asks at least as much as `smaller` of everything (so,
     /// if `smaller` fits nowhere, neither does this).
-    fn covers(&self, smaller: &Need) -> bool {
+    pub(super) fn covers(&self, smaller: &Need) -> bool {
         self.cores >= smaller.cores
             && self.memory_mb >= smaller.memory_mb
             && self.ports >= smaller.ports

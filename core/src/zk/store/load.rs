@@ -404,7 +404,7 @@ impl ZkStore {
 
 /// Orders records as their keys order ([`RecordKey`]'s `Ord`: the epoch,
 /// workers, frameworks, each by id, then history records by number, then
-/// the revocations),
+/// the revocations, then tenants by name),
 /// without copying the keys.
 pub(super) fn by_key(a: &Record, b: &Record) -> std::cmp::Ordering {
     fn rank(r: &Record) -> (u8, &str, u64) {
@@ -414,6 +414,7 @@ pub(super) fn by_key(a: &Record, b: &Record) -> std::cmp::Ordering {
             Record::Framework(f) => (2, f.id.as_str(), 0),
             Record::History(h) => (3, "", h.seq),
             Record::Revocations(_) => (4, "", 0),
+            Record::Tenant(t) => (5, t.name.as_str(), 0),
         }
     }
     rank(a).cmp(&rank(b))

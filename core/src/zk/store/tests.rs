@@ -485,6 +485,7 @@ fn records_are_reported_in_the_order_of_their_keys() {
             callback: None,
             registered_at_ms: None,
             job: None,
+            tenant: None,
         })
     };
     let mut records = vec![

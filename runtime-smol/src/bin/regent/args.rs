@@ -136,6 +136,11 @@ pub enum Command {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Tenants (docs/tenants.md): `regent tenant set`, `list`.
+    Tenant {
+        #[command(subcommand)]
+        command: TenantCommand,
+    },
     /// Show the leader's view of the cluster.
     Status {
         /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
@@ -1191,4 +1196,43 @@ mod tests {
         let err = parse_signal("KILL").unwrap_err();
         assert!(err.contains("one of TERM, INT, HUP, QUIT, USR1, USR2"), "{err}");
     }
+}
+
+/// `regent tenant ...`.
+#[derive(Subcommand, Debug)]
+pub enum TenantCommand {
+    /// Create or replace a tenant (an operator command; durable before it
+    /// is answered). Unset dimensions have no guarantee or no limit.
+    Set {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+        /// What the tenant is guaranteed: `cores=16,memory=64G,gpu=2`.
+        #[arg(long, value_name = "DIMS", default_value = "none")]
+        guarantee: String,
+        /// The most its live executors may hold: `cores=64,memory=256G`;
+        /// a slot that would pass it waits.
+        #[arg(long, value_name = "DIMS", default_value = "none")]
+        limit: String,
+        /// Its weight in weighted fair sharing (1 to 1000).
+        #[arg(long, value_name = "W", default_value_t = 1)]
+        weight: u32,
+        /// The tenant's name.
+        #[arg(value_name = "NAME")]
+        name: String,
+    },
+    /// Every tenant: what it holds, its guarantee, limit, weight and
+    /// dominant share.
+    List {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+        /// Print the tenants as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }

@@ -130,6 +130,7 @@ async fn submit_options(
         callback: f.callback,
         state_dir: f.state_dir.clone().or_else(regent_std::host::default_state_dir),
         keep: f.keep,
+        tenant: None,
     })
 }
 

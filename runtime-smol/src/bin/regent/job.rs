@@ -40,6 +40,7 @@ pub async fn run(common: &Common, command: JobCommand) -> Result<ExitCode, Strin
                 key: idempotency_key,
                 expect_version,
                 max_parallel,
+                tenant: spec.tenant.clone(),
             };
             let accepted = regent_smol::client::submit_job_with(
                 &masters_of(common, &masters).await?,

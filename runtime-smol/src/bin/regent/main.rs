@@ -24,6 +24,7 @@ mod job;
 mod job_file;
 mod operator;
 mod store;
+mod tenant;
 mod token;
 
 use args::{Cli, Command, JobCommand, Runtime, StoreCommand, TlsCommand};
@@ -101,6 +102,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         }
         Command::Job { command } => job::run(&common, command).await,
         Command::Token { command } => token::run(&common, command).await,
+        Command::Tenant { command } => tenant::run(&common, command).await,
         Command::Demo => daemons::demo().await,
         Command::Store { command: StoreCommand::Seal(a) } => store::seal_command(&common, a).await,
         Command::Store { command } => store::store_command(&common, command).await,

@@ -155,6 +155,7 @@ pub fn submit(
         key,
         expect_version,
         max_parallel,
+        tenant: job.tenant.clone(),
     };
     match command(queries, Message::SubmitJob { request: request_id(), job: submission })? {
         Message::JobAccepted { epoch, job, version, change, .. } => {

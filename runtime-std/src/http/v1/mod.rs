@@ -30,6 +30,7 @@ pub mod events;
 pub mod jobs;
 pub mod openapi;
 pub mod operator;
+pub mod tenants;
 
 /// Where the API lives.
 pub const PREFIX: &str = "/v1/";
@@ -75,6 +76,10 @@ pub enum Route {
     OpenApi,
     /// `/v1/audit`: GET (docs/design.md#issue-44).
     Audit,
+    /// `/v1/tenants`: GET (docs/tenants.md).
+    Tenants,
+    /// `/v1/tenants/{name}`: PUT.
+    Tenant(String),
 }
 
 impl Route {
@@ -84,7 +89,8 @@ impl Route {
             Route::Jobs => "GET, HEAD, POST",
             Route::Job(_) => "GET, HEAD, DELETE",
             Route::RemoveWorker(_) => "DELETE",
-            Route::Events | Route::OpenApi | Route::Audit => "GET, HEAD",
+            Route::Events | Route::OpenApi | Route::Audit | Route::Tenants => "GET, HEAD",
+            Route::Tenant(_) => "PUT",
             Route::Plan(_)
             | Route::Scale(..)
             | Route::Worker(..)
@@ -117,6 +123,8 @@ pub fn route(path: &str) -> Option<Route> {
         ["leader", "step-down"] => Route::StepDown,
         ["openapi.json"] => Route::OpenApi,
         ["audit"] => Route::Audit,
+        ["tenants"] => Route::Tenants,
+        ["tenants", _] => Route::Tenant(id(1)?),
         _ => return None,
     })
 }
@@ -262,6 +270,8 @@ pub fn needs(route: &Route, read: bool) -> Option<(Capability, &'static str)> {
         Route::KillExecutor(_) => (Capability::Operator, "kill any executor"),
         Route::StepDown => (Capability::Operator, "step the leader down"),
         Route::Audit => (Capability::Operator, "read the audit log"),
+        Route::Tenants => (Capability::Read, "read tenants"),
+        Route::Tenant(_) => (Capability::Operator, "set a tenant"),
         Route::OpenApi => return None,
     })
 }
@@ -293,6 +303,8 @@ fn handle(
         (Route::StepDown, _) => operator::step_down(queries),
         (Route::OpenApi, _) => Ok(openapi::response()),
         (Route::Audit, _) => audit::read(url),
+        (Route::Tenants, _) => tenants::list(queries),
+        (Route::Tenant(name), _) => tenants::set(request, &name, queries),
         (Route::Events, _) => Err(ApiError::new(500, "the event stream is served apart")),
     }
 }

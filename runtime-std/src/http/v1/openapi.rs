@@ -5,7 +5,7 @@
 //! from the same definitions. The api_v1 test checks real answers against
 //! it.
 
-use super::{audit, events, jobs, operator};
+use super::{audit, events, jobs, operator, tenants};
 use crate::http::{header, Response};
 use std::sync::OnceLock;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -34,6 +34,8 @@ use utoipa::{Modify, OpenApi};
         operator::kill_executor,
         operator::step_down,
         audit::read,
+        tenants::list,
+        tenants::set,
         document,
     ),
     tags(

@@ -14,12 +14,17 @@ use super::{spec_for, Input, Node, World};
 use regent_core::api::{JobChange, JobSubmission};
 use regent_core::ids::QueryId;
 use regent_core::node::master::{self as mnode, Answer, Query};
+use regent_core::protocol::tenants::Tenant;
 use regent_core::protocol::Message;
 use regent_core::FrameworkId;
 use std::collections::BTreeMap;
 
 /// How many job ids the client uses (`api0`, `api1`, `api2`).
 const JOBS: u32 = 3;
+
+/// `--tenants`: the tenants the client sets first and the cores each may
+/// hold; job `apiK` belongs to the `K % 2`th.
+pub(crate) const TENANT_LIMITS: [(&str, u64); 2] = [("team-0", 1), ("team-1", 2)];
 
 /// The client's state.
 #[derive(Debug, Default)]
@@ -33,6 +38,8 @@ pub(crate) struct ApiClient {
     /// The version of each job the client last heard of (for
     /// `expect_version`).
     known: BTreeMap<FrameworkId, u64>,
+    /// How many of the tenants of `--tenants` were set (accepted).
+    tenants_set: usize,
     /// Requests sent (tries included).
     pub(crate) sent: u64,
     /// Final answers received.
@@ -48,7 +55,8 @@ fn request_of(msg: &Message) -> u64 {
     match msg {
         Message::SubmitJob { request, .. }
         | Message::DeleteJob { request, .. }
-        | Message::JobsRequest { request, .. } => *request,
+        | Message::JobsRequest { request, .. }
+        | Message::SetTenant { request, .. } => *request,
         _ => u64::MAX,
     }
 }
@@ -81,6 +89,16 @@ impl World {
     fn api_request(&mut self, op: u8, n: u32) -> Option<Message> {
         self.api.next += 1;
         let request = self.api.next;
+        // `--tenants`: the tenants and their limits first, one at a time
+        // (each durable before any job is submitted), then jobs of theirs.
+        if self.cfg.tenants && self.api.tenants_set < TENANT_LIMITS.len() {
+            let (name, cores) = TENANT_LIMITS[self.api.tenants_set];
+            let limit =
+                regent_core::protocol::tenants::Dims { cores: Some(cores), ..Default::default() };
+            let tenant = regent_core::protocol::tenants::Tenant { limit, ..Tenant::new(name) };
+            return Some(Message::SetTenant { request, tenant });
+        }
+        let tenant = self.cfg.tenants.then(|| TENANT_LIMITS[(n % JOBS) as usize % 2].0.to_owned());
         let job = FrameworkId(format!("api{}", n % JOBS));
         let submission = |job: FrameworkId, key: String, expect_version: Option<u64>| {
             let mut spec = spec_for(9, 1 + n / 3 % 2);
@@ -96,6 +114,7 @@ impl World {
                 key: Some(key),
                 expect_version,
                 max_parallel: 1 + n % 2,
+                tenant: tenant.clone(),
             }
         };
         let key = format!("key-{request}");
@@ -131,6 +150,12 @@ impl World {
                 self.api.known.insert(job.clone(), *version);
                 self.api.accepted += 1;
                 self.api.replayed += u64::from(*change == JobChange::Replayed);
+                true
+            }
+            Message::RequestAccepted { .. }
+                if matches!(self.api.pending, Some(Message::SetTenant { .. })) =>
+            {
+                self.api.tenants_set += 1;
                 true
             }
             Message::RequestAccepted { .. } | Message::JobsReply { .. } => true,

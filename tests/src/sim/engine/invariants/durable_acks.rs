@@ -237,7 +237,7 @@ pub(crate) fn on_store_write(w: &mut World, record: &Record) -> Result<(), Strin
                 }
             }
         }
-        Record::Epoch(_) | Record::History(_) | Record::Revocations(_) => {}
+        Record::Epoch(_) | Record::History(_) | Record::Revocations(_) | Record::Tenant(_) => {}
     }
     Ok(())
 }
@@ -254,7 +254,10 @@ pub(crate) fn on_store_delete(w: &mut World, key: &RecordKey) {
             w.obs.acked_frameworks.remove(fw);
             w.obs.acked_groups.retain(|(f, _)| f != fw);
         }
-        RecordKey::Epoch | RecordKey::History(_) | RecordKey::Revocations => {}
+        RecordKey::Epoch
+        | RecordKey::History(_)
+        | RecordKey::Revocations
+        | RecordKey::Tenant(_) => {}
     }
 }
 

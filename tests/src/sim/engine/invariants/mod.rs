@@ -27,6 +27,7 @@ pub mod rollout_down;
 pub mod service_slots;
 pub mod single_leader;
 pub mod slot_failures;
+pub mod tenant_limits;
 pub mod waiting_reasons;
 
 use super::{Node, World};
@@ -141,7 +142,7 @@ type Check = fn(&mut World) -> Result<(), String>;
 
 /// The state-based invariants, after every step.
 pub(crate) fn check_all(w: &mut World) -> Result<(), Violation> {
-    let checks: [(&'static str, Check); 12] = [
+    let checks: [(&'static str, Check); 13] = [
         ("single_leader", |w| single_leader::check(w)),
         ("epochs", epochs::check),
         ("registry", |w| registry::check(w)),
@@ -154,6 +155,7 @@ pub(crate) fn check_all(w: &mut World) -> Result<(), Violation> {
         ("maintenance", |w| maintenance::check(w)),
         ("api_jobs", api_jobs::check),
         ("waiting_reasons", |w| waiting_reasons::check(w)),
+        ("tenant_limits", |w| tenant_limits::check(w)),
     ];
     for (invariant, check) in checks {
         if !w.skips(invariant) {

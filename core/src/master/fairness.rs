@@ -1,0 +1,154 @@
+//! What each tenant and framework holds, and the weighted DRF order the
+//! leader offers capacity in (docs/tenants.md, docs/design.md#issue-44).
+//!
+//! * **Use.** What the live (not terminal) executors of each framework and
+//!   tenant hold — cores, memory, named resources — kept as executors are
+//!   added, change state and are removed (the three places the master
+//!   changes its executor index), so each change costs O(1); rebuilt from
+//!   the executors a new leader adopts, so it is exact across a failover;
+//!   debug builds check it against the executors after every step.
+//!   A framework's use is charged to the tenant it had when its first
+//!   live executor was counted (a framework's tenant never changes; its
+//!   executors may outlive it while they are killed).
+//! * **Order.** A tenant's dominant share is the largest, over cores and
+//!   memory, of what it holds over what the ALIVE workers offer; divided by
+//!   its weight it orders the tenants (lowest first). Within a tenant,
+//!   frameworks go by their own dominant share — except in the implicit
+//!   `default` tenant (no `tenant set` record), where they keep framework
+//!   id order, so a cluster without tenants places exactly as before.
+//!
+//! Tests: core/tests/tenants.rs; every step's debug check.
+
+use crate::ids::FrameworkId;
+use crate::protocol::tenants::Held;
+use rustc_hash::FxHashMap;
+
+/// What one framework's live executors hold, and the tenant it is charged to.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct FrameworkUse {
+    tenant: String,
+    held: Held,
+    live: u32,
+}
+
+/// What the live executors of each framework and tenant hold.
+#[derive(Debug, Default)]
+pub(super) struct Usage {
+    frameworks: FxHashMap<FrameworkId, FrameworkUse>,
+    tenants: FxHashMap<String, Held>,
+}
+
+/// `held += need` (`add`) or `held -= need`.
+fn apply(held: &mut Held, need: &Held, add: bool) {
+    let step =
+        |x: &mut u64, n: u64| *x = if add { x.saturating_add(n) } else { x.saturating_sub(n) };
+    step(&mut held.cores, need.cores);
+    step(&mut held.memory_mb, need.memory_mb);
+    for (name, n) in &need.resources {
+        match held.resources.binary_search_by(|(r, _)| r.as_str().cmp(name.as_str())) {
+            Ok(i) => {
+                step(&mut held.resources[i].1, *n);
+                if held.resources[i].1 == 0 {
+                    held.resources.remove(i);
+                }
+            }
+            Err(i) if add && *n > 0 => held.resources.insert(i, (name.clone(), *n)),
+            Err(_) => {}
+        }
+    }
+}
+
+impl Usage {
+    /// A live executor of `fid` (of tenant `tenant`, unless already
+    /// charged elsewhere) holding `need` was counted.
+    pub(super) fn add(&mut self, fid: &FrameworkId, tenant: &str, need: &Held) {
+        let f = self.frameworks.entry(fid.clone()).or_insert_with(|| FrameworkUse {
+            tenant: tenant.to_owned(),
+            ..FrameworkUse::default()
+        });
+        f.live += 1;
+        apply(&mut f.held, need, true);
+        let t = self.tenants.entry(f.tenant.clone()).or_default();
+        apply(t, need, true);
+    }
+
+    /// A live executor of `fid` holding `need` ended or was removed.
+    pub(super) fn sub(&mut self, fid: &FrameworkId, need: &Held) {
+        let Some(f) = self.frameworks.get_mut(fid) else { return };
+        f.live = f.live.saturating_sub(1);
+        apply(&mut f.held, need, false);
+        let tenant = f.tenant.clone();
+        if f.live == 0 {
+            self.frameworks.remove(fid);
+        }
+        if let Some(t) = self.tenants.get_mut(&tenant) {
+            apply(t, need, false);
+            if *t == Held::default() {
+                self.tenants.remove(&tenant);
+            }
+        }
+    }
+
+    /// What tenant `name` holds.
+    pub(super) fn tenant(&self, name: &str) -> Held {
+        self.tenants.get(name).cloned().unwrap_or_default()
+    }
+
+    /// What framework `fid` holds.
+    pub(super) fn framework(&self, fid: &FrameworkId) -> Held {
+        self.frameworks.get(fid).map(|f| f.held.clone()).unwrap_or_default()
+    }
+
+    /// Forgets everything (leadership ends).
+    pub(super) fn clear(&mut self) {
+        self.frameworks.clear();
+        self.tenants.clear();
+    }
+
+    /// Debug builds: the use equals what `live` executors hold, charged to
+    /// `tenant_of` their framework.
+    #[cfg(debug_assertions)]
+    pub(super) fn check<'a>(
+        &self,
+        live: impl Iterator<Item = (&'a FrameworkId, Held)>,
+        tenant_of: impl Fn(&FrameworkId) -> Option<String>,
+    ) {
+        let mut want = Usage::default();
+        for (fid, held) in live {
+            let charged = self.frameworks.get(fid).map(|f| f.tenant.clone());
+            let tenant = charged.or_else(|| tenant_of(fid)).unwrap_or_default();
+            want.add(fid, &tenant, &held);
+        }
+        assert_eq!(self.frameworks, want.frameworks, "use by framework");
+        // A tenant whose executors hold nothing may or may not have an
+        // entry (executors of no cores and no memory).
+        let held = |m: &FxHashMap<String, Held>| -> std::collections::BTreeMap<String, Held> {
+            m.iter()
+                .filter(|(_, h)| **h != Held::default())
+                .map(|(k, h)| (k.clone(), h.clone()))
+                .collect()
+        };
+        assert_eq!(held(&self.tenants), held(&want.tenants), "use by tenant");
+        for (fid, f) in &self.frameworks {
+            if let Some(t) = tenant_of(fid) {
+                assert_eq!(f.tenant, t, "framework {fid} is charged to its tenant");
+            }
+        }
+    }
+}
+
+/// A dominant share, in millionths of the capacity of the ALIVE workers'
+/// cores and memory (a dimension the cluster has none of counts as full
+/// when anything holds it), divided by `weight`.
+pub(super) fn weighted_share(held: &Held, capacity: (u64, u64), weight: u32) -> u64 {
+    let share = |used: u64, cap: u64| -> u64 {
+        match (used, cap) {
+            (0, _) => 0,
+            (_, 0) => 1_000_000,
+            (u, c) => (u128::from(u) * 1_000_000 / u128::from(c)) as u64,
+        }
+    };
+    let dominant = share(held.cores, capacity.0).max(share(held.memory_mb, capacity.1));
+    // Scaled so a weight's division keeps precision.
+    dominant * 1_000 / u64::from(weight.max(1))
+}

@@ -1,0 +1,519 @@
+//! Tenants (docs/tenants.md, docs/design.md#issue-44) as exact protocol
+//! actions of the master machine: `SetTenant` accepted only once durable,
+//! refused naming what is wrong, listed by `TenantsRequest`, recovered by
+//! a new leader.
+
+mod common;
+
+use common::*;
+use regent_core::master::{self, Master};
+use regent_core::protocol::tenants::{Dims, Tenant, TenantView};
+use regent_core::protocol::{Message, Role};
+use regent_core::store::{Record, RecordKey, StoreCommand, StoreEvent};
+use regent_core::{ConnId, Epoch, Millis};
+use std::collections::BTreeMap;
+
+/// The operator's connection.
+const OP: ConnId = ConnId(9);
+
+/// A store that holds exactly what was confirmed durable.
+#[derive(Default)]
+struct Store(BTreeMap<RecordKey, Record>);
+
+impl Store {
+    /// Applies every write of `actions` and feeds `Persisted` back, until
+    /// nothing is left to write; returns every message sent on the way.
+    fn settle(
+        &mut self,
+        m: &mut Master,
+        now: Millis,
+        actions: Vec<master::Action>,
+    ) -> Vec<(ConnId, Message)> {
+        let mut sends = m_sends(&actions);
+        let mut pending = actions;
+        while !pending.is_empty() {
+            let mut next = Vec::new();
+            for a in pending {
+                let write = match a {
+                    master::Action::Store(StoreCommand::Persist { write, record }) => {
+                        self.0.insert(record.key(), record);
+                        write
+                    }
+                    master::Action::Store(StoreCommand::Unpersist { write, key, .. }) => {
+                        self.0.remove(&key);
+                        write
+                    }
+                    _ => continue,
+                };
+                let out = m.handle(now, master::Event::Store(StoreEvent::Persisted { write }));
+                sends.extend(m_sends(&out));
+                next.extend(out);
+            }
+            pending = next;
+        }
+        sends
+    }
+
+    /// A leader elected over these records, with an operator on [`OP`].
+    fn elect(&mut self, name: &str) -> Master {
+        let mut m = master(name);
+        let now = Millis(0);
+        let out = m.handle(now, master::Event::Elected { floor: Epoch(1), clock: 1 });
+        assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
+        let records = self.0.values().cloned().collect();
+        let out = m.handle(now, master::Event::Store(StoreEvent::Loaded { records }));
+        let _ = self.settle(&mut m, now, out);
+        let _ = m.handle(now, master::Event::Connected { conn: OP });
+        let _ = m.handle(now, master::Event::Message { conn: OP, msg: hello(Role::Client, "op") });
+        m
+    }
+}
+
+fn tenants(m: &mut Master) -> Vec<TenantView> {
+    let out = m.handle(
+        Millis(1),
+        master::Event::Message { conn: OP, msg: Message::TenantsRequest { request: 77 } },
+    );
+    match m_sends(&out).as_slice() {
+        [(OP, Message::TenantsReply { request: 77, tenants, .. })] => tenants.clone(),
+        other => panic!("one TenantsReply: {other:?}"),
+    }
+}
+
+fn team_a() -> Tenant {
+    Tenant {
+        name: "team-a".into(),
+        guarantee: Dims::parse("cores=16,memory=64G,gpu=2").unwrap(),
+        limit: Dims::parse("cores=64").unwrap(),
+        weight: 3,
+    }
+}
+
+#[test]
+fn a_tenant_is_accepted_once_durable_listed_and_recovered_by_a_new_leader() {
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    let msg = Message::SetTenant { request: 5, tenant: team_a() };
+    let out = m.handle(Millis(1), master::Event::Message { conn: OP, msg });
+    assert!(
+        !m_sends(&out).iter().any(|(_, m)| matches!(m, Message::RequestAccepted { .. })),
+        "nothing accepted before the record is durable: {out:?}"
+    );
+    let sends = store.settle(&mut m, Millis(1), out);
+    assert!(
+        sends
+            .iter()
+            .any(|(c, m)| *c == OP && matches!(m, Message::RequestAccepted { request: 5, .. })),
+        "{sends:?}"
+    );
+    assert_eq!(store.0.get(&RecordKey::Tenant("team-a".into())), Some(&Record::Tenant(team_a())));
+    let listed = tenants(&mut m);
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].tenant, team_a());
+    assert!(listed[0].set);
+    assert_eq!(listed[0].dominant_share_ppm, 0);
+
+    // A new leader knows it from its record alone.
+    let mut b = store.elect("b");
+    let listed = tenants(&mut b);
+    assert_eq!(listed.iter().map(|v| &v.tenant).collect::<Vec<_>>(), vec![&team_a()]);
+}
+
+#[test]
+fn a_bad_tenant_is_refused_naming_what_is_wrong_and_nothing_is_written() {
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    let cases = [
+        (Tenant { weight: 0, ..team_a() }, "weight 0"),
+        (Tenant { weight: 1_001, ..team_a() }, "weight 1001"),
+        (Tenant { name: "a/b".into(), ..team_a() }, "tenant name \"a/b\""),
+        (Tenant { name: String::new(), ..team_a() }, "tenant name \"\""),
+    ];
+    for (i, (tenant, says)) in cases.into_iter().enumerate() {
+        let request = 10 + i as u64;
+        let msg = Message::SetTenant { request, tenant };
+        let out = m.handle(Millis(1), master::Event::Message { conn: OP, msg });
+        assert!(!out.iter().any(|a| matches!(a, master::Action::Store(_))), "{out:?}");
+        match m_sends(&out).as_slice() {
+            [(OP, Message::RequestRefused { request: r, reason, .. })] if *r == request => {
+                assert!(reason.contains(says), "{reason:?} names {says:?}")
+            }
+            other => panic!("one refusal: {other:?}"),
+        }
+    }
+    assert!(tenants(&mut m).is_empty());
+}
+
+#[test]
+fn dims_parse_and_describe_as_the_cli_writes_them() {
+    let d = Dims::parse("cores=16,memory=64G,gpu=2").unwrap();
+    assert_eq!(d.cores, Some(16));
+    assert_eq!(d.memory_mb, Some(65_536));
+    assert_eq!(d.resources, vec![("gpu".to_string(), 2)]);
+    assert_eq!(d.describe(), "cores=16,memory=64G,gpu=2");
+    assert_eq!(Dims::parse("none").unwrap(), Dims::default());
+    assert_eq!(Dims::default().describe(), "none");
+    assert!(Dims::parse("cores=1,cores=2").unwrap_err().0.contains("twice"));
+    assert_eq!(Dims::parse("fpga=3").unwrap().get("fpga"), Some(3), "any resource name");
+    assert!(Dims::parse("Disk=3").unwrap_err().0.contains("unknown dimension"));
+    assert!(Dims::parse("cores=x").unwrap_err().0.contains("whole number"));
+}
+
+fn subscribe_msg(instance: u64, framework: Option<&str>, tenant: Option<&str>) -> Message {
+    Message::Subscribe(regent_core::protocol::Subscribe {
+        framework: framework.map(regent_core::FrameworkId::new),
+        name: "etl".into(),
+        instance: regent_core::ids::InstanceId(instance),
+        attempt: 1,
+        failover_timeout: Millis(60_000),
+        tenant: tenant.map(str::to_owned),
+    })
+}
+
+/// Subscribes on a fresh connection `conn`; returns what was sent.
+fn subscribe_on(
+    store: &mut Store,
+    m: &mut Master,
+    conn: u64,
+    msg: Message,
+) -> Vec<(ConnId, Message)> {
+    let c = ConnId(conn);
+    let _ = m.handle(Millis(1), master::Event::Connected { conn: c });
+    let _ =
+        m.handle(Millis(1), master::Event::Message { conn: c, msg: hello(Role::Subscriber, "s") });
+    let out = m.handle(Millis(1), master::Event::Message { conn: c, msg });
+    store.settle(m, Millis(1), out)
+}
+
+fn job(id: &str, tenant: Option<&str>) -> regent_core::api::JobSubmission {
+    let g = regent_core::job::JobGroup::new("g", vec!["sleep".into(), "9".into()]);
+    regent_core::api::JobSubmission {
+        job: regent_core::FrameworkId::new(id),
+        name: id.into(),
+        groups: vec![g.to_declare()],
+        key: None,
+        expect_version: None,
+        max_parallel: 1,
+        tenant: tenant.map(str::to_owned),
+    }
+}
+
+fn refusal_of(sends: &[(ConnId, Message)]) -> String {
+    sends
+        .iter()
+        .find_map(|(_, m)| match m {
+            Message::RequestRefused { reason, .. } | Message::SubscribeRefused { reason, .. } => {
+                Some(reason.clone())
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("a refusal: {sends:?}"))
+}
+
+#[test]
+fn a_framework_belongs_to_the_tenant_it_names_durably_and_never_moves() {
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    let sends = subscribe_on(&mut store, &mut m, 1, subscribe_msg(7, None, Some("team-a")));
+    let fid = sends
+        .iter()
+        .find_map(|(_, m)| match m {
+            Message::Subscribed { framework, .. } => Some(framework.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("subscribed: {sends:?}"));
+    assert_eq!(m.framework_tenant(&fid), "team-a");
+    match store.0.get(&RecordKey::Framework(fid.clone())) {
+        Some(Record::Framework(f)) => assert_eq!(f.tenant.as_deref(), Some("team-a")),
+        other => panic!("the framework's record: {other:?}"),
+    }
+    // A framework naming none is in `default`, kept as no tenant.
+    let sends = subscribe_on(&mut store, &mut m, 2, subscribe_msg(8, None, None));
+    assert!(sends.iter().any(|(_, m)| matches!(m, Message::Subscribed { .. })), "{sends:?}");
+    let listed = tenants(&mut m);
+    let names: Vec<(&str, bool, u32)> =
+        listed.iter().map(|v| (v.tenant.name.as_str(), v.set, v.frameworks)).collect();
+    assert_eq!(names, vec![("default", false, 1), ("team-a", false, 1)]);
+
+    // Another instance naming another tenant is refused, naming both.
+    let sends =
+        subscribe_on(&mut store, &mut m, 3, subscribe_msg(9, Some(fid.as_str()), Some("team-b")));
+    let reason = refusal_of(&sends);
+    assert!(reason.contains("team-a") && reason.contains("team-b"), "{reason}");
+    assert_eq!(m.framework_tenant(&fid), "team-a");
+
+    // A new leader knows the tenant from the record.
+    let b = store.elect("b");
+    assert_eq!(b.framework_tenant(&fid), "team-a");
+}
+
+#[test]
+fn a_job_names_its_tenant_and_an_update_naming_another_is_refused_naming_both() {
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    let msg = Message::SubmitJob { request: 1, job: job("web", Some("team-a")) };
+    let out = m.handle(Millis(1), master::Event::Message { conn: OP, msg });
+    let sends = store.settle(&mut m, Millis(1), out);
+    assert!(sends.iter().any(|(_, m)| matches!(m, Message::JobAccepted { .. })), "{sends:?}");
+    let web = regent_core::FrameworkId::new("web");
+    assert_eq!(m.framework_tenant(&web), "team-a");
+    let msg = Message::SubmitJob { request: 2, job: job("web", Some("team-b")) };
+    let out = m.handle(Millis(1), master::Event::Message { conn: OP, msg });
+    let reason = refusal_of(&store.settle(&mut m, Millis(1), out));
+    assert!(reason.contains("tenant team-a, not team-b"), "{reason}");
+    // Naming none, or the same, is no change of tenant.
+    for (request, tenant) in [(3, None), (4, Some("team-a"))] {
+        let msg = Message::SubmitJob { request, job: job("web", tenant) };
+        let out = m.handle(Millis(1), master::Event::Message { conn: OP, msg });
+        let sends = store.settle(&mut m, Millis(1), out);
+        assert!(sends.iter().any(|(_, m)| matches!(m, Message::JobAccepted { .. })), "{sends:?}");
+    }
+    let msg = Message::SubmitJob { request: 5, job: job("bad", Some("a b")) };
+    let out = m.handle(Millis(1), master::Event::Message { conn: OP, msg });
+    assert!(refusal_of(&m_sends(&out)).contains("tenant name \"a b\""));
+}
+
+/// A job `id` of `tenant` with one group of `count` slots of (`cores`,
+/// `memory_mb`), submitted on the operator's connection.
+fn submit(
+    store: &mut Store,
+    m: &mut Master,
+    id: &str,
+    tenant: Option<&str>,
+    (count, cores, memory_mb): (u32, u32, u64),
+) -> Vec<(ConnId, Message)> {
+    let mut g = regent_core::job::JobGroup::new("g", vec!["sleep".into(), "9".into()]);
+    g.count = count;
+    g.cores = cores;
+    g.memory_mb = memory_mb;
+    let mut sub = job(id, tenant);
+    sub.groups = vec![g.to_declare()];
+    let msg = Message::SubmitJob { request: 1, job: sub };
+    let out = m.handle(Millis(1), master::Event::Message { conn: OP, msg });
+    let sends = store.settle(m, Millis(1), out);
+    assert!(sends.iter().any(|(_, m)| matches!(m, Message::JobAccepted { .. })), "{sends:?}");
+    sends
+}
+
+/// Registers worker `name` (`cores`, `memory_mb`) on connection `conn`.
+fn register(
+    store: &mut Store,
+    m: &mut Master,
+    conn: u64,
+    name: &str,
+    (cores, memory_mb): (u32, u64),
+) -> Vec<(ConnId, Message)> {
+    let c = ConnId(conn);
+    let _ = m.handle(Millis(1), master::Event::Connected { conn: c });
+    let _ = m.handle(Millis(1), master::Event::Message { conn: c, msg: hello(Role::Worker, name) });
+    let msg = Message::RegisterWorker(regent_core::protocol::RegisterWorker {
+        worker: name.into(),
+        incarnation: regent_core::Incarnation(conn),
+        cores,
+        memory_mb,
+        executors: vec![],
+        epoch_seen: Epoch(1),
+        launch_seen: 0,
+        attributes: vec![],
+        ports: Default::default(),
+        host: None,
+        resources: vec![],
+        users: vec![],
+    });
+    let out = m.handle(Millis(1), master::Event::Message { conn: c, msg });
+    store.settle(m, Millis(1), out)
+}
+
+/// How many executors of each framework were launched among `sends`.
+fn launched(sends: &[(ConnId, Message)]) -> BTreeMap<String, usize> {
+    let mut n = BTreeMap::new();
+    for (_, m) in sends {
+        if let Message::LaunchExecutor { framework, .. } = m {
+            *n.entry(framework.as_str().to_owned()).or_default() += 1;
+        }
+    }
+    n
+}
+
+fn set_tenant(store: &mut Store, m: &mut Master, tenant: Tenant) -> Vec<(ConnId, Message)> {
+    let msg = Message::SetTenant { request: 3, tenant };
+    let out = m.handle(Millis(1), master::Event::Message { conn: OP, msg });
+    let sends = store.settle(m, Millis(1), out);
+    assert!(sends.iter().any(|(_, m)| matches!(m, Message::RequestAccepted { .. })), "{sends:?}");
+    sends
+}
+
+#[test]
+fn a_slot_over_its_tenants_limit_waits_never_refused_and_goes_when_the_limit_rises() {
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    let limited = |cores| Tenant {
+        limit: Dims { cores: Some(cores), ..Dims::default() },
+        ..Tenant::new("team-a")
+    };
+    let _ = set_tenant(&mut store, &mut m, limited(2));
+    let _ = register(&mut store, &mut m, 100, "w1", (8, 8192));
+    let sends = submit(&mut store, &mut m, "web", Some("team-a"), (4, 1, 64));
+    assert_eq!(launched(&sends), BTreeMap::from([("web".to_string(), 2)]));
+    assert!(
+        !sends.iter().any(|(_, m)| matches!(m, Message::RequestRefused { .. })),
+        "waiting is never a refusal: {sends:?}"
+    );
+    let web = regent_core::FrameworkId::new("web");
+    let spec = regent_core::job::JobGroup::new("g", vec![]).to_declare();
+    assert_eq!(
+        m.tenant_limit_reason(&web, &spec).as_deref(),
+        Some("tenant limit: cores 2 of 2 in use")
+    );
+    let view = tenants(&mut m).into_iter().find(|v| v.tenant.name == "team-a").unwrap();
+    assert_eq!((view.held.cores, view.held.memory_mb), (2, 128));
+    // A limit raised lets one more go; no more than it allows.
+    let sends = set_tenant(&mut store, &mut m, limited(3));
+    assert_eq!(launched(&sends), BTreeMap::from([("web".to_string(), 1)]));
+    // Another tenant is not held back by team-a's limit.
+    let sends = submit(&mut store, &mut m, "etl", Some("team-b"), (2, 1, 64));
+    assert_eq!(launched(&sends), BTreeMap::from([("etl".to_string(), 2)]));
+}
+
+/// Ghodsi et al.'s example (NSDI 2011): 9 CPUs and 18 GB; one tenant's
+/// tasks ask ⟨1 CPU, 4 GB⟩, the other's ⟨3 CPU, 1 GB⟩: DRF gives them 3
+/// and 2 tasks, dominant shares 2/3 each.
+#[test]
+fn drf_gives_ghodsis_example_three_and_two_tasks() {
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    let _ = submit(&mut store, &mut m, "a-job", Some("a"), (20, 1, 4096));
+    let _ = submit(&mut store, &mut m, "b-job", Some("b"), (20, 3, 1024));
+    let sends = register(&mut store, &mut m, 100, "w1", (9, 18 * 1024));
+    assert_eq!(
+        launched(&sends),
+        BTreeMap::from([("a-job".to_string(), 3), ("b-job".to_string(), 2)])
+    );
+    let views = tenants(&mut m);
+    let shares: Vec<(&str, u32)> =
+        views.iter().map(|v| (v.tenant.name.as_str(), v.dominant_share_ppm)).collect();
+    assert_eq!(shares, vec![("a", 666_666), ("b", 666_666)]);
+}
+
+/// Weights: a tenant of weight 3 gets three times the dominant share of
+/// one of weight 1 when both ask for more than the cluster holds.
+#[test]
+fn weighted_drf_splits_a_full_cluster_by_weight() {
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    let _ = set_tenant(&mut store, &mut m, Tenant { weight: 3, ..Tenant::new("heavy") });
+    let _ = submit(&mut store, &mut m, "light-job", Some("light"), (40, 1, 64));
+    let _ = submit(&mut store, &mut m, "heavy-job", Some("heavy"), (40, 1, 64));
+    let sends = register(&mut store, &mut m, 100, "w1", (16, 16 * 1024));
+    assert_eq!(
+        launched(&sends),
+        BTreeMap::from([("heavy-job".to_string(), 12), ("light-job".to_string(), 4)])
+    );
+}
+
+/// Within a named tenant, frameworks go by their dominant share: two
+/// frameworks of one tenant split it evenly; the implicit `default`
+/// tenant keeps first-come (framework id) order.
+#[test]
+fn frameworks_share_their_tenant_by_drf_but_default_keeps_first_come() {
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    let _ = submit(&mut store, &mut m, "t-1", Some("t"), (10, 1, 64));
+    let _ = submit(&mut store, &mut m, "t-2", Some("t"), (10, 1, 64));
+    let sends = register(&mut store, &mut m, 100, "w1", (8, 8192));
+    assert_eq!(launched(&sends), BTreeMap::from([("t-1".to_string(), 4), ("t-2".to_string(), 4)]));
+
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    let _ = submit(&mut store, &mut m, "d-1", None, (10, 1, 64));
+    let _ = submit(&mut store, &mut m, "d-2", None, (10, 1, 64));
+    let sends = register(&mut store, &mut m, 100, "w1", (8, 8192));
+    assert_eq!(launched(&sends), BTreeMap::from([("d-1".to_string(), 8)]));
+}
+
+/// One demand of the DRF property: tenants with weights and task shapes,
+/// and one worker's capacity.
+#[derive(Clone, Debug)]
+struct Demand {
+    /// (weight, cores per task, MiB per task) per tenant.
+    tenants: Vec<(u32, u32, u64)>,
+    /// The worker's cores and MiB.
+    worker: (u32, u64),
+}
+
+impl quickcheck::Arbitrary for Demand {
+    fn arbitrary(g: &mut quickcheck::Gen) -> Self {
+        let pick =
+            |g: &mut quickcheck::Gen, lo: u64, hi: u64| lo + u64::arbitrary(g) % (hi - lo + 1);
+        let n = pick(g, 2, 4) as usize;
+        let tenants = (0..n)
+            .map(|_| (pick(g, 1, 5) as u32, pick(g, 1, 4) as u32, pick(g, 1, 16) * 256))
+            .collect();
+        Demand { tenants, worker: (pick(g, 8, 64) as u32, pick(g, 8, 64) * 1024) }
+    }
+}
+
+/// Weighted DRF by progressive filling (Ghodsi et al.), the reference:
+/// repeatedly, the tenant with the lowest dominant share over its weight
+/// (ties to the lower index) whose next task still fits gets one; shares
+/// in the master's integer units (millionths, times 1000, over the
+/// weight). Returns each tenant's task count.
+fn progressive_filling(d: &Demand) -> Vec<u64> {
+    let (cap_c, cap_m) = (u64::from(d.worker.0), d.worker.1);
+    let (mut free_c, mut free_m) = (cap_c, cap_m);
+    let mut tasks = vec![0u64; d.tenants.len()];
+    let key = |i: usize, n: u64| {
+        let (w, c, m) = d.tenants[i];
+        let dom = (n * u64::from(c) * 1_000_000 / cap_c).max(n * m * 1_000_000 / cap_m);
+        dom * 1_000 / u64::from(w)
+    };
+    let mut blocked = vec![false; d.tenants.len()];
+    loop {
+        let next =
+            (0..d.tenants.len()).filter(|i| !blocked[*i]).min_by_key(|i| (key(*i, tasks[*i]), *i));
+        let Some(i) = next else { return tasks };
+        let (_, c, m) = d.tenants[i];
+        if u64::from(c) <= free_c && m <= free_m && tasks[i] < 200 {
+            free_c -= u64::from(c);
+            free_m -= m;
+            tasks[i] += 1;
+        } else {
+            blocked[i] = true;
+        }
+    }
+}
+
+/// Under steady demand (every tenant asks for more than the cluster
+/// holds), the leader's allocation is weighted DRF's: the task counts of
+/// progressive filling, and so (its stated tolerance) no tenant's
+/// weighted dominant share passes another's by more than one of its own
+/// tasks while the other could still use more.
+fn drf_allocation_is_progressive_fillings(d: Demand) -> quickcheck::TestResult {
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    for (i, (weight, cores, mem)) in d.tenants.iter().enumerate() {
+        let name = format!("t{i}");
+        if *weight > 1 {
+            let _ =
+                set_tenant(&mut store, &mut m, Tenant { weight: *weight, ..Tenant::new(&name) });
+        }
+        let _ = submit(&mut store, &mut m, &format!("job-{i}"), Some(&name), (200, *cores, *mem));
+    }
+    let sends = register(&mut store, &mut m, 100, "w1", d.worker);
+    let placed = launched(&sends);
+    let got: Vec<u64> = (0..d.tenants.len())
+        .map(|i| placed.get(&format!("job-{i}")).copied().unwrap_or(0) as u64)
+        .collect();
+    let want = progressive_filling(&d);
+    if got != want {
+        return quickcheck::TestResult::error(format!("placed {got:?}, weighted DRF {want:?}"));
+    }
+    quickcheck::TestResult::passed()
+}
+
+#[test]
+fn drf_converges_to_weighted_shares_within_one_task() {
+    quickcheck::QuickCheck::new()
+        .tests(300)
+        .quickcheck(drf_allocation_is_progressive_fillings as fn(Demand) -> quickcheck::TestResult);
+}
