@@ -12,10 +12,11 @@
 //!   are never taken, not even for a higher priority); and
 //! * `p_v < p_s` (a lower priority, any tenant), or `T_v` is another tenant
 //!   and either `T_s` is below its own guarantee now, or `T_v`'s
-//!   weighted dominant share without `v` stays above `T_s`'s with `s`
-//!   placed (the fair-share rule: a preemption never makes the victim's
-//!   tenant the poorer one, so two tenants cannot take from each other in
-//!   turn).
+//!   weighted dominant share without `v` stays at or above `T_s`'s with
+//!   `s` placed (the fair-share rule: a preemption never makes the
+//!   victim's tenant the poorer one, so two tenants cannot take from each
+//!   other in turn: after it, the victim's tenant could only take back by
+//!   making itself the richer again).
 //!
 //! Among the workers where freeing eligible executors makes `need` fit, the
 //! choice frees the least: the fewest executors, then the lowest highest
@@ -299,7 +300,7 @@ fn eligible_alone(
         return true;
     }
     v.tenant != waiting.tenant
-        && (below_guarantee || t.weighted_share(&after, capacity) > my_share_after)
+        && (below_guarantee || t.weighted_share(&after, capacity) >= my_share_after)
 }
 
 #[cfg(test)]

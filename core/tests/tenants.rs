@@ -517,3 +517,100 @@ fn drf_converges_to_weighted_shares_within_one_task() {
         .tests(300)
         .quickcheck(drf_allocation_is_progressive_fillings as fn(Demand) -> quickcheck::TestResult);
 }
+
+fn status(
+    id: &regent_core::ExecutorId,
+    framework: &regent_core::FrameworkId,
+    state: regent_core::protocol::ExecutorState,
+) -> Message {
+    Message::ExecutorStatus {
+        incarnation: regent_core::Incarnation(100),
+        report: regent_core::protocol::ExecutorReport {
+            id: id.clone(),
+            framework: framework.clone(),
+            cores: 1,
+            memory_mb: 64,
+            state,
+            ports: vec![],
+            resources: Default::default(),
+            ran_ms: None,
+        },
+    }
+}
+
+/// Preemption (docs/tenants.md, core/src/master/preempt.rs): a tenant
+/// arriving on a cluster another tenant fills takes its fair share by
+/// stopping the richer tenant's executors (their slots wait again, no retry
+/// charged), until their weighted dominant shares are equal; never more
+/// than that, and nothing is taken back.
+#[test]
+fn a_poorer_tenant_preempts_a_richer_one_down_to_equal_shares() {
+    use regent_core::protocol::ExecutorState;
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    let _ = set_tenant(&mut store, &mut m, Tenant::new("a"));
+    let _ = set_tenant(&mut store, &mut m, Tenant::new("b"));
+    let _ = submit(&mut store, &mut m, "a-job", Some("a"), (8, 1, 64));
+    let sends = register(&mut store, &mut m, 100, "w1", (4, 4096));
+    let w = ConnId(100);
+    let mut live: BTreeMap<regent_core::ExecutorId, regent_core::FrameworkId> = BTreeMap::new();
+    let handle = |m: &mut Master, store: &mut Store, now: u64, ev: master::Event| {
+        let out = m.handle(Millis(now), ev);
+        store.settle(m, Millis(now), out)
+    };
+    let mut pending: Vec<(ConnId, Message)> = sends;
+    let mut kills = 0;
+    for step in 0..40u64 {
+        let now = 1_000 + step * 600;
+        if step == 1 {
+            pending.extend(submit(&mut store, &mut m, "b-job", Some("b"), (8, 1, 64)));
+        }
+        // The worker answers what it was told: starts launches, ends kills.
+        for (_, msg) in std::mem::take(&mut pending) {
+            let report = match msg {
+                Message::LaunchExecutor { executor, framework, .. } => {
+                    live.insert(executor.clone(), framework.clone());
+                    status(&executor, &framework, ExecutorState::Running)
+                }
+                Message::KillExecutorOnWorker { executor, .. }
+                | Message::StopExecutorOnWorker { executor, .. } => {
+                    kills += 1;
+                    let Some(framework) = live.remove(&executor) else { continue };
+                    status(&executor, &framework, ExecutorState::Killed)
+                }
+                _ => continue,
+            };
+            pending.extend(handle(
+                &mut m,
+                &mut store,
+                now,
+                master::Event::Message { conn: w, msg: report },
+            ));
+        }
+        let beat = Message::WorkerHeartbeat { incarnation: regent_core::Incarnation(100) };
+        pending.extend(handle(
+            &mut m,
+            &mut store,
+            now,
+            master::Event::Message { conn: w, msg: beat },
+        ));
+        pending.extend(handle(&mut m, &mut store, now + 1, master::Event::Tick));
+    }
+    let by_framework = live.values().fold(BTreeMap::<String, usize>::new(), |mut n, f| {
+        *n.entry(f.as_str().to_owned()).or_default() += 1;
+        n
+    });
+    assert_eq!(
+        by_framework,
+        BTreeMap::from([("a-job".to_string(), 2), ("b-job".to_string(), 2)]),
+        "equal shares of the 4 cores"
+    );
+    assert_eq!(kills, 2, "exactly the two executors the fair share needed were preempted");
+    let a = regent_core::FrameworkId::new("a-job");
+    let status = m.job_statuses(Millis(25_000)).into_iter().find(|j| j.job == a).expect("a-job");
+    assert_eq!(status.groups[0].running, 2);
+    assert!(
+        status.groups[0].slots.iter().all(|s| s.phase != regent_core::api::SlotPhase::Failed),
+        "a preempted slot waits again, it does not fail: {status:?}"
+    );
+}

@@ -40,6 +40,7 @@ mod logs;
 mod messages;
 mod operator;
 mod plan;
+mod preempt;
 mod restarts;
 mod rollout;
 mod silence;
@@ -105,6 +106,10 @@ pub struct Config {
     pub recovery_removal_limit_pct: u8,
     /// How executors are placed on workers. Default [`Placement::Spread`].
     pub placement: Placement,
+    /// Whether a waiting slot may preempt executors of a richer tenant
+    /// (docs/tenants.md; only once a tenant is set). Default on;
+    /// `--preemption off`.
+    pub preemption: bool,
     /// Failed executors (non-zero exit, failed launch) a group may replace
     /// before the slot fails (Spark's `spark.deploy.maxExecutorRetries`).
     /// Default 10.
@@ -142,6 +147,7 @@ impl Config {
             max_heartbeats_per_second: DEFAULT_MAX_HEARTBEATS_PER_SECOND,
             recovery_removal_limit_pct: 50,
             placement: Placement::Spread,
+            preemption: true,
             max_executor_retries: 10,
             max_frameworks: crate::limits::DEFAULT_MAX_FRAMEWORKS,
             retained_frameworks: crate::limits::DEFAULT_RETAINED_FRAMEWORKS,
@@ -639,6 +645,8 @@ pub struct Master {
     tenants: tenants::Tenants,
     /// What the live executors of each tenant and framework hold.
     usage: fairness::Usage,
+    /// Preemptions under way and each tenant's recent ones.
+    preemptions: preempt::Preemptions,
 }
 
 impl Master {
@@ -679,6 +687,7 @@ impl Master {
             audits: Vec::new(),
             tenants: tenants::Tenants::default(),
             usage: fairness::Usage::default(),
+            preemptions: preempt::Preemptions::default(),
         }
     }
 
@@ -981,6 +990,7 @@ impl Master {
         if may_roll {
             self.roll(&mut out);
         }
+        self.preempt(now, &mut out);
         self.finish_framework_writes(&mut out);
         self.audit_answers(now, &mut out);
         #[cfg(debug_assertions)]
@@ -1333,6 +1343,7 @@ impl Master {
         self.frameworks.clear();
         self.executors.clear();
         self.usage.clear();
+        self.preemptions = preempt::Preemptions::default();
         self.open_slots.clear();
         self.restart_waits = restarts::Waits::default();
         self.tenants = tenants::Tenants::default();

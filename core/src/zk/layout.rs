@@ -97,7 +97,7 @@ pub fn parse_shard(name: &str) -> Option<u8> {
 }
 
 /// Whether `name` is the name of a record node (`epoch`, `w-...`, `f-...`,
-/// `h-...`, `revocations`);
+/// `h-...`, `t-...`, `revocations`);
 /// anything else under `<root>/state/` is not regent's and is left alone.
 pub fn is_record_name(name: &str) -> bool {
     name == EPOCH_NODE
@@ -105,6 +105,7 @@ pub fn is_record_name(name: &str) -> bool {
         || name.starts_with("w-")
         || name.starts_with("f-")
         || name.starts_with("h-")
+        || name.starts_with("t-")
 }
 
 /// The path of shard `shard` under `state` (`<root>/state`).
@@ -223,6 +224,26 @@ mod tests {
         assert_eq!(parse_shard("ff"), Some(255));
         assert_eq!(parse_shard("0A"), None);
         assert_eq!(parse_shard("100"), None);
+    }
+
+    /// Every kind of record key names a record node, so a new leader loads
+    /// it (a tenant's `t-` was once missing: its limit was lost across a
+    /// failover, runtime-smol/tests/e2e_tenants.rs).
+    #[test]
+    fn every_record_key_names_a_record_node() {
+        let keys = [
+            RecordKey::Epoch,
+            RecordKey::Worker(crate::ids::WorkerId::new("w1")),
+            RecordKey::Framework(crate::ids::FrameworkId::new("f1")),
+            RecordKey::History(7),
+            RecordKey::Revocations,
+            RecordKey::Tenant("team-a".into()),
+        ];
+        for key in keys {
+            let stem = key_stem(&key);
+            assert!(is_record_name(&stem), "{key:?} as {stem}");
+            assert!(is_record_path("/r/state", &record_path("/r/state", &key)), "{key:?}");
+        }
     }
 
     #[test]

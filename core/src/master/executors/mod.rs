@@ -352,7 +352,7 @@ impl Master {
 
     /// The frameworks with open slots, in id order (a step of the open
     /// slots' index per framework).
-    fn waiting_frameworks(&self) -> Vec<FrameworkId> {
+    pub(super) fn waiting_frameworks(&self) -> Vec<FrameworkId> {
         let mut v = Vec::new();
         let mut next = self.open_slots.iter().next().map(|k| k.0.clone());
         while let Some(fid) = next {

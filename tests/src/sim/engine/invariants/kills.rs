@@ -53,7 +53,11 @@ pub(crate) fn on_kill(
     let scaled_away = slot >= g.record.slots.len();
     let drained =
         w.workers.get(i).is_some_and(|wp| w.obs.drained.contains(&wp.worker().config().id));
-    if replaced || settled || scaled_away || drained {
+    // Stopped to be replaced (a kill with refill, or a preemption,
+    // docs/tenants.md): durable in the group record before the kill.
+    let refilled =
+        u32::try_from(slot).ok().and_then(|s| g.record.replacing.get(&s)).is_some_and(|r| r == x);
+    if replaced || settled || scaled_away || drained || refilled {
         return Ok(());
     }
     Err((
