@@ -70,6 +70,9 @@ pub struct MasterConfig {
     /// How many frameworks the cluster keeps records of (see
     /// `regent_core::limits::DEFAULT_MAX_FRAMEWORKS`).
     pub max_frameworks: usize,
+    /// Whether waiting slots may preempt (`regent_core::master::Config::
+    /// preemption`).
+    pub preemption: bool,
     /// How many finished frameworks the leader keeps (see
     /// `regent_core::limits::DEFAULT_RETAINED_FRAMEWORKS`).
     pub retained_frameworks: usize,
@@ -111,6 +114,7 @@ impl MasterConfig {
             heartbeat_interval: Duration::from_secs(1),
             max_heartbeats_per_second: regent_core::master::DEFAULT_MAX_HEARTBEATS_PER_SECOND,
             max_frameworks: regent_core::limits::DEFAULT_MAX_FRAMEWORKS,
+            preemption: true,
             retained_frameworks: regent_core::limits::DEFAULT_RETAINED_FRAMEWORKS,
             max_workers: regent_core::limits::DEFAULT_MAX_WORKERS,
             net,
@@ -156,6 +160,7 @@ impl MasterConfig {
             heartbeat_interval: ms(self.heartbeat_interval),
             max_heartbeats_per_second: self.max_heartbeats_per_second,
             max_frameworks: self.max_frameworks,
+            preemption: self.preemption,
             retained_frameworks: self.retained_frameworks,
             max_workers: self.max_workers,
             ..regent_core::master::Config::new(id, advertise)

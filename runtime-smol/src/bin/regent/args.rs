@@ -581,6 +581,10 @@ pub struct MasterArgs {
     /// in proportion. 0: no ceiling.
     #[arg(long, env = "REGENT_MAX_HEARTBEATS_PER_SECOND", default_value_t = regent_core::master::DEFAULT_MAX_HEARTBEATS_PER_SECOND)]
     pub max_heartbeats_per_second: u32,
+    /// Whether a waiting slot may preempt executors of a richer tenant
+    /// (docs/tenants.md; only once a tenant is set): `on` or `off`.
+    #[arg(long, env = "REGENT_PREEMPTION", value_enum, default_value_t = Switch::On)]
+    pub preemption: Switch,
     /// How many frameworks the cluster keeps records of; a SUBSCRIBE of a
     /// new framework past it is refused and that submit stops (existing
     /// frameworks resubscribe). At most 100000, and at most 4000 with
@@ -935,6 +939,15 @@ pub struct SubmitArgs {
     /// The command every executor runs.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
+}
+
+/// A feature turned on or off (`--preemption on|off`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Switch {
+    /// On.
+    On,
+    /// Off.
+    Off,
 }
 
 fn parse_placement(s: &str) -> Result<regent_core::policy::Placement, String> {

@@ -50,6 +50,7 @@ pub fn master_config(common: &Common, a: MasterArgs) -> Result<MasterConfig, Str
     cfg.heartbeat_interval = Duration::from_millis(a.heartbeat_interval);
     cfg.max_heartbeats_per_second = a.max_heartbeats_per_second;
     cfg.max_frameworks = a.max_frameworks as usize;
+    cfg.preemption = a.preemption == crate::args::Switch::On;
     cfg.retained_frameworks = a.retained_frameworks as usize;
     cfg.max_workers = a.max_workers as usize;
     cfg.insecure = common.insecure;
