@@ -202,6 +202,35 @@ impl Master {
         choose(&waiting, &views_in, &views, &capacity).map(|c| c.victims)
     }
 
+    /// Whether framework `fid`'s tenant holds more than its limit in some
+    /// dimension (possible only by adopting what a worker that was cut off
+    /// ran: the placement never passes a limit).
+    pub(super) fn tenant_over_limit(&self, fid: &FrameworkId) -> bool {
+        let Some(t) = self.tenants.get(self.framework_tenant(fid)) else { return false };
+        if t.limit.is_empty() {
+            return false;
+        }
+        let held = self.usage.tenant(&t.name);
+        let names = ["cores", "memory"]
+            .into_iter()
+            .chain(t.limit.resources.iter().map(|(n, _)| n.as_str()));
+        names.into_iter().any(|n| t.limit.get(n).is_some_and(|l| held.get(n) > l))
+    }
+
+    /// Stops executor `id` as a kill with refill: its slot waits again
+    /// with no retry charged, durable before the kill goes out (a new
+    /// leader kills it rather than adopting it).
+    pub(super) fn stop_to_refill(&mut self, id: &ExecutorId, out: &mut Vec<super::Action>) {
+        let Some(mut e) = self.executors.get_mut(id) else { return };
+        e.stop_by_operator();
+        let (vf, vg, slot) = (e.framework.clone(), e.group.clone(), e.slot);
+        if let Some(g) = self.frameworks.get_mut(&vf).and_then(|f| f.group_mut(&vg)) {
+            g.record.replacing.insert(slot, id.clone());
+        }
+        let then = vec![AfterWrite::KillDurable { executor: id.clone() }];
+        self.persist_framework(&vf, then, out);
+    }
+
     /// Stops `victims` for group `gi` of `fid`: each slot refilled without
     /// a retry charged, durable before the kill goes out.
     fn stop_victims(
@@ -214,14 +243,10 @@ impl Master {
     ) {
         let tenant = self.framework_tenant(fid).to_owned();
         for id in &victims {
-            let Some(mut e) = self.executors.get_mut(id) else { continue };
-            e.stop_by_operator();
-            let (vf, vg, slot) = (e.framework.clone(), e.group.clone(), e.slot);
-            if let Some(g) = self.frameworks.get_mut(&vf).and_then(|f| f.group_mut(&vg)) {
-                g.record.replacing.insert(slot, id.clone());
+            if self.executors.get(id).is_none() {
+                continue;
             }
-            let then = vec![AfterWrite::KillDurable { executor: id.clone() }];
-            self.persist_framework(&vf, then, out);
+            self.stop_to_refill(id, out);
             self.preemptions.recent.entry(tenant.clone()).or_default().push(now);
             self.preemptions.total += 1;
         }

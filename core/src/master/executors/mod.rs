@@ -936,9 +936,17 @@ impl Master {
             resources_held: if fits { Need::of_report(&report).resources } else { Vec::new() },
             resources: reported_resources(&report),
         };
+        let framework = entry.framework.clone();
         self.hold(worker, &Need::held_by(&entry));
         self.insert_executor(entry);
         self.update_executor(&report.id, report.state, true, now, out);
+        // A worker cut off while this leader placed under its tenant's
+        // limit brings back more than the limit allows: the adopted one is
+        // stopped and its slot waits (docs/tenants.md).
+        let live = self.executors.get(&report.id).is_some_and(|e| !e.state.is_terminal());
+        if live && self.tenant_over_limit(&framework) {
+            self.stop_to_refill(&report.id, out);
+        }
     }
 
     /// A success reported late — by an executor this leader wrote off or
