@@ -483,6 +483,11 @@ impl Principal {
     /// master then checks the framework or worker it names with
     /// [`Principal::require_framework`] / [`Principal::require_worker`]).
     pub fn check(&self, msg: &Message) -> Result<(), Denied> {
+        // The greeting needs no capability: every peer sends it (a
+        // `worker`-only token too), and what follows it is checked.
+        if matches!(msg, Message::Hello(_)) {
+            return Ok(());
+        }
         let (cap, action) = match required(msg) {
             Ok(need) => need,
             Err(name) => {
@@ -506,12 +511,11 @@ fn scope_words(c: &Claims) -> String {
 }
 
 /// The capability a client message needs and what it does, in words; or,
-/// for a message only masters send, its name.
+/// for a message only masters send, its name. `Hello` needs none
+/// ([`Principal::check`] lets every principal send it).
 pub fn required(msg: &Message) -> Result<(Capability, &'static str), &'static str> {
     use Capability::*;
     Ok(match msg {
-        // The greeting: every peer sends it; what follows is checked.
-        Message::Hello(_) => (Read, "connect"),
         Message::RegisterWorker(_) => (Worker, "register a worker"),
         Message::WorkerHeartbeat { .. }
         | Message::ExecutorStatus { .. }
@@ -672,6 +676,15 @@ mod tests {
         assert!(err.to_string().contains("tenant \"b\""), "{err}");
         assert!(submit.require_framework("db-1", "a").is_err());
         assert_eq!(Principal::Root.check(&Message::StepDown { request: 1 }), Ok(()));
+        // Every token may greet, a worker-only one too.
+        let hello = Message::Hello(crate::protocol::Hello {
+            version: crate::protocol::PROTOCOL_VERSION,
+            cluster: "c".into(),
+            role: crate::protocol::Role::Worker,
+            node: "w1".into(),
+        });
+        let worker_only = Principal::Token(claims(&[Capability::Worker]));
+        assert_eq!(worker_only.check(&hello), Ok(()));
         let worker = Principal::Token(Claims {
             workers: Some("rack1-".into()),
             ..claims(&[Capability::Worker])
