@@ -264,8 +264,9 @@ impl Master {
                 c.last_fresh_state = Some(now);
             }
         }
-        // The message owns its copy (it is encoded on the way out).
-        Box::new((*state).clone())
+        // The message owns its copy (it is encoded on the way out), with
+        // only what the peer may read.
+        self.scoped_state(conn, &state)
     }
 
     /// The answer to a request this master cannot act on right now.
@@ -389,7 +390,7 @@ impl Master {
             }
             Message::DeleteJob { request, job } => self.delete_job(now, asker, request, job, out),
             Message::JobsRequest { request, job } => {
-                let msg = self.jobs_reply(now, request, job.as_ref());
+                let msg = self.scoped_reply(asker, self.jobs_reply(now, request, job.as_ref()));
                 // A peer's decoder takes frames up to the default limit; a
                 // local asker takes the message itself.
                 let len = crate::codec::frame_len(&msg);
@@ -406,7 +407,7 @@ impl Master {
             }
             Message::SetTenant { request, tenant } => self.set_tenant(asker, request, tenant, out),
             Message::TenantsRequest { request } => {
-                out.push(asker.reply(self.tenants_reply(request)))
+                out.push(asker.reply(self.scoped_reply(asker, self.tenants_reply(request))))
             }
             other => {
                 self.metrics.rejected += 1;

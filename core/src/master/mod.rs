@@ -43,6 +43,7 @@ mod plan;
 mod preempt;
 mod restarts;
 mod rollout;
+mod scoped_reads;
 mod silence;
 mod snapshot;
 mod tenants;
