@@ -373,3 +373,74 @@ fn a_tenants_read_token_reads_only_its_tenant_over_the_wire() {
     // The root's view is untouched by the scoped reads (the cache is shared).
     assert_eq!(names(&reply(&mut m, 4, Message::StateRequest)), ["a-1", "b-1"]);
 }
+
+fn audits(out: &[master::Action]) -> Vec<regent_core::audit::AuditRecord> {
+    out.iter()
+        .filter_map(|a| match a {
+            master::Action::Audit(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The write ids `out` asks to persist.
+fn persists(out: &[master::Action]) -> Vec<regent_core::store::WriteId> {
+    out.iter()
+        .filter_map(|a| match a {
+            master::Action::Store(StoreCommand::Persist { write, .. }) => Some(*write),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn each_wire_answer_is_audited_for_its_own_request() {
+    let mut m = leader();
+    connect(&mut m, 1, None);
+    let _ = send(&mut m, 0, 1, Message::RegisterWorker(registration("w1", 1)));
+    connect(&mut m, 2, None);
+    let _ = send(&mut m, 0, 2, Message::RegisterWorker(registration("w2", 2)));
+    let ops = claims("ops", &[Capability::Operator]);
+    connect(&mut m, 3, Some(ops));
+    // Two cordons on one connection, answered once durable: the second's
+    // write lands first, and each answer is audited with its own target.
+    let cordon = |request, w: &str| Message::CordonWorker { request, worker: WorkerId::new(w) };
+    let mut writes = Vec::new();
+    for (request, w) in [(11, "w1"), (12, "w2")] {
+        let out = m
+            .handle(Millis(5), master::Event::Message { conn: ConnId(3), msg: cordon(request, w) });
+        assert!(audits(&out).is_empty(), "not answered yet: {out:?}");
+        writes.push(persists(&out));
+    }
+    let mut order = Vec::new();
+    for write in writes.iter().rev().flatten() {
+        let out =
+            m.handle(Millis(6), master::Event::Store(StoreEvent::Persisted { write: *write }));
+        for r in audits(&out) {
+            order.push((r.target, r.token, r.outcome));
+        }
+    }
+    use regent_core::audit::Outcome::{Accepted, Refused};
+    assert_eq!(
+        order,
+        [("w2".into(), "ops".into(), Accepted), ("w1".into(), "ops".into(), Accepted)]
+    );
+    // A change refused at once is audited at once, with its reason: by
+    // the master, or by the token's check.
+    connect(&mut m, 4, None);
+    let kill = |request| Message::KillFramework { request, framework: FrameworkId("nope".into()) };
+    let out = m.handle(Millis(7), master::Event::Message { conn: ConnId(4), msg: kill(13) });
+    let got = audits(&out);
+    assert_eq!(got.len(), 1, "{out:?}");
+    assert_eq!((got[0].outcome, got[0].reason.as_deref()), (Refused, Some("no framework nope")));
+    assert_eq!(got[0].token, "root");
+    let out = m.handle(Millis(7), master::Event::Message { conn: ConnId(3), msg: kill(14) });
+    let got = audits(&out);
+    assert_eq!(got.len(), 1, "{out:?}");
+    assert_eq!((got[0].token.as_str(), got[0].action.as_str()), ("ops", "kill-framework"));
+    assert!(got[0].reason.as_deref().unwrap_or("").contains("lacks the `submit`"), "{got:?}");
+    // A read is not audited.
+    let out =
+        m.handle(Millis(7), master::Event::Message { conn: ConnId(1), msg: Message::StateRequest });
+    assert!(audits(&out).is_empty());
+}

@@ -178,7 +178,10 @@ impl Master {
                 let asked = crate::audit::Asked::of(self.principal(conn), &msg);
                 let request = authorize_query::request_of(&msg);
                 self.audit_pending(Origin::Conn(conn), request, asked);
-                self.client_command(now, Origin::Conn(conn), msg, out)
+                let from = out.len();
+                self.client_command(now, Origin::Conn(conn), msg, out);
+                // Answered at once, or once durable (`answer_durable`).
+                self.audit_answered_now(now, Origin::Conn(conn), request, from, out)
             }
             Message::LogRequest { request, executor, stream, offset, max } if self.may_act() => {
                 let asker = Origin::Conn(conn);
@@ -303,6 +306,23 @@ impl Master {
         // What the sender may do, before anything is done
         // (docs/design.md#issue-44).
         self.audit_asked(asker, principal, &msg);
+        let request = authorize_query::request_of(&msg);
+        let from = out.len();
+        self.authorized_command(now, asker, msg, principal, out);
+        // Answered at once, or once durable (`answer_durable`).
+        self.audit_answered_now(now, asker, request, from, out);
+    }
+
+    /// [`Master::on_command`]'s `msg` once its audit is pending: checked
+    /// against `principal`, then handled.
+    fn authorized_command(
+        &mut self,
+        now: Millis,
+        asker: Origin,
+        msg: Message,
+        principal: &crate::token::Principal,
+        out: &mut Vec<Action>,
+    ) {
         if let Err(denied) = self.authorize_query(principal, &msg) {
             let reason = format!("{}{denied}", authorize_query::FORBIDDEN);
             out.push(self.refuse_request(asker, authorize_query::request_of(&msg), reason));
