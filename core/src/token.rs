@@ -370,6 +370,14 @@ impl Revocations {
         }
         Ok(())
     }
+
+    /// Whether a master in `status` holds the list in force: a leader
+    /// (recovering, acting or suspended) loaded it from the store when it
+    /// was elected and keeps it current; a standby does not hold it, so
+    /// its HTTP face refuses scoped tokens (docs/security.md).
+    pub fn held_by(status: crate::states::MasterStatus) -> bool {
+        !matches!(status, crate::states::MasterStatus::Standby)
+    }
 }
 
 /// Who a connection or a request acts as.

@@ -12,7 +12,8 @@
 //! * an expired token is `401` naming its expiry;
 //! * `POST /v1/tokens/revoke` (the twin of `regent token revoke`) needs
 //!   `operator`, refuses a body naming neither a token nor keys, and once
-//!   it answers the revoked token is `401` naming the revocation;
+//!   it answers the revoked token is `401` naming the revocation; one
+//!   revoked on the wire protocol is `401` soon after;
 //! * the audit log (`--audit-log`), `GET /v1/audit` and `regent audit` name
 //!   each change with the token's name, accepted or refused.
 //!
@@ -214,6 +215,24 @@ fn scoped_tokens_on_http_read_and_act_within_their_scope_and_every_change_is_aud
     assert!(body.contains("was revoked"), "{body}");
     let (code, body) = call(&http, "GET", "/api/state", Some(&read_a), "");
     assert_eq!(code, 401, "{body}");
+
+    // A revocation made on the wire protocol (`regent token revoke`) is
+    // refused by the HTTP face too, once its copy of the list is renewed
+    // (within a second; docs/security.md).
+    let other = token(&c, &secret, &["--capability", "read", "--name", "other"]);
+    let (code, body) = call(&http, "GET", "/v1/jobs", Some(&other), "");
+    assert_eq!(code, 200, "{body}");
+    let out = c.run(
+        &["--secret-file", &secret, "token", "revoke", "--masters", &spec.addr(), &other],
+        BOUND,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    wait_for(BOUND, "the wire's revocation refused over HTTP", || {
+        match call(&http, "GET", "/v1/jobs", Some(&other), "") {
+            (401, body) if body.contains("was revoked") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
 
     // The audit log names each change with the token's name.
     let (code, body) = call(&http, "GET", "/v1/audit", Some(&submit_a), "");
