@@ -131,6 +131,18 @@ impl TokenId {
         }
         Ok(TokenId(id))
     }
+
+    /// What a revocation of `text` names: a token id (32 hex digits; its
+    /// expiry unknown) or a token (`rgt1.…`, whose claims carry both;
+    /// its MAC is not checked: revoking needs no proof of the token).
+    /// `regent token revoke` and `POST /v1/tokens/revoke` read it alike.
+    pub fn revoked_by(text: &str) -> Result<(TokenId, Option<u64>), TokenError> {
+        if text.trim().starts_with(PREFIX) {
+            let (claims, _, _) = Token::unverified_claims(text)?;
+            return Ok((claims.id, claims.expires_ms));
+        }
+        TokenId::parse(text).map(|id| (id, None))
+    }
 }
 
 /// What a token says about its holder. Times are wall-clock milliseconds
@@ -357,6 +369,14 @@ impl Revocations {
             return Err(TokenError::KeyRetired { key_id: claims.key_id });
         }
         Ok(())
+    }
+
+    /// Whether a master in `status` holds the list in force: a leader
+    /// (recovering, acting or suspended) loaded it from the store when it
+    /// was elected and keeps it current; a standby does not hold it, so
+    /// its HTTP face refuses scoped tokens (docs/security.md).
+    pub fn held_by(status: crate::states::MasterStatus) -> bool {
+        !matches!(status, crate::states::MasterStatus::Standby)
     }
 }
 

@@ -1,5 +1,6 @@
 //! What a principal may read (docs/security.md, docs/design.md#issue-44):
-//! the pure decisions behind the HTTP face's tenant-scoped reads.
+//! the pure decisions behind tenant-scoped reads, on the HTTP face and in
+//! the master's replies on the wire protocol alike.
 //!
 //! * A principal with `read` and no scope (the root, or a token with
 //!   neither a tenant nor a framework pattern) reads everything.
@@ -8,24 +9,33 @@
 //!   and the events about them. Workers are the cluster's, not a
 //!   tenant's: such a token sees none (their ids, hosts and load would
 //!   tell one tenant about the others), nor the events about them.
-//! * Without `read`, nothing (the HTTP face refuses the request first).
+//! * Tenants' use: a token of a tenant reads its own tenant's entry only;
+//!   a token with a framework pattern and no tenant reads none (a tenant's
+//!   totals count frameworks outside its pattern).
+//! * Without `read`, nothing (the HTTP face and the master refuse the
+//!   request first).
 //!
-//! Which tenant a framework belongs to is [`framework_tenant`]'s answer:
-//! [`DEFAULT_TENANT`] until frameworks carry a tenant in the state view.
+//! Which tenant a framework belongs to is the state view's answer
+//! ([`FrameworkTenants`], a map built once per view; [`DEFAULT_TENANT`] for
+//! a framework that names none).
 //!
 //! Tests: the unit tests below.
 
 use crate::api::JobStatus;
 use crate::events::ClusterEvent;
 use crate::ids::FrameworkId;
+use crate::protocol::tenants::TenantView;
 use crate::protocol::ClusterState;
 use crate::token::{Capability, Principal};
+use std::collections::HashMap;
 
 /// The tenant of a framework with no tenant named.
 pub const DEFAULT_TENANT: &str = "default";
 
 /// The tenant framework `fid` belongs to as the state view tells it
 /// ([`DEFAULT_TENANT`] for one that names none, or is not in the view).
+/// One linear search: for many lookups in one view (a stream of events),
+/// build a [`FrameworkTenants`] once.
 pub fn framework_tenant<'a>(state: &'a ClusterState, fid: &FrameworkId) -> &'a str {
     state
         .frameworks
@@ -33,6 +43,31 @@ pub fn framework_tenant<'a>(state: &'a ClusterState, fid: &FrameworkId) -> &'a s
         .find(|f| &f.id == fid)
         .and_then(|f| f.tenant.as_deref())
         .unwrap_or(DEFAULT_TENANT)
+}
+
+/// Which tenant each framework of a state view belongs to, looked up in
+/// O(1) (what [`sees_event`] asks once per event). Only frameworks that
+/// name a tenant are kept; any other is [`DEFAULT_TENANT`]'s.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FrameworkTenants(HashMap<FrameworkId, String>);
+
+impl FrameworkTenants {
+    /// The tenants of `state`'s frameworks.
+    pub fn of(state: &ClusterState) -> FrameworkTenants {
+        FrameworkTenants(
+            state
+                .frameworks
+                .iter()
+                .filter_map(|f| f.tenant.as_ref().map(|t| (f.id.clone(), t.clone())))
+                .collect(),
+        )
+    }
+
+    /// The tenant of `fid` ([`DEFAULT_TENANT`] when it names none, or the
+    /// view does not know it).
+    pub fn tenant(&self, fid: &FrameworkId) -> &str {
+        self.0.get(fid).map_or(DEFAULT_TENANT, String::as_str)
+    }
 }
 
 /// Whether `p` reads everything: `read` and no tenant or framework scope.
@@ -67,6 +102,21 @@ pub fn jobs_visible_to(p: &Principal, mut jobs: Vec<JobStatus>) -> Vec<JobStatus
     jobs
 }
 
+/// The tenants of `tenants` that `p` may read (`TenantsReply`, `GET
+/// /v1/tenants`): every one for [`sees_all`]; its own tenant's for a token
+/// of a tenant; none for a token with only a framework pattern (a tenant's
+/// use sums frameworks outside the pattern), nor without `read`.
+pub fn tenants_visible_to(p: &Principal, mut tenants: Vec<TenantView>) -> Vec<TenantView> {
+    if !sees_all(p) {
+        let own = match p {
+            Principal::Token(c) if c.has(Capability::Read) => c.tenant.as_deref(),
+            _ => None,
+        };
+        tenants.retain(|t| Some(t.tenant.name.as_str()) == own);
+    }
+    tenants
+}
+
 impl ClusterState {
     /// The part of this view `p` may read: everything for [`sees_all`];
     /// otherwise its frameworks, their executors and history, and no
@@ -77,14 +127,8 @@ impl ClusterState {
         }
         // The frameworks it may read, decided once each (a finished one by
         // its history entry's tenant: `default`).
-        let tenants: std::collections::HashMap<&FrameworkId, &str> = self
-            .frameworks
-            .iter()
-            .map(|f| (&f.id, f.tenant.as_deref().unwrap_or(DEFAULT_TENANT)))
-            .collect();
-        let sees = |fid: &FrameworkId| {
-            sees_framework(p, fid, tenants.get(fid).copied().unwrap_or(DEFAULT_TENANT))
-        };
+        let tenants = FrameworkTenants::of(self);
+        let sees = |fid: &FrameworkId| sees_framework(p, fid, tenants.tenant(fid));
         ClusterState {
             master: self.master.clone(),
             status: self.status,
@@ -135,11 +179,12 @@ pub fn sees_logs_of(
         })
 }
 
-/// Whether `p` may see `event`, in the view `state` (for the frameworks'
-/// tenants): the master's own events (leader, status) always; a worker's
-/// with [`sees_all`]; a framework's, an executor's or a finished one's
-/// when it may read the framework.
-pub fn sees_event(p: &Principal, state: &ClusterState, event: &ClusterEvent) -> bool {
+/// Whether `p` may see `event`, with `tenants` the frameworks' tenants of
+/// the view it is read in ([`FrameworkTenants::of`]): the master's own
+/// events (leader, status) always; a worker's with [`sees_all`]; a
+/// framework's, an executor's or a finished one's when it may read the
+/// framework.
+pub fn sees_event(p: &Principal, tenants: &FrameworkTenants, event: &ClusterEvent) -> bool {
     if sees_all(p) {
         return true;
     }
@@ -152,7 +197,7 @@ pub fn sees_event(p: &Principal, state: &ClusterState, event: &ClusterEvent) -> 
         | ClusterEvent::Executor { framework, .. }
         | ClusterEvent::Finished { framework, .. }
         | ClusterEvent::Waiting { framework, .. } => {
-            sees_framework(p, framework, framework_tenant(state, framework))
+            sees_framework(p, framework, tenants.tenant(framework))
         }
     }
 }
@@ -256,7 +301,7 @@ mod tests {
 
     #[test]
     fn events_about_other_frameworks_and_workers_are_filtered_out() {
-        let s = state();
+        let s = FrameworkTenants::of(&state());
         let a = token(&[Capability::Read], None, Some("a-*"));
         let about = |fw: &str| ClusterEvent::Finished {
             framework: FrameworkId::new(fw),
@@ -270,5 +315,51 @@ mod tests {
         let lost =
             ClusterEvent::LeaderLost { leader: MasterId::new("m1"), epoch: 1, reason: "x".into() };
         assert!(sees_event(&a, &s, &lost));
+    }
+
+    #[test]
+    fn a_view_maps_its_frameworks_to_their_tenants() {
+        let mut s = state();
+        s.frameworks[1].tenant = Some("b".into());
+        let t = FrameworkTenants::of(&s);
+        assert_eq!(t.tenant(&FrameworkId::new("a-1")), DEFAULT_TENANT);
+        assert_eq!(t.tenant(&FrameworkId::new("b-1")), "b");
+        assert_eq!(t.tenant(&FrameworkId::new("gone")), DEFAULT_TENANT);
+        let b = token(&[Capability::Read], Some("b"), None);
+        let about = |fw: &str| ClusterEvent::Finished {
+            framework: FrameworkId::new(fw),
+            name: fw.into(),
+            outcome: "FINISHED".into(),
+            finished_at_ms: 0,
+        };
+        assert!(sees_event(&b, &t, &about("b-1")));
+        assert!(!sees_event(&b, &t, &about("a-1")));
+        let ids: Vec<String> =
+            s.visible_to(&b).frameworks.iter().map(|f| f.id.to_string()).collect();
+        assert_eq!(ids, ["b-1"]);
+    }
+
+    #[test]
+    fn a_token_reads_its_own_tenant_only() {
+        use crate::protocol::tenants::{Held, Tenant, TenantView};
+        let view = |name: &str| TenantView {
+            tenant: Tenant::new(name),
+            set: true,
+            held: Held::default(),
+            dominant_share_ppm: 0,
+            frameworks: 1,
+        };
+        let all = || vec![view("a"), view("b"), view(DEFAULT_TENANT)];
+        let names =
+            |v: Vec<TenantView>| -> Vec<String> { v.into_iter().map(|t| t.tenant.name).collect() };
+        assert_eq!(names(tenants_visible_to(&Principal::Root, all())).len(), 3);
+        let unscoped = token(&[Capability::Read], None, None);
+        assert_eq!(names(tenants_visible_to(&unscoped, all())).len(), 3);
+        let a = token(&[Capability::Read], Some("a"), Some("web-*"));
+        assert_eq!(names(tenants_visible_to(&a, all())), ["a"]);
+        let pattern = token(&[Capability::Read], None, Some("a-*"));
+        assert!(tenants_visible_to(&pattern, all()).is_empty());
+        let no_read = token(&[Capability::Submit], Some("a"), None);
+        assert!(tenants_visible_to(&no_read, all()).is_empty());
     }
 }

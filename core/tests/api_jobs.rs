@@ -19,70 +19,27 @@ use regent_core::protocol::{
 use regent_core::store::{Maintenance, Record, RecordKey, StoreCommand, StoreEvent};
 use regent_core::token::Principal;
 use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, Millis, WorkerId};
-use std::collections::BTreeMap;
 
 /// The wall clock of the first leader at its local time 0.
 const WALL: u64 = 1_700_000_000_000;
 
-/// A store that holds exactly what was confirmed durable.
-#[derive(Default)]
-struct Store(BTreeMap<RecordKey, Record>);
+/// What the tests read of the store ([`Store`], common to the scenario
+/// tests).
+trait JobRecords {
+    fn job(&self, id: &str) -> Option<regent_core::store::FrameworkRecord>;
+    fn history_outcomes(&self) -> Vec<String>;
+}
 
-impl Store {
-    /// Applies every write of `actions` and feeds `Persisted` back, until
-    /// nothing is left to write; returns every action on the way (those of
-    /// `actions` included).
-    fn settle(
-        &mut self,
-        m: &mut Master,
-        now: Millis,
-        actions: Vec<master::Action>,
-    ) -> Vec<master::Action> {
-        let mut all = actions.clone();
-        let mut pending = actions;
-        while !pending.is_empty() {
-            let mut next = Vec::new();
-            for a in pending {
-                let write = match a {
-                    master::Action::Store(StoreCommand::Persist { write, record }) => {
-                        self.0.insert(record.key(), record);
-                        write
-                    }
-                    master::Action::Store(StoreCommand::Unpersist { write, key, .. }) => {
-                        self.0.remove(&key);
-                        write
-                    }
-                    _ => continue,
-                };
-                let out = m.handle(now, master::Event::Store(StoreEvent::Persisted { write }));
-                all.extend(out.clone());
-                next.extend(out);
-            }
-            pending = next;
-        }
-        all
-    }
-
-    /// A new leader "b" elected over these records at local time `now`.
-    fn failover(&mut self, now: Millis, wall: u64) -> Master {
-        let mut m = master("b");
-        let out = m.handle(now, master::Event::Elected { floor: Epoch(1), clock: wall });
-        assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
-        let records = self.0.values().cloned().collect();
-        let out = m.handle(now, master::Event::Store(StoreEvent::Loaded { records }));
-        let _ = self.settle(&mut m, now, out);
-        m
-    }
-
+impl JobRecords for Store {
     fn job(&self, id: &str) -> Option<regent_core::store::FrameworkRecord> {
-        match self.0.get(&RecordKey::Framework(FrameworkId::new(id))) {
+        match self.records.get(&RecordKey::Framework(FrameworkId::new(id))) {
             Some(Record::Framework(f)) => Some(f.clone()),
             _ => None,
         }
     }
 
     fn history_outcomes(&self) -> Vec<String> {
-        self.0
+        self.records
             .values()
             .filter_map(|r| match r {
                 Record::History(h) => Some(format!("{} {:?}", h.framework.id, h.framework.outcome)),
@@ -202,7 +159,7 @@ impl Cluster {
         let out = m.handle(t, master::Event::Elected { floor: Epoch(1), clock: WALL });
         assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
         let out = m.handle(t, master::Event::Store(StoreEvent::Loaded { records: vec![] }));
-        let _ = store.settle(&mut m, t, out);
+        let _ = store.run(&mut m, t, out);
         let mut c = Cluster { m, store, next_query: 1 };
         c.add_worker(t, "w0", 100);
         c.add_worker(t, "w1", 101);
@@ -213,7 +170,7 @@ impl Cluster {
         let _ = connect_worker(&mut self.m, t, conn, name);
         let msg = register(name, conn, 8);
         let out = self.m.handle(t, master::Event::Message { conn: ConnId(conn), msg });
-        let _ = self.store.settle(&mut self.m, t, out);
+        let _ = self.store.run(&mut self.m, t, out);
     }
 
     /// Asks `msg` as a local asker: (the actions before any write is
@@ -230,7 +187,7 @@ impl Cluster {
             master::Event::Command { query, msg, principal: Box::new(Principal::Root) },
         );
         let before = out.clone();
-        let all = self.store.settle(&mut self.m, now, out);
+        let all = self.store.run(&mut self.m, now, out);
         let mine: Vec<Message> =
             answers(&all).into_iter().filter(|(q, _)| *q == query).map(|(_, m)| m).collect();
         assert_eq!(mine.len(), 1, "exactly one answer to query {query:?}: {all:?}");
@@ -249,7 +206,7 @@ impl Cluster {
     fn run_all(&mut self, now: Millis, actions: &[master::Action]) {
         for (conn, x) in launches(actions) {
             let out = self.m.handle(now, master::Event::Message { conn, msg: running(conn.0, &x) });
-            let _ = self.store.settle(&mut self.m, now, out);
+            let _ = self.store.run(&mut self.m, now, out);
         }
     }
 
@@ -386,7 +343,7 @@ fn refusals_name_the_group_the_key_or_the_subscriber_and_change_nothing() {
         tenant: None,
     });
     let out = c.m.handle(t, master::Event::Message { conn: ConnId(1), msg: sub });
-    let _ = c.store.settle(&mut c.m, t, out);
+    let _ = c.store.run(&mut c.m, t, out);
     let reason = refused(&c.submit(t, submission("etl", vec![group("g", 1, "/bin/sleep")])).2);
     assert_eq!(
         reason,
@@ -479,7 +436,7 @@ fn a_job_its_version_and_keys_survive_a_failover_and_it_never_times_out() {
     let changed = keyed(submission("web", vec![group("g", 1, "/bin/true")]), "k2");
     assert_eq!(accepted(&c.submit(t, changed).2), (2, JobChange::Updated));
     // A new leader recovers it from its record.
-    let m = c.store.failover(Millis(0), WALL + 3_600_000);
+    let m = c.store.elect("b", Millis(0), Epoch(1), WALL + 3_600_000);
     c.m = m;
     for (conn, w) in [(100, "w0"), (101, "w1")] {
         c.add_worker(Millis(0), w, conn);
@@ -490,7 +447,7 @@ fn a_job_its_version_and_keys_survive_a_failover_and_it_never_times_out() {
     for _ in 0..100 {
         now = now + Millis(24 * 3_600_000);
         let out = c.m.handle(now, master::Event::Tick);
-        let _ = c.store.settle(&mut c.m, now, out);
+        let _ = c.store.run(&mut c.m, now, out);
     }
     assert!(c.store.job("web").is_some(), "the job was removed while it had no subscriber");
     assert!(c.store.history_outcomes().is_empty());
@@ -552,7 +509,7 @@ fn operator_commands_answer_a_local_asker_once_durable() {
         c.ask(t, Message::CordonWorker { request: 4, worker: WorkerId::new("w1") });
     assert!(answers(&before).is_empty(), "{before:?}");
     assert!(matches!(answer, Message::RequestAccepted { request: 4, .. }), "{answer:?}");
-    let w1 = c.store.0.get(&RecordKey::Worker(WorkerId::new("w1")));
+    let w1 = c.store.records.get(&RecordKey::Worker(WorkerId::new("w1")));
     assert!(matches!(w1, Some(Record::Worker(w)) if w.maintenance == Some(Maintenance::Cordoned)));
     let (_, _, answer) =
         c.ask(t, Message::UncordonWorker { request: 5, worker: WorkerId::new("w1") });
@@ -658,7 +615,7 @@ fn a_slot_in_restart_backoff_says_until_when_and_a_failed_one_why() {
         },
     };
     let out = c.m.handle(t, master::Event::Message { conn, msg: failed(conn, &x) });
-    let _ = c.store.settle(&mut c.m, t, out);
+    let _ = c.store.run(&mut c.m, t, out);
     let slot = c.status(t, "web").groups[0].slots[0].clone();
     assert_eq!(slot.phase, SlotPhase::Backoff, "{slot:?}");
     let reason = slot.reason.expect("a backoff says until when");
@@ -671,15 +628,15 @@ fn a_slot_in_restart_backoff_says_until_when_and_a_failed_one_why() {
         for w in [100, 101] {
             let msg = Message::WorkerHeartbeat { incarnation: Incarnation(w) };
             let out = c.m.handle(t, master::Event::Message { conn: ConnId(w), msg });
-            all.extend(c.store.settle(&mut c.m, t, out));
+            all.extend(c.store.run(&mut c.m, t, out));
         }
         let out = c.m.handle(t, master::Event::Tick);
-        all.extend(c.store.settle(&mut c.m, t, out));
+        all.extend(c.store.run(&mut c.m, t, out));
     }
     let t = Millis(31_000);
     let (conn, x2) = launches(&all).pop().expect("relaunched after the backoff");
     let out = c.m.handle(t, master::Event::Message { conn, msg: failed(conn, &x2) });
-    let _ = c.store.settle(&mut c.m, t, out);
+    let _ = c.store.run(&mut c.m, t, out);
     let status = c.status(t, "web");
     let slot = &status.groups[0].slots[0];
     assert_eq!(slot.phase, SlotPhase::Failed, "{slot:?}");

@@ -275,3 +275,82 @@ pub fn group_with(
         launch: Box::new(launch),
     }
 }
+
+/// The durable store as the scenario tests stand it in: what each write
+/// leaves under its key, and every write in order.
+#[derive(Debug, Default)]
+pub struct Store {
+    /// The records by key.
+    pub records:
+        std::collections::BTreeMap<regent_core::store::RecordKey, regent_core::store::Record>,
+    /// Every write applied, in order: (is a put, key).
+    pub log: Vec<(bool, regent_core::store::RecordKey)>,
+}
+
+impl Store {
+    /// Applies every write of `actions` and feeds `Persisted` back at
+    /// `now`, then does the same for the writes that produces, until
+    /// nothing is left to write; returns every action on the way (those of
+    /// `actions` first).
+    pub fn run(
+        &mut self,
+        m: &mut Master,
+        now: Millis,
+        actions: Vec<master::Action>,
+    ) -> Vec<master::Action> {
+        let mut all = Vec::new();
+        let mut queue = actions;
+        while !queue.is_empty() {
+            let mut next = Vec::new();
+            for a in queue {
+                let write = match &a {
+                    master::Action::Store(StoreCommand::Persist { write, record }) => {
+                        self.records.insert(record.key(), record.clone());
+                        self.log.push((true, record.key()));
+                        Some(*write)
+                    }
+                    master::Action::Store(StoreCommand::Unpersist { write, key, .. }) => {
+                        self.records.remove(key);
+                        self.log.push((false, key.clone()));
+                        Some(*write)
+                    }
+                    _ => None,
+                };
+                if let Some(write) = write {
+                    next.extend(
+                        m.handle(now, master::Event::Store(StoreEvent::Persisted { write })),
+                    );
+                }
+                all.push(a);
+            }
+            queue = next;
+        }
+        all
+    }
+
+    /// [`Store::run`], returning every message sent on the way.
+    pub fn settle(
+        &mut self,
+        m: &mut Master,
+        now: Millis,
+        actions: Vec<master::Action>,
+    ) -> Vec<(ConnId, Message)> {
+        m_sends(&self.run(m, now, actions))
+    }
+
+    /// Every record, in key order.
+    pub fn all(&self) -> Vec<regent_core::store::Record> {
+        self.records.values().cloned().collect()
+    }
+
+    /// Master `name` elected over these records at local time `now`, with
+    /// the elector's `floor` and its wall clock reading `wall` then.
+    pub fn elect(&mut self, name: &str, now: Millis, floor: Epoch, wall: u64) -> Master {
+        let mut m = master(name);
+        let out = m.handle(now, master::Event::Elected { floor, clock: wall });
+        assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
+        let out = m.handle(now, master::Event::Store(StoreEvent::Loaded { records: self.all() }));
+        let _ = self.run(&mut m, now, out);
+        m
+    }
+}

@@ -14,62 +14,12 @@ use regent_core::protocol::{
 use regent_core::store::{Record, RecordKey, SlotOutcome, WorkerRecord};
 use regent_core::store::{StoreCommand, StoreEvent};
 use regent_core::{ConnId, Epoch, ExecutorId, Incarnation, Millis, WorkerId};
-use std::collections::BTreeMap;
 
 const T: Millis = Millis(0);
 
-/// A store that holds exactly what was confirmed durable.
-#[derive(Default)]
-struct Store(BTreeMap<RecordKey, Record>);
-
-impl Store {
-    /// Applies every write of `actions` and feeds `Persisted` back, until
-    /// nothing is left to write; returns every message sent on the way
-    /// (those of `actions` included).
-    fn settle(&mut self, m: &mut Master, actions: Vec<master::Action>) -> Vec<(ConnId, Message)> {
-        let mut sends = m_sends(&actions);
-        let mut pending = actions;
-        while !pending.is_empty() {
-            let mut next = Vec::new();
-            for a in pending {
-                let write = match a {
-                    master::Action::Store(StoreCommand::Persist { write, record }) => {
-                        self.0.insert(record.key(), record);
-                        write
-                    }
-                    master::Action::Store(StoreCommand::Unpersist { write, key, .. }) => {
-                        self.0.remove(&key);
-                        write
-                    }
-                    _ => continue,
-                };
-                let out = m.handle(T, master::Event::Store(StoreEvent::Persisted { write }));
-                sends.extend(m_sends(&out));
-                next.extend(out);
-            }
-            pending = next;
-        }
-        sends
-    }
-
-    fn records(&self) -> Vec<Record> {
-        self.0.values().cloned().collect()
-    }
-
-    /// A new leader elected over these records at `floor`.
-    fn failover(&mut self, name: &str, floor: u64) -> Master {
-        let mut m = master(name);
-        let out = m.handle(T, master::Event::Elected { floor: Epoch(floor), clock: 0 });
-        assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
-        let out = m.handle(T, master::Event::Store(StoreEvent::Loaded { records: self.records() }));
-        let _ = self.settle(&mut m, out);
-        m
-    }
-}
-
 fn deliver(m: &mut Master, store: &mut Store, conn: u64, msg: Message) -> Vec<(ConnId, Message)> {
     let out = m.handle(T, master::Event::Message { conn: ConnId(conn), msg });
-    store.settle(m, out)
+    store.settle(m, T, out)
 }
 
 fn register(worker: &str, inc: u64, executors: Vec<ExecutorReport>) -> Message {
@@ -96,7 +46,7 @@ fn cluster(store: &mut Store) -> (Master, Vec<ExecutorId>) {
     let out = m.handle(T, master::Event::Elected { floor: Epoch(1), clock: 0 });
     assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
     let out = m.handle(T, master::Event::Store(StoreEvent::Loaded { records: vec![] }));
-    let _ = store.settle(&mut m, out);
+    let _ = store.settle(&mut m, T, out);
     let _ = connect_worker(&mut m, T, 100, "w0");
     let _ = deliver(&mut m, store, 100, register("w0", 100, vec![]));
     let _ = m.handle(T, master::Event::Connected { conn: ConnId(1) });
@@ -179,7 +129,7 @@ fn a_kill_is_accepted_only_after_the_slot_outcome_recording_it_is_persisted() {
         _ => false,
     });
     assert!(recorded, "{out:?}");
-    let sends = store.settle(&mut m, out);
+    let sends = store.settle(&mut m, T, out);
     assert!(accepted(&sends, 5), "{sends:?}");
     assert!(sends.contains(&(
         ConnId(100),
@@ -203,7 +153,7 @@ fn after_a_failover_the_slot_whose_kill_was_accepted_is_not_relaunched() {
     assert!(accepted(&sends, 5));
     // Leader "a" dies before its kill reached the worker; "b" takes over the
     // records "a" made durable. The worker still runs both executors.
-    let mut b = store.failover("b", 2);
+    let mut b = store.elect("b", T, Epoch(2), 0);
     assert_eq!(b.status(), Status::Recovering);
     let _ = connect_worker(&mut b, T, 200, "w0");
     let reports =
@@ -246,7 +196,7 @@ fn a_kill_that_was_not_yet_durable_was_not_accepted() {
     let out = a.handle(T, master::Event::Message { conn: ConnId(1), msg: kill });
     assert!(!accepted(&m_sends(&out), 5));
     drop(a); // crashed before Persisted
-    let b = store.failover("b", 2);
+    let b = store.elect("b", T, Epoch(2), 0);
     let fw = b.frameworks().next().expect("framework");
     assert_eq!(fw.groups[0].record.slots[0], SlotOutcome::Pending);
 }
@@ -268,25 +218,25 @@ fn remove_worker_is_accepted_only_after_its_delete_is_durable_and_survives_a_fai
     let mut store = Store::default();
     for i in 1..=4 {
         let r = worker_record(i);
-        store.0.insert(r.key(), r);
+        store.records.insert(r.key(), r);
     }
-    let mut a = store.failover("a", 1);
+    let mut a = store.elect("a", T, Epoch(1), 0);
     let _ = connect_worker(&mut a, T, 1, "w1");
     let _ = deliver(&mut a, &mut store, 1, register("w1", 101, vec![]));
     // Three of four silent: too many to remove, they stay UNKNOWN.
     let out = a.handle(Millis(10_000), master::Event::Tick);
-    let _ = store.settle(&mut a, out);
+    let _ = store.settle(&mut a, T, out);
     assert_eq!(a.status(), Status::Alive);
     let _ = a.handle(T, master::Event::Connected { conn: ConnId(9) });
     let msg = Message::RemoveWorker { request: 3, worker: WorkerId::new("w3") };
     let out = a.handle(T, master::Event::Message { conn: ConnId(9), msg });
     assert!(!accepted(&m_sends(&out), 3), "accepted before the delete was durable: {out:?}");
-    assert!(store.0.contains_key(&RecordKey::Worker(WorkerId::new("w3"))));
-    let sends = store.settle(&mut a, out);
+    assert!(store.records.contains_key(&RecordKey::Worker(WorkerId::new("w3"))));
+    let sends = store.settle(&mut a, T, out);
     assert!(accepted(&sends, 3), "{sends:?}");
-    assert!(!store.0.contains_key(&RecordKey::Worker(WorkerId::new("w3"))));
+    assert!(!store.records.contains_key(&RecordKey::Worker(WorkerId::new("w3"))));
     // A new leader over the durable records does not bring w3 back.
-    let b = store.failover("b", 2);
+    let b = store.elect("b", T, Epoch(2), 0);
     let ids: Vec<String> = b.workers().iter().map(|w| w.id.0.clone()).collect();
     assert_eq!(ids, vec!["w1", "w2", "w4"]);
 }
@@ -306,7 +256,7 @@ fn removing_a_dead_worker_is_accepted_once_a_delete_is_durable() {
     assert!(out2
         .iter()
         .any(|x| matches!(x, master::Action::Store(StoreCommand::Unpersist { .. }))));
-    let _ = store.settle(&mut a, out);
-    let sends = store.settle(&mut a, out2);
+    let _ = store.settle(&mut a, T, out);
+    let sends = store.settle(&mut a, T, out2);
     assert!(accepted(&sends, 4), "{sends:?}");
 }

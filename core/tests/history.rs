@@ -13,69 +13,22 @@ use regent_core::protocol::{FinishedFramework, FrameworkOutcome};
 use regent_core::store::{Record, RecordKey};
 use regent_core::store::{StoreCommand, StoreEvent};
 use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, Millis};
-use std::collections::BTreeMap;
 
 const T: Millis = Millis(0);
 /// Wall-clock ms the runtime passes at the election.
 const WALL: u64 = 1_764_603_000_000;
 
-/// A store that applies the master's writes in order, as the runtimes do.
-#[derive(Default)]
-struct Store {
-    records: BTreeMap<RecordKey, Record>,
-    /// Every write applied, in order: (is a put, key).
-    log: Vec<(bool, RecordKey)>,
-}
-
-impl Store {
-    /// Applies every write of `actions`, feeds `Persisted` back, and does
-    /// the same for the writes that produces; returns every action seen.
-    fn run(
-        &mut self,
-        m: &mut Master,
-        now: Millis,
-        actions: Vec<master::Action>,
-    ) -> Vec<master::Action> {
-        let mut all = Vec::new();
-        let mut queue = actions;
-        while !queue.is_empty() {
-            let mut next = Vec::new();
-            for a in queue {
-                match &a {
-                    master::Action::Store(StoreCommand::Persist { write, record }) => {
-                        self.records.insert(record.key(), record.clone());
-                        self.log.push((true, record.key()));
-                        next.extend(m.handle(
-                            now,
-                            master::Event::Store(StoreEvent::Persisted { write: *write }),
-                        ));
-                    }
-                    master::Action::Store(StoreCommand::Unpersist { write, key, .. }) => {
-                        self.records.remove(key);
-                        self.log.push((false, key.clone()));
-                        next.extend(m.handle(
-                            now,
-                            master::Event::Store(StoreEvent::Persisted { write: *write }),
-                        ));
-                    }
-                    _ => {}
-                }
-                all.push(a);
-            }
-            queue = next;
-        }
-        all
-    }
-
-    fn history_keys(&self) -> Vec<u64> {
-        self.records
-            .keys()
-            .filter_map(|k| match k {
-                RecordKey::History(s) => Some(*s),
-                _ => None,
-            })
-            .collect()
-    }
+/// The history records' numbers in a [`Store`] (common to the scenario
+/// tests; it applies the master's writes in order, as the runtimes do).
+fn history_keys(store: &Store) -> Vec<u64> {
+    store
+        .records
+        .keys()
+        .filter_map(|k| match k {
+            RecordKey::History(s) => Some(*s),
+            _ => None,
+        })
+        .collect()
 }
 
 struct Cluster {
@@ -333,7 +286,7 @@ fn a_framework_past_its_failover_timeout_is_timed_out() {
     assert_eq!(f.outcome, FrameworkOutcome::TimedOut);
     assert_eq!(f.finished_at_ms, WALL + 31_001);
     assert_eq!(f.slots[0].state, Some(ExecutorState::Killed));
-    assert_eq!(c.store.history_keys(), vec![0]);
+    assert_eq!(history_keys(&c.store), vec![0]);
     assert!(!c.store.records.contains_key(&RecordKey::Framework(FrameworkId::new("fw-o"))));
 
     // `regent submit` leaves a finished application behind: once its
@@ -358,7 +311,7 @@ fn the_oldest_entries_past_the_limit_are_deleted_from_the_store() {
     }
     let ids: Vec<&str> = c.m.history().map(|f| f.id.as_str()).collect();
     assert_eq!(ids, ["fw-2", "fw-3"], "oldest first, the first one evicted");
-    assert_eq!(c.store.history_keys(), vec![1, 2]);
+    assert_eq!(history_keys(&c.store), vec![1, 2]);
     let shown: Vec<String> = c.m.state().history.iter().map(|f| f.id.to_string()).collect();
     assert_eq!(shown, ["fw-3", "fw-2"], "newest first");
 }
@@ -382,14 +335,14 @@ fn a_new_leader_recovers_the_history_and_numbers_after_it() {
     assert_eq!(d.m.frameworks().count(), 0);
     let _ = d.start(1, "fw-3", 1);
     let _ = d.send(1, Message::Teardown { request: 2 });
-    assert_eq!(d.store.history_keys(), vec![0, 1, 2], "numbered after the recovered ones");
+    assert_eq!(history_keys(&d.store), vec![0, 1, 2], "numbered after the recovered ones");
 
     // A new leader with a smaller limit deletes the oldest when it loads.
     let store = std::mem::take(&mut d.store);
     let e = Cluster::new(1, store, Millis(200));
     let ids: Vec<&str> = e.m.history().map(|f| f.id.as_str()).collect();
     assert_eq!(ids, ["fw-3"]);
-    assert_eq!(e.store.history_keys(), vec![2]);
+    assert_eq!(history_keys(&e.store), vec![2]);
 }
 
 #[test]

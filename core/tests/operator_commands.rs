@@ -29,66 +29,23 @@ const OP: ConnId = ConnId(9);
 /// The subscriber's connection.
 const SUB: ConnId = ConnId(1);
 
-/// A store that holds exactly what was confirmed durable.
-#[derive(Default)]
-struct Store(BTreeMap<RecordKey, Record>);
+/// What the tests read of the store ([`Store`], common to the scenario
+/// tests).
+trait OperatorRecords {
+    fn maintenance(&self, worker: &str) -> Option<Maintenance>;
+    fn group_slots(&self, framework: &FrameworkId) -> Vec<SlotOutcome>;
+}
 
-impl Store {
-    /// Applies every write of `actions` and feeds `Persisted` back at `now`,
-    /// until nothing is left to write; returns every message sent on the
-    /// way (those of `actions` included).
-    fn settle(
-        &mut self,
-        m: &mut Master,
-        now: Millis,
-        actions: Vec<master::Action>,
-    ) -> Vec<(ConnId, Message)> {
-        let mut sends = m_sends(&actions);
-        let mut pending = actions;
-        while !pending.is_empty() {
-            let mut next = Vec::new();
-            for a in pending {
-                let write = match a {
-                    master::Action::Store(StoreCommand::Persist { write, record }) => {
-                        self.0.insert(record.key(), record);
-                        write
-                    }
-                    master::Action::Store(StoreCommand::Unpersist { write, key, .. }) => {
-                        self.0.remove(&key);
-                        write
-                    }
-                    _ => continue,
-                };
-                let out = m.handle(now, master::Event::Store(StoreEvent::Persisted { write }));
-                sends.extend(m_sends(&out));
-                next.extend(out);
-            }
-            pending = next;
-        }
-        sends
-    }
-
-    /// A new leader elected over these records at local time `now`, its
-    /// wall clock reading `wall` then.
-    fn failover(&mut self, name: &str, now: Millis, wall: u64) -> Master {
-        let mut m = master(name);
-        let out = m.handle(now, master::Event::Elected { floor: Epoch(1), clock: wall });
-        assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
-        let records = self.0.values().cloned().collect();
-        let out = m.handle(now, master::Event::Store(StoreEvent::Loaded { records }));
-        let _ = self.settle(&mut m, now, out);
-        m
-    }
-
+impl OperatorRecords for Store {
     fn maintenance(&self, worker: &str) -> Option<Maintenance> {
-        match self.0.get(&RecordKey::Worker(WorkerId::new(worker))) {
+        match self.records.get(&RecordKey::Worker(WorkerId::new(worker))) {
             Some(Record::Worker(w)) => w.maintenance,
             other => panic!("no worker record of {worker}: {other:?}"),
         }
     }
 
     fn group_slots(&self, framework: &FrameworkId) -> Vec<SlotOutcome> {
-        match self.0.get(&RecordKey::Framework(framework.clone())) {
+        match self.records.get(&RecordKey::Framework(framework.clone())) {
             Some(Record::Framework(f)) => f.groups[0].slots.clone(),
             other => panic!("no framework record: {other:?}"),
         }
@@ -346,7 +303,7 @@ fn a_cordoned_worker_stays_cordoned_when_it_registers_again_and_under_a_new_lead
     assert!(view(&c.m, "w1").cordoned);
     assert_eq!(c.store.maintenance("w1"), Some(Maintenance::Cordoned));
     // A new leader over the records.
-    let mut b = c.store.failover("b", Millis(0), WALL_A + 5_000);
+    let mut b = c.store.elect("b", Millis(0), Epoch(1), WALL_A + 5_000);
     assert!(view(&b, "w1").cordoned, "recovered cordoned");
     for (conn, w, inc) in [(200, "w0", 100), (201, "w1", 111)] {
         let _ = connect_worker(&mut b, Millis(0), conn, w);
@@ -434,7 +391,7 @@ fn a_drain_deadline_is_honoured_by_a_new_leader_and_passes_into_a_kill() {
     let deadline_ms = WALL_A + 62_000;
     // Leader "a" dies. "b" is elected 20 s of wall-clock time later, at its
     // own local time 500: 40 s of the deadline are left.
-    let mut b = c.store.failover("b", Millis(500), WALL_A + 22_000);
+    let mut b = c.store.elect("b", Millis(500), Epoch(1), WALL_A + 22_000);
     let v = view(&b, "w1");
     assert_eq!((v.drain, v.drain_deadline_ms), (Some(DrainState::Draining), Some(deadline_ms)));
     let _ = connect_worker(&mut b, Millis(500), 200, "w0");
@@ -552,7 +509,7 @@ fn scale_down_kills_the_highest_slots_durably_and_tells_the_subscriber() {
     let sends = c.deliver(t, SUB, Message::DeclareGroup { request: 2, spec });
     assert!(sends.iter().any(|(_, m)| matches!(m, Message::RequestAccepted { request: 2, .. })));
     assert!(launches(&sends).is_empty());
-    let b = c.store.failover("b", Millis(0), WALL_A + 9_000);
+    let b = c.store.elect("b", Millis(0), Epoch(1), WALL_A + 9_000);
     assert_eq!(b.frameworks().next().unwrap().groups[0].slot_count(), 2);
 }
 
@@ -831,7 +788,7 @@ fn named_executors_with_the_count_kept_are_replaced_without_a_retry() {
     // Durable as a kill with refill: a new leader kills it rather than
     // adopting it.
     assert_eq!(c.store.group_slots(&fw), vec![SlotOutcome::Pending; 3]);
-    match c.store.0.get(&RecordKey::Framework(fw.clone())) {
+    match c.store.records.get(&RecordKey::Framework(fw.clone())) {
         Some(Record::Framework(f)) => {
             assert_eq!(f.groups[0].replacing, BTreeMap::from([(1, x[1].clone())]))
         }
@@ -867,7 +824,7 @@ fn a_named_scale_with_a_bad_id_is_refused_whole_naming_it() {
     let sends = c.deliver(t, SUB, Message::DeclareGroup { request: 2, spec });
     let foreign = launches(&sends).pop().expect("h placed").1;
     let unknown = ExecutorId::new(format!("{fw}/g#9#1.99"));
-    let record = c.store.0.clone();
+    let record = c.store.records.clone();
     let too_many: Vec<ExecutorId> =
         (0..=regent_core::limits::MAX_SCALE_REMOVE).map(|_| x[0].clone()).collect();
     let cases: Vec<(Vec<ExecutorId>, String)> = vec![
@@ -887,7 +844,7 @@ fn a_named_scale_with_a_bad_id_is_refused_whole_naming_it() {
         assert!(reason.contains("nothing was changed"), "{reason}");
         assert!(!before.iter().any(|a| matches!(a, master::Action::Store(_))), "{before:?}");
         assert!(kills(&sends).is_empty());
-        assert_eq!(c.store.0, record, "nothing changed");
+        assert_eq!(c.store.records, record, "nothing changed");
     }
     // A deadline over the limit.
     let stop = Stop { signal: StopSignal::Term, deadline: MAX_DRAIN_DEADLINE + Millis(1) };
@@ -943,7 +900,7 @@ fn a_new_leader_finishes_a_named_removal_whose_kill_never_arrived() {
     assert!(accepted(&sends, 7));
     // Leader "a" dies; its kills never reached the workers, which report
     // all four running to "b".
-    let mut b = c.store.failover("b", Millis(0), WALL_A + 9_000);
+    let mut b = c.store.elect("b", Millis(0), Epoch(1), WALL_A + 9_000);
     let mut sends = Vec::new();
     for (conn, w) in [(100u64, "w0"), (101, "w1")] {
         let _ = connect_worker(&mut b, Millis(0), 200 + conn, w);
@@ -986,7 +943,7 @@ fn a_local_asker_is_answered_once_the_named_scale_is_durable() {
             match a {
                 master::Action::Answer { query, msg } => answers.push((query, msg)),
                 master::Action::Store(StoreCommand::Persist { write, record }) => {
-                    c.store.0.insert(record.key(), record);
+                    c.store.records.insert(record.key(), record);
                     next.extend(
                         c.m.handle(t, master::Event::Store(StoreEvent::Persisted { write })),
                     );

@@ -299,3 +299,148 @@ fn a_revoked_token_is_refused_its_connections_closed_and_the_list_survives_a_fai
     let out = send(&mut next, 10, 6, Message::StateRequest);
     assert!(matches!(&m_sends(&out)[..], [(_, Message::StateReply(_))]), "a newer key id holds");
 }
+
+/// The reply `conn`'s peer gets to `msg` (the last message sent to it).
+fn reply(m: &mut Master, conn: u64, msg: Message) -> Message {
+    let out = send(m, 10, conn, msg);
+    let mut to_conn: Vec<Message> =
+        m_sends(&out).into_iter().filter(|(c, _)| *c == ConnId(conn)).map(|(_, m)| m).collect();
+    to_conn.pop().unwrap_or_else(|| panic!("no reply on {conn}: {out:?}"))
+}
+
+/// The frameworks of a `StateReply`, a `JobsReply` or a `TenantsReply`
+/// (the tenants' names), sorted.
+fn names(msg: &Message) -> Vec<String> {
+    let mut v: Vec<String> = match msg {
+        Message::StateReply(s) => s.frameworks.iter().map(|f| f.id.to_string()).collect(),
+        Message::JobsReply { jobs, .. } => jobs.iter().map(|j| j.job.to_string()).collect(),
+        Message::TenantsReply { tenants, .. } => {
+            tenants.iter().map(|t| t.tenant.name.clone()).collect()
+        }
+        other => panic!("not a read reply: {other:?}"),
+    };
+    v.sort();
+    v
+}
+
+#[test]
+fn a_tenants_read_token_reads_only_its_tenant_over_the_wire() {
+    let mut m = leader();
+    // The root registers a worker and subscribes a framework of tenant a
+    // and one of tenant b.
+    connect(&mut m, 1, None);
+    let out = send(&mut m, 0, 1, Message::RegisterWorker(registration("w1", 1)));
+    assert!(m_sends(&out).iter().any(|(_, msg)| matches!(msg, Message::Registered { .. })));
+    for (conn, fw, tenant) in [(2, "a-1", "a"), (3, "b-1", "b")] {
+        connect(&mut m, conn, None);
+        let mut sub = subscribe_msg(fw);
+        if let Message::Subscribe(s) = &mut sub {
+            s.tenant = Some(tenant.into());
+        }
+        assert!(subscribed(&send(&mut m, 0, conn, sub)));
+    }
+    let all_jobs = || Message::JobsRequest { request: 7, job: None };
+    let tenants = || Message::TenantsRequest { request: 8 };
+    // The root reads everything.
+    connect(&mut m, 4, None);
+    let root_state = reply(&mut m, 4, Message::StateRequest);
+    assert_eq!(names(&root_state), ["a-1", "b-1"]);
+    assert!(matches!(&root_state, Message::StateReply(s) if s.workers.len() == 1));
+    assert_eq!(names(&reply(&mut m, 4, all_jobs())), ["a-1", "b-1"]);
+    assert_eq!(names(&reply(&mut m, 4, tenants())), ["a", "b"]);
+    // A read token of tenant a: its framework, no worker, its tenant.
+    let a = Claims { tenant: Some("a".into()), ..claims("read-a", &[Capability::Read]) };
+    connect(&mut m, 5, Some(a));
+    let state_a = reply(&mut m, 5, Message::StateRequest);
+    assert_eq!(names(&state_a), ["a-1"]);
+    assert!(matches!(&state_a, Message::StateReply(s) if s.workers.is_empty()), "{state_a:?}");
+    assert_eq!(names(&reply(&mut m, 5, all_jobs())), ["a-1"]);
+    assert_eq!(names(&reply(&mut m, 5, tenants())), ["a"]);
+    let one = |f: &str| Message::JobsRequest { request: 9, job: Some(FrameworkId(f.into())) };
+    assert_eq!(names(&reply(&mut m, 5, one("a-1"))), ["a-1"]);
+    match reply(&mut m, 5, one("b-1")) {
+        Message::RequestRefused { reason, .. } => {
+            assert!(reason.contains("may not act on framework b-1"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // A pattern without a tenant: its frameworks, no tenant's totals.
+    let b = Claims { frameworks: Some("b-*".into()), ..claims("read-b", &[Capability::Read]) };
+    connect(&mut m, 6, Some(b));
+    assert_eq!(names(&reply(&mut m, 6, Message::StateRequest)), ["b-1"]);
+    assert_eq!(names(&reply(&mut m, 6, all_jobs())), ["b-1"]);
+    assert!(names(&reply(&mut m, 6, tenants())).is_empty());
+    // The root's view is untouched by the scoped reads (the cache is shared).
+    assert_eq!(names(&reply(&mut m, 4, Message::StateRequest)), ["a-1", "b-1"]);
+}
+
+fn audits(out: &[master::Action]) -> Vec<regent_core::audit::AuditRecord> {
+    out.iter()
+        .filter_map(|a| match a {
+            master::Action::Audit(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The write ids `out` asks to persist.
+fn persists(out: &[master::Action]) -> Vec<regent_core::store::WriteId> {
+    out.iter()
+        .filter_map(|a| match a {
+            master::Action::Store(StoreCommand::Persist { write, .. }) => Some(*write),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn each_wire_answer_is_audited_for_its_own_request() {
+    let mut m = leader();
+    connect(&mut m, 1, None);
+    let _ = send(&mut m, 0, 1, Message::RegisterWorker(registration("w1", 1)));
+    connect(&mut m, 2, None);
+    let _ = send(&mut m, 0, 2, Message::RegisterWorker(registration("w2", 2)));
+    let ops = claims("ops", &[Capability::Operator]);
+    connect(&mut m, 3, Some(ops));
+    // Two cordons on one connection, answered once durable: the second's
+    // write lands first, and each answer is audited with its own target.
+    let cordon = |request, w: &str| Message::CordonWorker { request, worker: WorkerId::new(w) };
+    let mut writes = Vec::new();
+    for (request, w) in [(11, "w1"), (12, "w2")] {
+        let out = m
+            .handle(Millis(5), master::Event::Message { conn: ConnId(3), msg: cordon(request, w) });
+        assert!(audits(&out).is_empty(), "not answered yet: {out:?}");
+        writes.push(persists(&out));
+    }
+    let mut order = Vec::new();
+    for write in writes.iter().rev().flatten() {
+        let out =
+            m.handle(Millis(6), master::Event::Store(StoreEvent::Persisted { write: *write }));
+        for r in audits(&out) {
+            order.push((r.target, r.token, r.outcome));
+        }
+    }
+    use regent_core::audit::Outcome::{Accepted, Refused};
+    assert_eq!(
+        order,
+        [("w2".into(), "ops".into(), Accepted), ("w1".into(), "ops".into(), Accepted)]
+    );
+    // A change refused at once is audited at once, with its reason: by
+    // the master, or by the token's check.
+    connect(&mut m, 4, None);
+    let kill = |request| Message::KillFramework { request, framework: FrameworkId("nope".into()) };
+    let out = m.handle(Millis(7), master::Event::Message { conn: ConnId(4), msg: kill(13) });
+    let got = audits(&out);
+    assert_eq!(got.len(), 1, "{out:?}");
+    assert_eq!((got[0].outcome, got[0].reason.as_deref()), (Refused, Some("no framework nope")));
+    assert_eq!(got[0].token, "root");
+    let out = m.handle(Millis(7), master::Event::Message { conn: ConnId(3), msg: kill(14) });
+    let got = audits(&out);
+    assert_eq!(got.len(), 1, "{out:?}");
+    assert_eq!((got[0].token.as_str(), got[0].action.as_str()), ("ops", "kill-framework"));
+    assert!(got[0].reason.as_deref().unwrap_or("").contains("lacks the `submit`"), "{got:?}");
+    // A read is not audited.
+    let out =
+        m.handle(Millis(7), master::Event::Message { conn: ConnId(1), msg: Message::StateRequest });
+    assert!(audits(&out).is_empty());
+}

@@ -10,6 +10,10 @@
 //! * a `submit` token scoped to `a-*` deleting job `b-1` is `403` naming its
 //!   scope, and nothing changes;
 //! * an expired token is `401` naming its expiry;
+//! * `POST /v1/tokens/revoke` (the twin of `regent token revoke`) needs
+//!   `operator`, refuses a body naming neither a token nor keys, and once
+//!   it answers the revoked token is `401` naming the revocation; one
+//!   revoked on the wire protocol is `401` soon after;
 //! * the audit log (`--audit-log`), `GET /v1/audit` and `regent audit` name
 //!   each change with the token's name, accepted or refused.
 //!
@@ -191,8 +195,47 @@ fn scoped_tokens_on_http_read_and_act_within_their_scope_and_every_change_is_aud
     assert_eq!(code, 401, "{body}");
     assert!(body.contains("expired"), "{body}");
 
+    // Revoking over HTTP needs `operator`; once answered, the token is
+    // refused at once (this HTTP face drops its copy of the list).
+    let ops = token(&c, &secret, &["--capability", "operator", "--name", "ops"]);
+    let revoke = format!(r#"{{"token": "{read_a}"}}"#);
+    let (code, body) = call(&http, "POST", "/v1/tokens/revoke", Some(&read_a), &revoke);
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("`operator`"), "{body}");
+    let (code, body) = call(&http, "POST", "/v1/tokens/revoke", Some(&ops), "{}");
+    assert_eq!(code, 400, "neither a token nor keys: {body}");
+    let (code, body) = call(&http, "GET", "/v1/jobs", Some(&read_a), "");
+    assert_eq!(code, 200, "not revoked yet: {body}");
+    let (code, body) = call(&http, "POST", "/v1/tokens/revoke", Some(&ops), &revoke);
+    assert_eq!(code, 200, "{body}");
+    let read_a_id = json(&body)["revoked"].as_str().unwrap_or("").to_owned();
+    assert_eq!(read_a_id.len(), 32, "{body}");
+    let (code, body) = call(&http, "GET", "/v1/jobs", Some(&read_a), "");
+    assert_eq!(code, 401, "{body}");
+    assert!(body.contains("was revoked"), "{body}");
+    let (code, body) = call(&http, "GET", "/api/state", Some(&read_a), "");
+    assert_eq!(code, 401, "{body}");
+
+    // A revocation made on the wire protocol (`regent token revoke`) is
+    // refused by the HTTP face too, once its copy of the list is renewed
+    // (within a second; docs/security.md).
+    let other = token(&c, &secret, &["--capability", "read", "--name", "other"]);
+    let (code, body) = call(&http, "GET", "/v1/jobs", Some(&other), "");
+    assert_eq!(code, 200, "{body}");
+    let out = c.run(
+        &["--secret-file", &secret, "token", "revoke", "--masters", &spec.addr(), &other],
+        BOUND,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    wait_for(BOUND, "the wire's revocation refused over HTTP", || {
+        match call(&http, "GET", "/v1/jobs", Some(&other), "") {
+            (401, body) if body.contains("was revoked") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+
     // The audit log names each change with the token's name.
-    let (code, body) = call(&http, "GET", "/v1/audit", Some(&read_a), "");
+    let (code, body) = call(&http, "GET", "/v1/audit", Some(&submit_a), "");
     assert_eq!(code, 403, "reading the audit log needs `operator`: {body}");
     assert!(body.contains("`operator`"), "{body}");
     let (code, body) = call(&http, "GET", "/v1/audit?since=0", Some(&full), "");
@@ -214,6 +257,7 @@ fn scoped_tokens_on_http_read_and_act_within_their_scope_and_every_change_is_aud
         want("ci-a", "submit-job", "b-2", "refused"),
         want("ci-a", "delete-job", "b-1", "refused"),
         want("ci-a", "delete-job", "a-1", "accepted"),
+        want("ops", "revoke-token", &read_a_id, "accepted"),
     ] {
         assert!(seen.contains(&expected), "{expected:?} in {seen:?}");
     }

@@ -5,7 +5,9 @@
 //! pattern; an operator command needs `operator`; an expired token and a
 //! revoked one are refused (the revoked one after use: its worker's
 //! connection is closed and its registration refused); the revocation
-//! survives a master restart. The tokens are minted with
+//! survives a master restart; a `read` token of tenant A reads only A's
+//! frameworks and tenant over the wire (`regent status`, `regent job
+//! status`, `regent tenant list`: no workers, nothing of `default`'s). The tokens are minted with
 //! `regent_core::token::Token::issue` (`regent token create` is the HTTP
 //! side's). Loopback only, temp dirs, generous bounds.
 
@@ -102,9 +104,15 @@ fn wait_log(p: &Proc, text: &str) {
 
 /// A job file named `name` of one slot no worker can hold (it waits).
 fn job_file(c: &Cluster, name: &str) -> String {
+    tenant_job_file(c, name, None)
+}
+
+/// [`job_file`] of `tenant` (`None`: the file names none).
+fn tenant_job_file(c: &Cluster, name: &str, tenant: Option<&str>) -> String {
     let path = c.path(&format!("{name}.toml"));
+    let tenant = tenant.map(|t| format!("tenant = \"{t}\"\n")).unwrap_or_default();
     let text = format!(
-        "name = \"{name}\"\n\n[[group]]\nname = \"g\"\ncount = 1\ncommand = [\"true\"]\ncores = 64\n"
+        "name = \"{name}\"\n{tenant}\n[[group]]\nname = \"g\"\ncount = 1\ncommand = [\"true\"]\ncores = 64\n"
     );
     std::fs::write(&path, text).unwrap();
     path.to_str().unwrap().to_owned()
@@ -162,6 +170,33 @@ fn tokens_are_authorized_on_the_wire_and_a_revoked_one_is_cut_off() {
         let fws = frameworks(&state(&c, &secret, &m)?);
         (fws == ["db-1"]).then_some(()).ok_or(format!("{fws:?}"))
     });
+
+    // Tenant-scoped reads over the wire: a job of tenant team-a beside
+    // db-1 (`default`'s); team-a's read token reads only its own.
+    let file = tenant_job_file(&c, "a-1", Some("team-a"));
+    ok(&c, &["--secret-file", &secret, "job", "submit", "--masters", &m, "--id", "a-1", &file]);
+    assert_eq!(frameworks(&state(&c, &secret, &m).unwrap()), ["a-1", "db-1"]);
+    let reader =
+        Claims { tenant: Some("team-a".into()), ..claims(5, "read-a", &[Capability::Read]) };
+    let (reader_file, _) = token_file(&c, "read-a.token", &reader);
+    let as_reader = |args: &[&str]| -> Value {
+        let mut all = vec!["--token-file", reader_file.as_str()];
+        all.extend(args);
+        all.extend(["--masters", m.as_str(), "--json"]);
+        let out = ok(&c, &all);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+    };
+    let seen = as_reader(&["status"]);
+    assert_eq!(frameworks(&seen), ["a-1"], "{seen}");
+    assert_eq!(seen["workers"].as_array().map(Vec::len), Some(0), "{seen}");
+    let jobs = as_reader(&["job", "status"]);
+    let ids: Vec<&str> =
+        jobs["jobs"].as_array().unwrap().iter().filter_map(|j| j["job"].as_str()).collect();
+    assert_eq!(ids, ["a-1"], "{jobs}");
+    let tenants = as_reader(&["tenant", "list"]);
+    let names: Vec<&str> =
+        tenants.as_array().unwrap().iter().filter_map(|t| t["tenant"]["name"].as_str()).collect();
+    assert_eq!(names, ["team-a"], "{tenants}");
 
     // An operator command needs `operator`.
     let err = refused(&c, &["--token-file", &web_file, "cordon", "--masters", &m, "rack1-w1"]);

@@ -21,7 +21,8 @@
 //!    messages (declare, update, kill an executor, teardown) act on the
 //!    framework its SUBSCRIBE was authorized for.
 //!
-//! A refused message changes nothing and is answered the way its kind is
+//! A refused message changes nothing (a change is audited as refused, with
+//! the reason) and is answered the way its kind is
 //! refused anyway, with the [`Denied`] text: `RegisterRefused` for a
 //! registration and for what a worker sends (the worker logs it and
 //! retries slowly; its connection stays open, or it would reconnect at once
@@ -74,7 +75,15 @@ impl Master {
         out: &mut Vec<Action>,
     ) -> bool {
         let Some(refusal) = self.judge(now, conn, msg) else { return true };
+        // A change refused is audited with the reason, as over HTTP.
+        let asked = crate::audit::Asked::of(self.principal(conn), msg);
+        let refused = Message::RequestRefused {
+            epoch: self.epoch,
+            request: super::authorize_query::request_of(msg),
+            reason: refusal.reason.clone(),
+        };
         self.refuse_denied(now, conn, msg, refusal, out);
+        out.extend(asked.and_then(|a| a.answered(self.wall(now), &refused)).map(Action::Audit));
         false
     }
 

@@ -87,6 +87,55 @@ impl Master {
     }
 }
 
+/// Changes asked and not answered yet, for the audit log: what was asked,
+/// by asker and request number, looked up directly when the answer is
+/// made (at most [`MAX_PENDING_AUDITS`]; the oldest is forgotten past it).
+/// A local asker has one answer: its request number is not part of the
+/// key.
+#[derive(Debug, Default)]
+pub(super) struct PendingAudits {
+    asked: std::collections::HashMap<(Origin, u64), (u64, Asked)>,
+    /// The keys by the order they were asked in (for forgetting the oldest).
+    order: std::collections::BTreeMap<u64, (Origin, u64)>,
+    next: u64,
+}
+
+impl PendingAudits {
+    fn key(asker: Origin, request: u64) -> (Origin, u64) {
+        match asker {
+            Origin::Conn(_) => (asker, request),
+            Origin::Query(_) => (asker, 0),
+        }
+    }
+
+    fn insert(&mut self, asker: Origin, request: u64, asked: Asked) {
+        let key = Self::key(asker, request);
+        if let Some((seq, _)) = self.asked.remove(&key) {
+            self.order.remove(&seq);
+        }
+        if self.asked.len() >= MAX_PENDING_AUDITS {
+            if let Some((_, oldest)) = self.order.pop_first() {
+                self.asked.remove(&oldest);
+            }
+        }
+        let seq = self.next;
+        self.next += 1;
+        self.order.insert(seq, key);
+        self.asked.insert(key, (seq, asked));
+    }
+
+    fn take(&mut self, asker: Origin, request: u64) -> Option<Asked> {
+        let (seq, asked) = self.asked.remove(&Self::key(asker, request))?;
+        self.order.remove(&seq);
+        Some(asked)
+    }
+
+    /// How many changes wait for their answer.
+    pub(super) fn len(&self) -> usize {
+        self.asked.len()
+    }
+}
+
 impl Master {
     /// Remembers that `principal` asked the change `msg` (if it is one) of
     /// `asker`, for the audit record of its answer.
@@ -99,36 +148,54 @@ impl Master {
     /// `asker`.
     pub(super) fn audit_pending(&mut self, asker: Origin, request: u64, asked: Option<Asked>) {
         if let Some(asked) = asked {
-            if self.audits.len() >= MAX_PENDING_AUDITS {
-                self.audits.remove(0);
-            }
-            self.audits.push((asker, request, asked));
+            self.audits.insert(asker, request, asked);
         }
     }
 
-    /// An audit record for every answer among `out` to a change asked
-    /// ([`Master::audit_asked`]), appended to `out`.
-    pub(super) fn audit_answers(&mut self, now: Millis, out: &mut Vec<Action>) {
-        if self.audits.is_empty() {
+    /// The audit record of `reply`, the answer to `to` made now, when it
+    /// answers a change asked ([`Master::audit_asked`]): what waits for
+    /// its answer after a durable write.
+    pub(super) fn audit_answer(
+        &mut self,
+        now: Millis,
+        to: Origin,
+        reply: &Message,
+    ) -> Option<Action> {
+        let request = answers_request(reply)?;
+        let asked = self.audits.take(to, request)?;
+        asked.answered(self.wall(now), reply).map(Action::Audit)
+    }
+
+    /// The audit record of the answer to `asker`'s change `request`, when
+    /// the master answered it at once: among what handling it added to
+    /// `out` (from `from` on), appended to `out`.
+    pub(super) fn audit_answered_now(
+        &mut self,
+        now: Millis,
+        asker: Origin,
+        request: u64,
+        from: usize,
+        out: &mut Vec<Action>,
+    ) {
+        if self.audits.len() == 0 {
             return;
         }
-        let mut records = Vec::new();
-        for a in out.iter() {
-            let (origin, msg) = match a {
-                Action::Send { conn, msg } => (Origin::Conn(*conn), msg),
-                Action::Answer { query, msg } => (Origin::Query(*query), msg),
-                _ => continue,
-            };
-            let Some(request) = answers_request(msg) else { continue };
-            // A local query has one answer; a connection's is by request.
-            let i = self.audits.iter().position(|(o, r, _)| {
-                *o == origin && (matches!(origin, Origin::Query(_)) || *r == request)
-            });
-            if let Some(i) = i {
-                let (_, _, asked) = self.audits.remove(i);
-                records.extend(asked.answered(self.wall(now), msg).map(Action::Audit));
+        let from = from.min(out.len());
+        let answers = |a: &Action| match (a, asker) {
+            (Action::Send { conn, msg }, Origin::Conn(c)) if *conn == c => {
+                answers_request(msg) == Some(request)
             }
+            (Action::Answer { query, msg }, Origin::Query(q)) if *query == q => {
+                answers_request(msg).is_some()
+            }
+            _ => false,
+        };
+        let Some(i) = out[from..].iter().position(answers) else { return };
+        let (Action::Send { msg, .. } | Action::Answer { msg, .. }) = &out[from + i] else {
+            return;
+        };
+        if let Some(record) = self.audit_answer(now, asker, msg) {
+            out.push(record);
         }
-        out.extend(records);
     }
 }

@@ -178,7 +178,10 @@ impl Master {
                 let asked = crate::audit::Asked::of(self.principal(conn), &msg);
                 let request = authorize_query::request_of(&msg);
                 self.audit_pending(Origin::Conn(conn), request, asked);
-                self.client_command(now, Origin::Conn(conn), msg, out)
+                let from = out.len();
+                self.client_command(now, Origin::Conn(conn), msg, out);
+                // Answered at once, or once durable (`answer_durable`).
+                self.audit_answered_now(now, Origin::Conn(conn), request, from, out)
             }
             Message::LogRequest { request, executor, stream, offset, max } if self.may_act() => {
                 let asker = Origin::Conn(conn);
@@ -264,8 +267,9 @@ impl Master {
                 c.last_fresh_state = Some(now);
             }
         }
-        // The message owns its copy (it is encoded on the way out).
-        Box::new((*state).clone())
+        // The message owns its copy (it is encoded on the way out), with
+        // only what the peer may read.
+        self.scoped_state(conn, &state)
     }
 
     /// The answer to a request this master cannot act on right now.
@@ -302,6 +306,23 @@ impl Master {
         // What the sender may do, before anything is done
         // (docs/design.md#issue-44).
         self.audit_asked(asker, principal, &msg);
+        let request = authorize_query::request_of(&msg);
+        let from = out.len();
+        self.authorized_command(now, asker, msg, principal, out);
+        // Answered at once, or once durable (`answer_durable`).
+        self.audit_answered_now(now, asker, request, from, out);
+    }
+
+    /// [`Master::on_command`]'s `msg` once its audit is pending: checked
+    /// against `principal`, then handled.
+    fn authorized_command(
+        &mut self,
+        now: Millis,
+        asker: Origin,
+        msg: Message,
+        principal: &crate::token::Principal,
+        out: &mut Vec<Action>,
+    ) {
         if let Err(denied) = self.authorize_query(principal, &msg) {
             let reason = format!("{}{denied}", authorize_query::FORBIDDEN);
             out.push(self.refuse_request(asker, authorize_query::request_of(&msg), reason));
@@ -389,7 +410,7 @@ impl Master {
             }
             Message::DeleteJob { request, job } => self.delete_job(now, asker, request, job, out),
             Message::JobsRequest { request, job } => {
-                let msg = self.jobs_reply(now, request, job.as_ref());
+                let msg = self.scoped_reply(asker, self.jobs_reply(now, request, job.as_ref()));
                 // A peer's decoder takes frames up to the default limit; a
                 // local asker takes the message itself.
                 let len = crate::codec::frame_len(&msg);
@@ -406,7 +427,7 @@ impl Master {
             }
             Message::SetTenant { request, tenant } => self.set_tenant(asker, request, tenant, out),
             Message::TenantsRequest { request } => {
-                out.push(asker.reply(self.tenants_reply(request)))
+                out.push(asker.reply(self.scoped_reply(asker, self.tenants_reply(request))))
             }
             other => {
                 self.metrics.rejected += 1;

@@ -43,6 +43,7 @@ mod plan;
 mod preempt;
 mod restarts;
 mod rollout;
+mod scoped_reads;
 mod silence;
 mod snapshot;
 mod tenants;
@@ -640,7 +641,7 @@ pub struct Master {
     restart_waits: restarts::Waits,
     /// Changes asked and not answered yet, for the audit log: who asked
     /// what, by asker and request number (at most [`MAX_PENDING_AUDITS`]).
-    audits: Vec<(Origin, u64, crate::audit::Asked)>,
+    audits: authorize_query::PendingAudits,
     /// The tenants an operator set (docs/tenants.md).
     tenants: tenants::Tenants,
     /// What the live executors of each tenant and framework hold.
@@ -684,7 +685,7 @@ impl Master {
             logs: logs::Relays::default(),
             dying: kills::Dying::default(),
             restart_waits: restarts::Waits::default(),
-            audits: Vec::new(),
+            audits: Default::default(),
             tenants: tenants::Tenants::default(),
             usage: fairness::Usage::default(),
             preemptions: preempt::Preemptions::default(),
@@ -992,7 +993,6 @@ impl Master {
         }
         self.preempt(now, &mut out);
         self.finish_framework_writes(&mut out);
-        self.audit_answers(now, &mut out);
         #[cfg(debug_assertions)]
         self.check_indexes();
         out
@@ -1113,19 +1113,32 @@ impl Master {
         }
     }
 
+    /// Answers `to` with `msg` once what it waited for is durable, with the
+    /// audit record of the change it answers (if it answers one).
+    fn answer_durable(&mut self, now: Millis, to: Origin, msg: Message, out: &mut Vec<Action>) {
+        let audit = self.audit_answer(now, to, &msg);
+        out.push(to.reply(msg));
+        out.extend(audit);
+    }
+
     /// Runs what waited for a write to be durable.
     fn after_write_done(&mut self, now: Millis, then: AfterWrite, out: &mut Vec<Action>) {
         match then {
             AfterWrite::Subscribed { framework, conn } => {
                 self.on_subscription_durable(&framework, conn, out)
             }
-            AfterWrite::Accept { conn, request } => out.push(Action::Send {
-                conn,
-                msg: Message::RequestAccepted { epoch: self.epoch, request },
-            }),
-            AfterWrite::AcceptTo { to, request } => {
-                out.push(to.reply(Message::RequestAccepted { epoch: self.epoch, request }))
-            }
+            AfterWrite::Accept { conn, request } => self.answer_durable(
+                now,
+                conn.into(),
+                Message::RequestAccepted { epoch: self.epoch, request },
+                out,
+            ),
+            AfterWrite::AcceptTo { to, request } => self.answer_durable(
+                now,
+                to,
+                Message::RequestAccepted { epoch: self.epoch, request },
+                out,
+            ),
             AfterWrite::Recorded { executor, state, ack } => {
                 self.on_recorded(&executor, &state, ack.as_ref(), out)
             }
@@ -1160,7 +1173,7 @@ impl Master {
                 }
             }
             AfterWrite::JobAccepted { asker, answer } => {
-                out.push(asker.reply(answer.message(self.epoch)))
+                self.answer_durable(now, asker, answer.message(self.epoch), out)
             }
             AfterWrite::JobDurable { framework, write } => self.job_durable(&framework, write),
         }

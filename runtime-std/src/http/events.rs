@@ -46,7 +46,7 @@
 use super::{header, snapshot_of, state_body, text, HttpQuery, HttpSnapshot, QUERY_TIMEOUT};
 use regent_core::events::{diff, ClusterEvent};
 use regent_core::token::Principal;
-use regent_core::visibility::sees_event;
+use regent_core::visibility::{sees_event, FrameworkTenants};
 use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -315,7 +315,7 @@ fn stream(request: tiny_http::Request, hub: &Hub, principal: &Principal) {
     if out.write_all(head.as_bytes()).and_then(|_| out.flush()).is_err() {
         return;
     }
-    let mut view = snap.state.clone();
+    let mut view = FrameworkTenants::of(&snap.state);
     if write_snapshot(&mut out, &HttpSnapshot::clone(&snap).visible_to(principal), cursor).is_err()
     {
         return;
@@ -325,7 +325,7 @@ fn stream(request: tiny_http::Request, hub: &Hub, principal: &Principal) {
             None => return,
             Some(Next::Snapshot(snap, id)) => {
                 cursor = id;
-                view = snap.state.clone();
+                view = FrameworkTenants::of(&snap.state);
                 write_snapshot(&mut out, &HttpSnapshot::clone(&snap).visible_to(principal), id)
             }
             Some(Next::Events(events)) if events.is_empty() => {

@@ -59,6 +59,7 @@ pub mod https;
 pub mod logs;
 pub mod page;
 pub mod queries;
+pub mod revocations;
 pub mod v1;
 
 pub use v1::auth::Tokens;
@@ -261,9 +262,13 @@ pub fn serve_on_with(
         .name("regent-http".into())
         .spawn(move || {
             let hub = events::Hub::new(queries.clone());
+            // One copy of the revocation list per server (docs/security.md).
+            let mut revoked = revocations::RevocationCache::default();
             while !queries.is_closed() {
                 match server.recv_timeout(POLL_INTERVAL) {
-                    Ok(Some(request)) => respond(request, &queries, &hub, token.as_ref()),
+                    Ok(Some(request)) => {
+                        respond(request, &queries, &hub, token.as_ref(), &mut revoked)
+                    }
                     Ok(None) => {}
                     Err(e) => {
                         tracing::warn!(addr = %bound, error = %e, "HTTP server failed; stopping");
@@ -290,34 +295,30 @@ fn respond(
     queries: &async_channel::Sender<HttpQuery>,
     hub: &Arc<events::Hub>,
     tokens: Option<&Tokens>,
+    revocations: &mut revocations::RevocationCache,
 ) {
     let method = request.method().clone();
     let path = request.url().split(['?', '#']).next().unwrap_or("").to_string();
     let api = path.starts_with(v1::PREFIX);
     let given = v1::header_value(&request, "Authorization");
     let now_ms = crate::host::wall_clock_ms();
-    // A scoped token is checked against the node's revocations (one query
-    // of the node; the cluster secret's own tokens need none).
+    // A scoped token is checked against this face's copy of the leader's
+    // revocations, at most `revocations::MAX_AGE` old (the cluster
+    // secret's own tokens need none).
     let scoped = given.is_some_and(|g| g.contains(regent_core::token::PREFIX));
-    let revoked = if scoped && tokens.is_some() {
-        match revocations_of(queries) {
-            Some(r) => r,
-            None => {
-                let why = "cannot check the token against the revocation list: the master did \
-                           not answer in time; retry";
-                let response = if api {
-                    v1::errors::ApiError::new(503, why.to_owned()).response()
-                } else {
-                    text(503, why)
-                };
-                let _ = request.respond(response);
-                return;
-            }
+    let none = regent_core::token::Revocations::default();
+    let revoked = match (scoped && tokens.is_some())
+        .then(|| revocations.current(queries, std::time::Instant::now()))
+    {
+        None => &none,
+        Some(Ok(list)) => list,
+        Some(Err(unchecked)) => {
+            let response = unchecked_response(&unchecked, api);
+            let _ = request.respond(response);
+            return;
         }
-    } else {
-        regent_core::token::Revocations::default()
     };
-    let access = match v1::auth::access(given, tokens, now_ms, &revoked) {
+    let access = match v1::auth::access(given, tokens, now_ms, revoked) {
         Ok(access) => access,
         Err(why) => {
             let why = why.to_string();
@@ -336,7 +337,13 @@ fn respond(
         }
     };
     if api {
-        return v1::respond(request, queries, hub, access);
+        // A revocation made here is in force for this face's next request.
+        let revoking = method == tiny_http::Method::Post && path == "/v1/tokens/revoke";
+        v1::respond(request, queries, hub, access);
+        if revoking {
+            revocations.invalidate();
+        }
+        return;
     }
     let (cap, action) = if path.starts_with(logs::PREFIX) {
         (Capability::Logs, "read an executor's output")
@@ -552,6 +559,34 @@ fn snapshot_of(queries: &async_channel::Sender<HttpQuery>, cached: bool) -> Opti
     // The channel is unbounded: this never blocks.
     queries.send_blocking(HttpQuery::State { reply: tx, cached }).ok()?;
     rx.recv_timeout(QUERY_TIMEOUT).ok()
+}
+
+/// The answer to a request with a scoped token this face cannot check now.
+fn unchecked_response(unchecked: &revocations::Unchecked, api: bool) -> Response {
+    use revocations::Unchecked;
+    match (unchecked, api) {
+        (Unchecked::NotLeading(leader), true) => {
+            v1::errors::ApiError::not_leader(leader.as_ref()).response()
+        }
+        (Unchecked::NotLeading(leader), false) => {
+            let leader =
+                leader.as_ref().map_or("unknown".to_owned(), |h| format!("{} at {}", h.id, h.addr));
+            text(
+                503,
+                &format!(
+                    "this master does not lead, so it does not hold the revocation list a                      scoped token is checked against: ask the leader ({leader}), or use the                      cluster's own token (regent http-token)\n"
+                ),
+            )
+        }
+        (Unchecked::Timeout, _) => {
+            let why = "cannot check the token against the revocation list: the master did not                        answer in time; retry";
+            if api {
+                v1::errors::ApiError::new(503, why.to_owned()).response()
+            } else {
+                text(503, why)
+            }
+        }
+    }
 }
 
 /// Asks the daemon for the revocations in force; `None` after

@@ -50,14 +50,9 @@ async fn revoke(common: &Common, a: RevokeArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The id and expiry `text` names: a token id (32 hex digits; expiry
-/// unknown) or a token (`rgt1.…`, whose claims carry both).
+/// The id and expiry `text` names ([`TokenId::revoked_by`]).
 fn revoked_token(text: &str) -> Result<(TokenId, Option<u64>), String> {
-    if text.trim().starts_with(regent_core::token::PREFIX) {
-        let (claims, _, _) = Token::unverified_claims(text).map_err(|e| e.to_string())?;
-        return Ok((claims.id, claims.expires_ms));
-    }
-    Ok((TokenId::parse(text).map_err(|e| e.to_string())?, None))
+    TokenId::revoked_by(text).map_err(|e| e.to_string())
 }
 
 /// `regent token create`: see [`TokenCommand::Create`].

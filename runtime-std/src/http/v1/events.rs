@@ -34,7 +34,7 @@ use crate::http::QUERY_TIMEOUT;
 use regent_core::events::ClusterEvent;
 use regent_core::states::MasterStatus;
 use regent_core::token::Principal;
-use regent_core::visibility::sees_event;
+use regent_core::visibility::{sees_event, FrameworkTenants};
 use serde::Serialize;
 use std::io::Write;
 use std::sync::Arc;
@@ -186,7 +186,7 @@ fn stream(request: tiny_http::Request, ask: &Ask, hub: &Hub, principal: &Princip
     }
     let mut epoch = snap.state.epoch.0;
     // The view the events' frameworks are looked up in (their tenants).
-    let mut view = snap.state.clone();
+    let mut view = FrameworkTenants::of(&snap.state);
     drop(snap);
     let content_type = if ask.sse { "text/event-stream" } else { "application/x-ndjson" };
     if *request.method() == tiny_http::Method::Head {
@@ -222,7 +222,7 @@ fn stream(request: tiny_http::Request, ask: &Ask, hub: &Hub, principal: &Princip
             None => return,
             Some(Next::Snapshot(snap, id)) => {
                 epoch = snap.state.epoch.0;
-                view = snap.state.clone();
+                view = FrameworkTenants::of(&snap.state);
                 cursor = id;
                 buf.push_str(&line(&EventLine::gap(epoch, id), ask.sse));
             }

@@ -31,6 +31,7 @@ pub mod jobs;
 pub mod openapi;
 pub mod operator;
 pub mod tenants;
+pub mod tokens;
 
 /// Where the API lives.
 pub const PREFIX: &str = "/v1/";
@@ -80,6 +81,8 @@ pub enum Route {
     Tenants,
     /// `/v1/tenants/{name}`: PUT.
     Tenant(String),
+    /// `/v1/tokens/revoke`: POST (docs/security.md).
+    RevokeToken,
 }
 
 impl Route {
@@ -95,7 +98,8 @@ impl Route {
             | Route::Scale(..)
             | Route::Worker(..)
             | Route::KillExecutor(_)
-            | Route::StepDown => "POST",
+            | Route::StepDown
+            | Route::RevokeToken => "POST",
         }
     }
 }
@@ -125,6 +129,7 @@ pub fn route(path: &str) -> Option<Route> {
         ["audit"] => Route::Audit,
         ["tenants"] => Route::Tenants,
         ["tenants", _] => Route::Tenant(id(1)?),
+        ["tokens", "revoke"] => Route::RevokeToken,
         _ => return None,
     })
 }
@@ -272,6 +277,7 @@ pub fn needs(route: &Route, read: bool) -> Option<(Capability, &'static str)> {
         Route::Audit => (Capability::Operator, "read the audit log"),
         Route::Tenants => (Capability::Read, "read tenants"),
         Route::Tenant(_) => (Capability::Operator, "set a tenant"),
+        Route::RevokeToken => (Capability::Operator, "revoke tokens"),
         Route::OpenApi => return None,
     })
 }
@@ -305,6 +311,7 @@ fn handle(
         (Route::Audit, _) => audit::read(url),
         (Route::Tenants, _) => tenants::list(queries),
         (Route::Tenant(name), _) => tenants::set(request, &name, queries),
+        (Route::RevokeToken, _) => tokens::revoke(request, queries),
         (Route::Events, _) => Err(ApiError::new(500, "the event stream is served apart")),
     }
 }

@@ -5,7 +5,7 @@
 //! from the same definitions. The api_v1 test checks real answers against
 //! it.
 
-use super::{audit, events, jobs, operator, tenants};
+use super::{audit, events, jobs, operator, tenants, tokens};
 use crate::http::{header, Response};
 use std::sync::OnceLock;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -36,6 +36,7 @@ use utoipa::{Modify, OpenApi};
         audit::read,
         tenants::list,
         tenants::set,
+        tokens::revoke,
         document,
     ),
     tags(

@@ -91,7 +91,8 @@ fn json(v: TenantView) -> TenantJson {
     }
 }
 
-/// `GET /v1/tenants`: `{"epoch", "tenants": [...]}`.
+/// `GET /v1/tenants`: `{"epoch", "tenants": [...]}`, the tenants the
+/// request's token may read.
 #[utoipa::path(get, path = "/v1/tenants", tag = "operator",
     responses(
         (status = 200, description = "Every tenant, with what it holds.", body = TenantList),
@@ -99,10 +100,13 @@ fn json(v: TenantView) -> TenantJson {
     ))]
 pub fn list(queries: &super::Asker<'_>) -> Result<Response, ApiError> {
     match command(queries, Message::TenantsRequest { request: request_id() })? {
-        Message::TenantsReply { epoch, tenants, .. } => Ok(answer(
-            200,
-            &TenantList { epoch: epoch.0, tenants: tenants.into_iter().map(json).collect() },
-        )),
+        Message::TenantsReply { epoch, tenants, .. } => {
+            // What the request's token may read (docs/security.md).
+            let principal = queries.access.principal();
+            let tenants = regent_core::visibility::tenants_visible_to(&principal, tenants);
+            let tenants = tenants.into_iter().map(json).collect();
+            Ok(answer(200, &TenantList { epoch: epoch.0, tenants }))
+        }
         other => Err(unexpected(other, "tenants")),
     }
 }
