@@ -150,6 +150,7 @@ impl Master {
             }),
             rolling: g.record.rollout.is_some(),
             slots,
+            priority: g.record.spec.policy.priority,
         }
     }
 
