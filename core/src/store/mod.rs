@@ -341,9 +341,10 @@ impl GroupRecord {
         self.counted.is_empty() && self.replacing.is_empty() && self.fits_v9()
     }
 
-    /// Whether the record holds nothing the ninth group layout (variant
-    /// 17, counted ends; also variants 18 and 21) lacks: the default
-    /// priority ([`crate::policy::DEFAULT_PRIORITY`]).
+    /// Whether the record holds nothing the ninth group layout (counted
+    /// ends and refills; variants 17, 18 and 20) lacks: the default
+    /// priority ([`crate::policy::DEFAULT_PRIORITY`]); a framework with a
+    /// group of another priority is variant 21.
     pub fn fits_v9(&self) -> bool {
         self.spec.policy.priority == crate::policy::DEFAULT_PRIORITY
     }
