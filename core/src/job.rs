@@ -63,8 +63,8 @@ pub struct JobGroup {
     pub cores: u32,
     /// Memory each executor holds, MiB; default [`JobGroup::DEFAULT_MEMORY_MB`].
     pub memory_mb: u64,
-    /// Placement and restarts (`restart`, `placement`, `constraints`,
-    /// `spread`); default: [`GroupPolicy::default`].
+    /// Placement, restarts and priority (`restart`, `placement`,
+    /// `constraints`, `spread`, `priority`); default: [`GroupPolicy::default`].
     pub policy: GroupPolicy,
     /// What the worker does around each executor's process (`cwd`,
     /// `kill_grace`, `artifacts`); default: [`LaunchSpec::default`].
@@ -159,6 +159,7 @@ pub fn key_name(key: GroupKey) -> &'static str {
         GroupKey::User => "user",
         GroupKey::Resources => "resources",
         GroupKey::Logs => "logs",
+        GroupKey::Priority => "priority",
     }
 }
 

@@ -356,6 +356,8 @@ pub enum GroupKey {
     Resources,
     /// The output rotation.
     Logs,
+    /// The group's priority (appended).
+    Priority,
 }
 
 impl GroupKey {
@@ -380,6 +382,7 @@ impl GroupKey {
             GroupKey::User => "user",
             GroupKey::Resources => "resources",
             GroupKey::Logs => "logs",
+            GroupKey::Priority => "priority",
         }
     }
 }
@@ -624,6 +627,18 @@ fn policy_problem(
                 ),
             );
         }
+    }
+    if policy.priority > crate::policy::MAX_PRIORITY {
+        return problem(
+            K::Priority,
+            format!(
+                "{} is {}; a priority is {} to {} (MAX_PRIORITY)",
+                names(K::Priority),
+                policy.priority,
+                crate::policy::MIN_PRIORITY,
+                crate::policy::MAX_PRIORITY
+            ),
+        );
     }
     if let Some(spread) = &policy.spread {
         let key = names(K::Spread);

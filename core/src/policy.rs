@@ -55,7 +55,7 @@ impl fmt::Display for Placement {
 }
 
 /// Where a group's executors may run and what happens when one ends.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupPolicy {
     /// What happens when an executor of the group ends.
     pub restart: RestartPolicy,
@@ -72,6 +72,33 @@ pub struct GroupPolicy {
     /// Workers lacking the attribute count as one value, `""`
     /// ([`spread_value`]).
     pub spread: Option<String>,
+    /// The group's priority, [`MIN_PRIORITY`] to [`MAX_PRIORITY`]
+    /// ([`DEFAULT_PRIORITY`] unless the group says): waiting slots of a
+    /// higher priority are offered capacity first, and may preempt running
+    /// executors of a lower one (docs/tenants.md, docs/design.md#issue-44).
+    pub priority: u8,
+}
+
+/// The lowest priority a group may have.
+pub const MIN_PRIORITY: u8 = 0;
+
+/// The highest priority a group may have.
+pub const MAX_PRIORITY: u8 = 100;
+
+/// The priority of a group that names none (every group before priorities
+/// existed).
+pub const DEFAULT_PRIORITY: u8 = 50;
+
+impl Default for GroupPolicy {
+    fn default() -> Self {
+        GroupPolicy {
+            restart: RestartPolicy::default(),
+            placement: None,
+            constraints: Vec::new(),
+            spread: None,
+            priority: DEFAULT_PRIORITY,
+        }
+    }
 }
 
 impl GroupPolicy {
@@ -314,6 +341,7 @@ mod tests {
         new.env[0].1 = "other".into();
         new.policy.placement = Some(Placement::Pack);
         new.policy.constraints.push(Constraint::parse("disk=ssd").unwrap());
+        new.policy.priority = 80;
         let changes = spec_changes(&old, &new);
         assert_eq!(
             changes,
@@ -321,10 +349,26 @@ mod tests {
                 "count 2 -> 4",
                 "env (TOKEN)",
                 "placement the master's -> pack",
-                "constraints [] -> [disk=ssd]"
+                "constraints [] -> [disk=ssd]",
+                "priority 50 -> 80"
             ]
         );
         assert!(!changes.concat().contains("s3cret"));
+        // A priority past the highest is a problem naming the value (the
+        // master refuses the declaration; a job file is refused before).
+        let mut high = old.clone();
+        high.policy.priority = 101;
+        let problem =
+            crate::limits::group_spec_problem(&high, crate::limits::GroupKey::wire_name).unwrap();
+        assert_eq!(problem.key, crate::limits::GroupKey::Priority);
+        assert_eq!(
+            problem.message("web"),
+            "group \"web\": priority is 101; a priority is 0 to 100 (MAX_PRIORITY)"
+        );
+        high.policy.priority = MAX_PRIORITY;
+        assert!(
+            crate::limits::group_spec_problem(&high, crate::limits::GroupKey::wire_name).is_none()
+        );
     }
 
     #[test]

@@ -81,7 +81,10 @@ pub mod tenants;
 /// `GroupView` its unplaced slots); `Subscribe` and
 /// [`crate::api::JobSubmission`] name the framework's tenant; appended:
 /// `RevokeToken`, `RetireKeys`, `SetTenant`, `TenantsRequest`, `TenantsReply`.
-pub const PROTOCOL_VERSION: u16 = 14;
+///
+/// Version 15 (docs/design.md#issue-44, priorities): a group's
+/// [`GroupPolicy::priority`].
+pub const PROTOCOL_VERSION: u16 = 15;
 
 /// What kind of node is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -395,6 +398,9 @@ pub fn spec_changes(old: &GroupSpec, new: &GroupSpec) -> Vec<String> {
             o.spread.as_deref().unwrap_or("none"),
             n.spread.as_deref().unwrap_or("none")
         ));
+    }
+    if o.priority != n.priority {
+        changes.push(format!("priority {} -> {}", o.priority, n.priority));
     }
     let (o, n) = (&old.launch, &new.launch);
     if o.cwd != n.cwd {

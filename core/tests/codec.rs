@@ -214,6 +214,7 @@ fn job_status_arb(g: &mut Gen) -> api::JobStatus {
                 running: u32::arbitrary(g),
                 done: u32::arbitrary(g),
                 rolling: bool::arbitrary(g),
+                priority: u8::arbitrary(g),
                 slots: (0..usize::arbitrary(g) % 3)
                     .map(|_| api::SlotStatus {
                         slot: u32::arbitrary(g),
@@ -698,6 +699,7 @@ fn group_spec() -> GroupSpec {
                 Constraint::parse("rack not in [r8]").unwrap(),
             ],
             spread: Some("rack".into()),
+            priority: 80,
         },
         launch: Box::new(golden_launch()),
     }
@@ -1214,6 +1216,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                         running: 1,
                         done: 0,
                         rolling: false,
+                        priority: 50,
                         slots: vec![
                             api::SlotStatus {
                                 slot: 0,

@@ -414,6 +414,9 @@ pub fn render_jobs(jobs: &[regent_core::api::JobStatus]) -> String {
                 "  group {:?}: desired/placed/running/done {}/{}/{}/{}",
                 g.group, g.desired, g.placed, g.running, g.done
             );
+            if g.priority != regent_core::policy::DEFAULT_PRIORITY {
+                let _ = write!(out, " priority {}", g.priority);
+            }
             if g.rolling {
                 out.push_str(" (rolling out an update)");
             }
@@ -1402,6 +1405,7 @@ mod tests {
                 running: 1,
                 done: 1,
                 rolling: true,
+                priority: 80,
                 slots: vec![
                     slot(0, SlotPhase::Running, None),
                     slot(1, SlotPhase::Stopping, None),
@@ -1421,7 +1425,7 @@ mod tests {
         assert_eq!(
             render_jobs(&jobs),
             "job fw (name \"wordcount\") subscriber ACTIVE\n\
-             \x20 group \"g\": desired/placed/running/done 5/2/1/1 (rolling out an update)\n\
+             \x20 group \"g\": desired/placed/running/done 5/2/1/1 priority 80 (rolling out an update)\n\
              \x20   slot 1 stopping executor fw/g#1#1.1 on w1\n\
              \x20   slot 2 backoff: restarts at 12:00:05\n\
              \x20   slot 3 failed: exit 3\n\

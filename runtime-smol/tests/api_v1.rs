@@ -682,6 +682,7 @@ fn the_answers_of_a_fake_master_fit_the_openapi_document() {
                         running: 1,
                         done: 0,
                         rolling: false,
+                        priority: 50,
                         slots: vec![
                             slot(0, SlotPhase::Running, Some("web/g#0#1"), Vec::new()),
                             slot(1, SlotPhase::Waiting, None, waiting),

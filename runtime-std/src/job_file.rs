@@ -109,6 +109,7 @@ struct RawGroup<C: Carrier> {
     placement: Option<C::Of<String>>,
     constraints: Option<C::Of<Vec<String>>>,
     spread: Option<C::Of<String>>,
+    priority: Option<C::Of<u32>>,
     restart: Option<C::Of<RawRestart<C>>>,
     cwd: Option<C::Of<String>>,
     kill_grace: Option<C::Of<String>>,
@@ -201,6 +202,7 @@ impl<C: Carrier> RawGroup<C> {
             GroupKey::User => self.user.as_ref().map(|v| v.span()),
             GroupKey::Resources => self.resources.as_ref().map(|v| v.span()),
             GroupKey::Logs => self.logs.as_ref().map(|v| v.span()),
+            GroupKey::Priority => self.priority.as_ref().map(|v| v.span()),
         }
     }
 
@@ -269,6 +271,21 @@ impl<C: Carrier> RawGroup<C> {
             }
         }
         p.spread = self.spread.as_ref().map(|v| v.get_ref().clone());
+        if let Some(v) = &self.priority {
+            use regent_core::policy::{MAX_PRIORITY, MIN_PRIORITY};
+            p.priority = u8::try_from(*v.get_ref())
+                .ok()
+                .filter(|p| *p <= MAX_PRIORITY)
+                .ok_or_else(|| {
+                    (
+                        v.span(),
+                        format!(
+                            "key \"priority\": {} is out of range: a priority is {MIN_PRIORITY} to {MAX_PRIORITY}",
+                            v.get_ref()
+                        ),
+                    )
+                })?;
+        }
         if let Some(r) = &self.restart {
             p.restart = r.get_ref().policy()?;
         }
@@ -389,7 +406,7 @@ fn json_message(message: &str) -> String {
 }
 
 /// A group's keys, in the order docs/jobs.md lists them.
-const GROUP_KEYS: &str = "name, count, command, env, cores, memory_mb, placement, constraints, spread, restart, cwd, kill_grace, artifacts, ports, user, resources, logs";
+const GROUP_KEYS: &str = "name, count, command, env, cores, memory_mb, placement, constraints, spread, priority, restart, cwd, kill_grace, artifacts, ports, user, resources, logs";
 
 /// Why a duration is refused ([`duration_ms`]).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -758,6 +775,28 @@ memory_mb = 256
         assert!(e.contains("max_delay"), "{e}");
         let e = err(&format!("{TWO}\n[group.restart]\nretries = 3\n"));
         assert!(e.contains("unknown key `retries`"), "{e}");
+    }
+
+    #[test]
+    fn a_priority_fills_the_policy_and_one_out_of_range_names_group_and_value() {
+        let job = parse("job.toml", &TWO.replace("cores = 2", "priority = 80")).unwrap();
+        assert_eq!(job.groups[1].policy.priority, 80);
+        assert_eq!(job.groups[0].policy.priority, regent_core::policy::DEFAULT_PRIORITY);
+        for bad in ["101", "300", "4294967295"] {
+            let e = err(&TWO.replace("cores = 2", &format!("priority = {bad}")));
+            assert_eq!(
+                e,
+                format!("job.toml:12:1: group \"mappers\": key \"priority\": {bad} is out of range: a priority is 0 to 100")
+            );
+        }
+        let body =
+            br#"{"name": "web", "group": [{"name": "g", "command": ["true"], "priority": 150}]}"#;
+        let e = parse_json(body).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("group[0].priority"));
+        assert_eq!(e.message, "150 is out of range: a priority is 0 to 100");
+        let body =
+            br#"{"name": "web", "group": [{"name": "g", "command": ["true"], "priority": 0}]}"#;
+        assert_eq!(parse_json(body).unwrap().1.groups[0].policy.priority, 0);
     }
 
     #[test]

@@ -99,6 +99,11 @@ impl Usage {
         self.frameworks.get(fid).map(|f| f.held.clone()).unwrap_or_default()
     }
 
+    /// The frameworks with live executors.
+    pub(super) fn live_frameworks(&self) -> impl Iterator<Item = &FrameworkId> {
+        self.frameworks.keys()
+    }
+
     /// Forgets everything (leadership ends).
     pub(super) fn clear(&mut self) {
         self.frameworks.clear();

@@ -150,6 +150,7 @@ impl Master {
             }),
             rolling: g.record.rollout.is_some(),
             slots,
+            priority: g.record.spec.policy.priority,
         }
     }
 
@@ -174,8 +175,9 @@ impl Master {
 
     /// `reasons` with the tenant's limit first when the group's next slot
     /// would pass it (it waits for that before anything a worker lacks:
-    /// the placement skips it however much room the workers have); never
-    /// empty.
+    /// the placement skips it however much room the workers have), then
+    /// the slots of higher priority it waits behind ([`Master::with_priority`]);
+    /// never empty.
     fn with_tenant_limit(
         &self,
         fid: &FrameworkId,
@@ -188,6 +190,7 @@ impl Master {
             reasons.retain(|r| !matches!(r, WaitReason::PlacedNext {}));
             reasons.insert(0, WaitReason::TenantLimit { tenant, dimension, in_use, limit });
         }
+        self.with_priority(g.record.spec.policy.priority, &mut reasons);
         if reasons.is_empty() {
             reasons.push(WaitReason::PlacedNext {});
         }
@@ -207,6 +210,39 @@ impl Master {
         }
         let reasons = self.candidates().wait_reasons(&g.record.spec, &Default::default());
         self.with_tenant_limit(fid, g, reasons)
+    }
+
+    /// Adds to the `reasons` a slot of `priority` waits for capacity
+    /// ([`WaitReason::BehindPriority`], docs/design.md#issue-44): when
+    /// open slots of higher priorities wait, they are offered what frees
+    /// first, so the slot waits behind them as well as for the capacity.
+    /// Ranked after a tenant limit (the slot's own bound), before what the
+    /// workers lack. Not added when the slot waits for something no
+    /// capacity freed would give it (no worker matches, too large, refused,
+    /// recovering, not durable), nor when a worker has room for it now.
+    pub(super) fn with_priority(&self, priority: u8, reasons: &mut Vec<WaitReason>) {
+        let capacity_only = !reasons.is_empty()
+            && reasons.iter().all(|r| {
+                !matches!(
+                    r,
+                    WaitReason::NoMatchingWorker { .. }
+                        | WaitReason::UserNotOffered { .. }
+                        | WaitReason::TooLarge { .. }
+                        | WaitReason::Refused { .. }
+                        | WaitReason::Recovering {}
+                        | WaitReason::NotDurable {}
+                        | WaitReason::PlacedNext {}
+                        | WaitReason::NoWorkers { registered: 0 }
+                )
+            });
+        if !capacity_only || priority >= crate::policy::MAX_PRIORITY {
+            return;
+        }
+        let slots = self.open_slots_above(priority);
+        if slots > 0 {
+            let at = usize::from(matches!(reasons.first(), Some(WaitReason::TenantLimit { .. })));
+            reasons.insert(at, WaitReason::BehindPriority { slots });
+        }
     }
 
     /// How many slots of group `gi` of `fw` wait to be placed: open, with

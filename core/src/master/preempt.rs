@@ -16,10 +16,13 @@
 //!   preemptions never race for the same capacity; a tenant gets at most
 //!   [`PREEMPTIONS_PER_MINUTE`] victims a minute (not durable: a new leader
 //!   starts with the full budget).
-//! * Only with a tenant set (`regent tenant set`): a cluster without
-//!   tenants never preempts. Groups asking for named resources or ports
-//!   are not served by preemption yet; priorities are not built yet (every
-//!   group has the same).
+//! * By priority with or without tenants: a waiting slot may take running
+//!   executors of a lower priority ([`crate::policy::GroupPolicy::priority`];
+//!   docs/design.md#issue-44). By fair share only with a tenant set
+//!   (`regent tenant set`): a cluster without tenants whose groups all have
+//!   one priority never preempts (a cheap check: a tenant is set, or some
+//!   waiting group's priority is above a running framework's group). Groups
+//!   asking for named resources or ports are not served by preemption yet.
 //!
 //! Tests: core/tests/preemption.rs.
 
@@ -57,14 +60,21 @@ fn amounts(cores: u64, memory_mb: u64) -> Amounts {
 
 impl Master {
     /// Chooses and starts at most one preemption, if one is due: for the
-    /// first waiting slot, in placement order, whose tenant may take
-    /// capacity from another.
+    /// first waiting slot, in placement order (higher priorities first),
+    /// that may take capacity from running executors.
     pub(super) fn preempt(&mut self, now: Millis, out: &mut Vec<super::Action>) {
-        if !self.config.preemption || self.tenants.iter().next().is_none() || !self.may_place() {
+        if !self.config.preemption || !self.may_place() {
             return;
         }
         if self.preemptions.last_check.is_some_and(|t| now.since(t) < PREEMPT_EVERY) {
             return;
+        }
+        if self.tenants.iter().next().is_none() {
+            // Without tenants only a priority preempts.
+            let Some(&top) = self.waiting_priorities().first() else { return };
+            if !self.runs_below(top) {
+                return;
+            }
         }
         self.preemptions.last_check = Some(now);
         self.forget_ended_victims();
@@ -72,26 +82,49 @@ impl Master {
         for list in self.preemptions.recent.values_mut() {
             list.retain(|t| *t > minute_ago);
         }
+        let mut waiting: Vec<(std::cmp::Reverse<u8>, FrameworkId, usize)> = Vec::new();
         for fid in self.waiting_frameworks() {
-            let groups: Vec<usize> = {
-                let mut gis: Vec<usize> = self
-                    .open_slots
-                    .range((fid.clone(), 0, 0)..(fid.clone(), usize::MAX, u32::MAX))
-                    .map(|(_, gi, _)| *gi)
-                    .collect();
-                gis.dedup();
-                gis
-            };
-            for gi in groups {
-                if self.preemptions.pending.contains_key(&(fid.clone(), gi)) {
-                    continue;
-                }
-                if let Some(victims) = self.choose_victims(&fid, gi) {
-                    self.stop_victims(now, &fid, gi, victims, out);
-                    return;
-                }
+            let mut gis: Vec<usize> = self
+                .open_slots
+                .range((fid.clone(), 0, 0)..(fid.clone(), usize::MAX, u32::MAX))
+                .map(|(_, gi, _)| *gi)
+                .collect();
+            gis.dedup();
+            for gi in gis {
+                waiting.push((std::cmp::Reverse(self.group_priority(&fid, gi)), fid.clone(), gi));
             }
         }
+        // Stable: within a priority, framework and group order.
+        waiting.sort_by_key(|(p, _, _)| *p);
+        for (_, fid, gi) in waiting {
+            if self.preemptions.pending.contains_key(&(fid.clone(), gi)) {
+                continue;
+            }
+            if let Some(victims) = self.choose_victims(&fid, gi) {
+                self.stop_victims(now, &fid, gi, victims, out);
+                return;
+            }
+        }
+    }
+
+    /// Whether a framework with live executors has a group of a priority
+    /// below `priority` (a step per group of the frameworks that run
+    /// something).
+    fn runs_below(&self, priority: u8) -> bool {
+        self.usage.live_frameworks().any(|fid| {
+            self.frameworks
+                .get(fid)
+                .is_some_and(|f| f.groups.iter().any(|g| g.record.spec.policy.priority < priority))
+        })
+    }
+
+    /// The priority of the group executor `e` runs for (the default when
+    /// the group is gone).
+    fn executor_priority(&self, e: &super::executors::ExecutorEntry) -> u8 {
+        self.frameworks
+            .get(&e.framework)
+            .and_then(|f| f.groups.iter().find(|g| g.record.spec.group == e.group))
+            .map_or(crate::policy::DEFAULT_PRIORITY, |g| g.record.spec.policy.priority)
     }
 
     /// Drops the victims that have ended (or are gone).
@@ -135,7 +168,8 @@ impl Master {
                     continue;
                 }
                 let held = Need::held_by(e);
-                running.push((id, e.framework.clone(), e.running_since, held));
+                let priority = self.executor_priority(e);
+                running.push((id, e.framework.clone(), e.running_since, held, priority));
             }
             let free = amounts(
                 u64::from(w.cores.saturating_sub(w.cores_used)),
@@ -145,7 +179,7 @@ impl Master {
         }
         let tenant_names: std::collections::BTreeSet<String> = candidates
             .iter()
-            .flat_map(|(_, _, r)| r.iter().map(|(_, f, _, _)| self.framework_tenant(f).to_owned()))
+            .flat_map(|(_, _, r)| r.iter().map(|(_, f, ..)| self.framework_tenant(f).to_owned()))
             .chain(std::iter::once(tenant.clone()))
             .collect();
         let views: BTreeMap<String, TenantView> = tenant_names
@@ -172,7 +206,7 @@ impl Master {
         let tenants_of: Vec<Vec<String>> = candidates
             .iter()
             .map(|(_, _, r)| {
-                r.iter().map(|(_, f, _, _)| self.framework_tenant(f).to_owned()).collect()
+                r.iter().map(|(_, f, ..)| self.framework_tenant(f).to_owned()).collect()
             })
             .collect();
         let views_in: Vec<Candidate<'_>> = candidates
@@ -184,10 +218,10 @@ impl Master {
                 running: running
                     .iter()
                     .zip(tenants)
-                    .map(|((id, _, since, held), t)| Running {
+                    .map(|((id, _, since, held, priority), t)| Running {
                         id,
                         tenant: t,
-                        priority: 50,
+                        priority: *priority,
                         started: since.unwrap_or(Millis::ZERO),
                         holds: amounts(u64::from(held.cores), held.memory_mb),
                     })
@@ -196,7 +230,7 @@ impl Master {
             .collect();
         let waiting = Waiting {
             tenant: &tenant,
-            priority: 50,
+            priority: spec.policy.priority,
             need: amounts(u64::from(need.cores), need.memory_mb),
         };
         choose(&waiting, &views_in, &views, &capacity).map(|c| c.victims)

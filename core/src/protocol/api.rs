@@ -188,6 +188,9 @@ pub struct GroupStatus {
     pub rolling: bool,
     /// Every slot, in order.
     pub slots: Vec<SlotStatus>,
+    /// The group's priority, 0 to 100 (docs/tenants.md; 50 unless its
+    /// declaration says).
+    pub priority: u8,
 }
 
 /// What one slot is doing.

@@ -338,7 +338,15 @@ impl GroupRecord {
     /// Whether the record holds nothing the eighth group layout (variant
     /// 14, named resources) lacks: no counted ends.
     pub fn fits_v8(&self) -> bool {
-        self.counted.is_empty() && self.replacing.is_empty()
+        self.counted.is_empty() && self.replacing.is_empty() && self.fits_v9()
+    }
+
+    /// Whether the record holds nothing the ninth group layout (counted
+    /// ends and refills; variants 17, 18 and 20) lacks: the default
+    /// priority ([`crate::policy::DEFAULT_PRIORITY`]); a framework with a
+    /// group of another priority is variant 21.
+    pub fn fits_v9(&self) -> bool {
+        self.spec.policy.priority == crate::policy::DEFAULT_PRIORITY
     }
 }
 
@@ -523,7 +531,151 @@ mod wire {
         /// A framework of a named tenant ([`FrameworkRecord::tenant`];
         /// appended: frameworks of `default` keep the earlier layouts byte
         /// for byte).
-        FrameworkWithTenant(FrameworkRecord),
+        FrameworkWithTenant(FrameworkV13),
+        /// A framework with a group of a priority other than the default
+        /// ([`GroupRecord::fits_v9`]; appended: frameworks without one keep
+        /// the earlier layouts byte for byte; docs/design.md#issue-44).
+        FrameworkWithPriority(FrameworkRecord),
+    }
+
+    /// A group policy of the first layout: no priority (every group of an
+    /// earlier layout has [`crate::policy::DEFAULT_PRIORITY`]).
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct PolicyV1 {
+        restart: crate::policy::RestartPolicy,
+        placement: Option<crate::policy::Placement>,
+        constraints: Vec<crate::policy::Constraint>,
+        spread: Option<String>,
+    }
+
+    impl From<PolicyV1> for crate::policy::GroupPolicy {
+        fn from(PolicyV1 { restart, placement, constraints, spread }: PolicyV1) -> Self {
+            crate::policy::GroupPolicy {
+                restart,
+                placement,
+                constraints,
+                spread,
+                priority: crate::policy::DEFAULT_PRIORITY,
+            }
+        }
+    }
+
+    impl From<crate::policy::GroupPolicy> for PolicyV1 {
+        /// Drops the priority: only called for groups that
+        /// [`GroupRecord::fits_v9`].
+        fn from(p: crate::policy::GroupPolicy) -> Self {
+            let crate::policy::GroupPolicy { restart, placement, constraints, spread, .. } = p;
+            PolicyV1 { restart, placement, constraints, spread }
+        }
+    }
+
+    /// A group's declaration in the sixth layout: named resources and
+    /// output rotation, a policy without a priority.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct GroupSpecV6 {
+        group: String,
+        slots: u32,
+        command: Vec<String>,
+        env: Vec<(String, String)>,
+        cores: u32,
+        memory_mb: u64,
+        policy: PolicyV1,
+        launch: Box<crate::launch::LaunchSpec>,
+    }
+
+    impl From<GroupSpecV6> for GroupSpec {
+        fn from(s: GroupSpecV6) -> Self {
+            let GroupSpecV6 { group, slots, command, env, cores, memory_mb, policy, launch } = s;
+            let policy = policy.into();
+            GroupSpec { group, slots, command, env, cores, memory_mb, policy, launch }
+        }
+    }
+
+    impl From<GroupSpec> for GroupSpecV6 {
+        /// Drops the priority: only called for specs of the default one.
+        fn from(s: GroupSpec) -> Self {
+            let GroupSpec { group, slots, command, env, cores, memory_mb, policy, launch } = s;
+            let policy = policy.into();
+            GroupSpecV6 { group, slots, command, env, cores, memory_mb, policy, launch }
+        }
+    }
+
+    /// A group record of the ninth layout: counted ends and operator
+    /// refills, a policy without a priority.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct GroupV9 {
+        spec: GroupSpecV6,
+        slots: Vec<SlotOutcome>,
+        retries_used: u32,
+        restarts: std::collections::BTreeMap<u32, super::SlotRestart>,
+        rollout: Option<super::Rollout>,
+        counted: std::collections::BTreeMap<u32, crate::ids::ExecutorId>,
+        replacing: std::collections::BTreeMap<u32, crate::ids::ExecutorId>,
+    }
+
+    impl From<GroupV9> for GroupRecord {
+        fn from(g: GroupV9) -> Self {
+            let GroupV9 { spec, slots, retries_used, restarts, rollout, counted, replacing } = g;
+            let spec = spec.into();
+            GroupRecord { spec, slots, retries_used, restarts, rollout, counted, replacing }
+        }
+    }
+
+    impl From<GroupRecord> for GroupV9 {
+        /// Drops the priority: only called for records that
+        /// [`GroupRecord::fits_v9`].
+        fn from(g: GroupRecord) -> Self {
+            let GroupRecord { spec, slots, retries_used, restarts, rollout, counted, replacing } =
+                g;
+            let spec = spec.into();
+            GroupV9 { spec, slots, retries_used, restarts, rollout, counted, replacing }
+        }
+    }
+
+    /// A framework record of the thirteenth format: a tenant, groups of
+    /// the ninth layout (no priority).
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct FrameworkV13 {
+        id: FrameworkId,
+        name: String,
+        failover_timeout_ms: u64,
+        groups: Vec<GroupV9>,
+        callback: Option<Addr>,
+        registered_at_ms: Option<u64>,
+        job: Option<super::JobRecord>,
+        tenant: Option<String>,
+    }
+
+    impl From<FrameworkV13> for FrameworkRecord {
+        fn from(f: FrameworkV13) -> Self {
+            FrameworkRecord {
+                id: f.id,
+                name: f.name,
+                failover_timeout_ms: f.failover_timeout_ms,
+                groups: f.groups.into_iter().map(GroupRecord::from).collect(),
+                callback: f.callback,
+                registered_at_ms: f.registered_at_ms,
+                job: f.job,
+                tenant: f.tenant,
+            }
+        }
+    }
+
+    impl From<FrameworkRecord> for FrameworkV13 {
+        /// Only called for records whose groups all
+        /// [`GroupRecord::fits_v9`].
+        fn from(f: FrameworkRecord) -> Self {
+            FrameworkV13 {
+                id: f.id,
+                name: f.name,
+                failover_timeout_ms: f.failover_timeout_ms,
+                groups: f.groups.into_iter().map(GroupV9::from).collect(),
+                callback: f.callback,
+                registered_at_ms: f.registered_at_ms,
+                job: f.job,
+                tenant: f.tenant,
+            }
+        }
     }
 
     /// A framework record of the twelfth format: a job, no tenant.
@@ -532,7 +684,7 @@ mod wire {
         id: FrameworkId,
         name: String,
         failover_timeout_ms: u64,
-        groups: Vec<GroupRecord>,
+        groups: Vec<GroupV9>,
         callback: Option<Addr>,
         registered_at_ms: Option<u64>,
         job: Option<super::JobRecord>,
@@ -553,7 +705,7 @@ mod wire {
                 id,
                 name,
                 failover_timeout_ms,
-                groups,
+                groups: groups.into_iter().map(GroupRecord::from).collect(),
                 callback,
                 registered_at_ms,
                 job,
@@ -574,13 +726,14 @@ mod wire {
                 job,
                 ..
             } = f;
+            let groups = groups.into_iter().map(GroupV9::from).collect();
             FrameworkV12 { id, name, failover_timeout_ms, groups, callback, registered_at_ms, job }
         }
     }
 
     /// A framework record of the eleventh format: groups of the current
     /// layout, no job.
-    pub type FrameworkV11 = FrameworkOf<GroupRecord>;
+    pub type FrameworkV11 = FrameworkOf<GroupV9>;
 
     /// A worker record of the third layout: a cordon or drain, not DEAD.
     #[derive(Debug, Serialize, Deserialize)]
@@ -616,7 +769,7 @@ mod wire {
     /// ends.
     #[derive(Debug, Serialize, Deserialize)]
     pub struct GroupV8 {
-        spec: GroupSpec,
+        spec: GroupSpecV6,
         slots: Vec<SlotOutcome>,
         retries_used: u32,
         restarts: std::collections::BTreeMap<u32, super::SlotRestart>,
@@ -627,7 +780,7 @@ mod wire {
         fn from(GroupV8 { spec, slots, retries_used, restarts, rollout }: GroupV8) -> Self {
             GroupRecord {
                 replacing: Default::default(),
-                spec,
+                spec: spec.into(),
                 slots,
                 retries_used,
                 restarts,
@@ -642,7 +795,7 @@ mod wire {
         /// [`GroupRecord::fits_v8`].
         fn from(g: GroupRecord) -> Self {
             let GroupRecord { spec, slots, retries_used, restarts, rollout, .. } = g;
-            GroupV8 { spec, slots, retries_used, restarts, rollout }
+            GroupV8 { spec: spec.into(), slots, retries_used, restarts, rollout }
         }
     }
 
@@ -670,7 +823,7 @@ mod wire {
         env: Vec<(String, String)>,
         cores: u32,
         memory_mb: u64,
-        policy: crate::policy::GroupPolicy,
+        policy: PolicyV1,
         launch: LaunchSpecV3,
     }
 
@@ -704,7 +857,7 @@ mod wire {
                 env,
                 cores,
                 memory_mb,
-                policy,
+                policy: policy.into(),
                 launch: Box::new(launch),
             }
         }
@@ -718,7 +871,16 @@ mod wire {
             let crate::launch::LaunchSpec { cwd, kill_grace_ms, artifacts, ports, user, .. } =
                 *launch;
             let launch = LaunchSpecV3 { cwd, kill_grace_ms, artifacts, ports, user };
-            GroupSpecV5 { group, slots, command, env, cores, memory_mb, policy, launch }
+            GroupSpecV5 {
+                group,
+                slots,
+                command,
+                env,
+                cores,
+                memory_mb,
+                policy: policy.into(),
+                launch,
+            }
         }
     }
 
@@ -775,7 +937,7 @@ mod wire {
         env: Vec<(String, String)>,
         cores: u32,
         memory_mb: u64,
-        policy: crate::policy::GroupPolicy,
+        policy: PolicyV1,
         launch: LaunchSpecV2,
     }
 
@@ -808,7 +970,7 @@ mod wire {
                 env,
                 cores,
                 memory_mb,
-                policy,
+                policy: policy.into(),
                 launch: Box::new(launch),
             }
         }
@@ -820,7 +982,16 @@ mod wire {
             let GroupSpec { group, slots, command, env, cores, memory_mb, policy, launch } = s;
             let crate::launch::LaunchSpec { cwd, kill_grace_ms, artifacts, ports, .. } = *launch;
             let launch = LaunchSpecV2 { cwd, kill_grace_ms, artifacts, ports };
-            GroupSpecV4 { group, slots, command, env, cores, memory_mb, policy, launch }
+            GroupSpecV4 {
+                group,
+                slots,
+                command,
+                env,
+                cores,
+                memory_mb,
+                policy: policy.into(),
+                launch,
+            }
         }
     }
 
@@ -915,7 +1086,7 @@ mod wire {
         env: Vec<(String, String)>,
         cores: u32,
         memory_mb: u64,
-        policy: crate::policy::GroupPolicy,
+        policy: PolicyV1,
         launch: LaunchSpecV1,
     }
 
@@ -948,7 +1119,7 @@ mod wire {
                 env,
                 cores,
                 memory_mb,
-                policy,
+                policy: policy.into(),
                 launch: Box::new(launch),
             };
             GroupRecord {
@@ -977,7 +1148,7 @@ mod wire {
                     env,
                     cores,
                     memory_mb,
-                    policy,
+                    policy: policy.into(),
                     launch: LaunchSpecV1 { cwd, kill_grace_ms, artifacts },
                 },
                 slots: g.slots,
@@ -1055,7 +1226,7 @@ mod wire {
         env: Vec<(String, String)>,
         cores: u32,
         memory_mb: u64,
-        policy: crate::policy::GroupPolicy,
+        policy: PolicyV1,
     }
 
     impl From<GroupSpecV2> for GroupSpec {
@@ -1068,7 +1239,7 @@ mod wire {
                 env,
                 cores,
                 memory_mb,
-                policy,
+                policy: policy.into(),
                 launch: Default::default(),
             }
         }
@@ -1079,7 +1250,7 @@ mod wire {
         /// [`GroupRecord::fits_v3`].
         fn from(s: GroupSpec) -> Self {
             let GroupSpec { group, slots, command, env, cores, memory_mb, policy, launch: _ } = s;
-            GroupSpecV2 { group, slots, command, env, cores, memory_mb, policy }
+            GroupSpecV2 { group, slots, command, env, cores, memory_mb, policy: policy.into() }
         }
     }
 
@@ -1339,7 +1510,8 @@ mod wire {
                 Record::WorkerDead(w) => super::Record::Worker(w),
                 Record::FrameworkWithCountedEnds(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithJob(f) => super::Record::Framework(f.into()),
-                Record::FrameworkWithTenant(f) => super::Record::Framework(f),
+                Record::FrameworkWithTenant(f) => super::Record::Framework(f.into()),
+                Record::FrameworkWithPriority(f) => super::Record::Framework(f),
                 Record::Tenant(t) => super::Record::Tenant(t),
                 Record::FrameworkWithPolicies(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithRestarts(f) => super::Record::Framework(f.into()),
@@ -1378,7 +1550,12 @@ mod wire {
                 super::Record::Worker(WorkerRecord {
                     id, incarnation, cores, memory_mb, ..
                 }) => Record::Worker(WorkerV1 { id, incarnation, cores, memory_mb }),
-                super::Record::Framework(f) if f.tenant.is_some() => Record::FrameworkWithTenant(f),
+                super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v9) => {
+                    Record::FrameworkWithPriority(f)
+                }
+                super::Record::Framework(f) if f.tenant.is_some() => {
+                    Record::FrameworkWithTenant(f.into())
+                }
                 super::Record::Framework(f) if f.job.is_some() => {
                     Record::FrameworkWithJob(f.into())
                 }

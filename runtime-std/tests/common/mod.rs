@@ -211,6 +211,19 @@ pub fn framework_with_job() -> Record {
     Record::Framework(f)
 }
 
+/// A job of tenant `team-a` (as [`framework_with_job`]) with a second
+/// group of priority 80 (docs/design.md#issue-44): the appended variant 21.
+pub fn framework_with_priority() -> Record {
+    let Record::Framework(mut f) = framework_with_job() else { unreachable!() };
+    f.id = regent_core::FrameworkId::new("fw-p");
+    f.tenant = Some("team-a".into());
+    let mut urgent = f.groups[0].clone();
+    urgent.spec.group = "urgent".into();
+    urgent.spec.policy.priority = 80;
+    f.groups.push(urgent);
+    Record::Framework(f)
+}
+
 /// A cordoned worker declared DEAD, its record kept (docs/design.md#issue-41): the
 /// appended variant 15, variant 7 frozen.
 pub fn dead_cordoned_worker() -> Record {
@@ -452,6 +465,22 @@ pub fn cases() -> Vec<Case> {
         files: tenant.iter().map(file).collect(),
         sealing: Sealing::none(),
         expect: Ok((tenant, vec![])),
+    });
+
+    // A framework with a group of priority 80 (variant 21; its other
+    // groups, and a framework of a tenant whose groups have the default
+    // priority, keep variant 20, frozen; docs/design.md#issue-44).
+    let mut priority = vec![Record::Epoch(Epoch(51)), framework_with_priority()];
+    let Record::Framework(mut default_priority) = framework_with_job() else { unreachable!() };
+    default_priority.id = regent_core::FrameworkId::new("fw-q");
+    default_priority.tenant = Some("team-a".into());
+    priority.push(Record::Framework(default_priority));
+    priority.sort_by_key(Record::key);
+    cases.push(Case {
+        name: "priority",
+        files: priority.iter().map(file).collect(),
+        sealing: Sealing::none(),
+        expect: Ok((priority, vec![])),
     });
 
     let cut = 20;

@@ -336,6 +336,14 @@ impl Master {
     /// open slots and the workers it tries, not the cluster's size: the
     /// open slots and the candidates are indexes kept up to date as they
     /// change.
+    ///
+    /// Priorities come first (docs/tenants.md, docs/design.md#issue-44):
+    /// when the waiting groups have several, the order above runs once per
+    /// priority present, highest first, over the groups of that priority
+    /// only; a lower priority's slot takes what the higher ones left (a
+    /// smaller slot may fit where a larger one of a higher priority did
+    /// not). With one priority (every group at the default 50, say) it is
+    /// exactly the order above.
     pub(super) fn place(&mut self, out: &mut Vec<Action>) {
         if !self.may_place() {
             return;
@@ -343,11 +351,57 @@ impl Master {
         let waiting = self.waiting_frameworks();
         let first_come = self.tenants.get(DEFAULT_TENANT).is_none()
             && waiting.iter().all(|f| self.framework_tenant(f) == DEFAULT_TENANT);
-        if first_come {
-            self.place_first_come(out)
-        } else {
-            self.place_fairly(waiting, out)
+        let bands = self.waiting_priorities();
+        let bands: Vec<Option<u8>> =
+            if bands.len() > 1 { bands.into_iter().map(Some).collect() } else { vec![None] };
+        for band in bands {
+            if first_come {
+                self.place_first_come(band, out)
+            } else {
+                self.place_fairly(waiting.clone(), band, out)
+            }
         }
+    }
+
+    /// The priority of group `gi` of `fid` (the default for a group that
+    /// is gone).
+    pub(super) fn group_priority(&self, fid: &FrameworkId, gi: usize) -> u8 {
+        self.frameworks
+            .get(fid)
+            .and_then(|f| f.groups.get(gi))
+            .map_or(crate::policy::DEFAULT_PRIORITY, |g| g.record.spec.policy.priority)
+    }
+
+    /// The priorities of the groups with open slots, highest first, each
+    /// once (a step of the open slots' index per waiting group).
+    pub(super) fn waiting_priorities(&self) -> Vec<u8> {
+        let mut seen = [false; 256];
+        let mut next = self.open_slots.iter().next().map(|k| (k.0.clone(), k.1));
+        while let Some((fid, gi)) = next {
+            seen[usize::from(self.group_priority(&fid, gi))] = true;
+            let after = Bound::Included((fid, gi + 1, 0));
+            next =
+                self.open_slots.range((after, Bound::Unbounded)).next().map(|k| (k.0.clone(), k.1));
+        }
+        (0..=255u8).rev().filter(|p| seen[usize::from(*p)]).collect()
+    }
+
+    /// How many open slots belong to groups of a priority above
+    /// `priority`: the slots offered capacity before one of `priority`
+    /// (a step of the open slots' index per waiting group, and the
+    /// higher groups' slots counted).
+    pub(super) fn open_slots_above(&self, priority: u8) -> u32 {
+        let mut n = 0usize;
+        let mut next = self.open_slots.iter().next().map(|k| (k.0.clone(), k.1));
+        while let Some((fid, gi)) = next {
+            if self.group_priority(&fid, gi) > priority {
+                n += self.open_slots.range((fid.clone(), gi, 0)..(fid.clone(), gi + 1, 0)).count();
+            }
+            let after = Bound::Included((fid, gi + 1, 0));
+            next =
+                self.open_slots.range((after, Bound::Unbounded)).next().map(|k| (k.0.clone(), k.1));
+        }
+        u32::try_from(n).unwrap_or(u32::MAX)
     }
 
     /// The frameworks with open slots, in id order (a step of the open
@@ -370,7 +424,9 @@ impl Master {
     /// the implicit `default` tenant); both are keyed again after every
     /// placement, so each slot placed costs a logarithmic step of two
     /// heaps. A slot that would take its tenant over a limit waits.
-    fn place_fairly(&mut self, waiting: Vec<FrameworkId>, out: &mut Vec<Action>) {
+    ///
+    /// With `band`, only the groups of that priority are placed.
+    fn place_fairly(&mut self, waiting: Vec<FrameworkId>, band: Option<u8>, out: &mut Vec<Action>) {
         use std::cmp::Reverse;
         use std::collections::BinaryHeap;
         let capacity = self.workers.alive_capacity();
@@ -389,7 +445,7 @@ impl Master {
             let Some(queue) = queues.get_mut(&tenant) else { continue };
             let Some(Reverse((_, fid))) = queue.pop() else { continue };
             let cursor = cursors.entry(fid.clone()).or_insert((0, 0));
-            let placed = self.place_next_of(&fid, cursor, &mut fit_nowhere, out);
+            let placed = self.place_next_of(&fid, cursor, band, &mut fit_nowhere, out);
             let queue = queues.get_mut(&tenant).expect("taken above");
             if placed {
                 let key = self.framework_key(&fid, &tenant, capacity);
@@ -422,11 +478,12 @@ impl Master {
     /// can be placed now — or, for a group placed in a batch, its open
     /// slots — skipping groups that wait (their tenant's limit, no worker
     /// fits); `false` once nothing more of `fid` can be placed in this
-    /// placement.
+    /// placement. With `band`, groups of another priority are skipped.
     fn place_next_of(
         &mut self,
         fid: &FrameworkId,
         cursor: &mut (usize, u32),
+        band: Option<u8>,
         fit_nowhere: &mut Vec<Need>,
         out: &mut Vec<Action>,
     ) -> bool {
@@ -437,6 +494,10 @@ impl Master {
             else {
                 return false;
             };
+            if band.is_some_and(|p| p != self.group_priority(fid, gi)) {
+                *cursor = (gi + 1, 0);
+                continue;
+            }
             let (need, policy) = {
                 let g = &self.frameworks[fid].groups[gi];
                 let spec = &g.record.spec;
@@ -495,14 +556,19 @@ impl Master {
 
     /// [`Master::place`] while every waiting framework is in the implicit
     /// `default` tenant: framework, group and slot order, as before
-    /// tenants existed.
-    fn place_first_come(&mut self, out: &mut Vec<Action>) {
+    /// tenants existed. With `band`, only the groups of that priority.
+    fn place_first_come(&mut self, band: Option<u8>, out: &mut Vec<Action>) {
         // Requests that fitted on no worker during this placement: capacity
         // only shrinks while it runs, so a request at least as large fits
         // nowhere either, and the rest of its group is skipped.
         let mut fit_nowhere: Vec<Need> = Vec::new();
         let mut next = self.open_slots.iter().next().cloned();
         while let Some((fid, gi, slot)) = next {
+            if band.is_some_and(|p| p != self.group_priority(&fid, gi)) {
+                let after = Bound::Included((fid, gi + 1, 0));
+                next = self.open_slots.range((after, Bound::Unbounded)).next().cloned();
+                continue;
+            }
             let (need, policy) = {
                 let g = &self.frameworks[&fid].groups[gi];
                 let spec = &g.record.spec;

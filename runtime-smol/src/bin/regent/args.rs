@@ -884,6 +884,10 @@ pub struct SubmitArgs {
     /// A worker attribute to spread the executors over evenly (`rack`).
     #[arg(long, value_name = "ATTR")]
     pub spread: Option<String>,
+    /// The group's priority, 0 to 100 (default 50): higher waiting slots
+    /// are placed first and may preempt lower running executors.
+    #[arg(long, value_name = "0-100", value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub priority: Option<u8>,
     /// A named port every executor gets (repeatable: `--port http --port
     /// admin`), numbered by its worker from `regent worker --ports` and
     /// given as `REGENT_PORT_<NAME>`; the executors' `host:port` are

@@ -150,6 +150,7 @@ async fn submit_group_options(
     opts.policy.placement = a.placement;
     opts.policy.constraints = a.constraint;
     opts.policy.spread = a.spread;
+    opts.policy.priority = a.priority.unwrap_or(regent_core::policy::DEFAULT_PRIORITY);
     let r = &mut opts.policy.restart;
     r.mode = a.restart.unwrap_or_default();
     r.attempts = a.retries;

@@ -22,6 +22,9 @@ use std::collections::BTreeMap;
 /// How many job ids the client uses (`api0`, `api1`, `api2`).
 const JOBS: u32 = 3;
 
+/// `--tenants`: the priority of job `apiK`'s group (docs/design.md#issue-44).
+const JOB_PRIORITIES: [u8; JOBS as usize] = [50, 80, 20];
+
 /// `--tenants`: the tenants the client sets first and the cores each may
 /// hold; job `apiK` belongs to the `K % 2`th.
 pub(crate) const TENANT_LIMITS: [(&str, u64); 2] = [("team-0", 1), ("team-1", 2)];
@@ -107,6 +110,11 @@ impl World {
             // Every other submission of a job changes its command (an
             // update, rolled out), the count only at creation.
             spec.command = vec!["serve".into(), format!("v{}", n / 6 % 2)];
+            // `--tenants`: each job its own priority (docs/design.md#issue-44),
+            // so placement by priority and preemption by priority run too.
+            if self.cfg.tenants {
+                spec.policy.priority = JOB_PRIORITIES[(n % JOBS) as usize];
+            }
             JobSubmission {
                 name: job.0.clone(),
                 job,
