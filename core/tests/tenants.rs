@@ -614,3 +614,104 @@ fn a_poorer_tenant_preempts_a_richer_one_down_to_equal_shares() {
         "a preempted slot waits again, it does not fail: {status:?}"
     );
 }
+
+/// A worker on `conn` that does what it is told: starts what is launched
+/// (RUNNING), ends what is killed or stopped (KILLED). Returns the
+/// executors it killed, in order.
+fn obey(
+    store: &mut Store,
+    m: &mut Master,
+    conn: ConnId,
+    now: u64,
+    pending: &mut Vec<(ConnId, Message)>,
+    live: &mut BTreeMap<regent_core::ExecutorId, regent_core::FrameworkId>,
+) -> Vec<regent_core::ExecutorId> {
+    use regent_core::protocol::ExecutorState;
+    let mut killed = Vec::new();
+    for (_, msg) in std::mem::take(pending) {
+        let report = match msg {
+            Message::LaunchExecutor { executor, framework, .. } => {
+                live.insert(executor.clone(), framework.clone());
+                status(&executor, &framework, ExecutorState::Running)
+            }
+            Message::KillExecutorOnWorker { executor, .. }
+            | Message::StopExecutorOnWorker { executor, .. } => {
+                let Some(framework) = live.remove(&executor) else { continue };
+                killed.push(executor.clone());
+                status(&executor, &framework, ExecutorState::Killed)
+            }
+            _ => continue,
+        };
+        let out = m.handle(Millis(now), master::Event::Message { conn, msg: report });
+        pending.extend(store.settle(m, Millis(now), out));
+    }
+    killed
+}
+
+/// The plan of a job of tenant `tenant` with one group of `count`
+/// one-core slots.
+fn plan_of(m: &mut Master, now: u64, tenant: &str, count: u32) -> regent_core::protocol::GroupPlan {
+    let mut g = regent_core::job::JobGroup::new("g", vec!["sleep".into(), "9".into()]);
+    g.count = count;
+    g.cores = 1;
+    g.memory_mb = 64;
+    let msg = Message::PlanRequest {
+        request: 9,
+        groups: vec![g.to_declare()],
+        tenant: Some(tenant.into()),
+    };
+    let out = m.handle(Millis(now), master::Event::Message { conn: OP, msg });
+    match m_sends(&out).as_slice() {
+        [(OP, Message::PlanReply { groups, .. })] => groups[0].clone(),
+        other => panic!("one PlanReply: {other:?}"),
+    }
+}
+
+/// `regent job plan` names the exact victims (docs/tenants.md,
+/// docs/design.md#issue-44): the plan of tenant `b`'s job on a cluster
+/// tenant `a` fills lists two of `a`'s executors, why, and the budget;
+/// once `b`'s job is submitted, the leader's preemptions stop exactly
+/// those two, in that order.
+#[test]
+fn the_plan_names_the_victims_the_leader_then_preempts() {
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    let _ = set_tenant(&mut store, &mut m, Tenant::new("a"));
+    let _ = set_tenant(&mut store, &mut m, Tenant::new("b"));
+    let _ = submit(&mut store, &mut m, "a-job", Some("a"), (8, 1, 64));
+    let mut pending = register(&mut store, &mut m, 100, "w1", (4, 4096));
+    let w = ConnId(100);
+    let mut live = BTreeMap::new();
+    let mut killed = obey(&mut store, &mut m, w, 1_000, &mut pending, &mut live);
+    assert!(killed.is_empty());
+    assert_eq!(live.len(), 4, "a fills the worker");
+
+    let plan = plan_of(&mut m, 1_000, "b", 8);
+    assert_eq!(plan.unplaced, 8);
+    let planned: Vec<regent_core::ExecutorId> =
+        plan.victims.iter().map(|v| v.executor.clone()).collect();
+    assert_eq!(planned.len(), 2, "down to equal shares: {plan:?}");
+    for v in &plan.victims {
+        assert_eq!(v.framework.as_str(), "a-job");
+        assert_eq!((v.group.as_str(), v.tenant.as_str(), v.worker.as_str()), ("g", "a", "w1"));
+        assert_eq!(v.why, "tenant above its fair share");
+        assert!(live.contains_key(&v.executor));
+    }
+    assert_eq!((plan.victims[0].for_slot, plan.victims[1].for_slot), (0, 1));
+    assert_eq!(
+        plan.preemption.as_deref(),
+        Some("preemption budget: 60 of 60 victims left this minute for tenant b")
+    );
+    // A plan changes nothing: no preemption comes of it.
+    let out = m.handle(Millis(1_100), master::Event::Tick);
+    assert!(m_sends(&out).is_empty(), "{out:?}");
+
+    pending.extend(submit(&mut store, &mut m, "b-job", Some("b"), (8, 1, 64)));
+    for step in 0..20u64 {
+        let now = 2_000 + step * 600;
+        killed.extend(obey(&mut store, &mut m, w, now, &mut pending, &mut live));
+        let out = m.handle(Millis(now + 1), master::Event::Tick);
+        pending.extend(store.settle(&mut m, Millis(now + 1), out));
+    }
+    assert_eq!(killed, planned, "the leader preempted exactly the plan's victims, in order");
+}

@@ -804,7 +804,7 @@ fn constraints(n: u64) {
         d.now,
         master::Event::Message {
             conn: framework_conn(0),
-            msg: Message::PlanRequest { request: 1, groups: job },
+            msg: Message::PlanRequest { request: 1, groups: job, tenant: None },
         },
     );
     let took = watch.stop();

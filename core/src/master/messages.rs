@@ -375,8 +375,8 @@ impl Master {
             Message::OperatorKillExecutor { request, executor, refill } => {
                 self.operator_kill(asker, request, executor, refill, out)
             }
-            Message::PlanRequest { request, groups } => {
-                let groups = self.candidates().plan(&groups);
+            Message::PlanRequest { request, groups, tenant } => {
+                let groups = self.plan_with_victims(now, asker, &groups, tenant.as_deref());
                 out.push(asker.reply(Message::PlanReply { epoch: self.epoch, request, groups }));
             }
             Message::SubmitJob { request, job } => self.submit_job(now, asker, request, job, out),

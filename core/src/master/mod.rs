@@ -40,6 +40,7 @@ mod logs;
 mod messages;
 mod operator;
 mod plan;
+mod plan_victims;
 mod preempt;
 mod restarts;
 mod rollout;

@@ -26,7 +26,9 @@
 use super::executors::Need;
 use super::{AfterWrite, Master, WorkerState};
 use crate::ids::{ExecutorId, FrameworkId};
-use crate::preemption::{choose, Amounts, Candidate, Running, TenantView, Waiting};
+use crate::preemption::{
+    choose_successive, Amounts, Candidate, Choice, Running, TenantView, Waiting,
+};
 use crate::protocol::ExecutorState;
 use crate::time::Millis;
 use std::collections::BTreeMap;
@@ -51,6 +53,26 @@ pub(super) struct Preemptions {
     pub(super) total: u64,
 }
 
+/// What a plan's own slots hold, which a choice for it takes off the
+/// workers' free capacity and adds to its tenant's use (nothing for the
+/// leader's own preemption).
+#[derive(Debug, Default)]
+pub(super) struct Planned {
+    /// Cores and memory by worker.
+    pub(super) by_worker: BTreeMap<crate::ids::WorkerId, (u32, u64)>,
+    /// Cores over every worker.
+    pub(super) cores: u64,
+    /// Memory over every worker, in MiB.
+    pub(super) memory_mb: u64,
+}
+
+impl Planned {
+    /// What the plan holds on worker `id`.
+    fn on(&self, id: &crate::ids::WorkerId) -> (u32, u64) {
+        self.by_worker.get(id).copied().unwrap_or((0, 0))
+    }
+}
+
 fn amounts(cores: u64, memory_mb: u64) -> Amounts {
     Amounts { cores, memory_mb, named: BTreeMap::new() }
 }
@@ -60,7 +82,7 @@ impl Master {
     /// first waiting slot, in placement order, whose tenant may take
     /// capacity from another.
     pub(super) fn preempt(&mut self, now: Millis, out: &mut Vec<super::Action>) {
-        if !self.config.preemption || self.tenants.iter().next().is_none() || !self.may_place() {
+        if !self.preempts() || !self.may_place() {
             return;
         }
         if self.preemptions.last_check.is_some_and(|t| now.since(t) < PREEMPT_EVERY) {
@@ -86,8 +108,8 @@ impl Master {
                 if self.preemptions.pending.contains_key(&(fid.clone(), gi)) {
                     continue;
                 }
-                if let Some(victims) = self.choose_victims(&fid, gi) {
-                    self.stop_victims(now, &fid, gi, victims, out);
+                if let Some(choice) = self.next_victims(now, &fid, gi) {
+                    self.stop_victims(now, &fid, gi, choice.victims, out);
                     return;
                 }
             }
@@ -104,20 +126,55 @@ impl Master {
     }
 
     /// The victims for group `gi` of `fid`'s next slot, if the rules allow
-    /// any.
-    fn choose_victims(&self, fid: &FrameworkId, gi: usize) -> Option<Vec<ExecutorId>> {
+    /// any: [`Master::choose_victims`] for one slot, with the budget the
+    /// tenant has left.
+    fn next_victims(&self, now: Millis, fid: &FrameworkId, gi: usize) -> Option<Choice> {
         let spec = &self.frameworks.get(fid)?.groups.get(gi)?.record.spec;
         let need = Need::of(spec);
-        if !need.resources.is_empty() || need.ports > 0 {
-            return None;
-        }
         if self.tenant_limit_shortfall(fid, &need).is_some() {
             return None; // it waits for its own limit, not for capacity
         }
-        let tenant = self.framework_tenant(fid).to_owned();
-        if self.preemptions.recent.get(&tenant).is_some_and(|r| r.len() >= PREEMPTIONS_PER_MINUTE) {
-            return None;
+        let tenant = self.framework_tenant(fid);
+        let budget = self.preemption_budget_left(now, tenant);
+        let planned = Planned::default();
+        self.choose_victims(tenant, spec, &planned, 1, budget).into_iter().next().map(|(_, c)| c)
+    }
+
+    /// How many more victims tenant `tenant`'s slots may take in the
+    /// minute up to `now` ([`PREEMPTIONS_PER_MINUTE`] less those taken in
+    /// the minute before).
+    pub(super) fn preemption_budget_left(&self, now: Millis, tenant: &str) -> usize {
+        let minute_ago = Millis(now.0.saturating_sub(60_000));
+        let recent = self.preemptions.recent.get(tenant);
+        let used = recent.map_or(0, |r| r.iter().filter(|t| **t > minute_ago).count());
+        PREEMPTIONS_PER_MINUTE.saturating_sub(used)
+    }
+
+    /// Whether this leader preempts at all: `--preemption` on and a tenant
+    /// set (a cluster without tenants never preempts).
+    pub(super) fn preempts(&self) -> bool {
+        self.config.preemption && self.tenants.iter().next().is_some()
+    }
+
+    /// The preemptions a slot of tenant `tenant` and group `spec` would
+    /// make for up to `slots` of its slots, at most `budget` victims in
+    /// all ([`choose_successive`]), with what `planned` holds (a plan's
+    /// own slots) taken off the workers and added to the tenant. The one
+    /// choice the leader's preemption (one slot, nothing planned) and
+    /// `regent job plan` share: same inputs, same victims.
+    pub(super) fn choose_victims(
+        &self,
+        tenant: &str,
+        spec: &crate::protocol::GroupSpec,
+        planned: &Planned,
+        slots: usize,
+        budget: usize,
+    ) -> Vec<(usize, Choice)> {
+        let need = Need::of(spec);
+        if !need.resources.is_empty() || need.ports > 0 || slots == 0 {
+            return Vec::new();
         }
+        let tenant = tenant.to_owned();
         let mut candidates = Vec::new();
         for w in self.workers.entries.values() {
             if w.state != WorkerState::Alive
@@ -137,9 +194,10 @@ impl Master {
                 let held = Need::held_by(e);
                 running.push((id, e.framework.clone(), e.running_since, held));
             }
+            let (planned_cores, planned_memory) = planned.on(&w.id);
             let free = amounts(
-                u64::from(w.cores.saturating_sub(w.cores_used)),
-                w.memory_mb.saturating_sub(w.memory_used_mb),
+                u64::from(w.cores.saturating_sub(w.cores_used).saturating_sub(planned_cores)),
+                w.memory_mb.saturating_sub(w.memory_used_mb).saturating_sub(planned_memory),
             );
             candidates.push((w.id.clone(), free, running));
         }
@@ -151,7 +209,11 @@ impl Master {
         let views: BTreeMap<String, TenantView> = tenant_names
             .into_iter()
             .map(|name| {
-                let held = self.tenant_held(&name);
+                let mut held = self.tenant_held(&name);
+                if name == tenant {
+                    held.cores += planned.cores;
+                    held.memory_mb += planned.memory_mb;
+                }
                 let set = self.tenants.get(&name);
                 let guarantee = set.map_or_else(Amounts::default, |t| {
                     amounts(t.guarantee.cores.unwrap_or(0), t.guarantee.memory_mb.unwrap_or(0))
@@ -199,7 +261,7 @@ impl Master {
             priority: 50,
             need: amounts(u64::from(need.cores), need.memory_mb),
         };
-        choose(&waiting, &views_in, &views, &capacity).map(|c| c.victims)
+        choose_successive(&waiting, slots, budget, &views_in, &views, &capacity)
     }
 
     /// Whether framework `fid`'s tenant holds more than its limit in some
