@@ -707,6 +707,22 @@ fn the_plan_names_the_victims_the_leader_then_preempts() {
     assert!(m_sends(&out).is_empty(), "{out:?}");
 
     pending.extend(submit(&mut store, &mut m, "b-job", Some("b"), (8, 1, 64)));
+    // The next check stops the first victim; until it ends, b's slots say
+    // so first.
+    let out = m.handle(Millis(1_900), master::Event::Tick);
+    pending.extend(store.settle(&mut m, Millis(1_900), out));
+    let b = regent_core::FrameworkId::new("b-job");
+    let first_reasons = |m: &Master| {
+        let status = m.job_statuses(Millis(1)).into_iter().find(|j| j.job == b).expect("b-job");
+        status.groups[0].slots[0].reasons.clone()
+    };
+    assert_eq!(
+        first_reasons(&m).first(),
+        Some(&regent_core::api::WaitReason::WaitingForPreempted { executors: 1 }),
+        "{:?}",
+        first_reasons(&m)
+    );
+    assert_eq!(first_reasons(&m)[0].to_string(), "waiting for 1 preempted executors to end");
     for step in 0..20u64 {
         let now = 2_000 + step * 600;
         killed.extend(obey(&mut store, &mut m, w, now, &mut pending, &mut live));
@@ -714,4 +730,37 @@ fn the_plan_names_the_victims_the_leader_then_preempts() {
         pending.extend(store.settle(&mut m, Millis(now + 1), out));
     }
     assert_eq!(killed, planned, "the leader preempted exactly the plan's victims, in order");
+    assert!(
+        !first_reasons(&m)
+            .iter()
+            .any(|r| matches!(r, regent_core::api::WaitReason::WaitingForPreempted { .. })),
+        "no victim runs any more: {:?}",
+        first_reasons(&m)
+    );
+}
+
+/// With `--preemption off` a plan says so and names no victim.
+#[test]
+fn a_plan_says_preemption_is_off() {
+    let mut store = Store::default();
+    let mut config = master::Config::new(regent_core::MasterId::new("a"), addr("a"));
+    config.preemption = false;
+    let mut m = master::Master::new(config);
+    let now = Millis(0);
+    let out = m.handle(now, master::Event::Elected { floor: Epoch(1), clock: 1 });
+    assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
+    let out = m.handle(now, master::Event::Store(StoreEvent::Loaded { records: vec![] }));
+    let _ = store.settle(&mut m, now, out);
+    let _ = m.handle(now, master::Event::Connected { conn: OP });
+    let _ = m.handle(now, master::Event::Message { conn: OP, msg: hello(Role::Client, "op") });
+    let _ = set_tenant(&mut store, &mut m, Tenant::new("a"));
+    let _ = set_tenant(&mut store, &mut m, Tenant::new("b"));
+    let _ = submit(&mut store, &mut m, "a-job", Some("a"), (8, 1, 64));
+    let mut pending = register(&mut store, &mut m, 100, "w1", (4, 4096));
+    let mut live = BTreeMap::new();
+    let _ = obey(&mut store, &mut m, ConnId(100), 1_000, &mut pending, &mut live);
+    let plan = plan_of(&mut m, 1_000, "b", 8);
+    assert_eq!(plan.unplaced, 8);
+    assert!(plan.victims.is_empty(), "{plan:?}");
+    assert_eq!(plan.preemption.as_deref(), Some("preemption is off on this cluster"));
 }

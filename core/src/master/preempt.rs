@@ -116,6 +116,25 @@ impl Master {
         }
     }
 
+    /// How many executors preempted for group `group` of `fid` still run
+    /// (the reason `waiting for N preempted executors to end`, ranked
+    /// first while it applies).
+    pub(super) fn preempted_for(&self, fid: &FrameworkId, group: &str) -> u32 {
+        let Some(gi) = self
+            .frameworks
+            .get(fid)
+            .and_then(|f| f.groups.iter().position(|g| g.record.spec.group == group))
+        else {
+            return 0;
+        };
+        let Some(victims) = self.preemptions.pending.get(&(fid.clone(), gi)) else { return 0 };
+        let running = victims
+            .iter()
+            .filter(|id| self.executors.get(id).is_some_and(|e| !e.state.is_terminal()))
+            .count();
+        u32::try_from(running).unwrap_or(u32::MAX)
+    }
+
     /// Drops the victims that have ended (or are gone).
     fn forget_ended_victims(&mut self) {
         let executors = &self.executors;
