@@ -1352,6 +1352,10 @@ pub struct ExecutorView {
     /// What it uses, from its worker's latest sample (`None`: not
     /// reported, or not running).
     pub usage: Option<Usage>,
+    /// `<framework>/<group>` when the leader preempted it for a slot of
+    /// that group (docs/tenants.md): it is being stopped, or was, for
+    /// that.
+    pub preempted_by: Option<String>,
 }
 
 impl Message {

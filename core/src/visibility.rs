@@ -199,6 +199,7 @@ mod tests {
             ports: vec![],
             resources: vec![],
             usage: None,
+            preempted_by: None,
         }
     }
 

@@ -962,6 +962,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                     }],
                 }],
                 executors: vec![ExecutorView {
+                    preempted_by: Some("batch/g".into()),
                     resources: Default::default(),
                     usage: Some(Usage {
                         memory_bytes: Some(1 << 26),
@@ -1336,6 +1337,7 @@ fn cluster_state(g: &mut Gen) -> ClusterState {
             .collect(),
         executors: (0..usize::arbitrary(g) % 3)
             .map(|_| ExecutorView {
+                preempted_by: if bool::arbitrary(g) { Some(s(g)) } else { None },
                 resources: Default::default(),
                 usage: if bool::arbitrary(g) { Some(usage_arb(g)) } else { None },
                 ports: Default::default(),
@@ -1411,6 +1413,7 @@ fn golden_frames_pin_the_wire_format() {
 fn a_large_frame_is_encoded_and_sealed_into_a_buffer_of_its_exact_length() {
     let executors = (0..12_000)
         .map(|i| ExecutorView {
+            preempted_by: None,
             resources: Default::default(),
             usage: None,
             ports: Default::default(),

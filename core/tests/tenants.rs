@@ -709,8 +709,27 @@ fn the_plan_names_the_victims_the_leader_then_preempts() {
     pending.extend(submit(&mut store, &mut m, "b-job", Some("b"), (8, 1, 64)));
     // The next check stops the first victim; until it ends, b's slots say
     // so first.
+    let before = m.state();
     let out = m.handle(Millis(1_900), master::Event::Tick);
     pending.extend(store.settle(&mut m, Millis(1_900), out));
+    // The events say which executor is preempted and by whom.
+    let lines: Vec<String> = regent_core::events::diff(&before, &m.state())
+        .iter()
+        .map(regent_core::events::ClusterEvent::describe)
+        .filter(|l| l.starts_with("executor "))
+        .collect();
+    assert_eq!(
+        lines,
+        vec![format!("executor {} on w1 updated, RUNNING (preempted by b-job/g)", planned[0])],
+        "{lines:?}"
+    );
+    let state = m.state();
+    let a_job = state.frameworks.iter().find(|f| f.id.as_str() == "a-job").expect("a-job");
+    assert_eq!(
+        a_job.groups[0].last_end.as_deref(),
+        Some(format!("slot 0: executor {} preempted by b-job/g", planned[0]).as_str()),
+        "the victim's group says why its slot waits again"
+    );
     let b = regent_core::FrameworkId::new("b-job");
     let first_reasons = |m: &Master| {
         let status = m.job_statuses(Millis(1)).into_iter().find(|j| j.job == b).expect("b-job");
@@ -723,13 +742,25 @@ fn the_plan_names_the_victims_the_leader_then_preempts() {
         first_reasons(&m)
     );
     assert_eq!(first_reasons(&m)[0].to_string(), "waiting for 1 preempted executors to end");
+    let mut ended = Vec::new();
     for step in 0..20u64 {
         let now = 2_000 + step * 600;
+        let before = m.state();
         killed.extend(obey(&mut store, &mut m, w, now, &mut pending, &mut live));
+        for e in regent_core::events::diff(&before, &m.state()) {
+            if let regent_core::events::ClusterEvent::Executor { state, reason, executor, .. } = e {
+                if state == "KILLED" {
+                    ended.push((executor, reason));
+                }
+            }
+        }
         let out = m.handle(Millis(now + 1), master::Event::Tick);
         pending.extend(store.settle(&mut m, Millis(now + 1), out));
     }
     assert_eq!(killed, planned, "the leader preempted exactly the plan's victims, in order");
+    let by = Some("preempted by b-job/g".to_string());
+    let expected: Vec<_> = planned.iter().map(|id| (id.clone(), by.clone())).collect();
+    assert_eq!(ended, expected, "each victim's end says it was preempted, and by whom");
     assert!(
         !first_reasons(&m)
             .iter()

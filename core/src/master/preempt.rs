@@ -51,6 +51,16 @@ pub(super) struct Preemptions {
     recent: BTreeMap<String, Vec<Millis>>,
     /// Executors preempted so far (a counter for tests and metrics).
     pub(super) total: u64,
+    /// `<framework>/<group>` each victim was preempted for, while the
+    /// leader knows the victim.
+    by: BTreeMap<ExecutorId, String>,
+}
+
+impl Preemptions {
+    /// `<framework>/<group>` executor `id` was preempted for, if it was.
+    pub(super) fn preempted_by(&self, id: &ExecutorId) -> Option<String> {
+        self.by.get(id).cloned()
+    }
 }
 
 /// What a plan's own slots hold, which a choice for it takes off the
@@ -138,6 +148,7 @@ impl Master {
     /// Drops the victims that have ended (or are gone).
     fn forget_ended_victims(&mut self) {
         let executors = &self.executors;
+        self.preemptions.by.retain(|id, _| executors.get(id).is_some());
         self.preemptions.pending.retain(|_, victims| {
             victims.retain(|id| executors.get(id).is_some_and(|e| !e.state.is_terminal()));
             !victims.is_empty()
@@ -323,9 +334,20 @@ impl Master {
         out: &mut Vec<super::Action>,
     ) {
         let tenant = self.framework_tenant(fid).to_owned();
+        let group = self.frameworks.get(fid).and_then(|f| f.groups.get(gi));
+        let by = format!("{fid}/{}", group.map_or("", |g| g.record.spec.group.as_str()));
         for id in &victims {
             if self.executors.get(id).is_none() {
                 continue;
+            }
+            self.preemptions.by.insert(id.clone(), by.clone());
+            // The victim's group shows why its slot waits again.
+            let victim =
+                self.executors.get(id).map(|e| (e.framework.clone(), e.group.clone(), e.slot));
+            if let Some((vf, vg, slot)) = victim {
+                if let Some(g) = self.frameworks.get_mut(&vf).and_then(|f| f.group_mut(&vg)) {
+                    g.last_end = Some((slot, format!("executor {id} preempted by {by}")));
+                }
             }
             self.stop_to_refill(id, out);
             self.preemptions.recent.entry(tenant.clone()).or_default().push(now);
