@@ -795,3 +795,55 @@ fn a_plan_says_preemption_is_off() {
     assert!(plan.victims.is_empty(), "{plan:?}");
     assert_eq!(plan.preemption.as_deref(), Some("preemption is off on this cluster"));
 }
+
+/// Preemption is checked only when something could change its answer
+/// (docs/tenants.md, docs/design.md#issue-44): once the shares are fair,
+/// heartbeats and ticks check nothing; a tenant set, or an executor
+/// ending, makes one check due, made at the first step past the 500 ms
+/// floor after the last.
+#[test]
+fn preemption_is_checked_only_when_something_could_change_the_answer() {
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    let _ = set_tenant(&mut store, &mut m, Tenant::new("a"));
+    let _ = set_tenant(&mut store, &mut m, Tenant::new("b"));
+    let _ = submit(&mut store, &mut m, "a-job", Some("a"), (8, 1, 64));
+    let mut pending = register(&mut store, &mut m, 100, "w1", (4, 4096));
+    pending.extend(submit(&mut store, &mut m, "b-job", Some("b"), (8, 1, 64)));
+    let w = ConnId(100);
+    let mut live = BTreeMap::new();
+    let beat = || Message::WorkerHeartbeat { incarnation: regent_core::Incarnation(100) };
+    let mut step = |m: &mut Master, store: &mut Store, now: u64, pending: &mut Vec<_>| {
+        let _ = obey(store, m, w, now, pending, &mut live);
+        let out = m.handle(Millis(now), master::Event::Message { conn: w, msg: beat() });
+        pending.extend(store.settle(m, Millis(now), out));
+        let out = m.handle(Millis(now + 1), master::Event::Tick);
+        pending.extend(store.settle(m, Millis(now + 1), out));
+    };
+    for k in 0..10u64 {
+        step(&mut m, &mut store, 1_000 + k * 600, &mut pending);
+    }
+    // Fair now (2:2): nothing changes, nothing is checked.
+    let settled = m.preemption_checks();
+    assert!(settled >= 2, "the preemptions were checked: {settled}");
+    for k in 10..30u64 {
+        step(&mut m, &mut store, 1_000 + k * 600, &mut pending);
+    }
+    assert_eq!(m.preemption_checks(), settled, "heartbeats and ticks check nothing");
+    // A tenant set: one check, at the next step.
+    let _ = set_tenant(&mut store, &mut m, Tenant::new("c"));
+    let out = m.handle(Millis(20_000), master::Event::Tick);
+    pending.extend(store.settle(&mut m, Millis(20_000), out));
+    assert_eq!(m.preemption_checks(), settled + 1);
+    // Two changes within the floor: the second check waits for it.
+    let _ = set_tenant(&mut store, &mut m, Tenant::new("d"));
+    let out = m.handle(Millis(20_100), master::Event::Tick);
+    pending.extend(store.settle(&mut m, Millis(20_100), out));
+    assert_eq!(m.preemption_checks(), settled + 1, "within 500 ms of the last check");
+    let out = m.handle(Millis(20_501), master::Event::Tick);
+    pending.extend(store.settle(&mut m, Millis(20_501), out));
+    assert_eq!(m.preemption_checks(), settled + 2, "due, past the floor");
+    let out = m.handle(Millis(21_200), master::Event::Tick);
+    pending.extend(store.settle(&mut m, Millis(21_200), out));
+    assert_eq!(m.preemption_checks(), settled + 2, "nothing more");
+}

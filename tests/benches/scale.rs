@@ -613,16 +613,17 @@ fn place_drf(d: &mut Driver, n: u64) {
 /// 5,000 of tenant `b`, and one more slot waits on them (its tenant with
 /// one more would be the richer: no victim). Measured: a leader's step
 /// (`Tick`) 600 ms apart with nothing changed (before event-triggered
-/// preemption, each was a full check), and a check made due by a change
-/// (a tenant set, then a `Tick`).
+/// preemption, each was a full check), and a change that makes a check due
+/// (a tenant set, made durable) with a `Tick` 600 ms later; each with
+/// preemption on and off, the difference being the checks' cost.
 fn preemption(n: u64) {
     let n = n.max(PREEMPTION_BUSY);
     let on = preemption_steps(n, true);
     let off = preemption_steps(n, false);
     println!(
         "preemption: {n} workers, {PREEMPTION_BUSY} running executors, 1 slot waiting, \
-         medians with preemption on (off): a step with nothing changed {} ({}), a step after a \
-         tenant change {} ({}); the preemption check's share: {} and {}",
+         medians with preemption on (off): a step with nothing changed {} ({}), a tenant change \
+         and a step {} ({}); the preemption checks' share: {} and {}",
         ms(on.0),
         ms(off.0),
         ms(on.1),
@@ -734,9 +735,9 @@ fn preemption_steps(n: u64, on: bool) -> (f64, f64) {
     for k in 0..10u64 {
         d.now = Millis(d.now.0 + 600);
         let tenant = regent_core::protocol::tenants::Tenant::new(format!("c{k}"));
+        let watch = Instant::now();
         d.msg(op, Message::SetTenant { request: 100 + k, tenant }, &mut t);
         d.now = Millis(d.now.0 + 600);
-        let watch = Instant::now();
         let out = d.m.handle(d.now, master::Event::Tick);
         checks.push(watch.elapsed().as_secs_f64());
         black_box(out);

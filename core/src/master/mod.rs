@@ -988,9 +988,14 @@ impl Master {
                 ..
             }
         );
+        let quiet = self.quiet_for_preemption(&event);
+        let seen = quiet.then(|| self.preemption_fingerprint());
         self.dispatch(now, event, &mut out);
         if may_roll {
             self.roll(&mut out);
+        }
+        if seen.is_none_or(|s| s != self.preemption_fingerprint()) {
+            self.preemption_may_change();
         }
         self.preempt(now, &mut out);
         self.finish_framework_writes(&mut out);

@@ -44,6 +44,13 @@ pub const PREEMPTIONS_PER_MINUTE: usize = 60;
 pub(super) struct Preemptions {
     /// When the last check ran.
     last_check: Option<Millis>,
+    /// Nothing changed since the last check that could change its answer
+    /// (a slot starting to wait, an executor starting or ending, a tenant
+    /// changing, a worker joining or leaving would): no check is due.
+    quiet: bool,
+    /// When a check is due again although nothing changed: a tenant's
+    /// budget, exhausted at the last check, refills then.
+    refill_at: Option<Millis>,
     /// Victims still running, by the (framework, group) they were taken
     /// for.
     pending: BTreeMap<(FrameworkId, usize), Vec<ExecutorId>>,
@@ -51,6 +58,8 @@ pub(super) struct Preemptions {
     recent: BTreeMap<String, Vec<Millis>>,
     /// Executors preempted so far (a counter for tests and metrics).
     pub(super) total: u64,
+    /// Checks made so far (a counter for tests and metrics).
+    checks: u64,
     /// `<framework>/<group>` each victim was preempted for, while the
     /// leader knows the victim.
     by: BTreeMap<ExecutorId, String>,
@@ -95,10 +104,17 @@ impl Master {
         if !self.preempts() || !self.may_place() {
             return;
         }
-        if self.preemptions.last_check.is_some_and(|t| now.since(t) < PREEMPT_EVERY) {
+        let refilled = self.preemptions.refill_at.is_some_and(|t| now >= t);
+        if self.preemptions.quiet && !refilled {
             return;
         }
+        if self.preemptions.last_check.is_some_and(|t| now.since(t) < PREEMPT_EVERY) {
+            return; // still due: the first step past the floor checks
+        }
         self.preemptions.last_check = Some(now);
+        self.preemptions.checks += 1;
+        self.preemptions.quiet = true;
+        self.preemptions.refill_at = None;
         self.forget_ended_victims();
         let minute_ago = Millis(now.0.saturating_sub(60_000));
         for list in self.preemptions.recent.values_mut() {
@@ -120,9 +136,71 @@ impl Master {
                 }
                 if let Some(choice) = self.next_victims(now, &fid, gi) {
                     self.stop_victims(now, &fid, gi, choice.victims, out);
+                    // More may follow for other slots: check again once
+                    // the floor has passed.
+                    self.preemptions.quiet = false;
                     return;
                 }
+                self.note_exhausted_budget(&fid);
             }
+        }
+    }
+
+    /// How many preemption checks this leadership made: one only when
+    /// something changed that could change the answer (or a budget
+    /// refilled), at most one per [`PREEMPT_EVERY`].
+    pub fn preemption_checks(&self) -> u64 {
+        self.preemptions.checks
+    }
+
+    /// A check could answer otherwise now: the next step past the floor
+    /// checks.
+    pub(super) fn preemption_may_change(&mut self) {
+        self.preemptions.quiet = false;
+    }
+
+    /// Whether `event` is one that changes nothing a check reads unless
+    /// what [`Master::preemption_fingerprint`] counts changes (a tick: a
+    /// worker found dead, a backoff over), or nothing at all (heartbeats,
+    /// usage samples, reads). Every other event makes a check due.
+    pub(super) fn quiet_for_preemption(&self, event: &super::Event) -> bool {
+        use crate::protocol::Message as M;
+        match event {
+            super::Event::Tick | super::Event::LogQuery { .. } => true,
+            super::Event::Message { msg, .. } => matches!(
+                msg,
+                M::WorkerHeartbeat { .. }
+                    | M::WorkerUsage { .. }
+                    | M::FrameworkHeartbeatAck { .. }
+                    | M::StateRequest
+                    | M::LogRequest { .. }
+                    | M::LogData { .. }
+                    | M::PlanRequest { .. }
+                    | M::JobsRequest { .. }
+                    | M::TenantsRequest { .. }
+            ),
+            _ => false,
+        }
+    }
+
+    /// What a quiet event could change that a check reads, in O(1): the
+    /// slots open, the executors per state and the ALIVE workers' capacity
+    /// (tenants change only by a `SetTenant` and its write, never quiet).
+    pub(super) fn preemption_fingerprint(&self) -> (usize, [usize; 6], (u64, u64)) {
+        (self.open_slots.len(), self.executors.counts(), self.workers.alive_capacity())
+    }
+
+    /// When the check found nothing for `fid`'s tenant because its budget
+    /// is used up: check again when its oldest victim leaves the minute.
+    fn note_exhausted_budget(&mut self, fid: &FrameworkId) {
+        let tenant = self.framework_tenant(fid);
+        let Some(recent) = self.preemptions.recent.get(tenant) else { return };
+        if recent.len() < PREEMPTIONS_PER_MINUTE {
+            return;
+        }
+        if let Some(oldest) = recent.iter().min() {
+            let at = Millis(oldest.0.saturating_add(60_001));
+            self.preemptions.refill_at = Some(self.preemptions.refill_at.map_or(at, |t| t.min(at)));
         }
     }
 
@@ -206,7 +284,12 @@ impl Master {
         }
         let tenant = tenant.to_owned();
         let mut candidates = Vec::new();
-        for w in self.workers.entries.values() {
+        // Only workers running executors can be freed: a worker with
+        // nothing to take is no candidate (and one with room for the slot
+        // is left to the placement).
+        let mut workers: Vec<&crate::ids::WorkerId> = self.executors.workers_with_live().collect();
+        workers.sort_unstable();
+        for w in workers.into_iter().filter_map(|id| self.workers.entries.get(id)) {
             if w.state != WorkerState::Alive
                 || w.conn.is_none()
                 || w.maintenance.is_some()
@@ -258,8 +341,8 @@ impl Master {
             })
             .collect();
         let capacity = {
-            let c = self.capacity();
-            amounts(c.cores, c.memory_mb)
+            let (cores, memory_mb) = self.workers.alive_capacity();
+            amounts(cores, memory_mb)
         };
         let tenants_of: Vec<Vec<String>> = candidates
             .iter()
