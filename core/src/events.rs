@@ -135,7 +135,8 @@ pub enum ClusterEvent {
         /// Exit code, when EXITED.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         exit_code: Option<i32>,
-        /// Why, when FAILED.
+        /// Why, when FAILED; `preempted by <framework>/<group>` for an
+        /// executor the leader preempted, from its choice to its end.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
@@ -333,9 +334,9 @@ fn waiting(before: &ClusterState, after: &ClusterState, out: &mut Vec<ClusterEve
 
 /// An executor's view unchanged but for its usage.
 fn same_executor(a: &ExecutorView, b: &ExecutorView) -> bool {
-    let ExecutorView { id, framework, worker, state, ports, resources, usage: _ } = a;
-    (id, framework, worker, state, ports, resources)
-        == (&b.id, &b.framework, &b.worker, &b.state, &b.ports, &b.resources)
+    let ExecutorView { id, framework, worker, state, ports, resources, usage: _, preempted_by } = a;
+    (id, framework, worker, state, ports, resources, preempted_by)
+        == (&b.id, &b.framework, &b.worker, &b.state, &b.ports, &b.resources, &b.preempted_by)
 }
 
 /// Compares two lists of views by id (not trusting their order); `same`
@@ -408,6 +409,12 @@ fn executor_event(change: Change, e: &ExecutorView, previous: Option<String>) ->
         ExecutorState::Exited { code } => (Some(*code), None),
         ExecutorState::Failed { reason } => (None, Some(reason.clone())),
         _ => (None, None),
+    };
+    // A victim of preemption says so and for whom, from the moment it is
+    // chosen to its end.
+    let reason = match &e.preempted_by {
+        Some(by) => Some(format!("preempted by {by}")),
+        None => reason,
     };
     ClusterEvent::Executor {
         change,

@@ -167,6 +167,31 @@ pub struct Choice {
     pub worker: WorkerId,
     /// The executors to stop, lowest priority and youngest first.
     pub victims: Vec<ExecutorId>,
+    /// Why each of `victims` may be taken, in the same order.
+    pub why: Vec<Why>,
+}
+
+/// Which rule lets a victim be taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Why {
+    /// Its group's priority is below the waiting slot's.
+    LowerPriority,
+    /// Its tenant stays at least as rich by weighted dominant share as the
+    /// waiting slot's with the slot placed.
+    AboveFairShare,
+    /// The waiting slot's tenant is below its guarantee, and the victim's
+    /// stays at or above its own.
+    AboveGuarantee,
+}
+
+impl std::fmt::Display for Why {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Why::LowerPriority => "lower priority",
+            Why::AboveFairShare => "tenant above its fair share",
+            Why::AboveGuarantee => "tenant above its guarantee",
+        })
+    }
 }
 
 /// The victims `waiting` would take, or `None` when no worker can be freed
@@ -206,10 +231,79 @@ pub fn choose(
         };
         if better {
             let ids = victims.iter().map(|v| v.id.clone()).collect();
-            best = Some((key, Choice { worker: c.worker.clone(), victims: ids }));
+            let why = victims
+                .iter()
+                .map(|v| {
+                    if v.priority < waiting.priority {
+                        Why::LowerPriority
+                    } else if below_guarantee {
+                        Why::AboveGuarantee
+                    } else {
+                        Why::AboveFairShare
+                    }
+                })
+                .collect();
+            best = Some((key, Choice { worker: c.worker.clone(), victims: ids, why }));
         }
     }
     best.map(|(_, choice)| choice)
+}
+
+/// The preemptions `waiting` would make for up to `slots` of its slots,
+/// one after another, at most `budget` victims in all (a choice is made
+/// only while fewer than `budget` victims are taken, as the leader's
+/// per-tenant budget works): what `regent job plan` lists. The first is
+/// [`choose`]'s; each later one is chosen after applying the earlier
+/// (victims gone, the slot placed on the freed worker, both tenants' use
+/// moved), assuming nothing else changes meanwhile. A slot that fits a
+/// worker's free capacity then is placed there (the first such candidate)
+/// without a preemption. Stops at the first slot nothing serves.
+pub fn choose_successive(
+    waiting: &Waiting<'_>,
+    slots: usize,
+    budget: usize,
+    candidates: &[Candidate<'_>],
+    tenants: &BTreeMap<String, TenantView>,
+    capacity: &Amounts,
+) -> Vec<(usize, Choice)> {
+    let mut candidates = candidates.to_vec();
+    let mut tenants = tenants.clone();
+    let mut out = Vec::new();
+    let mut taken = 0usize;
+    for slot in 0..slots {
+        let place = |cs: &mut [Candidate<'_>], ts: &mut BTreeMap<String, TenantView>, i: usize| {
+            cs[i].free = cs[i].free.minus(&waiting.need);
+            if let Some(t) = ts.get_mut(waiting.tenant) {
+                t.in_use = t.in_use.plus(&waiting.need);
+            }
+        };
+        if let Some(i) = candidates.iter().position(|c| waiting.need.fits_in(&c.free)) {
+            place(&mut candidates, &mut tenants, i);
+            continue;
+        }
+        if taken >= budget {
+            break;
+        }
+        let Some(choice) = choose(waiting, &candidates, &tenants, capacity) else { break };
+        let i = candidates
+            .iter()
+            .position(|c| *c.worker == choice.worker)
+            .expect("the choice names one of the candidates");
+        let c = &mut candidates[i];
+        for id in &choice.victims {
+            if let Some(k) = c.running.iter().position(|r| r.id == id) {
+                let v = c.running.remove(k);
+                c.free = c.free.plus(&v.holds);
+                if let Some(t) = tenants.get_mut(v.tenant) {
+                    t.in_use = t.in_use.minus(&v.holds);
+                }
+            }
+        }
+        place(&mut candidates, &mut tenants, i);
+        taken += choice.victims.len();
+        out.push((slot, choice));
+    }
+    out
 }
 
 /// How a set of victims ranks: fewer, then lower, then younger.
@@ -348,7 +442,14 @@ mod tests {
         let tenants = BTreeMap::from([("a".to_owned(), tenant(7, 0, 1.0))]);
         let waiting = Waiting { tenant: "a", priority: 50, need: amt(2, 2048) };
         let choice = choose(&waiting, &candidates, &tenants, &amt(10, 10240)).unwrap();
-        assert_eq!(choice, Choice { worker: w2.clone(), victims: vec![ids[2].clone()] });
+        assert_eq!(
+            choice,
+            Choice {
+                worker: w2.clone(),
+                victims: vec![ids[2].clone()],
+                why: vec![Why::LowerPriority]
+            }
+        );
         // Equal priority in the same tenant: nothing to take.
         let waiting = Waiting { tenant: "a", priority: 10, need: amt(2, 2048) };
         assert_eq!(choose(&waiting, &candidates, &tenants, &amt(10, 10240)), None);
@@ -423,6 +524,42 @@ mod tests {
             ("b".to_owned(), tenant(5, 0, 1.0)),
         ]);
         assert!(choose(&waiting, &candidates, &tenants, &capacity).is_some());
+    }
+
+    #[test]
+    fn successive_choices_stop_at_equal_shares_and_within_the_budget() {
+        // a runs 4 one-core executors on the only worker; b asks for 4.
+        let ids: Vec<ExecutorId> = (0..4).map(|i| ExecutorId(format!("a{i}"))).collect();
+        let w = WorkerId("w".into());
+        let candidates = vec![Candidate {
+            worker: &w,
+            free: amt(0, 0),
+            running: (0..4)
+                .map(|i| Running {
+                    id: &ids[i],
+                    tenant: "a",
+                    priority: 50,
+                    started: Millis(i as u64),
+                    holds: amt(1, 1024),
+                })
+                .collect(),
+        }];
+        let tenants = BTreeMap::from([
+            ("a".to_owned(), tenant(4, 0, 1.0)),
+            ("b".to_owned(), tenant(0, 0, 1.0)),
+        ]);
+        let waiting = Waiting { tenant: "b", priority: 50, need: amt(1, 1024) };
+        let capacity = amt(4, 4096);
+        let plan = choose_successive(&waiting, 4, 60, &candidates, &tenants, &capacity);
+        let victims: Vec<(usize, &ExecutorId)> =
+            plan.iter().flat_map(|(k, c)| c.victims.iter().map(move |v| (*k, v))).collect();
+        // The youngest first, down to 2:2.
+        assert_eq!(victims, vec![(0, &ids[3]), (1, &ids[2])]);
+        assert_eq!(plan[0].1, choose(&waiting, &candidates, &tenants, &capacity).unwrap());
+        assert!(plan.iter().all(|(_, c)| c.why == vec![Why::AboveFairShare]));
+        // A budget of one victim: one preemption.
+        assert_eq!(choose_successive(&waiting, 4, 1, &candidates, &tenants, &capacity).len(), 1);
+        assert!(choose_successive(&waiting, 4, 0, &candidates, &tenants, &capacity).is_empty());
     }
 
     /// An executor of a random case: tenant, priority, start, cores.

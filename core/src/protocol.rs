@@ -911,6 +911,10 @@ pub enum Message {
         request: u64,
         /// The groups, as a subscriber would declare them.
         groups: Vec<GroupSpec>,
+        /// The tenant the job names (`tenant = "team-a"` in a job file),
+        /// if any: a token's tenant wins, else this, else `default`. The
+        /// plan's preemption victims depend on it (docs/tenants.md).
+        tenant: Option<String>,
     },
     /// Leader → operator: the answer to `PlanRequest`, one entry per group
     /// in the request's order.
@@ -1103,6 +1107,40 @@ pub struct GroupPlan {
     /// Every reason, ranked (docs/jobs.md, "Why a slot waits"); empty when
     /// every slot would be placed.
     pub reasons: Vec<api::WaitReason>,
+    /// The running executors preemption would stop for the slots that
+    /// would not be placed, in the order it would stop them: the first
+    /// preemption's are exactly the ones the leader's next preemption for
+    /// this group stops (one pure choice serves both: see
+    /// [`crate::preemption`]); later ones assume nothing else changes
+    /// meanwhile. Empty when preemption would not serve the group.
+    #[serde(default)]
+    pub victims: Vec<PlannedVictim>,
+    /// What bounds preemption for this group now, in words, when something
+    /// does: `preemption is off on this cluster`, or the preemption budget
+    /// left to the group's tenant (`preemption budget: 58 of 60 victims left
+    /// this minute for tenant b`).
+    #[serde(default)]
+    pub preemption: Option<String>,
+}
+
+/// A running executor a plan would preempt ([`GroupPlan::victims`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedVictim {
+    /// The executor.
+    pub executor: ExecutorId,
+    /// Its framework.
+    pub framework: FrameworkId,
+    /// Its group.
+    pub group: String,
+    /// Its worker.
+    pub worker: WorkerId,
+    /// Its framework's tenant.
+    pub tenant: String,
+    /// Why it may be taken: `lower priority`, `tenant above its fair
+    /// share` or `tenant above its guarantee`.
+    pub why: String,
+    /// The slot of the planned group it makes room for.
+    pub for_slot: u32,
 }
 
 /// Which output file of an executor (`<work_dir>/executors/<id>/stdout` or
@@ -1320,6 +1358,10 @@ pub struct ExecutorView {
     /// What it uses, from its worker's latest sample (`None`: not
     /// reported, or not running).
     pub usage: Option<Usage>,
+    /// `<framework>/<group>` when the leader preempted it for a slot of
+    /// that group (docs/tenants.md): it is being stopped, or was, for
+    /// that.
+    pub preempted_by: Option<String>,
 }
 
 impl Message {

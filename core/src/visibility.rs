@@ -244,6 +244,7 @@ mod tests {
             ports: vec![],
             resources: vec![],
             usage: None,
+            preempted_by: None,
         }
     }
 

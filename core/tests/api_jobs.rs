@@ -532,8 +532,16 @@ fn operator_commands_answer_a_local_asker_once_durable() {
         |(_, m)| matches!(m, Message::KillExecutorOnWorker { executor, .. } if *executor == x)
     ));
     // A plan, at once.
-    let answer =
-        c.ask(t, Message::PlanRequest { request: 2, groups: vec![group("p", 1, "/bin/sleep")] }).2;
+    let answer = c
+        .ask(
+            t,
+            Message::PlanRequest {
+                request: 2,
+                groups: vec![group("p", 1, "/bin/sleep")],
+                tenant: None,
+            },
+        )
+        .2;
     assert!(
         matches!(answer, Message::PlanReply { request: 2, ref groups, .. } if groups[0].unplaced == 0),
         "{answer:?}"

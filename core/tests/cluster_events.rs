@@ -45,6 +45,7 @@ fn executor(id: &str, state: ExecutorState) -> ExecutorView {
     ExecutorView {
         resources: Default::default(),
         usage: None,
+        preempted_by: None,
         ports: Default::default(),
         id: ExecutorId::new(id),
         framework: FrameworkId::new("fw-1"),

@@ -441,6 +441,7 @@ impl Arbitrary for Arb {
             46 => Message::PlanRequest {
                 request: u64::arbitrary(g),
                 groups: (0..usize::arbitrary(g) % 3).map(|_| group_spec_arb(g)).collect(),
+                tenant: Option::<String>::arbitrary(g),
             },
             47 => Message::WorkerUsage {
                 incarnation: Incarnation(u64::arbitrary(g)),
@@ -509,6 +510,18 @@ impl Arbitrary for Arb {
                         unplaced: u32::arbitrary(g),
                         reason: if bool::arbitrary(g) { Some(s(g)) } else { None },
                         reasons: wait_reasons_arb(g),
+                        victims: (0..usize::arbitrary(g) % 2)
+                            .map(|_| regent_core::protocol::PlannedVictim {
+                                executor: ExecutorId(s(g)),
+                                framework: FrameworkId(s(g)),
+                                group: s(g),
+                                worker: WorkerId(s(g)),
+                                tenant: s(g),
+                                why: s(g),
+                                for_slot: u32::arbitrary(g),
+                            })
+                            .collect(),
+                        preemption: if bool::arbitrary(g) { Some(s(g)) } else { None },
                     })
                     .collect(),
             },
@@ -951,6 +964,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                     }],
                 }],
                 executors: vec![ExecutorView {
+                    preempted_by: Some("batch/g".into()),
                     resources: Default::default(),
                     usage: Some(Usage {
                         memory_bytes: Some(1 << 26),
@@ -1084,7 +1098,10 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 reason: "the cluster has 2 workers; the limit is 2 (max_workers)".into(),
             },
         ),
-        ("plan_request", Message::PlanRequest { request: 9, groups: vec![group_spec()] }),
+        (
+            "plan_request",
+            Message::PlanRequest { request: 9, groups: vec![group_spec()], tenant: None },
+        ),
         ("update_group", Message::UpdateGroup { request: 10, spec: group_spec(), max_parallel: 2 }),
         (
             "worker_usage",
@@ -1128,6 +1145,18 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                         },
                         api::WaitReason::Cordoned { workers: 1 },
                     ],
+                    victims: vec![regent_core::protocol::PlannedVictim {
+                        executor: ExecutorId::new("batch/g#3#1"),
+                        framework: FrameworkId::new("batch"),
+                        group: "g".into(),
+                        worker: WorkerId::new("w2"),
+                        tenant: "b".into(),
+                        why: "tenant above its fair share".into(),
+                        for_slot: 2,
+                    }],
+                    preemption: Some(
+                        "preemption budget: 60 of 60 victims left this minute for tenant a".into(),
+                    ),
                 }],
             },
         ),
@@ -1311,6 +1340,7 @@ fn cluster_state(g: &mut Gen) -> ClusterState {
             .collect(),
         executors: (0..usize::arbitrary(g) % 3)
             .map(|_| ExecutorView {
+                preempted_by: if bool::arbitrary(g) { Some(s(g)) } else { None },
                 resources: Default::default(),
                 usage: if bool::arbitrary(g) { Some(usage_arb(g)) } else { None },
                 ports: Default::default(),
@@ -1386,6 +1416,7 @@ fn golden_frames_pin_the_wire_format() {
 fn a_large_frame_is_encoded_and_sealed_into_a_buffer_of_its_exact_length() {
     let executors = (0..12_000)
         .map(|i| ExecutorView {
+            preempted_by: None,
             resources: Default::default(),
             usage: None,
             ports: Default::default(),

@@ -224,7 +224,7 @@ pub fn plan_one(
         Millis(0),
         master::Event::Message {
             conn: ConnId(1),
-            msg: Message::PlanRequest { request: 9, groups: vec![g] },
+            msg: Message::PlanRequest { request: 9, groups: vec![g], tenant: None },
         },
     );
     out.into_iter()

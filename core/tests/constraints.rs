@@ -252,7 +252,7 @@ fn plan(m: &mut Master, groups: Vec<GroupSpec>) -> (Vec<regent_core::protocol::G
         T,
         master::Event::Message {
             conn: ConnId(1),
-            msg: Message::PlanRequest { request: 9, groups },
+            msg: Message::PlanRequest { request: 9, groups, tenant: None },
         },
     );
     let n = out.len();
@@ -362,6 +362,7 @@ fn a_plan_needs_an_acting_leader() {
             msg: Message::PlanRequest {
                 request: 9,
                 groups: vec![spec("g", 1, GroupPolicy::default())],
+                tenant: None,
             },
         },
     );

@@ -465,7 +465,7 @@ fn a_slot_behind_higher_priorities_says_how_many_slots_are_ahead() {
     // A plan of a group says the same; one of the top priority does not.
     let plan = |m: &mut Master, priority: u8| {
         let spec = job("plan", None, 1, priority).groups.remove(0);
-        let msg = Message::PlanRequest { request: 5, groups: vec![spec] };
+        let msg = Message::PlanRequest { request: 5, groups: vec![spec], tenant: None };
         let out = m.handle(Millis(100_000), master::Event::Message { conn: OP, msg });
         match m_sends(&out).as_slice() {
             [(OP, Message::PlanReply { groups, .. })] => groups[0].reasons.clone(),

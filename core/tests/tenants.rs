@@ -614,3 +614,236 @@ fn a_poorer_tenant_preempts_a_richer_one_down_to_equal_shares() {
         "a preempted slot waits again, it does not fail: {status:?}"
     );
 }
+
+/// A worker on `conn` that does what it is told: starts what is launched
+/// (RUNNING), ends what is killed or stopped (KILLED). Returns the
+/// executors it killed, in order.
+fn obey(
+    store: &mut Store,
+    m: &mut Master,
+    conn: ConnId,
+    now: u64,
+    pending: &mut Vec<(ConnId, Message)>,
+    live: &mut BTreeMap<regent_core::ExecutorId, regent_core::FrameworkId>,
+) -> Vec<regent_core::ExecutorId> {
+    use regent_core::protocol::ExecutorState;
+    let mut killed = Vec::new();
+    for (_, msg) in std::mem::take(pending) {
+        let report = match msg {
+            Message::LaunchExecutor { executor, framework, .. } => {
+                live.insert(executor.clone(), framework.clone());
+                status(&executor, &framework, ExecutorState::Running)
+            }
+            Message::KillExecutorOnWorker { executor, .. }
+            | Message::StopExecutorOnWorker { executor, .. } => {
+                let Some(framework) = live.remove(&executor) else { continue };
+                killed.push(executor.clone());
+                status(&executor, &framework, ExecutorState::Killed)
+            }
+            _ => continue,
+        };
+        let out = m.handle(Millis(now), master::Event::Message { conn, msg: report });
+        pending.extend(store.settle(m, Millis(now), out));
+    }
+    killed
+}
+
+/// The plan of a job of tenant `tenant` with one group of `count`
+/// one-core slots.
+fn plan_of(m: &mut Master, now: u64, tenant: &str, count: u32) -> regent_core::protocol::GroupPlan {
+    let mut g = regent_core::job::JobGroup::new("g", vec!["sleep".into(), "9".into()]);
+    g.count = count;
+    g.cores = 1;
+    g.memory_mb = 64;
+    let msg = Message::PlanRequest {
+        request: 9,
+        groups: vec![g.to_declare()],
+        tenant: Some(tenant.into()),
+    };
+    let out = m.handle(Millis(now), master::Event::Message { conn: OP, msg });
+    match m_sends(&out).as_slice() {
+        [(OP, Message::PlanReply { groups, .. })] => groups[0].clone(),
+        other => panic!("one PlanReply: {other:?}"),
+    }
+}
+
+/// `regent job plan` names the exact victims (docs/tenants.md,
+/// docs/design.md#issue-44): the plan of tenant `b`'s job on a cluster
+/// tenant `a` fills lists two of `a`'s executors, why, and the budget;
+/// once `b`'s job is submitted, the leader's preemptions stop exactly
+/// those two, in that order.
+#[test]
+fn the_plan_names_the_victims_the_leader_then_preempts() {
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    let _ = set_tenant(&mut store, &mut m, Tenant::new("a"));
+    let _ = set_tenant(&mut store, &mut m, Tenant::new("b"));
+    let _ = submit(&mut store, &mut m, "a-job", Some("a"), (8, 1, 64));
+    let mut pending = register(&mut store, &mut m, 100, "w1", (4, 4096));
+    let w = ConnId(100);
+    let mut live = BTreeMap::new();
+    let mut killed = obey(&mut store, &mut m, w, 1_000, &mut pending, &mut live);
+    assert!(killed.is_empty());
+    assert_eq!(live.len(), 4, "a fills the worker");
+
+    let plan = plan_of(&mut m, 1_000, "b", 8);
+    assert_eq!(plan.unplaced, 8);
+    let planned: Vec<regent_core::ExecutorId> =
+        plan.victims.iter().map(|v| v.executor.clone()).collect();
+    assert_eq!(planned.len(), 2, "down to equal shares: {plan:?}");
+    for v in &plan.victims {
+        assert_eq!(v.framework.as_str(), "a-job");
+        assert_eq!((v.group.as_str(), v.tenant.as_str(), v.worker.as_str()), ("g", "a", "w1"));
+        assert_eq!(v.why, "tenant above its fair share");
+        assert!(live.contains_key(&v.executor));
+    }
+    assert_eq!((plan.victims[0].for_slot, plan.victims[1].for_slot), (0, 1));
+    assert_eq!(
+        plan.preemption.as_deref(),
+        Some("preemption budget: 60 of 60 victims left this minute for tenant b")
+    );
+    // A plan changes nothing: no preemption comes of it.
+    let out = m.handle(Millis(1_100), master::Event::Tick);
+    assert!(m_sends(&out).is_empty(), "{out:?}");
+
+    pending.extend(submit(&mut store, &mut m, "b-job", Some("b"), (8, 1, 64)));
+    // The next check stops the first victim; until it ends, b's slots say
+    // so first.
+    let before = m.state();
+    let out = m.handle(Millis(1_900), master::Event::Tick);
+    pending.extend(store.settle(&mut m, Millis(1_900), out));
+    // The events say which executor is preempted and by whom.
+    let lines: Vec<String> = regent_core::events::diff(&before, &m.state())
+        .iter()
+        .map(regent_core::events::ClusterEvent::describe)
+        .filter(|l| l.starts_with("executor "))
+        .collect();
+    assert_eq!(
+        lines,
+        vec![format!("executor {} on w1 updated, RUNNING (preempted by b-job/g)", planned[0])],
+        "{lines:?}"
+    );
+    let state = m.state();
+    let a_job = state.frameworks.iter().find(|f| f.id.as_str() == "a-job").expect("a-job");
+    assert_eq!(
+        a_job.groups[0].last_end.as_deref(),
+        Some(format!("slot 0: executor {} preempted by b-job/g", planned[0]).as_str()),
+        "the victim's group says why its slot waits again"
+    );
+    let b = regent_core::FrameworkId::new("b-job");
+    let first_reasons = |m: &Master| {
+        let status = m.job_statuses(Millis(1)).into_iter().find(|j| j.job == b).expect("b-job");
+        status.groups[0].slots[0].reasons.clone()
+    };
+    assert_eq!(
+        first_reasons(&m).first(),
+        Some(&regent_core::api::WaitReason::WaitingForPreempted { executors: 1 }),
+        "{:?}",
+        first_reasons(&m)
+    );
+    assert_eq!(first_reasons(&m)[0].to_string(), "waiting for 1 preempted executors to end");
+    let mut ended = Vec::new();
+    for step in 0..20u64 {
+        let now = 2_000 + step * 600;
+        let before = m.state();
+        killed.extend(obey(&mut store, &mut m, w, now, &mut pending, &mut live));
+        for e in regent_core::events::diff(&before, &m.state()) {
+            if let regent_core::events::ClusterEvent::Executor { state, reason, executor, .. } = e {
+                if state == "KILLED" {
+                    ended.push((executor, reason));
+                }
+            }
+        }
+        let out = m.handle(Millis(now + 1), master::Event::Tick);
+        pending.extend(store.settle(&mut m, Millis(now + 1), out));
+    }
+    assert_eq!(killed, planned, "the leader preempted exactly the plan's victims, in order");
+    let by = Some("preempted by b-job/g".to_string());
+    let expected: Vec<_> = planned.iter().map(|id| (id.clone(), by.clone())).collect();
+    assert_eq!(ended, expected, "each victim's end says it was preempted, and by whom");
+    assert!(
+        !first_reasons(&m)
+            .iter()
+            .any(|r| matches!(r, regent_core::api::WaitReason::WaitingForPreempted { .. })),
+        "no victim runs any more: {:?}",
+        first_reasons(&m)
+    );
+}
+
+/// With `--preemption off` a plan says so and names no victim.
+#[test]
+fn a_plan_says_preemption_is_off() {
+    let mut store = Store::default();
+    let mut config = master::Config::new(regent_core::MasterId::new("a"), addr("a"));
+    config.preemption = false;
+    let mut m = master::Master::new(config);
+    let now = Millis(0);
+    let out = m.handle(now, master::Event::Elected { floor: Epoch(1), clock: 1 });
+    assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
+    let out = m.handle(now, master::Event::Store(StoreEvent::Loaded { records: vec![] }));
+    let _ = store.settle(&mut m, now, out);
+    let _ = m.handle(now, master::Event::Connected { conn: OP });
+    let _ = m.handle(now, master::Event::Message { conn: OP, msg: hello(Role::Client, "op") });
+    let _ = set_tenant(&mut store, &mut m, Tenant::new("a"));
+    let _ = set_tenant(&mut store, &mut m, Tenant::new("b"));
+    let _ = submit(&mut store, &mut m, "a-job", Some("a"), (8, 1, 64));
+    let mut pending = register(&mut store, &mut m, 100, "w1", (4, 4096));
+    let mut live = BTreeMap::new();
+    let _ = obey(&mut store, &mut m, ConnId(100), 1_000, &mut pending, &mut live);
+    let plan = plan_of(&mut m, 1_000, "b", 8);
+    assert_eq!(plan.unplaced, 8);
+    assert!(plan.victims.is_empty(), "{plan:?}");
+    assert_eq!(plan.preemption.as_deref(), Some("preemption is off on this cluster"));
+}
+
+/// Preemption is checked only when something could change its answer
+/// (docs/tenants.md, docs/design.md#issue-44): once the shares are fair,
+/// heartbeats and ticks check nothing; a tenant set, or an executor
+/// ending, makes one check due, made at the first step past the 500 ms
+/// floor after the last.
+#[test]
+fn preemption_is_checked_only_when_something_could_change_the_answer() {
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    let _ = set_tenant(&mut store, &mut m, Tenant::new("a"));
+    let _ = set_tenant(&mut store, &mut m, Tenant::new("b"));
+    let _ = submit(&mut store, &mut m, "a-job", Some("a"), (8, 1, 64));
+    let mut pending = register(&mut store, &mut m, 100, "w1", (4, 4096));
+    pending.extend(submit(&mut store, &mut m, "b-job", Some("b"), (8, 1, 64)));
+    let w = ConnId(100);
+    let mut live = BTreeMap::new();
+    let beat = || Message::WorkerHeartbeat { incarnation: regent_core::Incarnation(100) };
+    let mut step = |m: &mut Master, store: &mut Store, now: u64, pending: &mut Vec<_>| {
+        let _ = obey(store, m, w, now, pending, &mut live);
+        let out = m.handle(Millis(now), master::Event::Message { conn: w, msg: beat() });
+        pending.extend(store.settle(m, Millis(now), out));
+        let out = m.handle(Millis(now + 1), master::Event::Tick);
+        pending.extend(store.settle(m, Millis(now + 1), out));
+    };
+    for k in 0..10u64 {
+        step(&mut m, &mut store, 1_000 + k * 600, &mut pending);
+    }
+    // Fair now (2:2): nothing changes, nothing is checked.
+    let settled = m.preemption_checks();
+    assert!(settled >= 2, "the preemptions were checked: {settled}");
+    for k in 10..30u64 {
+        step(&mut m, &mut store, 1_000 + k * 600, &mut pending);
+    }
+    assert_eq!(m.preemption_checks(), settled, "heartbeats and ticks check nothing");
+    // A tenant set: one check, at the next step.
+    let _ = set_tenant(&mut store, &mut m, Tenant::new("c"));
+    let out = m.handle(Millis(20_000), master::Event::Tick);
+    pending.extend(store.settle(&mut m, Millis(20_000), out));
+    assert_eq!(m.preemption_checks(), settled + 1);
+    // Two changes within the floor: the second check waits for it.
+    let _ = set_tenant(&mut store, &mut m, Tenant::new("d"));
+    let out = m.handle(Millis(20_100), master::Event::Tick);
+    pending.extend(store.settle(&mut m, Millis(20_100), out));
+    assert_eq!(m.preemption_checks(), settled + 1, "within 500 ms of the last check");
+    let out = m.handle(Millis(20_501), master::Event::Tick);
+    pending.extend(store.settle(&mut m, Millis(20_501), out));
+    assert_eq!(m.preemption_checks(), settled + 2, "due, past the floor");
+    let out = m.handle(Millis(21_200), master::Event::Tick);
+    pending.extend(store.settle(&mut m, Millis(21_200), out));
+    assert_eq!(m.preemption_checks(), settled + 2, "nothing more");
+}

@@ -182,7 +182,7 @@ fn a_slot_short_of_several_dimensions_gives_each_shortfall_ranked() {
 
 /// What `m` plans for `groups`, asked on connection 1.
 fn plan_all(m: &mut Master, groups: Vec<GroupSpec>) -> Vec<regent_core::protocol::GroupPlan> {
-    let msg = Message::PlanRequest { request: 9, groups };
+    let msg = Message::PlanRequest { request: 9, groups, tenant: None };
     m.handle(T, master::Event::Message { conn: ConnId(1), msg })
         .into_iter()
         .find_map(|a| match a {

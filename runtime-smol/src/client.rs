@@ -236,13 +236,16 @@ pub async fn fetch_state_with(
 }
 
 /// Asks the leader where `groups` would be placed now (`regent job plan`),
-/// following leader hints; nothing is declared, placed or written. The
-/// answer has one [`GroupPlan`](regent_core::protocol::GroupPlan) per
-/// group, in order. Errors name every master tried and why.
+/// following leader hints; nothing is declared, placed or written.
+/// `tenant` is the tenant the job names (the plan's preemption victims
+/// depend on it). The answer has one
+/// [`GroupPlan`](regent_core::protocol::GroupPlan) per group, in order.
+/// Errors name every master tried and why.
 pub async fn plan_with(
     masters: &[Addr],
     net: Arc<NetConfig>,
     groups: Vec<regent_core::protocol::GroupSpec>,
+    tenant: Option<String>,
     patience: Patience<'_>,
 ) -> Result<Vec<regent_core::protocol::GroupPlan>, ClientError> {
     ask_patiently(
@@ -250,7 +253,7 @@ pub async fn plan_with(
         &net,
         true,
         patience,
-        || Message::PlanRequest { request: 1, groups: groups.clone() },
+        || Message::PlanRequest { request: 1, groups: groups.clone(), tenant: tenant.clone() },
         |msg| match msg {
             Message::PlanReply { groups, .. } => Some(groups),
             _ => None,
@@ -504,6 +507,17 @@ pub fn render_plan(job: &str, plan: &[regent_core::protocol::GroupPlan]) -> Stri
                     let reason = g.reason.as_deref().unwrap_or("no reason given");
                     let _ = write!(out, "; {} would not: {reason}", g.unplaced);
                 }
+            }
+            // The exact executors preemption would stop, and what bounds it.
+            for v in &g.victims {
+                let _ = write!(
+                    out,
+                    "\n  would preempt {} ({}/{}, tenant {}, on {}) for slot {}: {}",
+                    v.executor, v.framework, v.group, v.tenant, v.worker, v.for_slot, v.why
+                );
+            }
+            if let Some(p) = &g.preemption {
+                let _ = write!(out, "\n  {p}");
             }
         }
         out.push('\n');

@@ -62,6 +62,7 @@ fn executor(id: &str, worker: Option<&str>, state: ExecutorState) -> ExecutorVie
     ExecutorView {
         resources: Default::default(),
         usage: None,
+        preempted_by: None,
         ports: Default::default(),
         id: ExecutorId::new(id),
         framework: FrameworkId::new("fw-1"),

@@ -250,6 +250,7 @@ fn api_state_pages_workers_in_id_order_with_their_executors() {
         ports: vec![],
         resources: vec![],
         usage: None,
+        preempted_by: None,
     }];
     let snap = snap(s);
     let first = state_page("/api/state?limit=4").unwrap().unwrap();

@@ -17,7 +17,9 @@
 //! (`REGENT_SCALE_ONLY=constraints`: groups constrained to a quarter and to
 //! 2 % of the workers, one spread over racks, a `job plan`), and placement
 //! with weighted DRF on (`REGENT_SCALE_ONLY=drf`: 1,000 frameworks in 10
-//! tenants of weights 1 to 3; docs/tenants.md). Every `Persist` and `Unpersist` is
+//! tenants of weights 1 to 3; docs/tenants.md), and preemption checks
+//! (`REGENT_SCALE_ONLY=preemption`, only when asked for: 10,000 running
+//! executors of two tenants, a slot waiting). Every `Persist` and `Unpersist` is
 //! made durable at once (fed back as `Persisted` right after the step that
 //! asked for it), so the figures are the machine's own cost. Memory is
 //! counted by the global allocator below: bytes live in the process after a
@@ -605,6 +607,180 @@ fn place_drf(d: &mut Driver, n: u64) {
     );
 }
 
+/// Preemption checks (docs/tenants.md, docs/design.md#issue-44) at `n`
+/// workers and 10,000 running executors: the first 10,000 workers
+/// (`pool=busy`) run one 16-core executor each, 5,000 of tenant `a` and
+/// 5,000 of tenant `b`, and one more slot waits on them (its tenant with
+/// one more would be the richer: no victim). Measured: a leader's step
+/// (`Tick`) 600 ms apart with nothing changed (before event-triggered
+/// preemption, each was a full check), and a change that makes a check due
+/// (a tenant set, made durable) with a `Tick` 600 ms later; each with
+/// preemption on and off, the difference being the checks' cost.
+fn preemption(n: u64) {
+    let n = n.max(PREEMPTION_BUSY);
+    let on = preemption_steps(n, true);
+    let off = preemption_steps(n, false);
+    println!(
+        "preemption: {n} workers, {PREEMPTION_BUSY} running executors, 1 slot waiting, \
+         medians with preemption on (off): a step with nothing changed {} ({}), a tenant change \
+         and a step {} ({}); the preemption checks' share: {} and {}",
+        ms(on.0),
+        ms(off.0),
+        ms(on.1),
+        ms(off.1),
+        ms((on.0 - off.0).max(0.0)),
+        ms((on.1 - off.1).max(0.0)),
+    );
+    println!(
+        "preemption: a connection opening (a check due and made, after the change): {:.1} µs \
+         ({:.1} µs); one check: {:.1} µs",
+        on.2 * 1e6,
+        off.2 * 1e6,
+        (on.2 - off.2).max(0.0) * 1e6,
+    );
+}
+
+/// Workers running an executor each in [`preemption`].
+const PREEMPTION_BUSY: u64 = 10_000;
+
+/// [`preemption`]'s cluster with `--preemption` `on` or off: the median
+/// time of a step with nothing changed, of a tenant change and a step, and
+/// of a connection opening (a step that makes a check due and makes it).
+fn preemption_steps(n: u64, on: bool) -> (f64, f64, f64) {
+    use regent_core::policy::{Constraint, GroupPolicy};
+    const BUSY: u64 = PREEMPTION_BUSY;
+    const PER_TENANT_FRAMEWORKS: u64 = 5;
+    let mut cfg = config(regent_core::policy::Placement::Spread);
+    cfg.preemption = on;
+    let mut d = Driver::new(cfg);
+    d.elect_empty();
+    let mut t = Tally::default();
+    for i in 0..n {
+        let pool = if i < BUSY { "busy" } else { "idle" };
+        register_with(&mut d, i, vec![], vec![("pool".into(), pool.into())], &mut t);
+    }
+    let op = ConnId(9_999_999);
+    d.feed(master::Event::Connected { conn: op }, &mut t);
+    for (k, name) in ["a", "b"].into_iter().enumerate() {
+        let tenant = regent_core::protocol::tenants::Tenant::new(name);
+        d.msg(op, Message::SetTenant { request: k as u64, tenant }, &mut t);
+    }
+    let per = u32::try_from(BUSY / (2 * PER_TENANT_FRAMEWORKS)).expect("small");
+    let mut launched: Vec<(ConnId, ExecutorId, FrameworkId)> = Vec::new();
+    for j in 0..2 * PER_TENANT_FRAMEWORKS {
+        let conn = framework_conn(j);
+        d.feed(master::Event::Connected { conn }, &mut t);
+        let tenant = if j < PER_TENANT_FRAMEWORKS { "a" } else { "b" };
+        let sub = Subscribe {
+            framework: Some(framework_id(j)),
+            name: format!("app-{j}"),
+            instance: InstanceId(5_000_000 + j),
+            attempt: 1,
+            failover_timeout: Millis(3_600_000),
+            tenant: Some(tenant.into()),
+        };
+        d.msg(conn, Message::Subscribe(sub), &mut t);
+        let slots = per + u32::from(j == 2 * PER_TENANT_FRAMEWORKS - 1);
+        let spec = GroupSpec {
+            cores: CORES,
+            policy: GroupPolicy {
+                constraints: vec![Constraint::parse("pool=busy").unwrap()],
+                ..Default::default()
+            },
+            ..spec("g", slots)
+        };
+        let mut queue = VecDeque::from([master::Event::Message {
+            conn,
+            msg: Message::DeclareGroup { request: 1, spec },
+        }]);
+        while let Some(ev) = queue.pop_front() {
+            for a in d.m.handle(d.now, ev) {
+                match a {
+                    master::Action::Store(StoreCommand::Persist { write, .. }) => {
+                        queue.push_back(master::Event::Store(StoreEvent::Persisted { write }));
+                    }
+                    master::Action::Send {
+                        conn,
+                        msg: Message::LaunchExecutor { executor, framework, .. },
+                    } => launched.push((conn, executor, framework)),
+                    _ => {}
+                }
+            }
+        }
+    }
+    assert_eq!(launched.len() as u64, BUSY, "one executor on each busy worker");
+    for (conn, id, framework) in &launched {
+        let i = conn.0;
+        let report = ExecutorReport {
+            ran_ms: None,
+            resources: Default::default(),
+            ports: Default::default(),
+            id: id.clone(),
+            framework: framework.clone(),
+            cores: CORES,
+            memory_mb: 1024,
+            state: ExecutorState::Running,
+        };
+        let msg = Message::ExecutorStatus { incarnation: Incarnation(1_000_000 + i), report };
+        d.msg(*conn, msg, &mut t);
+    }
+    // Every worker heartbeats before each timed step (untimed, and no
+    // change a check reads): none is found dead.
+    let beat_all = |d: &mut Driver, t: &mut Tally| {
+        for i in 0..n {
+            heartbeat(d, i, t);
+        }
+    };
+    // Steps with nothing changed, 600 ms apart.
+    let mut idle = Vec::new();
+    for _ in 0..20 {
+        d.now = Millis(d.now.0 + 600);
+        beat_all(&mut d, &mut t);
+        let watch = Instant::now();
+        let out = d.m.handle(d.now, master::Event::Tick);
+        idle.push(watch.elapsed().as_secs_f64());
+        assert!(!out.iter().any(|a| matches!(
+            a,
+            master::Action::Send { msg: Message::KillExecutorOnWorker { .. }, .. }
+        )));
+        black_box(out);
+    }
+    // A change that makes a check due, then the step that checks.
+    let mut checks = Vec::new();
+    for k in 0..10u64 {
+        d.now = Millis(d.now.0 + 600);
+        let tenant = regent_core::protocol::tenants::Tenant::new(format!("c{k}"));
+        beat_all(&mut d, &mut t);
+        let watch = Instant::now();
+        d.msg(op, Message::SetTenant { request: 100 + k, tenant }, &mut t);
+        d.now = Millis(d.now.0 + 600);
+        let out = d.m.handle(d.now, master::Event::Tick);
+        checks.push(watch.elapsed().as_secs_f64());
+        black_box(out);
+    }
+    // A check made due by the cheapest event that does (a connection
+    // opening), the step timed alone.
+    let mut alone = Vec::new();
+    let checks_before = d.m.preemption_checks();
+    for k in 0..20u64 {
+        d.now = Millis(d.now.0 + 600);
+        beat_all(&mut d, &mut t);
+        let watch = Instant::now();
+        let out = d.m.handle(d.now, master::Event::Connected { conn: ConnId(20_000_000 + k) });
+        alone.push(watch.elapsed().as_secs_f64());
+        black_box(out);
+    }
+    let made = d.m.preemption_checks() - checks_before;
+    assert_eq!(made, if on { 20 } else { 0 }, "one check per connection opening");
+    assert_eq!(d.m.workers().len() as u64, n);
+    assert!(
+        d.m.workers().iter().all(|w| w.state == regent_core::states::WorkerState::Alive),
+        "every worker ALIVE throughout"
+    );
+    black_box(d);
+    (median(idle), median(checks), median(alone))
+}
+
 /// The store of a cluster of `n` workers and `n / 10` frameworks of 10
 /// running executors each, executor `k` on worker `k`.
 fn records(n: u64) -> Vec<Record> {
@@ -804,7 +980,7 @@ fn constraints(n: u64) {
         d.now,
         master::Event::Message {
             conn: framework_conn(0),
-            msg: Message::PlanRequest { request: 1, groups: job },
+            msg: Message::PlanRequest { request: 1, groups: job, tenant: None },
         },
     );
     let took = watch.stop();
@@ -867,6 +1043,9 @@ fn main() {
             }
             black_box(d);
         }
+    }
+    if only.as_deref().is_some_and(|o| o.split(',').any(|x| x == "preemption")) {
+        preemption(n);
     }
     if run("recovery") {
         recovery(n);

@@ -194,6 +194,10 @@ impl Master {
         if reasons.is_empty() {
             reasons.push(WaitReason::PlacedNext {});
         }
+        let preempted = self.preempted_for(fid, &g.record.spec.group);
+        if preempted > 0 {
+            reasons.insert(0, WaitReason::WaitingForPreempted { executors: preempted });
+        }
         reasons
     }
 

@@ -396,14 +396,8 @@ impl Master {
             Message::OperatorKillExecutor { request, executor, refill } => {
                 self.operator_kill(asker, request, executor, refill, out)
             }
-            Message::PlanRequest { request, groups: specs } => {
-                let mut groups = self.candidates().plan(&specs);
-                for (plan, spec) in groups.iter_mut().zip(&specs) {
-                    if self.may_place() && plan.unplaced > 0 {
-                        self.with_priority(spec.policy.priority, &mut plan.reasons);
-                        plan.reason = plan.reasons.first().map(ToString::to_string);
-                    }
-                }
+            Message::PlanRequest { request, groups, tenant } => {
+                let groups = self.plan_with_victims(now, asker, &groups, tenant.as_deref());
                 out.push(asker.reply(Message::PlanReply { epoch: self.epoch, request, groups }));
             }
             Message::SubmitJob { request, job } => self.submit_job(now, asker, request, job, out),

@@ -40,6 +40,7 @@ mod logs;
 mod messages;
 mod operator;
 mod plan;
+mod plan_victims;
 mod preempt;
 mod restarts;
 mod rollout;
@@ -933,6 +934,7 @@ impl Master {
                 ports: e.ports.clone(),
                 resources: e.resources.clone(),
                 usage: (!e.state.is_terminal()).then(|| usage.get(&e.id).map(|u| **u)).flatten(),
+                preempted_by: self.preemptions.preempted_by(&e.id),
             })
             .collect();
         let (history, history_omitted) = self.history_view();
@@ -987,9 +989,14 @@ impl Master {
                 ..
             }
         );
+        let quiet = self.quiet_for_preemption(&event);
+        let seen = quiet.then(|| self.preemption_fingerprint());
         self.dispatch(now, event, &mut out);
         if may_roll {
             self.roll(&mut out);
+        }
+        if seen.is_none_or(|s| s != self.preemption_fingerprint()) {
+            self.preemption_may_change();
         }
         self.preempt(now, &mut out);
         self.finish_framework_writes(&mut out);

@@ -117,9 +117,20 @@ impl<'a> Candidates<'a> {
     /// Where `groups` would be placed now, one [`GroupPlan`] per group in
     /// order (later groups see what earlier ones would take).
     pub(super) fn plan(&self, groups: &[GroupSpec]) -> Vec<GroupPlan> {
+        self.plan_holding(groups).0
+    }
+
+    /// [`Candidates::plan`], and what the plan's own slots would hold on
+    /// each worker: (worker, cores, memory in MiB).
+    pub(super) fn plan_holding(
+        &self,
+        groups: &[GroupSpec],
+    ) -> (Vec<GroupPlan>, Vec<(WorkerId, u32, u64)>) {
         let mut overlay = Overlay::default();
         let mut listed = 0usize;
-        groups.iter().map(|g| self.plan_group(g, &mut overlay, &mut listed)).collect()
+        let plans = groups.iter().map(|g| self.plan_group(g, &mut overlay, &mut listed)).collect();
+        let held = overlay.iter().map(|(id, h)| ((*id).clone(), h.cores, h.memory_mb)).collect();
+        (plans, held)
     }
 
     fn plan_group(
@@ -136,6 +147,8 @@ impl<'a> Candidates<'a> {
             unplaced: 0,
             reason: None,
             reasons: Vec::new(),
+            victims: Vec::new(),
+            preemption: None,
         };
         if let Some(p) = group_spec_problem(g, GroupKey::wire_name) {
             plan.unplaced = g.slots;

@@ -29,7 +29,9 @@
 use super::executors::Need;
 use super::{AfterWrite, Master, WorkerState};
 use crate::ids::{ExecutorId, FrameworkId};
-use crate::preemption::{choose, Amounts, Candidate, Running, TenantView, Waiting};
+use crate::preemption::{
+    choose_successive, Amounts, Candidate, Choice, Running, TenantView, Waiting,
+};
 use crate::protocol::ExecutorState;
 use crate::time::Millis;
 use std::collections::BTreeMap;
@@ -45,6 +47,13 @@ pub const PREEMPTIONS_PER_MINUTE: usize = 60;
 pub(super) struct Preemptions {
     /// When the last check ran.
     last_check: Option<Millis>,
+    /// Nothing changed since the last check that could change its answer
+    /// (a slot starting to wait, an executor starting or ending, a tenant
+    /// changing, a worker joining or leaving would): no check is due.
+    quiet: bool,
+    /// When a check is due again although nothing changed: a tenant's
+    /// budget, exhausted at the last check, refills then.
+    refill_at: Option<Millis>,
     /// Victims still running, by the (framework, group) they were taken
     /// for.
     pending: BTreeMap<(FrameworkId, usize), Vec<ExecutorId>>,
@@ -52,6 +61,38 @@ pub(super) struct Preemptions {
     recent: BTreeMap<String, Vec<Millis>>,
     /// Executors preempted so far (a counter for tests and metrics).
     pub(super) total: u64,
+    /// Checks made so far (a counter for tests and metrics).
+    checks: u64,
+    /// `<framework>/<group>` each victim was preempted for, while the
+    /// leader knows the victim.
+    by: BTreeMap<ExecutorId, String>,
+}
+
+impl Preemptions {
+    /// `<framework>/<group>` executor `id` was preempted for, if it was.
+    pub(super) fn preempted_by(&self, id: &ExecutorId) -> Option<String> {
+        self.by.get(id).cloned()
+    }
+}
+
+/// What a plan's own slots hold, which a choice for it takes off the
+/// workers' free capacity and adds to its tenant's use (nothing for the
+/// leader's own preemption).
+#[derive(Debug, Default)]
+pub(super) struct Planned {
+    /// Cores and memory by worker.
+    pub(super) by_worker: BTreeMap<crate::ids::WorkerId, (u32, u64)>,
+    /// Cores over every worker.
+    pub(super) cores: u64,
+    /// Memory over every worker, in MiB.
+    pub(super) memory_mb: u64,
+}
+
+impl Planned {
+    /// What the plan holds on worker `id`.
+    fn on(&self, id: &crate::ids::WorkerId) -> (u32, u64) {
+        self.by_worker.get(id).copied().unwrap_or((0, 0))
+    }
 }
 
 fn amounts(cores: u64, memory_mb: u64) -> Amounts {
@@ -66,17 +107,25 @@ impl Master {
         if !self.config.preemption || !self.may_place() {
             return;
         }
-        if self.preemptions.last_check.is_some_and(|t| now.since(t) < PREEMPT_EVERY) {
+        let refilled = self.preemptions.refill_at.is_some_and(|t| now >= t);
+        if self.preemptions.quiet && !refilled {
             return;
         }
+        if self.preemptions.last_check.is_some_and(|t| now.since(t) < PREEMPT_EVERY) {
+            return; // still due: the first step past the floor checks
+        }
+        self.preemptions.last_check = Some(now);
+        self.preemptions.quiet = true;
+        self.preemptions.refill_at = None;
         if self.tenants.iter().next().is_none() {
-            // Without tenants only a priority preempts.
+            // Without tenants only a priority preempts (checked again only
+            // once something changes: the check is quiet now).
             let Some(&top) = self.waiting_priorities().first() else { return };
             if !self.runs_below(top) {
                 return;
             }
         }
-        self.preemptions.last_check = Some(now);
+        self.preemptions.checks += 1;
         self.forget_ended_victims();
         let minute_ago = Millis(now.0.saturating_sub(60_000));
         for list in self.preemptions.recent.values_mut() {
@@ -100,10 +149,14 @@ impl Master {
             if self.preemptions.pending.contains_key(&(fid.clone(), gi)) {
                 continue;
             }
-            if let Some(victims) = self.choose_victims(&fid, gi) {
-                self.stop_victims(now, &fid, gi, victims, out);
+            if let Some(choice) = self.next_victims(now, &fid, gi) {
+                self.stop_victims(now, &fid, gi, choice.victims, out);
+                // More may follow for other slots: check again once the
+                // floor has passed.
+                self.preemptions.quiet = false;
                 return;
             }
+            self.note_exhausted_budget(&fid);
         }
     }
 
@@ -127,9 +180,87 @@ impl Master {
             .map_or(crate::policy::DEFAULT_PRIORITY, |g| g.record.spec.policy.priority)
     }
 
+    /// How many preemption checks this leadership made: one only when
+    /// something changed that could change the answer (or a budget
+    /// refilled), at most one per [`PREEMPT_EVERY`].
+    pub fn preemption_checks(&self) -> u64 {
+        self.preemptions.checks
+    }
+
+    /// A check could answer otherwise now: the next step past the floor
+    /// checks.
+    pub(super) fn preemption_may_change(&mut self) {
+        self.preemptions.quiet = false;
+    }
+
+    /// Whether `event` is one that changes nothing a check reads unless
+    /// what [`Master::preemption_fingerprint`] counts changes (a tick: a
+    /// worker found dead, a backoff over), or nothing at all (heartbeats,
+    /// usage samples, reads). Every other event makes a check due.
+    pub(super) fn quiet_for_preemption(&self, event: &super::Event) -> bool {
+        use crate::protocol::Message as M;
+        match event {
+            super::Event::Tick | super::Event::LogQuery { .. } => true,
+            super::Event::Message { msg, .. } => matches!(
+                msg,
+                M::WorkerHeartbeat { .. }
+                    | M::WorkerUsage { .. }
+                    | M::FrameworkHeartbeatAck { .. }
+                    | M::StateRequest
+                    | M::LogRequest { .. }
+                    | M::LogData { .. }
+                    | M::PlanRequest { .. }
+                    | M::JobsRequest { .. }
+                    | M::TenantsRequest { .. }
+            ),
+            _ => false,
+        }
+    }
+
+    /// What a quiet event could change that a check reads, in O(1): the
+    /// slots open, the executors per state and the ALIVE workers' capacity
+    /// (tenants change only by a `SetTenant` and its write, never quiet).
+    pub(super) fn preemption_fingerprint(&self) -> (usize, [usize; 6], (u64, u64)) {
+        (self.open_slots.len(), self.executors.counts(), self.workers.alive_capacity())
+    }
+
+    /// When the check found nothing for `fid`'s tenant because its budget
+    /// is used up: check again when its oldest victim leaves the minute.
+    fn note_exhausted_budget(&mut self, fid: &FrameworkId) {
+        let tenant = self.framework_tenant(fid);
+        let Some(recent) = self.preemptions.recent.get(tenant) else { return };
+        if recent.len() < PREEMPTIONS_PER_MINUTE {
+            return;
+        }
+        if let Some(oldest) = recent.iter().min() {
+            let at = Millis(oldest.0.saturating_add(60_001));
+            self.preemptions.refill_at = Some(self.preemptions.refill_at.map_or(at, |t| t.min(at)));
+        }
+    }
+
+    /// How many executors preempted for group `group` of `fid` still run
+    /// (the reason `waiting for N preempted executors to end`, ranked
+    /// first while it applies).
+    pub(super) fn preempted_for(&self, fid: &FrameworkId, group: &str) -> u32 {
+        let Some(gi) = self
+            .frameworks
+            .get(fid)
+            .and_then(|f| f.groups.iter().position(|g| g.record.spec.group == group))
+        else {
+            return 0;
+        };
+        let Some(victims) = self.preemptions.pending.get(&(fid.clone(), gi)) else { return 0 };
+        let running = victims
+            .iter()
+            .filter(|id| self.executors.get(id).is_some_and(|e| !e.state.is_terminal()))
+            .count();
+        u32::try_from(running).unwrap_or(u32::MAX)
+    }
+
     /// Drops the victims that have ended (or are gone).
     fn forget_ended_victims(&mut self) {
         let executors = &self.executors;
+        self.preemptions.by.retain(|id, _| executors.get(id).is_some());
         self.preemptions.pending.retain(|_, victims| {
             victims.retain(|id| executors.get(id).is_some_and(|e| !e.state.is_terminal()));
             !victims.is_empty()
@@ -137,22 +268,64 @@ impl Master {
     }
 
     /// The victims for group `gi` of `fid`'s next slot, if the rules allow
-    /// any.
-    fn choose_victims(&self, fid: &FrameworkId, gi: usize) -> Option<Vec<ExecutorId>> {
+    /// any: [`Master::choose_victims`] for one slot, with the budget the
+    /// tenant has left.
+    fn next_victims(&self, now: Millis, fid: &FrameworkId, gi: usize) -> Option<Choice> {
         let spec = &self.frameworks.get(fid)?.groups.get(gi)?.record.spec;
         let need = Need::of(spec);
-        if !need.resources.is_empty() || need.ports > 0 {
-            return None;
-        }
         if self.tenant_limit_shortfall(fid, &need).is_some() {
             return None; // it waits for its own limit, not for capacity
         }
-        let tenant = self.framework_tenant(fid).to_owned();
-        if self.preemptions.recent.get(&tenant).is_some_and(|r| r.len() >= PREEMPTIONS_PER_MINUTE) {
-            return None;
+        let tenant = self.framework_tenant(fid);
+        let budget = self.preemption_budget_left(now, tenant);
+        let planned = Planned::default();
+        self.choose_victims(tenant, spec, &planned, 1, budget).into_iter().next().map(|(_, c)| c)
+    }
+
+    /// How many more victims tenant `tenant`'s slots may take in the
+    /// minute up to `now` ([`PREEMPTIONS_PER_MINUTE`] less those taken in
+    /// the minute before).
+    pub(super) fn preemption_budget_left(&self, now: Millis, tenant: &str) -> usize {
+        let minute_ago = Millis(now.0.saturating_sub(60_000));
+        let recent = self.preemptions.recent.get(tenant);
+        let used = recent.map_or(0, |r| r.iter().filter(|t| **t > minute_ago).count());
+        PREEMPTIONS_PER_MINUTE.saturating_sub(used)
+    }
+
+    /// Whether a slot of priority `priority` could preempt at all:
+    /// `--preemption` on, and a tenant set or something running of a lower
+    /// priority (a cluster without tenants preempts only by priority).
+    pub(super) fn may_preempt_for(&self, priority: u8) -> bool {
+        self.config.preemption
+            && (self.tenants.iter().next().is_some() || self.runs_below(priority))
+    }
+
+    /// The preemptions a slot of tenant `tenant` and group `spec` would
+    /// make for up to `slots` of its slots, at most `budget` victims in
+    /// all ([`choose_successive`]), with what `planned` holds (a plan's
+    /// own slots) taken off the workers and added to the tenant. The one
+    /// choice the leader's preemption (one slot, nothing planned) and
+    /// `regent job plan` share: same inputs, same victims.
+    pub(super) fn choose_victims(
+        &self,
+        tenant: &str,
+        spec: &crate::protocol::GroupSpec,
+        planned: &Planned,
+        slots: usize,
+        budget: usize,
+    ) -> Vec<(usize, Choice)> {
+        let need = Need::of(spec);
+        if !need.resources.is_empty() || need.ports > 0 || slots == 0 {
+            return Vec::new();
         }
+        let tenant = tenant.to_owned();
         let mut candidates = Vec::new();
-        for w in self.workers.entries.values() {
+        // Only workers running executors can be freed: a worker with
+        // nothing to take is no candidate (and one with room for the slot
+        // is left to the placement).
+        let mut workers: Vec<&crate::ids::WorkerId> = self.executors.workers_with_live().collect();
+        workers.sort_unstable();
+        for w in workers.into_iter().filter_map(|id| self.workers.entries.get(id)) {
             if w.state != WorkerState::Alive
                 || w.conn.is_none()
                 || w.maintenance.is_some()
@@ -171,9 +344,10 @@ impl Master {
                 let priority = self.executor_priority(e);
                 running.push((id, e.framework.clone(), e.running_since, held, priority));
             }
+            let (planned_cores, planned_memory) = planned.on(&w.id);
             let free = amounts(
-                u64::from(w.cores.saturating_sub(w.cores_used)),
-                w.memory_mb.saturating_sub(w.memory_used_mb),
+                u64::from(w.cores.saturating_sub(w.cores_used).saturating_sub(planned_cores)),
+                w.memory_mb.saturating_sub(w.memory_used_mb).saturating_sub(planned_memory),
             );
             candidates.push((w.id.clone(), free, running));
         }
@@ -185,7 +359,11 @@ impl Master {
         let views: BTreeMap<String, TenantView> = tenant_names
             .into_iter()
             .map(|name| {
-                let held = self.tenant_held(&name);
+                let mut held = self.tenant_held(&name);
+                if name == tenant {
+                    held.cores += planned.cores;
+                    held.memory_mb += planned.memory_mb;
+                }
                 let set = self.tenants.get(&name);
                 let guarantee = set.map_or_else(Amounts::default, |t| {
                     amounts(t.guarantee.cores.unwrap_or(0), t.guarantee.memory_mb.unwrap_or(0))
@@ -200,8 +378,8 @@ impl Master {
             })
             .collect();
         let capacity = {
-            let c = self.capacity();
-            amounts(c.cores, c.memory_mb)
+            let (cores, memory_mb) = self.workers.alive_capacity();
+            amounts(cores, memory_mb)
         };
         let tenants_of: Vec<Vec<String>> = candidates
             .iter()
@@ -233,7 +411,7 @@ impl Master {
             priority: spec.policy.priority,
             need: amounts(u64::from(need.cores), need.memory_mb),
         };
-        choose(&waiting, &views_in, &views, &capacity).map(|c| c.victims)
+        choose_successive(&waiting, slots, budget, &views_in, &views, &capacity)
     }
 
     /// Whether framework `fid`'s tenant holds more than its limit in some
@@ -276,9 +454,20 @@ impl Master {
         out: &mut Vec<super::Action>,
     ) {
         let tenant = self.framework_tenant(fid).to_owned();
+        let group = self.frameworks.get(fid).and_then(|f| f.groups.get(gi));
+        let by = format!("{fid}/{}", group.map_or("", |g| g.record.spec.group.as_str()));
         for id in &victims {
             if self.executors.get(id).is_none() {
                 continue;
+            }
+            self.preemptions.by.insert(id.clone(), by.clone());
+            // The victim's group shows why its slot waits again.
+            let victim =
+                self.executors.get(id).map(|e| (e.framework.clone(), e.group.clone(), e.slot));
+            if let Some((vf, vg, slot)) = victim {
+                if let Some(g) = self.frameworks.get_mut(&vf).and_then(|f| f.group_mut(&vg)) {
+                    g.last_end = Some((slot, format!("executor {id} preempted by {by}")));
+                }
             }
             self.stop_to_refill(id, out);
             self.preemptions.recent.entry(tenant.clone()).or_default().push(now);

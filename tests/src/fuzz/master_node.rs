@@ -587,6 +587,7 @@ impl Harness {
                 _ => Message::PlanRequest {
                     request: u64::from(src.u8()),
                     groups: (0..src.u8() % 4).map(|_| gen::group_spec(src)).collect(),
+                    tenant: None,
                 },
             },
         }
@@ -771,6 +772,7 @@ impl Harness {
                     9 => Message::PlanRequest {
                         request,
                         groups: (0..1 + src.u8() % 3).map(|_| sane_spec(src)).collect(),
+                        tenant: None,
                     },
                     2 => Message::RemoveWorker { request, worker: gen::worker_id(src) },
                     3 => Message::CordonWorker { request, worker },

@@ -163,6 +163,11 @@ impl Executors {
         self.live_by_worker.get(worker).map_or(0, Vec::len)
     }
 
+    /// The workers with live executors, in no order.
+    pub(in crate::master) fn workers_with_live(&self) -> impl Iterator<Item = &WorkerId> {
+        self.live_by_worker.iter().filter(|(_, v)| !v.is_empty()).map(|(w, _)| w)
+    }
+
     /// The live executors of `worker`, in id order.
     pub(in crate::master) fn live_ids_on(&self, worker: &WorkerId) -> Vec<ExecutorId> {
         let mut v = self.live_by_worker.get(worker).cloned().unwrap_or_default();

@@ -302,6 +302,7 @@ pub async fn plan_job(
         &masters_of(common, masters).await?,
         net_config(common)?,
         job.groups_to_declare(),
+        job.tenant.clone(),
         patience(connect_timeout),
     )
     .await?;

@@ -183,7 +183,11 @@ pub fn plan(
     queries: &Asker<'_>,
 ) -> Result<Response, ApiError> {
     let (_, job) = read_job(request)?;
-    let msg = Message::PlanRequest { request: request_id(), groups: job.groups_to_declare() };
+    let msg = Message::PlanRequest {
+        request: request_id(),
+        groups: job.groups_to_declare(),
+        tenant: job.tenant.clone(),
+    };
     match command(queries, msg)? {
         Message::PlanReply { epoch, groups, .. } => {
             Ok(answer(200, &Plan { epoch: epoch.0, job: id.to_string(), groups }))
