@@ -462,11 +462,7 @@ fn progressive_filling(d: &Demand) -> Vec<u64> {
     let (cap_c, cap_m) = (u64::from(d.worker.0), d.worker.1);
     let (mut free_c, mut free_m) = (cap_c, cap_m);
     let mut tasks = vec![0u64; d.tenants.len()];
-    let key = |i: usize, n: u64| {
-        let (w, c, m) = d.tenants[i];
-        let dom = (n * u64::from(c) * 1_000_000 / cap_c).max(n * m * 1_000_000 / cap_m);
-        dom * 1_000 / u64::from(w)
-    };
+    let key = |i: usize, n: u64| weighted_share(d, i, n);
     let mut blocked = vec![false; d.tenants.len()];
     loop {
         let next =
@@ -483,11 +479,26 @@ fn progressive_filling(d: &Demand) -> Vec<u64> {
     }
 }
 
+/// A tenant's weighted dominant share holding `n` tasks, in the master's
+/// integer units (millionths, times 1000, over the weight).
+fn weighted_share(d: &Demand, i: usize, n: u64) -> u64 {
+    let (cap_c, cap_m) = (u64::from(d.worker.0), d.worker.1);
+    let (w, c, m) = d.tenants[i];
+    let dom = (n * u64::from(c) * 1_000_000 / cap_c).max(n * m * 1_000_000 / cap_m);
+    dom * 1_000 / u64::from(w)
+}
+
 /// Under steady demand (every tenant asks for more than the cluster
-/// holds), the leader's allocation is weighted DRF's: the task counts of
-/// progressive filling, and so (its stated tolerance) no tenant's
-/// weighted dominant share passes another's by more than one of its own
-/// tasks while the other could still use more.
+/// holds), the leader's allocation is weighted DRF's, checked two ways:
+///
+/// * it is the task counts of progressive filling (the reference above);
+/// * directly, the stated tolerance of weighted DRF, which does not depend
+///   on the reference: the cluster is full for every tenant (no tenant's
+///   next task fits in what is left free), and the allocation is fair
+///   within one task: whenever a tenant `j` has a lower weighted dominant
+///   share than another tenant `i` had before its last task, giving `i`'s
+///   last task back would still not let `j` run one more (so `j` was
+///   already blocked by what is left, not passed over).
 fn drf_allocation_is_progressive_fillings(d: Demand) -> quickcheck::TestResult {
     let mut store = Store::default();
     let mut m = store.elect("a");
@@ -508,11 +519,40 @@ fn drf_allocation_is_progressive_fillings(d: Demand) -> quickcheck::TestResult {
     if got != want {
         return quickcheck::TestResult::error(format!("placed {got:?}, weighted DRF {want:?}"));
     }
+    let used_c: u64 = got.iter().zip(&d.tenants).map(|(n, t)| n * u64::from(t.1)).sum();
+    let used_m: u64 = got.iter().zip(&d.tenants).map(|(n, t)| n * t.2).sum();
+    let (free_c, free_m) = (u64::from(d.worker.0) - used_c, d.worker.1 - used_m);
+    let fits = |j: usize, c: u64, m: u64| u64::from(d.tenants[j].1) <= c && d.tenants[j].2 <= m;
+    for (j, n) in got.iter().enumerate() {
+        if fits(j, free_c, free_m) && *n < 200 {
+            return quickcheck::TestResult::error(format!(
+                "placed {got:?}: tenant {j}'s next task still fits in {free_c} cores, {free_m} MiB"
+            ));
+        }
+    }
+    for (i, ni) in got.iter().enumerate().filter(|(_, n)| **n > 0) {
+        let before_last = weighted_share(&d, i, ni - 1);
+        for (j, nj) in got.iter().enumerate() {
+            let (ci, mi) = (u64::from(d.tenants[i].1), d.tenants[i].2);
+            if weighted_share(&d, j, *nj) < before_last && fits(j, free_c + ci, free_m + mi) {
+                return quickcheck::TestResult::error(format!(
+                    "placed {got:?}: tenant {j} (weighted share {}) is poorer than tenant {i} \
+                     was before its last task ({before_last}) and could have run it",
+                    weighted_share(&d, j, *nj)
+                ));
+            }
+        }
+    }
     quickcheck::TestResult::passed()
 }
 
 #[test]
 fn drf_converges_to_weighted_shares_within_one_task() {
+    // Ghodsi et al.'s example, then random demands and weights.
+    let ghodsi = Demand { tenants: vec![(1, 1, 4 * 1024), (1, 3, 1024)], worker: (9, 18 * 1024) };
+    assert_eq!(progressive_filling(&ghodsi), vec![3, 2]);
+    let r = drf_allocation_is_progressive_fillings(ghodsi);
+    assert!(!r.is_failure() && !r.is_error(), "{r:?}");
     quickcheck::QuickCheck::new()
         .tests(300)
         .quickcheck(drf_allocation_is_progressive_fillings as fn(Demand) -> quickcheck::TestResult);

@@ -523,3 +523,41 @@ fn seeds_0_to_99_with_tenants_and_limits() {
     }
     assert!(accepted > 200, "only {accepted} API submissions accepted in 100 seeds");
 }
+
+#[test]
+fn seeds_0_to_99_with_preemption() {
+    // The API client first sets tenants team-0 (3 cores guaranteed,
+    // weight 1) and team-1 (1 core guaranteed, a limit of 6, weight 4),
+    // then its jobs (of 2 to 4 one-core slots) belong to them and overfill
+    // the cluster beside the subscribers' frameworks (tenant `default`), so
+    // leaders preempt while the faults run: `preemption_guarantee` (never
+    // below a guarantee) and `preempted_slots` (no preempted slot lost or
+    // charged, across failovers) hold after every step, with every other
+    // invariant (`tenant_limits` and `waiting_reasons` among them).
+    let cfg = SimConfig { api_jobs: true, preemption: true, ..base() };
+    let mut preemptions = 0;
+    for seed in 0..100 {
+        match run_seed(seed, &cfg) {
+            Ok(stats) => preemptions += stats.preemptions,
+            Err(f) => panic!("{f}"),
+        }
+    }
+    assert!(preemptions > 300, "only {preemptions} executors preempted in 100 seeds");
+}
+
+#[test]
+fn regression_a_preempted_executors_end_heard_twice_is_not_charged() {
+    // Seed 71 with `--api-jobs --preemption`: m0 preempts a service's
+    // executor (its slot durable in `replacing`); the kill never reaches
+    // its worker, cut off, and the executor exits 0 on its own. A new
+    // leader hears the end in the worker's registration twice (the worker
+    // registered again before the acknowledgement came): the first report
+    // took the executor out of `replacing`, so the second was adopted and
+    // its end counted against the slot's restart policy
+    // (`preempted_slots`). Now it stays named until its slot is launched
+    // again.
+    let cfg = SimConfig { api_jobs: true, preemption: true, ..base() };
+    if let Err(f) = run_seed(71, &cfg) {
+        panic!("{f}");
+    }
+}

@@ -133,6 +133,12 @@ pub struct Config {
     /// whose record would overfill its store shard's listing is refused
     /// ([`crate::limits::MAX_WORKER_SHARD_LISTING`]).
     pub max_workers: usize,
+    /// Test-only, never set outside tests: an executor stopped to have its
+    /// slot refilled (a preemption's victim, an operator's kill with refill,
+    /// a drain) settles its slot as killed when it ends, so the slot is never
+    /// refilled. The simulator's `preempted_slots` invariant must catch it
+    /// (tests/tests/sim_can_fail.rs). Default off.
+    pub unsafe_no_refill_after_stop: bool,
 }
 
 impl Config {
@@ -152,6 +158,7 @@ impl Config {
             max_frameworks: crate::limits::DEFAULT_MAX_FRAMEWORKS,
             retained_frameworks: crate::limits::DEFAULT_RETAINED_FRAMEWORKS,
             max_workers: crate::limits::DEFAULT_MAX_WORKERS,
+            unsafe_no_refill_after_stop: false,
         }
     }
 

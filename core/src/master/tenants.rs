@@ -163,6 +163,13 @@ impl Master {
         self.tenants.get(name)
     }
 
+    /// How many executors this leadership has stopped by preemption
+    /// (`master/preempt.rs`): a read-only count for the simulator's
+    /// invariants and for metrics; a new leadership starts at 0.
+    pub fn preemptions_started(&self) -> u64 {
+        self.preemptions.total
+    }
+
     /// The tenant framework `fid` belongs to: `default` when it names none
     /// (or is not here).
     pub fn framework_tenant(&self, fid: &crate::ids::FrameworkId) -> &str {

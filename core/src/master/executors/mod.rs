@@ -713,6 +713,9 @@ impl Master {
             spec.group, self.epoch.0, self.next_launch
         ));
         g.current[slot as usize] = Some(id.clone());
+        // The executor it replaces (if one) ended: no report of it is
+        // adoptable now that the slot has a new one.
+        g.record.replacing.remove(&slot);
         self.open_slots.remove(&(fid.clone(), gi, slot));
         let entry = ExecutorEntry {
             id: id.clone(),
@@ -862,20 +865,19 @@ impl Master {
         now: Millis,
         out: &mut Vec<Action>,
     ) {
-        // One an operator asked to stop with its slot refilled (durable
-        // in `replacing`) is not adopted: the kill it was promised is
-        // carried out, whichever leader accepted it.
+        // One an operator asked to stop with its slot refilled, or a
+        // preemption's victim (durable in `replacing`), is not adopted: the
+        // kill it was promised is carried out, whichever leader accepted
+        // it. Its end is never counted: it stays named until its slot is
+        // launched again, so a report of its end heard again (a worker
+        // registers twice before it hears the acknowledgement) is no
+        // adoptable end either (`--api-jobs --preemption`, docs/design.md#issue-44:
+        // sim seed 71 (docs/design.md#simulator-seeds)).
         let replacing = report.id.group_slot(&report.framework).is_some_and(|(group, slot)| {
             self.frameworks
-                .get_mut(&report.framework)
-                .and_then(|f| f.group_mut(&group))
-                .is_some_and(|g| {
-                    let named = g.record.replacing.get(&slot) == Some(&report.id);
-                    if named && report.state.is_terminal() {
-                        g.record.replacing.remove(&slot);
-                    }
-                    named
-                })
+                .get(&report.framework)
+                .and_then(|f| f.groups.iter().find(|g| g.record.spec.group == group))
+                .is_some_and(|g| g.record.replacing.get(&slot) == Some(&report.id))
         });
         if self.dying.contains(&report.id) {
             if report.state.is_terminal() {
@@ -1082,6 +1084,7 @@ impl Master {
         }
         self.release(&e);
         let max_retries = self.config.max_executor_retries;
+        let no_refill_after_stop = self.config.unsafe_no_refill_after_stop;
         let epoch = self.epoch;
         // The longer of what this leader saw and what the worker reports
         // (which covers a run that began under an earlier leader).
@@ -1095,12 +1098,10 @@ impl Master {
             settled = fw.groups.iter().position(|g| g.record.spec.group == e.group);
             if let Some(g) = fw.group_mut(&e.group) {
                 let slot = e.slot as usize;
-                // Its worker reported its end, recorded in this write: no
-                // new leader needs to know it was being replaced. (A LOST
-                // one may still run: it stays named.)
-                if reported && g.record.replacing.get(&e.slot) == Some(&e.id) {
-                    g.record.replacing.remove(&e.slot);
-                }
+                // One being replaced stays named in `replacing` after its
+                // end, until its slot is launched again (`launch`): a
+                // report of its end heard again, by this leader or a new
+                // one, is then never adopted and counted.
                 let restart = &g.record.spec.policy.restart;
                 let own_policy = *restart != crate::policy::RestartPolicy::default();
                 let service = restart.mode == crate::policy::RestartMode::Service;
@@ -1117,7 +1118,9 @@ impl Master {
                         // The framework's kill is recorded (and may have
                         // been accepted): whatever the end, the slot stays
                         // killed and is not refilled.
-                        _ if e.kill_requested => SlotOutcome::Killed { executor: e.id.clone() },
+                        _ if e.kill_requested || (e.operator_stop && no_refill_after_stop) => {
+                            SlotOutcome::Killed { executor: e.id.clone() }
+                        }
                         // An operator stopped it (a drain, or a kill with
                         // refill): whatever else it ended with is no
                         // failure of its own: refill, charging nothing.
