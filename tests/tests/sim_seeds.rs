@@ -546,18 +546,28 @@ fn seeds_0_to_99_with_preemption() {
 }
 
 #[test]
-fn regression_a_preempted_executors_end_heard_twice_is_not_charged() {
-    // Seed 71 with `--api-jobs --preemption`: m0 preempts a service's
-    // executor (its slot durable in `replacing`); the kill never reaches
-    // its worker, cut off, and the executor exits 0 on its own. A new
-    // leader hears the end in the worker's registration twice (the worker
-    // registered again before the acknowledgement came): the first report
-    // took the executor out of `replacing`, so the second was adopted and
-    // its end counted against the slot's restart policy
-    // (`preempted_slots`). Now it stays named until its slot is launched
-    // again.
+fn regressions_found_by_the_preemption_soak() {
+    // With `--api-jobs --preemption` (docs/design.md#issue-44), each once a bug:
+    // * 71 (`preempted_slots`): m0 preempts a service's executor (durable
+    //   in `replacing`); the kill never reaches its worker, cut off, and it
+    //   exits 0 on its own. A new leader hears the end twice in the
+    //   worker's registrations: the first took the executor out of
+    //   `replacing`, so the second was adopted and its end charged to the
+    //   slot's restart policy. Now it stays named until its slot is
+    //   launched again.
+    // * 611 (`preemption_guarantee`): the leader counted a tenant's earlier
+    //   victims, still in their grace, as its use, and took its last
+    //   executor (team-1 kept 0 of its 1 guaranteed core). Preemption now
+    //   takes off what the leader already stops.
+    // * 1158 (`rollout_down`): a preemption took a slot of a rolling group
+    //   down in the step the rollout stopped another (max_parallel 1), and
+    //   the rollout did not count a new executor being stopped as down.
+    //   Preemption now runs first, and a rollout counts every executor
+    //   being stopped as down.
     let cfg = SimConfig { api_jobs: true, preemption: true, ..base() };
-    if let Err(f) = run_seed(71, &cfg) {
-        panic!("{f}");
+    for seed in [71, 611, 1158] {
+        if let Err(f) = run_seed(seed, &cfg) {
+            panic!("{f}");
+        }
     }
 }

@@ -994,10 +994,13 @@ impl Master {
             }
         );
         self.dispatch(now, event, &mut out);
+        // Preemption first: a rollout then counts the slots its victims
+        // take down against its allowance (`--api-jobs --preemption`:
+        // sim seed 1158 (docs/design.md#simulator-seeds)).
+        self.preempt(now, &mut out);
         if may_roll {
             self.roll(&mut out);
         }
-        self.preempt(now, &mut out);
         self.finish_framework_writes(&mut out);
         self.audit_answers(now, &mut out);
         #[cfg(debug_assertions)]

@@ -148,17 +148,22 @@ impl Master {
             .flat_map(|(_, _, r)| r.iter().map(|(_, f, _, _)| self.framework_tenant(f).to_owned()))
             .chain(std::iter::once(tenant.clone()))
             .collect();
+        let stopping = self.tenants_stopping();
         let views: BTreeMap<String, TenantView> = tenant_names
             .into_iter()
             .map(|name| {
                 let held = self.tenant_held(&name);
+                let (gone_cores, gone_memory) = stopping.get(&name).copied().unwrap_or_default();
                 let set = self.tenants.get(&name);
                 let guarantee = set.map_or_else(Amounts::default, |t| {
                     amounts(t.guarantee.cores.unwrap_or(0), t.guarantee.memory_mb.unwrap_or(0))
                 });
                 let weight = set.map_or(1, |t| t.weight).max(1);
                 let view = TenantView {
-                    in_use: amounts(held.cores, held.memory_mb),
+                    in_use: amounts(
+                        held.cores.saturating_sub(gone_cores),
+                        held.memory_mb.saturating_sub(gone_memory),
+                    ),
                     guarantee,
                     weight: f64::from(weight),
                 };

@@ -69,12 +69,22 @@ pub(crate) fn after(w: &mut World, m: usize, before: Option<Before>) -> Result<(
         return Ok(());
     }
     // This step's victims: executors it could preempt before, now stopped
-    // to be refilled, that no operator or framework asked to stop.
+    // to be refilled (named in their group's `replacing`), that no operator
+    // or framework asked to stop.
     let new: Vec<(ExecutorId, Victim)> = master
         .executors()
         .filter(|e| before.live.contains(&e.id) && e.operator_stop && !e.state.is_terminal())
         .filter(|e| !w.obs.kill_requested.contains(&e.id) && !w.obs.named_sent.contains(&e.id))
         .filter(|e| !w.obs.drained.contains(&e.worker))
+        // Stopped to be refilled (`replacing`), not by a rollout in the
+        // same step.
+        .filter(|e| {
+            master.frameworks().find(|f| f.id == e.framework).is_some_and(|f| {
+                f.groups.iter().any(|g| {
+                    g.record.spec.group == e.group && g.record.replacing.get(&e.slot) == Some(&e.id)
+                })
+            })
+        })
         .map(|e| {
             let v = Victim {
                 framework: e.framework.clone(),
