@@ -738,5 +738,9 @@ fn a_kill_with_refill_accepted_before_a_failover_is_carried_out_by_the_new_leade
     assert_ne!(placed[0].1, x);
     assert_eq!(s.slots(&fw), vec![SlotOutcome::Pending]);
     let g = &s.m.frameworks().find(|f| f.id == fw).expect("fw").groups[0];
-    assert!(g.record.replacing.is_empty(), "its end is recorded: {:?}", g.record.replacing);
+    // Its end charged nothing, and it stays named as replaced: a report of
+    // its end heard again is never adopted and counted (`--api-jobs
+    // --preemption`: sim seeds 71 and 4534 (docs/design.md#simulator-seeds)).
+    assert!(g.record.counted.is_empty() && g.record.retries_used == 0, "{:?}", g.record);
+    assert_eq!(g.record.replacing.get(&0), Some(&x), "{:?}", g.record.replacing);
 }

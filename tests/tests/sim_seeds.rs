@@ -553,8 +553,10 @@ fn regressions_found_by_the_preemption_soak() {
     //   exits 0 on its own. A new leader hears the end twice in the
     //   worker's registrations: the first took the executor out of
     //   `replacing`, so the second was adopted and its end charged to the
-    //   slot's restart policy. Now it stays named until its slot is
-    //   launched again.
+    //   slot's restart policy. Now it stays named after its end.
+    // * 4534 (`preempted_slots`): the same, with the slot launched again
+    //   between the two registrations (a launch the second one wrote off),
+    //   when the first fix dropped the name at the launch.
     // * 611 (`preemption_guarantee`): the leader counted a tenant's earlier
     //   victims, still in their grace, as its use, and took its last
     //   executor (team-1 kept 0 of its 1 guaranteed core). Preemption now
@@ -564,8 +566,12 @@ fn regressions_found_by_the_preemption_soak() {
     //   the rollout did not count a new executor being stopped as down.
     //   Preemption now runs first, and a rollout counts every executor
     //   being stopped as down.
+    // * 3418 (`preemption_guarantee`, the invariant's own mistake): a
+    //   preemption lost in a failover (never durable, never sent) stopped
+    //   nothing, but the invariant still took its executor off the
+    //   tenant's use at the next leader.
     let cfg = SimConfig { api_jobs: true, preemption: true, ..base() };
-    for seed in [71, 611, 1158] {
+    for seed in [71, 611, 1158, 3418, 4534] {
         if let Err(f) = run_seed(seed, &cfg) {
             panic!("{f}");
         }

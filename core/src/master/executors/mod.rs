@@ -713,9 +713,6 @@ impl Master {
             spec.group, self.epoch.0, self.next_launch
         ));
         g.current[slot as usize] = Some(id.clone());
-        // The executor it replaces (if one) ended: no report of it is
-        // adoptable now that the slot has a new one.
-        g.record.replacing.remove(&slot);
         self.open_slots.remove(&(fid.clone(), gi, slot));
         let entry = ExecutorEntry {
             id: id.clone(),
@@ -868,11 +865,13 @@ impl Master {
         // One an operator asked to stop with its slot refilled, or a
         // preemption's victim (durable in `replacing`), is not adopted: the
         // kill it was promised is carried out, whichever leader accepted
-        // it. Its end is never counted: it stays named until its slot is
-        // launched again, so a report of its end heard again (a worker
-        // registers twice before it hears the acknowledgement) is no
-        // adoptable end either (`--api-jobs --preemption`, docs/design.md#issue-44:
-        // sim seed 71 (docs/design.md#simulator-seeds)).
+        // it. Its end is never counted: it stays named after its end (until
+        // the slot settles, or another executor of the slot is stopped to
+        // be replaced), so a report of its end heard again (a worker
+        // registers twice before it hears the acknowledgement; the second
+        // registration writes off a launch made for the slot meanwhile) is
+        // no adoptable end either (`--api-jobs --preemption`, docs/design.md#issue-44:
+        // sim seeds 71 and 4534 (docs/design.md#simulator-seeds)).
         let replacing = report.id.group_slot(&report.framework).is_some_and(|(group, slot)| {
             self.frameworks
                 .get(&report.framework)
@@ -1099,9 +1098,9 @@ impl Master {
             if let Some(g) = fw.group_mut(&e.group) {
                 let slot = e.slot as usize;
                 // One being replaced stays named in `replacing` after its
-                // end, until its slot is launched again (`launch`): a
-                // report of its end heard again, by this leader or a new
-                // one, is then never adopted and counted.
+                // end (see `adopt_or_kill`): a report of its end heard
+                // again, by this leader or a new one, is never adopted and
+                // counted.
                 let restart = &g.record.spec.policy.restart;
                 let own_policy = *restart != crate::policy::RestartPolicy::default();
                 let service = restart.mode == crate::policy::RestartMode::Service;

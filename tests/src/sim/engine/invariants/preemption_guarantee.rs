@@ -7,10 +7,11 @@
 //!
 //! What a tenant keeps is counted from the leader's executors, not from
 //! its own use accounting: its live executors (LAUNCHING or RUNNING) but
-//! those its framework asked to kill (not refilled) and every executor
-//! preempted so far that may still run (this step's victims and earlier
-//! ones still in their grace: they end without coming back). Executors an
-//! operator or a rollout stops count, as their slots are refilled at once.
+//! those the leader already stops (this step's victims, earlier ones still
+//! in their grace, kills, drains, a rollout's stops: it has no promise of
+//! getting them back) and those its records name as being replaced. A
+//! preemption an earlier leader chose but never made durable (lost in a
+//! failover) stopped nothing: its executor counts at a later leader.
 //! The guarantee is the one the operator set (the simulator's own table,
 //! [`api_client::PREEMPTION_TENANTS`]), so a leader that lost or ignored it
 //! is caught (`Knobs::hidden_guarantees` hides it from the leader:
@@ -100,10 +101,17 @@ pub(crate) fn after(w: &mut World, m: usize, before: Option<Before>) -> Result<(
         w.obs.preempted.insert(id.clone(), v.clone());
     }
     let master = w.masters[m].master();
+    // Executors this master stops to refill their slots (this step's
+    // victims, earlier ones still in their grace, a kill with refill).
+    let replaced: BTreeSet<&ExecutorId> = master
+        .frameworks()
+        .flat_map(|f| f.groups.iter().flat_map(|g| g.record.replacing.values()))
+        .collect();
     // What each tenant keeps: (cores, memory in MiB).
     let mut keeps: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     for e in master.executors() {
-        if e.state.is_terminal() || e.kill_requested || w.obs.preempted.contains_key(&e.id) {
+        if e.state.is_terminal() || e.kill_requested || e.operator_stop || replaced.contains(&e.id)
+        {
             continue;
         }
         let k = keeps.entry(master.framework_tenant(&e.framework)).or_default();
