@@ -654,3 +654,52 @@ fn a_poorer_tenant_preempts_a_richer_one_down_to_equal_shares() {
         "a preempted slot waits again, it does not fail: {status:?}"
     );
 }
+
+/// Preemption judges a tenant's guarantee by what it keeps (docs/tenants.md,
+/// core/src/master/preempt.rs): victims still in their grace no longer count
+/// as the tenant's. Tenant `a` (2 cores guaranteed) fills the 4-core worker;
+/// tenant `b` (4 guaranteed, holding none) waits with three jobs. The worker
+/// never ends the kills it is sent, so every victim stays in its grace:
+/// `b`'s jobs take two of `a`'s executors (one each, one preemption per
+/// check), and never a third, which would leave `a` 1 core once the victims
+/// end (`--api-jobs --preemption`: sim seed 611 (docs/design.md#simulator-seeds)).
+#[test]
+fn preemption_never_takes_a_tenant_below_its_guarantee_counting_victims_in_their_grace() {
+    use regent_core::protocol::tenants::Dims;
+    use regent_core::protocol::ExecutorState;
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    let guarantee = |cores| Dims { cores: Some(cores), ..Dims::default() };
+    let _ = set_tenant(&mut store, &mut m, Tenant { guarantee: guarantee(2), ..Tenant::new("a") });
+    let _ = set_tenant(&mut store, &mut m, Tenant { guarantee: guarantee(4), ..Tenant::new("b") });
+    let _ = submit(&mut store, &mut m, "a-job", Some("a"), (4, 1, 64));
+    let sends = register(&mut store, &mut m, 100, "w1", (4, 4096));
+    let w = ConnId(100);
+    let mut pending = Vec::new();
+    for (_, msg) in sends {
+        if let Message::LaunchExecutor { executor, framework, .. } = msg {
+            let report = status(&executor, &framework, ExecutorState::Running);
+            let out = m.handle(Millis(2), master::Event::Message { conn: w, msg: report });
+            pending.extend(store.settle(&mut m, Millis(2), out));
+        }
+    }
+    for job in ["b-1", "b-2", "b-3"] {
+        pending.extend(submit(&mut store, &mut m, job, Some("b"), (4, 1, 64)));
+    }
+    let mut killed = Vec::new();
+    for step in 0..10u64 {
+        let now = Millis(1_000 + step * 600);
+        let beat = Message::WorkerHeartbeat { incarnation: regent_core::Incarnation(100) };
+        let out = m.handle(now, master::Event::Message { conn: w, msg: beat });
+        pending.extend(store.settle(&mut m, now, out));
+        let out = m.handle(now, master::Event::Tick);
+        pending.extend(store.settle(&mut m, now, out));
+        for (_, msg) in std::mem::take(&mut pending) {
+            if let Message::KillExecutorOnWorker { executor, .. } = msg {
+                killed.push(executor);
+            }
+        }
+    }
+    assert_eq!(killed.len(), 2, "a keeps its 2 guaranteed cores: {killed:?}");
+    assert_eq!(m.preemptions_started(), 2);
+}
