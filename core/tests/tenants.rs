@@ -462,11 +462,7 @@ fn progressive_filling(d: &Demand) -> Vec<u64> {
     let (cap_c, cap_m) = (u64::from(d.worker.0), d.worker.1);
     let (mut free_c, mut free_m) = (cap_c, cap_m);
     let mut tasks = vec![0u64; d.tenants.len()];
-    let key = |i: usize, n: u64| {
-        let (w, c, m) = d.tenants[i];
-        let dom = (n * u64::from(c) * 1_000_000 / cap_c).max(n * m * 1_000_000 / cap_m);
-        dom * 1_000 / u64::from(w)
-    };
+    let key = |i: usize, n: u64| weighted_share(d, i, n);
     let mut blocked = vec![false; d.tenants.len()];
     loop {
         let next =
@@ -483,11 +479,26 @@ fn progressive_filling(d: &Demand) -> Vec<u64> {
     }
 }
 
+/// A tenant's weighted dominant share holding `n` tasks, in the master's
+/// integer units (millionths, times 1000, over the weight).
+fn weighted_share(d: &Demand, i: usize, n: u64) -> u64 {
+    let (cap_c, cap_m) = (u64::from(d.worker.0), d.worker.1);
+    let (w, c, m) = d.tenants[i];
+    let dom = (n * u64::from(c) * 1_000_000 / cap_c).max(n * m * 1_000_000 / cap_m);
+    dom * 1_000 / u64::from(w)
+}
+
 /// Under steady demand (every tenant asks for more than the cluster
-/// holds), the leader's allocation is weighted DRF's: the task counts of
-/// progressive filling, and so (its stated tolerance) no tenant's
-/// weighted dominant share passes another's by more than one of its own
-/// tasks while the other could still use more.
+/// holds), the leader's allocation is weighted DRF's, checked two ways:
+///
+/// * it is the task counts of progressive filling (the reference above);
+/// * directly, the stated tolerance of weighted DRF, which does not depend
+///   on the reference: the cluster is full for every tenant (no tenant's
+///   next task fits in what is left free), and the allocation is fair
+///   within one task: whenever a tenant `j` has a lower weighted dominant
+///   share than another tenant `i` had before its last task, giving `i`'s
+///   last task back would still not let `j` run one more (so `j` was
+///   already blocked by what is left, not passed over).
 fn drf_allocation_is_progressive_fillings(d: Demand) -> quickcheck::TestResult {
     let mut store = Store::default();
     let mut m = store.elect("a");
@@ -508,11 +519,40 @@ fn drf_allocation_is_progressive_fillings(d: Demand) -> quickcheck::TestResult {
     if got != want {
         return quickcheck::TestResult::error(format!("placed {got:?}, weighted DRF {want:?}"));
     }
+    let used_c: u64 = got.iter().zip(&d.tenants).map(|(n, t)| n * u64::from(t.1)).sum();
+    let used_m: u64 = got.iter().zip(&d.tenants).map(|(n, t)| n * t.2).sum();
+    let (free_c, free_m) = (u64::from(d.worker.0) - used_c, d.worker.1 - used_m);
+    let fits = |j: usize, c: u64, m: u64| u64::from(d.tenants[j].1) <= c && d.tenants[j].2 <= m;
+    for (j, n) in got.iter().enumerate() {
+        if fits(j, free_c, free_m) && *n < 200 {
+            return quickcheck::TestResult::error(format!(
+                "placed {got:?}: tenant {j}'s next task still fits in {free_c} cores, {free_m} MiB"
+            ));
+        }
+    }
+    for (i, ni) in got.iter().enumerate().filter(|(_, n)| **n > 0) {
+        let before_last = weighted_share(&d, i, ni - 1);
+        for (j, nj) in got.iter().enumerate() {
+            let (ci, mi) = (u64::from(d.tenants[i].1), d.tenants[i].2);
+            if weighted_share(&d, j, *nj) < before_last && fits(j, free_c + ci, free_m + mi) {
+                return quickcheck::TestResult::error(format!(
+                    "placed {got:?}: tenant {j} (weighted share {}) is poorer than tenant {i} \
+                     was before its last task ({before_last}) and could have run it",
+                    weighted_share(&d, j, *nj)
+                ));
+            }
+        }
+    }
     quickcheck::TestResult::passed()
 }
 
 #[test]
 fn drf_converges_to_weighted_shares_within_one_task() {
+    // Ghodsi et al.'s example, then random demands and weights.
+    let ghodsi = Demand { tenants: vec![(1, 1, 4 * 1024), (1, 3, 1024)], worker: (9, 18 * 1024) };
+    assert_eq!(progressive_filling(&ghodsi), vec![3, 2]);
+    let r = drf_allocation_is_progressive_fillings(ghodsi);
+    assert!(!r.is_failure() && !r.is_error(), "{r:?}");
     quickcheck::QuickCheck::new()
         .tests(300)
         .quickcheck(drf_allocation_is_progressive_fillings as fn(Demand) -> quickcheck::TestResult);
@@ -846,4 +886,53 @@ fn preemption_is_checked_only_when_something_could_change_the_answer() {
     let out = m.handle(Millis(21_200), master::Event::Tick);
     pending.extend(store.settle(&mut m, Millis(21_200), out));
     assert_eq!(m.preemption_checks(), settled + 2, "nothing more");
+}
+
+/// Preemption judges a tenant's guarantee by what it keeps (docs/tenants.md,
+/// core/src/master/preempt.rs): victims still in their grace no longer count
+/// as the tenant's. Tenant `a` (2 cores guaranteed) fills the 4-core worker;
+/// tenant `b` (4 guaranteed, holding none) waits with three jobs. The worker
+/// never ends the kills it is sent, so every victim stays in its grace:
+/// `b`'s jobs take two of `a`'s executors (one each, one preemption per
+/// check), and never a third, which would leave `a` 1 core once the victims
+/// end (`--api-jobs --preemption`: sim seed 611 (docs/design.md#simulator-seeds)).
+#[test]
+fn preemption_never_takes_a_tenant_below_its_guarantee_counting_victims_in_their_grace() {
+    use regent_core::protocol::tenants::Dims;
+    use regent_core::protocol::ExecutorState;
+    let mut store = Store::default();
+    let mut m = store.elect("a");
+    let guarantee = |cores| Dims { cores: Some(cores), ..Dims::default() };
+    let _ = set_tenant(&mut store, &mut m, Tenant { guarantee: guarantee(2), ..Tenant::new("a") });
+    let _ = set_tenant(&mut store, &mut m, Tenant { guarantee: guarantee(4), ..Tenant::new("b") });
+    let _ = submit(&mut store, &mut m, "a-job", Some("a"), (4, 1, 64));
+    let sends = register(&mut store, &mut m, 100, "w1", (4, 4096));
+    let w = ConnId(100);
+    let mut pending = Vec::new();
+    for (_, msg) in sends {
+        if let Message::LaunchExecutor { executor, framework, .. } = msg {
+            let report = status(&executor, &framework, ExecutorState::Running);
+            let out = m.handle(Millis(2), master::Event::Message { conn: w, msg: report });
+            pending.extend(store.settle(&mut m, Millis(2), out));
+        }
+    }
+    for job in ["b-1", "b-2", "b-3"] {
+        pending.extend(submit(&mut store, &mut m, job, Some("b"), (4, 1, 64)));
+    }
+    let mut killed = Vec::new();
+    for step in 0..10u64 {
+        let now = Millis(1_000 + step * 600);
+        let beat = Message::WorkerHeartbeat { incarnation: regent_core::Incarnation(100) };
+        let out = m.handle(now, master::Event::Message { conn: w, msg: beat });
+        pending.extend(store.settle(&mut m, now, out));
+        let out = m.handle(now, master::Event::Tick);
+        pending.extend(store.settle(&mut m, now, out));
+        for (_, msg) in std::mem::take(&mut pending) {
+            if let Message::KillExecutorOnWorker { executor, .. } = msg {
+                killed.push(executor);
+            }
+        }
+    }
+    assert_eq!(killed.len(), 2, "a keeps its 2 guaranteed cores: {killed:?}");
+    assert_eq!(m.preemptions_started(), 2);
 }

@@ -109,3 +109,34 @@ fn with_a_clock_that_stops_during_a_suspend_the_simulator_fails() {
     assert!(found.is_some(), "no single-leader violation within 100 seeds with a stopped clock");
     println!("with a clock that stops during a suspend: {found:?}");
 }
+
+/// The first seed (of `bound`) of the preemption mode (`--api-jobs
+/// --preemption`) with `knobs` that violates `invariant`.
+fn first_preemption_failure(knobs: Knobs, invariant: &str, bound: u64) -> Option<u64> {
+    let cfg = SimConfig { knobs, api_jobs: true, preemption: true, ..SimConfig::default() };
+    (1_000_000..1_000_000 + bound).find(|seed| {
+        run_seed(*seed, &cfg).err().is_some_and(|f| f.violation.invariant == invariant)
+    })
+}
+
+/// A leader that does not know the tenants' guarantees (told them without
+/// any) preempts as one that ignored them would: `preemption_guarantee`,
+/// judging by the guarantees the operator meant, catches it.
+#[test]
+fn a_leader_preempting_below_a_guarantee_is_caught() {
+    let knobs = Knobs { hidden_guarantees: true, ..Knobs::default() };
+    let found = first_preemption_failure(knobs, "preemption_guarantee", 100);
+    assert!(found.is_some(), "no preemption_guarantee violation within 100 seeds");
+    println!("preempting below a guarantee: {found:?}");
+}
+
+/// A leader that settles a preempted executor's slot when it ends instead
+/// of refilling it (`master::Config::unsafe_no_refill_after_stop`) loses
+/// the slot: `preempted_slots` catches it.
+#[test]
+fn a_leader_losing_a_preempted_slot_is_caught() {
+    let knobs = Knobs { no_refill_after_stop: true, ..Knobs::default() };
+    let found = first_preemption_failure(knobs, "preempted_slots", 100);
+    assert!(found.is_some(), "no preempted_slots violation within 100 seeds");
+    println!("losing a preempted slot: {found:?}");
+}

@@ -135,6 +135,12 @@ pub struct Config {
     /// whose record would overfill its store shard's listing is refused
     /// ([`crate::limits::MAX_WORKER_SHARD_LISTING`]).
     pub max_workers: usize,
+    /// Test-only, never set outside tests: an executor stopped to have its
+    /// slot refilled (a preemption's victim, an operator's kill with refill,
+    /// a drain) settles its slot as killed when it ends, so the slot is never
+    /// refilled. The simulator's `preempted_slots` invariant must catch it
+    /// (tests/tests/sim_can_fail.rs). Default off.
+    pub unsafe_no_refill_after_stop: bool,
 }
 
 impl Config {
@@ -154,6 +160,7 @@ impl Config {
             max_frameworks: crate::limits::DEFAULT_MAX_FRAMEWORKS,
             retained_frameworks: crate::limits::DEFAULT_RETAINED_FRAMEWORKS,
             max_workers: crate::limits::DEFAULT_MAX_WORKERS,
+            unsafe_no_refill_after_stop: false,
         }
     }
 
@@ -992,13 +999,16 @@ impl Master {
         let quiet = self.quiet_for_preemption(&event);
         let seen = quiet.then(|| self.preemption_fingerprint());
         self.dispatch(now, event, &mut out);
-        if may_roll {
-            self.roll(&mut out);
-        }
         if seen.is_none_or(|s| s != self.preemption_fingerprint()) {
             self.preemption_may_change();
         }
+        // Preemption first: a rollout then counts the slots its victims
+        // take down against its allowance (`--api-jobs --preemption`:
+        // sim seed 1158 (docs/design.md#simulator-seeds)).
         self.preempt(now, &mut out);
+        if may_roll {
+            self.roll(&mut out);
+        }
         self.finish_framework_writes(&mut out);
         #[cfg(debug_assertions)]
         self.check_indexes();

@@ -356,10 +356,16 @@ impl Master {
             .flat_map(|(_, _, r)| r.iter().map(|(_, f, ..)| self.framework_tenant(f).to_owned()))
             .chain(std::iter::once(tenant.clone()))
             .collect();
+        let stopping = self.tenants_stopping();
         let views: BTreeMap<String, TenantView> = tenant_names
             .into_iter()
             .map(|name| {
                 let mut held = self.tenant_held(&name);
+                // What the leader already stops is no longer the tenant's
+                // (sim seed 611, docs/design.md#simulator-seeds).
+                let (gone_cores, gone_memory) = stopping.get(&name).copied().unwrap_or_default();
+                held.cores = held.cores.saturating_sub(gone_cores);
+                held.memory_mb = held.memory_mb.saturating_sub(gone_memory);
                 if name == tenant {
                     held.cores += planned.cores;
                     held.memory_mb += planned.memory_mb;

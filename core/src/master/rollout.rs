@@ -198,7 +198,10 @@ impl Master {
                 continue;
             };
             let old = rollout.predates(&e.id);
-            if old && e.operator_stop {
+            // Being stopped, old or new (a new one a preemption or an
+            // operator's kill with refill stops): down (`--api-jobs
+            // --preemption`: sim seed 1158 (docs/design.md#simulator-seeds)).
+            if e.operator_stop {
                 down += 1;
             } else if old && e.state == ExecutorState::Running {
                 to_stop.push((e.id.clone(), e.worker.clone()));

@@ -163,6 +163,32 @@ impl Master {
         self.tenants.get(name)
     }
 
+    /// How many executors this leadership has stopped by preemption
+    /// (`master/preempt.rs`): a read-only count for the simulator's
+    /// invariants and for metrics; a new leadership starts at 0.
+    pub fn preemptions_started(&self) -> u64 {
+        self.preemptions.total
+    }
+
+    /// By tenant, the cores and memory (MiB) of the live executors the
+    /// leader is already stopping (a preemption's earlier victims, kills,
+    /// drains, a rollout's stops): preemption takes them off what a tenant
+    /// holds, so it judges a tenant's guarantee and share by what the tenant
+    /// keeps once they end (never below its guarantee; `--api-jobs
+    /// --preemption`: sim seed 611 (docs/design.md#simulator-seeds)).
+    pub(super) fn tenants_stopping(&self) -> BTreeMap<String, (u64, u64)> {
+        let mut stopping: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        for e in self.executors.iter() {
+            if e.state.is_terminal() || !(e.operator_stop || e.kill_requested) {
+                continue;
+            }
+            let s = stopping.entry(self.framework_tenant(&e.framework).to_owned()).or_default();
+            s.0 += u64::from(e.cores);
+            s.1 += e.memory_mb;
+        }
+        stopping
+    }
+
     /// The tenant framework `fid` belongs to: `default` when it names none
     /// (or is not here).
     pub fn framework_tenant(&self, fid: &crate::ids::FrameworkId) -> &str {

@@ -236,9 +236,11 @@ pub struct GroupRecord {
     /// the slot is done.
     pub counted: BTreeMap<u32, crate::ids::ExecutorId>,
     /// By slot, the executor an operator last asked to stop with its slot
-    /// refilled (`regent kill-executor` without `--no-refill`), until its
-    /// worker reports its end: a new leader kills it instead of adopting
-    /// it, and refills its slot, so an accepted kill outlives a failover.
+    /// refilled (`regent kill-executor` without `--no-refill`), or a
+    /// preemption stopped, until the slot settles or another executor of it
+    /// is stopped so: a new leader kills it instead of adopting it, and
+    /// refills its slot, so an accepted kill outlives a failover, and a
+    /// report of its end heard again is never counted against the slot.
     pub replacing: BTreeMap<u32, crate::ids::ExecutorId>,
 }
 

@@ -5,10 +5,10 @@
 //!
 //! ```text
 //! regent-soak [--seeds N] [--from S] [--threads T] [--keep-going]
-//!             [--datagram] [--takeovers] [--operator] [--jobs] [--api-jobs]
+//!             [--datagram] [--takeovers] [--operator] [--jobs] [--api-jobs] [--tenants] [--preemption]
 //!             [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--lost-id-state] [--suspend]
 //!             [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease]
-//!             [--monotonic-clock] [--skip INVARIANT]...
+//!             [--monotonic-clock] [--hide-guarantees] [--no-refill-after-stop] [--skip INVARIANT]...
 //! regent-soak --replay SEED [same flags]
 //! ```
 //!
@@ -37,7 +37,7 @@ struct Args {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--jobs] [--api-jobs] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--lost-id-state] [--suspend] [--skip INVARIANT] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--monotonic-clock] [--keep-going]\n       regent-soak --replay SEED [knobs]"
+        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--jobs] [--api-jobs] [--tenants] [--preemption] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--lost-id-state] [--suspend] [--skip INVARIANT] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--monotonic-clock] [--hide-guarantees] [--no-refill-after-stop] [--keep-going]\n       regent-soak --replay SEED [knobs]"
     );
     std::process::exit(2)
 }
@@ -69,6 +69,9 @@ fn parse() -> Args {
             "--jobs" => a.config.jobs = true,
             "--api-jobs" => a.config.api_jobs = true,
             "--tenants" => a.config.tenants = true,
+            "--preemption" => a.config.preemption = true,
+            "--hide-guarantees" => knobs.hidden_guarantees = true,
+            "--no-refill-after-stop" => knobs.no_refill_after_stop = true,
             "--slow-store" => a.config.slow_store = true,
             "--zk-latency" => a.config.zk_latency = true,
             "--zk-packet-limit" => a.config.zk_packet_limit = num(&mut it) as usize,
@@ -113,6 +116,8 @@ fn main() {
     let gpu_started = Arc::new(AtomicU64::new(0));
     // The API client's requests, its submissions accepted, and replayed.
     let api = Arc::new((AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)));
+    // Executors stopped by preemption.
+    let preemptions = Arc::new(AtomicU64::new(0));
     let failures: Arc<Mutex<Vec<u64>>> = Arc::default();
     let start = Instant::now();
     let workers: Vec<_> = (0..args.threads)
@@ -123,6 +128,7 @@ fn main() {
                 (step_downs.clone(), depositions.clone(), live_depositions.clone());
             let (started, gpu_started) = (started.clone(), gpu_started.clone());
             let api = api.clone();
+            let preemptions = preemptions.clone();
             let config = args.config.clone();
             let keep_going = args.keep_going;
             std::thread::spawn(move || loop {
@@ -144,6 +150,7 @@ fn main() {
                         api.0.fetch_add(stats.api_requests, Ordering::Relaxed);
                         api.1.fetch_add(stats.api_accepted, Ordering::Relaxed);
                         api.2.fetch_add(stats.api_replayed, Ordering::Relaxed);
+                        preemptions.fetch_add(stats.preemptions, Ordering::Relaxed);
                     }
                     Err(f) => {
                         println!("FAILURE\n{f}\n");
@@ -187,6 +194,12 @@ fn main() {
             api.0.load(Ordering::Relaxed),
             api.1.load(Ordering::Relaxed),
             api.2.load(Ordering::Relaxed)
+        );
+    }
+    if args.config.preemption {
+        println!(
+            "preemption: {} executors stopped by preemption",
+            preemptions.load(Ordering::Relaxed)
         );
     }
     if !failed.is_empty() {

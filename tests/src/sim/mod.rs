@@ -52,6 +52,14 @@ pub struct Knobs {
     /// suspend (CLOCK_BOOTTIME, docs/design.md#identity-and-time-do-not-trust-the-wall-clock): after a [`Fault::Suspend`]
     /// the node's clock lags by the sleep.
     pub monotonic_clock: bool,
+    /// With `preemption`: the API client sets its tenants without their
+    /// guarantees, so the leader preempts as one that ignored them would;
+    /// the `preemption_guarantee` invariant judges by the guarantees the
+    /// operator meant (`regent-soak --hide-guarantees`).
+    pub hidden_guarantees: bool,
+    /// `master::Config::unsafe_no_refill_after_stop`: a stopped executor's
+    /// slot is settled, not refilled (`regent-soak --no-refill-after-stop`).
+    pub no_refill_after_stop: bool,
 }
 
 /// How big a run is.
@@ -104,6 +112,15 @@ pub struct SimConfig {
     /// invariant. Off by default, so the regression seeds keep their
     /// schedules.
     pub tenants: bool,
+    /// With `api_jobs`: the API client first sets two tenants with
+    /// guarantees, weights and a limit, and its jobs (of more slots) belong
+    /// to them, so they overfill the cluster beside the subscribers'
+    /// frameworks and the leader preempts (`regent-soak --preemption`;
+    /// docs/tenants.md), checked by the `preemption_guarantee` and
+    /// `preempted_slots` invariants beside `tenant_limits` and
+    /// `waiting_reasons`. Off by default, so the regression seeds keep
+    /// their schedules; takes the place of `tenants`.
+    pub preemption: bool,
     /// Invariants not checked, by name (`regent-soak --skip NAME`): to soak
     /// the other properties while a known bug breaks one. Empty by default.
     pub skip: Vec<String>,
@@ -151,6 +168,7 @@ impl Default for SimConfig {
             jobs: false,
             api_jobs: false,
             tenants: false,
+            preemption: false,
             skip: Vec::new(),
             slow_store: false,
             zk_latency: false,
@@ -188,6 +206,7 @@ impl SimConfig {
             (self.jobs, "--jobs"),
             (self.api_jobs, "--api-jobs"),
             (self.tenants, "--tenants"),
+            (self.preemption, "--preemption"),
             (self.slow_store, "--slow-store"),
             (self.zk_latency, "--zk-latency"),
             (self.clock_steps, "--clock-steps"),
@@ -198,6 +217,8 @@ impl SimConfig {
             (self.knobs.no_lease_check, "--no-lease-check"),
             (self.knobs.no_acting_lease, "--no-acting-lease"),
             (self.knobs.monotonic_clock, "--monotonic-clock"),
+            (self.knobs.hidden_guarantees, "--hide-guarantees"),
+            (self.knobs.no_refill_after_stop, "--no-refill-after-stop"),
         ] {
             if on {
                 out.push(' ');
@@ -255,6 +276,8 @@ pub struct RunStats {
     /// Of them, retries answered with what the key's first acceptance
     /// produced (`JobChange::Replayed`).
     pub api_replayed: u64,
+    /// Executors leaders stopped by preemption (`--preemption`), each once.
+    pub preemptions: u64,
     /// Fast takeovers: election nodes a standby deleted for another
     /// session (deposing a leader it took for dead).
     pub depositions: u64,

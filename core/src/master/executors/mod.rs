@@ -467,11 +467,25 @@ impl Master {
         super::fairness::weighted_share(&self.usage.framework(fid), capacity, 1)
     }
 
-    /// Where `tenant` stands among the tenants: its dominant share over
-    /// its weight.
+    /// Where `tenant` stands among the tenants: first every tenant below
+    /// its guarantee (cores or memory), then the others; within each, its
+    /// dominant share over its weight. Guarantees come first so capacity a
+    /// preemption frees for a tenant below its guarantee goes to it, not
+    /// back to the victim's tenant when that one is poorer by weighted
+    /// share (found by the `--preemption` soak, sim seed 611:
+    /// docs/design.md#simulator-seeds).
     fn tenant_key(&self, tenant: &str, capacity: (u64, u64)) -> u64 {
-        let weight = self.tenants.get(tenant).map_or(1, |t| t.weight);
-        super::fairness::weighted_share(&self.usage.tenant(tenant), capacity, weight)
+        let set = self.tenants.get(tenant);
+        let weight = set.map_or(1, |t| t.weight);
+        let held = self.usage.tenant(tenant);
+        let below = set.is_some_and(|t| {
+            held.cores < t.guarantee.cores.unwrap_or(0)
+                || held.memory_mb < t.guarantee.memory_mb.unwrap_or(0)
+        });
+        // A weighted share is at most 10^9: the guaranteed band sorts
+        // first.
+        let band = if below { 0 } else { 1 << 40 };
+        band + super::fairness::weighted_share(&held, capacity, weight)
     }
 
     /// Places the next open slot of `fid` from `cursor` (group, slot) that
@@ -928,20 +942,21 @@ impl Master {
         now: Millis,
         out: &mut Vec<Action>,
     ) {
-        // One an operator asked to stop with its slot refilled (durable
-        // in `replacing`) is not adopted: the kill it was promised is
-        // carried out, whichever leader accepted it.
+        // One an operator asked to stop with its slot refilled, or a
+        // preemption's victim (durable in `replacing`), is not adopted: the
+        // kill it was promised is carried out, whichever leader accepted
+        // it. Its end is never counted: it stays named after its end (until
+        // the slot settles, or another executor of the slot is stopped to
+        // be replaced), so a report of its end heard again (a worker
+        // registers twice before it hears the acknowledgement; the second
+        // registration writes off a launch made for the slot meanwhile) is
+        // no adoptable end either (`--api-jobs --preemption`, docs/design.md#issue-44:
+        // sim seeds 71 and 4534 (docs/design.md#simulator-seeds)).
         let replacing = report.id.group_slot(&report.framework).is_some_and(|(group, slot)| {
             self.frameworks
-                .get_mut(&report.framework)
-                .and_then(|f| f.group_mut(&group))
-                .is_some_and(|g| {
-                    let named = g.record.replacing.get(&slot) == Some(&report.id);
-                    if named && report.state.is_terminal() {
-                        g.record.replacing.remove(&slot);
-                    }
-                    named
-                })
+                .get(&report.framework)
+                .and_then(|f| f.groups.iter().find(|g| g.record.spec.group == group))
+                .is_some_and(|g| g.record.replacing.get(&slot) == Some(&report.id))
         });
         if self.dying.contains(&report.id) {
             if report.state.is_terminal() {
@@ -1148,6 +1163,7 @@ impl Master {
         }
         self.release(&e);
         let max_retries = self.config.max_executor_retries;
+        let no_refill_after_stop = self.config.unsafe_no_refill_after_stop;
         let epoch = self.epoch;
         // The longer of what this leader saw and what the worker reports
         // (which covers a run that began under an earlier leader).
@@ -1161,12 +1177,10 @@ impl Master {
             settled = fw.groups.iter().position(|g| g.record.spec.group == e.group);
             if let Some(g) = fw.group_mut(&e.group) {
                 let slot = e.slot as usize;
-                // Its worker reported its end, recorded in this write: no
-                // new leader needs to know it was being replaced. (A LOST
-                // one may still run: it stays named.)
-                if reported && g.record.replacing.get(&e.slot) == Some(&e.id) {
-                    g.record.replacing.remove(&e.slot);
-                }
+                // One being replaced stays named in `replacing` after its
+                // end (see `adopt_or_kill`): a report of its end heard
+                // again, by this leader or a new one, is never adopted and
+                // counted.
                 let restart = &g.record.spec.policy.restart;
                 let own_policy = *restart != crate::policy::RestartPolicy::default();
                 let service = restart.mode == crate::policy::RestartMode::Service;
@@ -1183,7 +1197,9 @@ impl Master {
                         // The framework's kill is recorded (and may have
                         // been accepted): whatever the end, the slot stays
                         // killed and is not refilled.
-                        _ if e.kill_requested => SlotOutcome::Killed { executor: e.id.clone() },
+                        _ if e.kill_requested || (e.operator_stop && no_refill_after_stop) => {
+                            SlotOutcome::Killed { executor: e.id.clone() }
+                        }
                         // An operator stopped it (a drain, or a kill with
                         // refill): whatever else it ended with is no
                         // failure of its own: refill, charging nothing.

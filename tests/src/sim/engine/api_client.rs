@@ -11,10 +11,11 @@
 
 use super::invariants::api_jobs;
 use super::{spec_for, Input, Node, World};
+use crate::sim::SimConfig;
 use regent_core::api::{JobChange, JobSubmission};
 use regent_core::ids::QueryId;
 use regent_core::node::master::{self as mnode, Answer, Query};
-use regent_core::protocol::tenants::Tenant;
+use regent_core::protocol::tenants::{Dims, Tenant};
 use regent_core::protocol::Message;
 use regent_core::FrameworkId;
 use std::collections::BTreeMap;
@@ -28,6 +29,48 @@ const JOB_PRIORITIES: [u8; JOBS as usize] = [50, 80, 20];
 /// `--tenants`: the tenants the client sets first and the cores each may
 /// hold; job `apiK` belongs to the `K % 2`th.
 pub(crate) const TENANT_LIMITS: [(&str, u64); 2] = [("team-0", 1), ("team-1", 2)];
+
+/// `--preemption`: the tenants the client sets first, as (name, cores
+/// guaranteed, core limit, weight); job `apiK` belongs to the `K % 2`th.
+/// `team-0`'s guarantee is above what weighted DRF alone would leave it
+/// beside `team-1` (weight 4) on the smaller clusters, so the guarantee is
+/// what protects it; the sum of the guarantees (4 cores) fits the
+/// smallest cluster (5 cores).
+pub(crate) const PREEMPTION_TENANTS: [(&str, u64, Option<u64>, u32); 2] =
+    [("team-0", 3, None, 1), ("team-1", 1, Some(6), 4)];
+
+/// The tenants the client sets first in `cfg`'s mode, as the operator means
+/// them (with `Knobs::hidden_guarantees`, the leader is told them without
+/// their guarantees).
+fn tenants_of(cfg: &SimConfig) -> Vec<Tenant> {
+    if cfg.preemption {
+        PREEMPTION_TENANTS
+            .iter()
+            .map(|(name, guaranteed, limit, weight)| Tenant {
+                guarantee: Dims { cores: Some(*guaranteed), ..Dims::default() },
+                limit: Dims { cores: *limit, ..Dims::default() },
+                weight: *weight,
+                ..Tenant::new(*name)
+            })
+            .collect()
+    } else if cfg.tenants {
+        TENANT_LIMITS
+            .iter()
+            .map(|(name, cores)| Tenant {
+                limit: Dims { cores: Some(*cores), ..Dims::default() },
+                ..Tenant::new(*name)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    }
+}
+
+/// The guarantee the operator set for `tenant` in `cfg`'s mode, if it set
+/// that tenant.
+pub(crate) fn guarantee_of(cfg: &SimConfig, tenant: &str) -> Option<Dims> {
+    tenants_of(cfg).into_iter().find(|t| t.name == tenant).map(|t| t.guarantee)
+}
 
 /// The client's state.
 #[derive(Debug, Default)]
@@ -92,19 +135,24 @@ impl World {
     fn api_request(&mut self, op: u8, n: u32) -> Option<Message> {
         self.api.next += 1;
         let request = self.api.next;
-        // `--tenants`: the tenants and their limits first, one at a time
+        // `--tenants`, `--preemption`: the tenants first, one at a time
         // (each durable before any job is submitted), then jobs of theirs.
-        if self.cfg.tenants && self.api.tenants_set < TENANT_LIMITS.len() {
-            let (name, cores) = TENANT_LIMITS[self.api.tenants_set];
-            let limit =
-                regent_core::protocol::tenants::Dims { cores: Some(cores), ..Default::default() };
-            let tenant = regent_core::protocol::tenants::Tenant { limit, ..Tenant::new(name) };
+        let tenants = tenants_of(&self.cfg);
+        if let Some(tenant) = tenants.get(self.api.tenants_set) {
+            let mut tenant = tenant.clone();
+            if self.cfg.knobs.hidden_guarantees {
+                tenant.guarantee = Dims::default();
+            }
             return Some(Message::SetTenant { request, tenant });
         }
-        let tenant = self.cfg.tenants.then(|| TENANT_LIMITS[(n % JOBS) as usize % 2].0.to_owned());
+        let tenant = (!tenants.is_empty())
+            .then(|| tenants[(n % JOBS) as usize % tenants.len()].name.clone());
         let job = FrameworkId(format!("api{}", n % JOBS));
+        // With `--preemption` jobs of 2 to 4 slots, which overfill the
+        // cluster beside the subscribers' frameworks.
+        let slots = if self.cfg.preemption { 2 + n / 3 % 3 } else { 1 + n / 3 % 2 };
         let submission = |job: FrameworkId, key: String, expect_version: Option<u64>| {
-            let mut spec = spec_for(9, 1 + n / 3 % 2);
+            let mut spec = spec_for(9, slots);
             spec.group = "web".into();
             spec.memory_mb = 64;
             // Every other submission of a job changes its command (an

@@ -753,6 +753,7 @@ impl World {
                         api_requests: self.api.sent,
                         api_accepted: self.api.accepted,
                         api_replayed: self.api.replayed,
+                        preemptions: self.obs.preempted.len() as u64,
                         depositions: self.depositions,
                         live_depositions: self.live_depositions,
                     });
@@ -995,10 +996,16 @@ impl World {
             match (node, input) {
                 (Node::Master(m), Input::Master(input)) => {
                     let before = invariants::before_master_handle(self, m);
+                    let preempting = invariants::preemption_guarantee::before(self, m);
                     let now = self.node_now(node);
                     let outputs = self.masters[m].node.handle(now, input);
                     self.rearm_tick(node);
                     invariants::after_master_handle(self, m, before);
+                    if let Err(detail) =
+                        invariants::preemption_guarantee::after(self, m, preempting)
+                    {
+                        invariants::fail(self, "preemption_guarantee", detail);
+                    }
                     self.master_outputs(m, outputs);
                 }
                 (Node::Worker(w), Input::Worker(input)) => {
@@ -2545,7 +2552,10 @@ fn new_node(
     c.unsafe_no_lease_check = knobs.no_lease_check;
     c.unsafe_no_acting_lease = knobs.no_acting_lease;
     MasterNode::new(mnode::Config {
-        master: master::Config::new(MasterId(format!("m{i}")), master_addr(i)),
+        master: master::Config {
+            unsafe_no_refill_after_stop: knobs.no_refill_after_stop,
+            ..master::Config::new(MasterId(format!("m{i}")), master_addr(i))
+        },
         leadership: Leadership::Zookeeper(c),
         clock_base,
         cluster: CLUSTER.into(),

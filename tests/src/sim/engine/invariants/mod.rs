@@ -21,6 +21,8 @@ pub mod maintenance;
 pub mod named_resources;
 pub mod one_executor;
 pub mod ports;
+pub mod preempted_slots;
+pub mod preemption_guarantee;
 pub mod registry;
 pub mod resources;
 pub mod rollout_down;
@@ -126,6 +128,9 @@ pub(crate) struct Obs {
     pub(crate) fitting_since: BTreeMap<capacity_offered::Waiting, Millis>,
     /// The API client's requests and answers ([`api_jobs`]).
     pub(crate) api: api_jobs::Seen,
+    /// Executors a leader stopped by preemption, with their slots
+    /// ([`preemption_guarantee`], [`preempted_slots`]).
+    pub(crate) preempted: BTreeMap<ExecutorId, preemption_guarantee::Victim>,
 }
 
 impl Obs {
@@ -142,7 +147,7 @@ type Check = fn(&mut World) -> Result<(), String>;
 
 /// The state-based invariants, after every step.
 pub(crate) fn check_all(w: &mut World) -> Result<(), Violation> {
-    let checks: [(&'static str, Check); 13] = [
+    let checks: [(&'static str, Check); 14] = [
         ("single_leader", |w| single_leader::check(w)),
         ("epochs", epochs::check),
         ("registry", |w| registry::check(w)),
@@ -156,6 +161,7 @@ pub(crate) fn check_all(w: &mut World) -> Result<(), Violation> {
         ("api_jobs", api_jobs::check),
         ("waiting_reasons", |w| waiting_reasons::check(w)),
         ("tenant_limits", |w| tenant_limits::check(w)),
+        ("preempted_slots", |w| preempted_slots::check(w)),
     ];
     for (invariant, check) in checks {
         if !w.skips(invariant) {
