@@ -472,8 +472,8 @@ impl Master {
     /// dominant share over its weight. Guarantees come first so capacity a
     /// preemption frees for a tenant below its guarantee goes to it, not
     /// back to the victim's tenant when that one is poorer by weighted
-    /// share (found by the `--preemption` soak, sim seed 611:
-    /// docs/design.md#simulator-seeds).
+    /// share (found by the `--preemption` soak in the trace of
+    /// sim seed 611 (docs/design.md#simulator-seeds)).
     fn tenant_key(&self, tenant: &str, capacity: (u64, u64)) -> u64 {
         let set = self.tenants.get(tenant);
         let weight = set.map_or(1, |t| t.weight);
