@@ -427,6 +427,47 @@ fn a_deleted_job_is_torn_down_once_durable_and_its_executors_killed() {
     );
 }
 
+/// A job's id cannot be taken again while the end of the framework that
+/// had it is being written: the delete of its record waits for its history
+/// record, and a new job of that id in between made the delete be skipped,
+/// so the end was acknowledged with the ended framework's record still in
+/// the store. The preemption soak's seed 13253 (docs/design.md#simulator-seeds): a subscriber's
+/// `Teardown`, then the API client's submission under its id.
+#[test]
+fn an_id_whose_end_is_being_written_is_refused_to_a_new_job_until_its_record_is_deleted() {
+    let mut c = Cluster::new();
+    let t = Millis(1_000);
+    let (_, all, _) = c.submit(t, submission("web", vec![group("g", 1, "/bin/sleep")]));
+    c.run_all(t, &all);
+    let query = QueryId(900);
+    let delete = Message::DeleteJob { request: 9, job: FrameworkId::new("web") };
+    let ending = c.m.handle(
+        t,
+        master::Event::Command { query, msg: delete, principal: Box::new(Principal::Root) },
+    );
+    assert!(answers(&ending).is_empty(), "accepted before durable: {ending:?}");
+    // Its history record is not durable yet: a submission of the id is
+    // refused, with nothing written.
+    let (before, _, answer) = c.submit(t, submission("web", vec![group("h", 1, "/bin/true")]));
+    let reason = refused(&answer);
+    assert!(reason.starts_with("job web is still ending"), "{reason}");
+    assert_eq!(writes(&before), 0, "{before:?}");
+    // The end lands: the history record, then the record's delete, then
+    // the acknowledgement.
+    let all = c.store.run(&mut c.m, t, ending);
+    let acked: Vec<_> = answers(&all).into_iter().filter(|(q, _)| *q == query).collect();
+    assert!(
+        matches!(acked.as_slice(), [(_, Message::RequestAccepted { request: 9, .. })]),
+        "{acked:?}"
+    );
+    assert!(c.store.job("web").is_none());
+    assert_eq!(c.store.history_outcomes(), vec!["web TornDown".to_string()]);
+    // Once ended, the id is free: a new job starts over at version 1.
+    let answer = c.submit(t, submission("web", vec![group("h", 1, "/bin/true")])).2;
+    assert_eq!(accepted(&answer), (1, JobChange::Created));
+    assert!(c.store.job("web").is_some());
+}
+
 #[test]
 fn a_job_its_version_and_keys_survive_a_failover_and_it_never_times_out() {
     let mut c = Cluster::new();

@@ -98,6 +98,15 @@ impl Master {
         ))
     }
 
+    /// Whether a framework of id `id` ended and its history record is not
+    /// durable yet (its own record's delete waits for it).
+    pub(super) fn is_ending(&self, id: &FrameworkId) -> bool {
+        self.history
+            .pending
+            .iter()
+            .any(|seq| self.history.entries.get(seq).is_some_and(|f| f.id == *id))
+    }
+
     /// The finished frameworks whose history record is durable, oldest
     /// first: what a successor would load if this leader crashed now.
     pub fn history(&self) -> impl Iterator<Item = &FinishedFramework> {
@@ -199,7 +208,8 @@ impl Master {
     /// The history record of a finished framework is durable: delete the
     /// framework's own record, unless the framework subscribed again since
     /// (possible only once its entry was evicted: its new record took the
-    /// key; writes to one key apply in order).
+    /// key; writes to one key apply in order). A job cannot take the id
+    /// while this record is pending ([`Master::is_ending`], `create_job`).
     pub(super) fn on_history_durable(
         &mut self,
         now: Millis,

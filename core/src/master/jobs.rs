@@ -295,6 +295,21 @@ impl Master {
         out: &mut Vec<Action>,
     ) {
         let id = sub.job.clone();
+        // A framework of this id that just ended (a `DeleteJob`, a
+        // subscriber's `Teardown`, a kill, a timeout) has its history record
+        // in flight and its own record not yet deleted: a new job taking the
+        // id now would make the delete be skipped (`on_history_durable`: the
+        // id is live again), and the end's acknowledgement would go out with
+        // the ended framework's record still in the store. Found by the
+        // preemption soak's seed 13253 (docs/design.md#simulator-seeds).
+        if self.is_ending(&id) {
+            let reason = format!(
+                "job {id} is still ending (its end is not durable yet); submit it again once it \
+                 has ended; nothing was changed"
+            );
+            out.push(self.refuse_request(asker, request, reason));
+            return;
+        }
         if let Some(expected) = sub.expect_version.filter(|v| *v != 0) {
             let reason = format!("no job {id} (expected version {expected}); nothing was changed");
             out.push(self.refuse_request(asker, request, reason));
