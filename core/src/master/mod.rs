@@ -59,7 +59,7 @@ use crate::protocol::{
     Message, Role, Usage, WorkerUsageView, WorkerView,
 };
 use crate::states::DrainState;
-use crate::store::{Maintenance, SlotOutcome};
+use crate::store::Maintenance;
 use crate::store::{Record, WriteId};
 use crate::store::{StoreCommand, StoreEvent};
 use crate::time::Millis;
@@ -1037,7 +1037,7 @@ impl Master {
                 let placeable = g.placeable_slots() as usize;
                 for (slot, outcome) in g.record.slots.iter().enumerate().take(placeable) {
                     let key = (fw.id.clone(), gi, slot as u32);
-                    if *outcome == SlotOutcome::Pending
+                    if *outcome == crate::store::SlotOutcome::Pending
                         && g.current[slot].is_none()
                         && !self.restart_waits.contains(&key)
                     {
