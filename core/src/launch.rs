@@ -351,6 +351,27 @@ pub fn refused_launch(why: &str) -> String {
     format!("{REFUSED_LAUNCH}: {why}")
 }
 
+/// How a worker's `Failed` reason begins when it stopped a singleton
+/// executor because it heard from no master for the group's `stop_after`
+/// ([`Disconnect`], docs/design.md#issue-45): no failure of the executor's
+/// own, so the leader refills the slot without charging a retry
+/// ([`is_cut_off`]).
+pub const CUT_OFF: &str = "stopped: no master heard for";
+
+/// The `Failed` reason of a singleton executor stopped under `rule`
+/// ([`CUT_OFF`]): `stopped: no master heard for 30s`.
+pub fn cut_off_reason(rule: Disconnect) -> String {
+    let after = rule.to_string();
+    let after = after.strip_prefix("stop_after ").unwrap_or(&after);
+    format!("{CUT_OFF} {after}")
+}
+
+/// Whether a `Failed` reason is a singleton stopped by its cut-off worker
+/// ([`CUT_OFF`]).
+pub fn is_cut_off(reason: &str) -> bool {
+    reason.strip_prefix(CUT_OFF).is_some_and(|rest| rest.starts_with(' '))
+}
+
 /// Whether a `Failed` reason is a refused launch ([`REFUSED_LAUNCH`]).
 pub fn is_refused_launch(reason: &str) -> bool {
     reason.strip_prefix(REFUSED_LAUNCH).is_some_and(|rest| rest.starts_with(": "))

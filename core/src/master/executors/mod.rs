@@ -1202,6 +1202,12 @@ impl Master {
                             wait = Some(REFUSED_LAUNCH_WAIT.0);
                             SlotOutcome::Pending
                         }
+                        // A singleton its worker stopped, cut off from every
+                        // master for the group's stop_after: the worker's
+                        // doing, so refill, charging nothing (docs/design.md#issue-45).
+                        ExecutorState::Failed { reason } if crate::launch::is_cut_off(reason) => {
+                            SlotOutcome::Pending
+                        }
                         // Counted already (by a leader that recorded it and
                         // died before its acknowledgement reached the
                         // worker, which reports it again): an end is
