@@ -16,6 +16,26 @@ use crate::launch::Disconnect;
 use crate::time::Millis;
 use std::collections::BTreeMap;
 
+/// The kill grace the leader assumes for a group that names none: the
+/// daemons' default (`regent worker --kill-grace`, 3 s). A worker given a
+/// longer one should be paired with groups that name theirs.
+pub const ASSUMED_KILL_GRACE: Millis = Millis(3_000);
+
+/// How long after it last heard from a worker the leader may re-place a
+/// singleton executor it lost with that worker: the group's `stop_after`
+/// (the worker kills it then, by its own clock), plus its kill grace (the
+/// process may take that long to end), plus a margin for clock rates and
+/// late timers: 10 % of `stop_after` (a worker whose clock runs up to 10 %
+/// slower than the leader's, far beyond what NTP-disciplined or even free
+/// running crystal clocks drift, still stops first) and 1 s (a worker's
+/// timer firing late, a loaded host). With `stop_after = "30s"` and the
+/// default grace: 30 + 3 + 3 + 1 = 37 s.
+pub fn replace_after(rule: Disconnect, kill_grace_ms: Option<u64>) -> Millis {
+    let stop_after = Millis(rule.stop_after_ms);
+    let grace = kill_grace_ms.map_or(ASSUMED_KILL_GRACE, Millis);
+    stop_after + grace + Millis(rule.stop_after_ms / 10) + Millis(1_000)
+}
+
 /// The worker's watch over its singleton executors (see the module
 /// documentation).
 #[derive(Clone, Debug, Default)]
@@ -109,5 +129,12 @@ mod tests {
         // An executor that ends by itself is forgotten without a reason.
         assert_eq!(c.forget(&b), None);
         assert_eq!(c.next_deadline(), None);
+    }
+
+    #[test]
+    fn the_leader_waits_stop_after_grace_and_a_margin() {
+        let rule = Disconnect::after_ms(30_000);
+        assert_eq!(replace_after(rule, None), Millis(37_000));
+        assert_eq!(replace_after(rule, Some(10_000)), Millis(44_000));
     }
 }

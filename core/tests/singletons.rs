@@ -125,3 +125,82 @@ fn a_change_of_leader_while_masters_are_heard_stops_nothing() {
     let _ = from(&mut w, Millis(74_600), "b", Message::NotLeader { epoch: Epoch(3), leader: None });
     assert_eq!(run(&mut w, 75_000, 76_000), vec![(75_000, ExecutorId::new("f/leader#0#1"))]);
 }
+
+mod leader {
+    //! The leader's side: a singleton's executor lost with a worker
+    //! declared DEAD is placed again only once `stop_after`, its kill grace
+    //! and the margin for clock rates have passed since the leader last
+    //! heard from that worker; other groups are placed again at once.
+
+    use super::common::*;
+    use regent_core::launch::{Disconnect, LaunchSpec};
+    use regent_core::master::{self, Master};
+    use regent_core::protocol::{ExecutorReport, ExecutorState, Message};
+    use regent_core::{Incarnation, Millis};
+
+    const W1: u64 = 101;
+    const W2: u64 = 102;
+
+    fn join(m: &mut Master, now: Millis, conn: u64, name: &str) {
+        let _ = connect_worker(m, now, conn, name);
+        let reg = Message::RegisterWorker(registration(name, conn));
+        let _ = deliver_to_master(m, now, conn, reg);
+    }
+
+    /// When the slot of a one-slot group, placed on w1 at 0 and running,
+    /// is placed again on w2 after w1 falls silent at 0 (w2 heartbeats
+    /// every second); `None` if not by 120 s.
+    fn replaced_at(disconnect: Option<Disconnect>) -> Option<u64> {
+        let mut m = Master::new(master::Config::new("a".into(), addr("a")));
+        let _ = elect(&mut m, Millis(0), 1);
+        join(&mut m, Millis(0), W1, "w1");
+        subscribe(&mut m, 1);
+        let launch = LaunchSpec { disconnect, ..Default::default() };
+        let spec = group_with("leader", 1, launch);
+        let sends =
+            deliver_to_master(&mut m, Millis(0), 1, Message::DeclareGroup { request: 1, spec });
+        let placed = launches(&sends);
+        assert_eq!(placed.len(), 1, "{sends:?}");
+        let (conn, id, framework) = placed[0].clone();
+        assert_eq!(conn, W1);
+        let report = ExecutorReport {
+            ran_ms: None,
+            resources: Default::default(),
+            id,
+            framework,
+            cores: 1,
+            memory_mb: 1,
+            state: ExecutorState::Running,
+            ports: vec![],
+        };
+        let msg = Message::ExecutorStatus { incarnation: Incarnation(W1), report };
+        let _ = deliver_to_master(&mut m, Millis(0), W1, msg);
+        join(&mut m, Millis(0), W2, "w2");
+        for t in (500..=120_000).step_by(500) {
+            let now = Millis(t);
+            let mut sends = Vec::new();
+            if t % 1_000 == 0 {
+                let hb = Message::WorkerHeartbeat { incarnation: Incarnation(W2) };
+                sends.extend(deliver_to_master(&mut m, now, W2, hb));
+            }
+            let out = m.handle(now, master::Event::Tick);
+            sends.extend(m_sends(&out));
+            sends.extend(m_sends(&persist_all(&mut m, now, &out)));
+            if launches(&sends).iter().any(|(c, ..)| *c == W2) {
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_singleton_lost_with_a_dead_worker_waits_stop_after_grace_and_margin() {
+        // Without the rule: placed again once w1 is DEAD (a 10 s timeout).
+        let plain = replaced_at(None).expect("replaced");
+        assert!(plain <= 15_000, "{plain}");
+        // With stop_after 30 s: not before 30 + 3 + 3 + 1 = 37 s after the
+        // leader last heard from w1 (at 0).
+        let single = replaced_at(Some(Disconnect::after_ms(30_000))).expect("replaced");
+        assert!((37_000..=39_000).contains(&single), "{single}");
+    }
+}
