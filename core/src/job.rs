@@ -160,6 +160,7 @@ pub fn key_name(key: GroupKey) -> &'static str {
         GroupKey::Resources => "resources",
         GroupKey::Logs => "logs",
         GroupKey::Priority => "priority",
+        GroupKey::Disconnect => "disconnect",
     }
 }
 

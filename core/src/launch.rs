@@ -62,7 +62,49 @@ pub struct LaunchSpec {
     /// leaves unsaid is the worker's (`--executor-log-max-bytes`,
     /// `--executor-log-files`). `None`: the worker's.
     pub logs: Option<LogRotation>,
+    /// What the executor's worker does when it hears from no master
+    /// (`disconnect = { stop_after = "30s" }`, a singleton that must never
+    /// run twice; docs/design.md#issue-45). `None`: it runs on through
+    /// any partition, as before.
+    pub disconnect: Option<Disconnect>,
 }
+
+/// A group's rule for a worker cut off from every master (see
+/// [`LaunchSpec::disconnect`]): once the worker has heard from no master
+/// for `stop_after_ms`, it stops the group's executors, and the leader
+/// places their replacements only after that time, the kill grace and a
+/// margin for clock rates have passed since it last heard from the worker
+/// (docs/jobs.md, docs/design.md#issue-45).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Disconnect {
+    /// How long the worker runs the executors on without hearing from any
+    /// master, in ms: [`MIN_STOP_AFTER_MS`] to [`MAX_STOP_AFTER_MS`].
+    pub stop_after_ms: u64,
+}
+
+impl Disconnect {
+    /// The policy of `stop_after_ms`.
+    pub fn after_ms(stop_after_ms: u64) -> Self {
+        Disconnect { stop_after_ms }
+    }
+}
+
+impl std::fmt::Display for Disconnect {
+    /// `stop_after 30s` (whole seconds), else `stop_after 1500ms`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.stop_after_ms {
+            ms if ms % 1_000 == 0 => write!(f, "stop_after {}s", ms / 1_000),
+            ms => write!(f, "stop_after {ms}ms"),
+        }
+    }
+}
+
+/// The shortest `stop_after` a group may ask for: 1 s (shorter would stop
+/// executors over a lost heartbeat or two).
+pub const MIN_STOP_AFTER_MS: u64 = 1_000;
+/// The longest `stop_after` a group may ask for: 1 day (a replacement
+/// waits at least this long after its worker is declared DEAD).
+pub const MAX_STOP_AFTER_MS: u64 = 86_400_000;
 
 /// A group's own rotation of its executors' output (see
 /// [`LaunchSpec::logs`]).
@@ -124,6 +166,10 @@ pub enum LaunchProblem {
         /// The path as given.
         path: String,
     },
+    /// A `disconnect.stop_after` shorter than [`MIN_STOP_AFTER_MS`] or
+    /// longer than [`MAX_STOP_AFTER_MS`].
+    #[error("disconnect.stop_after {0} ms is out of range: {MIN_STOP_AFTER_MS} ms (1 s) to {MAX_STOP_AFTER_MS} ms (1 day)")]
+    StopAfter(u64),
     /// The kill grace is longer than [`MAX_KILL_GRACE_MS`].
     #[error("kill_grace {0} ms is longer than the most, {MAX_KILL_GRACE_MS} ms (1 hour)")]
     KillGrace(u64),
@@ -263,6 +309,11 @@ impl LaunchSpec {
                 return Some(LaunchProblem::Logs(*logs));
             }
         }
+        if let Some(d) = self.disconnect {
+            if !(MIN_STOP_AFTER_MS..=MAX_STOP_AFTER_MS).contains(&d.stop_after_ms) {
+                return Some(LaunchProblem::StopAfter(d.stop_after_ms));
+            }
+        }
         crate::ports::names_problem(&self.ports).map(LaunchProblem::Ports)
     }
 
@@ -298,6 +349,27 @@ pub const REFUSED_LAUNCH: &str = "not started";
 /// The `Failed` reason of a launch refused for `why` ([`REFUSED_LAUNCH`]).
 pub fn refused_launch(why: &str) -> String {
     format!("{REFUSED_LAUNCH}: {why}")
+}
+
+/// How a worker's `Failed` reason begins when it stopped a singleton
+/// executor because it heard from no master for the group's `stop_after`
+/// ([`Disconnect`], docs/design.md#issue-45): no failure of the executor's
+/// own, so the leader refills the slot without charging a retry
+/// ([`is_cut_off`]).
+pub const CUT_OFF: &str = "stopped: no master heard for";
+
+/// The `Failed` reason of a singleton executor stopped under `rule`
+/// ([`CUT_OFF`]): `stopped: no master heard for 30s`.
+pub fn cut_off_reason(rule: Disconnect) -> String {
+    let after = rule.to_string();
+    let after = after.strip_prefix("stop_after ").unwrap_or(&after);
+    format!("{CUT_OFF} {after}")
+}
+
+/// Whether a `Failed` reason is a singleton stopped by its cut-off worker
+/// ([`CUT_OFF`]).
+pub fn is_cut_off(reason: &str) -> bool {
+    reason.strip_prefix(CUT_OFF).is_some_and(|rest| rest.starts_with(' '))
 }
 
 /// Whether a `Failed` reason is a refused launch ([`REFUSED_LAUNCH`]).

@@ -46,6 +46,7 @@
 pub mod audit;
 pub mod auth;
 pub mod codec;
+pub mod cut_off;
 pub mod deadlines;
 pub mod elector;
 pub mod events;

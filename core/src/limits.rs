@@ -358,6 +358,9 @@ pub enum GroupKey {
     Logs,
     /// The group's priority (appended).
     Priority,
+    /// What a worker cut off from every master does (appended;
+    /// docs/design.md#issue-45).
+    Disconnect,
 }
 
 impl GroupKey {
@@ -383,6 +386,7 @@ impl GroupKey {
             GroupKey::Resources => "resources",
             GroupKey::Logs => "logs",
             GroupKey::Priority => "priority",
+            GroupKey::Disconnect => "disconnect",
         }
     }
 }
@@ -537,6 +541,7 @@ pub fn group_spec_problem(
             L::User(_) => K::User,
             L::Resources(_) => K::Resources,
             L::Logs(_) => K::Logs,
+            L::StopAfter(_) => K::Disconnect,
             _ => K::Artifacts,
         };
         return problem(key, p.to_string());

@@ -342,6 +342,7 @@ mod tests {
         new.policy.placement = Some(Placement::Pack);
         new.policy.constraints.push(Constraint::parse("disk=ssd").unwrap());
         new.policy.priority = 80;
+        new.launch.disconnect = Some(crate::launch::Disconnect::after_ms(30_000));
         let changes = spec_changes(&old, &new);
         assert_eq!(
             changes,
@@ -350,9 +351,30 @@ mod tests {
                 "env (TOKEN)",
                 "placement the master's -> pack",
                 "constraints [] -> [disk=ssd]",
-                "priority 50 -> 80"
+                "priority 50 -> 80",
+                "disconnect none -> stop_after 30s"
             ]
         );
+        // A singleton's stop_after of zero, or past a day, is a problem
+        // naming the group and the value (docs/design.md#issue-45).
+        for ms in [0, 999, crate::launch::MAX_STOP_AFTER_MS + 1] {
+            let mut bad = old.clone();
+            bad.launch.disconnect = Some(crate::launch::Disconnect::after_ms(ms));
+            let problem =
+                crate::limits::group_spec_problem(&bad, crate::limits::GroupKey::wire_name)
+                    .unwrap();
+            assert_eq!(problem.key, crate::limits::GroupKey::Disconnect);
+            assert_eq!(
+                problem.message("leader"),
+                format!("group \"leader\": disconnect.stop_after {ms} ms is out of range: 1000 ms (1 s) to 86400000 ms (1 day)")
+            );
+        }
+        let mut odd = old.clone();
+        odd.launch.disconnect = Some(crate::launch::Disconnect::after_ms(1_500));
+        assert!(
+            crate::limits::group_spec_problem(&odd, crate::limits::GroupKey::wire_name).is_none()
+        );
+        assert_eq!(odd.launch.disconnect.unwrap().to_string(), "stop_after 1500ms");
         assert!(!changes.concat().contains("s3cret"));
         // A priority past the highest is a problem naming the value (the
         // master refuses the declaration; a job file is refused before).

@@ -84,7 +84,10 @@ pub mod tenants;
 ///
 /// Version 15 (docs/design.md#issue-44, priorities): a group's
 /// [`GroupPolicy::priority`].
-pub const PROTOCOL_VERSION: u16 = 15;
+///
+/// Version 16 (docs/design.md#issue-45, singletons): a group's
+/// [`crate::launch::LaunchSpec::disconnect`]; `GroupStatus::stop_after_ms`.
+pub const PROTOCOL_VERSION: u16 = 16;
 
 /// What kind of node is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -433,6 +436,11 @@ pub fn spec_changes(old: &GroupSpec, new: &GroupSpec) -> Vec<String> {
     }
     if o.logs != n.logs {
         changes.push("logs".into());
+    }
+    if o.disconnect != n.disconnect {
+        let d =
+            |d: Option<crate::launch::Disconnect>| d.map_or("none".to_string(), |d| d.to_string());
+        changes.push(format!("disconnect {} -> {}", d(o.disconnect), d(n.disconnect)));
     }
     changes
 }

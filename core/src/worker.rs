@@ -336,6 +336,9 @@ pub enum Timer {
     Heartbeat,
     /// Redial masters whose connection is down.
     Reconnect,
+    /// Stop the singleton executors whose `stop_after` passed without word
+    /// from the master followed (appended; [`crate::cut_off`]).
+    CutOff,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -403,6 +406,9 @@ pub struct Worker {
     /// When each live executor was first seen RUNNING, by this process's
     /// clock: reports carry how long it ran (`ExecutorReport::ran_ms`).
     running_since: BTreeMap<ExecutorId, Millis>,
+    /// The watch over singleton executors: stopped once no master was
+    /// heard for their group's `stop_after` (docs/design.md#issue-45).
+    cut_off: crate::cut_off::CutOff,
 }
 
 /// The most often a worker sends its usage ([`Event::Usage`]): 10 s, so
@@ -446,6 +452,7 @@ impl Worker {
             usage: None,
             timers: Deadlines::new(),
             usage_sent: None,
+            cut_off: crate::cut_off::CutOff::new(Millis::ZERO),
         }
     }
 
@@ -523,6 +530,7 @@ impl Worker {
                         Timer::Registration => self.on_registration_timer(now, &mut out),
                         Timer::Heartbeat => self.on_heartbeat_timer(now, &mut out),
                         Timer::Reconnect => self.on_reconnect_timer(now, &mut out),
+                        Timer::CutOff => self.on_cut_off_timer(now, &mut out),
                     }
                 }
             }
@@ -559,6 +567,8 @@ impl Worker {
     }
 
     fn on_start(&mut self, now: Millis, out: &mut Vec<Action>) {
+        // The cut-off clock starts with the process (docs/design.md#issue-45).
+        self.cut_off.heard(now);
         for (addr, link) in self.links.iter_mut() {
             if link.state == LinkState::Down {
                 link.state = LinkState::Connecting;
@@ -796,6 +806,33 @@ impl Worker {
                 return;
             }
         }
+        // Word from a leader, about its leadership or this worker's
+        // executors: if it is the master followed once handled, the worker
+        // has heard from its master (a singleton runs on). A master that
+        // says it does not lead is no such word.
+        let leader_word = matches!(
+            msg,
+            Message::HelloReply(crate::protocol::HelloReply { leading: true, .. })
+                | Message::MasterChanged { .. }
+                | Message::Registered { .. }
+                | Message::HeartbeatAck { .. }
+                | Message::ReconnectWorker { .. }
+                | Message::LaunchExecutor { .. }
+                | Message::KillExecutorOnWorker { .. }
+                | Message::StopExecutorOnWorker { .. }
+                | Message::ExecutorStatusAck { .. }
+        );
+        let from_for_word = from.clone();
+        self.on_master_message(now, from, msg, out);
+        if leader_word && self.active.as_ref() == Some(&from_for_word) {
+            self.cut_off.heard(now);
+            self.arm_cut_off();
+        }
+    }
+
+    /// Handles a message from master `from` that passed the checks of
+    /// [`Worker::on_message`].
+    fn on_master_message(&mut self, now: Millis, from: Addr, msg: Message, out: &mut Vec<Action>) {
         match msg {
             Message::HelloReply(reply) => {
                 self.learn_masters(&from, &reply.masters, out);
@@ -997,6 +1034,11 @@ impl Worker {
                 return;
             }
             let ExecutorReport { id, framework, .. } = report.clone();
+            if let Some(rule) = spec.launch.disconnect {
+                // A singleton (docs/design.md#issue-45): watched while it lives.
+                self.cut_off.guard(id.clone(), rule);
+                self.arm_cut_off();
+            }
             self.executors.insert(id.clone(), report);
             out.push(Action::Executor(ExecutorCommand::Start { executor: id, framework, spec }));
             return;
@@ -1221,14 +1263,44 @@ impl Worker {
         if e.state.is_terminal() || e.state == state {
             return; // a terminal state is final
         }
+        let mut state = state;
         if state == ExecutorState::Running {
             self.running_since.insert(executor.clone(), now);
         } else if state.is_terminal() {
             // How long it ran is fixed at its end.
             e.ran_ms = self.running_since.remove(&executor).map(|t| now.since(t).0);
+            if let Some(reason) = self.cut_off.forget(&executor) {
+                // Stopped for want of a master: said so, and refilled
+                // without a retry charged (docs/design.md#issue-45).
+                state = ExecutorState::Failed { reason };
+            }
         }
+        let ended = state.is_terminal();
         e.state = state;
+        if ended {
+            self.arm_cut_off();
+        }
         self.report_executor(now, &executor, out);
+    }
+
+    /// Sets (or cancels) the cut-off timer to the next singleton's deadline.
+    fn arm_cut_off(&mut self) {
+        match self.cut_off.next_deadline() {
+            Some(at) => self.timers.set(Timer::CutOff, at),
+            None => self.timers.cancel(Timer::CutOff),
+        }
+    }
+
+    /// No word from the master followed for a singleton's `stop_after`:
+    /// its executor is killed (with its group's kill grace), its end
+    /// reported once a master is reachable again (docs/design.md#issue-45).
+    fn on_cut_off_timer(&mut self, now: Millis, out: &mut Vec<Action>) {
+        for executor in self.cut_off.due(now) {
+            if self.executors.get(&executor).is_some_and(|e| !e.state.is_terminal()) {
+                out.push(Action::Executor(ExecutorCommand::Kill { executor }));
+            }
+        }
+        self.arm_cut_off();
     }
 
     /// Tells the followed master about one executor, if registered with it.

@@ -63,6 +63,7 @@ fn group_spec_arb(g: &mut Gen) -> GroupSpec {
 
 fn launch_spec(g: &mut Gen) -> Box<regent_core::launch::LaunchSpec> {
     Box::new(regent_core::launch::LaunchSpec {
+        disconnect: Option::<u64>::arbitrary(g).map(regent_core::launch::Disconnect::after_ms),
         logs: Default::default(),
         resources: Default::default(),
         ports: Default::default(),
@@ -81,9 +82,10 @@ fn launch_spec(g: &mut Gen) -> Box<regent_core::launch::LaunchSpec> {
 }
 
 /// Launch options with every field set: a cwd, a kill grace, an artifact
-/// to unpack and one to place, a user.
+/// to unpack and one to place, a user, a disconnect rule.
 fn golden_launch() -> regent_core::launch::LaunchSpec {
     regent_core::launch::LaunchSpec {
+        disconnect: Some(regent_core::launch::Disconnect::after_ms(30_000)),
         logs: Default::default(),
         resources: Default::default(),
         ports: Default::default(),
@@ -215,6 +217,7 @@ fn job_status_arb(g: &mut Gen) -> api::JobStatus {
                 done: u32::arbitrary(g),
                 rolling: bool::arbitrary(g),
                 priority: u8::arbitrary(g),
+                stop_after_ms: opt_u64(g),
                 slots: (0..usize::arbitrary(g) % 3)
                     .map(|_| api::SlotStatus {
                         slot: u32::arbitrary(g),
@@ -1246,6 +1249,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                         done: 0,
                         rolling: false,
                         priority: 50,
+                        stop_after_ms: Some(30_000),
                         slots: vec![
                             api::SlotStatus {
                                 slot: 0,

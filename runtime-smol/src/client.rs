@@ -420,6 +420,11 @@ pub fn render_jobs(jobs: &[regent_core::api::JobStatus]) -> String {
             if g.priority != regent_core::policy::DEFAULT_PRIORITY {
                 let _ = write!(out, " priority {}", g.priority);
             }
+            if let Some(ms) = g.stop_after_ms {
+                // A singleton (docs/design.md#issue-45): stopped by a cut-off worker.
+                let d = regent_core::launch::Disconnect::after_ms(ms);
+                let _ = write!(out, " singleton ({d})");
+            }
             if g.rolling {
                 out.push_str(" (rolling out an update)");
             }
@@ -1420,6 +1425,7 @@ mod tests {
                 done: 1,
                 rolling: true,
                 priority: 80,
+                stop_after_ms: Some(30_000),
                 slots: vec![
                     slot(0, SlotPhase::Running, None),
                     slot(1, SlotPhase::Stopping, None),
@@ -1439,7 +1445,7 @@ mod tests {
         assert_eq!(
             render_jobs(&jobs),
             "job fw (name \"wordcount\") subscriber ACTIVE\n\
-             \x20 group \"g\": desired/placed/running/done 5/2/1/1 priority 80 (rolling out an update)\n\
+             \x20 group \"g\": desired/placed/running/done 5/2/1/1 priority 80 singleton (stop_after 30s) (rolling out an update)\n\
              \x20   slot 1 stopping executor fw/g#1#1.1 on w1\n\
              \x20   slot 2 backoff: restarts at 12:00:05\n\
              \x20   slot 3 failed: exit 3\n\

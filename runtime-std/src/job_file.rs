@@ -118,6 +118,15 @@ struct RawGroup<C: Carrier> {
     user: Option<C::Of<String>>,
     resources: Option<C::Of<BTreeMap<String, u32>>>,
     logs: Option<C::Of<RawLogs>>,
+    disconnect: Option<C::Of<RawDisconnect>>,
+}
+
+/// A group's `disconnect = { stop_after = "30s" }`: a singleton's rule for
+/// a worker cut off from every master (docs/design.md#issue-45).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDisconnect {
+    stop_after: String,
 }
 
 /// A group's `[group.logs]` table: its executors' own output rotation.
@@ -203,6 +212,7 @@ impl<C: Carrier> RawGroup<C> {
             GroupKey::Resources => self.resources.as_ref().map(|v| v.span()),
             GroupKey::Logs => self.logs.as_ref().map(|v| v.span()),
             GroupKey::Priority => self.priority.as_ref().map(|v| v.span()),
+            GroupKey::Disconnect => self.disconnect.as_ref().map(|v| v.span()),
         }
     }
 
@@ -231,6 +241,11 @@ impl<C: Carrier> RawGroup<C> {
                 duration_ms(v.get_ref())
                     .map_err(|e| (v.span(), format!("key \"kill_grace\": {e}")))?,
             );
+        }
+        if let Some(v) = &self.disconnect {
+            let ms = duration_ms(&v.get_ref().stop_after)
+                .map_err(|e| (v.span(), format!("key \"disconnect.stop_after\": {e}")))?;
+            l.disconnect = Some(regent_core::launch::Disconnect::after_ms(ms));
         }
         if let Some(v) = &self.artifacts {
             l.artifacts = v
@@ -406,7 +421,7 @@ fn json_message(message: &str) -> String {
 }
 
 /// A group's keys, in the order docs/jobs.md lists them.
-const GROUP_KEYS: &str = "name, count, command, env, cores, memory_mb, placement, constraints, spread, priority, restart, cwd, kill_grace, artifacts, ports, user, resources, logs";
+const GROUP_KEYS: &str = "name, count, command, env, cores, memory_mb, placement, constraints, spread, priority, restart, cwd, kill_grace, artifacts, ports, user, resources, logs, disconnect";
 
 /// Why a duration is refused ([`duration_ms`]).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -775,6 +790,41 @@ memory_mb = 256
         assert!(e.contains("max_delay"), "{e}");
         let e = err(&format!("{TWO}\n[group.restart]\nretries = 3\n"));
         assert!(e.contains("unknown key `retries`"), "{e}");
+    }
+
+    #[test]
+    fn a_disconnect_rule_fills_the_launch_and_a_zero_or_absurd_one_names_the_group() {
+        let job =
+            parse("job.toml", &TWO.replace("cores = 2", "disconnect = { stop_after = \"30s\" }"))
+                .unwrap();
+        assert_eq!(
+            job.groups[1].launch.disconnect,
+            Some(regent_core::launch::Disconnect::after_ms(30_000))
+        );
+        assert_eq!(job.groups[0].launch.disconnect, None);
+        for (bad, ms) in [("0s", 0), ("500ms", 500), ("2d", 172_800_000)] {
+            let e =
+                err(&TWO
+                    .replace("cores = 2", &format!("disconnect = {{ stop_after = \"{bad}\" }}")));
+            assert!(
+                e.starts_with("job.toml:12:1: group \"mappers\": ")
+                    && e.contains(&format!("disconnect.stop_after {ms} ms is out of range")),
+                "{e}"
+            );
+        }
+        let e = err(&TWO.replace("cores = 2", "disconnect = { stop_after = \"soon\" }"));
+        assert!(e.contains("key \"disconnect.stop_after\": \"soon\" is no duration"), "{e}");
+        let e = err(&TWO.replace("cores = 2", "disconnect = { after = \"30s\" }"));
+        assert!(e.contains("after"), "{e}");
+        let body = br#"{"name": "web", "group": [{"name": "g", "command": ["true"],
+            "disconnect": {"stop_after": "45s"}}]}"#;
+        let spec = parse_json(body).unwrap().1;
+        assert_eq!(spec.groups[0].launch.disconnect.map(|d| d.stop_after_ms), Some(45_000));
+        let body = br#"{"name": "web", "group": [{"name": "g", "command": ["true"],
+            "disconnect": {"stop_after": "0s"}}]}"#;
+        let e = parse_json(body).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("group[0].disconnect"));
+        assert!(e.message.contains("0 ms is out of range"), "{}", e.message);
     }
 
     #[test]

@@ -151,6 +151,7 @@ impl Master {
             rolling: g.record.rollout.is_some(),
             slots,
             priority: g.record.spec.policy.priority,
+            stop_after_ms: g.record.spec.launch.disconnect.map(|d| d.stop_after_ms),
         }
     }
 

@@ -191,6 +191,12 @@ pub struct GroupStatus {
     /// The group's priority, 0 to 100 (docs/tenants.md; 50 unless its
     /// declaration says).
     pub priority: u8,
+    /// The group's `disconnect.stop_after`, in ms: its executors are
+    /// stopped by a worker that heard from no master for that long, and
+    /// replaced only after it (docs/jobs.md, docs/design.md#issue-45).
+    /// `None`: they run on through a partition.
+    #[serde(default)]
+    pub stop_after_ms: Option<u64>,
 }
 
 /// What one slot is doing.

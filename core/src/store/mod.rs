@@ -348,7 +348,15 @@ impl GroupRecord {
     /// priority ([`crate::policy::DEFAULT_PRIORITY`]); a framework with a
     /// group of another priority is variant 21.
     pub fn fits_v9(&self) -> bool {
-        self.spec.policy.priority == crate::policy::DEFAULT_PRIORITY
+        self.spec.policy.priority == crate::policy::DEFAULT_PRIORITY && self.fits_v10()
+    }
+
+    /// Whether the record holds nothing the tenth group layout (a priority;
+    /// variant 21) lacks: no disconnect rule
+    /// ([`crate::launch::LaunchSpec::disconnect`]); a framework with a
+    /// singleton group is variant 22 (docs/design.md#issue-45).
+    pub fn fits_v10(&self) -> bool {
+        self.spec.launch.disconnect.is_none()
     }
 }
 
@@ -537,7 +545,166 @@ mod wire {
         /// A framework with a group of a priority other than the default
         /// ([`GroupRecord::fits_v9`]; appended: frameworks without one keep
         /// the earlier layouts byte for byte; docs/design.md#issue-44).
-        FrameworkWithPriority(FrameworkRecord),
+        FrameworkWithPriority(FrameworkV14),
+        /// A framework with a singleton group, one with a disconnect rule
+        /// ([`GroupRecord::fits_v10`]; appended: frameworks without one
+        /// keep the earlier layouts byte for byte; docs/design.md#issue-45).
+        FrameworkWithDisconnect(FrameworkRecord),
+    }
+
+    /// A group's launch options of the fourth layout: no disconnect rule
+    /// (every group of an earlier layout runs on through a partition).
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct LaunchSpecV4 {
+        cwd: Option<String>,
+        kill_grace_ms: Option<u64>,
+        artifacts: Vec<crate::launch::Artifact>,
+        ports: Vec<String>,
+        user: Option<String>,
+        resources: Vec<(String, u32)>,
+        logs: Option<crate::launch::LogRotation>,
+    }
+
+    impl From<LaunchSpecV4> for crate::launch::LaunchSpec {
+        fn from(l: LaunchSpecV4) -> Self {
+            let LaunchSpecV4 { cwd, kill_grace_ms, artifacts, ports, user, resources, logs } = l;
+            crate::launch::LaunchSpec {
+                cwd,
+                kill_grace_ms,
+                artifacts,
+                ports,
+                user,
+                resources,
+                logs,
+                disconnect: None,
+            }
+        }
+    }
+
+    impl From<crate::launch::LaunchSpec> for LaunchSpecV4 {
+        /// Drops the disconnect rule: only called for groups that
+        /// [`GroupRecord::fits_v10`].
+        fn from(l: crate::launch::LaunchSpec) -> Self {
+            let crate::launch::LaunchSpec {
+                cwd,
+                kill_grace_ms,
+                artifacts,
+                ports,
+                user,
+                resources,
+                logs,
+                ..
+            } = l;
+            LaunchSpecV4 { cwd, kill_grace_ms, artifacts, ports, user, resources, logs }
+        }
+    }
+
+    /// A group's declaration in the seventh layout: a priority, launch
+    /// options without a disconnect rule.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct GroupSpecV7 {
+        group: String,
+        slots: u32,
+        command: Vec<String>,
+        env: Vec<(String, String)>,
+        cores: u32,
+        memory_mb: u64,
+        policy: crate::policy::GroupPolicy,
+        launch: Box<LaunchSpecV4>,
+    }
+
+    impl From<GroupSpecV7> for GroupSpec {
+        fn from(s: GroupSpecV7) -> Self {
+            let GroupSpecV7 { group, slots, command, env, cores, memory_mb, policy, launch } = s;
+            let launch = Box::new((*launch).into());
+            GroupSpec { group, slots, command, env, cores, memory_mb, policy, launch }
+        }
+    }
+
+    impl From<GroupSpec> for GroupSpecV7 {
+        /// Drops the disconnect rule: only called for specs without one.
+        fn from(s: GroupSpec) -> Self {
+            let GroupSpec { group, slots, command, env, cores, memory_mb, policy, launch } = s;
+            let launch = Box::new((*launch).into());
+            GroupSpecV7 { group, slots, command, env, cores, memory_mb, policy, launch }
+        }
+    }
+
+    /// A group record of the tenth layout: a priority, no disconnect rule.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct GroupV10 {
+        spec: GroupSpecV7,
+        slots: Vec<SlotOutcome>,
+        retries_used: u32,
+        restarts: std::collections::BTreeMap<u32, super::SlotRestart>,
+        rollout: Option<super::Rollout>,
+        counted: std::collections::BTreeMap<u32, crate::ids::ExecutorId>,
+        replacing: std::collections::BTreeMap<u32, crate::ids::ExecutorId>,
+    }
+
+    impl From<GroupV10> for GroupRecord {
+        fn from(g: GroupV10) -> Self {
+            let GroupV10 { spec, slots, retries_used, restarts, rollout, counted, replacing } = g;
+            let spec = spec.into();
+            GroupRecord { spec, slots, retries_used, restarts, rollout, counted, replacing }
+        }
+    }
+
+    impl From<GroupRecord> for GroupV10 {
+        /// Drops the disconnect rule: only called for records that
+        /// [`GroupRecord::fits_v10`].
+        fn from(g: GroupRecord) -> Self {
+            let GroupRecord { spec, slots, retries_used, restarts, rollout, counted, replacing } =
+                g;
+            let spec = spec.into();
+            GroupV10 { spec, slots, retries_used, restarts, rollout, counted, replacing }
+        }
+    }
+
+    /// A framework record of the fourteenth format: groups of the tenth
+    /// layout (a priority, no disconnect rule).
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct FrameworkV14 {
+        id: FrameworkId,
+        name: String,
+        failover_timeout_ms: u64,
+        groups: Vec<GroupV10>,
+        callback: Option<Addr>,
+        registered_at_ms: Option<u64>,
+        job: Option<super::JobRecord>,
+        tenant: Option<String>,
+    }
+
+    impl From<FrameworkV14> for FrameworkRecord {
+        fn from(f: FrameworkV14) -> Self {
+            FrameworkRecord {
+                id: f.id,
+                name: f.name,
+                failover_timeout_ms: f.failover_timeout_ms,
+                groups: f.groups.into_iter().map(GroupRecord::from).collect(),
+                callback: f.callback,
+                registered_at_ms: f.registered_at_ms,
+                job: f.job,
+                tenant: f.tenant,
+            }
+        }
+    }
+
+    impl From<FrameworkRecord> for FrameworkV14 {
+        /// Only called for records whose groups all
+        /// [`GroupRecord::fits_v10`].
+        fn from(f: FrameworkRecord) -> Self {
+            FrameworkV14 {
+                id: f.id,
+                name: f.name,
+                failover_timeout_ms: f.failover_timeout_ms,
+                groups: f.groups.into_iter().map(GroupV10::from).collect(),
+                callback: f.callback,
+                registered_at_ms: f.registered_at_ms,
+                job: f.job,
+                tenant: f.tenant,
+            }
+        }
     }
 
     /// A group policy of the first layout: no priority (every group of an
@@ -582,22 +749,25 @@ mod wire {
         cores: u32,
         memory_mb: u64,
         policy: PolicyV1,
-        launch: Box<crate::launch::LaunchSpec>,
+        launch: Box<LaunchSpecV4>,
     }
 
     impl From<GroupSpecV6> for GroupSpec {
         fn from(s: GroupSpecV6) -> Self {
             let GroupSpecV6 { group, slots, command, env, cores, memory_mb, policy, launch } = s;
             let policy = policy.into();
+            let launch = Box::new((*launch).into());
             GroupSpec { group, slots, command, env, cores, memory_mb, policy, launch }
         }
     }
 
     impl From<GroupSpec> for GroupSpecV6 {
-        /// Drops the priority: only called for specs of the default one.
+        /// Drops the priority and the disconnect rule: only called for
+        /// specs of the default priority without one.
         fn from(s: GroupSpec) -> Self {
             let GroupSpec { group, slots, command, env, cores, memory_mb, policy, launch } = s;
             let policy = policy.into();
+            let launch = Box::new((*launch).into());
             GroupSpecV6 { group, slots, command, env, cores, memory_mb, policy, launch }
         }
     }
@@ -851,6 +1021,7 @@ mod wire {
                 user,
                 resources: Vec::new(),
                 logs: None,
+                disconnect: None,
             };
             GroupSpec {
                 group,
@@ -964,6 +1135,7 @@ mod wire {
                 ports,
                 user: None,
                 resources: Vec::new(),
+                disconnect: None,
             };
             GroupSpec {
                 group,
@@ -1113,6 +1285,7 @@ mod wire {
                 ports: vec![],
                 user: None,
                 resources: vec![],
+                disconnect: None,
             };
             let spec = GroupSpec {
                 group,
@@ -1513,7 +1686,8 @@ mod wire {
                 Record::FrameworkWithCountedEnds(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithJob(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithTenant(f) => super::Record::Framework(f.into()),
-                Record::FrameworkWithPriority(f) => super::Record::Framework(f),
+                Record::FrameworkWithPriority(f) => super::Record::Framework(f.into()),
+                Record::FrameworkWithDisconnect(f) => super::Record::Framework(f),
                 Record::Tenant(t) => super::Record::Tenant(t),
                 Record::FrameworkWithPolicies(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithRestarts(f) => super::Record::Framework(f.into()),
@@ -1552,8 +1726,11 @@ mod wire {
                 super::Record::Worker(WorkerRecord {
                     id, incarnation, cores, memory_mb, ..
                 }) => Record::Worker(WorkerV1 { id, incarnation, cores, memory_mb }),
+                super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v10) => {
+                    Record::FrameworkWithDisconnect(f)
+                }
                 super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v9) => {
-                    Record::FrameworkWithPriority(f)
+                    Record::FrameworkWithPriority(f.into())
                 }
                 super::Record::Framework(f) if f.tenant.is_some() => {
                     Record::FrameworkWithTenant(f.into())

@@ -224,6 +224,19 @@ pub fn framework_with_priority() -> Record {
     Record::Framework(f)
 }
 
+/// A job of tenant `team-a` (as [`framework_with_priority`]) with a third
+/// group `leader`, a singleton (`disconnect = { stop_after = "30s" }`;
+/// docs/design.md#issue-45): the appended variant 22.
+pub fn framework_with_disconnect() -> Record {
+    let Record::Framework(mut f) = framework_with_priority() else { unreachable!() };
+    f.id = regent_core::FrameworkId::new("fw-s");
+    let mut leader = f.groups[0].clone();
+    leader.spec.group = "leader".into();
+    leader.spec.launch.disconnect = Some(regent_core::launch::Disconnect::after_ms(30_000));
+    f.groups.push(leader);
+    Record::Framework(f)
+}
+
 /// A cordoned worker declared DEAD, its record kept (docs/design.md#issue-41): the
 /// appended variant 15, variant 7 frozen.
 pub fn dead_cordoned_worker() -> Record {
@@ -481,6 +494,21 @@ pub fn cases() -> Vec<Case> {
         files: priority.iter().map(file).collect(),
         sealing: Sealing::none(),
         expect: Ok((priority, vec![])),
+    });
+
+    // A framework with a singleton group (variant 22; a framework with a
+    // group of priority 80 and none of them keeps variant 21, frozen;
+    // docs/design.md#issue-45).
+    let mut disconnect = vec![Record::Epoch(Epoch(52)), framework_with_disconnect()];
+    let Record::Framework(mut prioritized) = framework_with_priority() else { unreachable!() };
+    prioritized.id = regent_core::FrameworkId::new("fw-r");
+    disconnect.push(Record::Framework(prioritized));
+    disconnect.sort_by_key(Record::key);
+    cases.push(Case {
+        name: "disconnect",
+        files: disconnect.iter().map(file).collect(),
+        sealing: Sealing::none(),
+        expect: Ok((disconnect, vec![])),
     });
 
     let cut = 20;

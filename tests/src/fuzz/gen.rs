@@ -379,6 +379,9 @@ pub fn launch_spec(src: &mut Source) -> regent_core::launch::LaunchSpec {
     use regent_core::launch::{Artifact, LaunchSpec, MAX_ARTIFACTS};
     match src.u8() % 8 {
         0 => LaunchSpec {
+            // Drawn from no byte, so the stored fuzz inputs keep their
+            // meaning (the rule's range is checked in core's unit tests).
+            disconnect: None,
             logs: Default::default(),
             resources: resource_amounts(src),
             ports: Default::default(),

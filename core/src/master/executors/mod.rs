@@ -1173,6 +1173,11 @@ impl Master {
         let mut slot_failed = None;
         let mut settled = None;
         let mut wait = None;
+        // A singleton lost with its worker may still run there, cut off:
+        // its slot waits until that worker has stopped it by its own rule
+        // (docs/design.md#issue-45).
+        let singleton_wait =
+            if state == ExecutorState::Lost { self.singleton_wait(&e, now) } else { None };
         if let Some(fw) = self.frameworks.get_mut(&e.framework) {
             settled = fw.groups.iter().position(|g| g.record.spec.group == e.group);
             if let Some(g) = fw.group_mut(&e.group) {
@@ -1206,6 +1211,12 @@ impl Master {
                         _ if e.operator_stop => SlotOutcome::Pending,
                         // Lost, or killed by its worker's shutdown: refill
                         // without using the retry budget.
+                        // A singleton's executor lost with its worker: the
+                        // same, once its worker must have stopped it.
+                        ExecutorState::Lost if singleton_wait.is_some() => {
+                            wait = singleton_wait;
+                            SlotOutcome::Pending
+                        }
                         ExecutorState::Lost | ExecutorState::Killed => SlotOutcome::Pending,
                         // Its worker refused the launch: a port or named
                         // resource the leader counted free is held by
@@ -1216,6 +1227,12 @@ impl Master {
                             if crate::launch::is_refused_launch(reason) =>
                         {
                             wait = Some(REFUSED_LAUNCH_WAIT.0);
+                            SlotOutcome::Pending
+                        }
+                        // A singleton its worker stopped, cut off from every
+                        // master for the group's stop_after: the worker's
+                        // doing, so refill, charging nothing (docs/design.md#issue-45).
+                        ExecutorState::Failed { reason } if crate::launch::is_cut_off(reason) => {
                             SlotOutcome::Pending
                         }
                         // Counted already (by a leader that recorded it and
@@ -1374,6 +1391,28 @@ impl Master {
         for id in missing {
             self.update_executor(&id, ExecutorState::Lost, false, now, out);
         }
+    }
+
+    /// How long the slot of `e`, a LOST executor of a singleton group
+    /// (docs/design.md#issue-45), waits before it is placed again: until
+    /// [`crate::cut_off::replace_after`] has passed since this leader last
+    /// heard from its worker (or, for a worker it never heard from, since
+    /// it took over: a recovered worker counts from then). `None`: no
+    /// wait (not a singleton, or that time has passed).
+    fn singleton_wait(&self, e: &ExecutorEntry, now: Millis) -> Option<u64> {
+        let launch = &self
+            .frameworks
+            .get(&e.framework)?
+            .groups
+            .iter()
+            .find(|g| g.record.spec.group == e.group)?
+            .record
+            .spec
+            .launch;
+        let rule = launch.disconnect?;
+        let heard = self.workers.entries.get(&e.worker).map_or(now, |w| w.last_seen);
+        let until = heard + crate::cut_off::replace_after(rule, launch.kill_grace_ms);
+        (until > now).then(|| until.since(now).0)
     }
 
     /// Every live executor on `worker` is LOST (the worker is dead or was

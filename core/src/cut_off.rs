@@ -1,0 +1,140 @@
+//! What a worker does with its singleton executors when it is cut off from
+//! every master (docs/design.md#issue-45): an executor of a group with a
+//! disconnect rule ([`crate::launch::Disconnect`]) is stopped once the
+//! worker has heard nothing from the master it follows for the group's
+//! `stop_after`, and its end is reported, when a master is reachable again,
+//! as `Failed` with a reason saying so ([`crate::launch::cut_off_reason`]),
+//! which the leader refills without charging a retry.
+//!
+//! Pure: time is the worker's `now`. Any message from the master the
+//! worker follows counts as hearing from it, and so does following a new
+//! one (a leader change while masters are heard never stops anything). The
+//! clock starts when the worker starts, before any master is heard.
+
+use crate::ids::ExecutorId;
+use crate::launch::Disconnect;
+use crate::time::Millis;
+use std::collections::BTreeMap;
+
+/// The kill grace the leader assumes for a group that names none: the
+/// daemons' default (`regent worker --kill-grace`, 3 s). A worker given a
+/// longer one should be paired with groups that name theirs.
+pub const ASSUMED_KILL_GRACE: Millis = Millis(3_000);
+
+/// How long after it last heard from a worker the leader may re-place a
+/// singleton executor it lost with that worker: the group's `stop_after`
+/// (the worker kills it then, by its own clock), plus its kill grace (the
+/// process may take that long to end), plus a margin for clock rates and
+/// late timers: 10 % of `stop_after` (a worker whose clock runs up to 10 %
+/// slower than the leader's, far beyond what NTP-disciplined or even free
+/// running crystal clocks drift, still stops first) and 1 s (a worker's
+/// timer firing late, a loaded host). With `stop_after = "30s"` and the
+/// default grace: 30 + 3 + 3 + 1 = 37 s.
+pub fn replace_after(rule: Disconnect, kill_grace_ms: Option<u64>) -> Millis {
+    let stop_after = Millis(rule.stop_after_ms);
+    let grace = kill_grace_ms.map_or(ASSUMED_KILL_GRACE, Millis);
+    stop_after + grace + Millis(rule.stop_after_ms / 10) + Millis(1_000)
+}
+
+/// The worker's watch over its singleton executors (see the module
+/// documentation).
+#[derive(Clone, Debug, Default)]
+pub struct CutOff {
+    /// When the worker last heard from the master it follows (or started).
+    heard_at: Millis,
+    /// Each live singleton executor's rule, and whether it is being
+    /// stopped for it.
+    guarded: BTreeMap<ExecutorId, Guarded>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Guarded {
+    rule: Disconnect,
+    stopping: bool,
+}
+
+impl CutOff {
+    /// A watch that counts from `now` (the worker's start).
+    pub fn new(now: Millis) -> Self {
+        CutOff { heard_at: now, guarded: BTreeMap::new() }
+    }
+
+    /// The worker heard from the master it follows at `now`.
+    pub fn heard(&mut self, now: Millis) {
+        self.heard_at = self.heard_at.max(now);
+    }
+
+    /// When the worker last heard from the master it follows.
+    pub fn heard_at(&self) -> Millis {
+        self.heard_at
+    }
+
+    /// `executor` started with `rule`: watched until [`CutOff::forget`].
+    pub fn guard(&mut self, executor: ExecutorId, rule: Disconnect) {
+        self.guarded.insert(executor, Guarded { rule, stopping: false });
+    }
+
+    /// `executor` ended: no longer watched. Its reason, if the watch
+    /// stopped it.
+    pub fn forget(&mut self, executor: &ExecutorId) -> Option<String> {
+        let g = self.guarded.remove(executor)?;
+        g.stopping.then(|| crate::launch::cut_off_reason(g.rule))
+    }
+
+    /// When the next executor is due to be stopped, if none is being
+    /// stopped for it yet.
+    pub fn next_deadline(&self) -> Option<Millis> {
+        self.guarded
+            .values()
+            .filter(|g| !g.stopping)
+            .map(|g| self.heard_at + Millis(g.rule.stop_after_ms))
+            .min()
+    }
+
+    /// The executors whose `stop_after` has passed at `now` without word
+    /// from a master, each marked as being stopped (returned once).
+    #[must_use]
+    pub fn due(&mut self, now: Millis) -> Vec<ExecutorId> {
+        let heard_at = self.heard_at;
+        self.guarded
+            .iter_mut()
+            .filter(|(_, g)| !g.stopping && heard_at + Millis(g.rule.stop_after_ms) <= now)
+            .map(|(id, g)| {
+                g.stopping = true;
+                id.clone()
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stops_each_singleton_once_after_its_stop_after_without_word() {
+        let mut c = CutOff::new(Millis(1_000));
+        let (a, b) = (ExecutorId("fw/a#0#1".into()), ExecutorId("fw/b#0#1".into()));
+        c.guard(a.clone(), Disconnect::after_ms(30_000));
+        c.guard(b.clone(), Disconnect::after_ms(60_000));
+        assert_eq!(c.next_deadline(), Some(Millis(31_000)));
+        // Word from the master moves every deadline.
+        c.heard(Millis(10_000));
+        assert_eq!(c.next_deadline(), Some(Millis(40_000)));
+        assert!(c.due(Millis(39_999)).is_empty());
+        assert_eq!(c.due(Millis(40_000)), vec![a.clone()]);
+        assert!(c.due(Millis(40_001)).is_empty(), "returned once");
+        assert_eq!(c.next_deadline(), Some(Millis(70_000)));
+        assert_eq!(c.forget(&a).as_deref(), Some("stopped: no master heard for 30s"));
+        // An executor that ends by itself is forgotten without a reason.
+        assert_eq!(c.forget(&b), None);
+        assert_eq!(c.next_deadline(), None);
+    }
+
+    #[test]
+    fn the_leader_waits_stop_after_grace_and_a_margin() {
+        let rule = Disconnect::after_ms(30_000);
+        assert_eq!(replace_after(rule, None), Millis(37_000));
+        assert_eq!(replace_after(rule, Some(10_000)), Millis(44_000));
+    }
+}

@@ -1,0 +1,206 @@
+//! Singletons (docs/design.md#issue-45), the worker's side: an executor of
+//! a group with `disconnect = { stop_after = "30s" }` is killed by its
+//! worker once it has heard from no master for 30 s, never while it hears
+//! from one (a change of leader included), and its end is reported with a
+//! reason saying so; other executors run on.
+
+mod common;
+
+use common::*;
+use regent_core::launch::{Disconnect, LaunchSpec};
+use regent_core::protocol::{ExecutorSpec, ExecutorState, LeaderHint, Message};
+use regent_core::worker::{self, ExecutorCommand, Worker};
+use regent_core::{Epoch, ExecutorId, FrameworkId, MasterId, Millis};
+
+fn launch(id: &str, slot_group: &str, disconnect: Option<Disconnect>) -> Message {
+    Message::LaunchExecutor {
+        epoch: Epoch(2),
+        executor: ExecutorId::new(format!("f/{slot_group}#0#1")),
+        framework: FrameworkId::new("f"),
+        spec: ExecutorSpec {
+            command: vec![id.into()],
+            env: vec![],
+            cores: 1,
+            memory_mb: 64,
+            launch: Box::new(LaunchSpec { disconnect, ..Default::default() }),
+        },
+        launch: 1,
+    }
+}
+
+fn kills(out: &[worker::Action]) -> Vec<ExecutorId> {
+    out.iter()
+        .filter_map(|a| match a {
+            worker::Action::Executor(ExecutorCommand::Kill { executor }) => Some(executor.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A worker registered with `a` at epoch 2 (also connected to `b`),
+/// running singleton `f/leader#0#1` (stop_after 30 s) and plain `f/web#0#1`.
+fn worker_with_a_singleton() -> Worker {
+    let mut w = worker("w1", 7, &["a", "b"]);
+    let _ = w.handle(Millis(0), worker::Event::Start);
+    let _ = w.handle(Millis(0), worker::Event::Connected { master: addr("a") });
+    let _ = w.handle(Millis(0), worker::Event::Connected { master: addr("b") });
+    let _ = from(
+        &mut w,
+        Millis(0),
+        "a",
+        Message::Registered {
+            epoch: Epoch(2),
+            heartbeat_interval: Millis(1_000),
+            duplicate: false,
+            masters: vec![addr("a"), addr("b")],
+        },
+    );
+    let _ =
+        from(&mut w, Millis(0), "a", launch("lead", "leader", Some(Disconnect::after_ms(30_000))));
+    let _ = from(&mut w, Millis(0), "a", launch("serve", "web", None));
+    for id in ["f/leader#0#1", "f/web#0#1"] {
+        let state = ExecutorState::Running;
+        let _ = w.handle(
+            Millis(0),
+            worker::Event::ExecutorChanged { executor: ExecutorId::new(id), state },
+        );
+    }
+    w
+}
+
+/// Ticks from `from` to `to` every 500 ms; the kills on the way, with when.
+fn run(w: &mut Worker, from: u64, to: u64) -> Vec<(u64, ExecutorId)> {
+    (from..=to)
+        .step_by(500)
+        .flat_map(|t| {
+            kills(&w.handle(Millis(t), worker::Event::Tick)).into_iter().map(move |k| (t, k))
+        })
+        .collect()
+}
+
+#[test]
+fn a_singleton_is_killed_once_no_master_was_heard_for_its_stop_after() {
+    let mut w = worker_with_a_singleton();
+    // Acknowledged heartbeats until 10 s: the master is heard.
+    let _ = from(&mut w, Millis(10_000), "a", Message::HeartbeatAck { epoch: Epoch(2) });
+    assert!(run(&mut w, 500, 39_500).is_empty(), "heard 10 s ago: runs on until 40 s");
+    let leader = ExecutorId::new("f/leader#0#1");
+    assert_eq!(
+        run(&mut w, 40_000, 60_000),
+        vec![(40_000, leader.clone())],
+        "only the singleton, once"
+    );
+    // Its end is reported with the reason once a master is reachable.
+    let _ = w.handle(
+        Millis(41_000),
+        worker::Event::ExecutorChanged { executor: leader.clone(), state: ExecutorState::Killed },
+    );
+    let reported = w.executors().find(|e| e.id == leader).map(|e| e.state.clone());
+    assert_eq!(
+        reported,
+        Some(ExecutorState::Failed { reason: "stopped: no master heard for 30s".into() })
+    );
+    assert!(regent_core::launch::is_cut_off("stopped: no master heard for 30s"));
+    let web = w.executors().find(|e| e.id.as_str() == "f/web#0#1").map(|e| e.state.clone());
+    assert_eq!(web, Some(ExecutorState::Running), "a group without the rule runs on");
+}
+
+#[test]
+fn a_change_of_leader_while_masters_are_heard_stops_nothing() {
+    let mut w = worker_with_a_singleton();
+    let _ = from(&mut w, Millis(20_000), "a", Message::HeartbeatAck { epoch: Epoch(2) });
+    // At 45 s b takes over at epoch 3 and says so: word from the new leader.
+    let _ = from(
+        &mut w,
+        Millis(45_000),
+        "b",
+        Message::MasterChanged {
+            epoch: Epoch(3),
+            leader: LeaderHint { id: MasterId::new("b"), addr: addr("b"), epoch: Epoch(3) },
+            masters: vec![addr("a"), addr("b")],
+        },
+    );
+    assert!(run(&mut w, 500, 74_500).is_empty(), "heard at 45 s: runs on until 75 s");
+    // A master that says it does not lead is no word: 75 s still stops it.
+    let _ = from(&mut w, Millis(74_600), "b", Message::NotLeader { epoch: Epoch(3), leader: None });
+    assert_eq!(run(&mut w, 75_000, 76_000), vec![(75_000, ExecutorId::new("f/leader#0#1"))]);
+}
+
+mod leader {
+    //! The leader's side: a singleton's executor lost with a worker
+    //! declared DEAD is placed again only once `stop_after`, its kill grace
+    //! and the margin for clock rates have passed since the leader last
+    //! heard from that worker; other groups are placed again at once.
+
+    use super::common::*;
+    use regent_core::launch::{Disconnect, LaunchSpec};
+    use regent_core::master::{self, Master};
+    use regent_core::protocol::{ExecutorReport, ExecutorState, Message};
+    use regent_core::{Incarnation, Millis};
+
+    const W1: u64 = 101;
+    const W2: u64 = 102;
+
+    fn join(m: &mut Master, now: Millis, conn: u64, name: &str) {
+        let _ = connect_worker(m, now, conn, name);
+        let reg = Message::RegisterWorker(registration(name, conn));
+        let _ = deliver_to_master(m, now, conn, reg);
+    }
+
+    /// When the slot of a one-slot group, placed on w1 at 0 and running,
+    /// is placed again on w2 after w1 falls silent at 0 (w2 heartbeats
+    /// every second); `None` if not by 120 s.
+    fn replaced_at(disconnect: Option<Disconnect>) -> Option<u64> {
+        let mut m = Master::new(master::Config::new("a".into(), addr("a")));
+        let _ = elect(&mut m, Millis(0), 1);
+        join(&mut m, Millis(0), W1, "w1");
+        subscribe(&mut m, 1);
+        let launch = LaunchSpec { disconnect, ..Default::default() };
+        let spec = group_with("leader", 1, launch);
+        let sends =
+            deliver_to_master(&mut m, Millis(0), 1, Message::DeclareGroup { request: 1, spec });
+        let placed = launches(&sends);
+        assert_eq!(placed.len(), 1, "{sends:?}");
+        let (conn, id, framework) = placed[0].clone();
+        assert_eq!(conn, W1);
+        let report = ExecutorReport {
+            ran_ms: None,
+            resources: Default::default(),
+            id,
+            framework,
+            cores: 1,
+            memory_mb: 1,
+            state: ExecutorState::Running,
+            ports: vec![],
+        };
+        let msg = Message::ExecutorStatus { incarnation: Incarnation(W1), report };
+        let _ = deliver_to_master(&mut m, Millis(0), W1, msg);
+        join(&mut m, Millis(0), W2, "w2");
+        for t in (500..=120_000).step_by(500) {
+            let now = Millis(t);
+            let mut sends = Vec::new();
+            if t % 1_000 == 0 {
+                let hb = Message::WorkerHeartbeat { incarnation: Incarnation(W2) };
+                sends.extend(deliver_to_master(&mut m, now, W2, hb));
+            }
+            let out = m.handle(now, master::Event::Tick);
+            sends.extend(m_sends(&out));
+            sends.extend(m_sends(&persist_all(&mut m, now, &out)));
+            if launches(&sends).iter().any(|(c, ..)| *c == W2) {
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_singleton_lost_with_a_dead_worker_waits_stop_after_grace_and_margin() {
+        // Without the rule: placed again once w1 is DEAD (a 10 s timeout).
+        let plain = replaced_at(None).expect("replaced");
+        assert!(plain <= 15_000, "{plain}");
+        // With stop_after 30 s: not before 30 + 3 + 3 + 1 = 37 s after the
+        // leader last heard from w1 (at 0).
+        let single = replaced_at(Some(Disconnect::after_ms(30_000))).expect("replaced");
+        assert!((37_000..=39_000).contains(&single), "{single}");
+    }
+}
