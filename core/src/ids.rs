@@ -77,6 +77,16 @@ string_id!(
 );
 
 impl ExecutorId {
+    /// When the master launched it, from the id it gives it
+    /// (`<framework>/<group>#<slot>#<epoch>.<launch>`): `(epoch, launch)`,
+    /// which orders launches as the leaders made them (a later leadership
+    /// has a higher epoch, and a leadership counts its launches up).
+    /// `None` for an id of another shape.
+    pub fn launched(&self) -> Option<(u64, u64)> {
+        let (e, l) = self.0.rsplit('#').next()?.split_once('.')?;
+        Some((e.parse().ok()?, l.parse().ok()?))
+    }
+
     /// The (group, slot) this executor fills, from the id the master gives
     /// it: `<framework>/<group>#<slot>#<epoch>.<launch>`. `None` for an id
     /// of another shape or of another framework.

@@ -770,3 +770,40 @@ fn a_replaced_executors_end_heard_twice_is_never_charged() {
     assert!(g.record.counted.is_empty(), "{:?}", g.record);
     assert_eq!(s.slots(&fw), vec![SlotOutcome::Pending]);
 }
+
+#[test]
+fn an_executor_older_than_the_slots_replaced_one_is_never_adopted_and_charged() {
+    // `--api-jobs --preemption`: sim seed 32170 (docs/design.md#simulator-seeds). An executor x is
+    // stopped to be replaced while its worker is cut off; its slot's refill
+    // y is stopped to be replaced in turn, and the group record's
+    // `replacing` (one name per slot) now names y, not x. After a failover
+    // x's worker registers with x ended (exit 1), the slot pending and
+    // empty at the new leader: x launched before y, so x was replaced and
+    // its end is never adopted and charged.
+    let (mut s, fw, x) = one_running(spec("g", 1, RestartPolicy::default()));
+    s.drop_conn(100);
+    let _ = s.register(101, "w1", 1, 1, 0, vec![]);
+    let sends =
+        s.operate(Message::OperatorKillExecutor { request: 7, executor: x.clone(), refill: true });
+    assert!(accepted(&sends), "{sends:?}");
+    let mut placed = launches(&sends);
+    // x's worker stays silent and is declared DEAD: the slot is refilled.
+    placed.extend(launches(&s.sweep_after(60_000)));
+    let [(101, y)] = &placed[..] else { panic!("the slot is refilled on w1: {placed:?}") };
+    let y = y.clone();
+    let _ = s.status(101, &y, ExecutorState::Running);
+    s.drop_conn(101);
+    let sends =
+        s.operate(Message::OperatorKillExecutor { request: 8, executor: y.clone(), refill: true });
+    assert!(accepted(&sends), "{sends:?}");
+    let g = &s.m.frameworks().find(|f| f.id == fw).expect("fw").groups[0];
+    assert_eq!(g.record.replacing.get(&0), Some(&y), "x's name overwritten: {:?}", g.record);
+    s.failover("b");
+    s.resubscribe(1, &fw);
+    let _ = s.register(102, "w0", 1, 1, 0, vec![report_of(&x, ExecutorState::Exited { code: 1 })]);
+    let _ = s.feed(m::Event::Tick);
+    let g = &s.m.frameworks().find(|f| f.id == fw).expect("fw").groups[0];
+    assert_eq!(g.record.retries_used, 0, "{:?}", g.record);
+    assert!(g.record.counted.is_empty(), "{:?}", g.record);
+    assert_eq!(s.slots(&fw), vec![SlotOutcome::Pending]);
+}

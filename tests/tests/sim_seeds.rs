@@ -450,6 +450,7 @@ fn regressions_found_by_the_job_layer_soak() {
         "jobs-healthy-end-in-flight",
         "jobs-deposed-leader-maintenance",
         "jobs-rollout-counts-every-slot",
+        "jobs-held-stop-rollout-count",
     ] {
         replay_with(bug, &cfg);
     }
@@ -582,8 +583,26 @@ fn regressions_found_by_the_preemption_soak() {
     //   acknowledged the teardown with that record still stored. A job now
     //   cannot take an id whose end is not durable. 19410 fails with
     //   `--api-jobs` alone too: older than the preemption mode.
+    // * 20485, 28005, 50737, 61179 (`rollout_down`, the invariant's own
+    //   mistake, the class of seed 57314, docs/design.md#simulator-seeds): a new leader's rollout
+    //   stop, decided with one slot down, waited for the acting lease; a
+    //   worker's registration meanwhile reported another slot's executor
+    //   exited and the leader launched its refill, so the stop went out
+    //   with two slots down. The invariant now judges a held stop at the
+    //   step that decided it; all four fail when it is judged at the send.
+    // * 32170 (`preempted_slots`): a victim x's worker stayed cut off while
+    //   its slot was refilled and the refill preempted in turn; `replacing`
+    //   (one name per slot) then named the refill, and x's late end, heard
+    //   by a new leader, was adopted and charged (retries used 1). An
+    //   executor launched before the one `replacing` names is now never
+    //   adopted (core: job_promises'
+    //   `an_executor_older_than_the_slots_replaced_one_is_never_adopted_and_charged`).
+    //   The seed passes on main since placement changed, so it no longer
+    //   reaches that schedule; the core test is what fails without the fix.
     let cfg = SimConfig { api_jobs: true, preemption: true, ..base() };
-    for seed in [71, 611, 1158, 3418, 4534, 13253, 19410, 28908, 67167] {
+    for seed in
+        [71, 611, 1158, 3418, 4534, 13253, 19410, 20485, 28005, 28908, 32170, 50737, 61179, 67167]
+    {
         if let Err(f) = run_seed(seed, &cfg) {
             panic!("{f}");
         }

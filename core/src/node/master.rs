@@ -637,6 +637,16 @@ impl MasterNode {
             .collect()
     }
 
+    /// The commands waiting for the acting lease, each with its
+    /// connection (a read-only view: the simulator judges a held command
+    /// at the step that decided it, not at the later step that sends it).
+    pub fn held_commands(&self) -> impl Iterator<Item = (ConnId, &Message)> + '_ {
+        self.held.values().flatten().filter_map(|h| match h {
+            Held::Send { conn, msg, .. } => Some((*conn, msg)),
+            Held::Close { .. } => None,
+        })
+    }
+
     /// Commands (and closes behind them) waiting for the acting lease.
     pub fn held_frames(&self) -> usize {
         self.held.values().map(Vec::len).sum()

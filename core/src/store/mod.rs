@@ -266,11 +266,7 @@ impl Rollout {
     /// was launched before the update, so runs the previous spec. An id of
     /// another shape is taken as old (it can only predate this layout).
     pub fn predates(&self, executor: &crate::ids::ExecutorId) -> bool {
-        let launched = executor.as_str().rsplit('#').next().and_then(|t| {
-            let (e, l) = t.split_once('.')?;
-            Some((e.parse::<u64>().ok()?, l.parse::<u64>().ok()?))
-        });
-        match launched {
+        match executor.launched() {
             Some(at) => at < (self.before_epoch, self.before_launch),
             None => true,
         }

@@ -951,12 +951,17 @@ impl Master {
         // registers twice before it hears the acknowledgement; the second
         // registration writes off a launch made for the slot meanwhile) is
         // no adoptable end either (`--api-jobs --preemption`, docs/design.md#issue-44:
-        // sim seeds 71 and 4534 (docs/design.md#simulator-seeds)).
+        // sim seeds 71 and 4534 (docs/design.md#simulator-seeds)). Nor is one launched before
+        // the executor named: the slot's refill replaced it and was replaced
+        // in turn, overwriting its name (`replacing` names one executor per
+        // slot), so it is older than a later launch of its slot and its end
+        // is no adoptable end either (sim seed 32170, docs/design.md#simulator-seeds).
         let replacing = report.id.group_slot(&report.framework).is_some_and(|(group, slot)| {
             self.frameworks
                 .get(&report.framework)
                 .and_then(|f| f.groups.iter().find(|g| g.record.spec.group == group))
-                .is_some_and(|g| g.record.replacing.get(&slot) == Some(&report.id))
+                .and_then(|g| g.record.replacing.get(&slot))
+                .is_some_and(|named| named == &report.id || replaced_by(&report.id, named))
         });
         if self.dying.contains(&report.id) {
             if report.state.is_terminal() {
@@ -1585,4 +1590,11 @@ fn reported_resources(r: &ExecutorReport) -> crate::resources::Assigned {
             )
         })
         .collect()
+}
+
+/// Whether `older` was launched before `named`, a later executor of the
+/// same slot (by the launch order of their ids; `false` when either id is
+/// of another shape).
+fn replaced_by(older: &ExecutorId, named: &ExecutorId) -> bool {
+    matches!((older.launched(), named.launched()), (Some(a), Some(b)) if a < b)
 }

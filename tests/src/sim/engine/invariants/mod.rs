@@ -73,6 +73,11 @@ pub(crate) struct Obs {
     pub(crate) kill_requested: BTreeSet<ExecutorId>,
     /// Executors some master asked a worker to kill or stop.
     pub(crate) kills_sent: BTreeSet<ExecutorId>,
+    /// Stops master `m` decided while its acting lease was unconfirmed,
+    /// judged by [`rollout_down`] at the step that decided them (held by
+    /// the node, they go out later, when other slots may have gone down
+    /// on their own: sim seed 57314, docs/design.md#simulator-seeds).
+    pub(crate) stops_judged_held: BTreeSet<(usize, ExecutorId)>,
     /// Slots two workers registered with the leader both run, since when
     /// ([`one_executor`]).
     pub(crate) doubled_since: BTreeMap<one_executor::Slot, Millis>,
@@ -210,6 +215,25 @@ pub(crate) fn after_master_handle(w: &mut World, m: usize, before: Leading) {
     if mp.master().status() == master::Status::Standby {
         return;
     }
+    // A rollout's stop held by the acting lease is judged now, with the
+    // slots down as the leader decided it, and not again when it is sent.
+    let held: Vec<ExecutorId> = mp
+        .node
+        .held_commands()
+        .filter_map(|(_, msg)| match msg {
+            Message::StopExecutorOnWorker { executor, .. } => Some(executor.clone()),
+            _ => None,
+        })
+        .collect();
+    for x in held {
+        if w.obs.kills_sent.contains(&x) || !w.obs.stops_judged_held.insert((m, x.clone())) {
+            continue; // a stop sent again, or judged at an earlier step
+        }
+        if let Err(detail) = rollout_down::on_stop(w, m, &x) {
+            fail(w, "rollout_down", detail);
+        }
+    }
+    let mp = &w.masters[m];
     let gen = mp.p.gen;
     for e in mp.master().executors() {
         if matches!(e.state, ExecutorState::Lost | ExecutorState::Killed) {
@@ -239,7 +263,10 @@ pub(crate) fn on_master_send(w: &mut World, m: usize, conn: ConnId, msg: &Messag
         again = !w.obs.kills_sent.insert(executor.clone());
     }
     if let Message::StopExecutorOnWorker { executor, .. } = msg {
-        if !again {
+        // A stop held by the acting lease was judged at the step that
+        // decided it (`after_master_handle`).
+        let judged = w.obs.stops_judged_held.contains(&(m, executor.clone()));
+        if !again && !judged {
             if let Err(detail) = rollout_down::on_stop(w, m, executor) {
                 fail(w, "rollout_down", detail);
             }
