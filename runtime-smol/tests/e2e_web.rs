@@ -150,6 +150,50 @@ fn the_page_shows_the_cluster_and_follows_it_live_in_chromium() {
     });
     browser.screenshot(&cluster.path("web-ui-before.png"));
 
+    // A tenant set: the page shows each tenant's use beside its guarantee
+    // and limit (docs/tenants.md), re-read from the leader's /v1/tenants.
+    let out = cluster.run(
+        &[
+            "tenant",
+            "set",
+            "team-a",
+            "--guarantee",
+            "cores=2",
+            "--limit",
+            "cores=4",
+            "--weight",
+            "3",
+            "--masters",
+            &spec.addr(),
+        ],
+        BOUND,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "regent tenant set: {err}");
+    wait_for(BOUND, "the tenants on the page", || {
+        let mut row = |name: &str| {
+            browser.eval(&format!(
+                "(() => {{ const r = document.querySelector('tr[data-tenant=\"{name}\"]'); \
+                 return r ? r.innerText : null; }})()"
+            ))
+        };
+        let (a, d) = (row("team-a"), row("default"));
+        let (a, d) = (a.as_str().unwrap_or_default(), d.as_str().unwrap_or_default());
+        // team-a: weight 3, nothing held, its guarantee and limit; default
+        // (not set): etl's two 1-core executors.
+        if a.contains('3')
+            && a.contains("cores=0")
+            && a.contains("cores=2")
+            && a.contains("cores=4")
+            && d.contains("not set")
+            && d.contains("cores=2")
+        {
+            Ok(())
+        } else {
+            Err(format!("team-a: {a:?}; default: {d:?}"))
+        }
+    });
+
     // A worker dies: the same page (no reload: the marker stays) shows it.
     browser.eval("window.__regentTestMarker = 'same page'; 1");
     w2.kill9();
