@@ -600,9 +600,15 @@ fn regressions_found_by_the_preemption_soak() {
     //   The seed passes on main since placement changed, so it no longer
     //   reaches that schedule; the core test is what fails without the fix.
     let cfg = SimConfig { api_jobs: true, preemption: true, ..base() };
-    for seed in
-        [71, 611, 1158, 3418, 4534, 13253, 19410, 20485, 28005, 28908, 32170, 50737, 61179, 67167]
-    {
+    // * 99443 (`kill_bound`): a killed framework's executor, reported by a
+    //   worker registering with every master at once, was answered with a
+    //   kill before `Registered`, which the worker, not yet following that
+    //   leader, dropped; it was never sent again. Due kills on a worker are
+    //   now sent again right after its `Registered`.
+    for seed in [
+        71, 611, 1158, 3418, 4534, 13253, 19410, 20485, 28005, 28908, 32170, 50737, 61179, 67167,
+        99443,
+    ] {
         if let Err(f) = run_seed(seed, &cfg) {
             panic!("{f}");
         }

@@ -895,6 +895,7 @@ impl Master {
         if let Some(conn) = reply {
             let msg = self.registered_msg(&id, false);
             out.push(Action::Send { conn, msg });
+            self.resend_due_kills(&id, out);
             self.place(out);
         }
         true
