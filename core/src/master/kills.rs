@@ -174,22 +174,6 @@ impl Master {
     /// A dying executor was reported live by its worker: what it holds is
     /// held on the worker's current entry, and its kill, when due, is sent
     /// again.
-    /// Sends again the due kill of every dying executor on `worker`: its
-    /// registration just became durable and `Registered` went out, so the
-    /// worker now follows this leader. A kill decided while the
-    /// registration was being written (an executor of a killed framework
-    /// it reported) went to a worker that registered with every master at
-    /// once and did not follow this one yet, which drops it; without this
-    /// the kill was never sent again while the executor ran on (sim seed
-    /// 99443 of the preemption soak, docs/design.md#simulator-seeds).
-    pub(super) fn resend_due_kills(&self, worker: &WorkerId, out: &mut Vec<Action>) {
-        for id in self.dying.on(worker) {
-            if self.dying.by_id.get(&id).is_some_and(|d| d.due) {
-                self.send_kill(worker, &id, out);
-            }
-        }
-    }
-
     pub(super) fn still_dying(&mut self, id: &ExecutorId, out: &mut Vec<Action>) {
         self.hold_dying(id);
         if let Some(d) = self.dying.by_id.get(id) {
@@ -251,7 +235,6 @@ impl Master {
                 self.end_dying(&id, out);
             }
         }
-        let Some(conn) = self.workers.entries.get(worker).and_then(|w| w.conn) else { return };
         for id in self.executors.live_ids_on(worker) {
             let Some(owed) = self.executors.get(&id).and_then(|e| e.owed) else { continue };
             let msg = match owed {
@@ -260,7 +243,7 @@ impl Master {
                     Message::StopExecutorOnWorker { epoch: self.epoch, executor: id, grace, signal }
                 }
             };
-            out.push(Action::Send { conn, msg });
+            self.tell_worker(worker, msg, out);
         }
     }
 

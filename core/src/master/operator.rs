@@ -186,21 +186,14 @@ impl Master {
         };
         let deadline = self.local(deadline_ms);
         let grace = deadline.since(now);
-        let conn = self.workers.entries.get(worker).and_then(|w| w.conn);
         for id in self.executors.live_ids_on(worker) {
             if let Some(mut x) = self.executors.get_mut(&id) {
                 x.stop_by_operator();
             }
-            if let Some(conn) = conn {
-                let signal = StopSignal::Term;
-                let msg = Message::StopExecutorOnWorker {
-                    epoch: self.epoch,
-                    executor: id,
-                    grace,
-                    signal,
-                };
-                out.push(Action::Send { conn, msg });
-            }
+            let signal = StopSignal::Term;
+            let msg =
+                Message::StopExecutorOnWorker { epoch: self.epoch, executor: id, grace, signal };
+            self.tell_worker(worker, msg, out);
         }
         self.arm_drain_timer(now);
         self.maybe_drained(worker, out);
@@ -578,11 +571,9 @@ impl Master {
         let (grace, signal) = (stop.deadline, stop.signal);
         e.owe(super::Owed::Stop { grace, signal });
         let worker = e.worker.clone();
-        if let Some(conn) = self.workers.entries.get(&worker).and_then(|w| w.conn) {
-            let executor = id.clone();
-            let msg = Message::StopExecutorOnWorker { epoch: self.epoch, executor, grace, signal };
-            out.push(Action::Send { conn, msg });
-        }
+        let executor = id.clone();
+        let msg = Message::StopExecutorOnWorker { epoch: self.epoch, executor, grace, signal };
+        self.tell_worker(&worker, msg, out);
     }
 
     /// `OperatorKillExecutor` from an operator.

@@ -38,6 +38,10 @@ const RETIRED_KEPT: usize = 8;
 
 pub use crate::states::WorkerState;
 
+/// How many commands the leader holds for one worker while it registers
+/// (one kill and one stop for each executor it may run, and its acks).
+pub(super) const MAX_HELD_COMMANDS: usize = 4 * MAX_EXECUTORS_PER_WORKER;
+
 /// One worker in the leader's registry.
 #[derive(Clone, Debug)]
 pub struct WorkerEntry {
@@ -244,6 +248,9 @@ pub(super) struct Registry {
     /// The cores and memory (MiB) the ALIVE workers offer: the
     /// denominators of dominant shares (docs/tenants.md).
     alive_capacity: (u64, u64),
+    /// Commands to workers still registering, held until their
+    /// `Registered` goes out ([`Registry::hold_command`]).
+    held: FxHashMap<WorkerId, Vec<Message>>,
 }
 
 /// The store shard of worker `id`'s record and the bytes its name takes in
@@ -255,6 +262,36 @@ pub(super) fn listing_cost(id: &WorkerId) -> (u8, usize) {
 }
 
 impl Registry {
+    /// Where a command to worker `id` goes: its connection, or `None` if
+    /// it has none or the command was held. A worker still registering
+    /// (its record not yet durable, its `Registered` not yet sent) may
+    /// have registered with every master at once and follows none of them
+    /// yet, so it drops what this one sends; its commands are held and go
+    /// out right after its `Registered` ([`Registry::take_held`]), so a
+    /// kill or stop decided while its registration is written is carried
+    /// out (sim seed 99443, docs/design.md#simulator-seeds). At most
+    /// [`MAX_HELD_COMMANDS`] are held; past that a command is sent at once,
+    /// as to any worker (owed kills and stops are sent again whenever the
+    /// worker reports them live).
+    pub(super) fn route(&mut self, id: &WorkerId, msg: Message) -> Option<(ConnId, Message)> {
+        let e = self.entries.get(id)?;
+        let conn = e.conn?;
+        if e.state != WorkerState::Registering {
+            return Some((conn, msg));
+        }
+        let held = self.held.entry(id.clone()).or_default();
+        if held.len() >= MAX_HELD_COMMANDS {
+            return Some((conn, msg));
+        }
+        held.push(msg);
+        None
+    }
+
+    /// The commands held for `id` while it registered, oldest first.
+    pub(super) fn take_held(&mut self, id: &WorkerId) -> Vec<Message> {
+        self.held.remove(id).unwrap_or_default()
+    }
+
     pub(super) fn sorted(&self) -> Vec<&WorkerEntry> {
         let mut v: Vec<&WorkerEntry> = self.entries.values().collect();
         v.sort_by(|a, b| a.id.cmp(&b.id));
@@ -285,6 +322,7 @@ impl Registry {
     /// Removes `id`'s entry and forgets it in every index.
     pub(super) fn remove(&mut self, id: &WorkerId) -> Option<WorkerEntry> {
         let e = self.entries.remove(id)?;
+        self.held.remove(id);
         let (shard, cost) = listing_cost(&e.id);
         if let Some(b) = self.shard_listing.get_mut(usize::from(shard)) {
             *b = b.saturating_sub(cost);
@@ -895,7 +933,9 @@ impl Master {
         if let Some(conn) = reply {
             let msg = self.registered_msg(&id, false);
             out.push(Action::Send { conn, msg });
-            self.resend_due_kills(&id, out);
+            for msg in self.workers.take_held(&id) {
+                out.push(Action::Send { conn, msg });
+            }
             self.place(out);
         }
         true

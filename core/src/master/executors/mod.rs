@@ -170,15 +170,16 @@ impl Master {
             .collect()
     }
 
-    /// Sends `msg` to `worker`, if it has a connection.
-    fn tell_worker(&self, worker: &WorkerId, msg: Message, out: &mut Vec<Action>) {
-        if let Some(conn) = self.workers.entries.get(worker).and_then(|w| w.conn) {
+    /// Sends `msg` to `worker`, if it has a connection; held until its
+    /// `Registered` while it registers ([`super::workers::Registry::route`]).
+    pub(super) fn tell_worker(&mut self, worker: &WorkerId, msg: Message, out: &mut Vec<Action>) {
+        if let Some((conn, msg)) = self.workers.route(worker, msg) {
             out.push(Action::Send { conn, msg });
         }
     }
 
     pub(super) fn send_kill(
-        &self,
+        &mut self,
         worker: &WorkerId,
         executor: &ExecutorId,
         out: &mut Vec<Action>,
@@ -319,7 +320,7 @@ impl Master {
     }
 
     pub(super) fn ack_report(
-        &self,
+        &mut self,
         worker: &WorkerId,
         executor: &ExecutorId,
         out: &mut Vec<Action>,
