@@ -12,27 +12,11 @@ mod support;
 
 use serde_json::Value;
 use std::time::Duration;
+use support::cli::{ok, refused};
 use support::cluster::{alive_with_workers, api_state, unique, wait_for, Cluster, MasterSpec};
 
 /// Generous bound for anything to happen.
 const BOUND: Duration = Duration::from_secs(60);
-
-/// Runs a `regent` command, asserting success; returns its stdout.
-fn ok(c: &Cluster, args: &[&str]) -> String {
-    let out = c.run(args, BOUND);
-    let (stdout, stderr) =
-        (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "regent {args:?} failed: {stdout}\n{stderr}");
-    stdout.into_owned()
-}
-
-/// Runs a `regent` command, asserting it exits 1; returns its stderr.
-fn refused(c: &Cluster, args: &[&str]) -> String {
-    let out = c.run(args, BOUND);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(1), "regent {args:?}: {stderr}");
-    stderr
-}
 
 /// A job file: group "g" (`count` slots of `sleep 600` tagged `marker`)
 /// and group "big", whose one slot no worker can hold.

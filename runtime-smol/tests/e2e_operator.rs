@@ -10,6 +10,7 @@ mod support;
 
 use serde_json::Value;
 use std::time::Duration;
+use support::cli::{ok, refused};
 use support::cluster::{
     alive_with_workers, api_state, free_port, leaders_with_marker, processes_under, unique,
     wait_for, Cluster, MasterSpec,
@@ -53,23 +54,6 @@ fn worker_json<'a>(state: &'a Value, id: &str) -> &'a Value {
         .as_array()
         .and_then(|a| a.iter().find(|w| w["id"] == id))
         .unwrap_or_else(|| panic!("no worker {id} in {state}"))
-}
-
-/// Runs a `regent` command, asserting success; returns its stdout.
-fn ok(c: &Cluster, args: &[&str]) -> String {
-    let out = c.run(args, BOUND);
-    let (stdout, stderr) =
-        (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "regent {args:?} failed: {stdout}\n{stderr}");
-    stdout.into_owned()
-}
-
-/// Runs a `regent` command, asserting failure; returns its stderr.
-fn refused(c: &Cluster, args: &[&str]) -> String {
-    let out = c.run(args, BOUND);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!out.status.success(), "regent {args:?} succeeded: {stderr}");
-    stderr
 }
 
 /// Waits until exactly `n` executors run, all on the workers `on`.

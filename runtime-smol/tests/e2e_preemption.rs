@@ -13,44 +13,13 @@ mod support;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::time::Duration;
+use support::cli::{ok, run, sleep_job};
 use support::cluster::{
     alive_with_workers, api_state, http_get, wait_for, Cluster, Kind, MasterSpec,
 };
 
 /// Generous bound for anything to happen (never a timing assertion).
 const BOUND: Duration = Duration::from_secs(60);
-
-/// Runs a `regent` command; its exit code and stdout (stderr appended on
-/// failure by the caller's message).
-fn run(c: &Cluster, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = c.run(args, BOUND);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.code().is_some(), "regent {args:?} was killed: {stdout}\n{stderr}");
-    (out.status.code(), stdout, stderr)
-}
-
-/// Runs a `regent` command that must succeed; its stdout.
-fn ok(c: &Cluster, args: &[&str]) -> String {
-    let (code, out, err) = run(c, args);
-    assert_eq!(code, Some(0), "regent {args:?}: {out}\n{err}");
-    out
-}
-
-/// A job file of tenant `tenant`: one group `work` of `count` slots of 1
-/// core.
-fn job_file(c: &Cluster, name: &str, tenant: &str, count: u32) -> String {
-    let path = c.path(&format!("{name}.toml"));
-    std::fs::write(
-        &path,
-        format!(
-            "name = \"{name}\"\ntenant = \"{tenant}\"\n\n[[group]]\nname = \"work\"\n\
-             count = {count}\ncommand = [\"sleep\", \"1000\"]\ncores = 1\n"
-        ),
-    )
-    .unwrap();
-    path.to_str().unwrap().to_owned()
-}
 
 /// The ids of the running executors of `job`, from `GET /v1/jobs/{job}`.
 fn running(http: &str, job: &str) -> Result<BTreeSet<String>, String> {
@@ -84,7 +53,7 @@ fn the_plan_names_the_victims_and_their_events_say_preempted_by() {
     ok(&c, &["tenant", "set", "a", "--masters", &m]);
     ok(&c, &["tenant", "set", "b", "--masters", &m]);
 
-    let ja = job_file(&c, "ja", "a", 4);
+    let ja = sleep_job(&c, "ja", r#"tenant = "a""#, 4, "");
     ok(&c, &["job", "submit", "--masters", &m, &ja]);
     let _w1 = c.worker("w1", &masters, 4, 1024, &[]);
     let before = wait_for(BOUND, "a's 4 executors running", || {
@@ -97,7 +66,7 @@ fn the_plan_names_the_victims_and_their_events_say_preempted_by() {
     });
 
     // The plan of b's job names two of a's executors, why, and the budget.
-    let jb = job_file(&c, "jb", "b", 4);
+    let jb = sleep_job(&c, "jb", r#"tenant = "b""#, 4, "");
     let (code, plan, err) = run(&c, &["job", "plan", "--masters", &m, &jb]);
     assert_eq!(code, Some(2), "slots would wait: {plan}\n{err}");
     let victims: Vec<String> = plan

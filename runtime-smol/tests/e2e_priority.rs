@@ -12,47 +12,11 @@ mod support;
 
 use serde_json::Value;
 use std::time::Duration;
+use support::cli::{ok, run, sleep_job};
 use support::cluster::{alive_with_workers, api_state, http_get, wait_for, Cluster, MasterSpec};
 
 /// Generous bound for anything to happen (never a timing assertion).
 const BOUND: Duration = Duration::from_secs(60);
-
-/// Runs a `regent` command; its exit code and stdout.
-fn run(c: &Cluster, args: &[&str]) -> (Option<i32>, String) {
-    let out = c.run(args, BOUND);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.code().is_some(), "regent {args:?} was killed: {stdout}\n{stderr}");
-    (out.status.code(), format!("{stdout}{stderr}"))
-}
-
-/// Runs a `regent` command that must succeed; its output.
-fn ok(c: &Cluster, args: &[&str]) -> String {
-    let (code, out) = run(c, args);
-    assert_eq!(code, Some(0), "regent {args:?}: {out}");
-    out
-}
-
-/// A job file: one group `work` of `count` one-core slots of `priority`.
-fn job_file(c: &Cluster, name: &str, count: u32, priority: u8) -> String {
-    let path = c.path(&format!("{name}.toml"));
-    std::fs::write(
-        &path,
-        format!(
-            r#"name = "{name}"
-
-[[group]]
-name = "work"
-count = {count}
-command = ["sleep", "1000"]
-cores = 1
-priority = {priority}
-"#
-        ),
-    )
-    .unwrap();
-    path.to_str().unwrap().to_owned()
-}
 
 /// `GET /v1/jobs/{job}` at `http`.
 fn job_status(http: &str, job: &str) -> Result<Value, String> {
@@ -98,13 +62,13 @@ fn a_high_priority_job_preempts_a_low_one_on_a_full_cluster_and_the_slots_come_b
         alive_with_workers(&state, &["w1"])
     });
 
-    let low = job_file(&c, "low", 4, 20);
+    let low = sleep_job(&c, "low", "", 4, "priority = 20");
     ok(&c, &["job", "submit", "--masters", &m, &low]);
     let v = wait_running(&http, "low", 4);
     assert_eq!(v["groups"][0]["priority"], 20, "{v}");
 
     // The high job asks for more than the cluster holds.
-    let high = job_file(&c, "high", 6, 80);
+    let high = sleep_job(&c, "high", "", 6, "priority = 80");
     ok(&c, &["job", "submit", "--masters", &m, &high]);
     let v = wait_running(&http, "high", 4);
     assert_eq!(v["groups"][0]["priority"], 80, "{v}");
@@ -130,7 +94,8 @@ fn a_high_priority_job_preempts_a_low_one_on_a_full_cluster_and_the_slots_come_b
     }
     assert!(in_phase(&v, "failed").is_empty(), "a preempted slot does not fail: {v}");
     // A plan that cannot place every slot exits 2 and says why.
-    let (code, plan) = run(&c, &["job", "plan", "--masters", &m, &low]);
+    let (code, out, err) = run(&c, &["job", "plan", "--masters", &m, &low]);
+    let plan = format!("{out}{err}");
     assert_eq!(code, Some(2), "{plan}");
     assert!(plan.contains("4 would not: behind 2 slots of higher priority"), "{plan}");
     let status = ok(&c, &["job", "status", "--masters", &m, "low"]);

@@ -13,6 +13,7 @@ mod support;
 
 use serde_json::Value;
 use std::time::Duration;
+use support::cli::{ok, run, sleep_job};
 use support::cluster::{
     alive_with_workers, api_state, http_get, sole_alive, unique, wait_for, Cluster, MasterSpec,
     Proc,
@@ -21,43 +22,6 @@ use support::zk_server::ZkServer;
 
 /// Generous bound for anything to happen (never a timing assertion).
 const BOUND: Duration = Duration::from_secs(60);
-
-/// Runs a `regent` command; its exit code and output.
-fn run(c: &Cluster, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = c.run(args, BOUND);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.code().is_some(), "regent {args:?} was killed: {stdout}\n{stderr}");
-    (out.status.code(), stdout, stderr)
-}
-
-/// Runs a `regent` command that must succeed; its stdout.
-fn ok(c: &Cluster, args: &[&str]) -> String {
-    let (code, out, err) = run(c, args);
-    assert_eq!(code, Some(0), "regent {args:?}: {out}\n{err}");
-    out
-}
-
-/// A job file of tenant `tenant`: one group of `count` slots of 1 core.
-fn job_file(c: &Cluster, name: &str, tenant: &str, count: u32) -> String {
-    let path = c.path(&format!("{name}.toml"));
-    std::fs::write(
-        &path,
-        format!(
-            r#"name = "{name}"
-tenant = "{tenant}"
-
-[[group]]
-name = "work"
-count = {count}
-command = ["sleep", "1000"]
-cores = 1
-"#
-        ),
-    )
-    .unwrap();
-    path.to_str().unwrap().to_owned()
-}
 
 /// `tenant name -> cores held` from `regent tenant list --json`.
 fn held_cores(c: &Cluster, m: &str) -> Result<(Vec<(String, u64)>, Value), String> {
@@ -102,8 +66,8 @@ fn two_tenants_with_weights_1_and_3_share_a_full_cluster_about_1_to_3() {
     ok(&c, &["tenant", "set", "b", "--weight", "3", "--masters", &m]);
 
     // Both jobs ask for more than the 8 cores, before any worker is there.
-    let ja = job_file(&c, "ja", "a", 10);
-    let jb = job_file(&c, "jb", "b", 10);
+    let ja = sleep_job(&c, "ja", r#"tenant = "a""#, 10, "");
+    let jb = sleep_job(&c, "jb", r#"tenant = "b""#, 10, "");
     ok(&c, &["job", "submit", "--masters", &m, &ja]);
     ok(&c, &["job", "submit", "--masters", &m, &jb]);
 
@@ -235,7 +199,7 @@ fn a_tenant_limit_holds_across_a_leader_failover() {
     });
 
     ok(&c, &["tenant", "set", "a", "--limit", "cores=2", "--masters", &m]);
-    let ja = job_file(&c, "ja", "a", 4);
+    let ja = sleep_job(&c, "ja", r#"tenant = "a""#, 4, "");
     ok(&c, &["job", "submit", "--masters", &m, &ja]);
 
     let (_, reasons) = wait_for(BOUND, "2 running, 2 waiting on the limit", || {

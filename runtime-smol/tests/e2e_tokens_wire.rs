@@ -17,6 +17,7 @@ use regent_core::secret::Secret;
 use regent_core::token::{Capability, Claims, Token, TokenId};
 use serde_json::Value;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use support::cli::{ok, refused, run};
 use support::cluster::{alive_with_workers, wait_for, Cluster, MasterSpec, Proc};
 
 /// Generous bound for anything to happen.
@@ -52,30 +53,11 @@ fn token_file(c: &Cluster, file: &str, claims: &Claims) -> (String, String) {
     (path.to_str().unwrap().to_owned(), text)
 }
 
-/// `regent ARGS` run to completion: (success, stdout, stderr).
-fn run(c: &Cluster, args: &[&str]) -> (bool, String, String) {
-    let out = c.run(args, BOUND);
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (out.status.success(), text(&out.stdout), text(&out.stderr))
-}
-
-fn ok(c: &Cluster, args: &[&str]) -> String {
-    let (success, stdout, stderr) = run(c, args);
-    assert!(success, "regent {args:?} failed: {stdout}\n{stderr}");
-    stdout
-}
-
-fn refused(c: &Cluster, args: &[&str]) -> String {
-    let (success, stdout, stderr) = run(c, args);
-    assert!(!success, "regent {args:?} succeeded: {stdout}\n{stderr}");
-    stderr
-}
-
 /// The leader's view, read as the root.
 fn state(c: &Cluster, secret: &str, m: &str) -> Result<Value, String> {
-    let (success, stdout, stderr) =
+    let (code, stdout, stderr) =
         run(c, &["--secret-file", secret, "status", "--masters", m, "--json"]);
-    if !success {
+    if code != Some(0) {
         return Err(stderr);
     }
     serde_json::from_str(&stdout).map_err(|e| format!("{e}: {stdout}"))

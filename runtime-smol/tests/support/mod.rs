@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod chromium;
+pub mod cli;
 pub mod cluster;
 pub mod elector_driver;
 pub mod file_server;
