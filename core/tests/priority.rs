@@ -11,7 +11,7 @@ use common::*;
 use regent_core::master::{self, Master};
 use regent_core::protocol::tenants::{Dims, Tenant};
 use regent_core::protocol::{ExecutorState, Message, Role};
-use regent_core::store::{Record, RecordKey, StoreCommand, StoreEvent};
+use regent_core::store::{Record, RecordKey};
 use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Millis};
 use std::collections::BTreeMap;
 
@@ -21,57 +21,13 @@ const OP: ConnId = ConnId(9);
 /// The one worker's connection (and incarnation).
 const W: ConnId = ConnId(100);
 
-/// A store that holds exactly what was confirmed durable.
-#[derive(Default)]
-struct Store(BTreeMap<RecordKey, Record>);
-
-impl Store {
-    /// Applies every write of `actions` and feeds `Persisted` back, until
-    /// nothing is left to write; returns every message sent on the way.
-    fn settle(
-        &mut self,
-        m: &mut Master,
-        now: Millis,
-        actions: Vec<master::Action>,
-    ) -> Vec<(ConnId, Message)> {
-        let mut sends = m_sends(&actions);
-        let mut pending = actions;
-        while !pending.is_empty() {
-            let mut next = Vec::new();
-            for a in pending {
-                let write = match a {
-                    master::Action::Store(StoreCommand::Persist { write, record }) => {
-                        self.0.insert(record.key(), record);
-                        write
-                    }
-                    master::Action::Store(StoreCommand::Unpersist { write, key, .. }) => {
-                        self.0.remove(&key);
-                        write
-                    }
-                    _ => continue,
-                };
-                let out = m.handle(now, master::Event::Store(StoreEvent::Persisted { write }));
-                sends.extend(m_sends(&out));
-                next.extend(out);
-            }
-            pending = next;
-        }
-        sends
-    }
-
-    /// A leader elected over these records, with an operator on [`OP`].
-    fn elect(&mut self, name: &str) -> Master {
-        let mut m = master(name);
-        let now = Millis(0);
-        let out = m.handle(now, master::Event::Elected { floor: Epoch(1), clock: 1 });
-        assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
-        let records = self.0.values().cloned().collect();
-        let out = m.handle(now, master::Event::Store(StoreEvent::Loaded { records }));
-        let _ = self.settle(&mut m, now, out);
-        let _ = m.handle(now, master::Event::Connected { conn: OP });
-        let _ = m.handle(now, master::Event::Message { conn: OP, msg: hello(Role::Client, "op") });
-        m
-    }
+/// A leader elected over `store`'s records, with an operator on [`OP`].
+fn leader(store: &mut Store, name: &str) -> Master {
+    let mut m = store.elect(name, Millis(0), Epoch(1), 1);
+    let _ = m.handle(Millis(0), master::Event::Connected { conn: OP });
+    let _ =
+        m.handle(Millis(0), master::Event::Message { conn: OP, msg: hello(Role::Client, "op") });
+    m
 }
 
 /// A job `id` of `tenant` with one group `g` of `count` one-core slots of
@@ -155,7 +111,7 @@ fn launched(sends: &[(ConnId, Message)]) -> BTreeMap<String, usize> {
 #[test]
 fn a_full_cluster_places_the_higher_priority_first_whatever_came_first() {
     let mut store = Store::default();
-    let mut m = store.elect("a");
+    let mut m = leader(&mut store, "a");
     // Submitted first (and first in framework id order), but lower.
     let _ = submit(&mut store, &mut m, 1, job("a-low", None, 4, 20));
     let _ = submit(&mut store, &mut m, 1, job("b-high", None, 4, 80));
@@ -171,7 +127,7 @@ fn a_full_cluster_places_the_higher_priority_first_whatever_came_first() {
 #[test]
 fn priority_comes_before_weighted_drf_between_tenants() {
     let mut store = Store::default();
-    let mut m = store.elect("a");
+    let mut m = leader(&mut store, "a");
     set_tenant(&mut store, &mut m, Tenant { weight: 10, ..Tenant::new("rich") });
     set_tenant(&mut store, &mut m, Tenant::new("poor"));
     let _ = submit(&mut store, &mut m, 1, job("a-rich", Some("rich"), 8, 50));
@@ -187,19 +143,19 @@ fn priority_comes_before_weighted_drf_between_tenants() {
 #[test]
 fn a_priority_is_durable_and_a_new_leader_places_by_it() {
     let mut store = Store::default();
-    let mut m = store.elect("a");
+    let mut m = leader(&mut store, "a");
     let _ = submit(&mut store, &mut m, 1, job("a-low", None, 2, 10));
     let _ = submit(&mut store, &mut m, 1, job("b-high", None, 2, 100));
-    match store.0.get(&RecordKey::Framework(FrameworkId::new("b-high"))) {
+    match store.records.get(&RecordKey::Framework(FrameworkId::new("b-high"))) {
         Some(Record::Framework(f)) => assert_eq!(f.groups[0].spec.policy.priority, 100),
         other => panic!("the framework's record: {other:?}"),
     }
     // The record's bytes round trip through the store format.
-    for record in store.0.values() {
+    for record in store.records.values() {
         let bytes = regent_core::store::format::encode(record).unwrap();
         assert_eq!(&regent_core::store::format::decode(&bytes).unwrap(), record);
     }
-    let mut b = store.elect("b");
+    let mut b = leader(&mut store, "b");
     let statuses = b.job_statuses(Millis(1));
     let priorities: Vec<(String, u8)> =
         statuses.iter().map(|j| (j.job.as_str().to_owned(), j.groups[0].priority)).collect();
@@ -211,7 +167,7 @@ fn a_priority_is_durable_and_a_new_leader_places_by_it() {
 #[test]
 fn a_priority_out_of_range_is_refused_naming_the_group_and_the_value() {
     let mut store = Store::default();
-    let mut m = store.elect("a");
+    let mut m = leader(&mut store, "a");
     let msg = Message::SubmitJob { request: 1, job: job("web", None, 1, 101) };
     let out = m.handle(Millis(1), master::Event::Message { conn: OP, msg });
     let sends = store.settle(&mut m, Millis(1), out);
@@ -223,13 +179,13 @@ fn a_priority_out_of_range_is_refused_naming_the_group_and_the_value() {
         })
         .unwrap_or_else(|| panic!("a refusal: {sends:?}"));
     assert!(reason.contains("group \"g\"") && reason.contains("priority is 101"), "{reason}");
-    assert!(store.0.keys().all(|k| !matches!(k, RecordKey::Framework(_))), "nothing written");
+    assert!(store.records.keys().all(|k| !matches!(k, RecordKey::Framework(_))), "nothing written");
 }
 
 #[test]
 fn changing_a_groups_priority_is_a_change_of_the_group() {
     let mut store = Store::default();
-    let mut m = store.elect("a");
+    let mut m = leader(&mut store, "a");
     let _ = submit(&mut store, &mut m, 1, job("web", None, 1, 50));
     let sends = submit(&mut store, &mut m, 1, job("web", None, 1, 70));
     let change = sends.iter().find_map(|(_, m)| match m {
@@ -258,7 +214,7 @@ struct Cluster {
 impl Cluster {
     fn new(cores: u32) -> Cluster {
         let mut store = Store::default();
-        let mut m = store.elect("a");
+        let mut m = leader(&mut store, "a");
         let pending = register(&mut store, &mut m, cores);
         Cluster { store, m, live: BTreeMap::new(), stopped: Vec::new(), pending, now: 1_000 }
     }
@@ -351,7 +307,7 @@ impl Cluster {
     }
 
     fn group_record(&self, framework: &str) -> regent_core::store::GroupRecord {
-        match self.store.0.get(&RecordKey::Framework(FrameworkId::new(framework))) {
+        match self.store.records.get(&RecordKey::Framework(FrameworkId::new(framework))) {
             Some(Record::Framework(f)) => f.groups[0].clone(),
             other => panic!("the record of {framework}: {other:?}"),
         }

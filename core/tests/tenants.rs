@@ -16,57 +16,13 @@ use std::collections::BTreeMap;
 /// The operator's connection.
 const OP: ConnId = ConnId(9);
 
-/// A store that holds exactly what was confirmed durable.
-#[derive(Default)]
-struct Store(BTreeMap<RecordKey, Record>);
-
-impl Store {
-    /// Applies every write of `actions` and feeds `Persisted` back, until
-    /// nothing is left to write; returns every message sent on the way.
-    fn settle(
-        &mut self,
-        m: &mut Master,
-        now: Millis,
-        actions: Vec<master::Action>,
-    ) -> Vec<(ConnId, Message)> {
-        let mut sends = m_sends(&actions);
-        let mut pending = actions;
-        while !pending.is_empty() {
-            let mut next = Vec::new();
-            for a in pending {
-                let write = match a {
-                    master::Action::Store(StoreCommand::Persist { write, record }) => {
-                        self.0.insert(record.key(), record);
-                        write
-                    }
-                    master::Action::Store(StoreCommand::Unpersist { write, key, .. }) => {
-                        self.0.remove(&key);
-                        write
-                    }
-                    _ => continue,
-                };
-                let out = m.handle(now, master::Event::Store(StoreEvent::Persisted { write }));
-                sends.extend(m_sends(&out));
-                next.extend(out);
-            }
-            pending = next;
-        }
-        sends
-    }
-
-    /// A leader elected over these records, with an operator on [`OP`].
-    fn elect(&mut self, name: &str) -> Master {
-        let mut m = master(name);
-        let now = Millis(0);
-        let out = m.handle(now, master::Event::Elected { floor: Epoch(1), clock: 1 });
-        assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
-        let records = self.0.values().cloned().collect();
-        let out = m.handle(now, master::Event::Store(StoreEvent::Loaded { records }));
-        let _ = self.settle(&mut m, now, out);
-        let _ = m.handle(now, master::Event::Connected { conn: OP });
-        let _ = m.handle(now, master::Event::Message { conn: OP, msg: hello(Role::Client, "op") });
-        m
-    }
+/// A leader elected over `store`'s records, with an operator on [`OP`].
+fn leader(store: &mut Store, name: &str) -> Master {
+    let mut m = store.elect(name, Millis(0), Epoch(1), 1);
+    let _ = m.handle(Millis(0), master::Event::Connected { conn: OP });
+    let _ =
+        m.handle(Millis(0), master::Event::Message { conn: OP, msg: hello(Role::Client, "op") });
+    m
 }
 
 fn tenants(m: &mut Master) -> Vec<TenantView> {
@@ -92,7 +48,7 @@ fn team_a() -> Tenant {
 #[test]
 fn a_tenant_is_accepted_once_durable_listed_and_recovered_by_a_new_leader() {
     let mut store = Store::default();
-    let mut m = store.elect("a");
+    let mut m = leader(&mut store, "a");
     let msg = Message::SetTenant { request: 5, tenant: team_a() };
     let out = m.handle(Millis(1), master::Event::Message { conn: OP, msg });
     assert!(
@@ -106,7 +62,10 @@ fn a_tenant_is_accepted_once_durable_listed_and_recovered_by_a_new_leader() {
             .any(|(c, m)| *c == OP && matches!(m, Message::RequestAccepted { request: 5, .. })),
         "{sends:?}"
     );
-    assert_eq!(store.0.get(&RecordKey::Tenant("team-a".into())), Some(&Record::Tenant(team_a())));
+    assert_eq!(
+        store.records.get(&RecordKey::Tenant("team-a".into())),
+        Some(&Record::Tenant(team_a()))
+    );
     let listed = tenants(&mut m);
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(listed[0].tenant, team_a());
@@ -114,7 +73,7 @@ fn a_tenant_is_accepted_once_durable_listed_and_recovered_by_a_new_leader() {
     assert_eq!(listed[0].dominant_share_ppm, 0);
 
     // A new leader knows it from its record alone.
-    let mut b = store.elect("b");
+    let mut b = leader(&mut store, "b");
     let listed = tenants(&mut b);
     assert_eq!(listed.iter().map(|v| &v.tenant).collect::<Vec<_>>(), vec![&team_a()]);
 }
@@ -122,7 +81,7 @@ fn a_tenant_is_accepted_once_durable_listed_and_recovered_by_a_new_leader() {
 #[test]
 fn a_bad_tenant_is_refused_naming_what_is_wrong_and_nothing_is_written() {
     let mut store = Store::default();
-    let mut m = store.elect("a");
+    let mut m = leader(&mut store, "a");
     let cases = [
         (Tenant { weight: 0, ..team_a() }, "weight 0"),
         (Tenant { weight: 1_001, ..team_a() }, "weight 1001"),
@@ -213,7 +172,7 @@ fn refusal_of(sends: &[(ConnId, Message)]) -> String {
 #[test]
 fn a_framework_belongs_to_the_tenant_it_names_durably_and_never_moves() {
     let mut store = Store::default();
-    let mut m = store.elect("a");
+    let mut m = leader(&mut store, "a");
     let sends = subscribe_on(&mut store, &mut m, 1, subscribe_msg(7, None, Some("team-a")));
     let fid = sends
         .iter()
@@ -223,7 +182,7 @@ fn a_framework_belongs_to_the_tenant_it_names_durably_and_never_moves() {
         })
         .unwrap_or_else(|| panic!("subscribed: {sends:?}"));
     assert_eq!(m.framework_tenant(&fid), "team-a");
-    match store.0.get(&RecordKey::Framework(fid.clone())) {
+    match store.records.get(&RecordKey::Framework(fid.clone())) {
         Some(Record::Framework(f)) => assert_eq!(f.tenant.as_deref(), Some("team-a")),
         other => panic!("the framework's record: {other:?}"),
     }
@@ -243,14 +202,14 @@ fn a_framework_belongs_to_the_tenant_it_names_durably_and_never_moves() {
     assert_eq!(m.framework_tenant(&fid), "team-a");
 
     // A new leader knows the tenant from the record.
-    let b = store.elect("b");
+    let b = leader(&mut store, "b");
     assert_eq!(b.framework_tenant(&fid), "team-a");
 }
 
 #[test]
 fn a_job_names_its_tenant_and_an_update_naming_another_is_refused_naming_both() {
     let mut store = Store::default();
-    let mut m = store.elect("a");
+    let mut m = leader(&mut store, "a");
     let msg = Message::SubmitJob { request: 1, job: job("web", Some("team-a")) };
     let out = m.handle(Millis(1), master::Event::Message { conn: OP, msg });
     let sends = store.settle(&mut m, Millis(1), out);
@@ -346,7 +305,7 @@ fn set_tenant(store: &mut Store, m: &mut Master, tenant: Tenant) -> Vec<(ConnId,
 #[test]
 fn a_slot_over_its_tenants_limit_waits_never_refused_and_goes_when_the_limit_rises() {
     let mut store = Store::default();
-    let mut m = store.elect("a");
+    let mut m = leader(&mut store, "a");
     let limited = |cores| Tenant {
         limit: Dims { cores: Some(cores), ..Dims::default() },
         ..Tenant::new("team-a")
@@ -381,7 +340,7 @@ fn a_slot_over_its_tenants_limit_waits_never_refused_and_goes_when_the_limit_ris
 #[test]
 fn drf_gives_ghodsis_example_three_and_two_tasks() {
     let mut store = Store::default();
-    let mut m = store.elect("a");
+    let mut m = leader(&mut store, "a");
     let _ = submit(&mut store, &mut m, "a-job", Some("a"), (20, 1, 4096));
     let _ = submit(&mut store, &mut m, "b-job", Some("b"), (20, 3, 1024));
     let sends = register(&mut store, &mut m, 100, "w1", (9, 18 * 1024));
@@ -400,7 +359,7 @@ fn drf_gives_ghodsis_example_three_and_two_tasks() {
 #[test]
 fn weighted_drf_splits_a_full_cluster_by_weight() {
     let mut store = Store::default();
-    let mut m = store.elect("a");
+    let mut m = leader(&mut store, "a");
     let _ = set_tenant(&mut store, &mut m, Tenant { weight: 3, ..Tenant::new("heavy") });
     let _ = submit(&mut store, &mut m, "light-job", Some("light"), (40, 1, 64));
     let _ = submit(&mut store, &mut m, "heavy-job", Some("heavy"), (40, 1, 64));
@@ -417,14 +376,14 @@ fn weighted_drf_splits_a_full_cluster_by_weight() {
 #[test]
 fn frameworks_share_their_tenant_by_drf_but_default_keeps_first_come() {
     let mut store = Store::default();
-    let mut m = store.elect("a");
+    let mut m = leader(&mut store, "a");
     let _ = submit(&mut store, &mut m, "t-1", Some("t"), (10, 1, 64));
     let _ = submit(&mut store, &mut m, "t-2", Some("t"), (10, 1, 64));
     let sends = register(&mut store, &mut m, 100, "w1", (8, 8192));
     assert_eq!(launched(&sends), BTreeMap::from([("t-1".to_string(), 4), ("t-2".to_string(), 4)]));
 
     let mut store = Store::default();
-    let mut m = store.elect("a");
+    let mut m = leader(&mut store, "a");
     let _ = submit(&mut store, &mut m, "d-1", None, (10, 1, 64));
     let _ = submit(&mut store, &mut m, "d-2", None, (10, 1, 64));
     let sends = register(&mut store, &mut m, 100, "w1", (8, 8192));
@@ -501,7 +460,7 @@ fn weighted_share(d: &Demand, i: usize, n: u64) -> u64 {
 ///   already blocked by what is left, not passed over).
 fn drf_allocation_is_progressive_fillings(d: Demand) -> quickcheck::TestResult {
     let mut store = Store::default();
-    let mut m = store.elect("a");
+    let mut m = leader(&mut store, "a");
     for (i, (weight, cores, mem)) in d.tenants.iter().enumerate() {
         let name = format!("t{i}");
         if *weight > 1 {
@@ -587,7 +546,7 @@ fn status(
 fn a_poorer_tenant_preempts_a_richer_one_down_to_equal_shares() {
     use regent_core::protocol::ExecutorState;
     let mut store = Store::default();
-    let mut m = store.elect("a");
+    let mut m = leader(&mut store, "a");
     let _ = set_tenant(&mut store, &mut m, Tenant::new("a"));
     let _ = set_tenant(&mut store, &mut m, Tenant::new("b"));
     let _ = submit(&mut store, &mut m, "a-job", Some("a"), (8, 1, 64));
@@ -715,7 +674,7 @@ fn plan_of(m: &mut Master, now: u64, tenant: &str, count: u32) -> regent_core::p
 #[test]
 fn the_plan_names_the_victims_the_leader_then_preempts() {
     let mut store = Store::default();
-    let mut m = store.elect("a");
+    let mut m = leader(&mut store, "a");
     let _ = set_tenant(&mut store, &mut m, Tenant::new("a"));
     let _ = set_tenant(&mut store, &mut m, Tenant::new("b"));
     let _ = submit(&mut store, &mut m, "a-job", Some("a"), (8, 1, 64));
@@ -844,7 +803,7 @@ fn a_plan_says_preemption_is_off() {
 #[test]
 fn preemption_is_checked_only_when_something_could_change_the_answer() {
     let mut store = Store::default();
-    let mut m = store.elect("a");
+    let mut m = leader(&mut store, "a");
     let _ = set_tenant(&mut store, &mut m, Tenant::new("a"));
     let _ = set_tenant(&mut store, &mut m, Tenant::new("b"));
     let _ = submit(&mut store, &mut m, "a-job", Some("a"), (8, 1, 64));
@@ -901,7 +860,7 @@ fn preemption_never_takes_a_tenant_below_its_guarantee_counting_victims_in_their
     use regent_core::protocol::tenants::Dims;
     use regent_core::protocol::ExecutorState;
     let mut store = Store::default();
-    let mut m = store.elect("a");
+    let mut m = leader(&mut store, "a");
     let guarantee = |cores| Dims { cores: Some(cores), ..Dims::default() };
     let _ = set_tenant(&mut store, &mut m, Tenant { guarantee: guarantee(2), ..Tenant::new("a") });
     let _ = set_tenant(&mut store, &mut m, Tenant { guarantee: guarantee(4), ..Tenant::new("b") });
