@@ -84,17 +84,42 @@ impl Amounts {
             && self.named.iter().all(|(k, v)| *v <= other.named.get(k).copied().unwrap_or(0))
     }
 
-    /// The largest share of `capacity` this takes over the dimensions
-    /// `capacity` has (a dimension the cluster lacks counts nothing).
-    pub fn dominant_share(&self, capacity: &Amounts) -> f64 {
-        let share = |used: u64, cap: u64| if cap == 0 { 0.0 } else { used as f64 / cap as f64 };
-        let mut max =
-            share(self.cores, capacity.cores).max(share(self.memory_mb, capacity.memory_mb));
-        for (k, v) in &self.named {
-            max = max.max(share(*v, capacity.named.get(k).copied().unwrap_or(0)));
-        }
-        max
+    /// The largest share of `capacity` this takes over every dimension,
+    /// named resources included, in millionths ([`share_ppm`]).
+    pub fn dominant_share(&self, capacity: &Amounts) -> u64 {
+        let named = self
+            .named
+            .iter()
+            .map(|(k, v)| share_ppm(*v, capacity.named.get(k).copied().unwrap_or(0)));
+        named
+            .chain([
+                share_ppm(self.cores, capacity.cores),
+                share_ppm(self.memory_mb, capacity.memory_mb),
+            ])
+            .max()
+            .unwrap_or(0)
     }
+}
+
+/// One dimension's share of the cluster's capacity, in millionths: 0 when
+/// nothing is held, full (10^6) when something is held of a dimension the
+/// cluster has none of, else `used / capacity` (above 10^6 when more is
+/// held than the ALIVE workers offer). The one share the placement order
+/// and preemption both use (docs/tenants.md), so "above its fair share"
+/// means the same in both.
+pub fn share_ppm(used: u64, capacity: u64) -> u64 {
+    match (used, capacity) {
+        (0, _) => 0,
+        (_, 0) => 1_000_000,
+        (u, c) => (u128::from(u) * 1_000_000 / u128::from(c)).min(u128::from(u64::MAX)) as u64,
+    }
+}
+
+/// A dominant share in millionths divided by `weight` (0 counts as 1),
+/// scaled by 1,000 so the division keeps precision: the key of weighted
+/// DRF, in placement and in preemption alike.
+pub fn weighted(dominant_ppm: u64, weight: u32) -> u64 {
+    dominant_ppm.saturating_mul(1_000) / u64::from(weight.max(1))
 }
 
 /// A tenant as preemption sees it.
@@ -105,14 +130,16 @@ pub struct TenantView {
     /// Its guarantee: only the dimensions it names (an empty guarantee
     /// protects nothing).
     pub guarantee: Amounts,
-    /// Its weight (> 0) in the weighted dominant-resource fairness.
-    pub weight: f64,
+    /// Its weight (0 counts as 1) in the weighted dominant-resource
+    /// fairness.
+    pub weight: u32,
 }
 
 impl TenantView {
-    /// Its dominant share of `capacity` divided by its weight.
-    pub fn weighted_share(&self, in_use: &Amounts, capacity: &Amounts) -> f64 {
-        in_use.dominant_share(capacity) / self.weight.max(f64::MIN_POSITIVE)
+    /// The dominant share `in_use` has of `capacity`, divided by this
+    /// tenant's weight ([`weighted`]).
+    pub fn weighted_share(&self, in_use: &Amounts, capacity: &Amounts) -> u64 {
+        weighted(in_use.dominant_share(capacity), self.weight)
     }
 
     /// Whether `in_use` is at or above the guarantee in every dimension it
@@ -322,7 +349,7 @@ fn victims_on<'c, 'a>(
     tenants: &BTreeMap<String, TenantView>,
     capacity: &Amounts,
     below_guarantee: bool,
-    my_share_after: f64,
+    my_share_after: u64,
 ) -> Option<Vec<&'c Running<'a>>> {
     // Eligible one by one, in the order they would be taken.
     let mut eligible: Vec<&Running<'_>> = c
@@ -383,7 +410,7 @@ fn eligible_alone(
     tenants: &BTreeMap<String, TenantView>,
     capacity: &Amounts,
     below_guarantee: bool,
-    my_share_after: f64,
+    my_share_after: u64,
 ) -> bool {
     let Some(t) = tenants.get(v.tenant) else { return false };
     let after = t.in_use.minus(&v.holds);
@@ -406,7 +433,7 @@ mod tests {
         Amounts { cores, memory_mb, named: BTreeMap::new() }
     }
 
-    fn tenant(cores: u64, guarantee: u64, weight: f64) -> TenantView {
+    fn tenant(cores: u64, guarantee: u64, weight: u32) -> TenantView {
         TenantView {
             in_use: amt(cores, cores * 1024),
             guarantee: Amounts { cores: guarantee, ..Default::default() },
@@ -439,7 +466,7 @@ mod tests {
                 running: vec![run(2, 20, 1, 1), run(3, 60, 9, 4)],
             },
         ];
-        let tenants = BTreeMap::from([("a".to_owned(), tenant(7, 0, 1.0))]);
+        let tenants = BTreeMap::from([("a".to_owned(), tenant(7, 0, 1))]);
         let waiting = Waiting { tenant: "a", priority: 50, need: amt(2, 2048) };
         let choice = choose(&waiting, &candidates, &tenants, &amt(10, 10240)).unwrap();
         assert_eq!(
@@ -472,10 +499,8 @@ mod tests {
         }];
         let capacity = amt(4, 4096);
         let waiting = Waiting { tenant: "a", priority: 100, need: amt(4, 4096) };
-        let mut tenants = BTreeMap::from([
-            ("a".to_owned(), tenant(0, 4, 1.0)),
-            ("b".to_owned(), tenant(4, 4, 1.0)),
-        ]);
+        let mut tenants =
+            BTreeMap::from([("a".to_owned(), tenant(0, 4, 1)), ("b".to_owned(), tenant(4, 4, 1))]);
         assert_eq!(choose(&waiting, &candidates, &tenants, &capacity), None, "b at its guarantee");
         tenants.get_mut("b").unwrap().guarantee = Amounts::default();
         let choice = choose(&waiting, &candidates, &tenants, &capacity).unwrap();
@@ -506,23 +531,17 @@ mod tests {
         let waiting = Waiting { tenant: "a", priority: 50, need: holds };
         // b holds 9 of 10, a 1: a with one more (2) stays poorer than b
         // without one (8).
-        let tenants = BTreeMap::from([
-            ("a".to_owned(), tenant(1, 0, 1.0)),
-            ("b".to_owned(), tenant(9, 0, 1.0)),
-        ]);
+        let tenants =
+            BTreeMap::from([("a".to_owned(), tenant(1, 0, 1)), ("b".to_owned(), tenant(9, 0, 1))]);
         assert!(choose(&waiting, &candidates, &tenants, &capacity).is_some());
         // Equal holdings (5 and 5): taking would make b the poorer.
-        let tenants = BTreeMap::from([
-            ("a".to_owned(), tenant(5, 0, 1.0)),
-            ("b".to_owned(), tenant(5, 0, 1.0)),
-        ]);
+        let tenants =
+            BTreeMap::from([("a".to_owned(), tenant(5, 0, 1)), ("b".to_owned(), tenant(5, 0, 1))]);
         assert_eq!(choose(&waiting, &candidates, &tenants, &capacity), None);
         // Weight 3 for a: a's share with one more is (6/10)/3 = 0.2 < b's
         // (4/10)/1.
-        let tenants = BTreeMap::from([
-            ("a".to_owned(), tenant(5, 0, 3.0)),
-            ("b".to_owned(), tenant(5, 0, 1.0)),
-        ]);
+        let tenants =
+            BTreeMap::from([("a".to_owned(), tenant(5, 0, 3)), ("b".to_owned(), tenant(5, 0, 1))]);
         assert!(choose(&waiting, &candidates, &tenants, &capacity).is_some());
     }
 
@@ -544,10 +563,8 @@ mod tests {
                 })
                 .collect(),
         }];
-        let tenants = BTreeMap::from([
-            ("a".to_owned(), tenant(4, 0, 1.0)),
-            ("b".to_owned(), tenant(0, 0, 1.0)),
-        ]);
+        let tenants =
+            BTreeMap::from([("a".to_owned(), tenant(4, 0, 1)), ("b".to_owned(), tenant(0, 0, 1))]);
         let waiting = Waiting { tenant: "b", priority: 50, need: amt(1, 1024) };
         let capacity = amt(4, 4096);
         let plan = choose_successive(&waiting, 4, 60, &candidates, &tenants, &capacity);
@@ -639,7 +656,7 @@ mod tests {
                 let view = TenantView {
                     in_use: amt(use_[t], 0),
                     guarantee: Amounts { cores: g, ..Default::default() },
-                    weight: w as f64,
+                    weight: w as u32,
                 };
                 (names[t].to_owned(), view)
             })

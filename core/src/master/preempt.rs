@@ -99,6 +99,19 @@ fn amounts(cores: u64, memory_mb: u64) -> Amounts {
     Amounts { cores, memory_mb, named: BTreeMap::new() }
 }
 
+/// Every dimension of `held` (cores, memory, named resources).
+pub(super) fn amounts_of(held: &crate::protocol::tenants::Held) -> Amounts {
+    let named = held.resources.iter().filter(|(_, n)| *n > 0).cloned().collect();
+    Amounts { cores: held.cores, memory_mb: held.memory_mb, named }
+}
+
+/// The dimensions tenant guarantee `dims` names (unnamed ones are zero:
+/// they protect nothing).
+fn guaranteed(dims: &crate::protocol::tenants::Dims) -> Amounts {
+    let named = dims.resources.iter().filter(|(_, n)| *n > 0).cloned().collect();
+    Amounts { cores: dims.cores.unwrap_or(0), memory_mb: dims.memory_mb.unwrap_or(0), named }
+}
+
 impl Master {
     /// Chooses and starts at most one preemption, if one is due: for the
     /// first waiting slot, in placement order (higher priorities first),
@@ -360,32 +373,25 @@ impl Master {
         let views: BTreeMap<String, TenantView> = tenant_names
             .into_iter()
             .map(|name| {
-                let mut held = self.tenant_held(&name);
                 // What the leader already stops is no longer the tenant's
                 // (sim seed 611, docs/design.md#simulator-seeds).
-                let (gone_cores, gone_memory) = stopping.get(&name).copied().unwrap_or_default();
-                held.cores = held.cores.saturating_sub(gone_cores);
-                held.memory_mb = held.memory_mb.saturating_sub(gone_memory);
+                let gone = stopping.get(&name).cloned().unwrap_or_default();
+                let mut in_use = amounts_of(&self.tenant_held(&name)).minus(&gone);
                 if name == tenant {
-                    held.cores += planned.cores;
-                    held.memory_mb += planned.memory_mb;
+                    in_use.cores += planned.cores;
+                    in_use.memory_mb += planned.memory_mb;
                 }
                 let set = self.tenants.get(&name);
-                let guarantee = set.map_or_else(Amounts::default, |t| {
-                    amounts(t.guarantee.cores.unwrap_or(0), t.guarantee.memory_mb.unwrap_or(0))
-                });
+                let guarantee = set.map_or_else(Amounts::default, |t| guaranteed(&t.guarantee));
                 let weight = set.map_or(1, |t| t.weight).max(1);
-                let view = TenantView {
-                    in_use: amounts(held.cores, held.memory_mb),
-                    guarantee,
-                    weight: f64::from(weight),
-                };
-                (name, view)
+                (name, TenantView { in_use, guarantee, weight })
             })
             .collect();
+        // Shares over every dimension the ALIVE workers offer, named
+        // resources included: the same shares the placement orders by.
         let capacity = {
-            let (cores, memory_mb) = self.workers.alive_capacity();
-            amounts(cores, memory_mb)
+            let c = self.capacity();
+            Amounts { cores: c.cores, memory_mb: c.memory_mb, named: c.resources }
         };
         let tenants_of: Vec<Vec<String>> = candidates
             .iter()
