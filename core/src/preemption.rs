@@ -4,8 +4,10 @@
 //!
 //! # The rules
 //!
-//! A waiting slot `s` (tenant `T_s`, priority `p_s`, needing `need`) may
-//! take a running executor `v` (tenant `T_v`, priority `p_v`) when
+//! A waiting slot `s` (tenant `T_s`, priority `p_s`, needing `need` on one
+//! worker: cores, memory, ports and named resources such as GPUs) may take
+//! a running executor `v` (tenant `T_v`, priority `p_v`; it frees every
+//! dimension it holds) when
 //!
 //! * `T_v` stays at or above its guarantee without `v`, in every dimension
 //!   the guarantee names (executors of a tenant at or below its guarantee
@@ -37,14 +39,18 @@ use crate::ids::{ExecutorId, WorkerId};
 use crate::time::Millis;
 use std::collections::BTreeMap;
 
-/// An amount of every dimension: cores, memory and named resources (gpu,
-/// ...). A dimension not named is zero.
+/// An amount of every dimension: cores, memory, ports and named resources
+/// (gpu, ...). A dimension not named is zero.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Amounts {
     /// Cores.
     pub cores: u64,
     /// Memory in MiB.
     pub memory_mb: u64,
+    /// Ports: the leader counts them (the worker numbers them from its
+    /// ranges, [`crate::ports`]), so a slot needs as many free on one
+    /// worker as its group names. Not a dimension of shares or guarantees.
+    pub ports: u64,
     /// Named resources, by name (a zero is the same as absent).
     pub named: BTreeMap<String, u64>,
 }
@@ -59,6 +65,7 @@ impl Amounts {
         Amounts {
             cores: self.cores + other.cores,
             memory_mb: self.memory_mb + other.memory_mb,
+            ports: self.ports + other.ports,
             named,
         }
     }
@@ -73,6 +80,7 @@ impl Amounts {
         Amounts {
             cores: self.cores.saturating_sub(other.cores),
             memory_mb: self.memory_mb.saturating_sub(other.memory_mb),
+            ports: self.ports.saturating_sub(other.ports),
             named,
         }
     }
@@ -81,11 +89,13 @@ impl Amounts {
     pub fn fits_in(&self, other: &Amounts) -> bool {
         self.cores <= other.cores
             && self.memory_mb <= other.memory_mb
+            && self.ports <= other.ports
             && self.named.iter().all(|(k, v)| *v <= other.named.get(k).copied().unwrap_or(0))
     }
 
-    /// The largest share of `capacity` this takes over every dimension,
-    /// named resources included, in millionths ([`share_ppm`]).
+    /// The largest share of `capacity` this takes over cores, memory and
+    /// every named resource, in millionths ([`share_ppm`]; ports are no
+    /// dimension of shares).
     pub fn dominant_share(&self, capacity: &Amounts) -> u64 {
         let named = self
             .named
@@ -430,7 +440,7 @@ mod tests {
     use quickcheck::{quickcheck, Arbitrary, Gen};
 
     fn amt(cores: u64, memory_mb: u64) -> Amounts {
-        Amounts { cores, memory_mb, named: BTreeMap::new() }
+        Amounts { cores, memory_mb, ..Default::default() }
     }
 
     fn tenant(cores: u64, guarantee: u64, weight: u32) -> TenantView {
@@ -577,6 +587,49 @@ mod tests {
         // A budget of one victim: one preemption.
         assert_eq!(choose_successive(&waiting, 4, 1, &candidates, &tenants, &capacity).len(), 1);
         assert!(choose_successive(&waiting, 4, 0, &candidates, &tenants, &capacity).is_empty());
+    }
+
+    #[test]
+    fn named_resources_and_ports_are_freed_only_by_executors_holding_them() {
+        let ids: Vec<ExecutorId> = (0..4).map(|i| ExecutorId(format!("e{i}"))).collect();
+        let w = WorkerId("w".into());
+        let gpu = |n: u64| BTreeMap::from([("gpu".to_owned(), n)]);
+        let run = |i: usize, priority: u8, started: u64, holds: Amounts| Running {
+            id: &ids[i],
+            tenant: "a",
+            priority,
+            started: Millis(started),
+            holds,
+        };
+        let candidates = vec![Candidate {
+            worker: &w,
+            // Cores to spare, no gpu and no port free.
+            free: Amounts { cores: 8, memory_mb: 8192, ..Default::default() },
+            running: vec![
+                // The lowest and youngest, but it holds no gpu.
+                run(0, 10, 9, amt(1, 1024)),
+                run(1, 20, 1, Amounts { named: gpu(1), ..amt(1, 1024) }),
+                run(2, 30, 5, Amounts { named: gpu(1), ..amt(1, 1024) }),
+                run(3, 40, 2, Amounts { ports: 2, ..amt(1, 1024) }),
+            ],
+        }];
+        let tenants = BTreeMap::from([("a".to_owned(), tenant(4, 0, 1))]);
+        let capacity = Amounts { named: gpu(2), ports: 2, ..amt(12, 12288) };
+        let choose_for = |need: Amounts| {
+            let waiting = Waiting { tenant: "a", priority: 50, need };
+            choose(&waiting, &candidates, &tenants, &capacity).map(|c| c.victims)
+        };
+        // One gpu: the lowest-priority executor that holds one.
+        assert_eq!(choose_for(Amounts { named: gpu(1), ..amt(1, 1) }), Some(vec![ids[1].clone()]));
+        // Two: both gpu holders; the cpu-only one taken first is spared.
+        assert_eq!(
+            choose_for(Amounts { named: gpu(2), ..amt(1, 1) }),
+            Some(vec![ids[1].clone(), ids[2].clone()])
+        );
+        // Three: no worker can be freed enough.
+        assert_eq!(choose_for(Amounts { named: gpu(3), ..amt(1, 1) }), None);
+        // A port: only the executor holding ports frees one.
+        assert_eq!(choose_for(Amounts { ports: 1, ..amt(1, 1) }), Some(vec![ids[3].clone()]));
     }
 
     /// An executor of a random case: tenant, priority, start, cores.

@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use regent_core::master::{self, Master};
 use regent_core::protocol::tenants::{Tenant, TenantView};
-use regent_core::protocol::{ExecutorReport, ExecutorState, Message, Role};
+use regent_core::protocol::{ExecutorReport, ExecutorState, GroupPlan, Message, Role};
 use regent_core::resources::Resource;
 use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, Millis};
 use std::collections::BTreeMap;
@@ -52,10 +52,23 @@ fn submit(
     count: u32,
     shape: Shape,
 ) -> Vec<(ConnId, Message)> {
+    submit_group(store, m, now, id, tenant, group(count, shape))
+}
+
+/// Submits job `id` of `tenant` with group `g` at `now`; returns what was
+/// sent on the way.
+fn submit_group(
+    store: &mut Store,
+    m: &mut Master,
+    now: u64,
+    id: &str,
+    tenant: &str,
+    g: regent_core::protocol::GroupSpec,
+) -> Vec<(ConnId, Message)> {
     let job = regent_core::api::JobSubmission {
         job: FrameworkId::new(id),
         name: id.into(),
-        groups: vec![group(count, shape)],
+        groups: vec![g],
         key: None,
         expect_version: None,
         max_parallel: 1,
@@ -85,18 +98,29 @@ fn register(
     name: &str,
     (cores, memory_mb, gpus): (u32, u64, usize),
 ) -> Vec<(ConnId, Message)> {
-    let _ = connect_worker(m, Millis(1), conn, name);
     let resources = if gpus == 0 {
         vec![]
     } else {
         vec![Resource { name: "gpu".into(), addresses: (0..gpus).map(|i| i.to_string()).collect() }]
     };
-    let msg = Message::RegisterWorker(regent_core::protocol::RegisterWorker {
+    let reg = regent_core::protocol::RegisterWorker {
         cores,
         memory_mb,
         resources,
         ..registration(name, conn)
-    });
+    };
+    register_as(store, m, conn, reg)
+}
+
+/// Registers a worker as `reg` says on connection `conn`.
+fn register_as(
+    store: &mut Store,
+    m: &mut Master,
+    conn: u64,
+    reg: regent_core::protocol::RegisterWorker,
+) -> Vec<(ConnId, Message)> {
+    let _ = connect_worker(m, Millis(1), conn, &reg.worker.to_string());
+    let msg = Message::RegisterWorker(reg);
     let out = m.handle(Millis(1), master::Event::Message { conn: ConnId(conn), msg });
     store.settle(m, Millis(1), out)
 }
@@ -381,4 +405,126 @@ fn preemption_counts_gpus_in_the_fair_share() {
         BTreeMap::from([("a-job".to_string(), 3), ("b-job".to_string(), 9)]),
         "equal dominant shares: 3 of 4 GPUs, 9 of 12 cores"
     );
+}
+
+/// Runs the cluster from `from` for `steps` steps of 600 ms: the worker on
+/// `w` obeys, heartbeats, and the leader ticks. Returns the executors it
+/// stopped, in order.
+fn run(
+    store: &mut Store,
+    m: &mut Master,
+    w: ConnId,
+    from: u64,
+    steps: u64,
+    pending: &mut Vec<(ConnId, Message)>,
+    live: &mut BTreeMap<ExecutorId, FrameworkId>,
+) -> Vec<ExecutorId> {
+    let mut stopped = Vec::new();
+    for step in 0..steps {
+        let now = from + step * 600;
+        stopped.extend(obey(store, m, w, now, pending, live));
+        let beat = Message::WorkerHeartbeat { incarnation: Incarnation(w.0) };
+        let out = m.handle(Millis(now), master::Event::Message { conn: w, msg: beat });
+        pending.extend(store.settle(m, Millis(now), out));
+        let out = m.handle(Millis(now + 1), master::Event::Tick);
+        pending.extend(store.settle(m, Millis(now + 1), out));
+    }
+    stopped
+}
+
+/// The plan of a job of tenant `tenant` with group `g`.
+fn plan_of(
+    m: &mut Master,
+    now: u64,
+    tenant: &str,
+    g: regent_core::protocol::GroupSpec,
+) -> GroupPlan {
+    let msg = Message::PlanRequest { request: 9, groups: vec![g], tenant: Some(tenant.into()) };
+    let out = m.handle(Millis(now), master::Event::Message { conn: OP, msg });
+    match m_sends(&out).as_slice() {
+        [(OP, Message::PlanReply { groups, .. })] => groups[0].clone(),
+        other => panic!("one PlanReply: {other:?}"),
+    }
+}
+
+/// A group waiting for a GPU is served by preemption, and `regent job plan`
+/// names exactly the victims the leader then stops: tenant `a` holds all 4
+/// GPUs of the only worker (4 older tasks of ⟨1 core, 1 gpu⟩) and 8 cores
+/// more (8 younger tasks of ⟨1 core⟩), with 4 cores free; `b` asks for 4
+/// tasks of ⟨1 core, 1 gpu⟩. Only a GPU task's end frees a GPU, so the
+/// victims are `a`'s GPU tasks (not its younger CPU ones), and two of them
+/// only: `b` with 2 GPUs (2/4) against `a` with 2 GPUs and 10 of 16 cores
+/// (10/16) is the last preemption that leaves `a` at least as rich.
+#[test]
+fn a_gpu_group_preempts_gpu_holders_and_the_plan_names_them() {
+    let mut store = Store::default();
+    let mut m = leader(&mut store, "m1");
+    set_tenant(&mut store, &mut m, "a", 1);
+    set_tenant(&mut store, &mut m, "b", 1);
+    let w = ConnId(100);
+    let mut live = BTreeMap::new();
+    let mut pending = register(&mut store, &mut m, 100, "w1", (16, 64 * 1024, 4));
+    pending.extend(submit(&mut store, &mut m, 1, "a-gpu", "a", 4, (1, 64, 1)));
+    let _ = obey(&mut store, &mut m, w, 1_000, &mut pending, &mut live);
+    pending.extend(submit(&mut store, &mut m, 1_100, "a-cpu", "a", 8, (1, 64, 0)));
+    let _ = obey(&mut store, &mut m, w, 1_100, &mut pending, &mut live);
+    assert_eq!(count(&live), BTreeMap::from([("a-cpu".to_string(), 8), ("a-gpu".to_string(), 4)]));
+
+    let plan = plan_of(&mut m, 1_200, "b", group(4, (1, 64, 1)));
+    assert_eq!(plan.unplaced, 4, "{plan:?}");
+    let planned: Vec<ExecutorId> = plan.victims.iter().map(|v| v.executor.clone()).collect();
+    assert_eq!(planned.len(), 2, "down to equal shares: {plan:?}");
+    for v in &plan.victims {
+        assert_eq!((v.framework.as_str(), v.tenant.as_str()), ("a-gpu", "a"), "{v:?}");
+        assert_eq!(v.why, "tenant above its fair share");
+    }
+    assert_eq!((plan.victims[0].for_slot, plan.victims[1].for_slot), (0, 1));
+
+    pending.extend(submit(&mut store, &mut m, 1_200, "b-job", "b", 4, (1, 64, 1)));
+    let stopped = run(&mut store, &mut m, w, 2_000, 30, &mut pending, &mut live);
+    assert_eq!(stopped, planned, "the leader preempted exactly the plan's victims, in order");
+    assert_eq!(
+        count(&live),
+        BTreeMap::from([
+            ("a-cpu".to_string(), 8),
+            ("a-gpu".to_string(), 2),
+            ("b-job".to_string(), 2)
+        ]),
+        "b's slots took the freed GPUs"
+    );
+}
+
+/// A group asking for ports is served by preemption when the ports, not
+/// the cores, are what is short: the worker offers 2 ports, both held by
+/// `a`'s executors; `b`'s slot asking for one port preempts one of them
+/// (1/16 of the cores each once done: equal shares), and no more.
+#[test]
+fn a_group_asking_for_ports_preempts_an_executor_holding_one() {
+    let mut store = Store::default();
+    let mut m = leader(&mut store, "m1");
+    set_tenant(&mut store, &mut m, "a", 1);
+    set_tenant(&mut store, &mut m, "b", 1);
+    let w = ConnId(100);
+    let mut live = BTreeMap::new();
+    let reg = regent_core::protocol::RegisterWorker {
+        cores: 16,
+        memory_mb: 64 * 1024,
+        ports: vec![regent_core::ports::PortRange { first: 20_000, last: 20_001 }],
+        ..registration("w1", 100)
+    };
+    let mut pending = register_as(&mut store, &mut m, 100, reg);
+    let with_port = |count| {
+        let mut g = group(count, (1, 64, 0));
+        g.launch.ports = vec!["http".into()];
+        g
+    };
+    pending.extend(submit_group(&mut store, &mut m, 1, "a-web", "a", with_port(2)));
+    let _ = obey(&mut store, &mut m, w, 1_000, &mut pending, &mut live);
+    assert_eq!(count(&live), BTreeMap::from([("a-web".to_string(), 2)]));
+    let plan = plan_of(&mut m, 1_200, "b", with_port(2));
+    assert_eq!(plan.victims.len(), 1, "{plan:?}");
+    pending.extend(submit_group(&mut store, &mut m, 1_200, "b-web", "b", with_port(2)));
+    let stopped = run(&mut store, &mut m, w, 2_000, 20, &mut pending, &mut live);
+    assert_eq!(stopped, vec![plan.victims[0].executor.clone()]);
+    assert_eq!(count(&live), BTreeMap::from([("a-web".to_string(), 1), ("b-web".to_string(), 1)]));
 }
