@@ -429,6 +429,9 @@ impl Master {
     fn place_fairly(&mut self, waiting: Vec<FrameworkId>, band: Option<u8>, out: &mut Vec<Action>) {
         use std::cmp::Reverse;
         use std::collections::BinaryHeap;
+        if waiting.is_empty() {
+            return;
+        }
         let capacity = self.capacity();
         let mut queues: rustc_hash::FxHashMap<String, BinaryHeap<Reverse<(u64, FrameworkId)>>> =
             Default::default();
