@@ -61,14 +61,12 @@ impl Capacity {
     /// more is held than the ALIVE workers offer.
     pub(super) fn dominant_ppm(&self, held: &Held) -> u64 {
         use crate::preemption::share_ppm;
-        let named = held
-            .resources
-            .iter()
-            .map(|(name, n)| share_ppm(*n, self.resources.get(name).copied().unwrap_or(0)));
-        named
-            .chain([share_ppm(held.cores, self.cores), share_ppm(held.memory_mb, self.memory_mb)])
-            .max()
-            .unwrap_or(0)
+        let mut best =
+            share_ppm(held.cores, self.cores).max(share_ppm(held.memory_mb, self.memory_mb));
+        for (name, n) in &held.resources {
+            best = best.max(share_ppm(*n, self.resources.get(name).copied().unwrap_or(0)));
+        }
+        best
     }
 
     /// [`Capacity::dominant_ppm`], at most 10^6 (what a view shows).
