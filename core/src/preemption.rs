@@ -4,8 +4,10 @@
 //!
 //! # The rules
 //!
-//! A waiting slot `s` (tenant `T_s`, priority `p_s`, needing `need`) may
-//! take a running executor `v` (tenant `T_v`, priority `p_v`) when
+//! A waiting slot `s` (tenant `T_s`, priority `p_s`, needing `need` on one
+//! worker: cores, memory, ports and named resources such as GPUs) may take
+//! a running executor `v` (tenant `T_v`, priority `p_v`; it frees every
+//! dimension it holds) when
 //!
 //! * `T_v` stays at or above its guarantee without `v`, in every dimension
 //!   the guarantee names (executors of a tenant at or below its guarantee
@@ -37,14 +39,18 @@ use crate::ids::{ExecutorId, WorkerId};
 use crate::time::Millis;
 use std::collections::BTreeMap;
 
-/// An amount of every dimension: cores, memory and named resources (gpu,
-/// ...). A dimension not named is zero.
+/// An amount of every dimension: cores, memory, ports and named resources
+/// (gpu, ...). A dimension not named is zero.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Amounts {
     /// Cores.
     pub cores: u64,
     /// Memory in MiB.
     pub memory_mb: u64,
+    /// Ports: the leader counts them (the worker numbers them from its
+    /// ranges, [`crate::ports`]), so a slot needs as many free on one
+    /// worker as its group names. Not a dimension of shares or guarantees.
+    pub ports: u64,
     /// Named resources, by name (a zero is the same as absent).
     pub named: BTreeMap<String, u64>,
 }
@@ -59,6 +65,7 @@ impl Amounts {
         Amounts {
             cores: self.cores + other.cores,
             memory_mb: self.memory_mb + other.memory_mb,
+            ports: self.ports + other.ports,
             named,
         }
     }
@@ -73,6 +80,7 @@ impl Amounts {
         Amounts {
             cores: self.cores.saturating_sub(other.cores),
             memory_mb: self.memory_mb.saturating_sub(other.memory_mb),
+            ports: self.ports.saturating_sub(other.ports),
             named,
         }
     }
@@ -81,20 +89,47 @@ impl Amounts {
     pub fn fits_in(&self, other: &Amounts) -> bool {
         self.cores <= other.cores
             && self.memory_mb <= other.memory_mb
+            && self.ports <= other.ports
             && self.named.iter().all(|(k, v)| *v <= other.named.get(k).copied().unwrap_or(0))
     }
 
-    /// The largest share of `capacity` this takes over the dimensions
-    /// `capacity` has (a dimension the cluster lacks counts nothing).
-    pub fn dominant_share(&self, capacity: &Amounts) -> f64 {
-        let share = |used: u64, cap: u64| if cap == 0 { 0.0 } else { used as f64 / cap as f64 };
-        let mut max =
-            share(self.cores, capacity.cores).max(share(self.memory_mb, capacity.memory_mb));
-        for (k, v) in &self.named {
-            max = max.max(share(*v, capacity.named.get(k).copied().unwrap_or(0)));
-        }
-        max
+    /// The largest share of `capacity` this takes over cores, memory and
+    /// every named resource, in millionths ([`share_ppm`]; ports are no
+    /// dimension of shares).
+    pub fn dominant_share(&self, capacity: &Amounts) -> u64 {
+        let named = self
+            .named
+            .iter()
+            .map(|(k, v)| share_ppm(*v, capacity.named.get(k).copied().unwrap_or(0)));
+        named
+            .chain([
+                share_ppm(self.cores, capacity.cores),
+                share_ppm(self.memory_mb, capacity.memory_mb),
+            ])
+            .max()
+            .unwrap_or(0)
     }
+}
+
+/// One dimension's share of the cluster's capacity, in millionths: 0 when
+/// nothing is held, full (10^6) when something is held of a dimension the
+/// cluster has none of, else `used / capacity` (above 10^6 when more is
+/// held than the ALIVE workers offer). The one share the placement order
+/// and preemption both use (docs/tenants.md), so "above its fair share"
+/// means the same in both.
+pub fn share_ppm(used: u64, capacity: u64) -> u64 {
+    match (used, capacity) {
+        (0, _) => 0,
+        (_, 0) => 1_000_000,
+        (u, c) => (u128::from(u) * 1_000_000 / u128::from(c)).min(u128::from(u64::MAX)) as u64,
+    }
+}
+
+/// A dominant share in millionths divided by `weight` (0 counts as 1),
+/// scaled by 1,000 so the division keeps precision: the key of weighted
+/// DRF, in placement and in preemption alike.
+pub fn weighted(dominant_ppm: u64, weight: u32) -> u64 {
+    dominant_ppm.saturating_mul(1_000) / u64::from(weight.max(1))
 }
 
 /// A tenant as preemption sees it.
@@ -105,14 +140,16 @@ pub struct TenantView {
     /// Its guarantee: only the dimensions it names (an empty guarantee
     /// protects nothing).
     pub guarantee: Amounts,
-    /// Its weight (> 0) in the weighted dominant-resource fairness.
-    pub weight: f64,
+    /// Its weight (0 counts as 1) in the weighted dominant-resource
+    /// fairness.
+    pub weight: u32,
 }
 
 impl TenantView {
-    /// Its dominant share of `capacity` divided by its weight.
-    pub fn weighted_share(&self, in_use: &Amounts, capacity: &Amounts) -> f64 {
-        in_use.dominant_share(capacity) / self.weight.max(f64::MIN_POSITIVE)
+    /// The dominant share `in_use` has of `capacity`, divided by this
+    /// tenant's weight ([`weighted`]).
+    pub fn weighted_share(&self, in_use: &Amounts, capacity: &Amounts) -> u64 {
+        weighted(in_use.dominant_share(capacity), self.weight)
     }
 
     /// Whether `in_use` is at or above the guarantee in every dimension it
@@ -322,7 +359,7 @@ fn victims_on<'c, 'a>(
     tenants: &BTreeMap<String, TenantView>,
     capacity: &Amounts,
     below_guarantee: bool,
-    my_share_after: f64,
+    my_share_after: u64,
 ) -> Option<Vec<&'c Running<'a>>> {
     // Eligible one by one, in the order they would be taken.
     let mut eligible: Vec<&Running<'_>> = c
@@ -383,7 +420,7 @@ fn eligible_alone(
     tenants: &BTreeMap<String, TenantView>,
     capacity: &Amounts,
     below_guarantee: bool,
-    my_share_after: f64,
+    my_share_after: u64,
 ) -> bool {
     let Some(t) = tenants.get(v.tenant) else { return false };
     let after = t.in_use.minus(&v.holds);
@@ -403,10 +440,10 @@ mod tests {
     use quickcheck::{quickcheck, Arbitrary, Gen};
 
     fn amt(cores: u64, memory_mb: u64) -> Amounts {
-        Amounts { cores, memory_mb, named: BTreeMap::new() }
+        Amounts { cores, memory_mb, ..Default::default() }
     }
 
-    fn tenant(cores: u64, guarantee: u64, weight: f64) -> TenantView {
+    fn tenant(cores: u64, guarantee: u64, weight: u32) -> TenantView {
         TenantView {
             in_use: amt(cores, cores * 1024),
             guarantee: Amounts { cores: guarantee, ..Default::default() },
@@ -439,7 +476,7 @@ mod tests {
                 running: vec![run(2, 20, 1, 1), run(3, 60, 9, 4)],
             },
         ];
-        let tenants = BTreeMap::from([("a".to_owned(), tenant(7, 0, 1.0))]);
+        let tenants = BTreeMap::from([("a".to_owned(), tenant(7, 0, 1))]);
         let waiting = Waiting { tenant: "a", priority: 50, need: amt(2, 2048) };
         let choice = choose(&waiting, &candidates, &tenants, &amt(10, 10240)).unwrap();
         assert_eq!(
@@ -472,10 +509,8 @@ mod tests {
         }];
         let capacity = amt(4, 4096);
         let waiting = Waiting { tenant: "a", priority: 100, need: amt(4, 4096) };
-        let mut tenants = BTreeMap::from([
-            ("a".to_owned(), tenant(0, 4, 1.0)),
-            ("b".to_owned(), tenant(4, 4, 1.0)),
-        ]);
+        let mut tenants =
+            BTreeMap::from([("a".to_owned(), tenant(0, 4, 1)), ("b".to_owned(), tenant(4, 4, 1))]);
         assert_eq!(choose(&waiting, &candidates, &tenants, &capacity), None, "b at its guarantee");
         tenants.get_mut("b").unwrap().guarantee = Amounts::default();
         let choice = choose(&waiting, &candidates, &tenants, &capacity).unwrap();
@@ -506,23 +541,17 @@ mod tests {
         let waiting = Waiting { tenant: "a", priority: 50, need: holds };
         // b holds 9 of 10, a 1: a with one more (2) stays poorer than b
         // without one (8).
-        let tenants = BTreeMap::from([
-            ("a".to_owned(), tenant(1, 0, 1.0)),
-            ("b".to_owned(), tenant(9, 0, 1.0)),
-        ]);
+        let tenants =
+            BTreeMap::from([("a".to_owned(), tenant(1, 0, 1)), ("b".to_owned(), tenant(9, 0, 1))]);
         assert!(choose(&waiting, &candidates, &tenants, &capacity).is_some());
         // Equal holdings (5 and 5): taking would make b the poorer.
-        let tenants = BTreeMap::from([
-            ("a".to_owned(), tenant(5, 0, 1.0)),
-            ("b".to_owned(), tenant(5, 0, 1.0)),
-        ]);
+        let tenants =
+            BTreeMap::from([("a".to_owned(), tenant(5, 0, 1)), ("b".to_owned(), tenant(5, 0, 1))]);
         assert_eq!(choose(&waiting, &candidates, &tenants, &capacity), None);
         // Weight 3 for a: a's share with one more is (6/10)/3 = 0.2 < b's
         // (4/10)/1.
-        let tenants = BTreeMap::from([
-            ("a".to_owned(), tenant(5, 0, 3.0)),
-            ("b".to_owned(), tenant(5, 0, 1.0)),
-        ]);
+        let tenants =
+            BTreeMap::from([("a".to_owned(), tenant(5, 0, 3)), ("b".to_owned(), tenant(5, 0, 1))]);
         assert!(choose(&waiting, &candidates, &tenants, &capacity).is_some());
     }
 
@@ -544,10 +573,8 @@ mod tests {
                 })
                 .collect(),
         }];
-        let tenants = BTreeMap::from([
-            ("a".to_owned(), tenant(4, 0, 1.0)),
-            ("b".to_owned(), tenant(0, 0, 1.0)),
-        ]);
+        let tenants =
+            BTreeMap::from([("a".to_owned(), tenant(4, 0, 1)), ("b".to_owned(), tenant(0, 0, 1))]);
         let waiting = Waiting { tenant: "b", priority: 50, need: amt(1, 1024) };
         let capacity = amt(4, 4096);
         let plan = choose_successive(&waiting, 4, 60, &candidates, &tenants, &capacity);
@@ -560,6 +587,49 @@ mod tests {
         // A budget of one victim: one preemption.
         assert_eq!(choose_successive(&waiting, 4, 1, &candidates, &tenants, &capacity).len(), 1);
         assert!(choose_successive(&waiting, 4, 0, &candidates, &tenants, &capacity).is_empty());
+    }
+
+    #[test]
+    fn named_resources_and_ports_are_freed_only_by_executors_holding_them() {
+        let ids: Vec<ExecutorId> = (0..4).map(|i| ExecutorId(format!("e{i}"))).collect();
+        let w = WorkerId("w".into());
+        let gpu = |n: u64| BTreeMap::from([("gpu".to_owned(), n)]);
+        let run = |i: usize, priority: u8, started: u64, holds: Amounts| Running {
+            id: &ids[i],
+            tenant: "a",
+            priority,
+            started: Millis(started),
+            holds,
+        };
+        let candidates = vec![Candidate {
+            worker: &w,
+            // Cores to spare, no gpu and no port free.
+            free: Amounts { cores: 8, memory_mb: 8192, ..Default::default() },
+            running: vec![
+                // The lowest and youngest, but it holds no gpu.
+                run(0, 10, 9, amt(1, 1024)),
+                run(1, 20, 1, Amounts { named: gpu(1), ..amt(1, 1024) }),
+                run(2, 30, 5, Amounts { named: gpu(1), ..amt(1, 1024) }),
+                run(3, 40, 2, Amounts { ports: 2, ..amt(1, 1024) }),
+            ],
+        }];
+        let tenants = BTreeMap::from([("a".to_owned(), tenant(4, 0, 1))]);
+        let capacity = Amounts { named: gpu(2), ports: 2, ..amt(12, 12288) };
+        let choose_for = |need: Amounts| {
+            let waiting = Waiting { tenant: "a", priority: 50, need };
+            choose(&waiting, &candidates, &tenants, &capacity).map(|c| c.victims)
+        };
+        // One gpu: the lowest-priority executor that holds one.
+        assert_eq!(choose_for(Amounts { named: gpu(1), ..amt(1, 1) }), Some(vec![ids[1].clone()]));
+        // Two: both gpu holders; the cpu-only one taken first is spared.
+        assert_eq!(
+            choose_for(Amounts { named: gpu(2), ..amt(1, 1) }),
+            Some(vec![ids[1].clone(), ids[2].clone()])
+        );
+        // Three: no worker can be freed enough.
+        assert_eq!(choose_for(Amounts { named: gpu(3), ..amt(1, 1) }), None);
+        // A port: only the executor holding ports frees one.
+        assert_eq!(choose_for(Amounts { ports: 1, ..amt(1, 1) }), Some(vec![ids[3].clone()]));
     }
 
     /// An executor of a random case: tenant, priority, start, cores.
@@ -639,7 +709,7 @@ mod tests {
                 let view = TenantView {
                     in_use: amt(use_[t], 0),
                     guarantee: Amounts { cores: g, ..Default::default() },
-                    weight: w as f64,
+                    weight: w as u32,
                 };
                 (names[t].to_owned(), view)
             })

@@ -895,3 +895,44 @@ fn preemption_never_takes_a_tenant_below_its_guarantee_counting_victims_in_their
     assert_eq!(killed.len(), 2, "a keeps its 2 guaranteed cores: {killed:?}");
     assert_eq!(m.preemptions_started(), 2);
 }
+
+/// The per-tenant preemption budget refills (docs/tenants.md,
+/// core/src/master/preempt.rs): tenant `a` fills a 130-core worker, tenant
+/// `b` arrives asking for 130 one-core slots, and equal shares would take 65
+/// of `a`'s executors. The first 60 go within a minute; then `b`'s budget
+/// is used up and nothing changes that could make a check due, so the
+/// leader checks again only when the oldest of those victims leaves the
+/// minute, and the last 5 follow.
+#[test]
+fn a_used_up_preemption_budget_refills_a_minute_after_its_oldest_victim() {
+    let mut store = Store::default();
+    let mut m = leader(&mut store, "a");
+    let _ = set_tenant(&mut store, &mut m, Tenant::new("a"));
+    let _ = set_tenant(&mut store, &mut m, Tenant::new("b"));
+    let _ = submit(&mut store, &mut m, "a-job", Some("a"), (130, 1, 64));
+    let mut pending = register(&mut store, &mut m, 100, "w1", (130, 130 * 64));
+    let w = ConnId(100);
+    let mut live = BTreeMap::new();
+    let _ = obey(&mut store, &mut m, w, 500, &mut pending, &mut live);
+    assert_eq!(live.len(), 130);
+    pending.extend(submit(&mut store, &mut m, "b-job", Some("b"), (130, 1, 64)));
+    // The worker ends each kill at the next step, 300 ms on.
+    let mut stopped_at: Vec<u64> = Vec::new();
+    for step in 0..300u64 {
+        let now = 1_000 + step * 300;
+        let killed = obey(&mut store, &mut m, w, now, &mut pending, &mut live);
+        stopped_at.extend(killed.iter().map(|_| now));
+        let beat = Message::WorkerHeartbeat { incarnation: regent_core::Incarnation(100) };
+        let out = m.handle(Millis(now), master::Event::Message { conn: w, msg: beat });
+        pending.extend(store.settle(&mut m, Millis(now), out));
+        let out = m.handle(Millis(now + 1), master::Event::Tick);
+        pending.extend(store.settle(&mut m, Millis(now + 1), out));
+    }
+    assert_eq!(stopped_at.len(), 65, "down to equal shares: {stopped_at:?}");
+    let since_first = |k: usize| stopped_at[k] - stopped_at[0];
+    assert!(since_first(59) < 60_000, "60 victims within the minute: {stopped_at:?}");
+    assert!(
+        (60_000..=60_001 + 900).contains(&since_first(60)),
+        "the 61st waits until the first leaves the minute, and no longer: {stopped_at:?}"
+    );
+}

@@ -10,15 +10,18 @@
 //!   A framework's use is charged to the tenant it had when its first
 //!   live executor was counted (a framework's tenant never changes; its
 //!   executors may outlive it while they are killed).
-//! * **Order.** A tenant's dominant share is the largest, over cores and
-//!   memory, of what it holds over what the ALIVE workers offer; divided by
-//!   its weight it orders the tenants (lowest first). Within a tenant,
+//! * **Order.** A tenant's dominant share is the largest, over cores,
+//!   memory and every named resource (gpu, ...), of what it holds over what
+//!   the ALIVE workers offer; divided by its weight it orders the tenants
+//!   (lowest first). Within a tenant,
 //!   frameworks go by their own dominant share — except in the implicit
 //!   `default` tenant (no `tenant set` record), where they keep framework
 //!   id order, so a cluster without tenants places exactly as before.
 //!
-//! Tests: core/tests/tenants.rs; every step's debug check.
+//! Tests: core/tests/tenants.rs, core/tests/drf_named.rs; every step's
+//! debug check.
 
+use super::tenants::Capacity;
 use crate::ids::FrameworkId;
 use crate::protocol::tenants::Held;
 use rustc_hash::FxHashMap;
@@ -142,18 +145,11 @@ impl Usage {
     }
 }
 
-/// A dominant share, in millionths of the capacity of the ALIVE workers'
-/// cores and memory (a dimension the cluster has none of counts as full
-/// when anything holds it), divided by `weight`.
-pub(super) fn weighted_share(held: &Held, capacity: (u64, u64), weight: u32) -> u64 {
-    let share = |used: u64, cap: u64| -> u64 {
-        match (used, cap) {
-            (0, _) => 0,
-            (_, 0) => 1_000_000,
-            (u, c) => (u128::from(u) * 1_000_000 / u128::from(c)) as u64,
-        }
-    };
-    let dominant = share(held.cores, capacity.0).max(share(held.memory_mb, capacity.1));
-    // Scaled so a weight's division keeps precision.
-    dominant * 1_000 / u64::from(weight.max(1))
+/// A dominant share over `weight` ([`crate::preemption::weighted`]): the
+/// largest, over cores, memory and every named resource, of what `held`
+/// takes of what the ALIVE workers offer (a dimension the cluster has none
+/// of counts as full when anything holds it) — the same share preemption
+/// judges fairness by.
+pub(super) fn weighted_share(held: &Held, capacity: &Capacity, weight: u32) -> u64 {
+    crate::preemption::weighted(capacity.dominant_ppm(held), weight)
 }

@@ -125,11 +125,23 @@ impl<'a> Candidates<'a> {
     pub(super) fn plan_holding(
         &self,
         groups: &[GroupSpec],
-    ) -> (Vec<GroupPlan>, Vec<(WorkerId, u32, u64)>) {
+    ) -> (Vec<GroupPlan>, Vec<(WorkerId, crate::preemption::Amounts)>) {
         let mut overlay = Overlay::default();
         let mut listed = 0usize;
         let plans = groups.iter().map(|g| self.plan_group(g, &mut overlay, &mut listed)).collect();
-        let held = overlay.iter().map(|(id, h)| ((*id).clone(), h.cores, h.memory_mb)).collect();
+        let held = overlay
+            .iter()
+            .map(|(id, h)| {
+                let named = h.resources.iter().map(|(n, k)| (n.clone(), u64::from(*k))).collect();
+                let amounts = crate::preemption::Amounts {
+                    cores: u64::from(h.cores),
+                    memory_mb: h.memory_mb,
+                    ports: u64::from(h.ports),
+                    named,
+                };
+                ((*id).clone(), amounts)
+            })
+            .collect();
         (plans, held)
     }
 

@@ -34,10 +34,8 @@ impl Master {
             .or_else(|| named.map(str::to_owned))
             .unwrap_or_else(|| crate::protocol::tenants::DEFAULT_TENANT.to_owned());
         let mut planned = Planned::default();
-        for (worker, cores, memory_mb) in held {
-            planned.cores += u64::from(cores);
-            planned.memory_mb += memory_mb;
-            planned.by_worker.insert(worker, (cores, memory_mb));
+        for (worker, amounts) in held {
+            planned.hold(worker, amounts);
         }
         for (plan, spec) in plans.iter_mut().zip(groups) {
             if self.may_place() && plan.unplaced > 0 {
@@ -88,15 +86,21 @@ impl Master {
     }
 
     /// Whether one more executor of `spec` would take tenant `tenant`,
-    /// holding what it holds and `planned`, past its limit in cores or
-    /// memory.
+    /// holding what it holds and `planned`, past its limit in cores,
+    /// memory or a named resource (as the leader's own check,
+    /// `tenant_limit_shortfall`, judges it).
     fn tenant_limit_binds(&self, tenant: &str, spec: &GroupSpec, planned: &Planned) -> bool {
         let Some(t) = self.tenants.get(tenant) else { return false };
         let held = self.tenant_held(tenant);
         let over = |name: &str, held: u64, asked: u64| {
             t.limit.get(name).is_some_and(|l| asked > 0 && held.saturating_add(asked) > l)
         };
-        over("cores", held.cores + planned.cores, u64::from(spec.cores))
-            || over("memory", held.memory_mb + planned.memory_mb, spec.memory_mb)
+        let total = &planned.total;
+        over("cores", held.cores + total.cores, u64::from(spec.cores))
+            || over("memory", held.memory_mb + total.memory_mb, spec.memory_mb)
+            || spec.launch.resources.iter().any(|(name, n)| {
+                let planned = total.named.get(name).copied().unwrap_or(0);
+                over(name, held.get(name) + planned, u64::from(*n))
+            })
     }
 }

@@ -21,10 +21,17 @@
 //!   docs/design.md#issue-44). By fair share only with a tenant set
 //!   (`regent tenant set`): a cluster without tenants whose groups all have
 //!   one priority never preempts (a cheap check: a tenant is set, or some
-//!   waiting group's priority is above a running framework's group). Groups
-//!   asking for named resources or ports are not served by preemption yet.
+//!   waiting group's priority is above a running framework's group).
+//! * Every dimension a slot needs on one worker counts: cores, memory,
+//!   ports and named resources (gpu, ...). A victim frees all it holds, so
+//!   a slot needing a GPU is served only by victims on one worker whose
+//!   GPUs, with those free there, cover it; a slot naming ports likewise
+//!   by the worker's free port count (the leader counts ports, the worker
+//!   numbers them from its ranges: no slot asks for a fixed number, so no
+//!   victim is chosen for a number).
 //!
-//! Tests: core/tests/preemption.rs.
+//! Tests: core/tests/tenants.rs, core/tests/priority.rs,
+//! core/tests/drf_named.rs.
 
 use super::executors::Need;
 use super::{AfterWrite, Master, WorkerState};
@@ -80,23 +87,62 @@ impl Preemptions {
 /// leader's own preemption).
 #[derive(Debug, Default)]
 pub(super) struct Planned {
-    /// Cores and memory by worker.
-    pub(super) by_worker: BTreeMap<crate::ids::WorkerId, (u32, u64)>,
-    /// Cores over every worker.
-    pub(super) cores: u64,
-    /// Memory over every worker, in MiB.
-    pub(super) memory_mb: u64,
+    /// What they hold by worker (cores, memory, ports, named resources).
+    pub(super) by_worker: BTreeMap<crate::ids::WorkerId, Amounts>,
+    /// What they hold over every worker.
+    pub(super) total: Amounts,
 }
 
 impl Planned {
-    /// What the plan holds on worker `id`.
-    fn on(&self, id: &crate::ids::WorkerId) -> (u32, u64) {
-        self.by_worker.get(id).copied().unwrap_or((0, 0))
+    /// Counts what the plan's slots hold on `worker`.
+    pub(super) fn hold(&mut self, worker: crate::ids::WorkerId, held: Amounts) {
+        self.total = self.total.plus(&held);
+        let on = self.by_worker.entry(worker).or_default();
+        *on = on.plus(&held);
     }
 }
 
-fn amounts(cores: u64, memory_mb: u64) -> Amounts {
-    Amounts { cores, memory_mb, named: BTreeMap::new() }
+/// What an executor asking `need` holds, every dimension.
+fn amounts_of_need(need: &Need) -> Amounts {
+    let mut named = BTreeMap::new();
+    for (name, n) in &need.resources {
+        if *n > 0 {
+            *named.entry(name.clone()).or_default() += u64::from(*n);
+        }
+    }
+    Amounts {
+        cores: u64::from(need.cores),
+        memory_mb: need.memory_mb,
+        ports: u64::from(need.ports),
+        named,
+    }
+}
+
+/// What worker `w` has free of what `need` asks (cores, memory, ports and
+/// the named resources it names; other kinds do not matter to it).
+fn free_on(w: &super::WorkerEntry, need: &Amounts) -> Amounts {
+    let named =
+        need.named.keys().map(|name| (name.clone(), u64::from(w.resources_free(name)))).collect();
+    Amounts {
+        cores: u64::from(w.cores.saturating_sub(w.cores_used)),
+        memory_mb: w.memory_mb.saturating_sub(w.memory_used_mb),
+        ports: u64::from(w.ports.saturating_sub(w.ports_used)),
+        named,
+    }
+}
+
+/// Every dimension of `held` (cores, memory, named resources).
+pub(super) fn amounts_of(held: &crate::protocol::tenants::Held) -> Amounts {
+    let named = held.resources.iter().filter(|(_, n)| *n > 0).cloned().collect();
+    Amounts { cores: held.cores, memory_mb: held.memory_mb, ports: 0, named }
+}
+
+/// The dimensions tenant guarantee `dims` names (unnamed ones are zero:
+/// they protect nothing).
+fn guaranteed(dims: &crate::protocol::tenants::Dims) -> Amounts {
+    let named = dims.resources.iter().filter(|(_, n)| *n > 0).cloned().collect();
+    let (cores, memory_mb) = (dims.cores.unwrap_or(0), dims.memory_mb.unwrap_or(0));
+    Amounts { cores, memory_mb, ports: 0, named }
 }
 
 impl Master {
@@ -314,8 +360,8 @@ impl Master {
         slots: usize,
         budget: usize,
     ) -> Vec<(usize, Choice)> {
-        let need = Need::of(spec);
-        if !need.resources.is_empty() || need.ports > 0 || slots == 0 {
+        let need = amounts_of_need(&Need::of(spec));
+        if slots == 0 {
             return Vec::new();
         }
         let tenant = tenant.to_owned();
@@ -340,15 +386,16 @@ impl Master {
                 if e.state != ExecutorState::Running || e.operator_stop || e.kill_requested {
                     continue;
                 }
-                let held = Need::held_by(e);
+                // Every dimension it holds: its ports and named resources
+                // free with it.
+                let held = amounts_of_need(&Need::held_by(e));
                 let priority = self.executor_priority(e);
                 running.push((id, e.framework.clone(), e.running_since, held, priority));
             }
-            let (planned_cores, planned_memory) = planned.on(&w.id);
-            let free = amounts(
-                u64::from(w.cores.saturating_sub(w.cores_used).saturating_sub(planned_cores)),
-                w.memory_mb.saturating_sub(w.memory_used_mb).saturating_sub(planned_memory),
-            );
+            let mut free = free_on(w, &need);
+            if let Some(held) = planned.by_worker.get(&w.id) {
+                free = free.minus(held);
+            }
             candidates.push((w.id.clone(), free, running));
         }
         let tenant_names: std::collections::BTreeSet<String> = candidates
@@ -360,32 +407,24 @@ impl Master {
         let views: BTreeMap<String, TenantView> = tenant_names
             .into_iter()
             .map(|name| {
-                let mut held = self.tenant_held(&name);
                 // What the leader already stops is no longer the tenant's
                 // (sim seed 611, docs/design.md#simulator-seeds).
-                let (gone_cores, gone_memory) = stopping.get(&name).copied().unwrap_or_default();
-                held.cores = held.cores.saturating_sub(gone_cores);
-                held.memory_mb = held.memory_mb.saturating_sub(gone_memory);
+                let gone = stopping.get(&name).cloned().unwrap_or_default();
+                let mut in_use = amounts_of(&self.tenant_held(&name)).minus(&gone);
                 if name == tenant {
-                    held.cores += planned.cores;
-                    held.memory_mb += planned.memory_mb;
+                    in_use = in_use.plus(&Amounts { ports: 0, ..planned.total.clone() });
                 }
                 let set = self.tenants.get(&name);
-                let guarantee = set.map_or_else(Amounts::default, |t| {
-                    amounts(t.guarantee.cores.unwrap_or(0), t.guarantee.memory_mb.unwrap_or(0))
-                });
+                let guarantee = set.map_or_else(Amounts::default, |t| guaranteed(&t.guarantee));
                 let weight = set.map_or(1, |t| t.weight).max(1);
-                let view = TenantView {
-                    in_use: amounts(held.cores, held.memory_mb),
-                    guarantee,
-                    weight: f64::from(weight),
-                };
-                (name, view)
+                (name, TenantView { in_use, guarantee, weight })
             })
             .collect();
+        // Shares over every dimension the ALIVE workers offer, named
+        // resources included: the same shares the placement orders by.
         let capacity = {
-            let (cores, memory_mb) = self.workers.alive_capacity();
-            amounts(cores, memory_mb)
+            let c = self.capacity();
+            Amounts { cores: c.cores, memory_mb: c.memory_mb, ports: 0, named: c.resources }
         };
         let tenants_of: Vec<Vec<String>> = candidates
             .iter()
@@ -407,16 +446,12 @@ impl Master {
                         tenant: t,
                         priority: *priority,
                         started: since.unwrap_or(Millis::ZERO),
-                        holds: amounts(u64::from(held.cores), held.memory_mb),
+                        holds: held.clone(),
                     })
                     .collect(),
             })
             .collect();
-        let waiting = Waiting {
-            tenant: &tenant,
-            priority: spec.policy.priority,
-            need: amounts(u64::from(need.cores), need.memory_mb),
-        };
+        let waiting = Waiting { tenant: &tenant, priority: spec.policy.priority, need };
         choose_successive(&waiting, slots, budget, &views_in, &views, &capacity)
     }
 

@@ -55,42 +55,32 @@ pub(super) struct Capacity {
 
 impl Capacity {
     /// The dominant share of `held` in millionths: the largest of held /
-    /// capacity over the dimensions (a dimension the cluster has none of
-    /// counts as fully used when anything holds it).
-    pub(super) fn dominant_share_ppm(&self, held: &Held) -> u32 {
-        let share = |used: u64, cap: u64| -> u64 {
-            match (used, cap) {
-                (0, _) => 0,
-                (_, 0) => 1_000_000,
-                (u, c) => (u128::from(u) * 1_000_000 / u128::from(c)).min(1_000_000) as u64,
-            }
-        };
-        let mut best = share(held.cores, self.cores).max(share(held.memory_mb, self.memory_mb));
+    /// capacity over every dimension, named resources included
+    /// ([`crate::preemption::share_ppm`]: a dimension the cluster has none
+    /// of counts as fully used when anything holds it), above 10^6 when
+    /// more is held than the ALIVE workers offer.
+    pub(super) fn dominant_ppm(&self, held: &Held) -> u64 {
+        use crate::preemption::share_ppm;
+        let mut best =
+            share_ppm(held.cores, self.cores).max(share_ppm(held.memory_mb, self.memory_mb));
         for (name, n) in &held.resources {
-            best = best.max(share(*n, self.resources.get(name).copied().unwrap_or(0)));
+            best = best.max(share_ppm(*n, self.resources.get(name).copied().unwrap_or(0)));
         }
-        best as u32
+        best
+    }
+
+    /// [`Capacity::dominant_ppm`], at most 10^6 (what a view shows).
+    pub(super) fn dominant_share_ppm(&self, held: &Held) -> u32 {
+        self.dominant_ppm(held).min(1_000_000) as u32
     }
 }
 
 impl Master {
-    /// What the ALIVE workers offer in all (a pass over the workers: for
-    /// answers, not for placement).
+    /// What the ALIVE workers offer in all (kept by the worker registry
+    /// as workers come, go and change state).
     pub(super) fn capacity(&self) -> Capacity {
-        let mut c = Capacity::default();
-        for w in self.workers.entries.values() {
-            if w.state != super::WorkerState::Alive {
-                continue;
-            }
-            c.cores += u64::from(w.cores);
-            c.memory_mb += w.memory_mb;
-            if let Some(r) = &w.resources {
-                for o in &r.offered {
-                    *c.resources.entry(o.name.clone()).or_default() += o.addresses.len() as u64;
-                }
-            }
-        }
-        c
+        let (cores, memory_mb) = self.workers.alive_capacity();
+        Capacity { cores, memory_mb, resources: self.workers.alive_named().clone() }
     }
 
     /// `SetTenant` from `asker`: checked, written, accepted once durable.
@@ -170,21 +160,20 @@ impl Master {
         self.preemptions.total
     }
 
-    /// By tenant, the cores and memory (MiB) of the live executors the
-    /// leader is already stopping (a preemption's earlier victims, kills,
+    /// By tenant, what the live executors the leader is already stopping
+    /// hold (cores, memory, named resources) (a preemption's earlier victims, kills,
     /// drains, a rollout's stops): preemption takes them off what a tenant
     /// holds, so it judges a tenant's guarantee and share by what the tenant
     /// keeps once they end (never below its guarantee; `--api-jobs
     /// --preemption`: sim seed 611 (docs/design.md#simulator-seeds)).
-    pub(super) fn tenants_stopping(&self) -> BTreeMap<String, (u64, u64)> {
-        let mut stopping: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    pub(super) fn tenants_stopping(&self) -> BTreeMap<String, crate::preemption::Amounts> {
+        let mut stopping: BTreeMap<String, crate::preemption::Amounts> = BTreeMap::new();
         for e in self.executors.iter() {
             if e.state.is_terminal() || !(e.operator_stop || e.kill_requested) {
                 continue;
             }
             let s = stopping.entry(self.framework_tenant(&e.framework).to_owned()).or_default();
-            s.0 += u64::from(e.cores);
-            s.1 += e.memory_mb;
+            *s = s.plus(&super::preempt::amounts_of(&e.held()));
         }
         stopping
     }

@@ -29,7 +29,7 @@ use crate::store::StoreCommand;
 use crate::store::{Maintenance, Record, RecordKey, WorkerRecord, WriteId};
 use crate::time::Millis;
 use rustc_hash::FxHashMap;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How many replaced incarnations of one worker id are remembered, so a
 /// replaced process that keeps talking is told to shut down instead of
@@ -249,8 +249,29 @@ pub(super) struct Registry {
     /// denominators of dominant shares (docs/tenants.md).
     alive_capacity: (u64, u64),
     /// Commands to workers still registering, held until their
-    /// `Registered` goes out ([`Registry::hold_command`]).
+    /// `Registered` goes out ([`Registry::route`]).
     held: FxHashMap<WorkerId, Vec<Message>>,
+    /// The addresses of each named resource the ALIVE workers offer (a
+    /// kind none offers is absent): the other denominators of dominant
+    /// shares.
+    alive_named: BTreeMap<String, u64>,
+}
+
+/// Adds (`add`) or takes away the addresses `resources` offers to or from
+/// `named`, dropping a kind that falls to zero.
+fn count_named(named: &mut BTreeMap<String, u64>, resources: Option<&WorkerResources>, add: bool) {
+    let Some(r) = resources else { return };
+    for o in &r.offered {
+        let n = o.addresses.len() as u64;
+        if add {
+            *named.entry(o.name.clone()).or_default() += n;
+        } else if let Some(v) = named.get_mut(&o.name) {
+            *v = v.saturating_sub(n);
+            if *v == 0 {
+                named.remove(&o.name);
+            }
+        }
+    }
 }
 
 /// The store shard of worker `id`'s record and the bytes its name takes in
@@ -313,6 +334,7 @@ impl Registry {
             self.silence.push_back(e.slot, e.last_seen);
             self.alive_capacity.0 += u64::from(e.cores);
             self.alive_capacity.1 += e.memory_mb;
+            count_named(&mut self.alive_named, e.resources.as_deref(), true);
         }
         if let Some(old) = self.entries.insert(e.id.clone(), e) {
             unreachable!("worker {} inserted twice", old.id);
@@ -333,6 +355,7 @@ impl Registry {
         if e.state == WorkerState::Alive {
             self.alive_capacity.0 -= u64::from(e.cores);
             self.alive_capacity.1 -= e.memory_mb;
+            count_named(&mut self.alive_named, e.resources.as_deref(), false);
         }
         if let Some((c, m)) = e.placed_as {
             self.placeable.remove(&(c, m, e.id.clone()));
@@ -352,9 +375,11 @@ impl Registry {
         if e.state == WorkerState::Alive {
             self.alive_capacity.0 -= u64::from(e.cores);
             self.alive_capacity.1 -= e.memory_mb;
+            count_named(&mut self.alive_named, e.resources.as_deref(), false);
         } else if state == WorkerState::Alive {
             self.alive_capacity.0 += u64::from(e.cores);
             self.alive_capacity.1 += e.memory_mb;
+            count_named(&mut self.alive_named, e.resources.as_deref(), true);
         }
         e.state = state;
         if state == WorkerState::Alive {
@@ -464,6 +489,30 @@ impl Registry {
         self.alive_capacity
     }
 
+    /// The addresses of each named resource the ALIVE workers offer.
+    pub(super) fn alive_named(&self) -> &BTreeMap<String, u64> {
+        &self.alive_named
+    }
+
+    /// Worker `id` offers `offered` now (a repeated registration): its
+    /// entry takes the offer, and the ALIVE workers' named capacity moves
+    /// with it.
+    pub(super) fn offer_resources(
+        &mut self,
+        id: &WorkerId,
+        offered: &[crate::resources::Resource],
+    ) {
+        let Some(e) = self.entries.get_mut(id) else { return };
+        let alive = e.state == WorkerState::Alive;
+        if alive {
+            count_named(&mut self.alive_named, e.resources.as_deref(), false);
+        }
+        e.offer_resources(offered);
+        if alive {
+            count_named(&mut self.alive_named, e.resources.as_deref(), true);
+        }
+    }
+
     pub(super) fn count(&self, state: WorkerState) -> usize {
         self.counts[state as usize]
     }
@@ -561,6 +610,11 @@ impl Registry {
         let alive = self.entries.values().filter(|e| e.state == WorkerState::Alive);
         let capacity = alive.fold((0, 0), |(c, m), e| (c + u64::from(e.cores), m + e.memory_mb));
         assert_eq!(self.alive_capacity, capacity, "the ALIVE workers' capacity");
+        let mut named = BTreeMap::new();
+        for e in self.entries.values().filter(|e| e.state == WorkerState::Alive) {
+            count_named(&mut named, e.resources.as_deref(), true);
+        }
+        assert_eq!(self.alive_named, named, "the ALIVE workers' named resources");
         let recovered = self.entries.values().filter(|e| e.recovered).count();
         assert_eq!(self.recovered, recovered, "recovered workers");
         let linked = self.silence.linked();
@@ -792,9 +846,9 @@ impl Master {
                 entry.attributes = reg.attributes.clone();
                 entry.ports = crate::ports::count(&reg.ports);
                 entry.host = reg.host.clone();
-                entry.offer_resources(&reg.resources);
                 entry.users = reg.users.clone().into_boxed_slice();
                 let state = entry.state;
+                self.workers.offer_resources(&id, &reg.resources);
                 self.workers.seen(&id, now);
                 if let Some(old) = old_conn.filter(|c| *c != conn) {
                     if let Some(c) = self.conns.get_mut(&old) {

@@ -430,16 +430,19 @@ impl Master {
     fn place_fairly(&mut self, waiting: Vec<FrameworkId>, band: Option<u8>, out: &mut Vec<Action>) {
         use std::cmp::Reverse;
         use std::collections::BinaryHeap;
-        let capacity = self.workers.alive_capacity();
+        if waiting.is_empty() {
+            return;
+        }
+        let capacity = self.capacity();
         let mut queues: rustc_hash::FxHashMap<String, BinaryHeap<Reverse<(u64, FrameworkId)>>> =
             Default::default();
         for fid in waiting {
             let tenant = self.framework_tenant(&fid).to_owned();
-            let key = self.framework_key(&fid, &tenant, capacity);
+            let key = self.framework_key(&fid, &tenant, &capacity);
             queues.entry(tenant).or_default().push(Reverse((key, fid)));
         }
         let mut tenants: BinaryHeap<Reverse<(u64, String)>> =
-            queues.keys().map(|t| Reverse((self.tenant_key(t, capacity), t.clone()))).collect();
+            queues.keys().map(|t| Reverse((self.tenant_key(t, &capacity), t.clone()))).collect();
         let mut cursors: rustc_hash::FxHashMap<FrameworkId, (usize, u32)> = Default::default();
         let mut fit_nowhere: Vec<Need> = Vec::new();
         while let Some(Reverse((_, tenant))) = tenants.pop() {
@@ -449,11 +452,11 @@ impl Master {
             let placed = self.place_next_of(&fid, cursor, band, &mut fit_nowhere, out);
             let queue = queues.get_mut(&tenant).expect("taken above");
             if placed {
-                let key = self.framework_key(&fid, &tenant, capacity);
+                let key = self.framework_key(&fid, &tenant, &capacity);
                 queue.push(Reverse((key, fid)));
             }
             if !queue.is_empty() {
-                tenants.push(Reverse((self.tenant_key(&tenant, capacity), tenant)));
+                tenants.push(Reverse((self.tenant_key(&tenant, &capacity), tenant)));
             }
         }
     }
@@ -461,7 +464,12 @@ impl Master {
     /// Where framework `fid` of `tenant` stands among its tenant's
     /// frameworks: its dominant share; 0 for every framework of the
     /// implicit `default` tenant (framework id order).
-    fn framework_key(&self, fid: &FrameworkId, tenant: &str, capacity: (u64, u64)) -> u64 {
+    fn framework_key(
+        &self,
+        fid: &FrameworkId,
+        tenant: &str,
+        capacity: &super::tenants::Capacity,
+    ) -> u64 {
         if tenant == DEFAULT_TENANT && self.tenants.get(DEFAULT_TENANT).is_none() {
             return 0;
         }
@@ -469,24 +477,31 @@ impl Master {
     }
 
     /// Where `tenant` stands among the tenants: first every tenant below
-    /// its guarantee (cores or memory), then the others; within each, its
-    /// dominant share over its weight. Guarantees come first so capacity a
-    /// preemption frees for a tenant below its guarantee goes to it, not
-    /// back to the victim's tenant when that one is poorer by weighted
-    /// share (found by the `--preemption` soak in the trace of
-    /// sim seed 611 (docs/design.md#simulator-seeds)).
-    fn tenant_key(&self, tenant: &str, capacity: (u64, u64)) -> u64 {
+    /// its guarantee (in any dimension it names: cores, memory, a named
+    /// resource), then the others; within each, its dominant share over
+    /// its weight (every dimension, named resources included). Guarantees
+    /// come first so capacity a preemption frees for a tenant below its
+    /// guarantee goes to it, not back to the victim's tenant when that one
+    /// is poorer by weighted share (found by the `--preemption` soak in
+    /// the trace of sim seed 611 (docs/design.md#simulator-seeds)).
+    fn tenant_key(&self, tenant: &str, capacity: &super::tenants::Capacity) -> u64 {
         let set = self.tenants.get(tenant);
         let weight = set.map_or(1, |t| t.weight);
         let held = self.usage.tenant(tenant);
         let below = set.is_some_and(|t| {
             held.cores < t.guarantee.cores.unwrap_or(0)
                 || held.memory_mb < t.guarantee.memory_mb.unwrap_or(0)
+                || t.guarantee.resources.iter().any(|(name, g)| held.get(name) < *g)
         });
-        // A weighted share is at most 10^9: the guaranteed band sorts
-        // first.
-        let band = if below { 0 } else { 1 << 40 };
-        band + super::fairness::weighted_share(&held, capacity, weight)
+        // The guaranteed band sorts first (a share is capped below the
+        // band: it passes 10^9 only when far more is held than offered).
+        const BAND: u64 = 1 << 60;
+        let share = super::fairness::weighted_share(&held, capacity, weight).min(BAND - 1);
+        if below {
+            share
+        } else {
+            BAND + share
+        }
     }
 
     /// Places the next open slot of `fid` from `cursor` (group, slot) that
