@@ -87,7 +87,10 @@ pub mod tenants;
 ///
 /// Version 16 (docs/design.md#issue-45, singletons): a group's
 /// [`crate::launch::LaunchSpec::disconnect`]; `GroupStatus::stop_after_ms`.
-pub const PROTOCOL_VERSION: u16 = 16;
+///
+/// Version 17 (docs/design.md#issue-45, services): a group's health checks
+/// ([`crate::launch::LaunchSpec::checks`]).
+pub const PROTOCOL_VERSION: u16 = 17;
 
 /// What kind of node is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -441,6 +444,13 @@ pub fn spec_changes(old: &GroupSpec, new: &GroupSpec) -> Vec<String> {
         let d =
             |d: Option<crate::launch::Disconnect>| d.map_or("none".to_string(), |d| d.to_string());
         changes.push(format!("disconnect {} -> {}", d(o.disconnect), d(n.disconnect)));
+    }
+    if o.checks != n.checks {
+        let names = |c: &[crate::launch::CheckSpec]| match c {
+            [] => "none".to_string(),
+            c => c.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(","),
+        };
+        changes.push(format!("checks {} -> {}", names(&o.checks), names(&n.checks)));
     }
     changes
 }

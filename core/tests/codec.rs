@@ -64,6 +64,7 @@ fn group_spec_arb(g: &mut Gen) -> GroupSpec {
 fn launch_spec(g: &mut Gen) -> Box<regent_core::launch::LaunchSpec> {
     Box::new(regent_core::launch::LaunchSpec {
         disconnect: Option::<u64>::arbitrary(g).map(regent_core::launch::Disconnect::after_ms),
+        checks: (0..usize::arbitrary(g) % 3).map(|_| check_arb(g)).collect(),
         logs: Default::default(),
         resources: Default::default(),
         ports: Default::default(),
@@ -81,11 +82,35 @@ fn launch_spec(g: &mut Gen) -> Box<regent_core::launch::LaunchSpec> {
     })
 }
 
+/// A health check of any kind (docs/design.md#issue-45).
+fn check_arb(g: &mut Gen) -> regent_core::launch::CheckSpec {
+    use regent_core::launch::CheckKind;
+    let kind = match u8::arbitrary(g) % 4 {
+        0 => CheckKind::Http { port: s(g), path: s(g), expect: <(u16, u16)>::arbitrary(g) },
+        1 => CheckKind::Tcp { port: s(g) },
+        2 => CheckKind::Exec { command: strings(g) },
+        _ => CheckKind::Manual { ttl_ms: u64::arbitrary(g) },
+    };
+    regent_core::launch::CheckSpec {
+        name: s(g),
+        kind,
+        interval_ms: u64::arbitrary(g),
+        timeout_ms: u64::arbitrary(g),
+        grace_ms: u64::arbitrary(g),
+        failures: u32::arbitrary(g),
+    }
+}
+
 /// Launch options with every field set: a cwd, a kill grace, an artifact
-/// to unpack and one to place, a user, a disconnect rule.
+/// to unpack and one to place, a user, a disconnect rule, an http check.
 fn golden_launch() -> regent_core::launch::LaunchSpec {
     regent_core::launch::LaunchSpec {
         disconnect: Some(regent_core::launch::Disconnect::after_ms(30_000)),
+        checks: vec![regent_core::launch::CheckSpec::new(regent_core::launch::CheckKind::Http {
+            port: "http".into(),
+            path: "/health".into(),
+            expect: (200, 299),
+        })],
         logs: Default::default(),
         resources: Default::default(),
         ports: Default::default(),
