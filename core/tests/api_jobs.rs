@@ -71,6 +71,7 @@ fn running(inc: u64, id: &ExecutorId) -> Message {
     Message::ExecutorStatus {
         incarnation: Incarnation(inc),
         report: ExecutorReport {
+            health: None,
             ran_ms: None,
             resources: Default::default(),
             ports: Default::default(),
@@ -653,6 +654,7 @@ fn a_slot_in_restart_backoff_says_until_when_and_a_failed_one_why() {
     let failed = |conn: ConnId, x: &ExecutorId| Message::ExecutorStatus {
         incarnation: Incarnation(conn.0),
         report: ExecutorReport {
+            health: None,
             ran_ms: Some(5),
             resources: Default::default(),
             ports: Default::default(),

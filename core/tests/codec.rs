@@ -152,7 +152,14 @@ fn exec_info(g: &mut Gen) -> ExecutorInfo {
 }
 
 fn exec_report(g: &mut Gen) -> ExecutorReport {
+    use regent_core::protocol::{HealthReport, HealthStatus};
+    let statuses = [HealthStatus::Pending, HealthStatus::Passing, HealthStatus::Failing];
     ExecutorReport {
+        health: bool::arbitrary(g).then(|| HealthReport {
+            status: *g.choose(&statuses).unwrap(),
+            for_ms: u64::arbitrary(g),
+            detail: s(g),
+        }),
         ran_ms: None,
         resources: Default::default(),
         ports: Default::default(),
@@ -304,6 +311,7 @@ impl Arbitrary for Arb {
                 memory_mb: u64::arbitrary(g),
                 executors: (0..usize::arbitrary(g) % 3)
                     .map(|_| ExecutorReport {
+                        health: None,
                         ran_ms: None,
                         resources: Default::default(),
                         ports: Default::default(),
@@ -794,6 +802,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 cores: 8,
                 memory_mb: 16_384,
                 executors: vec![ExecutorReport {
+                    health: None,
                     ran_ms: None,
                     resources: Default::default(),
                     ports: Default::default(),
@@ -924,6 +933,12 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
             Message::ExecutorStatus {
                 incarnation: Incarnation(0xdead_beef),
                 report: ExecutorReport {
+                    // Its checks failing for 4.2 s (docs/design.md#issue-45).
+                    health: Some(regent_core::protocol::HealthReport {
+                        status: regent_core::protocol::HealthStatus::Failing,
+                        for_ms: 4_200,
+                        detail: "http: GET /health answered 500".into(),
+                    }),
                     ran_ms: None,
                     resources: Default::default(),
                     ports: Default::default(),

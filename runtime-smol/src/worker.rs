@@ -375,8 +375,7 @@ impl Pump {
     }
 
     async fn on_exec(&mut self, ev: ExecEvent) {
-        tracing::debug!(executor = %ev.executor, state = ?ev.state, "executor changed");
-        self.feed(NodeInput::ExecutorChanged { executor: ev.executor, state: ev.state }).await;
+        self.feed(regent_std::host::exec_input(ev)).await;
     }
 
     /// A master dialled the callback listener.

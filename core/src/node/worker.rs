@@ -100,6 +100,19 @@ pub enum Input {
         /// What was read, or why nothing could be.
         result: LogRead,
     },
+    /// The outcome of a health check run asked for by
+    /// [`worker::ExecutorCommand::RunCheck`] (appended; passed to the
+    /// machine as [`worker::Event::CheckResult`]).
+    CheckResult {
+        /// The executor checked.
+        executor: ExecutorId,
+        /// Which of its group's checks.
+        check: u8,
+        /// The run's number, echoed.
+        run: u64,
+        /// What it found.
+        outcome: crate::health::CheckOutcome,
+    },
 }
 
 /// What the runtime must do, in order.
@@ -357,6 +370,9 @@ impl WorkerNode {
             Input::Start => events.push(worker::Event::Start),
             Input::LeftBehind(report) => events.push(worker::Event::LeftBehind(report)),
             Input::Usage(usage) => events.push(worker::Event::Usage(usage)),
+            Input::CheckResult { executor, check, run, outcome } => {
+                events.push(worker::Event::CheckResult { executor, check, run, outcome })
+            }
             Input::Dialled { dial, result } => self.on_dialled(dial, result, &mut events, &mut out),
             Input::Accepted { conn } => {
                 self.callbacks.insert(conn);

@@ -45,6 +45,7 @@ impl Supervisor {
             if lock(&shared.preparing).get(&executor) == Some(&true) {
                 lock(&shared.preparing).remove(&executor);
                 (shared.sink)(ExecEvent {
+                    check: None,
                     executor: executor.clone(),
                     framework: framework.clone(),
                     state: ExecutorState::Killed,
@@ -109,6 +110,7 @@ impl Supervisor {
         };
         tracing::info!(executor = %executor, pid, "executor started");
         (shared.sink)(ExecEvent {
+            check: None,
             executor: executor.clone(),
             framework: framework.clone(),
             state: ExecutorState::Running,
@@ -128,6 +130,7 @@ impl Supervisor {
             lock(&shared.executors).remove(&executor);
             lock(&entry.state).finished = true;
             (shared.sink)(ExecEvent {
+                check: None,
                 executor: executor.clone(),
                 framework: framework.clone(),
                 state: ExecutorState::Failed {
@@ -422,6 +425,7 @@ impl Supervisor {
             let _ = writeln!(f, "regent: {reason}");
         }
         (self.shared.sink)(ExecEvent {
+            check: None,
             executor: executor.clone(),
             framework: framework.clone(),
             state: ExecutorState::Failed { reason: reason.clone() },
@@ -497,7 +501,12 @@ pub(super) fn wait_for(shared: &Shared, id: ExecutorId, entry: &Entry, mut child
     }
     lock(&shared.executors).remove(&id);
     tracing::info!(executor = %id, ?state, "executor ended");
-    (shared.sink)(ExecEvent { executor: id, framework: entry.framework.clone(), state });
+    (shared.sink)(ExecEvent {
+        executor: id,
+        framework: entry.framework.clone(),
+        state,
+        check: None,
+    });
     lock(&entry.state).finished = true;
     entry.changed.notify_all();
 }

@@ -338,7 +338,12 @@ pub(super) fn watch_adopted(shared: &Shared, id: ExecutorId, entry: &Entry, star
              killed with SIGKILL): its exit status is unknown"
         );
     }
-    (shared.sink)(ExecEvent { executor: id, framework: entry.framework.clone(), state });
+    (shared.sink)(ExecEvent {
+        executor: id,
+        framework: entry.framework.clone(),
+        state,
+        check: None,
+    });
     lock(&entry.state).finished = true;
     entry.changed.notify_all();
 }

@@ -33,6 +33,7 @@ pub const FLUSH_GRACE: Duration = Duration::from_millis(500);
 pub fn left_behind_report(lb: LeftBehind) -> ExecutorReport {
     // The supervisor logged what it found and did.
     ExecutorReport {
+        health: None,
         ran_ms: None,
         // Reported again, so the leader keeps telling the framework where
         // it listens and no other executor here is given its numbers (or
@@ -75,6 +76,24 @@ pub fn execute_executor_command(supervisor: &Arc<Supervisor>, cmd: ExecutorComma
                 // It ended already; its terminal event is on its way.
                 tracing::debug!(%executor, "executor to kill is not running");
             }
+        }
+        // On the supervisor's check pool: never blocks the pump; the
+        // outcome comes back through the sink (docs/design.md#issue-45).
+        ExecutorCommand::RunCheck(run) => supervisor.run_check(run),
+    }
+}
+
+/// What the worker node hears of a supervisor's [`ExecEvent`]: a health
+/// check's outcome, or an executor's new state. Both runtimes feed it.
+pub fn exec_input(ev: ExecEvent) -> NodeInput {
+    match ev.check {
+        Some(crate::exec::CheckDone { check, run, outcome }) => {
+            tracing::debug!(executor = %ev.executor, check, run, ?outcome, "health check ran");
+            NodeInput::CheckResult { executor: ev.executor, check, run, outcome }
+        }
+        None => {
+            tracing::debug!(executor = %ev.executor, state = ?ev.state, "executor changed");
+            NodeInput::ExecutorChanged { executor: ev.executor, state: ev.state }
         }
     }
 }

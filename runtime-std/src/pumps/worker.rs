@@ -320,8 +320,7 @@ impl Pump {
     }
 
     fn on_exec(&mut self, ev: ExecEvent) {
-        tracing::debug!(executor = %ev.executor, state = ?ev.state, "executor changed");
-        self.feed(NodeInput::ExecutorChanged { executor: ev.executor, state: ev.state });
+        self.feed(crate::host::exec_input(ev));
     }
 
     fn on_dialled(&mut self, dial: DialId, result: Result<TcpStream, DialError>) {

@@ -254,6 +254,7 @@ pub fn report(
     frameworks: &[FrameworkId],
 ) -> ExecutorReport {
     ExecutorReport {
+        health: None,
         ran_ms: None,
         resources: assigned(src),
         ports: Default::default(),
