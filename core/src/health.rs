@@ -116,6 +116,40 @@ pub struct Sweep {
     pub stop: Vec<ExecutorId>,
 }
 
+/// An executor's health as the leader keeps it (never stored): what its
+/// worker last reported, with when the status began by the leader's clock
+/// (`now − for_ms` on receipt), so it is shown as of any later time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HealthSeen {
+    /// Passing, failing or pending.
+    pub status: HealthStatus,
+    /// When the status began, by the leader's clock.
+    pub since: Millis,
+    /// The first failing check's name and what it saw.
+    pub detail: String,
+}
+
+impl HealthSeen {
+    /// What a report says at `now`; its detail cut to
+    /// [`crate::protocol::MAX_HEALTH_DETAIL`] (peer input).
+    pub fn received(now: Millis, report: &HealthReport) -> HealthSeen {
+        HealthSeen {
+            status: report.status,
+            since: now.since(Millis(report.for_ms)),
+            detail: crate::launch::check::cut_detail(&report.detail),
+        }
+    }
+
+    /// As a report at `now`.
+    pub fn report(&self, now: Millis) -> HealthReport {
+        HealthReport {
+            status: self.status,
+            for_ms: now.since(self.since).0,
+            detail: self.detail.clone(),
+        }
+    }
+}
+
 /// The checks of every live executor (see the module documentation).
 #[derive(Clone, Debug, Default)]
 pub struct Health {

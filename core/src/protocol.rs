@@ -90,7 +90,7 @@ pub mod tenants;
 ///
 /// Version 17 (docs/design.md#issue-45, services): a group's health checks
 /// ([`crate::launch::LaunchSpec::checks`]); an executor's health in
-/// [`ExecutorReport::health`].
+/// [`ExecutorReport::health`] and a slot's in `SlotStatus::health`.
 pub const PROTOCOL_VERSION: u16 = 17;
 
 /// What kind of node is speaking.
@@ -186,7 +186,9 @@ pub struct ExecutorReport {
 }
 
 /// An executor's health as its worker's checks see it
-/// ([`ExecutorReport::health`]; docs/jobs.md#health-checks-groupcheck).
+/// ([`ExecutorReport::health`]; docs/jobs.md#health-checks-groupcheck); in
+/// `/v1/` a slot's `health`, with `for_ms` as of the answer.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HealthReport {
     /// Passing, failing or pending.
@@ -204,7 +206,9 @@ pub struct HealthReport {
 pub const MAX_HEALTH_DETAIL: usize = crate::launch::check::MAX_CHECK_DETAIL_BYTES;
 
 /// What an executor's health checks add up to.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum HealthStatus {
     /// No result yet for some check (or a manual check held while its
     /// worker hears no leader), none failing.

@@ -252,6 +252,7 @@ fn job_status_arb(g: &mut Gen) -> api::JobStatus {
                 stop_after_ms: opt_u64(g),
                 slots: (0..usize::arbitrary(g) % 3)
                     .map(|_| api::SlotStatus {
+                        health: None,
                         slot: u32::arbitrary(g),
                         phase: *g.choose(&SLOT_PHASES).expect("phases"),
                         executor: if bool::arbitrary(g) { Some(ExecutorId(s(g))) } else { None },
@@ -1292,6 +1293,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                         stop_after_ms: Some(30_000),
                         slots: vec![
                             api::SlotStatus {
+                                health: None,
                                 slot: 0,
                                 phase: api::SlotPhase::Running,
                                 executor: Some(ExecutorId::new("web/g#0#42.1")),
@@ -1300,6 +1302,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                                 reasons: Vec::new(),
                             },
                             api::SlotStatus {
+                                health: None,
                                 slot: 1,
                                 phase: api::SlotPhase::Waiting,
                                 executor: None,
