@@ -239,6 +239,18 @@ pub enum Event {
         /// What it found.
         outcome: crate::health::CheckOutcome,
     },
+    /// An executor re-adopted at start-up ([`Event::LeftBehind`]
+    /// `Running`) keeps its group's disconnect rule and health checks, as
+    /// its record kept them (appended; docs/design.md#issue-45): it is
+    /// watched by the cut-off and checked from now, as at its launch.
+    Readopted {
+        /// The executor.
+        executor: ExecutorId,
+        /// Its group's disconnect rule, if a singleton.
+        disconnect: Option<crate::launch::Disconnect>,
+        /// Its group's health checks.
+        checks: Vec<crate::launch::CheckSpec>,
+    },
 }
 
 /// What the runtime must do, in order.
@@ -566,6 +578,23 @@ impl Worker {
                 self.on_executor_changed(now, executor, state, &mut out)
             }
             Event::Usage(usage) => self.usage = Some(usage),
+            Event::Readopted { executor, disconnect, checks } => {
+                let ports = self
+                    .executors
+                    .get(&executor)
+                    .filter(|e| e.state == ExecutorState::Running)
+                    .map(|e| e.ports.clone());
+                if let Some(ports) = ports {
+                    if let Some(rule) = disconnect {
+                        self.cut_off.guard(executor.clone(), rule);
+                        self.arm_cut_off();
+                    }
+                    let host = self.config.host.as_deref().unwrap_or("127.0.0.1");
+                    self.health.launched(executor.clone(), &checks, &ports, host);
+                    self.health.running(now, &executor, &mut self.jitter);
+                    self.arm_checks();
+                }
+            }
             Event::CheckResult { executor, check, run, outcome } => {
                 let verdict = self.health.result(now, &executor, check, run, outcome);
                 self.on_verdict(now, executor, verdict, &mut out);

@@ -360,3 +360,39 @@ fn health_rides_in_executor_status_when_it_changes_and_in_registration() {
     assert_eq!(health.status, HealthStatus::Passing);
     assert_eq!(health.for_ms, 10_000 - at);
 }
+
+#[test]
+fn an_executor_readopted_by_a_restarted_worker_is_still_checked_and_still_a_singleton() {
+    // A new worker process finds the executor its predecessor left running,
+    // its record keeping its port, its group's checks and disconnect rule.
+    let mut cfg = worker_cfg("w1", 8, &["a"]);
+    cfg.ports = vec![PortRange { first: 20_000, last: 20_009 }];
+    let mut w = Worker::new(cfg);
+    let _ = w.handle(Millis(0), worker::Event::Start);
+    let report = ExecutorReport {
+        health: None,
+        ran_ms: None,
+        id: ExecutorId::new(WEB),
+        framework: FrameworkId::new("f"),
+        cores: 1,
+        memory_mb: 64,
+        state: ExecutorState::Running,
+        ports: vec![("http".into(), 20_007)],
+        resources: Vec::new(),
+    };
+    let _ = w.handle(Millis(0), worker::Event::LeftBehind(report));
+    let readopted = worker::Event::Readopted {
+        executor: ExecutorId::new(WEB),
+        disconnect: Some(regent_core::launch::Disconnect::after_ms(30_000)),
+        checks: vec![http_check(3)],
+    };
+    let _ = w.handle(Millis(0), readopted);
+    let mut seen = Seen::default();
+    // No master ever answers: the checks run at the recorded port, and the
+    // singleton is stopped once no master was heard for 30 s.
+    drive(&mut w, &mut seen, 31_000, true, &mut |_, _| Some(CheckOutcome::Passed));
+    let (first, run) = &seen.runs[0];
+    assert!((2_000..=2_100).contains(first), "{first}");
+    assert!(matches!(run.probe, Probe::Http { port: 20_007, .. }), "{:?}", run.probe);
+    assert_eq!(seen.kills, vec![30_000], "cut off for its stop_after: stopped once");
+}

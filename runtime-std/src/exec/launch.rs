@@ -70,6 +70,8 @@ impl Supervisor {
             kill_grace_ms: spec.launch.kill_grace_ms,
             ports: regent_core::ports::numbered(&spec.launch.ports, &spec.env),
             resources: regent_core::resources::assigned_from_env(&spec.launch.resources, &spec.env),
+            disconnect_ms: spec.launch.disconnect.map(|d| d.stop_after_ms),
+            checks: spec.launch.checks.clone(),
         };
         if let Err(e) = record::write(&shared.running_dir, &rec) {
             destroy(child, pgid);

@@ -31,6 +31,26 @@ pub const FLUSH_GRACE: Duration = Duration::from_millis(500);
 /// so it must not use the group's retry budget. The cores and memory are
 /// the recorded ones.
 pub fn left_behind_report(lb: LeftBehind) -> ExecutorReport {
+    left_behind_inputs(lb).0
+}
+
+/// What the worker node hears of an executor a previous worker process
+/// left behind, in order: its report ([`left_behind_report`]), then, if it
+/// was re-adopted and its group has a disconnect rule or health checks,
+/// those (`Input::Readopted`, docs/design.md#issue-45), so it is still
+/// stopped when cut off and still checked. Both runtimes feed them.
+pub fn left_behind_inputs(lb: LeftBehind) -> (ExecutorReport, Option<NodeInput>) {
+    let adopted = lb.outcome == crate::exec::LeftBehindOutcome::Adopted
+        && (lb.disconnect_ms.is_some() || !lb.checks.is_empty());
+    let readopted = adopted.then(|| NodeInput::Readopted {
+        executor: lb.executor.clone(),
+        disconnect: lb.disconnect_ms.map(regent_core::launch::Disconnect::after_ms),
+        checks: lb.checks.clone(),
+    });
+    (left_behind_report_of(lb), readopted)
+}
+
+fn left_behind_report_of(lb: LeftBehind) -> ExecutorReport {
     // The supervisor logged what it found and did.
     ExecutorReport {
         health: None,
