@@ -695,3 +695,31 @@ fn a_slot_in_restart_backoff_says_until_when_and_a_failed_one_why() {
     assert_eq!(status.groups[0].done, 1);
     assert_eq!(status.state, regent_core::states::FrameworkState::Failed);
 }
+
+#[test]
+fn a_running_slot_shows_the_health_its_worker_last_reported_as_of_the_answer() {
+    use regent_core::protocol::{HealthReport, HealthStatus};
+    let mut c = Cluster::new();
+    let t = Millis(1_000);
+    let (_, all, _) = c.submit(t, submission("web", vec![group("g", 1, "/bin/sleep")]));
+    c.run_all(t, &all);
+    assert_eq!(c.status(t, "web").groups[0].slots[0].health, None, "nothing reported yet");
+    // Its worker says it has been failing for 4 s; the detail is cut to
+    // 256 bytes on receipt (peer input).
+    let (conn, x) = launches(&all)[0].clone();
+    let Message::ExecutorStatus { incarnation, mut report } = running(conn.0, &x) else {
+        unreachable!()
+    };
+    report.health = Some(HealthReport {
+        status: HealthStatus::Failing,
+        for_ms: 4_000,
+        detail: format!("http: {}", "x".repeat(1_000)),
+    });
+    let msg = Message::ExecutorStatus { incarnation, report };
+    let out = c.m.handle(Millis(10_000), master::Event::Message { conn, msg });
+    let _ = c.store.run(&mut c.m, Millis(10_000), out);
+    // Shown as of the answer: 2 s later it has been failing for 6 s.
+    let health = c.status(Millis(12_000), "web").groups[0].slots[0].health.clone().unwrap();
+    assert_eq!((health.status, health.for_ms), (HealthStatus::Failing, 6_000));
+    assert_eq!(health.detail.len(), regent_core::protocol::MAX_HEALTH_DETAIL);
+}
