@@ -117,25 +117,29 @@ pub struct Sweep {
 }
 
 /// An executor's health as the leader keeps it (never stored): what its
-/// worker last reported, with when the status began by the leader's clock
-/// (`now − for_ms` on receipt), so it is shown as of any later time.
+/// worker last reported and when it arrived by the leader's clock, so it is
+/// shown as of any later time (`for_ms` plus the time since; the leader's
+/// clock may have started after the status began).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HealthSeen {
     /// Passing, failing or pending.
     pub status: HealthStatus,
-    /// When the status began, by the leader's clock.
-    pub since: Millis,
+    /// How long the status had held when reported.
+    pub for_ms: u64,
+    /// When the report arrived, by the leader's clock.
+    pub at: Millis,
     /// The first failing check's name and what it saw.
     pub detail: String,
 }
 
 impl HealthSeen {
-    /// What a report says at `now`; its detail cut to
+    /// What a report says, received at `now`; its detail cut to
     /// [`crate::protocol::MAX_HEALTH_DETAIL`] (peer input).
     pub fn received(now: Millis, report: &HealthReport) -> HealthSeen {
         HealthSeen {
             status: report.status,
-            since: now.since(Millis(report.for_ms)),
+            for_ms: report.for_ms,
+            at: now,
             detail: crate::launch::check::cut_detail(&report.detail),
         }
     }
@@ -144,7 +148,7 @@ impl HealthSeen {
     pub fn report(&self, now: Millis) -> HealthReport {
         HealthReport {
             status: self.status,
-            for_ms: now.since(self.since).0,
+            for_ms: self.for_ms.saturating_add(now.since(self.at).0),
             detail: self.detail.clone(),
         }
     }

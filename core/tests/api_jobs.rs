@@ -722,4 +722,19 @@ fn a_running_slot_shows_the_health_its_worker_last_reported_as_of_the_answer() {
     let health = c.status(Millis(12_000), "web").groups[0].slots[0].health.clone().unwrap();
     assert_eq!((health.status, health.for_ms), (HealthStatus::Failing, 6_000));
     assert_eq!(health.detail.len(), regent_core::protocol::MAX_HEALTH_DETAIL);
+    // A new leader has it as soon as the worker registers with it: the
+    // registration carries it, passing for 9 s by the worker's clock.
+    c.m = c.store.elect("b", Millis(0), Epoch(1), WALL + 60_000);
+    let worker = if conn.0 == 100 { "w0" } else { "w1" };
+    let Message::ExecutorStatus { mut report, .. } = running(conn.0, &x) else { unreachable!() };
+    report.health =
+        Some(HealthReport { status: HealthStatus::Passing, for_ms: 9_000, detail: String::new() });
+    let Message::RegisterWorker(mut reg) = register(worker, conn.0, 8) else { unreachable!() };
+    reg.executors = vec![report];
+    let _ = connect_worker(&mut c.m, Millis(0), conn.0, worker);
+    let out =
+        c.m.handle(Millis(0), master::Event::Message { conn, msg: Message::RegisterWorker(reg) });
+    let _ = c.store.run(&mut c.m, Millis(0), out);
+    let health = c.status(Millis(1_000), "web").groups[0].slots[0].health.clone();
+    assert_eq!(health.map(|h| (h.status, h.for_ms)), Some((HealthStatus::Passing, 10_000)));
 }

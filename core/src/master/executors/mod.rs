@@ -1008,7 +1008,8 @@ impl Master {
         fw.groups[gi].current[slot as usize] = Some(report.id.clone());
         self.refresh_slot(&fid, gi, slot);
         let entry = ExecutorEntry {
-            health: None,
+            // A new leader has its health from the worker's registration.
+            health: report.health.as_ref().map(|h| crate::health::HealthSeen::received(now, h)),
             id: report.id.clone(),
             framework: fid,
             group,
