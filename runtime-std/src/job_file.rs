@@ -945,6 +945,8 @@ memory_mb = 256
             e.contains("group \"mappers\": key \"check[0].path\": a tcp check takes no path"),
             "{e}"
         );
+        let e = err(&checked("type = \"manual\"\nttl = \"20s\""));
+        assert!(e.contains("check[0]: manual checks are not supported yet"), "{e}");
         let e = err(&checked("type = \"grpc\""));
         assert!(e.contains("key \"check[0].type\": \"grpc\" is no check type"), "{e}");
         let e = err(&checked("type = \"http\"\nport = \"http\"\ntimeout = \"50ms\""));
