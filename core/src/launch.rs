@@ -22,6 +22,9 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod check;
+pub use check::{is_unhealthy, unhealthy_reason, CheckKind, CheckSpec, UNHEALTHY};
+
 /// Most artifacts one group fetches.
 pub const MAX_ARTIFACTS: usize = 16;
 /// Longest artifact source URL, in bytes.
@@ -67,6 +70,11 @@ pub struct LaunchSpec {
     /// run twice; docs/design.md#issue-45). `None`: it runs on through
     /// any partition, as before.
     pub disconnect: Option<Disconnect>,
+    /// The group's health checks (`[[group.check]]`, at most
+    /// [`check::MAX_CHECKS`]), run by the executor's worker beside it
+    /// (docs/jobs.md, docs/design.md#issue-45). Empty: none, the executor is
+    /// judged by its process alone, as before.
+    pub checks: Vec<CheckSpec>,
 }
 
 /// A group's rule for a worker cut off from every master (see
@@ -170,6 +178,14 @@ pub enum LaunchProblem {
     /// longer than [`MAX_STOP_AFTER_MS`].
     #[error("disconnect.stop_after {0} ms is out of range: {MIN_STOP_AFTER_MS} ms (1 s) to {MAX_STOP_AFTER_MS} ms (1 day)")]
     StopAfter(u64),
+    /// A health check breaks a rule of [`check::checks_problem`].
+    #[error("check[{index}]: {why}")]
+    Check {
+        /// Which check (its place in the group's list).
+        index: usize,
+        /// What is wrong with it.
+        why: check::CheckProblem,
+    },
     /// The kill grace is longer than [`MAX_KILL_GRACE_MS`].
     #[error("kill_grace {0} ms is longer than the most, {MAX_KILL_GRACE_MS} ms (1 hour)")]
     KillGrace(u64),
@@ -314,7 +330,11 @@ impl LaunchSpec {
                 return Some(LaunchProblem::StopAfter(d.stop_after_ms));
             }
         }
-        crate::ports::names_problem(&self.ports).map(LaunchProblem::Ports)
+        if let Some(p) = crate::ports::names_problem(&self.ports) {
+            return Some(LaunchProblem::Ports(p));
+        }
+        check::checks_problem(&self.checks, &self.ports)
+            .map(|(index, why)| LaunchProblem::Check { index, why })
     }
 
     /// The bytes this adds to a record at most (what
@@ -330,6 +350,7 @@ impl LaunchSpec {
             + self.ports.iter().map(String::len).sum::<usize>()
             + self.user.as_ref().map_or(0, String::len)
             + self.resources.iter().map(|(n, _)| n.len() + 4).sum::<usize>()
+            + self.checks.iter().map(CheckSpec::size).sum::<usize>()
     }
 }
 

@@ -50,6 +50,7 @@ pub mod cut_off;
 pub mod deadlines;
 pub mod elector;
 pub mod events;
+pub mod health;
 pub mod ids;
 pub mod job;
 pub mod launch;

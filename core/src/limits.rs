@@ -361,6 +361,8 @@ pub enum GroupKey {
     /// What a worker cut off from every master does (appended;
     /// docs/design.md#issue-45).
     Disconnect,
+    /// The group's health checks (appended; docs/design.md#issue-45).
+    Check,
 }
 
 impl GroupKey {
@@ -387,6 +389,7 @@ impl GroupKey {
             GroupKey::Logs => "logs",
             GroupKey::Priority => "priority",
             GroupKey::Disconnect => "disconnect",
+            GroupKey::Check => "check",
         }
     }
 }
@@ -542,6 +545,7 @@ pub fn group_spec_problem(
             L::Resources(_) => K::Resources,
             L::Logs(_) => K::Logs,
             L::StopAfter(_) => K::Disconnect,
+            L::Check { .. } => K::Check,
             _ => K::Artifacts,
         };
         return problem(key, p.to_string());

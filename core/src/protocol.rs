@@ -87,7 +87,11 @@ pub mod tenants;
 ///
 /// Version 16 (docs/design.md#issue-45, singletons): a group's
 /// [`crate::launch::LaunchSpec::disconnect`]; `GroupStatus::stop_after_ms`.
-pub const PROTOCOL_VERSION: u16 = 16;
+///
+/// Version 17 (docs/design.md#issue-45, services): a group's health checks
+/// ([`crate::launch::LaunchSpec::checks`]); an executor's health in
+/// [`ExecutorReport::health`] and a slot's in `SlotStatus::health`.
+pub const PROTOCOL_VERSION: u16 = 17;
 
 /// What kind of node is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -174,6 +178,56 @@ pub struct ExecutorReport {
     /// new worker process, counted from then). A leader judges a run
     /// healthy by it (`healthy_after`), so a failover forgets no run.
     pub ran_ms: Option<u64>,
+    /// What its health checks say, by its worker (docs/design.md#issue-45):
+    /// `None` for a group without checks and an executor not running.
+    /// Rides in `ExecutorStatus` (sent when the status changes) and in
+    /// `RegisterWorker`, so a new leader has it at re-registration.
+    pub health: Option<HealthReport>,
+}
+
+/// An executor's health as its worker's checks see it
+/// ([`ExecutorReport::health`]; docs/jobs.md#health-checks-groupcheck); in
+/// `/v1/` a slot's `health`, with `for_ms` as of the answer.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealthReport {
+    /// Passing, failing or pending.
+    pub status: HealthStatus,
+    /// How long the status has held, by the worker's clock (a duration,
+    /// like `ran_ms`, so it survives a failover of the leader).
+    pub for_ms: u64,
+    /// The first failing check's name and what it saw (`http: GET /health
+    /// answered 500`), at most [`MAX_HEALTH_DETAIL`] bytes; checked on
+    /// receipt.
+    pub detail: String,
+}
+
+/// The longest [`HealthReport::detail`], in bytes.
+pub const MAX_HEALTH_DETAIL: usize = crate::launch::check::MAX_CHECK_DETAIL_BYTES;
+
+/// What an executor's health checks add up to.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HealthStatus {
+    /// No result yet for some check (or a manual check held while its
+    /// worker hears no leader), none failing.
+    Pending,
+    /// Every check's last result passed.
+    Passing,
+    /// Some check's last result failed.
+    Failing,
+}
+
+impl HealthStatus {
+    /// `pending`, `passing` or `failing`.
+    pub fn name(self) -> &'static str {
+        match self {
+            HealthStatus::Pending => "pending",
+            HealthStatus::Passing => "passing",
+            HealthStatus::Failing => "failing",
+        }
+    }
 }
 
 /// The life of an executor process.
@@ -441,6 +495,13 @@ pub fn spec_changes(old: &GroupSpec, new: &GroupSpec) -> Vec<String> {
         let d =
             |d: Option<crate::launch::Disconnect>| d.map_or("none".to_string(), |d| d.to_string());
         changes.push(format!("disconnect {} -> {}", d(o.disconnect), d(n.disconnect)));
+    }
+    if o.checks != n.checks {
+        let names = |c: &[crate::launch::CheckSpec]| match c {
+            [] => "none".to_string(),
+            c => c.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(","),
+        };
+        changes.push(format!("checks {} -> {}", names(&o.checks), names(&n.checks)));
     }
     changes
 }

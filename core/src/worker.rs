@@ -226,6 +226,31 @@ pub enum Event {
         /// The masters it lists.
         masters: Vec<Addr>,
     },
+    /// The runtime's answer to [`ExecutorCommand::RunCheck`]: what run
+    /// `run` of `executor`'s check `check` found (appended;
+    /// [`crate::health`]). A stale or unknown run is ignored.
+    CheckResult {
+        /// The executor checked.
+        executor: ExecutorId,
+        /// Which of its group's checks.
+        check: u8,
+        /// The run's number, echoed.
+        run: u64,
+        /// What it found.
+        outcome: crate::health::CheckOutcome,
+    },
+    /// An executor re-adopted at start-up ([`Event::LeftBehind`]
+    /// `Running`) keeps its group's disconnect rule and health checks, as
+    /// its record kept them (appended; docs/design.md#issue-45): it is
+    /// watched by the cut-off and checked from now, as at its launch.
+    Readopted {
+        /// The executor.
+        executor: ExecutorId,
+        /// Its group's disconnect rule, if a singleton.
+        disconnect: Option<crate::launch::Disconnect>,
+        /// Its group's health checks.
+        checks: Vec<crate::launch::CheckSpec>,
+    },
 }
 
 /// What the runtime must do, in order.
@@ -324,6 +349,12 @@ pub enum ExecutorCommand {
         /// The signal sent first.
         signal: crate::api::StopSignal,
     },
+    /// Run one health check of a running executor (appended;
+    /// [`crate::health`]): carry out its probe without blocking the pump,
+    /// and feed `Event::CheckResult` with its outcome within its timeout
+    /// (`Failed` with the timeout past it; `Skipped` if the runtime cannot
+    /// run it now, say its queue is full).
+    RunCheck(crate::health::CheckRun),
 }
 
 /// The worker's named deadlines: the machine keeps them in its own table
@@ -339,6 +370,10 @@ pub enum Timer {
     /// Stop the singleton executors whose `stop_after` passed without word
     /// from the master followed (appended; [`crate::cut_off`]).
     CutOff,
+    /// Run the health checks due, count the backstops and manual TTLs
+    /// passed (appended; [`crate::health`]): one sweep timer for every
+    /// check.
+    Checks,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -409,6 +444,9 @@ pub struct Worker {
     /// The watch over singleton executors: stopped once no master was
     /// heard for their group's `stop_after` (docs/design.md#issue-45).
     cut_off: crate::cut_off::CutOff,
+    /// The health checks of live executors, counted here only
+    /// (docs/design.md#issue-45).
+    health: crate::health::Health,
 }
 
 /// The most often a worker sends its usage ([`Event::Usage`]): 10 s, so
@@ -453,6 +491,7 @@ impl Worker {
             timers: Deadlines::new(),
             usage_sent: None,
             cut_off: crate::cut_off::CutOff::new(Millis::ZERO),
+            health: crate::health::Health::new(),
         }
     }
 
@@ -531,6 +570,7 @@ impl Worker {
                         Timer::Heartbeat => self.on_heartbeat_timer(now, &mut out),
                         Timer::Reconnect => self.on_reconnect_timer(now, &mut out),
                         Timer::CutOff => self.on_cut_off_timer(now, &mut out),
+                        Timer::Checks => self.on_checks_timer(now, &mut out),
                     }
                 }
             }
@@ -538,6 +578,28 @@ impl Worker {
                 self.on_executor_changed(now, executor, state, &mut out)
             }
             Event::Usage(usage) => self.usage = Some(usage),
+            Event::Readopted { executor, disconnect, checks } => {
+                let ports = self
+                    .executors
+                    .get(&executor)
+                    .filter(|e| e.state == ExecutorState::Running)
+                    .map(|e| e.ports.clone());
+                if let Some(ports) = ports {
+                    if let Some(rule) = disconnect {
+                        self.cut_off.guard(executor.clone(), rule);
+                        self.arm_cut_off();
+                    }
+                    let host = self.config.host.as_deref().unwrap_or("127.0.0.1");
+                    self.health.launched(executor.clone(), &checks, &ports, host);
+                    self.health.running(now, &executor, &mut self.jitter);
+                    self.arm_checks();
+                }
+            }
+            Event::CheckResult { executor, check, run, outcome } => {
+                let verdict = self.health.result(now, &executor, check, run, outcome);
+                self.on_verdict(now, executor, verdict, &mut out);
+                self.arm_checks();
+            }
             Event::LeftBehind(report) => {
                 let id = report.id.clone();
                 if report.state == ExecutorState::Running {
@@ -890,6 +952,7 @@ impl Worker {
             // were fenced above), may start or stop executors here.
             Message::LaunchExecutor { epoch, executor, framework, spec, launch } => {
                 let report = ExecutorReport {
+                    health: None,
                     ran_ms: None,
                     id: executor,
                     framework,
@@ -1034,6 +1097,10 @@ impl Worker {
                 return;
             }
             let ExecutorReport { id, framework, .. } = report.clone();
+            // Checked once it runs, at the ports just numbered
+            // (docs/design.md#issue-45).
+            let host = self.config.host.as_deref().unwrap_or("127.0.0.1");
+            self.health.launched(id.clone(), &spec.launch.checks, &report.ports, host);
             if let Some(rule) = spec.launch.disconnect {
                 // A singleton (docs/design.md#issue-45): watched while it lives.
                 self.cut_off.guard(id.clone(), rule);
@@ -1266,12 +1333,19 @@ impl Worker {
         let mut state = state;
         if state == ExecutorState::Running {
             self.running_since.insert(executor.clone(), now);
+            self.health.running(now, &executor, &mut self.jitter);
         } else if state.is_terminal() {
             // How long it ran is fixed at its end.
             e.ran_ms = self.running_since.remove(&executor).map(|t| now.since(t).0);
+            let unhealthy = self.health.forget(&executor);
             if let Some(reason) = self.cut_off.forget(&executor) {
                 // Stopped for want of a master: said so, and refilled
                 // without a retry charged (docs/design.md#issue-45).
+                state = ExecutorState::Failed { reason };
+            } else if let Some(reason) = unhealthy {
+                // Stopped by its failing checks: said so, and refilled
+                // under the group's restart policy, as a crash is
+                // (docs/design.md#issue-45).
                 state = ExecutorState::Failed { reason };
             }
         }
@@ -1280,6 +1354,7 @@ impl Worker {
         if ended {
             self.arm_cut_off();
         }
+        self.arm_checks();
         self.report_executor(now, &executor, out);
     }
 
@@ -1303,6 +1378,69 @@ impl Worker {
         self.arm_cut_off();
     }
 
+    /// Sets (or cancels) the checks' sweep timer to the next run, backstop
+    /// or manual TTL.
+    fn arm_checks(&mut self) {
+        match self.health.next_deadline() {
+            Some(at) => self.timers.set(Timer::Checks, at),
+            None => self.timers.cancel(Timer::Checks),
+        }
+    }
+
+    /// Whether the leader followed was heard within the heartbeat timeout
+    /// (a manual check's lapsed TTL counts only then).
+    fn leader_heard(&self, now: Millis) -> bool {
+        let Some(interval) = self.heartbeat_interval else { return false };
+        self.registered
+            && now.since(self.cut_off.heard_at())
+                <= interval.times(self.config.heartbeat_timeout_factor)
+    }
+
+    /// The checks due: runs handed to the runtime, status changes reported,
+    /// executors whose checks failed enough stopped.
+    fn on_checks_timer(&mut self, now: Millis, out: &mut Vec<Action>) {
+        let heard = self.leader_heard(now);
+        let sweep = self.health.sweep(now, heard);
+        for run in sweep.runs {
+            out.push(Action::Executor(ExecutorCommand::RunCheck(run)));
+        }
+        for id in sweep.changed {
+            self.report_executor(now, &id, out);
+        }
+        for executor in sweep.stop {
+            self.stop_unhealthy(executor, out);
+        }
+        self.arm_checks();
+    }
+
+    /// What a check result did: a status change is reported to the
+    /// leader (an unchanged one sends nothing), a check that failed
+    /// enough stops its executor.
+    fn on_verdict(
+        &mut self,
+        now: Millis,
+        executor: ExecutorId,
+        verdict: crate::health::Verdict,
+        out: &mut Vec<Action>,
+    ) {
+        if verdict.changed {
+            self.report_executor(now, &executor, out);
+        }
+        if verdict.stop {
+            self.stop_unhealthy(executor, out);
+        }
+    }
+
+    /// Kills an executor whose checks failed (with its group's kill grace,
+    /// as the cut-off does): its end is reported `unhealthy: …` and the
+    /// leader refills the slot under the restart policy. The worker never
+    /// restarts anything in place.
+    fn stop_unhealthy(&mut self, executor: ExecutorId, out: &mut Vec<Action>) {
+        if self.executors.get(&executor).is_some_and(|e| !e.state.is_terminal()) {
+            out.push(Action::Executor(ExecutorCommand::Kill { executor }));
+        }
+    }
+
     /// Tells the followed master about one executor, if registered with it.
     fn report_executor(&self, now: Millis, id: &ExecutorId, out: &mut Vec<Action>) {
         let (Some(active), Some(report)) = (self.active.clone(), self.report(now, id)) else {
@@ -1323,6 +1461,7 @@ impl Worker {
         if let Some(since) = self.running_since.get(id) {
             report.ran_ms = Some(now.since(*since).0);
         }
+        report.health = self.health.of(now, id);
         Some(report)
     }
 

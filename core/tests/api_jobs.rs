@@ -71,6 +71,7 @@ fn running(inc: u64, id: &ExecutorId) -> Message {
     Message::ExecutorStatus {
         incarnation: Incarnation(inc),
         report: ExecutorReport {
+            health: None,
             ran_ms: None,
             resources: Default::default(),
             ports: Default::default(),
@@ -653,6 +654,7 @@ fn a_slot_in_restart_backoff_says_until_when_and_a_failed_one_why() {
     let failed = |conn: ConnId, x: &ExecutorId| Message::ExecutorStatus {
         incarnation: Incarnation(conn.0),
         report: ExecutorReport {
+            health: None,
             ran_ms: Some(5),
             resources: Default::default(),
             ports: Default::default(),
@@ -692,4 +694,47 @@ fn a_slot_in_restart_backoff_says_until_when_and_a_failed_one_why() {
     assert!(slot.reason.as_deref().is_some_and(|r| r.contains('3')), "{slot:?}");
     assert_eq!(status.groups[0].done, 1);
     assert_eq!(status.state, regent_core::states::FrameworkState::Failed);
+}
+
+#[test]
+fn a_running_slot_shows_the_health_its_worker_last_reported_as_of_the_answer() {
+    use regent_core::protocol::{HealthReport, HealthStatus};
+    let mut c = Cluster::new();
+    let t = Millis(1_000);
+    let (_, all, _) = c.submit(t, submission("web", vec![group("g", 1, "/bin/sleep")]));
+    c.run_all(t, &all);
+    assert_eq!(c.status(t, "web").groups[0].slots[0].health, None, "nothing reported yet");
+    // Its worker says it has been failing for 4 s; the detail is cut to
+    // 256 bytes on receipt (peer input).
+    let (conn, x) = launches(&all)[0].clone();
+    let Message::ExecutorStatus { incarnation, mut report } = running(conn.0, &x) else {
+        unreachable!()
+    };
+    report.health = Some(HealthReport {
+        status: HealthStatus::Failing,
+        for_ms: 4_000,
+        detail: format!("http: {}", "x".repeat(1_000)),
+    });
+    let msg = Message::ExecutorStatus { incarnation, report };
+    let out = c.m.handle(Millis(10_000), master::Event::Message { conn, msg });
+    let _ = c.store.run(&mut c.m, Millis(10_000), out);
+    // Shown as of the answer: 2 s later it has been failing for 6 s.
+    let health = c.status(Millis(12_000), "web").groups[0].slots[0].health.clone().unwrap();
+    assert_eq!((health.status, health.for_ms), (HealthStatus::Failing, 6_000));
+    assert_eq!(health.detail.len(), regent_core::protocol::MAX_HEALTH_DETAIL);
+    // A new leader has it as soon as the worker registers with it: the
+    // registration carries it, passing for 9 s by the worker's clock.
+    c.m = c.store.elect("b", Millis(0), Epoch(1), WALL + 60_000);
+    let worker = if conn.0 == 100 { "w0" } else { "w1" };
+    let Message::ExecutorStatus { mut report, .. } = running(conn.0, &x) else { unreachable!() };
+    report.health =
+        Some(HealthReport { status: HealthStatus::Passing, for_ms: 9_000, detail: String::new() });
+    let Message::RegisterWorker(mut reg) = register(worker, conn.0, 8) else { unreachable!() };
+    reg.executors = vec![report];
+    let _ = connect_worker(&mut c.m, Millis(0), conn.0, worker);
+    let out =
+        c.m.handle(Millis(0), master::Event::Message { conn, msg: Message::RegisterWorker(reg) });
+    let _ = c.store.run(&mut c.m, Millis(0), out);
+    let health = c.status(Millis(1_000), "web").groups[0].slots[0].health.clone();
+    assert_eq!(health.map(|h| (h.status, h.for_ms)), Some((HealthStatus::Passing, 10_000)));
 }

@@ -64,6 +64,7 @@ fn group_spec_arb(g: &mut Gen) -> GroupSpec {
 fn launch_spec(g: &mut Gen) -> Box<regent_core::launch::LaunchSpec> {
     Box::new(regent_core::launch::LaunchSpec {
         disconnect: Option::<u64>::arbitrary(g).map(regent_core::launch::Disconnect::after_ms),
+        checks: (0..usize::arbitrary(g) % 3).map(|_| check_arb(g)).collect(),
         logs: Default::default(),
         resources: Default::default(),
         ports: Default::default(),
@@ -81,11 +82,35 @@ fn launch_spec(g: &mut Gen) -> Box<regent_core::launch::LaunchSpec> {
     })
 }
 
+/// A health check of any kind (docs/design.md#issue-45).
+fn check_arb(g: &mut Gen) -> regent_core::launch::CheckSpec {
+    use regent_core::launch::CheckKind;
+    let kind = match u8::arbitrary(g) % 4 {
+        0 => CheckKind::Http { port: s(g), path: s(g), expect: <(u16, u16)>::arbitrary(g) },
+        1 => CheckKind::Tcp { port: s(g) },
+        2 => CheckKind::Exec { command: strings(g) },
+        _ => CheckKind::Manual { ttl_ms: u64::arbitrary(g) },
+    };
+    regent_core::launch::CheckSpec {
+        name: s(g),
+        kind,
+        interval_ms: u64::arbitrary(g),
+        timeout_ms: u64::arbitrary(g),
+        grace_ms: u64::arbitrary(g),
+        failures: u32::arbitrary(g),
+    }
+}
+
 /// Launch options with every field set: a cwd, a kill grace, an artifact
-/// to unpack and one to place, a user, a disconnect rule.
+/// to unpack and one to place, a user, a disconnect rule, an http check.
 fn golden_launch() -> regent_core::launch::LaunchSpec {
     regent_core::launch::LaunchSpec {
         disconnect: Some(regent_core::launch::Disconnect::after_ms(30_000)),
+        checks: vec![regent_core::launch::CheckSpec::new(regent_core::launch::CheckKind::Http {
+            port: "http".into(),
+            path: "/health".into(),
+            expect: (200, 299),
+        })],
         logs: Default::default(),
         resources: Default::default(),
         ports: Default::default(),
@@ -127,7 +152,14 @@ fn exec_info(g: &mut Gen) -> ExecutorInfo {
 }
 
 fn exec_report(g: &mut Gen) -> ExecutorReport {
+    use regent_core::protocol::{HealthReport, HealthStatus};
+    let statuses = [HealthStatus::Pending, HealthStatus::Passing, HealthStatus::Failing];
     ExecutorReport {
+        health: bool::arbitrary(g).then(|| HealthReport {
+            status: *g.choose(&statuses).unwrap(),
+            for_ms: u64::arbitrary(g),
+            detail: s(g),
+        }),
         ran_ms: None,
         resources: Default::default(),
         ports: Default::default(),
@@ -220,6 +252,7 @@ fn job_status_arb(g: &mut Gen) -> api::JobStatus {
                 stop_after_ms: opt_u64(g),
                 slots: (0..usize::arbitrary(g) % 3)
                     .map(|_| api::SlotStatus {
+                        health: None,
                         slot: u32::arbitrary(g),
                         phase: *g.choose(&SLOT_PHASES).expect("phases"),
                         executor: if bool::arbitrary(g) { Some(ExecutorId(s(g))) } else { None },
@@ -279,6 +312,7 @@ impl Arbitrary for Arb {
                 memory_mb: u64::arbitrary(g),
                 executors: (0..usize::arbitrary(g) % 3)
                     .map(|_| ExecutorReport {
+                        health: None,
                         ran_ms: None,
                         resources: Default::default(),
                         ports: Default::default(),
@@ -769,6 +803,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 cores: 8,
                 memory_mb: 16_384,
                 executors: vec![ExecutorReport {
+                    health: None,
                     ran_ms: None,
                     resources: Default::default(),
                     ports: Default::default(),
@@ -899,6 +934,12 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
             Message::ExecutorStatus {
                 incarnation: Incarnation(0xdead_beef),
                 report: ExecutorReport {
+                    // Its checks failing for 4.2 s (docs/design.md#issue-45).
+                    health: Some(regent_core::protocol::HealthReport {
+                        status: regent_core::protocol::HealthStatus::Failing,
+                        for_ms: 4_200,
+                        detail: "http: GET /health answered 500".into(),
+                    }),
                     ran_ms: None,
                     resources: Default::default(),
                     ports: Default::default(),
@@ -1252,6 +1293,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                         stop_after_ms: Some(30_000),
                         slots: vec![
                             api::SlotStatus {
+                                health: None,
                                 slot: 0,
                                 phase: api::SlotPhase::Running,
                                 executor: Some(ExecutorId::new("web/g#0#42.1")),
@@ -1260,6 +1302,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                                 reasons: Vec::new(),
                             },
                             api::SlotStatus {
+                                health: None,
                                 slot: 1,
                                 phase: api::SlotPhase::Waiting,
                                 executor: None,

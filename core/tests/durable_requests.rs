@@ -88,6 +88,7 @@ fn cluster(store: &mut Store) -> (Master, Vec<ExecutorId>) {
 fn report(id: &ExecutorId, state: ExecutorState) -> ExecutorReport {
     let framework = m_framework(id);
     ExecutorReport {
+        health: None,
         ran_ms: None,
         resources: Default::default(),
         ports: Default::default(),

@@ -131,6 +131,7 @@ impl Cluster {
 
     fn report(&mut self, fw: &str, ex: &ExecutorId, state: ExecutorState) {
         let report = ExecutorReport {
+            health: None,
             ran_ms: None,
             resources: Default::default(),
             ports: Default::default(),

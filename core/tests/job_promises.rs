@@ -262,6 +262,7 @@ fn one_running(spec: GroupSpec) -> (Sim, FrameworkId, ExecutorId) {
 fn report_of(id: &ExecutorId, state: ExecutorState) -> ExecutorReport {
     let framework = FrameworkId::new(id.as_str().split('/').next().expect("framework part"));
     ExecutorReport {
+        health: None,
         ran_ms: None,
         id: id.clone(),
         framework,

@@ -315,6 +315,7 @@ fn register_msg(
 fn a_worker_offering_more_than_the_core_or_memory_limit_is_refused_and_told_why() {
     let mut m = cluster();
     let report = ExecutorReport {
+        health: None,
         ran_ms: None,
         resources: Default::default(),
         ports: Default::default(),
@@ -366,6 +367,7 @@ fn a_worker_offering_more_than_the_core_or_memory_limit_is_refused_and_told_why(
 fn a_reregistration_past_the_report_limit_applies_none_of_its_reports() {
     let mut m = cluster();
     let report = ExecutorReport {
+        health: None,
         ran_ms: None,
         resources: Default::default(),
         ports: Default::default(),
@@ -420,6 +422,7 @@ fn a_registration_reporting_many_ended_executors_writes_their_framework_once() {
     let n = limits::MAX_REPORTS_PER_REGISTRATION;
     let reports = (0..n)
         .map(|i| ExecutorReport {
+            health: None,
             ran_ms: None,
             resources: Default::default(),
             ports: Default::default(),
@@ -505,6 +508,7 @@ fn a_stored_retry_count_at_u32_max_never_overflows() {
     let failed = Message::ExecutorStatus {
         incarnation: Incarnation(7),
         report: ExecutorReport {
+            health: None,
             ran_ms: None,
             resources: Default::default(),
             ports: Default::default(),
@@ -548,6 +552,7 @@ fn a_resubscription_snapshot_leaves_out_superseded_attempts() {
         let killed = Message::ExecutorStatus {
             incarnation: Incarnation(100),
             report: ExecutorReport {
+                health: None,
                 ran_ms: None,
                 resources: Default::default(),
                 ports: Default::default(),

@@ -188,6 +188,7 @@ fn finished_only_once_the_leader_and_the_worker_both_know_the_executor_ended() {
     let report = |state| Message::ExecutorStatus {
         incarnation: Incarnation(100),
         report: ExecutorReport {
+            health: None,
             ran_ms: None,
             resources: Default::default(),
             ports: Default::default(),

@@ -61,6 +61,7 @@ fn report(
     gpus: &[&str],
 ) -> ExecutorReport {
     ExecutorReport {
+        health: None,
         ran_ms: None,
         resources: if gpus.is_empty() {
             vec![]

@@ -203,6 +203,7 @@ fn lost(sends: &[(ConnId, Message)]) -> Vec<ExecutorId> {
 /// A report of `id` (of framework "fw", one core, 1 MiB) in `state`.
 fn report_of(id: ExecutorId, state: ExecutorState) -> ExecutorReport {
     ExecutorReport {
+        health: None,
         ran_ms: None,
         resources: Default::default(),
         ports: Default::default(),

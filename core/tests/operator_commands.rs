@@ -72,6 +72,7 @@ fn register(worker: &str, inc: u64, executors: Vec<ExecutorReport>) -> Message {
 fn report(id: &ExecutorId, state: ExecutorState) -> ExecutorReport {
     let framework = FrameworkId(id.as_str().split('/').next().expect("prefix").into());
     ExecutorReport {
+        health: None,
         ran_ms: None,
         resources: Default::default(),
         ports: Default::default(),

@@ -51,6 +51,7 @@ fn status(
     ports: &[(&str, u16)],
 ) -> Vec<(ConnId, Message)> {
     let report = ExecutorReport {
+        health: None,
         ran_ms: None,
         resources: Default::default(),
         id: id.clone(),
@@ -193,6 +194,7 @@ fn the_worker_numbers_ports_from_its_ranges_never_one_a_live_executor_holds() {
     // What a previous process of this worker left running, re-adopted with
     // the port numbers its running record kept.
     let adopted = ExecutorReport {
+        health: None,
         ran_ms: None,
         resources: Default::default(),
         id: ExecutorId::new("old"),

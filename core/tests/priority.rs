@@ -232,6 +232,7 @@ impl Cluster {
         let msg = Message::ExecutorStatus {
             incarnation: regent_core::Incarnation(W.0),
             report: regent_core::protocol::ExecutorReport {
+                health: None,
                 id: id.clone(),
                 framework: framework.clone(),
                 cores: 1,

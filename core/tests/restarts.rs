@@ -100,6 +100,7 @@ fn report(
     let msg = Message::ExecutorStatus {
         incarnation: Incarnation(1),
         report: ExecutorReport {
+            health: None,
             ran_ms: None,
             resources: Default::default(),
             ports: Default::default(),
@@ -275,6 +276,7 @@ fn a_new_leader_keeps_a_stored_backoff_but_never_longer_than_the_policy_allows()
     let msg = Message::ExecutorStatus {
         incarnation: Incarnation(1),
         report: ExecutorReport {
+            health: None,
             ran_ms: None,
             resources: Default::default(),
             ports: Default::default(),

@@ -79,6 +79,7 @@ fn web(version: &str) -> GroupSpec {
 
 fn report(id: &ExecutorId, fw: &FrameworkId, state: ExecutorState) -> ExecutorReport {
     ExecutorReport {
+        health: None,
         ran_ms: None,
         resources: Default::default(),
         id: id.clone(),

@@ -164,6 +164,7 @@ mod leader {
         let (conn, id, framework) = placed[0].clone();
         assert_eq!(conn, W1);
         let report = ExecutorReport {
+            health: None,
             ran_ms: None,
             resources: Default::default(),
             id,

@@ -322,6 +322,7 @@ fn status(
     state: ExecutorState,
 ) -> Vec<(ConnId, Message)> {
     let report = ExecutorReport {
+        health: None,
         ran_ms: None,
         resources: Default::default(),
         ports: Default::default(),

@@ -525,6 +525,7 @@ fn status(
     Message::ExecutorStatus {
         incarnation: regent_core::Incarnation(100),
         report: regent_core::protocol::ExecutorReport {
+            health: None,
             id: id.clone(),
             framework: framework.clone(),
             cores: 1,

@@ -140,6 +140,7 @@ fn leader_with_a_running_executor() -> (Master, ExecutorId) {
         .expect("a launch");
     let framework = m.frameworks().next().expect("a framework").id.clone();
     let report = ExecutorReport {
+        health: None,
         ran_ms: None,
         resources: Default::default(),
         ports: Default::default(),
@@ -180,6 +181,7 @@ fn the_leader_shows_a_workers_sample_per_executor_and_summed_per_worker() {
     // An executor that ended shows no usage.
     let framework = m.frameworks().next().unwrap().id.clone();
     let report = ExecutorReport {
+        health: None,
         ran_ms: None,
         resources: Default::default(),
         ports: Default::default(),

@@ -210,6 +210,7 @@ fn a_drain_stop_comes_only_from_the_followed_master_and_carries_its_grace() {
 fn executors_left_behind_by_a_previous_incarnation_are_reported() {
     let mut w = worker_on_a();
     let report = regent_core::protocol::ExecutorReport {
+        health: None,
         ran_ms: None,
         resources: Default::default(),
         ports: Default::default(),
@@ -234,6 +235,7 @@ fn an_adopted_executor_is_registered_running_and_obeys_the_master() {
     let mut w = worker("w1", 8, &["a"]);
     let _ = w.handle(T, worker::Event::Start);
     let adopted = regent_core::protocol::ExecutorReport {
+        health: None,
         ran_ms: None,
         resources: Default::default(),
         ports: Default::default(),

@@ -96,6 +96,7 @@ fn register(i: u64, incarnation: u64, executors: Vec<ExecutorReport>) -> Message
 
 fn report(id: &ExecutorId, fw: &FrameworkId, state: ExecutorState) -> ExecutorReport {
     ExecutorReport {
+        health: None,
         ran_ms: None,
         resources: Default::default(),
         ports: Default::default(),

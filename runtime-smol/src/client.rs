@@ -429,7 +429,10 @@ pub fn render_jobs(jobs: &[regent_core::api::JobStatus]) -> String {
                 out.push_str(" (rolling out an update)");
             }
             out.push('\n');
-            for s in g.slots.iter().filter(|s| s.phase != SlotPhase::Running) {
+            // Running slots are shown only with their health (a group with
+            // checks; docs/design.md#issue-45).
+            for s in g.slots.iter().filter(|s| s.phase != SlotPhase::Running || s.health.is_some())
+            {
                 let phase = serde_json::to_value(s.phase)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_owned))
@@ -440,6 +443,12 @@ pub fn render_jobs(jobs: &[regent_core::api::JobStatus]) -> String {
                 }
                 if let Some(w) = &s.worker {
                     let _ = write!(out, " on {w}");
+                }
+                if let Some(h) = &s.health {
+                    let _ = write!(out, " health {} {}s", h.status.name(), h.for_ms / 1_000);
+                    if !h.detail.is_empty() {
+                        let _ = write!(out, " ({})", h.detail);
+                    }
                 }
                 match s.reasons.split_first() {
                     // A slot that waits: every reason, ranked.
@@ -1400,6 +1409,7 @@ mod tests {
     fn slot(slot: u32, phase: SlotPhase, reason: Option<&str>) -> SlotStatus {
         let placed = matches!(phase, SlotPhase::Running | SlotPhase::Stopping);
         SlotStatus {
+            health: None,
             slot,
             phase,
             executor: placed.then(|| ExecutorId::new(format!("fw/g#{slot}#1.{slot}"))),
@@ -1439,6 +1449,15 @@ mod tests {
                         ],
                         ..slot(4, SlotPhase::Waiting, None)
                     },
+                    // A running slot shows its health (docs/design.md#issue-45).
+                    SlotStatus {
+                        health: Some(regent_core::protocol::HealthReport {
+                            status: regent_core::protocol::HealthStatus::Failing,
+                            for_ms: 3_500,
+                            detail: "http: GET /health answered 500".into(),
+                        }),
+                        ..slot(5, SlotPhase::Running, None)
+                    },
                 ],
             }],
         }];
@@ -1450,7 +1469,8 @@ mod tests {
              \x20   slot 2 backoff: restarts at 12:00:05\n\
              \x20   slot 3 failed: exit 3\n\
              \x20   slot 4 waiting: no ALIVE worker matches rack=r9\n\
-             \x20     also: 2 matching worker(s) are cordoned\n"
+             \x20     also: 2 matching worker(s) are cordoned\n\
+             \x20   slot 5 running executor fw/g#5#1.5 on w1 health failing 3s (http: GET /health answered 500)\n"
         );
         assert_eq!(render_jobs(&[]), "no jobs\n");
     }

@@ -50,8 +50,7 @@ use regent_core::node::WorkerNode;
 use regent_core::{Addr, ConnId, ExecutorId};
 use regent_std::exec::{ExecEvent, Supervisor};
 use regent_std::host::{
-    callback_listen, execute_executor_command, left_behind_report, prepare_worker,
-    read_executor_log, PreparedWorker,
+    callback_listen, execute_executor_command, prepare_worker, read_executor_log, PreparedWorker,
 };
 use smol::future;
 use smol::net::TcpStream;
@@ -144,7 +143,11 @@ pub async fn run_worker(
 
     d.feed(NodeInput::Start).await;
     for lb in left_behind {
-        d.feed(NodeInput::LeftBehind(left_behind_report(lb))).await;
+        let (report, readopted) = regent_std::host::left_behind_inputs(lb);
+        d.feed(NodeInput::LeftBehind(report)).await;
+        if let Some(input) = readopted {
+            d.feed(input).await;
+        }
     }
 
     let mut killing: Option<smol::Task<Vec<ExecutorId>>> = None;
@@ -375,8 +378,7 @@ impl Pump {
     }
 
     async fn on_exec(&mut self, ev: ExecEvent) {
-        tracing::debug!(executor = %ev.executor, state = ?ev.state, "executor changed");
-        self.feed(NodeInput::ExecutorChanged { executor: ev.executor, state: ev.state }).await;
+        self.feed(regent_std::host::exec_input(ev)).await;
     }
 
     /// A master dialled the callback listener.

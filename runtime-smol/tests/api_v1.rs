@@ -651,6 +651,12 @@ fn the_answers_of_a_fake_master_fit_the_openapi_document() {
             Message::JobsRequest { request, .. } => {
                 let slot =
                     |slot, phase, executor: Option<&str>, reasons: Vec<WaitReason>| SlotStatus {
+                        // A running slot's health (docs/design.md#issue-45).
+                        health: executor.map(|_| regent_core::protocol::HealthReport {
+                            status: regent_core::protocol::HealthStatus::Passing,
+                            for_ms: 42_000,
+                            detail: String::new(),
+                        }),
                         slot,
                         phase,
                         executor: executor.map(Into::into),

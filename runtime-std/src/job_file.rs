@@ -119,6 +119,92 @@ struct RawGroup<C: Carrier> {
     resources: Option<C::Of<BTreeMap<String, u32>>>,
     logs: Option<C::Of<RawLogs>>,
     disconnect: Option<C::Of<RawDisconnect>>,
+    check: Option<C::Of<Vec<RawCheck>>>,
+}
+
+/// One of a group's `[[group.check]]` (docs/jobs.md, docs/design.md#issue-45):
+/// `type` says which keys apply; durations are written as people write them.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCheck {
+    #[serde(rename = "type")]
+    kind: String,
+    name: Option<String>,
+    port: Option<String>,
+    path: Option<String>,
+    expect: Option<(u16, u16)>,
+    command: Option<Vec<String>>,
+    ttl: Option<String>,
+    interval: Option<String>,
+    timeout: Option<String>,
+    grace: Option<String>,
+    failures: Option<u32>,
+}
+
+impl RawCheck {
+    /// The check; an error names the key as `check[i].key` and why (its
+    /// rules are checked by the job's validation).
+    fn spec(&self, i: usize) -> Result<regent_core::launch::CheckSpec, String> {
+        use regent_core::launch::check::{DEFAULT_EXPECT, DEFAULT_TTL_MS};
+        use regent_core::launch::{CheckKind, CheckSpec};
+        let key = |k: &str| format!("key \"check[{i}].{k}\"");
+        let ms = |k: &str, v: &Option<String>| -> Result<Option<u64>, String> {
+            v.as_ref().map(|v| duration_ms(v).map_err(|e| format!("{}: {e}", key(k)))).transpose()
+        };
+        let needs = |k: &str, v: &Option<String>| {
+            v.clone().ok_or_else(|| format!("{}: a {} check needs it", key(k), self.kind))
+        };
+        // Which keys each type takes, beyond name and the timing keys.
+        let (kind, takes): (CheckKind, &[&str]) = match self.kind.as_str() {
+            "http" => (
+                CheckKind::Http {
+                    port: needs("port", &self.port)?,
+                    path: self.path.clone().unwrap_or_else(|| "/".into()),
+                    expect: self.expect.unwrap_or(DEFAULT_EXPECT),
+                },
+                &["port", "path", "expect"],
+            ),
+            "tcp" => (CheckKind::Tcp { port: needs("port", &self.port)? }, &["port"]),
+            "exec" => (
+                CheckKind::Exec {
+                    command: self
+                        .command
+                        .clone()
+                        .ok_or_else(|| format!("{}: an exec check needs it", key("command")))?,
+                },
+                &["command"],
+            ),
+            "manual" => (
+                CheckKind::Manual { ttl_ms: ms("ttl", &self.ttl)?.unwrap_or(DEFAULT_TTL_MS) },
+                &["ttl"],
+            ),
+            other => {
+                return Err(format!(
+                    "{}: {other:?} is no check type (http, tcp, exec or manual)",
+                    key("type")
+                ))
+            }
+        };
+        let set = [
+            ("port", self.port.is_some()),
+            ("path", self.path.is_some()),
+            ("expect", self.expect.is_some()),
+            ("command", self.command.is_some()),
+            ("ttl", self.ttl.is_some()),
+        ];
+        if let Some((k, _)) = set.iter().find(|(k, set)| *set && !takes.contains(k)) {
+            return Err(format!("{}: a {} check takes no {k}", key(k), self.kind));
+        }
+        let mut c = CheckSpec::new(kind);
+        if let Some(name) = &self.name {
+            c.name = name.clone();
+        }
+        c.interval_ms = ms("interval", &self.interval)?.unwrap_or(c.interval_ms);
+        c.timeout_ms = ms("timeout", &self.timeout)?.unwrap_or(c.timeout_ms);
+        c.grace_ms = ms("grace", &self.grace)?.unwrap_or(c.grace_ms);
+        c.failures = self.failures.unwrap_or(c.failures);
+        Ok(c)
+    }
 }
 
 /// A group's `disconnect = { stop_after = "30s" }`: a singleton's rule for
@@ -213,6 +299,7 @@ impl<C: Carrier> RawGroup<C> {
             GroupKey::Logs => self.logs.as_ref().map(|v| v.span()),
             GroupKey::Priority => self.priority.as_ref().map(|v| v.span()),
             GroupKey::Disconnect => self.disconnect.as_ref().map(|v| v.span()),
+            GroupKey::Check => self.check.as_ref().map(|v| v.span()),
         }
     }
 
@@ -246,6 +333,11 @@ impl<C: Carrier> RawGroup<C> {
             let ms = duration_ms(&v.get_ref().stop_after)
                 .map_err(|e| (v.span(), format!("key \"disconnect.stop_after\": {e}")))?;
             l.disconnect = Some(regent_core::launch::Disconnect::after_ms(ms));
+        }
+        if let Some(v) = &self.check {
+            for (i, c) in v.get_ref().iter().enumerate() {
+                l.checks.push(c.spec(i).map_err(|e| (v.span(), e))?);
+            }
         }
         if let Some(v) = &self.artifacts {
             l.artifacts = v
@@ -415,13 +507,18 @@ fn json_message(message: &str) -> String {
         format!("unknown field {field}; restart's fields are mode, attempts, delay, max_delay, healthy_after")
     } else if rest.contains("`max_bytes`") {
         format!("unknown field {field}; logs' fields are max_bytes, files")
+    } else if rest.contains("`failures`") {
+        format!("unknown field {field}; {CHECK_KEYS}")
     } else {
         format!("unknown field {field}; a job's fields are id, name, tenant and group")
     }
 }
 
 /// A group's keys, in the order docs/jobs.md lists them.
-const GROUP_KEYS: &str = "name, count, command, env, cores, memory_mb, placement, constraints, spread, priority, restart, cwd, kill_grace, artifacts, ports, user, resources, logs, disconnect";
+const GROUP_KEYS: &str = "name, count, command, env, cores, memory_mb, placement, constraints, spread, priority, restart, cwd, kill_grace, artifacts, ports, user, resources, logs, disconnect, check";
+
+/// A check's keys, in the order docs/jobs.md lists them.
+const CHECK_KEYS: &str = "a check's keys are type, name, port, path, expect, command, ttl, interval, timeout, grace, failures";
 
 /// Why a duration is refused ([`duration_ms`]).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -540,6 +637,8 @@ fn serde_message(message: &str) -> String {
     let key = rest.split(',').next().unwrap_or(rest);
     if rest.contains("`sha256`") {
         format!("unknown key {key}; an artifact's keys are source, sha256, dest, unpack")
+    } else if rest.contains("`failures`") {
+        format!("unknown key {key}; {CHECK_KEYS}")
     } else if rest.contains("`count`") {
         format!("unknown key {key}; a group's keys are {GROUP_KEYS}")
     } else {
@@ -790,6 +889,89 @@ memory_mb = 256
         assert!(e.contains("max_delay"), "{e}");
         let e = err(&format!("{TWO}\n[group.restart]\nretries = 3\n"));
         assert!(e.contains("unknown key `retries`"), "{e}");
+    }
+
+    /// [`TWO`] with a port `http` and the check `check` for the mappers.
+    fn checked(check: &str) -> String {
+        format!("{TWO}ports = [\"http\"]\n\n[[group.check]]\n{check}\n")
+    }
+
+    #[test]
+    fn checks_fill_the_launch_with_defaults_and_a_bad_one_names_group_and_key() {
+        use regent_core::launch::{CheckKind, CheckSpec};
+        let job = parse(
+            "job.toml",
+            &checked(
+                "type = \"http\"\nport = \"http\"\npath = \"/health\"\ninterval = \"5s\"\n\
+                 timeout = \"3s\"\ngrace = \"1s\"\nfailures = 2\nexpect = [200, 299]\n\n\
+                 [[group.check]]\ntype = \"tcp\"\nport = \"http\"\n\n\
+                 [[group.check]]\ntype = \"exec\"\nname = \"ready\"\ncommand = [\"test\", \"-f\", \"ready\"]",
+            ),
+        )
+        .unwrap();
+        let checks = &job.groups[1].launch.checks;
+        let http =
+            CheckKind::Http { port: "http".into(), path: "/health".into(), expect: (200, 299) };
+        assert_eq!(
+            checks[0],
+            CheckSpec {
+                interval_ms: 5_000,
+                timeout_ms: 3_000,
+                grace_ms: 1_000,
+                failures: 2,
+                ..CheckSpec::new(http)
+            }
+        );
+        assert_eq!(checks[1], CheckSpec::new(CheckKind::Tcp { port: "http".into() }));
+        assert_eq!(checks[2].name, "ready");
+        assert_eq!(checks[2].interval_ms, 10_000);
+        assert!(job.groups[0].launch.checks.is_empty());
+        // A port the group does not ask for, two checks of one name, a
+        // type that takes no such key, a type that is none: each names
+        // the group and the key.
+        let e = err(&checked("type = \"tcp\"\nport = \"grpc\""));
+        assert!(
+            e.contains(
+                "group \"mappers\": check[0]: port \"grpc\" is not one of the group's ports"
+            ),
+            "{e}"
+        );
+        let e = err(&checked(
+            "type = \"tcp\"\nport = \"http\"\n[[group.check]]\ntype = \"tcp\"\nport = \"http\"",
+        ));
+        assert!(e.contains("check[1]: name \"tcp\" is taken"), "{e}");
+        let e = err(&checked("type = \"tcp\"\nport = \"http\"\npath = \"/\""));
+        assert!(
+            e.contains("group \"mappers\": key \"check[0].path\": a tcp check takes no path"),
+            "{e}"
+        );
+        let e = err(&checked("type = \"manual\"\nttl = \"20s\""));
+        assert!(e.contains("check[0]: manual checks are not supported yet"), "{e}");
+        let e = err(&checked("type = \"grpc\""));
+        assert!(e.contains("key \"check[0].type\": \"grpc\" is no check type"), "{e}");
+        let e = err(&checked("type = \"http\"\nport = \"http\"\ntimeout = \"50ms\""));
+        assert!(e.contains("check[0]: timeout 50 ms is out of range"), "{e}");
+        let e = err(&checked("type = \"http\"\nport = \"http\"\nretries = 3"));
+        assert!(e.contains("unknown key `retries`; a check's keys are type, name"), "{e}");
+        // The same as JSON, the field named by its path.
+        let body =
+            br#"{"name": "web", "group": [{"name": "g", "command": ["true"], "ports": ["http"],
+            "check": [{"type": "http", "port": "http", "path": "/health", "interval": "2s"}]}]}"#;
+        let spec = parse_json(body).unwrap().1;
+        assert_eq!(spec.groups[0].launch.checks[0].interval_ms, 2_000);
+        let body = br#"{"name": "web", "group": [{"name": "g", "command": ["true"],
+            "check": [{"type": "tcp"}]}]}"#;
+        let e = parse_json(body).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("group[0].check[0].port"));
+        let body = br#"{"name": "web", "group": [{"name": "g", "command": ["true"],
+            "check": [{"type": "tcp", "port": "http"}]}]}"#;
+        let e = parse_json(body).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("group[0].check"));
+        assert!(
+            e.message.contains("port \"http\" is not one of the group's ports"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

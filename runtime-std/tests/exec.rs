@@ -687,6 +687,8 @@ fn write_record(dir: &Path, name: &str, pgid: u32, start_time: Option<u64>, boot
         memory_mb: 64,
         kill_grace_ms: Default::default(),
         ports: Vec::new(),
+        disconnect_ms: None,
+        checks: Vec::new(),
     };
     record::write(&running, &rec).unwrap();
 }
@@ -742,6 +744,8 @@ fn rec(pgid: u32, start_time: Option<u64>, boot: Option<&str>) -> Record {
         memory_mb: 64,
         kill_grace_ms: Default::default(),
         ports: Vec::new(),
+        disconnect_ms: None,
+        checks: Vec::new(),
     }
 }
 

@@ -712,6 +712,7 @@ fn preemption_steps(n: u64, on: bool) -> (f64, f64, f64) {
     for (conn, id, framework) in &launched {
         let i = conn.0;
         let report = ExecutorReport {
+            health: None,
             ran_ms: None,
             resources: Default::default(),
             ports: Default::default(),
@@ -825,6 +826,7 @@ fn executor_of(i: u64) -> ExecutorReport {
     let slot = i % u64::from(SLOTS_PER_FRAMEWORK);
     let fid = framework_id(j);
     ExecutorReport {
+        health: None,
         ran_ms: None,
         resources: Default::default(),
         ports: Default::default(),

@@ -115,6 +115,10 @@ impl Master {
                 worker: if placed { live.map(|e| e.worker.clone()) } else { None },
                 reason: reason.or_else(|| reasons.first().map(ToString::to_string)),
                 reasons,
+                health: live
+                    .filter(|_| phase == SlotPhase::Running)
+                    .and_then(|e| e.health.as_ref())
+                    .map(|h| h.report(now)),
             });
         }
         if !unplaced.is_empty() {

@@ -100,6 +100,32 @@ pub enum Input {
         /// What was read, or why nothing could be.
         result: LogRead,
     },
+    /// The outcome of a health check run asked for by
+    /// [`worker::ExecutorCommand::RunCheck`] (appended; passed to the
+    /// machine as [`worker::Event::CheckResult`]).
+    CheckResult {
+        /// The executor checked.
+        executor: ExecutorId,
+        /// Which of its group's checks.
+        check: u8,
+        /// The run's number, echoed.
+        run: u64,
+        /// What it found.
+        outcome: crate::health::CheckOutcome,
+    },
+    /// An executor re-adopted from a previous process of this worker
+    /// ([`Input::LeftBehind`] `Running`, fed right after it) whose record
+    /// keeps its group's disconnect rule or health checks (appended;
+    /// passed to the machine as [`worker::Event::Readopted`];
+    /// docs/design.md#issue-45).
+    Readopted {
+        /// The executor.
+        executor: ExecutorId,
+        /// Its group's disconnect rule, if a singleton.
+        disconnect: Option<crate::launch::Disconnect>,
+        /// Its group's health checks.
+        checks: Vec<crate::launch::CheckSpec>,
+    },
 }
 
 /// What the runtime must do, in order.
@@ -357,6 +383,12 @@ impl WorkerNode {
             Input::Start => events.push(worker::Event::Start),
             Input::LeftBehind(report) => events.push(worker::Event::LeftBehind(report)),
             Input::Usage(usage) => events.push(worker::Event::Usage(usage)),
+            Input::Readopted { executor, disconnect, checks } => {
+                events.push(worker::Event::Readopted { executor, disconnect, checks })
+            }
+            Input::CheckResult { executor, check, run, outcome } => {
+                events.push(worker::Event::CheckResult { executor, check, run, outcome })
+            }
             Input::Dialled { dial, result } => self.on_dialled(dial, result, &mut events, &mut out),
             Input::Accepted { conn } => {
                 self.callbacks.insert(conn);

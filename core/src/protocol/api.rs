@@ -242,4 +242,9 @@ pub struct SlotStatus {
     /// Every reason it waits, ranked (docs/jobs.md, "Why a slot waits");
     /// empty for a slot that does not wait.
     pub reasons: Vec<WaitReason>,
+    /// Its running executor's health, as its worker last reported it
+    /// (`for_ms` as of this answer; docs/design.md#issue-45); `None` for a
+    /// group without checks or a slot not running.
+    #[serde(default)]
+    pub health: Option<crate::protocol::HealthReport>,
 }

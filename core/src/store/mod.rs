@@ -352,7 +352,15 @@ impl GroupRecord {
     /// ([`crate::launch::LaunchSpec::disconnect`]); a framework with a
     /// singleton group is variant 22 (docs/design.md#issue-45).
     pub fn fits_v10(&self) -> bool {
-        self.spec.launch.disconnect.is_none()
+        self.spec.launch.disconnect.is_none() && self.fits_v11()
+    }
+
+    /// Whether the record holds nothing the eleventh group layout (a
+    /// disconnect rule; variant 22) lacks: no health checks
+    /// ([`crate::launch::LaunchSpec::checks`]); a framework with a checked
+    /// group is variant 23 (docs/design.md#issue-45).
+    pub fn fits_v11(&self) -> bool {
+        self.spec.launch.checks.is_empty()
     }
 }
 
@@ -545,7 +553,143 @@ mod wire {
         /// A framework with a singleton group, one with a disconnect rule
         /// ([`GroupRecord::fits_v10`]; appended: frameworks without one
         /// keep the earlier layouts byte for byte; docs/design.md#issue-45).
-        FrameworkWithDisconnect(FrameworkRecord),
+        FrameworkWithDisconnect(FrameworkV15),
+        /// A framework with a group that has health checks
+        /// ([`GroupRecord::fits_v11`]; appended: frameworks without one
+        /// keep the earlier layouts byte for byte; docs/design.md#issue-45).
+        FrameworkWithChecks(FrameworkRecord),
+    }
+
+    /// A group's launch options of the fifth layout: a disconnect rule, no
+    /// health checks.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct LaunchSpecV5 {
+        v4: LaunchSpecV4,
+        disconnect: Option<crate::launch::Disconnect>,
+    }
+
+    impl From<LaunchSpecV5> for crate::launch::LaunchSpec {
+        fn from(l: LaunchSpecV5) -> Self {
+            crate::launch::LaunchSpec { disconnect: l.disconnect, ..l.v4.into() }
+        }
+    }
+
+    impl From<crate::launch::LaunchSpec> for LaunchSpecV5 {
+        /// Drops the checks: only called for groups that
+        /// [`GroupRecord::fits_v11`].
+        fn from(l: crate::launch::LaunchSpec) -> Self {
+            let disconnect = l.disconnect;
+            LaunchSpecV5 { v4: l.into(), disconnect }
+        }
+    }
+
+    /// A group's declaration in the eighth layout: launch options with a
+    /// disconnect rule, no health checks.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct GroupSpecV8 {
+        group: String,
+        slots: u32,
+        command: Vec<String>,
+        env: Vec<(String, String)>,
+        cores: u32,
+        memory_mb: u64,
+        policy: crate::policy::GroupPolicy,
+        launch: Box<LaunchSpecV5>,
+    }
+
+    impl From<GroupSpecV8> for GroupSpec {
+        fn from(s: GroupSpecV8) -> Self {
+            let GroupSpecV8 { group, slots, command, env, cores, memory_mb, policy, launch } = s;
+            let launch = Box::new((*launch).into());
+            GroupSpec { group, slots, command, env, cores, memory_mb, policy, launch }
+        }
+    }
+
+    impl From<GroupSpec> for GroupSpecV8 {
+        /// Drops the checks: only called for specs without any.
+        fn from(s: GroupSpec) -> Self {
+            let GroupSpec { group, slots, command, env, cores, memory_mb, policy, launch } = s;
+            let launch = Box::new((*launch).into());
+            GroupSpecV8 { group, slots, command, env, cores, memory_mb, policy, launch }
+        }
+    }
+
+    /// A group record of the eleventh layout: a disconnect rule, no health
+    /// checks.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct GroupV11 {
+        spec: GroupSpecV8,
+        slots: Vec<SlotOutcome>,
+        retries_used: u32,
+        restarts: std::collections::BTreeMap<u32, super::SlotRestart>,
+        rollout: Option<super::Rollout>,
+        counted: std::collections::BTreeMap<u32, crate::ids::ExecutorId>,
+        replacing: std::collections::BTreeMap<u32, crate::ids::ExecutorId>,
+    }
+
+    impl From<GroupV11> for GroupRecord {
+        fn from(g: GroupV11) -> Self {
+            let GroupV11 { spec, slots, retries_used, restarts, rollout, counted, replacing } = g;
+            let spec = spec.into();
+            GroupRecord { spec, slots, retries_used, restarts, rollout, counted, replacing }
+        }
+    }
+
+    impl From<GroupRecord> for GroupV11 {
+        /// Drops the checks: only called for records that
+        /// [`GroupRecord::fits_v11`].
+        fn from(g: GroupRecord) -> Self {
+            let GroupRecord { spec, slots, retries_used, restarts, rollout, counted, replacing } =
+                g;
+            let spec = spec.into();
+            GroupV11 { spec, slots, retries_used, restarts, rollout, counted, replacing }
+        }
+    }
+
+    /// A framework record of the fifteenth format: groups of the eleventh
+    /// layout (a disconnect rule, no health checks).
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct FrameworkV15 {
+        id: FrameworkId,
+        name: String,
+        failover_timeout_ms: u64,
+        groups: Vec<GroupV11>,
+        callback: Option<Addr>,
+        registered_at_ms: Option<u64>,
+        job: Option<super::JobRecord>,
+        tenant: Option<String>,
+    }
+
+    impl From<FrameworkV15> for FrameworkRecord {
+        fn from(f: FrameworkV15) -> Self {
+            FrameworkRecord {
+                id: f.id,
+                name: f.name,
+                failover_timeout_ms: f.failover_timeout_ms,
+                groups: f.groups.into_iter().map(GroupRecord::from).collect(),
+                callback: f.callback,
+                registered_at_ms: f.registered_at_ms,
+                job: f.job,
+                tenant: f.tenant,
+            }
+        }
+    }
+
+    impl From<FrameworkRecord> for FrameworkV15 {
+        /// Only called for records whose groups all
+        /// [`GroupRecord::fits_v11`].
+        fn from(f: FrameworkRecord) -> Self {
+            FrameworkV15 {
+                id: f.id,
+                name: f.name,
+                failover_timeout_ms: f.failover_timeout_ms,
+                groups: f.groups.into_iter().map(GroupV11::from).collect(),
+                callback: f.callback,
+                registered_at_ms: f.registered_at_ms,
+                job: f.job,
+                tenant: f.tenant,
+            }
+        }
     }
 
     /// A group's launch options of the fourth layout: no disconnect rule
@@ -573,6 +717,7 @@ mod wire {
                 resources,
                 logs,
                 disconnect: None,
+                checks: Vec::new(),
             }
         }
     }
@@ -1018,6 +1163,7 @@ mod wire {
                 resources: Vec::new(),
                 logs: None,
                 disconnect: None,
+                checks: Vec::new(),
             };
             GroupSpec {
                 group,
@@ -1132,6 +1278,7 @@ mod wire {
                 user: None,
                 resources: Vec::new(),
                 disconnect: None,
+                checks: Vec::new(),
             };
             GroupSpec {
                 group,
@@ -1282,6 +1429,7 @@ mod wire {
                 user: None,
                 resources: vec![],
                 disconnect: None,
+                checks: Vec::new(),
             };
             let spec = GroupSpec {
                 group,
@@ -1683,7 +1831,8 @@ mod wire {
                 Record::FrameworkWithJob(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithTenant(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithPriority(f) => super::Record::Framework(f.into()),
-                Record::FrameworkWithDisconnect(f) => super::Record::Framework(f),
+                Record::FrameworkWithDisconnect(f) => super::Record::Framework(f.into()),
+                Record::FrameworkWithChecks(f) => super::Record::Framework(f),
                 Record::Tenant(t) => super::Record::Tenant(t),
                 Record::FrameworkWithPolicies(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithRestarts(f) => super::Record::Framework(f.into()),
@@ -1722,8 +1871,11 @@ mod wire {
                 super::Record::Worker(WorkerRecord {
                     id, incarnation, cores, memory_mb, ..
                 }) => Record::Worker(WorkerV1 { id, incarnation, cores, memory_mb }),
+                super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v11) => {
+                    Record::FrameworkWithChecks(f)
+                }
                 super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v10) => {
-                    Record::FrameworkWithDisconnect(f)
+                    Record::FrameworkWithDisconnect(f.into())
                 }
                 super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v9) => {
                     Record::FrameworkWithPriority(f.into())

@@ -45,6 +45,7 @@ impl Supervisor {
             if lock(&shared.preparing).get(&executor) == Some(&true) {
                 lock(&shared.preparing).remove(&executor);
                 (shared.sink)(ExecEvent {
+                    check: None,
                     executor: executor.clone(),
                     framework: framework.clone(),
                     state: ExecutorState::Killed,
@@ -69,6 +70,8 @@ impl Supervisor {
             kill_grace_ms: spec.launch.kill_grace_ms,
             ports: regent_core::ports::numbered(&spec.launch.ports, &spec.env),
             resources: regent_core::resources::assigned_from_env(&spec.launch.resources, &spec.env),
+            disconnect_ms: spec.launch.disconnect.map(|d| d.stop_after_ms),
+            checks: spec.launch.checks.clone(),
         };
         if let Err(e) = record::write(&shared.running_dir, &rec) {
             destroy(child, pgid);
@@ -109,6 +112,7 @@ impl Supervisor {
         };
         tracing::info!(executor = %executor, pid, "executor started");
         (shared.sink)(ExecEvent {
+            check: None,
             executor: executor.clone(),
             framework: framework.clone(),
             state: ExecutorState::Running,
@@ -128,6 +132,7 @@ impl Supervisor {
             lock(&shared.executors).remove(&executor);
             lock(&entry.state).finished = true;
             (shared.sink)(ExecEvent {
+                check: None,
                 executor: executor.clone(),
                 framework: framework.clone(),
                 state: ExecutorState::Failed {
@@ -422,6 +427,7 @@ impl Supervisor {
             let _ = writeln!(f, "regent: {reason}");
         }
         (self.shared.sink)(ExecEvent {
+            check: None,
             executor: executor.clone(),
             framework: framework.clone(),
             state: ExecutorState::Failed { reason: reason.clone() },
@@ -497,7 +503,12 @@ pub(super) fn wait_for(shared: &Shared, id: ExecutorId, entry: &Entry, mut child
     }
     lock(&shared.executors).remove(&id);
     tracing::info!(executor = %id, ?state, "executor ended");
-    (shared.sink)(ExecEvent { executor: id, framework: entry.framework.clone(), state });
+    (shared.sink)(ExecEvent {
+        executor: id,
+        framework: entry.framework.clone(),
+        state,
+        check: None,
+    });
     lock(&entry.state).finished = true;
     entry.changed.notify_all();
 }

@@ -100,6 +100,7 @@
 
 pub mod artifacts;
 pub mod cgroup;
+pub mod check;
 pub mod delegation;
 pub mod gc;
 mod launch;
@@ -217,7 +218,22 @@ pub struct ExecEvent {
     /// Its framework.
     pub framework: FrameworkId,
     /// The new state: `Running`, or a terminal `Exited`, `Failed`, `Killed`.
+    /// For a check's outcome (`check` is `Some`), `Running`: no change.
     pub state: ExecutorState,
+    /// A health check's outcome ([`Supervisor::run_check`]) instead of a
+    /// state change.
+    pub check: Option<CheckDone>,
+}
+
+/// The outcome of one health check run ([`Supervisor::run_check`]; docs/design.md#issue-45).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckDone {
+    /// Which of the executor's checks.
+    pub check: u8,
+    /// The run's number, echoed.
+    pub run: u64,
+    /// What it found.
+    pub outcome: regent_core::health::CheckOutcome,
 }
 
 /// An executor that runs now.
@@ -308,6 +324,9 @@ struct Shared {
     /// The executors' cgroups, once [`Supervisor::isolate`] set them
     /// (limits are accounted only until then, or without).
     cgroups: std::sync::OnceLock<cgroup::Cgroups>,
+    /// The health check threads, started at the first run
+    /// ([`Supervisor::run_check`]).
+    checks: std::sync::OnceLock<check::CheckPool>,
 }
 
 impl Drop for Shared {
@@ -410,9 +429,35 @@ impl Supervisor {
             artifacts: Mutex::new(None),
             preparing: Mutex::new(HashMap::new()),
             cgroups: std::sync::OnceLock::new(),
+            checks: std::sync::OnceLock::new(),
         });
         let left = reclaim::reclaim(&shared).map_err(io_err("reclaim records in", &running_dir))?;
         Ok((Supervisor { shared, _lock: lock_file }, left))
+    }
+
+    /// Runs one health check of an executor on the check pool (bounded:
+    /// see [`check`]), without blocking; its outcome comes through the sink
+    /// as an [`ExecEvent`] with `check` set.
+    pub fn run_check(&self, run: regent_core::health::CheckRun) {
+        let id = run.executor.clone();
+        let sandbox = check::Sandbox {
+            dir: self.executor_dir(&id),
+            cgroups: self.shared.cgroups.get().map_or_else(Vec::new, |cg| cg.dirs(id.as_str())),
+            user: self.shared.config.run_as.as_ref().map(|u| (u.uid, u.gid)),
+        };
+        let framework = lock(&self.shared.executors)
+            .get(&id)
+            .map_or_else(|| FrameworkId::new(""), |e| e.framework.clone());
+        let shared = self.shared.clone();
+        let pool = self.shared.checks.get_or_init(check::CheckPool::new);
+        pool.submit(run, sandbox, move |run, outcome| {
+            (shared.sink)(ExecEvent {
+                executor: run.executor,
+                framework,
+                state: ExecutorState::Running,
+                check: Some(CheckDone { check: run.check, run: run.run, outcome }),
+            })
+        });
     }
 
     /// The directory an executor runs in and writes `stdout` and `stderr`

@@ -36,6 +36,11 @@ pub struct LeftBehind {
     /// The named resources' addresses it holds, as recorded (none in an
     /// old record).
     pub resources: regent_core::resources::Assigned,
+    /// Its group's disconnect rule's `stop_after` in ms, as recorded
+    /// (docs/design.md#issue-45).
+    pub disconnect_ms: Option<u64>,
+    /// Its group's health checks, as recorded (docs/design.md#issue-45).
+    pub checks: Vec<regent_core::launch::CheckSpec>,
     /// What the new supervisor found and did.
     pub outcome: LeftBehindOutcome,
 }
@@ -224,6 +229,8 @@ pub(super) fn reclaim(shared: &Arc<Shared>) -> io::Result<Vec<LeftBehind>> {
             memory_mb: rec.memory_mb,
             ports: rec.ports.clone(),
             resources: rec.resources.clone(),
+            disconnect_ms: rec.disconnect_ms,
+            checks: rec.checks.clone(),
             outcome,
         });
     }
@@ -338,7 +345,12 @@ pub(super) fn watch_adopted(shared: &Shared, id: ExecutorId, entry: &Entry, star
              killed with SIGKILL): its exit status is unknown"
         );
     }
-    (shared.sink)(ExecEvent { executor: id, framework: entry.framework.clone(), state });
+    (shared.sink)(ExecEvent {
+        executor: id,
+        framework: entry.framework.clone(),
+        state,
+        check: None,
+    });
     lock(&entry.state).finished = true;
     entry.changed.notify_all();
 }

@@ -17,8 +17,14 @@
 //! kill_grace_ms=<its group's kill grace in ms; only when the group set one>
 //! ports=<name>:<number>,...  (only when the executor holds named ports)
 //! resources=<name>:<address>+<address>...,...  (only when it holds named resources)
+//! disconnect_ms=<its group's disconnect.stop_after in ms; only for a singleton>
+//! checks=<its group's health checks as one line of JSON; only when it has some>
 //! end
 //! ```
+//!
+//! The `disconnect_ms` and `checks` lines (docs/design.md#issue-45) keep a
+//! singleton's rule and a group's health checks, so an executor re-adopted
+//! by a restarted worker is still stopped when cut off and still checked.
 //!
 //! The `kill_grace_ms`, `ports` and `resources` lines are optional (a record without
 //! them is written byte for byte as before they existed, and earlier
@@ -87,6 +93,11 @@ pub struct Record {
     /// The named resources' addresses the worker gave it
     /// ([`regent_core::resources`]), in its group's order; empty when none.
     pub resources: regent_core::resources::Assigned,
+    /// Its group's disconnect rule's `stop_after`, in ms (a singleton;
+    /// docs/design.md#issue-45); `None` when it has none.
+    pub disconnect_ms: Option<u64>,
+    /// Its group's health checks (docs/design.md#issue-45); empty when none.
+    pub checks: Vec<regent_core::launch::CheckSpec>,
 }
 
 impl Record {
@@ -115,9 +126,16 @@ impl Record {
                 .collect();
             format!("resources={}\n", list.join(","))
         };
+        let disconnect =
+            self.disconnect_ms.map_or_else(String::new, |ms| format!("disconnect_ms={ms}\n"));
+        // JSON escapes every newline inside a string: one line.
+        let checks = match serde_json::to_string(&self.checks) {
+            Ok(json) if !self.checks.is_empty() => format!("checks={json}\n"),
+            _ => String::new(),
+        };
         format!(
             "{HEADER}\nexecutor={}\nframework={}\npgid={}\nstart_time={start}\nboot_id={boot}\n\
-             cores={}\nmemory_mb={}\n{grace}{ports}{resources}end\n",
+             cores={}\nmemory_mb={}\n{grace}{ports}{resources}{disconnect}{checks}end\n",
             escape(self.executor.as_str()),
             escape(self.framework.as_str()),
             self.pgid,
@@ -139,6 +157,7 @@ impl Record {
         let (mut boot, mut cores, mut memory, mut grace) = (None, None, None, None);
         let mut ports = Vec::new();
         let mut resources = Vec::new();
+        let (mut disconnect_ms, mut checks) = (None, Vec::new());
         for line in lines {
             let (k, v) = line.split_once('=')?;
             match k {
@@ -152,6 +171,8 @@ impl Record {
                 "kill_grace_ms" if v2 => grace = Some(v.parse().ok()?),
                 "ports" if v2 => ports = decode_ports(v)?,
                 "resources" if v2 => resources = decode_resources(v)?,
+                "disconnect_ms" if v2 => disconnect_ms = Some(v.parse().ok()?),
+                "checks" if v2 => checks = serde_json::from_str(v).ok()?,
                 _ => {}
             }
         }
@@ -167,6 +188,8 @@ impl Record {
             kill_grace_ms: grace,
             ports,
             resources,
+            disconnect_ms,
+            checks,
         })
     }
 }
@@ -315,6 +338,8 @@ mod tests {
             memory_mb: 512,
             kill_grace_ms: Default::default(),
             ports: Vec::new(),
+            disconnect_ms: None,
+            checks: Vec::new(),
         };
         assert_eq!(Record::decode(&r.encode()), Some(r.clone()));
         let unknown = Record { start_time: None, boot_id: None, ..r.clone() };
@@ -349,6 +374,40 @@ mod tests {
         for cut in 0..text.len() {
             assert_eq!(Record::decode(&text[..cut]), None, "cut {cut}");
         }
+    }
+
+    #[test]
+    fn a_singletons_rule_and_its_groups_checks_are_kept_and_older_records_read_without() {
+        use regent_core::launch::{CheckKind, CheckSpec};
+        // A record written before these lines existed (a worker upgraded
+        // under its executors): it reads, with no rule and no checks.
+        let before = "regent-executor-record 2\nexecutor=web%2Fg%230%231\nframework=web\n\
+                      pgid=4242\nstart_time=99\nboot_id=b\ncores=1\nmemory_mb=64\n\
+                      ports=http:20000\nend\n";
+        let old = Record::decode(before).expect("an older record reads");
+        assert_eq!((old.disconnect_ms, old.checks.len()), (None, 0));
+        assert_eq!(old.encode(), before, "and is written byte for byte as before");
+        let http = CheckKind::Http {
+            port: "http".into(),
+            path: "/health?a=b\nc".into(),
+            expect: (200, 299),
+        };
+        let kept = Record {
+            disconnect_ms: Some(30_000),
+            checks: vec![
+                CheckSpec { failures: 2, ..CheckSpec::new(http) },
+                CheckSpec::new(CheckKind::Exec {
+                    command: vec!["test".into(), "-f".into(), "x y".into()],
+                }),
+            ],
+            ..old
+        };
+        let text = kept.encode();
+        assert!(text.contains("\ndisconnect_ms=30000\nchecks=[{"), "{text}");
+        assert_eq!(text.lines().count(), before.lines().count() + 2, "one line each: {text}");
+        assert_eq!(Record::decode(&text), Some(kept));
+        let torn = text.replace("\"failures\":2", "\"failures\":");
+        assert_eq!(Record::decode(&torn), None, "damaged checks are a damaged record");
     }
 
     #[test]

@@ -31,8 +31,29 @@ pub const FLUSH_GRACE: Duration = Duration::from_millis(500);
 /// so it must not use the group's retry budget. The cores and memory are
 /// the recorded ones.
 pub fn left_behind_report(lb: LeftBehind) -> ExecutorReport {
+    left_behind_inputs(lb).0
+}
+
+/// What the worker node hears of an executor a previous worker process
+/// left behind, in order: its report ([`left_behind_report`]), then, if it
+/// was re-adopted and its group has a disconnect rule or health checks,
+/// those (`Input::Readopted`, docs/design.md#issue-45), so it is still
+/// stopped when cut off and still checked. Both runtimes feed them.
+pub fn left_behind_inputs(lb: LeftBehind) -> (ExecutorReport, Option<NodeInput>) {
+    let adopted = lb.outcome == crate::exec::LeftBehindOutcome::Adopted
+        && (lb.disconnect_ms.is_some() || !lb.checks.is_empty());
+    let readopted = adopted.then(|| NodeInput::Readopted {
+        executor: lb.executor.clone(),
+        disconnect: lb.disconnect_ms.map(regent_core::launch::Disconnect::after_ms),
+        checks: lb.checks.clone(),
+    });
+    (left_behind_report_of(lb), readopted)
+}
+
+fn left_behind_report_of(lb: LeftBehind) -> ExecutorReport {
     // The supervisor logged what it found and did.
     ExecutorReport {
+        health: None,
         ran_ms: None,
         // Reported again, so the leader keeps telling the framework where
         // it listens and no other executor here is given its numbers (or
@@ -75,6 +96,24 @@ pub fn execute_executor_command(supervisor: &Arc<Supervisor>, cmd: ExecutorComma
                 // It ended already; its terminal event is on its way.
                 tracing::debug!(%executor, "executor to kill is not running");
             }
+        }
+        // On the supervisor's check pool: never blocks the pump; the
+        // outcome comes back through the sink (docs/design.md#issue-45).
+        ExecutorCommand::RunCheck(run) => supervisor.run_check(run),
+    }
+}
+
+/// What the worker node hears of a supervisor's [`ExecEvent`]: a health
+/// check's outcome, or an executor's new state. Both runtimes feed it.
+pub fn exec_input(ev: ExecEvent) -> NodeInput {
+    match ev.check {
+        Some(crate::exec::CheckDone { check, run, outcome }) => {
+            tracing::debug!(executor = %ev.executor, check, run, ?outcome, "health check ran");
+            NodeInput::CheckResult { executor: ev.executor, check, run, outcome }
+        }
+        None => {
+            tracing::debug!(executor = %ev.executor, state = ?ev.state, "executor changed");
+            NodeInput::ExecutorChanged { executor: ev.executor, state: ev.state }
         }
     }
 }

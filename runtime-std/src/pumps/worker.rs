@@ -18,9 +18,7 @@
 
 use super::{spawn_dial, DialError, PumpError, PumpThread, RuntimeClock, Stopper};
 use crate::exec::{ExecEvent, LeftBehind, Supervisor};
-use crate::host::{
-    execute_executor_command, left_behind_report, prepare_worker, read_executor_log, PreparedWorker,
-};
+use crate::host::{execute_executor_command, prepare_worker, read_executor_log, PreparedWorker};
 use crate::net::{NetConfig, NetEvent};
 use crate::pumps::conn::{spawn_connection, ConnHandle};
 use regent_core::auth::Side;
@@ -171,7 +169,11 @@ impl Pump {
     fn run(mut self, rx: Receiver<Input>, left_behind: Vec<LeftBehind>) -> Result<(), String> {
         self.feed(NodeInput::Start);
         for lb in left_behind {
-            self.feed(NodeInput::LeftBehind(left_behind_report(lb)));
+            let (report, readopted) = crate::host::left_behind_inputs(lb);
+            self.feed(NodeInput::LeftBehind(report));
+            if let Some(input) = readopted {
+                self.feed(input);
+            }
         }
         loop {
             if let Some(reason) = self.exit.take() {
@@ -320,8 +322,7 @@ impl Pump {
     }
 
     fn on_exec(&mut self, ev: ExecEvent) {
-        tracing::debug!(executor = %ev.executor, state = ?ev.state, "executor changed");
-        self.feed(NodeInput::ExecutorChanged { executor: ev.executor, state: ev.state });
+        self.feed(crate::host::exec_input(ev));
     }
 
     fn on_dialled(&mut self, dial: DialId, result: Result<TcpStream, DialError>) {

@@ -237,6 +237,25 @@ pub fn framework_with_disconnect() -> Record {
     Record::Framework(f)
 }
 
+/// A job of tenant `team-a` (as [`framework_with_disconnect`]) whose group
+/// `web` asks for a port `http` and has an http and a tcp health check
+/// (docs/design.md#issue-45): the appended variant 23.
+pub fn framework_with_checks() -> Record {
+    use regent_core::launch::{CheckKind, CheckSpec};
+    let Record::Framework(mut f) = framework_with_disconnect() else { unreachable!() };
+    f.id = regent_core::FrameworkId::new("fw-c");
+    let mut web = f.groups[0].clone();
+    web.spec.group = "web".into();
+    web.spec.launch.ports = vec!["http".into()];
+    let http = CheckKind::Http { port: "http".into(), path: "/health".into(), expect: (200, 299) };
+    web.spec.launch.checks = vec![
+        CheckSpec { interval_ms: 5_000, failures: 2, ..CheckSpec::new(http) },
+        CheckSpec::new(CheckKind::Tcp { port: "http".into() }),
+    ];
+    f.groups.push(web);
+    Record::Framework(f)
+}
+
 /// A cordoned worker declared DEAD, its record kept (docs/design.md#issue-41): the
 /// appended variant 15, variant 7 frozen.
 pub fn dead_cordoned_worker() -> Record {
@@ -509,6 +528,21 @@ pub fn cases() -> Vec<Case> {
         files: disconnect.iter().map(file).collect(),
         sealing: Sealing::none(),
         expect: Ok((disconnect, vec![])),
+    });
+
+    // A framework with a checked group (variant 23; a framework with a
+    // singleton group and no checks keeps variant 22, frozen;
+    // docs/design.md#issue-45).
+    let mut checks = vec![Record::Epoch(Epoch(53)), framework_with_checks()];
+    let Record::Framework(mut singleton) = framework_with_disconnect() else { unreachable!() };
+    singleton.id = regent_core::FrameworkId::new("fw-d");
+    checks.push(Record::Framework(singleton));
+    checks.sort_by_key(Record::key);
+    cases.push(Case {
+        name: "checks",
+        files: checks.iter().map(file).collect(),
+        sealing: Sealing::none(),
+        expect: Ok((checks, vec![])),
     });
 
     let cut = 20;

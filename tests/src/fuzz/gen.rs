@@ -254,6 +254,7 @@ pub fn report(
     frameworks: &[FrameworkId],
 ) -> ExecutorReport {
     ExecutorReport {
+        health: None,
         ran_ms: None,
         resources: assigned(src),
         ports: Default::default(),
@@ -382,6 +383,7 @@ pub fn launch_spec(src: &mut Source) -> regent_core::launch::LaunchSpec {
             // Drawn from no byte, so the stored fuzz inputs keep their
             // meaning (the rule's range is checked in core's unit tests).
             disconnect: None,
+            checks: Vec::new(),
             logs: Default::default(),
             resources: resource_amounts(src),
             ports: Default::default(),

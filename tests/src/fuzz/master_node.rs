@@ -623,6 +623,7 @@ impl Harness {
                     None => gen::incarnation(src),
                 };
                 let report = ExecutorReport {
+                    health: None,
                     ran_ms: None,
                     resources: Default::default(),
                     ports: Default::default(),
@@ -671,6 +672,7 @@ impl Harness {
                         .iter()
                         .filter(|l| l.conn == conn)
                         .map(|l| ExecutorReport {
+                            health: None,
                             ran_ms: None,
                             resources: Default::default(),
                             ports: Default::default(),

@@ -122,6 +122,9 @@ impl Harness {
                         self.kills.push(executor);
                     }
                 }
+                // A run is an order to the runtime; the fuzzer answers none
+                // (its backstop counts it skipped).
+                Output::Executor(ExecutorCommand::RunCheck(_)) => {}
                 Output::Exit { .. } => self.exited = true,
                 Output::ReadLog(LogReadRequest { read, max, .. }) => {
                     assert!(max <= regent_core::limits::MAX_LOG_CHUNK, "a read past the limit");

@@ -96,6 +96,11 @@ impl ExecutorMut<'_> {
         self.0.resources = resources;
     }
 
+    /// Its worker reported its health ([`ExecutorEntry::health`]).
+    pub(in crate::master) fn set_health(&mut self, health: crate::health::HealthSeen) {
+        self.0.health = Some(health);
+    }
+
     /// Its worker reported how long it ran ([`ExecutorEntry::ran_ms`]).
     pub(in crate::master) fn set_ran(&mut self, ran_ms: Option<u64>) {
         self.0.ran_ms = ran_ms.or(self.0.ran_ms);

@@ -98,6 +98,9 @@ pub struct ExecutorEntry {
     pub port_count: u32,
     /// Its ports as its worker numbered them (empty until reported).
     pub ports: Vec<(String, u16)>,
+    /// Its health as its worker last reported it (docs/design.md#issue-45):
+    /// kept in memory only, sent again by the worker at every registration.
+    pub health: Option<crate::health::HealthSeen>,
     /// How many addresses of each named resource it holds on its worker
     /// (its group's request, or what its worker reported for one adopted).
     pub resources_held: Vec<(String, u32)>,
@@ -811,6 +814,7 @@ impl Master {
         g.current[slot as usize] = Some(id.clone());
         self.open_slots.remove(&(fid.clone(), gi, slot));
         let entry = ExecutorEntry {
+            health: None,
             id: id.clone(),
             framework: fid.clone(),
             group: spec.group.clone(),
@@ -899,6 +903,11 @@ impl Master {
                 }
             }
             Some((true, false)) => {
+                if let Some(h) = &report.health {
+                    if let Some(mut e) = self.executors.get_mut(&report.id) {
+                        e.set_health(crate::health::HealthSeen::received(now, h));
+                    }
+                }
                 if report.ran_ms.is_some() {
                     if let Some(mut e) = self.executors.get_mut(&report.id) {
                         e.set_ran(report.ran_ms);
@@ -1015,6 +1024,8 @@ impl Master {
         fw.groups[gi].current[slot as usize] = Some(report.id.clone());
         self.refresh_slot(&fid, gi, slot);
         let entry = ExecutorEntry {
+            // A new leader has its health from the worker's registration.
+            health: report.health.as_ref().map(|h| crate::health::HealthSeen::received(now, h)),
             id: report.id.clone(),
             framework: fid,
             group,
@@ -1119,6 +1130,7 @@ impl Master {
         // waits for the write instead of being acknowledged before it.
         if !self.set_executor_state(&report.id, report.state.clone()) {
             self.insert_executor(ExecutorEntry {
+                health: None,
                 id: report.id.clone(),
                 framework: report.framework.clone(),
                 group: info.group.clone(),

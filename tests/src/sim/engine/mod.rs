@@ -1985,6 +1985,10 @@ impl World {
                         }
                     }
                 }
+                // No simulated group declares health checks yet, so no
+                // run is asked for; the check model (docs/design.md#issue-45)
+                // answers them when one does.
+                wnode::Output::Executor(ExecutorCommand::RunCheck(_)) => {}
                 wnode::Output::Exit { reason } => {
                     self.log(|| format!("w{w} EXIT: {reason}"));
                     invariants::on_worker_exit(self, w, &reason);
