@@ -322,6 +322,7 @@ fn report(id: &ExecutorId, fw: &FrameworkId, state: ExecutorState, gpu: u32) -> 
                 vec![]
             },
             ran_ms: None,
+            health: None,
         },
     }
 }
