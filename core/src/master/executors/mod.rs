@@ -1402,8 +1402,10 @@ impl Master {
     /// (docs/design.md#issue-45), waits before it is placed again: until
     /// [`crate::cut_off::replace_after`] has passed since this leader last
     /// heard from its worker (or, for a worker it never heard from, since
-    /// it took over: a recovered worker counts from then). `None`: no
-    /// wait (not a singleton, or that time has passed).
+    /// now: it lost the executor the moment it learned of it). A slot
+    /// whose executor this leader never heard of waits from its takeover
+    /// ([`Master::hold_singletons_after_takeover`]). `None`: no wait (not
+    /// a singleton, or that time has passed).
     fn singleton_wait(&self, e: &ExecutorEntry, now: Millis) -> Option<u64> {
         let launch = &self
             .frameworks
@@ -1418,6 +1420,34 @@ impl Master {
         let heard = self.workers.entries.get(&e.worker).map_or(now, |w| w.last_seen);
         let until = heard + crate::cut_off::replace_after(rule, launch.kill_grace_ms);
         (until > now).then(|| until.since(now).0)
+    }
+
+    /// A leader that just took over (at `now`) holds every open slot of
+    /// framework `fid`'s singleton groups (docs/design.md#issue-45) until
+    /// [`crate::cut_off::replace_after`] has passed since then. The store
+    /// names no executor, so any such slot may have one running on a
+    /// worker this leader has not heard from, cut off; that worker can
+    /// have heard from no master after this takeover without this leader
+    /// knowing it, so it has stopped that executor by then (docs/machines.md,
+    /// "The wait across a failover"). A stored restart wait that ends later
+    /// is kept.
+    pub(super) fn hold_singletons_after_takeover(&mut self, now: Millis, fid: &FrameworkId) {
+        let Some(fw) = self.frameworks.get(fid) else { return };
+        let mut holds = Vec::new();
+        for (gi, g) in fw.groups.iter().enumerate() {
+            let launch = &g.record.spec.launch;
+            let Some(rule) = launch.disconnect else { continue };
+            let until = now + crate::cut_off::replace_after(rule, launch.kill_grace_ms);
+            for (slot, outcome) in g.record.slots.iter().enumerate() {
+                if *outcome == SlotOutcome::Pending {
+                    holds.push(((fid.clone(), gi, slot as u32), until));
+                }
+            }
+        }
+        for (key, until) in holds {
+            let at = self.restart_waits.until(&key).map_or(until, |stored| stored.max(until));
+            self.restart_waits.insert(key, at);
+        }
     }
 
     /// Every live executor on `worker` is LOST (the worker is dead or was
