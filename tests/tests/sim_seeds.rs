@@ -526,6 +526,27 @@ fn seeds_0_to_99_with_tenants_and_limits() {
 }
 
 #[test]
+fn seeds_0_to_99_with_singletons() {
+    // Three in four subscribers' first groups and the API's job `api1`
+    // are singletons (`disconnect = { stop_after }`, 1 to 20 s;
+    // docs/design.md#issue-45), and workers are cut off from every master
+    // for 3 to 25 s among the other faults: `singleton_slots` (at most one
+    // executor process of such a slot runs across every worker, DEAD and
+    // partitioned ones included) holds after every step, with every other
+    // invariant.
+    let cfg = SimConfig { singletons: true, api_jobs: true, ..base() };
+    let mut stops = 0;
+    for seed in 0..100 {
+        match run_seed(seed, &cfg) {
+            Ok(stats) => stops += stats.cut_off_stops,
+            Err(f) => panic!("{f}"),
+        }
+    }
+    // The rule's path is taken: workers cut off stop their singletons.
+    assert!(stops > 10, "only {stops} singletons stopped by a cut-off worker in 100 seeds");
+}
+
+#[test]
 fn seeds_0_to_99_with_preemption() {
     // The API client first sets tenants team-0 (3 cores guaranteed,
     // weight 1) and team-1 (1 core guaranteed, a limit of 6, weight 4),
