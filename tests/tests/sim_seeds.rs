@@ -547,6 +547,22 @@ fn seeds_0_to_99_with_singletons() {
 }
 
 #[test]
+fn regressions_found_by_the_singleton_soak() {
+    // With `--singletons --api-jobs` (docs/design.md#issue-45), each once a
+    // `singleton_slots` failure: a singleton whose stop was already sent
+    // (796: a rollout of job `api1` after an update; 1425 likewise) when
+    // its worker was cut off was lost with that worker and placed again at
+    // once, the wait skipped because a stop was under way; the worker ran
+    // it on until its stop_after (sim seeds 796, 1425, docs/design.md#simulator-seeds).
+    let cfg = SimConfig { singletons: true, api_jobs: true, ..base() };
+    for seed in [796, 1425] {
+        if let Err(f) = run_seed(seed, &cfg) {
+            panic!("{f}");
+        }
+    }
+}
+
+#[test]
 fn seeds_0_to_99_with_preemption() {
     // The API client first sets tenants team-0 (3 cores guaranteed,
     // weight 1) and team-1 (1 core guaranteed, a limit of 6, weight 4),

@@ -1216,12 +1216,6 @@ impl Master {
                         _ if e.operator_stop => SlotOutcome::Pending,
                         // Lost, or killed by its worker's shutdown: refill
                         // without using the retry budget.
-                        // A singleton's executor lost with its worker: the
-                        // same, once its worker must have stopped it.
-                        ExecutorState::Lost if singleton_wait.is_some() => {
-                            wait = singleton_wait;
-                            SlotOutcome::Pending
-                        }
                         ExecutorState::Lost | ExecutorState::Killed => SlotOutcome::Pending,
                         // Its worker refused the launch: a port or named
                         // resource the leader counted free is held by
@@ -1305,6 +1299,14 @@ impl Master {
                             unreachable!("terminal")
                         }
                     };
+                    // A singleton lost with its worker waits whatever else
+                    // was under way (a stop sent for a rollout or an
+                    // operator, cut off with the worker, never arrived).
+                    if outcome == SlotOutcome::Pending {
+                        if let Some(w) = singleton_wait {
+                            wait = Some(wait.map_or(w, |x| x.max(w)));
+                        }
+                    }
                     g.record.slots[slot] = outcome;
                 }
             }
