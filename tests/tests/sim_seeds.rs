@@ -553,9 +553,12 @@ fn regressions_found_by_the_singleton_soak() {
     // (796: a rollout of job `api1` after an update; 1425 likewise) when
     // its worker was cut off was lost with that worker and placed again at
     // once, the wait skipped because a stop was under way; the worker ran
-    // it on until its stop_after (sim seeds 796, 1425, docs/design.md#simulator-seeds).
+    // it on until its stop_after (sim seeds 796, 1425, docs/design.md#simulator-seeds);
+    // job `api1` deleted while its singleton ran on a cut-off worker and
+    // created again at once under the same id, its slot placed at once
+    // (sim seeds 301, 841, 1217, 2234 and 19 more, docs/design.md#simulator-seeds).
     let cfg = SimConfig { singletons: true, api_jobs: true, ..base() };
-    for seed in [796, 1425] {
+    for seed in [796, 1425, 301, 841, 1217, 2234] {
         if let Err(f) = run_seed(seed, &cfg) {
             panic!("{f}");
         }

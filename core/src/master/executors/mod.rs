@@ -1452,6 +1452,56 @@ impl Master {
         }
     }
 
+    /// Framework `fid` is being removed: each of its singleton groups
+    /// (docs/design.md#issue-45) whose executor may run on, cut off, is
+    /// held for a framework created again under the id, until its
+    /// worker must have stopped it: the later of its slots' waits and, for
+    /// each live executor, [`crate::cut_off::replace_after`] from when this
+    /// leader last heard from its worker (the kill may never reach it).
+    /// Call before its executors and waits are forgotten.
+    pub(super) fn hold_singletons_of_removed(&mut self, now: Millis, fid: &FrameworkId) {
+        let Some(fw) = self.frameworks.get(fid) else { return };
+        let mut holds = Vec::new();
+        for (gi, g) in fw.groups.iter().enumerate() {
+            let launch = &g.record.spec.launch;
+            let Some(rule) = launch.disconnect else { continue };
+            let after = crate::cut_off::replace_after(rule, launch.kill_grace_ms);
+            let waits = (0..g.record.slots.len() as u32)
+                .filter_map(|slot| self.restart_waits.until(&(fid.clone(), gi, slot)));
+            let live = self
+                .executors
+                .of_framework(fid)
+                .filter(|e| e.group == g.record.spec.group && !e.state.is_terminal())
+                .map(|e| self.workers.entries.get(&e.worker).map_or(now, |w| w.last_seen) + after);
+            if let Some(until) = waits.chain(live).max().filter(|t| *t > now) {
+                holds.push((g.record.spec.group.clone(), until));
+            }
+        }
+        for (group, until) in holds {
+            self.singleton_holds.hold(fid.clone(), group, until, now);
+        }
+    }
+
+    /// Framework `fid` was created (again) at `now`: its singleton groups
+    /// held since a framework of that id was removed
+    /// ([`Master::hold_singletons_of_removed`]) wait out the hold.
+    pub(super) fn apply_singleton_holds(&mut self, now: Millis, fid: &FrameworkId) {
+        let Some(fw) = self.frameworks.get(fid) else { return };
+        let groups: Vec<(usize, String, u32)> = fw
+            .groups
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.record.spec.launch.disconnect.is_some())
+            .map(|(gi, g)| (gi, g.record.spec.group.clone(), g.record.spec.slots))
+            .collect();
+        for (gi, group, slots) in groups {
+            let Some(until) = self.singleton_holds.take(fid, &group, now) else { continue };
+            for slot in 0..slots {
+                self.restart_waits.insert((fid.clone(), gi, slot), until);
+            }
+        }
+    }
+
     /// Every live executor on `worker` is LOST (the worker is dead or was
     /// replaced by a new incarnation); their slots are refilled.
     pub(super) fn lose_executors_of(
