@@ -11,7 +11,7 @@
 //! one (a leader change while masters are heard never stops anything). The
 //! clock starts when the worker starts, before any master is heard.
 
-use crate::ids::ExecutorId;
+use crate::ids::{ExecutorId, FrameworkId};
 use crate::launch::Disconnect;
 use crate::time::Millis;
 use std::collections::BTreeMap;
@@ -34,6 +34,34 @@ pub fn replace_after(rule: Disconnect, kill_grace_ms: Option<u64>) -> Millis {
     let stop_after = Millis(rule.stop_after_ms);
     let grace = kill_grace_ms.map_or(ASSUMED_KILL_GRACE, Millis);
     stop_after + grace + Millis(rule.stop_after_ms / 10) + Millis(1_000)
+}
+
+/// The leader's holds on the slots of singleton groups of frameworks it
+/// removed (a deleted job, a teardown) while an executor of theirs may run
+/// on, cut off: by (framework id, group), until when a group of that name
+/// in a framework created again under that id waits before it is placed.
+/// In memory (a new leader holds every singleton slot from its takeover
+/// anyway). Expired holds are dropped whenever one is added.
+#[derive(Clone, Debug, Default)]
+pub struct Holds {
+    until: BTreeMap<(FrameworkId, String), Millis>,
+}
+
+impl Holds {
+    /// Group `group` of `framework` waits until `until` if created again
+    /// (the later of two holds counts).
+    pub fn hold(&mut self, framework: FrameworkId, group: String, until: Millis, now: Millis) {
+        self.until.retain(|_, t| *t > now);
+        let t = self.until.entry((framework, group)).or_insert(until);
+        *t = (*t).max(until);
+    }
+
+    /// The hold on `group` of `framework` at `now`, taken (a framework
+    /// created again uses it once).
+    pub fn take(&mut self, framework: &FrameworkId, group: &str, now: Millis) -> Option<Millis> {
+        let until = self.until.remove(&(framework.clone(), group.to_owned()))?;
+        (until > now).then_some(until)
+    }
 }
 
 /// The worker's watch over its singleton executors (see the module

@@ -204,4 +204,104 @@ mod leader {
         let single = replaced_at(Some(Disconnect::after_ms(30_000))).expect("replaced");
         assert!((37_000..=39_000).contains(&single), "{single}");
     }
+
+    /// The wait across a failover (docs/machines.md, "The wait across a
+    /// failover"): leader `a` places the one slot on w1 at 0, w1 falls
+    /// silent then, and `a` crashes at `crash` (ms); `b` takes over from
+    /// the store 1 s later, w2 joins `b` at once and heartbeats every
+    /// second. When `b` first launches on w2; `None` if not by 150 s.
+    fn replaced_after_failover(disconnect: Option<Disconnect>, crash: u64) -> Option<u64> {
+        use regent_core::ids::InstanceId;
+        use regent_core::protocol::{Role, Subscribe};
+        use regent_core::{ConnId, Epoch};
+        const WALL: u64 = 1_764_600_000_000;
+        let mut store = Store::default();
+        let mut a = store.elect("a", Millis(0), Epoch(1), WALL);
+        let send = |m: &mut Master, store: &mut Store, now: Millis, conn: u64, msg: Message| {
+            let out = m.handle(now, master::Event::Message { conn: ConnId(conn), msg });
+            store.settle(m, now, out)
+        };
+        let _ = connect_worker(&mut a, Millis(0), W1, "w1");
+        let _ = send(
+            &mut a,
+            &mut store,
+            Millis(0),
+            W1,
+            Message::RegisterWorker(registration("w1", W1)),
+        );
+        let _ = a.handle(Millis(0), master::Event::Connected { conn: ConnId(1) });
+        let _ = send(&mut a, &mut store, Millis(0), 1, hello(Role::Subscriber, "x"));
+        let sub = Message::Subscribe(Subscribe {
+            framework: None,
+            name: "app".into(),
+            instance: InstanceId(7),
+            attempt: 1,
+            failover_timeout: Millis(600_000),
+            tenant: None,
+        });
+        let _ = send(&mut a, &mut store, Millis(0), 1, sub);
+        let spec = group_with("leader", 1, LaunchSpec { disconnect, ..Default::default() });
+        let sends =
+            send(&mut a, &mut store, Millis(0), 1, Message::DeclareGroup { request: 1, spec });
+        let placed = launches(&sends);
+        assert_eq!(placed.len(), 1, "{sends:?}");
+        let (conn, id, framework) = placed[0].clone();
+        assert_eq!(conn, W1);
+        let report = ExecutorReport {
+            ran_ms: None,
+            resources: Default::default(),
+            id,
+            framework,
+            cores: 1,
+            memory_mb: 1,
+            state: ExecutorState::Running,
+            ports: vec![],
+            health: None,
+        };
+        let msg = Message::ExecutorStatus { incarnation: Incarnation(W1), report };
+        let _ = send(&mut a, &mut store, Millis(0), W1, msg);
+        // `a` leads on, hearing nothing from w1, until it crashes.
+        for t in (500..=crash).step_by(500) {
+            let out = a.handle(Millis(t), master::Event::Tick);
+            let _ = store.run(&mut a, Millis(t), out);
+        }
+        drop(a);
+        let took_over = crash + 1_000;
+        let mut b = store.elect("b", Millis(took_over), Epoch(2), WALL + took_over);
+        let _ = connect_worker(&mut b, Millis(took_over), W2, "w2");
+        let reg = Message::RegisterWorker(registration("w2", W2));
+        let _ = send(&mut b, &mut store, Millis(took_over), W2, reg);
+        for t in (took_over + 500..=150_000).step_by(500) {
+            let now = Millis(t);
+            let mut sends = Vec::new();
+            if t % 1_000 == 0 {
+                let hb = Message::WorkerHeartbeat { incarnation: Incarnation(W2) };
+                sends.extend(send(&mut b, &mut store, now, W2, hb));
+            }
+            let out = b.handle(now, master::Event::Tick);
+            sends.extend(store.settle(&mut b, now, out));
+            if launches(&sends).iter().any(|(c, ..)| *c == W2) {
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_new_leader_that_never_heard_from_the_worker_waits_from_its_takeover() {
+        // The old leader crashes at 5 s, w1 still ALIVE by its count: the
+        // new leader (from 6 s) hears nothing of w1's executor and, without
+        // the rule, places the slot once its recovery gives up on w1.
+        let plain = replaced_after_failover(None, 5_000).expect("replaced");
+        assert!(plain <= 25_000, "{plain}");
+        // With stop_after 30 s: not before 37 s after the takeover at 6 s.
+        let rule = Some(Disconnect::after_ms(30_000));
+        let single = replaced_after_failover(rule, 5_000).expect("replaced");
+        assert!((43_000..=45_000).contains(&single), "{single}");
+        // The old leader declared w1 DEAD (10 s) and crashed during its wait
+        // (at 20 s, the wait held in its memory only): again 37 s after the
+        // takeover at 21 s.
+        let single = replaced_after_failover(rule, 20_000).expect("replaced");
+        assert!((58_000..=60_000).contains(&single), "{single}");
+    }
 }

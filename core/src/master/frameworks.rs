@@ -804,6 +804,7 @@ impl Master {
         // A write of the record earlier in this step takes the record as it
         // stands before the delete; one after the delete is a new write.
         self.finish_framework_write(id, true, out);
+        self.hold_singletons_of_removed(now, id);
         let Some(fw) = self.frameworks.remove(id) else {
             return;
         };

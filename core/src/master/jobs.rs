@@ -360,6 +360,8 @@ impl Master {
             });
             fw.groups.push(GroupState::declared(spec));
         }
+        // A singleton of a removed job of this id may still run cut off.
+        self.apply_singleton_holds(now, &id);
         then.push(AfterWrite::Place);
         let answer = Accepted { request, job: id, version: 1, change: JobChange::Created };
         self.write_job(asker, answer, sub.key.unwrap_or_default(), then, out);

@@ -123,6 +123,7 @@ impl Master {
                     let id = f.id.clone();
                     self.frameworks.insert(id.clone(), FrameworkEntry::from_record(f));
                     self.resume_waits_of(now, &id);
+                    self.hold_singletons_after_takeover(now, &id);
                     self.refresh_slots_of(&id);
                 }
                 // What the last leader revoked stays revoked.

@@ -647,6 +647,10 @@ pub struct Master {
     dying: kills::Dying,
     /// Slots of groups with a restart policy that wait out a backoff.
     restart_waits: restarts::Waits,
+    /// Singleton groups of removed frameworks whose executors may still
+    /// run cut off: a framework created again under the id waits
+    /// (docs/design.md#issue-45).
+    singleton_holds: crate::cut_off::Holds,
     /// Changes asked and not answered yet, for the audit log: who asked
     /// what, by asker and request number (at most [`MAX_PENDING_AUDITS`]).
     audits: authorize_query::PendingAudits,
@@ -693,6 +697,7 @@ impl Master {
             logs: logs::Relays::default(),
             dying: kills::Dying::default(),
             restart_waits: restarts::Waits::default(),
+            singleton_holds: Default::default(),
             audits: Default::default(),
             tenants: tenants::Tenants::default(),
             usage: fairness::Usage::default(),
@@ -1376,6 +1381,7 @@ impl Master {
         self.preemptions = preempt::Preemptions::default();
         self.open_slots.clear();
         self.restart_waits = restarts::Waits::default();
+        self.singleton_holds = Default::default();
         self.tenants = tenants::Tenants::default();
         // Local askers waiting for a write are answered now, as standby
         // (exactly one answer per query): whether it landed is for a new

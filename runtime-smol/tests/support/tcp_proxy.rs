@@ -11,6 +11,10 @@
 //!   connection.
 //! * [`TcpProxy::restart`] stops, then listens again on the same port at
 //!   once (a blink: the port refuses for microseconds).
+//! * [`TcpProxy::hold`] turns it into a black hole: every connection, carried
+//!   or new, stays open and every byte either way is dropped silently (a
+//!   switch that loses packets: no EOF, no reset, writes succeed), until
+//!   [`TcpProxy::release`].
 //!
 //! Dropping it stops it. Self-contained (no `super::`).
 #![allow(dead_code)]
@@ -32,6 +36,8 @@ struct Shared {
     conns: Mutex<Vec<TcpStream>>,
     /// Connections accepted since the proxy first started.
     accepted: AtomicUsize,
+    /// Bytes are dropped instead of forwarded ([`TcpProxy::hold`]).
+    held: AtomicBool,
 }
 
 /// The proxy (see the module docs).
@@ -98,6 +104,18 @@ impl TcpProxy {
         self.shared.accepted.load(Ordering::SeqCst)
     }
 
+    /// Drops every byte of every connection, carried or new, either way,
+    /// silently: nothing is closed (see the module docs).
+    pub fn hold(&self) {
+        self.shared.held.store(true, Ordering::SeqCst);
+    }
+
+    /// Forwards bytes again after [`TcpProxy::hold`] (what was dropped
+    /// stays lost).
+    pub fn release(&self) {
+        self.shared.held.store(false, Ordering::SeqCst);
+    }
+
     /// Cuts every connection carried now; keeps accepting new ones.
     pub fn sever(&self) {
         for c in self.shared.conns.lock().unwrap().drain(..) {
@@ -145,16 +163,21 @@ fn forward(client: TcpStream, upstream: &str, s: &Arc<Shared>) {
             conns.push(s3);
         }
     }
-    std::thread::spawn(move || copy(client, server));
-    std::thread::spawn(move || copy(s2, c2));
+    let (s1, s2_) = (s.clone(), s.clone());
+    std::thread::spawn(move || copy(client, server, &s1));
+    std::thread::spawn(move || copy(s2, c2, &s2_));
 }
 
-/// Copies `from` to `to` until either side ends, then closes both.
-fn copy(mut from: TcpStream, mut to: TcpStream) {
+/// Copies `from` to `to` until either side ends, then closes both; while
+/// the proxy is held, what is read is dropped.
+fn copy(mut from: TcpStream, mut to: TcpStream, s: &Shared) {
     let mut buf = [0u8; 16 * 1024];
     loop {
         match from.read(&mut buf) {
+            // A close is dropped too: the other side never learns of it.
+            Ok(0) | Err(_) if s.held.load(Ordering::SeqCst) => return,
             Ok(0) | Err(_) => break,
+            Ok(_) if s.held.load(Ordering::SeqCst) => {}
             Ok(n) => {
                 if to.write_all(&buf[..n]).is_err() {
                     break;

@@ -6,7 +6,7 @@
 //! ```text
 //! regent-soak [--seeds N] [--from S] [--threads T] [--keep-going]
 //!             [--datagram] [--takeovers] [--operator] [--jobs] [--api-jobs] [--tenants] [--preemption]
-//!             [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--lost-id-state] [--suspend]
+//!             [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--lost-id-state] [--suspend] [--singletons]
 //!             [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease]
 //!             [--monotonic-clock] [--hide-guarantees] [--no-refill-after-stop] [--skip INVARIANT]...
 //! regent-soak --replay SEED [same flags]
@@ -37,7 +37,7 @@ struct Args {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--jobs] [--api-jobs] [--tenants] [--preemption] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--lost-id-state] [--suspend] [--skip INVARIANT] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--monotonic-clock] [--hide-guarantees] [--no-refill-after-stop] [--keep-going]\n       regent-soak --replay SEED [knobs]"
+        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--jobs] [--api-jobs] [--tenants] [--preemption] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--lost-id-state] [--suspend] [--singletons] [--skip INVARIANT] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--monotonic-clock] [--hide-guarantees] [--no-refill-after-stop] [--keep-going]\n       regent-soak --replay SEED [knobs]"
     );
     std::process::exit(2)
 }
@@ -78,6 +78,7 @@ fn parse() -> Args {
             "--clock-steps" => a.config.clock_steps = true,
             "--lost-id-state" => a.config.lost_id_state = true,
             "--suspend" => a.config.suspend = true,
+            "--singletons" => a.config.singletons = true,
             "--monotonic-clock" => knobs.monotonic_clock = true,
             "--skip" => a.config.skip.push(it.next().unwrap_or_else(|| usage())),
             "--no-epoch-fencing" => knobs.no_epoch_fencing = true,
@@ -118,6 +119,8 @@ fn main() {
     let api = Arc::new((AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)));
     // Executors stopped by preemption.
     let preemptions = Arc::new(AtomicU64::new(0));
+    // Singleton executors stopped by their cut-off workers.
+    let cut_off_stops = Arc::new(AtomicU64::new(0));
     let failures: Arc<Mutex<Vec<u64>>> = Arc::default();
     let start = Instant::now();
     let workers: Vec<_> = (0..args.threads)
@@ -129,6 +132,7 @@ fn main() {
             let (started, gpu_started) = (started.clone(), gpu_started.clone());
             let api = api.clone();
             let preemptions = preemptions.clone();
+            let cut_off_stops = cut_off_stops.clone();
             let config = args.config.clone();
             let keep_going = args.keep_going;
             std::thread::spawn(move || loop {
@@ -151,6 +155,7 @@ fn main() {
                         api.1.fetch_add(stats.api_accepted, Ordering::Relaxed);
                         api.2.fetch_add(stats.api_replayed, Ordering::Relaxed);
                         preemptions.fetch_add(stats.preemptions, Ordering::Relaxed);
+                        cut_off_stops.fetch_add(stats.cut_off_stops, Ordering::Relaxed);
                     }
                     Err(f) => {
                         println!("FAILURE\n{f}\n");
@@ -200,6 +205,12 @@ fn main() {
         println!(
             "preemption: {} executors stopped by preemption",
             preemptions.load(Ordering::Relaxed)
+        );
+    }
+    if args.config.singletons {
+        println!(
+            "singletons: {} executors stopped by workers cut off from every master",
+            cut_off_stops.load(Ordering::Relaxed)
         );
     }
     if !failed.is_empty() {

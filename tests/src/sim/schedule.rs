@@ -475,6 +475,25 @@ impl Schedule {
         self
     }
 
+    /// This schedule with workers cut off from every master (`regent-soak
+    /// --singletons`), from a stream of their own: two to four times a
+    /// worker's traffic to and from each master is held for 3 to 25 s
+    /// ([`Fault::PartitionWorker`] for every master at once), so its
+    /// process and executors run on without a word from any master, as
+    /// behind a switch that drops packets (the worker stops its singletons;
+    /// the leader declares it DEAD and places them again elsewhere).
+    pub fn with_cut_offs(mut self, seed: u64, window: u32) -> Self {
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0x0c07_0ff5);
+        for _ in 0..rng.usize(2..=4) {
+            let (t, w, ms) = (rng.u32(0..window.max(1)), rng.usize(0..8), rng.u32(3_000..25_000));
+            for m in 0..3 {
+                self.faults.push((t, Fault::PartitionWorker { w, m, one_way: false, ms }));
+            }
+        }
+        self.faults.sort_by_key(|(t, _)| *t);
+        self
+    }
+
     /// The last moment a fault of this schedule is still in effect (start
     /// plus the longest duration it names).
     pub fn end(&self) -> u32 {

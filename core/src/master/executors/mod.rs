@@ -1244,12 +1244,6 @@ impl Master {
                         _ if e.operator_stop => SlotOutcome::Pending,
                         // Lost, or killed by its worker's shutdown: refill
                         // without using the retry budget.
-                        // A singleton's executor lost with its worker: the
-                        // same, once its worker must have stopped it.
-                        ExecutorState::Lost if singleton_wait.is_some() => {
-                            wait = singleton_wait;
-                            SlotOutcome::Pending
-                        }
                         ExecutorState::Lost | ExecutorState::Killed => SlotOutcome::Pending,
                         // Its worker refused the launch: a port or named
                         // resource the leader counted free is held by
@@ -1333,6 +1327,14 @@ impl Master {
                             unreachable!("terminal")
                         }
                     };
+                    // A singleton lost with its worker waits whatever else
+                    // was under way (a stop sent for a rollout or an
+                    // operator, cut off with the worker, never arrived).
+                    if outcome == SlotOutcome::Pending {
+                        if let Some(w) = singleton_wait {
+                            wait = Some(wait.map_or(w, |x| x.max(w)));
+                        }
+                    }
                     g.record.slots[slot] = outcome;
                 }
             }
@@ -1430,8 +1432,10 @@ impl Master {
     /// (docs/design.md#issue-45), waits before it is placed again: until
     /// [`crate::cut_off::replace_after`] has passed since this leader last
     /// heard from its worker (or, for a worker it never heard from, since
-    /// it took over: a recovered worker counts from then). `None`: no
-    /// wait (not a singleton, or that time has passed).
+    /// now: it lost the executor the moment it learned of it). A slot
+    /// whose executor this leader never heard of waits from its takeover
+    /// ([`Master::hold_singletons_after_takeover`]). `None`: no wait (not
+    /// a singleton, or that time has passed).
     fn singleton_wait(&self, e: &ExecutorEntry, now: Millis) -> Option<u64> {
         let launch = &self
             .frameworks
@@ -1446,6 +1450,84 @@ impl Master {
         let heard = self.workers.entries.get(&e.worker).map_or(now, |w| w.last_seen);
         let until = heard + crate::cut_off::replace_after(rule, launch.kill_grace_ms);
         (until > now).then(|| until.since(now).0)
+    }
+
+    /// A leader that just took over (at `now`) holds every open slot of
+    /// framework `fid`'s singleton groups (docs/design.md#issue-45) until
+    /// [`crate::cut_off::replace_after`] has passed since then. The store
+    /// names no executor, so any such slot may have one running on a
+    /// worker this leader has not heard from, cut off; that worker can
+    /// have heard from no master after this takeover without this leader
+    /// knowing it, so it has stopped that executor by then (docs/machines.md,
+    /// "The wait across a failover"). A stored restart wait that ends later
+    /// is kept.
+    pub(super) fn hold_singletons_after_takeover(&mut self, now: Millis, fid: &FrameworkId) {
+        let Some(fw) = self.frameworks.get(fid) else { return };
+        let mut holds = Vec::new();
+        for (gi, g) in fw.groups.iter().enumerate() {
+            let launch = &g.record.spec.launch;
+            let Some(rule) = launch.disconnect else { continue };
+            let until = now + crate::cut_off::replace_after(rule, launch.kill_grace_ms);
+            for (slot, outcome) in g.record.slots.iter().enumerate() {
+                if *outcome == SlotOutcome::Pending {
+                    holds.push(((fid.clone(), gi, slot as u32), until));
+                }
+            }
+        }
+        for (key, until) in holds {
+            let at = self.restart_waits.until(&key).map_or(until, |stored| stored.max(until));
+            self.restart_waits.insert(key, at);
+        }
+    }
+
+    /// Framework `fid` is being removed: each of its singleton groups
+    /// (docs/design.md#issue-45) whose executor may run on, cut off, is
+    /// held for a framework created again under the id, until its
+    /// worker must have stopped it: the later of its slots' waits and, for
+    /// each live executor, [`crate::cut_off::replace_after`] from when this
+    /// leader last heard from its worker (the kill may never reach it).
+    /// Call before its executors and waits are forgotten.
+    pub(super) fn hold_singletons_of_removed(&mut self, now: Millis, fid: &FrameworkId) {
+        let Some(fw) = self.frameworks.get(fid) else { return };
+        let mut holds = Vec::new();
+        for (gi, g) in fw.groups.iter().enumerate() {
+            let launch = &g.record.spec.launch;
+            let Some(rule) = launch.disconnect else { continue };
+            let after = crate::cut_off::replace_after(rule, launch.kill_grace_ms);
+            let waits = (0..g.record.slots.len() as u32)
+                .filter_map(|slot| self.restart_waits.until(&(fid.clone(), gi, slot)));
+            let live = self
+                .executors
+                .of_framework(fid)
+                .filter(|e| e.group == g.record.spec.group && !e.state.is_terminal())
+                .map(|e| self.workers.entries.get(&e.worker).map_or(now, |w| w.last_seen) + after);
+            if let Some(until) = waits.chain(live).max().filter(|t| *t > now) {
+                holds.push((g.record.spec.group.clone(), until));
+            }
+        }
+        for (group, until) in holds {
+            self.singleton_holds.hold(fid.clone(), group, until, now);
+        }
+    }
+
+    /// Framework `fid` was created (again) at `now`: its singleton groups
+    /// held since a framework of that id was removed
+    /// ([`Master::hold_singletons_of_removed`]) wait out the hold.
+    pub(super) fn apply_singleton_holds(&mut self, now: Millis, fid: &FrameworkId) {
+        let Some(fw) = self.frameworks.get(fid) else { return };
+        let groups: Vec<(usize, String, u32)> = fw
+            .groups
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.record.spec.launch.disconnect.is_some())
+            .map(|(gi, g)| (gi, g.record.spec.group.clone(), g.record.spec.slots))
+            .collect();
+        for (gi, group, slots) in groups {
+            let Some(until) = self.singleton_holds.take(fid, &group, now) else { continue };
+            for slot in 0..slots {
+                self.restart_waits.insert((fid.clone(), gi, slot), until);
+            }
+        }
     }
 
     /// Every live executor on `worker` is LOST (the worker is dead or was

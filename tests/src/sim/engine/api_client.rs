@@ -23,6 +23,11 @@ use std::collections::BTreeMap;
 /// How many job ids the client uses (`api0`, `api1`, `api2`).
 const JOBS: u32 = 3;
 
+/// With `--singletons`, job `api1`'s group: a singleton (`disconnect = {
+/// stop_after = "12s" }`, docs/design.md#issue-45), named apart from the
+/// other jobs' `web` so the `singleton_slots` invariant knows it.
+pub(crate) const SINGLETON_GROUP: &str = "single";
+
 /// `--tenants`: the priority of job `apiK`'s group (docs/design.md#issue-44).
 const JOB_PRIORITIES: [u8; JOBS as usize] = [50, 80, 20];
 
@@ -162,6 +167,10 @@ impl World {
             // so placement by priority and preemption by priority run too.
             if self.cfg.tenants {
                 spec.policy.priority = JOB_PRIORITIES[(n % JOBS) as usize];
+            }
+            if self.cfg.singletons && job.0 == "api1" {
+                spec.group = SINGLETON_GROUP.into();
+                spec.launch.disconnect = Some(regent_core::launch::Disconnect::after_ms(12_000));
             }
             JobSubmission {
                 name: job.0.clone(),

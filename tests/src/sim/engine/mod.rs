@@ -302,7 +302,7 @@ impl Proc {
     }
 
     /// Its host is asleep now.
-    fn suspended(&self, now: Millis) -> bool {
+    pub(crate) fn suspended(&self, now: Millis) -> bool {
         self.suspended_from.is_some() && self.paused(now)
     }
 }
@@ -475,6 +475,9 @@ pub(crate) struct World {
     /// How many trace lines are kept ([`TRACE_LEN`] unless the checker
     /// asks for more).
     trace_len: usize,
+    /// The names of the singleton groups (`--singletons`): those with a
+    /// disconnect rule ([`invariants::singleton_slots`]).
+    pub(crate) singleton_groups: BTreeSet<String>,
 }
 
 impl World {
@@ -547,10 +550,23 @@ impl World {
         // And some groups with a restart policy are services (restarted
         // whenever their executors end), from a seventh.
         let mut services = fastrand::Rng::with_seed(seed ^ 0x7365_7276);
+        // And, with `--singletons`, three in four first groups are
+        // singletons, from an eighth.
+        let mut singles = fastrand::Rng::with_seed(seed ^ 0x0051_6e61);
+        let mut singleton_groups = BTreeSet::new();
+        if cfg.singletons && cfg.api_jobs {
+            singleton_groups.insert(api_client::SINGLETON_GROUP.to_owned());
+        }
         let subs = (0..cfg.subscribers)
             .map(|i| {
                 let slots = rng.u32(1..=3);
                 let mut specs = vec![spec_for(i, slots)];
+                if cfg.singletons && singles.u8(0..4) > 0 {
+                    let stop_after = singles.u64(1_000..=20_000);
+                    specs[0].launch.disconnect =
+                        Some(regent_core::launch::Disconnect::after_ms(stop_after));
+                    singleton_groups.insert(specs[0].group.clone());
+                }
                 if jobs.bool() {
                     let mut second = spec_for(i, jobs.u32(1..=2));
                     second.group = format!("g{i}-b");
@@ -654,6 +670,7 @@ impl World {
                 .ok()
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(TRACE_LEN),
+            singleton_groups,
         };
         w.obs.init(cfg);
         for (t, f) in schedule.faults.clone() {
@@ -756,6 +773,7 @@ impl World {
                         preemptions: self.obs.preempted.len() as u64,
                         depositions: self.depositions,
                         live_depositions: self.live_depositions,
+                        cut_off_stops: self.obs.cut_off_stops.len() as u64,
                     });
                 }
                 next_liveness = next_liveness + Millis(500);
@@ -1226,6 +1244,10 @@ impl World {
                 // upgrade): the next process over the same work directory
                 // re-adopts the running ones (or kills them).
                 self.execs.retain(|(ww, _), running| *ww != w || *running);
+                // No process watches them for a cut-off any more
+                // ([`invariants::singleton_slots`]).
+                let left: Vec<ExecutorId> = self.running_executors(w).cloned().collect();
+                self.obs.unguarded.extend(left);
                 self.client_gone(node);
             }
             Node::Sub(_) => self.client_gone(node),
@@ -1953,6 +1975,11 @@ impl World {
                     let start = Millis(self.rng.u64(5..60));
                     let mut run = Millis(self.rng.u64(2_000..40_000));
                     let mut code = if self.rng.u8(0..100) < 85 { 0 } else { 1 };
+                    // A singleton (`--singletons`) is long-running work:
+                    // it runs four times as long, so cut-offs meet it.
+                    if spec.launch.disconnect.is_some() {
+                        run = Millis(run.0 * 4);
+                    }
                     let broken = spec.command.iter().any(|c| c == BROKEN);
                     if broken {
                         // A broken update's command fails at once (before

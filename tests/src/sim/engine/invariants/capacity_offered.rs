@@ -19,7 +19,9 @@
 //! resources; a group under a rollout; slots beyond what a durable record
 //! holds ([`regent_core::master::GroupState::placeable_slots`]); slots
 //! waiting out a restart backoff (a durable `not_before_ms`); frameworks
-//! with no live subscription.
+//! with no live subscription; singleton groups (a disconnect rule: their
+//! slots wait out a lost worker's `stop_after` on purpose, after a loss or
+//! a takeover, docs/design.md#issue-45).
 
 use crate::sim::engine::{Node, World};
 use regent_core::master::{Status, WorkerState};
@@ -94,6 +96,7 @@ fn fitting(w: &World) -> Vec<(Waiting, String)> {
                 || policy.spread.is_some()
                 || !spec.launch.ports.is_empty()
                 || !spec.launch.resources.is_empty()
+                || spec.launch.disconnect.is_some()
                 || g.rolling
                 || g.record.rollout.is_some()
                 || !g.declared_durably()

@@ -28,6 +28,7 @@ pub mod resources;
 pub mod rollout_down;
 pub mod service_slots;
 pub mod single_leader;
+pub mod singleton_slots;
 pub mod slot_failures;
 pub mod tenant_limits;
 pub mod waiting_reasons;
@@ -136,6 +137,13 @@ pub(crate) struct Obs {
     /// Executors a leader stopped by preemption, with their slots
     /// ([`preemption_guarantee`], [`preempted_slots`]).
     pub(crate) preempted: BTreeMap<ExecutorId, preemption_guarantee::Victim>,
+    /// Singleton executors a worker reported stopped for want of a master
+    /// ([`singleton_slots`]; counted in the run's stats).
+    pub(crate) cut_off_stops: BTreeSet<ExecutorId>,
+    /// Executors that outlived their worker's process (a crash): no
+    /// process stops them for a cut-off, nor does the next one that
+    /// re-adopts them ([`singleton_slots`]' known gap).
+    pub(crate) unguarded: BTreeSet<ExecutorId>,
 }
 
 impl Obs {
@@ -152,7 +160,7 @@ type Check = fn(&mut World) -> Result<(), String>;
 
 /// The state-based invariants, after every step.
 pub(crate) fn check_all(w: &mut World) -> Result<(), Violation> {
-    let checks: [(&'static str, Check); 14] = [
+    let checks: [(&'static str, Check); 15] = [
         ("single_leader", |w| single_leader::check(w)),
         ("epochs", epochs::check),
         ("registry", |w| registry::check(w)),
@@ -167,6 +175,7 @@ pub(crate) fn check_all(w: &mut World) -> Result<(), Violation> {
         ("waiting_reasons", |w| waiting_reasons::check(w)),
         ("tenant_limits", |w| tenant_limits::check(w)),
         ("preempted_slots", |w| preempted_slots::check(w)),
+        ("singleton_slots", singleton_slots::check),
     ];
     for (invariant, check) in checks {
         if !w.skips(invariant) {
@@ -315,6 +324,11 @@ pub(crate) fn fail(w: &mut World, invariant: &'static str, detail: String) {
 pub(crate) fn on_worker_send(w: &mut World, i: usize, msg: &Message) {
     match msg {
         Message::ExecutorStatus { report, .. } => {
+            if let ExecutorState::Failed { reason } = &report.state {
+                if regent_core::launch::is_cut_off(reason) {
+                    w.obs.cut_off_stops.insert(report.id.clone());
+                }
+            }
             w.obs.last_report.insert((i, report.id.clone()), report.state.clone());
             ends_counted::on_report(w, &report.id, &report.state);
         }
