@@ -56,6 +56,13 @@ pub struct Amounts {
 }
 
 impl Amounts {
+    /// Every dimension of what a tenant or framework holds (cores,
+    /// memory, named resources; ports are not counted there).
+    pub fn of_held(held: &crate::protocol::tenants::Held) -> Amounts {
+        let named = held.resources.iter().filter(|(_, n)| *n > 0).cloned().collect();
+        Amounts { cores: held.cores, memory_mb: held.memory_mb, ports: 0, named }
+    }
+
     /// `self + other`, each dimension.
     pub fn plus(&self, other: &Amounts) -> Amounts {
         let mut named = self.named.clone();

@@ -21,7 +21,6 @@
 //! Tests: core/tests/tenants.rs, core/tests/drf_named.rs; every step's
 //! debug check.
 
-use super::tenants::Capacity;
 use crate::ids::FrameworkId;
 use crate::protocol::tenants::Held;
 use rustc_hash::FxHashMap;
@@ -152,4 +151,38 @@ impl Usage {
 /// judges fairness by.
 pub(super) fn weighted_share(held: &Held, capacity: &Capacity, weight: u32) -> u64 {
     crate::preemption::weighted(capacity.dominant_ppm(held), weight)
+}
+
+/// The capacity of the cluster's ALIVE workers, by dimension: the
+/// denominators of dominant shares.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Capacity {
+    /// Cores.
+    pub(super) cores: u64,
+    /// Memory, in MiB.
+    pub(super) memory_mb: u64,
+    /// Named resources' addresses by name.
+    pub(super) resources: std::collections::BTreeMap<String, u64>,
+}
+
+impl Capacity {
+    /// The dominant share of `held` in millionths: the largest of held /
+    /// capacity over every dimension, named resources included
+    /// ([`crate::preemption::share_ppm`]: a dimension the cluster has none
+    /// of counts as fully used when anything holds it), above 10^6 when
+    /// more is held than the ALIVE workers offer.
+    pub(super) fn dominant_ppm(&self, held: &Held) -> u64 {
+        use crate::preemption::share_ppm;
+        let mut best =
+            share_ppm(held.cores, self.cores).max(share_ppm(held.memory_mb, self.memory_mb));
+        for (name, n) in &held.resources {
+            best = best.max(share_ppm(*n, self.resources.get(name).copied().unwrap_or(0)));
+        }
+        best
+    }
+
+    /// [`Capacity::dominant_ppm`], at most 10^6 (what a view shows).
+    pub(super) fn dominant_share_ppm(&self, held: &Held) -> u32 {
+        self.dominant_ppm(held).min(1_000_000) as u32
+    }
 }

@@ -131,12 +131,6 @@ fn free_on(w: &super::WorkerEntry, need: &Amounts) -> Amounts {
     }
 }
 
-/// Every dimension of `held` (cores, memory, named resources).
-pub(super) fn amounts_of(held: &crate::protocol::tenants::Held) -> Amounts {
-    let named = held.resources.iter().filter(|(_, n)| *n > 0).cloned().collect();
-    Amounts { cores: held.cores, memory_mb: held.memory_mb, ports: 0, named }
-}
-
 /// The dimensions tenant guarantee `dims` names (unnamed ones are zero:
 /// they protect nothing).
 fn guaranteed(dims: &crate::protocol::tenants::Dims) -> Amounts {
@@ -410,7 +404,7 @@ impl Master {
                 // What the leader already stops is no longer the tenant's
                 // (sim seed 611, docs/design.md#simulator-seeds).
                 let gone = stopping.get(&name).cloned().unwrap_or_default();
-                let mut in_use = amounts_of(&self.tenant_held(&name)).minus(&gone);
+                let mut in_use = Amounts::of_held(&self.tenant_held(&name)).minus(&gone);
                 if name == tenant {
                     in_use = in_use.plus(&Amounts { ports: 0, ..planned.total.clone() });
                 }

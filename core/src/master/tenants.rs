@@ -11,6 +11,7 @@
 //!
 //! Tests: core/tests/tenants.rs.
 
+use super::fairness::Capacity;
 use super::{Action, AfterWrite, Master, Origin};
 use crate::protocol::tenants::{check_tenant_name, Held, Tenant, TenantView};
 use crate::protocol::tenants::{DEFAULT_TENANT, MAX_TENANTS};
@@ -38,40 +39,6 @@ impl Tenants {
     /// Keeps `tenant` (set now, or recovered from its record).
     pub(super) fn insert(&mut self, tenant: Tenant) {
         self.set.insert(tenant.name.clone(), tenant);
-    }
-}
-
-/// The capacity of the cluster's ALIVE workers, by dimension: the
-/// denominators of dominant shares.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(super) struct Capacity {
-    /// Cores.
-    pub(super) cores: u64,
-    /// Memory, in MiB.
-    pub(super) memory_mb: u64,
-    /// Named resources' addresses by name.
-    pub(super) resources: BTreeMap<String, u64>,
-}
-
-impl Capacity {
-    /// The dominant share of `held` in millionths: the largest of held /
-    /// capacity over every dimension, named resources included
-    /// ([`crate::preemption::share_ppm`]: a dimension the cluster has none
-    /// of counts as fully used when anything holds it), above 10^6 when
-    /// more is held than the ALIVE workers offer.
-    pub(super) fn dominant_ppm(&self, held: &Held) -> u64 {
-        use crate::preemption::share_ppm;
-        let mut best =
-            share_ppm(held.cores, self.cores).max(share_ppm(held.memory_mb, self.memory_mb));
-        for (name, n) in &held.resources {
-            best = best.max(share_ppm(*n, self.resources.get(name).copied().unwrap_or(0)));
-        }
-        best
-    }
-
-    /// [`Capacity::dominant_ppm`], at most 10^6 (what a view shows).
-    pub(super) fn dominant_share_ppm(&self, held: &Held) -> u32 {
-        self.dominant_ppm(held).min(1_000_000) as u32
     }
 }
 
@@ -173,7 +140,7 @@ impl Master {
                 continue;
             }
             let s = stopping.entry(self.framework_tenant(&e.framework).to_owned()).or_default();
-            *s = s.plus(&super::preempt::amounts_of(&e.held()));
+            *s = s.plus(&crate::preemption::Amounts::of_held(&e.held()));
         }
         stopping
     }

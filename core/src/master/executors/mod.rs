@@ -471,7 +471,7 @@ impl Master {
         &self,
         fid: &FrameworkId,
         tenant: &str,
-        capacity: &super::tenants::Capacity,
+        capacity: &super::fairness::Capacity,
     ) -> u64 {
         if tenant == DEFAULT_TENANT && self.tenants.get(DEFAULT_TENANT).is_none() {
             return 0;
@@ -487,7 +487,7 @@ impl Master {
     /// guarantee goes to it, not back to the victim's tenant when that one
     /// is poorer by weighted share (found by the `--preemption` soak in
     /// the trace of sim seed 611 (docs/design.md#simulator-seeds)).
-    fn tenant_key(&self, tenant: &str, capacity: &super::tenants::Capacity) -> u64 {
+    fn tenant_key(&self, tenant: &str, capacity: &super::fairness::Capacity) -> u64 {
         let set = self.tenants.get(tenant);
         let weight = set.map_or(1, |t| t.weight);
         let held = self.usage.tenant(tenant);
