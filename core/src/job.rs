@@ -161,6 +161,7 @@ pub fn key_name(key: GroupKey) -> &'static str {
         GroupKey::Logs => "logs",
         GroupKey::Priority => "priority",
         GroupKey::Disconnect => "disconnect",
+        GroupKey::Update => "update",
     }
 }
 

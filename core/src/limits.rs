@@ -361,6 +361,8 @@ pub enum GroupKey {
     /// What a worker cut off from every master does (appended;
     /// docs/design.md#issue-45).
     Disconnect,
+    /// How a changed spec is deployed (appended; docs/design.md#issue-45).
+    Update,
 }
 
 impl GroupKey {
@@ -387,6 +389,7 @@ impl GroupKey {
             GroupKey::Logs => "logs",
             GroupKey::Priority => "priority",
             GroupKey::Disconnect => "disconnect",
+            GroupKey::Update => "update",
         }
     }
 }
@@ -545,6 +548,9 @@ pub fn group_spec_problem(
             _ => K::Artifacts,
         };
         return problem(key, p.to_string());
+    }
+    if let Some(why) = spec.policy.update.as_ref().and_then(|u| u.problem(spec.slots)) {
+        return problem(K::Update, why);
     }
     policy_problem(&spec.policy, names)
 }

@@ -87,7 +87,13 @@ pub mod tenants;
 ///
 /// Version 16 (docs/design.md#issue-45, singletons): a group's
 /// [`crate::launch::LaunchSpec::disconnect`]; `GroupStatus::stop_after_ms`.
-pub const PROTOCOL_VERSION: u16 = 16;
+///
+/// Version 17 is health checks' (docs/design.md#issue-45, built on
+/// another branch).
+///
+/// Version 18 (docs/design.md#issue-45, deployments): a group's
+/// [`GroupPolicy::update`]; `GroupStatus::deployment`.
+pub const PROTOCOL_VERSION: u16 = 18;
 
 /// What kind of node is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -404,6 +410,9 @@ pub fn spec_changes(old: &GroupSpec, new: &GroupSpec) -> Vec<String> {
     }
     if o.priority != n.priority {
         changes.push(format!("priority {} -> {}", o.priority, n.priority));
+    }
+    if o.update != n.update {
+        changes.push("update".into());
     }
     let (o, n) = (&old.launch, &new.launch);
     if o.cwd != n.cwd {

@@ -716,6 +716,15 @@ fn group_spec() -> GroupSpec {
             ],
             spread: Some("rack".into()),
             priority: 80,
+            update: Some(Box::new(regent_core::policy::UpdatePolicy {
+                max_parallel: 2,
+                min_healthy_time_ms: 5_000,
+                healthy_deadline_ms: 60_000,
+                progress_deadline_ms: 120_000,
+                canary: 1,
+                auto_promote: false,
+                auto_revert: true,
+            })),
         },
         launch: Box::new(golden_launch()),
     }

@@ -630,7 +630,7 @@ fn a_broken_update_stops_at_the_first_failed_slot_and_keeps_the_old_executors() 
             .collect();
     assert_eq!(live.len(), 2, "the other old executors keep running: {live:?}");
     let g = &s.m.frameworks().find(|f| f.id == fw).expect("fw").groups[0];
-    assert!(g.record.rollout.is_none(), "the failed rollout stopped (cleared)");
+    assert!(g.record.active_deployment().is_none(), "the failed rollout stopped");
     let view = &s.m.state().frameworks[0].groups[0];
     assert!(
         view.last_end.as_deref().is_some_and(|e| e.contains("no such file")),

@@ -162,7 +162,7 @@ fn an_update_replaces_the_executors_slot_by_slot_never_more_than_max_parallel_do
     });
     let group = &framework.expect("a framework record").groups[0];
     assert_eq!(group.spec.command, ["serve", "v2"]);
-    assert_eq!(group.rollout.map(|r| r.max_parallel), Some(1));
+    assert_eq!(group.active_deployment().map(|d| d.policy.max_parallel), Some(1));
     let mut replaced = Vec::new();
     for round in 0..3 {
         let gone = stopping.pop().expect("an executor being stopped");
@@ -186,7 +186,7 @@ fn an_update_replaces_the_executors_slot_by_slot_never_more_than_max_parallel_do
     else {
         panic!("a framework record")
     };
-    assert_eq!(f.groups[0].rollout, None);
+    assert_eq!(f.groups[0].active_deployment(), None);
     assert_eq!(f.groups[0].retries_used, 0);
     let live: Vec<_> = run.m.executors().filter(|e| !e.state.is_terminal()).collect();
     assert_eq!(live.len(), 3);

@@ -148,7 +148,7 @@ impl Master {
             done: count(|p| {
                 matches!(p, SlotPhase::Completed | SlotPhase::Failed | SlotPhase::Killed)
             }),
-            rolling: g.record.rollout.is_some(),
+            rolling: g.record.active_deployment().is_some(),
             slots,
             priority: g.record.spec.policy.priority,
             stop_after_ms: g.record.spec.launch.disconnect.map(|d| d.stop_after_ms),

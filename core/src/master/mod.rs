@@ -1186,7 +1186,7 @@ impl Master {
                 if let Some(g) =
                     self.frameworks.get_mut(&framework).and_then(|f| f.group_mut(&group))
                 {
-                    g.rolling = g.record.rollout.is_some();
+                    g.rolling = g.record.active_deployment().is_some();
                 }
             }
             AfterWrite::JobAccepted { asker, answer } => {

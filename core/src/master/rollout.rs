@@ -34,7 +34,7 @@ use crate::api::StopSignal;
 use crate::ids::{ConnId, ExecutorId, FrameworkId, WorkerId};
 use crate::limits;
 use crate::protocol::{ExecutorState, GroupSpec, Message};
-use crate::store::{Rollout, SlotOutcome};
+use crate::store::{Deployment, DeploymentState, Era, SlotOutcome};
 use crate::time::Millis;
 
 /// How long a stopped old executor may take to exit after SIGTERM when its
@@ -114,15 +114,34 @@ impl Master {
         spec: GroupSpec,
         max_parallel: u32,
     ) {
-        let rollout = Rollout {
-            max_parallel,
-            before_epoch: self.epoch.0,
-            before_launch: self.next_launch + 1,
-        };
         let Some(fw) = self.frameworks.get_mut(id) else { return };
         let Some(g) = fw.groups.get_mut(gi) else { return };
+        let from = (self.epoch.0, self.next_launch + 1);
+        let seq = g.record.deployment.as_ref().map_or(1, |d| d.seq + 1);
+        if g.record.eras.is_empty() {
+            let digest = crate::store::spec_digest(&g.record.spec);
+            g.record.eras.push(Era { from_epoch: 0, from_launch: 0, digest });
+        }
+        let target = crate::store::spec_digest(&spec);
+        g.record.eras.push(Era { from_epoch: from.0, from_launch: from.1, digest: target });
+        if g.record.eras.len() > crate::store::MAX_ERAS {
+            g.record.eras.remove(0);
+        }
+        let policy =
+            crate::policy::UpdatePolicy { max_parallel, ..spec.policy.update_or_default() };
         g.record.spec = spec;
-        g.record.rollout = Some(rollout);
+        g.record.deployment = Some(Deployment {
+            seq,
+            target,
+            policy,
+            state: DeploymentState::Rolling,
+            revert_to: None,
+            revert_of: None,
+            started_ms: 0,
+            progress_ms: 0,
+            healthy: Default::default(),
+            ends: Default::default(),
+        });
         // A new version gets its own chance: slots that failed (under the
         // previous spec, or a broken update that stopped) are open again,
         // with the group's retry budget and their restart state afresh.
@@ -162,7 +181,7 @@ impl Master {
                 f.groups
                     .iter()
                     .enumerate()
-                    .filter(|(_, g)| g.rolling && g.record.rollout.is_some())
+                    .filter(|(_, g)| g.rolling && g.record.active_deployment().is_some())
                     .map(move |(gi, _)| (id.clone(), gi))
             })
             .collect();
@@ -173,7 +192,8 @@ impl Master {
 
     fn roll_group(&mut self, id: &FrameworkId, gi: usize, out: &mut Vec<Action>) {
         let g = &self.frameworks[id].groups[gi];
-        let Some(rollout) = g.record.rollout else { return };
+        let Some(d) = g.record.active_deployment() else { return };
+        let (target, max_parallel) = (d.target, d.policy.max_parallel);
         let mut down = 0u32;
         let mut to_stop: Vec<(ExecutorId, WorkerId)> = Vec::new();
         // Every slot the record holds counts, those of a scale still being
@@ -197,7 +217,7 @@ impl Master {
                 down += 1;
                 continue;
             };
-            let old = rollout.predates(&e.id);
+            let old = g.record.digest_of(&e.id) != target;
             // Being stopped, old or new (a new one a preemption or an
             // operator's kill with refill stops): down (`--api-jobs
             // --preemption`: sim seed 1158 (docs/design.md#simulator-seeds)).
@@ -215,7 +235,7 @@ impl Master {
             .executors
             .of_framework(id)
             .filter(|e| e.group == g.record.spec.group && !e.state.is_terminal())
-            .any(|e| rollout.predates(&e.id));
+            .any(|e| g.record.digest_of(&e.id) != target);
         let grace = g.record.spec.launch.kill_grace_ms.map_or(DEFAULT_GRACE, Millis);
         // Done once nothing old runs and every open slot runs a new
         // executor (an old one on a worker that has not reported yet would
@@ -223,12 +243,14 @@ impl Master {
         if !old_live && down == 0 {
             let fw = self.frameworks.get_mut(id).expect("rolling groups are of live frameworks");
             let g = &mut fw.groups[gi];
-            g.record.rollout = None;
+            if let Some(d) = &mut g.record.deployment {
+                d.state = DeploymentState::Succeeded;
+            }
             g.rolling = false;
             self.persist_framework(id, Vec::new(), out);
             return;
         }
-        let budget = rollout.max_parallel.saturating_sub(down) as usize;
+        let budget = max_parallel.saturating_sub(down) as usize;
         for (executor, worker) in to_stop.into_iter().take(budget) {
             let Some(conn) = self.workers.entries.get(&worker).and_then(|w| w.conn) else {
                 // Stopped once its worker is connected again.
@@ -255,11 +277,13 @@ impl Master {
         else {
             return;
         };
-        let Some(rollout) = g.record.rollout else { return };
-        if rollout.predates(&e.id) {
+        let Some(target) = g.record.active_deployment().map(|d| d.target) else { return };
+        if g.record.digest_of(&e.id) != target {
             return;
         }
-        g.record.rollout = None;
+        if let Some(d) = &mut g.record.deployment {
+            d.state = DeploymentState::Failed { reason: "the new version fails".into() };
+        }
         g.rolling = false;
         let why = g.last_end.as_ref().map_or(String::new(), |(_, why)| why.clone());
         g.last_end = Some((e.slot, format!("{why}; the rollout stopped: the new version fails")));

@@ -95,7 +95,7 @@ fn fitting(w: &World) -> Vec<(Waiting, String)> {
                 || !spec.launch.ports.is_empty()
                 || !spec.launch.resources.is_empty()
                 || g.rolling
-                || g.record.rollout.is_some()
+                || g.record.active_deployment().is_some()
                 || !g.declared_durably()
             {
                 continue;
