@@ -146,7 +146,7 @@ impl Master {
                 self.declare_group(conn, request, spec, out)
             }
             Message::UpdateGroup { request, spec, max_parallel } if self.may_act() => {
-                self.update_group(conn, request, spec, max_parallel, out)
+                self.update_group(now, conn, request, spec, max_parallel, out)
             }
             Message::KillExecutor { request, executor } if self.may_act() => {
                 self.kill_request(conn, request, executor, out)
