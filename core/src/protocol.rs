@@ -92,7 +92,7 @@ pub mod tenants;
 /// another branch).
 ///
 /// Version 18 (docs/design.md#issue-45, deployments): a group's
-/// [`GroupPolicy::update`]; `GroupStatus::deployment`.
+/// [`GroupPolicy::update`]; `Message::PromoteDeployment`.
 pub const PROTOCOL_VERSION: u16 = 18;
 
 /// What kind of node is speaking.
@@ -1064,6 +1064,19 @@ pub enum Message {
         /// Every tenant set or named by a framework, by name.
         tenants: Vec<tenants::TenantView>,
     },
+    /// Client → leader: promote the deployments of `job` awaiting promotion
+    /// (its canaries are healthy), of `group` only if named (`regent job
+    /// promote`, `POST /v1/jobs/{id}/deployment/promote`; appended,
+    /// protocol 18). Answered `RequestAccepted` once the promotion is
+    /// durable, refused naming the job and group when none awaits one.
+    PromoteDeployment {
+        /// Echoed in the answer.
+        request: u64,
+        /// The job (its framework id).
+        job: FrameworkId,
+        /// Only this group's deployment; `None`: every group's.
+        group: Option<String>,
+    },
 }
 
 /// An executor's use of its worker's resources, from its cgroup (each
@@ -1418,6 +1431,7 @@ impl Message {
                 | Message::RetireKeys { .. }
                 | Message::SetTenant { .. }
                 | Message::TenantsRequest { .. }
+                | Message::PromoteDeployment { .. }
         )
     }
 
@@ -1453,7 +1467,9 @@ impl Message {
             | Message::JobAccepted { epoch, .. }
             | Message::JobsReply { epoch, .. }
             | Message::TenantsReply { epoch, .. } => Some(*epoch),
-            Message::SetTenant { .. } | Message::TenantsRequest { .. } => None,
+            Message::SetTenant { .. }
+            | Message::TenantsRequest { .. }
+            | Message::PromoteDeployment { .. } => None,
             Message::Hello(_)
             | Message::RegisterWorker(_)
             | Message::WorkerHeartbeat { .. }
@@ -1549,6 +1565,7 @@ impl Message {
             Message::SetTenant { .. } => "SetTenant",
             Message::TenantsRequest { .. } => "TenantsRequest",
             Message::TenantsReply { .. } => "TenantsReply",
+            Message::PromoteDeployment { .. } => "PromoteDeployment",
         }
     }
 }

@@ -149,7 +149,7 @@ fn log_stream(g: &mut Gen) -> LogStream {
 
 /// Number of `Message` variants; a new variant must be added to `arb` and
 /// to `golden_samples`.
-const VARIANTS: u8 = 60;
+const VARIANTS: u8 = 61;
 
 fn opt_u64(g: &mut Gen) -> Option<u64> {
     if bool::arbitrary(g) {
@@ -498,6 +498,11 @@ impl Arbitrary for Arb {
                         frameworks: u32::arbitrary(g),
                     })
                     .collect(),
+            },
+            60 => Message::PromoteDeployment {
+                request: u64::arbitrary(g),
+                job: FrameworkId(s(g)),
+                group: if bool::arbitrary(g) { Some(s(g)) } else { None },
             },
             _ => Message::PlanReply {
                 epoch: e(g),
@@ -1220,6 +1225,14 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
             },
         ),
         ("tenants_request", Message::TenantsRequest { request: 9 }),
+        (
+            "promote_deployment",
+            Message::PromoteDeployment {
+                request: 10,
+                job: FrameworkId("web".into()),
+                group: Some("api".into()),
+            },
+        ),
         (
             "tenants_reply",
             Message::TenantsReply {

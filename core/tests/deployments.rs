@@ -259,7 +259,7 @@ fn a_slot_that_stops_being_healthy_leaves_the_healthy_set_and_three_ends_are_a_c
 }
 
 #[test]
-fn a_canary_waits_for_promotion_and_stops_nothing_more_meanwhile() {
+fn a_canary_waits_for_promotion_stops_nothing_meanwhile_and_rolls_on_once_promoted() {
     let canary = UpdatePolicy { canary: 1, ..gated() };
     let (mut run, fw, old) = running_v1(canary);
     let sends =
@@ -274,6 +274,36 @@ fn a_canary_waits_for_promotion_and_stops_nothing_more_meanwhile() {
     let sends = run.advance(3_600_000);
     assert!(stops(&sends).is_empty());
     assert_eq!(run.deployment().state, DeploymentState::AwaitingPromotion);
+    // Promoting another group is refused, naming what there is.
+    let promote = |request, group: &str| Message::PromoteDeployment {
+        request,
+        job: fw.clone(),
+        group: Some(group.into()),
+    };
+    let sends = run.send(1, promote(7, "api"));
+    let refused = sends.iter().find_map(|(_, m)| match m {
+        Message::RequestRefused { reason, .. } => Some(reason.clone()),
+        _ => None,
+    });
+    assert!(refused.is_some_and(|r| r.contains("has no group \"api\"")), "{sends:?}");
+    // `regent job promote`: accepted once durable, and the next slot goes.
+    let sends = run.send(1, promote(8, "web"));
+    assert!(
+        sends.iter().any(|(_, m)| matches!(m, Message::RequestAccepted { request: 8, .. })),
+        "{sends:?}"
+    );
+    assert_eq!(run.deployment().state, DeploymentState::Rolling, "durable");
+    assert_eq!(stops(&sends), vec![old[1].clone()]);
+    // Nothing awaits promotion any more: refused, nothing changed.
+    let sends = run.send(1, promote(9, "web"));
+    let refused = sends.iter().find_map(|(_, m)| match m {
+        Message::RequestRefused { reason, .. } => Some(reason.clone()),
+        _ => None,
+    });
+    assert!(
+        refused.is_some_and(|r| r.contains("no deployment awaiting promotion (web: rolling)")),
+        "{sends:?}"
+    );
 }
 
 #[test]

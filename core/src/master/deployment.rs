@@ -645,6 +645,56 @@ impl Master {
     }
 }
 
+impl Master {
+    /// `PromoteDeployment` from `asker`: every deployment of `job` (of
+    /// `group` only, if named) awaiting promotion goes on rolling, in one
+    /// write; accepted once it is durable. Refused, naming the job and
+    /// group, when none awaits promotion.
+    pub(super) fn promote_deployment(
+        &mut self,
+        now: Millis,
+        asker: super::Origin,
+        request: u64,
+        job: FrameworkId,
+        group: Option<String>,
+        out: &mut Vec<Action>,
+    ) {
+        let wall = self.wall(now);
+        let Some(fw) = self.frameworks.get_mut(&job) else {
+            out.push(self.refuse_request(asker, request, format!("no job {job}")));
+            return;
+        };
+        let mut promoted = 0;
+        let mut states = Vec::new();
+        for g in fw.groups.iter_mut() {
+            if group.as_ref().is_some_and(|name| *name != g.record.spec.group) {
+                continue;
+            }
+            let state = g.record.deployment.as_ref().map_or("none", |d| d.state.name());
+            states.push(format!("{}: {state}", g.record.spec.group));
+            let Some(d) = g.record.deployment.as_mut() else { continue };
+            if d.state == DeploymentState::AwaitingPromotion {
+                d.state = DeploymentState::Rolling;
+                d.progress_ms = wall;
+                promoted += 1;
+            }
+        }
+        if promoted == 0 {
+            let what = match &group {
+                Some(g) if states.is_empty() => format!("job {job} has no group {g:?}"),
+                _ => format!(
+                    "job {job} has no deployment awaiting promotion ({})",
+                    states.join(", ")
+                ),
+            };
+            out.push(self.refuse_request(asker, request, format!("{what}; nothing was changed")));
+            return;
+        }
+        let then = vec![AfterWrite::AcceptTo { to: asker, request }];
+        self.persist_framework(&job, then, out);
+    }
+}
+
 /// Drops the eras no live executor of the group was launched in (the last
 /// one always stays).
 fn prune_eras<'a>(

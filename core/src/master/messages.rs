@@ -426,6 +426,9 @@ impl Master {
                 }
             }
             Message::SetTenant { request, tenant } => self.set_tenant(asker, request, tenant, out),
+            Message::PromoteDeployment { request, job, group } => {
+                self.promote_deployment(now, asker, request, job, group, out)
+            }
             Message::TenantsRequest { request } => {
                 out.push(asker.reply(self.scoped_reply(asker, self.tenants_reply(request))))
             }
