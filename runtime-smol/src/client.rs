@@ -393,6 +393,26 @@ pub async fn delete_job_with(
     .await
 }
 
+/// Promotes job `job`'s deployments awaiting promotion, or only `group`'s
+/// (`regent job promote`; docs/jobs.md, deployments). `Ok` once durable; a
+/// refusal (no such job or group, nothing awaiting promotion) is `Err`
+/// with the leader's reason.
+pub async fn promote_deployment_with(
+    masters: &[Addr],
+    net: Arc<NetConfig>,
+    job: &str,
+    group: Option<String>,
+    patience: Patience<'_>,
+) -> Result<(), ClientError> {
+    let job = FrameworkId::new(job);
+    leader_request(masters, &net, patience, move |request| Message::PromoteDeployment {
+        request,
+        job: job.clone(),
+        group: group.clone(),
+    })
+    .await
+}
+
 /// Jobs in words (`regent job status`): per job a line (id, name, version
 /// or "subscriber", state), per group its `desired/placed/running/done`
 /// counts, then one line per slot that does not run, with its phase and
