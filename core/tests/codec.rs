@@ -218,6 +218,7 @@ fn job_status_arb(g: &mut Gen) -> api::JobStatus {
                 rolling: bool::arbitrary(g),
                 priority: u8::arbitrary(g),
                 stop_after_ms: opt_u64(g),
+                deployment: None,
                 slots: (0..usize::arbitrary(g) % 3)
                     .map(|_| api::SlotStatus {
                         slot: u32::arbitrary(g),
@@ -1272,6 +1273,17 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                         rolling: false,
                         priority: 50,
                         stop_after_ms: Some(30_000),
+                        deployment: Some(regent_core::api::DeploymentView {
+                            seq: 2,
+                            state: "failed".into(),
+                            reason: Some("crash loop: 3 ends on slot 0".into()),
+                            revert_of: None,
+                            healthy: 1,
+                            open: 3,
+                            canary: 0,
+                            max_parallel: 1,
+                            min_healthy_time_ms: 10_000,
+                        }),
                         slots: vec![
                             api::SlotStatus {
                                 slot: 0,

@@ -270,6 +270,17 @@ fn a_canary_waits_for_promotion_stops_nothing_meanwhile_and_rolls_on_once_promot
     let sends = run.advance(10_000);
     assert!(stops(&sends).is_empty(), "{sends:?}");
     assert_eq!(run.deployment().state, DeploymentState::AwaitingPromotion);
+    // `regent job status` and `/v1/jobs` show it.
+    let sends = run.send(1, Message::JobsRequest { request: 6, job: Some(fw.clone()) });
+    let view = sends.iter().find_map(|(_, m)| match m {
+        Message::JobsReply { jobs, .. } => jobs[0].groups[0].deployment.clone(),
+        _ => None,
+    });
+    let view = view.expect("the group's deployment in the jobs reply");
+    assert_eq!(
+        (view.seq, view.state.as_str(), view.healthy, view.open, view.canary),
+        (1, "awaiting_promotion", 1, 3, 1)
+    );
     // Waiting is no failure: past every deadline, nothing more happens.
     let sends = run.advance(3_600_000);
     assert!(stops(&sends).is_empty());

@@ -685,6 +685,7 @@ fn the_answers_of_a_fake_master_fit_the_openapi_document() {
                         rolling: false,
                         priority: 50,
                         stop_after_ms: Some(30_000),
+                        deployment: None,
                         slots: vec![
                             slot(0, SlotPhase::Running, Some("web/g#0#1"), Vec::new()),
                             slot(1, SlotPhase::Waiting, None, waiting),
