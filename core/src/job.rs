@@ -162,6 +162,7 @@ pub fn key_name(key: GroupKey) -> &'static str {
         GroupKey::Priority => "priority",
         GroupKey::Disconnect => "disconnect",
         GroupKey::Check => "check",
+        GroupKey::Update => "update",
     }
 }
 

@@ -363,6 +363,8 @@ pub enum GroupKey {
     Disconnect,
     /// The group's health checks (appended; docs/design.md#issue-45).
     Check,
+    /// How a changed spec is deployed (appended; docs/design.md#issue-45).
+    Update,
 }
 
 impl GroupKey {
@@ -390,6 +392,7 @@ impl GroupKey {
             GroupKey::Priority => "priority",
             GroupKey::Disconnect => "disconnect",
             GroupKey::Check => "check",
+            GroupKey::Update => "update",
         }
     }
 }
@@ -549,6 +552,9 @@ pub fn group_spec_problem(
             _ => K::Artifacts,
         };
         return problem(key, p.to_string());
+    }
+    if let Some(why) = spec.policy.update.as_ref().and_then(|u| u.problem(spec.slots)) {
+        return problem(K::Update, why);
     }
     policy_problem(&spec.policy, names)
 }

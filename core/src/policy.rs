@@ -77,6 +77,105 @@ pub struct GroupPolicy {
     /// higher priority are offered capacity first, and may preempt running
     /// executors of a lower one (docs/tenants.md, docs/design.md#issue-44).
     pub priority: u8,
+    /// How a change of the group's spec is deployed (`[group.update]`,
+    /// docs/jobs.md); `None`: [`UpdatePolicy::default`] (with the
+    /// submission's `max_parallel` when it names one). Only the leader
+    /// reads it; a change of it alone is no deployment
+    /// (docs/design.md#issue-45).
+    pub update: Option<Box<UpdatePolicy>>,
+}
+
+/// How a changed spec replaces a group's executors: a deployment
+/// (`[group.update]` in the job file, `"update"` in `/v1/` JSON;
+/// docs/jobs.md, docs/design.md#issue-45). Every group gets the defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpdatePolicy {
+    /// The most slots below healthy (failed, waiting, starting, being
+    /// stopped, or baking) at once; 1 to the group's count.
+    pub max_parallel: u32,
+    /// How long a new executor must run (pass its checks) before it counts
+    /// as healthy, ms.
+    pub min_healthy_time_ms: u64,
+    /// How long a new executor may take to become healthy before the
+    /// deployment fails, ms; more than `min_healthy_time_ms`.
+    pub healthy_deadline_ms: u64,
+    /// How long a deployment may go without a slot becoming healthy before
+    /// it fails, ms; more than `healthy_deadline_ms`, or 0: none.
+    pub progress_deadline_ms: u64,
+    /// How many slots are replaced first, as canaries, before the
+    /// deployment waits to be promoted; 0 to the group's count.
+    pub canary: u32,
+    /// Whether healthy canaries promote the deployment themselves.
+    pub auto_promote: bool,
+    /// Whether a failed deployment reverts to the last healthy spec.
+    pub auto_revert: bool,
+}
+
+/// [`UpdatePolicy::min_healthy_time_ms`] unless a group says.
+pub const DEFAULT_MIN_HEALTHY_TIME_MS: u64 = 10_000;
+/// [`UpdatePolicy::healthy_deadline_ms`] unless a group says (5 min).
+pub const DEFAULT_HEALTHY_DEADLINE_MS: u64 = 300_000;
+/// [`UpdatePolicy::progress_deadline_ms`] unless a group says (10 min).
+pub const DEFAULT_PROGRESS_DEADLINE_MS: u64 = 600_000;
+/// The longest duration an update policy may name (one day).
+pub const MAX_UPDATE_DURATION_MS: u64 = 86_400_000;
+
+impl Default for UpdatePolicy {
+    fn default() -> Self {
+        UpdatePolicy {
+            max_parallel: 1,
+            min_healthy_time_ms: DEFAULT_MIN_HEALTHY_TIME_MS,
+            healthy_deadline_ms: DEFAULT_HEALTHY_DEADLINE_MS,
+            progress_deadline_ms: DEFAULT_PROGRESS_DEADLINE_MS,
+            canary: 0,
+            auto_promote: false,
+            auto_revert: true,
+        }
+    }
+}
+
+impl UpdatePolicy {
+    /// Why this policy cannot govern a group of `slots` slots: the key at
+    /// fault (as the job file spells it, under `update.`) and the rule.
+    /// `None` when it keeps every rule.
+    pub fn problem(&self, slots: u32) -> Option<String> {
+        if self.max_parallel == 0 || self.max_parallel > slots.max(1) {
+            return Some(format!(
+                "update.max_parallel is {}; it is 1 to the group's count ({slots})",
+                self.max_parallel
+            ));
+        }
+        if self.canary > slots {
+            return Some(format!(
+                "update.canary is {}; it is 0 to the group's count ({slots})",
+                self.canary
+            ));
+        }
+        for (key, ms) in [
+            ("min_healthy_time", self.min_healthy_time_ms),
+            ("healthy_deadline", self.healthy_deadline_ms),
+            ("progress_deadline", self.progress_deadline_ms),
+        ] {
+            if ms > MAX_UPDATE_DURATION_MS {
+                return Some(format!(
+                    "update.{key} is {ms} ms; the limit is {MAX_UPDATE_DURATION_MS} ms (MAX_UPDATE_DURATION_MS)"
+                ));
+            }
+        }
+        if self.healthy_deadline_ms <= self.min_healthy_time_ms {
+            return Some(format!(
+                "update.healthy_deadline ({} ms) must be more than update.min_healthy_time ({} ms)",
+                self.healthy_deadline_ms, self.min_healthy_time_ms
+            ));
+        }
+        if self.progress_deadline_ms != 0 && self.progress_deadline_ms <= self.healthy_deadline_ms {
+            return Some(format!(
+                "update.progress_deadline ({} ms) must be more than update.healthy_deadline ({} ms), or 0 for none",
+                self.progress_deadline_ms, self.healthy_deadline_ms
+            ));
+        }
+        None
+    }
 }
 
 /// The lowest priority a group may have.
@@ -97,6 +196,7 @@ impl Default for GroupPolicy {
             constraints: Vec::new(),
             spread: None,
             priority: DEFAULT_PRIORITY,
+            update: None,
         }
     }
 }
@@ -105,6 +205,12 @@ impl GroupPolicy {
     /// Whether this is the default policy (see the module docs).
     pub fn is_default(&self) -> bool {
         *self == GroupPolicy::default()
+    }
+
+    /// The group's update policy, the defaults unless it names one
+    /// ([`UpdatePolicy::default`]).
+    pub fn update_or_default(&self) -> UpdatePolicy {
+        self.update.as_deref().copied().unwrap_or_default()
     }
 }
 

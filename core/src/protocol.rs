@@ -91,7 +91,10 @@ pub mod tenants;
 /// Version 17 (docs/design.md#issue-45, services): a group's health checks
 /// ([`crate::launch::LaunchSpec::checks`]); an executor's health in
 /// [`ExecutorReport::health`] and a slot's in `SlotStatus::health`.
-pub const PROTOCOL_VERSION: u16 = 17;
+///
+/// Version 18 (docs/design.md#issue-45, deployments): a group's
+/// [`GroupPolicy::update`]; `Message::PromoteDeployment`.
+pub const PROTOCOL_VERSION: u16 = 18;
 
 /// What kind of node is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -458,6 +461,9 @@ pub fn spec_changes(old: &GroupSpec, new: &GroupSpec) -> Vec<String> {
     }
     if o.priority != n.priority {
         changes.push(format!("priority {} -> {}", o.priority, n.priority));
+    }
+    if o.update != n.update {
+        changes.push("update".into());
     }
     let (o, n) = (&old.launch, &new.launch);
     if o.cwd != n.cwd {
@@ -1116,6 +1122,19 @@ pub enum Message {
         /// Every tenant set or named by a framework, by name.
         tenants: Vec<tenants::TenantView>,
     },
+    /// Client → leader: promote the deployments of `job` awaiting promotion
+    /// (its canaries are healthy), of `group` only if named (`regent job
+    /// promote`, `POST /v1/jobs/{id}/deployment/promote`; appended,
+    /// protocol 18). Answered `RequestAccepted` once the promotion is
+    /// durable, refused naming the job and group when none awaits one.
+    PromoteDeployment {
+        /// Echoed in the answer.
+        request: u64,
+        /// The job (its framework id).
+        job: FrameworkId,
+        /// Only this group's deployment; `None`: every group's.
+        group: Option<String>,
+    },
 }
 
 /// An executor's use of its worker's resources, from its cgroup (each
@@ -1470,6 +1489,7 @@ impl Message {
                 | Message::RetireKeys { .. }
                 | Message::SetTenant { .. }
                 | Message::TenantsRequest { .. }
+                | Message::PromoteDeployment { .. }
         )
     }
 
@@ -1505,7 +1525,9 @@ impl Message {
             | Message::JobAccepted { epoch, .. }
             | Message::JobsReply { epoch, .. }
             | Message::TenantsReply { epoch, .. } => Some(*epoch),
-            Message::SetTenant { .. } | Message::TenantsRequest { .. } => None,
+            Message::SetTenant { .. }
+            | Message::TenantsRequest { .. }
+            | Message::PromoteDeployment { .. } => None,
             Message::Hello(_)
             | Message::RegisterWorker(_)
             | Message::WorkerHeartbeat { .. }
@@ -1601,6 +1623,7 @@ impl Message {
             Message::SetTenant { .. } => "SetTenant",
             Message::TenantsRequest { .. } => "TenantsRequest",
             Message::TenantsReply { .. } => "TenantsReply",
+            Message::PromoteDeployment { .. } => "PromoteDeployment",
         }
     }
 }

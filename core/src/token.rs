@@ -552,6 +552,7 @@ pub fn required(msg: &Message) -> Result<(Capability, &'static str), &'static st
         Message::DeleteJob { .. } => (Submit, "delete a job"),
         Message::KillFramework { .. } => (Submit, "kill a framework"),
         Message::ScaleGroup { .. } => (Scale, "scale a group"),
+        Message::PromoteDeployment { .. } => (Submit, "promote a deployment"),
         Message::StateRequest => (Read, "read the cluster's state"),
         Message::PlanRequest { .. } => (Read, "read a plan"),
         Message::JobsRequest { .. } => (Read, "read jobs"),

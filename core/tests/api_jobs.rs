@@ -307,8 +307,9 @@ fn a_changed_group_is_rolled_out_a_new_one_declared_and_the_same_spec_is_unchang
     assert_eq!(writes(&before), 1);
     let record = c.store.job("web").unwrap();
     assert_eq!(record.groups.len(), 2);
-    assert!(record.groups[0].rollout.is_some(), "the update's rollout is durable");
-    assert_eq!(record.groups[0].rollout.unwrap().max_parallel, 1);
+    let deployment = record.groups[0].active_deployment();
+    assert!(deployment.is_some(), "the update's deployment is durable");
+    assert_eq!(deployment.unwrap().policy.max_parallel, 1);
     let stopped: Vec<ExecutorId> = m_sends(&all)
         .into_iter()
         .filter_map(|(_, m)| match m {

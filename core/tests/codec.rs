@@ -181,7 +181,7 @@ fn log_stream(g: &mut Gen) -> LogStream {
 
 /// Number of `Message` variants; a new variant must be added to `arb` and
 /// to `golden_samples`.
-const VARIANTS: u8 = 60;
+const VARIANTS: u8 = 61;
 
 fn opt_u64(g: &mut Gen) -> Option<u64> {
     if bool::arbitrary(g) {
@@ -250,6 +250,7 @@ fn job_status_arb(g: &mut Gen) -> api::JobStatus {
                 rolling: bool::arbitrary(g),
                 priority: u8::arbitrary(g),
                 stop_after_ms: opt_u64(g),
+                deployment: None,
                 slots: (0..usize::arbitrary(g) % 3)
                     .map(|_| api::SlotStatus {
                         health: None,
@@ -533,6 +534,11 @@ impl Arbitrary for Arb {
                     })
                     .collect(),
             },
+            60 => Message::PromoteDeployment {
+                request: u64::arbitrary(g),
+                job: FrameworkId(s(g)),
+                group: if bool::arbitrary(g) { Some(s(g)) } else { None },
+            },
             _ => Message::PlanReply {
                 epoch: e(g),
                 request: u64::arbitrary(g),
@@ -750,6 +756,15 @@ fn group_spec() -> GroupSpec {
             ],
             spread: Some("rack".into()),
             priority: 80,
+            update: Some(Box::new(regent_core::policy::UpdatePolicy {
+                max_parallel: 2,
+                min_healthy_time_ms: 5_000,
+                healthy_deadline_ms: 60_000,
+                progress_deadline_ms: 120_000,
+                canary: 1,
+                auto_promote: false,
+                auto_revert: true,
+            })),
         },
         launch: Box::new(golden_launch()),
     }
@@ -1253,6 +1268,14 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
         ),
         ("tenants_request", Message::TenantsRequest { request: 9 }),
         (
+            "promote_deployment",
+            Message::PromoteDeployment {
+                request: 10,
+                job: FrameworkId("web".into()),
+                group: Some("api".into()),
+            },
+        ),
+        (
             "tenants_reply",
             Message::TenantsReply {
                 epoch: Epoch(42),
@@ -1291,6 +1314,17 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                         rolling: false,
                         priority: 50,
                         stop_after_ms: Some(30_000),
+                        deployment: Some(regent_core::api::DeploymentView {
+                            seq: 2,
+                            state: "failed".into(),
+                            reason: Some("crash loop: 3 ends on slot 0".into()),
+                            revert_of: None,
+                            healthy: 1,
+                            open: 3,
+                            canary: 0,
+                            max_parallel: 1,
+                            min_healthy_time_ms: 10_000,
+                        }),
                         slots: vec![
                             api::SlotStatus {
                                 health: None,

@@ -585,7 +585,7 @@ fn capacity_freed_by_a_teardown_is_reused_when_the_worker_reports_nothing_left()
 }
 
 #[test]
-fn a_broken_update_stops_at_the_first_failed_slot_and_keeps_the_old_executors() {
+fn a_broken_update_fails_at_its_first_start_failure_and_is_reverted_keeping_the_old_executors() {
     let policy = RestartPolicy { attempts: Some(1), ..Default::default() };
     let mut s = Sim::new();
     let _ = s.register(100, "w0", 1, 8, 0, vec![]);
@@ -597,21 +597,28 @@ fn a_broken_update_stops_at_the_first_failed_slot_and_keeps_the_old_executors() 
     for (_, x) in &first {
         let _ = s.status(100, x, ExecutorState::Running);
     }
-    let mut new = old;
+    let mut new = old.clone();
     new.command = vec!["/no/such/binary".into()];
     let mut sends = s.send(1, Message::UpdateGroup { request: 2, spec: new, max_parallel: 1 });
     assert!(accepted(&sends));
-    // Every new executor fails to start; the old ones answer their stops.
+    // Every executor of the new spec fails to start, every one of the old
+    // spec runs; the old ones answer their stops.
     let mut stopped = Vec::new();
+    let mut broken = 0;
     for _ in 0..20 {
         let mut next = Vec::new();
         for (_, x) in kills(&sends) {
             stopped.push(x.clone());
             next.extend(s.status(100, &x, ExecutorState::Killed));
         }
-        for (_, x) in launches(&sends) {
-            let reason = "no such file: /no/such/binary".to_owned();
-            next.extend(s.status(100, &x, ExecutorState::Failed { reason }));
+        for (command, x) in launched_commands(&sends) {
+            if command == ["/no/such/binary"] {
+                broken += 1;
+                let reason = "no such file: /no/such/binary".to_owned();
+                next.extend(s.status(100, &x, ExecutorState::Failed { reason }));
+            } else {
+                next.extend(s.status(100, &x, ExecutorState::Running));
+            }
         }
         if next.is_empty() {
             break;
@@ -619,9 +626,9 @@ fn a_broken_update_stops_at_the_first_failed_slot_and_keeps_the_old_executors() 
         sends = next;
     }
     assert_eq!(stopped.len(), 1, "only the first old executor was stopped: {stopped:?}");
+    assert_eq!(broken, 1, "one start failure fails the deployment: no retry of the broken spec");
     let slots = s.slots(&fw);
-    let failed = slots.iter().filter(|o| matches!(o, SlotOutcome::Failed { .. })).count();
-    assert!(failed <= 1, "at most max_parallel slots down, failed ones included: {slots:?}");
+    assert!(slots.iter().all(|o| matches!(o, SlotOutcome::Pending)), "no slot failed: {slots:?}");
     let live: Vec<_> =
         s.m.state()
             .executors
@@ -629,15 +636,32 @@ fn a_broken_update_stops_at_the_first_failed_slot_and_keeps_the_old_executors() 
             .filter(|e| e.state == ExecutorState::Running)
             .map(|e| e.id.clone())
             .collect();
-    assert_eq!(live.len(), 2, "the other old executors keep running: {live:?}");
+    assert_eq!(live.len(), 3, "the two old executors and the reverted slot run: {live:?}");
     let g = &s.m.frameworks().find(|f| f.id == fw).expect("fw").groups[0];
-    assert!(g.record.rollout.is_none(), "the failed rollout stopped (cleared)");
+    assert_eq!(g.record.spec, old, "the spec is the last healthy one again");
+    let d = g.record.deployment.as_ref().expect("the revert");
+    assert_eq!((d.seq, d.revert_of, d.policy.canary), (2, Some(1), 0));
     let view = &s.m.state().frameworks[0].groups[0];
+    let last = view.last_end.as_deref().unwrap_or_default();
     assert!(
-        view.last_end.as_deref().is_some_and(|e| e.contains("no such file")),
-        "{:?}",
-        view.last_end
+        last.contains("failed to start")
+            && last.contains("no such file")
+            && last.contains("reverted by 2"),
+        "{last}"
     );
+}
+
+/// (command, executor) of every launch in `sends`.
+fn launched_commands(sends: &[(ConnId, Message)]) -> Vec<(Vec<String>, ExecutorId)> {
+    sends
+        .iter()
+        .filter_map(|(_, m)| match m {
+            Message::LaunchExecutor { executor, spec, .. } => {
+                Some((spec.command.clone(), executor.clone()))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 #[test]

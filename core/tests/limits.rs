@@ -480,7 +480,8 @@ fn a_stored_retry_count_at_u32_max_never_overflows() {
         groups: vec![GroupRecord {
             replacing: Default::default(),
             counted: Default::default(),
-            rollout: Default::default(),
+            deployment: None,
+            eras: Vec::new(),
             spec: spec("g", 1, 1, 1),
             slots: vec![SlotOutcome::Pending],
             retries_used: u32::MAX,

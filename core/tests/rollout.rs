@@ -64,7 +64,20 @@ fn registration(executors: Vec<ExecutorReport>) -> Message {
     })
 }
 
+/// Group `web` of 3 slots running `serve VERSION`, deployed one slot at a
+/// time with no baking (`min_healthy_time` 0: these tests are about the
+/// order; core/tests/deployments.rs gates on health).
 fn web(version: &str) -> GroupSpec {
+    web_at(version, 1)
+}
+
+/// [`web`] deployed `max_parallel` slots at a time.
+fn web_at(version: &str, max_parallel: u32) -> GroupSpec {
+    let update = regent_core::policy::UpdatePolicy {
+        max_parallel,
+        min_healthy_time_ms: 0,
+        ..Default::default()
+    };
     GroupSpec {
         group: "web".into(),
         slots: 3,
@@ -72,7 +85,10 @@ fn web(version: &str) -> GroupSpec {
         env: vec![],
         cores: 1,
         memory_mb: 1,
-        policy: Default::default(),
+        policy: regent_core::policy::GroupPolicy {
+            update: Some(Box::new(update)),
+            ..Default::default()
+        },
         launch: Default::default(),
     }
 }
@@ -163,7 +179,7 @@ fn an_update_replaces_the_executors_slot_by_slot_never_more_than_max_parallel_do
     });
     let group = &framework.expect("a framework record").groups[0];
     assert_eq!(group.spec.command, ["serve", "v2"]);
-    assert_eq!(group.rollout.map(|r| r.max_parallel), Some(1));
+    assert_eq!(group.active_deployment().map(|d| d.policy.max_parallel), Some(1));
     let mut replaced = Vec::new();
     for round in 0..3 {
         let gone = stopping.pop().expect("an executor being stopped");
@@ -187,7 +203,7 @@ fn an_update_replaces_the_executors_slot_by_slot_never_more_than_max_parallel_do
     else {
         panic!("a framework record")
     };
-    assert_eq!(f.groups[0].rollout, None);
+    assert_eq!(f.groups[0].active_deployment(), None);
     assert_eq!(f.groups[0].retries_used, 0);
     let live: Vec<_> = run.m.executors().filter(|e| !e.state.is_terminal()).collect();
     assert_eq!(live.len(), 3);
@@ -200,8 +216,9 @@ fn an_update_replaces_the_executors_slot_by_slot_never_more_than_max_parallel_do
 #[test]
 fn max_parallel_slots_are_replaced_at_once() {
     let (mut run, _fw, old) = running_v1();
-    let sends = run.send(1, Message::UpdateGroup { request: 2, spec: web("v2"), max_parallel: 2 });
-    assert_eq!(stops(&sends), old[..2].to_vec());
+    let spec = web_at("v2", 2);
+    let sends = run.send(1, Message::UpdateGroup { request: 2, spec, max_parallel: 1 });
+    assert_eq!(stops(&sends), old[..2].to_vec(), "the group's update policy says 2");
 }
 
 #[test]

@@ -320,7 +320,8 @@ fn a_leader_recovering_from_its_store_adopts_what_the_new_process_reports() {
             groups: vec![GroupRecord {
                 replacing: Default::default(),
                 counted: Default::default(),
-                rollout: Default::default(),
+                deployment: None,
+                eras: Vec::new(),
                 spec: spec(1),
                 slots: vec![SlotOutcome::Pending],
                 retries_used: 0,

@@ -393,6 +393,48 @@ pub async fn delete_job_with(
     .await
 }
 
+/// Promotes job `job`'s deployments awaiting promotion, or only `group`'s
+/// (`regent job promote`; docs/jobs.md, deployments). `Ok` once durable; a
+/// refusal (no such job or group, nothing awaiting promotion) is `Err`
+/// with the leader's reason.
+pub async fn promote_deployment_with(
+    masters: &[Addr],
+    net: Arc<NetConfig>,
+    job: &str,
+    group: Option<String>,
+    patience: Patience<'_>,
+) -> Result<(), ClientError> {
+    let job = FrameworkId::new(job);
+    leader_request(masters, &net, patience, move |request| Message::PromoteDeployment {
+        request,
+        job: job.clone(),
+        group: group.clone(),
+    })
+    .await
+}
+
+/// A group's deployment in words (docs/jobs.md, deployments): `deployment
+/// 4: canary 1/1 healthy, awaiting promotion: regent job promote web
+/// --group g`, `deployment 2 (revert of 1): rolling 2/3 healthy,
+/// max_parallel 1`, `deployment 4: FAILED (crash loop: 3 ends on slot 0)`.
+fn deployment_line(job: &FrameworkId, group: &str, d: &regent_core::api::DeploymentView) -> String {
+    let revert = d.revert_of.map_or(String::new(), |of| format!(" (revert of {of})"));
+    let what = match d.state.as_str() {
+        "canary" => format!("canary {}/{} healthy", d.healthy.min(d.canary), d.canary),
+        "awaiting_promotion" => format!(
+            "canary {}/{} healthy, awaiting promotion: regent job promote {job} --group {group}",
+            d.healthy.min(d.canary),
+            d.canary
+        ),
+        "rolling" => {
+            format!("rolling {}/{} healthy, max_parallel {}", d.healthy, d.open, d.max_parallel)
+        }
+        "failed" => format!("FAILED ({})", d.reason.as_deref().unwrap_or("no reason")),
+        other => other.to_string(),
+    };
+    format!("deployment {}{revert}: {what}", d.seq)
+}
+
 /// Jobs in words (`regent job status`): per job a line (id, name, version
 /// or "subscriber", state), per group its `desired/placed/running/done`
 /// counts, then one line per slot that does not run, with its phase and
@@ -429,6 +471,9 @@ pub fn render_jobs(jobs: &[regent_core::api::JobStatus]) -> String {
                 out.push_str(" (rolling out an update)");
             }
             out.push('\n');
+            if let Some(d) = &g.deployment {
+                let _ = writeln!(out, "    {}", deployment_line(&j.job, &g.group, d));
+            }
             // Running slots are shown only with their health (a group with
             // checks; docs/design.md#issue-45).
             for s in g.slots.iter().filter(|s| s.phase != SlotPhase::Running || s.health.is_some())
@@ -1436,6 +1481,17 @@ mod tests {
                 rolling: true,
                 priority: 80,
                 stop_after_ms: Some(30_000),
+                deployment: Some(regent_core::api::DeploymentView {
+                    seq: 4,
+                    state: "awaiting_promotion".into(),
+                    reason: None,
+                    revert_of: None,
+                    healthy: 1,
+                    open: 4,
+                    canary: 1,
+                    max_parallel: 1,
+                    min_healthy_time_ms: 10_000,
+                }),
                 slots: vec![
                     slot(0, SlotPhase::Running, None),
                     slot(1, SlotPhase::Stopping, None),
@@ -1465,6 +1521,7 @@ mod tests {
             render_jobs(&jobs),
             "job fw (name \"wordcount\") subscriber ACTIVE\n\
              \x20 group \"g\": desired/placed/running/done 5/2/1/1 priority 80 singleton (stop_after 30s) (rolling out an update)\n\
+             \x20   deployment 4: canary 1/1 healthy, awaiting promotion: regent job promote fw --group g\n\
              \x20   slot 1 stopping executor fw/g#1#1.1 on w1\n\
              \x20   slot 2 backoff: restarts at 12:00:05\n\
              \x20   slot 3 failed: exit 3\n\

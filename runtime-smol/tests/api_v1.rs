@@ -130,7 +130,8 @@ fn request_of(msg: &Message) -> u64 {
         | Message::OperatorKillExecutor { request, .. }
         | Message::StepDown { request }
         | Message::DeleteJob { request, .. }
-        | Message::ScaleGroup { request, .. } => *request,
+        | Message::ScaleGroup { request, .. }
+        | Message::PromoteDeployment { request, .. } => *request,
         _ => 0,
     }
 }
@@ -690,6 +691,7 @@ fn the_answers_of_a_fake_master_fit_the_openapi_document() {
                         rolling: false,
                         priority: 50,
                         stop_after_ms: Some(30_000),
+                        deployment: None,
                         slots: vec![
                             slot(0, SlotPhase::Running, Some("web/g#0#1"), Vec::new()),
                             slot(1, SlotPhase::Waiting, None, waiting),
@@ -711,7 +713,7 @@ fn the_answers_of_a_fake_master_fit_the_openapi_document() {
     let addr = f.addr.to_string();
     let doc = openapi_of(&addr);
     let job = br#"{"name": "web", "group": [{"name": "g", "command": ["sleep", "1"]}]}"#;
-    let checks: [(&str, &str, &str, &[u8], u16); 10] = [
+    let checks: [(&str, &str, &str, &[u8], u16); 12] = [
         ("POST", "/v1/jobs", "/v1/jobs", job, 201),
         ("GET", "/v1/jobs", "/v1/jobs", b"", 200),
         ("GET", "/v1/jobs/web", "/v1/jobs/{id}", b"", 200),
@@ -723,6 +725,14 @@ fn the_answers_of_a_fake_master_fit_the_openapi_document() {
             br#"{"count": 2, "remove": ["e1"]}"#,
             200,
         ),
+        (
+            "POST",
+            "/v1/jobs/web/deployment/promote",
+            "/v1/jobs/{id}/deployment/promote",
+            br#"{"group": "g"}"#,
+            200,
+        ),
+        ("POST", "/v1/jobs/web/deployment/promote", "/v1/jobs/{id}/deployment/promote", b"", 200),
         ("POST", "/v1/workers/w1/drain", "/v1/workers/{id}/{action}", b"", 200),
         ("DELETE", "/v1/workers/w1", "/v1/workers/{id}", b"", 200),
         ("POST", "/v1/executors/e1/kill", "/v1/executors/{id}/kill", b"", 200),

@@ -4,7 +4,8 @@
 //! unchanged, a check-and-set and a count change are refused with the
 //! leader's reason, a changed command is an update (version 2); `regent job
 //! status` shows every group's counts and the slot that cannot be placed,
-//! as text and as the JSON of `GET /v1/jobs`; `regent job delete` tears the
+//! as text and as the JSON of `GET /v1/jobs`; `regent job promote` is
+//! refused while nothing awaits promotion; `regent job delete` tears the
 //! job down (its executors end, TORN_DOWN in the history). A real master
 //! and worker on loopback, temp dirs, bounded waits.
 
@@ -120,6 +121,12 @@ fn job_submit_status_and_delete_drive_a_job_the_leader_owns() {
         serde_json::from_str(&ok(&c, &["job", "status", "--masters", &m, "--json", "web"]))
             .unwrap();
     assert_eq!(one["version"], 2, "{one}");
+    // Its deployment has no canary: nothing awaits promotion, and
+    // `regent job promote` says so, naming each group's state.
+    let err = refused(&c, &["job", "promote", "--masters", &m, "--group", "g", "web"]);
+    assert!(err.contains("job web has no deployment awaiting promotion (g: rolling)"), "{err}");
+    let err = refused(&c, &["job", "promote", "--masters", &m, "--group", "nope", "web"]);
+    assert!(err.contains("job web has no group \"nope\""), "{err}");
     assert_eq!(
         run(submit(&["--idempotency-key", "k1"], &v1)),
         "job web version 1: replayed\n",

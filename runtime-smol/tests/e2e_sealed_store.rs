@@ -47,7 +47,8 @@ fn planted() -> Record {
         groups: vec![GroupRecord {
             replacing: Default::default(),
             counted: Default::default(),
-            rollout: Default::default(),
+            deployment: None,
+            eras: Vec::new(),
             spec: regent_core::protocol::GroupSpec {
                 group: "main".into(),
                 slots: 1,

@@ -120,6 +120,7 @@ struct RawGroup<C: Carrier> {
     logs: Option<C::Of<RawLogs>>,
     disconnect: Option<C::Of<RawDisconnect>>,
     check: Option<C::Of<Vec<RawCheck>>>,
+    update: Option<C::Of<RawUpdate>>,
 }
 
 /// One of a group's `[[group.check]]` (docs/jobs.md, docs/design.md#issue-45):
@@ -204,6 +205,45 @@ impl RawCheck {
         c.grace_ms = ms("grace", &self.grace)?.unwrap_or(c.grace_ms);
         c.failures = self.failures.unwrap_or(c.failures);
         Ok(c)
+    }
+}
+
+/// A group's `[group.update]` table: how a changed spec is deployed
+/// (docs/jobs.md, docs/design.md#issue-45); a key left out keeps its
+/// default ([`regent_core::policy::UpdatePolicy::default`]).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawUpdate {
+    max_parallel: Option<u32>,
+    min_healthy_time: Option<String>,
+    healthy_deadline: Option<String>,
+    progress_deadline: Option<String>,
+    canary: Option<u32>,
+    auto_promote: Option<bool>,
+    auto_revert: Option<bool>,
+}
+
+impl RawUpdate {
+    /// The policy; an error names the key (`update.min_healthy_time`).
+    fn policy(&self) -> Result<regent_core::policy::UpdatePolicy, String> {
+        let mut u = regent_core::policy::UpdatePolicy::default();
+        let ms = |key: &str, v: &Option<String>, default: u64| -> Result<u64, String> {
+            match v {
+                None => Ok(default),
+                Some(v) => duration_ms(v).map_err(|e| format!("key \"update.{key}\": {e}")),
+            }
+        };
+        u.max_parallel = self.max_parallel.unwrap_or(u.max_parallel);
+        u.min_healthy_time_ms =
+            ms("min_healthy_time", &self.min_healthy_time, u.min_healthy_time_ms)?;
+        u.healthy_deadline_ms =
+            ms("healthy_deadline", &self.healthy_deadline, u.healthy_deadline_ms)?;
+        u.progress_deadline_ms =
+            ms("progress_deadline", &self.progress_deadline, u.progress_deadline_ms)?;
+        u.canary = self.canary.unwrap_or(u.canary);
+        u.auto_promote = self.auto_promote.unwrap_or(u.auto_promote);
+        u.auto_revert = self.auto_revert.unwrap_or(u.auto_revert);
+        Ok(u)
     }
 }
 
@@ -300,6 +340,7 @@ impl<C: Carrier> RawGroup<C> {
             GroupKey::Priority => self.priority.as_ref().map(|v| v.span()),
             GroupKey::Disconnect => self.disconnect.as_ref().map(|v| v.span()),
             GroupKey::Check => self.check.as_ref().map(|v| v.span()),
+            GroupKey::Update => self.update.as_ref().map(|v| v.span()),
         }
     }
 
@@ -395,6 +436,9 @@ impl<C: Carrier> RawGroup<C> {
         }
         if let Some(r) = &self.restart {
             p.restart = r.get_ref().policy()?;
+        }
+        if let Some(v) = &self.update {
+            p.update = Some(Box::new(v.get_ref().policy().map_err(|e| (v.span(), e))?));
         }
         Ok(p)
     }
@@ -505,6 +549,8 @@ fn json_message(message: &str) -> String {
         format!("unknown field {field}; a group's fields are {GROUP_KEYS}")
     } else if rest.contains("`attempts`") {
         format!("unknown field {field}; restart's fields are mode, attempts, delay, max_delay, healthy_after")
+    } else if rest.contains("`min_healthy_time`") {
+        format!("unknown field {field}; update's fields are {UPDATE_KEYS}")
     } else if rest.contains("`max_bytes`") {
         format!("unknown field {field}; logs' fields are max_bytes, files")
     } else if rest.contains("`failures`") {
@@ -514,8 +560,12 @@ fn json_message(message: &str) -> String {
     }
 }
 
+/// The keys of a group's `[group.update]`, in the order docs/jobs.md lists
+/// them.
+const UPDATE_KEYS: &str = "max_parallel, min_healthy_time, healthy_deadline, progress_deadline, canary, auto_promote, auto_revert";
+
 /// A group's keys, in the order docs/jobs.md lists them.
-const GROUP_KEYS: &str = "name, count, command, env, cores, memory_mb, placement, constraints, spread, priority, restart, cwd, kill_grace, artifacts, ports, user, resources, logs, disconnect, check";
+const GROUP_KEYS: &str = "name, count, command, env, cores, memory_mb, placement, constraints, spread, priority, restart, cwd, kill_grace, artifacts, ports, user, resources, logs, disconnect, check, update";
 
 /// A check's keys, in the order docs/jobs.md lists them.
 const CHECK_KEYS: &str = "a check's keys are type, name, port, path, expect, command, ttl, interval, timeout, grace, failures";
@@ -641,6 +691,8 @@ fn serde_message(message: &str) -> String {
         format!("unknown key {key}; {CHECK_KEYS}")
     } else if rest.contains("`count`") {
         format!("unknown key {key}; a group's keys are {GROUP_KEYS}")
+    } else if rest.contains("`min_healthy_time`") {
+        format!("unknown key {key}; update's keys are {UPDATE_KEYS}")
     } else {
         format!("unknown key {key}; a job's keys are name and group")
     }
@@ -725,6 +777,47 @@ env = { INPUT = "/data/in", MODE = "fast" }
 cores = 2
 memory_mb = 256
 "#;
+
+    #[test]
+    fn an_update_block_fills_the_policy_and_a_broken_one_names_group_and_key() {
+        let block = "[group.update]\nmax_parallel = 2\nmin_healthy_time = \"3s\"\ncanary = 1\nauto_promote = true\nhealthy_deadline = \"1m\"\nprogress_deadline = \"2m\"\n";
+        let job = parse("job.toml", &format!("{TWO}{block}")).unwrap();
+        let u = job.groups[1].policy.update.as_deref().copied().expect("the update block");
+        assert_eq!(
+            u,
+            regent_core::policy::UpdatePolicy {
+                max_parallel: 2,
+                min_healthy_time_ms: 3_000,
+                healthy_deadline_ms: 60_000,
+                progress_deadline_ms: 120_000,
+                canary: 1,
+                auto_promote: true,
+                auto_revert: true,
+            }
+        );
+        assert_eq!(job.groups[0].policy.update, None, "defaults, not written");
+        let e = err(&format!("{TWO}[group.update]\nmax_parallel = 5\n"));
+        assert!(
+            e.contains("group \"mappers\"")
+                && e.contains("update.max_parallel is 5; it is 1 to the group's count (4)"),
+            "{e}"
+        );
+        let e = err(&format!("{TWO}[group.update]\nmin_healthy_time = \"10m\"\n"));
+        assert!(e.contains("update.healthy_deadline (300000 ms) must be more than"), "{e}");
+        let e = err(&format!("{TWO}[group.update]\nmin_healthy_time = \"soon\"\n"));
+        assert!(e.contains("key \"update.min_healthy_time\": \"soon\" is no duration"), "{e}");
+        let e = err(&format!("{TWO}[group.update]\nsurge = 1\n"));
+        assert!(e.contains("unknown key `surge`; update's keys are max_parallel,"), "{e}");
+        let body = br#"{"name": "web", "group": [{"name": "g", "count": 3, "command": ["true"],
+            "update": {"max_parallel": 2, "min_healthy_time": "0s", "auto_revert": false}}]}"#;
+        let u = parse_json(body).unwrap().1.groups[0].policy.update_or_default();
+        assert_eq!((u.max_parallel, u.min_healthy_time_ms, u.auto_revert), (2, 0, false));
+        let body = br#"{"name": "web", "group": [{"name": "g", "command": ["true"],
+            "update": {"canary": 2}}]}"#;
+        let e = parse_json(body).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("group[0].update"));
+        assert_eq!(e.message, "group \"g\": update.canary is 2; it is 0 to the group's count (1)");
+    }
 
     #[test]
     fn a_job_file_names_its_tenant_in_toml_and_json() {

@@ -805,7 +805,8 @@ fn records(n: u64) -> Vec<Record> {
             groups: vec![GroupRecord {
                 replacing: Default::default(),
                 counted: Default::default(),
-                rollout: Default::default(),
+                deployment: None,
+                eras: Vec::new(),
                 spec: spec("g", SLOTS_PER_FRAMEWORK),
                 slots: vec![SlotOutcome::Pending; SLOTS_PER_FRAMEWORK as usize],
                 retries_used: 0,

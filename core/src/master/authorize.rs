@@ -138,7 +138,10 @@ impl Master {
             Message::SubmitJob { job, .. } => self.require_framework(p, &job.job),
             Message::KillFramework { framework, .. }
             | Message::ScaleGroup { framework, .. }
-            | Message::DeleteJob { job: framework, .. } => self.require_framework(p, framework),
+            | Message::DeleteJob { job: framework, .. }
+            | Message::PromoteDeployment { job: framework, .. } => {
+                self.require_framework(p, framework)
+            }
             Message::JobsRequest { job: Some(job), .. } => self.require_framework(p, job),
             Message::LogRequest { executor, .. } => match self.executors.get(executor) {
                 Some(e) => self.require_framework(p, &e.framework),
@@ -306,7 +309,8 @@ fn request_of(msg: &Message) -> Option<u64> {
         | Message::DeleteJob { request, .. }
         | Message::JobsRequest { request, .. }
         | Message::RevokeToken { request, .. }
-        | Message::RetireKeys { request, .. } => Some(*request),
+        | Message::RetireKeys { request, .. }
+        | Message::PromoteDeployment { request, .. } => Some(*request),
         _ => None,
     }
 }

@@ -48,7 +48,8 @@ pub(super) fn request_of(msg: &Message) -> u64 {
         | Message::OperatorKillExecutor { request, .. }
         | Message::StepDown { request }
         | Message::RevokeToken { request, .. }
-        | Message::RetireKeys { request, .. } => *request,
+        | Message::RetireKeys { request, .. }
+        | Message::PromoteDeployment { request, .. } => *request,
         _ => 0,
     }
 }
@@ -57,7 +58,7 @@ pub(super) fn request_of(msg: &Message) -> u64 {
 pub fn framework_of(msg: &Message) -> Option<&FrameworkId> {
     match msg {
         Message::SubmitJob { job, .. } => Some(&job.job),
-        Message::DeleteJob { job, .. } => Some(job),
+        Message::DeleteJob { job, .. } | Message::PromoteDeployment { job, .. } => Some(job),
         Message::JobsRequest { job, .. } => job.as_ref(),
         Message::ScaleGroup { framework, .. } | Message::KillFramework { framework, .. } => {
             Some(framework)

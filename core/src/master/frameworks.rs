@@ -133,7 +133,7 @@ impl FrameworkEntry {
                     durable_count: u32::try_from(g.slots.len()).unwrap_or(u32::MAX),
                     in_flight: Default::default(),
                     last_end: None,
-                    rolling: g.rollout.is_some(),
+                    rolling: g.active_deployment().is_some(),
                     record: g,
                 })
                 .collect(),
@@ -174,7 +174,8 @@ impl GroupState {
         GroupState {
             record: GroupRecord {
                 replacing: Default::default(),
-                rollout: Default::default(),
+                deployment: None,
+                eras: Vec::new(),
                 spec,
                 slots: vec![SlotOutcome::Pending; slots],
                 retries_used: 0,

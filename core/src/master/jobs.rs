@@ -270,7 +270,7 @@ impl Master {
                 }
                 GroupChange::Update(gi, spec) => {
                     let group = spec.group.clone();
-                    self.begin_rollout(&id, gi, spec, sub.max_parallel);
+                    self.begin_deployment(now, &id, gi, spec, sub.max_parallel);
                     then.push(AfterWrite::Rolling { framework: id.clone(), group });
                 }
             }

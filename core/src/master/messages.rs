@@ -146,7 +146,7 @@ impl Master {
                 self.declare_group(conn, request, spec, out)
             }
             Message::UpdateGroup { request, spec, max_parallel } if self.may_act() => {
-                self.update_group(conn, request, spec, max_parallel, out)
+                self.update_group(now, conn, request, spec, max_parallel, out)
             }
             Message::KillExecutor { request, executor } if self.may_act() => {
                 self.kill_request(conn, request, executor, out)
@@ -426,6 +426,9 @@ impl Master {
                 }
             }
             Message::SetTenant { request, tenant } => self.set_tenant(asker, request, tenant, out),
+            Message::PromoteDeployment { request, job, group } => {
+                self.promote_deployment(now, asker, request, job, group, out)
+            }
             Message::TenantsRequest { request } => {
                 out.push(asker.reply(self.scoped_reply(asker, self.tenants_reply(request))))
             }

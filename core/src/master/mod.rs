@@ -27,6 +27,7 @@
 
 mod authorize;
 mod authorize_query;
+mod deployment;
 mod executors;
 mod fairness;
 mod frameworks;
@@ -43,7 +44,6 @@ mod plan;
 mod plan_victims;
 mod preempt;
 mod restarts;
-mod rollout;
 mod scoped_reads;
 mod silence;
 mod snapshot;
@@ -410,6 +410,9 @@ pub enum Timer {
     /// A slot's restart backoff ended: it gets a new executor (see
     /// `restarts`).
     Restart,
+    /// A deployment looks again: a new executor may have become healthy,
+    /// or a deadline passed (see `deployment`; appended).
+    Deployment,
 }
 
 /// What to do once a write is durable.
@@ -651,6 +654,9 @@ pub struct Master {
     /// run cut off: a framework created again under the id waits
     /// (docs/design.md#issue-45).
     singleton_holds: crate::cut_off::Holds,
+    /// When the deployments under way look again, if one waits for
+    /// anything (see `deployment`).
+    deployment_wake: Option<Millis>,
     /// Changes asked and not answered yet, for the audit log: who asked
     /// what, by asker and request number (at most [`MAX_PENDING_AUDITS`]).
     audits: authorize_query::PendingAudits,
@@ -698,6 +704,7 @@ impl Master {
             dying: kills::Dying::default(),
             restart_waits: restarts::Waits::default(),
             singleton_holds: Default::default(),
+            deployment_wake: None,
             audits: Default::default(),
             tenants: tenants::Tenants::default(),
             usage: fairness::Usage::default(),
@@ -1012,7 +1019,7 @@ impl Master {
         // sim seed 1158 (docs/design.md#simulator-seeds)).
         self.preempt(now, &mut out);
         if may_roll {
-            self.roll(&mut out);
+            self.deploy(now, &mut out);
         }
         self.finish_framework_writes(&mut out);
         #[cfg(debug_assertions)]
@@ -1191,7 +1198,7 @@ impl Master {
                 if let Some(g) =
                     self.frameworks.get_mut(&framework).and_then(|f| f.group_mut(&group))
                 {
-                    g.rolling = g.record.rollout.is_some();
+                    g.rolling = g.record.active_deployment().is_some();
                 }
             }
             AfterWrite::JobAccepted { asker, answer } => {

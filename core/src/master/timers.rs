@@ -34,10 +34,15 @@ impl Master {
     ///
     /// [`Event::Tick`]: super::Event::Tick
     pub fn poll_timeout(&self) -> Option<Millis> {
-        [self.timers.next(), self.log_relay_deadline(), self.restart_deadline()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.timers.next(),
+            self.log_relay_deadline(),
+            self.restart_deadline(),
+            self.deployment_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// The deadline of `timer`, if it is pending.
@@ -45,6 +50,7 @@ impl Master {
         match timer {
             Timer::LogRelays => self.log_relay_deadline(),
             Timer::Restart => self.restart_deadline(),
+            Timer::Deployment => self.deployment_deadline(),
             Timer::Sweep | Timer::Recovery | Timer::FrameworkHeartbeat | Timer::Drain => {
                 self.timers.get(timer)
             }
@@ -53,7 +59,7 @@ impl Master {
 
     /// Every pending deadline, in [`Timer`] order.
     pub fn deadlines(&self) -> impl Iterator<Item = (Timer, Millis)> + '_ {
-        let derived = [Timer::LogRelays, Timer::Restart];
+        let derived = [Timer::LogRelays, Timer::Restart, Timer::Deployment];
         let mut all: Vec<(Timer, Millis)> = self
             .timers
             .iter()
@@ -110,6 +116,8 @@ impl Master {
                 self.on_drain_timer(now, out);
             }
             Timer::Restart => self.on_restart_timer(now, out),
+            // The pass after this step looks again (`deployment`).
+            Timer::Deployment => self.deployment_wake = None,
         }
     }
 

@@ -197,6 +197,34 @@ pub struct GroupStatus {
     /// `None`: they run on through a partition.
     #[serde(default)]
     pub stop_after_ms: Option<u64>,
+    /// The group's current or last deployment (docs/jobs.md, deployments;
+    /// protocol 18); `None`: never deployed.
+    #[serde(default)]
+    pub deployment: Option<DeploymentView>,
+}
+
+/// A group's deployment as `regent job status` and `/v1/jobs` show it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeploymentView {
+    /// Its number in the group.
+    pub seq: u64,
+    /// `canary`, `awaiting_promotion`, `rolling`, `succeeded` or `failed`.
+    pub state: String,
+    /// Why it failed, if it did.
+    pub reason: Option<String>,
+    /// The deployment it reverts, if it is a revert.
+    pub revert_of: Option<u64>,
+    /// Open slots whose executor of the deployed spec is healthy.
+    pub healthy: u32,
+    /// Open slots of the group.
+    pub open: u32,
+    /// Slots replaced first, as canaries.
+    pub canary: u32,
+    /// The most slots below healthy at once.
+    pub max_parallel: u32,
+    /// How long a new executor runs before it counts as healthy, ms.
+    pub min_healthy_time_ms: u64,
 }
 
 /// What one slot is doing.

@@ -655,7 +655,8 @@ mod tests {
                         vec![crate::store::GroupRecord {
                             replacing: Default::default(),
                             counted: Default::default(),
-                            rollout: Default::default(),
+                            deployment: None,
+                            eras: Vec::new(),
                             spec: crate::protocol::GroupSpec {
                                 group: String::arbitrary(g),
                                 slots: 2,

@@ -226,9 +226,10 @@ pub struct GroupRecord {
     /// row and the backoff's end, by slot. Empty for every group with the
     /// default restart policy.
     pub restarts: BTreeMap<u32, SlotRestart>,
-    /// The rolling replacement of its executors after its spec was updated
-    /// (`regent run --update`), while one is under way.
-    pub rollout: Option<Rollout>,
+    /// Its current deployment, or the last one that finished (shown until
+    /// the next): a changed spec replacing its executors, gated on their
+    /// health (docs/jobs.md, docs/design.md#issue-45).
+    pub deployment: Option<Deployment>,
     /// By slot, the executor whose end was counted last against the slot's
     /// restart policy or the group's retry budget: a report of that end
     /// again (its worker gives a new leader a report the old one recorded
@@ -242,13 +243,126 @@ pub struct GroupRecord {
     /// refills its slot, so an accepted kill outlives a failover, and a
     /// report of its end heard again is never counted against the slot.
     pub replacing: BTreeMap<u32, crate::ids::ExecutorId>,
+    /// Which spec each executor of the group runs, by the launch number it
+    /// was launched at: a spec digest from each boundary on, oldest first,
+    /// at most [`MAX_ERAS`] ([`GroupRecord::digest_of`]). Empty for a group
+    /// never deployed: every executor runs the current spec.
+    pub eras: Vec<Era>,
 }
 
-/// A group's spec was replaced (`regent run --update`): its live executors
-/// launched before the update run the previous spec and are stopped and
-/// replaced, at most `max_parallel` slots down at a time. Durable, so a new
-/// leader goes on with it: an executor's id carries the epoch and launch
-/// number it was launched at, which tell old from new.
+/// The most eras a group keeps ([`GroupRecord::eras`]); the oldest is
+/// dropped past it (its executors then count as of no known spec, and a
+/// deployment replaces them).
+pub const MAX_ERAS: usize = 8;
+
+/// The digest of no known spec (executors launched before every era a
+/// group keeps).
+pub const UNKNOWN_DIGEST: u32 = 0;
+
+/// From one launch on, a group's executors run the spec of `digest`
+/// ([`spec_digest`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Era {
+    /// The epoch of the boundary.
+    pub from_epoch: u64,
+    /// The first launch number at `from_epoch` of the era.
+    pub from_launch: u64,
+    /// The digest of the spec its executors run.
+    pub digest: u32,
+}
+
+/// A group's spec replacing its executors, slot by slot, gated on their
+/// health (docs/jobs.md, docs/design.md#issue-45). Durable, so a new
+/// leader goes on with the same counts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deployment {
+    /// The group's deployment number: 1 for its first, one more for each
+    /// next (a revert too).
+    pub seq: u64,
+    /// The digest of the spec deployed ([`spec_digest`]).
+    pub target: u32,
+    /// The update policy it follows, as it was when it started.
+    pub policy: crate::policy::UpdatePolicy,
+    /// Where it stands.
+    pub state: DeploymentState,
+    /// The last healthy spec, deployed again if this one fails with
+    /// `auto_revert`; `None`: a failure stops, nothing is reverted.
+    pub revert_to: Option<Box<GroupSpec>>,
+    /// This deployment reverts deployment `seq` (no canary phase, nothing
+    /// to revert to).
+    pub revert_of: Option<u64>,
+    /// Wall-clock ms it started at (the leader's clock term).
+    pub started_ms: u64,
+    /// Wall-clock ms of its last progress: its start, or a slot becoming
+    /// healthy.
+    pub progress_ms: u64,
+    /// The slots whose executor of the deployed spec has been healthy for
+    /// `min_healthy_time` (and stayed so since).
+    pub healthy: std::collections::BTreeSet<u32>,
+    /// By slot, how many executors of the deployed spec ended (not stopped
+    /// by an operator or lost with their worker).
+    pub ends: BTreeMap<u32, u32>,
+}
+
+/// Where a [`Deployment`] stands.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DeploymentState {
+    /// Its canary slots are being replaced.
+    Canary,
+    /// Its canaries are healthy; it waits to be promoted.
+    AwaitingPromotion,
+    /// Its slots are being replaced, `max_parallel` at a time.
+    Rolling,
+    /// Every open slot runs the deployed spec, healthy.
+    Succeeded,
+    /// It failed and stopped, for `reason`.
+    Failed {
+        /// Why (`healthy_deadline 5m passed on slot 0`).
+        reason: String,
+    },
+}
+
+impl DeploymentState {
+    /// Whether the deployment is under way (neither succeeded nor failed).
+    pub fn is_active(&self) -> bool {
+        matches!(
+            self,
+            DeploymentState::Canary | DeploymentState::AwaitingPromotion | DeploymentState::Rolling
+        )
+    }
+
+    /// Its name as `regent job status` and `/v1/` show it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            DeploymentState::Canary => "canary",
+            DeploymentState::AwaitingPromotion => "awaiting_promotion",
+            DeploymentState::Rolling => "rolling",
+            DeploymentState::Succeeded => "succeeded",
+            DeploymentState::Failed { .. } => "failed",
+        }
+    }
+}
+
+/// What tells one version of a group from another: CRC32C of the spec's
+/// encoding without its count and its update policy (scaling a group or
+/// changing how it is deployed is no new version), never
+/// [`UNKNOWN_DIGEST`].
+pub fn spec_digest(spec: &GroupSpec) -> u32 {
+    let mut bare = spec.clone();
+    bare.slots = 0;
+    bare.policy.update = None;
+    // Encoding a spec in memory cannot fail.
+    let bytes = postcard::to_allocvec(&bare).unwrap_or_default();
+    match crc32c::crc32c(&bytes) {
+        UNKNOWN_DIGEST => 1,
+        d => d,
+    }
+}
+
+/// A rolling update as group layouts 6 to 11 stored it (variants 12 to
+/// 22), before deployments: its live executors launched before the update
+/// run the previous spec. Read as a [`Deployment`] (rolling, no revert,
+/// gated on nothing: `min_healthy_time` 0) whose eras tell old from new.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rollout {
     /// The most slots of the group down for the replacement at once (at
@@ -315,9 +429,10 @@ impl GroupRecord {
     }
 
     /// Whether the record holds nothing the fifth group layout (variant
-    /// 11, named ports) lacks: no rollout under way.
+    /// 11, named ports) lacks: no rollout under way
+    /// ([`GroupRecord::as_rollout`]).
     pub fn fits_v5(&self) -> bool {
-        self.rollout.is_none() && self.fits_v6()
+        self.as_rollout() == Some(None) && self.fits_v6()
     }
 
     /// Whether the record holds nothing the sixth group layout (variant
@@ -360,7 +475,92 @@ impl GroupRecord {
     /// ([`crate::launch::LaunchSpec::checks`]); a framework with a checked
     /// group is variant 23 (docs/design.md#issue-45).
     pub fn fits_v11(&self) -> bool {
-        self.spec.launch.checks.is_empty()
+        self.spec.launch.checks.is_empty() && self.fits_v12()
+    }
+
+    /// Whether the record holds nothing the twelfth group layout (health
+    /// checks; variant 23) lacks: no update policy, and no deployment but
+    /// one read from a rollout of an earlier layout
+    /// ([`GroupRecord::as_rollout`]); a framework with a deployed group is
+    /// variant 24 (docs/design.md#issue-45).
+    pub fn fits_v12(&self) -> bool {
+        self.spec.policy.update.is_none() && self.as_rollout().is_some()
+    }
+
+    /// Takes on `rollout`, as a group record of an earlier layout stored it:
+    /// a rolling [`Deployment`] gated on nothing (`min_healthy_time` 0) with
+    /// nothing to revert to, whose eras tell the executors launched before
+    /// it (of no known spec) from those after (of the current spec).
+    pub fn adopt_rollout(&mut self, rollout: Rollout) {
+        let target = spec_digest(&self.spec);
+        let policy = crate::policy::UpdatePolicy {
+            max_parallel: rollout.max_parallel.max(1),
+            min_healthy_time_ms: 0,
+            ..Default::default()
+        };
+        self.eras = vec![
+            Era { from_epoch: 0, from_launch: 0, digest: UNKNOWN_DIGEST },
+            Era {
+                from_epoch: rollout.before_epoch,
+                from_launch: rollout.before_launch,
+                digest: target,
+            },
+        ];
+        self.deployment = Some(Deployment {
+            seq: 1,
+            target,
+            policy,
+            state: DeploymentState::Rolling,
+            revert_to: None,
+            revert_of: None,
+            started_ms: 0,
+            progress_ms: 0,
+            healthy: Default::default(),
+            ends: Default::default(),
+        });
+    }
+
+    /// What layouts 6 to 11 store of the group's deployment: `Some(None)`
+    /// for none, `Some(Some(rollout))` for exactly what
+    /// [`GroupRecord::adopt_rollout`] makes of one (so it is written as
+    /// those layouts wrote it, byte for byte), `None` for anything more.
+    pub fn as_rollout(&self) -> Option<Option<Rollout>> {
+        let Some(d) = &self.deployment else {
+            return self.eras.is_empty().then_some(None);
+        };
+        let [first, era] = self.eras.as_slice() else { return None };
+        let rollout = Rollout {
+            max_parallel: d.policy.max_parallel,
+            before_epoch: era.from_epoch,
+            before_launch: era.from_launch,
+        };
+        let mut adopted = self.clone();
+        adopted.adopt_rollout(rollout);
+        let same = *first == Era { from_epoch: 0, from_launch: 0, digest: UNKNOWN_DIGEST }
+            && adopted.deployment.as_ref() == Some(d)
+            && adopted.eras == self.eras;
+        same.then_some(Some(rollout))
+    }
+
+    /// The digest of the spec `executor` of this group runs: that of the
+    /// newest era it was launched in, [`UNKNOWN_DIGEST`] before every era
+    /// (or for an id of another shape while the group keeps eras), the
+    /// current spec's when the group keeps none.
+    pub fn digest_of(&self, executor: &ExecutorId) -> u32 {
+        if self.eras.is_empty() {
+            return spec_digest(&self.spec);
+        }
+        let Some(at) = executor.launched() else { return UNKNOWN_DIGEST };
+        self.eras
+            .iter()
+            .rev()
+            .find(|e| (e.from_epoch, e.from_launch) <= at)
+            .map_or(UNKNOWN_DIGEST, |e| e.digest)
+    }
+
+    /// The deployment under way, if one is.
+    pub fn active_deployment(&self) -> Option<&Deployment> {
+        self.deployment.as_ref().filter(|d| d.state.is_active())
     }
 }
 
@@ -557,7 +757,12 @@ mod wire {
         /// A framework with a group that has health checks
         /// ([`GroupRecord::fits_v11`]; appended: frameworks without one
         /// keep the earlier layouts byte for byte; docs/design.md#issue-45).
-        FrameworkWithChecks(FrameworkRecord),
+        FrameworkWithChecks(FrameworkV16),
+        /// A framework with a group that has an update policy, a deployment
+        /// or eras ([`GroupRecord::fits_v12`]; appended: frameworks without
+        /// one keep the earlier layouts byte for byte;
+        /// docs/design.md#issue-45).
+        FrameworkWithDeployment(FrameworkRecord),
     }
 
     /// A group's launch options of the fifth layout: a disconnect rule, no
@@ -583,8 +788,72 @@ mod wire {
         }
     }
 
-    /// A group's declaration in the eighth layout: launch options with a
-    /// disconnect rule, no health checks.
+    /// A live group record from the fields of an earlier layout: a rollout
+    /// it was under becomes a rolling [`super::Deployment`] gated on nothing
+    /// (`min_healthy_time` 0) with nothing to revert to, whose eras tell the
+    /// executors launched before it (of no known spec) from those after.
+    fn group_of(
+        spec: GroupSpec,
+        slots: Vec<SlotOutcome>,
+        retries_used: u32,
+        restarts: std::collections::BTreeMap<u32, super::SlotRestart>,
+        rollout: Option<super::Rollout>,
+        counted: std::collections::BTreeMap<u32, crate::ids::ExecutorId>,
+        replacing: std::collections::BTreeMap<u32, crate::ids::ExecutorId>,
+    ) -> GroupRecord {
+        let mut g = GroupRecord {
+            spec,
+            slots,
+            retries_used,
+            restarts,
+            deployment: None,
+            counted,
+            replacing,
+            eras: Vec::new(),
+        };
+        if let Some(r) = rollout {
+            g.adopt_rollout(r);
+        }
+        g
+    }
+
+    /// A group policy of the second layout: a priority, no update policy
+    /// (every group of an earlier layout has the defaults).
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct PolicyV2 {
+        restart: crate::policy::RestartPolicy,
+        placement: Option<crate::policy::Placement>,
+        constraints: Vec<crate::policy::Constraint>,
+        spread: Option<String>,
+        priority: u8,
+    }
+
+    impl From<PolicyV2> for crate::policy::GroupPolicy {
+        fn from(p: PolicyV2) -> Self {
+            let PolicyV2 { restart, placement, constraints, spread, priority } = p;
+            let update = None;
+            crate::policy::GroupPolicy { restart, placement, constraints, spread, priority, update }
+        }
+    }
+
+    impl From<crate::policy::GroupPolicy> for PolicyV2 {
+        /// Drops the update policy: only called for groups that
+        /// [`GroupRecord::fits_v11`].
+        fn from(p: crate::policy::GroupPolicy) -> Self {
+            let crate::policy::GroupPolicy {
+                restart,
+                placement,
+                constraints,
+                spread,
+                priority,
+                ..
+            } = p;
+            PolicyV2 { restart, placement, constraints, spread, priority }
+        }
+    }
+
+    /// A group's declaration in the eighth layout: a disconnect rule, no
+    /// health checks, a policy without an update policy.
     #[derive(Debug, Serialize, Deserialize)]
     pub struct GroupSpecV8 {
         group: String,
@@ -593,7 +862,7 @@ mod wire {
         env: Vec<(String, String)>,
         cores: u32,
         memory_mb: u64,
-        policy: crate::policy::GroupPolicy,
+        policy: PolicyV2,
         launch: Box<LaunchSpecV5>,
     }
 
@@ -601,21 +870,24 @@ mod wire {
         fn from(s: GroupSpecV8) -> Self {
             let GroupSpecV8 { group, slots, command, env, cores, memory_mb, policy, launch } = s;
             let launch = Box::new((*launch).into());
+            let policy = policy.into();
             GroupSpec { group, slots, command, env, cores, memory_mb, policy, launch }
         }
     }
 
     impl From<GroupSpec> for GroupSpecV8 {
-        /// Drops the checks: only called for specs without any.
+        /// Drops the checks and the update policy: only called for specs
+        /// without either.
         fn from(s: GroupSpec) -> Self {
             let GroupSpec { group, slots, command, env, cores, memory_mb, policy, launch } = s;
             let launch = Box::new((*launch).into());
+            let policy = policy.into();
             GroupSpecV8 { group, slots, command, env, cores, memory_mb, policy, launch }
         }
     }
 
-    /// A group record of the eleventh layout: a disconnect rule, no health
-    /// checks.
+    /// A group record of the eleventh layout: a disconnect rule and a
+    /// rollout, no health checks, update policy, deployment or eras.
     #[derive(Debug, Serialize, Deserialize)]
     pub struct GroupV11 {
         spec: GroupSpecV8,
@@ -630,24 +902,23 @@ mod wire {
     impl From<GroupV11> for GroupRecord {
         fn from(g: GroupV11) -> Self {
             let GroupV11 { spec, slots, retries_used, restarts, rollout, counted, replacing } = g;
-            let spec = spec.into();
-            GroupRecord { spec, slots, retries_used, restarts, rollout, counted, replacing }
+            group_of(spec.into(), slots, retries_used, restarts, rollout, counted, replacing)
         }
     }
 
     impl From<GroupRecord> for GroupV11 {
-        /// Drops the checks: only called for records that
-        /// [`GroupRecord::fits_v11`].
+        /// Drops the checks and the update policy: only called for records that
+        /// [`GroupRecord::fits_v11`] (so with no deployment).
         fn from(g: GroupRecord) -> Self {
-            let GroupRecord { spec, slots, retries_used, restarts, rollout, counted, replacing } =
-                g;
+            let g_rollout = g.as_rollout().flatten();
+            let GroupRecord { spec, slots, retries_used, restarts, counted, replacing, .. } = g;
             let spec = spec.into();
-            GroupV11 { spec, slots, retries_used, restarts, rollout, counted, replacing }
+            GroupV11 { spec, slots, retries_used, restarts, rollout: g_rollout, counted, replacing }
         }
     }
 
     /// A framework record of the fifteenth format: groups of the eleventh
-    /// layout (a disconnect rule, no health checks).
+    /// layout (a disconnect rule, no health checks, no deployment).
     #[derive(Debug, Serialize, Deserialize)]
     pub struct FrameworkV15 {
         id: FrameworkId,
@@ -684,6 +955,114 @@ mod wire {
                 name: f.name,
                 failover_timeout_ms: f.failover_timeout_ms,
                 groups: f.groups.into_iter().map(GroupV11::from).collect(),
+                callback: f.callback,
+                registered_at_ms: f.registered_at_ms,
+                job: f.job,
+                tenant: f.tenant,
+            }
+        }
+    }
+
+    /// A group's declaration in the ninth layout: health checks, a policy
+    /// without an update policy.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct GroupSpecV9 {
+        group: String,
+        slots: u32,
+        command: Vec<String>,
+        env: Vec<(String, String)>,
+        cores: u32,
+        memory_mb: u64,
+        policy: PolicyV2,
+        launch: Box<crate::launch::LaunchSpec>,
+    }
+
+    impl From<GroupSpecV9> for GroupSpec {
+        fn from(s: GroupSpecV9) -> Self {
+            let GroupSpecV9 { group, slots, command, env, cores, memory_mb, policy, launch } = s;
+            let policy = policy.into();
+            GroupSpec { group, slots, command, env, cores, memory_mb, policy, launch }
+        }
+    }
+
+    impl From<GroupSpec> for GroupSpecV9 {
+        /// Drops the update policy: only called for specs without one.
+        fn from(s: GroupSpec) -> Self {
+            let GroupSpec { group, slots, command, env, cores, memory_mb, policy, launch } = s;
+            let policy = policy.into();
+            GroupSpecV9 { group, slots, command, env, cores, memory_mb, policy, launch }
+        }
+    }
+
+    /// A group record of the twelfth layout: health checks and a rollout,
+    /// no update policy, deployment or eras.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct GroupV12 {
+        spec: GroupSpecV9,
+        slots: Vec<SlotOutcome>,
+        retries_used: u32,
+        restarts: std::collections::BTreeMap<u32, super::SlotRestart>,
+        rollout: Option<super::Rollout>,
+        counted: std::collections::BTreeMap<u32, crate::ids::ExecutorId>,
+        replacing: std::collections::BTreeMap<u32, crate::ids::ExecutorId>,
+    }
+
+    impl From<GroupV12> for GroupRecord {
+        fn from(g: GroupV12) -> Self {
+            let GroupV12 { spec, slots, retries_used, restarts, rollout, counted, replacing } = g;
+            group_of(spec.into(), slots, retries_used, restarts, rollout, counted, replacing)
+        }
+    }
+
+    impl From<GroupRecord> for GroupV12 {
+        /// Drops the update policy: only called for records that
+        /// [`GroupRecord::fits_v12`] (so with no deployment but a rollout's).
+        fn from(g: GroupRecord) -> Self {
+            let rollout = g.as_rollout().flatten();
+            let GroupRecord { spec, slots, retries_used, restarts, counted, replacing, .. } = g;
+            let spec = spec.into();
+            GroupV12 { spec, slots, retries_used, restarts, rollout, counted, replacing }
+        }
+    }
+
+    /// A framework record of the sixteenth format: groups of the twelfth
+    /// layout (health checks, no deployment).
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct FrameworkV16 {
+        id: FrameworkId,
+        name: String,
+        failover_timeout_ms: u64,
+        groups: Vec<GroupV12>,
+        callback: Option<Addr>,
+        registered_at_ms: Option<u64>,
+        job: Option<super::JobRecord>,
+        tenant: Option<String>,
+    }
+
+    impl From<FrameworkV16> for FrameworkRecord {
+        fn from(f: FrameworkV16) -> Self {
+            FrameworkRecord {
+                id: f.id,
+                name: f.name,
+                failover_timeout_ms: f.failover_timeout_ms,
+                groups: f.groups.into_iter().map(GroupRecord::from).collect(),
+                callback: f.callback,
+                registered_at_ms: f.registered_at_ms,
+                job: f.job,
+                tenant: f.tenant,
+            }
+        }
+    }
+
+    impl From<FrameworkRecord> for FrameworkV16 {
+        /// Only called for records whose groups all
+        /// [`GroupRecord::fits_v12`].
+        fn from(f: FrameworkRecord) -> Self {
+            FrameworkV16 {
+                id: f.id,
+                name: f.name,
+                failover_timeout_ms: f.failover_timeout_ms,
+                groups: f.groups.into_iter().map(GroupV12::from).collect(),
                 callback: f.callback,
                 registered_at_ms: f.registered_at_ms,
                 job: f.job,
@@ -750,13 +1129,14 @@ mod wire {
         env: Vec<(String, String)>,
         cores: u32,
         memory_mb: u64,
-        policy: crate::policy::GroupPolicy,
+        policy: PolicyV2,
         launch: Box<LaunchSpecV4>,
     }
 
     impl From<GroupSpecV7> for GroupSpec {
         fn from(s: GroupSpecV7) -> Self {
             let GroupSpecV7 { group, slots, command, env, cores, memory_mb, policy, launch } = s;
+            let policy = policy.into();
             let launch = Box::new((*launch).into());
             GroupSpec { group, slots, command, env, cores, memory_mb, policy, launch }
         }
@@ -766,6 +1146,7 @@ mod wire {
         /// Drops the disconnect rule: only called for specs without one.
         fn from(s: GroupSpec) -> Self {
             let GroupSpec { group, slots, command, env, cores, memory_mb, policy, launch } = s;
+            let policy = policy.into();
             let launch = Box::new((*launch).into());
             GroupSpecV7 { group, slots, command, env, cores, memory_mb, policy, launch }
         }
@@ -786,8 +1167,7 @@ mod wire {
     impl From<GroupV10> for GroupRecord {
         fn from(g: GroupV10) -> Self {
             let GroupV10 { spec, slots, retries_used, restarts, rollout, counted, replacing } = g;
-            let spec = spec.into();
-            GroupRecord { spec, slots, retries_used, restarts, rollout, counted, replacing }
+            group_of(spec.into(), slots, retries_used, restarts, rollout, counted, replacing)
         }
     }
 
@@ -795,10 +1175,10 @@ mod wire {
         /// Drops the disconnect rule: only called for records that
         /// [`GroupRecord::fits_v10`].
         fn from(g: GroupRecord) -> Self {
-            let GroupRecord { spec, slots, retries_used, restarts, rollout, counted, replacing } =
-                g;
+            let g_rollout = g.as_rollout().flatten();
+            let GroupRecord { spec, slots, retries_used, restarts, counted, replacing, .. } = g;
             let spec = spec.into();
-            GroupV10 { spec, slots, retries_used, restarts, rollout, counted, replacing }
+            GroupV10 { spec, slots, retries_used, restarts, rollout: g_rollout, counted, replacing }
         }
     }
 
@@ -866,6 +1246,7 @@ mod wire {
                 constraints,
                 spread,
                 priority: crate::policy::DEFAULT_PRIORITY,
+                update: None,
             }
         }
     }
@@ -929,8 +1310,7 @@ mod wire {
     impl From<GroupV9> for GroupRecord {
         fn from(g: GroupV9) -> Self {
             let GroupV9 { spec, slots, retries_used, restarts, rollout, counted, replacing } = g;
-            let spec = spec.into();
-            GroupRecord { spec, slots, retries_used, restarts, rollout, counted, replacing }
+            group_of(spec.into(), slots, retries_used, restarts, rollout, counted, replacing)
         }
     }
 
@@ -938,10 +1318,10 @@ mod wire {
         /// Drops the priority: only called for records that
         /// [`GroupRecord::fits_v9`].
         fn from(g: GroupRecord) -> Self {
-            let GroupRecord { spec, slots, retries_used, restarts, rollout, counted, replacing } =
-                g;
+            let g_rollout = g.as_rollout().flatten();
+            let GroupRecord { spec, slots, retries_used, restarts, counted, replacing, .. } = g;
             let spec = spec.into();
-            GroupV9 { spec, slots, retries_used, restarts, rollout, counted, replacing }
+            GroupV9 { spec, slots, retries_used, restarts, rollout: g_rollout, counted, replacing }
         }
     }
 
@@ -1091,15 +1471,8 @@ mod wire {
 
     impl From<GroupV8> for GroupRecord {
         fn from(GroupV8 { spec, slots, retries_used, restarts, rollout }: GroupV8) -> Self {
-            GroupRecord {
-                replacing: Default::default(),
-                spec: spec.into(),
-                slots,
-                retries_used,
-                restarts,
-                rollout,
-                counted: Default::default(),
-            }
+            let none = Default::default;
+            group_of(spec.into(), slots, retries_used, restarts, rollout, none(), none())
         }
     }
 
@@ -1107,7 +1480,8 @@ mod wire {
         /// Drops the counted ends: only called for records that
         /// [`GroupRecord::fits_v8`].
         fn from(g: GroupRecord) -> Self {
-            let GroupRecord { spec, slots, retries_used, restarts, rollout, .. } = g;
+            let rollout = g.as_rollout().flatten();
+            let GroupRecord { spec, slots, retries_used, restarts, .. } = g;
             GroupV8 { spec: spec.into(), slots, retries_used, restarts, rollout }
         }
     }
@@ -1201,15 +1575,8 @@ mod wire {
 
     impl From<GroupV7> for GroupRecord {
         fn from(GroupV7 { spec, slots, retries_used, restarts, rollout }: GroupV7) -> Self {
-            GroupRecord {
-                replacing: Default::default(),
-                spec: spec.into(),
-                slots,
-                retries_used,
-                restarts,
-                rollout,
-                counted: Default::default(),
-            }
+            let none = Default::default;
+            group_of(spec.into(), slots, retries_used, restarts, rollout, none(), none())
         }
     }
 
@@ -1218,11 +1585,11 @@ mod wire {
         /// [`GroupRecord::fits_v7`].
         fn from(g: GroupRecord) -> Self {
             GroupV7 {
+                rollout: g.as_rollout().flatten(),
                 spec: g.spec.into(),
                 slots: g.slots,
                 retries_used: g.retries_used,
                 restarts: g.restarts,
-                rollout: g.rollout,
             }
         }
     }
@@ -1314,15 +1681,8 @@ mod wire {
 
     impl From<GroupV6> for GroupRecord {
         fn from(GroupV6 { spec, slots, retries_used, restarts, rollout }: GroupV6) -> Self {
-            GroupRecord {
-                replacing: Default::default(),
-                spec: spec.into(),
-                slots,
-                retries_used,
-                restarts,
-                rollout,
-                counted: Default::default(),
-            }
+            let none = Default::default;
+            group_of(spec.into(), slots, retries_used, restarts, rollout, none(), none())
         }
     }
 
@@ -1331,11 +1691,11 @@ mod wire {
         /// [`GroupRecord::fits_v6`].
         fn from(g: GroupRecord) -> Self {
             GroupV6 {
+                rollout: g.as_rollout().flatten(),
                 spec: g.spec.into(),
                 slots: g.slots,
                 retries_used: g.retries_used,
                 restarts: g.restarts,
-                rollout: g.rollout,
             }
         }
     }
@@ -1361,8 +1721,9 @@ mod wire {
                 slots,
                 retries_used,
                 restarts,
-                rollout: None,
+                deployment: None,
                 counted: Default::default(),
+                eras: Vec::new(),
             }
         }
     }
@@ -1447,8 +1808,9 @@ mod wire {
                 slots,
                 retries_used,
                 restarts,
-                rollout: None,
+                deployment: None,
                 counted: Default::default(),
+                eras: Vec::new(),
             }
         }
     }
@@ -1581,8 +1943,9 @@ mod wire {
                 slots,
                 retries_used,
                 restarts,
-                rollout: None,
+                deployment: None,
                 counted: Default::default(),
+                eras: Vec::new(),
             }
         }
     }
@@ -1619,8 +1982,9 @@ mod wire {
                 slots,
                 retries_used,
                 restarts: Default::default(),
-                rollout: None,
+                deployment: None,
                 counted: Default::default(),
+                eras: Vec::new(),
             }
         }
     }
@@ -1699,7 +2063,8 @@ mod wire {
             let GroupSpecV1 { group, slots, command, env, cores, memory_mb } = g.spec;
             GroupRecord {
                 replacing: Default::default(),
-                rollout: Default::default(),
+                deployment: None,
+                eras: Vec::new(),
                 spec: GroupSpec {
                     group,
                     slots,
@@ -1832,7 +2197,8 @@ mod wire {
                 Record::FrameworkWithTenant(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithPriority(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithDisconnect(f) => super::Record::Framework(f.into()),
-                Record::FrameworkWithChecks(f) => super::Record::Framework(f),
+                Record::FrameworkWithChecks(f) => super::Record::Framework(f.into()),
+                Record::FrameworkWithDeployment(f) => super::Record::Framework(f),
                 Record::Tenant(t) => super::Record::Tenant(t),
                 Record::FrameworkWithPolicies(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithRestarts(f) => super::Record::Framework(f.into()),
@@ -1871,8 +2237,11 @@ mod wire {
                 super::Record::Worker(WorkerRecord {
                     id, incarnation, cores, memory_mb, ..
                 }) => Record::Worker(WorkerV1 { id, incarnation, cores, memory_mb }),
+                super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v12) => {
+                    Record::FrameworkWithDeployment(f)
+                }
                 super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v11) => {
-                    Record::FrameworkWithChecks(f)
+                    Record::FrameworkWithChecks(f.into())
                 }
                 super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v10) => {
                     Record::FrameworkWithDisconnect(f.into())
@@ -2039,7 +2408,8 @@ mod tests {
         use crate::policy::{Constraint, RestartMode};
         let group = |policy: crate::policy::GroupPolicy| GroupRecord {
             replacing: Default::default(),
-            rollout: Default::default(),
+            deployment: None,
+            eras: Vec::new(),
             spec: GroupSpec {
                 group: "web".into(),
                 slots: 2,

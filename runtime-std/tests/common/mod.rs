@@ -41,7 +41,8 @@ pub fn framework(id: &str, name: &str) -> Record {
         groups: vec![GroupRecord {
             replacing: Default::default(),
             counted: Default::default(),
-            rollout: Default::default(),
+            deployment: None,
+            eras: Vec::new(),
             spec: GroupSpec {
                 group: "main".into(),
                 slots: 2,
@@ -156,8 +157,23 @@ pub fn framework_with_ports() -> Record {
 /// run --update`): the appended variant 12.
 pub fn framework_with_rollout() -> Record {
     let Record::Framework(mut f) = framework_with_ports() else { unreachable!() };
-    f.groups[0].rollout =
-        Some(regent_core::store::Rollout { max_parallel: 2, before_epoch: 44, before_launch: 17 });
+    f.groups[0].adopt_rollout(ROLLOUT);
+    Record::Framework(f)
+}
+
+/// The rollout of [`framework_with_rollout`], as variant 12 stored it.
+const ROLLOUT: regent_core::store::Rollout =
+    regent_core::store::Rollout { max_parallel: 2, before_epoch: 44, before_launch: 17 };
+
+/// Every group of `f` under [`ROLLOUT`] takes it on again from its spec as
+/// it is now (a group record of layouts 6 to 11 reads its rollout as a
+/// deployment of the spec it stores; docs/design.md#issue-45).
+fn rolling(mut f: regent_core::store::FrameworkRecord) -> Record {
+    for g in &mut f.groups {
+        if g.deployment.is_some() {
+            g.adopt_rollout(ROLLOUT);
+        }
+    }
     Record::Framework(f)
 }
 
@@ -167,7 +183,7 @@ pub fn framework_with_user() -> Record {
     let Record::Framework(mut f) = framework_with_rollout() else { unreachable!() };
     f.id = regent_core::FrameworkId::new("fw-5");
     f.groups[0].spec.launch.user = Some("alice".into());
-    Record::Framework(f)
+    rolling(f)
 }
 
 /// A framework record whose group asks for named resources (docs/design.md#issue-23,
@@ -179,7 +195,7 @@ pub fn framework_with_resources() -> Record {
     f.groups[0].spec.launch.resources = vec![("fpga".into(), 1), ("gpu".into(), 2)];
     f.groups[0].spec.launch.logs =
         Some(regent_core::launch::LogRotation { max_bytes: Some(65_536), files: Some(2) });
-    Record::Framework(f)
+    rolling(f)
 }
 
 /// A framework record whose group's slot 0 has a counted end (docs/design.md#issue-41):
@@ -221,7 +237,7 @@ pub fn framework_with_priority() -> Record {
     urgent.spec.group = "urgent".into();
     urgent.spec.policy.priority = 80;
     f.groups.push(urgent);
-    Record::Framework(f)
+    rolling(f)
 }
 
 /// A job of tenant `team-a` (as [`framework_with_priority`]) with a third
@@ -234,6 +250,50 @@ pub fn framework_with_disconnect() -> Record {
     leader.spec.group = "leader".into();
     leader.spec.launch.disconnect = Some(regent_core::launch::Disconnect::after_ms(30_000));
     f.groups.push(leader);
+    rolling(f)
+}
+
+/// A job (as [`framework_with_disconnect`], its rollouts done) whose group
+/// `web` has an update policy and a deployment awaiting promotion, with
+/// the spec to revert to (docs/design.md#issue-45): the appended variant
+/// 24.
+pub fn framework_with_deployment() -> Record {
+    use regent_core::store::{spec_digest, Deployment, DeploymentState, Era};
+    let Record::Framework(mut f) = framework_with_disconnect() else { unreachable!() };
+    f.id = regent_core::FrameworkId::new("fw-d");
+    for g in &mut f.groups {
+        g.deployment = None;
+        g.eras.clear();
+    }
+    let web = &mut f.groups[0];
+    let stable = web.spec.clone();
+    web.spec.command.push("--v2".into());
+    web.spec.policy.update = Some(Box::new(regent_core::policy::UpdatePolicy {
+        max_parallel: 1,
+        min_healthy_time_ms: 2_000,
+        healthy_deadline_ms: 60_000,
+        progress_deadline_ms: 0,
+        canary: 1,
+        auto_promote: false,
+        auto_revert: true,
+    }));
+    let target = spec_digest(&web.spec);
+    web.eras = vec![
+        Era { from_epoch: 0, from_launch: 0, digest: spec_digest(&stable) },
+        Era { from_epoch: 53, from_launch: 9, digest: target },
+    ];
+    web.deployment = Some(Deployment {
+        seq: 4,
+        target,
+        policy: web.spec.policy.update_or_default(),
+        state: DeploymentState::AwaitingPromotion,
+        revert_to: Some(Box::new(stable)),
+        revert_of: None,
+        started_ms: 1_796_137_200_000,
+        progress_ms: 1_796_137_260_000,
+        healthy: [0].into(),
+        ends: [(0, 1)].into(),
+    });
     Record::Framework(f)
 }
 
@@ -253,7 +313,7 @@ pub fn framework_with_checks() -> Record {
         CheckSpec::new(CheckKind::Tcp { port: "http".into() }),
     ];
     f.groups.push(web);
-    Record::Framework(f)
+    rolling(f)
 }
 
 /// A cordoned worker declared DEAD, its record kept (docs/design.md#issue-41): the
@@ -543,6 +603,21 @@ pub fn cases() -> Vec<Case> {
         files: checks.iter().map(file).collect(),
         sealing: Sealing::none(),
         expect: Ok((checks, vec![])),
+    });
+
+    // A framework with a deployed group (variant 24; a framework with a
+    // singleton group and a rollout keeps variant 22, frozen;
+    // docs/design.md#issue-45).
+    let mut deployment = vec![Record::Epoch(Epoch(53)), framework_with_deployment()];
+    let Record::Framework(mut singleton) = framework_with_disconnect() else { unreachable!() };
+    singleton.id = regent_core::FrameworkId::new("fw-e");
+    deployment.push(rolling(singleton));
+    deployment.sort_by_key(Record::key);
+    cases.push(Case {
+        name: "deployment",
+        files: deployment.iter().map(file).collect(),
+        sealing: Sealing::none(),
+        expect: Ok((deployment, vec![])),
     });
 
     let cut = 20;

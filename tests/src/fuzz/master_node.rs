@@ -1197,7 +1197,8 @@ fn record(src: &mut Source, frameworks: &[FrameworkId]) -> Record {
                     GroupRecord {
                         replacing: Default::default(),
                         counted: Default::default(),
-                        rollout: Default::default(),
+                        deployment: None,
+                        eras: Vec::new(),
                         spec,
                         slots,
                         retries_used: gen::u32_peer(src, 10),

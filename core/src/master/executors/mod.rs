@@ -1345,8 +1345,9 @@ impl Master {
         if let Some(gi) = settled {
             self.refresh_slot(&e.framework, gi, e.slot);
         }
+        // In the write that records the end (docs/design.md#issue-45).
+        self.deployment_saw_end(now, &e, &state, ran_ms, slot_failed.is_some());
         if let Some(reason) = slot_failed {
-            self.halt_rollout_on_failure(&e);
             let msg = Message::SlotFailed { epoch, group: e.group.clone(), slot: e.slot, reason };
             self.tell_framework(&e.framework, msg, out);
         }

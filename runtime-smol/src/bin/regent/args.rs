@@ -1169,6 +1169,21 @@ pub enum JobCommand {
         #[arg(value_name = "ID")]
         id: String,
     },
+    /// Promote a job's deployments awaiting promotion (their canaries are
+    /// healthy): they replace the other slots (docs/jobs.md, deployments).
+    Promote {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+        /// Only this group's deployment (default: every group's).
+        #[arg(long, value_name = "GROUP")]
+        group: Option<String>,
+        /// The job.
+        #[arg(value_name = "ID")]
+        id: String,
+    },
 }
 
 /// `--env KEY=VALUE`: split at the first `=`; the name must not be empty

@@ -101,6 +101,21 @@ pub async fn run(common: &Common, command: JobCommand) -> Result<ExitCode, Strin
             println!("job {id} deleted");
             Ok(ExitCode::SUCCESS)
         }
+        JobCommand::Promote { masters, connect_timeout, group, id } => {
+            regent_smol::client::promote_deployment_with(
+                &masters_of(common, &masters).await?,
+                net_config(common)?,
+                &id,
+                group.clone(),
+                patience(connect_timeout),
+            )
+            .await?;
+            match group {
+                Some(g) => println!("job {id}: the deployment of group {g} promoted"),
+                None => println!("job {id}: its deployments awaiting promotion promoted"),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         JobCommand::Validate { .. } | JobCommand::Plan { .. } => {
             Err("regent job validate and plan are run by main".into())
         }

@@ -351,9 +351,84 @@ pub fn scale(
     }
 }
 
+/// The body of `POST /v1/jobs/{id}/deployment/promote` (empty: every
+/// group's deployment awaiting promotion).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PromoteBody {
+    /// Only this group's deployment.
+    #[serde(default)]
+    pub group: Option<String>,
+}
+
+/// The answer to a promotion.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct Promoted {
+    /// The job.
+    pub job: String,
+    /// The group named, if one was.
+    pub group: Option<String>,
+    /// Always `true`: the promotion is durable.
+    pub promoted: bool,
+    /// The leader's epoch.
+    pub epoch: u64,
+}
+
+/// `POST /v1/jobs/{id}/deployment/promote`: the job's deployments awaiting
+/// promotion (or the named group's) go on rolling, once durable:
+/// `{"job", "group", "promoted": true, "epoch"}` (docs/jobs.md,
+/// deployments).
+#[utoipa::path(post, path = "/v1/jobs/{id}/deployment/promote", tag = "jobs",
+    params(("id" = String, Path, description = "The job.")),
+    request_body(content = PromoteBody),
+    responses(
+        (status = 200, description = "Promoted, durable.", body = Promoted),
+        (status = 400, description = "A bad body, no such group, or nothing awaits promotion (the reason names each group's state).", body = ErrorBody),
+        (status = 404, description = "No such job.", body = ErrorBody),
+        (status = 503, description = "Not the leader, or no answer in time.", body = Unavailable),
+    ))]
+pub fn promote(
+    request: &mut tiny_http::Request,
+    job: &str,
+    queries: &Asker<'_>,
+) -> Result<Response, ApiError> {
+    let bytes = body(request)?;
+    let b: PromoteBody = if bytes.iter().all(u8::is_ascii_whitespace) {
+        PromoteBody::default()
+    } else {
+        read_json(&bytes)?
+    };
+    let msg = Message::PromoteDeployment {
+        request: request_id(),
+        job: FrameworkId::from(job),
+        group: b.group.clone(),
+    };
+    match command(queries, msg)? {
+        Message::RequestAccepted { epoch, .. } => Ok(answer(
+            200,
+            &Promoted { job: job.to_string(), group: b.group, promoted: true, epoch: epoch.0 },
+        )),
+        other => Err(unexpected(other, job)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_promote_body_names_a_group_or_nothing() {
+        let b: PromoteBody = read_json(br#"{"group": "web"}"#).unwrap();
+        assert_eq!(b.group.as_deref(), Some("web"));
+        let b: PromoteBody = read_json(b"{}").unwrap();
+        assert_eq!(b, PromoteBody::default());
+        let e = read_json::<PromoteBody>(br#"{"groups": ["web"]}"#).unwrap_err();
+        assert_eq!(e.body["field"], "groups", "{e:?}");
+        assert_eq!(
+            super::super::route("/v1/jobs/web/deployment/promote"),
+            Some(super::super::Route::Promote("web".into()))
+        );
+    }
 
     #[test]
     fn a_scale_body_is_read_naming_the_field_at_fault() {

@@ -83,6 +83,9 @@ pub enum Route {
     Tenant(String),
     /// `/v1/tokens/revoke`: POST (docs/security.md).
     RevokeToken,
+    /// `/v1/jobs/{id}/deployment/promote`: POST (docs/jobs.md,
+    /// deployments).
+    Promote(String),
 }
 
 impl Route {
@@ -99,7 +102,8 @@ impl Route {
             | Route::Worker(..)
             | Route::KillExecutor(_)
             | Route::StepDown
-            | Route::RevokeToken => "POST",
+            | Route::RevokeToken
+            | Route::Promote(_) => "POST",
         }
     }
 }
@@ -120,6 +124,7 @@ pub fn route(path: &str) -> Option<Route> {
         ["jobs", _] => Route::Job(id(1)?),
         ["jobs", _, "plan"] => Route::Plan(id(1)?),
         ["jobs", _, "groups", _, "scale"] => Route::Scale(id(1)?, id(3)?),
+        ["jobs", _, "deployment", "promote"] => Route::Promote(id(1)?),
         ["events"] => Route::Events,
         ["workers", _] => Route::RemoveWorker(id(1)?),
         ["workers", _, action] => Route::Worker(id(1)?, operator::WorkerAction::parse(action)?),
@@ -278,6 +283,7 @@ pub fn needs(route: &Route, read: bool) -> Option<(Capability, &'static str)> {
         Route::Tenants => (Capability::Read, "read tenants"),
         Route::Tenant(_) => (Capability::Operator, "set a tenant"),
         Route::RevokeToken => (Capability::Operator, "revoke tokens"),
+        Route::Promote(_) => (Capability::Submit, "promote a deployment"),
         Route::OpenApi => return None,
     })
 }
@@ -312,6 +318,7 @@ fn handle(
         (Route::Tenants, _) => tenants::list(queries),
         (Route::Tenant(name), _) => tenants::set(request, &name, queries),
         (Route::RevokeToken, _) => tokens::revoke(request, queries),
+        (Route::Promote(id), _) => jobs::promote(request, &id, queries),
         (Route::Events, _) => Err(ApiError::new(500, "the event stream is served apart")),
     }
 }

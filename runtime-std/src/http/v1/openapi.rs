@@ -28,6 +28,7 @@ use utoipa::{Modify, OpenApi};
         jobs::plan,
         jobs::delete,
         jobs::scale,
+        jobs::promote,
         events::serve,
         operator::worker,
         operator::remove_worker,

@@ -98,7 +98,7 @@ fn fitting(w: &World) -> Vec<(Waiting, String)> {
                 || !spec.launch.resources.is_empty()
                 || spec.launch.disconnect.is_some()
                 || g.rolling
-                || g.record.rollout.is_some()
+                || g.record.active_deployment().is_some()
                 || !g.declared_durably()
             {
                 continue;

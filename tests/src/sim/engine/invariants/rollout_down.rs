@@ -21,8 +21,10 @@ pub(crate) fn on_stop(w: &World, m: usize, x: &ExecutorId) -> Result<(), String>
     let master = w.masters[m].master();
     let Some(f) = master.frameworks().find(|f| f.id == fw) else { return Ok(()) };
     let Some(g) = f.groups.iter().find(|g| g.record.spec.group == group) else { return Ok(()) };
-    let Some(rollout) = g.record.rollout else { return Ok(()) };
-    if !rollout.predates(x) {
+    let Some(d) = g.record.active_deployment() else { return Ok(()) };
+    let (target, max_parallel) = (d.target, d.policy.max_parallel);
+    // Only executors of another spec than the deployed one are its to stop.
+    if g.record.digest_of(x) == target {
         return Ok(());
     }
     // An operator's drain stops what runs on its worker whatever a
@@ -51,7 +53,7 @@ pub(crate) fn on_stop(w: &World, m: usize, x: &ExecutorId) -> Result<(), String>
                     None => true,
                     Some(e) => {
                         e.state != ExecutorState::Running
-                            || (e.operator_stop && rollout.predates(&e.id))
+                            || (e.operator_stop && g.record.digest_of(&e.id) != target)
                             || &e.id == x
                     }
                 }
@@ -70,10 +72,10 @@ pub(crate) fn on_stop(w: &World, m: usize, x: &ExecutorId) -> Result<(), String>
             ));
         }
     }
-    if down > rollout.max_parallel {
+    if down > max_parallel {
         return Err(format!(
             "m{m} stops {x} of rolling group {group} of {fw} with {down} slots down, more than max_parallel {} (slots: {:?}; down: {})",
-            rollout.max_parallel, g.record.slots, why.join(", ")
+            max_parallel, g.record.slots, why.join(", ")
         ));
     }
     Ok(())

@@ -1,0 +1,509 @@
+//! Deployments gated on health (docs/jobs.md, docs/design.md#issue-45): a
+//! new executor counts as healthy only after `min_healthy_time` and must
+//! stay so until the deployment ends; `max_parallel` counts baking slots;
+//! canaries wait to be promoted; a start failure, a crash loop or a
+//! passed deadline fail the deployment and revert it to the last healthy
+//! spec without a canary phase, keeping the executors that run it; a
+//! failed revert stops; a new leader goes on with the same counts.
+
+mod common;
+
+use common::*;
+use regent_core::master::{self, Master};
+use regent_core::policy::{GroupPolicy, UpdatePolicy};
+use regent_core::protocol::{ExecutorReport, ExecutorState, GroupSpec, Message, RegisterWorker};
+use regent_core::store::{
+    Deployment, DeploymentState, FrameworkRecord, Record, RecordKey, StoreCommand, StoreEvent,
+};
+use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, Millis};
+use std::collections::BTreeMap;
+
+/// A master at `now` and the records it made durable, by key.
+struct Run {
+    m: Master,
+    now: Millis,
+    store: BTreeMap<RecordKey, Record>,
+}
+
+impl Run {
+    /// Feeds `event` at `now`, confirming every write at once; the
+    /// messages sent, in order.
+    fn feed(&mut self, event: master::Event) -> Vec<(ConnId, Message)> {
+        let now = self.now;
+        let mut sends = Vec::new();
+        let mut todo = vec![self.m.handle(now, event)];
+        while let Some(out) = todo.pop() {
+            sends.extend(m_sends(&out));
+            for a in out {
+                if let master::Action::Store(StoreCommand::Persist { write, record }) = a {
+                    self.store.insert(record.key(), record);
+                    let more =
+                        self.m.handle(now, master::Event::Store(StoreEvent::Persisted { write }));
+                    todo.push(more);
+                }
+            }
+        }
+        sends
+    }
+
+    fn send(&mut self, conn: u64, msg: Message) -> Vec<(ConnId, Message)> {
+        self.feed(master::Event::Message { conn: ConnId(conn), msg })
+    }
+
+    /// Advances the clock by `ms`, firing every deadline on the way; the
+    /// messages sent.
+    fn advance(&mut self, ms: u64) -> Vec<(ConnId, Message)> {
+        let end = self.now + Millis(ms);
+        let mut sends = Vec::new();
+        while let Some(at) = self.m.poll_timeout().filter(|at| *at <= end) {
+            self.now = at.max(self.now);
+            // The worker and the subscriber stay in touch.
+            let _ = self.send(100, Message::WorkerHeartbeat { incarnation: Incarnation(100) });
+            let epoch = self.m.epoch();
+            let _ = self.send(1, Message::FrameworkHeartbeatAck { epoch });
+            sends.extend(self.feed(master::Event::Tick));
+        }
+        self.now = end;
+        sends
+    }
+
+    fn status(
+        &mut self,
+        fw: &FrameworkId,
+        id: &ExecutorId,
+        state: ExecutorState,
+    ) -> Vec<(ConnId, Message)> {
+        let report = report(id, fw, state);
+        self.send(100, Message::ExecutorStatus { incarnation: Incarnation(100), report })
+    }
+
+    /// The group's durable record.
+    fn record(&self) -> FrameworkRecord {
+        self.store
+            .values()
+            .find_map(|r| match r {
+                Record::Framework(f) => Some(f.clone()),
+                _ => None,
+            })
+            .expect("a framework record")
+    }
+
+    fn deployment(&self) -> Deployment {
+        self.record().groups[0].deployment.clone().expect("a deployment")
+    }
+}
+
+fn registration(executors: Vec<ExecutorReport>) -> Message {
+    Message::RegisterWorker(RegisterWorker {
+        users: Default::default(),
+        resources: Default::default(),
+        host: None,
+        ports: vec![regent_core::ports::PortRange { first: 20_000, last: 20_099 }],
+        worker: "w1".into(),
+        incarnation: Incarnation(100),
+        cores: 8,
+        memory_mb: 8192,
+        executors,
+        epoch_seen: Epoch(1),
+        launch_seen: 0,
+        attributes: vec![],
+    })
+}
+
+fn report(id: &ExecutorId, fw: &FrameworkId, state: ExecutorState) -> ExecutorReport {
+    ExecutorReport {
+        ran_ms: None,
+        resources: Default::default(),
+        id: id.clone(),
+        framework: fw.clone(),
+        cores: 1,
+        memory_mb: 1,
+        state,
+        ports: vec![],
+        health: None,
+    }
+}
+
+/// Group `web` of 3 slots running `serve VERSION` under `update`.
+fn web(version: &str, update: UpdatePolicy) -> GroupSpec {
+    GroupSpec {
+        group: "web".into(),
+        slots: 3,
+        command: vec!["serve".into(), version.into()],
+        env: vec![],
+        cores: 1,
+        memory_mb: 1,
+        policy: GroupPolicy { update: Some(Box::new(update)), ..Default::default() },
+        launch: Default::default(),
+    }
+}
+
+/// One slot at a time, healthy after 10 s, no canary.
+fn gated() -> UpdatePolicy {
+    UpdatePolicy { min_healthy_time_ms: 10_000, ..Default::default() }
+}
+
+/// (executor, command) of the launches in `sends`.
+fn launched(sends: &[(ConnId, Message)]) -> Vec<(ExecutorId, Vec<String>)> {
+    sends
+        .iter()
+        .filter_map(|(_, m)| match m {
+            Message::LaunchExecutor { executor, spec, .. } => {
+                Some((executor.clone(), spec.command.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn stops(sends: &[(ConnId, Message)]) -> Vec<ExecutorId> {
+    sends
+        .iter()
+        .filter_map(|(_, m)| match m {
+            Message::StopExecutorOnWorker { executor, .. } => Some(executor.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A leader with worker w1 (conn 100) and framework `app` (conn 1) whose
+/// group `web` runs three executors of `serve v1` under `update`.
+fn running_v1(update: UpdatePolicy) -> (Run, FrameworkId, Vec<ExecutorId>) {
+    let mut m = Master::new(master::Config::new("a".into(), addr("a")));
+    let _ = elect(&mut m, Millis(0), 1);
+    let mut run = Run { m, now: Millis(0), store: BTreeMap::new() };
+    let _ = connect_worker(&mut run.m, run.now, 100, "w1");
+    let _ = run.send(100, registration(vec![]));
+    subscribe(&mut run.m, 1);
+    let sends = run.send(1, Message::DeclareGroup { request: 1, spec: web("v1", update) });
+    let ids: Vec<ExecutorId> = launched(&sends).into_iter().map(|(id, _)| id).collect();
+    assert_eq!(ids.len(), 3, "{sends:?}");
+    let fw = run.m.frameworks().next().expect("app").id.clone();
+    for id in &ids {
+        let _ = run.status(&fw, id, ExecutorState::Running);
+    }
+    (run, fw, ids)
+}
+
+/// Stops `old` and runs its replacement: the replacement's id.
+fn replace(run: &mut Run, fw: &FrameworkId, old: &ExecutorId) -> ExecutorId {
+    let sends = run.status(fw, old, ExecutorState::Killed);
+    let new = launched(&sends);
+    assert_eq!(new.len(), 1, "its slot refilled: {sends:?}");
+    let _ = run.status(fw, &new[0].0, ExecutorState::Running);
+    new[0].0.clone()
+}
+
+#[test]
+fn the_next_slot_waits_until_the_new_executor_ran_for_min_healthy_time() {
+    let (mut run, fw, old) = running_v1(gated());
+    let sends =
+        run.send(1, Message::UpdateGroup { request: 2, spec: web("v2", gated()), max_parallel: 1 });
+    assert_eq!(stops(&sends), vec![old[0].clone()]);
+    let new0 = replace(&mut run, &fw, &old[0]);
+    // Running, but baking: it takes the one slot of max_parallel.
+    assert!(stops(&run.advance(9_999)).is_empty(), "not before 10 s");
+    assert_eq!(run.deployment().healthy.len(), 0);
+    let sends = run.advance(1);
+    assert_eq!(stops(&sends), vec![old[1].clone()], "then the next slot, at 10 s exactly");
+    assert_eq!(run.deployment().healthy, [0].into(), "slot 0 healthy, durably");
+    let new1 = replace(&mut run, &fw, &old[1]);
+    let sends = run.advance(10_000);
+    assert_eq!(stops(&sends), vec![old[2].clone()]);
+    let _new2 = replace(&mut run, &fw, &old[2]);
+    let _ = run.advance(10_000);
+    let d = run.deployment();
+    assert_eq!(d.state, DeploymentState::Succeeded);
+    assert_eq!(d.healthy, [0, 1, 2].into());
+    assert!(run.record().groups[0].active_deployment().is_none());
+    let _ = (new0, new1);
+}
+
+#[test]
+fn a_slot_that_stops_being_healthy_leaves_the_healthy_set_and_three_ends_are_a_crash_loop_reverted()
+{
+    let (mut run, fw, old) = running_v1(gated());
+    let _ =
+        run.send(1, Message::UpdateGroup { request: 2, spec: web("v2", gated()), max_parallel: 1 });
+    let mut new0 = replace(&mut run, &fw, &old[0]);
+    let sends = run.advance(10_000);
+    assert_eq!(stops(&sends), vec![old[1].clone()]);
+    assert_eq!(run.deployment().healthy, [0].into());
+    // Slot 0's new executor crashes twice: out of the healthy set (the
+    // bake window), counted in `ends`.
+    for n in 1..=2u32 {
+        let sends = run.status(&fw, &new0, ExecutorState::Exited { code: 1 });
+        assert!(!run.deployment().healthy.contains(&0), "crash {n}");
+        assert_eq!(run.deployment().ends.get(&0), Some(&n));
+        new0 = launched(&sends).first().map(|(id, _)| id.clone()).unwrap_or_else(|| {
+            // A restart may wait out a backoff.
+            let later = run.advance(60_000);
+            launched(&later)[0].0.clone()
+        });
+        let _ = run.status(&fw, &new0, ExecutorState::Running);
+    }
+    // The third end is a crash loop: the deployment fails and the same
+    // write starts the revert to v1, with no canary phase.
+    let sends = run.status(&fw, &new0, ExecutorState::Exited { code: 1 });
+    let record = run.record();
+    let g = &record.groups[0];
+    let d = g.deployment.clone().expect("the revert");
+    assert_eq!((d.seq, d.revert_of, d.state.clone()), (2, Some(1), DeploymentState::Rolling));
+    assert_eq!(d.policy.canary, 0);
+    assert_eq!(g.spec.command, ["serve", "v1"], "the spec is v1 again");
+    // old[1] (being stopped) aside, old[2] runs v1: kept, never stopped.
+    let mut all = sends;
+    all.extend(run.status(&fw, &old[1], ExecutorState::Killed));
+    all.extend(run.advance(120_000));
+    assert!(!stops(&all).contains(&old[2]), "the stable executor is kept: {all:?}");
+    assert!(launched(&all).iter().all(|(_, c)| c == &["serve", "v1"]), "{all:?}");
+}
+
+#[test]
+fn a_canary_waits_for_promotion_stops_nothing_meanwhile_and_rolls_on_once_promoted() {
+    let canary = UpdatePolicy { canary: 1, ..gated() };
+    let (mut run, fw, old) = running_v1(canary);
+    let sends =
+        run.send(1, Message::UpdateGroup { request: 2, spec: web("v2", canary), max_parallel: 1 });
+    assert_eq!(stops(&sends), vec![old[0].clone()], "the canary slot first");
+    assert_eq!(run.deployment().state, DeploymentState::Canary);
+    let _ = replace(&mut run, &fw, &old[0]);
+    let sends = run.advance(10_000);
+    assert!(stops(&sends).is_empty(), "{sends:?}");
+    assert_eq!(run.deployment().state, DeploymentState::AwaitingPromotion);
+    // `regent job status` and `/v1/jobs` show it.
+    let sends = run.send(1, Message::JobsRequest { request: 6, job: Some(fw.clone()) });
+    let view = sends.iter().find_map(|(_, m)| match m {
+        Message::JobsReply { jobs, .. } => jobs[0].groups[0].deployment.clone(),
+        _ => None,
+    });
+    let view = view.expect("the group's deployment in the jobs reply");
+    assert_eq!(
+        (view.seq, view.state.as_str(), view.healthy, view.open, view.canary),
+        (1, "awaiting_promotion", 1, 3, 1)
+    );
+    // Waiting is no failure: past every deadline, nothing more happens.
+    let sends = run.advance(3_600_000);
+    assert!(stops(&sends).is_empty());
+    assert_eq!(run.deployment().state, DeploymentState::AwaitingPromotion);
+    // Promoting another group is refused, naming what there is.
+    let promote = |request, group: &str| Message::PromoteDeployment {
+        request,
+        job: fw.clone(),
+        group: Some(group.into()),
+    };
+    let sends = run.send(1, promote(7, "api"));
+    let refused = sends.iter().find_map(|(_, m)| match m {
+        Message::RequestRefused { reason, .. } => Some(reason.clone()),
+        _ => None,
+    });
+    assert!(refused.is_some_and(|r| r.contains("has no group \"api\"")), "{sends:?}");
+    // `regent job promote`: accepted once durable, and the next slot goes.
+    let sends = run.send(1, promote(8, "web"));
+    assert!(
+        sends.iter().any(|(_, m)| matches!(m, Message::RequestAccepted { request: 8, .. })),
+        "{sends:?}"
+    );
+    assert_eq!(run.deployment().state, DeploymentState::Rolling, "durable");
+    assert_eq!(stops(&sends), vec![old[1].clone()]);
+    // Nothing awaits promotion any more: refused, nothing changed.
+    let sends = run.send(1, promote(9, "web"));
+    let refused = sends.iter().find_map(|(_, m)| match m {
+        Message::RequestRefused { reason, .. } => Some(reason.clone()),
+        _ => None,
+    });
+    assert!(
+        refused.is_some_and(|r| r.contains("no deployment awaiting promotion (web: rolling)")),
+        "{sends:?}"
+    );
+}
+
+#[test]
+fn healthy_canaries_promote_themselves_with_auto_promote() {
+    let canary = UpdatePolicy { canary: 1, auto_promote: true, ..gated() };
+    let (mut run, fw, old) = running_v1(canary);
+    let _ =
+        run.send(1, Message::UpdateGroup { request: 2, spec: web("v2", canary), max_parallel: 1 });
+    let _ = replace(&mut run, &fw, &old[0]);
+    let sends = run.advance(10_000);
+    assert_eq!(stops(&sends), vec![old[1].clone()]);
+    assert_eq!(run.deployment().state, DeploymentState::Rolling);
+}
+
+#[test]
+fn no_progress_for_progress_deadline_fails_and_reverts_keeping_the_stable_executors() {
+    let quick =
+        UpdatePolicy { healthy_deadline_ms: 20_000, progress_deadline_ms: 30_000, ..gated() };
+    let (mut run, fw, old) = running_v1(quick);
+    let _ =
+        run.send(1, Message::UpdateGroup { request: 2, spec: web("v2", quick), max_parallel: 1 });
+    // The replacement never gets to RUNNING (it is stuck launching).
+    let sends = run.status(&fw, &old[0], ExecutorState::Killed);
+    let stuck = launched(&sends)[0].0.clone();
+    let sends = run.advance(29_999);
+    assert!(stops(&sends).is_empty());
+    assert_eq!(run.deployment().state, DeploymentState::Rolling);
+    let sends = run.advance(1);
+    let g = &run.record().groups[0];
+    let d = g.deployment.clone().expect("the revert");
+    assert_eq!((d.seq, d.revert_of), (2, Some(1)));
+    assert_eq!(g.spec.command, ["serve", "v1"]);
+    let stopped = stops(&sends);
+    assert_eq!(stopped, vec![stuck.clone()], "the v2 executor goes, v1's stay: {sends:?}");
+    let sends = run.status(&fw, &stuck, ExecutorState::Killed);
+    let v1 = launched(&sends);
+    assert_eq!(v1.len(), 1);
+    assert_eq!(v1[0].1, ["serve", "v1"]);
+    let _ = run.status(&fw, &v1[0].0, ExecutorState::Running);
+    let _ = run.advance(10_000);
+    assert_eq!(run.deployment().state, DeploymentState::Succeeded, "the revert succeeds");
+    let live: Vec<ExecutorId> =
+        run.m.executors().filter(|e| !e.state.is_terminal()).map(|e| e.id.clone()).collect();
+    assert!(live.contains(&old[1]) && live.contains(&old[2]), "{live:?}");
+}
+
+#[test]
+fn a_revert_that_fails_too_stops_without_reverting_again() {
+    let (mut run, fw, old) = running_v1(gated());
+    let _ =
+        run.send(1, Message::UpdateGroup { request: 2, spec: web("v2", gated()), max_parallel: 1 });
+    let sends = run.status(&fw, &old[0], ExecutorState::Killed);
+    let broken = launched(&sends)[0].0.clone();
+    // A start failure: the deployment fails, the revert starts (v1).
+    let failed = ExecutorState::Failed { reason: "exec: no such file".into() };
+    let sends = run.status(&fw, &broken, failed.clone());
+    assert_eq!(run.deployment().revert_of, Some(1));
+    let v1 = launched(&sends);
+    assert_eq!(v1[0].1, ["serve", "v1"]);
+    // v1 cannot start either now (its binary is gone too).
+    let _ = run.status(&fw, &v1[0].0, failed);
+    let d = run.deployment();
+    assert_eq!(d.seq, 2);
+    match &d.state {
+        DeploymentState::Failed { reason } => {
+            assert!(reason.starts_with("revert failed too"), "{reason}")
+        }
+        other => panic!("the revert failed and stopped, not {other:?}"),
+    }
+    assert_eq!(run.record().groups[0].spec.command, ["serve", "v1"], "no ping-pong to v2");
+    let sends = run.advance(600_000);
+    assert!(stops(&sends).is_empty(), "nothing more is stopped: {sends:?}");
+}
+
+#[test]
+fn a_new_leader_goes_on_with_the_same_seq_healthy_set_and_ends_and_stops_nothing_twice() {
+    let (mut run, fw, old) = running_v1(gated());
+    let _ =
+        run.send(1, Message::UpdateGroup { request: 2, spec: web("v2", gated()), max_parallel: 1 });
+    let new0 = replace(&mut run, &fw, &old[0]);
+    let sends = run.advance(10_000);
+    assert_eq!(stops(&sends), vec![old[1].clone()]);
+    let before = run.deployment();
+    assert_eq!(before.healthy, [0].into());
+    // old[1] is stopped, its v2 replacement runs 4 s; the leader dies.
+    let new1 = replace(&mut run, &fw, &old[1]);
+    let _ = run.advance(4_000);
+    let records: Vec<Record> = run.store.values().cloned().collect();
+    let mut m2 = Master::new(master::Config::new("b".into(), addr("b")));
+    let _ = connect_worker(&mut m2, run.now, 100, "w1");
+    let out = m2.handle(run.now, master::Event::Elected { floor: Epoch(5), clock: 0 });
+    assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
+    let mut run2 = Run { m: m2, now: run.now, store: BTreeMap::new() };
+    let _ = run2.feed(master::Event::Store(StoreEvent::Loaded { records }));
+    let ran =
+        |ms| ExecutorReport { ran_ms: Some(ms), ..report(&new0, &fw, ExecutorState::Running) };
+    let sends = run2.send(
+        100,
+        registration(vec![
+            ran(14_000),
+            ExecutorReport { id: new1.clone(), ..ran(4_000) },
+            report(&old[2], &fw, ExecutorState::Running),
+        ]),
+    );
+    assert_eq!(run2.m.status(), master::Status::Alive);
+    assert!(stops(&sends).is_empty(), "slot 1 still bakes: nothing stopped: {sends:?}");
+    // The new leader counts the longer of the worker's 4 s and its own
+    // view: never sooner than 10 s in all, at the latest 10 s from now.
+    let sends = run2.advance(6_000);
+    assert!(stops(&sends).is_empty(), "{sends:?}");
+    assert_eq!(run2.m.deadline(master::Timer::Deployment), Some(run2.now + Millis(4_000)));
+    let sends = run2.advance(4_000);
+    assert_eq!(stops(&sends), vec![old[2].clone()], "the last old one, once: {sends:?}");
+    let d = run2.deployment();
+    assert_eq!(d.seq, before.seq, "the same deployment");
+    assert_eq!(d.healthy, [0, 1].into());
+    assert_eq!(d.ends, before.ends);
+    let sends = run2.advance(60_000);
+    assert!(stops(&sends).is_empty(), "old[2] is not stopped twice: {sends:?}");
+}
+
+/// `web` with an http check (docs/jobs.md, health checks).
+fn checked(version: &str, update: UpdatePolicy) -> GroupSpec {
+    use regent_core::launch::{CheckKind, CheckSpec};
+    let mut spec = web(version, update);
+    spec.launch.ports = vec!["http".into()];
+    let http = CheckKind::Http { port: "http".into(), path: "/health".into(), expect: (200, 299) };
+    spec.launch.checks = vec![CheckSpec::new(http)];
+    spec
+}
+
+impl Run {
+    /// `id` RUNNING with its worker's health report: `status` for `for_ms`.
+    fn health(
+        &mut self,
+        fw: &FrameworkId,
+        id: &ExecutorId,
+        status: regent_core::protocol::HealthStatus,
+        for_ms: u64,
+    ) -> Vec<(ConnId, Message)> {
+        let mut report = report(id, fw, ExecutorState::Running);
+        let detail = String::new();
+        report.health = Some(regent_core::protocol::HealthReport { status, for_ms, detail });
+        self.send(100, Message::ExecutorStatus { incarnation: Incarnation(100), report })
+    }
+}
+
+#[test]
+fn with_checks_a_new_executor_is_healthy_only_once_its_checks_passed_for_min_healthy_time() {
+    use regent_core::protocol::HealthStatus::{Failing, Passing, Pending};
+    let (mut run, fw, old) = running_v1(gated());
+    let v2 = checked("v2", gated());
+    let sends = run.send(1, Message::UpdateGroup { request: 2, spec: v2, max_parallel: 1 });
+    assert_eq!(stops(&sends), vec![old[0].clone()]);
+    let new0 = replace(&mut run, &fw, &old[0]);
+    // Running for 30 s, its checks never reported or pending: not healthy,
+    // so the next slot is not touched.
+    assert!(stops(&run.advance(15_000)).is_empty(), "no report: not healthy");
+    let _ = run.health(&fw, &new0, Pending, 0);
+    assert!(stops(&run.advance(15_000)).is_empty(), "pending: not healthy");
+    assert!(run.deployment().healthy.is_empty());
+    // Passing for 4 s: 6 s more to go, whatever it ran before.
+    let _ = run.health(&fw, &new0, Passing, 4_000);
+    assert!(stops(&run.advance(5_999)).is_empty(), "passing for 9.999 s");
+    let sends = run.advance(1);
+    assert_eq!(stops(&sends), vec![old[1].clone()], "passing for 10 s: the next slot");
+    assert_eq!(run.deployment().healthy, [0].into());
+    // Failing before the deployment ends: out of the healthy set again.
+    let _ = run.health(&fw, &new0, Failing, 0);
+    assert!(run.deployment().healthy.is_empty(), "the bake window");
+}
+
+#[test]
+fn with_checks_that_never_pass_the_healthy_deadline_fails_the_deployment_and_reverts() {
+    use regent_core::protocol::HealthStatus::Failing;
+    let update = UpdatePolicy { healthy_deadline_ms: 60_000, ..gated() };
+    let (mut run, fw, old) = running_v1(update);
+    let v2 = checked("v2", update);
+    let _ = run.send(1, Message::UpdateGroup { request: 2, spec: v2, max_parallel: 1 });
+    let new0 = replace(&mut run, &fw, &old[0]);
+    let _ = run.health(&fw, &new0, Failing, 0);
+    let sends = run.advance(59_000);
+    assert!(stops(&sends).is_empty(), "{sends:?}");
+    assert_eq!(run.deployment().state, DeploymentState::Rolling);
+    let sends = run.advance(2_000);
+    let record = run.record();
+    let d = record.groups[0].deployment.clone().expect("the revert");
+    assert_eq!((d.seq, d.revert_of), (2, Some(1)), "failed and reverted: {sends:?}");
+    assert_eq!(record.groups[0].spec.command, ["serve", "v1"]);
+    assert_eq!(stops(&sends), vec![new0], "the unhealthy v2 executor is replaced first");
+}
