@@ -91,7 +91,7 @@ pub struct GroupState {
     /// this leadership knows it (a failed slot's reason is durable in its
     /// outcome).
     pub last_end: Option<(u32, String)>,
-    /// Its rollout ([`GroupRecord::rollout`]) is durable and may stop
+    /// Its deployment ([`GroupRecord::deployment`]) is durable and may stop
     /// executors: set once the update's write is confirmed, or when the
     /// record is loaded with one.
     pub rolling: bool,
