@@ -6,15 +6,24 @@
 //! as `Failed` with a reason saying so ([`crate::launch::cut_off_reason`]),
 //! which the leader refills without charging a retry.
 //!
-//! Pure: time is the worker's `now`. Any message from the master the
-//! worker follows counts as hearing from it, and so does following a new
-//! one (a leader change while masters are heard never stops anything). The
-//! clock starts when the worker starts, before any master is heard.
+//! Pure: time is the worker's `now`. Only an answer of the master the
+//! worker follows to the worker's own request (a `Registered` to its
+//! `RegisterWorker`, a `HeartbeatAck` to its `WorkerHeartbeat`) counts as
+//! hearing from it, and it counts from when the request was *sent*
+//! ([`Asked`]): the leader heard the request after that, so the worker's
+//! clock never runs ahead of the leader's "last heard from this worker",
+//! from which the leader counts before it places a replacement
+//! ([`replace_after`]). Word the leader sends unasked (a `MasterChanged`,
+//! a launch, a kill) proves nothing about what the leader has heard: a
+//! leader that declared the worker DEAD can still reach it one way (seed
+//! 2188 of the singleton soak, docs/simulator.md#singletons). The clock
+//! starts when the worker starts, before any master is heard.
 
+use crate::ids::Addr;
 use crate::ids::{ExecutorId, FrameworkId};
 use crate::launch::Disconnect;
 use crate::time::Millis;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 /// The kill grace the leader assumes for a group that names none: the
 /// daemons' default (`regent worker --kill-grace`, 3 s). A worker given a
@@ -64,6 +73,67 @@ impl Holds {
     }
 }
 
+/// The most heartbeats [`Asked`] dates at once; later ones go undated
+/// while that many are unanswered (an answer is then dated at an older
+/// sending: earlier, never later, than the truth).
+pub const MAX_UNANSWERED: usize = 64;
+
+/// The worker's requests that a master's answer dates: by master, when
+/// the oldest registration not yet answered was sent, and when each
+/// heartbeat not yet acknowledged was, oldest first. A master answers one
+/// connection's heartbeats in order, so an acknowledgement answers the
+/// oldest one pending (a lost heartbeat or acknowledgement only makes the
+/// date older). A master's entries are dropped when its connection goes
+/// down (nothing sent on it can be answered any more).
+#[derive(Clone, Debug, Default)]
+pub struct Asked {
+    registrations: BTreeMap<Addr, Millis>,
+    heartbeats: BTreeMap<Addr, VecDeque<Millis>>,
+}
+
+impl Asked {
+    /// A `RegisterWorker` went to `master` at `now`.
+    pub fn registration(&mut self, master: &Addr, now: Millis) {
+        self.registrations.entry(master.clone()).or_insert(now);
+    }
+
+    /// `master` answered a registration: when the oldest one pending was
+    /// sent, if any is. The heartbeats still pending to it are dropped: a
+    /// worker heartbeats only while registered, so they were all sent
+    /// before that registration, and a master answers a connection's
+    /// messages in order, so what answers they got (an acknowledgement, or
+    /// none while the worker was registering) came before this.
+    pub fn registered(&mut self, master: &Addr) -> Option<Millis> {
+        let sent = self.registrations.remove(master)?;
+        self.heartbeats.remove(master);
+        Some(sent)
+    }
+
+    /// A `WorkerHeartbeat` went to `master` at `now`.
+    pub fn heartbeat(&mut self, master: &Addr, now: Millis) {
+        let pending = self.heartbeats.entry(master.clone()).or_default();
+        if pending.len() < MAX_UNANSWERED {
+            pending.push_back(now);
+        }
+    }
+
+    /// `master` answered a heartbeat (an acknowledgement, or
+    /// `ReconnectWorker`, which answers nothing else): when the oldest one
+    /// pending was sent. An answer that may answer something else
+    /// (`NotLeader`) must not come here: an extra answer would date later
+    /// ones at newer sendings than their own.
+    pub fn heartbeat_answered(&mut self, master: &Addr) -> Option<Millis> {
+        self.heartbeats.get_mut(master)?.pop_front()
+    }
+
+    /// The connection to `master` went down: nothing sent on it will be
+    /// answered.
+    pub fn link_down(&mut self, master: &Addr) {
+        self.registrations.remove(master);
+        self.heartbeats.remove(master);
+    }
+}
+
 /// The worker's watch over its singleton executors (see the module
 /// documentation).
 #[derive(Clone, Debug, Default)]
@@ -87,7 +157,8 @@ impl CutOff {
         CutOff { heard_at: now, guarded: BTreeMap::new() }
     }
 
-    /// The worker heard from the master it follows at `now`.
+    /// The worker heard from the master it follows: an answer to a
+    /// request it sent at `sent` ([`Asked`]), or its start.
     pub fn heard(&mut self, now: Millis) {
         self.heard_at = self.heard_at.max(now);
     }
@@ -157,6 +228,37 @@ mod tests {
         // An executor that ends by itself is forgotten without a reason.
         assert_eq!(c.forget(&b), None);
         assert_eq!(c.next_deadline(), None);
+    }
+
+    #[test]
+    fn answers_are_dated_at_their_request_in_order_and_lost_with_the_link() {
+        let (m1, m2) = (Addr("m1:7077".into()), Addr("m2:7077".into()));
+        let mut a = Asked::default();
+        a.heartbeat(&m1, Millis(1_000));
+        a.heartbeat(&m1, Millis(2_000));
+        a.heartbeat(&m2, Millis(2_500));
+        assert_eq!(a.heartbeat_answered(&m1), Some(Millis(1_000)), "oldest first");
+        assert_eq!(a.heartbeat_answered(&m1), Some(Millis(2_000)));
+        assert_eq!(a.heartbeat_answered(&m1), None, "an answer to nothing dates nothing");
+        a.registration(&m1, Millis(3_000));
+        a.registration(&m1, Millis(4_000));
+        a.heartbeat(&m1, Millis(3_500));
+        assert_eq!(a.registered(&m1), Some(Millis(3_000)), "the oldest registration pending");
+        assert_eq!(a.registered(&m1), None);
+        assert_eq!(
+            a.heartbeat_answered(&m1),
+            None,
+            "a registration's answer ends the heartbeats before it"
+        );
+        a.link_down(&m2);
+        assert_eq!(a.heartbeat_answered(&m2), None, "sent on a connection that is gone");
+        for t in 0..(MAX_UNANSWERED as u64 + 5) {
+            a.heartbeat(&m1, Millis(t));
+        }
+        for t in 0..MAX_UNANSWERED as u64 {
+            assert_eq!(a.heartbeat_answered(&m1), Some(Millis(t)));
+        }
+        assert_eq!(a.heartbeat_answered(&m1), None, "bounded: later ones went undated");
     }
 
     #[test]

@@ -444,6 +444,9 @@ pub struct Worker {
     /// The watch over singleton executors: stopped once no master was
     /// heard for their group's `stop_after` (docs/design.md#issue-45).
     cut_off: crate::cut_off::CutOff,
+    /// When the requests a master's answer dates were sent (the cut-off
+    /// clock counts from there, docs/design.md#issue-45).
+    asked: crate::cut_off::Asked,
     /// The health checks of live executors, counted here only
     /// (docs/design.md#issue-45).
     health: crate::health::Health,
@@ -491,6 +494,7 @@ impl Worker {
             timers: Deadlines::new(),
             usage_sent: None,
             cut_off: crate::cut_off::CutOff::new(Millis::ZERO),
+            asked: crate::cut_off::Asked::default(),
             health: crate::health::Health::new(),
         }
     }
@@ -697,6 +701,7 @@ impl Worker {
             return;
         }
         link.state = LinkState::Down;
+        self.asked.link_down(master);
         if std::mem::take(&mut link.was_open) {
             link.retry_at = now + Millis(self.jitter.below(self.config.reconnect_first_max.0 + 1));
         } else {
@@ -823,6 +828,7 @@ impl Worker {
             self.timers.cancel(Timer::Heartbeat);
         }
         self.active = Some(master.clone());
+        self.asked.registration(&master, now);
         out.push(Action::Send { to: master, msg: self.register_msg(now) });
         // Pending retries aimed at the old master are void: restart the clock.
         if self.ever_registered {
@@ -868,27 +874,29 @@ impl Worker {
                 return;
             }
         }
-        // Word from a leader, about its leadership or this worker's
-        // executors: if it is the master followed once handled, the worker
-        // has heard from its master (a singleton runs on). A master that
-        // says it does not lead is no such word.
-        let leader_word = matches!(
-            msg,
-            Message::HelloReply(crate::protocol::HelloReply { leading: true, .. })
-                | Message::MasterChanged { .. }
-                | Message::Registered { .. }
-                | Message::HeartbeatAck { .. }
-                | Message::ReconnectWorker { .. }
-                | Message::LaunchExecutor { .. }
-                | Message::KillExecutorOnWorker { .. }
-                | Message::StopExecutorOnWorker { .. }
-                | Message::ExecutorStatusAck { .. }
-        );
+        // An answer of a leader to this worker's own request, dated at the
+        // request's sending: if it is the master followed once handled,
+        // the worker has heard from its master (a singleton runs on). Word
+        // sent unasked proves nothing about what the leader heard
+        // (docs/design.md#issue-45, [`crate::cut_off`]).
+        let sent = match &msg {
+            Message::Registered { .. } => self.asked.registered(&from),
+            Message::HeartbeatAck { .. } => self.asked.heartbeat_answered(&from),
+            Message::ReconnectWorker { .. } => {
+                // Answers a heartbeat with a refusal: it dates nothing, but
+                // keeps the pairing in step.
+                let _ = self.asked.heartbeat_answered(&from);
+                None
+            }
+            _ => None,
+        };
         let from_for_word = from.clone();
         self.on_master_message(now, from, msg, out);
-        if leader_word && self.active.as_ref() == Some(&from_for_word) {
-            self.cut_off.heard(now);
-            self.arm_cut_off();
+        if let Some(sent) = sent {
+            if self.active.as_ref() == Some(&from_for_word) {
+                self.cut_off.heard(sent);
+                self.arm_cut_off();
+            }
         }
     }
 
@@ -1219,6 +1227,7 @@ impl Worker {
             // registration): a new leader's reply proves its epoch.
             match self.active.clone() {
                 Some(active) if self.link_open(&active) => {
+                    self.asked.registration(&active, now);
                     out.push(Action::Send { to: active, msg: self.register_msg(now) });
                 }
                 _ => {
@@ -1248,6 +1257,7 @@ impl Worker {
             // A master proved leadership: retry with it only (SPARK-16190).
             Some(active) => {
                 if self.link_open(&active) {
+                    self.asked.registration(&active, now);
                     out.push(Action::Send { to: active, msg: self.register_msg(now) });
                 }
             }
@@ -1255,8 +1265,10 @@ impl Worker {
             // NotLeader with a hint); down ones are redialled by Reconnect.
             None => {
                 let msg = self.register_msg(now);
-                for addr in self.open_links() {
-                    out.push(Action::Send { to: addr.clone(), msg: msg.clone() });
+                let open: Vec<Addr> = self.open_links().cloned().collect();
+                for addr in open {
+                    self.asked.registration(&addr, now);
+                    out.push(Action::Send { to: addr, msg: msg.clone() });
                 }
             }
         }
@@ -1300,6 +1312,7 @@ impl Worker {
             self.on_link_down(now, &active);
             return;
         }
+        self.asked.heartbeat(&active, now);
         out.push(Action::Send {
             to: active.clone(),
             msg: Message::WorkerHeartbeat { incarnation: self.config.incarnation },

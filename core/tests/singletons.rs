@@ -78,12 +78,31 @@ fn run(w: &mut Worker, from: u64, to: u64) -> Vec<(u64, ExecutorId)> {
         .collect()
 }
 
+/// Ticks from `from` to `to` every 500 ms while master `m` acknowledges
+/// every heartbeat the moment it is sent; the kills on the way.
+fn run_acked(w: &mut Worker, m: &str, from_t: u64, to: u64) -> Vec<(u64, ExecutorId)> {
+    let mut killed = Vec::new();
+    for t in (from_t..=to).step_by(500) {
+        let out = w.handle(Millis(t), worker::Event::Tick);
+        killed.extend(kills(&out).into_iter().map(|k| (t, k)));
+        let beats = out
+            .iter()
+            .filter(|a| matches!(a, worker::Action::Send { msg: Message::WorkerHeartbeat { .. }, to } if to.as_str() == m))
+            .count();
+        for _ in 0..beats {
+            let ack = Message::HeartbeatAck { epoch: Epoch(2) };
+            killed.extend(kills(&from(w, Millis(t), m, ack)).into_iter().map(|k| (t, k)));
+        }
+    }
+    killed
+}
+
 #[test]
 fn a_singleton_is_killed_once_no_master_was_heard_for_its_stop_after() {
     let mut w = worker_with_a_singleton();
     // Acknowledged heartbeats until 10 s: the master is heard.
-    let _ = from(&mut w, Millis(10_000), "a", Message::HeartbeatAck { epoch: Epoch(2) });
-    assert!(run(&mut w, 500, 39_500).is_empty(), "heard 10 s ago: runs on until 40 s");
+    assert!(run_acked(&mut w, "a", 500, 10_000).is_empty());
+    assert!(run(&mut w, 10_500, 39_500).is_empty(), "heard 10 s ago: runs on until 40 s");
     let leader = ExecutorId::new("f/leader#0#1");
     assert_eq!(
         run(&mut w, 40_000, 60_000),
@@ -108,9 +127,11 @@ fn a_singleton_is_killed_once_no_master_was_heard_for_its_stop_after() {
 #[test]
 fn a_change_of_leader_while_masters_are_heard_stops_nothing() {
     let mut w = worker_with_a_singleton();
-    let _ = from(&mut w, Millis(20_000), "a", Message::HeartbeatAck { epoch: Epoch(2) });
-    // At 45 s b takes over at epoch 3 and says so: word from the new leader.
-    let _ = from(
+    assert!(run_acked(&mut w, "a", 500, 20_000).is_empty());
+    // At 45 s b takes over at epoch 3 and says so: the worker registers
+    // with it, and b's answer is word from the new leader, dated at the
+    // registration's sending.
+    let out = from(
         &mut w,
         Millis(45_000),
         "b",
@@ -120,10 +141,54 @@ fn a_change_of_leader_while_masters_are_heard_stops_nothing() {
             masters: vec![addr("a"), addr("b")],
         },
     );
-    assert!(run(&mut w, 500, 74_500).is_empty(), "heard at 45 s: runs on until 75 s");
+    assert!(out
+        .iter()
+        .any(|a| matches!(a, worker::Action::Send { msg: Message::RegisterWorker(_), .. })));
+    let registered = Message::Registered {
+        epoch: Epoch(3),
+        heartbeat_interval: Millis(1_000),
+        duplicate: false,
+        masters: vec![addr("a"), addr("b")],
+    };
+    let _ = from(&mut w, Millis(45_400), "b", registered);
+    assert!(run(&mut w, 45_500, 74_500).is_empty(), "heard at 45 s: runs on until 75 s");
     // A master that says it does not lead is no word: 75 s still stops it.
     let _ = from(&mut w, Millis(74_600), "b", Message::NotLeader { epoch: Epoch(3), leader: None });
     assert_eq!(run(&mut w, 75_000, 76_000), vec![(75_000, ExecutorId::new("f/leader#0#1"))]);
+}
+
+/// Seed 2188 of the singleton soak (docs/simulator.md#singletons): word a
+/// leader sends unasked — a `MasterChanged`, a launch, a heartbeat
+/// acknowledgement answering nothing — proves nothing about what that
+/// leader has heard from the worker (one that declared it DEAD can still
+/// reach it one way), so it must not restart the worker's cut-off clock:
+/// the leader places the replacement `stop_after` + grace + margin after
+/// it last heard from the worker.
+#[test]
+fn word_the_leader_sent_unasked_does_not_restart_the_cut_off_clock() {
+    let mut w = worker_with_a_singleton();
+    assert!(run_acked(&mut w, "a", 500, 10_000).is_empty());
+    // From 10 s on, the worker's traffic is lost; a's is not.
+    for t in [15_000, 25_000, 35_000] {
+        let _ = from(&mut w, Millis(t), "a", Message::HeartbeatAck { epoch: Epoch(2) });
+        let _ = from(
+            &mut w,
+            Millis(t),
+            "a",
+            Message::MasterChanged {
+                epoch: Epoch(2),
+                leader: LeaderHint { id: MasterId::new("a"), addr: addr("a"), epoch: Epoch(2) },
+                masters: vec![addr("a"), addr("b")],
+            },
+        );
+        let _ = from(&mut w, Millis(t), "a", launch("other", "batch", None));
+    }
+    let killed = run(&mut w, 10_500, 41_000);
+    assert_eq!(
+        killed.first(),
+        Some(&(40_000, ExecutorId::new("f/leader#0#1"))),
+        "stopped 30 s after the last heartbeat a heard, whatever a sent since"
+    );
 }
 
 mod leader {

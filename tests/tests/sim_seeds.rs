@@ -556,9 +556,13 @@ fn regressions_found_by_the_singleton_soak() {
     // it on until its stop_after (sim seeds 796, 1425, docs/design.md#simulator-seeds);
     // job `api1` deleted while its singleton ran on a cut-off worker and
     // created again at once under the same id, its slot placed at once
-    // (sim seeds 301, 841, 1217, 2234 and 19 more, docs/design.md#simulator-seeds).
+    // (sim seeds 301, 841, 1217, 2234 and 19 more, docs/design.md#simulator-seeds);
+    // a worker that took word its leader sent unasked (a `MasterChanged`,
+    // an acknowledgement answering nothing) as hearing from it, its cut-off
+    // clock restarted while the leader no longer heard it
+    // (sim seeds 2188, 1554, 5259, 6119, 7264, 7477, 9509: docs/design.md#simulator-seeds).
     let cfg = SimConfig { singletons: true, api_jobs: true, ..base() };
-    for seed in [796, 1425, 301, 841, 1217, 2234] {
+    for seed in [796, 1425, 301, 841, 1217, 2234, 2188, 1554, 5259, 6119, 7264, 7477, 9509] {
         if let Err(f) = run_seed(seed, &cfg) {
             panic!("{f}");
         }
