@@ -94,7 +94,11 @@ pub mod tenants;
 ///
 /// Version 18 (docs/design.md#issue-45, deployments): a group's
 /// [`GroupPolicy::update`]; `Message::PromoteDeployment`.
-pub const PROTOCOL_VERSION: u16 = 18;
+///
+/// Version 19 (docs/design.md#issue-45, manual checks): a framework's
+/// health report, `Message::ReportHealth`, relayed to the executor's worker
+/// as `Message::HealthOnWorker`.
+pub const PROTOCOL_VERSION: u16 = 19;
 
 /// What kind of node is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -1135,6 +1139,43 @@ pub enum Message {
         /// Only this group's deployment; `None`: every group's.
         group: Option<String>,
     },
+    /// Client → leader: one result of a `manual` health check of a running
+    /// executor, from its framework (`regent executor health`, `POST
+    /// /v1/executors/{id}/health`; appended, protocol 19). The leader relays
+    /// it to the executor's worker (`HealthOnWorker`), which counts it as
+    /// a run of that check, holding for the check's TTL; answered
+    /// `RequestAccepted` once relayed, refused naming the executor or the
+    /// check when it does not run or has no manual check of that name.
+    /// Nothing is stored: a framework reports again within each TTL.
+    ReportHealth {
+        /// Echoed in the answer.
+        request: u64,
+        /// The executor reported on.
+        executor: ExecutorId,
+        /// The name of one of its group's `manual` checks.
+        check: String,
+        /// Whether the check passed.
+        passing: bool,
+        /// What the framework says about it (cut to the check detail's
+        /// length).
+        detail: String,
+    },
+    /// Leader → worker: a framework's report of a `manual` check of
+    /// `executor` (appended, protocol 19): the check's index among its
+    /// group's checks, and the result.
+    HealthOnWorker {
+        /// The leader's epoch.
+        epoch: Epoch,
+        /// The executor reported on.
+        executor: ExecutorId,
+        /// The check's index in the group's checks
+        /// ([`crate::launch::LaunchSpec::checks`]).
+        check: u8,
+        /// Whether the check passed.
+        passing: bool,
+        /// The framework's detail.
+        detail: String,
+    },
 }
 
 /// An executor's use of its worker's resources, from its cgroup (each
@@ -1463,6 +1504,7 @@ impl Message {
             Message::LaunchExecutor { .. }
                 | Message::KillExecutorOnWorker { .. }
                 | Message::StopExecutorOnWorker { .. }
+                | Message::HealthOnWorker { .. }
                 | Message::Shutdown { .. }
         )
     }
@@ -1490,6 +1532,7 @@ impl Message {
                 | Message::SetTenant { .. }
                 | Message::TenantsRequest { .. }
                 | Message::PromoteDeployment { .. }
+                | Message::ReportHealth { .. }
         )
     }
 
@@ -1519,6 +1562,7 @@ impl Message {
             Message::StateReply(s) => Some(s.epoch),
             Message::SubscribeRefused { epoch, .. }
             | Message::StopExecutorOnWorker { epoch, .. }
+            | Message::HealthOnWorker { epoch, .. }
             | Message::GroupScaled { epoch, .. }
             | Message::RegisterRefused { epoch, .. }
             | Message::PlanReply { epoch, .. }
@@ -1527,7 +1571,8 @@ impl Message {
             | Message::TenantsReply { epoch, .. } => Some(*epoch),
             Message::SetTenant { .. }
             | Message::TenantsRequest { .. }
-            | Message::PromoteDeployment { .. } => None,
+            | Message::PromoteDeployment { .. }
+            | Message::ReportHealth { .. } => None,
             Message::Hello(_)
             | Message::RegisterWorker(_)
             | Message::WorkerHeartbeat { .. }
@@ -1624,6 +1669,8 @@ impl Message {
             Message::TenantsRequest { .. } => "TenantsRequest",
             Message::TenantsReply { .. } => "TenantsReply",
             Message::PromoteDeployment { .. } => "PromoteDeployment",
+            Message::ReportHealth { .. } => "ReportHealth",
+            Message::HealthOnWorker { .. } => "HealthOnWorker",
         }
     }
 }

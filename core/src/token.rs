@@ -553,6 +553,7 @@ pub fn required(msg: &Message) -> Result<(Capability, &'static str), &'static st
         Message::KillFramework { .. } => (Submit, "kill a framework"),
         Message::ScaleGroup { .. } => (Scale, "scale a group"),
         Message::PromoteDeployment { .. } => (Submit, "promote a deployment"),
+        Message::ReportHealth { .. } => (Submit, "report an executor's health"),
         Message::StateRequest => (Read, "read the cluster's state"),
         Message::PlanRequest { .. } => (Read, "read a plan"),
         Message::JobsRequest { .. } => (Read, "read jobs"),

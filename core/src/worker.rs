@@ -984,6 +984,15 @@ impl Worker {
             {
                 out.push(Action::Executor(ExecutorCommand::Stop { executor, grace, signal }));
             }
+            // A framework's report of a manual check, relayed by the
+            // followed master: counted like a run of the check.
+            Message::HealthOnWorker { executor, check, passing, detail, .. }
+                if self.active.as_ref() == Some(&from) =>
+            {
+                let verdict = self.health.report(now, &executor, check, passing, &detail);
+                self.on_verdict(now, executor, verdict, out);
+                self.arm_checks();
+            }
             // The master recorded the terminal state: it may be forgotten.
             Message::ExecutorStatusAck { executor, .. }
                 if self.active.as_ref() == Some(&from)

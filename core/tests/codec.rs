@@ -181,7 +181,7 @@ fn log_stream(g: &mut Gen) -> LogStream {
 
 /// Number of `Message` variants; a new variant must be added to `arb` and
 /// to `golden_samples`.
-const VARIANTS: u8 = 61;
+const VARIANTS: u8 = 63;
 
 fn opt_u64(g: &mut Gen) -> Option<u64> {
     if bool::arbitrary(g) {
@@ -538,6 +538,20 @@ impl Arbitrary for Arb {
                 request: u64::arbitrary(g),
                 job: FrameworkId(s(g)),
                 group: if bool::arbitrary(g) { Some(s(g)) } else { None },
+            },
+            61 => Message::ReportHealth {
+                request: u64::arbitrary(g),
+                executor: ExecutorId(s(g)),
+                check: s(g),
+                passing: bool::arbitrary(g),
+                detail: s(g),
+            },
+            62 => Message::HealthOnWorker {
+                epoch: e(g),
+                executor: ExecutorId(s(g)),
+                check: u8::arbitrary(g),
+                passing: bool::arbitrary(g),
+                detail: s(g),
             },
             _ => Message::PlanReply {
                 epoch: e(g),
@@ -1273,6 +1287,26 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                 request: 10,
                 job: FrameworkId("web".into()),
                 group: Some("api".into()),
+            },
+        ),
+        (
+            "report_health",
+            Message::ReportHealth {
+                request: 11,
+                executor: ExecutorId("web/api#0#3.7".into()),
+                check: "ready".into(),
+                passing: false,
+                detail: "db down".into(),
+            },
+        ),
+        (
+            "health_on_worker",
+            Message::HealthOnWorker {
+                epoch: Epoch(42),
+                executor: ExecutorId("web/api#0#3.7".into()),
+                check: 1,
+                passing: true,
+                detail: String::new(),
             },
         ),
         (

@@ -354,3 +354,133 @@ impl Store {
         m
     }
 }
+
+/// A leader at `now` and the records it made durable, by key, with the
+/// scenario tests' cast: worker `w1` on connection 100 (incarnation 100)
+/// and a subscriber on connection 1. Every write is confirmed at once.
+#[derive(Debug)]
+pub struct Run {
+    /// The leader.
+    pub m: Master,
+    /// Its clock.
+    pub now: Millis,
+    /// What it made durable, by key.
+    pub store:
+        std::collections::BTreeMap<regent_core::store::RecordKey, regent_core::store::Record>,
+}
+
+impl Run {
+    /// Master `a`, elected at time 0 with an empty store, worker `w1`
+    /// registered on connection 100 (ports 20000-20099) and a framework
+    /// `app` subscribed on connection 1.
+    pub fn with_w1_and_app() -> Run {
+        let mut m = Master::new(master::Config::new("a".into(), addr("a")));
+        let _ = elect(&mut m, Millis(0), 1);
+        let mut run = Run { m, now: Millis(0), store: Default::default() };
+        let _ = connect_worker(&mut run.m, run.now, 100, "w1");
+        let _ = run.send(100, w1_registration(vec![]));
+        subscribe(&mut run.m, 1);
+        run
+    }
+
+    /// Feeds `event` at `now`, confirming every write (and the writes
+    /// those lead to) at once; the messages sent, in order.
+    pub fn feed(&mut self, event: master::Event) -> Vec<(ConnId, Message)> {
+        let now = self.now;
+        let mut sends = Vec::new();
+        let mut todo = vec![self.m.handle(now, event)];
+        while let Some(out) = todo.pop() {
+            sends.extend(m_sends(&out));
+            for a in out {
+                if let master::Action::Store(StoreCommand::Persist { write, record }) = a {
+                    self.store.insert(record.key(), record);
+                    let more =
+                        self.m.handle(now, master::Event::Store(StoreEvent::Persisted { write }));
+                    todo.push(more);
+                }
+            }
+        }
+        sends
+    }
+
+    /// `msg` arrives on connection `conn`.
+    pub fn send(&mut self, conn: u64, msg: Message) -> Vec<(ConnId, Message)> {
+        self.feed(master::Event::Message { conn: ConnId(conn), msg })
+    }
+
+    /// Advances the clock by `ms`, firing every deadline on the way while
+    /// `w1` and the subscriber stay in touch; the messages sent.
+    pub fn advance(&mut self, ms: u64) -> Vec<(ConnId, Message)> {
+        let end = self.now + Millis(ms);
+        let mut sends = Vec::new();
+        while let Some(at) = self.m.poll_timeout().filter(|at| *at <= end) {
+            self.now = at.max(self.now);
+            let _ = self.send(100, Message::WorkerHeartbeat { incarnation: Incarnation(100) });
+            let epoch = self.m.epoch();
+            let _ = self.send(1, Message::FrameworkHeartbeatAck { epoch });
+            sends.extend(self.feed(master::Event::Tick));
+        }
+        self.now = end;
+        sends
+    }
+
+    /// `w1` reports executor `id` of `fw` in `state`.
+    pub fn status(
+        &mut self,
+        fw: &regent_core::FrameworkId,
+        id: &regent_core::ExecutorId,
+        state: regent_core::protocol::ExecutorState,
+    ) -> Vec<(ConnId, Message)> {
+        let report = report(id, fw, state);
+        self.send(100, Message::ExecutorStatus { incarnation: Incarnation(100), report })
+    }
+
+    /// The one framework's durable record.
+    pub fn record(&self) -> regent_core::store::FrameworkRecord {
+        self.store
+            .values()
+            .find_map(|r| match r {
+                regent_core::store::Record::Framework(f) => Some(f.clone()),
+                _ => None,
+            })
+            .expect("a framework record")
+    }
+}
+
+/// Worker `w1`'s registration (incarnation 100, 8 cores, 8 GiB, ports
+/// 20000-20099) reporting `executors`.
+pub fn w1_registration(executors: Vec<regent_core::protocol::ExecutorReport>) -> Message {
+    Message::RegisterWorker(regent_core::protocol::RegisterWorker {
+        users: Default::default(),
+        resources: Default::default(),
+        host: None,
+        ports: vec![regent_core::ports::PortRange { first: 20_000, last: 20_099 }],
+        worker: "w1".into(),
+        incarnation: Incarnation(100),
+        cores: 8,
+        memory_mb: 8192,
+        executors,
+        epoch_seen: Epoch(1),
+        launch_seen: 0,
+        attributes: vec![],
+    })
+}
+
+/// A report of executor `id` of `fw` (1 core, 1 MiB) in `state`.
+pub fn report(
+    id: &regent_core::ExecutorId,
+    fw: &regent_core::FrameworkId,
+    state: regent_core::protocol::ExecutorState,
+) -> regent_core::protocol::ExecutorReport {
+    regent_core::protocol::ExecutorReport {
+        health: None,
+        ran_ms: None,
+        resources: Default::default(),
+        id: id.clone(),
+        framework: fw.clone(),
+        cores: 1,
+        memory_mb: 1,
+        state,
+        ports: vec![],
+    }
+}

@@ -11,116 +11,15 @@ mod common;
 use common::*;
 use regent_core::master::{self, Master};
 use regent_core::policy::{GroupPolicy, UpdatePolicy};
-use regent_core::protocol::{ExecutorReport, ExecutorState, GroupSpec, Message, RegisterWorker};
-use regent_core::store::{
-    Deployment, DeploymentState, FrameworkRecord, Record, RecordKey, StoreCommand, StoreEvent,
-};
+use regent_core::protocol::{ExecutorReport, ExecutorState, GroupSpec, Message};
+use regent_core::store::{Deployment, DeploymentState, Record, StoreCommand, StoreEvent};
 use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, Millis};
 use std::collections::BTreeMap;
 
-/// A master at `now` and the records it made durable, by key.
-struct Run {
-    m: Master,
-    now: Millis,
-    store: BTreeMap<RecordKey, Record>,
-}
-
 impl Run {
-    /// Feeds `event` at `now`, confirming every write at once; the
-    /// messages sent, in order.
-    fn feed(&mut self, event: master::Event) -> Vec<(ConnId, Message)> {
-        let now = self.now;
-        let mut sends = Vec::new();
-        let mut todo = vec![self.m.handle(now, event)];
-        while let Some(out) = todo.pop() {
-            sends.extend(m_sends(&out));
-            for a in out {
-                if let master::Action::Store(StoreCommand::Persist { write, record }) = a {
-                    self.store.insert(record.key(), record);
-                    let more =
-                        self.m.handle(now, master::Event::Store(StoreEvent::Persisted { write }));
-                    todo.push(more);
-                }
-            }
-        }
-        sends
-    }
-
-    fn send(&mut self, conn: u64, msg: Message) -> Vec<(ConnId, Message)> {
-        self.feed(master::Event::Message { conn: ConnId(conn), msg })
-    }
-
-    /// Advances the clock by `ms`, firing every deadline on the way; the
-    /// messages sent.
-    fn advance(&mut self, ms: u64) -> Vec<(ConnId, Message)> {
-        let end = self.now + Millis(ms);
-        let mut sends = Vec::new();
-        while let Some(at) = self.m.poll_timeout().filter(|at| *at <= end) {
-            self.now = at.max(self.now);
-            // The worker and the subscriber stay in touch.
-            let _ = self.send(100, Message::WorkerHeartbeat { incarnation: Incarnation(100) });
-            let epoch = self.m.epoch();
-            let _ = self.send(1, Message::FrameworkHeartbeatAck { epoch });
-            sends.extend(self.feed(master::Event::Tick));
-        }
-        self.now = end;
-        sends
-    }
-
-    fn status(
-        &mut self,
-        fw: &FrameworkId,
-        id: &ExecutorId,
-        state: ExecutorState,
-    ) -> Vec<(ConnId, Message)> {
-        let report = report(id, fw, state);
-        self.send(100, Message::ExecutorStatus { incarnation: Incarnation(100), report })
-    }
-
-    /// The group's durable record.
-    fn record(&self) -> FrameworkRecord {
-        self.store
-            .values()
-            .find_map(|r| match r {
-                Record::Framework(f) => Some(f.clone()),
-                _ => None,
-            })
-            .expect("a framework record")
-    }
-
+    /// The group's deployment, as durable.
     fn deployment(&self) -> Deployment {
         self.record().groups[0].deployment.clone().expect("a deployment")
-    }
-}
-
-fn registration(executors: Vec<ExecutorReport>) -> Message {
-    Message::RegisterWorker(RegisterWorker {
-        users: Default::default(),
-        resources: Default::default(),
-        host: None,
-        ports: vec![regent_core::ports::PortRange { first: 20_000, last: 20_099 }],
-        worker: "w1".into(),
-        incarnation: Incarnation(100),
-        cores: 8,
-        memory_mb: 8192,
-        executors,
-        epoch_seen: Epoch(1),
-        launch_seen: 0,
-        attributes: vec![],
-    })
-}
-
-fn report(id: &ExecutorId, fw: &FrameworkId, state: ExecutorState) -> ExecutorReport {
-    ExecutorReport {
-        ran_ms: None,
-        resources: Default::default(),
-        id: id.clone(),
-        framework: fw.clone(),
-        cores: 1,
-        memory_mb: 1,
-        state,
-        ports: vec![],
-        health: None,
     }
 }
 
@@ -169,12 +68,7 @@ fn stops(sends: &[(ConnId, Message)]) -> Vec<ExecutorId> {
 /// A leader with worker w1 (conn 100) and framework `app` (conn 1) whose
 /// group `web` runs three executors of `serve v1` under `update`.
 fn running_v1(update: UpdatePolicy) -> (Run, FrameworkId, Vec<ExecutorId>) {
-    let mut m = Master::new(master::Config::new("a".into(), addr("a")));
-    let _ = elect(&mut m, Millis(0), 1);
-    let mut run = Run { m, now: Millis(0), store: BTreeMap::new() };
-    let _ = connect_worker(&mut run.m, run.now, 100, "w1");
-    let _ = run.send(100, registration(vec![]));
-    subscribe(&mut run.m, 1);
+    let mut run = Run::with_w1_and_app();
     let sends = run.send(1, Message::DeclareGroup { request: 1, spec: web("v1", update) });
     let ids: Vec<ExecutorId> = launched(&sends).into_iter().map(|(id, _)| id).collect();
     assert_eq!(ids.len(), 3, "{sends:?}");
@@ -414,7 +308,7 @@ fn a_new_leader_goes_on_with_the_same_seq_healthy_set_and_ends_and_stops_nothing
         |ms| ExecutorReport { ran_ms: Some(ms), ..report(&new0, &fw, ExecutorState::Running) };
     let sends = run2.send(
         100,
-        registration(vec![
+        w1_registration(vec![
             ran(14_000),
             ExecutorReport { id: new1.clone(), ..ran(4_000) },
             report(&old[2], &fw, ExecutorState::Running),

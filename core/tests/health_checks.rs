@@ -396,3 +396,124 @@ fn an_executor_readopted_by_a_restarted_worker_is_still_checked_and_still_a_sing
     assert!(matches!(run.probe, Probe::Http { port: 20_007, .. }), "{:?}", run.probe);
     assert_eq!(seen.kills, vec![30_000], "cut off for its stop_after: stopped once");
 }
+
+/// A manual check `ready` (TTL 30 s, no grace, stopping after 2 failures).
+fn manual_ready() -> CheckSpec {
+    CheckSpec {
+        name: "ready".into(),
+        grace_ms: 0,
+        failures: 2,
+        ..CheckSpec::new(CheckKind::Manual { ttl_ms: 30_000 })
+    }
+}
+
+fn health_on_worker(passing: bool, detail: &str) -> Message {
+    Message::HealthOnWorker {
+        epoch: Epoch(2),
+        executor: ExecutorId::new(WEB),
+        check: 0,
+        passing,
+        detail: detail.into(),
+    }
+}
+
+#[test]
+fn a_relayed_manual_report_counts_like_a_run_and_two_failures_stop_the_executor() {
+    let mut w = worker_running(vec![manual_ready()]);
+    let mut seen = Seen::default();
+    // A pass: the status the leader hears turns to passing.
+    let out = from(&mut w, Millis(1_000), "a", health_on_worker(true, ""));
+    let _ = seen.take(1_000, out);
+    let (_, report) = seen.statuses.last().expect("health changed: reported");
+    assert_eq!(report.health.as_ref().map(|h| h.status), Some(HealthStatus::Passing));
+    // A master the worker does not follow is not heard.
+    let out = from(&mut w, Millis(2_000), "b", health_on_worker(false, "db down"));
+    assert!(kills_in(&out).is_empty());
+    let out = from(&mut w, Millis(2_000), "a", health_on_worker(false, "db down"));
+    assert!(kills_in(&out).is_empty(), "one failure of two");
+    let out = from(&mut w, Millis(3_000), "a", health_on_worker(false, "db still down"));
+    assert_eq!(kills_in(&out), vec![ExecutorId::new(WEB)]);
+    killed(&mut w, 3_100, &mut seen);
+    let reason = "unhealthy: check \"ready\" failed 2 times (last: db still down)";
+    assert_eq!(end_of(&w), Some(ExecutorState::Failed { reason: reason.into() }));
+}
+
+fn kills_in(out: &[worker::Action]) -> Vec<ExecutorId> {
+    out.iter()
+        .filter_map(|a| match a {
+            worker::Action::Executor(ExecutorCommand::Kill { executor }) => Some(executor.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+mod relay {
+    //! The leader's side of manual checks: a framework's `ReportHealth` is
+    //! relayed to the executor's worker as `HealthOnWorker` (the check by
+    //! its index) and accepted; a report on an executor that is unknown or
+    //! not running, or on a check that is not one of its group's manual
+    //! checks, is refused naming it, and nothing is relayed.
+
+    use super::common::*;
+    use regent_core::launch::{CheckKind, CheckSpec, LaunchSpec};
+    use regent_core::protocol::{ExecutorState, Message};
+    use regent_core::{ConnId, ExecutorId};
+
+    fn report(executor: &ExecutorId, check: &str) -> Message {
+        Message::ReportHealth {
+            request: 7,
+            executor: executor.clone(),
+            check: check.into(),
+            passing: false,
+            detail: "db down".into(),
+        }
+    }
+
+    fn refusal(sends: &[(ConnId, Message)]) -> String {
+        assert!(
+            !sends.iter().any(|(_, m)| matches!(m, Message::HealthOnWorker { .. })),
+            "nothing relayed: {sends:?}"
+        );
+        match sends {
+            [(ConnId(1), Message::RequestRefused { request: 7, reason, .. })] => reason.clone(),
+            other => panic!("one refusal to the asker: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_report_is_relayed_to_the_executors_worker_and_a_wrong_one_refused_naming_it() {
+        let mut run = Run::with_w1_and_app();
+        let exec = CheckSpec::new(CheckKind::Exec { command: vec!["true".into()] });
+        let ready = CheckSpec { name: "ready".into(), ..super::manual_ready() };
+        let launch = LaunchSpec { checks: vec![exec, ready], ..Default::default() };
+        let spec = group_with("web", 1, launch);
+        let sends = run.send(1, Message::DeclareGroup { request: 1, spec });
+        let (_, id, fw) = launches(&sends).pop().expect("one launch");
+        // Launching: not counted yet.
+        let why = refusal(&run.send(1, report(&id, "ready")));
+        assert!(why.contains("not RUNNING"), "{why}");
+        let _ = run.status(&fw, &id, ExecutorState::Running);
+        let sends = run.send(1, report(&id, "ready"));
+        assert!(sends.contains(&(
+            ConnId(100),
+            Message::HealthOnWorker {
+                epoch: run.m.epoch(),
+                executor: id.clone(),
+                check: 1,
+                passing: false,
+                detail: "db down".into(),
+            }
+        )));
+        assert!(sends
+            .iter()
+            .any(|(c, m)| *c == ConnId(1)
+                && matches!(m, Message::RequestAccepted { request: 7, .. })));
+        let why = refusal(&run.send(1, report(&id, "exec")));
+        assert!(why.contains("\"exec\" is not a manual check"), "{why}");
+        assert!(why.contains("its manual checks: ready"), "{why}");
+        let why = refusal(&run.send(1, report(&id, "nope")));
+        assert!(why.contains("\"nope\" is no check of executor"), "{why}");
+        let why = refusal(&run.send(1, report(&ExecutorId::new("app/x#0#1.1"), "ready")));
+        assert!(why.contains("no executor app/x#0#1.1"), "{why}");
+    }
+}

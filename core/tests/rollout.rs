@@ -9,60 +9,12 @@ mod common;
 
 use common::*;
 use regent_core::master::{self, Master};
-use regent_core::protocol::{ExecutorReport, ExecutorState, GroupSpec, Message, RegisterWorker};
-use regent_core::store::{Record, RecordKey, StoreCommand, StoreEvent};
+use regent_core::protocol::{ExecutorReport, ExecutorState, GroupSpec, Message};
+use regent_core::store::{Record, StoreCommand, StoreEvent};
 use regent_core::{ConnId, Epoch, ExecutorId, FrameworkId, Incarnation, Millis};
 use std::collections::BTreeMap;
 
 const T: Millis = Millis(0);
-
-/// A master and the records it made durable, by key.
-struct Run {
-    m: Master,
-    store: BTreeMap<RecordKey, Record>,
-}
-
-impl Run {
-    /// Feeds `event`, confirming every write (and the writes those lead
-    /// to) at once; the messages sent, in order.
-    fn feed(&mut self, event: master::Event) -> Vec<(ConnId, Message)> {
-        let mut sends = Vec::new();
-        let mut todo = vec![self.m.handle(T, event)];
-        while let Some(out) = todo.pop() {
-            sends.extend(m_sends(&out));
-            for a in out {
-                if let master::Action::Store(StoreCommand::Persist { write, record }) = a {
-                    self.store.insert(record.key(), record);
-                    let more =
-                        self.m.handle(T, master::Event::Store(StoreEvent::Persisted { write }));
-                    todo.push(more);
-                }
-            }
-        }
-        sends
-    }
-
-    fn send(&mut self, conn: u64, msg: Message) -> Vec<(ConnId, Message)> {
-        self.feed(master::Event::Message { conn: ConnId(conn), msg })
-    }
-}
-
-fn registration(executors: Vec<ExecutorReport>) -> Message {
-    Message::RegisterWorker(RegisterWorker {
-        users: Default::default(),
-        resources: Default::default(),
-        host: None,
-        ports: vec![],
-        worker: "w1".into(),
-        incarnation: Incarnation(100),
-        cores: 8,
-        memory_mb: 8192,
-        executors,
-        epoch_seen: Epoch(1),
-        launch_seen: 0,
-        attributes: vec![],
-    })
-}
 
 /// Group `web` of 3 slots running `serve VERSION`, deployed one slot at a
 /// time with no baking (`min_healthy_time` 0: these tests are about the
@@ -90,20 +42,6 @@ fn web_at(version: &str, max_parallel: u32) -> GroupSpec {
             ..Default::default()
         },
         launch: Default::default(),
-    }
-}
-
-fn report(id: &ExecutorId, fw: &FrameworkId, state: ExecutorState) -> ExecutorReport {
-    ExecutorReport {
-        health: None,
-        ran_ms: None,
-        resources: Default::default(),
-        id: id.clone(),
-        framework: fw.clone(),
-        cores: 1,
-        memory_mb: 1,
-        state,
-        ports: vec![],
     }
 }
 
@@ -150,9 +88,9 @@ fn refusal(sends: &[(ConnId, Message)]) -> Option<String> {
 fn running_v1() -> (Run, FrameworkId, Vec<ExecutorId>) {
     let mut m = Master::new(master::Config::new("a".into(), addr("a")));
     let _ = elect(&mut m, T, 1);
-    let mut run = Run { m, store: BTreeMap::new() };
+    let mut run = Run { m, now: T, store: BTreeMap::new() };
     let _ = connect_worker(&mut run.m, T, 100, "w1");
-    let _ = run.send(100, registration(vec![]));
+    let _ = run.send(100, w1_registration(vec![]));
     subscribe(&mut run.m, 1);
     let sends = run.send(1, Message::DeclareGroup { request: 1, spec: web("v1") });
     let launched = launches(&sends);
@@ -254,11 +192,11 @@ fn a_new_leader_goes_on_with_a_rollout_and_stops_only_old_executors() {
     let _ = connect_worker(&mut m2, T, 100, "w1");
     let out = m2.handle(T, master::Event::Elected { floor: Epoch(5), clock: 0 });
     assert_eq!(out, vec![master::Action::Store(StoreCommand::LoadRecords)]);
-    let mut run2 = Run { m: m2, store: BTreeMap::new() };
+    let mut run2 = Run { m: m2, now: T, store: BTreeMap::new() };
     let _ = run2.feed(master::Event::Store(StoreEvent::Loaded { records }));
     let sends = run2.send(
         100,
-        registration(vec![
+        w1_registration(vec![
             report(&new, &fw, ExecutorState::Running),
             report(&old[1], &fw, ExecutorState::Running),
             report(&old[2], &fw, ExecutorState::Running),

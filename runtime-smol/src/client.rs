@@ -413,6 +413,40 @@ pub async fn promote_deployment_with(
     .await
 }
 
+/// One result of a `manual` health check, as a framework reports it
+/// ([`report_health_with`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HealthResult {
+    /// The executor.
+    pub executor: String,
+    /// The name of one of its group's manual checks.
+    pub check: String,
+    /// Whether the check passed.
+    pub passing: bool,
+    /// What the framework says about it.
+    pub detail: String,
+}
+
+/// Reports `result` to the leader (`regent report-health`; docs/jobs.md,
+/// health checks), which relays it to the executor's worker. `Ok` once
+/// relayed; a refusal (no such executor, not running, no manual check of
+/// that name) is `Err` with the leader's reason.
+pub async fn report_health_with(
+    masters: &[Addr],
+    net: Arc<NetConfig>,
+    result: HealthResult,
+    patience: Patience<'_>,
+) -> Result<(), ClientError> {
+    leader_request(masters, &net, patience, move |request| Message::ReportHealth {
+        request,
+        executor: ExecutorId::new(result.executor.as_str()),
+        check: result.check.clone(),
+        passing: result.passing,
+        detail: result.detail.clone(),
+    })
+    .await
+}
+
 /// A group's deployment in words (docs/jobs.md, deployments): `deployment
 /// 4: canary 1/1 healthy, awaiting promotion: regent job promote web
 /// --group g`, `deployment 2 (revert of 1): rolling 2/3 healthy,

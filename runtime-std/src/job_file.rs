@@ -1019,6 +1019,12 @@ memory_mb = 256
         assert_eq!(checks[2].name, "ready");
         assert_eq!(checks[2].interval_ms, 10_000);
         assert!(job.groups[0].launch.checks.is_empty());
+        // A manual check: its framework reports (`ReportHealth`).
+        let manual =
+            parse("job.toml", &checked("type = \"manual\"\nname = \"ready\"\nttl = \"20s\""));
+        let manual = &manual.unwrap().groups[1].launch.checks[0];
+        assert_eq!(manual.kind, CheckKind::Manual { ttl_ms: 20_000 });
+        assert_eq!(manual.name, "ready");
         // A port the group does not ask for, two checks of one name, a
         // type that takes no such key, a type that is none: each names
         // the group and the key.
@@ -1038,8 +1044,8 @@ memory_mb = 256
             e.contains("group \"mappers\": key \"check[0].path\": a tcp check takes no path"),
             "{e}"
         );
-        let e = err(&checked("type = \"manual\"\nttl = \"20s\""));
-        assert!(e.contains("check[0]: manual checks are not supported yet"), "{e}");
+        let e = err(&checked("type = \"manual\"\nttl = \"20ms\""));
+        assert!(e.contains("check[0]: ttl 20 ms is out of range"), "{e}");
         let e = err(&checked("type = \"grpc\""));
         assert!(e.contains("key \"check[0].type\": \"grpc\" is no check type"), "{e}");
         let e = err(&checked("type = \"http\"\nport = \"http\"\ntimeout = \"50ms\""));

@@ -186,10 +186,6 @@ impl CheckSpec {
             CheckKind::Manual { ttl_ms } if !(MIN_CHECK_MS..=MAX_INTERVAL_MS).contains(ttl_ms) => {
                 return Some(CheckProblem::Ttl(*ttl_ms));
             }
-            // The worker counts manual checks, but nothing relays a
-            // framework's reports to it yet: every TTL would lapse and
-            // restart a healthy service. Refused until the relay exists.
-            CheckKind::Manual { .. } => return Some(CheckProblem::ManualNotYet),
             _ => {}
         }
         None
@@ -258,9 +254,6 @@ pub enum CheckProblem {
     /// A manual check's TTL out of range.
     #[error("ttl {0} ms is out of range: {MIN_CHECK_MS} ms to {MAX_INTERVAL_MS} ms (1 hour)")]
     Ttl(u64),
-    /// A manual check, which this version cannot take reports for yet.
-    #[error("manual checks are not supported yet: nothing relays a framework's reports to its worker (use http, tcp or exec)")]
-    ManualNotYet,
 }
 
 /// How a worker's `Failed` reason begins when it stopped an executor whose
@@ -329,7 +322,9 @@ mod tests {
         let many = vec![CheckSpec::new(CheckKind::Tcp { port: "http".into() }); 9];
         assert_eq!(checks_problem(&many, &ports), Some((8, CheckProblem::TooMany(9))));
         let manual = CheckSpec::new(CheckKind::Manual { ttl_ms: DEFAULT_TTL_MS });
-        assert_eq!(manual.problem(&[]), Some(CheckProblem::ManualNotYet));
+        assert_eq!(manual.problem(&[]), None, "reports are relayed (ReportHealth)");
+        let lapse = CheckSpec::new(CheckKind::Manual { ttl_ms: 10 });
+        assert_eq!(lapse.problem(&[]), Some(CheckProblem::Ttl(10)));
     }
 
     #[test]

@@ -143,11 +143,13 @@ impl Master {
                 self.require_framework(p, framework)
             }
             Message::JobsRequest { job: Some(job), .. } => self.require_framework(p, job),
-            Message::LogRequest { executor, .. } => match self.executors.get(executor) {
-                Some(e) => self.require_framework(p, &e.framework),
-                // Refused anyway, naming no framework.
-                None => Ok(()),
-            },
+            Message::LogRequest { executor, .. } | Message::ReportHealth { executor, .. } => {
+                match self.executors.get(executor) {
+                    Some(e) => self.require_framework(p, &e.framework),
+                    // Refused anyway, naming no framework.
+                    None => Ok(()),
+                }
+            }
             _ => Ok(()),
         }
     }
@@ -310,7 +312,8 @@ fn request_of(msg: &Message) -> Option<u64> {
         | Message::JobsRequest { request, .. }
         | Message::RevokeToken { request, .. }
         | Message::RetireKeys { request, .. }
-        | Message::PromoteDeployment { request, .. } => Some(*request),
+        | Message::PromoteDeployment { request, .. }
+        | Message::ReportHealth { request, .. } => Some(*request),
         _ => None,
     }
 }

@@ -49,7 +49,8 @@ pub(super) fn request_of(msg: &Message) -> u64 {
         | Message::StepDown { request }
         | Message::RevokeToken { request, .. }
         | Message::RetireKeys { request, .. }
-        | Message::PromoteDeployment { request, .. } => *request,
+        | Message::PromoteDeployment { request, .. }
+        | Message::ReportHealth { request, .. } => *request,
         _ => 0,
     }
 }

@@ -429,6 +429,9 @@ impl Master {
             Message::PromoteDeployment { request, job, group } => {
                 self.promote_deployment(now, asker, request, job, group, out)
             }
+            Message::ReportHealth { request, executor, check, passing, detail } => {
+                self.report_health(asker, request, executor, &check, passing, detail, out)
+            }
             Message::TenantsRequest { request } => {
                 out.push(asker.reply(self.scoped_reply(asker, self.tenants_reply(request))))
             }

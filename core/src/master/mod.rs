@@ -38,6 +38,7 @@ mod jobs;
 mod kills;
 mod leadership;
 mod logs;
+mod manual_checks;
 mod messages;
 mod operator;
 mod plan;

@@ -337,6 +337,32 @@ pub enum Command {
         #[command(flatten)]
         connect_timeout: ConnectTimeout,
     },
+    /// Report one result of a `manual` health check of a running executor
+    /// (as its framework would; `POST /v1/executors/{id}/health`). The
+    /// leader relays it to the executor's worker, which counts it like a
+    /// run of the check; it holds for the check's TTL (docs/jobs.md,
+    /// health checks).
+    ReportHealth {
+        /// The masters to ask (`host:port,...` or `zk://HOSTS/ROOT`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        masters: Vec<String>,
+        /// The executor (as `regent status` lists it).
+        executor_id: String,
+        /// The name of one of its group's manual checks.
+        #[arg(long, value_name = "NAME")]
+        check: String,
+        /// The check passed.
+        #[arg(long, conflicts_with = "failing", required_unless_present = "failing")]
+        passing: bool,
+        /// The check failed.
+        #[arg(long)]
+        failing: bool,
+        /// What to say about it (shown with the executor's health).
+        #[arg(long, default_value = "")]
+        detail: String,
+        #[command(flatten)]
+        connect_timeout: ConnectTimeout,
+    },
     /// Print the cluster's full bearer token for a master's HTTP server
     /// (`Authorization: Bearer <token>`: the root), derived from the
     /// cluster secret given with `--secret-file`.

@@ -203,6 +203,31 @@ pub async fn run(common: &Common, command: Command) -> Result<ExitCode, String> 
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::ReportHealth {
+            masters,
+            executor_id,
+            check,
+            passing,
+            failing: _,
+            detail,
+            connect_timeout,
+        } => {
+            regent_smol::client::report_health_with(
+                &masters_of(common, &masters).await?,
+                net_config(common)?,
+                regent_smol::client::HealthResult {
+                    executor: executor_id.clone(),
+                    check: check.clone(),
+                    passing,
+                    detail,
+                },
+                patience(connect_timeout),
+            )
+            .await?;
+            let what = if passing { "passing" } else { "failing" };
+            println!("executor {executor_id}: check {check:?} reported {what}");
+            Ok(ExitCode::SUCCESS)
+        }
         Command::StepDown { masters, connect_timeout } => {
             regent_smol::client::step_down_with(
                 &masters_of(common, &masters).await?,

@@ -27,6 +27,7 @@ pub mod audit;
 pub mod auth;
 pub mod errors;
 pub mod events;
+pub mod health;
 pub mod jobs;
 pub mod openapi;
 pub mod operator;
@@ -71,6 +72,8 @@ pub enum Route {
     RemoveWorker(String),
     /// `/v1/executors/{id}/kill`: POST.
     KillExecutor(String),
+    /// `/v1/executors/{id}/health`: POST (a manual check's result).
+    ExecutorHealth(String),
     /// `/v1/leader/step-down`: POST.
     StepDown,
     /// `/v1/openapi.json`: GET.
@@ -101,6 +104,7 @@ impl Route {
             | Route::Scale(..)
             | Route::Worker(..)
             | Route::KillExecutor(_)
+            | Route::ExecutorHealth(_)
             | Route::StepDown
             | Route::RevokeToken
             | Route::Promote(_) => "POST",
@@ -129,6 +133,7 @@ pub fn route(path: &str) -> Option<Route> {
         ["workers", _] => Route::RemoveWorker(id(1)?),
         ["workers", _, action] => Route::Worker(id(1)?, operator::WorkerAction::parse(action)?),
         ["executors", _, "kill"] => Route::KillExecutor(id(1)?),
+        ["executors", _, "health"] => Route::ExecutorHealth(id(1)?),
         ["leader", "step-down"] => Route::StepDown,
         ["openapi.json"] => Route::OpenApi,
         ["audit"] => Route::Audit,
@@ -278,6 +283,7 @@ pub fn needs(route: &Route, read: bool) -> Option<(Capability, &'static str)> {
         Route::Worker(..) => (Capability::Operator, "cordon, uncordon or drain a worker"),
         Route::RemoveWorker(_) => (Capability::Operator, "remove a worker"),
         Route::KillExecutor(_) => (Capability::Operator, "kill any executor"),
+        Route::ExecutorHealth(_) => (Capability::Submit, "report an executor's health"),
         Route::StepDown => (Capability::Operator, "step the leader down"),
         Route::Audit => (Capability::Operator, "read the audit log"),
         Route::Tenants => (Capability::Read, "read tenants"),
@@ -312,6 +318,7 @@ fn handle(
         (Route::Worker(id, action), _) => operator::worker(request, &id, action, queries),
         (Route::RemoveWorker(id), _) => operator::remove_worker(&id, queries),
         (Route::KillExecutor(id), _) => operator::kill_executor(request, &id, queries),
+        (Route::ExecutorHealth(id), _) => health::report(request, &id, queries),
         (Route::StepDown, _) => operator::step_down(queries),
         (Route::OpenApi, _) => Ok(openapi::response()),
         (Route::Audit, _) => audit::read(url),

@@ -5,7 +5,7 @@
 //! from the same definitions. The api_v1 test checks real answers against
 //! it.
 
-use super::{audit, events, jobs, operator, tenants, tokens};
+use super::{audit, events, health, jobs, operator, tenants, tokens};
 use crate::http::{header, Response};
 use std::sync::OnceLock;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -29,6 +29,7 @@ use utoipa::{Modify, OpenApi};
         jobs::delete,
         jobs::scale,
         jobs::promote,
+        health::report,
         events::serve,
         operator::worker,
         operator::remove_worker,
