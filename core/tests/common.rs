@@ -61,6 +61,19 @@ pub fn w_registrations(actions: &[worker::Action]) -> Vec<Addr> {
         .collect()
 }
 
+/// The executors a worker's `actions` kill, in order.
+pub fn w_kills(actions: &[worker::Action]) -> Vec<regent_core::ExecutorId> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            worker::Action::Executor(worker::ExecutorCommand::Kill { executor }) => {
+                Some(executor.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 pub fn w_exit(actions: &[worker::Action]) -> Option<String> {
     actions.iter().find_map(|a| match a {
         worker::Action::Exit { reason } => Some(reason.clone()),

@@ -428,23 +428,14 @@ fn a_relayed_manual_report_counts_like_a_run_and_two_failures_stop_the_executor(
     assert_eq!(report.health.as_ref().map(|h| h.status), Some(HealthStatus::Passing));
     // A master the worker does not follow is not heard.
     let out = from(&mut w, Millis(2_000), "b", health_on_worker(false, "db down"));
-    assert!(kills_in(&out).is_empty());
+    assert!(w_kills(&out).is_empty());
     let out = from(&mut w, Millis(2_000), "a", health_on_worker(false, "db down"));
-    assert!(kills_in(&out).is_empty(), "one failure of two");
+    assert!(w_kills(&out).is_empty(), "one failure of two");
     let out = from(&mut w, Millis(3_000), "a", health_on_worker(false, "db still down"));
-    assert_eq!(kills_in(&out), vec![ExecutorId::new(WEB)]);
+    assert_eq!(w_kills(&out), vec![ExecutorId::new(WEB)]);
     killed(&mut w, 3_100, &mut seen);
     let reason = "unhealthy: check \"ready\" failed 2 times (last: db still down)";
     assert_eq!(end_of(&w), Some(ExecutorState::Failed { reason: reason.into() }));
-}
-
-fn kills_in(out: &[worker::Action]) -> Vec<ExecutorId> {
-    out.iter()
-        .filter_map(|a| match a {
-            worker::Action::Executor(ExecutorCommand::Kill { executor }) => Some(executor.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 mod relay {

@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use regent_core::launch::{Disconnect, LaunchSpec};
 use regent_core::protocol::{ExecutorSpec, ExecutorState, LeaderHint, Message};
-use regent_core::worker::{self, ExecutorCommand, Worker};
+use regent_core::worker::{self, Worker};
 use regent_core::{Epoch, ExecutorId, FrameworkId, MasterId, Millis};
 
 fn launch(id: &str, slot_group: &str, disconnect: Option<Disconnect>) -> Message {
@@ -26,15 +26,6 @@ fn launch(id: &str, slot_group: &str, disconnect: Option<Disconnect>) -> Message
         },
         launch: 1,
     }
-}
-
-fn kills(out: &[worker::Action]) -> Vec<ExecutorId> {
-    out.iter()
-        .filter_map(|a| match a {
-            worker::Action::Executor(ExecutorCommand::Kill { executor }) => Some(executor.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 /// A worker registered with `a` at epoch 2 (also connected to `b`),
@@ -73,7 +64,7 @@ fn run(w: &mut Worker, from: u64, to: u64) -> Vec<(u64, ExecutorId)> {
     (from..=to)
         .step_by(500)
         .flat_map(|t| {
-            kills(&w.handle(Millis(t), worker::Event::Tick)).into_iter().map(move |k| (t, k))
+            w_kills(&w.handle(Millis(t), worker::Event::Tick)).into_iter().map(move |k| (t, k))
         })
         .collect()
 }
@@ -84,14 +75,14 @@ fn run_acked(w: &mut Worker, m: &str, from_t: u64, to: u64) -> Vec<(u64, Executo
     let mut killed = Vec::new();
     for t in (from_t..=to).step_by(500) {
         let out = w.handle(Millis(t), worker::Event::Tick);
-        killed.extend(kills(&out).into_iter().map(|k| (t, k)));
+        killed.extend(w_kills(&out).into_iter().map(|k| (t, k)));
         let beats = out
             .iter()
             .filter(|a| matches!(a, worker::Action::Send { msg: Message::WorkerHeartbeat { .. }, to } if to.as_str() == m))
             .count();
         for _ in 0..beats {
             let ack = Message::HeartbeatAck { epoch: Epoch(2) };
-            killed.extend(kills(&from(w, Millis(t), m, ack)).into_iter().map(|k| (t, k)));
+            killed.extend(w_kills(&from(w, Millis(t), m, ack)).into_iter().map(|k| (t, k)));
         }
     }
     killed
