@@ -603,6 +603,28 @@ pub fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
     Some((code, body.to_owned()))
 }
 
+/// `POST path` with a JSON `body` over a plain TcpStream: the status code
+/// and body (with the full bearer token as [`http_get`]).
+pub fn http_post(addr: &str, path: &str, body: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr.parse().ok()?, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(15))).ok()?;
+    s.set_write_timeout(Some(Duration::from_secs(2))).ok()?;
+    let auth = auth_line(addr);
+    let len = body.len();
+    write!(
+        s,
+        "POST {path} HTTP/1.0\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\n\
+         Content-Length: {len}\r\nConnection: close\r\n\r\n{body}"
+    )
+    .ok()?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).ok()?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let code = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, body.to_owned()))
+}
+
 /// A master's `/api/state` (`None` when it does not answer 200 with JSON).
 pub fn api_state(http_addr: &str) -> Option<Value> {
     match http_get(http_addr, "/api/state")? {
