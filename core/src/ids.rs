@@ -76,6 +76,14 @@ string_id!(
     Addr
 );
 
+/// A worker id reads as its string (the placement index keeps ids as
+/// shared strings and looks their entries up by them).
+impl std::borrow::Borrow<str> for WorkerId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
 impl ExecutorId {
     /// When the master launched it, from the id it gives it
     /// (`<framework>/<group>#<slot>#<epoch>.<launch>`): `(epoch, launch)`,

@@ -312,12 +312,18 @@ impl Constraint {
     /// Whether a worker with `attributes` meets this constraint.
     pub fn allows(&self, attributes: &[(String, String)]) -> bool {
         let value = attributes.iter().find(|(k, _)| *k == self.attribute).map(|(_, v)| v);
+        self.allows_value(value.map(String::as_str))
+    }
+
+    /// Whether a worker whose value of this constraint's attribute is
+    /// `value` (`None`: it lacks the attribute) meets this constraint.
+    pub fn allows_value(&self, value: Option<&str>) -> bool {
         match &self.op {
-            ConstraintOp::Equals(want) => value == Some(want),
-            ConstraintOp::NotEquals(not) => value != Some(not),
+            ConstraintOp::Equals(want) => value == Some(want.as_str()),
+            ConstraintOp::NotEquals(not) => value != Some(not.as_str()),
             ConstraintOp::Present => value.is_some(),
-            ConstraintOp::In(vs) => value.is_some_and(|v| vs.contains(v)),
-            ConstraintOp::NotIn(vs) => value.is_none_or(|v| !vs.contains(v)),
+            ConstraintOp::In(vs) => value.is_some_and(|v| vs.iter().any(|x| x == v)),
+            ConstraintOp::NotIn(vs) => value.is_none_or(|v| !vs.iter().any(|x| x == v)),
         }
     }
 

@@ -17,7 +17,9 @@
 //! (`REGENT_SCALE_ONLY=constraints`: groups constrained to a quarter and to
 //! 2 % of the workers, one spread over racks, a `job plan`), and placement
 //! with weighted DRF on (`REGENT_SCALE_ONLY=drf`: 1,000 frameworks in 10
-//! tenants of weights 1 to 3; docs/tenants.md), and preemption checks
+//! tenants of weights 1 to 3; docs/tenants.md), single-slot refills of a
+//! spread and of constrained groups (`REGENT_SCALE_ONLY=refill`:
+//! docs/design.md#issue-46), and preemption checks
 //! (`REGENT_SCALE_ONLY=preemption`, only when asked for: 10,000 running
 //! executors of two tenants, a slot waiting). Every `Persist` and `Unpersist` is
 //! made durable at once (fed back as `Persisted` right after the step that
@@ -999,6 +1001,121 @@ fn constraints(n: u64) {
     black_box(d);
 }
 
+/// Single-slot refills at `n` workers (docs/design.md#issue-46, item 4):
+/// the workers of the constraints phase (`disk=ssd` on a quarter, 100
+/// racks); per group, its executors placed, then `REFILLS` times one of
+/// them ends (its worker reports it KILLED: refilled without charging the
+/// retry budget) and its slot is placed again alone. Timed per refill: the
+/// step that places it (the framework record's write made durable, then
+/// the placement), and the whole refill from the report to the launch.
+fn refill(n: u64) {
+    use regent_core::policy::{Constraint, GroupPolicy};
+    const REFILLS: usize = 200;
+    let mut d = Driver::new(config(regent_core::policy::Placement::Spread));
+    d.elect_empty();
+    let mut t = Tally::default();
+    for i in 0..n {
+        register_with(&mut d, i, vec![], attributes(i), &mut t);
+    }
+    assert_eq!(t.registered as u64, n);
+    let constrained = |slots: u32, c: &str| GroupSpec {
+        policy: GroupPolicy {
+            constraints: vec![Constraint::parse(c).unwrap()],
+            ..Default::default()
+        },
+        ..spec("g", slots)
+    };
+    let spread = GroupSpec {
+        policy: GroupPolicy { spread: Some("rack".into()), ..Default::default() },
+        ..spec("g", 1_000)
+    };
+    let cases = [
+        ("spread over rack, 100 values, 1,000 slots", spread),
+        ("disk=ssd (a quarter), 2,000 slots", constrained(BIG_GROUP, "disk=ssd")),
+        ("rack in [r1, r2] (2 %), 2,000 slots", constrained(BIG_GROUP, "rack in [r1, r2]")),
+    ];
+    for (j, (label, group)) in cases.into_iter().enumerate() {
+        let j = j as u64;
+        let slots = group.slots as usize;
+        subscribe(&mut d, j, &mut t);
+        // Every executor of the group, by launch: (worker conn, executor).
+        let mut running: Vec<(ConnId, ExecutorId)> = Vec::new();
+        let msg = Message::DeclareGroup { request: 1, spec: group };
+        let mut launches = step_all(&mut d, framework_conn(j), msg).1;
+        running.append(&mut launches);
+        assert_eq!(running.len(), slots, "{label}: every executor placed");
+        let mut placing = Vec::with_capacity(REFILLS);
+        let mut whole = Vec::with_capacity(REFILLS);
+        for k in 0..REFILLS {
+            // A different executor each time, spread over the group.
+            let pick = (k * 7_919) % running.len();
+            let (conn, id) = running[pick].clone();
+            let report = ExecutorReport {
+                health: None,
+                ran_ms: None,
+                resources: Default::default(),
+                ports: Default::default(),
+                id,
+                framework: framework_id(j),
+                cores: 1,
+                memory_mb: 1024,
+                state: ExecutorState::Killed,
+            };
+            let i = conn.0;
+            let msg = Message::ExecutorStatus { incarnation: Incarnation(1_000_000 + i), report };
+            let watch = Instant::now();
+            let (place_step, mut launched) = step_all(&mut d, conn, msg);
+            whole.push(watch.elapsed().as_secs_f64());
+            placing.push(place_step);
+            assert_eq!(launched.len(), 1, "{label}: the slot is refilled at once");
+            running[pick] = launched.pop().expect("one");
+        }
+        let us = |v: &[f64], f: fn(Vec<f64>) -> f64| f(v.to_vec()) * 1e6;
+        let min = |v: Vec<f64>| v.into_iter().fold(f64::INFINITY, f64::min);
+        println!(
+            "refill at {n} workers ({label}): the placing step median {:.1} us (min {:.1} us), \
+             report to launch median {:.1} us (min {:.1} us), over {REFILLS} refills",
+            us(&placing, median),
+            us(&placing, min),
+            us(&whole, median),
+            us(&whole, min),
+        );
+    }
+    black_box(d);
+}
+
+/// Handles `msg` on `conn` and every step it leads to (each write made
+/// durable at once, in order), as [`Driver::feed`] does; returns how long
+/// the step that launched took, and what was launched: (worker
+/// connection, executor).
+fn step_all(d: &mut Driver, conn: ConnId, msg: Message) -> (f64, Vec<(ConnId, ExecutorId)>) {
+    let mut queue = VecDeque::from([master::Event::Message { conn, msg }]);
+    let mut launched = Vec::new();
+    let mut placing = 0.0;
+    while let Some(ev) = queue.pop_front() {
+        let watch = Instant::now();
+        let out = d.m.handle(d.now, ev);
+        let took = watch.elapsed().as_secs_f64();
+        let before = launched.len();
+        for a in out {
+            match a {
+                master::Action::Store(StoreCommand::Persist { write, .. })
+                | master::Action::Store(StoreCommand::Unpersist { write, .. }) => {
+                    queue.push_back(master::Event::Store(StoreEvent::Persisted { write }));
+                }
+                master::Action::Send { conn, msg: Message::LaunchExecutor { executor, .. } } => {
+                    launched.push((conn, executor))
+                }
+                _ => {}
+            }
+        }
+        if launched.len() > before {
+            placing += took;
+        }
+    }
+    (placing, launched)
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--test" || a == "--list") {
         return; // `cargo test --all-targets` builds benches; nothing to run there
@@ -1055,5 +1172,8 @@ fn main() {
     }
     if run("constraints") {
         constraints(n);
+    }
+    if run("refill") {
+        refill(n);
     }
 }

@@ -27,6 +27,7 @@
 
 mod authorize;
 mod authorize_query;
+mod by_attribute;
 mod deployment;
 mod executors;
 mod fairness;

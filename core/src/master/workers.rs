@@ -20,6 +20,7 @@
 //! core/tests/usage.rs, core/tests/worker_upgrade.rs,
 //! core/tests/operator_commands.rs (maintenance).
 
+use super::by_attribute::ByAttribute;
 use super::silence::Silence;
 use super::{Action, Master, Placement};
 use crate::ids::{Addr, ConnId, Epoch, Incarnation, WorkerId};
@@ -105,6 +106,10 @@ pub struct WorkerEntry {
     slot: u32,
     /// The key it has among the placement candidates, if it is one.
     placed_as: Option<(u32, u64)>,
+    /// What it has free (cores, memory) in the candidates by attribute
+    /// value ([`ByAttribute`]), if it is a candidate, and its id as they
+    /// share it.
+    indexed: Option<((u32, u64), super::by_attribute::Name)>,
 }
 
 /// The named resources a worker offers, and how many addresses of each
@@ -200,6 +205,7 @@ impl WorkerEntry {
             usage: None,
             slot: u32::MAX,
             placed_as: None,
+            indexed: None,
         }
     }
 }
@@ -242,6 +248,10 @@ pub(super) struct Registry {
     /// The placement candidates: ALIVE, connected, with room for one more
     /// live executor (`MAX_EXECUTORS_PER_WORKER`), in the policy's order.
     pub(super) placeable: BTreeSet<PlaceKey>,
+    /// The same candidates by what they have free and by attribute value
+    /// (a single slot of a spread, constrained or differently placed
+    /// group: docs/design.md#issue-46).
+    pub(super) by_attribute: ByAttribute,
     /// Bytes of listing the entries' record names take in each store
     /// shard ([`listing_cost`]; empty until the first entry).
     shard_listing: Vec<usize>,
@@ -328,6 +338,7 @@ impl Registry {
         self.shard_listing[usize::from(shard)] += cost;
         e.slot = self.silence.alloc(e.id.clone());
         e.placed_as = None;
+        e.indexed = None;
         self.counts[e.state as usize] += 1;
         self.recovered += usize::from(e.recovered);
         if e.state == WorkerState::Alive {
@@ -359,6 +370,9 @@ impl Registry {
         }
         if let Some((c, m)) = e.placed_as {
             self.placeable.remove(&(c, m, e.id.clone()));
+        }
+        if let Some((free, name)) = &e.indexed {
+            self.by_attribute.remove(name, *free, &e.attributes);
         }
         Some(e)
     }
@@ -575,21 +589,49 @@ impl Registry {
     /// it has.
     pub(super) fn reindex(&mut self, id: &WorkerId, live: usize, policy: Placement) {
         let Some(e) = self.entries.get_mut(id) else { return };
-        let want = (e.state == WorkerState::Alive
+        let candidate = e.state == WorkerState::Alive
             && e.conn.is_some()
             && e.maintenance.is_none()
-            && live < MAX_EXECUTORS_PER_WORKER)
-            .then(|| place_key(e, policy));
-        if want == e.placed_as {
-            return;
+            && live < MAX_EXECUTORS_PER_WORKER;
+        let want = candidate.then(|| place_key(e, policy));
+        if want != e.placed_as {
+            if let Some((c, m)) = e.placed_as.take() {
+                self.placeable.remove(&(c, m, id.clone()));
+            }
+            if let Some((c, m)) = want {
+                self.placeable.insert((c, m, id.clone()));
+            }
+            e.placed_as = want;
         }
-        if let Some((c, m)) = e.placed_as.take() {
-            self.placeable.remove(&(c, m, id.clone()));
+        let free = candidate.then(|| free_of(e));
+        match (&mut e.indexed, free) {
+            (Some((had, _)), Some(now)) if *had == now => {}
+            (Some((had, name)), Some(now)) => {
+                self.by_attribute.rekey(name, *had, now, &e.attributes);
+                *had = now;
+            }
+            (Some(_), None) => {
+                let (had, name) = e.indexed.take().expect("matched");
+                self.by_attribute.remove(&name, had, &e.attributes);
+            }
+            (None, Some(now)) => {
+                let name: super::by_attribute::Name = std::sync::Arc::from(id.as_str());
+                self.by_attribute.insert(&name, now, &e.attributes);
+                e.indexed = Some((now, name));
+            }
+            (None, None) => {}
         }
-        if let Some((c, m)) = want {
-            self.placeable.insert((c, m, id.clone()));
+    }
+
+    /// Gives `id` the attributes it announced now (a repeated
+    /// registration): it leaves the candidates by attribute value first
+    /// ([`Registry::reindex`] puts it back under its new ones).
+    pub(super) fn set_attributes(&mut self, id: &WorkerId, attributes: Vec<(String, String)>) {
+        let Some(e) = self.entries.get_mut(id) else { return };
+        if let Some((had, name)) = e.indexed.take() {
+            self.by_attribute.remove(&name, had, &e.attributes);
         }
-        e.placed_as = want;
+        e.attributes = attributes;
     }
 
     /// Checks every index against the entries (debug builds, small
@@ -652,6 +694,25 @@ impl Registry {
             })
             .collect();
         assert_eq!(self.placeable, want, "placement candidates");
+        let mut by_attribute = ByAttribute::default();
+        for e in self.entries.values() {
+            let candidate = e.state == WorkerState::Alive
+                && e.conn.is_some()
+                && e.maintenance.is_none()
+                && live(&e.id) < MAX_EXECUTORS_PER_WORKER;
+            if candidate {
+                let name: super::by_attribute::Name = std::sync::Arc::from(e.id.as_str());
+                by_attribute.insert(&name, free_of(e), &e.attributes);
+            }
+            let indexed = e.indexed.as_ref().map(|(free, name)| (*free, name.as_ref()));
+            assert_eq!(
+                indexed,
+                candidate.then(|| (free_of(e), e.id.as_str())),
+                "worker {}: its key among the candidates by attribute value",
+                e.id
+            );
+        }
+        assert_eq!(self.by_attribute, by_attribute, "the candidates by attribute value");
     }
 
     /// `worker` is registered as `incarnation` and talks on `conn`.
@@ -679,6 +740,11 @@ impl Registry {
             _ => false,
         }
     }
+}
+
+/// What `e` has free: (cores, memory in MiB).
+fn free_of(e: &WorkerEntry) -> (u32, u64) {
+    (e.cores.saturating_sub(e.cores_used), e.memory_mb.saturating_sub(e.memory_used_mb))
 }
 
 /// `e`'s key among the placement candidates under `policy`.
@@ -842,12 +908,12 @@ impl Master {
             Some(true) => {
                 let entry = self.workers.entries.get_mut(&id).expect("checked");
                 let old_conn = entry.conn.replace(conn);
-                // A recovered entry learns them here.
-                entry.attributes = reg.attributes.clone();
                 entry.ports = crate::ports::count(&reg.ports);
                 entry.host = reg.host.clone();
                 entry.users = reg.users.clone().into_boxed_slice();
                 let state = entry.state;
+                // A recovered entry learns them here.
+                self.workers.set_attributes(&id, reg.attributes.clone());
                 self.workers.offer_resources(&id, &reg.resources);
                 self.workers.seen(&id, now);
                 if let Some(old) = old_conn.filter(|c| *c != conn) {

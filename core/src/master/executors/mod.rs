@@ -203,10 +203,9 @@ impl Master {
             w.memory_used_mb = w.memory_used_mb.saturating_sub(need.memory_mb);
             w.ports_used = w.ports_used.saturating_sub(need.ports);
             w.release_resources(&need.resources);
-            // Only `pack` orders candidates by what they hold.
-            if self.config.placement == Placement::Pack {
-                self.reindex_worker(worker);
-            }
+            // The candidates by attribute value are ordered by what they
+            // have free (and `pack`'s index too).
+            self.reindex_worker(worker);
         }
     }
 
@@ -218,9 +217,7 @@ impl Master {
             w.memory_used_mb = w.memory_used_mb.saturating_add(need.memory_mb);
             w.ports_used = w.ports_used.saturating_add(need.ports);
             w.hold_resources(&need.resources);
-            if self.config.placement == Placement::Pack {
-                self.reindex_worker(worker);
-            }
+            self.reindex_worker(worker);
         }
     }
 
@@ -691,10 +688,75 @@ impl Master {
 
     /// A worker for a group placed the master's way: the candidates index
     /// walked in the master's order from its cursor, skipping the workers
-    /// that do not fit or do not meet `constraints` (a constrained group
-    /// costs the candidates skipped before a match).
+    /// that do not fit or do not meet `constraints`. A group with a
+    /// positive constraint (`=`, `in`, a bare name) walks only the
+    /// candidates with the values it allows ([`super::by_attribute`]:
+    /// a logarithmic step per value); one with only negative ones costs
+    /// the candidates skipped before a match.
     fn choose_worker(
         &mut self,
+        need: &Need,
+        constraints: &[crate::policy::Constraint],
+    ) -> Option<WorkerId> {
+        if !constraints.is_empty() {
+            if let Some(chosen) = self.choose_constrained(need, constraints) {
+                #[cfg(debug_assertions)]
+                if self.workers.entries.len() <= 512 {
+                    assert_eq!(
+                        chosen,
+                        self.choose_worker_by_walk(need, constraints),
+                        "the candidates by attribute value choose as the walk"
+                    );
+                }
+                if let (Some(worker), Placement::Spread) = (&chosen, self.config.placement) {
+                    self.spread_after = Some((0, 0, worker.clone()));
+                }
+                return chosen;
+            }
+        }
+        let chosen = self.choose_worker_by_walk(need, constraints);
+        if let (Some(worker), Placement::Spread) = (&chosen, self.config.placement) {
+            self.spread_after = Some((0, 0, worker.clone()));
+        }
+        chosen
+    }
+
+    /// [`Master::choose_worker`] for a constrained group through the
+    /// candidates by attribute value; `None` when that index does not
+    /// narrow the walk (no positive constraint under the master's
+    /// `spread`).
+    fn choose_constrained(
+        &self,
+        need: &Need,
+        constraints: &[crate::policy::Constraint],
+    ) -> Option<Option<WorkerId>> {
+        let ok = |name: &str| {
+            self.workers.entries.get(name).is_some_and(|w| {
+                fits_on(w, need) && constraints.iter().all(|c| c.allows(&w.attributes))
+            })
+        };
+        let index = &self.workers.by_attribute;
+        let chosen = match self.config.placement {
+            Placement::Spread => {
+                let after = self.spread_after.as_ref().map(|(_, _, id)| id.as_str());
+                index.next_after(constraints, after, ok)?
+            }
+            Placement::Pack => index.best(
+                Placement::Pack,
+                None,
+                constraints,
+                (need.cores, need.memory_mb),
+                |_| 0,
+                |name, _| ok(name),
+            ),
+        };
+        Some(chosen.map(|name| WorkerId(name.to_string())))
+    }
+
+    /// [`Master::choose_worker`] by a walk of every candidate in the
+    /// master's order from its cursor (the cursor is not moved).
+    fn choose_worker_by_walk(
+        &self,
         need: &Need,
         constraints: &[crate::policy::Constraint],
     ) -> Option<WorkerId> {
@@ -721,25 +783,22 @@ impl Master {
                 .range((cores, memory_mb, WorkerId(String::new()))..)
                 .find(|(_, _, id)| fits(id)),
         };
-        let worker = chosen.map(|(_, _, id)| id.clone())?;
-        if self.config.placement == Placement::Spread {
-            self.spread_after = Some((0, 0, worker.clone()));
-        }
-        Some(worker)
+        chosen.map(|(_, _, id)| id.clone())
     }
 
     /// A worker for a group whose policy departs from the master's
     /// (a placement of its own, or `spread` over an attribute), or that has
     /// constraints. Constrained groups placed the master's way walk the
-    /// index ([`Master::choose_worker`]); the rest scan every candidate
-    /// (the cost is the number of candidates, plus the group's executors
-    /// for `spread`): among the fitting workers that meet every constraint
-    /// and whose `spread` value has the fewest live executors of the
-    /// group, `pack` takes the fullest (fewest free cores, then memory,
-    /// then id), `spread` the emptiest (most free cores, then memory, then
-    /// lowest id). Used for one open slot; several open slots of such a
-    /// group are placed in one batch by the same rule
-    /// ([`Master::assign_open_slots`]).
+    /// index ([`Master::choose_worker`]); for the rest, among the fitting
+    /// workers that meet every constraint and whose `spread` value has the
+    /// fewest live executors of the group, `pack` takes the fullest
+    /// (fewest free cores, then memory, then id), `spread` the emptiest
+    /// (most free cores, then memory, then lowest id), found through the
+    /// candidates by attribute value ([`super::by_attribute`]: a
+    /// logarithmic step per value looked at, plus the group's executors
+    /// counted per value; docs/design.md#issue-46). Used for one open
+    /// slot; several open slots of such a group are placed in one batch by
+    /// the same rule ([`Master::assign_open_slots`]).
     fn choose_for_policy(
         &mut self,
         fid: &FrameworkId,
@@ -751,8 +810,48 @@ impl Master {
         if policy.spread.is_none() && placement == self.config.placement {
             return self.choose_worker(need, &policy.constraints);
         }
+        let per_value = self.live_per_value(fid, gi, policy);
+        let ok = |name: &str, lacking: Option<&str>| {
+            self.workers.entries.get(name).is_some_and(|w| {
+                fits_on(w, need)
+                    && policy.constraints.iter().all(|c| c.allows(&w.attributes))
+                    && lacking.is_none_or(|a| w.attributes.iter().all(|(k, _)| k != a))
+            })
+        };
+        let count = |v: &str| per_value.get(v).copied().unwrap_or(0);
+        let chosen = self
+            .workers
+            .by_attribute
+            .best(
+                placement,
+                policy.spread.as_deref(),
+                &policy.constraints,
+                (need.cores, need.memory_mb),
+                count,
+                ok,
+            )
+            .map(|name| WorkerId(name.to_string()));
+        #[cfg(debug_assertions)]
+        if self.workers.entries.len() <= 512 {
+            assert_eq!(
+                chosen,
+                self.choose_for_policy_by_scan(need, policy, &per_value),
+                "the candidates by attribute value choose as the scan"
+            );
+        }
+        chosen
+    }
+
+    /// How many live executors group `gi` of `fid` has per value of its
+    /// `spread` attribute (none without one).
+    fn live_per_value(
+        &self,
+        fid: &FrameworkId,
+        gi: usize,
+        policy: &crate::policy::GroupPolicy,
+    ) -> rustc_hash::FxHashMap<&str, u32> {
         let group = &self.frameworks[fid].groups[gi].record.spec.group;
-        let mut per_value: rustc_hash::FxHashMap<&str, usize> = Default::default();
+        let mut per_value: rustc_hash::FxHashMap<&str, u32> = Default::default();
         if let Some(attr) = &policy.spread {
             for e in self.executors.of_framework(fid) {
                 if &e.group != group || e.state.is_terminal() {
@@ -763,7 +862,20 @@ impl Master {
                     1;
             }
         }
-        let mut best: Option<((usize, u32, u64), &WorkerId)> = None;
+        per_value
+    }
+
+    /// [`Master::choose_for_policy`] by a scan of every candidate (debug
+    /// builds check the index's choice against it).
+    #[cfg(debug_assertions)]
+    fn choose_for_policy_by_scan(
+        &self,
+        need: &Need,
+        policy: &crate::policy::GroupPolicy,
+        per_value: &rustc_hash::FxHashMap<&str, u32>,
+    ) -> Option<WorkerId> {
+        let placement = policy.placement.unwrap_or(self.config.placement);
+        let mut best: Option<((u32, u32, u64), &WorkerId)> = None;
         for (_, _, id) in &self.workers.placeable {
             let Some(w) = self.workers.entries.get(id) else { continue };
             if !fits_on(w, need) || !policy.constraints.iter().all(|c| c.allows(&w.attributes)) {
