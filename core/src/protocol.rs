@@ -94,7 +94,10 @@ pub mod tenants;
 ///
 /// Version 18 (docs/design.md#issue-45, deployments): a group's
 /// [`GroupPolicy::update`]; `Message::PromoteDeployment`.
-pub const PROTOCOL_VERSION: u16 = 18;
+///
+/// Version 19 (docs/design.md#issue-44, "preempted by" across a failover):
+/// [`FinishedSlot::preempted_by`] and `SlotStatus::preempted_by`.
+pub const PROTOCOL_VERSION: u16 = 19;
 
 /// What kind of node is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -1709,6 +1712,11 @@ pub struct FinishedSlot {
     /// framework ended (a leader that took over knows those its workers
     /// reported, not the failed attempts of earlier leaderships).
     pub attempts: u32,
+    /// `<framework>/<group>` a preemption stopped the slot's last executor
+    /// for, when that was the slot's last end (the executor shown, still
+    /// dying, or the slot waiting for its refill): read from the group
+    /// record, so it survives a failover (docs/design.md#issue-44).
+    pub preempted_by: Option<String>,
 }
 
 impl FinishedSlot {
