@@ -95,9 +95,12 @@ pub mod tenants;
 /// Version 18 (docs/design.md#issue-45, deployments): a group's
 /// [`GroupPolicy::update`]; `Message::PromoteDeployment`.
 ///
-/// Version 19 (docs/design.md#issue-45, manual checks): a framework's
-/// health report, `Message::ReportHealth`, relayed to the executor's worker
-/// as `Message::HealthOnWorker`.
+/// Version 19 (this round, one bump for every change of it):
+/// docs/design.md#issue-45, manual checks: a framework's health report,
+/// `Message::ReportHealth`, relayed to the executor's worker as
+/// `Message::HealthOnWorker`; docs/design.md#issue-44, "preempted by"
+/// across a failover: [`FinishedSlot::preempted_by`] and
+/// `SlotStatus::preempted_by`.
 pub const PROTOCOL_VERSION: u16 = 19;
 
 /// What kind of node is speaking.
@@ -1756,6 +1759,11 @@ pub struct FinishedSlot {
     /// framework ended (a leader that took over knows those its workers
     /// reported, not the failed attempts of earlier leaderships).
     pub attempts: u32,
+    /// `<framework>/<group>` a preemption stopped the slot's last executor
+    /// for, when that was the slot's last end (the executor shown, still
+    /// dying, or the slot waiting for its refill): read from the group
+    /// record, so it survives a failover (docs/design.md#issue-44).
+    pub preempted_by: Option<String>,
 }
 
 impl FinishedSlot {

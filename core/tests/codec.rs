@@ -254,6 +254,7 @@ fn job_status_arb(g: &mut Gen) -> api::JobStatus {
                 slots: (0..usize::arbitrary(g) % 3)
                     .map(|_| api::SlotStatus {
                         health: None,
+                        preempted_by: opt_s(g),
                         slot: u32::arbitrary(g),
                         phase: *g.choose(&SLOT_PHASES).expect("phases"),
                         executor: if bool::arbitrary(g) { Some(ExecutorId(s(g))) } else { None },
@@ -1064,6 +1065,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                         executor: Some(ExecutorId::new("f0/g#0#1.1")),
                         state: Some(ExecutorState::Exited { code: 0 }),
                         attempts: 1,
+                        preempted_by: Some("batch/g".into()),
                     }],
                     slots_omitted: 0,
                 }],
@@ -1362,6 +1364,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                         slots: vec![
                             api::SlotStatus {
                                 health: None,
+                                preempted_by: None,
                                 slot: 0,
                                 phase: api::SlotPhase::Running,
                                 executor: Some(ExecutorId::new("web/g#0#42.1")),
@@ -1371,6 +1374,7 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                             },
                             api::SlotStatus {
                                 health: None,
+                                preempted_by: Some("batch/g".into()),
                                 slot: 1,
                                 phase: api::SlotPhase::Waiting,
                                 executor: None,
@@ -1489,6 +1493,7 @@ fn cluster_state(g: &mut Gen) -> ClusterState {
                         executor: if bool::arbitrary(g) { Some(ExecutorId(s(g))) } else { None },
                         state: if bool::arbitrary(g) { Some(exec_state(g)) } else { None },
                         attempts: u32::arbitrary(g),
+                        preempted_by: if bool::arbitrary(g) { Some(s(g)) } else { None },
                     })
                     .collect(),
                 slots_omitted: u32::arbitrary(g),

@@ -479,6 +479,7 @@ fn a_stored_retry_count_at_u32_max_never_overflows() {
         failover_timeout_ms: 60_000,
         groups: vec![GroupRecord {
             replacing: Default::default(),
+            preempted: Default::default(),
             counted: Default::default(),
             deployment: None,
             eras: Vec::new(),

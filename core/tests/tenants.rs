@@ -937,3 +937,152 @@ fn a_used_up_preemption_budget_refills_a_minute_after_its_oldest_victim() {
         "the 61st waits until the first leaves the minute, and no longer: {stopped_at:?}"
     );
 }
+
+/// "Preempted by" outlives a failover (docs/tenants.md,
+/// docs/design.md#issue-44): the preemption's write names the preemptor
+/// with the victim, so a new leader that takes over while the victim still
+/// runs kills it (never adopts it), says in job status and in the group's
+/// last end that its slot was emptied by a preemption and by whom, counts
+/// it among the victims the preempting group waits for, and, when the
+/// victim's framework ends with that slot still waiting, the history says
+/// so too.
+#[test]
+fn a_new_leader_still_names_the_preemptor_and_kills_the_victim() {
+    use regent_core::api::{SlotPhase, WaitReason};
+    use regent_core::protocol::{ExecutorReport, ExecutorState};
+    let mut store = Store::default();
+    let mut m = leader(&mut store, "a");
+    let _ = set_tenant(&mut store, &mut m, Tenant::new("a"));
+    let _ = set_tenant(&mut store, &mut m, Tenant::new("b"));
+    let _ = submit(&mut store, &mut m, "a-job", Some("a"), (8, 1, 64));
+    let mut pending = register(&mut store, &mut m, 100, "w1", (4, 4096));
+    let w = ConnId(100);
+    let mut live = BTreeMap::new();
+    let _ = obey(&mut store, &mut m, w, 1_000, &mut pending, &mut live);
+    assert_eq!(live.len(), 4, "a fills the worker");
+    let _ = submit(&mut store, &mut m, "b-job", Some("b"), (8, 1, 64));
+    let out = m.handle(Millis(1_900), master::Event::Tick);
+    let sends = store.settle(&mut m, Millis(1_900), out);
+    let victim = sends
+        .iter()
+        .find_map(|(_, msg)| match msg {
+            Message::KillExecutorOnWorker { executor, .. }
+            | Message::StopExecutorOnWorker { executor, .. } => Some(executor.clone()),
+            _ => None,
+        })
+        .expect("a preemption stops one of a's executors");
+    let (_, victim_slot) = victim.group_slot(&regent_core::FrameworkId::new("a-job")).unwrap();
+    let a = regent_core::FrameworkId::new("a-job");
+    let b = regent_core::FrameworkId::new("b-job");
+    let slot_of = |m: &Master, job: &regent_core::FrameworkId, slot: u32| {
+        let status = m.job_statuses(Millis(2_000)).into_iter().find(|j| j.job == *job).unwrap();
+        status.groups[0].slots.iter().find(|s| s.slot == slot).cloned().unwrap()
+    };
+    let s = slot_of(&m, &a, victim_slot);
+    assert_eq!(s.phase, SlotPhase::Stopping, "{s:?}");
+    assert_eq!(s.executor.as_ref(), Some(&victim));
+    assert_eq!(s.preempted_by.as_deref(), Some("b-job/g"), "{s:?}");
+
+    // The leader dies before the victim ends (the kill never reached the
+    // worker); a new leader takes over from the store alone.
+    let mut n = store.elect("b", Millis(0), Epoch(2), 1);
+    let _ = n.handle(Millis(0), master::Event::Connected { conn: OP });
+    let _ =
+        n.handle(Millis(0), master::Event::Message { conn: OP, msg: hello(Role::Client, "op") });
+    let c = ConnId(200);
+    let _ = n.handle(Millis(1), master::Event::Connected { conn: c });
+    let _ = n.handle(Millis(1), master::Event::Message { conn: c, msg: hello(Role::Worker, "w1") });
+    let report = |id: &regent_core::ExecutorId, state: ExecutorState| ExecutorReport {
+        health: None,
+        id: id.clone(),
+        framework: live[id].clone(),
+        cores: 1,
+        memory_mb: 64,
+        state,
+        ports: vec![],
+        resources: Default::default(),
+        ran_ms: None,
+    };
+    let msg = Message::RegisterWorker(regent_core::protocol::RegisterWorker {
+        worker: "w1".into(),
+        incarnation: regent_core::Incarnation(100),
+        cores: 4,
+        memory_mb: 4096,
+        executors: live.keys().map(|id| report(id, ExecutorState::Running)).collect(),
+        epoch_seen: Epoch(1),
+        launch_seen: 0,
+        attributes: vec![],
+        ports: Default::default(),
+        host: None,
+        resources: vec![],
+        users: vec![],
+    });
+    let out = n.handle(Millis(1), master::Event::Message { conn: c, msg });
+    let sends = store.settle(&mut n, Millis(1), out);
+    let out = n.handle(Millis(2), master::Event::Tick);
+    let sends: Vec<_> = sends.into_iter().chain(store.settle(&mut n, Millis(2), out)).collect();
+    let killed: Vec<&regent_core::ExecutorId> = sends
+        .iter()
+        .filter_map(|(_, msg)| match msg {
+            Message::KillExecutorOnWorker { executor, .. }
+            | Message::StopExecutorOnWorker { executor, .. } => Some(executor),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(killed, vec![&victim], "the new leader kills the victim, and only it: {sends:?}");
+    // Its slot waits, and says who emptied it.
+    let s = slot_of(&n, &a, victim_slot);
+    assert_eq!(s.phase, SlotPhase::Waiting, "{s:?}");
+    assert_eq!(s.preempted_by.as_deref(), Some("b-job/g"), "{s:?}");
+    let state = n.state();
+    let a_view = state.frameworks.iter().find(|f| f.id == a).unwrap();
+    assert_eq!(
+        a_view.groups[0].last_end.as_deref(),
+        Some(format!("slot {victim_slot}: executor {victim} preempted by b-job/g").as_str())
+    );
+    // b's slots wait for the victim first, as they did at the old leader.
+    let reasons = slot_of(&n, &b, 0).reasons;
+    assert_eq!(
+        reasons.first(),
+        Some(&WaitReason::WaitingForPreempted { executors: 1 }),
+        "{reasons:?}"
+    );
+    // The other executors of a were adopted: they say nothing of it.
+    for (id, _) in live.iter().filter(|(id, _)| **id != victim) {
+        let (_, slot) = id.group_slot(&a).unwrap();
+        let s = slot_of(&n, &a, slot);
+        assert_eq!((s.phase, s.preempted_by), (SlotPhase::Running, None), "{id}");
+    }
+
+    // The victim ends; b takes the core. a is killed with the slot still
+    // waiting: the history says the slot's last end was a preemption.
+    let msg = status(&victim, &a, ExecutorState::Killed);
+    let out = n.handle(Millis(3), master::Event::Message { conn: c, msg });
+    let mut sends = store.settle(&mut n, Millis(3), out);
+    for t in [600, 1_200] {
+        let out = n.handle(Millis(t), master::Event::Tick);
+        sends.extend(store.settle(&mut n, Millis(t), out));
+    }
+    assert_eq!(launched(&sends).get("b-job"), Some(&1), "b gets the freed core: {sends:?}");
+    let s = slot_of(&n, &a, victim_slot);
+    assert_eq!(
+        (s.phase, s.preempted_by.as_deref()),
+        (SlotPhase::Waiting, Some("b-job/g")),
+        "{s:?}"
+    );
+    let msg = Message::KillFramework { request: 4, framework: a.clone() };
+    let out = n.handle(Millis(1_300), master::Event::Message { conn: OP, msg });
+    let _ = store.settle(&mut n, Millis(1_300), out);
+    let finished = n.history().find(|f| f.id == a).expect("a in the history").clone();
+    let by: Vec<(u32, Option<&str>)> =
+        finished.slots.iter().map(|s| (s.slot, s.preempted_by.as_deref())).collect();
+    assert!(by.contains(&(victim_slot, Some("b-job/g"))), "{finished:?}");
+    // (The new leader may have preempted another of a's executors for b's
+    // next slot meanwhile: its slot says so too; the rest say nothing.)
+    assert!(by.iter().all(|(_, b)| matches!(b, None | Some("b-job/g"))), "{by:?}");
+    assert!(by.iter().filter(|(_, b)| b.is_none()).count() >= 6, "{by:?}");
+    // Durable: a third leader reads the same history from the store.
+    let third = store.elect("c", Millis(0), Epoch(3), 1);
+    let again = third.history().find(|f| f.id == a).expect("a in the history");
+    assert_eq!(again, &finished);
+}

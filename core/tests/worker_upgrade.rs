@@ -319,6 +319,7 @@ fn a_leader_recovering_from_its_store_adopts_what_the_new_process_reports() {
             failover_timeout_ms: 30_000,
             groups: vec![GroupRecord {
                 replacing: Default::default(),
+                preempted: Default::default(),
                 counted: Default::default(),
                 deployment: None,
                 eras: Vec::new(),

@@ -523,6 +523,11 @@ pub fn render_jobs(jobs: &[regent_core::api::JobStatus]) -> String {
                 if let Some(w) = &s.worker {
                     let _ = write!(out, " on {w}");
                 }
+                if let Some(by) = &s.preempted_by {
+                    // Its executor, or the last it had, was preempted
+                    // (docs/design.md#issue-44).
+                    let _ = write!(out, ", preempted by {by}");
+                }
                 if let Some(h) = &s.health {
                     let _ = write!(out, " health {} {}s", h.status.name(), h.for_ms / 1_000);
                     if !h.detail.is_empty() {
@@ -1070,6 +1075,12 @@ fn slot_summary(f: &regent_core::protocol::FinishedFramework) -> String {
             Some(code) => format!("EXITED {code}"),
             None => s.state_name().to_string(),
         };
+        // A slot whose last end was a preemption says by whom
+        // (docs/design.md#issue-44).
+        let name = match &s.preempted_by {
+            Some(by) => format!("{name} (preempted by {by})"),
+            None => name,
+        };
         match counts.iter_mut().find(|(n, _)| *n == name) {
             Some((_, c)) => *c += 1,
             None => counts.push((name, 1)),
@@ -1489,6 +1500,7 @@ mod tests {
         let placed = matches!(phase, SlotPhase::Running | SlotPhase::Stopping);
         SlotStatus {
             health: None,
+            preempted_by: None,
             slot,
             phase,
             executor: placed.then(|| ExecutorId::new(format!("fw/g#{slot}#1.{slot}"))),
@@ -1528,10 +1540,15 @@ mod tests {
                 }),
                 slots: vec![
                     slot(0, SlotPhase::Running, None),
-                    slot(1, SlotPhase::Stopping, None),
+                    // A preemption's victim (docs/design.md#issue-44).
+                    SlotStatus {
+                        preempted_by: Some("jb/work".into()),
+                        ..slot(1, SlotPhase::Stopping, None)
+                    },
                     slot(2, SlotPhase::Backoff, Some("restarts at 12:00:05")),
                     slot(3, SlotPhase::Failed, Some("exit 3")),
                     SlotStatus {
+                        preempted_by: Some("jb/work".into()),
                         reason: Some("no ALIVE worker matches rack=r9".into()),
                         reasons: vec![
                             WaitReason::NoMatchingWorker { constraint: "rack=r9".into() },
@@ -1556,10 +1573,10 @@ mod tests {
             "job fw (name \"wordcount\") subscriber ACTIVE\n\
              \x20 group \"g\": desired/placed/running/done 5/2/1/1 priority 80 singleton (stop_after 30s) (rolling out an update)\n\
              \x20   deployment 4: canary 1/1 healthy, awaiting promotion: regent job promote fw --group g\n\
-             \x20   slot 1 stopping executor fw/g#1#1.1 on w1\n\
+             \x20   slot 1 stopping executor fw/g#1#1.1 on w1, preempted by jb/work\n\
              \x20   slot 2 backoff: restarts at 12:00:05\n\
              \x20   slot 3 failed: exit 3\n\
-             \x20   slot 4 waiting: no ALIVE worker matches rack=r9\n\
+             \x20   slot 4 waiting, preempted by jb/work: no ALIVE worker matches rack=r9\n\
              \x20     also: 2 matching worker(s) are cordoned\n\
              \x20   slot 5 running executor fw/g#5#1.5 on w1 health failing 3s (http: GET /health answered 500)\n"
         );

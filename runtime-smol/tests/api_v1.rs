@@ -658,6 +658,7 @@ fn the_answers_of_a_fake_master_fit_the_openapi_document() {
                             for_ms: 42_000,
                             detail: String::new(),
                         }),
+                        preempted_by: None,
                         slot,
                         phase,
                         executor: executor.map(Into::into),

@@ -133,6 +133,7 @@ fn sample_state(master: &str, status: &str, epoch: u64) -> ClusterState {
                     executor: Some(ExecutorId::new("fw-0/g#0#1.1")),
                     state: Some(ExecutorState::Exited { code: 0 }),
                     attempts: 1,
+                    preempted_by: None,
                 },
                 FinishedSlot {
                     group: "g".into(),
@@ -140,6 +141,7 @@ fn sample_state(master: &str, status: &str, epoch: u64) -> ClusterState {
                     executor: Some(ExecutorId::new("fw-0/g#1#1.3")),
                     state: Some(ExecutorState::Killed),
                     attempts: 2,
+                    preempted_by: Some("batch/urgent".into()),
                 },
                 FinishedSlot {
                     group: "g".into(),
@@ -147,6 +149,7 @@ fn sample_state(master: &str, status: &str, epoch: u64) -> ClusterState {
                     executor: None,
                     state: None,
                     attempts: 0,
+                    preempted_by: None,
                 },
             ],
             slots_omitted: 0,
@@ -179,6 +182,9 @@ fn state_json_shows_finished_frameworks_with_every_slot() {
     assert!(slots[1]["exit_code"].is_null());
     assert_eq!(slots[1]["attempts"], 2);
     assert_eq!(slots[1]["executor"], "fw-0/g#1#1.3");
+    // Its last end was a preemption (docs/design.md#issue-44).
+    assert_eq!(slots[1]["preempted_by"], "batch/urgent");
+    assert!(slots[0].get("preempted_by").is_none());
     assert_eq!(slots[2]["state"], "NONE");
     assert!(slots[2]["executor"].is_null());
     assert_eq!(v["history_omitted"], 3);
@@ -189,7 +195,7 @@ fn state_json_shows_finished_frameworks_with_every_slot() {
         "nightly",
         "KILLED",
         "2025-12-01 15:30:00",
-        "1 EXITED 0, 1 KILLED, 1 NONE",
+        "1 EXITED 0, 1 KILLED (preempted by batch/urgent), 1 NONE",
         "3 older finished frameworks",
     ] {
         assert!(table.contains(needle), "{needle:?} missing from\n{table}");

@@ -46,6 +46,7 @@ fn planted() -> Record {
         failover_timeout_ms: 600_000,
         groups: vec![GroupRecord {
             replacing: Default::default(),
+            preempted: Default::default(),
             counted: Default::default(),
             deployment: None,
             eras: Vec::new(),

@@ -806,6 +806,7 @@ fn records(n: u64) -> Vec<Record> {
             failover_timeout_ms: 3_600_000,
             groups: vec![GroupRecord {
                 replacing: Default::default(),
+                preempted: Default::default(),
                 counted: Default::default(),
                 deployment: None,
                 eras: Vec::new(),

@@ -132,7 +132,11 @@ impl FrameworkEntry {
                     current: vec![None; g.slots.len()],
                     durable_count: u32::try_from(g.slots.len()).unwrap_or(u32::MAX),
                     in_flight: Default::default(),
-                    last_end: None,
+                    // A preemption the record names is its slot's last end
+                    // (docs/design.md#issue-44): a new leader says so too.
+                    last_end: g.preempted.iter().next_back().map(|(slot, p)| {
+                        (*slot, format!("executor {} preempted by {}", p.executor, p.by))
+                    }),
                     rolling: g.active_deployment().is_some(),
                     record: g,
                 })
@@ -181,6 +185,7 @@ impl GroupState {
                 retries_used: 0,
                 restarts: Default::default(),
                 counted: Default::default(),
+                preempted: Default::default(),
             },
             current: vec![None; slots],
             durable_count: 0,

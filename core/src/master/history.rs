@@ -145,7 +145,27 @@ impl Master {
                     .copied()
                     .unwrap_or(0)
                     .max(u32::from(executor.is_some()));
-                slots.push(FinishedSlot { group: group.clone(), slot, executor, state, attempts });
+                // The slot's last end was a preemption: its executor, or
+                // none for a slot that waited for its refill (durable in
+                // the record; docs/design.md#issue-44).
+                let preempted_by = match (outcome, &executor) {
+                    (SlotOutcome::Pending, Some(ex)) => g.record.preempted_by(slot, ex),
+                    (SlotOutcome::Pending, None) => g
+                        .record
+                        .preempted
+                        .get(&slot)
+                        .and_then(|p| g.record.preempted_by(slot, &p.executor)),
+                    _ => None,
+                }
+                .map(str::to_owned);
+                slots.push(FinishedSlot {
+                    group: group.clone(),
+                    slot,
+                    executor,
+                    state,
+                    attempts,
+                    preempted_by,
+                });
             }
         }
         let slots_of = || fw.groups.iter().flat_map(|g| g.record.slots.iter());

@@ -6,7 +6,8 @@
 //! A slot's phase comes from its durable outcome (done: completed, failed,
 //! killed) and otherwise from the executor that fills it (launching,
 //! running, stopping once a kill, a drain, a scale or a rollout asked it
-//! to stop). A slot with none waits: in its restart backoff (`backoff`,
+//! to stop; with the group it was preempted for, if a preemption stopped
+//! it, durable so a new leader says it too). A slot with none waits: in its restart backoff (`backoff`,
 //! until the wall-clock instant the record keeps), or to be placed, with
 //! the reason the plan gives for its group now ([`super::plan`]: no
 //! worker, no room, a constraint, a port, a resource...), or, before a
@@ -108,7 +109,21 @@ impl Master {
             };
             let placed =
                 matches!(phase, SlotPhase::Launching | SlotPhase::Running | SlotPhase::Stopping);
+            // Who preempted the slot's executor (durable in the record, so
+            // a new leader says it too): the executor shown, or, for a slot
+            // without one, the last it had (docs/design.md#issue-44).
+            let preempted_by = match (outcome, live.filter(|e| !e.state.is_terminal())) {
+                (SlotOutcome::Pending, Some(e)) => g.record.preempted_by(slot, &e.id),
+                (SlotOutcome::Pending, None) => g
+                    .record
+                    .preempted
+                    .get(&slot)
+                    .and_then(|p| g.record.preempted_by(slot, &p.executor)),
+                _ => None,
+            }
+            .map(str::to_owned);
             slots.push(SlotStatus {
+                preempted_by,
                 slot,
                 phase,
                 executor: if placed { current } else { None },

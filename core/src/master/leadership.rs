@@ -132,6 +132,7 @@ impl Master {
                 Record::Epoch(_) | Record::History(_) => {}
             }
         }
+        self.recover_preemptions();
         self.announce(&[Role::Worker], out);
         // Seed 002 (docs/design.md#seed-002): the recorded workers need not know this master's
         // address; it contacts them (those that gave a callback address).

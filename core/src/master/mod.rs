@@ -955,7 +955,7 @@ impl Master {
                 ports: e.ports.clone(),
                 resources: e.resources.clone(),
                 usage: (!e.state.is_terminal()).then(|| usage.get(&e.id).map(|u| **u)).flatten(),
-                preempted_by: self.preemptions.preempted_by(&e.id),
+                preempted_by: self.preempted_by(e),
             })
             .collect();
         let (history, history_omitted) = self.history_view();

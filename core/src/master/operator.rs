@@ -376,7 +376,7 @@ impl Master {
                 // As a kill with refill: durable with the scale, so a new
                 // leader kills it rather than adopting it, and refills.
                 g.current[s] = Some(id.clone());
-                g.record.replacing.insert(*slot, id.clone());
+                g.record.replace(*slot, id.clone());
             }
         }
         let n = plan.len;
@@ -393,7 +393,7 @@ impl Master {
                 if stopping {
                     // Being stopped (named, or its kill sent): a new leader
                     // kills it rather than adopting it, and refills.
-                    g.record.replacing.insert(slot, id.clone());
+                    g.record.replace(slot, id.clone());
                 }
                 g.current[slot as usize] = Some(id);
             }
@@ -601,7 +601,7 @@ impl Master {
             // than adopting it, and refills its slot.
             let group = e.group.clone();
             if let Some(g) = self.frameworks.get_mut(&framework).and_then(|f| f.group_mut(&group)) {
-                g.record.replacing.insert(e.slot, executor.clone());
+                g.record.replace(e.slot, executor.clone());
             }
         } else {
             e.request_kill();

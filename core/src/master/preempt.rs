@@ -10,7 +10,10 @@
 //!   operator_stop` and the group record's `replacing`, durable before the
 //!   kill goes out): their slots are refilled without charging a retry,
 //!   and a new leader kills rather than adopts them, so no slot is lost
-//!   across a failover.
+//!   across a failover. The same write names the preemptor by slot
+//!   (`GroupRecord::preempted`, cleared with `replacing`), so a new leader
+//!   shows who preempted each victim (job status, the executor's end, the
+//!   history) and knows which group its victims serve.
 //! * At most one preemption is chosen per [`PREEMPT_EVERY`], and none for
 //!   a group while executors preempted for it still run, so two
 //!   preemptions never race for the same capacity; a tenant gets at most
@@ -71,14 +74,61 @@ pub(super) struct Preemptions {
     /// Checks made so far (a counter for tests and metrics).
     checks: u64,
     /// `<framework>/<group>` each victim was preempted for, while the
-    /// leader knows the victim.
+    /// leader knows the victim (the group record's
+    /// [`crate::store::GroupRecord::preempted`] is what outlives a
+    /// failover; this keeps the reason for an ended victim whose slot
+    /// settled since).
     by: BTreeMap<ExecutorId, String>,
 }
 
-impl Preemptions {
-    /// `<framework>/<group>` executor `id` was preempted for, if it was.
-    pub(super) fn preempted_by(&self, id: &ExecutorId) -> Option<String> {
-        self.by.get(id).cloned()
+impl Master {
+    /// `<framework>/<group>` executor `e` was preempted for, if it was:
+    /// as its group's record names it (durable: a new leader knows it
+    /// too), else as this leadership remembers it.
+    pub(super) fn preempted_by(&self, e: &super::executors::ExecutorEntry) -> Option<String> {
+        self.frameworks
+            .get(&e.framework)
+            .and_then(|f| f.groups.iter().find(|g| g.record.spec.group == e.group))
+            .and_then(|g| g.record.preempted_by(e.slot, &e.id))
+            .map(str::to_owned)
+            .or_else(|| self.preemptions.by.get(&e.id).cloned())
+    }
+
+    /// A new leader's preemption state from the records it loaded: the
+    /// victims each group's records name, by the group they were stopped
+    /// for, so it neither preempts again for that group while they die nor
+    /// drops the reason `waiting for N preempted executors to end`
+    /// (docs/design.md#issue-44).
+    pub(super) fn recover_preemptions(&mut self) {
+        let mut pending: BTreeMap<(FrameworkId, usize), Vec<ExecutorId>> = BTreeMap::new();
+        for f in self.frameworks.values() {
+            for g in &f.groups {
+                for (slot, p) in &g.record.preempted {
+                    if g.record.replacing.get(slot) != Some(&p.executor) {
+                        continue;
+                    }
+                    let Some((fid, group)) = p.by.rsplit_once('/') else { continue };
+                    let fid = FrameworkId::new(fid);
+                    let gi = self
+                        .frameworks
+                        .get(&fid)
+                        .and_then(|t| t.groups.iter().position(|tg| tg.record.spec.group == group));
+                    if let Some(gi) = gi {
+                        pending.entry((fid, gi)).or_default().push(p.executor.clone());
+                    }
+                }
+            }
+        }
+        self.preemptions.pending = pending;
+    }
+
+    /// Whether victim `id` still runs: live at this leader, or killed by
+    /// it after a failover and not yet ended.
+    fn victim_runs(&self, id: &ExecutorId) -> bool {
+        match self.executors.get(id) {
+            Some(e) => !e.state.is_terminal(),
+            None => self.dying.contains(id),
+        }
     }
 }
 
@@ -290,10 +340,7 @@ impl Master {
             return 0;
         };
         let Some(victims) = self.preemptions.pending.get(&(fid.clone(), gi)) else { return 0 };
-        let running = victims
-            .iter()
-            .filter(|id| self.executors.get(id).is_some_and(|e| !e.state.is_terminal()))
-            .count();
+        let running = victims.iter().filter(|id| self.victim_runs(id)).count();
         u32::try_from(running).unwrap_or(u32::MAX)
     }
 
@@ -301,10 +348,12 @@ impl Master {
     fn forget_ended_victims(&mut self) {
         let executors = &self.executors;
         self.preemptions.by.retain(|id, _| executors.get(id).is_some());
-        self.preemptions.pending.retain(|_, victims| {
-            victims.retain(|id| executors.get(id).is_some_and(|e| !e.state.is_terminal()));
+        let mut pending = std::mem::take(&mut self.preemptions.pending);
+        pending.retain(|_, victims| {
+            victims.retain(|id| self.victim_runs(id));
             !victims.is_empty()
         });
+        self.preemptions.pending = pending;
     }
 
     /// The victims for group `gi` of `fid`'s next slot, if the rules allow
@@ -472,7 +521,7 @@ impl Master {
         e.stop_by_operator();
         let (vf, vg, slot) = (e.framework.clone(), e.group.clone(), e.slot);
         if let Some(g) = self.frameworks.get_mut(&vf).and_then(|f| f.group_mut(&vg)) {
-            g.record.replacing.insert(slot, id.clone());
+            g.record.replace(slot, id.clone());
         }
         let then = vec![AfterWrite::KillDurable { executor: id.clone() }];
         self.persist_framework(&vf, then, out);
@@ -502,6 +551,11 @@ impl Master {
             if let Some((vf, vg, slot)) = victim {
                 if let Some(g) = self.frameworks.get_mut(&vf).and_then(|f| f.group_mut(&vg)) {
                     g.last_end = Some((slot, format!("executor {id} preempted by {by}")));
+                    // Durable in the write that names it in `replacing`
+                    // (`stop_to_refill`): a new leader still says who
+                    // preempted it.
+                    let p = crate::store::Preemptor { executor: id.clone(), by: by.clone() };
+                    g.record.preempted.insert(slot, p);
                 }
             }
             self.stop_to_refill(id, out);

@@ -263,6 +263,7 @@ pub fn truncate(group: &mut GroupRecord, from: u32) {
     group.restarts.retain(|slot, _| *slot < from);
     group.counted.retain(|slot, _| *slot < from);
     group.replacing.retain(|slot, _| *slot < from);
+    group.preempted.retain(|slot, _| *slot < from);
 }
 
 /// The slot's restart state once its executor exited 0 in batch mode (the
@@ -271,6 +272,7 @@ pub fn clear(group: &mut GroupRecord, slot: u32) {
     group.restarts.remove(&slot);
     group.counted.remove(&slot);
     group.replacing.remove(&slot);
+    group.preempted.remove(&slot);
 }
 
 #[cfg(test)]

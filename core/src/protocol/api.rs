@@ -275,4 +275,10 @@ pub struct SlotStatus {
     /// group without checks or a slot not running.
     #[serde(default)]
     pub health: Option<crate::protocol::HealthReport>,
+    /// `<framework>/<group>` a preemption stopped the slot's executor for:
+    /// the executor shown (stopping), or, for a slot that waits, the last
+    /// one it had; durable, so a new leader says it too (docs/tenants.md,
+    /// docs/design.md#issue-44). `None` otherwise.
+    #[serde(default)]
+    pub preempted_by: Option<String>,
 }

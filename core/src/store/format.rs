@@ -654,6 +654,7 @@ mod tests {
                     } else {
                         vec![crate::store::GroupRecord {
                             replacing: Default::default(),
+                            preempted: Default::default(),
                             counted: Default::default(),
                             deployment: None,
                             eras: Vec::new(),

@@ -248,6 +248,49 @@ pub struct GroupRecord {
     /// at most [`MAX_ERAS`] ([`GroupRecord::digest_of`]). Empty for a group
     /// never deployed: every executor runs the current spec.
     pub eras: Vec<Era>,
+    /// By slot, the executor a preemption stopped and the group it was
+    /// stopped for: written in the same write that names it in
+    /// [`GroupRecord::replacing`], dropped whenever that entry is dropped
+    /// or names another executor, so a new leader still says who
+    /// preempted it (docs/tenants.md, docs/design.md#issue-44).
+    pub preempted: BTreeMap<u32, Preemptor>,
+}
+
+/// Who preempted a slot's executor ([`GroupRecord::preempted`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Preemptor {
+    /// The executor stopped (the victim).
+    pub executor: ExecutorId,
+    /// The group it was stopped for, `<framework>/<group>`.
+    pub by: String,
+}
+
+impl GroupRecord {
+    /// Who preempted slot `slot`'s executor `executor`, if a preemption
+    /// stopped it (and the record still names it in
+    /// [`GroupRecord::replacing`]).
+    pub fn preempted_by(&self, slot: u32, executor: &ExecutorId) -> Option<&str> {
+        let p = self.preempted.get(&slot).filter(|p| p.executor == *executor)?;
+        (self.replacing.get(&slot) == Some(executor)).then_some(p.by.as_str())
+    }
+
+    /// Names `executor` as slot `slot`'s executor being replaced
+    /// ([`GroupRecord::replacing`]), forgetting a preemption of another
+    /// executor of the slot.
+    pub fn replace(&mut self, slot: u32, executor: ExecutorId) {
+        if self.preempted.get(&slot).is_some_and(|p| p.executor != executor) {
+            self.preempted.remove(&slot);
+        }
+        self.replacing.insert(slot, executor);
+    }
+
+    /// Drops a [`GroupRecord::preempted`] entry whose slot
+    /// [`GroupRecord::replacing`] no longer names for the same executor
+    /// (the two are written and cleared together).
+    pub fn prune_preempted(&mut self) {
+        let replacing = &self.replacing;
+        self.preempted.retain(|slot, p| replacing.get(slot) == Some(&p.executor));
+    }
 }
 
 /// The most eras a group keeps ([`GroupRecord::eras`]); the oldest is
@@ -484,7 +527,15 @@ impl GroupRecord {
     /// ([`GroupRecord::as_rollout`]); a framework with a deployed group is
     /// variant 24 (docs/design.md#issue-45).
     pub fn fits_v12(&self) -> bool {
-        self.spec.policy.update.is_none() && self.as_rollout().is_some()
+        self.spec.policy.update.is_none() && self.as_rollout().is_some() && self.fits_v13()
+    }
+
+    /// Whether the record holds nothing the thirteenth group layout (a
+    /// deployment and eras; variant 24) lacks: no preempted slot
+    /// ([`GroupRecord::preempted`]); a framework with one is variant 25
+    /// (docs/design.md#issue-44).
+    pub fn fits_v13(&self) -> bool {
+        self.preempted.is_empty()
     }
 
     /// Takes on `rollout`, as a group record of an earlier layout stored it:
@@ -690,7 +741,7 @@ mod wire {
         Framework(FrameworkV1),
         WorkerWithCallback(WorkerV2),
         FrameworkWithCallback(FrameworkV2),
-        History(HistoryRecord),
+        History(HistoryV1),
         FrameworkWithRegistration(FrameworkV3),
         /// A worker under an operator's cordon or drain (appended: workers
         /// without one keep the earlier layouts byte for byte).
@@ -762,7 +813,209 @@ mod wire {
         /// or eras ([`GroupRecord::fits_v12`]; appended: frameworks without
         /// one keep the earlier layouts byte for byte;
         /// docs/design.md#issue-45).
-        FrameworkWithDeployment(FrameworkRecord),
+        FrameworkWithDeployment(FrameworkV17),
+        /// A framework with a group whose slot's executor a preemption
+        /// stopped ([`GroupRecord::fits_v13`]; appended: frameworks without
+        /// one keep the earlier layouts byte for byte;
+        /// docs/design.md#issue-44).
+        FrameworkWithPreemption(FrameworkRecord),
+        /// A finished framework with a slot whose last end was a
+        /// preemption ([`crate::protocol::FinishedSlot::preempted_by`];
+        /// appended: history records without one keep variant 5's layout
+        /// byte for byte; docs/design.md#issue-44).
+        HistoryWithPreemption(HistoryRecord),
+    }
+
+    /// A group record of the thirteenth layout: a deployment and eras, no
+    /// preempted slots.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct GroupV13 {
+        spec: GroupSpec,
+        slots: Vec<SlotOutcome>,
+        retries_used: u32,
+        restarts: std::collections::BTreeMap<u32, super::SlotRestart>,
+        deployment: Option<super::Deployment>,
+        counted: std::collections::BTreeMap<u32, crate::ids::ExecutorId>,
+        replacing: std::collections::BTreeMap<u32, crate::ids::ExecutorId>,
+        eras: Vec<super::Era>,
+    }
+
+    impl From<GroupV13> for GroupRecord {
+        fn from(g: GroupV13) -> Self {
+            let GroupV13 {
+                spec,
+                slots,
+                retries_used,
+                restarts,
+                deployment,
+                counted,
+                replacing,
+                eras,
+            } = g;
+            GroupRecord {
+                spec,
+                slots,
+                retries_used,
+                restarts,
+                deployment,
+                counted,
+                replacing,
+                eras,
+                preempted: Default::default(),
+            }
+        }
+    }
+
+    impl From<GroupRecord> for GroupV13 {
+        /// Drops the preempted slots: only called for records that
+        /// [`GroupRecord::fits_v13`].
+        fn from(g: GroupRecord) -> Self {
+            let GroupRecord {
+                spec,
+                slots,
+                retries_used,
+                restarts,
+                deployment,
+                counted,
+                replacing,
+                eras,
+                ..
+            } = g;
+            GroupV13 { spec, slots, retries_used, restarts, deployment, counted, replacing, eras }
+        }
+    }
+
+    /// A framework record of the seventeenth format: groups of the
+    /// thirteenth layout (a deployment, no preempted slots).
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct FrameworkV17 {
+        id: FrameworkId,
+        name: String,
+        failover_timeout_ms: u64,
+        groups: Vec<GroupV13>,
+        callback: Option<Addr>,
+        registered_at_ms: Option<u64>,
+        job: Option<super::JobRecord>,
+        tenant: Option<String>,
+    }
+
+    impl From<FrameworkV17> for FrameworkRecord {
+        fn from(f: FrameworkV17) -> Self {
+            FrameworkRecord {
+                id: f.id,
+                name: f.name,
+                failover_timeout_ms: f.failover_timeout_ms,
+                groups: f.groups.into_iter().map(GroupRecord::from).collect(),
+                callback: f.callback,
+                registered_at_ms: f.registered_at_ms,
+                job: f.job,
+                tenant: f.tenant,
+            }
+        }
+    }
+
+    impl From<FrameworkRecord> for FrameworkV17 {
+        /// Only called for records whose groups all
+        /// [`GroupRecord::fits_v13`].
+        fn from(f: FrameworkRecord) -> Self {
+            FrameworkV17 {
+                id: f.id,
+                name: f.name,
+                failover_timeout_ms: f.failover_timeout_ms,
+                groups: f.groups.into_iter().map(GroupV13::from).collect(),
+                callback: f.callback,
+                registered_at_ms: f.registered_at_ms,
+                job: f.job,
+                tenant: f.tenant,
+            }
+        }
+    }
+
+    /// A finished slot of the first history layout: no preemptor.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct FinishedSlotV1 {
+        group: String,
+        slot: u32,
+        executor: Option<crate::ids::ExecutorId>,
+        state: Option<crate::protocol::ExecutorState>,
+        attempts: u32,
+    }
+
+    /// A finished framework of the first history layout.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct FinishedFrameworkV1 {
+        id: FrameworkId,
+        name: String,
+        outcome: crate::protocol::FrameworkOutcome,
+        finished_at_ms: u64,
+        registered_at_ms: Option<u64>,
+        slots: Vec<FinishedSlotV1>,
+        slots_omitted: u32,
+    }
+
+    /// A history record of the first layout (variant 5): no slot says it
+    /// was preempted.
+    #[derive(Debug, Serialize, Deserialize)]
+    pub struct HistoryV1 {
+        seq: u64,
+        framework_digest: u32,
+        framework: FinishedFrameworkV1,
+    }
+
+    impl From<HistoryV1> for HistoryRecord {
+        fn from(h: HistoryV1) -> Self {
+            let HistoryV1 { seq, framework_digest, framework: f } = h;
+            let slots = f
+                .slots
+                .into_iter()
+                .map(|s| crate::protocol::FinishedSlot {
+                    group: s.group,
+                    slot: s.slot,
+                    executor: s.executor,
+                    state: s.state,
+                    attempts: s.attempts,
+                    preempted_by: None,
+                })
+                .collect();
+            let framework = crate::protocol::FinishedFramework {
+                id: f.id,
+                name: f.name,
+                outcome: f.outcome,
+                finished_at_ms: f.finished_at_ms,
+                registered_at_ms: f.registered_at_ms,
+                slots,
+                slots_omitted: f.slots_omitted,
+            };
+            HistoryRecord { seq, framework_digest, framework }
+        }
+    }
+
+    impl From<HistoryRecord> for HistoryV1 {
+        /// Drops the preemptors: only called for records without one.
+        fn from(h: HistoryRecord) -> Self {
+            let HistoryRecord { seq, framework_digest, framework: f } = h;
+            let slots = f
+                .slots
+                .into_iter()
+                .map(|s| FinishedSlotV1 {
+                    group: s.group,
+                    slot: s.slot,
+                    executor: s.executor,
+                    state: s.state,
+                    attempts: s.attempts,
+                })
+                .collect();
+            let framework = FinishedFrameworkV1 {
+                id: f.id,
+                name: f.name,
+                outcome: f.outcome,
+                finished_at_ms: f.finished_at_ms,
+                registered_at_ms: f.registered_at_ms,
+                slots,
+                slots_omitted: f.slots_omitted,
+            };
+            HistoryV1 { seq, framework_digest, framework }
+        }
     }
 
     /// A group's launch options of the fifth layout: a disconnect rule, no
@@ -810,6 +1063,7 @@ mod wire {
             counted,
             replacing,
             eras: Vec::new(),
+            preempted: Default::default(),
         };
         if let Some(r) = rollout {
             g.adopt_rollout(r);
@@ -1717,6 +1971,7 @@ mod wire {
         fn from(GroupV5 { spec, slots, retries_used, restarts }: GroupV5) -> Self {
             GroupRecord {
                 replacing: Default::default(),
+                preempted: Default::default(),
                 spec: spec.into(),
                 slots,
                 retries_used,
@@ -1804,6 +2059,7 @@ mod wire {
             };
             GroupRecord {
                 replacing: Default::default(),
+                preempted: Default::default(),
                 spec,
                 slots,
                 retries_used,
@@ -1939,6 +2195,7 @@ mod wire {
         fn from(GroupV3 { spec, slots, retries_used, restarts }: GroupV3) -> Self {
             GroupRecord {
                 replacing: Default::default(),
+                preempted: Default::default(),
                 spec: spec.into(),
                 slots,
                 retries_used,
@@ -1978,6 +2235,7 @@ mod wire {
         fn from(GroupV2 { spec, slots, retries_used }: GroupV2) -> Self {
             GroupRecord {
                 replacing: Default::default(),
+                preempted: Default::default(),
                 spec: spec.into(),
                 slots,
                 retries_used,
@@ -2063,6 +2321,7 @@ mod wire {
             let GroupSpecV1 { group, slots, command, env, cores, memory_mb } = g.spec;
             GroupRecord {
                 replacing: Default::default(),
+                preempted: Default::default(),
                 deployment: None,
                 eras: Vec::new(),
                 spec: GroupSpec {
@@ -2171,7 +2430,8 @@ mod wire {
                     job: None,
                     tenant: None,
                 }),
-                Record::History(h) => super::Record::History(h),
+                Record::History(h) => super::Record::History(h.into()),
+                Record::HistoryWithPreemption(h) => super::Record::History(h),
                 Record::Revocations(r) => super::Record::Revocations(r),
                 Record::FrameworkWithRegistration(FrameworkV3 {
                     id,
@@ -2198,7 +2458,8 @@ mod wire {
                 Record::FrameworkWithPriority(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithDisconnect(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithChecks(f) => super::Record::Framework(f.into()),
-                Record::FrameworkWithDeployment(f) => super::Record::Framework(f),
+                Record::FrameworkWithDeployment(f) => super::Record::Framework(f.into()),
+                Record::FrameworkWithPreemption(f) => super::Record::Framework(f),
                 Record::Tenant(t) => super::Record::Tenant(t),
                 Record::FrameworkWithPolicies(f) => super::Record::Framework(f.into()),
                 Record::FrameworkWithRestarts(f) => super::Record::Framework(f.into()),
@@ -2237,8 +2498,11 @@ mod wire {
                 super::Record::Worker(WorkerRecord {
                     id, incarnation, cores, memory_mb, ..
                 }) => Record::Worker(WorkerV1 { id, incarnation, cores, memory_mb }),
+                super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v13) => {
+                    Record::FrameworkWithPreemption(f)
+                }
                 super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v12) => {
-                    Record::FrameworkWithDeployment(f)
+                    Record::FrameworkWithDeployment(f.into())
                 }
                 super::Record::Framework(f) if !f.groups.iter().all(GroupRecord::fits_v11) => {
                     Record::FrameworkWithChecks(f.into())
@@ -2321,7 +2585,12 @@ mod wire {
                     failover_timeout_ms,
                     groups: groups_down(groups),
                 }),
-                super::Record::History(h) => Record::History(h),
+                super::Record::History(h)
+                    if h.framework.slots.iter().any(|s| s.preempted_by.is_some()) =>
+                {
+                    Record::HistoryWithPreemption(h)
+                }
+                super::Record::History(h) => Record::History(h.into()),
                 super::Record::Revocations(r) => Record::Revocations(r),
             }
         }
@@ -2408,6 +2677,7 @@ mod tests {
         use crate::policy::{Constraint, RestartMode};
         let group = |policy: crate::policy::GroupPolicy| GroupRecord {
             replacing: Default::default(),
+            preempted: Default::default(),
             deployment: None,
             eras: Vec::new(),
             spec: GroupSpec {
@@ -2496,6 +2766,7 @@ mod tests {
                     executor: Some(ExecutorId::new("fw-1/main#0#1.1")),
                     state: Some(ExecutorState::Failed { reason: "exit 3".into() }),
                     attempts: 4,
+                    preempted_by: None,
                 }],
                 slots_omitted: 2,
             },
@@ -2508,6 +2779,99 @@ mod tests {
         assert_eq!(names::key_stem(&h.key()), "h-00000000000000000012");
         let img = format::encode(&h).unwrap();
         assert_eq!(format::decode(&img).unwrap(), h);
+    }
+
+    /// "Preempted by" across a failover (docs/design.md#issue-44): a
+    /// framework with a preempted slot takes variant 25 and a history
+    /// record with a preempted slot variant 26; without one, variants 24
+    /// and 5 keep their bytes. A preemption outlives neither its
+    /// `replacing` entry nor a stop of another executor of the slot.
+    #[test]
+    fn a_preempted_slot_uses_appended_variants_and_round_trips() {
+        use crate::protocol::{FinishedSlot, FrameworkOutcome};
+        let victim = ExecutorId::new("fw-1/web#1#7.3");
+        let mut group = GroupRecord {
+            replacing: Default::default(),
+            preempted: Default::default(),
+            deployment: None,
+            eras: Vec::new(),
+            spec: GroupSpec {
+                group: "web".into(),
+                slots: 2,
+                command: vec!["srv".into()],
+                env: vec![],
+                cores: 1,
+                memory_mb: 64,
+                policy: Default::default(),
+                launch: Default::default(),
+            },
+            slots: vec![SlotOutcome::Pending; 2],
+            retries_used: 0,
+            restarts: Default::default(),
+            counted: Default::default(),
+        };
+        group.spec.policy.update = Some(Default::default());
+        let fw = |groups| {
+            Record::Framework(FrameworkRecord {
+                id: FrameworkId::new("fw-1"),
+                name: "web".into(),
+                failover_timeout_ms: 0,
+                groups,
+                callback: None,
+                registered_at_ms: None,
+                job: None,
+                tenant: None,
+            })
+        };
+        let deployed = fw(vec![group.clone()]);
+        let bytes = postcard::to_allocvec(&deployed).unwrap();
+        assert_eq!(bytes[0], 24, "no preempted slot: the deployment's variant");
+        assert_eq!(postcard::from_bytes::<Record>(&bytes).unwrap(), deployed);
+        group.replace(1, victim.clone());
+        group.preempted.insert(1, Preemptor { executor: victim.clone(), by: "b/g".into() });
+        assert_eq!(group.preempted_by(1, &victim), Some("b/g"));
+        let preempted = fw(vec![group.clone()]);
+        let bytes = postcard::to_allocvec(&preempted).unwrap();
+        assert_eq!(bytes[0], 25, "the appended variant");
+        assert_eq!(postcard::from_bytes::<Record>(&bytes).unwrap(), preempted);
+        // An operator's kill with refill of the slot's next executor
+        // forgets the preemption; a kill of the victim again keeps it.
+        let mut again = group.clone();
+        again.replace(1, victim.clone());
+        assert_eq!(again.preempted_by(1, &victim), Some("b/g"));
+        again.replace(1, ExecutorId::new("fw-1/web#1#7.4"));
+        assert!(again.preempted.is_empty());
+        let mut settled = group.clone();
+        settled.replacing.clear();
+        assert_eq!(settled.preempted_by(1, &victim), None, "never outlives `replacing`");
+
+        let h = |preempted_by: Option<&str>| {
+            Record::History(HistoryRecord {
+                seq: 3,
+                framework_digest: 7,
+                framework: FinishedFramework {
+                    id: FrameworkId::new("fw-1"),
+                    name: "web".into(),
+                    outcome: FrameworkOutcome::Killed,
+                    finished_at_ms: 1_764_603_000_000,
+                    registered_at_ms: None,
+                    slots: vec![FinishedSlot {
+                        group: "web".into(),
+                        slot: 1,
+                        executor: Some(victim.clone()),
+                        state: Some(ExecutorState::Killed),
+                        attempts: 1,
+                        preempted_by: preempted_by.map(str::to_owned),
+                    }],
+                    slots_omitted: 0,
+                },
+            })
+        };
+        for (r, variant) in [(h(None), 5), (h(Some("b/g")), 26)] {
+            let bytes = postcard::to_allocvec(&r).unwrap();
+            assert_eq!(bytes[0], variant, "{r:?}");
+            assert_eq!(postcard::from_bytes::<Record>(&bytes).unwrap(), r);
+        }
     }
 
     #[test]

@@ -817,6 +817,10 @@ pub fn state_json(s: &ClusterState) -> Value {
                     if let Some(ExecutorState::Failed { reason }) = &sl.state {
                         v["reason"] = json!(reason);
                     }
+                    // Its last end was a preemption (docs/design.md#issue-44).
+                    if let Some(by) = &sl.preempted_by {
+                        v["preempted_by"] = json!(by);
+                    }
                     v
                 })
                 .collect();

@@ -40,6 +40,7 @@ pub fn framework(id: &str, name: &str) -> Record {
         failover_timeout_ms: 60_000,
         groups: vec![GroupRecord {
             replacing: Default::default(),
+            preempted: Default::default(),
             counted: Default::default(),
             deployment: None,
             eras: Vec::new(),
@@ -620,6 +621,31 @@ pub fn cases() -> Vec<Case> {
         expect: Ok((deployment, vec![])),
     });
 
+    // A framework with a preempted slot (variant 25; a framework with a
+    // deployed group and no preempted slot keeps variant 24, frozen;
+    // docs/design.md#issue-44).
+    let mut preemption =
+        vec![Record::Epoch(Epoch(54)), framework_with_preemption(), framework_with_deployment()];
+    preemption.sort_by_key(Record::key);
+    cases.push(Case {
+        name: "preemption",
+        files: preemption.iter().map(file).collect(),
+        sealing: Sealing::none(),
+        expect: Ok((preemption, vec![])),
+    });
+
+    // A finished framework whose slot's last end was a preemption (variant
+    // 26; one without keeps variant 5, frozen; docs/design.md#issue-44).
+    let mut history_preemption =
+        vec![Record::Epoch(Epoch(54)), history(7), history_with_preemption(8)];
+    history_preemption.sort_by_key(Record::key);
+    cases.push(Case {
+        name: "history-preemption",
+        files: history_preemption.iter().map(file).collect(),
+        sealing: Sealing::none(),
+        expect: Ok((history_preemption, vec![])),
+    });
+
     let cut = 20;
     cases.push(Case {
         name: "truncated",
@@ -829,6 +855,7 @@ pub fn history(seq: u64) -> Record {
                     executor: Some("fw-0/main#0#1.1".into()),
                     state: Some(ExecutorState::Exited { code: 0 }),
                     attempts: 1,
+                    preempted_by: None,
                 },
                 FinishedSlot {
                     group: "main".into(),
@@ -836,6 +863,7 @@ pub fn history(seq: u64) -> Record {
                     executor: Some("fw-0/main#1#1.3".into()),
                     state: Some(ExecutorState::Killed),
                     attempts: 2,
+                    preempted_by: None,
                 },
                 FinishedSlot {
                     group: "main".into(),
@@ -843,11 +871,35 @@ pub fn history(seq: u64) -> Record {
                     executor: None,
                     state: None,
                     attempts: 0,
+                    preempted_by: None,
                 },
             ],
             slots_omitted: 0,
         },
     })
+}
+
+/// A job (as [`framework_with_deployment`]) whose group `g`'s slot 1
+/// executor was stopped by a preemption for `batch/urgent`, which the
+/// record names with it (docs/design.md#issue-44): the appended variant 25.
+pub fn framework_with_preemption() -> Record {
+    let Record::Framework(mut f) = framework_with_deployment() else { unreachable!() };
+    f.id = regent_core::FrameworkId::new("fw-x");
+    let victim = regent_core::ExecutorId::new("fw-x/g#1#54.2");
+    f.groups[0].replace(1, victim.clone());
+    let by = regent_core::store::Preemptor { executor: victim, by: "batch/urgent".into() };
+    f.groups[0].preempted.insert(1, by);
+    Record::Framework(f)
+}
+
+/// A history record (as [`history`]) whose slot 1's last end was a
+/// preemption for `batch/urgent` (docs/design.md#issue-44): the appended
+/// variant 26.
+pub fn history_with_preemption(seq: u64) -> Record {
+    let Record::History(mut h) = history(seq) else { unreachable!() };
+    h.framework.id = FrameworkId::new("fw-9");
+    h.framework.slots[1].preempted_by = Some("batch/urgent".into());
+    Record::History(h)
 }
 
 /// Writes every case under `root` (replacing what is there).

@@ -1196,6 +1196,7 @@ fn record(src: &mut Source, frameworks: &[FrameworkId]) -> Record {
                         .collect();
                     GroupRecord {
                         replacing: Default::default(),
+                        preempted: Default::default(),
                         counted: Default::default(),
                         deployment: None,
                         eras: Vec::new(),

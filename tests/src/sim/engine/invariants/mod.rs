@@ -21,6 +21,7 @@ pub mod maintenance;
 pub mod named_resources;
 pub mod one_executor;
 pub mod ports;
+pub mod preempted_by;
 pub mod preempted_slots;
 pub mod preemption_guarantee;
 pub mod registry;
@@ -137,6 +138,9 @@ pub(crate) struct Obs {
     /// Executors a leader stopped by preemption, with their slots
     /// ([`preemption_guarantee`], [`preempted_slots`]).
     pub(crate) preempted: BTreeMap<ExecutorId, preemption_guarantee::Victim>,
+    /// The groups (`<framework>/<group>`) a leader preempted for, each
+    /// with a waiting slot then ([`preempted_by`]).
+    pub(crate) preemptors: BTreeSet<String>,
     /// Singleton executors a worker reported stopped for want of a master
     /// ([`singleton_slots`]; counted in the run's stats).
     pub(crate) cut_off_stops: BTreeSet<ExecutorId>,
@@ -160,7 +164,7 @@ type Check = fn(&mut World) -> Result<(), String>;
 
 /// The state-based invariants, after every step.
 pub(crate) fn check_all(w: &mut World) -> Result<(), Violation> {
-    let checks: [(&'static str, Check); 15] = [
+    let checks: [(&'static str, Check); 16] = [
         ("single_leader", |w| single_leader::check(w)),
         ("epochs", epochs::check),
         ("registry", |w| registry::check(w)),
@@ -175,6 +179,7 @@ pub(crate) fn check_all(w: &mut World) -> Result<(), Violation> {
         ("waiting_reasons", |w| waiting_reasons::check(w)),
         ("tenant_limits", |w| tenant_limits::check(w)),
         ("preempted_slots", |w| preempted_slots::check(w)),
+        ("preempted_by", |w| preempted_by::check(w)),
         ("singleton_slots", singleton_slots::check),
     ];
     for (invariant, check) in checks {

@@ -41,13 +41,18 @@ pub(crate) struct Victim {
 pub(crate) struct Before {
     total: u64,
     live: BTreeSet<ExecutorId>,
+    /// The group records' `preempted` entries ([`super::preempted_by`]).
+    preempted: BTreeSet<super::preempted_by::Entry>,
 }
 
 /// Before master `m` handles an input (only with tenants set: the API
-/// client's modes).
+/// client's modes), whatever its status.
 pub(crate) fn before(w: &World, m: usize) -> Option<Before> {
     let mp = &w.masters[m];
-    if !w.cfg.api_jobs || !mp.p.up || mp.master().status() != Status::Alive {
+    // Not only an ALIVE one: the step that ends a new leader's recovery
+    // places and may preempt at once (docs/design.md#issue-44: found by
+    // the `preempted_by` invariant, which missed such a step's choice).
+    if !w.cfg.api_jobs || !mp.p.up {
         return None;
     }
     let master = mp.master();
@@ -56,7 +61,8 @@ pub(crate) fn before(w: &World, m: usize) -> Option<Before> {
         .filter(|e| !e.state.is_terminal() && !e.operator_stop && !e.kill_requested)
         .map(|e| e.id.clone())
         .collect();
-    Some(Before { total: master.preemptions_started(), live })
+    let preempted = super::preempted_by::entries(master);
+    Some(Before { total: master.preemptions_started(), live, preempted })
 }
 
 /// After master `m` handled the input: the victims it chose, if any,
@@ -69,6 +75,13 @@ pub(crate) fn after(w: &mut World, m: usize, before: Option<Before>) -> Result<(
     {
         return Ok(());
     }
+    // What the step's preemptions name as their preemptor
+    // ([`super::preempted_by`]).
+    if let Err(detail) = super::preempted_by::decided(w, m, &before.preempted) {
+        super::fail(w, "preempted_by", detail);
+    }
+    let mp = &w.masters[m];
+    let master = mp.master();
     // This step's victims: executors it could preempt before, now stopped
     // to be refilled (named in their group's `replacing`), that no operator
     // or framework asked to stop.
