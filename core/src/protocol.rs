@@ -94,7 +94,12 @@ pub mod tenants;
 ///
 /// Version 18 (docs/design.md#issue-45, deployments): a group's
 /// [`GroupPolicy::update`]; `Message::PromoteDeployment`.
-pub const PROTOCOL_VERSION: u16 = 18;
+///
+/// Version 19 (docs/design.md#issue-45, deployments and health seen):
+/// [`api::DeploymentView`]'s digests, counts, canaries and deadlines;
+/// [`GroupView::deployment`] and [`ExecutorView::health`], so `regent
+/// status`, `regent events` and the page show them.
+pub const PROTOCOL_VERSION: u16 = 19;
 
 /// What kind of node is speaking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -1425,6 +1430,10 @@ pub struct GroupView {
     /// none waits, or past the first
     /// [`crate::limits::MAX_STATE_REASON_GROUPS`] waiting groups.
     pub reasons: Vec<api::WaitReason>,
+    /// The group's current or last deployment (protocol 19), as
+    /// `/v1/jobs/{id}/deployment` shows it; `None`: never deployed. The
+    /// event stream tells its changes ([`crate::events::ClusterEvent::Deployment`]).
+    pub deployment: Option<api::DeploymentView>,
 }
 
 /// One executor in [`ClusterState`].
@@ -1450,6 +1459,11 @@ pub struct ExecutorView {
     /// that group (docs/tenants.md): it is being stopped, or was, for
     /// that.
     pub preempted_by: Option<String>,
+    /// Its health as its worker's checks last reported it, `for_ms` as of
+    /// that report (protocol 19; docs/jobs.md#health-checks-groupcheck);
+    /// `None` for an executor without checks, before their first report,
+    /// or once it ended.
+    pub health: Option<HealthReport>,
 }
 
 impl Message {

@@ -29,6 +29,7 @@ use utoipa::{Modify, OpenApi};
         jobs::delete,
         jobs::scale,
         jobs::promote,
+        jobs::deployment,
         events::serve,
         operator::worker,
         operator::remove_worker,
