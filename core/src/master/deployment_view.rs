@@ -9,7 +9,8 @@
 //! (`healthy` is its durable set; an executor runs the deployed spec when
 //! its era's digest is the target's, as in [`super::deployment`]).
 //!
-//! Tests: core/tests/deployment_view.rs.
+//! Tests: core/tests/deployments.rs (the view and the events of each
+//! step), runtime-smol/tests/e2e_deployments.rs.
 
 use super::frameworks::GroupState;
 use super::Master;
