@@ -739,8 +739,10 @@ impl ClusterEvent {
             } => {
                 let revert = revert_of.map_or(String::new(), |of| format!(" (revert of {of})"));
                 let why = reason.as_ref().map_or(String::new(), |r| format!(": {r}"));
+                // The state only where it says more than the change.
+                let now = if state == change.name() { String::new() } else { format!(", {state}") };
                 format!(
-                    "deployment {seq}{revert} of group {framework}/{group} {}, {state}, \
+                    "deployment {seq}{revert} of group {framework}/{group} {}{now}, \
                      {healthy}/{open} healthy{why}",
                     change.name()
                 )

@@ -629,6 +629,18 @@ fn a_failed_deployment_is_told_with_its_reason_then_its_revert() {
     // one write: still two events, the failure with why.
     let (events, _) = run.events_since(&s0);
     let why = "healthy_deadline 1m passed on slot 0".to_string();
+    let lines: Vec<String> = events
+        .iter()
+        .filter(|e| e.kind() == "deployment")
+        .map(regent_core::events::ClusterEvent::describe)
+        .collect();
+    let failed = " failed, 0/3 healthy: healthy_deadline 1m passed on slot 0";
+    assert!(
+        lines[0].starts_with("deployment 1 of group ") && lines[0].ends_with(failed),
+        "{lines:?}"
+    );
+    assert!(lines[1].contains("deployment 2 (revert of 1) of group "), "{lines:?}");
+    assert!(lines[1].contains(" reverting, rolling, "), "{lines:?}");
     assert_eq!(
         deployment_events(&events),
         vec![("failed", 1, Some(why.clone())), ("reverting", 2, Some(why.clone()))],
