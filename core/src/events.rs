@@ -19,12 +19,14 @@
 //!
 //! Events come in a fixed order: leader, status, then workers, frameworks
 //! (then their groups' waiting slots: [`ClusterEvent::Waiting`], when they
-//! start waiting or their reasons change) and executors, each by id, then
-//! finished frameworks. Events are serialized (serde, internally
+//! start waiting or their reasons change; then their deployments:
+//! [`ClusterEvent::Deployment`]) and executors (then their health:
+//! [`ClusterEvent::ExecutorHealth`]), each by id, then finished
+//! frameworks. Events are serialized (serde, internally
 //! tagged by `kind`) as JSON objects such as
 //! `{"kind":"worker","change":"state","worker":"w1","state":"DEAD","previous":"ALIVE",...}`.
 
-use crate::api::WaitReason;
+use crate::api::{DeploymentView, WaitReason};
 use crate::protocol::{
     ClusterState, ExecutorState, ExecutorView, FrameworkView, GroupView, WorkerView,
 };
@@ -162,6 +164,56 @@ pub enum ClusterEvent {
         /// Why it is considered lost.
         reason: String,
     },
+    /// A group's deployment started, reached its promotion point, was
+    /// promoted, succeeded, failed (with why) or started reverting
+    /// (docs/jobs.md, deployments). A failure that starts a revert at once
+    /// is two events: `failed` of the deployment (with its reason, while
+    /// the leader that saw it leads) and `reverting` of the revert.
+    Deployment {
+        /// The framework.
+        framework: FrameworkId,
+        /// The group.
+        group: String,
+        /// What happened.
+        change: DeploymentChange,
+        /// The deployment's number in the group.
+        seq: u64,
+        /// Its state now (`canary`, `awaiting_promotion`, `rolling`,
+        /// `succeeded`, `failed`; for a `failed` event of a reverted
+        /// deployment, `failed`).
+        state: String,
+        /// The deployment a revert reverts.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        revert_of: Option<u64>,
+        /// Why it failed (`failed`), or why the deployment it reverts did
+        /// (`reverting`), when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// Open slots healthy on the deployed spec.
+        healthy: u32,
+        /// Open slots of the group.
+        open: u32,
+    },
+    /// A running executor's health, as its worker's checks see it, changed:
+    /// its status (`pending`, `passing`, `failing`) or what the failing
+    /// check saw (docs/jobs.md#health-checks-groupcheck). Not for how long
+    /// it has held.
+    ExecutorHealth {
+        /// The executor.
+        executor: ExecutorId,
+        /// Its framework.
+        framework: FrameworkId,
+        /// Its worker, if known.
+        worker: Option<WorkerId>,
+        /// `pending`, `passing` or `failing`.
+        status: String,
+        /// Its status before, when it had one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        previous: Option<String>,
+        /// The first failing check's name and what it saw (empty when
+        /// none fails).
+        detail: String,
+    },
     /// Slots of a group started waiting to be placed, or the reasons they
     /// wait changed (docs/jobs.md, "Why a slot waits"). Not for a change of
     /// how many wait alone: a group placed slot by slot with the same
@@ -177,6 +229,39 @@ pub enum ClusterEvent {
         /// Every reason, ranked.
         reasons: Vec<WaitReason>,
     },
+}
+
+/// What happened to a group's deployment ([`ClusterEvent::Deployment`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeploymentChange {
+    /// A deployment of a new spec started (with a canary phase or rolling).
+    Started,
+    /// Its canaries are healthy; it waits for `regent job promote`.
+    AwaitingPromotion,
+    /// It was promoted (by an operator, or by `auto_promote`): it rolls.
+    Promoted,
+    /// Every open slot runs the deployed spec, healthy.
+    Succeeded,
+    /// It failed, for `reason`.
+    Failed,
+    /// A revert to the last healthy spec started, after a failure.
+    Reverting,
+}
+
+impl DeploymentChange {
+    /// As serialized: `started`, `awaiting_promotion`, `promoted`,
+    /// `succeeded`, `failed`, `reverting`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeploymentChange::Started => "started",
+            DeploymentChange::AwaitingPromotion => "awaiting_promotion",
+            DeploymentChange::Promoted => "promoted",
+            DeploymentChange::Succeeded => "succeeded",
+            DeploymentChange::Failed => "failed",
+            DeploymentChange::Reverting => "reverting",
+        }
+    }
 }
 
 /// The executor state's name as the API shows it: `LAUNCHING`, `RUNNING`,
@@ -227,6 +312,7 @@ pub fn diff(before: &ClusterState, after: &ClusterState) -> Vec<ClusterEvent> {
         &mut out,
     );
     waiting(before, after, &mut out);
+    deployments(before, after, &mut out);
     entities(
         &before.executors,
         &after.executors,
@@ -236,6 +322,7 @@ pub fn diff(before: &ClusterState, after: &ClusterState) -> Vec<ClusterEvent> {
         executor_event,
         &mut out,
     );
+    health(before, after, &mut out);
     // Entries new to the history; an entry leaving it (evicted past the
     // retained number) is not news.
     let known: std::collections::BTreeSet<&FrameworkId> =
@@ -332,9 +419,136 @@ fn waiting(before: &ClusterState, after: &ClusterState, out: &mut Vec<ClusterEve
     }
 }
 
-/// An executor's view unchanged but for its usage.
+/// The [`ClusterEvent::Deployment`]s from `before` to `after`, by
+/// framework id then group order: a deployment new to a group (`started`,
+/// or `reverting` after a `failed` of the one it reverts, unless `before`
+/// showed that failure already), then each change of its state (a
+/// deployment that started and ended between two snapshots gives both).
+fn deployments(before: &ClusterState, after: &ClusterState, out: &mut Vec<ClusterEvent>) {
+    let old: BTreeMap<(&FrameworkId, &str), &DeploymentView> = before
+        .frameworks
+        .iter()
+        .flat_map(|f| {
+            f.groups
+                .iter()
+                .filter_map(move |g| Some(((&f.id, g.name.as_str()), g.deployment.as_ref()?)))
+        })
+        .collect();
+    let mut frameworks: Vec<&FrameworkView> = after.frameworks.iter().collect();
+    frameworks.sort_by(|a, b| a.id.cmp(&b.id));
+    for f in frameworks {
+        for g in &f.groups {
+            let Some(d) = &g.deployment else { continue };
+            let was = old.get(&(&f.id, g.name.as_str())).copied();
+            let event = |change: DeploymentChange, d: &DeploymentView, reason: Option<String>| {
+                ClusterEvent::Deployment {
+                    framework: f.id.clone(),
+                    group: g.name.clone(),
+                    change,
+                    seq: d.seq,
+                    state: d.state.clone(),
+                    revert_of: d.revert_of,
+                    reason,
+                    healthy: d.healthy,
+                    open: d.open,
+                }
+            };
+            let state_before = match was {
+                Some(w) if w.seq == d.seq => Some(w.state.as_str()),
+                _ => {
+                    // New to the group.
+                    match d.revert_of {
+                        Some(of) => {
+                            let shown_failed =
+                                was.is_some_and(|w| w.seq == of && w.state == "failed");
+                            if !shown_failed {
+                                out.push(ClusterEvent::Deployment {
+                                    framework: f.id.clone(),
+                                    group: g.name.clone(),
+                                    change: DeploymentChange::Failed,
+                                    seq: of,
+                                    state: "failed".into(),
+                                    revert_of: None,
+                                    reason: d.reverts_because.clone(),
+                                    healthy: was.filter(|w| w.seq == of).map_or(0, |w| w.healthy),
+                                    open: d.open,
+                                });
+                            }
+                            out.push(event(
+                                DeploymentChange::Reverting,
+                                d,
+                                d.reverts_because.clone(),
+                            ));
+                        }
+                        None => out.push(event(DeploymentChange::Started, d, None)),
+                    }
+                    // What it went through since, as if seen from its start.
+                    Some(if d.revert_of.is_some() || d.canary == 0 { "rolling" } else { "canary" })
+                }
+            };
+            let Some(from) = state_before else { continue };
+            let to = d.state.as_str();
+            if from == to {
+                continue;
+            }
+            match to {
+                "awaiting_promotion" => {
+                    out.push(event(DeploymentChange::AwaitingPromotion, d, None))
+                }
+                "rolling" => out.push(event(DeploymentChange::Promoted, d, None)),
+                "succeeded" => {
+                    if from == "canary" || from == "awaiting_promotion" {
+                        out.push(event(DeploymentChange::Promoted, d, None));
+                    }
+                    out.push(event(DeploymentChange::Succeeded, d, None));
+                }
+                "failed" => out.push(event(DeploymentChange::Failed, d, d.reason.clone())),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The [`ClusterEvent::ExecutorHealth`]s from `before` to `after`, by
+/// executor id: an executor of `after` with a health report whose status
+/// or detail differs from `before`'s (or that had none there). An executor
+/// that loses its report (it ended) gives none: its end is its own event.
+fn health(before: &ClusterState, after: &ClusterState, out: &mut Vec<ClusterEvent>) {
+    let old: BTreeMap<&ExecutorId, &ExecutorView> =
+        before.executors.iter().map(|e| (&e.id, e)).collect();
+    let mut executors: Vec<&ExecutorView> = after.executors.iter().collect();
+    executors.sort_by(|a, b| a.id.cmp(&b.id));
+    for e in executors {
+        let Some(h) = &e.health else { continue };
+        let previous = old.get(&e.id).and_then(|o| o.health.as_ref());
+        if previous.is_some_and(|p| p.status == h.status && p.detail == h.detail) {
+            continue;
+        }
+        out.push(ClusterEvent::ExecutorHealth {
+            executor: e.id.clone(),
+            framework: e.framework.clone(),
+            worker: e.worker.clone(),
+            status: h.status.name().to_string(),
+            previous: previous.map(|p| p.status.name().to_string()),
+            detail: h.detail.clone(),
+        });
+    }
+}
+
+/// An executor's view unchanged but for its usage and its health (which
+/// [`ClusterEvent::ExecutorHealth`] tells).
 fn same_executor(a: &ExecutorView, b: &ExecutorView) -> bool {
-    let ExecutorView { id, framework, worker, state, ports, resources, usage: _, preempted_by } = a;
+    let ExecutorView {
+        id,
+        framework,
+        worker,
+        state,
+        ports,
+        resources,
+        usage: _,
+        preempted_by,
+        health: _,
+    } = a;
     (id, framework, worker, state, ports, resources, preempted_by)
         == (&b.id, &b.framework, &b.worker, &b.state, &b.ports, &b.resources, &b.preempted_by)
 }
@@ -430,8 +644,8 @@ fn executor_event(change: Change, e: &ExecutorView, previous: Option<String>) ->
 
 impl ClusterEvent {
     /// The event's kind, as serialized (`leader`, `status`, `worker`,
-    /// `framework`, `executor`, `finished`, `leader_lost`, `waiting`): the
-    /// SSE event name.
+    /// `framework`, `executor`, `finished`, `leader_lost`, `waiting`,
+    /// `deployment`, `executor_health`): the SSE event name.
     pub fn kind(&self) -> &'static str {
         match self {
             ClusterEvent::Leader { .. } => "leader",
@@ -442,6 +656,8 @@ impl ClusterEvent {
             ClusterEvent::Finished { .. } => "finished",
             ClusterEvent::LeaderLost { .. } => "leader_lost",
             ClusterEvent::Waiting { .. } => "waiting",
+            ClusterEvent::Deployment { .. } => "deployment",
+            ClusterEvent::ExecutorHealth { .. } => "executor_health",
         }
     }
 
@@ -509,6 +725,33 @@ impl ClusterEvent {
             }
             ClusterEvent::LeaderLost { leader, epoch, reason } => {
                 format!("leader {leader} (epoch {epoch}) lost: {reason}; looking for the leader")
+            }
+            ClusterEvent::Deployment {
+                framework,
+                group,
+                change,
+                seq,
+                state,
+                revert_of,
+                reason,
+                healthy,
+                open,
+            } => {
+                let revert = revert_of.map_or(String::new(), |of| format!(" (revert of {of})"));
+                let why = reason.as_ref().map_or(String::new(), |r| format!(": {r}"));
+                // The state only where it says more than the change.
+                let now = if state == change.name() { String::new() } else { format!(", {state}") };
+                format!(
+                    "deployment {seq}{revert} of group {framework}/{group} {}{now}, \
+                     {healthy}/{open} healthy{why}",
+                    change.name()
+                )
+            }
+            ClusterEvent::ExecutorHealth { executor, worker, status, previous, detail, .. } => {
+                let on = worker.as_ref().map(|w| format!(" on {w}")).unwrap_or_default();
+                let was = previous.as_ref().map_or(String::new(), |p| format!(" (was {p})"));
+                let what = if detail.is_empty() { String::new() } else { format!(": {detail}") };
+                format!("executor {executor}{on} health {status}{was}{what}")
             }
             ClusterEvent::Waiting { framework, group, unplaced, reasons } => {
                 let why: Vec<String> = reasons.iter().map(ToString::to_string).collect();

@@ -99,7 +99,8 @@ pub enum CheckOutcome {
 /// What a result did to its executor ([`Health::result`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Verdict {
-    /// The executor's health status changed (report it).
+    /// The executor's health status, or what its report says of why,
+    /// changed (report it).
     pub changed: bool,
     /// The executor's checks have failed enough: stop it (returned once).
     pub stop: bool,
@@ -110,7 +111,8 @@ pub struct Verdict {
 pub struct Sweep {
     /// Runs to start.
     pub runs: Vec<CheckRun>,
-    /// Executors whose status changed (a backstop or a lapsed TTL).
+    /// Executors whose status (or its detail) changed (a backstop or a
+    /// lapsed TTL).
     pub changed: Vec<ExecutorId>,
     /// Executors to stop (each returned once).
     pub stop: Vec<ExecutorId>,
@@ -172,6 +174,10 @@ struct Watched {
     since: Millis,
     /// Why it is being stopped, once its checks failed enough.
     stopping: Option<String>,
+    /// The detail its last report carried ([`Watched::detail`]): a change
+    /// of it is reported too, so a check that failed with "connection
+    /// refused" and now fails with "answered 500" says so.
+    shown: String,
 }
 
 #[derive(Clone, Debug)]
@@ -246,6 +252,7 @@ impl Health {
             status: HealthStatus::Pending,
             since: Millis::ZERO,
             stopping: None,
+            shown: String::new(),
         };
         self.watched.insert(executor, watched);
     }
@@ -440,15 +447,7 @@ impl Health {
     pub fn of(&self, now: Millis, executor: &ExecutorId) -> Option<HealthReport> {
         let w = self.watched.get(executor)?;
         w.running_at?;
-        // The first failing check says why; else the first with a word.
-        let failing = w.checks.iter().find(|c| c.last == Some(false));
-        let detail = match failing.or_else(|| w.checks.iter().find(|c| !c.detail.is_empty())) {
-            Some(c) if !c.detail.is_empty() => {
-                crate::launch::check::cut_detail(&format!("{}: {}", c.spec.name, c.detail))
-            }
-            _ => String::new(),
-        };
-        Some(HealthReport { status: w.status, for_ms: now.since(w.since).0, detail })
+        Some(HealthReport { status: w.status, for_ms: now.since(w.since).0, detail: w.detail() })
     }
 }
 
@@ -475,7 +474,7 @@ impl CheckState {
 }
 
 impl Watched {
-    /// Recomputes the status at `now`; whether it changed.
+    /// Recomputes the status at `now`; whether it, or its detail, changed.
     fn refresh(&mut self, now: Millis) -> bool {
         let status = if self.checks.iter().any(|c| c.last == Some(false)) {
             HealthStatus::Failing
@@ -484,12 +483,30 @@ impl Watched {
         } else {
             HealthStatus::Pending
         };
+        let detail = self.detail();
         if status == self.status {
-            return false;
+            // The same status for another reason is news too (not how
+            // long it held).
+            let changed = detail != self.shown;
+            self.shown = detail;
+            return changed;
         }
+        self.shown = detail;
         self.status = status;
         self.since = now;
         true
+    }
+
+    /// What a report says of why: the first failing check's name and
+    /// detail; else the first check with a word.
+    fn detail(&self) -> String {
+        let failing = self.checks.iter().find(|c| c.last == Some(false));
+        match failing.or_else(|| self.checks.iter().find(|c| !c.detail.is_empty())) {
+            Some(c) if !c.detail.is_empty() => {
+                crate::launch::check::cut_detail(&format!("{}: {}", c.spec.name, c.detail))
+            }
+            _ => String::new(),
+        }
     }
 
     /// The verdict of a counted result (`stop`: its check reached its debt).

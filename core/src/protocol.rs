@@ -98,9 +98,11 @@ pub mod tenants;
 /// Version 19 (this round, one bump for every change of it):
 /// docs/design.md#issue-45, manual checks: a framework's health report,
 /// `Message::ReportHealth`, relayed to the executor's worker as
-/// `Message::HealthOnWorker`; docs/design.md#issue-44, "preempted by"
-/// across a failover: [`FinishedSlot::preempted_by`] and
-/// `SlotStatus::preempted_by`.
+/// `Message::HealthOnWorker`; docs/design.md#issue-45, deployments and
+/// health seen: [`api::DeploymentView`]'s digests, counts, canaries and
+/// deadlines, [`GroupView::deployment`] and [`ExecutorView::health`];
+/// docs/design.md#issue-44, "preempted by" across a failover:
+/// [`FinishedSlot::preempted_by`] and `SlotStatus::preempted_by`.
 pub const PROTOCOL_VERSION: u16 = 19;
 
 /// What kind of node is speaking.
@@ -1469,6 +1471,10 @@ pub struct GroupView {
     /// none waits, or past the first
     /// [`crate::limits::MAX_STATE_REASON_GROUPS`] waiting groups.
     pub reasons: Vec<api::WaitReason>,
+    /// The group's current or last deployment (protocol 19), as
+    /// `/v1/jobs/{id}/deployment` shows it; `None`: never deployed. The
+    /// event stream tells its changes ([`crate::events::ClusterEvent::Deployment`]).
+    pub deployment: Option<api::DeploymentView>,
 }
 
 /// One executor in [`ClusterState`].
@@ -1494,6 +1500,11 @@ pub struct ExecutorView {
     /// that group (docs/tenants.md): it is being stopped, or was, for
     /// that.
     pub preempted_by: Option<String>,
+    /// Its health as its worker's checks last reported it, `for_ms` as of
+    /// that report (protocol 19; docs/jobs.md#health-checks-groupcheck);
+    /// `None` for an executor without checks, before their first report,
+    /// or once it ended.
+    pub health: Option<HealthReport>,
 }
 
 impl Message {

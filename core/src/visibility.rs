@@ -196,7 +196,9 @@ pub fn sees_event(p: &Principal, tenants: &FrameworkTenants, event: &ClusterEven
         ClusterEvent::Framework { framework, .. }
         | ClusterEvent::Executor { framework, .. }
         | ClusterEvent::Finished { framework, .. }
-        | ClusterEvent::Waiting { framework, .. } => {
+        | ClusterEvent::Waiting { framework, .. }
+        | ClusterEvent::Deployment { framework, .. }
+        | ClusterEvent::ExecutorHealth { framework, .. } => {
             sees_framework(p, framework, tenants.tenant(framework))
         }
     }
@@ -245,6 +247,7 @@ mod tests {
             resources: vec![],
             usage: None,
             preempted_by: None,
+            health: None,
         }
     }
 

@@ -46,6 +46,7 @@ fn executor(id: &str, state: ExecutorState) -> ExecutorView {
         resources: Default::default(),
         usage: None,
         preempted_by: None,
+        health: None,
         ports: Default::default(),
         id: ExecutorId::new(id),
         framework: FrameworkId::new("fw-1"),

@@ -1035,9 +1035,38 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                         reasons: vec![api::WaitReason::NoMatchingWorker {
                             constraint: "rack=r9".into(),
                         }],
+                        deployment: Some(regent_core::api::DeploymentView {
+                            seq: 3,
+                            state: "canary".into(),
+                            reason: None,
+                            revert_of: None,
+                            healthy: 0,
+                            open: 3,
+                            canary: 1,
+                            max_parallel: 1,
+                            min_healthy_time_ms: 10_000,
+                            target_digest: 0x1234_5678,
+                            revert_to_digest: Some(0x9abc_def0),
+                            placed: 1,
+                            old: 2,
+                            canaries: vec![0],
+                            auto_revert: true,
+                            auto_promote: false,
+                            healthy_deadline_ms: 300_000,
+                            progress_deadline_ms: 600_000,
+                            started_ms: 1_700_000_000_000,
+                            progress_ms: 1_700_000_000_000,
+                            progress_due_ms: Some(1_700_000_600_000),
+                            reverts_because: None,
+                        }),
                     }],
                 }],
                 executors: vec![ExecutorView {
+                    health: Some(regent_core::protocol::HealthReport {
+                        status: regent_core::protocol::HealthStatus::Failing,
+                        for_ms: 1_500,
+                        detail: "http: GET /health answered 500".into(),
+                    }),
                     preempted_by: Some("batch/g".into()),
                     resources: Default::default(),
                     usage: Some(Usage {
@@ -1360,6 +1389,19 @@ fn golden_samples() -> Vec<(&'static str, Message)> {
                             canary: 0,
                             max_parallel: 1,
                             min_healthy_time_ms: 10_000,
+                            target_digest: 7,
+                            revert_to_digest: None,
+                            placed: 1,
+                            old: 0,
+                            canaries: vec![],
+                            auto_revert: false,
+                            auto_promote: false,
+                            healthy_deadline_ms: 300_000,
+                            progress_deadline_ms: 0,
+                            started_ms: 1_700_000_000_000,
+                            progress_ms: 1_700_000_001_000,
+                            progress_due_ms: None,
+                            reverts_because: Some("crash loop: 3 ends on slot 1".into()),
                         }),
                         slots: vec![
                             api::SlotStatus {
@@ -1453,12 +1495,40 @@ fn cluster_state(g: &mut Gen) -> ClusterState {
                         last_end: if bool::arbitrary(g) { Some(s(g)) } else { None },
                         unplaced: u32::arbitrary(g),
                         reasons: wait_reasons_arb(g),
+                        deployment: if bool::arbitrary(g) {
+                            Some(regent_core::api::DeploymentView {
+                                seq: u64::arbitrary(g),
+                                state: s(g),
+                                reason: if bool::arbitrary(g) { Some(s(g)) } else { None },
+                                canaries: vec![u32::arbitrary(g)],
+                                target_digest: u32::arbitrary(g),
+                                progress_due_ms: Option::<u64>::arbitrary(g),
+                                ..Default::default()
+                            })
+                        } else {
+                            None
+                        },
                     })
                     .collect(),
             })
             .collect(),
         executors: (0..usize::arbitrary(g) % 3)
             .map(|_| ExecutorView {
+                health: if bool::arbitrary(g) {
+                    Some(regent_core::protocol::HealthReport {
+                        status: *g
+                            .choose(&[
+                                regent_core::protocol::HealthStatus::Pending,
+                                regent_core::protocol::HealthStatus::Passing,
+                                regent_core::protocol::HealthStatus::Failing,
+                            ])
+                            .unwrap(),
+                        for_ms: u64::arbitrary(g),
+                        detail: s(g),
+                    })
+                } else {
+                    None
+                },
                 preempted_by: if bool::arbitrary(g) { Some(s(g)) } else { None },
                 resources: Default::default(),
                 usage: if bool::arbitrary(g) { Some(usage_arb(g)) } else { None },
@@ -1536,6 +1606,7 @@ fn golden_frames_pin_the_wire_format() {
 fn a_large_frame_is_encoded_and_sealed_into_a_buffer_of_its_exact_length() {
     let executors = (0..12_000)
         .map(|i| ExecutorView {
+            health: None,
             preempted_by: None,
             resources: Default::default(),
             usage: None,

@@ -401,3 +401,228 @@ fn with_checks_that_never_pass_the_healthy_deadline_fails_the_deployment_and_rev
     assert_eq!(record.groups[0].spec.command, ["serve", "v1"]);
     assert_eq!(stops(&sends), vec![new0], "the unhealthy v2 executor is replaced first");
 }
+
+// What readers see of a deployment (`JobsReply`, `GET /v1/jobs/{id}/deployment`,
+// the state view) and the events its changes make
+// (docs/design.md#issue-45: core/src/master/deployment_view.rs, core/src/events.rs).
+
+impl Run {
+    /// The group's deployment as `JobsReply` shows it.
+    fn view(&mut self, fw: &FrameworkId) -> regent_core::api::DeploymentView {
+        let sends = self.send(1, Message::JobsRequest { request: 60, job: Some(fw.clone()) });
+        sends
+            .iter()
+            .find_map(|(_, m)| match m {
+                Message::JobsReply { jobs, .. } => jobs[0].groups[0].deployment.clone(),
+                _ => None,
+            })
+            .expect("the group's deployment in the jobs reply")
+    }
+
+    /// The events between the state view `before` and now, and the view now.
+    fn events_since(
+        &self,
+        before: &regent_core::protocol::ClusterState,
+    ) -> (Vec<regent_core::events::ClusterEvent>, regent_core::protocol::ClusterState) {
+        let now = self.m.state();
+        (regent_core::events::diff(before, &now), now)
+    }
+}
+
+/// The deployment events of `events` as `(change, seq, reason)`.
+fn deployment_events(
+    events: &[regent_core::events::ClusterEvent],
+) -> Vec<(&'static str, u64, Option<String>)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            regent_core::events::ClusterEvent::Deployment { change, seq, reason, .. } => {
+                Some((change.name(), *seq, reason.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_deployment_view_shows_digests_canaries_counts_and_deadlines() {
+    use regent_core::store::spec_digest;
+    let canary = UpdatePolicy { canary: 1, progress_deadline_ms: 600_000, ..gated() };
+    let (mut run, fw, old) = running_v1(canary);
+    let started = run.now.0;
+    let _ =
+        run.send(1, Message::UpdateGroup { request: 2, spec: web("v2", canary), max_parallel: 1 });
+    let v = run.view(&fw);
+    assert_eq!((v.seq, v.state.as_str(), v.canaries.clone()), (1, "canary", vec![0]));
+    assert_eq!(v.target_digest, spec_digest(&web("v2", canary)));
+    assert_eq!(v.revert_to_digest, Some(spec_digest(&web("v1", canary))));
+    // Old[0] is being stopped: still a live executor of the old version.
+    assert_eq!((v.healthy, v.placed, v.old, v.open), (0, 0, 3, 3));
+    assert!(v.auto_revert && !v.auto_promote);
+    assert_eq!((v.healthy_deadline_ms, v.progress_deadline_ms), (300_000, 600_000));
+    // The leader's wall clock is its clock term plus the election's offset:
+    // the deadline is the start plus the progress deadline, whatever that is.
+    assert_eq!(v.progress_due_ms, Some(v.started_ms + 600_000));
+    assert_eq!(v.progress_ms, v.started_ms);
+    let _ = started;
+    let _ = replace(&mut run, &fw, &old[0]);
+    let v = run.view(&fw);
+    assert_eq!((v.healthy, v.placed, v.old), (0, 1, 2), "the canary placed, not healthy yet");
+    let _ = run.advance(10_000);
+    let v = run.view(&fw);
+    assert_eq!((v.state.as_str(), v.healthy, v.placed, v.old), ("awaiting_promotion", 1, 1, 2));
+    assert_eq!(v.canaries, vec![0]);
+    assert_eq!(v.progress_due_ms, None, "waiting for promotion has no deadline");
+    assert_eq!(v.progress_ms, v.started_ms + 10_000, "the canary's health was progress");
+}
+
+#[test]
+fn a_canary_deployment_is_told_as_started_awaiting_promotion_promoted_and_succeeded() {
+    let canary = UpdatePolicy { canary: 1, ..gated() };
+    let (mut run, fw, old) = running_v1(canary);
+    let s0 = run.m.state();
+    let _ =
+        run.send(1, Message::UpdateGroup { request: 2, spec: web("v2", canary), max_parallel: 1 });
+    let (events, s1) = run.events_since(&s0);
+    assert_eq!(deployment_events(&events), vec![("started", 1, None)], "{events:?}");
+    let line = events
+        .iter()
+        .find(|e| e.kind() == "deployment")
+        .map(regent_core::events::ClusterEvent::describe)
+        .unwrap();
+    assert!(line.contains("deployment 1 of group") && line.contains("started, canary"), "{line}");
+    let _ = replace(&mut run, &fw, &old[0]);
+    let _ = run.advance(10_000);
+    let (events, s2) = run.events_since(&s1);
+    assert_eq!(deployment_events(&events), vec![("awaiting_promotion", 1, None)]);
+    let job = fw.clone();
+    let _ = run.send(1, Message::PromoteDeployment { request: 8, job, group: None });
+    let (events, s3) = run.events_since(&s2);
+    assert_eq!(deployment_events(&events), vec![("promoted", 1, None)]);
+    assert!(deployment_events(&run.events_since(&s3).0).is_empty(), "no change, no event");
+    let new1 = replace(&mut run, &fw, &old[1]);
+    let _ = run.advance(10_000);
+    let _ = replace(&mut run, &fw, &old[2]);
+    let _ = run.advance(10_000);
+    let (events, _) = run.events_since(&s3);
+    assert_eq!(deployment_events(&events), vec![("succeeded", 1, None)], "{events:?}");
+    let _ = new1;
+}
+
+#[test]
+fn a_failed_deployment_is_told_with_its_reason_then_its_revert() {
+    let quick = UpdatePolicy { healthy_deadline_ms: 60_000, ..gated() };
+    let (mut run, fw, old) = running_v1(quick);
+    let v2 = checked("v2", quick);
+    let _ = run.send(1, Message::UpdateGroup { request: 2, spec: v2, max_parallel: 1 });
+    let new0 = replace(&mut run, &fw, &old[0]);
+    let s0 = run.m.state();
+    let _ = run.health(&fw, &new0, regent_core::protocol::HealthStatus::Failing, 0);
+    let _ = run.advance(61_000);
+    // Between two views the deployment failed and its revert started in
+    // one write: still two events, the failure with why.
+    let (events, _) = run.events_since(&s0);
+    let why = "healthy_deadline 1m passed on slot 0".to_string();
+    let lines: Vec<String> = events
+        .iter()
+        .filter(|e| e.kind() == "deployment")
+        .map(regent_core::events::ClusterEvent::describe)
+        .collect();
+    let failed = " failed, 0/3 healthy: healthy_deadline 1m passed on slot 0";
+    assert!(
+        lines[0].starts_with("deployment 1 of group ") && lines[0].ends_with(failed),
+        "{lines:?}"
+    );
+    assert!(lines[1].contains("deployment 2 (revert of 1) of group "), "{lines:?}");
+    assert!(lines[1].contains(" reverting, rolling, "), "{lines:?}");
+    assert_eq!(
+        deployment_events(&events),
+        vec![("failed", 1, Some(why.clone())), ("reverting", 2, Some(why.clone()))],
+        "{events:?}"
+    );
+    let v = run.view(&fw);
+    assert_eq!((v.seq, v.revert_of, v.reverts_because), (2, Some(1), Some(why)));
+    assert_eq!(v.revert_to_digest, None, "a revert reverts to nothing");
+}
+
+#[test]
+fn a_failure_without_revert_is_told_once_with_its_reason() {
+    let no_revert = UpdatePolicy { auto_revert: false, ..gated() };
+    let (mut run, fw, old) = running_v1(no_revert);
+    let _ = run
+        .send(1, Message::UpdateGroup { request: 2, spec: web("v2", no_revert), max_parallel: 1 });
+    let sends = run.status(&fw, &old[0], ExecutorState::Killed);
+    let broken = launched(&sends)[0].0.clone();
+    let s0 = run.m.state();
+    let failed = ExecutorState::Failed { reason: "exec: no such file".into() };
+    let _ = run.status(&fw, &broken, failed);
+    let (events, s1) = run.events_since(&s0);
+    let got = deployment_events(&events);
+    assert_eq!(got.len(), 1, "{events:?}");
+    assert_eq!((got[0].0, got[0].1), ("failed", 1));
+    let reason = got[0].2.clone().unwrap_or_default();
+    assert!(reason.contains("failed to start on slot 0 (exec: no such file)"), "{reason}");
+    assert_eq!(run.view(&fw).reason, Some(reason));
+    assert!(deployment_events(&run.events_since(&s1).0).is_empty());
+}
+
+#[test]
+fn an_executors_health_changes_are_events_and_its_view_carries_them() {
+    use regent_core::events::ClusterEvent;
+    use regent_core::protocol::HealthStatus::{Failing, Passing, Pending};
+    let (mut run, fw, old) = running_v1(gated());
+    let _ = run.send(
+        1,
+        Message::UpdateGroup { request: 2, spec: checked("v2", gated()), max_parallel: 1 },
+    );
+    let new0 = replace(&mut run, &fw, &old[0]);
+    let health = |events: &[ClusterEvent]| -> Vec<(String, Option<String>, String)> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                ClusterEvent::ExecutorHealth { executor, status, previous, detail, .. } => {
+                    assert_eq!(executor, &new0);
+                    Some((status.clone(), previous.clone(), detail.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let s0 = run.m.state();
+    let _ = run.health(&fw, &new0, Pending, 0);
+    let (events, s1) = run.events_since(&s0);
+    assert_eq!(health(&events), vec![("pending".into(), None, String::new())]);
+    let _ = run.health(&fw, &new0, Passing, 1_000);
+    let (events, s2) = run.events_since(&s1);
+    assert_eq!(health(&events), vec![("passing".into(), Some("pending".into()), String::new())]);
+    // The same status reported again, only longer held: no event.
+    let _ = run.health(&fw, &new0, Passing, 5_000);
+    let (events, s3) = run.events_since(&s2);
+    assert!(health(&events).is_empty(), "{events:?}");
+    assert!(
+        events.iter().all(|e| e.kind() != "executor"),
+        "no executor `updated` either: {events:?}"
+    );
+    let mut report = report(&new0, &fw, ExecutorState::Running);
+    let detail = "http: GET /health answered 500".to_string();
+    report.health = Some(regent_core::protocol::HealthReport {
+        status: Failing,
+        for_ms: 0,
+        detail: detail.clone(),
+    });
+    let _ = run.send(100, Message::ExecutorStatus { incarnation: Incarnation(100), report });
+    let (events, s4) = run.events_since(&s3);
+    assert_eq!(health(&events), vec![("failing".into(), Some("passing".into()), detail.clone())]);
+    let line = events.iter().find(|e| e.kind() == "executor_health").unwrap().describe();
+    assert!(
+        line.ends_with("health failing (was passing): http: GET /health answered 500"),
+        "{line}"
+    );
+    let view = s4.executors.iter().find(|e| e.id == new0).and_then(|e| e.health.clone());
+    assert_eq!(view.map(|h| (h.status, h.detail)), Some((Failing, detail)));
+    // It ends: its view has no health any more, and no health event.
+    let _ = run.status(&fw, &new0, ExecutorState::Exited { code: 1 });
+    let (events, s5) = run.events_since(&s4);
+    assert!(health(&events).is_empty(), "{events:?}");
+    assert!(s5.executors.iter().find(|e| e.id == new0).is_none_or(|e| e.health.is_none()));
+}

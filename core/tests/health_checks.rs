@@ -397,6 +397,36 @@ fn an_executor_readopted_by_a_restarted_worker_is_still_checked_and_still_a_sing
     assert_eq!(seen.kills, vec![30_000], "cut off for its stop_after: stopped once");
 }
 
+/// Found by e2e_deployments (docs/design.md#issue-45): a check that first
+/// failed with "connection refused" (the service not listening yet) and
+/// then with "answered 500" kept the first detail in the leader's view,
+/// its events and `regent status`, since only a change of status was
+/// reported. A change of what the report says is reported too; the same
+/// failure again is not.
+#[test]
+fn a_failure_for_another_reason_is_reported_and_the_same_one_again_is_not() {
+    let mut w = worker_running(vec![http_check(0)]);
+    let mut seen = Seen::default();
+    let refused = || CheckOutcome::Failed("GET /health: io: Connection refused".into());
+    drive(&mut w, &mut seen, 10_000, false, &mut |n, _| {
+        Some(if n < 2 { refused() } else { fail() })
+    });
+    let details: Vec<(HealthStatus, String)> = seen
+        .statuses
+        .iter()
+        .filter_map(|(_, r)| r.health.as_ref().map(|h| (h.status, h.detail.clone())))
+        .collect();
+    assert_eq!(
+        details,
+        vec![
+            (HealthStatus::Failing, "http: GET /health: io: Connection refused".into()),
+            (HealthStatus::Failing, "http: GET /health answered 500".into()),
+        ],
+        "{:?}",
+        seen.statuses
+    );
+}
+
 /// A manual check `ready` (TTL 30 s, no grace, stopping after 2 failures).
 fn manual_ready() -> CheckSpec {
     CheckSpec {

@@ -995,8 +995,19 @@ pub fn render_table(state: &ClusterState) -> String {
                                 format!(", {n} waiting: {first} (+{} more)", more.len())
                             }
                         };
+                        // A deployment under way, or one that failed.
+                        let deploying = match &g.deployment {
+                            Some(d) if d.state == "failed" => {
+                                format!(", deployment {} FAILED", d.seq)
+                            }
+                            Some(d) if d.state != "succeeded" => format!(
+                                ", deployment {} {} {}/{} healthy",
+                                d.seq, d.state, d.healthy, d.open
+                            ),
+                            _ => String::new(),
+                        };
                         format!(
-                            "{} {}/{}{scaled}{waiting}{unplaced}{last}",
+                            "{} {}/{}{scaled}{waiting}{unplaced}{deploying}{last}",
                             g.name, g.running, g.slots
                         )
                     })
@@ -1014,7 +1025,7 @@ pub fn render_table(state: &ClusterState) -> String {
 
     out.push_str(&format!("\nEXECUTORS ({})\n", state.executors.len()));
     out.push_str(&table(
-        &["ID", "FRAMEWORK", "WORKER", "STATE", "PORTS"],
+        &["ID", "FRAMEWORK", "WORKER", "STATE", "HEALTH", "PORTS"],
         state
             .executors
             .iter()
@@ -1029,6 +1040,7 @@ pub fn render_table(state: &ClusterState) -> String {
                     e.framework.to_string(),
                     e.worker.as_ref().map(|w| w.to_string()).unwrap_or_else(|| "-".into()),
                     st,
+                    health_text(e.health.as_ref()),
                     if e.ports.is_empty() {
                         "-".into()
                     } else {
@@ -1064,6 +1076,22 @@ pub fn render_table(state: &ClusterState) -> String {
         ));
     }
     out
+}
+
+/// An executor's health in one cell of `regent status`
+/// (docs/jobs.md#health-checks-groupcheck): `passing`, `pending`,
+/// `failing (http: GET /health answered 500)`; `-` without checks or a
+/// report.
+fn health_text(h: Option<&regent_core::protocol::HealthReport>) -> String {
+    match h {
+        None => "-".into(),
+        Some(h)
+            if h.detail.is_empty() || h.status == regent_core::protocol::HealthStatus::Passing =>
+        {
+            h.status.name().into()
+        }
+        Some(h) => format!("{} ({})", h.status.name(), h.detail),
+    }
 }
 
 /// A finished framework's slots in one cell: how many ended in each state
@@ -1537,6 +1565,7 @@ mod tests {
                     canary: 1,
                     max_parallel: 1,
                     min_healthy_time_ms: 10_000,
+                    ..Default::default()
                 }),
                 slots: vec![
                     slot(0, SlotPhase::Running, None),

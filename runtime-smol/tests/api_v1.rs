@@ -692,7 +692,30 @@ fn the_answers_of_a_fake_master_fit_the_openapi_document() {
                         rolling: false,
                         priority: 50,
                         stop_after_ms: Some(30_000),
-                        deployment: None,
+                        deployment: Some(regent_core::api::DeploymentView {
+                            seq: 2,
+                            state: "canary".into(),
+                            reason: None,
+                            revert_of: None,
+                            healthy: 0,
+                            open: 3,
+                            canary: 1,
+                            max_parallel: 1,
+                            min_healthy_time_ms: 10_000,
+                            target_digest: 0xdead_beef,
+                            revert_to_digest: Some(7),
+                            placed: 1,
+                            old: 2,
+                            canaries: vec![0],
+                            auto_revert: true,
+                            auto_promote: false,
+                            healthy_deadline_ms: 300_000,
+                            progress_deadline_ms: 600_000,
+                            started_ms: 1_700_000_000_000,
+                            progress_ms: 1_700_000_000_000,
+                            progress_due_ms: Some(1_700_000_600_000),
+                            reverts_because: None,
+                        }),
                         slots: vec![
                             slot(0, SlotPhase::Running, Some("web/g#0#1"), Vec::new()),
                             slot(1, SlotPhase::Waiting, None, waiting),
@@ -714,10 +737,12 @@ fn the_answers_of_a_fake_master_fit_the_openapi_document() {
     let addr = f.addr.to_string();
     let doc = openapi_of(&addr);
     let job = br#"{"name": "web", "group": [{"name": "g", "command": ["sleep", "1"]}]}"#;
-    let checks: [(&str, &str, &str, &[u8], u16); 12] = [
+    let checks: [(&str, &str, &str, &[u8], u16); 14] = [
         ("POST", "/v1/jobs", "/v1/jobs", job, 201),
         ("GET", "/v1/jobs", "/v1/jobs", b"", 200),
         ("GET", "/v1/jobs/web", "/v1/jobs/{id}", b"", 200),
+        ("GET", "/v1/jobs/web/deployment", "/v1/jobs/{id}/deployment", b"", 200),
+        ("GET", "/v1/jobs/nope/deployment", "/v1/jobs/{id}/deployment", b"", 404),
         ("DELETE", "/v1/jobs/web", "/v1/jobs/{id}", b"", 200),
         (
             "POST",
@@ -745,6 +770,20 @@ fn the_answers_of_a_fake_master_fit_the_openapi_document() {
         assert_eq!(code, status, "{method} {path}: {answer}");
         conforms(&doc, documented, &method.to_ascii_lowercase(), status, &json_of(&answer));
     }
+    // The deployment of each group, as the leader shows it.
+    let (_, _, answer) = call(&addr, "GET", "/v1/jobs/web/deployment", &[], b"");
+    let v = json_of(&answer);
+    assert_eq!((v["job"].as_str(), v["version"].as_u64()), (Some("web"), Some(2)), "{v}");
+    let g = &v["groups"][0];
+    assert_eq!((g["group"].as_str(), g["desired"].as_u64()), (Some("g"), Some(3)), "{v}");
+    let d = &g["deployment"];
+    assert_eq!(d["state"], "canary");
+    assert_eq!(d["canaries"], json!([0]));
+    assert_eq!((d["placed"].as_u64(), d["old"].as_u64()), (Some(1), Some(2)));
+    assert_eq!(d["target_digest"], 0xdead_beef_u32);
+    assert_eq!(d["progress_due_ms"], 1_700_000_600_000_u64);
+    let (_, _, answer) = call(&addr, "GET", "/v1/jobs/nope/deployment", &[], b"");
+    assert!(json_of(&answer)["error"].as_str().is_some_and(|e| e.contains("nope")), "{answer}");
     // A document that would not fit is caught: the check can fail.
     let wrong = json!({"job": "web", "version": "two", "change": "created", "epoch": 3});
     assert!(!validator(&doc, "/v1/jobs", "post", 201).is_valid(&wrong));

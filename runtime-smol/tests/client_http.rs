@@ -63,6 +63,7 @@ fn executor(id: &str, worker: Option<&str>, state: ExecutorState) -> ExecutorVie
         resources: Default::default(),
         usage: None,
         preempted_by: None,
+        health: None,
         ports: Default::default(),
         id: ExecutorId::new(id),
         framework: FrameworkId::new("fw-1"),
@@ -99,6 +100,7 @@ fn sample_state(master: &str, status: &str, epoch: u64) -> ClusterState {
                     last_end: None,
                     unplaced: 0,
                     reasons: Vec::new(),
+                    deployment: None,
                 }],
             },
             FrameworkView {

@@ -68,6 +68,7 @@ fn state() -> ClusterState {
                     last_end: None,
                     unplaced: 0,
                     reasons: Vec::new(),
+                    deployment: None,
                 },
                 GroupView {
                     name: "aux".into(),
@@ -78,6 +79,7 @@ fn state() -> ClusterState {
                     last_end: None,
                     unplaced: 0,
                     reasons: Vec::new(),
+                    deployment: None,
                 },
             ],
         }],
@@ -251,6 +253,7 @@ fn api_state_pages_workers_in_id_order_with_their_executors() {
         resources: vec![],
         usage: None,
         preempted_by: None,
+        health: None,
     }];
     let snap = snap(s);
     let first = state_page("/api/state?limit=4").unwrap().unwrap();
@@ -278,4 +281,64 @@ fn api_state_pages_workers_in_id_order_with_their_executors() {
     assert!(state_page("/api/state?limit=10001").is_err());
     assert_eq!(state_page("/api/state?_=123").unwrap(), None, "a cache buster is ignored");
     assert!(state_page("/api/state?after=%zz").unwrap_err().to_string().contains("after=%zz"));
+}
+
+/// `regent status` and `/api/state` (the page's source) show each running
+/// executor's health from the leader's view, and a group's deployment under
+/// way (docs/design.md#issue-45).
+#[test]
+fn status_shows_each_executors_health_and_a_groups_deployment() {
+    use regent_core::protocol::{ExecutorState, ExecutorView, HealthReport, HealthStatus};
+    let executor = |n: u32, health: Option<HealthReport>| ExecutorView {
+        id: regent_core::ExecutorId::new(format!("fw-1/main#{n}#1.{n}")),
+        framework: FrameworkId::new("fw-1"),
+        worker: Some(WorkerId::new("w-open")),
+        state: ExecutorState::Running,
+        ports: vec![],
+        resources: vec![],
+        usage: None,
+        preempted_by: None,
+        health,
+    };
+    let report =
+        |status, detail: &str| Some(HealthReport { status, for_ms: 4_000, detail: detail.into() });
+    let mut s = state();
+    s.executors = vec![
+        executor(0, report(HealthStatus::Passing, "")),
+        executor(1, report(HealthStatus::Failing, "http: GET /health answered 500")),
+        executor(2, report(HealthStatus::Pending, "")),
+        executor(3, None),
+    ];
+    s.frameworks[0].groups[0].deployment = Some(regent_core::api::DeploymentView {
+        seq: 2,
+        state: "canary".into(),
+        healthy: 0,
+        open: 3,
+        canary: 1,
+        ..Default::default()
+    });
+    let table = render_table(&s);
+    let executors = table.split("\nEXECUTORS (").nth(1).expect("the executors table");
+    let header = executors.lines().nth(1).expect("a header");
+    assert!(header.contains("STATE") && header.contains("HEALTH"), "{header}");
+    let row = |n: u32| {
+        let id = format!("fw-1/main#{n}#1.{n}");
+        executors
+            .lines()
+            .find(|l| l.starts_with(&id))
+            .unwrap_or_else(|| panic!("{table}"))
+            .to_owned()
+    };
+    assert!(row(0).contains("RUNNING  passing"), "{}", row(0));
+    assert!(row(1).contains("RUNNING  failing (http: GET /health answered 500)"), "{}", row(1));
+    assert!(row(2).contains("RUNNING  pending"), "{}", row(2));
+    assert!(row(3).contains("RUNNING  -"), "{}", row(3));
+    let frameworks = table.split("\nFRAMEWORKS (").nth(1).unwrap();
+    assert!(frameworks.contains(", deployment 2 canary 0/3 healthy"), "{table}");
+
+    let v = state_json(&s);
+    assert_eq!(v["executors"][1]["health"]["status"], "failing");
+    assert_eq!(v["executors"][1]["health"]["detail"], "http: GET /health answered 500");
+    assert!(v["executors"][3]["health"].is_null());
+    assert_eq!(v["frameworks"][0]["groups"][0]["deployment"]["state"], "canary");
 }

@@ -588,6 +588,7 @@ impl Master {
         };
         g.last_end =
             Some((slot, format!("{end}deployment {seq} failed: {why}; reverted by {}", seq + 1)));
+        g.reverted = Some((seq, why));
         let target = spec_digest(&stable);
         g.record.spec = *stable;
         let revert = Deployment {

@@ -95,6 +95,10 @@ pub struct GroupState {
     /// executors: set once the update's write is confirmed, or when the
     /// record is loaded with one.
     pub rolling: bool,
+    /// The failure of the deployment its revert under way reverts, as this
+    /// leader saw it (`seq`, reason): shown with the revert
+    /// (`DeploymentView::reverts_because`) and its events; not durable.
+    pub reverted: Option<(u64, String)>,
 }
 
 impl FrameworkEntry {
@@ -138,6 +142,7 @@ impl FrameworkEntry {
                         (*slot, format!("executor {} preempted by {}", p.executor, p.by))
                     }),
                     rolling: g.active_deployment().is_some(),
+                    reverted: None,
                     record: g,
                 })
                 .collect(),
@@ -192,6 +197,7 @@ impl GroupState {
             in_flight: std::iter::once(slots as u32).collect(),
             last_end: None,
             rolling: false,
+            reverted: None,
         }
     }
 

@@ -171,25 +171,7 @@ impl Master {
             slots,
             priority: g.record.spec.policy.priority,
             stop_after_ms: g.record.spec.launch.disconnect.map(|d| d.stop_after_ms),
-            deployment: g.record.deployment.as_ref().map(|d| crate::api::DeploymentView {
-                seq: d.seq,
-                state: d.state.name().to_string(),
-                reason: match &d.state {
-                    crate::store::DeploymentState::Failed { reason } => Some(reason.clone()),
-                    _ => None,
-                },
-                revert_of: d.revert_of,
-                healthy: d.healthy.len() as u32,
-                open: g
-                    .record
-                    .slots
-                    .iter()
-                    .filter(|o| matches!(o, crate::store::SlotOutcome::Pending))
-                    .count() as u32,
-                canary: d.policy.canary,
-                max_parallel: d.policy.max_parallel,
-                min_healthy_time_ms: d.policy.min_healthy_time_ms,
-            }),
+            deployment: self.deployment_view(&fw.id, g),
         }
     }
 

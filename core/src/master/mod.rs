@@ -29,6 +29,7 @@ mod authorize;
 mod authorize_query;
 mod by_attribute;
 mod deployment;
+mod deployment_view;
 mod executors;
 mod fairness;
 mod frameworks;
@@ -930,6 +931,7 @@ impl Master {
                                 .map(|(slot, end)| format!("slot {slot}: {end}")),
                             unplaced: self.unplaced_slots(f, gi),
                             reasons: Vec::new(),
+                            deployment: self.deployment_view(&f.id, g),
                         })
                         .zip(&f.groups)
                         .map(|(mut view, g)| {
@@ -956,6 +958,10 @@ impl Master {
                 resources: e.resources.clone(),
                 usage: (!e.state.is_terminal()).then(|| usage.get(&e.id).map(|u| **u)).flatten(),
                 preempted_by: self.preempted_by(e),
+                // As reported: a view has no clock (`for_ms` at the report).
+                health: (!e.state.is_terminal())
+                    .then(|| e.health.as_ref().map(|h| h.report(h.at)))
+                    .flatten(),
             })
             .collect();
         let (history, history_omitted) = self.history_view();

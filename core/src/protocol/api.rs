@@ -198,14 +198,15 @@ pub struct GroupStatus {
     #[serde(default)]
     pub stop_after_ms: Option<u64>,
     /// The group's current or last deployment (docs/jobs.md, deployments;
-    /// protocol 18); `None`: never deployed.
+    /// protocol 18, its fields from `target_digest` on protocol 19);
+    /// `None`: never deployed.
     #[serde(default)]
     pub deployment: Option<DeploymentView>,
 }
 
 /// A group's deployment as `regent job status` and `/v1/jobs` show it.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeploymentView {
     /// Its number in the group.
     pub seq: u64,
@@ -225,6 +226,57 @@ pub struct DeploymentView {
     pub max_parallel: u32,
     /// How long a new executor runs before it counts as healthy, ms.
     pub min_healthy_time_ms: u64,
+    /// The digest of the spec it deploys (`store::spec_digest`; protocol
+    /// 19 adds this field and those below): an executor runs the new
+    /// version when its era's digest is this.
+    #[serde(default)]
+    pub target_digest: u32,
+    /// The digest of the last healthy spec, deployed again if this one
+    /// fails with `auto_revert`; `None` for a revert, or when nothing is
+    /// to be reverted to.
+    #[serde(default)]
+    pub revert_to_digest: Option<u32>,
+    /// Open slots whose live executor (launching or running) runs the
+    /// deployed spec.
+    #[serde(default)]
+    pub placed: u32,
+    /// Live executors of another spec (the old version) still to replace.
+    #[serde(default)]
+    pub old: u32,
+    /// The slots replaced first, as canaries, while a canary phase lasts
+    /// (`canary` or `awaiting_promotion`); empty otherwise.
+    #[serde(default)]
+    pub canaries: Vec<u32>,
+    /// A failure starts the revert to the last healthy spec.
+    #[serde(default)]
+    pub auto_revert: bool,
+    /// Healthy canaries promote it without `regent job promote`.
+    #[serde(default)]
+    pub auto_promote: bool,
+    /// How long a new executor may run without becoming healthy before
+    /// the deployment fails, ms.
+    #[serde(default)]
+    pub healthy_deadline_ms: u64,
+    /// How long the deployment may go without a slot becoming healthy
+    /// before it fails, ms (0: no deadline).
+    #[serde(default)]
+    pub progress_deadline_ms: u64,
+    /// When it started, wall-clock ms since the Unix epoch.
+    #[serde(default)]
+    pub started_ms: u64,
+    /// When it last made progress (its start, a slot becoming healthy, a
+    /// promotion), wall-clock ms.
+    #[serde(default)]
+    pub progress_ms: u64,
+    /// While it is under way and not awaiting promotion: the wall-clock
+    /// instant (ms) it fails unless a slot becomes healthy first.
+    #[serde(default)]
+    pub progress_due_ms: Option<u64>,
+    /// For a revert: why the deployment it reverts failed, as the leader
+    /// that started the revert saw it (not durable: `None` after a
+    /// failover).
+    #[serde(default)]
+    pub reverts_because: Option<String>,
 }
 
 /// What one slot is doing.

@@ -698,6 +698,12 @@ pub use regent_core::events::executor_state_name;
 ///   work_dir_total_bytes}` (memory and CPU summed over its running
 ///   executors); a running executor's `memory_bytes`,
 ///   `memory_peak_bytes`, `cpu_seconds`.
+/// * health (docs/jobs.md#health-checks-groupcheck): a running executor
+///   of a group with checks has `health` `{status, for_ms, detail}`
+///   (`status` `pending`, `passing` or `failing`; `for_ms` how long it
+///   had held at its worker's last report), `null` otherwise; a group's
+///   `deployment` is its current or last deployment as
+///   `/v1/jobs/{id}/deployment` shows it (`null`: never deployed).
 pub fn state_json(s: &ClusterState) -> Value {
     let workers: Vec<Value> = s
         .workers
@@ -757,6 +763,7 @@ pub fn state_json(s: &ClusterState) -> Value {
                     "unplaced": g.unplaced,
                     "reasons": g.reasons,
                     "reason_words": g.reasons.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                    "deployment": g.deployment,
                 })).collect::<Vec<Value>>(),
             })
         })
@@ -788,6 +795,11 @@ pub fn state_json(s: &ClusterState) -> Value {
                 "memory_bytes": e.usage.and_then(|u| u.memory_bytes),
                 "memory_peak_bytes": e.usage.and_then(|u| u.memory_peak_bytes),
                 "cpu_seconds": e.usage.and_then(|u| u.cpu_usec).map(|us| us as f64 / 1e6),
+                "health": e.health.as_ref().map(|h| json!({
+                    "status": h.status,
+                    "for_ms": h.for_ms,
+                    "detail": h.detail,
+                })),
             });
             match &e.state {
                 ExecutorState::Exited { code } => v["exit_code"] = json!(code),

@@ -9,7 +9,8 @@ use super::{body, command, header_value, number_param, query_param, request_id, 
 use crate::http::Response;
 use crate::job_file;
 use regent_core::api::{
-    JobChange, JobStatus, JobSubmission, Stop, StopSignal, MAX_IDEMPOTENCY_KEY_BYTES,
+    DeploymentView, JobChange, JobStatus, JobSubmission, Stop, StopSignal,
+    MAX_IDEMPOTENCY_KEY_BYTES,
 };
 use regent_core::ids::{ExecutorId, FrameworkId};
 use regent_core::job::JobSpec;
@@ -234,6 +235,83 @@ fn list(queries: &Asker<'_>, id: Option<&str>) -> Result<Response, ApiError> {
             },
         },
         other => Err(unexpected(other, id.unwrap_or(""))),
+    }
+}
+
+/// The answer to `GET /v1/jobs/{id}/deployment`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct Deployments {
+    /// The leader's epoch.
+    pub epoch: u64,
+    /// The job.
+    pub job: String,
+    /// Its version (an API job's; `None` for a framework a subscriber
+    /// drives).
+    pub version: Option<u64>,
+    /// Every group, in declaration order, with its current or last
+    /// deployment.
+    pub groups: Vec<GroupDeployment>,
+}
+
+/// One group's deployment in [`Deployments`].
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct GroupDeployment {
+    /// The group.
+    pub group: String,
+    /// Slots wanted.
+    pub desired: u32,
+    /// Slots with an executor placed (launching, running or stopping),
+    /// of any version.
+    pub placed: u32,
+    /// Slots whose executor runs, of any version.
+    pub running: u32,
+    /// Its current or last deployment; `null` when it never had one.
+    pub deployment: Option<DeploymentView>,
+}
+
+/// `GET /v1/jobs/{id}/deployment`: each group's current or last deployment
+/// (state, digests, canaries, healthy/placed/open counts, deadlines, why it
+/// failed): `{"epoch", "job", "version", "groups": [{"group", "desired",
+/// "placed", "running", "deployment"}]}`; `404` naming the job when there
+/// is no such job (docs/jobs.md, deployments).
+#[utoipa::path(get, path = "/v1/jobs/{id}/deployment", tag = "jobs",
+    params(("id" = String, Path, description = "The job.")),
+    responses(
+        (status = 200, description = "Each group's current or last deployment.", body = Deployments),
+        (status = 404, description = "No such job.", body = ErrorBody),
+        (status = 503, description = "Not the leader, or no answer in time.", body = Unavailable),
+    ))]
+pub fn deployment(queries: &Asker<'_>, id: &str) -> Result<Response, ApiError> {
+    let msg = Message::JobsRequest { request: request_id(), job: Some(FrameworkId::from(id)) };
+    match command(queries, msg)? {
+        Message::JobsReply { epoch, jobs, .. } => {
+            let Some(job) = jobs.into_iter().find(|j| j.job.as_str() == id) else {
+                return Err(ApiError::new(404, format!("no such job: {id}")));
+            };
+            Ok(answer(200, &deployments_of(epoch.0, job)))
+        }
+        other => Err(unexpected(other, id)),
+    }
+}
+
+/// The deployments of `job`'s groups, as `GET /v1/jobs/{id}/deployment`
+/// answers them.
+pub fn deployments_of(epoch: u64, job: JobStatus) -> Deployments {
+    Deployments {
+        epoch,
+        job: job.job.as_str().to_string(),
+        version: job.version,
+        groups: job
+            .groups
+            .into_iter()
+            .map(|g| GroupDeployment {
+                group: g.group,
+                desired: g.desired,
+                placed: g.placed,
+                running: g.running,
+                deployment: g.deployment,
+            })
+            .collect(),
     }
 }
 

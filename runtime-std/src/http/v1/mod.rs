@@ -89,6 +89,8 @@ pub enum Route {
     /// `/v1/jobs/{id}/deployment/promote`: POST (docs/jobs.md,
     /// deployments).
     Promote(String),
+    /// `/v1/jobs/{id}/deployment`: GET (docs/jobs.md, deployments).
+    Deployment(String),
 }
 
 impl Route {
@@ -98,7 +100,11 @@ impl Route {
             Route::Jobs => "GET, HEAD, POST",
             Route::Job(_) => "GET, HEAD, DELETE",
             Route::RemoveWorker(_) => "DELETE",
-            Route::Events | Route::OpenApi | Route::Audit | Route::Tenants => "GET, HEAD",
+            Route::Events
+            | Route::OpenApi
+            | Route::Audit
+            | Route::Tenants
+            | Route::Deployment(_) => "GET, HEAD",
             Route::Tenant(_) => "PUT",
             Route::Plan(_)
             | Route::Scale(..)
@@ -128,6 +134,7 @@ pub fn route(path: &str) -> Option<Route> {
         ["jobs", _] => Route::Job(id(1)?),
         ["jobs", _, "plan"] => Route::Plan(id(1)?),
         ["jobs", _, "groups", _, "scale"] => Route::Scale(id(1)?, id(3)?),
+        ["jobs", _, "deployment"] => Route::Deployment(id(1)?),
         ["jobs", _, "deployment", "promote"] => Route::Promote(id(1)?),
         ["events"] => Route::Events,
         ["workers", _] => Route::RemoveWorker(id(1)?),
@@ -290,6 +297,7 @@ pub fn needs(route: &Route, read: bool) -> Option<(Capability, &'static str)> {
         Route::Tenant(_) => (Capability::Operator, "set a tenant"),
         Route::RevokeToken => (Capability::Operator, "revoke tokens"),
         Route::Promote(_) => (Capability::Submit, "promote a deployment"),
+        Route::Deployment(_) => (Capability::Read, "read jobs"),
         Route::OpenApi => return None,
     })
 }
@@ -326,6 +334,7 @@ fn handle(
         (Route::Tenant(name), _) => tenants::set(request, &name, queries),
         (Route::RevokeToken, _) => tokens::revoke(request, queries),
         (Route::Promote(id), _) => jobs::promote(request, &id, queries),
+        (Route::Deployment(id), _) => jobs::deployment(queries, &id),
         (Route::Events, _) => Err(ApiError::new(500, "the event stream is served apart")),
     }
 }
@@ -351,6 +360,7 @@ mod tests {
         assert_eq!(route("/v1/executors/e%231/kill"), Some(Route::KillExecutor("e#1".into())));
         assert_eq!(route("/v1/leader/step-down"), Some(Route::StepDown));
         assert_eq!(route("/v1/events"), Some(Route::Events));
+        assert_eq!(route("/v1/jobs/web/deployment"), Some(Route::Deployment("web".into())));
         for unknown in ["/v1/", "/v1/jobs/", "/v1/nope", "/v1/workers/w1/paint", "/v2/jobs"] {
             assert_eq!(route(unknown), None, "{unknown}");
         }

@@ -29,6 +29,7 @@ use utoipa::{Modify, OpenApi};
         jobs::delete,
         jobs::scale,
         jobs::promote,
+        jobs::deployment,
         health::report,
         events::serve,
         operator::worker,
