@@ -591,7 +591,7 @@ impl Arbitrary for Arb {
 fn wait_reasons_arb(g: &mut Gen) -> Vec<api::WaitReason> {
     use api::WaitReason as W;
     (0..usize::arbitrary(g) % 4)
-        .map(|_| match u8::arbitrary(g) % 18 {
+        .map(|_| match u8::arbitrary(g) % 20 {
             0 => W::NoWorkers { registered: u32::arbitrary(g) },
             1 => W::NoMatchingWorker { constraint: s(g) },
             2 => W::UserNotOffered { user: s(g) },
@@ -623,7 +623,8 @@ fn wait_reasons_arb(g: &mut Gen) -> Vec<api::WaitReason> {
                 limit: u64::arbitrary(g),
             },
             16 => W::BehindPriority { slots: u32::arbitrary(g) },
-            _ => W::WaitingForPreempted { executors: u32::arbitrary(g) },
+            18 => W::WaitingForPreempted { executors: u32::arbitrary(g) },
+            _ => W::SingletonHold { until_ms: u64::arbitrary(g), in_ms: u64::arbitrary(g) },
         })
         .collect()
 }

@@ -189,6 +189,7 @@ mod leader {
     //! heard from that worker; other groups are placed again at once.
 
     use super::common::*;
+    use regent_core::api::WaitReason;
     use regent_core::launch::{Disconnect, LaunchSpec};
     use regent_core::master::{self, Master};
     use regent_core::protocol::{ExecutorReport, ExecutorState, Message};
@@ -245,6 +246,15 @@ mod leader {
             sends.extend(m_sends(&persist_all(&mut m, now, &out)));
             if launches(&sends).iter().any(|(c, ..)| *c == W2) {
                 return Some(t);
+            }
+            if t == 20_000 && disconnect.is_some() {
+                // w1 is DEAD; the slot says why it waits: a reason of its
+                // own, not a restart backoff.
+                let slot = &m.job_statuses(now)[0].groups[0].slots[0];
+                let hold = WaitReason::SingletonHold { until_ms: 37_000, in_ms: 17_000 };
+                assert_eq!(slot.reasons, vec![hold], "{slot:?}");
+                let said = slot.reasons[0].to_string();
+                assert!(said.starts_with("a singleton: its last executor may still run"), "{said}");
             }
         }
         None

@@ -89,9 +89,13 @@ impl Master {
                     Some(_) => (SlotPhase::Launching, Vec::new(), None),
                     None => match self.restart_waits.until(&(fw.id.clone(), gi, slot)) {
                         Some(at) => {
-                            let until_ms = self.wall(at);
-                            let backoff = WaitReason::Backoff { until_ms, in_ms: at.since(now).0 };
-                            (SlotPhase::Backoff, vec![backoff], None)
+                            let (until_ms, in_ms) = (self.wall(at), at.since(now).0);
+                            let why = if self.restart_waits.held(&(fw.id.clone(), gi, slot)) {
+                                WaitReason::SingletonHold { until_ms, in_ms }
+                            } else {
+                                WaitReason::Backoff { until_ms, in_ms }
+                            };
+                            (SlotPhase::Backoff, vec![why], None)
                         }
                         None => {
                             unplaced.push(slots.len());

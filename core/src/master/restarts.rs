@@ -132,6 +132,9 @@ pub fn describe_end(end: &ExecutorState) -> String {
 pub struct Waits {
     by_time: BTreeSet<(Millis, SlotKey)>,
     by_slot: FxHashMap<SlotKey, Millis>,
+    /// The slots whose wait is a singleton's hold, not a restart backoff
+    /// (docs/design.md#issue-45): their executor may still run, cut off.
+    held: rustc_hash::FxHashSet<SlotKey>,
 }
 
 impl Waits {
@@ -142,10 +145,25 @@ impl Waits {
         self.by_slot.insert(key, at);
     }
 
+    /// Slot `key` of a singleton group waits until `at` for an executor
+    /// that may still run, cut off (replacing any earlier wait of it):
+    /// [`Waits::held`] says so.
+    pub fn insert_held(&mut self, key: SlotKey, at: Millis) {
+        self.insert(key.clone(), at);
+        self.held.insert(key);
+    }
+
+    /// Whether slot `key` waits as a singleton's hold
+    /// ([`Waits::insert_held`]) rather than a restart backoff.
+    pub fn held(&self, key: &SlotKey) -> bool {
+        self.held.contains(key)
+    }
+
     /// Slot `key` waits no more.
     pub fn remove(&mut self, key: &SlotKey) {
         if let Some(at) = self.by_slot.remove(key) {
             self.by_time.remove(&(at, key.clone()));
+            self.held.remove(key);
         }
     }
 
@@ -173,6 +191,7 @@ impl Waits {
             }
             let (_, key) = self.by_time.pop_first().expect("just seen");
             self.by_slot.remove(&key);
+            self.held.remove(&key);
             due.push(key);
         }
         due
@@ -208,21 +227,21 @@ impl Waits {
 impl Master {
     /// Slot `slot` of framework `fid`'s group `gi` waits `wait_ms` from now
     /// (its executor just ended; the durable end of the wait is in the
-    /// record already).
+    /// record already); `held`: the wait is a singleton's hold.
     pub(super) fn wait_to_restart(
         &mut self,
         fid: &FrameworkId,
         gi: usize,
         slot: u32,
-        wait_ms: u64,
+        wait: (u64, bool),
         now: Millis,
     ) {
         let key = (fid.clone(), gi, slot);
-        if wait_ms == 0 {
-            self.restart_waits.remove(&key);
-            return;
+        match wait {
+            (0, _) => self.restart_waits.remove(&key),
+            (ms, true) => self.restart_waits.insert_held(key, now + Millis(ms)),
+            (ms, false) => self.restart_waits.insert(key, now + Millis(ms)),
         }
-        self.restart_waits.insert(key, now + Millis(wait_ms));
     }
 
     /// A framework loaded from the store: its slots' stored waits that have

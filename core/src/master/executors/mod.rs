@@ -1318,6 +1318,8 @@ impl Master {
         let mut slot_failed = None;
         let mut settled = None;
         let mut wait = None;
+        // The wait is a singleton's hold (its own wait reason).
+        let mut held = false;
         // A singleton lost with its worker may still run there, cut off:
         // its slot waits until that worker has stopped it by its own rule
         // (docs/design.md#issue-45).
@@ -1444,6 +1446,7 @@ impl Master {
                     // operator, cut off with the worker, never arrived).
                     if outcome == SlotOutcome::Pending {
                         if let Some(w) = singleton_wait {
+                            held = wait.is_none_or(|x| w >= x);
                             wait = Some(wait.map_or(w, |x| x.max(w)));
                         }
                     }
@@ -1452,7 +1455,7 @@ impl Master {
             }
         }
         if let (Some(gi), Some(ms)) = (settled, wait) {
-            self.wait_to_restart(&e.framework.clone(), gi, e.slot, ms, now);
+            self.wait_to_restart(&e.framework.clone(), gi, e.slot, (ms, held), now);
         }
         if let Some(gi) = settled {
             self.refresh_slot(&e.framework, gi, e.slot);
@@ -1588,8 +1591,10 @@ impl Master {
             }
         }
         for (key, until) in holds {
-            let at = self.restart_waits.until(&key).map_or(until, |stored| stored.max(until));
-            self.restart_waits.insert(key, at);
+            match self.restart_waits.until(&key) {
+                Some(stored) if stored > until => {}
+                _ => self.restart_waits.insert_held(key, until),
+            }
         }
     }
 
@@ -1638,7 +1643,7 @@ impl Master {
         for (gi, group, slots) in groups {
             let Some(until) = self.singleton_holds.take(fid, &group, now) else { continue };
             for slot in 0..slots {
-                self.restart_waits.insert((fid.clone(), gi, slot), until);
+                self.restart_waits.insert_held((fid.clone(), gi, slot), until);
             }
         }
     }

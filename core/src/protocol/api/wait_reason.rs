@@ -143,6 +143,18 @@ pub enum WaitReason {
         /// How many.
         executors: u32,
     },
+    /// A singleton's slot (`disconnect = { stop_after }`) waits until the
+    /// executor it lost with a worker (or may have run on a worker this
+    /// leader never heard from) must have been stopped by that worker's
+    /// own rule: `stop_after` + kill grace + a margin from when the worker
+    /// was last heard (docs/jobs.md, singletons; appended, protocol 19).
+    SingletonHold {
+        /// When it may be placed: wall-clock milliseconds since the Unix
+        /// epoch (the leader's clock).
+        until_ms: u64,
+        /// How long from the answer's time, in milliseconds.
+        in_ms: u64,
+    },
 }
 
 /// `n` of `dimension` in words: `512 MiB` of memory, `2 gpu`.
@@ -268,6 +280,12 @@ impl fmt::Display for WaitReason {
             WaitReason::WaitingForPreempted { executors } => {
                 write!(f, "waiting for {executors} preempted executors to end")
             }
+            WaitReason::SingletonHold { until_ms, in_ms } => write!(
+                f,
+                "a singleton: its last executor may still run on a worker cut off from the \
+                 leader until that worker's stop_after has passed; placed in {in_ms} ms (at \
+                 {until_ms} ms since the Unix epoch)"
+            ),
         }
     }
 }
