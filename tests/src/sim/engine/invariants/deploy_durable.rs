@@ -75,22 +75,29 @@ pub(crate) fn on_store_write(w: &mut World, m: usize, record: &Record) -> Result
             ));
         }
         // No end counted twice: at most the distinct executors of the slot,
-        // of the deployed spec, that a worker reported ended.
+        // of the deployed spec, that a worker reported ended. Judged while
+        // the deployment is under way or failed: a success drops the eras
+        // no live executor needs, which an ended one's digest was read
+        // from (ends are counted only while under way, and none in the
+        // write that succeeds: an end leaves its slot below healthy).
+        let judged = d.state != DeploymentState::Succeeded;
         for (slot, n) in &d.ends {
-            let ended = w
+            let of_slot: Vec<_> = w
                 .obs
                 .ended
                 .iter()
                 .filter(|x| {
                     parse_executor(x)
                         .is_some_and(|(fw, gr, s)| fw == f.id && gr == group && s == *slot as usize)
-                        && g.digest_of(x) == d.target
                 })
-                .count() as u32;
-            if *n > ended {
+                .collect();
+            let ended = of_slot.iter().filter(|x| g.digest_of(x) == d.target).count() as u32;
+            if judged && *n > ended {
+                let digests: Vec<String> =
+                    of_slot.iter().map(|x| format!("{x} {:#x}", g.digest_of(x))).collect();
                 return Err(format!(
-                    "m{m} wrote {n} ends on slot {slot} for deployment {} of group {group} of {}, but only {ended} executors of its spec there ended",
-                    d.seq, f.id
+                    "m{m} wrote {n} ends on slot {slot} for deployment {} (target {:#x}) of group {group} of {}, but only {ended} executors of its spec there ended (ended there: {digests:?}; eras {:?})",
+                    d.seq, d.target, f.id, g.eras
                 ));
             }
         }
