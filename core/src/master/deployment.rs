@@ -44,8 +44,8 @@
 //!   executors are not all known yet).
 //!
 //! Tests: core/tests/deployments.rs, core/tests/rollout.rs,
-//! core/tests/job_promises.rs, the simulator's `rollout_down` invariant
-//! (tests/tests/sim_seeds.rs).
+//! core/tests/job_promises.rs, the simulator's `deploy_down`,
+//! `deploy_durable` and `deploy_reverts` invariants (tests/tests/sim_seeds.rs).
 
 use super::{Action, AfterWrite, ExecutorEntry, Master};
 use crate::api::StopSignal;

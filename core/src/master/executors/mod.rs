@@ -1214,8 +1214,8 @@ impl Master {
         let max_retries = self.config.max_executor_retries;
         let no_refill_after_stop = self.config.unsafe_no_refill_after_stop;
         // An end counted already (see the `counted` arm below) is not
-        // counted again by the deployment either (sim seed 283 with
-        // `--api-jobs --services`, docs/design.md#simulator-seeds).
+        // counted again by the deployment either (`--api-jobs --services`:
+        // sim seed 283, docs/design.md#simulator-seeds).
         let mut counted_before = false;
         let epoch = self.epoch;
         // The longer of what this leader saw and what the worker reports
