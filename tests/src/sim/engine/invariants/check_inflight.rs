@@ -6,7 +6,7 @@
 //! interval runs less often, never twice at once (`--services`' SLOWCHECK
 //! executors answer after their interval, some after the backstop).
 //! Checked at every run a worker asks for; the runs in flight are the
-//! simulator's check runner's ([`crate::sim::engine::services`]).
+//! simulator's check runner's (`tests/src/sim/engine/services.rs`).
 
 use crate::sim::engine::World;
 use regent_core::health::CheckRun;
