@@ -162,6 +162,10 @@ pub struct Health {
     watched: BTreeMap<ExecutorId, Watched>,
     /// The last run number given.
     runs: u64,
+    /// Test-only: a run is started while one is in flight.
+    unsafe_overlapping_runs: bool,
+    /// Test-only: a run skipped by the backstop counts as a failure.
+    unsafe_skipped_runs_fail: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -199,6 +203,20 @@ impl Health {
     /// No executor watched.
     pub fn new() -> Self {
         Health::default()
+    }
+
+    /// Test-only, never set outside tests: no executor watched, with the
+    /// rules the simulator's `check_inflight` and `health_restarts`
+    /// invariants guard broken (tests/tests/sim_can_fail.rs):
+    /// `overlapping_runs` starts a check's run while one is in flight,
+    /// `skipped_runs_fail` counts a run the backstop skipped as a failure.
+    #[doc(hidden)]
+    pub fn unsafe_broken(overlapping_runs: bool, skipped_runs_fail: bool) -> Self {
+        Health {
+            unsafe_overlapping_runs: overlapping_runs,
+            unsafe_skipped_runs_fail: skipped_runs_fail,
+            ..Health::default()
+        }
     }
 
     /// `executor` was launched with `checks`; its ports numbered as
@@ -328,13 +346,19 @@ impl Health {
             let mut stop = false;
             for (i, c) in w.checks.iter_mut().enumerate() {
                 if let Some((_, backstop)) = c.in_flight {
-                    if backstop > now {
+                    if backstop > now && !self.unsafe_overlapping_runs {
                         continue;
                     }
-                    // Skipped: counts nothing; the next run is due now.
-                    c.in_flight = None;
-                    c.detail = "the check runner gave no result".into();
-                    c.next_at = c.next_at.max(now);
+                    if backstop <= now {
+                        // Skipped: counts nothing; the next run is due now.
+                        c.in_flight = None;
+                        c.detail = "the check runner gave no result".into();
+                        c.next_at = c.next_at.max(now);
+                        if self.unsafe_skipped_runs_fail {
+                            let detail = "the check runner gave no result".to_string();
+                            stop |= c.count(now, running_at, false, detail);
+                        }
+                    }
                 }
                 if c.next_at > now {
                     continue;

@@ -127,6 +127,14 @@ pub struct Config {
     /// simulator can prove it detects the races epoch fencing closes.
     #[doc(hidden)]
     pub unsafe_no_epoch_fencing: bool,
+    /// Test-only: a health check's run is started while one is in flight
+    /// (the simulator's `check_inflight` invariant must catch it).
+    #[doc(hidden)]
+    pub unsafe_overlapping_checks: bool,
+    /// Test-only: a health check's run the backstop skipped counts as a
+    /// failure (the simulator's `health_restarts` invariant must catch it).
+    #[doc(hidden)]
+    pub unsafe_skipped_checks_fail: bool,
 }
 
 impl Config {
@@ -162,6 +170,8 @@ impl Config {
             resources: Vec::new(),
             users: Vec::new(),
             unsafe_no_epoch_fencing: false,
+            unsafe_overlapping_checks: false,
+            unsafe_skipped_checks_fail: false,
         }
     }
 }
@@ -472,6 +482,14 @@ impl Worker {
                 },
             );
         }
+        let health = if config.unsafe_overlapping_checks || config.unsafe_skipped_checks_fail {
+            crate::health::Health::unsafe_broken(
+                config.unsafe_overlapping_checks,
+                config.unsafe_skipped_checks_fail,
+            )
+        } else {
+            crate::health::Health::new()
+        };
         Worker {
             retry_backoff: config.reconnect_min,
             config,
@@ -495,7 +513,7 @@ impl Worker {
             usage_sent: None,
             cut_off: crate::cut_off::CutOff::new(Millis::ZERO),
             asked: crate::cut_off::Asked::default(),
-            health: crate::health::Health::new(),
+            health,
         }
     }
 

@@ -331,6 +331,42 @@ fn a_new_leader_goes_on_with_the_same_seq_healthy_set_and_ends_and_stops_nothing
     assert!(stops(&sends).is_empty(), "old[2] is not stopped twice: {sends:?}");
 }
 
+/// Sim seed 283 with `--api-jobs --services` (docs/design.md#simulator-seeds): an
+/// end of the deployed spec that a leader recorded, and died before
+/// acknowledging, is reported again to the next leader, which counts it
+/// once in the slot's restart state and must not count it again in the
+/// deployment's `ends` (three make a crash loop).
+#[test]
+fn an_end_a_new_leader_hears_again_is_not_counted_twice_in_the_deployment() {
+    let (mut run, fw, old) = running_v1(gated());
+    let _ =
+        run.send(1, Message::UpdateGroup { request: 2, spec: web("v2", gated()), max_parallel: 1 });
+    let new0 = replace(&mut run, &fw, &old[0]);
+    // v2 on slot 0 crashes; the end is recorded durably, its
+    // acknowledgement never reaches the worker: the leader dies.
+    let _ = run.status(&fw, &new0, ExecutorState::Exited { code: 1 });
+    let before = run.deployment();
+    assert_eq!(before.ends, [(0, 1)].into());
+    let records: Vec<Record> = run.store.values().cloned().collect();
+    let mut m2 = Master::new(master::Config::new("b".into(), addr("b")));
+    let _ = connect_worker(&mut m2, run.now, 100, "w1");
+    let _ = m2.handle(run.now, master::Event::Elected { floor: Epoch(5), clock: 0 });
+    let mut run2 = Run { m: m2, now: run.now, store: BTreeMap::new() };
+    let _ = run2.feed(master::Event::Store(StoreEvent::Loaded { records }));
+    let _ = run2.send(
+        100,
+        w1_registration(vec![
+            report(&new0, &fw, ExecutorState::Exited { code: 1 }),
+            report(&old[1], &fw, ExecutorState::Running),
+            report(&old[2], &fw, ExecutorState::Running),
+        ]),
+    );
+    let d = run2.deployment();
+    assert_eq!(d.seq, before.seq, "the same deployment");
+    assert_eq!(d.ends, [(0, 1)].into(), "the end counted once");
+    assert_eq!(d.state, DeploymentState::Rolling);
+}
+
 /// `web` with an http check (docs/jobs.md, health checks).
 fn checked(version: &str, update: UpdatePolicy) -> GroupSpec {
     use regent_core::launch::{CheckKind, CheckSpec};

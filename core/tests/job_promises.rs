@@ -459,6 +459,45 @@ fn a_failure_recorded_by_a_leader_that_died_is_not_counted_again() {
     assert_eq!(f.groups[0].record.restarts[&0].failures, 1, "counted once");
 }
 
+/// Sim seed 36 with `--api-jobs --services` (docs/design.md#simulator-seeds): an
+/// end the worker still holds unacknowledged, of an executor older than
+/// the one whose end its slot counted last, is not counted again by a new
+/// leader (the slot moved on past it; `counted` names only the last).
+#[test]
+fn an_unacknowledged_end_older_than_the_slots_last_counted_one_is_not_counted_again() {
+    let policy = RestartPolicy { attempts: Some(5), ..Default::default() };
+    let (mut s, fw, x1) = one_running(spec("g", 1, policy));
+    // X1 fails, is counted, and its retry X2 fails too; the worker never
+    // hears either acknowledgement (the leader dies with them).
+    let mut sends = s.status(100, &x1, ExecutorState::Exited { code: 1 });
+    if launches(&sends).is_empty() {
+        sends = s.sweep_after(60_000); // after its backoff
+    }
+    let [(100, x2)] = &launches(&sends)[..] else { panic!("X1 retried: {sends:?}") };
+    let x2 = x2.clone();
+    let _ = s.status(100, &x2, ExecutorState::Running);
+    let _ = s.status(100, &x2, ExecutorState::Exited { code: 1 });
+    let f = s.m.frameworks().find(|f| f.id == fw).expect("framework");
+    assert_eq!(f.groups[0].record.restarts[&0].failures, 2);
+    s.failover("b");
+    s.resubscribe(1, &fw);
+    // The worker gives the new leader both ends, oldest first.
+    let _ = s.register(
+        101,
+        "w0",
+        1,
+        1,
+        0,
+        vec![
+            report_of(&x1, ExecutorState::Exited { code: 1 }),
+            report_of(&x2, ExecutorState::Exited { code: 1 }),
+        ],
+    );
+    let f = s.m.frameworks().find(|f| f.id == fw).expect("framework");
+    assert_eq!(f.groups[0].record.restarts[&0].failures, 2, "each end counted once");
+    assert_eq!(s.slots(&fw), vec![SlotOutcome::Pending]);
+}
+
 #[test]
 fn a_failure_recorded_by_a_leader_that_died_is_not_charged_twice_to_the_shared_budget() {
     let mut s = Sim::new();

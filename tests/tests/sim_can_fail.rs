@@ -140,3 +140,67 @@ fn a_leader_losing_a_preempted_slot_is_caught() {
     assert!(found.is_some(), "no preempted_slots violation within 100 seeds");
     println!("losing a preempted slot: {found:?}");
 }
+
+/// The first seed (of `bound`) of the services mode (`--api-jobs
+/// --services`, docs/design.md#issue-45 item 5) with `knobs` that violates
+/// `invariant`.
+fn first_services_failure(knobs: Knobs, invariant: &str, bound: u64) -> Option<u64> {
+    let cfg = SimConfig { knobs, api_jobs: true, services: true, ..SimConfig::default() };
+    (1_000_000..1_000_000 + bound).find(|seed| {
+        run_seed(*seed, &cfg).err().is_some_and(|f| f.violation.invariant == invariant)
+    })
+}
+
+/// A worker that starts a check's run while one is in flight
+/// (`worker::Config::unsafe_overlapping_checks`) is caught by
+/// `check_inflight` (a SLOWCHECK executor answers after its interval).
+#[test]
+fn a_worker_running_a_check_twice_at_once_is_caught() {
+    let knobs = Knobs { overlapping_checks: true, ..Knobs::default() };
+    let found = first_services_failure(knobs, "check_inflight", 20);
+    assert!(found.is_some(), "no check_inflight violation within 20 seeds");
+    println!("overlapping check runs: {found:?}");
+}
+
+/// A worker that counts a run its backstop skipped as a failure
+/// (`worker::Config::unsafe_skipped_checks_fail`) stops an executor whose
+/// checks never failed (a SLOWCHECK one): `health_restarts` catches it.
+#[test]
+fn a_worker_stopping_an_executor_its_checks_did_not_fail_is_caught() {
+    let knobs = Knobs { skipped_checks_fail: true, ..Knobs::default() };
+    let found = first_services_failure(knobs, "health_restarts", 20);
+    assert!(found.is_some(), "no health_restarts violation within 20 seeds");
+    println!("skipped runs counted as failures: {found:?}");
+}
+
+/// A leader that does not charge a baking slot to `max_parallel`
+/// (`master::Config::unsafe_deploy_uncharged_baking`) stops the next old
+/// executor as soon as a new one runs: `deploy_down` catches it.
+#[test]
+fn a_deployment_not_counting_baking_slots_is_caught() {
+    let knobs = Knobs { deploy_uncharged_baking: true, ..Knobs::default() };
+    let found = first_services_failure(knobs, "deploy_down", 20);
+    assert!(found.is_some(), "no deploy_down violation within 20 seeds");
+    println!("baking slots uncharged: {found:?}");
+}
+
+/// A leader that never reverts a failed deployment
+/// (`master::Config::unsafe_no_auto_revert`): `deploy_reverts` catches it.
+#[test]
+fn a_failed_deployment_left_unreverted_is_caught() {
+    let knobs = Knobs { no_auto_revert: true, ..Knobs::default() };
+    let found = first_services_failure(knobs, "deploy_reverts", 20);
+    assert!(found.is_some(), "no deploy_reverts violation within 20 seeds");
+    println!("no auto_revert: {found:?}");
+}
+
+/// A new leader that starts every loaded deployment's counts afresh
+/// (`master::Config::unsafe_deployment_afresh_on_takeover`) loses the ends
+/// its predecessor counted: `deploy_durable` catches it.
+#[test]
+fn a_deployment_forgotten_at_a_failover_is_caught() {
+    let knobs = Knobs { deployment_afresh_on_takeover: true, ..Knobs::default() };
+    let found = first_services_failure(knobs, "deploy_durable", 40);
+    assert!(found.is_some(), "no deploy_durable violation within 40 seeds");
+    println!("deployments afresh on takeover: {found:?}");
+}

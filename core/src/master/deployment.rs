@@ -44,8 +44,8 @@
 //!   executors are not all known yet).
 //!
 //! Tests: core/tests/deployments.rs, core/tests/rollout.rs,
-//! core/tests/job_promises.rs, the simulator's `rollout_down` invariant
-//! (tests/tests/sim_seeds.rs).
+//! core/tests/job_promises.rs, the simulator's `deploy_down`,
+//! `deploy_durable` and `deploy_reverts` invariants (tests/tests/sim_seeds.rs).
 
 use super::{Action, AfterWrite, ExecutorEntry, Master};
 use crate::api::StopSignal;
@@ -412,7 +412,7 @@ impl Master {
                     }
                 }
                 Instance::Baking { ran_ms, healthy_in } => {
-                    pass.charged += 1;
+                    pass.charged += u32::from(!self.config.unsafe_deploy_uncharged_baking);
                     if d.healthy.contains(&slot) {
                         pass.left_healthy.push(slot);
                     }
@@ -564,6 +564,7 @@ impl Master {
     /// caller writes the record), starting the revert if there is one.
     fn mark_failed(&mut self, now: Millis, id: &FrameworkId, gi: usize, reason: String) {
         let wall = self.wall(now);
+        let no_revert = self.config.unsafe_no_auto_revert;
         let from = (self.epoch.0, self.next_launch + 1);
         let Some(g) = self.frameworks.get_mut(id).and_then(|f| f.groups.get_mut(gi)) else {
             return;
@@ -577,7 +578,10 @@ impl Master {
             None => reason,
         };
         d.state = DeploymentState::Failed { reason: why.clone() };
-        let revert = d.revert_to.take().filter(|_| d.policy.auto_revert && d.revert_of.is_none());
+        let revert = d
+            .revert_to
+            .take()
+            .filter(|_| d.policy.auto_revert && d.revert_of.is_none() && !no_revert);
         let policy = UpdatePolicy { canary: 0, ..d.policy };
         let slot = g.last_end.as_ref().map_or(0, |(s, _)| *s);
         let end = g.last_end.as_ref().map_or(String::new(), |(_, w)| format!("{w}; "));

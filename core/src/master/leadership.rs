@@ -121,7 +121,16 @@ impl Master {
                 }
                 Record::Framework(f) => {
                     let id = f.id.clone();
-                    self.frameworks.insert(id.clone(), FrameworkEntry::from_record(f));
+                    let mut entry = FrameworkEntry::from_record(f);
+                    if self.config.unsafe_deployment_afresh_on_takeover {
+                        for d in
+                            entry.groups.iter_mut().filter_map(|g| g.record.deployment.as_mut())
+                        {
+                            d.ends.clear();
+                            d.healthy.clear();
+                        }
+                    }
+                    self.frameworks.insert(id.clone(), entry);
                     self.resume_waits_of(now, &id);
                     self.hold_singletons_after_takeover(now, &id);
                     self.refresh_slots_of(&id);

@@ -70,6 +70,7 @@ use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use authorize_query::{framework_of, FORBIDDEN};
+pub use deployment::{instance_health, Instance};
 pub use executors::ExecutorEntry;
 pub use frameworks::{FrameworkEntry, GroupState};
 pub use gauges::Gauges;
@@ -144,6 +145,20 @@ pub struct Config {
     /// refilled. The simulator's `preempted_slots` invariant must catch it
     /// (tests/tests/sim_can_fail.rs). Default off.
     pub unsafe_no_refill_after_stop: bool,
+    /// Test-only, never set outside tests: a deployment does not charge a
+    /// baking slot (running, not yet healthy) to its `max_parallel`, so it
+    /// stops the next old executor as soon as a new one runs. The
+    /// simulator's `deploy_down` invariant must catch it. Default off.
+    pub unsafe_deploy_uncharged_baking: bool,
+    /// Test-only, never set outside tests: a failed deployment never
+    /// reverts, whatever its `auto_revert`. The simulator's
+    /// `deploy_reverts` invariant must catch it. Default off.
+    pub unsafe_no_auto_revert: bool,
+    /// Test-only, never set outside tests: a new leader starts the count of
+    /// every loaded deployment afresh (its `ends` and `healthy` slots
+    /// forgotten). The simulator's `deploy_durable` invariant must catch
+    /// it. Default off.
+    pub unsafe_deployment_afresh_on_takeover: bool,
 }
 
 impl Config {
@@ -164,6 +179,9 @@ impl Config {
             retained_frameworks: crate::limits::DEFAULT_RETAINED_FRAMEWORKS,
             max_workers: crate::limits::DEFAULT_MAX_WORKERS,
             unsafe_no_refill_after_stop: false,
+            unsafe_deploy_uncharged_baking: false,
+            unsafe_no_auto_revert: false,
+            unsafe_deployment_afresh_on_takeover: false,
         }
     }
 

@@ -6,9 +6,10 @@
 //! ```text
 //! regent-soak [--seeds N] [--from S] [--threads T] [--keep-going]
 //!             [--datagram] [--takeovers] [--operator] [--jobs] [--api-jobs] [--tenants] [--preemption]
-//!             [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--lost-id-state] [--suspend] [--singletons]
+//!             [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--lost-id-state] [--suspend] [--singletons] [--services]
 //!             [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease]
-//!             [--monotonic-clock] [--hide-guarantees] [--no-refill-after-stop] [--skip INVARIANT]...
+//!             [--monotonic-clock] [--hide-guarantees] [--no-refill-after-stop] [--overlapping-checks] [--skipped-checks-fail]
+//!             [--uncharged-baking] [--no-auto-revert] [--deployment-afresh] [--skip INVARIANT]...
 //! regent-soak --replay SEED [same flags]
 //! ```
 //!
@@ -37,7 +38,7 @@ struct Args {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--jobs] [--api-jobs] [--tenants] [--preemption] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--lost-id-state] [--suspend] [--singletons] [--skip INVARIANT] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--monotonic-clock] [--hide-guarantees] [--no-refill-after-stop] [--keep-going]\n       regent-soak --replay SEED [knobs]"
+        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--jobs] [--api-jobs] [--tenants] [--preemption] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--lost-id-state] [--suspend] [--singletons] [--services] [--skip INVARIANT] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--monotonic-clock] [--hide-guarantees] [--no-refill-after-stop] [--overlapping-checks] [--skipped-checks-fail] [--uncharged-baking] [--no-auto-revert] [--deployment-afresh] [--keep-going]\n       regent-soak --replay SEED [knobs]"
     );
     std::process::exit(2)
 }
@@ -79,6 +80,12 @@ fn parse() -> Args {
             "--lost-id-state" => a.config.lost_id_state = true,
             "--suspend" => a.config.suspend = true,
             "--singletons" => a.config.singletons = true,
+            "--services" => a.config.services = true,
+            "--overlapping-checks" => knobs.overlapping_checks = true,
+            "--skipped-checks-fail" => knobs.skipped_checks_fail = true,
+            "--uncharged-baking" => knobs.deploy_uncharged_baking = true,
+            "--no-auto-revert" => knobs.no_auto_revert = true,
+            "--deployment-afresh" => knobs.deployment_afresh_on_takeover = true,
             "--monotonic-clock" => knobs.monotonic_clock = true,
             "--skip" => a.config.skip.push(it.next().unwrap_or_else(|| usage())),
             "--no-epoch-fencing" => knobs.no_epoch_fencing = true,
@@ -121,6 +128,9 @@ fn main() {
     let preemptions = Arc::new(AtomicU64::new(0));
     // Singleton executors stopped by their cut-off workers.
     let cut_off_stops = Arc::new(AtomicU64::new(0));
+    // Check runs, unhealthy stops, deployments failed and stopped, reverts
+    // started and succeeded.
+    let services = Arc::new([0; 5].map(AtomicU64::new));
     let failures: Arc<Mutex<Vec<u64>>> = Arc::default();
     let start = Instant::now();
     let workers: Vec<_> = (0..args.threads)
@@ -133,6 +143,7 @@ fn main() {
             let api = api.clone();
             let preemptions = preemptions.clone();
             let cut_off_stops = cut_off_stops.clone();
+            let services = services.clone();
             let config = args.config.clone();
             let keep_going = args.keep_going;
             std::thread::spawn(move || loop {
@@ -156,6 +167,18 @@ fn main() {
                         api.2.fetch_add(stats.api_replayed, Ordering::Relaxed);
                         preemptions.fetch_add(stats.preemptions, Ordering::Relaxed);
                         cut_off_stops.fetch_add(stats.cut_off_stops, Ordering::Relaxed);
+                        for (i, n) in [
+                            stats.check_runs,
+                            stats.unhealthy_stops,
+                            stats.deployments_failed,
+                            stats.reverts_started,
+                            stats.reverts_succeeded,
+                        ]
+                        .into_iter()
+                        .enumerate()
+                        {
+                            services[i].fetch_add(n, Ordering::Relaxed);
+                        }
                     }
                     Err(f) => {
                         println!("FAILURE\n{f}\n");
@@ -211,6 +234,17 @@ fn main() {
         println!(
             "singletons: {} executors stopped by workers cut off from every master",
             cut_off_stops.load(Ordering::Relaxed)
+        );
+    }
+    if args.config.services {
+        let n = |i: usize| services[i].load(Ordering::Relaxed);
+        println!(
+            "services: {} check runs, {} executors stopped by failing checks, {} deployments failed and stopped, {} reverts started, {} reverts succeeded",
+            n(0),
+            n(1),
+            n(2),
+            n(3),
+            n(4)
         );
     }
     if !failed.is_empty() {

@@ -60,6 +60,21 @@ pub struct Knobs {
     /// `master::Config::unsafe_no_refill_after_stop`: a stopped executor's
     /// slot is settled, not refilled (`regent-soak --no-refill-after-stop`).
     pub no_refill_after_stop: bool,
+    /// `worker::Config::unsafe_overlapping_checks`: a check's run starts
+    /// while one is in flight (`regent-soak --overlapping-checks`).
+    pub overlapping_checks: bool,
+    /// `worker::Config::unsafe_skipped_checks_fail`: a run the backstop
+    /// skipped counts as a failure (`regent-soak --skipped-checks-fail`).
+    pub skipped_checks_fail: bool,
+    /// `master::Config::unsafe_deploy_uncharged_baking`: a baking slot is
+    /// not charged to `max_parallel` (`regent-soak --uncharged-baking`).
+    pub deploy_uncharged_baking: bool,
+    /// `master::Config::unsafe_no_auto_revert`: a failed deployment never
+    /// reverts (`regent-soak --no-auto-revert`).
+    pub no_auto_revert: bool,
+    /// `master::Config::unsafe_deployment_afresh_on_takeover`: a new leader
+    /// forgets a deployment's counts (`regent-soak --deployment-afresh`).
+    pub deployment_afresh_on_takeover: bool,
 }
 
 /// How big a run is.
@@ -158,6 +173,17 @@ pub struct SimConfig {
     /// by the `singleton_slots` invariant (`regent-soak --singletons`). Off
     /// by default, so the regression seeds keep their schedules.
     pub singletons: bool,
+    /// Services (docs/design.md#issue-45 item 5): the subscribers' first
+    /// groups (and, with `api_jobs`, the API's jobs) are services with a
+    /// health check and an update policy; the simulated check runner
+    /// answers each executor's checks by a fault plan (healthy, always
+    /// failing, flapping, slower than the interval or the backstop), and a
+    /// third of the updates crash at start and a third run unhealthy
+    /// (`regent-soak --services`; docs/simulator.md#services), checked by
+    /// `check_inflight`, `health_restarts`, `deploy_down`,
+    /// `deploy_durable` and `deploy_reverts`. Off by default, so the
+    /// regression seeds keep their schedules.
+    pub services: bool,
 }
 
 impl Default for SimConfig {
@@ -185,6 +211,7 @@ impl Default for SimConfig {
             lost_id_state: false,
             suspend: false,
             singletons: false,
+            services: false,
         }
     }
 }
@@ -222,6 +249,7 @@ impl SimConfig {
             (self.lost_id_state, "--lost-id-state"),
             (self.suspend, "--suspend"),
             (self.singletons, "--singletons"),
+            (self.services, "--services"),
             (self.knobs.no_epoch_fencing, "--no-epoch-fencing"),
             (self.knobs.no_adopt_after_connection_loss, "--no-adopt"),
             (self.knobs.no_lease_check, "--no-lease-check"),
@@ -229,6 +257,11 @@ impl SimConfig {
             (self.knobs.monotonic_clock, "--monotonic-clock"),
             (self.knobs.hidden_guarantees, "--hide-guarantees"),
             (self.knobs.no_refill_after_stop, "--no-refill-after-stop"),
+            (self.knobs.overlapping_checks, "--overlapping-checks"),
+            (self.knobs.skipped_checks_fail, "--skipped-checks-fail"),
+            (self.knobs.deploy_uncharged_baking, "--uncharged-baking"),
+            (self.knobs.no_auto_revert, "--no-auto-revert"),
+            (self.knobs.deployment_afresh_on_takeover, "--deployment-afresh"),
         ] {
             if on {
                 out.push(' ');
@@ -297,6 +330,17 @@ pub struct RunStats {
     /// Singleton executors a worker stopped because it heard no master for
     /// their `stop_after` (`--singletons`), each once.
     pub cut_off_stops: u64,
+    /// Health check runs workers asked for (`--services`).
+    pub check_runs: u64,
+    /// Executors workers stopped for failing checks (`--services`).
+    pub unhealthy_stops: u64,
+    /// Deployments stored failed, without a revert or as a failed revert
+    /// (`--services`).
+    pub deployments_failed: u64,
+    /// Reverts started (stored) (`--services`).
+    pub reverts_started: u64,
+    /// Reverts stored succeeded (`--services`).
+    pub reverts_succeeded: u64,
 }
 
 /// A failing run: what broke, the schedule, and the end of the trace.

@@ -1100,6 +1100,22 @@ impl Master {
                 .and_then(|g| g.record.replacing.get(&slot))
                 .is_some_and(|named| named == &report.id || replaced_by(&report.id, named))
         });
+        // Nor is the end of one launched before the executor whose end its
+        // slot counted last (`GroupRecord::counted`): the slot moved on past
+        // it, so its end was counted already or was no failure of the
+        // slot's (a worker reports an end again until it hears the
+        // acknowledgement; a leader that recorded it died first, and the
+        // slot's next executor ended and was counted since:
+        // sim seed 36 with `--api-jobs --services`, docs/design.md#simulator-seeds).
+        let superseded = report.state.is_terminal()
+            && report.id.group_slot(&report.framework).is_some_and(|(group, slot)| {
+                self.frameworks
+                    .get(&report.framework)
+                    .and_then(|f| f.groups.iter().find(|g| g.record.spec.group == group))
+                    .and_then(|g| g.record.counted.get(&slot))
+                    .is_some_and(|last| replaced_by(&report.id, last))
+            });
+        let replacing = replacing || superseded;
         if self.dying.contains(&report.id) {
             if report.state.is_terminal() {
                 self.end_dying(&report.id, out);
@@ -1309,6 +1325,10 @@ impl Master {
         self.release(&e);
         let max_retries = self.config.max_executor_retries;
         let no_refill_after_stop = self.config.unsafe_no_refill_after_stop;
+        // An end counted already (see the `counted` arm below) is not
+        // counted again by the deployment either (`--api-jobs --services`:
+        // sim seed 283, docs/design.md#simulator-seeds).
+        let mut counted_before = false;
         let epoch = self.epoch;
         // The longer of what this leader saw and what the worker reports
         // (which covers a run that began under an earlier leader).
@@ -1384,6 +1404,7 @@ impl Master {
                         ExecutorState::Exited { .. } | ExecutorState::Failed { .. }
                             if g.record.counted.get(&e.slot) == Some(&e.id) =>
                         {
+                            counted_before = true;
                             SlotOutcome::Pending
                         }
                         // A group with a restart policy of its own: the
@@ -1461,7 +1482,9 @@ impl Master {
             self.refresh_slot(&e.framework, gi, e.slot);
         }
         // In the write that records the end (docs/design.md#issue-45).
-        self.deployment_saw_end(now, &e, &state, ran_ms, slot_failed.is_some());
+        if !counted_before {
+            self.deployment_saw_end(now, &e, &state, ran_ms, slot_failed.is_some());
+        }
         if let Some(reason) = slot_failed {
             let msg = Message::SlotFailed { epoch, group: e.group.clone(), slot: e.slot, reason };
             self.tell_framework(&e.framework, msg, out);

@@ -168,6 +168,34 @@ impl World {
             if self.cfg.tenants {
                 spec.policy.priority = JOB_PRIORITIES[(n % JOBS) as usize];
             }
+            // `--services`: a service with a check and an update policy of
+            // its own (fixed per job, so only the command makes a
+            // deployment), whose third version runs unhealthy.
+            if self.cfg.services {
+                let k = u64::from(n % JOBS);
+                spec.launch.checks = vec![regent_core::launch::CheckSpec {
+                    name: "ready".into(),
+                    kind: regent_core::launch::CheckKind::Exec { command: vec!["ready".into()] },
+                    interval_ms: 700 + 400 * k,
+                    timeout_ms: 500 + 700 * k,
+                    grace_ms: 300 * k,
+                    failures: 2 + (k % 2) as u32,
+                }];
+                spec.policy.update = Some(Box::new(regent_core::policy::UpdatePolicy {
+                    max_parallel: 1,
+                    min_healthy_time_ms: 1_000 + 500 * k,
+                    healthy_deadline_ms: 12_000,
+                    progress_deadline_ms: if k == 1 { 0 } else { 30_000 },
+                    canary: 0,
+                    auto_promote: true,
+                    auto_revert: k != 2,
+                }));
+                spec.policy.restart.mode = regent_core::policy::RestartMode::Service;
+                spec.command = vec!["serve".into(), format!("v{}", n / 6 % 3)];
+                if n / 6 % 3 == 2 {
+                    spec.command.push(super::services::UNHEALTHY.into());
+                }
+            }
             if self.cfg.singletons && job.0 == "api1" {
                 spec.group = SINGLETON_GROUP.into();
                 spec.launch.disconnect = Some(regent_core::launch::Disconnect::after_ms(12_000));

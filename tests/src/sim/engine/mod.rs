@@ -53,6 +53,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 pub(crate) mod api_client;
 pub(crate) mod explore;
+pub(crate) mod services;
 
 /// The simulated cluster's name.
 const CLUSTER: &str = "sim";
@@ -203,6 +204,16 @@ enum Ev {
         gen: u64,
         x: ExecutorId,
         what: ExecWhat,
+    },
+    /// A health check's probe answers worker `w`'s process `gen`
+    /// ([`services`]).
+    CheckResult {
+        w: usize,
+        gen: u64,
+        x: ExecutorId,
+        check: u8,
+        run: u64,
+        outcome: regent_core::health::CheckOutcome,
     },
     Fault(Fault),
     Unblock {
@@ -478,6 +489,8 @@ pub(crate) struct World {
     /// The names of the singleton groups (`--singletons`): those with a
     /// disconnect rule ([`invariants::singleton_slots`]).
     pub(crate) singleton_groups: BTreeSet<String>,
+    /// The health checks' runner (`--services`, [`services`]).
+    pub(crate) checks: services::Model,
 }
 
 impl World {
@@ -553,6 +566,9 @@ impl World {
         // And, with `--singletons`, three in four first groups are
         // singletons, from an eighth.
         let mut singles = fastrand::Rng::with_seed(seed ^ 0x0051_6e61);
+        // And, with `--services`, first groups are services with checks
+        // and an update policy, from a ninth.
+        let mut svc = fastrand::Rng::with_seed(seed ^ 0x7376_6373);
         let mut singleton_groups = BTreeSet::new();
         if cfg.singletons && cfg.api_jobs {
             singleton_groups.insert(api_client::SINGLETON_GROUP.to_owned());
@@ -561,6 +577,9 @@ impl World {
             .map(|i| {
                 let slots = rng.u32(1..=3);
                 let mut specs = vec![spec_for(i, slots)];
+                if cfg.services {
+                    services::make_service(&mut specs[0], &mut svc);
+                }
                 if cfg.singletons && singles.u8(0..4) > 0 {
                     let stop_after = singles.u64(1_000..=20_000);
                     specs[0].launch.disconnect =
@@ -671,6 +690,7 @@ impl World {
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(TRACE_LEN),
             singleton_groups,
+            checks: services::Model::new(seed),
         };
         w.obs.init(cfg);
         for (t, f) in schedule.faults.clone() {
@@ -774,6 +794,11 @@ impl World {
                         depositions: self.depositions,
                         live_depositions: self.live_depositions,
                         cut_off_stops: self.obs.cut_off_stops.len() as u64,
+                        check_runs: self.checks.runs,
+                        unhealthy_stops: self.obs.unhealthy_stops.len() as u64,
+                        deployments_failed: self.obs.deploys.failed,
+                        reverts_started: self.obs.deploys.reverts,
+                        reverts_succeeded: self.obs.deploys.reverted,
                     });
                 }
                 next_liveness = next_liveness + Millis(500);
@@ -918,6 +943,9 @@ impl World {
             }
             Ev::ZkTick => self.zk_tick(),
             Ev::Exec { w, gen, x, what } => self.exec_event(w, gen, x, what),
+            Ev::CheckResult { w, gen, x, check, run, outcome } => {
+                self.check_result(w, gen, x, check, run, outcome)
+            }
             Ev::Fault(f) => {
                 if !self.healed {
                     self.log(|| format!("FAULT {f:?}"));
@@ -1186,6 +1214,16 @@ impl World {
                         forced.map_or(self.cfg.jobs && (draw / 3).is_multiple_of(3), |f| f.1);
                     if broken {
                         sp.specs[0].command.push(BROKEN.into());
+                    }
+                    // With `--services`, a third of the other updates crash
+                    // as they start and a third run unhealthy (every check
+                    // fails), from draws of their own.
+                    if self.cfg.services && !broken && forced.is_none() {
+                        match (draw / 9) % 3 {
+                            0 => sp.specs[0].command.push(BROKEN.into()),
+                            1 => sp.specs[0].command.push(services::UNHEALTHY.into()),
+                            _ => {}
+                        }
                     }
                 }
                 let max_parallel = update.then_some(forced.map_or(1 + (gen % 2) as u32, |f| f.0));
@@ -1980,6 +2018,12 @@ impl World {
                     if spec.launch.disconnect.is_some() {
                         run = Millis(run.0 * 4);
                     }
+                    // A service with checks (`--services`) too, so checks
+                    // and deployments meet it running.
+                    if !spec.launch.checks.is_empty() {
+                        run = Millis(run.0 * 4);
+                        self.plan_checks(&executor, &spec);
+                    }
                     let broken = spec.command.iter().any(|c| c == BROKEN);
                     if broken {
                         // A broken update's command fails at once (before
@@ -2012,10 +2056,11 @@ impl World {
                         }
                     }
                 }
-                // No simulated group declares health checks yet, so no
-                // run is asked for; the check model (docs/design.md#issue-45)
-                // answers them when one does.
-                wnode::Output::Executor(ExecutorCommand::RunCheck(_)) => {}
+                // The check model (`--services`, docs/design.md#issue-45)
+                // answers every run.
+                wnode::Output::Executor(ExecutorCommand::RunCheck(run)) => {
+                    self.run_check(w, gen, run)
+                }
                 wnode::Output::Exit { reason } => {
                     self.log(|| format!("w{w} EXIT: {reason}"));
                     invariants::on_worker_exit(self, w, &reason);
@@ -2051,6 +2096,7 @@ impl World {
                 if self.execs.get(&(w, x.clone())) != Some(&true) {
                     return;
                 }
+                self.checks.running_at.insert((w, x.clone()), self.now);
                 ExecutorState::Running
             }
             ExecWhat::Exit(code) => {
@@ -2585,6 +2631,9 @@ fn new_node(
     MasterNode::new(mnode::Config {
         master: master::Config {
             unsafe_no_refill_after_stop: knobs.no_refill_after_stop,
+            unsafe_deploy_uncharged_baking: knobs.deploy_uncharged_baking,
+            unsafe_no_auto_revert: knobs.no_auto_revert,
+            unsafe_deployment_afresh_on_takeover: knobs.deployment_afresh_on_takeover,
             ..master::Config::new(MasterId(format!("m{i}")), master_addr(i))
         },
         leadership: Leadership::Zookeeper(c),
@@ -2667,6 +2716,8 @@ fn new_worker(
     );
     c.seed = seed;
     c.unsafe_no_epoch_fencing = knobs.no_epoch_fencing;
+    c.unsafe_overlapping_checks = knobs.overlapping_checks;
+    c.unsafe_skipped_checks_fail = knobs.skipped_checks_fail;
     // Two racks, so groups can spread over them and be constrained to
     // them (every worker meets `rack in [r0, r1]`: liveness is unchanged).
     c.attributes = vec![("rack".into(), format!("r{}", i % 2))];

@@ -7,12 +7,17 @@
 
 pub mod api_jobs;
 pub mod capacity_offered;
+pub mod check_inflight;
 pub mod command_order;
 pub mod conflict_exits;
+pub mod deploy_down;
+pub mod deploy_durable;
+pub mod deploy_reverts;
 pub mod durable_acks;
 pub mod ends_counted;
 pub mod epochs;
 pub mod executor_exits;
+pub mod health_restarts;
 pub mod healthy_runs;
 pub mod kill_bound;
 pub mod kills;
@@ -26,7 +31,6 @@ pub mod preempted_slots;
 pub mod preemption_guarantee;
 pub mod registry;
 pub mod resources;
-pub mod rollout_down;
 pub mod service_slots;
 pub mod single_leader;
 pub mod singleton_slots;
@@ -76,7 +80,7 @@ pub(crate) struct Obs {
     /// Executors some master asked a worker to kill or stop.
     pub(crate) kills_sent: BTreeSet<ExecutorId>,
     /// Stops master `m` decided while its acting lease was unconfirmed,
-    /// judged by [`rollout_down`] at the step that decided them (held by
+    /// judged by [`deploy_down`] at the step that decided them (held by
     /// the node, they go out later, when other slots may have gone down
     /// on their own: sim seed 57314, docs/design.md#simulator-seeds).
     pub(crate) stops_judged_held: BTreeSet<(usize, ExecutorId)>,
@@ -116,7 +120,7 @@ pub(crate) struct Obs {
     /// keep one in its slot but to replace it ([`kill_bound`]).
     pub(crate) named_removed: BTreeSet<ExecutorId>,
     /// Executors a scale sent named to go, accepted or not
-    /// ([`rollout_down`]: their stops are not the rollout's).
+    /// ([`deploy_down`]: their stops are not the rollout's).
     pub(crate) named_sent: BTreeSet<ExecutorId>,
     /// Cordons, drains (`true`) and uncordons (`false`) sent and not yet
     /// answered, by request id ([`maintenance`]).
@@ -148,6 +152,12 @@ pub(crate) struct Obs {
     /// process stops them for a cut-off, nor does the next one that
     /// re-adopts them ([`singleton_slots`]' known gap).
     pub(crate) unguarded: BTreeSet<ExecutorId>,
+    /// The deployments the store held ([`deploy_durable`],
+    /// [`deploy_reverts`]).
+    pub(crate) deploys: deploy_durable::Seen,
+    /// Executors a worker reported stopped by their failing checks
+    /// ([`health_restarts`]; counted in the run's stats).
+    pub(crate) unhealthy_stops: BTreeSet<ExecutorId>,
 }
 
 impl Obs {
@@ -243,8 +253,8 @@ pub(crate) fn after_master_handle(w: &mut World, m: usize, before: Leading) {
         if w.obs.kills_sent.contains(&x) || !w.obs.stops_judged_held.insert((m, x.clone())) {
             continue; // a stop sent again, or judged at an earlier step
         }
-        if let Err(detail) = rollout_down::on_stop(w, m, &x) {
-            fail(w, "rollout_down", detail);
+        if let Err(detail) = deploy_down::on_stop(w, m, &x) {
+            fail(w, "deploy_down", detail);
         }
     }
     let mp = &w.masters[m];
@@ -281,8 +291,8 @@ pub(crate) fn on_master_send(w: &mut World, m: usize, conn: ConnId, msg: &Messag
         // decided it (`after_master_handle`).
         let judged = w.obs.stops_judged_held.contains(&(m, executor.clone()));
         if !again && !judged {
-            if let Err(detail) = rollout_down::on_stop(w, m, executor) {
-                fail(w, "rollout_down", detail);
+            if let Err(detail) = deploy_down::on_stop(w, m, executor) {
+                fail(w, "deploy_down", detail);
             }
         }
     }
@@ -333,14 +343,19 @@ pub(crate) fn on_worker_send(w: &mut World, i: usize, msg: &Message) {
                 if regent_core::launch::is_cut_off(reason) {
                     w.obs.cut_off_stops.insert(report.id.clone());
                 }
+                if regent_core::launch::is_unhealthy(reason) {
+                    w.obs.unhealthy_stops.insert(report.id.clone());
+                }
             }
             w.obs.last_report.insert((i, report.id.clone()), report.state.clone());
             ends_counted::on_report(w, &report.id, &report.state);
+            health_restarts::on_report(w, i, &report.id, &report.state);
         }
         Message::RegisterWorker(reg) => {
             for r in &reg.executors {
                 w.obs.last_report.insert((i, r.id.clone()), r.state.clone());
                 ends_counted::on_report(w, &r.id, &r.state);
+                health_restarts::on_report(w, i, &r.id, &r.state);
             }
         }
         _ => {}
@@ -389,7 +404,13 @@ pub(crate) fn on_store_write(w: &mut World, m: usize, record: &Record) {
         .and_then(|()| {
             slot_failures::on_store_write(w, m, record).map_err(|d| ("slot_failures", d))
         })
-        .and_then(|()| healthy_runs::on_store_write(w, m, record).map_err(|d| ("healthy_runs", d)));
+        .and_then(|()| healthy_runs::on_store_write(w, m, record).map_err(|d| ("healthy_runs", d)))
+        .and_then(|()| {
+            deploy_reverts::on_store_write(w, m, record).map_err(|d| ("deploy_reverts", d))
+        })
+        .and_then(|()| {
+            deploy_durable::on_store_write(w, m, record).map_err(|d| ("deploy_durable", d))
+        });
     if let Err((invariant, detail)) = r {
         fail(w, invariant, detail);
     }
@@ -398,6 +419,7 @@ pub(crate) fn on_store_write(w: &mut World, m: usize, record: &Record) {
 /// A delete is applied to the store.
 pub(crate) fn on_store_delete(w: &mut World, key: &RecordKey) {
     durable_acks::on_store_delete(w, key);
+    deploy_durable::on_store_delete(w, key);
 }
 
 /// Worker `i` exits with `reason`.

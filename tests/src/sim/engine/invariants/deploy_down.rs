@@ -1,17 +1,23 @@
-//! A rollout never has more than `max_parallel` slots down, failed ones
-//! included: whenever a leader asks a worker to stop an old executor of a
-//! rolling group (`StopExecutorOnWorker`), the group's slots down at that
-//! leader, counting the one being stopped, are at most the rollout's
-//! `max_parallel`. A slot is down when it FAILED, or is open without a
-//! live executor, or its executor is not RUNNING, or is being stopped.
+//! A deployment never has more than `max_parallel` slots below healthy,
+//! failed ones included (docs/design.md#issue-45 item 5, docs/jobs.md,
+//! "Deployments"; it replaces the rollout's `rollout_down`): whenever a
+//! leader asks a worker to stop an old executor of a deploying group
+//! (`StopExecutorOnWorker`), the group's slots below healthy at that
+//! leader, counting the one being stopped, are at most the deployment's
+//! `max_parallel`. A slot is below healthy when it FAILED, or is open
+//! without a live executor, or its executor is not RUNNING, or is being
+//! stopped, or runs the deployed spec and is still baking (not yet healthy
+//! by `deployment::instance_health`: RUNNING, and for a group with checks
+//! passing them, for `min_healthy_time`).
 //! Issue 41 (docs/design.md#issue-41)'s fourth scenario: a new command that cannot start failed slot
 //! 0, and the rollout went on to stop the healthy slot 1, and so on, until
 //! nothing ran (failed slots did not count as down). A drain's stops
 //! (an operator's, on the drained worker), a scale's stops of the
-//! executors it names and a stop sent again are not the rollout's
+//! executors it names and a stop sent again are not the deployment's
 //! decisions.
 
 use crate::sim::engine::{parse_executor, World};
+use regent_core::master::{instance_health, Instance};
 use regent_core::protocol::ExecutorState;
 use regent_core::store::SlotOutcome;
 use regent_core::ExecutorId;
@@ -23,6 +29,9 @@ pub(crate) fn on_stop(w: &World, m: usize, x: &ExecutorId) -> Result<(), String>
     let Some(g) = f.groups.iter().find(|g| g.record.spec.group == group) else { return Ok(()) };
     let Some(d) = g.record.active_deployment() else { return Ok(()) };
     let (target, max_parallel) = (d.target, d.policy.max_parallel);
+    let min_healthy = d.policy.min_healthy_time_ms;
+    let checked = !g.record.spec.launch.checks.is_empty();
+    let now = w.node_now(crate::sim::engine::Node::Master(m));
     // Only executors of another spec than the deployed one are its to stop.
     if g.record.digest_of(x) == target {
         return Ok(());
@@ -52,9 +61,12 @@ pub(crate) fn on_stop(w: &World, m: usize, x: &ExecutorId) -> Result<(), String>
                 match e {
                     None => true,
                     Some(e) => {
+                        let baking = g.record.digest_of(&e.id) == target
+                            && instance_health(e, now, min_healthy, checked) != Instance::Healthy;
                         e.state != ExecutorState::Running
                             || (e.operator_stop && g.record.digest_of(&e.id) != target)
                             || &e.id == x
+                            || baking
                     }
                 }
             }
@@ -68,13 +80,13 @@ pub(crate) fn on_stop(w: &World, m: usize, x: &ExecutorId) -> Result<(), String>
             let state = e.as_ref().and_then(|c| master.executors().find(|x| &x.id == c));
             why.push(format!(
                 "slot {slot}: {:?}",
-                state.map(|x| (&x.id, &x.state, x.operator_stop)).or(None)
+                state.map(|x| (&x.id, &x.state, x.operator_stop, &x.health)).or(None)
             ));
         }
     }
     if down > max_parallel {
         return Err(format!(
-            "m{m} stops {x} of rolling group {group} of {fw} with {down} slots down, more than max_parallel {} (slots: {:?}; down: {})",
+            "m{m} stops {x} of deploying group {group} of {fw} with {down} slots below healthy, more than max_parallel {} (slots: {:?}; down: {})",
             max_parallel, g.record.slots, why.join(", ")
         ));
     }
