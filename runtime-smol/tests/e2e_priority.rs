@@ -100,7 +100,11 @@ fn a_high_priority_job_preempts_a_low_one_on_a_full_cluster_and_the_slots_come_b
     assert!(plan.contains("4 would not: behind 2 slots of higher priority"), "{plan}");
     let status = ok(&c, &["job", "status", "--masters", &m, "low"]);
     assert!(status.contains("priority 20"), "{status}");
-    assert!(status.contains("waiting: behind 2 slots of higher priority"), "{status}");
+    // Each line names who took the slot's executor (issue 44, "preempted by").
+    assert!(
+        status.contains("waiting, preempted by high/work: behind 2 slots of higher priority"),
+        "{status}"
+    );
 
     // The high job ends: its cores free, and the low slots come back.
     ok(&c, &["job", "delete", "--masters", &m, "high"]);

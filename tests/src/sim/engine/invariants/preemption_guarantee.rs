@@ -11,7 +11,10 @@
 //! in their grace, kills, drains, a rollout's stops: it has no promise of
 //! getting them back) and those its records name as being replaced. A
 //! preemption an earlier leader chose but never made durable (lost in a
-//! failover) stopped nothing: its executor counts at a later leader.
+//! failover) stopped nothing: its executor counts at a later leader. Old
+//! executors a deployment stops in the same step count as kept: the leader
+//! deploys after it preempts, so they were the tenant's when it chose, and
+//! their slots are refilled with the new version.
 //! The guarantee is the one the operator set (the simulator's own table,
 //! [`api_client::PREEMPTION_TENANTS`]), so a leader that lost or ignored it
 //! is caught (`Knobs::hidden_guarantees` hides it from the leader:
@@ -41,6 +44,8 @@ pub(crate) struct Victim {
 pub(crate) struct Before {
     total: u64,
     live: BTreeSet<ExecutorId>,
+    /// Every executor it knew, live or not.
+    known: BTreeSet<ExecutorId>,
     /// The group records' `preempted` entries ([`super::preempted_by`]).
     preempted: BTreeSet<super::preempted_by::Entry>,
 }
@@ -61,8 +66,9 @@ pub(crate) fn before(w: &World, m: usize) -> Option<Before> {
         .filter(|e| !e.state.is_terminal() && !e.operator_stop && !e.kill_requested)
         .map(|e| e.id.clone())
         .collect();
+    let known = master.executors().map(|e| e.id.clone()).collect();
     let preempted = super::preempted_by::entries(master);
-    Some(Before { total: master.preemptions_started(), live, preempted })
+    Some(Before { total: master.preemptions_started(), live, known, preempted })
 }
 
 /// After master `m` handled the input: the victims it chose, if any,
@@ -120,11 +126,19 @@ pub(crate) fn after(w: &mut World, m: usize, before: Option<Before>) -> Result<(
         .frameworks()
         .flat_map(|f| f.groups.iter().flat_map(|g| g.record.replacing.values()))
         .collect();
+    // Old executors a deployment stopped in this very step: the leader
+    // runs its deployments after its preemption (so that a rollout counts
+    // the victims against its allowance), so they were the tenant's when the
+    // victims were chosen, and their slots are refilled with the new version
+    // (sim seeds 2982, 9660, 11981: a worker registering again brings back
+    // old executors, preemption takes one, the deployment then stops the
+    // others to replace them). They count as kept.
+    let deploy_stops = deployment_stops(w, master, &before);
     // What each tenant keeps: (cores, memory in MiB).
     let mut keeps: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     for e in master.executors() {
-        if e.state.is_terminal() || e.kill_requested || e.operator_stop || replaced.contains(&e.id)
-        {
+        let stopped = e.kill_requested || e.operator_stop || replaced.contains(&e.id);
+        if e.state.is_terminal() || (stopped && !deploy_stops.contains(&e.id)) {
             continue;
         }
         let k = keeps.entry(master.framework_tenant(&e.framework)).or_default();
@@ -152,4 +166,44 @@ pub(crate) fn after(w: &mut World, m: usize, before: Option<Before>) -> Result<(
         }
     }
     Ok(())
+}
+
+/// Executors live before the step (or adopted in it, from a worker's
+/// registration) and stopped by it, that neither this
+/// step's preemption (no `replacing` entry), nor an operator's kill, scale
+/// or drain stopped: old executors of a group whose deployment is under way,
+/// which the leader's deployment stops after its preemption in the same
+/// step ([`regent_core::master::Master::handle`]).
+fn deployment_stops<'m>(
+    w: &World,
+    master: &'m regent_core::master::Master,
+    before: &Before,
+) -> BTreeSet<&'m ExecutorId> {
+    let replaced: BTreeSet<&ExecutorId> = master
+        .frameworks()
+        .flat_map(|f| f.groups.iter().flat_map(|g| g.record.replacing.values()))
+        .collect();
+    master
+        .executors()
+        .filter(|e| before.live.contains(&e.id) || !before.known.contains(&e.id))
+        .filter(|e| e.operator_stop && !e.state.is_terminal())
+        .filter(|e| !replaced.contains(&e.id) && !e.kill_requested)
+        .filter(|e| {
+            !w.obs.kill_requested.contains(&e.id)
+                && !w.obs.named_sent.contains(&e.id)
+                && !w.obs.scaled_away.contains(&e.id)
+                && !w.obs.drained.contains(&e.worker)
+        })
+        .filter(|e| {
+            master.frameworks().find(|f| f.id == e.framework).is_some_and(|f| {
+                f.groups.iter().any(|g| {
+                    g.record.spec.group == e.group
+                        && g.record.deployment.as_ref().is_some_and(|d| {
+                            d.state.is_active() && g.record.digest_of(&e.id) != d.target
+                        })
+                })
+            })
+        })
+        .map(|e| &e.id)
+        .collect()
 }
