@@ -100,7 +100,7 @@ fn a_high_priority_job_preempts_a_low_one_on_a_full_cluster_and_the_slots_come_b
     assert!(plan.contains("4 would not: behind 2 slots of higher priority"), "{plan}");
     let status = ok(&c, &["job", "status", "--masters", &m, "low"]);
     assert!(status.contains("priority 20"), "{status}");
-    // Each line names who took the slot's executor (issue 44, "preempted by").
+    // Each line names who took its executor (docs/design.md#issue-44).
     assert!(
         status.contains("waiting, preempted by high/work: behind 2 slots of higher priority"),
         "{status}"

@@ -130,9 +130,10 @@ pub(crate) fn after(w: &mut World, m: usize, before: Option<Before>) -> Result<(
     // runs its deployments after its preemption (so that a rollout counts
     // the victims against its allowance), so they were the tenant's when the
     // victims were chosen, and their slots are refilled with the new version
-    // (sim seeds 2982, 9660, 11981: a worker registering again brings back
-    // old executors, preemption takes one, the deployment then stops the
-    // others to replace them). They count as kept.
+    // (a worker registering again brings back old executors, preemption
+    // takes one, the deployment then stops the others to replace them:
+    // sim seeds 2982, 9660, 11981, docs/design.md#simulator-seeds). They
+    // count as kept.
     let deploy_stops = deployment_stops(w, master, &before);
     // What each tenant keeps: (cores, memory in MiB).
     let mut keeps: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
