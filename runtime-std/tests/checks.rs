@@ -1,10 +1,13 @@
 //! Health checks as I/O (docs/design.md#issue-45): http, tcp and exec
-//! probes against real listeners and processes on loopback, and a run
-//! through the supervisor's pool coming back through its sink.
+//! probes against real listeners and processes on loopback, an exec probe's
+//! sandbox (its environment in place of the worker's, its user), and a run
+//! through the supervisor's pool coming back through its sink. (Exec checks
+//! of real executors, run as they are, also after a restart: `shim.rs`.)
 
 use regent_core::health::{CheckOutcome, CheckRun, Probe};
 use regent_core::{ExecutorId, Millis};
 use regent_std::exec::check::{run_probe, CheckPool, Sandbox, CHECK_QUEUE, CHECK_THREADS};
+use regent_std::exec::user::Identity;
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
@@ -116,6 +119,46 @@ fn exec_checks_pass_on_exit_zero_say_what_failed_and_are_killed_at_their_timeout
         panic!()
     };
     assert!(why.starts_with("cannot start \"/no/such/program\""), "{why}");
+}
+
+#[test]
+fn an_exec_check_gets_its_sandboxs_environment_only_and_its_user() {
+    let dir = tempfile::tempdir().unwrap();
+    let exec = |script: &str| Probe::Exec {
+        command: vec!["sh".into(), "-c".into(), format!("{script}; exit 1")],
+    };
+    let sandbox = Sandbox {
+        dir: dir.path().to_path_buf(),
+        env: Some(vec![("ONLY".into(), "x=1\ny".into()), ("PATH".into(), "/usr/bin:/bin".into())]),
+        ..Default::default()
+    };
+    // The worker's environment (its HOME, say) is cleared first.
+    assert!(std::env::var_os("HOME").is_some(), "this test needs a HOME to clear");
+    assert_eq!(
+        run_probe(&exec("echo \"$ONLY ${HOME-unset} $PATH\""), SECOND, &sandbox),
+        CheckOutcome::Failed("sh exited 1: x=1\ny unset /usr/bin:/bin".into())
+    );
+    // Without one, the worker's own.
+    let inherits = Sandbox { env: None, ..sandbox.clone() };
+    let CheckOutcome::Failed(said) = run_probe(&exec("echo \"${HOME-unset}\""), SECOND, &inherits)
+    else {
+        panic!()
+    };
+    assert_ne!(said, "sh exited 1: unset");
+    // As another user (std sets the uid and gid; only root may).
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: not root (an exec check as another user needs root)");
+        return;
+    }
+    let nobody = Sandbox {
+        user: Some(Identity { uid: 65534, gid: 65534, groups: vec![] }),
+        dir: "/".into(),
+        ..sandbox
+    };
+    assert_eq!(
+        run_probe(&exec("id -u; id -g; id -G"), SECOND, &nobody),
+        CheckOutcome::Failed("sh exited 1: 65534\n65534\n65534".into())
+    );
 }
 
 #[test]

@@ -689,6 +689,7 @@ fn write_record(dir: &Path, name: &str, pgid: u32, start_time: Option<u64>, boot
         ports: Vec::new(),
         disconnect_ms: None,
         checks: Vec::new(),
+        sandbox: None,
     };
     record::write(&running, &rec).unwrap();
 }
@@ -746,6 +747,7 @@ fn rec(pgid: u32, start_time: Option<u64>, boot: Option<&str>) -> Record {
         ports: Vec::new(),
         disconnect_ms: None,
         checks: Vec::new(),
+        sandbox: None,
     }
 }
 

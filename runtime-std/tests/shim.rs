@@ -4,6 +4,9 @@
 //! OS error, synchronously; and an executor re-adopted by a new supervisor
 //! (after the first was killed with SIGKILL) is reported as it ended
 //! (`Exited` with its code), not `Lost`, unless its status file is missing.
+//! An exec health check runs as its executor does (docs/design.md#issue-45):
+//! the group's `user` (as root, with a throwaway user), its `cwd` and the
+//! executor's environment, also once a restarted worker re-adopted it.
 //!
 //! regent-std has no `regent` binary, so this test binary is its own shim:
 //! run with `executor-shim ...` as its first argument, it runs
@@ -43,13 +46,17 @@ const TESTS: &[harness::Test] = &[
     ("adopted_executors_are_reported_as_they_ended_not_lost", adopted_executors_end_exactly),
     ("an_adopted_executor_without_a_status_file_is_lost", adopted_without_status_is_lost),
     ("an_executor_that_ended_while_no_supervisor_ran_is_reported_as_recorded", ended_unwatched),
+    ("an_exec_check_runs_as_its_executor_user_cwd_and_environment", a_check_runs_as_its_executor),
+    ("an_exec_check_of_a_readopted_executor_runs_as_it_still", a_readopted_check_runs_as_before),
 ];
 
 fn main() {
     harness::act_as_shim_if_asked();
     let mut args = std::env::args_os().skip(1);
-    if args.next().as_ref().and_then(|a| a.to_str()) == Some(HELPER) {
-        helper(args.collect())
+    match args.next().as_ref().and_then(|a| a.to_str()) {
+        Some(HELPER) => helper(args.collect()),
+        Some(HELPER_SANDBOXED) => helper_sandboxed(args.collect()),
+        _ => {}
     }
     harness::run(TESTS)
 }
@@ -452,6 +459,12 @@ fn left_by_a_killed_supervisor(dir: &Path, executors: &[(&str, &str)]) -> Vec<u3
     for (id, script) in executors {
         cmd.args([id, script]);
     }
+    killed_helper(cmd, executors.len())
+}
+
+/// Runs a helper (`cmd`), waits for the pids of the `count` executors it
+/// launched, then kills it with SIGKILL.
+fn killed_helper(mut cmd: Command, count: usize) -> Vec<u32> {
     let mut helper = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
     let stdout = helper.stdout.take().unwrap();
     let (tx, rx) = channel();
@@ -467,7 +480,7 @@ fn left_by_a_killed_supervisor(dir: &Path, executors: &[(&str, &str)]) -> Vec<u3
     helper.kill().unwrap(); // SIGKILL: no cleanup in the helper.
     helper.wait().unwrap();
     let pids = pids.expect("the helper printed its executors' pids");
-    assert_eq!(pids.len(), executors.len());
+    assert_eq!(pids.len(), count);
     pids
 }
 
@@ -584,4 +597,162 @@ fn ended_unwatched() {
     assert_eq!(found[2], ("e-three".into(), finished(3), ExecutorState::Exited { code: 3 }));
     assert_eq!(records(dir.path()), 0);
     assert!(sup.running().is_empty());
+}
+
+/// An executor whose exec checks must see its group's `env` (a port
+/// variable too), its `cwd` and its `user` (when given).
+fn sandboxed(id: &str, user: Option<&str>) -> (ExecutorId, ExecutorSpec) {
+    let (id, mut spec) = sh(id, "sleep 1000");
+    spec.env = vec![
+        ("GROUP_VAR".into(), "a=b c\nsecond line".into()),
+        ("REGENT_PORT_HTTP".into(), "20001".into()),
+    ];
+    spec.launch.cwd = Some("app/run".into());
+    spec.launch.user = user.map(str::to_owned);
+    (id, spec)
+}
+
+/// What an exec check of `id` prints, run through the supervisor: user,
+/// working directory, the group's variable, the executor's id, its port
+/// and `HELPER_ONLY` (set only in the environment of the worker process
+/// that launched it, if any), one per line.
+const SHOW: &str = "id -un; pwd; echo \"$GROUP_VAR\"; echo \"$REGENT_EXECUTOR_ID\"; \
+                    echo \"$REGENT_PORT_HTTP\"; echo \"${HELPER_ONLY-unset}\"; exit 1";
+
+fn check(sup: &Supervisor, rx: &Receiver<ExecEvent>, id: &str, script: &str, ms: u64) -> String {
+    use regent_core::health::{CheckOutcome, CheckRun, Probe};
+    sup.run_check(CheckRun {
+        executor: ExecutorId::new(id),
+        check: 0,
+        run: 1,
+        probe: Probe::Exec { command: vec!["sh".into(), "-c".into(), script.into()] },
+        timeout: regent_core::Millis(ms),
+    });
+    let e = rx.recv_timeout(DEADLINE).expect("the check's outcome within the deadline");
+    let Some(done) = e.check else { panic!("not a check's outcome: {e:?}") };
+    assert_eq!((e.executor.as_str(), e.state), (id, ExecutorState::Running));
+    match done.outcome {
+        CheckOutcome::Failed(detail) => detail,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The user the executor runs as: the test user's name, or this
+/// process's own.
+fn user_name(user: Option<&TestUser>) -> String {
+    match user {
+        Some(u) => u.0.clone(),
+        None => {
+            let out = Command::new("id").arg("-un").output().unwrap();
+            String::from_utf8(out.stdout).unwrap().trim().to_owned()
+        }
+    }
+}
+
+/// A work directory others may traverse (an executor's user must reach
+/// its own directory in it).
+fn open_work_dir() -> (tempfile::TempDir, PathBuf) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let work = dir.path().join("work");
+    (dir, work)
+}
+
+fn a_check_runs_as_its_executor() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let user = TestUser::create();
+    if user.is_none() {
+        println!("  (the group's user is not checked: the rest is)");
+    }
+    let (_dir, work) = open_work_dir();
+    let mut cfg = config(&work);
+    cfg.allowed_users = user.iter().map(|u| u.0.clone()).collect();
+    let (sup, rx) = supervisor(cfg);
+    started(launch(&sup, sandboxed("e1", user.as_ref().map(|u| u.0.as_str()))));
+    expect_state(&rx, "e1", ExecutorState::Running);
+    let cwd = sup.executor_dir(&ExecutorId::new("e1")).join("app/run");
+    let want = format!(
+        "sh exited 1: {}\n{}\na=b c\nsecond line\ne1\n20001\nunset",
+        user_name(user.as_ref()),
+        cwd.display()
+    );
+    assert_eq!(check(&sup, &rx, "e1", SHOW, 10_000), want);
+    // The environment is the executor's: its user's HOME and USER with it.
+    if let Some(u) = &user {
+        let run_as = regent_std::exec::user::RunAs::lookup(&u.0).unwrap();
+        let ids = check(&sup, &rx, "e1", "id -u; id -g; echo \"$USER $HOME\"; exit 1", 10_000);
+        let want = format!(
+            "sh exited 1: {}\n{}\n{} {}",
+            run_as.uid,
+            run_as.gid,
+            u.0,
+            run_as.home.display()
+        );
+        assert_eq!(ids, want);
+    }
+    // Still killed, its whole group, at its timeout.
+    let started_at = Instant::now();
+    let slow = check(&sup, &rx, "e1", "sleep 30 & sleep 30", 300);
+    assert_eq!(slow, "sh ran past 300 ms");
+    assert!(started_at.elapsed() < Duration::from_secs(10), "its group killed, pipes closed");
+    // Its record, which holds the environment, is the worker's alone.
+    let running = work.join(RUNNING_DIR);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&running), 0o700);
+    let rec = std::fs::read_dir(&running).unwrap().next().unwrap().unwrap().path();
+    assert_eq!(mode(&rec), 0o600);
+    assert!(std::fs::read_to_string(&rec).unwrap().contains("\nsandbox={"));
+    assert!(sup.kill(&ExecutorId::new("e1")));
+    expect_state(&rx, "e1", ExecutorState::Killed);
+}
+
+/// The helper-process mode that launches one [`sandboxed`] executor.
+const HELPER_SANDBOXED: &str = "helper-sandboxed";
+
+/// Run as `HELPER_SANDBOXED DIR ID [USER]`: [`helper`], with one
+/// [`sandboxed`] executor run as USER when given.
+fn helper_sandboxed(args: Vec<OsString>) -> ! {
+    let args: Vec<String> = args.into_iter().map(|a| a.into_string().unwrap()).collect();
+    let mut cfg = config(Path::new(&args[0]));
+    cfg.allowed_users = args.get(2).cloned().into_iter().collect();
+    let (sup, _left) = Supervisor::with_config(cfg, |_| {}).unwrap();
+    let pid = started(launch(&sup, sandboxed(&args[1], args.get(2).map(String::as_str))));
+    println!("HELPER-PIDS {pid}");
+    std::thread::sleep(Duration::from_secs(120));
+    sup.kill_all();
+    std::process::exit(0)
+}
+
+fn a_readopted_check_runs_as_before() {
+    let user = TestUser::create();
+    let (_dir, work) = open_work_dir();
+    let mut cmd = Command::new(this_shim());
+    cmd.arg(HELPER_SANDBOXED).arg(&work).arg("e1");
+    if let Some(u) = &user {
+        cmd.arg(&u.0);
+    }
+    // Only the first worker process has it: the executor got it, so its
+    // checks do, under the next worker process too.
+    cmd.env("HELPER_ONLY", "from the first worker");
+    let _pids = Groups(killed_helper(cmd, 1));
+    // The next worker process: no user allowed, no HELPER_ONLY; what the
+    // executor was started with comes from its record.
+    let (tx, rx) = channel();
+    let (sup, left) = Supervisor::with_config(config(&work), move |e| {
+        let _ = tx.send(e);
+    })
+    .expect("supervisor");
+    let sup = Guarded::new(sup);
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0].outcome, LeftBehindOutcome::Adopted, "{left:?}");
+    let cwd = sup.executor_dir(&ExecutorId::new("e1")).join("app/run");
+    let want = format!(
+        "sh exited 1: {}\n{}\na=b c\nsecond line\ne1\n20001\nfrom the first worker",
+        user_name(user.as_ref()),
+        cwd.display()
+    );
+    assert_eq!(check(&sup, &rx, "e1", SHOW, 10_000), want);
+    assert!(sup.kill(&ExecutorId::new("e1")));
+    expect_state(&rx, "e1", ExecutorState::Killed);
 }

@@ -8,17 +8,37 @@
 //!   timeout, no redirects followed, no proxy; passes when the status is in
 //!   the expected range. Detail: `GET /health answered 500`, or the error.
 //! * **tcp**: a connection within the timeout.
-//! * **exec**: the command in its own process group, in the executor's
-//!   directory, as the supervisor's executor user when it has one, moved
-//!   into the executor's cgroups once started; killed with SIGKILL (the
-//!   whole group) at the timeout; exit 0 passes. Detail: the first bytes
-//!   of its output. (Not yet: the group's own `user`, `cwd` and
-//!   environment, which the supervisor does not keep per executor.)
+//! * **exec**: the command run as its executor runs, from the executor's
+//!   [`ExecContext`] (kept by the supervisor per executor, in memory and in
+//!   its durable record, so a re-adopted executor is checked the same way):
+//!   * as the executor's user (its group's `user`, else the worker's
+//!     `--executor-user`, else the worker's own): uid, gid and, through the
+//!     shim's `executor-exec` as at launch, its supplementary groups
+//!     (without a shim, std sets the uid and gid and clears the groups, as
+//!     a launch without a shim does);
+//!   * in the executor's working directory (its group's `cwd` inside the
+//!     executor's directory, else that directory);
+//!   * with exactly the executor's environment and nothing else (the
+//!     worker's environment at the executor's launch with the group's
+//!     `env`, the port and resource variables, `REGENT_FRAMEWORK_ID`,
+//!     `REGENT_EXECUTOR_ID`, `REGENT_CORES`, `REGENT_MEMORY_MB` and, for
+//!     another user, `USER`, `LOGNAME` and `HOME` over it): the
+//!     environment is cleared first, so a variable the worker gained since
+//!     (or after a restart) is not seen; a worker variable whose name or
+//!     value is not UTF-8 is left out;
+//!   * in its own process group, moved into the executor's cgroups once
+//!     started; killed with SIGKILL (the whole group) at the timeout.
+//!
+//!   Exit 0 passes. Detail: the first bytes of its output. An executor
+//!   adopted from a record written before the context was kept is checked
+//!   as before: in its executor's directory, as the worker's executor user,
+//!   with the worker's environment.
 //!
 //! At most [`CHECK_THREADS`] run at once and [`CHECK_QUEUE`] wait; a run
 //! that does not fit is answered `Skipped` at once, which the machine
 //! counts as nothing: an overloaded worker never restarts a service.
 
+use super::user::{Identity, RunAs, EXEC_SUBCOMMAND};
 use regent_core::health::{CheckOutcome, CheckRun, Probe};
 use std::io::Read as _;
 use std::net::{TcpStream, ToSocketAddrs};
@@ -34,17 +54,40 @@ pub const CHECK_THREADS: usize = 4;
 /// Runs that may wait for a thread; one more is skipped.
 pub const CHECK_QUEUE: usize = 256;
 
-/// Where an exec check runs: the executor's directory and cgroups, and the
-/// user executors run as.
+/// What an executor was started with, for its exec checks to run exactly
+/// as it does (see the module documentation): kept by the supervisor per
+/// executor and in its durable record (`sandbox=`, one line of JSON:
+/// [`super::record`]). The record file holds the environment, secrets
+/// included: it is the worker's, mode 0600, in a 0700 directory.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ExecContext {
+    /// The user it runs as; `None`: the worker's own.
+    pub user: Option<RunAs>,
+    /// Its working directory.
+    pub cwd: PathBuf,
+    /// Its whole environment, sorted by name.
+    pub env: Vec<(String, String)>,
+}
+
+/// Where an exec check runs: its directory, the executor's cgroups, the
+/// user and the environment.
 #[derive(Clone, Debug, Default)]
 pub struct Sandbox {
-    /// The directory it starts in.
+    /// The directory it starts in (when it is one).
     pub dir: PathBuf,
     /// The executor's cgroup directories (its `cgroup.procs` take the
     /// command's pid); empty without cgroups.
     pub cgroups: Vec<PathBuf>,
-    /// The uid and gid to run as; `None`: the worker's own.
-    pub user: Option<(u32, u32)>,
+    /// The identity to run as; `None`: the worker's own.
+    pub user: Option<Identity>,
+    /// The whole environment, in place of the worker's (cleared first);
+    /// `None`: the worker's own.
+    pub env: Option<Vec<(String, String)>>,
+    /// The program that becomes [`Sandbox::user`] (supplementary groups,
+    /// gid, uid) and execs the command: `PROGRAM executor-exec`, the
+    /// executor shim ([`super::user::exec_as`]). `None`: std sets the uid
+    /// and gid and clears the supplementary groups.
+    pub exec_as: Option<PathBuf>,
 }
 
 /// One run waiting for a thread, with where its outcome goes.
@@ -173,21 +216,39 @@ fn exec(command: &[String], timeout: Duration, sandbox: &Sandbox) -> CheckOutcom
     let Some((program, args)) = command.split_first() else {
         return CheckOutcome::Failed("no command".into());
     };
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+    let mut cmd = match (&sandbox.user, &sandbox.exec_as) {
+        (Some(identity), Some(via)) => {
+            // As the executor's own command is started: the supplementary
+            // groups too (std cannot set them without unsafe code).
+            let mut cmd = Command::new(via);
+            cmd.arg(EXEC_SUBCOMMAND).arg(identity.to_string()).arg("--").arg(program).args(args);
+            cmd
+        }
+        (user, _) => {
+            let mut cmd = Command::new(program);
+            cmd.args(args);
+            if let Some(identity) = user {
+                cmd.uid(identity.uid).gid(identity.gid);
+            }
+            cmd
+        }
+    };
+    if let Some(env) = &sandbox.env {
+        cmd.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
+    }
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
     if sandbox.dir.is_dir() {
         cmd.current_dir(&sandbox.dir);
     }
-    if let Some((uid, gid)) = sandbox.user {
-        cmd.uid(uid).gid(gid);
-    }
     let mut child = match cmd.spawn() {
         Ok(child) => child,
-        Err(e) => return CheckOutcome::Failed(format!("cannot start {program:?}: {e}")),
+        Err(e) => {
+            let through = match (&sandbox.user, &sandbox.exec_as) {
+                (Some(_), Some(via)) => format!(" through {}", via.display()),
+                _ => String::new(),
+            };
+            return CheckOutcome::Failed(format!("cannot start {program:?}{through}: {e}"));
+        }
     };
     for dir in &sandbox.cgroups {
         // Best effort: the executor's cgroup may be gone with it.

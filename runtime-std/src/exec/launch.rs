@@ -5,12 +5,14 @@
 //! file first, the wait status otherwise).
 
 use super::cgroup::Limits;
+use super::check::ExecContext;
 use super::{lock, logs, record, shim, Entry, EntryState, ExecEvent, Shared, Supervisor};
 use record::Record;
 use regent_core::protocol::{ExecutorSpec, ExecutorState};
 use regent_core::{ExecutorId, FrameworkId};
 use rustix::process::{kill_process_group, waitid, Pid, Signal, WaitId, WaitIdOptions};
 use shim::{ShimArgs, ShimStatus};
+use std::ffi::OsString;
 use std::fs::{self, OpenOptions};
 use std::io::{self, BufRead as _, Write as _};
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
@@ -53,8 +55,8 @@ impl Supervisor {
                 return Launched::Cancelled;
             }
         }
-        let mut child = match self.spawn(&executor, &framework, &spec, &dir) {
-            Ok(child) => child,
+        let (mut child, context) = match self.spawn(&executor, &framework, &spec, &dir) {
+            Ok(spawned) => spawned,
             Err(reason) => return self.fail(&executor, &framework, reason),
         };
         let pid = child.id();
@@ -72,6 +74,7 @@ impl Supervisor {
             resources: regent_core::resources::assigned_from_env(&spec.launch.resources, &spec.env),
             disconnect_ms: spec.launch.disconnect.map(|d| d.stop_after_ms),
             checks: spec.launch.checks.clone(),
+            sandbox: Some(context.clone()),
         };
         if let Err(e) = record::write(&shared.running_dir, &rec) {
             destroy(child, pgid);
@@ -93,6 +96,7 @@ impl Supervisor {
             pgid,
             adopted_start: None,
             kill_grace: spec.launch.kill_grace_ms.map(Duration::from_millis),
+            context: Some(Arc::new(context)),
             state: Mutex::new(EntryState::default()),
             changed: Condvar::new(),
         });
@@ -214,7 +218,7 @@ impl Supervisor {
         framework: &FrameworkId,
         spec: &ExecutorSpec,
         dir: &Path,
-    ) -> Result<Child, String> {
+    ) -> Result<(Child, ExecContext), String> {
         let Some((program, args)) = spec.command.split_first() else {
             return Err("empty command".to_owned());
         };
@@ -304,17 +308,30 @@ impl Supervisor {
                 cmd
             }
         };
-        cmd.envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .env("REGENT_FRAMEWORK_ID", framework.as_str())
-            .env("REGENT_EXECUTOR_ID", executor.as_str())
-            .env("REGENT_CORES", spec.cores.to_string())
-            .env("REGENT_MEMORY_MB", spec.memory_mb.to_string())
-            .current_dir(&cwd)
-            .stdin(Stdio::null())
-            .stderr(stderr)
-            .process_group(0);
+        // Over the worker's own environment (inherited), in this order:
+        // later ones win.
+        let mut own: Vec<(OsString, OsString)> =
+            spec.env.iter().map(|(k, v)| (k.into(), v.into())).collect();
+        own.extend([
+            ("REGENT_FRAMEWORK_ID".into(), framework.as_str().into()),
+            ("REGENT_EXECUTOR_ID".into(), executor.as_str().into()),
+            ("REGENT_CORES".into(), spec.cores.to_string().into()),
+            ("REGENT_MEMORY_MB".into(), spec.memory_mb.to_string().into()),
+        ]);
         if let Some(user) = run_as {
-            cmd.env("USER", &user.name).env("LOGNAME", &user.name).env("HOME", &user.home);
+            own.extend([
+                ("USER".into(), user.name.clone().into()),
+                ("LOGNAME".into(), user.name.clone().into()),
+                ("HOME".into(), user.home.clone().into_os_string()),
+            ]);
+        }
+        let context = ExecContext {
+            user: run_as.cloned(),
+            cwd: cwd.clone(),
+            env: whole_env(std::env::vars_os().chain(own.iter().cloned())),
+        };
+        cmd.envs(own).current_dir(&cwd).stdin(Stdio::null()).stderr(stderr).process_group(0);
+        if let Some(user) = run_as {
             if self.shared.config.shim.is_none() {
                 // Without a shim, std drops to the user (uid and gid; the
                 // supplementary groups are cleared, not set).
@@ -338,14 +355,15 @@ impl Supervisor {
                         ));
                     }
                 }
-                Ok(child)
+                Ok((child, context))
             }
-            Some(shim_program) => cmd.spawn().map_err(|e| {
-                format!(
+            Some(shim_program) => match cmd.spawn() {
+                Ok(child) => Ok((child, context)),
+                Err(e) => Err(format!(
                     "cannot start the executor shim {} (to run {program:?}): {e}",
                     shim_program.display()
-                )
-            }),
+                )),
+            },
         }
     }
 
@@ -434,6 +452,27 @@ impl Supervisor {
         });
         Launched::Failed { reason }
     }
+}
+
+/// An executor's whole environment from `vars` (the worker's, then its
+/// own over them: a later one wins), sorted by name, as its exec checks
+/// get it ([`ExecContext::env`]); a variable whose name or value is not
+/// UTF-8 is left out.
+fn whole_env(vars: impl IntoIterator<Item = (OsString, OsString)>) -> Vec<(String, String)> {
+    let mut env = std::collections::BTreeMap::new();
+    for (k, v) in vars {
+        match (k.into_string(), v.into_string()) {
+            (Ok(k), Ok(v)) => {
+                env.insert(k, v);
+            }
+            (Ok(k), Err(_)) => {
+                // Its newer value is not UTF-8: no older one stands.
+                env.remove(&k);
+            }
+            (Err(_), _) => {}
+        }
+    }
+    env.into_iter().collect()
 }
 
 /// What [`Supervisor::launch`] did (the same outcome is also delivered as an

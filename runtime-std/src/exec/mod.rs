@@ -12,6 +12,8 @@
 //! ```text
 //! <work_dir>/supervisor.lock          flock held for the supervisor's life
 //! <work_dir>/running/<id>.rec         one durable record per live process group
+//!                                     (0600, in a 0700 directory: it holds the
+//!                                     executor's environment)
 //! <work_dir>/executors/<id>/stdout    the executor's output (appended)
 //! <work_dir>/executors/<id>/stderr
 //! <work_dir>/executors/<id>/exit-status   how it ended, written by its shim
@@ -347,6 +349,9 @@ struct Entry {
     adopted_start: Option<u64>,
     /// Its group's kill grace, if the group set one (else the supervisor's).
     kill_grace: Option<Duration>,
+    /// What it was started with, for its exec checks (`None`: adopted from
+    /// a record without it).
+    context: Option<Arc<check::ExecContext>>,
     state: Mutex<EntryState>,
     changed: Condvar,
 }
@@ -411,6 +416,12 @@ impl Supervisor {
         for dir in [work.clone(), running_dir.clone(), work.join(EXECUTORS_DIR)] {
             fs::create_dir_all(&dir).map_err(io_err("create directory", &dir))?;
         }
+        // The records hold the executors' environments: the worker's alone.
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            fs::set_permissions(&running_dir, fs::Permissions::from_mode(0o700))
+                .map_err(io_err("set the mode of", &running_dir))?;
+        }
         let lock_file = take_lock(&work.join(LOCK_FILE))?;
         let boot_id = record::boot_id();
         if boot_id.is_none() {
@@ -437,17 +448,35 @@ impl Supervisor {
 
     /// Runs one health check of an executor on the check pool (bounded:
     /// see [`check`]), without blocking; its outcome comes through the sink
-    /// as an [`ExecEvent`] with `check` set.
+    /// as an [`ExecEvent`] with `check` set. An exec check runs as the
+    /// executor does: its user, working directory and environment
+    /// ([`check::ExecContext`]), its cgroups.
     pub fn run_check(&self, run: regent_core::health::CheckRun) {
         let id = run.executor.clone();
-        let sandbox = check::Sandbox {
-            dir: self.executor_dir(&id),
-            cgroups: self.shared.cgroups.get().map_or_else(Vec::new, |cg| cg.dirs(id.as_str())),
-            user: self.shared.config.run_as.as_ref().map(|u| (u.uid, u.gid)),
+        let (framework, context) = lock(&self.shared.executors).get(&id).map_or_else(
+            || (FrameworkId::new(""), None),
+            |e| (e.framework.clone(), e.context.clone()),
+        );
+        let config = &self.shared.config;
+        let cgroups = self.shared.cgroups.get().map_or_else(Vec::new, |cg| cg.dirs(id.as_str()));
+        let sandbox = match context {
+            Some(context) => check::Sandbox {
+                dir: context.cwd.clone(),
+                cgroups,
+                user: context.user.as_ref().map(user::Identity::from),
+                env: Some(context.env.clone()),
+                exec_as: config.shim.clone(),
+            },
+            // Adopted from a record written before the context was kept
+            // (or gone meanwhile): as exec checks ran before.
+            None => check::Sandbox {
+                dir: self.executor_dir(&id),
+                cgroups,
+                user: config.run_as.as_ref().map(user::Identity::from),
+                env: None,
+                exec_as: config.shim.clone(),
+            },
         };
-        let framework = lock(&self.shared.executors)
-            .get(&id)
-            .map_or_else(|| FrameworkId::new(""), |e| e.framework.clone());
         let shared = self.shared.clone();
         let pool = self.shared.checks.get_or_init(check::CheckPool::new);
         pool.submit(run, sandbox, move |run, outcome| {

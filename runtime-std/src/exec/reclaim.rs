@@ -268,6 +268,7 @@ pub(super) fn adopt(
         pgid,
         adopted_start: Some(start_time),
         kill_grace: rec.kill_grace_ms.map(Duration::from_millis),
+        context: rec.sandbox.clone().map(Arc::new),
         state: Mutex::new(EntryState::default()),
         changed: Condvar::new(),
     });

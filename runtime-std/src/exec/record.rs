@@ -19,12 +19,26 @@
 //! resources=<name>:<address>+<address>...,...  (only when it holds named resources)
 //! disconnect_ms=<its group's disconnect.stop_after in ms; only for a singleton>
 //! checks=<its group's health checks as one line of JSON; only when it has some>
+//! sandbox=<what it was started with, one line of JSON: {"user":null or
+//!         {"name","uid","gid","groups","home"},"cwd":"<dir>","env":[["NAME","value"],...]}>
 //! end
 //! ```
 //!
 //! The `disconnect_ms` and `checks` lines (docs/design.md#issue-45) keep a
 //! singleton's rule and a group's health checks, so an executor re-adopted
 //! by a restarted worker is still stopped when cut off and still checked.
+//! The `sandbox` line ([`super::check::ExecContext`]) keeps the user, the
+//! working directory and the whole environment it was started with, so its
+//! exec checks run as it does, re-adopted too (JSON escapes every newline
+//! and quote inside a string; `=` needs no escape, as only a line's first
+//! one ends its key). A record without it (written before it existed, or
+//! when a path is not UTF-8) is checked as before: in the executor's
+//! directory, as the worker's executor user, with the worker's environment.
+//!
+//! **Secrets.** The environment is the group's `env` too, secrets
+//! included: record files are created mode 0600 and `running/` is 0700,
+//! both the worker's (root's, when executors run as other users), so no
+//! executor's user can read another's environment there.
 //!
 //! The `kill_grace_ms`, `ports` and `resources` lines are optional (a record without
 //! them is written byte for byte as before they existed, and earlier
@@ -45,6 +59,7 @@ use super::names::{escape, file_name, unescape};
 use regent_core::{ExecutorId, FrameworkId};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
 /// The first line of every record file written now.
@@ -98,6 +113,10 @@ pub struct Record {
     pub disconnect_ms: Option<u64>,
     /// Its group's health checks (docs/design.md#issue-45); empty when none.
     pub checks: Vec<regent_core::launch::CheckSpec>,
+    /// The user, working directory and environment it was started with,
+    /// for its exec checks; `None` in a record written before they were
+    /// kept.
+    pub sandbox: Option<super::check::ExecContext>,
 }
 
 impl Record {
@@ -133,9 +152,15 @@ impl Record {
             Ok(json) if !self.checks.is_empty() => format!("checks={json}\n"),
             _ => String::new(),
         };
+        // One line too; a path that is not UTF-8 cannot be JSON: the line
+        // is left out (its checks then run as before it existed).
+        let sandbox = match self.sandbox.as_ref().map(serde_json::to_string) {
+            Some(Ok(json)) => format!("sandbox={json}\n"),
+            None | Some(Err(_)) => String::new(),
+        };
         format!(
             "{HEADER}\nexecutor={}\nframework={}\npgid={}\nstart_time={start}\nboot_id={boot}\n\
-             cores={}\nmemory_mb={}\n{grace}{ports}{resources}{disconnect}{checks}end\n",
+             cores={}\nmemory_mb={}\n{grace}{ports}{resources}{disconnect}{checks}{sandbox}end\n",
             escape(self.executor.as_str()),
             escape(self.framework.as_str()),
             self.pgid,
@@ -157,7 +182,7 @@ impl Record {
         let (mut boot, mut cores, mut memory, mut grace) = (None, None, None, None);
         let mut ports = Vec::new();
         let mut resources = Vec::new();
-        let (mut disconnect_ms, mut checks) = (None, Vec::new());
+        let (mut disconnect_ms, mut checks, mut sandbox) = (None, Vec::new(), None);
         for line in lines {
             let (k, v) = line.split_once('=')?;
             match k {
@@ -173,6 +198,7 @@ impl Record {
                 "resources" if v2 => resources = decode_resources(v)?,
                 "disconnect_ms" if v2 => disconnect_ms = Some(v.parse().ok()?),
                 "checks" if v2 => checks = serde_json::from_str(v).ok()?,
+                "sandbox" if v2 => sandbox = Some(serde_json::from_str(v).ok()?),
                 _ => {}
             }
         }
@@ -190,6 +216,7 @@ impl Record {
             resources,
             disconnect_ms,
             checks,
+            sandbox,
         })
     }
 }
@@ -221,13 +248,17 @@ pub fn record_path(dir: &Path, executor: &ExecutorId) -> PathBuf {
     dir.join(format!("{}{RECORD_EXT}", file_name(executor.as_str())))
 }
 
-/// Writes a record atomically and durably.
+/// Writes a record atomically and durably, mode 0600 (a temporary file a
+/// crash left behind with another mode is set to it too).
 pub fn write(dir: &Path, record: &Record) -> io::Result<()> {
     let path = record_path(dir, &record.executor);
     let mut tmp = path.clone().into_os_string();
     tmp.push(TEMP_SUFFIX);
     let tmp = PathBuf::from(tmp);
-    let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+    // The worker's alone: it holds the executor's environment.
+    let mut f =
+        OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+    f.set_permissions(fs::Permissions::from_mode(0o600))?;
     f.write_all(record.encode().as_bytes())?;
     f.sync_all()?;
     drop(f);
@@ -340,6 +371,7 @@ mod tests {
             ports: Vec::new(),
             disconnect_ms: None,
             checks: Vec::new(),
+            sandbox: None,
         };
         assert_eq!(Record::decode(&r.encode()), Some(r.clone()));
         let unknown = Record { start_time: None, boot_id: None, ..r.clone() };
@@ -408,6 +440,72 @@ mod tests {
         assert_eq!(Record::decode(&text), Some(kept));
         let torn = text.replace("\"failures\":2", "\"failures\":");
         assert_eq!(Record::decode(&torn), None, "damaged checks are a damaged record");
+    }
+
+    #[test]
+    fn what_an_executor_was_started_with_is_kept_and_older_records_read_without() {
+        use crate::exec::check::ExecContext;
+        use crate::exec::user::RunAs;
+        // A record written before the line existed reads with none, and is
+        // written byte for byte as before.
+        let before = "regent-executor-record 2\nexecutor=e1\nframework=fw\npgid=4242\n\
+                      start_time=99\nboot_id=b\ncores=1\nmemory_mb=64\ncheckz=x\nend\n";
+        let old = Record::decode(before).expect("an older record reads");
+        assert_eq!(old.sandbox, None);
+        assert_eq!(old.encode(), before.replace("checkz=x\n", ""), "an unknown line is skipped");
+        let context = ExecContext {
+            user: Some(RunAs {
+                name: "svc".into(),
+                uid: 1001,
+                gid: 1002,
+                groups: vec![27, 1002],
+                home: "/home/s v c".into(),
+            }),
+            cwd: "/var/lib/regent/executors/e1/app dir".into(),
+            env: vec![
+                ("A".into(), "x=y=z".into()),
+                ("MULTI".into(), "line 1\nend\nsandbox=forged\n".into()),
+                ("QUOTE".into(), "\"{}\\ % \u{1f600} \t".into()),
+                ("REGENT_PORT_HTTP".into(), "20001".into()),
+                ("empty".into(), String::new()),
+            ],
+        };
+        let kept = Record { sandbox: Some(context.clone()), ..old.clone() };
+        let text = kept.encode();
+        assert_eq!(text.lines().count(), before.lines().count(), "one line, for the unknown one");
+        let line = text.lines().find(|l| l.starts_with("sandbox=")).expect("a sandbox line");
+        assert!(line.starts_with("sandbox={\"user\":{\"name\":\"svc\",\"uid\":1001"), "{line}");
+        assert!(text.ends_with("}\nend\n"), "the last line before end: {text}");
+        assert_eq!(Record::decode(&text), Some(kept.clone()), "values with newlines and = survive");
+        // Without a user of its own (the worker's).
+        let own = Record { sandbox: Some(ExecContext { user: None, ..context }), ..old };
+        assert!(own.encode().contains("sandbox={\"user\":null,"), "{}", own.encode());
+        assert_eq!(Record::decode(&own.encode()), Some(own));
+        // A damaged line is a damaged record, and a torn record never parses.
+        let damaged = text.replace("\"uid\":1001", "\"uid\":");
+        assert_eq!(Record::decode(&damaged), None);
+        // (A cut inside a character is not UTF-8: `scan` cannot read it.)
+        for cut in (0..text.len()).filter(|c| text.is_char_boundary(*c)) {
+            assert_eq!(Record::decode(&text[..cut]), None, "cut {cut}");
+        }
+    }
+
+    #[test]
+    fn records_are_the_workers_alone() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let r = Record::decode(
+            "regent-executor-record 2\nexecutor=e1\nframework=fw\npgid=4242\n\
+             start_time=99\nboot_id=b\ncores=1\nmemory_mb=64\nend\n",
+        )
+        .unwrap();
+        // A temporary file a crash left with a looser mode is tightened too.
+        let tmp = dir.path().join(format!("e1{RECORD_EXT}{TEMP_SUFFIX}"));
+        fs::write(&tmp, "torn").unwrap();
+        fs::set_permissions(&tmp, fs::Permissions::from_mode(0o644)).unwrap();
+        write(dir.path(), &r).unwrap();
+        let mode = fs::metadata(record_path(dir.path(), &r.executor)).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
     }
 
     #[test]

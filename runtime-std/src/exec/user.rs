@@ -26,8 +26,9 @@ use std::path::{Path, PathBuf};
 /// execs the command (run by the shim).
 pub const EXEC_SUBCOMMAND: &str = "executor-exec";
 
-/// A user executors run as, resolved.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A user executors run as, resolved. (Kept in an executor's record as
+/// JSON, for its exec checks: [`super::check::ExecContext`].)
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RunAs {
     /// Its name.
     pub name: String,
