@@ -331,6 +331,55 @@ fn a_new_leader_goes_on_with_the_same_seq_healthy_set_and_ends_and_stops_nothing
     assert!(stops(&sends).is_empty(), "old[2] is not stopped twice: {sends:?}");
 }
 
+/// A new leader whose wall clock is behind the one that stored the
+/// deployment's progress (an hour here) fails a stalled deployment
+/// `progress_deadline` after its takeover at the latest, not that much plus
+/// the clocks' difference (docs/design.md#issue-45).
+#[test]
+fn a_new_leader_with_a_wall_clock_behind_fails_a_stalled_deployment_on_time() {
+    let quick =
+        UpdatePolicy { healthy_deadline_ms: 20_000, progress_deadline_ms: 30_000, ..gated() };
+    let (mut run, fw, old) = running_v1(quick);
+    // Leader a's wall clock counts from its start: an hour in, it reads an hour.
+    let _ = run.advance(3_600_000);
+    let _ =
+        run.send(1, Message::UpdateGroup { request: 2, spec: web("v2", quick), max_parallel: 1 });
+    let sends = run.status(&fw, &old[0], ExecutorState::Killed);
+    let stuck = launched(&sends)[0].0.clone();
+    let _ = run.advance(5_000);
+    assert_eq!(run.deployment().state, DeploymentState::Rolling);
+    let records: Vec<Record> = run.store.values().cloned().collect();
+    // Leader b started a second ago, its wall clock an hour behind a's.
+    let b_now = Millis(1_000);
+    let mut m2 = Master::new(master::Config::new("b".into(), addr("b")));
+    let _ = connect_worker(&mut m2, b_now, 100, "w1");
+    let _ = m2.handle(b_now, master::Event::Elected { floor: Epoch(5), clock: 0 });
+    let mut run2 = Run { m: m2, now: b_now, store: BTreeMap::new() };
+    let _ = run2.feed(master::Event::Store(StoreEvent::Loaded { records }));
+    let _ = run2.send(
+        100,
+        w1_registration(vec![
+            report(&stuck, &fw, ExecutorState::Launching),
+            report(&old[1], &fw, ExecutorState::Running),
+            report(&old[2], &fw, ExecutorState::Running),
+        ]),
+    );
+    assert_eq!(run2.m.status(), master::Status::Alive);
+    let sends = run2.advance(29_000);
+    assert!(stops(&sends).is_empty(), "{sends:?}");
+    let state = |m: &Master| {
+        let g = &m.frameworks().next().expect("app").groups[0];
+        g.record.deployment.as_ref().map(|d| d.state.clone())
+    };
+    assert_eq!(state(&run2.m), Some(DeploymentState::Rolling), "not failed yet");
+    // 30 s after the takeover (its last word on progress is older).
+    let sends = run2.advance(1_000);
+    let g = &run2.m.frameworks().next().expect("app").groups[0];
+    let d = g.record.deployment.clone().expect("a deployment");
+    assert_eq!((d.seq, d.revert_of), (2, Some(1)), "failed and reverted: {d:?}");
+    assert_eq!(stops(&sends), vec![stuck], "the stuck v2 executor goes: {sends:?}");
+}
+
 /// Sim seed 283 with `--api-jobs --services` (docs/design.md#simulator-seeds): an
 /// end of the deployed spec that a leader recorded, and died before
 /// acknowledging, is reported again to the next leader, which counts it

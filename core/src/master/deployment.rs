@@ -454,15 +454,32 @@ impl Master {
         }
         let progress = d.policy.progress_deadline_ms;
         if progress > 0 && d.state != DeploymentState::AwaitingPromotion {
-            let due = d.progress_ms.saturating_add(progress);
-            if wall >= due {
+            // By the wall clock the progress was stored with, but never
+            // later than the policy's deadline from when this leader first
+            // judged that progress (its wall clock may be behind the one
+            // that wrote it: a failover must not stretch the deadline).
+            let key = (d.seq, d.progress_ms, d.state == DeploymentState::Canary);
+            let fw = self.frameworks.get_mut(id).expect("deploying groups are of live frameworks");
+            let g = &mut fw.groups[gi];
+            let at = match g.progress_due {
+                Some(p) if (p.seq, p.progress_ms, p.canary) == key => p.at,
+                _ => {
+                    let left = d.progress_ms.saturating_add(progress).saturating_sub(wall);
+                    let at = now + Millis(left.min(progress));
+                    let (seq, progress_ms, canary) = key;
+                    g.progress_due =
+                        Some(super::frameworks::ProgressDue { seq, progress_ms, canary, at });
+                    at
+                }
+            };
+            if now >= at || wall >= d.progress_ms.saturating_add(progress) {
                 let reason = format!(
                     "progress_deadline {} passed without a slot becoming healthy",
                     human(progress)
                 );
                 return self.fail_deployment(now, id, gi, reason, out);
             }
-            self.wake_at(now + Millis(due - wall));
+            self.wake_at(at);
         }
         // The bake window and progress: one write for every change.
         let mut changed = false;

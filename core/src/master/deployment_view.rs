@@ -64,7 +64,14 @@ impl Master {
         let progress = d.policy.progress_deadline_ms;
         let progress_due_ms =
             (d.state.is_active() && d.state != DeploymentState::AwaitingPromotion && progress > 0)
-                .then(|| d.progress_ms.saturating_add(progress));
+                .then(|| {
+                    // This leader's own deadline when it is sooner (its wall
+                    // clock behind the one that stored the progress).
+                    let stored = d.progress_ms.saturating_add(progress);
+                    g.progress_due
+                        .filter(|p| (p.seq, p.progress_ms) == (d.seq, d.progress_ms))
+                        .map_or(stored, |p| stored.min(self.wall(p.at)))
+                });
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         Some(DeploymentView {
             seq: d.seq,

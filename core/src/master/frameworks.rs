@@ -99,6 +99,29 @@ pub struct GroupState {
     /// leader saw it (`seq`, reason): shown with the revert
     /// (`DeploymentView::reverts_because`) and its events; not durable.
     pub reverted: Option<(u64, String)>,
+    /// When, by this leader's own clock, its deployment's progress
+    /// deadline passes, for the progress it was computed from
+    /// ([`ProgressDue`]); not durable.
+    pub progress_due: Option<ProgressDue>,
+}
+
+/// This leader's deadline for a deployment's progress: the stored progress
+/// instant (`Deployment::progress_ms`) is a wall-clock reading, so a leader
+/// whose wall clock is behind the writer's would wait longer than the
+/// policy's `progress_deadline` after a failover. The deadline is taken
+/// once per progress, on this leader's monotonic clock, and never later
+/// than `progress_deadline` from then (docs/design.md#issue-45).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProgressDue {
+    /// The deployment's number.
+    pub seq: u64,
+    /// The progress instant it was taken for (wall-clock ms).
+    pub progress_ms: u64,
+    /// Whether it was taken in the canary phase (a promotion starts the
+    /// clock again).
+    pub canary: bool,
+    /// The local instant it passes.
+    pub at: Millis,
 }
 
 impl FrameworkEntry {
@@ -143,6 +166,7 @@ impl FrameworkEntry {
                     }),
                     rolling: g.active_deployment().is_some(),
                     reverted: None,
+                    progress_due: None,
                     record: g,
                 })
                 .collect(),
@@ -198,6 +222,7 @@ impl GroupState {
             last_end: None,
             rolling: false,
             reverted: None,
+            progress_due: None,
         }
     }
 

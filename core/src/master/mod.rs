@@ -72,7 +72,7 @@ use std::collections::{BTreeMap, BTreeSet};
 pub use authorize_query::{framework_of, FORBIDDEN};
 pub use deployment::{instance_health, Instance};
 pub use executors::ExecutorEntry;
-pub use frameworks::{FrameworkEntry, GroupState};
+pub use frameworks::{FrameworkEntry, GroupState, ProgressDue};
 pub use gauges::Gauges;
 pub use kills::{DyingHold, Owed};
 pub use workers::{WorkerEntry, WorkerState};
