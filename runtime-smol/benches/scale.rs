@@ -732,6 +732,12 @@ impl PlacementRow {
             v["errors"].as_u64().unwrap_or(0) + v["rejections"].as_u64().unwrap_or(0),
             if running < self.executors { "  (cut short: not every executor RUNNING)" } else { "" }
         );
+        if let Some(t) = v["zk_transactions"].as_u64() {
+            println!(
+                "{:<36} ZooKeeper transactions in the run: {t} ({} registrations + {} subscriptions + the rest)",
+                "", self.workers, self.frameworks
+            );
+        }
     }
 }
 
@@ -826,6 +832,7 @@ fn placement(
     }
     args.extend(["--id", "m1", "--listen", &addr, "--worker-timeout", "60000"]);
     args.extend(["--max-heartbeats-per-second", "0"]);
+    let zxid_before = zk.and_then(zxid);
     let master = c.spawn("m1", Kind::Master, &args);
     listening(&addr);
     std::thread::sleep(Duration::from_millis(500));
@@ -852,8 +859,22 @@ fn placement(
         "--register-within",
         &within,
     ];
-    let v = load_within(&c, &largs, bound + Duration::from_secs(180));
+    let mut v = load_within(&c, &largs, bound + Duration::from_secs(180));
+    // The ZooKeeper transactions of the run (every store write, the
+    // election's and the epoch's): beside W registrations and F
+    // subscriptions, what the declarations and placements wrote.
+    if let (Some(a), Some(b)) = (zxid_before, zk.and_then(zxid)) {
+        v["zk_transactions"] = Value::from(b.saturating_sub(a));
+    }
     drop(master);
     drop(proxy);
     v
+}
+
+/// The server's last transaction id (`srvr`'s `Zxid`), within one server
+/// epoch a count of the transactions it applied.
+fn zxid(zk: &ZkServer) -> Option<u64> {
+    let out = zk_server::four_letter(zk.port(), "srvr")?;
+    let hex = out.lines().find_map(|l| l.strip_prefix("Zxid: 0x"))?;
+    u64::from_str_radix(hex.trim(), 16).ok()
 }
