@@ -15,7 +15,7 @@
 //! `HeartbeatAck`, over the measured seconds), rejections (`Shutdown`, a
 //! worker or framework that gave up) and connection errors, the time from
 //! the frameworks' declarations to every executor launched (a simulated
-//! worker received its `Launch`) and to every executor RUNNING (its
+//! worker received its `LaunchExecutor`) and to every executor RUNNING (its
 //! framework received the master's `ExecutorUpdate` saying so: the
 //! worker's report went through the master and was forwarded), and — given
 //! the master's pid — the master's CPU and RSS over the measured seconds
@@ -157,8 +157,8 @@ pub struct LoadReport {
     /// core.
     pub master_cpu_placement_percent: Option<f64>,
     /// This load process's own CPU over the same window, % of one core (its
-    /// simulated peers run on one thread: near 100 %, the generator, not
-    /// the master, bounds the rate).
+    /// simulated peers run on one thread: at 100 % the generator, not the
+    /// master, bounds the rate).
     pub load_cpu_placement_percent: Option<f64>,
     /// The master's CPU over the measured seconds, % of one core.
     pub master_cpu_percent: Option<f64>,
