@@ -23,7 +23,17 @@
 //! * **the probe** (`support/probe.rs`), in the steady runs on plain
 //!   connections: one more worker on its own thread heartbeating every
 //!   10 ms and timing each acknowledgement, so the master's round trips are
-//!   read without the generator's own queueing.
+//!   read without the generator's own queueing;
+//! * **placement throughput** (docs/design.md#issue-46), only when asked
+//!   (`REGENT_SCALE_ONLY=placement`): for each store — none, `--recovery
+//!   filesystem`, ZooKeeper on loopback, ZooKeeper behind the delaying
+//!   proxy (`tests/support/zk_proxy.rs`) at 0.2 ms and at 5 ms round trip —
+//!   one master, W simulated workers and F frameworks declaring E executors
+//!   in all (default 5,000, 100 and 100,000: 1,000 each, in one group of
+//!   1,000 slots), all in one `regent load` process: executors RUNNING per
+//!   second, from the declarations to the last executor its framework was
+//!   told is RUNNING (the master's `ExecutorUpdate`), and the master's CPU
+//!   over that window and its RSS at the end.
 //!
 //! `cargo bench -p regent-smol --bench scale` (release build). Environment:
 //! `REGENT_SCALE_WORKERS` (comma-separated sizes, default `1000,5000,18000`),
@@ -34,8 +44,16 @@
 //! `steady`, `spread`, `secret`, `tls`, `std`, `durable`, `failover`,
 //! `floor`; `tls`: the secret with and without mutual TLS under it;
 //! `spread`: the workers started evenly over a second, so the round trips
-//! measure the master rather than a cold start's aligned bursts). Figures,
-//! not assertions.
+//! measure the master rather than a cold start's aligned bursts),
+//! `REGENT_SCALE_ONLY` (comma-separated parts to run, the others skipped;
+//! `placement` runs only when named here). The placement part:
+//! `REGENT_SCALE_PLACEMENT_WORKERS` (default 5000),
+//! `REGENT_SCALE_PLACEMENT_FRAMEWORKS` (100),
+//! `REGENT_SCALE_PLACEMENT_EXECUTORS` (100000),
+//! `REGENT_SCALE_PLACEMENT_STORES` (comma-separated, default
+//! `none,filesystem,zk,zk-0.2ms,zk-5ms`), `REGENT_SCALE_PLACEMENT_BOUND`
+//! (seconds a run may take before it is cut short and its partial rate
+//! reported, default 600). Figures, not assertions.
 
 #[path = "../tests/support/cluster.rs"]
 mod cluster;
@@ -43,6 +61,8 @@ mod cluster;
 mod floor;
 #[path = "support/probe.rs"]
 mod probe;
+#[path = "../tests/support/zk_proxy.rs"]
+mod zk_proxy;
 #[path = "../tests/support/zk_server.rs"]
 mod zk_server;
 
@@ -62,6 +82,12 @@ fn env_list(name: &str, default: &str) -> Vec<usize> {
 
 fn skip(part: &str) -> bool {
     std::env::var("REGENT_SCALE_SKIP").is_ok_and(|s| s.split(',').any(|p| p.trim() == part))
+        || std::env::var("REGENT_SCALE_ONLY").is_ok_and(|s| !s.split(',').any(|p| p.trim() == part))
+}
+
+/// Whether `REGENT_SCALE_ONLY` names `part` (the parts run only when asked).
+fn only(part: &str) -> bool {
+    std::env::var("REGENT_SCALE_ONLY").is_ok_and(|s| s.split(',').any(|p| p.trim() == part))
 }
 
 /// Waits until `addr` accepts connections.
@@ -73,9 +99,14 @@ fn listening(addr: &str) {
 
 /// Runs `regent load` to completion; its JSON report.
 fn load(c: &Cluster, args: &[&str]) -> Value {
+    load_within(c, args, Duration::from_secs(600))
+}
+
+/// [`load`], killed (and failing) after `bound`.
+fn load_within(c: &Cluster, args: &[&str], bound: Duration) -> Value {
     let mut all = vec!["load", "--json"];
     all.extend_from_slice(args);
-    let out = c.run(&all, Duration::from_secs(600));
+    let out = c.run(&all, bound);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -536,6 +567,10 @@ fn main() {
             ));
         }
     }
+    let mut placements = Vec::new();
+    if only("placement") {
+        placements = placement_all();
+    }
     if !skip("durable") {
         let c = Cluster::new("bench-scale-durable");
         let store = c.path("store");
@@ -576,9 +611,17 @@ fn main() {
         }
     }
     println!();
-    header();
+    if !rows.is_empty() {
+        header();
+    }
     for r in &rows {
         r.print();
+    }
+    if !placements.is_empty() {
+        placement_header();
+    }
+    for p in &placements {
+        p.print();
     }
     for (kill9, n, took, elected) in failovers {
         println!(
@@ -589,4 +632,249 @@ fn main() {
                 .unwrap_or_default()
         );
     }
+}
+
+/// Where a placement run's master keeps its records.
+#[derive(Clone, Copy, Debug)]
+enum PlacementStore {
+    /// `--recovery none`.
+    None,
+    /// `--recovery filesystem`.
+    Filesystem,
+    /// `--recovery zookeeper`, directly (`None`) or through the delaying
+    /// proxy at this round trip.
+    Zk(Option<Duration>),
+}
+
+impl PlacementStore {
+    fn parse(s: &str) -> Option<PlacementStore> {
+        let s = s.trim();
+        Some(match s {
+            "none" => PlacementStore::None,
+            "filesystem" => PlacementStore::Filesystem,
+            "zk" => PlacementStore::Zk(None),
+            _ => {
+                let ms: f64 = s.strip_prefix("zk-")?.strip_suffix("ms")?.parse().ok()?;
+                PlacementStore::Zk(Some(Duration::from_secs_f64(ms / 1000.0)))
+            }
+        })
+    }
+
+    fn label(&self) -> String {
+        match self {
+            PlacementStore::None => "--recovery none".into(),
+            PlacementStore::Filesystem => "--recovery filesystem".into(),
+            PlacementStore::Zk(None) => "ZooKeeper, loopback".into(),
+            PlacementStore::Zk(Some(rtt)) => {
+                format!("ZooKeeper, proxy {} ms round trip", rtt.as_secs_f64() * 1000.0)
+            }
+        }
+    }
+}
+
+/// One placement run's figures.
+struct PlacementRow {
+    name: String,
+    workers: u64,
+    frameworks: u64,
+    executors: u64,
+    /// `Err(why)`: the run failed (its processes were cleaned up).
+    report: Result<Value, String>,
+}
+
+fn placement_header() {
+    println!();
+    println!(
+        "{:<36} {:>6} {:>5} {:>7} {:>8} {:>9} {:>9} {:>10} {:>7} {:>7} {:>9} {:>6}",
+        "placement (docs/design.md#issue-46)",
+        "W",
+        "F",
+        "E",
+        "RUNNING",
+        "window ms",
+        "RUNNING/s",
+        "launched/s",
+        "CPU %",
+        "load %",
+        "RSS MB",
+        "errors"
+    );
+}
+
+impl PlacementRow {
+    fn print(&self) {
+        let v = match &self.report {
+            Ok(v) => v,
+            Err(why) => {
+                println!("{:<36} failed: {why}", self.name);
+                return;
+            }
+        };
+        let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+        let running = v["executors_running"].as_u64().unwrap_or(0);
+        let window = f("placement_window_ms");
+        // A run cut short: the rate of what did run within the window.
+        let rate = running as f64 / (window / 1000.0);
+        let launched_rate = self.executors as f64 / (f("executors_ms") / 1000.0);
+        println!(
+            "{:<36} {:>6} {:>5} {:>7} {:>8} {:>9.0} {:>9.0} {:>10.0} {:>7.1} {:>7.1} {:>9.1} {:>6}{}",
+            self.name,
+            self.workers,
+            self.frameworks,
+            self.executors,
+            running,
+            window,
+            rate,
+            launched_rate,
+            f("master_cpu_placement_percent"),
+            f("load_cpu_placement_percent"),
+            f("master_rss_kb") / 1024.0,
+            v["errors"].as_u64().unwrap_or(0) + v["rejections"].as_u64().unwrap_or(0),
+            if running < self.executors { "  (cut short: not every executor RUNNING)" } else { "" }
+        );
+        if let Some(t) = v["zk_transactions"].as_u64() {
+            println!(
+                "{:<36} ZooKeeper transactions in the run: {t} ({} registrations + {} subscriptions + the rest)",
+                "", self.workers, self.frameworks
+            );
+        }
+    }
+}
+
+/// The placement part (docs/design.md#issue-46): every store asked for, one
+/// run each; a run that fails is reported as failed and the next one runs.
+fn placement_all() -> Vec<PlacementRow> {
+    let first = |name: &str, default: usize| {
+        env_list(name, &default.to_string()).first().copied().unwrap_or(default)
+    };
+    let workers = first("REGENT_SCALE_PLACEMENT_WORKERS", 5_000);
+    let frameworks = first("REGENT_SCALE_PLACEMENT_FRAMEWORKS", 100);
+    let executors = first("REGENT_SCALE_PLACEMENT_EXECUTORS", 100_000);
+    let bound = Duration::from_secs(first("REGENT_SCALE_PLACEMENT_BOUND", 600) as u64);
+    let stores: Vec<PlacementStore> = std::env::var("REGENT_SCALE_PLACEMENT_STORES")
+        .unwrap_or_else(|_| "none,filesystem,zk,zk-0.2ms,zk-5ms".into())
+        .split(',')
+        .map(|s| PlacementStore::parse(s).unwrap_or_else(|| panic!("unknown store {s:?}")))
+        .collect();
+    // One ZooKeeper server for the ZooKeeper runs (each its own root), started
+    // once one is asked for; it goes (killed with its process group) on drop.
+    let mut zk: Option<ZkServer> = None;
+    let mut rows = Vec::new();
+    for store in stores {
+        if matches!(store, PlacementStore::Zk(_)) && zk.is_none() {
+            zk = Some(ZkServer::start());
+        }
+        let name = store.label();
+        eprintln!("  placement, {name}: {workers} workers, {frameworks} frameworks, {executors} executors");
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            placement(store, zk.as_ref(), workers, frameworks, executors, bound)
+        }));
+        let report = run.map_err(|e| {
+            e.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "panicked".into())
+        });
+        if let Ok(v) = &report {
+            eprintln!("  placement, {name}: {v}");
+        }
+        rows.push(PlacementRow {
+            name,
+            workers: workers as u64,
+            frameworks: frameworks as u64,
+            executors: executors as u64,
+            report,
+        });
+    }
+    rows
+}
+
+/// One placement run: a master with `store`, one `regent load` of
+/// `workers` simulated workers (enough cores for every executor) and
+/// `frameworks` frameworks declaring `executors` in all once every worker
+/// registered. Every process it starts (the master, the load, the proxy) is
+/// stopped when it returns or panics.
+fn placement(
+    store: PlacementStore,
+    zk: Option<&ZkServer>,
+    workers: usize,
+    frameworks: usize,
+    executors: usize,
+    bound: Duration,
+) -> Value {
+    let c = Cluster::new("bench-scale-placement");
+    let spec = MasterSpec::new("m1", &[]);
+    let addr = spec.addr();
+    let store_dir = c.path("store").to_str().unwrap().to_owned();
+    let root = format!("/{}", unique("placement"));
+    // The proxy lives as long as the run (dropped after the master).
+    let mut proxy: Option<zk_proxy::ZkProxy> = None;
+    let zk_addr = match (store, zk) {
+        (PlacementStore::Zk(None), Some(zk)) => zk.addr(),
+        (PlacementStore::Zk(Some(rtt)), Some(zk)) => {
+            let p = zk_proxy::ZkProxy::start(zk.addr());
+            p.set_latency(rtt / 2);
+            let a = p.addr();
+            proxy = Some(p);
+            a
+        }
+        _ => String::new(),
+    };
+    let mut args: Vec<&str> = vec!["master"];
+    match store {
+        PlacementStore::None => args.extend(["--recovery", "none"]),
+        PlacementStore::Filesystem => {
+            args.extend(["--recovery", "filesystem", "--store", &store_dir])
+        }
+        PlacementStore::Zk(_) => {
+            args.extend(["--recovery", "zookeeper", "--zk", &zk_addr, "--zk-root", &root])
+        }
+    }
+    args.extend(["--id", "m1", "--listen", &addr, "--worker-timeout", "60000"]);
+    args.extend(["--max-heartbeats-per-second", "0"]);
+    let zxid_before = zk.and_then(zxid);
+    let master = c.spawn("m1", Kind::Master, &args);
+    listening(&addr);
+    std::thread::sleep(Duration::from_millis(500));
+    // Cores for every executor (each asks for 1 core, 1 MiB), with room.
+    let cores = (executors.div_ceil(workers.max(1)) * 2).max(8).to_string();
+    let (w, f, e) = (workers.to_string(), frameworks.to_string(), executors.to_string());
+    let pid = master.pid().to_string();
+    let within = bound.as_secs().to_string();
+    let largs = [
+        "--masters",
+        &addr,
+        "--workers",
+        &w,
+        "--frameworks",
+        &f,
+        "--executors",
+        &e,
+        "--cores",
+        &cores,
+        "--secs",
+        "1",
+        "--master-pid",
+        &pid,
+        "--register-within",
+        &within,
+    ];
+    let mut v = load_within(&c, &largs, bound + Duration::from_secs(180));
+    // The ZooKeeper transactions of the run (every store write, the
+    // election's and the epoch's): beside W registrations and F
+    // subscriptions, what the declarations and placements wrote.
+    if let (Some(a), Some(b)) = (zxid_before, zk.and_then(zxid)) {
+        v["zk_transactions"] = Value::from(b.saturating_sub(a));
+    }
+    drop(master);
+    drop(proxy);
+    v
+}
+
+/// The server's last transaction id (`srvr`'s `Zxid`), within one server
+/// epoch a count of the transactions it applied.
+fn zxid(zk: &ZkServer) -> Option<u64> {
+    let out = zk_server::four_letter(zk.port(), "srvr")?;
+    let hex = out.lines().find_map(|l| l.strip_prefix("Zxid: 0x"))?;
+    u64::from_str_radix(hex.trim(), 16).ok()
 }

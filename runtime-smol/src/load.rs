@@ -14,8 +14,12 @@
 //! registered, heartbeat round trips (send of a `WorkerHeartbeat` to its
 //! `HeartbeatAck`, over the measured seconds), rejections (`Shutdown`, a
 //! worker or framework that gave up) and connection errors, the time from
-//! the frameworks' declarations to every executor launched, and — given the
-//! master's pid — the master's CPU and RSS over the measured seconds (from
+//! the frameworks' declarations to every executor launched (a simulated
+//! worker received its `LaunchExecutor`) and to every executor RUNNING (its
+//! framework received the master's `ExecutorUpdate` saying so: the
+//! worker's report went through the master and was forwarded), and — given
+//! the master's pid — the master's CPU and RSS over the measured seconds
+//! and its CPU from the declarations to every executor RUNNING (from
 //! `/proc`).
 //!
 //! Several processes can share a load (`--shard I/N`) when one process's
@@ -38,7 +42,7 @@
 
 use crate::net::{spawn_connection, ConnHandle, NetConfig, NetEvent};
 use regent_core::auth::Side;
-use regent_core::ids::InstanceId;
+use regent_core::ids::{ExecutorId, InstanceId};
 use regent_core::node::submit::{self as snode, SubmitNode};
 use regent_core::node::worker::{self as wnode, WorkerNode};
 use regent_core::protocol::{ExecutorState, GroupSpec, Message};
@@ -48,7 +52,7 @@ use regent_core::{Addr, ConnId, Incarnation, Millis, WorkerId};
 use regent_std::host::{cpu_ticks, rss_kb};
 use smol::future;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -136,6 +140,26 @@ pub struct LoadReport {
     pub executors_launched: u64,
     /// From the frameworks' start to every executor launched, in ms.
     pub executors_ms: Option<f64>,
+    /// Distinct executors the frameworks were told are RUNNING (by the
+    /// master's `ExecutorUpdate`).
+    pub executors_running: u64,
+    /// From the frameworks' declarations to every declared executor
+    /// RUNNING as its framework was told, in ms (`None`: not all were).
+    pub running_ms: Option<f64>,
+    /// Executors RUNNING per second: the declared executors over
+    /// [`LoadReport::running_ms`].
+    pub running_per_sec: Option<f64>,
+    /// From the frameworks' declarations to every executor RUNNING or, if
+    /// some never were, to the end of the run, in ms: with
+    /// [`LoadReport::executors_running`], the rate of a run cut short.
+    pub placement_window_ms: Option<f64>,
+    /// The master's CPU over [`LoadReport::placement_window_ms`], % of one
+    /// core.
+    pub master_cpu_placement_percent: Option<f64>,
+    /// This load process's own CPU over the same window, % of one core (its
+    /// simulated peers run on one thread: at 100 % the generator, not the
+    /// master, bounds the rate).
+    pub load_cpu_placement_percent: Option<f64>,
     /// The master's CPU over the measured seconds, % of one core.
     pub master_cpu_percent: Option<f64>,
     /// The master's RSS at the end, in kB.
@@ -186,6 +210,22 @@ impl LoadReport {
                 self.executors_launched,
                 match self.executors_ms {
                     Some(ms) => format!(" (all in {ms:.0} ms)"),
+                    None => String::new(),
+                }
+            ));
+            v.push(format!(
+                "executors RUNNING (as their frameworks were told): {}{}{}{}",
+                self.executors_running,
+                match (self.running_ms, self.running_per_sec) {
+                    (Some(ms), Some(rate)) => format!(" (all in {ms:.0} ms, {rate:.0}/s)"),
+                    _ => String::new(),
+                },
+                match self.master_cpu_placement_percent {
+                    Some(cpu) => format!(", master CPU {cpu:.1} % of one core meanwhile"),
+                    None => String::new(),
+                },
+                match self.load_cpu_placement_percent {
+                    Some(cpu) => format!(", this load's {cpu:.1} %"),
                     None => String::new(),
                 }
             ));
@@ -261,6 +301,8 @@ struct Load {
     rejections: u64,
     errors: u64,
     launched: u64,
+    /// Executors the frameworks were told are RUNNING.
+    running: HashSet<ExecutorId>,
     gave_up: Vec<bool>,
 }
 
@@ -378,6 +420,7 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, LoadError> {
         rejections: 0,
         errors: 0,
         launched: 0,
+        running: HashSet::new(),
         gave_up: vec![false; n],
     };
     let idle_rss = opts.master_pid.and_then(rss_kb);
@@ -396,6 +439,14 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, LoadError> {
     let extra = if opts.frameworks > 0 { opts.executors % opts.frameworks as u32 } else { 0 };
     let mut declared_at: Option<Instant> = None;
     let mut executors_done: Option<Instant> = None;
+    // When every declared executor was RUNNING, and the master's CPU ticks
+    // at the declarations.
+    let mut running_done: Option<Instant> = None;
+    let mut declared_ticks: Option<u64> = None;
+    let mut placement_cpu: Option<f64> = None;
+    let mut own_ticks: Option<u64> = None;
+    let mut own_cpu: Option<f64> = None;
+    let mut placement_end: Option<Instant> = None;
     let mut measure_from: Option<(Instant, Option<u64>)> = None;
     let mut measured: Option<(f64, Option<f64>)> = None;
     // Bounds: registration within `register_within`; the run within that
@@ -416,6 +467,8 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, LoadError> {
         let ready = l.all_registered.is_some() || now > register_by;
         if ready && declared_at.is_none() && opts.frameworks > 0 {
             declared_at = Some(now);
+            declared_ticks = opts.master_pid.and_then(cpu_ticks);
+            own_ticks = cpu_ticks(std::process::id());
             for f in 0..opts.frameworks {
                 let slots = per + u32::from((f as u32) < extra);
                 if slots == 0 {
@@ -440,6 +493,21 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, LoadError> {
         {
             executors_done = Some(now);
         }
+        if let (None, Some(declared)) = (running_done, declared_at) {
+            if l.running.len() as u64 >= u64::from(opts.executors) {
+                running_done = Some(now);
+                placement_end = Some(now);
+                let secs = now.duration_since(declared).as_secs_f64();
+                placement_cpu = match (declared_ticks, opts.master_pid.and_then(cpu_ticks)) {
+                    (Some(a), Some(b)) if secs > 0.0 => Some((b - a) as f64 / secs),
+                    _ => None,
+                };
+                own_cpu = match (own_ticks, cpu_ticks(std::process::id())) {
+                    (Some(a), Some(b)) if secs > 0.0 => Some((b - a) as f64 / secs),
+                    _ => None,
+                };
+            }
+        }
         if ready && measure_from.is_none() {
             // A second to settle, then measure.
             l.rtts_us.clear();
@@ -462,8 +530,22 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, LoadError> {
                 l.measuring = false;
             }
         }
-        let frameworks_done = opts.frameworks == 0 || executors_done.is_some();
+        let frameworks_done =
+            opts.frameworks == 0 || (executors_done.is_some() && running_done.is_some());
         if (measured.is_some() && frameworks_done) || now > end_by {
+            if let (None, Some(declared)) = (running_done, declared_at) {
+                // Cut short: the window and the CPU up to now.
+                let secs = now.duration_since(declared).as_secs_f64();
+                placement_cpu = match (declared_ticks, opts.master_pid.and_then(cpu_ticks)) {
+                    (Some(a), Some(b)) if secs > 0.0 => Some((b - a) as f64 / secs),
+                    _ => None,
+                };
+                own_cpu = match (own_ticks, cpu_ticks(std::process::id())) {
+                    (Some(a), Some(b)) if secs > 0.0 => Some((b - a) as f64 / secs),
+                    _ => None,
+                };
+                placement_end = Some(now);
+            }
             break;
         }
         while let Some(&(at, i)) = starts.front() {
@@ -547,6 +629,23 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, LoadError> {
             (Some(a), Some(b)) => Some(b.duration_since(a).as_secs_f64() * 1000.0),
             _ => None,
         },
+        executors_running: l.running.len() as u64,
+        running_ms: match (declared_at, running_done) {
+            (Some(a), Some(b)) => Some(b.duration_since(a).as_secs_f64() * 1000.0),
+            _ => None,
+        },
+        running_per_sec: match (declared_at, running_done) {
+            (Some(a), Some(b)) if b > a => {
+                Some(f64::from(opts.executors) / b.duration_since(a).as_secs_f64())
+            }
+            _ => None,
+        },
+        placement_window_ms: match (declared_at, placement_end) {
+            (Some(a), Some(b)) => Some(b.duration_since(a).as_secs_f64() * 1000.0),
+            _ => None,
+        },
+        master_cpu_placement_percent: placement_cpu,
+        load_cpu_placement_percent: own_cpu,
         // Clock ticks are 1/100 s: ticks per second is % of one core.
         master_cpu_percent: cpu,
         master_rss_kb: opts.master_pid.and_then(rss_kb),
@@ -747,6 +846,11 @@ impl Load {
                     self.rejections += 1;
                     tracing::warn!(framework = i, "a simulated framework stopped: {exit:?}");
                 }
+            }
+            snode::Output::Observed(subscriber::Action::ExecutorUpdate(info))
+                if info.state == ExecutorState::Running =>
+            {
+                self.running.insert(info.id);
             }
             snode::Output::Show(_)
             | snode::Output::Observed(_)

@@ -1,7 +1,8 @@
 //! `regent load` against a real master: every simulated worker registers,
-//! heartbeats are acknowledged, the frameworks' executors are all launched,
-//! and the report (one line of JSON with `--json`) says so. Figures belong
-//! to the scale benchmarks; this asserts outcomes only.
+//! heartbeats are acknowledged, the frameworks' executors are all launched
+//! and RUNNING as their frameworks are told, and the report (one line of
+//! JSON with `--json`) says so. Figures belong to the scale benchmarks;
+//! this asserts outcomes only.
 
 mod support;
 
@@ -46,6 +47,11 @@ fn regent_load_registers_every_simulated_worker_and_reports_json() {
     assert!(v["registration_ms"].is_number(), "{v}");
     assert!(v["heartbeats"].as_u64().unwrap() > 0, "heartbeats were acknowledged: {v}");
     assert_eq!(v["executors_launched"], 50, "{v}");
+    // RUNNING as the frameworks were told by the master, not only launched.
+    assert_eq!(v["executors_running"], 50, "{v}");
+    assert!(v["running_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{v}");
+    assert!(v["running_per_sec"].as_f64().is_some_and(|r| r > 0.0), "{v}");
+    assert!(v["master_cpu_placement_percent"].is_number(), "{v}");
     assert_eq!(v["rejections"], 0, "{v}");
     assert!(v["master_rss_kb"].as_u64().unwrap() > 0, "{v}");
     assert!(v["master_cpu_percent"].is_number(), "{v}");

@@ -32,8 +32,9 @@ struct Shared {
     held: AtomicBool,
     fired: AtomicUsize,
     stop: AtomicBool,
-    /// One-way latency added to every byte, in milliseconds (0: none).
-    latency_ms: AtomicU64,
+    /// One-way latency added to every byte, in microseconds (0: none), so a
+    /// sub-millisecond round trip (0.2 ms) can be set.
+    latency_us: AtomicU64,
     conns: Mutex<Vec<TcpStream>>,
 }
 
@@ -125,7 +126,7 @@ impl ZkProxy {
     /// other `one_way` later (order kept; bytes read before keep their
     /// delay). Applies to the connections carried now and later ones.
     pub fn set_latency(&self, one_way: Duration) {
-        self.shared.latency_ms.store(one_way.as_millis() as u64, Ordering::SeqCst);
+        self.shared.latency_us.store(one_way.as_micros() as u64, Ordering::SeqCst);
     }
 
     /// How many times the trap fired.
@@ -159,7 +160,7 @@ impl Delayed {
     }
 
     fn write_all(&mut self, data: &[u8]) -> std::io::Result<()> {
-        let latency = self.shared.latency_ms.load(Ordering::SeqCst);
+        let latency = self.shared.latency_us.load(Ordering::SeqCst);
         if latency == 0 && self.queue.is_none() {
             return self.stream.write_all(data);
         }
@@ -180,7 +181,7 @@ impl Delayed {
             });
             tx
         });
-        let due = Instant::now() + Duration::from_millis(latency);
+        let due = Instant::now() + Duration::from_micros(latency);
         queue
             .send((due, data.to_vec()))
             .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "writer gone"))
@@ -216,8 +217,8 @@ fn server_to_client(
             break;
         }
     }
-    let latency = s.latency_ms.load(Ordering::SeqCst);
-    std::thread::sleep(Duration::from_millis(latency));
+    let latency = s.latency_us.load(Ordering::SeqCst);
+    std::thread::sleep(Duration::from_micros(latency));
     let _ = client.shutdown(Shutdown::Both);
     let _ = server.shutdown(Shutdown::Both);
 }
@@ -284,8 +285,8 @@ fn client_to_server(
         }
     }
     // Let what is on its way arrive before the server sees the end.
-    let latency = s.latency_ms.load(Ordering::SeqCst);
-    std::thread::sleep(Duration::from_millis(latency));
+    let latency = s.latency_us.load(Ordering::SeqCst);
+    std::thread::sleep(Duration::from_micros(latency));
     let _ = client.shutdown(Shutdown::Both);
     let _ = server.stream.shutdown(Shutdown::Both);
 }
