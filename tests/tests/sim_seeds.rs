@@ -555,15 +555,24 @@ fn seeds_0_to_99_with_services() {
     // interval or than the backstop), a third of the updates crash as they
     // start and a third run unhealthy, and leaders fail over meanwhile:
     // `check_inflight`, `health_restarts`, `deploy_down`, `deploy_durable`
-    // and `deploy_reverts` hold, with every other invariant.
+    // and `deploy_reverts` hold, with every other invariant. Half the
+    // groups have a `manual` check their framework reports through the
+    // leader (healthy, failing, flapping, silent or late), and most
+    // canaries wait for the operator, who promotes at random times
+    // (before, while and after a deployment awaits it, across failovers).
     let cfg = SimConfig { services: true, api_jobs: true, ..base() };
     let (mut runs, mut unhealthy, mut reverts) = (0, 0, 0);
+    let (mut reports, mut manual_stops, mut promoted, mut refused) = (0, 0, 0, 0);
     for seed in 0..100 {
         match run_seed(seed, &cfg) {
             Ok(stats) => {
                 runs += stats.check_runs;
                 unhealthy += stats.unhealthy_stops;
                 reverts += stats.reverts_started;
+                reports += stats.manual_reports_counted;
+                manual_stops += stats.manual_stops;
+                promoted += stats.promotions;
+                refused += stats.promotions_refused;
             }
             Err(f) => panic!("{f}"),
         }
@@ -573,6 +582,12 @@ fn seeds_0_to_99_with_services() {
     assert!(runs > 5_000, "only {runs} check runs in 100 seeds");
     assert!(unhealthy > 100, "only {unhealthy} executors stopped by failing checks in 100 seeds");
     assert!(reverts > 10, "only {reverts} reverts started in 100 seeds");
+    // Manual reports reach the workers and stop failing executors;
+    // promotions promote, and the early or late ones are refused.
+    assert!(reports > 2_000, "only {reports} manual reports taken in by workers in 100 seeds");
+    assert!(manual_stops > 50, "only {manual_stops} executors stopped by a manual check");
+    assert!(promoted > 5, "only {promoted} promotions accepted in 100 seeds");
+    assert!(refused > 100, "only {refused} promotions refused in 100 seeds");
 }
 
 #[test]

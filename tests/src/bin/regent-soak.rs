@@ -130,7 +130,7 @@ fn main() {
     let cut_off_stops = Arc::new(AtomicU64::new(0));
     // Check runs, unhealthy stops, deployments failed and stopped, reverts
     // started and succeeded.
-    let services = Arc::new([0; 5].map(AtomicU64::new));
+    let services = Arc::new([0; 11].map(AtomicU64::new));
     let failures: Arc<Mutex<Vec<u64>>> = Arc::default();
     let start = Instant::now();
     let workers: Vec<_> = (0..args.threads)
@@ -173,6 +173,12 @@ fn main() {
                             stats.deployments_failed,
                             stats.reverts_started,
                             stats.reverts_succeeded,
+                            stats.manual_reports,
+                            stats.manual_reports_counted,
+                            stats.promotions_sent,
+                            stats.promotions,
+                            stats.promotions_refused,
+                            stats.manual_stops,
                         ]
                         .into_iter()
                         .enumerate()
@@ -245,6 +251,15 @@ fn main() {
             n(2),
             n(3),
             n(4)
+        );
+        println!(
+            "manual checks: {} reports sent, {} taken in by workers, {} executors stopped by a failing manual check; promotions: {} sent, {} accepted, {} refused (nothing awaited one)",
+            n(5),
+            n(6),
+            n(10),
+            n(7),
+            n(8),
+            n(9)
         );
     }
     if !failed.is_empty() {

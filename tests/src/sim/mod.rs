@@ -341,6 +341,21 @@ pub struct RunStats {
     pub reverts_started: u64,
     /// Reverts stored succeeded (`--services`).
     pub reverts_succeeded: u64,
+    /// Manual check reports frameworks sent a master (`--services`,
+    /// docs/design.md#issue-45 item 5).
+    pub manual_reports: u64,
+    /// Of them, those a worker took in (relayed by the master it follows,
+    /// to an executor it runs).
+    pub manual_reports_counted: u64,
+    /// Executors workers stopped for a failing manual check, each once.
+    pub manual_stops: u64,
+    /// Promotions the operator sent (`--services`; canaries with
+    /// `auto_promote = false`).
+    pub promotions_sent: u64,
+    /// Of them, those accepted (a deployment awaited promotion).
+    pub promotions: u64,
+    /// Of them, those refused (nothing awaited one).
+    pub promotions_refused: u64,
 }
 
 /// A failing run: what broke, the schedule, and the end of the trace.

@@ -181,13 +181,27 @@ impl World {
                     grace_ms: 300 * k,
                     failures: 2 + (k % 2) as u32,
                 }];
+                // Job `api1`'s framework also reports a manual check
+                // (docs/design.md#issue-45 item 5).
+                if k == 1 {
+                    spec.launch.checks.push(regent_core::launch::CheckSpec {
+                        name: "manual".into(),
+                        kind: regent_core::launch::CheckKind::Manual { ttl_ms: 2_000 },
+                        interval_ms: 1_000,
+                        timeout_ms: 1_000,
+                        grace_ms: 500,
+                        failures: 2,
+                    });
+                }
                 spec.policy.update = Some(Box::new(regent_core::policy::UpdatePolicy {
                     max_parallel: 1,
                     min_healthy_time_ms: 1_000 + 500 * k,
                     healthy_deadline_ms: 12_000,
                     progress_deadline_ms: if k == 1 { 0 } else { 30_000 },
-                    canary: 0,
-                    auto_promote: true,
+                    // Job `api0` rolls out behind a canary the operator
+                    // promotes (docs/design.md#issue-45 item 5).
+                    canary: u32::from(k == 0),
+                    auto_promote: k != 0,
                     auto_revert: k != 2,
                 }));
                 spec.policy.restart.mode = regent_core::policy::RestartMode::Service;
@@ -231,6 +245,9 @@ impl World {
 
     /// Master `m` answers `query`: the client's if it asked it.
     pub(crate) fn api_answer(&mut self, m: usize, query: QueryId, answer: Answer) {
+        if self.manual_answer(m, query, &answer) {
+            return; // the manual checks' reporter's or the operator's
+        }
         let Some(request) = self.api.asked.remove(&query) else { return };
         let Answer::Reply(reply) = answer else {
             api_jobs::fail(self, format!("m{m} answered the API's {query} with no reply"));

@@ -215,6 +215,17 @@ enum Ev {
         run: u64,
         outcome: regent_core::health::CheckOutcome,
     },
+    /// The framework of executor `x` on worker `w` reports its manual
+    /// checks ([`services::Manual`]).
+    ManualReport {
+        w: usize,
+        x: ExecutorId,
+    },
+    /// The operator promotes subscriber `s`'s deployments (`None`: the API
+    /// client's job `api0`'s) ([`services::Manual`]).
+    Promote {
+        s: Option<usize>,
+    },
     Fault(Fault),
     Unblock {
         from: Node,
@@ -569,6 +580,9 @@ impl World {
         // And, with `--services`, first groups are services with checks
         // and an update policy, from a ninth.
         let mut svc = fastrand::Rng::with_seed(seed ^ 0x7376_6373);
+        // And, with `--services`, manual checks and canaries left to the
+        // operator, from a tenth (docs/design.md#issue-45 item 5).
+        let mut svc_more = fastrand::Rng::with_seed(seed ^ 0x6d6f_7265);
         let mut singleton_groups = BTreeSet::new();
         if cfg.singletons && cfg.api_jobs {
             singleton_groups.insert(api_client::SINGLETON_GROUP.to_owned());
@@ -578,7 +592,7 @@ impl World {
                 let slots = rng.u32(1..=3);
                 let mut specs = vec![spec_for(i, slots)];
                 if cfg.services {
-                    services::make_service(&mut specs[0], &mut svc);
+                    services::make_service(&mut specs[0], &mut svc, &mut svc_more);
                 }
                 if cfg.singletons && singles.u8(0..4) > 0 {
                     let stop_after = singles.u64(1_000..=20_000);
@@ -693,6 +707,19 @@ impl World {
             checks: services::Model::new(seed),
         };
         w.obs.init(cfg);
+        // The operator promotes the canaries left to it, from time to time
+        // until the run ends (`--services`).
+        for s in 0..w.subs.len() {
+            let manual = w.subs[s].specs[0].policy.update.as_ref().is_some_and(|u| !u.auto_promote);
+            if manual {
+                let first = Millis(svc_more.u64(500..8_000));
+                w.at(first, Ev::Promote { s: Some(s) });
+            }
+        }
+        if cfg.services && cfg.api_jobs {
+            let first = Millis(svc_more.u64(500..8_000));
+            w.at(first, Ev::Promote { s: None });
+        }
         for (t, f) in schedule.faults.clone() {
             w.at(Millis(u64::from(t)), Ev::Fault(f));
         }
@@ -799,6 +826,12 @@ impl World {
                         deployments_failed: self.obs.deploys.failed,
                         reverts_started: self.obs.deploys.reverts,
                         reverts_succeeded: self.obs.deploys.reverted,
+                        manual_reports: self.checks.manual.reports_sent,
+                        manual_reports_counted: self.checks.manual.reports_counted,
+                        manual_stops: self.checks.manual.stopped.len() as u64,
+                        promotions_sent: self.checks.manual.promotions_sent,
+                        promotions: self.checks.manual.promotions,
+                        promotions_refused: self.checks.manual.promotions_refused,
                     });
                 }
                 next_liveness = next_liveness + Millis(500);
@@ -849,6 +882,11 @@ impl World {
             }
             Ev::ToClient { conn, msg } => {
                 if let Some(c) = self.conns.get(&conn).filter(|c| !c.cclosed).cloned() {
+                    if matches!(msg, Message::HealthOnWorker { .. }) {
+                        // Remembered for a worker that takes it in after
+                        // the connection is gone (paused meanwhile).
+                        self.checks.manual.relayed_by.insert(conn, c.m);
+                    }
                     let input = match c.client {
                         Node::Worker(_) => Input::Worker(wnode::Input::Message { conn, msg }),
                         Node::Sub(_) => Input::Sub(snode::Input::Message { conn, msg }),
@@ -946,6 +984,8 @@ impl World {
             Ev::CheckResult { w, gen, x, check, run, outcome } => {
                 self.check_result(w, gen, x, check, run, outcome)
             }
+            Ev::ManualReport { w, x } => self.manual_report(w, x),
+            Ev::Promote { s } => self.promote(s),
             Ev::Fault(f) => {
                 if !self.healed {
                     self.log(|| format!("FAULT {f:?}"));
@@ -1055,6 +1095,9 @@ impl World {
                     self.master_outputs(m, outputs);
                 }
                 (Node::Worker(w), Input::Worker(input)) => {
+                    if let wnode::Input::Message { conn, msg } = &input {
+                        self.manual_taken_in(w, *conn, msg);
+                    }
                     let now = self.node_now(node);
                     let outputs = self.workers[w].node.handle(now, input);
                     self.rearm_tick(node);
@@ -2097,6 +2140,7 @@ impl World {
                     return;
                 }
                 self.checks.running_at.insert((w, x.clone()), self.now);
+                self.manual_running(w, gen, &x);
                 ExecutorState::Running
             }
             ExecWhat::Exit(code) => {

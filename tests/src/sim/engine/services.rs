@@ -14,10 +14,13 @@
 //! between worker and leader changes nothing it finds (the
 //! `health_restarts` invariant holds the worker to that).
 
-use super::{Ev, World};
+use super::{ConnId, Ev, World};
 use regent_core::health::{CheckOutcome, CheckRun, BACKSTOP};
+use regent_core::ids::QueryId;
 use regent_core::launch::{CheckKind, CheckSpec};
+use regent_core::node::master::{self as mnode, Answer, Query};
 use regent_core::policy::UpdatePolicy;
+use regent_core::protocol::Message;
 use regent_core::protocol::{ExecutorSpec, GroupSpec};
 use regent_core::{ExecutorId, Millis};
 use std::collections::BTreeMap;
@@ -60,7 +63,82 @@ pub(crate) struct Model {
     pub(crate) failures: BTreeMap<(ExecutorId, u8), u32>,
     /// Check runs asked for.
     pub(crate) runs: u64,
+    /// The manual checks' reporters and the operator's promotions
+    /// ([`Manual`]).
+    pub(crate) manual: Manual,
 }
+
+/// What one executor's framework reports of its `manual` check, drawn when
+/// the executor is seen RUNNING (docs/design.md#issue-45 item 5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Report {
+    /// Passing, well within the check's TTL.
+    Healthy,
+    /// Failing, well within the TTL.
+    Unhealthy,
+    /// Failing and passing in turn, starting with a pass.
+    Flappy,
+    /// Never reports: the TTL lapses.
+    Silent,
+    /// Passing, but sometimes later than the TTL.
+    Late,
+}
+
+/// The reporter of manual checks and the operator who promotes canaries
+/// (`--services`, docs/design.md#issue-45 item 5, docs/simulator.md#services),
+/// drawn from a generator of its own so the check runner's draws, and so
+/// every recorded seed's checks, stay as they were.
+///
+/// The reporter is a framework asking the leader through the API on a
+/// master's host (a local query, like the API client's): a report goes to
+/// whichever master leads as far as it knows, which relays it over the
+/// simulated network to the executor's worker (`HealthOnWorker`), so
+/// partitions, failovers and lost relays apply. What the worker took in
+/// is recorded here for `health_restarts`.
+#[derive(Debug)]
+pub(crate) struct Manual {
+    rng: fastrand::Rng,
+    /// Each reported executor's plan and its group's manual checks (index,
+    /// TTL).
+    plans: BTreeMap<ExecutorId, (Report, Vec<(u8, u64)>)>,
+    /// Flapping reporters' next report (`true`: passing).
+    flip: BTreeMap<ExecutorId, bool>,
+    /// The process of each worker that saw each executor RUNNING, by
+    /// worker and executor: reports are counted only in it.
+    pub(crate) running_gen: BTreeMap<(usize, ExecutorId), u64>,
+    /// The last report a worker took in of each manual check, or the end
+    /// of the check's grace (by the simulator's clock): TTLs lapse from it.
+    pub(crate) last: BTreeMap<(ExecutorId, u8), Millis>,
+    /// TTLs that may have lapsed between the reports taken in, by
+    /// executor and check: whole TTLs between two reports
+    /// (`health_restarts`).
+    pub(crate) lapses: BTreeMap<(ExecutorId, u8), u32>,
+    /// The master at the other end of each connection that carried a
+    /// relayed report to a worker.
+    pub(crate) relayed_by: BTreeMap<ConnId, usize>,
+    /// Queries asked and not answered: query -> promotion (`true`) or
+    /// report.
+    asked: BTreeMap<u64, bool>,
+    next_query: u64,
+    /// Reports sent to a master.
+    pub(crate) reports_sent: u64,
+    /// Reports a worker took in (relayed by the master it follows, to a
+    /// running executor of its current process).
+    pub(crate) reports_counted: u64,
+    /// Executors stopped by a failing manual check (its name in the
+    /// reason).
+    pub(crate) stopped: std::collections::BTreeSet<ExecutorId>,
+    /// Promotions sent.
+    pub(crate) promotions_sent: u64,
+    /// Promotions accepted (something awaited promotion; durable).
+    pub(crate) promotions: u64,
+    /// Promotions refused (nothing awaited one, or no such job yet).
+    pub(crate) promotions_refused: u64,
+}
+
+/// Where the reporter's and the promoter's query numbers start (apart from
+/// the API client's).
+pub(crate) const QUERY_BASE: u64 = 1 << 50;
 
 impl Model {
     pub(crate) fn new(seed: u64) -> Self {
@@ -72,6 +150,23 @@ impl Model {
             running_at: BTreeMap::new(),
             failures: BTreeMap::new(),
             runs: 0,
+            manual: Manual {
+                rng: fastrand::Rng::with_seed(seed ^ 0x6d61_6e75_616c),
+                plans: BTreeMap::new(),
+                flip: BTreeMap::new(),
+                running_gen: BTreeMap::new(),
+                last: BTreeMap::new(),
+                lapses: BTreeMap::new(),
+                asked: BTreeMap::new(),
+                relayed_by: BTreeMap::new(),
+                next_query: QUERY_BASE,
+                reports_sent: 0,
+                reports_counted: 0,
+                stopped: Default::default(),
+                promotions_sent: 0,
+                promotions: 0,
+                promotions_refused: 0,
+            },
         }
     }
 }
@@ -103,16 +198,40 @@ pub(crate) fn update_policy(rng: &mut fastrand::Rng, slots: u32) -> UpdatePolicy
         healthy_deadline_ms,
         progress_deadline_ms,
         canary: if slots > 1 && rng.u8(0..3) == 0 { 1 } else { 0 },
-        // Nothing in the simulator promotes: canaries promote themselves.
+        // [`make_service`] leaves most canaries to the operator.
         auto_promote: true,
         auto_revert: rng.u8(0..6) > 0,
     }
 }
 
-/// Makes `spec` a service with checks and an update policy.
-pub(crate) fn make_service(spec: &mut GroupSpec, rng: &mut fastrand::Rng) {
+/// Makes `spec` a service with checks and an update policy; `more` (a
+/// generator of its own, so `rng`'s draws stay as they were) adds a
+/// `manual` check to half of them and makes most canaries wait for an
+/// operator's promotion (docs/design.md#issue-45 item 5).
+pub(crate) fn make_service(
+    spec: &mut GroupSpec,
+    rng: &mut fastrand::Rng,
+    more: &mut fastrand::Rng,
+) {
     spec.launch.checks = checks(rng);
-    spec.policy.update = Some(Box::new(update_policy(rng, spec.slots)));
+    let mut update = update_policy(rng, spec.slots);
+    if more.bool() {
+        spec.launch.checks.push(CheckSpec {
+            name: "manual".into(),
+            kind: CheckKind::Manual { ttl_ms: more.u64(800..4_000) },
+            interval_ms: 1_000,
+            timeout_ms: 1_000,
+            grace_ms: more.u64(0..2_000),
+            failures: more.u32(2..=3),
+        });
+    }
+    // Most groups of more than one slot roll out behind canaries (1 to
+    // all but one slot), two in three of them promoted by the operator.
+    if update.canary > 0 || (spec.slots > 1 && more.u8(0..3) > 0) {
+        update.canary = more.u32(1..spec.slots.max(2));
+        update.auto_promote = more.u8(0..3) == 0;
+    }
+    spec.policy.update = Some(Box::new(update));
     spec.policy.restart.mode = regent_core::policy::RestartMode::Service;
     spec.policy.restart.attempts = None;
 }
@@ -135,6 +254,7 @@ impl World {
         };
         self.log(|| format!("checks of {x}: {plan:?}"));
         self.checks.plans.insert(x.clone(), (plan, spec.launch.checks.clone()));
+        self.plan_reports(x, spec);
     }
 
     /// Worker `w` (process `gen`) asks for one check run: the probe's
@@ -235,5 +355,213 @@ impl World {
         let input =
             regent_core::node::worker::Input::CheckResult { executor: x, check, run, outcome };
         self.deliver(super::Node::Worker(w), gen, super::Input::Worker(input));
+    }
+}
+
+impl World {
+    /// Executor `x` of `spec` starts: its framework's reporter plan for
+    /// its manual checks, if it has any, is drawn.
+    fn plan_reports(&mut self, x: &ExecutorId, spec: &ExecutorSpec) {
+        let manual: Vec<(u8, u64)> = spec
+            .launch
+            .checks
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| match c.kind {
+                CheckKind::Manual { ttl_ms } => Some((i as u8, ttl_ms)),
+                _ => None,
+            })
+            .collect();
+        if manual.is_empty() {
+            return;
+        }
+        let report = if spec.command.iter().any(|c| c == UNHEALTHY) {
+            Report::Unhealthy
+        } else {
+            match self.checks.manual.rng.u8(0..100) {
+                0..70 => Report::Healthy,
+                70..78 => Report::Unhealthy,
+                78..86 => Report::Flappy,
+                86..93 => Report::Silent,
+                _ => Report::Late,
+            }
+        };
+        self.log(|| format!("manual reports of {x}: {report:?}"));
+        self.checks.manual.plans.insert(x.clone(), (report, manual));
+    }
+
+    /// Worker `w` (process `gen`) sees executor `x` RUNNING: its manual
+    /// checks' TTLs run from the end of their grace, and its framework
+    /// starts reporting.
+    pub(crate) fn manual_running(&mut self, w: usize, gen: u64, x: &ExecutorId) {
+        let Some((report, manual)) = self.checks.manual.plans.get(x).cloned() else { return };
+        self.checks.manual.running_gen.insert((w, x.clone()), gen);
+        for (c, _) in &manual {
+            let grace = self.grace_of(x, *c);
+            self.checks.manual.last.insert((x.clone(), *c), self.now + Millis(grace));
+        }
+        if report != Report::Silent {
+            let first = self.report_gap(report, &manual);
+            self.after(first, Ev::ManualReport { w, x: x.clone() });
+        }
+    }
+
+    fn grace_of(&self, x: &ExecutorId, check: u8) -> u64 {
+        self.checks
+            .plans
+            .get(x)
+            .and_then(|(_, specs)| specs.get(usize::from(check)))
+            .map_or(0, |c| c.grace_ms)
+    }
+
+    /// The time to a reporter's next report.
+    fn report_gap(&mut self, report: Report, manual: &[(u8, u64)]) -> Millis {
+        let ttl = manual.iter().map(|(_, t)| *t).min().unwrap_or(1_000);
+        let rng = &mut self.checks.manual.rng;
+        Millis(match report {
+            Report::Late => rng.u64(ttl / 2..ttl * 3 / 2),
+            _ => rng.u64(ttl / 4..ttl * 2 / 3),
+        })
+    }
+
+    /// The framework of executor `x` (on worker `w`) reports its manual
+    /// checks to the master it takes for the leader, while `x` runs.
+    pub(crate) fn manual_report(&mut self, w: usize, x: ExecutorId) {
+        if self.execs.get(&(w, x.clone())) != Some(&true) {
+            return; // it ended: nothing more to report
+        }
+        let Some((report, manual)) = self.checks.manual.plans.get(&x).cloned() else { return };
+        let pick = self.checks.manual.rng.usize(..);
+        let m = self.leader_or(pick);
+        if self.masters[m].p.up {
+            for (c, _) in &manual {
+                let passing = match report {
+                    Report::Healthy | Report::Late | Report::Silent => true,
+                    Report::Unhealthy => false,
+                    Report::Flappy => {
+                        let pass = self.checks.manual.flip.entry(x.clone()).or_insert(true);
+                        *pass = !*pass;
+                        !*pass
+                    }
+                };
+                let name = self
+                    .checks
+                    .plans
+                    .get(&x)
+                    .and_then(|(_, specs)| specs.get(usize::from(*c)))
+                    .map_or_else(|| "manual".to_owned(), |s| s.name.clone());
+                self.checks.manual.next_query += 1;
+                let request = self.checks.manual.next_query;
+                let detail = if passing { String::new() } else { "answered 503".into() };
+                let msg = Message::ReportHealth {
+                    request,
+                    executor: x.clone(),
+                    check: name,
+                    passing,
+                    detail,
+                };
+                self.checks.manual.reports_sent += 1;
+                self.manual_ask(m, request, false, msg);
+            }
+        }
+        let next = self.report_gap(report, &manual);
+        self.after(next, Ev::ManualReport { w, x });
+    }
+
+    /// The operator promotes subscriber `s`'s deployments (its first
+    /// group's, or every group's; `None`: the API client's job `api0`'s),
+    /// at random times: before, while and after one awaits promotion,
+    /// across failovers (`regent job promote`).
+    pub(crate) fn promote(&mut self, s: Option<usize>) {
+        let next = Millis(self.checks.manual.rng.u64(1_000..10_000));
+        self.after(next, Ev::Promote { s });
+        let (job, group) = match s {
+            Some(s) => match self.subs[s].framework.clone() {
+                Some(job) => (job, self.subs[s].specs[0].group.clone()),
+                None => return,
+            },
+            None => (regent_core::FrameworkId("api0".into()), "web".to_owned()),
+        };
+        let group = self.checks.manual.rng.bool().then_some(group);
+        let pick = self.checks.manual.rng.usize(..);
+        let m = self.leader_or(pick);
+        if !self.masters[m].p.up {
+            return;
+        }
+        self.checks.manual.next_query += 1;
+        let request = self.checks.manual.next_query;
+        self.checks.manual.promotions_sent += 1;
+        self.manual_ask(m, request, true, Message::PromoteDeployment { request, job, group });
+    }
+
+    fn manual_ask(&mut self, m: usize, request: u64, promotion: bool, msg: Message) {
+        self.checks.manual.asked.insert(request, promotion);
+        self.log(|| format!("framework asks m{m} ({request}): {msg:?}"));
+        let ask = Query::Command { msg, principal: Box::new(regent_core::token::Principal::Root) };
+        let input = mnode::Input::Query { query: QueryId(request), ask };
+        self.local_input(super::Node::Master(m), super::Input::Master(input));
+    }
+
+    /// Master `m` answers `query`: whether it was the reporter's or the
+    /// operator's (then it is counted here).
+    pub(crate) fn manual_answer(&mut self, m: usize, query: QueryId, answer: &Answer) -> bool {
+        let Some(promotion) = self.checks.manual.asked.remove(&query.0) else {
+            return query.0 >= QUERY_BASE;
+        };
+        self.log(|| format!("framework hears from m{m} ({query}): {answer:?}"));
+        if promotion {
+            match answer {
+                Answer::Reply(Message::RequestAccepted { .. }) => {
+                    self.checks.manual.promotions += 1
+                }
+                Answer::Reply(Message::RequestRefused { .. }) => {
+                    self.checks.manual.promotions_refused += 1
+                }
+                _ => {}
+            }
+        }
+        true
+    }
+
+    /// Worker `w` is handed `msg` on `conn`: a relayed manual report it
+    /// will take in (from the master it follows, at its epoch, of an
+    /// executor its current process saw RUNNING) is recorded, with the TTLs
+    /// that may have lapsed before it (`health_restarts`).
+    pub(crate) fn manual_taken_in(&mut self, w: usize, conn: ConnId, msg: &Message) {
+        let Message::HealthOnWorker { epoch, executor: x, check, passing, .. } = msg else {
+            return;
+        };
+        let Some(m) = self.checks.manual.relayed_by.get(&conn).copied() else { return };
+        let status = self.workers[w].node.status();
+        // As the worker takes it in: from the master it follows (registered
+        // or not yet again), not fenced.
+        let followed = status.active == Some(super::master_addr(m)) && *epoch >= status.max_epoch;
+        let gen = self.workers[w].p.gen;
+        // Watched by this process since it saw it RUNNING (until its end
+        // is seen, which may come after the simulator killed it; after
+        // that nothing counts, so nothing more can stop it).
+        let running = self.checks.manual.running_gen.get(&(w, x.clone())) == Some(&gen);
+        let ttl = match self.checks.plans.get(x).and_then(|(_, s)| s.get(usize::from(*check))) {
+            Some(CheckSpec { kind: CheckKind::Manual { ttl_ms }, .. }) => *ttl_ms,
+            _ => return,
+        };
+        self.log(|| format!("w{w} manual report of {x}: followed {followed}, running {running}"));
+        if !followed || !running {
+            return;
+        }
+        let key = (x.clone(), *check);
+        let now = self.now;
+        if let Some(last) = self.checks.manual.last.get(&key).copied() {
+            let lapsed = (now.0.saturating_sub(last.0) / ttl) as u32;
+            *self.checks.manual.lapses.entry(key.clone()).or_insert(0) += lapsed;
+        }
+        self.checks.manual.last.insert(key.clone(), now);
+        self.checks.manual.reports_counted += 1;
+        let grace = self.grace_of(x, *check);
+        let after_grace =
+            self.checks.running_at.get(&(w, x.clone())).is_some_and(|t| now >= *t + Millis(grace));
+        if !passing && after_grace {
+            *self.checks.failures.entry(key).or_insert(0) += 1;
+        }
     }
 }
