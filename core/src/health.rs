@@ -166,6 +166,9 @@ pub struct Health {
     unsafe_overlapping_runs: bool,
     /// Test-only: a run skipped by the backstop counts as a failure.
     unsafe_skipped_runs_fail: bool,
+    /// Test-only: a framework's report of a manual check does not put its
+    /// TTL off.
+    unsafe_manual_ttl_kept: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -209,12 +212,19 @@ impl Health {
     /// rules the simulator's `check_inflight` and `health_restarts`
     /// invariants guard broken (tests/tests/sim_can_fail.rs):
     /// `overlapping_runs` starts a check's run while one is in flight,
-    /// `skipped_runs_fail` counts a run the backstop skipped as a failure.
+    /// `skipped_runs_fail` counts a run the backstop skipped as a failure,
+    /// `manual_ttl_kept` lets a manual check's TTL lapse however often the
+    /// framework reports.
     #[doc(hidden)]
-    pub fn unsafe_broken(overlapping_runs: bool, skipped_runs_fail: bool) -> Self {
+    pub fn unsafe_broken(
+        overlapping_runs: bool,
+        skipped_runs_fail: bool,
+        manual_ttl_kept: bool,
+    ) -> Self {
         Health {
             unsafe_overlapping_runs: overlapping_runs,
             unsafe_skipped_runs_fail: skipped_runs_fail,
+            unsafe_manual_ttl_kept: manual_ttl_kept,
             ..Health::default()
         }
     }
@@ -460,7 +470,9 @@ impl Health {
         };
         let Some(c) = w.checks.get_mut(usize::from(check)) else { return Verdict::default() };
         let CheckKind::Manual { ttl_ms } = c.spec.kind else { return Verdict::default() };
-        c.next_at = now + Millis(ttl_ms);
+        if !self.unsafe_manual_ttl_kept {
+            c.next_at = now + Millis(ttl_ms);
+        }
         let stop = c.count(now, running_at, passing, detail.to_string());
         w.verdict(now, stop)
     }

@@ -135,6 +135,11 @@ pub struct Config {
     /// failure (the simulator's `health_restarts` invariant must catch it).
     #[doc(hidden)]
     pub unsafe_skipped_checks_fail: bool,
+    /// Test-only: a framework's report of a manual check does not put off
+    /// its TTL, so it lapses as if unreported (the simulator's
+    /// `health_restarts` invariant must catch it).
+    #[doc(hidden)]
+    pub unsafe_manual_ttl_kept: bool,
 }
 
 impl Config {
@@ -172,6 +177,7 @@ impl Config {
             unsafe_no_epoch_fencing: false,
             unsafe_overlapping_checks: false,
             unsafe_skipped_checks_fail: false,
+            unsafe_manual_ttl_kept: false,
         }
     }
 }
@@ -482,10 +488,14 @@ impl Worker {
                 },
             );
         }
-        let health = if config.unsafe_overlapping_checks || config.unsafe_skipped_checks_fail {
+        let health = if config.unsafe_overlapping_checks
+            || config.unsafe_skipped_checks_fail
+            || config.unsafe_manual_ttl_kept
+        {
             crate::health::Health::unsafe_broken(
                 config.unsafe_overlapping_checks,
                 config.unsafe_skipped_checks_fail,
+                config.unsafe_manual_ttl_kept,
             )
         } else {
             crate::health::Health::new()

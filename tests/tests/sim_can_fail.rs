@@ -173,6 +173,18 @@ fn a_worker_stopping_an_executor_its_checks_did_not_fail_is_caught() {
     println!("skipped runs counted as failures: {found:?}");
 }
 
+/// A worker whose manual checks lapse however often the framework reports
+/// (`worker::Config::unsafe_manual_ttl_kept`) stops executors their
+/// framework reported healthy: `health_restarts` catches it
+/// (docs/design.md#issue-45).
+#[test]
+fn a_worker_lapsing_manual_checks_the_framework_reported_is_caught() {
+    let knobs = Knobs { manual_ttl_kept: true, ..Knobs::default() };
+    let found = first_services_failure(knobs, "health_restarts", 20);
+    assert!(found.is_some(), "no health_restarts violation within 20 seeds");
+    println!("manual reports ignored for the TTL: {found:?}");
+}
+
 /// A leader that does not charge a baking slot to `max_parallel`
 /// (`master::Config::unsafe_deploy_uncharged_baking`) stops the next old
 /// executor as soon as a new one runs: `deploy_down` catches it.

@@ -8,7 +8,7 @@
 //!             [--datagram] [--takeovers] [--operator] [--jobs] [--api-jobs] [--tenants] [--preemption]
 //!             [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--lost-id-state] [--suspend] [--singletons] [--services]
 //!             [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease]
-//!             [--monotonic-clock] [--hide-guarantees] [--no-refill-after-stop] [--overlapping-checks] [--skipped-checks-fail]
+//!             [--monotonic-clock] [--hide-guarantees] [--no-refill-after-stop] [--overlapping-checks] [--skipped-checks-fail] [--manual-ttl-kept]
 //!             [--uncharged-baking] [--no-auto-revert] [--deployment-afresh] [--skip INVARIANT]...
 //! regent-soak --replay SEED [same flags]
 //! ```
@@ -38,7 +38,7 @@ struct Args {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--jobs] [--api-jobs] [--tenants] [--preemption] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--lost-id-state] [--suspend] [--singletons] [--services] [--skip INVARIANT] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--monotonic-clock] [--hide-guarantees] [--no-refill-after-stop] [--overlapping-checks] [--skipped-checks-fail] [--uncharged-baking] [--no-auto-revert] [--deployment-afresh] [--keep-going]\n       regent-soak --replay SEED [knobs]"
+        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--jobs] [--api-jobs] [--tenants] [--preemption] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--lost-id-state] [--suspend] [--singletons] [--services] [--skip INVARIANT] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--monotonic-clock] [--hide-guarantees] [--no-refill-after-stop] [--overlapping-checks] [--skipped-checks-fail] [--manual-ttl-kept] [--uncharged-baking] [--no-auto-revert] [--deployment-afresh] [--keep-going]\n       regent-soak --replay SEED [knobs]"
     );
     std::process::exit(2)
 }
@@ -83,6 +83,7 @@ fn parse() -> Args {
             "--services" => a.config.services = true,
             "--overlapping-checks" => knobs.overlapping_checks = true,
             "--skipped-checks-fail" => knobs.skipped_checks_fail = true,
+            "--manual-ttl-kept" => knobs.manual_ttl_kept = true,
             "--uncharged-baking" => knobs.deploy_uncharged_baking = true,
             "--no-auto-revert" => knobs.no_auto_revert = true,
             "--deployment-afresh" => knobs.deployment_afresh_on_takeover = true,

@@ -66,6 +66,9 @@ pub struct Knobs {
     /// `worker::Config::unsafe_skipped_checks_fail`: a run the backstop
     /// skipped counts as a failure (`regent-soak --skipped-checks-fail`).
     pub skipped_checks_fail: bool,
+    /// `worker::Config::unsafe_manual_ttl_kept`: a manual check's report
+    /// does not put off its TTL (`regent-soak --manual-ttl-kept`).
+    pub manual_ttl_kept: bool,
     /// `master::Config::unsafe_deploy_uncharged_baking`: a baking slot is
     /// not charged to `max_parallel` (`regent-soak --uncharged-baking`).
     pub deploy_uncharged_baking: bool,
@@ -259,6 +262,7 @@ impl SimConfig {
             (self.knobs.no_refill_after_stop, "--no-refill-after-stop"),
             (self.knobs.overlapping_checks, "--overlapping-checks"),
             (self.knobs.skipped_checks_fail, "--skipped-checks-fail"),
+            (self.knobs.manual_ttl_kept, "--manual-ttl-kept"),
             (self.knobs.deploy_uncharged_baking, "--uncharged-baking"),
             (self.knobs.no_auto_revert, "--no-auto-revert"),
             (self.knobs.deployment_afresh_on_takeover, "--deployment-afresh"),

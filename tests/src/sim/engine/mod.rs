@@ -2762,6 +2762,7 @@ fn new_worker(
     c.unsafe_no_epoch_fencing = knobs.no_epoch_fencing;
     c.unsafe_overlapping_checks = knobs.overlapping_checks;
     c.unsafe_skipped_checks_fail = knobs.skipped_checks_fail;
+    c.unsafe_manual_ttl_kept = knobs.manual_ttl_kept;
     // Two racks, so groups can spread over them and be constrained to
     // them (every worker meets `rack in [r0, r1]`: liveness is unchanged).
     c.attributes = vec![("rack".into(), format!("r{}", i % 2))];
