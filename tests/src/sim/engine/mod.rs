@@ -1098,6 +1098,13 @@ impl World {
                     if let wnode::Input::Message { conn, msg } = &input {
                         self.manual_taken_in(w, *conn, msg);
                     }
+                    if let wnode::Input::ExecutorChanged {
+                        executor,
+                        state: ExecutorState::Running,
+                    } = &input
+                    {
+                        invariants::on_worker_takes_in_running(self, w, executor);
+                    }
                     let now = self.node_now(node);
                     let outputs = self.workers[w].node.handle(now, input);
                     self.rearm_tick(node);

@@ -2,7 +2,8 @@
 //! holds two or more failures in a row for a slot of a group whose restart
 //! policy forgets failures after `healthy_after_ms`, the executor whose end
 //! it counted last for that slot (`GroupRecord::counted`) did not run that
-//! long (from RUNNING to its end, on the worker). An executor that ran
+//! long (from when its worker's process took in that it was RUNNING to its
+//! end, on the worker). An executor that ran
 //! healthily clears its slot's failures before its own end counts, so its
 //! end makes the count 1, whichever leader counts it. Issue 41 (docs/design.md#issue-41)'s second
 //! scenario: a retry that ran healthily for an hour crashed five seconds
@@ -14,7 +15,16 @@ use regent_core::protocol::ExecutorState;
 use regent_core::store::Record;
 use regent_core::{ExecutorId, Millis};
 
-/// Executor `x`'s process on a worker is RUNNING now.
+/// Executor `x`'s worker's process takes in now that `x` is RUNNING. Not
+/// when the executor's process became RUNNING: a worker's process paused
+/// then (`Fault::PauseWorker`) takes it in when it resumes and can count
+/// the run only from then (`ran_ms`, the worker's own clock), as a real
+/// worker whose launching thread ran but whose event loop was stopped
+/// would. Sim seed 28947 of the services soak (docs/design.md#simulator-seeds):
+/// RUNNING while the worker's process was paused for 1.4 s, measured here
+/// from then, so a run the worker rightly reported as 5.3 s (under the
+/// 6.5 s of `healthy_after_ms`) was taken for 6.7 s and its failure for a
+/// leader's mistake.
 pub(crate) fn on_running(w: &mut World, x: &ExecutorId) {
     let now = w.now;
     w.obs.ran.entry(x.clone()).or_insert((now, None));

@@ -442,11 +442,16 @@ pub(crate) fn on_executor_start(w: &mut World, _i: usize, x: &ExecutorId) {
 }
 
 /// Executor `x`'s process on worker `_i` changed to `state` (RUNNING, or
-/// ended).
+/// ended). RUNNING counts for [`healthy_runs`] only when the worker's
+/// process takes it in ([`on_worker_takes_in_running`]).
 pub(crate) fn on_executor_changed(w: &mut World, _i: usize, x: &ExecutorId, state: &ExecutorState) {
-    if *state == ExecutorState::Running {
-        healthy_runs::on_running(w, x);
-    } else {
+    if *state != ExecutorState::Running {
         healthy_runs::on_end(w, x, state);
     }
+}
+
+/// Worker `_i`'s process takes in, now, that executor `x` is RUNNING: later
+/// than the executor became RUNNING when the process was paused then.
+pub(crate) fn on_worker_takes_in_running(w: &mut World, _i: usize, x: &ExecutorId) {
+    healthy_runs::on_running(w, x);
 }
