@@ -416,6 +416,58 @@ fn an_end_a_new_leader_hears_again_is_not_counted_twice_in_the_deployment() {
     assert_eq!(d.state, DeploymentState::Rolling);
 }
 
+/// Sim seed 46787 with `--api-jobs --services` (docs/design.md#simulator-seeds): after
+/// a deployment succeeded (its eras pruned to the deployed spec's), a new
+/// leader hears of a v1 executor its predecessor never saw again (its
+/// worker was cut off; its slot was refilled with v2). Reported first, it
+/// must not be adopted into its slot: nothing would replace it, and the
+/// slot's v2 executor would be killed as the stray.
+#[test]
+fn after_a_deployment_succeeded_a_new_leader_keeps_the_deployed_spec_over_a_stale_old_executor() {
+    let (mut run, fw, old) = running_v1(gated());
+    let _ =
+        run.send(1, Message::UpdateGroup { request: 2, spec: web("v2", gated()), max_parallel: 1 });
+    let new0 = replace(&mut run, &fw, &old[0]);
+    let _ = run.advance(10_000);
+    let new1 = replace(&mut run, &fw, &old[1]);
+    let _ = run.advance(10_000);
+    let new2 = replace(&mut run, &fw, &old[2]);
+    let _ = run.advance(10_000);
+    assert_eq!(run.deployment().state, DeploymentState::Succeeded);
+    let records: Vec<Record> = run.store.values().cloned().collect();
+    let mut m2 = Master::new(master::Config::new("b".into(), addr("b")));
+    let _ = connect_worker(&mut m2, run.now, 100, "w1");
+    let _ = m2.handle(run.now, master::Event::Elected { floor: Epoch(5), clock: 0 });
+    let mut run2 = Run { m: m2, now: run.now, store: BTreeMap::new() };
+    let _ = run2.feed(master::Event::Store(StoreEvent::Loaded { records }));
+    let sends = run2.send(
+        100,
+        w1_registration(vec![
+            report(&old[0], &fw, ExecutorState::Running),
+            report(&new0, &fw, ExecutorState::Running),
+            report(&new1, &fw, ExecutorState::Running),
+            report(&new2, &fw, ExecutorState::Running),
+        ]),
+    );
+    assert_eq!(run2.m.status(), master::Status::Alive);
+    let killed: Vec<ExecutorId> = sends
+        .iter()
+        .filter_map(|(_, m)| match m {
+            Message::KillExecutorOnWorker { executor, .. } => Some(executor.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(killed, vec![old[0].clone()], "the stale v1 one goes, v2 stays: {sends:?}");
+    let live: Vec<ExecutorId> = run2
+        .m
+        .executors()
+        .filter(|e| !e.state.is_terminal() && !e.operator_stop && !e.kill_requested)
+        .map(|e| e.id.clone())
+        .collect();
+    assert_eq!(live, vec![new0, new1, new2], "slot 0 runs v2");
+    assert!(launched(&run2.advance(60_000)).is_empty(), "nothing to refill");
+}
+
 /// `web` with an http check (docs/jobs.md, health checks).
 fn checked(version: &str, update: UpdatePolicy) -> GroupSpec {
     use regent_core::launch::{CheckKind, CheckSpec};

@@ -604,8 +604,14 @@ fn regressions_found_by_the_services_soak() {
     // when the executor became RUNNING while its worker's process, paused,
     // took that in only 1.4 s later and counted the run from then, as it can
     // (`healthy_runs`: sim seed 28947, docs/design.md#simulator-seeds).
+    // The 100,000-seed soak at 7ea856c: a new leader adopted, first reported, a
+    // live executor of a spec older than a succeeded revert's (its worker
+    // cut off while its slot was refilled), killing the slot's executor of
+    // the deployed spec (`deploy_reverts`: 46787; the schedule changed since,
+    // the core test after_a_deployment_succeeded_a_new_leader_keeps_the_deployed_spec_over_a_stale_old_executor
+    // replays it: sim seed 46787, docs/design.md#simulator-seeds).
     let cfg = SimConfig { services: true, api_jobs: true, ..base() };
-    for seed in [36, 223, 1507, 283, 667, 1418, 247, 527, 1003, 28947] {
+    for seed in [36, 223, 1507, 283, 667, 1418, 247, 527, 1003, 28947, 46787] {
         if let Err(f) = run_seed(seed, &cfg) {
             panic!("{f}");
         }

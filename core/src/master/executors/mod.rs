@@ -1115,7 +1115,26 @@ impl Master {
                     .and_then(|g| g.record.counted.get(&slot))
                     .is_some_and(|last| replaced_by(&report.id, last))
             });
-        let replacing = replacing || superseded;
+        // Nor is a live one of another spec than a deployment that
+        // succeeded deployed: that deployment judged the group without it
+        // (its worker was cut off from the leader that wrote it off and
+        // refilled its slot), and nothing would replace it again; it may even
+        // predate every era kept, its spec unknown. Adopting it, first
+        // reported, would keep it and kill its slot's executor of the
+        // deployed spec (sim seed 46787 with `--api-jobs --services`, docs/design.md#simulator-seeds).
+        let stale = !report.state.is_terminal()
+            && report.id.group_slot(&report.framework).is_some_and(|(group, _)| {
+                self.frameworks
+                    .get(&report.framework)
+                    .and_then(|f| f.groups.iter().find(|g| g.record.spec.group == group))
+                    .is_some_and(|g| {
+                        g.record.deployment.as_ref().is_some_and(|d| {
+                            d.state == crate::store::DeploymentState::Succeeded
+                                && g.record.digest_of(&report.id) != d.target
+                        })
+                    })
+            });
+        let replacing = replacing || superseded || stale;
         if self.dying.contains(&report.id) {
             if report.state.is_terminal() {
                 self.end_dying(&report.id, out);
