@@ -621,6 +621,48 @@ fn a_lower_incarnation_replaces_a_predecessor_whose_connection_is_gone() {
     assert_eq!(w0.incarnation, Incarnation(300));
 }
 
+/// A dead process's registration can come late, on the connection it opened
+/// before it crashed, after its successor (a higher incarnation) registered
+/// and while that one is between connections. It was sent by a process
+/// connected before the successor registered, so it is an older process,
+/// not a restart after a clock step: it replaces nothing, its connection is
+/// closed, and the successor, registering again, is acknowledged instead of
+/// told to shut down (sim seed 99173 of the services soak, docs/design.md#simulator-seeds).
+#[test]
+fn a_dead_processes_late_registration_does_not_replace_its_successor() {
+    let mut h = Held::leader();
+    // The first process (incarnation 100) connected; its registration is
+    // still on its way when it crashes.
+    let old = ConnId(9);
+    h.connect(old, Role::Worker, "w0");
+    // Its successor (incarnation 300) registers, then loses its connection.
+    h.connect(ConnId(23), Role::Worker, "w0");
+    let _ = h.msg(ConnId(23), register("w0", 300, vec![], 0));
+    let sends = h.settle();
+    assert!(sends.iter().any(|(c, m)| *c == ConnId(23) && matches!(m, Message::Registered { .. })));
+    let _ = h.step(master::Event::Disconnected { conn: ConnId(23) });
+    // The dead process's registration arrives.
+    let out =
+        h.m.handle(T, master::Event::Message { conn: old, msg: register("w0", 100, vec![], 0) });
+    assert!(
+        out.iter().any(|a| matches!(a, master::Action::Close { conn, .. } if *conn == old)),
+        "its connection is closed: {out:?}"
+    );
+    assert!(m_sends(&out).is_empty(), "nothing is sent to a dead process: {out:?}");
+    assert!(
+        !out.iter().any(|a| matches!(a, master::Action::Store(_))),
+        "nothing recorded: {out:?}"
+    );
+    let w0 = h.m.workers().into_iter().find(|w| w.id.as_str() == "w0").unwrap();
+    assert_eq!(w0.incarnation, Incarnation(300), "the successor stays registered");
+    // The successor registers again on a new connection: acknowledged.
+    h.connect(ConnId(25), Role::Worker, "w0");
+    let mut sends = h.msg(ConnId(25), register("w0", 300, vec![], 0));
+    sends.extend(h.settle());
+    assert!(!sends.iter().any(|(_, m)| matches!(m, Message::Shutdown { .. })), "{sends:?}");
+    assert!(sends.iter().any(|(c, m)| *c == ConnId(25) && matches!(m, Message::Registered { .. })));
+}
+
 /// A scheduler restarted after its host's clock stepped back has a lower
 /// instance id: once the old instance is disconnected, its SUBSCRIBE is a
 /// failover to it, not "failed over to" the dead instance. While the old

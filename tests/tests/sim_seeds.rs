@@ -610,8 +610,14 @@ fn regressions_found_by_the_services_soak() {
     // the deployed spec (`deploy_reverts`: 46787; the schedule changed since,
     // the core test after_a_deployment_succeeded_a_new_leader_keeps_the_deployed_spec_over_a_stale_old_executor
     // replays it: sim seed 46787, docs/design.md#simulator-seeds).
+    // The same soak: a dead worker's registration delivered late on its
+    // old connection, after its restarted process registered and while that
+    // one was between connections, taken as a restart after a clock step: it
+    // replaced the live incarnation, which was told to shut down when it
+    // registered again (`conflict_exits`: sim seed 99173, docs/design.md#simulator-seeds;
+    // the guard is core's a_dead_processes_late_registration_does_not_replace_its_successor).
     let cfg = SimConfig { services: true, api_jobs: true, ..base() };
-    for seed in [36, 223, 1507, 283, 667, 1418, 247, 527, 1003, 28947, 46787] {
+    for seed in [36, 223, 1507, 283, 667, 1418, 247, 527, 1003, 28947, 46787, 99173] {
         if let Err(f) = run_seed(seed, &cfg) {
             panic!("{f}");
         }

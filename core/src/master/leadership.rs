@@ -117,7 +117,7 @@ impl Master {
             match r {
                 Record::Worker(w) => {
                     let heartbeat = (self.config.heartbeat_interval, self.config.worker_timeout);
-                    self.workers.insert_recovered(w, now, heartbeat)
+                    self.workers.insert_recovered(w, now, heartbeat, self.conns_opened)
                 }
                 Record::Framework(f) => {
                     let id = f.id.clone();

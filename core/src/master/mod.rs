@@ -588,6 +588,11 @@ struct Conn {
     /// told otherwise (a peer that proved the cluster secret, or any peer
     /// of a cluster without one).
     principal: crate::token::Principal,
+    /// Its place in the order this master accepted connections (1 for the
+    /// first): a lower incarnation on a connection opened before its worker's
+    /// incarnation registered is a dead process's late message
+    /// (docs/design.md#duplicates-are-harmless, `WorkerEntry::registered_after`).
+    opened: u64,
 }
 
 impl Master {
@@ -608,6 +613,7 @@ impl Default for Conn {
             callback: None,
             last_fresh_state: None,
             principal: crate::token::Principal::Root,
+            opened: 0,
         }
     }
 }
@@ -621,6 +627,8 @@ pub struct Master {
     leader: Option<LeaderHint>,
     masters: BTreeSet<Addr>,
     conns: FxHashMap<ConnId, Conn>,
+    /// How many connections this master has accepted ([`Conn::opened`]).
+    conns_opened: u64,
     workers: workers::Registry,
     frameworks: BTreeMap<FrameworkId, FrameworkEntry>,
     executors: executors::Executors,
@@ -701,6 +709,7 @@ impl Master {
             leader: None,
             masters,
             conns: FxHashMap::default(),
+            conns_opened: 0,
             workers: workers::Registry::default(),
             frameworks: BTreeMap::new(),
             executors: executors::Executors::default(),
@@ -1090,7 +1099,8 @@ impl Master {
     fn dispatch(&mut self, now: Millis, event: Event, out: &mut Vec<Action>) {
         match event {
             Event::Connected { conn } => {
-                self.conns.insert(conn, Conn::default());
+                self.conns_opened += 1;
+                self.conns.insert(conn, Conn { opened: self.conns_opened, ..Conn::default() });
             }
             Event::Authenticated { conn, principal } => {
                 if let Some(c) = self.conns.get_mut(&conn) {

@@ -6,9 +6,11 @@
 //!   known ids always register again.
 //! * One binding per connection: a registration of another worker on a
 //!   connection that carries a worker (or a subscription) is refused.
-//! * A lower incarnation than the registered one is refused only while the
+//! * A lower incarnation than the registered one is refused while the
 //!   registered one is connected; once its connection is gone it is a new
-//!   process of a host whose clock stepped back, and replaces it.
+//!   process of a host whose clock stepped back, and replaces it, unless it
+//!   comes on a connection opened before the registered one registered (a
+//!   dead older process's late registration): that connection is closed.
 //!
 //! Nothing here costs the cluster's size per event or per tick: the
 //! registry keeps how many workers are in each state, the ALIVE workers in
@@ -64,6 +66,11 @@ pub struct WorkerEntry {
     pub durable: bool,
     /// Incarnations of this id that were replaced by a newer one.
     pub retired: Vec<Incarnation>,
+    /// How many connections this master had accepted when this incarnation
+    /// registered or its record was recovered: a lower incarnation on one of
+    /// them is most likely an older process's late message, not a successor,
+    /// so it replaces nothing (docs/design.md#duplicates-are-harmless).
+    pub registered_after: u64,
     /// Recovered from the store by this leader.
     pub recovered: bool,
     /// Cores held by its live executors.
@@ -189,6 +196,7 @@ impl WorkerEntry {
             conn: None,
             durable: false,
             retired: Vec::new(),
+            registered_after: 0,
             recovered: false,
             cores_used: 0,
             memory_used_mb: 0,
@@ -448,15 +456,18 @@ impl Registry {
 
     /// Adds a worker recovered from its record, UNKNOWN until it reports;
     /// `heartbeat` is the configured interval and timeout, until it is told
-    /// its own.
+    /// its own; `registered_after`: how many connections this master had
+    /// accepted when it recovered the record.
     pub(super) fn insert_recovered(
         &mut self,
         r: WorkerRecord,
         now: Millis,
         heartbeat: (Millis, Millis),
+        registered_after: u64,
     ) {
         let mut e = WorkerEntry::new(r.id, r.incarnation, r.cores, r.memory_mb);
         (e.heartbeat_interval, e.timeout) = heartbeat;
+        e.registered_after = registered_after;
         // A DEAD worker's record kept for its maintenance: DEAD again, and
         // no report of it is waited for.
         e.state = if r.dead { WorkerState::Dead } else { WorkerState::Unknown };
@@ -874,12 +885,15 @@ impl Master {
         if let Some(entry) = self.workers.entries.get(&id) {
             // Incarnations grow with their process's start time: an older one
             // (a registration sent before a crash and delivered late) never
-            // replaces a newer one that is still connected. Once that one's
-            // connection is gone, a lower incarnation is a new process of a
-            // host whose clock stepped back (docs/design.md#identity-and-time-do-not-trust-the-wall-clock) and replaces it
+            // replaces a newer one that is still connected, nor one that
+            // registered after the older one's connection was opened (below).
+            // A lower incarnation on a connection opened since, while the
+            // registered one is disconnected, is a new process of a host
+            // whose clock stepped back (docs/design.md#identity-and-time-do-not-trust-the-wall-clock) and replaces it
             // like any new incarnation; one that was replaced stays refused.
-            let older_while_connected = reg.incarnation < entry.incarnation && entry.conn.is_some();
-            if entry.retired.contains(&reg.incarnation) || older_while_connected {
+            let older = reg.incarnation < entry.incarnation;
+            let opened = self.conns.get(&conn).map_or(0, |c| c.opened);
+            if entry.retired.contains(&reg.incarnation) || (older && entry.conn.is_some()) {
                 let msg = shutdown_msg(self.epoch, &id, reg.incarnation, entry.incarnation);
                 out.push(Action::Send { conn, msg });
                 out.push(Action::Close {
@@ -887,6 +901,25 @@ impl Master {
                     reason: format!("replaced incarnation of worker {id}"),
                 });
                 self.drop_conn(conn, &id);
+                return;
+            }
+            if older && opened <= entry.registered_after {
+                // Its sender was connected before the registered incarnation
+                // registered: almost surely a dead older process whose
+                // registration came late, even though the newer one's
+                // connection is gone (sim seed 99173, docs/design.md#simulator-seeds: taken
+                // as a successor, it made the live newer process exit when it
+                // registered again). Only the connection is closed, no
+                // `Shutdown`: a dead process hears nothing, and a live
+                // successor (its registration overtaken by its
+                // predecessor's) dials again and is judged on a connection
+                // opened since.
+                out.push(Action::Close {
+                    conn,
+                    reason: format!("late registration of an older incarnation of worker {id}"),
+                });
+                self.drop_conn(conn, &id);
+                self.metrics.rejected += 1;
                 return;
             }
         }
@@ -995,6 +1028,7 @@ impl Master {
         e.last_seen = now;
         e.conn = Some(conn);
         e.retired = retired;
+        e.registered_after = self.conns_opened;
         e.maintenance = maintenance;
         e.callback = self.conns.get(&conn).and_then(|c| c.callback.clone());
         e.attributes = reg.attributes;
