@@ -131,7 +131,7 @@ fn main() {
     let cut_off_stops = Arc::new(AtomicU64::new(0));
     // Check runs, unhealthy stops, deployments failed and stopped, reverts
     // started and succeeded.
-    let services = Arc::new([0; 11].map(AtomicU64::new));
+    let services = Arc::new([0; 12].map(AtomicU64::new));
     let failures: Arc<Mutex<Vec<u64>>> = Arc::default();
     let start = Instant::now();
     let workers: Vec<_> = (0..args.threads)
@@ -180,6 +180,7 @@ fn main() {
                             stats.promotions,
                             stats.promotions_refused,
                             stats.manual_stops,
+                            stats.readopted_with_rules,
                         ]
                         .into_iter()
                         .enumerate()
@@ -262,6 +263,7 @@ fn main() {
             n(8),
             n(9)
         );
+        println!("re-adopted executors given their checks and disconnect rule again: {}", n(11));
     }
     if !failed.is_empty() {
         std::process::exit(1);

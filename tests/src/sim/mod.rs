@@ -353,6 +353,10 @@ pub struct RunStats {
     pub manual_reports_counted: u64,
     /// Executors workers stopped for a failing manual check, each once.
     pub manual_stops: u64,
+    /// Executors a restarted worker process re-adopted and was given their
+    /// group's disconnect rule and checks again (`Input::Readopted`,
+    /// docs/design.md#issue-45).
+    pub readopted_with_rules: u64,
     /// Promotions the operator sent (`--services`; canaries with
     /// `auto_promote = false`).
     pub promotions_sent: u64,

@@ -51,6 +51,10 @@ use regent_core::{Addr, ConnId, ExecutorId, FrameworkId, Incarnation, MasterId, 
 use regent_core::{FrameworkId as Fid, WorkerId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+/// An executor's group rules its record keeps for a re-adopting process:
+/// the disconnect rule and the health checks ([`World::launch_rules`]).
+type Readopt = (Option<regent_core::launch::Disconnect>, Vec<regent_core::launch::CheckSpec>);
+
 pub(crate) mod api_client;
 pub(crate) mod explore;
 pub(crate) mod services;
@@ -456,6 +460,14 @@ pub(crate) struct World {
     next_token: u64,
     /// Executor processes: running or not, per worker and id.
     execs: BTreeMap<(usize, ExecutorId), bool>,
+    /// What each executor's record keeps of its group's rules, as the real
+    /// worker's record does (`sandbox=`, the disconnect rule, the checks):
+    /// a process that re-adopts the executor is given them again
+    /// (`Input::Readopted`, docs/design.md#issue-45). Only executors with a
+    /// disconnect rule or checks.
+    launch_rules: BTreeMap<ExecutorId, Readopt>,
+    /// How many re-adopted executors were given their rules again.
+    readopted_with_rules: u64,
     /// Faults are on until then (network chaos too).
     pub(crate) heal_at: Millis,
     pub(crate) healed: bool,
@@ -676,6 +688,8 @@ impl World {
             timers: BTreeMap::new(),
             next_token: 0,
             execs: BTreeMap::new(),
+            launch_rules: BTreeMap::new(),
+            readopted_with_rules: 0,
             heal_at: Millis(u64::from(schedule.end().max(cfg.window_ms)) + 1),
             healed: false,
             obs: Obs::default(),
@@ -832,6 +846,7 @@ impl World {
                         promotions_sent: self.checks.manual.promotions_sent,
                         promotions: self.checks.manual.promotions,
                         promotions_refused: self.checks.manual.promotions_refused,
+                        readopted_with_rules: self.readopted_with_rules,
                     });
                 }
                 next_liveness = next_liveness + Millis(500);
@@ -1229,6 +1244,18 @@ impl World {
                         let run = Millis(self.rng.u64(1_000..40_000));
                         let x = r.id.clone();
                         self.after(run, Ev::Exec { w: i, gen, x, what: ExecWhat::AdoptedEnd });
+                        // Its record gives the new process its rules back,
+                        // as the real worker's does (`left_behind_inputs`).
+                        if let Some((disconnect, checks)) = self.launch_rules.get(&r.id).cloned() {
+                            let executor = r.id.clone();
+                            inputs.push(Input::Worker(wnode::Input::LeftBehind(r)));
+                            self.readopted(i, gen, &executor);
+                            self.readopted_with_rules += 1;
+                            let readopted =
+                                wnode::Input::Readopted { executor, disconnect, checks };
+                            inputs.push(Input::Worker(readopted));
+                            continue;
+                        }
                     } else {
                         self.execs.remove(&(i, r.id.clone()));
                         if !r.state.is_terminal() {
@@ -2060,6 +2087,10 @@ impl World {
                         self.resource_executors_started += 1;
                     }
                     self.execs.insert((w, executor.clone()), true);
+                    if spec.launch.disconnect.is_some() || !spec.launch.checks.is_empty() {
+                        let rules = (spec.launch.disconnect, spec.launch.checks.clone());
+                        self.launch_rules.insert(executor.clone(), rules);
+                    }
                     let start = Millis(self.rng.u64(5..60));
                     let mut run = Millis(self.rng.u64(2_000..40_000));
                     let mut code = if self.rng.u8(0..100) < 85 { 0 } else { 1 };

@@ -406,6 +406,32 @@ impl World {
         }
     }
 
+    /// Worker `w`'s new process `gen` re-adopts executor `x` and is given
+    /// its checks again (`Input::Readopted`, docs/design.md#issue-45): as
+    /// that process's health code does, its checks count from now, grace
+    /// first, and the reports it takes in are its own. The framework's
+    /// reporter runs on as it was (it never stopped: the executor ran).
+    pub(crate) fn readopted(&mut self, w: usize, gen: u64, x: &ExecutorId) {
+        if !self.checks.plans.contains_key(x) {
+            return;
+        }
+        self.checks.running_at.insert((w, x.clone()), self.now);
+        let Some((_, manual)) = self.checks.manual.plans.get(x).cloned() else { return };
+        self.checks.manual.running_gen.insert((w, x.clone()), gen);
+        for (c, ttl) in &manual {
+            let key = (x.clone(), *c);
+            // The TTLs that lapsed under the process that died stay
+            // allowed (the bound only grows), and the new one's run from
+            // the end of its grace.
+            if let Some(last) = self.checks.manual.last.get(&key).copied() {
+                let lapsed = (self.now.0.saturating_sub(last.0) / ttl.max(&1)) as u32;
+                *self.checks.manual.lapses.entry(key.clone()).or_insert(0) += lapsed;
+            }
+            let grace = self.grace_of(x, *c);
+            self.checks.manual.last.insert(key, self.now + Millis(grace));
+        }
+    }
+
     fn grace_of(&self, x: &ExecutorId, check: u8) -> u64 {
         self.checks
             .plans

@@ -18,9 +18,10 @@
 //! that process does not run:
 //!
 //! * an executor that outlived its worker's process (a crash, `kill -9`,
-//!   an upgrade): nothing watches it while no process runs, and the next
-//!   process that re-adopts it does not know its rule (the executor record
-//!   keeps none), so it runs on like any other group's. Left out from the
+//!   an upgrade): nothing of the worker watches it while no process runs,
+//!   and the next process that re-adopts it is given its rule again from
+//!   its record (`Input::Readopted`) but counts its cut-off from its own
+//!   start, which may be later than the leader's wait. Left out from the
 //!   crash on;
 //! * the executors of a worker whose process is paused (stopped, not its
 //!   host: a host's sleep stops its executors too) for longer than the
