@@ -23,7 +23,7 @@ use crate::ids::Addr;
 use crate::ids::{ExecutorId, FrameworkId};
 use crate::launch::Disconnect;
 use crate::time::Millis;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// The kill grace the leader assumes for a group that names none: the
 /// daemons' default (`regent worker --kill-grace`, 3 s). A worker given a
@@ -49,14 +49,35 @@ pub fn replace_after(rule: Disconnect, kill_grace_ms: Option<u64>) -> Millis {
 /// removed (a deleted job, a teardown) while an executor of theirs may run
 /// on, cut off: by (framework id, group), until when a group of that name
 /// in a framework created again under that id waits before it is placed.
-/// In memory (a new leader holds every singleton slot from its takeover
-/// anyway). Expired holds are dropped whenever one is added.
+/// Expired holds are dropped whenever one is added.
+///
+/// In memory. A new leader knows of what its predecessors removed only
+/// the history (the ids of the frameworks that ended, not their groups):
+/// a framework created after the takeover under an id the history names
+/// (a job removed by a predecessor while its singleton ran on, cut off,
+/// and submitted again) waits [`replace_after`] from the takeover, as
+/// every singleton slot the store names does (docs/machines.md, "The wait
+/// across a failover"). That wait is counted with the new group's rule: a
+/// group created again with a shorter `stop_after` than the removed one's
+/// may start before the old executor's worker stops it, by the
+/// difference; and an id whose history entry was evicted is not held.
 #[derive(Clone, Debug, Default)]
 pub struct Holds {
     until: BTreeMap<(FrameworkId, String), Millis>,
+    /// When this leader took over, and the ids its recovered history
+    /// names ([`Holds::took_over`]).
+    took_over: Option<(Millis, BTreeSet<FrameworkId>)>,
 }
 
 impl Holds {
+    /// This leader took over at `now`, its history naming the frameworks
+    /// `ended`: a singleton group of a framework created under one of
+    /// those ids waits its [`replace_after`] from `now`
+    /// ([`Holds::take`]).
+    pub fn took_over(&mut self, now: Millis, ended: BTreeSet<FrameworkId>) {
+        self.took_over = Some((now, ended));
+    }
+
     /// Group `group` of `framework` waits until `until` if created again
     /// (the later of two holds counts).
     pub fn hold(&mut self, framework: FrameworkId, group: String, until: Millis, now: Millis) {
@@ -65,10 +86,26 @@ impl Holds {
         *t = (*t).max(until);
     }
 
-    /// The hold on `group` of `framework` at `now`, taken (a framework
-    /// created again uses it once).
-    pub fn take(&mut self, framework: &FrameworkId, group: &str, now: Millis) -> Option<Millis> {
-        let until = self.until.remove(&(framework.clone(), group.to_owned()))?;
+    /// The hold on singleton `group` of `framework`, created at `now`,
+    /// taken (a framework created again uses it once): the later of the
+    /// hold this leader kept when it removed a framework of that id and,
+    /// if its recovered history names the id, `replace_after` (the new
+    /// group's [`replace_after`]) from its takeover; `None` once both have
+    /// passed.
+    pub fn take(
+        &mut self,
+        framework: &FrameworkId,
+        group: &str,
+        now: Millis,
+        replace_after: Millis,
+    ) -> Option<Millis> {
+        let held = self.until.remove(&(framework.clone(), group.to_owned()));
+        let takeover = self
+            .took_over
+            .as_ref()
+            .filter(|(_, ended)| ended.contains(framework))
+            .map(|(t, _)| *t + replace_after);
+        let until = held.max(takeover)?;
         (until > now).then_some(until)
     }
 }

@@ -10,8 +10,9 @@
 mod common;
 
 use common::*;
-use regent_core::api::{JobChange, JobStatus, JobSubmission, SlotPhase};
+use regent_core::api::{JobChange, JobStatus, JobSubmission, SlotPhase, WaitReason};
 use regent_core::ids::{InstanceId, QueryId};
+use regent_core::launch::Disconnect;
 use regent_core::master::{self, Master};
 use regent_core::protocol::{
     ExecutorReport, ExecutorState, GroupSpec, Message, RegisterWorker, Role, Subscribe,
@@ -738,4 +739,76 @@ fn a_running_slot_shows_the_health_its_worker_last_reported_as_of_the_answer() {
     let _ = c.store.run(&mut c.m, Millis(0), out);
     let health = c.status(Millis(1_000), "web").groups[0].slots[0].health.clone();
     assert_eq!(health.map(|h| (h.status, h.for_ms)), Some((HealthStatus::Passing, 10_000)));
+}
+
+/// A singleton job deleted while its executor runs on a worker cut off
+/// from every master, then submitted again right after a failover: the
+/// old leader's hold on the id was in its memory only, and the new leader
+/// never heard of the old executor (its record is gone). Placed at once,
+/// the slot would run twice until that worker stops the old one; the new
+/// leader holds it `stop_after` + kill grace + margin (37 s for 30 s) from
+/// its takeover, as it holds every singleton slot its store names
+/// (docs/design.md#issue-45, `cut_off::Holds`).
+#[test]
+fn a_singleton_job_submitted_again_after_a_failover_waits_from_the_takeover() {
+    let placed_at = |rule: Option<Disconnect>| -> u64 {
+        let mut c = Cluster::new();
+        let t = Millis(1_000);
+        let mut g = group("single", 1, "/bin/sleep");
+        g.launch.disconnect = rule;
+        let job = submission("lead", vec![g]);
+        let (_, all, answer) = c.submit(t, job.clone());
+        assert_eq!(accepted(&answer), (1, JobChange::Created));
+        let first = launches(&all);
+        assert_eq!(first.len(), 1, "{all:?}");
+        c.run_all(t, &all);
+        // Its worker is cut off from here on: the kill never reaches it.
+        let cut_off = first[0].0;
+        let delete = Message::DeleteJob { request: 9, job: FrameworkId::new("lead") };
+        assert!(matches!(c.ask(Millis(2_000), delete).2, Message::RequestAccepted { .. }));
+        assert!(c.store.job("lead").is_none());
+        // The leader crashes; "b" takes over at 3 s (its own clock) and
+        // hears only from the other worker.
+        let took_over = Millis(3_000);
+        c.m = c.store.elect("b", took_over, Epoch(2), WALL + 3_000);
+        for (conn, w) in [(100, "w0"), (101, "w1")] {
+            if ConnId(conn) != cut_off {
+                c.add_worker(took_over, w, conn);
+            }
+        }
+        let t = took_over + Millis(500);
+        let (_, all, answer) = c.submit(t, job);
+        assert_eq!(accepted(&answer), (1, JobChange::Created));
+        if !launches(&all).is_empty() {
+            return t.0;
+        }
+        if rule.is_some() {
+            let slot = &c.status(t, "lead").groups[0].slots[0];
+            assert!(
+                matches!(slot.reasons[..], [WaitReason::SingletonHold { in_ms: 36_500, .. }]),
+                "held until 37 s after the takeover: {slot:?}"
+            );
+        }
+        let mut now = t;
+        while now < Millis(120_000) {
+            now = now + Millis(500);
+            let other = if cut_off == ConnId(100) { 101 } else { 100 };
+            let hb = Message::WorkerHeartbeat { incarnation: Incarnation(other) };
+            let out = c.m.handle(now, master::Event::Message { conn: ConnId(other), msg: hb });
+            let mut all = c.store.run(&mut c.m, now, out);
+            let out = c.m.handle(now, master::Event::Tick);
+            all.extend(c.store.run(&mut c.m, now, out));
+            if !launches(&all).is_empty() {
+                return now.0;
+            }
+        }
+        panic!("never placed again");
+    };
+    // Without the rule, placed once the new leader's recovery is over.
+    let plain = placed_at(None);
+    assert!(plain <= 15_000, "{plain}");
+    // With stop_after 30 s: not before 30 + 3 + 3 + 1 = 37 s after the
+    // takeover at 3 s.
+    let single = placed_at(Some(Disconnect::after_ms(30_000)));
+    assert!((40_000..=41_000).contains(&single), "{single}");
 }

@@ -111,6 +111,11 @@ impl Master {
                 other => rest.push(other),
             }
         }
+        // A singleton group created again under an id the history names
+        // may be one a predecessor removed while it ran on, cut off
+        // (docs/design.md#issue-45).
+        let ended = history.iter().map(|h| h.framework.id.clone()).collect();
+        self.singleton_holds.took_over(now, ended);
         let leftovers = self.recover_history(history, &frameworks, out);
         let live = frameworks.into_iter().filter(|f| !leftovers.contains(&f.id));
         for r in rest.into_iter().chain(live.map(Record::Framework)) {

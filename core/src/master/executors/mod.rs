@@ -1672,18 +1672,24 @@ impl Master {
 
     /// Framework `fid` was created (again) at `now`: its singleton groups
     /// held since a framework of that id was removed
-    /// ([`Master::hold_singletons_of_removed`]) wait out the hold.
+    /// ([`Master::hold_singletons_of_removed`]) wait out the hold, and
+    /// within [`crate::cut_off::replace_after`] of this leader's takeover
+    /// they wait until then (a predecessor may have removed one whose
+    /// executor runs on, cut off: [`crate::cut_off::Holds`]).
     pub(super) fn apply_singleton_holds(&mut self, now: Millis, fid: &FrameworkId) {
         let Some(fw) = self.frameworks.get(fid) else { return };
-        let groups: Vec<(usize, String, u32)> = fw
+        let groups: Vec<(usize, String, u32, Millis)> = fw
             .groups
             .iter()
             .enumerate()
-            .filter(|(_, g)| g.record.spec.launch.disconnect.is_some())
-            .map(|(gi, g)| (gi, g.record.spec.group.clone(), g.record.spec.slots))
+            .filter_map(|(gi, g)| {
+                let launch = &g.record.spec.launch;
+                let after = crate::cut_off::replace_after(launch.disconnect?, launch.kill_grace_ms);
+                Some((gi, g.record.spec.group.clone(), g.record.spec.slots, after))
+            })
             .collect();
-        for (gi, group, slots) in groups {
-            let Some(until) = self.singleton_holds.take(fid, &group, now) else { continue };
+        for (gi, group, slots, after) in groups {
+            let Some(until) = self.singleton_holds.take(fid, &group, now, after) else { continue };
             for slot in 0..slots {
                 self.restart_waits.insert_held((fid.clone(), gi, slot), until);
             }
