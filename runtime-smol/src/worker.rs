@@ -23,7 +23,10 @@
 //!   as its error; `Note`s become log lines.
 //!
 //! Executors keep running while the worker has no master (failover): only
-//! the machine's `ExecutorCommand::Kill`, `Exit` and the shutdown signal stop them.
+//! the machine's `ExecutorCommand::Kill`, `Exit` and the shutdown signal stop them,
+//! and, for a singleton group, its shim once the worker's last word from
+//! its master (written to `<work_dir>/last-word` after every `handle`,
+//! `persist_word`) is `stop_after` old (docs/design.md#issue-45).
 //!
 //! # Work directory
 //!
