@@ -622,7 +622,9 @@ fn watch_lease(lease: Lease, status: &Path, child: u32) -> Option<Watch> {
             if now > due {
                 break;
             }
-            std::thread::sleep(poll.min(std::time::Duration::from_millis(due + 1 - now)));
+            std::thread::sleep(
+                poll.min(std::time::Duration::from_millis(due.saturating_add(1) - now)),
+            );
         }
         {
             let mut st = lock();
@@ -643,7 +645,9 @@ fn watch_lease(lease: Lease, status: &Path, child: u32) -> Option<Watch> {
             if lock().ended {
                 return;
             }
-            std::thread::sleep(poll.min(grace_end - std::time::Instant::now()));
+            std::thread::sleep(
+                poll.min(grace_end.saturating_duration_since(std::time::Instant::now())),
+            );
         }
         let st = lock();
         if !st.ended {
