@@ -177,6 +177,10 @@ impl Asked {
 pub struct CutOff {
     /// When the worker last heard from the master it follows (or started).
     heard_at: Millis,
+    /// When the worker last heard from the master it follows, its start
+    /// left out: the lease a runtime hands to the executors' own hosts
+    /// ([`CutOff::word`], docs/design.md#issue-45).
+    word: Option<Millis>,
     /// Each live singleton executor's rule, and whether it is being
     /// stopped for it.
     guarded: BTreeMap<ExecutorId, Guarded>,
@@ -191,18 +195,37 @@ struct Guarded {
 impl CutOff {
     /// A watch that counts from `now` (the worker's start).
     pub fn new(now: Millis) -> Self {
-        CutOff { heard_at: now, guarded: BTreeMap::new() }
+        CutOff { heard_at: now, word: None, guarded: BTreeMap::new() }
     }
 
-    /// The worker heard from the master it follows: an answer to a
-    /// request it sent at `sent` ([`Asked`]), or its start.
-    pub fn heard(&mut self, now: Millis) {
+    /// The worker (process) started at `now`: the watch counts from there,
+    /// but that is no word from a master ([`CutOff::word`] stays as it is).
+    pub fn started(&mut self, now: Millis) {
         self.heard_at = self.heard_at.max(now);
     }
 
-    /// When the worker last heard from the master it follows.
+    /// The worker heard from the master it follows: an answer to a
+    /// request it sent at `sent` ([`Asked`]).
+    pub fn heard(&mut self, sent: Millis) {
+        self.heard_at = self.heard_at.max(sent);
+        self.word = Some(self.word.map_or(sent, |w| w.max(sent)));
+    }
+
+    /// When the worker last heard from the master it follows (or started).
     pub fn heard_at(&self) -> Millis {
         self.heard_at
+    }
+
+    /// When the worker last heard from the master it follows, dated at
+    /// its request's sending; `None` before its first word (a worker
+    /// process that just started has none, whatever an earlier process
+    /// heard). What a runtime persists for the hosts of its singleton
+    /// executors, which stop them at `word + stop_after` even when this
+    /// worker's process is down or paused (docs/design.md#issue-45): never
+    /// later than this watch's own deadline, and never extended by a
+    /// start.
+    pub fn word(&self) -> Option<Millis> {
+        self.word
     }
 
     /// `executor` started with `rule`: watched until [`CutOff::forget`].
@@ -254,8 +277,15 @@ mod tests {
         c.guard(a.clone(), Disconnect::after_ms(30_000));
         c.guard(b.clone(), Disconnect::after_ms(60_000));
         assert_eq!(c.next_deadline(), Some(Millis(31_000)));
+        // A (re)start counts, but is no word to hand on.
+        c.started(Millis(2_000));
+        assert_eq!(c.next_deadline(), Some(Millis(32_000)));
+        assert_eq!(c.word(), None, "a start is no word from a master");
         // Word from the master moves every deadline.
         c.heard(Millis(10_000));
+        assert_eq!(c.word(), Some(Millis(10_000)));
+        c.heard(Millis(9_000));
+        assert_eq!(c.word(), Some(Millis(10_000)), "an older answer moves nothing back");
         assert_eq!(c.next_deadline(), Some(Millis(40_000)));
         assert!(c.due(Millis(39_999)).is_empty());
         assert_eq!(c.due(Millis(40_000)), vec![a.clone()]);

@@ -556,6 +556,19 @@ impl Worker {
         self.heartbeat_interval
     }
 
+    /// When this worker last heard from the master it follows: an answer
+    /// to its own request, dated at the request's sending; `None` before
+    /// the first since this process started (its start is no word).
+    /// Never goes back. A runtime persists it for the hosts of its
+    /// singleton executors (the executor shim), which stop them at
+    /// `word + stop_after` even while this process is down or paused
+    /// (docs/design.md#issue-45): the leader re-places them only
+    /// [`crate::cut_off::replace_after`] after it last heard from this
+    /// worker, which is after this.
+    pub fn last_word(&self) -> Option<Millis> {
+        self.cut_off.word()
+    }
+
     /// The worker's configuration.
     pub fn config(&self) -> &Config {
         &self.config
@@ -661,8 +674,9 @@ impl Worker {
     }
 
     fn on_start(&mut self, now: Millis, out: &mut Vec<Action>) {
-        // The cut-off clock starts with the process (docs/design.md#issue-45).
-        self.cut_off.heard(now);
+        // The cut-off clock starts with the process (docs/design.md#issue-45),
+        // but a start is no word to hand on (`Worker::last_word`).
+        self.cut_off.started(now);
         for (addr, link) in self.links.iter_mut() {
             if link.state == LinkState::Down {
                 link.state = LinkState::Connecting;

@@ -371,3 +371,59 @@ mod leader {
         assert!((58_000..=60_000).contains(&single), "{single}");
     }
 }
+
+/// The word a runtime persists for its singleton executors' shims
+/// (docs/design.md#issue-45): none from a process that only started (it
+/// must not extend the lease a previous process left), then each answer
+/// of the followed master dated at its request's sending, never moving
+/// back, and nothing from word sent unasked.
+#[test]
+fn the_last_word_is_an_answer_dated_at_its_request_never_the_start() {
+    let mut w = worker("w1", 7, &["a"]);
+    let _ = w.handle(Millis(5_000), worker::Event::Start);
+    assert_eq!(w.last_word(), None, "a start is no word");
+    let _ = w.handle(Millis(5_000), worker::Event::Connected { master: addr("a") });
+    let out = w.handle(Millis(6_000), worker::Event::Tick);
+    let out = [out, w.handle(Millis(7_000), worker::Event::Tick)].concat();
+    let registers = out
+        .iter()
+        .filter(|a| matches!(a, worker::Action::Send { msg: Message::RegisterWorker(_), .. }))
+        .count();
+    assert!(registers >= 1, "the worker registers: {out:?}");
+    assert_eq!(w.last_word(), None, "asked, not answered");
+    let registered = Message::Registered {
+        epoch: Epoch(2),
+        heartbeat_interval: Millis(1_000),
+        duplicate: false,
+        masters: vec![addr("a")],
+    };
+    let _ = from(&mut w, Millis(9_000), "a", registered);
+    let word = w.last_word().expect("answered");
+    assert!(
+        (6_000..=7_000).contains(&word.0),
+        "dated at the registration's sending, not at the answer: {word:?}"
+    );
+    // Unasked word moves nothing.
+    let _ = from(
+        &mut w,
+        Millis(9_500),
+        "a",
+        launch("lead", "leader", Some(Disconnect::after_ms(3_000))),
+    );
+    assert_eq!(w.last_word(), Some(word));
+    // A heartbeat answered: dated at its sending.
+    let mut sent = None;
+    for t in (9_500..=12_000).step_by(250) {
+        let out = w.handle(Millis(t), worker::Event::Tick);
+        if out
+            .iter()
+            .any(|a| matches!(a, worker::Action::Send { msg: Message::WorkerHeartbeat { .. }, .. }))
+        {
+            sent = Some(t);
+            break;
+        }
+    }
+    let sent = sent.expect("a heartbeat within 2.5 s");
+    let _ = from(&mut w, Millis(sent + 400), "a", Message::HeartbeatAck { epoch: Epoch(2) });
+    assert_eq!(w.last_word(), Some(Millis(sent)));
+}

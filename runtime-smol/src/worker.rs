@@ -23,7 +23,10 @@
 //!   as its error; `Note`s become log lines.
 //!
 //! Executors keep running while the worker has no master (failover): only
-//! the machine's `ExecutorCommand::Kill`, `Exit` and the shutdown signal stop them.
+//! the machine's `ExecutorCommand::Kill`, `Exit` and the shutdown signal stop them,
+//! and, for a singleton group, its shim once the worker's last word from
+//! its master (written to `<work_dir>/last-word` after every `handle`,
+//! `persist_word`) is `stop_after` old (docs/design.md#issue-45).
 //!
 //! # Work directory
 //!
@@ -299,7 +302,12 @@ impl Pump {
         self.queue.push_back(input);
         while let Some(input) = self.queue.pop_front() {
             let now = self.clock.now();
-            for output in self.node.handle(now, input) {
+            let outputs = self.node.handle(now, input);
+            // The word first: a launch among the outputs runs under it
+            // (docs/design.md#issue-45). A small write and a rename, not
+            // fsynced, and only when the word changed.
+            regent_std::host::persist_word(&self.supervisor, &self.clock, &self.node);
+            for output in outputs {
                 self.execute(output).await;
             }
         }

@@ -12,13 +12,22 @@
 //! before its replacement's first. Filesystem recovery, real `regent`
 //! processes on loopback; outcomes within generous bounds, and the one
 //! comparison is of the processes' own clocks (both on this host).
+//!
+//! Then the same singleton with w1's *process* down (docs/design.md#issue-45):
+//! paused with SIGSTOP (resumed once the replacement runs) or killed with
+//! `kill -9` (restarted over the same work directory). Nothing of the
+//! worker runs to stop the executor; its shim does, at the worker's last
+//! word + 3 s, so its process group is gone when the replacement on w2
+//! starts, and w1, back, reports the end as a cut-off stop and never runs
+//! the slot again.
 
 mod support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use support::cluster::{
-    alive_with_workers, api_state, free_port, pid_alive, wait_for, Cluster, Kind, MasterSpec,
+    alive_with_workers, api_state, free_port, group_members, pid_alive, recorded_pgids, wait_for,
+    Cluster, Kind, MasterSpec,
 };
 use support::tcp_proxy::TcpProxy;
 
@@ -165,4 +174,191 @@ fn a_singleton_on_a_silently_cut_off_worker_stops_before_its_replacement_starts(
     w2.stop(Duration::from_secs(10));
     w1.stop(Duration::from_secs(10));
     master.stop(Duration::from_secs(10));
+}
+
+/// What happens to the worker process running the singleton.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    /// `kill -STOP`, then `kill -CONT` once the replacement runs.
+    Pause,
+    /// `kill -9`, then a new worker process over the same work directory.
+    Kill9,
+}
+
+/// `kill -<sig> <pid>`.
+fn signal(pid: u32, sig: &str) {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill -{sig} {pid}");
+}
+
+/// The leader's executors on worker `id`: (executor id, state, reason).
+fn executors_on(state: &serde_json::Value, id: &str) -> Vec<(String, String, String)> {
+    state["executors"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|e| e["worker_id"] == id)
+                .map(|e| {
+                    let s = |k: &str| e[k].as_str().unwrap_or("").to_owned();
+                    (s("id"), s("state"), s("reason"))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The singleton's lease (docs/design.md#issue-45): with the worker
+/// *process* that runs it paused or killed, nothing of the worker stops
+/// it, so its executor shim does, at the worker's last word from the
+/// leader + `stop_after` (3 s), by the boot clock. The leader re-places it
+/// on w2 only 3 s + the kill grace (1 s) + the margin (1.3 s) after it
+/// last heard from w1: when w2's executor writes its first stamp, w1's
+/// executor process group is already gone, and its last stamp came
+/// before. w1, resumed or restarted, reports the end as its core's own
+/// cut-off stop (`stopped: no master heard for 3s`, from the shim's
+/// status) and never runs the slot again.
+fn a_singleton_stops_with_its_worker_process_down(fault: Fault) {
+    let c = Cluster::new(&format!("e2e-singleton-lease-{fault:?}").to_lowercase());
+    let out = c.path("out");
+    std::fs::create_dir_all(&out).expect("out dir");
+    let _reaper = Reaper(out.clone());
+    let store = c.path("store");
+    let store = store.to_str().expect("a UTF-8 temp dir");
+    let spec = MasterSpec::new(
+        "m1",
+        &[
+            "--recovery",
+            "filesystem",
+            "--store",
+            store,
+            "--worker-timeout",
+            "2500",
+            "--heartbeat-interval",
+            "500",
+        ],
+    );
+    let mut master = c.master(&spec);
+    let mut w1 = c.worker("w1", &[spec.addr()], 2, 512, &[]);
+    wait_for(BOUND, "w1 ALIVE", || {
+        let state = api_state(&spec.http_addr()).ok_or("the master does not answer")?;
+        alive_with_workers(&state, &["w1"])
+    });
+    let job = c.path("job.toml");
+    std::fs::write(&job, singleton_job(&out)).expect("job file");
+    let job = job.to_str().expect("a UTF-8 temp dir").to_owned();
+    let mut run = c.spawn("run", Kind::Submit, &["run", "--masters", &spec.addr(), &job]);
+    let first = wait_for(BOUND, "the singleton running on w1", || {
+        match runs_on(&out, &c, "w1").as_slice() {
+            [r] if r.stamps.len() >= 2 => Ok(r.pid),
+            other => Err(format!("{} runs on w1", other.len())),
+        }
+    });
+    let shim = match recorded_pgids(&c.work_dir("w1")).as_slice() {
+        [pgid] => *pgid,
+        other => panic!("one executor group recorded on w1, not {other:?}"),
+    };
+    assert!(group_members(shim).contains(&first), "the command runs in its shim's group");
+    let mut w2 = c.worker("w2", &[spec.addr()], 2, 512, &[]);
+    wait_for(BOUND, "w1 and w2 ALIVE", || {
+        let state = api_state(&spec.http_addr()).ok_or("the master does not answer")?;
+        alive_with_workers(&state, &["w1", "w2"])
+    });
+
+    match fault {
+        Fault::Pause => signal(w1.pid(), "STOP"),
+        Fault::Kill9 => w1.kill9(),
+    }
+    let replacement = wait_for(BOUND, "the slot placed again on w2", || {
+        runs_on(&out, &c, "w2").into_iter().next().ok_or_else(|| "no run on w2 yet".to_owned())
+    });
+    // Already gone when the replacement started: no wait here.
+    let left: Vec<u32> = group_members(shim);
+    assert!(
+        left.is_empty(),
+        "w1's executor group {shim} still runs ({left:?}) while its replacement runs on w2"
+    );
+    let cut_off = runs_on(&out, &c, "w1");
+    assert_eq!(cut_off.len(), 1, "one run on w1");
+    let last = cut_off[0].stamps.last().copied().expect("stamps");
+    let first_new = replacement.stamps[0];
+    assert!(
+        last < first_new,
+        "w1's executor stamped at {last} ns, after its replacement on w2 started at {first_new} ns"
+    );
+    println!(
+        "{fault:?}: w1's executor last stamped {} ms before w2's first",
+        (first_new - last) / 1_000_000
+    );
+    let status = std::fs::read_dir(c.work_dir("w1").join("executors"))
+        .expect("w1's executor dirs")
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("exit-status")).ok())
+        .collect::<Vec<_>>();
+    assert_eq!(status.len(), 1, "{status:?}");
+    assert!(status[0].contains("cut-off=3000"), "the shim recorded why: {status:?}");
+
+    // w1 comes back: resumed, or a new process over its work directory.
+    match fault {
+        Fault::Pause => signal(w1.pid(), "CONT"),
+        Fault::Kill9 => w1 = c.worker("w1", &[spec.addr()], 2, 512, &[]),
+    }
+    let ended = wait_for(BOUND, "w1 back, its executor's end reported", || {
+        let state = api_state(&spec.http_addr()).ok_or("the master does not answer")?;
+        alive_with_workers(&state, &["w1", "w2"])?;
+        let on_w1 = executors_on(&state, "w1");
+        let on_w2 = executors_on(&state, "w2");
+        if on_w1.iter().any(|(_, s, _)| s == "RUNNING") {
+            return Err(format!("RUNNING on w1: {on_w1:?}"));
+        }
+        match on_w2.iter().filter(|(_, s, _)| s == "RUNNING").count() {
+            1 => Ok(on_w1),
+            _ => Err(format!("w2: {on_w2:?}")),
+        }
+    });
+    println!("{fault:?}: the leader's executors on w1: {ended:?}");
+    // The leader wrote it off LOST when it declared w1 DEAD (a later
+    // report does not change a terminal state); a cut-off stop it heard
+    // of first would show as such. Neither charges a retry.
+    for (id, state, reason) in &ended {
+        assert!(
+            state == "LOST" || (state == "FAILED" && reason == "stopped: no master heard for 3s"),
+            "{id} on w1 ended {state} {reason:?}"
+        );
+    }
+    // w1 itself reports the end as its core's own cut-off stop, from the
+    // shim's status: a new process finds it ended while no worker ran; a
+    // resumed one sees its shim end (unless its core's own timer, due
+    // during the pause, had it killed first: reported the same way).
+    let log = w1.stderr();
+    let reported = log.contains(r#"state=Failed { reason: "stopped: no master heard for 3s" }"#);
+    match fault {
+        Fault::Kill9 => assert!(reported, "w1's log:\n{log}"),
+        Fault::Pause => assert!(reported || log.contains("state=Killed"), "w1's log:\n{log}"),
+    }
+    // A few heartbeats later, w1 has not run the slot again.
+    std::thread::sleep(Duration::from_secs(3));
+    let on_w1 = runs_on(&out, &c, "w1");
+    assert_eq!(on_w1.len(), 1, "w1 never runs the slot again");
+    assert_eq!(on_w1[0].stamps.last().copied(), Some(last), "nor does its old run go on");
+    assert!(pid_alive(replacement.pid), "the replacement runs on");
+    w1.assert_running("w1, back");
+    w2.assert_running("w2");
+    master.assert_running("the master");
+
+    run.stop(Duration::from_secs(5));
+    w2.stop(Duration::from_secs(10));
+    w1.stop(Duration::from_secs(10));
+    master.stop(Duration::from_secs(10));
+}
+
+#[test]
+fn a_singleton_on_a_paused_worker_process_stops_before_its_replacement_starts() {
+    a_singleton_stops_with_its_worker_process_down(Fault::Pause);
+}
+
+#[test]
+fn a_singleton_on_a_killed_worker_process_stops_before_its_replacement_starts() {
+    a_singleton_stops_with_its_worker_process_down(Fault::Kill9);
 }

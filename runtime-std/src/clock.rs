@@ -53,6 +53,14 @@ impl RuntimeClock {
         Millis(self.last.fetch_max(ms, Ordering::Relaxed).max(ms))
     }
 
+    /// The boot clock's reading, in ms, at machine time `at` of this
+    /// clock: an absolute instant another process on this host can compare
+    /// with its own [`boot_ms`] (the executor shim's lease,
+    /// docs/design.md#issue-45).
+    pub fn boot_ms(&self, at: Millis) -> u64 {
+        u64::try_from(self.origin.as_millis()).unwrap_or(u64::MAX).saturating_add(at.0)
+    }
+
     /// How long to wait for the deadline `at` (machine time): zero once it
     /// has passed, at most [`MAX_TIMER_WAIT`]; `None` without a deadline.
     pub fn wait_for(&self, at: Option<Millis>) -> Option<Duration> {
@@ -65,6 +73,13 @@ impl RuntimeClock {
     pub fn wake_at(&self, at: Option<Millis>) -> Option<Instant> {
         self.wait_for(at).map(|wait| Instant::now() + wait)
     }
+}
+
+/// The boot clock now, in ms: `CLOCK_BOOTTIME` on Linux (suspended time
+/// included, no wall-clock step moves it), the same clock
+/// [`RuntimeClock::boot_ms`] answers on.
+pub fn boot_ms() -> u64 {
+    u64::try_from(boot_time().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The time since boot, suspended time included.
@@ -115,6 +130,16 @@ mod tests {
         let mono = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
         let boot = boot_time();
         assert!(boot >= Duration::new(mono.tv_sec as u64, mono.tv_nsec as u32));
+    }
+
+    #[test]
+    fn boot_ms_of_now_is_the_boot_clock_now() {
+        let clock = RuntimeClock::start();
+        let before = boot_ms();
+        let at = clock.boot_ms(clock.now());
+        let after = boot_ms();
+        // The origin is truncated to whole ms: at most 1 ms early.
+        assert!(at + 1 >= before && at <= after, "{before} <= {at} <= {after}");
     }
 
     #[test]

@@ -48,6 +48,13 @@ const TESTS: &[harness::Test] = &[
     ("an_executor_that_ended_while_no_supervisor_ran_is_reported_as_recorded", ended_unwatched),
     ("an_exec_check_runs_as_its_executor_user_cwd_and_environment", a_check_runs_as_its_executor),
     ("an_exec_check_of_a_readopted_executor_runs_as_it_still", a_readopted_check_runs_as_before),
+    ("a_lapsing_word_stops_a_singleton_within_bounds_and_says_why", a_lapsing_word_stops_it),
+    ("a_word_kept_fresh_keeps_a_singleton_running", a_fresh_word_keeps_it_running),
+    ("without_a_word_file_the_lease_counts_from_the_shims_start", no_word_file_counts_from_start),
+    (
+        "a_readopted_singleton_stopped_by_its_shim_ends_as_the_core_says",
+        readopted_singleton_cut_off,
+    ),
 ];
 
 fn main() {
@@ -56,6 +63,7 @@ fn main() {
     match args.next().as_ref().and_then(|a| a.to_str()) {
         Some(HELPER) => helper(args.collect()),
         Some(HELPER_SANDBOXED) => helper_sandboxed(args.collect()),
+        Some(HELPER_SINGLETON) => helper_singleton(args.collect()),
         _ => {}
     }
     harness::run(TESTS)
@@ -160,6 +168,7 @@ fn status_files_round_trip() {
         ShimStatus::Exited { code: 3 },
         ShimStatus::Signaled { signal: 15 },
         ShimStatus::CannotStart { reason: "cannot start \"x\": No such file".into() },
+        ShimStatus::CutOff { stop_after_ms: 30_000 },
     ] {
         let text = status.encode();
         assert_eq!(ShimStatus::decode(&text), Some(status.clone()), "{text}");
@@ -189,11 +198,14 @@ fn shim_arguments_parse() {
         user: Some("1000:1000:1000,27".parse().unwrap()),
         rotation: Some(regent_std::exec::rotate::Rotation { max_bytes: 1000, files: 3 }),
         cgroups: vec!["/cg/memory/x".into(), "/cg/cpu/x".into()],
+        lease: Some(shim::Lease { word: "/w/last-word".into(), stop_after_ms: 3_000, grace_ms: 0 }),
         command: os(&["sh", "-c", "exit 3"]),
     };
     let line = args.to_args();
     assert_eq!(line[0], shim::SUBCOMMAND);
-    assert_eq!(ShimArgs::parse(line[1..].to_vec()), Ok(args));
+    assert_eq!(ShimArgs::parse(line[1..].to_vec()), Ok(args.clone()));
+    let plain = ShimArgs { lease: None, ..args };
+    assert_eq!(ShimArgs::parse(plain.to_args()[1..].to_vec()), Ok(plain));
     let err = |v: &[&str]| ShimArgs::parse(os(v)).unwrap_err().to_string();
     assert!(err(&["--status", "s", "--stdout", "o", "--"]).contains("no command"));
     assert!(err(&["--stdout", "o", "--", "true"]).contains("--status"));
@@ -205,6 +217,15 @@ fn shim_arguments_parse() {
     let zero = ["--status", "s", "--stdout", "o", "--log-files", "0", "--", "true"];
     assert!(err(&zero).contains("--log-files needs a positive number"), "{}", err(&zero));
     assert!(err(&["--bogus", "--", "true"]).contains("--bogus"));
+    let no_grace =
+        ["--status", "s", "--stdout", "o", "--word", "w", "--stop-after", "5", "--", "x"];
+    assert!(err(&no_grace).contains("--grace"), "{}", err(&no_grace));
+    let no_word =
+        ["--status", "s", "--stdout", "o", "--stop-after", "5", "--grace", "1", "--", "x"];
+    assert!(err(&no_word).contains("--word"), "{}", err(&no_word));
+    let zero =
+        ["--status", "s", "--stdout", "o", "--word", "w", "--stop-after", "0", "--grace", "1"];
+    assert!(err(&zero).contains("--stop-after needs a positive number"), "{}", err(&zero));
     assert!(err(&["--status", "s", "--stdout", "o"]).contains("--"));
 }
 
@@ -755,4 +776,164 @@ fn a_readopted_check_runs_as_before() {
     assert_eq!(check(&sup, &rx, "e1", SHOW, 10_000), want);
     assert!(sup.kill(&ExecutorId::new("e1")));
     expect_state(&rx, "e1", ExecutorState::Killed);
+}
+
+/// A singleton executor (docs/design.md#issue-45): `disconnect = {
+/// stop_after = STOP_AFTER_MS }`, `kill_grace = GRACE_MS`.
+fn singleton(
+    id: &str,
+    script: &str,
+    stop_after_ms: u64,
+    grace_ms: u64,
+) -> (ExecutorId, ExecutorSpec) {
+    let (id, mut spec) = sh(id, script);
+    spec.launch.disconnect = Some(regent_core::launch::Disconnect::after_ms(stop_after_ms));
+    spec.launch.kill_grace_ms = Some(grace_ms);
+    (id, spec)
+}
+
+/// The end the worker's core gives its own cut-off stop.
+fn cut_off(stop_after_ms: u64) -> ExecutorState {
+    ExecutorState::Failed {
+        reason: regent_core::launch::cut_off_reason(regent_core::launch::Disconnect::after_ms(
+            stop_after_ms,
+        )),
+    }
+}
+
+/// The next event, with when it came (boot-clock ms).
+fn next_event(rx: &Receiver<ExecEvent>) -> (ExecEvent, u64) {
+    let e = rx.recv_timeout(DEADLINE).expect("an event within the deadline");
+    (e, regent_std::clock::boot_ms())
+}
+
+/// Runs forever, stamping `alive` (so a test sees it run to the end).
+const LOOP: &str = "while :; do date +%s%N >> alive; sleep 0.05; done";
+
+fn a_lapsing_word_stops_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sup, rx) = supervisor(config(dir.path()));
+    let word = regent_std::clock::boot_ms();
+    sup.set_word(word);
+    let text = std::fs::read_to_string(dir.path().join(shim::WORD_FILE)).unwrap();
+    assert_eq!(text, format!("{word}\n"), "the word file holds the boot-clock ms");
+    // One ends on SIGTERM; the other ignores it (its children inherit
+    // that): SIGKILL after the group's grace.
+    let polite = started(launch(&sup, singleton("polite", LOOP, 1_000, 400)));
+    expect_state(&rx, "polite", ExecutorState::Running);
+    let stubborn =
+        started(launch(&sup, singleton("stubborn", &format!("trap '' TERM; {LOOP}"), 1_000, 400)));
+    expect_state(&rx, "stubborn", ExecutorState::Running);
+    let mut ends = std::collections::BTreeMap::new();
+    for _ in 0..2 {
+        let (e, at) = next_event(&rx);
+        assert_eq!(e.state, cut_off(1_000), "{e:?}");
+        ends.insert(e.executor.to_string(), at);
+    }
+    let (p, s) = (ends["polite"], ends["stubborn"]);
+    // Not before word + stop_after; SIGKILL not before the grace; both
+    // within a poll (100 ms), the grace and a generous slack.
+    assert!(p >= word + 1_000, "stopped {} ms after the word", p - word);
+    assert!(s >= word + 1_000 + 400, "SIGKILL {} ms after the word, before the grace", s - word);
+    assert!(s <= word + 1_000 + 100 + 400 + 3_000, "stopped {} ms after the word", s - word);
+    assert!(p <= word + 1_000 + 100 + 3_000, "stopped {} ms after the word", p - word);
+    for id in ["polite", "stubborn"] {
+        assert_eq!(status_of(&sup, id), Some(ShimStatus::CutOff { stop_after_ms: 1_000 }), "{id}");
+        let err = std::fs::read_to_string(sup.executor_dir(&ExecutorId::new(id)).join("stderr"));
+        assert!(err.unwrap().contains("no word from a master"), "{id} says why on its stderr");
+    }
+    assert!(is_gone(polite) && is_gone(stubborn));
+    // Nothing of the groups stamps any more.
+    let alive = sup.executor_dir(&ExecutorId::new("stubborn")).join("alive");
+    let before = std::fs::read_to_string(&alive).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(std::fs::read_to_string(&alive).unwrap(), before, "its helpers are gone too");
+    assert_eq!(records(dir.path()), 0);
+}
+
+fn a_fresh_word_keeps_it_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sup, rx) = supervisor(config(dir.path()));
+    sup.set_word(regent_std::clock::boot_ms());
+    let pid = started(launch(&sup, singleton("kept", LOOP, 500, 200)));
+    expect_state(&rx, "kept", ExecutorState::Running);
+    // The worker hears from its master every 100 ms for 2.5 s: five
+    // times stop_after.
+    let until = Instant::now() + Duration::from_millis(2_500);
+    let mut last = 0;
+    while Instant::now() < until {
+        last = regent_std::clock::boot_ms();
+        sup.set_word(last);
+        assert!(rx.try_recv().is_err(), "stopped while its worker heard from a master");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!is_gone(pid), "runs on under a fresh word");
+    // Then no more word: stopped within bounds.
+    let (e, at) = next_event(&rx);
+    assert_eq!(e.state, cut_off(500), "{e:?}");
+    assert!(at >= last + 500, "stopped {} ms after the last word", at - last);
+    assert!(at <= last + 500 + 50 + 3_000, "stopped {} ms after the last word", at - last);
+    assert!(is_gone(pid));
+}
+
+fn no_word_file_counts_from_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sup, rx) = supervisor(config(dir.path()));
+    assert!(!dir.path().join(shim::WORD_FILE).exists());
+    let before = regent_std::clock::boot_ms();
+    let pid = started(launch(&sup, singleton("unworded", LOOP, 800, 200)));
+    expect_state(&rx, "unworded", ExecutorState::Running);
+    let (e, at) = next_event(&rx);
+    assert_eq!(e.state, cut_off(800), "{e:?}");
+    assert!(at >= before + 800, "stopped {} ms after its launch", at - before);
+    assert!(at <= before + 800 + 80 + 3_000, "stopped {} ms after its launch", at - before);
+    assert!(is_gone(pid));
+}
+
+/// The helper-process mode that launches a singleton.
+const HELPER_SINGLETON: &str = "helper-singleton";
+
+/// Run as `HELPER_SINGLETON DIR ID STOP_AFTER_MS SCRIPT`: a supervisor over
+/// DIR writes the word (now), launches a singleton, prints its pid and
+/// waits to be killed (as [`helper`]).
+fn helper_singleton(args: Vec<OsString>) -> ! {
+    let args: Vec<String> = args.into_iter().map(|a| a.into_string().unwrap()).collect();
+    let (sup, _left) = Supervisor::with_config(config(Path::new(&args[0])), |_| {}).unwrap();
+    sup.set_word(regent_std::clock::boot_ms());
+    let stop_after = args[2].parse().unwrap();
+    let pid = started(launch(&sup, singleton(&args[1], &args[3], stop_after, 200)));
+    println!("HELPER-PIDS {pid}");
+    std::thread::sleep(Duration::from_secs(120));
+    sup.kill_all();
+    std::process::exit(0)
+}
+
+fn readopted_singleton_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(this_shim());
+    cmd.arg(HELPER_SINGLETON).arg(dir.path()).args(["solo", "2000", LOOP]);
+    let killed_at = regent_std::clock::boot_ms();
+    let pids = Groups(killed_helper(cmd, 1));
+    let word: u64 = shim::read_word(&dir.path().join(shim::WORD_FILE)).expect("the helper's word");
+    assert!(word <= killed_at + DEADLINE.as_millis() as u64);
+    // A new worker process over the same directory re-adopts it; it has
+    // had no word from a master, so it writes none: the shim stops the
+    // command at the old word + stop_after, and the new supervisor
+    // reports the end as the core's own cut-off stop is reported.
+    let (tx, rx) = channel();
+    let (sup, left) = Supervisor::with_config(config(dir.path()), move |e| {
+        let _ = tx.send(e);
+    })
+    .expect("supervisor");
+    let _sup = Guarded::new(sup);
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0].outcome, LeftBehindOutcome::Adopted, "{left:?}");
+    assert_eq!(left[0].disconnect_ms, Some(2_000));
+    let (e, at) = next_event(&rx);
+    assert_eq!(e.executor.as_str(), "solo");
+    assert_eq!(e.state, cut_off(2_000), "{e:?}");
+    assert!(at >= word + 2_000, "stopped {} ms after the word", at - word);
+    assert!(at <= word + 2_000 + 200 + 200 + 3_000, "stopped {} ms after the word", at - word);
+    assert!(pids.0.iter().all(|p| is_gone(*p)));
+    assert_eq!(records(dir.path()), 0);
 }

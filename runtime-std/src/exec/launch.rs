@@ -299,6 +299,17 @@ impl Supervisor {
                     rotation,
                     user: run_as.map(super::user::Identity::from),
                     cgroups: cgroups.clone(),
+                    // A singleton's shim stops it by itself once the
+                    // worker's word lapses, even with the worker process
+                    // down or paused (docs/design.md#issue-45).
+                    lease: spec.launch.disconnect.map(|rule| shim::Lease {
+                        word: self.shared.config.work_dir.join(shim::WORD_FILE),
+                        stop_after_ms: rule.stop_after_ms,
+                        grace_ms: spec.launch.kill_grace_ms.unwrap_or(
+                            u64::try_from(self.shared.config.kill_grace.as_millis())
+                                .unwrap_or(u64::MAX),
+                        ),
+                    }),
                     command: spec.command.iter().map(Into::into).collect(),
                 };
                 let mut cmd = Command::new(shim_program);
@@ -562,12 +573,20 @@ pub(super) fn read_shim_status(shared: &Shared, id: &ExecutorId) -> Option<ShimS
 /// The state to report for an executor that ended by itself as its shim
 /// recorded: `Exited` with its code (`128 + signal` when a signal ended
 /// it, as for a child waited for directly), or `Failed` when it could not
-/// be started.
+/// be started, or when the shim stopped it for its group's disconnect rule
+/// — then with the reason the worker's core gives its own cut-off stop
+/// (`stopped: no master heard for 30s`: the leader charges no retry,
+/// docs/design.md#issue-45).
 pub fn shim_state(status: ShimStatus) -> ExecutorState {
     match status {
         ShimStatus::Exited { code } => ExecutorState::Exited { code },
         ShimStatus::Signaled { signal } => ExecutorState::Exited { code: 128 + signal },
         ShimStatus::CannotStart { reason } => ExecutorState::Failed { reason },
+        ShimStatus::CutOff { stop_after_ms } => ExecutorState::Failed {
+            reason: regent_core::launch::cut_off_reason(regent_core::launch::Disconnect::after_ms(
+                stop_after_ms,
+            )),
+        },
     }
 }
 

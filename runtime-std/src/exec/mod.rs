@@ -11,6 +11,9 @@
 //!
 //! ```text
 //! <work_dir>/supervisor.lock          flock held for the supervisor's life
+//! <work_dir>/last-word                the worker's last word from its master,
+//!                                     for singleton executors' shims
+//!                                     ([`Supervisor::set_word`])
 //! <work_dir>/running/<id>.rec         one durable record per live process group
 //!                                     (0600, in a 0700 directory: it holds the
 //!                                     executor's environment)
@@ -329,6 +332,9 @@ struct Shared {
     /// The health check threads, started at the first run
     /// ([`Supervisor::run_check`]).
     checks: std::sync::OnceLock<check::CheckPool>,
+    /// The word last written to the word file ([`Supervisor::set_word`]),
+    /// and whether the last write failed (logged once until one succeeds).
+    word: Mutex<(Option<u64>, bool)>,
 }
 
 impl Drop for Shared {
@@ -441,6 +447,7 @@ impl Supervisor {
             preparing: Mutex::new(HashMap::new()),
             cgroups: std::sync::OnceLock::new(),
             checks: std::sync::OnceLock::new(),
+            word: Mutex::new((None, false)),
         });
         let left = reclaim::reclaim(&shared).map_err(io_err("reclaim records in", &running_dir))?;
         Ok((Supervisor { shared, _lock: lock_file }, left))
@@ -487,6 +494,41 @@ impl Supervisor {
                 check: Some(CheckDone { check: run.check, run: run.run, outcome }),
             })
         });
+    }
+
+    /// Hands the worker's last word from its master to the shims of its
+    /// singleton executors: `boot_ms`, a `CLOCK_BOOTTIME` reading in ms
+    /// ([`crate::clock::RuntimeClock::boot_ms`] of the core's
+    /// `Worker::last_word`), written to `<work_dir>/last-word`
+    /// ([`shim::WORD_FILE`], atomically, not fsynced) when it differs
+    /// from the last one written. Each such shim stops its command once
+    /// the boot clock passes this plus its group's `stop_after`, with the
+    /// worker process down or paused too (docs/design.md#issue-45). Call
+    /// it before carrying out the core's actions that follow the word (a
+    /// launch among them). Without a shim, nothing is written. A failed
+    /// write is logged and retried at the next call: the shims then stop
+    /// their commands early, never late.
+    pub fn set_word(&self, boot_ms: u64) {
+        if self.shared.config.shim.is_none() {
+            return;
+        }
+        let mut last = lock(&self.shared.word);
+        if last.0 == Some(boot_ms) {
+            return;
+        }
+        let path = self.shared.config.work_dir.join(shim::WORD_FILE);
+        match shim::write_word(&path, boot_ms) {
+            Ok(()) => *last = (Some(boot_ms), false),
+            Err(e) if !last.1 => {
+                last.1 = true;
+                tracing::warn!(
+                    path = %path.display(),
+                    error = %e,
+                    "cannot write the word file: singleton executors may be stopped early"
+                );
+            }
+            Err(_) => {}
+        }
     }
 
     /// The directory an executor runs in and writes `stdout` and `stderr`

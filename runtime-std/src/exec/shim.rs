@@ -32,6 +32,32 @@
 //! The shim never forwards a signal: signal the group, as the worker does.
 //! SIGKILL of the group kills both; then no status is written (the worker
 //! that sent it knows it killed them).
+//!
+//! # The lease of a singleton (docs/design.md#issue-45)
+//!
+//! An executor of a group with a disconnect rule (`disconnect = {
+//! stop_after = "30s" }`) is stopped by its worker's core once that worker
+//! has heard from no master for `stop_after`; the leader re-places it only
+//! `cut_off::replace_after` (`stop_after` + kill grace + a margin) after it
+//! last heard from the worker. A worker *process* that is down (killed,
+//! crashed, being restarted) or paused (SIGSTOP) stops nothing, so the shim
+//! of such an executor enforces the same deadline itself, given
+//! `--word FILE --stop-after MS --grace MS` ([`Lease`]): `FILE` (the
+//! worker's [`WORD_FILE`]) holds when the worker's core last heard from the
+//! master it follows, as an absolute `CLOCK_BOOTTIME` reading in ms
+//! (written by the worker as its core says, [`write_word`]; never at a
+//! worker's start). A thread polls it every `min(250 ms, stop_after / 10)`;
+//! once the boot clock passes `word + stop_after` the shim sends SIGTERM to
+//! its process group (the command and all it forked; the shim survives it),
+//! SIGKILL after the grace if the command still runs, and records
+//! [`ShimStatus::CutOff`], which a worker — the same process, or a new one
+//! that re-adopts the executor — reports as the core's own cut-off stop is
+//! (`Failed`, `stopped: no master heard for 30s`: no retry charged). Then
+//! it kills what is left of its group, itself included (the status is
+//! durable by then). A word file that is missing or unreadable counts as
+//! word at the shim's start: the worker launched it on a leader's order
+//! just before. The boot clock counts while the host is suspended and no
+//! wall-clock step moves it.
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
@@ -62,6 +88,15 @@ pub const HANDSHAKE_CANNOT_START: &str = "cannot-start";
 /// The first line of a status file.
 const HEADER: &str = "regent-exit-status 1";
 
+/// The name of the word file in the worker's work directory: when the
+/// worker last heard from its master, for the shims of its singleton
+/// executors ([`Lease`]).
+pub const WORD_FILE: &str = "last-word";
+
+/// The signal a lapsed lease stops the command with first
+/// ([`ShimStatus::CutOff`]).
+const TERM: i32 = 15;
+
 /// How an executor's command ended, as the shim records it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ShimStatus {
@@ -80,16 +115,24 @@ pub enum ShimStatus {
         /// Why, naming the OS error.
         reason: String,
     },
+    /// The shim stopped it: its [`Lease`] lapsed (no word from a master
+    /// for the group's `stop_after`, docs/design.md#issue-45).
+    CutOff {
+        /// The group's `stop_after`, in ms.
+        stop_after_ms: u64,
+    },
 }
 
 impl ShimStatus {
     /// The shim's own exit code for this status: the command's code,
-    /// `128 + signal`, or [`CANNOT_START_EXIT`].
+    /// `128 + signal`, or [`CANNOT_START_EXIT`] (`128 + SIGTERM` for a
+    /// lapsed lease, though the shim then ends by its own SIGKILL).
     pub fn exit_code(&self) -> i32 {
         match self {
             ShimStatus::Exited { code } => *code,
             ShimStatus::Signaled { signal } => 128 + signal,
             ShimStatus::CannotStart { .. } => CANNOT_START_EXIT,
+            ShimStatus::CutOff { .. } => 128 + TERM,
         }
     }
 
@@ -98,6 +141,7 @@ impl ShimStatus {
     /// ```text
     /// regent-exit-status 1
     /// exited=<code> | signal=<number> | cannot-start=<reason on one line>
+    ///   | cut-off=<stop_after ms>
     /// end
     /// ```
     pub fn encode(&self) -> String {
@@ -107,6 +151,7 @@ impl ShimStatus {
             ShimStatus::CannotStart { reason } => {
                 format!("cannot-start={}", one_line(reason))
             }
+            ShimStatus::CutOff { stop_after_ms } => format!("cut-off={stop_after_ms}"),
         };
         format!("{HEADER}\n{line}\nend\n")
     }
@@ -118,6 +163,7 @@ impl ShimStatus {
         match key {
             "exited" => Some(ShimStatus::Exited { code: value.parse().ok()? }),
             "signal" => Some(ShimStatus::Signaled { signal: value.parse().ok()? }),
+            "cut-off" => Some(ShimStatus::CutOff { stop_after_ms: value.parse().ok()? }),
             "cannot-start" if !value.contains('\n') => {
                 Some(ShimStatus::CannotStart { reason: value.to_owned() })
             }
@@ -156,6 +202,45 @@ pub fn write_status(path: &Path, status: &ShimStatus) -> io::Result<()> {
     Ok(())
 }
 
+/// Writes the word file `path` ([`WORD_FILE`]): `boot_ms`, the boot
+/// clock's reading in ms of the worker's last word from its master.
+/// Atomic (a temporary file beside it, then a rename) so a shim never
+/// reads half a number; not fsynced: a host that goes down takes the
+/// executors with it.
+pub fn write_word(path: &Path, boot_ms: u64) -> io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    fs::write(&tmp, format!("{boot_ms}\n"))?;
+    fs::rename(&tmp, path)
+}
+
+/// The word in the word file `path` ([`write_word`]), if it can be read.
+pub fn read_word(path: &Path) -> Option<u64> {
+    fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// The lease of a singleton executor's shim (see the module docs):
+/// `--word FILE --stop-after MS --grace MS`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    /// The worker's word file ([`WORD_FILE`]).
+    pub word: PathBuf,
+    /// The group's `stop_after`, in ms: the command is stopped once the
+    /// boot clock passes the word plus this.
+    pub stop_after_ms: u64,
+    /// How long after SIGTERM the command gets before SIGKILL, in ms.
+    pub grace_ms: u64,
+}
+
+impl Lease {
+    /// How often the word file is read: `min(250 ms, stop_after / 10)`
+    /// (at least 10 ms).
+    pub fn poll(&self) -> std::time::Duration {
+        std::time::Duration::from_millis((self.stop_after_ms / 10).clamp(10, 250))
+    }
+}
+
 /// The arguments of `regent executor-shim`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShimArgs {
@@ -180,6 +265,10 @@ pub struct ShimArgs {
     /// (`--cgroup DIR`, one per hierarchy: [`super::cgroup`]), so the
     /// command and all it forks are limited from the start. Empty: none.
     pub cgroups: Vec<PathBuf>,
+    /// The lease of a singleton executor (`--word FILE --stop-after MS
+    /// --grace MS`, see the module docs). `None`: the command runs until
+    /// it ends or is signalled.
+    pub lease: Option<Lease>,
     /// The program (looked up in `PATH`) and its arguments.
     pub command: Vec<OsString>,
 }
@@ -213,6 +302,14 @@ impl ShimArgs {
             v.push("--cgroup".into());
             v.push(dir.clone().into());
         }
+        if let Some(lease) = &self.lease {
+            v.push("--word".into());
+            v.push(lease.word.clone().into());
+            v.push("--stop-after".into());
+            v.push(lease.stop_after_ms.to_string().into());
+            v.push("--grace".into());
+            v.push(lease.grace_ms.to_string().into());
+        }
         v.push("--".into());
         v.extend(self.command.iter().cloned());
         v
@@ -226,6 +323,7 @@ impl ShimArgs {
         let (mut status, mut stdout, mut cgroups) = (None, None, Vec::new());
         let (mut stderr, mut max_bytes, mut files) = (None, None, None);
         let mut user = None;
+        let (mut word, mut stop_after_ms, mut grace_ms) = (None, None, None);
         loop {
             let Some(arg) = args.next() else {
                 return Err(ShimError::NoSeparator);
@@ -259,6 +357,20 @@ impl ShimArgs {
                 Some("--cgroup") => {
                     cgroups.push(PathBuf::from(args.next().ok_or(ShimError::NoValue("--cgroup"))?));
                 }
+                Some("--word") => {
+                    word = Some(PathBuf::from(args.next().ok_or(ShimError::NoValue("--word"))?));
+                }
+                Some(flag @ ("--stop-after" | "--grace")) => {
+                    let name = if flag == "--grace" { "--grace" } else { "--stop-after" };
+                    let value = args.next().ok_or(ShimError::NoValue(name))?;
+                    let ms: u64 = value
+                        .to_str()
+                        .and_then(|v| v.parse().ok())
+                        .filter(|n| *n > 0 || name == "--grace")
+                        .ok_or(ShimError::BadNumber(name))?;
+                    *(if name == "--grace" { &mut grace_ms } else { &mut stop_after_ms }) =
+                        Some(ms);
+                }
                 Some(flag @ ("--status" | "--stdout")) => {
                     let flag = if flag == "--status" { "--status" } else { "--stdout" };
                     let value = args.next().ok_or(ShimError::NoValue(flag))?;
@@ -286,6 +398,15 @@ impl ShimArgs {
                 (Some(_), None) => return Err(ShimError::Missing("--log-files K")),
             },
             cgroups,
+            lease: match (word, stop_after_ms, grace_ms) {
+                (None, None, None) => None,
+                (Some(word), Some(stop_after_ms), Some(grace_ms)) => {
+                    Some(Lease { word, stop_after_ms, grace_ms })
+                }
+                (None, ..) => return Err(ShimError::Missing("--word FILE")),
+                (_, None, _) => return Err(ShimError::Missing("--stop-after MS")),
+                (.., None) => return Err(ShimError::Missing("--grace MS")),
+            },
             command,
         })
     }
@@ -410,7 +531,12 @@ pub fn run(args: &ShimArgs) -> i32 {
         eprintln!("regent {SUBCOMMAND}: cannot close the handshake pipe: {e}");
     }
     drop(out);
-    let status = match child.wait() {
+    let watch = args.lease.clone().and_then(|lease| watch_lease(lease, &args.status, child.id()));
+    let waited = child.wait();
+    // From here the watch neither signals nor records: the command ended
+    // (or was stopped by it, then said so below).
+    let cut_off = watch.as_ref().and_then(|w| w.end());
+    let status = match waited {
         Ok(st) => match (st.code(), st.signal()) {
             (Some(code), _) => ShimStatus::Exited { code },
             (None, Some(signal)) => ShimStatus::Signaled { signal },
@@ -434,8 +560,132 @@ pub fn run(args: &ShimArgs) -> i32 {
             }
         }
     }
+    let status = match cut_off {
+        Some(stop_after_ms) => ShimStatus::CutOff { stop_after_ms },
+        None => status,
+    };
     record(&args.status, &status);
+    if cut_off.is_some() {
+        // What the command forked goes too, now that the end is recorded
+        // (no worker may be there to do it: docs/design.md#issue-45).
+        kill_own_group(None, rustix::process::Signal::KILL);
+    }
     status.exit_code()
+}
+
+/// The watch over a singleton's [`Lease`] (see the module docs): a thread
+/// that stops the command once the lease lapses.
+struct Watch {
+    /// Whether the lease lapsed (the command is being stopped for it), and
+    /// whether the command ended: the thread signals and records only
+    /// while it has not, under this lock.
+    state: std::sync::Arc<std::sync::Mutex<WatchState>>,
+    stop_after_ms: u64,
+}
+
+#[derive(Default)]
+struct WatchState {
+    lapsed: bool,
+    ended: bool,
+}
+
+impl Watch {
+    /// The command ended: the watch stops. `Some(stop_after)` if the
+    /// lease had lapsed (the end is the watch's doing).
+    fn end(&self) -> Option<u64> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.ended = true;
+        st.lapsed.then_some(self.stop_after_ms)
+    }
+}
+
+/// Starts the thread that watches `lease` for the command `child`
+/// (recording to `status` if it must kill the group); `None` (said on
+/// stderr) if it cannot start.
+fn watch_lease(lease: Lease, status: &Path, child: u32) -> Option<Watch> {
+    let state = std::sync::Arc::new(std::sync::Mutex::new(WatchState::default()));
+    let watch = Watch { state: state.clone(), stop_after_ms: lease.stop_after_ms };
+    let status = status.to_owned();
+    // A missing or unreadable word file is word at the shim's start: the
+    // worker launched it on a leader's order just before.
+    let start = crate::clock::boot_ms();
+    let spawned = std::thread::Builder::new().name("regent-shim-lease".into()).spawn(move || {
+        let lock = || state.lock().unwrap_or_else(|e| e.into_inner());
+        let poll = lease.poll();
+        loop {
+            if lock().ended {
+                return;
+            }
+            let word = read_word(&lease.word).unwrap_or(start);
+            let due = word.saturating_add(lease.stop_after_ms);
+            let now = crate::clock::boot_ms();
+            if now > due {
+                break;
+            }
+            std::thread::sleep(
+                poll.min(std::time::Duration::from_millis(due.saturating_add(1) - now)),
+            );
+        }
+        {
+            let mut st = lock();
+            if st.ended {
+                return;
+            }
+            st.lapsed = true;
+            eprintln!(
+                "regent {SUBCOMMAND}: no word from a master for {} ms (the group's stop_after): \
+                 stopping the command (SIGTERM, SIGKILL after {} ms)",
+                lease.stop_after_ms, lease.grace_ms
+            );
+            kill_own_group(Some(child), rustix::process::Signal::TERM);
+        }
+        let grace_end =
+            std::time::Instant::now() + std::time::Duration::from_millis(lease.grace_ms);
+        while std::time::Instant::now() < grace_end {
+            if lock().ended {
+                return;
+            }
+            std::thread::sleep(
+                poll.min(grace_end.saturating_duration_since(std::time::Instant::now())),
+            );
+        }
+        let st = lock();
+        if !st.ended {
+            // Still running after the grace: recorded first (the kill
+            // takes the shim too), then killed with all it forked.
+            record(&status, &ShimStatus::CutOff { stop_after_ms: lease.stop_after_ms });
+            kill_own_group(Some(child), rustix::process::Signal::KILL);
+        }
+    });
+    match spawned {
+        Ok(_) => Some(watch),
+        Err(e) => {
+            eprintln!(
+                "regent {SUBCOMMAND}: cannot start a thread to watch the lease: {e}; the command \
+                 is stopped only by its worker"
+            );
+            None
+        }
+    }
+}
+
+/// Sends `signal` to the shim's process group when the shim leads it (the
+/// supervisor starts it so: the command and all it forked, the shim
+/// itself too), else to `child` alone (never to a group the shim only
+/// belongs to: it may be its parent's); nothing without a child then.
+fn kill_own_group(child: Option<u32>, signal: rustix::process::Signal) {
+    let me = rustix::process::getpid();
+    let sent = if rustix::process::getpgrp() == me {
+        rustix::process::kill_process_group(me, signal)
+    } else {
+        match child.and_then(|c| rustix::process::Pid::from_raw(c as i32)) {
+            Some(pid) => rustix::process::kill_process(pid, signal),
+            None => return,
+        }
+    };
+    if let Err(e) = sent {
+        eprintln!("regent {SUBCOMMAND}: cannot send {signal:?}: {e}");
+    }
 }
 
 /// How long the shim waits, after the command ended, for its output pipes

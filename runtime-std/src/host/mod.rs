@@ -27,9 +27,9 @@ pub use ids::{
 pub use procfs::{cpu_ticks, proc_limit, rss_kb};
 pub use worker::{
     callback_listen, callback_listen_for, check_masters, exec_input, execute_executor_command,
-    executor_host, executor_users, left_behind_inputs, left_behind_report, prepare_worker,
-    read_executor_log, spawn_usage_sampler, spawn_work_dir_gc, PreparedWorker, WorkerConfig,
-    CONNECT_TIMEOUT, FLUSH_GRACE, USAGE_SAMPLE_EVERY,
+    executor_host, executor_users, left_behind_inputs, left_behind_report, persist_word,
+    prepare_worker, read_executor_log, spawn_usage_sampler, spawn_work_dir_gc, PreparedWorker,
+    WorkerConfig, CONNECT_TIMEOUT, FLUSH_GRACE, USAGE_SAMPLE_EVERY,
 };
 
 /// Wall-clock milliseconds since the Unix epoch (the clock term of a new

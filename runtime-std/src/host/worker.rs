@@ -103,6 +103,24 @@ pub fn execute_executor_command(supervisor: &Arc<Supervisor>, cmd: ExecutorComma
     }
 }
 
+/// Persists the worker core's last word from its master for the shims of
+/// its singleton executors ([`Supervisor::set_word`], docs/design.md#issue-45):
+/// the core decides what counts as word (`Worker::last_word`: an answer to
+/// its own request, dated at the sending; none from a process that only
+/// started, so a restarted worker never extends its executors' lease before
+/// a leader answered it); this only turns it into a boot-clock instant and
+/// writes it when it changed. Both runtimes call it after every `handle`,
+/// before carrying out what it returned (a launch among it).
+pub fn persist_word(
+    supervisor: &Supervisor,
+    clock: &crate::clock::RuntimeClock,
+    node: &regent_core::node::WorkerNode,
+) {
+    if let Some(word) = node.worker().last_word() {
+        supervisor.set_word(clock.boot_ms(word));
+    }
+}
+
 /// What the worker node hears of a supervisor's [`ExecEvent`]: a health
 /// check's outcome, or an executor's new state. Both runtimes feed it.
 pub fn exec_input(ev: ExecEvent) -> NodeInput {

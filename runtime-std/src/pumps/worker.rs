@@ -237,7 +237,11 @@ impl Pump {
         self.queue.push_back(input);
         while let Some(input) = self.queue.pop_front() {
             let now = self.clock.now();
-            for output in self.node.handle(now, input) {
+            let outputs = self.node.handle(now, input);
+            // The word first: a launch among the outputs runs under it
+            // (docs/design.md#issue-45).
+            crate::host::persist_word(&self.supervisor, &self.clock, &self.node);
+            for output in outputs {
                 self.execute(output);
             }
         }

@@ -102,6 +102,19 @@ pub struct ExecutorShimArgs {
     /// A cgroup to join before the command starts (one per hierarchy).
     #[arg(long = "cgroup", value_name = "DIR")]
     pub cgroups: Vec<PathBuf>,
+    /// A singleton's lease: the worker's word file (its last word from a
+    /// master, boot-clock ms); the command is stopped once `--stop-after`
+    /// has passed since (docs/design.md#issue-45).
+    #[arg(long, value_name = "FILE", requires_all = ["stop_after", "grace"])]
+    pub word: Option<PathBuf>,
+    /// The lease's length, in ms (with `--word`).
+    #[arg(long, value_name = "MS", requires = "word",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub stop_after: Option<u64>,
+    /// How long after SIGTERM a lapsed lease waits before SIGKILL, in ms
+    /// (with `--word`).
+    #[arg(long, value_name = "MS", requires = "word")]
+    pub grace: Option<u64>,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<std::ffi::OsString>,

@@ -55,6 +55,13 @@ fn main() -> ExitCode {
                 .zip(a.log_files)
                 .map(|(max_bytes, files)| regent_std::exec::rotate::Rotation { max_bytes, files }),
             cgroups: a.cgroups.clone(),
+            lease: a.word.clone().zip(a.stop_after).zip(a.grace).map(
+                |((word, stop_after_ms), grace_ms)| regent_std::exec::shim::Lease {
+                    word,
+                    stop_after_ms,
+                    grace_ms,
+                },
+            ),
             command: a.command.clone(),
         });
         return ExitCode::from(u8::try_from(code).unwrap_or(255));
