@@ -134,7 +134,7 @@ pub(crate) fn after(w: &mut World, m: usize, before: Option<Before>) -> Result<(
     // takes one, the deployment then stops the others to replace them:
     // sim seeds 2982, 9660, 11981, docs/design.md#simulator-seeds). They
     // count as kept.
-    let deploy_stops = deployment_stops(w, master, &before);
+    let deploy_stops = deployment_stops(w, master, &before, &replaced);
     // What each tenant keeps: (cores, memory in MiB).
     let mut keeps: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     for e in master.executors() {
@@ -175,15 +175,13 @@ pub(crate) fn after(w: &mut World, m: usize, before: Option<Before>) -> Result<(
 /// or drain stopped: old executors of a group whose deployment is under way,
 /// which the leader's deployment stops after its preemption in the same
 /// step ([`regent_core::master::Master::handle`]).
+/// `replaced`: the executors the master's records name as being replaced.
 fn deployment_stops<'m>(
     w: &World,
     master: &'m regent_core::master::Master,
     before: &Before,
+    replaced: &BTreeSet<&'m ExecutorId>,
 ) -> BTreeSet<&'m ExecutorId> {
-    let replaced: BTreeSet<&ExecutorId> = master
-        .frameworks()
-        .flat_map(|f| f.groups.iter().flat_map(|g| g.record.replacing.values()))
-        .collect();
     master
         .executors()
         .filter(|e| before.live.contains(&e.id) || !before.known.contains(&e.id))
