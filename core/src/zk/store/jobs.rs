@@ -60,7 +60,6 @@ impl ZkStore {
         if self.paused || !matches!(self.stage, Stage::Idle) {
             return;
         }
-        let mut in_flight = 0;
         let mut busy: BTreeSet<RecordKey> = BTreeSet::new();
         let mut i = 0;
         while i < self.jobs.len() {
@@ -79,12 +78,13 @@ impl ZkStore {
             }
             let Some(key) = job.put_key() else { return };
             if job.step.is_some() {
-                in_flight += 1;
                 busy.insert(key);
                 i += 1;
                 continue;
             }
-            if in_flight >= self.window {
+            // Counted over the whole queue: a put in flight may sit behind
+            // one that waits on its key.
+            if self.puts_in_flight >= self.window {
                 return;
             }
             if !busy.insert(key.clone()) {
@@ -92,10 +92,7 @@ impl ZkStore {
                 continue;
             }
             match self.send_put(i, super::PutStep::Set, out) {
-                Ok(()) => {
-                    in_flight += 1;
-                    i += 1;
-                }
+                Ok(()) => i += 1,
                 Err(reason) => {
                     // Refused before anything was sent: a later put of the
                     // key may go.

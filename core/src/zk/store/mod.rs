@@ -256,6 +256,8 @@ pub(crate) struct ZkStore {
     window: usize,
     /// The next job's [`Job::seq`].
     next_seq: u64,
+    /// Jobs with a [`Job::step`] in flight.
+    puts_in_flight: usize,
     /// Jobs in flight when the connection was lost, started again on
     /// [`ZkStore::resume`].
     in_doubt: u64,
@@ -295,6 +297,7 @@ impl ZkStore {
             stage: Stage::Idle,
             window: DEFAULT_WRITE_WINDOW,
             next_seq: 0,
+            puts_in_flight: 0,
             in_doubt: 0,
             expect: BTreeMap::new(),
             next_tag: 0,
@@ -344,6 +347,7 @@ impl ZkStore {
         self.fence = None;
         self.paused = false;
         self.in_doubt = 0;
+        self.puts_in_flight = 0;
     }
 
     /// Jobs not yet confirmed (the one running included).
@@ -394,6 +398,7 @@ impl ZkStore {
             for job in &mut self.jobs {
                 in_flight += u64::from(job.step.take().is_some());
             }
+            self.puts_in_flight = 0;
             self.in_doubt += in_flight;
             self.paused = true;
             return true;

@@ -124,7 +124,9 @@ impl ZkStore {
         };
         let job = &mut self.jobs[i];
         job.started = true;
-        job.step = Some(step);
+        if job.step.replace(step).is_none() {
+            self.puts_in_flight += 1;
+        }
         self.send(Req::Put(seq), ZkOp::Multi(vec![fence, op]), out);
         Ok(())
     }
@@ -137,7 +139,11 @@ impl ZkStore {
         out: &mut Vec<StoreOutput>,
     ) {
         let Some(key) = self.jobs[i].put_key() else { return };
-        let next = match (self.jobs[i].step.take(), result) {
+        let step = self.jobs[i].step.take();
+        if step.is_some() {
+            self.puts_in_flight = self.puts_in_flight.saturating_sub(1);
+        }
+        let next = match (step, result) {
             (Some(_), Ok(_)) => return self.done_at(i, out),
             // No record yet: create it.
             (Some(PutStep::Set), Err(ZkError::NoNode)) => PutStep::Create,
