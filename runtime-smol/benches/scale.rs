@@ -53,7 +53,12 @@
 //! `REGENT_SCALE_PLACEMENT_STORES` (comma-separated, default
 //! `none,filesystem,zk,zk-0.2ms,zk-5ms`), `REGENT_SCALE_PLACEMENT_BOUND`
 //! (seconds a run may take before it is cut short and its partial rate
-//! reported, default 600). Figures, not assertions.
+//! reported, default 600), `REGENT_SCALE_PLACEMENT_WINDOWS` (comma-separated
+//! `--zk-write-window`s, each ZooKeeper store run once per window, e.g.
+//! `1,64`: serial against pipelined writes, docs/design.md#issue-46; default: the
+//! master's default only). Each row also gives the workers registered per
+//! second from cold (a registration is a durable write). Figures, not
+//! assertions.
 
 #[path = "../tests/support/cluster.rs"]
 mod cluster;
@@ -685,9 +690,10 @@ struct PlacementRow {
 fn placement_header() {
     println!();
     println!(
-        "{:<36} {:>6} {:>5} {:>7} {:>8} {:>9} {:>9} {:>10} {:>7} {:>7} {:>9} {:>6}",
+        "{:<46} {:>6} {:>7} {:>5} {:>7} {:>8} {:>9} {:>9} {:>10} {:>7} {:>7} {:>9} {:>6}",
         "placement (docs/design.md#issue-46)",
         "W",
+        "reg/s",
         "F",
         "E",
         "RUNNING",
@@ -706,7 +712,7 @@ impl PlacementRow {
         let v = match &self.report {
             Ok(v) => v,
             Err(why) => {
-                println!("{:<36} failed: {why}", self.name);
+                println!("{:<46} failed: {why}", self.name);
                 return;
             }
         };
@@ -716,10 +722,13 @@ impl PlacementRow {
         // A run cut short: the rate of what did run within the window.
         let rate = running as f64 / (window / 1000.0);
         let launched_rate = self.executors as f64 / (f("executors_ms") / 1000.0);
+        // Registrations from cold: one durable write each.
+        let registered_rate = self.workers as f64 / (f("registration_ms") / 1000.0);
         println!(
-            "{:<36} {:>6} {:>5} {:>7} {:>8} {:>9.0} {:>9.0} {:>10.0} {:>7.1} {:>7.1} {:>9.1} {:>6}{}",
+            "{:<46} {:>6} {:>7.0} {:>5} {:>7} {:>8} {:>9.0} {:>9.0} {:>10.0} {:>7.1} {:>7.1} {:>9.1} {:>6}{}",
             self.name,
             self.workers,
+            registered_rate,
             self.frameworks,
             self.executors,
             running,
@@ -734,7 +743,7 @@ impl PlacementRow {
         );
         if let Some(t) = v["zk_transactions"].as_u64() {
             println!(
-                "{:<36} ZooKeeper transactions in the run: {t} ({} registrations + {} subscriptions + the rest)",
+                "{:<46} ZooKeeper transactions in the run: {t} ({} registrations + {} subscriptions + the rest)",
                 "", self.workers, self.frameworks
             );
         }
@@ -756,18 +765,34 @@ fn placement_all() -> Vec<PlacementRow> {
         .split(',')
         .map(|s| PlacementStore::parse(s).unwrap_or_else(|| panic!("unknown store {s:?}")))
         .collect();
+    // The write windows each ZooKeeper store runs with (`None`: the
+    // master's default, no flag).
+    let windows: Vec<Option<usize>> = match std::env::var("REGENT_SCALE_PLACEMENT_WINDOWS") {
+        Ok(list) => list.split(',').filter_map(|s| s.trim().parse().ok()).map(Some).collect(),
+        Err(_) => vec![None],
+    };
+    let runs: Vec<(PlacementStore, Option<usize>)> = stores
+        .iter()
+        .flat_map(|&store| match store {
+            PlacementStore::Zk(_) => windows.iter().map(|&w| (store, w)).collect::<Vec<_>>(),
+            _ => vec![(store, None)],
+        })
+        .collect();
     // One ZooKeeper server for the ZooKeeper runs (each its own root), started
     // once one is asked for; it goes (killed with its process group) on drop.
     let mut zk: Option<ZkServer> = None;
     let mut rows = Vec::new();
-    for store in stores {
+    for (store, window) in runs {
         if matches!(store, PlacementStore::Zk(_)) && zk.is_none() {
             zk = Some(ZkServer::start());
         }
-        let name = store.label();
+        let name = match window {
+            Some(w) => format!("{}, window {w}", store.label()),
+            None => store.label(),
+        };
         eprintln!("  placement, {name}: {workers} workers, {frameworks} frameworks, {executors} executors");
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            placement(store, zk.as_ref(), workers, frameworks, executors, bound)
+            placement(store, window, zk.as_ref(), workers, frameworks, executors, bound)
         }));
         let report = run.map_err(|e| {
             e.downcast_ref::<String>()
@@ -793,9 +818,11 @@ fn placement_all() -> Vec<PlacementRow> {
 /// `workers` simulated workers (enough cores for every executor) and
 /// `frameworks` frameworks declaring `executors` in all once every worker
 /// registered. Every process it starts (the master, the load, the proxy) is
-/// stopped when it returns or panics.
+/// stopped when it returns or panics. `window`: the ZooKeeper master's
+/// `--zk-write-window` (`None`: its default).
 fn placement(
     store: PlacementStore,
+    window: Option<usize>,
     zk: Option<&ZkServer>,
     workers: usize,
     frameworks: usize,
@@ -820,6 +847,7 @@ fn placement(
         }
         _ => String::new(),
     };
+    let window = window.map(|w| w.to_string());
     let mut args: Vec<&str> = vec!["master"];
     match store {
         PlacementStore::None => args.extend(["--recovery", "none"]),
@@ -827,7 +855,10 @@ fn placement(
             args.extend(["--recovery", "filesystem", "--store", &store_dir])
         }
         PlacementStore::Zk(_) => {
-            args.extend(["--recovery", "zookeeper", "--zk", &zk_addr, "--zk-root", &root])
+            args.extend(["--recovery", "zookeeper", "--zk", &zk_addr, "--zk-root", &root]);
+            if let Some(w) = &window {
+                args.extend(["--zk-write-window", w]);
+            }
         }
     }
     args.extend(["--id", "m1", "--listen", &addr, "--worker-timeout", "60000"]);

@@ -132,6 +132,7 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
 
     let sealing = master_sealing(opts.net.secret.as_ref(), &opts.previous_secrets)?;
     let mut load_started = None;
+    let mut store_window = regent_core::zk::DEFAULT_WRITE_WINDOW;
     let (leadership, local, backend) = match &opts.recovery {
         Recovery::None => (Leadership::Single, Some(LocalStore::Memory), None),
         Recovery::Filesystem { dir } => {
@@ -143,7 +144,7 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
             })?;
             (Leadership::Single, Some(store), None)
         }
-        Recovery::Zookeeper { hosts, root, session_timeout } => {
+        Recovery::Zookeeper { hosts, root, session_timeout, write_window } => {
             let mut zkc = ZkConfig::new(hosts.clone());
             if let Some(secret) = &opts.net.secret {
                 zkc = zkc.with_secret(secret.expose().to_vec());
@@ -158,6 +159,7 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
                 advertise.clone(),
             );
             ecfg.session_timeout = Millis(session_timeout.as_millis() as u64);
+            store_window = *write_window;
             (Leadership::Zookeeper(ecfg), None, Some(ZkBackend::new(zkc)))
         }
     };
@@ -168,7 +170,8 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
     let clock_base = crate::wall_clock_ms();
     let cluster = opts.net.cluster.clone();
     let node = MasterNode::new(Config { master: mcfg, leadership, clock_base, cluster })
-        .with_sealing(sealing);
+        .with_sealing(sealing)
+        .with_store_window(store_window);
     let mut pump = Pump {
         clock,
         node,

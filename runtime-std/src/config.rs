@@ -35,6 +35,9 @@ pub enum Recovery {
         root: String,
         /// The session timeout to ask for (the server may clamp it).
         session_timeout: Duration,
+        /// The most store writes in flight at once on the session (1: one
+        /// record per round trip; docs/design.md#issue-46).
+        write_window: usize,
     },
 }
 

@@ -594,6 +594,18 @@ impl MasterNode {
         self
     }
 
+    /// The same node, keeping at most `window` writes of its ZooKeeper store
+    /// in flight at once (default
+    /// [`DEFAULT_WRITE_WINDOW`](crate::zk::DEFAULT_WRITE_WINDOW); 1 writes one
+    /// record per round trip; docs/design.md#issue-46). In single-master modes this
+    /// changes nothing.
+    pub fn with_store_window(mut self, window: usize) -> Self {
+        if let Some(store) = &mut self.store {
+            store.set_window(window);
+        }
+        self
+    }
+
     /// The master machine (read-only: state, status, registry).
     pub fn master(&self) -> &Master {
         &self.master

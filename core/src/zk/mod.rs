@@ -46,7 +46,7 @@ pub use ops::{
     CreateMode, MultiOp, RequestId, SessionId, Stat, WatchEvent, WatchKind, ZkCommand, ZkError,
     ZkEvent, ZkOp, ZkReply, ZkResult,
 };
-pub use store::{MAX_LOAD_IN_FLIGHT, MAX_RECORD_IMAGE, MULTI_READ_BATCH};
+pub use store::{DEFAULT_WRITE_WINDOW, MAX_LOAD_IN_FLIGHT, MAX_RECORD_IMAGE, MULTI_READ_BATCH};
 
 /// ZooKeeper's default `jute.maxbuffer`, 0xfffff bytes (1 MiB - 1): the
 /// server refuses a larger request (a whole multi counts as one request),

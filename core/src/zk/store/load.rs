@@ -4,7 +4,7 @@
 //! checked as it arrives; the records are reported in key order, and those
 //! sealed under a previous key are queued to be re-sealed.
 
-use super::{Flat, Found, Job, Kind, Loading, Req, Stage, StoreOutput, ZkStore};
+use super::{Flat, Found, Kind, Loading, Req, Stage, StoreOutput, ZkStore};
 use crate::store::format::{self, Damage, RecordError};
 use crate::store::names::key_stem;
 use crate::store::{Record, StoreEvent};
@@ -40,7 +40,8 @@ pub const MULTI_READ_BATCH: usize = 256;
 
 impl ZkStore {
     pub(crate) fn load(&mut self, out: &mut Vec<StoreOutput>) {
-        self.push(Job { write: None, joined: Vec::new(), kind: Kind::Load }, out);
+        let job = self.job(None, Kind::Load);
+        self.push(job, out);
     }
 
     /// Starts the load at the head of the queue: the store's path first,
@@ -304,7 +305,7 @@ impl ZkStore {
                     return self.fail(reason, out);
                 }
             }
-            Req::Step | Req::ShardAhead(_) => {
+            Req::Step | Req::Put(_) | Req::ShardAhead(_) => {
                 return self.fail("a load reply in the wrong step".into(), out);
             }
         }
@@ -394,8 +395,8 @@ impl ZkStore {
         // Right behind the load, ahead of any write the master makes after
         // it: a re-seal writes what was loaded, never over something newer.
         for (i, record) in reseal.into_iter().enumerate() {
-            self.jobs
-                .insert(i + 1, Job { write: None, joined: Vec::new(), kind: Kind::Put(record) });
+            let job = self.job(None, Kind::Put(record));
+            self.jobs.insert(i + 1, job);
         }
         self.records_loaded = records.len() as u64;
         self.finish(Some(StoreEvent::Loaded { records }), out)

@@ -6,12 +6,29 @@
 //! [`crate::zk::layout`]: the epoch at `<root>/state/epoch`, every
 //! other record at `<root>/state/<shard>/<stem>` (its key's [`key_stem`](crate::store::names::key_stem)
 //! under a shard named by a hash prefix of the stem), each holding the
-//! record's image in the format of [`crate::store::format`]. Jobs run
-//! strictly one after another, in the order the master asked for them, so
-//! writes to one key are applied in order and, after a `ConnectionLoss`, the
-//! unconfirmed write is resent before any newer one (ZooKeeper applies one
-//! session's requests in order, so what landed before the loss is a
-//! prefix).
+//! record's image in the format of [`crate::store::format`].
+//!
+//! **Pipelining** (docs/design.md#issue-46). Jobs are queued in the order the master
+//! asked for them. Puts of distinct keys (registrations, declarations,
+//! placements, acknowledgements: nearly every write) run together, up to
+//! the window ([`DEFAULT_WRITE_WINDOW`], [`ZkStore::set_window`]; 1 runs
+//! one write at a time): a put waits while an older job of its key is
+//! queued or in flight, so writes to one key are sent, applied and
+//! confirmed in order, the master's contract; nothing orders different
+//! keys. ZooKeeper applies one session's requests in the order sent, so
+//! with a store a round trip R away a write costs R / window instead of R.
+//! A load, the epoch write and a conditional delete are *barriers*: one
+//! starts once every older job has ended, runs alone, and nothing newer
+//! starts before it ends. They are rare (a load per leadership, the epoch
+//! once, a delete per worker removed), and alone they keep their multi-step
+//! retry rules below as they were, with a load never reading around a write
+//! in flight. After a `ConnectionLoss` every job in flight is in doubt
+//! (ZooKeeper applied a prefix of what was sent, in order): once the
+//! session is back they are started again from their first step, in their
+//! original order, before any newer job (what kept a newer one waiting,
+//! an older job of its key or the full window, still does). Puts of
+//! different keys may be confirmed out of queue order (a put whose
+//! `SetData` finds no node takes a second round trip for its `Create`).
 //!
 //! **Fencing.** Every write of a record is a multi that begins with the
 //! leader's fence, the check on its own election node; once that node is
@@ -96,6 +113,13 @@ mod write;
 pub use load::{MAX_LOAD_IN_FLIGHT, MULTI_READ_BATCH};
 pub use write::MAX_RECORD_IMAGE;
 
+/// The most puts the store keeps in flight at once by default (see the
+/// module docs, "Pipelining"; docs/design.md#issue-46): enough that a
+/// ZooKeeper 50 ms away takes over a thousand writes a second, few enough
+/// that the requests in flight stay small (a put is one record image,
+/// a few hundred bytes for a worker).
+pub const DEFAULT_WRITE_WINDOW: usize = 64;
+
 /// What the store asks of its node.
 #[derive(Debug)]
 pub(crate) enum StoreOutput {
@@ -114,6 +138,9 @@ enum Kind {
 
 #[derive(Clone, Debug)]
 struct Job {
+    /// The job's number, in the order jobs were queued (a pipelined put's
+    /// requests name it, see [`Req::Put`]).
+    seq: u64,
     /// The master's write; `None` for a load, and for a re-seal (a put the
     /// store makes on its own after a load, reported to nobody).
     write: Option<WriteId>,
@@ -121,13 +148,32 @@ struct Job {
     /// (see [`ZkStore::put`]), reported with it, in order.
     joined: Vec<WriteId>,
     kind: Kind,
+    /// Sent at least once: in flight, or in doubt after a lost connection;
+    /// never joined from then on.
+    started: bool,
+    /// A pipelined put's step in flight (`None`: waiting, or a barrier,
+    /// whose step is [`ZkStore::stage`]).
+    step: Option<PutStep>,
+}
+
+/// The step of a pipelined put in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PutStep {
+    /// The fenced `SetData` of any version.
+    Set,
+    /// The fenced `Create` (its shard node created right before when the
+    /// last load did not list it).
+    Create,
 }
 
 /// What a request in flight was for.
 #[derive(Debug)]
 enum Req {
-    /// The one request of the running step.
+    /// The one request of the running barrier's step.
     Step,
+    /// The request of the step in flight of the pipelined put with this
+    /// [`Job::seq`].
+    Put(u64),
     /// A load's listing of a shard.
     List(u8),
     /// A load's read of a record node.
@@ -191,8 +237,6 @@ enum Stage {
     LoadSync,
     LoadList,
     Load(Box<Loading>),
-    Set,
-    Create,
     EpochWrite,
     EpochSync,
     EpochRead,
@@ -206,7 +250,17 @@ enum Stage {
 pub(crate) struct ZkStore {
     state: String,
     jobs: VecDeque<Job>,
+    /// The running barrier's step ([`Stage::Idle`]: none runs).
     stage: Stage,
+    /// The most puts in flight at once (1: one write at a time).
+    window: usize,
+    /// The next job's [`Job::seq`].
+    next_seq: u64,
+    /// Jobs with a [`Job::step`] in flight.
+    puts_in_flight: usize,
+    /// Jobs in flight when the connection was lost, started again on
+    /// [`ZkStore::resume`].
+    in_doubt: u64,
     /// Tag of each request in flight → what it is for.
     expect: BTreeMap<u64, Req>,
     next_tag: u64,
@@ -241,6 +295,10 @@ impl ZkStore {
             state: format!("{}/state", root.trim_end_matches('/')),
             jobs: VecDeque::new(),
             stage: Stage::Idle,
+            window: DEFAULT_WRITE_WINDOW,
+            next_seq: 0,
+            puts_in_flight: 0,
+            in_doubt: 0,
             expect: BTreeMap::new(),
             next_tag: 0,
             fence: None,
@@ -257,6 +315,12 @@ impl ZkStore {
             records_loaded: 0,
             multi_read: true,
         }
+    }
+
+    /// Keep at most `window` puts in flight at once (at least 1; 1 runs
+    /// one write at a time, as before pipelining).
+    pub(crate) fn set_window(&mut self, window: usize) {
+        self.window = window.max(1);
     }
 
     /// Seal and check records with `sealing` from now on.
@@ -282,6 +346,8 @@ impl ZkStore {
         self.stage = Stage::Idle;
         self.fence = None;
         self.paused = false;
+        self.in_doubt = 0;
+        self.puts_in_flight = 0;
     }
 
     /// Jobs not yet confirmed (the one running included).
@@ -301,15 +367,14 @@ impl ZkStore {
     }
 
     /// The session is back and the leadership confirmed: start the
-    /// unconfirmed job again from its first step.
+    /// unconfirmed jobs again from their first step, in their order, before
+    /// any newer one.
     pub(crate) fn resume(&mut self, out: &mut Vec<StoreOutput>) {
         if !self.paused {
             return;
         }
         self.paused = false;
-        if !self.jobs.is_empty() {
-            self.resends += 1;
-        }
+        self.resends += std::mem::take(&mut self.in_doubt);
         self.start_head(out);
     }
 
@@ -323,18 +388,35 @@ impl ZkStore {
     ) -> bool {
         let Some(req) = self.expect.remove(&tag) else { return false };
         if matches!(result, Err(ZkError::ConnectionLoss | ZkError::SessionExpired)) {
-            // Fate unknown: the whole job runs again once the session is
-            // back (each step's retry rule makes that safe).
+            // Fate unknown: every job in flight runs again once the session
+            // is back (each step's retry rule makes that safe), in its
+            // order; the replies of the others in flight are forgotten.
             self.expect.clear();
+            let barrier = !matches!(self.stage, Stage::Idle);
             self.stage = Stage::Idle;
+            let mut in_flight = u64::from(barrier);
+            for job in &mut self.jobs {
+                in_flight += u64::from(job.step.take().is_some());
+            }
+            self.puts_in_flight = 0;
+            self.in_doubt += in_flight;
             self.paused = true;
             return true;
         }
-        if let Req::ShardAhead(s) = req {
-            if matches!(result, Ok(_) | Err(ZkError::NodeExists)) {
-                self.shards.insert(s);
+        match req {
+            Req::ShardAhead(s) => {
+                if matches!(result, Ok(_) | Err(ZkError::NodeExists)) {
+                    self.shards.insert(s);
+                }
+                return false;
             }
-            return false;
+            Req::Put(seq) => {
+                if let Some(i) = self.jobs.iter().position(|j| j.seq == seq) {
+                    self.on_pipelined_reply(i, result, out);
+                }
+                return false;
+            }
+            _ => {}
         }
         let Some(kind) = self.jobs.front().map(|j| j.kind.clone()) else { return false };
         let stage = std::mem::replace(&mut self.stage, Stage::Idle);

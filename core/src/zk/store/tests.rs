@@ -534,6 +534,9 @@ fn the_largest_worker_records_fill_a_fifth_of_the_packet_limit_per_batch() {
 fn puts_of_one_record_waiting_behind_a_running_write_are_one_write() {
     let mut fake = Fake::new();
     let mut store = leading_store(Sealing::none());
+    // One write at a time, as before pipelining (the pipelined case is
+    // `a_put_of_a_key_in_flight_waits_and_later_puts_join_it`).
+    store.set_window(1);
     let _ = load_from(&mut fake, &mut store);
     let n = fake.log.len();
     let mut out = Vec::new();
@@ -608,4 +611,350 @@ fn a_put_creates_its_shard_first_and_a_vanished_shard_costs_the_leadership_once(
     let events = fake.serve(&mut store, out);
     assert_eq!(events, vec![StoreEvent::Persisted { write: WriteId(4) }]);
     assert!(fake.nodes.contains_key(&layout::stem_path(STATE, "w-a")));
+}
+
+// Pipelining (docs/design.md#issue-46): puts of distinct keys in flight together.
+
+/// A worker record with `cores` (a distinct image per value).
+fn worker_with(id: &str, cores: u32) -> Record {
+    let Record::Worker(mut w) = worker(id) else { unreachable!() };
+    w.cores = cores;
+    Record::Worker(w)
+}
+
+/// The requests in `out` (drained), the events left in it.
+fn sent(out: &mut Vec<StoreOutput>) -> (Vec<(u64, ZkOp)>, Vec<StoreEvent>) {
+    let (mut reqs, mut events) = (Vec::new(), Vec::new());
+    for o in out.drain(..) {
+        match o {
+            StoreOutput::Request { tag, op } => reqs.push((tag, op)),
+            StoreOutput::Done(e) => events.push(e),
+        }
+    }
+    (reqs, events)
+}
+
+/// The record path a request writes (a multi's op after the fence, or a
+/// plain create's path), if it writes one.
+fn written(op: &ZkOp) -> Option<String> {
+    match op {
+        ZkOp::Multi(ops) => ops.iter().find_map(|o| match o {
+            MultiOp::SetData { path, .. } | MultiOp::Create { path, .. } => Some(path.clone()),
+            _ => None,
+        }),
+        _ => None,
+    }
+}
+
+fn stem_of(op: &ZkOp) -> String {
+    written(op).map(|p| p.rsplit('/').next().unwrap().to_owned()).unwrap_or_default()
+}
+
+fn persisted(events: &[StoreEvent]) -> Vec<u64> {
+    events
+        .iter()
+        .map(|e| match e {
+            StoreEvent::Persisted { write } => write.0,
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+/// A loaded store over a fake holding `a`, `b`, `c`, `d` (so a put is one
+/// `SetData`).
+fn loaded_with_workers(window: usize) -> (Fake, ZkStore) {
+    let mut fake = Fake::new();
+    let ids = ["a", "b", "c", "d"];
+    fake.plant(&ids.map(worker), &Sealing::none());
+    let mut store = leading_store(Sealing::none());
+    store.set_window(window);
+    let _ = load_from(&mut fake, &mut store);
+    fake.log.clear();
+    (fake, store)
+}
+
+#[test]
+fn puts_of_distinct_keys_go_out_before_the_first_reply() {
+    let (mut fake, mut store) = loaded_with_workers(DEFAULT_WRITE_WINDOW);
+    let mut out = Vec::new();
+    for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
+        store.put(WriteId(i as u64 + 1), worker_with(id, 2), &mut out);
+    }
+    let (reqs, events) = sent(&mut out);
+    assert!(events.is_empty());
+    let stems: Vec<String> = reqs.iter().map(|(_, op)| stem_of(op)).collect();
+    assert_eq!(stems, ["w-a", "w-b", "w-c"], "all three before any reply");
+    for (_, op) in &reqs {
+        let ZkOp::Multi(ops) = op else { panic!("{op:?}") };
+        assert_eq!(ops[0], MultiOp::Check { path: FENCE.into(), version: 0 }, "fenced");
+    }
+    let events = fake.serve(
+        &mut store,
+        reqs.into_iter().map(|(tag, op)| StoreOutput::Request { tag, op }).collect(),
+    );
+    assert_eq!(persisted(&events), [1, 2, 3]);
+    assert_eq!(store.backlog(), 0);
+    // With a window of 1 the same puts go one at a time.
+    let (_, mut serial) = loaded_with_workers(1);
+    for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
+        serial.put(WriteId(i as u64 + 1), worker_with(id, 2), &mut out);
+    }
+    let (reqs, _) = sent(&mut out);
+    assert_eq!(reqs.len(), 1, "{reqs:?}");
+}
+
+#[test]
+fn a_put_of_a_key_in_flight_waits_and_later_puts_join_it() {
+    let (mut fake, mut store) = loaded_with_workers(DEFAULT_WRITE_WINDOW);
+    let mut out = Vec::new();
+    store.put(WriteId(1), worker_with("a", 2), &mut out); // in flight
+    store.put(WriteId(2), worker_with("a", 3), &mut out); // waits for 1
+    store.put(WriteId(3), worker_with("b", 2), &mut out); // goes
+    store.put(WriteId(4), worker_with("a", 4), &mut out); // joins 2
+    assert_eq!(store.coalesced, 1);
+    let (reqs, _) = sent(&mut out);
+    let stems: Vec<String> = reqs.iter().map(|(_, op)| stem_of(op)).collect();
+    assert_eq!(stems, ["w-a", "w-b"], "the second put of a waits");
+    // Answer the first put of a: the waiting one goes out, with the image
+    // of the put that joined it.
+    let (tag, op) = reqs[0].clone();
+    let result = fake.exec(&op);
+    store.on_reply(tag, result, &mut out);
+    let (next, events) = sent(&mut out);
+    assert_eq!(persisted(&events), [1]);
+    let [(_, ZkOp::Multi(ops))] = &next[..] else { panic!("{next:?}") };
+    let MultiOp::SetData { data, .. } = &ops[1] else { panic!("{ops:?}") };
+    assert_eq!(data, &format::encode(&worker_with("a", 4)).unwrap());
+    let rest = std::iter::once(reqs[1].clone()).chain(next);
+    let events =
+        fake.serve(&mut store, rest.map(|(tag, op)| StoreOutput::Request { tag, op }).collect());
+    assert_eq!(persisted(&events), [3, 2, 4]);
+    let (image, _) = &fake.nodes[&layout::stem_path(STATE, "w-a")];
+    assert_eq!(image, &format::encode(&worker_with("a", 4)).unwrap(), "the last put of a");
+}
+
+#[test]
+fn writes_to_one_key_are_applied_and_confirmed_in_order() {
+    // New keys (each put a `SetData`, `NoNode`, then its shard and a
+    // `Create`) interleaved with puts of existing ones and re-puts.
+    let (mut fake, mut store) = loaded_with_workers(DEFAULT_WRITE_WINDOW);
+    let mut out = Vec::new();
+    let mut want: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let ids = ["a", "new1", "b", "new2", "a", "new1", "c", "new2", "a"];
+    for (i, id) in ids.iter().enumerate() {
+        let write = i as u64 + 1;
+        store.put(WriteId(write), worker_with(id, write as u32), &mut out);
+        want.entry(format!("w-{id}")).or_default().push(write);
+    }
+    let events = fake.serve(&mut store, out);
+    // Every write confirmed, and per key in the order asked for.
+    let mut got: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for w in persisted(&events) {
+        got.entry(format!("w-{}", ids[w as usize - 1])).or_default().push(w);
+    }
+    assert_eq!(got, want);
+    // Per key, the images applied in order: the log's writes of a key
+    // carry strictly increasing core counts, and the last is the node's.
+    for (stem, writes) in &want {
+        let cores: Vec<u32> = fake
+            .log
+            .iter()
+            .filter(|op| stem_of(op) == *stem)
+            .filter_map(|op| match op {
+                ZkOp::Multi(ops) => ops.iter().find_map(|o| match o {
+                    MultiOp::SetData { data, .. } | MultiOp::Create { data, .. } => {
+                        match format::decode(data).unwrap() {
+                            Record::Worker(w) => Some(w.cores),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                }),
+                _ => None,
+            })
+            .collect();
+        assert!(cores.windows(2).all(|w| w[0] <= w[1]), "{stem}: {cores:?}");
+        let (image, _) = &fake.nodes[&layout::stem_path(STATE, stem)];
+        let last = *writes.last().unwrap();
+        let Record::Worker(w) = format::decode(image).unwrap() else { panic!() };
+        assert_eq!(u64::from(w.cores), last, "{stem}");
+    }
+}
+
+/// Several puts in flight, the connection lost after the server applied
+/// a prefix of them: each one in doubt is sent again from its first step,
+/// in its order, before any newer put; every write is confirmed once.
+#[test]
+fn a_connection_loss_with_several_in_flight_resends_them_in_order_first() {
+    for applied in 0..=3 {
+        let (mut fake, mut store) = loaded_with_workers(DEFAULT_WRITE_WINDOW);
+        let mut out = Vec::new();
+        for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
+            store.put(WriteId(i as u64 + 1), worker_with(id, 2), &mut out);
+        }
+        let (reqs, _) = sent(&mut out);
+        // The server applies the first `applied`; the reply to the first
+        // is lost; the others' replies are lost with it.
+        for (_, op) in &reqs[..applied] {
+            fake.exec(op).unwrap();
+        }
+        assert!(store.on_reply(reqs[0].0, Err(ZkError::ConnectionLoss), &mut out));
+        for (tag, _) in &reqs[1..] {
+            assert!(!store.on_reply(*tag, Err(ZkError::ConnectionLoss), &mut out));
+        }
+        // Newer puts wait while paused (one of a key in doubt, one new).
+        store.put(WriteId(4), worker_with("a", 3), &mut out);
+        store.put(WriteId(5), worker_with("d", 3), &mut out);
+        let (none, events) = sent(&mut out);
+        assert!(none.is_empty() && events.is_empty(), "{none:?} {events:?}");
+        store.resume(&mut out);
+        assert_eq!(store.resends, 3);
+        let (again, _) = sent(&mut out);
+        let stems: Vec<String> = again.iter().map(|(_, op)| stem_of(op)).collect();
+        assert_eq!(stems, ["w-a", "w-b", "w-c", "w-d"], "applied {applied}");
+        for (i, (_, op)) in again[..3].iter().enumerate() {
+            assert_eq!(op, &reqs[i].1, "the same put, from its first step");
+        }
+        let events = fake.serve(
+            &mut store,
+            again.into_iter().map(|(tag, op)| StoreOutput::Request { tag, op }).collect(),
+        );
+        assert_eq!(persisted(&events), [1, 2, 3, 5, 4], "applied {applied}");
+        let (image, _) = &fake.nodes[&layout::stem_path(STATE, "w-a")];
+        assert_eq!(image, &format::encode(&worker_with("a", 3)).unwrap());
+    }
+}
+
+/// The fence fails in the middle of the puts in flight (the leader's
+/// election node goes): the puts confirmed before stay confirmed, every
+/// later one fails as fenced and writes nothing.
+#[test]
+fn a_fence_failure_in_the_middle_fails_the_writes_after_it() {
+    let (mut fake, mut store) = loaded_with_workers(DEFAULT_WRITE_WINDOW);
+    let mut out = Vec::new();
+    for (i, id) in ["a", "new", "b"].into_iter().enumerate() {
+        store.put(WriteId(i as u64 + 1), worker_with(id, 9), &mut out);
+    }
+    let (reqs, _) = sent(&mut out);
+    assert_eq!(reqs.len(), 3);
+    let (tag, op) = reqs[0].clone();
+    let result = fake.exec(&op);
+    store.on_reply(tag, result, &mut out);
+    fake.nodes.remove(FENCE);
+    let rest = reqs[1..].iter().cloned().map(|(tag, op)| StoreOutput::Request { tag, op });
+    let events = fake.serve(&mut store, out.drain(..).chain(rest).collect());
+    let mut outcome: Vec<(u64, bool)> = events
+        .iter()
+        .map(|e| match e {
+            StoreEvent::Persisted { write } => (write.0, true),
+            StoreEvent::PersistFailed { write, reason } => {
+                assert!(reason.contains("fenced write rejected"), "{reason}");
+                (write.0, false)
+            }
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    outcome.sort();
+    assert_eq!(outcome, [(1, true), (2, false), (3, false)]);
+    let image = |id: &str| fake.nodes[&layout::stem_path(STATE, &format!("w-{id}"))].0.clone();
+    assert_eq!(image("a"), format::encode(&worker_with("a", 9)).unwrap());
+    assert_eq!(image("b"), format::encode(&worker("b")).unwrap(), "not written");
+    assert!(!fake.nodes.contains_key(&layout::stem_path(STATE, "w-new")));
+    assert_eq!(store.backlog(), 0);
+}
+
+#[test]
+fn no_more_puts_than_the_window_are_in_flight() {
+    for window in [1, 3, DEFAULT_WRITE_WINDOW] {
+        let (mut fake, mut store) = loaded_with_workers(window);
+        let mut out = Vec::new();
+        let n = 2 * DEFAULT_WRITE_WINDOW as u64 + 5;
+        for i in 0..n {
+            store.put(WriteId(i), worker(&format!("x{i}")), &mut out);
+        }
+        let (reqs, _) = sent(&mut out);
+        let multis = |reqs: &[(u64, ZkOp)]| {
+            reqs.iter().filter(|(_, op)| matches!(op, ZkOp::Multi(_))).count()
+        };
+        assert_eq!(multis(&reqs), window, "window {window}");
+        // Serve one reply at a time, counting the puts in flight.
+        let mut queue: VecDeque<(u64, ZkOp)> = reqs.into();
+        let mut most = 0;
+        let mut done = 0;
+        while let Some((tag, op)) = queue.pop_front() {
+            // The puts in flight: the multis not yet answered, this one
+            // included (a shard's create goes with its put's multi).
+            let multis = queue.iter().filter(|(_, op)| matches!(op, ZkOp::Multi(_))).count();
+            most = most.max(multis + usize::from(matches!(op, ZkOp::Multi(_))));
+            let result = fake.exec(&op);
+            store.on_reply(tag, result, &mut out);
+            let (more, events) = sent(&mut out);
+            done += events.len();
+            queue.extend(more);
+        }
+        assert_eq!(done as u64, n);
+        assert_eq!(most, window, "window {window}");
+    }
+}
+
+/// Two puts in flight create records in the same new shard: each sends
+/// the shard's create right before its own; the second one's gets
+/// `NodeExists`, and both records land.
+#[test]
+fn two_puts_in_flight_to_one_new_shard_both_land() {
+    let mut fake = Fake::new();
+    let mut store = leading_store(Sealing::none());
+    let _ = load_from(&mut fake, &mut store);
+    let first = "s0";
+    let shard = layout::shard_of(&format!("w-{first}")).unwrap();
+    let second = (1..)
+        .map(|i| format!("s{i}"))
+        .find(|id| layout::shard_of(&format!("w-{id}")) == Some(shard))
+        .unwrap();
+    let mut out = Vec::new();
+    store.put(WriteId(1), worker(first), &mut out);
+    store.put(WriteId(2), worker(&second), &mut out);
+    fake.log.clear();
+    let events = fake.serve(&mut store, out);
+    assert_eq!(persisted(&events), [1, 2]);
+    let shard_path = layout::shard_path(STATE, shard);
+    let shard_creates = fake
+        .log
+        .iter()
+        .filter(|op| matches!(op, ZkOp::Create { path, .. } if *path == shard_path))
+        .count();
+    assert_eq!(shard_creates, 2, "{:?}", fake.log);
+    assert!(fake.nodes.contains_key(&layout::stem_path(STATE, &format!("w-{first}"))));
+    assert!(fake.nodes.contains_key(&layout::stem_path(STATE, &format!("w-{second}"))));
+}
+
+/// A conditional delete is a barrier: it waits for the puts in flight,
+/// runs alone, and nothing newer starts before it ends.
+#[test]
+fn a_delete_waits_for_the_puts_in_flight_and_runs_alone() {
+    let (mut fake, mut store) = loaded_with_workers(DEFAULT_WRITE_WINDOW);
+    let mut out = Vec::new();
+    store.put(WriteId(1), worker_with("a", 2), &mut out);
+    store.put(WriteId(2), worker_with("b", 2), &mut out);
+    store.delete(WriteId(3), worker("c").key(), None, &mut out);
+    store.put(WriteId(4), worker_with("d", 2), &mut out);
+    let (reqs, _) = sent(&mut out);
+    let stems: Vec<String> = reqs.iter().map(|(_, op)| stem_of(op)).collect();
+    assert_eq!(stems, ["w-a", "w-b"]);
+    let events = fake.serve(
+        &mut store,
+        reqs.into_iter().map(|(tag, op)| StoreOutput::Request { tag, op }).collect(),
+    );
+    assert_eq!(persisted(&events), [1, 2, 3, 4]);
+    // The delete's read came after both puts and before d's write.
+    let ops: Vec<String> = fake
+        .log
+        .iter()
+        .map(|op| match op {
+            ZkOp::GetData { path, .. } => format!("read {}", path.rsplit('/').next().unwrap()),
+            op => stem_of(op),
+        })
+        .collect();
+    assert_eq!(ops, ["w-a", "w-b", "read w-c", "", "w-d"], "{:?}", fake.log);
+    assert!(!fake.nodes.contains_key(&layout::stem_path(STATE, "w-c")));
 }

@@ -4,7 +4,7 @@
 //! conditional delete (read the node's version and incarnation, then a
 //! versioned delete); every one fenced by the leader's election node.
 
-use super::{Job, Kind, Req, Stage, StoreOutput, ZkStore};
+use super::{Kind, PutStep, Req, Stage, StoreOutput, ZkStore};
 use crate::ids::Incarnation;
 use crate::store::format;
 use crate::store::names::key_stem;
@@ -24,7 +24,7 @@ const _: () = assert!(crate::limits::MAX_RECORD_PAYLOAD + 32 * 1024 <= MAX_RECOR
 
 impl ZkStore {
     /// Writes `record`. A put of a key whose last queued job is a put of
-    /// the master's that has not started yet takes that put's place
+    /// the master's that has not been sent yet takes that put's place
     /// instead of queueing behind it: the newer image holds everything the
     /// older one did, so both writes are reported when it lands. Without
     /// this, a store slower than the clients' retries (docs/design.md#progress-when-dependencies-are-slow)
@@ -33,14 +33,14 @@ impl ZkStore {
     /// the client gives up on the one before.
     pub(crate) fn put(&mut self, write: WriteId, record: Record, out: &mut Vec<StoreOutput>) {
         let key = record.key();
-        // The head job may be in flight, or in doubt after a lost
-        // connection: it is never changed.
-        let last = self.jobs.iter_mut().enumerate().skip(1).rev().find(|(_, j)| match &j.kind {
+        let last = self.jobs.iter_mut().rev().find(|j| match &j.kind {
             Kind::Put(r) => r.key() == key,
             Kind::Delete { key: k, .. } => *k == key,
             Kind::Load => true,
         });
-        if let Some((_, job)) = last {
+        // A job in flight, or in doubt after a lost connection, is never
+        // changed.
+        if let Some(job) = last.filter(|j| !j.started) {
             if let (Kind::Put(queued), Some(_)) = (&mut job.kind, job.write) {
                 *queued = record;
                 job.joined.push(write);
@@ -48,7 +48,8 @@ impl ZkStore {
                 return;
             }
         }
-        self.push(Job { write: Some(write), joined: Vec::new(), kind: Kind::Put(record) }, out);
+        let job = self.job(Some(write), Kind::Put(record));
+        self.push(job, out);
     }
 
     pub(crate) fn delete(
@@ -58,40 +59,117 @@ impl ZkStore {
         incarnation: Option<Incarnation>,
         out: &mut Vec<StoreOutput>,
     ) {
-        self.push(
-            Job { write: Some(write), joined: Vec::new(), kind: Kind::Delete { key, incarnation } },
-            out,
-        );
+        let job = self.job(Some(write), Kind::Delete { key, incarnation });
+        self.push(job, out);
     }
 
-    /// Starts the put at the head of the queue: the epoch by a versioned
-    /// write, any other record by `SetData` (then `Create` when absent).
+    /// Starts the epoch write, a barrier at the head of the queue, by a
+    /// versioned write (a `Create` on a fresh store).
     pub(super) fn start_put(&mut self, record: Record, out: &mut Vec<StoreOutput>) {
         let image = match format::encode_with(&record, &self.sealing) {
             Ok(image) => image,
             Err(e) => return self.fail(e.to_string(), out),
         };
         let path = self.node_path(&record.key());
-        if image.len() + path.len() > MAX_RECORD_IMAGE {
-            let reason = format!(
-                "record {} is {} bytes, more than the {MAX_RECORD_IMAGE} bytes one ZooKeeper request can carry (jute.maxbuffer)",
-                record.key(),
-                image.len()
-            );
-            return self.fail(reason, out);
-        }
-        if matches!(record, Record::Epoch(_)) {
-            self.stage = Stage::EpochWrite;
-            let op = match self.epoch_version {
-                Some(v) => MultiOp::SetData { path, data: image, version: Some(v) },
-                None => MultiOp::Create { path, data: image, mode: CreateMode::Persistent },
-            };
-            self.fenced_op(op, out);
-        } else {
-            self.set(&record, out);
-        }
+        self.stage = Stage::EpochWrite;
+        let op = match self.epoch_version {
+            Some(v) => MultiOp::SetData { path, data: image, version: Some(v) },
+            None => MultiOp::Create { path, data: image, mode: CreateMode::Persistent },
+        };
+        self.fenced_op(op, out);
     }
 
+    /// Sends `step` of the pipelined put at `i`: a fenced `SetData` of any
+    /// version, or a fenced `Create` (its shard node created right before
+    /// when not known to exist). `Err` with the reason, nothing sent, when
+    /// the put cannot be made.
+    pub(super) fn send_put(
+        &mut self,
+        i: usize,
+        step: PutStep,
+        out: &mut Vec<StoreOutput>,
+    ) -> Result<(), String> {
+        let job = &self.jobs[i];
+        let Kind::Put(record) = &job.kind else { return Err("not a put".into()) };
+        let key = record.key();
+        let data = format::encode_with(record, &self.sealing).map_err(|e| e.to_string())?;
+        let path = self.node_path(&key);
+        if data.len() + path.len() > MAX_RECORD_IMAGE {
+            return Err(format!(
+                "record {key} is {} bytes, more than the {MAX_RECORD_IMAGE} bytes one ZooKeeper request can carry (jute.maxbuffer)",
+                data.len()
+            ));
+        }
+        let Some(fence) = self.fence.clone() else {
+            return Err("not leading: no election node to fence the write".into());
+        };
+        let seq = job.seq;
+        let op = match step {
+            PutStep::Set => MultiOp::SetData { path, data, version: None },
+            PutStep::Create => {
+                if let Some(s) = self.shard_of(&key) {
+                    if !self.shards.contains(&s) {
+                        // ZooKeeper applies the session's requests in
+                        // order: the shard is there when the create runs.
+                        // (Two puts in flight to one new shard both send
+                        // it; the second gets `NodeExists`.)
+                        let path = layout::shard_path(&self.state, s);
+                        let op =
+                            ZkOp::Create { path, data: Vec::new(), mode: CreateMode::Persistent };
+                        self.send(Req::ShardAhead(s), op, out);
+                    }
+                }
+                MultiOp::Create { path, data, mode: CreateMode::Persistent }
+            }
+        };
+        let job = &mut self.jobs[i];
+        job.started = true;
+        if job.step.replace(step).is_none() {
+            self.puts_in_flight += 1;
+        }
+        self.send(Req::Put(seq), ZkOp::Multi(vec![fence, op]), out);
+        Ok(())
+    }
+
+    /// The reply to the step in flight of the pipelined put at `i`.
+    pub(super) fn on_pipelined_reply(
+        &mut self,
+        i: usize,
+        result: ZkResult,
+        out: &mut Vec<StoreOutput>,
+    ) {
+        let Some(key) = self.jobs[i].put_key() else { return };
+        let step = self.jobs[i].step.take();
+        if step.is_some() {
+            self.puts_in_flight = self.puts_in_flight.saturating_sub(1);
+        }
+        let next = match (step, result) {
+            (Some(_), Ok(_)) => return self.done_at(i, out),
+            // No record yet: create it.
+            (Some(PutStep::Set), Err(ZkError::NoNode)) => PutStep::Create,
+            // Created meanwhile (or our first attempt landed): set it.
+            (Some(PutStep::Create), Err(ZkError::NodeExists)) => PutStep::Set,
+            // The fence failed. (Or an operator deleted the empty shard
+            // node: the next leadership's load does not list it and its
+            // first put there creates it again.)
+            (Some(PutStep::Create), Err(ZkError::NoNode)) => {
+                if let Some(s) = self.shard_of(&key) {
+                    self.shards.remove(&s);
+                }
+                return self.fail_at(i, self.fenced_reason(), out);
+            }
+            (Some(step), Err(e)) => {
+                let action = if step == PutStep::Set { "set" } else { "create" };
+                return self.fail_at(i, self.refused(action, &key, e), out);
+            }
+            (None, _) => {
+                return self.fail_at(i, format!("store reply to {key} with no step in flight"), out)
+            }
+        };
+        if let Err(reason) = self.send_put(i, next, out) {
+            self.fail_at(i, reason, out)
+        }
+    }
     /// A reply to the running put's step; `Err` with the stage when the
     /// reply fits no step of a put.
     pub(super) fn on_put_reply(
@@ -102,26 +180,6 @@ impl ZkStore {
         out: &mut Vec<StoreOutput>,
     ) -> Result<(), Stage> {
         match stage {
-            Stage::Set => match result {
-                Ok(_) => self.done(out),
-                Err(ZkError::NoNode) => self.create(record, out),
-                Err(e) => self.fail(self.refused("set", &record.key(), e), out),
-            },
-            Stage::Create => match result {
-                Ok(_) => self.done(out),
-                // Created meanwhile (or our first attempt landed): set it.
-                Err(ZkError::NodeExists) => self.set(record, out),
-                // The fence failed. (Or an operator deleted the empty shard
-                // node: the next leadership's load does not list it and its
-                // first put there creates it again.)
-                Err(ZkError::NoNode) => {
-                    if let Some(s) = self.shard_of(&record.key()) {
-                        self.shards.remove(&s);
-                    }
-                    self.fenced(out)
-                }
-                Err(e) => self.fail(self.refused("create", &record.key(), e), out),
-            },
             Stage::EpochWrite => match result {
                 Ok(ZkReply::Multi(replies)) => {
                     self.epoch_version = match replies.get(1) {
@@ -164,37 +222,6 @@ impl ZkStore {
             other => return Err(other),
         }
         Ok(())
-    }
-
-    pub(super) fn set(&mut self, record: &Record, out: &mut Vec<StoreOutput>) {
-        self.stage = Stage::Set;
-        let path = self.node_path(&record.key());
-        let data = match format::encode_with(record, &self.sealing) {
-            Ok(data) => data,
-            Err(e) => return self.fail(e.to_string(), out),
-        };
-        let op = MultiOp::SetData { path, data, version: None };
-        self.fenced_op(op, out);
-    }
-
-    pub(super) fn create(&mut self, record: &Record, out: &mut Vec<StoreOutput>) {
-        self.stage = Stage::Create;
-        let path = self.node_path(&record.key());
-        let data = match format::encode_with(record, &self.sealing) {
-            Ok(data) => data,
-            Err(e) => return self.fail(e.to_string(), out),
-        };
-        if let Some(s) = self.shard_of(&record.key()) {
-            if !self.shards.contains(&s) {
-                // ZooKeeper applies the session's requests in order: the
-                // shard is there when the create runs.
-                let path = layout::shard_path(&self.state, s);
-                let op = ZkOp::Create { path, data: Vec::new(), mode: CreateMode::Persistent };
-                self.send(Req::ShardAhead(s), op, out);
-            }
-        }
-        let op = MultiOp::Create { path, data, mode: CreateMode::Persistent };
-        self.fenced_op(op, out);
     }
 
     pub(super) fn start_delete(&mut self, key: RecordKey, out: &mut Vec<StoreOutput>) {
@@ -284,14 +311,15 @@ impl ZkStore {
     }
 
     pub(super) fn fenced(&mut self, out: &mut Vec<StoreOutput>) {
+        self.fail(self.fenced_reason(), out)
+    }
+
+    pub(super) fn fenced_reason(&self) -> String {
         let fence = self.fence_path().unwrap_or_else(|| "(none)".into());
-        self.fail(
-            format!(
-                "fenced write rejected: the election node {fence} is gone, this master no longer \
-                 leads (or the record's shard node was deleted by hand: the next leadership \
-                 creates it again)"
-            ),
-            out,
+        format!(
+            "fenced write rejected: the election node {fence} is gone, this master no longer \
+             leads (or the record's shard node was deleted by hand: the next leadership \
+             creates it again)"
         )
     }
 }

@@ -604,6 +604,15 @@ pub struct MasterArgs {
     /// to [2, 20] x its tickTime).
     #[arg(long, env = "REGENT_ZK_SESSION_TIMEOUT", default_value_t = 4000)]
     pub zk_session_timeout: u64,
+    /// The most ZooKeeper store writes (to distinct records) in flight at
+    /// once; 1 writes one record per round trip.
+    #[arg(
+        long,
+        env = "REGENT_ZK_WRITE_WINDOW",
+        default_value_t = regent_core::zk::DEFAULT_WRITE_WINDOW as u64,
+        value_parser = clap::value_parser!(u64).range(1..=100_000)
+    )]
+    pub zk_write_window: u64,
     /// A worker silent this long (ms) is DEAD.
     #[arg(long, env = "REGENT_WORKER_TIMEOUT", default_value_t = 10_000)]
     pub worker_timeout: u64,

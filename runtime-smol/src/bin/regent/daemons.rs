@@ -38,6 +38,7 @@ pub fn master_config(common: &Common, a: MasterArgs) -> Result<MasterConfig, Str
                 hosts: a.zk.join(","),
                 root: a.zk_root,
                 session_timeout: Duration::from_millis(a.zk_session_timeout),
+                write_window: a.zk_write_window as usize,
             }
         }
     };
