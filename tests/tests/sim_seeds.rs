@@ -625,6 +625,24 @@ fn regressions_found_by_the_services_soak() {
 }
 
 #[test]
+fn regressions_found_by_the_services_soak_with_singletons() {
+    // With `--api-jobs --services --singletons` together (the 100,000-seed
+    // soak on 5d31a42), each once a failure there: the invariant's own
+    // mistake, counting a deleted job's executor the leader held dying
+    // (its kill owed: its worker, cut off, had no connection, and stayed
+    // ALIVE through two suspended-leader resumptions that each give every
+    // worker a fresh timeout) as doubling the slot its job, created again
+    // under the same id, placed on another worker (`one_executor`:
+    // sim seed 77591, docs/design.md#simulator-seeds).
+    let cfg = SimConfig { services: true, singletons: true, api_jobs: true, ..base() };
+    for seed in [77591] {
+        if let Err(f) = run_seed(seed, &cfg) {
+            panic!("{f}");
+        }
+    }
+}
+
+#[test]
 fn regressions_found_by_the_singleton_soak() {
     // With `--singletons --api-jobs` (docs/design.md#issue-45), each once a
     // `singleton_slots` failure: a singleton whose stop was already sent
