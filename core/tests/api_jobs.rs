@@ -812,3 +812,83 @@ fn a_singleton_job_submitted_again_after_a_failover_waits_from_the_takeover() {
     let single = placed_at(Some(Disconnect::after_ms(30_000)));
     assert!((40_000..=41_000).contains(&single), "{single}");
 }
+
+/// A singleton slot a new leader holds after its takeover (its executor
+/// may run on, cut off, on a worker it never hears from) stays held
+/// `stop_after` + kill grace + margin from the takeover when a worker
+/// registers with the end of an older executor of that slot: the leader
+/// adopts that end and counts it under the group's restart policy, but
+/// its short backoff must not replace the hold. It did: the slot was
+/// placed once the leader's recovery was over (10 s after the takeover)
+/// and ran twice until the cut-off worker stopped its executor
+/// (`--api-jobs --services --singletons`:
+/// sim seed 83929, docs/design.md#simulator-seeds).
+#[test]
+fn a_singleton_held_after_a_failover_is_not_placed_early_for_an_older_executors_end() {
+    let mut c = Cluster::new();
+    let t = Millis(1_000);
+    let mut g = group("single", 1, "/bin/sleep");
+    g.launch.disconnect = Some(Disconnect::after_ms(30_000));
+    g.policy.restart = regent_core::policy::RestartPolicy {
+        attempts: Some(5),
+        delay_ms: 2_000,
+        max_delay_ms: 4_000,
+        ..Default::default()
+    };
+    let (_, all, answer) = c.submit(t, submission("lead", vec![g]));
+    assert_eq!(accepted(&answer), (1, JobChange::Created));
+    let first = launches(&all);
+    assert_eq!(first.len(), 1, "{all:?}");
+    c.run_all(t, &all);
+    let (silent, x1) = first[0].clone();
+    let other = ConnId(if silent == ConnId(100) { 101 } else { 100 });
+    // Its worker falls silent: the leader writes it off, and places the
+    // slot again, on the other worker, once the first one must have
+    // stopped it.
+    let mut now = t;
+    loop {
+        now = now + Millis(500);
+        assert!(now < Millis(120_000), "never placed again");
+        let hb = Message::WorkerHeartbeat { incarnation: Incarnation(other.0) };
+        let out = c.m.handle(now, master::Event::Message { conn: other, msg: hb });
+        let mut all = c.store.run(&mut c.m, now, out);
+        let out = c.m.handle(now, master::Event::Tick);
+        all.extend(c.store.run(&mut c.m, now, out));
+        if let Some((conn, _)) = launches(&all).first() {
+            assert_eq!(*conn, other, "{all:?}");
+            c.run_all(now, &all);
+            break;
+        }
+    }
+    // The leader crashes. "b" takes over and never hears from the worker
+    // that runs the slot's executor now (cut off from every master, it
+    // stops it 30 s after its last word); the first worker registers
+    // again, with the failed end of the slot's first executor.
+    let took_over = now + Millis(1_000);
+    c.m = c.store.elect("b", took_over, Epoch(2), WALL + took_over.0);
+    let worker = if silent == ConnId(100) { "w0" } else { "w1" };
+    let _ = connect_worker(&mut c.m, took_over, silent.0, worker);
+    let Message::ExecutorStatus { mut report, .. } = running(silent.0, &x1) else { unreachable!() };
+    report.state = ExecutorState::Failed { reason: "crashed".into() };
+    let Message::RegisterWorker(mut reg) = register(worker, silent.0, 8) else { unreachable!() };
+    reg.executors = vec![report];
+    let msg = Message::RegisterWorker(reg);
+    let out = c.m.handle(took_over, master::Event::Message { conn: silent, msg });
+    let _ = c.store.run(&mut c.m, took_over, out);
+    let mut now = took_over;
+    let placed = loop {
+        now = now + Millis(500);
+        assert!(now < took_over + Millis(60_000), "never placed again");
+        let hb = Message::WorkerHeartbeat { incarnation: Incarnation(silent.0) };
+        let out = c.m.handle(now, master::Event::Message { conn: silent, msg: hb });
+        let mut all = c.store.run(&mut c.m, now, out);
+        let out = c.m.handle(now, master::Event::Tick);
+        all.extend(c.store.run(&mut c.m, now, out));
+        if !launches(&all).is_empty() {
+            break now;
+        }
+    };
+    // Not before 30 + 3 + 3 + 1 = 37 s after the takeover.
+    let after = placed.since(took_over).0;
+    assert!((37_000..=37_500).contains(&after), "placed {after} ms after the takeover");
+}

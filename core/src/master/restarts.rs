@@ -237,6 +237,16 @@ impl Master {
         now: Millis,
     ) {
         let key = (fid.clone(), gi, slot);
+        // A singleton's hold (docs/design.md#issue-45) is never shortened:
+        // an executor of the slot may still run, cut off, until then. The
+        // end of another executor of the slot (one a new leader adopted,
+        // ended, from a worker's registration while it held the slot after
+        // its takeover) says nothing of it (`--api-jobs --services
+        // --singletons`: sim seed 83929, docs/design.md#simulator-seeds).
+        let hold = self.restart_waits.until(&key).filter(|_| self.restart_waits.held(&key));
+        if hold.is_some_and(|until| until >= now + Millis(wait.0)) {
+            return;
+        }
         match wait {
             (0, _) => self.restart_waits.remove(&key),
             (ms, true) => self.restart_waits.insert_held(key, now + Millis(ms)),
