@@ -627,15 +627,22 @@ fn regressions_found_by_the_services_soak() {
 #[test]
 fn regressions_found_by_the_services_soak_with_singletons() {
     // With `--api-jobs --services --singletons` together (the 100,000-seed
-    // soak on 5d31a42), each once a failure there: the invariant's own
+    // soak on b7c2446), each once a failure there: the invariant's own
     // mistake, counting a deleted job's executor the leader held dying
     // (its kill owed: its worker, cut off, had no connection, and stayed
     // ALIVE through two suspended-leader resumptions that each give every
     // worker a fresh timeout) as doubling the slot its job, created again
     // under the same id, placed on another worker (`one_executor`:
-    // sim seed 77591, docs/design.md#simulator-seeds).
+    // sim seed 77591, docs/design.md#simulator-seeds). A leader's bug: a new
+    // leader held a singleton slot after its takeover (its executor ran
+    // on, cut off, on a worker it never heard from), then adopted the
+    // failed end of an older executor of that slot from another worker's
+    // registration and counted it; the restart backoff replaced the hold,
+    // the slot was placed 10 s after the takeover instead of 19 s, and ran
+    // twice (`singleton_slots`: sim seed 83929, docs/design.md#simulator-seeds; core's
+    // a_singleton_held_after_a_failover_is_not_placed_early_for_an_older_executors_end).
     let cfg = SimConfig { services: true, singletons: true, api_jobs: true, ..base() };
-    for seed in [77591] {
+    for seed in [77591, 83929] {
         if let Err(f) = run_seed(seed, &cfg) {
             panic!("{f}");
         }
@@ -659,25 +666,6 @@ fn regressions_found_by_the_singleton_soak() {
     // (sim seeds 2188, 1554, 5259, 6119, 7264, 7477, 9509: docs/design.md#simulator-seeds).
     let cfg = SimConfig { singletons: true, api_jobs: true, ..base() };
     for seed in [796, 1425, 301, 841, 1217, 2234, 2188, 1554, 5259, 6119, 7264, 7477, 9509] {
-        if let Err(f) = run_seed(seed, &cfg) {
-            panic!("{f}");
-        }
-    }
-}
-
-#[test]
-fn regressions_found_by_the_services_and_singleton_soak() {
-    // With `--api-jobs --services --singletons` (docs/design.md#issue-45),
-    // a `singleton_slots` failure of the 100,000-seed soak: a new leader
-    // held a singleton slot after its takeover (its executor ran on, cut
-    // off, on a worker it never heard from), then adopted the failed end
-    // of an older executor of that slot from another worker's registration
-    // and counted it; the restart backoff replaced the hold, the slot was
-    // placed 10 s after the takeover instead of 19 s, and ran twice
-    // (sim seed 83929, docs/design.md#simulator-seeds; core's
-    // a_singleton_held_after_a_failover_is_not_placed_early_for_an_older_executors_end).
-    let cfg = SimConfig { services: true, singletons: true, api_jobs: true, ..base() };
-    for seed in [83929] {
         if let Err(f) = run_seed(seed, &cfg) {
             panic!("{f}");
         }
