@@ -817,6 +817,42 @@ fn a_kill_with_refill_accepted_before_a_failover_is_carried_out_by_the_new_leade
 }
 
 #[test]
+fn a_framework_kill_of_a_lost_executor_is_carried_out_by_the_new_leader() {
+    // `--api-jobs --services --singletons`: sim seed 64069 (docs/design.md#simulator-seeds). x's
+    // worker is cut off; the leader writes x off (LOST) and refills its
+    // slot with y. The framework kills x: accepted. After a failover x's
+    // worker registers first, with x still running, y's worker not yet: the
+    // new leader adopted x into its empty slot, and the killed executor
+    // ran on, shown RUNNING to the framework that killed it.
+    let (mut s, fw, x) = one_running(spec("svc", 1, service()));
+    let _ = s.register(101, "w1", 1, 1, 0, vec![]);
+    s.drop_conn(100);
+    let sends = s.sweep_after(60_000);
+    let [(101, y)] = &launches(&sends)[..] else { panic!("the slot is refilled: {sends:?}") };
+    let y = y.clone();
+    let _ = s.status(101, &y, ExecutorState::Running);
+    let sends = s.send(1, Message::KillExecutor { request: 5, executor: x.clone() });
+    assert!(accepted(&sends), "{sends:?}");
+    s.failover("b");
+    s.resubscribe(1, &fw);
+    let sends = s.register(102, "w0", 1, 1, 0, vec![report_of(&x, ExecutorState::Running)]);
+    assert!(kills(&sends).contains(&(102, x.clone())), "the new leader kills x: {sends:?}");
+    let shown_running = sends.iter().any(|(c, m)| {
+        *c == ConnId(1)
+            && matches!(m, Message::ExecutorUpdate { info, .. }
+                if info.id == x && info.state == ExecutorState::Running)
+    });
+    assert!(!shown_running, "x is not shown running again: {sends:?}");
+    let g = &s.m.frameworks().find(|f| f.id == fw).expect("fw").groups[0];
+    assert_ne!(g.current[0], Some(x.clone()), "x holds no slot");
+    // y's worker registers: y keeps the slot.
+    let sends = s.register(103, "w1", 1, 1, 0, vec![report_of(&y, ExecutorState::Running)]);
+    assert!(!kills(&sends).contains(&(103, y.clone())), "{sends:?}");
+    let g = &s.m.frameworks().find(|f| f.id == fw).expect("fw").groups[0];
+    assert_eq!(g.current[0], Some(y), "{:?}", g.current);
+}
+
+#[test]
 fn a_replaced_executors_end_heard_twice_is_never_charged() {
     // `--api-jobs --preemption`: sim seeds 71 and 4534 (docs/design.md#simulator-seeds). An executor
     // stopped to be replaced (a kill with refill; a preemption's victim

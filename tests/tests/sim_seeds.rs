@@ -673,6 +673,23 @@ fn regressions_found_by_the_singleton_soak() {
 }
 
 #[test]
+fn regressions_found_by_the_services_soak_with_singletons() {
+    // With `--api-jobs --services --singletons` together, a failure of the
+    // 100,000-seed soak: a framework's `KillExecutor` of an executor its
+    // leader had written off (LOST, its worker cut off, its slot refilled)
+    // was accepted with nothing made durable; the next leader heard of it
+    // first (the refill's worker paused), adopted it into its empty slot and
+    // it ran on (`kill_bound`: sim seed 64069, docs/design.md#simulator-seeds;
+    // core's a_framework_kill_of_a_lost_executor_is_carried_out_by_the_new_leader).
+    let cfg = SimConfig { services: true, singletons: true, api_jobs: true, ..base() };
+    for seed in [64069] {
+        if let Err(f) = run_seed(seed, &cfg) {
+            panic!("{f}");
+        }
+    }
+}
+
+#[test]
 fn seeds_0_to_99_with_preemption() {
     // The API client first sets tenants team-0 (3 cores guaranteed,
     // weight 1) and team-1 (1 core guaranteed, a limit of 6, weight 4),

@@ -23,11 +23,12 @@
 //! failover), core/tests/durable_requests.rs, core/tests/history.rs (ends),
 //! core/tests/job_promises.rs.
 
+use super::executors::replaced_by;
 use super::history::Ending;
 use super::{Action, AfterWrite, Master};
 use crate::ids::{Addr, ConnId, ExecutorId, FrameworkId, InstanceId, WorkerId};
 use crate::limits;
-use crate::protocol::{ExecutorInfo, GroupSpec, Message, Subscribe};
+use crate::protocol::{ExecutorInfo, ExecutorState, GroupSpec, Message, Subscribe};
 use crate::states::FrameworkState;
 use crate::store::StoreCommand;
 use crate::store::{FrameworkRecord, GroupRecord, JobRecord, Record, SlotOutcome};
@@ -778,7 +779,13 @@ impl Master {
         match self.executors.get_mut(&executor) {
             Some(mut e) if e.framework == id => {
                 let accept = AfterWrite::Accept { conn, request };
-                if e.state.is_terminal() && e.recorded {
+                // A LOST executor was written off, not seen to end: it may
+                // still run on a worker cut off from this leader, and a new
+                // leader that hears of it first would adopt it into its
+                // slot. Its kill is made durable below (`--api-jobs --services
+                // --singletons`: sim seed 64069, docs/design.md#simulator-seeds).
+                let lost = e.state == ExecutorState::Lost;
+                if e.state.is_terminal() && e.recorded && !lost {
                     // Nothing left to kill, and its end is durable already.
                     out.push(Action::Send {
                         conn,
@@ -801,6 +808,31 @@ impl Master {
                     }
                     // (The slot was filled, so it was not open and is not now.)
                     then.push(AfterWrite::KillDurable { executor });
+                } else if lost {
+                    // Named in `replacing` with the acceptance: a new leader
+                    // kills it instead of adopting it (this leader kills it
+                    // whenever it is reported live: it was written off).
+                    // Unless the slot is settled (nothing adopts into it), or
+                    // names it or a later executor already (older ones are
+                    // never adopted either), or a preempted one whose reason
+                    // must be kept.
+                    let slot = e.slot;
+                    let group = e.group.clone();
+                    if let Some(g) = self.frameworks.get_mut(&id).and_then(|f| f.group_mut(&group))
+                    {
+                        let pending =
+                            g.record.slots.get(slot as usize) == Some(&SlotOutcome::Pending);
+                        let free = match g.record.replacing.get(&slot) {
+                            None => true,
+                            Some(named) => {
+                                replaced_by(named, &executor)
+                                    && g.record.preempted_by(slot, named).is_none()
+                            }
+                        };
+                        if pending && free {
+                            g.record.replace(slot, executor.clone());
+                        }
+                    }
                 }
                 // A terminal end still being written is durable once this
                 // write is too (writes to one key apply in order).

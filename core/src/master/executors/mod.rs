@@ -1871,6 +1871,6 @@ fn reported_resources(r: &ExecutorReport) -> crate::resources::Assigned {
 /// Whether `older` was launched before `named`, a later executor of the
 /// same slot (by the launch order of their ids; `false` when either id is
 /// of another shape).
-fn replaced_by(older: &ExecutorId, named: &ExecutorId) -> bool {
+pub(super) fn replaced_by(older: &ExecutorId, named: &ExecutorId) -> bool {
     matches!((older.launched(), named.launched()), (Some(a), Some(b)) if a < b)
 }
