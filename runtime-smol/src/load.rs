@@ -324,6 +324,16 @@ pub fn percentile(sorted: &[u32], p: f64) -> f64 {
     f64::from(sorted[i.min(sorted.len() - 1)]) / 1000.0
 }
 
+/// A process's CPU between two readings of its clock ticks `secs` apart,
+/// in % of one core (a tick is 1/100 s, so ticks per second is the
+/// percentage); `None` without both readings or without time between them.
+fn cpu_rate(from: Option<u64>, to: Option<u64>, secs: f64) -> Option<f64> {
+    match (from, to) {
+        (Some(a), Some(b)) if secs > 0.0 => Some(b.saturating_sub(a) as f64 / secs),
+        _ => None,
+    }
+}
+
 /// Why a load ([`run_load`]) could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -498,14 +508,8 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, LoadError> {
                 running_done = Some(now);
                 placement_end = Some(now);
                 let secs = now.duration_since(declared).as_secs_f64();
-                placement_cpu = match (declared_ticks, opts.master_pid.and_then(cpu_ticks)) {
-                    (Some(a), Some(b)) if secs > 0.0 => Some((b - a) as f64 / secs),
-                    _ => None,
-                };
-                own_cpu = match (own_ticks, cpu_ticks(std::process::id())) {
-                    (Some(a), Some(b)) if secs > 0.0 => Some((b - a) as f64 / secs),
-                    _ => None,
-                };
+                placement_cpu = cpu_rate(declared_ticks, opts.master_pid.and_then(cpu_ticks), secs);
+                own_cpu = cpu_rate(own_ticks, cpu_ticks(std::process::id()), secs);
             }
         }
         if ready && measure_from.is_none() {
@@ -522,10 +526,7 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, LoadError> {
             }
             if l.measuring && now >= *from + Duration::from_secs(opts.secs) && measured.is_none() {
                 let secs = now.duration_since(*from).as_secs_f64();
-                let cpu = match (*ticks, opts.master_pid.and_then(cpu_ticks)) {
-                    (Some(a), Some(b)) => Some((b - a) as f64 / secs),
-                    _ => None,
-                };
+                let cpu = cpu_rate(*ticks, opts.master_pid.and_then(cpu_ticks), secs);
                 measured = Some((secs, cpu));
                 l.measuring = false;
             }
@@ -536,14 +537,8 @@ pub async fn run_load(opts: LoadOptions) -> Result<LoadReport, LoadError> {
             if let (None, Some(declared)) = (running_done, declared_at) {
                 // Cut short: the window and the CPU up to now.
                 let secs = now.duration_since(declared).as_secs_f64();
-                placement_cpu = match (declared_ticks, opts.master_pid.and_then(cpu_ticks)) {
-                    (Some(a), Some(b)) if secs > 0.0 => Some((b - a) as f64 / secs),
-                    _ => None,
-                };
-                own_cpu = match (own_ticks, cpu_ticks(std::process::id())) {
-                    (Some(a), Some(b)) if secs > 0.0 => Some((b - a) as f64 / secs),
-                    _ => None,
-                };
+                placement_cpu = cpu_rate(declared_ticks, opts.master_pid.and_then(cpu_ticks), secs);
+                own_cpu = cpu_rate(own_ticks, cpu_ticks(std::process::id()), secs);
                 placement_end = Some(now);
             }
             break;

@@ -101,15 +101,20 @@ impl Drop for Reaper {
     }
 }
 
-#[test]
-fn a_singleton_on_a_silently_cut_off_worker_stops_before_its_replacement_starts() {
-    let c = Cluster::new("e2e-singleton");
+/// The setup every test here shares: a cluster named `name`, its `out`
+/// directory (where each executor process writes its run file), the
+/// [`Reaper`] of those processes (keep it until the end of the test), and
+/// the spec of a master on a filesystem store in the cluster's directory
+/// that declares a worker DEAD after 2.5 s of silence, with heartbeats
+/// every 500 ms.
+fn singleton_cluster(name: &str) -> (Cluster, PathBuf, Reaper, MasterSpec) {
+    let c = Cluster::new(name);
     let out = c.path("out");
     std::fs::create_dir_all(&out).expect("out dir");
-    let _reaper = Reaper(out.clone());
+    let reaper = Reaper(out.clone());
     let store = c.path("store");
     let store = store.to_str().expect("a UTF-8 temp dir");
-    let mut spec = MasterSpec::new(
+    let spec = MasterSpec::new(
         "m1",
         &[
             "--recovery",
@@ -122,6 +127,12 @@ fn a_singleton_on_a_silently_cut_off_worker_stops_before_its_replacement_starts(
             "500",
         ],
     );
+    (c, out, reaper, spec)
+}
+
+#[test]
+fn a_singleton_on_a_silently_cut_off_worker_stops_before_its_replacement_starts() {
+    let (c, out, _reaper, mut spec) = singleton_cluster("e2e-singleton");
     let proxy = TcpProxy::start(free_port(), &spec.addr());
     spec.args.extend(["--advertise".to_owned(), proxy.addr()]);
     let mut master = c.master(&spec);
@@ -221,25 +232,8 @@ fn executors_on(state: &serde_json::Value, id: &str) -> Vec<(String, String, Str
 /// cut-off stop (`stopped: no master heard for 3s`, from the shim's
 /// status) and never runs the slot again.
 fn a_singleton_stops_with_its_worker_process_down(fault: Fault) {
-    let c = Cluster::new(&format!("e2e-singleton-lease-{fault:?}").to_lowercase());
-    let out = c.path("out");
-    std::fs::create_dir_all(&out).expect("out dir");
-    let _reaper = Reaper(out.clone());
-    let store = c.path("store");
-    let store = store.to_str().expect("a UTF-8 temp dir");
-    let spec = MasterSpec::new(
-        "m1",
-        &[
-            "--recovery",
-            "filesystem",
-            "--store",
-            store,
-            "--worker-timeout",
-            "2500",
-            "--heartbeat-interval",
-            "500",
-        ],
-    );
+    let name = format!("e2e-singleton-lease-{fault:?}").to_lowercase();
+    let (c, out, _reaper, spec) = singleton_cluster(&name);
     let mut master = c.master(&spec);
     let mut w1 = c.worker("w1", &[spec.addr()], 2, 512, &[]);
     wait_for(BOUND, "w1 ALIVE", || {
