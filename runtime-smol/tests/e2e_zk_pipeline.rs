@@ -151,6 +151,21 @@ impl Fixture {
         Fixture { load, masters, specs, root, proxy, zk, _c: c }
     }
 
+    /// Waits for the proxy's cut; returns how many writes it found in
+    /// flight (at least [`CUT_IN_FLIGHT`]).
+    fn wait_cut(&self) -> usize {
+        wait_for(BOUND, "the cut in the burst of registrations", || {
+            if self.proxy.fired() == 1 {
+                Ok(())
+            } else {
+                Err("not yet".into())
+            }
+        });
+        let in_flight = self.proxy.in_flight_at_cut();
+        assert!(in_flight >= CUT_IN_FLIGHT, "the cut found {in_flight} writes in flight");
+        in_flight
+    }
+
     /// The indices of the masters (among those `running`) that say ALIVE;
     /// panics when there are two: a split brain is never waited out.
     fn alive(&self, running: &[bool]) -> Vec<usize> {
@@ -273,15 +288,7 @@ fn load_worker_ids() -> Vec<String> {
 #[test]
 fn a_cut_with_dozens_of_writes_in_flight_loses_none_and_doubles_none() {
     let mut f = Fixture::start("zk-pipeline-cut", 10_000, false);
-    wait_for(BOUND, "the cut in the burst of registrations", || {
-        if f.proxy.fired() == 1 {
-            Ok(())
-        } else {
-            Err("not yet".into())
-        }
-    });
-    let in_flight = f.proxy.in_flight_at_cut();
-    assert!(in_flight >= CUT_IN_FLIGHT, "the cut found {in_flight} writes in flight");
+    let in_flight = f.wait_cut();
 
     // The link is back at once: m1 keeps leading (m2 never leads), every
     // write in doubt is resent, and every worker ends ALIVE once.
@@ -289,6 +296,7 @@ fn a_cut_with_dozens_of_writes_in_flight_loses_none_and_doubles_none() {
     let (ids, execs) = f.wait_settled(0, &both, "m1 with every worker and executor");
     assert_eq!(ids, load_worker_ids());
     assert_eq!(status(&f.specs[1]), "STANDBY");
+    assert_eq!(metric(&f.specs[1], "regent_elections_total"), Some(0.0), "m2 never led");
     let log = f.masters[0].stderr();
     assert!(!log.contains("giving up leadership"), "m1 kept its leadership:\n{log}");
     let resends = metric(&f.specs[0], "regent_store_resends_total").unwrap_or(0.0);
@@ -315,15 +323,7 @@ fn a_cut_longer_than_the_session_hands_over_to_one_new_leader_with_every_worker_
     // Short sessions (the server allows 400 ms and up) keep the wait for
     // expiry short; the lease of a 20 ms round trip is far shorter still.
     let mut f = Fixture::start("zk-pipeline-long-cut", 3_000, true);
-    wait_for(BOUND, "the cut in the burst of registrations", || {
-        if f.proxy.fired() == 1 {
-            Ok(())
-        } else {
-            Err("not yet".into())
-        }
-    });
-    let in_flight = f.proxy.in_flight_at_cut();
-    assert!(in_flight >= CUT_IN_FLIGHT, "the cut found {in_flight} writes in flight");
+    let in_flight = f.wait_cut();
 
     // What m1 acknowledged: its workers ALIVE (a worker is REGISTERING
     // until its record's write is confirmed, and no confirmation comes
