@@ -228,6 +228,13 @@ impl CutOff {
         self.word
     }
 
+    /// Whether an executor with `rule` would be due to be stopped at `now`
+    /// ([`CutOff::due`]): no word from a master for its `stop_after`. A
+    /// singleton whose launch arrives then is not started.
+    pub fn lapsed(&self, rule: Disconnect, now: Millis) -> bool {
+        self.heard_at + Millis(rule.stop_after_ms) <= now
+    }
+
     /// `executor` started with `rule`: watched until [`CutOff::forget`].
     pub fn guard(&mut self, executor: ExecutorId, rule: Disconnect) {
         self.guarded.insert(executor, Guarded { rule, stopping: false });

@@ -1012,7 +1012,7 @@ impl Worker {
                     ports: Vec::new(),
                     resources: Vec::new(),
                 };
-                self.on_launch(from, epoch, launch, report, spec, out);
+                self.on_launch(now, from, epoch, launch, report, spec, out);
             }
             Message::KillExecutorOnWorker { executor, .. }
                 if self.active.as_ref() == Some(&from)
@@ -1108,9 +1108,14 @@ impl Worker {
     /// answered `Killed` (the worker's doing, not the executor's: the
     /// master refills the slot without charging a retry) instead of being
     /// dropped, so no slot waits for an executor that never starts. Issue
-    /// 20, docs/design.md#one-executor-per-slot.
+    /// 20, docs/design.md#one-executor-per-slot. A singleton whose lease
+    /// lapsed already (no word from the master followed for its group's
+    /// `stop_after`: the order waited while this process was paused, say)
+    /// is not started either, but reported as its cut-off stop, docs/design.md#issue-45.
+    #[allow(clippy::too_many_arguments)]
     fn on_launch(
         &mut self,
+        now: Millis,
         from: Addr,
         epoch: Epoch,
         launch: u64,
@@ -1140,6 +1145,20 @@ impl Worker {
                     && e.id.group_slot(&e.framework) == slot
             });
         if followed && self.registered && !slot_taken {
+            if let Some(rule) = spec.launch.disconnect.filter(|r| self.cut_off.lapsed(*r, now)) {
+                // Its lease lapsed before it started: the leader may have
+                // placed the slot again already (`cut_off::replace_after`
+                // after it last heard from this worker), so starting it
+                // would run the slot twice until the watch stopped it. It
+                // ends as that stop would have ended it (no retry charged),
+                // kept until acknowledged, docs/design.md#issue-45.
+                report.state =
+                    ExecutorState::Failed { reason: crate::launch::cut_off_reason(rule) };
+                self.executors.insert(report.id.clone(), report.clone());
+                let msg = Message::ExecutorStatus { incarnation: self.config.incarnation, report };
+                out.push(Action::Send { to: from, msg });
+                return;
+            }
             let mut spec = spec;
             let given = self
                 .number_ports(&mut report, &mut spec)

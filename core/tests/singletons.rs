@@ -427,3 +427,40 @@ fn the_last_word_is_an_answer_dated_at_its_request_never_the_start() {
     let _ = from(&mut w, Millis(sent + 400), "a", Message::HeartbeatAck { epoch: Epoch(2) });
     assert_eq!(w.last_word(), Some(Millis(sent)));
 }
+
+/// A singleton's launch the worker handles only once its lease lapsed (the
+/// order waited while the worker's process was paused, say: the leader
+/// heard nothing meanwhile and may have placed the slot again) is not
+/// started: it ends as the cut-off stop would have ended it, reported
+/// `Failed` with its reason (no retry charged). Found by the simulator
+/// (sim seed 1557, docs/design.md#simulator-seeds, `--singletons --api-jobs`):
+/// the launch started on resuming and ran beside the slot's new executor
+/// until the watch's next tick stopped it. Before the lapse it starts.
+#[test]
+fn a_singleton_launched_after_its_lease_lapsed_is_not_started() {
+    let mut w = worker_with_a_singleton();
+    let rule = Some(Disconnect::after_ms(30_000));
+    // Heard at 0 (the registration): 29 s on, it starts.
+    let out = from(&mut w, Millis(29_000), "a", launch("early", "early", rule));
+    assert!(
+        out.iter()
+            .any(|a| matches!(a, worker::Action::Executor(worker::ExecutorCommand::Start { .. }))),
+        "{out:?}"
+    );
+    // 30 s on, no word since: not started, reported cut off.
+    let out = from(&mut w, Millis(30_000), "a", launch("late", "late", rule));
+    assert!(
+        !out.iter()
+            .any(|a| matches!(a, worker::Action::Executor(worker::ExecutorCommand::Start { .. }))),
+        "started after its lease lapsed: {out:?}"
+    );
+    let late = ExecutorId::new("f/late#0#1");
+    let reason = "stopped: no master heard for 30s".to_owned();
+    let sent = out.iter().any(|a| {
+        matches!(a, worker::Action::Send { msg: Message::ExecutorStatus { report, .. }, .. }
+            if report.id == late && report.state == ExecutorState::Failed { reason: reason.clone() })
+    });
+    assert!(sent, "its end is reported: {out:?}");
+    let kept = w.executors().find(|e| e.id == late).map(|e| e.state.clone());
+    assert_eq!(kept, Some(ExecutorState::Failed { reason }), "kept until acknowledged");
+}

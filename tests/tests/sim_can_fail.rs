@@ -216,3 +216,27 @@ fn a_deployment_forgotten_at_a_failover_is_caught() {
     assert!(found.is_some(), "no deploy_durable violation within 40 seeds");
     println!("deployments afresh on takeover: {found:?}");
 }
+
+/// Without the executor shims' leases (`Knobs::no_shim`,
+/// docs/design.md#issue-45) only a running worker process stops a
+/// cut-off singleton: one that outlived its worker's process (a crash) or
+/// whose process was paused runs on past the leader's wait while its slot
+/// runs elsewhere, and `singleton_slots`, which no longer leaves such
+/// executors out, catches it (seed 92 of `--singletons --api-jobs` first,
+/// on the code of 2026-12-07). The seed it finds passes with the shims.
+#[test]
+fn without_the_shims_lease_a_singleton_runs_twice() {
+    let with_shims = SimConfig { singletons: true, api_jobs: true, ..SimConfig::default() };
+    let knobs = Knobs { no_shim: true, ..Knobs::default() };
+    let without = SimConfig { knobs, ..with_shims.clone() };
+    let found = (0..300).find(|seed| {
+        run_seed(*seed, &without).err().is_some_and(|f| f.violation.invariant == "singleton_slots")
+    });
+    let Some(seed) = found else {
+        panic!("no singleton_slots violation within 300 seeds without the shims' leases");
+    };
+    if let Err(f) = run_seed(seed, &with_shims) {
+        panic!("seed {seed} fails with the shims too: {f}");
+    }
+    println!("without the shims' leases: seed {seed}");
+}

@@ -9,7 +9,7 @@
 //!             [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--lost-id-state] [--suspend] [--singletons] [--services]
 //!             [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease]
 //!             [--monotonic-clock] [--hide-guarantees] [--no-refill-after-stop] [--overlapping-checks] [--skipped-checks-fail] [--manual-ttl-kept]
-//!             [--uncharged-baking] [--no-auto-revert] [--deployment-afresh] [--skip INVARIANT]...
+//!             [--uncharged-baking] [--no-auto-revert] [--deployment-afresh] [--no-shim] [--skip INVARIANT]...
 //! regent-soak --replay SEED [same flags]
 //! ```
 //!
@@ -38,7 +38,7 @@ struct Args {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--jobs] [--api-jobs] [--tenants] [--preemption] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--lost-id-state] [--suspend] [--singletons] [--services] [--skip INVARIANT] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--monotonic-clock] [--hide-guarantees] [--no-refill-after-stop] [--overlapping-checks] [--skipped-checks-fail] [--manual-ttl-kept] [--uncharged-baking] [--no-auto-revert] [--deployment-afresh] [--keep-going]\n       regent-soak --replay SEED [knobs]"
+        "usage: regent-soak [--seeds N] [--from S] [--threads T] [--datagram] [--takeovers] [--operator] [--jobs] [--api-jobs] [--tenants] [--preemption] [--slow-store] [--zk-latency] [--zk-packet-limit BYTES] [--clock-steps] [--lost-id-state] [--suspend] [--singletons] [--services] [--skip INVARIANT] [--no-epoch-fencing] [--no-adopt] [--no-lease-check] [--no-acting-lease] [--monotonic-clock] [--hide-guarantees] [--no-refill-after-stop] [--overlapping-checks] [--skipped-checks-fail] [--manual-ttl-kept] [--uncharged-baking] [--no-auto-revert] [--deployment-afresh] [--no-shim] [--keep-going]\n       regent-soak --replay SEED [knobs]"
     );
     std::process::exit(2)
 }
@@ -87,6 +87,7 @@ fn parse() -> Args {
             "--uncharged-baking" => knobs.deploy_uncharged_baking = true,
             "--no-auto-revert" => knobs.no_auto_revert = true,
             "--deployment-afresh" => knobs.deployment_afresh_on_takeover = true,
+            "--no-shim" => knobs.no_shim = true,
             "--monotonic-clock" => knobs.monotonic_clock = true,
             "--skip" => a.config.skip.push(it.next().unwrap_or_else(|| usage())),
             "--no-epoch-fencing" => knobs.no_epoch_fencing = true,
@@ -129,6 +130,9 @@ fn main() {
     let preemptions = Arc::new(AtomicU64::new(0));
     // Singleton executors stopped by their cut-off workers.
     let cut_off_stops = Arc::new(AtomicU64::new(0));
+    // Singleton executors stopped by their shims' leases: in all, with the
+    // worker's process down, paused.
+    let shim_stops = Arc::new([0; 3].map(AtomicU64::new));
     // Check runs, unhealthy stops, deployments failed and stopped, reverts
     // started and succeeded.
     let services = Arc::new([0; 12].map(AtomicU64::new));
@@ -144,6 +148,7 @@ fn main() {
             let api = api.clone();
             let preemptions = preemptions.clone();
             let cut_off_stops = cut_off_stops.clone();
+            let shim_stops = shim_stops.clone();
             let services = services.clone();
             let config = args.config.clone();
             let keep_going = args.keep_going;
@@ -168,6 +173,13 @@ fn main() {
                         api.2.fetch_add(stats.api_replayed, Ordering::Relaxed);
                         preemptions.fetch_add(stats.preemptions, Ordering::Relaxed);
                         cut_off_stops.fetch_add(stats.cut_off_stops, Ordering::Relaxed);
+                        for (i, n) in
+                            [stats.shim_stops, stats.shim_stops_down, stats.shim_stops_paused]
+                                .into_iter()
+                                .enumerate()
+                        {
+                            shim_stops[i].fetch_add(n, Ordering::Relaxed);
+                        }
                         for (i, n) in [
                             stats.check_runs,
                             stats.unhealthy_stops,
@@ -242,6 +254,13 @@ fn main() {
         println!(
             "singletons: {} executors stopped by workers cut off from every master",
             cut_off_stops.load(Ordering::Relaxed)
+        );
+        let n = |i: usize| shim_stops[i].load(Ordering::Relaxed);
+        println!(
+            "shims: {} singletons stopped by their shim's lease, {} of them lapsed with the worker process down, {} with it paused",
+            n(0),
+            n(1),
+            n(2)
         );
     }
     if args.config.services {

@@ -78,6 +78,11 @@ pub struct Knobs {
     /// `master::Config::unsafe_deployment_afresh_on_takeover`: a new leader
     /// forgets a deployment's counts (`regent-soak --deployment-afresh`).
     pub deployment_afresh_on_takeover: bool,
+    /// The simulated executor shims do not watch their singletons' leases
+    /// (docs/design.md#issue-45): only a running worker process stops a
+    /// cut-off singleton, as before the shim had a lease
+    /// (`regent-soak --no-shim`).
+    pub no_shim: bool,
 }
 
 /// How big a run is.
@@ -266,6 +271,7 @@ impl SimConfig {
             (self.knobs.deploy_uncharged_baking, "--uncharged-baking"),
             (self.knobs.no_auto_revert, "--no-auto-revert"),
             (self.knobs.deployment_afresh_on_takeover, "--deployment-afresh"),
+            (self.knobs.no_shim, "--no-shim"),
         ] {
             if on {
                 out.push(' ');
@@ -357,6 +363,14 @@ pub struct RunStats {
     /// group's disconnect rule and checks again (`Input::Readopted`,
     /// docs/design.md#issue-45).
     pub readopted_with_rules: u64,
+    /// Singleton executors their shim stopped for its lease
+    /// (docs/design.md#issue-45: no word from a master for `stop_after`,
+    /// the worker's process down or paused or not yet stopping them).
+    pub shim_stops: u64,
+    /// Of them, those whose lease lapsed with their worker's process down.
+    pub shim_stops_down: u64,
+    /// Of them, those whose lease lapsed with their worker's process paused.
+    pub shim_stops_paused: u64,
     /// Promotions the operator sent (`--services`; canaries with
     /// `auto_promote = false`).
     pub promotions_sent: u64,

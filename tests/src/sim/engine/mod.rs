@@ -58,6 +58,7 @@ type Readopt = (Option<regent_core::launch::Disconnect>, Vec<regent_core::launch
 pub(crate) mod api_client;
 pub(crate) mod explore;
 pub(crate) mod services;
+pub(crate) mod shim;
 
 /// The simulated cluster's name.
 const CLUSTER: &str = "sim";
@@ -132,6 +133,9 @@ enum ExecWhat {
     /// An adopted executor ended: not the worker's child, its exit status
     /// is unknown (reported `Lost`).
     AdoptedEnd,
+    /// Its shim stopped it for its lease (already not running): the
+    /// worker's process reads the recorded end ([`shim`]).
+    ShimEnd,
 }
 
 #[derive(Clone, Debug)]
@@ -158,6 +162,12 @@ enum Ev {
     DialDone {
         conn: ConnId,
         ok: bool,
+    },
+    /// The shim of singleton executor `x` on worker `w` looks at its lease
+    /// ([`shim`]); not tied to a process run of the worker.
+    Shim {
+        w: usize,
+        x: ExecutorId,
     },
     /// Master `from`'s probe (`probe`) reaches master `to`'s address.
     ProbeArrives {
@@ -514,6 +524,8 @@ pub(crate) struct World {
     pub(crate) singleton_groups: BTreeSet<String>,
     /// The health checks' runner (`--services`, [`services`]).
     pub(crate) checks: services::Model,
+    /// The executor shims' leases and the hosts' word files ([`shim`]).
+    pub(crate) shim: shim::Model,
 }
 
 impl World {
@@ -719,6 +731,7 @@ impl World {
                 .unwrap_or(TRACE_LEN),
             singleton_groups,
             checks: services::Model::new(seed),
+            shim: shim::Model::default(),
         };
         w.obs.init(cfg);
         // The operator promotes the canaries left to it, from time to time
@@ -847,6 +860,11 @@ impl World {
                         promotions: self.checks.manual.promotions,
                         promotions_refused: self.checks.manual.promotions_refused,
                         readopted_with_rules: self.readopted_with_rules,
+                        shim_stops: self.shim.stops.down
+                            + self.shim.stops.paused
+                            + self.shim.stops.running,
+                        shim_stops_down: self.shim.stops.down,
+                        shim_stops_paused: self.shim.stops.paused,
                     });
                 }
                 next_liveness = next_liveness + Millis(500);
@@ -1000,6 +1018,7 @@ impl World {
                 self.check_result(w, gen, x, check, run, outcome)
             }
             Ev::ManualReport { w, x } => self.manual_report(w, x),
+            Ev::Shim { w, x } => self.shim_event(w, x),
             Ev::Promote { s } => self.promote(s),
             Ev::Fault(f) => {
                 if !self.healed {
@@ -1122,6 +1141,9 @@ impl World {
                     }
                     let now = self.node_now(node);
                     let outputs = self.workers[w].node.handle(now, input);
+                    // Its word, for the shims, before what it returned is
+                    // carried out (`host::persist_word`).
+                    self.persist_word(w);
                     self.rearm_tick(node);
                     self.worker_outputs(w, outputs);
                 }
@@ -1258,12 +1280,18 @@ impl World {
                         }
                     } else {
                         self.execs.remove(&(i, r.id.clone()));
-                        if !r.state.is_terminal() {
+                        // Its shim stopped it for its lease and recorded
+                        // the cut-off end ([`shim`]): reported as the
+                        // core's own cut-off stop is.
+                        if let Some(state) = self.shim_end(i, &r.id) {
+                            r.state = state;
+                        } else if !r.state.is_terminal() {
                             r.state = ExecutorState::Killed;
                         }
                     }
                     inputs.push(Input::Worker(wnode::Input::LeftBehind(r)));
                 }
+                self.shim_ends_read(i);
                 // Processes no record names any more (reported and
                 // acknowledged before the crash) are gone.
                 if !adopting {
@@ -1358,11 +1386,8 @@ impl World {
                 // Its executor processes outlive it (kill -9, a crash, an
                 // upgrade): the next process over the same work directory
                 // re-adopts the running ones (or kills them).
+                // A singleton's shim watches its lease on ([`shim`]).
                 self.execs.retain(|(ww, _), running| *ww != w || *running);
-                // No process watches them for a cut-off any more
-                // ([`invariants::singleton_slots`]).
-                let left: Vec<ExecutorId> = self.running_executors(w).cloned().collect();
-                self.obs.unguarded.extend(left);
                 self.client_gone(node);
             }
             Node::Sub(_) => self.client_gone(node),
@@ -2087,6 +2112,9 @@ impl World {
                         self.resource_executors_started += 1;
                     }
                     self.execs.insert((w, executor.clone()), true);
+                    if let Some(rule) = spec.launch.disconnect {
+                        self.shim_launch(w, &executor, rule, spec.launch.kill_grace_ms);
+                    }
                     if spec.launch.disconnect.is_some() || !spec.launch.checks.is_empty() {
                         let rules = (spec.launch.disconnect, spec.launch.checks.clone());
                         self.launch_rules.insert(executor.clone(), rules);
@@ -2196,6 +2224,10 @@ impl World {
                 }
                 ExecutorState::Lost
             }
+            ExecWhat::ShimEnd => match self.shim_end(w, &x) {
+                Some(state) => state,
+                None => return,
+            },
         };
         invariants::on_executor_changed(self, w, &x, &state);
         let input = wnode::Input::ExecutorChanged { executor: x, state };

@@ -148,10 +148,6 @@ pub(crate) struct Obs {
     /// Singleton executors a worker reported stopped for want of a master
     /// ([`singleton_slots`]; counted in the run's stats).
     pub(crate) cut_off_stops: BTreeSet<ExecutorId>,
-    /// Executors that outlived their worker's process (a crash): no
-    /// process stops them for a cut-off, nor does the next one that
-    /// re-adopts them ([`singleton_slots`]' known gap).
-    pub(crate) unguarded: BTreeSet<ExecutorId>,
     /// The deployments the store held ([`deploy_durable`],
     /// [`deploy_reverts`]).
     pub(crate) deploys: deploy_durable::Seen,

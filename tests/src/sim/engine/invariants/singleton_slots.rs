@@ -13,31 +13,22 @@
 //! heard from that worker, or after its own takeover
 //! (docs/machines.md, "The wait across a failover").
 //!
-//! **Not covered (known gaps, docs/design.md#issue-45):** the worker's
-//! process is what stops a cut-off singleton, so nothing stops one while
-//! that process does not run:
-//!
-//! * an executor that outlived its worker's process (a crash, `kill -9`,
-//!   an upgrade): nothing of the worker watches it while no process runs,
-//!   and the next process that re-adopts it is given its rule again from
-//!   its record (`Input::Readopted`) but counts its cut-off from its own
-//!   start, which may be later than the leader's wait. Left out from the
-//!   crash on;
-//! * the executors of a worker whose process is paused (stopped, not its
-//!   host: a host's sleep stops its executors too) for longer than the
-//!   leader's wait: the worker stops them when it runs again, if their
-//!   time has come. Left out while it is paused, and for [`RESUMING`]
-//!   after, while it handles what piled up.
+//! A worker *process* that is down (a crash, `kill -9`, an upgrade) or
+//! paused stops nothing: the executor's shim does, at the worker's last
+//! word + `stop_after`, SIGKILL after the grace (docs/machines.md, "A
+//! worker process down or paused"), which the engine models
+//! ([`crate::sim::engine::shim`]). So no executor is left out: those that
+//! outlived their worker's process and those of a paused process are
+//! checked like any other. No tolerance either: the shim's poll never
+//! delays its lapse (it never sleeps past its deadline), and the model
+//! ends the command at the latest the real shim does (the SIGTERM ignored).
+//! `Knobs::no_shim` leaves the shims out: then this fails
+//! (tests/tests/sim_can_fail.rs).
 
 use super::one_executor::Slot;
 use crate::sim::engine::{parse_executor, World};
-use regent_core::{ExecutorId, Millis};
+use regent_core::ExecutorId;
 use std::collections::BTreeMap;
-
-/// How long after a pause of its process a worker's executors are still
-/// left out (see the module's doc): its overdue timers and the inputs that
-/// waited are handled within it.
-const RESUMING: Millis = Millis(1_000);
 
 pub(crate) fn check(w: &mut World) -> Result<(), String> {
     if w.singleton_groups.is_empty() {
@@ -45,13 +36,9 @@ pub(crate) fn check(w: &mut World) -> Result<(), String> {
     }
     let mut seen: BTreeMap<Slot, (usize, &ExecutorId)> = BTreeMap::new();
     for i in 0..w.workers.len() {
-        let p = &w.workers[i].p;
-        if p.up && !p.suspended(w.now) && w.now < p.paused_until + RESUMING {
-            continue;
-        }
         for x in w.running_executors(i) {
             let Some(slot) = parse_executor(x) else { continue };
-            if !w.singleton_groups.contains(&slot.1) || w.obs.unguarded.contains(x) {
+            if !w.singleton_groups.contains(&slot.1) {
                 continue;
             }
             if let Some((j, other)) = seen.insert(slot.clone(), (i, x)) {
