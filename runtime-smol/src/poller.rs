@@ -898,7 +898,10 @@ impl Poller {
                 _ if c.stalled_since.is_some_and(|s| now.duration_since(s) >= write) => {
                     Some(CloseCause::WriteStalled { after: write })
                 }
-                _ if now.duration_since(c.last_read) >= read => {
+                // A peer whose frames wait in the backlog is not silent:
+                // its socket is unread because the loop has not opened
+                // what it sent yet (docs/design.md#issue-46).
+                _ if !c.backlogged && now.duration_since(c.last_read) >= read => {
                     Some(CloseCause::TimedOut { what: "idle connection", after: read })
                 }
                 _ => None,
