@@ -1291,6 +1291,46 @@ mod tests {
         assert_eq!(cause.ended(), regent_core::node::Ended::TimedOut);
     }
 
+    /// A connection whose frames wait in the backlog is not idle, however
+    /// long since its socket was last read (e2e_hostile_load's floods were
+    /// cut as idle; docs/design.md#issue-46); once they are all opened, the
+    /// read timeout applies again.
+    #[test]
+    fn a_backlogged_connection_is_not_timed_out_as_idle() {
+        let mut cfg = NetConfig::new("c", None);
+        cfg.idle_timeout = Duration::from_millis(400);
+        cfg.set_heartbeat_interval(Duration::from_millis(1));
+        let mut p = poller(cfg);
+        let mut c = std::net::TcpStream::connect(p.local_addr().unwrap()).unwrap();
+        let conn = accept(&mut p);
+        let hb = |i| Message::WorkerHeartbeat { incarnation: Incarnation(i) };
+        let mut bytes = Vec::new();
+        for i in 0..1_000 {
+            bytes.extend(regent_core::codec::encode(&hb(i)));
+        }
+        c.write_all(&bytes).unwrap();
+        let mut got = 0;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !p.has_backlog() {
+            assert!(Instant::now() < deadline, "no backlog");
+            got += turn(&mut p).len();
+        }
+        let mut out = Vec::new();
+        p.sweep(Instant::now() + Duration::from_secs(5), &mut out);
+        assert!(out.is_empty(), "a backlogged connection timed out: {out:?}");
+        while got < 1_000 {
+            assert!(Instant::now() < deadline, "only {got} of 1000 frames");
+            got += turn(&mut p).len();
+        }
+        p.sweep(Instant::now() + Duration::from_secs(10), &mut out);
+        match out.as_slice() {
+            [Ready::Net(NetEvent::Closed { conn: c, cause })] if *c == conn => {
+                assert!(cause.to_string().contains("idle connection timed out"), "{cause}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn an_oversized_frame_is_refused_before_its_body_arrives() {
         let mut p = poller(NetConfig::new("c", None));
