@@ -68,6 +68,10 @@ pub enum MasterError {
     /// The audit log could not be opened (`--audit-log`).
     #[error("cannot open the audit log: {0}")]
     Audit(#[source] std::io::Error),
+    /// The loop's thread or its waker (an eventfd) could not be made
+    /// (docs/design.md#issue-46).
+    #[error("cannot start the master's loop: {0}")]
+    Loop(#[source] std::io::Error),
 }
 
 into_report!(MasterError);

@@ -1,6 +1,7 @@
 //! The master daemon: an I/O pump for `regent_core::node::MasterNode`.
 //!
-//! One loop owns the node. It waits for a connection, a frame, a ZooKeeper
+//! One loop owns the node, on its own thread (docs/design.md#issue-46). It
+//! waits for a connection, a frame, a ZooKeeper
 //! event, a store completion, an HTTP query, the node's next deadline or
 //! shutdown; makes one `handle` call; executes every output in order. It
 //! makes no protocol decision: leadership, the lease, the fenced ZooKeeper
@@ -11,11 +12,19 @@
 //! client ([`ZkBackend`]: sessions and requests), the filesystem store's
 //! writer thread (group commit, fsync off the loop) or nothing (`none`:
 //! acknowledged at once), HTTP, the clock.
+//!
+//! The loop blocks in `epoll_wait` on the poller's epoll instance
+//! ([`Poller::wait`]), the node's deadline or the poller's sweep as its
+//! timeout. Everything that is not a socket runs on smol's executor (the
+//! ZooKeeper client, HTTP, dials, probes) or its own thread (the store's
+//! writer), and reaches the loop through a channel and the poller's
+//! [`Waker`] (an eventfd in the same epoll instance): a turn under load
+//! costs `epoll_wait` and the sockets' own reads and writes, no more.
 
 use crate::error::{MasterError, HTTP_EXPOSED};
 use crate::http::{self, HttpQuery};
 use crate::net::{self, NetConfig, NetEvent};
-use crate::poller::{Poller, Ready};
+use crate::poller::{Poller, Ready, Waker};
 use crate::zk::{ZkBackend, ZkConfig};
 use async_channel::{Receiver, Sender};
 use regent_core::auth::Side;
@@ -23,6 +32,7 @@ use regent_core::master::Status;
 use regent_core::node::master::{Config, Input as NodeInput, Leadership, Note, Output};
 use regent_core::node::{DialId, DialResult, MasterNode, ProbeResult};
 use regent_core::store::StoreEvent;
+use regent_core::zk::{ZkCommand, ZkEvent};
 use regent_core::{Addr, ConnId, MasterId, Millis};
 use regent_std::conns::Conns;
 use regent_std::host::{proc_limit, ConnectionCeiling};
@@ -47,9 +57,39 @@ enum Input {
     Shutdown,
 }
 
+/// The loop's inputs from other threads: a channel, then the poller's
+/// [`Waker`] (docs/design.md#issue-46).
+#[derive(Clone)]
+struct LoopTx {
+    tx: Sender<Input>,
+    waker: Waker,
+}
+
+impl LoopTx {
+    /// Hands the loop `input`; `false` once the loop is gone.
+    fn send(&self, input: Input) -> bool {
+        let sent = self.tx.try_send(input).is_ok();
+        if sent {
+            self.waker.wake();
+        }
+        sent
+    }
+}
+
+/// Sends the loop [`Input::Shutdown`] when dropped: a `run_master` future
+/// dropped before the loop ended stops it (a thread is not cancelled with
+/// the future that started it).
+struct StopOnDrop(LoopTx);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.send(Input::Shutdown);
+    }
+}
+
 enum Wake {
     Input(Input),
-    Zk(regent_core::zk::ZkEvent),
+    Zk(ZkEvent),
     /// A socket is ready ([`Poller::poll`]).
     Net,
     /// The node's deadline.
@@ -92,10 +132,12 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
     let listen_failed = |source| MasterError::Listen { addr: opts.listen, source };
     let listener = std::net::TcpListener::bind(opts.listen).map_err(listen_failed)?;
     regent_std::net::widen_backlog(&listener).map_err(listen_failed)?;
-    let poller = Poller::new(Some(listener), opts.net.clone()).map_err(listen_failed)?;
+    let mut poller = Poller::new(Some(listener), opts.net.clone()).map_err(listen_failed)?;
     let bound = poller.local_addr().map_err(listen_failed)?;
     let advertise = opts.advertise.clone().unwrap_or_else(|| Addr(bound.to_string()));
+    let waker = poller.waker().map_err(MasterError::Loop)?;
     let (tx, rx) = async_channel::unbounded::<Input>();
+    let tx = LoopTx { tx, waker: waker.clone() };
     // The connections' read and write timeouts scale with the heartbeat
     // interval this master tells its peers.
     opts.net.set_heartbeat_interval(opts.heartbeat_interval);
@@ -105,7 +147,7 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
         let tx = tx.clone();
         smol::spawn(async move {
             let _ = shutdown.recv().await;
-            let _ = tx.send(Input::Shutdown).await;
+            tx.send(Input::Shutdown);
         })
         .detach();
     }
@@ -120,7 +162,7 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
         let tx = tx.clone();
         smol::spawn(async move {
             while let Ok(q) = qrx.recv().await {
-                if tx.send(Input::Http(q)).await.is_err() {
+                if !tx.send(Input::Http(q)) {
                     break;
                 }
             }
@@ -140,7 +182,7 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
             load_started = Some(Instant::now());
             let sink = tx.clone();
             let store = LocalStore::open_files(dir, &opts.id, sealing.clone(), move |results| {
-                let _ = sink.send_blocking(Input::Store(results));
+                sink.send(Input::Store(results));
             })?;
             (Leadership::Single, Some(store), None)
         }
@@ -172,7 +214,19 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
     let node = MasterNode::new(Config { master: mcfg, leadership, clock_base, cluster })
         .with_sealing(sealing)
         .with_store_window(store_window);
-    let mut pump = Pump {
+    // The ZooKeeper client stays on smol's executor: its commands go to it
+    // through a channel, its events come back through another and the
+    // waker (docs/design.md#issue-46).
+    let (zk, zk_events, zk_bridge) = match backend {
+        None => (None, None, None),
+        Some(backend) => {
+            let (cmd_tx, cmd_rx) = async_channel::unbounded();
+            let (ev_tx, ev_rx) = async_channel::unbounded();
+            let bridge = smol::spawn(zk_bridge(backend, cmd_rx, ev_tx, waker));
+            (Some(cmd_tx), Some(ev_rx), Some(bridge))
+        }
+    };
+    let pump = Pump {
         clock,
         node,
         net: opts.net.clone(),
@@ -181,7 +235,9 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
         poller,
         ready: Vec::new(),
         local,
-        backend,
+        zk,
+        inputs: rx,
+        zk_events,
         insecure: opts.insecure,
         ceiling: ConnectionCeiling::new(
             proc_limit("Max open files").map_or(usize::MAX, |f| f.saturating_sub(FD_RESERVE)),
@@ -193,25 +249,90 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
         local_loaded: 0,
         queries: http::queries::Waiting::new(),
         audit: opts.open_audit_log().map_err(MasterError::Audit)?,
-        timer: async_io::Timer::never(),
-        timer_at: None,
     };
-    pump.feed(NodeInput::Start)?;
+    // The loop on its own thread; this future awaits its end.
+    let (done_tx, done_rx) = async_channel::bounded(1);
+    let stop = StopOnDrop(tx);
+    let thread = std::thread::Builder::new()
+        .name("regent-master".into())
+        .spawn(move || {
+            let result = pump.run();
+            let _ = done_tx.send_blocking(result);
+        })
+        .map_err(MasterError::Loop)?;
+    let result = done_rx.recv().await;
+    drop(stop);
+    // The loop is gone (its command channel with it): the bridge ends once
+    // it has executed what the loop asked last (closing the session).
+    if let Some(bridge) = zk_bridge {
+        bridge.await;
+    }
+    match result {
+        Ok(result) => result,
+        // The loop panicked: so does its caller.
+        Err(_) => match thread.join() {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(()) => unreachable!("the loop's thread ended without a result"),
+        },
+    }
+}
+
+/// Runs `backend` on smol's executor for the loop on its thread
+/// (docs/design.md#issue-46): executes the loop's commands in order, hands
+/// it every event (then wakes it), and ends (dropping the client) once the
+/// loop is gone.
+async fn zk_bridge(
+    mut backend: ZkBackend,
+    commands: Receiver<ZkCommand>,
+    events: Sender<ZkEvent>,
+    waker: Waker,
+) {
+    enum Next {
+        Command(Option<ZkCommand>),
+        Event(ZkEvent),
+    }
     loop {
-        // What the last turn sent is written, and what that ended reported,
-        // before the loop waits again.
-        pump.settle().await?;
-        match pump.next_wake(&rx).await {
+        // Commands first; `next_event` is cancel-safe.
+        let next = smol::future::or(async { Next::Command(commands.recv().await.ok()) }, async {
+            Next::Event(backend.next_event().await)
+        })
+        .await;
+        match next {
+            Next::Command(Some(command)) => backend.execute(command),
+            Next::Command(None) => return,
+            Next::Event(event) => {
+                if events.try_send(event).is_err() {
+                    return;
+                }
+                waker.wake();
+            }
+        }
+    }
+}
+
+impl Pump {
+    /// The loop: runs until shutdown (Ok) or until the node gives up (Err).
+    fn run(mut self) -> Result<(), MasterError> {
+        self.feed(NodeInput::Start)?;
+        loop {
+            // What the last turn sent is written, and what that ended
+            // reported, before the loop waits again.
+            self.settle()?;
+            let wake = self.next_wake();
+            if !self.on_wake(wake)? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// One wake of the loop; `false` once it is to end (shutdown).
+    fn on_wake(&mut self, wake: Wake) -> Result<bool, MasterError> {
+        let pump = self;
+        match wake {
             Wake::Deadline => pump.feed(NodeInput::Tick)?,
             Wake::Sweep => pump.poller.sweep(Instant::now(), &mut pump.ready),
-            Wake::Net => {
-                pump.poller.poll(&mut pump.ready);
-                // The tasks that feed the loop's other inputs (HTTP
-                // queries, the ZooKeeper client, dials) share its executor:
-                // under a flood the sockets are always ready, so the loop
-                // gives them their turn here.
-                smol::future::yield_now().await;
-            }
+            // What the poller took is in `ready`, fed by `settle`.
+            Wake::Net => {}
             Wake::Zk(event) => pump.feed(NodeInput::Zk(event))?,
             Wake::Input(Input::Shutdown) => {
                 tracing::info!("shutting down");
@@ -219,8 +340,8 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
                 let _ = pump.feed(NodeInput::Stop);
                 pump.poller.close_all();
                 // Let the session close and the last frames reach the wire.
-                pump.linger(Duration::from_millis(100)).await;
-                return Ok(());
+                pump.linger(Duration::from_millis(100));
+                return Ok(false);
             }
             Wake::Input(Input::Dialled { dial, result }) => {
                 let result = match result.and_then(|d| {
@@ -257,6 +378,7 @@ pub async fn run_master(opts: MasterConfig, shutdown: Receiver<()>) -> Result<()
                 pump.feed(input)?;
             }
         }
+        Ok(true)
     }
 }
 
@@ -268,7 +390,7 @@ struct Pump {
     node: MasterNode,
     net: Arc<NetConfig>,
     /// The daemon's own inputs (dial results come back here).
-    tx: Sender<Input>,
+    tx: LoopTx,
     /// Which connections the node knows, by number, with the peer's address.
     conns: Conns<String>,
     /// The connections themselves.
@@ -277,8 +399,13 @@ struct Pump {
     ready: Vec<Ready>,
     /// The single-master modes' store.
     local: Option<LocalStore>,
-    /// ZooKeeper mode's client.
-    backend: Option<ZkBackend>,
+    /// ZooKeeper mode's client (on smol's executor, [`zk_bridge`]): its
+    /// commands.
+    zk: Option<Sender<ZkCommand>>,
+    /// The daemon's own inputs.
+    inputs: Receiver<Input>,
+    /// ZooKeeper mode's client: its events.
+    zk_events: Option<Receiver<ZkEvent>>,
     /// Dial non-loopback masters without a secret (`--insecure`).
     insecure: bool,
     /// Peer connections stop [`FD_RESERVE`] descriptors below the limit.
@@ -297,13 +424,6 @@ struct Pump {
     /// The audit log (docs/design.md#issue-44): a step's records, one
     /// fsync.
     audit: regent_std::audit::AuditLog,
-    /// The loop's one timer, for the node's deadline or the poller's sweep,
-    /// whichever is first: kept across turns and moved only when that
-    /// instant changes (a timer made per turn is registered with the
-    /// reactor and woke its thread on every turn).
-    timer: async_io::Timer,
-    /// Where [`Pump::timer`] is set; `None` once it fired (or never set).
-    timer_at: Option<Instant>,
 }
 
 impl Pump {
@@ -330,7 +450,7 @@ impl Pump {
     /// Feeds the node what the poller reported (and what feeding it ended,
     /// e.g. a send queue past its bound), writes what that sent, until
     /// nothing is left.
-    async fn settle(&mut self) -> Result<(), MasterError> {
+    fn settle(&mut self) -> Result<(), MasterError> {
         let mut batch = Vec::new();
         loop {
             self.poller.flush(&mut self.ready);
@@ -345,12 +465,12 @@ impl Pump {
             // (a send past a queue bound), taken on the next round.
             std::mem::swap(&mut batch, &mut self.ready);
             for r in batch.drain(..) {
-                self.on_ready(r).await?;
+                self.on_ready(r)?;
             }
         }
     }
 
-    async fn on_ready(&mut self, r: Ready) -> Result<(), MasterError> {
+    fn on_ready(&mut self, r: Ready) -> Result<(), MasterError> {
         match r {
             // File descriptors are kept for the store, ZooKeeper, HTTP and
             // dials: a connection past the ceiling is closed at once.
@@ -365,7 +485,7 @@ impl Pump {
             },
             Ready::AcceptFailed(e) => {
                 tracing::warn!("accept failed: {e}");
-                async_io::Timer::after(Duration::from_millis(50)).await;
+                std::thread::sleep(Duration::from_millis(50));
             }
             Ready::Net(NetEvent::Message { conn, msg }) => {
                 if self.conns.contains(conn) {
@@ -389,20 +509,17 @@ impl Pump {
     }
 
     /// Writes what is queued for up to `d` (shutdown).
-    async fn linger(&mut self, d: Duration) {
+    fn linger(&mut self, d: Duration) {
         let until = Instant::now() + d;
         let mut ready = Vec::new();
-        while Instant::now() < until && self.poller.queued_bytes() > 0 {
+        loop {
             self.poller.flush(&mut ready);
-            self.poller.poll(&mut ready);
+            let now = Instant::now();
+            if now >= until || self.poller.queued_bytes() == 0 {
+                return;
+            }
+            self.poller.wait(until - now, &mut ready);
             ready.clear();
-            let wait = async {
-                let _ = self.poller.ready().await;
-            };
-            smol::future::or(wait, async {
-                async_io::Timer::at(until).await;
-            })
-            .await;
         }
     }
 
@@ -410,47 +527,33 @@ impl Pump {
     /// node's deadline. A deadline that has passed comes first, then the
     /// daemon's own inputs (store answers, HTTP, dials, shutdown), then
     /// ZooKeeper, then the sockets: a flood of frames cannot hold back the
-    /// node's timers or its coordination session.
-    async fn next_wake(&mut self, rx: &Receiver<Input>) -> Wake {
-        let deadline = self.clock.wake_at(self.node.poll_timeout());
-        let now = Instant::now();
-        if deadline.is_some_and(|when| when <= now) {
-            return Wake::Deadline;
-        }
-        let sweep = self.poller.next_sweep();
-        if sweep <= now {
-            return Wake::Sweep;
-        }
-        let (at, wake) = match deadline {
-            Some(when) if when < sweep => (when, Wake::Deadline),
-            _ => (sweep, Wake::Sweep),
-        };
-        if self.timer_at != Some(at) {
-            self.timer.set_at(at);
-            self.timer_at = Some(at);
-        }
-        let (timer, timer_at) = (&mut self.timer, &mut self.timer_at);
-        let timer = async move {
-            timer.await;
-            *timer_at = None;
-            wake
-        };
-        let input = async { Wake::Input(rx.recv().await.unwrap_or(Input::Shutdown)) };
-        let poller = &self.poller;
-        // Polled last: the inputs above come first when they are ready.
-        let net = async {
-            poller.next_turn().await;
-            Wake::Net
-        };
-        let backend = &mut self.backend;
-        let zk = async {
-            match backend {
-                // `next_event` is cancel-safe: losing the race loses nothing.
-                Some(b) => Wake::Zk(b.next_event().await),
-                None => smol::future::pending().await,
+    /// node's timers or its coordination session. Blocks in `epoll_wait`
+    /// (docs/design.md#issue-46) until a socket is ready, the
+    /// [`Waker`] is woken, or the deadline or the sweep is due; what the
+    /// poller took lands in `ready` ([`Wake::Net`]).
+    fn next_wake(&mut self) -> Wake {
+        loop {
+            let deadline = self.clock.wake_at(self.node.poll_timeout());
+            let now = Instant::now();
+            if deadline.is_some_and(|when| when <= now) {
+                return Wake::Deadline;
             }
-        };
-        smol::future::or(timer, smol::future::or(input, smol::future::or(zk, net))).await
+            let sweep = self.poller.next_sweep();
+            if sweep <= now {
+                return Wake::Sweep;
+            }
+            if let Ok(input) = self.inputs.try_recv() {
+                return Wake::Input(input);
+            }
+            if let Some(event) = self.zk_events.as_ref().and_then(|rx| rx.try_recv().ok()) {
+                return Wake::Zk(event);
+            }
+            let at = deadline.map_or(sweep, |when| when.min(sweep));
+            self.poller.wait(at - now, &mut self.ready);
+            if !self.ready.is_empty() {
+                return Wake::Net;
+            }
+        }
     }
 
     /// One `handle` call and its outputs, then any store answer that was
@@ -490,8 +593,8 @@ impl Pump {
                     }
                 }
                 Output::Zk(command) => {
-                    if let Some(b) = &mut self.backend {
-                        b.execute(command);
+                    if let Some(zk) = &self.zk {
+                        let _ = zk.try_send(command);
                     }
                 }
                 Output::Dial { dial, addr, timeout } => self.dial(dial, addr, timeout),
@@ -504,13 +607,13 @@ impl Pump {
                     smol::spawn(async move {
                         let timeout = Duration::from_millis(timeout.0);
                         let result = net::probe(addr.as_str(), timeout).await;
-                        let _ = tx.send(Input::Probed { probe, result }).await;
+                        tx.send(Input::Probed { probe, result });
                     })
                     .detach();
                 }
                 Output::Note(note) => {
                     if matches!(note, Note::Elected { .. })
-                        && (self.backend.is_some() || self.load_started.is_none())
+                        && (self.zk.is_some() || self.load_started.is_none())
                     {
                         self.load_started = Some(Instant::now());
                     }
@@ -535,7 +638,7 @@ impl Pump {
         }
         self.load_started = None;
         let ms = started.elapsed().as_secs_f64() * 1e3;
-        let (records, since) = match &self.backend {
+        let (records, since) = match &self.zk {
             Some(_) => (self.node.metrics().store_records_loaded as usize, "the election"),
             None => (self.local_loaded, "the store's open"),
         };
@@ -550,8 +653,93 @@ impl Pump {
         smol::spawn(async move {
             let timeout = Duration::from_millis(timeout.0);
             let result = net::dial(&addr, has_secret, insecure, false, timeout).await;
-            let _ = tx.send(Input::Dialled { dial, result }).await;
+            tx.send(Input::Dialled { dial, result });
         })
         .detach();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::{SocketAddr, TcpListener, TcpStream};
+
+    fn free_addr() -> SocketAddr {
+        TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+    }
+
+    fn config(listen: SocketAddr, http: SocketAddr) -> MasterConfig {
+        let mut cfg = MasterConfig::new("m1", listen, Arc::new(NetConfig::new("c", None)));
+        cfg.http = Some(http);
+        cfg
+    }
+
+    /// `GET path` on `http` (HTTP/1.0), retried until the server answers
+    /// (60 s bound): the status line and the body.
+    fn get(http: SocketAddr, path: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            assert!(Instant::now() < deadline, "{http} never answered {path}");
+            let Ok(mut s) = TcpStream::connect(http) else {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            };
+            s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+            write!(s, "GET {path} HTTP/1.0\r\nHost: {http}\r\n\r\n").unwrap();
+            let mut answer = String::new();
+            if s.read_to_string(&mut answer).is_ok() && !answer.is_empty() {
+                return answer;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The loop on its own thread (docs/design.md#issue-46): HTTP queries,
+    /// which reach it through the waker while it blocks in `epoll_wait`
+    /// with no socket activity, are answered, one after another; shutdown
+    /// while idle ends `run_master` with Ok.
+    #[test]
+    fn an_idle_loop_answers_queries_and_shuts_down() {
+        let (listen, http) = (free_addr(), free_addr());
+        let (stop, shutdown) = async_channel::bounded::<()>(1);
+        let (done_tx, done) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done_tx.send(smol::block_on(run_master(config(listen, http), shutdown)));
+        });
+        for _ in 0..5 {
+            let answer = get(http, "/api/state");
+            assert!(
+                answer.starts_with("HTTP/1.1 200") || answer.starts_with("HTTP/1.0 200"),
+                "{answer}"
+            );
+            assert!(answer.contains("m1"), "{answer}");
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        stop.close();
+        let result = done.recv_timeout(Duration::from_secs(60)).expect("run_master returned");
+        assert!(result.is_ok(), "{result:?}");
+    }
+
+    /// A `run_master` future dropped before shutdown stops its loop's
+    /// thread, which releases the listener: the port can be bound again.
+    #[test]
+    fn dropping_run_master_stops_its_loop() {
+        let (listen, http) = (free_addr(), free_addr());
+        let (_stop, shutdown) = async_channel::bounded::<()>(1);
+        smol::block_on(async {
+            let master = run_master(config(listen, http), shutdown);
+            let up = smol::unblock(move || get(http, "/api/state"));
+            match smol::future::or(async { Err(master.await) }, async { Ok(up.await) }).await {
+                Ok(answer) => assert!(answer.contains("m1"), "{answer}"),
+                Err(ended) => panic!("the master ended: {ended:?}"),
+            }
+            // `master` is dropped here, its loop still running.
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while let Err(e) = TcpListener::bind(listen) {
+            assert!(Instant::now() < deadline, "{listen} is still held: {e}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }

@@ -2,9 +2,12 @@
 //! 24): no task, channel or timer per connection.
 //!
 //! [`Poller`] owns the listening socket and every peer connection, in a
-//! slab. The master's loop awaits the one epoll descriptor through async-io
-//! ([`Poller::ready`]), then [`Poller::poll`] takes every ready socket in
-//! turn: a listener accepts, a connection is read **once** into a buffer
+//! slab. The master's loop runs on its own thread and blocks in
+//! `epoll_wait` on the one epoll descriptor ([`Poller::wait`], with the
+//! node's deadline or the sweep as its timeout; docs/design.md#issue-46);
+//! its other inputs wake it through an eventfd in the same instance
+//! ([`Poller::waker`], [`Waker`]). [`Poller::wait`] (and [`Poller::poll`],
+//! which does not block) takes every ready socket in turn: a listener accepts, a connection is read **once** into a buffer
 //! shared by all connections, its whole frames are opened and handed back as
 //! [`NetEvent`]s for the loop to feed the node inline. What the node sends
 //! is sealed straight into the connection's output buffer
@@ -32,7 +35,6 @@
 //! ([`Poller::remove`]).
 
 use crate::net::{nonce, CloseCause, NetConfig, NetEvent};
-use async_io::Async;
 use regent_core::auth::{self, FrameOpener, FrameReader, FrameSealer, Handshake, Side, Step};
 use regent_core::codec::DecoderConfig;
 use regent_core::protocol::Message;
@@ -43,6 +45,7 @@ use slab::Slab;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -81,6 +84,42 @@ const KEEP_OUT: usize = 4 * 1024;
 
 /// The listener's key in the epoll instance (connections use slab keys).
 const LISTENER: u64 = u64::MAX;
+
+/// The [`Waker`]'s eventfd's key in the epoll instance.
+const WAKER: u64 = u64::MAX - 1;
+
+/// Wakes a [`Poller`] blocked in [`Poller::wait`] from any thread: the
+/// master's other inputs (ZooKeeper events, store results, HTTP queries,
+/// dial results, shutdown) are put in a channel, then [`Waker::wake`]
+/// (docs/design.md#issue-46). Only the first wake after the poller last
+/// took one writes the eventfd: a burst of inputs costs one system call on
+/// each side, and a loop busy with its sockets none.
+#[derive(Clone, Debug)]
+pub struct Waker {
+    shared: Arc<WakerShared>,
+}
+
+#[derive(Debug)]
+struct WakerShared {
+    /// An eventfd (nonblocking), readable in the poller's epoll instance.
+    fd: OwnedFd,
+    /// A wake was written and the poller has not taken it yet.
+    pending: AtomicBool,
+}
+
+impl Waker {
+    /// Makes the poller's current or next [`Poller::wait`] return (what
+    /// was sent before this call is visible to the poller's thread then).
+    pub fn wake(&self) {
+        if !self.shared.pending.swap(true, Ordering::SeqCst) {
+            if let Err(e) = rustix::io::write(&self.shared.fd, &1u64.to_ne_bytes()) {
+                // Only a counter at its maximum refuses a write: the
+                // poller is woken anyway.
+                tracing::warn!("cannot wake the master's loop: {e}");
+            }
+        }
+    }
+}
 
 /// What [`Poller::poll`] and [`Poller::sweep`] report.
 // A message is most of what comes out, kept inline: boxing it would cost an
@@ -175,7 +214,9 @@ enum Closing {
 
 /// Every connection of one master, on one epoll instance.
 pub struct Poller {
-    epoll: Async<OwnedFd>,
+    epoll: OwnedFd,
+    /// The eventfd of [`Poller::waker`], once made.
+    waker: Option<Arc<WakerShared>>,
     listener: Option<TcpListener>,
     conns: Slab<Conn>,
     next_id: u64,
@@ -216,7 +257,8 @@ impl Poller {
         let decoder =
             DecoderConfig { max_frame: cfg.max_frame, cluster: Some(cfg.cluster.clone()) };
         Ok(Poller {
-            epoll: Async::new(fd)?,
+            epoll: fd,
+            waker: None,
             listener,
             conns: Slab::new(),
             next_id: 1,
@@ -271,23 +313,31 @@ impl Poller {
         !self.backlog.is_empty()
     }
 
-    /// Resolves when [`Poller::poll`] has work: at once while frames wait
-    /// in the backlog, else once a socket is ready (a failed wait is logged
-    /// and retried after 50 ms). Cancel-safe.
-    pub async fn next_turn(&self) {
-        if self.has_backlog() {
-            return;
+    /// The [`Waker`] of this poller (made on the first call: an eventfd
+    /// in its epoll instance). [`Poller::wait`] returns `true` once it was
+    /// woken.
+    pub fn waker(&mut self) -> std::io::Result<Waker> {
+        if let Some(shared) = &self.waker {
+            return Ok(Waker { shared: shared.clone() });
         }
-        if let Err(e) = self.ready().await {
-            tracing::warn!("waiting for the connections failed: {e}");
-            async_io::Timer::after(Duration::from_millis(50)).await;
-        }
+        let fd = rustix::event::eventfd(
+            0,
+            rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+        )?;
+        epoll::add(&self.epoll, &fd, epoll::EventData::new_u64(WAKER), epoll::EventFlags::IN)?;
+        let shared = Arc::new(WakerShared { fd, pending: AtomicBool::new(false) });
+        self.waker = Some(shared.clone());
+        Ok(Waker { shared })
     }
 
-    /// Resolves once a socket is ready (cancel-safe: losing a race loses
-    /// nothing, the readiness stays).
-    pub async fn ready(&self) -> std::io::Result<()> {
-        self.epoll.readable().await
+    /// Blocks in `epoll_wait` for up to `timeout` (not at all while frames
+    /// wait in the backlog), then takes every ready socket as
+    /// [`Poller::poll`] does. `true` if the [`Waker`] was woken (taken
+    /// here: the next wake writes again). A failed wait is logged, then
+    /// waited out (at most 50 ms) rather than spun on.
+    pub fn wait(&mut self, timeout: Duration, out: &mut Vec<Ready>) -> bool {
+        let timeout = if self.has_backlog() { Duration::ZERO } else { timeout };
+        self.turn(timeout, out)
     }
 
     /// Runs `stream` as a connection; `side` says who dialled. With a
@@ -350,7 +400,7 @@ impl Poller {
         let key = self.conns.vacant_key();
         let id = self.number(key);
         epoll::add(
-            self.epoll.get_ref(),
+            &self.epoll,
             &stream,
             epoll::EventData::new_u64(key as u64),
             epoll::EventFlags::IN | epoll::EventFlags::RDHUP,
@@ -463,9 +513,15 @@ impl Poller {
         }
     }
 
-    /// Takes every ready socket once (see the module docs); what happened
-    /// lands in `out`, in order.
+    /// Takes every ready socket once (see the module docs), without
+    /// blocking; what happened lands in `out`, in order.
     pub fn poll(&mut self, out: &mut Vec<Ready>) {
+        self.turn(Duration::ZERO, out);
+    }
+
+    /// [`Poller::poll`] after `epoll_wait` with `timeout`; whether the
+    /// waker was woken.
+    fn turn(&mut self, timeout: Duration, out: &mut Vec<Ready>) -> bool {
         for key in std::mem::take(&mut self.backlog) {
             if let Some(c) = self.conns.get_mut(key).filter(|c| c.backlogged) {
                 c.backlogged = false;
@@ -475,21 +531,37 @@ impl Poller {
         // On the stack: the events hold pointers (not `Send`), and a turn
         // allocates nothing.
         let mut events = [std::mem::MaybeUninit::<epoll::Event>::uninit(); EVENTS_PER_TURN];
-        let zero = rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 };
-        let events = match epoll::wait(self.epoll.get_ref(), &mut events, Some(&zero)) {
+        let ts = rustix::time::Timespec {
+            tv_sec: timeout.as_secs().min(3600) as i64,
+            tv_nsec: timeout.subsec_nanos().into(),
+        };
+        let events = match epoll::wait(&self.epoll, &mut events, Some(&ts)) {
             Ok((events, _)) => events,
             Err(e) => {
                 if e != rustix::io::Errno::INTR {
                     tracing::warn!("epoll_wait failed: {e}");
+                    std::thread::sleep(timeout.min(Duration::from_millis(50)));
                 }
-                return;
+                return false;
             }
         };
         let now = Instant::now();
+        let mut woken = false;
         for ev in events.iter().copied() {
             let key = ev.data.u64();
             if key == LISTENER {
                 self.accept(out);
+                continue;
+            }
+            if key == WAKER {
+                woken = true;
+                if let Some(w) = &self.waker {
+                    // Reset the counter, then take the flag: a wake after
+                    // this writes again (see `Waker::wake`).
+                    let mut count = [0u8; 8];
+                    let _ = rustix::io::read(&w.fd, &mut count);
+                    w.pending.swap(false, Ordering::SeqCst);
+                }
                 continue;
             }
             let key = key as usize;
@@ -502,6 +574,7 @@ impl Poller {
                 self.write(key, now, out);
             }
         }
+        woken
     }
 
     fn accept(&mut self, out: &mut Vec<Ready>) {
@@ -741,7 +814,7 @@ impl Poller {
             if c.want_write {
                 c.want_write = false;
                 let _ = epoll::modify(
-                    self.epoll.get_ref(),
+                    &self.epoll,
                     &c.stream,
                     epoll::EventData::new_u64(key as u64),
                     epoll::EventFlags::IN | epoll::EventFlags::RDHUP,
@@ -763,7 +836,7 @@ impl Poller {
             if !c.want_write {
                 c.want_write = true;
                 let _ = epoll::modify(
-                    self.epoll.get_ref(),
+                    &self.epoll,
                     &c.stream,
                     epoll::EventData::new_u64(key as u64),
                     epoll::EventFlags::IN | epoll::EventFlags::OUT | epoll::EventFlags::RDHUP,
@@ -825,7 +898,10 @@ impl Poller {
                 _ if c.stalled_since.is_some_and(|s| now.duration_since(s) >= write) => {
                     Some(CloseCause::WriteStalled { after: write })
                 }
-                _ if now.duration_since(c.last_read) >= read => {
+                // A peer whose frames wait in the backlog is not silent:
+                // its socket is unread because the loop has not opened
+                // what it sent yet (docs/design.md#issue-46).
+                _ if !c.backlogged && now.duration_since(c.last_read) >= read => {
                     Some(CloseCause::TimedOut { what: "idle connection", after: read })
                 }
                 _ => None,
@@ -847,7 +923,7 @@ impl Poller {
             return;
         }
         let c = self.conns.remove(key);
-        let _ = epoll::delete(self.epoll.get_ref(), &c.stream);
+        let _ = epoll::delete(&self.epoll, &c.stream);
         self.queued_total -= c.queued;
         tracing::debug!(peer = %c.peer, conn = %c.id, reason = %cause, "connection ended");
         out.push(Ready::Net(NetEvent::Closed { conn: c.id, cause }));
@@ -935,7 +1011,7 @@ fn write_now(wire: &mut Wire, stream: &mut TcpStream, bytes: &[u8]) {
 /// The std stream under a smol one (a dialled connection handed to the
 /// poller): taken out of async-io's reactor, still nonblocking.
 pub fn into_std(stream: smol::net::TcpStream) -> std::io::Result<TcpStream> {
-    let shared: Arc<Async<TcpStream>> = stream.into();
+    let shared: Arc<async_io::Async<TcpStream>> = stream.into();
     Arc::try_unwrap(shared)
         .map_err(|_| std::io::Error::other("the stream is still shared"))?
         .into_inner()
@@ -967,17 +1043,8 @@ mod tests {
     /// One turn of a master's loop: wait up to 50 ms for a ready socket,
     /// take them, sweep, flush; what happened.
     fn turn(p: &mut Poller) -> Vec<Ready> {
-        smol::block_on(async {
-            let wait = async {
-                let _ = p.ready().await;
-            };
-            smol::future::or(wait, async {
-                async_io::Timer::after(Duration::from_millis(50)).await;
-            })
-            .await;
-        });
         let mut out = Vec::new();
-        p.poll(&mut out);
+        p.wait(Duration::from_millis(50), &mut out);
         p.sweep(Instant::now(), &mut out);
         p.flush(&mut out);
         out
@@ -1175,6 +1242,40 @@ mod tests {
         assert!(!p.has_backlog());
     }
 
+    /// The waker interrupts a `wait` blocked with a far timeout and no
+    /// socket activity, from another thread, promptly; the wake is taken
+    /// (the next wait blocks again), and a wake before the wait is not lost
+    /// (docs/design.md#issue-46).
+    #[test]
+    fn the_waker_ends_a_blocked_wait_and_is_taken_once() {
+        let mut p = poller(NetConfig::new("c", None));
+        let waker = p.waker().unwrap();
+        let far = Duration::from_secs(600);
+        let mut out = Vec::new();
+        let woke = std::thread::spawn({
+            let waker = waker.clone();
+            move || {
+                std::thread::sleep(Duration::from_millis(200));
+                waker.wake();
+                waker.wake();
+            }
+        });
+        let started = Instant::now();
+        assert!(p.wait(far, &mut out), "the wait ended without the waker");
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(60), "woken after {took:?}");
+        woke.join().unwrap();
+        assert!(out.is_empty(), "{out:?}");
+        // Taken: a short wait now times out unwoken.
+        assert!(!p.wait(Duration::from_millis(50), &mut out));
+        // A wake before the wait ends it at once.
+        waker.wake();
+        let started = Instant::now();
+        assert!(p.wait(far, &mut out));
+        assert!(started.elapsed() < Duration::from_secs(60));
+        assert!(!p.wait(Duration::ZERO, &mut out));
+    }
+
     /// A peer that vanished without a FIN (half-open) is found by the read
     /// timeout, reported as one.
     #[test]
@@ -1188,6 +1289,46 @@ mod tests {
         let cause = closed(&mut p, conn);
         assert!(cause.to_string().contains("idle connection timed out after 400ms"), "{cause}");
         assert_eq!(cause.ended(), regent_core::node::Ended::TimedOut);
+    }
+
+    /// A connection whose frames wait in the backlog is not idle, however
+    /// long since its socket was last read (e2e_hostile_load's floods were
+    /// cut as idle; docs/design.md#issue-46); once they are all opened, the
+    /// read timeout applies again.
+    #[test]
+    fn a_backlogged_connection_is_not_timed_out_as_idle() {
+        let mut cfg = NetConfig::new("c", None);
+        cfg.idle_timeout = Duration::from_millis(400);
+        cfg.set_heartbeat_interval(Duration::from_millis(1));
+        let mut p = poller(cfg);
+        let mut c = std::net::TcpStream::connect(p.local_addr().unwrap()).unwrap();
+        let conn = accept(&mut p);
+        let hb = |i| Message::WorkerHeartbeat { incarnation: Incarnation(i) };
+        let mut bytes = Vec::new();
+        for i in 0..1_000 {
+            bytes.extend(regent_core::codec::encode(&hb(i)));
+        }
+        c.write_all(&bytes).unwrap();
+        let mut got = 0;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !p.has_backlog() {
+            assert!(Instant::now() < deadline, "no backlog");
+            got += turn(&mut p).len();
+        }
+        let mut out = Vec::new();
+        p.sweep(Instant::now() + Duration::from_secs(5), &mut out);
+        assert!(out.is_empty(), "a backlogged connection timed out: {out:?}");
+        while got < 1_000 {
+            assert!(Instant::now() < deadline, "only {got} of 1000 frames");
+            got += turn(&mut p).len();
+        }
+        p.sweep(Instant::now() + Duration::from_secs(10), &mut out);
+        match out.as_slice() {
+            [Ready::Net(NetEvent::Closed { conn: c, cause })] if *c == conn => {
+                assert!(cause.to_string().contains("idle connection timed out"), "{cause}")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
