@@ -46,7 +46,8 @@
 //! `spread`: the workers started evenly over a second, so the round trips
 //! measure the master rather than a cold start's aligned bursts),
 //! `REGENT_SCALE_ONLY` (comma-separated parts to run, the others skipped;
-//! `placement` runs only when named here). The placement part:
+//! `placement` and `hundred-k` run only when named here; `hundred-k`: the
+//! 100,000 row, [`hundred_k`], with `REGENT_SCALE_HUNDRED_K_WORKERS`). The placement part:
 //! `REGENT_SCALE_PLACEMENT_WORKERS` (default 5000),
 //! `REGENT_SCALE_PLACEMENT_FRAMEWORKS` (100),
 //! `REGENT_SCALE_PLACEMENT_EXECUTORS` (100000),
@@ -203,6 +204,20 @@ fn steady(name: &str, n: usize, secs: u64, master_args: &[&str], secret: bool) -
     steady_spread(name, n, secs, master_args, Wire { secret, tls: false }, 0)
 }
 
+/// [`steady_spread`] with what it fixes for the rows at 1 s made
+/// explicit: whether the heartbeat ceiling is lifted (every worker every
+/// second) or kept at the master's default (10,000 a second: the interval
+/// stretched to N / 10,000 s), and how long registration may take.
+struct Heartbeats {
+    /// `--max-heartbeats-per-second 0` on the master.
+    lifted: bool,
+    /// The load generator's `--register-within`, seconds.
+    register_within: u64,
+}
+
+/// The rows at a 1 s heartbeat: the ceiling lifted.
+const EVERY_SECOND: Heartbeats = Heartbeats { lifted: true, register_within: 60 };
+
 /// What every connection of a run carries.
 #[derive(Clone, Copy)]
 struct Wire {
@@ -221,6 +236,19 @@ fn steady_spread(
     master_args: &[&str],
     wire: Wire,
     spread_ms: u64,
+) -> Row {
+    steady_with(name, n, secs, master_args, wire, spread_ms, &EVERY_SECOND)
+}
+
+/// [`steady_spread`] with the heartbeat ceiling as `hb` says.
+fn steady_with(
+    name: &str,
+    n: usize,
+    secs: u64,
+    master_args: &[&str],
+    wire: Wire,
+    spread_ms: u64,
+    hb: &Heartbeats,
 ) -> Row {
     let c = Cluster::new("bench-scale");
     let spec = MasterSpec::new("m1", &[]);
@@ -252,10 +280,12 @@ fn steady_spread(
     }
     let mut args = common.clone();
     args.extend(master_args);
-    // Every worker heartbeats every second: the heartbeat ceiling (load
-    // control, 10,000 a second by default) is lifted for the run.
     args.extend(["--id", "m1", "--listen", &addr, "--worker-timeout", "60000"]);
-    args.extend(["--max-heartbeats-per-second", "0"]);
+    if hb.lifted {
+        // Every worker heartbeats every second: the heartbeat ceiling (load
+        // control, 10,000 a second by default) is lifted for the run.
+        args.extend(["--max-heartbeats-per-second", "0"]);
+    }
     let master = c.spawn("m1", Kind::Master, &args);
     listening(&addr);
     std::thread::sleep(Duration::from_millis(500));
@@ -263,7 +293,8 @@ fn steady_spread(
     let mut largs = common;
     largs.extend(["--masters", &addr, "--workers", &n_s, "--secs", &secs_s]);
     let spread = spread_ms.to_string();
-    largs.extend(["--master-pid", &pid, "--register-within", "60", "--spread-start", &spread]);
+    let within = hb.register_within.to_string();
+    largs.extend(["--master-pid", &pid, "--register-within", &within, "--spread-start", &spread]);
     // One more worker on its own thread measures the master's round trips
     // without the generator's queueing, on the same wire as the others.
     let probe_wire = probe::Wire {
@@ -421,7 +452,9 @@ fn failover(zk: &ZkServer, per_generator: usize, kill9: bool, tls: bool) -> (f64
         masters[0].sigterm();
     }
     let mut last_print = Duration::ZERO;
-    let took = wait_for(Duration::from_secs(120), "m2 ALIVE with every worker", || {
+    // Generous: 120 s, or 5 ms a worker when that is longer (100,000).
+    let bound = Duration::from_secs(120).max(Duration::from_millis(5 * total));
+    let took = wait_for(bound, "m2 ALIVE with every worker", || {
         // Every 100 ms: `/metrics` of a master with thousands of workers is
         // not free, and polling it faster slows the master being measured.
         std::thread::sleep(Duration::from_millis(100));
@@ -455,6 +488,58 @@ fn failover(zk: &ZkServer, per_generator: usize, kill9: bool, tls: bool) -> (f64
     (ms(took), elected)
 }
 
+/// The 100,000 row (docs/design.md#issue-46), run only when asked
+/// (`REGENT_SCALE_ONLY=hundred-k`; `REGENT_SCALE_HUNDRED_K_WORKERS`, default
+/// 100,000): N simulated workers of one `regent load` process on one
+/// master with its default heartbeat ceiling (10,000 a second: the
+/// interval stretched to N / 10,000 s, 10 s at 100,000), the floor at the
+/// same connections and the same rate beside it, then `kill -9` of the
+/// ZooKeeper leader of two masters under N workers (two generators of
+/// N / 2). The file-descriptor limit is raised for the bench and the
+/// processes it starts (one connection a worker, a second to the standby
+/// in the failover run): that needs root, or `CAP_SYS_RESOURCE`.
+fn hundred_k(secs: u64, rows: &mut Vec<Row>, failovers: &mut Vec<(bool, usize, f64, Option<f64>)>) {
+    let n =
+        env_list("REGENT_SCALE_HUNDRED_K_WORKERS", "100000").first().copied().unwrap_or(100_000);
+    let want = 2 * n as u64 + 20_000;
+    if let Err(e) = raise_nofile(want) {
+        eprintln!("  hundred-k: cannot raise the file-descriptor limit to {want}: {e}; skipped");
+        return;
+    }
+    let ceiling = u64::from(regent_core::master::DEFAULT_MAX_HEARTBEATS_PER_SECOND);
+    let period = Duration::from_millis((n as u64 * 1_000).div_ceil(ceiling).max(1_000));
+    // Three intervals measured, at least: every worker heartbeats thrice.
+    let secs = secs.max(3 * period.as_secs());
+    rows.push(floor_row_every(n, secs, period));
+    let hb = Heartbeats { lifted: false, register_within: 600 };
+    rows.push(steady_with(
+        &format!("smol, no secret, ceiling 10,000/s, N={n}"),
+        n,
+        secs,
+        &["master", "--recovery", "none"],
+        Wire { secret: false, tls: false },
+        0,
+        &hb,
+    ));
+    let zk = ZkServer::start();
+    let (took, elected) = failover(&zk, n / 2, true, false);
+    eprintln!("  failover under load (kill -9), {} workers: {took:.0} ms", 2 * (n / 2));
+    failovers.push((true, 2 * (n / 2), took, elected));
+}
+
+/// Raises this process's file-descriptor limit (soft and hard) to at least
+/// `want`; the processes it starts inherit it.
+fn raise_nofile(want: u64) -> Result<(), String> {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let now = getrlimit(Resource::Nofile);
+    if now.current.is_none_or(|c| c >= want) {
+        return Ok(());
+    }
+    let max = now.maximum.map_or(want, |m| m.max(want));
+    setrlimit(Resource::Nofile, Rlimit { current: Some(want), maximum: Some(max) })
+        .map_err(|e| format!("setrlimit: {e} (raising the hard limit needs root)"))
+}
+
 /// Seconds since midnight UTC.
 fn seconds_of_day(t: std::time::SystemTime) -> f64 {
     let d = t.duration_since(std::time::UNIX_EPOCH).expect("after 1970");
@@ -478,6 +563,11 @@ fn ms(d: Duration) -> f64 {
 
 /// The floor at `n` connections: a row in the table's columns.
 fn floor_row(n: usize, secs: u64) -> Row {
+    floor_row_every(n, secs, Duration::from_secs(1))
+}
+
+/// [`floor_row`] with each connection sending once every `period`.
+fn floor_row_every(n: usize, secs: u64, period: Duration) -> Row {
     let addr = cluster::loopback(cluster::free_port());
     let mut server = std::process::Command::new(std::env::current_exe().expect("the bench binary"))
         .env("REGENT_FLOOR_SERVE", &addr)
@@ -485,15 +575,20 @@ fn floor_row(n: usize, secs: u64) -> Row {
         .expect("start the floor server");
     listening(&addr);
     std::thread::sleep(Duration::from_millis(300));
-    let run = floor::drive(&addr, server.id(), n, secs);
+    let run = floor::drive(&addr, server.id(), n, secs, period);
     let _ = server.kill();
     let _ = server.wait();
     eprintln!(
         "  floor, N={n}: {} answered, CPU {:.1} %, {:.0} B/conn, p50 {:.2} ms, p99 {:.2} ms",
         run.answered, run.cpu, run.bytes_per_conn, run.p50, run.p99
     );
+    let every = if period == Duration::from_secs(1) {
+        String::new()
+    } else {
+        format!(", each every {} ms", period.as_millis())
+    };
     Row {
-        name: format!("floor (bare epoll, 40 B each way), N={n}"),
+        name: format!("floor (bare epoll, 40 B each way{every}), N={n}"),
         workers: n as u64,
         registered: n as u64,
         registration_ms: f64::NAN,
@@ -572,6 +667,10 @@ fn main() {
             ));
         }
     }
+    let mut failovers = Vec::new();
+    if only("hundred-k") {
+        hundred_k(secs, &mut rows, &mut failovers);
+    }
     let mut placements = Vec::new();
     if only("placement") {
         placements = placement_all();
@@ -599,7 +698,6 @@ fn main() {
             false,
         ));
     }
-    let mut failovers = Vec::new();
     if !skip("failover") {
         let per =
             env_list("REGENT_SCALE_FAILOVER_WORKERS", "9000").first().copied().unwrap_or(9000);

@@ -106,9 +106,11 @@ pub struct FloorRun {
     pub bytes_per_conn: f64,
 }
 
-/// Connects `n` clients to the floor server at `addr` (pid `pid`), runs
-/// them for `secs` measured seconds after a warm-up second.
-pub fn drive(addr: &str, pid: u32, n: usize, secs: u64) -> FloorRun {
+/// Connects `n` clients to the floor server at `addr` (pid `pid`), each
+/// sending once every `period` (N / `period` requests a second in all, as
+/// N workers heartbeating at that interval), and runs them for `secs`
+/// measured seconds after a warm-up round of one `period`.
+pub fn drive(addr: &str, pid: u32, n: usize, secs: u64, period: Duration) -> FloorRun {
     let idle_rss = regent_std::host::rss_kb(pid).unwrap_or(0);
     let ep = epoll::create(epoll::CreateFlags::CLOEXEC).unwrap();
     let mut conns = Vec::with_capacity(n);
@@ -124,7 +126,7 @@ pub fn drive(addr: &str, pid: u32, n: usize, secs: u64) -> FloorRun {
     let request = [1u8; FRAME];
     let mut buf = vec![0u8; 64 * 1024];
     let start = Instant::now();
-    let warm = start + Duration::from_secs(1);
+    let warm = start + period;
     let end = warm + Duration::from_secs(secs);
     let mut rtts: Vec<u32> = Vec::new();
     let mut cpu_at_warm = None;
@@ -138,13 +140,13 @@ pub fn drive(addr: &str, pid: u32, n: usize, secs: u64) -> FloorRun {
         if cpu_at_warm.is_none() && now >= warm {
             cpu_at_warm = Some((regent_std::host::cpu_ticks(pid).unwrap_or(0), now));
         }
-        // Connection i sends at i/n of every second.
+        // Connection i sends at i/n of every period.
         loop {
             if next == n {
                 next = 0;
-                round_start += Duration::from_secs(1);
+                round_start += period;
             }
-            let due = round_start + Duration::from_secs(1) * next as u32 / n as u32;
+            let due = round_start + period.mul_f64(next as f64 / n as f64);
             if due > now {
                 break;
             }
