@@ -496,12 +496,17 @@ fn failover(zk: &ZkServer, per_generator: usize, kill9: bool, tls: bool) -> (f64
 /// same connections and the same rate beside it, then `kill -9` of the
 /// ZooKeeper leader of two masters under N workers (two generators of
 /// N / 2). The file-descriptor limit is raised for the bench and the
-/// processes it starts (one connection a worker, a second to the standby
-/// in the failover run): that needs root, or `CAP_SYS_RESOURCE`.
+/// processes it starts to N + 2,000 (the most one process holds: the
+/// master's N connections, or a failover generator's N / 2 workers with a
+/// connection to each master) when it is lower: past the hard limit that
+/// needs `CAP_SYS_RESOURCE`, and without it the row is skipped, saying so.
 fn hundred_k(secs: u64, rows: &mut Vec<Row>, failovers: &mut Vec<(bool, usize, f64, Option<f64>)>) {
     let n =
         env_list("REGENT_SCALE_HUNDRED_K_WORKERS", "100000").first().copied().unwrap_or(100_000);
-    let want = 2 * n as u64 + 20_000;
+    // One process holds at most N connections and a few more: the master,
+    // the floor's server and its client, each generator of the failover
+    // (N / 2 workers, a connection to each master).
+    let want = n as u64 + 2_000;
     if let Err(e) = raise_nofile(want) {
         eprintln!("  hundred-k: cannot raise the file-descriptor limit to {want}: {e}; skipped");
         return;
@@ -536,8 +541,12 @@ fn raise_nofile(want: u64) -> Result<(), String> {
         return Ok(());
     }
     let max = now.maximum.map_or(want, |m| m.max(want));
-    setrlimit(Resource::Nofile, Rlimit { current: Some(want), maximum: Some(max) })
-        .map_err(|e| format!("setrlimit: {e} (raising the hard limit needs root)"))
+    setrlimit(Resource::Nofile, Rlimit { current: Some(want), maximum: Some(max) }).map_err(|e| {
+        format!(
+            "setrlimit: {e} (the hard limit is {:?}; raising it needs CAP_SYS_RESOURCE)",
+            now.maximum
+        )
+    })
 }
 
 /// Seconds since midnight UTC.
