@@ -201,7 +201,7 @@ fn header() {
 
 /// One steady-state run: a master from `master_args`, `n` workers.
 fn steady(name: &str, n: usize, secs: u64, master_args: &[&str], secret: bool) -> Row {
-    steady_spread(name, n, secs, master_args, Wire { secret, tls: false }, 0)
+    steady_spread(name, n, secs, master_args, Wire { secret, tls: false }, 0, &EVERY_SECOND)
 }
 
 /// [`steady_spread`] with what it fixes for the rows at 1 s made
@@ -228,20 +228,9 @@ struct Wire {
 }
 
 /// [`steady`] with the workers started evenly over `spread_ms` (their
-/// heartbeats spread over the second as a running cluster's are).
+/// heartbeats spread over the second as a running cluster's are) and the
+/// heartbeat ceiling as `hb` says.
 fn steady_spread(
-    name: &str,
-    n: usize,
-    secs: u64,
-    master_args: &[&str],
-    wire: Wire,
-    spread_ms: u64,
-) -> Row {
-    steady_with(name, n, secs, master_args, wire, spread_ms, &EVERY_SECOND)
-}
-
-/// [`steady_spread`] with the heartbeat ceiling as `hb` says.
-fn steady_with(
     name: &str,
     n: usize,
     secs: u64,
@@ -517,7 +506,7 @@ fn hundred_k(secs: u64, rows: &mut Vec<Row>, failovers: &mut Vec<(bool, usize, f
     let secs = secs.max(3 * period.as_secs());
     rows.push(floor_row_every(n, secs, period));
     let hb = Heartbeats { lifted: false, register_within: 600 };
-    rows.push(steady_with(
+    rows.push(steady_spread(
         &format!("smol, no secret, ceiling 10,000/s, N={n}"),
         n,
         secs,
@@ -643,6 +632,7 @@ fn main() {
                 &["master", "--recovery", "none"],
                 Wire { secret: false, tls: false },
                 1_000,
+                &EVERY_SECOND,
             ));
         }
         if !skip("tls") {
@@ -654,6 +644,7 @@ fn main() {
                     &["master", "--recovery", "none"],
                     Wire { secret: true, tls },
                     1_000,
+                    &EVERY_SECOND,
                 ));
             }
         }

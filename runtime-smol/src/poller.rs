@@ -1068,6 +1068,18 @@ mod tests {
     }
 
     /// Accepts one connection: its number.
+    /// Writes heartbeats 0..`n` to `c` in one write; the heartbeat of
+    /// each number, to compare what arrives.
+    fn heartbeats(c: &mut std::net::TcpStream, n: u64) -> fn(u64) -> Message {
+        let hb = |i| Message::WorkerHeartbeat { incarnation: Incarnation(i) };
+        let mut bytes = Vec::new();
+        for i in 0..n {
+            bytes.extend(regent_core::codec::encode(&hb(i)));
+        }
+        c.write_all(&bytes).unwrap();
+        hb
+    }
+
     fn accept(p: &mut Poller) -> ConnId {
         until(p, "the connection", |p, r| match r {
             Ready::Accepted(s) => Some(p.add(s, Side::Server).unwrap().0),
@@ -1219,12 +1231,7 @@ mod tests {
         let mut p = poller(NetConfig::new("c", None));
         let mut c = std::net::TcpStream::connect(p.local_addr().unwrap()).unwrap();
         let conn = accept(&mut p);
-        let hb = |i| Message::WorkerHeartbeat { incarnation: Incarnation(i) };
-        let mut bytes = Vec::new();
-        for i in 0..1_000 {
-            bytes.extend(regent_core::codec::encode(&hb(i)));
-        }
-        c.write_all(&bytes).unwrap();
+        let hb = heartbeats(&mut c, 1_000);
         let mut got = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(60);
         while got.len() < 1_000 {
@@ -1303,12 +1310,7 @@ mod tests {
         let mut p = poller(cfg);
         let mut c = std::net::TcpStream::connect(p.local_addr().unwrap()).unwrap();
         let conn = accept(&mut p);
-        let hb = |i| Message::WorkerHeartbeat { incarnation: Incarnation(i) };
-        let mut bytes = Vec::new();
-        for i in 0..1_000 {
-            bytes.extend(regent_core::codec::encode(&hb(i)));
-        }
-        c.write_all(&bytes).unwrap();
+        heartbeats(&mut c, 1_000);
         let mut got = 0;
         let deadline = Instant::now() + Duration::from_secs(60);
         while !p.has_backlog() {
